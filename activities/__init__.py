@@ -1,0 +1,31 @@
+"""Temporal activities: all I/O of a job (source, artifact store, routes, ledger).
+
+:func:`build_activities` returns the activity callables a worker registers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from activities.deliver import DeliverActivity
+from activities.deps import ActivityDeps
+from activities.fetch import FetchActivity
+from activities.finish import FinishActivity
+from activities.search import SearchActivity
+
+
+def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list[Callable[..., Any]]]:
+    """The activities of a worker: ``(main task queue, source task queues)``.
+
+    ``search`` runs on each account's rate-gate queue; everything else on the main queue.
+    """
+    finish = FinishActivity(deps)
+    main: list[Callable[..., Any]] = [
+        FetchActivity(deps).fetch,
+        DeliverActivity(deps).deliver,
+        finish.finish,
+        finish.request_cancel,
+    ]
+    source: list[Callable[..., Any]] = [SearchActivity(deps).search]
+    return main, source

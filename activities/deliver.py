@@ -1,0 +1,191 @@
+"""The ``deliver`` activity: deliver the cell's artifact on one route, exactly once.
+
+One activity per route, each with its own retry budget (the activity's retry policy).
+An attempt:
+
+1. claims the send in the ledger under the job row lock (intent ``sending``,
+   committed before anything leaves). A confirmed intent returns at once; a consumer
+   cancel recorded before the claim means the request is never sent; an intent left
+   ``sending`` by a dead attempt is ambiguous — re-sent only on routes where that is
+   safe (stable idempotency key, or ``on_ambiguous = "retry"``), otherwise the cell
+   fails ``delivery_unknown`` and nothing is re-sent;
+2. sends. Once the request is out it is finished even if the activity is cancelled
+   meanwhile, and what the route answered is recorded: a delivery that landed before
+   the cancel reached it leaves the cell ``submitted`` (no phantom deliveries, no lies);
+3. records the answer: confirmed → intent ``delivered`` / ``duplicate``, the cell
+   ``submitted`` once every route confirmed; permanent failure → cell ``failed``;
+   retryable failure → intent back to ``reserved`` and an ``ApplicationError`` for
+   Temporal to retry; on the last allowed attempt the cell ends ``delivery_abandoned``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.deps import ActivityDeps
+from activities.errors import permanent, route_failure
+from activities.heartbeat import Heartbeater
+from curaflow.domain.cells import CellStage, CellState, is_terminal
+from curaflow.domain.messages import CellUpdate, DeliverInput
+from curaflow.domain.models import CellSnapshot
+from curaflow.domain.reasons import TerminalReason
+from curaflow.ledger import cells as ledger_cells
+from curaflow.ledger import deliveries as ledger
+from curaflow.ledger.records import load_cell
+from curaflow.routes import UnsupportedRoute
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
+
+
+class DeliverActivity:
+    """Holds the worker's :class:`~activities.deps.ActivityDeps` for the ``deliver`` activity."""
+
+    def __init__(self, deps: ActivityDeps) -> None:
+        self.deps = deps
+
+    @activity.defn(name="deliver")
+    async def deliver(self, inp: DeliverInput) -> CellUpdate:
+        """Deliver the cell's work on ``inp.route``.
+
+        Returns:
+            The cell afterwards (``submitted`` once every route confirmed).
+
+        Raises:
+            ApplicationError: typed by reason code; ``delivery_rejected`` /
+                ``delivery_unknown`` / ``configuration_error`` are non-retryable;
+                ``delivery_failed`` is retried (``next_retry_delay`` from ``retry_after``).
+        """
+        deps = self.deps
+        target = inp.target
+        info = activity.info()
+        lease_ms = inp.heartbeat_interval_ms * 2
+        try:
+            route = deps.route(inp.route.name)
+        except UnsupportedRoute as err:
+            async with deps.pool.acquire() as conn, conn.transaction():
+                await ledger_cells.finish_cell(
+                    conn, inp.job_id, target.target_id, CellState.FAILED, TerminalReason.CONFIGURATION_ERROR
+                )
+            raise permanent(TerminalReason.CONFIGURATION_ERROR, str(err)) from err
+
+        async with deps.pool.acquire() as conn, conn.transaction():
+            cell, _ = await ledger_cells.start_step(
+                conn,
+                inp.job_id,
+                target.target_id,
+                stage=CellStage.DELIVERING,
+                attempt=info.attempt,
+                lease_ms=lease_ms,
+                owner=deps.identity,
+            )
+            if cell is None:
+                raise permanent(TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} not in the ledger")
+            claim = await ledger.claim_send(
+                conn, inp.job_id, target.target_id, route.name, ambiguous_ok=route.resend_safe
+            )
+            if claim.decision == "ambiguous":
+                cell = await ledger.record_failed(
+                    conn,
+                    inp.job_id,
+                    target.target_id,
+                    claim.idempotency_key or "",
+                    reason=TerminalReason.DELIVERY_UNKNOWN,
+                    error="a previous attempt's request may have landed; not re-sent (on_ambiguous=fail)",
+                    permanent=True,
+                    unknown=True,
+                )
+        if claim.decision == "ambiguous":
+            raise permanent(TerminalReason.DELIVERY_UNKNOWN, "delivery outcome unknown; not re-sent")
+        if claim.decision != "send":
+            async with deps.pool.acquire() as conn:
+                current = await load_cell(conn, inp.job_id, target.target_id)
+            assert current is not None
+            return CellUpdate(cell=current)
+        if cell is None or cell.work is None or cell.artifact is None:
+            raise permanent(TerminalReason.INTERNAL_ERROR, "cell has no fetched artifact to deliver")
+
+        request = DeliveryRequest(
+            job_id=inp.job_id,
+            target_id=target.target_id,
+            route=route.name,
+            idempotency_key=claim.idempotency_key or "",
+            work=cell.work,
+            artifact=cell.artifact,
+            attempt=claim.attempts + 1,
+        )
+        async with Heartbeater(
+            deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
+        ) as hb:
+            hb.update(stage="delivering", route=route.name, work_id=cell.work.work_id)
+            send = asyncio.ensure_future(route.deliver(request))
+            cancelled = False
+            try:
+                receipt = await asyncio.shield(send)
+            except asyncio.CancelledError:
+                # The request is already out: finish it and record the truth.
+                cancelled = True
+                try:
+                    receipt = await send
+                except RouteError as err:
+                    await self._record_error(inp, request, err, last_attempt=False)
+                    raise asyncio.CancelledError() from err
+            except RouteError as err:
+                last = info.attempt >= inp.max_attempts
+                await self._record_error(inp, request, err, last_attempt=last)
+                if last and not err.permanent:
+                    raise permanent(TerminalReason.DELIVERY_ABANDONED, f"no delivery attempt left: {err}") from err
+                raise route_failure(err) from err
+        updated = await self._record_receipt(inp, request, receipt)
+        if cancelled and not (is_terminal(updated.state) and updated.state == CellState.SUBMITTED):
+            raise asyncio.CancelledError()
+        return CellUpdate(cell=updated)
+
+    async def _record_receipt(
+        self, inp: DeliverInput, request: DeliveryRequest, receipt: DeliveryReceipt
+    ) -> CellSnapshot:
+        deps = self.deps
+        async with deps.pool.acquire() as conn, conn.transaction():
+            cell = await ledger.record_delivered(
+                conn,
+                inp.job_id,
+                inp.target.target_id,
+                request.idempotency_key,
+                duplicate=receipt.duplicate,
+                remote_id=receipt.remote_id,
+                remote_ids=receipt.remote_ids or None,
+                remote_status=receipt.remote_status,
+            )
+            await ledger_cells.end_lease(conn, inp.job_id, inp.target.target_id)
+        assert isinstance(cell, CellSnapshot)
+        if cell.state == CellState.SUBMITTED and inp.target.storage_mode == "cache":
+            deps.store.delete(inp.job_id, inp.target.target_id)
+        return cell
+
+    async def _record_error(
+        self, inp: DeliverInput, request: DeliveryRequest, err: RouteError, *, last_attempt: bool
+    ) -> None:
+        deps = self.deps
+        route = deps.route(inp.route.name)
+        unknown = err.ambiguous and not route.resend_safe
+        final = err.permanent or unknown or last_attempt
+        reason = err.reason
+        if unknown:
+            reason = TerminalReason.DELIVERY_UNKNOWN
+        elif last_attempt and not err.permanent:
+            reason = TerminalReason.DELIVERY_ABANDONED
+        async with deps.pool.acquire() as conn, conn.transaction():
+            await ledger.record_failed(
+                conn,
+                inp.job_id,
+                inp.target.target_id,
+                request.idempotency_key,
+                reason=reason,
+                error=str(err),
+                permanent=final and not unknown,
+                unknown=unknown,
+            )
+            await ledger_cells.end_lease(conn, inp.job_id, inp.target.target_id)
+        if unknown:
+            raise ApplicationError(str(err), type=str(TerminalReason.DELIVERY_UNKNOWN), non_retryable=True)

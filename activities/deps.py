@@ -1,0 +1,152 @@
+"""What activities share in one worker process: the ledger pool, source clients, routes.
+
+Created once at worker start (:func:`open_deps`) and closed at shutdown. Nothing here is
+imported by workflows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+
+import asyncpg
+import httpx
+from temporalio.client import Client
+
+from curaflow.artifacts import ArtifactStore
+from curaflow.config import Settings
+from curaflow.ledger.db import create_pool
+from curaflow.routes import Route, UnsupportedRoute, build_route
+from curaflow.sources.pixiv import PIXIV_API_URL, PIXIV_AUTH_URL, PixivClient
+
+
+class RateGate:
+    """Spaces requests of one account at least ``min_interval_s`` apart (this process).
+
+    Waiting here is queueing, not failure (DESIGN.md decision 10). Requests of one
+    account are also serialised across workers by the account's task queue.
+    """
+
+    def __init__(self, min_interval_s: float) -> None:
+        self.min_interval_s = min_interval_s
+        self._lock = asyncio.Lock()
+        self._next = 0.0
+
+    async def wait(self) -> None:
+        """Return when the next request of this account may leave."""
+        if self.min_interval_s <= 0:
+            return
+        async with self._lock:
+            now = time.monotonic()
+            if self._next > now:
+                await asyncio.sleep(self._next - now)
+            self._next = max(now, self._next) + self.min_interval_s
+
+
+@dataclass
+class ActivityDeps:
+    """Shared resources of the activities of one worker process.
+
+    Attributes:
+        pool: the ledger pool.
+        http: the shared HTTP client (sources and routes).
+        client: the Temporal client (for ``request_cancel``).
+        identity: ``host:pid``, recorded as a lease owner.
+    """
+
+    settings: Settings
+    pool: asyncpg.Pool
+    http: httpx.AsyncClient
+    client: Client | None
+    store: ArtifactStore
+    pixiv_api_url: str
+    pixiv_auth_url: str
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
+    _pixiv: dict[str, PixivClient] = field(default_factory=dict)
+    _routes: dict[str, Route] = field(default_factory=dict)
+
+    def pixiv(self, account: str) -> PixivClient:
+        """The Pixiv client of ``account`` (one per process, with its rate gate).
+
+        Raises:
+            KeyError: the account is not configured.
+        """
+        if account not in self._pixiv:
+            accounts = self.settings.accounts()
+            acct = accounts[account]
+            replay = self.settings.pixiv.replay
+            token = "replay" if replay else (acct.refresh_token.get_secret_value() if acct.refresh_token else "")
+            interval = self.settings.pixiv.replay_min_interval_ms if replay else acct.min_interval_ms
+            gate = RateGate(interval / 1000)
+            self._pixiv[account] = PixivClient(
+                self.http,
+                refresh_token=token,
+                api_url=self.pixiv_api_url,
+                auth_url=self.pixiv_auth_url,
+                image_referer=self.settings.pixiv.image_referer,
+                gate=gate.wait,
+            )
+        return self._pixiv[account]
+
+    def route(self, name: str) -> Route:
+        """The route ``name``.
+
+        Raises:
+            UnsupportedRoute: unknown name or unsupported kind.
+        """
+        if name not in self._routes:
+            config = self.settings.routes.get(name)
+            if config is None:
+                raise UnsupportedRoute(f"route {name!r} is not configured on this worker")
+            self._routes[name] = build_route(name, config, self.http)
+        return self._routes[name]
+
+
+async def open_deps(settings: Settings, client: Client | None, *, replay_url: str | None = None) -> ActivityDeps:
+    """Open the pool and HTTP client for a worker process.
+
+    Args:
+        settings: the worker's settings (``database.url`` must be set).
+        client: the worker's Temporal client.
+        replay_url: base URL of the replay server when the source runs in replay mode
+            and ``pixiv.api_url`` is not configured.
+    """
+    assert settings.database.url, "database.url must be set for a worker"
+    pool = await create_pool(
+        settings.database.url,
+        min_size=settings.database.pool_min_size,
+        max_size=settings.database.pool_max_size,
+    )
+    timeout = httpx.Timeout(settings.pixiv.request_timeout_ms / 1000, connect=10.0)
+    http = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+    pixiv = settings.pixiv
+    if pixiv.replay:
+        api = pixiv.api_url or replay_url
+        auth = pixiv.auth_url or api
+        if api is None:
+            raise RuntimeError("replay mode needs pixiv.api_url or a running replay server")
+    else:
+        api = pixiv.api_url or PIXIV_API_URL
+        auth = pixiv.auth_url or PIXIV_AUTH_URL
+    assert settings.artifacts_dir is not None
+    return ActivityDeps(
+        settings=settings,
+        pool=pool,
+        http=http,
+        client=client,
+        store=ArtifactStore(settings.artifacts_dir),
+        pixiv_api_url=api,
+        pixiv_auth_url=auth or api,
+    )
+
+
+async def close_deps(deps: ActivityDeps) -> None:
+    """Close the HTTP client and the pool."""
+    await deps.http.aclose()
+    await deps.pool.close()
+
+
+__all__ = ["ActivityDeps", "RateGate", "UnsupportedRoute", "close_deps", "open_deps"]

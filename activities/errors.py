@@ -1,0 +1,51 @@
+"""Turn source and route failures into Temporal ``ApplicationError`` s typed by reason code.
+
+Retries belong to Temporal (DESIGN.md decision 5): an activity raises
+``ApplicationError(type=<reason code>)``; permanent failures are ``non_retryable``; a
+source rate limit becomes a cooldown ladder expressed as ``next_retry_delay`` (60 s
+doubling per attempt up to 15 min, a ``Retry-After`` as the floor — reference
+``pixiv-and-delivery-apis.md`` §2.5); a route's ``retry_after`` is honoured exactly.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.exceptions import ApplicationError
+
+from curaflow.domain.reasons import TerminalReason
+from curaflow.routes.base import RouteError
+from curaflow.sources.errors import SourceError
+
+RATE_LIMIT_BASE_S = 60.0
+RATE_LIMIT_CAP_S = 900.0
+
+
+def cooldown_s(attempt: int, retry_after_s: float | None, base_s: float = RATE_LIMIT_BASE_S) -> float:
+    """Cooldown before the next attempt after the ``attempt``-th rate limit, in seconds."""
+    ladder = min(RATE_LIMIT_CAP_S, base_s * (2 ** max(0, attempt - 1)))
+    return max(ladder, retry_after_s or 0.0)
+
+
+def source_failure(err: SourceError, attempt: int, *, rate_limit_base_s: float = RATE_LIMIT_BASE_S) -> ApplicationError:
+    """The ``ApplicationError`` for a failed source call on attempt ``attempt``."""
+    delay = None
+    if err.reason == TerminalReason.RATE_LIMITED:
+        delay = timedelta(seconds=cooldown_s(attempt, err.retry_after_s, rate_limit_base_s))
+    return ApplicationError(
+        str(err),
+        type=str(err.reason),
+        non_retryable=not err.retryable,
+        next_retry_delay=delay,
+    )
+
+
+def route_failure(err: RouteError) -> ApplicationError:
+    """The ``ApplicationError`` for a failed delivery attempt."""
+    delay = timedelta(seconds=err.retry_after_s) if err.retry_after_s else None
+    return ApplicationError(str(err), type=str(err.reason), non_retryable=err.permanent, next_retry_delay=delay)
+
+
+def permanent(reason: TerminalReason | str, message: str) -> ApplicationError:
+    """A non-retryable ``ApplicationError`` of type ``reason``."""
+    return ApplicationError(message, type=str(reason), non_retryable=True)

@@ -1,0 +1,117 @@
+"""The ``fetch`` activity: download the bound work's artifact (``selected → artifact_ready``).
+
+Every page of the work is streamed to the artifact store and recorded complete only
+after its full length is on disk; pages already complete from a previous attempt are
+kept, so a resumed attempt continues where the dead one stopped. A work that turns out
+to be unavailable (image 403/404) is released and the next stored candidate is bound
+(provisional release, reference §1.1); when none is left the cell ends
+``no_candidate``.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from activities.deps import ActivityDeps
+from activities.errors import permanent, source_failure
+from activities.heartbeat import Heartbeater
+from curaflow.domain.cells import CellStage, CellState, is_terminal
+from curaflow.domain.messages import CellUpdate, FetchInput
+from curaflow.domain.reasons import TerminalReason, no_candidate_reason
+from curaflow.ledger import cells as ledger
+from curaflow.sources.errors import SourceError, WorkUnavailable
+
+
+class FetchActivity:
+    """Holds the worker's :class:`~activities.deps.ActivityDeps` for the ``fetch`` activity."""
+
+    def __init__(self, deps: ActivityDeps) -> None:
+        self.deps = deps
+
+    @activity.defn(name="fetch")
+    async def fetch(self, inp: FetchInput) -> CellUpdate:
+        """Fetch the artifact of the work bound to the cell.
+
+        Returns:
+            The cell afterwards: ``artifact_ready``, or terminal.
+
+        Raises:
+            ApplicationError: ``download_failed`` / ``download_timeout`` /
+                ``rate_limited`` (retryable), ``internal_error`` when the cell is missing.
+        """
+        deps = self.deps
+        target = inp.target
+        info = activity.info()
+        lease_ms = inp.heartbeat_interval_ms * 2
+        async with deps.pool.acquire() as conn, conn.transaction():
+            cell, _ = await ledger.start_step(
+                conn,
+                inp.job_id,
+                target.target_id,
+                stage=CellStage.FETCHING,
+                attempt=info.attempt,
+                lease_ms=lease_ms,
+                owner=deps.identity,
+            )
+        if cell is None:
+            raise permanent(
+                TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
+            )
+        try:
+            client = deps.pixiv(target.account)
+        except KeyError:
+            raise permanent(
+                TerminalReason.CONFIGURATION_ERROR, f"pixiv account {target.account!r} is not configured"
+            ) from None
+
+        async with Heartbeater(
+            deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
+        ) as hb:
+            while True:
+                if is_terminal(cell.state) or cell.state != CellState.SELECTED or cell.work is None:
+                    return CellUpdate(cell=cell)
+                work = cell.work
+
+                async def progress(done: int, total: int, work_id: str = work.work_id) -> None:
+                    hb.update(stage="fetching", work_id=work_id, pages_done=done, pages_total=total)
+
+                try:
+                    artifact = await deps.store.fetch(client, work, inp.job_id, target.target_id, on_page=progress)
+                except WorkUnavailable as err:
+                    activity.logger.info(
+                        "candidate unavailable, moving on",
+                        extra={
+                            "job_id": inp.job_id,
+                            "target_id": target.target_id,
+                            "work_id": work.work_id,
+                            "why": err.why,
+                        },
+                    )
+                    deps.store.delete(inp.job_id, target.target_id)
+                    async with deps.pool.acquire() as conn, conn.transaction():
+                        nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why)
+                        assert nxt is not None
+                        if nxt.state == CellState.PENDING and nxt.work_id is None:
+                            report = nxt.candidate_report
+                            reason = (
+                                no_candidate_reason(report.fetched, report.reasons)
+                                if report
+                                else TerminalReason.NO_CANDIDATE
+                            )
+                            nxt = await ledger.finish_cell(
+                                conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason
+                            )
+                            assert nxt is not None
+                    cell = nxt
+                    continue
+                except SourceError as err:
+                    raise source_failure(
+                        err, info.attempt, rate_limit_base_s=deps.settings.pixiv.rate_limit_base_ms / 1000
+                    ) from err
+                async with deps.pool.acquire() as conn, conn.transaction():
+                    ready = await ledger.artifact_ready(
+                        conn, inp.job_id, target.target_id, work.work_id, artifact.model_dump(mode="json")
+                    )
+                    await ledger.end_lease(conn, inp.job_id, target.target_id)
+                assert ready is not None
+                return CellUpdate(cell=ready)

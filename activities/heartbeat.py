@@ -1,0 +1,72 @@
+"""Heartbeating for long activities: Temporal heartbeat plus the cell's ledger lease.
+
+:class:`Heartbeater` runs beside the activity's work and, every heartbeat interval,
+
+* calls ``activity.heartbeat(details)`` with the latest progress details (visible in
+  the Temporal UI as the pending activity's heartbeat details; the server also answers
+  a heartbeat with a pending cancellation, which cancels the activity's task);
+* extends the cell's lease in the ledger (``heartbeat_at``, ``lease_until``), which is
+  what ``GET /jobs/{id}`` reports as ``heartbeat_at`` / ``lease_active``.
+
+A missed heartbeat past the heartbeat timeout fails the attempt; Temporal retries it on
+a live worker, which resumes from the last checkpoint (DESIGN.md decision 8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from types import TracebackType
+from typing import Any
+
+import asyncpg
+from temporalio import activity
+
+from curaflow.ledger import cells as ledger_cells
+
+
+class Heartbeater:
+    """Async context manager that heartbeats while the activity works.
+
+    Args:
+        pool: ledger pool.
+        job_id / target_id: the cell whose lease is extended.
+        interval_s: heartbeat interval in seconds.
+        lease_ms: lease length written with each heartbeat (the heartbeat timeout).
+    """
+
+    def __init__(self, pool: asyncpg.Pool, job_id: str, target_id: str, interval_s: float, lease_ms: int) -> None:
+        self._pool = pool
+        self._job_id = job_id
+        self._target_id = target_id
+        self._interval_s = interval_s
+        self._lease_ms = lease_ms
+        self._details: dict[str, Any] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def update(self, **details: Any) -> None:
+        """Replace progress details and heartbeat now (the SDK throttles the sends)."""
+        self._details.update(details)
+        activity.heartbeat(dict(self._details))
+
+    async def _loop(self) -> None:
+        while True:
+            activity.heartbeat(dict(self._details))
+            with contextlib.suppress(OSError, asyncpg.PostgresError):
+                await ledger_cells.heartbeat(self._pool, self._job_id, self._target_id, self._lease_ms)
+            await asyncio.sleep(self._interval_s)
+
+    async def __aenter__(self) -> Heartbeater:
+        self._task = asyncio.create_task(self._loop())
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

@@ -1,0 +1,1 @@
+"""Benchmarks (run on demand with `curaflow bench`)."""

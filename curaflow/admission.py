@@ -1,0 +1,247 @@
+"""Admission of a ``candidate_search`` task: the one code path behind ``POST /jobs`` and ``curaflow run``.
+
+Order (reference §1.2, §1.5, §9.6; DESIGN.md decisions 1–2):
+
+1. validate the Task (:func:`curaflow.protocol.task.validate_task`);
+2. resolve the target: ``params.target_id`` names it (unknown → 404 ``unknown_target``);
+   without it the single eligible target (``accept_jobs``) is used — none → 400
+   ``no_eligible_target``, several → 409 ``ambiguous_target``;
+3. check the callback host allow-list, ``source.account`` and ``work_types``;
+4. resolve identity: the job owning the key (exact, case-sensitive) must have the same
+   target and equal normalised params, else 409 ``idempotency_conflict``; the derived
+   id ``<target_id>@manual-<key lowercased>`` owned by another key (keys differing only
+   in case) is a conflict too;
+5. insert the job durably (insert-if-absent), then start its workflow (a crash between
+   the two is repaired by the reconciler).
+
+A replay answers 200 with the first admission's body, byte for byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+from temporalio.client import Client
+
+from curaflow.config import Settings, TargetConfig
+from curaflow.domain.messages import JobInput, TargetQuery, TargetSpec
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.jobs import NewJob, find_existing, insert_job, mark_workflow_started, workflow_input
+from curaflow.logs import get_logger
+from curaflow.protocol.errors import ProtocolError, invalid_params
+from curaflow.protocol.task import ValidatedTask, validate_task
+from curaflow.temporal import start_job_workflow
+
+log = get_logger("curaflow.admission")
+
+
+@dataclass
+class Admission:
+    """The answer to an admission.
+
+    Attributes:
+        body: the response body ``{"job": Job}`` (frozen at first admission).
+        replayed: False for a first admission (HTTP 202), True for a replay (200).
+    """
+
+    job_id: str
+    body: dict[str, Any]
+    replayed: bool
+
+
+def resolve_target(settings: Settings, task: ValidatedTask) -> TargetConfig:
+    """Pick the configured target a task runs (see module doc, step 2).
+
+    Raises:
+        ProtocolError: 404 / 400 / 409 ``invalid_params`` with ``detail.reason``.
+    """
+    if task.target_id is not None:
+        target = settings.target(task.target_id)
+        if target is None:
+            raise invalid_params(
+                f"unknown target {task.target_id!r}", http_status=404, reason="unknown_target", target_id=task.target_id
+            )
+        if not target.accept_jobs:
+            raise invalid_params(
+                f"target {task.target_id!r} does not accept jobs",
+                reason="target_not_eligible",
+                target_id=task.target_id,
+            )
+        return target
+    eligible = [t for t in settings.targets if t.accept_jobs]
+    if not eligible:
+        raise invalid_params("no target accepts candidate_search jobs", reason="no_eligible_target")
+    if len(eligible) > 1:
+        raise invalid_params(
+            "several targets accept jobs; name one with params.target_id",
+            http_status=409,
+            reason="ambiguous_target",
+            targets=[t.id for t in eligible],
+        )
+    return eligible[0]
+
+
+def effective_target(settings: Settings, target: TargetConfig, task: ValidatedTask) -> TargetSpec:
+    """The target as this job runs it: the configured target with the task's view applied.
+
+    The view applies to this job only (reference §1.5 "Effect on execution"): tags
+    replace the configured tags, ``expand`` with several tags switches to OR, ``limit``
+    is clamped to 1..100, ``scan_limit`` to ``[limit, 100]``, excluded works are skipped.
+    """
+    query = TargetQuery.model_validate(target.query.model_dump())
+    view = task.params
+    if "query" in view:
+        query.tags = list(view["query"]["tags"])
+        query.relation = "or" if view["query"].get("expand") and len(query.tags) > 1 else "and"
+    constraints = view.get("constraints", {})
+    limit = min(100, max(1, int(constraints.get("limit", target.limit))))
+    scan_limit = min(100, max(limit, int(constraints.get("scan_limit", target.scan_limit))))
+    exclude = [item["id"] for item in constraints.get("exclude", []) if item["kind"] == "work"]
+    return TargetSpec(
+        target_id=target.id,
+        account=target.account,
+        work_type=target.work_type,
+        query=query,
+        filters=target.filters,
+        limit=limit,
+        scan_limit=scan_limit,
+        exclude_work_ids=exclude,
+        storage_mode=target.storage_mode,
+        routes=settings.route_refs(target),
+    )
+
+
+def check_task_against(settings: Settings, target: TargetConfig, task: ValidatedTask) -> None:
+    """Admission checks that need the configuration (module doc, step 3).
+
+    Raises:
+        ProtocolError: 400 ``invalid_params``.
+    """
+    if task.callback_url is not None:
+        host = (urlsplit(task.callback_url).hostname or "").lower()
+        allowed = {h.lower() for h in settings.api.callback_allowed_hosts}
+        if host not in allowed:
+            raise invalid_params(
+                "callback_url host is not on the allow-list", reason="callback_host_not_allowed", host=host
+            )
+    source = task.params.get("source", {})
+    if "account" in source:
+        requested = source["account"].strip() or "default"
+        configured = target.account.strip() or "default"
+        if requested != configured:
+            raise invalid_params(
+                "source.account is not available",
+                reason="account_unavailable",
+                requested=requested,
+                configured=configured,
+            )
+    work_types = task.params.get("constraints", {}).get("work_types")
+    if work_types and target.work_type not in work_types:
+        raise invalid_params(
+            "work type not available for this target",
+            reason="work_type_not_available",
+            target_type=target.work_type,
+        )
+
+
+def job_id_for(target: TargetConfig, key: str) -> str:
+    """The job id of a manual job: ``<plan_id>@manual-<key lowercased>`` (plan id = target id)."""
+    return f"{target.id}@manual-{key.lower()}"
+
+
+class Admitter:
+    """Admits tasks into the ledger and starts their workflows.
+
+    Args:
+        settings: live configuration.
+        pool: ledger pool.
+        client: Temporal client (None: only write the ledger; the reconciler starts it).
+    """
+
+    def __init__(self, settings: Settings, pool: asyncpg.Pool, client: Client | None) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.client = client
+
+    async def admit(self, body: Any, *, trigger: str = "protocol") -> Admission:
+        """Admit a raw ``POST /jobs`` body.
+
+        Raises:
+            ProtocolError: validation, target resolution or idempotency conflict.
+        """
+        task = validate_task(body)
+        target = resolve_target(self.settings, task)
+        check_task_against(self.settings, target, task)
+        spec = effective_target(self.settings, target, task)
+        job_id = job_id_for(target, task.idempotency_key)
+
+        inp: JobInput | None = None
+        async with self.pool.acquire() as conn:
+            existing = await find_existing(conn, job_id, task.idempotency_key)
+            if existing is None:
+                created_at = now_ms()
+                deadline = task.deadline_ms or self.settings.budgets.default_deadline_ms
+                inp = JobInput(
+                    job_id=job_id,
+                    plan_id=target.id,
+                    trigger=trigger,  # type: ignore[arg-type]
+                    created_at_ms=created_at,
+                    deadline_at_ms=created_at + deadline,
+                    targets=[spec],
+                    budgets=self.settings.budgets_model(),
+                    max_fallback_stages=1,
+                    source_task_queues=self.settings.source_task_queues(),
+                    callback=task.callback_url is not None,
+                )
+                row = await insert_job(
+                    conn,
+                    NewJob(
+                        job_input=inp,
+                        idempotency_key=task.idempotency_key,
+                        correlation_id=task.correlation_id,
+                        callback_url=task.callback_url,
+                        labels=task.labels,
+                        params=task.params,
+                    ),
+                )
+            else:
+                row = existing
+        record = row.record
+        if not row.created:
+            same_key = record.idempotency_key == task.idempotency_key
+            same_target = record.target_ids == [target.id]
+            same_params = (row.params or {}) == (task.params or {})
+            if not same_key or not same_target or not same_params:
+                reason = "the idempotency key was first used with different params"
+                if not same_key:
+                    reason = "the job id is owned by a different idempotency key"
+                elif not same_target:
+                    reason = "the idempotency key was first used for a different target"
+                raise ProtocolError(
+                    "idempotency_conflict",
+                    409,
+                    reason,
+                    {"reason": "idempotency_conflict", "job_id": record.job_id},
+                )
+        if self.client is not None and record.workflow_started_at is None:
+            await self.start(record.job_id, inp if row.created else None)
+        return Admission(job_id=record.job_id, body=row.response, replayed=not row.created)
+
+    async def start(self, job_id: str, inp: JobInput | None = None) -> None:
+        """Start (or attach to) the workflow of an admitted job and record it.
+
+        Args:
+            inp: the workflow argument when the caller has it; read from the ledger otherwise.
+        """
+        assert self.client is not None
+        if inp is None:
+            async with self.pool.acquire() as conn:
+                inp = await workflow_input(conn, job_id)
+        if inp is None:
+            return
+        await start_job_workflow(self.client, inp, self.settings.temporal.task_queue)
+        async with self.pool.acquire() as conn:
+            await mark_workflow_started(conn, job_id)

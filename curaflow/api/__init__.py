@@ -1,0 +1,1 @@
+"""The HTTP API: Workflow Protocol v1 job surface (FastAPI)."""

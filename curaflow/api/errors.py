@@ -1,0 +1,73 @@
+"""Error responses of the job surface: every refusal is a protocol ``Error``, never a stack trace.
+
+* :class:`~curaflow.protocol.errors.ProtocolError` → its HTTP status and
+  ``{"error": Error}``;
+* unknown paths → 404 ``invalid_params``; wrong methods → 405 ``invalid_params``;
+* request validation by the framework (query parameters) → 400 ``invalid_params``;
+* anything else → 500 ``internal_error`` with the message "internal error"; internal
+  text never leaks (reference §2.1).
+
+Authentication failures keep the original's legacy shape ``{status:"error", error}``
+(401 ``unauthorized``; 503 ``endpoint disabled: token not configured``), see
+:mod:`curaflow.api.auth`.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from curaflow.logs import get_logger
+from curaflow.protocol.errors import ProtocolError, error_body
+
+log = get_logger("curaflow.api")
+
+
+class LegacyAuthError(Exception):
+    """An authentication refusal, rendered in the original's legacy shape."""
+
+    def __init__(self, status: int, text: str) -> None:
+        super().__init__(text)
+        self.status = status
+        self.text = text
+
+
+def protocol_response(err: ProtocolError) -> JSONResponse:
+    """The JSON response for a :class:`ProtocolError`."""
+    return JSONResponse(err.body(), status_code=err.http_status)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers described in the module doc on ``app``."""
+
+    @app.exception_handler(ProtocolError)
+    async def _protocol(request: Request, err: ProtocolError) -> JSONResponse:
+        request.state.error_code = err.code
+        return protocol_response(err)
+
+    @app.exception_handler(LegacyAuthError)
+    async def _auth(request: Request, err: LegacyAuthError) -> JSONResponse:
+        request.state.error_code = "unauthorized"
+        return JSONResponse({"status": "error", "error": err.text}, status_code=err.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, err: RequestValidationError) -> JSONResponse:
+        fields = [".".join(str(p) for p in e.get("loc", ())[1:]) for e in err.errors()]
+        detail = {"field": fields[0]} if fields and fields[0] else None
+        request.state.error_code = "invalid_params"
+        return JSONResponse({"error": error_body("invalid_params", "invalid request", detail=detail)}, status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, err: StarletteHTTPException) -> JSONResponse:
+        request.state.error_code = "invalid_params"
+        message = {404: "not found", 405: "method not allowed"}.get(err.status_code, "request refused")
+        code = "internal_error" if err.status_code >= 500 else "invalid_params"
+        return JSONResponse({"error": error_body(code, message)}, status_code=err.status_code)
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, err: Exception) -> JSONResponse:
+        request.state.error_code = "internal_error"
+        log.error("api.internal_error", path=request.url.path, error=type(err).__name__, exc_info=err)
+        return JSONResponse({"error": error_body("internal_error", "internal error")}, status_code=500)

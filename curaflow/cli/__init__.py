@@ -1,0 +1,1 @@
+"""The curaflow command line."""

@@ -1,0 +1,79 @@
+"""Shared pieces of the CLI: settings loading with readable errors, consoles, services."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+import typer
+from rich.console import Console
+from temporalio.client import Client
+
+from curaflow.config import ConfigError, Settings, load_settings
+from curaflow.devstack.stack import EmbeddedStack, read_stack_info, with_services
+from curaflow.ledger.db import create_pool, migrate
+from curaflow.temporal import connect
+
+err_console = Console(stderr=True)
+out_console = Console()
+
+ConfigOption = typer.Option(None, "--config", "-c", help="TOML configuration file (default: $CURAFLOW_CONFIG).")
+
+
+def settings_or_exit(config: Path | None) -> Settings:
+    """Load settings; print the problems and exit 2 when the configuration is invalid."""
+    try:
+        return load_settings(config)
+    except ConfigError as err:
+        err_console.print(f"[red]{err}[/red]")
+        raise typer.Exit(2) from None
+
+
+@dataclass
+class Services:
+    """Connections of a CLI command: the effective settings, ledger pool, Temporal client."""
+
+    settings: Settings
+    pool: asyncpg.Pool
+    client: Client
+    stack: EmbeddedStack | None
+
+
+@contextlib.asynccontextmanager
+async def services(settings: Settings, *, status: str = "starting the embedded stack") -> AsyncIterator[Services]:
+    """Connect to configured services, to a running ``curaflow dev`` stack, or start one.
+
+    With neither ``TEMPORAL_ADDRESS`` nor ``DATABASE_URL`` configured, a live
+    ``curaflow dev`` of the same state directory is used if there is one; otherwise an
+    embedded stack (dev server, PostgreSQL, one worker) runs for the command's duration
+    and is torn down afterwards.
+    """
+    stack: EmbeddedStack | None = None
+    if settings.embedded:
+        info = read_stack_info(settings.state_dir)
+        if info is not None:
+            settings = with_services(settings, info.temporal_address, info.database_url)
+        else:
+            stack = EmbeddedStack(settings, workers=1)
+            with err_console.status(status):
+                await stack.__aenter__()
+            settings = stack.settings
+    elif not settings.temporal.address or not settings.database.url:
+        err_console.print("[red]set both TEMPORAL_ADDRESS and DATABASE_URL, or neither (embedded stack)[/red]")
+        raise typer.Exit(2)
+    pool = None
+    try:
+        assert settings.database.url and settings.temporal.address
+        pool = await create_pool(settings.database.url, min_size=1, max_size=4)
+        await migrate(pool)
+        client = await connect(settings.temporal.address, settings.temporal.namespace)
+        yield Services(settings=settings, pool=pool, client=client, stack=stack)
+    finally:
+        if pool is not None:
+            await pool.close()
+        if stack is not None:
+            with err_console.status("stopping the embedded stack"):
+                await stack.__aexit__(None, None, None)

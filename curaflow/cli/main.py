@@ -1,0 +1,24 @@
+"""The ``curaflow`` command (typer): one verb per module under ``curaflow/cli``."""
+
+from __future__ import annotations
+
+import typer
+
+from curaflow.cli.run import run
+from curaflow.cli.stack import api, dev, worker
+
+app = typer.Typer(
+    name="curaflow",
+    help="Durable candidate-search jobs on Temporal + PostgreSQL.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command()(run)
+app.command()(dev)
+app.command()(worker)
+app.command()(api)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,131 @@
+"""``curaflow run``: submit one candidate_search job and follow it to its outcome.
+
+The job goes through the same admission code as ``POST /jobs``
+(:class:`curaflow.admission.Admitter`). Progress per cell is shown live on stderr; the
+outcome is printed at the end (``--json``: the outcome record with the protocol job
+under ``job``, on stdout). Exit status: 0 when the job succeeded, 1 otherwise, 2 for
+usage or configuration errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.live import Live
+from rich.table import Table
+
+from curaflow.admission import Admitter
+from curaflow.cli.common import ConfigOption, err_console, out_console, services, settings_or_exit
+from curaflow.config import Settings
+from curaflow.domain.models import JobRecord
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.records import load_job
+from curaflow.logs import configure_logging
+from curaflow.protocol.errors import ProtocolError
+from curaflow.protocol.projection import project_job
+
+POLL_S = 0.2
+
+
+def progress_table(record: JobRecord, job: dict[str, Any]) -> Table:
+    """A rich table of the job's cells (target, state, stage, work, reason)."""
+    table = Table(title=f"{record.job_id} — {job['status']} ({job['progress']['stage']})", expand=False)
+    for column in ("target", "state", "stage", "work", "reason"):
+        table.add_column(column)
+    for cell in record.cells:
+        table.add_row(cell.target_id, str(cell.state), cell.stage, cell.work_id or "", cell.reason or "")
+    return table
+
+
+def pick_target(settings: Settings, target: str | None) -> str:
+    """The target to run: ``--target`` or the single target that accepts jobs."""
+    if target:
+        return target
+    eligible = [t.id for t in settings.targets if t.accept_jobs]
+    if len(eligible) != 1:
+        err_console.print(f"[red]several targets accept jobs ({', '.join(eligible)}); choose one with --target[/red]")
+        raise typer.Exit(2)
+    return eligible[0]
+
+
+async def run_job(
+    settings: Settings, tags: list[str], target: str | None, key: str | None, as_json: bool, timeout_s: float
+) -> int:
+    """Admit the job, follow it and print the outcome; returns the exit status."""
+    target_id = pick_target(settings, target)
+    params: dict[str, Any] = {"target_id": target_id}
+    if tags:
+        params["query"] = {"tags": tags}
+    body = {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": key or f"cli-{uuid.uuid4()}",
+        "params": params,
+    }
+    async with services(settings) as svc:
+        try:
+            admission = await Admitter(svc.settings, svc.pool, svc.client).admit(body, trigger="cli")
+        except ProtocolError as err:
+            err_console.print(f"[red]refused: {err.code}: {err.message} {err.detail or ''}[/red]")
+            return 2
+        deadline = time.monotonic() + timeout_s
+        record: JobRecord | None = None
+        with Live(console=err_console, refresh_per_second=8, transient=as_json) as live:
+            while True:
+                async with svc.pool.acquire() as conn:
+                    record = await load_job(conn, admission.job_id)
+                assert record is not None
+                job = project_job(record, now_ms())
+                live.update(progress_table(record, job))
+                if record.completed_at is not None or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(POLL_S)
+        assert record is not None
+        job = project_job(record, now_ms())
+        outcome = await svc.pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", admission.job_id)
+    result = dict(outcome or {"job_id": admission.job_id, "status": "pending"})
+    result["job"] = job
+    if as_json:
+        out_console.print_json(json.dumps(result, ensure_ascii=False))
+    else:
+        out_console.print(f"job [bold]{job['job_id']}[/bold]: [bold]{job['status']}[/bold]")
+        if "business_status" in result:
+            out_console.print(f"business status: {result['business_status']} — {result['user_message']['en']}")
+        for candidate in (job.get("result") or {}).get("candidates", []):
+            out_console.print(f"delivered work {candidate['work_id']} {candidate.get('url', '')}")
+            for asset in candidate.get("assets", []):
+                out_console.print(f"  {asset['locator']['value']}")
+        if job.get("error"):
+            out_console.print(f"error: {job['error']['code']} — {job['error'].get('message', '')}")
+    if record.completed_at is None:
+        err_console.print(f"[yellow]gave up waiting after {timeout_s:.0f}s; the job continues[/yellow]")
+        return 1
+    return 0 if job["status"] == "succeeded" else 1
+
+
+def run(
+    tags: list[str] = typer.Option([], "--tags", "-t", help="Tag to search for (repeat for several; AND)."),
+    target: str | None = typer.Option(None, "--target", help="Configured target id (default: the only one)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the outcome record as JSON."),
+    key: str | None = typer.Option(None, "--idempotency-key", help="Idempotency key (default: a new one)."),
+    timeout: float = typer.Option(900.0, help="Seconds to wait for the job to finish."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Run one candidate_search job to its outcome (starts the embedded stack if needed)."""
+    settings = settings_or_exit(config)
+    configure_logging("WARNING", settings.observability.log_json)
+    # SIGTERM behaves like Ctrl-C: the embedded stack is torn down before exiting.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        code = asyncio.run(run_job(settings, tags, target, key, as_json, timeout))
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted; the job continues on the next stack start[/yellow]")
+        code = 130
+    raise typer.Exit(code)

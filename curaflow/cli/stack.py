@@ -1,0 +1,132 @@
+"""``curaflow dev``, ``curaflow worker``, ``curaflow api``: run the services."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import signal
+from pathlib import Path
+
+import typer
+from pydantic import SecretStr
+
+from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.config import Settings
+from curaflow.devstack.stack import EmbeddedStack, read_stack_info
+from curaflow.logs import configure_logging
+
+
+def dev_token(settings: Settings) -> Settings:
+    """Settings with an API token: the configured one, or one kept in ``<state_dir>/api-token``.
+
+    The generated token is written with mode 0600 and never printed or logged.
+    """
+    if settings.api.token and settings.api.token.get_secret_value().strip():
+        return settings
+    path = settings.state_dir / "api-token"
+    if not path.exists():
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_urlsafe(32))
+    token = path.read_text().strip()
+    return settings.model_copy(update={"api": settings.api.model_copy(update={"token": SecretStr(token)})})
+
+
+async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port: int, workers: int) -> None:
+    """Run the embedded stack in the foreground until SIGINT/SIGTERM."""
+    if read_stack_info(settings.state_dir) is not None:
+        err_console.print(f"[red]a curaflow dev stack already runs on {settings.state_dir}[/red]")
+        raise typer.Exit(1)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    stack = EmbeddedStack(
+        settings,
+        workers=workers,
+        ui=True,
+        api=True,
+        temporal_port=temporal_port,
+        ui_port=ui_port,
+        api_port=api_port,
+        publish=True,
+    )
+    with err_console.status("starting Temporal, PostgreSQL, workers and the API"):
+        await stack.__aenter__()
+    try:
+        s = stack.settings
+        token_hint = (
+            f"export CURAFLOW_API_TOKEN=$(cat {settings.state_dir / 'api-token'})"
+            if (settings.state_dir / "api-token").exists()
+            else "token: $CURAFLOW_API_TOKEN"
+        )
+        out_console.print("[bold green]curaflow dev stack is up[/bold green]")
+        out_console.print(f"  Temporal gRPC  {s.temporal.address}")
+        out_console.print(f"  Temporal UI    {stack.temporal.ui_url if stack.temporal else '-'}")
+        out_console.print(f"  HTTP API       {stack.api.url if stack.api else '-'}   ({token_hint})")
+        out_console.print(f"  PostgreSQL     {s.database.url}")
+        out_console.print(f"  workers        {len(stack.workers)} (logs in {stack.log_dir})")
+        out_console.print("Press Ctrl-C to stop.")
+        await stop.wait()
+    finally:
+        with err_console.status("stopping"):
+            await stack.__aexit__(None, None, None)
+        out_console.print("stopped.")
+
+
+def dev(
+    temporal_port: int = typer.Option(7233, help="Temporal gRPC port."),
+    ui_port: int = typer.Option(8233, help="Temporal Web UI port."),
+    api_port: int = typer.Option(8080, help="HTTP API port."),
+    workers: int = typer.Option(1, min=1, help="Worker processes."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Run the embedded stack (Temporal + UI, PostgreSQL, workers, HTTP API) until Ctrl-C."""
+    settings = dev_token(settings_or_exit(config))
+    configure_logging(settings.observability.log_level, settings.observability.log_json)
+    asyncio.run(run_dev(settings, temporal_port, ui_port, api_port, workers))
+
+
+def worker(config: Path | None = ConfigOption) -> None:
+    """Run one worker against TEMPORAL_ADDRESS and DATABASE_URL (same as `python worker.py`)."""
+    from curaflow.worker import run_worker
+
+    settings = settings_or_exit(config)
+    configure_logging(settings.observability.log_level, settings.observability.log_json)
+    try:
+        asyncio.run(run_worker(settings))
+    except RuntimeError as err:
+        err_console.print(f"[red]{err}[/red]")
+        raise typer.Exit(2) from None
+
+
+def api(
+    host: str | None = typer.Option(None, help="Bind address (default: api.host)."),
+    port: int | None = typer.Option(None, help="Port (default: api.port)."),
+    insecure: bool = typer.Option(
+        False, "--insecure", help="Serve protected routes without a token (prints a warning)."
+    ),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Serve the HTTP API against DATABASE_URL and TEMPORAL_ADDRESS."""
+    import uvicorn
+
+    from curaflow.api.app import create_app
+
+    settings = settings_or_exit(config)
+    if insecure:
+        settings = settings.model_copy(update={"api": settings.api.model_copy(update={"insecure": True})})
+        err_console.print("[yellow]WARNING: --insecure: protected routes need no token[/yellow]")
+    if not settings.database.url:
+        err_console.print("[red]the API needs DATABASE_URL (or run `curaflow dev`)[/red]")
+        raise typer.Exit(2)
+    configure_logging(settings.observability.log_level, settings.observability.log_json)
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.api.host,
+        port=port or settings.api.port,
+        log_config=None,
+        access_log=False,
+    )

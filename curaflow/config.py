@@ -1,0 +1,503 @@
+"""Configuration: a TOML file validated by pydantic, overridable from the environment.
+
+Sources, highest priority first:
+
+1. explicit keyword arguments to :func:`load_settings`;
+2. conventional environment variables: ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
+   ``DATABASE_URL``, ``CURAFLOW_API_TOKEN``, ``PIXIV_REFRESH_TOKEN``;
+3. ``CURAFLOW_<SECTION>__<FIELD>`` environment variables (``CURAFLOW_API__PORT=9000``);
+4. the TOML file named by ``--config`` or ``CURAFLOW_CONFIG``;
+5. built-in defaults: one target ``demo`` searching ``オリジナル`` and delivering to the
+   directory ``./curaflow-out``.
+
+Relative paths are resolved against the current directory when the settings load, so
+every process of one stack sees the same absolute paths. Budgets resolve as in the
+original (reference §8): a value is used only when it is a number ≥ the 60 s floor,
+anything else silently falls back to the default; :attr:`BudgetSettings.test_only_floor_ms`
+lowers the floor for tests and logs a warning.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from curaflow.domain.messages import Budgets, RouteRef, TargetFilters, TargetQuery
+
+BUDGET_FLOOR_MS = 60_000
+DEFAULT_QUEUED_MS = 1_800_000
+DEFAULT_STALL_MS = 900_000
+DEFAULT_HEARTBEAT_MS = 30_000
+DEFAULT_DEADLINE_MS = 1_800_000
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TemporalSettings(_Section):
+    """Where the Temporal service is. ``address`` None → the embedded dev server."""
+
+    address: str | None = None
+    namespace: str = "default"
+    task_queue: str = "curaflow"
+
+
+class DatabaseSettings(_Section):
+    """The ledger's PostgreSQL. ``url`` None → embedded PostgreSQL (pgserver) in the state dir."""
+
+    url: str | None = None
+    pool_min_size: int = 1
+    pool_max_size: int = 10
+
+
+class ApiSettings(_Section):
+    """The HTTP job API.
+
+    Attributes:
+        token: bearer token for every protected route (``CURAFLOW_API_TOKEN``). With no
+            token the API refuses protected routes (fail closed) unless ``insecure``.
+        insecure: serve protected routes without a token (prints a warning).
+        callback_allowed_hosts: hosts a ``callback_url`` may point at; empty refuses all.
+        max_body_bytes: largest accepted request body (413 beyond).
+        cancel_wait_ms: how long ``POST /jobs/{id}/cancel`` waits for in-flight work
+            to stop before answering.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    token: SecretStr | None = None
+    insecure: bool = False
+    callback_allowed_hosts: list[str] = Field(default_factory=list)
+    max_body_bytes: int = 65_536
+    cancel_wait_ms: int = Field(default=10_000, ge=0)
+
+
+def resolve_budget(value: Any, default: int, floor: int = BUDGET_FLOOR_MS) -> int:
+    """Resolve a budget as the original's stall sweep does (reference §8).
+
+    Args:
+        value: configured value (anything).
+        default: the default in ms.
+        floor: the smallest accepted value in ms.
+
+    Returns:
+        ``int(value)`` when it is a finite number ≥ ``floor``; otherwise ``default``
+        (not the floor).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    if not math.isfinite(value) or value < floor:
+        return default
+    return int(value)
+
+
+class BudgetSettings(_Section):
+    """Time budgets in ms (DESIGN.md decision 8). Raw values; use :meth:`resolved`.
+
+    Attributes:
+        test_only_floor_ms: TEST ONLY. Lowers the 60 s floor so tests can use budgets
+            of seconds. Never set this in production; the worker and API log a warning
+            when it is set.
+    """
+
+    queued_timeout_ms: Any = DEFAULT_QUEUED_MS
+    stall_timeout_ms: Any = DEFAULT_STALL_MS
+    heartbeat_interval_ms: int = Field(default=DEFAULT_HEARTBEAT_MS, ge=100)
+    default_deadline_ms: int = Field(default=DEFAULT_DEADLINE_MS, ge=1000)
+    test_only_floor_ms: int | None = None
+
+    @property
+    def floor_ms(self) -> int:
+        """The effective floor (60 000 unless the test-only override is set)."""
+        return self.test_only_floor_ms if self.test_only_floor_ms is not None else BUDGET_FLOOR_MS
+
+    @property
+    def queued_ms(self) -> int:
+        """Resolved queued budget."""
+        return resolve_budget(self.queued_timeout_ms, DEFAULT_QUEUED_MS, self.floor_ms)
+
+    @property
+    def stall_ms(self) -> int:
+        """Resolved stall budget."""
+        return resolve_budget(self.stall_timeout_ms, DEFAULT_STALL_MS, self.floor_ms)
+
+
+class DeliverySettings(_Section):
+    """Retry budget of a delivery and of source calls (Temporal retry policies)."""
+
+    max_attempts: int = Field(default=12, ge=1)
+    retry_initial_interval_ms: int = Field(default=2_000, ge=10)
+    retry_max_interval_ms: int = Field(default=300_000, ge=10)
+    source_max_attempts: int = Field(default=10, ge=1)
+
+
+class PixivAccount(_Section):
+    """One Pixiv account: its credentials and its rate gate."""
+
+    refresh_token: SecretStr | None = None
+    min_interval_ms: int = Field(default=1000, ge=0)
+    max_concurrency: int = Field(default=1, ge=1)
+
+
+class PixivSettings(_Section):
+    """The Pixiv app-api source.
+
+    With no refresh token the stack serves the replay of the recorded responses
+    (``api_url``/``auth_url`` pointing at the replay server); the client code is the same.
+
+    Attributes:
+        refresh_token: refresh token of the ``default`` account (``PIXIV_REFRESH_TOKEN``).
+        api_url / auth_url: base URLs; None → Pixiv's own when a token is set, else the
+            embedded replay server.
+        accounts: further accounts by id; ``default`` is always present.
+        rate_limit_base_ms: first step of the rate-limit cooldown ladder (doubling per
+            attempt up to 15 min; ``Retry-After`` is the floor).
+        max_examined: most works one scan looks at.
+        replay_min_interval_ms / replay_max_concurrency: the gate used in replay mode.
+    """
+
+    refresh_token: SecretStr | None = None
+    api_url: str | None = None
+    auth_url: str | None = None
+    image_referer: str = "https://app-api.pixiv.net/"
+    min_interval_ms: int = Field(default=1000, ge=0)
+    request_timeout_ms: int = Field(default=30_000, ge=100)
+    rate_limit_base_ms: int = Field(default=60_000, ge=1)
+    max_examined: int = Field(default=1000, ge=1)
+    accounts: dict[str, PixivAccount] = Field(default_factory=dict)
+    replay_min_interval_ms: int = Field(default=0, ge=0)
+    replay_max_concurrency: int = Field(default=4, ge=1)
+
+    @property
+    def replay(self) -> bool:
+        """True when no refresh token is configured: the replay source serves searches."""
+        return self.refresh_token is None or not self.refresh_token.get_secret_value().strip()
+
+
+class DirectoryRoute(_Section):
+    """Deliver into a directory: the artifact files and a JSON manifest, written atomically."""
+
+    kind: Literal["directory"] = "directory"
+    path: Path
+
+
+class WebhookRoute(_Section):
+    """HTTP POST signed per Standard Webhooks (``webhook-id`` = delivery idempotency key).
+
+    Attributes:
+        secret: ``whsec_<base64>`` signing secret (or any string, used as raw bytes).
+        timeout_ms: request timeout.
+        include_files: send the artifact bytes (multipart) besides the JSON body.
+    """
+
+    kind: Literal["webhook"] = "webhook"
+    url: str
+    secret: SecretStr
+    timeout_ms: int = Field(default=30_000, ge=100)
+    include_files: bool = True
+
+    @field_validator("secret")
+    @classmethod
+    def _secret_shape(cls, value: SecretStr) -> SecretStr:
+        from standardwebhooks.webhooks import Webhook
+
+        try:
+            Webhook(value.get_secret_value())
+        except (ValueError, TypeError, RuntimeError):
+            raise ValueError("webhook secret must be 'whsec_' followed by base64") from None
+        return value
+
+
+class TelegramRoute(_Section):
+    """Telegram Bot API route (raw HTTP). ``on_ambiguous``: ``fail`` or ``retry``."""
+
+    kind: Literal["telegram"] = "telegram"
+    bot_token: SecretStr
+    chat_id: str
+    api_url: str = "https://api.telegram.org"
+    timeout_ms: int = Field(default=60_000, ge=100)
+    on_ambiguous: Literal["fail", "retry"] = "fail"
+
+
+class DiscordRoute(_Section):
+    """Discord webhook route. ``on_ambiguous``: ``fail`` or ``retry``."""
+
+    kind: Literal["discord"] = "discord"
+    url: SecretStr
+    timeout_ms: int = Field(default=60_000, ge=100)
+    max_file_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    on_ambiguous: Literal["fail", "retry"] = "fail"
+
+
+RouteConfig = Annotated[DirectoryRoute | WebhookRoute | TelegramRoute | DiscordRoute, Field(discriminator="kind")]
+
+
+class TargetConfig(_Section):
+    """A configured target: what to find and where to send it.
+
+    Attributes:
+        id: ``[A-Za-z0-9_-]{1,64}``.
+        routes: names of entries of ``[routes]``.
+        accept_jobs: may serve protocol ``candidate_search`` jobs (an eligible target).
+    """
+
+    id: str
+    account: str = "default"
+    work_type: Literal["illustration"] = "illustration"
+    query: TargetQuery = Field(default_factory=TargetQuery)
+    filters: TargetFilters = Field(default_factory=TargetFilters)
+    limit: int = Field(default=1, ge=1, le=100)
+    scan_limit: int = Field(default=30, ge=1, le=100)
+    storage_mode: Literal["persistent", "cache"] = "persistent"
+    routes: list[str] = Field(default_factory=list)
+    accept_jobs: bool = True
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, value: str) -> str:
+        if not ID_PATTERN.match(value):
+            raise ValueError("target id must match [A-Za-z0-9_-]{1,64}")
+        return value
+
+
+class ScheduleConfig(_Section):
+    """A recurring plan (Temporal Schedule): one job per occurrence."""
+
+    id: str
+    cron: list[str]
+    timezone: str = "UTC"
+    target_ids: list[str] = Field(default_factory=list)
+    jitter_ms: int = Field(default=0, ge=0)
+    paused: bool = False
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, value: str) -> str:
+        if not ID_PATTERN.match(value):
+            raise ValueError("schedule id must match [A-Za-z0-9_-]{1,64}")
+        return value
+
+    @field_validator("cron", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+
+class ObservabilitySettings(_Section):
+    """Logs, metrics and tracing."""
+
+    log_level: str = "INFO"
+    log_json: bool = True
+    metrics_port: int | None = None
+    otlp_endpoint: str | None = None
+    tracing: bool = False
+
+
+def _default_routes() -> dict[str, Any]:
+    return {"out": DirectoryRoute(path=Path("curaflow-out"))}
+
+
+def _default_targets() -> list[TargetConfig]:
+    return [TargetConfig(id="demo", query=TargetQuery(tags=["オリジナル"]), routes=["out"])]
+
+
+class _ConventionalEnv(PydanticBaseSettingsSource):
+    """Map the conventional, un-prefixed environment variables onto settings fields."""
+
+    MAP: ClassVar[dict[str, tuple[str, str]]] = {
+        "TEMPORAL_ADDRESS": ("temporal", "address"),
+        "TEMPORAL_NAMESPACE": ("temporal", "namespace"),
+        "DATABASE_URL": ("database", "url"),
+        "CURAFLOW_API_TOKEN": ("api", "token"),
+        "PIXIV_REFRESH_TOKEN": ("pixiv", "refresh_token"),
+    }
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for env, (section, key) in self.MAP.items():
+            value = os.environ.get(env)
+            if value is not None and value.strip():
+                data.setdefault(section, {})[key] = value.strip()
+        return data
+
+
+class Settings(BaseSettings):
+    """All of curaflow's configuration (see the module doc for sources and precedence)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="CURAFLOW_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        toml_file=None,
+    )
+
+    state_dir: Path = Path(".curaflow")
+    artifacts_dir: Path | None = None
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+    database: DatabaseSettings = Field(default_factory=DatabaseSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    budgets: BudgetSettings = Field(default_factory=BudgetSettings)
+    delivery: DeliverySettings = Field(default_factory=DeliverySettings)
+    pixiv: PixivSettings = Field(default_factory=PixivSettings)
+    observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
+    max_fallback_stages: int = Field(default=3, ge=0, le=10)
+    reconcile_interval_ms: int = Field(default=30_000, ge=100)
+    routes: dict[str, RouteConfig] = Field(default_factory=_default_routes)
+    targets: list[TargetConfig] = Field(default_factory=_default_targets)
+    schedules: list[ScheduleConfig] = Field(default_factory=list)
+
+    _toml_path: Path | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Order: init kwargs, conventional env, ``CURAFLOW_*`` env, the TOML file."""
+        return (
+            init_settings,
+            _ConventionalEnv(settings_cls),
+            env_settings,
+            TomlConfigSettingsSource(settings_cls, toml_file=_TOML_PATH.get("path")),
+        )
+
+    @model_validator(mode="after")
+    def _check_references(self) -> Settings:
+        ids = [t.id for t in self.targets]
+        dupes = {i for i in ids if ids.count(i) > 1}
+        if dupes:
+            raise ValueError(f"duplicate target ids: {sorted(dupes)}")
+        for target in self.targets:
+            if not target.routes:
+                raise ValueError(f"target {target.id!r} has no routes")
+            for route in target.routes:
+                if route not in self.routes:
+                    raise ValueError(
+                        f"target {target.id!r} names unknown route {route!r} (configured routes: {sorted(self.routes)})"
+                    )
+        for schedule in self.schedules:
+            for tid in schedule.target_ids:
+                if tid not in ids:
+                    raise ValueError(f"schedule {schedule.id!r} names unknown target {tid!r}")
+        for name in self.routes:
+            if not ID_PATTERN.match(name):
+                raise ValueError(f"route name {name!r} must match [A-Za-z0-9_-]{{1,64}}")
+        self.state_dir = self.state_dir.expanduser().resolve()
+        if self.artifacts_dir is None:
+            self.artifacts_dir = self.state_dir / "artifacts"
+        self.artifacts_dir = self.artifacts_dir.expanduser().resolve()
+        for route_config in self.routes.values():
+            if isinstance(route_config, DirectoryRoute):
+                route_config.path = route_config.path.expanduser().resolve()
+        return self
+
+    # ---- derived views -------------------------------------------------------
+
+    def target(self, target_id: str) -> TargetConfig | None:
+        """The configured target with ``target_id``, or None."""
+        return next((t for t in self.targets if t.id == target_id), None)
+
+    def route_refs(self, target: TargetConfig) -> list[RouteRef]:
+        """The target's routes as workflow-safe references (no secrets)."""
+        return [RouteRef(name=r, kind=self.routes[r].kind) for r in target.routes]
+
+    def budgets_model(self) -> Budgets:
+        """The resolved :class:`~curaflow.domain.messages.Budgets` passed to workflows."""
+        return Budgets(
+            queued_timeout_ms=self.budgets.queued_ms,
+            stall_timeout_ms=self.budgets.stall_ms,
+            heartbeat_interval_ms=self.budgets.heartbeat_interval_ms,
+            delivery_max_attempts=self.delivery.max_attempts,
+            retry_initial_interval_ms=self.delivery.retry_initial_interval_ms,
+            retry_max_interval_ms=self.delivery.retry_max_interval_ms,
+            source_max_attempts=self.delivery.source_max_attempts,
+        )
+
+    def accounts(self) -> dict[str, PixivAccount]:
+        """Every Pixiv account by id; ``default`` comes from the top-level settings."""
+        accounts = dict(self.pixiv.accounts)
+        if "default" not in accounts:
+            accounts["default"] = PixivAccount(
+                refresh_token=self.pixiv.refresh_token,
+                min_interval_ms=self.pixiv.min_interval_ms,
+            )
+        return accounts
+
+    def source_task_queue(self, account: str) -> str:
+        """Task queue of an account's rate gate: ``<task_queue>-source-<account>``."""
+        return f"{self.temporal.task_queue}-source-{account}"
+
+    def source_task_queues(self) -> dict[str, str]:
+        """account → gate task queue, for every configured account."""
+        return {a: self.source_task_queue(a) for a in self.accounts()}
+
+    @property
+    def embedded(self) -> bool:
+        """True when neither Temporal nor the database is configured: run the embedded stack."""
+        return self.temporal.address is None and self.database.url is None
+
+
+_TOML_PATH: dict[str, Path | None] = {"path": None}
+
+
+class ConfigError(Exception):
+    """The configuration file or environment is invalid; ``str()`` is a readable report."""
+
+
+def load_settings(config: str | Path | None = None, **overrides: Any) -> Settings:
+    """Load and validate settings.
+
+    Args:
+        config: TOML file path; defaults to ``$CURAFLOW_CONFIG``; None → defaults only.
+        overrides: top-level fields taking precedence over every source.
+
+    Returns:
+        The validated :class:`Settings`.
+
+    Raises:
+        ConfigError: the file is missing or unreadable, or a value is invalid; the
+            message names each offending field.
+    """
+    from pydantic import ValidationError
+
+    path = config or os.environ.get("CURAFLOW_CONFIG") or None
+    toml_path: Path | None = None
+    if path:
+        toml_path = Path(path).expanduser()
+        if not toml_path.is_file():
+            raise ConfigError(f"config file not found: {toml_path}")
+    _TOML_PATH["path"] = toml_path
+    try:
+        settings = Settings(**overrides)
+    except ValidationError as err:
+        lines = [f"invalid configuration{f' in {toml_path}' if toml_path else ''}:"]
+        for e in err.errors():
+            loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+            lines.append(f"  - {loc}: {e['msg']}")
+        raise ConfigError("\n".join(lines)) from None
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"cannot read config {toml_path}: {err}") from None
+    finally:
+        _TOML_PATH["path"] = None
+    settings._toml_path = toml_path
+    return settings

@@ -1,0 +1,1 @@
+"""The embedded stack (Temporal dev server, PostgreSQL, workers, API) for local use and tests."""

@@ -1,0 +1,84 @@
+"""Child processes of the embedded stack: worker processes that die with their parent."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Ask the kernel to SIGTERM this (child) process when its parent dies (Linux)."""
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+class WorkerProcess:
+    """A ``python -m curaflow.worker`` child process.
+
+    Args:
+        env: the environment (``TEMPORAL_ADDRESS``, ``DATABASE_URL``, ``CURAFLOW_*``).
+        log_file: where its output goes (None → inherit).
+        cwd: working directory (relative paths in the config resolve against it).
+    """
+
+    def __init__(self, env: dict[str, str], log_file: Path | None = None, cwd: Path | None = None) -> None:
+        self.env = env
+        self.log_file = log_file
+        self.cwd = cwd
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """The child's pid while it runs."""
+        return self.process.pid if self.process else None
+
+    def start(self) -> WorkerProcess:
+        """Spawn the worker (it is sent SIGTERM if this process dies)."""
+        out = open(self.log_file, "ab") if self.log_file else None  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "curaflow.worker"],
+            env=self.env,
+            cwd=self.cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT if out else None,
+            preexec_fn=die_with_parent,
+        )
+        return self
+
+    def alive(self) -> bool:
+        """True while the child runs."""
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the worker (a crash, for fault tests) and reap it."""
+        if self.alive():
+            assert self.process is not None
+            self.process.kill()
+            self.process.wait(10)
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """SIGTERM, wait up to ``timeout_s``, then SIGKILL."""
+        if not self.alive():
+            return
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(5)
+
+
+def child_env(**overrides: str) -> dict[str, str]:
+    """This process's environment plus ``overrides`` (for a child of the stack)."""
+    env = dict(os.environ)
+    env.update(overrides)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env

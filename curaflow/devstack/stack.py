@@ -1,0 +1,191 @@
+"""The embedded stack: Temporal dev server, PostgreSQL, worker processes, optionally the API.
+
+Used by ``curaflow run`` (for the duration of one job) and ``curaflow dev`` (in the
+foreground until Ctrl-C). Everything it starts is stopped on exit; worker processes and
+the dev server also die with the parent process. State (Temporal's SQLite file and the
+ledger's data directory) lives in ``settings.state_dir``, so a second run remembers what
+was delivered. While ``curaflow dev`` runs, ``<state_dir>/stack.json`` tells other
+commands where its services are, so ``curaflow run`` uses that stack instead of
+starting a second one on the same state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from curaflow.config import Settings
+from curaflow.devstack.postgres import EmbeddedPostgres
+from curaflow.devstack.processes import WorkerProcess, child_env
+from curaflow.devstack.temporal import TemporalDevServer
+from curaflow.httpserver import BackgroundServer
+from curaflow.ledger.db import create_pool, migrate
+
+STACK_FILE = "stack.json"
+
+
+@dataclass
+class StackInfo:
+    """Where a running embedded stack's services are."""
+
+    pid: int
+    temporal_address: str
+    database_url: str
+    ui_url: str | None = None
+    api_url: str | None = None
+
+
+def read_stack_info(state_dir: Path) -> StackInfo | None:
+    """The live stack of ``state_dir`` (a ``curaflow dev`` still running), or None."""
+    path = state_dir / STACK_FILE
+    try:
+        info = StackInfo(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+    try:
+        os.kill(info.pid, 0)
+    except OSError:
+        return None
+    return info
+
+
+def with_services(settings: Settings, temporal_address: str, database_url: str) -> Settings:
+    """A copy of ``settings`` pointing at the given Temporal and database."""
+    return settings.model_copy(
+        update={
+            "temporal": settings.temporal.model_copy(update={"address": temporal_address}),
+            "database": settings.database.model_copy(update={"url": database_url}),
+        }
+    )
+
+
+class EmbeddedStack:
+    """Start the embedded services; ``async with`` stops them all.
+
+    Args:
+        settings: configuration (its ``state_dir`` holds data and logs).
+        workers: worker processes to start.
+        ui: serve the Temporal Web UI.
+        api: serve the HTTP API in this process.
+        temporal_port / ui_port / api_port: fixed ports (0 → free ports).
+        persist: keep Temporal's state in ``state_dir`` (False → in memory).
+        publish: write ``stack.json`` so other commands can use this stack.
+
+    Attributes:
+        settings: the settings with the started services' addresses filled in.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        workers: int = 1,
+        ui: bool = False,
+        api: bool = False,
+        temporal_port: int = 0,
+        ui_port: int = 0,
+        api_port: int = 0,
+        persist: bool = True,
+        publish: bool = False,
+    ) -> None:
+        self.base = settings
+        self.settings = settings
+        self.n_workers = workers
+        self.want_ui = ui
+        self.want_api = api
+        self.temporal_port = temporal_port
+        self.ui_port = ui_port
+        self.api_port = api_port
+        self.persist = persist
+        self.publish = publish
+        self.state_dir = settings.state_dir
+        self.log_dir = self.state_dir / "logs"
+        self.postgres = EmbeddedPostgres(self.state_dir / "pg")
+        self.temporal: TemporalDevServer | None = None
+        self.workers: list[WorkerProcess] = []
+        self.api: BackgroundServer | None = None
+        self._api_app: Any = None
+
+    async def __aenter__(self) -> EmbeddedStack:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def worker_env(self) -> dict[str, str]:
+        """Environment of a worker process of this stack."""
+        assert self.settings.temporal.address and self.settings.database.url
+        env = child_env(
+            TEMPORAL_ADDRESS=self.settings.temporal.address,
+            DATABASE_URL=self.settings.database.url,
+            CURAFLOW_STATE_DIR=str(self.state_dir),
+        )
+        if self.base._toml_path is not None:
+            env["CURAFLOW_CONFIG"] = str(self.base._toml_path.resolve())
+        return env
+
+    def add_worker(self) -> WorkerProcess:
+        """Start one more worker process."""
+        n = len(self.workers) + 1
+        worker = WorkerProcess(self.worker_env(), self.log_dir / f"worker-{n}.log", cwd=Path.cwd()).start()
+        self.workers.append(worker)
+        return worker
+
+    async def start(self) -> None:
+        """Start PostgreSQL, Temporal, the workers and (optionally) the API."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        database_url = await asyncio.to_thread(self.postgres.start)
+        self.temporal = TemporalDevServer(
+            db_file=self.state_dir / "temporal.db" if self.persist else None,
+            port=self.temporal_port,
+            ui_port=self.ui_port if self.want_ui else None,
+            log_file=self.log_dir / "temporal.log",
+        )
+        await self.temporal.start()
+        self.settings = with_services(self.base, self.temporal.address, database_url)
+        pool = await create_pool(database_url, min_size=1, max_size=2)
+        try:
+            await migrate(pool)
+        finally:
+            await pool.close()
+        for _ in range(self.n_workers):
+            self.add_worker()
+        if self.want_api:
+            from curaflow.api.app import create_app
+
+            self._api_app = create_app(self.settings)
+            self.api = await BackgroundServer(self._api_app, self.settings.api.host, self.api_port).start()
+        if self.publish:
+            info = StackInfo(
+                pid=os.getpid(),
+                temporal_address=self.temporal.address,
+                database_url=database_url,
+                ui_url=self.temporal.ui_url,
+                api_url=self.api.url if self.api else None,
+            )
+            (self.state_dir / STACK_FILE).write_text(json.dumps(asdict(info), indent=2))
+
+    async def stop(self) -> None:
+        """Stop everything this stack started (idempotent)."""
+        if self.publish:
+            with contextlib.suppress(OSError):
+                (self.state_dir / STACK_FILE).unlink()
+        if self.api is not None:
+            await self.api.stop()
+            self.api = None
+        await asyncio.gather(*(asyncio.to_thread(w.stop) for w in self.workers))
+        self.workers = []
+        if self.temporal is not None:
+            await asyncio.to_thread(self.temporal.stop)
+            self.temporal = None
+        await asyncio.to_thread(self.postgres.stop)

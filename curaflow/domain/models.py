@@ -1,0 +1,158 @@
+"""Pure data models shared by workflows, activities, the ledger and the API.
+
+These are the shapes of the domain (a work found at the source, a cell's snapshot, a
+candidate report), not of the wire protocol (see :mod:`curaflow.protocol.models`).
+Times are epoch milliseconds (UTC) unless a field says otherwise.
+
+Pure module: imported by workflows through the sandbox pass-through.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from curaflow.domain.cells import CellState
+
+
+class WorkPage(BaseModel):
+    """One image page of a work at the source."""
+
+    index: int
+    url: str
+    width: int | None = None
+    height: int | None = None
+
+
+class Work(BaseModel):
+    """A work (a Pixiv illustration) as the search activity saw it.
+
+    Attributes:
+        work_id: the source's id, as a string.
+        work_type: protocol work type, ``illustration`` | ``novel`` | ``unknown``.
+        kind: the source's own type word (``illust``, ``manga``, ``ugoira``).
+        create_date: ISO-8601 timestamp as the source gives it.
+        pages: every image page, in order (originals).
+    """
+
+    work_id: str
+    work_type: str = "illustration"
+    kind: str = "illust"
+    title: str = ""
+    url: str = ""
+    tags: list[str] = Field(default_factory=list)
+    create_date: str | None = None
+    page_count: int = 1
+    width: int | None = None
+    height: int | None = None
+    x_restrict: int = 0
+    ai_type: int = 0
+    total_bookmarks: int = 0
+    visible: bool = True
+    author: str | None = None
+    pages: list[WorkPage] = Field(default_factory=list)
+
+
+class CandidateReport(BaseModel):
+    """What a search scan saw (reference §5.5, stored on the cell).
+
+    Attributes:
+        fetched: works examined at the source.
+        selected: the work id bound to the cell, if any.
+        rejected: works examined and not eligible.
+        reasons: rejection counts by reason word (``duplicate``, ``excluded``,
+            ``filtered:min_bookmarks``, ``unavailable`` …).
+        filtered: per-work rejections, capped, as ``{work_id, reason}`` with the protocol
+            reason words (``duplicate | excluded | invalid | unavailable | other``).
+    """
+
+    fetched: int = 0
+    selected: str | None = None
+    rejected: int = 0
+    reasons: dict[str, int] = Field(default_factory=dict)
+    filtered: list[dict[str, str]] = Field(default_factory=list)
+    pages: int = 0
+
+
+class ArtifactFile(BaseModel):
+    """One file of a fetched artifact in the artifact store."""
+
+    path: str
+    bytes: int
+    mime: str
+    width: int | None = None
+    height: int | None = None
+    sha256: str | None = None
+    page: int = 0
+
+
+class Artifact(BaseModel):
+    """The fetched files of a work, complete on disk."""
+
+    work_id: str
+    files: list[ArtifactFile] = Field(default_factory=list)
+
+
+class RouteDelivery(BaseModel):
+    """The ledger's view of one delivery intent of a cell."""
+
+    route: str
+    status: str
+    idempotency_key: str
+    remote_id: str | None = None
+    attempts: int = 0
+    last_error: str | None = None
+
+
+class CellSnapshot(BaseModel):
+    """A cell as written to the ledger by the last transition.
+
+    Both readers of status (the workflow's ``status`` query and ``GET /jobs/{id}``) are
+    computed from these snapshots by :mod:`curaflow.domain.projection`.
+    """
+
+    target_id: str
+    state: CellState = CellState.PENDING
+    stage: str = "queued"
+    work_id: str | None = None
+    work_type: str | None = None
+    work: Work | None = None
+    reason: str | None = None
+    reason_message: str | None = None
+    attempt: int = 0
+    fallback_stage: int = 0
+    candidate_report: CandidateReport | None = None
+    artifact: Artifact | None = None
+    deliveries: list[RouteDelivery] = Field(default_factory=list)
+    updated_at: int = 0
+
+
+class JobRecord(BaseModel):
+    """A job as the ledger holds it: the ``jobs`` row plus its cells.
+
+    Times are epoch ms (UTC) or None. ``heartbeat_at`` / ``lease_until`` are the latest
+    over the job's cells (each running activity heartbeats its own cell).
+    """
+
+    job_id: str
+    job_type: str = "candidate_search"
+    plan_id: str
+    schedule_id: str | None = None
+    trigger: str = "protocol"
+    idempotency_key: str | None = None
+    correlation_id: str | None = None
+    callback_url: str | None = None
+    params: dict[str, object] | None = None
+    target_ids: list[str] = Field(default_factory=list)
+    status: str = "pending"
+    business_status: str | None = None
+    created_at: int
+    started_at: int | None = None
+    updated_at: int
+    completed_at: int | None = None
+    deadline_at: int | None = None
+    heartbeat_at: int | None = None
+    lease_until: int | None = None
+    attempt: int = 0
+    cancel_requested_at: int | None = None
+    workflow_started_at: int | None = None
+    cells: list[CellSnapshot] = Field(default_factory=list)

@@ -1,0 +1,244 @@
+"""Cell classification, business status and the outcome record (reference §7).
+
+Rules:
+
+* classification precedence (§7.3): submitted → ``no_match`` (no_candidate) →
+  duplicate → cancelled (failed + ``cancelled_by_consumer``) → ``delivery_failed``
+  (failed at the delivery stage) → ``executor_failed`` (any other failed) → other;
+* business status (§7.4), with one deliberate fix: a duplicate cell is counted once.
+  The original adds the number of ``duplicate_exhausted`` reasons to the number of
+  ``duplicate`` cells, so a cell that is both is counted twice and an all-duplicate job
+  is reported ``no_candidate``. Here a cell is *duplicate-like* when its state is
+  ``duplicate`` or its reason is ``duplicate_exhausted``, and the job is
+  ``duplicate_only`` when every non-submitted cell is duplicate-like;
+* ``alertable`` is true only for ``failed``.
+
+Pure module: imported by workflows through the sandbox pass-through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from curaflow.domain.cells import CellState, is_terminal
+from curaflow.domain.models import CellSnapshot
+from curaflow.domain.reasons import Stage, TerminalReason, reason_info
+
+OUTCOME_VERSION = 2
+
+
+class BusinessStatus(StrEnum):
+    """Business meaning of a finished job; never drives scheduling (reference §5.1)."""
+
+    SUCCESS = "success"
+    PARTIAL_SUCCESS = "partial_success"
+    NO_CANDIDATE = "no_candidate"
+    DUPLICATE_ONLY = "duplicate_only"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+
+class CellCategory(StrEnum):
+    """The one category a cell is counted in (reference §7.3)."""
+
+    SUBMITTED = "submitted"
+    NO_MATCH = "no_match"
+    DUPLICATE = "duplicate"
+    CANCELLED = "cancelled"
+    DELIVERY_FAILED = "delivery_failed"
+    EXECUTOR_FAILED = "executor_failed"
+    OTHER = "other"
+
+
+BUSINESS_MESSAGES: dict[BusinessStatus, tuple[str, str]] = {
+    BusinessStatus.SUCCESS: (
+        "任务已完成，本轮内容已发布。",
+        "The job completed and this round's content was published.",
+    ),
+    BusinessStatus.PARTIAL_SUCCESS: (
+        "任务部分完成，部分内容已发布。",
+        "The job partly completed; some content was published.",
+    ),
+    BusinessStatus.NO_CANDIDATE: (
+        "本轮没有可发布的新作品，任务已正常结束。",
+        "There was no new work to publish this round; the job finished normally.",
+    ),
+    BusinessStatus.DUPLICATE_ONLY: (
+        "本轮没有可发布的新作品，任务已正常结束。",
+        "There was no new work to publish this round; the job finished normally.",
+    ),
+    BusinessStatus.CANCELLED: (
+        "本轮任务已取消，不会再发布任何内容。",
+        "This round was cancelled; nothing more will be published.",
+    ),
+    BusinessStatus.FAILED: (
+        "本轮任务遇到系统错误，请稍后重试或查看日志。",
+        "This round hit a system error; retry later or check the logs.",
+    ),
+}
+
+
+def classify_cell(cell: CellSnapshot) -> CellCategory:
+    """Return the single category of ``cell`` by the §7.3 precedence."""
+    state = cell.state
+    if state == CellState.SUBMITTED:
+        return CellCategory.SUBMITTED
+    if state == CellState.NO_CANDIDATE:
+        return CellCategory.NO_MATCH
+    if state == CellState.DUPLICATE:
+        return CellCategory.DUPLICATE
+    if state == CellState.FAILED:
+        if cell.reason == TerminalReason.CANCELLED_BY_CONSUMER:
+            return CellCategory.CANCELLED
+        if reason_info(cell.reason).stage == Stage.DELIVERY:
+            return CellCategory.DELIVERY_FAILED
+        return CellCategory.EXECUTOR_FAILED
+    return CellCategory.OTHER
+
+
+def cell_counts(cells: Sequence[CellSnapshot]) -> dict[str, Any]:
+    """Count cells per category (§7.2 ``cells`` counts, ``all_duplicates`` included)."""
+    counts: dict[str, Any] = {
+        "total": len(cells),
+        "submitted": 0,
+        "no_match": 0,
+        "duplicate": 0,
+        "all_duplicates": False,
+        "executor_failed": 0,
+        "delivery_failed": 0,
+        "cancelled": 0,
+    }
+    for cell in cells:
+        category = classify_cell(cell)
+        if category != CellCategory.OTHER:
+            counts[category.value] += 1
+    non_submitted = [c for c in cells if c.state != CellState.SUBMITTED]
+    counts["all_duplicates"] = bool(non_submitted) and all(c.state == CellState.DUPLICATE for c in non_submitted)
+    return counts
+
+
+def _duplicate_like(cell: CellSnapshot) -> bool:
+    return cell.state == CellState.DUPLICATE or cell.reason == TerminalReason.DUPLICATE_EXHAUSTED
+
+
+def business_status(cells: Sequence[CellSnapshot]) -> BusinessStatus:
+    """Derive the business status of a job from its cells (§7.4, duplicate counted once).
+
+    Args:
+        cells: every cell of the job; non-terminal cells count as neither submitted nor
+            failed.
+    """
+    counts = cell_counts(cells)
+    total = counts["total"]
+    submitted = counts["submitted"]
+    non_submitted = total - submitted
+    system_failed = counts["executor_failed"] > 0 or counts["delivery_failed"] > 0
+    if submitted > 0 and non_submitted == 0:
+        return BusinessStatus.SUCCESS
+    if submitted > 0:
+        return BusinessStatus.PARTIAL_SUCCESS
+    if non_submitted == 0:
+        return BusinessStatus.SUCCESS
+    if counts["cancelled"] > 0 and not system_failed:
+        return BusinessStatus.CANCELLED
+    if not system_failed:
+        duplicates = sum(1 for c in cells if c.state != CellState.SUBMITTED and _duplicate_like(c))
+        if duplicates == non_submitted:
+            return BusinessStatus.DUPLICATE_ONLY
+        return BusinessStatus.NO_CANDIDATE
+    return BusinessStatus.FAILED
+
+
+def is_alertable(status: BusinessStatus | str) -> bool:
+    """Only a system failure pages an operator (§7.4)."""
+    return status == BusinessStatus.FAILED
+
+
+def business_message(status: BusinessStatus | str, lang: str = "en") -> str:
+    """User-facing sentence for a business status (``lang`` ``"en"`` or ``"zh"``)."""
+    zh, en = BUSINESS_MESSAGES[BusinessStatus(status)]
+    return zh if lang == "zh" else en
+
+
+def ledger_status(cells: Sequence[CellSnapshot]) -> str:
+    """The job's ledger status (reference §5.1 ``deriveSlotStatus``).
+
+    Returns:
+        ``pending`` (no cells), ``running`` (any cell non-terminal), ``success`` (all
+        submitted), ``partial`` (some submitted) or ``failed``.
+    """
+    if not cells:
+        return "pending"
+    if any(not is_terminal(c.state) for c in cells):
+        return "running"
+    submitted = sum(1 for c in cells if c.state == CellState.SUBMITTED)
+    if submitted == len(cells):
+        return "success"
+    if submitted:
+        return "partial"
+    return "failed"
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def build_outcome_record(
+    *,
+    job_id: str,
+    schedule_id: str | None,
+    occurrence_at_ms: int | None,
+    occurrence_date: str | None,
+    started_at_ms: int | None,
+    completed_at_ms: int | None,
+    cells: Sequence[CellSnapshot],
+) -> dict[str, Any]:
+    """Build the ``schedule.outcome`` record, ``outcome_version`` 2 (reference §7.2).
+
+    Args:
+        job_id: the job (the original's ``slot_id``; both keys are written).
+        schedule_id: the plan or schedule that owns the job.
+        occurrence_at_ms / started_at_ms / completed_at_ms: epoch ms (UTC) or None.
+        occurrence_date: ``YYYY-MM-DD`` in the plan's time zone, or None.
+        cells: every cell, terminal.
+
+    Returns:
+        A JSON-ready dict; ``duration_ms`` only when both ends are known, floored at 0.
+    """
+    status = business_status(cells)
+    record: dict[str, Any] = {
+        "event": "schedule.outcome",
+        "outcome_version": OUTCOME_VERSION,
+        "schedule_id": schedule_id,
+        "slot_id": job_id,
+        "job_id": job_id,
+    }
+    if occurrence_at_ms is not None:
+        record["occurrence_at"] = _iso(occurrence_at_ms)
+    record["occurrence_date"] = occurrence_date
+    record["status"] = ledger_status(cells)
+    record["business_status"] = status.value
+    record["alertable"] = is_alertable(status)
+    record["user_message"] = {"zh": business_message(status, "zh"), "en": business_message(status)}
+    if started_at_ms is not None and completed_at_ms is not None:
+        record["duration_ms"] = max(0, completed_at_ms - started_at_ms)
+    targets = []
+    for cell in cells:
+        targets.append(
+            {
+                "target_id": cell.target_id,
+                "status": cell.state.value,
+                "work_id": cell.work_id,
+                "error": None if cell.state == CellState.SUBMITTED else cell.reason_message,
+                "terminal_reason_code": cell.reason,
+                "terminal_reason_message": cell.reason_message,
+                "candidate_report": cell.candidate_report.model_dump() if cell.candidate_report else None,
+            }
+        )
+    record["cells"] = {**cell_counts(cells), "targets": targets}
+    return record

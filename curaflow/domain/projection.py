@@ -1,0 +1,112 @@
+"""Job status and stage derived from cells: the one rule both status readers use.
+
+The workflow's ``status`` query and ``GET /jobs/{id}`` both call :func:`job_status` on
+the same cell snapshots, so at any terminal state they agree (DESIGN.md decision 3).
+
+Rules (reference §1.4, extended to jobs with several cells):
+
+* any cell non-terminal: ``queued`` while every cell is still ``pending`` (the original's
+  quirk: a claimed job whose cell has not reached ``selected`` reports ``queued``),
+  otherwise ``running``;
+* every cell terminal: from the business status (§7.4) —
+  ``success`` / ``partial_success`` → ``succeeded``; ``cancelled`` → ``cancelled``;
+  ``no_candidate`` / ``duplicate_only`` → ``failed``; ``failed`` → ``expired`` when every
+  system-failed cell ended for an expiry reason (``queued_too_long``,
+  ``stalled_no_heartbeat``, ``execution_timeout``), otherwise ``failed``.
+
+  For a single cell this is exactly the original's per-cell mapping.
+
+Pure module: imported by workflows through the sandbox pass-through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+
+from curaflow.domain.cells import STAGE_ORDER, CellState, is_terminal
+from curaflow.domain.models import CellSnapshot
+from curaflow.domain.outcome import BusinessStatus, CellCategory, business_status, classify_cell
+from curaflow.domain.reasons import EXPIRY_REASONS, TerminalReason
+
+
+class JobStatus(StrEnum):
+    """Protocol ``Job.status`` values."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"
+
+
+TERMINAL_JOB_STATUSES: frozenset[str] = frozenset(
+    {JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED}
+)
+
+
+def all_terminal(cells: Sequence[CellSnapshot]) -> bool:
+    """True when the job has cells and every one is terminal."""
+    return bool(cells) and all(is_terminal(c.state) for c in cells)
+
+
+def _system_failed(cells: Sequence[CellSnapshot]) -> list[CellSnapshot]:
+    return [c for c in cells if classify_cell(c) in (CellCategory.EXECUTOR_FAILED, CellCategory.DELIVERY_FAILED)]
+
+
+def job_status(cells: Sequence[CellSnapshot]) -> JobStatus:
+    """Derive the protocol job status from the job's cells (rules in the module doc)."""
+    if not cells:
+        return JobStatus.QUEUED
+    if not all_terminal(cells):
+        if all(c.state == CellState.PENDING for c in cells):
+            return JobStatus.QUEUED
+        return JobStatus.RUNNING
+    verdict = business_status(cells)
+    if verdict in (BusinessStatus.SUCCESS, BusinessStatus.PARTIAL_SUCCESS):
+        return JobStatus.SUCCEEDED
+    if verdict == BusinessStatus.CANCELLED:
+        return JobStatus.CANCELLED
+    if verdict == BusinessStatus.FAILED:
+        failed = _system_failed(cells)
+        if failed and all(c.reason in EXPIRY_REASONS for c in failed):
+            return JobStatus.EXPIRED
+        return JobStatus.FAILED
+    return JobStatus.FAILED
+
+
+def representative_cell(cells: Sequence[CellSnapshot], status: str) -> CellSnapshot | None:
+    """The cell whose reason explains a terminal non-success ``status``.
+
+    Cancelled → the first cancelled cell; expired → the first expiry cell; failed → the
+    first system-failed cell, else the first non-submitted cell. None otherwise.
+    """
+    if status == JobStatus.CANCELLED:
+        return next((c for c in cells if c.reason == TerminalReason.CANCELLED_BY_CONSUMER), None)
+    if status == JobStatus.EXPIRED:
+        return next((c for c in cells if c.reason in EXPIRY_REASONS), None)
+    if status == JobStatus.FAILED:
+        failed = _system_failed(cells)
+        if failed:
+            return failed[0]
+        return next((c for c in cells if c.state != CellState.SUBMITTED), None)
+    return None
+
+
+def job_stage(cells: Sequence[CellSnapshot], status: str | None = None) -> str:
+    """Progress stage of the job (protocol ``progress.stage``).
+
+    Non-terminal jobs report the least advanced stage among their non-terminal cells
+    (``queued`` < ``searching`` < ``fetching`` < ``delivering``); a succeeded job reports
+    ``done``; other terminal jobs report their status word (reference §1.3).
+    """
+    status = status or job_status(cells)
+    if status == JobStatus.SUCCEEDED:
+        return "done"
+    if status in TERMINAL_JOB_STATUSES:
+        return str(status)
+    open_cells = [c for c in cells if not is_terminal(c.state)]
+    if not open_cells:
+        return "queued"
+    return min((c.stage for c in open_cells), key=lambda s: STAGE_ORDER.get(s, 0))

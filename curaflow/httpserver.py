@@ -1,0 +1,79 @@
+"""Serve an ASGI app with uvicorn inside the current event loop, on a pre-bound socket.
+
+Used for the replay server inside a worker, the HTTP API inside ``curaflow dev`` and the
+third-party fakes in tests. Binding the socket first means port 0 works and the real
+port is known before the server starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """A uvicorn server that leaves the process's signal handlers alone (its host owns them)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A listening TCP socket (``port`` 0 picks a free port)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+class BackgroundServer:
+    """An ASGI app served by uvicorn as a task of the running loop.
+
+    Args:
+        app: the ASGI application.
+        host / port: where to listen (port 0 → a free port).
+        log_level: uvicorn's log level.
+
+    Attributes:
+        url: ``http://host:port`` once :meth:`start` returned.
+    """
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, log_level: str = "warning") -> None:
+        self.app = app
+        self.sock = bind_socket(host, port)
+        self.host, self.port = self.sock.getsockname()[:2]
+        self.url = f"http://{self.host}:{self.port}"
+        config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+        self.server = _EmbeddedServer(config)
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> BackgroundServer:
+        """Start serving; returns once the server accepts connections."""
+        self._task = asyncio.create_task(self.server.serve(sockets=[self.sock]))
+        while not self.server.started:
+            if self._task.done():
+                self._task.result()
+            await asyncio.sleep(0.01)
+        return self
+
+    async def stop(self) -> None:
+        """Stop serving and wait for the server task."""
+        self.server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self.sock.close()
+
+    async def __aenter__(self) -> BackgroundServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

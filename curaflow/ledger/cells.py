@@ -1,0 +1,417 @@
+"""Cell transitions in the ledger, each in the caller's transaction with its effect.
+
+Lock order everywhere: the job row first (``SELECT … FOR UPDATE``), then cell and intent
+rows. Every function here expects a connection inside a transaction unless its doc says
+otherwise. Transitions go through the FSM of :mod:`curaflow.domain.cells`: a terminal
+cell never changes and a submitted cell is never downgraded; an illegal request leaves
+the row untouched and returns the cell as it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from curaflow.domain.cells import CellStage, CellState, check_transition, is_terminal
+from curaflow.domain.messages import RouteRef, TargetSpec
+from curaflow.domain.models import CandidateReport, CellSnapshot, Work
+from curaflow.domain.projection import job_stage
+from curaflow.domain.reasons import user_message
+from curaflow.ledger.db import jsonable, now_ms
+from curaflow.ledger.events import append_event
+from curaflow.ledger.records import load_cell, load_cells
+
+LIVE_INTENT_STATES = ("reserved", "sending", "delivered", "duplicate", "unknown")
+
+
+def intent_key(route: str, work_type: str, work_id: str, job_id: str, target_id: str) -> str:
+    """The stable delivery idempotency key (DESIGN.md decision 6)."""
+    return f"curaflow:{route}:{work_type}:{work_id}:{job_id}:{target_id}"
+
+
+async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | None:
+    """Lock the job row for the rest of the transaction; None if the job is unknown."""
+    return await conn.fetchrow(
+        """SELECT job_id, started_at, cancel_requested_at, completed_at, last_stage
+           FROM jobs WHERE job_id = $1 FOR UPDATE""",
+        job_id,
+    )
+
+
+async def sync_job_stage(conn: asyncpg.Connection, job_id: str, last_stage: str | None = None) -> None:
+    """Emit ``job.progress`` when the job-level stage changed (job row must be locked)."""
+    cells = await load_cells(conn, job_id)
+    stage = job_stage(cells)
+    if last_stage is None:
+        last_stage = await conn.fetchval("SELECT last_stage FROM jobs WHERE job_id = $1", job_id)
+    if stage == last_stage or stage in ("done", "failed", "cancelled", "expired", "succeeded"):
+        return
+    now = now_ms()
+    await conn.execute("UPDATE jobs SET last_stage = $2, updated_at = $3 WHERE job_id = $1", job_id, stage, now)
+    await append_event(conn, job_id, "job.progress", {"progress": {"stage": stage, "at": now}}, at=now)
+
+
+async def start_step(
+    conn: asyncpg.Connection,
+    job_id: str,
+    target_id: str,
+    *,
+    stage: CellStage,
+    attempt: int,
+    lease_ms: int,
+    owner: str,
+) -> tuple[CellSnapshot | None, bool]:
+    """Open an activity attempt on a cell: mark the job started, take the cell's lease.
+
+    The first step of a job sets ``started_at``, moves the job to ``running`` and appends
+    ``job.started``. The cell's ``stage`` moves forward only while it is non-terminal.
+
+    Args:
+        stage: the stage this activity works in.
+        attempt: the activity's Temporal attempt number (reported as ``Job.attempt``).
+        lease_ms: lease length; the heartbeat timeout of the activity.
+        owner: the worker identity holding the lease.
+
+    Returns:
+        ``(cell, cancel_requested)``; cell None when the job or cell is unknown.
+    """
+    job = await lock_job(conn, job_id)
+    if job is None:
+        return None, False
+    if job["completed_at"] is not None:
+        return await load_cell(conn, job_id, target_id), job["cancel_requested_at"] is not None
+    now = now_ms()
+    if job["started_at"] is None:
+        await conn.execute(
+            "UPDATE jobs SET started_at = $2, status = 'running', updated_at = $2 WHERE job_id = $1",
+            job_id,
+            now,
+        )
+        await append_event(conn, job_id, "job.started", at=now)
+    await conn.execute("UPDATE jobs SET attempt = $2, updated_at = $3 WHERE job_id = $1", job_id, attempt, now)
+    await conn.execute(
+        """UPDATE cells SET stage = CASE WHEN state IN ('submitted','no_candidate','duplicate','failed')
+                                        THEN stage ELSE $3 END,
+                            lease_until = $4, lease_owner = $5, heartbeat_at = $6, updated_at = $6
+           WHERE job_id = $1 AND target_id = $2""",
+        job_id,
+        target_id,
+        str(stage),
+        now + lease_ms,
+        owner,
+        now,
+    )
+    await sync_job_stage(conn, job_id, job["last_stage"])
+    cell = await load_cell(conn, job_id, target_id)
+    return cell, job["cancel_requested_at"] is not None
+
+
+async def heartbeat(pool: asyncpg.Pool, job_id: str, target_id: str, lease_ms: int) -> None:
+    """Extend a cell's lease and stamp ``heartbeat_at`` (own short transaction)."""
+    now = now_ms()
+    await pool.execute(
+        """UPDATE cells SET heartbeat_at = $3, lease_until = $4
+           WHERE job_id = $1 AND target_id = $2""",
+        job_id,
+        target_id,
+        now,
+        now + lease_ms,
+    )
+
+
+async def end_lease(conn: asyncpg.Connection, job_id: str, target_id: str) -> None:
+    """Release a cell's lease at the end of an activity attempt."""
+    await conn.execute(
+        "UPDATE cells SET lease_until = NULL, lease_owner = NULL WHERE job_id = $1 AND target_id = $2",
+        job_id,
+        target_id,
+    )
+
+
+async def save_checkpoint(pool: asyncpg.Pool, job_id: str, target_id: str, checkpoint: dict[str, Any]) -> None:
+    """Persist the search activity's resume point (own short transaction)."""
+    await pool.execute(
+        "UPDATE cells SET search_checkpoint = $3 WHERE job_id = $1 AND target_id = $2",
+        job_id,
+        target_id,
+        checkpoint,
+    )
+
+
+async def load_checkpoint(pool: asyncpg.Pool, job_id: str, target_id: str) -> dict[str, Any] | None:
+    """The saved search resume point, or None."""
+    value = await pool.fetchval(
+        "SELECT search_checkpoint FROM cells WHERE job_id = $1 AND target_id = $2", job_id, target_id
+    )
+    return value if isinstance(value, dict) else None
+
+
+async def taken_works(
+    conn: asyncpg.Connection | asyncpg.Pool, routes: list[str], work_type: str, work_ids: list[str]
+) -> set[str]:
+    """Works of ``work_ids`` that already have a live intent on any of ``routes``."""
+    if not routes or not work_ids:
+        return set()
+    rows = await conn.fetch(
+        """SELECT DISTINCT work_id FROM delivery_intents
+           WHERE route = ANY($1::text[]) AND work_type = $2 AND work_id = ANY($3::text[])
+             AND status = ANY($4::text[])""",
+        routes,
+        work_type,
+        work_ids,
+        list(LIVE_INTENT_STATES),
+    )
+    return {r["work_id"] for r in rows}
+
+
+async def _reserve(conn: asyncpg.Connection, job_id: str, target_id: str, work: Work, routes: list[RouteRef]) -> bool:
+    """Reserve ``work`` on every route (inside a savepoint); False if any route has it."""
+    now = now_ms()
+    try:
+        async with conn.transaction():
+            for route in routes:
+                key = intent_key(route.name, work.work_type, work.work_id, job_id, target_id)
+                await conn.execute(
+                    """INSERT INTO delivery_intents (idempotency_key, route, route_kind, work_type, work_id,
+                           job_id, target_id, status, created_at, updated_at)
+                       VALUES ($1, $2, $3, $4, $5, $6, $7, 'reserved', $8, $8)
+                       ON CONFLICT (idempotency_key) DO UPDATE
+                         SET status = 'reserved', updated_at = EXCLUDED.updated_at
+                         WHERE delivery_intents.status = 'released'""",
+                    key,
+                    route.name,
+                    route.kind,
+                    work.work_type,
+                    work.work_id,
+                    job_id,
+                    target_id,
+                    now,
+                )
+        return True
+    except asyncpg.UniqueViolationError:
+        return False
+
+
+async def bind_work(
+    conn: asyncpg.Connection,
+    job_id: str,
+    target: TargetSpec,
+    candidates: list[Work],
+    report: CandidateReport,
+) -> CellSnapshot | None:
+    """Bind the first candidate no other cell holds on these routes (first binding wins).
+
+    Locks the job and cell; a cell already bound or terminal is returned unchanged (a
+    resumed attempt adopts the existing binding and never re-ranks). Each candidate is
+    reserved on every route of the target inside a savepoint; one that another job
+    reserved in the meantime is skipped as a duplicate.
+
+    Args:
+        candidates: eligible works in rank order; stored on the cell so ``fetch`` can
+            move to the next one when a bound work turns out to be unavailable.
+        report: the scan's candidate report (updated with the binding).
+
+    Returns:
+        The cell after the call; ``state == selected`` when a work was bound, still
+        ``pending`` when none could be.
+    """
+    job = await lock_job(conn, job_id)
+    if job is None:
+        return None
+    row = await conn.fetchrow(
+        "SELECT state, work_id FROM cells WHERE job_id = $1 AND target_id = $2 FOR UPDATE",
+        job_id,
+        target.target_id,
+    )
+    if row is None:
+        return None
+    if is_terminal(row["state"]) or row["work_id"] is not None:
+        return await load_cell(conn, job_id, target.target_id)
+    bound: Work | None = None
+    remaining: list[Work] = []
+    for i, work in enumerate(candidates):
+        if await _reserve(conn, job_id, target.target_id, work, target.routes):
+            bound = work
+            remaining = candidates[i + 1 :]
+            break
+        report.rejected += 1
+        report.reasons["duplicate"] = report.reasons.get("duplicate", 0) + 1
+        report.filtered.append({"work_id": work.work_id, "reason": "duplicate"})
+    now = now_ms()
+    if bound is None:
+        await conn.execute(
+            """UPDATE cells SET candidate_report = $3, candidates = '[]'::jsonb, updated_at = $4
+               WHERE job_id = $1 AND target_id = $2""",
+            job_id,
+            target.target_id,
+            jsonable(report),
+            now,
+        )
+        return await load_cell(conn, job_id, target.target_id)
+    report.selected = bound.work_id
+    await conn.execute(
+        """UPDATE cells SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
+               work = $5, candidates = $6, candidate_report = $7, attempt_count = attempt_count + 1,
+               updated_at = $8
+           WHERE job_id = $1 AND target_id = $2""",
+        job_id,
+        target.target_id,
+        bound.work_id,
+        bound.work_type,
+        jsonable(bound),
+        [jsonable(w) for w in remaining],
+        jsonable(report),
+        now,
+    )
+    await sync_job_stage(conn, job_id, job["last_stage"])
+    return await load_cell(conn, job_id, target.target_id)
+
+
+async def rebind_next(
+    conn: asyncpg.Connection,
+    job_id: str,
+    target: TargetSpec,
+    work_id: str,
+    skip_reason: str,
+) -> CellSnapshot | None:
+    """Provisional release of an unavailable bound work, then bind the next candidate.
+
+    Only a cell still ``selected`` with ``work_id`` is released (reference §1.1): its
+    reserved intents become ``released`` and the skip is counted in the candidate report
+    (``unavailable``). The stored remaining candidates are then tried in order.
+
+    Returns:
+        The cell: ``selected`` with the next work, or ``pending`` with no work when the
+        candidates ran out (the caller then ends it ``no_candidate``).
+    """
+    job = await lock_job(conn, job_id)
+    if job is None:
+        return None
+    row = await conn.fetchrow(
+        """SELECT state, work_id, candidates, candidate_report FROM cells
+           WHERE job_id = $1 AND target_id = $2 FOR UPDATE""",
+        job_id,
+        target.target_id,
+    )
+    if row is None:
+        return None
+    if row["state"] != CellState.SELECTED or row["work_id"] != work_id:
+        return await load_cell(conn, job_id, target.target_id)
+    await conn.execute(
+        """UPDATE delivery_intents SET status = 'released', last_error = $4, updated_at = $5
+           WHERE job_id = $1 AND target_id = $2 AND work_id = $3 AND status = 'reserved'""",
+        job_id,
+        target.target_id,
+        work_id,
+        skip_reason,
+        now_ms(),
+    )
+    report = CandidateReport.model_validate(row["candidate_report"] or {})
+    report.selected = None
+    report.rejected += 1
+    report.reasons["unavailable"] = report.reasons.get("unavailable", 0) + 1
+    report.filtered.append({"work_id": work_id, "reason": "unavailable"})
+    candidates = [Work.model_validate(w) for w in (row["candidates"] or [])]
+    await conn.execute(
+        """UPDATE cells SET state = 'pending', stage = 'searching', work_id = NULL, work_type = NULL,
+               work = NULL, artifact = NULL, updated_at = $3
+           WHERE job_id = $1 AND target_id = $2""",
+        job_id,
+        target.target_id,
+        now_ms(),
+    )
+    return await bind_work(conn, job_id, target, candidates, report)
+
+
+async def artifact_ready(
+    conn: asyncpg.Connection, job_id: str, target_id: str, work_id: str, artifact: dict[str, Any]
+) -> CellSnapshot | None:
+    """``selected → artifact_ready`` for the bound work, storing the artifact description."""
+    job = await lock_job(conn, job_id)
+    if job is None:
+        return None
+    row = await conn.fetchrow(
+        "SELECT state, work_id FROM cells WHERE job_id = $1 AND target_id = $2 FOR UPDATE",
+        job_id,
+        target_id,
+    )
+    if row is not None and row["work_id"] == work_id and check_transition(row["state"], CellState.ARTIFACT_READY):
+        await conn.execute(
+            """UPDATE cells SET state = 'artifact_ready', stage = 'delivering', artifact = $3,
+                   updated_at = $4 WHERE job_id = $1 AND target_id = $2""",
+            job_id,
+            target_id,
+            artifact,
+            now_ms(),
+        )
+        await sync_job_stage(conn, job_id, job["last_stage"])
+    return await load_cell(conn, job_id, target_id)
+
+
+async def finish_cell(
+    conn: asyncpg.Connection,
+    job_id: str,
+    target_id: str,
+    state: CellState,
+    reason: str | None = None,
+    message: str | None = None,
+) -> CellSnapshot | None:
+    """Move a cell to a terminal ``state`` with its reason, if the FSM allows it.
+
+    A cell that is already terminal keeps its state (a submitted cell is never
+    downgraded). Reserved intents of a cell that ends without delivery are released so
+    another job may deliver that work later. ``message`` defaults to the reason's
+    user-facing sentence.
+    """
+    job = await lock_job(conn, job_id)
+    if job is None:
+        return None
+    row = await conn.fetchrow(
+        "SELECT state FROM cells WHERE job_id = $1 AND target_id = $2 FOR UPDATE", job_id, target_id
+    )
+    if row is None:
+        return None
+    if check_transition(row["state"], state):
+        now = now_ms()
+        await conn.execute(
+            """UPDATE cells SET state = $3, stage = 'done', terminal_reason_code = $4,
+                   terminal_reason_message = $5, updated_at = $6, completed_at = $6,
+                   lease_until = NULL, lease_owner = NULL
+               WHERE job_id = $1 AND target_id = $2""",
+            job_id,
+            target_id,
+            str(state),
+            reason,
+            (message or (user_message(reason) if reason else None)),
+            now,
+        )
+        if state != CellState.SUBMITTED:
+            await conn.execute(
+                """UPDATE delivery_intents SET status = 'released', updated_at = $3
+                   WHERE job_id = $1 AND target_id = $2 AND status = 'reserved'""",
+                job_id,
+                target_id,
+                now,
+            )
+            await conn.execute(
+                """UPDATE delivery_intents SET status = 'unknown', updated_at = $3
+                   WHERE job_id = $1 AND target_id = $2 AND status = 'sending'""",
+                job_id,
+                target_id,
+                now,
+            )
+        await sync_job_stage(conn, job_id, job["last_stage"])
+    return await load_cell(conn, job_id, target_id)
+
+
+async def set_fallback_stage(conn: asyncpg.Connection, job_id: str, target_id: str, stage: int) -> None:
+    """Record the fallback stage a cell is about to run (scheduled jobs only)."""
+    await conn.execute(
+        """UPDATE cells SET fallback_stage = $3, search_checkpoint = NULL, updated_at = $4
+           WHERE job_id = $1 AND target_id = $2 AND state = 'pending'""",
+        job_id,
+        target_id,
+        stage,
+        now_ms(),
+    )

@@ -1,0 +1,180 @@
+"""Delivery intents: claim one before sending, record what the route answered.
+
+An intent moves ``reserved → sending → delivered | duplicate | failed | unknown`` (or
+back to ``reserved`` after a retryable failure). ``sending`` is written and committed
+*before* the request leaves, so a retried activity that finds ``sending`` knows the
+previous attempt may have reached the route and applies the route's ambiguity policy
+instead of re-sending blindly (DESIGN.md decision 6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from curaflow.domain.cells import CellState, check_transition, is_terminal
+from curaflow.ledger.cells import finish_cell, lock_job, sync_job_stage
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.records import load_cell
+
+CONFIRMED = ("delivered", "duplicate")
+
+
+@dataclass
+class SendClaim:
+    """Outcome of :func:`claim_send`.
+
+    Attributes:
+        decision: ``send`` (go ahead), ``done`` (already confirmed), ``ambiguous`` (a
+            previous attempt was in flight and its outcome is unknown), ``cancelled`` (the
+            consumer cancelled the job: never send), ``closed`` (the cell is terminal or
+            has no intent for this route).
+        idempotency_key: the intent's stable key.
+        attempts: sends recorded before this one.
+    """
+
+    decision: str
+    idempotency_key: str | None = None
+    attempts: int = 0
+    remote_id: str | None = None
+
+
+async def claim_send(
+    conn: asyncpg.Connection, job_id: str, target_id: str, route: str, *, ambiguous_ok: bool = False
+) -> SendClaim:
+    """Decide whether a delivery attempt may send, and mark the intent ``sending``.
+
+    Runs in the caller's transaction with the job row locked, so a consumer cancel
+    recorded before it (``jobs.cancel_requested_at``) is always seen: a delivery not
+    yet sent is never sent after a cancel.
+
+    Args:
+        ambiguous_ok: the route tolerates re-sending after an unknown outcome (webhooks
+            carry a stable idempotency key; ``on_ambiguous = "retry"``).
+    """
+    job = await lock_job(conn, job_id)
+    if job is None:
+        return SendClaim("closed")
+    cell = await conn.fetchrow(
+        "SELECT state FROM cells WHERE job_id = $1 AND target_id = $2 FOR UPDATE", job_id, target_id
+    )
+    intent = await conn.fetchrow(
+        """SELECT idempotency_key, status, attempts, remote_id FROM delivery_intents
+           WHERE job_id = $1 AND target_id = $2 AND route = $3 AND status <> 'released'
+           ORDER BY id DESC LIMIT 1 FOR UPDATE""",
+        job_id,
+        target_id,
+        route,
+    )
+    if cell is None or intent is None:
+        return SendClaim("closed")
+    key, status, attempts = intent["idempotency_key"], intent["status"], intent["attempts"]
+    if status in CONFIRMED:
+        return SendClaim("done", key, attempts, intent["remote_id"])
+    if is_terminal(cell["state"]) or status in ("failed", "unknown"):
+        return SendClaim("closed", key, attempts)
+    if job["cancel_requested_at"] is not None:
+        return SendClaim("cancelled", key, attempts)
+    if status == "sending" and not ambiguous_ok:
+        return SendClaim("ambiguous", key, attempts)
+    now = now_ms()
+    await conn.execute(
+        """UPDATE delivery_intents SET status = 'sending', attempts = attempts + 1, sent_at = $2,
+               updated_at = $2 WHERE idempotency_key = $1""",
+        key,
+        now,
+    )
+    if check_transition(cell["state"], CellState.DELIVERY_PENDING):
+        await conn.execute(
+            """UPDATE cells SET state = 'delivery_pending', stage = 'delivering', updated_at = $3
+               WHERE job_id = $1 AND target_id = $2""",
+            job_id,
+            target_id,
+            now,
+        )
+        await sync_job_stage(conn, job_id, job["last_stage"])
+    return SendClaim("send", key, attempts)
+
+
+async def record_delivered(
+    conn: asyncpg.Connection,
+    job_id: str,
+    target_id: str,
+    idempotency_key: str,
+    *,
+    duplicate: bool = False,
+    remote_id: str | None = None,
+    remote_ids: list[Any] | None = None,
+    remote_status: str | None = None,
+) -> Any:
+    """Record a confirmed delivery; the cell becomes ``submitted`` once every route confirmed.
+
+    A cell whose every intent is ``duplicate`` becomes ``duplicate`` (reason
+    ``duplicate_exhausted``). Returns the cell snapshot afterwards.
+    """
+    await lock_job(conn, job_id)
+    now = now_ms()
+    await conn.execute(
+        """UPDATE delivery_intents SET status = $2, remote_id = $3, remote_ids = $4, remote_status = $5,
+               delivered_at = $6, updated_at = $6, last_error = NULL
+           WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')""",
+        idempotency_key,
+        "duplicate" if duplicate else "delivered",
+        remote_id,
+        remote_ids,
+        remote_status,
+        now,
+    )
+    statuses = [
+        r["status"]
+        for r in await conn.fetch(
+            """SELECT status FROM delivery_intents
+               WHERE job_id = $1 AND target_id = $2 AND status <> 'released'""",
+            job_id,
+            target_id,
+        )
+    ]
+    if statuses and all(s in CONFIRMED for s in statuses):
+        if all(s == "duplicate" for s in statuses):
+            return await finish_cell(conn, job_id, target_id, CellState.DUPLICATE, "duplicate_exhausted")
+        return await finish_cell(conn, job_id, target_id, CellState.SUBMITTED)
+    return await load_cell(conn, job_id, target_id)
+
+
+async def record_failed(
+    conn: asyncpg.Connection,
+    job_id: str,
+    target_id: str,
+    idempotency_key: str,
+    *,
+    reason: str,
+    error: str,
+    permanent: bool,
+    unknown: bool = False,
+) -> Any:
+    """Record a failed attempt.
+
+    Args:
+        reason: the cell's terminal reason if the failure is permanent.
+        error: diagnostic text (kept on the intent, never shown to users).
+        permanent: the route refused for good: intent ``failed`` and the cell ``failed``.
+            Otherwise the intent returns to ``reserved`` for the next attempt.
+        unknown: the request may have landed (ambiguous outcome under the ``fail``
+            policy): intent ``unknown`` (it keeps blocking the work on this route) and the
+            cell ``failed``.
+    """
+    await lock_job(conn, job_id)
+    status = "unknown" if unknown else ("failed" if permanent else "reserved")
+    await conn.execute(
+        """UPDATE delivery_intents SET status = $2, last_error = $3, updated_at = $4
+           WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')""",
+        idempotency_key,
+        status,
+        error[:2000],
+        now_ms(),
+    )
+    if permanent or unknown:
+        return await finish_cell(conn, job_id, target_id, CellState.FAILED, reason)
+    return await load_cell(conn, job_id, target_id)

@@ -1,0 +1,207 @@
+"""Job lifecycle events: append under the job row lock, page by cursor, ack.
+
+Each job's events carry a gap-free sequence number assigned while the job row is locked
+(``UPDATE jobs SET event_seq = event_seq + 1``), so a reader's cursor can never skip an
+event that commits late (DESIGN.md decision 9; reference ``temporal-and-postgres-notes``
+D5). Every append also sends ``NOTIFY curaflow_job_events, '<job_id>'``, delivered at
+commit, which wakes long-polling readers.
+
+Event ids are opaque to consumers: ``evt-<seq>-<8 hex of the job id's hash>``. An id of
+another job, or one that does not parse, is "unknown" and reads from the start
+(reference §4.5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from curaflow.ledger.db import now_ms
+
+NOTIFY_CHANNEL = "curaflow_job_events"
+
+#: protocol type → the original's internal kind, sent as ``payload.detail.internal_kind``.
+INTERNAL_KINDS = {
+    "job.accepted": "job.requested",
+    "job.started": "job.execution_started",
+    "job.progress": "job.progressed",
+    "job.succeeded": "job.outcome_succeeded",
+    "job.failed": "job.outcome_failed",
+    "job.expired": "job.outcome_expired",
+    "job.cancelled": "job.outcome_cancelled",
+}
+TERMINAL_EVENT_TYPES = {
+    "succeeded": "job.succeeded",
+    "failed": "job.failed",
+    "expired": "job.expired",
+    "cancelled": "job.cancelled",
+}
+_EVENT_ID = re.compile(r"^evt-(\d{1,9})-([0-9a-f]{8})$")
+
+
+def _job_hash(job_id: str) -> str:
+    return hashlib.sha256(job_id.encode()).hexdigest()[:8]
+
+
+def event_id(job_id: str, seq: int) -> str:
+    """The opaque event id of event ``seq`` of ``job_id``."""
+    return f"evt-{seq}-{_job_hash(job_id)}"
+
+
+def parse_event_id(job_id: str, value: str | None) -> int | None:
+    """The sequence number ``value`` names in ``job_id``'s stream, or None if it names none.
+
+    Unparsable ids and ids of other jobs give None ("unknown cursor").
+    """
+    if not value:
+        return None
+    match = _EVENT_ID.match(value)
+    if not match or match.group(2) != _job_hash(job_id):
+        return None
+    return int(match.group(1))
+
+
+async def append_event(
+    conn: asyncpg.Connection,
+    job_id: str,
+    type_: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    at: int | None = None,
+) -> int:
+    """Append one event to ``job_id``'s stream inside the caller's transaction.
+
+    The ``UPDATE`` takes the job row lock (held to commit), which serialises appends of
+    one job and makes the sequence gap-free and commit-ordered.
+
+    Args:
+        conn: a connection inside a transaction.
+        type_: protocol event type (``job.accepted`` …).
+        payload: extra payload members (``job``, ``result``, ``error``, ``progress``);
+            ``detail.internal_kind`` is added.
+        at: event time, epoch ms; defaults to now. Raised to the stream's latest ``at``
+            so times never go backwards.
+
+    Returns:
+        The new sequence number.
+
+    Raises:
+        LookupError: the job does not exist.
+    """
+    seq = await conn.fetchval("UPDATE jobs SET event_seq = event_seq + 1 WHERE job_id = $1 RETURNING event_seq", job_id)
+    if seq is None:
+        raise LookupError(job_id)
+    at = at if at is not None else now_ms()
+    body = dict(payload or {})
+    body["detail"] = {**body.get("detail", {}), "internal_kind": INTERNAL_KINDS.get(type_, type_)}
+    await conn.execute(
+        """INSERT INTO job_events (job_id, seq, type, at, payload)
+           VALUES ($1, $2, $3,
+                   GREATEST($4::bigint, COALESCE((SELECT max(at) FROM job_events WHERE job_id = $1), 0)),
+                   $5)""",
+        job_id,
+        seq,
+        type_,
+        at,
+        body,
+    )
+    await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, job_id)
+    return int(seq)
+
+
+def render_event(
+    job_id: str, seq: int, type_: str, at: int, payload: dict[str, Any], correlation_id: str | None
+) -> dict[str, Any]:
+    """Build the protocol ``Event`` dict (``$defs/Event``) of a stored row."""
+    event: dict[str, Any] = {
+        "protocol_version": "1",
+        "event_id": event_id(job_id, seq),
+        "job_id": job_id,
+        "type": type_,
+        "at": at,
+    }
+    if correlation_id:
+        event["correlation_id"] = correlation_id
+    event["payload"] = payload
+    return event
+
+
+@dataclass
+class EventPageData:
+    """One page of events plus the counters of reference §4.5."""
+
+    events: list[dict[str, Any]]
+    unacked: int
+    total: int
+    more: bool
+
+
+async def read_events(
+    conn: asyncpg.Connection,
+    job_id: str,
+    *,
+    after_seq: int | None,
+    from_ack: bool,
+    limit: int,
+    correlation_id: str | None,
+) -> EventPageData:
+    """Read a page of ``job_id``'s events in ascending order.
+
+    Args:
+        after_seq: exclusive lower bound (None → from the start).
+        from_ack: start after the durable ack cursor instead (``unacked=1``).
+        limit: page size.
+        correlation_id: echoed in each event.
+
+    Returns:
+        The page; ``unacked`` counts events after the ack cursor, independent of ``after``.
+    """
+    row = await conn.fetchrow(
+        """SELECT j.event_seq, COALESCE(c.acked_seq, 0) AS acked
+           FROM jobs j LEFT JOIN event_cursors c ON c.job_id = j.job_id
+           WHERE j.job_id = $1""",
+        job_id,
+    )
+    total = int(row["event_seq"]) if row else 0
+    acked = int(row["acked"]) if row else 0
+    start = acked if from_ack else (after_seq or 0)
+    rows = await conn.fetch(
+        """SELECT seq, type, at, payload FROM job_events
+           WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3""",
+        job_id,
+        start,
+        limit + 1,
+    )
+    more = len(rows) > limit
+    events = [render_event(job_id, r["seq"], r["type"], r["at"], r["payload"], correlation_id) for r in rows[:limit]]
+    return EventPageData(events=events, unacked=max(0, total - acked), total=total, more=more)
+
+
+async def ack_events(conn: asyncpg.Connection, job_id: str, seq: int | None) -> tuple[int, int]:
+    """Move the durable ack cursor forward to ``seq`` (monotonic; never rewinds).
+
+    Args:
+        seq: the acknowledged sequence number, or None for a no-op (unknown cursor). A
+            number beyond the stream is a no-op too.
+
+    Returns:
+        ``(acked, unacked)`` after the call.
+    """
+    total = await conn.fetchval("SELECT event_seq FROM jobs WHERE job_id = $1", job_id) or 0
+    if seq is not None and 0 < seq <= total:
+        await conn.execute(
+            """INSERT INTO event_cursors (job_id, acked_seq, updated_at) VALUES ($1, $2, $3)
+               ON CONFLICT (job_id) DO UPDATE
+                 SET acked_seq = GREATEST(event_cursors.acked_seq, EXCLUDED.acked_seq),
+                     updated_at = CASE WHEN EXCLUDED.acked_seq > event_cursors.acked_seq
+                                       THEN EXCLUDED.updated_at ELSE event_cursors.updated_at END""",
+            job_id,
+            seq,
+            now_ms(),
+        )
+    acked = await conn.fetchval("SELECT acked_seq FROM event_cursors WHERE job_id = $1", job_id) or 0
+    return int(acked), int(total) - int(acked)

@@ -1,0 +1,149 @@
+"""Job rows: durable admission, lookups, cancel requests, workflow bookkeeping.
+
+Admission is durable before it is acknowledged (DESIGN.md decision 2): the job row, its
+cells and the ``job.accepted`` event are written in one transaction with an
+insert-if-absent on the job id and the idempotency key; the workflow is started after
+commit. The first admission's response body is frozen in ``admission_response`` so a
+replay answers with an identical body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from curaflow.domain.messages import JobInput
+from curaflow.domain.models import JobRecord
+from curaflow.ledger.db import jsonable, now_ms
+from curaflow.ledger.events import append_event
+from curaflow.ledger.records import load_job
+from curaflow.protocol.projection import project_job
+
+
+@dataclass
+class NewJob:
+    """What admission asks the ledger to create.
+
+    Attributes:
+        job_input: the workflow argument; stored so the reconciler can start a workflow
+            that was never started.
+        params: the normalised retrieval view (compared on replay), or None.
+    """
+
+    job_input: JobInput
+    idempotency_key: str | None = None
+    correlation_id: str | None = None
+    callback_url: str | None = None
+    labels: dict[str, str] | None = None
+    params: dict[str, Any] | None = None
+    occurrence_date: str | None = None
+
+
+@dataclass
+class AdmissionRow:
+    """A job found or created by :func:`insert_job`."""
+
+    record: JobRecord
+    created: bool
+    response: dict[str, Any]
+    params: dict[str, Any] | None
+
+
+async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
+    """Create the job if absent (by job id and by idempotency key), in one transaction.
+
+    Args:
+        conn: a connection (the function opens its own transaction).
+        new: the job to create.
+
+    Returns:
+        The created job (``created=True``) or, when the id or key already existed, the
+        existing job with its frozen admission response.
+    """
+    inp = new.job_input
+    async with conn.transaction():
+        inserted = await conn.fetchval(
+            """INSERT INTO jobs (job_id, job_type, plan_id, schedule_id, trigger, idempotency_key,
+                   correlation_id, callback_url, labels, params, target_ids, workflow_input,
+                   created_at, updated_at, deadline_at, occurrence_date)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15)
+               ON CONFLICT DO NOTHING RETURNING job_id""",
+            inp.job_id,
+            inp.job_type,
+            inp.plan_id,
+            inp.schedule_id,
+            inp.trigger,
+            new.idempotency_key,
+            new.correlation_id,
+            new.callback_url,
+            new.labels or None,
+            new.params,
+            [t.target_id for t in inp.targets],
+            jsonable(inp),
+            inp.created_at_ms,
+            inp.deadline_at_ms,
+            new.occurrence_date,
+        )
+        if inserted is None:
+            existing = await find_existing(conn, inp.job_id, new.idempotency_key)
+            assert existing is not None, "insert conflicted but no job found"
+            return existing
+        await conn.executemany(
+            """INSERT INTO cells (job_id, target_id, position, created_at, updated_at)
+               VALUES ($1, $2, $3, $4, $4)""",
+            [(inp.job_id, t.target_id, i, inp.created_at_ms) for i, t in enumerate(inp.targets)],
+        )
+        await append_event(conn, inp.job_id, "job.accepted", at=inp.created_at_ms)
+        record = await load_job(conn, inp.job_id)
+        assert record is not None
+        response = {"job": project_job(record, now_ms())}
+        await conn.execute("UPDATE jobs SET admission_response = $2 WHERE job_id = $1", inp.job_id, response)
+        return AdmissionRow(record=record, created=True, response=response, params=new.params)
+
+
+async def find_existing(conn: asyncpg.Connection, job_id: str, idempotency_key: str | None) -> AdmissionRow | None:
+    """The job owning ``idempotency_key`` (exact, case-sensitive), else the job ``job_id``."""
+    row = None
+    if idempotency_key is not None:
+        row = await conn.fetchrow(
+            "SELECT job_id, params, admission_response FROM jobs WHERE idempotency_key = $1",
+            idempotency_key,
+        )
+    if row is None:
+        row = await conn.fetchrow("SELECT job_id, params, admission_response FROM jobs WHERE job_id = $1", job_id)
+    if row is None:
+        return None
+    record = await load_job(conn, row["job_id"])
+    assert record is not None
+    response = row["admission_response"] or {"job": project_job(record, now_ms())}
+    return AdmissionRow(record=record, created=False, response=response, params=row["params"])
+
+
+async def mark_workflow_started(conn: asyncpg.Connection, job_id: str) -> None:
+    """Record that the job's workflow exists (the reconciler stops looking at it)."""
+    await conn.execute(
+        "UPDATE jobs SET workflow_started_at = COALESCE(workflow_started_at, $2) WHERE job_id = $1",
+        job_id,
+        now_ms(),
+    )
+
+
+async def workflow_input(conn: asyncpg.Connection, job_id: str) -> JobInput | None:
+    """The stored workflow argument of ``job_id``, or None."""
+    raw = await conn.fetchval("SELECT workflow_input FROM jobs WHERE job_id = $1", job_id)
+    return JobInput.model_validate(raw) if raw else None
+
+
+async def request_cancel(conn: asyncpg.Connection, job_id: str, reason: str) -> bool:
+    """Record a consumer cancel request (first one wins). Returns False for an unknown job."""
+    status = await conn.execute(
+        """UPDATE jobs SET cancel_requested_at = COALESCE(cancel_requested_at, $2),
+                          cancel_reason = COALESCE(cancel_reason, $3)
+           WHERE job_id = $1""",
+        job_id,
+        now_ms(),
+        reason,
+    )
+    return status.endswith("1")

@@ -1,0 +1,128 @@
+"""Read a job and its cells from the ledger into domain models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from curaflow.domain.models import (
+    Artifact,
+    CandidateReport,
+    CellSnapshot,
+    JobRecord,
+    RouteDelivery,
+    Work,
+)
+
+CELL_COLUMNS = """target_id, position, state, stage, work_id, work_type, work, candidate_report,
+    artifact, attempt_count, fallback_stage, terminal_reason_code, terminal_reason_message,
+    heartbeat_at, lease_until, updated_at"""
+
+
+def cell_from_row(row: asyncpg.Record | dict[str, Any], deliveries: list[RouteDelivery] | None = None) -> CellSnapshot:
+    """Build a :class:`CellSnapshot` from a ``cells`` row (columns of :data:`CELL_COLUMNS`)."""
+    return CellSnapshot(
+        target_id=row["target_id"],
+        state=row["state"],
+        stage=row["stage"],
+        work_id=row["work_id"],
+        work_type=row["work_type"],
+        work=Work.model_validate(row["work"]) if row["work"] else None,
+        reason=row["terminal_reason_code"],
+        reason_message=row["terminal_reason_message"],
+        attempt=row["attempt_count"],
+        fallback_stage=row["fallback_stage"],
+        candidate_report=CandidateReport.model_validate(row["candidate_report"]) if row["candidate_report"] else None,
+        artifact=Artifact.model_validate(row["artifact"]) if row["artifact"] else None,
+        deliveries=deliveries or [],
+        updated_at=row["updated_at"],
+    )
+
+
+async def load_cells(conn: asyncpg.Connection, job_id: str) -> list[CellSnapshot]:
+    """Every cell of ``job_id`` in target order, with its delivery intents."""
+    rows = await conn.fetch(f"SELECT {CELL_COLUMNS} FROM cells WHERE job_id = $1 ORDER BY position", job_id)
+    intents = await conn.fetch(
+        """SELECT target_id, route, status, idempotency_key, remote_id, attempts, last_error
+           FROM delivery_intents WHERE job_id = $1 AND status <> 'released' ORDER BY id""",
+        job_id,
+    )
+    by_target: dict[str, list[RouteDelivery]] = {}
+    for i in intents:
+        by_target.setdefault(i["target_id"], []).append(
+            RouteDelivery(
+                route=i["route"],
+                status=i["status"],
+                idempotency_key=i["idempotency_key"],
+                remote_id=i["remote_id"],
+                attempts=i["attempts"],
+                last_error=i["last_error"],
+            )
+        )
+    return [cell_from_row(r, by_target.get(r["target_id"])) for r in rows]
+
+
+async def load_cell(conn: asyncpg.Connection, job_id: str, target_id: str) -> CellSnapshot | None:
+    """One cell with its delivery intents, or None."""
+    row = await conn.fetchrow(
+        f"SELECT {CELL_COLUMNS} FROM cells WHERE job_id = $1 AND target_id = $2", job_id, target_id
+    )
+    if row is None:
+        return None
+    intents = await conn.fetch(
+        """SELECT route, status, idempotency_key, remote_id, attempts, last_error
+           FROM delivery_intents WHERE job_id = $1 AND target_id = $2 AND status <> 'released'
+           ORDER BY id""",
+        job_id,
+        target_id,
+    )
+    return cell_from_row(row, [RouteDelivery(**dict(i)) for i in intents])
+
+
+JOB_COLUMNS = """job_id, job_type, plan_id, schedule_id, trigger, idempotency_key, correlation_id,
+    callback_url, params, target_ids, status, business_status, created_at, started_at, updated_at,
+    completed_at, deadline_at, attempt, cancel_requested_at, workflow_started_at"""
+
+
+def job_from_row(row: asyncpg.Record, cells: list[CellSnapshot]) -> JobRecord:
+    """Build a :class:`JobRecord` from a ``jobs`` row and its cells."""
+    return JobRecord(
+        job_id=row["job_id"],
+        job_type=row["job_type"],
+        plan_id=row["plan_id"],
+        schedule_id=row["schedule_id"],
+        trigger=row["trigger"],
+        idempotency_key=row["idempotency_key"],
+        correlation_id=row["correlation_id"],
+        callback_url=row["callback_url"],
+        params=row["params"],
+        target_ids=list(row["target_ids"]),
+        status=row["status"],
+        business_status=row["business_status"],
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        updated_at=row["updated_at"],
+        completed_at=row["completed_at"],
+        deadline_at=row["deadline_at"],
+        attempt=row["attempt"],
+        cancel_requested_at=row["cancel_requested_at"],
+        workflow_started_at=row["workflow_started_at"],
+        cells=cells,
+    )
+
+
+async def load_job(conn: asyncpg.Connection, job_id: str) -> JobRecord | None:
+    """The job ``job_id`` with its cells, leases and heartbeats, or None if unknown."""
+    row = await conn.fetchrow(f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = $1", job_id)
+    if row is None:
+        return None
+    cells = await load_cells(conn, job_id)
+    record = job_from_row(row, cells)
+    agg = await conn.fetchrow(
+        "SELECT max(heartbeat_at) AS hb, max(lease_until) AS lease FROM cells WHERE job_id = $1",
+        job_id,
+    )
+    record.heartbeat_at = agg["hb"] if agg else None
+    record.lease_until = agg["lease"] if agg else None
+    return record

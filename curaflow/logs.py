@@ -1,0 +1,70 @@
+"""Structured logging: one JSON line per event (structlog), secrets never logged.
+
+:func:`configure_logging` routes both structlog and the standard ``logging`` module
+(Temporal's SDK, uvicorn) through one JSON renderer on stderr. Values of keys that look
+like secrets (``token``, ``secret``, ``authorization``, ``password``,
+``refresh_token``) are replaced by ``"***"`` before rendering.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import structlog
+
+SECRET_KEYS = ("token", "secret", "authorization", "password", "refresh_token", "api_key")
+
+
+def _redact(_: Any, __: str, event: dict[str, Any]) -> dict[str, Any]:
+    for key in list(event):
+        if any(mark in key.lower() for mark in SECRET_KEYS):
+            event[key] = "***"
+    return event
+
+
+_configured = False
+
+
+def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
+    """Configure structlog and stdlib logging once per process.
+
+    Args:
+        level: ``DEBUG`` | ``INFO`` | ``WARNING`` | ``ERROR``.
+        json_lines: one JSON object per line (default); False renders for a console.
+    """
+    global _configured
+    renderer: Any = (
+        structlog.processors.JSONRenderer(ensure_ascii=False) if json_lines else structlog.dev.ConsoleRenderer()
+    )
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _redact,
+    ]
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("httpx", "httpcore", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    _configured = True
+
+
+def get_logger(name: str) -> Any:
+    """A structlog logger bound to ``name`` (the ``logger`` field of each line)."""
+    return structlog.get_logger(name)

@@ -1,0 +1,172 @@
+"""Project a ledger job (:class:`~curaflow.domain.models.JobRecord`) onto the protocol ``Job``.
+
+Field rules follow reference §1.3 with the curaflow extensions of the protocol issue:
+
+* ``status`` / ``progress.stage``: :mod:`curaflow.domain.projection` (shared with the
+  workflow's ``status`` query);
+* ``started_at``, ``heartbeat_at``, ``deadline_at``, ``lease_expires_at`` and ``attempt``
+  are always present, possibly ``null``; ``idempotency_key`` / ``correlation_id`` are
+  omitted when empty;
+* ``lease_active``: an activity attempt of this job is running and heartbeating
+  (a cell lease that has not expired) and the job is not terminal;
+* ``attempt``: the Temporal attempt number of the latest activity attempt (0 before any);
+* ``result`` (succeeded only): every submitted cell's delivered work with ``url``,
+  matched ``tags`` and ``assets``, plus ``scanned`` and ``filtered``;
+* ``error`` (failed / cancelled / expired only): ``{code, message, retryable,
+  detail.internal_code}`` from the representative cell's terminal reason; ``message`` is
+  the business sentence, never an internal error name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from curaflow.domain.cells import CellState
+from curaflow.domain.models import CellSnapshot, JobRecord
+from curaflow.domain.projection import (
+    TERMINAL_JOB_STATUSES,
+    JobStatus,
+    job_stage,
+    job_status,
+    representative_cell,
+)
+from curaflow.domain.reasons import protocol_code_for, user_message
+from curaflow.protocol.errors import error_body
+
+FILTERED_REASONS = {"duplicate", "excluded", "invalid", "unavailable", "other"}
+
+
+def _candidate(cell: CellSnapshot, query_tags: list[str]) -> dict[str, Any]:
+    work = cell.work
+    work_id = cell.work_id or (work.work_id if work else "")
+    candidate: dict[str, Any] = {
+        "candidate_id": work_id,
+        "platform": "pixiv",
+        "work_id": work_id,
+        "work_type": cell.work_type or (work.work_type if work else "unknown"),
+    }
+    if work is not None:
+        if work.url:
+            candidate["url"] = work.url
+        wanted = {t.lower() for t in query_tags}
+        matched = [t for t in work.tags if t.lower() in wanted]
+        candidate["tags"] = [{"tag": t, "source": "seed", "weight": 1.0} for t in matched]
+        if work.title:
+            candidate["metadata"] = {"title": work.title, "author": work.author}
+    assets = []
+    if cell.artifact is not None:
+        for f in cell.artifact.files:
+            asset: dict[str, Any] = {
+                "asset_id": f"{work_id}_p{f.page}",
+                "type": "image",
+                "role": "primary" if f.page == 0 else "preview",
+                "source": "pixiv",
+                "quality": "unknown",
+                "mime": f.mime,
+                "bytes": f.bytes,
+                "locator": {"kind": "path", "value": f.path},
+            }
+            if f.width is not None:
+                asset["width"] = f.width
+            if f.height is not None:
+                asset["height"] = f.height
+            if f.sha256:
+                asset["hash"] = f"sha256:{f.sha256}"
+            assets.append(asset)
+    candidate["assets"] = assets
+    return candidate
+
+
+def project_result(record: JobRecord) -> dict[str, Any]:
+    """``Result_CandidateSearch`` of a succeeded job (every submitted cell's work)."""
+    query_tags: list[str] = []
+    params = record.params or {}
+    query = params.get("query") if isinstance(params, dict) else None
+    if isinstance(query, dict):
+        query_tags = [str(t) for t in query.get("tags", [])]
+    candidates = []
+    scanned = 0
+    filtered: list[dict[str, str]] = []
+    for cell in record.cells:
+        report = cell.candidate_report
+        if report is not None:
+            scanned += report.fetched
+            for item in report.filtered:
+                reason = item.get("reason", "other")
+                filtered.append(
+                    {
+                        "work_id": item.get("work_id", ""),
+                        "reason": reason if reason in FILTERED_REASONS else "other",
+                    }
+                )
+        if cell.state == CellState.SUBMITTED:
+            tags = query_tags
+            if not tags and cell.work is not None:
+                tags = cell.work.tags
+            candidates.append(_candidate(cell, tags))
+    if not scanned:
+        scanned = len(candidates)
+    return {"candidates": candidates, "scanned": scanned, "filtered": filtered}
+
+
+def project_error(record: JobRecord, status: str) -> dict[str, Any] | None:
+    """Protocol ``Error`` of a failed / cancelled / expired job, else None."""
+    if status not in (JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.EXPIRED):
+        return None
+    cell = representative_cell(record.cells, status)
+    reason = cell.reason if cell else None
+    if cell is not None and reason is None and cell.state == CellState.NO_CANDIDATE:
+        reason = "no_candidate"
+    code = protocol_code_for(reason)
+    message = (cell.reason_message if cell else None) or user_message(reason)
+    detail: dict[str, Any] = {"internal_code": reason or "internal_error"}
+    if len(record.cells) > 1 and record.business_status:
+        detail["business_status"] = record.business_status
+    return error_body(code, message, detail=detail)
+
+
+def project_job(record: JobRecord, now_ms: int) -> dict[str, Any]:
+    """Build the protocol ``Job`` dict (``$defs/Job``) of ``record`` at ``now_ms``.
+
+    Args:
+        record: the ledger job with its cells.
+        now_ms: the current time, epoch ms (UTC), for ``lease_active``.
+
+    Returns:
+        A JSON-ready dict that validates against ``$defs/Job``.
+    """
+    status = job_status(record.cells)
+    if not record.cells:
+        status = JobStatus.QUEUED
+    terminal = status in TERMINAL_JOB_STATUSES
+    updated_at = max([record.updated_at, *(c.updated_at for c in record.cells)])
+    job: dict[str, Any] = {
+        "protocol_version": "1",
+        "job_id": record.job_id,
+        "job_type": record.job_type,
+        "status": status.value,
+    }
+    if record.idempotency_key:
+        job["idempotency_key"] = record.idempotency_key
+    if record.correlation_id:
+        job["correlation_id"] = record.correlation_id
+    job["created_at"] = record.created_at
+    job["updated_at"] = updated_at
+    job["started_at"] = record.started_at
+    job["heartbeat_at"] = record.heartbeat_at
+    job["deadline_at"] = record.deadline_at
+    lease_active = not terminal and record.lease_until is not None and record.lease_until > now_ms
+    job["lease_active"] = lease_active
+    job["lease_expires_at"] = record.lease_until if lease_active else None
+    job["attempt"] = record.attempt
+    stage = job_stage(record.cells, status)
+    if not terminal and record.cancel_requested_at is not None:
+        stage = "cancelling"
+    job["progress"] = {"stage": stage, "at": updated_at}
+    job["events_url"] = f"/jobs/{record.job_id}/events"
+    if status == JobStatus.SUCCEEDED:
+        job["result"] = project_result(record)
+    error = project_error(record, status)
+    if error is not None:
+        job["error"] = error
+    return job

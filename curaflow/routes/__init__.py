@@ -1,0 +1,39 @@
+"""Delivery routes: directory, webhook (and, by configuration, Telegram and Discord).
+
+:func:`build_route` turns a configured route into a :class:`~curaflow.routes.base.Route`.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from curaflow.config import DirectoryRoute as DirectoryConfig
+from curaflow.config import RouteConfig
+from curaflow.config import WebhookRoute as WebhookConfig
+from curaflow.routes.base import Route
+from curaflow.routes.directory import DirectoryRoute
+from curaflow.routes.webhook import WebhookRoute
+
+
+class UnsupportedRoute(Exception):
+    """The configured route kind has no implementation in this build."""
+
+
+def build_route(name: str, config: RouteConfig, http: httpx.AsyncClient) -> Route:
+    """Instantiate the route ``name`` from its configuration.
+
+    Raises:
+        UnsupportedRoute: for a kind this build cannot deliver to.
+    """
+    if isinstance(config, DirectoryConfig):
+        return DirectoryRoute(name, config.path)
+    if isinstance(config, WebhookConfig):
+        return WebhookRoute(
+            name,
+            config.url,
+            config.secret.get_secret_value(),
+            http,
+            timeout_s=config.timeout_ms / 1000,
+            include_files=config.include_files,
+        )
+    raise UnsupportedRoute(f"route {name!r}: kind {config.kind!r} is not supported")

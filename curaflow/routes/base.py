@@ -1,0 +1,98 @@
+"""What every delivery route implements, and how its failures are classified.
+
+A route delivers one work's artifact for one cell. It returns a
+:class:`DeliveryReceipt` when the destination confirmed, and raises :class:`RouteError`
+otherwise. The ``deliver`` activity turns a receipt or an error into the ledger
+transition and, for errors, into an ``ApplicationError`` for Temporal's retry policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from curaflow.domain.models import Artifact, Work
+from curaflow.domain.reasons import TerminalReason
+
+
+@dataclass
+class DeliveryRequest:
+    """One delivery on one route.
+
+    Attributes:
+        idempotency_key: stable across retries
+            (``curaflow:<route>:<work_type>:<work_id>:<job_id>:<target_id>``).
+        attempt: the number of sends recorded before this one, plus one.
+    """
+
+    job_id: str
+    target_id: str
+    route: str
+    idempotency_key: str
+    work: Work
+    artifact: Artifact
+    attempt: int = 1
+
+
+@dataclass
+class DeliveryReceipt:
+    """A confirmed delivery.
+
+    Attributes:
+        duplicate: the destination already had this work (e.g. webhook HTTP 409).
+        remote_id: the destination's id of what was created (message id …).
+        remote_ids: every id when one delivery created several (albums).
+    """
+
+    duplicate: bool = False
+    remote_id: str | None = None
+    remote_ids: list[Any] = field(default_factory=list)
+    remote_status: str | None = None
+
+
+class RouteError(Exception):
+    """A delivery attempt that did not confirm.
+
+    Attributes:
+        reason: the cell's terminal reason if this ends it (``delivery_rejected``,
+            ``delivery_failed``, ``telegram_failed``, ``configuration_error`` …).
+        permanent: another attempt cannot succeed (4xx, chat not found …).
+        retry_after_s: the destination asked to wait this long (429 ``retry_after``).
+        ambiguous: the request may have reached the destination (read timeout after
+            sending); the route's ambiguity policy decides.
+    """
+
+    def __init__(
+        self,
+        reason: TerminalReason,
+        message: str,
+        *,
+        permanent: bool = False,
+        retry_after_s: float | None = None,
+        ambiguous: bool = False,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.permanent = permanent
+        self.retry_after_s = retry_after_s
+        self.ambiguous = ambiguous
+
+
+class Route(Protocol):
+    """A delivery destination.
+
+    Attributes:
+        name: the configured route name.
+        kind: ``directory`` | ``webhook`` | ``telegram`` | ``discord``.
+        resend_safe: re-sending after an unknown outcome cannot create a duplicate
+            (the destination deduplicates on the idempotency key, or the route's
+            ``on_ambiguous`` policy is ``retry``).
+    """
+
+    name: str
+    kind: str
+    resend_safe: bool
+
+    async def deliver(self, request: DeliveryRequest) -> DeliveryReceipt:
+        """Deliver ``request``; raise :class:`RouteError` unless the destination confirmed."""
+        ...

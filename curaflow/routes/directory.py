@@ -1,0 +1,132 @@
+"""The ``directory`` route: artifact files and a JSON manifest, each written atomically.
+
+Layout under the route's path::
+
+    <work_id>/<work_id>_p<N>.<ext>     every page of the work
+    <work_id>/manifest.json            written last; its presence means "delivered"
+
+Each file is written to a temporary name in the same directory, flushed with ``fsync``
+and renamed into place (reference ``pixiv-and-delivery-apis.md`` §4.2), so a reader
+never sees a partial file and a crash leaves no half-delivered manifest. A manifest that
+already carries this delivery's idempotency key is an idempotent replay; one written by
+another delivery means the directory already has the work (duplicate).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from curaflow.domain.reasons import TerminalReason
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_copy(src: Path, dest: Path) -> None:
+    """Copy ``src`` to ``dest`` via a temp file, fsync and rename."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
+            shutil.copyfileobj(inp, out, 1024 * 1024)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class DirectoryRoute:
+    """Deliver into a local directory (see the module doc).
+
+    Args:
+        name: route name.
+        path: the destination directory (absolute).
+    """
+
+    kind = "directory"
+    resend_safe = True
+
+    def __init__(self, name: str, path: Path) -> None:
+        self.name = name
+        self.path = path
+
+    def _deliver_sync(self, request: DeliveryRequest) -> DeliveryReceipt:
+        folder = self.path / request.work.work_id
+        manifest_path = folder / "manifest.json"
+        if manifest_path.exists():
+            try:
+                existing = json.loads(manifest_path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                existing = {}
+            if existing.get("idempotency_key") == request.idempotency_key:
+                return DeliveryReceipt(remote_id=str(manifest_path), remote_status="replayed")
+            return DeliveryReceipt(duplicate=True, remote_id=str(manifest_path), remote_status="exists")
+        files: list[dict[str, Any]] = []
+        for f in request.artifact.files:
+            src = Path(f.path)
+            dest = folder / src.name
+            atomic_copy(src, dest)
+            files.append(
+                {
+                    "name": dest.name,
+                    "page": f.page,
+                    "bytes": f.bytes,
+                    "mime": f.mime,
+                    "sha256": f.sha256,
+                    "width": f.width,
+                    "height": f.height,
+                }
+            )
+        work = request.work
+        manifest = {
+            "schema_version": 1,
+            "idempotency_key": request.idempotency_key,
+            "job_id": request.job_id,
+            "target_id": request.target_id,
+            "route": request.route,
+            "work": {
+                "work_id": work.work_id,
+                "work_type": work.work_type,
+                "title": work.title,
+                "url": work.url,
+                "author": work.author,
+                "tags": work.tags,
+                "create_date": work.create_date,
+                "page_count": work.page_count,
+            },
+            "files": files,
+        }
+        atomic_write_bytes(manifest_path, json.dumps(manifest, ensure_ascii=False, indent=2).encode())
+        return DeliveryReceipt(remote_id=str(manifest_path), remote_status="written")
+
+    async def deliver(self, request: DeliveryRequest) -> DeliveryReceipt:
+        """Write the work's files and manifest.
+
+        Raises:
+            RouteError: ``delivery_failed`` (retryable) when the filesystem refuses.
+        """
+        try:
+            return await asyncio.to_thread(self._deliver_sync, request)
+        except OSError as err:
+            raise RouteError(TerminalReason.DELIVERY_FAILED, f"directory write failed: {err.strerror}") from err

@@ -1,0 +1,178 @@
+"""The ``webhook`` route: one signed HTTP POST per delivery (Standard Webhooks 1.0).
+
+Request: ``POST <url>`` with a JSON body (the work, the delivery's identity and the
+artifact files inlined as base64) and the headers ``webhook-id`` (the delivery's
+idempotency key, stable across retries), ``webhook-timestamp`` (Unix seconds) and
+``webhook-signature`` (``v1,<base64 HMAC-SHA256>`` over ``<id>.<timestamp>.<body>``),
+signed with the ``standardwebhooks`` library. Receivers verify with the same library.
+
+Receiver contract (the answer decides the cell):
+
+=====================  =======================================================
+2xx                     delivered — unless the JSON body reports ``status``
+                        ``failed``/``rejected``/``error`` (a permanent failure)
+                        or ``pending``/``queued`` (retried with the same key)
+409                     the receiver already had it: duplicate
+429, 5xx                retried with backoff (``Retry-After`` honoured)
+other 4xx               rejected: ``delivery_rejected``, never retried
+connect error           retried (the request never left)
+timeout after sending   retried with the same ``webhook-id`` (receivers dedupe)
+=====================  =======================================================
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from standardwebhooks.webhooks import Webhook
+
+from curaflow.domain.reasons import TerminalReason
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
+
+FAILED_WORDS = {"failed", "rejected", "error"}
+PENDING_WORDS = {"pending", "queued"}
+
+
+def build_body(request: DeliveryRequest, include_files: bool) -> dict[str, Any]:
+    """The JSON body of a delivery (schema_version 1)."""
+    work = request.work
+    files = []
+    for f in request.artifact.files:
+        entry: dict[str, Any] = {
+            "name": Path(f.path).name,
+            "page": f.page,
+            "mime": f.mime,
+            "bytes": f.bytes,
+            "sha256": f.sha256,
+            "width": f.width,
+            "height": f.height,
+        }
+        if include_files:
+            entry["data_base64"] = base64.b64encode(Path(f.path).read_bytes()).decode()
+        files.append(entry)
+    return {
+        "type": "curaflow.delivery",
+        "schema_version": 1,
+        "idempotency_key": request.idempotency_key,
+        "job_id": request.job_id,
+        "target_id": request.target_id,
+        "route": request.route,
+        "work": {
+            "work_id": work.work_id,
+            "work_type": work.work_type,
+            "title": work.title,
+            "url": work.url,
+            "author": work.author,
+            "tags": work.tags,
+            "create_date": work.create_date,
+            "page_count": work.page_count,
+        },
+        "files": files,
+    }
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return max(0.0, float(response.headers.get("retry-after", "")))
+    except ValueError:
+        return None
+
+
+class WebhookRoute:
+    """Signed webhook delivery (see the module doc).
+
+    Args:
+        name: route name.
+        url: the receiver URL.
+        secret: ``whsec_<base64>`` signing secret.
+        http: shared ``httpx.AsyncClient``.
+        timeout_s: request timeout in seconds.
+        include_files: inline the artifact bytes.
+    """
+
+    kind = "webhook"
+    resend_safe = True
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        secret: str,
+        http: httpx.AsyncClient,
+        *,
+        timeout_s: float = 30.0,
+        include_files: bool = True,
+    ) -> None:
+        self.name = name
+        self.url = url
+        self._signer = Webhook(secret)
+        self._http = http
+        self.timeout_s = timeout_s
+        self.include_files = include_files
+
+    async def deliver(self, request: DeliveryRequest) -> DeliveryReceipt:
+        """POST the signed delivery and classify the answer.
+
+        Raises:
+            RouteError: see the receiver contract in the module doc.
+        """
+        body = json.dumps(build_body(request, self.include_files), ensure_ascii=False)
+        now = datetime.now(UTC)
+        headers = {
+            "content-type": "application/json",
+            "webhook-id": request.idempotency_key,
+            "webhook-timestamp": str(int(now.timestamp())),
+            "webhook-signature": self._signer.sign(request.idempotency_key, now, body),
+        }
+        try:
+            response = await self._http.post(self.url, content=body.encode(), headers=headers, timeout=self.timeout_s)
+        except httpx.ConnectError as err:
+            raise RouteError(TerminalReason.DELIVERY_FAILED, f"webhook connect: {err}") from err
+        except httpx.TimeoutException as err:
+            raise RouteError(
+                TerminalReason.DELIVERY_FAILED, f"webhook timeout: {type(err).__name__}", ambiguous=True
+            ) from err
+        except httpx.HTTPError as err:
+            raise RouteError(
+                TerminalReason.DELIVERY_FAILED, f"webhook transport: {type(err).__name__}", ambiguous=True
+            ) from err
+        status = response.status_code
+        if status == 409:
+            return DeliveryReceipt(duplicate=True, remote_status="409")
+        if 200 <= status < 300:
+            word, remote_id = self._business_status(response)
+            if word in FAILED_WORDS:
+                raise RouteError(
+                    TerminalReason.DELIVERY_REJECTED,
+                    f"webhook answered {status} with status {word!r}",
+                    permanent=True,
+                )
+            if word in PENDING_WORDS:
+                raise RouteError(TerminalReason.DELIVERY_FAILED, f"webhook answered {status} with status {word!r}")
+            return DeliveryReceipt(remote_id=remote_id, remote_status=str(status))
+        if status == 429 or status >= 500:
+            raise RouteError(
+                TerminalReason.DELIVERY_FAILED,
+                f"webhook answered HTTP {status}",
+                retry_after_s=_retry_after(response),
+            )
+        raise RouteError(TerminalReason.DELIVERY_REJECTED, f"webhook answered HTTP {status}", permanent=True)
+
+    @staticmethod
+    def _business_status(response: httpx.Response) -> tuple[str | None, str | None]:
+        if "json" not in response.headers.get("content-type", ""):
+            return None, None
+        try:
+            data = response.json()
+        except ValueError:
+            return None, None
+        if not isinstance(data, dict):
+            return None, None
+        word = data.get("status")
+        remote = data.get("id") or data.get("remote_id")
+        return (str(word).lower() if isinstance(word, str) else None), (str(remote) if remote else None)

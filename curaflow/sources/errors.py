@@ -1,0 +1,44 @@
+"""Errors of a source call, already classified into terminal reason codes."""
+
+from __future__ import annotations
+
+from curaflow.domain.reasons import TerminalReason
+
+
+class SourceError(Exception):
+    """A source call failed.
+
+    Attributes:
+        reason: the terminal reason code it maps to (``rate_limited``, ``auth_failed``,
+            ``remote_http_error``, ``network_error``, ``download_failed`` …).
+        retryable: whether another attempt may succeed.
+        retry_after_s: a delay the source asked for (``Retry-After``), if any.
+        status: the HTTP status, if there was a response.
+    """
+
+    def __init__(
+        self,
+        reason: TerminalReason,
+        message: str,
+        *,
+        retryable: bool = True,
+        retry_after_s: float | None = None,
+        status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+        self.status = status
+
+
+class WorkUnavailable(Exception):
+    """A single work cannot be used (deleted, private, restricted placeholder, 403/404).
+
+    Candidate-level: the scan skips it and moves on; it never fails the cell by itself.
+    """
+
+    def __init__(self, work_id: str, why: str) -> None:
+        super().__init__(f"work {work_id} unavailable: {why}")
+        self.work_id = work_id
+        self.why = why

@@ -1,0 +1,389 @@
+"""An async Pixiv app-api client on httpx (reference ``pixiv-and-delivery-apis.md`` §2).
+
+The same code talks to Pixiv and to the replay server; only the base URLs differ.
+
+* **Auth**: refresh-token grant at ``<auth_url>/auth/token`` with the public iOS app
+  client id/secret and the ``X-Client-Time`` / ``X-Client-Hash`` headers. The access
+  token is refreshed 5 minutes before its ``expires_in`` (3600 s) runs out, and once
+  when an API call answers with an OAuth error; HTTP 400 ``invalid_grant`` at the token
+  endpoint is ``auth_failed`` (non-retryable).
+* **Errors inside bodies**: every JSON answer is inspected for ``{"error": …}`` whatever
+  its HTTP status: "Rate Limit" → ``rate_limited`` (HTTP 403 too), "Your access is
+  currently restricted." → the work is unavailable, OAuth messages → refresh.
+* **Paging** by ``next_url``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+
+from curaflow.domain.models import Work, WorkPage
+from curaflow.domain.reasons import TerminalReason
+from curaflow.sources.errors import SourceError, WorkUnavailable
+
+# Public constants of Pixiv's iOS app, shipped by every client library (pixivpy, gallery-dl).
+CLIENT_ID = "MOBrBDS8blbauoSck0ZfDbtuzpyT"
+CLIENT_SECRET = "lsACyCD94FhDUtGTXi3QzcFE2uU1hqtDaKeqrdwj"
+HASH_SECRET = "28c1fdd170a5204386cb1313c7077b34f83e4aaf4aa829ce78c231e05b0bae2c"
+USER_AGENT = "PixivIOSApp/7.13.3 (iOS 14.6; iPhone13,2)"
+PIXIV_API_URL = "https://app-api.pixiv.net"
+PIXIV_AUTH_URL = "https://oauth.secure.pixiv.net"
+REFRESH_MARGIN_S = 300
+PAGE_SIZE = 30
+MAX_OFFSET = 5000
+
+RATE_LIMIT_MARK = "rate limit"
+RESTRICTED_MARK = "your access is currently restricted"
+OAUTH_MARKS = ("oauth", "access token", "invalid_grant")
+
+#: A coroutine run before each source request: the account's rate gate.
+GateHook = Callable[[], Awaitable[None]]
+
+
+def parse_work(illust: dict[str, Any]) -> Work:
+    """Convert one app-api ``illust`` object into a :class:`~curaflow.domain.models.Work`.
+
+    Multi-page works list every page from ``meta_pages``; single-page works use
+    ``meta_single_page.original_image_url``.
+    """
+    pages: list[WorkPage] = []
+    page_count = int(illust.get("page_count") or 1)
+    if page_count > 1 and illust.get("meta_pages"):
+        for i, page in enumerate(illust["meta_pages"]):
+            urls = page.get("image_urls") or {}
+            url = urls.get("original") or urls.get("large") or ""
+            pages.append(WorkPage(index=i, url=url))
+    else:
+        url = (illust.get("meta_single_page") or {}).get("original_image_url") or (
+            (illust.get("image_urls") or {}).get("large") or ""
+        )
+        pages.append(WorkPage(index=0, url=url, width=illust.get("width"), height=illust.get("height")))
+    if pages and pages[0].width is None:
+        pages[0].width = illust.get("width")
+        pages[0].height = illust.get("height")
+    work_id = str(illust["id"])
+    user = illust.get("user") or {}
+    return Work(
+        work_id=work_id,
+        work_type="illustration",
+        kind=str(illust.get("type") or "illust"),
+        title=str(illust.get("title") or ""),
+        url=f"https://www.pixiv.net/artworks/{work_id}",
+        tags=[t.get("name", "") for t in illust.get("tags") or [] if t.get("name")],
+        create_date=illust.get("create_date"),
+        page_count=page_count,
+        width=illust.get("width"),
+        height=illust.get("height"),
+        x_restrict=int(illust.get("x_restrict") or 0),
+        ai_type=int(illust.get("illust_ai_type") or 0),
+        total_bookmarks=int(illust.get("total_bookmarks") or 0),
+        visible=bool(illust.get("visible", True)),
+        author=user.get("name"),
+        pages=pages,
+    )
+
+
+def is_placeholder(work: Work) -> bool:
+    """True for a restricted placeholder (``visible: false`` or a limit_* image)."""
+    if not work.visible:
+        return True
+    return any("limit_" in p.url.rsplit("/", 1)[-1] for p in work.pages)
+
+
+def _error_text(body: Any) -> str | None:
+    if not isinstance(body, dict) or "error" not in body or not body["error"]:
+        return None
+    err = body["error"]
+    if isinstance(err, str):
+        return err
+    if isinstance(err, dict):
+        parts = [str(err.get(k) or "") for k in ("message", "user_message", "reason")]
+        return " ".join(p for p in parts if p) or "error"
+    return str(err)
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+class PixivClient:
+    """Async Pixiv app-api client.
+
+    Args:
+        http: the shared ``httpx.AsyncClient`` (timeouts configured by the caller).
+        refresh_token: the account's refresh token (any non-empty string in replay mode).
+        api_url / auth_url: base URLs (Pixiv's or the replay server's).
+        image_referer: ``Referer`` sent with image requests (i.pximg.net answers 403
+            without it).
+        gate: awaited before every API request (the account's rate gate).
+    """
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        refresh_token: str,
+        api_url: str = PIXIV_API_URL,
+        auth_url: str = PIXIV_AUTH_URL,
+        image_referer: str = "https://app-api.pixiv.net/",
+        gate: GateHook | None = None,
+    ) -> None:
+        self._http = http
+        self._refresh_token = refresh_token
+        self.api_url = api_url.rstrip("/")
+        self.auth_url = auth_url.rstrip("/")
+        self.image_referer = image_referer
+        self._gate = gate
+        self._access_token: str | None = None
+        self._expires_at = 0.0
+        self._auth_lock = asyncio.Lock()
+
+    # ---- auth ---------------------------------------------------------------------
+
+    def _app_headers(self) -> dict[str, str]:
+        client_time = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+        return {
+            "User-Agent": USER_AGENT,
+            "App-OS": "ios",
+            "App-OS-Version": "14.6",
+            "Accept-Language": "en-us",
+            "X-Client-Time": client_time,
+            "X-Client-Hash": hashlib.md5((client_time + HASH_SECRET).encode()).hexdigest(),
+        }
+
+    async def authenticate(self, *, force: bool = False) -> str:
+        """Return a valid access token, refreshing it when missing, near expiry or forced.
+
+        Raises:
+            SourceError: ``auth_failed`` (non-retryable) on HTTP 400 ``invalid_grant``;
+                ``network_error`` / ``remote_http_error`` (retryable) otherwise.
+        """
+        async with self._auth_lock:
+            if not force and self._access_token and time.monotonic() < self._expires_at - REFRESH_MARGIN_S:
+                return self._access_token
+            try:
+                response = await self._http.post(
+                    f"{self.auth_url}/auth/token",
+                    data={
+                        "client_id": CLIENT_ID,
+                        "client_secret": CLIENT_SECRET,
+                        "grant_type": "refresh_token",
+                        "refresh_token": self._refresh_token,
+                        "get_secure_url": "1",
+                        "include_policy": "true",
+                    },
+                    headers=self._app_headers(),
+                )
+            except httpx.HTTPError as err:
+                raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv auth: {type(err).__name__}") from err
+            body = self._json(response)
+            if response.status_code == 400 or (isinstance(body, dict) and body.get("error") == "invalid_grant"):
+                raise SourceError(
+                    TerminalReason.AUTH_FAILED,
+                    "pixiv refresh token rejected (invalid_grant)",
+                    retryable=False,
+                    status=response.status_code,
+                )
+            if response.status_code >= 400 or not isinstance(body, dict) or "access_token" not in body:
+                reason = self._reason_for_status(response.status_code, body)
+                raise SourceError(
+                    reason, f"pixiv auth answered HTTP {response.status_code}", status=response.status_code
+                )
+            self._access_token = str(body["access_token"])
+            self._expires_at = time.monotonic() + float(body.get("expires_in") or 3600)
+            if body.get("refresh_token"):
+                self._refresh_token = str(body["refresh_token"])
+            return self._access_token
+
+    def expire_access_token(self) -> None:
+        """Forget the access token's lifetime so the next call refreshes it (tests, ops)."""
+        self._expires_at = 0.0
+
+    # ---- requests -----------------------------------------------------------------
+
+    @staticmethod
+    def _json(response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError:
+            return None
+
+    @staticmethod
+    def _reason_for_status(status: int, body: Any) -> TerminalReason:
+        text = (_error_text(body) or "").lower()
+        if status == 429 or RATE_LIMIT_MARK in text:
+            return TerminalReason.RATE_LIMITED
+        if status >= 500:
+            return TerminalReason.REMOTE_HTTP_ERROR
+        return TerminalReason.REMOTE_HTTP_ERROR
+
+    async def _get(
+        self, url: str, params: dict[str, Any] | None = None, *, work_id: str | None = None
+    ) -> dict[str, Any]:
+        """GET an app-api URL with auth, error-body detection and one refresh on OAuth errors.
+
+        Raises:
+            SourceError: classified failure.
+            WorkUnavailable: a work-level refusal (404, restricted) when ``work_id`` is given.
+        """
+        refreshed = False
+        while True:
+            token = await self.authenticate()
+            if self._gate is not None:
+                await self._gate()
+            headers = {**self._app_headers(), "Authorization": f"Bearer {token}"}
+            try:
+                response = await self._http.get(url, params=params, headers=headers)
+            except httpx.TimeoutException as err:
+                raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv timeout: {type(err).__name__}") from err
+            except httpx.HTTPError as err:
+                raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv network: {type(err).__name__}") from err
+            body = self._json(response)
+            text = _error_text(body)
+            lowered = (text or "").lower()
+            if RATE_LIMIT_MARK in lowered or response.status_code == 429:
+                raise SourceError(
+                    TerminalReason.RATE_LIMITED,
+                    "pixiv rate limit",
+                    retry_after_s=_retry_after(response),
+                    status=response.status_code,
+                )
+            if text is not None and any(m in lowered for m in OAUTH_MARKS):
+                if refreshed:
+                    raise SourceError(
+                        TerminalReason.AUTH_FAILED, "pixiv rejected a fresh access token", retryable=False
+                    )
+                refreshed = True
+                await self.authenticate(force=True)
+                continue
+            if work_id is not None and (response.status_code in (403, 404) or RESTRICTED_MARK in lowered):
+                raise WorkUnavailable(work_id, text or f"HTTP {response.status_code}")
+            if RESTRICTED_MARK in lowered:
+                raise SourceError(
+                    TerminalReason.REMOTE_HTTP_ERROR, "pixiv access restricted", status=response.status_code
+                )
+            if response.status_code >= 400 or text is not None or not isinstance(body, dict):
+                status = response.status_code
+                raise SourceError(
+                    self._reason_for_status(status, body),
+                    f"pixiv answered HTTP {status}" + (f": {text[:200]}" if text else ""),
+                    retryable=status >= 500 or status == 429,
+                    status=status,
+                )
+            return body
+
+    async def search_illust(
+        self,
+        word: str,
+        *,
+        search_target: str = "partial_match_for_tags",
+        sort: str = "date_desc",
+        duration: str | None = None,
+        start_date: str | None = None,
+        end_date: str | None = None,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        """``GET /v1/search/illust``: one page (30 works) of a tag search.
+
+        Returns:
+            The raw page ``{illusts, next_url, search_span_limit?}``.
+        """
+        params: dict[str, Any] = {
+            "word": word,
+            "search_target": search_target,
+            "sort": sort,
+            "filter": "for_ios",
+        }
+        if duration:
+            params["duration"] = duration
+        if start_date:
+            params["start_date"] = start_date
+        if end_date:
+            params["end_date"] = end_date
+        if offset:
+            params["offset"] = offset
+        return await self._get(f"{self.api_url}/v1/search/illust", params)
+
+    async def ranking(self, mode: str = "day", date: str | None = None, offset: int = 0) -> dict[str, Any]:
+        """``GET /v1/illust/ranking``: one page of a ranking."""
+        params: dict[str, Any] = {"mode": mode, "filter": "for_ios"}
+        if date:
+            params["date"] = date
+        if offset:
+            params["offset"] = offset
+        return await self._get(f"{self.api_url}/v1/illust/ranking", params)
+
+    async def follow(self, next_url: str) -> dict[str, Any]:
+        """Fetch the page a ``next_url`` names (its query string is re-sent as parameters)."""
+        parts = urlsplit(next_url)
+        params = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        return await self._get(f"{self.api_url}{parts.path}", params)
+
+    async def illust_detail(self, work_id: str) -> Work:
+        """``GET /v1/illust/detail``.
+
+        Raises:
+            WorkUnavailable: the work is gone, private or restricted.
+            SourceError: classified failure.
+        """
+        body = await self._get(f"{self.api_url}/v1/illust/detail", {"illust_id": work_id}, work_id=work_id)
+        return parse_work(body["illust"])
+
+    def image_request(self, url: str) -> httpx.Request:
+        """Build a GET for an image URL with the app's ``Referer``."""
+        return self._http.build_request("GET", url, headers={"Referer": self.image_referer, "User-Agent": USER_AGENT})
+
+    async def stream_image(self, url: str) -> httpx.Response:
+        """Open a streaming GET of an image (caller must ``aclose()`` the response).
+
+        Raises:
+            SourceError: ``download_failed`` / ``download_timeout``; rate limits as
+                ``rate_limited``.
+            WorkUnavailable: HTTP 403/404 for the image (the work cannot be fetched).
+        """
+        try:
+            response = await self._http.send(self.image_request(url), stream=True)
+        except httpx.TimeoutException as err:
+            raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"image timeout: {type(err).__name__}") from err
+        except httpx.HTTPError as err:
+            raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image request: {type(err).__name__}") from err
+        if response.status_code == 429:
+            await response.aclose()
+            raise SourceError(TerminalReason.RATE_LIMITED, "image rate limit", retry_after_s=_retry_after(response))
+        if response.status_code in (403, 404, 410):
+            await response.aclose()
+            work_id = url.rsplit("/", 1)[-1].split("_", 1)[0]
+            raise WorkUnavailable(work_id, f"image HTTP {response.status_code}")
+        if response.status_code >= 400:
+            await response.aclose()
+            raise SourceError(
+                TerminalReason.DOWNLOAD_FAILED,
+                f"image HTTP {response.status_code}",
+                status=response.status_code,
+            )
+        return response
+
+
+def offset_of(next_url: str | None) -> int:
+    """The ``offset`` query parameter of a ``next_url`` (0 when absent)."""
+    if not next_url:
+        return 0
+    values = parse_qs(urlsplit(next_url).query).get("offset")
+    try:
+        return int(values[-1]) if values else 0
+    except ValueError:
+        return 0

@@ -1,0 +1,1 @@
+"""The replay server of recorded Pixiv app-api responses (offline default source)."""

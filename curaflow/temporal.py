@@ -1,0 +1,120 @@
+"""Temporal client helpers: connect, register search attributes, start a job's workflow.
+
+All clients use the pydantic data converter (DESIGN.md decision 11). A job's workflow is
+started with id reuse policy ``REJECT_DUPLICATE`` and conflict policy ``USE_EXISTING``:
+the same job id always means the same job (decision 1), and starting twice is harmless.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import (
+    SearchAttributeKey,
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import WorkflowAlreadyStartedError
+from temporalio.service import RPCError
+
+from curaflow.domain.messages import JobInput
+
+WORKFLOW_NAME = "JobWorkflow"
+#: Custom search attributes of every job (name → type), filterable in the Temporal UI.
+SEARCH_ATTRIBUTES: dict[str, IndexedValueType.ValueType] = {
+    "JobStatus": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    "BusinessStatus": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    "JobType": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    "TargetIds": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+    "ScheduleId": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+}
+DEV_SERVER_FLAGS = {
+    IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
+    IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST: "KeywordList",
+}
+JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
+JOB_TYPE = SearchAttributeKey.for_keyword("JobType")
+TARGET_IDS = SearchAttributeKey.for_keyword_list("TargetIds")
+SCHEDULE_ID = SearchAttributeKey.for_keyword("ScheduleId")
+#: Grace after the job deadline before Temporal itself closes the run (a backstop for
+#: jobs no worker ever runs; the reconciler converges their ledger state).
+EXECUTION_GRACE = timedelta(minutes=10)
+
+
+def dev_server_search_attribute_args() -> list[str]:
+    """``--search-attribute Name=Type`` arguments for ``temporal server start-dev``."""
+    args: list[str] = []
+    for name, kind in SEARCH_ATTRIBUTES.items():
+        args += ["--search-attribute", f"{name}={DEV_SERVER_FLAGS[kind]}"]
+    return args
+
+
+async def connect(address: str, namespace: str = "default") -> Client:
+    """Connect a Temporal client with the pydantic data converter.
+
+    Raises:
+        RuntimeError: the server is unreachable.
+    """
+    return await Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter)
+
+
+async def ensure_search_attributes(client: Client) -> list[str]:
+    """Register any missing custom search attribute on the client's namespace.
+
+    Returns:
+        The names this call added.
+    """
+    namespace = client.namespace
+    listed = await client.operator_service.list_search_attributes(ListSearchAttributesRequest(namespace=namespace))
+    missing = {n: t for n, t in SEARCH_ATTRIBUTES.items() if n not in listed.custom_attributes}
+    if missing:
+        try:
+            await client.operator_service.add_search_attributes(
+                AddSearchAttributesRequest(search_attributes=missing, namespace=namespace)
+            )
+        except RPCError as err:
+            if "already exists" not in str(err).lower():
+                raise
+    return sorted(missing)
+
+
+async def start_job_workflow(client: Client, inp: JobInput, task_queue: str) -> WorkflowHandle[object, object]:
+    """Start the job's workflow, or attach to it if it already exists (open or closed).
+
+    Args:
+        inp: the workflow argument (``job_id`` is the workflow id).
+        task_queue: the main task queue.
+    """
+    now_ms = inp.created_at_ms
+    run_ms = max(1000, inp.deadline_at_ms - now_ms)
+    pairs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(JOB_STATUS, "queued"),
+        SearchAttributePair(JOB_TYPE, inp.job_type),
+        SearchAttributePair(TARGET_IDS, [t.target_id for t in inp.targets]),
+    ]
+    if inp.schedule_id:
+        pairs.append(SearchAttributePair(SCHEDULE_ID, inp.schedule_id))
+    tags = ", ".join(sorted({tag for t in inp.targets for tag in t.query.tags}))
+    summary = f"{inp.job_type} for {', '.join(t.target_id for t in inp.targets)}" + (f" — tags {tags}" if tags else "")
+    try:
+        return await client.start_workflow(
+            WORKFLOW_NAME,
+            inp,
+            id=inp.job_id,
+            task_queue=task_queue,
+            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            execution_timeout=timedelta(milliseconds=run_ms) + EXECUTION_GRACE,
+            search_attributes=TypedSearchAttributes(pairs),
+            static_summary=summary[:400],
+            static_details=f"trigger: {inp.trigger}; plan: {inp.plan_id}; deadline_ms: {run_ms}",
+        )
+    except WorkflowAlreadyStartedError:
+        return client.get_workflow_handle(inp.job_id)

@@ -1,0 +1,161 @@
+"""The worker process: JobWorkflow and the activities, against configured services.
+
+One process runs
+
+* a Temporal worker on the main task queue (``temporal.task_queue``): ``JobWorkflow``
+  and the ``fetch`` / ``deliver`` / ``finish`` / ``request_cancel`` activities;
+* one activity worker per Pixiv account on its rate-gate queue
+  (``<task_queue>-source-<account>``) running ``search`` with the account's
+  concurrency (default 1);
+* the reconciler loop;
+* in replay mode without ``pixiv.api_url``, the replay server on a free local port.
+
+Entry points: ``python worker.py`` (repository root) and ``curaflow worker``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from datetime import timedelta
+
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from activities import build_activities
+from activities.deps import ActivityDeps, close_deps, open_deps
+from curaflow.config import Settings
+from curaflow.httpserver import BackgroundServer
+from curaflow.ledger.db import migrate
+from curaflow.ledger.reconciler import run_forever
+from curaflow.logs import configure_logging, get_logger
+from curaflow.temporal import connect, ensure_search_attributes, start_job_workflow
+from workflows.job import JobWorkflow
+
+log = get_logger("curaflow.worker")
+
+
+def sandbox_runner() -> SandboxedWorkflowRunner:
+    """The workflow sandbox with the pure packages passed through (faster, less memory)."""
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("curaflow", "pydantic", "pydantic_core")
+    )
+
+
+def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> list[Worker]:
+    """The Temporal workers of one process (see the module doc).
+
+    Heartbeats are throttled to the configured heartbeat interval so a cancellation
+    reaches a running activity within one interval.
+    """
+    interval = timedelta(milliseconds=settings.budgets.heartbeat_interval_ms)
+    main_acts, source_acts = build_activities(deps)
+    workers = [
+        Worker(
+            client,
+            task_queue=settings.temporal.task_queue,
+            workflows=[JobWorkflow],
+            activities=main_acts,
+            workflow_runner=sandbox_runner(),
+            max_heartbeat_throttle_interval=interval,
+            default_heartbeat_throttle_interval=interval,
+            graceful_shutdown_timeout=timedelta(seconds=5),
+        )
+    ]
+    replay = settings.pixiv.replay
+    for account, acct in settings.accounts().items():
+        workers.append(
+            Worker(
+                client,
+                task_queue=settings.source_task_queue(account),
+                activities=source_acts,
+                max_concurrent_activities=settings.pixiv.replay_max_concurrency if replay else acct.max_concurrency,
+                max_heartbeat_throttle_interval=interval,
+                default_heartbeat_throttle_interval=interval,
+                graceful_shutdown_timeout=timedelta(seconds=5),
+            )
+        )
+    return workers
+
+
+async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    """Run a worker process until ``stop`` is set (or SIGINT/SIGTERM when None).
+
+    Raises:
+        RuntimeError: Temporal or the database is not configured / unreachable.
+    """
+    if not settings.temporal.address or not settings.database.url:
+        raise RuntimeError("a worker needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)")
+    if settings.budgets.test_only_floor_ms is not None:
+        log.warning("budgets.test_only_floor_ms is set: TEST-ONLY short budgets are in effect")
+    own_stop = stop is None
+    stop = stop or asyncio.Event()
+    if own_stop:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+
+    client = await connect(settings.temporal.address, settings.temporal.namespace)
+    await ensure_search_attributes(client)
+    replay: BackgroundServer | None = None
+    if settings.pixiv.replay and not settings.pixiv.api_url:
+        from curaflow.sources.replay.app import create_replay_app
+
+        replay = await BackgroundServer(create_replay_app()).start()
+    deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
+    await migrate(deps.pool)
+
+    async def start(job_id: str) -> None:
+        from curaflow.ledger.jobs import mark_workflow_started, workflow_input
+
+        async with deps.pool.acquire() as conn:
+            inp = await workflow_input(conn, job_id)
+        if inp is not None:
+            await start_job_workflow(client, inp, settings.temporal.task_queue)
+            async with deps.pool.acquire() as conn:
+                await mark_workflow_started(conn, job_id)
+
+    workers = build_workers(client, settings, deps)
+    reconciler = asyncio.create_task(run_forever(deps.pool, start, settings.reconcile_interval_ms / 1000, stop))
+    log.info(
+        "worker.started",
+        task_queue=settings.temporal.task_queue,
+        source_queues=sorted(settings.source_task_queues().values()),
+        replay=replay.url if replay else None,
+    )
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            for worker in workers:
+                await stack.enter_async_context(worker)
+            await stop.wait()
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reconciler
+        await close_deps(deps)
+        if replay is not None:
+            await replay.stop()
+        log.info("worker.stopped")
+
+
+def main(config: str | None = None) -> None:
+    """Load settings and run a worker until SIGINT/SIGTERM."""
+    from curaflow.config import load_settings
+
+    settings = load_settings(config)
+    configure_logging(settings.observability.log_level, settings.observability.log_json)
+    asyncio.run(run_worker(settings))
+
+
+if __name__ == "__main__":
+    import sys
+
+    from curaflow.config import ConfigError
+
+    try:
+        main()
+    except ConfigError as err:
+        print(err, file=sys.stderr)
+        sys.exit(2)

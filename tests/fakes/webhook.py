@@ -1,0 +1,93 @@
+"""A webhook receiver on 127.0.0.1 that records every request and answers as scripted.
+
+It verifies Standard Webhooks signatures with the ``standardwebhooks`` library, like a
+real receiver would, and answers per path from a script (status, JSON body, delay),
+defaulting to ``200 {"status": "accepted"}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from curaflow.httpserver import BackgroundServer
+
+
+@dataclass
+class Received:
+    """One request the receiver got."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    signature_ok: bool
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Reply:
+    """A scripted answer."""
+
+    status: int = 200
+    body: Any = field(default_factory=lambda: {"status": "accepted"})
+    delay_s: float = 0.0
+
+
+class WebhookReceiver:
+    """Records requests per path; answers from ``script[path]`` (consumed in order).
+
+    Args:
+        secret: the ``whsec_`` secret the receiver verifies with.
+    """
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.verifier = Webhook(secret)
+        self.received: list[Received] = []
+        self.script: dict[str, list[Reply]] = {}
+        self.arrived = asyncio.Event()
+        app = FastAPI()
+
+        @app.post("/{path:path}")
+        async def receive(request: Request, path: str) -> Response:
+            body = await request.body()
+            headers = {k.lower(): v for k, v in request.headers.items()}
+            try:
+                self.verifier.verify(body.decode(), headers)
+                ok = True
+            except (WebhookVerificationError, ValueError):
+                ok = False
+            self.received.append(Received("/" + path, headers, body, ok))
+            self.arrived.set()
+            queue = self.script.get("/" + path) or []
+            reply = queue.pop(0) if queue else Reply()
+            if reply.delay_s:
+                await asyncio.sleep(reply.delay_s)
+            if reply.body is None:
+                return Response(status_code=reply.status)
+            return JSONResponse(reply.body, status_code=reply.status)
+
+        self.server = BackgroundServer(app)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def at(self, path: str) -> list[Received]:
+        """Requests received on ``path``."""
+        return [r for r in self.received if r.path == path]
+
+    async def start(self) -> WebhookReceiver:
+        await self.server.start()
+        return self
+
+    async def stop(self) -> None:
+        await self.server.stop()

@@ -1,0 +1,79 @@
+"""``curaflow run`` as a new user runs it: a fresh directory, nothing configured.
+
+The command brings up the embedded stack (Temporal dev server with SQLite state,
+PostgreSQL via pgserver, a worker with the replay source), runs one job to its
+outcome and tears everything down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
+    env.pop("DATABASE_URL", None)
+    return env
+
+
+def curaflow(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).parent / "curaflow"
+    return subprocess.run([str(exe), *args], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=180)
+
+
+def leftovers(root: Path) -> list[str]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        try:
+            cmd = " ".join(proc.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if str(root) in cmd and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(cmd)
+    return found
+
+
+def test_run_delivers_a_work_and_leaves_no_process(tmp_path: Path) -> None:
+    started = time.monotonic()
+    first = curaflow("run", "--tags", "オリジナル", "--json", cwd=tmp_path)
+    elapsed = time.monotonic() - started
+
+    assert first.returncode == 0, first.stderr[-3000:]
+    outcome = json.loads(first.stdout)
+    assert outcome["job"]["status"] == "succeeded"
+    assert outcome["business_status"] == "success"
+    work_id = outcome["cells"]["targets"][0]["work_id"]
+    manifest = tmp_path / "curaflow-out" / work_id / "manifest.json"
+    assert json.loads(manifest.read_text())["work"]["work_id"] == work_id
+    assert elapsed < 60
+    time.sleep(1)
+    assert leftovers(tmp_path) == []
+
+    # The ledger persists in ./.curaflow: a second run delivers another work.
+    second = curaflow("run", "--tags", "オリジナル", "--json", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert json.loads(second.stdout)["cells"]["targets"][0]["work_id"] != work_id
+
+
+def test_run_exits_non_zero_without_a_candidate(tmp_path: Path) -> None:
+    result = curaflow("run", "--tags", "no-such-tag-anywhere", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "failed" in result.stdout and "no_candidate" in result.stdout
+
+
+def test_run_reports_a_bad_config_clearly(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text('[[targets]]\nid = "t"\nroutes = ["missing"]\n')
+    result = curaflow("run", "--config", "bad.toml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "unknown route 'missing'" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,182 @@
+"""Test helpers: a per-test configuration, real worker processes, the API, waiting for jobs.
+
+Every integration test runs against the session's real Temporal dev server and real
+PostgreSQL. Isolation comes from names: each :class:`Stack` has its own task queue,
+route names and state directory, so dedupe and queues never cross tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import tomli_w
+
+from curaflow.admission import Admitter
+from curaflow.api.app import create_app
+from curaflow.config import Settings, load_settings
+from curaflow.devstack.processes import WorkerProcess, child_env
+from curaflow.domain.models import JobRecord
+from curaflow.httpserver import BackgroundServer
+from curaflow.ledger.records import load_job
+from curaflow.temporal import connect
+
+API_TOKEN = "test-token-not-a-secret"
+
+
+def whsec(seed: str = "curaflow-test") -> str:
+    """A Standard Webhooks secret for tests."""
+    return "whsec_" + base64.b64encode(seed.encode().ljust(24, b"_")).decode()
+
+
+def short_id() -> str:
+    return uuid.uuid4().hex[:8]
+
+
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+class Stack:
+    """One test's configuration plus the processes serving it.
+
+    Args:
+        tmp_path: the test's directory (state dir, config file, logs, routes).
+        temporal_address / database_url: the session's services.
+        config: TOML content merged over the test defaults (short budgets, fast retries).
+    """
+
+    def __init__(self, tmp_path: Path, temporal_address: str, database_url: str, config: dict[str, Any]) -> None:
+        self.tmp = tmp_path
+        self.suffix = short_id()
+        self.task_queue = f"test-{self.suffix}"
+        defaults: dict[str, Any] = {
+            "state_dir": str(tmp_path / "state"),
+            "temporal": {"address": temporal_address, "task_queue": self.task_queue},
+            "database": {"url": database_url, "pool_max_size": 4},
+            "api": {"token": API_TOKEN, "cancel_wait_ms": 5000},
+            "budgets": {"heartbeat_interval_ms": 1000},
+            "delivery": {"retry_initial_interval_ms": 100, "retry_max_interval_ms": 500},
+            "reconcile_interval_ms": 500,
+            "observability": {"log_level": "INFO"},
+        }
+        self.config = deep_merge(defaults, config)
+        self.config_path = tmp_path / f"curaflow-{self.suffix}.toml"
+        self.config_path.write_text(tomli_w.dumps(self.config))
+        self.settings: Settings = load_settings(self.config_path)
+        self.workers: list[WorkerProcess] = []
+        self.api: BackgroundServer | None = None
+        self.http: httpx.AsyncClient | None = None
+        self.pool: asyncpg.Pool | None = None
+
+    # ---- processes ----------------------------------------------------------------
+
+    def worker_env(self) -> dict[str, str]:
+        env = child_env(CURAFLOW_CONFIG=str(self.config_path))
+        for name in ("TEMPORAL_ADDRESS", "DATABASE_URL", "CURAFLOW_API_TOKEN", "PIXIV_REFRESH_TOKEN"):
+            env.pop(name, None)
+        return env
+
+    async def start_worker(self, *, wait: bool = True) -> WorkerProcess:
+        """Start a real worker process and wait until it serves its task queues."""
+        n = len(self.workers) + 1
+        log = self.tmp / f"worker-{self.suffix}-{n}.log"
+        worker = WorkerProcess(self.worker_env(), log).start()
+        self.workers.append(worker)
+        if wait:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if log.exists() and "worker.started" in log.read_text(errors="replace"):
+                    break
+                if not worker.alive():
+                    raise RuntimeError(f"worker exited: {log.read_text(errors='replace')[-3000:]}")
+                await asyncio.sleep(0.1)
+            else:
+                raise TimeoutError(f"worker did not start: {log.read_text(errors='replace')[-3000:]}")
+            await asyncio.sleep(0.3)
+        return worker
+
+    def worker_log(self, n: int = 1) -> str:
+        return (self.tmp / f"worker-{self.suffix}-{n}.log").read_text(errors="replace")
+
+    async def start_api(self) -> httpx.AsyncClient:
+        """Serve the API in this process; returns an authenticated client."""
+        self.api = await BackgroundServer(create_app(self.settings)).start()
+        self.http = httpx.AsyncClient(
+            base_url=self.api.url, headers={"Authorization": f"Bearer {API_TOKEN}"}, timeout=30
+        )
+        return self.http
+
+    async def ledger(self) -> asyncpg.Pool:
+        if self.pool is None:
+            from curaflow.ledger.db import create_pool
+
+            assert self.settings.database.url
+            self.pool = await create_pool(self.settings.database.url, min_size=1, max_size=3)
+        return self.pool
+
+    async def stop(self) -> None:
+        for worker in self.workers:
+            await asyncio.to_thread(worker.stop)
+        if self.http is not None:
+            await self.http.aclose()
+        if self.api is not None:
+            await self.api.stop()
+        if self.pool is not None:
+            await self.pool.close()
+
+    # ---- jobs -----------------------------------------------------------------------
+
+    def task(self, *, key: str | None = None, **params: Any) -> dict[str, Any]:
+        """A Task body for this stack."""
+        return {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": key or f"k-{short_id()}",
+            "params": params,
+        }
+
+    async def admit(self, body: dict[str, Any]) -> str:
+        """Admit through the shared admission code (as ``curaflow run`` does); returns the job id."""
+        pool = await self.ledger()
+        assert self.settings.temporal.address
+        client = await connect(self.settings.temporal.address)
+        admission = await Admitter(self.settings, pool, client).admit(body)
+        return admission.job_id
+
+    async def job(self, job_id: str) -> JobRecord:
+        pool = await self.ledger()
+        async with pool.acquire() as conn:
+            record = await load_job(conn, job_id)
+        assert record is not None, job_id
+        return record
+
+    async def wait_terminal(self, job_id: str, timeout_s: float = 60.0) -> JobRecord:
+        """Wait until the ledger holds ``job_id`` as terminal; returns it."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            record = await self.job(job_id)
+            if record.completed_at is not None:
+                return record
+            if time.monotonic() > deadline:
+                logs = "\n".join(self.worker_log(i + 1)[-2000:] for i in range(len(self.workers)))
+                raise TimeoutError(f"job {job_id} not terminal: {record.model_dump_json()[:2000]}\n{logs}")
+            await asyncio.sleep(0.1)
+
+
+def env_database_url() -> str | None:
+    """``DATABASE_URL`` from the environment (CI may provide a server), else None."""
+    return os.environ.get("DATABASE_URL") or None

@@ -1,0 +1,75 @@
+"""Configuration loading, validation messages and budget resolution (reference §8)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from curaflow.config import ConfigError, load_settings, resolve_budget
+
+
+def test_builtin_default_is_one_demo_target_delivering_to_a_directory(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("CURAFLOW_CONFIG", "TEMPORAL_ADDRESS", "DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    settings = load_settings()
+    assert [t.id for t in settings.targets] == ["demo"]
+    assert settings.routes["out"].kind == "directory"
+    assert settings.routes["out"].path.name == "curaflow-out"
+    assert settings.embedded
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (120_000, 120_000),
+        (59_999, 1_800_000),
+        ("90000", 1_800_000),
+        (None, 1_800_000),
+        (float("nan"), 1_800_000),
+        (60_000.7, 60_000),
+        (True, 1_800_000),
+    ],
+)
+def test_budget_resolution_falls_back_to_the_default(value: object, expected: int) -> None:
+    assert resolve_budget(value, 1_800_000) == expected
+
+
+def test_invalid_config_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[routes.hook]\nkind = "webhook"\nurl = "http://x"\nsecret = "short!"\n'
+        '[[targets]]\nid = "t"\nroutes = ["hook"]\n'
+    )
+    with pytest.raises(ConfigError) as err:
+        load_settings(path)
+    assert "routes.hook" in str(err.value) and "whsec_" in str(err.value)
+
+
+def test_unknown_route_reference_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[routes.out]\nkind = "directory"\npath = "x"\n[[targets]]\nid = "t"\nroutes = ["nope"]\n')
+    with pytest.raises(ConfigError, match="unknown route 'nope'"):
+        load_settings(path)
+
+
+def test_missing_file_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_settings(tmp_path / "absent.toml")
+
+
+def test_conventional_environment_overrides(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEMPORAL_ADDRESS", "temporal:7233")
+    monkeypatch.setenv("DATABASE_URL", "postgresql://db/curaflow")
+    monkeypatch.setenv("CURAFLOW_API__PORT", "9999")
+    settings = load_settings()
+    assert settings.temporal.address == "temporal:7233"
+    assert settings.database.url == "postgresql://db/curaflow"
+    assert settings.api.port == 9999
+    assert not settings.embedded
+
+
+def test_test_only_floor_allows_short_budgets() -> None:
+    settings = load_settings(budgets={"queued_timeout_ms": 2000, "test_only_floor_ms": 1000})
+    assert settings.budgets.queued_ms == 2000
+    assert load_settings(budgets={"queued_timeout_ms": 2000}).budgets.queued_ms == 1_800_000

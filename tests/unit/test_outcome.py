@@ -1,0 +1,128 @@
+"""Cell classification, business status and the outcome record (reference §7)."""
+
+from __future__ import annotations
+
+import pytest
+
+from curaflow.domain.cells import CellState
+from curaflow.domain.models import CellSnapshot
+from curaflow.domain.outcome import (
+    BusinessStatus,
+    CellCategory,
+    build_outcome_record,
+    business_message,
+    business_status,
+    cell_counts,
+    classify_cell,
+    is_alertable,
+    ledger_status,
+)
+
+
+def cell(state: str, reason: str | None = None, target: str = "t") -> CellSnapshot:
+    return CellSnapshot(target_id=target, state=CellState(state), reason=reason)
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "category"),
+    [
+        ("submitted", None, CellCategory.SUBMITTED),
+        ("no_candidate", "no_candidate", CellCategory.NO_MATCH),
+        ("no_candidate", "duplicate_exhausted", CellCategory.NO_MATCH),
+        ("duplicate", "duplicate_exhausted", CellCategory.DUPLICATE),
+        ("failed", "cancelled_by_consumer", CellCategory.CANCELLED),
+        ("failed", "delivery_rejected", CellCategory.DELIVERY_FAILED),
+        ("failed", "delivery_abandoned", CellCategory.DELIVERY_FAILED),
+        ("failed", "delivery_unknown", CellCategory.DELIVERY_FAILED),
+        ("failed", "telegram_failed", CellCategory.DELIVERY_FAILED),
+        ("failed", "auth_failed", CellCategory.EXECUTOR_FAILED),
+        ("failed", "stalled_no_heartbeat", CellCategory.EXECUTOR_FAILED),
+        ("failed", "queued_too_long", CellCategory.EXECUTOR_FAILED),
+        ("failed", None, CellCategory.EXECUTOR_FAILED),
+        ("pending", None, CellCategory.OTHER),
+        ("delivery_pending", None, CellCategory.OTHER),
+    ],
+)
+def test_classification_precedence(state: str, reason: str | None, category: CellCategory) -> None:
+    assert classify_cell(cell(state, reason)) == category
+
+
+@pytest.mark.parametrize(
+    ("cells", "expected"),
+    [
+        ([], BusinessStatus.SUCCESS),
+        ([cell("submitted")], BusinessStatus.SUCCESS),
+        ([cell("submitted"), cell("submitted")], BusinessStatus.SUCCESS),
+        ([cell("submitted"), cell("failed", "auth_failed")], BusinessStatus.PARTIAL_SUCCESS),
+        ([cell("submitted"), cell("failed", "cancelled_by_consumer")], BusinessStatus.PARTIAL_SUCCESS),
+        ([cell("failed", "cancelled_by_consumer")], BusinessStatus.CANCELLED),
+        ([cell("failed", "cancelled_by_consumer"), cell("no_candidate", "no_candidate")], BusinessStatus.CANCELLED),
+        ([cell("failed", "cancelled_by_consumer"), cell("failed", "auth_failed")], BusinessStatus.FAILED),
+        ([cell("no_candidate", "no_candidate")], BusinessStatus.NO_CANDIDATE),
+        ([cell("no_candidate", "filter_exhausted")], BusinessStatus.NO_CANDIDATE),
+        ([cell("duplicate")], BusinessStatus.DUPLICATE_ONLY),
+        ([cell("no_candidate", "duplicate_exhausted")], BusinessStatus.DUPLICATE_ONLY),
+        (
+            [cell("no_candidate", "duplicate_exhausted"), cell("no_candidate", "no_candidate")],
+            BusinessStatus.NO_CANDIDATE,
+        ),
+        ([cell("failed", "delivery_rejected")], BusinessStatus.FAILED),
+        ([cell("failed", "stalled_no_heartbeat")], BusinessStatus.FAILED),
+    ],
+)
+def test_business_status_rules(cells: list[CellSnapshot], expected: BusinessStatus) -> None:
+    assert business_status(cells) == expected
+
+
+def test_duplicate_cells_are_counted_once() -> None:
+    # The original counts a duplicate cell carrying duplicate_exhausted twice and calls
+    # two such cells `no_candidate`; curaflow reports `duplicate_only`.
+    cells = [cell("duplicate", "duplicate_exhausted", "a"), cell("duplicate", "duplicate_exhausted", "b")]
+    assert business_status(cells) == BusinessStatus.DUPLICATE_ONLY
+    counts = cell_counts(cells)
+    assert counts["duplicate"] == 2 and counts["all_duplicates"] is True
+
+
+def test_only_failed_is_alertable() -> None:
+    assert [s for s in BusinessStatus if is_alertable(s)] == [BusinessStatus.FAILED]
+
+
+def test_user_messages_never_name_internal_errors() -> None:
+    internal = ("error_code", "exception", "traceback", "internal_error", "auth_failed", "_")
+    for status in BusinessStatus:
+        for lang in ("en", "zh"):
+            message = business_message(status, lang)
+            assert message and not any(word in message for word in internal)
+    assert business_message("no_candidate") == business_message("duplicate_only")
+
+
+def test_outcome_record_fields() -> None:
+    cells = [cell("submitted", target="a"), cell("failed", "cancelled_by_consumer", "b")]
+    cells[0].work_id = "123"
+    record = build_outcome_record(
+        job_id="j",
+        schedule_id="s",
+        occurrence_at_ms=0,
+        occurrence_date="1970-01-01",
+        started_at_ms=1000,
+        completed_at_ms=500,
+        cells=cells,
+    )
+    assert record["event"] == "schedule.outcome" and record["outcome_version"] == 2
+    assert record["slot_id"] == "j" and record["schedule_id"] == "s"
+    assert record["occurrence_at"] == "1970-01-01T00:00:00Z"
+    assert record["status"] == "partial" and record["business_status"] == "partial_success"
+    assert record["alertable"] is False
+    assert record["duration_ms"] == 0
+    counts = record["cells"]
+    assert (counts["total"], counts["submitted"], counts["cancelled"]) == (2, 1, 1)
+    assert [t["target_id"] for t in counts["targets"]] == ["a", "b"]
+    assert counts["targets"][1]["terminal_reason_code"] == "cancelled_by_consumer"
+
+
+def test_ledger_status() -> None:
+    assert ledger_status([]) == "pending"
+    assert ledger_status([cell("pending")]) == "running"
+    assert ledger_status([cell("submitted")]) == "success"
+    assert ledger_status([cell("submitted"), cell("no_candidate")]) == "partial"
+    assert ledger_status([cell("duplicate")]) == "failed"

@@ -1,0 +1,72 @@
+"""Job status from cells: the rule both status readers share (reference §1.4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from curaflow.domain.cells import CellState
+from curaflow.domain.models import CellSnapshot, JobRecord
+from curaflow.domain.projection import job_stage, job_status
+from curaflow.protocol.projection import project_job
+
+
+def cell(state: str, reason: str | None = None, stage: str = "queued") -> CellSnapshot:
+    return CellSnapshot(target_id=f"t-{state}-{reason}", state=CellState(state), reason=reason, stage=stage)
+
+
+@pytest.mark.parametrize(
+    ("cells", "status"),
+    [
+        ([cell("pending")], "queued"),
+        ([cell("pending", stage="searching")], "queued"),
+        ([cell("selected")], "running"),
+        ([cell("artifact_ready")], "running"),
+        ([cell("delivery_pending")], "running"),
+        ([cell("submitted")], "succeeded"),
+        ([cell("no_candidate", "no_candidate")], "failed"),
+        ([cell("duplicate", "duplicate_exhausted")], "failed"),
+        ([cell("failed", "cancelled_by_consumer")], "cancelled"),
+        ([cell("failed", "queued_too_long")], "expired"),
+        ([cell("failed", "stalled_no_heartbeat")], "expired"),
+        ([cell("failed", "execution_timeout")], "expired"),
+        ([cell("failed", "delivery_rejected")], "failed"),
+        ([cell("submitted"), cell("pending")], "running"),
+        ([cell("submitted"), cell("failed", "auth_failed")], "succeeded"),
+        ([cell("failed", "execution_timeout"), cell("no_candidate", "no_candidate")], "expired"),
+        ([cell("failed", "execution_timeout"), cell("failed", "auth_failed")], "failed"),
+    ],
+)
+def test_job_status(cells: list[CellSnapshot], status: str) -> None:
+    assert job_status(cells) == status
+
+
+def test_stage_is_least_advanced_open_cell() -> None:
+    cells = [cell("selected", stage="fetching"), cell("pending", stage="searching")]
+    assert job_stage(cells) == "searching"
+    assert job_stage([cell("submitted")]) == "done"
+    assert job_stage([cell("failed", "cancelled_by_consumer")]) == "cancelled"
+
+
+def test_protocol_job_error_and_nullable_fields() -> None:
+    record = JobRecord(
+        job_id="demo@manual-k",
+        plan_id="demo",
+        idempotency_key="k",
+        created_at=1,
+        updated_at=2,
+        cells=[cell("failed", "cancelled_by_consumer")],
+    )
+    record.cells[0].reason_message = "The job was cancelled."
+    job = project_job(record, now_ms=10)
+    assert job["status"] == "cancelled"
+    assert job["error"] == {
+        "code": "cancelled_by_consumer",
+        "message": "The job was cancelled.",
+        "retryable": False,
+        "detail": {"internal_code": "cancelled_by_consumer"},
+    }
+    for key in ("started_at", "heartbeat_at", "deadline_at", "lease_expires_at", "attempt"):
+        assert key in job
+    assert "correlation_id" not in job and "result" not in job
+    assert job["progress"]["stage"] == "cancelled"
+    assert job["events_url"] == "/jobs/demo@manual-k/events"

@@ -1,0 +1,49 @@
+"""Reason codes and protocol codes agree with the vendored wire contract."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+from curaflow.domain.reasons import REASONS, TerminalReason, no_candidate_reason, protocol_code_for, user_message
+from curaflow.protocol.errors import PROTOCOL_CODES
+
+SCHEMA = resources.files("curaflow.protocol") / "schema"
+
+
+def test_protocol_codes_match_schema_enum_and_mapping_file() -> None:
+    schema = json.loads((SCHEMA / "protocol.schema.json").read_text())
+    mapping = json.loads((SCHEMA / "error-mapping.json").read_text())
+    assert set(PROTOCOL_CODES) == set(schema["$defs"]["Error"]["properties"]["code"]["enum"])
+    for code, info in mapping["protocol_codes"].items():
+        assert PROTOCOL_CODES[code] == info["retryable"], code
+
+
+def test_every_reason_maps_like_the_mapping_file() -> None:
+    mapping = json.loads((SCHEMA / "error-mapping.json").read_text())["producer_internal"]
+    for code, protocol in mapping.items():
+        if code.startswith("$"):
+            continue
+        assert protocol_code_for(code) == protocol, code
+    for reason, info in REASONS.items():
+        assert info.protocol_code in PROTOCOL_CODES, reason
+    assert protocol_code_for("cancelled_by_consumer") == "cancelled_by_consumer"
+
+
+def test_unknown_or_missing_reason_is_internal_error() -> None:
+    assert protocol_code_for(None) == "internal_error"
+    assert protocol_code_for("something-new") == "internal_error"
+
+
+def test_messages_exist_in_both_languages() -> None:
+    for reason in TerminalReason:
+        assert user_message(reason, "en") and user_message(reason, "zh")
+        assert reason.value not in user_message(reason, "en")
+
+
+def test_no_candidate_classification() -> None:
+    assert no_candidate_reason(0, {}) == "no_candidate"
+    assert no_candidate_reason(30, {"duplicate": 30}) == "duplicate_exhausted"
+    assert no_candidate_reason(30, {"duplicate": 15, "filtered:r18": 15}) == "filter_exhausted"
+    assert no_candidate_reason(30, {"filtered:min_bookmarks": 30}) == "filter_exhausted"
+    assert no_candidate_reason(30, {"unavailable": 20, "filtered:ai": 10}) == "no_candidate"

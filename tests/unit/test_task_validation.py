@@ -1,0 +1,92 @@
+"""Task validation order and normalisation (reference §1.5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from curaflow.protocol.errors import ProtocolError
+from curaflow.protocol.task import validate_task
+
+
+def task(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": "key-1",
+        "params": {"query": {"tags": ["a"]}},
+    }
+    body.update(overrides)
+    return body
+
+
+def refused(body: Any) -> ProtocolError:
+    with pytest.raises(ProtocolError) as err:
+        validate_task(body)
+    return err.value
+
+
+def test_first_failure_wins_in_the_original_order() -> None:
+    err = refused({"job_type": "x", "idempotency_key": ""})
+    assert (err.code, err.http_status, err.detail.get("field")) == ("invalid_params", 400, "protocol_version")
+    err = refused({"protocol_version": 1, "job_type": "x"})
+    assert err.code == "unsupported_protocol_version"
+    assert err.detail == {"received": 1, "supported": ["1"]}
+    err = refused(task(job_type="other", idempotency_key=""))
+    assert err.detail["reason"] == "unsupported_job_type"
+    assert refused(task(idempotency_key="   ")).detail["field"] == "idempotency_key"
+    assert refused(task(idempotency_key="x" * 201)).detail["field"] == "idempotency_key"
+    assert refused(task(correlation_id=5)).detail["field"] == "correlation_id"
+    assert refused(task(deadline_ms=999)).detail["field"] == "deadline_ms"
+    assert refused(task(labels={"a": 1})).detail["field"] == "labels"
+    assert refused([1, 2]).code == "invalid_params"
+
+
+def test_params_rules() -> None:
+    assert refused(task(params={"query": {"tags": []}})).detail["field"] == "params.query.tags"
+    assert refused(task(params={"query": {"tags": ["a"] * 21}})).detail["field"] == "params.query.tags"
+    assert refused(task(params={"query": {"tags": [" "]}})).detail["field"] == "params.query.tags"
+    assert refused(task(params={"query": {"tags": ["x" * 101]}})).detail["field"] == "params.query.tags"
+    assert (
+        refused(task(params={"query": {"tags": ["a"]}, "source": {"platform": "x"}})).detail["field"]
+        == "params.source.platform"
+    )
+    bad_exclude = {"query": {"tags": ["a"]}, "constraints": {"exclude": [{"kind": "user", "id": "1"}]}}
+    assert refused(task(params=bad_exclude)).detail["field"] == "params.constraints.exclude"
+    assert refused(task(params={"query": {"tags": ["a"]}, "constraints": {"limit": 0}})).code == "invalid_params"
+    assert refused(task(params={})).detail["field"] == "params.query"
+    assert refused(task(params={"target_id": "  "})).detail["field"] == "params.target_id"
+    assert refused(task(params={"target_id": 3})).detail["field"] == "params.target_id"
+
+
+def test_normalised_view_is_rebuilt_in_fixed_order() -> None:
+    body = task(
+        idempotency_key="  spaced  ",
+        correlation_id="",
+        unknown_field=True,
+        params={
+            "constraints": {"scan_limit": 500, "exclude": [{"kind": "work", "id": " 42 "}], "other": 1},
+            "query": {"tags": [" a ", "b"], "expand": False},
+            "source": {"platform": "pixiv", "account": " default "},
+        },
+    )
+    validated = validate_task(body)
+    assert validated.idempotency_key == "spaced"
+    assert validated.correlation_id is None
+    assert list(validated.params) == ["source", "query", "constraints"]
+    assert validated.params["query"] == {"tags": ["a", "b"]}
+    assert validated.params["constraints"] == {"exclude": [{"kind": "work", "id": "42"}], "scan_limit": 100}
+    assert validated.params["source"] == {"platform": "pixiv", "account": "default"}
+
+
+def test_target_only_task_is_valid() -> None:
+    validated = validate_task(
+        {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": "k",
+            "params": {"target_id": "demo"},
+        }
+    )
+    assert validated.target_id == "demo" and validated.params == {}

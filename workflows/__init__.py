@@ -1,0 +1,1 @@
+"""Temporal workflows: deterministic orchestration, no I/O (all I/O is in ``activities``)."""

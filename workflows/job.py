@@ -1,0 +1,316 @@
+"""``JobWorkflow``: one execution per job (workflow id = job id), one concurrent cell per target.
+
+Per cell: ``search`` (on the account's rate-gate task queue; binds a work) →
+``fetch`` (the artifact) → ``deliver`` on every route concurrently → the cell is
+``submitted``; or it ends ``no_candidate`` / ``duplicate`` / ``failed`` with a terminal
+reason. Every activity writes its own cell transition to the ledger and returns the
+cell as the ledger holds it; the workflow only orchestrates.
+
+Liveness and budgets (DESIGN.md decision 8): activities heartbeat under a heartbeat
+timeout (2 × the interval) and are retried from their last checkpoint on another worker;
+the first ``search`` of a cell may wait in its queue at most the queued budget
+(``queued_too_long``), any later step at most the stall budget
+(``stalled_no_heartbeat``; for a delivery ``delivery_abandoned``); the job deadline is a
+workflow timer (``execution_timeout``).
+
+Cancellation (decision 7): the ``cancel`` signal is turned into a Temporal cancel
+request by the ``request_cancel`` activity, so the signal, ``POST /jobs/{id}/cancel``
+and the UI's / CLI's cancel all arrive here the same way. In-flight activities are
+cancelled through their heartbeats and waited for (``WAIT_CANCELLATION_COMPLETED``),
+then ``finish`` runs shielded and the execution ends ``Canceled``.
+
+The workflow is deterministic and sandbox-clean: it imports only pure modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    CancelledError,
+    RetryState,
+    TimeoutType,
+)
+from temporalio.exceptions import (
+    TimeoutError as ActivityTimeoutError,
+)
+
+with workflow.unsafe.imports_passed_through():
+    from curaflow.domain.cells import is_terminal
+    from curaflow.domain.messages import (
+        CancelRequest,
+        CellUpdate,
+        DeliverInput,
+        FetchInput,
+        FinishInput,
+        JobInput,
+        JobState,
+        SearchInput,
+        TargetSpec,
+    )
+    from curaflow.domain.models import CellSnapshot
+    from curaflow.domain.projection import job_stage, job_status
+    from curaflow.domain.reasons import TerminalReason, parse_reason
+    from workflows.details import render_details
+
+JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
+BUSINESS_STATUS = SearchAttributeKey.for_keyword("BusinessStatus")
+
+NON_RETRYABLE_TYPES = [
+    TerminalReason.AUTH_FAILED.value,
+    TerminalReason.CONFIGURATION_ERROR.value,
+    TerminalReason.INTERNAL_ERROR.value,
+    TerminalReason.DELIVERY_REJECTED.value,
+    TerminalReason.DELIVERY_UNKNOWN.value,
+    TerminalReason.DELIVERY_ABANDONED.value,
+]
+
+
+def reason_for(err: BaseException, step: str) -> str:
+    """Translate an activity failure into the cell's terminal reason code.
+
+    Args:
+        err: what ``execute_activity`` raised.
+        step: ``search`` | ``fetch`` | ``deliver``.
+    """
+    if not isinstance(err, ActivityError):
+        return TerminalReason.INTERNAL_ERROR.value
+    cause = err.cause
+    if isinstance(cause, CancelledError):
+        return TerminalReason.CANCELLED_BY_CONSUMER.value
+    if isinstance(cause, ApplicationError):
+        reason = parse_reason(cause.type)
+        if step == "deliver" and err.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED and not cause.non_retryable:
+            return TerminalReason.DELIVERY_ABANDONED.value
+        return reason.value
+    if isinstance(cause, ActivityTimeoutError):
+        if cause.type == TimeoutType.SCHEDULE_TO_START:
+            if step == "search":
+                return TerminalReason.QUEUED_TOO_LONG.value
+            if step == "deliver":
+                return TerminalReason.DELIVERY_ABANDONED.value
+            return TerminalReason.STALLED_NO_HEARTBEAT.value
+        if step == "deliver":
+            return TerminalReason.DELIVERY_ABANDONED.value
+        return TerminalReason.STALLED_NO_HEARTBEAT.value
+    return TerminalReason.INTERNAL_ERROR.value
+
+
+@workflow.defn(name="JobWorkflow")
+class JobWorkflow:
+    """One job: cells run concurrently; the ``status`` query answers the live :class:`JobState`."""
+
+    @workflow.init
+    def __init__(self, inp: JobInput) -> None:
+        self._inp = inp
+        self._cells: dict[str, CellSnapshot] = {t.target_id: CellSnapshot(target_id=t.target_id) for t in inp.targets}
+        self._verdict_map: dict[str, str] = {}
+        self._final: JobState | None = None
+        self._cancel_signalled = False
+        self._cancelling = False
+        self._published_status = ""
+
+    # ---- queries and signals ----------------------------------------------------
+
+    @workflow.query
+    def status(self) -> JobState:
+        """The live job state: status and stage from the same projection as ``GET /jobs/{id}``."""
+        if self._final is not None:
+            return self._final
+        cells = self._cell_list()
+        status = job_status(cells)
+        return JobState(
+            job_id=self._inp.job_id,
+            job_type=self._inp.job_type,
+            status=str(status),
+            stage="cancelling" if self._cancelling else job_stage(cells, status),
+            cancel_requested=self._cancelling or self._cancel_signalled,
+            created_at_ms=self._inp.created_at_ms,
+            deadline_at_ms=self._inp.deadline_at_ms,
+            cells=cells,
+        )
+
+    @workflow.signal
+    async def cancel(self, req: CancelRequest) -> None:
+        """Cancel the job: becomes a Temporal cancel request with ``req.reason``."""
+        if self._cancel_signalled or self._final is not None:
+            return
+        self._cancel_signalled = True
+        await workflow.execute_activity(
+            "request_cancel",
+            req,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+        )
+
+    # ---- main -------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, inp: JobInput) -> JobState:
+        """Run every cell, then finish; ends ``Canceled`` after a consumer cancel."""
+        self._publish()
+        tasks = [asyncio.create_task(self._run_cell(t)) for t in inp.targets]
+        cause = "completed"
+        remaining_s = max(0.0, (inp.deadline_at_ms - int(workflow.time() * 1000)) / 1000)
+        try:
+            await workflow.wait_condition(lambda: all(t.done() for t in tasks), timeout=timedelta(seconds=remaining_s))
+        except TimeoutError:
+            cause = "deadline"
+        except asyncio.CancelledError:
+            cause = "cancelled"
+        if cause != "completed":
+            self._cancelling = cause == "cancelled"
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(BaseException):  # each cell's cancellation is expected
+                    await task
+        finish = asyncio.create_task(self._finish(cause))
+        self._final = await asyncio.shield(finish)
+        self._publish()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        if cause == "cancelled":
+            raise CancelledError("cancelled_by_consumer")
+        return self._final
+
+    async def _finish(self, cause: str) -> JobState:
+        return await workflow.execute_activity(
+            "finish",
+            FinishInput(job_id=self._inp.job_id, verdicts=self._verdicts(), cause=cause),  # type: ignore[arg-type]
+            result_type=JobState,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+            summary=f"finish ({cause})",
+        )
+
+    # ---- per cell ---------------------------------------------------------------
+
+    def _cell_list(self) -> list[CellSnapshot]:
+        return [self._cells[t.target_id] for t in self._inp.targets]
+
+    def _verdicts(self) -> dict[str, str]:
+        return dict(self._verdict_map)
+
+    def _set_verdict(self, target_id: str, reason: str) -> None:
+        self._verdict_map.setdefault(target_id, reason)
+
+    def _apply(self, cell: CellSnapshot) -> None:
+        current = self._cells.get(cell.target_id)
+        if current is not None and is_terminal(current.state) and not is_terminal(cell.state):
+            return
+        if current is None or cell.updated_at >= current.updated_at or is_terminal(cell.state):
+            self._cells[cell.target_id] = cell
+        self._publish()
+
+    def _publish(self) -> None:
+        """Keep the ``JobStatus`` search attribute and the UI details current."""
+        if self._final is not None:
+            status = self._final.status
+            pairs = [JOB_STATUS.value_set(status)]
+            if self._final.business_status:
+                pairs.append(BUSINESS_STATUS.value_set(self._final.business_status))
+        else:
+            status = str(job_status(self._cell_list()))
+            pairs = [JOB_STATUS.value_set(status)]
+        if status != self._published_status:
+            self._published_status = status
+            workflow.upsert_search_attributes(pairs)
+        workflow.set_current_details(render_details(self._inp, self.status()))
+
+    def _options(self, step: str, first: bool) -> dict[str, Any]:
+        b = self._inp.budgets
+        queued = b.queued_timeout_ms if (step == "search" and first) else b.stall_timeout_ms
+        remaining_ms = max(1000, self._inp.deadline_at_ms - int(workflow.time() * 1000))
+        return {
+            "schedule_to_start_timeout": timedelta(milliseconds=queued),
+            "start_to_close_timeout": timedelta(milliseconds=remaining_ms),
+            "heartbeat_timeout": timedelta(milliseconds=b.heartbeat_timeout_ms),
+            "cancellation_type": workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+            "retry_policy": RetryPolicy(
+                initial_interval=timedelta(milliseconds=b.retry_initial_interval_ms),
+                backoff_coefficient=2.0,
+                maximum_interval=timedelta(milliseconds=b.retry_max_interval_ms),
+                maximum_attempts=b.delivery_max_attempts if step == "deliver" else b.source_max_attempts,
+                non_retryable_error_types=NON_RETRYABLE_TYPES,
+            ),
+        }
+
+    async def _step(
+        self, name: str, arg: Any, *, first: bool = False, task_queue: str | None = None, summary: str
+    ) -> CellUpdate:
+        options = self._options(name, first)
+        if task_queue:
+            options["task_queue"] = task_queue
+        update: CellUpdate = await workflow.execute_activity(
+            name, arg, result_type=CellUpdate, summary=summary, **options
+        )
+        self._apply(update.cell)
+        return update
+
+    async def _run_cell(self, target: TargetSpec) -> None:
+        inp = self._inp
+        tid = target.target_id
+        interval = inp.budgets.heartbeat_interval_ms
+        queue = inp.source_task_queues.get(target.account)
+        step = "search"
+        try:
+            stage = 0
+            while True:
+                update = await self._step(
+                    "search",
+                    SearchInput(
+                        job_id=inp.job_id,
+                        target=target,
+                        fallback_stage=stage,
+                        max_fallback_stages=max(1, inp.max_fallback_stages),
+                        heartbeat_interval_ms=interval,
+                    ),
+                    first=stage == 0,
+                    task_queue=queue,
+                    summary=f"search {tid}" + (f" (stage {stage + 1})" if stage else ""),
+                )
+                if not update.retry_stage:
+                    break
+                stage += 1
+            if is_terminal(update.cell.state):
+                return
+            step = "fetch"
+            update = await self._step(
+                "fetch",
+                FetchInput(job_id=inp.job_id, target=target, heartbeat_interval_ms=interval),
+                summary=f"fetch {tid} work {update.cell.work_id}",
+            )
+            if is_terminal(update.cell.state):
+                return
+            step = "deliver"
+            results = await asyncio.gather(
+                *[
+                    self._step(
+                        "deliver",
+                        DeliverInput(
+                            job_id=inp.job_id,
+                            target=target,
+                            route=route,
+                            heartbeat_interval_ms=interval,
+                            max_attempts=inp.budgets.delivery_max_attempts,
+                        ),
+                        summary=f"deliver {tid} work {update.cell.work_id} to {route.name}",
+                    )
+                    for route in target.routes
+                ],
+                return_exceptions=True,
+            )
+            for result in results:
+                if isinstance(result, BaseException):
+                    if isinstance(result, asyncio.CancelledError):
+                        raise result
+                    self._set_verdict(tid, reason_for(result, "deliver"))
+        except ActivityError as err:
+            self._set_verdict(tid, reason_for(err, step))
