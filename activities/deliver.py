@@ -137,6 +137,10 @@ class DeliverActivity:
                 if last and not err.permanent:
                     raise permanent(TerminalReason.DELIVERY_ABANDONED, f"no delivery attempt left: {err}") from err
                 raise route_failure(err) from err
+        if receipt.duplicate and claim.attempts > 0:
+            # "Already had it" after an earlier send of this very key: that send landed.
+            receipt.duplicate = False
+            receipt.remote_status = receipt.remote_status or "replayed"
         updated = await self._record_receipt(inp, request, receipt)
         if cancelled and not (is_terminal(updated.state) and updated.state == CellState.SUBMITTED):
             raise asyncio.CancelledError()

@@ -48,11 +48,18 @@ class _Section(BaseModel):
 
 
 class TemporalSettings(_Section):
-    """Where the Temporal service is. ``address`` None → the embedded dev server."""
+    """Where the Temporal service is. ``address`` None → the embedded dev server.
+
+    Attributes:
+        sticky_schedule_to_start_ms: how long a workflow task waits on a worker's sticky
+            queue before any worker may take it; after a worker dies, its jobs' workflows
+            stall this long, so keep it short.
+    """
 
     address: str | None = None
     namespace: str = "default"
     task_queue: str = "curaflow"
+    sticky_schedule_to_start_ms: int = Field(default=5_000, ge=100)
 
 
 class DatabaseSettings(_Section):
@@ -188,9 +195,16 @@ class PixivSettings(_Section):
 
 
 class DirectoryRoute(_Section):
-    """Deliver into a directory: the artifact files and a JSON manifest, written atomically."""
+    """Deliver into a directory: the artifact files and a JSON manifest, written atomically.
+
+    Every route kind also takes ``task_queue``: run this route's deliveries on their own
+    task queue (e.g. on workers that can reach the destination). Workers serve the route
+    queues of their configuration; a delivery no worker picks up within the stall budget
+    ends ``delivery_abandoned``.
+    """
 
     kind: Literal["directory"] = "directory"
+    task_queue: str | None = None
     path: Path
 
 
@@ -204,6 +218,7 @@ class WebhookRoute(_Section):
     """
 
     kind: Literal["webhook"] = "webhook"
+    task_queue: str | None = None
     url: str
     secret: SecretStr
     timeout_ms: int = Field(default=30_000, ge=100)
@@ -225,6 +240,7 @@ class TelegramRoute(_Section):
     """Telegram Bot API route (raw HTTP). ``on_ambiguous``: ``fail`` or ``retry``."""
 
     kind: Literal["telegram"] = "telegram"
+    task_queue: str | None = None
     bot_token: SecretStr
     chat_id: str
     api_url: str = "https://api.telegram.org"
@@ -236,6 +252,7 @@ class DiscordRoute(_Section):
     """Discord webhook route. ``on_ambiguous``: ``fail`` or ``retry``."""
 
     kind: Literal["discord"] = "discord"
+    task_queue: str | None = None
     url: SecretStr
     timeout_ms: int = Field(default=60_000, ge=100)
     max_file_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
@@ -387,7 +404,13 @@ class Settings(BaseSettings):
         dupes = {i for i in ids if ids.count(i) > 1}
         if dupes:
             raise ValueError(f"duplicate target ids: {sorted(dupes)}")
+        accounts = self.accounts()
         for target in self.targets:
+            if target.account not in accounts:
+                raise ValueError(
+                    f"target {target.id!r} uses pixiv account {target.account!r}, which is not configured "
+                    f"(accounts: {sorted(accounts)})"
+                )
             if not target.routes:
                 raise ValueError(f"target {target.id!r} has no routes")
             for route in target.routes:
@@ -419,7 +442,7 @@ class Settings(BaseSettings):
 
     def route_refs(self, target: TargetConfig) -> list[RouteRef]:
         """The target's routes as workflow-safe references (no secrets)."""
-        return [RouteRef(name=r, kind=self.routes[r].kind) for r in target.routes]
+        return [RouteRef(name=r, kind=self.routes[r].kind, task_queue=self.routes[r].task_queue) for r in target.routes]
 
     def budgets_model(self) -> Budgets:
         """The resolved :class:`~curaflow.domain.messages.Budgets` passed to workflows."""

@@ -51,7 +51,7 @@ class BackgroundServer:
         self.sock = bind_socket(host, port)
         self.host, self.port = self.sock.getsockname()[:2]
         self.url = f"http://{self.host}:{self.port}"
-        config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+        config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=1)
         self.server = _EmbeddedServer(config)
         self._task: asyncio.Task[None] | None = None
 

@@ -7,6 +7,7 @@ One process runs
 * one activity worker per Pixiv account on its rate-gate queue
   (``<task_queue>-source-<account>``) running ``search`` with the account's
   concurrency (default 1);
+* one ``deliver`` worker per route ``task_queue`` in its configuration;
 * the reconciler loop;
 * in replay mode without ``pixiv.api_url``, the replay server on a free local port.
 
@@ -59,6 +60,9 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
             workflows=[JobWorkflow],
             activities=main_acts,
             workflow_runner=sandbox_runner(),
+            sticky_queue_schedule_to_start_timeout=timedelta(
+                milliseconds=settings.temporal.sticky_schedule_to_start_ms
+            ),
             max_heartbeat_throttle_interval=interval,
             default_heartbeat_throttle_interval=interval,
             graceful_shutdown_timeout=timedelta(seconds=5),
@@ -72,6 +76,19 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
                 task_queue=settings.source_task_queue(account),
                 activities=source_acts,
                 max_concurrent_activities=settings.pixiv.replay_max_concurrency if replay else acct.max_concurrency,
+                max_heartbeat_throttle_interval=interval,
+                default_heartbeat_throttle_interval=interval,
+                graceful_shutdown_timeout=timedelta(seconds=5),
+            )
+        )
+    deliver = [a for a in main_acts if getattr(a, "__temporal_activity_definition").name == "deliver"]
+    route_queues = sorted({r.task_queue for r in settings.routes.values() if r.task_queue})
+    for queue in route_queues:
+        workers.append(
+            Worker(
+                client,
+                task_queue=queue,
+                activities=deliver,
                 max_heartbeat_throttle_interval=interval,
                 default_heartbeat_throttle_interval=interval,
                 graceful_shutdown_timeout=timedelta(seconds=5),

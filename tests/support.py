@@ -65,7 +65,11 @@ class Stack:
         self.task_queue = f"test-{self.suffix}"
         defaults: dict[str, Any] = {
             "state_dir": str(tmp_path / "state"),
-            "temporal": {"address": temporal_address, "task_queue": self.task_queue},
+            "temporal": {
+                "address": temporal_address,
+                "task_queue": self.task_queue,
+                "sticky_schedule_to_start_ms": 1000,
+            },
             "database": {"url": database_url, "pool_max_size": 4},
             "api": {"token": API_TOKEN, "cancel_wait_ms": 5000},
             "budgets": {"heartbeat_interval_ms": 1000},
@@ -180,3 +184,66 @@ class Stack:
 def env_database_url() -> str | None:
     """``DATABASE_URL`` from the environment (CI may provide a server), else None."""
     return os.environ.get("DATABASE_URL") or None
+
+
+class InProcessWorker:
+    """A real Temporal worker run inside the test process, for tests that need a worker
+    missing some of its parts (no source task queue, no ``deliver`` activity …).
+
+    Args:
+        stack: the test's stack (settings).
+        source: also serve the accounts' source task queues.
+        without: activity names not to register on the main task queue.
+        replay_url: the replay server's URL when ``pixiv.api_url`` is not configured.
+    """
+
+    def __init__(
+        self, stack: Stack, *, source: bool = True, without: tuple[str, ...] = (), replay_url: str | None = None
+    ) -> None:
+        self.stack = stack
+        self.source = source
+        self.without = without
+        self.replay_url = replay_url
+        self._stack: Any = None
+        self._deps: Any = None
+
+    async def __aenter__(self) -> InProcessWorker:
+        import contextlib
+
+        from temporalio.worker import Worker
+
+        from activities import build_activities
+        from activities.deps import open_deps
+        from curaflow.worker import sandbox_runner
+        from workflows.job import JobWorkflow
+
+        settings = self.stack.settings
+        assert settings.temporal.address
+        client = await connect(settings.temporal.address)
+        self._deps = await open_deps(settings, client, replay_url=self.replay_url)
+        main, source = build_activities(self._deps)
+        workers = [
+            Worker(
+                client,
+                task_queue=settings.temporal.task_queue,
+                workflows=[JobWorkflow],
+                activities=main,
+                workflow_runner=sandbox_runner(),
+            )
+        ]
+        if self.source:
+            workers += [
+                Worker(client, task_queue=queue, activities=source) for queue in settings.source_task_queues().values()
+            ]
+        self._stack = contextlib.AsyncExitStack()
+        for worker in workers:
+            await self._stack.enter_async_context(worker)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        from activities.deps import close_deps
+
+        if self._stack is not None:
+            await self._stack.aclose()
+        if self._deps is not None:
+            await close_deps(self._deps)

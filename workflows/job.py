@@ -73,18 +73,23 @@ NON_RETRYABLE_TYPES = [
 ]
 
 
-def reason_for(err: BaseException, step: str) -> str:
+def reason_for(err: BaseException, step: str) -> str | None:
     """Translate an activity failure into the cell's terminal reason code.
 
     Args:
         err: what ``execute_activity`` raised.
         step: ``search`` | ``fetch`` | ``deliver``.
+
+    Returns:
+        The reason code, or None for a cancellation: the workflow cancelled the
+        activity itself (consumer cancel or deadline), and ``finish`` decides the reason
+        from the cause.
     """
     if not isinstance(err, ActivityError):
         return TerminalReason.INTERNAL_ERROR.value
     cause = err.cause
     if isinstance(cause, CancelledError):
-        return TerminalReason.CANCELLED_BY_CONSUMER.value
+        return None
     if isinstance(cause, ApplicationError):
         reason = parse_reason(cause.type)
         if step == "deliver" and err.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED and not cause.non_retryable:
@@ -115,7 +120,8 @@ class JobWorkflow:
         self._final: JobState | None = None
         self._cancel_signalled = False
         self._cancelling = False
-        self._published_status = ""
+        self._finishing = False
+        self._published: tuple[str, str] = ("queued", "")  # set at start (curaflow.temporal)
 
     # ---- queries and signals ----------------------------------------------------
 
@@ -138,16 +144,23 @@ class JobWorkflow:
         )
 
     @workflow.signal
-    async def cancel(self, req: CancelRequest) -> None:
-        """Cancel the job: becomes a Temporal cancel request with ``req.reason``."""
-        if self._cancel_signalled or self._final is not None:
+    async def cancel(self, req: CancelRequest | str | None = None) -> None:
+        """Cancel the job: becomes a Temporal cancel request, so the execution ends ``Canceled``.
+
+        Accepts no argument (``temporal workflow signal --name cancel``), a reason string
+        or a :class:`CancelRequest`. Ignored once the job is finishing.
+        """
+        if self._cancel_signalled or self._finishing:
             return
         self._cancel_signalled = True
+        if not isinstance(req, CancelRequest):
+            req = CancelRequest(reason=req or "cancelled_by_consumer")
         await workflow.execute_activity(
             "request_cancel",
             req,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+            summary="cancel requested by signal",
         )
 
     # ---- main -------------------------------------------------------------------
@@ -172,8 +185,14 @@ class JobWorkflow:
             for task in tasks:
                 with contextlib.suppress(BaseException):  # each cell's cancellation is expected
                     await task
+        self._finishing = True
         finish = asyncio.create_task(self._finish(cause))
-        self._final = await asyncio.shield(finish)
+        try:
+            self._final = await asyncio.shield(finish)
+        except asyncio.CancelledError:
+            # A cancel that arrives while the job is finishing never interrupts it: the
+            # ledger already decided, and the execution completes with that result.
+            self._final = await finish
         self._publish()
         await workflow.wait_condition(workflow.all_handlers_finished)
         if cause == "cancelled":
@@ -198,8 +217,9 @@ class JobWorkflow:
     def _verdicts(self) -> dict[str, str]:
         return dict(self._verdict_map)
 
-    def _set_verdict(self, target_id: str, reason: str) -> None:
-        self._verdict_map.setdefault(target_id, reason)
+    def _set_verdict(self, target_id: str, reason: str | None) -> None:
+        if reason is not None:
+            self._verdict_map.setdefault(target_id, reason)
 
     def _apply(self, cell: CellSnapshot) -> None:
         current = self._cells.get(cell.target_id)
@@ -210,17 +230,16 @@ class JobWorkflow:
         self._publish()
 
     def _publish(self) -> None:
-        """Keep the ``JobStatus`` search attribute and the UI details current."""
+        """Keep the ``JobStatus`` / ``BusinessStatus`` search attributes and the UI details current."""
         if self._final is not None:
-            status = self._final.status
-            pairs = [JOB_STATUS.value_set(status)]
-            if self._final.business_status:
-                pairs.append(BUSINESS_STATUS.value_set(self._final.business_status))
+            published = (self._final.status, self._final.business_status or "")
         else:
-            status = str(job_status(self._cell_list()))
-            pairs = [JOB_STATUS.value_set(status)]
-        if status != self._published_status:
-            self._published_status = status
+            published = (str(job_status(self._cell_list())), "")
+        if published != self._published:
+            pairs = [JOB_STATUS.value_set(published[0])]
+            if published[1]:
+                pairs.append(BUSINESS_STATUS.value_set(published[1]))
+            self._published = published
             workflow.upsert_search_attributes(pairs)
         workflow.set_current_details(render_details(self._inp, self.status()))
 
@@ -258,7 +277,7 @@ class JobWorkflow:
         inp = self._inp
         tid = target.target_id
         interval = inp.budgets.heartbeat_interval_ms
-        queue = inp.source_task_queues.get(target.account)
+        queue = inp.source_task_queues.get(target.account) or f"{workflow.info().task_queue}-source-{target.account}"
         step = "search"
         try:
             stage = 0
@@ -301,6 +320,7 @@ class JobWorkflow:
                             heartbeat_interval_ms=interval,
                             max_attempts=inp.budgets.delivery_max_attempts,
                         ),
+                        task_queue=route.task_queue,
                         summary=f"deliver {tid} work {update.cell.work_id} to {route.name}",
                     )
                     for route in target.routes

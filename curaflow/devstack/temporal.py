@@ -14,12 +14,17 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from curaflow.devstack.processes import die_with_parent
 from curaflow.httpserver import bind_socket
 from curaflow.temporal import connect, dev_server_search_attribute_args
+
+
+class _PortTaken(Exception):
+    """The server could not bind its port."""
 
 
 def temporal_binary() -> str:
@@ -64,6 +69,7 @@ class TemporalDevServer:
         log_file: Path | None = None,
     ) -> None:
         self.db_file = db_file
+        self._fixed_ports = bool(port) or bool(ui_port)
         self.port = port or free_port()
         self.ui_port = (ui_port or free_port()) if ui_port is not None else None
         self.log_file = log_file
@@ -102,13 +108,33 @@ class TemporalDevServer:
             cmd += ["--ui-port", str(self.ui_port), "--ui-disable-news-fetch"]
         return cmd
 
-    async def start(self, timeout_s: float = 60.0) -> TemporalDevServer:
+    async def start(self, timeout_s: float = 60.0, attempts: int = 3) -> TemporalDevServer:
         """Start the server and wait until a client can connect.
+
+        A port taken between choosing it and the server binding it (another process
+        grabbed it) is retried with fresh free ports, unless the ports were given.
 
         Raises:
             RuntimeError: the server exited or did not answer within ``timeout_s``.
         """
-        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
+        for attempt in range(attempts):
+            try:
+                return await self._start_once(timeout_s)
+            except _PortTaken:
+                if attempt == attempts - 1 or self._fixed_ports:
+                    raise RuntimeError(
+                        f"temporal dev server: port {self.port} or {self.ui_port} already in use"
+                    ) from None
+                self.port = free_port()
+                if self.ui_port is not None:
+                    self.ui_port = free_port()
+        raise AssertionError("unreachable")
+
+    async def _start_once(self, timeout_s: float) -> TemporalDevServer:
+        if self.log_file is None:
+            self.log_file = Path(tempfile.mkstemp(prefix="temporal-", suffix=".log")[1])
+        start_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+        out = open(self.log_file, "ab")  # noqa: SIM115
         self.process = subprocess.Popen(
             self.command(),
             stdout=out,
@@ -116,20 +142,30 @@ class TemporalDevServer:
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
+        out.close()
         deadline = time.monotonic() + timeout_s
         last: Exception | None = None
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                with open(self.log_file, "rb") as fh:
+                    fh.seek(start_offset)
+                    if b"address already in use" in fh.read():
+                        raise _PortTaken()
                 raise RuntimeError(
                     f"temporal dev server exited with {self.process.returncode}"
                     + (f"; see {self.log_file}" if self.log_file else "")
                 )
             try:
                 await connect(self.address)
-                return self
             except Exception as err:  # noqa: BLE001 - keep polling until the deadline
                 last = err
                 await asyncio.sleep(0.1)
+                continue
+            # Make sure the server that answered is ours, not another process that
+            # took the port while ours failed to bind it.
+            await asyncio.sleep(0.3)
+            if self.process.poll() is None:
+                return self
         self.stop()
         raise RuntimeError(f"temporal dev server did not come up in {timeout_s:.0f}s: {last}")
 

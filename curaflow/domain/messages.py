@@ -17,10 +17,15 @@ from curaflow.domain.models import CellSnapshot
 
 
 class RouteRef(BaseModel):
-    """A delivery route of a target, by its configured name and kind."""
+    """A delivery route of a target, by its configured name and kind.
+
+    Attributes:
+        task_queue: the route's own task queue for ``deliver``, or None for the main one.
+    """
 
     name: str
     kind: str
+    task_queue: str | None = None
 
 
 class TargetQuery(BaseModel):

@@ -81,6 +81,9 @@ async def finish_job(
         for cell in record.cells:
             if not is_terminal(cell.state):
                 reason = verdicts.get(cell.target_id) or default_reason(cell.state, cause)
+                if reason == TerminalReason.QUEUED_TOO_LONG and cell.stage != "queued":
+                    # A step of this cell already ran: its retry waited, it was not queued.
+                    reason = TerminalReason.STALLED_NO_HEARTBEAT
                 await finish_cell(conn, job_id, cell.target_id, CellState.FAILED, reason)
         record = await load_job(conn, job_id)
         assert record is not None

@@ -46,10 +46,14 @@ class WebhookReceiver:
 
     Args:
         secret: the ``whsec_`` secret the receiver verifies with.
+        dedupe: behave like a receiver that deduplicates on ``webhook-id``: a repeated
+            id is answered 409 (the documented "already had it") without processing.
     """
 
-    def __init__(self, secret: str) -> None:
+    def __init__(self, secret: str, *, dedupe: bool = False) -> None:
         self.secret = secret
+        self.dedupe = dedupe
+        self.processed: list[str] = []
         self.verifier = Webhook(secret)
         self.received: list[Received] = []
         self.script: dict[str, list[Reply]] = {}
@@ -67,6 +71,10 @@ class WebhookReceiver:
                 ok = False
             self.received.append(Received("/" + path, headers, body, ok))
             self.arrived.set()
+            msg_id = headers.get("webhook-id", "")
+            if self.dedupe and msg_id in self.processed:
+                return JSONResponse({"status": "duplicate"}, status_code=409)
+            self.processed.append(msg_id)
             queue = self.script.get("/" + path) or []
             reply = queue.pop(0) if queue else Reply()
             if reply.delay_s:

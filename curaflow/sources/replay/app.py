@@ -98,6 +98,7 @@ class Faults:
             ``"500"`` or ``None`` (answer normally).
         auth: per token request: ``"invalid_grant"`` (HTTP 400) or ``None``.
         missing_works: work ids answering 404 (detail and images).
+        search_delay_s: delay before answering a search or ranking request, seconds.
         slow_images_s: delay before an image body, seconds.
         truncate_images: image bodies cut in half (Content-Length still the full size).
         token_ttl_s: ``expires_in`` of issued access tokens.
@@ -106,6 +107,7 @@ class Faults:
     search: list[str | None] = field(default_factory=list)
     auth: list[str | None] = field(default_factory=list)
     missing_works: set[str] = field(default_factory=set)
+    search_delay_s: float = 0.0
     slow_images_s: float = 0.0
     truncate_images: bool = False
     token_ttl_s: int = 3600
@@ -233,6 +235,8 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
         fault = search_fault(next_fault("search"))
         if fault:
             return fault
+        if app.state.faults.search_delay_s:
+            await asyncio.sleep(app.state.faults.search_delay_s)
         params = dict(request.query_params)
         word = params.get("word", "")
         target = params.get("search_target", "partial_match_for_tags")

@@ -1,0 +1,260 @@
+"""Cancellation: three ways in, one path; in-flight work stops; no cancel ever lies.
+
+One real worker process, the API in the test process, the Pixiv replay server and a
+webhook receiver in the test process (their faults are changed per test).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from curaflow.devstack.temporal import temporal_binary
+from curaflow.domain.messages import JobState
+from tests.fakes.replay import ReplayServer
+from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.support import Stack, short_id, whsec
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Env:
+    stack: Stack
+    http: httpx.AsyncClient
+    replay: ReplayServer
+    hook: WebhookReceiver
+    out_dir: Path
+    client: Client
+
+
+@pytest.fixture(scope="module")
+async def env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    tmp = tmp_path_factory.mktemp("cancel")
+    replay = await ReplayServer().start()
+    hook = await WebhookReceiver(whsec()).start()
+    out, web = f"out-{short_id()}", f"hook-{short_id()}"
+    stack = Stack(
+        tmp,
+        temporal_address,
+        database_url,
+        {
+            "pixiv": {"api_url": replay.url},
+            "api": {"cancel_wait_ms": 8000},
+            "routes": {
+                out: {"kind": "directory", "path": str(tmp / "out")},
+                web: {"kind": "webhook", "url": hook.url + "/slow", "secret": whsec()},
+            },
+            "targets": [
+                {"id": "dir", "query": {"tags": ["オリジナル"]}, "routes": [out]},
+                {"id": "hook", "query": {"tags": ["風景"]}, "routes": [web]},
+            ],
+        },
+    )
+    await stack.start_worker()
+    http = await stack.start_api()
+    from curaflow.temporal import connect
+
+    client = await connect(temporal_address)
+    try:
+        yield Env(stack, http, replay, hook, tmp / "out", client)
+    finally:
+        await stack.stop()
+        await replay.stop()
+        await hook.stop()
+
+
+@pytest.fixture(autouse=True)
+def reset_faults(env: Env) -> None:
+    env.replay.faults.search_delay_s = 0.0
+    env.replay.faults.slow_images_s = 0.0
+    env.hook.script.clear()
+
+
+async def submit(env: Env, target: str) -> str:
+    response = await env.http.post("/jobs", json=env.stack.task(target_id=target))
+    assert response.status_code == 202, response.text
+    return response.json()["job"]["job_id"]
+
+
+async def wait_stage(env: Env, job_id: str, stage: str, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = (await env.http.get(f"/jobs/{job_id}")).json()
+        if job["progress"]["stage"] == stage and job["lease_active"]:
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"{job_id} never reached {stage}: {job}")
+
+
+async def execution_status(env: Env, job_id: str, timeout_s: float = 20) -> WorkflowExecutionStatus:
+    handle = env.client.get_workflow_handle(job_id)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = (await handle.describe()).status
+        if status != WorkflowExecutionStatus.RUNNING or time.monotonic() > deadline:
+            return status
+        await asyncio.sleep(0.1)
+
+
+def assert_cancelled(job: dict[str, Any]) -> None:
+    assert job["status"] == "cancelled", job
+    assert job["error"]["code"] == "cancelled_by_consumer"
+    assert job["error"]["retryable"] is False
+    assert job["error"]["detail"] == {"internal_code": "cancelled_by_consumer"}
+    assert job["progress"]["stage"] == "cancelled"
+
+
+async def assert_cancelled_outcome(env: Env, job_id: str) -> None:
+    pool = await env.stack.ledger()
+    row = await pool.fetchrow("SELECT business_status, alertable, record FROM outcomes WHERE job_id = $1", job_id)
+    assert (row["business_status"], row["alertable"]) == ("cancelled", False)
+    target = row["record"]["cells"]["targets"][0]
+    assert (target["status"], target["terminal_reason_code"]) == ("failed", "cancelled_by_consumer")
+    assert row["record"]["cells"]["cancelled"] == 1
+
+
+async def test_http_cancel_while_searching_stops_the_search(env: Env) -> None:
+    env.replay.faults.search_delay_s = 30
+    job_id = await submit(env, "dir")
+    await wait_stage(env, job_id, "searching")
+
+    started = time.monotonic()
+    response = await env.http.post(f"/jobs/{job_id}/cancel")
+    took = time.monotonic() - started
+
+    assert response.status_code == 200
+    assert_cancelled(response.json())
+    assert took < 5, f"cancel took {took:.1f}s with a 1 s heartbeat interval"
+    assert await execution_status(env, job_id) == WorkflowExecutionStatus.CANCELED
+    await assert_cancelled_outcome(env, job_id)
+    state = await env.client.get_workflow_handle(job_id).query("status", result_type=JobState)
+    assert state.status == "cancelled"
+
+
+async def test_http_cancel_while_fetching_never_delivers(env: Env) -> None:
+    env.replay.faults.slow_images_s = 30
+    job_id = await submit(env, "hook")
+    await wait_stage(env, job_id, "fetching")
+
+    response = await env.http.post(f"/jobs/{job_id}/cancel")
+
+    assert_cancelled(response.json())
+    await asyncio.sleep(1.5)
+    assert [r for r in env.hook.received if job_id in r.headers.get("webhook-id", "")] == []
+    pool = await env.stack.ledger()
+    statuses = await pool.fetch("SELECT status FROM delivery_intents WHERE job_id = $1", job_id)
+    assert [r["status"] for r in statuses] == ["released"]
+
+
+async def test_cancel_during_an_in_flight_delivery_reports_what_landed(env: Env) -> None:
+    env.hook.script["/slow"] = [Reply(200, {"status": "accepted"}, delay_s=3)]
+    job_id = await submit(env, "hook")
+    await asyncio.wait_for(env.hook.arrived.wait(), 20)
+    env.hook.arrived.clear()
+
+    response = await env.http.post(f"/jobs/{job_id}/cancel")
+
+    job = response.json()
+    # The receiver got the request before the cancel reached the activity: the delivery
+    # is finished and recorded, and the job reports it instead of claiming a cancel.
+    assert job["status"] == "succeeded", job
+    assert len([r for r in env.hook.received if job_id in r.headers["webhook-id"]]) == 1
+    record = await env.stack.job(job_id)
+    assert record.cells[0].state == "submitted"
+    assert record.business_status == "success"
+
+
+async def test_cancel_signal_from_the_temporal_cli(env: Env, temporal_address: str) -> None:
+    env.replay.faults.slow_images_s = 30
+    job_id = await submit(env, "dir")
+    await wait_stage(env, job_id, "fetching")
+
+    subprocess.run(
+        [temporal_binary(), "workflow", "signal", "--address", temporal_address, "-w", job_id, "--name", "cancel"],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+
+    assert await execution_status(env, job_id) == WorkflowExecutionStatus.CANCELED
+    record = await env.stack.wait_terminal(job_id, 20)
+    assert (record.cells[0].state, record.cells[0].reason) == ("failed", "cancelled_by_consumer")
+    assert_cancelled((await env.http.get(f"/jobs/{job_id}")).json())
+    await assert_cancelled_outcome(env, job_id)
+    assert not (env.out_dir / (record.cells[0].work_id or "none")).exists()
+
+
+async def test_temporal_cancel_request_from_the_cli(env: Env, temporal_address: str) -> None:
+    env.replay.faults.search_delay_s = 30
+    job_id = await submit(env, "dir")
+    await wait_stage(env, job_id, "searching")
+
+    subprocess.run(
+        [temporal_binary(), "workflow", "cancel", "--address", temporal_address, "-w", job_id],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+
+    assert await execution_status(env, job_id) == WorkflowExecutionStatus.CANCELED
+    await env.stack.wait_terminal(job_id, 20)
+    assert_cancelled((await env.http.get(f"/jobs/{job_id}")).json())
+    await assert_cancelled_outcome(env, job_id)
+
+
+async def test_handle_cancel_with_reason(env: Env) -> None:
+    env.replay.faults.slow_images_s = 30
+    job_id = await submit(env, "dir")
+    await wait_stage(env, job_id, "fetching")
+
+    await env.client.get_workflow_handle(job_id).cancel(reason="cancelled_by_consumer")
+
+    assert await execution_status(env, job_id) == WorkflowExecutionStatus.CANCELED
+    await env.stack.wait_terminal(job_id, 20)
+    assert_cancelled((await env.http.get(f"/jobs/{job_id}")).json())
+
+
+async def test_cancelling_a_terminal_job_is_a_no_op(env: Env) -> None:
+    job_id = await submit(env, "dir")
+    done = await env.stack.wait_terminal(job_id)
+    assert done.cells[0].state == "submitted"
+    before = (await env.http.get(f"/jobs/{job_id}")).json()
+
+    first = await env.http.post(f"/jobs/{job_id}/cancel")
+    second = await env.http.post(f"/jobs/{job_id}/cancel", json={"ignored": True})
+
+    assert first.status_code == second.status_code == 200
+    assert first.json() == second.json() == before
+    assert before["status"] == "succeeded"
+    assert await execution_status(env, job_id) == WorkflowExecutionStatus.COMPLETED
+
+
+async def test_second_cancel_returns_an_identical_body(env: Env) -> None:
+    env.replay.faults.search_delay_s = 30
+    job_id = await submit(env, "dir")
+    await wait_stage(env, job_id, "searching")
+
+    first = await env.http.post(f"/jobs/{job_id}/cancel")
+    second = await env.http.post(f"/jobs/{job_id}/cancel")
+
+    assert_cancelled(first.json())
+    assert first.json() == second.json()
+
+
+async def test_cancel_unknown_job(env: Env) -> None:
+    response = await env.http.post("/jobs/nope@manual-x/cancel")
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "invalid_params"
+    assert response.json()["error"]["detail"]["reason"] == "unknown_job"

@@ -1,0 +1,100 @@
+"""The outcome record, search attributes and the budgets a job runs under."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+
+from curaflow.ledger.finish import finish_job
+from tests.conftest import StackFactory
+from tests.support import short_id
+
+pytestmark = pytest.mark.integration
+
+
+def directory_config(tmp_path: Path, **extra: object) -> dict[str, object]:
+    out = f"out-{short_id()}"
+    return {
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / "out")}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
+        **extra,
+    }
+
+
+async def test_outcome_record_is_written_and_logged_exactly_once(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
+) -> None:
+    stack = make_stack(directory_config(tmp_path))
+    await stack.start_worker()
+    job_id = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
+    await stack.wait_terminal(job_id)
+    await asyncio.wait_for(temporal_client.get_workflow_handle(job_id).result(), 20)
+
+    pool = await stack.ledger()
+    rows = await pool.fetch("SELECT record FROM outcomes WHERE job_id = $1", job_id)
+    assert len(rows) == 1
+    record = rows[0]["record"]
+    for field in (
+        "event", "outcome_version", "schedule_id", "slot_id", "occurrence_at", "occurrence_date", "status",
+        "business_status", "alertable", "duration_ms", "cells",
+    ):  # fmt: skip
+        assert field in record, field
+    assert (record["outcome_version"], record["status"], record["business_status"]) == (2, "success", "success")
+    lines = [
+        json.loads(line)
+        for line in stack.worker_log().splitlines()
+        if line.startswith("{") and '"schedule.outcome"' in line and job_id in line
+    ]
+    assert len(lines) == 1
+    assert lines[0]["business_status"] == "success" and lines[0]["alertable"] is False
+    # Finishing again (a retried finish activity, a reconciler pass) writes nothing more.
+    async with pool.acquire() as conn:
+        again = await finish_job(conn, job_id)
+    assert again is not None and again.outcome is None
+    assert (
+        await pool.fetchval("SELECT count(*) FROM job_events WHERE job_id = $1 AND type = 'job.succeeded'", job_id) == 1
+    )
+
+
+async def test_search_attributes_let_operators_filter_jobs(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
+) -> None:
+    stack = make_stack(directory_config(tmp_path))
+    await stack.start_worker()
+    job_id = await stack.admit(stack.task(query={"tags": ["no-such-tag-anywhere"]}))
+    await stack.wait_terminal(job_id)
+    query = (
+        f"WorkflowId = '{job_id}' AND JobStatus = 'failed' AND BusinessStatus = 'no_candidate' "
+        "AND JobType = 'candidate_search' AND TargetIds = 'demo'"
+    )
+    deadline = time.monotonic() + 20
+    found: list[str] = []
+    while time.monotonic() < deadline and not found:
+        found = [w.id async for w in temporal_client.list_workflows(query)]
+        await asyncio.sleep(0.3)
+    assert found == [job_id]
+
+
+async def test_capabilities_show_the_resolved_budgets(make_stack: StackFactory, tmp_path: Path) -> None:
+    stack = make_stack(
+        directory_config(
+            tmp_path,
+            budgets={
+                "queued_timeout_ms": 120_000,
+                "stall_timeout_ms": 30_000,  # below the 60 s floor → the default
+                "heartbeat_interval_ms": 1000,
+                "default_deadline_ms": 600_000,
+            },
+        )
+    )
+    http = await stack.start_api()
+    job_type = (await http.get("/capabilities")).json()["job_types"][0]
+    assert job_type["queued_timeout_ms"] == 120_000
+    assert job_type["stall_timeout_ms"] == 900_000
+    assert job_type["heartbeat_interval_ms"] == 1000
+    assert job_type["default_deadline_ms"] == 600_000
