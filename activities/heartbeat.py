@@ -10,6 +10,10 @@
 
 A missed heartbeat past the heartbeat timeout fails the attempt; Temporal retries it on
 a live worker, which resumes from the last checkpoint (DESIGN.md decision 8).
+
+The first heartbeat goes out one interval after the activity started: the step that
+opened the attempt already took the cell's lease, and an activity that finishes within
+one interval costs no heartbeat at all.
 """
 
 from __future__ import annotations
@@ -45,16 +49,15 @@ class Heartbeater:
         self._task: asyncio.Task[None] | None = None
 
     def update(self, **details: Any) -> None:
-        """Replace progress details and heartbeat now (the SDK throttles the sends)."""
+        """Replace progress details; they go out with the next heartbeat."""
         self._details.update(details)
-        activity.heartbeat(dict(self._details))
 
     async def _loop(self) -> None:
         while True:
+            await asyncio.sleep(self._interval_s)
             activity.heartbeat(dict(self._details))
             with contextlib.suppress(OSError, asyncpg.PostgresError):
                 await ledger_cells.heartbeat(self._pool, self._job_id, self._target_id, self._lease_ms)
-            await asyncio.sleep(self._interval_s)
 
     async def __aenter__(self) -> Heartbeater:
         self._task = asyncio.create_task(self._loop())

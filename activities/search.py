@@ -101,27 +101,33 @@ class SearchActivity:
                 )
                 hb.update(stage="searching", pages=cp.pages, examined=cp.examined, candidates=len(cp.candidates))
 
-            try:
-                result = await scan(
-                    client,
-                    target,
-                    scan_limit=scan_limit,
-                    taken=taken,
-                    on_page=on_page,
-                    checkpoint=checkpoint,
-                    max_examined=deps.settings.pixiv.max_examined,
-                )
-            except SourceError as err:
-                raise source_failure(
-                    err, info.attempt, rate_limit_base_s=deps.settings.pixiv.rate_limit_base_ms / 1000
-                ) from err
+            while True:
+                try:
+                    result = await scan(
+                        client,
+                        target,
+                        scan_limit=scan_limit,
+                        taken=taken,
+                        on_page=on_page,
+                        checkpoint=checkpoint,
+                        max_examined=deps.settings.pixiv.max_examined,
+                    )
+                except SourceError as err:
+                    raise source_failure(
+                        err, info.attempt, rate_limit_base_s=deps.settings.pixiv.rate_limit_base_ms / 1000
+                    ) from err
+                async with deps.pool.acquire() as conn, conn.transaction():
+                    cell = await ledger.bind_work(conn, inp.job_id, target, result.candidates, result.report)
+                    assert cell is not None
+                    if cell.state != CellState.PENDING or cell.work_id is not None:
+                        await ledger.end_lease(conn, inp.job_id, target.target_id)
+                        return CellUpdate(cell=cell)
+                if result.exhausted or not result.candidates or result.examined >= deps.settings.pixiv.max_examined:
+                    break
+                # Every candidate was bound by concurrent jobs in the meantime: keep paging.
+                checkpoint = result.model_copy(update={"candidates": []})
 
         async with deps.pool.acquire() as conn, conn.transaction():
-            cell = await ledger.bind_work(conn, inp.job_id, target, result.candidates, result.report)
-            assert cell is not None
-            if cell.state != CellState.PENDING or cell.work_id is not None:
-                await ledger.end_lease(conn, inp.job_id, target.target_id)
-                return CellUpdate(cell=cell)
             report = cell.candidate_report or result.report
             reason = no_candidate_reason(report.fetched, report.reasons)
             dead_end = reason == TerminalReason.DUPLICATE_EXHAUSTED

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import signal
 from datetime import timedelta
+from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -36,6 +37,22 @@ from curaflow.temporal import connect, ensure_search_attributes, start_job_workf
 from workflows.job import JobWorkflow
 
 log = get_logger("curaflow.worker")
+
+
+def precompile_workflows() -> None:
+    """Write bytecode for the workflow modules.
+
+    The sandbox re-imports a workflow's module for every workflow run; with no ``.pyc``
+    (e.g. ``PYTHONDONTWRITEBYTECODE`` set) each of those imports compiles the source
+    again, which showed up as a tenth of the worker's CPU in the throughput profile.
+    A read-only installation is left as it is.
+    """
+    import compileall
+
+    import workflows
+
+    with contextlib.suppress(OSError):
+        compileall.compile_dir(Path(workflows.__file__).parent, quiet=2)
 
 
 def sandbox_runner() -> SandboxedWorkflowRunner:
@@ -114,6 +131,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
 
+    precompile_workflows()
     client = await connect(settings.temporal.address, settings.temporal.namespace)
     await ensure_search_attributes(client)
     replay: BackgroundServer | None = None

@@ -8,6 +8,8 @@ curaflow search attributes registered); PostgreSQL is ``pgserver`` unless
 
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,18 @@ from curaflow.ledger.db import create_pool, migrate
 from curaflow.temporal import connect
 from tests.fakes.webhook import WebhookReceiver
 from tests.support import Stack, env_database_url, whsec
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give each checkout its own temporary root.
+
+    pytest's default numbered directories under one per-user root are pruned by every
+    new session, which deletes the live data of a concurrent session in another checkout
+    (its PostgreSQL data directory included).
+    """
+    if not config.option.basetemp:
+        tag = hashlib.sha256(str(config.rootpath).encode()).hexdigest()[:10]
+        config.option.basetemp = Path(tempfile.gettempdir()) / f"curaflow-pytest-{tag}"
 
 
 @pytest.fixture(scope="session")

@@ -121,6 +121,7 @@ class JobWorkflow:
         self._cancel_signalled = False
         self._cancelling = False
         self._finishing = False
+        self._details = ""
         self._published: tuple[str, str] = ("queued", "")  # set at start (curaflow.temporal)
 
     # ---- queries and signals ----------------------------------------------------
@@ -241,7 +242,10 @@ class JobWorkflow:
                 pairs.append(BUSINESS_STATUS.value_set(published[1]))
             self._published = published
             workflow.upsert_search_attributes(pairs)
-        workflow.set_current_details(render_details(self._inp, self.status()))
+        details = render_details(self._inp, self.status())
+        if details != self._details:
+            self._details = details
+            workflow.set_current_details(details)
 
     def _options(self, step: str, first: bool) -> dict[str, Any]:
         b = self._inp.budgets

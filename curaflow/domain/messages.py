@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from curaflow.domain.models import CellSnapshot
 
@@ -176,13 +176,19 @@ class CellUpdate(BaseModel):
     """Result of search / fetch / deliver: the cell as the ledger holds it afterwards.
 
     Attributes:
-        cell: the snapshot after the activity's transition.
+        cell: the snapshot after the activity's transition, in its brief form
+            (:meth:`~curaflow.domain.models.CellSnapshot.brief`) to keep history small.
         retry_stage: set by ``search`` when a scheduled job should run another fallback
             stage instead of ending ``no_candidate`` / ``duplicate``.
     """
 
     cell: CellSnapshot
     retry_stage: bool = False
+
+    @field_validator("cell")
+    @classmethod
+    def _brief(cls, cell: CellSnapshot) -> CellSnapshot:
+        return cell.brief()
 
 
 class FinishInput(BaseModel):

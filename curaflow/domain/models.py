@@ -125,6 +125,16 @@ class CellSnapshot(BaseModel):
     deliveries: list[RouteDelivery] = Field(default_factory=list)
     updated_at: int = 0
 
+    def brief(self) -> CellSnapshot:
+        """A copy small enough for workflow history: state, stage, reason and the work's
+        id, title and URL; no candidate report, artifact, page list or delivery rows."""
+        work = None
+        if self.work is not None:
+            work = Work(
+                work_id=self.work.work_id, work_type=self.work.work_type, title=self.work.title, url=self.work.url
+            )
+        return self.model_copy(update={"work": work, "candidate_report": None, "artifact": None, "deliveries": []})
+
 
 class JobRecord(BaseModel):
     """A job as the ledger holds it: the ``jobs`` row plus its cells.
@@ -155,4 +165,5 @@ class JobRecord(BaseModel):
     attempt: int = 0
     cancel_requested_at: int | None = None
     workflow_started_at: int | None = None
+    occurrence_date: str | None = None
     cells: list[CellSnapshot] = Field(default_factory=list)

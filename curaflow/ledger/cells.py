@@ -16,13 +16,15 @@ import asyncpg
 from curaflow.domain.cells import CellStage, CellState, check_transition, is_terminal
 from curaflow.domain.messages import RouteRef, TargetSpec
 from curaflow.domain.models import CandidateReport, CellSnapshot, Work
-from curaflow.domain.projection import job_stage
 from curaflow.domain.reasons import user_message
 from curaflow.ledger.db import jsonable, now_ms
 from curaflow.ledger.events import append_event
-from curaflow.ledger.records import load_cell, load_cells
+from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
 
 LIVE_INTENT_STATES = ("reserved", "sending", "delivered", "duplicate", "unknown")
+#: Candidates kept on a cell after binding, for ``fetch`` to fall back on when the bound
+#: work turns out to be unavailable.
+SPARE_CANDIDATES = 10
 
 
 def intent_key(route: str, work_type: str, work_id: str, job_id: str, target_id: str) -> str:
@@ -39,17 +41,30 @@ async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | No
     )
 
 
+# The job-level stage is the least advanced stage among its open cells: the rule of
+# curaflow.domain.projection.job_stage, evaluated here in one statement.
+_JOB_STAGE_SQL = """
+    WITH s AS (
+        SELECT (ARRAY['queued', 'searching', 'fetching', 'delivering'])[
+                   min(CASE stage WHEN 'queued' THEN 1 WHEN 'searching' THEN 2
+                                  WHEN 'fetching' THEN 3 WHEN 'delivering' THEN 4 END)] AS stage
+        FROM cells WHERE job_id = $1 AND state NOT IN ('submitted', 'no_candidate', 'duplicate', 'failed')
+    )
+    UPDATE jobs j SET last_stage = s.stage, updated_at = $2 FROM s
+    WHERE j.job_id = $1 AND s.stage IS NOT NULL AND j.last_stage IS DISTINCT FROM s.stage
+    RETURNING s.stage"""
+
+
 async def sync_job_stage(conn: asyncpg.Connection, job_id: str, last_stage: str | None = None) -> None:
-    """Emit ``job.progress`` when the job-level stage changed (job row must be locked)."""
-    cells = await load_cells(conn, job_id)
-    stage = job_stage(cells)
-    if last_stage is None:
-        last_stage = await conn.fetchval("SELECT last_stage FROM jobs WHERE job_id = $1", job_id)
-    if stage == last_stage or stage in ("done", "failed", "cancelled", "expired", "succeeded"):
-        return
+    """Emit ``job.progress`` when the job-level stage changed (job row must be locked).
+
+    Args:
+        last_stage: unused; kept for callers that already know it.
+    """
     now = now_ms()
-    await conn.execute("UPDATE jobs SET last_stage = $2, updated_at = $3 WHERE job_id = $1", job_id, stage, now)
-    await append_event(conn, job_id, "job.progress", {"progress": {"stage": stage, "at": now}}, at=now)
+    stage = await conn.fetchval(_JOB_STAGE_SQL, job_id, now)
+    if stage is not None:
+        await append_event(conn, job_id, "job.progress", {"progress": {"stage": stage, "at": now}}, at=now)
 
 
 async def start_step(
@@ -65,7 +80,8 @@ async def start_step(
     """Open an activity attempt on a cell: mark the job started, take the cell's lease.
 
     The first step of a job sets ``started_at``, moves the job to ``running`` and appends
-    ``job.started``. The cell's ``stage`` moves forward only while it is non-terminal.
+    ``job.started``. The cell's ``stage`` moves forward only while it is non-terminal. A
+    job that is already terminal is left untouched.
 
     Args:
         stage: the stage this activity works in.
@@ -76,25 +92,30 @@ async def start_step(
     Returns:
         ``(cell, cancel_requested)``; cell None when the job or cell is unknown.
     """
-    job = await lock_job(conn, job_id)
+    now = now_ms()
+    job = await conn.fetchrow(
+        """WITH prev AS (SELECT job_id, started_at FROM jobs WHERE job_id = $1 FOR UPDATE)
+           UPDATE jobs j SET attempt = CASE WHEN j.completed_at IS NULL THEN $2 ELSE j.attempt END,
+                  started_at = CASE WHEN j.completed_at IS NULL THEN COALESCE(j.started_at, $3) ELSE j.started_at END,
+                  status = CASE WHEN j.completed_at IS NULL THEN 'running' ELSE j.status END,
+                  updated_at = CASE WHEN j.completed_at IS NULL THEN $3 ELSE j.updated_at END
+           FROM prev WHERE j.job_id = prev.job_id
+           RETURNING prev.started_at AS prev_started, j.completed_at, j.cancel_requested_at, j.last_stage""",
+        job_id,
+        attempt,
+        now,
+    )
     if job is None:
         return None, False
     if job["completed_at"] is not None:
         return await load_cell(conn, job_id, target_id), job["cancel_requested_at"] is not None
-    now = now_ms()
-    if job["started_at"] is None:
-        await conn.execute(
-            "UPDATE jobs SET started_at = $2, status = 'running', updated_at = $2 WHERE job_id = $1",
-            job_id,
-            now,
-        )
+    if job["prev_started"] is None:
         await append_event(conn, job_id, "job.started", at=now)
-    await conn.execute("UPDATE jobs SET attempt = $2, updated_at = $3 WHERE job_id = $1", job_id, attempt, now)
-    await conn.execute(
-        """UPDATE cells SET stage = CASE WHEN state IN ('submitted','no_candidate','duplicate','failed')
+    row = await conn.fetchrow(
+        f"""UPDATE cells SET stage = CASE WHEN state IN ('submitted','no_candidate','duplicate','failed')
                                         THEN stage ELSE $3 END,
                             lease_until = $4, lease_owner = $5, heartbeat_at = $6, updated_at = $6
-           WHERE job_id = $1 AND target_id = $2""",
+           WHERE job_id = $1 AND target_id = $2 RETURNING {CELL_COLUMNS}""",
         job_id,
         target_id,
         str(stage),
@@ -103,8 +124,7 @@ async def start_step(
         now,
     )
     await sync_job_stage(conn, job_id, job["last_stage"])
-    cell = await load_cell(conn, job_id, target_id)
-    return cell, job["cancel_requested_at"] is not None
+    return (cell_from_row(row) if row else None), job["cancel_requested_at"] is not None
 
 
 async def heartbeat(pool: asyncpg.Pool, job_id: str, target_id: str, lease_ms: int) -> None:
@@ -121,9 +141,16 @@ async def heartbeat(pool: asyncpg.Pool, job_id: str, target_id: str, lease_ms: i
 
 
 async def end_lease(conn: asyncpg.Connection, job_id: str, target_id: str) -> None:
-    """Release a cell's lease at the end of an activity attempt."""
+    """Release a cell's lease at the end of an activity attempt.
+
+    The lease stays while another route's delivery of the same cell is in flight
+    (an intent ``sending``): that attempt still holds the cell.
+    """
     await conn.execute(
-        "UPDATE cells SET lease_until = NULL, lease_owner = NULL WHERE job_id = $1 AND target_id = $2",
+        """UPDATE cells SET lease_until = NULL, lease_owner = NULL
+           WHERE job_id = $1 AND target_id = $2
+             AND NOT EXISTS (SELECT 1 FROM delivery_intents d
+                             WHERE d.job_id = $1 AND d.target_id = $2 AND d.status = 'sending')""",
         job_id,
         target_id,
     )
@@ -250,6 +277,7 @@ async def bind_work(
         )
         return await load_cell(conn, job_id, target.target_id)
     report.selected = bound.work_id
+    remaining = remaining[:SPARE_CANDIDATES]
     await conn.execute(
         """UPDATE cells SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
                work = $5, candidates = $6, candidate_report = $7, attempt_count = attempt_count + 1,

@@ -92,24 +92,30 @@ async def append_event(
     Raises:
         LookupError: the job does not exist.
     """
-    seq = await conn.fetchval("UPDATE jobs SET event_seq = event_seq + 1 WHERE job_id = $1 RETURNING event_seq", job_id)
-    if seq is None:
-        raise LookupError(job_id)
     at = at if at is not None else now_ms()
     body = dict(payload or {})
     body["detail"] = {**body.get("detail", {}), "internal_kind": INTERNAL_KINDS.get(type_, type_)}
-    await conn.execute(
-        """INSERT INTO job_events (job_id, seq, type, at, payload)
-           VALUES ($1, $2, $3,
-                   GREATEST($4::bigint, COALESCE((SELECT max(at) FROM job_events WHERE job_id = $1), 0)),
-                   $5)""",
+    # One round trip: bump the sequence (taking the job row lock), insert, notify.
+    seq = await conn.fetchval(
+        """WITH next AS (
+               UPDATE jobs SET event_seq = event_seq + 1 WHERE job_id = $1 RETURNING event_seq
+           ), ins AS (
+               INSERT INTO job_events (job_id, seq, type, at, payload)
+               SELECT $1, next.event_seq, $2,
+                      GREATEST($3::bigint, COALESCE(
+                          (SELECT e.at FROM job_events e WHERE e.job_id = $1 ORDER BY e.seq DESC LIMIT 1), 0)),
+                      $4
+               FROM next RETURNING seq
+           )
+           SELECT ins.seq FROM ins, pg_notify($5, $1)""",
         job_id,
-        seq,
         type_,
         at,
         body,
+        NOTIFY_CHANNEL,
     )
-    await conn.execute("SELECT pg_notify($1, $2)", NOTIFY_CHANNEL, job_id)
+    if seq is None:
+        raise LookupError(job_id)
     return int(seq)
 
 

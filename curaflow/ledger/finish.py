@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from curaflow.domain.cells import CellState, is_terminal
+from curaflow.domain.cells import CellState
 from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import build_outcome_record, business_status, is_alertable, ledger_status
 from curaflow.domain.projection import JobStatus, job_status
@@ -76,15 +76,17 @@ async def finish_job(
         job = await lock_job(conn, job_id)
         if job is None:
             return None
-        record = await load_job(conn, job_id)
-        assert record is not None
-        for cell in record.cells:
-            if not is_terminal(cell.state):
-                reason = verdicts.get(cell.target_id) or default_reason(cell.state, cause)
-                if reason == TerminalReason.QUEUED_TOO_LONG and cell.stage != "queued":
-                    # A step of this cell already ran: its retry waited, it was not queued.
-                    reason = TerminalReason.STALLED_NO_HEARTBEAT
-                await finish_cell(conn, job_id, cell.target_id, CellState.FAILED, reason)
+        open_cells = await conn.fetch(
+            """SELECT target_id, state, stage FROM cells WHERE job_id = $1
+               AND state NOT IN ('submitted', 'no_candidate', 'duplicate', 'failed') ORDER BY position""",
+            job_id,
+        )
+        for cell in open_cells:
+            reason = verdicts.get(cell["target_id"]) or default_reason(cell["state"], cause)
+            if reason == TerminalReason.QUEUED_TOO_LONG and cell["stage"] != "queued":
+                # A step of this cell already ran: its retry waited, it was not queued.
+                reason = TerminalReason.STALLED_NO_HEARTBEAT
+            await finish_cell(conn, job_id, cell["target_id"], CellState.FAILED, reason)
         record = await load_job(conn, job_id)
         assert record is not None
         if job["completed_at"] is not None:
@@ -97,7 +99,7 @@ async def finish_job(
             job_id=job_id,
             schedule_id=record.schedule_id or record.plan_id,
             occurrence_at_ms=record.created_at,
-            occurrence_date=await conn.fetchval("SELECT occurrence_date FROM jobs WHERE job_id = $1", job_id),
+            occurrence_date=record.occurrence_date,
             started_at_ms=record.started_at,
             completed_at_ms=now,
             cells=record.cells,
@@ -111,7 +113,7 @@ async def finish_job(
             now,
             str(status),
         )
-        await conn.execute("""UPDATE cells SET lease_until = NULL, lease_owner = NULL WHERE job_id = $1""", job_id)
+        await conn.execute("UPDATE cells SET lease_until = NULL, lease_owner = NULL WHERE job_id = $1", job_id)
         inserted = await conn.fetchval(
             """INSERT INTO outcomes (job_id, business_status, alertable, record, created_at)
                VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id) DO NOTHING RETURNING job_id""",
@@ -121,8 +123,16 @@ async def finish_job(
             outcome,
             now,
         )
-        record = await load_job(conn, job_id)
-        assert record is not None
+        # What the statements above changed, without reading the job a third time.
+        record = record.model_copy(
+            update={
+                "status": slot_status,
+                "business_status": verdict.value,
+                "completed_at": now,
+                "updated_at": now,
+                "lease_until": None,
+            }
+        )
         job_body = project_job(record, now)
         payload: dict[str, Any] = {"job": job_body}
         if status == JobStatus.SUCCEEDED:

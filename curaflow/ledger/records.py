@@ -18,6 +18,7 @@ from curaflow.domain.models import (
 CELL_COLUMNS = """target_id, position, state, stage, work_id, work_type, work, candidate_report,
     artifact, attempt_count, fallback_stage, terminal_reason_code, terminal_reason_message,
     heartbeat_at, lease_until, updated_at"""
+STAGE_COLUMNS = "target_id, state, stage, updated_at"
 
 
 def cell_from_row(row: asyncpg.Record | dict[str, Any], deliveries: list[RouteDelivery] | None = None) -> CellSnapshot:
@@ -42,6 +43,11 @@ def cell_from_row(row: asyncpg.Record | dict[str, Any], deliveries: list[RouteDe
 
 async def load_cells(conn: asyncpg.Connection, job_id: str) -> list[CellSnapshot]:
     """Every cell of ``job_id`` in target order, with its delivery intents."""
+    return (await _load_cells(conn, job_id))[0]
+
+
+async def _load_cells(conn: asyncpg.Connection, job_id: str) -> tuple[list[CellSnapshot], int | None, int | None]:
+    """Cells with intents, plus the latest ``heartbeat_at`` and ``lease_until`` over them."""
     rows = await conn.fetch(f"SELECT {CELL_COLUMNS} FROM cells WHERE job_id = $1 ORDER BY position", job_id)
     intents = await conn.fetch(
         """SELECT target_id, route, status, idempotency_key, remote_id, attempts, last_error
@@ -60,16 +66,23 @@ async def load_cells(conn: asyncpg.Connection, job_id: str) -> list[CellSnapshot
                 last_error=i["last_error"],
             )
         )
-    return [cell_from_row(r, by_target.get(r["target_id"])) for r in rows]
+    heartbeats = [r["heartbeat_at"] for r in rows if r["heartbeat_at"] is not None]
+    leases = [r["lease_until"] for r in rows if r["lease_until"] is not None]
+    cells = [cell_from_row(r, by_target.get(r["target_id"])) for r in rows]
+    return cells, max(heartbeats, default=None), max(leases, default=None)
 
 
-async def load_cell(conn: asyncpg.Connection, job_id: str, target_id: str) -> CellSnapshot | None:
-    """One cell with its delivery intents, or None."""
+async def load_cell(
+    conn: asyncpg.Connection, job_id: str, target_id: str, *, with_deliveries: bool = False
+) -> CellSnapshot | None:
+    """One cell, or None; its delivery intents only when ``with_deliveries``."""
     row = await conn.fetchrow(
         f"SELECT {CELL_COLUMNS} FROM cells WHERE job_id = $1 AND target_id = $2", job_id, target_id
     )
     if row is None:
         return None
+    if not with_deliveries:
+        return cell_from_row(row)
     intents = await conn.fetch(
         """SELECT route, status, idempotency_key, remote_id, attempts, last_error
            FROM delivery_intents WHERE job_id = $1 AND target_id = $2 AND status <> 'released'
@@ -82,7 +95,7 @@ async def load_cell(conn: asyncpg.Connection, job_id: str, target_id: str) -> Ce
 
 JOB_COLUMNS = """job_id, job_type, plan_id, schedule_id, trigger, idempotency_key, correlation_id,
     callback_url, params, target_ids, status, business_status, created_at, started_at, updated_at,
-    completed_at, deadline_at, attempt, cancel_requested_at, workflow_started_at"""
+    completed_at, deadline_at, attempt, cancel_requested_at, workflow_started_at, occurrence_date"""
 
 
 def job_from_row(row: asyncpg.Record, cells: list[CellSnapshot]) -> JobRecord:
@@ -108,6 +121,7 @@ def job_from_row(row: asyncpg.Record, cells: list[CellSnapshot]) -> JobRecord:
         attempt=row["attempt"],
         cancel_requested_at=row["cancel_requested_at"],
         workflow_started_at=row["workflow_started_at"],
+        occurrence_date=row["occurrence_date"],
         cells=cells,
     )
 
@@ -117,12 +131,8 @@ async def load_job(conn: asyncpg.Connection, job_id: str) -> JobRecord | None:
     row = await conn.fetchrow(f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = $1", job_id)
     if row is None:
         return None
-    cells = await load_cells(conn, job_id)
+    cells, heartbeat_at, lease_until = await _load_cells(conn, job_id)
     record = job_from_row(row, cells)
-    agg = await conn.fetchrow(
-        "SELECT max(heartbeat_at) AS hb, max(lease_until) AS lease FROM cells WHERE job_id = $1",
-        job_id,
-    )
-    record.heartbeat_at = agg["hb"] if agg else None
-    record.lease_until = agg["lease"] if agg else None
+    record.heartbeat_at = heartbeat_at
+    record.lease_until = lease_until
     return record

@@ -1,0 +1,115 @@
+"""The bare-engine baseline: a workflow with curaflow's activity round trips, all no-ops.
+
+``BareWorkflow`` runs, per cell and concurrently, the same sequence of activities as
+``JobWorkflow`` — ``search`` on a source task queue, ``fetch``, one ``deliver`` per
+route — then one ``finish``, with the same timeouts, retry policy and worker settings,
+but every activity returns at once and touches nothing. The ratio of curaflow's
+throughput to this workflow's is what the domain, the ledger and the projection cost.
+
+Run its worker with ``python -m bench.bare --address HOST:PORT --task-queue Q``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+from datetime import timedelta
+
+from pydantic import BaseModel
+from temporalio import activity, workflow
+from temporalio.common import RetryPolicy
+from temporalio.worker import Worker
+
+
+class BareSpec(BaseModel):
+    """How many cells and routes the baseline job has."""
+
+    cells: int = 1
+    routes: int = 1
+    source_queue: str
+
+
+class BareArg(BaseModel):
+    """The argument of every no-op activity (similar in size to curaflow's)."""
+
+    job_id: str
+    cell: int
+    step: str
+
+
+@activity.defn(name="bare_noop")
+async def bare_noop(arg: BareArg) -> BareArg:
+    """Return the argument unchanged."""
+    return arg
+
+
+async def _step(arg: BareArg, task_queue: str | None = None) -> BareArg:
+    """One no-op round trip with curaflow's activity options."""
+    return await workflow.execute_activity(
+        bare_noop,
+        arg,
+        task_queue=task_queue,
+        schedule_to_start_timeout=timedelta(minutes=30),
+        start_to_close_timeout=timedelta(minutes=30),
+        heartbeat_timeout=timedelta(seconds=60),
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        retry_policy=RetryPolicy(maximum_attempts=10),
+    )
+
+
+@workflow.defn(name="BareWorkflow")
+class BareWorkflow:
+    """The baseline workflow (see the module doc)."""
+
+    @workflow.run
+    async def run(self, spec: BareSpec) -> int:
+        job_id = workflow.info().workflow_id
+
+        async def cell(i: int) -> None:
+            await _step(BareArg(job_id=job_id, cell=i, step="search"), spec.source_queue)
+            await _step(BareArg(job_id=job_id, cell=i, step="fetch"))
+            await asyncio.gather(*[_step(BareArg(job_id=job_id, cell=i, step="deliver")) for _ in range(spec.routes)])
+
+        await asyncio.gather(*[cell(i) for i in range(spec.cells)])
+        await _step(BareArg(job_id=job_id, cell=-1, step="finish"))
+        return spec.cells
+
+
+async def serve(address: str, task_queue: str, source_queue: str, source_concurrency: int) -> None:
+    """Serve the baseline's main and source task queues until SIGTERM."""
+    from curaflow.temporal import connect
+    from curaflow.worker import sandbox_runner
+
+    client = await connect(address)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    main = Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[BareWorkflow],
+        activities=[bare_noop],
+        workflow_runner=sandbox_runner(),
+    )
+    source = Worker(
+        client, task_queue=source_queue, activities=[bare_noop], max_concurrent_activities=source_concurrency
+    )
+    async with main, source:
+        print("worker.started", flush=True)
+        await stop.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="curaflow benchmark: bare-engine baseline worker")
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--task-queue", required=True)
+    parser.add_argument("--source-queue", required=True)
+    parser.add_argument("--source-concurrency", type=int, default=4)
+    args = parser.parse_args()
+    asyncio.run(serve(args.address, args.task_queue, args.source_queue, args.source_concurrency))
+
+
+if __name__ == "__main__":
+    main()

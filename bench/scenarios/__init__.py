@@ -1,0 +1,1 @@
+"""Benchmark scenarios; each exposes ``async def run(services, quick) -> Result``."""

@@ -1,0 +1,26 @@
+"""Serve the replay server on its own: ``python -m curaflow.sources.replay --port 8300``.
+
+Point ``pixiv.api_url`` (and ``pixiv.auth_url``) at it to share one replay server among
+several workers, as the benchmark does.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import uvicorn
+
+from curaflow.sources.replay.app import create_replay_app
+
+
+def main() -> None:
+    """Parse ``--host``/``--port`` and serve until interrupted."""
+    parser = argparse.ArgumentParser(description="Serve the recorded Pixiv app-api responses.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8300)
+    args = parser.parse_args()
+    uvicorn.run(create_replay_app(), host=args.host, port=args.port, log_level="warning", access_log=False)
+
+
+if __name__ == "__main__":
+    main()
