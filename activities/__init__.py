@@ -12,13 +12,15 @@ from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps
 from activities.fetch import FetchActivity
 from activities.finish import FinishActivity
+from activities.scheduled import ScheduledActivity
 from activities.search import SearchActivity
 
 
 def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list[Callable[..., Any]]]:
     """The activities of a worker: ``(main task queue, source task queues)``.
 
-    ``search`` runs on each account's rate-gate queue; everything else on the main queue.
+    ``search`` runs on each account's rate-gate queue; everything else (including the
+    schedule trampoline's ``admit_occurrence``) on the main queue.
     """
     finish = FinishActivity(deps)
     main: list[Callable[..., Any]] = [
@@ -26,6 +28,7 @@ def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list
         DeliverActivity(deps).deliver,
         finish.finish,
         finish.request_cancel,
+        ScheduledActivity(deps).admit_occurrence,
     ]
     source: list[Callable[..., Any]] = [SearchActivity(deps).search]
     return main, source

@@ -28,6 +28,7 @@ from temporalio.exceptions import ApplicationError
 from activities.deps import ActivityDeps
 from activities.errors import permanent, route_failure
 from activities.heartbeat import Heartbeater
+from curaflow import metrics
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.messages import CellUpdate, DeliverInput
 from curaflow.domain.models import CellSnapshot
@@ -119,6 +120,7 @@ class DeliverActivity:
             deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
         ) as hb:
             hb.update(stage="delivering", route=route.name, work_id=cell.work.work_id)
+            metrics.record_delivery_attempt(route.name, inp.route.kind)
             send = asyncio.ensure_future(route.deliver(request))
             cancelled = False
             try:
@@ -150,6 +152,9 @@ class DeliverActivity:
         self, inp: DeliverInput, request: DeliveryRequest, receipt: DeliveryReceipt
     ) -> CellSnapshot:
         deps = self.deps
+        metrics.record_delivery_result(
+            inp.route.name, inp.route.kind, "duplicate" if receipt.duplicate else "delivered"
+        )
         async with deps.pool.acquire() as conn, conn.transaction():
             cell = await ledger.record_delivered(
                 conn,
@@ -179,6 +184,8 @@ class DeliverActivity:
             reason = TerminalReason.DELIVERY_UNKNOWN
         elif last_attempt and not err.permanent:
             reason = TerminalReason.DELIVERY_ABANDONED
+        result = "unknown" if unknown else "rejected" if err.permanent else "abandoned" if last_attempt else "failed"
+        metrics.record_delivery_result(inp.route.name, inp.route.kind, result)
         async with deps.pool.acquire() as conn, conn.transaction():
             await ledger.record_failed(
                 conn,

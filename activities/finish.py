@@ -19,6 +19,7 @@ import json
 from temporalio import activity
 
 from activities.deps import ActivityDeps
+from curaflow import metrics
 from curaflow.domain.messages import CancelRequest, FinishInput, JobState
 from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import business_status, is_alertable
@@ -69,6 +70,15 @@ class FinishActivity:
         if finished.outcome is not None:
             fields = {k: v for k, v in json.loads(json.dumps(finished.outcome)).items() if k != "event"}
             log.info("schedule.outcome", **fields)
+            record = finished.record
+            metrics.record_terminal(
+                status=str(job_state(record).status),
+                business_status=record.business_status,
+                trigger=record.trigger,
+                created_at_ms=record.created_at,
+                completed_at_ms=record.completed_at,
+                cells=record.cells,
+            )
         return job_state(finished.record)
 
     @activity.defn(name="request_cancel")

@@ -73,3 +73,9 @@ class Heartbeater:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if exc is not None:
+            # The attempt ends here (error or cancellation): release the cell's lease so
+            # the next attempt can tell a clean end from a lost attempt (heartbeat timeout).
+            with contextlib.suppress(OSError, asyncpg.PostgresError):
+                async with self._pool.acquire() as conn:
+                    await ledger_cells.end_lease(conn, self._job_id, self._target_id)

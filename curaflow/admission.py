@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import asyncpg
 from temporalio.client import Client
 
+from curaflow import metrics
 from curaflow.config import Settings, TargetConfig
 from curaflow.domain.messages import JobInput, TargetQuery, TargetSpec
 from curaflow.ledger.db import now_ms
@@ -209,6 +210,8 @@ class Admitter:
                 )
             else:
                 row = existing
+        if row.created:
+            metrics.record_admitted(trigger)
         record = row.record
         if not row.created:
             same_key = record.idempotency_key == task.idempotency_key

@@ -314,11 +314,24 @@ class ScheduleConfig(_Section):
 
 
 class ObservabilitySettings(_Section):
-    """Logs, metrics and tracing."""
+    """Logs, metrics and tracing.
+
+    Attributes:
+        metrics_port: a worker serves curaflow's Prometheus metrics on this port
+            (``/metrics``); None → not served. The API serves them on its own port.
+        temporal_metrics_port: a worker's Temporal SDK runtime serves its own Prometheus
+            metrics (``temporal_*``) on this port; None → not exported.
+        metrics_host: bind address of both metrics endpoints.
+        otlp_endpoint: OTLP/HTTP base URL of the trace collector (``http://otel:4318``);
+            None → ``OTEL_EXPORTER_OTLP_ENDPOINT`` or the exporter's default.
+        tracing: enable OpenTelemetry tracing (FastAPI + Temporal interceptor).
+    """
 
     log_level: str = "INFO"
     log_json: bool = True
-    metrics_port: int | None = None
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    temporal_metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_host: str = "0.0.0.0"
     otlp_endpoint: str | None = None
     tracing: bool = False
 

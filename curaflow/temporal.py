@@ -15,8 +15,6 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import (
     SearchAttributeKey,
-    SearchAttributePair,
-    TypedSearchAttributes,
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
@@ -25,6 +23,7 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from curaflow.domain.messages import JobInput
+from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
 
 WORKFLOW_NAME = "JobWorkflow"
 #: Custom search attributes of every job (name → type), filterable in the Temporal UI.
@@ -56,13 +55,28 @@ def dev_server_search_attribute_args() -> list[str]:
     return args
 
 
-async def connect(address: str, namespace: str = "default") -> Client:
+async def connect(address: str, namespace: str = "default", *, runtime: Any = None) -> Client:
     """Connect a Temporal client with the pydantic data converter.
+
+    The client carries the process's tracing interceptor when tracing is enabled
+    (:func:`curaflow.telemetry.setup_tracing`).
+
+    Args:
+        runtime: a Temporal ``Runtime`` (worker processes exporting SDK metrics); None →
+            the default runtime.
 
     Raises:
         RuntimeError: the server is unreachable.
     """
-    return await Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter)
+    from curaflow.telemetry import client_interceptors
+
+    return await Client.connect(
+        address,
+        namespace=namespace,
+        data_converter=pydantic_data_converter,
+        interceptors=client_interceptors(),
+        runtime=runtime,
+    )
 
 
 async def ensure_search_attributes(client: Client) -> list[str]:
@@ -94,15 +108,6 @@ async def start_job_workflow(client: Client, inp: JobInput, task_queue: str) -> 
     """
     now_ms = inp.created_at_ms
     run_ms = max(1000, inp.deadline_at_ms - now_ms)
-    pairs: list[SearchAttributePair[Any]] = [
-        SearchAttributePair(JOB_STATUS, "queued"),
-        SearchAttributePair(JOB_TYPE, inp.job_type),
-        SearchAttributePair(TARGET_IDS, [t.target_id for t in inp.targets]),
-    ]
-    if inp.schedule_id:
-        pairs.append(SearchAttributePair(SCHEDULE_ID, inp.schedule_id))
-    tags = ", ".join(sorted({tag for t in inp.targets for tag in t.query.tags}))
-    summary = f"{inp.job_type} for {', '.join(t.target_id for t in inp.targets)}" + (f" — tags {tags}" if tags else "")
     try:
         return await client.start_workflow(
             WORKFLOW_NAME,
@@ -112,9 +117,9 @@ async def start_job_workflow(client: Client, inp: JobInput, task_queue: str) -> 
             id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             execution_timeout=timedelta(milliseconds=run_ms) + EXECUTION_GRACE,
-            search_attributes=TypedSearchAttributes(pairs),
-            static_summary=summary[:400],
-            static_details=f"trigger: {inp.trigger}; plan: {inp.plan_id}; deadline_ms: {run_ms}",
+            search_attributes=job_search_attributes(inp),
+            static_summary=job_summary(inp),
+            static_details=job_static_details(inp),
         )
     except WorkflowAlreadyStartedError:
         return client.get_workflow_handle(inp.job_id)

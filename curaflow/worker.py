@@ -8,7 +8,9 @@ One process runs
   (``<task_queue>-source-<account>``) running ``search`` with the account's
   concurrency (default 1);
 * one ``deliver`` worker per route ``task_queue`` in its configuration;
-* the reconciler loop;
+* the reconciler loop and the schedule watcher (missed / skipped occurrences);
+* curaflow's Prometheus metrics on ``observability.metrics_port`` and the Temporal SDK's
+  on ``observability.temporal_metrics_port`` (when set);
 * in replay mode without ``pixiv.api_url``, the replay server on a free local port.
 
 Entry points: ``python worker.py`` (repository root) and ``curaflow worker``.
@@ -33,8 +35,12 @@ from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import migrate
 from curaflow.ledger.reconciler import run_forever
 from curaflow.logs import configure_logging, get_logger
+from curaflow.metrics import WORKERS_UP, start_metrics_server
+from curaflow.schedules import watch_forever
+from curaflow.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
 from curaflow.temporal import connect, ensure_search_attributes, start_job_workflow
 from workflows.job import JobWorkflow
+from workflows.scheduled import ScheduledJobWorkflow
 
 log = get_logger("curaflow.worker")
 
@@ -74,8 +80,9 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
         Worker(
             client,
             task_queue=settings.temporal.task_queue,
-            workflows=[JobWorkflow],
+            workflows=[JobWorkflow, ScheduledJobWorkflow],
             activities=main_acts,
+            interceptors=interceptors_for_worker(deps.pool),
             workflow_runner=sandbox_runner(),
             sticky_queue_schedule_to_start_timeout=timedelta(
                 milliseconds=settings.temporal.sticky_schedule_to_start_ms
@@ -92,6 +99,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
                 client,
                 task_queue=settings.source_task_queue(account),
                 activities=source_acts,
+                interceptors=interceptors_for_worker(deps.pool),
                 max_concurrent_activities=settings.pixiv.replay_max_concurrency if replay else acct.max_concurrency,
                 max_heartbeat_throttle_interval=interval,
                 default_heartbeat_throttle_interval=interval,
@@ -106,6 +114,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
                 client,
                 task_queue=queue,
                 activities=deliver,
+                interceptors=interceptors_for_worker(deps.pool),
                 max_heartbeat_throttle_interval=interval,
                 default_heartbeat_throttle_interval=interval,
                 graceful_shutdown_timeout=timedelta(seconds=5),
@@ -132,7 +141,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             loop.add_signal_handler(sig, stop.set)
 
     precompile_workflows()
-    client = await connect(settings.temporal.address, settings.temporal.namespace)
+    setup_tracing(settings, "curaflow-worker")
+    obs = settings.observability
+    if obs.metrics_port is not None:
+        start_metrics_server(obs.metrics_port, obs.metrics_host)
+    client = await connect(settings.temporal.address, settings.temporal.namespace, runtime=temporal_runtime(settings))
     await ensure_search_attributes(client)
     replay: BackgroundServer | None = None
     if settings.pixiv.replay and not settings.pixiv.api_url:
@@ -154,12 +167,19 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
 
     workers = build_workers(client, settings, deps)
     reconciler = asyncio.create_task(run_forever(deps.pool, start, settings.reconcile_interval_ms / 1000, stop))
+    watcher = asyncio.create_task(
+        watch_forever(deps.pool, client, settings, settings.reconcile_interval_ms / 1000, stop)
+    )
     log.info(
         "worker.started",
         task_queue=settings.temporal.task_queue,
         source_queues=sorted(settings.source_task_queues().values()),
         replay=replay.url if replay else None,
+        metrics_port=obs.metrics_port,
+        temporal_metrics_port=obs.temporal_metrics_port,
+        schedules=[p.id for p in settings.schedules],
     )
+    WORKERS_UP.set(1)
     try:
         async with contextlib.AsyncExitStack() as stack:
             for worker in workers:
@@ -167,8 +187,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             await stop.wait()
     finally:
         stop.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reconciler
+        WORKERS_UP.set(0)
+        for task in (reconciler, watcher):
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        flush_tracing()
         await close_deps(deps)
         if replay is not None:
             await replay.stop()

@@ -25,10 +25,19 @@ from curaflow.config import Settings
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.ledger.reconciler import run_forever
 from curaflow.logs import get_logger
+from curaflow.metrics import render_latest
 from curaflow.protocol import models
+from curaflow.telemetry import instrument_app, setup_tracing
 from curaflow.temporal import connect
 
 log = get_logger("curaflow.api")
+
+
+async def metrics_endpoint() -> Response:
+    """Prometheus exposition of this process's metrics (``curaflow_*`` and the Python runtime's)."""
+    body, content_type = render_latest()
+    return Response(body, media_type=content_type)
+
 
 OUTCOME_EVENTS = {
     ("POST", "/jobs"): ("schedule.job_admitted", "job admission failed"),
@@ -58,9 +67,14 @@ async def _connect_with_retry(app: FastAPI, settings: Settings) -> None:
 def create_app(settings: Settings) -> FastAPI:
     """Build the API app for ``settings`` (``database.url`` must be set).
 
+    Tracing (FastAPI instrumentation + the Temporal tracing interceptor) is enabled
+    when ``observability.tracing`` is set; ``GET /metrics`` serves the Prometheus
+    metrics of this process (no token: scrape it from the private network).
+
     Raises:
         RuntimeError: at start-up when the database is not configured.
     """
+    setup_tracing(settings, "curaflow-api")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -114,6 +128,8 @@ def create_app(settings: Settings) -> FastAPI:
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(protected)
+    app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["meta"], include_in_schema=False)
+    instrument_app(app)
 
     @app.middleware("http")
     async def outcome_log(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from curaflow.cli.run import run
+from curaflow.cli.schedules import app as schedules_app
 from curaflow.cli.stack import api, dev, worker
 
 app = typer.Typer(
@@ -18,6 +19,7 @@ app.command()(run)
 app.command()(dev)
 app.command()(worker)
 app.command()(api)
+app.add_typer(schedules_app, name="schedules")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -20,6 +20,7 @@ from typing import Any
 
 import asyncpg
 
+from curaflow import metrics
 from curaflow.ledger.db import now_ms
 
 NOTIFY_CHANNEL = "curaflow_job_events"
@@ -183,6 +184,8 @@ async def read_events(
         limit + 1,
     )
     more = len(rows) > limit
+    if rows:
+        metrics.record_event_lag((now_ms() - int(rows[0]["at"])) / 1000)
     events = [render_event(job_id, r["seq"], r["type"], r["at"], r["payload"], correlation_id) for r in rows[:limit]]
     return EventPageData(events=events, unacked=max(0, total - acked), total=total, more=more)
 

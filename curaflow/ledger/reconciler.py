@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
+from curaflow import metrics
+from curaflow.domain.projection import job_status
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.finish import finish_job
@@ -79,6 +81,7 @@ async def tick(pool: asyncpg.Pool, start: StartHook | None, *, limit: int = 100)
                     try:
                         await start(r["job_id"])
                         report.started.append(r["job_id"])
+                        metrics.record_reconciler_start()
                     except Exception as err:  # noqa: BLE001 - keep converging the others
                         log.warning("reconciler.start_failed", job_id=r["job_id"], error=type(err).__name__)
             queued = await conn.fetch(
@@ -129,6 +132,16 @@ async def tick(pool: asyncpg.Pool, start: StartHook | None, *, limit: int = 100)
                     )
                     fields = {k: v for k, v in finished.outcome.items() if k != "event"}
                     log.info("schedule.outcome", **fields)
+                    rec = finished.record
+                    metrics.record_reconciled(reason.value)
+                    metrics.record_terminal(
+                        status=str(job_status(rec.cells)),
+                        business_status=rec.business_status,
+                        trigger=rec.trigger,
+                        created_at_ms=rec.created_at,
+                        completed_at_ms=rec.completed_at,
+                        cells=rec.cells,
+                    )
     return report
 
 

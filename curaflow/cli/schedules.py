@@ -1,0 +1,161 @@
+"""``curaflow schedules sync|list|trigger|pause|unpause``: recurring plans on Temporal Schedules.
+
+The plans come from ``[[schedules]]`` in the configuration; the logic is in
+:mod:`curaflow.schedules`. The commands talk to the configured Temporal service
+(``TEMPORAL_ADDRESS``) or to the running ``curaflow dev`` stack of the state directory;
+they never start a stack of their own (a schedule on a throw-away server would be lost).
+Exit status: 0 on success, 1 when Temporal refused (unknown schedule…), 2 for
+configuration or usage errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.table import Table
+from temporalio.client import Client
+
+from curaflow import schedules as plans
+from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.config import Settings
+from curaflow.devstack.stack import read_stack_info
+from curaflow.temporal import connect
+
+app = typer.Typer(help="Recurring plans (Temporal Schedules): sync them with the config, list, trigger, pause.")
+T = TypeVar("T")
+
+
+def _address(settings: Settings) -> str:
+    if settings.temporal.address:
+        return settings.temporal.address
+    info = read_stack_info(settings.state_dir)
+    if info is None:
+        err_console.print(
+            "[red]no Temporal service: set TEMPORAL_ADDRESS (or temporal.address), "
+            f"or run `curaflow dev` for the state directory {settings.state_dir}[/red]"
+        )
+        raise typer.Exit(2)
+    return info.temporal_address
+
+
+def _run(settings: Settings, body: Callable[[Client], Awaitable[T]]) -> T:
+    async def main() -> T:
+        try:
+            client = await connect(_address(settings), settings.temporal.namespace)
+        except RuntimeError as err:
+            err_console.print(f"[red]cannot reach Temporal: {err}[/red]")
+            raise typer.Exit(1) from None
+        return await body(client)
+
+    try:
+        return asyncio.run(main())
+    except plans.ScheduleError as err:
+        err_console.print(f"[red]{err}[/red]")
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def sync(
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the diff without changing anything."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Create, update and delete schedules to match the configuration; print the diff.
+
+    Lines: ``+ id`` created, ``~ id: field old → new`` updated, ``- id`` deleted (no
+    longer configured), ``= id`` unchanged. Running it twice changes nothing the second time.
+    """
+    settings = settings_or_exit(config)
+    changes = _run(settings, lambda c: plans.sync_schedules(c, settings, dry_run=dry_run))
+    if not changes:
+        out_console.print("no schedules configured and none to delete")
+    for change in changes:
+        out_console.print(change.render(), markup=False, highlight=False)
+    changed = sum(1 for c in changes if c.action != "unchanged")
+    out_console.print(f"{'would change' if dry_run else 'changed'} {changed} of {len(changes)} schedule(s)")
+
+
+@app.command("list")
+def list_(
+    as_json: bool = typer.Option(False, "--json", help="JSON output."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """The plans: cron, zone, targets, paused, next runs, recent occurrences, misses."""
+    settings = settings_or_exit(config)
+    views = _run(settings, lambda c: plans.describe_schedules(c, settings))
+    if as_json:
+        rows: list[dict[str, Any]] = [
+            {
+                "schedule_id": v.schedule_id,
+                "cron": v.cron,
+                "timezone": v.timezone,
+                "target_ids": v.target_ids,
+                "paused": v.paused,
+                "note": v.note,
+                "next_runs": [t.isoformat() for t in v.next_runs],
+                "recent": [{"scheduled_at": t.isoformat(), "workflow_id": w} for t, w in v.recent],
+                "actions": v.actions,
+                "missed_catchup_window": v.missed_catchup,
+                "skipped_overlap": v.skipped_overlap,
+                "configured": v.configured,
+            }
+            for v in views
+        ]
+        print(json.dumps(rows, indent=2))
+        return
+    table = Table(title="curaflow schedules")
+    for col in ("id", "cron", "zone", "targets", "state", "next run (UTC)", "runs", "missed", "skipped"):
+        table.add_column(col)
+    for v in views:
+        state = "paused" if v.paused else "active"
+        if not v.configured:
+            state += " (not in config)"
+        table.add_row(
+            v.schedule_id,
+            " | ".join(v.cron),
+            v.timezone,
+            ", ".join(v.target_ids) or "(all)",
+            state,
+            v.next_runs[0].strftime("%Y-%m-%d %H:%M:%S") if v.next_runs and not v.paused else "-",
+            str(v.actions),
+            str(v.missed_catchup),
+            str(v.skipped_overlap),
+        )
+    out_console.print(table)
+
+
+@app.command()
+def trigger(schedule_id: str = typer.Argument(..., help="Plan id."), config: Path | None = ConfigOption) -> None:
+    """Start an occurrence now (job id ``<id>@<today>T<HHMM>`` in the plan's zone; a second trigger in
+    the same minute converges on the same job)."""
+    settings = settings_or_exit(config)
+    _run(settings, lambda c: plans.trigger(c, schedule_id))
+    out_console.print(f"triggered {schedule_id}")
+
+
+@app.command()
+def pause(
+    schedule_id: str = typer.Argument(..., help="Plan id."),
+    note: str = typer.Option("paused by curaflow schedules pause", help="Why (shown in the UI)."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Pause a plan (occurrences while paused are not run; `sync` restores the configured state)."""
+    settings = settings_or_exit(config)
+    _run(settings, lambda c: plans.pause(c, schedule_id, note))
+    out_console.print(f"paused {schedule_id}")
+
+
+@app.command()
+def unpause(
+    schedule_id: str = typer.Argument(..., help="Plan id."),
+    note: str = typer.Option("unpaused by curaflow schedules unpause", help="Why (shown in the UI)."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Unpause a plan."""
+    settings = settings_or_exit(config)
+    _run(settings, lambda c: plans.unpause(c, schedule_id, note))
+    out_console.print(f"unpaused {schedule_id}")

@@ -1,0 +1,118 @@
+"""Scheduled occurrences: the trampoline's argument and results, and the occurrence job id.
+
+A recurring plan (``[[schedules]]`` in the config) is a Temporal Schedule whose action
+starts ``ScheduledJobWorkflow`` (the *trampoline*, :mod:`workflows.scheduled`) with an
+:class:`OccurrenceInput`. Temporal appends its own timestamp to a schedule action's
+workflow id, so the trampoline derives the job's canonical id
+``<schedule_id>@<YYYY-MM-DD>T<HHMM>`` (the scheduled time in the plan's time zone,
+DESIGN.md decision 1) and starts ``JobWorkflow`` under that id with
+``REJECT_DUPLICATE``: a late or duplicate trigger of the same minute converges on one
+job.
+
+Pure module (imported by workflows through the sandbox pass-through), except
+:func:`occurrence_job_id`, which reads the time-zone database and is only called from
+activities and the CLI.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, Field
+
+from curaflow.domain.messages import JobInput
+
+#: How late Temporal may still start an occurrence (server down, schedule paused…);
+#: anything later is counted as missed, never back-filled.
+CATCHUP_WINDOW_S = 90 * 60
+#: Bump when the meaning of :class:`OccurrenceInput` fields changes (``schedules sync``
+#: then updates every schedule).
+SPEC_VERSION = 1
+
+
+class OccurrenceInput(BaseModel):
+    """The argument a Temporal Schedule passes to ``ScheduledJobWorkflow``.
+
+    It is also the fingerprint ``curaflow schedules sync`` compares with the
+    configuration (the server rewrites cron strings into calendars, so the spec cannot
+    be compared directly).
+
+    Attributes:
+        schedule_id: the plan's id (= the Temporal Schedule id).
+        cron: the plan's cron expressions.
+        timezone: IANA zone of the cron expressions and of the occurrence id.
+        target_ids: targets at sync time (the worker resolves the live ones; empty means
+            every configured target).
+        jitter_ms: random delay Temporal adds to each occurrence.
+        task_queue: the main task queue of the jobs.
+        version: :data:`SPEC_VERSION` at sync time.
+    """
+
+    schedule_id: str
+    cron: list[str]
+    timezone: str = "UTC"
+    target_ids: list[str] = Field(default_factory=list)
+    jitter_ms: int = 0
+    task_queue: str
+    version: int = SPEC_VERSION
+
+
+class AdmitOccurrenceInput(BaseModel):
+    """Argument of the ``admit_occurrence`` activity.
+
+    Attributes:
+        occurrence: the schedule's argument.
+        scheduled_at_ms: the occurrence's nominal time, epoch ms (UTC), from the
+            ``TemporalScheduledStartTime`` search attribute (the trigger time for a
+            manual trigger).
+        trampoline_id: the trampoline's workflow id (for logs).
+    """
+
+    occurrence: OccurrenceInput
+    scheduled_at_ms: int
+    trampoline_id: str = ""
+
+
+class OccurrenceAdmission(BaseModel):
+    """Result of ``admit_occurrence``.
+
+    Attributes:
+        job_id: the canonical job id.
+        created: False when the ledger already had this occurrence's job (a duplicate
+            or late trigger).
+        job_input: the job's workflow argument as stored in the ledger.
+    """
+
+    job_id: str
+    created: bool
+    job_input: JobInput
+
+
+class OccurrenceResult(BaseModel):
+    """Result of ``ScheduledJobWorkflow``: the job it started or converged on."""
+
+    job_id: str
+    duplicate: bool = False
+    status: str | None = None
+    business_status: str | None = None
+
+
+def occurrence_job_id(schedule_id: str, scheduled_at: datetime, timezone: str) -> tuple[str, str]:
+    """The canonical job id of an occurrence and its local date.
+
+    Args:
+        schedule_id: the plan's id.
+        scheduled_at: the nominal time (aware; naive values are taken as UTC).
+        timezone: IANA zone name (``Europe/Paris``); the id shows local wall time.
+
+    Returns:
+        ``("<schedule_id>@<YYYY-MM-DD>T<HHMM>", "YYYY-MM-DD")``.
+
+    Raises:
+        zoneinfo.ZoneInfoNotFoundError: unknown zone.
+    """
+    if scheduled_at.tzinfo is None:
+        scheduled_at = scheduled_at.replace(tzinfo=UTC)
+    local = scheduled_at.astimezone(ZoneInfo(timezone))
+    return f"{schedule_id}@{local:%Y-%m-%dT%H%M}", f"{local:%Y-%m-%d}"

@@ -1,0 +1,82 @@
+"""How a job presents itself in the Temporal UI: search attributes, summary, details (pure).
+
+Shared by :func:`curaflow.temporal.start_job_workflow` (protocol and CLI jobs) and the
+schedule trampoline (:mod:`workflows.scheduled`), so every job looks the same in the UI:
+
+* search attributes ``JobStatus`` (kept current by the workflow), ``JobType``,
+  ``TargetIds``, ``ScheduleId`` (scheduled jobs), filterable in the UI's query box
+  (``JobStatus = "running"``);
+* a static summary — what was asked — shown as the execution's title;
+* static details — trigger, plan, deadline — shown under it. The *current* details
+  (cells, stage, delivered work) are rendered by :func:`workflows.details.render_details`.
+
+Pure module: imported by workflows through the sandbox pass-through.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
+from curaflow.domain.messages import JobInput
+
+JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
+BUSINESS_STATUS = SearchAttributeKey.for_keyword("BusinessStatus")
+JOB_TYPE = SearchAttributeKey.for_keyword("JobType")
+TARGET_IDS = SearchAttributeKey.for_keyword_list("TargetIds")
+SCHEDULE_ID = SearchAttributeKey.for_keyword("ScheduleId")
+#: Set by Temporal on workflows started by a Schedule: the occurrence's nominal time.
+SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
+SUMMARY_LIMIT = 400
+
+
+def job_search_attributes(inp: JobInput, status: str = "queued") -> TypedSearchAttributes:
+    """The search attributes a job's workflow starts with."""
+    pairs: list[SearchAttributePair[Any]] = [
+        SearchAttributePair(JOB_STATUS, status),
+        SearchAttributePair(JOB_TYPE, inp.job_type),
+        SearchAttributePair(TARGET_IDS, [t.target_id for t in inp.targets]),
+    ]
+    if inp.schedule_id:
+        pairs.append(SearchAttributePair(SCHEDULE_ID, inp.schedule_id))
+    return TypedSearchAttributes(pairs)
+
+
+def _query_words(inp: JobInput) -> str:
+    parts = []
+    for t in inp.targets:
+        q = t.query
+        if q.mode == "ranking":
+            parts.append(f"{t.target_id}: ranking {q.ranking_mode}")
+        else:
+            joiner = " OR " if q.relation == "or" else " AND "
+            parts.append(f"{t.target_id}: {joiner.join(q.tags) or '(no tags)'}")
+    return "; ".join(parts)
+
+
+def job_summary(inp: JobInput) -> str:
+    """One line: what was asked, e.g. ``candidate_search (schedule nightly) — demo: オリジナル``."""
+    origin = f"schedule {inp.schedule_id}" if inp.schedule_id else inp.trigger
+    text = f"{inp.job_type} ({origin}) — {_query_words(inp)}"
+    return text[:SUMMARY_LIMIT]
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def job_static_details(inp: JobInput) -> str:
+    """Markdown shown under the summary: trigger, plan, deadline, targets and their routes."""
+    lines = [
+        f"**trigger** {inp.trigger} · **plan** `{inp.plan_id}`"
+        + (f" · **schedule** `{inp.schedule_id}`" if inp.schedule_id else ""),
+        f"**created** {_iso(inp.created_at_ms)} · **deadline** {_iso(inp.deadline_at_ms)}"
+        + (f" · **fallback stages** {inp.max_fallback_stages}" if inp.max_fallback_stages > 1 else ""),
+        "",
+    ]
+    for t in inp.targets:
+        routes = ", ".join(f"{r.name} ({r.kind})" for r in t.routes) or "-"
+        lines.append(f"- `{t.target_id}` → {routes}; scan ≤ {t.scan_limit} works")
+    return "\n".join(lines)

@@ -1,0 +1,229 @@
+"""Prometheus metrics of curaflow (prometheus-client), shared by the API and the workers.
+
+Every metric lives in the process's default registry; the API serves it at
+``GET /metrics`` and a worker on ``observability.metrics_port`` (see
+:func:`start_metrics_server`). The Temporal SDK's own runtime metrics (task slots,
+poll latencies, activity/workflow execution counts…) are exported by the SDK on a
+separate port (``observability.temporal_metrics_port``), see
+:func:`curaflow.telemetry.temporal_runtime`.
+
+Names follow the Prometheus conventions (``_total`` counters, ``_seconds`` units).
+Labels are bounded sets (statuses, reason codes, route names, activity types,
+schedule ids): never a job id.
+
+The ``record_*`` helpers are the only places that know label names; they never raise
+(a metric must not break a job).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, Counter, Gauge, Histogram, generate_latest, start_http_server
+
+JOBS_ADMITTED = Counter(
+    "curaflow_jobs_admitted_total",
+    "Jobs admitted into the ledger (first admission only; replays are not counted).",
+    ["trigger", "job_type"],
+)
+JOBS_TERMINAL = Counter(
+    "curaflow_jobs_terminal_total",
+    "Jobs that became terminal, by protocol status and business status.",
+    ["status", "business_status", "trigger"],
+)
+CELLS_TERMINAL = Counter(
+    "curaflow_cells_terminal_total",
+    "Cells of finished jobs by terminal state and reason code ('' for submitted).",
+    ["state", "reason"],
+)
+DELIVERY_ATTEMPTS = Counter(
+    "curaflow_delivery_attempts_total",
+    "Delivery requests sent on a route (one per deliver attempt that reached the route).",
+    ["route", "kind"],
+)
+DELIVERY_RESULTS = Counter(
+    "curaflow_delivery_results_total",
+    "Outcomes of delivery requests per route: delivered, duplicate, failed (retryable), "
+    "rejected (permanent), unknown (ambiguous).",
+    ["route", "kind", "result"],
+)
+HEARTBEAT_TIMEOUTS = Counter(
+    "curaflow_heartbeat_timeouts_total",
+    "Activity attempts that resumed a cell whose previous attempt stopped heartbeating "
+    "(its lease was never released: a worker died or hung) plus cells ended stalled_no_heartbeat.",
+    ["activity"],
+)
+ACTIVITY_QUEUE_WAIT = Histogram(
+    "curaflow_activity_queue_wait_seconds",
+    "Time an activity attempt waited in its task queue (scheduled → started).",
+    ["activity", "task_queue"],
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 1800),
+)
+ACTIVITY_ATTEMPTS = Counter(
+    "curaflow_activity_attempts_total",
+    "Activity attempts started by this worker, by activity and result.",
+    ["activity", "result"],
+)
+JOB_DURATION = Histogram(
+    "curaflow_job_duration_seconds",
+    "Wall time from admission to terminal, by business status.",
+    ["business_status"],
+    buckets=(1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200),
+)
+EVENT_STREAM_LAG = Histogram(
+    "curaflow_event_stream_lag_seconds",
+    "Age of the oldest event in a page handed to a consumer (now − event time).",
+    buckets=(0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 1800, 3600),
+)
+RECONCILER_CONVERGED = Counter(
+    "curaflow_reconciler_converged_total",
+    "Jobs the reconciler made terminal (no worker served them), by reason code.",
+    ["reason"],
+)
+RECONCILER_STARTED = Counter(
+    "curaflow_reconciler_workflows_started_total",
+    "Workflows the reconciler started for admitted jobs that had none.",
+)
+SCHEDULE_OCCURRENCES = Counter(
+    "curaflow_schedule_occurrences_total",
+    "Schedule occurrences by result: started (new job), duplicate (converged on an existing job).",
+    ["schedule_id", "result"],
+)
+SCHEDULE_MISSED = Counter(
+    "curaflow_schedule_occurrences_missed_total",
+    "Occurrences Temporal did not run: missed_catchup_window (later than the 90 min catch-up "
+    "window) or skipped_overlap (the previous occurrence was still running).",
+    ["schedule_id", "why"],
+)
+SCHEDULE_START_LAG = Histogram(
+    "curaflow_schedule_start_lag_seconds",
+    "Delay between an occurrence's scheduled time and its job's admission.",
+    ["schedule_id"],
+    buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600, 5400),
+)
+WORKERS_UP = Gauge("curaflow_worker_up", "1 while this worker process serves its task queues.")
+
+
+def _safe(fn: Any) -> Any:
+    """Decorator: a metric helper never raises into business code."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        with contextlib.suppress(Exception):
+            fn(*args, **kwargs)
+
+    wrapper.__doc__ = fn.__doc__
+    wrapper.__name__ = fn.__name__
+    return wrapper
+
+
+@_safe
+def record_admitted(trigger: str, job_type: str = "candidate_search") -> None:
+    """Count one first admission (``trigger``: protocol | cli | schedule)."""
+    JOBS_ADMITTED.labels(trigger=trigger, job_type=job_type).inc()
+
+
+@_safe
+def record_terminal(
+    *,
+    status: str,
+    business_status: str | None,
+    trigger: str | None,
+    created_at_ms: int | None,
+    completed_at_ms: int | None,
+    cells: Iterable[Any] = (),
+) -> None:
+    """Count a job that just became terminal (call once, where the outcome record is written).
+
+    Args:
+        status: protocol job status (``succeeded`` | ``failed`` | ``cancelled`` | ``expired``).
+        business_status: outcome business status.
+        trigger: how the job was created.
+        created_at_ms / completed_at_ms: epoch ms (UTC) for the duration histogram.
+        cells: the job's cells (objects with ``state`` and ``reason``).
+    """
+    verdict = business_status or ""
+    JOBS_TERMINAL.labels(status=status, business_status=verdict, trigger=trigger or "").inc()
+    if created_at_ms is not None and completed_at_ms is not None:
+        JOB_DURATION.labels(business_status=verdict).observe(max(0.0, (completed_at_ms - created_at_ms) / 1000))
+    for cell in cells:
+        reason = getattr(cell, "reason", None) or ""
+        state = str(getattr(cell, "state", ""))
+        CELLS_TERMINAL.labels(state=state, reason=str(reason)).inc()
+        if str(reason) == "stalled_no_heartbeat":
+            HEARTBEAT_TIMEOUTS.labels(activity="cell").inc()
+
+
+@_safe
+def record_delivery_attempt(route: str, kind: str) -> None:
+    """Count one request sent on ``route``."""
+    DELIVERY_ATTEMPTS.labels(route=route, kind=kind).inc()
+
+
+@_safe
+def record_delivery_result(route: str, kind: str, result: str) -> None:
+    """Count a delivery result (delivered | duplicate | failed | rejected | unknown)."""
+    DELIVERY_RESULTS.labels(route=route, kind=kind, result=result).inc()
+
+
+@_safe
+def record_heartbeat_timeout(activity: str) -> None:
+    """Count an attempt that found its predecessor's lease never released."""
+    HEARTBEAT_TIMEOUTS.labels(activity=activity).inc()
+
+
+@_safe
+def record_activity(activity: str, task_queue: str, queue_wait_s: float | None, result: str | None = None) -> None:
+    """Record an activity attempt's queue wait (at start) or its result (at end)."""
+    if queue_wait_s is not None:
+        ACTIVITY_QUEUE_WAIT.labels(activity=activity, task_queue=task_queue).observe(max(0.0, queue_wait_s))
+    if result is not None:
+        ACTIVITY_ATTEMPTS.labels(activity=activity, result=result).inc()
+
+
+@_safe
+def record_event_lag(lag_s: float) -> None:
+    """Observe the age of the oldest event of a page read by a consumer."""
+    EVENT_STREAM_LAG.observe(max(0.0, lag_s))
+
+
+@_safe
+def record_reconciled(reason: str) -> None:
+    """Count a job converged by the reconciler."""
+    RECONCILER_CONVERGED.labels(reason=reason).inc()
+
+
+@_safe
+def record_reconciler_start() -> None:
+    """Count a workflow started by the reconciler."""
+    RECONCILER_STARTED.inc()
+
+
+@_safe
+def record_occurrence(schedule_id: str, result: str, lag_s: float | None = None) -> None:
+    """Count an occurrence admitted by the trampoline (``started`` | ``duplicate``)."""
+    SCHEDULE_OCCURRENCES.labels(schedule_id=schedule_id, result=result).inc()
+    if lag_s is not None:
+        SCHEDULE_START_LAG.labels(schedule_id=schedule_id).observe(max(0.0, lag_s))
+
+
+@_safe
+def record_missed(schedule_id: str, why: str, count: int) -> None:
+    """Count occurrences Temporal skipped or missed (``why``: missed_catchup_window | skipped_overlap)."""
+    if count > 0:
+        SCHEDULE_MISSED.labels(schedule_id=schedule_id, why=why).inc(count)
+
+
+def render_latest() -> tuple[bytes, str]:
+    """The exposition of the default registry: ``(body, content type)``."""
+    return generate_latest(), CONTENT_TYPE_LATEST
+
+
+def start_metrics_server(port: int, addr: str = "0.0.0.0") -> None:
+    """Serve ``/metrics`` of this process on ``addr:port`` (a daemon thread).
+
+    Raises:
+        OSError: the port is taken.
+    """
+    start_http_server(port, addr=addr)

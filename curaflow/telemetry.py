@@ -1,0 +1,225 @@
+"""Observability plumbing: the activity interceptor, tracing (OpenTelemetry), the SDK runtime metrics.
+
+* :class:`ObservabilityInterceptor` (a Temporal worker interceptor) wraps every activity
+  attempt: it binds ``job_id``, ``target_id``, ``route``, ``activity`` and ``attempt`` to
+  the structlog context (so every log line an activity writes carries them), observes
+  the queue wait (scheduled → started) and the attempt's result, and counts attempts
+  that resume a cell whose previous attempt never released its lease (a heartbeat
+  timeout: the worker died or hung).
+* :func:`setup_tracing` installs a global OpenTelemetry tracer provider exporting OTLP
+  over HTTP (``observability.otlp_endpoint``, else ``OTEL_EXPORTER_OTLP_ENDPOINT``);
+  once it ran, :func:`client_interceptors` returns Temporal's ``TracingInterceptor`` so
+  every client of the process (API, CLI, worker) propagates the trace context through
+  workflow starts, workflows and activities, and :func:`instrument_app` adds the
+  FastAPI instrumentation. We use the stable ``TracingInterceptor`` rather than the
+  experimental ``OpenTelemetryPlugin`` of SDK 1.35: its spans are visible immediately
+  (a running job's trace shows up before the job ends).
+* :func:`temporal_runtime` gives the SDK runtime a Prometheus endpoint of its own
+  (``observability.temporal_metrics_port``) for Temporal's metrics (task slots, poll
+  and schedule-to-start latencies, activity/workflow execution results).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import structlog
+from temporalio import activity
+from temporalio.worker import (
+    ActivityInboundInterceptor,
+    ExecuteActivityInput,
+    Interceptor,
+)
+
+from curaflow import metrics
+from curaflow.config import Settings
+from curaflow.logs import get_logger
+
+log = get_logger("curaflow.telemetry")
+CELL_ACTIVITIES = ("search", "fetch", "deliver")
+_state: dict[str, Any] = {"tracing": False, "provider": None, "runtime": None}
+
+
+# ---- activity interceptor ------------------------------------------------------------
+
+
+def _fields_of(arg: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    job_id = getattr(arg, "job_id", None)
+    if job_id:
+        fields["job_id"] = job_id
+    target = getattr(arg, "target", None)
+    if target is not None and getattr(target, "target_id", None):
+        fields["target_id"] = target.target_id
+    route = getattr(arg, "route", None)
+    if route is not None and getattr(route, "name", None):
+        fields["route"] = route.name
+    return fields
+
+
+class _Inbound(ActivityInboundInterceptor):
+    def __init__(self, nxt: ActivityInboundInterceptor, pool: asyncpg.Pool | None) -> None:
+        super().__init__(nxt)
+        self._pool = pool
+
+    async def _lapsed_lease(self, name: str, fields: dict[str, Any]) -> bool:
+        if self._pool is None or name not in CELL_ACTIVITIES or "target_id" not in fields:
+            return False
+        try:
+            owner = await self._pool.fetchval(
+                "SELECT lease_owner FROM cells WHERE job_id = $1 AND target_id = $2 AND completed_at IS NULL",
+                fields["job_id"],
+                fields["target_id"],
+            )
+        except (OSError, asyncpg.PostgresError):
+            return False
+        return owner is not None
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        info = activity.info()
+        fields = _fields_of(input.args[0]) if input.args else {}
+        if "job_id" not in fields and info.workflow_id:
+            fields["job_id"] = info.workflow_id
+        name = info.activity_type
+        started = info.started_time or datetime.now(UTC)
+        wait_s = (started - info.current_attempt_scheduled_time).total_seconds()
+        metrics.record_activity(name, info.task_queue, wait_s)
+        with structlog.contextvars.bound_contextvars(activity=name, attempt=info.attempt, **fields):
+            if info.attempt > 1 and await self._lapsed_lease(name, fields):
+                metrics.record_heartbeat_timeout(name)
+                log.warning("activity.previous_attempt_lost", queue_wait_s=round(wait_s, 3))
+            t0 = time.perf_counter()
+            result = "error"
+            try:
+                out = await self.next.execute_activity(input)
+                result = "ok"
+                return out
+            except BaseException as err:
+                result = "cancelled" if type(err).__name__ in ("CancelledError",) else "error"
+                raise
+            finally:
+                metrics.record_activity(name, info.task_queue, None, result)
+                log.debug(
+                    "activity.attempt_done", result=result, elapsed_ms=round((time.perf_counter() - t0) * 1000, 1)
+                )
+
+
+class ObservabilityInterceptor(Interceptor):
+    """Worker interceptor: log context, queue wait, attempt results, lost attempts.
+
+    Args:
+        pool: the ledger pool (to recognise an attempt whose predecessor never released
+            the cell's lease); None disables that check.
+    """
+
+    def __init__(self, pool: asyncpg.Pool | None = None) -> None:
+        self._pool = pool
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        """Wrap every activity attempt of the worker."""
+        return _Inbound(next, self._pool)
+
+
+# ---- tracing ---------------------------------------------------------------------------
+
+
+def setup_tracing(settings: Settings, service: str, exporter: Any = None) -> bool:
+    """Install the process's tracer provider when ``observability.tracing`` is on.
+
+    Args:
+        settings: ``observability.tracing`` enables it; ``observability.otlp_endpoint``
+            (``http://collector:4318``) is the OTLP/HTTP base URL.
+        service: ``service.name`` of the resource (``curaflow-api``, ``curaflow-worker``).
+        exporter: a span exporter to use instead of OTLP (tests pass an in-memory one;
+            it is attached with a simple, synchronous processor).
+
+    Returns:
+        True when tracing is active in this process (idempotent: a second call only
+        adds ``exporter``).
+    """
+    if not settings.observability.tracing and exporter is None:
+        return False
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+    provider = _state["provider"]
+    if provider is None:
+        provider = TracerProvider(resource=Resource.create({"service.name": service}))
+        if exporter is None:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            endpoint = settings.observability.otlp_endpoint
+            otlp = OTLPSpanExporter(endpoint=f"{endpoint.rstrip('/')}/v1/traces") if endpoint else OTLPSpanExporter()
+            provider.add_span_processor(BatchSpanProcessor(otlp))
+            log.info("tracing.enabled", service=service, otlp_endpoint=endpoint or "(OTEL_EXPORTER_OTLP_ENDPOINT)")
+        trace.set_tracer_provider(provider)
+        _state["provider"] = provider
+    if exporter is not None:
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+    _state["tracing"] = True
+    return True
+
+
+def tracing_enabled() -> bool:
+    """True once :func:`setup_tracing` activated tracing in this process."""
+    return bool(_state["tracing"])
+
+
+def client_interceptors() -> list[Any]:
+    """Interceptors for every Temporal client of this process (tracing when enabled)."""
+    if not tracing_enabled():
+        return []
+    from temporalio.contrib.opentelemetry import TracingInterceptor
+
+    return [TracingInterceptor()]
+
+
+def instrument_app(app: Any) -> None:
+    """Add the FastAPI OpenTelemetry instrumentation to ``app`` when tracing is enabled."""
+    if not tracing_enabled():
+        return
+    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+
+    FastAPIInstrumentor.instrument_app(app, tracer_provider=_state["provider"], excluded_urls="health,metrics")
+
+
+def flush_tracing() -> None:
+    """Export pending spans (at shutdown)."""
+    provider = _state["provider"]
+    if provider is not None:
+        provider.force_flush()
+
+
+# ---- Temporal SDK runtime metrics -----------------------------------------------------------
+
+
+def temporal_runtime(settings: Settings, host: str = "0.0.0.0") -> Any:
+    """A Temporal :class:`~temporalio.runtime.Runtime` exporting the SDK's Prometheus metrics.
+
+    Created once per process; None when ``observability.temporal_metrics_port`` is unset
+    (the SDK's default runtime is used).
+    """
+    port = settings.observability.temporal_metrics_port
+    if port is None:
+        return None
+    if _state["runtime"] is None:
+        from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+        _state["runtime"] = Runtime(
+            telemetry=TelemetryConfig(
+                metrics=PrometheusConfig(bind_address=f"{host}:{port}", durations_as_seconds=True),
+                global_tags={"service": "curaflow-worker"},
+            )
+        )
+    return _state["runtime"]
+
+
+def interceptors_for_worker(pool: asyncpg.Pool | None) -> Sequence[Interceptor]:
+    """The worker interceptors of a curaflow worker."""
+    return [ObservabilityInterceptor(pool)]

@@ -1,0 +1,106 @@
+"""``ScheduledJobWorkflow``: the trampoline a Temporal Schedule starts for each occurrence.
+
+Why a trampoline: Temporal appends its own timestamp to a schedule action's workflow id
+(``<id>-2025-01-01T09:00:00Z``), but a scheduled job's id must be
+``<schedule_id>@<YYYY-MM-DD>T<HHMM>`` in the plan's time zone (DESIGN.md decision 1),
+so a late or duplicate trigger of the same minute converges on one job. One run:
+
+1. reads the occurrence's nominal time from the ``TemporalScheduledStartTime`` search
+   attribute Temporal sets on scheduled starts (the trigger time for ``schedules
+   trigger``; ``workflow.now()`` if absent, e.g. when started by hand);
+2. ``admit_occurrence`` (activity): computes the canonical job id in the plan's time
+   zone and inserts the job into the ledger if absent (trigger ``schedule``,
+   ``schedule_id``, ``occurrence_date``, fallback stages from the config, targets from
+   the worker's live configuration), so ``GET /jobs/{id}`` knows it;
+3. starts ``JobWorkflow`` as a child under the canonical id with
+   ``REJECT_DUPLICATE`` and ``ABANDON`` (cancelling or terminating the trampoline never
+   touches the job). A duplicate ends here (``duplicate=True``);
+4. waits for the job, so the schedule's overlap policy ``SKIP`` applies to whole jobs:
+   an occurrence firing while the previous job still runs is skipped by Temporal and
+   counted (``curaflow schedules list``, the ``schedule.occurrence_missed`` log line and
+   the ``curaflow_schedule_occurrences_missed_total`` metric).
+
+Deterministic and sandbox-clean: only pure modules are imported.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
+
+with workflow.unsafe.imports_passed_through():
+    from curaflow.domain.messages import JobState
+    from curaflow.domain.occurrence import (
+        AdmitOccurrenceInput,
+        OccurrenceAdmission,
+        OccurrenceInput,
+        OccurrenceResult,
+    )
+    from curaflow.domain.presentation import (
+        SCHEDULE_ID,
+        SCHEDULED_START_TIME,
+        job_search_attributes,
+        job_static_details,
+        job_summary,
+    )
+
+#: Grace after a job's deadline before Temporal closes the child run (as for protocol jobs).
+EXECUTION_GRACE = timedelta(minutes=10)
+
+
+@workflow.defn(name="ScheduledJobWorkflow")
+class ScheduledJobWorkflow:
+    """One occurrence of a recurring plan: admit the job, start it under its canonical id, wait."""
+
+    @workflow.run
+    async def run(self, inp: OccurrenceInput) -> OccurrenceResult:
+        """Admit and run the occurrence's job; returns the job id and its final status."""
+        info = workflow.info()
+        scheduled = info.typed_search_attributes.get(SCHEDULED_START_TIME) or workflow.now()
+        workflow.upsert_search_attributes([SCHEDULE_ID.value_set(inp.schedule_id)])
+        admission: OccurrenceAdmission = await workflow.execute_activity(
+            "admit_occurrence",
+            AdmitOccurrenceInput(
+                occurrence=inp,
+                scheduled_at_ms=int(scheduled.timestamp() * 1000),
+                trampoline_id=info.workflow_id,
+            ),
+            result_type=OccurrenceAdmission,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=RetryPolicy(
+                maximum_interval=timedelta(seconds=10), non_retryable_error_types=["configuration_error"]
+            ),
+            summary=f"admit occurrence of {inp.schedule_id} at {scheduled:%Y-%m-%d %H:%M} UTC",
+        )
+        job = admission.job_input
+        workflow.set_current_details(
+            f"job [`{job.job_id}`](../{job.job_id}) — {'new' if admission.created else 'duplicate'}"
+        )
+        run_ms = max(1000, job.deadline_at_ms - job.created_at_ms)
+        try:
+            handle = await workflow.start_child_workflow(
+                "JobWorkflow",
+                job,
+                id=job.job_id,
+                task_queue=inp.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                execution_timeout=timedelta(milliseconds=run_ms) + EXECUTION_GRACE,
+                search_attributes=job_search_attributes(job),
+                static_summary=job_summary(job),
+                static_details=job_static_details(job),
+                result_type=JobState,
+            )
+        except WorkflowAlreadyStartedError:
+            workflow.logger.info("occurrence converged on existing job %s", job.job_id)
+            return OccurrenceResult(job_id=job.job_id, duplicate=True)
+        try:
+            state: JobState = await handle
+        except ChildWorkflowError as err:
+            # The job ended Canceled / Failed / TimedOut: its outcome is in the ledger.
+            workflow.logger.info("job %s ended: %s", job.job_id, err.cause or err)
+            return OccurrenceResult(job_id=job.job_id, status="cancelled" if err.cause else None)
+        return OccurrenceResult(job_id=job.job_id, status=state.status, business_status=state.business_status)
