@@ -7,7 +7,8 @@ so a late or duplicate trigger of the same minute converges on one job. One run:
 
 1. reads the occurrence's nominal time from the ``TemporalScheduledStartTime`` search
    attribute Temporal sets on scheduled starts (the trigger time for ``schedules
-   trigger``; ``workflow.now()`` if absent, e.g. when started by hand);
+   trigger``), or ``OccurrenceInput.scheduled_at_ms`` when an operator starts the
+   trampoline by hand to re-run a given occurrence (``workflow.now()`` if neither);
 2. ``admit_occurrence`` (activity): computes the canonical job id in the plan's time
    zone and inserts the job into the ledger if absent (trigger ``schedule``,
    ``schedule_id``, ``occurrence_date``, fallback stages from the config, targets from
@@ -25,7 +26,7 @@ Deterministic and sandbox-clean: only pure modules are imported.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
@@ -59,7 +60,10 @@ class ScheduledJobWorkflow:
     async def run(self, inp: OccurrenceInput) -> OccurrenceResult:
         """Admit and run the occurrence's job; returns the job id and its final status."""
         info = workflow.info()
-        scheduled = info.typed_search_attributes.get(SCHEDULED_START_TIME) or workflow.now()
+        if inp.scheduled_at_ms is not None:
+            scheduled = datetime.fromtimestamp(inp.scheduled_at_ms / 1000, tz=UTC)
+        else:
+            scheduled = info.typed_search_attributes.get(SCHEDULED_START_TIME) or workflow.now()
         workflow.upsert_search_attributes([SCHEDULE_ID.value_set(inp.schedule_id)])
         admission: OccurrenceAdmission = await workflow.execute_activity(
             "admit_occurrence",

@@ -47,6 +47,9 @@ class OccurrenceInput(BaseModel):
         jitter_ms: random delay Temporal adds to each occurrence.
         task_queue: the main task queue of the jobs.
         version: :data:`SPEC_VERSION` at sync time.
+        scheduled_at_ms: the nominal time (epoch ms, UTC) when the trampoline is started by
+            hand to re-run a given occurrence; schedules leave it unset and the time
+            comes from ``TemporalScheduledStartTime``.
     """
 
     schedule_id: str
@@ -56,6 +59,7 @@ class OccurrenceInput(BaseModel):
     jitter_ms: int = 0
     task_queue: str
     version: int = SPEC_VERSION
+    scheduled_at_ms: int | None = None
 
 
 class AdmitOccurrenceInput(BaseModel):

@@ -1,0 +1,191 @@
+"""Recurring plans on Temporal Schedules: real dev server, real PostgreSQL, a real worker process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, ScheduleOverlapPolicy
+
+from curaflow import schedules as plans
+from curaflow.config import load_settings
+from curaflow.domain.occurrence import occurrence_job_id
+from tests.conftest import StackFactory
+from tests.support import Stack, short_id
+
+pytestmark = pytest.mark.integration
+
+
+def plan_config(tmp_path: Path, plan_id: str, **plan: Any) -> dict[str, Any]:
+    route = f"out-{short_id()}"
+    return {
+        "routes": {route: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [route]}],
+        "schedules": [{"id": plan_id, "cron": ["0 3 * * *"], "timezone": "Asia/Tokyo", "target_ids": ["demo"], **plan}],
+        "max_fallback_stages": 2,
+    }
+
+
+async def wait_for(predicate: Any, timeout_s: float = 60.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = await predicate()
+        if value:
+            return value
+        await asyncio.sleep(0.2)
+    raise TimeoutError(what)
+
+
+async def scheduled_jobs(stack: Stack, plan_id: str) -> list[Any]:
+    pool = await stack.ledger()
+    return await pool.fetch(
+        "SELECT job_id, trigger, schedule_id, occurrence_date, completed_at, workflow_input "
+        "FROM jobs WHERE schedule_id = $1 ORDER BY created_at",
+        plan_id,
+    )
+
+
+async def test_sync_is_idempotent_prints_updates_and_deletes(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
+) -> None:
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id))
+    client = temporal_client
+    try:
+        first = await plans.sync_schedules(client, stack.settings)
+        assert [c.render() for c in first] == [f"+ {plan_id}"]
+        again = await plans.sync_schedules(client, stack.settings)
+        assert [c.render() for c in again] == [f"= {plan_id}"]
+
+        desc = await client.get_schedule_handle(plan_id).describe()
+        assert desc.schedule.policy.overlap == ScheduleOverlapPolicy.SKIP
+        assert desc.schedule.policy.catchup_window == timedelta(minutes=90)
+        assert desc.schedule.spec.time_zone_name == "Asia/Tokyo"
+
+        changed = plan_config(tmp_path, plan_id, cron=["30 4 * * *"], paused=True)
+        stack.config["schedules"] = changed["schedules"]
+        stack.config_path.write_text(__import__("tomli_w").dumps(stack.config))
+        settings = load_settings(stack.config_path)
+        dry = await plans.sync_schedules(client, settings, dry_run=True)
+        assert dry[0].action == "update" and dry[0].changes["cron"] == (["0 3 * * *"], ["30 4 * * *"])
+        assert dry[0].changes["paused"] == (False, True)
+        assert (await client.get_schedule_handle(plan_id).describe()).schedule.state.paused is False
+        await plans.sync_schedules(client, settings)
+        desc = await client.get_schedule_handle(plan_id).describe()
+        assert desc.schedule.state.paused is True
+        assert [c.action for c in await plans.sync_schedules(client, settings)] == ["unchanged"]
+
+        # removing the plan from the config deletes the schedule (only ours: memo task queue)
+        gone = settings.model_copy(update={"schedules": []})
+        deleted = await wait_for(
+            lambda: _deleted(client, gone, plan_id), timeout_s=20, what="owned schedule listed for deletion"
+        )
+        assert [c.render() for c in deleted] == [f"- {plan_id}"]
+        with pytest.raises(plans.ScheduleError):
+            await plans.trigger(client, plan_id)
+    finally:
+        await _cleanup(client, plan_id)
+
+
+async def _deleted(client: Client, settings: Any, plan_id: str) -> list[plans.Change]:
+    changes = await plans.sync_schedules(client, settings)
+    return [c for c in changes if c.schedule_id == plan_id]
+
+
+async def _cleanup(client: Client, plan_id: str) -> None:
+    with contextlib.suppress(Exception):  # already deleted
+        await client.get_schedule_handle(plan_id).delete()
+
+
+async def test_trigger_starts_one_job_with_the_canonical_id_and_a_duplicate_converges(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
+) -> None:
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id))
+    await stack.start_worker()
+    client = temporal_client
+    try:
+        await plans.sync_schedules(client, stack.settings)
+        before = datetime.now(UTC)
+        await plans.trigger(client, plan_id)
+        rows = await wait_for(lambda: scheduled_jobs(stack, plan_id), what="scheduled job in the ledger")
+        after = datetime.now(UTC)
+        assert len(rows) == 1
+        row = rows[0]
+        expected = {occurrence_job_id(plan_id, t, "Asia/Tokyo") for t in (before, after)}
+        assert (row["job_id"], row["occurrence_date"]) in expected
+        assert row["trigger"] == "schedule" and row["schedule_id"] == plan_id
+        assert row["workflow_input"]["max_fallback_stages"] == 2  # scheduled jobs use fallback stages
+        record = await stack.wait_terminal(row["job_id"])
+        assert record.business_status == "success"
+        # GET /jobs/{id} knows the scheduled job
+        http = await stack.start_api()
+        got = await http.get(f"/jobs/{row['job_id']}")
+        assert got.status_code == 200 and got.json()["status"] == "succeeded"
+        # the job's workflow carries the search attributes the UI filters on
+        desc = await client.get_workflow_handle(row["job_id"]).describe()
+        attrs = {k.name: v for k, v in ((p.key, p.value) for p in desc.typed_search_attributes)}
+        assert attrs["ScheduleId"] == plan_id and attrs["JobStatus"] == "succeeded"
+        assert attrs["BusinessStatus"] == "success" and attrs["TargetIds"] == ["demo"]
+
+        # A late or duplicate run of one occurrence (two trampolines for the same nominal
+        # minute, as a re-run by hand or a duplicate trigger would start) converges on one job.
+        nominal = datetime(2025, 1, 1, 18, 0, 41, tzinfo=UTC)  # 03:00 in Tokyo
+        occ = plans.occurrence_input(stack.settings, stack.settings.schedules[0]).model_copy(
+            update={"scheduled_at_ms": int(nominal.timestamp() * 1000)}
+        )
+        handles = [
+            await client.start_workflow(
+                "ScheduledJobWorkflow", occ, id=f"{plan_id}@rerun-{n}", task_queue=stack.task_queue
+            )
+            for n in (1, 2)
+        ]
+        results = [await h.result() for h in handles]
+        job_id = f"{plan_id}@2025-01-02T0300"
+        assert [r["job_id"] for r in results] == [job_id, job_id]
+        assert sorted(bool(r["duplicate"]) for r in results) == [False, True]
+        rows = await scheduled_jobs(stack, plan_id)
+        assert [r["job_id"] for r in rows].count(job_id) == 1
+        assert [r["occurrence_date"] for r in rows if r["job_id"] == job_id] == ["2025-01-02"]
+        assert (await stack.wait_terminal(job_id)).business_status in ("success", "no_candidate", "duplicate_only")
+    finally:
+        await _cleanup(client, plan_id)
+
+
+async def test_overlapping_trigger_is_skipped_and_reported(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
+) -> None:
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id))
+    client = temporal_client
+    try:
+        await plans.sync_schedules(client, stack.settings)
+        pool = await stack.ledger()
+        assert await plans.watch_tick(pool, client, stack.settings) == []
+        # no worker yet: the first occurrence's trampoline stays open, the second is skipped
+        await plans.trigger(client, plan_id)
+        await plans.trigger(client, plan_id)
+
+        async def skipped() -> Any:
+            return (await client.get_schedule_handle(plan_id).describe()).info.num_actions_skipped_overlap
+
+        assert await wait_for(skipped, timeout_s=20, what="overlap skip counted") == 1
+        missed = await plans.watch_tick(pool, client, stack.settings)
+        assert [(m.schedule_id, m.skipped_overlap, m.missed_catchup) for m in missed] == [(plan_id, 1, 0)]
+        # reported once only
+        assert await plans.watch_tick(pool, client, stack.settings) == []
+        from curaflow.metrics import SCHEDULE_MISSED
+
+        assert SCHEDULE_MISSED.labels(schedule_id=plan_id, why="skipped_overlap")._value.get() == 1
+        # a worker then runs the one occurrence that was not skipped
+        await stack.start_worker()
+        rows = await wait_for(lambda: scheduled_jobs(stack, plan_id), what="scheduled job")
+        assert len(rows) == 1
+        await stack.wait_terminal(rows[0]["job_id"])
+    finally:
+        await _cleanup(client, plan_id)

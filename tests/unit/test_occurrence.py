@@ -1,0 +1,92 @@
+"""Occurrence ids, schedule building and the sync diff (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from temporalio.client import ScheduleActionStartWorkflow, ScheduleOverlapPolicy
+
+from curaflow.config import ScheduleConfig, Settings
+from curaflow.domain.messages import JobInput, TargetSpec
+from curaflow.domain.occurrence import CATCHUP_WINDOW_S, occurrence_job_id
+from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
+from curaflow.schedules import Change, _diff, build_schedule, occurrence_input
+
+
+def test_occurrence_id_uses_the_plans_time_zone() -> None:
+    at = datetime(2025, 3, 9, 23, 30, 42, tzinfo=UTC)
+    assert occurrence_job_id("nightly", at, "UTC") == ("nightly@2025-03-09T2330", "2025-03-09")
+    # Tokyo is UTC+9: the local date is the next day
+    assert occurrence_job_id("nightly", at, "Asia/Tokyo") == ("nightly@2025-03-10T0830", "2025-03-10")
+    # New York on the DST switch day (UTC-4 after 2025-03-09 07:00 UTC)
+    assert occurrence_job_id("nightly", at, "America/New_York") == ("nightly@2025-03-09T1930", "2025-03-09")
+
+
+def test_occurrence_id_is_per_minute_seconds_do_not_matter() -> None:
+    a = occurrence_job_id("p", datetime(2025, 1, 1, 9, 0, 0, tzinfo=UTC), "UTC")
+    b = occurrence_job_id("p", datetime(2025, 1, 1, 9, 0, 59, tzinfo=UTC), "UTC")
+    c = occurrence_job_id("p", datetime(2025, 1, 1, 9, 1, 0, tzinfo=UTC), "UTC")
+    assert a == b != c
+
+
+def test_naive_time_is_utc() -> None:
+    assert occurrence_job_id("p", datetime(2025, 1, 1, 9, 5), "UTC")[0] == "p@2025-01-01T0905"
+
+
+def _settings(**plan: object) -> Settings:
+    base = {"id": "nightly", "cron": ["0 3 * * *"], "timezone": "Europe/Paris", "target_ids": ["demo"]}
+    return Settings(schedules=[ScheduleConfig.model_validate({**base, **plan})])
+
+
+def test_schedule_policies_skip_overlap_90_min_catchup() -> None:
+    settings = _settings(jitter_ms=30_000, paused=True)
+    schedule = build_schedule(settings, settings.schedules[0])
+    assert schedule.policy.overlap == ScheduleOverlapPolicy.SKIP
+    assert schedule.policy.catchup_window == timedelta(seconds=CATCHUP_WINDOW_S) == timedelta(minutes=90)
+    assert schedule.spec.cron_expressions == ["0 3 * * *"]
+    assert schedule.spec.time_zone_name == "Europe/Paris"
+    assert schedule.spec.jitter == timedelta(seconds=30)
+    assert schedule.state.paused is True
+    action = schedule.action
+    assert isinstance(action, ScheduleActionStartWorkflow)
+    assert action.workflow == "ScheduledJobWorkflow"
+    assert action.task_queue == "curaflow"
+
+
+def test_diff_names_each_changed_field() -> None:
+    settings = _settings()
+    plan = settings.schedules[0]
+    desired = occurrence_input(settings, plan)
+    assert _diff(desired, False, desired, plan) == {}
+    current = desired.model_copy(update={"cron": ["0 4 * * *"]})
+    changes = _diff(current, True, desired, plan)
+    assert changes == {"cron": (["0 4 * * *"], ["0 3 * * *"]), "paused": (True, False)}
+    assert Change("nightly", "update", changes).render() == (
+        "~ nightly: cron ['0 4 * * *'] → ['0 3 * * *']; paused True → False"
+    )
+    assert Change("x", "create").render() == "+ x"
+    assert Change("x", "delete").render() == "- x"
+
+
+def test_presentation_of_a_scheduled_job() -> None:
+    inp = JobInput(
+        job_id="nightly@2025-01-01T0300",
+        plan_id="nightly",
+        schedule_id="nightly",
+        trigger="schedule",
+        created_at_ms=1_735_700_400_000,
+        deadline_at_ms=1_735_702_200_000,
+        targets=[TargetSpec(target_id="demo", query={"tags": ["風景", "空"], "relation": "or"})],
+        max_fallback_stages=3,
+    )
+    attrs = {p.key.name: p.value for p in job_search_attributes(inp)}
+    assert attrs == {
+        "JobStatus": "queued",
+        "JobType": "candidate_search",
+        "TargetIds": ["demo"],
+        "ScheduleId": "nightly",
+    }
+    assert job_summary(inp) == "candidate_search (schedule nightly) — demo: 風景 OR 空"
+    details = job_static_details(inp)
+    assert "**schedule** `nightly`" in details and "**fallback stages** 3" in details
+    assert "2025-01-01 03:00:00 UTC" in details
