@@ -1,0 +1,132 @@
+"""The Temporal UI as the operator's console, driven by a real headless Chromium.
+
+Starts its own dev server *with the Web UI* (free ports), a real worker and two jobs
+(one succeeds, one finds no candidate), then in Debian's ``chromium`` (driven by the
+``playwright`` package's API; no browser download):
+
+1. lists workflows filtered by ``JobStatus`` and finds exactly the matching job;
+2. opens that job and finds its status and its current details (cells, business status).
+
+Screenshots land in ``tests/artifacts/`` (kept by CI as artifacts). Skipped with a
+clear message when Chromium is not installed (``apt-get install -y chromium``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import urllib.parse
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from curaflow.devstack.temporal import TemporalDevServer
+from tests.support import Stack, short_id
+
+pytestmark = pytest.mark.integration
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
+
+
+@pytest.fixture
+async def ui_server(tmp_path: Path) -> AsyncIterator[TemporalDevServer]:
+    server = TemporalDevServer(ui_port=0, log_file=tmp_path / "temporal-ui.log")
+    await server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_ui_filters_jobs_by_status_and_shows_a_jobs_status_and_details(
+    ui_server: TemporalDevServer, tmp_path: Path, database_url: str
+) -> None:
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install -y chromium); the UI test needs it")
+    assert ui_server.ui_url
+
+    route = f"out-{short_id()}"
+    config: dict[str, Any] = {
+        "routes": {route: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [route]}],
+    }
+    stack = Stack(tmp_path, ui_server.address, database_url, config)
+    try:
+        await _browse(stack, ui_server.ui_url)
+    finally:
+        await stack.stop()
+
+
+async def _all_text(page: Any) -> str:
+    """Visible text of the page and of its frames (the UI renders user markdown in iframes)."""
+    parts = []
+    for frame in page.frames:
+        try:
+            parts.append(await frame.inner_text("body"))
+        except Exception:  # noqa: BLE001 - a frame may be navigating or empty
+            continue
+    return "\n".join(parts)
+
+
+async def _wait_for_text(page: Any, needle: str, timeout_s: float = 60.0) -> None:
+    """Poll the page's visible text (the UI's CSP forbids evaluated predicates)."""
+    for _ in range(int(timeout_s * 4)):
+        if needle in await _all_text(page):
+            return
+        await page.wait_for_timeout(250)
+    raise TimeoutError(f"{needle!r} never shown")
+
+
+async def _browse(stack: Stack, ui: str) -> None:
+    from playwright.async_api import async_playwright
+
+    # the worker keeps running: the UI reads a job's current details through a query
+    await stack.start_worker()
+    ok = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
+    none = await stack.admit(stack.task(query={"tags": ["no-such-tag-" + short_id()]}))
+    ok_record = await stack.wait_terminal(ok)
+    none_record = await stack.wait_terminal(none)
+    assert ok_record.business_status == "success"
+    assert none_record.business_status != "success"
+    ok_status = "succeeded"
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    query = urllib.parse.quote(f'JobStatus="{ok_status}"')
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        try:
+            page = await browser.new_page(viewport={"width": 1600, "height": 1000})
+            await page.goto(f"{ui}/namespaces/default/workflows?query={query}")
+            await page.get_by_text(ok, exact=True).first.wait_for(timeout=60_000)
+            await page.screenshot(path=str(ARTIFACTS / "ui-jobs-filtered-by-status.png"), full_page=True)
+            listed = await page.content()
+            assert ok in listed
+            assert none not in listed  # the filter excluded the job of the other status
+
+            await page.get_by_text(ok, exact=True).first.click()
+            await page.get_by_text("Completed", exact=False).first.wait_for(timeout=60_000)
+            # the UI (2.x) shows the summary and the current details under "User Metadata"
+            await page.get_by_text("User Metadata", exact=True).first.click()
+            try:
+                await _wait_for_text(page, "business status")
+            finally:
+                await page.screenshot(path=str(ARTIFACTS / "ui-job-details.png"), full_page=True)
+            text = await _all_text(page)
+            assert "completed" in text.lower()  # the execution status
+            assert f"status {ok_status}" in text or ok_status in text  # current details: job status
+            assert "submitted" in text  # the cell row of the details table
+            assert "candidate_search (protocol)" in text  # the static summary: what was asked
+        finally:
+            await browser.close()
