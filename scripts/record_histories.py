@@ -1,0 +1,133 @@
+"""Re-record the workflow histories replayed by ``tests/unit/test_replay_histories.py``.
+
+    python scripts/record_histories.py            # writes tests/histories/*.json
+
+Runs real jobs on a throw-away embedded stack (an in-memory Temporal dev server, an
+embedded PostgreSQL in a temporary directory — or ``DATABASE_URL`` — and an in-process
+worker serving the replay of the recorded Pixiv responses), then exports each
+execution's history as JSON (the same format as ``temporal workflow show --output json``
+and the UI's download):
+
+* ``job_succeeded``: a protocol job delivered to a directory;
+* ``job_no_candidate``: a scheduled-style job (fallback stages) that finds nothing;
+* ``job_cancelled``: a job cancelled by the ``cancel`` signal before it ran;
+* ``scheduled_occurrence`` / ``scheduled_job``: a schedule trampoline and the job it started.
+
+When to run it: only after an *intended*, versioned change of a workflow (new code
+paths behind ``workflow.patched``), so the histories show the new shape while the old
+recordings keep proving that running executions still replay. Keep the old files when
+you add new ones (suffix them with the date) unless the change deliberately drops
+support for the old shape (``workflow.deprecate_patch``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+import tomli_w
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from curaflow.config import load_settings  # noqa: E402
+from curaflow.devstack.postgres import EmbeddedPostgres  # noqa: E402
+from curaflow.devstack.temporal import TemporalDevServer  # noqa: E402
+from curaflow.domain.messages import CancelRequest  # noqa: E402
+from curaflow.temporal import connect  # noqa: E402
+
+OUT = ROOT / "tests" / "histories"
+
+
+async def record(tmp: Path) -> dict[str, str]:
+    """Run the jobs and write their histories; returns name → workflow id."""
+    from curaflow.admission import Admitter
+    from curaflow.ledger.db import create_pool, migrate
+    from curaflow.schedules import occurrence_input
+    from curaflow.worker import run_worker
+
+    server = TemporalDevServer(log_file=tmp / "temporal.log")
+    await server.start()
+    pg: EmbeddedPostgres | None = None
+    database_url = os.environ.get("DATABASE_URL")
+    if not database_url:
+        pg = EmbeddedPostgres(tmp / "pg")
+        database_url = pg.start()
+    config = {
+        "state_dir": str(tmp / "state"),
+        "temporal": {"address": server.address, "task_queue": "record"},
+        "database": {"url": database_url},
+        "budgets": {"heartbeat_interval_ms": 1000},
+        "reconcile_interval_ms": 500,
+        "routes": {"out": {"kind": "directory", "path": str(tmp / "out")}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": ["out"]}],
+        "schedules": [{"id": "nightly", "cron": ["0 3 * * *"], "timezone": "UTC", "target_ids": ["demo"]}],
+    }
+    path = tmp / "curaflow.toml"
+    path.write_text(tomli_w.dumps(config))
+    settings = load_settings(path)
+    client = await connect(server.address)
+    pool = await create_pool(database_url, min_size=1, max_size=4)
+    await migrate(pool)
+    admitter = Admitter(settings, pool, client)
+    ids: dict[str, str] = {}
+
+    def task(key: str, tags: list[str]) -> dict[str, object]:
+        return {"protocol_version": "1", "job_type": "candidate_search", "idempotency_key": key, "params": {"query": {"tags": tags}}}
+
+    try:
+        # cancelled before any worker runs it: the signal arrives with the first task
+        ids["job_cancelled"] = (await admitter.admit(task("rec-cancel", ["オリジナル"]))).job_id
+        await client.get_workflow_handle(ids["job_cancelled"]).signal("cancel", CancelRequest())
+
+        stop = asyncio.Event()
+        worker = asyncio.create_task(run_worker(settings, stop))
+        try:
+            ids["job_succeeded"] = (await admitter.admit(task("rec-ok", ["オリジナル"]))).job_id
+            ids["job_no_candidate"] = (await admitter.admit(task("rec-none", ["no-such-tag-anywhere"]))).job_id
+            occ = occurrence_input(settings, settings.schedules[0]).model_copy(
+                update={"scheduled_at_ms": int(datetime(2025, 1, 1, 3, 0, tzinfo=UTC).timestamp() * 1000)}
+            )
+            ids["scheduled_occurrence"] = "nightly@occurrence-recorded"
+            trampoline = await client.start_workflow(
+                "ScheduledJobWorkflow", occ, id=ids["scheduled_occurrence"], task_queue="record"
+            )
+            result = await trampoline.result()
+            ids["scheduled_job"] = result["job_id"]
+            for name, wid in ids.items():
+                try:
+                    await asyncio.wait_for(client.get_workflow_handle(wid).result(), timeout=60)
+                except asyncio.TimeoutError:
+                    raise
+                except Exception as err:  # noqa: BLE001 - cancelled/failed runs are recorded too
+                    print(f"{name}: ended with {type(err).__name__}")
+        finally:
+            stop.set()
+            await worker
+        OUT.mkdir(parents=True, exist_ok=True)
+        for name, wid in ids.items():
+            history = await client.get_workflow_handle(wid).fetch_history()
+            data = json.loads(history.to_json())
+            (OUT / f"{name}.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+            print(f"wrote tests/histories/{name}.json ({len(data['events'])} events, workflow {wid})")
+    finally:
+        await pool.close()
+        server.stop()
+        if pg is not None:
+            pg.stop()
+    return ids
+
+
+def main() -> None:
+    """Record every history into ``tests/histories/``."""
+    with tempfile.TemporaryDirectory(prefix="curaflow-record-") as tmp:
+        asyncio.run(record(Path(tmp)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""Replay recorded histories against today's workflow code: an incompatible change fails here.
+
+The histories in ``tests/histories/`` were recorded from real runs by
+``scripts/record_histories.py`` (see its doc for when to re-record). Replaying needs no
+server: the :class:`~temporalio.worker.Replayer` runs the workflow code over each
+recorded event list and fails with a non-determinism error when the code would now
+issue different commands (a removed activity, a reordered step, a new timer…) — the
+change must then go behind ``workflow.patched`` (README "Upgrading").
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from curaflow.worker import sandbox_runner
+from workflows.job import JobWorkflow
+from workflows.scheduled import ScheduledJobWorkflow
+
+HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
+
+
+def test_there_are_recorded_histories_of_each_workflow() -> None:
+    types = set()
+    for path in HISTORIES:
+        first = json.loads(path.read_text())["events"][0]
+        types.add(first["workflowExecutionStartedEventAttributes"]["workflowType"]["name"])
+    assert types == {"JobWorkflow", "ScheduledJobWorkflow"}
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_recorded_history_replays(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    replayer = Replayer(
+        workflows=[JobWorkflow, ScheduledJobWorkflow],
+        data_converter=pydantic_data_converter,
+        workflow_runner=sandbox_runner(),
+    )
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
