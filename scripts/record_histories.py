@@ -78,7 +78,12 @@ async def record(tmp: Path) -> dict[str, str]:
     ids: dict[str, str] = {}
 
     def task(key: str, tags: list[str]) -> dict[str, object]:
-        return {"protocol_version": "1", "job_type": "candidate_search", "idempotency_key": key, "params": {"query": {"tags": tags}}}
+        return {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": key,
+            "params": {"query": {"tags": tags}},
+        }
 
     try:
         # cancelled before any worker runs it: the signal arrives with the first task

@@ -24,6 +24,7 @@ from curaflow import schedules as plans
 from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
 from curaflow.config import Settings
 from curaflow.devstack.stack import read_stack_info
+from curaflow.logs import configure_logging
 from curaflow.temporal import connect
 
 app = typer.Typer(help="Recurring plans (Temporal Schedules): sync them with the config, list, trigger, pause.")
@@ -44,6 +45,9 @@ def _address(settings: Settings) -> str:
 
 
 def _run(settings: Settings, body: Callable[[Client], Awaitable[T]]) -> T:
+    # the command prints its own report; log lines only for warnings, as JSON on stderr
+    configure_logging("WARNING", settings.observability.log_json)
+
     async def main() -> T:
         try:
             client = await connect(_address(settings), settings.temporal.namespace)
