@@ -107,7 +107,7 @@ async def record(tmp: Path) -> dict[str, str]:
             for name, wid in ids.items():
                 try:
                     await asyncio.wait_for(client.get_workflow_handle(wid).result(), timeout=60)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     raise
                 except Exception as err:  # noqa: BLE001 - cancelled/failed runs are recorded too
                     print(f"{name}: ended with {type(err).__name__}")
