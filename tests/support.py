@@ -117,10 +117,19 @@ class Stack:
         return (self.tmp / f"worker-{self.suffix}-{n}.log").read_text(errors="replace")
 
     async def start_api(self) -> httpx.AsyncClient:
-        """Serve the API in this process; returns an authenticated client."""
+        """Serve the API in this process; returns an authenticated client.
+
+        Every answer the client receives is checked against the published schema
+        (:func:`tests.schema.check_response`): documented status, valid body.
+        """
+        from tests.schema import check_response
+
         self.api = await BackgroundServer(create_app(self.settings)).start()
         self.http = httpx.AsyncClient(
-            base_url=self.api.url, headers={"Authorization": f"Bearer {API_TOKEN}"}, timeout=30
+            base_url=self.api.url,
+            headers={"Authorization": f"Bearer {API_TOKEN}"},
+            timeout=60,
+            event_hooks={"response": [check_response]},
         )
         return self.http
 

@@ -3,30 +3,42 @@
 :func:`create_app` builds the app; its lifespan opens the ledger pool (applying
 migrations), connects to Temporal (retrying in the background if it is down: reads
 keep working from the ledger, admissions are started by the reconciler later) and runs
-the reconciler loop. Run it with ``curaflow api`` or as part of ``curaflow dev``.
+the reconciler loop and one ``LISTEN`` connection waking long-polling event readers
+(:class:`~curaflow.ledger.listen.EventNotifier`). Run it with ``curaflow api`` or as
+part of ``curaflow dev``.
+
+Every request on the job surface ends with one JSON log line (reference §9.2): the
+original's event name (``schedule.job_admitted`` / ``schedule.job_cancelled`` /
+``schedule.job_rejected`` with ``{code, stage}``; ``api.request`` for other answers),
+``http_status``, ``path``, ``method``, ``elapsed_ms`` and, when the caller sent them,
+the sanitised ``attempt_id`` (``X-Schedule-Attempt-Id``, else ``X-Attempt-Id``) and
+``provider`` (``X-Schedule-Provider``). Headers and query strings are never logged, so
+the bearer token never is.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
-from fastapi.openapi.utils import get_openapi
 
 import curaflow
 from curaflow.admission import Admitter
 from curaflow.api.errors import install_error_handlers
+from curaflow.api.events import events_router
+from curaflow.api.openapi import build_openapi
 from curaflow.api.routes import protected, router
 from curaflow.config import Settings
 from curaflow.ledger.db import create_pool, migrate
+from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
 from curaflow.logs import get_logger
 from curaflow.metrics import render_latest
-from curaflow.protocol import models
 from curaflow.telemetry import instrument_app, setup_tracing
 from curaflow.temporal import connect
 
@@ -48,6 +60,34 @@ OUTCOME_EVENTS = {
     ("POST", "/jobs/{job_id}/events/ack"): (None, "job ack failed"),
     ("GET", "/capabilities"): (None, "capabilities failed"),
 }
+_ATTEMPT_ID_DROP = re.compile(r"[^A-Za-z0-9._:-]")
+_PROVIDER_DROP = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def sanitize_header(value: str | None, drop: re.Pattern[str], max_length: int) -> str | None:
+    """Reduce a caller-supplied header to the allowed characters (reference §9.2).
+
+    Returns:
+        At most ``max_length`` allowed characters, or None when the header is absent or
+        nothing allowed remains (never synthesised).
+    """
+    if value is None:
+        return None
+    cleaned = drop.sub("", value)[:max_length]
+    return cleaned or None
+
+
+def request_context(request: Request) -> dict[str, Any]:
+    """``attempt_id`` / ``provider`` of a request, sanitised; absent keys when not sent."""
+    fields: dict[str, Any] = {}
+    attempt = request.headers.get("x-schedule-attempt-id") or request.headers.get("x-attempt-id")
+    attempt_id = sanitize_header(attempt, _ATTEMPT_ID_DROP, 64)
+    if attempt_id:
+        fields["attempt_id"] = attempt_id
+    provider = sanitize_header(request.headers.get("x-schedule-provider"), _PROVIDER_DROP, 32)
+    if provider:
+        fields["provider"] = provider
+    return fields
 
 
 async def _connect_with_retry(app: FastAPI, settings: Settings) -> None:
@@ -62,6 +102,31 @@ async def _connect_with_retry(app: FastAPI, settings: Settings) -> None:
             log.warning("api.temporal_unreachable", error=type(err).__name__, retry_in_s=delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 10.0)
+
+
+def _log_outcome(request: Request, status: int, elapsed_ms: float) -> None:
+    """Write the one outcome line of a request (see the module doc)."""
+    route = request.scope.get("route")
+    template = getattr(route, "path_format", None)
+    names = OUTCOME_EVENTS.get((request.method, template)) if template else None
+    fields: dict[str, Any] = {
+        "http_status": status,
+        "path": request.url.path,
+        "method": request.method,
+        "elapsed_ms": elapsed_ms,
+        **request_context(request),
+        **getattr(request.state, "log_fields", {}),
+    }
+    if status >= 400:
+        code = getattr(request.state, "error_code", None) or ("internal_error" if status >= 500 else None)
+        stage = names[1] if names else "request failed"
+        log.info("schedule.job_rejected", code=code, stage=stage, **fields)
+        if status >= 500:
+            log.error("Job API request failed", code=code, stage=stage, **fields)
+    elif names and names[0]:
+        log.info(names[0], **fields)
+    else:
+        log.info("api.request", **fields)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -91,6 +156,7 @@ def create_app(settings: Settings) -> FastAPI:
         )
         await migrate(pool)
         app.state.pool = pool
+        app.state.notifier = await EventNotifier(settings.database.url).start()
         app.state.client = None
         app.state.admitter = Admitter(settings, pool, None)
         stop = asyncio.Event()
@@ -116,6 +182,7 @@ def create_app(settings: Settings) -> FastAPI:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            await app.state.notifier.stop()
             await pool.close()
 
     app = FastAPI(
@@ -127,6 +194,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.settings = settings
     install_error_handlers(app)
     app.include_router(router)
+    # The event routes first: ``/jobs/{job_id:path}`` would otherwise swallow ``…/events``.
+    app.include_router(events_router)
     app.include_router(protected)
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["meta"], include_in_schema=False)
     instrument_app(app)
@@ -134,41 +203,19 @@ def create_app(settings: Settings) -> FastAPI:
     @app.middleware("http")
     async def outcome_log(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         started = time.perf_counter()
-        response = await call_next(request)
-        route = request.scope.get("route")
-        path = getattr(route, "path", request.url.path)
-        events = OUTCOME_EVENTS.get((request.method, path))
-        if events is not None:
-            elapsed = round((time.perf_counter() - started) * 1000, 2)
-            fields: dict[str, Any] = {
-                "http_status": response.status_code,
-                "path": request.url.path,
-                "method": request.method,
-                "elapsed_ms": elapsed,
-                **getattr(request.state, "log_fields", {}),
-            }
-            if response.status_code >= 400:
-                log.info(
-                    "schedule.job_rejected",
-                    code=getattr(request.state, "error_code", None),
-                    stage=events[1],
-                    **fields,
-                )
-            elif events[0]:
-                log.info(events[0], **fields)
-        return response
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+            return response
+        finally:
+            if request.url.path != "/health":
+                _log_outcome(request, status, round((time.perf_counter() - started) * 1000, 2))
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema:
-            return app.openapi_schema
-        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
-        components = schema.setdefault("components", {}).setdefault("schemas", {})
-        extra = models.Task.model_json_schema(ref_template="#/components/schemas/{model}")
-        for name, sub in extra.pop("$defs", {}).items():
-            components.setdefault(name, sub)
-        components["Task"] = extra
-        app.openapi_schema = schema
-        return schema
+        if not app.openapi_schema:
+            app.openapi_schema = build_openapi(app)
+        return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
     return app

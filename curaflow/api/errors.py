@@ -54,10 +54,12 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, err: RequestValidationError) -> JSONResponse:
-        fields = [".".join(str(p) for p in e.get("loc", ())[1:]) for e in err.errors()]
+        errors = err.errors()
+        fields = [".".join(str(p) for p in e.get("loc", ())[1:]) for e in errors]
         detail = {"field": fields[0]} if fields and fields[0] else None
+        message = f"invalid {fields[0]}: {errors[0].get('msg', 'invalid value')}" if detail else "invalid request"
         request.state.error_code = "invalid_params"
-        return JSONResponse({"error": error_body("invalid_params", "invalid request", detail=detail)}, status_code=400)
+        return JSONResponse({"error": error_body("invalid_params", message, detail=detail)}, status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, err: StarletteHTTPException) -> JSONResponse:

@@ -4,7 +4,9 @@ Each job's events carry a gap-free sequence number assigned while the job row is
 (``UPDATE jobs SET event_seq = event_seq + 1``), so a reader's cursor can never skip an
 event that commits late (DESIGN.md decision 9; reference ``temporal-and-postgres-notes``
 D5). Every append also sends ``NOTIFY curaflow_job_events, '<job_id>'``, delivered at
-commit, which wakes long-polling readers.
+commit, which wakes long-polling readers (:mod:`curaflow.ledger.listen`), and, when the
+job declared a ``callback_url``, enqueues the event's push (:mod:`curaflow.ledger.pushes`)
+with the Event JSON frozen in the same transaction.
 
 Event ids are opaque to consumers: ``evt-<seq>-<8 hex of the job id's hash>``. An id of
 another job, or one that does not parse, is "unknown" and reads from the start
@@ -22,6 +24,7 @@ import asyncpg
 
 from curaflow import metrics
 from curaflow.ledger.db import now_ms
+from curaflow.ledger.pushes import enqueue_push
 
 NOTIFY_CHANNEL = "curaflow_job_events"
 
@@ -97,27 +100,34 @@ async def append_event(
     body = dict(payload or {})
     body["detail"] = {**body.get("detail", {}), "internal_kind": INTERNAL_KINDS.get(type_, type_)}
     # One round trip: bump the sequence (taking the job row lock), insert, notify.
-    seq = await conn.fetchval(
+    row = await conn.fetchrow(
         """WITH next AS (
-               UPDATE jobs SET event_seq = event_seq + 1 WHERE job_id = $1 RETURNING event_seq
+               UPDATE jobs SET event_seq = event_seq + 1 WHERE job_id = $1
+               RETURNING event_seq, callback_url, correlation_id
            ), ins AS (
                INSERT INTO job_events (job_id, seq, type, at, payload)
                SELECT $1, next.event_seq, $2,
                       GREATEST($3::bigint, COALESCE(
                           (SELECT e.at FROM job_events e WHERE e.job_id = $1 ORDER BY e.seq DESC LIMIT 1), 0)),
                       $4
-               FROM next RETURNING seq
+               FROM next RETURNING seq, at
            )
-           SELECT ins.seq FROM ins, pg_notify($5, $1)""",
+           SELECT ins.seq, ins.at, next.callback_url, next.correlation_id
+           FROM ins, next, pg_notify($5, $1)""",
         job_id,
         type_,
         at,
         body,
         NOTIFY_CHANNEL,
     )
-    if seq is None:
+    if row is None:
         raise LookupError(job_id)
-    return int(seq)
+    seq = int(row["seq"])
+    if row["callback_url"]:
+        # Push channel (reference §4.7): the Event JSON is frozen now, in this transaction.
+        event = render_event(job_id, seq, type_, row["at"], body, row["correlation_id"])
+        await enqueue_push(conn, job_id, seq, event["event_id"], row["callback_url"], event)
+    return seq
 
 
 def render_event(
@@ -145,6 +155,7 @@ class EventPageData:
     unacked: int
     total: int
     more: bool
+    completed: bool = False
 
 
 async def read_events(
@@ -159,22 +170,25 @@ async def read_events(
     """Read a page of ``job_id``'s events in ascending order.
 
     Args:
-        after_seq: exclusive lower bound (None → from the start).
+        after_seq: exclusive lower bound (None, or beyond the stream → from the start).
         from_ack: start after the durable ack cursor instead (``unacked=1``).
         limit: page size.
         correlation_id: echoed in each event.
 
     Returns:
-        The page; ``unacked`` counts events after the ack cursor, independent of ``after``.
+        The page; ``unacked`` counts events after the ack cursor, independent of ``after``;
+        ``completed`` tells that the job is terminal (its terminal event is the last one).
     """
     row = await conn.fetchrow(
-        """SELECT j.event_seq, COALESCE(c.acked_seq, 0) AS acked
+        """SELECT j.event_seq, j.completed_at, COALESCE(c.acked_seq, 0) AS acked
            FROM jobs j LEFT JOIN event_cursors c ON c.job_id = j.job_id
            WHERE j.job_id = $1""",
         job_id,
     )
     total = int(row["event_seq"]) if row else 0
     acked = int(row["acked"]) if row else 0
+    if after_seq is not None and after_seq > total:
+        after_seq = None  # names no event of this stream: an unknown cursor reads from the start
     start = acked if from_ack else (after_seq or 0)
     rows = await conn.fetch(
         """SELECT seq, type, at, payload FROM job_events
@@ -187,7 +201,8 @@ async def read_events(
     if rows:
         metrics.record_event_lag((now_ms() - int(rows[0]["at"])) / 1000)
     events = [render_event(job_id, r["seq"], r["type"], r["at"], r["payload"], correlation_id) for r in rows[:limit]]
-    return EventPageData(events=events, unacked=max(0, total - acked), total=total, more=more)
+    completed = bool(row and row["completed_at"] is not None)
+    return EventPageData(events=events, unacked=max(0, total - acked), total=total, more=more, completed=completed)
 
 
 async def ack_events(conn: asyncpg.Connection, job_id: str, seq: int | None) -> tuple[int, int]:

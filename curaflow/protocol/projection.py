@@ -20,6 +20,7 @@ Field rules follow reference §1.3 with the curaflow extensions of the protocol 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from curaflow.domain.cells import CellState
 from curaflow.domain.models import CellSnapshot, JobRecord
@@ -34,6 +35,17 @@ from curaflow.domain.reasons import protocol_code_for, user_message
 from curaflow.protocol.errors import error_body
 
 FILTERED_REASONS = {"duplicate", "excluded", "invalid", "unavailable", "other"}
+#: characters a URL path segment may carry unencoded (RFC 3986 ``pchar``).
+PATH_SAFE = "@:!$&'()*+,;=-._~"
+
+
+def job_path(job_id: str) -> str:
+    """The job's path ``/jobs/<job_id>``, the id percent-encoded as one path segment.
+
+    Ordinary ids (``demo@manual-key``) are unchanged; a ``/``, ``?``, ``#``, ``%``, space
+    or non-ASCII character of the idempotency key is encoded.
+    """
+    return f"/jobs/{quote(job_id, safe=PATH_SAFE)}"
 
 
 def _candidate(cell: CellSnapshot, query_tags: list[str]) -> dict[str, Any]:
@@ -163,7 +175,7 @@ def project_job(record: JobRecord, now_ms: int) -> dict[str, Any]:
     if not terminal and record.cancel_requested_at is not None:
         stage = "cancelling"
     job["progress"] = {"stage": stage, "at": updated_at}
-    job["events_url"] = f"/jobs/{record.job_id}/events"
+    job["events_url"] = f"{job_path(record.job_id)}/events"
     if status == JobStatus.SUCCEEDED:
         job["result"] = project_result(record)
     error = project_error(record, status)

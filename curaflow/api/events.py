@@ -1,0 +1,123 @@
+"""The event stream of a job: ``GET /jobs/{job_id}/events`` and ``POST /jobs/{job_id}/events/ack``.
+
+Reference §4.5–4.6, with the curaflow extensions of the protocol issue:
+
+* ``after`` (exclusive): an event id of this job; an unknown id (unparsable, of another
+  job, beyond the stream) reads from the start — at-least-once delivery. An empty
+  ``after`` is refused (400, ``detail.field: after``);
+* ``unacked=1|true`` starts after the durable ack cursor instead (``after`` is then
+  ignored); ``0|false|""`` is off; anything else → 400 (``detail.field: unacked``);
+* ``limit``: page size, default 200, 1..500 (400 outside, ``detail.field: limit``);
+  ``next_after`` is present only when more events remain;
+* ``unacked`` in the page always counts the events after the durable cursor, never
+  depending on ``after``;
+* ``wait_ms`` (0..30000, default 0): long poll. When the page would be empty the request
+  waits until an event of the job commits — woken by ``LISTEN/NOTIFY`` through the
+  process's :class:`~curaflow.ledger.listen.EventNotifier`, never a sleep loop — and
+  answers with it, or with an empty page at the timeout. A terminal job answers at once
+  (its terminal event is its last).
+
+Ack: the body ``{ack_through}`` is validated before the job lookup; the cursor moves
+forward only (an unknown or older id is a no-op that still answers 200); ack never
+changes the job, the events or their push state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+
+from curaflow.api.auth import require_token
+from curaflow.api.body import read_json
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.events import ack_events, parse_event_id, read_events
+from curaflow.protocol.errors import invalid_params
+
+events_router = APIRouter(dependencies=[Depends(require_token)])
+
+DEFAULT_LIMIT = 200
+MAX_LIMIT = 500
+MAX_WAIT_MS = 30_000
+UNACKED_ON = {"1": True, "true": True, "0": False, "false": False, "": False}
+
+
+async def _job_exists(request: Request, job_id: str) -> bool:
+    async with request.app.state.pool.acquire() as conn:
+        return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = $1)", job_id))
+
+
+@events_router.get("/jobs/{job_id:path}/events", operation_id="list_events", tags=["events"])
+async def list_events(
+    request: Request,
+    job_id: str,
+    after: Annotated[str | None, Query(min_length=1, description="Exclusive cursor: an event_id of this job.")] = None,
+    unacked: Annotated[
+        Literal["1", "0", "true", "false", ""] | None,
+        Query(description="1|true: start after the durable ack cursor (after is ignored)."),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Page size.")] = DEFAULT_LIMIT,
+    wait_ms: Annotated[
+        int, Query(ge=0, le=MAX_WAIT_MS, description="Long poll: wait up to this long (ms) for a new event.")
+    ] = 0,
+) -> JSONResponse:
+    """A page of the job's events in ascending order (see the module doc)."""
+    request.state.log_fields = {"job_id": job_id}
+    pool = request.app.state.pool
+    notifier = request.app.state.notifier
+    if not await _job_exists(request, job_id):
+        raise invalid_params("unknown job", http_status=404)
+    from_ack = UNACKED_ON[unacked or ""]
+    after_seq = parse_event_id(job_id, after)
+    deadline = time.monotonic() + wait_ms / 1000
+    with notifier.watch(job_id) as woken:
+        while True:
+            woken.clear()  # before reading: a commit after this read wakes the wait below
+            async with pool.acquire() as conn:
+                correlation_id = await conn.fetchval("SELECT correlation_id FROM jobs WHERE job_id = $1", job_id)
+                page = await read_events(
+                    conn,
+                    job_id,
+                    after_seq=after_seq,
+                    from_ack=from_ack,
+                    limit=limit,
+                    correlation_id=correlation_id,
+                )
+            remaining = deadline - time.monotonic()
+            if page.events or page.completed or remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(woken.wait(), timeout=remaining)
+            except TimeoutError:
+                deadline = 0.0  # read once more, then answer (possibly an empty page)
+    body: dict[str, Any] = {
+        "job_id": job_id,
+        "events": page.events,
+        "unacked": page.unacked,
+        "server_time": now_ms(),
+    }
+    if page.more and page.events:
+        body["next_after"] = page.events[-1]["event_id"]
+    request.state.log_fields = {"job_id": job_id, "events": len(page.events), "unacked": page.unacked}
+    return JSONResponse(body)
+
+
+@events_router.post("/jobs/{job_id:path}/events/ack", operation_id="ack_events", tags=["events"])
+async def ack(request: Request, job_id: str) -> JSONResponse:
+    """Move the job's durable ack cursor forward to ``ack_through`` (see the module doc)."""
+    request.state.log_fields = {"job_id": job_id}
+    body = await read_json(request, request.app.state.settings.api.max_body_bytes)
+    if not isinstance(body, dict):
+        raise invalid_params("request body must be a JSON object {ack_through}", field="ack_through")
+    value = body.get("ack_through")
+    if not isinstance(value, str) or not value.strip():
+        raise invalid_params("ack_through must be a non-empty event_id", field="ack_through")
+    if not await _job_exists(request, job_id):
+        raise invalid_params("unknown job", http_status=404)
+    async with request.app.state.pool.acquire() as conn:
+        acked, unacked = await ack_events(conn, job_id, parse_event_id(job_id, value))
+    request.state.log_fields = {"job_id": job_id, "acked": acked, "unacked": unacked}
+    return JSONResponse({"job_id": job_id, "acked": acked, "unacked": unacked, "server_time": now_ms()})

@@ -1,0 +1,121 @@
+"""``/openapi.json``: the job surface described with the vendored protocol schema.
+
+FastAPI generates paths and query parameters from the routes; this module replaces the
+components with the ``$defs`` of ``curaflow/protocol/schema/protocol.schema.json``
+(references rewritten to ``#/components/schemas/``) and sets, per operation, the
+request body and every response the API can give — success bodies, protocol errors
+(``ErrorResponse``) and the legacy authentication shape (``AuthError``, 401 / 503) — so
+that a client generator or a property-based tester sees exactly what goes over the
+wire. :data:`OPERATIONS` is the one table of what each route answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from curaflow.protocol.schemas import protocol_schema, rewrite_refs
+
+COMPONENTS = "#/components/schemas/"
+DESCRIPTIONS = {
+    200: "OK",
+    202: "accepted: first admission",
+    400: "invalid request (protocol error: invalid_params or unsupported_protocol_version)",
+    401: "missing or wrong bearer token (legacy shape)",
+    404: "unknown job (or unknown target on POST /jobs): invalid_params",
+    405: "method not allowed",
+    409: "idempotency_conflict, or ambiguous_target (invalid_params)",
+    413: "request body larger than api.max_body_bytes (invalid_params)",
+    500: "internal_error (internal text never leaks)",
+    503: "no API token configured: the endpoint fails closed (legacy shape)",
+}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """What one route answers: ``{status: $defs name}`` plus an optional request body."""
+
+    responses: dict[int, str]
+    body: str | None = None
+    protected: bool = True
+    links: dict[str, Any] = field(default_factory=dict)
+
+
+_JOB_LINKS = {
+    "GetJob": {"operationId": "get_job", "parameters": {"job_id": "$response.body#/job/job_id"}},
+    "ListEvents": {"operationId": "list_events", "parameters": {"job_id": "$response.body#/job/job_id"}},
+    "CancelJob": {"operationId": "cancel_job", "parameters": {"job_id": "$response.body#/job/job_id"}},
+}
+_AUTH = {401: "AuthError", 503: "AuthError", 500: "ErrorResponse"}
+
+#: (method, path) → what the operation answers.
+OPERATIONS: dict[tuple[str, str], Operation] = {
+    ("get", "/health"): Operation({200: "Health"}, protected=False),
+    ("get", "/capabilities"): Operation({200: "Capabilities", **_AUTH}),
+    ("post", "/jobs"): Operation(
+        {
+            202: "JobEnvelope",
+            200: "JobEnvelope",
+            400: "ErrorResponse",
+            404: "ErrorResponse",
+            409: "ErrorResponse",
+            413: "ErrorResponse",
+            **_AUTH,
+        },
+        body="Task",
+        links=_JOB_LINKS,
+    ),
+    ("get", "/jobs"): Operation({200: "JobPage", 400: "ErrorResponse", **_AUTH}),
+    ("get", "/jobs/{job_id}"): Operation({200: "Job", 404: "ErrorResponse", **_AUTH}),
+    ("post", "/jobs/{job_id}/cancel"): Operation({200: "Job", 404: "ErrorResponse", **_AUTH}),
+    ("get", "/jobs/{job_id}/events"): Operation(
+        {200: "EventPage", 400: "ErrorResponse", 404: "ErrorResponse", **_AUTH}
+    ),
+    ("post", "/jobs/{job_id}/events/ack"): Operation(
+        {200: "AckResult", 400: "ErrorResponse", 404: "ErrorResponse", 413: "ErrorResponse", **_AUTH},
+        body="AckRequest",
+    ),
+}
+
+
+def _json(name: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": COMPONENTS + name}}}
+
+
+def build_openapi(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of ``app`` (see the module doc).
+
+    Raises:
+        KeyError: a route of the app has no entry in :data:`OPERATIONS` (a test keeps
+            them in step).
+    """
+    doc = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    defs = protocol_schema()["$defs"]
+    doc["components"] = {
+        "schemas": {name: rewrite_refs(schema, COMPONENTS) for name, schema in defs.items()},
+        "securitySchemes": {
+            "bearerAuth": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "Authorization: Bearer <CURAFLOW_API_TOKEN> (compared in constant time).",
+            }
+        },
+    }
+    for path, item in doc["paths"].items():
+        for method, operation in item.items():
+            spec = OPERATIONS[(method, path)]
+            responses: dict[str, Any] = {}
+            for status, name in sorted(spec.responses.items()):
+                response: dict[str, Any] = {"description": DESCRIPTIONS.get(status, "answer"), "content": _json(name)}
+                if spec.links and status in (200, 202):
+                    response["links"] = spec.links
+                responses[str(status)] = response
+            operation["responses"] = responses
+            if spec.body:
+                operation["requestBody"] = {"required": True, "content": _json(spec.body)}
+            if spec.protected:
+                operation["security"] = [{"bearerAuth": []}]
+    return doc

@@ -1,0 +1,178 @@
+"""Push state of job events sent to a job's ``callback_url`` (table ``event_pushes``).
+
+Lifecycle of one row (one event of one job that declared a callback):
+
+* **enqueue** — :func:`enqueue_push`, called by
+  :func:`curaflow.ledger.events.append_event` in the event's own transaction, freezes the
+  Event JSON (``body``) and the URL; status ``pending``;
+* **claim** — :func:`claim_next` hands the *oldest* pending event of the job to one push
+  attempt (a lease: ``claimed_by`` / ``claimed_until``) and counts the attempt. Events of
+  one job are pushed in order: while the oldest pending event is claimed by another live
+  attempt, nothing is handed out (the caller stops; that attempt will go on);
+* **settle** — :func:`record_push` marks the row ``delivered`` (2xx or 409), ``dead``
+  (another 4xx at once, or the last allowed attempt failed) or releases it for a retry.
+
+Push state is separate from the consumer's ack cursor (``event_cursors``) and never
+changes the job: push and pull are independent (reference §4.7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+
+from curaflow.ledger.db import now_ms
+
+PENDING = "pending"
+DELIVERED = "delivered"
+DEAD = "dead"
+
+
+@dataclass
+class ClaimedPush:
+    """One event handed to a push attempt.
+
+    Attributes:
+        seq: the event's sequence number in its job.
+        event_id: the opaque event id (sent as the idempotency key).
+        url: the job's callback URL, as admitted.
+        body: the frozen Event JSON text (sent byte for byte).
+        attempts: attempts of this event including the current one.
+    """
+
+    job_id: str
+    seq: int
+    event_id: str
+    url: str
+    body: str
+    attempts: int
+
+
+@dataclass
+class Claim:
+    """Answer of :func:`claim_next`: ``push`` is None when there is nothing to send now.
+
+    Attributes:
+        busy: True when the oldest pending event is being sent by another live attempt.
+    """
+
+    push: ClaimedPush | None
+    busy: bool = False
+
+
+async def enqueue_push(
+    conn: asyncpg.Connection, job_id: str, seq: int, event_id: str, url: str, event: dict[str, Any]
+) -> None:
+    """Record a pending push of ``event`` to ``url`` (inside the event's transaction)."""
+    now = now_ms()
+    await conn.execute(
+        """INSERT INTO event_pushes (job_id, seq, event_id, url, body, created_at, updated_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT DO NOTHING""",
+        job_id,
+        seq,
+        event_id,
+        url,
+        event,
+        now,
+    )
+
+
+async def claim_next(pool: asyncpg.Pool, job_id: str, owner: str, lease_ms: int) -> Claim:
+    """Claim the oldest pending event of ``job_id`` for one send (own transaction).
+
+    Args:
+        owner: identity of the sending attempt (``claimed_by``).
+        lease_ms: how long the claim protects the send (request timeout plus a margin).
+
+    Returns:
+        The claimed push (its ``attempts`` already counts this send), or an empty
+        :class:`Claim` (``busy`` when another live attempt holds the oldest event).
+    """
+    now = now_ms()
+    async with pool.acquire() as conn, conn.transaction():
+        row = await conn.fetchrow(
+            """SELECT seq, event_id, url, body::text AS body, attempts, claimed_by, claimed_until
+               FROM event_pushes WHERE job_id = $1 AND status = 'pending'
+               ORDER BY seq LIMIT 1 FOR UPDATE""",
+            job_id,
+        )
+        if row is None:
+            return Claim(push=None)
+        if row["claimed_until"] is not None and row["claimed_until"] > now and row["claimed_by"] != owner:
+            return Claim(push=None, busy=True)
+        attempts = await conn.fetchval(
+            """UPDATE event_pushes SET attempts = attempts + 1, claimed_by = $3, claimed_until = $4, updated_at = $5
+               WHERE job_id = $1 AND seq = $2 RETURNING attempts""",
+            job_id,
+            row["seq"],
+            owner,
+            now + lease_ms,
+            now,
+        )
+    return Claim(
+        push=ClaimedPush(
+            job_id=job_id,
+            seq=row["seq"],
+            event_id=row["event_id"],
+            url=row["url"],
+            body=row["body"],
+            attempts=int(attempts),
+        )
+    )
+
+
+async def record_push(
+    pool: asyncpg.Pool, push: ClaimedPush, status: str, *, http_status: int | None, error: str | None
+) -> None:
+    """Settle one send of ``push``.
+
+    Args:
+        status: ``delivered``, ``dead`` or ``pending`` (released for a later retry).
+        http_status: the answer's status, None when no answer came.
+        error: a short description of a failure.
+    """
+    now = now_ms()
+    await pool.execute(
+        """UPDATE event_pushes SET status = $3, last_status = $4, last_error = $5, claimed_by = NULL,
+                  claimed_until = NULL, updated_at = $6,
+                  completed_at = CASE WHEN $3 = 'pending' THEN NULL ELSE $6::bigint END
+           WHERE job_id = $1 AND seq = $2""",
+        push.job_id,
+        push.seq,
+        status,
+        http_status,
+        (error or "")[:500] or None,
+        now,
+    )
+
+
+async def stale_jobs(pool: asyncpg.Pool, idle_ms: int, limit: int = 50) -> list[str]:
+    """Jobs with a pending push nobody has worked on for ``idle_ms`` (oldest first).
+
+    A pending event is *stale* when no attempt holds it and its row has not changed for
+    ``idle_ms``: it was written while no workflow served the job (the reconciler or the
+    HTTP cancel converged the ledger), or its job's workflow ended before pushing it.
+    """
+    now = now_ms()
+    rows = await pool.fetch(
+        """SELECT job_id FROM event_pushes
+           WHERE status = 'pending' AND updated_at <= $1::bigint - $2::bigint
+             AND (claimed_until IS NULL OR claimed_until <= $1::bigint)
+           GROUP BY job_id ORDER BY min(updated_at) LIMIT $3""",
+        now,
+        idle_ms,
+        limit,
+    )
+    return [r["job_id"] for r in rows]
+
+
+async def push_states(pool: asyncpg.Pool, job_id: str) -> list[dict[str, Any]]:
+    """Every push row of ``job_id`` in event order (for diagnostics and tests), without bodies."""
+    rows = await pool.fetch(
+        """SELECT seq, event_id, status, attempts, last_status, last_error, completed_at
+           FROM event_pushes WHERE job_id = $1 ORDER BY seq""",
+        job_id,
+    )
+    return [dict(r) for r in rows]
