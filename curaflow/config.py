@@ -33,7 +33,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from curaflow.domain.messages import Budgets, RouteRef, TargetFilters, TargetQuery
+from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFilters, TargetQuery
 
 BUDGET_FLOOR_MS = 60_000
 DEFAULT_QUEUED_MS = 1_800_000
@@ -78,6 +78,10 @@ class ApiSettings(_Section):
             token the API refuses protected routes (fail closed) unless ``insecure``.
         insecure: serve protected routes without a token (prints a warning).
         callback_allowed_hosts: hosts a ``callback_url`` may point at; empty refuses all.
+        callback_timeout_ms: timeout of one callback POST.
+        callback_max_attempts: sends of one event before it is dead-lettered (1..8).
+        callback_retry_initial_interval_ms / callback_retry_max_interval_ms: backoff of
+            the ``push_events`` activity's retries (doubling, capped).
         max_body_bytes: largest accepted request body (413 beyond).
         cancel_wait_ms: how long ``POST /jobs/{id}/cancel`` waits for in-flight work
             to stop before answering.
@@ -88,6 +92,10 @@ class ApiSettings(_Section):
     token: SecretStr | None = None
     insecure: bool = False
     callback_allowed_hosts: list[str] = Field(default_factory=list)
+    callback_timeout_ms: int = Field(default=30_000, ge=100)
+    callback_max_attempts: int = Field(default=8, ge=1, le=8)
+    callback_retry_initial_interval_ms: int = Field(default=1_000, ge=10)
+    callback_retry_max_interval_ms: int = Field(default=60_000, ge=10)
     max_body_bytes: int = 65_536
     cancel_wait_ms: int = Field(default=10_000, ge=0)
 
@@ -467,6 +475,15 @@ class Settings(BaseSettings):
             retry_initial_interval_ms=self.delivery.retry_initial_interval_ms,
             retry_max_interval_ms=self.delivery.retry_max_interval_ms,
             source_max_attempts=self.delivery.source_max_attempts,
+        )
+
+    def callback_policy(self) -> CallbackPolicy:
+        """The push policy of ``callback_url`` events, frozen into each job's workflow input."""
+        return CallbackPolicy(
+            max_attempts=self.api.callback_max_attempts,
+            timeout_ms=self.api.callback_timeout_ms,
+            initial_interval_ms=self.api.callback_retry_initial_interval_ms,
+            max_interval_ms=self.api.callback_retry_max_interval_ms,
         )
 
     def accounts(self) -> dict[str, PixivAccount]:

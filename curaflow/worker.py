@@ -8,7 +8,8 @@ One process runs
   (``<task_queue>-source-<account>``) running ``search`` with the account's
   concurrency (default 1);
 * one ``deliver`` worker per route ``task_queue`` in its configuration;
-* the reconciler loop and the schedule watcher (missed / skipped occurrences);
+* the reconciler loop, the schedule watcher (missed / skipped occurrences) and the
+  callback push sweeper (:mod:`curaflow.callbacks`);
 * curaflow's Prometheus metrics on ``observability.metrics_port`` and the Temporal SDK's
   on ``observability.temporal_metrics_port`` (when set);
 * in replay mode without ``pixiv.api_url``, the replay server on a free local port.
@@ -30,6 +31,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities import build_activities
 from activities.deps import ActivityDeps, close_deps, open_deps
+from curaflow.callbacks import run_push_sweeper
 from curaflow.config import Settings
 from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import migrate
@@ -40,6 +42,7 @@ from curaflow.schedules import watch_forever
 from curaflow.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
 from curaflow.temporal import connect, ensure_search_attributes, start_job_workflow
 from workflows.job import JobWorkflow
+from workflows.pushes import EventPushWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
 
 log = get_logger("curaflow.worker")
@@ -80,7 +83,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
         Worker(
             client,
             task_queue=settings.temporal.task_queue,
-            workflows=[JobWorkflow, ScheduledJobWorkflow],
+            workflows=[JobWorkflow, ScheduledJobWorkflow, EventPushWorkflow],
             activities=main_acts,
             interceptors=interceptors_for_worker(deps.pool),
             workflow_runner=sandbox_runner(),
@@ -170,6 +173,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     watcher = asyncio.create_task(
         watch_forever(deps.pool, client, settings, settings.reconcile_interval_ms / 1000, stop)
     )
+    sweeper = asyncio.create_task(
+        run_push_sweeper(deps.pool, client, settings, stop, settings.reconcile_interval_ms / 1000)
+    )
     log.info(
         "worker.started",
         task_queue=settings.temporal.task_queue,
@@ -188,7 +194,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     finally:
         stop.set()
         WORKERS_UP.set(0)
-        for task in (reconciler, watcher):
+        for task in (reconciler, watcher, sweeper):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         flush_tracing()

@@ -13,6 +13,10 @@ the first ``search`` of a cell may wait in its queue at most the queued budget
 (``stalled_no_heartbeat``; for a delivery ``delivery_abandoned``); the job deadline is a
 workflow timer (``execution_timeout``).
 
+Callbacks (decision 9): with ``JobInput.callback`` the job's events are pushed by the
+``push_events`` activity — at start, after every step and after ``finish``, one push at
+a time (:meth:`JobWorkflow._push`); the execution closes once every event is settled.
+
 Cancellation (decision 7): the ``cancel`` signal is turned into a Temporal cancel
 request by the ``request_cancel`` activity, so the signal, ``POST /jobs/{id}/cancel``
 and the UI's / CLI's cancel all arrive here the same way. In-flight activities are
@@ -52,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
         FinishInput,
         JobInput,
         JobState,
+        PushInput,
         SearchInput,
         TargetSpec,
     )
@@ -59,6 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.projection import job_stage, job_status
     from curaflow.domain.reasons import TerminalReason, parse_reason
     from workflows.details import render_details
+    from workflows.pushes import push_options
 
 JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
 BUSINESS_STATUS = SearchAttributeKey.for_keyword("BusinessStatus")
@@ -123,6 +129,9 @@ class JobWorkflow:
         self._finishing = False
         self._details = ""
         self._published: tuple[str, str] = ("queued", "")  # set at start (curaflow.temporal)
+        self._push_wanted = 0
+        self._push_done = 0
+        self._pusher: asyncio.Task[None] | None = None
 
     # ---- queries and signals ----------------------------------------------------
 
@@ -170,6 +179,7 @@ class JobWorkflow:
     async def run(self, inp: JobInput) -> JobState:
         """Run every cell, then finish; ends ``Canceled`` after a consumer cancel."""
         self._publish()
+        self._push()
         tasks = [asyncio.create_task(self._run_cell(t)) for t in inp.targets]
         cause = "completed"
         remaining_s = max(0.0, (inp.deadline_at_ms - int(workflow.time() * 1000)) / 1000)
@@ -195,6 +205,7 @@ class JobWorkflow:
             # ledger already decided, and the execution completes with that result.
             self._final = await finish
         self._publish()
+        await self._pushed()
         await workflow.wait_condition(workflow.all_handlers_finished)
         if cause == "cancelled":
             raise CancelledError("cancelled_by_consumer")
@@ -275,7 +286,42 @@ class JobWorkflow:
             name, arg, result_type=CellUpdate, summary=summary, **options
         )
         self._apply(update.cell)
+        self._push()
         return update
+
+    # ---- callbacks --------------------------------------------------------------
+
+    def _push(self) -> None:
+        """Push the job's new events to its ``callback_url`` (no-op without one).
+
+        Pushes run one at a time in the background; a request made while one runs is
+        served by one more run after it.
+        """
+        if not self._inp.callback:
+            return
+        self._push_wanted += 1
+        if self._pusher is None or self._pusher.done():
+            self._pusher = asyncio.create_task(self._push_loop())
+
+    async def _push_loop(self) -> None:
+        while self._push_done < self._push_wanted:
+            wanted = self._push_wanted
+            # A failure leaves the events pending in the ledger for the sweeper.
+            with contextlib.suppress(ActivityError):
+                await workflow.execute_activity(
+                    "push_events",
+                    PushInput(job_id=self._inp.job_id, policy=self._inp.callback_policy),
+                    summary="push events",
+                    **push_options(self._inp.callback_policy),
+                )
+            self._push_done = wanted
+
+    async def _pushed(self) -> None:
+        """After ``finish``: push the terminal event and wait until every push settled."""
+        self._push()
+        if self._pusher is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pusher
 
     async def _run_cell(self, target: TargetSpec) -> None:
         inp = self._inp

@@ -109,6 +109,23 @@ class Budgets(BaseModel):
         return self.heartbeat_interval_ms * 2
 
 
+class CallbackPolicy(BaseModel):
+    """How a job's events are pushed to its ``callback_url`` (reference §4.7).
+
+    Attributes:
+        max_attempts: sends of one event before it is dead-lettered (2xx / 409 end it
+            earlier; another 4xx dead-letters it at once).
+        timeout_ms: timeout of one POST.
+        initial_interval_ms / max_interval_ms: retry backoff of the ``push_events``
+            activity (doubling, capped).
+    """
+
+    max_attempts: int = 8
+    timeout_ms: int = 30_000
+    initial_interval_ms: int = 1_000
+    max_interval_ms: int = 60_000
+
+
 class JobInput(BaseModel):
     """The argument of ``JobWorkflow.run``.
 
@@ -122,6 +139,7 @@ class JobInput(BaseModel):
         max_fallback_stages: passes per cell for scheduled jobs (1 = no fallback).
         source_task_queues: account → the task queue of its rate gate.
         callback: whether lifecycle events are pushed to a ``callback_url``.
+        callback_policy: retry budget of those pushes.
     """
 
     job_id: str
@@ -136,6 +154,28 @@ class JobInput(BaseModel):
     max_fallback_stages: int = 1
     source_task_queues: dict[str, str] = Field(default_factory=dict)
     callback: bool = False
+    callback_policy: CallbackPolicy = Field(default_factory=CallbackPolicy)
+
+
+class PushInput(BaseModel):
+    """Argument of the ``push_events`` activity and of ``EventPushWorkflow``: push a job's pending events."""
+
+    job_id: str
+    policy: CallbackPolicy = Field(default_factory=CallbackPolicy)
+
+
+class PushReport(BaseModel):
+    """Result of ``push_events``: what this attempt settled.
+
+    Attributes:
+        delivered / dead: events settled by this attempt.
+        busy: another attempt was sending the job's oldest pending event; it goes on.
+    """
+
+    job_id: str
+    delivered: int = 0
+    dead: int = 0
+    busy: bool = False
 
 
 class CancelRequest(BaseModel):

@@ -1,0 +1,104 @@
+"""The ``push_events`` activity: POST a job's pending events to its ``callback_url``.
+
+One attempt sends the job's pending events oldest first (:mod:`curaflow.callbacks` has
+the rules): each send is claimed in the ledger first (so two attempts never send the
+same event at once), the frozen Event JSON is POSTed byte for byte, and the answer is
+settled in the ledger before the next event. A retryable failure releases the event
+and fails the attempt with an ``ApplicationError`` (type ``callback_failed``) so
+Temporal retries after its backoff; an event that used its last attempt, or got a
+non-retryable answer, is dead-lettered and the attempt goes on with the next event.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import httpx
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.deps import ActivityDeps
+from curaflow.callbacks import Verdict, callback_headers, classify_answer
+from curaflow.domain.messages import PushInput, PushReport
+from curaflow.ledger.pushes import DEAD, DELIVERED, PENDING, ClaimedPush, claim_next, record_push
+from curaflow.logs import get_logger
+
+log = get_logger("curaflow.callbacks")
+LEASE_MARGIN_MS = 10_000
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    try:
+        return max(0.0, float(response.headers.get("retry-after", "")))
+    except ValueError:
+        return None
+
+
+class PushActivity:
+    """Holds the worker's :class:`~activities.deps.ActivityDeps` for ``push_events``."""
+
+    def __init__(self, deps: ActivityDeps) -> None:
+        self.deps = deps
+
+    async def _send(self, push: ClaimedPush, timeout_s: float) -> tuple[int | None, str | None, float | None]:
+        """POST one event; returns ``(status or None, error text, retry-after s)``."""
+        try:
+            response = await self.deps.http.post(
+                push.url,
+                content=push.body.encode(),
+                headers=callback_headers(push.job_id, push.event_id),
+                timeout=timeout_s,
+            )
+        except httpx.TimeoutException as err:
+            return None, f"timeout: {type(err).__name__}", None
+        except httpx.HTTPError as err:
+            return None, f"transport: {type(err).__name__}", None
+        error = None if response.is_success else f"HTTP {response.status_code}"
+        return response.status_code, error, _retry_after_s(response)
+
+    @activity.defn(name="push_events")
+    async def push_events(self, inp: PushInput) -> PushReport:
+        """Push the job's pending events (see the module doc).
+
+        Returns:
+            What this attempt settled (``busy`` when another attempt is sending).
+
+        Raises:
+            ApplicationError: ``callback_failed`` (retryable) when an event must be
+                retried; ``next_retry_delay`` carries the receiver's ``Retry-After``
+                (capped at the policy's largest backoff).
+        """
+        info = activity.info()
+        owner = f"{self.deps.identity}:{info.workflow_id}:{info.activity_id}:{info.attempt}"
+        policy = inp.policy
+        report = PushReport(job_id=inp.job_id)
+        while True:
+            claim = await claim_next(self.deps.pool, inp.job_id, owner, policy.timeout_ms + LEASE_MARGIN_MS)
+            if claim.push is None:
+                report.busy = claim.busy
+                return report
+            push = claim.push
+            status, error, retry_after = await self._send(push, policy.timeout_ms / 1000)
+            activity.heartbeat({"event_id": push.event_id, "status": status})
+            verdict = classify_answer(status)
+            fields = {"job_id": push.job_id, "event_id": push.event_id, "attempt": push.attempts, "http_status": status}
+            if verdict == Verdict.DELIVERED:
+                await record_push(self.deps.pool, push, DELIVERED, http_status=status, error=None)
+                report.delivered += 1
+                log.info("callback.delivered", **fields)
+                continue
+            if verdict == Verdict.DEAD or push.attempts >= policy.max_attempts:
+                await record_push(self.deps.pool, push, DEAD, http_status=status, error=error)
+                report.dead += 1
+                log.warning("callback.dead", error=error, **fields)
+                continue
+            await record_push(self.deps.pool, push, PENDING, http_status=status, error=error)
+            log.info("callback.retry_scheduled", error=error, **fields)
+            delay = None
+            if retry_after is not None:
+                delay = timedelta(seconds=min(retry_after, policy.max_interval_ms / 1000))
+            raise ApplicationError(
+                f"callback for {push.event_id} failed ({error}); retrying",
+                type="callback_failed",
+                next_retry_delay=delay,
+            )

@@ -1,0 +1,152 @@
+"""Pushing events to a job's ``callback_url`` (reference §4.7; curaflow.callbacks).
+
+A real worker runs the ``push_events`` activity; the consumer is a real HTTP receiver
+on 127.0.0.1 scripted to answer 503 / 429 / slow / 409 / 400 / 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from curaflow.callbacks import push_workflow_id
+from curaflow.ledger.pushes import push_states
+from tests.conftest import StackFactory
+from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.support import Stack, short_id
+
+pytestmark = pytest.mark.integration
+
+TERMINAL = ("job.succeeded", "job.failed", "job.expired", "job.cancelled")
+
+
+def callback_config(tmp_path: Path) -> dict[str, Any]:
+    out = f"out-{short_id()}"
+    return {
+        "api": {
+            "callback_allowed_hosts": ["127.0.0.1"],
+            "callback_timeout_ms": 1000,
+            "callback_retry_initial_interval_ms": 100,
+            "callback_retry_max_interval_ms": 300,
+        },
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
+    }
+
+
+async def all_events(stack: Stack, job_id: str) -> list[dict[str, Any]]:
+    assert stack.http is not None
+    return list((await stack.http.get(f"/jobs/{job_id}/events")).json()["events"])
+
+
+async def wait_settled(stack: Stack, job_id: str, timeout_s: float = 60) -> list[dict[str, Any]]:
+    """Wait until the job is terminal and every push row is delivered or dead."""
+    pool = await stack.ledger()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = await push_states(pool, job_id)
+        events = await all_events(stack, job_id)
+        if (
+            events
+            and events[-1]["type"] in TERMINAL
+            and len(states) == len(events)
+            and all(s["status"] != "pending" for s in states)
+        ):
+            return states
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"pushes not settled: {await push_states(pool, job_id)}")
+
+
+async def test_every_event_is_pushed_once_in_order_with_retries(
+    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver, temporal_client: Client
+) -> None:
+    # event 1: 503, 429, a reply slower than the 1 s timeout, then 409 ("already had it")
+    webhook.script["/cb"] = [Reply(503), Reply(429), Reply(200, delay_s=1.6), Reply(409)]
+    stack = make_stack(callback_config(tmp_path))
+    await stack.start_worker()
+    http = await stack.start_api()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body.update(callback_url=webhook.url + "/cb", correlation_id="corr-cb")
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    states = await wait_settled(stack, job_id)
+    await temporal_client.get_workflow_handle(job_id).result()  # the execution closes once pushes settled
+
+    events = await all_events(stack, job_id)
+    assert [s["status"] for s in states] == ["delivered"] * len(events)
+    assert states[0]["attempts"] == 4 and states[0]["last_status"] == 409
+    assert all(s["attempts"] == 1 and s["last_status"] == 200 for s in states[1:])
+    got = webhook.at("/cb")
+    first = events[0]["event_id"]
+    assert [r.headers["idempotency-key"] for r in got[:4]] == [first] * 4
+    # after the retries every event arrives exactly once, in order, as the Event JSON
+    assert [r.headers["idempotency-key"] for r in got[3:]] == [e["event_id"] for e in events]
+    by_id = {r.headers["idempotency-key"]: r for r in got}
+    for event in events:
+        received = by_id[event["event_id"]]
+        assert received.json() == event
+        assert received.headers["content-type"] == "application/json"
+        assert received.headers["x-idempotency-key"] == f"job-event:{job_id}:{event['event_id']}"
+    assert events[-1]["type"] == "job.succeeded" and events[-1]["correlation_id"] == "corr-cb"
+    # push and pull are independent: nothing was acked, the job is as it ended
+    page = (await http.get(f"/jobs/{job_id}/events")).json()
+    assert page["unacked"] == len(events)
+    assert (await http.get(f"/jobs/{job_id}")).json() == events[-1]["payload"]["job"]
+
+
+async def test_4xx_dead_letters_at_once_and_5xx_after_eight_attempts(
+    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver
+) -> None:
+    webhook.script["/dead"] = [Reply(400, {"error": "no"})] + [Reply(500)] * 8
+    stack = make_stack(callback_config(tmp_path))
+    await stack.start_worker()
+    http = await stack.start_api()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["callback_url"] = webhook.url + "/dead"
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    states = await wait_settled(stack, job_id)
+
+    assert (states[0]["status"], states[0]["attempts"], states[0]["last_status"]) == ("dead", 1, 400)
+    assert (states[1]["status"], states[1]["attempts"], states[1]["last_status"]) == ("dead", 8, 500)
+    assert all(s["status"] == "delivered" for s in states[2:])
+    keys = [r.headers["idempotency-key"] for r in webhook.at("/dead")]
+    assert keys.count(states[1]["event_id"]) == 8
+    assert keys.count(states[0]["event_id"]) == 1
+    assert (await http.get(f"/jobs/{job_id}")).json()["status"] == "succeeded"
+
+
+async def test_events_written_without_a_workflow_are_pushed_by_the_sweeper(
+    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver, temporal_client: Client
+) -> None:
+    stack = make_stack(callback_config(tmp_path))
+    http = await stack.start_api()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["callback_url"] = webhook.url + "/swept"
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+    # Its workflow is gone before any worker ran it; the HTTP cancel converges the ledger.
+    await temporal_client.get_workflow_handle(job_id).terminate(reason="test: no workflow serves this job")
+    cancelled = await http.post(f"/jobs/{job_id}/cancel")
+    assert cancelled.json()["status"] == "cancelled"
+    assert webhook.at("/swept") == []
+
+    await stack.start_worker()
+    states = await wait_settled(stack, job_id, timeout_s=60)
+
+    events = await all_events(stack, job_id)
+    assert [e["type"] for e in events] == ["job.accepted", "job.cancelled"]
+    assert [s["status"] for s in states] == ["delivered", "delivered"]
+    assert [json.loads(r.body)["event_id"] for r in webhook.at("/swept")] == [e["event_id"] for e in events]
+    described = await temporal_client.get_workflow_handle(push_workflow_id(job_id)).describe()
+    assert described.workflow_type == "EventPushWorkflow"
+    deadline = time.monotonic() + 10
+    while described.status == WorkflowExecutionStatus.RUNNING and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+        described = await temporal_client.get_workflow_handle(push_workflow_id(job_id)).describe()
+    assert described.status == WorkflowExecutionStatus.COMPLETED
