@@ -98,8 +98,12 @@ async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
         await append_event(conn, inp.job_id, "job.accepted", at=inp.created_at_ms)
         record = await load_job(conn, inp.job_id)
         assert record is not None
-        response = {"job": project_job(record, now_ms())}
-        await conn.execute("UPDATE jobs SET admission_response = $2 WHERE job_id = $1", inp.job_id, response)
+        # The first answer is the stored one, so a replay (which reads it back) is identical.
+        response = await conn.fetchval(
+            "UPDATE jobs SET admission_response = $2 WHERE job_id = $1 RETURNING admission_response",
+            inp.job_id,
+            {"job": project_job(record, now_ms())},
+        )
         return AdmissionRow(record=record, created=True, response=response, params=new.params)
 
 

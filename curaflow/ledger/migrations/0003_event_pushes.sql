@@ -1,4 +1,5 @@
--- curaflow ledger, version 3: push state of job events to a job's callback_url.
+-- curaflow ledger, version 3: push state of job events to a job's callback_url; the
+-- frozen admission response kept as written.
 --
 -- One row per (job, event) for jobs admitted with a callback_url, inserted in the same
 -- transaction as the event (curaflow.ledger.events.append_event). `body` is the Event
@@ -27,3 +28,7 @@ CREATE TABLE event_pushes (
 
 -- The sweeper looks for pending pushes nobody is working on.
 CREATE INDEX event_pushes_pending ON event_pushes (updated_at) WHERE status = 'pending';
+
+-- A replay must answer the first admission's body byte for byte: jsonb reorders object
+-- keys, json keeps the text as written.
+ALTER TABLE jobs ALTER COLUMN admission_response TYPE json USING admission_response::json;
