@@ -1,0 +1,218 @@
+"""Authentication and the per-request log lines, against a real ``curaflow api`` process.
+
+The process logs JSON lines on stderr (reference §9.2); the tests read them back and
+check the event names and fields, the sanitised ``attempt_id`` / ``provider``, one line
+per request, and that neither the token nor a wrong token ever appears.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import tomli_w
+
+from tests.schema import check_response
+from tests.support import short_id
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "tok-" + "Zq8x" * 8
+WRONG = "WRONG-" + "Yp3w" * 6
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ApiProcess:
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    def stop(self) -> str:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        return self.log.read_text(errors="replace")
+
+    def lines(self) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+
+@pytest.fixture
+async def api_process(tmp_path: Path, temporal_address: str, database_url: str) -> AsyncIterator[Any]:
+    started: list[ApiProcess] = []
+
+    async def start(*, token: str | None, insecure: bool = False) -> ApiProcess:
+        out = f"out-{short_id()}"
+        config = {
+            "state_dir": str(tmp_path / "state"),
+            "temporal": {"task_queue": f"test-{short_id()}"},
+            "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+            "targets": [{"id": "demo", "routes": [out]}],
+        }
+        path = tmp_path / f"api-{short_id()}.toml"
+        path.write_text(tomli_w.dumps(config))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
+        env.update(DATABASE_URL=database_url, TEMPORAL_ADDRESS=temporal_address, CURAFLOW_CONFIG=str(path))
+        if token:
+            env["CURAFLOW_API_TOKEN"] = token
+        port = free_port()
+        cmd = [str(Path(sys.executable).parent / "curaflow"), "api", "--port", str(port)]
+        if insecure:
+            cmd.append("--insecure")
+        log = tmp_path / f"api-{port}.log"
+        with open(log, "wb") as fh:
+            process = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp_path)
+        api = ApiProcess(process, f"http://127.0.0.1:{port}", log)
+        started.append(api)
+        deadline = time.monotonic() + 60
+        async with httpx.AsyncClient() as client:
+            while time.monotonic() < deadline:
+                if process.poll() is not None:
+                    raise RuntimeError(log.read_text())
+                try:
+                    if (await client.get(api.url + "/health")).status_code == 200:
+                        return api
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.1)
+        raise TimeoutError(log.read_text())
+
+    yield start
+    for api in started:
+        api.stop()
+
+
+def client(url: str, token: str | None = TOKEN) -> httpx.AsyncClient:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.AsyncClient(base_url=url, headers=headers, timeout=30, event_hooks={"response": [check_response]})
+
+
+def task(key: str) -> dict[str, Any]:
+    return {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": key,
+        "params": {"query": {"tags": ["オリジナル"]}},
+    }
+
+
+async def test_bearer_token_and_one_log_line_per_request(api_process: Any) -> None:
+    api = await api_process(token=TOKEN)
+    key = f"logs-{short_id()}"
+    async with client(api.url, None) as anonymous, client(api.url) as http:
+        assert (await anonymous.get("/health")).status_code == 200
+        refused = await anonymous.get("/capabilities")
+        assert (refused.status_code, refused.json()) == (401, {"status": "error", "error": "unauthorized"})
+        for header in (f"Bearer {WRONG}", f"bearer {TOKEN}", f"Basic {TOKEN}", TOKEN, f"Bearer {TOKEN}x"):
+            answer = await anonymous.get("/capabilities", headers={"Authorization": header})
+            assert answer.status_code == 401, header
+        assert (await http.get("/capabilities")).status_code == 200
+
+        attempt = "att 42/<b>:" + "x" * 100
+        admitted = await http.post(
+            "/jobs", json=task(key), headers={"X-Schedule-Attempt-Id": attempt, "X-Schedule-Provider": "cron.example!!"}
+        )
+        assert admitted.status_code == 202
+        job_id = admitted.json()["job"]["job_id"]
+        replay = await http.post("/jobs", json=task(key), headers={"X-Attempt-Id": "fallback:1"})
+        assert replay.status_code == 200
+        assert (await http.post("/jobs", json={"protocol_version": "2"})).status_code == 400
+        assert (await http.get("/jobs/demo@manual-nothing-here")).status_code == 404
+        assert (await http.get(f"/jobs/{job_id}/events", params={"unacked": "maybe"})).status_code == 400
+        assert (await http.post(f"/jobs/{job_id}/events/ack", json={})).status_code == 400
+        events = (await http.get(f"/jobs/{job_id}/events")).json()["events"]
+        ack = await http.post(f"/jobs/{job_id}/events/ack", json={"ack_through": events[0]["event_id"]})
+        assert ack.status_code == 200
+        cancelled = await http.post(f"/jobs/{job_id}/cancel")
+        assert cancelled.json()["status"] == "cancelled"
+
+    text = api.stop()
+    assert TOKEN not in text and WRONG not in text
+    lines = [line for line in api.lines() if "http_status" in line]
+    by_event: dict[str, list[dict[str, Any]]] = {}
+    for line in lines:
+        by_event.setdefault(line["event"], []).append(line)
+        assert isinstance(line["elapsed_ms"], int | float) and line["elapsed_ms"] >= 0
+        assert line["method"] in ("GET", "POST") and line["path"].startswith("/")
+    assert len(lines) == 16  # one per request (GET /health is not logged)
+
+    first, second = by_event["schedule.job_admitted"]
+    assert {k: first[k] for k in ("job_id", "job_type", "status", "disposition", "http_status")} == {
+        "job_id": job_id,
+        "job_type": "candidate_search",
+        "status": "queued",
+        "disposition": "accepted",
+        "http_status": 202,
+    }
+    assert first["attempt_id"] == ("att42b:" + "x" * 100)[:64] and first["provider"] == "cron.example"
+    assert (second["disposition"], second["http_status"], second["attempt_id"]) == ("replayed", 200, "fallback:1")
+    assert "provider" not in second
+    assert all("attempt_id" not in line for line in lines if line not in (first, second))
+
+    rejected = {(r["http_status"], r["code"], r["stage"]) for r in by_event["schedule.job_rejected"]}
+    assert rejected == {
+        (401, "unauthorized", "capabilities failed"),
+        (400, "unsupported_protocol_version", "job admission failed"),
+        (404, "invalid_params", "job lookup failed"),
+        (400, "invalid_params", "job events failed"),
+        (400, "invalid_params", "job ack failed"),
+    }
+    assert len(by_event["schedule.job_rejected"]) == 10
+    [cancel_line] = by_event["schedule.job_cancelled"]
+    assert (cancel_line["job_id"], cancel_line["status"], cancel_line["http_status"]) == (job_id, "cancelled", 200)
+    assert {line["path"] for line in by_event["api.request"]} == {
+        "/capabilities",
+        f"/jobs/{job_id}/events",
+        f"/jobs/{job_id}/events/ack",
+    }
+
+
+async def test_without_a_token_the_api_fails_closed_unless_insecure(api_process: Any) -> None:
+    closed = await api_process(token=None)
+    async with client(closed.url, None) as http:
+        assert (await http.get("/health")).status_code == 200
+        for method, path in (
+            ("GET", "/capabilities"),
+            ("POST", "/jobs"),
+            ("GET", "/jobs/x"),
+            ("GET", "/jobs/x/events"),
+        ):
+            answer = await http.request(method, path, json=task(f"closed-{short_id()}"))
+            assert answer.status_code == 503, path
+            assert answer.json() == {"status": "error", "error": "endpoint disabled: token not configured"}
+    assert "api.fail_closed" in closed.stop()
+
+    opened = await api_process(token=None, insecure=True)
+    async with client(opened.url, None) as http:
+        assert (await http.get("/capabilities")).status_code == 200
+    output = opened.stop()
+    assert "WARNING: --insecure" in output
+    assert "api.insecure" in output
