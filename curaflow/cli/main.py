@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from curaflow.cli.jobs import cancel, events, status, submit
 from curaflow.cli.run import run
 from curaflow.cli.schedules import app as schedules_app
 from curaflow.cli.stack import api, dev, worker
@@ -19,6 +20,10 @@ app.command()(run)
 app.command()(dev)
 app.command()(worker)
 app.command()(api)
+app.command()(submit)
+app.command()(status)
+app.command()(cancel)
+app.command()(events)
 app.add_typer(schedules_app, name="schedules")
 
 

@@ -1,0 +1,292 @@
+"""``curaflow submit | status | cancel | events``: the HTTP job API from the command line.
+
+The verbs use :class:`curaflow.client.CuraflowClient` against a running API:
+
+* **where**: ``--api-url`` (or ``CURAFLOW_API_URL``); else the API of the ``curaflow dev``
+  stack running on the configured state directory (``<state_dir>/stack.json``); else
+  ``http://<api.host>:<api.port>`` from the configuration;
+* **token**: ``CURAFLOW_API_TOKEN`` (or ``api.token``); else ``<state_dir>/api-token``
+  (the token ``curaflow dev`` generates).
+
+Output: human-readable by default; ``--json`` prints the protocol JSON on stdout (a Job,
+or one Event per line for ``events``). Progress displays go to stderr. Exit status: 0
+done (for ``submit --follow``: the job succeeded), 1 the followed job ended otherwise,
+2 the API refused the request or the configuration is invalid, 3 the API could not be
+reached or refused the token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.client import (
+    ApiUnreachable,
+    CuraflowClient,
+    ProtocolRefusal,
+    UnauthorizedError,
+    UnexpectedResponse,
+    candidate_search_task,
+)
+from curaflow.config import Settings
+from curaflow.devstack.stack import read_stack_info
+from curaflow.protocol import models
+
+ApiUrlOption = typer.Option(
+    None,
+    "--api-url",
+    envvar="CURAFLOW_API_URL",
+    help="API base URL (default: the running `curaflow dev` stack, else api.host/api.port).",
+)
+JsonOption = typer.Option(False, "--json", help="Print protocol JSON on stdout.")
+
+
+def api_url_for(settings: Settings, explicit: str | None) -> str:
+    """The API to talk to (see the module doc)."""
+    if explicit:
+        return explicit.rstrip("/")
+    info = read_stack_info(settings.state_dir)
+    if info is not None and info.api_url:
+        return info.api_url
+    host = "127.0.0.1" if settings.api.host in ("0.0.0.0", "::") else settings.api.host
+    return f"http://{host}:{settings.api.port}"
+
+
+def token_for(settings: Settings) -> str | None:
+    """The bearer token: ``CURAFLOW_API_TOKEN`` / ``api.token``, else ``<state_dir>/api-token``."""
+    if settings.api.token and settings.api.token.get_secret_value().strip():
+        return settings.api.token.get_secret_value().strip()
+    path = settings.state_dir / "api-token"
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _run(config: Path | None, api_url: str | None, action: Callable[[CuraflowClient], Awaitable[int]]) -> None:
+    """Run ``action`` with a client; map client errors to messages and exit codes."""
+    settings = settings_or_exit(config)
+    url = api_url_for(settings, api_url)
+
+    async def main() -> int:
+        async with CuraflowClient(url, token_for(settings)) as api:
+            return await action(api)
+
+    try:
+        code = asyncio.run(main())
+    except ProtocolRefusal as err:
+        detail = f" {json.dumps(err.detail, ensure_ascii=False)}" if err.detail else ""
+        err_console.print(f"[red]refused ({err.http_status}): {err.code}: {err.error.message or ''}{detail}[/red]")
+        code = 2
+    except UnauthorizedError as err:
+        hint = "the API has no token configured" if err.endpoint_disabled else "check CURAFLOW_API_TOKEN"
+        err_console.print(f"[red]{err.http_status} {err.text} ({hint})[/red]")
+        code = 3
+    except (ApiUnreachable, UnexpectedResponse) as err:
+        err_console.print(f"[red]{err}[/red] (is the API running? --api-url {url})")
+        code = 3
+    except KeyboardInterrupt:
+        code = 130
+    raise typer.Exit(code)
+
+
+def _time(ms: int | None) -> str:
+    if ms is None:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, UTC).astimezone().strftime("%H:%M:%S.%f")[:-3]
+
+
+def describe_event(event: models.Event) -> str:
+    """One human-readable line for an event."""
+    payload = event.payload
+    extra = ""
+    if payload is not None:
+        progress = (payload.model_extra or {}).get("progress")
+        if isinstance(progress, dict) and progress.get("stage"):
+            extra = f"stage={progress['stage']}"
+        if payload.error is not None:
+            extra = f"{payload.error.code}: {payload.error.message or ''}"
+        elif payload.result is not None and payload.result.candidates:
+            extra = "work " + ", ".join(c.work_id for c in payload.result.candidates)
+    return f"{_time(event.at)}  {event.type:<14} {extra}".rstrip()
+
+
+def job_table(job: models.Job) -> Table:
+    """A two-column table of a job's main fields."""
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    stage = job.progress.stage if job.progress else "-"
+    rows: list[tuple[str, str]] = [
+        ("job", job.job_id),
+        ("status", f"{job.status} ({stage})"),
+        ("idempotency key", job.idempotency_key or "-"),
+        ("created", _time(job.created_at)),
+        ("started", _time(job.started_at)),
+        ("updated", _time(job.updated_at)),
+        ("deadline", _time(job.deadline_at)),
+        ("heartbeat", f"{_time(job.heartbeat_at)} (lease {'active' if job.lease_active else 'none'})"),
+        ("attempt", str(job.attempt)),
+    ]
+    if job.correlation_id:
+        rows.insert(3, ("correlation id", job.correlation_id))
+    if job.result is not None:
+        for candidate in job.result.candidates:
+            rows.append(("delivered", f"{candidate.work_id} {candidate.url or ''}".rstrip()))
+        rows.append(("scanned", str(job.result.scanned)))
+    if job.error is not None:
+        rows.append(("error", f"{job.error.code}: {job.error.message or ''}"))
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
+
+
+def print_job(job: models.Job, as_json: bool) -> None:
+    """Print a job: its protocol JSON (``--json``) or a table."""
+    if as_json:
+        print(job.model_dump_json(exclude_unset=True), flush=True)  # the body as the API sent it
+    else:
+        out_console.print(job_table(job))
+
+
+async def follow_with_progress(api: CuraflowClient, job: models.Job, *, ack: bool = False) -> models.Job:
+    """Stream the job's events to stderr under a live progress line; returns the final job."""
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]{task.fields[job]}"),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+    )
+    stage = job.progress.stage if job.progress else job.status
+    final: models.Job | None = None
+    with progress:
+        task = progress.add_task(f"{job.status} · {stage}", job=job.job_id)
+        async for event in api.follow(job.job_id, ack=ack):
+            progress.console.print(describe_event(event))
+            payload = event.payload
+            progress_info = (payload.model_extra or {}).get("progress") if payload else None
+            if isinstance(progress_info, dict) and progress_info.get("stage"):
+                progress.update(task, description=f"running · {progress_info['stage']}")
+            if event.type == "job.started":
+                progress.update(task, description="running · started")
+            if payload is not None and payload.job is not None:
+                final = payload.job
+    return final or await api.get_job(job.job_id)
+
+
+def submit(
+    tags: list[str] = typer.Option([], "--tags", "-t", help="Tag to search for (repeat for several; AND)."),
+    target: str | None = typer.Option(None, "--target", help="Configured target id (params.target_id)."),
+    key: str | None = typer.Option(None, "--idempotency-key", "--key", help="Idempotency key (default: a new one)."),
+    correlation_id: str | None = typer.Option(None, "--correlation-id", help="Opaque id echoed in the job and events."),
+    callback_url: str | None = typer.Option(None, "--callback-url", help="URL receiving every event (allow-listed)."),
+    deadline_ms: int | None = typer.Option(None, "--deadline-ms", min=1000, help="Deadline of the whole job (ms)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Stream the events until the job ends."),
+    as_json: bool = JsonOption,
+    api_url: str | None = ApiUrlOption,
+    config: Path | None = ConfigOption,
+) -> None:
+    """Submit a candidate_search task to the API (202 accepted, 200 replayed)."""
+
+    async def action(api: CuraflowClient) -> int:
+        task = candidate_search_task(
+            key or f"cli-{uuid.uuid4()}",
+            tags=tags or None,
+            target_id=target,
+            correlation_id=correlation_id,
+            callback_url=callback_url,
+            deadline_ms=deadline_ms,
+        )
+        submission = await api.submit(task)
+        job = submission.job
+        word = "replayed" if submission.replayed else "accepted"
+        err_console.print(f"{word}: job [bold]{job.job_id}[/bold] ({job.status})")
+        if not follow:
+            print_job(job, as_json)
+            return 0
+        job = await follow_with_progress(api, job)
+        print_job(job, as_json)
+        return 0 if job.status == "succeeded" else 1
+
+    _run(config, api_url, action)
+
+
+def status(
+    job_id: str = typer.Argument(..., help="The job id."),
+    as_json: bool = JsonOption,
+    api_url: str | None = ApiUrlOption,
+    config: Path | None = ConfigOption,
+) -> None:
+    """Show a job as the API reports it."""
+
+    async def action(api: CuraflowClient) -> int:
+        print_job(await api.get_job(job_id), as_json)
+        return 0
+
+    _run(config, api_url, action)
+
+
+def cancel(
+    job_id: str = typer.Argument(..., help="The job id."),
+    as_json: bool = JsonOption,
+    api_url: str | None = ApiUrlOption,
+    config: Path | None = ConfigOption,
+) -> None:
+    """Cancel a job; prints the job afterwards (a terminal job is unchanged)."""
+
+    async def action(api: CuraflowClient) -> int:
+        print_job(await api.cancel(job_id), as_json)
+        return 0
+
+    _run(config, api_url, action)
+
+
+def events(
+    job_id: str = typer.Argument(..., help="The job id."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Long-poll until the terminal event."),
+    ack: bool = typer.Option(False, "--ack", help="Acknowledge the events shown (moves the durable cursor)."),
+    unacked: bool = typer.Option(False, "--unacked", help="Start after the durable ack cursor."),
+    after: str | None = typer.Option(None, "--after", help="Start after this event id."),
+    as_json: bool = typer.Option(False, "--json", help="One Event JSON per line on stdout."),
+    api_url: str | None = ApiUrlOption,
+    config: Path | None = ConfigOption,
+) -> None:
+    """Print a job's events (--follow waits for new ones until the job ends)."""
+
+    def show(event: models.Event) -> None:
+        if as_json:
+            print(event.model_dump_json(exclude_unset=True), flush=True)
+        else:
+            out_console.print(describe_event(event), highlight=False)
+
+    async def action(api: CuraflowClient) -> int:
+        if follow:
+            async for event in api.follow(job_id, after=after, unacked=unacked, ack=ack):
+                show(event)
+            return 0
+        cursor, from_ack = after, unacked
+        while True:
+            page = await api.events(job_id, after=cursor, unacked=from_ack)
+            from_ack = False
+            for event in page.events:
+                show(event)
+            if page.events:
+                cursor = page.events[-1].event_id
+                if ack:
+                    result = await api.ack(job_id, cursor)
+                    err_console.print(f"acked through {cursor}: {result.acked} acked, {result.unacked} unacked")
+            if page.next_after is None:
+                return 0
+
+    _run(config, api_url, action)
