@@ -12,7 +12,8 @@ Order (reference §1.2, §1.5, §9.6; DESIGN.md decisions 1–2):
    id ``<target_id>@manual-<key lowercased>`` owned by another key (keys differing only
    in case) is a conflict too;
 5. insert the job durably (insert-if-absent), then start its workflow (a crash between
-   the two is repaired by the reconciler).
+   the two, or Temporal being unreachable, is repaired by the reconciler: the admission
+   is still answered).
 
 A replay answers 200 with the first admission's body, byte for byte.
 """
@@ -231,7 +232,10 @@ class Admitter:
                     {"reason": "idempotency_conflict", "job_id": record.job_id},
                 )
         if self.client is not None and record.workflow_started_at is None:
-            await self.start(record.job_id, inp if row.created else None)
+            try:
+                await self.start(record.job_id, inp if row.created else None)
+            except Exception as err:  # noqa: BLE001 - the job is durable; the reconciler starts it later
+                log.warning("admission.start_deferred", job_id=record.job_id, error=type(err).__name__)
         return Admission(job_id=record.job_id, body=row.response, replayed=not row.created)
 
     async def start(self, job_id: str, inp: JobInput | None = None) -> None:

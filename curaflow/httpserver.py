@@ -26,7 +26,9 @@ class _EmbeddedServer(uvicorn.Server):
 
 def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     """A listening TCP socket (``port`` 0 picks a free port)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted connections only for such
+    # sockets; with proto 0 every answer waits ~40 ms for a delayed ACK (Nagle).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(1024)

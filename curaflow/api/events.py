@@ -33,6 +33,7 @@ from fastapi.responses import JSONResponse
 
 from curaflow.api.auth import require_token
 from curaflow.api.body import read_json
+from curaflow.api.routes import storable_id
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import ack_events, parse_event_id, read_events
 from curaflow.protocol.errors import invalid_params
@@ -46,6 +47,8 @@ UNACKED_ON = {"1": True, "true": True, "0": False, "false": False, "": False}
 
 
 async def _job_exists(request: Request, job_id: str) -> bool:
+    if not storable_id(job_id):
+        return False
     async with request.app.state.pool.acquire() as conn:
         return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = $1)", job_id))
 

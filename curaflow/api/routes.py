@@ -28,6 +28,17 @@ from curaflow.protocol.projection import project_job
 router = APIRouter()
 protected = APIRouter(dependencies=[Depends(require_token)])
 
+
+def unknown_job() -> Exception:
+    """The 404 of a job id no job has (GET / events / ack: no ``detail``, reference §2.5)."""
+    return invalid_params("unknown job", http_status=404)
+
+
+def storable_id(job_id: str) -> bool:
+    """False for an id no job can have: PostgreSQL text cannot hold a NUL character."""
+    return "\x00" not in job_id
+
+
 FEATURES = ["events", "progress", "cancel", "idempotency", "exclude", "tag_expansion", "target_selector"]
 
 
@@ -82,6 +93,8 @@ async def jobs_by_key(
     """The job owning ``idempotency_key`` (exact match, untrimmed): zero or one job."""
     if idempotency_key is None or not idempotency_key.strip():
         raise invalid_params("idempotency_key is required")
+    if not storable_id(idempotency_key):
+        return JSONResponse({"jobs": [], "server_time": now_ms()})
     pool = request.app.state.pool
     async with pool.acquire() as conn:
         job_id = await conn.fetchval("SELECT job_id FROM jobs WHERE idempotency_key = $1", idempotency_key)
@@ -93,10 +106,12 @@ async def jobs_by_key(
 @protected.get("/jobs/{job_id:path}", operation_id="get_job", tags=["jobs"])
 async def get_job(request: Request, job_id: str) -> JSONResponse:
     """The job as the ledger holds it (answers with no worker running)."""
+    if not storable_id(job_id):
+        raise unknown_job()
     async with request.app.state.pool.acquire() as conn:
         record = await load_job(conn, job_id)
     if record is None:
-        raise invalid_params("unknown job", http_status=404)
+        raise unknown_job()
     return JSONResponse(project_job(record, now_ms()))
 
 
@@ -104,6 +119,8 @@ async def get_job(request: Request, job_id: str) -> JSONResponse:
 async def cancel(request: Request, job_id: str) -> JSONResponse:
     """Cancel the job (the request body is ignored); a terminal job is returned unchanged."""
     state = request.app.state
+    if not storable_id(job_id):
+        raise invalid_params("unknown job", http_status=404, reason="unknown_job", job_id=job_id.replace("\x00", ""))
     job = await cancel_job(state.pool, state.client, job_id, wait_s=state.settings.api.cancel_wait_ms / 1000)
     request.state.log_fields = {"job_id": job_id, "status": job["status"]}
     return JSONResponse(job)

@@ -2,7 +2,10 @@
 
 Checks run in the original's order and the first failure wins (reference §1.5 "Other
 Task fields", then the ``candidate_search`` params). Unknown fields are ignored at
-every level. The normalised params ("retrieval view") are rebuilt in the fixed key
+every level. Two curaflow rules the original lacks, because the ledger must be able to
+store what it admits: ``deadline_ms`` is at most :data:`MAX_DEADLINE_MS` (7 days), and
+no stored string (key, correlation id, callback URL, labels, tags, ids) may contain a
+NUL character. The normalised params ("retrieval view") are rebuilt in the fixed key
 order ``source, query{tags, expand?}, constraints{exclude?, limit?, scan_limit?,
 work_types?}`` with absent members dropped; that JSON is what an idempotency replay is
 compared against.
@@ -25,6 +28,7 @@ MAX_KEY_LENGTH = 200
 MAX_CORRELATION_LENGTH = 200
 MAX_CALLBACK_LENGTH = 2000
 MIN_DEADLINE_MS = 1000
+MAX_DEADLINE_MS = 7 * 24 * 3600 * 1000
 MAX_TAGS = 20
 MAX_TAG_LENGTH = 100
 MAX_EXCLUDE = 100
@@ -70,7 +74,12 @@ def _is_int(value: Any) -> bool:
 
 
 def _nonblank(value: Any) -> bool:
-    return isinstance(value, str) and value.strip() != ""
+    return isinstance(value, str) and value.strip() != "" and "\x00" not in value
+
+
+def _storable(value: Any) -> bool:
+    """A string PostgreSQL can store (no NUL character)."""
+    return isinstance(value, str) and "\x00" not in value
 
 
 def validate_task(body: Any) -> ValidatedTask:
@@ -110,14 +119,14 @@ def validate_task(body: Any) -> ValidatedTask:
         )
 
     raw_key = body.get("idempotency_key")
-    if not isinstance(raw_key, str) or not raw_key.strip():
-        raise invalid_params("idempotency_key must be a non-blank string", field="idempotency_key")
+    if not isinstance(raw_key, str) or not _nonblank(raw_key):
+        raise invalid_params("idempotency_key must be a non-blank string (no NUL character)", field="idempotency_key")
     key = raw_key.strip()
     if len(key) > MAX_KEY_LENGTH:
         raise invalid_params(f"idempotency_key must be at most {MAX_KEY_LENGTH} characters", field="idempotency_key")
 
     correlation = body.get("correlation_id")
-    if correlation is not None and (not isinstance(correlation, str) or len(correlation) > MAX_CORRELATION_LENGTH):
+    if correlation is not None and (not _storable(correlation) or len(correlation) > MAX_CORRELATION_LENGTH):
         raise invalid_params(
             f"correlation_id must be a string of at most {MAX_CORRELATION_LENGTH} characters",
             field="correlation_id",
@@ -125,7 +134,7 @@ def validate_task(body: Any) -> ValidatedTask:
 
     callback = body.get("callback_url")
     if callback is not None:
-        if not isinstance(callback, str) or len(callback) > MAX_CALLBACK_LENGTH:
+        if not _storable(callback) or len(callback) > MAX_CALLBACK_LENGTH:
             raise invalid_params(
                 f"callback_url must be a string of at most {MAX_CALLBACK_LENGTH} characters",
                 field="callback_url",
@@ -135,11 +144,15 @@ def validate_task(body: Any) -> ValidatedTask:
             raise invalid_params("callback_url must be an http(s) URL", field="callback_url")
 
     deadline = body.get("deadline_ms")
-    if deadline is not None and (not _is_int(deadline) or deadline < MIN_DEADLINE_MS):
-        raise invalid_params(f"deadline_ms must be an integer >= {MIN_DEADLINE_MS}", field="deadline_ms")
+    if deadline is not None and (not _is_int(deadline) or not MIN_DEADLINE_MS <= deadline <= MAX_DEADLINE_MS):
+        raise invalid_params(
+            f"deadline_ms must be an integer from {MIN_DEADLINE_MS} to {MAX_DEADLINE_MS}", field="deadline_ms"
+        )
 
     labels = body.get("labels")
-    if labels is not None and (not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values())):
+    if labels is not None and (
+        not isinstance(labels, dict) or not all(_storable(k) and _storable(v) for k, v in labels.items())
+    ):
         raise invalid_params("labels must be an object of string values", field="labels")
 
     params, target_id = validate_params(body.get("params"))
@@ -269,7 +282,7 @@ def validate_params(params: Any) -> tuple[dict[str, Any], str | None]:
             norm_constraints["scan_limit"] = min(scan_limit, MAX_SCAN_LIMIT)
         work_types = constraints.get("work_types")
         if work_types is not None:
-            if not isinstance(work_types, list) or not all(isinstance(w, str) and w != "" for w in work_types):
+            if not isinstance(work_types, list) or not all(_storable(w) and w != "" for w in work_types):
                 raise invalid_params(
                     "params.constraints.work_types must be an array of non-empty strings",
                     field="params.constraints.work_types",

@@ -189,6 +189,10 @@ REFUSALS: list[tuple[str, Any, int, str, dict[str, Any]]] = [
      {"reason": "callback_host_not_allowed"}),
     ("deadline small", {"deadline_ms": 999}, 400, "invalid_params", {"field": "deadline_ms"}),
     ("deadline type", {"deadline_ms": "5000"}, 400, "invalid_params", {"field": "deadline_ms"}),
+    ("deadline huge", {"deadline_ms": 10**20}, 400, "invalid_params", {"field": "deadline_ms"}),
+    ("nul key", {"idempotency_key": "nul\x00key"}, 400, "invalid_params", {"field": "idempotency_key"}),
+    ("nul tag", {"params": {"query": {"tags": ["a\x00"]}}}, 400, "invalid_params", {"field": "params.query.tags"}),
+    ("nul label", {"labels": {"a": "\x00"}}, 400, "invalid_params", {"field": "labels"}),
     ("labels", {"labels": {"a": 1}}, 400, "invalid_params", {"field": "labels"}),
     ("no params", {"params": None}, 400, "invalid_params", {"field": "params"}),
     ("no query", {"params": {}}, 400, "invalid_params", {"field": "params.query"}),
@@ -254,6 +258,12 @@ async def test_raw_bodies_get_protocol_errors_never_framework_shapes(stack: Stac
 
     chunked = await http.post("/jobs", content=chunks(), headers=json_type)
     assert chunked.status_code == 413
+    # ids no job can have (a NUL character) are unknown, not a 500
+    for method, path in (("GET", "/jobs/a%00b"), ("GET", "/jobs/a%00b/events"), ("POST", "/jobs/a%00b/cancel")):
+        assert (await http.request(method, path)).status_code == 404, path
+    nul_ack = await http.post("/jobs/a%00b/events/ack", json={"ack_through": "evt-1-00000000"})
+    assert nul_ack.status_code == 404
+    assert (await http.get("/jobs", params={"idempotency_key": "a\x00"})).json()["jobs"] == []
     # unknown paths and methods answer protocol errors too
     assert (await http.get("/no/such/route")).json()["error"]["code"] == "invalid_params"
     assert (await http.delete("/jobs")).status_code == 405

@@ -90,3 +90,20 @@ def test_target_only_task_is_valid() -> None:
         }
     )
     assert validated.target_id == "demo" and validated.params == {}
+
+
+def test_what_the_ledger_cannot_store_is_refused_not_a_500() -> None:
+    assert refused(task(deadline_ms=10**20)).detail["field"] == "deadline_ms"
+    assert refused(task(deadline_ms=7 * 24 * 3600 * 1000 + 1)).detail["field"] == "deadline_ms"
+    assert validate_task(task(deadline_ms=7 * 24 * 3600 * 1000)).deadline_ms == 604_800_000
+    assert refused(task(idempotency_key="a\x00b")).detail["field"] == "idempotency_key"
+    assert refused(task(correlation_id="c\x00")).detail["field"] == "correlation_id"
+    assert refused(task(callback_url="https://h.example/\x00")).detail["field"] == "callback_url"
+    assert refused(task(labels={"k\x00": "v"})).detail["field"] == "labels"
+    assert refused(task(labels={"k": "v\x00"})).detail["field"] == "labels"
+    assert refused(task(params={"query": {"tags": ["a\x00"]}})).detail["field"] == "params.query.tags"
+    assert refused(task(params={"target_id": "d\x00"})).detail["field"] == "params.target_id"
+    exclude = {"query": {"tags": ["a"]}, "constraints": {"exclude": [{"kind": "work", "id": "1\x00"}]}}
+    assert refused(task(params=exclude)).detail["field"] == "params.constraints.exclude"
+    # other control characters are storable and accepted
+    assert validate_task(task(idempotency_key="\x01k")).idempotency_key == "\x01k"

@@ -1,0 +1,145 @@
+"""Pure rules of the HTTP facade: callback classification, log sanitising, the published
+schema and OpenAPI document, the client's error classes, job paths."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from starlette.requests import Request
+
+from curaflow import client
+from curaflow.api.app import create_app, request_context, sanitize_header
+from curaflow.api.openapi import OPERATIONS, build_openapi
+from curaflow.callbacks import Verdict, callback_headers, classify_answer, sweep_idle_ms
+from curaflow.config import Settings
+from curaflow.domain.messages import CallbackPolicy
+from curaflow.protocol import models
+from curaflow.protocol.errors import PROTOCOL_CODES
+from curaflow.protocol.projection import job_path
+from curaflow.protocol.schemas import protocol_schema
+from tests.schema import expected_schema, validate
+
+
+@pytest.mark.parametrize(
+    ("status", "verdict"),
+    [
+        (200, Verdict.DELIVERED),
+        (204, Verdict.DELIVERED),
+        (409, Verdict.DELIVERED),
+        (429, Verdict.RETRY),
+        (500, Verdict.RETRY),
+        (503, Verdict.RETRY),
+        (None, Verdict.RETRY),
+        (400, Verdict.DEAD),
+        (404, Verdict.DEAD),
+        (410, Verdict.DEAD),
+        (301, Verdict.DEAD),
+    ],
+)
+def test_callback_answers(status: int | None, verdict: Verdict) -> None:
+    assert classify_answer(status) == verdict
+
+
+def test_callback_headers_carry_the_event_id() -> None:
+    headers = callback_headers("demo@manual-k", "evt-3-0a1b2c3d")
+    assert headers["content-type"] == "application/json"
+    assert headers["idempotency-key"] == "evt-3-0a1b2c3d"
+    assert headers["x-idempotency-key"] == "job-event:demo@manual-k:evt-3-0a1b2c3d"
+    # the sweeper waits longer than any gap between two attempts of a live push
+    policy = CallbackPolicy(timeout_ms=30_000, max_interval_ms=60_000)
+    assert sweep_idle_ms(policy) > policy.timeout_ms + policy.max_interval_ms
+
+
+def _request(headers: dict[str, str]) -> Request:
+    raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+    return Request({"type": "http", "method": "GET", "path": "/", "headers": raw, "query_string": b""})
+
+
+def test_attempt_id_and_provider_are_sanitised_and_never_synthesised() -> None:
+    assert request_context(_request({})) == {}
+    fields = request_context(_request({"X-Schedule-Attempt-Id": "a b/c:1." + "z" * 80, "X-Schedule-Provider": "gh!x"}))
+    assert fields == {"attempt_id": ("abc:1." + "z" * 80)[:64], "provider": "ghx"}
+    assert request_context(_request({"X-Attempt-Id": "run-7"})) == {"attempt_id": "run-7"}
+    assert request_context(_request({"X-Schedule-Attempt-Id": "s", "X-Attempt-Id": "t"})) == {"attempt_id": "s"}
+    assert request_context(_request({"X-Schedule-Attempt-Id": "???"})) == {}
+    assert sanitize_header("p" * 40 + ":", __import__("re").compile(r"[^a-z]"), 32) == "p" * 32
+
+
+def test_the_published_schema_is_valid_and_extended() -> None:
+    schema = protocol_schema()
+    Draft202012Validator.check_schema(schema)
+    defs = schema["$defs"]
+    for name in ("JobEnvelope", "JobPage", "EventPage", "AckRequest", "AckResult", "ErrorResponse", "AuthError"):
+        assert name in defs
+    assert "target_selector" in defs["JobTypeDeclaration"]["properties"]["features"]["items"]["enum"]
+    validate({"target_id": "demo"}, "CandidateSearchParams")
+    validate({"query": {"tags": ["a"]}}, "CandidateSearchParams")
+    with pytest.raises(AssertionError):
+        validate({"source": {"platform": "pixiv"}}, "CandidateSearchParams")
+    with pytest.raises(AssertionError):
+        validate({"job_id": "j", "events": [], "unacked": -1, "server_time": 0}, "EventPage")
+    validate({"status": "error", "error": "unauthorized"}, "AuthError")
+
+
+def _refs(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        return [v for k, v in node.items() if k == "$ref"] + [r for v in node.values() for r in _refs(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _refs(v)]
+    return []
+
+
+def test_openapi_describes_every_route_with_the_protocol_schemas() -> None:
+    doc = build_openapi(create_app(Settings()))
+    operations = {(m, p) for p, item in doc["paths"].items() for m in item}
+    assert operations == set(OPERATIONS)
+    components = doc["components"]["schemas"]
+    for ref in _refs(doc):
+        assert ref.startswith("#/components/schemas/") and ref.rsplit("/", 1)[1] in components, ref
+    submit = doc["paths"]["/jobs"]["post"]
+    assert submit["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/Task")
+    assert set(submit["responses"]) == {"200", "202", "400", "401", "404", "409", "413", "500", "503"}
+    assert submit["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/AuthError")
+    assert "links" in submit["responses"]["202"]
+    events = doc["paths"]["/jobs/{job_id}/events"]["get"]
+    params = {p["name"]: p for p in events["parameters"]}
+    assert set(params) == {"job_id", "after", "unacked", "limit", "wait_ms"}
+    assert params["limit"]["schema"]["maximum"] == 500 and params["wait_ms"]["schema"]["maximum"] == 30_000
+    assert "security" not in doc["paths"]["/health"]["get"]
+    assert all("security" in op for (m, p), op in ((k, doc["paths"][k[1]][k[0]]) for k in OPERATIONS) if p != "/health")
+    assert "422" not in str(doc["paths"])  # no framework validation shape is advertised
+
+
+def test_response_hook_requires_documented_statuses() -> None:
+    assert expected_schema("GET", "/jobs/a/b/events", 200) == "EventPage"
+    assert expected_schema("POST", "/jobs/a/events/ack", 413) == "ErrorResponse"
+    assert expected_schema("GET", "/jobs/x", 200) == "Job"
+    with pytest.raises(AssertionError):
+        expected_schema("GET", "/jobs/x", 409)
+
+
+def test_client_has_one_exception_class_per_protocol_code() -> None:
+    assert set(client.ERROR_CLASSES) == set(PROTOCOL_CODES)
+    assert len(set(client.ERROR_CLASSES.values())) == len(PROTOCOL_CODES)
+    for code, cls in client.ERROR_CLASSES.items():
+        assert cls.code == code and issubclass(cls, client.ProtocolRefusal)
+        assert cls.__name__.endswith("Error")
+    assert client.ERROR_CLASSES["no_candidate"] is client.NoCandidateError
+    err = client.refusal_for(models.Error(code="idempotency_conflict", message="m", retryable=False), 409)
+    assert isinstance(err, client.IdempotencyConflictError) and err.http_status == 409
+    assert type(client.refusal_for(models.Error(code="brand_new_code"))) is client.ProtocolRefusal
+    task = client.candidate_search_task("k", target_id="demo")
+    assert task.model_dump(mode="json", exclude_none=True) == {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": "k",
+        "params": {"target_id": "demo"},
+    }
+
+
+def test_job_paths_encode_one_segment() -> None:
+    assert job_path("demo@manual-k") == "/jobs/demo@manual-k"
+    assert job_path("demo@manual-a/b?c#d e") == "/jobs/demo@manual-a%2Fb%3Fc%23d%20e"
+    assert job_path("demo@manual-風景") == "/jobs/demo@manual-%E9%A2%A8%E6%99%AF"
