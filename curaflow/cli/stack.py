@@ -68,6 +68,7 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
         out_console.print(f"  HTTP API       {stack.api.url if stack.api else '-'}   ({token_hint})")
         out_console.print(f"  PostgreSQL     {s.database.url}")
         out_console.print(f"  workers        {len(stack.workers)} (logs in {stack.log_dir})")
+        out_console.print("Try: curaflow submit -t 風景 --follow   (same directory)")
         out_console.print("Press Ctrl-C to stop.")
         await stop.wait()
     finally:

@@ -1,10 +1,10 @@
 """Pydantic models of the Workflow Protocol v1 wire shapes.
 
 They mirror ``$defs`` of ``curaflow/protocol/schema/protocol.schema.json`` (``Job``,
-``Event``, ``Error``, ``Capabilities`` …) plus the page shapes of reference §4
-(``JobPage``, ``EventPage``, ``AckResult``) that the schema file predates. The API
-publishes them in ``/openapi.json`` and :mod:`curaflow.client` parses responses into
-them. Unknown fields are kept (``extra="allow"``): the protocol is additive-only.
+``Event``, ``Error``, ``Capabilities`` …, and the page shapes of reference §4 —
+``JobPage``, ``EventPage``, ``AckResult`` — that curaflow added to the vendored file).
+The API publishes the schema file itself in ``/openapi.json``; :mod:`curaflow.client`
+parses responses into these models. Unknown fields are kept (``extra="allow"``): the protocol is additive-only.
 Times are epoch milliseconds (UTC).
 """
 
