@@ -143,3 +143,25 @@ def test_job_paths_encode_one_segment() -> None:
     assert job_path("demo@manual-k") == "/jobs/demo@manual-k"
     assert job_path("demo@manual-a/b?c#d e") == "/jobs/demo@manual-a%2Fb%3Fc%23d%20e"
     assert job_path("demo@manual-風景") == "/jobs/demo@manual-%E9%A2%A8%E6%99%AF"
+
+
+async def test_an_unexpected_exception_is_a_protocol_500_logged_once() -> None:
+    import httpx
+    from structlog.testing import capture_logs
+
+    app = create_app(Settings())
+
+    @app.get("/capabilities-broken")
+    async def broken() -> None:
+        raise RuntimeError("secret internal detail")
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # no lifespan: no database needed
+    with capture_logs() as logs:
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            response = await http.get("/capabilities-broken", headers={"X-Schedule-Provider": "probe"})
+    assert response.status_code == 500
+    assert response.json() == {"error": {"code": "internal_error", "message": "internal error", "retryable": False}}
+    assert "secret internal detail" not in response.text
+    outcome = [entry for entry in logs if entry.get("http_status") == 500]
+    assert [entry["event"] for entry in outcome] == ["schedule.job_rejected", "Job API request failed"]
+    assert outcome[0]["code"] == "internal_error" and outcome[0]["provider"] == "probe"
