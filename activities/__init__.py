@@ -20,17 +20,20 @@ from activities.search import SearchActivity
 def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list[Callable[..., Any]]]:
     """The activities of a worker: ``(main task queue, source task queues)``.
 
-    ``search`` runs on each account's rate-gate queue; everything else (including the
-    schedule trampoline's ``admit_occurrence``) on the main queue.
+    ``search`` and ``fetch`` (every source request of a Pixiv account) run on the
+    account's rate-gate queue; everything else (including the schedule trampoline's
+    ``admit_occurrence``) on the main queue. ``fetch`` stays registered on the main queue
+    too, for histories scheduled before it moved.
     """
     finish = FinishActivity(deps)
+    fetch = FetchActivity(deps).fetch
     main: list[Callable[..., Any]] = [
-        FetchActivity(deps).fetch,
+        fetch,
         DeliverActivity(deps).deliver,
         finish.finish,
         finish.request_cancel,
         ScheduledActivity(deps).admit_occurrence,
         PushActivity(deps).push_events,
     ]
-    source: list[Callable[..., Any]] = [SearchActivity(deps).search]
+    source: list[Callable[..., Any]] = [SearchActivity(deps).search, fetch]
     return main, source

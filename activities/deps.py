@@ -6,10 +6,8 @@ imported by workflows.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
-import time
 from dataclasses import dataclass, field
 
 import asyncpg
@@ -20,30 +18,8 @@ from curaflow.artifacts import ArtifactStore
 from curaflow.config import Settings
 from curaflow.ledger.db import create_pool
 from curaflow.routes import Route, UnsupportedRoute, build_route
+from curaflow.sources.gate import LedgerGate
 from curaflow.sources.pixiv import PIXIV_API_URL, PIXIV_AUTH_URL, PixivClient
-
-
-class RateGate:
-    """Spaces requests of one account at least ``min_interval_s`` apart (this process).
-
-    Waiting here is queueing, not failure (DESIGN.md decision 10). Requests of one
-    account are also serialised across workers by the account's task queue.
-    """
-
-    def __init__(self, min_interval_s: float) -> None:
-        self.min_interval_s = min_interval_s
-        self._lock = asyncio.Lock()
-        self._next = 0.0
-
-    async def wait(self) -> None:
-        """Return when the next request of this account may leave."""
-        if self.min_interval_s <= 0:
-            return
-        async with self._lock:
-            now = time.monotonic()
-            if self._next > now:
-                await asyncio.sleep(self._next - now)
-            self._next = max(now, self._next) + self.min_interval_s
 
 
 @dataclass
@@ -69,7 +45,11 @@ class ActivityDeps:
     _routes: dict[str, Route] = field(default_factory=dict)
 
     def pixiv(self, account: str) -> PixivClient:
-        """The Pixiv client of ``account`` (one per process, with its rate gate).
+        """The Pixiv client of ``account`` (one per process), behind the account's rate gate.
+
+        The gate (:class:`~curaflow.sources.gate.LedgerGate`) lives in the ledger, keyed
+        by the account's source task queue, so spacing and cooldown hold across worker
+        processes and restarts.
 
         Raises:
             KeyError: the account is not configured.
@@ -77,17 +57,25 @@ class ActivityDeps:
         if account not in self._pixiv:
             accounts = self.settings.accounts()
             acct = accounts[account]
-            replay = self.settings.pixiv.replay
+            pixiv = self.settings.pixiv
+            replay = pixiv.replay
             token = "replay" if replay else (acct.refresh_token.get_secret_value() if acct.refresh_token else "")
-            interval = self.settings.pixiv.replay_min_interval_ms if replay else acct.min_interval_ms
-            gate = RateGate(interval / 1000)
+            interval = pixiv.replay_min_interval_ms if replay else acct.min_interval_ms
+            gate = LedgerGate(
+                self.pool,
+                self.settings.source_task_queue(account),
+                min_interval_ms=interval,
+                base_ms=pixiv.rate_limit_base_ms,
+                cap_ms=pixiv.rate_limit_cap_ms,
+                decay_after=pixiv.rate_limit_decay_after,
+            )
             self._pixiv[account] = PixivClient(
                 self.http,
                 refresh_token=token,
                 api_url=self.pixiv_api_url,
                 auth_url=self.pixiv_auth_url,
-                image_referer=self.settings.pixiv.image_referer,
-                gate=gate.wait,
+                image_referer=pixiv.image_referer,
+                gate=gate,
             )
         return self._pixiv[account]
 
@@ -149,4 +137,4 @@ async def close_deps(deps: ActivityDeps) -> None:
     await deps.pool.close()
 
 
-__all__ = ["ActivityDeps", "RateGate", "UnsupportedRoute", "close_deps", "open_deps"]
+__all__ = ["ActivityDeps", "UnsupportedRoute", "close_deps", "open_deps"]

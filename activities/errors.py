@@ -28,10 +28,18 @@ def cooldown_s(attempt: int, retry_after_s: float | None, base_s: float = RATE_L
 
 
 def source_failure(err: SourceError, attempt: int, *, rate_limit_base_s: float = RATE_LIMIT_BASE_S) -> ApplicationError:
-    """The ``ApplicationError`` for a failed source call on attempt ``attempt``."""
+    """The ``ApplicationError`` for a failed source call on attempt ``attempt``.
+
+    A rate limit waits the cooldown the account's gate decided (``err.cooldown_s``: its
+    ladder across every job of the account, persisted in the ledger); without a gate
+    the ladder climbs with the activity's attempt number instead.
+    """
     delay = None
     if err.reason == TerminalReason.RATE_LIMITED:
-        delay = timedelta(seconds=cooldown_s(attempt, err.retry_after_s, rate_limit_base_s))
+        if err.cooldown_s is not None:
+            delay = timedelta(seconds=max(0.001, err.cooldown_s))
+        else:
+            delay = timedelta(seconds=cooldown_s(attempt, err.retry_after_s, rate_limit_base_s))
     return ApplicationError(
         str(err),
         type=str(err.reason),

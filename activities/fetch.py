@@ -5,7 +5,10 @@ after its full length is on disk; pages already complete from a previous attempt
 kept, so a resumed attempt continues where the dead one stopped. A work that turns out
 to be unavailable (image 403/404) is released and the next stored candidate is bound
 (provisional release, reference §1.1); when none is left the cell ends
-``no_candidate``.
+``no_candidate`` — or, in a scheduled job with a fallback stage left, goes back to a
+wider ``search`` (the released works stay excluded for this cell).
+
+Runs on the account's source task queue: image downloads pass the account's rate gate.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ class FetchActivity:
         """Fetch the artifact of the work bound to the cell.
 
         Returns:
-            The cell afterwards: ``artifact_ready``, or terminal.
+            The cell afterwards: ``artifact_ready``, terminal, or ``pending`` with
+            ``retry_stage`` set (another fallback stage should search again).
 
         Raises:
             ApplicationError: ``download_failed`` / ``download_timeout`` /
@@ -91,6 +95,14 @@ class FetchActivity:
                     async with deps.pool.acquire() as conn, conn.transaction():
                         nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why)
                         assert nxt is not None
+                        if (
+                            nxt.state == CellState.PENDING
+                            and nxt.work_id is None
+                            and inp.fallback_stage + 1 < inp.max_fallback_stages
+                        ):
+                            await ledger.set_fallback_stage(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
+                            await ledger.end_lease(conn, inp.job_id, target.target_id)
+                            return CellUpdate(cell=nxt, retry_stage=True)
                         if nxt.state == CellState.PENDING and nxt.work_id is None:
                             report = nxt.candidate_report
                             reason = (

@@ -26,7 +26,7 @@ from curaflow.domain.messages import CellUpdate, SearchInput
 from curaflow.domain.reasons import TerminalReason, no_candidate_reason
 from curaflow.ledger import cells as ledger
 from curaflow.sources.errors import SourceError
-from curaflow.sources.scan import ScanCheckpoint, scan
+from curaflow.sources.scan import WANT, ScanCheckpoint, scan
 
 
 class SearchActivity:
@@ -78,7 +78,10 @@ class SearchActivity:
             raise permanent(
                 TerminalReason.CONFIGURATION_ERROR, f"pixiv account {target.account!r} is not configured"
             ) from None
+        # Stage N may keep base × (N+1) candidates (cap 100), prefetching WANT × (N+1).
         scan_limit = min(100, max(1, target.scan_limit) * (inp.fallback_stage + 1))
+        want = min(scan_limit, WANT * (inp.fallback_stage + 1))
+        unavailable = await ledger.released_works(deps.pool, inp.job_id, target.target_id)
         saved = await ledger.load_checkpoint(deps.pool, inp.job_id, target.target_id)
         checkpoint = None
         if saved and saved.get("stage") == inp.fallback_stage:
@@ -107,6 +110,8 @@ class SearchActivity:
                         client,
                         target,
                         scan_limit=scan_limit,
+                        want=want,
+                        unavailable=unavailable,
                         taken=taken,
                         on_page=on_page,
                         checkpoint=checkpoint,

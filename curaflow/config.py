@@ -178,10 +178,18 @@ class PixivSettings(_Section):
         api_url / auth_url: base URLs; None → Pixiv's own when a token is set, else the
             embedded replay server.
         accounts: further accounts by id; ``default`` is always present.
-        rate_limit_base_ms: first step of the rate-limit cooldown ladder (doubling per
-            attempt up to 15 min; ``Retry-After`` is the floor).
-        max_examined: most works one scan looks at.
+        min_interval_ms: spacing of the ``default`` account's requests (every account's
+            gate: at least this long between two requests, across all worker processes).
+        rate_limit_base_ms / rate_limit_cap_ms: first step and cap of the rate-limit
+            cooldown ladder (60 s doubling per consecutive rate limit up to 15 min;
+            ``Retry-After`` is the floor). Shared by every job of the account.
+        rate_limit_decay_after: consecutive successful requests after which the ladder
+            starts again at its first step.
+        max_examined: most works one scan looks at (deep scans page past the 5000
+            offset by moving the date window).
         replay_min_interval_ms / replay_max_concurrency: the gate used in replay mode.
+        source_standby_poll_ms: how often a standby worker process tries to take over an
+            account's source task queue (one process serves it at a time).
     """
 
     refresh_token: SecretStr | None = None
@@ -191,10 +199,13 @@ class PixivSettings(_Section):
     min_interval_ms: int = Field(default=1000, ge=0)
     request_timeout_ms: int = Field(default=30_000, ge=100)
     rate_limit_base_ms: int = Field(default=60_000, ge=1)
+    rate_limit_cap_ms: int = Field(default=900_000, ge=1)
+    rate_limit_decay_after: int = Field(default=20, ge=1)
     max_examined: int = Field(default=1000, ge=1)
     accounts: dict[str, PixivAccount] = Field(default_factory=dict)
     replay_min_interval_ms: int = Field(default=0, ge=0)
     replay_max_concurrency: int = Field(default=4, ge=1)
+    source_standby_poll_ms: int = Field(default=2_000, ge=50)
 
     @property
     def replay(self) -> bool:

@@ -4,9 +4,10 @@ One process runs
 
 * a Temporal worker on the main task queue (``temporal.task_queue``): ``JobWorkflow``
   and the ``fetch`` / ``deliver`` / ``finish`` / ``request_cancel`` activities;
-* one activity worker per Pixiv account on its rate-gate queue
-  (``<task_queue>-source-<account>``) running ``search`` with the account's
-  concurrency (default 1);
+* per Pixiv account, the activity worker of its rate-gate queue
+  (``<task_queue>-source-<account>``: ``search`` and ``fetch``) with the account's
+  concurrency (default 1) — only while this process owns that queue, so exactly one
+  process serves each account (:mod:`curaflow.source_workers`);
 * one ``deliver`` worker per route ``task_queue`` in its configuration;
 * the reconciler loop, the schedule watcher (missed / skipped occurrences) and the
   callback push sweeper (:mod:`curaflow.callbacks`);
@@ -39,6 +40,7 @@ from curaflow.ledger.reconciler import run_forever
 from curaflow.logs import configure_logging, get_logger
 from curaflow.metrics import WORKERS_UP, start_metrics_server
 from curaflow.schedules import watch_forever
+from curaflow.source_workers import SourceQueueOwner
 from curaflow.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
 from curaflow.temporal import connect, ensure_search_attributes, start_job_workflow
 from workflows.job import JobWorkflow
@@ -72,13 +74,15 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
 
 
 def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> list[Worker]:
-    """The Temporal workers of one process (see the module doc).
+    """The main task queue's and the route task queues' Temporal workers of one process.
 
-    Heartbeats are throttled to the configured heartbeat interval so a cancellation
-    reaches a running activity within one interval.
+    Source queues are served by :func:`build_source_worker` under a
+    :class:`~curaflow.source_workers.SourceQueueOwner`. Heartbeats are throttled to the
+    configured heartbeat interval so a cancellation reaches a running activity within
+    one interval.
     """
     interval = timedelta(milliseconds=settings.budgets.heartbeat_interval_ms)
-    main_acts, source_acts = build_activities(deps)
+    main_acts, _ = build_activities(deps)
     workers = [
         Worker(
             client,
@@ -95,20 +99,6 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
             graceful_shutdown_timeout=timedelta(seconds=5),
         )
     ]
-    replay = settings.pixiv.replay
-    for account, acct in settings.accounts().items():
-        workers.append(
-            Worker(
-                client,
-                task_queue=settings.source_task_queue(account),
-                activities=source_acts,
-                interceptors=interceptors_for_worker(deps.pool),
-                max_concurrent_activities=settings.pixiv.replay_max_concurrency if replay else acct.max_concurrency,
-                max_heartbeat_throttle_interval=interval,
-                default_heartbeat_throttle_interval=interval,
-                graceful_shutdown_timeout=timedelta(seconds=5),
-            )
-        )
     deliver = [a for a in main_acts if getattr(a, "__temporal_activity_definition").name == "deliver"]
     route_queues = sorted({r.task_queue for r in settings.routes.values() if r.task_queue})
     for queue in route_queues:
@@ -124,6 +114,47 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
             )
         )
     return workers
+
+
+def build_source_worker(client: Client, settings: Settings, deps: ActivityDeps, account: str) -> Worker:
+    """The worker of one account's source task queue (``search``, ``fetch``).
+
+    ``max_concurrent_activities`` is the account's ``max_concurrency`` (default 1;
+    ``pixiv.replay_max_concurrency`` in replay mode); since one process at a time serves
+    the queue, that is the account's concurrency across all processes.
+    """
+    interval = timedelta(milliseconds=settings.budgets.heartbeat_interval_ms)
+    _, source_acts = build_activities(deps)
+    acct = settings.accounts()[account]
+    return Worker(
+        client,
+        task_queue=settings.source_task_queue(account),
+        activities=source_acts,
+        interceptors=interceptors_for_worker(deps.pool),
+        max_concurrent_activities=settings.pixiv.replay_max_concurrency
+        if settings.pixiv.replay
+        else acct.max_concurrency,
+        max_heartbeat_throttle_interval=interval,
+        default_heartbeat_throttle_interval=interval,
+        graceful_shutdown_timeout=timedelta(seconds=5),
+    )
+
+
+def source_queue_owners(
+    client: Client, settings: Settings, deps: ActivityDeps, stop: asyncio.Event
+) -> list[SourceQueueOwner]:
+    """One :class:`~curaflow.source_workers.SourceQueueOwner` per configured Pixiv account."""
+    assert settings.database.url
+    return [
+        SourceQueueOwner(
+            settings.database.url,
+            settings.source_task_queue(account),
+            lambda account=account: build_source_worker(client, settings, deps, account),  # type: ignore[misc]
+            poll_s=settings.pixiv.source_standby_poll_ms / 1000,
+            stop=stop,
+        )
+        for account in settings.accounts()
+    ]
 
 
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
@@ -169,6 +200,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 await mark_workflow_started(conn, job_id)
 
     workers = build_workers(client, settings, deps)
+    owners = [asyncio.create_task(o.run()) for o in source_queue_owners(client, settings, deps, stop)]
     reconciler = asyncio.create_task(run_forever(deps.pool, start, settings.reconcile_interval_ms / 1000, stop))
     watcher = asyncio.create_task(
         watch_forever(deps.pool, client, settings, settings.reconcile_interval_ms / 1000, stop)
@@ -194,7 +226,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     finally:
         stop.set()
         WORKERS_UP.set(0)
-        for task in (reconciler, watcher, sweeper):
+        for task in (*owners, reconciler, watcher, sweeper):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         flush_tracing()

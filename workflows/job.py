@@ -1,7 +1,8 @@
 """``JobWorkflow``: one execution per job (workflow id = job id), one concurrent cell per target.
 
 Per cell: ``search`` (on the account's rate-gate task queue; binds a work) →
-``fetch`` (the artifact) → ``deliver`` on every route concurrently → the cell is
+``fetch`` (the artifact; same queue: every source request of an account waits for that
+account's gate) → ``deliver`` on every route concurrently → the cell is
 ``submitted``; or it ends ``no_candidate`` / ``duplicate`` / ``failed`` with a terminal
 reason. Every activity writes its own cell transition to the ledger and returns the
 cell as the ledger holds it; the workflow only orchestrates.
@@ -329,35 +330,50 @@ class JobWorkflow:
         interval = inp.budgets.heartbeat_interval_ms
         queue = inp.source_task_queues.get(target.account) or f"{workflow.info().task_queue}-source-{target.account}"
         step = "search"
+        stages = max(1, inp.max_fallback_stages)
         try:
             stage = 0
             while True:
+                # Fallback stages (scheduled jobs): a stage that binds nothing, or whose
+                # candidates all turn out unavailable, hands over to a wider next stage.
+                step = "search"
                 update = await self._step(
                     "search",
                     SearchInput(
                         job_id=inp.job_id,
                         target=target,
                         fallback_stage=stage,
-                        max_fallback_stages=max(1, inp.max_fallback_stages),
+                        max_fallback_stages=stages,
                         heartbeat_interval_ms=interval,
                     ),
                     first=stage == 0,
                     task_queue=queue,
                     summary=f"search {tid}" + (f" (stage {stage + 1})" if stage else ""),
                 )
-                if not update.retry_stage:
-                    break
-                stage += 1
-            if is_terminal(update.cell.state):
-                return
-            step = "fetch"
-            update = await self._step(
-                "fetch",
-                FetchInput(job_id=inp.job_id, target=target, heartbeat_interval_ms=interval),
-                summary=f"fetch {tid} work {update.cell.work_id}",
-            )
-            if is_terminal(update.cell.state):
-                return
+                if update.retry_stage:
+                    stage += 1
+                    continue
+                if is_terminal(update.cell.state):
+                    return
+                step = "fetch"
+                update = await self._step(
+                    "fetch",
+                    FetchInput(
+                        job_id=inp.job_id,
+                        target=target,
+                        heartbeat_interval_ms=interval,
+                        fallback_stage=stage,
+                        max_fallback_stages=stages,
+                    ),
+                    task_queue=queue,
+                    summary=f"fetch {tid} work {update.cell.work_id}",
+                )
+                if update.retry_stage:
+                    stage += 1
+                    continue
+                if is_terminal(update.cell.state):
+                    return
+                break
             step = "deliver"
             results = await asyncio.gather(
                 *[

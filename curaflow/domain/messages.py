@@ -195,11 +195,19 @@ class SearchInput(BaseModel):
 
 
 class FetchInput(BaseModel):
-    """Argument of the ``fetch`` activity: fetch the bound work's artifact."""
+    """Argument of the ``fetch`` activity: fetch the bound work's artifact.
+
+    Attributes:
+        fallback_stage / max_fallback_stages: the cell's current stage and the stages
+            allowed; when every stored candidate turns out unavailable and another stage
+            is allowed, ``fetch`` hands the cell back for a wider search.
+    """
 
     job_id: str
     target: TargetSpec
     heartbeat_interval_ms: int = 30_000
+    fallback_stage: int = 0
+    max_fallback_stages: int = 1
 
 
 class DeliverInput(BaseModel):
@@ -218,7 +226,8 @@ class CellUpdate(BaseModel):
     Attributes:
         cell: the snapshot after the activity's transition, in its brief form
             (:meth:`~curaflow.domain.models.CellSnapshot.brief`) to keep history small.
-        retry_stage: set by ``search`` when a scheduled job should run another fallback
+        retry_stage: set by ``search`` (nothing bindable) or ``fetch`` (every stored
+            candidate unavailable) when a scheduled job should run another fallback
             stage instead of ending ``no_candidate`` / ``duplicate``.
     """
 

@@ -192,6 +192,17 @@ async def taken_works(
     return {r["work_id"] for r in rows}
 
 
+async def released_works(conn: asyncpg.Connection | asyncpg.Pool, job_id: str, target_id: str) -> set[str]:
+    """Works this cell bound and then released as unavailable (a later stage skips them)."""
+    rows = await conn.fetch(
+        """SELECT DISTINCT work_id FROM delivery_intents
+           WHERE job_id = $1 AND target_id = $2 AND status = 'released'""",
+        job_id,
+        target_id,
+    )
+    return {r["work_id"] for r in rows}
+
+
 async def _reserve(conn: asyncpg.Connection, job_id: str, target_id: str, work: Work, routes: list[RouteRef]) -> bool:
     """Reserve ``work`` on every route (inside a savepoint); False if any route has it."""
     now = now_ms()

@@ -13,6 +13,9 @@ class SourceError(Exception):
             ``remote_http_error``, ``network_error``, ``download_failed`` …).
         retryable: whether another attempt may succeed.
         retry_after_s: a delay the source asked for (``Retry-After``), if any.
+        cooldown_s: the exact wait before another attempt, decided by the account's rate
+            gate (its cooldown ladder with ``Retry-After`` as the floor); when set it is
+            the activity's ``next_retry_delay``.
         status: the HTTP status, if there was a response.
     """
 
@@ -23,12 +26,14 @@ class SourceError(Exception):
         *,
         retryable: bool = True,
         retry_after_s: float | None = None,
+        cooldown_s: float | None = None,
         status: int | None = None,
     ) -> None:
         super().__init__(message)
         self.reason = reason
         self.retryable = retryable
         self.retry_after_s = retry_after_s
+        self.cooldown_s = cooldown_s
         self.status = status
 
 

@@ -4,9 +4,13 @@ The same code talks to Pixiv and to the replay server; only the base URLs differ
 
 * **Auth**: refresh-token grant at ``<auth_url>/auth/token`` with the public iOS app
   client id/secret and the ``X-Client-Time`` / ``X-Client-Hash`` headers. The access
-  token is refreshed 5 minutes before its ``expires_in`` (3600 s) runs out, and once
-  when an API call answers with an OAuth error; HTTP 400 ``invalid_grant`` at the token
-  endpoint is ``auth_failed`` (non-retryable).
+  token is refreshed 5 minutes before its ``expires_in`` (3600 s) runs out (a tenth of
+  the lifetime for tokens shorter than 50 min), and once when an API call answers with
+  an OAuth error; HTTP 400 ``invalid_grant`` at the token endpoint is ``auth_failed``
+  (non-retryable), after exactly one token request.
+* **Rate gate**: every request (token, API, image) first passes the account's
+  :class:`~curaflow.sources.gate.Gate`; a rate limit climbs its cooldown ladder and the
+  resulting cooldown travels on the error as ``cooldown_s``.
 * **Errors inside bodies**: every JSON answer is inspected for ``{"error": …}`` whatever
   its HTTP status: "Rate Limit" → ``rate_limited`` (HTTP 403 too), "Your access is
   currently restricted." → the work is unavailable, OAuth messages → refresh.
@@ -18,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -28,6 +31,7 @@ import httpx
 from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.reasons import TerminalReason
 from curaflow.sources.errors import SourceError, WorkUnavailable
+from curaflow.sources.gate import Gate
 
 # Public constants of Pixiv's iOS app, shipped by every client library (pixivpy, gallery-dl).
 CLIENT_ID = "MOBrBDS8blbauoSck0ZfDbtuzpyT"
@@ -44,8 +48,10 @@ RATE_LIMIT_MARK = "rate limit"
 RESTRICTED_MARK = "your access is currently restricted"
 OAUTH_MARKS = ("oauth", "access token", "invalid_grant")
 
-#: A coroutine run before each source request: the account's rate gate.
-GateHook = Callable[[], Awaitable[None]]
+
+def refresh_margin_s(expires_in_s: float) -> float:
+    """How long before an access token's expiry it is refreshed: 5 min, or a tenth of a short lifetime."""
+    return min(REFRESH_MARGIN_S, expires_in_s / 10)
 
 
 def parse_work(illust: dict[str, Any]) -> Work:
@@ -129,7 +135,7 @@ class PixivClient:
         api_url / auth_url: base URLs (Pixiv's or the replay server's).
         image_referer: ``Referer`` sent with image requests (i.pximg.net answers 403
             without it).
-        gate: awaited before every API request (the account's rate gate).
+        gate: the account's rate gate, passed before every request (None: no gate).
     """
 
     def __init__(
@@ -140,7 +146,7 @@ class PixivClient:
         api_url: str = PIXIV_API_URL,
         auth_url: str = PIXIV_AUTH_URL,
         image_referer: str = "https://app-api.pixiv.net/",
-        gate: GateHook | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self._http = http
         self._refresh_token = refresh_token
@@ -150,6 +156,7 @@ class PixivClient:
         self._gate = gate
         self._access_token: str | None = None
         self._expires_at = 0.0
+        self._margin_s = float(REFRESH_MARGIN_S)
         self._auth_lock = asyncio.Lock()
 
     # ---- auth ---------------------------------------------------------------------
@@ -173,8 +180,9 @@ class PixivClient:
                 ``network_error`` / ``remote_http_error`` (retryable) otherwise.
         """
         async with self._auth_lock:
-            if not force and self._access_token and time.monotonic() < self._expires_at - REFRESH_MARGIN_S:
+            if not force and self._access_token and time.monotonic() < self._expires_at - self._margin_s:
                 return self._access_token
+            await self._pass_gate()
             try:
                 response = await self._http.post(
                     f"{self.auth_url}/auth/token",
@@ -191,6 +199,7 @@ class PixivClient:
             except httpx.HTTPError as err:
                 raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv auth: {type(err).__name__}") from err
             body = self._json(response)
+            await self._check_rate_limit(response, body)
             if response.status_code == 400 or (isinstance(body, dict) and body.get("error") == "invalid_grant"):
                 raise SourceError(
                     TerminalReason.AUTH_FAILED,
@@ -203,8 +212,11 @@ class PixivClient:
                 raise SourceError(
                     reason, f"pixiv auth answered HTTP {response.status_code}", status=response.status_code
                 )
+            await self._gate_ok()
             self._access_token = str(body["access_token"])
-            self._expires_at = time.monotonic() + float(body.get("expires_in") or 3600)
+            lifetime = float(body.get("expires_in") or 3600)
+            self._margin_s = refresh_margin_s(lifetime)
+            self._expires_at = time.monotonic() + lifetime
             if body.get("refresh_token"):
                 self._refresh_token = str(body["refresh_token"])
             return self._access_token
@@ -212,6 +224,35 @@ class PixivClient:
     def expire_access_token(self) -> None:
         """Forget the access token's lifetime so the next call refreshes it (tests, ops)."""
         self._expires_at = 0.0
+
+    # ---- gate ---------------------------------------------------------------------
+
+    async def _pass_gate(self) -> None:
+        if self._gate is not None:
+            await self._gate.acquire()
+
+    async def _gate_ok(self) -> None:
+        if self._gate is not None:
+            await self._gate.succeeded()
+
+    async def _check_rate_limit(self, response: httpx.Response, body: Any) -> None:
+        """Raise ``rate_limited`` (after climbing the gate's ladder) for a rate-limit answer.
+
+        Pixiv reports rate limits in the body (``{"error": {"message": "Rate Limit"}}``),
+        often with HTTP 403, sometimes as HTTP 429: classify by body, then status.
+        """
+        text = (_error_text(body) or "").lower()
+        if RATE_LIMIT_MARK not in text and response.status_code != 429:
+            return
+        retry_after = _retry_after(response)
+        cooldown = await self._gate.rate_limited(retry_after) if self._gate is not None else None
+        raise SourceError(
+            TerminalReason.RATE_LIMITED,
+            f"pixiv rate limit (HTTP {response.status_code})",
+            retry_after_s=retry_after,
+            cooldown_s=cooldown,
+            status=response.status_code,
+        )
 
     # ---- requests -----------------------------------------------------------------
 
@@ -243,8 +284,7 @@ class PixivClient:
         refreshed = False
         while True:
             token = await self.authenticate()
-            if self._gate is not None:
-                await self._gate()
+            await self._pass_gate()
             headers = {**self._app_headers(), "Authorization": f"Bearer {token}"}
             try:
                 response = await self._http.get(url, params=params, headers=headers)
@@ -255,13 +295,7 @@ class PixivClient:
             body = self._json(response)
             text = _error_text(body)
             lowered = (text or "").lower()
-            if RATE_LIMIT_MARK in lowered or response.status_code == 429:
-                raise SourceError(
-                    TerminalReason.RATE_LIMITED,
-                    "pixiv rate limit",
-                    retry_after_s=_retry_after(response),
-                    status=response.status_code,
-                )
+            await self._check_rate_limit(response, body)
             if text is not None and any(m in lowered for m in OAUTH_MARKS):
                 if refreshed:
                     raise SourceError(
@@ -284,6 +318,7 @@ class PixivClient:
                     retryable=status >= 500 or status == 429,
                     status=status,
                 )
+            await self._gate_ok()
             return body
 
     async def search_illust(
@@ -355,6 +390,7 @@ class PixivClient:
                 ``rate_limited``.
             WorkUnavailable: HTTP 403/404 for the image (the work cannot be fetched).
         """
+        await self._pass_gate()
         try:
             response = await self._http.send(self.image_request(url), stream=True)
         except httpx.TimeoutException as err:
@@ -363,7 +399,7 @@ class PixivClient:
             raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image request: {type(err).__name__}") from err
         if response.status_code == 429:
             await response.aclose()
-            raise SourceError(TerminalReason.RATE_LIMITED, "image rate limit", retry_after_s=_retry_after(response))
+            await self._check_rate_limit(response, None)
         if response.status_code in (403, 404, 410):
             await response.aclose()
             work_id = url.rsplit("/", 1)[-1].split("_", 1)[0]
@@ -375,6 +411,7 @@ class PixivClient:
                 f"image HTTP {response.status_code}",
                 status=response.status_code,
             )
+        await self._gate_ok()
         return response
 
 

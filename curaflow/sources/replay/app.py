@@ -5,9 +5,16 @@ client code is the same as against Pixiv. It serves:
 
 * ``POST /auth/token`` — the refresh-token grant (any non-empty refresh token);
 * ``GET /v1/search/illust`` — the recorded works carrying the ``word`` tags (space =
-  AND, `` OR `` = OR; ``partial_match_for_tags`` matches substrings), in recorded
-  order, 30 per page with ``next_url`` paging, ``start_date`` / ``end_date`` filters;
-* ``GET /v1/illust/ranking`` — every recorded work in recorded order;
+  AND, `` OR `` = OR; ``partial_match_for_tags`` matches substrings,
+  ``exact_match_for_tags`` whole tags, ``title_and_caption`` the text), sorted by
+  ``sort`` (``date_desc`` default, ``date_asc``, ``popular_desc``), filtered by
+  ``start_date`` / ``end_date`` and ``duration`` (relative to the newest recorded day),
+  30 per page with ``next_url`` paging; ``offset`` beyond 5000 answers HTTP 400 like
+  Pixiv;
+* ``GET /v1/illust/ranking`` — without ``date`` every recorded work in recorded order;
+  with ``date`` the works of the mode's span ending that day (``day`` 1 day, ``week`` 7,
+  ``month`` 30; ``*_r18`` modes only R-18 works) by bookmarks; an unknown ``mode`` is
+  HTTP 400;
 * ``GET /v1/illust/detail`` — one work, or a 404 error body;
 * ``GET /i/<path>`` — images: deterministic pictures with the recorded aspect ratio at a
   tenth of the recorded size, PNG or JPEG by extension. Like ``i.pximg.net`` it answers
@@ -15,19 +22,24 @@ client code is the same as against Pixiv. It serves:
 
 Recorded data: ``data/*.json`` (pixivpy's public-domain fixtures with personal details
 replaced; see ``curaflow/sources/replay/data/README.md``). Error bodies use the real
-app-api shapes. :class:`Faults` scripts failures for tests (rate limits, invalid
-grants, missing works, slow or truncated images).
+app-api shapes. :class:`Faults` scripts failures and synthetic data for tests (rate
+limits, invalid grants, expired tokens, missing / forbidden / restricted works, slow,
+truncated or unsized images, a result set deep enough to reach the 5000-offset cap) and
+records every request it answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import io
 import json
 import re
 import secrets
+import time
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -39,7 +51,24 @@ from PIL import Image, ImageDraw
 
 SCALE = 10
 PAGE = 30
+MAX_OFFSET = 5000
 IMAGE_HOSTS = ("https://i.pximg.net",)
+PLACEHOLDER_URL = "https://s.pximg.net/common/images/limit_sanity_level_360.png"
+RANKING_SPANS = {
+    "day": 1,
+    "week": 7,
+    "month": 30,
+    "day_male": 1,
+    "day_female": 1,
+    "day_ai": 1,
+    "week_original": 7,
+    "week_rookie": 7,
+    "day_r18": 1,
+    "day_male_r18": 1,
+    "day_female_r18": 1,
+    "week_r18": 7,
+}
+DURATIONS = {"within_last_day": 1, "within_last_week": 7, "within_last_month": 30}
 
 
 @lru_cache(maxsize=1)
@@ -58,6 +87,78 @@ def recorded_works() -> tuple[dict[str, Any], ...]:
     return tuple(works)
 
 
+def newest_day() -> str:
+    """The newest recorded ``create_date`` day: the replay's "today"."""
+    return max(w["create_date"][:10] for w in recorded_works())
+
+
+@dataclass(frozen=True)
+class DeepSet:
+    """A synthetic result set for one tag, deep enough to page past the 5000-offset cap.
+
+    Works are ranked newest first (rank 0 = newest); rank ``r`` has id
+    ``id_base + count - r`` (ids grow with time, as on Pixiv), ``per_day`` works per day
+    ending on ``last_day``, one page of 100×100 pixels and ``total_bookmarks`` 1000 when
+    ``r`` is in ``popular_ranks``, else 0.
+    """
+
+    tag: str
+    count: int = 5400
+    per_day: int = 100
+    last_day: str = "2025-02-04"
+    popular_ranks: frozenset[int] = frozenset()
+    id_base: int = 900_000_000
+
+    def work_id(self, rank: int) -> str:
+        """The id of the work at ``rank``."""
+        return str(self.id_base + self.count - rank)
+
+
+@lru_cache(maxsize=8)
+def deep_works(deep: DeepSet) -> tuple[dict[str, Any], ...]:
+    """The works of ``deep`` in rank order (newest first)."""
+    last = date.fromisoformat(deep.last_day)
+    step = max(1, 86_400 // max(1, deep.per_day))
+    works = []
+    for rank in range(deep.count):
+        day = last - timedelta(days=rank // deep.per_day)
+        second = 86_399 - (rank % deep.per_day) * step
+        stamp = f"{day.isoformat()}T{second // 3600:02d}:{second % 3600 // 60:02d}:{second % 60:02d}+09:00"
+        wid = deep.work_id(rank)
+        path = f"{day.year}/{day.month:02d}/{day.day:02d}/00/00/00/{wid}_p0"
+        works.append(
+            {
+                "id": int(wid),
+                "title": f"deep {rank}",
+                "type": "illust",
+                "image_urls": {"large": f"https://i.pximg.net/c/600x1200_90/img-master/img/{path}_master1200.jpg"},
+                "caption": "",
+                "restrict": 0,
+                "user": {"id": 90009999, "name": "artist-deep", "account": "artistdeep"},
+                "tags": [{"name": deep.tag, "translated_name": None}],
+                "tools": [],
+                "create_date": stamp,
+                "page_count": 1,
+                "width": 1000,
+                "height": 1000,
+                "sanity_level": 2,
+                "x_restrict": 0,
+                "series": None,
+                "meta_single_page": {"original_image_url": f"https://i.pximg.net/img-original/img/{path}.jpg"},
+                "meta_pages": [],
+                "total_view": 100,
+                "total_bookmarks": 1000 if rank in deep.popular_ranks else 0,
+                "is_bookmarked": False,
+                "visible": True,
+                "is_muted": False,
+                "total_comments": 0,
+                "illust_ai_type": 1,
+                "illust_book_style": 0,
+            }
+        )
+    return tuple(works)
+
+
 def _rewrite_urls(value: Any, base: str) -> Any:
     if isinstance(value, str):
         for host in IMAGE_HOSTS:
@@ -69,6 +170,23 @@ def _rewrite_urls(value: Any, base: str) -> Any:
     if isinstance(value, dict):
         return {k: _rewrite_urls(v, base) for k, v in value.items()}
     return value
+
+
+def placeholder(work: dict[str, Any]) -> dict[str, Any]:
+    """A restricted work as the app-api lists it: ``visible: false``, no tags, limit_* images."""
+    out = copy.deepcopy(work)
+    out.update(
+        {
+            "title": "",
+            "caption": "",
+            "tags": [],
+            "visible": False,
+            "image_urls": {"square_medium": PLACEHOLDER_URL, "medium": PLACEHOLDER_URL, "large": PLACEHOLDER_URL},
+            "meta_single_page": {},
+            "meta_pages": [],
+        }
+    )
+    return out
 
 
 def _matches(work: dict[str, Any], word: str, target: str) -> bool:
@@ -89,29 +207,90 @@ def _matches(work: dict[str, Any], word: str, target: str) -> bool:
 
 
 @dataclass
+class Logged:
+    """One request the replay answered.
+
+    Attributes:
+        kind: ``auth`` | ``search`` | ``ranking`` | ``detail`` | ``image``.
+        params: query parameters (form fields for ``auth``, minus secrets).
+        status: the HTTP status answered.
+        at: wall-clock time of arrival, epoch seconds.
+        referer: the ``Referer`` header (images).
+        error: the error message of an error body, if one was answered.
+    """
+
+    kind: str
+    path: str
+    params: dict[str, str]
+    status: int
+    at: float
+    referer: str | None = None
+    error: str | None = None
+
+
+@dataclass
 class Faults:
-    """Scripted faults for tests; each list is consumed front to back, one per request.
+    """Scripted faults and synthetic data for tests.
+
+    Each list is consumed front to back, one entry per request of its kind; ``None``
+    answers normally.
 
     Attributes:
         search: per search/ranking request: ``"rate_limit"`` (HTTP 403 Rate Limit body),
-            ``"rate_limit_429"``, ``"restricted"``, ``"oauth"`` (invalid access token),
-            ``"500"`` or ``None`` (answer normally).
-        auth: per token request: ``"invalid_grant"`` (HTTP 400) or ``None``.
-        missing_works: work ids answering 404 (detail and images).
+            ``"rate_limit_429"``, ``"restricted"`` (access restricted body),
+            ``"oauth"`` (invalid access token), ``"500"``.
+        auth: per token request: ``"invalid_grant"`` (HTTP 400), ``"rate_limit"``,
+            ``"500"``.
+        images: per image request: ``"truncate"`` (half the body, full
+            ``Content-Length``), ``"chunked"`` (no ``Content-Length``), ``"slow"``
+            (``slow_images_s`` pause mid-body), ``"429"``, ``"500"``.
+        retry_after_s: a ``Retry-After`` header on rate-limit answers.
+        missing_works: ids answering 404 (detail and images).
+        forbidden_works: ids whose images answer 403 even with the Referer (private).
+        restricted_works: ids listed as restricted placeholders; their detail answers
+            "Your access is currently restricted." (HTTP 200) and their images 403.
+        mutate: per work id, fields replacing the recorded ones (``illust_ai_type``,
+            ``x_restrict`` …) in every answer.
+        image_sizes: per work id, the pixel size its images are rendered at (instead of
+            a tenth of the recorded size).
+        deep: a synthetic deep result set (:class:`DeepSet`) for one tag.
         search_delay_s: delay before answering a search or ranking request, seconds.
-        slow_images_s: delay before an image body, seconds.
-        truncate_images: image bodies cut in half (Content-Length still the full size).
+        slow_images_s: pause in the middle of every image body while > 0 (read per
+            request, so a test can change it live), and of a ``"slow"`` image, seconds.
+        truncate_images: cut every image body in half (``Content-Length`` stays the
+            full size).
         token_ttl_s: ``expires_in`` of issued access tokens.
+        token_lifetime_s: how long an access token is really accepted (default
+            ``token_ttl_s``); shorter simulates a token revoked before its advertised
+            expiry.
+        log: every request answered (see :class:`Logged`).
     """
 
     search: list[str | None] = field(default_factory=list)
     auth: list[str | None] = field(default_factory=list)
+    images: list[str | None] = field(default_factory=list)
+    retry_after_s: float | None = None
     missing_works: set[str] = field(default_factory=set)
+    forbidden_works: set[str] = field(default_factory=set)
+    restricted_works: set[str] = field(default_factory=set)
+    mutate: dict[str, dict[str, Any]] = field(default_factory=dict)
+    image_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    deep: DeepSet | None = None
     search_delay_s: float = 0.0
     slow_images_s: float = 0.0
     truncate_images: bool = False
     token_ttl_s: int = 3600
-    requests: list[str] = field(default_factory=list)
+    token_lifetime_s: float | None = None
+    log: list[Logged] = field(default_factory=list)
+
+    @property
+    def requests(self) -> list[str]:
+        """The kinds of every request answered, in order."""
+        return [entry.kind for entry in self.log]
+
+    def of(self, kind: str) -> list[Logged]:
+        """The logged requests of one kind."""
+        return [entry for entry in self.log if entry.kind == kind]
 
 
 def _error(status: int, message: str, user_message: str = "") -> JSONResponse:
@@ -121,7 +300,7 @@ def _error(status: int, message: str, user_message: str = "") -> JSONResponse:
     )
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=64)
 def render_image(work_id: str, page: int, width: int, height: int, fmt: str) -> bytes:
     """A deterministic picture of ``width``×``height`` for a work page (PNG or JPEG bytes)."""
     digest = hashlib.sha256(f"{work_id}:{page}".encode()).digest()
@@ -140,15 +319,67 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
     """Build the replay ASGI app.
 
     Args:
-        faults: scripted faults (tests); None serves the recording faithfully.
+        faults: scripted faults and synthetic data (tests); None serves the recording
+            faithfully.
     """
     app = FastAPI(title="curaflow Pixiv replay", docs_url=None, redoc_url=None)
     app.state.faults = faults or Faults()
     app.state.tokens = {}
-    by_id = {str(w["id"]): w for w in recorded_works()}
+    recorded = {str(w["id"]): w for w in recorded_works()}
+    today = newest_day()
+
+    def fx() -> Faults:
+        faults: Faults = app.state.faults
+        return faults
+
+    def corpus() -> list[dict[str, Any]]:
+        works = list(recorded_works())
+        if fx().deep is not None:
+            works += list(deep_works(fx().deep))  # type: ignore[arg-type]
+        return works
+
+    def work_by_id(work_id: str) -> dict[str, Any] | None:
+        work = recorded.get(work_id)
+        if work is None and fx().deep is not None:
+            deep: DeepSet = fx().deep  # type: ignore[assignment]
+            rank = deep.id_base + deep.count - int(work_id) if work_id.isdigit() else -1
+            if 0 <= rank < deep.count:
+                work = deep_works(deep)[rank]
+        return work
+
+    def present(work: dict[str, Any], base: str) -> dict[str, Any]:
+        wid = str(work["id"])
+        if wid in fx().mutate:
+            work = {**work, **fx().mutate[wid]}
+        if wid in fx().restricted_works:
+            work = placeholder(work)
+        return _rewrite_urls(work, base)
 
     def base_of(request: Request) -> str:
         return str(request.base_url).rstrip("/")
+
+    def record(request: Request, kind: str, response: Response, params: dict[str, str] | None = None) -> Response:
+        error = None
+        raw = bytes(response.body) if isinstance(response, JSONResponse) else b""
+        if raw and (response.status_code != 200 or raw.startswith(b'{"error"')):
+            try:
+                body = json.loads(raw)
+                err = body.get("error")
+                error = err.get("message") or err.get("user_message") if isinstance(err, dict) else str(err)
+            except (ValueError, AttributeError):
+                error = None
+        fx().log.append(
+            Logged(
+                kind=kind,
+                path=request.url.path,
+                params=params if params is not None else dict(request.query_params),
+                status=response.status_code,
+                at=time.time(),
+                referer=request.headers.get("referer"),
+                error=error,
+            )
+        )
+        return response
 
     def check_token(request: Request) -> JSONResponse | None:
         auth = request.headers.get("authorization", "")
@@ -163,38 +394,55 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
             )
         return None
 
-    def next_fault(kind: str) -> str | None:
-        queue = app.state.faults.search if kind == "search" else app.state.faults.auth
+    def next_fault(queue: list[str | None]) -> str | None:
         return queue.pop(0) if queue else None
+
+    def rate_limited(status: int) -> JSONResponse:
+        response = _error(status, "Rate Limit")
+        if fx().retry_after_s is not None:
+            response.headers["Retry-After"] = str(fx().retry_after_s)
+        return response
 
     def search_fault(fault: str | None) -> JSONResponse | None:
         if fault == "rate_limit":
-            return _error(403, "Rate Limit")
+            return rate_limited(403)
         if fault == "rate_limit_429":
-            return _error(429, "Rate Limit")
+            return rate_limited(429)
         if fault == "restricted":
             return _error(403, "", "Your access is currently restricted.")
+        if fault == "oauth":
+            return _error(
+                400,
+                "Error occurred at the OAuth process. Please check your Access Token to fix this. "
+                "Error Message: invalid_grant",
+            )
         if fault == "500":
             return JSONResponse({"error": {"message": "internal"}}, status_code=500)
         return None
 
     @app.post("/auth/token")
-    async def token(request: Request) -> JSONResponse:
+    async def token(request: Request) -> Response:
         form = await request.form()
-        app.state.faults.requests.append("auth")
-        fault = next_fault("auth")
+        params = {k: str(v) for k, v in form.items() if k in ("grant_type", "get_secure_url")}
+        params["x_client_hash"] = request.headers.get("x-client-hash", "")
+        params["x_client_time"] = request.headers.get("x-client-time", "")
+        fault = next_fault(fx().auth)
         if fault == "invalid_grant" or not str(form.get("refresh_token") or "").strip():
-            return JSONResponse(
-                {
-                    "has_error": True,
-                    "errors": {"system": {"message": "Invalid refresh token", "code": 1508}},
-                    "error": "invalid_grant",
-                },
-                status_code=400,
-            )
+            body = {
+                "has_error": True,
+                "errors": {"system": {"message": "Invalid refresh token", "code": 1508}},
+                "error": "invalid_grant",
+            }
+            return record(request, "auth", JSONResponse(body, status_code=400), params)
+        if fault == "rate_limit":
+            return record(request, "auth", rate_limited(403), params)
+        if fault == "500":
+            return record(request, "auth", JSONResponse({"error": "server_error"}, status_code=500), params)
         access = secrets.token_urlsafe(24)
-        ttl = app.state.faults.token_ttl_s
-        app.state.tokens[access] = asyncio.get_running_loop().time() + ttl
+        ttl = fx().token_ttl_s
+        configured = fx().token_lifetime_s
+        lifetime = float(configured) if configured is not None else float(ttl)
+        app.state.tokens[access] = asyncio.get_running_loop().time() + lifetime
         user = {"id": "90000000", "name": "replay", "account": "replay", "is_premium": False, "x_restrict": 2}
         body = {
             "access_token": access,
@@ -204,11 +452,11 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
             "refresh_token": str(form.get("refresh_token")),
             "user": user,
         }
-        return JSONResponse({**body, "response": body})
+        return record(request, "auth", JSONResponse({**body, "response": body}), params)
 
     def page_of(request: Request, works: list[dict[str, Any]], path: str, params: dict[str, str]) -> JSONResponse:
         offset = int(params.get("offset") or 0)
-        if offset > 5000:
+        if offset > MAX_OFFSET:
             return _error(400, json.dumps({"offset": ["offset must be no more than 5000"]}))
         chunk = works[offset : offset + PAGE]
         base = base_of(request)
@@ -216,10 +464,10 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
         if offset + PAGE < len(works):
             query = {k: v for k, v in params.items() if k != "offset"}
             query["offset"] = str(offset + PAGE)
-            next_url = f"{base}{path}?{urlencode(query)}"
+            next_url = f"https://app-api.pixiv.net{path}?{urlencode(query)}"
         return JSONResponse(
             {
-                "illusts": [_rewrite_urls(w, base) for w in chunk],
+                "illusts": [present(w, base) for w in chunk],
                 "next_url": next_url,
                 "search_span_limit": 31536000,
                 "show_ai": True,
@@ -227,73 +475,112 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
         )
 
     @app.get("/v1/search/illust")
-    async def search(request: Request) -> JSONResponse:
-        app.state.faults.requests.append("search")
+    async def search(request: Request) -> Response:
         denied = check_token(request)
         if denied:
-            return denied
-        fault = search_fault(next_fault("search"))
+            return record(request, "search", denied)
+        fault = search_fault(next_fault(fx().search))
         if fault:
-            return fault
-        if app.state.faults.search_delay_s:
-            await asyncio.sleep(app.state.faults.search_delay_s)
+            return record(request, "search", fault)
+        if fx().search_delay_s:
+            await asyncio.sleep(fx().search_delay_s)
         params = dict(request.query_params)
         word = params.get("word", "")
         target = params.get("search_target", "partial_match_for_tags")
-        works = [w for w in recorded_works() if _matches(w, word, target)]
-        if params.get("start_date"):
-            works = [w for w in works if w["create_date"][:10] >= params["start_date"]]
-        if params.get("end_date"):
-            works = [w for w in works if w["create_date"][:10] <= params["end_date"]]
-        return page_of(request, works, "/v1/search/illust", params)
+        works = [w for w in corpus() if _matches(w, word, target)]
+        start, end = params.get("start_date"), params.get("end_date")
+        for value in (start, end):
+            if value and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+                return record(request, "search", _error(400, "Invalid date"))
+        if params.get("duration") in DURATIONS:
+            since = (date.fromisoformat(today) - timedelta(days=DURATIONS[params["duration"]])).isoformat()
+            start = max(start or since, since)
+        if start:
+            works = [w for w in works if w["create_date"][:10] >= start]
+        if end:
+            works = [w for w in works if w["create_date"][:10] <= end]
+        sort = params.get("sort", "date_desc")
+        if sort == "popular_desc":
+            works.sort(key=lambda w: (-int(w.get("total_bookmarks") or 0), -int(w["id"])))
+        else:
+            works.sort(key=lambda w: (w["create_date"], int(w["id"])), reverse=sort != "date_asc")
+        return record(request, "search", page_of(request, works, "/v1/search/illust", params))
 
     @app.get("/v1/illust/ranking")
-    async def ranking(request: Request) -> JSONResponse:
-        app.state.faults.requests.append("ranking")
+    async def ranking(request: Request) -> Response:
         denied = check_token(request)
         if denied:
-            return denied
-        fault = search_fault(next_fault("search"))
+            return record(request, "ranking", denied)
+        fault = search_fault(next_fault(fx().search))
         if fault:
-            return fault
-        return page_of(request, list(recorded_works()), "/v1/illust/ranking", dict(request.query_params))
+            return record(request, "ranking", fault)
+        if fx().search_delay_s:
+            await asyncio.sleep(fx().search_delay_s)
+        params = dict(request.query_params)
+        mode = params.get("mode", "day")
+        if mode not in RANKING_SPANS:
+            return record(request, "ranking", _error(400, f"Invalid mode: {mode}"))
+        works = list(recorded_works())
+        day = params.get("date")
+        if day:
+            first = (date.fromisoformat(day) - timedelta(days=RANKING_SPANS[mode] - 1)).isoformat()
+            works = [w for w in works if first <= w["create_date"][:10] <= day]
+            works.sort(key=lambda w: -int(w.get("total_bookmarks") or 0))
+        if mode.endswith("_r18"):
+            works = [w for w in works if int(fx().mutate.get(str(w["id"]), {}).get("x_restrict", w["x_restrict"])) > 0]
+        return record(request, "ranking", page_of(request, works, "/v1/illust/ranking", params))
 
     @app.get("/v1/illust/detail")
-    async def detail(request: Request, illust_id: str = "") -> JSONResponse:
-        app.state.faults.requests.append("detail")
+    async def detail(request: Request, illust_id: str = "") -> Response:
         denied = check_token(request)
         if denied:
-            return denied
-        work = by_id.get(illust_id)
-        if work is None or illust_id in app.state.faults.missing_works:
-            return _error(404, "", "該当作品は削除されたか、存在しない作品IDです。")
-        return JSONResponse({"illust": _rewrite_urls(work, base_of(request))})
+            return record(request, "detail", denied)
+        work = work_by_id(illust_id)
+        if illust_id in fx().restricted_works:
+            return record(request, "detail", _error(200, "", "Your access is currently restricted."))
+        if work is None or illust_id in fx().missing_works:
+            return record(request, "detail", _error(404, "", "該当作品は削除されたか、存在しない作品IDです。"))
+        return record(request, "detail", JSONResponse({"illust": present(work, base_of(request))}))
 
     @app.get("/i/{path:path}")
     async def image(request: Request, path: str) -> Response:
-        app.state.faults.requests.append("image")
         if not request.headers.get("referer", "").startswith("https://app-api.pixiv.net"):
-            return Response(status_code=403, content=b"Forbidden")
+            return record(request, "image", Response(status_code=403, content=b"Forbidden"))
         name = path.rsplit("/", 1)[-1]
         match = re.match(r"^(\d+)_p(\d+)", name)
-        if not match or match.group(1) not in by_id or match.group(1) in app.state.faults.missing_works:
-            return Response(status_code=404, content=b"Not Found")
-        work = by_id[match.group(1)]
+        work = work_by_id(match.group(1)) if match else None
+        if match is None or work is None or match.group(1) in fx().missing_works:
+            return record(request, "image", Response(status_code=404, content=b"Not Found"))
+        wid, page = match.group(1), int(match.group(2))
+        if wid in fx().forbidden_works or wid in fx().restricted_works:
+            return record(request, "image", Response(status_code=403, content=b"Forbidden"))
+        fault = next_fault(fx().images)
+        if fault is None and fx().truncate_images:
+            fault = "truncate"
+        if fault is None and fx().slow_images_s > 0:
+            fault = "slow"
+        if fault == "429":
+            return record(request, "image", Response(status_code=429, content=b"Too Many Requests"))
+        if fault == "500":
+            return record(request, "image", Response(status_code=500, content=b"Internal Server Error"))
         fmt = "png" if name.endswith(".png") else "jpeg"
-        body = render_image(match.group(1), int(match.group(2)), work["width"] // SCALE, work["height"] // SCALE, fmt)
-        faults = app.state.faults
+        size = fx().image_sizes.get(wid) or (work["width"] // SCALE, work["height"] // SCALE)
+        body = await asyncio.to_thread(render_image, wid, page, size[0], size[1], fmt)
         media = "image/png" if fmt == "png" else "image/jpeg"
-        if faults.slow_images_s or faults.truncate_images:
+        record(request, "image", Response(status_code=200), {"fault": fault or ""})
+        if fault in ("truncate", "slow", "chunked"):
+            delay = (fx().slow_images_s or 1.0) if fault == "slow" else 0.0
 
             async def stream() -> Any:
                 half = len(body) // 2
                 yield body[:half]
-                if faults.slow_images_s:
-                    await asyncio.sleep(faults.slow_images_s)
-                if not faults.truncate_images:
+                if delay:
+                    await asyncio.sleep(delay)
+                if fault != "truncate":
                     yield body[half:]
 
-            return StreamingResponse(stream(), media_type=media, headers={"Content-Length": str(len(body))})
+            headers = {} if fault == "chunked" else {"Content-Length": str(len(body))}
+            return StreamingResponse(stream(), media_type=media, headers=headers)
         return Response(content=body, media_type=media)
 
     return app

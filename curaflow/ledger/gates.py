@@ -1,0 +1,156 @@
+"""Source rate gates in the ledger: one row per Pixiv account (table ``source_gates``).
+
+Every source request of an account first takes a *slot* here: the row's ``next_at`` is
+moved forward by the account's minimum interval under a row lock, so requests from any
+number of worker processes leave at least that interval apart. A rate limit climbs the
+cooldown ladder (``penalty``) and sets ``cooldown_until``; while it lies in the future no
+slot is handed out. All of it lives in PostgreSQL, so a restarted or replacement worker
+keeps the spacing and the cooldown (reference ``pixiv-and-delivery-apis.md`` §2.5).
+
+Times come from the database clock (:data:`DB_NOW_MS`) so that workers on hosts with
+skewed clocks agree. Each function runs its own short transaction on the pool.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+
+#: The database's wall clock in epoch milliseconds.
+DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+
+
+@dataclass
+class Slot:
+    """What :func:`reserve` handed out.
+
+    Attributes:
+        wait_ms: how long to wait before sending (0 = now); meaningful when
+            ``cooldown_ms`` is 0.
+        cooldown_ms: > 0 when the account is cooling down after a rate limit: no slot
+            was taken, come back after this many milliseconds.
+        penalty: the account's current step on the cooldown ladder.
+    """
+
+    wait_ms: int
+    cooldown_ms: int = 0
+    penalty: int = 0
+
+
+@dataclass
+class GateState:
+    """A ``source_gates`` row as read by :func:`read_gate` (times in epoch ms, DB clock)."""
+
+    gate: str
+    next_at: int
+    cooldown_until: int
+    penalty: int
+    successes: int
+    requests: int
+    rate_limits: int
+    now: int
+
+
+async def _locked_row(conn: asyncpg.Connection, gate: str) -> asyncpg.Record:
+    await conn.execute(
+        f"INSERT INTO source_gates (gate, updated_at) VALUES ($1, {DB_NOW_MS}) ON CONFLICT (gate) DO NOTHING",
+        gate,
+    )
+    row = await conn.fetchrow(
+        f"""SELECT next_at, cooldown_until, penalty, successes, {DB_NOW_MS} AS now
+            FROM source_gates WHERE gate = $1 FOR UPDATE""",
+        gate,
+    )
+    assert row is not None
+    return row
+
+
+async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int) -> Slot:
+    """Take the next request slot of ``gate``, ``interval_ms`` after the previous one.
+
+    Args:
+        gate: the gate's key (the account's source task queue name).
+        interval_ms: minimum spacing between two requests of this gate.
+
+    Returns:
+        A :class:`Slot`: wait ``wait_ms`` then send, or (``cooldown_ms > 0``) do not send
+        at all because the account is cooling down after a rate limit.
+    """
+    async with pool.acquire() as conn, conn.transaction():
+        row = await _locked_row(conn, gate)
+        now = row["now"]
+        if row["cooldown_until"] > now:
+            return Slot(wait_ms=0, cooldown_ms=row["cooldown_until"] - now, penalty=row["penalty"])
+        slot = max(now, row["next_at"])
+        await conn.execute(
+            """UPDATE source_gates SET next_at = $2, requests = requests + 1, updated_at = $3
+               WHERE gate = $1""",
+            gate,
+            slot + max(0, interval_ms),
+            now,
+        )
+        return Slot(wait_ms=slot - now, penalty=row["penalty"])
+
+
+def ladder_ms(penalty: int, base_ms: int, cap_ms: int) -> int:
+    """Cooldown of the ``penalty``-th consecutive rate limit: ``base × 2^(penalty-1)``, capped."""
+    return int(min(cap_ms, base_ms * (2 ** max(0, penalty - 1))))
+
+
+async def penalize(
+    pool: asyncpg.Pool, gate: str, *, base_ms: int, cap_ms: int, retry_after_ms: int | None = None
+) -> int:
+    """Record a rate limit: climb the ladder and start the cooldown.
+
+    The cooldown is ``base × 2^(penalty-1)`` (60 s, 120 s, 240 s … capped at 15 min by
+    default) with the source's ``Retry-After`` as a floor. The next slot is pushed past it.
+
+    Returns:
+        The cooldown in milliseconds from now.
+    """
+    async with pool.acquire() as conn, conn.transaction():
+        row = await _locked_row(conn, gate)
+        now = row["now"]
+        penalty = row["penalty"] + 1
+        cooldown = max(ladder_ms(penalty, base_ms, cap_ms), retry_after_ms or 0)
+        until = max(row["cooldown_until"], now + cooldown)
+        await conn.execute(
+            """UPDATE source_gates SET penalty = $2, successes = 0, cooldown_until = $3,
+                   next_at = greatest(next_at, $3), rate_limits = rate_limits + 1,
+                   last_rate_limit_at = $4, updated_at = $4
+               WHERE gate = $1""",
+            gate,
+            penalty,
+            until,
+            now,
+        )
+        return until - now
+
+
+async def record_success(pool: asyncpg.Pool, gate: str, *, decay_after: int) -> None:
+    """Count a successful request; after ``decay_after`` in a row the ladder restarts.
+
+    Only called while the account has a penalty (callers skip it otherwise), so an
+    account that is not being rate limited costs one statement per request, not two.
+    """
+    await pool.execute(
+        f"""UPDATE source_gates
+               SET successes = CASE WHEN successes + 1 >= $2 THEN 0 ELSE successes + 1 END,
+                   penalty = CASE WHEN successes + 1 >= $2 THEN 0 ELSE penalty END,
+                   updated_at = {DB_NOW_MS}
+             WHERE gate = $1 AND penalty > 0""",
+        gate,
+        decay_after,
+    )
+
+
+async def read_gate(pool: asyncpg.Pool | asyncpg.Connection, gate: str) -> GateState | None:
+    """The gate's row (diagnostics and tests), or None if it has never been used."""
+    row = await pool.fetchrow(
+        f"""SELECT gate, next_at, cooldown_until, penalty, successes, requests, rate_limits,
+                   {DB_NOW_MS} AS now
+            FROM source_gates WHERE gate = $1""",
+        gate,
+    )
+    return GateState(**dict(row)) if row else None

@@ -1,0 +1,177 @@
+"""The rate gate of one Pixiv account: spacing between requests and the rate-limit cooldown.
+
+Every source request of an account (token refresh, API call, image download) passes the
+account's gate first (DESIGN.md decision 10; reference ``pixiv-and-delivery-apis.md``
+§2.5, PixivFlow's client kit):
+
+* **spacing**: at least ``min_interval_ms`` between two requests of the account, whatever
+  process sends them;
+* **cooldown ladder**: a rate limit ("Rate Limit" body, HTTP 429) starts a cooldown of
+  60 s, doubling with every further rate limit up to 15 min, with the source's
+  ``Retry-After`` as the floor; while it runs no request of the account leaves — callers
+  get a ``rate_limited`` :class:`~curaflow.sources.errors.SourceError` whose
+  ``cooldown_s`` becomes the activity's ``next_retry_delay``, so the wait happens in
+  Temporal, not in a sleeping worker slot;
+* **decay**: after ``decay_after`` (20) consecutive successes the ladder starts again at
+  its first step.
+
+:class:`LedgerGate` keeps this state in PostgreSQL (``source_gates``) so it holds across
+worker processes and restarts; :class:`MemoryGate` is the same policy in one process
+(unit tests, tools). Concurrency (one request stream per account) is the job of the
+account's source task queue, served by exactly one process (:mod:`curaflow.source_workers`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+import asyncpg
+
+from curaflow.domain.reasons import TerminalReason
+from curaflow.ledger import gates as ledger_gates
+from curaflow.sources.errors import SourceError
+
+LADDER_BASE_MS = 60_000
+LADDER_CAP_MS = 900_000
+DECAY_AFTER = 20
+
+
+class Gate(Protocol):
+    """What the Pixiv client needs from a rate gate."""
+
+    async def acquire(self) -> None:
+        """Wait for this request's slot.
+
+        Raises:
+            SourceError: ``rate_limited`` with ``cooldown_s`` when the account is cooling
+                down (no request may leave now).
+        """
+        ...
+
+    async def rate_limited(self, retry_after_s: float | None) -> float:
+        """Record a rate limit; returns the cooldown in seconds (the next retry delay)."""
+        ...
+
+    async def succeeded(self) -> None:
+        """Record a successful request (decays the ladder)."""
+        ...
+
+
+def cooling_down(cooldown_ms: int, penalty: int) -> SourceError:
+    """The error raised when a request meets an account that is cooling down."""
+    return SourceError(
+        TerminalReason.RATE_LIMITED,
+        f"pixiv account cooling down after a rate limit for another {cooldown_ms / 1000:.1f} s (step {penalty})",
+        cooldown_s=cooldown_ms / 1000,
+    )
+
+
+class LedgerGate:
+    """The account's gate in PostgreSQL (see the module doc).
+
+    Args:
+        pool: the ledger pool.
+        key: the gate row's key: the account's source task queue name.
+        min_interval_ms: spacing between two requests.
+        base_ms / cap_ms: first step and cap of the cooldown ladder.
+        decay_after: consecutive successes that reset the ladder.
+    """
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        key: str,
+        *,
+        min_interval_ms: int,
+        base_ms: int = LADDER_BASE_MS,
+        cap_ms: int = LADDER_CAP_MS,
+        decay_after: int = DECAY_AFTER,
+    ) -> None:
+        self.pool = pool
+        self.key = key
+        self.min_interval_ms = min_interval_ms
+        self.base_ms = base_ms
+        self.cap_ms = cap_ms
+        self.decay_after = decay_after
+        self._penalty = 0
+
+    async def acquire(self) -> None:
+        """Take a slot in the ledger and sleep until it comes (see :class:`Gate`)."""
+        slot = await ledger_gates.reserve(self.pool, self.key, self.min_interval_ms)
+        self._penalty = slot.penalty
+        if slot.cooldown_ms > 0:
+            raise cooling_down(slot.cooldown_ms, slot.penalty)
+        if slot.wait_ms > 0:
+            await asyncio.sleep(slot.wait_ms / 1000)
+
+    async def rate_limited(self, retry_after_s: float | None) -> float:
+        """Climb the ladder in the ledger; returns the cooldown in seconds."""
+        retry_ms = int(retry_after_s * 1000) if retry_after_s else None
+        cooldown_ms = await ledger_gates.penalize(
+            self.pool, self.key, base_ms=self.base_ms, cap_ms=self.cap_ms, retry_after_ms=retry_ms
+        )
+        self._penalty += 1
+        return cooldown_ms / 1000
+
+    async def succeeded(self) -> None:
+        """Count a success in the ledger, only while the account carries a penalty."""
+        if self._penalty > 0:
+            await ledger_gates.record_success(self.pool, self.key, decay_after=self.decay_after)
+
+
+class MemoryGate:
+    """The same policy as :class:`LedgerGate`, held in this process only.
+
+    Args:
+        min_interval_ms / base_ms / cap_ms / decay_after: as for :class:`LedgerGate`.
+    """
+
+    def __init__(
+        self,
+        min_interval_ms: int = 0,
+        *,
+        base_ms: int = LADDER_BASE_MS,
+        cap_ms: int = LADDER_CAP_MS,
+        decay_after: int = DECAY_AFTER,
+    ) -> None:
+        self.min_interval_ms = min_interval_ms
+        self.base_ms = base_ms
+        self.cap_ms = cap_ms
+        self.decay_after = decay_after
+        self.penalty = 0
+        self.successes = 0
+        self._next = 0.0
+        self._cooldown_until = 0.0
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        """Wait for the next slot (see :class:`Gate`)."""
+        async with self._lock:
+            now = time.monotonic()
+            if self._cooldown_until > now:
+                raise cooling_down(int((self._cooldown_until - now) * 1000), self.penalty)
+            slot = max(now, self._next)
+            self._next = slot + self.min_interval_ms / 1000
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+    async def rate_limited(self, retry_after_s: float | None) -> float:
+        """Climb the ladder; returns the cooldown in seconds."""
+        self.penalty += 1
+        self.successes = 0
+        cooldown = max(ledger_gates.ladder_ms(self.penalty, self.base_ms, self.cap_ms) / 1000, retry_after_s or 0.0)
+        now = time.monotonic()
+        self._cooldown_until = max(self._cooldown_until, now + cooldown)
+        self._next = max(self._next, self._cooldown_until)
+        return self._cooldown_until - now
+
+    async def succeeded(self) -> None:
+        """Count a success; reset the ladder after ``decay_after`` in a row."""
+        if self.penalty == 0:
+            return
+        self.successes += 1
+        if self.successes >= self.decay_after:
+            self.penalty = 0
+            self.successes = 0
