@@ -21,6 +21,7 @@ An attempt:
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -107,14 +108,21 @@ class DeliverActivity:
         if cell is None or cell.work is None or cell.artifact is None:
             raise permanent(TerminalReason.INTERNAL_ERROR, "cell has no fetched artifact to deliver")
 
+        key = claim.idempotency_key or ""
+
+        async def record_part(parts: list[Any]) -> None:
+            await ledger.record_part(deps.pool, key, parts)
+
         request = DeliveryRequest(
             job_id=inp.job_id,
             target_id=target.target_id,
             route=route.name,
-            idempotency_key=claim.idempotency_key or "",
+            idempotency_key=key,
             work=cell.work,
             artifact=cell.artifact,
             attempt=claim.attempts + 1,
+            parts_done=list(claim.remote_ids or []),
+            on_part=record_part,
         )
         async with Heartbeater(
             deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms

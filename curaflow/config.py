@@ -255,8 +255,30 @@ class WebhookRoute(_Section):
         return value
 
 
+MiB = 1024 * 1024
+
+
 class TelegramRoute(_Section):
-    """Telegram Bot API route (raw HTTP). ``on_ambiguous``: ``fail`` or ``retry``."""
+    """Telegram Bot API route (raw HTTP; reference ``pixiv-and-delivery-apis.md`` §3).
+
+    One image within the photo limits goes as ``sendPhoto``, otherwise ``sendDocument``;
+    a multi-page work goes as ``sendMediaGroup`` albums of 2–10 (split evenly beyond 10).
+    Limits may only be tightened, never raised above Telegram's.
+
+    Attributes:
+        bot_token: the bot's token (``123456:ABC…``); never logged.
+        chat_id: ``-100…`` for a channel/supergroup, a user id, or ``@channelname``.
+        api_url: the Bot API base URL (a local Bot API server, or a fake in tests).
+        timeout_ms: per request; a send that times out after the request went out is
+            *ambiguous*.
+        on_ambiguous: ``fail`` (default: the cell fails ``delivery_unknown``, nothing is
+            re-sent, at most once) or ``retry`` (re-send, at least once).
+        caption_max: caption limit in UTF-16 units (≤ 1024).
+        photo_max_bytes / photo_max_side_sum / photo_max_ratio: ``sendPhoto`` limits
+            (≤ 10 MiB, width + height ≤ 10000, aspect ratio ≤ 20); beyond → document.
+        document_max_bytes: largest upload (≤ 50 MiB); beyond → ``delivery_rejected``.
+        disable_notification / message_thread_id: passed through to Telegram.
+    """
 
     kind: Literal["telegram"] = "telegram"
     task_queue: str | None = None
@@ -265,16 +287,43 @@ class TelegramRoute(_Section):
     api_url: str = "https://api.telegram.org"
     timeout_ms: int = Field(default=60_000, ge=100)
     on_ambiguous: Literal["fail", "retry"] = "fail"
+    caption_max: int = Field(default=1024, ge=0, le=1024)
+    photo_max_bytes: int = Field(default=10 * MiB, ge=1, le=10 * MiB)
+    photo_max_side_sum: int = Field(default=10_000, ge=1, le=10_000)
+    photo_max_ratio: float = Field(default=20.0, ge=1.0, le=20.0)
+    document_max_bytes: int = Field(default=50 * MiB, ge=1, le=50 * MiB)
+    disable_notification: bool = False
+    message_thread_id: int | None = None
 
 
 class DiscordRoute(_Section):
-    """Discord webhook route. ``on_ambiguous``: ``fail`` or ``retry``."""
+    """Discord webhook route (reference ``pixiv-and-delivery-apis.md`` §4.3).
+
+    ``POST <url>?wait=true`` (so Discord answers with the created message and its id),
+    multipart with ``payload_json`` and ``files[n]``.
+
+    Attributes:
+        url: ``https://discord.com/api/webhooks/<id>/<token>``; never logged.
+        timeout_ms: per request; a timeout after sending is *ambiguous*.
+        on_ambiguous: ``fail`` (default) or ``retry``, as for Telegram.
+        max_file_bytes: largest attachment (depends on the server's boost tier; default
+            8 MiB); a bigger page is ``delivery_rejected``.
+        max_message_bytes: most attachment bytes in one message; pages are packed in
+            order into messages of ≤ 10 files within this size.
+        content_max: message text limit (≤ 2000 characters).
+        username: overrides the webhook's display name.
+        thread_id: post into this thread of a forum channel.
+    """
 
     kind: Literal["discord"] = "discord"
     task_queue: str | None = None
     url: SecretStr
     timeout_ms: int = Field(default=60_000, ge=100)
-    max_file_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_file_bytes: int = Field(default=8 * MiB, ge=1024)
+    max_message_bytes: int = Field(default=25 * MiB, ge=1024)
+    content_max: int = Field(default=2000, ge=0, le=2000)
+    username: str | None = None
+    thread_id: str | None = None
     on_ambiguous: Literal["fail", "retry"] = "fail"
 
 

@@ -33,12 +33,15 @@ class SendClaim:
             has no intent for this route).
         idempotency_key: the intent's stable key.
         attempts: sends recorded before this one.
+        remote_ids: the parts confirmed by earlier attempts (multi-part routes resume
+            after them; see :func:`record_part`).
     """
 
     decision: str
     idempotency_key: str | None = None
     attempts: int = 0
     remote_id: str | None = None
+    remote_ids: list[Any] | None = None
 
 
 async def claim_send(
@@ -61,7 +64,7 @@ async def claim_send(
         "SELECT state FROM cells WHERE job_id = $1 AND target_id = $2 FOR UPDATE", job_id, target_id
     )
     intent = await conn.fetchrow(
-        """SELECT idempotency_key, status, attempts, remote_id FROM delivery_intents
+        """SELECT idempotency_key, status, attempts, remote_id, remote_ids FROM delivery_intents
            WHERE job_id = $1 AND target_id = $2 AND route = $3 AND status <> 'released'
            ORDER BY id DESC LIMIT 1 FOR UPDATE""",
         job_id,
@@ -95,7 +98,25 @@ async def claim_send(
             now,
         )
         await sync_job_stage(conn, job_id, job["last_stage"])
-    return SendClaim("send", key, attempts)
+    remote_ids = intent["remote_ids"] if isinstance(intent["remote_ids"], list) else None
+    return SendClaim("send", key, attempts, remote_ids=remote_ids)
+
+
+async def record_part(conn: asyncpg.Connection | asyncpg.Pool, idempotency_key: str, parts: list[Any]) -> None:
+    """Record the parts of an in-flight delivery confirmed so far (own statement).
+
+    A route that sends one work as several requests (album chunks, several messages)
+    calls this after each confirmed part, before the next one leaves; a later attempt
+    reads them back through :func:`claim_send` and resumes at the first unconfirmed
+    part. Only an intent still ``sending`` is updated.
+    """
+    await conn.execute(
+        """UPDATE delivery_intents SET remote_ids = $2, updated_at = $3
+           WHERE idempotency_key = $1 AND status = 'sending'""",
+        idempotency_key,
+        parts,
+        now_ms(),
+    )
 
 
 async def record_delivered(

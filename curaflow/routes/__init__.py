@@ -1,4 +1,4 @@
-"""Delivery routes: directory, webhook (and, by configuration, Telegram and Discord).
+"""Delivery routes: directory, webhook, Telegram (Bot API) and Discord (webhook).
 
 :func:`build_route` turns a configured route into a :class:`~curaflow.routes.base.Route`.
 """
@@ -8,10 +8,14 @@ from __future__ import annotations
 import httpx
 
 from curaflow.config import DirectoryRoute as DirectoryConfig
+from curaflow.config import DiscordRoute as DiscordConfig
 from curaflow.config import RouteConfig
+from curaflow.config import TelegramRoute as TelegramConfig
 from curaflow.config import WebhookRoute as WebhookConfig
 from curaflow.routes.base import Route
 from curaflow.routes.directory import DirectoryRoute
+from curaflow.routes.discord import DiscordRoute
+from curaflow.routes.telegram import TelegramRoute
 from curaflow.routes.webhook import WebhookRoute
 
 
@@ -36,4 +40,8 @@ def build_route(name: str, config: RouteConfig, http: httpx.AsyncClient) -> Rout
             timeout_s=config.timeout_ms / 1000,
             include_files=config.include_files,
         )
+    if isinstance(config, TelegramConfig):
+        return TelegramRoute(name, config, http)
+    if isinstance(config, DiscordConfig):
+        return DiscordRoute(name, config, http)
     raise UnsupportedRoute(f"route {name!r}: kind {config.kind!r} is not supported")

@@ -8,11 +8,15 @@ transition and, for errors, into an ``ApplicationError`` for Temporal's retry po
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from curaflow.domain.models import Artifact, Work
 from curaflow.domain.reasons import TerminalReason
+
+#: Awaited with every part confirmed so far (see :attr:`DeliveryRequest.on_part`).
+PartHook = Callable[[list[Any]], Awaitable[None]]
 
 
 @dataclass
@@ -23,6 +27,13 @@ class DeliveryRequest:
         idempotency_key: stable across retries
             (``curaflow:<route>:<work_type>:<work_id>:<job_id>:<target_id>``).
         attempt: the number of sends recorded before this one, plus one.
+        parts_done: for routes that send one work as several requests (a Telegram
+            album split into chunks of 10, several Discord messages): the remote ids of
+            the parts confirmed by earlier attempts, one entry per part in order. The
+            route resumes at the first part not in the list.
+        on_part: awaited with the whole list of confirmed parts after each part is
+            confirmed; the ``deliver`` activity records it in the ledger before the next
+            part leaves, so a retry never re-sends a confirmed part.
     """
 
     job_id: str
@@ -32,6 +43,8 @@ class DeliveryRequest:
     work: Work
     artifact: Artifact
     attempt: int = 1
+    parts_done: list[Any] = field(default_factory=list)
+    on_part: PartHook | None = None
 
 
 @dataclass
@@ -40,8 +53,9 @@ class DeliveryReceipt:
 
     Attributes:
         duplicate: the destination already had this work (e.g. webhook HTTP 409).
-        remote_id: the destination's id of what was created (message id …).
-        remote_ids: every id when one delivery created several (albums).
+        remote_id: the destination's id of what was created (the first message id …).
+        remote_ids: every id when one delivery created several: one entry per part
+            (request) sent, each the list of message ids it created.
     """
 
     duplicate: bool = False

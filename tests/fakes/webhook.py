@@ -3,11 +3,16 @@
 It verifies Standard Webhooks signatures with the ``standardwebhooks`` library, like a
 real receiver would, and answers per path from a script (status, JSON body, delay),
 defaulting to ``200 {"status": "accepted"}``.
+
+Run it standalone for a demo: ``python -m tests.fakes.webhook --port 18082 --secret
+whsec_…``; ``GET /_fake/received`` lists what arrived (path, ``webhook-id``, signature
+check, work id).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,7 +55,7 @@ class WebhookReceiver:
             id is answered 409 (the documented "already had it") without processing.
     """
 
-    def __init__(self, secret: str, *, dedupe: bool = False) -> None:
+    def __init__(self, secret: str, *, dedupe: bool = False, host: str = "127.0.0.1", port: int = 0) -> None:
         self.secret = secret
         self.dedupe = dedupe
         self.processed: list[str] = []
@@ -59,6 +64,24 @@ class WebhookReceiver:
         self.script: dict[str, list[Reply]] = {}
         self.arrived = asyncio.Event()
         app = FastAPI()
+
+        @app.get("/_fake/received")
+        async def received() -> Any:
+            out = []
+            for r in self.received:
+                try:
+                    work_id = r.json().get("work", {}).get("work_id")
+                except ValueError:
+                    work_id = None
+                out.append(
+                    {
+                        "path": r.path,
+                        "webhook_id": r.headers.get("webhook-id"),
+                        "signature_ok": r.signature_ok,
+                        "work_id": work_id,
+                    }
+                )
+            return out
 
         @app.post("/{path:path}")
         async def receive(request: Request, path: str) -> Response:
@@ -83,7 +106,7 @@ class WebhookReceiver:
                 return Response(status_code=reply.status)
             return JSONResponse(reply.body, status_code=reply.status)
 
-        self.server = BackgroundServer(app)
+        self.server = BackgroundServer(app, host, port)
 
     @property
     def url(self) -> str:
@@ -99,3 +122,28 @@ class WebhookReceiver:
 
     async def stop(self) -> None:
         await self.server.stop()
+
+
+async def _serve(port: int, secret: str) -> None:
+    receiver = await WebhookReceiver(secret, port=port).start()
+    print(f"webhook receiver on {receiver.url}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await receiver.stop()
+
+
+def main() -> None:
+    """``python -m tests.fakes.webhook``: serve the receiver until interrupted."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="signed-webhook receiver")
+    parser.add_argument("--port", type=int, default=18082)
+    parser.add_argument("--secret", required=True)
+    args = parser.parse_args()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(args.port, args.secret))
+
+
+if __name__ == "__main__":
+    main()

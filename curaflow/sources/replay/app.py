@@ -334,8 +334,9 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
 
     def corpus() -> list[dict[str, Any]]:
         works = list(recorded_works())
-        if fx().deep is not None:
-            works += list(deep_works(fx().deep))  # type: ignore[arg-type]
+        deep = fx().deep
+        if deep is not None:
+            works += list(deep_works(deep))
         return works
 
     def work_by_id(work_id: str) -> dict[str, Any] | None:
@@ -458,7 +459,7 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
         offset = int(params.get("offset") or 0)
         if offset > MAX_OFFSET:
             return _error(400, json.dumps({"offset": ["offset must be no more than 5000"]}))
-        chunk = works[offset : offset + PAGE]
+        chunk = works[offset : offset + PAGE] if offset >= 0 else []
         base = base_of(request)
         next_url = None
         if offset + PAGE < len(works):
@@ -474,6 +475,22 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
             }
         )
 
+    @lru_cache(maxsize=64)
+    def results(
+        word: str, target: str, start: str | None, end: str | None, sort: str, deep: DeepSet | None
+    ) -> tuple[dict[str, Any], ...]:
+        """A search's whole result list (cached: paging a deep result set re-asks it often)."""
+        works = [w for w in corpus() if _matches(w, word, target)]
+        if start:
+            works = [w for w in works if w["create_date"][:10] >= start]
+        if end:
+            works = [w for w in works if w["create_date"][:10] <= end]
+        if sort == "popular_desc":
+            works.sort(key=lambda w: (-int(w.get("total_bookmarks") or 0), -int(w["id"])))
+        else:
+            works.sort(key=lambda w: (w["create_date"], int(w["id"])), reverse=sort != "date_asc")
+        return tuple(works)
+
     @app.get("/v1/search/illust")
     async def search(request: Request) -> Response:
         denied = check_token(request)
@@ -485,9 +502,6 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
         if fx().search_delay_s:
             await asyncio.sleep(fx().search_delay_s)
         params = dict(request.query_params)
-        word = params.get("word", "")
-        target = params.get("search_target", "partial_match_for_tags")
-        works = [w for w in corpus() if _matches(w, word, target)]
         start, end = params.get("start_date"), params.get("end_date")
         for value in (start, end):
             if value and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
@@ -495,16 +509,15 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
         if params.get("duration") in DURATIONS:
             since = (date.fromisoformat(today) - timedelta(days=DURATIONS[params["duration"]])).isoformat()
             start = max(start or since, since)
-        if start:
-            works = [w for w in works if w["create_date"][:10] >= start]
-        if end:
-            works = [w for w in works if w["create_date"][:10] <= end]
-        sort = params.get("sort", "date_desc")
-        if sort == "popular_desc":
-            works.sort(key=lambda w: (-int(w.get("total_bookmarks") or 0), -int(w["id"])))
-        else:
-            works.sort(key=lambda w: (w["create_date"], int(w["id"])), reverse=sort != "date_asc")
-        return record(request, "search", page_of(request, works, "/v1/search/illust", params))
+        works = results(
+            params.get("word", ""),
+            params.get("search_target", "partial_match_for_tags"),
+            start,
+            end,
+            params.get("sort", "date_desc"),
+            fx().deep,
+        )
+        return record(request, "search", page_of(request, list(works), "/v1/search/illust", params))
 
     @app.get("/v1/illust/ranking")
     async def ranking(request: Request) -> Response:

@@ -1,0 +1,153 @@
+"""The ``discord`` route: a Discord channel webhook over raw httpx (reference §4.3).
+
+``POST <webhook url>?wait=true`` — with ``wait=true`` Discord answers with the created
+message, whose ``id`` is the delivery's remote id (without it the answer is a bare 204
+and there would be nothing to reconcile). The body is ``multipart/form-data``:
+``payload_json`` (``content`` ≤ 2000 characters built by :mod:`curaflow.routes.caption`,
+``allowed_mentions`` empty so a title can never ping anyone, ``attachments``) and the
+files as ``files[0]`` … ``files[9]``.
+
+Pages are packed in order into messages of at most 10 files and ``max_message_bytes``
+(:func:`~curaflow.routes.chunks.packed_chunks`); a page over ``max_file_bytes`` (the
+server's upload cap, which depends on its boost tier) is ``delivery_rejected``. Each
+message's id is recorded as soon as Discord confirmed it, so a retry continues with the
+first unconfirmed message.
+
+Classification: 2xx → confirmed; 429 → retried after the body's ``retry_after``
+(seconds, float) or ``Retry-After``; 5xx → retried; 400 (``50035`` Invalid Form Body),
+401, 403, 404 (``10015`` Unknown Webhook), 413 (``40005``) and any other 4xx →
+``delivery_rejected``; connect errors → retried; a timeout after sending → *ambiguous*,
+decided by ``on_ambiguous`` (``fail`` by default: at most once; ``retry``: at least
+once). Discord has no idempotency key. The webhook URL holds its token and is never
+logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from curaflow.config import DiscordRoute as DiscordConfig
+from curaflow.domain.models import ArtifactFile
+from curaflow.domain.reasons import TerminalReason
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
+from curaflow.routes.caption import build_caption
+from curaflow.routes.chunks import packed_chunks
+
+FILES_MAX = 10
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
+
+
+class DiscordRoute:
+    """Deliver to a Discord webhook (see the module doc).
+
+    Args:
+        name: route name.
+        config: the route's configuration.
+        http: the shared ``httpx.AsyncClient``.
+    """
+
+    kind = "discord"
+
+    def __init__(self, name: str, config: DiscordConfig, http: httpx.AsyncClient) -> None:
+        self.name = name
+        self.config = config
+        self.resend_safe = config.on_ambiguous == "retry"
+        self._http = http
+        self._url = config.url.get_secret_value()
+        self._timeout = config.timeout_ms / 1000
+
+    async def deliver(self, request: DeliveryRequest) -> DeliveryReceipt:
+        """Post every page of the work, resuming after ``request.parts_done``.
+
+        Raises:
+            RouteError: see the module doc.
+        """
+        files = sorted(request.artifact.files, key=lambda f: f.page)
+        if not files:
+            raise RouteError(TerminalReason.DELIVERY_REJECTED, "discord: the artifact has no file", permanent=True)
+        for f in files:
+            if f.bytes > self.config.max_file_bytes:
+                raise RouteError(
+                    TerminalReason.DELIVERY_REJECTED,
+                    f"discord: page {f.page} is {f.bytes} bytes, over max_file_bytes {self.config.max_file_bytes}",
+                    permanent=True,
+                )
+        groups = packed_chunks([f.bytes for f in files], FILES_MAX, self.config.max_message_bytes)
+        done = list(request.parts_done)[: len(groups)]
+        for index, group in enumerate(groups):
+            if index < len(done):
+                continue
+            content = build_caption(request.work, self.config.content_max, part=(index + 1, len(groups)))
+            message_id = await self._post([files[i] for i in group], content)
+            done.append([message_id] if message_id is not None else [])
+            if request.on_part is not None:
+                await request.on_part(list(done))
+        first = done[0][0] if done and done[0] else None
+        return DeliveryReceipt(remote_id=first, remote_ids=done, remote_status="sent")
+
+    async def _post(self, files: list[ArtifactFile], content: str) -> str | None:
+        blobs = await asyncio.to_thread(lambda: [Path(f.path).read_bytes() for f in files])
+        payload: dict[str, Any] = {
+            "content": content,
+            "allowed_mentions": {"parse": []},
+            "attachments": [{"id": i, "filename": Path(f.path).name} for i, f in enumerate(files)],
+        }
+        if self.config.username:
+            payload["username"] = self.config.username
+        uploads = [
+            (f"files[{i}]", (Path(f.path).name, blob, f.mime))
+            for i, (f, blob) in enumerate(zip(files, blobs, strict=True))
+        ]
+        params = {"wait": "true"}
+        if self.config.thread_id:
+            params["thread_id"] = self.config.thread_id
+        try:
+            response = await self._http.post(
+                self._url,
+                params=params,
+                data={"payload_json": json.dumps(payload, ensure_ascii=False)},
+                files=uploads,
+                timeout=self._timeout,
+            )
+        except NOT_SENT as err:
+            raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: {type(err).__name__}; not sent") from err
+        except httpx.HTTPError as err:
+            raise RouteError(
+                TerminalReason.DELIVERY_FAILED,
+                f"discord: {type(err).__name__} after the request was sent; outcome unknown",
+                ambiguous=True,
+            ) from err
+        status = response.status_code
+        try:
+            body = response.json() if response.content else None
+        except ValueError:
+            body = None
+        if 200 <= status < 300:
+            if status == 204:
+                return None
+            if not isinstance(body, dict) or "id" not in body:
+                raise RouteError(
+                    TerminalReason.DELIVERY_FAILED,
+                    f"discord: HTTP {status} without the created message; outcome unknown",
+                    ambiguous=True,
+                )
+            return str(body["id"])
+        detail = ""
+        if isinstance(body, dict):
+            detail = f" code {body.get('code')} {body.get('message') or ''}".rstrip()
+        if status == 429:
+            retry_after: Any = (body or {}).get("retry_after") if isinstance(body, dict) else None
+            retry_after = retry_after or response.headers.get("retry-after") or 1
+            try:
+                delay = max(0.0, float(retry_after))
+            except ValueError:
+                delay = 1.0
+            raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP 429{detail}", retry_after_s=delay)
+        if status >= 500:
+            raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP {status}{detail}")
+        raise RouteError(TerminalReason.DELIVERY_REJECTED, f"discord: HTTP {status}{detail}", permanent=True)

@@ -1,0 +1,245 @@
+"""The ``telegram`` route: the Telegram Bot API over raw httpx (reference §3).
+
+What is sent (always uploaded bytes: Telegram cannot fetch Pixiv URLs, which need a
+Referer):
+
+* one image within the photo limits (≤ 10 MiB, width + height ≤ 10000, aspect ratio
+  ≤ 20) → ``sendPhoto``; otherwise → ``sendDocument`` (≤ 50 MiB, else the work is
+  ``delivery_rejected``). A photo Telegram refuses anyway (``PHOTO_INVALID_DIMENSIONS``
+  …) is sent again as a document in the same attempt (a 400 means nothing was posted);
+* a multi-page work → ``sendMediaGroup`` albums of 2–10 items, split evenly beyond 10
+  pages (:func:`~curaflow.routes.chunks.balanced_chunks`); an album is all photos, or
+  all documents when any page exceeds the photo limits (Telegram does not mix them);
+* the caption (:mod:`curaflow.routes.caption`, ≤ 1024 UTF-16 units) on the first item of
+  each album; later albums carry the URL and their part number.
+
+The returned ``message_id`` s are the delivery's remote ids: one list per request, in
+order, each recorded in the ledger as soon as Telegram confirmed it, so a retry resumes
+at the first unconfirmed album and never re-sends a confirmed one.
+
+How answers are classified:
+
+===========================================  ==========================================
+``{"ok": true, "result": …}``                 confirmed
+429 + ``parameters.retry_after``              retried after exactly that many seconds
+``parameters.migrate_to_chat_id``             the chat became a supergroup: switch to the
+                                              new id and send again (once)
+5xx                                           retried (Telegram did not post it)
+400 "chat not found", 403 "bot was blocked",  ``delivery_rejected``, never retried
+401, 413, any other 4xx
+connect error, connect/write/pool timeout     retried (the request never reached Telegram)
+read timeout, broken response, unreadable 2xx *ambiguous*: the message may exist. Telegram
+                                              has no idempotency key, so the route's
+                                              ``on_ambiguous`` decides: ``fail`` (default,
+                                              at most once) or ``retry`` (at least once)
+===========================================  ==========================================
+
+The bot token is part of the request URL; it never appears in errors or logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, NoReturn
+
+import httpx
+
+from curaflow.config import TelegramRoute as TelegramConfig
+from curaflow.domain.models import ArtifactFile
+from curaflow.domain.reasons import TerminalReason
+from curaflow.logs import get_logger
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
+from curaflow.routes.caption import build_caption, utf16_len
+from curaflow.routes.chunks import balanced_chunks
+
+log = get_logger("curaflow.routes.telegram")
+
+ALBUM_MAX = 10
+#: 400 descriptions meaning "this photo cannot be a photo": send it as a document.
+PHOTO_REFUSED = (
+    "photo_invalid_dimensions",
+    "image_process_failed",
+    "photo_save_file_invalid",
+    "photo_ext_invalid",
+    "photo_invalid",
+    "wrong file identifier",
+)
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
+
+
+class _PhotoRefused(Exception):
+    """Telegram refused the upload as a photo; a document may still go."""
+
+
+def fits_photo(f: ArtifactFile, config: TelegramConfig) -> bool:
+    """Whether ``f`` may go as ``sendPhoto`` (size, width + height, aspect ratio)."""
+    if f.bytes > config.photo_max_bytes or f.width is None or f.height is None:
+        return False
+    w, h = f.width, f.height
+    if w <= 0 or h <= 0 or w + h > config.photo_max_side_sum:
+        return False
+    return max(w, h) / min(w, h) <= config.photo_max_ratio
+
+
+class TelegramRoute:
+    """Deliver to a Telegram chat (see the module doc).
+
+    Args:
+        name: route name.
+        config: the route's configuration.
+        http: the shared ``httpx.AsyncClient``.
+    """
+
+    kind = "telegram"
+
+    def __init__(self, name: str, config: TelegramConfig, http: httpx.AsyncClient) -> None:
+        self.name = name
+        self.config = config
+        self.chat_id = config.chat_id
+        self.resend_safe = config.on_ambiguous == "retry"
+        self._http = http
+        self._base = f"{config.api_url.rstrip('/')}/bot{config.bot_token.get_secret_value()}"
+        self._timeout = config.timeout_ms / 1000
+
+    async def deliver(self, request: DeliveryRequest) -> DeliveryReceipt:
+        """Send every page of the work, resuming after ``request.parts_done``.
+
+        Raises:
+            RouteError: see the classification table in the module doc.
+        """
+        files = sorted(request.artifact.files, key=lambda f: f.page)
+        if not files:
+            raise RouteError(TerminalReason.DELIVERY_REJECTED, "telegram: the artifact has no file", permanent=True)
+        for f in files:
+            if f.bytes > self.config.document_max_bytes:
+                raise RouteError(
+                    TerminalReason.DELIVERY_REJECTED,
+                    f"telegram: page {f.page} is {f.bytes} bytes, over the upload limit of "
+                    f"{self.config.document_max_bytes}",
+                    permanent=True,
+                )
+        parts = balanced_chunks(files, ALBUM_MAX)
+        done = list(request.parts_done)[: len(parts)]
+        for index, chunk in enumerate(parts):
+            if index < len(done):
+                continue
+            caption = build_caption(
+                request.work, self.config.caption_max, measure=utf16_len, part=(index + 1, len(parts))
+            )
+            done.append(await self._send_part(chunk, caption))
+            if request.on_part is not None:
+                await request.on_part(list(done))
+        first = done[0][0] if done and done[0] else None
+        return DeliveryReceipt(
+            remote_id=str(first) if first is not None else None, remote_ids=done, remote_status="sent"
+        )
+
+    async def _send_part(self, chunk: list[ArtifactFile], caption: str) -> list[int]:
+        as_photo = all(fits_photo(f, self.config) for f in chunk)
+        if as_photo:
+            try:
+                return await self._send(chunk, caption, as_photo=True)
+            except _PhotoRefused as refused:
+                log.info("telegram.photo_refused", route=self.name, description=str(refused))
+        return await self._send(chunk, caption, as_photo=False)
+
+    async def _send(self, chunk: list[ArtifactFile], caption: str, *, as_photo: bool) -> list[int]:
+        blobs = await asyncio.to_thread(lambda: [Path(f.path).read_bytes() for f in chunk])
+        data: dict[str, str] = {}
+        if self.config.disable_notification:
+            data["disable_notification"] = "true"
+        if self.config.message_thread_id is not None:
+            data["message_thread_id"] = str(self.config.message_thread_id)
+        uploads: dict[str, tuple[str, bytes, str]] = {}
+        if len(chunk) == 1:
+            method, field = ("sendPhoto", "photo") if as_photo else ("sendDocument", "document")
+            if caption:
+                data["caption"] = caption
+            uploads[field] = (Path(chunk[0].path).name, blobs[0], chunk[0].mime)
+        else:
+            method = "sendMediaGroup"
+            media = []
+            for i, (f, blob) in enumerate(zip(chunk, blobs, strict=True)):
+                item: dict[str, Any] = {"type": "photo" if as_photo else "document", "media": f"attach://file{i}"}
+                if i == 0 and caption:
+                    item["caption"] = caption
+                media.append(item)
+                uploads[f"file{i}"] = (Path(f.path).name, blob, f.mime)
+            data["media"] = json.dumps(media, ensure_ascii=False)
+        result = await self._call(method, data, uploads, photo=as_photo)
+        messages = result if isinstance(result, list) else [result]
+        return [int(m["message_id"]) for m in messages if isinstance(m, dict) and "message_id" in m]
+
+    async def _call(
+        self, method: str, data: dict[str, str], uploads: dict[str, tuple[str, bytes, str]], *, photo: bool
+    ) -> Any:
+        for _ in range(2):  # at most one chat migration
+            data["chat_id"] = self.chat_id
+            try:
+                response = await self._http.post(
+                    f"{self._base}/{method}", data=data, files=uploads, timeout=self._timeout
+                )
+            except NOT_SENT as err:
+                raise RouteError(
+                    TerminalReason.TELEGRAM_FAILED, f"telegram {method}: {type(err).__name__}; not sent"
+                ) from err
+            except httpx.HTTPError as err:
+                raise RouteError(
+                    TerminalReason.TELEGRAM_FAILED,
+                    f"telegram {method}: {type(err).__name__} after the request was sent; outcome unknown",
+                    ambiguous=True,
+                ) from err
+            status = response.status_code
+            try:
+                body = response.json()
+            except ValueError:
+                body = None
+            if not isinstance(body, dict) or "ok" not in body:
+                if 200 <= status < 300:
+                    raise RouteError(
+                        TerminalReason.TELEGRAM_FAILED,
+                        f"telegram {method}: HTTP {status} with an unreadable answer; outcome unknown",
+                        ambiguous=True,
+                    )
+                self._raise_for(method, status, "", {}, response, photo=False)
+            if body.get("ok"):
+                return body.get("result")
+            params = body.get("parameters") or {}
+            if params.get("migrate_to_chat_id"):
+                log.warning(
+                    "telegram.chat_migrated",
+                    route=self.name,
+                    new_chat_id=str(params["migrate_to_chat_id"]),
+                    hint="update chat_id in the route's configuration",
+                )
+                self.chat_id = str(params["migrate_to_chat_id"])
+                continue
+            code = int(body.get("error_code") or status)
+            self._raise_for(method, code, str(body.get("description") or ""), params, response, photo=photo)
+        raise RouteError(TerminalReason.DELIVERY_REJECTED, f"telegram {method}: chat migrated twice", permanent=True)
+
+    def _raise_for(
+        self,
+        method: str,
+        code: int,
+        description: str,
+        params: dict[str, Any],
+        response: httpx.Response,
+        *,
+        photo: bool,
+    ) -> NoReturn:
+        text = f"telegram {method}: {code} {description}".strip()
+        if code == 429:
+            retry_after = params.get("retry_after") or response.headers.get("retry-after") or 1
+            try:
+                delay = max(0.0, float(retry_after))
+            except ValueError:
+                delay = 1.0
+            raise RouteError(TerminalReason.TELEGRAM_FAILED, text, retry_after_s=delay)
+        if code >= 500:
+            raise RouteError(TerminalReason.TELEGRAM_FAILED, text)
+        if photo and code == 400 and any(mark in description.lower() for mark in PHOTO_REFUSED):
+            raise _PhotoRefused(description)
+        raise RouteError(TerminalReason.DELIVERY_REJECTED, text, permanent=True)

@@ -1,0 +1,179 @@
+"""A fake Discord webhook on 127.0.0.1 speaking the real wire format.
+
+``POST /api/webhooks/<id>/<token>[?wait=true]`` with ``multipart/form-data``
+(``payload_json`` + ``files[n]``, parsed by python-multipart) or JSON. With
+``wait=true`` it answers ``200`` and the created Message object (its ``id``), without it
+``204``. Errors use Discord's bodies: ``{"message", "code"}`` (``10015`` Unknown Webhook,
+``50035`` Invalid Form Body, ``40005`` Request entity too large) and for rate limits
+``429 {"message", "retry_after" (seconds, float), "global"}`` plus the ``Retry-After``
+and ``X-RateLimit-*`` headers. Every request is checked against the limits (content ≤
+2000 characters, ≤ 10 files, each ≤ ``max_file_bytes``, attachments matching the
+uploaded files); breaches are recorded in :attr:`FakeDiscord.violations`.
+
+Scripted faults (:class:`DcReply`): ``429``, ``404``, ``500``, ``stall`` (the message is
+created, the answer is held past the client's timeout).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.datastructures import UploadFile
+
+from curaflow.httpserver import BackgroundServer
+
+CONTENT_MAX = 2000
+FILES_MAX = 10
+
+
+@dataclass
+class DcFile:
+    field: str
+    filename: str
+    size: int
+    sha256: str
+
+
+@dataclass
+class DcRequest:
+    """One request the fake received."""
+
+    payload: dict[str, Any]
+    files: list[DcFile]
+    wait: bool
+    at: float
+    status: int = 0
+    created: bool = False
+
+
+@dataclass
+class DcReply:
+    """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``404``, ``500``, ``stall``."""
+
+    kind: str = "ok"
+    retry_after: float = 0.5
+    stall_s: float = 3.0
+
+
+@dataclass
+class FakeDiscord:
+    """The fake webhook (see the module doc)."""
+
+    webhook_id: str = "112233445566778899"
+    token: str = "fake-webhook-token"
+    max_file_bytes: int = 8 * 1024 * 1024
+    requests: list[DcRequest] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    script: list[DcReply] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._next = 1_300_000_000_000_000_000
+        app = FastAPI()
+
+        @app.post("/api/webhooks/{webhook_id}/{token}")
+        async def execute(request: Request, webhook_id: str, token: str) -> Response:
+            return await self._handle(request, webhook_id, token)
+
+        self.server = BackgroundServer(app)
+
+    @property
+    def url(self) -> str:
+        """The webhook URL to configure."""
+        return f"{self.server.url}/api/webhooks/{self.webhook_id}/{self.token}"
+
+    async def _handle(self, request: Request, webhook_id: str, token: str) -> Response:
+        payload: dict[str, Any] = {}
+        files: list[DcFile] = []
+        ctype = request.headers.get("content-type", "")
+        if ctype.startswith("multipart/form-data"):
+            form = await request.form()
+            for key, value in form.multi_items():
+                if isinstance(value, UploadFile):
+                    data = await value.read()
+                    files.append(DcFile(key, value.filename or "", len(data), hashlib.sha256(data).hexdigest()))
+                elif key == "payload_json":
+                    payload = json.loads(str(value))
+        elif ctype.startswith("application/json"):
+            payload = await request.json()
+        entry = DcRequest(payload, files, request.query_params.get("wait") == "true", time.time())
+        self.requests.append(entry)
+        response = await self._answer(entry, webhook_id, token)
+        entry.status = response.status_code
+        return response
+
+    async def _answer(self, entry: DcRequest, webhook_id: str, token: str) -> Response:
+        if webhook_id != self.webhook_id or token != self.token:
+            return JSONResponse({"message": "Unknown Webhook", "code": 10015}, status_code=404)
+        reply = self.script.pop(0) if self.script else DcReply()
+        if reply.kind == "429":
+            return JSONResponse(
+                {"message": "You are being rate limited.", "retry_after": reply.retry_after, "global": False},
+                status_code=429,
+                headers={
+                    "Retry-After": str(max(1, round(reply.retry_after))),
+                    "X-RateLimit-Limit": "5",
+                    "X-RateLimit-Remaining": "0",
+                    "X-RateLimit-Reset-After": str(reply.retry_after),
+                    "X-RateLimit-Bucket": "fakebucket",
+                },
+            )
+        if reply.kind == "404":
+            return JSONResponse({"message": "Unknown Webhook", "code": 10015}, status_code=404)
+        if reply.kind == "500":
+            return JSONResponse({"message": "Internal Server Error", "code": 0}, status_code=500)
+        problem = self._check(entry)
+        if problem is not None:
+            self.violations.append(problem[1])
+            return JSONResponse(problem[0], status_code=problem[2])
+        self._next += 1
+        message = {
+            "id": str(self._next),
+            "type": 0,
+            "channel_id": "998877665544332211",
+            "webhook_id": self.webhook_id,
+            "content": entry.payload.get("content", ""),
+            "attachments": [
+                {"id": str(self._next * 10 + i), "filename": f.filename, "size": f.size}
+                for i, f in enumerate(entry.files)
+            ],
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+        }
+        self.messages.append(message)
+        entry.created = True
+        if reply.kind == "stall":
+            await asyncio.sleep(reply.stall_s)
+        if not entry.wait:
+            return Response(status_code=204)
+        return JSONResponse(message)
+
+    def _check(self, entry: DcRequest) -> tuple[dict[str, Any], str, int] | None:
+        content = entry.payload.get("content") or ""
+        invalid = {"message": "Invalid Form Body", "code": 50035}
+        if len(content) > CONTENT_MAX:
+            return invalid, f"content of {len(content)} characters", 400
+        if not content and not entry.files:
+            return {"message": "Cannot send an empty message", "code": 50006}, "empty message", 400
+        if len(entry.files) > FILES_MAX:
+            return invalid, f"{len(entry.files)} files", 400
+        for f in entry.files:
+            if f.size > self.max_file_bytes:
+                return {"message": "Request entity too large", "code": 40005}, f"file of {f.size} bytes", 413
+        names = [a.get("filename") for a in entry.payload.get("attachments", [])]
+        if entry.files and names != [f.filename for f in entry.files]:
+            return invalid, f"attachments {names} do not match the files", 400
+        return None
+
+    async def start(self) -> FakeDiscord:
+        await self.server.start()
+        return self
+
+    async def stop(self) -> None:
+        await self.server.stop()

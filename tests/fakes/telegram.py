@@ -1,0 +1,377 @@
+"""A fake Telegram Bot API on 127.0.0.1 speaking the real wire format.
+
+``POST /bot<token>/<method>`` with ``multipart/form-data`` (parsed by python-multipart,
+as a real server would) or JSON; answers with the real envelopes
+``{"ok": true, "result": …}`` and ``{"ok": false, "error_code", "description",
+"parameters"}``. It checks every request against Telegram's documented limits and
+answers like Telegram when one is broken (``PHOTO_INVALID_DIMENSIONS``, caption too
+long, album of the wrong size, mixed media …), recording each breach in
+:attr:`FakeTelegram.violations` so a test can assert none happened.
+
+Scripted faults (:class:`TgReply`, consumed in order per method or ``"*"``): ``429``
+with ``retry_after``, ``chat_not_found``, ``blocked``, ``500``, ``migrate`` (the chat
+became a supergroup) and ``stall`` — the message **is posted**, then the answer is held
+past the client's timeout: the duplicate-post trap.
+
+Run it standalone for a demo: ``python -m tests.fakes.telegram --port 18081``; the
+control endpoints ``GET /_fake/messages``, ``GET /_fake/requests``,
+``GET /_fake/violations`` and ``POST /_fake/script`` (``{"method": "*", "replies":
+[{"kind": "429", "retry_after": 1}]}``) inspect and script it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import hashlib
+import io
+import json
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from PIL import Image
+from starlette.datastructures import UploadFile
+
+from curaflow.httpserver import BackgroundServer
+
+MiB = 1024 * 1024
+PHOTO_MAX_BYTES = 10 * MiB
+DOCUMENT_MAX_BYTES = 50 * MiB
+CAPTION_MAX = 1024
+
+
+def utf16_len(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+@dataclass
+class Upload:
+    """One uploaded file of a request."""
+
+    field: str
+    filename: str
+    content_type: str
+    size: int
+    sha256: str
+    width: int | None = None
+    height: int | None = None
+
+
+@dataclass
+class TgRequest:
+    """One request the fake received."""
+
+    method: str
+    fields: dict[str, str]
+    files: dict[str, Upload]
+    at: float
+    status: int = 0
+    posted: bool = False
+    fault: str | None = None
+
+    @property
+    def media(self) -> list[dict[str, Any]]:
+        value = json.loads(self.fields.get("media") or "[]")
+        return value if isinstance(value, list) else []
+
+
+@dataclass
+class TgReply:
+    """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``chat_not_found``, ``blocked``,
+    ``500``, ``migrate``, ``stall``."""
+
+    kind: str = "ok"
+    retry_after: int = 1
+    stall_s: float = 3.0
+    migrate_to: str = "-1009999999999"
+
+
+def _fail(code: int, description: str, parameters: dict[str, Any] | None = None) -> JSONResponse:
+    body: dict[str, Any] = {"ok": False, "error_code": code, "description": description}
+    if parameters:
+        body["parameters"] = parameters
+    return JSONResponse(body, status_code=code)
+
+
+class FakeTelegram:
+    """The fake Bot API (see the module doc).
+
+    Args:
+        token: the bot token it accepts.
+        chats: chat ids that exist; others answer "chat not found".
+        blocked: chat ids that blocked the bot.
+    """
+
+    def __init__(
+        self,
+        token: str = "123456:TEST-token",
+        chats: set[str] | None = None,
+        blocked: set[str] | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.token = token
+        self.chats = chats if chats is not None else {"-1001234567890"}
+        self.blocked = blocked or set()
+        self.requests: list[TgRequest] = []
+        self.messages: list[dict[str, Any]] = []
+        self.violations: list[str] = []
+        self.script: dict[str, list[TgReply]] = {}
+        self._next_id = 100
+        self._group = 9000
+        app = FastAPI()
+
+        @app.post("/bot{token}/{method}")
+        async def call(request: Request, token: str, method: str) -> JSONResponse:
+            return await self._handle(request, token, method)
+
+        @app.get("/_fake/messages")
+        async def messages() -> Any:
+            return self.messages
+
+        @app.get("/_fake/requests")
+        async def requests_() -> Any:
+            return [{**asdict(r), "files": {k: asdict(v) for k, v in r.files.items()}} for r in self.requests]
+
+        @app.get("/_fake/violations")
+        async def violations() -> Any:
+            return self.violations
+
+        @app.post("/_fake/script")
+        async def script(request: Request) -> Any:
+            body = await request.json()
+            replies = [TgReply(**r) for r in body.get("replies", [])]
+            self.script.setdefault(body.get("method", "*"), []).extend(replies)
+            return {"ok": True, "queued": len(replies)}
+
+        self.app = app
+        self.server = BackgroundServer(app, host, port)
+
+    # ---- helpers -------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def at(self, method: str) -> list[TgRequest]:
+        """Requests received for ``method``."""
+        return [r for r in self.requests if r.method == method]
+
+    def posted(self, chat_id: str | None = None) -> list[dict[str, Any]]:
+        """Messages that exist in the chat (also those whose answer stalled)."""
+        return [m for m in self.messages if chat_id is None or str(m["chat"]["id"]) == chat_id]
+
+    def _violation(self, text: str) -> None:
+        self.violations.append(text)
+
+    def _reply_for(self, method: str) -> TgReply:
+        for key in (method, "*"):
+            queue = self.script.get(key)
+            if queue:
+                return queue.pop(0)
+        return TgReply()
+
+    async def _upload(self, name: str, value: UploadFile) -> Upload:
+        data = await value.read()
+        width = height = None
+        try:
+            with Image.open(io.BytesIO(data)) as image:
+                width, height = image.size
+        except (OSError, ValueError):
+            pass
+        return Upload(
+            field=name,
+            filename=value.filename or "",
+            content_type=value.content_type or "",
+            size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+            width=width,
+            height=height,
+        )
+
+    def _photo_problem(self, upload: Upload) -> str | None:
+        if upload.size > PHOTO_MAX_BYTES:
+            return f"photo {upload.filename} is {upload.size} bytes (> 10 MB)"
+        if upload.width is None or upload.height is None:
+            return f"photo {upload.filename} is not an image"
+        w, h = upload.width, upload.height
+        if w + h > 10_000:
+            return f"photo {upload.filename} is {w}x{h}: width + height > 10000"
+        if max(w, h) / max(1, min(w, h)) > 20:
+            return f"photo {upload.filename} is {w}x{h}: ratio > 20"
+        return None
+
+    # ---- the API -------------------------------------------------------------------
+
+    async def _handle(self, request: Request, token: str, method: str) -> JSONResponse:
+        fields: dict[str, str] = {}
+        files: dict[str, Upload] = {}
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):
+            form = await request.form()
+            for key, value in form.multi_items():
+                if isinstance(value, UploadFile):
+                    files[key] = await self._upload(key, value)
+                else:
+                    fields[key] = str(value)
+        elif request.headers.get("content-type", "").startswith("application/json"):
+            fields = {k: v if isinstance(v, str) else json.dumps(v) for k, v in (await request.json()).items()}
+        entry = TgRequest(method=method, fields=fields, files=files, at=time.time())
+        self.requests.append(entry)
+        response = await self._answer(entry, token)
+        entry.status = response.status_code
+        return response
+
+    async def _answer(self, entry: TgRequest, token: str) -> JSONResponse:
+        if token != self.token:
+            return _fail(401, "Unauthorized")
+        if entry.method not in ("sendPhoto", "sendDocument", "sendMediaGroup", "getMe"):
+            return _fail(404, "Not Found")
+        if entry.method == "getMe":
+            return JSONResponse({"ok": True, "result": {"id": 123456, "is_bot": True, "first_name": "fake"}})
+        reply = self._reply_for(entry.method)
+        entry.fault = None if reply.kind == "ok" else reply.kind
+        if reply.kind == "429":
+            return _fail(429, f"Too Many Requests: retry after {reply.retry_after}", {"retry_after": reply.retry_after})
+        if reply.kind == "500":
+            return _fail(500, "Internal Server Error")
+        if reply.kind == "chat_not_found":
+            return _fail(400, "Bad Request: chat not found")
+        if reply.kind == "blocked":
+            return _fail(403, "Forbidden: bot was blocked by the user")
+        if reply.kind == "migrate":
+            self.chats.add(reply.migrate_to)
+            return _fail(
+                400,
+                "Bad Request: group chat was upgraded to a supergroup chat",
+                {"migrate_to_chat_id": int(reply.migrate_to)},
+            )
+        chat_id = entry.fields.get("chat_id", "")
+        if not chat_id:
+            self._violation(f"{entry.method}: no chat_id")
+            return _fail(400, "Bad Request: chat_id is empty")
+        if chat_id in self.blocked:
+            return _fail(403, "Forbidden: bot was blocked by the user")
+        if chat_id not in self.chats:
+            return _fail(400, "Bad Request: chat not found")
+        problem = self._check(entry)
+        if problem is not None:
+            self._violation(f"{entry.method}: {problem[1]}")
+            return _fail(400, problem[0])
+        result = self._post(entry, chat_id)
+        entry.posted = True
+        if reply.kind == "stall":
+            await asyncio.sleep(reply.stall_s)
+        return JSONResponse({"ok": True, "result": result})
+
+    def _check(self, entry: TgRequest) -> tuple[str, str] | None:
+        """(Telegram's description, our note) for a request breaking a limit, else None."""
+        caption = entry.fields.get("caption")
+        if caption is not None and utf16_len(caption) > CAPTION_MAX:
+            return "Bad Request: message caption is too long", f"caption of {utf16_len(caption)} units"
+        if entry.method == "sendPhoto":
+            photo = entry.files.get("photo")
+            if photo is None:
+                return "Bad Request: there is no photo in the request", "no photo file"
+            problem = self._photo_problem(photo)
+            if problem:
+                return "Bad Request: PHOTO_INVALID_DIMENSIONS", problem
+        if entry.method == "sendDocument":
+            document = entry.files.get("document")
+            if document is None:
+                return "Bad Request: there is no document in the request", "no document file"
+            if document.size > DOCUMENT_MAX_BYTES:
+                return "Request Entity Too Large", f"document of {document.size} bytes"
+        if entry.method == "sendMediaGroup":
+            media = entry.media
+            if not 2 <= len(media) <= 10:
+                return "Bad Request: wrong number of items in the album", f"album of {len(media)} items"
+            kinds = {m.get("type") for m in media}
+            if len(kinds) > 1 and "document" in kinds:
+                return "Bad Request: document can't be mixed with other media types", f"mixed album {kinds}"
+            for m in media:
+                ref = str(m.get("media", ""))
+                upload = entry.files.get(ref.removeprefix("attach://")) if ref.startswith("attach://") else None
+                if upload is None:
+                    return "Bad Request: wrong file identifier/HTTP URL specified", f"media {ref!r} not uploaded"
+                if m.get("caption") and utf16_len(m["caption"]) > CAPTION_MAX:
+                    return "Bad Request: message caption is too long", "album caption too long"
+                if m.get("type") == "photo":
+                    problem = self._photo_problem(upload)
+                    if problem:
+                        return "Bad Request: PHOTO_INVALID_DIMENSIONS", problem
+            used = {str(m.get("media", "")).removeprefix("attach://") for m in media}
+            if set(entry.files) - used:
+                return "Bad Request: unused files", f"files not referenced: {sorted(set(entry.files) - used)}"
+        return None
+
+    def _message(self, chat_id: str) -> dict[str, Any]:
+        self._next_id += 1
+        chat_type = "channel" if chat_id.startswith("-100") else "private"
+        return {"message_id": self._next_id, "date": int(time.time()), "chat": {"id": int(chat_id), "type": chat_type}}
+
+    def _file(self, upload: Upload) -> dict[str, Any]:
+        return {"file_id": f"F{upload.sha256[:24]}", "file_unique_id": upload.sha256[:16], "file_size": upload.size}
+
+    def _post(self, entry: TgRequest, chat_id: str) -> Any:
+        if entry.method == "sendMediaGroup":
+            self._group += 1
+            out = []
+            for m in entry.media:
+                upload = entry.files[str(m["media"]).removeprefix("attach://")]
+                message = self._message(chat_id)
+                message["media_group_id"] = str(self._group)
+                if m["type"] == "photo":
+                    message["photo"] = [{**self._file(upload), "width": upload.width, "height": upload.height}]
+                else:
+                    message["document"] = {**self._file(upload), "file_name": upload.filename}
+                if m.get("caption"):
+                    message["caption"] = m["caption"]
+                self.messages.append(message)
+                out.append(message)
+            return out
+        message = self._message(chat_id)
+        if entry.method == "sendPhoto":
+            upload = entry.files["photo"]
+            message["photo"] = [{**self._file(upload), "width": upload.width, "height": upload.height}]
+        else:
+            upload = entry.files["document"]
+            message["document"] = {**self._file(upload), "file_name": upload.filename}
+        if entry.fields.get("caption"):
+            message["caption"] = entry.fields["caption"]
+        self.messages.append(message)
+        return message
+
+    async def start(self) -> FakeTelegram:
+        await self.server.start()
+        return self
+
+    async def stop(self) -> None:
+        await self.server.stop()
+
+
+async def _serve(port: int, token: str, chat: str) -> None:
+    fake = await FakeTelegram(token=token, chats={chat}, port=port).start()
+    print(f"fake Telegram Bot API on {fake.url} (token {token}, chat {chat})", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await fake.stop()
+
+
+def main() -> None:
+    """``python -m tests.fakes.telegram``: serve the fake until interrupted."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=18081)
+    parser.add_argument("--token", default="123456:TEST-token")
+    parser.add_argument("--chat", default="-1001234567890")
+    args = parser.parse_args()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(args.port, args.token, args.chat))
+
+
+if __name__ == "__main__":
+    main()

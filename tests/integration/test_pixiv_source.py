@@ -1,0 +1,401 @@
+"""The Pixiv client, the candidate scan and the artifact store against the replay server.
+
+Real HTTP on 127.0.0.1: the replay server in scripted fault mode plays Pixiv; the client,
+scan and store are the production code. No Temporal here — the job-level behaviour of
+the same rules is in ``test_source_jobs.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from curaflow.artifacts import ArtifactStore
+from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+from curaflow.domain.models import Work
+from curaflow.domain.reasons import TerminalReason
+from curaflow.httpserver import BackgroundServer
+from curaflow.sources.errors import SourceError, WorkUnavailable
+from curaflow.sources.gate import MemoryGate
+from curaflow.sources.pixiv import HASH_SECRET, PixivClient, parse_work
+from curaflow.sources.replay.app import DeepSet, Faults, create_replay_app, recorded_works
+from curaflow.sources.scan import ScanCheckpoint, scan
+
+
+class Replay:
+    def __init__(self, server: BackgroundServer, faults: Faults) -> None:
+        self.server = server
+        self.faults = faults
+        self.http = httpx.AsyncClient(timeout=10)
+        self.gate = MemoryGate(0, base_ms=1000)
+
+    def client(self, **kwargs: Any) -> PixivClient:
+        kwargs.setdefault("gate", self.gate)
+        return PixivClient(
+            self.http, refresh_token="replay", api_url=self.server.url, auth_url=self.server.url, **kwargs
+        )
+
+
+@pytest.fixture
+async def replay() -> AsyncIterator[Replay]:
+    faults = Faults()
+    server = await BackgroundServer(create_replay_app(faults)).start()
+    r = Replay(server, faults)
+    try:
+        yield r
+    finally:
+        await r.http.aclose()
+        await server.stop()
+
+
+def target(**kw: Any) -> TargetSpec:
+    query = kw.pop("query", {})
+    filters = kw.pop("filters", {})
+    return TargetSpec(target_id="t", query=TargetQuery(**query), filters=TargetFilters(**filters), **kw)
+
+
+async def run_scan(client: PixivClient, spec: TargetSpec, **kw: Any) -> tuple[ScanCheckpoint, list[str]]:
+    offered: list[str] = []
+
+    async def taken(ids: list[str]) -> set[str]:
+        offered.extend(ids)
+        return set(kw.pop("duplicates", set())) & set(ids)
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    kw.setdefault("scan_limit", spec.scan_limit)
+    result = await scan(client, spec, taken=taken, on_page=on_page, **kw)
+    return result, offered
+
+
+# ---- auth ----------------------------------------------------------------------------
+
+
+async def test_refresh_token_grant_sends_the_app_headers(replay: Replay) -> None:
+    client = replay.client()
+    await client.search_illust("風景")
+    auth = replay.faults.of("auth")
+    assert len(auth) == 1
+    p = auth[0].params
+    assert p["grant_type"] == "refresh_token"
+    assert p["x_client_hash"] == hashlib.md5((p["x_client_time"] + HASH_SECRET).encode()).hexdigest()
+
+
+async def test_token_near_expiry_is_refreshed_before_use(replay: Replay) -> None:
+    replay.faults.token_ttl_s = 1  # refreshed a tenth of the lifetime before expiry
+    client = replay.client()
+    await client.search_illust("風景")
+    import asyncio
+
+    await asyncio.sleep(0.95)
+    await client.search_illust("風景")
+    assert replay.faults.requests.count("auth") == 2
+    assert not [e for e in replay.faults.log if e.error and "OAuth" in e.error]
+
+
+async def test_token_rejected_early_is_refreshed_once_and_the_call_retried(replay: Replay) -> None:
+    replay.faults.search = ["oauth"]
+    client = replay.client()
+    page = await client.search_illust("風景")
+    assert page["illusts"]
+    assert replay.faults.requests == ["auth", "search", "auth", "search"]
+
+
+async def test_token_rejected_twice_is_auth_failed(replay: Replay) -> None:
+    replay.faults.search = ["oauth", "oauth"]
+    with pytest.raises(SourceError) as caught:
+        await replay.client().search_illust("風景")
+    assert caught.value.reason == TerminalReason.AUTH_FAILED and not caught.value.retryable
+
+
+async def test_invalid_grant_is_auth_failed_after_one_token_request(replay: Replay) -> None:
+    replay.faults.auth = ["invalid_grant"]
+    with pytest.raises(SourceError) as caught:
+        await replay.client().search_illust("風景")
+    assert caught.value.reason == TerminalReason.AUTH_FAILED
+    assert caught.value.retryable is False
+    assert replay.faults.requests == ["auth"]
+
+
+# ---- errors in bodies and the gate ------------------------------------------------
+
+
+@pytest.mark.parametrize("fault,status", [("rate_limit", 403), ("rate_limit_429", 429)])
+async def test_rate_limit_body_climbs_the_gate_ladder(replay: Replay, fault: str, status: int) -> None:
+    replay.faults.search = [fault, fault]
+    replay.faults.retry_after_s = None
+    gate = MemoryGate(0, base_ms=200, cap_ms=1000)
+    client = replay.client(gate=gate)
+    with pytest.raises(SourceError) as first:
+        await client.search_illust("風景")
+    assert first.value.reason == TerminalReason.RATE_LIMITED and first.value.status == status
+    assert first.value.cooldown_s == pytest.approx(0.2, abs=0.05)
+    # While cooling down nothing leaves: the next call fails without a request.
+    sent = len(replay.faults.log)
+    with pytest.raises(SourceError) as cooling:
+        await client.search_illust("風景")
+    assert cooling.value.reason == TerminalReason.RATE_LIMITED and "cooling down" in str(cooling.value)
+    assert len(replay.faults.log) == sent
+    import asyncio
+
+    await asyncio.sleep(0.25)
+    with pytest.raises(SourceError) as second:
+        await client.search_illust("風景")
+    assert second.value.cooldown_s == pytest.approx(0.4, abs=0.05)  # doubled
+    await asyncio.sleep(0.45)
+    assert (await client.search_illust("風景"))["illusts"]
+
+
+async def test_retry_after_is_the_floor_of_the_cooldown(replay: Replay) -> None:
+    replay.faults.search = ["rate_limit_429"]
+    replay.faults.retry_after_s = 3
+    client = replay.client(gate=MemoryGate(0, base_ms=100))
+    with pytest.raises(SourceError) as caught:
+        await client.search_illust("風景")
+    assert caught.value.cooldown_s == pytest.approx(3.0, abs=0.05)
+
+
+async def test_gate_spaces_requests(replay: Replay) -> None:
+    client = replay.client(gate=MemoryGate(150))
+    for _ in range(3):
+        await client.search_illust("風景")
+    times = [e.at for e in replay.faults.log]
+    assert len(times) == 4  # auth + 3 searches, all through the gate
+    assert all(b - a >= 0.14 for a, b in itertools.pairwise(times))
+
+
+async def test_restricted_and_missing_works_are_unavailable(replay: Replay) -> None:
+    wid = str(recorded_works()[0]["id"])
+    replay.faults.restricted_works = {wid}
+    with pytest.raises(WorkUnavailable):
+        await replay.client().illust_detail(wid)
+    with pytest.raises(WorkUnavailable):
+        await replay.client().illust_detail("1")
+    replay.faults.search = ["restricted"]
+    with pytest.raises(SourceError) as caught:
+        await replay.client().search_illust("風景")
+    assert "restricted" in str(caught.value)
+
+
+# ---- search modes ----------------------------------------------------------------------
+
+
+async def test_search_parameters_reach_the_api(replay: Replay) -> None:
+    spec = target(
+        query={
+            "tags": ["風景", "星空"],
+            "search_target": "exact_match_for_tags",
+            "sort": "date_asc",
+            "duration": "within_last_month",
+        },
+        scan_limit=5,
+    )
+    await run_scan(replay.client(), spec)
+    params = replay.faults.of("search")[0].params
+    assert params["word"] == "風景 星空"
+    assert params["search_target"] == "exact_match_for_tags"
+    assert params["sort"] == "date_asc"
+    assert params["duration"] == "within_last_month"
+
+
+async def test_and_relation_needs_every_tag_or_relation_any(replay: Replay) -> None:
+    and_result, _ = await run_scan(
+        replay.client(), target(query={"tags": ["風景", "マウス描き"]}, scan_limit=100), want=100
+    )
+    or_result, _ = await run_scan(
+        replay.client(), target(query={"tags": ["風景", "マウス描き"], "relation": "or"}, scan_limit=100), want=100
+    )
+    assert replay.faults.of("search")[1].params["word"] == "風景 OR マウス描き"
+    both = {w.work_id for w in and_result.candidates}
+    either = {w.work_id for w in or_result.candidates}
+    assert both and both < either
+    for w in and_result.candidates:
+        assert {"風景", "マウス描き"} <= set(w.tags)
+
+
+async def test_sort_and_date_window(replay: Replay) -> None:
+    spec = target(
+        query={"tags": ["風景"], "sort": "date_asc"},
+        filters={"start_date": "2020-01-01", "end_date": "2020-12-31"},
+        scan_limit=100,
+    )
+    result, _ = await run_scan(replay.client(), spec, want=100)
+    days = [w.create_date[:10] for w in result.candidates if w.create_date]
+    assert days == sorted(days) and days[0] >= "2020-01-01" and days[-1] <= "2020-12-31"
+    params = replay.faults.of("search")[0].params
+    assert params["start_date"] == "2020-01-01" and params["end_date"] == "2020-12-31"
+
+
+async def test_ranking_mode_and_date(replay: Replay) -> None:
+    spec = target(query={"mode": "ranking", "ranking_mode": "week", "ranking_date": "2025-02-04"}, scan_limit=100)
+    result, _ = await run_scan(replay.client(), spec, want=100)
+    params = replay.faults.of("ranking")[0].params
+    assert params["mode"] == "week" and params["date"] == "2025-02-04"
+    assert result.candidates
+    assert all("2025-01-29" <= (w.create_date or "")[:10] <= "2025-02-04" for w in result.candidates)
+    bookmarks = [w.total_bookmarks for w in result.candidates]
+    assert bookmarks == sorted(bookmarks, reverse=True)
+
+
+# ---- filters ---------------------------------------------------------------------------
+
+
+async def test_every_filter_rejects_with_its_reason(replay: Replay) -> None:
+    works = [
+        str(w["id"])
+        for w in recorded_works()
+        if "風景" in [t["name"] for t in w["tags"]]
+        and w["total_bookmarks"] >= 3000
+        and w["page_count"] == 1
+        and w["create_date"] >= "2019-06-01"
+    ]
+    ai, r18, restricted, excluded = works[0], works[1], works[2], works[3]
+    replay.faults.mutate = {ai: {"illust_ai_type": 2}, r18: {"x_restrict": 1}}
+    replay.faults.restricted_works = {restricted}
+    spec = target(
+        query={"tags": ["風景"]},
+        filters={"min_bookmarks": 3000, "exclude_ai": True, "max_page_count": 1, "start_date": "2019-06-01"},
+        exclude_work_ids=[excluded],
+        scan_limit=100,
+    )
+    result, _ = await run_scan(replay.client(), spec, want=100)
+    by_id = {f["work_id"]: f["reason"] for f in result.report.filtered}
+    reasons = result.report.reasons
+    assert reasons["filtered:ai"] >= 1 and by_id[ai] == "other"
+    assert reasons["filtered:r18"] >= 1 and by_id[r18] == "other"
+    assert by_id[restricted] == "unavailable"  # visible:false placeholder, limit_sanity_level image
+    assert by_id[excluded] == "excluded"
+    assert reasons["filtered:min_bookmarks"] >= 1
+    assert reasons["filtered:page_count"] >= 1  # 82536135 has 14 pages
+    assert replay.faults.of("search")[0].params["start_date"] == "2019-06-01"  # the API filters dates too
+    assert result.report.fetched == result.report.rejected + len(result.candidates)
+    for w in result.candidates:
+        assert w.total_bookmarks >= 3000 and w.page_count == 1 and w.ai_type != 2 and w.x_restrict == 0
+        assert (w.create_date or "") >= "2019-06-01"
+    # a ranking has no date parameters: the date range is enforced locally
+    ranked, _ = await run_scan(
+        replay.client(), target(query={"mode": "ranking"}, filters={"end_date": "2025-02-03"}, scan_limit=100), want=100
+    )
+    assert ranked.report.reasons["filtered:date"] >= 1
+    assert all((w.create_date or "")[:10] <= "2025-02-03" for w in ranked.candidates)
+    # with r18 allowed the R-18 work is a candidate
+    spec.filters.r18 = True
+    allowed, _ = await run_scan(replay.client(), spec, want=100)
+    assert r18 in {w.work_id for w in allowed.candidates}
+
+
+# ---- the 5000-offset boundary -----------------------------------------------------
+
+
+@pytest.mark.parametrize("sort", ["date_desc", "date_asc"])
+async def test_deep_scan_crosses_the_5000_offset_cap_without_skipping_or_repeating(replay: Replay, sort: str) -> None:
+    # the only eligible work lies 5150 works deep in the walk's order
+    want_rank = 5150 if sort == "date_desc" else 250
+    deep = DeepSet(tag="deep-tag", count=5400, per_day=97, popular_ranks=frozenset({want_rank}))
+    replay.faults.deep = deep
+    spec = target(query={"tags": ["deep-tag"], "sort": sort}, filters={"min_bookmarks": 500}, scan_limit=1)
+
+    result, offered = await run_scan(replay.client(), spec, max_examined=10_000)
+
+    # ranks in the order the sort walks them, up to the one eligible work
+    order = list(range(deep.count)) if sort == "date_desc" else list(range(deep.count - 1, -1, -1))
+    expected = [deep.work_id(r) for r in order[: order.index(want_rank) + 1]]
+    assert [w.work_id for w in result.candidates] == [deep.work_id(want_rank)]
+    assert result.report.fetched == len(expected)  # none skipped, none counted twice
+    assert result.report.rejected == len(expected) - 1
+    assert len(offered) == len(set(offered))  # no work offered twice
+    assert set(expected) <= set(offered)
+    assert result.window_moves >= 1
+    searches = replay.faults.of("search")
+    assert all(int(e.params.get("offset", 0)) <= 5000 for e in searches)
+    assert all(e.status == 200 for e in searches)  # never an HTTP 400
+    assert any(("end_date" if sort == "date_desc" else "start_date") in e.params for e in searches)
+
+
+async def test_a_day_deeper_than_the_cap_is_stepped_over_not_looped(replay: Replay) -> None:
+    replay.faults.deep = DeepSet(tag="one-day", count=5200, per_day=5100, popular_ranks=frozenset({5150}))
+    spec = target(query={"tags": ["one-day"]}, filters={"min_bookmarks": 500}, scan_limit=1)
+    result, offered = await run_scan(replay.client(), spec, max_examined=20_000)
+    assert result.skipped_days == ["2025-02-04"]
+    assert len(offered) == len(set(offered))
+    assert all(e.status == 200 for e in replay.faults.of("search"))
+    assert result.exhausted or result.candidates
+
+
+# ---- artifacts -------------------------------------------------------------------------
+
+
+def recorded(work_id: str) -> Work:
+    raw = next(w for w in recorded_works() if str(w["id"]) == work_id)
+    return parse_work(raw)
+
+
+async def fetched_work(replay: Replay, work_id: str) -> Work:
+    page = await replay.client().search_illust(next(t["name"] for t in recorded_works_by_id()[work_id]["tags"]))
+    return next(parse_work(i) for i in page["illusts"] if str(i["id"]) == work_id)
+
+
+def recorded_works_by_id() -> dict[str, dict[str, Any]]:
+    return {str(w["id"]): w for w in recorded_works()}
+
+
+async def test_multi_page_work_fetches_every_page_with_the_referer(replay: Replay, tmp_path: Path) -> None:
+    work = await fetched_work(replay, "126879163")  # 3 pages
+    store = ArtifactStore(tmp_path)
+    artifact = await store.fetch(replay.client(), work, "job", "t")
+    assert [f.page for f in artifact.files] == [0, 1, 2]
+    assert all(Path(f.path).stat().st_size == f.bytes > 0 and f.width and f.height for f in artifact.files)
+    images = replay.faults.of("image")
+    assert len(images) == 3 and all(e.referer == "https://app-api.pixiv.net/" for e in images)
+
+
+async def test_truncated_body_is_never_recorded_complete(replay: Replay, tmp_path: Path) -> None:
+    work = await fetched_work(replay, "126879163")
+    replay.faults.images = [None, "truncate"]
+    store = ArtifactStore(tmp_path)
+    with pytest.raises(SourceError) as caught:
+        await store.fetch(replay.client(), work, "job", "t")
+    assert caught.value.reason == TerminalReason.DOWNLOAD_FAILED
+    folder = store.folder("job", "t")
+    assert sorted(p.name for p in folder.iterdir()) == ["126879163_p0.jpg"]  # page 1 left no file
+    # the retry keeps the complete page and fetches the rest
+    artifact = await store.fetch(replay.client(), work, "job", "t")
+    assert len(artifact.files) == 3
+    assert len(replay.faults.of("image")) == 4
+
+
+async def test_unknown_content_length_is_accepted_once_the_body_ended(replay: Replay, tmp_path: Path) -> None:
+    work = await fetched_work(replay, "126839103")
+    replay.faults.images = ["chunked"]
+    artifact = await ArtifactStore(tmp_path).fetch(replay.client(), work, "job", "t")
+    assert artifact.files[0].bytes > 0 and artifact.files[0].width
+
+
+async def test_slow_body_is_a_download_timeout(replay: Replay, tmp_path: Path) -> None:
+    work = await fetched_work(replay, "126839103")
+    replay.faults.images = ["slow"]
+    replay.faults.slow_images_s = 1.5
+    http = httpx.AsyncClient(timeout=httpx.Timeout(0.5))
+    try:
+        client = PixivClient(http, refresh_token="replay", api_url=replay.server.url, auth_url=replay.server.url)
+        with pytest.raises(SourceError) as caught:
+            await ArtifactStore(tmp_path).fetch(client, work, "job", "t")
+    finally:
+        await http.aclose()
+    assert caught.value.reason == TerminalReason.DOWNLOAD_TIMEOUT
+    assert not list(ArtifactStore(tmp_path).folder("job", "t").iterdir())
+
+
+async def test_forbidden_image_is_a_work_unavailable(replay: Replay, tmp_path: Path) -> None:
+    work = await fetched_work(replay, "126839103")
+    replay.faults.forbidden_works = {"126839103"}
+    with pytest.raises(WorkUnavailable) as caught:
+        await ArtifactStore(tmp_path).fetch(replay.client(), work, "job", "t")
+    assert caught.value.work_id == "126839103"

@@ -1,0 +1,92 @@
+"""Caption truncation policy and deterministic chunking of multi-page works."""
+
+from __future__ import annotations
+
+from curaflow.domain.models import Work
+from curaflow.routes.caption import build_caption, cut, hashtag, utf16_len
+from curaflow.routes.chunks import balanced_chunks, packed_chunks
+
+
+def work(title: str = "夕焼けの街", tags: list[str] | None = None) -> Work:
+    return Work(
+        work_id="126839080",
+        title=title,
+        url="https://www.pixiv.net/artworks/126839080",
+        author="artist-001",
+        tags=tags if tags is not None else ["オリジナル", "風景", "Fate/GrandOrder"],
+    )
+
+
+def test_caption_layout_title_author_url_hashtags() -> None:
+    caption = build_caption(work(), 1024)
+    assert caption.split("\n") == [
+        "夕焼けの街",
+        "by artist-001",
+        "https://www.pixiv.net/artworks/126839080",
+        "#オリジナル #風景 #Fate_GrandOrder",
+    ]
+
+
+def test_tags_are_dropped_whole_before_the_title_is_cut() -> None:
+    w = work(tags=["a" * 30, "b" * 30])
+    full = build_caption(w, 1024)
+    limit = len(full) - 10  # room for the first tag only
+    caption = build_caption(w, limit)
+    assert "#" + "a" * 30 in caption and "b" * 30 not in caption
+    assert caption.startswith("夕焼けの街\n")
+    assert len(caption) <= limit
+
+
+def test_long_title_is_cut_with_an_ellipsis_and_the_url_survives() -> None:
+    w = work(title="長" * 3000, tags=["tag"] * 50)
+    caption = build_caption(w, 1024, measure=utf16_len)
+    assert utf16_len(caption) <= 1024
+    assert "https://www.pixiv.net/artworks/126839080" in caption
+    assert caption.split("\n")[0].endswith("…")
+
+
+def test_utf16_counting_protects_against_astral_characters() -> None:
+    w = work(title="😀" * 600)  # 1200 UTF-16 units, 600 characters
+    caption = build_caption(w, 1024, measure=utf16_len)
+    assert utf16_len(caption) <= 1024
+    assert len(caption) < 1024
+
+
+def test_later_parts_carry_the_url_and_part_number_not_the_tags() -> None:
+    caption = build_caption(work(), 1024, part=(2, 3))
+    assert "https://www.pixiv.net/artworks/126839080 (2/3)" in caption
+    assert "#" not in caption
+
+
+def test_tiny_limit_still_bounded() -> None:
+    for limit in (0, 1, 5, 20, 45):
+        assert len(build_caption(work(), limit)) <= limit
+
+
+def test_cut_and_hashtag() -> None:
+    assert cut("abcdef", 4) == "abc…"
+    assert cut("abc", 4) == "abc"
+    assert hashtag("Fate/Grand Order") == "#Fate_Grand_Order"
+    assert hashtag("///") == ""
+
+
+def test_balanced_chunks_never_leave_an_album_of_one() -> None:
+    sizes = {n: [len(c) for c in balanced_chunks(list(range(n)), 10)] for n in (1, 2, 10, 11, 14, 20, 21, 25, 88)}
+    assert sizes[1] == [1]
+    assert sizes[10] == [10]
+    assert sizes[11] == [6, 5]
+    assert sizes[14] == [7, 7]
+    assert sizes[21] == [7, 7, 7]
+    assert sizes[25] == [9, 8, 8]
+    for n, chunks in sizes.items():
+        assert sum(chunks) == n
+        assert all(c <= 10 for c in chunks)
+        assert n < 2 or all(c >= 2 for c in chunks)
+    # deterministic: the same pages always split the same way, in order
+    assert balanced_chunks(list(range(14)), 10) == [list(range(7)), list(range(7, 14))]
+
+
+def test_packed_chunks_respect_count_and_bytes() -> None:
+    assert packed_chunks([1] * 12, 10, 100) == [list(range(10)), [10, 11]]
+    assert packed_chunks([60, 50, 40, 10], 10, 100) == [[0], [1, 2, 3]]
+    assert packed_chunks([], 10, 100) == []
