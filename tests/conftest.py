@@ -22,7 +22,10 @@ from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.temporal import TemporalDevServer
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.temporal import connect
+from tests.fakes.discord import FakeDiscord
+from tests.fakes.telegram import FakeTelegram
 from tests.fakes.webhook import WebhookReceiver
+from tests.jobs_support import ReplayServer
 from tests.support import Stack, env_database_url, whsec
 
 
@@ -104,6 +107,36 @@ async def webhook() -> AsyncIterator[WebhookReceiver]:
         yield receiver
     finally:
         await receiver.stop()
+
+
+@pytest.fixture
+async def telegram() -> AsyncIterator[FakeTelegram]:
+    """A fake Telegram Bot API on 127.0.0.1 (one channel ``-1001234567890``)."""
+    fake = await FakeTelegram().start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+@pytest.fixture
+async def discord() -> AsyncIterator[FakeDiscord]:
+    """A fake Discord webhook on 127.0.0.1."""
+    fake = await FakeDiscord().start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+@pytest.fixture
+async def replay() -> AsyncIterator[ReplayServer]:
+    """The Pixiv replay in scripted fault mode, served from the test process."""
+    server = await ReplayServer().start()
+    try:
+        yield server
+    finally:
+        await server.stop()
 
 
 StackFactory = Callable[[dict[str, Any]], Stack]

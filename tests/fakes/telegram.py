@@ -10,7 +10,7 @@ long, album of the wrong size, mixed media …), recording each breach in
 
 Scripted faults (:class:`TgReply`, consumed in order per method or ``"*"``): ``429``
 with ``retry_after``, ``chat_not_found``, ``blocked``, ``500``, ``migrate`` (the chat
-became a supergroup) and ``stall`` — the message **is posted**, then the answer is held
+became a supergroup), ``photo_invalid`` and ``stall`` — the message **is posted**, then the answer is held
 past the client's timeout: the duplicate-post trap.
 
 Run it standalone for a demo: ``python -m tests.fakes.telegram --port 18081``; the
@@ -82,7 +82,7 @@ class TgRequest:
 @dataclass
 class TgReply:
     """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``chat_not_found``, ``blocked``,
-    ``500``, ``migrate``, ``stall``."""
+    ``500``, ``migrate``, ``photo_invalid``, ``stall``."""
 
     kind: str = "ok"
     retry_after: int = 1
@@ -242,6 +242,8 @@ class FakeTelegram:
             return _fail(400, "Bad Request: chat not found")
         if reply.kind == "blocked":
             return _fail(403, "Forbidden: bot was blocked by the user")
+        if reply.kind == "photo_invalid":
+            return _fail(400, "Bad Request: PHOTO_INVALID_DIMENSIONS")
         if reply.kind == "migrate":
             self.chats.add(reply.migrate_to)
             return _fail(

@@ -1,0 +1,302 @@
+"""Telegram, Discord and webhook delivery at job level, with the ledger as the proof.
+
+Real Temporal, real PostgreSQL, real worker processes; Pixiv is the replay server (in
+the test process), Telegram / Discord / the webhook receiver are fakes on 127.0.0.1
+that check what they receive against the platforms' limits.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from curaflow.protocol.projection import project_job
+from tests.conftest import StackFactory
+from tests.fakes.discord import FakeDiscord
+from tests.fakes.telegram import FakeTelegram, TgReply
+from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.jobs_support import (
+    ReplayServer,
+    discord_route,
+    intents,
+    ordered,
+    settle,
+    telegram_route,
+    webhook_route,
+)
+from tests.support import Stack, short_id
+
+pytestmark = pytest.mark.integration
+
+
+def routes_stack(
+    make_stack: StackFactory,
+    replay: ReplayServer,
+    routes: dict[str, dict[str, Any]],
+    *,
+    tags: list[str] | None = None,
+    target: dict[str, Any] | None = None,
+    **extra: Any,
+) -> Stack:
+    config = {
+        "pixiv": replay.config(),
+        "routes": routes,
+        "targets": [
+            {"id": "demo", "query": {"tags": tags or ["オリジナル"]}, "routes": list(routes), **(target or {})}
+        ],
+        **extra,
+    }
+    return make_stack(config)
+
+
+async def run_job(stack: Stack, tags: list[str] | None = None) -> Any:
+    return await stack.wait_terminal(await stack.admit(stack.task(query={"tags": tags or ["オリジナル"]})))
+
+
+def names() -> tuple[str, str]:
+    return f"tg-{short_id()}", f"hook-{short_id()}"
+
+
+async def test_a_7000x5400_image_goes_as_a_document(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+) -> None:
+    [work_id] = ordered("ゆずソフト")
+    replay.faults.image_sizes = {work_id: (7000, 5400)}  # served at full size
+    tg, _ = names()
+    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram)}, tags=["ゆずソフト"])
+    await stack.start_worker()
+    record = await run_job(stack, ["ゆずソフト"])
+
+    assert record.cells[0].state == "submitted" and record.cells[0].work_id == work_id
+    [sent] = telegram.requests
+    assert sent.method == "sendDocument"
+    assert (sent.files["document"].width, sent.files["document"].height) == (7000, 5400)
+    assert telegram.violations == []
+    intent = (await intents(await stack.ledger(), record.job_id))[tg]
+    message_id = telegram.messages[0]["message_id"]
+    assert intent["status"] == "delivered"
+    assert intent["remote_id"] == str(message_id) and intent["remote_ids"] == [[message_id]]
+
+
+async def test_a_3_page_work_goes_as_one_album(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+) -> None:
+    tg, _ = names()
+    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram)}, tags=["描き方"])
+    await stack.start_worker()
+    record = await run_job(stack, ["描き方"])
+
+    assert record.cells[0].state == "submitted" and record.cells[0].work_id == "126879163"
+    [sent] = telegram.requests
+    assert sent.method == "sendMediaGroup" and len(sent.media) == 3
+    assert [m["type"] for m in sent.media] == ["photo"] * 3
+    assert "https://www.pixiv.net/artworks/126879163" in sent.media[0]["caption"]
+    assert telegram.violations == []
+    intent = (await intents(await stack.ledger(), record.job_id))[tg]
+    assert intent["remote_ids"] == [[m["message_id"] for m in telegram.messages]]
+
+
+async def test_a_429_with_retry_after_is_honoured(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+) -> None:
+    telegram.script["*"] = [TgReply("429", retry_after=2)]
+    tg, _ = names()
+    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram)}, tags=["ゆずソフト"])
+    await stack.start_worker()
+    record = await run_job(stack, ["ゆずソフト"])
+
+    assert record.cells[0].state == "submitted"
+    first, second = telegram.requests
+    assert first.status == 429 and second.status == 200
+    assert second.at - first.at >= 2.0  # next_retry_delay = retry_after, not the backoff
+    assert len(telegram.messages) == 1
+    intent = (await intents(await stack.ledger(), record.job_id))[tg]
+    assert (intent["status"], intent["attempts"]) == ("delivered", 2)
+
+
+async def test_an_ambiguous_telegram_timeout_does_not_produce_a_second_post(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+) -> None:
+    telegram.script["*"] = [TgReply("stall", stall_s=3)]  # posted, answer held past the timeout
+    tg, _ = names()
+    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram, timeout_ms=500)}, tags=["ゆずソフト"])
+    await stack.start_worker()
+    record = await run_job(stack, ["ゆずソフト"])
+    await settle(1.5)
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "delivery_unknown")
+    assert "not sent again" in (cell.reason_message or "")
+    assert len(telegram.requests) == 1 and len(telegram.messages) == 1
+    pool = await stack.ledger()
+    assert (await intents(pool, record.job_id))[tg]["status"] == "unknown"
+    error = project_job(record, int(time.time() * 1000))["error"]
+    assert error["code"] == "delivery_failed" and error["detail"]["internal_code"] == "delivery_unknown"
+
+    # the unknown intent keeps the work blocked on that route: a later job does not re-post it
+    again = await run_job(stack, ["ゆずソフト"])
+    assert again.cells[0].state == "no_candidate" and again.cells[0].reason == "duplicate_exhausted"
+    assert len(telegram.messages) == 1
+
+
+async def test_on_ambiguous_retry_re_sends_at_least_once(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+) -> None:
+    telegram.script["*"] = [TgReply("stall", stall_s=3)]
+    tg, _ = names()
+    route = telegram_route(telegram, timeout_ms=500, on_ambiguous="retry")
+    stack = routes_stack(make_stack, replay, {tg: route}, tags=["ゆずソフト"])
+    await stack.start_worker()
+    record = await run_job(stack, ["ゆずソフト"])
+
+    assert record.cells[0].state == "submitted"
+    assert len(telegram.messages) == 2  # at least once: the operator chose duplicates over gaps
+
+
+async def test_two_routes_where_one_fails_permanently(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
+) -> None:
+    telegram.script["*"] = [TgReply("chat_not_found")] * 5
+    tg, hook = names()
+    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram), hook: webhook_route(webhook)})
+    await stack.start_worker()
+    record = await run_job(stack)
+    await settle(1.0)
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "delivery_rejected")
+    assert len(telegram.requests) == 1  # non-retryable: no second attempt
+    assert len(webhook.received) == 1  # the other route delivered, once, with its own intent
+    by_route = await intents(await stack.ledger(), record.job_id)
+    assert by_route[tg]["status"] == "failed" and "chat not found" in by_route[tg]["last_error"]
+    assert by_route[hook]["status"] == "delivered"
+    assert by_route[tg]["idempotency_key"] != by_route[hook]["idempotency_key"]
+    assert record.business_status == "failed"
+
+
+async def test_a_long_album_resumes_at_the_first_unconfirmed_chunk(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+) -> None:
+    telegram.script["sendMediaGroup"] = [TgReply("ok"), TgReply("429", retry_after=1)]
+    tg, _ = names()
+    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram)}, tags=["フリー素材"])  # 14 pages
+    await stack.start_worker()
+    record = await run_job(stack, ["フリー素材"])
+
+    assert record.cells[0].state == "submitted"
+    assert [(r.status, len(r.media)) for r in telegram.requests] == [(200, 7), (429, 7), (200, 7)]
+    assert len(telegram.messages) == 14
+    intent = (await intents(await stack.ledger(), record.job_id))[tg]
+    assert [len(p) for p in intent["remote_ids"]] == [7, 7]
+    assert telegram.violations == []
+
+
+async def test_discord_delivery_records_the_message_id(
+    make_stack: StackFactory, replay: ReplayServer, discord: FakeDiscord
+) -> None:
+    name = f"dc-{short_id()}"
+    stack = routes_stack(make_stack, replay, {name: discord_route(discord)}, tags=["描き方"])
+    await stack.start_worker()
+    record = await run_job(stack, ["描き方"])
+
+    assert record.cells[0].state == "submitted"
+    [sent] = discord.requests
+    assert sent.wait and len(sent.files) == 3
+    assert discord.violations == []
+    intent = (await intents(await stack.ledger(), record.job_id))[name]
+    assert intent["remote_id"] == discord.messages[0]["id"]
+
+
+async def test_storage_mode_cache_deletes_artifacts_once_every_route_confirmed(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
+) -> None:
+    tg, hook = names()
+    stack = routes_stack(
+        make_stack,
+        replay,
+        {tg: telegram_route(telegram), hook: webhook_route(webhook)},
+        target={"storage_mode": "cache"},
+    )
+    await stack.start_worker()
+    record = await run_job(stack)
+
+    assert record.cells[0].state == "submitted"
+    assert record.cells[0].artifact is not None
+    for f in record.cells[0].artifact.files:
+        assert not Path(f.path).exists()
+    assert len(telegram.messages) >= 1 and len(webhook.received) == 1
+
+
+async def test_cache_mode_keeps_artifacts_while_a_route_has_not_confirmed(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
+) -> None:
+    telegram.script["*"] = [TgReply("blocked")]
+    tg, hook = names()
+    stack = routes_stack(
+        make_stack,
+        replay,
+        {tg: telegram_route(telegram), hook: webhook_route(webhook)},
+        target={"storage_mode": "cache"},
+    )
+    await stack.start_worker()
+    record = await run_job(stack)
+
+    assert record.cells[0].state == "failed"
+    assert record.cells[0].artifact is not None
+    assert all(Path(f.path).exists() for f in record.cells[0].artifact.files)
+
+
+async def test_done_when_telegram_and_webhook_exactly_once(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
+) -> None:
+    """The issue's "done when", as a test: two routes, three jobs, one 429."""
+    tg, hook = names()
+    stack = routes_stack(
+        make_stack,
+        replay,
+        {tg: telegram_route(telegram), hook: webhook_route(webhook)},
+        target={"filters": {"max_page_count": 1}},  # one message per job
+    )
+    await stack.start_worker()
+
+    first = await run_job(stack)
+    second = await run_job(stack)
+    telegram.script["*"] = [TgReply("429", retry_after=1)]
+    third = await run_job(stack)
+
+    works = [r.cells[0].work_id for r in (first, second, third)]
+    assert all(r.cells[0].state == "submitted" for r in (first, second, third))
+    assert len(set(works)) == 3
+    # Telegram: one post per job (single-page works), each caption naming its work
+    posted = [m for m in telegram.messages if "caption" in m]
+    assert [next(w for w in works if w in m["caption"]) for m in posted] == works
+    assert len(telegram.requests) == 4 and telegram.requests[2].status == 429
+    # the webhook: one signed request per job
+    assert [r.json()["work"]["work_id"] for r in webhook.received] == works
+    # the ledger proves it: one live intent per (route, work), each delivered
+    pool = await stack.ledger()
+    rows = await pool.fetch(
+        """SELECT route, work_id, count(*) AS n, array_agg(status) AS statuses FROM delivery_intents
+           WHERE route = ANY($1::text[]) GROUP BY route, work_id""",
+        [tg, hook],
+    )
+    assert len(rows) == 6 and all(r["n"] == 1 and r["statuses"] == ["delivered"] for r in rows)
+    index = await pool.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'delivery_intents_route_work'")
+    assert "UNIQUE" in index and "(route, work_type, work_id)" in index
+
+
+async def test_webhook_pending_answer_is_retried_with_the_same_key(
+    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
+) -> None:
+    webhook.script["/p"] = [Reply(202, {"status": "queued"})]
+    hook = f"hook-{short_id()}"
+    stack = routes_stack(make_stack, replay, {hook: webhook_route(webhook, "/p")})
+    await stack.start_worker()
+    record = await run_job(stack)
+
+    assert record.cells[0].state == "submitted"
+    first, second = webhook.at("/p")
+    assert first.headers["webhook-id"] == second.headers["webhook-id"]

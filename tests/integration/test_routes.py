@@ -1,0 +1,377 @@
+"""The Telegram, Discord and webhook routes against their fakes on 127.0.0.1.
+
+Real HTTP, real multipart; the fakes check every request against the platform limits
+(``violations``) and answer with the platforms' envelopes. Job-level behaviour (ledger,
+retries, fan-out) is in ``test_delivery_jobs.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from PIL import Image
+from pydantic import SecretStr
+
+from curaflow.artifacts import describe
+from curaflow.config import DiscordRoute as DiscordConfig
+from curaflow.config import TelegramRoute as TelegramConfig
+from curaflow.domain.models import Artifact, Work
+from curaflow.domain.reasons import TerminalReason
+from curaflow.routes.base import DeliveryRequest, RouteError
+from curaflow.routes.caption import utf16_len
+from curaflow.routes.discord import DiscordRoute
+from curaflow.routes.telegram import TelegramRoute
+from curaflow.routes.webhook import WebhookRoute
+from tests.fakes.discord import DcReply, FakeDiscord
+from tests.fakes.telegram import FakeTelegram, TgReply
+from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.support import whsec
+
+CHAT = "-1001234567890"
+
+
+def make_request(tmp_path: Path, sizes: list[tuple[int, int]], *, title: str = "夕焼け", **kw: Any) -> DeliveryRequest:
+    files = []
+    for page, (w, h) in enumerate(sizes):
+        path = tmp_path / f"4242_p{page}.jpg"
+        color = hashlib.sha256(f"{page}".encode()).digest()[:3]
+        Image.new("RGB", (w, h), tuple(color)).save(path, format="JPEG", quality=80)
+        files.append(describe(path, page))
+    work = Work(
+        work_id="4242",
+        title=title,
+        url="https://www.pixiv.net/artworks/4242",
+        author="artist-001",
+        tags=["オリジナル", "風景"],
+        page_count=len(sizes),
+    )
+    return DeliveryRequest(
+        job_id="job-1",
+        target_id="demo",
+        route="tg",
+        idempotency_key="curaflow:tg:illustration:4242:job-1:demo",
+        work=work,
+        artifact=Artifact(work_id="4242", files=files),
+        **kw,
+    )
+
+
+@pytest.fixture
+async def http() -> Any:
+    async with httpx.AsyncClient() as client:
+        yield client
+
+
+def tg_route(fake: FakeTelegram, http: httpx.AsyncClient, **kw: Any) -> TelegramRoute:
+    config = TelegramConfig(bot_token=SecretStr(fake.token), chat_id=CHAT, api_url=fake.url, **kw)
+    return TelegramRoute("tg", config, http)
+
+
+def dc_route(fake: FakeDiscord, http: httpx.AsyncClient, **kw: Any) -> DiscordRoute:
+    return DiscordRoute("dc", DiscordConfig(url=SecretStr(fake.url), **kw), http)
+
+
+# ---- Telegram --------------------------------------------------------------------------
+
+
+async def test_small_single_image_goes_as_a_photo(tmp_path: Path, telegram: FakeTelegram, http: Any) -> None:
+    receipt = await tg_route(telegram, http).deliver(make_request(tmp_path, [(800, 600)]))
+    [sent] = telegram.requests
+    assert sent.method == "sendPhoto"
+    assert sent.fields["chat_id"] == CHAT
+    assert sent.files["photo"].width == 800
+    assert "https://www.pixiv.net/artworks/4242" in sent.fields["caption"]
+    assert receipt.remote_ids == [[telegram.messages[0]["message_id"]]]
+    assert receipt.remote_id == str(telegram.messages[0]["message_id"])
+    assert telegram.violations == []
+
+
+async def test_7000x5400_image_goes_as_a_document(tmp_path: Path, telegram: FakeTelegram, http: Any) -> None:
+    request = make_request(tmp_path, [(7000, 5400)])
+    await tg_route(telegram, http).deliver(request)
+    [sent] = telegram.requests
+    assert sent.method == "sendDocument"
+    assert (sent.files["document"].width, sent.files["document"].height) == (7000, 5400)
+    assert "document" in telegram.messages[0]
+    assert telegram.violations == []
+
+
+async def test_extreme_ratio_goes_as_a_document(tmp_path: Path, telegram: FakeTelegram, http: Any) -> None:
+    await tg_route(telegram, http).deliver(make_request(tmp_path, [(4200, 200)]))
+    assert [r.method for r in telegram.requests] == ["sendDocument"]
+
+
+async def test_photo_refused_by_telegram_is_resent_as_a_document(
+    tmp_path: Path, telegram: FakeTelegram, http: Any
+) -> None:
+    telegram.script["sendPhoto"] = [TgReply("photo_invalid")]
+    receipt = await tg_route(telegram, http).deliver(make_request(tmp_path, [(800, 600)]))
+    assert [r.method for r in telegram.requests] == ["sendPhoto", "sendDocument"]
+    assert len(telegram.messages) == 1 and receipt.remote_ids == [[telegram.messages[0]["message_id"]]]
+
+
+async def test_three_pages_go_as_one_album(tmp_path: Path, telegram: FakeTelegram, http: Any) -> None:
+    receipt = await tg_route(telegram, http).deliver(make_request(tmp_path, [(600, 800)] * 3))
+    [sent] = telegram.requests
+    assert sent.method == "sendMediaGroup"
+    assert [m["type"] for m in sent.media] == ["photo"] * 3
+    assert [m["media"] for m in sent.media] == ["attach://file0", "attach://file1", "attach://file2"]
+    assert "caption" in sent.media[0] and all("caption" not in m for m in sent.media[1:])
+    assert len({m["media_group_id"] for m in telegram.messages}) == 1
+    assert receipt.remote_ids == [[m["message_id"] for m in telegram.messages]]
+    assert telegram.violations == []
+
+
+async def test_album_with_an_oversized_page_goes_as_documents(
+    tmp_path: Path, telegram: FakeTelegram, http: Any
+) -> None:
+    await tg_route(telegram, http).deliver(make_request(tmp_path, [(600, 800), (7000, 5400)]))
+    [sent] = telegram.requests
+    assert [m["type"] for m in sent.media] == ["document", "document"]
+    assert telegram.violations == []
+
+
+async def test_long_album_splits_evenly_and_resumes_at_the_first_unconfirmed_chunk(
+    tmp_path: Path, telegram: FakeTelegram, http: Any
+) -> None:
+    telegram.script["sendMediaGroup"] = [TgReply("ok"), TgReply("429", retry_after=7)]
+    parts: list[list[Any]] = []
+
+    async def on_part(done: list[Any]) -> None:
+        parts[:] = done
+
+    route = tg_route(telegram, http)
+    with pytest.raises(RouteError) as caught:
+        await route.deliver(make_request(tmp_path, [(300, 400)] * 14, on_part=on_part))
+    assert caught.value.retry_after_s == 7 and not caught.value.permanent and not caught.value.ambiguous
+    assert [len(p) for p in parts] == [7]  # the first album is recorded before the second leaves
+
+    receipt = await route.deliver(make_request(tmp_path, [(300, 400)] * 14, parts_done=list(parts)))
+    albums = [r for r in telegram.requests if r.status == 200]
+    assert [len(r.media) for r in albums] == [7, 7]
+    assert len(telegram.messages) == 14  # nothing sent twice
+    assert [len(p) for p in receipt.remote_ids] == [7, 7]
+    assert "(2/2)" in albums[1].media[0]["caption"]
+    assert telegram.violations == []
+
+
+async def test_caption_is_truncated_within_1024_utf16_units(tmp_path: Path, telegram: FakeTelegram, http: Any) -> None:
+    await tg_route(telegram, http).deliver(make_request(tmp_path, [(600, 800)], title="🌅" * 900))
+    caption = telegram.requests[0].fields["caption"]
+    assert utf16_len(caption) <= 1024 and caption.split("\n")[0].endswith("…")
+    assert "https://www.pixiv.net/artworks/4242" in caption
+    assert telegram.violations == []
+
+
+async def test_429_carries_retry_after(tmp_path: Path, telegram: FakeTelegram, http: Any) -> None:
+    telegram.script["*"] = [TgReply("429", retry_after=3)]
+    with pytest.raises(RouteError) as caught:
+        await tg_route(telegram, http).deliver(make_request(tmp_path, [(600, 800)]))
+    assert caught.value.retry_after_s == 3 and not caught.value.permanent
+    assert telegram.messages == []
+
+
+@pytest.mark.parametrize("kind", ["chat_not_found", "blocked"])
+async def test_chat_not_found_and_blocked_are_permanent_rejections(
+    tmp_path: Path, telegram: FakeTelegram, http: Any, kind: str
+) -> None:
+    telegram.script["*"] = [TgReply(kind)]
+    with pytest.raises(RouteError) as caught:
+        await tg_route(telegram, http).deliver(make_request(tmp_path, [(600, 800)]))
+    assert caught.value.permanent and caught.value.reason == TerminalReason.DELIVERY_REJECTED
+
+
+async def test_wrong_token_is_a_permanent_rejection_without_leaking_it(
+    tmp_path: Path, telegram: FakeTelegram, http: Any
+) -> None:
+    config = TelegramConfig(bot_token=SecretStr("999:WRONG-secret"), chat_id=CHAT, api_url=telegram.url)
+    with pytest.raises(RouteError) as caught:
+        await TelegramRoute("tg", config, http).deliver(make_request(tmp_path, [(600, 800)]))
+    assert caught.value.permanent and "401" in str(caught.value)
+    assert "WRONG-secret" not in str(caught.value)
+
+
+async def test_server_error_is_retryable_not_ambiguous(tmp_path: Path, telegram: FakeTelegram, http: Any) -> None:
+    telegram.script["*"] = [TgReply("500")]
+    with pytest.raises(RouteError) as caught:
+        await tg_route(telegram, http).deliver(make_request(tmp_path, [(600, 800)]))
+    assert not caught.value.permanent and not caught.value.ambiguous
+
+
+async def test_stalled_answer_is_ambiguous_and_the_message_exists(
+    tmp_path: Path, telegram: FakeTelegram, http: Any
+) -> None:
+    telegram.script["*"] = [TgReply("stall", stall_s=2)]
+    with pytest.raises(RouteError) as caught:
+        await tg_route(telegram, http, timeout_ms=300).deliver(make_request(tmp_path, [(600, 800)]))
+    assert caught.value.ambiguous and not caught.value.permanent
+    assert len(telegram.messages) == 1  # it did land: re-sending would duplicate it
+
+
+async def test_connection_refused_is_not_ambiguous(tmp_path: Path, http: Any) -> None:
+    config = TelegramConfig(bot_token=SecretStr("1:x"), chat_id=CHAT, api_url="http://127.0.0.1:9")
+    with pytest.raises(RouteError) as caught:
+        await TelegramRoute("tg", config, http).deliver(make_request(tmp_path, [(600, 800)]))
+    assert not caught.value.ambiguous and not caught.value.permanent
+
+
+async def test_migrated_chat_is_followed(tmp_path: Path, telegram: FakeTelegram, http: Any) -> None:
+    telegram.script["*"] = [TgReply("migrate", migrate_to="-1005555")]
+    route = tg_route(telegram, http)
+    await route.deliver(make_request(tmp_path, [(600, 800)]))
+    assert [r.fields["chat_id"] for r in telegram.requests] == [CHAT, "-1005555"]
+    assert telegram.posted("-1005555") and route.chat_id == "-1005555"
+
+
+async def test_ambiguity_policy_decides_resend_safety(telegram: FakeTelegram, http: Any) -> None:
+    assert tg_route(telegram, http).resend_safe is False
+    assert tg_route(telegram, http, on_ambiguous="retry").resend_safe is True
+
+
+# ---- Discord ---------------------------------------------------------------------------
+
+
+async def test_discord_posts_files_with_wait_and_records_the_message_id(
+    tmp_path: Path, discord: FakeDiscord, http: Any
+) -> None:
+    receipt = await dc_route(discord, http).deliver(make_request(tmp_path, [(600, 800)] * 3))
+    [sent] = discord.requests
+    assert sent.wait is True
+    assert [f.field for f in sent.files] == ["files[0]", "files[1]", "files[2]"]
+    assert sent.payload["allowed_mentions"] == {"parse": []}
+    assert "https://www.pixiv.net/artworks/4242" in sent.payload["content"]
+    assert receipt.remote_id == discord.messages[0]["id"]
+    assert receipt.remote_ids == [[discord.messages[0]["id"]]]
+    assert discord.violations == []
+
+
+async def test_discord_splits_more_than_ten_files_and_resumes(tmp_path: Path, discord: FakeDiscord, http: Any) -> None:
+    discord.script = [DcReply("ok"), DcReply("429", retry_after=0.25)]
+    parts: list[Any] = []
+
+    async def on_part(done: list[Any]) -> None:
+        parts[:] = done
+
+    route = dc_route(discord, http)
+    with pytest.raises(RouteError) as caught:
+        await route.deliver(make_request(tmp_path, [(100, 100)] * 12, on_part=on_part))
+    assert caught.value.retry_after_s == 0.25
+    receipt = await route.deliver(make_request(tmp_path, [(100, 100)] * 12, parts_done=list(parts)))
+    assert [len(r.files) for r in discord.requests if r.created] == [10, 2]
+    assert len(receipt.remote_ids) == 2 and len(discord.messages) == 2
+    assert discord.violations == []
+
+
+async def test_discord_content_is_kept_within_2000_characters(tmp_path: Path, discord: FakeDiscord, http: Any) -> None:
+    await dc_route(discord, http).deliver(make_request(tmp_path, [(100, 100)], title="x" * 5000))
+    assert len(discord.requests[0].payload["content"]) <= 2000
+    assert discord.violations == []
+
+
+async def test_discord_file_over_the_cap_is_rejected_before_sending(
+    tmp_path: Path, discord: FakeDiscord, http: Any
+) -> None:
+    request = make_request(tmp_path, [(1200, 1200)])
+    with pytest.raises(RouteError) as caught:
+        await dc_route(discord, http, max_file_bytes=1024).deliver(request)
+    assert caught.value.permanent and "max_file_bytes" in str(caught.value)
+    assert discord.requests == []
+
+
+async def test_discord_unknown_webhook_is_permanent(tmp_path: Path, discord: FakeDiscord, http: Any) -> None:
+    discord.script = [DcReply("404")]
+    with pytest.raises(RouteError) as caught:
+        await dc_route(discord, http).deliver(make_request(tmp_path, [(100, 100)]))
+    assert caught.value.permanent and "10015" in str(caught.value)
+
+
+async def test_discord_stall_is_ambiguous(tmp_path: Path, discord: FakeDiscord, http: Any) -> None:
+    discord.script = [DcReply("stall", stall_s=2)]
+    with pytest.raises(RouteError) as caught:
+        await dc_route(discord, http, timeout_ms=300).deliver(make_request(tmp_path, [(100, 100)]))
+    assert caught.value.ambiguous and len(discord.messages) == 1
+
+
+# ---- webhook receiver contract ----------------------------------------------------
+
+
+def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str) -> WebhookRoute:
+    return WebhookRoute("hook", webhook.url + path, whsec(), http, timeout_s=0.5)
+
+
+@pytest.mark.parametrize(
+    "reply,outcome",
+    [
+        (Reply(201, {"status": "accepted", "id": "r-1"}), "delivered"),
+        (Reply(200, None), "delivered"),
+        (Reply(409, {"status": "duplicate"}), "duplicate"),
+        (Reply(200, {"status": "failed"}), "rejected"),
+        (Reply(200, {"status": "rejected"}), "rejected"),
+        (Reply(202, {"status": "queued"}), "retry"),
+        (Reply(400, {"error": "bad"}), "rejected"),
+        (Reply(404, None), "rejected"),
+        (Reply(429, {"error": "slow down"}), "retry"),
+        (Reply(500, None), "retry"),
+        (Reply(503, None), "retry"),
+        (Reply(200, {"status": "accepted"}, delay_s=1.5), "ambiguous"),
+    ],
+)
+async def test_webhook_receiver_contract(
+    tmp_path: Path, webhook: WebhookReceiver, http: Any, reply: Reply, outcome: str
+) -> None:
+    webhook.script["/c"] = [reply]
+    route = hook_route(webhook, http, "/c")
+    request = make_request(tmp_path, [(100, 100)])
+    if outcome in ("delivered", "duplicate"):
+        receipt = await route.deliver(request)
+        assert receipt.duplicate is (outcome == "duplicate")
+        if outcome == "delivered" and isinstance(reply.body, dict) and reply.body.get("id"):
+            assert receipt.remote_id == "r-1"
+    else:
+        with pytest.raises(RouteError) as caught:
+            await route.deliver(request)
+        err = caught.value
+        assert err.permanent is (outcome == "rejected")
+        assert err.ambiguous is (outcome == "ambiguous")
+        if outcome == "rejected":
+            assert err.reason == TerminalReason.DELIVERY_REJECTED
+    assert route.resend_safe  # the receiver dedupes on webhook-id: a re-send is safe
+    assert webhook.at("/c")[0].signature_ok
+
+
+async def test_webhook_retry_after_and_a_stable_idempotency_key(
+    tmp_path: Path, webhook: WebhookReceiver, http: Any
+) -> None:
+    webhook.script["/r"] = [Reply(429, {"error": "slow"})]
+    route = hook_route(webhook, http, "/r")
+    request = make_request(tmp_path, [(100, 100)])
+    with pytest.raises(RouteError):
+        await route.deliver(request)
+    await route.deliver(request)
+    first, second = webhook.at("/r")
+    assert first.headers["webhook-id"] == second.headers["webhook-id"] == request.idempotency_key
+    assert first.signature_ok and second.signature_ok
+    assert first.json() == second.json()
+
+
+async def test_webhook_retry_after_header_is_honoured(tmp_path: Path, http: Any) -> None:
+    from fastapi import FastAPI
+    from fastapi.responses import Response
+
+    from curaflow.httpserver import BackgroundServer
+
+    app = FastAPI()
+
+    @app.post("/")
+    async def busy() -> Response:
+        return Response(status_code=429, headers={"Retry-After": "12"})
+
+    async with BackgroundServer(app) as server:
+        route = WebhookRoute("hook", server.url + "/", whsec(), http)
+        with pytest.raises(RouteError) as caught:
+            await route.deliver(make_request(tmp_path, [(100, 100)]))
+    assert caught.value.retry_after_s == 12 and not caught.value.permanent

@@ -1,0 +1,358 @@
+"""Pixiv source rules at job level: real Temporal, real PostgreSQL, real worker processes.
+
+The Pixiv replay runs in the test process in scripted fault mode; every worker of the
+stack talks to it, so the test sees every request (time, parameters, answer).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from curaflow.ledger.gates import read_gate
+from curaflow.protocol.projection import project_job
+from curaflow.sources.replay.app import DeepSet
+from tests.conftest import StackFactory
+from tests.jobs_support import ReplayServer, gaps, ordered, settle, start_scheduled
+from tests.support import Stack, short_id
+
+pytestmark = pytest.mark.integration
+
+
+def source_stack(
+    make_stack: StackFactory,
+    tmp_path: Path,
+    replay: ReplayServer,
+    *,
+    pixiv: dict[str, Any] | None = None,
+    target: dict[str, Any] | None = None,
+    **extra: Any,
+) -> tuple[Stack, str]:
+    out = f"out-{short_id()}"
+    config: dict[str, Any] = {
+        "pixiv": replay.config(**(pixiv or {})),
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out], **(target or {})}],
+        **extra,
+    }
+    return make_stack(config), out
+
+
+def task(stack: Stack, tags: list[str] | None = None, **params: Any) -> dict[str, Any]:
+    return stack.task(query={"tags": tags or ["オリジナル"]}, **params)
+
+
+def protocol_error(record: Any) -> dict[str, Any]:
+    return project_job(record, int(time.time() * 1000))["error"]
+
+
+async def test_access_token_expires_mid_job_and_is_refreshed(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    # Pixiv says the token lives an hour; it dies after 0.6 s. With 400 ms between
+    # requests the second page meets the OAuth error; the client refreshes once and
+    # repeats the call.
+    replay.faults.token_lifetime_s = 0.6
+    stack, _ = source_stack(
+        make_stack,
+        tmp_path,
+        replay,
+        pixiv={"replay_min_interval_ms": 400},
+        target={"filters": {"min_bookmarks": 100000}},  # only old works qualify: page 2
+    )
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(task(stack)))
+
+    assert record.cells[0].state == "submitted", record.cells[0]
+    log = replay.faults.log
+    assert [e.kind for e in log if e.kind != "image"] == ["auth", "search", "search", "auth", "search"]
+    oauth = [e for e in log if e.error and "OAuth" in e.error]
+    assert len(oauth) == 1 and oauth[0].params.get("offset") == "30"
+    assert log[-1].status == 200
+
+
+async def test_rate_limit_then_success_honours_the_cooldown(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    replay.faults.search = ["rate_limit"]  # HTTP 403 {"error": {"message": "Rate Limit"}}
+    stack, _ = source_stack(make_stack, tmp_path, replay, pixiv={"rate_limit_base_ms": 1500})
+    await stack.start_worker()
+    job_id = await stack.admit(task(stack))
+    record = await stack.wait_terminal(job_id)
+
+    assert record.cells[0].state == "submitted"
+    first, second = replay.faults.of("search")[:2]
+    assert first.status == 403 and first.error == "Rate Limit"
+    assert second.status == 200
+    assert second.at - first.at >= 1.5  # next_retry_delay = the gate's cooldown
+    gate = await read_gate(await stack.ledger(), stack.settings.source_task_queue("default"))
+    assert gate is not None and gate.rate_limits == 1 and gate.penalty == 1
+
+
+async def test_rate_limit_that_never_ends_is_quota_exceeded(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    replay.faults.search = ["rate_limit_429"] * 20
+    stack, _ = source_stack(
+        make_stack, tmp_path, replay, pixiv={"rate_limit_base_ms": 100}, delivery={"source_max_attempts": 3}
+    )
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(task(stack)))
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "rate_limited")
+    error = protocol_error(record)
+    assert error["code"] == "quota_exceeded" and error["retryable"] is True
+    searches = replay.faults.of("search")
+    assert len(searches) == 3
+    # the ladder doubled: 0.1 s, then 0.2 s between attempts
+    assert [round(g, 1) >= want for g, want in zip(gaps([e.at for e in searches]), [0.1, 0.2], strict=True)] == [
+        True,
+        True,
+    ]
+
+
+async def test_invalid_grant_is_auth_error_after_exactly_one_token_request(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    replay.faults.auth = ["invalid_grant"] * 10
+    stack, _ = source_stack(make_stack, tmp_path, replay)
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(task(stack)))
+    await settle(1.0)
+
+    assert (record.cells[0].state, record.cells[0].reason) == ("failed", "auth_failed")
+    error = protocol_error(record)
+    assert error["code"] == "auth_error" and error["retryable"] is False
+    assert replay.faults.requests == ["auth"]  # no retry storm
+
+
+async def test_deep_search_crosses_the_5000_offset_boundary(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    deep = DeepSet(tag="deep-tag", count=5400, per_day=97, popular_ranks=frozenset({5150}))
+    replay.faults.deep = deep
+    stack, _ = source_stack(
+        make_stack,
+        tmp_path,
+        replay,
+        pixiv={"max_examined": 10000},
+        target={"query": {"tags": ["deep-tag"]}, "filters": {"min_bookmarks": 500}, "scan_limit": 1},
+    )
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["deep-tag"]})), timeout_s=120)
+
+    cell = record.cells[0]
+    assert cell.state == "submitted" and cell.work_id == deep.work_id(5150)
+    report = cell.candidate_report
+    assert report is not None
+    assert report.fetched == 5151 and report.rejected == 5150  # none skipped, none counted twice
+    assert report.reasons == {"filtered:min_bookmarks": 5150}
+    searches = replay.faults.of("search")
+    assert all(e.status == 200 and int(e.params.get("offset", 0)) <= 5000 for e in searches)
+    assert any("end_date" in e.params for e in searches)
+
+
+async def test_unavailable_works_are_skipped_with_a_reason_and_the_scan_moves_on(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    first, second, third, fourth = ordered("オリジナル")[:4]
+    # the first work is listed as a restricted placeholder (visible:false, limit_* image),
+    # the second answers 403 for its image, the third 404: the fourth is delivered.
+    replay.faults.restricted_works = {first}
+    replay.faults.forbidden_works = {second}
+    replay.faults.missing_works = {third}
+    stack, _ = source_stack(make_stack, tmp_path, replay)
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(task(stack)))
+
+    cell = record.cells[0]
+    assert cell.state == "submitted" and cell.work_id == fourth
+    report = cell.candidate_report
+    assert report is not None and report.selected == fourth
+    assert report.reasons["unavailable"] == 3
+    reasons = {f["work_id"]: f["reason"] for f in report.filtered}
+    assert reasons[first] == reasons[second] == reasons[third] == "unavailable"
+    pool = await stack.ledger()
+    rows = await pool.fetch("SELECT work_id, status FROM delivery_intents WHERE job_id = $1", record.job_id)
+    assert {r["work_id"]: r["status"] for r in rows} == {second: "released", third: "released", fourth: "delivered"}
+
+
+async def test_candidate_report_is_stored_on_the_cell(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    works = ordered("風景")
+    replay.faults.mutate = {works[0]: {"illust_ai_type": 2}, works[1]: {"x_restrict": 1}}
+    stack, _ = source_stack(
+        make_stack,
+        tmp_path,
+        replay,
+        target={"query": {"tags": ["風景"]}, "filters": {"exclude_ai": True}, "scan_limit": 1},
+    )
+    await stack.start_worker()
+    job_id = await stack.admit(task(stack, ["風景"], constraints={"scan_limit": 1}))
+    record = await stack.wait_terminal(job_id)
+
+    cell = record.cells[0]
+    report = cell.candidate_report
+    assert report is not None
+    assert report.selected == cell.work_id == works[2]
+    assert (report.fetched, report.rejected) == (3, 2)
+    assert report.reasons == {"filtered:ai": 1, "filtered:r18": 1}
+    job = project_job(record, int(time.time() * 1000))
+    assert job["result"]["scanned"] == 3
+    assert job["result"]["filtered"] == [
+        {"work_id": works[0], "reason": "other"},
+        {"work_id": works[1], "reason": "other"},
+    ]
+
+
+async def test_multi_page_work_is_fetched_whole_with_the_referer(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    replay.faults.images = [None, "truncate"]  # page 2 arrives cut short once
+    stack, _out = source_stack(make_stack, tmp_path, replay, target={"query": {"tags": ["描き方"]}})
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["描き方"]})))
+
+    cell = record.cells[0]
+    assert cell.state == "submitted" and cell.work_id == "126879163"
+    assert cell.artifact is not None and [f.page for f in cell.artifact.files] == [0, 1, 2]
+    images = replay.faults.of("image")
+    assert len(images) == 4  # p0, p1 (cut), p1 again, p2: a complete page is never fetched twice
+    assert all(e.referer == "https://app-api.pixiv.net/" for e in images)
+    delivered = sorted(p.name for p in (tmp_path / "delivered" / "126879163").iterdir())
+    assert delivered == ["126879163_p0.jpg", "126879163_p1.jpg", "126879163_p2.jpg", "manifest.json"]
+
+
+# ---- fallback stages -------------------------------------------------------------------
+
+
+async def test_scheduled_job_widens_the_scan_in_a_fallback_stage(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    w1, w2 = ordered("オリジナル")[:2]
+    replay.faults.forbidden_works = {w1}
+    stack, _ = source_stack(make_stack, tmp_path, replay, target={"scan_limit": 1})
+    await stack.start_worker()
+    record = await stack.wait_terminal(await start_scheduled(stack, stages=3))
+
+    cell = record.cells[0]
+    assert cell.state == "submitted" and cell.work_id == w2
+    assert cell.fallback_stage == 1
+    assert cell.candidate_report is not None and cell.candidate_report.reasons.get("unavailable") == 1
+    pool = await stack.ledger()
+    statuses = {
+        r["work_id"]: r["status"]
+        for r in await pool.fetch("SELECT work_id, status FROM delivery_intents WHERE job_id = $1", record.job_id)
+    }
+    assert statuses == {w1: "released", w2: "delivered"}
+
+
+async def test_protocol_job_has_no_fallback_stage(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    replay.faults.forbidden_works = {ordered("オリジナル")[0]}
+    stack, _ = source_stack(make_stack, tmp_path, replay, target={"scan_limit": 1})
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(task(stack, constraints={"scan_limit": 1})))
+
+    assert record.cells[0].state == "no_candidate" and record.cells[0].fallback_stage == 0
+    assert len(replay.faults.of("search")) == 1
+
+
+async def test_fallback_stages_stop_at_the_maximum(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    # ゆずソフト has one work; it is filtered out, so every stage finds nothing.
+    stack, _ = source_stack(
+        make_stack,
+        tmp_path,
+        replay,
+        target={"query": {"tags": ["ゆずソフト"]}, "filters": {"min_bookmarks": 10**6}},
+    )
+    await stack.start_worker()
+    record = await stack.wait_terminal(await start_scheduled(stack, stages=3))
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason, cell.fallback_stage) == ("no_candidate", "filter_exhausted", 2)
+    assert len(replay.faults.of("search")) == 3
+
+
+async def test_all_duplicates_end_at_once_as_duplicate_exhausted(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    stack, _ = source_stack(make_stack, tmp_path, replay, target={"query": {"tags": ["ゆずソフト"]}})
+    await stack.start_worker()
+    first = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["ゆずソフト"]})))
+    assert first.cells[0].state == "submitted"
+
+    record = await stack.wait_terminal(await start_scheduled(stack, stages=3))
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason, cell.fallback_stage) == ("no_candidate", "duplicate_exhausted", 0)
+    assert record.business_status == "duplicate_only"
+    assert len(replay.faults.of("search")) == 2  # one per job: no stage burnt
+
+
+# ---- one gate per account across processes -------------------------------------
+
+
+async def test_one_gate_per_account_across_worker_processes(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    stack, _ = source_stack(
+        make_stack,
+        tmp_path,
+        replay,
+        pixiv={"replay_min_interval_ms": 300, "replay_max_concurrency": 1, "source_standby_poll_ms": 200},
+    )
+    await stack.start_worker()
+    await stack.start_worker()
+    jobs = [await stack.admit(task(stack)) for _ in range(3)]
+    records = [await stack.wait_terminal(j, timeout_s=90) for j in jobs]
+    assert all(r.cells[0].state == "submitted" for r in records)
+    assert len({r.cells[0].work_id for r in records}) == 3
+
+    # every request of the account, from any process, left ≥ 300 ms after the previous
+    # one. Measured here at arrival, so one request's transit delay (a fresh connection,
+    # a busy host) shortens the next gap a little: allow for that, and require the
+    # typical gap to be the full interval.
+    spacing = gaps([e.at for e in replay.faults.log])
+    assert min(spacing) >= 0.2, sorted(spacing)[:5]
+    assert sorted(spacing)[len(spacing) // 2] >= 0.29
+    owners = [i for i in (1, 2) if "source_queue.owned" in stack.worker_log(i)]
+    assert owners == [1]  # one process serves the account's queue
+
+    # the owner dies: the standby takes the queue over and keeps the spacing
+    before = len(replay.faults.log)
+    stack.workers[0].kill()
+    record = await stack.wait_terminal(await stack.admit(task(stack)), timeout_s=90)
+    assert record.cells[0].state == "submitted"
+    assert "source_queue.owned" in stack.worker_log(2)
+    assert min(gaps([e.at for e in replay.faults.log[before - 1 :]])) >= 0.2
+
+
+async def test_cooldown_survives_a_worker_restart(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    replay.faults.search = ["rate_limit"]
+    stack, _ = source_stack(make_stack, tmp_path, replay, pixiv={"rate_limit_base_ms": 3000})
+    worker = await stack.start_worker()
+    job_a = await stack.admit(task(stack))
+    while not replay.faults.of("search"):
+        await asyncio.sleep(0.05)
+    limited_at = replay.faults.of("search")[0].at
+    worker.kill()  # the process that saw the rate limit is gone
+
+    await stack.start_worker()
+    job_b = await stack.admit(task(stack))  # another job of the same account
+    records = [await stack.wait_terminal(j, timeout_s=90) for j in (job_a, job_b)]
+
+    assert all(r.cells[0].state == "submitted" for r in records)
+    later = [e for e in replay.faults.log if e.at > limited_at]
+    assert later and min(e.at for e in later) - limited_at >= 2.9  # nobody called Pixiv during the cooldown

@@ -1,0 +1,144 @@
+"""Helpers for job-level tests of sources and routes (issue 5).
+
+* :class:`ReplayServer`: the Pixiv replay in scripted fault mode, served from the test
+  process so that every worker process of a stack talks to the same one and the test
+  sees every request;
+* config builders for Telegram / Discord / webhook routes pointing at the fakes;
+* :func:`start_scheduled`: start a ``JobWorkflow`` directly (as a schedule would) with
+  fallback stages;
+* ledger look-ups.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any
+
+import asyncpg
+
+from curaflow.domain.messages import JobInput, TargetSpec
+from curaflow.httpserver import BackgroundServer
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started
+from curaflow.sources.replay.app import Faults, create_replay_app, recorded_works
+from curaflow.temporal import connect, start_job_workflow
+from tests.fakes.discord import FakeDiscord
+from tests.fakes.telegram import FakeTelegram
+from tests.fakes.webhook import WebhookReceiver
+from tests.support import Stack, short_id, whsec
+
+CHAT = "-1001234567890"
+
+
+class ReplayServer:
+    """The replay app with :class:`Faults`, on 127.0.0.1."""
+
+    def __init__(self) -> None:
+        self.faults = Faults()
+        self.server = BackgroundServer(create_replay_app(self.faults))
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def config(self, **pixiv: Any) -> dict[str, Any]:
+        """The ``[pixiv]`` section pointing a stack at this server."""
+        return {"api_url": self.url, "auth_url": self.url, **pixiv}
+
+    async def start(self) -> ReplayServer:
+        await self.server.start()
+        return self
+
+    async def stop(self) -> None:
+        await self.server.stop()
+
+
+def telegram_route(fake: FakeTelegram, **extra: Any) -> dict[str, Any]:
+    return {"kind": "telegram", "bot_token": fake.token, "chat_id": CHAT, "api_url": fake.url, **extra}
+
+
+def discord_route(fake: FakeDiscord, **extra: Any) -> dict[str, Any]:
+    return {"kind": "discord", "url": fake.url, **extra}
+
+
+def webhook_route(receiver: WebhookReceiver, path: str = "/hook") -> dict[str, Any]:
+    return {"kind": "webhook", "url": receiver.url + path, "secret": whsec()}
+
+
+def ordered(tag: str, sort: str = "date_desc") -> list[str]:
+    """Recorded work ids carrying ``tag`` (partial match) in the replay's search order."""
+    works = [w for w in recorded_works() if any(tag.lower() in t["name"].lower() for t in w["tags"])]
+    works.sort(key=lambda w: (w["create_date"], int(w["id"])), reverse=sort != "date_asc")
+    return [str(w["id"]) for w in works]
+
+
+def spec_for(stack: Stack, target_id: str = "demo") -> TargetSpec:
+    """The configured target of ``stack`` as a job runs it (no task overrides)."""
+    t = stack.settings.target(target_id)
+    assert t is not None
+    return TargetSpec(
+        target_id=t.id,
+        account=t.account,
+        work_type=t.work_type,
+        query=t.query,
+        filters=t.filters,
+        limit=t.limit,
+        scan_limit=t.scan_limit,
+        storage_mode=t.storage_mode,
+        routes=stack.settings.route_refs(t),
+    )
+
+
+async def start_scheduled(stack: Stack, *, stages: int, target_id: str = "demo") -> str:
+    """Insert and start a job the way a schedule does: ``trigger=schedule`` with fallback stages."""
+    created = now_ms()
+    job_id = f"{target_id}@2025-02-04T{short_id()}"
+    inp = JobInput(
+        job_id=job_id,
+        plan_id=target_id,
+        schedule_id=target_id,
+        trigger="schedule",
+        created_at_ms=created,
+        deadline_at_ms=created + stack.settings.budgets.default_deadline_ms,
+        targets=[spec_for(stack, target_id)],
+        budgets=stack.settings.budgets_model(),
+        max_fallback_stages=stages,
+        source_task_queues=stack.settings.source_task_queues(),
+    )
+    pool = await stack.ledger()
+    async with pool.acquire() as conn:
+        await insert_job(conn, NewJob(job_input=inp))
+    assert stack.settings.temporal.address
+    client = await connect(stack.settings.temporal.address)
+    await start_job_workflow(client, inp, stack.settings.temporal.task_queue)
+    async with pool.acquire() as conn:
+        await mark_workflow_started(conn, job_id)
+    return job_id
+
+
+async def intents(pool: asyncpg.Pool, job_id: str) -> dict[str, asyncpg.Record]:
+    """The job's delivery intents by route (released ones excluded)."""
+    rows = await pool.fetch(
+        """SELECT route, status, work_id, remote_id, remote_ids, attempts, idempotency_key, last_error
+           FROM delivery_intents WHERE job_id = $1 AND status <> 'released'""",
+        job_id,
+    )
+    return {r["route"]: r for r in rows}
+
+
+async def settle(seconds: float = 1.0) -> None:
+    """Give a worker time to (wrongly) do more, before asserting it did not."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
+
+def gaps(times: list[float]) -> list[float]:
+    """Differences between consecutive times."""
+    ordered_times = sorted(times)
+    return [b - a for a, b in itertools.pairwise(ordered_times)]
+
+
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
