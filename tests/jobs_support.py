@@ -11,8 +11,8 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
-import time
 from typing import Any
 
 import asyncpg
@@ -129,8 +129,6 @@ async def intents(pool: asyncpg.Pool, job_id: str) -> dict[str, asyncpg.Record]:
 
 async def settle(seconds: float = 1.0) -> None:
     """Give a worker time to (wrongly) do more, before asserting it did not."""
-    import asyncio
-
     await asyncio.sleep(seconds)
 
 
@@ -138,7 +136,3 @@ def gaps(times: list[float]) -> list[float]:
     """Differences between consecutive times."""
     ordered_times = sorted(times)
     return [b - a for a, b in itertools.pairwise(ordered_times)]
-
-
-def monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)

@@ -70,7 +70,9 @@ class TargetSpec(BaseModel):
         target_id: configured target id.
         account: Pixiv account key whose rate gate serves the search.
         limit: works per run (only 1 is delivered per cell today).
-        scan_limit: bound of the candidate scan (works examined), 1..100.
+        scan_limit: bound of the candidate scan, 1..100: the most eligible candidates a
+            cell keeps in rank order (fallback stage N: ``scan_limit × (N+1)``, cap
+            100); works examined are bounded by ``pixiv.max_examined``.
         exclude_work_ids: works excluded for this job only (protocol ``exclude`` kind
             ``work``).
         storage_mode: ``persistent`` keeps artifacts; ``cache`` deletes them once every

@@ -7,6 +7,7 @@ that check what they receive against the platforms' limits.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -300,3 +301,27 @@ async def test_webhook_pending_answer_is_retried_with_the_same_key(
     assert record.cells[0].state == "submitted"
     first, second = webhook.at("/p")
     assert first.headers["webhook-id"] == second.headers["webhook-id"]
+
+
+async def test_a_worker_killed_mid_send_is_ambiguous_and_never_re_posts(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+) -> None:
+    # The worker dies while Telegram is answering: the retry on another worker finds the
+    # intent still ``sending`` and, with on_ambiguous = fail, refuses to post again.
+    telegram.script["*"] = [TgReply("stall", stall_s=4)]
+    tg, _ = names()
+    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram, timeout_ms=30_000)}, tags=["ゆずソフト"])
+    doomed = await stack.start_worker()
+    job_id = await stack.admit(stack.task(query={"tags": ["ゆずソフト"]}))
+    while not telegram.messages:
+        await asyncio.sleep(0.05)
+    doomed.kill()
+    await stack.start_worker()
+    record = await stack.wait_terminal(job_id, timeout_s=60)
+    await settle(1.0)
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "delivery_unknown")
+    assert len(telegram.requests) == 1 and len(telegram.messages) == 1
+    intent = (await intents(await stack.ledger(), job_id))[tg]
+    assert intent["status"] == "unknown" and intent["attempts"] == 1

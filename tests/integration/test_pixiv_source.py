@@ -7,6 +7,7 @@ the same rules is in ``test_source_jobs.py``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
 from collections.abc import AsyncIterator
@@ -92,8 +93,6 @@ async def test_token_near_expiry_is_refreshed_before_use(replay: Replay) -> None
     replay.faults.token_ttl_s = 1  # refreshed a tenth of the lifetime before expiry
     client = replay.client()
     await client.search_illust("風景")
-    import asyncio
-
     await asyncio.sleep(0.95)
     await client.search_illust("風景")
     assert replay.faults.requests.count("auth") == 2
@@ -143,8 +142,6 @@ async def test_rate_limit_body_climbs_the_gate_ladder(replay: Replay, fault: str
         await client.search_illust("風景")
     assert cooling.value.reason == TerminalReason.RATE_LIMITED and "cooling down" in str(cooling.value)
     assert len(replay.faults.log) == sent
-    import asyncio
-
     await asyncio.sleep(0.25)
     with pytest.raises(SourceError) as second:
         await client.search_illust("風景")
@@ -330,11 +327,6 @@ async def test_a_day_deeper_than_the_cap_is_stepped_over_not_looped(replay: Repl
 
 
 # ---- artifacts -------------------------------------------------------------------------
-
-
-def recorded(work_id: str) -> Work:
-    raw = next(w for w in recorded_works() if str(w["id"]) == work_id)
-    return parse_work(raw)
 
 
 async def fetched_work(replay: Replay, work_id: str) -> Work:

@@ -109,11 +109,9 @@ async def test_rate_limit_that_never_ends_is_quota_exceeded(
     assert error["code"] == "quota_exceeded" and error["retryable"] is True
     searches = replay.faults.of("search")
     assert len(searches) == 3
-    # the ladder doubled: 0.1 s, then 0.2 s between attempts
-    assert [round(g, 1) >= want for g, want in zip(gaps([e.at for e in searches]), [0.1, 0.2], strict=True)] == [
-        True,
-        True,
-    ]
+    # the ladder doubled: at least 0.1 s, then 0.2 s between attempts
+    first_gap, second_gap = gaps([e.at for e in searches])
+    assert first_gap >= 0.09 and second_gap >= 0.19
 
 
 async def test_invalid_grant_is_auth_error_after_exactly_one_token_request(
