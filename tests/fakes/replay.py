@@ -47,5 +47,7 @@ class ReplayServer:
 
 
 def work_ids_with_tag(tag: str) -> list[str]:
-    """Recorded work ids a tag search for ``tag`` returns, in the replay's order."""
-    return [str(w["id"]) for w in recorded_works() if _matches(w, tag, "partial_match_for_tags")]
+    """Recorded work ids a tag search for ``tag`` returns, in the replay's order (``date_desc``)."""
+    works = [w for w in recorded_works() if _matches(w, tag, "partial_match_for_tags")]
+    works.sort(key=lambda w: (w["create_date"], int(w["id"])), reverse=True)
+    return [str(w["id"]) for w in works]
