@@ -3,7 +3,8 @@
 One process runs
 
 * a Temporal worker on the main task queue (``temporal.task_queue``): ``JobWorkflow``
-  and the ``fetch`` / ``deliver`` / ``finish`` / ``request_cancel`` activities;
+  and the ``deliver`` / ``finish`` / ``request_cancel`` activities (``fetch`` too, for
+  histories scheduled before it moved to the source queue);
 * per Pixiv account, the activity worker of its rate-gate queue
   (``<task_queue>-source-<account>``: ``search`` and ``fetch``) with the account's
   concurrency (default 1) — only while this process owns that queue, so exactly one
