@@ -342,10 +342,12 @@ async def test_cooldown_survives_a_worker_restart(
     stack, _ = source_stack(make_stack, tmp_path, replay, pixiv={"rate_limit_base_ms": 3000})
     worker = await stack.start_worker()
     job_a = await stack.admit(task(stack))
-    while not replay.faults.of("search"):
-        await asyncio.sleep(0.05)
+    pool = await stack.ledger()
+    gate_key = stack.settings.source_task_queue("default")
+    while (state := await read_gate(pool, gate_key)) is None or state.rate_limits == 0:
+        await asyncio.sleep(0.02)
     limited_at = replay.faults.of("search")[0].at
-    worker.kill()  # the process that saw the rate limit is gone
+    worker.kill()  # the process that saw (and recorded) the rate limit is gone
 
     await stack.start_worker()
     job_b = await stack.admit(task(stack))  # another job of the same account
