@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from curaflow.cli.bench import bench
 from curaflow.cli.jobs import cancel, events, status, submit
 from curaflow.cli.run import run
 from curaflow.cli.schedules import app as schedules_app
@@ -24,6 +25,7 @@ app.command()(submit)
 app.command()(status)
 app.command()(cancel)
 app.command()(events)
+app.command()(bench)
 app.add_typer(schedules_app, name="schedules")
 
 

@@ -1,0 +1,206 @@
+"""Scenarios 2 and 3: admission and reads over HTTP, against the API as its own process.
+
+Admission: 50 concurrent clients POST new Tasks (each admission writes the ledger and
+starts a workflow), then replay the same keys. No worker runs, so the jobs just wait:
+the figures are the API's. Targets on this 2-core machine: ≥ 200 admissions/s, p99 ≤
+50 ms for new keys and ≤ 20 ms for replays.
+
+Reads: ``GET /jobs/{id}`` from 10 concurrent clients (p99 ≤ 10 ms); an events page of a
+job while the events table holds a million rows (p99 ≤ 15 ms); long-poll wake-up: the
+time from an event's commit to the return of a ``wait_ms`` long-poll (p99 ≤ 100 ms).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+
+import httpx
+
+from bench.env import BenchStack, Services
+from bench.result import Check, Result
+from bench.stats import summarise
+from curaflow.ledger.events import append_event, event_id
+
+CLIENTS = 50
+
+
+async def _timed(http: httpx.AsyncClient, method: str, url: str, **kwargs: object) -> tuple[float, httpx.Response]:
+    started = time.perf_counter()
+    response = await http.request(method, url, **kwargs)  # type: ignore[arg-type]
+    return (time.perf_counter() - started) * 1000, response
+
+
+async def _load(
+    http: httpx.AsyncClient, requests: list[tuple[str, str, dict[str, object]]], clients: int
+) -> tuple[list[float], list[int], float]:
+    """Run ``requests`` with ``clients`` in flight; returns latencies (ms), statuses, wall (s)."""
+    queue: asyncio.Queue[tuple[str, str, dict[str, object]]] = asyncio.Queue()
+    for item in requests:
+        queue.put_nowait(item)
+    latencies: list[float] = []
+    statuses: list[int] = []
+
+    async def client() -> None:
+        while not queue.empty():
+            method, url, kwargs = queue.get_nowait()
+            ms, response = await _timed(http, method, url, **kwargs)
+            latencies.append(ms)
+            statuses.append(response.status_code)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return latencies, statuses, time.perf_counter() - started
+
+
+def _task(key: str) -> dict[str, object]:
+    return {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": key,
+        "params": {"query": {"tags": ["オリジナル"]}},
+    }
+
+
+async def admission(stack: BenchStack, quick: bool) -> Result:
+    n = 300 if quick else 2000
+    limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
+    async with stack.http(limits=limits) as http:
+        warm = [("POST", "/jobs", {"json": _task(f"warm-{uuid.uuid4().hex}")}) for _ in range(20)]
+        await _load(http, warm, 10)
+        keys = [f"bench-{uuid.uuid4().hex}" for _ in range(n)]
+        new, new_status, new_wall = await _load(http, [("POST", "/jobs", {"json": _task(k)}) for k in keys], CLIENTS)
+        replay, replay_status, replay_wall = await _load(
+            http, [("POST", "/jobs", {"json": _task(k)}) for k in keys], CLIENTS
+        )
+    new_summary, replay_summary = summarise(new), summarise(replay)
+    rate = n / new_wall
+    return Result(
+        name="admission",
+        params={"requests_new": n, "requests_replay": n, "concurrent_clients": CLIENTS, "workers": 0},
+        metrics={
+            "new": new_summary,
+            "replay": replay_summary,
+            "new_per_s": round(rate, 1),
+            "replay_per_s": round(n / replay_wall, 1),
+            "new_statuses": sorted(set(new_status)),
+            "replay_statuses": sorted(set(replay_status)),
+        },
+        checks=[
+            Check("admissions/s (new keys)", round(rate, 1), ">=", 200, "/s"),
+            Check("p99 new admission", new_summary.get("p99", float("nan")), "<=", 50, "ms"),
+            Check("p99 replay", replay_summary.get("p99", float("nan")), "<=", 20, "ms"),
+        ],
+    )
+
+
+async def _fill_events(stack: BenchStack, rows: int, per_job: int) -> list[str]:
+    """Insert synthetic jobs with ``per_job`` events each until the table holds ``rows``."""
+    assert stack.pool is not None
+    jobs = max(1, rows // per_job)
+    prefix = f"fill-{uuid.uuid4().hex[:6]}"
+    now = int(time.time() * 1000)
+    async with stack.pool.acquire() as conn:
+        await conn.execute(
+            """INSERT INTO jobs (job_id, job_type, plan_id, trigger, target_ids, workflow_input, created_at,
+                                 updated_at, completed_at, status, event_seq)
+               SELECT $1 || '-' || g, 'candidate_search', 'bench', 'protocol', ARRAY['bench'], '{}'::jsonb,
+                      $2, $2, $2, 'success', $3
+               FROM generate_series(1, $4) g""",
+            prefix,
+            now,
+            per_job,
+            jobs,
+        )
+        await conn.execute(
+            """INSERT INTO job_events (job_id, seq, type, at, payload)
+               SELECT $1 || '-' || g, s, 'job.progress', $2::bigint + s,
+                      jsonb_build_object('progress', jsonb_build_object('stage', 'searching', 'at', $2::bigint + s),
+                                         'detail', jsonb_build_object('internal_kind', 'job.progressed'))
+               FROM generate_series(1, $3) g, generate_series(1, $4) s""",
+            prefix,
+            now,
+            jobs,
+            per_job,
+        )
+        await conn.execute("ANALYZE job_events")
+    return [f"{prefix}-{g}" for g in range(1, jobs + 1)]
+
+
+async def reads(stack: BenchStack, quick: bool) -> Result:
+    assert stack.pool is not None
+    rows = 100_000 if quick else 1_000_000
+    per_job = 100
+    job_ids = await _fill_events(stack, rows, per_job)
+    total_rows = await stack.pool.fetchval("SELECT count(*) FROM job_events")
+    samples = 300 if quick else 2000
+    limits = httpx.Limits(max_connections=20, max_keepalive_connections=20)
+    async with stack.http(limits=limits) as http:
+        probe = await http.get(f"/jobs/{job_ids[0]}/events")
+        events_supported = probe.status_code == 200
+        await _load(http, [("GET", f"/jobs/{random.choice(job_ids)}", {}) for _ in range(30)], 5)
+        gets, get_status, _ = await _load(
+            http, [("GET", f"/jobs/{random.choice(job_ids)}", {}) for _ in range(samples)], 10
+        )
+        pages: list[float] = []
+        wakeups: list[float] = []
+        if events_supported:
+            page_requests = []
+            for _ in range(samples):
+                job = random.choice(job_ids)
+                after = event_id(job, random.randint(1, per_job - 10))
+                page_requests.append(("GET", f"/jobs/{job}/events", {"params": {"after": after, "limit": 10}}))
+            pages, _, _ = await _load(http, page_requests, 10)
+            wakeups = await _wakeups(stack, http, job_ids, 20 if quick else 100)
+    checks = [Check("p99 GET /jobs/{id}", summarise(gets).get("p99", float("nan")), "<=", 10, "ms")]
+    metrics: dict[str, object] = {"get_job": summarise(gets), "get_statuses": sorted(set(get_status))}
+    if events_supported:
+        metrics["events_page"] = summarise(pages)
+        metrics["long_poll_wakeup"] = summarise(wakeups)
+        checks += [
+            Check(
+                "p99 events page (1M rows)" if not quick else "p99 events page", summarise(pages)["p99"], "<=", 15, "ms"
+            ),
+            Check("p99 long-poll wake-up", summarise(wakeups)["p99"], "<=", 100, "ms"),
+        ]
+    return Result(
+        name="reads",
+        params={"event_rows": int(total_rows), "events_per_job": per_job, "samples": samples, "concurrent_clients": 10},
+        metrics=metrics,
+        checks=checks,
+        skipped=None if events_supported else "the events endpoint is not available",
+    )
+
+
+async def _wakeups(stack: BenchStack, http: httpx.AsyncClient, job_ids: list[str], n: int) -> list[float]:
+    """Commit an event while a long-poll waits on the job; time commit → response."""
+    assert stack.pool is not None
+    samples: list[float] = []
+    for i in range(n):
+        job = job_ids[i % len(job_ids)]
+        last = await stack.pool.fetchval("SELECT event_seq FROM jobs WHERE job_id = $1", job)
+        poll = asyncio.create_task(
+            http.get(f"/jobs/{job}/events", params={"after": event_id(job, last), "wait_ms": 10000})
+        )
+        await asyncio.sleep(0.15)
+        async with stack.pool.acquire() as conn:
+            async with conn.transaction():
+                await append_event(conn, job, "job.progress", {"progress": {"stage": "fetching"}})
+            committed = time.perf_counter()
+        response = await poll
+        samples.append((time.perf_counter() - committed) * 1000)
+        if response.status_code != 200 or not response.json().get("events"):
+            raise RuntimeError(f"long-poll returned no event: {response.status_code} {response.text[:200]}")
+    return samples
+
+
+async def run(services: Services, quick: bool) -> list[Result]:
+    stack = BenchStack(services, "api", {})
+    await stack.open()
+    try:
+        await stack.start_api()
+        return [await admission(stack, quick), await reads(stack, quick)]
+    finally:
+        await stack.close()

@@ -1,0 +1,23 @@
+"""``curaflow bench``: run the benchmark suite (code under ``bench/``)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import typer
+
+
+def bench(
+    quick: bool = typer.Option(False, "--quick", help="Small sizes; finishes in about two minutes."),
+    json_path: Path | None = typer.Option(None, "--json", help="Also write the results to this file."),
+    only: list[str] = typer.Option([], "--only", help="Run only these scenarios (repeatable)."),
+) -> None:
+    """Benchmark curaflow against the bare engine on the embedded stack; prints a table, writes JSON."""
+    from bench.runner import run_all
+    from curaflow.logs import configure_logging
+
+    configure_logging("WARNING")
+    results = asyncio.run(run_all(quick, json_path, only or None))
+    failed = [r.name for r in results if r.skipped and r.skipped.startswith("failed")]
+    raise typer.Exit(1 if failed else 0)
