@@ -11,9 +11,11 @@
 A missed heartbeat past the heartbeat timeout fails the attempt; Temporal retries it on
 a live worker, which resumes from the last checkpoint (DESIGN.md decision 8).
 
-The first heartbeat goes out one interval after the activity started: the step that
-opened the attempt already took the cell's lease, and an activity that finishes within
-one interval costs no heartbeat at all.
+Temporal heartbeats go out every half interval (the worker's heartbeat throttle is set
+to match), so a cancellation reaches a running activity within about half an interval;
+the ledger lease is extended once per interval. The first heartbeat goes out half an
+interval after the activity started: the step that opened the attempt already took the
+cell's lease, and a short activity costs no heartbeat at all.
 """
 
 from __future__ import annotations
@@ -53,11 +55,17 @@ class Heartbeater:
         self._details.update(details)
 
     async def _loop(self) -> None:
+        # Temporal heartbeats go out twice per interval: a cancellation rides on a
+        # heartbeat's answer, so it reaches the activity within half an interval. The
+        # ledger lease is extended once per interval.
+        tick = 0
         while True:
-            await asyncio.sleep(self._interval_s)
+            await asyncio.sleep(self._interval_s / 2)
+            tick += 1
             activity.heartbeat(dict(self._details))
-            with contextlib.suppress(OSError, asyncpg.PostgresError):
-                await ledger_cells.heartbeat(self._pool, self._job_id, self._target_id, self._lease_ms)
+            if tick % 2 == 0:
+                with contextlib.suppress(OSError, asyncpg.PostgresError):
+                    await ledger_cells.heartbeat(self._pool, self._job_id, self._target_id, self._lease_ms)
 
     async def __aenter__(self) -> Heartbeater:
         self._task = asyncio.create_task(self._loop())

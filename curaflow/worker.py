@@ -78,9 +78,9 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
     """The main task queue's and the route task queues' Temporal workers of one process.
 
     Source queues are served by :func:`build_source_worker` under a
-    :class:`~curaflow.source_workers.SourceQueueOwner`. Heartbeats are throttled to the
-    configured heartbeat interval so a cancellation reaches a running activity within
-    one interval.
+    :class:`~curaflow.source_workers.SourceQueueOwner`. Heartbeats are throttled to half
+    the configured heartbeat interval, the pace at which activities heartbeat, so a
+    cancellation reaches a running activity within about half an interval.
     """
     interval = timedelta(milliseconds=settings.budgets.heartbeat_interval_ms)
     main_acts, _ = build_activities(deps)
@@ -95,8 +95,8 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
             sticky_queue_schedule_to_start_timeout=timedelta(
                 milliseconds=settings.temporal.sticky_schedule_to_start_ms
             ),
-            max_heartbeat_throttle_interval=interval,
-            default_heartbeat_throttle_interval=interval,
+            max_heartbeat_throttle_interval=interval / 2,
+            default_heartbeat_throttle_interval=interval / 2,
             graceful_shutdown_timeout=timedelta(seconds=5),
         )
     ]
@@ -109,8 +109,8 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
                 task_queue=queue,
                 activities=deliver,
                 interceptors=interceptors_for_worker(deps.pool),
-                max_heartbeat_throttle_interval=interval,
-                default_heartbeat_throttle_interval=interval,
+                max_heartbeat_throttle_interval=interval / 2,
+                default_heartbeat_throttle_interval=interval / 2,
                 graceful_shutdown_timeout=timedelta(seconds=5),
             )
         )
@@ -135,8 +135,8 @@ def build_source_worker(client: Client, settings: Settings, deps: ActivityDeps, 
         max_concurrent_activities=settings.pixiv.replay_max_concurrency
         if settings.pixiv.replay
         else acct.max_concurrency,
-        max_heartbeat_throttle_interval=interval,
-        default_heartbeat_throttle_interval=interval,
+        max_heartbeat_throttle_interval=interval / 2,
+        default_heartbeat_throttle_interval=interval / 2,
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
 
