@@ -11,15 +11,19 @@ Order (reference §1.2, §1.5, §9.6; DESIGN.md decisions 1–2):
    target and equal normalised params, else 409 ``idempotency_conflict``; the derived
    id ``<target_id>@manual-<key lowercased>`` owned by another key (keys differing only
    in case) is a conflict too;
-5. insert the job durably (insert-if-absent), then start its workflow (a crash between
-   the two, or Temporal being unreachable, is repaired by the reconciler: the admission
-   is still answered).
+5. insert the job durably (insert-if-absent), then start its workflow — in the API in
+   the background (:class:`WorkflowStarter`), so the answer does not wait for the
+   Temporal frontend; in ``curaflow run`` inline. A crash between the two, or Temporal
+   being unreachable, is repaired by the reconciler: the admission is still answered.
 
 A replay answers 200 with the first admission's body, byte for byte.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -154,6 +158,50 @@ def job_id_for(target: TargetConfig, key: str) -> str:
     return f"{target.id}@manual-{key.lower()}"
 
 
+class WorkflowStarter:
+    """Starts admitted jobs' workflows in the background, a few at a time.
+
+    The API answers an admission once the job is durable in the ledger (DESIGN.md
+    decision 2) and hands the workflow start to this starter: a burst of admissions is
+    not held up by the Temporal frontend, which also sees fewer concurrent starts. A
+    start that fails, or that a crash loses, is done by the reconciler.
+
+    Args:
+        start: starts one job's workflow (``Admitter.start``).
+        concurrency: starts in flight at once.
+    """
+
+    def __init__(self, start: Any, concurrency: int = 8) -> None:
+        self._start = start
+        self._queue: asyncio.Queue[tuple[str, JobInput | None, contextvars.Context]] = asyncio.Queue()
+        self._tasks = [asyncio.create_task(self._run()) for _ in range(max(1, concurrency))]
+
+    def submit(self, job_id: str, inp: JobInput | None) -> None:
+        """Queue the start of ``job_id``'s workflow (it runs in the caller's context, so a
+        trace of the admission request continues into the start)."""
+        self._queue.put_nowait((job_id, inp, contextvars.copy_context()))
+
+    async def _run(self) -> None:
+        while True:
+            job_id, inp, context = await self._queue.get()
+            try:
+                await asyncio.create_task(self._start(job_id, inp), context=context)
+            except Exception as err:  # noqa: BLE001 - the job is durable; the reconciler starts it later
+                log.warning("admission.start_deferred", job_id=job_id, error=type(err).__name__)
+            finally:
+                self._queue.task_done()
+
+    async def close(self, timeout_s: float = 10.0) -> None:
+        """Wait (up to ``timeout_s``) for queued starts, then stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), timeout_s)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
 class Admitter:
     """Admits tasks into the ledger and starts their workflows.
 
@@ -161,12 +209,17 @@ class Admitter:
         settings: live configuration.
         pool: ledger pool.
         client: Temporal client (None: only write the ledger; the reconciler starts it).
+        starter: when given, workflow starts are queued to it instead of awaited, so an
+            admission answers as soon as the job is durable.
     """
 
-    def __init__(self, settings: Settings, pool: asyncpg.Pool, client: Client | None) -> None:
+    def __init__(
+        self, settings: Settings, pool: asyncpg.Pool, client: Client | None, starter: WorkflowStarter | None = None
+    ) -> None:
         self.settings = settings
         self.pool = pool
         self.client = client
+        self.starter = starter
 
     async def admit(self, body: Any, *, trigger: str = "protocol") -> Admission:
         """Admit a raw ``POST /jobs`` body.
@@ -231,7 +284,9 @@ class Admitter:
                     reason,
                     {"reason": "idempotency_conflict", "job_id": record.job_id},
                 )
-        if self.client is not None and record.workflow_started_at is None:
+        if self.client is not None and record.workflow_started_at is None and self.starter is not None:
+            self.starter.submit(record.job_id, inp if row.created else None)
+        elif self.client is not None and record.workflow_started_at is None:
             try:
                 await self.start(record.job_id, inp if row.created else None)
             except Exception as err:  # noqa: BLE001 - the job is durable; the reconciler starts it later

@@ -85,6 +85,8 @@ class ApiSettings(_Section):
         max_body_bytes: largest accepted request body (413 beyond).
         cancel_wait_ms: how long ``POST /jobs/{id}/cancel`` waits for in-flight work
             to stop before answering.
+        start_concurrency: workflow starts in flight at once; an admission answers once
+            the job is durable and its workflow is started in the background.
     """
 
     host: str = "127.0.0.1"
@@ -98,6 +100,7 @@ class ApiSettings(_Section):
     callback_retry_max_interval_ms: int = Field(default=60_000, ge=10)
     max_body_bytes: int = 65_536
     cancel_wait_ms: int = Field(default=10_000, ge=0)
+    start_concurrency: int = Field(default=8, ge=1)
 
 
 def resolve_budget(value: Any, default: int, floor: int = BUDGET_FLOOR_MS) -> int:

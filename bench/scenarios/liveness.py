@@ -102,7 +102,7 @@ async def stall(services: Services, quick: bool) -> Result:
             await asyncio.sleep(60)
         return await call_next(request)
 
-    replay = await BackgroundServer(app).start()
+    replay = await BackgroundServer(app, log_level="critical").start()
     stack = BenchStack(
         services,
         "stall",

@@ -28,7 +28,7 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 
 import curaflow
-from curaflow.admission import Admitter
+from curaflow.admission import Admitter, WorkflowStarter
 from curaflow.api.errors import install_error_handlers
 from curaflow.api.events import events_router
 from curaflow.api.openapi import build_openapi
@@ -159,6 +159,8 @@ def create_app(settings: Settings) -> FastAPI:
         app.state.notifier = await EventNotifier(settings.database.url).start()
         app.state.client = None
         app.state.admitter = Admitter(settings, pool, None)
+        starter = WorkflowStarter(app.state.admitter.start, settings.api.start_concurrency)
+        app.state.admitter.starter = starter
         stop = asyncio.Event()
         tasks: list[asyncio.Task[None]] = []
         if settings.temporal.address:
@@ -177,6 +179,7 @@ def create_app(settings: Settings) -> FastAPI:
             yield
         finally:
             stop.set()
+            await starter.close()
             for task in tasks:
                 task.cancel()
             for task in tasks:

@@ -15,7 +15,7 @@ from typing import Any
 import asyncpg
 
 from curaflow.domain.messages import JobInput
-from curaflow.domain.models import JobRecord
+from curaflow.domain.models import CellSnapshot, JobRecord
 from curaflow.ledger.db import jsonable, now_ms
 from curaflow.ledger.events import append_event
 from curaflow.ledger.records import load_job
@@ -51,8 +51,33 @@ class AdmissionRow:
     params: dict[str, Any] | None
 
 
+def admitted_record(new: NewJob) -> JobRecord:
+    """The job exactly as :func:`insert_job` writes it (queued, every cell pending)."""
+    inp = new.job_input
+    return JobRecord(
+        job_id=inp.job_id,
+        job_type=inp.job_type,
+        plan_id=inp.plan_id,
+        schedule_id=inp.schedule_id,
+        trigger=inp.trigger,
+        idempotency_key=new.idempotency_key,
+        correlation_id=new.correlation_id,
+        callback_url=new.callback_url,
+        params=new.params,
+        target_ids=[t.target_id for t in inp.targets],
+        created_at=inp.created_at_ms,
+        updated_at=inp.created_at_ms,
+        deadline_at=inp.deadline_at_ms,
+        occurrence_date=new.occurrence_date,
+        cells=[CellSnapshot(target_id=t.target_id, updated_at=inp.created_at_ms) for t in inp.targets],
+    )
+
+
 async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
     """Create the job if absent (by job id and by idempotency key), in one transaction.
+
+    The first admission's answer is computed from what is written (no read-back) and
+    stored with the row, so a replay answers with the identical body.
 
     Args:
         conn: a connection (the function opens its own transaction).
@@ -63,12 +88,14 @@ async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
         existing job with its frozen admission response.
     """
     inp = new.job_input
+    record = admitted_record(new)
+    response = {"job": project_job(record, now_ms())}
     async with conn.transaction():
         inserted = await conn.fetchval(
             """INSERT INTO jobs (job_id, job_type, plan_id, schedule_id, trigger, idempotency_key,
                    correlation_id, callback_url, labels, params, target_ids, workflow_input,
-                   created_at, updated_at, deadline_at, occurrence_date)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15)
+                   created_at, updated_at, deadline_at, occurrence_date, admission_response)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15, $16)
                ON CONFLICT DO NOTHING RETURNING job_id""",
             inp.job_id,
             inp.job_type,
@@ -85,43 +112,61 @@ async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
             inp.created_at_ms,
             inp.deadline_at_ms,
             new.occurrence_date,
+            response,
         )
         if inserted is None:
             existing = await find_existing(conn, inp.job_id, new.idempotency_key)
             assert existing is not None, "insert conflicted but no job found"
             return existing
-        await conn.executemany(
+        await conn.execute(
             """INSERT INTO cells (job_id, target_id, position, created_at, updated_at)
-               VALUES ($1, $2, $3, $4, $4)""",
-            [(inp.job_id, t.target_id, i, inp.created_at_ms) for i, t in enumerate(inp.targets)],
+               SELECT $1, t, p - 1, $3, $3 FROM unnest($2::text[]) WITH ORDINALITY AS u(t, p)""",
+            inp.job_id,
+            [t.target_id for t in inp.targets],
+            inp.created_at_ms,
         )
         await append_event(conn, inp.job_id, "job.accepted", at=inp.created_at_ms)
-        record = await load_job(conn, inp.job_id)
-        assert record is not None
-        # The first answer is the stored one, so a replay (which reads it back) is identical.
-        response = await conn.fetchval(
-            "UPDATE jobs SET admission_response = $2 WHERE job_id = $1 RETURNING admission_response",
-            inp.job_id,
-            {"job": project_job(record, now_ms())},
-        )
         return AdmissionRow(record=record, created=True, response=response, params=new.params)
 
 
 async def find_existing(conn: asyncpg.Connection, job_id: str, idempotency_key: str | None) -> AdmissionRow | None:
-    """The job owning ``idempotency_key`` (exact, case-sensitive), else the job ``job_id``."""
-    row = None
-    if idempotency_key is not None:
-        row = await conn.fetchrow(
-            "SELECT job_id, params, admission_response FROM jobs WHERE idempotency_key = $1",
-            idempotency_key,
-        )
-    if row is None:
-        row = await conn.fetchrow("SELECT job_id, params, admission_response FROM jobs WHERE job_id = $1", job_id)
+    """The job owning ``idempotency_key`` (exact, case-sensitive), else the job ``job_id``.
+
+    The returned record carries the job row's identity fields (no cells): what an
+    idempotency check needs.
+    """
+    row = await conn.fetchrow(
+        """SELECT job_id, job_type, plan_id, schedule_id, trigger, idempotency_key, correlation_id,
+                  callback_url, params, target_ids, created_at, updated_at, deadline_at,
+                  workflow_started_at, admission_response
+           FROM jobs WHERE idempotency_key = $1 OR job_id = $2
+           ORDER BY (idempotency_key = $1) DESC NULLS LAST LIMIT 1""",
+        idempotency_key,
+        job_id,
+    )
     if row is None:
         return None
-    record = await load_job(conn, row["job_id"])
-    assert record is not None
-    response = row["admission_response"] or {"job": project_job(record, now_ms())}
+    record = JobRecord(
+        job_id=row["job_id"],
+        job_type=row["job_type"],
+        plan_id=row["plan_id"],
+        schedule_id=row["schedule_id"],
+        trigger=row["trigger"],
+        idempotency_key=row["idempotency_key"],
+        correlation_id=row["correlation_id"],
+        callback_url=row["callback_url"],
+        params=row["params"],
+        target_ids=list(row["target_ids"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        deadline_at=row["deadline_at"],
+        workflow_started_at=row["workflow_started_at"],
+    )
+    response = row["admission_response"]
+    if response is None:  # written before admission responses were stored
+        full = await load_job(conn, row["job_id"])
+        assert full is not None
+        response = {"job": project_job(full, now_ms())}
     return AdmissionRow(record=record, created=False, response=response, params=row["params"])
 
 

@@ -130,6 +130,9 @@ async def test_events_written_without_a_workflow_are_pushed_by_the_sweeper(
     body = stack.task(query={"tags": ["オリジナル"]})
     body["callback_url"] = webhook.url + "/swept"
     job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+    # The API starts the workflow in the background once the job is durable.
+    while (await stack.job(job_id)).workflow_started_at is None:
+        await asyncio.sleep(0.05)
     # Its workflow is gone before any worker ran it; the HTTP cancel converges the ledger.
     await temporal_client.get_workflow_handle(job_id).terminate(reason="test: no workflow serves this job")
     cancelled = await http.post(f"/jobs/{job_id}/cancel")
