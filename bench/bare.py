@@ -1,8 +1,8 @@
 """The bare-engine baseline: a workflow with curaflow's activity round trips, all no-ops.
 
 ``BareWorkflow`` runs, per cell and concurrently, the same sequence of activities as
-``JobWorkflow`` — ``search`` on a source task queue, ``fetch``, one ``deliver`` per
-route — then one ``finish``, with the same timeouts, retry policy and worker settings,
+``JobWorkflow`` — ``search`` and ``fetch`` on a source task queue (an account's rate
+gate), one ``deliver`` per route on the main queue — then one ``finish``, with the same timeouts, retry policy and worker settings,
 but every activity returns at once and touches nothing. The ratio of curaflow's
 throughput to this workflow's is what the domain, the ledger and the projection cost.
 
@@ -68,7 +68,7 @@ class BareWorkflow:
 
         async def cell(i: int) -> None:
             await _step(BareArg(job_id=job_id, cell=i, step="search"), spec.source_queue)
-            await _step(BareArg(job_id=job_id, cell=i, step="fetch"))
+            await _step(BareArg(job_id=job_id, cell=i, step="fetch"), spec.source_queue)
             await asyncio.gather(*[_step(BareArg(job_id=job_id, cell=i, step="deliver")) for _ in range(spec.routes)])
 
         await asyncio.gather(*[cell(i) for i in range(spec.cells)])

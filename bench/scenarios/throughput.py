@@ -6,7 +6,7 @@ to the last job terminal in the ledger. Targets use the ranking (all 61 recorded
 and at most 25 jobs share a route, so every job can get a work of its own.
 
 Bare engine: N ``BareWorkflow`` executions with the same activity round trips (search
-on a source queue with the same concurrency, fetch, deliver, finish) as no-ops, started
+and fetch on a source queue with the same concurrency, deliver, finish) as no-ops, started
 the same way, timed from the first start to the last result. Target: ratio ≥ 0.8.
 """
 
