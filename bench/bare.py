@@ -2,8 +2,9 @@
 
 ``BareWorkflow`` runs, per cell and concurrently, the same sequence of activities as
 ``JobWorkflow`` — ``search`` and ``fetch`` on a source task queue (an account's rate
-gate), one ``deliver`` per route on the main queue — then one ``finish``, with the same timeouts, retry policy and worker settings,
-but every activity returns at once and touches nothing. The ratio of curaflow's
+gate), one ``deliver`` per route on the main queue — then one ``finish``, with the same
+timeouts, retry policy and worker settings, but every activity returns at once and
+touches nothing. The ratio of curaflow's
 throughput to this workflow's is what the domain, the ledger and the projection cost.
 
 Run its worker with ``python -m bench.bare --address HOST:PORT --task-queue Q``.
