@@ -43,7 +43,7 @@ class PushActivity:
     async def _send(self, push: ClaimedPush, timeout_s: float) -> tuple[int | None, str | None, float | None]:
         """POST one event; returns ``(status or None, error text, retry-after s)``."""
         try:
-            response = await self.deps.http.post(
+            response = await self.deps.client_for("callbacks").post(
                 push.url,
                 content=push.body.encode(),
                 headers=callback_headers(push.job_id, push.event_id),

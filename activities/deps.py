@@ -28,9 +28,13 @@ class ActivityDeps:
 
     Attributes:
         pool: the ledger pool.
-        http: the shared HTTP client (sources and routes).
+        http: the source's HTTP client (Pixiv API and images).
         client: the Temporal client (for ``request_cancel``).
         identity: ``host:pid``, recorded as a lease owner.
+
+    Each route and the callback pushes get an HTTP client of their own (their own
+    connection pool): a destination that holds its connections open can never starve
+    the source or another route.
     """
 
     settings: Settings
@@ -43,6 +47,22 @@ class ActivityDeps:
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     _pixiv: dict[str, PixivClient] = field(default_factory=dict)
     _routes: dict[str, Route] = field(default_factory=dict)
+    _clients: dict[str, httpx.AsyncClient] = field(default_factory=dict)
+
+    def client_for(self, purpose: str) -> httpx.AsyncClient:
+        """The HTTP client of one route (``route:<name>``) or of callbacks (``callbacks``).
+
+        Pool size: ``delivery.max_connections`` per client.
+        """
+        if purpose not in self._clients:
+            limits = httpx.Limits(
+                max_connections=self.settings.delivery.max_connections,
+                max_keepalive_connections=min(20, self.settings.delivery.max_connections),
+            )
+            self._clients[purpose] = httpx.AsyncClient(
+                timeout=self.http.timeout, limits=limits, follow_redirects=False
+            )
+        return self._clients[purpose]
 
     def pixiv(self, account: str) -> PixivClient:
         """The Pixiv client of ``account`` (one per process), behind the account's rate gate.
@@ -89,7 +109,7 @@ class ActivityDeps:
             config = self.settings.routes.get(name)
             if config is None:
                 raise UnsupportedRoute(f"route {name!r} is not configured on this worker")
-            self._routes[name] = build_route(name, config, self.http)
+            self._routes[name] = build_route(name, config, self.client_for(f"route:{name}"))
         return self._routes[name]
 
 
@@ -132,8 +152,10 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
 
 
 async def close_deps(deps: ActivityDeps) -> None:
-    """Close the HTTP client and the pool."""
+    """Close the HTTP clients and the pool."""
     await deps.http.aclose()
+    for client in deps._clients.values():
+        await client.aclose()
     await deps.pool.close()
 
 

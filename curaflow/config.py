@@ -154,12 +154,18 @@ class BudgetSettings(_Section):
 
 
 class DeliverySettings(_Section):
-    """Retry budget of a delivery and of source calls (Temporal retry policies)."""
+    """Retry budget of a delivery and of source calls (Temporal retry policies).
+
+    Attributes:
+        max_connections: connection pool size of each route's HTTP client (and of the
+            callback pushes'); every route has its own pool, apart from the source's.
+    """
 
     max_attempts: int = Field(default=12, ge=1)
     retry_initial_interval_ms: int = Field(default=2_000, ge=10)
     retry_max_interval_ms: int = Field(default=300_000, ge=10)
     source_max_attempts: int = Field(default=10, ge=1)
+    max_connections: int = Field(default=100, ge=1)
 
 
 class PixivAccount(_Section):
