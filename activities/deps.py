@@ -59,9 +59,7 @@ class ActivityDeps:
                 max_connections=self.settings.delivery.max_connections,
                 max_keepalive_connections=min(20, self.settings.delivery.max_connections),
             )
-            self._clients[purpose] = httpx.AsyncClient(
-                timeout=self.http.timeout, limits=limits, follow_redirects=False
-            )
+            self._clients[purpose] = httpx.AsyncClient(timeout=self.http.timeout, limits=limits, follow_redirects=False)
         return self._clients[purpose]
 
     def pixiv(self, account: str) -> PixivClient:

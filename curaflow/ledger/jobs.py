@@ -18,7 +18,7 @@ from curaflow.domain.messages import JobInput
 from curaflow.domain.models import CellSnapshot, JobRecord
 from curaflow.ledger.db import jsonable, now_ms
 from curaflow.ledger.events import append_event
-from curaflow.ledger.records import load_job
+from curaflow.ledger.records import JOB_COLUMNS, job_from_row, load_job
 from curaflow.protocol.projection import project_job
 
 
@@ -136,32 +136,14 @@ async def find_existing(conn: asyncpg.Connection, job_id: str, idempotency_key: 
     idempotency check needs.
     """
     row = await conn.fetchrow(
-        """SELECT job_id, job_type, plan_id, schedule_id, trigger, idempotency_key, correlation_id,
-                  callback_url, params, target_ids, created_at, updated_at, deadline_at,
-                  workflow_started_at, admission_response
-           FROM jobs WHERE idempotency_key = $1 OR job_id = $2
-           ORDER BY (idempotency_key = $1) DESC NULLS LAST LIMIT 1""",
+        f"""SELECT {JOB_COLUMNS}, admission_response FROM jobs WHERE idempotency_key = $1 OR job_id = $2
+            ORDER BY (idempotency_key = $1) DESC NULLS LAST LIMIT 1""",
         idempotency_key,
         job_id,
     )
     if row is None:
         return None
-    record = JobRecord(
-        job_id=row["job_id"],
-        job_type=row["job_type"],
-        plan_id=row["plan_id"],
-        schedule_id=row["schedule_id"],
-        trigger=row["trigger"],
-        idempotency_key=row["idempotency_key"],
-        correlation_id=row["correlation_id"],
-        callback_url=row["callback_url"],
-        params=row["params"],
-        target_ids=list(row["target_ids"]),
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        deadline_at=row["deadline_at"],
-        workflow_started_at=row["workflow_started_at"],
-    )
+    record = job_from_row(row, [])
     response = row["admission_response"]
     if response is None:  # written before admission responses were stored
         full = await load_job(conn, row["job_id"])

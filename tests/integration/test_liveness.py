@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,6 @@ from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.support import InProcessWorker, Stack, short_id, whsec
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def replay() -> AsyncIterator[ReplayServer]:
-    server = await ReplayServer().start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 def config(tmp_path: Path, replay: ReplayServer, routes: dict[str, Any], **extra: Any) -> dict[str, Any]:
