@@ -1,8 +1,8 @@
 """Helpers for job-level tests of sources and routes (issue 5).
 
-* :class:`ReplayServer`: the Pixiv replay in scripted fault mode, served from the test
-  process so that every worker process of a stack talks to the same one and the test
-  sees every request;
+* :class:`~tests.fakes.replay.ReplayServer` (re-exported): the Pixiv replay in scripted
+  fault mode, served from the test process so that every worker process of a stack
+  talks to the same one and the test sees every request;
 * config builders for Telegram / Discord / webhook routes pointing at the fakes;
 * :func:`start_scheduled`: start a ``JobWorkflow`` directly (as a schedule would) with
   fallback stages;
@@ -18,40 +18,18 @@ from typing import Any
 import asyncpg
 
 from curaflow.domain.messages import JobInput, TargetSpec
-from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started
-from curaflow.sources.replay.app import Faults, create_replay_app, recorded_works
 from curaflow.temporal import connect, start_job_workflow
 from tests.fakes.discord import FakeDiscord
+from tests.fakes.replay import ReplayServer, ordered
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.webhook import WebhookReceiver
 from tests.support import Stack, short_id, whsec
 
+__all__ = ["ReplayServer", "ordered"]
+
 CHAT = "-1001234567890"
-
-
-class ReplayServer:
-    """The replay app with :class:`Faults`, on 127.0.0.1."""
-
-    def __init__(self) -> None:
-        self.faults = Faults()
-        self.server = BackgroundServer(create_replay_app(self.faults))
-
-    @property
-    def url(self) -> str:
-        return self.server.url
-
-    def config(self, **pixiv: Any) -> dict[str, Any]:
-        """The ``[pixiv]`` section pointing a stack at this server."""
-        return {"api_url": self.url, "auth_url": self.url, **pixiv}
-
-    async def start(self) -> ReplayServer:
-        await self.server.start()
-        return self
-
-    async def stop(self) -> None:
-        await self.server.stop()
 
 
 def telegram_route(fake: FakeTelegram, **extra: Any) -> dict[str, Any]:
@@ -64,13 +42,6 @@ def discord_route(fake: FakeDiscord, **extra: Any) -> dict[str, Any]:
 
 def webhook_route(receiver: WebhookReceiver, path: str = "/hook") -> dict[str, Any]:
     return {"kind": "webhook", "url": receiver.url + path, "secret": whsec()}
-
-
-def ordered(tag: str, sort: str = "date_desc") -> list[str]:
-    """Recorded work ids carrying ``tag`` (partial match) in the replay's search order."""
-    works = [w for w in recorded_works() if any(tag.lower() in t["name"].lower() for t in w["tags"])]
-    works.sort(key=lambda w: (w["create_date"], int(w["id"])), reverse=sort != "date_asc")
-    return [str(w["id"]) for w in works]
 
 
 def spec_for(stack: Stack, target_id: str = "demo") -> TargetSpec:

@@ -7,6 +7,7 @@ rate limits, …); ``log`` records every request as ``METHOD path?query``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from fastapi import Request, Response
 
@@ -34,6 +35,10 @@ class ReplayServer:
     def url(self) -> str:
         return self.server.url
 
+    def config(self, **pixiv: Any) -> dict[str, Any]:
+        """The ``[pixiv]`` section pointing a stack at this server."""
+        return {"api_url": self.url, "auth_url": self.url, **pixiv}
+
     def searches(self) -> list[str]:
         """Logged search requests."""
         return [line for line in self.log if "/v1/search/illust" in line]
@@ -46,8 +51,14 @@ class ReplayServer:
         await self.server.stop()
 
 
-def work_ids_with_tag(tag: str) -> list[str]:
-    """Recorded work ids a tag search for ``tag`` returns, in the replay's order (``date_desc``)."""
+def ordered(tag: str, sort: str = "date_desc") -> list[str]:
+    """Recorded work ids a tag search for ``tag`` returns (partial match), in the
+    replay's order for ``sort`` (``date_desc`` or ``date_asc``)."""
     works = [w for w in recorded_works() if _matches(w, tag, "partial_match_for_tags")]
-    works.sort(key=lambda w: (w["create_date"], int(w["id"])), reverse=True)
+    works.sort(key=lambda w: (w["create_date"], int(w["id"])), reverse=sort != "date_asc")
     return [str(w["id"]) for w in works]
+
+
+def work_ids_with_tag(tag: str) -> list[str]:
+    """Recorded work ids a ``date_desc`` tag search for ``tag`` returns, in order."""
+    return ordered(tag)
