@@ -53,6 +53,8 @@ class PushActivity:
             return None, f"timeout: {type(err).__name__}", None
         except httpx.HTTPError as err:
             return None, f"transport: {type(err).__name__}", None
+        except Exception as err:  # noqa: BLE001 - any failure to send counts as a failed send
+            return None, f"unsendable: {type(err).__name__}", None
         error = None if response.is_success else f"HTTP {response.status_code}"
         return response.status_code, error, _retry_after_s(response)
 

@@ -38,7 +38,27 @@ from curaflow.ledger import cells as ledger_cells
 from curaflow.ledger import deliveries as ledger
 from curaflow.ledger.records import load_cell
 from curaflow.routes import UnsupportedRoute
-from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, Route, RouteError
+
+
+async def _guarded(route: Route, request: DeliveryRequest) -> DeliveryReceipt:
+    """``route.deliver``, with any unexpected failure made a :class:`RouteError`.
+
+    A failure the route did not classify may have happened after the request left, so it
+    is ambiguous (the work stays blocked on the route) and permanent (retrying a bug does
+    not help). Only the exception's type is kept: its text may carry a secret URL.
+    """
+    try:
+        return await route.deliver(request)
+    except RouteError:
+        raise
+    except Exception as err:
+        raise RouteError(
+            TerminalReason.INTERNAL_ERROR,
+            f"route {route.name} failed unexpectedly: {type(err).__name__}",
+            permanent=True,
+            ambiguous=True,
+        ) from err
 
 
 class DeliverActivity:
@@ -104,7 +124,7 @@ class DeliverActivity:
             async with deps.pool.acquire() as conn:
                 current = await load_cell(conn, inp.job_id, target.target_id)
             assert current is not None
-            return CellUpdate(cell=current)
+            return CellUpdate(cell=current, cancel_requested=claim.decision == "cancelled")
         if cell is None or cell.work is None or cell.artifact is None:
             raise permanent(TerminalReason.INTERNAL_ERROR, "cell has no fetched artifact to deliver")
 
@@ -129,7 +149,7 @@ class DeliverActivity:
         ) as hb:
             hb.update(stage="delivering", route=route.name, work_id=cell.work.work_id)
             metrics.record_delivery_attempt(route.name, inp.route.kind)
-            send = asyncio.ensure_future(route.deliver(request))
+            send = asyncio.ensure_future(_guarded(route, request))
             cancelled = False
             try:
                 receipt = await asyncio.shield(send)
@@ -204,6 +224,7 @@ class DeliverActivity:
                 error=str(err),
                 permanent=final and not unknown,
                 unknown=unknown,
+                ambiguous=err.ambiguous,
             )
             await ledger_cells.end_lease(conn, inp.job_id, inp.target.target_id)
         if unknown:

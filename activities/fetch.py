@@ -48,7 +48,7 @@ class FetchActivity:
         info = activity.info()
         lease_ms = inp.heartbeat_interval_ms * 2
         async with deps.pool.acquire() as conn, conn.transaction():
-            cell, _ = await ledger.start_step(
+            cell, cancel_requested = await ledger.start_step(
                 conn,
                 inp.job_id,
                 target.target_id,
@@ -61,6 +61,8 @@ class FetchActivity:
             raise permanent(
                 TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
             )
+        if cancel_requested:
+            return CellUpdate(cell=cell, cancel_requested=True)
         try:
             client = deps.pixiv(target.account)
         except KeyError:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 
 from temporalio import activity
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.deps import ActivityDeps
 from curaflow import metrics
@@ -89,4 +90,10 @@ class FinishActivity:
         async with self.deps.pool.acquire() as conn:
             await ledger_request_cancel(conn, job_id, inp.reason)
         assert self.deps.client is not None
-        await self.deps.client.get_workflow_handle(job_id).cancel(reason=inp.reason)
+        try:
+            await self.deps.client.get_workflow_handle(job_id).cancel(reason=inp.reason)
+        except RPCError as err:
+            if err.status not in (RPCStatusCode.ALREADY_EXISTS, RPCStatusCode.FAILED_PRECONDITION):
+                raise
+            # A cancel is already pending (e.g. the consumer's own, racing this one).
+            log.info("request_cancel.already_requested", job_id=job_id, status=err.status.name)

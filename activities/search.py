@@ -56,7 +56,7 @@ class SearchActivity:
         info = activity.info()
         lease_ms = inp.heartbeat_interval_ms * 2
         async with deps.pool.acquire() as conn, conn.transaction():
-            cell, _ = await ledger.start_step(
+            cell, cancel_requested = await ledger.start_step(
                 conn,
                 inp.job_id,
                 target.target_id,
@@ -69,6 +69,8 @@ class SearchActivity:
             raise permanent(
                 TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
             )
+        if cancel_requested:
+            return CellUpdate(cell=cell, cancel_requested=True)
         if is_terminal(cell.state) or cell.work_id is not None:
             return CellUpdate(cell=cell)
 

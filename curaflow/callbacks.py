@@ -43,6 +43,7 @@ from curaflow.config import Settings
 from curaflow.domain.messages import CallbackPolicy, PushInput
 from curaflow.ledger.pushes import stale_jobs
 from curaflow.logs import get_logger
+from curaflow.routes.base import header_value
 
 log = get_logger("curaflow.callbacks")
 
@@ -77,13 +78,15 @@ def callback_headers(job_id: str, event_id: str) -> dict[str, str]:
 
     ``Idempotency-Key`` carries the event id (the consumer's dedupe key, stable across
     retries); ``X-Idempotency-Key`` keeps the original's ``job-event:<job_id>:<event_id>``.
+    Job ids are percent-encoded where they are not printable ASCII
+    (:func:`~curaflow.routes.base.header_value`).
     """
     return {
         "content-type": "application/json",
         "idempotency-key": event_id,
-        "x-idempotency-key": f"job-event:{job_id}:{event_id}",
+        "x-idempotency-key": header_value(f"job-event:{job_id}:{event_id}"),
         "x-curaflow-delivery": "job-event",
-        "x-curaflow-job-id": job_id,
+        "x-curaflow-job-id": header_value(job_id),
         "user-agent": f"curaflow/{curaflow.__version__}",
     }
 

@@ -67,6 +67,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.details import render_details
     from workflows.pushes import push_options
 
+#: How far an activity attempt may run past the job deadline (see ``_options``); less than
+#: the execution's own grace (``curaflow.temporal.EXECUTION_GRACE``, 10 min).
+ATTEMPT_GRACE = timedelta(minutes=5)
 JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
 BUSINESS_STATUS = SearchAttributeKey.for_keyword("BusinessStatus")
 
@@ -78,6 +81,17 @@ NON_RETRYABLE_TYPES = [
     TerminalReason.DELIVERY_UNKNOWN.value,
     TerminalReason.DELIVERY_ABANDONED.value,
 ]
+
+
+def cancel_reason(arg: Any) -> str:
+    """The reason carried by a ``cancel`` signal's argument (see ``JobWorkflow.cancel``)."""
+    if isinstance(arg, CancelRequest):
+        return arg.reason
+    if isinstance(arg, dict) and isinstance(arg.get("reason"), str) and arg["reason"].strip():
+        return str(arg["reason"])
+    if isinstance(arg, str) and arg.strip():
+        return arg
+    return "cancelled_by_consumer"
 
 
 def reason_for(err: BaseException, step: str) -> str | None:
@@ -128,6 +142,7 @@ class JobWorkflow:
         self._cancel_signalled = False
         self._cancelling = False
         self._finishing = False
+        self._self_cancel: asyncio.Task[Any] | None = None
         self._details = ""
         self._published: tuple[str, str] = ("queued", "")  # set at start (curaflow.temporal)
         self._push_wanted = 0
@@ -155,17 +170,18 @@ class JobWorkflow:
         )
 
     @workflow.signal
-    async def cancel(self, req: CancelRequest | str | None = None) -> None:
+    async def cancel(self, req: Any = None) -> None:
         """Cancel the job: becomes a Temporal cancel request, so the execution ends ``Canceled``.
 
-        Accepts no argument (``temporal workflow signal --name cancel``), a reason string
-        or a :class:`CancelRequest`. Ignored once the job is finishing.
+        Accepts any argument: none (``temporal workflow signal --name cancel``), a
+        :class:`CancelRequest` or ``{"reason": "..."}``, a reason string; anything else
+        still cancels, with the reason ``cancelled_by_consumer``. Ignored once the job is
+        finishing.
         """
         if self._cancel_signalled or self._finishing:
             return
         self._cancel_signalled = True
-        if not isinstance(req, CancelRequest):
-            req = CancelRequest(reason=req or "cancelled_by_consumer")
+        req = CancelRequest(reason=cancel_reason(req))
         await workflow.execute_activity(
             "request_cancel",
             req,
@@ -185,7 +201,16 @@ class JobWorkflow:
         cause = "completed"
         remaining_s = max(0.0, (inp.deadline_at_ms - int(workflow.time() * 1000)) / 1000)
         try:
-            await workflow.wait_condition(lambda: all(t.done() for t in tasks), timeout=timedelta(seconds=remaining_s))
+            await workflow.wait_condition(
+                lambda: all(t.done() for t in tasks) or self._self_cancel is not None,
+                timeout=timedelta(seconds=remaining_s),
+            )
+            if self._self_cancel is not None:
+                # A consumer cancel found in the ledger: this execution asked Temporal to
+                # cancel it; wait for that request to arrive (as CancelledError).
+                await asyncio.shield(self._self_cancel)
+                remaining_s = max(0.0, (inp.deadline_at_ms - int(workflow.time() * 1000)) / 1000)
+                await workflow.wait_condition(lambda: False, timeout=timedelta(seconds=remaining_s))
         except TimeoutError:
             cause = "deadline"
         except asyncio.CancelledError:
@@ -265,7 +290,10 @@ class JobWorkflow:
         remaining_ms = max(1000, self._inp.deadline_at_ms - int(workflow.time() * 1000))
         return {
             "schedule_to_start_timeout": timedelta(milliseconds=queued),
-            "start_to_close_timeout": timedelta(milliseconds=remaining_ms),
+            # The deadline is the workflow's timer, which cancels running attempts and
+            # waits for them; an attempt's own bound lies beyond it, so a request already
+            # out at the deadline is finished and reported instead of being cut off.
+            "start_to_close_timeout": timedelta(milliseconds=remaining_ms) + ATTEMPT_GRACE,
             "heartbeat_timeout": timedelta(milliseconds=b.heartbeat_timeout_ms),
             "cancellation_type": workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             "retry_policy": RetryPolicy(
@@ -288,7 +316,31 @@ class JobWorkflow:
         )
         self._apply(update.cell)
         self._push()
+        if update.cancel_requested and workflow.patched("cancel-found-in-ledger"):
+            self._cancel_from_ledger()
         return update
+
+    def _cancel_from_ledger(self) -> None:
+        """Turn a consumer cancel the ledger holds into this execution's own cancel request.
+
+        ``POST /jobs/{id}/cancel`` records the cancel in the ledger before asking Temporal;
+        when that request cannot reach the execution (it was not started yet, or the RPC
+        failed), the next activity finds the record and reports it. The execution then
+        asks Temporal to cancel it, so the job ends the one cancellation way (DESIGN.md
+        decision 7): ``cancelled`` and the execution ``Canceled``.
+        """
+        if self._cancel_signalled or self._cancelling or self._finishing or self._self_cancel is not None:
+            return
+        self._cancel_signalled = True
+        self._self_cancel = asyncio.create_task(
+            workflow.execute_activity(
+                "request_cancel",
+                CancelRequest(reason="cancelled_by_consumer"),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+                summary="cancel found in the ledger",
+            )
+        )
 
     # ---- callbacks --------------------------------------------------------------
 
@@ -350,6 +402,8 @@ class JobWorkflow:
                     task_queue=queue,
                     summary=f"search {tid}" + (f" (stage {stage + 1})" if stage else ""),
                 )
+                if update.cancel_requested:
+                    return
                 if update.retry_stage:
                     stage += 1
                     continue
@@ -368,6 +422,8 @@ class JobWorkflow:
                     task_queue=queue,
                     summary=f"fetch {tid} work {update.cell.work_id}",
                 )
+                if update.cancel_requested:
+                    return
                 if update.retry_stage:
                     stage += 1
                     continue

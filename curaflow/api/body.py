@@ -40,3 +40,5 @@ async def read_json(request: Request, limit: int, *, allow_empty: bool = False) 
         return json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise invalid_params("request body is not valid JSON") from None
+    except RecursionError:
+        raise invalid_params("request body is nested too deeply") from None

@@ -4,6 +4,8 @@
   ``{"error": Error}``;
 * unknown paths → 404 ``invalid_params``; wrong methods → 405 ``invalid_params``;
 * request validation by the framework (query parameters) → 400 ``invalid_params``;
+* PostgreSQL unreachable → 500 ``internal_error`` with ``retryable: true`` and
+  ``detail.reason: ledger_unavailable`` (nothing was written; try again);
 * anything else → 500 ``internal_error`` with the message "internal error"; internal
   text never leaks (reference §2.1).
 
@@ -14,6 +16,7 @@ Authentication failures keep the original's legacy shape ``{status:"error", erro
 
 from __future__ import annotations
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -32,6 +35,19 @@ class LegacyAuthError(Exception):
         super().__init__(text)
         self.status = status
         self.text = text
+
+
+def is_ledger_outage(err: BaseException) -> bool:
+    """True when ``err`` means PostgreSQL could not be reached or the connection broke."""
+    return isinstance(
+        err,
+        OSError
+        | TimeoutError
+        | asyncpg.PostgresConnectionError
+        | asyncpg.exceptions.InterfaceError
+        | asyncpg.exceptions.CannotConnectNowError
+        | asyncpg.exceptions.AdminShutdownError,
+    )
 
 
 def protocol_response(err: ProtocolError) -> JSONResponse:
@@ -71,5 +87,15 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _internal(request: Request, err: Exception) -> JSONResponse:
         request.state.error_code = "internal_error"
+        if is_ledger_outage(err):
+            # Nothing was written and nothing is lost: tell the consumer to try again.
+            log.error("api.ledger_unavailable", path=request.url.path, error=type(err).__name__)
+            body = error_body(
+                "internal_error",
+                "the ledger is unavailable; retry later",
+                retryable=True,
+                detail={"reason": "ledger_unavailable"},
+            )
+            return JSONResponse({"error": body}, status_code=500)
         log.error("api.internal_error", path=request.url.path, error=type(err).__name__, exc_info=err)
         return JSONResponse({"error": error_body("internal_error", "internal error")}, status_code=500)

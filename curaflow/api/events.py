@@ -30,10 +30,11 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curaflow.api.auth import require_token
 from curaflow.api.body import read_json
-from curaflow.api.routes import storable_id
+from curaflow.api.routes import get_job, literal_suffix, storable_id
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import ack_events, parse_event_id, read_events
 from curaflow.protocol.errors import invalid_params
@@ -68,6 +69,8 @@ async def list_events(
     ] = 0,
 ) -> JSONResponse:
     """A page of the job's events in ascending order (see the module doc)."""
+    if not literal_suffix(request, "/events"):
+        return await get_job(request, job_id + "/events")  # the job ``…/events`` itself
     request.state.log_fields = {"job_id": job_id}
     pool = request.app.state.pool
     notifier = request.app.state.notifier
@@ -111,6 +114,8 @@ async def list_events(
 @events_router.post("/jobs/{job_id:path}/events/ack", operation_id="ack_events", tags=["events"])
 async def ack(request: Request, job_id: str) -> JSONResponse:
     """Move the job's durable ack cursor forward to ``ack_through`` (see the module doc)."""
+    if not literal_suffix(request, "/events/ack"):
+        raise StarletteHTTPException(405)  # POST /jobs/{id} or …/events with an encoded suffix
     request.state.log_fields = {"job_id": job_id}
     body = await read_json(request, request.app.state.settings.api.max_body_bytes)
     if not isinstance(body, dict):

@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import curaflow
 from curaflow.api.auth import require_token
@@ -24,6 +25,7 @@ from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
 from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS, invalid_params
 from curaflow.protocol.projection import project_job
+from curaflow.protocol.task import storable
 
 router = APIRouter()
 protected = APIRouter(dependencies=[Depends(require_token)])
@@ -35,8 +37,22 @@ def unknown_job() -> Exception:
 
 
 def storable_id(job_id: str) -> bool:
-    """False for an id no job can have: PostgreSQL text cannot hold a NUL character."""
-    return "\x00" not in job_id
+    """False for an id no job can have: PostgreSQL text cannot hold a NUL character or a
+    lone surrogate."""
+    return storable(job_id)
+
+
+def literal_suffix(request: Request, suffix: str) -> bool:
+    """True when the request's path really ends with ``suffix`` as a path segment.
+
+    Routing sees the percent-decoded path, so ``/jobs/a%2Fcancel`` (the job ``a/cancel``)
+    looks like ``/jobs/a/cancel``. The raw path tells them apart; a server that does not
+    pass it on is taken at its word.
+    """
+    raw = request.scope.get("raw_path")
+    if not raw:
+        return True
+    return bytes(raw).split(b"?", 1)[0].endswith(suffix.encode())
 
 
 FEATURES = ["events", "progress", "cancel", "idempotency", "exclude", "tag_expansion", "target_selector"]
@@ -118,9 +134,16 @@ async def get_job(request: Request, job_id: str) -> JSONResponse:
 @protected.post("/jobs/{job_id:path}/cancel", operation_id="cancel_job", tags=["jobs"])
 async def cancel(request: Request, job_id: str) -> JSONResponse:
     """Cancel the job (the request body is ignored); a terminal job is returned unchanged."""
+    if not literal_suffix(request, "/cancel"):
+        raise StarletteHTTPException(405)  # POST /jobs/{id} with an id ending in /cancel
     state = request.app.state
     if not storable_id(job_id):
-        raise invalid_params("unknown job", http_status=404, reason="unknown_job", job_id=job_id.replace("\x00", ""))
+        raise invalid_params(
+            "unknown job",
+            http_status=404,
+            reason="unknown_job",
+            job_id=job_id.encode("utf-8", "replace").decode().replace("\x00", ""),
+        )
     job = await cancel_job(state.pool, state.client, job_id, wait_s=state.settings.api.cancel_wait_ms / 1000)
     request.state.log_fields = {"job_id": job_id, "status": job["status"]}
     return JSONResponse(job)

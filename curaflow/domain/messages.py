@@ -231,10 +231,14 @@ class CellUpdate(BaseModel):
         retry_stage: set by ``search`` (nothing bindable) or ``fetch`` (every stored
             candidate unavailable) when a scheduled job should run another fallback
             stage instead of ending ``no_candidate`` / ``duplicate``.
+        cancel_requested: the ledger holds a consumer cancel of this job (recorded by
+            ``POST /jobs/{id}/cancel``) that the workflow may not have received: the
+            activity did no work, and the workflow turns it into its own Temporal cancel.
     """
 
     cell: CellSnapshot
     retry_stage: bool = False
+    cancel_requested: bool = False
 
     @field_validator("cell")
     @classmethod

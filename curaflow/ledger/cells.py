@@ -426,16 +426,14 @@ async def finish_cell(
             now,
         )
         if state != CellState.SUBMITTED:
+            # Never sent → released (another job may deliver the work); maybe landed (in
+            # flight now, or an earlier request's outcome never learnt) → unknown, which
+            # keeps the work blocked on that route.
             await conn.execute(
-                """UPDATE delivery_intents SET status = 'released', updated_at = $3
-                   WHERE job_id = $1 AND target_id = $2 AND status = 'reserved'""",
-                job_id,
-                target_id,
-                now,
-            )
-            await conn.execute(
-                """UPDATE delivery_intents SET status = 'unknown', updated_at = $3
-                   WHERE job_id = $1 AND target_id = $2 AND status = 'sending'""",
+                """UPDATE delivery_intents
+                   SET status = CASE WHEN status = 'sending' OR maybe_delivered THEN 'unknown' ELSE 'released' END,
+                       updated_at = $3
+                   WHERE job_id = $1 AND target_id = $2 AND status IN ('reserved', 'sending')""",
                 job_id,
                 target_id,
                 now,

@@ -85,7 +85,8 @@ async def claim_send(
     now = now_ms()
     await conn.execute(
         """UPDATE delivery_intents SET status = 'sending', attempts = attempts + 1, sent_at = $2,
-               updated_at = $2 WHERE idempotency_key = $1""",
+               updated_at = $2, maybe_delivered = maybe_delivered OR status = 'sending'
+           WHERE idempotency_key = $1""",
         key,
         now,
     )
@@ -174,6 +175,7 @@ async def record_failed(
     error: str,
     permanent: bool,
     unknown: bool = False,
+    ambiguous: bool = False,
 ) -> Any:
     """Record a failed attempt.
 
@@ -185,16 +187,24 @@ async def record_failed(
         unknown: the request may have landed (ambiguous outcome under the ``fail``
             policy): intent ``unknown`` (it keeps blocking the work on this route) and the
             cell ``failed``.
+        ambiguous: this attempt's request may have landed (a timeout after sending). It
+            is remembered on the intent (``maybe_delivered``): if the delivery later fails
+            for good, the intent ends ``unknown``, not ``failed``, so the work is never
+            delivered to this route by another job.
     """
     await lock_job(conn, job_id)
     status = "unknown" if unknown else ("failed" if permanent else "reserved")
     await conn.execute(
-        """UPDATE delivery_intents SET status = $2, last_error = $3, updated_at = $4
+        """UPDATE delivery_intents
+           SET maybe_delivered = maybe_delivered OR $5,
+               status = CASE WHEN $2 = 'failed' AND (maybe_delivered OR $5) THEN 'unknown' ELSE $2 END,
+               last_error = $3, updated_at = $4
            WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')""",
         idempotency_key,
         status,
         error[:2000],
         now_ms(),
+        ambiguous,
     )
     if permanent or unknown:
         return await finish_cell(conn, job_id, target_id, CellState.FAILED, reason)

@@ -25,6 +25,18 @@ from curaflow.ledger.events import TERMINAL_EVENT_TYPES, append_event
 from curaflow.ledger.records import load_job
 from curaflow.protocol.projection import project_job
 
+#: Reasons a cell gets when its work was stopped rather than failed; under a consumer
+#: cancel they are the cancel.
+STOPPED_BY_CANCEL = frozenset(
+    {
+        TerminalReason.QUEUED_TOO_LONG,
+        TerminalReason.STALLED_NO_HEARTBEAT,
+        TerminalReason.EXECUTION_TIMEOUT,
+        TerminalReason.DELIVERY_ABANDONED,
+        TerminalReason.INTERNAL_ERROR,
+    }
+)
+
 #: default reason of a non-terminal cell when a job finishes for ``cause``.
 CAUSE_REASONS = {
     "cancelled": TerminalReason.CANCELLED_BY_CONSUMER,
@@ -76,6 +88,10 @@ async def finish_job(
         job = await lock_job(conn, job_id)
         if job is None:
             return None
+        if cause in ("completed", "reconciled") and job["cancel_requested_at"] is not None:
+            # The consumer cancelled (recorded by POST /jobs/{id}/cancel) and the cells
+            # still open stopped because of it, whatever path the workflow took.
+            cause = "cancelled"
         open_cells = await conn.fetch(
             """SELECT target_id, state, stage FROM cells WHERE job_id = $1
                AND state NOT IN ('submitted', 'no_candidate', 'duplicate', 'failed') ORDER BY position""",
@@ -83,6 +99,9 @@ async def finish_job(
         )
         for cell in open_cells:
             reason = verdicts.get(cell["target_id"]) or default_reason(cell["state"], cause)
+            if cause == "cancelled" and reason in STOPPED_BY_CANCEL:
+                # Stopped (timed out, abandoned, converged) because of the cancel itself.
+                reason = TerminalReason.CANCELLED_BY_CONSUMER
             if reason == TerminalReason.QUEUED_TOO_LONG and cell["stage"] != "queued":
                 # A step of this cell already ran: its retry waited, it was not queued.
                 reason = TerminalReason.STALLED_NO_HEARTBEAT

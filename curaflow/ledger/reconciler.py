@@ -12,8 +12,9 @@ Each tick, over open jobs (``completed_at IS NULL``), using each job's own budge
 3. **stalled_no_heartbeat**: started, last progress (``heartbeat_at`` of its cells, else
    ``started_at``) older than the stall budget, no live lease → open cells
    ``failed / stalled_no_heartbeat``;
-4. **deadline**: past ``deadline_at`` plus the stall budget with no live lease → open
-   cells ``failed / execution_timeout``.
+4. **deadline**: past ``deadline_at`` (plus a 10 s grace) with no live lease → open cells
+   ``failed / execution_timeout``; checked first, so a job both overdue and queued or
+   stalled ends for its deadline.
 
 Rules 2–4 finish the job in the ledger (outcome record, terminal event). When a worker
 later runs the workflow it finds the cells terminal and adopts that verdict; Temporal's
@@ -38,6 +39,9 @@ from curaflow.logs import get_logger
 
 LOCK_KEY = 0x63757261726563  # "curarec"
 START_GRACE_MS = 5_000
+#: After its deadline, a job no live attempt holds is the reconciler's: the workflow's own
+#: timer normally ends it within moments, so this only acts when no worker runs it.
+DEADLINE_GRACE_MS = 10_000
 log = get_logger("curaflow.reconciler")
 
 StartHook = Callable[[str], Awaitable[None]]
@@ -99,21 +103,25 @@ async def tick(pool: asyncpg.Pool, start: StartHook | None, *, limit: int = 100)
             )
             overdue = await conn.fetch(
                 f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND deadline_at IS NOT NULL
-                    AND deadline_at <= $1::bigint - {_BUDGET.format(name="stall_timeout_ms")} AND {live}
+                    AND deadline_at <= $1::bigint - {DEADLINE_GRACE_MS} AND {live}
                     ORDER BY created_at LIMIT {limit}""",
                 now,
             )
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", LOCK_KEY)
+        # A job past its deadline is converged as such first: when a job is both overdue
+        # and queued or stalled, its deadline is what ended it.
+        seen: set[str] = set()
         for rows, reason, bucket in (
+            (overdue, TerminalReason.EXECUTION_TIMEOUT, report.deadline),
             (queued, TerminalReason.QUEUED_TOO_LONG, report.queued_too_long),
             (stalled, TerminalReason.STALLED_NO_HEARTBEAT, report.stalled),
-            (overdue, TerminalReason.EXECUTION_TIMEOUT, report.deadline),
         ):
             for r in rows:
                 job_id = r["job_id"]
-                if job_id in report.queued_too_long or job_id in report.stalled:
+                if job_id in seen:
                     continue
+                seen.add(job_id)
                 cells = await conn.fetch(
                     "SELECT target_id FROM cells WHERE job_id = $1 AND state NOT IN "
                     "('submitted','no_candidate','duplicate','failed')",

@@ -73,13 +73,23 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def storable(value: Any) -> bool:
+    """A string PostgreSQL can store and UTF-8 can encode: no NUL character, no lone
+    surrogate (JSON escapes such as ``"\\ud800"`` decode to one)."""
+    if not isinstance(value, str) or "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+_storable = storable
+
+
 def _nonblank(value: Any) -> bool:
-    return isinstance(value, str) and value.strip() != "" and "\x00" not in value
-
-
-def _storable(value: Any) -> bool:
-    """A string PostgreSQL can store (no NUL character)."""
-    return isinstance(value, str) and "\x00" not in value
+    return isinstance(value, str) and value.strip() != "" and storable(value)
 
 
 def validate_task(body: Any) -> ValidatedTask:
@@ -139,8 +149,13 @@ def validate_task(body: Any) -> ValidatedTask:
                 f"callback_url must be a string of at most {MAX_CALLBACK_LENGTH} characters",
                 field="callback_url",
             )
-        parts = urlsplit(callback)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        try:
+            parts = urlsplit(callback)
+            valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+            _ = parts.port  # raises ValueError for a port outside 0..65535 or not a number
+        except ValueError:
+            valid = False
+        if not valid:
             raise invalid_params("callback_url must be an http(s) URL", field="callback_url")
 
     deadline = body.get("deadline_ms")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from curaflow.domain.models import Artifact, Work
 from curaflow.domain.reasons import TerminalReason
@@ -62,6 +63,16 @@ class DeliveryReceipt:
     remote_id: str | None = None
     remote_ids: list[Any] = field(default_factory=list)
     remote_status: str | None = None
+
+
+_HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
+
+
+def header_value(value: str) -> str:
+    """``value`` made safe for an HTTP header: every character outside printable ASCII
+    (and ``%`` itself) percent-encoded as UTF-8 (RFC 3986). Plain ASCII values without
+    ``%`` are unchanged; the mapping is stable, so a retry sends the same header."""
+    return quote(value, safe=_HEADER_SAFE)
 
 
 class RouteError(Exception):

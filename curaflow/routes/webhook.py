@@ -2,7 +2,8 @@
 
 Request: ``POST <url>`` with a JSON body (the work, the delivery's identity and the
 artifact files inlined as base64) and the headers ``webhook-id`` (the delivery's
-idempotency key, stable across retries), ``webhook-timestamp`` (Unix seconds) and
+idempotency key, stable across retries; characters outside printable ASCII, and ``%``,
+are percent-encoded as UTF-8), ``webhook-timestamp`` (Unix seconds) and
 ``webhook-signature`` (``v1,<base64 HMAC-SHA256>`` over ``<id>.<timestamp>.<body>``),
 signed with the ``standardwebhooks`` library. Receivers verify with the same library.
 
@@ -32,7 +33,7 @@ import httpx
 from standardwebhooks.webhooks import Webhook
 
 from curaflow.domain.reasons import TerminalReason
-from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, header_value
 
 FAILED_WORDS = {"failed", "rejected", "error"}
 PENDING_WORDS = {"pending", "queued"}
@@ -123,11 +124,12 @@ class WebhookRoute:
         """
         body = json.dumps(build_body(request, self.include_files), ensure_ascii=False)
         now = datetime.now(UTC)
+        message_id = header_value(request.idempotency_key)
         headers = {
             "content-type": "application/json",
-            "webhook-id": request.idempotency_key,
+            "webhook-id": message_id,
             "webhook-timestamp": str(int(now.timestamp())),
-            "webhook-signature": self._signer.sign(request.idempotency_key, now, body),
+            "webhook-signature": self._signer.sign(message_id, now, body),
         }
         try:
             response = await self._http.post(self.url, content=body.encode(), headers=headers, timeout=self.timeout_s)

@@ -258,3 +258,61 @@ async def test_cancel_unknown_job(env: Env) -> None:
     assert response.status_code == 404
     assert response.json()["error"]["code"] == "invalid_params"
     assert response.json()["error"]["detail"]["reason"] == "unknown_job"
+
+
+async def test_cancel_before_the_workflow_exists_still_ends_canceled(env: Env) -> None:
+    from curaflow.admission import Admitter
+
+    pool = await env.stack.ledger()
+    # Admitted, but its workflow not started yet (the API starts it in the background;
+    # here nobody does until the reconciler): the HTTP cancel cannot reach Temporal.
+    admission = await Admitter(env.stack.settings, pool, None).admit(env.stack.task(target_id="dir"))
+    job_id = admission.job_id
+
+    response = await env.http.post(f"/jobs/{job_id}/cancel")
+
+    assert_cancelled(response.json())
+    # The API's background starter gets to it now: the workflow finds the cancel in the
+    # ledger and ends the execution Canceled instead of running (or completing) the job.
+    await Admitter(env.stack.settings, pool, env.client).start(job_id)
+    assert await execution_status(env, job_id) == WorkflowExecutionStatus.CANCELED
+    assert_cancelled((await env.http.get(f"/jobs/{job_id}")).json())
+    await assert_cancelled_outcome(env, job_id)
+
+
+async def test_a_cancel_recorded_in_the_ledger_but_lost_on_the_way_to_temporal(env: Env) -> None:
+    env.replay.faults.search_delay_s = 2
+    job_id = await submit(env, "hook")
+    await wait_stage(env, job_id, "searching")
+    pool = await env.stack.ledger()
+    # What POST /jobs/{id}/cancel writes first; its Temporal cancel request is "lost".
+    await pool.execute(
+        "UPDATE jobs SET cancel_requested_at = $2, cancel_reason = 'cancelled_by_consumer' WHERE job_id = $1",
+        job_id,
+        int(time.time() * 1000),
+    )
+
+    assert await execution_status(env, job_id, timeout_s=30) == WorkflowExecutionStatus.CANCELED
+    record = await env.stack.wait_terminal(job_id, 20)
+    assert (record.cells[0].state, record.cells[0].reason) == ("failed", "cancelled_by_consumer")
+    assert_cancelled((await env.http.get(f"/jobs/{job_id}")).json())
+    assert [r for r in env.hook.received if job_id in r.headers.get("webhook-id", "")] == []
+
+
+@pytest.mark.parametrize("payload", ["5", "[1, 2]", '{"reason": 5}', '"operator stop"'])
+async def test_any_cancel_signal_argument_cancels(env: Env, temporal_address: str, payload: str) -> None:
+    env.replay.faults.slow_images_s = 30
+    job_id = await submit(env, "dir")
+    await wait_stage(env, job_id, "fetching")
+
+    subprocess.run(
+        [temporal_binary(), "workflow", "signal", "--address", temporal_address, "-w", job_id, "--name", "cancel",
+         "--input", payload],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )  # fmt: skip
+
+    assert await execution_status(env, job_id) == WorkflowExecutionStatus.CANCELED
+    await env.stack.wait_terminal(job_id, 20)
+    assert_cancelled((await env.http.get(f"/jobs/{job_id}")).json())

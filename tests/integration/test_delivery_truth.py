@@ -1,0 +1,127 @@
+"""Deliveries are reported as they happened, and never repeated on a route.
+
+Regressions found by attacking a running stack: a request in flight at the deadline, a
+route whose requests time out until its retries run out, and an idempotency key outside
+ASCII.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.conftest import StackFactory
+from tests.fakes.replay import ReplayServer
+from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.support import short_id, whsec
+
+pytestmark = pytest.mark.integration
+
+
+def hook_config(replay: ReplayServer, webhook: WebhookReceiver, path: str, **route: Any) -> dict[str, Any]:
+    name = f"hook-{short_id()}"
+    return {
+        "pixiv": {"api_url": replay.url},
+        "routes": {name: {"kind": "webhook", "url": webhook.url + path, "secret": whsec(), **route}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [name]}],
+    }
+
+
+async def test_a_delivery_in_flight_at_the_deadline_is_finished_and_reported(
+    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
+) -> None:
+    webhook.script["/late"] = [Reply(200, {"status": "accepted"}, delay_s=4)]
+    stack = make_stack(hook_config(replay, webhook, "/late"))
+    await stack.start_worker()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["deadline_ms"] = 2500
+    job_id = await stack.admit(body)
+
+    record = await stack.wait_terminal(job_id, 30)
+
+    # The receiver got the work before the deadline and accepted it after: delivered.
+    assert len(webhook.at("/late")) == 1
+    assert record.cells[0].state == "submitted", record.cells[0]
+    assert record.business_status == "success"
+
+
+async def test_a_deadline_reached_mid_step_is_reported_as_the_deadline(
+    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
+) -> None:
+    replay.faults.slow_images_s = 30
+    stack = make_stack(hook_config(replay, webhook, "/never"))
+    await stack.start_worker()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["deadline_ms"] = 2500
+    record = await stack.wait_terminal(await stack.admit(body), 30)
+
+    assert (record.cells[0].state, record.cells[0].reason) == ("failed", "execution_timeout")
+    assert record.status == "expired"
+    assert webhook.at("/never") == []
+
+
+async def test_requests_that_timed_out_keep_the_work_off_the_route_for_good(
+    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
+) -> None:
+    # Every request reaches the receiver, whose answer comes too late: each may have
+    # landed. When the retries run out the work must stay blocked on this route.
+    webhook.script["/slow"] = [Reply(200, {"status": "accepted"}, delay_s=3)] * 10
+    stack = make_stack(
+        {
+            **hook_config(replay, webhook, "/slow", timeout_ms=500),
+            "delivery": {"max_attempts": 2, "retry_initial_interval_ms": 100, "retry_max_interval_ms": 200},
+        }
+    )
+    await stack.start_worker()
+    first = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["オリジナル"]})), 60)
+    assert (first.cells[0].state, first.cells[0].reason) == ("failed", "delivery_abandoned")
+    assert [d.status for d in first.cells[0].deliveries] == ["unknown"]
+
+    second = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["オリジナル"]})), 60)
+
+    delivered = {r.json()["work"]["work_id"] for r in webhook.at("/slow")}
+    assert first.cells[0].work_id != second.cells[0].work_id
+    assert len(delivered) == 2  # two works, each sent only under its own job
+
+
+async def test_a_key_outside_ascii_is_delivered_with_an_encoded_webhook_id(
+    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
+) -> None:
+    stack = make_stack(hook_config(replay, webhook, "/intl"))
+    await stack.start_worker()
+    job_id = await stack.admit(stack.task(key=f"café-{short_id()}", query={"tags": ["オリジナル"]}))
+
+    record = await stack.wait_terminal(job_id, 30)
+
+    assert record.cells[0].state == "submitted"
+    (got,) = webhook.at("/intl")
+    assert got.signature_ok
+    assert "caf%C3%A9-" in got.headers["webhook-id"] and got.headers["webhook-id"].isascii()
+    assert got.json()["idempotency_key"].endswith(f":{job_id}:demo")
+
+
+async def test_with_no_worker_a_job_past_its_deadline_expires_for_its_deadline(
+    make_stack: StackFactory, replay: ReplayServer
+) -> None:
+    out = f"out-{short_id()}"
+    stack = make_stack(
+        {
+            "pixiv": {"api_url": replay.url},
+            "routes": {out: {"kind": "directory", "path": "out"}},
+            "targets": [{"id": "demo", "routes": [out]}],
+        }
+    )
+    http = await stack.start_api()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["deadline_ms"] = 1000
+    started = time.monotonic()
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    record = await stack.wait_terminal(job_id, 40)
+
+    assert time.monotonic() - started < 30
+    job = (await http.get(f"/jobs/{job_id}")).json()
+    assert (job["status"], job["error"]["code"]) == ("expired", "deadline_exceeded")
+    assert record.cells[0].reason == "execution_timeout"
