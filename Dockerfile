@@ -14,7 +14,9 @@ RUN pip install . \
     && chown -R curaflow /var/lib/curaflow
 
 USER curaflow
-ENV CURAFLOW_STATE_DIR=/var/lib/curaflow
+# docker compose build --build-arg CURAFLOW_COMMIT=$(git rev-parse --short=12 HEAD)
+ARG CURAFLOW_COMMIT=unknown
+ENV CURAFLOW_STATE_DIR=/var/lib/curaflow CURAFLOW_COMMIT=${CURAFLOW_COMMIT}
 VOLUME ["/var/lib/curaflow"]
 EXPOSE 8080 9090 9091
 CMD ["python", "worker.py"]

@@ -36,6 +36,23 @@ def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     return sock
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """Whether a TCP listener can not bind ``host:port`` right now (``OSError`` on bind).
+
+    A check before starting services on fixed ports, to say which one is taken; the
+    port can still be taken between the check and the real bind.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        return True
+    finally:
+        sock.close()
+    return False
+
+
 class BackgroundServer:
     """An ASGI app served by uvicorn as a task of the running loop.
 

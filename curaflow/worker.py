@@ -238,21 +238,23 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
 
 
 def main(config: str | None = None) -> None:
-    """Load settings and run a worker until SIGINT/SIGTERM."""
-    from curaflow.config import load_settings
+    """Load settings and run a worker until SIGINT/SIGTERM (``python worker.py``).
 
-    settings = load_settings(config)
-    configure_logging(settings.observability.log_level, settings.observability.log_json)
-    asyncio.run(run_worker(settings))
+    An invalid configuration, or Temporal / the database missing or unreachable, is
+    printed on stderr and exits with status 2 (no traceback).
+    """
+    import sys
+
+    from curaflow.config import ConfigError, load_settings
+
+    try:
+        settings = load_settings(config)
+        configure_logging(settings.observability.log_level, settings.observability.log_json)
+        asyncio.run(run_worker(settings))
+    except (ConfigError, RuntimeError) as err:
+        print(f"curaflow worker: {err}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":
-    import sys
-
-    from curaflow.config import ConfigError
-
-    try:
-        main()
-    except ConfigError as err:
-        print(err, file=sys.stderr)
-        sys.exit(2)
+    main()

@@ -20,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import curaflow
 from curaflow.api.auth import require_token
 from curaflow.api.body import read_json
+from curaflow.build import source_commit
 from curaflow.cancellation import cancel_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
@@ -60,8 +61,8 @@ FEATURES = ["events", "progress", "cancel", "idempotency", "exclude", "tag_expan
 
 @router.get("/health", operation_id="health", tags=["meta"])
 async def health() -> dict[str, Any]:
-    """Liveness and version (no auth)."""
-    return {"status": "ok", "service": "curaflow", "version": curaflow.__version__, "commit": "dev"}
+    """Liveness and version (no auth); ``commit`` is :func:`curaflow.build.source_commit`."""
+    return {"status": "ok", "service": "curaflow", "version": curaflow.__version__, "commit": source_commit()}
 
 
 @protected.get("/capabilities", operation_id="capabilities", tags=["jobs"])
@@ -108,7 +109,7 @@ async def jobs_by_key(
 ) -> JSONResponse:
     """The job owning ``idempotency_key`` (exact match, untrimmed): zero or one job."""
     if idempotency_key is None or not idempotency_key.strip():
-        raise invalid_params("idempotency_key is required")
+        raise invalid_params("idempotency_key is required", field="idempotency_key")
     if not storable_id(idempotency_key):
         return JSONResponse({"jobs": [], "server_time": now_ms()})
     pool = request.app.state.pool

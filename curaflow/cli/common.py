@@ -18,7 +18,7 @@ from curaflow.ledger.db import create_pool, migrate
 from curaflow.temporal import connect
 
 err_console = Console(stderr=True)
-out_console = Console()
+out_console = Console(soft_wrap=True)  # long ids and paths stay whole when piped
 
 ConfigOption = typer.Option(None, "--config", "-c", help="TOML configuration file (default: $CURAFLOW_CONFIG).")
 

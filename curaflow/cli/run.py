@@ -86,10 +86,17 @@ async def run_job(
                 live.update(progress_table(record, job))
                 if record.completed_at is not None or time.monotonic() > deadline:
                     break
+                if svc.stack is not None and not any(w.alive() for w in svc.stack.workers):
+                    break  # nobody left to run the job: say so instead of waiting out --timeout
                 await asyncio.sleep(POLL_S)
         assert record is not None
         job = project_job(record, now_ms())
         outcome = await svc.pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", admission.job_id)
+        dead_worker = (
+            svc.stack.workers[0].log_file
+            if svc.stack is not None and not any(w.alive() for w in svc.stack.workers)
+            else None
+        )
     result = dict(outcome or {"job_id": admission.job_id, "status": "pending"})
     result["job"] = job
     if as_json:
@@ -98,13 +105,20 @@ async def run_job(
         out_console.print(f"job [bold]{job['job_id']}[/bold]: [bold]{job['status']}[/bold]")
         if "business_status" in result:
             out_console.print(f"business status: {result['business_status']} — {result['user_message']['en']}")
-        for candidate in (job.get("result") or {}).get("candidates", []):
-            out_console.print(f"delivered work {candidate['work_id']} {candidate.get('url', '')}")
-            for asset in candidate.get("assets", []):
-                out_console.print(f"  {asset['locator']['value']}")
+        for cell in record.cells:
+            if cell.work_id:
+                out_console.print(f"target {cell.target_id}: work {cell.work_id} {cell.state}")
+            for delivery in cell.deliveries:
+                out_console.print(f"  {delivery.route}: {delivery.status} {delivery.remote_id or ''}".rstrip())
         if job.get("error"):
             out_console.print(f"error: {job['error']['code']} — {job['error'].get('message', '')}")
     if record.completed_at is None:
+        if dead_worker is not None:
+            err_console.print(f"[red]the embedded worker exited; its log ({dead_worker}) ends with:[/red]")
+            for line in dead_worker.read_text(errors="replace").splitlines()[-15:]:
+                err_console.print(line, markup=False, highlight=False)
+            err_console.print("[yellow]the job continues on the next stack start[/yellow]")
+            return 1
         err_console.print(f"[yellow]gave up waiting after {timeout_s:.0f}s; the job continues[/yellow]")
         return 1
     return 0 if job["status"] == "succeeded" else 1

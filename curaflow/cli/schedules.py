@@ -27,7 +27,10 @@ from curaflow.devstack.stack import read_stack_info
 from curaflow.logs import configure_logging
 from curaflow.temporal import connect
 
-app = typer.Typer(help="Recurring plans (Temporal Schedules): sync them with the config, list, trigger, pause.")
+app = typer.Typer(
+    rich_markup_mode="markdown",
+    help="Recurring plans (Temporal Schedules): sync them with the config, list, trigger, pause.",
+)
 T = TypeVar("T")
 
 
@@ -66,14 +69,29 @@ def _run(settings: Settings, body: Callable[[Client], Awaitable[T]]) -> T:
 @app.command()
 def sync(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the diff without changing anything."),
+    allow_empty: bool = typer.Option(
+        False, "--allow-empty", help="With no plan configured, delete every curaflow schedule of the task queue."
+    ),
     config: Path | None = ConfigOption,
 ) -> None:
     """Create, update and delete schedules to match the configuration; print the diff.
 
-    Lines: ``+ id`` created, ``~ id: field old → new`` updated, ``- id`` deleted (no
-    longer configured), ``= id`` unchanged. Running it twice changes nothing the second time.
+    Lines: `+ id` created, `~ id: field old → new` updated, `- id` deleted (no
+    longer configured), `= id` unchanged. Running it twice changes nothing the second time.
+
+    A configuration without any plan (often the wrong `--config`) deletes nothing
+    unless `--allow-empty` is given: the command lists what it would delete and exits 2.
     """
     settings = settings_or_exit(config)
+    if not settings.schedules and not dry_run and not allow_empty:
+        doomed = _run(settings, lambda c: plans.sync_schedules(c, settings, dry_run=True))
+        if doomed:
+            err_console.print(
+                f"[red]no schedules configured: sync would delete {len(doomed)} schedule(s) "
+                f"({', '.join(c.schedule_id for c in doomed)}). Check --config / $CURAFLOW_CONFIG, "
+                "or pass --allow-empty to delete them.[/red]"
+            )
+            raise typer.Exit(2)
     changes = _run(settings, lambda c: plans.sync_schedules(c, settings, dry_run=dry_run))
     if not changes:
         out_console.print("no schedules configured and none to delete")

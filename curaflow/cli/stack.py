@@ -14,6 +14,7 @@ from pydantic import SecretStr
 from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
 from curaflow.config import Settings
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info
+from curaflow.httpserver import port_in_use
 from curaflow.logs import configure_logging
 
 
@@ -39,6 +40,19 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
     if read_stack_info(settings.state_dir) is not None:
         err_console.print(f"[red]a curaflow dev stack already runs on {settings.state_dir}[/red]")
         raise typer.Exit(1)
+    taken = [
+        f"port {port} ({what}) is in use: pick another with {option}"
+        for what, host, port, option in (
+            ("Temporal gRPC", "127.0.0.1", temporal_port, "--temporal-port"),
+            ("Temporal Web UI", "127.0.0.1", ui_port, "--ui-port"),
+            ("HTTP API", settings.api.host, api_port, "--api-port"),
+        )
+        if port and port_in_use(host, port)
+    ]
+    if taken:
+        for line in taken:
+            err_console.print(f"[red]{line}[/red]")
+        raise typer.Exit(2)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -53,8 +67,13 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
         api_port=api_port,
         publish=True,
     )
-    with err_console.status("starting Temporal, PostgreSQL, workers and the API"):
-        await stack.__aenter__()
+    try:
+        with err_console.status("starting Temporal, PostgreSQL, workers and the API"):
+            await stack.__aenter__()
+    except (RuntimeError, OSError) as err:  # a port taken since the check, a server that died
+        err_console.print(f"[red]the dev stack did not start: {err}[/red]")
+        err_console.print(f"logs: {stack.log_dir}")
+        raise typer.Exit(2) from None
     try:
         s = stack.settings
         token_hint = (
@@ -120,8 +139,8 @@ def api(
     if insecure:
         settings = settings.model_copy(update={"api": settings.api.model_copy(update={"insecure": True})})
         err_console.print("[yellow]WARNING: --insecure: protected routes need no token[/yellow]")
-    if not settings.database.url:
-        err_console.print("[red]the API needs DATABASE_URL (or run `curaflow dev`)[/red]")
+    if not settings.database.url or not settings.temporal.address:
+        err_console.print("[red]the API needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)[/red]")
         raise typer.Exit(2)
     configure_logging(settings.observability.log_level, settings.observability.log_json)
     uvicorn.run(

@@ -10,7 +10,11 @@ Rules:
   ``duplicate`` cells, so a cell that is both is counted twice and an all-duplicate job
   is reported ``no_candidate``. Here a cell is *duplicate-like* when its state is
   ``duplicate`` or its reason is ``duplicate_exhausted``, and the job is
-  ``duplicate_only`` when every non-submitted cell is duplicate-like;
+  ``duplicate_only`` when every non-submitted cell is duplicate-like. ``all_duplicates``
+  (§7.2) uses the same test, so it is true exactly when the status is
+  ``duplicate_only`` (the original tests the ``duplicate`` state only, and calls a job
+  whose cells found nothing but already-delivered works ``duplicate_only`` with
+  ``all_duplicates: false``);
 * ``alertable`` is true only for ``failed``.
 
 Pure module: imported by workflows through the sandbox pass-through.
@@ -116,7 +120,7 @@ def cell_counts(cells: Sequence[CellSnapshot]) -> dict[str, Any]:
         if category != CellCategory.OTHER:
             counts[category.value] += 1
     non_submitted = [c for c in cells if c.state != CellState.SUBMITTED]
-    counts["all_duplicates"] = bool(non_submitted) and all(c.state == CellState.DUPLICATE for c in non_submitted)
+    counts["all_duplicates"] = bool(non_submitted) and all(_duplicate_like(c) for c in non_submitted)
     return counts
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi import FastAPI
-from fastapi.testclient import TestClient
 
 from curaflow.api.errors import install_error_handlers
 from tests.conftest import StackFactory
@@ -101,7 +100,7 @@ async def test_job_ids_ending_like_a_sub_route_address_their_own_job(make_stack:
     assert events.status_code == 200 and events.json()["job_id"] == other["job_id"]
 
 
-def test_an_unreachable_ledger_is_a_retryable_error() -> None:
+async def test_an_unreachable_ledger_is_a_retryable_error() -> None:
     app = FastAPI()
     install_error_handlers(app)
 
@@ -109,7 +108,9 @@ def test_an_unreachable_ledger_is_a_retryable_error() -> None:
     async def boom() -> None:
         raise ConnectionRefusedError(111, "Connection refused")
 
-    response = TestClient(app, raise_server_exceptions=False).get("/boom")
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+        response = await http.get("/boom")
 
     assert response.status_code == 500
     error = response.json()["error"]

@@ -125,6 +125,7 @@ async def test_replay_answers_200_with_the_identical_body_and_first_write_wins(s
     assert (await http.get("/jobs", params={"idempotency_key": key.lower()})).json()["jobs"] == []
     missing = await http.get("/jobs")
     assert missing.status_code == 400 and missing.json()["error"]["code"] == "invalid_params"
+    assert missing.json()["error"]["detail"]["field"] == "idempotency_key"
 
 
 async def test_fifty_concurrent_posts_with_one_key_make_one_job(stack: Stack, temporal_client: Client) -> None:

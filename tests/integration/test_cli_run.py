@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -77,3 +78,52 @@ def test_run_reports_a_bad_config_clearly(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "unknown route 'missing'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_dev_names_the_taken_port_and_the_option_to_change_it(tmp_path: Path) -> None:
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    taken = holder.getsockname()[1]
+    try:
+        result = curaflow("dev", "--api-port", str(taken), "--temporal-port", "0", "--ui-port", "0", cwd=tmp_path)
+    finally:
+        holder.close()
+
+    assert result.returncode == 2
+    assert f"port {taken} (HTTP API) is in use" in result.stderr
+    assert "--api-port" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert leftovers(tmp_path) == []
+
+
+def test_a_worker_without_services_says_what_is_missing(tmp_path: Path) -> None:
+    worker_py = Path(__file__).resolve().parents[2] / "worker.py"
+    result = subprocess.run(
+        [sys.executable, str(worker_py)], cwd=tmp_path, env=clean_env(), capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 2
+    assert "TEMPORAL_ADDRESS and DATABASE_URL" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_run_stops_waiting_when_the_embedded_worker_dies(tmp_path: Path) -> None:
+    holder = socket.socket()
+    holder.bind(("0.0.0.0", 0))
+    holder.listen(1)
+    taken = holder.getsockname()[1]
+    # the worker cannot serve its metrics on a taken port and exits at start
+    (tmp_path / "c.toml").write_text(f"[observability]\nmetrics_port = {taken}\n")
+    try:
+        started = time.monotonic()
+        result = curaflow("run", "--config", "c.toml", "--timeout", "170", cwd=tmp_path)
+        elapsed = time.monotonic() - started
+    finally:
+        holder.close()
+
+    assert result.returncode == 1
+    assert "the embedded worker exited" in result.stderr
+    assert "Address already in use" in result.stderr  # the end of its log says why
+    assert elapsed < 90
+    assert leftovers(tmp_path) == []

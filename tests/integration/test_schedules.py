@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -92,8 +95,44 @@ async def test_sync_is_idempotent_prints_updates_and_deletes(
         await _cleanup(client, plan_id)
 
 
-async def _deleted(client: Client, settings: Any, plan_id: str) -> list[plans.Change]:
-    changes = await plans.sync_schedules(client, settings)
+async def test_sync_with_no_plan_configured_deletes_nothing_without_allow_empty(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
+) -> None:
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id))
+    client = temporal_client
+    try:
+        await plans.sync_schedules(client, stack.settings)
+        empty = stack.settings.model_copy(update={"schedules": []})
+        await wait_for(lambda: _deleted(client, empty, plan_id, dry_run=True), timeout_s=20, what="schedule listed")
+        del stack.config["schedules"]
+        stack.config_path.write_text(__import__("tomli_w").dumps(stack.config))
+
+        refused = await curaflow("schedules", "sync", config=stack.config_path)
+        assert refused.returncode == 2
+        assert plan_id in refused.stderr and "--allow-empty" in refused.stderr
+        assert (await client.get_schedule_handle(plan_id).describe()).schedule.state.paused is False  # still there
+
+        allowed = await curaflow("schedules", "sync", "--allow-empty", config=stack.config_path)
+        assert allowed.returncode == 0, allowed.stderr
+        assert f"- {plan_id}" in allowed.stdout
+        with pytest.raises(plans.ScheduleError):
+            await plans.trigger(client, plan_id)
+    finally:
+        await _cleanup(client, plan_id)
+
+
+async def curaflow(*args: str, config: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_"))}
+    env["CURAFLOW_CONFIG"] = str(config)
+    exe = str(Path(sys.executable).parent / "curaflow")
+    return await asyncio.to_thread(
+        subprocess.run, [exe, *args], env=env, cwd=config.parent, capture_output=True, text=True, timeout=60
+    )
+
+
+async def _deleted(client: Client, settings: Any, plan_id: str, *, dry_run: bool = False) -> list[plans.Change]:
+    changes = await plans.sync_schedules(client, settings, dry_run=dry_run)
     return [c for c in changes if c.schedule_id == plan_id]
 
 

@@ -73,3 +73,42 @@ def test_test_only_floor_allows_short_budgets() -> None:
     settings = load_settings(budgets={"queued_timeout_ms": 2000, "test_only_floor_ms": 1000})
     assert settings.budgets.queued_ms == 2000
     assert load_settings(budgets={"queued_timeout_ms": 2000}).budgets.queued_ms == 1_800_000
+
+
+def schedule_config(tmp_path: Path, **plan: str) -> Path:
+    path = tmp_path / "c.toml"
+    lines = "".join(f'{key} = "{value}"\n' for key, value in plan.items())
+    path.write_text('[[schedules]]\nid = "nightly"\ntarget_ids = ["demo"]\n' + lines)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("plan", "message"),
+    [
+        ({"cron": "0 3 * *"}, "expected 5 fields"),
+        ({"cron": "0 3 * * * * * *"}, "expected 5 fields"),
+        ({"cron": "0 3 * * *;"}, "expected 5 fields"),
+        ({"cron": "@sometimes"}, "unknown descriptor"),
+        ({"cron": "@every"}, "unknown descriptor"),
+        ({"cron": "0 3 * * *", "timezone": "Tokyo"}, "unknown timezone 'Tokyo'"),
+    ],
+)
+def test_bad_schedule_cron_or_timezone_is_refused_at_load(tmp_path: Path, plan: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as err:
+        load_settings(schedule_config(tmp_path, **plan))
+    assert "schedules" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        {"cron": "0 3 * * *", "timezone": "Asia/Tokyo"},
+        {"cron": "30 4 1-15 JAN,JUL MON-FRI"},
+        {"cron": "0 0 3 * * * 2027"},
+        {"cron": "@daily"},
+        {"cron": "@every 90m"},
+    ],
+)
+def test_temporal_cron_shapes_are_accepted(tmp_path: Path, plan: dict[str, str]) -> None:
+    settings = load_settings(schedule_config(tmp_path, **plan))
+    assert settings.schedules[0].cron == [plan["cron"]]

@@ -83,6 +83,22 @@ def test_duplicate_cells_are_counted_once() -> None:
     assert counts["duplicate"] == 2 and counts["all_duplicates"] is True
 
 
+@pytest.mark.parametrize(
+    ("cells", "expected"),
+    [
+        ([cell("no_candidate", "duplicate_exhausted")], True),  # the original says False
+        ([cell("duplicate", target="a"), cell("no_candidate", "duplicate_exhausted", "b")], True),
+        ([cell("submitted", target="a"), cell("no_candidate", "duplicate_exhausted", "b")], True),
+        ([cell("duplicate", target="a"), cell("no_candidate", "no_candidate", "b")], False),
+        ([cell("submitted")], False),
+    ],
+)
+def test_all_duplicates_counts_duplicate_like_cells(cells: list[CellSnapshot], expected: bool) -> None:
+    assert cell_counts(cells)["all_duplicates"] is expected
+    if not any(c.state == CellState.SUBMITTED for c in cells):
+        assert expected == (business_status(cells) == BusinessStatus.DUPLICATE_ONLY)
+
+
 def test_only_failed_is_alertable() -> None:
     assert [s for s in BusinessStatus if is_alertable(s)] == [BusinessStatus.FAILED]
 
