@@ -3,7 +3,11 @@
 Field rules follow reference §1.3 with the curaflow extensions of the protocol issue:
 
 * ``status`` / ``progress.stage``: :mod:`curaflow.domain.projection` (shared with the
-  workflow's ``status`` query);
+  workflow's ``status`` query), with one curaflow rule on top: a terminal status is
+  shown only once the job's finish committed (``jobs.completed_at``), in the same
+  transaction as the outcome record and the terminal event. Between the last cell's
+  verdict and that commit the job is ``running`` at stage ``finishing``, so a consumer
+  that sees a terminal status always finds the terminal event last in the stream;
 * ``started_at``, ``heartbeat_at``, ``deadline_at``, ``lease_expires_at`` and ``attempt``
   are always present, possibly ``null``; ``idempotency_key`` / ``correlation_id`` are
   omitted when empty;
@@ -150,6 +154,9 @@ def project_job(record: JobRecord, now_ms: int) -> dict[str, Any]:
     status = job_status(record.cells)
     if not record.cells:
         status = JobStatus.QUEUED
+    finishing = status in TERMINAL_JOB_STATUSES and record.completed_at is None
+    if finishing:
+        status = JobStatus.RUNNING  # every cell has its verdict; the finish has not committed
     terminal = status in TERMINAL_JOB_STATUSES
     updated_at = max([record.updated_at, *(c.updated_at for c in record.cells)])
     job: dict[str, Any] = {
@@ -171,7 +178,7 @@ def project_job(record: JobRecord, now_ms: int) -> dict[str, Any]:
     job["lease_active"] = lease_active
     job["lease_expires_at"] = record.lease_until if lease_active else None
     job["attempt"] = record.attempt
-    stage = job_stage(record.cells, status)
+    stage = "finishing" if finishing else job_stage(record.cells, status)
     if not terminal and record.cancel_requested_at is not None:
         stage = "cancelling"
     job["progress"] = {"stage": stage, "at": updated_at}

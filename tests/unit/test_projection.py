@@ -54,6 +54,7 @@ def test_protocol_job_error_and_nullable_fields() -> None:
         idempotency_key="k",
         created_at=1,
         updated_at=2,
+        completed_at=3,
         cells=[cell("failed", "cancelled_by_consumer")],
     )
     record.cells[0].reason_message = "The job was cancelled."
@@ -70,3 +71,19 @@ def test_protocol_job_error_and_nullable_fields() -> None:
     assert "correlation_id" not in job and "result" not in job
     assert job["progress"]["stage"] == "cancelled"
     assert job["events_url"] == "/jobs/demo@manual-k/events"
+
+
+@pytest.mark.parametrize(
+    "cells",
+    [[cell("submitted")], [cell("failed", "cancelled_by_consumer")], [cell("no_candidate", "no_candidate")]],
+)
+def test_terminal_status_waits_for_the_finish_commit(cells: list[CellSnapshot]) -> None:
+    """Every cell has its verdict but the finish (outcome + terminal event) has not
+    committed: the job is still running, so a terminal status always comes with its event."""
+    record = JobRecord(job_id="demo@manual-f", plan_id="demo", created_at=1, updated_at=2, cells=cells)
+    job = project_job(record, now_ms=10)
+    assert job["status"] == "running" and job["progress"]["stage"] == "finishing"
+    assert "result" not in job and "error" not in job
+
+    done = project_job(record.model_copy(update={"completed_at": 3}), now_ms=10)
+    assert done["status"] == job_status(cells) and done["progress"]["stage"] != "finishing"
