@@ -310,6 +310,10 @@ async def test_one_gate_per_account_across_worker_processes(
         pixiv={"replay_min_interval_ms": 300, "replay_max_concurrency": 1, "source_standby_poll_ms": 200},
     )
     await stack.start_worker()
+    # the first process owns the account's queue before the second one starts
+    deadline = time.monotonic() + 30
+    while "source_queue.owned" not in stack.worker_log(1) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
     await stack.start_worker()
     jobs = [await stack.admit(task(stack)) for _ in range(3)]
     records = [await stack.wait_terminal(j, timeout_s=90) for j in jobs]
