@@ -82,12 +82,17 @@ class TgRequest:
 @dataclass
 class TgReply:
     """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``chat_not_found``, ``blocked``,
-    ``500``, ``migrate``, ``photo_invalid``, ``stall``."""
+    ``500``, ``migrate``, ``photo_invalid``, ``stall``.
+
+    ``after``: answer only once this event is set (at most 5 s), to order this answer
+    after something another fake saw.
+    """
 
     kind: str = "ok"
     retry_after: int = 1
     stall_s: float = 3.0
     migrate_to: str = "-1009999999999"
+    after: asyncio.Event | None = None
 
 
 def _fail(code: int, description: str, parameters: dict[str, Any] | None = None) -> JSONResponse:
@@ -233,6 +238,9 @@ class FakeTelegram:
         if entry.method == "getMe":
             return JSONResponse({"ok": True, "result": {"id": 123456, "is_bot": True, "first_name": "fake"}})
         reply = self._reply_for(entry.method)
+        if reply.after is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(reply.after.wait(), timeout=5)
         entry.fault = None if reply.kind == "ok" else reply.kind
         if reply.kind == "429":
             return _fail(429, f"Too Many Requests: retry after {reply.retry_after}", {"retry_after": reply.retry_after})

@@ -32,11 +32,13 @@ def hook_config(replay: ReplayServer, webhook: WebhookReceiver, path: str, **rou
 async def test_a_delivery_in_flight_at_the_deadline_is_finished_and_reported(
     make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
 ) -> None:
-    webhook.script["/late"] = [Reply(200, {"status": "accepted"}, delay_s=4)]
+    # 5 s leaves a loaded machine time to search and fetch before the send; the
+    # receiver answers 7 s after it got the work, after the deadline.
+    webhook.script["/late"] = [Reply(200, {"status": "accepted"}, delay_s=7)]
     stack = make_stack(hook_config(replay, webhook, "/late"))
     await stack.start_worker()
     body = stack.task(query={"tags": ["オリジナル"]})
-    body["deadline_ms"] = 2500
+    body["deadline_ms"] = 5000
     job_id = await stack.admit(body)
 
     record = await stack.wait_terminal(job_id, 30)

@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
+from temporalio.client import Client
 
 from curaflow.devstack.processes import WorkerProcess
 from curaflow.devstack.temporal import free_port
@@ -41,7 +42,9 @@ def sample(text: str, name: str, **labels: str) -> float:
     return total
 
 
-async def test_metrics_move_on_the_api_and_the_worker(make_stack: StackFactory, tmp_path: Path) -> None:
+async def test_metrics_move_on_the_api_and_the_worker(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
+) -> None:
     metrics_port, sdk_port = free_port(), free_port()
     stack: Stack = make_stack(
         directory_config(tmp_path, observability={"metrics_port": metrics_port, "temporal_metrics_port": sdk_port})
@@ -55,6 +58,9 @@ async def test_metrics_move_on_the_api_and_the_worker(make_stack: StackFactory, 
     assert resp.status_code == 202, resp.text
     job_id = resp.json()["job"]["job_id"]
     await stack.wait_terminal(job_id)
+    # the worker counts the finish after its commit (what wait_terminal sees): wait for
+    # the workflow itself to end, which is after the finish activity returned
+    await temporal_client.get_workflow_handle(job_id).result()
 
     api_metrics = await http.get("/metrics")
     assert api_metrics.status_code == 200

@@ -166,7 +166,9 @@ async def test_trigger_starts_one_job_with_the_canonical_id_and_a_duplicate_conv
         http = await stack.start_api()
         got = await http.get(f"/jobs/{row['job_id']}")
         assert got.status_code == 200 and got.json()["status"] == "succeeded"
-        # the job's workflow carries the search attributes the UI filters on
+        # the job's workflow carries the search attributes the UI filters on (the last
+        # ones are set after the finish activity returned: wait for the workflow's end)
+        await client.get_workflow_handle(row["job_id"]).result()
         desc = await client.get_workflow_handle(row["job_id"]).describe()
         attrs = {k.name: v for k, v in ((p.key, p.value) for p in desc.typed_search_attributes)}
         assert attrs["ScheduleId"] == plan_id and attrs["JobStatus"] == "succeeded"

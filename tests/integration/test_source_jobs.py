@@ -53,15 +53,16 @@ def protocol_error(record: Any) -> dict[str, Any]:
 async def test_access_token_expires_mid_job_and_is_refreshed(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
 ) -> None:
-    # Pixiv says the token lives an hour; it dies after 1 s. With 700 ms between
-    # requests the second page meets the OAuth error; the client refreshes once and
-    # repeats the call.
-    replay.faults.token_lifetime_s = 1.0
+    # Pixiv says the token lives an hour; it dies after 1.5 s. With 1 s between
+    # requests the first page comes 1 s after the token (0.5 s to spare) and the second
+    # 2 s after it (0.5 s past its death): the second page meets the OAuth error; the
+    # client refreshes once and repeats the call.
+    replay.faults.token_lifetime_s = 1.5
     stack, _ = source_stack(
         make_stack,
         tmp_path,
         replay,
-        pixiv={"replay_min_interval_ms": 700},
+        pixiv={"replay_min_interval_ms": 1000},
         target={"filters": {"min_bookmarks": 100000}},  # only old works qualify: page 2
     )
     await stack.start_worker()
