@@ -1,0 +1,347 @@
+"""The core tells the truth under cancels, deadlines, terminates and worker kills (issue 10).
+
+One real worker process with the default heartbeat interval (30 s: an activity does not
+hear a cancel through its heartbeats for a while, as in production), the API in the test
+process, the Pixiv replay server and a webhook receiver in the test process.
+
+* a delivery that landed is reported whatever the terminal status (Job, terminal event,
+  outcome record, ``status`` query);
+* the deadline and every cancel path (HTTP, the ``cancel`` signal, a Temporal cancel
+  request) are barriers: no step that searches, fetches or sends is scheduled after them,
+  and every path records the cancel in the ledger;
+* an operator's terminate converges at once with its own reason, not as a stall.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from curaflow.devstack.temporal import temporal_binary
+from tests.fakes.replay import ReplayServer
+from tests.fakes.webhook import WebhookReceiver
+from tests.support import Stack, short_id, whsec
+
+pytestmark = pytest.mark.integration
+
+#: Activities that search, fetch or send: none may be scheduled after a barrier.
+WORK_ACTIVITIES = {"search", "fetch", "deliver"}
+
+
+@dataclass
+class Env:
+    stack: Stack
+    http: httpx.AsyncClient
+    replay: ReplayServer
+    hook: WebhookReceiver
+    client: Client
+    hook_route: str
+    broken_route: str
+    temporal_address: str
+
+
+@pytest.fixture(scope="module")
+async def env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    tmp = tmp_path_factory.mktemp("truth")
+    replay = await ReplayServer().start()
+    hook = await WebhookReceiver(whsec()).start()
+    blocker = tmp / "a-regular-file"
+    blocker.write_text("a directory route under a regular file can never write\n")
+    web, broken = f"hook-{short_id()}", f"broken-{short_id()}"
+    stack = Stack(
+        tmp,
+        temporal_address,
+        database_url,
+        {
+            "pixiv": {"api_url": replay.url},
+            "api": {"cancel_wait_ms": 8000},
+            # The production default: a cancel reaches an activity only with a heartbeat.
+            "budgets": {"heartbeat_interval_ms": 30_000},
+            "delivery": {"max_attempts": 1000},
+            "routes": {
+                web: {"kind": "webhook", "url": hook.url + "/hook", "secret": whsec()},
+                broken: {"kind": "directory", "path": str(blocker / "out")},
+            },
+            "targets": [
+                {"id": "p1", "query": {"tags": ["オリジナル"]}, "routes": [web, broken]},
+                {"id": "demo", "query": {"tags": ["風景"]}, "routes": [web]},
+            ],
+        },
+    )
+    await stack.start_worker()
+    http = await stack.start_api()
+    from curaflow.temporal import connect
+
+    client = await connect(temporal_address)
+    try:
+        yield Env(stack, http, replay, hook, client, web, broken, temporal_address)
+    finally:
+        await stack.stop()
+        await replay.stop()
+        await hook.stop()
+
+
+@pytest.fixture(autouse=True)
+def reset_faults(env: Env) -> None:
+    env.replay.faults.search_delay_s = 0.0
+    env.replay.faults.slow_images_s = 0.0
+    env.hook.script.clear()
+    env.hook.arrived.clear()
+
+
+async def submit(env: Env, target: str, **extra: Any) -> str:
+    body = {**env.stack.task(target_id=target), **extra}
+    response = await env.http.post("/jobs", json=body)
+    assert response.status_code == 202, response.text
+    return str(response.json()["job"]["job_id"])
+
+
+async def wait_stage(env: Env, job_id: str, stage: str, timeout_s: float = 20) -> None:
+    deadline = time.monotonic() + timeout_s
+    job: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        job = (await env.http.get(f"/jobs/{job_id}")).json()
+        if job["progress"]["stage"] == stage and job["lease_active"]:
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"{job_id} never reached {stage}: {job}")
+
+
+async def closed(env: Env, job_id: str, timeout_s: float = 30) -> WorkflowExecutionStatus:
+    handle = env.client.get_workflow_handle(job_id)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        status = (await handle.describe()).status
+        if status != WorkflowExecutionStatus.RUNNING or time.monotonic() > deadline:
+            assert status is not None
+            return status
+        await asyncio.sleep(0.1)
+
+
+async def cancel_by(env: Env, path: str, job_id: str) -> None:
+    """Cancel ``job_id`` the way a consumer or an operator does: ``http``, ``signal``
+    (``temporal workflow signal --name cancel``) or ``temporal`` (``temporal workflow cancel``)."""
+    if path == "http":
+        response = await env.http.post(f"/jobs/{job_id}/cancel")
+        assert response.status_code == 200, response.text
+        return
+    verb = ["signal", "--name", "cancel"] if path == "signal" else ["cancel"]
+    await asyncio.to_thread(
+        subprocess.run,
+        [temporal_binary(), "workflow", *verb, "--address", env.temporal_address, "-w", job_id],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+
+
+async def work_scheduled_after_barrier(env: Env, job_id: str) -> list[str]:
+    """Activities that search/fetch/send scheduled after the job's first barrier event
+    (a cancel signal, a Temporal cancel request, or the deadline timer firing)."""
+    history = await env.client.get_workflow_handle(job_id).fetch_history()
+    barrier_seen = False
+    late: list[str] = []
+    for event in history.events:
+        if event.event_type in (
+            EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
+            EventType.EVENT_TYPE_TIMER_FIRED,
+        ) or (
+            event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+            and event.workflow_execution_signaled_event_attributes.signal_name == "cancel"
+        ):
+            barrier_seen = True
+        elif barrier_seen and event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            name = event.activity_task_scheduled_event_attributes.activity_type.name
+            if name in WORK_ACTIVITIES:
+                late.append(f"{name} (event {event.event_id})")
+    return late
+
+
+def posts_for(env: Env, job_id: str) -> list[Any]:
+    return [r for r in env.hook.received if job_id in r.headers.get("webhook-id", "")]
+
+
+# ---- 1. what landed is reported, whatever the terminal status ----------------------
+
+
+@pytest.mark.parametrize("path", ["http", "signal", "temporal"])
+async def test_a_cancelled_job_reports_the_delivery_that_landed(env: Env, path: str) -> None:
+    job_id = await submit(env, "p1")
+    await asyncio.wait_for(env.hook.arrived.wait(), 30)  # the webhook has the work
+    await asyncio.sleep(0.3)  # its answer is recorded; the directory route keeps failing
+
+    await cancel_by(env, path, job_id)
+
+    assert await closed(env, job_id) == WorkflowExecutionStatus.CANCELED
+    record = await env.stack.wait_terminal(job_id, 30)
+    work_id = record.cells[0].work_id
+    job = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert job["status"] == "cancelled", job
+    deliveries = {d["route"]: d for d in job["error"]["detail"]["deliveries"]}
+    assert deliveries[env.hook_route]["status"] == "delivered"
+    assert deliveries[env.hook_route]["work_id"] == work_id
+    assert deliveries[env.hook_route]["target_id"] == "p1"
+    assert deliveries[env.broken_route]["status"] in ("released", "failed")
+    assert len(posts_for(env, job_id)) == 1
+
+    # The terminal event carries the same report.
+    events = (await env.http.get(f"/jobs/{job_id}/events")).json()["events"]
+    terminal = events[-1]
+    assert terminal["type"] == "job.cancelled"
+    assert terminal["payload"]["error"]["detail"]["deliveries"] == job["error"]["detail"]["deliveries"]
+
+    # The outcome record does not say that nothing went out.
+    pool = await env.stack.ledger()
+    row = await pool.fetchrow("SELECT business_status, alertable, record FROM outcomes WHERE job_id = $1", job_id)
+    outcome = row["record"]
+    assert row["business_status"] == "partial_success", outcome
+    assert row["alertable"] is False
+    assert outcome["cells"]["partially_delivered"] == 1
+    landed = [d for d in outcome["deliveries"] if d["status"] == "delivered"]
+    assert [(d["route"], d["work_id"]) for d in landed] == [(env.hook_route, work_id)]
+
+    # ... nor does the workflow's status query.
+    state = await env.client.get_workflow_handle(job_id).query("status")
+    assert state["status"] == "cancelled"
+    assert {(d["route"], d["status"]) for d in state["deliveries"]} >= {(env.hook_route, "delivered")}
+
+
+# ---- 2. the deadline is a barrier -----------------------------------------------------
+
+
+async def test_nothing_is_fetched_or_sent_after_the_deadline(env: Env) -> None:
+    env.replay.faults.slow_images_s = 4  # the fetch is in flight when the deadline fires
+    job_id = await submit(env, "demo", deadline_ms=2500)
+
+    assert await closed(env, job_id) != WorkflowExecutionStatus.RUNNING
+    record = await env.stack.wait_terminal(job_id, 30)
+
+    assert await work_scheduled_after_barrier(env, job_id) == []
+    assert posts_for(env, job_id) == []
+    job = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert job["status"] == "expired", job
+    assert job["error"]["code"] == "deadline_exceeded"
+    assert record.completed_at is not None and record.deadline_at is not None
+    # The job ends within moments of its deadline: the in-flight fetch was cancelled,
+    # not waited out.
+    assert record.completed_at - record.deadline_at < 3000, record.completed_at - record.deadline_at
+
+
+# ---- 3. every cancel path is a barrier and is recorded in the ledger -------------------
+
+
+@pytest.mark.parametrize("path", ["http", "signal", "temporal"])
+async def test_every_cancel_path_is_a_barrier(env: Env, path: str) -> None:
+    env.replay.faults.slow_images_s = 3  # the fetch is in flight when the cancel comes
+    job_id = await submit(env, "demo")
+    await wait_stage(env, job_id, "fetching")
+
+    await cancel_by(env, path, job_id)
+
+    assert await closed(env, job_id) == WorkflowExecutionStatus.CANCELED
+    record = await env.stack.wait_terminal(job_id, 30)
+    await asyncio.sleep(0.5)
+    assert record.cancel_requested_at is not None, "the cancel was not recorded in the ledger"
+    assert await work_scheduled_after_barrier(env, job_id) == []
+    assert posts_for(env, job_id) == []
+    assert (record.cells[0].state, record.cells[0].reason) == ("failed", "cancelled_by_consumer")
+    pool = await env.stack.ledger()
+    sent = await pool.fetchval("SELECT count(*) FROM delivery_intents WHERE job_id = $1 AND attempts > 0", job_id)
+    assert sent == 0
+
+
+# ---- 4. an operator's terminate is not a stall ------------------------------------------
+
+
+async def test_a_terminated_run_converges_at_once_with_its_own_reason(env: Env) -> None:
+    env.replay.faults.search_delay_s = 30
+    job_id = await submit(env, "demo")
+    await wait_stage(env, job_id, "searching")
+
+    await env.client.get_workflow_handle(job_id).terminate(reason="operator: wrong query")
+    started = time.monotonic()
+    record = await env.stack.wait_terminal(job_id, 15)
+    took = time.monotonic() - started
+
+    assert took < 5, f"converged after {took:.1f}s (reconcile interval 0.5 s)"
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "execution_terminated")
+    assert "terminated" in (cell.reason_message or "").lower()
+    job = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert job["error"]["code"] == "cancelled_by_consumer"
+    assert job["error"]["detail"]["internal_code"] == "execution_terminated"
+    pool = await env.stack.ledger()
+    row = await pool.fetchrow("SELECT business_status, alertable FROM outcomes WHERE job_id = $1", job_id)
+    assert row["alertable"] is False
+
+
+# ---- 5. a worker killed during finish costs a heartbeat timeout, not a minute ----------
+
+
+async def test_finish_resumes_quickly_after_its_worker_is_killed(
+    tmp_path: Path, temporal_address: str, database_url: str, ledger_pool: Any
+) -> None:
+    replay = await ReplayServer().start()
+    out = f"out-{short_id()}"
+    stack = Stack(
+        tmp_path,
+        temporal_address,
+        database_url,
+        {
+            "pixiv": {"api_url": replay.url},
+            "routes": {out: {"kind": "directory", "path": str(tmp_path / "out")}},
+            "targets": [{"id": "demo", "query": {"tags": ["風景"]}, "routes": [out]}],
+        },
+    )
+    workers = [await stack.start_worker(), await stack.start_worker()]
+    client = await stack_client(temporal_address)
+    pool = await stack.ledger()
+    blocker = await pool.acquire()
+    tx = blocker.transaction()
+    try:
+        await tx.start()
+        # finish writes the outcome record last: it blocks here, holding its attempt open.
+        await blocker.execute("LOCK TABLE outcomes IN SHARE ROW EXCLUSIVE MODE")
+        job_id = await stack.admit(stack.task(target_id="demo"))
+        handle = client.get_workflow_handle(job_id)
+        identity = ""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not identity:
+            desc = await handle.describe()
+            for pending in desc.raw_description.pending_activities:
+                if pending.activity_type.name == "finish" and pending.last_worker_identity:
+                    identity = pending.last_worker_identity
+            await asyncio.sleep(0.1)
+        assert identity, "finish never started"
+        pid = int(identity.split("@", 1)[0])
+        victim = next(w for w in workers if w.pid == pid)
+        victim.kill()
+        await tx.rollback()
+        killed = time.monotonic()
+        record = await stack.wait_terminal(job_id, 90)
+        took = time.monotonic() - killed
+    finally:
+        await pool.release(blocker)
+        await stack.stop()
+        await replay.stop()
+    assert record.cells[0].state == "submitted"
+    # heartbeat timeout 2 s (interval 1 s) plus a retry backoff: well under finish's old 60 s
+    assert took < 15, f"finish resumed after {took:.1f}s"
+
+
+async def stack_client(address: str) -> Client:
+    from curaflow.temporal import connect
+
+    return await connect(address)
