@@ -27,13 +27,14 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.deps import ActivityDeps
-from activities.errors import permanent, route_failure
+from activities.errors import barrier_update, permanent, route_failure
 from activities.heartbeat import Heartbeater
 from curaflow import metrics
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.messages import CellUpdate, DeliverInput
-from curaflow.domain.models import CellSnapshot
+from curaflow.domain.models import CellSnapshot, DeliveryReport
 from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.verdicts import DeliveryVerdict, delivery_verdict
 from curaflow.ledger import cells as ledger_cells
 from curaflow.ledger import deliveries as ledger
 from curaflow.ledger.records import load_cell
@@ -93,7 +94,7 @@ class DeliverActivity:
             raise permanent(TerminalReason.CONFIGURATION_ERROR, str(err)) from err
 
         async with deps.pool.acquire() as conn, conn.transaction():
-            cell, _ = await ledger_cells.start_step(
+            cell, barrier = await ledger_cells.start_step(
                 conn,
                 inp.job_id,
                 target.target_id,
@@ -104,6 +105,8 @@ class DeliverActivity:
             )
             if cell is None:
                 raise permanent(TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} not in the ledger")
+            if barrier is not None:
+                return barrier_update(cell, barrier)
             claim = await ledger.claim_send(
                 conn, inp.job_id, target.target_id, route.name, ambiguous_ok=route.resend_safe
             )
@@ -124,7 +127,15 @@ class DeliverActivity:
             async with deps.pool.acquire() as conn:
                 current = await load_cell(conn, inp.job_id, target.target_id)
             assert current is not None
-            return CellUpdate(cell=current, cancel_requested=claim.decision == "cancelled")
+            delivery = None
+            if claim.decision == "done" and current.work_id:
+                delivery = self._report(inp, current.work_id, "delivered", claim.remote_id)
+            return CellUpdate(
+                cell=current,
+                cancel_requested=claim.decision == "cancelled",
+                deadline_passed=claim.decision == "deadline",
+                delivery=delivery,
+            )
         if cell is None or cell.work is None or cell.artifact is None:
             raise permanent(TerminalReason.INTERNAL_ERROR, "cell has no fetched artifact to deliver")
 
@@ -159,13 +170,17 @@ class DeliverActivity:
                 try:
                     receipt = await send
                 except RouteError as err:
-                    await self._record_error(inp, request, err, last_attempt=False)
+                    # Stopped by the cancel, not by the budget: the job's finish ends the cell.
+                    await self._record_error(inp, request, err, max_attempts=None)
                     raise asyncio.CancelledError() from err
             except RouteError as err:
-                last = info.attempt >= inp.max_attempts
-                await self._record_error(inp, request, err, last_attempt=last)
-                if last and not err.permanent:
-                    raise permanent(TerminalReason.DELIVERY_ABANDONED, f"no delivery attempt left: {err}") from err
+                verdict = await self._record_error(inp, request, err, max_attempts=inp.max_attempts)
+                if verdict.unknown:
+                    raise ApplicationError(
+                        str(err), type=str(TerminalReason.DELIVERY_UNKNOWN), non_retryable=True
+                    ) from err
+                if verdict.final and not err.permanent:
+                    raise permanent(verdict.reason, f"no delivery attempt left: {err}") from err
                 raise route_failure(err) from err
         if receipt.duplicate and claim.attempts > 0:
             # "Already had it" after an earlier send of this very key: that send landed.
@@ -174,7 +189,14 @@ class DeliverActivity:
         updated = await self._record_receipt(inp, request, receipt)
         if cancelled and not (is_terminal(updated.state) and updated.state == CellState.SUBMITTED):
             raise asyncio.CancelledError()
-        return CellUpdate(cell=updated)
+        status = "duplicate" if receipt.duplicate else "delivered"
+        return CellUpdate(cell=updated, delivery=self._report(inp, request.work.work_id, status, receipt.remote_id))
+
+    @staticmethod
+    def _report(inp: DeliverInput, work_id: str, status: str, remote_id: str | None) -> DeliveryReport:
+        return DeliveryReport(
+            target_id=inp.target.target_id, route=inp.route.name, work_id=work_id, status=status, remote_id=remote_id
+        )
 
     async def _record_receipt(
         self, inp: DeliverInput, request: DeliveryRequest, receipt: DeliveryReceipt
@@ -201,31 +223,37 @@ class DeliverActivity:
         return cell
 
     async def _record_error(
-        self, inp: DeliverInput, request: DeliveryRequest, err: RouteError, *, last_attempt: bool
-    ) -> None:
+        self, inp: DeliverInput, request: DeliveryRequest, err: RouteError, *, max_attempts: int | None
+    ) -> DeliveryVerdict:
+        """Record a failed send as :func:`~curaflow.domain.verdicts.delivery_verdict` decides.
+
+        Args:
+            max_attempts: the attempt budget, or None when the send was stopped by a cancel
+                (the budget does not end the cell then; the job's finish does).
+        """
         deps = self.deps
         route = deps.route(inp.route.name)
-        unknown = err.ambiguous and not route.resend_safe
-        final = err.permanent or unknown or last_attempt
-        reason = err.reason
-        if unknown:
-            reason = TerminalReason.DELIVERY_UNKNOWN
-        elif last_attempt and not err.permanent:
-            reason = TerminalReason.DELIVERY_ABANDONED
-        result = "unknown" if unknown else "rejected" if err.permanent else "abandoned" if last_attempt else "failed"
-        metrics.record_delivery_result(inp.route.name, inp.route.kind, result)
+        attempt = activity.info().attempt
+        verdict = delivery_verdict(
+            reason=err.reason,
+            permanent=err.permanent,
+            ambiguous=err.ambiguous,
+            resend_safe=route.resend_safe,
+            attempt=attempt,
+            max_attempts=max_attempts if max_attempts is not None else attempt + 1,
+        )
+        metrics.record_delivery_result(inp.route.name, inp.route.kind, verdict.outcome)
         async with deps.pool.acquire() as conn, conn.transaction():
             await ledger.record_failed(
                 conn,
                 inp.job_id,
                 inp.target.target_id,
                 request.idempotency_key,
-                reason=reason,
+                reason=verdict.reason,
                 error=str(err),
-                permanent=final and not unknown,
-                unknown=unknown,
+                permanent=verdict.final and not verdict.unknown,
+                unknown=verdict.unknown,
                 ambiguous=err.ambiguous,
             )
             await ledger_cells.end_lease(conn, inp.job_id, inp.target.target_id)
-        if unknown:
-            raise ApplicationError(str(err), type=str(TerminalReason.DELIVERY_UNKNOWN), non_retryable=True)
+        return verdict

@@ -13,7 +13,10 @@ from datetime import timedelta
 
 from temporalio.exceptions import ApplicationError
 
+from curaflow.domain.messages import CellUpdate
+from curaflow.domain.models import CellSnapshot
 from curaflow.domain.reasons import TerminalReason
+from curaflow.ledger.cells import Barrier
 from curaflow.routes.base import RouteError
 from curaflow.sources.errors import SourceError
 
@@ -57,3 +60,12 @@ def route_failure(err: RouteError) -> ApplicationError:
 def permanent(reason: TerminalReason | str, message: str) -> ApplicationError:
     """A non-retryable ``ApplicationError`` of type ``reason``."""
     return ApplicationError(message, type=str(reason), non_retryable=True)
+
+
+def barrier_update(cell: CellSnapshot, barrier: Barrier) -> CellUpdate:
+    """The result of a step that found its job behind a barrier and did no work: the
+    workflow takes the cancel path (``cancel_requested``) or stops at the deadline
+    (``deadline_passed``)."""
+    return CellUpdate(
+        cell=cell, cancel_requested=barrier == Barrier.CANCELLED, deadline_passed=barrier == Barrier.DEADLINE
+    )

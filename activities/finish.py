@@ -1,29 +1,35 @@
 """The ``finish`` and ``request_cancel`` activities.
 
 ``finish`` makes the job terminal in the ledger (one transaction: open cells converge
-with the workflow's verdicts, the outcome record and the terminal event are written
-exactly once) and logs the ``schedule.outcome`` line the first time. It returns the
-ledger's final :class:`~curaflow.domain.messages.JobState`, which the workflow adopts,
-so the ``status`` query and ``GET /jobs/{id}`` agree.
+with the reasons :func:`curaflow.domain.verdicts.cell_verdict` decides from the
+workflow's facts, the outcome record and the terminal event are written exactly once)
+and logs the ``schedule.outcome`` line the first time. It returns the ledger's final
+:class:`~curaflow.domain.messages.JobState`, which the workflow adopts, so the
+``status`` query and ``GET /jobs/{id}`` agree. It heartbeats, so a worker that dies
+while finishing costs a heartbeat timeout, not the step's whole time budget.
 
-``request_cancel`` turns the ``cancel`` signal into a Temporal cancel request with a
-reason, so every way of cancelling ends the execution ``Canceled`` (a workflow cannot
-cancel itself through an external handle), and records the request in the ledger so no
-delivery is sent after it.
+``request_cancel`` is the first thing every cancel path does in the workflow (the
+``cancel`` signal, a Temporal cancel request, a cancel found in the ledger): it records
+the cancel in the ledger — from then on no step opens and no delivery is claimed — and
+asks Temporal to cancel the execution, so every way of cancelling ends it ``Canceled``
+(a workflow cannot cancel itself through an external handle).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.deps import ActivityDeps
 from curaflow import metrics
 from curaflow.domain.messages import CancelRequest, FinishInput, JobState
 from curaflow.domain.models import JobRecord
-from curaflow.domain.outcome import business_status, is_alertable
+from curaflow.domain.outcome import business_status, is_alertable, job_deliveries
 from curaflow.domain.projection import job_stage, job_status
 from curaflow.ledger.finish import finish_job
 from curaflow.ledger.jobs import request_cancel as ledger_request_cancel
@@ -40,7 +46,7 @@ def job_state(record: JobRecord) -> JobState:
     return JobState(
         job_id=record.job_id,
         job_type=record.job_type,
-        status=str(status),
+        status=status,
         stage=job_stage(record.cells, status),
         business_status=verdict.value if verdict else None,
         alertable=is_alertable(verdict) if verdict else None,
@@ -48,7 +54,12 @@ def job_state(record: JobRecord) -> JobState:
         created_at_ms=record.created_at,
         deadline_at_ms=record.deadline_at,
         cells=record.cells,
+        deliveries=job_deliveries(record.cells),
     )
+
+
+#: ``ApplicationError`` type of a ``finish`` for a job the ledger does not know.
+UNKNOWN_JOB = "unknown_job"
 
 
 class FinishActivity:
@@ -61,13 +72,26 @@ class FinishActivity:
     async def finish(self, inp: FinishInput) -> JobState:
         """Make the job terminal and return its final state.
 
+        Heartbeats every half second while it works (a killed worker's attempt is retried
+        after the heartbeat timeout the workflow gives it).
+
         Raises:
-            ApplicationError: (retryable) when the ledger is unreachable.
+            ApplicationError: ``unknown_job`` (non-retryable) when the ledger does not know
+                the job; ledger errors (connection lost …) fail the attempt and Temporal
+                retries it.
         """
-        async with self.deps.pool.acquire() as conn:
-            finished = await finish_job(conn, inp.job_id, verdicts=inp.verdicts, cause=inp.cause)
+        beat = asyncio.create_task(_heartbeat_every(0.5))
+        try:
+            async with self.deps.pool.acquire() as conn:
+                finished = await finish_job(
+                    conn, inp.job_id, cause=inp.cause, failures=inp.failures, verdicts=inp.verdicts
+                )
+        finally:
+            beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beat
         if finished is None:
-            raise RuntimeError(f"job {inp.job_id} is not in the ledger")
+            raise ApplicationError(f"job {inp.job_id} is not in the ledger", type=UNKNOWN_JOB, non_retryable=True)
         if finished.outcome is not None:
             fields = {k: v for k, v in json.loads(json.dumps(finished.outcome)).items() if k != "event"}
             log.info("schedule.outcome", **fields)
@@ -97,3 +121,10 @@ class FinishActivity:
                 raise
             # A cancel is already pending (e.g. the consumer's own, racing this one).
             log.info("request_cancel.already_requested", job_id=job_id, status=err.status.name)
+
+
+async def _heartbeat_every(interval_s: float) -> None:
+    activity.heartbeat()
+    while True:
+        await asyncio.sleep(interval_s)
+        activity.heartbeat()

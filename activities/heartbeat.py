@@ -11,11 +11,14 @@
 A missed heartbeat past the heartbeat timeout fails the attempt; Temporal retries it on
 a live worker, which resumes from the last checkpoint (DESIGN.md decision 8).
 
-Temporal heartbeats go out every half interval (the worker's heartbeat throttle is set
-to match), so a cancellation reaches a running activity within about half an interval;
-the ledger lease is extended once per interval. The first heartbeat goes out half an
-interval after the activity started: the step that opened the attempt already took the
-cell's lease, and a short activity costs no heartbeat at all.
+Temporal heartbeats go out every :data:`CANCEL_PROBE_S` (1 s) or every half interval if
+that is shorter (the worker's heartbeat throttle is set to match,
+:func:`heartbeat_throttle`): a cancel reaches an activity only in the answer to a
+heartbeat that is actually sent, so a cancel or the deadline stops a running step within
+about a second whatever the configured interval (reference
+``temporal-and-postgres-notes.md`` §F). The ledger lease is extended once per interval.
+The first heartbeat goes out one beat after the activity started: the step that opened
+the attempt already took the cell's lease, and a short activity costs no heartbeat.
 """
 
 from __future__ import annotations
@@ -29,6 +32,15 @@ import asyncpg
 from temporalio import activity
 
 from curaflow.ledger import cells as ledger_cells
+
+#: Longest gap between two Temporal heartbeats of a running activity, in seconds: the
+#: time a cancel may take to reach it.
+CANCEL_PROBE_S = 1.0
+
+
+def heartbeat_beat_s(interval_s: float) -> float:
+    """Seconds between Temporal heartbeats for a heartbeat interval of ``interval_s``."""
+    return min(interval_s / 2, CANCEL_PROBE_S)
 
 
 class Heartbeater:
@@ -55,15 +67,16 @@ class Heartbeater:
         self._details.update(details)
 
     async def _loop(self) -> None:
-        # Temporal heartbeats go out twice per interval: a cancellation rides on a
-        # heartbeat's answer, so it reaches the activity within half an interval. The
+        # A cancellation rides on a heartbeat's answer: beat often (module doc). The
         # ledger lease is extended once per interval.
-        tick = 0
+        beat = heartbeat_beat_s(self._interval_s)
+        since_lease = 0.0
         while True:
-            await asyncio.sleep(self._interval_s / 2)
-            tick += 1
+            await asyncio.sleep(beat)
+            since_lease += beat
             activity.heartbeat(dict(self._details))
-            if tick % 2 == 0:
+            if since_lease >= self._interval_s - 1e-6:
+                since_lease = 0.0
                 with contextlib.suppress(OSError, asyncpg.PostgresError):
                     await ledger_cells.heartbeat(self._pool, self._job_id, self._target_id, self._lease_ms)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from temporalio import activity
 
 from activities.deps import ActivityDeps
-from activities.errors import permanent, source_failure
+from activities.errors import barrier_update, permanent, source_failure
 from activities.heartbeat import Heartbeater
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.messages import CellUpdate, SearchInput
@@ -56,7 +56,7 @@ class SearchActivity:
         info = activity.info()
         lease_ms = inp.heartbeat_interval_ms * 2
         async with deps.pool.acquire() as conn, conn.transaction():
-            cell, cancel_requested = await ledger.start_step(
+            cell, barrier = await ledger.start_step(
                 conn,
                 inp.job_id,
                 target.target_id,
@@ -69,8 +69,8 @@ class SearchActivity:
             raise permanent(
                 TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
             )
-        if cancel_requested:
-            return CellUpdate(cell=cell, cancel_requested=True)
+        if barrier is not None:
+            return barrier_update(cell, barrier)
         if is_terminal(cell.state) or cell.work_id is not None:
             return CellUpdate(cell=cell)
 

@@ -6,32 +6,38 @@
 2. a terminal job → no-op: the job is returned unchanged (a repeated cancel returns a
    body identical to the first);
 3. otherwise the request is recorded in the ledger first (``cancel_requested_at``,
-   committed before anything else, so a delivery not yet sent is never sent
-   afterwards), then Temporal is asked to cancel the workflow with the reason
+   committed before anything else: from then on no step opens and no delivery is
+   claimed), then Temporal is asked to cancel the workflow with the reason
    ``cancelled_by_consumer`` — the same path the UI's cancel button and the ``cancel``
-   signal take (DESIGN.md decision 7);
-4. it waits (up to ``api.cancel_wait_ms``) for the workflow to stop its activities and
-   finish the job; if no activity holds a lease (e.g. no worker is running) the ledger
-   is converged directly, which is safe because every effect checks the recorded
-   request under the job row lock;
+   signal take (DESIGN.md decisions 7 and 13);
+4. it waits (up to ``api.cancel_wait_ms``) for the job to become terminal, woken by the
+   job's terminal event (LISTEN/NOTIFY) or the end of the execution — the workflow
+   stops its steps and finishes the job. The ledger is converged here only when Temporal
+   says the execution does not exist (admitted, never started). A job whose execution
+   exists but that no worker serves is the reconciler's: while it waits, the handler
+   asks it (:func:`curaflow.ledger.reconciler.converge_unserved_cancel`, which finishes
+   the job once Temporal shows no workflow can act on the cancel);
 5. it returns the job as the ledger then holds it: ``cancelled`` (or ``succeeded``
    when a delivery landed before the cancel reached it), or still ``running`` with
-   ``progress.stage = "cancelling"`` when an in-flight activity has not yet stopped.
+   ``progress.stage = "cancelling"`` when an in-flight step has not yet stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
 import asyncpg
 from temporalio.client import Client
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
+from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger.db import now_ms
-from curaflow.ledger.finish import finish_job
 from curaflow.ledger.jobs import request_cancel
+from curaflow.ledger.listen import EventNotifier
+from curaflow.ledger.reconciler import CANCEL_GRACE_MS, converge, converge_unserved_cancel
 from curaflow.ledger.records import load_job
 from curaflow.logs import get_logger
 from curaflow.protocol.errors import invalid_params
@@ -41,25 +47,27 @@ CANCEL_REASON = "cancelled_by_consumer"
 log = get_logger("curaflow.cancel")
 
 
-async def _live_lease(pool: asyncpg.Pool, job_id: str) -> bool:
-    return bool(
-        await pool.fetchval(
-            "SELECT EXISTS (SELECT 1 FROM cells WHERE job_id = $1 AND lease_until > $2)", job_id, now_ms()
-        )
-    )
-
-
 async def _completed(pool: asyncpg.Pool, job_id: str) -> bool:
     return await pool.fetchval("SELECT completed_at IS NOT NULL FROM jobs WHERE job_id = $1", job_id) is True
 
 
-async def cancel_job(pool: asyncpg.Pool, client: Client | None, job_id: str, *, wait_s: float = 10.0) -> dict[str, Any]:
+async def cancel_job(
+    pool: asyncpg.Pool,
+    client: Client | None,
+    job_id: str,
+    *,
+    wait_s: float = 10.0,
+    notifier: EventNotifier | None = None,
+) -> dict[str, Any]:
     """Cancel ``job_id`` on behalf of its consumer (see the module doc).
 
     Args:
         pool: ledger pool.
-        client: Temporal client (None: only the ledger is converged).
-        wait_s: how long to wait for in-flight activities to stop, in seconds.
+        client: Temporal client (None: Temporal is unreachable; the job is converged in
+            the ledger only if no workflow was ever started for it).
+        wait_s: how long to wait for the job to become terminal, in seconds.
+        notifier: the process's event notifier (wakes the wait on the terminal event);
+            without one the wait follows the execution's result.
 
     Returns:
         The protocol ``Job`` dict after the cancel.
@@ -74,23 +82,49 @@ async def cancel_job(pool: asyncpg.Pool, client: Client | None, job_id: str, *, 
         if record.completed_at is not None:
             return project_job(record, now_ms())
         await request_cancel(conn, job_id, CANCEL_REASON)
+    exists = record.workflow_started_at is not None
     if client is not None:
         try:
             await client.get_workflow_handle(job_id).cancel(reason=CANCEL_REASON)
+            exists = True
         except RPCError as err:
-            log.info("cancel.workflow_not_cancellable", job_id=job_id, error=err.message)
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if await _completed(pool, job_id):
-            break
-        if not await _live_lease(pool, job_id) and (client is None or time.monotonic() > deadline - wait_s + 1.0):
-            # Nothing is in flight (no worker, or the workflow has not reached its
-            # activities): converge in the ledger; the workflow will adopt it.
-            async with pool.acquire() as conn:
-                await finish_job(conn, job_id, cause="cancelled")
-            break
-        await asyncio.sleep(0.05)
+            exists = err.status != RPCStatusCode.NOT_FOUND
+            log.info("cancel.workflow_not_cancellable", job_id=job_id, error=err.message, exists=exists)
+    if not exists:
+        # No execution, so no workflow can finish it: converge here (the workflow, if it
+        # is started later, finds the job terminal and adopts it).
+        await converge(pool, job_id, FinishCause.CANCELLED)
+    else:
+        await _wait_terminal(pool, client, job_id, wait_s, notifier)
     async with pool.acquire() as conn:
         record = await load_job(conn, job_id)
     assert record is not None
     return project_job(record, now_ms())
+
+
+async def _wait_terminal(
+    pool: asyncpg.Pool, client: Client | None, job_id: str, wait_s: float, notifier: EventNotifier | None
+) -> None:
+    """Wait up to ``wait_s`` seconds for ``job_id`` to become terminal in the ledger.
+
+    Every :data:`~curaflow.ledger.reconciler.CANCEL_GRACE_MS` without an answer, the
+    reconciler is asked whether a workflow can act on the cancel at all.
+    """
+    deadline = time.monotonic() + wait_s
+    grace_s = CANCEL_GRACE_MS / 1000
+    if notifier is None:
+        if client is not None:
+            with contextlib.suppress(Exception):  # cancelled / failed: the ledger tells the rest
+                await asyncio.wait_for(client.get_workflow_handle(job_id).result(), wait_s)
+        return
+    with notifier.watch(job_id) as woken:
+        while not await _completed(pool, job_id):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(woken.wait(), min(remaining, grace_s))
+            if not woken.is_set() and client is not None and time.monotonic() < deadline:
+                with contextlib.suppress(Exception):  # the reconciler's own tick tries again
+                    await converge_unserved_cancel(pool, client, job_id)
+            woken.clear()

@@ -79,8 +79,8 @@ EVENT_STREAM_LAG = Histogram(
 )
 RECONCILER_CONVERGED = Counter(
     "curaflow_reconciler_converged_total",
-    "Jobs the reconciler made terminal (no worker served them), by reason code.",
-    ["reason"],
+    "Jobs the reconciler made terminal (no workflow could finish them), by cause.",
+    ["cause"],
 )
 RECONCILER_STARTED = Counter(
     "curaflow_reconciler_workflows_started_total",
@@ -189,9 +189,9 @@ def record_event_lag(lag_s: float) -> None:
 
 
 @_safe
-def record_reconciled(reason: str) -> None:
-    """Count a job converged by the reconciler."""
-    RECONCILER_CONVERGED.labels(reason=reason).inc()
+def record_reconciled(cause: str) -> None:
+    """Count a job converged by the reconciler (``cause``: a ``FinishCause`` value)."""
+    RECONCILER_CONVERGED.labels(cause=cause).inc()
 
 
 @_safe

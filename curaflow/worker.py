@@ -33,6 +33,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 
 from activities import build_activities
 from activities.deps import ActivityDeps, close_deps, open_deps
+from activities.heartbeat import heartbeat_beat_s
 from curaflow.callbacks import run_push_sweeper
 from curaflow.config import Settings
 from curaflow.httpserver import BackgroundServer
@@ -74,15 +75,21 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
     )
 
 
+def heartbeat_throttle(settings: Settings) -> timedelta:
+    """The SDK's heartbeat throttle: as often as activities heartbeat
+    (:func:`activities.heartbeat.heartbeat_beat_s`), so a cancel reaches a running
+    activity within about a second."""
+    return timedelta(seconds=heartbeat_beat_s(settings.budgets.heartbeat_interval_ms / 1000))
+
+
 def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> list[Worker]:
     """The main task queue's and the route task queues' Temporal workers of one process.
 
     Source queues are served by :func:`build_source_worker` under a
-    :class:`~curaflow.source_workers.SourceQueueOwner`. Heartbeats are throttled to half
-    the configured heartbeat interval, the pace at which activities heartbeat, so a
-    cancellation reaches a running activity within about half an interval.
+    :class:`~curaflow.source_workers.SourceQueueOwner`. Heartbeats are throttled to the
+    pace at which activities heartbeat (:func:`heartbeat_throttle`).
     """
-    interval = timedelta(milliseconds=settings.budgets.heartbeat_interval_ms)
+    throttle = heartbeat_throttle(settings)
     main_acts, _ = build_activities(deps)
     workers = [
         Worker(
@@ -95,8 +102,8 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
             sticky_queue_schedule_to_start_timeout=timedelta(
                 milliseconds=settings.temporal.sticky_schedule_to_start_ms
             ),
-            max_heartbeat_throttle_interval=interval / 2,
-            default_heartbeat_throttle_interval=interval / 2,
+            max_heartbeat_throttle_interval=throttle,
+            default_heartbeat_throttle_interval=throttle,
             graceful_shutdown_timeout=timedelta(seconds=5),
         )
     ]
@@ -109,8 +116,8 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
                 task_queue=queue,
                 activities=deliver,
                 interceptors=interceptors_for_worker(deps.pool),
-                max_heartbeat_throttle_interval=interval / 2,
-                default_heartbeat_throttle_interval=interval / 2,
+                max_heartbeat_throttle_interval=throttle,
+                default_heartbeat_throttle_interval=throttle,
                 graceful_shutdown_timeout=timedelta(seconds=5),
             )
         )
@@ -124,7 +131,7 @@ def build_source_worker(client: Client, settings: Settings, deps: ActivityDeps, 
     ``pixiv.replay_max_concurrency`` in replay mode); since one process at a time serves
     the queue, that is the account's concurrency across all processes.
     """
-    interval = timedelta(milliseconds=settings.budgets.heartbeat_interval_ms)
+    throttle = heartbeat_throttle(settings)
     _, source_acts = build_activities(deps)
     acct = settings.accounts()[account]
     return Worker(
@@ -135,8 +142,8 @@ def build_source_worker(client: Client, settings: Settings, deps: ActivityDeps, 
         max_concurrent_activities=settings.pixiv.replay_max_concurrency
         if settings.pixiv.replay
         else acct.max_concurrency,
-        max_heartbeat_throttle_interval=interval / 2,
-        default_heartbeat_throttle_interval=interval / 2,
+        max_heartbeat_throttle_interval=throttle,
+        default_heartbeat_throttle_interval=throttle,
         graceful_shutdown_timeout=timedelta(seconds=5),
     )
 
@@ -202,7 +209,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
 
     workers = build_workers(client, settings, deps)
     owners = [asyncio.create_task(o.run()) for o in source_queue_owners(client, settings, deps, stop)]
-    reconciler = asyncio.create_task(run_forever(deps.pool, start, settings.reconcile_interval_ms / 1000, stop))
+    reconciler = asyncio.create_task(run_forever(deps.pool, start, settings.reconcile_interval_ms / 1000, stop, client))
     watcher = asyncio.create_task(
         watch_forever(deps.pool, client, settings, settings.reconcile_interval_ms / 1000, stop)
     )

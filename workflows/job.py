@@ -1,53 +1,53 @@
 """``JobWorkflow``: one execution per job (workflow id = job id), one concurrent cell per target.
 
-Per cell: ``search`` (on the account's rate-gate task queue; binds a work) →
-``fetch`` (the artifact; same queue: every source request of an account waits for that
-account's gate) → ``deliver`` on every route concurrently → the cell is
-``submitted``; or it ends ``no_candidate`` / ``duplicate`` / ``failed`` with a terminal
-reason. Every activity writes its own cell transition to the ledger and returns the
-cell as the ledger holds it; the workflow only orchestrates.
+Per cell: ``search`` (on the account's rate-gate task queue; binds a work) → ``fetch``
+(same queue) → ``deliver`` on every route concurrently; a scheduled job's cell may run
+up to ``max_fallback_stages`` search passes. Every activity writes its own cell
+transition to the ledger and returns the cell as the ledger holds it.
 
-Liveness and budgets (DESIGN.md decision 8): activities heartbeat under a heartbeat
-timeout (2 × the interval) and are retried from their last checkpoint on another worker;
-the first ``search`` of a cell may wait in its queue at most the queued budget
-(``queued_too_long``), any later step at most the stall budget
-(``stalled_no_heartbeat``; for a delivery ``delivery_abandoned``); the job deadline is a
-workflow timer (``execution_timeout``).
+The job moves through one explicit :class:`Phase`: ``running → cancelling → finishing
+→ done``. Two barriers end ``running`` (DESIGN.md decision 13):
 
-Callbacks (decision 9): with ``JobInput.callback`` the job's events are pushed by the
-``push_events`` activity — at start, after every step and after ``finish``, one push at
-a time (:meth:`JobWorkflow._push`); the execution closes once every event is settled.
+* a cancel, by any path — the ``cancel`` signal, a Temporal cancel request (UI, CLI,
+  ``POST /jobs/{id}/cancel``), or a cancel an activity found in the ledger — all go
+  through :meth:`JobWorkflow._request_cancel`; the workflow then first records it in the
+  ledger (``request_cancel``: from then on no step opens and no delivery is claimed)
+  and asks Temporal to cancel the execution, then cancels the cells' in-flight steps;
+* the deadline timer (named ``job deadline`` in the UI), or a step that found the
+  deadline passed in the ledger: the cells' in-flight steps are cancelled.
 
-Cancellation (decision 7): the ``cancel`` signal is turned into a Temporal cancel
-request by the ``request_cancel`` activity, so the signal, ``POST /jobs/{id}/cancel``
-and the UI's / CLI's cancel all arrive here the same way. In-flight activities are
-cancelled through their heartbeats and waited for (``WAIT_CANCELLATION_COMPLETED``),
-then ``finish`` runs shielded and the execution ends ``Canceled``.
+After a barrier no step that searches, fetches or sends is scheduled; steps in flight
+are cancelled through their heartbeats and waited for (a send already out is finished
+and reported). Then ``finish`` gets the facts — the cause and each failed step as
+Temporal reported it — and the ledger decides every open cell's reason
+(:func:`curaflow.domain.verdicts.cell_verdict`); the workflow adopts the result. Only
+expected failures become facts: an ``ActivityError`` or a cancellation. Any other
+exception is a bug and fails the workflow task, so the execution waits for a fixed
+worker and replays.
 
-The workflow is deterministic and sandbox-clean: it imports only pure modules.
+Executions started before this shape replay :mod:`workflows.job_v1` (no ``core-v2``
+patch marker in their history).
+
+Deterministic and sandbox-clean: imports only pure modules and activity definitions.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
-from temporalio.exceptions import (
-    ActivityError,
-    ApplicationError,
-    CancelledError,
-    RetryState,
-    TimeoutType,
-)
-from temporalio.exceptions import (
-    TimeoutError as ActivityTimeoutError,
-)
+from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.callbacks import PushActivity
+    from activities.deliver import DeliverActivity
+    from activities.fetch import FetchActivity
+    from activities.finish import FinishActivity
+    from activities.search import SearchActivity
     from curaflow.domain.cells import is_terminal
     from curaflow.domain.messages import (
         CancelRequest,
@@ -61,72 +61,27 @@ with workflow.unsafe.imports_passed_through():
         SearchInput,
         TargetSpec,
     )
-    from curaflow.domain.models import CellSnapshot
-    from curaflow.domain.projection import job_stage, job_status
-    from curaflow.domain.reasons import TerminalReason, parse_reason
+    from curaflow.domain.models import CellSnapshot, DeliveryReport
+    from curaflow.domain.projection import TERMINAL_JOB_STATUSES, JobStatus, job_stage, job_status
+    from curaflow.domain.verdicts import FinishCause, Step, StepFailure
     from workflows.details import render_details
+    from workflows.job_v1 import JobV1
     from workflows.pushes import push_options
+    from workflows.steps import CANCEL_CONFIG, failure_facts, finish_config, published_status, step_config
 
-#: How far an activity attempt may run past the job deadline (see ``_options``); less than
-#: the execution's own grace (``curaflow.temporal.EXECUTION_GRACE``, 10 min).
-ATTEMPT_GRACE = timedelta(minutes=5)
+CORE_V2 = "core-v2"
 JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
 BUSINESS_STATUS = SearchAttributeKey.for_keyword("BusinessStatus")
-
-NON_RETRYABLE_TYPES = [
-    TerminalReason.AUTH_FAILED.value,
-    TerminalReason.CONFIGURATION_ERROR.value,
-    TerminalReason.INTERNAL_ERROR.value,
-    TerminalReason.DELIVERY_REJECTED.value,
-    TerminalReason.DELIVERY_UNKNOWN.value,
-    TerminalReason.DELIVERY_ABANDONED.value,
-]
+STAGE_OF: dict[Step, str] = {"search": "searching", "fetch": "fetching", "deliver": "delivering"}
 
 
-def cancel_reason(arg: Any) -> str:
-    """The reason carried by a ``cancel`` signal's argument (see ``JobWorkflow.cancel``)."""
-    if isinstance(arg, CancelRequest):
-        return arg.reason
-    if isinstance(arg, dict) and isinstance(arg.get("reason"), str) and arg["reason"].strip():
-        return str(arg["reason"])
-    if isinstance(arg, str) and arg.strip():
-        return arg
-    return "cancelled_by_consumer"
+class Phase(StrEnum):
+    """Where the job is: steps are scheduled only while ``running``."""
 
-
-def reason_for(err: BaseException, step: str) -> str | None:
-    """Translate an activity failure into the cell's terminal reason code.
-
-    Args:
-        err: what ``execute_activity`` raised.
-        step: ``search`` | ``fetch`` | ``deliver``.
-
-    Returns:
-        The reason code, or None for a cancellation: the workflow cancelled the
-        activity itself (consumer cancel or deadline), and ``finish`` decides the reason
-        from the cause.
-    """
-    if not isinstance(err, ActivityError):
-        return TerminalReason.INTERNAL_ERROR.value
-    cause = err.cause
-    if isinstance(cause, CancelledError):
-        return None
-    if isinstance(cause, ApplicationError):
-        reason = parse_reason(cause.type)
-        if step == "deliver" and err.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED and not cause.non_retryable:
-            return TerminalReason.DELIVERY_ABANDONED.value
-        return reason.value
-    if isinstance(cause, ActivityTimeoutError):
-        if cause.type == TimeoutType.SCHEDULE_TO_START:
-            if step == "search":
-                return TerminalReason.QUEUED_TOO_LONG.value
-            if step == "deliver":
-                return TerminalReason.DELIVERY_ABANDONED.value
-            return TerminalReason.STALLED_NO_HEARTBEAT.value
-        if step == "deliver":
-            return TerminalReason.DELIVERY_ABANDONED.value
-        return TerminalReason.STALLED_NO_HEARTBEAT.value
-    return TerminalReason.INTERNAL_ERROR.value
+    RUNNING = "running"
+    CANCELLING = "cancelling"  # a barrier fired: in-flight steps are being stopped
+    FINISHING = "finishing"
+    DONE = "done"
 
 
 @workflow.defn(name="JobWorkflow")
@@ -136,143 +91,255 @@ class JobWorkflow:
     @workflow.init
     def __init__(self, inp: JobInput) -> None:
         self._inp = inp
-        self._cells: dict[str, CellSnapshot] = {t.target_id: CellSnapshot(target_id=t.target_id) for t in inp.targets}
-        self._verdict_map: dict[str, str] = {}
+        self._cells = {t.target_id: CellSnapshot(target_id=t.target_id) for t in inp.targets}
+        self._deliveries: dict[tuple[str, str], DeliveryReport] = {}
+        self._failures: dict[str, StepFailure] = {}
+        self._phase = Phase.RUNNING
+        self._cause = FinishCause.COMPLETED
+        self._temporal_cancel = False  # a Temporal cancel request reached the execution
         self._final: JobState | None = None
-        self._cancel_signalled = False
-        self._cancelling = False
-        self._finishing = False
-        self._self_cancel: asyncio.Task[Any] | None = None
+        self._published = ("queued", "")  # set at start (curaflow.temporal)
         self._details = ""
-        self._published: tuple[str, str] = ("queued", "")  # set at start (curaflow.temporal)
-        self._push_wanted = 0
-        self._push_done = 0
+        self._push_wanted = self._push_done = 0
         self._pusher: asyncio.Task[None] | None = None
+        self._version: int | None = None
+        self._v1: JobV1 | None = None
+
+    def _legacy(self) -> JobV1 | None:
+        """The core v1 orchestration for executions whose history predates core v2."""
+        if self._version is None:
+            self._version = 2 if workflow.patched(CORE_V2) else 1
+            self._v1 = JobV1(self._inp) if self._version == 1 else None
+        return self._v1
 
     # ---- queries and signals ----------------------------------------------------
 
     @workflow.query
     def status(self) -> JobState:
         """The live job state: status and stage from the same projection as ``GET /jobs/{id}``."""
+        if self._v1 is not None:
+            return self._v1.status()
         if self._final is not None:
             return self._final
-        cells = self._cell_list()
+        cells = [self._cells[t.target_id] for t in self._inp.targets]
         status = job_status(cells)
+        stage = job_stage(cells, status)
+        if status in TERMINAL_JOB_STATUSES:  # every verdict is in; the finish has not committed
+            status, stage = JobStatus.RUNNING, "finishing"
+        if self._cause == FinishCause.CANCELLED:
+            stage = "cancelling"
         return JobState(
             job_id=self._inp.job_id,
             job_type=self._inp.job_type,
-            status=str(status),
-            stage="cancelling" if self._cancelling else job_stage(cells, status),
-            cancel_requested=self._cancelling or self._cancel_signalled,
+            status=status,
+            stage=stage,
+            cancel_requested=self._cause == FinishCause.CANCELLED,
             created_at_ms=self._inp.created_at_ms,
             deadline_at_ms=self._inp.deadline_at_ms,
             cells=cells,
+            deliveries=list(self._deliveries.values()),
         )
 
     @workflow.signal
     async def cancel(self, req: Any = None) -> None:
-        """Cancel the job: becomes a Temporal cancel request, so the execution ends ``Canceled``.
-
-        Accepts any argument: none (``temporal workflow signal --name cancel``), a
-        :class:`CancelRequest` or ``{"reason": "..."}``, a reason string; anything else
-        still cancels, with the reason ``cancelled_by_consumer``. Ignored once the job is
-        finishing.
-        """
-        if self._cancel_signalled or self._finishing:
+        """Cancel the job (any argument: none, ``{"reason": …}``, a string …); the execution
+        ends ``Canceled``. Ignored once the job is finishing."""
+        legacy = self._legacy()
+        if legacy is not None:
+            await legacy.cancel(req)
             return
-        self._cancel_signalled = True
-        req = CancelRequest(reason=cancel_reason(req))
-        await workflow.execute_activity(
-            "request_cancel",
-            req,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
-            summary="cancel requested by signal",
-        )
+        self._request_cancel()
 
     # ---- main -------------------------------------------------------------------
 
     @workflow.run
     async def run(self, inp: JobInput) -> JobState:
-        """Run every cell, then finish; ends ``Canceled`` after a consumer cancel."""
+        """Run every cell, then finish; ends ``Canceled`` when the job ended cancelled by a cancel."""
+        legacy = self._legacy()
+        if legacy is not None:
+            return await legacy.run(inp)
+        job = asyncio.create_task(self._job())
+        while True:
+            try:
+                final = await asyncio.shield(job)
+                break
+            except asyncio.CancelledError:
+                # A Temporal cancel request (UI, CLI, HTTP): the job itself is never
+                # interrupted; it takes the cancel path.
+                self._temporal_cancel = True
+                self._request_cancel()
+        if self._cause == FinishCause.CANCELLED and final.status == JobStatus.CANCELLED:
+            # ``request_cancel`` asked Temporal to cancel this execution; end Canceled once
+            # that request arrived.
+            with contextlib.suppress(asyncio.CancelledError):
+                await workflow.wait_condition(lambda: self._temporal_cancel)
+            raise CancelledError("cancelled_by_consumer")
+        return final
+
+    async def _job(self) -> JobState:
         self._publish()
         self._push()
-        tasks = [asyncio.create_task(self._run_cell(t)) for t in inp.targets]
-        cause = "completed"
-        remaining_s = max(0.0, (inp.deadline_at_ms - int(workflow.time() * 1000)) / 1000)
-        try:
-            await workflow.wait_condition(
-                lambda: all(t.done() for t in tasks) or self._self_cancel is not None,
-                timeout=timedelta(seconds=remaining_s),
-            )
-            if self._self_cancel is not None:
-                # A consumer cancel found in the ledger: this execution asked Temporal to
-                # cancel it; wait for that request to arrive (as CancelledError).
-                await asyncio.shield(self._self_cancel)
-                remaining_s = max(0.0, (inp.deadline_at_ms - int(workflow.time() * 1000)) / 1000)
-                await workflow.wait_condition(lambda: False, timeout=timedelta(seconds=remaining_s))
-        except TimeoutError:
-            cause = "deadline"
-        except asyncio.CancelledError:
-            cause = "cancelled"
-        if cause != "completed":
-            self._cancelling = cause == "cancelled"
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(BaseException):  # each cell's cancellation is expected
-                    await task
-        self._finishing = True
-        finish = asyncio.create_task(self._finish(cause))
-        try:
-            self._final = await asyncio.shield(finish)
-        except asyncio.CancelledError:
-            # A cancel that arrives while the job is finishing never interrupts it: the
-            # ledger already decided, and the execution completes with that result.
-            self._final = await finish
+        remaining_s = (self._inp.deadline_at_ms - int(workflow.time() * 1000)) / 1000
+        if remaining_s <= 0:
+            self._stop(FinishCause.DEADLINE)
+        cells = [asyncio.create_task(self._run_cell(t)) for t in self._inp.targets]
+
+        def settled() -> bool:
+            return self._phase != Phase.RUNNING or all(t.done() for t in cells) or _bug(cells) is not None
+
+        if not settled():
+            try:
+                await workflow.wait_condition(settled, timeout=remaining_s, timeout_summary="job deadline")
+            except TimeoutError:
+                self._stop(FinishCause.DEADLINE)
+        if (bug := _bug(cells)) is not None:
+            raise bug
+        if self._cause == FinishCause.CANCELLED:
+            await workflow.execute_activity_method(FinishActivity.request_cancel, CancelRequest(), **CANCEL_CONFIG)
+        for task in cells:
+            task.cancel()
+        await workflow.wait_condition(lambda: all(t.done() for t in cells))
+        if (bug := _bug(cells)) is not None:
+            raise bug
+        self._phase = Phase.FINISHING
+        self._final = await workflow.execute_activity_method(
+            FinishActivity.finish,
+            FinishInput(job_id=self._inp.job_id, cause=self._cause, failures=self._failures),
+            **finish_config(self._inp.budgets, summary=f"finish ({self._cause})"),
+        )
+        self._phase = Phase.DONE
         self._publish()
         await self._pushed()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        if cause == "cancelled":
-            raise CancelledError("cancelled_by_consumer")
         return self._final
 
-    async def _finish(self, cause: str) -> JobState:
-        return await workflow.execute_activity(
-            "finish",
-            FinishInput(job_id=self._inp.job_id, verdicts=self._verdicts(), cause=cause),  # type: ignore[arg-type]
-            result_type=JobState,
-            start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
-            summary=f"finish ({cause})",
-        )
+    def _request_cancel(self) -> None:
+        """The one cancel path (signal, Temporal cancel request, cancel found in the ledger)."""
+        if self._phase == Phase.RUNNING:
+            self._phase, self._cause = Phase.CANCELLING, FinishCause.CANCELLED
+            self._publish()
+
+    def _stop(self, cause: FinishCause) -> None:
+        if self._phase == Phase.RUNNING and not all(is_terminal(c.state) for c in self._cells.values()):
+            self._phase, self._cause = Phase.CANCELLING, cause
+            self._publish()
 
     # ---- per cell ---------------------------------------------------------------
 
-    def _cell_list(self) -> list[CellSnapshot]:
-        return [self._cells[t.target_id] for t in self._inp.targets]
-
-    def _verdicts(self) -> dict[str, str]:
-        return dict(self._verdict_map)
-
-    def _set_verdict(self, target_id: str, reason: str | None) -> None:
-        if reason is not None:
-            self._verdict_map.setdefault(target_id, reason)
-
-    def _apply(self, cell: CellSnapshot) -> None:
-        current = self._cells.get(cell.target_id)
-        if current is not None and is_terminal(current.state) and not is_terminal(cell.state):
+    async def _run_cell(self, target: TargetSpec) -> None:
+        inp, tid = self._inp, target.target_id
+        queue = inp.source_task_queues.get(target.account) or f"{workflow.info().task_queue}-source-{target.account}"
+        interval = inp.budgets.heartbeat_interval_ms
+        stages = max(1, inp.max_fallback_stages)
+        for stage in range(stages):  # fallback passes (scheduled jobs); each a wider search
+            search = SearchInput(
+                job_id=inp.job_id,
+                target=target,
+                fallback_stage=stage,
+                max_fallback_stages=stages,
+                heartbeat_interval_ms=interval,
+            )
+            summary = f"search {tid}" + (f" (stage {stage + 1})" if stage else "")
+            update = await self._step(tid, "search", search, first=stage == 0, queue=queue, summary=summary)
+            if update is None or is_terminal(update.cell.state):
+                return
+            if update.retry_stage:
+                continue
+            fetch = FetchInput(
+                job_id=inp.job_id,
+                target=target,
+                heartbeat_interval_ms=interval,
+                fallback_stage=stage,
+                max_fallback_stages=stages,
+            )
+            summary = f"fetch {tid} work {update.cell.work_id}"
+            update = await self._step(tid, "fetch", fetch, queue=queue, summary=summary)
+            if update is None or is_terminal(update.cell.state):
+                return
+            if not update.retry_stage:
+                break
+        else:
             return
-        if current is None or cell.updated_at >= current.updated_at or is_terminal(cell.state):
+        work_id = update.cell.work_id
+        await asyncio.gather(
+            *[
+                self._step(
+                    tid,
+                    "deliver",
+                    DeliverInput(
+                        job_id=inp.job_id,
+                        target=target,
+                        route=route,
+                        heartbeat_interval_ms=interval,
+                        max_attempts=inp.budgets.delivery_max_attempts,
+                    ),
+                    queue=route.task_queue,
+                    route=route.name,
+                    summary=f"deliver {tid} work {work_id} to {route.name}",
+                )
+                for route in target.routes
+            ]
+        )
+
+    async def _step(
+        self,
+        tid: str,
+        step: Step,
+        arg: SearchInput | FetchInput | DeliverInput,
+        *,
+        queue: str | None,
+        summary: str,
+        first: bool = False,
+        route: str | None = None,
+    ) -> CellUpdate | None:
+        """Run one step of cell ``tid``; None when the job stopped or the step failed."""
+        if self._phase != Phase.RUNNING:
+            return None
+        cell = self._cells[tid]
+        if not is_terminal(cell.state):
+            self._cells[tid] = cell.model_copy(update={"stage": STAGE_OF[step]})
+        config = step_config(
+            step,
+            self._inp.budgets,
+            first=first,
+            deadline_at_ms=self._inp.deadline_at_ms,
+            now_ms=int(workflow.time() * 1000),
+            task_queue=queue,
+        )
+        config["summary"] = summary
+        try:
+            if isinstance(arg, SearchInput):
+                update = await workflow.execute_activity_method(SearchActivity.search, arg, **config)
+            elif isinstance(arg, FetchInput):
+                update = await workflow.execute_activity_method(FetchActivity.fetch, arg, **config)
+            else:
+                update = await workflow.execute_activity_method(DeliverActivity.deliver, arg, **config)
+        except ActivityError as err:
+            self._failures.setdefault(tid, failure_facts(err, step, first=first, route=route))
+            return None
+        self._apply(update)
+        if update.cancel_requested:
+            self._request_cancel()
+        if update.deadline_passed:
+            self._stop(FinishCause.DEADLINE)
+        return update
+
+    def _apply(self, update: CellUpdate) -> None:
+        cell = update.cell
+        current = self._cells.get(cell.target_id)
+        if current is None or not is_terminal(current.state) or is_terminal(cell.state):
             self._cells[cell.target_id] = cell
+        if update.delivery is not None:
+            self._deliveries[(update.delivery.target_id, update.delivery.route)] = update.delivery
         self._publish()
+        self._push()
 
     def _publish(self) -> None:
         """Keep the ``JobStatus`` / ``BusinessStatus`` search attributes and the UI details current."""
         if self._final is not None:
-            published = (self._final.status, self._final.business_status or "")
+            published = (str(self._final.status), self._final.business_status or "")
         else:
-            published = (str(job_status(self._cell_list())), "")
+            published = (published_status(list(self._cells.values())), "")
         if published != self._published:
             pairs = [JOB_STATUS.value_set(published[0])]
             if published[1]:
@@ -284,72 +351,11 @@ class JobWorkflow:
             self._details = details
             workflow.set_current_details(details)
 
-    def _options(self, step: str, first: bool) -> dict[str, Any]:
-        b = self._inp.budgets
-        queued = b.queued_timeout_ms if (step == "search" and first) else b.stall_timeout_ms
-        remaining_ms = max(1000, self._inp.deadline_at_ms - int(workflow.time() * 1000))
-        return {
-            "schedule_to_start_timeout": timedelta(milliseconds=queued),
-            # The deadline is the workflow's timer, which cancels running attempts and
-            # waits for them; an attempt's own bound lies beyond it, so a request already
-            # out at the deadline is finished and reported instead of being cut off.
-            "start_to_close_timeout": timedelta(milliseconds=remaining_ms) + ATTEMPT_GRACE,
-            "heartbeat_timeout": timedelta(milliseconds=b.heartbeat_timeout_ms),
-            "cancellation_type": workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-            "retry_policy": RetryPolicy(
-                initial_interval=timedelta(milliseconds=b.retry_initial_interval_ms),
-                backoff_coefficient=2.0,
-                maximum_interval=timedelta(milliseconds=b.retry_max_interval_ms),
-                maximum_attempts=b.delivery_max_attempts if step == "deliver" else b.source_max_attempts,
-                non_retryable_error_types=NON_RETRYABLE_TYPES,
-            ),
-        }
-
-    async def _step(
-        self, name: str, arg: Any, *, first: bool = False, task_queue: str | None = None, summary: str
-    ) -> CellUpdate:
-        options = self._options(name, first)
-        if task_queue:
-            options["task_queue"] = task_queue
-        update: CellUpdate = await workflow.execute_activity(
-            name, arg, result_type=CellUpdate, summary=summary, **options
-        )
-        self._apply(update.cell)
-        self._push()
-        if update.cancel_requested and workflow.patched("cancel-found-in-ledger"):
-            self._cancel_from_ledger()
-        return update
-
-    def _cancel_from_ledger(self) -> None:
-        """Turn a consumer cancel the ledger holds into this execution's own cancel request.
-
-        ``POST /jobs/{id}/cancel`` records the cancel in the ledger before asking Temporal;
-        when that request cannot reach the execution (it was not started yet, or the RPC
-        failed), the next activity finds the record and reports it. The execution then
-        asks Temporal to cancel it, so the job ends the one cancellation way (DESIGN.md
-        decision 7): ``cancelled`` and the execution ``Canceled``.
-        """
-        if self._cancel_signalled or self._cancelling or self._finishing or self._self_cancel is not None:
-            return
-        self._cancel_signalled = True
-        self._self_cancel = asyncio.create_task(
-            workflow.execute_activity(
-                "request_cancel",
-                CancelRequest(reason="cancelled_by_consumer"),
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
-                summary="cancel found in the ledger",
-            )
-        )
-
     # ---- callbacks --------------------------------------------------------------
 
     def _push(self) -> None:
-        """Push the job's new events to its ``callback_url`` (no-op without one).
-
-        Pushes run one at a time in the background; a request made while one runs is
-        served by one more run after it.
-        """
+        """Push the job's new events to its ``callback_url`` (no-op without one), one push
+        at a time in the background; a request made while one runs is served by one more run."""
         if not self._inp.callback:
             return
         self._push_wanted += 1
@@ -359,12 +365,10 @@ class JobWorkflow:
     async def _push_loop(self) -> None:
         while self._push_done < self._push_wanted:
             wanted = self._push_wanted
-            # A failure leaves the events pending in the ledger for the sweeper.
-            with contextlib.suppress(ActivityError):
-                await workflow.execute_activity(
-                    "push_events",
+            with contextlib.suppress(ActivityError):  # left pending in the ledger for the sweeper
+                await workflow.execute_activity_method(
+                    PushActivity.push_events,
                     PushInput(job_id=self._inp.job_id, policy=self._inp.callback_policy),
-                    summary="push events",
                     **push_options(self._inp.callback_policy),
                 )
             self._push_done = wanted
@@ -373,86 +377,13 @@ class JobWorkflow:
         """After ``finish``: push the terminal event and wait until every push settled."""
         self._push()
         if self._pusher is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pusher
+            await self._pusher
 
-    async def _run_cell(self, target: TargetSpec) -> None:
-        inp = self._inp
-        tid = target.target_id
-        interval = inp.budgets.heartbeat_interval_ms
-        queue = inp.source_task_queues.get(target.account) or f"{workflow.info().task_queue}-source-{target.account}"
-        step = "search"
-        stages = max(1, inp.max_fallback_stages)
-        try:
-            stage = 0
-            while True:
-                # Fallback stages (scheduled jobs): a stage that binds nothing, or whose
-                # candidates all turn out unavailable, hands over to a wider next stage.
-                step = "search"
-                update = await self._step(
-                    "search",
-                    SearchInput(
-                        job_id=inp.job_id,
-                        target=target,
-                        fallback_stage=stage,
-                        max_fallback_stages=stages,
-                        heartbeat_interval_ms=interval,
-                    ),
-                    first=stage == 0,
-                    task_queue=queue,
-                    summary=f"search {tid}" + (f" (stage {stage + 1})" if stage else ""),
-                )
-                if update.cancel_requested:
-                    return
-                if update.retry_stage:
-                    stage += 1
-                    continue
-                if is_terminal(update.cell.state):
-                    return
-                step = "fetch"
-                update = await self._step(
-                    "fetch",
-                    FetchInput(
-                        job_id=inp.job_id,
-                        target=target,
-                        heartbeat_interval_ms=interval,
-                        fallback_stage=stage,
-                        max_fallback_stages=stages,
-                    ),
-                    task_queue=queue,
-                    summary=f"fetch {tid} work {update.cell.work_id}",
-                )
-                if update.cancel_requested:
-                    return
-                if update.retry_stage:
-                    stage += 1
-                    continue
-                if is_terminal(update.cell.state):
-                    return
-                break
-            step = "deliver"
-            results = await asyncio.gather(
-                *[
-                    self._step(
-                        "deliver",
-                        DeliverInput(
-                            job_id=inp.job_id,
-                            target=target,
-                            route=route,
-                            heartbeat_interval_ms=interval,
-                            max_attempts=inp.budgets.delivery_max_attempts,
-                        ),
-                        task_queue=route.task_queue,
-                        summary=f"deliver {tid} work {update.cell.work_id} to {route.name}",
-                    )
-                    for route in target.routes
-                ],
-                return_exceptions=True,
-            )
-            for result in results:
-                if isinstance(result, BaseException):
-                    if isinstance(result, asyncio.CancelledError):
-                        raise result
-                    self._set_verdict(tid, reason_for(result, "deliver"))
-        except ActivityError as err:
-            self._set_verdict(tid, reason_for(err, step))
+
+def _bug(tasks: list[asyncio.Task[None]]) -> BaseException | None:
+    """The exception a cell task died of, if any: every expected failure is caught in
+    :meth:`JobWorkflow._step`, so anything here is a bug (it fails the workflow task)."""
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            return task.exception()
+    return None

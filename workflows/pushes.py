@@ -11,33 +11,34 @@ Deterministic and sandbox-clean: imports only pure modules.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
+    from activities.callbacks import PushActivity
     from curaflow.domain.messages import CallbackPolicy, PushInput, PushReport
 
 
-def push_options(policy: CallbackPolicy) -> dict[str, Any]:
-    """``execute_activity`` options of ``push_events`` under ``policy``.
+def push_options(policy: CallbackPolicy, *, summary: str = "push events") -> workflow.ActivityConfig:
+    """``execute_activity`` options of ``push_events`` under ``policy`` (with its UI summary).
 
     Temporal retries the activity with the policy's backoff and no attempt limit of its
     own: the budget is per event (``max_attempts`` sends, counted in the ledger), and
     every failed attempt uses one send of some event, so retries always end. A heartbeat
     after each send detects a dead worker within one request timeout plus 30 s.
     """
-    return {
-        "start_to_close_timeout": timedelta(hours=1),
-        "heartbeat_timeout": timedelta(milliseconds=policy.timeout_ms + 30_000),
-        "retry_policy": RetryPolicy(
+    return workflow.ActivityConfig(
+        summary=summary,
+        start_to_close_timeout=timedelta(hours=1),
+        heartbeat_timeout=timedelta(milliseconds=policy.timeout_ms + 30_000),
+        retry_policy=RetryPolicy(
             initial_interval=timedelta(milliseconds=policy.initial_interval_ms),
             backoff_coefficient=2.0,
             maximum_interval=timedelta(milliseconds=max(policy.initial_interval_ms, policy.max_interval_ms)),
             maximum_attempts=0,
         ),
-    }
+    )
 
 
 @workflow.defn(name="EventPushWorkflow")
@@ -47,7 +48,7 @@ class EventPushWorkflow:
     @workflow.run
     async def run(self, inp: PushInput) -> PushReport:
         """Run ``push_events`` until it settles (returns its report)."""
-        report: PushReport = await workflow.execute_activity(
-            "push_events", inp, result_type=PushReport, summary="push events", **push_options(inp.policy)
+        report: PushReport = await workflow.execute_activity_method(
+            PushActivity.push_events, inp, **push_options(inp.policy)
         )
         return report

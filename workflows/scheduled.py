@@ -30,7 +30,13 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
+from temporalio.exceptions import (
+    CancelledError,
+    ChildWorkflowError,
+    TerminatedError,
+    WorkflowAlreadyStartedError,
+)
+from temporalio.exceptions import TimeoutError as ExecutionTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from curaflow.domain.messages import JobState
@@ -50,6 +56,18 @@ with workflow.unsafe.imports_passed_through():
 
 #: Grace after a job's deadline before Temporal closes the child run (as for protocol jobs).
 EXECUTION_GRACE = timedelta(minutes=10)
+
+
+def closed_as(err: ChildWorkflowError) -> str:
+    """How a child job's execution closed, from the error Temporal raised for it."""
+    cause = err.cause
+    if isinstance(cause, CancelledError):
+        return "canceled"
+    if isinstance(cause, TerminatedError):
+        return "terminated"
+    if isinstance(cause, ExecutionTimeoutError):
+        return "timed_out"
+    return "failed"
 
 
 @workflow.defn(name="ScheduledJobWorkflow")
@@ -104,7 +122,10 @@ class ScheduledJobWorkflow:
         try:
             state: JobState = await handle
         except ChildWorkflowError as err:
-            # The job ended Canceled / Failed / TimedOut: its outcome is in the ledger.
-            workflow.logger.info("job %s ended: %s", job.job_id, err.cause or err)
-            return OccurrenceResult(job_id=job.job_id, status="cancelled" if err.cause else None)
+            # The job's execution did not complete: say how it closed; its outcome is in
+            # the ledger (the workflow's finish, or the reconciler for a closed execution).
+            execution = closed_as(err)
+            workflow.logger.info("job %s execution %s: %s", job.job_id, execution, err.cause or err)
+            status = "cancelled" if execution == "canceled" else None
+            return OccurrenceResult(job_id=job.job_id, status=status, execution=execution)
         return OccurrenceResult(job_id=job.job_id, status=state.status, business_status=state.business_status)

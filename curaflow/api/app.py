@@ -174,7 +174,11 @@ def create_app(settings: Settings) -> FastAPI:
             if app.state.admitter.client is not None:
                 await app.state.admitter.start(job_id)
 
-        tasks.append(asyncio.create_task(run_forever(pool, start, settings.reconcile_interval_ms / 1000, stop)))
+        tasks.append(
+            asyncio.create_task(
+                run_forever(pool, start, settings.reconcile_interval_ms / 1000, stop, lambda: app.state.client)
+            )
+        )
         try:
             yield
         finally:

@@ -145,6 +145,12 @@ async def cancel(request: Request, job_id: str) -> JSONResponse:
             reason="unknown_job",
             job_id=job_id.encode("utf-8", "replace").decode().replace("\x00", ""),
         )
-    job = await cancel_job(state.pool, state.client, job_id, wait_s=state.settings.api.cancel_wait_ms / 1000)
+    job = await cancel_job(
+        state.pool,
+        state.client,
+        job_id,
+        wait_s=state.settings.api.cancel_wait_ms / 1000,
+        notifier=state.notifier,
+    )
     request.state.log_fields = {"job_id": job_id, "status": job["status"]}
     return JSONResponse(job)

@@ -13,7 +13,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from curaflow.domain.models import CellSnapshot
+from curaflow.domain.models import CellSnapshot, DeliveryReport
+from curaflow.domain.projection import JobStatus
+from curaflow.domain.verdicts import FinishCause, StepFailure
 
 
 class RouteRef(BaseModel):
@@ -181,7 +183,7 @@ class PushReport(BaseModel):
 
 
 class CancelRequest(BaseModel):
-    """Argument of the ``cancel`` signal."""
+    """Argument of the ``cancel`` signal and of the ``request_cancel`` activity."""
 
     reason: str = "cancelled_by_consumer"
 
@@ -233,12 +235,17 @@ class CellUpdate(BaseModel):
             stage instead of ending ``no_candidate`` / ``duplicate``.
         cancel_requested: the ledger holds a consumer cancel of this job (recorded by
             ``POST /jobs/{id}/cancel``) that the workflow may not have received: the
-            activity did no work, and the workflow turns it into its own Temporal cancel.
+            activity did no work, and the workflow takes the cancel path.
+        deadline_passed: the job's deadline (``jobs.deadline_at``) had passed when the
+            activity opened its step: it did no work, and the workflow stops the job.
+        delivery: ``deliver`` only: the route's delivery afterwards.
     """
 
     cell: CellSnapshot
     retry_stage: bool = False
     cancel_requested: bool = False
+    deadline_passed: bool = False
+    delivery: DeliveryReport | None = None
 
     @field_validator("cell")
     @classmethod
@@ -247,31 +254,39 @@ class CellUpdate(BaseModel):
 
 
 class FinishInput(BaseModel):
-    """Argument of the ``finish`` activity.
+    """Argument of the ``finish`` activity: the facts the workflow saw, no decisions.
 
     Attributes:
-        verdicts: target id → reason code for every cell the workflow saw end without a
-            ledger transition (an activity failed, timed out or was cancelled). Cells the
-            ledger already holds as terminal keep their state.
         cause: why the workflow is finishing: ``completed``, ``cancelled`` or
-            ``deadline``.
+            ``deadline`` (:class:`~curaflow.domain.verdicts.FinishCause`).
+        failures: target id → what the workflow saw of the cell's failed step (the first
+            one), for cells that ended without a ledger transition. The ledger decides
+            each open cell's reason from these facts with
+            :func:`curaflow.domain.verdicts.cell_verdict`; cells it already holds as
+            terminal keep their state.
+        verdicts: target id → reason code, as sent by executions started before the
+            facts existed (their workflow decided reasons itself); applied as given.
     """
 
     job_id: str
+    cause: FinishCause = FinishCause.COMPLETED
+    failures: dict[str, StepFailure] = Field(default_factory=dict)
     verdicts: dict[str, str] = Field(default_factory=dict)
-    cause: Literal["completed", "cancelled", "deadline"] = "completed"
 
 
 class JobState(BaseModel):
     """Live state of a job: the ``status`` query's answer and ``finish``'s result.
 
     ``status`` and ``stage`` come from :func:`curaflow.domain.projection.job_status` /
-    :func:`~curaflow.domain.projection.job_stage` over ``cells``.
+    :func:`~curaflow.domain.projection.job_stage` over ``cells`` (``stage`` is
+    ``cancelling`` / ``finishing`` while the job stops or finishes, as in
+    ``GET /jobs/{id}``). ``deliveries`` lists every delivery known so far (the final
+    state: every delivery of the job, from the ledger), whatever the status.
     """
 
     job_id: str
     job_type: str = "candidate_search"
-    status: str = "queued"
+    status: JobStatus = JobStatus.QUEUED
     stage: str = "queued"
     business_status: str | None = None
     alertable: bool | None = None
@@ -279,3 +294,4 @@ class JobState(BaseModel):
     created_at_ms: int = 0
     deadline_at_ms: int | None = None
     cells: list[CellSnapshot] = Field(default_factory=list)
+    deliveries: list[DeliveryReport] = Field(default_factory=list)

@@ -93,7 +93,13 @@ class Artifact(BaseModel):
 
 
 class RouteDelivery(BaseModel):
-    """The ledger's view of one delivery intent of a cell."""
+    """The ledger's view of one delivery intent of a cell.
+
+    Attributes:
+        status: the intent's status: ``reserved`` | ``sending`` | ``delivered`` |
+            ``duplicate`` | ``failed`` | ``unknown`` | ``released``.
+        work_id: the work the intent is for (the cell's bound work).
+    """
 
     route: str
     status: str
@@ -101,6 +107,36 @@ class RouteDelivery(BaseModel):
     remote_id: str | None = None
     attempts: int = 0
     last_error: str | None = None
+    work_id: str | None = None
+
+
+#: Intent statuses of a delivery that is on the route (the receiver has the work).
+LANDED_STATUSES = frozenset({"delivered", "duplicate"})
+#: Intent statuses of a delivery that may be on the route (a request left, no answer).
+MAYBE_LANDED_STATUSES = frozenset({"unknown", "sending"})
+
+
+class DeliveryReport(BaseModel):
+    """One delivery of a job as reported to consumers and operators (README "Deliveries").
+
+    Every delivery intent of a cell's bound work, whatever the job's terminal status:
+    in the Job (``result.deliveries`` / ``error.detail.deliveries``), the terminal event,
+    the outcome record (``deliveries``) and the ``status`` query.
+
+    Attributes:
+        status: ``delivered`` (the route has it) | ``duplicate`` (the route already had
+            it) | ``unknown`` (a request left and may have landed) | ``released`` (never
+            sent, or sent and refused in a way that proves it did not land; another job
+            may deliver it) | ``failed`` (the route refused it) | ``pending`` / ``sending``
+            (a job still running).
+        remote_id: the route's id of what it received (message id, file path …), if any.
+    """
+
+    target_id: str
+    route: str
+    work_id: str
+    status: str
+    remote_id: str | None = None
 
 
 class CellSnapshot(BaseModel):
@@ -124,6 +160,23 @@ class CellSnapshot(BaseModel):
     artifact: Artifact | None = None
     deliveries: list[RouteDelivery] = Field(default_factory=list)
     updated_at: int = 0
+
+    def delivery_reports(self) -> list[DeliveryReport]:
+        """This cell's deliveries as :class:`DeliveryReport` s (``reserved`` → ``pending``)."""
+        return [
+            DeliveryReport(
+                target_id=self.target_id,
+                route=d.route,
+                work_id=d.work_id or self.work_id or "",
+                status="pending" if d.status == "reserved" else d.status,
+                remote_id=d.remote_id,
+            )
+            for d in self.deliveries
+        ]
+
+    def landed(self) -> bool:
+        """True when a route received this cell's work from this job (an intent ``delivered``)."""
+        return any(d.status == "delivered" for d in self.deliveries)
 
     def brief(self) -> CellSnapshot:
         """A copy small enough for workflow history: state, stage, reason and the work's

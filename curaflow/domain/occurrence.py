@@ -94,12 +94,22 @@ class OccurrenceAdmission(BaseModel):
 
 
 class OccurrenceResult(BaseModel):
-    """Result of ``ScheduledJobWorkflow``: the job it started or converged on."""
+    """Result of ``ScheduledJobWorkflow``: the job it started or converged on.
+
+    Attributes:
+        status: the job's protocol status when its execution completed or was cancelled
+            (``cancelled``); None when the job's execution ended otherwise — see
+            ``execution`` — or the occurrence converged on an existing job.
+        execution: how the job's execution closed when it did not complete:
+            ``canceled`` | ``terminated`` | ``timed_out`` | ``failed`` (its outcome is in
+            the ledger: ``GET /jobs/{job_id}``).
+    """
 
     job_id: str
     duplicate: bool = False
     status: str | None = None
     business_status: str | None = None
+    execution: str | None = None
 
 
 def occurrence_job_id(schedule_id: str, scheduled_at: datetime, timezone: str) -> tuple[str, str]:

@@ -15,7 +15,13 @@ Rules:
   ``duplicate_only`` (the original tests the ``duplicate`` state only, and calls a job
   whose cells found nothing but already-delivered works ``duplicate_only`` with
   ``all_duplicates: false``);
-* ``alertable`` is true only for ``failed``.
+* ``alertable`` is true only for ``failed``;
+* what landed is never hidden (DESIGN.md decision 13): a cell that did not complete but
+  whose work reached one of its routes (an intent ``delivered``) is *partially
+  delivered*; it counts like a submitted cell for the business status (so a cancelled
+  job whose webhook got the work is ``partial_success``, not ``cancelled`` with nothing
+  out), it is counted in ``cells.partially_delivered``, and every delivery of the job is
+  listed in the record's ``deliveries`` (:class:`~curaflow.domain.models.DeliveryReport`).
 
 Pure module: imported by workflows through the sandbox pass-through.
 """
@@ -28,8 +34,8 @@ from enum import StrEnum
 from typing import Any
 
 from curaflow.domain.cells import CellState, is_terminal
-from curaflow.domain.models import CellSnapshot
-from curaflow.domain.reasons import Stage, TerminalReason, reason_info
+from curaflow.domain.models import CellSnapshot, DeliveryReport
+from curaflow.domain.reasons import CANCEL_REASONS, Stage, TerminalReason, reason_info
 
 OUTCOME_VERSION = 2
 
@@ -95,7 +101,7 @@ def classify_cell(cell: CellSnapshot) -> CellCategory:
     if state == CellState.DUPLICATE:
         return CellCategory.DUPLICATE
     if state == CellState.FAILED:
-        if cell.reason == TerminalReason.CANCELLED_BY_CONSUMER:
+        if cell.reason in CANCEL_REASONS:
             return CellCategory.CANCELLED
         if reason_info(cell.reason).stage == Stage.DELIVERY:
             return CellCategory.DELIVERY_FAILED
@@ -114,11 +120,14 @@ def cell_counts(cells: Sequence[CellSnapshot]) -> dict[str, Any]:
         "executor_failed": 0,
         "delivery_failed": 0,
         "cancelled": 0,
+        "partially_delivered": 0,
     }
     for cell in cells:
         category = classify_cell(cell)
         if category != CellCategory.OTHER:
             counts[category.value] += 1
+        if cell.state != CellState.SUBMITTED and cell.landed():
+            counts["partially_delivered"] += 1
     non_submitted = [c for c in cells if c.state != CellState.SUBMITTED]
     counts["all_duplicates"] = bool(non_submitted) and all(_duplicate_like(c) for c in non_submitted)
     return counts
@@ -139,6 +148,8 @@ def business_status(cells: Sequence[CellSnapshot]) -> BusinessStatus:
     total = counts["total"]
     submitted = counts["submitted"]
     non_submitted = total - submitted
+    # A partially delivered cell put content out: the job published something.
+    submitted += counts["partially_delivered"]
     system_failed = counts["executor_failed"] > 0 or counts["delivery_failed"] > 0
     if submitted > 0 and non_submitted == 0:
         return BusinessStatus.SUCCESS
@@ -167,18 +178,23 @@ def business_message(status: BusinessStatus | str, lang: str = "en") -> str:
     return zh if lang == "zh" else en
 
 
+def job_deliveries(cells: Sequence[CellSnapshot]) -> list[DeliveryReport]:
+    """Every delivery of a job's cells, in target then intent order."""
+    return [report for cell in cells for report in cell.delivery_reports()]
+
+
 def ledger_status(cells: Sequence[CellSnapshot]) -> str:
     """The job's ledger status (reference §5.1 ``deriveSlotStatus``).
 
     Returns:
         ``pending`` (no cells), ``running`` (any cell non-terminal), ``success`` (all
-        submitted), ``partial`` (some submitted) or ``failed``.
+        submitted), ``partial`` (some submitted or partially delivered) or ``failed``.
     """
     if not cells:
         return "pending"
     if any(not is_terminal(c.state) for c in cells):
         return "running"
-    submitted = sum(1 for c in cells if c.state == CellState.SUBMITTED)
+    submitted = sum(1 for c in cells if c.state == CellState.SUBMITTED or c.landed())
     if submitted == len(cells):
         return "success"
     if submitted:
@@ -245,4 +261,5 @@ def build_outcome_record(
             }
         )
     record["cells"] = {**cell_counts(cells), "targets": targets}
+    record["deliveries"] = [d.model_dump() for d in job_deliveries(cells)]
     return record

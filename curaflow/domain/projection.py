@@ -8,11 +8,12 @@ Rules (reference §1.4, extended to jobs with several cells):
 * any cell non-terminal: ``queued`` while every cell is still ``pending`` (the original's
   quirk: a claimed job whose cell has not reached ``selected`` reports ``queued``),
   otherwise ``running``;
-* every cell terminal: from the business status (§7.4) —
-  ``success`` / ``partial_success`` → ``succeeded``; ``cancelled`` → ``cancelled``;
-  ``no_candidate`` / ``duplicate_only`` → ``failed``; ``failed`` → ``expired`` when every
-  system-failed cell ended for an expiry reason (``queued_too_long``,
-  ``stalled_no_heartbeat``, ``execution_timeout``), otherwise ``failed``.
+* every cell terminal: any cell ``submitted`` → ``succeeded``; else a cell stopped on
+  purpose (``cancelled_by_consumer``, ``execution_terminated``) and no system failure →
+  ``cancelled``; a system failure → ``expired`` when every system-failed cell ended for
+  an expiry reason (``queued_too_long``, ``stalled_no_heartbeat``,
+  ``execution_timeout``), otherwise ``failed``; nothing found (``no_candidate`` /
+  ``duplicate``) → ``failed`` (§7.4's mapping of the business status).
 
   For a single cell this is exactly the original's per-cell mapping.
 
@@ -26,8 +27,8 @@ from enum import StrEnum
 
 from curaflow.domain.cells import STAGE_ORDER, CellState, is_terminal
 from curaflow.domain.models import CellSnapshot
-from curaflow.domain.outcome import BusinessStatus, CellCategory, business_status, classify_cell
-from curaflow.domain.reasons import EXPIRY_REASONS, TerminalReason
+from curaflow.domain.outcome import CellCategory, cell_counts, classify_cell
+from curaflow.domain.reasons import CANCEL_REASONS, EXPIRY_REASONS
 
 
 class JobStatus(StrEnum):
@@ -56,23 +57,25 @@ def _system_failed(cells: Sequence[CellSnapshot]) -> list[CellSnapshot]:
 
 
 def job_status(cells: Sequence[CellSnapshot]) -> JobStatus:
-    """Derive the protocol job status from the job's cells (rules in the module doc)."""
+    """Derive the protocol job status from the job's cells (rules in the module doc).
+
+    Decided on the cells' categories, not on the business status: a cancelled job whose
+    work reached a route is ``partial_success`` as business but ``cancelled`` as a job.
+    """
     if not cells:
         return JobStatus.QUEUED
     if not all_terminal(cells):
         if all(c.state == CellState.PENDING for c in cells):
             return JobStatus.QUEUED
         return JobStatus.RUNNING
-    verdict = business_status(cells)
-    if verdict in (BusinessStatus.SUCCESS, BusinessStatus.PARTIAL_SUCCESS):
+    counts = cell_counts(cells)
+    if counts["submitted"] > 0:
         return JobStatus.SUCCEEDED
-    if verdict == BusinessStatus.CANCELLED:
+    failed = _system_failed(cells)
+    if counts["cancelled"] > 0 and not failed:
         return JobStatus.CANCELLED
-    if verdict == BusinessStatus.FAILED:
-        failed = _system_failed(cells)
-        if failed and all(c.reason in EXPIRY_REASONS for c in failed):
-            return JobStatus.EXPIRED
-        return JobStatus.FAILED
+    if failed and all(c.reason in EXPIRY_REASONS for c in failed):
+        return JobStatus.EXPIRED
     return JobStatus.FAILED
 
 
@@ -83,7 +86,7 @@ def representative_cell(cells: Sequence[CellSnapshot], status: str) -> CellSnaps
     first system-failed cell, else the first non-submitted cell. None otherwise.
     """
     if status == JobStatus.CANCELLED:
-        return next((c for c in cells if c.reason == TerminalReason.CANCELLED_BY_CONSUMER), None)
+        return next((c for c in cells if c.reason in CANCEL_REASONS), None)
     if status == JobStatus.EXPIRED:
         return next((c for c in cells if c.reason in EXPIRY_REASONS), None)
     if status == JobStatus.FAILED:

@@ -10,6 +10,9 @@ curaflow additions for delivery routes that are not TelePost:
 * ``delivery_unknown``: a request left for a route without an idempotency key
   (Telegram, Discord) and no answer came back, so whether it landed is unknown and the
   route's ``on_ambiguous = "fail"`` policy forbids a blind re-send.
+* ``execution_terminated``: an operator terminated the job's Temporal execution; the
+  reconciler converges the job at once (protocol ``cancelled_by_consumer``: a deliberate
+  stop, not alertable).
 
 The protocol mapping is the closed table of ``curaflow/protocol/schema/error-mapping.json``
 (vendored from ``shared/protocol/v1``); ``tests/unit/test_reasons.py`` checks both agree.
@@ -47,6 +50,7 @@ class TerminalReason(StrEnum):
     STALLED_NO_HEARTBEAT = "stalled_no_heartbeat"
     DELIVERY_ABANDONED = "delivery_abandoned"
     CANCELLED_BY_CONSUMER = "cancelled_by_consumer"
+    EXECUTION_TERMINATED = "execution_terminated"
 
 
 class Stage(StrEnum):
@@ -194,10 +198,21 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
     R.CANCELLED_BY_CONSUMER: ReasonInfo(
         Stage.EXECUTION, False, "cancelled_by_consumer", "任务已被取消。", "The job was cancelled."
     ),
+    R.EXECUTION_TERMINATED: ReasonInfo(
+        Stage.EXECUTION,
+        True,
+        "cancelled_by_consumer",
+        "运维人员在 Temporal 中终止了该任务的执行，之后没有再运行任何步骤。",
+        "An operator terminated the job's execution in Temporal; nothing ran after that.",
+    ),
 }
 
 #: Reasons that make a terminal job ``expired`` rather than ``failed`` (reference §1.4).
 EXPIRY_REASONS: frozenset[str] = frozenset({R.QUEUED_TOO_LONG, R.STALLED_NO_HEARTBEAT, R.EXECUTION_TIMEOUT})
+
+#: Reasons of a cell stopped on purpose (a consumer's cancel, an operator's terminate):
+#: counted as cancelled, never alertable (reference §7.3, extended).
+CANCEL_REASONS: frozenset[str] = frozenset({R.CANCELLED_BY_CONSUMER, R.EXECUTION_TERMINATED})
 
 #: Reasons that count as "no new work" rather than a system failure.
 NO_CONTENT_REASONS: frozenset[str] = frozenset({R.NO_CANDIDATE, R.DUPLICATE_EXHAUSTED, R.FILTER_EXHAUSTED})

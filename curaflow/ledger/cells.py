@@ -9,6 +9,7 @@ the row untouched and returns the cell as it is.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 import asyncpg
@@ -35,7 +36,7 @@ def intent_key(route: str, work_type: str, work_id: str, job_id: str, target_id:
 async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | None:
     """Lock the job row for the rest of the transaction; None if the job is unknown."""
     return await conn.fetchrow(
-        """SELECT job_id, started_at, cancel_requested_at, completed_at, last_stage
+        """SELECT job_id, started_at, cancel_requested_at, completed_at, last_stage, deadline_at
            FROM jobs WHERE job_id = $1 FOR UPDATE""",
         job_id,
     )
@@ -67,6 +68,25 @@ async def sync_job_stage(conn: asyncpg.Connection, job_id: str, last_stage: str 
         await append_event(conn, job_id, "job.progress", {"progress": {"stage": stage, "at": now}}, at=now)
 
 
+class Barrier(StrEnum):
+    """Why a job admits no new step (DESIGN.md decision 13): its ledger row says so."""
+
+    CANCELLED = "cancelled"  # a consumer cancel is recorded (``jobs.cancel_requested_at``)
+    DEADLINE = "deadline"  # the job's deadline (``jobs.deadline_at``) has passed
+
+
+def barrier_of(job: asyncpg.Record, now: int) -> Barrier | None:
+    """The barrier a locked job row holds at ``now`` (epoch ms), or None.
+
+    ``job`` needs ``cancel_requested_at`` and ``deadline_at``.
+    """
+    if job["cancel_requested_at"] is not None:
+        return Barrier.CANCELLED
+    if job["deadline_at"] is not None and now >= job["deadline_at"]:
+        return Barrier.DEADLINE
+    return None
+
+
 async def start_step(
     conn: asyncpg.Connection,
     job_id: str,
@@ -76,12 +96,13 @@ async def start_step(
     attempt: int,
     lease_ms: int,
     owner: str,
-) -> tuple[CellSnapshot | None, bool]:
+) -> tuple[CellSnapshot | None, Barrier | None]:
     """Open an activity attempt on a cell: mark the job started, take the cell's lease.
 
     The first step of a job sets ``started_at``, moves the job to ``running`` and appends
     ``job.started``. The cell's ``stage`` moves forward only while it is non-terminal. A
-    job that is already terminal is left untouched.
+    job that is already terminal is left untouched. A job behind a barrier (a recorded
+    consumer cancel, or its deadline passed) opens no step: the caller does no work.
 
     Args:
         stage: the stage this activity works in.
@@ -90,25 +111,26 @@ async def start_step(
         owner: the worker identity holding the lease.
 
     Returns:
-        ``(cell, cancel_requested)``; cell None when the job or cell is unknown.
+        ``(cell, barrier)``; cell None when the job or cell is unknown; barrier set when
+        the step must not run (then nothing was changed).
     """
     now = now_ms()
+    locked = await lock_job(conn, job_id)
+    if locked is None:
+        return None, None
+    barrier = barrier_of(locked, now)
+    if locked["completed_at"] is not None or barrier is not None:
+        return await load_cell(conn, job_id, target_id), barrier
     job = await conn.fetchrow(
-        """WITH prev AS (SELECT job_id, started_at FROM jobs WHERE job_id = $1 FOR UPDATE)
-           UPDATE jobs j SET attempt = CASE WHEN j.completed_at IS NULL THEN $2 ELSE j.attempt END,
-                  started_at = CASE WHEN j.completed_at IS NULL THEN COALESCE(j.started_at, $3) ELSE j.started_at END,
-                  status = CASE WHEN j.completed_at IS NULL THEN 'running' ELSE j.status END,
-                  updated_at = CASE WHEN j.completed_at IS NULL THEN $3 ELSE j.updated_at END
+        """WITH prev AS (SELECT job_id, started_at FROM jobs WHERE job_id = $1)
+           UPDATE jobs j SET attempt = $2, started_at = COALESCE(j.started_at, $3), status = 'running',
+                  updated_at = $3
            FROM prev WHERE j.job_id = prev.job_id
-           RETURNING prev.started_at AS prev_started, j.completed_at, j.cancel_requested_at, j.last_stage""",
+           RETURNING prev.started_at AS prev_started, j.last_stage""",
         job_id,
         attempt,
         now,
     )
-    if job is None:
-        return None, False
-    if job["completed_at"] is not None:
-        return await load_cell(conn, job_id, target_id), job["cancel_requested_at"] is not None
     if job["prev_started"] is None:
         await append_event(conn, job_id, "job.started", at=now)
     row = await conn.fetchrow(
@@ -124,7 +146,7 @@ async def start_step(
         now,
     )
     await sync_job_stage(conn, job_id, job["last_stage"])
-    return (cell_from_row(row) if row else None), job["cancel_requested_at"] is not None
+    return (cell_from_row(row) if row else None), None
 
 
 async def heartbeat(pool: asyncpg.Pool, job_id: str, target_id: str, lease_ms: int) -> None:

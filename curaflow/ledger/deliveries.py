@@ -10,12 +10,12 @@ instead of re-sending blindly (DESIGN.md decision 6).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 
 from curaflow.domain.cells import CellState, check_transition, is_terminal
-from curaflow.ledger.cells import finish_cell, lock_job, sync_job_stage
+from curaflow.ledger.cells import Barrier, barrier_of, finish_cell, lock_job, sync_job_stage
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_cell
 
@@ -29,15 +29,16 @@ class SendClaim:
     Attributes:
         decision: ``send`` (go ahead), ``done`` (already confirmed), ``ambiguous`` (a
             previous attempt was in flight and its outcome is unknown), ``cancelled`` (the
-            consumer cancelled the job: never send), ``closed`` (the cell is terminal or
-            has no intent for this route).
+            consumer cancelled the job: never send), ``deadline`` (the job's deadline
+            passed: never send), ``closed`` (the cell is terminal or has no intent for
+            this route).
         idempotency_key: the intent's stable key.
         attempts: sends recorded before this one.
         remote_ids: the parts confirmed by earlier attempts (multi-part routes resume
             after them; see :func:`record_part`).
     """
 
-    decision: str
+    decision: Literal["send", "done", "ambiguous", "cancelled", "deadline", "closed"]
     idempotency_key: str | None = None
     attempts: int = 0
     remote_id: str | None = None
@@ -51,7 +52,8 @@ async def claim_send(
 
     Runs in the caller's transaction with the job row locked, so a consumer cancel
     recorded before it (``jobs.cancel_requested_at``) is always seen: a delivery not
-    yet sent is never sent after a cancel.
+    yet sent is never sent after a cancel, nor after the job's deadline (the ledger's
+    barriers, :func:`curaflow.ledger.cells.barrier_of`).
 
     Args:
         ambiguous_ok: the route tolerates re-sending after an unknown outcome (webhooks
@@ -78,8 +80,11 @@ async def claim_send(
         return SendClaim("done", key, attempts, intent["remote_id"])
     if is_terminal(cell["state"]) or status in ("failed", "unknown"):
         return SendClaim("closed", key, attempts)
-    if job["cancel_requested_at"] is not None:
+    barrier = barrier_of(job, now_ms())
+    if barrier == Barrier.CANCELLED:
         return SendClaim("cancelled", key, attempts)
+    if barrier == Barrier.DEADLINE:
+        return SendClaim("deadline", key, attempts)
     if status == "sending" and not ambiguous_ok:
         return SendClaim("ambiguous", key, attempts)
     now = now_ms()

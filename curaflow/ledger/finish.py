@@ -1,10 +1,15 @@
 """Finishing a job: converge open cells, write the outcome record and the terminal event.
 
-Used by the ``finish`` activity, the HTTP cancel when no activity holds a lease, and the
-reconciler — the one place a job becomes terminal in the ledger. Everything happens in
-one transaction under the job row lock; the outcome record and the terminal event are
-written exactly once (guarded by ``jobs.completed_at``), so a repeated finish writes
-nothing and returns the same job.
+The one place a job becomes terminal in the ledger (DESIGN.md decision 13). Two callers
+only: the workflow's ``finish`` activity (causes ``completed`` / ``cancelled`` /
+``deadline``) and the reconciler (:mod:`curaflow.ledger.reconciler`, for jobs no
+workflow can finish). Each open cell's reason is decided by
+:func:`curaflow.domain.verdicts.cell_verdict` from the caller's facts and the ledger's;
+this module applies the answer and never rewrites it.
+
+Everything happens in one transaction under the job row lock; the outcome record and
+the terminal event are written exactly once (guarded by ``jobs.completed_at``), so a
+repeated finish writes nothing and returns the same job.
 """
 
 from __future__ import annotations
@@ -18,30 +23,16 @@ from curaflow.domain.cells import CellState
 from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import build_outcome_record, business_status, is_alertable, ledger_status
 from curaflow.domain.projection import JobStatus, job_status
-from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.verdicts import FinishCause, StepFailure, cell_verdict
 from curaflow.ledger.cells import finish_cell, lock_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import TERMINAL_EVENT_TYPES, append_event
 from curaflow.ledger.records import load_job
 from curaflow.protocol.projection import project_job
 
-#: Reasons a cell gets when its work was stopped rather than failed; under a consumer
-#: cancel they are the cancel.
-STOPPED_BY_CANCEL = frozenset(
-    {
-        TerminalReason.QUEUED_TOO_LONG,
-        TerminalReason.STALLED_NO_HEARTBEAT,
-        TerminalReason.EXECUTION_TIMEOUT,
-        TerminalReason.DELIVERY_ABANDONED,
-        TerminalReason.INTERNAL_ERROR,
-    }
-)
-
-#: default reason of a non-terminal cell when a job finishes for ``cause``.
-CAUSE_REASONS = {
-    "cancelled": TerminalReason.CANCELLED_BY_CONSUMER,
-    "deadline": TerminalReason.EXECUTION_TIMEOUT,
-}
+#: Causes a workflow finishes with; it saw which barrier came first, so a cancel the
+#: ledger recorded after that does not change its verdicts.
+WORKFLOW_CAUSES = frozenset({FinishCause.COMPLETED, FinishCause.CANCELLED, FinishCause.DEADLINE})
 
 
 @dataclass
@@ -57,54 +48,48 @@ class FinishedJob:
     outcome: dict[str, Any] | None
 
 
-def default_reason(state: str, cause: str) -> str:
-    """Reason for an open cell with no verdict (reference §5.4 "the rollup")."""
-    if cause in CAUSE_REASONS:
-        return CAUSE_REASONS[cause]
-    if state in (CellState.ARTIFACT_READY, CellState.DELIVERY_PENDING):
-        return TerminalReason.DELIVERY_ABANDONED
-    return TerminalReason.INTERNAL_ERROR
-
-
 async def finish_job(
     conn: asyncpg.Connection,
     job_id: str,
     *,
+    cause: FinishCause | str = FinishCause.COMPLETED,
+    failures: dict[str, StepFailure] | None = None,
     verdicts: dict[str, str] | None = None,
-    cause: str = "completed",
 ) -> FinishedJob | None:
     """Make ``job_id`` terminal (own transaction).
 
     Args:
-        verdicts: target id → reason for cells the caller knows ended without a
-            transition; other open cells get :func:`default_reason`.
-        cause: ``completed``, ``cancelled``, ``deadline`` or ``reconciled``.
+        cause: why the job finishes (:class:`~curaflow.domain.verdicts.FinishCause`).
+        failures: target id → the failed step's facts, for cells that ended without a
+            ledger transition.
+        verdicts: target id → a reason decided by an execution started before facts
+            existed (applied as given).
 
     Returns:
         The finished job, or None when the job is unknown.
     """
+    cause = FinishCause(cause)
+    failures = failures or {}
     verdicts = verdicts or {}
     async with conn.transaction():
         job = await lock_job(conn, job_id)
         if job is None:
             return None
-        if cause in ("completed", "reconciled") and job["cancel_requested_at"] is not None:
-            # The consumer cancelled (recorded by POST /jobs/{id}/cancel) and the cells
-            # still open stopped because of it, whatever path the workflow took.
-            cause = "cancelled"
+        cancel_recorded = job["cancel_requested_at"] is not None and cause not in WORKFLOW_CAUSES
         open_cells = await conn.fetch(
             """SELECT target_id, state, stage FROM cells WHERE job_id = $1
                AND state NOT IN ('submitted', 'no_candidate', 'duplicate', 'failed') ORDER BY position""",
             job_id,
         )
         for cell in open_cells:
-            reason = verdicts.get(cell["target_id"]) or default_reason(cell["state"], cause)
-            if cause == "cancelled" and reason in STOPPED_BY_CANCEL:
-                # Stopped (timed out, abandoned, converged) because of the cancel itself.
-                reason = TerminalReason.CANCELLED_BY_CONSUMER
-            if reason == TerminalReason.QUEUED_TOO_LONG and cell["stage"] != "queued":
-                # A step of this cell already ran: its retry waited, it was not queued.
-                reason = TerminalReason.STALLED_NO_HEARTBEAT
+            reason = cell_verdict(
+                state=cell["state"],
+                stage=cell["stage"],
+                cause=cause,
+                failure=failures.get(cell["target_id"]),
+                reported_reason=verdicts.get(cell["target_id"]),
+                cancel_requested=cancel_recorded,
+            )
             await finish_cell(conn, job_id, cell["target_id"], CellState.FAILED, reason)
         record = await load_job(conn, job_id)
         assert record is not None

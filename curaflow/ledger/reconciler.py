@@ -1,24 +1,33 @@
 """The reconciler: nothing admitted is ever lost, no job stays open forever.
 
-It runs in the API process and in every worker (one tick at a time across processes,
-under a PostgreSQL advisory lock), so it works even when no worker of any kind is up.
-Each tick, over open jobs (``completed_at IS NULL``), using each job's own budgets
-(stored with its workflow input):
+The second (and last) writer of terminal state (DESIGN.md decision 13): it finishes
+only jobs no workflow can finish — never started, execution closed, no worker. It runs
+in the API process and in every worker; each tick runs under a PostgreSQL advisory lock
+held for the whole tick, so one process ticks at a time. It asks Temporal what happened
+(visibility and describe), it does not infer it from budgets. Each tick, over open jobs
+(``completed_at IS NULL``), using each job's own budgets (stored with its workflow
+input):
 
 1. **unstarted workflow**: admitted in the ledger but ``workflow_started_at`` is null
-   for more than a few seconds (a crash between insert and start) → start the workflow;
-2. **queued_too_long**: never started (``started_at`` null), older than the queued
-   budget, no live lease → every open cell ``failed / queued_too_long``;
-3. **stalled_no_heartbeat**: started, last progress (``heartbeat_at`` of its cells, else
-   ``started_at``) older than the stall budget, no live lease → open cells
-   ``failed / stalled_no_heartbeat``;
-4. **deadline**: past ``deadline_at`` (plus a 10 s grace) with no live lease → open cells
-   ``failed / execution_timeout``; checked first, so a job both overdue and queued or
-   stalled ends for its deadline.
+   for more than a few seconds (a crash between insert and start) → start it;
+2. **closed execution**: Temporal lists the job's execution as terminated, timed out or
+   failed (closed within the last :data:`CLOSED_WINDOW_MS`) → finish with that cause
+   (``execution_terminated`` / ``execution_timeout`` / ``internal_error``); an
+   operator's terminate converges within one tick, not after the stall budget;
+3. **cancel with no worker**: a consumer cancel recorded more than
+   :data:`CANCEL_GRACE_MS` ago, no live lease, and Temporal says no workflow can act on
+   it (the execution does not exist or is closed, or its workflow task has waited for a
+   worker longer than the grace) → finish ``cancelled``;
+4. **budgets**, each checked with Temporal first (a closed execution converges with its
+   close cause): past ``deadline_at`` (plus :data:`DEADLINE_GRACE_MS`) with no live
+   lease → ``execution_timeout``; never started, older than the queued budget →
+   ``queued_too_long``; started, no progress within the stall budget →
+   ``stalled_no_heartbeat``. A job both overdue and queued or stalled ends for its
+   deadline.
 
-Rules 2–4 finish the job in the ledger (outcome record, terminal event). When a worker
-later runs the workflow it finds the cells terminal and adopts that verdict; Temporal's
-execution timeout closes runs no worker ever picks up.
+The reasons come from :func:`curaflow.domain.verdicts.cell_verdict` (a cancel recorded
+in the ledger makes a stopped cell ``cancelled_by_consumer``). When a worker later runs
+the workflow, its steps find the job terminal and it adopts that verdict.
 """
 
 from __future__ import annotations
@@ -27,14 +36,17 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import asyncpg
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow import metrics
 from curaflow.domain.projection import job_status
-from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger.db import now_ms
-from curaflow.ledger.finish import finish_job
+from curaflow.ledger.finish import FinishedJob, finish_job
 from curaflow.logs import get_logger
 
 LOCK_KEY = 0x63757261726563  # "curarec"
@@ -42,9 +54,25 @@ START_GRACE_MS = 5_000
 #: After its deadline, a job no live attempt holds is the reconciler's: the workflow's own
 #: timer normally ends it within moments, so this only acts when no worker runs it.
 DEADLINE_GRACE_MS = 10_000
+#: A recorded cancel a live workflow has not acted on within this long, with no worker to
+#: act on it, is converged here.
+CANCEL_GRACE_MS = 3_000
+#: How far back a tick looks for closed executions.
+CLOSED_WINDOW_MS = 3_600_000
+WORKFLOW_TYPE = "JobWorkflow"
 log = get_logger("curaflow.reconciler")
 
 StartHook = Callable[[str], Awaitable[None]]
+
+#: Close status of an execution → why its job finishes.
+CLOSE_CAUSES: dict[WorkflowExecutionStatus, FinishCause] = {
+    WorkflowExecutionStatus.TERMINATED: FinishCause.TERMINATED,
+    WorkflowExecutionStatus.TIMED_OUT: FinishCause.TIMED_OUT,
+    WorkflowExecutionStatus.FAILED: FinishCause.WORKFLOW_FAILED,
+    WorkflowExecutionStatus.CANCELED: FinishCause.CANCELLED,
+    WorkflowExecutionStatus.COMPLETED: FinishCause.WORKFLOW_FAILED,  # closed without finishing its job
+    WorkflowExecutionStatus.CONTINUED_AS_NEW: FinishCause.WORKFLOW_FAILED,
+}
 
 
 @dataclass
@@ -52,113 +80,247 @@ class TickReport:
     """What one tick did (job ids per rule)."""
 
     started: list[str] = field(default_factory=list)
+    closed: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
     queued_too_long: list[str] = field(default_factory=list)
     stalled: list[str] = field(default_factory=list)
     deadline: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Execution:
+    """What Temporal says of a job's execution (:func:`describe_execution`).
+
+    Attributes:
+        exists: Temporal knows the execution.
+        close_cause: why its job must finish when it is closed, else None.
+        waiting_for_worker_ms: how long its pending workflow task has waited for a worker
+            (0 when none waits or a worker holds it).
+    """
+
+    exists: bool
+    close_cause: FinishCause | None = None
+    waiting_for_worker_ms: int = 0
+
+
+async def describe_execution(client: Client, job_id: str, now: int) -> Execution:
+    """Ask Temporal about ``job_id``'s execution (one ``DescribeWorkflowExecution``)."""
+    try:
+        desc = await client.get_workflow_handle(job_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return Execution(exists=False)
+        raise
+    if desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING:
+        return Execution(exists=True, close_cause=CLOSE_CAUSES.get(desc.status, FinishCause.WORKFLOW_FAILED))
+    task = desc.raw_description.pending_workflow_task
+    waiting = 0
+    if task.HasField("scheduled_time") and not task.HasField("started_time"):
+        since = task.original_scheduled_time if task.HasField("original_scheduled_time") else task.scheduled_time
+        waiting = max(0, now - int(since.ToMilliseconds()))
+    return Execution(exists=True, waiting_for_worker_ms=waiting)
+
+
+async def converge(pool: asyncpg.Pool | asyncpg.Connection, job_id: str, cause: FinishCause) -> FinishedJob | None:
+    """Finish ``job_id`` for ``cause`` on behalf of no workflow (logs and counts the first time).
+
+    Returns:
+        The finished job (``outcome`` None when it was already terminal), or None when the
+        job is unknown.
+    """
+    if isinstance(pool, asyncpg.Pool):
+        async with pool.acquire() as conn:
+            finished = await finish_job(conn, job_id, cause=cause)
+    else:
+        finished = await finish_job(pool, job_id, cause=cause)
+    if finished is not None and finished.outcome is not None:
+        rec = finished.record
+        log.warning("reconciler.converged", job_id=job_id, cause=str(cause))
+        fields = {k: v for k, v in finished.outcome.items() if k != "event"}
+        log.info("schedule.outcome", **fields)
+        metrics.record_reconciled(str(cause))
+        metrics.record_terminal(
+            status=str(job_status(rec.cells)),
+            business_status=rec.business_status,
+            trigger=rec.trigger,
+            created_at_ms=rec.created_at,
+            completed_at_ms=rec.completed_at,
+            cells=rec.cells,
+        )
+    return finished
+
+
 _BUDGET = "(workflow_input->'budgets'->>'{name}')::bigint"
+_LIVE = "NOT EXISTS (SELECT 1 FROM cells c WHERE c.job_id = j.job_id AND c.lease_until > $1::bigint)"
 
 
-async def tick(pool: asyncpg.Pool, start: StartHook | None, *, limit: int = 100) -> TickReport:
+async def _closed_executions(client: Client, now: int) -> dict[str, FinishCause]:
+    since = datetime.fromtimestamp((now - CLOSED_WINDOW_MS) / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    query = (
+        f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') "
+        f"AND CloseTime > '{since}'"
+    )
+    found: dict[str, FinishCause] = {}
+    async for execution in client.list_workflows(query):
+        if execution.status is not None:
+            found[execution.id] = CLOSE_CAUSES.get(execution.status, FinishCause.WORKFLOW_FAILED)
+    return found
+
+
+async def tick(
+    pool: asyncpg.Pool, start: StartHook | None, client: Client | None = None, *, limit: int = 100
+) -> TickReport:
     """Run one reconciliation pass; returns an empty report if another process holds the lock.
 
     Args:
         pool: ledger pool.
-        start: starts a job's workflow (None: rule 1 is skipped, e.g. without Temporal).
+        start: starts a job's workflow (None: rule 1 is skipped).
+        client: Temporal client (None: rules 2–3 are skipped and rule 4 trusts the budgets).
         limit: most jobs per rule.
+
+    Raises:
+        asyncpg / Temporal errors: the caller's loop logs them and tries again next tick.
     """
     report = TickReport()
     async with pool.acquire() as conn:
         if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", LOCK_KEY):
             return report
         try:
-            now = now_ms()
-            live = "NOT EXISTS (SELECT 1 FROM cells c WHERE c.job_id = j.job_id AND c.lease_until > $1::bigint)"
-            if start is not None:
-                rows = await conn.fetch(
-                    f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND workflow_started_at IS NULL
-                        AND created_at <= $1::bigint - {START_GRACE_MS} ORDER BY created_at LIMIT {limit}""",
-                    now,
-                )
-                for r in rows:
-                    try:
-                        await start(r["job_id"])
-                        report.started.append(r["job_id"])
-                        metrics.record_reconciler_start()
-                    except Exception as err:  # noqa: BLE001 - keep converging the others
-                        log.warning("reconciler.start_failed", job_id=r["job_id"], error=type(err).__name__)
-            queued = await conn.fetch(
-                f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
-                    AND created_at <= $1::bigint - {_BUDGET.format(name="queued_timeout_ms")} AND {live}
-                    ORDER BY created_at LIMIT {limit}""",
-                now,
-            )
-            stalled = await conn.fetch(
-                f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NOT NULL
-                    AND COALESCE((SELECT max(heartbeat_at) FROM cells c WHERE c.job_id = j.job_id), started_at)
-                        <= $1::bigint - {_BUDGET.format(name="stall_timeout_ms")}
-                    AND {live} ORDER BY created_at LIMIT {limit}""",
-                now,
-            )
-            overdue = await conn.fetch(
-                f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND deadline_at IS NOT NULL
-                    AND deadline_at <= $1::bigint - {DEADLINE_GRACE_MS} AND {live}
-                    ORDER BY created_at LIMIT {limit}""",
-                now,
-            )
+            await _tick(conn, pool, start, client, limit, report)
         finally:
             await conn.execute("SELECT pg_advisory_unlock($1)", LOCK_KEY)
-        # A job past its deadline is converged as such first: when a job is both overdue
-        # and queued or stalled, its deadline is what ended it.
-        seen: set[str] = set()
-        for rows, reason, bucket in (
-            (overdue, TerminalReason.EXECUTION_TIMEOUT, report.deadline),
-            (queued, TerminalReason.QUEUED_TOO_LONG, report.queued_too_long),
-            (stalled, TerminalReason.STALLED_NO_HEARTBEAT, report.stalled),
-        ):
-            for r in rows:
-                job_id = r["job_id"]
-                if job_id in seen:
-                    continue
-                seen.add(job_id)
-                cells = await conn.fetch(
-                    "SELECT target_id FROM cells WHERE job_id = $1 AND state NOT IN "
-                    "('submitted','no_candidate','duplicate','failed')",
-                    job_id,
-                )
-                finished = await finish_job(
-                    conn, job_id, verdicts={c["target_id"]: reason.value for c in cells}, cause="reconciled"
-                )
-                if finished is not None and finished.outcome is not None:
-                    bucket.append(job_id)
-                    log.warning(
-                        "reconciler.converged",
-                        job_id=job_id,
-                        reason_code=reason.value,
-                        cells_failed=len(cells),
-                    )
-                    fields = {k: v for k, v in finished.outcome.items() if k != "event"}
-                    log.info("schedule.outcome", **fields)
-                    rec = finished.record
-                    metrics.record_reconciled(reason.value)
-                    metrics.record_terminal(
-                        status=str(job_status(rec.cells)),
-                        business_status=rec.business_status,
-                        trigger=rec.trigger,
-                        created_at_ms=rec.created_at,
-                        completed_at_ms=rec.completed_at,
-                        cells=rec.cells,
-                    )
     return report
 
 
-async def run_forever(pool: asyncpg.Pool, start: StartHook | None, interval_s: float, stop: asyncio.Event) -> None:
-    """Tick every ``interval_s`` seconds until ``stop`` is set (errors are logged, not fatal)."""
+async def _tick(
+    conn: asyncpg.Connection,
+    pool: asyncpg.Pool,
+    start: StartHook | None,
+    client: Client | None,
+    limit: int,
+    report: TickReport,
+) -> None:
+    now = now_ms()
+    if start is not None:
+        rows = await conn.fetch(
+            f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND workflow_started_at IS NULL
+                AND created_at <= $1::bigint - {START_GRACE_MS} ORDER BY created_at LIMIT {limit}""",
+            now,
+        )
+        for r in rows:
+            try:
+                await start(r["job_id"])
+                report.started.append(r["job_id"])
+                metrics.record_reconciler_start()
+            except Exception as err:  # noqa: BLE001 - keep converging the others
+                log.warning("reconciler.start_failed", job_id=r["job_id"], error=type(err).__name__)
+
+    seen: set[str] = set()
+    if client is not None:
+        closed = await _closed_executions(client, now)
+        if closed:
+            rows = await conn.fetch(
+                "SELECT job_id FROM jobs WHERE completed_at IS NULL AND job_id = ANY($1::text[])", list(closed)
+            )
+            for r in rows:
+                seen.add(r["job_id"])
+                if await _finish(conn, r["job_id"], closed[r["job_id"]]):
+                    report.closed.append(r["job_id"])
+        cancels = await conn.fetch(
+            f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND cancel_requested_at IS NOT NULL
+                AND cancel_requested_at <= $1::bigint - {CANCEL_GRACE_MS} AND {_LIVE}
+                ORDER BY cancel_requested_at LIMIT {limit}""",
+            now,
+        )
+        for r in cancels:
+            if r["job_id"] in seen:
+                continue
+            seen.add(r["job_id"])
+            if await converge_unserved_cancel(conn, client, r["job_id"]):
+                report.cancelled.append(r["job_id"])
+
+    overdue = await conn.fetch(
+        f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND deadline_at IS NOT NULL
+            AND deadline_at <= $1::bigint - {DEADLINE_GRACE_MS} AND {_LIVE}
+            ORDER BY created_at LIMIT {limit}""",
+        now,
+    )
+    queued = await conn.fetch(
+        f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
+            AND created_at <= $1::bigint - {_BUDGET.format(name="queued_timeout_ms")} AND {_LIVE}
+            ORDER BY created_at LIMIT {limit}""",
+        now,
+    )
+    stalled = await conn.fetch(
+        f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NOT NULL
+            AND COALESCE((SELECT max(heartbeat_at) FROM cells c WHERE c.job_id = j.job_id), started_at)
+                <= $1::bigint - {_BUDGET.format(name="stall_timeout_ms")}
+            AND {_LIVE} ORDER BY created_at LIMIT {limit}""",
+        now,
+    )
+    # A job past its deadline is converged as such first: when a job is both overdue and
+    # queued or stalled, its deadline is what ended it.
+    for rows, cause, bucket in (
+        (overdue, FinishCause.DEADLINE, report.deadline),
+        (queued, FinishCause.QUEUED_TOO_LONG, report.queued_too_long),
+        (stalled, FinishCause.STALLED, report.stalled),
+    ):
+        for r in rows:
+            job_id = r["job_id"]
+            if job_id in seen:
+                continue
+            seen.add(job_id)
+            if client is not None:
+                execution = await describe_execution(client, job_id, now)
+                cause = execution.close_cause or cause
+            if await _finish(conn, job_id, cause):
+                bucket.append(job_id)
+
+
+async def converge_unserved_cancel(
+    pool: asyncpg.Pool | asyncpg.Connection, client: Client, job_id: str, *, now: int | None = None
+) -> bool:
+    """Rule 3 for one job with a recorded cancel: finish it when no workflow can act on it.
+
+    No workflow can act when Temporal says the execution does not exist or is closed, or
+    its workflow task has waited for a worker for :data:`CANCEL_GRACE_MS` or more. The
+    HTTP cancel calls this while it waits, so a consumer's cancel of a job no worker
+    serves is answered ``cancelled`` within the grace instead of after a reconcile
+    interval.
+
+    Returns:
+        True when this call finished the job.
+    """
+    execution = await describe_execution(client, job_id, now if now is not None else now_ms())
+    if execution.exists and execution.close_cause is None and execution.waiting_for_worker_ms < CANCEL_GRACE_MS:
+        return False  # a workflow is acting on the cancel (or will, once its worker picks it up)
+    finished = await converge(pool, job_id, execution.close_cause or FinishCause.CANCELLED)
+    return finished is not None and finished.outcome is not None
+
+
+async def _finish(conn: asyncpg.Connection, job_id: str, cause: FinishCause) -> bool:
+    finished = await converge(conn, job_id, cause)
+    return finished is not None and finished.outcome is not None
+
+
+async def run_forever(
+    pool: asyncpg.Pool,
+    start: StartHook | None,
+    interval_s: float,
+    stop: asyncio.Event,
+    client: Client | Callable[[], Client | None] | None = None,
+) -> None:
+    """Tick every ``interval_s`` seconds until ``stop`` is set (errors are logged, not fatal).
+
+    Args:
+        client: the Temporal client, or a callable returning it (None while the process
+            has no connection yet).
+    """
     while not stop.is_set():
+        current = client() if callable(client) else client
         try:
-            await tick(pool, start)
-        except (OSError, asyncpg.PostgresError) as err:
+            await tick(pool, start, current)
+        except (OSError, asyncpg.PostgresError, RPCError) as err:
             log.warning("reconciler.tick_failed", error=type(err).__name__)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval_s)

@@ -19,6 +19,11 @@ CELL_COLUMNS = """target_id, position, state, stage, work_id, work_type, work, c
     artifact, attempt_count, fallback_stage, terminal_reason_code, terminal_reason_message,
     heartbeat_at, lease_until, updated_at"""
 STAGE_COLUMNS = "target_id, state, stage, updated_at"
+INTENT_COLUMNS = "d.route, d.status, d.idempotency_key, d.remote_id, d.attempts, d.last_error, d.work_id"
+#: The intents a cell reports: every live one, and the released ones of its bound work (a
+#: delivery that never went out because the cell stopped); released intents of works it
+#: let go as unavailable are not its deliveries.
+REPORTED_INTENT = "(d.status <> 'released' OR d.work_id = c.work_id)"
 
 
 def cell_from_row(row: asyncpg.Record | dict[str, Any], deliveries: list[RouteDelivery] | None = None) -> CellSnapshot:
@@ -50,8 +55,9 @@ async def _load_cells(conn: asyncpg.Connection, job_id: str) -> tuple[list[CellS
     """Cells with intents, plus the latest ``heartbeat_at`` and ``lease_until`` over them."""
     rows = await conn.fetch(f"SELECT {CELL_COLUMNS} FROM cells WHERE job_id = $1 ORDER BY position", job_id)
     intents = await conn.fetch(
-        """SELECT target_id, route, status, idempotency_key, remote_id, attempts, last_error
-           FROM delivery_intents WHERE job_id = $1 AND status <> 'released' ORDER BY id""",
+        f"""SELECT d.target_id, {INTENT_COLUMNS} FROM delivery_intents d
+            JOIN cells c ON c.job_id = d.job_id AND c.target_id = d.target_id
+            WHERE d.job_id = $1 AND {REPORTED_INTENT} ORDER BY d.id""",
         job_id,
     )
     by_target: dict[str, list[RouteDelivery]] = {}
@@ -64,6 +70,7 @@ async def _load_cells(conn: asyncpg.Connection, job_id: str) -> tuple[list[CellS
                 remote_id=i["remote_id"],
                 attempts=i["attempts"],
                 last_error=i["last_error"],
+                work_id=i["work_id"],
             )
         )
     heartbeats = [r["heartbeat_at"] for r in rows if r["heartbeat_at"] is not None]
@@ -84,9 +91,9 @@ async def load_cell(
     if not with_deliveries:
         return cell_from_row(row)
     intents = await conn.fetch(
-        """SELECT route, status, idempotency_key, remote_id, attempts, last_error
-           FROM delivery_intents WHERE job_id = $1 AND target_id = $2 AND status <> 'released'
-           ORDER BY id""",
+        f"""SELECT {INTENT_COLUMNS} FROM delivery_intents d
+            JOIN cells c ON c.job_id = d.job_id AND c.target_id = d.target_id
+            WHERE d.job_id = $1 AND d.target_id = $2 AND {REPORTED_INTENT} ORDER BY d.id""",
         job_id,
         target_id,
     )

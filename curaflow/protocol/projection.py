@@ -18,7 +18,12 @@ Field rules follow reference §1.3 with the curaflow extensions of the protocol 
   matched ``tags`` and ``assets``, plus ``scanned`` and ``filtered``;
 * ``error`` (failed / cancelled / expired only): ``{code, message, retryable,
   detail.internal_code}`` from the representative cell's terminal reason; ``message`` is
-  the business sentence, never an internal error name.
+  the business sentence, never an internal error name;
+* deliveries, whatever the terminal status (DESIGN.md decision 13): every delivery of
+  the job's bound works as ``{target_id, route, work_id, status, remote_id}``
+  (:class:`~curaflow.domain.models.DeliveryReport`) in ``result.deliveries`` of a
+  succeeded job and in ``error.detail.deliveries`` of any other terminal job — a
+  cancelled job whose webhook got the work says so.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from urllib.parse import quote
 
 from curaflow.domain.cells import CellState
 from curaflow.domain.models import CellSnapshot, JobRecord
+from curaflow.domain.outcome import job_deliveries
 from curaflow.domain.projection import (
     TERMINAL_JOB_STATUSES,
     JobStatus,
@@ -122,7 +128,8 @@ def project_result(record: JobRecord) -> dict[str, Any]:
             candidates.append(_candidate(cell, tags))
     if not scanned:
         scanned = len(candidates)
-    return {"candidates": candidates, "scanned": scanned, "filtered": filtered}
+    deliveries = [d.model_dump() for d in job_deliveries(record.cells)]
+    return {"candidates": candidates, "scanned": scanned, "filtered": filtered, "deliveries": deliveries}
 
 
 def project_error(record: JobRecord, status: str) -> dict[str, Any] | None:
@@ -136,8 +143,9 @@ def project_error(record: JobRecord, status: str) -> dict[str, Any] | None:
     code = protocol_code_for(reason)
     message = (cell.reason_message if cell else None) or user_message(reason)
     detail: dict[str, Any] = {"internal_code": reason or "internal_error"}
-    if len(record.cells) > 1 and record.business_status:
+    if record.business_status and (len(record.cells) > 1 or any(c.landed() for c in record.cells)):
         detail["business_status"] = record.business_status
+    detail["deliveries"] = [d.model_dump() for d in job_deliveries(record.cells)]
     return error_body(code, message, detail=detail)
 
 

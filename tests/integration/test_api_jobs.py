@@ -441,7 +441,7 @@ async def test_cancel_answers_the_bare_job_and_repeats_identically(make_stack: S
         "code": "cancelled_by_consumer",
         "message": job["error"]["message"],
         "retryable": False,
-        "detail": {"internal_code": "cancelled_by_consumer"},
+        "detail": {"internal_code": "cancelled_by_consumer", "deliveries": []},
     }
     assert job["progress"]["stage"] == "cancelled"
     again = await http.post(f"/jobs/{job_id}/cancel")

@@ -112,7 +112,9 @@ def assert_cancelled(job: dict[str, Any]) -> None:
     assert job["status"] == "cancelled", job
     assert job["error"]["code"] == "cancelled_by_consumer"
     assert job["error"]["retryable"] is False
-    assert job["error"]["detail"] == {"internal_code": "cancelled_by_consumer"}
+    assert job["error"]["detail"]["internal_code"] == "cancelled_by_consumer"
+    # Nothing went out: a bound work's intents are reported, released.
+    assert {d["status"] for d in job["error"]["detail"]["deliveries"]} <= {"released"}
     assert job["progress"]["stage"] == "cancelled"
 
 

@@ -64,7 +64,7 @@ def test_protocol_job_error_and_nullable_fields() -> None:
         "code": "cancelled_by_consumer",
         "message": "The job was cancelled.",
         "retryable": False,
-        "detail": {"internal_code": "cancelled_by_consumer"},
+        "detail": {"internal_code": "cancelled_by_consumer", "deliveries": []},
     }
     for key in ("started_at", "heartbeat_at", "deadline_at", "lease_expires_at", "attempt"):
         assert key in job

@@ -1,0 +1,164 @@
+"""The one decider of a cell's reason, of step retryability and of attempt budgets (table tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from curaflow.domain.reasons import REASONS, TerminalReason
+from curaflow.domain.verdicts import (
+    NON_RETRYABLE_TYPES,
+    FailureKind,
+    FinishCause,
+    StepFailure,
+    attempt_budget,
+    cell_verdict,
+    delivery_verdict,
+    failure_reason,
+)
+
+R = TerminalReason
+
+
+def app(step: str, error_type: str, *, non_retryable: bool = False, retry_state: str | None = None) -> StepFailure:
+    return StepFailure(
+        step=step,  # type: ignore[arg-type]
+        kind=FailureKind.APPLICATION,
+        error_type=error_type,
+        non_retryable=non_retryable,
+        retry_state=retry_state,
+    )
+
+
+def timeout(step: str, timeout_type: str, *, first: bool = False) -> StepFailure:
+    return StepFailure(step=step, kind=FailureKind.TIMEOUT, timeout_type=timeout_type, first_step=first)  # type: ignore[arg-type]
+
+
+# Every timeout type × step (DESIGN.md decision 8): a delivery that timed out was
+# abandoned; the first search that never left its queue was queued too long; anything
+# else stopped making progress.
+TIMEOUT_TABLE = [
+    ("search", "SCHEDULE_TO_START", True, R.QUEUED_TOO_LONG),
+    ("search", "SCHEDULE_TO_START", False, R.STALLED_NO_HEARTBEAT),
+    ("search", "START_TO_CLOSE", True, R.STALLED_NO_HEARTBEAT),
+    ("search", "HEARTBEAT", True, R.STALLED_NO_HEARTBEAT),
+    ("search", "SCHEDULE_TO_CLOSE", False, R.STALLED_NO_HEARTBEAT),
+    ("fetch", "SCHEDULE_TO_START", False, R.STALLED_NO_HEARTBEAT),
+    ("fetch", "START_TO_CLOSE", False, R.STALLED_NO_HEARTBEAT),
+    ("fetch", "HEARTBEAT", False, R.STALLED_NO_HEARTBEAT),
+    ("fetch", "SCHEDULE_TO_CLOSE", False, R.STALLED_NO_HEARTBEAT),
+    ("deliver", "SCHEDULE_TO_START", False, R.DELIVERY_ABANDONED),
+    ("deliver", "START_TO_CLOSE", False, R.DELIVERY_ABANDONED),
+    ("deliver", "HEARTBEAT", False, R.DELIVERY_ABANDONED),
+    ("deliver", "SCHEDULE_TO_CLOSE", False, R.DELIVERY_ABANDONED),
+]
+
+
+@pytest.mark.parametrize(("step", "kind", "first", "expected"), TIMEOUT_TABLE)
+def test_every_timeout_type_for_every_step(step: str, kind: str, first: bool, expected: TerminalReason) -> None:
+    assert failure_reason(timeout(step, kind, first=first)) == expected
+
+
+APPLICATION_TABLE = [
+    (app("search", "auth_failed", non_retryable=True), R.AUTH_FAILED),
+    (app("search", "rate_limited", retry_state="MAXIMUM_ATTEMPTS_REACHED"), R.RATE_LIMITED),
+    (app("fetch", "download_failed", retry_state="MAXIMUM_ATTEMPTS_REACHED"), R.DOWNLOAD_FAILED),
+    (app("deliver", "delivery_failed", retry_state="MAXIMUM_ATTEMPTS_REACHED"), R.DELIVERY_ABANDONED),
+    (app("deliver", "delivery_rejected", non_retryable=True, retry_state="NON_RETRYABLE_FAILURE"), R.DELIVERY_REJECTED),
+    (app("deliver", "delivery_unknown", non_retryable=True), R.DELIVERY_UNKNOWN),
+    (app("search", "something_new"), R.INTERNAL_ERROR),
+    (StepFailure(step="fetch", kind=FailureKind.OTHER), R.INTERNAL_ERROR),
+]
+
+
+@pytest.mark.parametrize(("failure", "expected"), APPLICATION_TABLE)
+def test_application_failures_carry_their_reason(failure: StepFailure, expected: TerminalReason) -> None:
+    assert failure_reason(failure) == expected
+
+
+def test_a_cancelled_step_leaves_the_reason_to_the_cause() -> None:
+    cancelled = StepFailure(step="fetch", kind=FailureKind.CANCELLED)
+    assert failure_reason(cancelled) is None
+    assert cell_verdict(state="selected", stage="fetching", cause="cancelled", failure=cancelled) == (
+        R.CANCELLED_BY_CONSUMER
+    )
+    assert cell_verdict(state="selected", stage="fetching", cause="deadline", failure=cancelled) == (
+        R.EXECUTION_TIMEOUT
+    )
+
+
+CAUSE_TABLE = [
+    # (cause, state, stage, cancel recorded, expected) for an open cell with no failure
+    ("cancelled", "pending", "searching", False, R.CANCELLED_BY_CONSUMER),
+    ("deadline", "selected", "fetching", False, R.EXECUTION_TIMEOUT),
+    ("deadline", "selected", "fetching", True, R.CANCELLED_BY_CONSUMER),
+    ("queued_too_long", "pending", "queued", False, R.QUEUED_TOO_LONG),
+    ("queued_too_long", "pending", "searching", False, R.STALLED_NO_HEARTBEAT),  # a step already ran
+    ("queued_too_long", "pending", "queued", True, R.CANCELLED_BY_CONSUMER),
+    ("stalled", "artifact_ready", "delivering", False, R.STALLED_NO_HEARTBEAT),
+    ("stalled", "artifact_ready", "delivering", True, R.CANCELLED_BY_CONSUMER),
+    ("terminated", "pending", "searching", False, R.EXECUTION_TERMINATED),
+    ("terminated", "pending", "searching", True, R.CANCELLED_BY_CONSUMER),
+    ("timed_out", "selected", "fetching", False, R.EXECUTION_TIMEOUT),
+    ("workflow_failed", "selected", "fetching", False, R.INTERNAL_ERROR),
+    ("workflow_failed", "selected", "fetching", True, R.INTERNAL_ERROR),  # a bug is not a cancel
+    ("completed", "delivery_pending", "delivering", False, R.DELIVERY_ABANDONED),
+    ("completed", "pending", "searching", False, R.INTERNAL_ERROR),
+]
+
+
+@pytest.mark.parametrize(("cause", "state", "stage", "cancel", "expected"), CAUSE_TABLE)
+def test_open_cells_by_cause(cause: str, state: str, stage: str, cancel: bool, expected: TerminalReason) -> None:
+    assert cell_verdict(state=state, stage=stage, cause=cause, cancel_requested=cancel) == expected
+
+
+def test_a_real_failure_keeps_its_reason_whatever_stopped_the_job() -> None:
+    auth = app("search", "auth_failed", non_retryable=True)
+    for cause in FinishCause:
+        assert cell_verdict(state="pending", stage="searching", cause=cause, failure=auth) == R.AUTH_FAILED
+    # ... but a stop caused by the cancel is the cancel.
+    stalled = timeout("fetch", "HEARTBEAT")
+    assert cell_verdict(state="selected", stage="fetching", cause="cancelled", failure=stalled) == (
+        R.CANCELLED_BY_CONSUMER
+    )
+
+
+def test_reasons_reported_by_old_executions_are_applied_as_given() -> None:
+    assert (
+        cell_verdict(state="pending", stage="searching", cause="completed", reported_reason="network_error")
+        == R.NETWORK_ERROR
+    )
+
+
+def test_non_retryable_types_come_from_the_catalogue() -> None:
+    expected = {str(r) for r, info in REASONS.items() if not info.retryable} | {"delivery_abandoned"}
+    assert set(NON_RETRYABLE_TYPES) == expected
+    assert {"auth_failed", "delivery_rejected", "delivery_unknown", "configuration_error"} <= expected
+    assert "rate_limited" not in expected and "download_failed" not in expected
+
+
+DELIVERY_TABLE = [
+    # (permanent, ambiguous, resend_safe, attempt, max) → (reason, final, unknown, outcome)
+    (False, False, False, 1, 12, ("delivery_failed", False, False, "failed")),
+    (False, False, False, 12, 12, ("delivery_abandoned", True, False, "abandoned")),
+    (True, False, False, 1, 12, ("delivery_rejected", True, False, "rejected")),
+    (False, True, False, 1, 12, ("delivery_unknown", True, True, "unknown")),
+    (False, True, True, 1, 12, ("delivery_failed", False, False, "failed")),
+    (True, True, False, 1, 12, ("delivery_unknown", True, True, "unknown")),
+]
+
+
+@pytest.mark.parametrize(("permanent", "ambiguous", "safe", "attempt", "budget", "expected"), DELIVERY_TABLE)
+def test_delivery_verdicts(
+    permanent: bool, ambiguous: bool, safe: bool, attempt: int, budget: int, expected: tuple[str, bool, bool, str]
+) -> None:
+    reason = "delivery_rejected" if permanent else "delivery_failed"
+    verdict = delivery_verdict(
+        reason=reason, permanent=permanent, ambiguous=ambiguous, resend_safe=safe, attempt=attempt, max_attempts=budget
+    )
+    assert (verdict.reason, verdict.final, verdict.unknown, verdict.outcome) == expected
+
+
+def test_attempt_budgets() -> None:
+    assert attempt_budget("deliver", delivery_max_attempts=12, source_max_attempts=10) == 12
+    assert attempt_budget("search", delivery_max_attempts=12, source_max_attempts=10) == 10
+    assert attempt_budget("fetch", delivery_max_attempts=12, source_max_attempts=10) == 10

@@ -1,0 +1,330 @@
+"""``JobWorkflow`` against fake activities under the real names (fast: seconds per test).
+
+The real workflow code on the session's real Temporal dev server; activities follow a
+script (:mod:`tests.workflow.fakes`). Covered: every barrier (deadline, the three cancel
+paths) at every step, timeouts becoming facts, a bug failing the workflow task, what
+landed being reported under a cancel, and a send already out being finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from curaflow.devstack.temporal import temporal_binary
+from curaflow.domain.messages import JobInput, JobState
+from curaflow.domain.verdicts import FailureKind, FinishCause
+from curaflow.worker import sandbox_runner
+from tests.workflow.fakes import Act, Fakes, job_input
+from workflows.job import JobWorkflow
+
+pytestmark = pytest.mark.integration
+
+WORK_STEPS = ("search", "fetch", "deliver")
+
+
+class Env:
+    """One test's fakes, queues and workers."""
+
+    def __init__(self, client: Client, address: str) -> None:
+        self.client = client
+        self.address = address
+        self.fakes = Fakes()
+        self.queue = f"wf-{uuid.uuid4().hex[:8]}"
+        self.source_queue = f"{self.queue}-source"
+
+    def job(self, targets: dict[str, list[str]] | None = None, **kwargs: Any) -> JobInput:
+        job_id = f"job-{uuid.uuid4().hex[:8]}"
+        return job_input(job_id, targets or {"t": ["a"]}, source_queue=self.source_queue, **kwargs)
+
+    async def start(self, inp: JobInput) -> WorkflowHandle[Any, Any]:
+        return await self.client.start_workflow(
+            JobWorkflow.run,
+            inp,
+            id=inp.job_id,
+            task_queue=self.queue,
+            execution_timeout=timedelta(minutes=2),
+        )
+
+    async def called(self, step: str, timeout_s: float = 10) -> None:
+        deadline = time.monotonic() + timeout_s
+        while step not in self.fakes.steps():
+            assert time.monotonic() < deadline, f"{step} never called: {self.fakes.steps()}"
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.2)  # its attempt is running
+
+    async def closed(self, handle: WorkflowHandle[Any, Any], timeout_s: float = 20) -> WorkflowExecutionStatus:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            status = (await handle.describe()).status
+            if status != WorkflowExecutionStatus.RUNNING:
+                assert status is not None
+                return status
+            assert time.monotonic() < deadline, "still running"
+            await asyncio.sleep(0.05)
+
+    async def scheduled(self, handle: WorkflowHandle[Any, Any]) -> list[tuple[int, str]]:
+        """``(event id, activity type)`` of every scheduled activity."""
+        history = await handle.fetch_history()
+        return [
+            (e.event_id, e.activity_task_scheduled_event_attributes.activity_type.name)
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        ]
+
+    async def events(self, handle: WorkflowHandle[Any, Any], kind: int) -> list[int]:
+        history = await handle.fetch_history()
+        return [e.event_id for e in history.events if e.event_type == kind]
+
+
+@pytest.fixture
+async def env(temporal_client: Client, temporal_address: str) -> AsyncIterator[Env]:
+    env = Env(temporal_client, temporal_address)
+    async with workers(env, sandboxed=True):
+        yield env
+
+
+def workers(env: Env, *, sandboxed: bool, source: bool = True) -> Any:
+    import contextlib
+
+    @contextlib.asynccontextmanager
+    async def run() -> AsyncIterator[None]:
+        acts = env.fakes.activities(lambda: env.client)
+        main = [a for a in acts if a.__name__ not in ("search", "fetch")]
+        src = [a for a in acts if a.__name__ in ("search", "fetch")]
+        runner = sandbox_runner() if sandboxed else UnsandboxedWorkflowRunner()
+        beat = timedelta(milliseconds=100)
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(
+                Worker(
+                    env.client,
+                    task_queue=env.queue,
+                    workflows=[JobWorkflow],
+                    activities=main,
+                    workflow_runner=runner,
+                    max_heartbeat_throttle_interval=beat,
+                    default_heartbeat_throttle_interval=beat,
+                )
+            )
+            if source:
+                await stack.enter_async_context(
+                    Worker(
+                        env.client,
+                        task_queue=env.source_queue,
+                        activities=src,
+                        max_heartbeat_throttle_interval=beat,
+                        default_heartbeat_throttle_interval=beat,
+                    )
+                )
+            yield
+
+    return run()
+
+
+async def result_of(handle: WorkflowHandle[Any, Any]) -> JobState:
+    return JobState.model_validate(await handle.query("status"))
+
+
+# ---- the happy path --------------------------------------------------------------------
+
+
+async def test_every_step_runs_then_the_job_finishes(env: Env) -> None:
+    handle = await env.start(env.job({"t": ["a", "b"]}))
+    state: JobState = await handle.result()
+    assert sorted(env.fakes.steps()) == sorted(["search", "fetch", "deliver", "deliver"])
+    assert [f.cause for f in env.fakes.finishes] == [FinishCause.COMPLETED]
+    assert state.status == "succeeded"
+    assert {(d.route, d.status) for d in state.deliveries} == {("a", "delivered"), ("b", "delivered")}
+    assert await env.events(handle, EventType.EVENT_TYPE_TIMER_FIRED) == []
+
+
+# ---- the deadline is a barrier ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("step", WORK_STEPS)
+async def test_the_deadline_stops_every_step(env: Env, step: str) -> None:
+    env.fakes.on(step, "t", Act("hang"), route="a" if step == "deliver" else None)
+    handle = await env.start(env.job(deadline_ms=1500))
+
+    assert await env.closed(handle) == WorkflowExecutionStatus.COMPLETED
+    state = await result_of(handle)
+    assert env.fakes.steps() == list(WORK_STEPS[: WORK_STEPS.index(step) + 1])
+    (finish,) = env.fakes.finishes
+    assert finish.cause == FinishCause.DEADLINE
+    assert finish.failures["t"].kind == FailureKind.CANCELLED
+    assert state.status == "expired"
+    assert state.cells[0].reason == "execution_timeout"
+    # The timer fired, then the step was cancelled; nothing was scheduled after it but finish.
+    (fired,) = await env.events(handle, EventType.EVENT_TYPE_TIMER_FIRED)
+    assert [name for event_id, name in await env.scheduled(handle) if event_id > fired] == ["finish"]
+
+
+# ---- every cancel path is a barrier, recorded before in-flight steps are stopped --------
+
+
+async def cancel_by(env: Env, path: str, handle: WorkflowHandle[Any, Any]) -> None:
+    if path == "signal":
+        await asyncio.to_thread(
+            subprocess.run,
+            [temporal_binary(), "workflow", "signal", "--address", env.address, "-w", handle.id, "--name", "cancel"],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+    elif path == "temporal":
+        await handle.cancel()
+
+
+@pytest.mark.parametrize("path", ["signal", "temporal", "ledger"])
+@pytest.mark.parametrize("step", WORK_STEPS)
+async def test_every_cancel_path_at_every_step(env: Env, path: str, step: str) -> None:
+    route = "a" if step == "deliver" else None
+    env.fakes.on(step, "t", Act("cancel_found" if path == "ledger" else "hang"), route=route)
+    handle = await env.start(env.job())
+    if path != "ledger":
+        await env.called(step)
+        await cancel_by(env, path, handle)
+
+    assert await env.closed(handle) == WorkflowExecutionStatus.CANCELED
+    assert env.fakes.steps() == list(WORK_STEPS[: WORK_STEPS.index(step) + 1])
+    assert len(env.fakes.cancels) == 1, "request_cancel records every cancel in the ledger"
+    (finish,) = env.fakes.finishes
+    assert finish.cause == FinishCause.CANCELLED
+    scheduled = await env.scheduled(handle)
+    names = [name for _, name in scheduled]
+    assert names[-2:] == ["request_cancel", "finish"]
+    # The cancel is recorded before the in-flight step is asked to stop.
+    recorded = next(event_id for event_id, name in scheduled if name == "request_cancel")
+    stops = await env.events(handle, EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED)
+    assert all(stop > recorded for stop in stops), (recorded, stops)
+    state = await result_of(handle)
+    assert (state.status, state.cells[0].reason) == ("cancelled", "cancelled_by_consumer")
+
+
+# ---- what landed is reported; a send already out is finished ---------------------------
+
+
+async def test_a_cancel_reports_the_route_that_got_the_work(env: Env) -> None:
+    env.fakes.on("deliver", "t", Act("ok"), route="a").on("deliver", "t", Act("hang"), route="b")
+    handle = await env.start(env.job({"t": ["a", "b"]}))
+    await env.called("deliver")
+    while len(env.fakes.deliveries) < 1:
+        await asyncio.sleep(0.02)
+    live = await result_of(handle)
+    assert [(d.route, d.status) for d in live.deliveries] == [("a", "delivered")]
+
+    await handle.signal("cancel", {"reason": "enough"})
+
+    assert await env.closed(handle) == WorkflowExecutionStatus.CANCELED
+    state = await result_of(handle)
+    assert state.status == "cancelled"
+    assert state.business_status == "partial_success"
+    assert [(d.route, d.status) for d in state.deliveries] == [("a", "delivered")]
+
+
+async def test_a_send_already_out_is_finished_and_the_job_reports_it(env: Env) -> None:
+    env.fakes.on("deliver", "t", Act("slow", seconds=1.5), route="a")
+    handle = await env.start(env.job())
+    await env.called("deliver")
+
+    await handle.cancel()
+
+    # The delivery landed before the cancel reached it: the job succeeded, and says so.
+    assert await env.closed(handle) == WorkflowExecutionStatus.COMPLETED
+    state: JobState = await handle.result()
+    assert state.status == "succeeded"
+    assert env.fakes.finishes[0].cause == FinishCause.CANCELLED
+
+
+# ---- timeouts and failures become facts; the decider names them ------------------------
+
+
+async def test_a_first_search_that_never_leaves_its_queue_is_queued_too_long(
+    temporal_client: Client, temporal_address: str
+) -> None:
+    env = Env(temporal_client, temporal_address)
+    async with workers(env, sandboxed=True, source=False):  # nobody serves the source queue
+        handle = await env.start(env.job())
+        assert await env.closed(handle) == WorkflowExecutionStatus.COMPLETED
+        state = await result_of(handle)
+    failure = env.fakes.finishes[0].failures["t"]
+    assert (failure.kind, failure.timeout_type, failure.first_step) == (FailureKind.TIMEOUT, "SCHEDULE_TO_START", True)
+    assert (state.status, state.cells[0].reason) == ("expired", "queued_too_long")
+
+
+@pytest.mark.parametrize(
+    ("step", "act", "kind", "reason"),
+    [
+        ("fetch", Act("silent", seconds=3), FailureKind.TIMEOUT, "stalled_no_heartbeat"),
+        ("deliver", Act("silent", seconds=3), FailureKind.TIMEOUT, "delivery_abandoned"),
+        ("deliver", Act("fail", error_type="delivery_failed"), FailureKind.APPLICATION, "delivery_abandoned"),
+        ("search", Act("fail", error_type="auth_failed", non_retryable=True), FailureKind.APPLICATION, "auth_failed"),
+        ("fetch", Act("fail", error_type="download_failed"), FailureKind.APPLICATION, "download_failed"),
+    ],
+)
+async def test_step_failures_become_facts(env: Env, step: str, act: Act, kind: FailureKind, reason: str) -> None:
+    env.fakes.on(step, "t", act, route="a" if step == "deliver" else None)
+    handle = await env.start(env.job())
+    assert await env.closed(handle, timeout_s=30) == WorkflowExecutionStatus.COMPLETED
+    (finish,) = env.fakes.finishes
+    assert finish.cause == FinishCause.COMPLETED
+    assert finish.failures["t"].kind == kind
+    state = await result_of(handle)
+    assert state.cells[0].reason == reason
+    attempts = [c.attempt for c in env.fakes.calls if c.step == step]
+    assert attempts == ([1] if act.non_retryable else [1, 2, 3])
+
+
+# ---- Temporal's contract: a bug fails the workflow task, never the job ------------------
+
+
+async def test_a_bug_in_the_workflow_fails_the_task_not_the_job(
+    temporal_client: Client, temporal_address: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(self: JobWorkflow, update: Any) -> None:
+        raise KeyError("a bug in _apply")
+
+    monkeypatch.setattr(JobWorkflow, "_apply", broken)
+    env = Env(temporal_client, temporal_address)
+    async with workers(env, sandboxed=False):
+        handle = await env.start(env.job())
+        deadline = time.monotonic() + 15
+        while not await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED):
+            assert time.monotonic() < deadline, "the workflow task never failed"
+            await asyncio.sleep(0.1)
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        assert env.fakes.finishes == []  # no verdict: the code must be fixed, then it replays
+        await handle.terminate("test over")
+
+
+async def test_a_finish_for_a_job_the_ledger_does_not_know_fails_fast(env: Env) -> None:
+    env.fakes.finish_error = "unknown_job"
+    handle = await env.start(env.job())
+    started = time.monotonic()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    assert time.monotonic() - started < 10
+    assert len(env.fakes.finishes) == 1  # non-retryable: one attempt
+
+
+# ---- the status query agrees with GET /jobs while a step runs ---------------------------
+
+
+async def test_the_status_query_shows_the_running_step(env: Env) -> None:
+    env.fakes.on("search", "t", Act("hang"))
+    handle = await env.start(env.job())
+    await env.called("search")
+    state = await result_of(handle)
+    assert (state.status, state.stage, state.cells[0].stage) == ("queued", "searching", "searching")
+    await handle.cancel()
+    assert await env.closed(handle) == WorkflowExecutionStatus.CANCELED

@@ -1,0 +1,121 @@
+"""Options and failure facts of a job's steps (pure helpers of :mod:`workflows.job`).
+
+* :func:`step_config`: the ``workflow.ActivityConfig`` of ``search`` / ``fetch`` /
+  ``deliver`` under a job's budgets (DESIGN.md decision 8);
+* :func:`finish_config` / :data:`CANCEL_CONFIG`: the job-level steps;
+* :func:`failure_facts`: what Temporal reported about a failed step, as a
+  :class:`~curaflow.domain.verdicts.StepFailure` — raw facts; the reason is decided by
+  :func:`curaflow.domain.verdicts.cell_verdict` when the job finishes;
+* :func:`published_status`: the ``JobStatus`` search attribute value, by a workflow-local
+  rule (it feeds ``upsert_search_attributes`` commands, so a change to the API's
+  projection never changes what running executions replay).
+
+Deterministic and sandbox-clean: imports only pure modules.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import TimeoutError as ActivityTimeoutError
+
+with workflow.unsafe.imports_passed_through():
+    from curaflow.domain.cells import CellState
+    from curaflow.domain.messages import Budgets
+    from curaflow.domain.models import CellSnapshot
+    from curaflow.domain.verdicts import NON_RETRYABLE_TYPES, FailureKind, Step, StepFailure, attempt_budget
+
+#: How far an activity attempt may run past the job deadline: the deadline cancels running
+#: attempts and waits for them, so a request already out is finished and reported instead
+#: of being cut off; less than the execution's own grace (10 min).
+ATTEMPT_GRACE = timedelta(minutes=5)
+#: ``finish`` is one ledger transaction: a dead worker's attempt is retried after this long
+#: without a heartbeat (the activity heartbeats every half second).
+FINISH_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
+
+CANCEL_CONFIG = workflow.ActivityConfig(
+    start_to_close_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+    summary="record the cancel",
+)
+
+
+def step_config(
+    step: Step, budgets: Budgets, *, first: bool, deadline_at_ms: int, now_ms: int, task_queue: str | None
+) -> workflow.ActivityConfig:
+    """Options of one cell step.
+
+    Args:
+        step: ``search`` | ``fetch`` | ``deliver``.
+        budgets: the job's budgets (ms).
+        first: the cell's first step: it may wait in its queue the *queued* budget; any
+            later step the *stall* budget (``schedule_to_start_timeout``).
+        deadline_at_ms / now_ms: epoch ms (UTC); an attempt may run until the deadline
+            plus :data:`ATTEMPT_GRACE`.
+        task_queue: the step's queue (the account's rate gate, a route's own queue), or
+            None for the workflow's.
+    """
+    queued = budgets.queued_timeout_ms if first else budgets.stall_timeout_ms
+    remaining_ms = max(1000, deadline_at_ms - now_ms)
+    config = workflow.ActivityConfig(
+        schedule_to_start_timeout=timedelta(milliseconds=queued),
+        start_to_close_timeout=timedelta(milliseconds=remaining_ms) + ATTEMPT_GRACE,
+        heartbeat_timeout=timedelta(milliseconds=budgets.heartbeat_timeout_ms),
+        cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        retry_policy=RetryPolicy(
+            initial_interval=timedelta(milliseconds=budgets.retry_initial_interval_ms),
+            backoff_coefficient=2.0,
+            maximum_interval=timedelta(milliseconds=budgets.retry_max_interval_ms),
+            maximum_attempts=attempt_budget(
+                step,
+                delivery_max_attempts=budgets.delivery_max_attempts,
+                source_max_attempts=budgets.source_max_attempts,
+            ),
+            non_retryable_error_types=NON_RETRYABLE_TYPES,
+        ),
+    )
+    if task_queue:
+        config["task_queue"] = task_queue
+    return config
+
+
+def finish_config(budgets: Budgets, *, summary: str) -> workflow.ActivityConfig:
+    """Options of ``finish``: resumed on another worker within a heartbeat timeout."""
+    return workflow.ActivityConfig(
+        summary=summary,
+        start_to_close_timeout=timedelta(seconds=60),
+        heartbeat_timeout=min(FINISH_HEARTBEAT_TIMEOUT, timedelta(milliseconds=budgets.heartbeat_timeout_ms)),
+        retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+    )
+
+
+def failure_facts(err: ActivityError, step: Step, *, first: bool, route: str | None = None) -> StepFailure:
+    """The facts of a failed step, from the ``ActivityError`` Temporal raised."""
+    cause = err.cause
+    facts = StepFailure(
+        step=step,
+        kind=FailureKind.OTHER,
+        retry_state=err.retry_state.name if err.retry_state is not None else None,
+        first_step=first,
+        route=route,
+        message=str(cause or err)[:500],
+    )
+    if isinstance(cause, ApplicationError):
+        facts.kind = FailureKind.APPLICATION
+        facts.error_type = cause.type
+        facts.non_retryable = cause.non_retryable
+    elif isinstance(cause, ActivityTimeoutError):
+        facts.kind = FailureKind.TIMEOUT
+        facts.timeout_type = cause.type.name if cause.type is not None else None
+    elif isinstance(cause, CancelledError):
+        facts.kind = FailureKind.CANCELLED
+    return facts
+
+
+def published_status(cells: list[CellSnapshot]) -> str:
+    """``JobStatus`` while the job runs: ``queued`` while every cell is pending, then
+    ``running``. The terminal value comes from ``finish``'s result, never from here."""
+    return "queued" if all(c.state == CellState.PENDING for c in cells) else "running"
