@@ -11,7 +11,16 @@ and the UI's download):
 * ``job_succeeded``: a protocol job delivered to a directory;
 * ``job_no_candidate``: a scheduled-style job (fallback stages) that finds nothing;
 * ``job_cancelled``: a job cancelled by the ``cancel`` signal before it ran;
-* ``scheduled_occurrence`` / ``scheduled_job``: a schedule trampoline and the job it started.
+* ``job_deadline``: a job whose deadline fires while its fetch waits at the rate gate;
+* ``job_cancel_in_ledger``: a job whose cancel was recorded in the ledger before its
+  workflow started (the first step finds it);
+* ``scheduled_occurrence`` / ``scheduled_job``: a schedule trampoline and the job it
+  started, with two targets (two cells);
+* ``event_push``: an ``EventPushWorkflow`` run.
+
+Files recorded before core v2 (``*_v1.json`` and the unsuffixed files of 2026-11) stay:
+they prove that executions started before the upgrade still replay (``workflows/job_v1.py``).
+New recordings are written with the ``--suffix`` given (default: today's date).
 
 When to run it: only after an *intended*, versioned change of a workflow (new code
 paths behind ``workflow.patched``), so the histories show the new shape while the old
@@ -38,13 +47,13 @@ sys.path.insert(0, str(ROOT))
 from curaflow.config import load_settings  # noqa: E402
 from curaflow.devstack.postgres import EmbeddedPostgres  # noqa: E402
 from curaflow.devstack.temporal import TemporalDevServer  # noqa: E402
-from curaflow.domain.messages import CancelRequest  # noqa: E402
+from curaflow.domain.messages import CancelRequest, PushInput  # noqa: E402
 from curaflow.temporal import connect  # noqa: E402
 
 OUT = ROOT / "tests" / "histories"
 
 
-async def record(tmp: Path) -> dict[str, str]:
+async def record(tmp: Path, suffix: str) -> dict[str, str]:
     """Run the jobs and write their histories; returns name → workflow id."""
     from curaflow.admission import Admitter
     from curaflow.ledger.db import create_pool, migrate
@@ -63,10 +72,14 @@ async def record(tmp: Path) -> dict[str, str]:
         "temporal": {"address": server.address, "task_queue": "record"},
         "database": {"url": database_url},
         "budgets": {"heartbeat_interval_ms": 1000},
+        "pixiv": {"replay_min_interval_ms": 2500},
         "reconcile_interval_ms": 500,
         "routes": {"out": {"kind": "directory", "path": str(tmp / "out")}},
-        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": ["out"]}],
-        "schedules": [{"id": "nightly", "cron": ["0 3 * * *"], "timezone": "UTC", "target_ids": ["demo"]}],
+        "targets": [
+            {"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": ["out"]},
+            {"id": "demo2", "query": {"tags": ["風景"]}, "routes": ["out"], "accept_jobs": False},
+        ],
+        "schedules": [{"id": "nightly", "cron": ["0 3 * * *"], "timezone": "UTC", "target_ids": ["demo", "demo2"]}],
     }
     path = tmp / "curaflow.toml"
     path.write_text(tomli_w.dumps(config))
@@ -77,24 +90,35 @@ async def record(tmp: Path) -> dict[str, str]:
     admitter = Admitter(settings, pool, client)
     ids: dict[str, str] = {}
 
-    def task(key: str, tags: list[str]) -> dict[str, object]:
+    def task(key: str, tags: list[str], **extra: object) -> dict[str, object]:
         return {
             "protocol_version": "1",
             "job_type": "candidate_search",
             "idempotency_key": key,
-            "params": {"query": {"tags": tags}},
+            "params": {"query": {"tags": tags}, "target_id": "demo"},
+            **extra,
         }
 
     try:
         # cancelled before any worker runs it: the signal arrives with the first task
         ids["job_cancelled"] = (await admitter.admit(task("rec-cancel", ["オリジナル"]))).job_id
         await client.get_workflow_handle(ids["job_cancelled"]).signal("cancel", CancelRequest())
+        # a consumer cancel recorded in the ledger before the workflow starts
+        unstarted = Admitter(settings, pool, None)
+        ids["job_cancel_in_ledger"] = (await unstarted.admit(task("rec-ledger-cancel", ["オリジナル"]))).job_id
+        await pool.execute(
+            "UPDATE jobs SET cancel_requested_at = created_at, cancel_reason = 'cancelled_by_consumer' WHERE job_id = $1",
+            ids["job_cancel_in_ledger"],
+        )
+        await admitter.start(ids["job_cancel_in_ledger"])
 
         stop = asyncio.Event()
         worker = asyncio.create_task(run_worker(settings, stop))
         try:
             ids["job_succeeded"] = (await admitter.admit(task("rec-ok", ["オリジナル"]))).job_id
             ids["job_no_candidate"] = (await admitter.admit(task("rec-none", ["no-such-tag-anywhere"]))).job_id
+            # the rate gate spaces source requests 2.5 s apart: the deadline fires in the fetch
+            ids["job_deadline"] = (await admitter.admit(task("rec-deadline", ["風景"], deadline_ms=2000))).job_id
             occ = occurrence_input(settings, settings.schedules[0]).model_copy(
                 update={"scheduled_at_ms": int(datetime(2025, 1, 1, 3, 0, tzinfo=UTC).timestamp() * 1000)}
             )
@@ -104,6 +128,10 @@ async def record(tmp: Path) -> dict[str, str]:
             )
             result = await trampoline.result()
             ids["scheduled_job"] = result["job_id"]
+            ids["event_push"] = f"{ids['job_succeeded']}/push-events"
+            await client.start_workflow(
+                "EventPushWorkflow", PushInput(job_id=ids["job_succeeded"]), id=ids["event_push"], task_queue="record"
+            )
             for name, wid in ids.items():
                 try:
                     await asyncio.wait_for(client.get_workflow_handle(wid).result(), timeout=60)
@@ -118,8 +146,8 @@ async def record(tmp: Path) -> dict[str, str]:
         for name, wid in ids.items():
             history = await client.get_workflow_handle(wid).fetch_history()
             data = json.loads(history.to_json())
-            (OUT / f"{name}.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
-            print(f"wrote tests/histories/{name}.json ({len(data['events'])} events, workflow {wid})")
+            (OUT / f"{name}_{suffix}.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+            print(f"wrote tests/histories/{name}_{suffix}.json ({len(data['events'])} events, workflow {wid})")
     finally:
         await pool.close()
         server.stop()
@@ -129,9 +157,12 @@ async def record(tmp: Path) -> dict[str, str]:
 
 
 def main() -> None:
-    """Record every history into ``tests/histories/``."""
+    """Record every history into ``tests/histories/`` (``--suffix SUFFIX``, default today's date)."""
+    suffix = datetime.now(UTC).strftime("%Y%m%d")
+    if len(sys.argv) == 3 and sys.argv[1] == "--suffix":
+        suffix = sys.argv[2]
     with tempfile.TemporaryDirectory(prefix="curaflow-record-") as tmp:
-        asyncio.run(record(Path(tmp)))
+        asyncio.run(record(Path(tmp), suffix))
 
 
 if __name__ == "__main__":

@@ -43,7 +43,6 @@ from temporalio.common import SearchAttributeKey
 from temporalio.exceptions import ActivityError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.callbacks import PushActivity
     from activities.deliver import DeliverActivity
     from activities.fetch import FetchActivity
     from activities.finish import FinishActivity
@@ -57,7 +56,6 @@ with workflow.unsafe.imports_passed_through():
         FinishInput,
         JobInput,
         JobState,
-        PushInput,
         SearchInput,
         TargetSpec,
     )
@@ -66,7 +64,7 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.verdicts import FinishCause, Step, StepFailure
     from workflows.details import render_details
     from workflows.job_v1 import JobV1
-    from workflows.pushes import push_options
+    from workflows.pushes import EventPusher
     from workflows.steps import CANCEL_CONFIG, failure_facts, finish_config, published_status, step_config
 
 CORE_V2 = "core-v2"
@@ -100,8 +98,7 @@ class JobWorkflow:
         self._final: JobState | None = None
         self._published = ("queued", "")  # set at start (curaflow.temporal)
         self._details = ""
-        self._push_wanted = self._push_done = 0
-        self._pusher: asyncio.Task[None] | None = None
+        self._pusher = EventPusher(inp.job_id, inp.callback_policy if inp.callback else None)
         self._version: int | None = None
         self._v1: JobV1 | None = None
 
@@ -178,7 +175,7 @@ class JobWorkflow:
 
     async def _job(self) -> JobState:
         self._publish()
-        self._push()
+        self._pusher.request()
         remaining_s = (self._inp.deadline_at_ms - int(workflow.time() * 1000)) / 1000
         if remaining_s <= 0:
             self._stop(FinishCause.DEADLINE)
@@ -209,7 +206,7 @@ class JobWorkflow:
         )
         self._phase = Phase.DONE
         self._publish()
-        await self._pushed()
+        await self._pusher.settled()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._final
 
@@ -332,7 +329,7 @@ class JobWorkflow:
         if update.delivery is not None:
             self._deliveries[(update.delivery.target_id, update.delivery.route)] = update.delivery
         self._publish()
-        self._push()
+        self._pusher.request()
 
     def _publish(self) -> None:
         """Keep the ``JobStatus`` / ``BusinessStatus`` search attributes and the UI details current."""
@@ -350,34 +347,6 @@ class JobWorkflow:
         if details != self._details:
             self._details = details
             workflow.set_current_details(details)
-
-    # ---- callbacks --------------------------------------------------------------
-
-    def _push(self) -> None:
-        """Push the job's new events to its ``callback_url`` (no-op without one), one push
-        at a time in the background; a request made while one runs is served by one more run."""
-        if not self._inp.callback:
-            return
-        self._push_wanted += 1
-        if self._pusher is None or self._pusher.done():
-            self._pusher = asyncio.create_task(self._push_loop())
-
-    async def _push_loop(self) -> None:
-        while self._push_done < self._push_wanted:
-            wanted = self._push_wanted
-            with contextlib.suppress(ActivityError):  # left pending in the ledger for the sweeper
-                await workflow.execute_activity_method(
-                    PushActivity.push_events,
-                    PushInput(job_id=self._inp.job_id, policy=self._inp.callback_policy),
-                    **push_options(self._inp.callback_policy),
-                )
-            self._push_done = wanted
-
-    async def _pushed(self) -> None:
-        """After ``finish``: push the terminal event and wait until every push settled."""
-        self._push()
-        if self._pusher is not None:
-            await self._pusher
 
 
 def _bug(tasks: list[asyncio.Task[None]]) -> BaseException | None:

@@ -1,19 +1,23 @@
-"""``EventPushWorkflow`` and the activity options of ``push_events``.
+"""Pushing a job's events to its ``callback_url`` from workflows.
 
-``JobWorkflow`` pushes its own events (:meth:`workflows.job.JobWorkflow._push`); this
-small workflow runs the same ``push_events`` activity for events written while no job
-workflow serves the job (started by the sweeper of :mod:`curaflow.callbacks`, workflow
-id ``<job_id>/push-events``).
+* :class:`EventPusher`: ``JobWorkflow``'s pusher — at start, after every step and after
+  ``finish``, one ``push_events`` run at a time;
+* ``EventPushWorkflow``: the same ``push_events`` activity for events written while no
+  job workflow serves the job (started by the sweeper of :mod:`curaflow.callbacks`,
+  workflow id ``<job_id>/push-events``).
 
 Deterministic and sandbox-clean: imports only pure modules.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.callbacks import PushActivity
@@ -39,6 +43,48 @@ def push_options(policy: CallbackPolicy, *, summary: str = "push events") -> wor
             maximum_attempts=0,
         ),
     )
+
+
+class EventPusher:
+    """Pushes one job's new events in the background, one ``push_events`` run at a time.
+
+    A request made while a run is in flight is served by one more run after it; a failed
+    run leaves the events pending in the ledger for the sweeper. No-op when the job has
+    no callback.
+
+    Args:
+        job_id: the job.
+        policy: its callback policy, or None when it has no ``callback_url``.
+    """
+
+    def __init__(self, job_id: str, policy: CallbackPolicy | None) -> None:
+        self._job_id = job_id
+        self._policy = policy
+        self._wanted = self._done = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def request(self) -> None:
+        """Ask for the job's pending events to be pushed."""
+        if self._policy is None:
+            return
+        self._wanted += 1
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(self._policy))
+
+    async def _run(self, policy: CallbackPolicy) -> None:
+        while self._done < self._wanted:
+            wanted = self._wanted
+            with contextlib.suppress(ActivityError):
+                await workflow.execute_activity_method(
+                    PushActivity.push_events, PushInput(job_id=self._job_id, policy=policy), **push_options(policy)
+                )
+            self._done = wanted
+
+    async def settled(self) -> None:
+        """Push once more (the terminal event) and wait until every push settled."""
+        self.request()
+        if self._task is not None:
+            await self._task
 
 
 @workflow.defn(name="EventPushWorkflow")

@@ -39,6 +39,7 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as ExecutionTimeoutError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.scheduled import ScheduledActivity
     from curaflow.domain.messages import JobState
     from curaflow.domain.occurrence import (
         AdmitOccurrenceInput,
@@ -53,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         job_static_details,
         job_summary,
     )
+    from workflows.job import JobWorkflow
 
 #: Grace after a job's deadline before Temporal closes the child run (as for protocol jobs).
 EXECUTION_GRACE = timedelta(minutes=10)
@@ -83,14 +85,13 @@ class ScheduledJobWorkflow:
         else:
             scheduled = info.typed_search_attributes.get(SCHEDULED_START_TIME) or workflow.now()
         workflow.upsert_search_attributes([SCHEDULE_ID.value_set(inp.schedule_id)])
-        admission: OccurrenceAdmission = await workflow.execute_activity(
-            "admit_occurrence",
+        admission: OccurrenceAdmission = await workflow.execute_activity_method(
+            ScheduledActivity.admit_occurrence,
             AdmitOccurrenceInput(
                 occurrence=inp,
                 scheduled_at_ms=int(scheduled.timestamp() * 1000),
                 trampoline_id=info.workflow_id,
             ),
-            result_type=OccurrenceAdmission,
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=RetryPolicy(
                 maximum_interval=timedelta(seconds=10), non_retryable_error_types=["configuration_error"]
@@ -104,7 +105,7 @@ class ScheduledJobWorkflow:
         run_ms = max(1000, job.deadline_at_ms - job.created_at_ms)
         try:
             handle = await workflow.start_child_workflow(
-                "JobWorkflow",
+                JobWorkflow.run,
                 job,
                 id=job.job_id,
                 task_queue=inp.task_queue,
@@ -114,7 +115,6 @@ class ScheduledJobWorkflow:
                 search_attributes=job_search_attributes(job),
                 static_summary=job_summary(job),
                 static_details=job_static_details(job),
-                result_type=JobState,
             )
         except WorkflowAlreadyStartedError:
             workflow.logger.info("occurrence converged on existing job %s", job.job_id)

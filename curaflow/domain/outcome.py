@@ -194,10 +194,10 @@ def ledger_status(cells: Sequence[CellSnapshot]) -> str:
         return "pending"
     if any(not is_terminal(c.state) for c in cells):
         return "running"
-    submitted = sum(1 for c in cells if c.state == CellState.SUBMITTED or c.landed())
+    submitted = sum(1 for c in cells if c.state == CellState.SUBMITTED)
     if submitted == len(cells):
         return "success"
-    if submitted:
+    if submitted or any(c.landed() for c in cells):
         return "partial"
     return "failed"
 

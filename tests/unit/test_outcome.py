@@ -142,3 +142,66 @@ def test_ledger_status() -> None:
     assert ledger_status([cell("submitted")]) == "success"
     assert ledger_status([cell("submitted"), cell("no_candidate")]) == "partial"
     assert ledger_status([cell("duplicate")]) == "failed"
+
+
+# ---- what landed is never hidden (DESIGN.md decision 13) -------------------------------
+
+
+def partly(reason: str, *routes: tuple[str, str]) -> CellSnapshot:
+    """A failed cell whose bound work has intents on ``routes`` (``(route, status)``)."""
+    from curaflow.domain.models import RouteDelivery
+
+    return CellSnapshot(
+        target_id="p1",
+        state=CellState.FAILED,
+        reason=reason,
+        work_id="w1",
+        deliveries=[RouteDelivery(route=r, status=s, idempotency_key=f"k-{r}", work_id="w1") for r, s in routes],
+    )
+
+
+def test_a_cancelled_cell_whose_webhook_got_the_work_is_reported_as_published() -> None:
+    from curaflow.domain.projection import job_status
+
+    cells = [partly("cancelled_by_consumer", ("hook", "delivered"), ("dir", "released"))]
+    assert job_status(cells) == "cancelled"  # the job was cancelled ...
+    assert business_status(cells) == BusinessStatus.PARTIAL_SUCCESS  # ... after content went out
+    assert not is_alertable(business_status(cells))
+    record = build_outcome_record(
+        job_id="p1@manual-k",
+        schedule_id="p1",
+        occurrence_at_ms=None,
+        occurrence_date=None,
+        started_at_ms=None,
+        completed_at_ms=None,
+        cells=cells,
+    )
+    assert record["cells"]["partially_delivered"] == 1
+    assert record["status"] == "partial"
+    assert record["deliveries"] == [
+        {"target_id": "p1", "route": "hook", "work_id": "w1", "status": "delivered", "remote_id": None},
+        {"target_id": "p1", "route": "dir", "work_id": "w1", "status": "released", "remote_id": None},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("routes", "expected"),
+    [
+        ((("dir", "released"),), BusinessStatus.CANCELLED),  # nothing went out
+        ((("tg", "unknown"),), BusinessStatus.CANCELLED),  # may have landed: reported, not counted
+        ((("hook", "duplicate"),), BusinessStatus.CANCELLED),  # the route already had it: nothing new
+        ((("hook", "delivered"),), BusinessStatus.PARTIAL_SUCCESS),
+    ],
+)
+def test_only_a_landed_delivery_counts_as_published(routes: tuple[tuple[str, str], ...], expected: str) -> None:
+    assert business_status([partly("cancelled_by_consumer", *routes)]) == expected
+
+
+def test_an_operators_terminate_is_a_deliberate_stop_not_an_alert() -> None:
+    from curaflow.domain.projection import job_status, representative_cell
+
+    cells = [cell("failed", "execution_terminated")]
+    assert classify_cell(cells[0]) == CellCategory.CANCELLED
+    assert job_status(cells) == "cancelled"
+    assert business_status(cells) == BusinessStatus.CANCELLED and not is_alertable(BusinessStatus.CANCELLED)
+    assert representative_cell(cells, "cancelled") is cells[0]

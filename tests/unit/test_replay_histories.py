@@ -10,6 +10,7 @@ change must then go behind ``workflow.patched`` (README "Upgrading").
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from temporalio.worker import Replayer
 
 from curaflow.worker import sandbox_runner
 from workflows.job import JobWorkflow
+from workflows.pushes import EventPushWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
@@ -30,14 +32,35 @@ def test_there_are_recorded_histories_of_each_workflow() -> None:
     for path in HISTORIES:
         first = json.loads(path.read_text())["events"][0]
         types.add(first["workflowExecutionStartedEventAttributes"]["workflowType"]["name"])
-    assert types == {"JobWorkflow", "ScheduledJobWorkflow"}
+    assert types == {"JobWorkflow", "ScheduledJobWorkflow", "EventPushWorkflow"}
+
+
+def test_histories_of_both_job_shapes_are_kept() -> None:
+    """Executions started before core v2 (no patch marker) and after it both replay."""
+    shapes = {"v2" if patches(path) >= {"core-v2"} else "v1" for path in HISTORIES if job_history(path)}
+    assert shapes == {"v1", "v2"}
+
+
+def job_history(path: Path) -> bool:
+    first = json.loads(path.read_text())["events"][0]
+    return bool(first["workflowExecutionStartedEventAttributes"]["workflowType"]["name"] == "JobWorkflow")
+
+
+def patches(path: Path) -> set[str]:
+    """The ``workflow.patched`` ids recorded in a history."""
+    found = set()
+    for event in json.loads(path.read_text())["events"]:
+        if event.get("markerRecordedEventAttributes", {}).get("markerName") == "core_patch":
+            payload = event["markerRecordedEventAttributes"]["details"]["patch-data"]["payloads"][0]["data"]
+            found.add(json.loads(base64.b64decode(payload))["id"])
+    return found
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
 async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     replayer = Replayer(
-        workflows=[JobWorkflow, ScheduledJobWorkflow],
+        workflows=[JobWorkflow, ScheduledJobWorkflow, EventPushWorkflow],
         data_converter=pydantic_data_converter,
         workflow_runner=sandbox_runner(),
     )

@@ -17,16 +17,19 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.messages import JobInput, JobState
+from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceAdmission, OccurrenceInput
 from curaflow.domain.verdicts import FailureKind, FinishCause
 from curaflow.worker import sandbox_runner
 from tests.workflow.fakes import Act, Fakes, job_input
 from workflows.job import JobWorkflow
+from workflows.scheduled import ScheduledJobWorkflow
 
 pytestmark = pytest.mark.integration
 
@@ -328,3 +331,49 @@ async def test_the_status_query_shows_the_running_step(env: Env) -> None:
     assert (state.status, state.stage, state.cells[0].stage) == ("queued", "searching", "searching")
     await handle.cancel()
     assert await env.closed(handle) == WorkflowExecutionStatus.CANCELED
+
+
+# ---- a schedule's trampoline says how its job's execution closed ------------------------
+
+
+@pytest.mark.parametrize(("how", "expected"), [("terminate", "terminated"), ("cancel", "canceled")])
+async def test_the_trampoline_reports_how_the_job_execution_closed(
+    temporal_client: Client, temporal_address: str, how: str, expected: str
+) -> None:
+    env = Env(temporal_client, temporal_address)
+    env.fakes.on("search", "t", Act("hang"))
+    inp = env.job()
+
+    @activity.defn(name="admit_occurrence")
+    async def admit_occurrence(_: AdmitOccurrenceInput) -> OccurrenceAdmission:
+        return OccurrenceAdmission(job_id=inp.job_id, created=True, job_input=inp)
+
+    acts = [*env.fakes.activities(lambda: env.client), admit_occurrence]
+    async with (
+        Worker(
+            env.client,
+            task_queue=env.queue,
+            workflows=[JobWorkflow, ScheduledJobWorkflow],
+            activities=[a for a in acts if a.__name__ not in ("search", "fetch")],
+            workflow_runner=sandbox_runner(),
+        ),
+        Worker(
+            env.client, task_queue=env.source_queue, activities=[a for a in acts if a.__name__ in ("search", "fetch")]
+        ),
+    ):
+        trampoline = await env.client.start_workflow(
+            ScheduledJobWorkflow.run,
+            OccurrenceInput(schedule_id="plan", cron=["0 3 * * *"], task_queue=env.queue),
+            id=f"occ-{uuid.uuid4().hex[:8]}",
+            task_queue=env.queue,
+        )
+        await env.called("search")
+        job = env.client.get_workflow_handle(inp.job_id)
+        if how == "terminate":
+            await job.terminate("operator")
+        else:
+            await job.cancel()
+        result = await trampoline.result()
+    assert result.job_id == inp.job_id
+    assert result.execution == expected
+    assert result.status == ("cancelled" if how == "cancel" else None)
