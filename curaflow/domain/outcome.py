@@ -18,10 +18,12 @@ Rules:
 * ``alertable`` is true only for ``failed``;
 * what landed is never hidden (DESIGN.md decision 13): a cell that did not complete but
   whose work reached one of its routes (an intent ``delivered``) is *partially
-  delivered*; it counts like a submitted cell for the business status (so a cancelled
-  job whose webhook got the work is ``partial_success``, not ``cancelled`` with nothing
-  out), it is counted in ``cells.partially_delivered``, and every delivery of the job is
-  listed in the record's ``deliveries`` (:class:`~curaflow.domain.models.DeliveryReport`).
+  delivered*: counted in ``cells.partially_delivered``, every delivery of the job listed
+  in the record's ``deliveries`` (:class:`~curaflow.domain.models.DeliveryReport`), and
+  a job stopped on purpose (cancelled, terminated) after content went out is
+  ``partial_success``, not ``cancelled`` with nothing out. A system failure stays
+  ``failed`` (alertable) even when one of the cell's routes got the work: someone must
+  act on the route that refused it.
 
 Pure module: imported by workflows through the sandbox pass-through.
 """
@@ -148,8 +150,6 @@ def business_status(cells: Sequence[CellSnapshot]) -> BusinessStatus:
     total = counts["total"]
     submitted = counts["submitted"]
     non_submitted = total - submitted
-    # A partially delivered cell put content out: the job published something.
-    submitted += counts["partially_delivered"]
     system_failed = counts["executor_failed"] > 0 or counts["delivery_failed"] > 0
     if submitted > 0 and non_submitted == 0:
         return BusinessStatus.SUCCESS
@@ -157,14 +157,17 @@ def business_status(cells: Sequence[CellSnapshot]) -> BusinessStatus:
         return BusinessStatus.PARTIAL_SUCCESS
     if non_submitted == 0:
         return BusinessStatus.SUCCESS
-    if counts["cancelled"] > 0 and not system_failed:
+    if system_failed:
+        return BusinessStatus.FAILED
+    if counts["partially_delivered"] > 0:
+        # Content went out before the job was stopped: never "nothing was published".
+        return BusinessStatus.PARTIAL_SUCCESS
+    if counts["cancelled"] > 0:
         return BusinessStatus.CANCELLED
-    if not system_failed:
-        duplicates = sum(1 for c in cells if c.state != CellState.SUBMITTED and _duplicate_like(c))
-        if duplicates == non_submitted:
-            return BusinessStatus.DUPLICATE_ONLY
-        return BusinessStatus.NO_CANDIDATE
-    return BusinessStatus.FAILED
+    duplicates = sum(1 for c in cells if c.state != CellState.SUBMITTED and _duplicate_like(c))
+    if duplicates == non_submitted:
+        return BusinessStatus.DUPLICATE_ONLY
+    return BusinessStatus.NO_CANDIDATE
 
 
 def is_alertable(status: BusinessStatus | str) -> bool:

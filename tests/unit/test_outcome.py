@@ -205,3 +205,9 @@ def test_an_operators_terminate_is_a_deliberate_stop_not_an_alert() -> None:
     assert job_status(cells) == "cancelled"
     assert business_status(cells) == BusinessStatus.CANCELLED and not is_alertable(BusinessStatus.CANCELLED)
     assert representative_cell(cells, "cancelled") is cells[0]
+
+
+def test_a_route_refusal_stays_alertable_even_when_another_route_got_the_work() -> None:
+    cells = [partly("delivery_rejected", ("hook", "delivered"), ("tg", "failed"))]
+    assert business_status(cells) == BusinessStatus.FAILED and is_alertable(BusinessStatus.FAILED)
+    assert cell_counts(cells)["partially_delivered"] == 1
