@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from activities.admit import AdmitActivity
 from activities.callbacks import PushActivity
 from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps
@@ -33,6 +34,7 @@ def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list
         finish.finish,
         finish.request_cancel,
         ScheduledActivity(deps).admit_occurrence,
+        AdmitActivity(deps).admit,
         PushActivity(deps).push_events,
     ]
     source: list[Callable[..., Any]] = [SearchActivity(deps).search, fetch]

@@ -38,7 +38,7 @@ from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, find_existing, insert_job, mark_workflow_started, workflow_input
 from curaflow.logs import get_logger
 from curaflow.protocol.errors import ProtocolError, invalid_params
-from curaflow.protocol.task import ValidatedTask, validate_task
+from curaflow.protocol.task import ValidatedTask, manual_job_id, validate_task
 from curaflow.temporal import start_job_workflow
 
 log = get_logger("curaflow.admission")
@@ -56,6 +56,7 @@ class Admission:
     job_id: str
     body: dict[str, Any]
     replayed: bool
+    job_input: JobInput | None = None
 
 
 def resolve_target(settings: Settings, task: ValidatedTask) -> TargetConfig:
@@ -155,7 +156,7 @@ def check_task_against(settings: Settings, target: TargetConfig, task: Validated
 
 def job_id_for(target: TargetConfig, key: str) -> str:
     """The job id of a manual job: ``<plan_id>@manual-<key lowercased>`` (plan id = target id)."""
-    return f"{target.id}@manual-{key.lower()}"
+    return manual_job_id(target.id, key)
 
 
 class WorkflowStarter:
@@ -221,17 +222,39 @@ class Admitter:
         self.client = client
         self.starter = starter
 
-    async def admit(self, body: Any, *, trigger: str = "protocol") -> Admission:
-        """Admit a raw ``POST /jobs`` body.
+    async def admit(
+        self, body: Any, *, trigger: str = "protocol", workflow_id: str | None = None, start: bool = True
+    ) -> Admission:
+        """Admit a raw Task (a ``POST /jobs`` body, or what a Temporal client started with).
+
+        Args:
+            trigger: ``protocol`` | ``temporal`` | ``cli`` (schedules admit occurrences
+                through :mod:`curaflow.schedules`).
+            workflow_id: the id of the execution submitting the Task (Temporal clients): it
+                must be the Task's job id, checked before anything is written.
+            start: start the job's workflow (False when the caller *is* that workflow).
+
+        Returns:
+            The admission; ``job_input`` is the job's workflow argument when this call
+            created the job (None on a replay; read it from the ledger).
 
         Raises:
-            ProtocolError: validation, target resolution or idempotency conflict.
+            ProtocolError: validation (protocol order), target resolution, a workflow id
+                that is not the job id (``invalid_params``, ``detail.field: workflow_id``)
+                or an idempotency conflict. Nothing is written.
         """
         task = validate_task(body)
         target = resolve_target(self.settings, task)
         check_task_against(self.settings, target, task)
         spec = effective_target(self.settings, target, task)
         job_id = job_id_for(target, task.idempotency_key)
+        if workflow_id is not None and workflow_id != job_id:
+            raise invalid_params(
+                f"the workflow id must be the job id {job_id!r}",
+                field="workflow_id",
+                expected=job_id,
+                received=workflow_id,
+            )
 
         inp: JobInput | None = None
         async with self.pool.acquire() as conn:
@@ -284,14 +307,16 @@ class Admitter:
                     reason,
                     {"reason": "idempotency_conflict", "job_id": record.job_id},
                 )
-        if self.client is not None and record.workflow_started_at is None and self.starter is not None:
+        if not start:
+            pass
+        elif self.client is not None and record.workflow_started_at is None and self.starter is not None:
             self.starter.submit(record.job_id, inp if row.created else None)
         elif self.client is not None and record.workflow_started_at is None:
             try:
                 await self.start(record.job_id, inp if row.created else None)
             except Exception as err:  # noqa: BLE001 - the job is durable; the reconciler starts it later
                 log.warning("admission.start_deferred", job_id=record.job_id, error=type(err).__name__)
-        return Admission(job_id=record.job_id, body=row.response, replayed=not row.created)
+        return Admission(job_id=record.job_id, body=row.response, replayed=not row.created, job_input=inp)
 
     async def start(self, job_id: str, inp: JobInput | None = None) -> None:
         """Start (or attach to) the workflow of an admitted job and record it.

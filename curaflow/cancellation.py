@@ -95,7 +95,7 @@ async def cancel_job(
         # is started later, finds the job terminal and adopts it).
         await converge(pool, job_id, FinishCause.CANCELLED)
     else:
-        await _wait_terminal(pool, client, job_id, wait_s, notifier)
+        await _wait_terminal(pool, client, job_id, wait_s, notifier, record.created_at)
     async with pool.acquire() as conn:
         record = await load_job(conn, job_id)
     assert record is not None
@@ -103,7 +103,12 @@ async def cancel_job(
 
 
 async def _wait_terminal(
-    pool: asyncpg.Pool, client: Client | None, job_id: str, wait_s: float, notifier: EventNotifier | None
+    pool: asyncpg.Pool,
+    client: Client | None,
+    job_id: str,
+    wait_s: float,
+    notifier: EventNotifier | None,
+    created_at: int,
 ) -> None:
     """Wait up to ``wait_s`` seconds for ``job_id`` to become terminal in the ledger.
 
@@ -126,5 +131,5 @@ async def _wait_terminal(
                 await asyncio.wait_for(woken.wait(), min(remaining, grace_s))
             if not woken.is_set() and client is not None and time.monotonic() < deadline:
                 with contextlib.suppress(Exception):  # the reconciler's own tick tries again
-                    await converge_unserved_cancel(pool, client, job_id)
+                    await converge_unserved_cancel(pool, client, job_id, created_at=created_at)
             woken.clear()

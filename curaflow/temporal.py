@@ -1,8 +1,10 @@
 """Temporal client helpers: connect, register search attributes, start a job's workflow.
 
 All clients use the pydantic data converter (DESIGN.md decision 11). A job's workflow is
-started with id reuse policy ``REJECT_DUPLICATE`` and conflict policy ``USE_EXISTING``:
-the same job id always means the same job (decision 1), and starting twice is harmless.
+started with id reuse policy ``ALLOW_DUPLICATE_FAILED_ONLY`` and conflict policy
+``USE_EXISTING``: the same job id always means the same job (decision 1), starting twice
+is harmless, and an execution that failed before it became a job (a refused Task, a
+stale input) never blocks the id.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
 JOB_TYPE = SearchAttributeKey.for_keyword("JobType")
 TARGET_IDS = SearchAttributeKey.for_keyword_list("TargetIds")
 SCHEDULE_ID = SearchAttributeKey.for_keyword("ScheduleId")
+#: A job id is reused only after an execution that failed (never became a job, or crashed);
+#: a job that ran keeps its id for ever.
+JOB_ID_REUSE_POLICY = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
 #: Grace after the job deadline before Temporal itself closes the run (a backstop for
 #: jobs no worker ever runs; the reconciler converges their ledger state).
 EXECUTION_GRACE = timedelta(minutes=10)
@@ -114,7 +119,7 @@ async def start_job_workflow(client: Client, inp: JobInput, task_queue: str) -> 
             inp,
             id=inp.job_id,
             task_queue=task_queue,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            id_reuse_policy=JOB_ID_REUSE_POLICY,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             execution_timeout=timedelta(milliseconds=run_ms) + EXECUTION_GRACE,
             search_attributes=job_search_attributes(inp),

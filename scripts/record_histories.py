@@ -107,7 +107,8 @@ async def record(tmp: Path, suffix: str) -> dict[str, str]:
         unstarted = Admitter(settings, pool, None)
         ids["job_cancel_in_ledger"] = (await unstarted.admit(task("rec-ledger-cancel", ["オリジナル"]))).job_id
         await pool.execute(
-            "UPDATE jobs SET cancel_requested_at = created_at, cancel_reason = 'cancelled_by_consumer' WHERE job_id = $1",
+            "UPDATE jobs SET cancel_requested_at = created_at, cancel_reason = 'cancelled_by_consumer'"
+            " WHERE job_id = $1",
             ids["job_cancel_in_ledger"],
         )
         await admitter.start(ids["job_cancel_in_ledger"])

@@ -38,17 +38,19 @@ import contextlib
 from enum import StrEnum
 from typing import Any
 
+from pydantic import ValidationError
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
-from temporalio.exceptions import ActivityError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.admit import AdmitActivity
     from activities.deliver import DeliverActivity
     from activities.fetch import FetchActivity
-    from activities.finish import FinishActivity
+    from activities.finish import UNKNOWN_JOB, FinishActivity
     from activities.search import SearchActivity
     from curaflow.domain.cells import is_terminal
     from curaflow.domain.messages import (
+        Admitted,
         CancelRequest,
         CellUpdate,
         DeliverInput,
@@ -57,19 +59,27 @@ with workflow.unsafe.imports_passed_through():
         JobInput,
         JobState,
         SearchInput,
+        SubmitInput,
         TargetSpec,
     )
     from curaflow.domain.models import CellSnapshot, DeliveryReport
+    from curaflow.domain.presentation import BUSINESS_STATUS, JOB_STATUS, job_search_attributes
     from curaflow.domain.projection import TERMINAL_JOB_STATUSES, JobStatus, job_stage, job_status
     from curaflow.domain.verdicts import FinishCause, Step, StepFailure
+    from curaflow.protocol.models import Task
     from workflows.details import render_details
     from workflows.job_v1 import JobV1
     from workflows.pushes import EventPusher
-    from workflows.steps import CANCEL_CONFIG, failure_facts, finish_config, published_status, step_config
+    from workflows.steps import (
+        ADMIT_CONFIG,
+        CANCEL_CONFIG,
+        failure_facts,
+        finish_config,
+        published_status,
+        step_config,
+    )
 
 CORE_V2 = "core-v2"
-JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
-BUSINESS_STATUS = SearchAttributeKey.for_keyword("BusinessStatus")
 STAGE_OF: dict[Step, str] = {"search": "searching", "fetch": "fetching", "deliver": "delivering"}
 
 
@@ -82,14 +92,31 @@ class Phase(StrEnum):
     DONE = "done"
 
 
-@workflow.defn(name="JobWorkflow")
+#: What ``JobWorkflow`` is started with: a protocol Task (Temporal clients: typed, or plain
+#: JSON from any SDK or the CLI — any other JSON object is refused by admission) or the
+#: ``JobInput`` of a job already admitted (HTTP, schedules, the reconciler).
+JobSubmission = JobInput | Task | dict[str, Any]
+
+
+@workflow.defn(name="JobWorkflow", failure_exception_types=[ValidationError])
 class JobWorkflow:
-    """One job: cells run concurrently; the ``status`` query answers the live :class:`JobState`."""
+    """One job: cells run concurrently; the ``status`` query answers the live :class:`JobState`.
+
+    Started with a Task, it admits it first (the ``admit`` activity, the admission of
+    ``POST /jobs``); an input that is not a JSON object fails the execution (not the
+    workflow task: a ``ValidationError`` is a failure here), so no input makes a zombie.
+    """
 
     @workflow.init
-    def __init__(self, inp: JobInput) -> None:
-        self._inp = inp
-        self._cells = {t.target_id: CellSnapshot(target_id=t.target_id) for t in inp.targets}
+    def __init__(self, inp: JobSubmission) -> None:
+        self._submission: dict[str, Any] | None = None
+        if isinstance(inp, JobInput):
+            self._begin(inp)
+        else:
+            self._submission = inp.model_dump(mode="json", exclude_none=True) if isinstance(inp, Task) else inp
+            now = int(workflow.time() * 1000)  # admission sets the real job below
+            self._begin(JobInput(job_id=workflow.info().workflow_id, plan_id="", created_at_ms=now,
+                                 deadline_at_ms=now, targets=[]))  # fmt: skip
         self._deliveries: dict[tuple[str, str], DeliveryReport] = {}
         self._failures: dict[str, StepFailure] = {}
         self._phase = Phase.RUNNING
@@ -98,9 +125,13 @@ class JobWorkflow:
         self._final: JobState | None = None
         self._published = ("queued", "")  # set at start (curaflow.temporal)
         self._details = ""
-        self._pusher = EventPusher(inp.job_id, inp.callback_policy if inp.callback else None)
         self._version: int | None = None
         self._v1: JobV1 | None = None
+
+    def _begin(self, inp: JobInput) -> None:
+        self._inp = inp
+        self._cells = {t.target_id: CellSnapshot(target_id=t.target_id) for t in inp.targets}
+        self._pusher = EventPusher(inp.job_id, inp.callback_policy if inp.callback else None)
 
     def _legacy(self) -> JobV1 | None:
         """The core v1 orchestration for executions whose history predates core v2."""
@@ -150,10 +181,17 @@ class JobWorkflow:
     # ---- main -------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, inp: JobInput) -> JobState:
-        """Run every cell, then finish; ends ``Canceled`` when the job ended cancelled by a cancel."""
+    async def run(self, inp: JobSubmission) -> JobState:
+        """Run every cell, then finish; ends ``Canceled`` when the job ended cancelled by a cancel.
+
+        Raises:
+            ApplicationError: a refused Task (``type`` = the protocol code, details
+                ``{code, message, detail}``) or a job the ledger does not know
+                (``unknown_job``); both non-retryable, both within seconds.
+        """
         legacy = self._legacy()
         if legacy is not None:
+            assert isinstance(inp, JobInput)
             return await legacy.run(inp)
         job = asyncio.create_task(self._job())
         while True:
@@ -174,6 +212,15 @@ class JobWorkflow:
         return final
 
     async def _job(self) -> JobState:
+        if self._submission is not None:
+            admitted = await self._admit(self._submission)
+            self._begin(admitted.job_input)
+            attributes = job_search_attributes(admitted.job_input)
+            workflow.upsert_search_attributes([pair.key.value_set(pair.value) for pair in attributes])
+            if admitted.final is not None:  # a replay of a job that already ended
+                self._final, self._phase = admitted.final, Phase.DONE
+                self._publish()
+                return admitted.final
         self._publish()
         self._pusher.request()
         remaining_s = (self._inp.deadline_at_ms - int(workflow.time() * 1000)) / 1000
@@ -199,16 +246,40 @@ class JobWorkflow:
         if (bug := _bug(cells)) is not None:
             raise bug
         self._phase = Phase.FINISHING
-        self._final = await workflow.execute_activity_method(
-            FinishActivity.finish,
-            FinishInput(job_id=self._inp.job_id, cause=self._cause, failures=self._failures),
-            **finish_config(self._inp.budgets, summary=f"finish ({self._cause})"),
-        )
+        try:
+            self._final = await workflow.execute_activity_method(
+                FinishActivity.finish,
+                FinishInput(job_id=self._inp.job_id, cause=self._cause, failures=self._failures),
+                **finish_config(self._inp.budgets, summary=f"finish ({self._cause})"),
+            )
+        except ActivityError as err:
+            if isinstance(err.cause, ApplicationError) and err.cause.type == UNKNOWN_JOB:
+                raise ApplicationError(
+                    f"job {self._inp.job_id} is not in the ledger: start jobs with a protocol Task "
+                    "(README: Starting jobs from a Temporal client)",
+                    type=UNKNOWN_JOB,
+                    non_retryable=True,
+                ) from None
+            raise
         self._phase = Phase.DONE
         self._publish()
         await self._pusher.settled()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self._final
+
+    async def _admit(self, task: dict[str, Any]) -> Admitted:
+        """Admit the Task this execution was started with, as ``POST /jobs`` does."""
+        try:
+            return await workflow.execute_activity_method(
+                AdmitActivity.admit, SubmitInput(task=task, workflow_id=workflow.info().workflow_id), **ADMIT_CONFIG
+            )
+        except ActivityError as err:
+            refused = err.cause
+            if isinstance(refused, ApplicationError):
+                raise ApplicationError(
+                    refused.message, *refused.details, type=refused.type, non_retryable=True
+                ) from None
+            raise
 
     def _request_cancel(self) -> None:
         """The one cancel path (signal, Temporal cancel request, cancel found in the ledger)."""

@@ -36,6 +36,15 @@ ATTEMPT_GRACE = timedelta(minutes=5)
 #: without a heartbeat (the activity heartbeats every half second).
 FINISH_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
+#: ``admit`` (a Task a Temporal client started the job with): retried while the ledger is
+#: unreachable, but bounded, so a submission never waits for ever.
+ADMIT_CONFIG = workflow.ActivityConfig(
+    start_to_close_timeout=timedelta(seconds=30),
+    schedule_to_close_timeout=timedelta(minutes=5),
+    retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+    summary="admit the task",
+)
+
 CANCEL_CONFIG = workflow.ActivityConfig(
     start_to_close_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),

@@ -9,7 +9,7 @@ Pure module: imported by workflows through the sandbox pass-through.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -137,7 +137,8 @@ class JobInput(BaseModel):
         job_id: the workflow id.
         plan_id: the plan that owns the targets (schedule id, or target id for manual
             jobs).
-        trigger: ``protocol`` (HTTP ``POST /jobs``), ``cli`` or ``schedule``.
+        trigger: ``protocol`` (HTTP ``POST /jobs``), ``temporal`` (a Temporal client
+            started ``JobWorkflow`` with a Task), ``cli`` or ``schedule``.
         created_at_ms / deadline_at_ms: epoch ms (UTC); the deadline is a workflow timer.
         targets: one cell per target, in order.
         max_fallback_stages: passes per cell for scheduled jobs (1 = no fallback).
@@ -150,7 +151,7 @@ class JobInput(BaseModel):
     job_type: str = "candidate_search"
     plan_id: str
     schedule_id: str | None = None
-    trigger: Literal["protocol", "cli", "schedule"] = "protocol"
+    trigger: Literal["protocol", "temporal", "cli", "schedule"] = "protocol"
     created_at_ms: int
     deadline_at_ms: int
     targets: list[TargetSpec]
@@ -295,3 +296,31 @@ class JobState(BaseModel):
     deadline_at_ms: int | None = None
     cells: list[CellSnapshot] = Field(default_factory=list)
     deliveries: list[DeliveryReport] = Field(default_factory=list)
+
+
+class SubmitInput(BaseModel):
+    """Argument of the ``admit`` activity: a Task a Temporal client started ``JobWorkflow`` with.
+
+    Attributes:
+        task: the Task exactly as the client sent it (plain JSON), validated by the same
+            admission as ``POST /jobs``.
+        workflow_id: the execution's workflow id; it must be the Task's job id.
+    """
+
+    task: dict[str, Any]
+    workflow_id: str
+
+
+class Admitted(BaseModel):
+    """Result of the ``admit`` activity.
+
+    Attributes:
+        job_input: the job's workflow argument as the ledger holds it.
+        created: this submission created the job (False: a replay of an existing one).
+        final: the job's final state when it had already ended (a replay of a finished
+            job: the execution reports it and runs nothing).
+    """
+
+    job_input: JobInput
+    created: bool
+    final: JobState | None = None

@@ -94,13 +94,23 @@ class Execution:
     Attributes:
         exists: Temporal knows the execution.
         close_cause: why its job must finish when it is closed, else None.
+        closed_at_ms: when it closed (epoch ms), else None.
         waiting_for_worker_ms: how long its pending workflow task has waited for a worker
             (0 when none waits or a worker holds it).
     """
 
     exists: bool
     close_cause: FinishCause | None = None
+    closed_at_ms: int | None = None
     waiting_for_worker_ms: int = 0
+
+    def closed_cause_for(self, created_at_ms: int) -> FinishCause | None:
+        """The close cause, if this execution closed after a job created at
+        ``created_at_ms`` (an earlier run under the same id — say a refused submission —
+        is not the job's)."""
+        if self.close_cause is None or self.closed_at_ms is None or self.closed_at_ms < created_at_ms:
+            return None
+        return self.close_cause
 
 
 async def describe_execution(client: Client, job_id: str, now: int) -> Execution:
@@ -112,7 +122,9 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
             return Execution(exists=False)
         raise
     if desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING:
-        return Execution(exists=True, close_cause=CLOSE_CAUSES.get(desc.status, FinishCause.WORKFLOW_FAILED))
+        closed_at = int(desc.close_time.timestamp() * 1000) if desc.close_time else now
+        cause = CLOSE_CAUSES.get(desc.status, FinishCause.WORKFLOW_FAILED)
+        return Execution(exists=True, close_cause=cause, closed_at_ms=closed_at)
     task = desc.raw_description.pending_workflow_task
     waiting = 0
     if task.HasField("scheduled_time") and not task.HasField("started_time"):
@@ -154,16 +166,19 @@ _BUDGET = "(workflow_input->'budgets'->>'{name}')::bigint"
 _LIVE = "NOT EXISTS (SELECT 1 FROM cells c WHERE c.job_id = j.job_id AND c.lease_until > $1::bigint)"
 
 
-async def _closed_executions(client: Client, now: int) -> dict[str, FinishCause]:
+async def _closed_executions(client: Client, now: int) -> dict[str, tuple[FinishCause, int]]:
     since = datetime.fromtimestamp((now - CLOSED_WINDOW_MS) / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     query = (
         f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') "
         f"AND CloseTime > '{since}'"
     )
-    found: dict[str, FinishCause] = {}
+    found: dict[str, tuple[FinishCause, int]] = {}
     async for execution in client.list_workflows(query):
-        if execution.status is not None:
-            found[execution.id] = CLOSE_CAUSES.get(execution.status, FinishCause.WORKFLOW_FAILED)
+        if execution.status is not None and execution.close_time is not None:
+            closed_at = int(execution.close_time.timestamp() * 1000)
+            cause = CLOSE_CAUSES.get(execution.status, FinishCause.WORKFLOW_FAILED)
+            if execution.id not in found or found[execution.id][1] < closed_at:
+                found[execution.id] = (cause, closed_at)
     return found
 
 
@@ -220,14 +235,23 @@ async def _tick(
         closed = await _closed_executions(client, now)
         if closed:
             rows = await conn.fetch(
-                "SELECT job_id FROM jobs WHERE completed_at IS NULL AND job_id = ANY($1::text[])", list(closed)
+                "SELECT job_id, created_at FROM jobs WHERE completed_at IS NULL AND job_id = ANY($1::text[])",
+                list(closed),
             )
             for r in rows:
+                cause, closed_at = closed[r["job_id"]]
+                if closed_at < r["created_at"]:
+                    continue  # an earlier run under this id (a refused submission), not the job's
+                # The latest run decides: a job may have been started again under its id.
+                execution = await describe_execution(client, r["job_id"], now)
+                cause_now = execution.closed_cause_for(r["created_at"])
+                if cause_now is None:
+                    continue
                 seen.add(r["job_id"])
-                if await _finish(conn, r["job_id"], closed[r["job_id"]]):
+                if await _finish(conn, r["job_id"], cause_now):
                     report.closed.append(r["job_id"])
         cancels = await conn.fetch(
-            f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND cancel_requested_at IS NOT NULL
+            f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL AND cancel_requested_at IS NOT NULL
                 AND cancel_requested_at <= $1::bigint - {CANCEL_GRACE_MS} AND {_LIVE}
                 ORDER BY cancel_requested_at LIMIT {limit}""",
             now,
@@ -236,23 +260,23 @@ async def _tick(
             if r["job_id"] in seen:
                 continue
             seen.add(r["job_id"])
-            if await converge_unserved_cancel(conn, client, r["job_id"]):
+            if await converge_unserved_cancel(conn, client, r["job_id"], created_at=r["created_at"]):
                 report.cancelled.append(r["job_id"])
 
     overdue = await conn.fetch(
-        f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND deadline_at IS NOT NULL
+        f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL AND deadline_at IS NOT NULL
             AND deadline_at <= $1::bigint - {DEADLINE_GRACE_MS} AND {_LIVE}
             ORDER BY created_at LIMIT {limit}""",
         now,
     )
     queued = await conn.fetch(
-        f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
+        f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
             AND created_at <= $1::bigint - {_BUDGET.format(name="queued_timeout_ms")} AND {_LIVE}
             ORDER BY created_at LIMIT {limit}""",
         now,
     )
     stalled = await conn.fetch(
-        f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NOT NULL
+        f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL AND started_at IS NOT NULL
             AND COALESCE((SELECT max(heartbeat_at) FROM cells c WHERE c.job_id = j.job_id), started_at)
                 <= $1::bigint - {_BUDGET.format(name="stall_timeout_ms")}
             AND {_LIVE} ORDER BY created_at LIMIT {limit}""",
@@ -272,13 +296,13 @@ async def _tick(
             seen.add(job_id)
             if client is not None:
                 execution = await describe_execution(client, job_id, now)
-                cause = execution.close_cause or cause
+                cause = execution.closed_cause_for(r["created_at"]) or cause
             if await _finish(conn, job_id, cause):
                 bucket.append(job_id)
 
 
 async def converge_unserved_cancel(
-    pool: asyncpg.Pool | asyncpg.Connection, client: Client, job_id: str, *, now: int | None = None
+    pool: asyncpg.Pool | asyncpg.Connection, client: Client, job_id: str, *, created_at: int = 0
 ) -> bool:
     """Rule 3 for one job with a recorded cancel: finish it when no workflow can act on it.
 
@@ -291,10 +315,14 @@ async def converge_unserved_cancel(
     Returns:
         True when this call finished the job.
     """
-    execution = await describe_execution(client, job_id, now if now is not None else now_ms())
-    if execution.exists and execution.close_cause is None and execution.waiting_for_worker_ms < CANCEL_GRACE_MS:
+    execution = await describe_execution(client, job_id, now_ms())
+    closed = execution.closed_cause_for(created_at)
+    running = execution.exists and execution.close_cause is None
+    if running and execution.waiting_for_worker_ms < CANCEL_GRACE_MS:
         return False  # a workflow is acting on the cancel (or will, once its worker picks it up)
-    finished = await converge(pool, job_id, execution.close_cause or FinishCause.CANCELLED)
+    if execution.close_cause is not None and closed is None:
+        return False  # an earlier run under this id closed; the job's own run is not started yet
+    finished = await converge(pool, job_id, closed or FinishCause.CANCELLED)
     return finished is not None and finished.outcome is not None
 
 

@@ -306,3 +306,9 @@ def validate_params(params: Any) -> tuple[dict[str, Any], str | None]:
         view["constraints"] = norm_constraints
 
     return view, target_id
+
+
+def manual_job_id(target_id: str, idempotency_key: str) -> str:
+    """The job id of a submitted Task: ``<target_id>@manual-<idempotency_key lowercased>``
+    (DESIGN.md decision 1; the key as :func:`validate_task` keeps it: trimmed)."""
+    return f"{target_id}@manual-{idempotency_key.lower()}"

@@ -1,0 +1,75 @@
+"""The ``admit`` activity: a Task a Temporal client started ``JobWorkflow`` with becomes a job.
+
+A Temporal client (any SDK, the ``temporal`` CLI) starts ``JobWorkflow`` with the
+protocol Task as plain JSON and the job id as workflow id (README "Starting jobs from a
+Temporal client"). The workflow's first step is this activity, which runs the very
+admission of ``POST /jobs`` (:meth:`curaflow.admission.Admitter.admit`): validation in
+the protocol's order, target resolution, idempotency shared with HTTP (one key → one
+job, whoever used it first), the ledger row, ``job.accepted``, callbacks, the deadline.
+The execution itself is the job's workflow, so nothing else is started.
+
+A refusal fails the activity with a non-retryable ``ApplicationError`` whose ``type`` is
+the protocol error code and whose details carry ``{code, message, detail}``
+(``detail.field`` for a validation error); the workflow then fails with it. Nothing is
+written, and the failed execution does not block the id (job starts use the reuse policy
+``ALLOW_DUPLICATE_FAILED_ONLY``).
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.deps import ActivityDeps
+from activities.finish import job_state
+from curaflow.admission import Admitter
+from curaflow.domain.messages import Admitted, SubmitInput
+from curaflow.ledger.jobs import mark_workflow_started, workflow_input
+from curaflow.ledger.records import load_job
+from curaflow.protocol.errors import ProtocolError
+
+
+def refusal(err: ProtocolError) -> ApplicationError:
+    """The non-retryable ``ApplicationError`` of an admission refusal (type = protocol code)."""
+    return ApplicationError(
+        err.message,
+        {"code": err.code, "message": err.message, "detail": err.detail or {}},
+        type=err.code,
+        non_retryable=True,
+    )
+
+
+class AdmitActivity:
+    """Holds the worker's :class:`~activities.deps.ActivityDeps` for the ``admit`` activity."""
+
+    def __init__(self, deps: ActivityDeps) -> None:
+        self.deps = deps
+
+    @activity.defn(name="admit")
+    async def admit(self, inp: SubmitInput) -> Admitted:
+        """Admit ``inp.task`` as the job of this execution.
+
+        Returns:
+            The job's workflow argument; ``final`` set when the job had already ended (a
+            replay: the execution reports it and runs nothing).
+
+        Raises:
+            ApplicationError: non-retryable, ``type`` = the protocol code
+                (``invalid_params``, ``unsupported_protocol_version``,
+                ``idempotency_conflict``); ledger errors are retried.
+        """
+        deps = self.deps
+        try:
+            admission = await Admitter(deps.settings, deps.pool, None).admit(
+                inp.task, trigger="temporal", workflow_id=inp.workflow_id, start=False
+            )
+        except ProtocolError as err:
+            raise refusal(err) from err
+        async with deps.pool.acquire() as conn:
+            job_input = admission.job_input or await workflow_input(conn, admission.job_id)
+            record = await load_job(conn, admission.job_id)
+            assert job_input is not None and record is not None
+            if record.completed_at is not None:
+                return Admitted(job_input=job_input, created=False, final=job_state(record))
+            await mark_workflow_started(conn, admission.job_id)
+        return Admitted(job_input=job_input, created=not admission.replayed)
