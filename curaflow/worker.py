@@ -34,7 +34,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities import build_activities
 from activities.deps import ActivityDeps, close_deps, open_deps
 from curaflow.callbacks import run_push_sweeper
-from curaflow.config import Settings
+from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import migrate
 from curaflow.ledger.reconciler import run_forever
@@ -168,6 +168,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         raise RuntimeError("a worker needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)")
     if settings.budgets.test_only_floor_ms is not None:
         log.warning("budgets.test_only_floor_ms is set: TEST-ONLY short budgets are in effect")
+    warn_budget_fallbacks(settings, log)
     own_stop = stop is None
     stop = stop or asyncio.Event()
     if own_stop:

@@ -33,7 +33,7 @@ from curaflow.api.errors import install_error_handlers
 from curaflow.api.events import events_router
 from curaflow.api.openapi import build_openapi
 from curaflow.api.routes import protected, router
-from curaflow.config import Settings
+from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
@@ -151,6 +151,7 @@ def create_app(settings: Settings) -> FastAPI:
                 log.warning("api.insecure: no token configured, protected routes are OPEN")
             else:
                 log.warning("api.fail_closed: no CURAFLOW_API_TOKEN configured; protected routes answer 503")
+        warn_budget_fallbacks(settings, log)
         pool = await create_pool(
             settings.database.url, min_size=settings.database.pool_min_size, max_size=settings.database.pool_max_size
         )
