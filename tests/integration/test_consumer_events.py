@@ -129,4 +129,3 @@ def test_the_published_event_page_accepts_the_upstream_fixtures_empty_next_after
     fixture = {"job_id": "demo@manual-k", "events": [], "unacked": 0, "server_time": 1, "next_after": ""}
     validate(fixture, "EventPage")
     assert EventPage.model_validate(fixture).next_after == ""
-

@@ -37,7 +37,11 @@ def state() -> JobState:
     )
     failed = CellSnapshot(target_id="other", state="no_candidate", stage="done", reason="duplicate_exhausted")
     return JobState(
-        job_id="demo@manual-k", status="succeeded", stage="done", business_status="partial_success", cells=[done, failed]
+        job_id="demo@manual-k",
+        status="succeeded",
+        stage="done",
+        business_status="partial_success",
+        cells=[done, failed],
     )
 
 
