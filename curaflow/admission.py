@@ -221,8 +221,15 @@ class Admitter:
         self.client = client
         self.starter = starter
 
-    async def admit(self, body: Any, *, trigger: str = "protocol") -> Admission:
+    async def admit(self, body: Any, *, trigger: str = "protocol", store_params: bool = True) -> Admission:
         """Admit a raw ``POST /jobs`` body.
+
+        Args:
+            trigger: how the job was created (``protocol`` | ``cli``).
+            store_params: False for the legacy refetch route (reference §1.2): the job
+                stores no params, and a replay compares no params. The comparison is
+                skipped whenever either side has none, so a ``POST /jobs`` and a legacy
+                refetch with the same key converge on one job.
 
         Raises:
             ProtocolError: validation, target resolution or idempotency conflict.
@@ -260,7 +267,7 @@ class Admitter:
                         correlation_id=task.correlation_id,
                         callback_url=task.callback_url,
                         labels=task.labels,
-                        params=task.params,
+                        params=task.params if store_params else None,
                     ),
                 )
             else:
@@ -271,7 +278,7 @@ class Admitter:
         if not row.created:
             same_key = record.idempotency_key == task.idempotency_key
             same_target = record.target_ids == [target.id]
-            same_params = (row.params or {}) == (task.params or {})
+            same_params = not store_params or row.params is None or row.params == (task.params or {})
             if not same_key or not same_target or not same_params:
                 reason = "the idempotency key was first used with different params"
                 if not same_key:

@@ -31,6 +31,7 @@ import curaflow
 from curaflow.admission import Admitter, WorkflowStarter
 from curaflow.api.errors import install_error_handlers
 from curaflow.api.events import events_router
+from curaflow.api.legacy import legacy_router
 from curaflow.api.openapi import build_openapi
 from curaflow.api.routes import protected, router
 from curaflow.config import Settings, warn_budget_fallbacks
@@ -201,6 +202,7 @@ def create_app(settings: Settings) -> FastAPI:
     # The event routes first: ``/jobs/{job_id:path}`` would otherwise swallow ``…/events``.
     app.include_router(events_router)
     app.include_router(protected)
+    app.include_router(legacy_router)  # PixivFlow's legacy refetch shim (TelePost's rollback switch)
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["meta"], include_in_schema=False)
     instrument_app(app)
 
