@@ -56,6 +56,12 @@ class TemporalSettings(_Section):
     """Where the Temporal service is. ``address`` None → the embedded dev server.
 
     Attributes:
+        namespace: the Temporal namespace; workers (and ``curaflow temporal-setup``)
+            register it when it does not exist and add curaflow's search attributes.
+        namespace_retention_days: retention of closed executions in a namespace curaflow
+            registers (an existing namespace keeps its own).
+        setup_timeout_ms: how long a worker waits for Temporal to accept the namespace
+            and search attributes before it exits with an error.
         sticky_schedule_to_start_ms: how long a workflow task waits on a worker's sticky
             queue before any worker may take it; after a worker dies, its jobs' workflows
             stall this long, so keep it short.
@@ -63,6 +69,8 @@ class TemporalSettings(_Section):
 
     address: str | None = None
     namespace: str = "default"
+    namespace_retention_days: int = Field(default=7, ge=1, le=3650)
+    setup_timeout_ms: int = Field(default=60_000, ge=1_000)
     task_queue: str = "curaflow"
     sticky_schedule_to_start_ms: int = Field(default=5_000, ge=100)
 

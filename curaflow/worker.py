@@ -12,6 +12,9 @@ One process runs
 * one ``deliver`` worker per route ``task_queue`` in its configuration;
 * the reconciler loop, the schedule watcher (missed / skipped occurrences) and the
   callback push sweeper (:mod:`curaflow.callbacks`);
+* at start, the namespace and its search attributes made ready
+  (:func:`curaflow.temporal_setup.prepare_namespace`; the process exits 2 when they
+  cannot be);
 * curaflow's Prometheus metrics on ``observability.metrics_port`` and the Temporal SDK's
   on ``observability.temporal_metrics_port`` (when set);
 * in replay mode without ``pixiv.api_url``, the replay server on a free local port.
@@ -43,7 +46,8 @@ from curaflow.metrics import WORKERS_UP, start_metrics_server
 from curaflow.schedules import watch_forever
 from curaflow.source_workers import SourceQueueOwner
 from curaflow.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
-from curaflow.temporal import connect, ensure_search_attributes, start_job_workflow
+from curaflow.temporal import connect, start_job_workflow
+from curaflow.temporal_setup import prepare_namespace
 from workflows.job import JobWorkflow
 from workflows.pushes import EventPushWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
@@ -182,7 +186,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     if obs.metrics_port is not None:
         start_metrics_server(obs.metrics_port, obs.metrics_host)
     client = await connect(settings.temporal.address, settings.temporal.namespace, runtime=temporal_runtime(settings))
-    await ensure_search_attributes(client)
+    await prepare_namespace(
+        client,
+        retention=timedelta(days=settings.temporal.namespace_retention_days),
+        timeout_s=settings.temporal.setup_timeout_ms / 1000,
+    )
     replay: BackgroundServer | None = None
     if settings.pixiv.replay and not settings.pixiv.api_url:
         from curaflow.sources.replay.app import create_replay_app
