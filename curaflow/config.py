@@ -491,6 +491,9 @@ class ObservabilitySettings(_Section):
         otlp_endpoint: OTLP/HTTP base URL of the trace collector (``http://otel:4318``);
             None → ``OTEL_EXPORTER_OTLP_ENDPOINT`` or the exporter's default.
         tracing: enable OpenTelemetry tracing (FastAPI + Temporal interceptor).
+        ledger_gauges_interval_ms: how often each process re-reads the ledger gauges
+            (:mod:`curaflow.ledger_gauges`).
+        ledger_gauges_window_ms: the window of ``curaflow_deliveries`` (24 h).
     """
 
     log_level: str = "INFO"
@@ -500,6 +503,8 @@ class ObservabilitySettings(_Section):
     metrics_host: str = "0.0.0.0"
     otlp_endpoint: str | None = None
     tracing: bool = False
+    ledger_gauges_interval_ms: int = Field(default=15_000, ge=100)
+    ledger_gauges_window_ms: int = Field(default=86_400_000, ge=60_000)
 
 
 def _default_routes() -> dict[str, Any]:

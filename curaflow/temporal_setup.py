@@ -65,7 +65,9 @@ class SetupReport:
 
 
 def _type_name(value: int) -> str:
-    return IndexedValueType.Name(IndexedValueType.ValueType(value)).removeprefix("INDEXED_VALUE_TYPE_").title().replace("_", "")
+    """``KeywordList`` for ``INDEXED_VALUE_TYPE_KEYWORD_LIST`` (the CLI's spelling)."""
+    name = IndexedValueType.Name(IndexedValueType.ValueType(value)).removeprefix("INDEXED_VALUE_TYPE_")
+    return name.title().replace("_", "")
 
 
 async def _retrying(what: str, deadline: float, call):  # type: ignore[no-untyped-def]

@@ -15,8 +15,9 @@ One process runs
 * at start, the namespace and its search attributes made ready
   (:func:`curaflow.temporal_setup.prepare_namespace`; the process exits 2 when they
   cannot be);
-* curaflow's Prometheus metrics on ``observability.metrics_port`` and the Temporal SDK's
-  on ``observability.temporal_metrics_port`` (when set);
+* curaflow's Prometheus metrics on ``observability.metrics_port`` (with the ledger
+  gauges of :mod:`curaflow.ledger_gauges`, refreshed by a loop) and the Temporal SDK's on
+  ``observability.temporal_metrics_port`` (when set);
 * in replay mode without ``pixiv.api_url``, the replay server on a free local port.
 
 Entry points: ``python worker.py`` (repository root) and ``curaflow worker``.
@@ -41,8 +42,9 @@ from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import migrate
 from curaflow.ledger.reconciler import run_forever
+from curaflow.ledger_gauges import run_ledger_gauges
 from curaflow.logs import configure_logging, get_logger
-from curaflow.metrics import WORKERS_UP, start_metrics_server
+from curaflow.metrics import set_worker_up, start_metrics_server
 from curaflow.schedules import watch_forever
 from curaflow.source_workers import SourceQueueOwner
 from curaflow.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
@@ -218,6 +220,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     sweeper = asyncio.create_task(
         run_push_sweeper(deps.pool, client, settings, stop, settings.reconcile_interval_ms / 1000)
     )
+    gauges = asyncio.create_task(run_ledger_gauges(deps.pool, settings, stop))
     log.info(
         "worker.started",
         task_queue=settings.temporal.task_queue,
@@ -227,7 +230,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         temporal_metrics_port=obs.temporal_metrics_port,
         schedules=[p.id for p in settings.schedules],
     )
-    WORKERS_UP.set(1)
+    set_worker_up(True)
     try:
         async with contextlib.AsyncExitStack() as stack:
             for worker in workers:
@@ -235,8 +238,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             await stop.wait()
     finally:
         stop.set()
-        WORKERS_UP.set(0)
-        for task in (*owners, reconciler, watcher, sweeper):
+        set_worker_up(False)
+        for task in (*owners, reconciler, watcher, sweeper, gauges):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         flush_tracing()

@@ -38,6 +38,7 @@ from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
+from curaflow.ledger_gauges import run_ledger_gauges
 from curaflow.logs import get_logger
 from curaflow.metrics import render_latest
 from curaflow.telemetry import instrument_app, setup_tracing
@@ -47,7 +48,8 @@ log = get_logger("curaflow.api")
 
 
 async def metrics_endpoint() -> Response:
-    """Prometheus exposition of this process's metrics (``curaflow_*`` and the Python runtime's)."""
+    """Prometheus exposition of this process's metrics (``curaflow_*``, the ledger gauges and the
+    Python runtime's; never ``curaflow_worker_up``, which only workers export)."""
     body, content_type = render_latest()
     return Response(body, media_type=content_type)
 
@@ -177,6 +179,7 @@ def create_app(settings: Settings) -> FastAPI:
                 await app.state.admitter.start(job_id)
 
         tasks.append(asyncio.create_task(run_forever(pool, start, settings.reconcile_interval_ms / 1000, stop)))
+        tasks.append(asyncio.create_task(run_ledger_gauges(pool, settings, stop)))
         try:
             yield
         finally:

@@ -67,6 +67,7 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
         ui_port=ui_port,
         api_port=api_port,
         publish=True,
+        worker_metrics=True,
     )
     try:
         with err_console.status("starting Temporal, PostgreSQL, workers and the API"):
@@ -88,6 +89,10 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
         out_console.print(f"  HTTP API       {stack.api.url if stack.api else '-'}   ({token_hint})")
         out_console.print(f"  PostgreSQL     {s.database.url}")
         out_console.print(f"  workers        {len(stack.workers)} (logs in {stack.log_dir})")
+        for url in stack.worker_metrics_urls:
+            out_console.print(f"  worker metrics {url}")
+        if stack.api:
+            out_console.print(f"  API metrics    {stack.api.url}/metrics")
         out_console.print("Try: curaflow submit -t 風景 --follow   (same directory)")
         out_console.print("Press Ctrl-C to stop.")
         await stop.wait()
