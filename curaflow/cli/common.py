@@ -60,8 +60,12 @@ async def services(settings: Settings, *, status: str = "starting the embedded s
             settings = with_services(settings, info.temporal_address, info.database_url)
         else:
             stack = EmbeddedStack(settings, workers=1)
-            with err_console.status(status):
-                await stack.__aenter__()
+            try:
+                with err_console.status(status):
+                    await stack.__aenter__()
+            except (RuntimeError, FileNotFoundError) as err:  # e.g. the [embedded] extra is not installed
+                err_console.print(f"the embedded stack did not start: {err}", style="red", markup=False)
+                raise typer.Exit(2) from None
             settings = stack.settings
     elif not settings.temporal.address or not settings.database.url:
         err_console.print("[red]set both TEMPORAL_ADDRESS and DATABASE_URL, or neither (embedded stack)[/red]")
