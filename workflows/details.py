@@ -2,13 +2,14 @@
 
 The static summary and details (what was asked) are set at start
 (:mod:`curaflow.domain.presentation`); these *current* details follow the job: status,
-stage, then one bullet per cell with its fields nested under it (state, stage, the
-bound work, deliveries per route, reason), then the business status once the job is
-terminal.
+stage, then for each cell a line with its target and state followed by a bullet list of
+its fields (stage, the bound work, deliveries per route, reason), then the business
+status once the job is terminal.
 
-Bullet lists, not a table: the Temporal UI 2.54.1 (the version the embedded dev server
-ships and ``tests/ui`` drives, and the one ``docker-compose.yml`` pins) renders user
-markdown without table support, so a table's cells ran together (``demo submitteddone``).
+Top-level bullet lists, not a table nor nested lists: the Temporal UI 2.54.1 (the version
+the embedded dev server ships and ``tests/ui`` drives, and the one ``docker-compose.yml``
+pins) renders user markdown without table support — a table's cells ran together
+(``demo submitteddone``) — and joins the lines of a nested list into one.
 
 The text is shown through ``workflow.set_current_details``, which issues no command:
 changing it never affects the replay of a running execution.
@@ -34,23 +35,26 @@ def _cell_deliveries(cell: CellSnapshot) -> str:
     return ", ".join(f"{d.route}: {d.status}" for d in cell.deliveries)
 
 
-def _cell_bullet(cell: CellSnapshot) -> list[str]:
-    """One top-level bullet for the cell, one nested bullet per known field."""
+def _cell_block(cell: CellSnapshot) -> list[str]:
+    """The cell's line (target and state), then one top-level bullet per known field.
+
+    Top-level lists only: UI 2.54.1 runs the lines of a nested list together.
+    """
     stage = cell.stage + (f" (fallback {cell.fallback_stage})" if cell.fallback_stage else "")
-    lines = [f"- **{cell.target_id}**: {cell.state}", f"  - stage: {stage}"]
+    lines = [f"**{cell.target_id}**: {cell.state}", "", f"- stage: {stage}"]
     work = _cell_work(cell)
     if work:
-        lines.append(f"  - work: {work}")
+        lines.append(f"- work: {work}")
     deliveries = _cell_deliveries(cell)
     if deliveries:
-        lines.append(f"  - deliveries: {deliveries}")
+        lines.append(f"- deliveries: {deliveries}")
     if cell.reason:
-        lines.append(f"  - reason: {cell.reason}")
-    return lines
+        lines.append(f"- reason: {cell.reason}")
+    return [*lines, ""]
 
 
 def render_details(inp: JobInput, state: JobState) -> str:
-    """Markdown: the job's status and stage, then one bullet list per cell.
+    """Markdown: the job's status and stage, then per cell its state and a bullet list of its fields.
 
     Args:
         inp: the workflow argument (targets, deadline).
@@ -75,11 +79,13 @@ def render_details(inp: JobInput, state: JobState) -> str:
     body: list[str] = []
     used = 0
     for n, cell in enumerate(state.cells):
-        bullet = _cell_bullet(cell)
-        size = sum(len(line) + 1 for line in bullet)
+        block = _cell_block(cell)
+        size = sum(len(line) + 1 for line in block)
         if used + size > budget:
-            body.append(f"- … {len(state.cells) - n} more cells")
+            body.append(f"… {len(state.cells) - n} more cells")
             break
-        body += bullet
+        body += block
         used += size
+    while body and not body[-1]:
+        body.pop()
     return "\n".join(head + body + tail)[:DETAILS_LIMIT]

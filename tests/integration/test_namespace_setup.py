@@ -75,6 +75,9 @@ async def test_a_worker_runs_jobs_in_a_namespace_it_registered(
     await client.get_workflow_handle(job_id).result()
     found = [w.id async for w in client.list_workflows('JobStatus = "succeeded" AND TargetIds = "demo"')]
     assert found == [job_id]  # the UI's filters work in that namespace
+    # the README's query for open jobs (a closed run keeps its last JobStatus)
+    open_now = [w.id async for w in client.list_workflows('ExecutionStatus = "Running" AND JobStatus = "succeeded"')]
+    assert job_id not in open_now
     default = await connect(temporal_address)
     assert [w.id async for w in default.list_workflows(f'WorkflowId = "{job_id}"')] == []
 

@@ -2,8 +2,8 @@
 
 UI 2.54.1 (the version the embedded dev server ships and ``tests/ui`` drives) renders
 user markdown without table support: a table's cells ran together
-(``demo submitteddone``). Each cell of the job is a bullet with one sub-bullet per
-field, which every markdown renderer keeps on separate lines.
+(``demo submitteddone``); it also joins the lines of a nested list. Each cell of the job
+is a line (target, state) followed by a top-level bullet list, one bullet per field.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def plain_lines(markdown: str) -> list[str]:
     return [re.sub(r"^\s*[-]\s*", "", line).strip() for line in text.splitlines() if line.strip()]
 
 
-def test_each_cell_is_a_bullet_list_with_one_field_per_line() -> None:
+def test_each_cell_is_a_line_and_a_bullet_list_with_one_field_per_line() -> None:
     details = render_details(INP, state())
 
     assert "|---" not in details  # no table: UI 2.54.1 runs table cells together
@@ -64,8 +64,10 @@ def test_each_cell_is_a_bullet_list_with_one_field_per_line() -> None:
     assert "other: no_candidate" in lines
     assert "reason: duplicate_exhausted" in lines
     assert "business status: partial_success" in lines
-    # the cells' bullets are top-level items, their fields nested under them
-    assert re.search(r"^- \*\*demo\*\*", details, re.M) and re.search(r"^  - stage: ", details, re.M)
+    # top-level bullets only (the UI joins a nested list's lines), each list after a blank line
+    assert re.search(r"^\*\*demo\*\*: submitted\n\n- stage: done\n- work: ", details, re.M)
+    assert not re.search(r"^[ \t]+- ", details, re.M)
+    assert "\n\n\n" not in details
 
 
 def test_details_stay_within_the_limit() -> None:
