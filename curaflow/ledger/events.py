@@ -130,8 +130,9 @@ async def append_event(
     if row is None:
         raise LookupError(job_id)
     seq = int(row["seq"])
-    if row["callback_url"]:
+    if row["callback_url"] and type_ in PROTOCOL_EVENT_TYPES:
         # Push channel (reference §4.7): the Event JSON is frozen now, in this transaction.
+        # A type outside the protocol is never pushed, as it is never served.
         event = render_event(job_id, seq, type_, row["at"], body, row["correlation_id"])
         await enqueue_push(conn, job_id, seq, event["event_id"], row["callback_url"], event)
     return seq

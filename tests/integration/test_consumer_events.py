@@ -29,9 +29,10 @@ async def stack(
 ) -> AsyncIterator[Stack]:
     """An API (no worker): jobs stay queued, their streams hold what the tests append."""
     tmp = tmp_path_factory.mktemp("consumer-events")
-    config = {
+    config: dict[str, Any] = {
         "routes": {f"out-{short_id()}": {"kind": "directory", "path": str(tmp / "out")}},
         "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}}],
+        "api": {"callback_allowed_hosts": ["consumer.example.org"]},
     }
     config["targets"][0]["routes"] = list(config["routes"])
     stack = Stack(tmp, temporal_address, database_url, config)
@@ -40,11 +41,11 @@ async def stack(
     await stack.stop()
 
 
-async def job_with_events(stack: Stack, progress_events: int) -> str:
+async def job_with_events(stack: Stack, progress_events: int, **task: Any) -> str:
     """A queued job whose stream is ``job.accepted`` plus ``progress_events`` progress events."""
     http = stack.http
     assert http is not None
-    response = await http.post("/jobs", json=stack.task(query={"tags": ["オリジナル"]}))
+    response = await http.post("/jobs", json={**stack.task(query={"tags": ["オリジナル"]}), **task})
     assert response.status_code == 202, response.text
     job_id = str(response.json()["job"]["job_id"])
     pool = await stack.ledger()
@@ -104,7 +105,7 @@ async def test_unacked_paging_with_after_terminates_and_reads_each_event_once(st
 async def test_event_types_outside_the_protocol_are_never_served_nor_counted(stack: Stack) -> None:
     http = stack.http
     assert http is not None
-    job_id = await job_with_events(stack, progress_events=1)
+    job_id = await job_with_events(stack, progress_events=1, callback_url="https://consumer.example.org/hook")
     pool = await stack.ledger()
     async with pool.acquire() as conn, conn.transaction():
         await append_event(conn, job_id, "outbox.claimed", {})  # an internal-only kind (reference §4.2)
@@ -123,6 +124,9 @@ async def test_event_types_outside_the_protocol_are_never_served_nor_counted(sta
     done = (await http.post(f"/jobs/{job_id}/events/ack", json={"ack_through": page["events"][-1]["event_id"]})).json()
     assert (done["acked"], done["unacked"]) == (3, 0)
     assert (await http.get(f"/jobs/{job_id}/events", params={"unacked": "1"})).json()["events"] == []
+    # nor pushed to the job's callback_url
+    pushed = await pool.fetch("SELECT body FROM event_pushes WHERE job_id = $1 ORDER BY seq", job_id)
+    assert [p["body"]["type"] for p in pushed] == ["job.accepted", "job.progress", "job.progress"]
 
 
 def test_the_published_event_page_accepts_the_upstream_fixtures_empty_next_after() -> None:
