@@ -223,7 +223,13 @@ class Admitter:
         self.starter = starter
 
     async def admit(
-        self, body: Any, *, trigger: str = "protocol", workflow_id: str | None = None, start: bool = True
+        self,
+        body: Any,
+        *,
+        trigger: str = "protocol",
+        workflow_id: str | None = None,
+        start: bool = True,
+        store_params: bool = True,
     ) -> Admission:
         """Admit a raw Task (a ``POST /jobs`` body, or what a Temporal client started with).
 
@@ -233,6 +239,10 @@ class Admitter:
             workflow_id: the id of the execution submitting the Task (Temporal clients): it
                 must be the Task's job id, checked before anything is written.
             start: start the job's workflow (False when the caller *is* that workflow).
+            store_params: False for the legacy refetch route (reference §1.2): the job
+                stores no params, and a replay compares no params. The comparison is
+                skipped whenever either side has none, so a ``POST /jobs`` and a legacy
+                refetch with the same key converge on one job.
 
         Returns:
             The admission; ``job_input`` is the job's workflow argument when this call
@@ -283,7 +293,7 @@ class Admitter:
                         correlation_id=task.correlation_id,
                         callback_url=task.callback_url,
                         labels=task.labels,
-                        params=task.params,
+                        params=task.params if store_params else None,
                     ),
                 )
             else:
@@ -294,7 +304,7 @@ class Admitter:
         if not row.created:
             same_key = record.idempotency_key == task.idempotency_key
             same_target = record.target_ids == [target.id]
-            same_params = (row.params or {}) == (task.params or {})
+            same_params = not store_params or row.params is None or row.params == (task.params or {})
             if not same_key or not same_target or not same_params:
                 reason = "the idempotency key was first used with different params"
                 if not same_key:

@@ -424,7 +424,7 @@ class CuraflowClient:
 
         Args:
             after: exclusive cursor (an event id of this job).
-            unacked: start after the durable ack cursor instead.
+            unacked: start after the later of ``after`` and the durable ack cursor.
             limit: page size (1..500, server default 200).
             wait_ms: long poll up to this long (0..30000) when no event is available.
         """

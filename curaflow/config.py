@@ -13,8 +13,11 @@ Sources, highest priority first:
 Relative paths are resolved against the current directory when the settings load, so
 every process of one stack sees the same absolute paths. Budgets resolve as in the
 original (reference §8): a value is used only when it is a number ≥ the 60 s floor,
-anything else silently falls back to the default; :attr:`BudgetSettings.test_only_floor_ms`
-lowers the floor for tests and logs a warning.
+anything else falls back to the default, and — as the original's config validation
+does — every process that uses the budgets logs one ``config.budget_fallback`` warning
+per such field, naming the field, the value given and the value used
+(:func:`warn_budget_fallbacks`); :attr:`BudgetSettings.test_only_floor_ms` lowers the
+floor for tests and logs a warning.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -52,6 +56,12 @@ class TemporalSettings(_Section):
     """Where the Temporal service is. ``address`` None → the embedded dev server.
 
     Attributes:
+        namespace: the Temporal namespace; workers (and ``curaflow temporal-setup``)
+            register it when it does not exist and add curaflow's search attributes.
+        namespace_retention_days: retention of closed executions in a namespace curaflow
+            registers (an existing namespace keeps its own).
+        setup_timeout_ms: how long a worker waits for Temporal to accept the namespace
+            and search attributes before it exits with an error.
         sticky_schedule_to_start_ms: how long a workflow task waits on a worker's sticky
             queue before any worker may take it; after a worker dies, its jobs' workflows
             stall this long, so keep it short.
@@ -59,6 +69,8 @@ class TemporalSettings(_Section):
 
     address: str | None = None
     namespace: str = "default"
+    namespace_retention_days: int = Field(default=7, ge=1, le=3650)
+    setup_timeout_ms: int = Field(default=60_000, ge=1_000)
     task_queue: str = "curaflow"
     sticky_schedule_to_start_ms: int = Field(default=5_000, ge=100)
 
@@ -123,6 +135,36 @@ def resolve_budget(value: Any, default: int, floor: int = BUDGET_FLOOR_MS) -> in
     return int(value)
 
 
+@dataclass(frozen=True)
+class BudgetFallback:
+    """A budget whose configured value is not used as given.
+
+    Attributes:
+        field: the setting's dotted name (``budgets.queued_timeout_ms``).
+        value: the configured value, as configured.
+        used_ms: the value in effect, ms.
+        why: ``below_floor`` (the default is used), ``not_a_number`` (the default is
+            used) or ``not_an_integer`` (truncated).
+    """
+
+    field: str
+    value: Any
+    used_ms: int
+    why: str
+
+
+def budget_fallback(field: str, value: Any, default: int, floor: int = BUDGET_FLOOR_MS) -> BudgetFallback | None:
+    """How :func:`resolve_budget` treats ``value``, or None when it is used as given."""
+    used = resolve_budget(value, default, floor)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return BudgetFallback(field, value, used, "not_a_number")
+    if value < floor:
+        return BudgetFallback(field, value, used, "below_floor")
+    if value != used:
+        return BudgetFallback(field, value, used, "not_an_integer")
+    return None
+
+
 class BudgetSettings(_Section):
     """Time budgets in ms (DESIGN.md decision 8). Raw values; use :meth:`resolved`.
 
@@ -152,6 +194,14 @@ class BudgetSettings(_Section):
     def stall_ms(self) -> int:
         """Resolved stall budget."""
         return resolve_budget(self.stall_timeout_ms, DEFAULT_STALL_MS, self.floor_ms)
+
+    def fallbacks(self) -> list[BudgetFallback]:
+        """The budgets whose configured value is not used as given (see :func:`budget_fallback`)."""
+        found = [
+            budget_fallback("budgets.queued_timeout_ms", self.queued_timeout_ms, DEFAULT_QUEUED_MS, self.floor_ms),
+            budget_fallback("budgets.stall_timeout_ms", self.stall_timeout_ms, DEFAULT_STALL_MS, self.floor_ms),
+        ]
+        return [f for f in found if f is not None]
 
 
 class DeliverySettings(_Section):
@@ -441,6 +491,9 @@ class ObservabilitySettings(_Section):
         otlp_endpoint: OTLP/HTTP base URL of the trace collector (``http://otel:4318``);
             None → ``OTEL_EXPORTER_OTLP_ENDPOINT`` or the exporter's default.
         tracing: enable OpenTelemetry tracing (FastAPI + Temporal interceptor).
+        ledger_gauges_interval_ms: how often each process re-reads the ledger gauges
+            (:mod:`curaflow.ledger_gauges`).
+        ledger_gauges_window_ms: the window of ``curaflow_deliveries`` (24 h).
     """
 
     log_level: str = "INFO"
@@ -450,6 +503,8 @@ class ObservabilitySettings(_Section):
     metrics_host: str = "0.0.0.0"
     otlp_endpoint: str | None = None
     tracing: bool = False
+    ledger_gauges_interval_ms: int = Field(default=15_000, ge=100)
+    ledger_gauges_window_ms: int = Field(default=86_400_000, ge=60_000)
 
 
 def _default_routes() -> dict[str, Any]:
@@ -619,6 +674,39 @@ class Settings(BaseSettings):
 
 
 _TOML_PATH: dict[str, Path | None] = {"path": None}
+
+_WHY = {
+    "below_floor": "is below the {floor} ms floor: the default {used} ms is used",
+    "not_a_number": "is not a number: the default {used} ms is used",
+    "not_an_integer": "is not an integer: {used} ms is used",
+}
+
+
+def warn_budget_fallbacks(settings: Settings, log: Any) -> list[BudgetFallback]:
+    """Log one ``config.budget_fallback`` warning per budget not used as configured.
+
+    Called where a process starts using the budgets (worker, API, ``curaflow run``).
+    Startup never fails on a budget (reference §8: the original only warns).
+
+    Args:
+        settings: the loaded settings.
+        log: a structlog logger.
+
+    Returns:
+        The fallbacks that were logged.
+    """
+    found = settings.budgets.fallbacks()
+    for fb in found:
+        message = _WHY[fb.why].format(floor=settings.budgets.floor_ms, used=fb.used_ms)
+        log.warning(
+            "config.budget_fallback",
+            field=fb.field,
+            value=repr(fb.value),
+            used_ms=fb.used_ms,
+            why=fb.why,
+            message=f"{fb.field} = {fb.value!r} {message}",
+        )
+    return found
 
 
 class ConfigError(Exception):

@@ -4,6 +4,11 @@
 (Temporal's SDK, uvicorn) through one JSON renderer on stderr. Values of keys that look
 like secrets (``token``, ``secret``, ``authorization``, ``password``,
 ``refresh_token``) are replaced by ``"***"`` before rendering.
+
+A line's ``event`` is exactly the message its caller wrote, so operators can match it
+exactly (``event = "candidate_exhaustion"``): Temporal's ``activity.logger`` and
+``workflow.logger`` are told not to append their context dict to the message; the
+context stays available as the ``temporal_activity`` / ``temporal_workflow`` fields.
 """
 
 from __future__ import annotations
@@ -62,6 +67,10 @@ def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
     root.setLevel(level.upper())
     for noisy in ("httpx", "httpcore", "asyncio"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from temporalio import activity, workflow
+
+    activity.logger.activity_info_on_message = False  # the context goes to `temporal_activity`
+    workflow.logger.workflow_info_on_message = False  # … and to `temporal_workflow`
     _configured = True
 
 

@@ -103,7 +103,38 @@ SCHEDULE_START_LAG = Histogram(
     ["schedule_id"],
     buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600, 5400),
 )
-WORKERS_UP = Gauge("curaflow_worker_up", "1 while this worker process serves its task queues.")
+_WORKER_UP: list[Gauge] = []
+
+
+def set_worker_up(up: bool) -> None:
+    """Set ``curaflow_worker_up`` (1 while this worker process serves its task queues).
+
+    The gauge is registered on first use, so only worker processes export it: the API
+    never shows a ``curaflow_worker_up 0`` that would look like a dead worker.
+    """
+    if not _WORKER_UP:
+        _WORKER_UP.append(Gauge("curaflow_worker_up", "1 while this worker process serves its task queues."))
+    _WORKER_UP[0].set(1 if up else 0)
+
+
+def exported_metric_names() -> set[str]:
+    """Every series name curaflow's processes export (``curaflow_*``), as PromQL sees them.
+
+    This module's counters (``…_total``), histograms (``…_bucket`` / ``…_sum`` /
+    ``…_count``) and gauges, ``curaflow_worker_up`` and the ledger gauges
+    (:mod:`curaflow.ledger_gauges`). Alert rules and dashboards are checked against it.
+    """
+    from curaflow.ledger_gauges import FAMILIES
+
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
+    names = {
+        family.name + suffix
+        for metric in globals().values()
+        if isinstance(metric, Counter | Gauge | Histogram)
+        for family in metric.describe()
+        for suffix in suffixes[family.type]
+    }
+    return names | {"curaflow_worker_up"} | set(FAMILIES)
 
 
 def _safe(fn: Any) -> Any:

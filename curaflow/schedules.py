@@ -305,13 +305,51 @@ async def _handle(client: Client, schedule_id: str) -> ScheduleHandle:
     return client.get_schedule_handle(schedule_id)
 
 
-async def trigger(client: Client, schedule_id: str) -> None:
-    """Start an occurrence now (its job id is the current minute in the plan's zone).
+@dataclass
+class Triggered:
+    """The occurrence a trigger started: its nominal time and its job id."""
+
+    scheduled_at: datetime
+    job_id: str
+
+
+async def trigger(client: Client, schedule_id: str, wait_s: float = 10.0) -> Triggered | None:
+    """Start an occurrence now and tell which job it is.
+
+    The job id is the occurrence's nominal time in the plan's zone
+    (:func:`~curaflow.domain.occurrence.occurrence_job_id`), read from the action
+    Temporal records for the trigger.
+
+    Args:
+        wait_s: how long to wait for Temporal to record the action.
+
+    Returns:
+        The occurrence, or None when Temporal recorded no new action in time (the
+        overlap policy skipped it because the previous occurrence still runs).
 
     Raises:
         ScheduleError: unknown schedule.
     """
-    await (await _handle(client, schedule_id)).trigger()
+    handle = await _handle(client, schedule_id)
+    desc = await handle.describe()
+    seen = {(a.scheduled_at, getattr(a.action, "workflow_id", "")) for a in desc.info.recent_actions}
+    skipped = desc.info.num_actions_skipped_overlap
+    inp = await _current_input(client, desc)
+    timezone = inp.timezone if inp else "UTC"
+    await handle.trigger()
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.2)
+        desc = await handle.describe()
+        new = [
+            a for a in desc.info.recent_actions if (a.scheduled_at, getattr(a.action, "workflow_id", "")) not in seen
+        ]
+        if new:
+            at = new[-1].scheduled_at
+            return Triggered(scheduled_at=at, job_id=occurrence_job_id(schedule_id, at, timezone)[0])
+        if desc.info.num_actions_skipped_overlap > skipped:
+            return None
+    return None
 
 
 async def pause(client: Client, schedule_id: str, note: str = "paused by curaflow schedules pause") -> None:

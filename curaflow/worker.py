@@ -12,8 +12,12 @@ One process runs
 * one ``deliver`` worker per route ``task_queue`` in its configuration;
 * the reconciler loop, the schedule watcher (missed / skipped occurrences) and the
   callback push sweeper (:mod:`curaflow.callbacks`);
-* curaflow's Prometheus metrics on ``observability.metrics_port`` and the Temporal SDK's
-  on ``observability.temporal_metrics_port`` (when set);
+* at start, the namespace and its search attributes made ready
+  (:func:`curaflow.temporal_setup.prepare_namespace`; the process exits 2 when they
+  cannot be);
+* curaflow's Prometheus metrics on ``observability.metrics_port`` (with the ledger
+  gauges of :mod:`curaflow.ledger_gauges`, refreshed by a loop) and the Temporal SDK's on
+  ``observability.temporal_metrics_port`` (when set);
 * in replay mode without ``pixiv.api_url``, the replay server on a free local port.
 
 Entry points: ``python worker.py`` (repository root) and ``curaflow worker``.
@@ -35,16 +39,18 @@ from activities import build_activities
 from activities.deps import ActivityDeps, close_deps, open_deps
 from activities.heartbeat import heartbeat_beat_s
 from curaflow.callbacks import run_push_sweeper
-from curaflow.config import Settings
+from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import migrate
 from curaflow.ledger.reconciler import run_forever
+from curaflow.ledger_gauges import run_ledger_gauges
 from curaflow.logs import configure_logging, get_logger
-from curaflow.metrics import WORKERS_UP, start_metrics_server
+from curaflow.metrics import set_worker_up, start_metrics_server
 from curaflow.schedules import watch_forever
 from curaflow.source_workers import SourceQueueOwner
 from curaflow.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
-from curaflow.temporal import connect, ensure_search_attributes, start_job_workflow
+from curaflow.temporal import connect, start_job_workflow
+from curaflow.temporal_setup import prepare_namespace
 from workflows.job import JobWorkflow
 from workflows.pushes import EventPushWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
@@ -175,6 +181,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         raise RuntimeError("a worker needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)")
     if settings.budgets.test_only_floor_ms is not None:
         log.warning("budgets.test_only_floor_ms is set: TEST-ONLY short budgets are in effect")
+    warn_budget_fallbacks(settings, log)
     own_stop = stop is None
     stop = stop or asyncio.Event()
     if own_stop:
@@ -188,7 +195,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     if obs.metrics_port is not None:
         start_metrics_server(obs.metrics_port, obs.metrics_host)
     client = await connect(settings.temporal.address, settings.temporal.namespace, runtime=temporal_runtime(settings))
-    await ensure_search_attributes(client)
+    await prepare_namespace(
+        client,
+        retention=timedelta(days=settings.temporal.namespace_retention_days),
+        timeout_s=settings.temporal.setup_timeout_ms / 1000,
+    )
     replay: BackgroundServer | None = None
     if settings.pixiv.replay and not settings.pixiv.api_url:
         from curaflow.sources.replay.app import create_replay_app
@@ -216,6 +227,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     sweeper = asyncio.create_task(
         run_push_sweeper(deps.pool, client, settings, stop, settings.reconcile_interval_ms / 1000)
     )
+    gauges = asyncio.create_task(run_ledger_gauges(deps.pool, settings, stop))
     log.info(
         "worker.started",
         task_queue=settings.temporal.task_queue,
@@ -225,7 +237,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         temporal_metrics_port=obs.temporal_metrics_port,
         schedules=[p.id for p in settings.schedules],
     )
-    WORKERS_UP.set(1)
+    set_worker_up(True)
     try:
         async with contextlib.AsyncExitStack() as stack:
             for worker in workers:
@@ -233,8 +245,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             await stop.wait()
     finally:
         stop.set()
-        WORKERS_UP.set(0)
-        for task in (*owners, reconciler, watcher, sweeper):
+        set_worker_up(False)
+        for task in (*owners, reconciler, watcher, sweeper, gauges):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         flush_tracing()

@@ -166,7 +166,7 @@ class Stack:
         """Admit through the shared admission code (as ``curaflow run`` does); returns the job id."""
         pool = await self.ledger()
         assert self.settings.temporal.address
-        client = await connect(self.settings.temporal.address)
+        client = await connect(self.settings.temporal.address, self.settings.temporal.namespace)
         admission = await Admitter(self.settings, pool, client).admit(body)
         return admission.job_id
 

@@ -2,8 +2,17 @@
 
 The static summary and details (what was asked) are set at start
 (:mod:`curaflow.domain.presentation`); these *current* details follow the job: status,
-stage, one row per cell (state, stage, the bound work, deliveries per route, reason),
-then the business status once the job is terminal.
+stage, then for each cell a line with its target and state followed by a bullet list of
+its fields (stage, the bound work, deliveries per route, reason), then the business
+status once the job is terminal.
+
+Top-level bullet lists, not a table nor nested lists: the Temporal UI 2.54.1 (the version
+the embedded dev server ships and ``tests/ui`` drives, and the one ``docker-compose.yml``
+pins) renders user markdown without table support — a table's cells ran together
+(``demo submitteddone``) — and joins the lines of a nested list into one.
+
+The text is shown through ``workflow.set_current_details``, which issues no command:
+changing it never affects the replay of a running execution.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ DETAILS_LIMIT = 8000
 
 def _cell_work(cell: CellSnapshot) -> str:
     if cell.work is not None:
-        title = cell.work.title.replace("|", "/")[:60]
+        title = cell.work.title.replace("|", "/").replace("[", "(").replace("]", ")")[:60]
         label = f"{cell.work_id} {title}".strip()
         return f"[{label}]({cell.work.url})" if cell.work.url else label
     return cell.work_id or ""
@@ -26,32 +35,57 @@ def _cell_deliveries(cell: CellSnapshot) -> str:
     return ", ".join(f"{d.route}: {d.status}" for d in cell.deliveries)
 
 
+def _cell_block(cell: CellSnapshot) -> list[str]:
+    """The cell's line (target and state), then one top-level bullet per known field.
+
+    Top-level lists only: UI 2.54.1 runs the lines of a nested list together.
+    """
+    stage = cell.stage + (f" (fallback {cell.fallback_stage})" if cell.fallback_stage else "")
+    lines = [f"**{cell.target_id}**: {cell.state}", "", f"- stage: {stage}"]
+    work = _cell_work(cell)
+    if work:
+        lines.append(f"- work: {work}")
+    deliveries = _cell_deliveries(cell)
+    if deliveries:
+        lines.append(f"- deliveries: {deliveries}")
+    if cell.reason:
+        lines.append(f"- reason: {cell.reason}")
+    return [*lines, ""]
+
+
 def render_details(inp: JobInput, state: JobState) -> str:
-    """A short markdown summary: job status and stage, then one row per cell.
+    """Markdown: the job's status and stage, then per cell its state and a bullet list of its fields.
 
     Args:
         inp: the workflow argument (targets, deadline).
         state: the live state.
 
     Returns:
-        Markdown of at most :data:`DETAILS_LIMIT` characters.
+        Markdown of at most :data:`DETAILS_LIMIT` characters; cells that do not fit are
+        summarised as ``… N more cells``.
     """
-    lines = [
+    head = [
         f"**{inp.job_type}** `{inp.job_id}` — status **{state.status}**, stage *{state.stage}*"
         + (" — cancel requested" if state.cancel_requested and state.status not in ("cancelled",) else ""),
         "",
-        "| target | state | stage | work | deliveries | reason |",
-        "|---|---|---|---|---|---|",
     ]
-    for cell in state.cells:
-        stage = cell.stage + (f" (fallback {cell.fallback_stage})" if cell.fallback_stage else "")
-        lines.append(
-            f"| {cell.target_id} | {cell.state} | {stage} | {_cell_work(cell)} | {_cell_deliveries(cell)} "
-            f"| {cell.reason or ''} |"
-        )
+    tail: list[str] = []
     delivered = [c for c in state.cells if c.state == "submitted" and c.work_id]
     if delivered:
-        lines += ["", "delivered: " + ", ".join(f"`{c.work_id}` → {c.target_id}" for c in delivered)]
+        tail += ["", "delivered: " + ", ".join(f"`{c.work_id}` → {c.target_id}" for c in delivered)]
     if state.business_status:
-        lines += ["", f"business status: **{state.business_status}**"]
-    return "\n".join(lines)[:DETAILS_LIMIT]
+        tail += ["", f"business status: **{state.business_status}**"]
+    budget = DETAILS_LIMIT - len("\n".join(head + tail)) - 40
+    body: list[str] = []
+    used = 0
+    for n, cell in enumerate(state.cells):
+        block = _cell_block(cell)
+        size = sum(len(line) + 1 for line in block)
+        if used + size > budget:
+            body.append(f"… {len(state.cells) - n} more cells")
+            break
+        body += block
+        used += size
+    while body and not body[-1]:
+        body.pop()
+    return "\n".join(head + body + tail)[:DETAILS_LIMIT]

@@ -31,12 +31,14 @@ import curaflow
 from curaflow.admission import Admitter, WorkflowStarter
 from curaflow.api.errors import install_error_handlers
 from curaflow.api.events import events_router
+from curaflow.api.legacy import legacy_router
 from curaflow.api.openapi import build_openapi
 from curaflow.api.routes import protected, router
-from curaflow.config import Settings
+from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
+from curaflow.ledger_gauges import run_ledger_gauges
 from curaflow.logs import get_logger
 from curaflow.metrics import render_latest
 from curaflow.telemetry import instrument_app, setup_tracing
@@ -46,7 +48,8 @@ log = get_logger("curaflow.api")
 
 
 async def metrics_endpoint() -> Response:
-    """Prometheus exposition of this process's metrics (``curaflow_*`` and the Python runtime's)."""
+    """Prometheus exposition of this process's metrics (``curaflow_*``, the ledger gauges and the
+    Python runtime's; never ``curaflow_worker_up``, which only workers export)."""
     body, content_type = render_latest()
     return Response(body, media_type=content_type)
 
@@ -151,6 +154,7 @@ def create_app(settings: Settings) -> FastAPI:
                 log.warning("api.insecure: no token configured, protected routes are OPEN")
             else:
                 log.warning("api.fail_closed: no CURAFLOW_API_TOKEN configured; protected routes answer 503")
+        warn_budget_fallbacks(settings, log)
         pool = await create_pool(
             settings.database.url, min_size=settings.database.pool_min_size, max_size=settings.database.pool_max_size
         )
@@ -179,6 +183,7 @@ def create_app(settings: Settings) -> FastAPI:
                 run_forever(pool, start, settings.reconcile_interval_ms / 1000, stop, lambda: app.state.client)
             )
         )
+        tasks.append(asyncio.create_task(run_ledger_gauges(pool, settings, stop)))
         try:
             yield
         finally:
@@ -204,6 +209,7 @@ def create_app(settings: Settings) -> FastAPI:
     # The event routes first: ``/jobs/{job_id:path}`` would otherwise swallow ``…/events``.
     app.include_router(events_router)
     app.include_router(protected)
+    app.include_router(legacy_router)  # PixivFlow's legacy refetch shim (TelePost's rollback switch)
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["meta"], include_in_schema=False)
     instrument_app(app)
 

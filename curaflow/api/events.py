@@ -5,12 +5,15 @@ Reference §4.5–4.6, with the curaflow extensions of the protocol issue:
 * ``after`` (exclusive): an event id of this job; an unknown id (unparsable, of another
   job, beyond the stream) reads from the start — at-least-once delivery. An empty
   ``after`` is refused (400, ``detail.field: after``);
-* ``unacked=1|true`` starts after the durable ack cursor instead (``after`` is then
-  ignored); ``0|false|""`` is off; anything else → 400 (``detail.field: unacked``);
+* ``unacked=1|true`` starts after the later of ``after`` and the durable ack cursor (so
+  a consumer paging with ``after=<next_after>&unacked=1`` moves on; an ``after`` behind
+  the cursor, or unknown, starts at the cursor); ``0|false|""`` is off; anything else →
+  400 (``detail.field: unacked``);
 * ``limit``: page size, default 200, 1..500 (400 outside, ``detail.field: limit``);
   ``next_after`` is present only when more events remain;
 * ``unacked`` in the page always counts the events after the durable cursor, never
-  depending on ``after``;
+  depending on ``after``; rows of a type outside the protocol's enum are never served
+  nor counted (:data:`curaflow.ledger.events.PROTOCOL_EVENT_TYPES`);
 * ``wait_ms`` (0..30000, default 0): long poll. When the page would be empty the request
   waits until an event of the job commits — woken by ``LISTEN/NOTIFY`` through the
   process's :class:`~curaflow.ledger.listen.EventNotifier`, never a sleep loop — and
@@ -61,7 +64,7 @@ async def list_events(
     after: Annotated[str | None, Query(min_length=1, description="Exclusive cursor: an event_id of this job.")] = None,
     unacked: Annotated[
         Literal["1", "0", "true", "false", ""] | None,
-        Query(description="1|true: start after the durable ack cursor (after is ignored)."),
+        Query(description="1|true: start after the later of `after` and the durable ack cursor."),
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Page size.")] = DEFAULT_LIMIT,
     wait_ms: Annotated[

@@ -12,9 +12,10 @@ import typer
 from rich.console import Console
 from temporalio.client import Client
 
-from curaflow.config import ConfigError, Settings, load_settings
+from curaflow.config import ConfigError, Settings, load_settings, warn_budget_fallbacks
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info, with_services
 from curaflow.ledger.db import create_pool, migrate
+from curaflow.logs import get_logger
 from curaflow.temporal import connect
 
 err_console = Console(stderr=True)
@@ -51,6 +52,7 @@ async def services(settings: Settings, *, status: str = "starting the embedded s
     embedded stack (dev server, PostgreSQL, one worker) runs for the command's duration
     and is torn down afterwards.
     """
+    warn_budget_fallbacks(settings, get_logger("curaflow.cli"))
     stack: EmbeddedStack | None = None
     if settings.embedded:
         info = read_stack_info(settings.state_dir)
@@ -58,8 +60,12 @@ async def services(settings: Settings, *, status: str = "starting the embedded s
             settings = with_services(settings, info.temporal_address, info.database_url)
         else:
             stack = EmbeddedStack(settings, workers=1)
-            with err_console.status(status):
-                await stack.__aenter__()
+            try:
+                with err_console.status(status):
+                    await stack.__aenter__()
+            except (RuntimeError, FileNotFoundError) as err:  # e.g. the [embedded] extra is not installed
+                err_console.print(f"the embedded stack did not start: {err}", style="red", markup=False)
+                raise typer.Exit(2) from None
             settings = stack.settings
     elif not settings.temporal.address or not settings.database.url:
         err_console.print("[red]set both TEMPORAL_ADDRESS and DATABASE_URL, or neither (embedded stack)[/red]")

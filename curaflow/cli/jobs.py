@@ -286,7 +286,7 @@ def events(
                 if ack:
                     result = await api.ack(job_id, cursor)
                     err_console.print(f"acked through {cursor}: {result.acked} acked, {result.unacked} unacked")
-            if page.next_after is None:
+            if not page.next_after:  # absent or "": the last page
                 return 0
 
     _run(config, api_url, action)

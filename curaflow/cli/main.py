@@ -8,7 +8,7 @@ from curaflow.cli.bench import bench
 from curaflow.cli.jobs import cancel, events, status, submit
 from curaflow.cli.run import run
 from curaflow.cli.schedules import app as schedules_app
-from curaflow.cli.stack import api, dev, worker
+from curaflow.cli.stack import api, dev, temporal_setup, worker
 
 app = typer.Typer(
     name="curaflow",
@@ -27,6 +27,7 @@ app.command()(status)
 app.command()(cancel)
 app.command()(events)
 app.command()(bench)
+app.command("temporal-setup")(temporal_setup)
 app.add_typer(schedules_app, name="schedules")
 
 

@@ -3,7 +3,9 @@
 The job goes through the same admission code as ``POST /jobs``
 (:class:`curaflow.admission.Admitter`). Progress per cell is shown live on stderr; the
 outcome is printed at the end (``--json``: the outcome record with the protocol job
-under ``job``, on stdout). Exit status: 0 when the job succeeded, 1 otherwise, 2 for
+under ``job`` and where each delivery landed under ``deliveries``, on stdout). A refusal
+that needs no service (an unknown target, invalid tags) comes before the embedded stack
+starts. Exit status: 0 when the job succeeded, 1 otherwise, 2 for
 usage or configuration errors.
 """
 
@@ -21,7 +23,7 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
-from curaflow.admission import Admitter
+from curaflow.admission import Admitter, check_task_against, resolve_target
 from curaflow.cli.common import ConfigOption, err_console, out_console, services, settings_or_exit
 from curaflow.config import Settings
 from curaflow.domain.models import JobRecord
@@ -30,6 +32,7 @@ from curaflow.ledger.records import load_job
 from curaflow.logs import configure_logging
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.projection import project_job
+from curaflow.protocol.task import validate_task
 
 POLL_S = 0.2
 
@@ -42,6 +45,48 @@ def progress_table(record: JobRecord, job: dict[str, Any]) -> Table:
     for cell in record.cells:
         table.add_row(cell.target_id, str(cell.state), cell.stage, cell.work_id or "", cell.reason or "")
     return table
+
+
+def print_refusal(err: ProtocolError) -> None:
+    """Print an admission refusal on stderr: ``refused: <code>: <message> (key: value, …)``."""
+    detail = ", ".join(
+        f"{key}: {', '.join(map(str, value)) if isinstance(value, list | tuple) else value}"
+        for key, value in (err.detail or {}).items()
+    )
+    err_console.print(
+        f"refused: {err.code}: {err.message}" + (f" ({detail})" if detail else ""),
+        style="red",
+        markup=False,
+        highlight=False,
+    )
+
+
+def deliveries(settings: Settings, record: JobRecord) -> list[dict[str, Any]]:
+    """Where each delivery landed: one entry per (cell, route) with its ledger status.
+
+    ``location`` is the directory of the work for a ``directory`` route (the manifest's
+    folder), else the id the destination returned (message id, receiver's id), or None.
+    """
+    landed: list[dict[str, Any]] = []
+    for cell in record.cells:
+        for delivery in cell.deliveries:
+            route = settings.routes.get(delivery.route)
+            kind = route.kind if route is not None else None
+            location: str | None = delivery.remote_id
+            if kind == "directory" and delivery.remote_id:
+                location = str(Path(delivery.remote_id).parent)
+            landed.append(
+                {
+                    "target_id": cell.target_id,
+                    "work_id": cell.work_id,
+                    "route": delivery.route,
+                    "kind": kind,
+                    "status": delivery.status,
+                    "remote_id": delivery.remote_id,
+                    "location": location,
+                }
+            )
+    return landed
 
 
 def pick_target(settings: Settings, target: str | None) -> str:
@@ -69,11 +114,17 @@ async def run_job(
         "idempotency_key": key or f"cli-{uuid.uuid4()}",
         "params": params,
     }
+    try:  # what needs no service is refused before any service starts
+        task = validate_task(body)
+        check_task_against(settings, resolve_target(settings, task), task)
+    except ProtocolError as err:
+        print_refusal(err)
+        return 2
     async with services(settings) as svc:
         try:
             admission = await Admitter(svc.settings, svc.pool, svc.client).admit(body, trigger="cli")
         except ProtocolError as err:
-            err_console.print(f"[red]refused: {err.code}: {err.message} {err.detail or ''}[/red]")
+            print_refusal(err)
             return 2
         deadline = time.monotonic() + timeout_s
         record: JobRecord | None = None
@@ -99,6 +150,7 @@ async def run_job(
         )
     result = dict(outcome or {"job_id": admission.job_id, "status": "pending"})
     result["job"] = job
+    result["deliveries"] = deliveries(settings, record)
     if as_json:
         out_console.print_json(json.dumps(result, ensure_ascii=False))
     else:
@@ -108,8 +160,9 @@ async def run_job(
         for cell in record.cells:
             if cell.work_id:
                 out_console.print(f"target {cell.target_id}: work {cell.work_id} {cell.state}")
-            for delivery in cell.deliveries:
-                out_console.print(f"  {delivery.route}: {delivery.status} {delivery.remote_id or ''}".rstrip())
+            for landed in (d for d in result["deliveries"] if d["target_id"] == cell.target_id):
+                where = f" → {landed['location']}" if landed["location"] else ""
+                out_console.print(f"  {landed['route']}: {landed['status']}{where}", highlight=False)
         if job.get("error"):
             out_console.print(f"error: {job['error']['code']} — {job['error'].get('message', '')}")
     if record.completed_at is None:

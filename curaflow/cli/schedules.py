@@ -51,11 +51,13 @@ def _run(settings: Settings, body: Callable[[Client], Awaitable[T]]) -> T:
     # the command prints its own report; log lines only for warnings, as JSON on stderr
     configure_logging("WARNING", settings.observability.log_json)
 
+    address = _address(settings)  # exits 2 when there is none (typer.Exit is a RuntimeError: resolve it first)
+
     async def main() -> T:
         try:
-            client = await connect(_address(settings), settings.temporal.namespace)
+            client = await connect(address, settings.temporal.namespace)
         except RuntimeError as err:
-            err_console.print(f"[red]cannot reach Temporal: {err}[/red]")
+            err_console.print(f"[red]cannot reach Temporal at {address}: {err}[/red]")
             raise typer.Exit(1) from None
         return await body(client)
 
@@ -151,12 +153,34 @@ def list_(
 
 
 @app.command()
-def trigger(schedule_id: str = typer.Argument(..., help="Plan id."), config: Path | None = ConfigOption) -> None:
-    """Start an occurrence now (job id ``<id>@<today>T<HHMM>`` in the plan's zone; a second trigger in
-    the same minute converges on the same job)."""
+def trigger(
+    schedule_id: str = typer.Argument(..., help="Plan id."),
+    as_json: bool = typer.Option(False, "--json", help="JSON output: {schedule_id, job_id, scheduled_at}."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Start an occurrence now and print its job id (``<id>@<today>T<HHMM>`` in the plan's zone;
+    a second trigger in the same minute converges on the same job)."""
     settings = settings_or_exit(config)
-    _run(settings, lambda c: plans.trigger(c, schedule_id))
-    out_console.print(f"triggered {schedule_id}")
+    started = _run(settings, lambda c: plans.trigger(c, schedule_id))
+    if started is None:
+        message = (
+            f"triggered {schedule_id}; Temporal started no occurrence yet "
+            "(overlap policy skip: the previous occurrence may still run — see `curaflow schedules list`)"
+        )
+        if as_json:
+            print(json.dumps({"schedule_id": schedule_id, "job_id": None, "scheduled_at": None}))
+            err_console.print(message)
+        else:
+            out_console.print(message)
+        return
+    if as_json:
+        print(
+            json.dumps(
+                {"schedule_id": schedule_id, "job_id": started.job_id, "scheduled_at": started.scheduled_at.isoformat()}
+            )
+        )
+    else:
+        out_console.print(f"triggered {schedule_id}: job {started.job_id}", highlight=False)
 
 
 @app.command()

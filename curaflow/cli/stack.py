@@ -7,6 +7,7 @@ import os
 import secrets
 import signal
 from pathlib import Path
+from typing import Any
 
 import typer
 from pydantic import SecretStr
@@ -66,6 +67,7 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
         ui_port=ui_port,
         api_port=api_port,
         publish=True,
+        worker_metrics=True,
     )
     try:
         with err_console.status("starting Temporal, PostgreSQL, workers and the API"):
@@ -87,6 +89,10 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
         out_console.print(f"  HTTP API       {stack.api.url if stack.api else '-'}   ({token_hint})")
         out_console.print(f"  PostgreSQL     {s.database.url}")
         out_console.print(f"  workers        {len(stack.workers)} (logs in {stack.log_dir})")
+        for url in stack.worker_metrics_urls:
+            out_console.print(f"  worker metrics {url}")
+        if stack.api:
+            out_console.print(f"  API metrics    {stack.api.url}/metrics")
         out_console.print("Try: curaflow submit -t 風景 --follow   (same directory)")
         out_console.print("Press Ctrl-C to stop.")
         await stop.wait()
@@ -150,3 +156,56 @@ def api(
         log_config=None,
         access_log=False,
     )
+
+
+def temporal_setup(
+    timeout: float = typer.Option(120.0, help="Seconds to wait for Temporal to come up and accept the setup."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Register the namespace (`TEMPORAL_NAMESPACE`) and curaflow's search attributes, then verify them.
+
+    Idempotent: what exists with the right type is left alone. Exit status 0 when the
+    namespace is ready, 1 when it cannot be made ready (the reason is printed), 2 when
+    `TEMPORAL_ADDRESS` is not configured. Workers do the same at start; the compose
+    stack runs this once before them.
+    """
+    import time
+    from datetime import timedelta
+
+    from curaflow.temporal import connect
+    from curaflow.temporal_setup import TemporalSetupError, prepare_namespace
+
+    settings = settings_or_exit(config)
+    address = settings.temporal.address
+    if not address:
+        err_console.print("[red]set TEMPORAL_ADDRESS (or temporal.address)[/red]")
+        raise typer.Exit(2)
+    configure_logging("WARNING", settings.observability.log_json)
+    namespace = settings.temporal.namespace
+
+    async def main() -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                client = await connect(address, namespace)
+                break
+            except RuntimeError as err:
+                if time.monotonic() > deadline:
+                    raise TemporalSetupError(f"cannot reach Temporal at {address}: {err}") from None
+                await asyncio.sleep(1.0)
+        return await prepare_namespace(
+            client,
+            retention=timedelta(days=settings.temporal.namespace_retention_days),
+            timeout_s=max(1.0, deadline - time.monotonic()),
+        )
+
+    try:
+        report = asyncio.run(main())
+    except TemporalSetupError as err:
+        err_console.print(f"[red]temporal-setup failed: {err}[/red]", highlight=False)
+        raise typer.Exit(1) from None
+    state = "registered" if report.created_namespace else "exists"
+    out_console.print(f"namespace {report.namespace}: {state}", highlight=False)
+    for name, kind in report.attributes.items():
+        mark = "added" if name in report.added_attributes else "ok"
+        out_console.print(f"  search attribute {name} ({kind}): {mark}", highlight=False)

@@ -25,10 +25,20 @@ class EmbeddedPostgres:
         self._server: Any = None
 
     def start(self) -> str:
-        """Start (or join) the server; returns its ``postgresql://`` URL."""
+        """Start (or join) the server; returns its ``postgresql://`` URL.
+
+        Raises:
+            RuntimeError: the ``[embedded]`` extra (pgserver) is not installed.
+        """
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            import pgserver
+            try:
+                import pgserver
+            except ImportError:
+                raise RuntimeError(
+                    "the embedded PostgreSQL (pgserver) is not installed: pip install 'curaflow[embedded]' "
+                    "(or set DATABASE_URL and TEMPORAL_ADDRESS)"
+                ) from None
 
         logging.getLogger("pgserver").setLevel(logging.WARNING)
         self.pgdata.parent.mkdir(parents=True, exist_ok=True)

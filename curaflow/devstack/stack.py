@@ -38,6 +38,7 @@ class StackInfo:
     database_url: str
     ui_url: str | None = None
     api_url: str | None = None
+    worker_metrics_urls: list[str] | None = None
 
 
 def read_stack_info(state_dir: Path) -> StackInfo | None:
@@ -75,6 +76,8 @@ class EmbeddedStack:
         temporal_port / ui_port / api_port: fixed ports (0 → free ports).
         persist: keep Temporal's state in ``state_dir`` (False → in memory).
         publish: write ``stack.json`` so other commands can use this stack.
+        worker_metrics: each worker serves its Prometheus metrics on a free port of
+            127.0.0.1 (``worker_metrics_urls``); ``curaflow dev`` turns it on.
 
     Attributes:
         settings: the settings with the started services' addresses filled in.
@@ -92,6 +95,7 @@ class EmbeddedStack:
         api_port: int = 0,
         persist: bool = True,
         publish: bool = False,
+        worker_metrics: bool = False,
     ) -> None:
         self.base = settings
         self.settings = settings
@@ -103,6 +107,8 @@ class EmbeddedStack:
         self.api_port = api_port
         self.persist = persist
         self.publish = publish
+        self.worker_metrics = worker_metrics
+        self.worker_metrics_urls: list[str] = []
         self.state_dir = settings.state_dir
         self.log_dir = self.state_dir / "logs"
         self.postgres = EmbeddedPostgres(self.state_dir / "pg")
@@ -137,7 +143,14 @@ class EmbeddedStack:
     def add_worker(self) -> WorkerProcess:
         """Start one more worker process."""
         n = len(self.workers) + 1
-        worker = WorkerProcess(self.worker_env(), self.log_dir / f"worker-{n}.log", cwd=Path.cwd()).start()
+        env = self.worker_env()
+        if self.worker_metrics:
+            from curaflow.devstack.temporal import free_port
+
+            port = free_port()
+            env.update(CURAFLOW_OBSERVABILITY__METRICS_PORT=str(port), CURAFLOW_OBSERVABILITY__METRICS_HOST="127.0.0.1")
+            self.worker_metrics_urls.append(f"http://127.0.0.1:{port}/metrics")
+        worker = WorkerProcess(env, self.log_dir / f"worker-{n}.log", cwd=Path.cwd()).start()
         self.workers.append(worker)
         return worker
 
@@ -172,6 +185,7 @@ class EmbeddedStack:
                 database_url=database_url,
                 ui_url=self.temporal.ui_url,
                 api_url=self.api.url if self.api else None,
+                worker_metrics_urls=self.worker_metrics_urls or None,
             )
             (self.state_dir / STACK_FILE).write_text(json.dumps(asdict(info), indent=2))
 
@@ -185,6 +199,7 @@ class EmbeddedStack:
             self.api = None
         await asyncio.gather(*(asyncio.to_thread(w.stop) for w in self.workers))
         self.workers = []
+        self.worker_metrics_urls = []
         if self.temporal is not None:
             await asyncio.to_thread(self.temporal.stop)
             self.temporal = None

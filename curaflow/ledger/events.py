@@ -11,6 +11,11 @@ with the Event JSON frozen in the same transaction.
 Event ids are opaque to consumers: ``evt-<seq>-<8 hex of the job id's hash>``. An id of
 another job, or one that does not parse, is "unknown" and reads from the start
 (reference §4.5).
+
+Only the protocol's seven event types (:data:`PROTOCOL_EVENT_TYPES`) are ever served or
+counted: a row of any other type in ``job_events`` (an internal kind, reference §4.2) is
+skipped by every read, so a page always validates against the published schema and
+``unacked`` can reach 0.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ INTERNAL_KINDS = {
     "job.expired": "job.outcome_expired",
     "job.cancelled": "job.outcome_cancelled",
 }
+#: The protocol's ``Event.type`` enum: the only types a read serves or counts.
+PROTOCOL_EVENT_TYPES: tuple[str, ...] = tuple(INTERNAL_KINDS)
 TERMINAL_EVENT_TYPES = {
     "succeeded": "job.succeeded",
     "failed": "job.failed",
@@ -123,8 +130,9 @@ async def append_event(
     if row is None:
         raise LookupError(job_id)
     seq = int(row["seq"])
-    if row["callback_url"]:
+    if row["callback_url"] and type_ in PROTOCOL_EVENT_TYPES:
         # Push channel (reference §4.7): the Event JSON is frozen now, in this transaction.
+        # A type outside the protocol is never pushed, as it is never served.
         event = render_event(job_id, seq, type_, row["at"], body, row["correlation_id"])
         await enqueue_push(conn, job_id, seq, event["event_id"], row["callback_url"], event)
     return seq
@@ -171,38 +179,48 @@ async def read_events(
 
     Args:
         after_seq: exclusive lower bound (None, or beyond the stream → from the start).
-        from_ack: start after the durable ack cursor instead (``unacked=1``).
+        from_ack: ``unacked=1``: start after the later of ``after_seq`` and the durable ack
+            cursor, so a consumer paging with ``after=<next_after>&unacked=1`` moves on
+            (an ``after`` behind the cursor never rewinds it).
         limit: page size.
         correlation_id: echoed in each event.
 
     Returns:
-        The page; ``unacked`` counts events after the ack cursor, independent of ``after``;
-        ``completed`` tells that the job is terminal (its terminal event is the last one).
+        The page; ``unacked`` counts the protocol events after the ack cursor,
+        independent of ``after``; ``completed`` tells that the job is terminal (its
+        terminal event is the last one). Rows of a type outside the protocol's enum are
+        neither returned nor counted.
     """
     row = await conn.fetchrow(
-        """SELECT j.event_seq, j.completed_at, COALESCE(c.acked_seq, 0) AS acked
+        """SELECT j.event_seq, j.completed_at, COALESCE(c.acked_seq, 0) AS acked,
+                  (SELECT count(*) FROM job_events e
+                   WHERE e.job_id = j.job_id AND e.seq > COALESCE(c.acked_seq, 0)
+                     AND e.type = ANY($2::text[])) AS unacked
            FROM jobs j LEFT JOIN event_cursors c ON c.job_id = j.job_id
            WHERE j.job_id = $1""",
         job_id,
+        PROTOCOL_EVENT_TYPES,
     )
     total = int(row["event_seq"]) if row else 0
     acked = int(row["acked"]) if row else 0
     if after_seq is not None and after_seq > total:
         after_seq = None  # names no event of this stream: an unknown cursor reads from the start
-    start = acked if from_ack else (after_seq or 0)
+    start = max(acked, after_seq or 0) if from_ack else (after_seq or 0)
     rows = await conn.fetch(
         """SELECT seq, type, at, payload FROM job_events
-           WHERE job_id = $1 AND seq > $2 ORDER BY seq LIMIT $3""",
+           WHERE job_id = $1 AND seq > $2 AND type = ANY($4::text[]) ORDER BY seq LIMIT $3""",
         job_id,
         start,
         limit + 1,
+        PROTOCOL_EVENT_TYPES,
     )
     more = len(rows) > limit
     if rows:
         metrics.record_event_lag((now_ms() - int(rows[0]["at"])) / 1000)
     events = [render_event(job_id, r["seq"], r["type"], r["at"], r["payload"], correlation_id) for r in rows[:limit]]
     completed = bool(row and row["completed_at"] is not None)
-    return EventPageData(events=events, unacked=max(0, total - acked), total=total, more=more, completed=completed)
+    unacked = int(row["unacked"]) if row else 0
+    return EventPageData(events=events, unacked=unacked, total=total, more=more, completed=completed)
 
 
 async def ack_events(conn: asyncpg.Connection, job_id: str, seq: int | None) -> tuple[int, int]:
@@ -213,7 +231,8 @@ async def ack_events(conn: asyncpg.Connection, job_id: str, seq: int | None) -> 
             number beyond the stream is a no-op too.
 
     Returns:
-        ``(acked, unacked)`` after the call.
+        ``(acked, unacked)`` after the call: the protocol events up to the cursor and after
+        it (reference §4.6: ``acked = total − unacked``; hidden rows are not counted).
     """
     total = await conn.fetchval("SELECT event_seq FROM jobs WHERE job_id = $1", job_id) or 0
     if seq is not None and 0 < seq <= total:
@@ -227,5 +246,14 @@ async def ack_events(conn: asyncpg.Connection, job_id: str, seq: int | None) -> 
             seq,
             now_ms(),
         )
-    acked = await conn.fetchval("SELECT acked_seq FROM event_cursors WHERE job_id = $1", job_id) or 0
-    return int(acked), int(total) - int(acked)
+    row = await conn.fetchrow(
+        """SELECT COALESCE(c.acked_seq, 0) AS acked,
+                  (SELECT count(*) FROM job_events e WHERE e.job_id = $1 AND e.type = ANY($2::text[])) AS total,
+                  (SELECT count(*) FROM job_events e
+                   WHERE e.job_id = $1 AND e.seq > COALESCE(c.acked_seq, 0) AND e.type = ANY($2::text[])) AS unacked
+           FROM (SELECT 1) AS one LEFT JOIN event_cursors c ON c.job_id = $1""",
+        job_id,
+        PROTOCOL_EVENT_TYPES,
+    )
+    unacked = int(row["unacked"])
+    return int(row["total"]) - unacked, unacked

@@ -174,8 +174,9 @@ class Event(_Wire):
 class EventPage(_Wire):
     """``GET /jobs/{id}/events`` answer (reference §4.5).
 
-    ``next_after`` is present only when more events remain; ``unacked`` counts events
-    after the durable ack cursor and never depends on ``after``.
+    ``next_after`` is present only when more events remain (an empty string, as in the
+    upstream fixture, means none remain too: test with ``if page.next_after``);
+    ``unacked`` counts events after the durable ack cursor and never depends on ``after``.
     """
 
     job_id: str

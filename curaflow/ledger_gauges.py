@@ -1,0 +1,283 @@
+"""Gauges computed from the ledger, for alerting without reading logs (issue 14, item 6).
+
+Every curaflow process that holds a ledger pool (the API and each worker) refreshes one
+:class:`LedgerSnapshot` every ``observability.ledger_gauges_interval_ms`` (15 s) and
+exports it through a prometheus-client custom collector (:class:`LedgerGauges`):
+
+=========================================  ==========  ===============================================
+metric                                     labels      value
+=========================================  ==========  ===============================================
+``curaflow_jobs_open``                     status      open jobs by protocol status (``queued``:
+                                                       every cell pending; ``running``)
+``curaflow_oldest_open_job_age_seconds``               age of the oldest open job (0: none open)
+``curaflow_jobs_stuck``                    why         open jobs that nothing moved past their budget
+                                                       plus a minute's grace: ``past_deadline``
+                                                       (open after ``deadline_at``),
+                                                       ``queued_too_long`` (never started within the
+                                                       queued budget), ``no_heartbeat`` (started, no
+                                                       heartbeat nor transition within the stall
+                                                       budget). The workflow or the reconciler ends
+                                                       such jobs, so > 0 means they are not running.
+``curaflow_callback_dead_letters``                     events whose push to ``callback_url`` was
+                                                       given up (all time; alert on its increase)
+``curaflow_callback_pushes_pending``                   events waiting to be pushed
+``curaflow_source_cooldown_seconds``       account     rate-limit cooldown left on the account's gate
+``curaflow_deliveries``                    route,      delivery intents that reached a final status
+                                           status      (delivered, duplicate, failed, unknown) within
+                                                       the last ``ledger_gauges_window_ms`` (24 h)
+``curaflow_ledger_gauges_age_seconds``                 age of the snapshot (stale: the ledger is
+                                                       unreachable from this process)
+=========================================  ==========  ===============================================
+
+Why a periodic refresh rather than a query at scrape time: prometheus-client calls a
+collector synchronously in the exporter's thread (the worker's metrics server) or inside
+the API's request handler, while the ledger is reached through asyncpg on the event
+loop; a refresh on the loop keeps every scrape instant and never blocks the API or
+stalls a scrape on a slow database, at the price of values up to one interval old — and
+the snapshot's age is exported, so a broken refresh is itself alertable. Each refresh
+runs its few small queries in one read-only transaction under a 5 s statement timeout,
+on indexes (open jobs, dead pushes, recent intents).
+
+Several processes export the same values: aggregate with ``max`` (the alert rules in
+``deploy/prometheus/alerts.yml`` do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+from prometheus_client import REGISTRY
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from curaflow.config import DEFAULT_QUEUED_MS, DEFAULT_STALL_MS, Settings
+from curaflow.logs import get_logger
+
+log = get_logger("curaflow.ledger_gauges")
+
+DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
+STUCK_WHY = ("past_deadline", "queued_too_long", "no_heartbeat")
+FINAL_DELIVERY_STATUSES = ("delivered", "duplicate", "failed", "unknown")
+#: Slack after a budget before an open job counts as stuck (timers and the reconciler's tick).
+STUCK_GRACE_MS = 60_000
+STATEMENT_TIMEOUT = "5s"
+
+#: name → help text of every gauge family :class:`LedgerGauges` exports.
+FAMILIES: dict[str, str] = {
+    "curaflow_jobs_open": "Open jobs by protocol status (queued: every cell pending; running).",
+    "curaflow_oldest_open_job_age_seconds": "Age of the oldest open job in seconds (0 when none is open).",
+    "curaflow_jobs_stuck": "Open jobs past their budget plus a minute with nothing moving them, by why "
+    "(past_deadline, queued_too_long, no_heartbeat).",
+    "curaflow_callback_dead_letters": "Job events whose push to the callback_url was given up (all time).",
+    "curaflow_callback_pushes_pending": "Job events waiting to be pushed to their callback_url.",
+    "curaflow_source_cooldown_seconds": "Rate-limit cooldown left on a source account's gate, seconds.",
+    "curaflow_deliveries": "Delivery intents that reached a final status within the window, by route and status.",
+    "curaflow_ledger_gauges_age_seconds": "Age of this process's ledger snapshot, seconds.",
+}
+
+
+@dataclass
+class LedgerSnapshot:
+    """One reading of the ledger (see the module doc); times are epoch ms of the database clock."""
+
+    taken_at_ms: int
+    taken_monotonic: float
+    open_jobs: dict[str, int] = field(default_factory=lambda: {"queued": 0, "running": 0})
+    oldest_open_age_s: float = 0.0
+    stuck: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STUCK_WHY, 0))
+    dead_letters: int = 0
+    pushes_pending: int = 0
+    cooldown_s: dict[str, float] = field(default_factory=dict)
+    deliveries: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+async def read_snapshot(
+    conn: asyncpg.Connection,
+    *,
+    accounts: dict[str, str],
+    routes: Iterable[str] = (),
+    window_ms: int = 86_400_000,
+    grace_ms: int = STUCK_GRACE_MS,
+) -> LedgerSnapshot:
+    """Read the gauges' values from the ledger in one read-only transaction.
+
+    Args:
+        accounts: account → its source gate (task queue name); every account gets a value.
+        routes: configured route names; each gets a zero for every final status.
+        window_ms: the deliveries' window.
+        grace_ms: slack after a budget before a job counts as stuck.
+
+    Raises:
+        asyncpg.PostgresError / OSError: the ledger cannot be read (the caller keeps
+            the previous snapshot).
+    """
+    async with conn.transaction(readonly=True):
+        await conn.execute(f"SET LOCAL statement_timeout = '{STATEMENT_TIMEOUT}'")
+        jobs = await conn.fetchrow(
+            f"""WITH now AS (SELECT {DB_NOW_MS} AS ms),
+               open AS (
+                   SELECT j.job_id, j.created_at, j.started_at, j.updated_at, j.deadline_at,
+                          COALESCE((j.workflow_input->'budgets'->>'queued_timeout_ms')::bigint, $1) AS queued_ms,
+                          COALESCE((j.workflow_input->'budgets'->>'stall_timeout_ms')::bigint, $2) AS stall_ms,
+                          bool_and(c.state = 'pending') AS all_pending,
+                          max(GREATEST(COALESCE(c.heartbeat_at, 0), c.updated_at)) AS cell_life
+                   FROM jobs j LEFT JOIN cells c ON c.job_id = j.job_id
+                   WHERE j.completed_at IS NULL
+                   GROUP BY j.job_id
+               ),
+               judged AS (
+                   SELECT open.*,
+                          CASE
+                            WHEN deadline_at IS NOT NULL AND deadline_at + $3 < now.ms THEN 'past_deadline'
+                            WHEN started_at IS NULL AND created_at + queued_ms + $3 < now.ms THEN 'queued_too_long'
+                            WHEN started_at IS NOT NULL
+                                 AND GREATEST(started_at, updated_at, COALESCE(cell_life, 0)) + stall_ms + $3 < now.ms
+                                 THEN 'no_heartbeat'
+                          END AS stuck,
+                          now.ms AS now_ms
+                   FROM open, now
+               )
+               SELECT (SELECT ms FROM now) AS now_ms,
+                      count(*) FILTER (WHERE all_pending IS NOT FALSE) AS queued,
+                      count(*) FILTER (WHERE all_pending IS FALSE) AS running,
+                      min(created_at) AS oldest,
+                      count(*) FILTER (WHERE stuck = 'past_deadline') AS past_deadline,
+                      count(*) FILTER (WHERE stuck = 'queued_too_long') AS queued_too_long,
+                      count(*) FILTER (WHERE stuck = 'no_heartbeat') AS no_heartbeat
+               FROM judged""",
+            DEFAULT_QUEUED_MS,
+            DEFAULT_STALL_MS,
+            grace_ms,
+        )
+        now_ms = int(jobs["now_ms"])
+        pushes = await conn.fetchrow(
+            """SELECT (SELECT count(*) FROM event_pushes WHERE status = 'dead') AS dead,
+                      (SELECT count(*) FROM event_pushes WHERE status = 'pending') AS pending"""
+        )
+        gates = await conn.fetch(
+            "SELECT gate, GREATEST(0, cooldown_until - $2) AS left_ms FROM source_gates WHERE gate = ANY($1::text[])",
+            list(accounts.values()),
+            now_ms,
+        )
+        intents = await conn.fetch(
+            """SELECT route, status, count(*) AS n FROM delivery_intents
+               WHERE updated_at >= $1 AND status = ANY($2::text[]) GROUP BY route, status""",
+            now_ms - window_ms,
+            list(FINAL_DELIVERY_STATUSES),
+        )
+    by_gate = {r["gate"]: int(r["left_ms"]) for r in gates}
+    deliveries = {(route, status): 0 for route in routes for status in FINAL_DELIVERY_STATUSES}
+    for r in intents:
+        deliveries[(r["route"], r["status"])] = int(r["n"])
+    oldest = jobs["oldest"]
+    return LedgerSnapshot(
+        taken_at_ms=now_ms,
+        taken_monotonic=time.monotonic(),
+        open_jobs={"queued": int(jobs["queued"]), "running": int(jobs["running"])},
+        oldest_open_age_s=max(0.0, (now_ms - int(oldest)) / 1000) if oldest is not None else 0.0,
+        stuck={why: int(jobs[why]) for why in STUCK_WHY},
+        dead_letters=int(pushes["dead"]),
+        pushes_pending=int(pushes["pending"]),
+        cooldown_s={account: by_gate.get(gate, 0) / 1000 for account, gate in accounts.items()},
+        deliveries=deliveries,
+    )
+
+
+class LedgerGauges(Collector):
+    """A prometheus-client collector exporting the latest :class:`LedgerSnapshot`.
+
+    Until the first refresh it exports nothing (no made-up zeros).
+    """
+
+    def __init__(self) -> None:
+        self.snapshot: LedgerSnapshot | None = None
+
+    def describe(self) -> Iterator[Metric]:
+        """The families this collector exports (their names, for the registry)."""
+        yield from self._families()
+
+    def _families(self) -> Iterator[Metric]:
+        for name, help_text in FAMILIES.items():
+            labels = {
+                "curaflow_jobs_open": ["status"],
+                "curaflow_jobs_stuck": ["why"],
+                "curaflow_source_cooldown_seconds": ["account"],
+                "curaflow_deliveries": ["route", "status"],
+            }.get(name, [])
+            yield GaugeMetricFamily(name, help_text, labels=labels)
+
+    def collect(self) -> Iterator[Metric]:
+        """The snapshot as gauge families (called by prometheus-client at scrape time)."""
+        snap = self.snapshot
+        if snap is None:
+            return
+        families = {f.name: f for f in self._families()}
+        for status, n in snap.open_jobs.items():
+            families["curaflow_jobs_open"].add_metric([status], n)  # type: ignore[attr-defined]
+        families["curaflow_oldest_open_job_age_seconds"].add_metric([], snap.oldest_open_age_s)  # type: ignore[attr-defined]
+        for why, n in snap.stuck.items():
+            families["curaflow_jobs_stuck"].add_metric([why], n)  # type: ignore[attr-defined]
+        families["curaflow_callback_dead_letters"].add_metric([], snap.dead_letters)  # type: ignore[attr-defined]
+        families["curaflow_callback_pushes_pending"].add_metric([], snap.pushes_pending)  # type: ignore[attr-defined]
+        for account, left in sorted(snap.cooldown_s.items()):
+            families["curaflow_source_cooldown_seconds"].add_metric([account], left)  # type: ignore[attr-defined]
+        for (route, status), n in sorted(snap.deliveries.items()):
+            families["curaflow_deliveries"].add_metric([route, status], n)  # type: ignore[attr-defined]
+        age = max(0.0, time.monotonic() - snap.taken_monotonic)
+        families["curaflow_ledger_gauges_age_seconds"].add_metric([], age)  # type: ignore[attr-defined]
+        yield from families.values()
+
+
+_installed: dict[str, LedgerGauges] = {}
+
+
+def install(registry: Any = REGISTRY) -> LedgerGauges:
+    """Register this process's :class:`LedgerGauges` in ``registry`` once; returns it."""
+    key = str(id(registry))
+    if key not in _installed:
+        gauges = LedgerGauges()
+        registry.register(gauges)
+        _installed[key] = gauges
+    return _installed[key]
+
+
+async def refresh(gauges: LedgerGauges, pool: asyncpg.Pool, settings: Settings) -> LedgerSnapshot:
+    """Read a new snapshot for ``gauges`` (the previous one stays if this raises)."""
+    async with pool.acquire() as conn:
+        snap = await read_snapshot(
+            conn,
+            accounts=settings.source_task_queues(),
+            routes=settings.routes.keys(),
+            window_ms=settings.observability.ledger_gauges_window_ms,
+        )
+    gauges.snapshot = snap
+    return snap
+
+
+async def run_ledger_gauges(pool: asyncpg.Pool, settings: Settings, stop: asyncio.Event) -> None:
+    """Refresh this process's ledger gauges every ``ledger_gauges_interval_ms`` until ``stop``.
+
+    A failed refresh is logged (``metrics.ledger_gauges_failed``) and retried at the
+    next tick; the snapshot's age shows it to Prometheus. Never raises.
+    """
+    gauges = install()
+    interval = settings.observability.ledger_gauges_interval_ms / 1000
+    failing = False
+    while not stop.is_set():
+        try:
+            await refresh(gauges, pool, settings)
+            if failing:
+                log.info("metrics.ledger_gauges_recovered")
+            failing = False
+        except Exception as err:  # noqa: BLE001 - a metric must never take a process down
+            if not failing:
+                log.warning("metrics.ledger_gauges_failed", error=type(err).__name__, detail=str(err)[:200])
+            failing = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval)

@@ -1,0 +1,230 @@
+"""Make a Temporal namespace ready for curaflow: the namespace and its search attributes.
+
+Run by every worker at start (:func:`curaflow.worker.run_worker`) and by the compose
+stack's one-shot ``temporal-setup`` service (``curaflow temporal-setup``): the same code
+on both paths, so ``TEMPORAL_NAMESPACE`` other than ``default`` works and a namespace
+that cannot be prepared stops the process with a message instead of a worker that
+silently polls nothing.
+
+Idempotent: a namespace that exists is left as it is (its retention included); a search
+attribute that exists with the right type is left alone. Every write is verified by
+reading back. It fails loudly (:class:`TemporalSetupError`, a ``RuntimeError``) when
+
+* the namespace cannot be described or registered (permission denied, invalid name…);
+* a search attribute exists with another type (``JobStatus`` as ``Text``): curaflow's
+  filters would silently match nothing, so it is refused, never overwritten;
+* the namespace or an attribute is still missing when ``timeout_s`` ends (the server
+  unavailable, a namespace that never became visible).
+
+Transient answers (``UNAVAILABLE``, ``DEADLINE_EXCEEDED``, a just-registered namespace
+not yet visible) are retried with a short backoff until ``timeout_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from google.protobuf.duration_pb2 import Duration
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest, RegisterNamespaceRequest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from curaflow.logs import get_logger
+from curaflow.temporal import SEARCH_ATTRIBUTES
+
+log = get_logger("curaflow.temporal_setup")
+
+#: Answers worth waiting out: the server (or the namespace's propagation) is not there yet.
+TRANSIENT = {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.NOT_FOUND}
+
+
+class TemporalSetupError(RuntimeError):
+    """The namespace or its search attributes could not be made ready; the message says why."""
+
+
+@dataclass
+class SetupReport:
+    """What :func:`prepare_namespace` found and did.
+
+    Attributes:
+        namespace: the namespace.
+        created_namespace: True when this call registered it.
+        added_attributes: search attributes this call added.
+        attributes: every curaflow search attribute, name → type name, as verified.
+    """
+
+    namespace: str
+    created_namespace: bool = False
+    added_attributes: list[str] = field(default_factory=list)
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+def _type_name(value: int) -> str:
+    """``KeywordList`` for ``INDEXED_VALUE_TYPE_KEYWORD_LIST`` (the CLI's spelling)."""
+    name = IndexedValueType.Name(IndexedValueType.ValueType(value)).removeprefix("INDEXED_VALUE_TYPE_")
+    return name.title().replace("_", "")
+
+
+async def _retrying(what: str, deadline: float, call):  # type: ignore[no-untyped-def]
+    """Await ``call()`` until it succeeds, retrying transient RPC errors until ``deadline``."""
+    delay = 0.2
+    while True:
+        try:
+            return await call()
+        except RPCError as err:
+            if err.status not in TRANSIENT or time.monotonic() + delay > deadline:
+                raise TemporalSetupError(
+                    f"{what}: {err.status.name if err.status else 'error'}: {err.message}"
+                ) from err
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+async def ensure_namespace(client: Client, retention: timedelta, deadline: float) -> bool:
+    """Register the client's namespace unless it exists, then wait until it is visible.
+
+    Args:
+        retention: the workflow execution retention of a namespace this call creates.
+        deadline: ``time.monotonic()`` value after which it gives up.
+
+    Returns:
+        True when this call registered the namespace.
+
+    Raises:
+        TemporalSetupError: it cannot be described or registered, or never became visible.
+    """
+    namespace = client.namespace
+    service = client.workflow_service
+    created = False
+    delay = 0.2
+    while True:  # exists? (waiting out a server that is not up yet)
+        try:
+            await service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
+            return False
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                break
+            if err.status not in TRANSIENT or time.monotonic() + delay > deadline:
+                raise TemporalSetupError(
+                    f"cannot describe namespace {namespace!r}: {err.status.name if err.status else 'error'}: "
+                    f"{err.message}"
+                ) from err
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+    request = RegisterNamespaceRequest(
+        namespace=namespace,
+        description="curaflow candidate-search jobs",
+        workflow_execution_retention_period=Duration(seconds=int(retention.total_seconds())),
+    )
+    try:
+        await _retrying(
+            f"cannot register namespace {namespace!r}",
+            deadline,
+            lambda: service.register_namespace(request),
+        )
+        created = True
+        log.info("temporal.namespace_registered", namespace=namespace, retention_days=retention.days)
+    except TemporalSetupError as err:
+        cause = err.__cause__
+        if not (isinstance(cause, RPCError) and cause.status == RPCStatusCode.ALREADY_EXISTS):
+            raise  # another process registering it at the same time is fine; anything else is not
+    await _retrying(
+        f"namespace {namespace!r} was registered but never became visible",
+        deadline,
+        lambda: service.describe_namespace(DescribeNamespaceRequest(namespace=namespace)),
+    )
+    return created
+
+
+async def ensure_search_attributes(client: Client, deadline: float) -> tuple[list[str], dict[str, str]]:
+    """Add curaflow's missing search attributes to the client's namespace and verify all of them.
+
+    Returns:
+        ``(added, verified)``: the names this call added, and every curaflow attribute
+        with its type name as the server lists it.
+
+    Raises:
+        TemporalSetupError: an attribute exists with another type, the server refused
+            to add one, or they are not all listed by ``deadline``.
+    """
+    namespace = client.namespace
+    operator = client.operator_service
+
+    async def listed() -> dict[str, int]:
+        answer = await _retrying(
+            f"cannot list the search attributes of namespace {namespace!r}",
+            deadline,
+            lambda: operator.list_search_attributes(ListSearchAttributesRequest(namespace=namespace)),
+        )
+        return dict(answer.custom_attributes)
+
+    current = await listed()
+    wrong = {n: current[n] for n, t in SEARCH_ATTRIBUTES.items() if n in current and current[n] != t}
+    if wrong:
+        described = ", ".join(
+            f"{n} is {_type_name(v)} (curaflow needs {_type_name(SEARCH_ATTRIBUTES[n])})" for n, v in wrong.items()
+        )
+        raise TemporalSetupError(
+            f"search attributes of namespace {namespace!r} have the wrong type: {described}; "
+            "remove them (temporal operator search-attribute remove) or use another namespace"
+        )
+    missing = {n: t for n, t in SEARCH_ATTRIBUTES.items() if n not in current}
+    if missing:
+        try:
+            await _retrying(
+                f"cannot add search attributes {sorted(missing)} to namespace {namespace!r}",
+                deadline,
+                lambda: operator.add_search_attributes(
+                    AddSearchAttributesRequest(search_attributes=missing, namespace=namespace)
+                ),
+            )
+        except TemporalSetupError as err:
+            cause = err.__cause__
+            if not (isinstance(cause, RPCError) and cause.status == RPCStatusCode.ALREADY_EXISTS):
+                raise  # added concurrently by another process: verified below
+        log.info("temporal.search_attributes_added", namespace=namespace, names=sorted(missing))
+    while True:
+        current = await listed()
+        absent = [n for n in SEARCH_ATTRIBUTES if n not in current]
+        if not absent:
+            break
+        if time.monotonic() > deadline:
+            raise TemporalSetupError(f"search attributes {absent} never appeared in namespace {namespace!r}")
+        await asyncio.sleep(0.5)
+    wrong = {n: current[n] for n, t in SEARCH_ATTRIBUTES.items() if current[n] != t}
+    if wrong:
+        raise TemporalSetupError(f"search attributes of namespace {namespace!r} have the wrong type: {sorted(wrong)}")
+    return sorted(missing), {n: _type_name(current[n]) for n in SEARCH_ATTRIBUTES}
+
+
+async def prepare_namespace(
+    client: Client, *, retention: timedelta = timedelta(days=7), timeout_s: float = 60.0
+) -> SetupReport:
+    """Make the client's namespace ready for curaflow (see the module doc).
+
+    Args:
+        client: connected to the namespace to prepare.
+        retention: retention of a namespace this call registers.
+        timeout_s: how long transient failures are waited out.
+
+    Raises:
+        TemporalSetupError: with a message naming the namespace and what failed.
+    """
+    deadline = time.monotonic() + timeout_s
+    created = await ensure_namespace(client, retention, deadline)
+    added, verified = await ensure_search_attributes(client, deadline)
+    report = SetupReport(
+        namespace=client.namespace, created_namespace=created, added_attributes=added, attributes=verified
+    )
+    log.info(
+        "temporal.namespace_ready",
+        namespace=report.namespace,
+        created=report.created_namespace,
+        added_search_attributes=report.added_attributes,
+    )
+    return report

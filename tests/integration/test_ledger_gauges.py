@@ -1,0 +1,202 @@
+"""Alertable gauges from the ledger (issue 14, item 6): real PostgreSQL, real processes.
+
+The value test runs on a database of its own (the session's ledger is shared by every
+test), so each gauge's exact value is known. The process tests check what the API, a
+worker and ``curaflow dev``'s workers export on their ``/metrics``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from curaflow.config import load_settings
+from curaflow.devstack.temporal import free_port
+from curaflow.domain.messages import Budgets, JobInput, TargetSpec
+from curaflow.ledger.db import create_pool, migrate, now_ms
+from curaflow.ledger.events import append_event
+from curaflow.ledger.jobs import NewJob, insert_job
+from curaflow.ledger_gauges import LedgerGauges, refresh
+from tests.conftest import StackFactory
+from tests.support import short_id
+
+pytestmark = pytest.mark.integration
+
+MIN = 60_000
+HOUR = 60 * MIN
+
+
+@pytest.fixture
+async def own_ledger(database_url: str, ledger_pool: asyncpg.Pool) -> AsyncIterator[asyncpg.Pool]:
+    """A fresh, migrated database on the session's PostgreSQL, dropped afterwards."""
+    name = f"gauges_{short_id()}"
+    await ledger_pool.execute(f"CREATE DATABASE {name}")
+    parts = urlsplit(database_url)
+    pool = await create_pool(urlunsplit(parts._replace(path=f"/{name}")), min_size=1, max_size=2)
+    await migrate(pool)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+        await ledger_pool.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+async def add_job(
+    pool: asyncpg.Pool, key: str, *, age_ms: int, deadline_in_ms: int = 7 * 24 * HOUR, **columns: Any
+) -> str:
+    now = now_ms()
+    inp = JobInput(
+        job_id=f"demo@manual-{key}",
+        plan_id="demo",
+        created_at_ms=now - age_ms,
+        deadline_at_ms=now + deadline_in_ms,
+        targets=[TargetSpec(target_id="demo")],
+        budgets=Budgets(queued_timeout_ms=30 * MIN, stall_timeout_ms=15 * MIN),
+    )
+    async with pool.acquire() as conn:
+        await insert_job(conn, NewJob(job_input=inp, idempotency_key=key))
+        cell = {k: v for k, v in columns.items() if k in ("state", "heartbeat_at")}
+        job = {k: v for k, v in columns.items() if k in ("started_at", "completed_at")}
+        if cell:
+            sets = ", ".join(f"{k} = ${i + 2}" for i, k in enumerate(cell))
+            await conn.execute(
+                f"UPDATE cells SET {sets}, updated_at = $1 WHERE job_id = '{inp.job_id}'", now - age_ms, *cell.values()
+            )
+        if job:
+            sets = ", ".join(f"{k} = ${i + 2}" for i, k in enumerate(job))
+            await conn.execute(f"UPDATE jobs SET {sets} WHERE job_id = $1", inp.job_id, *job.values())
+    return inp.job_id
+
+
+async def test_gauges_report_open_stuck_dead_letters_cooldowns_and_deliveries(own_ledger: asyncpg.Pool) -> None:
+    pool = own_ledger
+    now = now_ms()
+    await add_job(pool, "fresh", age_ms=1_000)  # queued, fine
+    await add_job(pool, "never-started", age_ms=2 * HOUR)  # queued past its 30 min budget
+    await add_job(pool, "silent", age_ms=HOUR, state="selected", started_at=now - HOUR, heartbeat_at=now - 40 * MIN)
+    await add_job(pool, "busy", age_ms=HOUR, state="selected", started_at=now - HOUR, heartbeat_at=now - 5_000)
+    await add_job(pool, "overdue", age_ms=40 * MIN, deadline_in_ms=-10 * MIN, state="selected", started_at=now)
+    done = await add_job(pool, "done", age_ms=3 * HOUR, state="submitted", started_at=now - HOUR, completed_at=now)
+    async with pool.acquire() as conn, conn.transaction():
+        for n, status in enumerate(("dead", "dead", "pending", "delivered")):
+            seq = await append_event(conn, done, "job.progress", {})
+            await conn.execute(
+                """INSERT INTO event_pushes (job_id, seq, event_id, url, body, status, created_at, updated_at)
+                   VALUES ($1, $2, $3, 'http://cb', '{}', $4, $5, $5)""",
+                done,
+                seq,
+                f"evt-{n}",
+                status,
+                now,
+            )
+        await conn.execute(
+            "INSERT INTO source_gates (gate, cooldown_until) VALUES ('curaflow-source-default', $1)", now + 90_000
+        )
+        for n, (status, age) in enumerate(
+            [
+                ("delivered", 0),
+                ("delivered", 0),
+                ("failed", 0),
+                ("unknown", 0),
+                ("delivered", 2 * 24 * HOUR),
+                ("reserved", 0),
+            ]
+        ):
+            await conn.execute(
+                """INSERT INTO delivery_intents (idempotency_key, route, route_kind, work_type, work_id, job_id,
+                       target_id, status, created_at, updated_at)
+                   VALUES ($1, 'out', 'directory', 'illustration', $2, $3, 'demo', $4, $5, $5)""",
+                f"k-{n}",
+                str(1000 + n),
+                done,
+                status,
+                now - age,
+            )
+
+    gauges = LedgerGauges()
+    settings = load_settings()  # one account (default), one route (out)
+    snap = await refresh(gauges, pool, settings)
+
+    assert snap.open_jobs == {"queued": 2, "running": 3}
+    assert 2 * 3600 - 5 <= snap.oldest_open_age_s <= 2 * 3600 + 60
+    assert snap.stuck == {"past_deadline": 1, "queued_too_long": 1, "no_heartbeat": 1}
+    assert (snap.dead_letters, snap.pushes_pending) == (2, 1)
+    assert 80 <= snap.cooldown_s["default"] <= 90
+    assert snap.deliveries == {
+        ("out", "delivered"): 2,
+        ("out", "duplicate"): 0,
+        ("out", "failed"): 1,
+        ("out", "unknown"): 1,
+    }
+
+    registry = CollectorRegistry()
+    registry.register(gauges)
+    text = generate_latest(registry).decode()
+    assert 'curaflow_jobs_open{status="running"} 3.0' in text
+    assert 'curaflow_jobs_stuck{why="no_heartbeat"} 1.0' in text
+    assert "curaflow_callback_dead_letters 2.0" in text
+    assert re.search(r'curaflow_source_cooldown_seconds\{account="default"\} (8\d|90)\.', text)
+    assert 'curaflow_deliveries{route="out",status="failed"} 1.0' in text
+    assert re.search(r"curaflow_ledger_gauges_age_seconds \d", text)
+
+
+async def scrape(url: str, needle: str, timeout_s: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(timeout=5) as http:
+        while True:
+            try:
+                text = (await http.get(url)).text
+                if needle in text:
+                    return text
+            except httpx.HTTPError:
+                text = ""
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{needle!r} never in {url}:\n{text[-3000:]}")
+            await asyncio.sleep(0.2)
+
+
+async def test_the_api_exports_the_gauges_and_no_worker_up_and_a_worker_exports_both(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    port = free_port()
+    out = f"out-{short_id()}"
+    stack = make_stack(
+        {
+            "observability": {"metrics_port": port, "metrics_host": "127.0.0.1", "ledger_gauges_interval_ms": 500},
+            "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
+        }
+    )
+    http = await stack.start_api()
+    await scrape(f"{stack.api.url}/metrics", "curaflow_jobs_open{")  # type: ignore[union-attr]
+    api_text = (await http.get("/metrics")).text
+    assert "curaflow_worker_up" not in api_text  # the API is no worker: it never says 0
+    assert "curaflow_oldest_open_job_age_seconds" in api_text
+
+    await stack.start_worker()
+    worker_text = await scrape(f"http://127.0.0.1:{port}/metrics", "curaflow_jobs_stuck{")
+    assert "curaflow_worker_up 1.0" in worker_text
+    assert f'curaflow_deliveries{{route="{out}",status="delivered"}}' in worker_text
+
+
+async def test_dev_stack_workers_expose_their_metrics(tmp_path: Path) -> None:
+    from curaflow.devstack.stack import EmbeddedStack, read_stack_info
+
+    settings = load_settings(state_dir=str(tmp_path / "state"))
+    async with EmbeddedStack(settings, workers=2, persist=False, publish=True, worker_metrics=True) as stack:
+        urls = stack.worker_metrics_urls
+        assert len(urls) == 2 and len(set(urls)) == 2
+        for url in urls:
+            await scrape(url, "curaflow_worker_up 1.0", timeout_s=60)
+        info = read_stack_info(settings.state_dir)
+        assert info is not None and info.worker_metrics_urls == urls

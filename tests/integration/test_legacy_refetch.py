@@ -1,0 +1,199 @@
+"""The legacy refetch shim (reference §9.1–9.3) that TelePost's rollback switch talks to.
+
+``curaflow.api.legacy`` maps ``POST/GET /internal/targets/{target}/refetch[/{requestId}]``
+onto the job surface's admission and projection. Real API, real PostgreSQL, real Temporal
+dev server; the last test runs a real worker. Bodies are compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import StackFactory
+from tests.support import API_TOKEN, Stack, short_id
+
+pytestmark = pytest.mark.integration
+
+PROJECTION_KEYS = [
+    "requestId",
+    "slotId",
+    "state",
+    "slotStatus",
+    "createdAt",
+    "startedAt",
+    "updatedAt",
+    "heartbeatAt",
+    "leaseExpiresAt",
+    "leaseActive",
+    "claimed",
+    "attemptCount",
+    "terminalReasonCode",
+    "terminalReasonMessage",
+    "manualRequestId",
+    "idempotencyKey",
+    "correlationId",
+]
+
+
+def two_targets(tmp_path: Path) -> dict[str, Any]:
+    out = f"out-{short_id()}"
+    return {
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+        "targets": [
+            {"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]},
+            {"id": "other", "query": {"tags": ["風景"]}, "routes": [out]},
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+async def stack(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Stack]:
+    """An API with no worker: admitted jobs stay open."""
+    tmp = tmp_path_factory.mktemp("legacy")
+    stack = Stack(tmp, temporal_address, database_url, two_targets(tmp))
+    await stack.start_api()
+    yield stack
+    await stack.stop()
+
+
+def raw_client(stack: Stack, token: str | None = API_TOKEN) -> httpx.AsyncClient:
+    """A client without the protocol schema hook: these routes are outside the protocol."""
+    assert stack.api is not None
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return httpx.AsyncClient(base_url=stack.api.url, headers=headers, timeout=30)
+
+
+async def test_refetch_admits_once_and_converges_with_the_job_surface(stack: Stack) -> None:
+    request_id = str(uuid.uuid4()).upper()  # the key keeps its case; the job id is lowercased
+    job_id = f"demo@manual-{request_id.lower()}"
+    async with raw_client(stack) as http:
+        first = await http.post(
+            "/internal/targets/demo/refetch", json={"requestId": request_id, "correlationId": "review-7"}
+        )
+        assert first.status_code == 202
+        assert first.headers["content-type"] == "application/json; charset=utf-8"
+        assert first.content == (f'{{"status":"accepted","slotId":"{job_id}","disposition":"accepted"}}'.encode())
+
+        again = await http.post("/internal/targets/demo/refetch", json={"requestId": request_id})
+        assert again.status_code == 202
+        assert again.json() == {"status": "accepted", "slotId": job_id, "disposition": "already_running"}
+
+        # the same key space as /jobs: a Task with that key (and params of its own) is the same job
+        task = {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": request_id,
+            "params": {"target_id": "demo", "query": {"tags": ["風景"]}},
+        }
+        replay = await http.post("/jobs", json=task)
+        assert replay.status_code == 200 and replay.json()["job"]["job_id"] == job_id
+        assert replay.json()["job"]["correlation_id"] == "review-7"  # the first write wins
+
+        status = await http.get(f"/internal/targets/demo/refetch/{request_id}")
+        assert status.status_code == 200
+        assert status.headers["content-type"] == "application/json; charset=utf-8"
+        body = status.json()
+        assert list(body) == PROJECTION_KEYS
+        assert body["requestId"] == request_id and body["slotId"] == job_id
+        assert (body["state"], body["slotStatus"], body["claimed"], body["attemptCount"]) == (
+            "pending",
+            "pending",
+            False,
+            0,
+        )
+        assert (body["manualRequestId"], body["idempotencyKey"], body["correlationId"]) == (
+            request_id,
+            request_id,
+            "review-7",
+        )
+        assert body["terminalReasonCode"] is None and body["startedAt"] is None
+        assert isinstance(body["createdAt"], int) and body["leaseActive"] is False
+        assert status.content == json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        # the lowercase request id names the same refetch
+        assert (await http.get(f"/internal/targets/demo/refetch/{request_id.lower()}")).json()["slotId"] == job_id
+
+    pool = await stack.ledger()
+    assert await pool.fetchval("SELECT count(*) FROM jobs WHERE job_id = $1", job_id) == 1
+
+
+async def test_a_job_submitted_first_is_found_by_the_legacy_route(stack: Stack) -> None:
+    request_id = str(uuid.uuid4())
+    async with raw_client(stack) as http:
+        task = {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": request_id,
+            "params": {"target_id": "demo", "query": {"tags": ["風景"]}},
+        }
+        assert (await http.post("/jobs", json=task)).status_code == 202
+        legacy = await http.post("/internal/targets/demo/refetch", json={"requestId": request_id})
+        assert legacy.json() == {
+            "status": "accepted",
+            "slotId": f"demo@manual-{request_id}",
+            "disposition": "already_running",
+        }
+        # the key belongs to demo's job: asking for it on another target is the original's conflict
+        conflict = await http.post("/internal/targets/other/refetch", json={"requestId": request_id})
+        assert (conflict.status_code, conflict.content) == (409, b'{"status":"error","error":"ambiguous target"}')
+
+
+async def test_refusals_use_the_legacy_shape_and_create_nothing(stack: Stack) -> None:
+    pool = await stack.ledger()
+    before = await pool.fetchval("SELECT count(*) FROM jobs")
+    async with raw_client(stack) as http:
+        cases = [
+            ("POST", "/internal/targets/demo/refetch", {"requestId": "not-a-uuid"}, 400),
+            ("POST", "/internal/targets/demo/refetch", {"requestId": "00000000-0000-0000-0000-000000000000"}, 400),
+            ("POST", "/internal/targets/demo/refetch", {}, 400),
+            (
+                "POST",
+                "/internal/targets/demo/refetch",
+                {"requestId": str(uuid.uuid4()), "correlationId": "x" * 201},
+                400,
+            ),
+            ("POST", "/internal/targets/nosuch/refetch", {"requestId": str(uuid.uuid4())}, 404),
+            ("GET", "/internal/targets/demo/refetch/not-a-uuid", None, 400),
+            ("GET", f"/internal/targets/demo/refetch/{uuid.uuid4()}", None, 404),
+            ("GET", f"/internal/targets/nosuch/refetch/{uuid.uuid4()}", None, 404),
+        ]
+        for method, path, body, status in cases:
+            response = await http.request(method, path, json=body)
+            assert response.status_code == status, (path, body, response.text)
+            answer = response.json()
+            assert list(answer) == ["status", "error"] and answer["status"] == "error", answer
+        unknown = await http.post("/internal/targets/nosuch/refetch", json={"requestId": str(uuid.uuid4())})
+        assert unknown.content == b'{"status":"error","error":"unknown target"}'
+    async with raw_client(stack, token=None) as anonymous:
+        denied = await anonymous.post("/internal/targets/demo/refetch", json={"requestId": str(uuid.uuid4())})
+        assert (denied.status_code, denied.json()) == (401, {"status": "error", "error": "unauthorized"})
+    assert await pool.fetchval("SELECT count(*) FROM jobs") == before
+
+
+async def test_a_refetch_runs_to_its_outcome_and_reports_it(make_stack: StackFactory, tmp_path: Path) -> None:
+    stack = make_stack(two_targets(tmp_path))
+    await stack.start_worker()
+    await stack.start_api()
+    request_id = str(uuid.uuid4())
+    async with raw_client(stack) as http:
+        admitted = await http.post("/internal/targets/demo/refetch", json={"requestId": request_id})
+        assert admitted.status_code == 202
+        record = await stack.wait_terminal(admitted.json()["slotId"])
+        assert record.business_status == "success"
+        body = (await http.get(f"/internal/targets/demo/refetch/{request_id}")).json()
+        assert (body["state"], body["slotStatus"], body["claimed"]) == ("submitted", "success", True)
+        assert body["terminalReasonCode"] is None and isinstance(body["startedAt"], int)
+        assert body["attemptCount"] >= 1
+        again = await http.post("/internal/targets/demo/refetch", json={"requestId": request_id})
+        assert again.json()["disposition"] == "already_completed"
+        # the job surface reports the same job
+        job = (await http.get(f"/jobs/{body['slotId']}")).json()
+        assert job["status"] == "succeeded" and job["idempotency_key"] == request_id

@@ -1,0 +1,128 @@
+"""A namespace other than ``default`` (issue 14, item 2), against the real dev server.
+
+Each test uses a namespace that does not exist yet: the worker (and the compose stack's
+``curaflow temporal-setup`` service) must register it and its search attributes, then a
+job runs there and the Temporal UI's filters find it. A namespace that cannot be made
+ready stops the worker with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.service import RPCError
+
+from curaflow.devstack.processes import WorkerProcess
+from curaflow.temporal import SEARCH_ATTRIBUTES, connect
+from curaflow.temporal_setup import TemporalSetupError, ensure_namespace, prepare_namespace
+from tests.conftest import StackFactory
+from tests.support import short_id
+
+pytestmark = pytest.mark.integration
+
+
+def config_in(namespace: str, tmp_path: Path) -> dict[str, Any]:
+    out = f"out-{short_id()}"
+    return {
+        "temporal": {"namespace": namespace},
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
+    }
+
+
+async def test_prepare_registers_a_fresh_namespace_and_its_attributes_idempotently(temporal_address: str) -> None:
+    namespace = f"curaflow-{short_id()}"
+    client = await connect(temporal_address, namespace)
+
+    first = await prepare_namespace(client, timeout_s=30)
+    assert first.created_namespace is True
+    assert first.added_attributes == sorted(SEARCH_ATTRIBUTES)
+    assert first.attributes == {
+        "JobStatus": "Keyword",
+        "BusinessStatus": "Keyword",
+        "JobType": "Keyword",
+        "TargetIds": "KeywordList",
+        "ScheduleId": "Keyword",
+    }
+    second = await prepare_namespace(client, timeout_s=30)
+    assert (second.created_namespace, second.added_attributes) == (False, [])
+    assert second.attributes == first.attributes
+
+
+async def test_a_worker_runs_jobs_in_a_namespace_it_registered(
+    make_stack: StackFactory, tmp_path: Path, temporal_address: str
+) -> None:
+    namespace = f"curaflow-{short_id()}"
+    stack = make_stack(config_in(namespace, tmp_path))
+    await stack.start_worker()  # registers the namespace and the search attributes
+    assert "temporal.namespace_registered" in stack.worker_log()
+
+    job_id = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
+    record = await stack.wait_terminal(job_id)
+    assert record.business_status == "success"
+
+    client = await connect(temporal_address, namespace)
+    await client.get_workflow_handle(job_id).result()
+    found = [w.id async for w in client.list_workflows('JobStatus = "succeeded" AND TargetIds = "demo"')]
+    assert found == [job_id]  # the UI's filters work in that namespace
+    # the README's query for open jobs (a closed run keeps its last JobStatus)
+    open_now = [w.id async for w in client.list_workflows('ExecutionStatus = "Running" AND JobStatus = "succeeded"')]
+    assert job_id not in open_now
+    default = await connect(temporal_address)
+    assert [w.id async for w in default.list_workflows(f'WorkflowId = "{job_id}"')] == []
+
+
+async def test_an_attribute_of_the_wrong_type_is_refused_loudly(
+    make_stack: StackFactory, tmp_path: Path, temporal_address: str
+) -> None:
+    clash = f"curaflow-{short_id()}"
+    client = await connect(temporal_address, clash)
+    await ensure_namespace(client, retention=timedelta(days=1), deadline=time.monotonic() + 30)
+    request = AddSearchAttributesRequest(
+        search_attributes={"JobStatus": IndexedValueType.INDEXED_VALUE_TYPE_TEXT}, namespace=clash
+    )
+    for _ in range(100):  # a just-registered namespace takes a moment to reach the operator service
+        try:
+            await client.operator_service.add_search_attributes(request)
+            break
+        except RPCError:
+            await asyncio.sleep(0.2)
+    with pytest.raises(TemporalSetupError, match=r"JobStatus is Text \(curaflow needs Keyword\)"):
+        await prepare_namespace(client, timeout_s=10)
+
+    # a worker configured for that namespace exits with the reason instead of polling nothing
+    stack = make_stack(config_in(clash, tmp_path))
+    log = tmp_path / "worker-clash.log"
+    worker = WorkerProcess(stack.worker_env(), log).start()
+    for _ in range(600):
+        if not worker.alive():
+            break
+        await asyncio.sleep(0.1)
+    assert worker.process is not None and worker.process.returncode == 2, log.read_text(errors="replace")[-2000:]
+    assert "JobStatus is Text" in log.read_text(errors="replace")
+
+
+def test_the_setup_command_prepares_a_namespace_and_is_idempotent(temporal_address: str, tmp_path: Path) -> None:
+    namespace = f"curaflow-{short_id()}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_"))}
+    env.update(TEMPORAL_ADDRESS=temporal_address, TEMPORAL_NAMESPACE=namespace)
+    exe = str(Path(sys.executable).parent / "curaflow")
+    runs = [
+        subprocess.run([exe, "temporal-setup"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
+    assert f"namespace {namespace}: registered" in runs[0].stdout
+    assert "search attribute JobStatus (Keyword): added" in runs[0].stdout
+    assert f"namespace {namespace}: exists" in runs[1].stdout
+    assert "search attribute TargetIds (KeywordList): ok" in runs[1].stdout

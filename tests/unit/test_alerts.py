@@ -1,0 +1,235 @@
+"""The alert rules and the Grafana dashboard shipped in ``deploy/`` (issue 14, item 6).
+
+Always: every PromQL expression names only series curaflow exports
+(:func:`curaflow.metrics.exported_metric_names`). With ``promtool`` (Debian package
+``prometheus``; ``.ci/run`` installs it when it runs as root): ``promtool check rules``,
+``promtool check config`` and one ``promtool test rules`` scenario per alert — the alert
+fires on the series that should page an operator and stays silent before.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from curaflow.metrics import exported_metric_names
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
+PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "curaflow-dashboard.json"
+PROMTOOL = shutil.which("promtool")
+needs_promtool = pytest.mark.skipif(
+    PROMTOOL is None, reason="promtool is not installed (Debian: apt-get install -y prometheus)"
+)
+
+#: alert → (input series, eval time, labels it fires with, an earlier time when it is silent)
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "CuraflowJobsFailed": {
+        "series": [
+            (
+                'curaflow_jobs_terminal_total{business_status="failed",status="failed",trigger="schedule",instance="w1"}',
+                "0x5 1x10",
+            ),
+            (
+                'curaflow_jobs_terminal_total{business_status="success",status="succeeded",trigger="protocol",instance="w1"}',
+                "0+1x15",
+            ),
+        ],
+        "at": "8m",
+        "labels": {"severity": "page"},
+        "silent_at": "4m",
+    },
+    "CuraflowJobsStuck": {
+        "series": [
+            ('curaflow_jobs_stuck{why="no_heartbeat",instance="api"}', "0 0 1x15"),
+            ('curaflow_jobs_stuck{why="no_heartbeat",instance="w1"}', "0 0 1x15"),
+            ('curaflow_jobs_stuck{why="past_deadline",instance="api"}', "0x17"),
+        ],
+        "at": "10m",
+        "labels": {"severity": "page", "why": "no_heartbeat"},
+        "silent_at": "5m",
+    },
+    "CuraflowCallbackDeadLetters": {
+        "series": [
+            ('curaflow_callback_dead_letters{instance="api"}', "2x10 3x10"),
+            ('curaflow_callback_dead_letters{instance="w1"}', "2x10 3x10"),
+        ],
+        "at": "15m",
+        "labels": {"severity": "warning"},
+        "silent_at": "8m",
+    },
+    "CuraflowSourceAccessRefused": {
+        "series": [
+            ('curaflow_cells_terminal_total{reason="account_restricted",state="failed",instance="w1"}', "0x3 1x10"),
+            ('curaflow_cells_terminal_total{reason="",state="submitted",instance="w1"}', "0+1x13"),
+        ],
+        "at": "6m",
+        "labels": {"severity": "page", "reason": "account_restricted"},
+        "silent_at": "2m",
+    },
+    "CuraflowOldestOpenJob": {
+        "series": [('curaflow_oldest_open_job_age_seconds{instance="api"}', "7000+60x20")],
+        "at": "15m",
+        "labels": {"severity": "warning"},
+        "silent_at": "3m",
+    },
+    "CuraflowNoWorker": {
+        "series": [('curaflow_worker_up{instance="w1"}', "1x5 0x10")],
+        "at": "12m",
+        "labels": {"severity": "page"},
+        "silent_at": "4m",
+    },
+    "CuraflowLedgerGaugesStale": {
+        "series": [
+            ('curaflow_ledger_gauges_age_seconds{instance="api"}', "10x4 10+60x12"),
+            ('curaflow_ledger_gauges_age_seconds{instance="w1"}', "10x4 10+60x12"),
+        ],
+        "at": "12m",
+        "labels": {"severity": "warning"},
+        "silent_at": "4m",
+    },
+    "CuraflowSourceCoolingDown": {
+        "series": [('curaflow_source_cooldown_seconds{account="default",instance="w1"}', "0x3 900-1x20")],
+        "at": "20m",
+        "labels": {"severity": "warning", "account": "default"},
+        "silent_at": "8m",
+    },
+    "CuraflowDeliveriesRefused": {
+        "series": [
+            (
+                'curaflow_delivery_results_total{route="hook",kind="webhook",result="rejected",instance="w1"}',
+                "0x3 1x10",
+            ),
+            ('curaflow_delivery_results_total{route="hook",kind="webhook",result="delivered",instance="w1"}', "0+1x13"),
+        ],
+        "at": "6m",
+        "labels": {"severity": "warning", "route": "hook"},
+        "silent_at": "2m",
+    },
+}
+
+
+def rules() -> list[dict[str, Any]]:
+    document = yaml.safe_load(RULES.read_text())
+    return [rule for group in document["groups"] for rule in group["rules"]]
+
+
+def metric_names(expr: str) -> set[str]:
+    """Series names a PromQL expression selects (``curaflow_*`` / ``temporal_*`` identifiers)."""
+    return set(re.findall(r"\b((?:curaflow|temporal)_[a-z0-9_]+)\b", expr))
+
+
+def render(template: str, labels: dict[str, str]) -> str:
+    """Expand ``{{ $labels.name }}`` (the only templating the annotations use)."""
+    return re.sub(r"\{\{\s*\$labels\.(\w+)\s*\}\}", lambda m: labels.get(m.group(1), ""), template)
+
+
+def test_every_rule_names_only_metrics_curaflow_exports() -> None:
+    exported = exported_metric_names()
+    for rule in rules():
+        names = metric_names(rule["expr"])
+        assert names, rule["alert"]
+        assert names <= exported, (rule["alert"], names - exported)
+        assert rule["labels"]["severity"] in ("page", "warning")
+        assert "$value" not in json.dumps(rule.get("annotations", {}))
+
+
+def test_the_alerts_the_issue_asks_for_exist() -> None:
+    by_metric = {name: rule["alert"] for rule in rules() for name in metric_names(rule["expr"])}
+    assert "curaflow_jobs_terminal_total" in by_metric  # failed outcomes
+    assert "curaflow_jobs_stuck" in by_metric  # stuck jobs
+    assert "curaflow_callback_dead_letters" in by_metric  # dead letters
+    assert "curaflow_oldest_open_job_age_seconds" in by_metric  # oldest open job
+    refused = next(r for r in rules() if r["alert"] == "CuraflowSourceAccessRefused")
+    assert "auth_failed" in refused["expr"] and "account_restricted" in refused["expr"]  # restricted / auth
+    assert set(SCENARIOS) == {r["alert"] for r in rules()}  # every alert has a scenario below
+
+
+def test_the_dashboard_queries_only_metrics_curaflow_exports() -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    exported = exported_metric_names()
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+    assert len(exprs) >= 8
+    used: set[str] = set()
+    for expr in exprs:
+        names = {n for n in metric_names(expr) if n.startswith("curaflow_")}
+        assert names <= exported, (expr, names - exported)
+        used |= names
+    for gauge in (
+        "curaflow_jobs_open",
+        "curaflow_jobs_stuck",
+        "curaflow_oldest_open_job_age_seconds",
+        "curaflow_callback_dead_letters",
+        "curaflow_source_cooldown_seconds",
+        "curaflow_deliveries",
+    ):
+        assert gauge in used, gauge
+    assert dashboard["uid"] and dashboard["title"] and dashboard["schemaVersion"] >= 30
+    assert {v["name"] for v in dashboard["templating"]["list"]} >= {"datasource"}
+
+
+@needs_promtool
+def test_promtool_accepts_the_rules_and_the_scrape_config() -> None:
+    assert PROMTOOL is not None
+    for args in (["check", "rules", str(RULES)], ["check", "config", str(PROMETHEUS)]):
+        done = subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_each_alert_fires_on_its_scenario_and_not_before(tmp_path: Path) -> None:
+    assert PROMTOOL is not None
+    annotations = {r["alert"]: r.get("annotations", {}) for r in rules()}
+    tests = []
+    for alert, case in SCENARIOS.items():
+        labels = case["labels"]
+        tests.append(
+            {
+                "interval": "1m",
+                "input_series": [{"series": s, "values": v} for s, v in case["series"]],
+                "alert_rule_test": [
+                    {"eval_time": case["silent_at"], "alertname": alert, "exp_alerts": []},
+                    {
+                        "eval_time": case["at"],
+                        "alertname": alert,
+                        "exp_alerts": [
+                            {
+                                "exp_labels": labels,
+                                "exp_annotations": {k: render(v, labels) for k, v in annotations[alert].items()},
+                            }
+                        ],
+                    },
+                ],
+            }
+        )
+    shutil.copy(RULES, tmp_path / "alerts.yml")
+    (tmp_path / "alerts.test.yml").write_text(yaml.safe_dump({"rule_files": ["alerts.yml"], "tests": tests}))
+    done = subprocess.run(
+        [PROMTOOL, "test", "rules", "alerts.test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_the_dashboards_queries_are_valid_promql(tmp_path: Path) -> None:
+    """Each query, with Grafana's ``$__rate_interval`` as ``5m``, as a recording rule for promtool."""
+    assert PROMTOOL is not None
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel.get("targets", [])]
+    group = {
+        "name": "dashboard",
+        "rules": [
+            {"record": f"dashboard:query{n}", "expr": e.replace("$__rate_interval", "5m")} for n, e in enumerate(exprs)
+        ],
+    }
+    (tmp_path / "queries.yml").write_text(yaml.safe_dump({"groups": [group]}))
+    done = subprocess.run([PROMTOOL, "check", "rules", "queries.yml"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
