@@ -1,9 +1,10 @@
-"""Scenarios 4 and 5: cancel latency and stall recovery, with a 1 s heartbeat interval.
+"""Scenarios 4 and 5: cancel latency at the default budgets, stall recovery at a 1 s interval.
 
-Cancel: jobs are held in ``fetch`` (the replay server answers images slowly); each is
-cancelled with ``POST /jobs/{id}/cancel`` and timed until the ledger holds it terminal
-(the activity must notice the cancel through its heartbeat and stop first). Target:
-p99 ≤ 1 s.
+Cancel: with the **default** heartbeat interval (30 s), half the jobs are held in
+``search`` (the replay server answers searches slowly), half in ``fetch`` (it answers
+images slowly); each is cancelled with ``POST /jobs/{id}/cancel`` and timed until the
+ledger holds it terminal (the activity must hear the cancel through a heartbeat — sent
+at most every second whatever the interval — and stop first). Target: p99 ≤ 2 s.
 
 Stall recovery: two workers; a job's search waits for its second page (the replay server
 holds that answer back); the worker
@@ -26,7 +27,8 @@ from bench.stats import summarise
 from curaflow.httpserver import BackgroundServer
 from curaflow.sources.replay.app import Faults, _matches, create_replay_app, recorded_works
 
-HEARTBEAT_MS = 1000
+HEARTBEAT_MS = 1000  # the stall scenario: recovery is bounded by the heartbeat timeout
+DEFAULT_HEARTBEAT_MS = 30_000  # the cancel scenario runs at the production default
 
 
 def _task(key: str, **params: object) -> dict[str, object]:
@@ -35,20 +37,21 @@ def _task(key: str, **params: object) -> dict[str, object]:
 
 async def cancel(services: Services, quick: bool) -> Result:
     n = 8 if quick else 40
-    replay = await BackgroundServer(create_replay_app(Faults(slow_images_s=120))).start()
+    faults = Faults()
+    replay = await BackgroundServer(create_replay_app(faults)).start()
     stack = BenchStack(
         services,
         "cancel",
         {
-            "pixiv": {"api_url": replay.url},
-            "budgets": {"heartbeat_interval_ms": HEARTBEAT_MS},
+            "pixiv": {"api_url": replay.url, "replay_max_concurrency": n},
+            "budgets": {"heartbeat_interval_ms": DEFAULT_HEARTBEAT_MS},
             "api": {"cancel_wait_ms": 10_000},
             "routes": {"out": {"kind": "directory", "path": str(services.root / f"cancel-{uuid.uuid4().hex[:6]}")}},
             "targets": [{"id": "demo", "query": {"mode": "ranking"}, "routes": ["out"]}],
         },
     )
     await stack.open()
-    latencies: list[float] = []
+    latencies: dict[str, list[float]] = {"searching": [], "fetching": []}
     answers: list[float] = []
     statuses: list[str] = []
     try:
@@ -56,38 +59,50 @@ async def cancel(services: Services, quick: bool) -> Result:
         await stack.start_api()
         assert stack.pool is not None
         async with stack.http() as http:
-            jobs = []
-            for _ in range(n):
-                response = await http.post("/jobs", json=_task(f"c-{uuid.uuid4().hex}", target_id="demo"))
-                if response.status_code != 202:
-                    raise RuntimeError(f"admission refused: {response.status_code} {response.text[:300]}")
-                jobs.append(response.json()["job"]["job_id"])
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                fetching = await stack.pool.fetchval(
-                    "SELECT count(*) FROM cells WHERE job_id = ANY($1::text[]) AND stage = 'fetching'", jobs
-                )
-                if fetching == n:
-                    break
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(HEARTBEAT_MS / 1000 * 1.5)  # every fetch is past its first heartbeat
-            for job_id in jobs:
-                started = time.monotonic()
-                response = await http.post(f"/jobs/{job_id}/cancel")
-                answered = time.monotonic()
-                await stack.wait_terminal([job_id], 30)
-                latencies.append((time.monotonic() - started) * 1000)
-                answers.append((answered - started) * 1000)
-                statuses.append(response.json()["status"])
+            for stage in ("searching", "fetching"):
+                faults.search_delay_s = 120.0 if stage == "searching" else 0.0
+                faults.slow_images_s = 120.0 if stage == "fetching" else 0.0
+                jobs = []
+                for _ in range(n // 2):
+                    response = await http.post("/jobs", json=_task(f"c-{uuid.uuid4().hex}", target_id="demo"))
+                    if response.status_code != 202:
+                        raise RuntimeError(f"admission refused: {response.status_code} {response.text[:300]}")
+                    jobs.append(response.json()["job"]["job_id"])
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    held = await stack.pool.fetchval(
+                        "SELECT count(*) FROM cells WHERE job_id = ANY($1::text[]) AND stage = $2"
+                        " AND lease_until IS NOT NULL",
+                        jobs,
+                        stage,
+                    )
+                    if held == len(jobs):
+                        break
+                    await asyncio.sleep(0.1)
+                await asyncio.sleep(1.5)  # every step is running (and has heartbeated once)
+                for job_id in jobs:
+                    started = time.monotonic()
+                    response = await http.post(f"/jobs/{job_id}/cancel")
+                    answered = time.monotonic()
+                    await stack.wait_terminal([job_id], 30)
+                    latencies[stage].append((time.monotonic() - started) * 1000)
+                    answers.append((answered - started) * 1000)
+                    statuses.append(response.json()["status"])
     finally:
         await stack.close()
         await replay.stop()
-    summary = summarise(latencies)
+    summary = summarise(latencies["searching"] + latencies["fetching"])
     return Result(
         name="cancel",
-        params={"jobs": n, "heartbeat_interval_ms": HEARTBEAT_MS, "held_in": "fetch (slow image)"},
-        metrics={"cancel_to_terminal": summary, "http_answer": summarise(answers), "statuses": sorted(set(statuses))},
-        checks=[Check("p99 cancel → terminal in the ledger", summary.get("p99", float("nan")), "<=", 1000, "ms")],
+        params={"jobs": n, "heartbeat_interval_ms": DEFAULT_HEARTBEAT_MS, "held_in": "search, fetch (slow answers)"},
+        metrics={
+            "cancel_to_terminal": summary,
+            "while_searching": summarise(latencies["searching"]),
+            "while_fetching": summarise(latencies["fetching"]),
+            "http_answer": summarise(answers),
+            "statuses": sorted(set(statuses)),
+        },
+        checks=[Check("p99 cancel → terminal, default budgets", summary.get("p99", float("nan")), "<=", 2000, "ms")],
     )
 
 
