@@ -38,7 +38,7 @@ def _task(key: str, **params: object) -> dict[str, object]:
 async def cancel(services: Services, quick: bool) -> Result:
     n = 8 if quick else 40
     faults = Faults()
-    replay = await BackgroundServer(create_replay_app(faults)).start()
+    replay = await BackgroundServer(create_replay_app(faults), log_level="critical").start()
     stack = BenchStack(
         services,
         "cancel",
