@@ -237,6 +237,21 @@ async def test_a_day_with_more_works_than_the_cap_is_read_from_both_ends(source:
     assert all(e.status == 200 and int(e.params.get("offset", 0)) <= 5000 for e in source.faults.of("search"))
 
 
+async def test_a_crowded_day_is_read_from_both_ends_in_an_ascending_scan_too(source: Replay) -> None:
+    # date_asc: the walk reaches the crowded day from its oldest end; the newest 90 works
+    # of the day (with the eligible one) are read newest first.
+    deep = DeepSet(tag="one-day-asc", count=5200, per_day=5100, popular_ranks=frozenset({50}))
+    source.faults.deep = deep
+    target = spec(query={"tags": ["one-day-asc"], "sort": "date_asc"}, filters={"min_bookmarks": 500}, scan_limit=1)
+    result, offered = await run_scan(source.client(), target, max_examined=20_000)
+
+    assert [w.work_id for w in result.candidates] == [deep.work_id(50)]
+    assert len(offered) == len(set(offered))
+    assert set(offered) >= {deep.work_id(r) for r in range(0, 51)}
+    assert result.report.skipped_days == []
+    assert all(e.status == 200 for e in source.faults.of("search"))
+
+
 async def test_a_day_the_source_cannot_page_fully_is_reported(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
 ) -> None:
@@ -410,3 +425,41 @@ async def test_broken_text_from_the_source_is_cleaned_before_storage(
     assert "tag\ufffd[31m" in cell.work.tags
     manifest = (tmp_path / "delivered" / work_id / "manifest.json").read_text(encoding="utf-8")
     assert "broken \ufffd emoji and a bell" in manifest
+
+
+async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> None:
+    from curaflow.ledger import remembered as memory
+    from curaflow.ledger.db import now_ms
+
+    gate, route, other = f"q-{short_id()}-source-default", f"r-{short_id()}", f"r-{short_id()}"
+    async with ledger_pool.acquire() as conn:
+        await memory.remember_unavailable(
+            conn, gate=gate, work_type="illustration", work_id="11", why="image HTTP 404", job_id="j", ttl_ms=1000
+        )
+        await memory.remember_unavailable(
+            conn, gate=gate, work_type="illustration", work_id="12", why="gone", job_id="j", ttl_ms=0
+        )
+        await memory.remember_refusal(
+            conn,
+            route=route,
+            work_type="illustration",
+            work_id="11",
+            reason="delivery_rejected",
+            error="webhook answered HTTP 400 \x00\ud83d",
+            job_id="j",
+            target_id="t",
+        )
+    now = now_ms()
+
+    async def known(routes: list[str], at: int) -> dict[str, str]:
+        return await memory.remembered_works(
+            ledger_pool, routes=routes, gate=gate, work_type="illustration", work_ids=["11", "12", "13"], now=at
+        )
+
+    assert await known([route], now) == {"11": "refused"}  # a refusal wins
+    assert await known([other], now) == {"11": "unavailable"}  # another route: only the source's verdict
+    assert await known([other], now + 5000) == {}  # forgotten after pixiv.unavailable_ttl_ms
+    [refusal] = await memory.list_refusals(ledger_pool, route)
+    assert refusal.error == "webhook answered HTTP 400 \ufffd"
+    assert await memory.clear_refusals(ledger_pool, route=route, work_id="11") == 1
+    assert await known([route], now) == {"11": "unavailable"}
