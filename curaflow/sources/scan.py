@@ -179,6 +179,14 @@ async def _request(client: PixivClient, target: TargetSpec, cp: ScanCheckpoint) 
     return await client.search_illust(**params, offset=offset)
 
 
+def _empty_window(target: TargetSpec, cp: ScanCheckpoint) -> bool:
+    """True when the next pass's dates are an empty range (never asked: the API may refuse it)."""
+    if target.query.mode != "search" or cp.tail is not None:
+        return False
+    params = retrieval_params(target, cp.window)
+    return bool(params.get("start_date") and params.get("end_date") and params["start_date"] > params["end_date"])
+
+
 def _examine(cp: ScanCheckpoint, work: Work, reason: str | None) -> None:
     """Count one examined work as a candidate or a rejection."""
     cp.examined += 1
@@ -399,6 +407,8 @@ async def scan(
     want = min(scan_limit, want if want is not None else WANT)
     while len(cp.candidates) < want and cp.examined < max_examined:
         if not cp.pending:
+            if not cp.pages_done and not cp.started and _empty_window(target, cp):
+                cp.pages_done = True  # the window moved past the target's dates: nothing left
             if cp.pages_done:
                 cp.exhausted = True
                 break

@@ -252,6 +252,21 @@ async def test_a_crowded_day_is_read_from_both_ends_in_an_ascending_scan_too(sou
     assert all(e.status == 200 for e in source.faults.of("search"))
 
 
+async def test_a_window_never_moves_past_the_targets_dates(source: Replay) -> None:
+    # The target covers one crowded day: once both ends of it are read, the scan ends
+    # instead of asking for an empty date range.
+    source.faults.deep = DeepSet(tag="one-day-only", count=5200, per_day=5100)
+    target = spec(
+        query={"tags": ["one-day-only"]},
+        filters={"min_bookmarks": 500, "start_date": "2025-02-04", "end_date": "2025-02-04"},
+        scan_limit=1,
+    )
+    result, offered = await run_scan(source.client(), target, max_examined=20_000)
+    assert result.exhausted and result.report.exhausted and result.candidates == []
+    assert result.report.fetched == 5100 and len(offered) == len(set(offered))
+    assert all(e.params["start_date"] <= e.params["end_date"] for e in source.faults.of("search"))
+
+
 async def test_a_day_the_source_cannot_page_fully_is_reported(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
 ) -> None:
