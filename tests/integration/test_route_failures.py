@@ -7,11 +7,7 @@ pages); job-level cases run real Temporal, real PostgreSQL and real worker proce
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +21,7 @@ from tests.fakes.telegram import FakeTelegram, TgReply
 from tests.fakes.webhook import WebhookReceiver
 from tests.integration.test_delivery_jobs import names, routes_stack, run_job
 from tests.integration.test_routes import dc_route, make_request, tg_route
-from tests.jobs_support import ReplayServer, intents, ordered, settle, telegram_route, webhook_route
-from tests.support import Stack
+from tests.jobs_support import ReplayServer, curaflow, intents, ordered, settle, telegram_route, webhook_route
 
 pytestmark = pytest.mark.integration
 
@@ -35,16 +30,6 @@ pytestmark = pytest.mark.integration
 async def http() -> Any:
     async with httpx.AsyncClient() as client:
         yield client
-
-
-async def curaflow(*args: str, stack: Stack) -> subprocess.CompletedProcess[str]:
-    """Run the ``curaflow`` command as an operator would, on the stack's configuration."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "DATABASE_"))}
-    env["CURAFLOW_CONFIG"] = str(stack.config_path)
-    exe = str(Path(sys.executable).parent / "curaflow")
-    return await asyncio.to_thread(
-        subprocess.run, [exe, *args], env=env, cwd=stack.tmp, capture_output=True, text=True, timeout=60
-    )
 
 
 # ---- 5. one photo/document decision per work --------------------------------------------

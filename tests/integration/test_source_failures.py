@@ -9,6 +9,7 @@ Temporal, real PostgreSQL and real worker processes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from curaflow.sources.scan import ScanCheckpoint, scan
 from tests.conftest import StackFactory
 from tests.fakes.pximg import FakeImageHost
 from tests.integration.test_source_jobs import protocol_error, source_stack, task
-from tests.jobs_support import ReplayServer, ordered, start_scheduled
+from tests.jobs_support import ReplayServer, curaflow, ordered, start_scheduled
 from tests.support import short_id
 
 pytestmark = pytest.mark.integration
@@ -360,6 +361,18 @@ async def test_a_restricted_account_is_its_own_reason_and_pauses_the_account(
     again = await stack.wait_terminal(await stack.admit(task(stack)))
     assert (again.cells[0].state, again.cells[0].reason) == ("failed", "account_restricted")
     assert len(replay.faults.of("search")) == 1
+    assert "source.account_restricted" in stack.worker_log()
+
+    # the operator checked the account and lifts the pause: jobs search again
+    listed = await curaflow("accounts", "list", "--json", stack=stack)
+    assert listed.returncode == 0, listed.stderr
+    [account] = json.loads(listed.stdout)
+    assert account["account"] == "default" and account["pause_reason"] == "restricted"
+    resumed = await curaflow("accounts", "resume", "default", stack=stack)
+    assert resumed.returncode == 0, resumed.stderr
+    replay.faults.search = []
+    after = await stack.wait_terminal(await stack.admit(task(stack)))
+    assert after.cells[0].state == "submitted"
 
 
 # ---- 8. unavailable works are remembered -----------------------------------------------
@@ -381,6 +394,14 @@ async def test_an_unavailable_work_is_not_fetched_again_by_later_jobs(
     assert len(w1_images) == 1  # the second job knew it was gone
     report = second.cells[0].candidate_report
     assert report is not None and {"work_id": w1, "reason": "unavailable"} in report.filtered
+
+    # an operator can make curaflow try it again at once
+    listed = json.loads((await curaflow("unavailable", "list", "--json", stack=stack)).stdout)
+    assert [(r["account"], r["work_id"]) for r in listed if r["work_id"] == w1] == [("default", w1)]
+    assert (await curaflow("unavailable", "clear", w1, "--account", "default", stack=stack)).returncode == 0
+    replay.faults.missing_works = set()
+    third = await stack.wait_terminal(await stack.admit(task(stack)))
+    assert (third.cells[0].state, third.cells[0].work_id) == ("submitted", w1)
 
 
 # ---- 12.4 untrusted data from the source ------------------------------------------------
