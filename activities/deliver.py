@@ -16,6 +16,10 @@ An attempt:
    ``submitted`` once every route confirmed; permanent failure → cell ``failed``;
    retryable failure → intent back to ``reserved`` and an ``ApplicationError`` for
    Temporal to retry; on the last allowed attempt the cell ends ``delivery_abandoned``.
+
+A route that refuses the work for good (``delivery_rejected``) has the refusal remembered
+per (route, work) in the same transaction (:mod:`curaflow.ledger.remembered`): later
+jobs pick another work for that route (issue 13, case 7).
 """
 
 from __future__ import annotations
@@ -37,9 +41,15 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.verdicts import DeliveryVerdict, delivery_verdict
 from curaflow.ledger import cells as ledger_cells
 from curaflow.ledger import deliveries as ledger
+from curaflow.ledger import remembered as memory
 from curaflow.ledger.records import load_cell
+from curaflow.logs import get_logger
 from curaflow.routes import UnsupportedRoute
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, Route, RouteError
+
+log = get_logger("curaflow.deliver")
+#: Reasons that mean "this route will never take this work": remembered per (route, work).
+REFUSALS = frozenset({TerminalReason.DELIVERY_REJECTED, TerminalReason.TELEPOST_REJECTED})
 
 
 async def _guarded(route: Route, request: DeliveryRequest) -> DeliveryReceipt:
@@ -243,6 +253,7 @@ class DeliverActivity:
             max_attempts=max_attempts if max_attempts is not None else attempt + 1,
         )
         metrics.record_delivery_result(inp.route.name, inp.route.kind, verdict.outcome)
+        refused = verdict.outcome == "rejected" and verdict.reason in REFUSALS
         async with deps.pool.acquire() as conn, conn.transaction():
             await ledger.record_failed(
                 conn,
@@ -255,5 +266,28 @@ class DeliverActivity:
                 unknown=verdict.unknown,
                 ambiguous=err.ambiguous,
             )
+            if refused:
+                await memory.remember_refusal(
+                    conn,
+                    route=inp.route.name,
+                    work_type=request.work.work_type,
+                    work_id=request.work.work_id,
+                    reason=str(err.reason),
+                    error=str(err),
+                    job_id=inp.job_id,
+                    target_id=inp.target.target_id,
+                )
             await ledger_cells.end_lease(conn, inp.job_id, inp.target.target_id)
+        if refused:
+            metrics.record_refusal(inp.route.name, inp.route.kind)
+            log.warning(
+                "route.work_refused",
+                job_id=inp.job_id,
+                target_id=inp.target.target_id,
+                route=inp.route.name,
+                work_id=request.work.work_id,
+                error=str(err),
+                hint="the work is not offered to this route again; after fixing the receiver, clear it with "
+                f"`curaflow refusals clear {inp.route.name} {request.work.work_id}`",
+            )
         return verdict

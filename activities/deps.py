@@ -86,6 +86,7 @@ class ActivityDeps:
                 base_ms=pixiv.rate_limit_base_ms,
                 cap_ms=pixiv.rate_limit_cap_ms,
                 decay_after=pixiv.rate_limit_decay_after,
+                pause_ms=pixiv.restriction_pause_ms,
             )
             self._pixiv[account] = PixivClient(
                 self.http,

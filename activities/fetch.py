@@ -3,10 +3,16 @@
 Every page of the work is streamed to the artifact store and recorded complete only
 after its full length is on disk; pages already complete from a previous attempt are
 kept, so a resumed attempt continues where the dead one stopped. A work that turns out
-to be unavailable (image 403/404) is released and the next stored candidate is bound
-(provisional release, reference §1.1); when none is left the cell ends
-``no_candidate`` — or, in a scheduled job with a fallback stage left, goes back to a
-wider ``search`` (the released works stay excluded for this cell).
+to be unavailable (image 403/404) is released, remembered for the account
+(``pixiv.unavailable_ttl_ms``: later jobs skip it without a request) and the next
+stored candidate is bound (provisional release, reference §1.1); when none is left the
+cell ends ``no_candidate`` — or, in a scheduled job, goes back to a wider ``search``
+when :func:`~curaflow.domain.fallback.another_stage` allows it (the released works stay
+excluded for this cell).
+
+A page is recorded complete only once it decodes fully (:mod:`curaflow.artifacts`): a
+download cut short inside valid framing fails the attempt (``download_failed``,
+retried) instead of being delivered.
 
 Runs on the account's source task queue: image downloads pass the account's rate gate.
 """
@@ -19,9 +25,13 @@ from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, source_failure
 from activities.heartbeat import Heartbeater
 from curaflow.domain.cells import CellStage, CellState, is_terminal
+from curaflow.domain.fallback import another_stage
 from curaflow.domain.messages import CellUpdate, FetchInput
+from curaflow.domain.models import CandidateReport
 from curaflow.domain.reasons import TerminalReason, no_candidate_reason
 from curaflow.ledger import cells as ledger
+from curaflow.ledger import remembered as memory
+from curaflow.paths import PathEscape
 from curaflow.sources.errors import SourceError, WorkUnavailable
 
 
@@ -95,12 +105,27 @@ class FetchActivity:
                     )
                     deps.store.delete(inp.job_id, target.target_id)
                     async with deps.pool.acquire() as conn, conn.transaction():
+                        await memory.remember_unavailable(
+                            conn,
+                            gate=deps.settings.source_task_queue(target.account),
+                            work_type=work.work_type,
+                            work_id=work.work_id,
+                            why=err.why,
+                            job_id=inp.job_id,
+                            ttl_ms=deps.settings.pixiv.unavailable_ttl_ms,
+                        )
                         nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why)
                         assert nxt is not None
                         if (
                             nxt.state == CellState.PENDING
                             and nxt.work_id is None
-                            and inp.fallback_stage + 1 < inp.max_fallback_stages
+                            and another_stage(
+                                stage=inp.fallback_stage,
+                                max_stages=inp.max_fallback_stages,
+                                scan_limit=target.scan_limit,
+                                report=nxt.candidate_report or CandidateReport(),
+                                max_examined=deps.settings.pixiv.max_examined,
+                            )
                         ):
                             await ledger.set_fallback_stage(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
                             await ledger.end_lease(conn, inp.job_id, target.target_id)
@@ -122,6 +147,8 @@ class FetchActivity:
                     raise source_failure(
                         err, info.attempt, rate_limit_base_s=deps.settings.pixiv.rate_limit_base_ms / 1000
                     ) from err
+                except PathEscape as err:  # ids are validated at the source: a bug, never retried
+                    raise permanent(TerminalReason.INTERNAL_ERROR, str(err)) from err
                 async with deps.pool.acquire() as conn, conn.transaction():
                     ready = await ledger.artifact_ready(
                         conn, inp.job_id, target.target_id, work.work_id, artifact.model_dump(mode="json")

@@ -10,8 +10,16 @@ Runs on the target account's source task queue (its rate gate). One attempt:
    page);
 4. binds the first candidate not held by another cell on these routes, in the same
    transaction that stores the candidate report (``pending → selected``);
-5. with nothing to bind: another fallback stage (scheduled jobs) or
-   ``no_candidate`` with its classified reason.
+5. with nothing to bind: another fallback stage only when it is wider than this pass
+   (:func:`~curaflow.domain.fallback.another_stage`: never after a pass that exhausted
+   the source), else ``no_candidate`` at once with its classified reason.
+
+Works the ledger remembers against the target — refused for good by one of its routes,
+or found unavailable for its account by an earlier job — are rejected without a request
+(``refused`` / ``unavailable``). A day the source cannot page fully is logged
+(``source.day_not_fully_paged``), counted (``curaflow_source_days_not_fully_paged_total``)
+and kept in the candidate report. A restricted account (``account_restricted``) is logged
+(``source.account_restricted``) with what to do.
 """
 
 from __future__ import annotations
@@ -21,12 +29,19 @@ from temporalio import activity
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, source_failure
 from activities.heartbeat import Heartbeater
+from curaflow import metrics
 from curaflow.domain.cells import CellStage, CellState, is_terminal
+from curaflow.domain.fallback import another_stage, stage_bounds
 from curaflow.domain.messages import CellUpdate, SearchInput
+from curaflow.domain.models import SkippedDay
 from curaflow.domain.reasons import TerminalReason, no_candidate_reason
 from curaflow.ledger import cells as ledger
+from curaflow.ledger import remembered as memory
+from curaflow.logs import get_logger
 from curaflow.sources.errors import SourceError
-from curaflow.sources.scan import WANT, ScanCheckpoint, scan
+from curaflow.sources.scan import ScanCheckpoint, scan
+
+log = get_logger("curaflow.source")
 
 
 class SearchActivity:
@@ -80,9 +95,8 @@ class SearchActivity:
             raise permanent(
                 TerminalReason.CONFIGURATION_ERROR, f"pixiv account {target.account!r} is not configured"
             ) from None
-        # Stage N may keep base × (N+1) candidates (cap 100), prefetching WANT × (N+1).
-        scan_limit = min(100, max(1, target.scan_limit) * (inp.fallback_stage + 1))
-        want = min(scan_limit, WANT * (inp.fallback_stage + 1))
+        # Stage N may keep base × (N+1) candidates (cap 100), prefetching 5 × (N+1).
+        scan_limit, want = stage_bounds(target.scan_limit, inp.fallback_stage)
         unavailable = await ledger.released_works(deps.pool, inp.job_id, target.target_id)
         saved = await ledger.load_checkpoint(deps.pool, inp.job_id, target.target_id)
         checkpoint = None
@@ -96,6 +110,28 @@ class SearchActivity:
 
             async def taken(ids: list[str]) -> set[str]:
                 return await ledger.taken_works(deps.pool, routes, target.work_type, ids)
+
+            async def remembered(ids: list[str]) -> dict[str, str]:
+                return await memory.remembered_works(
+                    deps.pool,
+                    routes=routes,
+                    gate=deps.settings.source_task_queue(target.account),
+                    work_type=target.work_type,
+                    work_ids=ids,
+                )
+
+            def skipped_day(day: SkippedDay) -> None:
+                metrics.record_skipped_day(target.account)
+                log.warning(
+                    "source.day_not_fully_paged",
+                    job_id=inp.job_id,
+                    target_id=target.target_id,
+                    account=target.account,
+                    day=day.day,
+                    reached=day.reached,
+                    hint="the source holds more works of this day than it can page; narrow the target's "
+                    "query (more tags, a shorter duration or a date range)",
+                )
 
             async def on_page(cp: ScanCheckpoint) -> None:
                 await ledger.save_checkpoint(
@@ -115,11 +151,15 @@ class SearchActivity:
                         want=want,
                         unavailable=unavailable,
                         taken=taken,
+                        remembered=remembered,
+                        on_skipped_day=skipped_day,
                         on_page=on_page,
                         checkpoint=checkpoint,
                         max_examined=deps.settings.pixiv.max_examined,
                     )
                 except SourceError as err:
+                    if err.reason == TerminalReason.ACCOUNT_RESTRICTED:
+                        _restricted(err, inp.job_id, target.target_id, target.account)
                     raise source_failure(
                         err, info.attempt, rate_limit_base_s=deps.settings.pixiv.rate_limit_base_ms / 1000
                     ) from err
@@ -137,8 +177,13 @@ class SearchActivity:
         async with deps.pool.acquire() as conn, conn.transaction():
             report = cell.candidate_report or result.report
             reason = no_candidate_reason(report.fetched, report.reasons)
-            dead_end = reason == TerminalReason.DUPLICATE_EXHAUSTED
-            if inp.fallback_stage + 1 < inp.max_fallback_stages and not dead_end:
+            if another_stage(
+                stage=inp.fallback_stage,
+                max_stages=inp.max_fallback_stages,
+                scan_limit=target.scan_limit,
+                report=report,
+                max_examined=deps.settings.pixiv.max_examined,
+            ):
                 await ledger.set_fallback_stage(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
                 await ledger.end_lease(conn, inp.job_id, target.target_id)
                 return CellUpdate(cell=cell, retry_stage=True)
@@ -154,6 +199,24 @@ class SearchActivity:
                     "searched": report.fetched,
                     "duplicates": report.reasons.get("duplicate", 0),
                     "filtered": report.rejected - report.reasons.get("duplicate", 0),
+                    "exhausted": report.exhausted,
                 },
             )
             return CellUpdate(cell=cell)
+
+
+def _restricted(err: SourceError, job_id: str, target_id: str, account: str) -> None:
+    """Log (and count) a restricted account; once per answer of Pixiv, not per paused request."""
+    if err.status is None:
+        return  # the account was already paused: no request left
+    metrics.record_account_paused(account)
+    log.error(
+        "source.account_restricted",
+        job_id=job_id,
+        target_id=target_id,
+        account=account,
+        detail=str(err),
+        hint="Pixiv answered 'Your access is currently restricted.': the account's requests are paused "
+        "(pixiv.restriction_pause_ms). Sign in at pixiv.net with this account to read the notice, or move "
+        "the target to another account; lift the pause with `curaflow accounts resume ACCOUNT`.",
+    )

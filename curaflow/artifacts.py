@@ -1,14 +1,23 @@
 """The artifact store: fetched work files on local disk (a shared volume in production).
 
-Layout: ``<artifacts_dir>/<job>/<target>/<work_id>_p<N>.<ext>``. A file is recorded
-complete only after its full length is on disk: the body is streamed to a temporary
-file, its length is checked against ``Content-Length`` when the server gives one (an
-unknown length is accepted once the stream ended cleanly), it is fsynced and renamed.
-A truncated body is a ``download_failed`` error and leaves no file behind.
+Layout: ``<artifacts_dir>/<job>/<target>/<work_id>_p<N>.<ext>``; every path is checked
+to stay under the artifacts directory (:func:`curaflow.paths.inside`). A file is
+recorded complete only once it is whole: the body is streamed to a temporary file, its
+length is checked against ``Content-Length`` when the server gives one, and then the
+image is **decoded fully** (issue 13, case 1): Pillow's ``verify()`` and a full
+``load()`` (every frame of an animation), run in a thread so the event loop keeps
+heartbeating. Framing alone cannot prove a body whole — a close-delimited body cut
+short, or a ``Content-Length`` that is itself too small, both end "cleanly". Only then
+is the file fsynced and renamed. A short or undecodable body is a ``download_failed``
+error (retried) and leaves no file behind. A format Pillow does not know is accepted on
+its length alone, unless its extension says it is an image Pillow reads (``.png``,
+``.jpg``, ``.gif``, ``.webp``); an image too large for Pillow's decompression-bomb guard
+is accepted on its length.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -18,10 +27,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
-from PIL import Image
+from PIL import Image, ImageSequence, UnidentifiedImageError
 
 from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.reasons import TerminalReason
+from curaflow.paths import inside
 from curaflow.sources.errors import SourceError
 from curaflow.sources.pixiv import PixivClient
 
@@ -37,9 +47,49 @@ MIME_BY_EXT = {
 ProgressHook = Callable[[int, int], Awaitable[None]]
 
 
+_SUFFIX = re.compile(r"\.[a-z0-9]{1,5}")
+
+
 def safe_name(value: str) -> str:
-    """A filesystem-safe rendering of an id (unsafe characters become ``_``)."""
-    return _UNSAFE.sub("_", value)[:200]
+    """A filesystem-safe rendering of an id (unsafe characters become ``_``; never ``.`` or ``..``)."""
+    name = _UNSAFE.sub("_", value)[:200]
+    return name.replace(".", "_") if set(name) <= {"."} else name
+
+
+def page_suffix(url: str) -> str:
+    """The file extension of a page URL (``.png``), lower case; ``.jpg`` when it has none
+    or one that is not a plain short extension."""
+    suffix = Path(url.split("?", 1)[0]).suffix.lower()
+    return suffix if _SUFFIX.fullmatch(suffix) else ".jpg"
+
+
+def verify_image(path: Path, suffix: str | None = None) -> str | None:
+    """Decode ``path`` fully; None when it is a whole image, else why it is not.
+
+    Args:
+        path: the file.
+        suffix: the extension the file will have (default: its own); a file Pillow
+            cannot identify is refused when this names an image format.
+
+    Pillow ``verify()`` (structure, PNG CRCs), then a full ``load()`` of every frame
+    (a JPEG at 1/8 scale through ``draft``: the whole scan is still read, with far less
+    memory). Blocking: call it in a thread.
+    """
+    try:
+        with Image.open(path) as image:
+            image.verify()
+        with Image.open(path) as image:
+            if image.format == "JPEG":
+                image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
+            for frame in ImageSequence.Iterator(image):
+                frame.load()
+    except Image.DecompressionBombError:
+        return None  # too large to decode safely: accepted on its length
+    except UnidentifiedImageError:
+        return "not an image" if (suffix or path.suffix).lower() in MIME_BY_EXT else None
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
+        return f"{type(err).__name__}: {err}"
+    return None
 
 
 class ArtifactStore:
@@ -53,8 +103,8 @@ class ArtifactStore:
         self.root = root
 
     def folder(self, job_id: str, target_id: str) -> Path:
-        """The folder holding one cell's artifact."""
-        return self.root / safe_name(job_id) / safe_name(target_id)
+        """The folder holding one cell's artifact (under the root, always)."""
+        return inside(self.root, safe_name(job_id), safe_name(target_id))
 
     async def fetch(
         self,
@@ -74,15 +124,17 @@ class ArtifactStore:
             The complete :class:`~curaflow.domain.models.Artifact`.
 
         Raises:
-            SourceError: ``download_failed`` / ``download_timeout`` / ``rate_limited``.
+            SourceError: ``download_failed`` (a short or undecodable body too) /
+                ``download_timeout`` / ``rate_limited``.
             WorkUnavailable: the image answers 403/404.
+            PathEscape: a file name built from the work would leave the artifacts
+                directory (a work id that was never validated).
         """
         folder = self.folder(job_id, target_id)
+        dests = [inside(folder, f"{work.work_id}_p{page.index}{page_suffix(page.url)}") for page in work.pages]
         folder.mkdir(parents=True, exist_ok=True)
         files: list[ArtifactFile] = []
-        for page in work.pages:
-            suffix = Path(page.url.split("?", 1)[0]).suffix.lower() or ".jpg"
-            dest = folder / f"{work.work_id}_p{page.index}{suffix}"
+        for page, dest in zip(work.pages, dests, strict=True):
             if not dest.exists():
                 await self._download(client, page.url, dest)
             files.append(describe(dest, page.index))
@@ -116,6 +168,9 @@ class ArtifactStore:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image truncated: {received} of {expected} bytes")
             if received == 0:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
+            problem = await asyncio.to_thread(verify_image, Path(tmp), dest.suffix)
+            if problem is not None:
+                raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image incomplete after {received} bytes: {problem}")
             os.replace(tmp, dest)
         finally:
             await response.aclose()

@@ -250,6 +250,13 @@ class PixivSettings(_Section):
         replay_min_interval_ms / replay_max_concurrency: the gate used in replay mode.
         source_standby_poll_ms: how often a standby worker process tries to take over an
             account's source task queue (one process serves it at a time).
+        restriction_pause_ms: how long an account is paused after Pixiv answered "Your
+            access is currently restricted." to one of its searches (default 1 h): its
+            jobs end ``account_restricted`` at once instead of asking again. Lift it
+            earlier with ``curaflow accounts resume ACCOUNT``.
+        unavailable_ttl_ms: how long a work found unavailable when fetched (404, 403/410,
+            deleted, restricted) is skipped by later jobs of the account without being
+            requested (default 7 days; 0 forgets at once).
     """
 
     refresh_token: SecretStr | None = None
@@ -266,6 +273,8 @@ class PixivSettings(_Section):
     replay_min_interval_ms: int = Field(default=0, ge=0)
     replay_max_concurrency: int = Field(default=4, ge=1)
     source_standby_poll_ms: int = Field(default=2_000, ge=50)
+    restriction_pause_ms: int = Field(default=3_600_000, ge=0)
+    unavailable_ttl_ms: int = Field(default=7 * 86_400_000, ge=0)
 
     @property
     def replay(self) -> bool:

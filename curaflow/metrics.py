@@ -103,6 +103,22 @@ SCHEDULE_START_LAG = Histogram(
     ["schedule_id"],
     buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600, 5400),
 )
+SOURCE_DAYS_NOT_FULLY_PAGED = Counter(
+    "curaflow_source_days_not_fully_paged_total",
+    "Days a scan could not page fully: the source holds more works of that day than its "
+    "offset cap lets a walk reach from both ends (narrow the target's query).",
+    ["account"],
+)
+SOURCE_ACCOUNT_PAUSED = Counter(
+    "curaflow_source_account_paused_total",
+    "Times a Pixiv account was paused because Pixiv answered 'Your access is currently restricted.'.",
+    ["account"],
+)
+ROUTE_REFUSALS = Counter(
+    "curaflow_route_refusals_total",
+    "Works a route refused for good; each is remembered and not offered to that route again.",
+    ["route", "kind"],
+)
 _WORKER_UP: list[Gauge] = []
 
 
@@ -244,6 +260,24 @@ def record_missed(schedule_id: str, why: str, count: int) -> None:
     """Count occurrences Temporal skipped or missed (``why``: missed_catchup_window | skipped_overlap)."""
     if count > 0:
         SCHEDULE_MISSED.labels(schedule_id=schedule_id, why=why).inc(count)
+
+
+@_safe
+def record_skipped_day(account: str) -> None:
+    """Count a day the source could not page fully (a scan of ``account``)."""
+    SOURCE_DAYS_NOT_FULLY_PAGED.labels(account=account).inc()
+
+
+@_safe
+def record_account_paused(account: str) -> None:
+    """Count an account paused after Pixiv restricted it."""
+    SOURCE_ACCOUNT_PAUSED.labels(account=account).inc()
+
+
+@_safe
+def record_refusal(route: str, kind: str) -> None:
+    """Count a work a route refused for good."""
+    ROUTE_REFUSALS.labels(route=route, kind=kind).inc()
 
 
 def render_latest() -> tuple[bytes, str]:

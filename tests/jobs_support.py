@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -107,3 +111,13 @@ def gaps(times: list[float]) -> list[float]:
     """Differences between consecutive times."""
     ordered_times = sorted(times)
     return [b - a for a, b in itertools.pairwise(ordered_times)]
+
+
+async def curaflow(*args: str, stack: Stack) -> subprocess.CompletedProcess[str]:
+    """Run the ``curaflow`` command as an operator would, on the stack's configuration."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "DATABASE_"))}
+    env["CURAFLOW_CONFIG"] = str(stack.config_path)
+    exe = str(Path(sys.executable).parent / "curaflow")
+    return await asyncio.to_thread(
+        subprocess.run, [exe, *args], env=env, cwd=stack.tmp, capture_output=True, text=True, timeout=60
+    )

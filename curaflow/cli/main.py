@@ -6,6 +6,7 @@ import typer
 
 from curaflow.cli.bench import bench
 from curaflow.cli.jobs import cancel, events, status, submit
+from curaflow.cli.remembered import accounts_app, refusals_app, unavailable_app
 from curaflow.cli.run import run
 from curaflow.cli.schedules import app as schedules_app
 from curaflow.cli.stack import api, dev, temporal_setup, worker
@@ -29,6 +30,9 @@ app.command()(events)
 app.command()(bench)
 app.command("temporal-setup")(temporal_setup)
 app.add_typer(schedules_app, name="schedules")
+app.add_typer(refusals_app, name="refusals")
+app.add_typer(unavailable_app, name="unavailable")
+app.add_typer(accounts_app, name="accounts")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -52,6 +52,23 @@ class Work(BaseModel):
     pages: list[WorkPage] = Field(default_factory=list)
 
 
+class SkippedDay(BaseModel):
+    """A day the source could not page fully (issue 13, case 3).
+
+    The app-api pages at most about 5000 works of one query; a date-sorted scan reads a
+    crowded day from both ends (newest first, then oldest first). A day with more works
+    than both walks reach keeps a middle part no request can reach; the API gives no
+    total, so what is known is the day and how many of its works were reached.
+
+    Attributes:
+        day: ``YYYY-MM-DD`` (the source's calendar, JST for Pixiv).
+        reached: works of that day the scan fetched, from both ends.
+    """
+
+    day: str
+    reached: int = 0
+
+
 class CandidateReport(BaseModel):
     """What a search scan saw (reference §5.5, stored on the cell).
 
@@ -60,9 +77,14 @@ class CandidateReport(BaseModel):
         selected: the work id bound to the cell, if any.
         rejected: works examined and not eligible.
         reasons: rejection counts by reason word (``duplicate``, ``excluded``,
-            ``filtered:min_bookmarks``, ``unavailable`` …).
+            ``invalid`` (an id or fields the source should never have sent),
+            ``refused`` (a route of the target refused it for good), ``unavailable``,
+            ``filtered:min_bookmarks`` …).
         filtered: per-work rejections, capped, as ``{work_id, reason}`` with the protocol
             reason words (``duplicate | excluded | invalid | unavailable | other``).
+        exhausted: the scan read everything the source had for this query (no page
+            left, nothing pending): a wider pass would find nothing new.
+        skipped_days: days the source could not page fully (:class:`SkippedDay`).
     """
 
     fetched: int = 0
@@ -71,6 +93,8 @@ class CandidateReport(BaseModel):
     reasons: dict[str, int] = Field(default_factory=dict)
     filtered: list[dict[str, str]] = Field(default_factory=list)
     pages: int = 0
+    exhausted: bool = False
+    skipped_days: list[SkippedDay] = Field(default_factory=list)
 
 
 class ArtifactFile(BaseModel):

@@ -23,7 +23,11 @@ Rules:
   a job stopped on purpose (cancelled, terminated) after content went out is
   ``partial_success``, not ``cancelled`` with nothing out. A system failure stays
   ``failed`` (alertable) even when one of the cell's routes got the work: someone must
-  act on the route that refused it.
+  act on the route that refused it;
+* ``user_message`` is the business-status sentence followed by the sentence of the reason
+  that explains it (issue 13): the first system-failed cell's reason, else the first
+  cell without a work (a successful or cancelled job needs no second sentence). Each
+  reason's sentence says what happened and what to do (:mod:`curaflow.domain.reasons`).
 
 Pure module: imported by workflows through the sandbox pass-through.
 """
@@ -37,7 +41,14 @@ from typing import Any
 
 from curaflow.domain.cells import CellState, is_terminal
 from curaflow.domain.models import CellSnapshot, DeliveryReport
-from curaflow.domain.reasons import CANCEL_REASONS, Stage, TerminalReason, reason_info
+from curaflow.domain.reasons import (
+    CANCEL_REASONS,
+    Stage,
+    TerminalReason,
+    parse_reason,
+    reason_info,
+    user_message,
+)
 
 OUTCOME_VERSION = 2
 
@@ -186,6 +197,48 @@ def job_deliveries(cells: Sequence[CellSnapshot]) -> list[DeliveryReport]:
     return [report for cell in cells for report in cell.delivery_reports()]
 
 
+def explaining_reason(cells: Sequence[CellSnapshot], status: BusinessStatus | str) -> TerminalReason | None:
+    """The terminal reason whose sentence completes the outcome message of ``status``.
+
+    Returns:
+        None for ``success`` and ``cancelled`` (the business sentence says it all);
+        otherwise the reason of the first system-failed cell, else of the first cell
+        that is neither submitted nor cancelled (a cell ``no_candidate`` without a code
+        counts as ``no_candidate``); None when no cell carries one.
+    """
+    if status in (BusinessStatus.SUCCESS, BusinessStatus.CANCELLED):
+        return None
+    ranked = sorted(
+        (c for c in cells if c.state != CellState.SUBMITTED and is_terminal(c.state)),
+        key=lambda c: classify_cell(c) not in (CellCategory.EXECUTOR_FAILED, CellCategory.DELIVERY_FAILED),
+    )
+    for cell in ranked:
+        if classify_cell(cell) == CellCategory.CANCELLED:
+            continue
+        if cell.reason is not None:
+            return parse_reason(cell.reason)
+        if cell.state == CellState.NO_CANDIDATE:
+            return TerminalReason.NO_CANDIDATE
+        if cell.state == CellState.DUPLICATE:
+            return TerminalReason.DUPLICATE_EXHAUSTED
+    return None
+
+
+def outcome_message(cells: Sequence[CellSnapshot], status: BusinessStatus | str, lang: str = "en") -> str:
+    """The outcome's user message: the business sentence, then the explaining reason's.
+
+    Args:
+        cells: every cell of the job.
+        status: the job's business status.
+        lang: ``"en"`` or ``"zh"``.
+    """
+    message = business_message(status, lang)
+    reason = explaining_reason(cells, status)
+    if reason is None:
+        return message
+    return f"{message}{'' if lang == 'zh' else ' '}{user_message(reason, lang)}"
+
+
 def ledger_status(cells: Sequence[CellSnapshot]) -> str:
     """The job's ledger status (reference §5.1 ``deriveSlotStatus``).
 
@@ -247,7 +300,7 @@ def build_outcome_record(
     record["status"] = ledger_status(cells)
     record["business_status"] = status.value
     record["alertable"] = is_alertable(status)
-    record["user_message"] = {"zh": business_message(status, "zh"), "en": business_message(status)}
+    record["user_message"] = {"zh": outcome_message(cells, status, "zh"), "en": outcome_message(cells, status)}
     if started_at_ms is not None and completed_at_ms is not None:
         record["duration_ms"] = max(0, completed_at_ms - started_at_ms)
     targets = []

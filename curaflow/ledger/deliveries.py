@@ -15,6 +15,7 @@ from typing import Any, Literal
 import asyncpg
 
 from curaflow.domain.cells import CellState, check_transition, is_terminal
+from curaflow.domain.text import clean_optional, clean_text
 from curaflow.ledger.cells import Barrier, barrier_of, finish_cell, lock_job, sync_job_stage
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_cell
@@ -139,7 +140,8 @@ async def record_delivered(
     """Record a confirmed delivery; the cell becomes ``submitted`` once every route confirmed.
 
     A cell whose every intent is ``duplicate`` becomes ``duplicate`` (reason
-    ``duplicate_exhausted``). Returns the cell snapshot afterwards.
+    ``duplicate_exhausted``). ``remote_id`` / ``remote_status`` come from the destination
+    and are cleaned before storage. Returns the cell snapshot afterwards.
     """
     await lock_job(conn, job_id)
     now = now_ms()
@@ -149,9 +151,9 @@ async def record_delivered(
            WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')""",
         idempotency_key,
         "duplicate" if duplicate else "delivered",
-        remote_id,
+        clean_optional(remote_id),
         remote_ids,
-        remote_status,
+        clean_optional(remote_status),
         now,
     )
     statuses = [
@@ -207,7 +209,7 @@ async def record_failed(
            WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')""",
         idempotency_key,
         status,
-        error[:2000],
+        clean_text(error)[:2000],
         now_ms(),
         ambiguous,
     )

@@ -4,8 +4,10 @@ Every source request of an account first takes a *slot* here: the row's ``next_a
 moved forward by the account's minimum interval under a row lock, so requests from any
 number of worker processes leave at least that interval apart. A rate limit climbs the
 cooldown ladder (``penalty``) and sets ``cooldown_until``; while it lies in the future no
-slot is handed out. All of it lives in PostgreSQL, so a restarted or replacement worker
-keeps the spacing and the cooldown (reference ``pixiv-and-delivery-apis.md`` §2.5).
+slot is handed out. A restricted account ("Your access is currently restricted.") is
+*paused* (``paused_until``): no slot at all until then, and callers fail at once instead
+of waiting. All of it lives in PostgreSQL, so a restarted or replacement worker keeps
+the spacing, the cooldown and the pause (reference ``pixiv-and-delivery-apis.md`` §2.5).
 
 Times come from the database clock (:data:`DB_NOW_MS`) so that workers on hosts with
 skewed clocks agree. Each function runs its own short transaction on the pool.
@@ -31,11 +33,14 @@ class Slot:
         cooldown_ms: > 0 when the account is cooling down after a rate limit: no slot
             was taken, come back after this many milliseconds.
         penalty: the account's current step on the cooldown ladder.
+        paused_ms: > 0 when the account is paused (restricted by Pixiv): no slot was
+            taken and none will be for this many milliseconds.
     """
 
     wait_ms: int
     cooldown_ms: int = 0
     penalty: int = 0
+    paused_ms: int = 0
 
 
 @dataclass
@@ -50,6 +55,8 @@ class GateState:
     requests: int
     rate_limits: int
     now: int
+    paused_until: int = 0
+    pause_reason: str | None = None
 
 
 async def _locked_row(conn: asyncpg.Connection, gate: str) -> asyncpg.Record:
@@ -58,7 +65,7 @@ async def _locked_row(conn: asyncpg.Connection, gate: str) -> asyncpg.Record:
         gate,
     )
     row = await conn.fetchrow(
-        f"""SELECT next_at, cooldown_until, penalty, successes, {DB_NOW_MS} AS now
+        f"""SELECT next_at, cooldown_until, penalty, successes, paused_until, {DB_NOW_MS} AS now
             FROM source_gates WHERE gate = $1 FOR UPDATE""",
         gate,
     )
@@ -74,12 +81,15 @@ async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int) -> Slot:
         interval_ms: minimum spacing between two requests of this gate.
 
     Returns:
-        A :class:`Slot`: wait ``wait_ms`` then send, or (``cooldown_ms > 0``) do not send
-        at all because the account is cooling down after a rate limit.
+        A :class:`Slot`: wait ``wait_ms`` then send, or (``paused_ms > 0``) do not send
+        because the account is paused, or (``cooldown_ms > 0``) do not send at all
+        because the account is cooling down after a rate limit.
     """
     async with pool.acquire() as conn, conn.transaction():
         row = await _locked_row(conn, gate)
         now = row["now"]
+        if row["paused_until"] > now:
+            return Slot(wait_ms=0, paused_ms=row["paused_until"] - now, penalty=row["penalty"])
         if row["cooldown_until"] > now:
             return Slot(wait_ms=0, cooldown_ms=row["cooldown_until"] - now, penalty=row["penalty"])
         slot = max(now, row["next_at"])
@@ -145,12 +155,52 @@ async def record_success(pool: asyncpg.Pool, gate: str, *, decay_after: int) -> 
     )
 
 
+async def pause(pool: asyncpg.Pool, gate: str, *, pause_ms: int, reason: str) -> int:
+    """Pause the gate for ``pause_ms`` (an account Pixiv restricted); returns the pause in ms.
+
+    An existing longer pause is kept. ``reason`` is recorded for operators
+    (``curaflow accounts``).
+    """
+    async with pool.acquire() as conn, conn.transaction():
+        row = await _locked_row(conn, gate)
+        now = row["now"]
+        until = max(row["paused_until"], now + max(0, pause_ms))
+        await conn.execute(
+            "UPDATE source_gates SET paused_until = $2, pause_reason = $3, updated_at = $4 WHERE gate = $1",
+            gate,
+            until,
+            reason,
+            now,
+        )
+        return int(until - now)
+
+
+async def resume(pool: asyncpg.Pool, gate: str) -> bool:
+    """Lift a pause (an operator checked the account); True when the gate was paused."""
+    done = await pool.fetchval(
+        f"""UPDATE source_gates SET paused_until = 0, pause_reason = NULL, updated_at = {DB_NOW_MS}
+            WHERE gate = $1 AND paused_until > {DB_NOW_MS} RETURNING gate""",
+        gate,
+    )
+    return done is not None
+
+
 async def read_gate(pool: asyncpg.Pool | asyncpg.Connection, gate: str) -> GateState | None:
     """The gate's row (diagnostics and tests), or None if it has never been used."""
     row = await pool.fetchrow(
         f"""SELECT gate, next_at, cooldown_until, penalty, successes, requests, rate_limits,
-                   {DB_NOW_MS} AS now
+                   paused_until, pause_reason, {DB_NOW_MS} AS now
             FROM source_gates WHERE gate = $1""",
         gate,
     )
     return GateState(**dict(row)) if row else None
+
+
+async def list_gates(pool: asyncpg.Pool | asyncpg.Connection) -> list[GateState]:
+    """Every gate row (diagnostics: ``curaflow accounts``)."""
+    rows = await pool.fetch(
+        f"""SELECT gate, next_at, cooldown_until, penalty, successes, requests, rate_limits,
+                   paused_until, pause_reason, {DB_NOW_MS} AS now
+            FROM source_gates ORDER BY gate"""
+    )
+    return [GateState(**dict(r)) for r in rows]

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 from curaflow.domain.models import Artifact, Work
 from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.text import clean_text
 
 #: Awaited with every part confirmed so far (see :attr:`DeliveryRequest.on_part`).
 PartHook = Callable[[list[Any]], Awaitable[None]]
@@ -84,7 +85,12 @@ class RouteError(Exception):
         permanent: another attempt cannot succeed (4xx, chat not found …).
         retry_after_s: the destination asked to wait this long (429 ``retry_after``).
         ambiguous: the request may have reached the destination (read timeout after
-            sending); the route's ambiguity policy decides.
+            sending, a gateway error, an answer that is not the platform's); the route's
+            ambiguity policy decides.
+
+    The message may quote the destination's words (Telegram's ``description``, Discord's
+    ``message``): it is cleaned (:func:`~curaflow.domain.text.clean_text`) and cut to
+    500 characters, so it can be stored and sent.
     """
 
     def __init__(
@@ -96,7 +102,7 @@ class RouteError(Exception):
         retry_after_s: float | None = None,
         ambiguous: bool = False,
     ) -> None:
-        super().__init__(message)
+        super().__init__(clean_text(message)[:500])
         self.reason = reason
         self.permanent = permanent
         self.retry_after_s = retry_after_s

@@ -5,6 +5,8 @@ Layout under the route's path::
     <work_id>/<work_id>_p<N>.<ext>     every page of the work
     <work_id>/manifest.json            written last; its presence means "delivered"
 
+Every path is checked to stay under the route's directory (:func:`curaflow.paths.inside`):
+a work id or file name that would leave it is refused for good (``delivery_rejected``).
 Each file is written to a temporary name in the same directory, flushed with ``fsync``
 and renamed into place (reference ``pixiv-and-delivery-apis.md`` §4.2), so a reader
 never sees a partial file and a crash leaves no half-delivered manifest. A manifest that
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from curaflow.domain.reasons import TerminalReason
+from curaflow.paths import PathEscape, inside
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
 
 
@@ -72,7 +75,8 @@ class DirectoryRoute:
         self.path = path
 
     def _deliver_sync(self, request: DeliveryRequest) -> DeliveryReceipt:
-        folder = self.path / request.work.work_id
+        folder = inside(self.path, request.work.work_id)
+        targets = [(Path(f.path), inside(folder, Path(f.path).name)) for f in request.artifact.files]
         manifest_path = folder / "manifest.json"
         if manifest_path.exists():
             try:
@@ -83,9 +87,7 @@ class DirectoryRoute:
                 return DeliveryReceipt(remote_id=str(manifest_path), remote_status="replayed")
             return DeliveryReceipt(duplicate=True, remote_id=str(manifest_path), remote_status="exists")
         files: list[dict[str, Any]] = []
-        for f in request.artifact.files:
-            src = Path(f.path)
-            dest = folder / src.name
+        for f, (src, dest) in zip(request.artifact.files, targets, strict=True):
             atomic_copy(src, dest)
             files.append(
                 {
@@ -124,9 +126,13 @@ class DirectoryRoute:
         """Write the work's files and manifest.
 
         Raises:
-            RouteError: ``delivery_failed`` (retryable) when the filesystem refuses.
+            RouteError: ``delivery_failed`` (retryable) when the filesystem refuses;
+                ``delivery_rejected`` (permanent) for a path that would leave the
+                directory.
         """
         try:
             return await asyncio.to_thread(self._deliver_sync, request)
+        except PathEscape as err:
+            raise RouteError(TerminalReason.DELIVERY_REJECTED, f"directory: {err}", permanent=True) from err
         except OSError as err:
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"directory write failed: {err.strerror}") from err

@@ -14,7 +14,9 @@ message's id is recorded as soon as Discord confirmed it, so a retry continues w
 first unconfirmed message.
 
 Classification: 2xx → confirmed; 429 → retried after the body's ``retry_after``
-(seconds, float) or ``Retry-After``; 5xx → retried; 400 (``50035`` Invalid Form Body),
+(seconds, float) or ``Retry-After``; Discord's own JSON 5xx → retried; a gateway error
+(502, 504) or any 5xx that is not Discord's JSON (Cloudflare's HTML page) → *ambiguous*
+(the gateway may have forwarded the request, issue 13 case 9); 400 (``50035`` Invalid Form Body),
 401, 403, 404 (``10015`` Unknown Webhook), 413 (``40005``) and any other 4xx →
 ``delivery_rejected``; connect errors → retried; a timeout after sending → *ambiguous*,
 decided by ``on_ambiguous`` (``fail`` by default: at most once; ``retry``: at least
@@ -40,6 +42,8 @@ from curaflow.routes.chunks import packed_chunks
 
 FILES_MAX = 10
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
+#: Gateway errors: the gateway forwarded the request and lost the answer (or gave up waiting).
+GATEWAY_ERRORS = (502, 504)
 
 
 class DiscordRoute:
@@ -148,6 +152,12 @@ class DiscordRoute:
             except ValueError:
                 delay = 1.0
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP 429{detail}", retry_after_s=delay)
+        if status in GATEWAY_ERRORS or (status >= 500 and not isinstance(body, dict)):
+            raise RouteError(
+                TerminalReason.DELIVERY_FAILED,
+                f"discord: HTTP {status}, a gateway error; the request may have reached Discord, outcome unknown",
+                ambiguous=True,
+            )
         if status >= 500:
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP {status}{detail}")
         raise RouteError(TerminalReason.DELIVERY_REJECTED, f"discord: HTTP {status}{detail}", permanent=True)

@@ -8,8 +8,12 @@ Referer):
   ``delivery_rejected``). A photo Telegram refuses anyway (``PHOTO_INVALID_DIMENSIONS``
   …) is sent again as a document in the same attempt (a 400 means nothing was posted);
 * a multi-page work → ``sendMediaGroup`` albums of 2–10 items, split evenly beyond 10
-  pages (:func:`~curaflow.routes.chunks.balanced_chunks`); an album is all photos, or
-  all documents when any page exceeds the photo limits (Telegram does not mix them);
+  pages (:func:`~curaflow.routes.chunks.balanced_chunks`). The photo/document choice is
+  made **once per work** from all its final files (issue 13, case 5): every album is
+  photos, or — when any page of the work exceeds the photo limits — every album is
+  documents, so a work never arrives as some photo albums and some document albums
+  (and a resumed delivery keeps the shape). When Telegram refuses a photo anyway, that
+  part and every later one go as documents;
 * the caption (:mod:`curaflow.routes.caption`, ≤ 1024 UTF-16 units) on the first item of
   each album; later albums carry the URL and their part number.
 
@@ -24,15 +28,20 @@ How answers are classified:
 429 + ``parameters.retry_after``              retried after exactly that many seconds
 ``parameters.migrate_to_chat_id``             the chat became a supergroup: switch to the
                                               new id and send again (once)
-5xx                                           retried (Telegram did not post it)
+JSON 5xx other than 502/504                   retried (Telegram did not post it)
 400 "chat not found", 403 "bot was blocked",  ``delivery_rejected``, never retried
 401, 413, any other 4xx
 connect error, connect/write/pool timeout     retried (the request never reached Telegram)
 read timeout, broken response, unreadable 2xx *ambiguous*: the message may exist. Telegram
-                                              has no idempotency key, so the route's
-                                              ``on_ambiguous`` decides: ``fail`` (default,
-                                              at most once) or ``retry`` (at least once)
+gateway errors 502 / 504 (HTML or JSON),      has no idempotency key, so the route's
+any 5xx that is not the Bot API's JSON        ``on_ambiguous`` decides: ``fail`` (default,
+(an HTML page from the gateway)               at most once) or ``retry`` (at least once)
+a 4xx / 429 that is not the Bot API's JSON    rejected / retried, like the Bot API's own
 ===========================================  ==========================================
+
+Gateway errors are ambiguous because the gateway in front of the Bot API answers them
+after it forwarded the request: public bot threads report posts that exist although
+the answer was ``502 Bad Gateway`` (issue 13, case 9).
 
 The bot token is part of the request URL; it never appears in errors or logs.
 """
@@ -67,6 +76,8 @@ PHOTO_REFUSED = (
     "wrong file identifier",
 )
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
+#: Gateway errors: the gateway forwarded the request and lost the answer (or gave up waiting).
+GATEWAY_ERRORS = (502, 504)
 
 
 class _PhotoRefused(Exception):
@@ -121,6 +132,8 @@ class TelegramRoute:
                     permanent=True,
                 )
         parts = balanced_chunks(files, ALBUM_MAX)
+        # One shape per work, decided from all its files (not album by album).
+        as_photo = all(fits_photo(f, self.config) for f in files)
         done = list(request.parts_done)[: len(parts)]
         for index, chunk in enumerate(parts):
             if index < len(done):
@@ -128,7 +141,8 @@ class TelegramRoute:
             caption = build_caption(
                 request.work, self.config.caption_max, measure=utf16_len, part=(index + 1, len(parts))
             )
-            done.append(await self._send_part(chunk, caption))
+            message_ids, as_photo = await self._send_part(chunk, caption, as_photo=as_photo)
+            done.append(message_ids)
             if request.on_part is not None:
                 await request.on_part(list(done))
         first = done[0][0] if done and done[0] else None
@@ -136,14 +150,14 @@ class TelegramRoute:
             remote_id=str(first) if first is not None else None, remote_ids=done, remote_status="sent"
         )
 
-    async def _send_part(self, chunk: list[ArtifactFile], caption: str) -> list[int]:
-        as_photo = all(fits_photo(f, self.config) for f in chunk)
+    async def _send_part(self, chunk: list[ArtifactFile], caption: str, *, as_photo: bool) -> tuple[list[int], bool]:
+        """Send one part in the work's shape; returns its message ids and the shape for the rest."""
         if as_photo:
             try:
-                return await self._send(chunk, caption, as_photo=True)
+                return await self._send(chunk, caption, as_photo=True), True
             except _PhotoRefused as refused:
                 log.info("telegram.photo_refused", route=self.name, description=str(refused))
-        return await self._send(chunk, caption, as_photo=False)
+        return await self._send(chunk, caption, as_photo=False), False
 
     async def _send(self, chunk: list[ArtifactFile], caption: str, *, as_photo: bool) -> list[int]:
         blobs = await asyncio.to_thread(lambda: [Path(f.path).read_bytes() for f in chunk])
@@ -197,10 +211,13 @@ class TelegramRoute:
             except ValueError:
                 body = None
             if not isinstance(body, dict) or "ok" not in body:
-                if 200 <= status < 300:
+                # Not the Bot API's answer: a gateway's page (HTML) or garbage.
+                if 200 <= status < 300 or status >= 500:
+                    what = "a gateway error" if status in GATEWAY_ERRORS else "an answer that is not the Bot API's"
                     raise RouteError(
                         TerminalReason.TELEGRAM_FAILED,
-                        f"telegram {method}: HTTP {status} with an unreadable answer; outcome unknown",
+                        f"telegram {method}: HTTP {status}, {what}; the request may have reached Telegram, "
+                        "outcome unknown",
                         ambiguous=True,
                     )
                 self._raise_for(method, status, "", {}, response, photo=False)
@@ -231,6 +248,12 @@ class TelegramRoute:
         photo: bool,
     ) -> NoReturn:
         text = f"telegram {method}: {code} {description}".strip()
+        if code in GATEWAY_ERRORS:
+            raise RouteError(
+                TerminalReason.TELEGRAM_FAILED,
+                f"{text}: a gateway error; the request may have reached Telegram, outcome unknown",
+                ambiguous=True,
+            )
         if code == 429:
             retry_after = params.get("retry_after") or response.headers.get("retry-after") or 1
             try:

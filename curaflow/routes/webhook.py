@@ -14,7 +14,10 @@ Receiver contract (the answer decides the cell):
                         ``failed``/``rejected``/``error`` (a permanent failure)
                         or ``pending``/``queued`` (retried with the same key)
 409                     the receiver already had it: duplicate
-429, 5xx                retried with backoff (``Retry-After`` honoured)
+429, 5xx                retried with backoff (``Retry-After`` honoured); a gateway
+                        error (502, 504) may have reached the receiver: retried
+                        with the same ``webhook-id`` and remembered as possibly
+                        delivered
 other 4xx               rejected: ``delivery_rejected``, never retried
 connect error           retried (the request never left)
 timeout after sending   retried with the same ``webhook-id`` (receivers dedupe)
@@ -162,6 +165,7 @@ class WebhookRoute:
                 TerminalReason.DELIVERY_FAILED,
                 f"webhook answered HTTP {status}",
                 retry_after_s=_retry_after(response),
+                ambiguous=status in (502, 504),
             )
         raise RouteError(TerminalReason.DELIVERY_REJECTED, f"webhook answered HTTP {status}", permanent=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.text import clean_text
 
 
 class SourceError(Exception):
@@ -17,6 +18,9 @@ class SourceError(Exception):
             gate (its cooldown ladder with ``Retry-After`` as the floor); when set it is
             the activity's ``next_retry_delay``.
         status: the HTTP status, if there was a response.
+
+    The message may quote the source's error text: it is cleaned
+    (:func:`~curaflow.domain.text.clean_text`) so it can be stored and sent.
     """
 
     def __init__(
@@ -29,7 +33,7 @@ class SourceError(Exception):
         cooldown_s: float | None = None,
         status: int | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(clean_text(message))
         self.reason = reason
         self.retryable = retryable
         self.retry_after_s = retry_after_s
@@ -41,9 +45,11 @@ class WorkUnavailable(Exception):
     """A single work cannot be used (deleted, private, restricted placeholder, 403/404).
 
     Candidate-level: the scan skips it and moves on; it never fails the cell by itself.
+    ``why`` (the source's words) is cleaned of characters that cannot be stored.
     """
 
     def __init__(self, work_id: str, why: str) -> None:
-        super().__init__(f"work {work_id} unavailable: {why}")
+        why = clean_text(why)
+        super().__init__(clean_text(f"work {work_id} unavailable: {why}"))
         self.work_id = work_id
         self.why = why

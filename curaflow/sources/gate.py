@@ -13,7 +13,11 @@ account's gate first (DESIGN.md decision 10; reference ``pixiv-and-delivery-apis
   ``cooldown_s`` becomes the activity's ``next_retry_delay``, so the wait happens in
   Temporal, not in a sleeping worker slot;
 * **decay**: after ``decay_after`` (20) consecutive successes the ladder starts again at
-  its first step.
+  its first step;
+* **pause**: an account Pixiv restricted ("Your access is currently restricted.") is
+  paused for ``pause_ms`` (``pixiv.restriction_pause_ms``, default 1 h): every request of
+  it fails at once with ``account_restricted`` (not retryable), so no job of the account
+  keeps asking. An operator lifts it early with ``curaflow accounts resume ACCOUNT``.
 
 :class:`LedgerGate` keeps this state in PostgreSQL (``source_gates``) so it holds across
 worker processes and restarts; :class:`MemoryGate` is the same policy in one process
@@ -36,6 +40,7 @@ from curaflow.sources.errors import SourceError
 LADDER_BASE_MS = 60_000
 LADDER_CAP_MS = 900_000
 DECAY_AFTER = 20
+PAUSE_MS = 3_600_000
 
 
 class Gate(Protocol):
@@ -46,8 +51,13 @@ class Gate(Protocol):
 
         Raises:
             SourceError: ``rate_limited`` with ``cooldown_s`` when the account is cooling
-                down (no request may leave now).
+                down (no request may leave now); ``account_restricted`` (not retryable)
+                while the account is paused.
         """
+        ...
+
+    async def restricted(self) -> float:
+        """Pause the account (Pixiv restricted it); returns the pause in seconds."""
         ...
 
     async def rate_limited(self, retry_after_s: float | None) -> float:
@@ -68,6 +78,16 @@ def cooling_down(cooldown_ms: int, penalty: int) -> SourceError:
     )
 
 
+def paused(paused_ms: int) -> SourceError:
+    """The error raised when a request meets an account that is paused (restricted)."""
+    return SourceError(
+        TerminalReason.ACCOUNT_RESTRICTED,
+        f"pixiv account paused for another {paused_ms / 1000:.0f} s: Pixiv restricted its access "
+        "('Your access is currently restricted.')",
+        retryable=False,
+    )
+
+
 class LedgerGate:
     """The account's gate in PostgreSQL (see the module doc).
 
@@ -77,6 +97,7 @@ class LedgerGate:
         min_interval_ms: spacing between two requests.
         base_ms / cap_ms: first step and cap of the cooldown ladder.
         decay_after: consecutive successes that reset the ladder.
+        pause_ms: how long a restricted account is paused.
     """
 
     def __init__(
@@ -88,6 +109,7 @@ class LedgerGate:
         base_ms: int = LADDER_BASE_MS,
         cap_ms: int = LADDER_CAP_MS,
         decay_after: int = DECAY_AFTER,
+        pause_ms: int = PAUSE_MS,
     ) -> None:
         self.pool = pool
         self.key = key
@@ -95,12 +117,15 @@ class LedgerGate:
         self.base_ms = base_ms
         self.cap_ms = cap_ms
         self.decay_after = decay_after
+        self.pause_ms = pause_ms
         self._penalty = 0
 
     async def acquire(self) -> None:
         """Take a slot in the ledger and sleep until it comes (see :class:`Gate`)."""
         slot = await ledger_gates.reserve(self.pool, self.key, self.min_interval_ms)
         self._penalty = slot.penalty
+        if slot.paused_ms > 0:
+            raise paused(slot.paused_ms)
         if slot.cooldown_ms > 0:
             raise cooling_down(slot.cooldown_ms, slot.penalty)
         if slot.wait_ms > 0:
@@ -115,6 +140,11 @@ class LedgerGate:
         self._penalty += 1
         return cooldown_ms / 1000
 
+    async def restricted(self) -> float:
+        """Pause the account in the ledger for ``pause_ms``; returns the pause in seconds."""
+        pause = await ledger_gates.pause(self.pool, self.key, pause_ms=self.pause_ms, reason="restricted")
+        return pause / 1000
+
     async def succeeded(self) -> None:
         """Count a success in the ledger, only while the account carries a penalty."""
         if self._penalty > 0:
@@ -125,7 +155,7 @@ class MemoryGate:
     """The same policy as :class:`LedgerGate`, held in this process only.
 
     Args:
-        min_interval_ms / base_ms / cap_ms / decay_after: as for :class:`LedgerGate`.
+        min_interval_ms / base_ms / cap_ms / decay_after / pause_ms: as for :class:`LedgerGate`.
     """
 
     def __init__(
@@ -135,21 +165,26 @@ class MemoryGate:
         base_ms: int = LADDER_BASE_MS,
         cap_ms: int = LADDER_CAP_MS,
         decay_after: int = DECAY_AFTER,
+        pause_ms: int = PAUSE_MS,
     ) -> None:
         self.min_interval_ms = min_interval_ms
         self.base_ms = base_ms
         self.cap_ms = cap_ms
         self.decay_after = decay_after
+        self.pause_ms = pause_ms
         self.penalty = 0
         self.successes = 0
         self._next = 0.0
         self._cooldown_until = 0.0
+        self._paused_until = 0.0
         self._lock = asyncio.Lock()
 
     async def acquire(self) -> None:
         """Wait for the next slot (see :class:`Gate`)."""
         async with self._lock:
             now = time.monotonic()
+            if self._paused_until > now:
+                raise paused(int((self._paused_until - now) * 1000))
             if self._cooldown_until > now:
                 raise cooling_down(int((self._cooldown_until - now) * 1000), self.penalty)
             slot = max(now, self._next)
@@ -166,6 +201,11 @@ class MemoryGate:
         self._cooldown_until = max(self._cooldown_until, now + cooldown)
         self._next = max(self._next, self._cooldown_until)
         return self._cooldown_until - now
+
+    async def restricted(self) -> float:
+        """Pause the account for ``pause_ms``; returns the pause in seconds."""
+        self._paused_until = max(self._paused_until, time.monotonic() + self.pause_ms / 1000)
+        return self.pause_ms / 1000
 
     async def succeeded(self) -> None:
         """Count a success; reset the ladder after ``decay_after`` in a row."""

@@ -12,8 +12,15 @@ The same code talks to Pixiv and to the replay server; only the base URLs differ
   :class:`~curaflow.sources.gate.Gate`; a rate limit climbs its cooldown ladder and the
   resulting cooldown travels on the error as ``cooldown_s``.
 * **Errors inside bodies**: every JSON answer is inspected for ``{"error": …}`` whatever
-  its HTTP status: "Rate Limit" → ``rate_limited`` (HTTP 403 too), "Your access is
-  currently restricted." → the work is unavailable, OAuth messages → refresh.
+  its HTTP status: "Rate Limit" → ``rate_limited`` (HTTP 403 too), OAuth messages →
+  refresh, "Your access is currently restricted." → for a work-level call (detail) the
+  work is unavailable; for a search or ranking it is the *account* that is restricted:
+  ``account_restricted`` (not retryable) and the account's gate is paused
+  (``pixiv.restriction_pause_ms``), so no job of the account asks again meanwhile.
+* **Untrusted answers** (issue 12 item 4): every string of every JSON answer is cleaned
+  (:func:`~curaflow.domain.text.clean_json`: no NUL, lone surrogate or control
+  character); a work whose id is not Pixiv's shape (:func:`is_work_id`) or whose fields
+  do not parse is :class:`InvalidWork` and never used.
 * **Paging** by ``next_url``.
 """
 
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +38,7 @@ import httpx
 
 from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.text import clean_json, clean_optional, clean_text
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import Gate
 
@@ -54,12 +63,55 @@ def refresh_margin_s(expires_in_s: float) -> float:
     return min(REFRESH_MARGIN_S, expires_in_s / 10)
 
 
+#: A Pixiv work id: a positive decimal integer without leading zeros that fits a bigint.
+WORK_ID = re.compile(r"[1-9][0-9]{0,18}")
+MAX_WORK_ID = 2**63 - 1
+
+
+def is_work_id(value: str) -> bool:
+    """True when ``value`` has the shape of a Pixiv work id (``126872003``).
+
+    ASCII digits only, no sign, no leading zero, at most 2**63 - 1. Anything else (a path
+    such as ``../../x`` or ``/tmp/x``, whitespace, full-width digits) is refused: the id
+    becomes part of file names, idempotency keys and URLs.
+    """
+    return bool(WORK_ID.fullmatch(value)) and int(value) <= MAX_WORK_ID
+
+
+class InvalidWork(ValueError):
+    """An ``illust`` object that cannot be used: an id not of Pixiv's shape, or broken fields.
+
+    Attributes:
+        raw_id: the id as the source sent it (cleaned, at most 64 characters), for logs.
+    """
+
+    def __init__(self, raw_id: Any, why: str) -> None:
+        self.raw_id = clean_text(str(raw_id))[:64]
+        super().__init__(f"invalid work {self.raw_id!r}: {why}")
+
+
 def parse_work(illust: dict[str, Any]) -> Work:
     """Convert one app-api ``illust`` object into a :class:`~curaflow.domain.models.Work`.
 
     Multi-page works list every page from ``meta_pages``; single-page works use
-    ``meta_single_page.original_image_url``.
+    ``meta_single_page.original_image_url``. Text fields are cleaned
+    (:func:`~curaflow.domain.text.clean_text`).
+
+    Raises:
+        InvalidWork: the id is not of Pixiv's shape (:func:`is_work_id`), or a field does
+            not have its type; such a work is never used.
     """
+    raw_id = illust.get("id") if isinstance(illust, dict) else None
+    work_id = str(raw_id) if isinstance(raw_id, int | str) and not isinstance(raw_id, bool) else ""
+    if not is_work_id(work_id):
+        raise InvalidWork(raw_id, "the id is not a Pixiv work id")
+    try:
+        return _parse_work(illust, work_id)
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        raise InvalidWork(raw_id, f"{type(err).__name__} in its fields") from None
+
+
+def _parse_work(illust: dict[str, Any], work_id: str) -> Work:
     pages: list[WorkPage] = []
     page_count = int(illust.get("page_count") or 1)
     if page_count > 1 and illust.get("meta_pages"):
@@ -75,16 +127,19 @@ def parse_work(illust: dict[str, Any]) -> Work:
     if pages and pages[0].width is None:
         pages[0].width = illust.get("width")
         pages[0].height = illust.get("height")
-    work_id = str(illust["id"])
+    for page in pages:
+        page.url = clean_text(str(page.url))
     user = illust.get("user") or {}
+    author = user.get("name")
+    create_date = illust.get("create_date")
     return Work(
         work_id=work_id,
         work_type="illustration",
-        kind=str(illust.get("type") or "illust"),
-        title=str(illust.get("title") or ""),
+        kind=clean_text(str(illust.get("type") or "illust")),
+        title=clean_text(str(illust.get("title") or "")),
         url=f"https://www.pixiv.net/artworks/{work_id}",
-        tags=[t.get("name", "") for t in illust.get("tags") or [] if t.get("name")],
-        create_date=illust.get("create_date"),
+        tags=[clean_text(str(t["name"])) for t in illust.get("tags") or [] if t.get("name")],
+        create_date=clean_optional(str(create_date)) if create_date is not None else None,
         page_count=page_count,
         width=illust.get("width"),
         height=illust.get("height"),
@@ -92,7 +147,7 @@ def parse_work(illust: dict[str, Any]) -> Work:
         ai_type=int(illust.get("illust_ai_type") or 0),
         total_bookmarks=int(illust.get("total_bookmarks") or 0),
         visible=bool(illust.get("visible", True)),
-        author=user.get("name"),
+        author=clean_text(str(author)) if author is not None else None,
         pages=pages,
     )
 
@@ -258,8 +313,9 @@ class PixivClient:
 
     @staticmethod
     def _json(response: httpx.Response) -> Any:
+        """The answer's JSON with every string cleaned (:func:`clean_json`); None if not JSON."""
         try:
-            return response.json()
+            return clean_json(response.json())
         except ValueError:
             return None
 
@@ -307,8 +363,15 @@ class PixivClient:
             if work_id is not None and (response.status_code in (403, 404) or RESTRICTED_MARK in lowered):
                 raise WorkUnavailable(work_id, text or f"HTTP {response.status_code}")
             if RESTRICTED_MARK in lowered:
+                # Not one work: the account. Retrying cannot lift it; pause the account.
+                pause_s = await self._gate.restricted() if self._gate is not None else None
                 raise SourceError(
-                    TerminalReason.REMOTE_HTTP_ERROR, "pixiv access restricted", status=response.status_code
+                    TerminalReason.ACCOUNT_RESTRICTED,
+                    "pixiv answered 'Your access is currently restricted.' (HTTP "
+                    f"{response.status_code}): the account is restricted"
+                    + (f"; its requests are paused for {pause_s:.0f} s" if pause_s else ""),
+                    retryable=False,
+                    status=response.status_code,
                 )
             if response.status_code >= 400 or text is not None or not isinstance(body, dict):
                 status = response.status_code

@@ -11,14 +11,31 @@ until examined, and the checkpoint is handed to ``on_page`` (the search activity
 persists it and heartbeats) whenever more works follow, so an attempt that dies resumes
 where it stopped: no page is fetched twice, no work examined twice.
 
+The retrieval view (issue 13, case 2): every request of a scan — the first page, every
+``next_url`` page, every page after a window move — is built by :func:`retrieval_params`
+from the target (word, ``search_target``, ``sort``, ``duration``, ``start_date`` /
+``end_date``) narrowed by the scan's date window; ``next_url`` only contributes its
+``offset``. A window only ever narrows the target's dates, never widens the query.
+
 Deep paging: the app-api refuses ``offset`` beyond 5000 (HTTP 400). When the next page
 would pass it on a date-sorted search, the scan restarts at offset 0 with the date window
 moved to the day of the last fetched work (``end_date`` for ``date_desc``,
 ``start_date`` for ``date_asc``; reference §2.2, gallery-dl's approach). Every work of
 that boundary day fetched before the move is skipped by id until the scan has left the
-day, so nothing is skipped and nothing is counted twice. A single day with more than
-5000 works cannot be paged further by the API: the window then moves one day on and the
-day is recorded in ``skipped_days``. Other sorts end at the cap.
+day, so nothing is skipped and nothing is counted twice.
+
+A crowded day (issue 13, case 3): when one pass of the walk never left a single day
+before reaching the cap, that day holds more works than one walk can page. The rest of
+the day is then read from its other end — the same query restricted to that day, in the
+reverse date order — up to the work where the first walk stopped, so a day of up to
+about 10 000 works is read whole (its older part oldest first). Only when that second
+walk reaches the cap too is a middle part of the day out of reach: the day and the number
+of its works reached are recorded (``report.skipped_days``, reported through
+``on_skipped_day``) and the scan goes on with the next day. Other sorts end at the cap.
+
+Works whose id or fields are not of the source's shape
+(:class:`~curaflow.sources.pixiv.InvalidWork`) are counted as rejected with reason
+``invalid`` and never used.
 """
 
 from __future__ import annotations
@@ -29,13 +46,29 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from curaflow.domain.fallback import WANT
 from curaflow.domain.messages import TargetSpec
-from curaflow.domain.models import CandidateReport, Work
+from curaflow.domain.models import CandidateReport, SkippedDay, Work
 from curaflow.sources.filters import protocol_reason, reject_reason
-from curaflow.sources.pixiv import MAX_OFFSET, PixivClient, offset_of, parse_work
+from curaflow.sources.pixiv import MAX_OFFSET, InvalidWork, PixivClient, offset_of, parse_work
 
-WANT = 5
 FILTERED_CAP = 50
+
+
+class TailPass(BaseModel):
+    """The second walk over a crowded day, from its other end.
+
+    Attributes:
+        day: the day (``YYYY-MM-DD``).
+        stop_date / stop_id: the last work the first walk fetched on that day; the tail
+            takes the works before it in the reversed order, and stops there.
+        reached: works of the day fetched so far by both walks.
+    """
+
+    day: str
+    stop_date: str
+    stop_id: int
+    reached: int = 0
 
 
 class ScanCheckpoint(BaseModel):
@@ -56,7 +89,10 @@ class ScanCheckpoint(BaseModel):
             on and the ids of that day fetched before the move (skipped until the scan
             leaves the day).
         window_moves / skipped_days: 5000-offset restarts, and days that alone held more
-            than the API can page (their remainder could not be reached).
+            than the API can page from both ends (a middle part could not be reached).
+        tail: while a crowded day is read from its other end (see the module doc).
+        pass_first_day / count_day / day_count: the day of the first work of the current
+            pass of the walk, and how many works of the latest day this pass fetched.
     """
 
     started: bool = False
@@ -77,10 +113,18 @@ class ScanCheckpoint(BaseModel):
     window_moves: int = 0
     skipped_days: list[str] = Field(default_factory=list)
     all_duplicates: bool = True
+    tail: TailPass | None = None
+    pass_first_day: str | None = None
+    count_day: str | None = None
+    day_count: int = 0
 
 
 TakenHook = Callable[[list[str]], Awaitable[set[str]]]
+RememberedHook = Callable[[list[str]], Awaitable[dict[str, str]]]
 PageHook = Callable[[ScanCheckpoint], Awaitable[None]]
+SkippedDayHook = Callable[[SkippedDay], None]
+
+REVERSED = {"date_desc": "date_asc", "date_asc": "date_desc"}
 
 
 def search_word(target: TargetSpec) -> str:
@@ -89,18 +133,58 @@ def search_word(target: TargetSpec) -> str:
     return joiner.join(target.query.tags)
 
 
-async def _first_page(client: PixivClient, target: TargetSpec, window: dict[str, str]) -> dict[str, Any]:
+def retrieval_params(
+    target: TargetSpec, window: dict[str, str] | None = None, *, sort: str | None = None
+) -> dict[str, Any]:
+    """The search parameters of every page of a scan of ``target`` (its retrieval view).
+
+    Args:
+        target: the effective target: every query field and date filter is sent.
+        window: the scan's date window (``start_date`` / ``end_date``, ``YYYY-MM-DD``);
+            it narrows the target's dates and never widens them (the later start and
+            the earlier end win).
+        sort: the walk's order when it differs from the target's (the second walk over a
+            crowded day runs in reverse).
+
+    Returns:
+        Keyword arguments of :meth:`PixivClient.search_illust` (without ``offset``):
+        ``word``, ``search_target``, ``sort``, and ``duration`` / ``start_date`` /
+        ``end_date`` when set.
+    """
     q = target.query
+    window = window or {}
+    starts = [d for d in (target.filters.start_date, window.get("start_date")) if d]
+    ends = [d for d in (target.filters.end_date, window.get("end_date")) if d]
+    params: dict[str, Any] = {"word": search_word(target), "search_target": q.search_target, "sort": sort or q.sort}
+    if q.duration:
+        params["duration"] = q.duration
+    if starts:
+        params["start_date"] = max(starts)
+    if ends:
+        params["end_date"] = min(ends)
+    return params
+
+
+async def _request(client: PixivClient, target: TargetSpec, cp: ScanCheckpoint) -> dict[str, Any]:
+    """The next page: always the full retrieval view; ``next_url`` only gives the offset."""
+    q = target.query
+    offset = offset_of(cp.next_url) if cp.started else 0
     if q.mode == "ranking":
-        return await client.ranking(q.ranking_mode, q.ranking_date)
-    return await client.search_illust(
-        search_word(target),
-        search_target=q.search_target,
-        sort=q.sort,
-        duration=q.duration if not window else None,
-        start_date=window.get("start_date") or target.filters.start_date,
-        end_date=window.get("end_date") or target.filters.end_date,
-    )
+        return await client.ranking(q.ranking_mode, q.ranking_date, offset=offset)
+    if cp.tail is not None:
+        day = {"start_date": cp.tail.day, "end_date": cp.tail.day}
+        params = retrieval_params(target, {**cp.window, **day}, sort=REVERSED[q.sort])
+    else:
+        params = retrieval_params(target, cp.window)
+    return await client.search_illust(**params, offset=offset)
+
+
+def _empty_window(target: TargetSpec, cp: ScanCheckpoint) -> bool:
+    """True when the next pass's dates are an empty range (never asked: the API may refuse it)."""
+    if target.query.mode != "search" or cp.tail is not None:
+        return False
+    params = retrieval_params(target, cp.window)
+    return bool(params.get("start_date") and params.get("end_date") and params["start_date"] > params["end_date"])
 
 
 def _examine(cp: ScanCheckpoint, work: Work, reason: str | None) -> None:
@@ -136,8 +220,10 @@ def _move_window(cp: ScanCheckpoint, sort: str, works: list[Work]) -> None:
     day = _day(works[-1]) if works else cp.last_day
     assert day
     if cp.window.get(key) == day:
-        # This day alone holds more works than the API pages: step past it.
+        # This day alone holds more works than the API pages (a checkpoint of an older
+        # version, which had no second walk): step past it and say so.
         cp.skipped_days.append(day)
+        cp.report.skipped_days.append(SkippedDay(day=day, reached=cp.day_count))
         day = _shift_day(day, -1 if sort == "date_desc" else 1)
         cp.boundary_day, cp.boundary_ids = None, []
     else:
@@ -150,22 +236,111 @@ def _move_window(cp: ScanCheckpoint, sort: str, works: list[Work]) -> None:
         cp.boundary_day, cp.boundary_ids = day, list(dict.fromkeys([*earlier, *same_day]))
     cp.window = {**cp.window, key: day}
     cp.window_moves += 1
+    _new_pass(cp)
+
+
+def _new_pass(cp: ScanCheckpoint) -> None:
+    """Restart the walk at offset 0 (the window or the tail changed)."""
     cp.started = False
     cp.next_url = None
     cp.seen_ids = []
+    cp.pass_first_day, cp.count_day, cp.day_count = None, None, 0
 
 
-async def _fetch_page(client: PixivClient, target: TargetSpec, cp: ScanCheckpoint) -> None:
-    """Fetch the next page into ``cp.pending`` and decide where the page after it is."""
-    if not cp.started:
-        page = await _first_page(client, target, cp.window)
-        cp.started = True
+def _count_days(cp: ScanCheckpoint, works: list[Work]) -> None:
+    for work in works:
+        day = _day(work)
+        if cp.pass_first_day is None:
+            cp.pass_first_day = day
+        if day == cp.count_day:
+            cp.day_count += 1
+        else:
+            cp.count_day, cp.day_count = day, 1
+
+
+def _key(work: Work) -> tuple[str, int]:
+    return (work.create_date or "", int(work.work_id))
+
+
+def _start_tail(cp: ScanCheckpoint, last: Work) -> None:
+    """The whole pass stayed on ``last``'s day up to the cap: read the rest of it from its other end."""
+    cp.tail = TailPass(
+        day=_day(last), stop_date=last.create_date or "", stop_id=int(last.work_id), reached=cp.day_count
+    )
+    cp.boundary_day, cp.boundary_ids = None, []
+    _new_pass(cp)
+
+
+def _end_tail(cp: ScanCheckpoint, sort: str, *, whole: bool, on_skipped_day: SkippedDayHook | None) -> None:
+    """The crowded day is done (``whole``: read entirely); go on with the next day."""
+    tail = cp.tail
+    assert tail is not None
+    if not whole:
+        skipped = SkippedDay(day=tail.day, reached=tail.reached)
+        cp.skipped_days.append(tail.day)
+        cp.report.skipped_days.append(skipped)
+        if on_skipped_day is not None:
+            on_skipped_day(skipped)
+    key = "end_date" if sort == "date_desc" else "start_date"
+    cp.window = {**cp.window, key: _shift_day(tail.day, -1 if sort == "date_desc" else 1)}
+    cp.window_moves += 1
+    cp.tail = None
+    _new_pass(cp)
+
+
+def _tail_page(
+    cp: ScanCheckpoint, sort: str, works: list[Work], next_url: str | None, on_skipped_day: SkippedDayHook | None
+) -> None:
+    """Take the works of a tail page that the first walk did not reach; end the tail where it met it."""
+    tail = cp.tail
+    assert tail is not None
+    stop = (tail.stop_date, tail.stop_id)
+    keep: list[Work] = []
+    met = False
+    for work in works:
+        if (_key(work) >= stop) if sort == "date_desc" else (_key(work) <= stop):
+            met = True
+            break
+        keep.append(work)
+    skip = set(cp.seen_ids)
+    cp.pending = [w for w in keep if w.work_id not in skip]
+    cp.seen_ids = [w.work_id for w in works]
+    tail.reached += len(cp.pending)
+    if met or not next_url:
+        _end_tail(cp, sort, whole=True, on_skipped_day=on_skipped_day)
+    elif offset_of(next_url) > MAX_OFFSET:
+        _end_tail(cp, sort, whole=False, on_skipped_day=on_skipped_day)
     else:
-        assert cp.next_url is not None
-        page = await client.follow(cp.next_url)
+        cp.next_url = next_url
+
+
+def _parse_page(cp: ScanCheckpoint, page: dict[str, Any]) -> list[Work]:
+    """The page's works; those the source should never have sent are counted ``invalid``."""
+    works: list[Work] = []
+    for illust in page.get("illusts") or []:
+        try:
+            works.append(parse_work(illust))
+        except InvalidWork:
+            cp.examined += 1
+            cp.all_duplicates = False
+            cp.report.rejected += 1
+            cp.report.reasons["invalid"] = cp.report.reasons.get("invalid", 0) + 1
+    return works
+
+
+async def _fetch_page(
+    client: PixivClient, target: TargetSpec, cp: ScanCheckpoint, on_skipped_day: SkippedDayHook | None = None
+) -> None:
+    """Fetch the next page into ``cp.pending`` and decide where the page after it is."""
+    page = await _request(client, target, cp)
+    cp.started = True
     cp.pages += 1
     sort = target.query.sort
-    works = [parse_work(i) for i in page.get("illusts") or []]
+    works = _parse_page(cp, page)
+    next_url = page.get("next_url")
+    if cp.tail is not None:
+        _tail_page(cp, sort, works, next_url, on_skipped_day)
+        return
     skip = set(cp.seen_ids) | set(cp.boundary_ids)
     cp.pending = [w for w in works if w.work_id not in skip]
     if cp.boundary_day and any(
@@ -173,11 +348,14 @@ async def _fetch_page(client: PixivClient, target: TargetSpec, cp: ScanCheckpoin
     ):
         cp.boundary_day, cp.boundary_ids = None, []  # the scan has left the boundary day
     cp.seen_ids = [w.work_id for w in works]
-    next_url = page.get("next_url")
+    _count_days(cp, works)
     if next_url and offset_of(next_url) > MAX_OFFSET:
         # The API answers HTTP 400 past offset 5000: move the date window instead.
         if target.query.mode == "search" and sort in ("date_desc", "date_asc") and (works or cp.last_day):
-            _move_window(cp, sort, works)
+            if works and cp.pass_first_day == _day(works[-1]) and _day(works[-1]):
+                _start_tail(cp, works[-1])  # this whole pass was one day: read its other end
+            else:
+                _move_window(cp, sort, works)
         else:
             cp.next_url = None
             cp.pages_done = True
@@ -197,6 +375,8 @@ async def scan(
     max_examined: int = 1000,
     want: int | None = None,
     unavailable: set[str] | None = None,
+    remembered: RememberedHook | None = None,
+    on_skipped_day: SkippedDayHook | None = None,
 ) -> ScanCheckpoint:
     """Run (or resume) the scan of ``target``.
 
@@ -210,6 +390,10 @@ async def scan(
         max_examined: most works examined in one scan.
         want: stop once this many candidates are held (default ``min(scan_limit, WANT)``).
         unavailable: works this cell already found unavailable (rejected as such).
+        remembered: given work ids, returns those the ledger remembers against this
+            target, with the reason word: ``refused`` (a route of the target refused
+            it for good) or ``unavailable`` (found gone by an earlier job).
+        on_skipped_day: called once for each day the source cannot page fully.
 
     Returns:
         The final checkpoint: ``candidates`` in rank order and the ``report``.
@@ -223,19 +407,25 @@ async def scan(
     want = min(scan_limit, want if want is not None else WANT)
     while len(cp.candidates) < want and cp.examined < max_examined:
         if not cp.pending:
+            if not cp.pages_done and not cp.started and _empty_window(target, cp):
+                cp.pages_done = True  # the window moved past the target's dates: nothing left
             if cp.pages_done:
                 cp.exhausted = True
                 break
-            await _fetch_page(client, target, cp)
+            await _fetch_page(client, target, cp, on_skipped_day)
             continue
         batch, cp.pending = cp.pending, []
-        duplicates = await taken([w.work_id for w in batch])
+        ids = [w.work_id for w in batch]
+        duplicates = await taken(ids)
+        known = await remembered(ids) if remembered is not None else {}
         for i, work in enumerate(batch):
             if cp.examined >= max_examined or len(cp.candidates) >= scan_limit:
                 cp.pending = batch[i:]
                 break
             if work.work_id in duplicates:
                 reason: str | None = "duplicate"
+            elif work.work_id in known:
+                reason = known[work.work_id]
             elif work.work_id in gone:
                 reason = "unavailable"
             else:
@@ -249,5 +439,6 @@ async def scan(
             # that ends here is bound right away; nothing to resume.
             await on_page(cp)
     cp.report.fetched = cp.examined
+    cp.report.exhausted = cp.exhausted
     cp.candidates = cp.candidates[:scan_limit]
     return cp

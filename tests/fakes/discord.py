@@ -11,7 +11,9 @@ and ``X-RateLimit-*`` headers. Every request is checked against the limits (cont
 uploaded files); breaches are recorded in :attr:`FakeDiscord.violations`.
 
 Scripted faults (:class:`DcReply`): ``429``, ``404``, ``500``, ``stall`` (the message is
-created, the answer is held past the client's timeout).
+created, the answer is held past the client's timeout), ``gateway_502`` /
+``gateway_504`` (the message is created, then Cloudflare's HTML ``502 Bad Gateway`` /
+``504 Gateway Time-out`` page comes back instead of Discord's answer).
 """
 
 from __future__ import annotations
@@ -24,13 +26,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.datastructures import UploadFile
 
 from curaflow.httpserver import BackgroundServer
 
 CONTENT_MAX = 2000
 FILES_MAX = 10
+#: What Cloudflare in front of discord.com answers when the origin is slow or down.
+GATEWAY_PAGES = {
+    "gateway_502": "<html><head><title>502 Bad Gateway</title></head><body><center><h1>502 Bad Gateway</h1>"
+    "</center><hr><center>cloudflare</center></body></html>",
+    "gateway_504": "<html><head><title>504 Gateway Time-out</title></head><body><center><h1>504 Gateway "
+    "Time-out</h1></center><hr><center>cloudflare</center></body></html>",
+}
 
 
 @dataclass
@@ -55,7 +64,8 @@ class DcRequest:
 
 @dataclass
 class DcReply:
-    """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``404``, ``500``, ``stall``."""
+    """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``404``, ``500``, ``stall``,
+    ``gateway_502``, ``gateway_504``."""
 
     kind: str = "ok"
     retry_after: float = 0.5
@@ -150,6 +160,8 @@ class FakeDiscord:
         entry.created = True
         if reply.kind == "stall":
             await asyncio.sleep(reply.stall_s)
+        if reply.kind in GATEWAY_PAGES:
+            return HTMLResponse(GATEWAY_PAGES[reply.kind], status_code=int(reply.kind[-3:]))
         if not entry.wait:
             return Response(status_code=204)
         return JSONResponse(message)

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from PIL import Image
 from starlette.datastructures import UploadFile
 
@@ -42,6 +42,15 @@ MiB = 1024 * 1024
 PHOTO_MAX_BYTES = 10 * MiB
 DOCUMENT_MAX_BYTES = 50 * MiB
 CAPTION_MAX = 1024
+#: What the nginx gateway in front of the Bot API answers when its upstream is slow or down.
+GATEWAY_PAGES = {
+    "gateway_502": "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad "
+    "Gateway</h1></center>\r\n<hr><center>nginx/1.18.0</center>\r\n</body>\r\n</html>\r\n",
+    "gateway_504": "<html>\r\n<head><title>504 Gateway Time-out</title></head>\r\n<body>\r\n<center><h1>504 "
+    "Gateway Time-out</h1></center>\r\n<hr><center>nginx/1.18.0</center>\r\n</body>\r\n</html>\r\n",
+    "html_500": "<html>\r\n<head><title>500 Internal Server Error</title></head>\r\n<body>\r\n<center><h1>500 "
+    "Internal Server Error</h1></center>\r\n<hr><center>nginx/1.18.0</center>\r\n</body>\r\n</html>\r\n",
+}
 
 
 def utf16_len(text: str) -> int:
@@ -82,7 +91,8 @@ class TgRequest:
 @dataclass
 class TgReply:
     """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``chat_not_found``, ``blocked``,
-    ``500``, ``migrate``, ``photo_invalid``, ``stall``.
+    ``500``, ``migrate``, ``photo_invalid``, ``stall``, ``gateway_502``, ``gateway_504``,
+    ``html_500``.
 
     ``after``: answer only once this event is set (at most 5 s), to order this answer
     after something another fake saw.
@@ -131,7 +141,7 @@ class FakeTelegram:
         app = FastAPI()
 
         @app.post("/bot{token}/{method}")
-        async def call(request: Request, token: str, method: str) -> JSONResponse:
+        async def call(request: Request, token: str, method: str) -> Response:
             return await self._handle(request, token, method)
 
         @app.get("/_fake/messages")
@@ -212,7 +222,7 @@ class FakeTelegram:
 
     # ---- the API -------------------------------------------------------------------
 
-    async def _handle(self, request: Request, token: str, method: str) -> JSONResponse:
+    async def _handle(self, request: Request, token: str, method: str) -> Response:
         fields: dict[str, str] = {}
         files: dict[str, Upload] = {}
         if request.headers.get("content-type", "").startswith("multipart/form-data"):
@@ -230,7 +240,7 @@ class FakeTelegram:
         entry.status = response.status_code
         return response
 
-    async def _answer(self, entry: TgRequest, token: str) -> JSONResponse:
+    async def _answer(self, entry: TgRequest, token: str) -> Response:
         if token != self.token:
             return _fail(401, "Unauthorized")
         if entry.method not in ("sendPhoto", "sendDocument", "sendMediaGroup", "getMe"):
@@ -246,6 +256,8 @@ class FakeTelegram:
             return _fail(429, f"Too Many Requests: retry after {reply.retry_after}", {"retry_after": reply.retry_after})
         if reply.kind == "500":
             return _fail(500, "Internal Server Error")
+        if reply.kind == "html_500":
+            return HTMLResponse(GATEWAY_PAGES["html_500"], status_code=500)
         if reply.kind == "chat_not_found":
             return _fail(400, "Bad Request: chat not found")
         if reply.kind == "blocked":
@@ -275,6 +287,8 @@ class FakeTelegram:
         entry.posted = True
         if reply.kind == "stall":
             await asyncio.sleep(reply.stall_s)
+        if reply.kind in ("gateway_502", "gateway_504"):
+            return HTMLResponse(GATEWAY_PAGES[reply.kind], status_code=int(reply.kind[-3:]))
         return JSONResponse({"ok": True, "result": result})
 
     def _check(self, entry: TgRequest) -> tuple[str, str] | None:

@@ -53,6 +53,11 @@ class WebhookReceiver:
         secret: the ``whsec_`` secret the receiver verifies with.
         dedupe: behave like a receiver that deduplicates on ``webhook-id``: a repeated
             id is answered 409 (the documented "already had it") without processing.
+
+    Attributes:
+        refuse_works: work ids this receiver refuses for good, on every path and every
+            time: ``400 {"error": "unsupported content"}`` (a receiver that cannot take
+            one work, e.g. its file type or content).
     """
 
     def __init__(self, secret: str, *, dedupe: bool = False, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -62,6 +67,7 @@ class WebhookReceiver:
         self.verifier = Webhook(secret)
         self.received: list[Received] = []
         self.script: dict[str, list[Reply]] = {}
+        self.refuse_works: set[str] = set()
         self.arrived = asyncio.Event()
         app = FastAPI()
 
@@ -98,6 +104,10 @@ class WebhookReceiver:
             if self.dedupe and msg_id in self.processed:
                 return JSONResponse({"status": "duplicate"}, status_code=409)
             self.processed.append(msg_id)
+            if self.refuse_works:
+                with contextlib.suppress(ValueError, AttributeError):
+                    if json.loads(body).get("work", {}).get("work_id") in self.refuse_works:
+                        return JSONResponse({"error": "unsupported content"}, status_code=400)
             queue = self.script.get("/" + path) or []
             reply = queue.pop(0) if queue else Reply()
             if reply.delay_s:
@@ -111,6 +121,10 @@ class WebhookReceiver:
     @property
     def url(self) -> str:
         return self.server.url
+
+    def works(self) -> list[str]:
+        """The work id of every delivery received, in order."""
+        return [str(r.json().get("work", {}).get("work_id")) for r in self.received]
 
     def at(self, path: str) -> list[Received]:
         """Requests received on ``path``."""

@@ -325,13 +325,17 @@ async def test_deep_scan_crosses_the_5000_offset_cap_without_skipping_or_repeati
 
 
 async def test_a_day_deeper_than_the_cap_is_stepped_over_not_looped(replay: Replay) -> None:
-    replay.faults.deep = DeepSet(tag="one-day", count=5200, per_day=5100, popular_ranks=frozenset({5150}))
+    # more works on one day than a walk from each end reaches: the middle is out of reach;
+    # the day is reported and the scan goes on with the day before
+    deep = DeepSet(tag="one-day", count=10_200, per_day=10_150, popular_ranks=frozenset({10_160}))
+    replay.faults.deep = deep
     spec = target(query={"tags": ["one-day"]}, filters={"min_bookmarks": 500}, scan_limit=1)
-    result, offered = await run_scan(replay.client(), spec, max_examined=20_000)
+    result, offered = await run_scan(replay.client(), spec, max_examined=40_000)
     assert result.skipped_days == ["2025-02-04"]
+    assert [d.model_dump() for d in result.report.skipped_days] == [{"day": "2025-02-04", "reached": 10_020}]
+    assert [w.work_id for w in result.candidates] == [deep.work_id(10_160)]
     assert len(offered) == len(set(offered))
     assert all(e.status == 200 for e in replay.faults.of("search"))
-    assert result.exhausted or result.candidates
 
 
 # ---- artifacts -------------------------------------------------------------------------

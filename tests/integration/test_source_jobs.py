@@ -267,7 +267,25 @@ async def test_protocol_job_has_no_fallback_stage(
 async def test_fallback_stages_stop_at_the_maximum(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
 ) -> None:
-    # ゆずソフト has one work; it is filtered out, so every stage finds nothing.
+    # The six newest works answer 403 for their images: each pass binds candidates that
+    # all turn out unavailable, and the next, wider pass goes deeper (1, then 2, then 3
+    # candidates) until the third and last pass.
+    replay.faults.forbidden_works = set(ordered("オリジナル")[:6])
+    stack, _ = source_stack(make_stack, tmp_path, replay, target={"scan_limit": 1})
+    await stack.start_worker()
+    record = await stack.wait_terminal(await start_scheduled(stack, stages=3))
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason, cell.fallback_stage) == ("no_candidate", "no_candidate", 2)
+    assert len(replay.faults.of("search")) == 3
+    assert len(replay.faults.of("image")) == 6  # every forbidden work requested once, none twice
+
+
+async def test_a_pass_that_exhausted_the_source_is_not_repeated(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    # ゆずソフト has one work; it is filtered out, and the source has no next page: no
+    # wider pass can find anything, so the cell ends at once.
     stack, _ = source_stack(
         make_stack,
         tmp_path,
@@ -278,8 +296,8 @@ async def test_fallback_stages_stop_at_the_maximum(
     record = await stack.wait_terminal(await start_scheduled(stack, stages=3))
 
     cell = record.cells[0]
-    assert (cell.state, cell.reason, cell.fallback_stage) == ("no_candidate", "filter_exhausted", 2)
-    assert len(replay.faults.of("search")) == 3
+    assert (cell.state, cell.reason, cell.fallback_stage) == ("no_candidate", "filter_exhausted", 0)
+    assert len(replay.faults.of("search")) == 1
 
 
 async def test_all_duplicates_end_at_once_as_duplicate_exhausted(

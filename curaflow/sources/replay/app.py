@@ -46,7 +46,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse as _StarletteJSON
+from fastapi.responses import StreamingResponse
 from PIL import Image, ImageDraw
 
 SCALE = 10
@@ -69,6 +70,17 @@ RANKING_SPANS = {
     "week_r18": 7,
 }
 DURATIONS = {"within_last_day": 1, "within_last_week": 7, "within_last_month": 30}
+
+
+class JSONResponse(_StarletteJSON):
+    """A JSON answer encoded like the app-api's: ASCII only, non-ASCII as ``\\uXXXX`` escapes.
+
+    This is how a broken emoji reaches a client: a lone ``\\ud83d`` escape, which decodes
+    to a lone surrogate (it could not travel as raw UTF-8).
+    """
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
 @lru_cache(maxsize=1)
@@ -157,6 +169,22 @@ def deep_works(deep: DeepSet) -> tuple[dict[str, Any], ...]:
             }
         )
     return tuple(works)
+
+
+@lru_cache(maxsize=1)
+def _recorded_by_id() -> dict[str, dict[str, Any]]:
+    return {str(w["id"]): w for w in recorded_works()}
+
+
+def work_for_id(faults: Faults, work_id: str) -> dict[str, Any] | None:
+    """The recorded (or synthetic deep) work with ``work_id`` as the replay serves it, or None."""
+    work = _recorded_by_id().get(work_id)
+    if work is None and faults.deep is not None:
+        deep = faults.deep
+        rank = deep.id_base + deep.count - int(work_id) if work_id.isdigit() else -1
+        if 0 <= rank < deep.count:
+            work = deep_works(deep)[rank]
+    return work
 
 
 def _rewrite_urls(value: Any, base: str) -> Any:
@@ -251,8 +279,11 @@ class Faults:
             "Your access is currently restricted." (HTTP 200) and their images 403.
         mutate: per work id, fields replacing the recorded ones (``illust_ai_type``,
             ``x_restrict`` …) in every answer.
-        image_sizes: per work id, the pixel size its images are rendered at (instead of
-            a tenth of the recorded size).
+        image_sizes: per work id, or per page as ``"<id>_p<N>"``, the pixel size its
+            images are rendered at (instead of a tenth of the recorded size).
+        image_base: base URL of another server that serves the images (listed image
+            URLs point at ``<image_base>/i/…`` instead of this server), e.g. a fake
+            image host with its own faults (:mod:`tests.fakes.pximg`).
         deep: a synthetic deep result set (:class:`DeepSet`) for one tag.
         search_delay_s: delay before answering a search or ranking request, seconds.
         slow_images_s: pause in the middle of every image body while > 0 (read per
@@ -275,6 +306,7 @@ class Faults:
     restricted_works: set[str] = field(default_factory=set)
     mutate: dict[str, dict[str, Any]] = field(default_factory=dict)
     image_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    image_base: str | None = None
     deep: DeepSet | None = None
     search_delay_s: float = 0.0
     slow_images_s: float = 0.0
@@ -298,6 +330,13 @@ def _error(status: int, message: str, user_message: str = "") -> JSONResponse:
         {"error": {"user_message": user_message, "message": message, "reason": "", "user_message_details": {}}},
         status_code=status,
     )
+
+
+def image_size(faults: Faults, work: dict[str, Any], page: int) -> tuple[int, int]:
+    """The pixel size page ``page`` of ``work`` is served at (see :attr:`Faults.image_sizes`)."""
+    wid = str(work["id"])
+    size = faults.image_sizes.get(f"{wid}_p{page}") or faults.image_sizes.get(wid)
+    return size or (work["width"] // SCALE, work["height"] // SCALE)
 
 
 @lru_cache(maxsize=64)
@@ -325,7 +364,6 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
     app = FastAPI(title="curaflow Pixiv replay", docs_url=None, redoc_url=None)
     app.state.faults = faults or Faults()
     app.state.tokens = {}
-    recorded = {str(w["id"]): w for w in recorded_works()}
     today = newest_day()
 
     def fx() -> Faults:
@@ -340,13 +378,7 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
         return works
 
     def work_by_id(work_id: str) -> dict[str, Any] | None:
-        work = recorded.get(work_id)
-        if work is None and fx().deep is not None:
-            deep: DeepSet = fx().deep  # type: ignore[assignment]
-            rank = deep.id_base + deep.count - int(work_id) if work_id.isdigit() else -1
-            if 0 <= rank < deep.count:
-                work = deep_works(deep)[rank]
-        return work
+        return work_for_id(fx(), work_id)
 
     def present(work: dict[str, Any], base: str) -> dict[str, Any]:
         wid = str(work["id"])
@@ -354,7 +386,7 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
             work = {**work, **fx().mutate[wid]}
         if wid in fx().restricted_works:
             work = placeholder(work)
-        return _rewrite_urls(work, base)
+        return _rewrite_urls(work, fx().image_base or base)
 
     def base_of(request: Request) -> str:
         return str(request.base_url).rstrip("/")
@@ -577,7 +609,7 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
         if fault == "500":
             return record(request, "image", Response(status_code=500, content=b"Internal Server Error"))
         fmt = "png" if name.endswith(".png") else "jpeg"
-        size = fx().image_sizes.get(wid) or (work["width"] // SCALE, work["height"] // SCALE)
+        size = image_size(fx(), work, page)
         body = await asyncio.to_thread(render_image, wid, page, size[0], size[1], fmt)
         media = "image/png" if fmt == "png" else "image/jpeg"
         record(request, "image", Response(status_code=200), {"fault": fault or ""})

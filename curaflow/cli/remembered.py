@@ -1,0 +1,231 @@
+"""``curaflow refusals|unavailable|accounts``: what the ledger remembers about works and accounts.
+
+* ``curaflow refusals list [--route R] [--json]`` — works a route refused for good; later
+  jobs never offer them to that route again. ``curaflow refusals clear ROUTE WORK_ID``
+  (or ``--all``) forgets a refusal once the receiver was fixed: the next job may pick
+  the work again.
+* ``curaflow unavailable list [--json]`` — works found gone (404, 403, deleted) and
+  skipped without a request until their time runs out (``pixiv.unavailable_ttl_ms``);
+  ``curaflow unavailable clear [WORK_ID] [--account A]`` forgets them now.
+* ``curaflow accounts list [--json]`` — each Pixiv account's gate: paused (restricted by
+  Pixiv) until when, rate-limit cooldown; ``curaflow accounts resume ACCOUNT`` lifts a
+  pause once the account was checked.
+
+They only need the ledger: ``DATABASE_URL`` (``database.url``), else the running
+``curaflow dev`` stack of the state directory, else the embedded PostgreSQL of the state
+directory, started for the command. Exit status: 0 on success, 1 when there was nothing
+to clear or resume, 2 for configuration or usage errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import asyncpg
+import typer
+from rich.table import Table
+
+from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.config import Settings
+from curaflow.devstack.postgres import EmbeddedPostgres
+from curaflow.devstack.stack import read_stack_info
+from curaflow.ledger import gates as ledger_gates
+from curaflow.ledger import remembered as memory
+from curaflow.ledger.db import create_pool, migrate
+from curaflow.logs import configure_logging
+
+T = TypeVar("T")
+
+refusals_app = typer.Typer(rich_markup_mode="markdown", help="Works a route refused for good (never re-offered).")
+unavailable_app = typer.Typer(rich_markup_mode="markdown", help="Works found unavailable, skipped for a while.")
+accounts_app = typer.Typer(rich_markup_mode="markdown", help="Pixiv accounts' gates: pauses and cooldowns.")
+
+
+@contextlib.asynccontextmanager
+async def ledger_pool(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
+    """A pool on the ledger: the configured database, a running ``curaflow dev``, or the embedded one."""
+    postgres: EmbeddedPostgres | None = None
+    url = settings.database.url
+    if not url:
+        info = read_stack_info(settings.state_dir)
+        if info is not None:
+            url = info.database_url
+        else:
+            postgres = EmbeddedPostgres(settings.state_dir / "pg")
+            url = await asyncio.to_thread(postgres.start)
+    pool = await create_pool(url, min_size=1, max_size=2)
+    try:
+        await migrate(pool)
+        yield pool
+    finally:
+        await pool.close()
+        if postgres is not None:
+            await asyncio.to_thread(postgres.stop)
+
+
+def _run(config: Path | None, body: Callable[[Settings, asyncpg.Pool], Awaitable[T]]) -> T:
+    settings = settings_or_exit(config)
+    configure_logging("WARNING", settings.observability.log_json)
+
+    async def main() -> T:
+        async with ledger_pool(settings) as pool:
+            return await body(settings, pool)
+
+    return asyncio.run(main())
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def _print_json(rows: list[Any]) -> None:
+    typer.echo(json.dumps(rows, ensure_ascii=False, indent=2))
+
+
+# ---- refusals ---------------------------------------------------------------------------
+
+
+@refusals_app.command("list")
+def refusals_list(
+    route: str | None = typer.Option(None, "--route", help="Only this route."),
+    as_json: bool = typer.Option(False, "--json", help="JSON rows instead of a table."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """List works a route refused for good (newest first)."""
+    rows = _run(config, lambda _s, pool: memory.list_refusals(pool, route))
+    if as_json:
+        _print_json([asdict(r) for r in rows])
+        return
+    table = Table("route", "work", "refused at", "job", "answer")
+    for r in rows:
+        table.add_row(r.route, r.work_id, _when(r.refused_at), r.job_id or "", (r.error or "")[:80])
+    out_console.print(table)
+    if rows:
+        out_console.print("clear one with `curaflow refusals clear ROUTE WORK_ID` once the receiver takes it")
+
+
+@refusals_app.command("clear")
+def refusals_clear(
+    route: str = typer.Argument(..., help="The route's name."),
+    work_id: str | None = typer.Argument(None, help="The work; omit with --all to clear every refusal of the route."),
+    all_works: bool = typer.Option(False, "--all", help="Clear every refusal of the route."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Forget a route's refusal of a work: the next job may offer it to that route again."""
+    if (work_id is None) == (not all_works):
+        err_console.print("[red]give a WORK_ID, or --all (not both)[/red]")
+        raise typer.Exit(2)
+    cleared = _run(config, lambda _s, pool: memory.clear_refusals(pool, route=route, work_id=work_id))
+    out_console.print(f"cleared {cleared} refusal{'s' if cleared != 1 else ''} of route {route}")
+    if not cleared:
+        raise typer.Exit(1)
+
+
+# ---- unavailable works ----------------------------------------------------------------------
+
+
+@unavailable_app.command("list")
+def unavailable_list(
+    as_json: bool = typer.Option(False, "--json", help="JSON rows instead of a table."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """List works remembered as unavailable, and until when they are skipped."""
+
+    async def body(settings: Settings, pool: asyncpg.Pool) -> list[dict[str, Any]]:
+        accounts = {queue: account for account, queue in settings.source_task_queues().items()}
+        return [{"account": accounts.get(r.gate, r.gate), **asdict(r)} for r in await memory.list_unavailable(pool)]
+
+    rows = _run(config, body)
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table("account", "work", "seen", "skipped until", "why")
+    for r in rows:
+        table.add_row(r["account"], r["work_id"], _when(r["seen_at"]), _when(r["until"]), (r["why"] or "")[:60])
+    out_console.print(table)
+
+
+@unavailable_app.command("clear")
+def unavailable_clear(
+    work_id: str | None = typer.Argument(None, help="The work; omit to clear every one (of --account)."),
+    account: str | None = typer.Option(None, "--account", help="Only this Pixiv account."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Forget unavailable works now: the next job requests them again."""
+
+    async def body(settings: Settings, pool: asyncpg.Pool) -> int:
+        gate = settings.source_task_queue(account) if account else None
+        return await memory.clear_unavailable(pool, work_id=work_id, gate=gate)
+
+    cleared = _run(config, body)
+    out_console.print(f"cleared {cleared} unavailable work{'s' if cleared != 1 else ''}")
+    if not cleared:
+        raise typer.Exit(1)
+
+
+# ---- accounts ---------------------------------------------------------------------------------
+
+
+@accounts_app.command("list")
+def accounts_list(
+    as_json: bool = typer.Option(False, "--json", help="JSON rows instead of a table."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Each configured Pixiv account's gate: paused (restricted) until, cooling down until."""
+
+    async def body(settings: Settings, pool: asyncpg.Pool) -> list[dict[str, Any]]:
+        rows = []
+        for account, queue in settings.source_task_queues().items():
+            gate = await ledger_gates.read_gate(pool, queue)
+            now = gate.now if gate else 0
+            rows.append(
+                {
+                    "account": account,
+                    "gate": queue,
+                    "paused_until": gate.paused_until if gate and gate.paused_until > now else None,
+                    "pause_reason": gate.pause_reason if gate and gate.paused_until > now else None,
+                    "cooldown_until": gate.cooldown_until if gate and gate.cooldown_until > now else None,
+                    "requests": gate.requests if gate else 0,
+                    "rate_limits": gate.rate_limits if gate else 0,
+                }
+            )
+        return rows
+
+    rows = _run(config, body)
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table("account", "paused until", "cooling down until", "requests", "rate limits")
+    for r in rows:
+        paused = f"{_when(r['paused_until'])} ({r['pause_reason']})" if r["paused_until"] else ""
+        cooling = _when(r["cooldown_until"]) if r["cooldown_until"] else ""
+        table.add_row(r["account"], paused, cooling, str(r["requests"]), str(r["rate_limits"]))
+    out_console.print(table)
+
+
+@accounts_app.command("resume")
+def accounts_resume(
+    account: str = typer.Argument(..., help="The Pixiv account (`default`, or a key of pixiv.accounts)."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Lift the pause of an account Pixiv restricted, once you checked it at pixiv.net."""
+
+    async def body(settings: Settings, pool: asyncpg.Pool) -> bool | None:
+        if account not in settings.accounts():
+            return None
+        return await ledger_gates.resume(pool, settings.source_task_queue(account))
+
+    resumed = _run(config, body)
+    if resumed is None:
+        err_console.print(f"[red]unknown account {account!r}[/red]")
+        raise typer.Exit(2)
+    out_console.print(f"account {account} resumed" if resumed else f"account {account} was not paused")
+    if not resumed:
+        raise typer.Exit(1)

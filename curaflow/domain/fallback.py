@@ -1,0 +1,70 @@
+"""Fallback stages of a scheduled job's cell: when another, wider pass may run (issue 13, case 4).
+
+A scheduled job's cell runs up to ``max_fallback_stages`` passes over the source. Pass N
+(0-based) keeps ``keep = min(100, scan_limit × (N+1))`` candidates and stops paging once
+it holds ``want = min(keep, 5 × (N+1))`` (:func:`stage_bounds`); every pass examines at
+most ``pixiv.max_examined`` works. A pass hands over to the next one when it bound
+nothing, or when every candidate it bound turned out unavailable at fetch time.
+
+The next pass is *wider* than the last one only if the last one stopped at a bound the
+next raises — its candidate bound. It is not wider when the last pass read everything the
+source had for the query (``report.exhausted``: no page left) or examined as many works
+as any pass may: a later pass would see the same works again (the useless rescans of the
+issue: 3 passes, 292 s, for a result of three works). :func:`another_stage` is that
+decision, made by the ``search`` and ``fetch`` activities; the workflow only follows
+their ``retry_stage``. When it says no, the cell ends at once with the reason its report
+classifies (:func:`~curaflow.domain.reasons.no_candidate_reason`).
+
+Pure module: imported by workflows through the sandbox pass-through.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from curaflow.domain.models import CandidateReport
+
+#: Candidates a first pass prefetches; pass N prefetches ``WANT × (N+1)``.
+WANT = 5
+#: Most candidates any pass keeps.
+KEEP_CAP = 100
+
+
+class StageBounds(NamedTuple):
+    """The candidate bound of one pass.
+
+    Attributes:
+        keep: most eligible candidates the pass keeps (1..100).
+        want: the pass stops paging once it holds this many.
+    """
+
+    keep: int
+    want: int
+
+
+def stage_bounds(scan_limit: int, stage: int) -> StageBounds:
+    """The bound of pass ``stage`` (0-based) of a target with ``scan_limit`` (1..100)."""
+    keep = min(KEEP_CAP, max(1, scan_limit) * (stage + 1))
+    return StageBounds(keep=keep, want=min(keep, WANT * (stage + 1)))
+
+
+def another_stage(*, stage: int, max_stages: int, scan_limit: int, report: CandidateReport, max_examined: int) -> bool:
+    """Whether pass ``stage + 1`` may run after pass ``stage`` found nothing usable.
+
+    Args:
+        stage: the pass that just ended (0-based).
+        max_stages: passes allowed for the cell (1 for protocol jobs).
+        scan_limit: the target's candidate bound.
+        report: the candidate report of the pass that ended (``exhausted``, ``fetched``).
+        max_examined: most works one pass examines (``pixiv.max_examined``).
+
+    Returns:
+        True only when a pass is left, the last pass did not exhaust the source nor
+        reach ``max_examined``, and the next pass's bound is wider.
+    """
+    if stage + 1 >= max_stages:
+        return False
+    if report.exhausted or report.fetched >= max_examined:
+        return False
+    this, nxt = stage_bounds(scan_limit, stage), stage_bounds(scan_limit, stage + 1)
+    return nxt.keep > this.keep or nxt.want > this.want

@@ -1,0 +1,202 @@
+"""What a route or the source told us about a work, remembered across jobs (issue 13, cases 7 and 8).
+
+* **Refusals** (``route_refusals``): a route refused a work for good (``delivery_rejected``:
+  a webhook's 4xx, Telegram's "Bad Request", Discord's 400, a directory that cannot hold
+  it). The refusal is kept per (route, work): every later scan of a target with that
+  route rejects the work as ``refused``, so the next job picks another work instead of
+  sending the same one again. It stays until an operator clears it
+  (``curaflow refusals clear ROUTE WORK_ID``, or :func:`clear_refusals`).
+* **Unavailable works** (``unavailable_works``): a work found unavailable when fetched
+  (image 403/404/410, deleted, "restricted" detail), per Pixiv account — keyed like the
+  account's rate gate, by its source task queue (``gate``) — until
+  ``pixiv.unavailable_ttl_ms`` later; later scans of the account reject it as
+  ``unavailable`` without requesting it. Restricted placeholders need no memory: the
+  listing itself shows them, at no cost.
+
+Times are epoch milliseconds (UTC, :func:`~curaflow.ledger.db.now_ms`). Text from third
+parties is cleaned before it is stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+
+from curaflow.domain.text import clean_text
+from curaflow.ledger.db import now_ms
+
+
+@dataclass
+class Refusal:
+    """A ``route_refusals`` row."""
+
+    route: str
+    work_type: str
+    work_id: str
+    reason: str
+    error: str | None
+    job_id: str | None
+    target_id: str | None
+    refused_at: int
+
+
+@dataclass
+class Unavailable:
+    """An ``unavailable_works`` row (``gate``: the account's source task queue; ``until``:
+    when it is forgotten)."""
+
+    gate: str
+    work_type: str
+    work_id: str
+    why: str | None
+    job_id: str | None
+    seen_at: int
+    until: int
+
+
+async def remembered_works(
+    conn: asyncpg.Connection | asyncpg.Pool,
+    *,
+    routes: list[str],
+    gate: str,
+    work_type: str,
+    work_ids: list[str],
+    now: int | None = None,
+) -> dict[str, str]:
+    """Works of ``work_ids`` the ledger remembers against a target, with the reason word.
+
+    Args:
+        routes: the target's routes: a refusal on any of them rejects the work.
+        gate: the target's account's gate key, its source task queue (unavailability
+            is per account).
+        now: the current time in epoch ms (default: now).
+
+    Returns:
+        work id → ``refused`` | ``unavailable`` (a refusal wins when both hold).
+    """
+    if not work_ids:
+        return {}
+    rows = await conn.fetch(
+        """SELECT work_id, 'refused' AS why FROM route_refusals
+           WHERE route = ANY($1::text[]) AND work_type = $3 AND work_id = ANY($4::text[])
+           UNION ALL
+           SELECT work_id, 'unavailable' FROM unavailable_works
+           WHERE gate = $2 AND work_type = $3 AND work_id = ANY($4::text[]) AND until > $5""",
+        routes,
+        gate,
+        work_type,
+        work_ids,
+        now if now is not None else now_ms(),
+    )
+    found: dict[str, str] = {}
+    for row in rows:
+        if found.get(row["work_id"]) != "refused":
+            found[row["work_id"]] = row["why"]
+    return found
+
+
+async def remember_refusal(
+    conn: asyncpg.Connection,
+    *,
+    route: str,
+    work_type: str,
+    work_id: str,
+    reason: str,
+    error: str,
+    job_id: str,
+    target_id: str,
+) -> None:
+    """Remember that ``route`` refused ``work_id`` for good (the latest refusal wins)."""
+    await conn.execute(
+        """INSERT INTO route_refusals (route, work_type, work_id, reason, error, job_id, target_id, refused_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+           ON CONFLICT (route, work_type, work_id) DO UPDATE
+             SET reason = EXCLUDED.reason, error = EXCLUDED.error, job_id = EXCLUDED.job_id,
+                 target_id = EXCLUDED.target_id, refused_at = EXCLUDED.refused_at""",
+        route,
+        work_type,
+        work_id,
+        reason,
+        clean_text(error)[:2000],
+        job_id,
+        target_id,
+        now_ms(),
+    )
+
+
+async def remember_unavailable(
+    conn: asyncpg.Connection,
+    *,
+    gate: str,
+    work_type: str,
+    work_id: str,
+    why: str,
+    job_id: str,
+    ttl_ms: int,
+) -> None:
+    """Remember that ``work_id`` was unavailable to the account of ``gate`` for ``ttl_ms`` (0: not at all)."""
+    if ttl_ms <= 0:
+        return
+    now = now_ms()
+    await conn.execute(
+        """INSERT INTO unavailable_works (gate, work_type, work_id, why, job_id, seen_at, until)
+           VALUES ($1, $2, $3, $4, $5, $6, $7)
+           ON CONFLICT (gate, work_type, work_id) DO UPDATE
+             SET why = EXCLUDED.why, job_id = EXCLUDED.job_id, seen_at = EXCLUDED.seen_at,
+                 until = greatest(unavailable_works.until, EXCLUDED.until)""",
+        gate,
+        work_type,
+        work_id,
+        clean_text(why)[:500],
+        job_id,
+        now,
+        now + ttl_ms,
+    )
+
+
+async def list_refusals(conn: asyncpg.Connection | asyncpg.Pool, route: str | None = None) -> list[Refusal]:
+    """Every remembered refusal (of ``route`` when given), newest first."""
+    rows = await conn.fetch(
+        """SELECT route, work_type, work_id, reason, error, job_id, target_id, refused_at FROM route_refusals
+           WHERE $1::text IS NULL OR route = $1 ORDER BY refused_at DESC, route, work_id""",
+        route,
+    )
+    return [Refusal(**dict(r)) for r in rows]
+
+
+async def clear_refusals(
+    conn: asyncpg.Connection | asyncpg.Pool, *, route: str, work_id: str | None = None, work_type: str | None = None
+) -> int:
+    """Forget refusals of ``route`` (one work, or all when ``work_id`` is None); returns how many."""
+    rows = await conn.fetch(
+        """DELETE FROM route_refusals WHERE route = $1 AND ($2::text IS NULL OR work_id = $2)
+             AND ($3::text IS NULL OR work_type = $3) RETURNING work_id""",
+        route,
+        work_id,
+        work_type,
+    )
+    return len(rows)
+
+
+async def list_unavailable(conn: asyncpg.Connection | asyncpg.Pool, *, now: int | None = None) -> list[Unavailable]:
+    """Works remembered as unavailable and not yet forgotten, newest first."""
+    rows = await conn.fetch(
+        """SELECT gate, work_type, work_id, why, job_id, seen_at, until FROM unavailable_works
+           WHERE until > $1 ORDER BY seen_at DESC, work_id""",
+        now if now is not None else now_ms(),
+    )
+    return [Unavailable(**dict(r)) for r in rows]
+
+
+async def clear_unavailable(
+    conn: asyncpg.Connection | asyncpg.Pool, *, work_id: str | None = None, gate: str | None = None
+) -> int:
+    """Forget unavailable works (one work and/or one account's gate; all when both are None)."""
+    rows = await conn.fetch(
+        """DELETE FROM unavailable_works WHERE ($1::text IS NULL OR work_id = $1)
+             AND ($2::text IS NULL OR gate = $2) RETURNING work_id""",
+        work_id,
+        gate,
+    )
+    return len(rows)

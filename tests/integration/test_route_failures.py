@@ -1,0 +1,159 @@
+"""Real-world route failures (issue 13, cases 5, 7 and 9).
+
+Route-level cases run the production routes against the fakes on 127.0.0.1 (real HTTP,
+real multipart; the fakes answer with the platforms' envelopes and their gateways' HTML
+pages); job-level cases run real Temporal, real PostgreSQL and real worker processes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from curaflow.routes.base import RouteError
+from tests.conftest import StackFactory
+from tests.fakes.discord import DcReply, FakeDiscord
+from tests.fakes.telegram import FakeTelegram, TgReply
+from tests.fakes.webhook import WebhookReceiver
+from tests.integration.test_delivery_jobs import names, routes_stack, run_job
+from tests.integration.test_routes import dc_route, make_request, tg_route
+from tests.jobs_support import ReplayServer, curaflow, intents, ordered, settle, telegram_route, webhook_route
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def http() -> Any:
+    async with httpx.AsyncClient() as client:
+        yield client
+
+
+# ---- 5. one photo/document decision per work --------------------------------------------
+
+
+async def test_a_work_goes_in_one_shape_decided_from_all_its_files(
+    tmp_path: Path, telegram: FakeTelegram, http: Any
+) -> None:
+    # 12 pages: 11 fit a photo, the last (7000×5400) does not. Two albums of 6; both must
+    # be documents, not 6 photos then 6 documents.
+    request = make_request(tmp_path, [(800, 600)] * 11 + [(7000, 5400)])
+    await tg_route(telegram, http).deliver(request)
+
+    assert [(r.method, len(r.media)) for r in telegram.requests] == [("sendMediaGroup", 6)] * 2
+    assert {m["type"] for r in telegram.requests for m in r.media} == {"document"}
+    assert telegram.violations == []
+
+
+async def test_a_resumed_work_keeps_its_shape(tmp_path: Path, telegram: FakeTelegram, http: Any) -> None:
+    # the first album (with the big page) was confirmed by an earlier attempt; the rest,
+    # all small pages, still go as documents
+    request = make_request(tmp_path, [(7000, 5400)] + [(800, 600)] * 11, parts_done=[[1, 2, 3, 4, 5, 6]])
+    await tg_route(telegram, http).deliver(request)
+    [sent] = telegram.requests
+    assert [m["type"] for m in sent.media] == ["document"] * 6
+
+
+# ---- 9. gateway errors and HTML bodies are ambiguous -----------------------------------
+
+
+@pytest.mark.parametrize("kind", ["gateway_502", "gateway_504", "html_500"])
+async def test_a_telegram_gateway_page_is_ambiguous(
+    tmp_path: Path, telegram: FakeTelegram, http: Any, kind: str
+) -> None:
+    telegram.script["*"] = [TgReply(kind)]
+    with pytest.raises(RouteError) as caught:
+        await tg_route(telegram, http).deliver(make_request(tmp_path, [(800, 600)]))
+    assert caught.value.ambiguous and not caught.value.permanent
+    assert "outcome unknown" in str(caught.value) and "<html" not in str(caught.value)
+    assert len(telegram.messages) == (0 if kind == "html_500" else 1)
+
+
+async def test_a_telegram_json_server_error_is_still_a_plain_retry(
+    tmp_path: Path, telegram: FakeTelegram, http: Any
+) -> None:
+    telegram.script["*"] = [TgReply("500")]  # the Bot API's own {"ok": false, "error_code": 500}
+    with pytest.raises(RouteError) as caught:
+        await tg_route(telegram, http).deliver(make_request(tmp_path, [(800, 600)]))
+    assert not caught.value.ambiguous and not caught.value.permanent
+
+
+@pytest.mark.parametrize("kind", ["gateway_502", "gateway_504"])
+async def test_a_discord_gateway_page_is_ambiguous(tmp_path: Path, discord: FakeDiscord, http: Any, kind: str) -> None:
+    discord.script = [DcReply(kind)]
+    with pytest.raises(RouteError) as caught:
+        await dc_route(discord, http).deliver(make_request(tmp_path, [(800, 600)]))
+    assert caught.value.ambiguous and not caught.value.permanent
+    assert len(discord.messages) == 1
+
+
+async def test_a_telegram_502_after_the_post_does_not_post_twice(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+) -> None:
+    telegram.script["*"] = [TgReply("gateway_502")]  # posted, then nginx's HTML 502
+    tg, _ = names()
+    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram)}, tags=["ゆずソフト"])
+    await stack.start_worker()
+    record = await run_job(stack, ["ゆずソフト"])
+    await settle(1.5)
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "delivery_unknown")
+    assert len(telegram.requests) == 1 and len(telegram.messages) == 1
+    assert (await intents(await stack.ledger(), record.job_id))[tg]["status"] == "unknown"
+
+
+# ---- 7. a route's refusal of a work is remembered ---------------------------------------
+
+
+async def test_a_refused_work_is_not_offered_to_that_route_again(
+    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
+) -> None:
+    w1, w2, w3 = ordered("オリジナル")[:3]
+    webhook.refuse_works = {w1}  # 400 for this one work, every time
+    _, hook = names()
+    stack = routes_stack(make_stack, replay, {hook: webhook_route(webhook)})
+    await stack.start_worker()
+    records = [await run_job(stack) for _ in range(3)]
+
+    first = records[0].cells[0]
+    assert (first.state, first.reason, first.work_id) == ("failed", "delivery_rejected", w1)
+    assert [(r.cells[0].state, r.cells[0].work_id) for r in records[1:]] == [("submitted", w2), ("submitted", w3)]
+    assert webhook.works() == [w1, w2, w3]  # the refused work was sent once, not by every job
+    report = records[1].cells[0].candidate_report
+    assert report is not None and report.reasons.get("refused") == 1
+
+    # the operator lists the refusal, fixes the receiver and clears it: the work is offered again
+    listed = await curaflow("refusals", "list", "--route", hook, "--json", stack=stack)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert [(r["route"], r["work_id"], r["reason"]) for r in rows] == [(hook, w1, "delivery_rejected")]
+    assert "400" in rows[0]["error"]
+    webhook.refuse_works = set()
+    cleared = await curaflow("refusals", "clear", hook, w1, stack=stack)
+    assert cleared.returncode == 0, cleared.stderr
+    again = await run_job(stack)
+    assert (again.cells[0].state, again.cells[0].work_id) == ("submitted", w1)
+    assert webhook.works() == [w1, w2, w3, w1]
+
+
+async def test_a_refusal_on_one_route_leaves_other_routes_free(
+    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
+) -> None:
+    w1 = ordered("オリジナル")[0]
+    webhook.refuse_works = {w1}
+    _, refusing = names()
+    _, other = names()
+    stack = routes_stack(make_stack, replay, {refusing: webhook_route(webhook, "/refusing")})
+    await stack.start_worker()
+    assert (await run_job(stack)).cells[0].reason == "delivery_rejected"
+
+    # a target on another route still gets w1
+    webhook.refuse_works = set()
+    other_stack = routes_stack(make_stack, replay, {other: webhook_route(webhook, "/other")})
+    await other_stack.start_worker()
+    record = await run_job(other_stack)
+    assert (record.cells[0].state, record.cells[0].work_id) == ("submitted", w1)

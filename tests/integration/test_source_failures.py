@@ -1,0 +1,501 @@
+"""Real-world source failures (issue 13) and untrusted source data (issue 12, item 4).
+
+Each case was first seen as a public bug report against a Pixiv downloader; here it is a
+scripted fake speaking the app-api's wire format (the replay server in fault mode, and a
+raw-socket image host for broken HTTP framing). Scan-level cases run the production
+client, scan and artifact store over real HTTP without Temporal; job-level cases run real
+Temporal, real PostgreSQL and real worker processes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from PIL import Image
+
+from curaflow.artifacts import ArtifactStore
+from curaflow.devstack.temporal import free_port
+from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+from curaflow.domain.reasons import TerminalReason
+from curaflow.httpserver import BackgroundServer
+from curaflow.ledger.gates import read_gate
+from curaflow.sources.errors import SourceError
+from curaflow.sources.gate import MemoryGate
+from curaflow.sources.pixiv import PixivClient, parse_work
+from curaflow.sources.replay.app import DeepSet, Faults, create_replay_app, newest_day, recorded_works
+from curaflow.sources.scan import ScanCheckpoint, scan
+from tests.conftest import StackFactory
+from tests.fakes.pximg import FakeImageHost
+from tests.integration.test_source_jobs import protocol_error, source_stack, task
+from tests.jobs_support import ReplayServer, curaflow, ordered, start_scheduled
+from tests.support import short_id
+
+pytestmark = pytest.mark.integration
+
+
+# ---- helpers ---------------------------------------------------------------------------
+
+
+class Replay:
+    """The replay app on 127.0.0.1 with a client factory (scan-level tests)."""
+
+    def __init__(self, server: BackgroundServer, faults: Faults) -> None:
+        self.server = server
+        self.faults = faults
+        self.http = httpx.AsyncClient(timeout=10)
+
+    def client(self) -> PixivClient:
+        return PixivClient(
+            self.http,
+            refresh_token="replay",
+            api_url=self.server.url,
+            auth_url=self.server.url,
+            gate=MemoryGate(0, base_ms=1000),
+        )
+
+
+@pytest.fixture
+async def source() -> AsyncIterator[Replay]:
+    faults = Faults()
+    server = await BackgroundServer(create_replay_app(faults)).start()
+    replay = Replay(server, faults)
+    try:
+        yield replay
+    finally:
+        await replay.http.aclose()
+        await server.stop()
+
+
+@pytest.fixture
+async def image_host(replay: ReplayServer) -> AsyncIterator[FakeImageHost]:
+    """A raw-socket i.pximg.net for the job-level replay; its listings point at it."""
+    host = await FakeImageHost(replay.faults).start()
+    replay.faults.image_base = host.url
+    try:
+        yield host
+    finally:
+        await host.stop()
+
+
+def spec(**kw: Any) -> TargetSpec:
+    query = kw.pop("query", {})
+    filters = kw.pop("filters", {})
+    return TargetSpec(target_id="t", query=TargetQuery(**query), filters=TargetFilters(**filters), **kw)
+
+
+async def run_scan(client: PixivClient, target: TargetSpec, **kw: Any) -> tuple[ScanCheckpoint, list[str]]:
+    offered: list[str] = []
+
+    async def taken(ids: list[str]) -> set[str]:
+        offered.extend(ids)
+        return set()
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    kw.setdefault("scan_limit", target.scan_limit)
+    return await scan(client, target, taken=taken, on_page=on_page, **kw), offered
+
+
+async def listed_work(replay: Replay, work_id: str) -> Any:
+    work = next(w for w in recorded_works() if str(w["id"]) == work_id)
+    page = await replay.client().search_illust(work["tags"][0]["name"])
+    return next(parse_work(i) for i in page["illusts"] if str(i["id"]) == work_id)
+
+
+def decodes(path: Path) -> bool:
+    """A full decode of an image file: Pillow ``verify()``, then a full ``load()``."""
+    try:
+        with Image.open(path) as image:
+            image.verify()
+        with Image.open(path) as image:
+            image.load()
+        return True
+    except (OSError, SyntaxError, ValueError):
+        return False
+
+
+def delivered_pages(root: Path, work_id: str) -> list[Path]:
+    return sorted(p for p in (root / work_id).iterdir() if p.name != "manifest.json")
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if (line.startswith(name + "{") or line.startswith(name + " ")) and all(
+            f'{k}="{v}"' in line for k, v in labels.items()
+        ):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+# ---- 1. truncated downloads ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault", ["close_half", "short_length"])
+@pytest.mark.parametrize("work_id", ["126839103", "126879163"], ids=["png", "jpeg"])
+async def test_an_image_cut_short_inside_valid_framing_is_not_fetched(
+    source: Replay, tmp_path: Path, fault: str, work_id: str
+) -> None:
+    # The framing says the body is complete (a close-delimited body, or a Content-Length
+    # that is itself too small): only a full decode can tell the page is half an image.
+    host = await FakeImageHost(source.faults, script=[fault]).start()
+    source.faults.image_base = host.url
+    try:
+        work = await listed_work(source, work_id)
+        store = ArtifactStore(tmp_path)
+        with pytest.raises(SourceError) as caught:
+            await store.fetch(source.client(), work, "job", "t")
+        assert caught.value.reason == TerminalReason.DOWNLOAD_FAILED and caught.value.retryable
+        assert list(store.folder("job", "t").iterdir()) == []  # nothing recorded complete
+        artifact = await store.fetch(source.client(), work, "job", "t")  # the retry
+        assert all(decodes(Path(f.path)) for f in artifact.files)
+        assert [r.fault for r in host.of_work(work_id)][:2] == [fault, None]
+    finally:
+        await host.stop()
+
+
+async def test_a_truncated_download_is_retried_until_every_page_decodes(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer, image_host: FakeImageHost
+) -> None:
+    [work_id] = ordered("ゆずソフト")  # one PNG page
+    image_host.script = ["close_half", "short_length"]
+    stack, _ = source_stack(make_stack, tmp_path, replay, target={"query": {"tags": ["ゆずソフト"]}})
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(task(stack, ["ゆずソフト"])))
+
+    cell = record.cells[0]
+    assert (cell.state, cell.work_id) == ("submitted", work_id)
+    assert [r.fault for r in image_host.of_work(work_id)] == ["close_half", "short_length", None]
+    [page] = delivered_pages(tmp_path / "delivered", work_id)
+    assert decodes(page)
+
+
+# ---- 2. the retrieval view holds after the 5000-offset window move ---------------------
+
+
+async def test_duration_holds_on_every_page_after_the_window_moves(source: Replay) -> None:
+    # 800 works a day for 15 days; "within_last_week" holds 8 days = 6400 works (> 5000),
+    # none popular. A popular work 13 days old lies outside the duration.
+    old = 800 * 13 + 5
+    source.faults.deep = DeepSet(
+        tag="week-tag", count=12_000, per_day=800, last_day=newest_day(), popular_ranks=frozenset({old})
+    )
+    target = spec(
+        query={"tags": ["week-tag"], "duration": "within_last_week"}, filters={"min_bookmarks": 500}, scan_limit=1
+    )
+    result, offered = await run_scan(source.client(), target, max_examined=20_000)
+
+    searches = source.faults.of("search")
+    assert result.window_moves >= 1
+    assert all(e.params.get("duration") == "within_last_week" for e in searches), [e.params for e in searches][-3:]
+    assert result.candidates == []  # the 13-day-old work is outside the query
+    assert source.faults.deep.work_id(old) not in offered
+    assert result.report.fetched == 6400 and len(offered) == len(set(offered))
+
+
+async def test_every_page_carries_the_whole_retrieval_view(source: Replay) -> None:
+    # 200 works a day: "within_last_month" holds 6000 works, so the window moves
+    source.faults.deep = DeepSet(tag="view-tag", count=8000, per_day=200)
+    target = spec(
+        query={"tags": ["view-tag"], "search_target": "exact_match_for_tags", "duration": "within_last_month"},
+        filters={"start_date": "2024-12-01", "end_date": "2025-02-03", "min_bookmarks": 500},
+        scan_limit=1,
+    )
+    await run_scan(source.client(), target, max_examined=20_000)
+    searches = source.faults.of("search")
+    assert len(searches) > 170
+    for e in searches:
+        assert e.params["word"] == "view-tag" and e.params["search_target"] == "exact_match_for_tags"
+        assert e.params["duration"] == "within_last_month"
+        assert e.params["start_date"] >= "2024-12-01"  # a window only narrows the target's dates
+        assert e.params["end_date"] <= "2025-02-03"
+
+
+# ---- 3. a day deeper than the offset cap -----------------------------------------------
+
+
+async def test_a_day_with_more_works_than_the_cap_is_read_from_both_ends(source: Replay) -> None:
+    # 5100 works on one day: date_desc reaches the newest 5010; the 90 oldest — with the
+    # only eligible work among them — are read in date_asc order up to where the first
+    # walk stopped.
+    deep = DeepSet(tag="one-day", count=5200, per_day=5100, popular_ranks=frozenset({5050}))
+    source.faults.deep = deep
+    target = spec(query={"tags": ["one-day"]}, filters={"min_bookmarks": 500}, scan_limit=1)
+    result, offered = await run_scan(source.client(), target, max_examined=20_000)
+
+    assert [w.work_id for w in result.candidates] == [deep.work_id(5050)]
+    assert len(offered) == len(set(offered))  # nothing offered twice
+    # the tail is read oldest first, up to the eligible work
+    assert set(offered) >= {deep.work_id(r) for r in range(5050, 5100)}
+    assert result.report.fetched == 5010 + 50
+    assert result.report.skipped_days == []
+    assert all(e.status == 200 and int(e.params.get("offset", 0)) <= 5000 for e in source.faults.of("search"))
+
+
+async def test_a_crowded_day_is_read_from_both_ends_in_an_ascending_scan_too(source: Replay) -> None:
+    # date_asc: the walk reaches the crowded day from its oldest end; the newest 90 works
+    # of the day (with the eligible one) are read newest first.
+    deep = DeepSet(tag="one-day-asc", count=5200, per_day=5100, popular_ranks=frozenset({50}))
+    source.faults.deep = deep
+    target = spec(query={"tags": ["one-day-asc"], "sort": "date_asc"}, filters={"min_bookmarks": 500}, scan_limit=1)
+    result, offered = await run_scan(source.client(), target, max_examined=20_000)
+
+    assert [w.work_id for w in result.candidates] == [deep.work_id(50)]
+    assert len(offered) == len(set(offered))
+    assert set(offered) >= {deep.work_id(r) for r in range(0, 51)}
+    assert result.report.skipped_days == []
+    assert all(e.status == 200 for e in source.faults.of("search"))
+
+
+async def test_a_window_never_moves_past_the_targets_dates(source: Replay) -> None:
+    # The target covers one crowded day: once both ends of it are read, the scan ends
+    # instead of asking for an empty date range.
+    source.faults.deep = DeepSet(tag="one-day-only", count=5200, per_day=5100)
+    target = spec(
+        query={"tags": ["one-day-only"]},
+        filters={"min_bookmarks": 500, "start_date": "2025-02-04", "end_date": "2025-02-04"},
+        scan_limit=1,
+    )
+    result, offered = await run_scan(source.client(), target, max_examined=20_000)
+    assert result.exhausted and result.report.exhausted and result.candidates == []
+    assert result.report.fetched == 5100 and len(offered) == len(set(offered))
+    assert all(e.params["start_date"] <= e.params["end_date"] for e in source.faults.of("search"))
+
+
+async def test_a_day_the_source_cannot_page_fully_is_reported(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    # 10 150 works on one day: 5010 from each end are reachable, 130 in the middle are
+    # not. The scan goes on with the day before and says which day it could not finish.
+    deep = DeepSet(tag="busy-day", count=10_200, per_day=10_150, popular_ranks=frozenset({10_160}))
+    replay.faults.deep = deep
+    metrics_port = free_port()
+    stack, _ = source_stack(
+        make_stack,
+        tmp_path,
+        replay,
+        pixiv={"max_examined": 20_000},
+        target={"query": {"tags": ["busy-day"]}, "filters": {"min_bookmarks": 500}, "scan_limit": 1},
+        observability={"metrics_port": metrics_port, "metrics_host": "127.0.0.1"},
+    )
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(task(stack, ["busy-day"])), timeout_s=180)
+
+    cell = record.cells[0]
+    assert (cell.state, cell.work_id) == ("submitted", deep.work_id(10_160))
+    report = cell.candidate_report
+    assert report is not None
+    assert [d.model_dump() for d in report.skipped_days] == [{"day": "2025-02-04", "reached": 10_020}]
+    pool = await stack.ledger()
+    outcome = await pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", record.job_id)
+    [target] = outcome["cells"]["targets"]
+    assert target["candidate_report"]["skipped_days"] == [{"day": "2025-02-04", "reached": 10_020}]
+    assert "source.day_not_fully_paged" in stack.worker_log()
+    async with httpx.AsyncClient() as plain:
+        text = (await plain.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+    assert sample(text, "curaflow_source_days_not_fully_paged_total", account="default") == 1
+
+
+# ---- 4. fallback stages never rescan an exhausted source -------------------------------
+
+
+async def test_an_exhausted_source_ends_a_scheduled_cell_at_once(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    # 廃墟 lists three works and no next page: two get delivered, one is AI (filtered).
+    works = ordered("廃墟")
+    assert len(works) == 3
+    replay.faults.mutate = {works[2]: {"illust_ai_type": 2}}
+    stack, _ = source_stack(
+        make_stack,
+        tmp_path,
+        replay,
+        target={"query": {"tags": ["廃墟"]}, "filters": {"exclude_ai": True}},
+    )
+    await stack.start_worker()
+    for _ in range(2):
+        done = await stack.wait_terminal(await stack.admit(task(stack, ["廃墟"])))
+        assert done.cells[0].state == "submitted"
+    before = len(replay.faults.of("search"))
+
+    record = await stack.wait_terminal(await start_scheduled(stack, stages=3))
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason, cell.fallback_stage) == ("no_candidate", "filter_exhausted", 0)
+    assert len(replay.faults.of("search")) - before == 1  # no stage rescanned the same result
+    assert cell.candidate_report is not None and cell.candidate_report.exhausted
+
+
+# ---- 6. "Your access is currently restricted." -----------------------------------------
+
+
+async def test_a_restricted_account_is_its_own_reason_and_pauses_the_account(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    replay.faults.search = ["restricted"] * 20  # 403 {"error": {"user_message": "Your access is …"}}
+    stack, _ = source_stack(make_stack, tmp_path, replay, pixiv={"restriction_pause_ms": 600_000})
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(task(stack)))
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "account_restricted")
+    assert len(replay.faults.of("search")) == 1  # not retried: a retry cannot lift it
+    error = protocol_error(record)
+    assert error["code"] == "auth_error" and error["retryable"] is False
+    assert error["detail"]["internal_code"] == "account_restricted"
+    assert "restricted" in error["message"] and "paused" in error["message"]
+    pool = await stack.ledger()
+    outcome = await pool.fetchrow("SELECT alertable, record FROM outcomes WHERE job_id = $1", record.job_id)
+    assert outcome["alertable"] is True
+    assert "restricted" in outcome["record"]["user_message"]["en"]
+    gate = await read_gate(pool, stack.settings.source_task_queue("default"))
+    assert gate is not None and gate.paused_until - gate.now > 500_000
+
+    # the account is paused: the next job of the account does not ask Pixiv again
+    again = await stack.wait_terminal(await stack.admit(task(stack)))
+    assert (again.cells[0].state, again.cells[0].reason) == ("failed", "account_restricted")
+    assert len(replay.faults.of("search")) == 1
+    assert "source.account_restricted" in stack.worker_log()
+
+    # the operator checked the account and lifts the pause: jobs search again
+    listed = await curaflow("accounts", "list", "--json", stack=stack)
+    assert listed.returncode == 0, listed.stderr
+    [account] = json.loads(listed.stdout)
+    assert account["account"] == "default" and account["pause_reason"] == "restricted"
+    resumed = await curaflow("accounts", "resume", "default", stack=stack)
+    assert resumed.returncode == 0, resumed.stderr
+    replay.faults.search = []
+    after = await stack.wait_terminal(await stack.admit(task(stack)))
+    assert after.cells[0].state == "submitted"
+
+
+# ---- 8. unavailable works are remembered -----------------------------------------------
+
+
+async def test_an_unavailable_work_is_not_fetched_again_by_later_jobs(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    w1, w2, w3 = ordered("オリジナル")[:3]
+    replay.faults.missing_works = {w1}  # its image answers 404
+    stack, _ = source_stack(make_stack, tmp_path, replay)
+    await stack.start_worker()
+    first = await stack.wait_terminal(await stack.admit(task(stack)))
+    second = await stack.wait_terminal(await stack.admit(task(stack)))
+
+    assert (first.cells[0].state, first.cells[0].work_id) == ("submitted", w2)
+    assert (second.cells[0].state, second.cells[0].work_id) == ("submitted", w3)
+    w1_images = [e for e in replay.faults.of("image") if f"/{w1}_p" in e.path]
+    assert len(w1_images) == 1  # the second job knew it was gone
+    report = second.cells[0].candidate_report
+    assert report is not None and {"work_id": w1, "reason": "unavailable"} in report.filtered
+
+    # an operator can make curaflow try it again at once
+    listed = json.loads((await curaflow("unavailable", "list", "--json", stack=stack)).stdout)
+    assert [(r["account"], r["work_id"]) for r in listed if r["work_id"] == w1] == [("default", w1)]
+    assert (await curaflow("unavailable", "clear", w1, "--account", "default", stack=stack)).returncode == 0
+    replay.faults.missing_works = set()
+    third = await stack.wait_terminal(await stack.admit(task(stack)))
+    assert (third.cells[0].state, third.cells[0].work_id) == ("submitted", w1)
+
+
+# ---- 12.4 untrusted data from the source ------------------------------------------------
+
+
+async def test_hostile_work_ids_never_leave_their_roots(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    first, second, third = ordered("オリジナル")[:3]
+    absolute = str(tmp_path / "abs-escaped-2")
+    replay.faults.mutate = {first: {"id": "../../../escaped-1"}, second: {"id": absolute}}
+    out = f"out-{short_id()}"
+    root = tmp_path / "r1" / "r2" / "r3" / "delivered"
+    stack = make_stack(
+        {
+            "pixiv": replay.config(),
+            "routes": {out: {"kind": "directory", "path": str(root)}},
+            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
+        }
+    )
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(task(stack)))
+
+    cell = record.cells[0]
+    assert (cell.state, cell.work_id) == ("submitted", third)
+    assert cell.candidate_report is not None and cell.candidate_report.reasons.get("invalid") == 2
+    assert [p for p in tmp_path.rglob("*") if "escaped" in p.name] == []
+    assert sorted(p.name for p in root.iterdir()) == [third]
+
+
+async def test_broken_text_from_the_source_is_cleaned_before_storage(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    [work_id] = ordered("ゆずソフト")
+    recorded = next(w for w in recorded_works() if str(w["id"]) == work_id)
+    replay.faults.mutate = {
+        work_id: {
+            "title": "broken \ud83d emoji\x00 and a \x07bell",
+            "tags": [*recorded["tags"], {"name": "tag\udc00\x1b[31m", "translated_name": None}],
+            "user": {**recorded["user"], "name": "artist\x00\ud800"},
+        }
+    }
+    stack, _ = source_stack(
+        make_stack, tmp_path, replay, target={"query": {"tags": ["ゆずソフト"]}}, delivery={"source_max_attempts": 3}
+    )
+    await stack.start_worker()
+    # every job of the target used to fail while this work was among its candidates
+    for _ in range(2):
+        record = await stack.wait_terminal(await stack.admit(task(stack, ["ゆずソフト"])))
+        if record.cells[0].state == "submitted":
+            break
+    cell = record.cells[0]
+    assert (cell.state, cell.work_id) == ("submitted", work_id), cell
+    assert cell.work is not None
+    assert cell.work.title == "broken \ufffd emoji and a bell"
+    assert cell.work.author == "artist\ufffd"
+    assert "tag\ufffd[31m" in cell.work.tags
+    manifest = (tmp_path / "delivered" / work_id / "manifest.json").read_text(encoding="utf-8")
+    assert "broken \ufffd emoji and a bell" in manifest
+
+
+async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> None:
+    from curaflow.ledger import remembered as memory
+    from curaflow.ledger.db import now_ms
+
+    gate, route, other = f"q-{short_id()}-source-default", f"r-{short_id()}", f"r-{short_id()}"
+    async with ledger_pool.acquire() as conn:
+        await memory.remember_unavailable(
+            conn, gate=gate, work_type="illustration", work_id="11", why="image HTTP 404", job_id="j", ttl_ms=1000
+        )
+        await memory.remember_unavailable(
+            conn, gate=gate, work_type="illustration", work_id="12", why="gone", job_id="j", ttl_ms=0
+        )
+        await memory.remember_refusal(
+            conn,
+            route=route,
+            work_type="illustration",
+            work_id="11",
+            reason="delivery_rejected",
+            error="webhook answered HTTP 400 \x00\ud83d",
+            job_id="j",
+            target_id="t",
+        )
+    now = now_ms()
+
+    async def known(routes: list[str], at: int) -> dict[str, str]:
+        return await memory.remembered_works(
+            ledger_pool, routes=routes, gate=gate, work_type="illustration", work_ids=["11", "12", "13"], now=at
+        )
+
+    assert await known([route], now) == {"11": "refused"}  # a refusal wins
+    assert await known([other], now) == {"11": "unavailable"}  # another route: only the source's verdict
+    assert await known([other], now + 5000) == {}  # forgotten after pixiv.unavailable_ttl_ms
+    [refusal] = await memory.list_refusals(ledger_pool, route)
+    assert refusal.error == "webhook answered HTTP 400 \ufffd"
+    assert await memory.clear_refusals(ledger_pool, route=route, work_id="11") == 1
+    assert await known([route], now) == {"11": "unavailable"}

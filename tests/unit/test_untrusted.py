@@ -1,0 +1,147 @@
+"""Untrusted data from sources (issue 12, item 4): ids, paths and third-party text.
+
+Ids are checked against the source's shape before any use, every path stays under its
+root, and every string from a third party is cleaned of NUL, lone surrogates and control
+characters before it is stored or sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from curaflow.artifacts import ArtifactStore, safe_name
+from curaflow.domain.models import Artifact, ArtifactFile, Work, WorkPage
+from curaflow.domain.text import clean_json, clean_text
+from curaflow.paths import PathEscape, inside
+from curaflow.routes.base import DeliveryRequest, RouteError
+from curaflow.routes.directory import DirectoryRoute
+from curaflow.sources.errors import SourceError, WorkUnavailable
+from curaflow.sources.pixiv import InvalidWork, is_work_id, parse_work
+
+
+def illust(**fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "id": 126872003,
+        "title": "t",
+        "type": "illust",
+        "tags": [{"name": "a"}],
+        "user": {"name": "u"},
+        "create_date": "2025-02-04T00:00:00+09:00",
+        "page_count": 1,
+        "width": 10,
+        "height": 10,
+        "meta_single_page": {"original_image_url": "https://i.pximg.net/img-original/img/x/126872003_p0.png"},
+    }
+    return {**base, **fields}
+
+
+@pytest.mark.parametrize(
+    ("raw", "clean"),
+    [
+        ("plain 夕焼け 😀", "plain 夕焼け 😀"),
+        ("broken \ud83d emoji", "broken \ufffd emoji"),
+        ("low \udc00 half", "low \ufffd half"),
+        ("nul\x00byte", "nulbyte"),
+        ("bell\x07 esc\x1b[31m del\x7f c1\x85", "bell esc[31m del c1"),
+        ("keeps\nnew lines\tand tabs", "keeps\nnew lines\tand tabs"),
+    ],
+)
+def test_clean_text(raw: str, clean: str) -> None:
+    assert clean_text(raw) == clean
+    clean_text(raw).encode("utf-8")  # always encodable
+
+
+def test_clean_json_cleans_every_string_and_key() -> None:
+    body = json.loads('{"illusts": [{"title": "a\\ud83d", "tags": [{"name": "\\u0000x"}], "k\\udc00": 1}]}')
+    cleaned = clean_json(body)
+    assert cleaned == {"illusts": [{"title": "a\ufffd", "tags": [{"name": "x"}], "k\ufffd": 1}]}
+    json.dumps(cleaned, ensure_ascii=False).encode("utf-8")
+
+
+@pytest.mark.parametrize("good", ["1", "126872003", "9223372036854775807"])
+def test_work_ids_of_the_pixiv_shape(good: str) -> None:
+    assert is_work_id(good)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "0", "0123", "../../../escaped-1", "/tmp/escaped-2", "12a", "1 2", "１２", "99999999999999999999", "1\n"],
+)
+def test_anything_else_is_not_a_work_id(bad: str) -> None:
+    assert not is_work_id(bad)
+    with pytest.raises(InvalidWork):
+        parse_work(illust(id=bad))
+
+
+def test_parse_work_cleans_the_text_it_keeps() -> None:
+    work = parse_work(
+        illust(title="x\ud83d\x00", tags=[{"name": "t\x1b"}], user={"name": "n\udc00"}, create_date="2025\x00")
+    )
+    assert (work.title, work.tags, work.author, work.create_date) == ("x\ufffd", ["t"], "n\ufffd", "2025")
+
+
+def test_errors_from_third_parties_carry_clean_text() -> None:
+    for err in (
+        SourceError("remote_http_error", "pixiv said \ud83d\x00"),  # type: ignore[arg-type]
+        RouteError("delivery_rejected", "telegram 400 Bad Request: \ud83d\x00"),  # type: ignore[arg-type]
+        WorkUnavailable("1", "gone \ud83d\x00"),
+    ):
+        str(err).encode("utf-8")
+        assert "\x00" not in str(err)
+    assert WorkUnavailable("1", "gone \ud83d").why == "gone \ufffd"
+
+
+def test_paths_stay_under_their_root(tmp_path: Path) -> None:
+    assert inside(tmp_path, "a", "b.png") == tmp_path / "a" / "b.png"
+    for parts in (("..", "x"), ("../../etc",), ("/etc/passwd",), ("a", "../../b"), (str(tmp_path.parent),)):
+        with pytest.raises(PathEscape):
+            inside(tmp_path, *parts)
+
+
+def test_safe_names_are_never_dot_names() -> None:
+    assert safe_name("..") not in (".", "..") and safe_name(".") not in (".", "..")
+    assert "/" not in safe_name("../x")
+
+
+def hostile_work(work_id: str) -> Work:
+    # A Work that was never validated (as if built by a bug): the stores must still refuse it.
+    return Work.model_construct(
+        work_id=work_id,
+        work_type="illustration",
+        title="t",
+        url="",
+        tags=[],
+        pages=[WorkPage(index=0, url="http://127.0.0.1:9/i/x.png")],
+    )
+
+
+def test_the_directory_route_refuses_a_path_outside_its_root(tmp_path: Path) -> None:
+    src = tmp_path / "src.png"
+    src.write_bytes(b"x")
+    root = tmp_path / "a" / "b" / "out"
+    route = DirectoryRoute("out", root)
+    for work_id in ("../../../escaped-1", str(tmp_path / "escaped-2")):
+        request = DeliveryRequest(
+            job_id="j",
+            target_id="t",
+            route="out",
+            idempotency_key="k",
+            work=hostile_work(work_id),
+            artifact=Artifact(work_id=work_id, files=[ArtifactFile(path=str(src), bytes=1, mime="image/png")]),
+        )
+        with pytest.raises(RouteError) as caught:
+            asyncio.run(route.deliver(request))
+        assert caught.value.permanent
+    assert [p for p in tmp_path.rglob("*") if "escaped" in p.name] == []
+
+
+def test_the_artifact_store_refuses_a_path_outside_its_root(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    with pytest.raises(PathEscape):
+        asyncio.run(store.fetch(None, hostile_work("../../../escaped-1"), "job", "t"))  # type: ignore[arg-type]
+    assert [p for p in tmp_path.rglob("*") if "escaped" in p.name] == []
