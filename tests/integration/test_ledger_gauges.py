@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,6 +23,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from curaflow.config import load_settings
+from curaflow.devstack.processes import die_with_parent
 from curaflow.devstack.temporal import free_port
 from curaflow.domain.messages import Budgets, JobInput, TargetSpec
 from curaflow.ledger.db import create_pool, migrate, now_ms
@@ -177,9 +180,22 @@ async def test_the_api_exports_the_gauges_and_no_worker_up_and_a_worker_exports_
             "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
         }
     )
-    http = await stack.start_api()
-    await scrape(f"{stack.api.url}/metrics", "curaflow_jobs_open{")  # type: ignore[union-attr]
-    api_text = (await http.get("/metrics")).text
+    # The API in its own process: this test process's registry may hold a worker's gauges
+    # from earlier in-process workers.
+    api_port = free_port()
+    env = {**stack.worker_env(), "CURAFLOW_API_TOKEN": "t"}
+    api = subprocess.Popen(
+        [str(Path(sys.executable).parent / "curaflow"), "api", "--port", str(api_port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=die_with_parent,
+    )
+    try:
+        api_text = await scrape(f"http://127.0.0.1:{api_port}/metrics", "curaflow_jobs_open{", timeout_s=60)
+    finally:
+        api.terminate()
+        api.wait(10)
     assert "curaflow_worker_up" not in api_text  # the API is no worker: it never says 0
     assert "curaflow_oldest_open_job_age_seconds" in api_text
 

@@ -339,23 +339,27 @@ async def test_one_gate_per_account_across_worker_processes(
     assert all(r.cells[0].state == "submitted" for r in records)
     assert len({r.cells[0].work_id for r in records}) == 3
 
-    # every request of the account, from any process, left ≥ 300 ms after the previous
-    # one. Measured here at arrival, so one request's transit delay (a fresh connection,
-    # a busy host) shortens the next gap a little: allow for that, and require the
-    # typical gap to be the full interval.
-    spacing = gaps([e.at for e in replay.faults.log])
+    # every app-api request of the account, from any process, left ≥ 300 ms after the
+    # previous one. Measured here at arrival, so one request's transit delay (a fresh
+    # connection, a busy host) shortens the next gap a little: allow for that, and require
+    # the typical gap to be the full interval. The token request is left out: it goes to
+    # Pixiv's OAuth host over a fresh connection, and its late arrival after its own gate
+    # slot made the gap to the first search look short (0.08–0.26 s) on a loaded machine.
+    api_requests = [e for e in replay.faults.log if e.kind != "auth"]
+    spacing = gaps([e.at for e in api_requests])
     assert min(spacing) >= 0.2, sorted(spacing)[:5]
     assert sorted(spacing)[len(spacing) // 2] >= 0.27, sorted(spacing)
     owners = [i for i in (1, 2) if "source_queue.owned" in stack.worker_log(i)]
     assert owners == [1], owners  # one process serves the account's queue
 
     # the owner dies: the standby takes the queue over and keeps the spacing
-    before = len(replay.faults.log)
+    before = len(api_requests)
     stack.workers[0].kill()
     record = await stack.wait_terminal(await stack.admit(task(stack)), timeout_s=90)
     assert record.cells[0].state == "submitted"
     assert "source_queue.owned" in stack.worker_log(2)
-    after_takeover = gaps([e.at for e in replay.faults.log[before - 1 :]])
+    api_requests = [e for e in replay.faults.log if e.kind != "auth"]
+    after_takeover = gaps([e.at for e in api_requests[before - 1 :]])
     assert min(after_takeover) >= 0.2, sorted(after_takeover)[:5]
 
 
