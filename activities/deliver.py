@@ -49,7 +49,6 @@ from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, Route, RouteE
 
 log = get_logger("curaflow.deliver")
 #: Reasons that mean "this route will never take this work": remembered per (route, work).
-REFUSALS = frozenset({TerminalReason.DELIVERY_REJECTED, TerminalReason.TELEPOST_REJECTED})
 
 
 async def _guarded(route: Route, request: DeliveryRequest) -> DeliveryReceipt:
@@ -253,7 +252,7 @@ class DeliverActivity:
             max_attempts=max_attempts if max_attempts is not None else attempt + 1,
         )
         metrics.record_delivery_result(inp.route.name, inp.route.kind, verdict.outcome)
-        refused = verdict.outcome == "rejected" and verdict.reason in REFUSALS
+        refused = verdict.remember_refusal
         async with deps.pool.acquire() as conn, conn.transaction():
             await ledger.record_failed(
                 conn,

@@ -206,12 +206,20 @@ class DeliveryVerdict(BaseModel):
         unknown: the request may have landed and the route may not re-send it: the
             intent ends ``unknown`` (it keeps the work blocked on that route).
         outcome: the metric label: ``unknown`` | ``rejected`` | ``abandoned`` | ``failed``.
+        remember_refusal: the route refused this work for good (a rejection, not a broken
+            route): the refusal is remembered per (route, work) so later jobs pick another
+            work (README "Routes").
     """
 
     reason: TerminalReason
     final: bool
     unknown: bool
     outcome: Literal["unknown", "rejected", "abandoned", "failed"]
+    remember_refusal: bool = False
+
+
+#: Reasons of a route refusing the work itself (remembered per (route, work)).
+REFUSAL_REASONS: frozenset[TerminalReason] = frozenset({R.DELIVERY_REJECTED, R.TELEPOST_REJECTED})
 
 
 def delivery_verdict(
@@ -231,7 +239,14 @@ def delivery_verdict(
     if ambiguous and not resend_safe:
         return DeliveryVerdict(reason=R.DELIVERY_UNKNOWN, final=True, unknown=True, outcome="unknown")
     if permanent:
-        return DeliveryVerdict(reason=parse_reason(reason), final=True, unknown=False, outcome="rejected")
+        refused = parse_reason(reason)
+        return DeliveryVerdict(
+            reason=refused,
+            final=True,
+            unknown=False,
+            outcome="rejected",
+            remember_refusal=refused in REFUSAL_REASONS,
+        )
     if attempt >= max_attempts:
         return DeliveryVerdict(reason=R.DELIVERY_ABANDONED, final=True, unknown=False, outcome="abandoned")
     return DeliveryVerdict(reason=parse_reason(reason), final=False, unknown=False, outcome="failed")

@@ -162,3 +162,16 @@ def test_attempt_budgets() -> None:
     assert attempt_budget("deliver", delivery_max_attempts=12, source_max_attempts=10) == 12
     assert attempt_budget("search", delivery_max_attempts=12, source_max_attempts=10) == 10
     assert attempt_budget("fetch", delivery_max_attempts=12, source_max_attempts=10) == 10
+
+
+def test_only_a_refusal_of_the_work_is_remembered() -> None:
+    def verdict(reason: str) -> bool:
+        return delivery_verdict(
+            reason=reason, permanent=True, ambiguous=False, resend_safe=True, attempt=1, max_attempts=3
+        ).remember_refusal
+
+    assert verdict("delivery_rejected") and verdict("telepost_rejected")
+    assert not verdict("configuration_error")  # a broken route, not a refused work
+    assert not delivery_verdict(
+        reason="delivery_failed", permanent=False, ambiguous=False, resend_safe=True, attempt=3, max_attempts=3
+    ).remember_refusal
