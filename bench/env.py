@@ -215,5 +215,30 @@ def worker_rss_bytes(worker: WorkerProcess) -> int:
     return int(psutil.Process(worker.pid).memory_info().rss)
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time (user + system, seconds) the live processes ``pids`` have used so far."""
+    import psutil
+
+    total = 0.0
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def postgres_pids(pgdata: Path) -> list[int]:
+    """The embedded PostgreSQL on ``pgdata``: its postmaster and every child (backends, workers)."""
+    import psutil
+
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "-D" in cmdline and Path(cmdline[cmdline.index("-D") + 1]).resolve() == pgdata.resolve():
+            return [proc.pid, *(c.pid for c in proc.children(recursive=True))]
+    return []
+
+
 def cpu_count() -> int:
     return os.cpu_count() or 1
