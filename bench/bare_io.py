@@ -23,11 +23,13 @@ import signal
 from datetime import timedelta
 from pathlib import Path
 
-import httpx
 from pydantic import BaseModel
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
+
+with workflow.unsafe.imports_passed_through():
+    import httpx  # activities only; the workflow sandbox must not re-import it
 
 APP_REFERER = "https://app-api.pixiv.net/"
 

@@ -121,7 +121,8 @@ async def run_baseline(stack: BenchStack, n: int, io: bool) -> Run:
             "--source-queue", source, "--source-concurrency", str(SOURCE_CONCURRENCY)]  # fmt: skip
     if io:
         args += ["--replay", stack.services.replay_url, "--dir", str(stack.dir / f"bare-io-{queue}")]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent)
+    log = open(stack.dir / f"{queue}.log", "ab")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, preexec_fn=die_with_parent)
     try:
         assert proc.stdout is not None
         await asyncio.to_thread(proc.stdout.readline)
@@ -137,13 +138,17 @@ async def run_baseline(stack: BenchStack, n: int, io: bool) -> Run:
 
         started = time.monotonic()
         handles = await asyncio.gather(*(start(i) for i in range(n)))
-        await asyncio.gather(*(h.result() for h in handles))  # type: ignore[attr-defined]
+        try:
+            await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 600)  # type: ignore[attr-defined]
+        except TimeoutError:
+            raise RuntimeError(f"{module} jobs did not finish; worker log: {stack.dir / f'{queue}.log'}") from None
         rate = n / (time.monotonic() - started)
         cpu = meter.per_job_ms(n)
         return Run(rate, cpu["worker"], cpu["server"], cpu["postgres"], n)
     finally:
         proc.terminate()
         proc.wait(10)
+        log.close()
 
 
 async def history_events(stack: BenchStack, job_id: str) -> int:
