@@ -237,6 +237,10 @@ class PixivSettings(_Section):
         refresh_token: refresh token of the ``default`` account (``PIXIV_REFRESH_TOKEN``).
         api_url / auth_url: base URLs; None → Pixiv's own when a token is set, else the
             embedded replay server.
+        image_url: where Pixiv's image host ``https://i.pximg.net`` is reached; None →
+            itself when a token is set, ``<replay server>/i`` in replay mode. Works keep
+            the canonical image URLs; only the request goes there, so a fetch resumes on
+            any worker.
         accounts: further accounts by id; ``default`` is always present.
         min_interval_ms: spacing of the ``default`` account's requests (every account's
             gate: at least this long between two requests, across all worker processes).
@@ -255,6 +259,7 @@ class PixivSettings(_Section):
     refresh_token: SecretStr | None = None
     api_url: str | None = None
     auth_url: str | None = None
+    image_url: str | None = None
     image_referer: str = "https://app-api.pixiv.net/"
     min_interval_ms: int = Field(default=1000, ge=0)
     request_timeout_ms: int = Field(default=30_000, ge=100)
