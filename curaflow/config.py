@@ -100,6 +100,9 @@ class ApiSettings(_Section):
             to stop before answering.
         start_concurrency: workflow starts in flight at once; an admission answers once
             the job is durable and its workflow is started in the background.
+        body_timeout_ms: longest time to receive a request body once its headers
+            arrived; a body shorter than its ``Content-Length`` is answered 408 and the
+            connection closed instead of holding a coroutine for ever.
     """
 
     host: str = "127.0.0.1"
@@ -114,6 +117,7 @@ class ApiSettings(_Section):
     max_body_bytes: int = 65_536
     cancel_wait_ms: int = Field(default=10_000, ge=0)
     start_concurrency: int = Field(default=8, ge=1)
+    body_timeout_ms: int = Field(default=30_000, ge=100)
 
 
 def resolve_budget(value: Any, default: int, floor: int = BUDGET_FLOOR_MS) -> int:

@@ -29,7 +29,7 @@ from fastapi import FastAPI, Request, Response
 
 import curaflow
 from curaflow.admission import Admitter, WorkflowStarter
-from curaflow.api.errors import install_error_handlers
+from curaflow.api.errors import ErrorBoundary, install_error_handlers
 from curaflow.api.events import events_router
 from curaflow.api.legacy import legacy_router
 from curaflow.api.openapi import build_openapi
@@ -212,6 +212,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(legacy_router)  # PixivFlow's legacy refetch shim (TelePost's rollback switch)
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["meta"], include_in_schema=False)
     instrument_app(app)
+    app.add_middleware(ErrorBoundary)  # inside the request log below, so it logs the 500
 
     @app.middleware("http")
     async def outcome_log(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:

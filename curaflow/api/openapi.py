@@ -27,6 +27,7 @@ DESCRIPTIONS = {
     401: "missing or wrong bearer token (legacy shape)",
     404: "unknown job (or unknown target on POST /jobs): invalid_params",
     405: "method not allowed",
+    408: "the request body did not arrive within api.body_timeout_ms (invalid_params; the connection is closed)",
     409: "idempotency_conflict, or ambiguous_target (invalid_params)",
     413: "request body larger than api.max_body_bytes (invalid_params)",
     500: "internal_error (internal text never leaks)",
@@ -61,6 +62,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
             200: "JobEnvelope",
             400: "ErrorResponse",
             404: "ErrorResponse",
+            408: "ErrorResponse",
             409: "ErrorResponse",
             413: "ErrorResponse",
             **_AUTH,
@@ -75,7 +77,14 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         {200: "EventPage", 400: "ErrorResponse", 404: "ErrorResponse", **_AUTH}
     ),
     ("post", "/jobs/{job_id}/events/ack"): Operation(
-        {200: "AckResult", 400: "ErrorResponse", 404: "ErrorResponse", 413: "ErrorResponse", **_AUTH},
+        {
+            200: "AckResult",
+            400: "ErrorResponse",
+            404: "ErrorResponse",
+            408: "ErrorResponse",
+            413: "ErrorResponse",
+            **_AUTH,
+        },
         body="AckRequest",
     ),
 }

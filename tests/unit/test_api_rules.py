@@ -100,7 +100,7 @@ def test_openapi_describes_every_route_with_the_protocol_schemas() -> None:
         assert ref.startswith("#/components/schemas/") and ref.rsplit("/", 1)[1] in components, ref
     submit = doc["paths"]["/jobs"]["post"]
     assert submit["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/Task")
-    assert set(submit["responses"]) == {"200", "202", "400", "401", "404", "409", "413", "500", "503"}
+    assert set(submit["responses"]) == {"200", "202", "400", "401", "404", "408", "409", "413", "500", "503"}
     assert submit["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/AuthError")
     assert "links" in submit["responses"]["202"]
     events = doc["paths"]["/jobs/{job_id}/events"]["get"]
