@@ -516,6 +516,21 @@ class ObservabilitySettings(_Section):
     ledger_gauges_window_ms: int = Field(default=86_400_000, ge=60_000)
 
 
+class SupervisionSettings(_Section):
+    """Supervision of every background loop of a process (:mod:`curaflow.supervision`).
+
+    Attributes:
+        initial_backoff_ms / max_backoff_ms: a failed loop restarts after a backoff that
+            doubles from the first to the second.
+        fatal_after_ms: a loop that has not recovered for this long fails the process,
+            which exits with status 3 so its supervisor restarts it.
+    """
+
+    initial_backoff_ms: int = Field(default=500, ge=10)
+    max_backoff_ms: int = Field(default=30_000, ge=10)
+    fatal_after_ms: int = Field(default=300_000, ge=100)
+
+
 def _default_routes() -> dict[str, Any]:
     return {"out": DirectoryRoute(path=Path("curaflow-out"))}
 
@@ -566,6 +581,7 @@ class Settings(BaseSettings):
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     pixiv: PixivSettings = Field(default_factory=PixivSettings)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
+    supervision: SupervisionSettings = Field(default_factory=SupervisionSettings)
     max_fallback_stages: int = Field(default=3, ge=0, le=10)
     reconcile_interval_ms: int = Field(default=30_000, ge=100)
     routes: dict[str, RouteConfig] = Field(default_factory=_default_routes)

@@ -103,6 +103,12 @@ SCHEDULE_START_LAG = Histogram(
     ["schedule_id"],
     buckets=(0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600, 5400),
 )
+BACKGROUND_ERRORS = Counter(
+    "curaflow_background_errors_total",
+    "Failures of a supervised background loop (each one logged as background.loop_failed and "
+    "followed by a restart with backoff); see curaflow.supervision.",
+    ["loop"],
+)
 _WORKER_UP: list[Gauge] = []
 
 
@@ -244,6 +250,12 @@ def record_missed(schedule_id: str, why: str, count: int) -> None:
     """Count occurrences Temporal skipped or missed (``why``: missed_catchup_window | skipped_overlap)."""
     if count > 0:
         SCHEDULE_MISSED.labels(schedule_id=schedule_id, why=why).inc(count)
+
+
+@_safe
+def record_background_error(loop: str) -> None:
+    """Count one failure of the supervised background loop ``loop``."""
+    BACKGROUND_ERRORS.labels(loop=loop).inc()
 
 
 def render_latest() -> tuple[bytes, str]:

@@ -43,6 +43,7 @@ class Operation:
     body: str | None = None
     protected: bool = True
     links: dict[str, Any] = field(default_factory=dict)
+    descriptions: dict[int, str] = field(default_factory=dict)
 
 
 _JOB_LINKS = {
@@ -55,6 +56,11 @@ _AUTH = {401: "AuthError", 503: "AuthError", 500: "ErrorResponse"}
 #: (method, path) → what the operation answers.
 OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/health"): Operation({200: "Health"}, protected=False),
+    ("get", "/ready"): Operation(
+        {200: "Readiness", 503: "Readiness"},
+        protected=False,
+        descriptions={200: "ready: every check is ok", 503: "not ready: at least one check failed (named in checks)"},
+    ),
     ("get", "/capabilities"): Operation({200: "Capabilities", **_AUTH}),
     ("post", "/jobs"): Operation(
         {
@@ -118,7 +124,8 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
             spec = OPERATIONS[(method, path)]
             responses: dict[str, Any] = {}
             for status, name in sorted(spec.responses.items()):
-                response: dict[str, Any] = {"description": DESCRIPTIONS.get(status, "answer"), "content": _json(name)}
+                description = spec.descriptions.get(status) or DESCRIPTIONS.get(status, "answer")
+                response: dict[str, Any] = {"description": description, "content": _json(name)}
                 if spec.links and status in (200, 202):
                     response["links"] = spec.links
                 responses[str(status)] = response

@@ -108,7 +108,15 @@ def test_openapi_describes_every_route_with_the_protocol_schemas() -> None:
     assert set(params) == {"job_id", "after", "unacked", "limit", "wait_ms"}
     assert params["limit"]["schema"]["maximum"] == 500 and params["wait_ms"]["schema"]["maximum"] == 30_000
     assert "security" not in doc["paths"]["/health"]["get"]
-    assert all("security" in op for (m, p), op in ((k, doc["paths"][k[1]][k[0]]) for k in OPERATIONS) if p != "/health")
+    ready = doc["paths"]["/ready"]["get"]
+    assert "security" not in ready and set(ready["responses"]) == {"200", "503"}
+    assert ready["responses"]["503"]["content"]["application/json"]["schema"]["$ref"].endswith("/Readiness")
+    assert "not ready" in ready["responses"]["503"]["description"]
+    assert all(
+        "security" in op
+        for (m, p), op in ((k, doc["paths"][k[1]][k[0]]) for k in OPERATIONS)
+        if p not in ("/health", "/ready")
+    )
     assert "422" not in str(doc["paths"])  # no framework validation shape is advertised
 
 
