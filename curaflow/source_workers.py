@@ -130,6 +130,8 @@ class SourceQueueOwner:
         worker = self.make_worker()
         runner = asyncio.create_task(worker.run())
         self.owning.set()
+        if beat is not None:
+            beat.ok("owning")
         log.info("source_queue.owned", task_queue=self.task_queue)
         reason = "stopped"
         try:

@@ -176,12 +176,21 @@ def api(
         raise typer.Exit(2)
     configure_logging(settings.observability.log_level, settings.observability.log_json)
 
+    server: uvicorn.Server | None = None
+
     def failed(_reason: str) -> None:
         arm_hard_exit()
-        os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's own graceful shutdown
+        if server is not None:
+            server.should_exit = True  # uvicorn's own graceful shutdown
 
     app = create_app(settings, on_fatal=failed)
-    uvicorn.run(app, host=host or settings.api.host, port=port or settings.api.port, log_config=None, access_log=False)
+    server_config = uvicorn.Config(
+        app, host=host or settings.api.host, port=port or settings.api.port, log_config=None, access_log=False
+    )
+    server = uvicorn.Server(server_config)
+    server.run()
+    if not server.started:
+        raise typer.Exit(3)  # as uvicorn.run: the application did not start
     if app.state.failure is not None:
         err_console.print(f"[red]a background loop could not recover: {app.state.failure}[/red]")
         raise typer.Exit(EXIT_LOOP_FAILED)

@@ -27,7 +27,7 @@ from curaflow.ledger.events import append_event
 from curaflow.ledger.jobs import NewJob, insert_job
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
-from tests.services import RestartablePostgres, free_port
+from tests.services import RestartablePostgres, free_port, start_api_process
 from tests.support import Stack, short_id
 
 pytestmark = pytest.mark.integration
@@ -105,11 +105,29 @@ async def test_a_worker_serves_new_jobs_after_a_postgresql_restart(
     worker = await stack.start_worker()
     first = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
     assert (await stack.wait_terminal(first, 60)).cells[0].state == "submitted"
+    ready_url = f"http://127.0.0.1:{metrics_port}/ready"
+    async with httpx.AsyncClient(timeout=10) as http:
+        ready = await http.get(ready_url)
+        assert ready.status_code == 200, ready.text
+        checks = ready.json()["checks"]
+        assert checks["loop:source_queue:default"] == {"ok": True, "detail": "owning"}
+        assert checks[f"loop:temporal_worker:{stack.task_queue}"]["ok"] is True
+        assert {"ledger", "temporal", "loop:reconciler", "loop:push_sweeper", "loop:temporal"} <= set(checks)
 
-    await asyncio.to_thread(own_pg.stop, "fast")
-    await asyncio.sleep(5)
-    await asyncio.to_thread(own_pg.start)
-    await fresh_ledger(stack)
+        await asyncio.to_thread(own_pg.stop, "fast")
+        await asyncio.sleep(5)
+        down = await http.get(ready_url)  # alive, and says what is wrong
+        assert (await http.get(f"http://127.0.0.1:{metrics_port}/health")).status_code == 200
+        await asyncio.to_thread(own_pg.start)
+        await fresh_ledger(stack)
+        assert down.status_code == 503, down.text
+        assert down.json()["checks"]["ledger"]["ok"] is False
+        assert down.json()["checks"]["temporal"]["ok"] is True
+
+        async def ready_again() -> bool:
+            return (await http.get(ready_url)).status_code == 200
+
+        await until(ready_again, 30, "/ready 200 after the restart")
 
     second = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
     record = await stack.wait_terminal(second, 90)
@@ -142,6 +160,27 @@ async def test_a_worker_whose_loop_cannot_recover_exits_non_zero(
 
     assert code == 3, stack.worker_log()[-3000:]
     assert "background.loop_unrecoverable" in stack.worker_log()
+
+
+async def test_an_api_whose_loop_cannot_recover_exits_non_zero(
+    tmp_path: Path, temporal_address: str, own_pg: RestartablePostgres
+) -> None:
+    api = await start_api_process(
+        tmp_path,
+        temporal_address=temporal_address,
+        database_url=own_pg.url,
+        token="t",
+        config={"supervision": {"fatal_after_ms": 3000, "max_backoff_ms": 500}, "reconcile_interval_ms": 200},
+    )
+    try:
+        await asyncio.to_thread(own_pg.stop, "fast")  # and it stays down
+        code = await asyncio.to_thread(api.process.wait, 60)
+        text = api.log.read_text(errors="replace")
+    finally:
+        api.stop()
+
+    assert code == 3, text[-3000:]
+    assert "background.loop_unrecoverable" in text
 
 
 async def test_the_reconciler_loop_survives_an_exception_of_any_type(
