@@ -264,12 +264,18 @@ class Supervisor:
         if self._on_fatal is not None:
             self._on_fatal(reason)
 
-    async def close(self, timeout_s: float = 10.0) -> None:
-        """Cancel every loop and wait (up to ``timeout_s``) for them to end."""
-        for task in self._tasks:
+    async def close(self, grace_s: float = 0.0, timeout_s: float = 10.0) -> None:
+        """End every loop: wait up to ``grace_s`` for them to finish by themselves (``stop``
+        is set: a source-queue owner shuts its Temporal worker down gracefully), then cancel
+        the rest and wait up to ``timeout_s``."""
+        pending = [task for task in self._tasks if not task.done()]
+        if pending and grace_s > 0:
+            _, still = await asyncio.wait(pending, timeout=grace_s)
+            pending = list(still)
+        for task in pending:
             task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=timeout_s)
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
         self._tasks = []
 
     # ---- internals --------------------------------------------------------------------

@@ -287,7 +287,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         stop.set()
         set_worker_up(False)
         await asyncio.gather(*(shutdown_worker(w) for w, state in polling.items() if state.running))
-        await supervisor.close()
+        await supervisor.close(grace_s=15)
         for task in loops:
             task.cancel()
         await asyncio.gather(*loops, return_exceptions=True)
@@ -330,9 +330,15 @@ def serve_health(
         server = servers.pop() if servers else BackgroundServer(make_app(), first.host, first.port)
         await server.start()
         beat.ok()
+        serving = asyncio.create_task(server.serving())
+        stopping = asyncio.create_task(stop.wait())
         try:
-            await server.serving()
+            await asyncio.wait([serving, stopping], return_when=asyncio.FIRST_COMPLETED)
+            if serving.done():
+                serving.result()  # raises: the server stopped by itself
         finally:
+            for task in (serving, stopping):
+                task.cancel()
             await server.stop()
 
     return body

@@ -116,7 +116,9 @@ class EventNotifier:
         for woken in self._waiters.get(payload, ()):
             woken.set()
 
-    def _on_lost(self, _conn: Any) -> None:
+    def _on_lost(self, conn: Any) -> None:
+        if self._conn is not None and conn is not self._conn:
+            return  # a replaced connection closing late: not the current one
         self.listening.clear()
         self._lost.set()
 
@@ -146,6 +148,19 @@ class EventNotifier:
             except Exception:  # noqa: BLE001 - a broken connection: drop it
                 conn.terminate()
 
+    def _stopping(self) -> bool:
+        return self._stop.is_set() or (self._supervisor is not None and self._supervisor.stop.is_set())
+
+    async def _wait_lost_or_stop(self, timeout_s: float) -> None:
+        waits = [asyncio.ensure_future(self._lost.wait()), asyncio.ensure_future(self._stop.wait())]
+        if self._supervisor is not None:
+            waits.append(asyncio.ensure_future(self._supervisor.stop.wait()))
+        try:
+            await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+
     async def _listen(self, beat: Beat) -> None:
         """One life of the listening connection (the supervised loop's body)."""
         try:
@@ -155,10 +170,9 @@ class EventNotifier:
                 log.info("listen.reconnected", channel=self.channel)
                 self._wake_all()
             beat.ok()
-            while not self._stop.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._lost.wait(), timeout=self.ping_s)
-                if self._stop.is_set():
+            while not self._stopping():
+                await self._wait_lost_or_stop(self.ping_s)
+                if self._stopping():
                     return
                 conn = self._conn
                 if self._lost.is_set() or conn is None or conn.is_closed():
