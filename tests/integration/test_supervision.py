@@ -301,3 +301,52 @@ async def test_a_temporal_worker_that_stops_polling_fails_the_worker_process(
     assert f"temporal_worker:{stack.task_queue}" in str(failed.value)
     assert "fatal poll error" in str(failed.value)
     assert time.monotonic() - started < 30
+
+
+async def test_a_worker_rides_out_a_temporal_outage_and_says_so(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    # A Temporal of the test's own (persistent, restarted on the same port): while it is
+    # down the worker stays up, /ready says which check fails, and it serves jobs again
+    # once Temporal is back.
+    from curaflow.devstack.temporal import TemporalDevServer
+
+    db, log = tmp_path / "temporal" / "t.db", tmp_path / "temporal.log"
+    server = await TemporalDevServer(db_file=db, log_file=log).start()
+    metrics_port = free_port()
+    try:
+        stack = make_stack(
+            config(tmp_path, replay, temporal={"address": server.address}, observability={"metrics_port": metrics_port})
+        )
+        worker = await stack.start_worker()
+        first = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
+        assert (await stack.wait_terminal(first, 60)).cells[0].state == "submitted"
+        ready_url = f"http://127.0.0.1:{metrics_port}/ready"
+        async with httpx.AsyncClient(timeout=10) as http:
+            assert (await http.get(ready_url)).status_code == 200
+
+            await asyncio.to_thread(server.stop)
+
+            async def temporal_down() -> dict[str, Any] | None:
+                answer = await http.get(ready_url)
+                body: dict[str, Any] = answer.json()
+                checks = body["checks"]
+                if answer.status_code == 503 and not checks["temporal"]["ok"] and not checks["loop:temporal"]["ok"]:
+                    return body
+                return None
+
+            body = await until(temporal_down, 30, "/ready names Temporal")
+            assert body["checks"]["ledger"]["ok"] is True
+            assert worker.alive()
+
+            server = await TemporalDevServer(db_file=db, log_file=log, port=server.port).start()
+
+            async def ready_again() -> bool:
+                return (await http.get(ready_url)).status_code == 200
+
+            await until(ready_again, 60, "/ready 200 once Temporal is back")
+        second = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
+        assert (await stack.wait_terminal(second, 90)).cells[0].state == "submitted"
+        assert worker.alive()
+    finally:
+        await asyncio.to_thread(server.stop)
