@@ -44,6 +44,7 @@ class ActivityDeps:
     store: ArtifactStore
     pixiv_api_url: str
     pixiv_auth_url: str
+    pixiv_image_host: str | None = None
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     _pixiv: dict[str, PixivClient] = field(default_factory=dict)
     _routes: dict[str, Route] = field(default_factory=dict)
@@ -95,6 +96,7 @@ class ActivityDeps:
                 auth_url=self.pixiv_auth_url,
                 image_referer=pixiv.image_referer,
                 gate=gate,
+                image_host=self.pixiv_image_host,
             )
         return self._pixiv[account]
 
@@ -147,6 +149,7 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
         store=ArtifactStore(settings.artifacts_dir),
         pixiv_api_url=api,
         pixiv_auth_url=auth or api,
+        pixiv_image_host=pixiv.image_url or (f"{api.rstrip('/')}/i" if pixiv.replay else None),
     )
 
 

@@ -39,6 +39,7 @@ from curaflow.ledger.jobs import NewJob, find_existing, insert_job, mark_workflo
 from curaflow.logs import get_logger
 from curaflow.protocol.errors import ProtocolError, invalid_params
 from curaflow.protocol.task import ValidatedTask, manual_job_id, validate_task
+from curaflow.supervision import Beat, Supervisor
 from curaflow.temporal import start_job_workflow
 
 log = get_logger("curaflow.admission")
@@ -167,22 +168,37 @@ class WorkflowStarter:
     not held up by the Temporal frontend, which also sees fewer concurrent starts. A
     start that fails, or that a crash loses, is done by the reconciler.
 
+    The consumers run as one supervised loop named ``workflow_starter``
+    (:mod:`curaflow.supervision`): a failure outside a start (a bug) is logged, counted
+    and the consumers restarted; queued starts are kept.
+
     Args:
         start: starts one job's workflow (``Admitter.start``).
         concurrency: starts in flight at once.
+        supervisor: the process's supervisor (None: a private one that only logs).
     """
 
-    def __init__(self, start: Any, concurrency: int = 8) -> None:
+    def __init__(self, start: Any, concurrency: int = 8, *, supervisor: Supervisor | None = None) -> None:
         self._start = start
+        self._concurrency = max(1, concurrency)
         self._queue: asyncio.Queue[tuple[str, JobInput | None, contextvars.Context]] = asyncio.Queue()
-        self._tasks = [asyncio.create_task(self._run()) for _ in range(max(1, concurrency))]
+        self._stop = asyncio.Event()
+        self._own = supervisor is None
+        self._supervisor = supervisor or Supervisor(self._stop)
+        self._supervisor.loop("workflow_starter", self._consumers)
 
     def submit(self, job_id: str, inp: JobInput | None) -> None:
         """Queue the start of ``job_id``'s workflow (it runs in the caller's context, so a
         trace of the admission request continues into the start)."""
         self._queue.put_nowait((job_id, inp, contextvars.copy_context()))
 
-    async def _run(self) -> None:
+    async def _consumers(self, beat: Beat) -> None:
+        beat.ok()
+        async with asyncio.TaskGroup() as group:
+            for _ in range(self._concurrency):
+                group.create_task(self._consume(beat))
+
+    async def _consume(self, beat: Beat) -> None:
         while True:
             job_id, inp, context = await self._queue.get()
             try:
@@ -191,16 +207,15 @@ class WorkflowStarter:
                 log.warning("admission.start_deferred", job_id=job_id, error=type(err).__name__)
             finally:
                 self._queue.task_done()
+            beat.ok()
 
     async def close(self, timeout_s: float = 10.0) -> None:
         """Wait (up to ``timeout_s``) for queued starts, then stop."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._queue.join(), timeout_s)
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        self._stop.set()
+        if self._own:
+            await self._supervisor.close()
 
 
 class Admitter:

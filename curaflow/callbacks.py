@@ -29,7 +29,6 @@ independent, ``unacked`` still counts a pushed event.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from datetime import timedelta
 from enum import StrEnum
 
@@ -44,6 +43,7 @@ from curaflow.domain.messages import CallbackPolicy, PushInput
 from curaflow.ledger.pushes import stale_jobs
 from curaflow.logs import get_logger
 from curaflow.routes.base import header_value
+from curaflow.supervision import Supervisor
 
 log = get_logger("curaflow.callbacks")
 
@@ -134,13 +134,19 @@ async def sweep_once(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
 
 
 async def run_push_sweeper(
-    pool: asyncpg.Pool, client: Client, settings: Settings, stop: asyncio.Event, interval_s: float
+    pool: asyncpg.Pool,
+    client: Client,
+    settings: Settings,
+    stop: asyncio.Event,
+    interval_s: float,
+    *,
+    supervisor: Supervisor | None = None,
 ) -> None:
-    """Run :func:`sweep_once` every ``interval_s`` seconds until ``stop`` is set."""
-    while not stop.is_set():
-        try:
-            await sweep_once(pool, client, settings)
-        except (OSError, asyncpg.PostgresError) as err:
-            log.warning("callback.sweep_failed", error=type(err).__name__)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+    """Run :func:`sweep_once` every ``interval_s`` seconds until ``stop`` is set.
+
+    A supervised loop named ``push_sweeper`` (:mod:`curaflow.supervision`): any failure
+    is logged, counted and retried with backoff; one that does not recover fails the
+    process through ``supervisor`` (None: a private supervisor that only logs).
+    """
+    sup = supervisor or Supervisor(stop)
+    await sup.run_every("push_sweeper", interval_s, lambda: sweep_once(pool, client, settings))

@@ -100,6 +100,9 @@ class ApiSettings(_Section):
             to stop before answering.
         start_concurrency: workflow starts in flight at once; an admission answers once
             the job is durable and its workflow is started in the background.
+        body_timeout_ms: longest time to receive a request body once its headers
+            arrived; a body shorter than its ``Content-Length`` is answered 408 and the
+            connection closed instead of holding a coroutine for ever.
     """
 
     host: str = "127.0.0.1"
@@ -114,6 +117,7 @@ class ApiSettings(_Section):
     max_body_bytes: int = 65_536
     cancel_wait_ms: int = Field(default=10_000, ge=0)
     start_concurrency: int = Field(default=8, ge=1)
+    body_timeout_ms: int = Field(default=30_000, ge=100)
 
 
 def resolve_budget(value: Any, default: int, floor: int = BUDGET_FLOOR_MS) -> int:
@@ -237,6 +241,10 @@ class PixivSettings(_Section):
         refresh_token: refresh token of the ``default`` account (``PIXIV_REFRESH_TOKEN``).
         api_url / auth_url: base URLs; None → Pixiv's own when a token is set, else the
             embedded replay server.
+        image_url: where Pixiv's image host ``https://i.pximg.net`` is reached; None →
+            itself when a token is set, ``<replay server>/i`` in replay mode. Works keep
+            the canonical image URLs; only the request goes there, so a fetch resumes on
+            any worker.
         accounts: further accounts by id; ``default`` is always present.
         min_interval_ms: spacing of the ``default`` account's requests (every account's
             gate: at least this long between two requests, across all worker processes).
@@ -262,6 +270,7 @@ class PixivSettings(_Section):
     refresh_token: SecretStr | None = None
     api_url: str | None = None
     auth_url: str | None = None
+    image_url: str | None = None
     image_referer: str = "https://app-api.pixiv.net/"
     min_interval_ms: int = Field(default=1000, ge=0)
     request_timeout_ms: int = Field(default=30_000, ge=100)
@@ -516,6 +525,21 @@ class ObservabilitySettings(_Section):
     ledger_gauges_window_ms: int = Field(default=86_400_000, ge=60_000)
 
 
+class SupervisionSettings(_Section):
+    """Supervision of every background loop of a process (:mod:`curaflow.supervision`).
+
+    Attributes:
+        initial_backoff_ms / max_backoff_ms: a failed loop restarts after a backoff that
+            doubles from the first to the second.
+        fatal_after_ms: a loop that has not recovered for this long fails the process,
+            which exits with status 3 so its supervisor restarts it.
+    """
+
+    initial_backoff_ms: int = Field(default=500, ge=10)
+    max_backoff_ms: int = Field(default=30_000, ge=10)
+    fatal_after_ms: int = Field(default=300_000, ge=100)
+
+
 def _default_routes() -> dict[str, Any]:
     return {"out": DirectoryRoute(path=Path("curaflow-out"))}
 
@@ -566,6 +590,7 @@ class Settings(BaseSettings):
     delivery: DeliverySettings = Field(default_factory=DeliverySettings)
     pixiv: PixivSettings = Field(default_factory=PixivSettings)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
+    supervision: SupervisionSettings = Field(default_factory=SupervisionSettings)
     max_fallback_stages: int = Field(default=3, ge=0, le=10)
     reconcile_interval_ms: int = Field(default=30_000, ge=100)
     routes: dict[str, RouteConfig] = Field(default_factory=_default_routes)

@@ -83,6 +83,21 @@ class BackgroundServer:
             await asyncio.sleep(0.01)
         return self
 
+    async def serving(self) -> None:
+        """Wait until the server stops serving by itself.
+
+        Raises:
+            RuntimeError: the server stopped (its own exception is chained).
+        """
+        assert self._task is not None, "start() first"
+        try:
+            await asyncio.shield(self._task)
+        except asyncio.CancelledError:
+            if not self._task.done():
+                raise
+        error = None if self._task.cancelled() else self._task.exception()
+        raise RuntimeError(f"the server on {self.url} stopped serving") from error
+
     async def stop(self) -> None:
         """Stop serving and wait for the server task."""
         self.server.should_exit = True

@@ -119,6 +119,12 @@ ROUTE_REFUSALS = Counter(
     "Works a route refused for good; each is remembered and not offered to that route again.",
     ["route", "kind"],
 )
+BACKGROUND_ERRORS = Counter(
+    "curaflow_background_errors_total",
+    "Failures of a supervised background loop (each one logged as background.loop_failed and "
+    "followed by a restart with backoff); see curaflow.supervision.",
+    ["loop"],
+)
 _WORKER_UP: list[Gauge] = []
 
 
@@ -278,6 +284,12 @@ def record_account_paused(account: str) -> None:
 def record_refusal(route: str, kind: str) -> None:
     """Count a work a route refused for good."""
     ROUTE_REFUSALS.labels(route=route, kind=kind).inc()
+
+
+@_safe
+def record_background_error(loop: str) -> None:
+    """Count one failure of the supervised background loop ``loop``."""
+    BACKGROUND_ERRORS.labels(loop=loop).inc()
 
 
 def render_latest() -> tuple[bytes, str]:

@@ -57,6 +57,7 @@ from curaflow.domain.presentation import SCHEDULE_ID
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started, workflow_input
 from curaflow.logs import get_logger
+from curaflow.supervision import Supervisor
 
 TRAMPOLINE = "ScheduledJobWorkflow"
 MEMO_TASK_QUEUE = "curaflow_task_queue"
@@ -531,15 +532,21 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
 
 
 async def watch_forever(
-    pool: asyncpg.Pool, client: Client, settings: Settings, interval_s: float, stop: asyncio.Event
+    pool: asyncpg.Pool,
+    client: Client,
+    settings: Settings,
+    interval_s: float,
+    stop: asyncio.Event,
+    *,
+    supervisor: Supervisor | None = None,
 ) -> None:
-    """Run :func:`watch_tick` every ``interval_s`` seconds until ``stop`` (errors logged, not fatal)."""
+    """Run :func:`watch_tick` every ``interval_s`` seconds until ``stop``; nothing without plans.
+
+    A supervised loop named ``schedule_watcher`` (:mod:`curaflow.supervision`): any
+    failure is logged, counted and retried with backoff; one that does not recover
+    fails the process through ``supervisor`` (None: a private supervisor that only logs).
+    """
     if not settings.schedules:
         return
-    while not stop.is_set():
-        try:
-            await watch_tick(pool, client, settings)
-        except (OSError, asyncpg.PostgresError, RPCError) as err:
-            log.warning("schedule.watch_failed", error=type(err).__name__)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+    sup = supervisor or Supervisor(stop)
+    await sup.run_every("schedule_watcher", interval_s, lambda: watch_tick(pool, client, settings))

@@ -4,9 +4,10 @@ Every source call of an account runs as an activity on the account's task queue
 (``<task_queue>-source-<account>``, DESIGN.md decision 10). Temporal limits concurrency
 per *worker* (``max_concurrent_activities``), not per task queue, so two worker
 processes polling the same queue would double the account's concurrency. Here each
-process runs a :class:`SourceQueueOwner` per account: the process holding a PostgreSQL
-session advisory lock derived from the queue name polls the queue; the others stand by
-and retry every ``pixiv.source_standby_poll_ms``. The lock dies with its connection, so
+process runs a :class:`SourceQueueOwner` per account, a supervised loop
+(:mod:`curaflow.supervision`): the process holding a PostgreSQL session advisory lock
+derived from the queue name polls the queue; the others stand by and retry every
+``pixiv.source_standby_poll_ms``. The lock dies with its connection, so
 when the owner's process exits or is killed another process takes the queue over within
 one poll interval.
 
@@ -38,6 +39,7 @@ import asyncpg
 from temporalio.worker import Worker
 
 from curaflow.logs import get_logger
+from curaflow.supervision import Beat
 
 log = get_logger("curaflow.source_workers")
 
@@ -50,6 +52,13 @@ def lock_key(task_queue: str) -> int:
 
 class SourceQueueOwner:
     """Serve ``task_queue`` while this process holds its advisory lock (module doc).
+
+    :meth:`run` is a supervised loop (:mod:`curaflow.supervision`): any failure — the
+    database going away mid-check (asyncpg's ``InterfaceError`` on a closed
+    connection, ``ConnectionDoesNotExistError``), the queue's Temporal worker failing,
+    a bug — escapes to the supervisor, which logs and counts it and runs :meth:`run`
+    again after a backoff. Each pass releases what it held (the worker is shut down,
+    the lock connection closed), so a restarted pass starts clean.
 
     Args:
         dsn: the ledger's PostgreSQL URL (a dedicated connection holds the lock).
@@ -76,36 +85,53 @@ class SourceQueueOwner:
         self.stop = stop
         self.owning = asyncio.Event()
 
+    @property
+    def check_timeout_s(self) -> float:
+        """Bound of one database round trip of the owner (connect, lock, liveness check)."""
+        return max(2.0, self.poll_s * 2)
+
     async def _pause(self) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stop.wait(), timeout=self.poll_s)
 
-    async def run(self) -> None:
-        """Alternate between standby and serving until ``stop`` is set."""
+    async def run(self, beat: Beat | None = None) -> None:
+        """Alternate between standby and serving until ``stop`` is set.
+
+        Args:
+            beat: told ``ok`` after every standby poll and liveness check that passed.
+
+        Raises:
+            Exception: any failure (see the class doc); the caller's supervisor restarts.
+        """
         key = lock_key(self.task_queue)
         while not self.stop.is_set():
             conn: asyncpg.Connection | None = None
             try:
-                conn = await asyncpg.connect(self.dsn, timeout=10)
-                if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
-                    await conn.close()
+                conn = await asyncpg.connect(self.dsn, timeout=self.check_timeout_s)
+                locked = await conn.fetchval("SELECT pg_try_advisory_lock($1)", key, timeout=self.check_timeout_s)
+                if not locked:
+                    if beat is not None:
+                        beat.ok("standby")
+                    await conn.close(timeout=self.check_timeout_s)
                     conn = None
                     await self._pause()
                     continue
-                await self._serve(conn)
-            except (OSError, asyncpg.PostgresError, TimeoutError) as err:
-                log.warning("source_queue.db_error", task_queue=self.task_queue, error=str(err))
-                await self._pause()
+                await self._serve(conn, beat)
             finally:
                 self.owning.clear()
                 if conn is not None:
-                    with contextlib.suppress(Exception):
-                        await conn.close(timeout=5)
+                    if conn.is_closed():
+                        conn.terminate()
+                    else:
+                        with contextlib.suppress(Exception):
+                            await conn.close(timeout=5)
 
-    async def _serve(self, conn: asyncpg.Connection) -> None:
+    async def _serve(self, conn: asyncpg.Connection, beat: Beat | None) -> None:
         worker = self.make_worker()
         runner = asyncio.create_task(worker.run())
         self.owning.set()
+        if beat is not None:
+            beat.ok("owning")
         log.info("source_queue.owned", task_queue=self.task_queue)
         reason = "stopped"
         try:
@@ -113,17 +139,18 @@ class SourceQueueOwner:
                 await self._pause()
                 if runner.done():
                     reason = "worker_exited"
-                    break
+                    error = runner.exception() if not runner.cancelled() else None
+                    raise RuntimeError(f"the source queue's worker exited: {error!r}") from error
                 try:
-                    await asyncio.wait_for(conn.fetchval("SELECT 1"), timeout=max(1.0, self.poll_s * 2))
-                except (OSError, asyncpg.PostgresError, TimeoutError):
+                    await conn.fetchval("SELECT 1", timeout=self.check_timeout_s)
+                except BaseException:
                     reason = "lock_connection_lost"
-                    break
+                    raise
+                if beat is not None:
+                    beat.ok("owning")
         finally:
             if not runner.done():
                 await worker.shutdown()
-            with contextlib.suppress(BaseException):  # the worker's own failure is logged below
+            with contextlib.suppress(BaseException):  # its failure was raised above
                 await runner
-            if runner.done() and not runner.cancelled() and runner.exception() is not None:
-                log.error("source_queue.worker_failed", task_queue=self.task_queue, error=str(runner.exception()))
             log.info("source_queue.released", task_queue=self.task_queue, reason=reason)

@@ -10,15 +10,21 @@ One process runs
   concurrency (default 1) — only while this process owns that queue, so exactly one
   process serves each account (:mod:`curaflow.source_workers`);
 * one ``deliver`` worker per route ``task_queue`` in its configuration;
-* the reconciler loop, the schedule watcher (missed / skipped occurrences) and the
-  callback push sweeper (:mod:`curaflow.callbacks`);
+* the reconciler loop, the schedule watcher (missed / skipped occurrences), the
+  callback push sweeper (:mod:`curaflow.callbacks`), the ledger gauges' refresh
+  (:mod:`curaflow.ledger_gauges`) and a Temporal probe;
 * at start, the namespace and its search attributes made ready
   (:func:`curaflow.temporal_setup.prepare_namespace`; the process exits 2 when they
   cannot be);
-* curaflow's Prometheus metrics on ``observability.metrics_port`` (with the ledger
-  gauges of :mod:`curaflow.ledger_gauges`, refreshed by a loop) and the Temporal SDK's on
-  ``observability.temporal_metrics_port`` (when set);
+* on ``observability.metrics_port`` (when set) curaflow's Prometheus metrics (with the
+  ledger gauges), ``/health`` and ``/ready`` (:mod:`curaflow.health_server`); the
+  Temporal SDK's metrics on ``observability.temporal_metrics_port``;
 * in replay mode without ``pixiv.api_url``, the replay server on a free local port.
+
+Every background loop and every Temporal worker of the process runs under one
+:class:`~curaflow.supervision.Supervisor`: a failure is logged, counted and retried;
+one that does not recover within ``supervision.fatal_after_ms`` — or a Temporal worker
+that stops polling — shuts the process down with exit status 3.
 
 Entry points: ``python worker.py`` (repository root) and ``curaflow worker``.
 """
@@ -28,8 +34,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client
 from temporalio.worker import Worker
@@ -40,14 +48,17 @@ from activities.deps import ActivityDeps, close_deps, open_deps
 from activities.heartbeat import heartbeat_beat_s
 from curaflow.callbacks import run_push_sweeper
 from curaflow.config import Settings, warn_budget_fallbacks
+from curaflow.health_server import health_app
 from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import migrate
 from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger_gauges import run_ledger_gauges
 from curaflow.logs import configure_logging, get_logger
-from curaflow.metrics import set_worker_up, start_metrics_server
+from curaflow.metrics import set_worker_up
+from curaflow.readiness import check_ledger, check_temporal, readiness
 from curaflow.schedules import watch_forever
 from curaflow.source_workers import SourceQueueOwner
+from curaflow.supervision import EXIT_LOOP_FAILED, Beat, LoopFailed, SupervisionPolicy, Supervisor, arm_hard_exit
 from curaflow.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
 from curaflow.temporal import connect, start_job_workflow
 from curaflow.temporal_setup import prepare_namespace
@@ -171,11 +182,22 @@ def source_queue_owners(
     ]
 
 
+#: Interval of the worker's Temporal probe (the ``temporal`` loop), seconds.
+TEMPORAL_PROBE_S = 5.0
+
+
 async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> None:
     """Run a worker process until ``stop`` is set (or SIGINT/SIGTERM when None).
 
+    Every background loop and every Temporal worker runs under one
+    :class:`~curaflow.supervision.Supervisor`; when one cannot recover the worker shuts
+    down and this raises :class:`~curaflow.supervision.LoopFailed`.
+
     Raises:
         RuntimeError: Temporal or the database is not configured / unreachable.
+        LoopFailed: a background loop did not recover within ``supervision.fatal_after_ms``,
+            or a Temporal worker stopped polling (``Worker.run`` ended).
+        OSError: the metrics port is taken.
     """
     if not settings.temporal.address or not settings.database.url:
         raise RuntimeError("a worker needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)")
@@ -189,11 +211,16 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
 
+    def failed(reason: str) -> None:
+        assert stop is not None
+        stop.set()
+        if own_stop:  # this is the process: a shutdown hung on the fault must not keep it alive
+            arm_hard_exit()
+
+    supervisor = Supervisor(stop, SupervisionPolicy.from_settings(settings), on_fatal=failed)
     precompile_workflows()
     setup_tracing(settings, "curaflow-worker")
     obs = settings.observability
-    if obs.metrics_port is not None:
-        start_metrics_server(obs.metrics_port, obs.metrics_host)
     client = await connect(settings.temporal.address, settings.temporal.namespace, runtime=temporal_runtime(settings))
     await prepare_namespace(
         client,
@@ -208,6 +235,18 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
     await migrate(deps.pool)
 
+    async def ready() -> tuple[int, dict[str, Any]]:
+        ledger, temporal = await asyncio.gather(check_ledger(deps.pool), check_temporal(client))
+        checks: dict[str, dict[str, Any]] = {"ledger": ledger, "temporal": temporal, **supervisor.checks()}
+        if supervisor.failure:
+            checks["process"] = {"ok": False, "detail": f"failed: {supervisor.failure}"}
+        return readiness("curaflow-worker", checks)
+
+    if obs.metrics_port is not None:
+        # Bound now, so a taken port stops the worker at start with a clear error.
+        first = BackgroundServer(health_app(ready), obs.metrics_host, obs.metrics_port)
+        supervisor.loop("health_server", serve_health(first, lambda: health_app(ready), stop))
+
     async def start(job_id: str) -> None:
         from curaflow.ledger.jobs import mark_workflow_started, workflow_input
 
@@ -219,15 +258,19 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 await mark_workflow_started(conn, job_id)
 
     workers = build_workers(client, settings, deps)
-    owners = [asyncio.create_task(o.run()) for o in source_queue_owners(client, settings, deps, stop)]
-    reconciler = asyncio.create_task(run_forever(deps.pool, start, settings.reconcile_interval_ms / 1000, stop, client))
-    watcher = asyncio.create_task(
-        watch_forever(deps.pool, client, settings, settings.reconcile_interval_ms / 1000, stop)
-    )
-    sweeper = asyncio.create_task(
-        run_push_sweeper(deps.pool, client, settings, stop, settings.reconcile_interval_ms / 1000)
-    )
-    gauges = asyncio.create_task(run_ledger_gauges(deps.pool, settings, stop))
+    polling = {worker: supervisor.critical(f"temporal_worker:{worker.task_queue}", worker.run()) for worker in workers}
+    for account, owner in zip(settings.accounts(), source_queue_owners(client, settings, deps, stop), strict=True):
+        supervisor.loop(f"source_queue:{account}", owner.run)
+    interval_s = settings.reconcile_interval_ms / 1000
+    supervisor.every("temporal", TEMPORAL_PROBE_S, lambda: probe_temporal(client), timeout_s=TEMPORAL_PROBE_S * 2)
+    # The gauges' own loop never raises ("a metric must never take a process down");
+    # supervised, not fatal, so it shows in /ready and a death would be seen.
+    supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(deps.pool, settings, stop), fatal=False)
+    loops = [
+        asyncio.create_task(run_forever(deps.pool, start, interval_s, stop, client, supervisor=supervisor)),
+        asyncio.create_task(watch_forever(deps.pool, client, settings, interval_s, stop, supervisor=supervisor)),
+        asyncio.create_task(run_push_sweeper(deps.pool, client, settings, stop, interval_s, supervisor=supervisor)),
+    ]
     log.info(
         "worker.started",
         task_queue=settings.temporal.task_queue,
@@ -239,28 +282,74 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     )
     set_worker_up(True)
     try:
-        async with contextlib.AsyncExitStack() as stack:
-            for worker in workers:
-                await stack.enter_async_context(worker)
-            await stop.wait()
+        await stop.wait()
     finally:
         stop.set()
         set_worker_up(False)
-        for task in (*owners, reconciler, watcher, sweeper, gauges):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await asyncio.gather(*(shutdown_worker(w) for w, state in polling.items() if state.running))
+        await supervisor.close(grace_s=15)
+        for task in loops:
+            task.cancel()
+        await asyncio.gather(*loops, return_exceptions=True)
         flush_tracing()
-        await close_deps(deps)
+        try:
+            await asyncio.wait_for(close_deps(deps), 10)
+        except Exception:  # noqa: BLE001 - a broken ledger connection must not block the exit
+            deps.pool.terminate()
         if replay is not None:
             await replay.stop()
-        log.info("worker.stopped")
+        log.info("worker.stopped", failure=supervisor.failure)
+    if supervisor.failure is not None:
+        raise LoopFailed(supervisor.failure)
+
+
+async def shutdown_worker(worker: Worker) -> None:
+    """Shut a running Temporal worker down (it drains within its graceful timeout); never raises."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(worker.shutdown(), 20)
+
+
+async def probe_temporal(client: Client) -> None:
+    """One check that the Temporal frontend answers (the worker's ``temporal`` loop).
+
+    Raises:
+        RuntimeError: Temporal does not answer or says it is unhealthy.
+    """
+    result = await check_temporal(client)
+    if not result["ok"]:
+        raise RuntimeError(f"Temporal unreachable: {result.get('detail')}")
+
+
+def serve_health(
+    first: BackgroundServer, make_app: Callable[[], Any], stop: asyncio.Event
+) -> Callable[[Beat], Awaitable[None]]:
+    """The body of the ``health_server`` loop: serve, and fail when serving stops."""
+    servers = [first]
+
+    async def body(beat: Beat) -> None:
+        server = servers.pop() if servers else BackgroundServer(make_app(), first.host, first.port)
+        await server.start()
+        beat.ok()
+        serving = asyncio.create_task(server.serving())
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait([serving, stopping], return_when=asyncio.FIRST_COMPLETED)
+            if serving.done():
+                serving.result()  # raises: the server stopped by itself
+        finally:
+            for task in (serving, stopping):
+                task.cancel()
+            await server.stop()
+
+    return body
 
 
 def main(config: str | None = None) -> None:
     """Load settings and run a worker until SIGINT/SIGTERM (``python worker.py``).
 
     An invalid configuration, or Temporal / the database missing or unreachable, is
-    printed on stderr and exits with status 2 (no traceback).
+    printed on stderr and exits with status 2 (no traceback); a background loop that
+    could not recover (:mod:`curaflow.supervision`) exits with status 3.
     """
     import sys
 
@@ -270,6 +359,9 @@ def main(config: str | None = None) -> None:
         settings = load_settings(config)
         configure_logging(settings.observability.log_level, settings.observability.log_json)
         asyncio.run(run_worker(settings))
+    except LoopFailed as err:
+        print(f"curaflow worker: a background loop could not recover: {err}", file=sys.stderr)
+        sys.exit(EXIT_LOOP_FAILED)
     except (ConfigError, RuntimeError) as err:
         print(f"curaflow worker: {err}", file=sys.stderr)
         sys.exit(2)

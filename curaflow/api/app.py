@@ -3,9 +3,10 @@
 :func:`create_app` builds the app; its lifespan opens the ledger pool (applying
 migrations), connects to Temporal (retrying in the background if it is down: reads
 keep working from the ledger, admissions are started by the reconciler later) and runs
-the reconciler loop and one ``LISTEN`` connection waking long-polling event readers
-(:class:`~curaflow.ledger.listen.EventNotifier`). Run it with ``curaflow api`` or as
-part of ``curaflow dev``.
+the reconciler loop, the workflow starter and one ``LISTEN`` connection waking
+long-polling event readers (:class:`~curaflow.ledger.listen.EventNotifier`), all as
+supervised loops (:mod:`curaflow.supervision`; ``GET /ready`` reports them). Run it
+with ``curaflow api`` or as part of ``curaflow dev``.
 
 Every request on the job surface ends with one JSON log line (reference §9.2): the
 original's event name (``schedule.job_admitted`` / ``schedule.job_cancelled`` /
@@ -25,11 +26,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import asyncpg
 from fastapi import FastAPI, Request, Response
 
 import curaflow
 from curaflow.admission import Admitter, WorkflowStarter
-from curaflow.api.errors import install_error_handlers
+from curaflow.api.errors import ErrorBoundary, install_error_handlers
 from curaflow.api.events import events_router
 from curaflow.api.legacy import legacy_router
 from curaflow.api.openapi import build_openapi
@@ -41,6 +43,7 @@ from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger_gauges import run_ledger_gauges
 from curaflow.logs import get_logger
 from curaflow.metrics import render_latest
+from curaflow.supervision import Beat, LoopBody, SupervisionPolicy, Supervisor
 from curaflow.telemetry import instrument_app, setup_tracing
 from curaflow.temporal import connect
 
@@ -54,6 +57,8 @@ async def metrics_endpoint() -> Response:
     return Response(body, media_type=content_type)
 
 
+#: Probes, asked every few seconds by orchestrators: not logged.
+UNLOGGED_PATHS = ("/health", "/ready")
 OUTCOME_EVENTS = {
     ("POST", "/jobs"): ("schedule.job_admitted", "job admission failed"),
     ("GET", "/jobs"): (None, "job lookup failed"),
@@ -93,18 +98,22 @@ def request_context(request: Request) -> dict[str, Any]:
     return fields
 
 
-async def _connect_with_retry(app: FastAPI, settings: Settings) -> None:
-    assert settings.temporal.address
-    delay = 0.5
-    while True:
-        try:
-            app.state.client = await connect(settings.temporal.address, settings.temporal.namespace)
-            app.state.admitter.client = app.state.client
-            return
-        except Exception as err:  # noqa: BLE001 - Temporal down: keep serving reads, retry
-            log.warning("api.temporal_unreachable", error=type(err).__name__, retry_in_s=delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
+def temporal_connector(app: FastAPI, settings: Settings) -> LoopBody:
+    """The body of the API's finite ``temporal_connect`` loop: connect, then end.
+
+    Temporal down at start-up is not fatal to the API: reads keep working from the
+    ledger and the reconciler starts the workflows of jobs admitted meanwhile. Each
+    failed attempt is logged and counted like any loop failure, and retried with backoff.
+    """
+
+    async def body(beat: Beat) -> None:
+        assert settings.temporal.address
+        app.state.client = await connect(settings.temporal.address, settings.temporal.namespace)
+        app.state.admitter.client = app.state.client
+        beat.ok()
+        log.info("api.temporal_connected", address=settings.temporal.address)
+
+    return body
 
 
 def _log_outcome(request: Request, status: int, elapsed_ms: float) -> None:
@@ -132,12 +141,17 @@ def _log_outcome(request: Request, status: int, elapsed_ms: float) -> None:
         log.info("api.request", **fields)
 
 
-def create_app(settings: Settings) -> FastAPI:
+def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = None) -> FastAPI:
     """Build the API app for ``settings`` (``database.url`` must be set).
 
     Tracing (FastAPI instrumentation + the Temporal tracing interceptor) is enabled
     when ``observability.tracing`` is set; ``GET /metrics`` serves the Prometheus
     metrics of this process (no token: scrape it from the private network).
+
+    Args:
+        on_fatal: called once with the reason when a background loop cannot recover
+            (:mod:`curaflow.supervision`); ``curaflow api`` shuts the server down and
+            exits with status 3. Without it the failure shows in ``/ready`` (503) only.
 
     Raises:
         RuntimeError: at start-up when the database is not configured.
@@ -160,42 +174,59 @@ def create_app(settings: Settings) -> FastAPI:
         )
         await migrate(pool)
         app.state.pool = pool
-        app.state.notifier = await EventNotifier(settings.database.url).start()
+        stop = asyncio.Event()
+
+        def failed(reason: str) -> None:
+            app.state.failure = reason
+            if on_fatal is not None:
+                on_fatal(reason)
+
+        supervisor = Supervisor(stop, SupervisionPolicy.from_settings(settings), on_fatal=failed)
+        app.state.supervisor = supervisor
+        app.state.notifier = await EventNotifier(settings.database.url).start(supervisor)
         app.state.client = None
         app.state.admitter = Admitter(settings, pool, None)
-        starter = WorkflowStarter(app.state.admitter.start, settings.api.start_concurrency)
+        starter = WorkflowStarter(app.state.admitter.start, settings.api.start_concurrency, supervisor=supervisor)
         app.state.admitter.starter = starter
-        stop = asyncio.Event()
-        tasks: list[asyncio.Task[None]] = []
         if settings.temporal.address:
             try:
                 app.state.client = await connect(settings.temporal.address, settings.temporal.namespace)
                 app.state.admitter.client = app.state.client
-            except Exception:  # noqa: BLE001
-                tasks.append(asyncio.create_task(_connect_with_retry(app, settings)))
+            except Exception as err:  # noqa: BLE001 - Temporal down: serve reads, keep connecting
+                log.warning("api.temporal_unreachable", error=type(err).__name__)
+                supervisor.loop("temporal_connect", temporal_connector(app, settings), finite=True, fatal=False)
 
         async def start(job_id: str) -> None:
             if app.state.admitter.client is not None:
                 await app.state.admitter.start(job_id)
 
-        tasks.append(
-            asyncio.create_task(
-                run_forever(pool, start, settings.reconcile_interval_ms / 1000, stop, lambda: app.state.client)
+        reconciler = asyncio.create_task(
+            run_forever(
+                pool,
+                start,
+                settings.reconcile_interval_ms / 1000,
+                stop,
+                lambda: app.state.client,
+                supervisor=supervisor,
             )
         )
-        tasks.append(asyncio.create_task(run_ledger_gauges(pool, settings, stop)))
+        # The gauges' own loop never raises ("a metric must never take a process down");
+        # supervised, not fatal, so it shows in /ready and a death would be seen.
+        supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(pool, settings, stop), fatal=False)
         try:
             yield
         finally:
-            stop.set()
             await starter.close()
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            stop.set()
+            await supervisor.close()
+            reconciler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reconciler
             await app.state.notifier.stop()
-            await pool.close()
+            try:
+                await asyncio.wait_for(pool.close(), 10)
+            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                pool.terminate()
 
     app = FastAPI(
         title="curaflow job API",
@@ -204,6 +235,8 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.failure = None
+    app.state.supervisor = None
     install_error_handlers(app)
     app.include_router(router)
     # The event routes first: ``/jobs/{job_id:path}`` would otherwise swallow ``…/events``.
@@ -212,6 +245,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(legacy_router)  # PixivFlow's legacy refetch shim (TelePost's rollback switch)
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["meta"], include_in_schema=False)
     instrument_app(app)
+    app.add_middleware(ErrorBoundary)  # inside the request log below, so it logs the 500
 
     @app.middleware("http")
     async def outcome_log(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
@@ -222,7 +256,7 @@ def create_app(settings: Settings) -> FastAPI:
             status = response.status_code
             return response
         finally:
-            if request.url.path != "/health":
+            if request.url.path not in UNLOGGED_PATHS:
                 _log_outcome(request, status, round((time.perf_counter() - started) * 1000, 2))
 
     def openapi() -> dict[str, Any]:

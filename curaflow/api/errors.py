@@ -7,7 +7,17 @@
 * PostgreSQL unreachable → 500 ``internal_error`` with ``retryable: true`` and
   ``detail.reason: ledger_unavailable`` (nothing was written; try again);
 * anything else → 500 ``internal_error`` with the message "internal error"; internal
-  text never leaks (reference §2.1).
+  text never leaks (reference §2.1);
+* a client that went away mid-body (``ClientDisconnect``) → no answer is read by
+  anyone; the request is logged as ``client_disconnected`` (status 499, nginx's "client
+  closed request"), never as a server error.
+
+500s are produced by :class:`ErrorBoundary` inside the app, so the exception never
+reaches the server: the keep-alive connection stays usable for the next request
+(Starlette's own last-resort handler answers and then re-raises, and the server then
+closes the connection without a ``Connection: close``, so the client's next request on
+it reads nothing). Answers that leave unread body on the connection (408) carry
+``Connection: close``.
 
 Authentication failures keep the original's legacy shape ``{status:"error", error}``
 (401 ``unauthorized``; 503 ``endpoint disabled: token not configured``), see
@@ -19,8 +29,10 @@ from __future__ import annotations
 import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from curaflow.logs import get_logger
 from curaflow.protocol.errors import ProtocolError, error_body
@@ -50,9 +62,75 @@ def is_ledger_outage(err: BaseException) -> bool:
     )
 
 
+#: Logged status of a request whose client left before the answer (nginx's convention).
+CLIENT_CLOSED_REQUEST = 499
+
+
 def protocol_response(err: ProtocolError) -> JSONResponse:
-    """The JSON response for a :class:`ProtocolError`."""
-    return JSONResponse(err.body(), status_code=err.http_status)
+    """The JSON response for a :class:`ProtocolError` (with its ``headers`` when it has any)."""
+    return JSONResponse(err.body(), status_code=err.http_status, headers=getattr(err, "headers", None))
+
+
+def internal_error_response(request: Request, err: BaseException) -> JSONResponse:
+    """The 500 of an unexpected exception: ``ledger_unavailable`` (retryable) or ``internal error``.
+
+    Logs it: a ledger outage as one line, anything else with its traceback.
+    """
+    request.state.error_code = "internal_error"
+    if is_ledger_outage(err):
+        # Nothing was written and nothing is lost: tell the consumer to try again.
+        log.error("api.ledger_unavailable", path=request.url.path, error=type(err).__name__)
+        body = error_body(
+            "internal_error",
+            "the ledger is unavailable; retry later",
+            retryable=True,
+            detail={"reason": "ledger_unavailable"},
+        )
+        return JSONResponse({"error": body}, status_code=500)
+    log.error("api.internal_error", path=request.url.path, error=type(err).__name__, exc_info=err)
+    return JSONResponse({"error": error_body("internal_error", "internal error")}, status_code=500)
+
+
+class ErrorBoundary:
+    """ASGI middleware: an exception that escaped the routes becomes its protocol 500 here.
+
+    Installed inside the request log, so the log line sees the 500. An exception after
+    the answer started cannot be answered any more and is re-raised to the server.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def send_tracking(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_tracking)
+        except Exception as err:
+            if started:
+                raise
+            request = Request(scope)
+            response: Response
+            if isinstance(err, ClientDisconnect):
+                response = client_gone(request)
+            else:
+                response = internal_error_response(request, err)
+            await response(scope, receive, send)
+
+
+def client_gone(request: Request) -> Response:
+    """The (unread) answer to a client that disconnected mid-request; logged as ``client_disconnected``."""
+    request.state.error_code = "client_disconnected"
+    return Response(status_code=CLIENT_CLOSED_REQUEST)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -84,18 +162,12 @@ def install_error_handlers(app: FastAPI) -> None:
         code = "internal_error" if err.status_code >= 500 else "invalid_params"
         return JSONResponse({"error": error_body(code, message)}, status_code=err.status_code)
 
+    @app.exception_handler(ClientDisconnect)
+    async def _gone(request: Request, err: ClientDisconnect) -> Response:
+        return client_gone(request)
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, err: Exception) -> JSONResponse:
-        request.state.error_code = "internal_error"
-        if is_ledger_outage(err):
-            # Nothing was written and nothing is lost: tell the consumer to try again.
-            log.error("api.ledger_unavailable", path=request.url.path, error=type(err).__name__)
-            body = error_body(
-                "internal_error",
-                "the ledger is unavailable; retry later",
-                retryable=True,
-                detail={"reason": "ledger_unavailable"},
-            )
-            return JSONResponse({"error": body}, status_code=500)
-        log.error("api.internal_error", path=request.url.path, error=type(err).__name__, exc_info=err)
-        return JSONResponse({"error": error_body("internal_error", "internal error")}, status_code=500)
+        # The last resort (an exception outside :class:`ErrorBoundary`, e.g. in another
+        # middleware): Starlette re-raises after this answer.
+        return internal_error_response(request, err)

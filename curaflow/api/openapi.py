@@ -27,6 +27,7 @@ DESCRIPTIONS = {
     401: "missing or wrong bearer token (legacy shape)",
     404: "unknown job (or unknown target on POST /jobs): invalid_params",
     405: "method not allowed",
+    408: "the request body did not arrive within api.body_timeout_ms (invalid_params; the connection is closed)",
     409: "idempotency_conflict, or ambiguous_target (invalid_params)",
     413: "request body larger than api.max_body_bytes (invalid_params)",
     500: "internal_error (internal text never leaks)",
@@ -42,6 +43,7 @@ class Operation:
     body: str | None = None
     protected: bool = True
     links: dict[str, Any] = field(default_factory=dict)
+    descriptions: dict[int, str] = field(default_factory=dict)
 
 
 _JOB_LINKS = {
@@ -54,6 +56,11 @@ _AUTH = {401: "AuthError", 503: "AuthError", 500: "ErrorResponse"}
 #: (method, path) → what the operation answers.
 OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/health"): Operation({200: "Health"}, protected=False),
+    ("get", "/ready"): Operation(
+        {200: "Readiness", 503: "Readiness"},
+        protected=False,
+        descriptions={200: "ready: every check is ok", 503: "not ready: at least one check failed (named in checks)"},
+    ),
     ("get", "/capabilities"): Operation({200: "Capabilities", **_AUTH}),
     ("post", "/jobs"): Operation(
         {
@@ -61,6 +68,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
             200: "JobEnvelope",
             400: "ErrorResponse",
             404: "ErrorResponse",
+            408: "ErrorResponse",
             409: "ErrorResponse",
             413: "ErrorResponse",
             **_AUTH,
@@ -75,7 +83,14 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         {200: "EventPage", 400: "ErrorResponse", 404: "ErrorResponse", **_AUTH}
     ),
     ("post", "/jobs/{job_id}/events/ack"): Operation(
-        {200: "AckResult", 400: "ErrorResponse", 404: "ErrorResponse", 413: "ErrorResponse", **_AUTH},
+        {
+            200: "AckResult",
+            400: "ErrorResponse",
+            404: "ErrorResponse",
+            408: "ErrorResponse",
+            413: "ErrorResponse",
+            **_AUTH,
+        },
         body="AckRequest",
     ),
 }
@@ -109,7 +124,8 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
             spec = OPERATIONS[(method, path)]
             responses: dict[str, Any] = {}
             for status, name in sorted(spec.responses.items()):
-                response: dict[str, Any] = {"description": DESCRIPTIONS.get(status, "answer"), "content": _json(name)}
+                description = spec.descriptions.get(status) or DESCRIPTIONS.get(status, "answer")
+                response: dict[str, Any] = {"description": description, "content": _json(name)}
                 if spec.links and status in (200, 202):
                     response["links"] = spec.links
                 responses[str(status)] = response

@@ -11,6 +11,7 @@ the idempotency key), sent percent-encoded (``%2F``).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -27,6 +28,7 @@ from curaflow.ledger.records import load_job
 from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS, invalid_params
 from curaflow.protocol.projection import project_job
 from curaflow.protocol.task import storable
+from curaflow.readiness import check_ledger, check_temporal, readiness
 
 router = APIRouter()
 protected = APIRouter(dependencies=[Depends(require_token)])
@@ -63,6 +65,24 @@ FEATURES = ["events", "progress", "cancel", "idempotency", "exclude", "tag_expan
 async def health() -> dict[str, Any]:
     """Liveness and version (no auth); ``commit`` is :func:`curaflow.build.source_commit`."""
     return {"status": "ok", "service": "curaflow", "version": curaflow.__version__, "commit": source_commit()}
+
+
+@router.get("/ready", operation_id="ready", tags=["meta"])
+async def ready(request: Request) -> JSONResponse:
+    """Readiness (no auth): the ledger and Temporal are reachable and every background loop
+    runs; 200 or 503 with each check named (:mod:`curaflow.readiness`)."""
+    state = request.app.state
+    ledger, temporal = await asyncio.gather(
+        check_ledger(getattr(state, "pool", None)), check_temporal(getattr(state, "client", None))
+    )
+    checks: dict[str, dict[str, Any]] = {"ledger": ledger, "temporal": temporal}
+    supervisor = getattr(state, "supervisor", None)
+    if supervisor is not None:
+        checks.update(supervisor.checks())
+    if getattr(state, "failure", None):
+        checks["process"] = {"ok": False, "detail": f"failed: {state.failure}"}
+    status, body = readiness("curaflow-api", checks)
+    return JSONResponse(body, status_code=status)
 
 
 @protected.get("/capabilities", operation_id="capabilities", tags=["jobs"])

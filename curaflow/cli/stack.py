@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 import signal
@@ -17,6 +18,7 @@ from curaflow.config import Settings
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info
 from curaflow.httpserver import port_in_use
 from curaflow.logs import configure_logging
+from curaflow.supervision import EXIT_LOOP_FAILED
 
 
 def dev_token(settings: Settings) -> Settings:
@@ -95,11 +97,26 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
             out_console.print(f"  API metrics    {stack.api.url}/metrics")
         out_console.print("Try: curaflow submit -t 風景 --follow   (same directory)")
         out_console.print("Press Ctrl-C to stop.")
-        await stop.wait()
+        await watch_dev_stack(stack, stop)
     finally:
         with err_console.status("stopping"):
             await stack.__aexit__(None, None, None)
         out_console.print("stopped.")
+    if stack.api_failure is not None:
+        err_console.print(f"[red]the API's background loop could not recover: {stack.api_failure}[/red]")
+        raise typer.Exit(EXIT_LOOP_FAILED)
+
+
+async def watch_dev_stack(stack: EmbeddedStack, stop: asyncio.Event, every_s: float = 2.0) -> None:
+    """Until ``stop``: start again any worker process that exited (as a process supervisor
+    would), and stop the stack when the in-process API failed."""
+    while not stop.is_set() and not stack.api_failed.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)
+        if stop.is_set():
+            return
+        for n, code in stack.revive_workers():
+            err_console.print(f"[yellow]worker {n} exited (status {code}); started again[/yellow]")
 
 
 def dev(
@@ -117,12 +134,16 @@ def dev(
 
 def worker(config: Path | None = ConfigOption) -> None:
     """Run one worker against TEMPORAL_ADDRESS and DATABASE_URL (same as `python worker.py`)."""
+    from curaflow.supervision import LoopFailed
     from curaflow.worker import run_worker
 
     settings = settings_or_exit(config)
     configure_logging(settings.observability.log_level, settings.observability.log_json)
     try:
         asyncio.run(run_worker(settings))
+    except LoopFailed as err:
+        err_console.print(f"[red]a background loop could not recover: {err}[/red]")
+        raise typer.Exit(EXIT_LOOP_FAILED) from None
     except RuntimeError as err:
         err_console.print(f"[red]{err}[/red]")
         raise typer.Exit(2) from None
@@ -136,10 +157,15 @@ def api(
     ),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Serve the HTTP API against DATABASE_URL and TEMPORAL_ADDRESS."""
+    """Serve the HTTP API against DATABASE_URL and TEMPORAL_ADDRESS.
+
+    Exits with status 3 when a background loop of the API (reconciler, LISTEN connection,
+    workflow starter) cannot recover (:mod:`curaflow.supervision`).
+    """
     import uvicorn
 
     from curaflow.api.app import create_app
+    from curaflow.supervision import arm_hard_exit
 
     settings = settings_or_exit(config)
     if insecure:
@@ -149,13 +175,25 @@ def api(
         err_console.print("[red]the API needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)[/red]")
         raise typer.Exit(2)
     configure_logging(settings.observability.log_level, settings.observability.log_json)
-    uvicorn.run(
-        create_app(settings),
-        host=host or settings.api.host,
-        port=port or settings.api.port,
-        log_config=None,
-        access_log=False,
+
+    server: uvicorn.Server | None = None
+
+    def failed(_reason: str) -> None:
+        arm_hard_exit()
+        if server is not None:
+            server.should_exit = True  # uvicorn's own graceful shutdown
+
+    app = create_app(settings, on_fatal=failed)
+    server_config = uvicorn.Config(
+        app, host=host or settings.api.host, port=port or settings.api.port, log_config=None, access_log=False
     )
+    server = uvicorn.Server(server_config)
+    server.run()
+    if not server.started:
+        raise typer.Exit(3)  # as uvicorn.run: the application did not start
+    if app.state.failure is not None:
+        err_console.print(f"[red]a background loop could not recover: {app.state.failure}[/red]")
+        raise typer.Exit(EXIT_LOOP_FAILED)
 
 
 def temporal_setup(

@@ -116,6 +116,9 @@ class EmbeddedStack:
         self.workers: list[WorkerProcess] = []
         self.api: BackgroundServer | None = None
         self._api_app: Any = None
+        #: Set when the in-process API's background loop could not recover.
+        self.api_failed = asyncio.Event()
+        self.api_failure: str | None = None
 
     async def __aenter__(self) -> EmbeddedStack:
         try:
@@ -154,6 +157,27 @@ class EmbeddedStack:
         self.workers.append(worker)
         return worker
 
+    def revive_workers(self) -> list[tuple[int, int | None]]:
+        """Start again every worker process that exited (the stack is their supervisor).
+
+        A worker exits on its own when a background loop cannot recover (status 3,
+        :mod:`curaflow.supervision`); its log continues in the same file.
+
+        Returns:
+            ``(worker number, its exit status)`` for each worker started again.
+        """
+        revived: list[tuple[int, int | None]] = []
+        for i, worker in enumerate(self.workers):
+            if worker.process is not None and not worker.alive():
+                code = worker.process.returncode
+                self.workers[i] = WorkerProcess(self.worker_env(), worker.log_file, cwd=worker.cwd).start()
+                revived.append((i + 1, code))
+        return revived
+
+    def _api_fatal(self, reason: str) -> None:
+        self.api_failure = reason
+        self.api_failed.set()
+
     async def start(self) -> None:
         """Start PostgreSQL, Temporal, the workers and (optionally) the API."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -176,7 +200,7 @@ class EmbeddedStack:
         if self.want_api:
             from curaflow.api.app import create_app
 
-            self._api_app = create_app(self.settings)
+            self._api_app = create_app(self.settings, on_fatal=self._api_fatal)
             self.api = await BackgroundServer(self._api_app, self.settings.api.host, self.api_port).start()
         if self.publish:
             info = StackInfo(

@@ -33,7 +33,6 @@ the workflow, its steps find the job terminal and it adopts that verdict.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -48,6 +47,7 @@ from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.finish import FinishedJob, finish_job
 from curaflow.logs import get_logger
+from curaflow.supervision import Supervisor
 
 LOCK_KEY = 0x63757261726563  # "curarec"
 START_GRACE_MS = 5_000
@@ -337,18 +337,27 @@ async def run_forever(
     interval_s: float,
     stop: asyncio.Event,
     client: Client | Callable[[], Client | None] | None = None,
+    *,
+    supervisor: Supervisor | None = None,
 ) -> None:
-    """Tick every ``interval_s`` seconds until ``stop`` is set (errors are logged, not fatal).
+    """Tick every ``interval_s`` seconds until ``stop`` is set, as the supervised loop ``reconciler``.
+
+    Any exception of a tick — a PostgreSQL outage, asyncpg's ``InterfaceError``, a
+    Temporal ``RPCError``, a bug — is logged, counted in
+    ``curaflow_background_errors_total{loop="reconciler"}`` and followed by a restart with
+    backoff (:mod:`curaflow.supervision`); a reconciler that cannot recover fails the
+    process through ``supervisor``.
 
     Args:
         client: the Temporal client, or a callable returning it (None while the process
             has no connection yet).
+        supervisor: the process's supervisor (None: a private one with the default
+            policy, which never fails a process).
     """
-    while not stop.is_set():
+
+    async def one_tick() -> None:
         current = client() if callable(client) else client
-        try:
-            await tick(pool, start, current)
-        except (OSError, asyncpg.PostgresError, RPCError) as err:
-            log.warning("reconciler.tick_failed", error=type(err).__name__)
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=interval_s)
+        await tick(pool, start, current)
+
+    sup = supervisor or Supervisor(stop)
+    await sup.run_every("reconciler", interval_s, one_tick)

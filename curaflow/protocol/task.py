@@ -2,10 +2,11 @@
 
 Checks run in the original's order and the first failure wins (reference §1.5 "Other
 Task fields", then the ``candidate_search`` params). Unknown fields are ignored at
-every level. Two curaflow rules the original lacks, because the ledger must be able to
-store what it admits: ``deadline_ms`` is at most :data:`MAX_DEADLINE_MS` (7 days), and
-no stored string (key, correlation id, callback URL, labels, tags, ids) may contain a
-NUL character. The normalised params ("retrieval view") are rebuilt in the fixed key
+every level. Curaflow rules the original lacks, because the ledger must be able to
+store what it admits and the API to address it: ``deadline_ms`` is at most
+:data:`MAX_DEADLINE_MS` (7 days), no stored string (key, correlation id, callback URL,
+labels, tags, ids) may contain a NUL character, and the idempotency key holds no control
+character (:func:`has_control_character`). The normalised params ("retrieval view") are rebuilt in the fixed key
 order ``source, query{tags, expand?}, constraints{exclude?, limit?, scan_limit?,
 work_types?}`` with absent members dropped; that JSON is what an idempotency replay is
 compared against.
@@ -13,6 +14,7 @@ compared against.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -88,6 +90,18 @@ def storable(value: Any) -> bool:
 _storable = storable
 
 
+def has_control_character(value: str) -> bool:
+    """True when ``value`` holds a C0 or C1 control character (Unicode category ``Cc``:
+    NUL, tab, line feed, carriage return, DEL, NEL…).
+
+    Such a key could not address its job: the job id embeds the key, and a path
+    parameter cannot carry a line break, so ``GET /jobs/{id}``, its ``events_url`` and
+    its cancel would all answer 404. Keys are identifiers; a control character in one is
+    a client bug, refused at admission.
+    """
+    return any(unicodedata.category(c) == "Cc" for c in value)
+
+
 def _nonblank(value: Any) -> bool:
     return isinstance(value, str) and value.strip() != "" and storable(value)
 
@@ -129,8 +143,11 @@ def validate_task(body: Any) -> ValidatedTask:
         )
 
     raw_key = body.get("idempotency_key")
-    if not isinstance(raw_key, str) or not _nonblank(raw_key):
-        raise invalid_params("idempotency_key must be a non-blank string (no NUL character)", field="idempotency_key")
+    if not isinstance(raw_key, str) or not _nonblank(raw_key) or has_control_character(raw_key.strip()):
+        raise invalid_params(
+            "idempotency_key must be a non-blank string without control characters (line breaks, tabs, NUL…)",
+            field="idempotency_key",
+        )
     key = raw_key.strip()
     if len(key) > MAX_KEY_LENGTH:
         raise invalid_params(f"idempotency_key must be at most {MAX_KEY_LENGTH} characters", field="idempotency_key")

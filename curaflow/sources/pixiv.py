@@ -49,6 +49,9 @@ HASH_SECRET = "28c1fdd170a5204386cb1313c7077b34f83e4aaf4aa829ce78c231e05b0bae2c"
 USER_AGENT = "PixivIOSApp/7.13.3 (iOS 14.6; iPhone13,2)"
 PIXIV_API_URL = "https://app-api.pixiv.net"
 PIXIV_AUTH_URL = "https://oauth.secure.pixiv.net"
+#: Pixiv's image host: the URLs a bound work stores, in real and in replay mode.
+PIXIV_IMAGE_HOSTS = ("i.pximg.net",)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 REFRESH_MARGIN_S = 300
 PAGE_SIZE = 30
 MAX_OFFSET = 5000
@@ -191,6 +194,12 @@ class PixivClient:
         image_referer: ``Referer`` sent with image requests (i.pximg.net answers 403
             without it).
         gate: the account's rate gate, passed before every request (None: no gate).
+        image_host: where Pixiv's image host ``https://i.pximg.net`` is reached (None:
+            itself). Works keep Pixiv's canonical image URLs — also in replay mode, where
+            the replay answers them like Pixiv — and each request is mapped onto
+            ``<image_host>/<path>`` at the moment it is sent (:meth:`image_url`), so a
+            fetch that a dead worker began resumes through another worker's own replay
+            server (``http://127.0.0.1:<its port>/i``).
     """
 
     def __init__(
@@ -202,8 +211,10 @@ class PixivClient:
         auth_url: str = PIXIV_AUTH_URL,
         image_referer: str = "https://app-api.pixiv.net/",
         gate: Gate | None = None,
+        image_host: str | None = None,
     ) -> None:
         self._http = http
+        self.image_host = image_host.rstrip("/") if image_host else None
         self._refresh_token = refresh_token
         self.api_url = api_url.rstrip("/")
         self.auth_url = auth_url.rstrip("/")
@@ -441,9 +452,30 @@ class PixivClient:
         body = await self._get(f"{self.api_url}/v1/illust/detail", {"illust_id": work_id}, work_id=work_id)
         return parse_work(body["illust"])
 
+    def image_url(self, url: str) -> str:
+        """Where to GET the image ``url`` of a work: itself, or its copy on ``image_host``.
+
+        With ``image_host`` set, ``https://i.pximg.net/<path>`` becomes
+        ``<image_host>/<path>``, and so does a loopback replay URL
+        ``http://127.0.0.1:<port>/i/<path>`` (stored by versions before canonical URLs):
+        never the port of whichever process bound the work.
+        """
+        if self.image_host is None:
+            return url
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        query = f"?{parts.query}" if parts.query else ""
+        if host in PIXIV_IMAGE_HOSTS:
+            return f"{self.image_host}{parts.path}{query}"
+        if host in LOOPBACK_HOSTS and parts.path.startswith("/i/"):
+            return f"{self.image_host}{parts.path[2:]}{query}"
+        return url
+
     def image_request(self, url: str) -> httpx.Request:
-        """Build a GET for an image URL with the app's ``Referer``."""
-        return self._http.build_request("GET", url, headers={"Referer": self.image_referer, "User-Agent": USER_AGENT})
+        """Build a GET for an image URL with the app's ``Referer`` (mapped by :meth:`image_url`)."""
+        return self._http.build_request(
+            "GET", self.image_url(url), headers={"Referer": self.image_referer, "User-Agent": USER_AGENT}
+        )
 
     async def stream_image(self, url: str) -> httpx.Response:
         """Open a streaming GET of an image (caller must ``aclose()`` the response).

@@ -15,7 +15,8 @@ from the framing that the body is short:
 bytes, same sizes, :attr:`Faults.image_sizes` honoured); like ``i.pximg.net`` the host
 answers ``403`` without the app's ``Referer`` and ``404`` for an unknown work.
 
-Point the replay's listings at it with ``replay.faults.image_base = host.url``.
+Point a Pixiv client at it with ``pixiv.image_url = host.url`` (a stack) or
+``PixivClient(image_host=host.url)``: the listings keep Pixiv's canonical image URLs.
 """
 
 from __future__ import annotations

@@ -7,24 +7,15 @@ per request, and that neither the token nor a wrong token ever appears.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import tomli_w
 
 from tests.schema import check_response
+from tests.services import ApiProcess, start_api_process
 from tests.support import short_id
 
 pytestmark = pytest.mark.integration
@@ -33,77 +24,16 @@ TOKEN = "tok-" + "Zq8x" * 8
 WRONG = "WRONG-" + "Yp3w" * 6
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class ApiProcess:
-    process: subprocess.Popen[bytes]
-    url: str
-    log: Path
-
-    def stop(self) -> str:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        return self.log.read_text(errors="replace")
-
-    def lines(self) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log.read_text(errors="replace").splitlines():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                continue
-        return out
-
-
 @pytest.fixture
 async def api_process(tmp_path: Path, temporal_address: str, database_url: str) -> AsyncIterator[Any]:
     started: list[ApiProcess] = []
 
     async def start(*, token: str | None, insecure: bool = False) -> ApiProcess:
-        out = f"out-{short_id()}"
-        config = {
-            "state_dir": str(tmp_path / "state"),
-            "temporal": {"task_queue": f"test-{short_id()}"},
-            "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
-            "targets": [{"id": "demo", "routes": [out]}],
-        }
-        path = tmp_path / f"api-{short_id()}.toml"
-        path.write_text(tomli_w.dumps(config))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
-        env.update(DATABASE_URL=database_url, TEMPORAL_ADDRESS=temporal_address, CURAFLOW_CONFIG=str(path))
-        if token:
-            env["CURAFLOW_API_TOKEN"] = token
-        port = free_port()
-        cmd = [str(Path(sys.executable).parent / "curaflow"), "api", "--port", str(port)]
-        if insecure:
-            cmd.append("--insecure")
-        log = tmp_path / f"api-{port}.log"
-        with open(log, "wb") as fh:
-            process = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp_path)
-        api = ApiProcess(process, f"http://127.0.0.1:{port}", log)
+        api = await start_api_process(
+            tmp_path, temporal_address=temporal_address, database_url=database_url, token=token, insecure=insecure
+        )
         started.append(api)
-        deadline = time.monotonic() + 60
-        async with httpx.AsyncClient() as client:
-            while time.monotonic() < deadline:
-                if process.poll() is not None:
-                    raise RuntimeError(log.read_text())
-                try:
-                    if (await client.get(api.url + "/health")).status_code == 200:
-                        return api
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.1)
-        raise TimeoutError(log.read_text())
+        return api
 
     yield start
     for api in started:

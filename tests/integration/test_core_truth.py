@@ -26,6 +26,7 @@ import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.devstack.temporal import temporal_binary
 from tests.fakes.replay import ReplayServer
@@ -120,10 +121,18 @@ async def wait_stage(env: Env, job_id: str, stage: str, timeout_s: float = 20) -
 
 
 async def closed(env: Env, job_id: str, timeout_s: float = 30) -> WorkflowExecutionStatus:
+    """The job's execution status once it closed (the API starts workflows in the background:
+    right after a 202 the execution may not exist yet)."""
     handle = env.client.get_workflow_handle(job_id)
     deadline = time.monotonic() + timeout_s
     while True:
-        status = (await handle.describe()).status
+        try:
+            status = (await handle.describe()).status
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+            continue
         if status != WorkflowExecutionStatus.RUNNING or time.monotonic() > deadline:
             assert status is not None
             return status

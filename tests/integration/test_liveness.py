@@ -278,3 +278,38 @@ async def test_reconciler_starts_a_workflow_that_was_never_started(
 
     assert record.cells[0].state == "submitted"
     assert record.workflow_started_at is not None
+
+
+async def test_sigkill_mid_fetch_in_replay_mode_resumes_on_the_other_worker(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    # The default mode: no pixiv.api_url, so each worker process serves the replay on a
+    # port of its own. The bound work's page URLs must not name the dead worker's server.
+    # A four-page work, one request per 1.5 s on the account's gate: the kill lands
+    # between pages.
+    routes = directory(tmp_path)
+    stack = make_stack(
+        {
+            "pixiv": {"replay_min_interval_ms": 1500, "source_standby_poll_ms": 300},
+            "routes": routes,
+            "targets": [{"id": "demo", "query": {"tags": ["猫になったモフ田くんの漫画"]}, "routes": list(routes)}],
+        }
+    )
+    first = await stack.start_worker()
+    await until(lambda: "source_queue.owned" in stack.worker_log(1), what="the first worker owns the source queue")
+    await stack.start_worker()
+    job_id = await stack.admit(stack.task(target_id="demo"))
+
+    async def fetching() -> bool:
+        return await cell_stage(stack, job_id) == "fetching"
+
+    await until(fetching, timeout_s=60, what="fetching")
+    await asyncio.sleep(2.0)  # a page or two are on disk
+    first.kill()
+
+    record = await stack.wait_terminal(job_id, 90)
+
+    assert (record.cells[0].state, record.cells[0].reason) == ("submitted", None), stack.worker_log(2)[-3000:]
+    assert record.cells[0].work_id == "126860839"
+    delivered = sorted(p.name for p in (tmp_path / "out" / "126860839").iterdir())
+    assert len([name for name in delivered if name != "manifest.json"]) == 4, delivered  # every page

@@ -101,7 +101,12 @@ async def test_logs_are_json_lines_with_context_and_never_a_secret(make_stack: S
         stack = make_stack(
             directory_config(
                 tmp_path,
-                pixiv={"api_url": replay.url, "auth_url": replay.url, "min_interval_ms": 0},
+                pixiv={
+                    "api_url": replay.url,
+                    "auth_url": replay.url,
+                    "image_url": replay.url + "/i",  # the replay stands in for i.pximg.net too
+                    "min_interval_ms": 0,
+                },
                 observability={"log_level": "DEBUG"},
             )
         )

@@ -40,7 +40,12 @@ class Replay:
     def client(self, **kwargs: Any) -> PixivClient:
         kwargs.setdefault("gate", self.gate)
         return PixivClient(
-            self.http, refresh_token="replay", api_url=self.server.url, auth_url=self.server.url, **kwargs
+            self.http,
+            refresh_token="replay",
+            api_url=self.server.url,
+            auth_url=self.server.url,
+            image_host=self.server.url + "/i",
+            **kwargs,
         )
 
 
@@ -388,7 +393,13 @@ async def test_slow_body_is_a_download_timeout(replay: Replay, tmp_path: Path) -
     replay.faults.slow_images_s = 1.5
     http = httpx.AsyncClient(timeout=httpx.Timeout(0.5))
     try:
-        client = PixivClient(http, refresh_token="replay", api_url=replay.server.url, auth_url=replay.server.url)
+        client = PixivClient(
+            http,
+            refresh_token="replay",
+            api_url=replay.server.url,
+            auth_url=replay.server.url,
+            image_host=replay.server.url + "/i",
+        )
         with pytest.raises(SourceError) as caught:
             await ArtifactStore(tmp_path).fetch(client, work, "job", "t")
     finally:

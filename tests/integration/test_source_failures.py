@@ -48,6 +48,7 @@ class Replay:
         self.server = server
         self.faults = faults
         self.http = httpx.AsyncClient(timeout=10)
+        self.image_host: str | None = None  # where i.pximg.net is reached (default: the replay)
 
     def client(self) -> PixivClient:
         return PixivClient(
@@ -55,6 +56,7 @@ class Replay:
             refresh_token="replay",
             api_url=self.server.url,
             auth_url=self.server.url,
+            image_host=self.image_host or f"{self.server.url}/i",
             gate=MemoryGate(0, base_ms=1000),
         )
 
@@ -73,9 +75,8 @@ async def source() -> AsyncIterator[Replay]:
 
 @pytest.fixture
 async def image_host(replay: ReplayServer) -> AsyncIterator[FakeImageHost]:
-    """A raw-socket i.pximg.net for the job-level replay; its listings point at it."""
+    """A raw-socket i.pximg.net for a job-level stack (``pixiv.image_url`` points at it)."""
     host = await FakeImageHost(replay.faults).start()
-    replay.faults.image_base = host.url
     try:
         yield host
     finally:
@@ -145,7 +146,7 @@ async def test_an_image_cut_short_inside_valid_framing_is_not_fetched(
     # The framing says the body is complete (a close-delimited body, or a Content-Length
     # that is itself too small): only a full decode can tell the page is half an image.
     host = await FakeImageHost(source.faults, script=[fault]).start()
-    source.faults.image_base = host.url
+    source.image_host = host.url
     try:
         work = await listed_work(source, work_id)
         store = ArtifactStore(tmp_path)
@@ -165,7 +166,13 @@ async def test_a_truncated_download_is_retried_until_every_page_decodes(
 ) -> None:
     [work_id] = ordered("ゆずソフト")  # one PNG page
     image_host.script = ["close_half", "short_length"]
-    stack, _ = source_stack(make_stack, tmp_path, replay, target={"query": {"tags": ["ゆずソフト"]}})
+    stack, _ = source_stack(
+        make_stack,
+        tmp_path,
+        replay,
+        pixiv={"image_url": image_host.url},
+        target={"query": {"tags": ["ゆずソフト"]}},
+    )
     await stack.start_worker()
     record = await stack.wait_terminal(await stack.admit(task(stack, ["ゆずソフト"])))
 

@@ -100,7 +100,7 @@ def test_openapi_describes_every_route_with_the_protocol_schemas() -> None:
         assert ref.startswith("#/components/schemas/") and ref.rsplit("/", 1)[1] in components, ref
     submit = doc["paths"]["/jobs"]["post"]
     assert submit["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/Task")
-    assert set(submit["responses"]) == {"200", "202", "400", "401", "404", "409", "413", "500", "503"}
+    assert set(submit["responses"]) == {"200", "202", "400", "401", "404", "408", "409", "413", "500", "503"}
     assert submit["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/AuthError")
     assert "links" in submit["responses"]["202"]
     events = doc["paths"]["/jobs/{job_id}/events"]["get"]
@@ -108,7 +108,15 @@ def test_openapi_describes_every_route_with_the_protocol_schemas() -> None:
     assert set(params) == {"job_id", "after", "unacked", "limit", "wait_ms"}
     assert params["limit"]["schema"]["maximum"] == 500 and params["wait_ms"]["schema"]["maximum"] == 30_000
     assert "security" not in doc["paths"]["/health"]["get"]
-    assert all("security" in op for (m, p), op in ((k, doc["paths"][k[1]][k[0]]) for k in OPERATIONS) if p != "/health")
+    ready = doc["paths"]["/ready"]["get"]
+    assert "security" not in ready and set(ready["responses"]) == {"200", "503"}
+    assert ready["responses"]["503"]["content"]["application/json"]["schema"]["$ref"].endswith("/Readiness")
+    assert "not ready" in ready["responses"]["503"]["description"]
+    assert all(
+        "security" in op
+        for (m, p), op in ((k, doc["paths"][k[1]][k[0]]) for k in OPERATIONS)
+        if p not in ("/health", "/ready")
+    )
     assert "422" not in str(doc["paths"])  # no framework validation shape is advertised
 
 

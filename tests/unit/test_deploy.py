@@ -136,6 +136,16 @@ def test_long_running_services_have_health_checks_on_readiness() -> None:
     assert "/metrics" not in worker
 
 
+def test_curaflow_health_checks_ask_readiness_and_exits_are_restarted() -> None:
+    # /ready: the ledger and Temporal answer, the worker polls and its loops run (not
+    # just "the process answers"); a process whose loop cannot recover exits 3 and the
+    # restart policy brings it back.
+    for name, port in (("api", 8080), ("worker", 9090)):
+        svc = SERVICES[name]
+        assert f"http://127.0.0.1:{port}/ready" in " ".join(svc["healthcheck"]["test"]), name
+        assert svc["restart"] == "unless-stopped", name
+
+
 def test_workers_scale() -> None:
     worker = SERVICES["worker"]
     assert "container_name" not in worker and "ports" not in worker  # `--scale worker=N` works

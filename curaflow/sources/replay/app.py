@@ -18,7 +18,11 @@ client code is the same as against Pixiv. It serves:
 * ``GET /v1/illust/detail`` — one work, or a 404 error body;
 * ``GET /i/<path>`` — images: deterministic pictures with the recorded aspect ratio at a
   tenth of the recorded size, PNG or JPEG by extension. Like ``i.pximg.net`` it answers
-  403 without the app's ``Referer``.
+  403 without the app's ``Referer``. Works list their images with Pixiv's canonical
+  URLs (``https://i.pximg.net/<path>``), as Pixiv does, never with this server's own
+  address: the Pixiv client of replay mode fetches ``<path>`` from its replay server
+  (:meth:`curaflow.sources.pixiv.PixivClient.image_url`), so a work bound through one
+  worker's replay server is fetched through any other's.
 
 Recorded data: ``data/*.json`` (pixivpy's public-domain fixtures with personal details
 replaced; see ``curaflow/sources/replay/data/README.md``). Error bodies use the real
@@ -53,7 +57,6 @@ from PIL import Image, ImageDraw
 SCALE = 10
 PAGE = 30
 MAX_OFFSET = 5000
-IMAGE_HOSTS = ("https://i.pximg.net",)
 PLACEHOLDER_URL = "https://s.pximg.net/common/images/limit_sanity_level_360.png"
 RANKING_SPANS = {
     "day": 1,
@@ -187,19 +190,6 @@ def work_for_id(faults: Faults, work_id: str) -> dict[str, Any] | None:
     return work
 
 
-def _rewrite_urls(value: Any, base: str) -> Any:
-    if isinstance(value, str):
-        for host in IMAGE_HOSTS:
-            if value.startswith(host):
-                return base + "/i" + value[len(host) :]
-        return value
-    if isinstance(value, list):
-        return [_rewrite_urls(v, base) for v in value]
-    if isinstance(value, dict):
-        return {k: _rewrite_urls(v, base) for k, v in value.items()}
-    return value
-
-
 def placeholder(work: dict[str, Any]) -> dict[str, Any]:
     """A restricted work as the app-api lists it: ``visible: false``, no tags, limit_* images."""
     out = copy.deepcopy(work)
@@ -281,9 +271,6 @@ class Faults:
             ``x_restrict`` …) in every answer.
         image_sizes: per work id, or per page as ``"<id>_p<N>"``, the pixel size its
             images are rendered at (instead of a tenth of the recorded size).
-        image_base: base URL of another server that serves the images (listed image
-            URLs point at ``<image_base>/i/…`` instead of this server), e.g. a fake
-            image host with its own faults (:mod:`tests.fakes.pximg`).
         deep: a synthetic deep result set (:class:`DeepSet`) for one tag.
         search_delay_s: delay before answering a search or ranking request, seconds.
         slow_images_s: pause in the middle of every image body while > 0 (read per
@@ -306,7 +293,6 @@ class Faults:
     restricted_works: set[str] = field(default_factory=set)
     mutate: dict[str, dict[str, Any]] = field(default_factory=dict)
     image_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
-    image_base: str | None = None
     deep: DeepSet | None = None
     search_delay_s: float = 0.0
     slow_images_s: float = 0.0
@@ -380,16 +366,13 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
     def work_by_id(work_id: str) -> dict[str, Any] | None:
         return work_for_id(fx(), work_id)
 
-    def present(work: dict[str, Any], base: str) -> dict[str, Any]:
+    def present(work: dict[str, Any]) -> dict[str, Any]:
         wid = str(work["id"])
         if wid in fx().mutate:
             work = {**work, **fx().mutate[wid]}
         if wid in fx().restricted_works:
             work = placeholder(work)
-        return _rewrite_urls(work, fx().image_base or base)
-
-    def base_of(request: Request) -> str:
-        return str(request.base_url).rstrip("/")
+        return work
 
     def record(request: Request, kind: str, response: Response, params: dict[str, str] | None = None) -> Response:
         error = None
@@ -492,7 +475,6 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
         if offset > MAX_OFFSET:
             return _error(400, json.dumps({"offset": ["offset must be no more than 5000"]}))
         chunk = works[offset : offset + PAGE] if offset >= 0 else []
-        base = base_of(request)
         next_url = None
         if offset + PAGE < len(works):
             query = {k: v for k, v in params.items() if k != "offset"}
@@ -500,7 +482,7 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
             next_url = f"https://app-api.pixiv.net{path}?{urlencode(query)}"
         return JSONResponse(
             {
-                "illusts": [present(w, base) for w in chunk],
+                "illusts": [present(w) for w in chunk],
                 "next_url": next_url,
                 "search_span_limit": 31536000,
                 "show_ai": True,
@@ -585,7 +567,7 @@ def create_replay_app(faults: Faults | None = None) -> FastAPI:
             return record(request, "detail", _error(200, "", "Your access is currently restricted."))
         if work is None or illust_id in fx().missing_works:
             return record(request, "detail", _error(404, "", "該当作品は削除されたか、存在しない作品IDです。"))
-        return record(request, "detail", JSONResponse({"illust": present(work, base_of(request))}))
+        return record(request, "detail", JSONResponse({"illust": present(work)}))
 
     @app.get("/i/{path:path}")
     async def image(request: Request, path: str) -> Response:

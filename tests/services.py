@@ -1,0 +1,186 @@
+"""Services a fault test can break: a PostgreSQL of its own, a real ``curaflow api`` process.
+
+* :class:`RestartablePostgres` — a PostgreSQL server on its own data directory, run with
+  the binaries the ``pgserver`` package ships (``initdb``, ``pg_ctl``, ``postgres``; no
+  download, nothing to install), that a test stops (``pg_ctl -m fast stop``), kills
+  (SIGKILL of the postmaster) and starts again at the same address. The session's
+  shared PostgreSQL is never touched.
+* :class:`ApiProcess` / :func:`start_api_process` — ``curaflow api`` as a child process
+  with its JSON log in a file, for tests that need a real server's sockets, logs and exit
+  status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import tomli_w
+
+from tests.support import short_id
+
+
+class RestartablePostgres:
+    """A PostgreSQL server for one test, stoppable and restartable at the same URL.
+
+    Args:
+        pgdata: data directory (initialised on :meth:`start`, deleted on :meth:`close`).
+    """
+
+    def __init__(self, pgdata: Path) -> None:
+        self.pgdata = pgdata
+        self.url = ""
+        self._server: Any = None
+
+    def start(self) -> str:
+        """Initialise (first call) and start the server; returns its ``postgresql://`` URL.
+
+        Raises:
+            AssertionError: a restart came up at another address.
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pgserver
+
+        if self._server is None:
+            self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+            self._server = pgserver.get_server(self.pgdata, cleanup_mode="delete")
+        else:
+            self._server._postmaster_info = None
+            self._server.ensure_postgres_running()
+        url = str(self._server.get_uri())
+        assert not self.url or url == self.url, (self.url, url)
+        self.url = url
+        return url
+
+    def stop(self, mode: str = "fast") -> None:
+        """``pg_ctl -m <mode> stop`` (``fast``: roll back and disconnect every session)."""
+        from pgserver._commands import pg_ctl
+
+        pg_ctl(["-m", mode, "-w", "stop"], pgdata=self.pgdata, user=self._server.system_user, timeout=30)
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster (a crash); its backends exit when they notice."""
+        pid = self._server.get_pid()
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                break
+            time.sleep(0.05)
+        time.sleep(1.0)  # the backends' own exit
+
+    def close(self) -> None:
+        """Stop the server and delete its data directory."""
+        if self._server is not None:
+            with contextlib.suppress(Exception):  # already stopped by the test
+                self._server.cleanup()
+            self._server = None
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ApiProcess:
+    """A running ``curaflow api`` child process."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    log: Path
+
+    def stop(self) -> str:
+        """SIGINT, wait, then SIGKILL; returns the whole log."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        return self.log.read_text(errors="replace")
+
+    def lines(self) -> list[dict[str, Any]]:
+        """The JSON lines of the log so far."""
+        out = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+
+async def start_api_process(
+    tmp_path: Path,
+    *,
+    temporal_address: str,
+    database_url: str,
+    token: str | None,
+    insecure: bool = False,
+    config: dict[str, Any] | None = None,
+    wait_healthy: bool = True,
+) -> ApiProcess:
+    """Start ``curaflow api`` on a free port with a minimal configuration plus ``config``.
+
+    Returns once ``GET /health`` answers 200 (unless ``wait_healthy`` is False).
+
+    Raises:
+        RuntimeError: the process exited while starting.
+        TimeoutError: it did not answer within 60 s.
+    """
+    out = f"out-{short_id()}"
+    base: dict[str, Any] = {
+        "state_dir": str(tmp_path / "state"),
+        "temporal": {"task_queue": f"test-{short_id()}"},
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+        "targets": [{"id": "demo", "routes": [out]}],
+    }
+    for key, value in (config or {}).items():
+        base[key] = {**base[key], **value} if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    path = tmp_path / f"api-{short_id()}.toml"
+    path.write_text(tomli_w.dumps(base))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
+    env.update(DATABASE_URL=database_url, TEMPORAL_ADDRESS=temporal_address, CURAFLOW_CONFIG=str(path))
+    if token:
+        env["CURAFLOW_API_TOKEN"] = token
+    port = free_port()
+    cmd = [str(Path(sys.executable).parent / "curaflow"), "api", "--port", str(port)]
+    if insecure:
+        cmd.append("--insecure")
+    log = tmp_path / f"api-{port}.log"
+    with open(log, "wb") as fh:
+        process = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp_path)
+    api = ApiProcess(process, f"http://127.0.0.1:{port}", log)
+    if not wait_healthy:
+        return api
+    deadline = time.monotonic() + 60
+    async with httpx.AsyncClient() as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(log.read_text())
+            try:
+                if (await client.get(api.url + "/health")).status_code == 200:
+                    return api
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.1)
+    raise TimeoutError(log.read_text())

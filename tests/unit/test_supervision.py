@@ -1,0 +1,215 @@
+"""The supervision rule (:mod:`curaflow.supervision`), on plain asyncio loops with short bounds."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+from prometheus_client import REGISTRY
+from temporalio.service import RPCError, RPCStatusCode
+
+from curaflow.supervision import Beat, SupervisionPolicy, Supervisor
+
+FAST = SupervisionPolicy(initial_backoff_s=0.01, max_backoff_s=0.04, fatal_after_s=0.3)
+
+
+def errors(loop: str) -> float:
+    return REGISTRY.get_sample_value("curaflow_background_errors_total", {"loop": loop}) or 0.0
+
+
+async def until(predicate, timeout_s: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError
+        await asyncio.sleep(0.005)
+
+
+def test_backoff_doubles_up_to_its_cap() -> None:
+    policy = SupervisionPolicy(initial_backoff_s=0.5, max_backoff_s=30.0)
+    assert [policy.backoff(n) for n in range(1, 9)] == [0.5, 1, 2, 4, 8, 16, 30, 30]
+
+
+async def test_any_exception_is_survived_counted_and_reported_until_the_loop_recovers() -> None:
+    kinds: list[BaseException] = [
+        asyncpg.InterfaceError("connection is closed"),
+        asyncpg.exceptions.InternalClientError("protocol state"),
+        asyncpg.exceptions.ConnectionDoesNotExistError("closed in the middle of operation"),
+        RPCError("frontend unavailable", RPCStatusCode.UNAVAILABLE, b""),
+        KeyError("a bug"),
+    ]
+    stop = asyncio.Event()
+    sup = Supervisor(stop, SupervisionPolicy(initial_backoff_s=0.01, max_backoff_s=0.04, fatal_after_s=60))
+    runs = 0
+    checks_while_failing: list[dict[str, object]] = []
+
+    async def body(beat: Beat) -> None:
+        nonlocal runs
+        runs += 1
+        if kinds:
+            if runs > 1:
+                checks_while_failing.append(sup.checks()["loop:unit-any"])
+            raise kinds.pop(0)
+        beat.ok("fine")
+        await stop.wait()
+
+    before = errors("unit-any")
+    sup.loop("unit-any", body)
+    await until(lambda: runs == 6 and sup.checks()["loop:unit-any"]["ok"] is True)
+
+    assert errors("unit-any") - before == 5
+    assert all(c["ok"] is False and "failing" in str(c["detail"]) for c in checks_while_failing)
+    assert sup.checks()["loop:unit-any"] == {"ok": True, "detail": "fine"}
+    assert sup.failure is None
+    stop.set()
+    await sup.close()
+
+
+async def test_a_loop_that_does_not_recover_fails_the_process_once() -> None:
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    sup = Supervisor(stop, FAST, on_fatal=reasons.append)
+
+    async def body(beat: Beat) -> None:
+        raise OSError("connection refused")
+
+    sup.loop("unit-down", body)
+    await until(lambda: bool(reasons))
+    await asyncio.sleep(0.1)
+
+    assert len(reasons) == 1 and "unit-down has not recovered" in reasons[0] and "OSError" in reasons[0]
+    assert sup.failure == reasons[0]
+    assert sup.checks()["loop:unit-down"]["ok"] is False
+    await sup.close()
+
+
+async def test_without_a_fatal_handler_the_loop_keeps_trying() -> None:
+    stop = asyncio.Event()
+    sup = Supervisor(stop, FAST)
+    runs = 0
+
+    async def body(beat: Beat) -> None:
+        nonlocal runs
+        runs += 1
+        if runs < 15:
+            raise OSError("down")
+        beat.ok()
+        await stop.wait()
+
+    sup.loop("unit-keeps", body)
+    await until(lambda: sup.checks()["loop:unit-keeps"]["ok"] is True)
+
+    assert sup.failure is not None  # logged as unrecoverable, yet nobody could restart the process
+    stop.set()
+    await sup.close()
+
+
+async def test_a_non_fatal_loop_never_fails_the_process() -> None:
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    sup = Supervisor(stop, FAST, on_fatal=reasons.append)
+
+    async def body(beat: Beat) -> None:
+        raise RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")
+
+    sup.loop("unit-optional", body, fatal=False)
+    await asyncio.sleep(0.6)
+
+    assert reasons == [] and sup.failure is None
+    assert errors("unit-optional") >= 3
+    await sup.close()
+
+
+async def test_a_body_that_returns_while_the_process_runs_is_a_failure_unless_finite() -> None:
+    stop = asyncio.Event()
+    sup = Supervisor(stop, SupervisionPolicy(initial_backoff_s=0.01, max_backoff_s=0.01, fatal_after_s=60))
+    runs = {"endless": 0, "finite": 0}
+
+    async def endless(beat: Beat) -> None:
+        runs["endless"] += 1
+        beat.ok()
+
+    async def finite(beat: Beat) -> None:
+        runs["finite"] += 1
+        beat.ok()
+
+    before = errors("unit-returns")
+    sup.loop("unit-returns", endless)
+    sup.loop("unit-finite", finite, finite=True)
+    await until(lambda: runs["endless"] >= 3)
+
+    assert errors("unit-returns") - before >= 2
+    assert runs["finite"] == 1 and sup.checks()["loop:unit-finite"] == {"ok": True}
+    stop.set()
+    await sup.close()
+
+
+async def test_every_bounds_a_hung_tick_and_recovers() -> None:
+    stop = asyncio.Event()
+    sup = Supervisor(stop, SupervisionPolicy(initial_backoff_s=0.01, max_backoff_s=0.01, fatal_after_s=60))
+    ticks = 0
+
+    async def tick() -> None:
+        nonlocal ticks
+        ticks += 1
+        if ticks == 1:
+            await asyncio.sleep(3600)  # a query on a half-open connection
+
+    before = errors("unit-hung")
+    sup.every("unit-hung", 0.01, tick, timeout_s=0.1)
+    await until(lambda: ticks >= 3)
+
+    assert errors("unit-hung") - before == 1
+    stop.set()
+    await sup.close()
+
+
+async def test_a_critical_task_that_ends_fails_the_process_at_once() -> None:
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    sup = Supervisor(stop, SupervisionPolicy(fatal_after_s=3600), on_fatal=reasons.append)
+
+    async def worker_run() -> None:
+        await asyncio.sleep(0.05)
+        raise RuntimeError("Worker failed: fatal poll error")
+
+    sup.critical("unit-worker", worker_run())
+    await until(lambda: bool(reasons))
+
+    assert "unit-worker RuntimeError: Worker failed" in reasons[0]
+    assert sup.checks()["loop:unit-worker"]["ok"] is False
+    await sup.close()
+
+
+async def test_a_critical_task_ending_at_shutdown_is_no_failure() -> None:
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    sup = Supervisor(stop, on_fatal=reasons.append)
+
+    async def worker_run() -> None:
+        await stop.wait()
+
+    sup.critical("unit-worker-ok", worker_run())
+    await asyncio.sleep(0.01)
+    assert sup.checks()["loop:unit-worker-ok"] == {"ok": True}
+    stop.set()
+    await asyncio.sleep(0.01)
+
+    assert reasons == [] and sup.failure is None
+    await sup.close()
+
+
+def test_loop_names_are_unique() -> None:
+    async def run() -> None:
+        sup = Supervisor(asyncio.Event())
+
+        async def body(beat: Beat) -> None:
+            await asyncio.sleep(3600)
+
+        sup.loop("unit-dup", body)
+        with pytest.raises(ValueError):
+            sup.loop("unit-dup", body)
+        await sup.close()
+
+    asyncio.run(run())
