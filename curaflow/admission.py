@@ -2,7 +2,8 @@
 
 Order (reference §1.2, §1.5, §9.6; DESIGN.md decisions 1–2):
 
-1. validate the Task (:func:`curaflow.protocol.task.validate_task`);
+1. validate the Task (the wire model :class:`curaflow.protocol.models.Task`, through
+   :func:`curaflow.protocol.task.validate_task`);
 2. resolve the target: ``params.target_id`` names it (unknown → 404 ``unknown_target``);
    without it the single eligible target (``accept_jobs``) is used — none → 400
    ``no_eligible_target``, several → 409 ``ambiguous_target``;
@@ -246,9 +247,10 @@ class Admitter:
         start: bool = True,
         store_params: bool = True,
     ) -> Admission:
-        """Admit a raw Task (a ``POST /jobs`` body, or what a Temporal client started with).
+        """Admit a Task (a ``POST /jobs`` body, or what a Temporal client started with).
 
         Args:
+            body: the raw Task (validated here), or one the caller already validated.
             trigger: ``protocol`` | ``temporal`` | ``cli`` (schedules admit occurrences
                 through :mod:`curaflow.schedules`).
             workflow_id: the id of the execution submitting the Task (Temporal clients): it
@@ -268,7 +270,7 @@ class Admitter:
                 that is not the job id (``invalid_params``, ``detail.field: workflow_id``)
                 or an idempotency conflict. Nothing is written.
         """
-        task = validate_task(body)
+        task = body if isinstance(body, ValidatedTask) else validate_task(body)
         target = resolve_target(self.settings, task)
         check_task_against(self.settings, target, task)
         spec = effective_target(self.settings, target, task)

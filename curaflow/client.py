@@ -30,7 +30,6 @@ from curaflow.protocol import models
 from curaflow.protocol.projection import job_path
 
 M = TypeVar("M", bound=BaseModel)
-TERMINAL_EVENT_TYPES = frozenset({"job.succeeded", "job.failed", "job.expired", "job.cancelled"})
 DEFAULT_WAIT_MS = 25_000
 
 
@@ -260,18 +259,21 @@ def candidate_search_task(
 ) -> models.Task:
     """Build a ``candidate_search`` Task.
 
-    With ``target_id`` and no ``tags`` the target runs as configured (protocol v1.1).
+    With ``target_id`` and no ``tags`` the target runs as configured (protocol v1.1). The
+    Task is built as given, not checked here: the API applies the rules of
+    :class:`~curaflow.protocol.models.Task` and refuses with the protocol's error
+    (:class:`InvalidParamsError` …), whoever built the request.
     """
-    params = models.CandidateSearchParams(
-        target_id=target_id,
-        query=models.TaskQuery(tags=list(tags), expand=expand) if tags else None,
-        constraints=(
-            models.TaskConstraints(exclude=[models.TaskExclude(kind="work", id=w) for w in exclude_work_ids])
-            if exclude_work_ids
-            else None
-        ),
+    query = models.TaskQuery.model_construct(tags=list(tags), expand=expand) if tags else None
+    constraints = (
+        models.TaskConstraints.model_construct(
+            exclude=[models.TaskExclude.model_construct(kind="work", id=w) for w in exclude_work_ids]
+        )
+        if exclude_work_ids
+        else None
     )
-    return models.Task(
+    params = models.CandidateSearchParams.model_construct(target_id=target_id, query=query, constraints=constraints)
+    return models.Task.model_construct(
         protocol_version="1",
         job_type="candidate_search",
         idempotency_key=idempotency_key,
@@ -466,7 +468,7 @@ class CuraflowClient:
                 cursor = page.events[-1].event_id
                 if ack:
                     await self.ack(job_id, cursor)
-                if page.events[-1].type in TERMINAL_EVENT_TYPES:
+                if page.events[-1].type in models.TERMINAL_EVENT_TYPES.values():
                     return
             elif (await self.get_job(job_id)).terminal:
                 return  # the terminal event was before the cursor

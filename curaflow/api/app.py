@@ -33,9 +33,10 @@ import curaflow
 from curaflow.admission import Admitter, WorkflowStarter
 from curaflow.api.errors import ErrorBoundary, install_error_handlers
 from curaflow.api.events import events_router
+from curaflow.api.jobs import jobs_router
 from curaflow.api.legacy import legacy_router
+from curaflow.api.meta import open_router, protected_router
 from curaflow.api.openapi import build_openapi
-from curaflow.api.routes import protected, router
 from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.ledger.listen import EventNotifier
@@ -238,10 +239,11 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
     app.state.failure = None
     app.state.supervisor = None
     install_error_handlers(app)
-    app.include_router(router)
+    app.include_router(open_router)
+    app.include_router(protected_router)
     # The event routes first: ``/jobs/{job_id:path}`` would otherwise swallow ``…/events``.
     app.include_router(events_router)
-    app.include_router(protected)
+    app.include_router(jobs_router)
     app.include_router(legacy_router)  # PixivFlow's legacy refetch shim (TelePost's rollback switch)
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["meta"], include_in_schema=False)
     instrument_app(app)

@@ -27,15 +27,15 @@ class BodyTimeout(ProtocolError):
         )
 
 
-async def read_json(request: Request, limit: int, *, allow_empty: bool = False, timeout_ms: int | None = None) -> Any:
+async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empty: bool = False) -> Any:
     """Decode the request body as JSON.
 
     Args:
         limit: largest accepted body in bytes.
         allow_empty: an empty body decodes to None instead of an error.
-        timeout_ms: longest wait for the whole body once the route runs (default: the
-            app's ``api.body_timeout_ms``) — a client that declares a ``Content-Length``
-            and sends less must not hold the request for ever.
+        timeout_ms: longest wait for the whole body once the route runs
+            (``api.body_timeout_ms``) — a client that declares a ``Content-Length`` and
+            sends less must not hold the request for ever.
 
     Raises:
         ProtocolError: 413 ``invalid_params`` beyond ``limit``; 400 ``invalid_params``
@@ -46,9 +46,6 @@ async def read_json(request: Request, limit: int, *, allow_empty: bool = False, 
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ProtocolError("invalid_params", 413, f"request body larger than {limit} bytes", {"limit": limit})
-    if timeout_ms is None:
-        settings = getattr(request.app.state, "settings", None)
-        timeout_ms = settings.api.body_timeout_ms if settings is not None else 30_000
     chunks: list[bytes] = []
     size = 0
     try:

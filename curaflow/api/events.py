@@ -31,18 +31,22 @@ import asyncio
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Query, Request
+import asyncpg
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curaflow.api.auth import require_token
 from curaflow.api.body import read_json
-from curaflow.api.routes import get_job, literal_suffix, storable_id
+from curaflow.api.deps import LedgerPool, NotifierDep, SettingsDep
+from curaflow.api.jobs import literal_suffix, read_job, storable_id, unknown_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import ack_events, parse_event_id, read_events
 from curaflow.protocol.errors import invalid_params
+from curaflow.protocol.models import AckRequest, AckResult, EventPage
 
-events_router = APIRouter(dependencies=[Depends(require_token)])
+events_router = APIRouter(dependencies=[Depends(require_token)], tags=["events"])
 
 DEFAULT_LIMIT = 200
 MAX_LIMIT = 500
@@ -50,17 +54,24 @@ MAX_WAIT_MS = 30_000
 UNACKED_ON = {"1": True, "true": True, "0": False, "false": False, "": False}
 
 
-async def _job_exists(request: Request, job_id: str) -> bool:
+async def _job_exists(pool: asyncpg.Pool, job_id: str) -> bool:
     if not storable_id(job_id):
         return False
-    async with request.app.state.pool.acquire() as conn:
+    async with pool.acquire() as conn:
         return bool(await conn.fetchval("SELECT EXISTS (SELECT 1 FROM jobs WHERE job_id = $1)", job_id))
 
 
-@events_router.get("/jobs/{job_id:path}/events", operation_id="list_events", tags=["events"])
+@events_router.get(
+    "/jobs/{job_id:path}/events",
+    operation_id="list_events",
+    response_model=EventPage,
+    response_model_exclude_unset=True,
+)
 async def list_events(
     request: Request,
     job_id: str,
+    pool: LedgerPool,
+    notifier: NotifierDep,
     after: Annotated[str | None, Query(min_length=1, description="Exclusive cursor: an event_id of this job.")] = None,
     unacked: Annotated[
         Literal["1", "0", "true", "false", ""] | None,
@@ -70,15 +81,18 @@ async def list_events(
     wait_ms: Annotated[
         int, Query(ge=0, le=MAX_WAIT_MS, description="Long poll: wait up to this long (ms) for a new event.")
     ] = 0,
-) -> JSONResponse:
-    """A page of the job's events in ascending order (see the module doc)."""
+) -> Response:
+    """A page of the job's events in ascending order (see the module doc).
+
+    The page is answered as built, not re-validated through ``EventPage``: each event is
+    the JSON frozen when it was written, and a page of 200 events through the model costs
+    more than the rest of the request (the schema tests check the shape instead).
+    """
     if not literal_suffix(request, "/events"):
-        return await get_job(request, job_id + "/events")  # the job ``…/events`` itself
+        return JSONResponse(await read_job(pool, job_id + "/events"))  # the job ``…/events`` itself
     request.state.log_fields = {"job_id": job_id}
-    pool = request.app.state.pool
-    notifier = request.app.state.notifier
-    if not await _job_exists(request, job_id):
-        raise invalid_params("unknown job", http_status=404)
+    if not await _job_exists(pool, job_id):
+        raise unknown_job()
     from_ack = UNACKED_ON[unacked or ""]
     after_seq = parse_event_id(job_id, after)
     deadline = time.monotonic() + wait_ms / 1000
@@ -114,21 +128,37 @@ async def list_events(
     return JSONResponse(body)
 
 
-@events_router.post("/jobs/{job_id:path}/events/ack", operation_id="ack_events", tags=["events"])
-async def ack(request: Request, job_id: str) -> JSONResponse:
+async def ack_body(request: Request, settings: SettingsDep) -> AckRequest:
+    """The ack body ``{ack_through}`` (:class:`~curaflow.protocol.models.AckRequest`).
+
+    Raises:
+        ProtocolError: 413 / 408 / 400 from :func:`~curaflow.api.body.read_json`; 400
+            ``invalid_params`` (``detail.field: ack_through``) for any other shape.
+    """
+    body = await read_json(request, settings.api.max_body_bytes, settings.api.body_timeout_ms)
+    if not isinstance(body, dict):
+        raise invalid_params("request body must be a JSON object {ack_through}", field="ack_through")
+    try:
+        return AckRequest.model_validate(body)
+    except ValidationError:
+        raise invalid_params("ack_through must be a non-empty event_id", field="ack_through") from None
+
+
+@events_router.post(
+    "/jobs/{job_id:path}/events/ack",
+    operation_id="ack_events",
+    response_model=AckResult,
+    response_model_exclude_unset=True,
+)
+async def ack(request: Request, job_id: str, pool: LedgerPool, settings: SettingsDep) -> dict[str, Any]:
     """Move the job's durable ack cursor forward to ``ack_through`` (see the module doc)."""
     if not literal_suffix(request, "/events/ack"):
         raise StarletteHTTPException(405)  # POST /jobs/{id} or …/events with an encoded suffix
     request.state.log_fields = {"job_id": job_id}
-    body = await read_json(request, request.app.state.settings.api.max_body_bytes)
-    if not isinstance(body, dict):
-        raise invalid_params("request body must be a JSON object {ack_through}", field="ack_through")
-    value = body.get("ack_through")
-    if not isinstance(value, str) or not value.strip():
-        raise invalid_params("ack_through must be a non-empty event_id", field="ack_through")
-    if not await _job_exists(request, job_id):
-        raise invalid_params("unknown job", http_status=404)
-    async with request.app.state.pool.acquire() as conn:
-        acked, unacked = await ack_events(conn, job_id, parse_event_id(job_id, value))
+    body = await ack_body(request, settings)  # after the suffix check: a wrong address reads no body
+    if not await _job_exists(pool, job_id):
+        raise unknown_job()
+    async with pool.acquire() as conn:
+        acked, unacked = await ack_events(conn, job_id, parse_event_id(job_id, body.ack_through))
     request.state.log_fields = {"job_id": job_id, "acked": acked, "unacked": unacked}
-    return JSONResponse({"job_id": job_id, "acked": acked, "unacked": unacked, "server_time": now_ms()})
+    return {"job_id": job_id, "acked": acked, "unacked": unacked, "server_time": now_ms()}

@@ -37,6 +37,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from curaflow.admission import job_id_for
 from curaflow.api.auth import require_token
 from curaflow.api.body import read_json
+from curaflow.api.deps import AdmitterDep, LedgerPool, SettingsDep
 from curaflow.domain.cells import CellState
 from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import ledger_status
@@ -126,11 +127,12 @@ def _refusal(err: ProtocolError) -> Response:
 
 
 @legacy_router.post("/internal/targets/{target_id}/refetch")
-async def refetch(request: Request, target_id: str) -> Response:
+async def refetch(
+    request: Request, target_id: str, settings: SettingsDep, admitter: AdmitterDep, pool: LedgerPool
+) -> Response:
     """Admit a refetch of ``target_id`` keyed by ``requestId`` (see the module doc)."""
-    state = request.app.state
     try:
-        body = await read_json(request, state.settings.api.max_body_bytes)
+        body = await read_json(request, settings.api.max_body_bytes, settings.api.body_timeout_ms)
     except ProtocolError as err:
         return legacy_error(err.http_status, err.message)
     if (
@@ -152,7 +154,7 @@ async def refetch(request: Request, target_id: str) -> Response:
     if correlation_id:
         task["correlation_id"] = correlation_id
     try:
-        admission = await state.admitter.admit(task, store_params=False)
+        admission = await admitter.admit(task, store_params=False)
     except ProtocolError as err:
         request.state.log_fields = {"target_id": target_id}
         request.state.error_code = err.code
@@ -160,7 +162,7 @@ async def refetch(request: Request, target_id: str) -> Response:
     except Exception as err:  # noqa: BLE001 - the legacy contract: anything else is a bare 500
         log.error("legacy.refetch_failed", target_id=target_id, error=type(err).__name__)
         return legacy_error(500, "internal error")
-    async with state.pool.acquire() as conn:
+    async with pool.acquire() as conn:
         record = await load_job(conn, admission.job_id)
     assert record is not None
     answer = disposition(record, not admission.replayed)
@@ -169,15 +171,16 @@ async def refetch(request: Request, target_id: str) -> Response:
 
 
 @legacy_router.get("/internal/targets/{target_id}/refetch/{request_id}")
-async def refetch_status(request: Request, target_id: str, request_id: str) -> Response:
+async def refetch_status(
+    request: Request, target_id: str, request_id: str, settings: SettingsDep, pool: LedgerPool
+) -> Response:
     """The legacy camelCase status of the refetch ``request_id`` of ``target_id``."""
     if not UUID_1_8.match(request_id):
         return legacy_error(400, "requestId must be a UUID")
-    state = request.app.state
-    target = state.settings.target(target_id)
+    target = settings.target(target_id)
     if target is None:
         return legacy_error(404, "unknown target")
-    async with state.pool.acquire() as conn:
+    async with pool.acquire() as conn:
         record = await load_job(conn, job_id_for(target, request_id))
     if record is None or target_id not in record.target_ids:
         return legacy_error(404, "unknown request")

@@ -1,0 +1,136 @@
+"""The job resource of Workflow Protocol v1 (reference §9.1): admit, find, read, cancel.
+
+Every route requires the bearer token (:mod:`curaflow.api.auth`). The Task body is
+validated by the wire model (:class:`curaflow.protocol.models.Task`, through the
+:data:`~curaflow.api.deps.TaskBody` dependency); answers are declared with
+``response_model=`` and published from the vendored schema (:mod:`curaflow.api.openapi`).
+An admission answers the frozen body of the first admission, byte for byte. The event
+stream of a job lives in :mod:`curaflow.api.events`.
+
+Job ids are path parameters of the ``path`` kind: a job id may contain ``/`` (it embeds
+the idempotency key), sent percent-encoded (``%2F``).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from curaflow.api.auth import require_token
+from curaflow.api.deps import AdmitterDep, LedgerPool, NotifierDep, SettingsDep, TaskBody, TemporalClient
+from curaflow.cancellation import cancel_job
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.records import load_job
+from curaflow.protocol.errors import ProtocolError, invalid_params
+from curaflow.protocol.models import Job, JobEnvelope, JobPage, storable
+from curaflow.protocol.projection import project_job
+
+jobs_router = APIRouter(dependencies=[Depends(require_token)], tags=["jobs"])
+
+
+def unknown_job() -> ProtocolError:
+    """The 404 of a job id no job has (GET / events / ack: no ``detail``, reference §2.5)."""
+    return invalid_params("unknown job", http_status=404)
+
+
+def storable_id(job_id: str) -> bool:
+    """False for an id no job can have: PostgreSQL text cannot hold a NUL character or a
+    lone surrogate."""
+    return storable(job_id)
+
+
+def literal_suffix(request: Request, suffix: str) -> bool:
+    """True when the request's path really ends with ``suffix`` as a path segment.
+
+    Routing sees the percent-decoded path, so ``/jobs/a%2Fcancel`` (the job ``a/cancel``)
+    looks like ``/jobs/a/cancel``. The raw path tells them apart; a server that does not
+    pass it on is taken at its word.
+    """
+    raw = request.scope.get("raw_path")
+    if not raw:
+        return True
+    return bytes(raw).split(b"?", 1)[0].endswith(suffix.encode())
+
+
+async def read_job(pool: LedgerPool, job_id: str) -> dict[str, Any]:
+    """The protocol Job of ``job_id`` as the ledger holds it.
+
+    Raises:
+        ProtocolError: 404 :func:`unknown_job`.
+    """
+    if not storable_id(job_id):
+        raise unknown_job()
+    async with pool.acquire() as conn:
+        record = await load_job(conn, job_id)
+    if record is None:
+        raise unknown_job()
+    return project_job(record, now_ms())
+
+
+@jobs_router.post("/jobs", status_code=202, operation_id="submit_job", response_model=JobEnvelope)
+async def submit(request: Request, task: TaskBody, admitter: AdmitterDep) -> JSONResponse:
+    """Admit a Task: 202 ``{job}`` on first admission, 200 with the identical body on replay."""
+    admission = await admitter.admit(task)
+    job = admission.body.get("job", {})
+    request.state.log_fields = {
+        "job_id": admission.job_id,
+        "job_type": job.get("job_type"),
+        "status": job.get("status"),
+        "disposition": "replayed" if admission.replayed else "accepted",
+    }
+    # The frozen body of the first admission, as it is: never re-serialised by a model.
+    return JSONResponse(admission.body, status_code=200 if admission.replayed else 202)
+
+
+@jobs_router.get("/jobs", operation_id="find_jobs", response_model=JobPage, response_model_exclude_unset=True)
+async def find_jobs(
+    pool: LedgerPool,
+    idempotency_key: Annotated[
+        str | None, Query(description="The idempotency key (exact, case-sensitive match).")
+    ] = None,
+) -> dict[str, Any]:
+    """The job owning ``idempotency_key`` (exact match, untrimmed): zero or one job."""
+    if idempotency_key is None or not idempotency_key.strip():
+        raise invalid_params("idempotency_key is required", field="idempotency_key")
+    if not storable_id(idempotency_key):
+        return {"jobs": [], "server_time": now_ms()}
+    async with pool.acquire() as conn:
+        job_id = await conn.fetchval("SELECT job_id FROM jobs WHERE idempotency_key = $1", idempotency_key)
+        record = await load_job(conn, job_id) if job_id else None
+    now = now_ms()
+    return {"jobs": [project_job(record, now)] if record else [], "server_time": now}
+
+
+@jobs_router.get("/jobs/{job_id:path}", operation_id="get_job", response_model=Job, response_model_exclude_unset=True)
+async def get_job(pool: LedgerPool, job_id: str) -> dict[str, Any]:
+    """The job as the ledger holds it (answers with no worker running)."""
+    return await read_job(pool, job_id)
+
+
+@jobs_router.post(
+    "/jobs/{job_id:path}/cancel", operation_id="cancel_job", response_model=Job, response_model_exclude_unset=True
+)
+async def cancel(
+    request: Request,
+    job_id: str,
+    pool: LedgerPool,
+    client: TemporalClient,
+    notifier: NotifierDep,
+    settings: SettingsDep,
+) -> dict[str, Any]:
+    """Cancel the job (the request body is ignored); a terminal job is returned unchanged."""
+    if not literal_suffix(request, "/cancel"):
+        raise StarletteHTTPException(405)  # POST /jobs/{id} with an id ending in /cancel
+    if not storable_id(job_id):
+        raise invalid_params(
+            "unknown job",
+            http_status=404,
+            reason="unknown_job",
+            job_id=job_id.encode("utf-8", "replace").decode().replace("\x00", ""),
+        )
+    job = await cancel_job(pool, client, job_id, wait_s=settings.api.cancel_wait_ms / 1000, notifier=notifier)
+    request.state.log_fields = {"job_id": job_id, "status": job["status"]}
+    return job
