@@ -39,6 +39,7 @@ from temporalio.service import RPCError
 
 import curaflow
 from curaflow.config import Settings
+from curaflow.domain.execution import PUSH_WORKFLOW
 from curaflow.domain.messages import CallbackPolicy, PushInput
 from curaflow.ledger.pushes import stale_jobs
 from curaflow.logs import get_logger
@@ -46,8 +47,6 @@ from curaflow.routes.base import header_value
 from curaflow.supervision import Supervisor
 
 log = get_logger("curaflow.callbacks")
-
-PUSH_WORKFLOW = "EventPushWorkflow"
 
 
 class Verdict(StrEnum):

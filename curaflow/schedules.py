@@ -45,6 +45,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow import metrics
 from curaflow.config import ScheduleConfig, Settings, TargetConfig
+from curaflow.domain.execution import SCHEDULED_WORKFLOW
 from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.domain.occurrence import (
     CATCHUP_WINDOW_S,
@@ -59,7 +60,6 @@ from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started, work
 from curaflow.logs import get_logger
 from curaflow.supervision import Supervisor
 
-TRAMPOLINE = "ScheduledJobWorkflow"
 MEMO_TASK_QUEUE = "curaflow_task_queue"
 WATCH_LOCK_KEY = 0x6375726177617463  # "curawatc"
 log = get_logger("curaflow.schedules")
@@ -89,7 +89,7 @@ def build_schedule(settings: Settings, plan: ScheduleConfig) -> Schedule:
     inp = occurrence_input(settings, plan)
     return Schedule(
         action=ScheduleActionStartWorkflow(
-            TRAMPOLINE,
+            SCHEDULED_WORKFLOW,
             args=[inp],
             id=f"{plan.id}@occurrence",
             task_queue=settings.temporal.task_queue,
@@ -134,7 +134,7 @@ class Change:
 
 async def _current_input(client: Client, desc: ScheduleDescription) -> OccurrenceInput | None:
     action = desc.schedule.action
-    if not isinstance(action, ScheduleActionStartWorkflow) or action.workflow != TRAMPOLINE or not action.args:
+    if not isinstance(action, ScheduleActionStartWorkflow) or action.workflow != SCHEDULED_WORKFLOW or not action.args:
         return None
     raw = action.args[0]
     try:

@@ -9,47 +9,32 @@ stale input) never blocks the id.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import (
-    SearchAttributeKey,
-    WorkflowIDConflictPolicy,
-    WorkflowIDReusePolicy,
-)
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
+from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, JOB_WORKFLOW, execution_timeout
 from curaflow.domain.messages import JobInput
 from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
 
-WORKFLOW_NAME = "JobWorkflow"
-#: Custom search attributes of every job (name → type), filterable in the Temporal UI.
+#: Custom search attributes of every job (name → type), filterable in the Temporal UI:
+#: :data:`curaflow.domain.execution.CUSTOM_SEARCH_ATTRIBUTES` as the operator service names them.
 SEARCH_ATTRIBUTES: dict[str, IndexedValueType.ValueType] = {
-    "JobStatus": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-    "BusinessStatus": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-    "JobType": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
-    "TargetIds": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST,
-    "ScheduleId": IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+    key.name: IndexedValueType.ValueType(int(key.indexed_value_type)) for key in CUSTOM_SEARCH_ATTRIBUTES
 }
 DEV_SERVER_FLAGS = {
     IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
     IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST: "KeywordList",
 }
-JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
-JOB_TYPE = SearchAttributeKey.for_keyword("JobType")
-TARGET_IDS = SearchAttributeKey.for_keyword_list("TargetIds")
-SCHEDULE_ID = SearchAttributeKey.for_keyword("ScheduleId")
 #: A job id is reused only after an execution that failed (never became a job, or crashed);
 #: a job that ran keeps its id for ever.
 JOB_ID_REUSE_POLICY = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
-#: Grace after the job deadline before Temporal itself closes the run (a backstop for
-#: jobs no worker ever runs; the reconciler converges their ledger state).
-EXECUTION_GRACE = timedelta(minutes=10)
 
 
 def dev_server_search_attribute_args() -> list[str]:
@@ -111,17 +96,15 @@ async def start_job_workflow(client: Client, inp: JobInput, task_queue: str) -> 
         inp: the workflow argument (``job_id`` is the workflow id).
         task_queue: the main task queue.
     """
-    now_ms = inp.created_at_ms
-    run_ms = max(1000, inp.deadline_at_ms - now_ms)
     try:
         return await client.start_workflow(
-            WORKFLOW_NAME,
+            JOB_WORKFLOW,
             inp,
             id=inp.job_id,
             task_queue=task_queue,
             id_reuse_policy=JOB_ID_REUSE_POLICY,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            execution_timeout=timedelta(milliseconds=run_ms) + EXECUTION_GRACE,
+            execution_timeout=execution_timeout(inp.created_at_ms, inp.deadline_at_ms),
             search_attributes=job_search_attributes(inp),
             static_summary=job_summary(inp),
             static_details=job_static_details(inp),

@@ -230,7 +230,6 @@ class JobRecord(BaseModel):
     callback_url: str | None = None
     params: dict[str, object] | None = None
     target_ids: list[str] = Field(default_factory=list)
-    status: str = "pending"
     business_status: str | None = None
     created_at: int
     started_at: int | None = None

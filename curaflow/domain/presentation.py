@@ -18,17 +18,30 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from curaflow.domain.execution import (
+    BUSINESS_STATUS,
+    JOB_STATUS,
+    JOB_TYPE,
+    SCHEDULE_ID,
+    SCHEDULED_START_TIME,
+    TARGET_IDS,
+)
 from curaflow.domain.messages import JobInput
 
-JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
-BUSINESS_STATUS = SearchAttributeKey.for_keyword("BusinessStatus")
-JOB_TYPE = SearchAttributeKey.for_keyword("JobType")
-TARGET_IDS = SearchAttributeKey.for_keyword_list("TargetIds")
-SCHEDULE_ID = SearchAttributeKey.for_keyword("ScheduleId")
-#: Set by Temporal on workflows started by a Schedule: the occurrence's nominal time.
-SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
+__all__ = [  # the keys are defined in curaflow.domain.execution; re-exported for the workflows
+    "BUSINESS_STATUS",
+    "JOB_STATUS",
+    "JOB_TYPE",
+    "SCHEDULED_START_TIME",
+    "SCHEDULE_ID",
+    "TARGET_IDS",
+    "job_search_attributes",
+    "job_static_details",
+    "job_summary",
+]
+
 SUMMARY_LIMIT = 400
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import asyncpg
 
-from curaflow.domain.cells import CellStage, CellState, check_transition, is_terminal
+from curaflow.domain.cells import STAGE_ORDER, TERMINAL_STATES, CellStage, CellState, check_transition, is_terminal
 from curaflow.domain.messages import RouteRef, TargetSpec
 from curaflow.domain.models import CandidateReport, CellSnapshot, Work
 from curaflow.domain.reasons import user_message
@@ -36,31 +36,41 @@ def intent_key(route: str, work_type: str, work_id: str, job_id: str, target_id:
 async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | None:
     """Lock the job row for the rest of the transaction; None if the job is unknown."""
     return await conn.fetchrow(
-        """SELECT job_id, started_at, cancel_requested_at, completed_at, last_stage, deadline_at
+        """SELECT job_id, started_at, cancel_requested_at, completed_at, deadline_at
            FROM jobs WHERE job_id = $1 FOR UPDATE""",
         job_id,
     )
 
 
+def _sql_list(values: list[str]) -> str:
+    return ", ".join(f"'{v}'" for v in values)
+
+
+#: The terminal cell states (:data:`curaflow.domain.cells.TERMINAL_STATES`) as a SQL list:
+#: ``state IN ({TERMINAL_STATES_SQL})``.
+TERMINAL_STATES_SQL = _sql_list(sorted(TERMINAL_STATES))
+#: The stages of an open cell, least advanced first (:data:`curaflow.domain.cells.STAGE_ORDER`).
+_OPEN_STAGES = [s for s in sorted(STAGE_ORDER, key=STAGE_ORDER.__getitem__) if s != CellStage.DONE]
+
 # The job-level stage is the least advanced stage among its open cells: the rule of
 # curaflow.domain.projection.job_stage, evaluated here in one statement.
-_JOB_STAGE_SQL = """
+_JOB_STAGE_SQL = f"""
     WITH s AS (
-        SELECT (ARRAY['queued', 'searching', 'fetching', 'delivering'])[
-                   min(CASE stage WHEN 'queued' THEN 1 WHEN 'searching' THEN 2
-                                  WHEN 'fetching' THEN 3 WHEN 'delivering' THEN 4 END)] AS stage
-        FROM cells WHERE job_id = $1 AND state NOT IN ('submitted', 'no_candidate', 'duplicate', 'failed')
+        SELECT (ARRAY[{_sql_list(_OPEN_STAGES)}])[
+                   min(CASE stage {" ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(_OPEN_STAGES, 1))} END)
+               ] AS stage
+        FROM cells WHERE job_id = $1 AND state NOT IN ({TERMINAL_STATES_SQL})
     )
     UPDATE jobs j SET last_stage = s.stage, updated_at = $2 FROM s
     WHERE j.job_id = $1 AND s.stage IS NOT NULL AND j.last_stage IS DISTINCT FROM s.stage
     RETURNING s.stage"""
 
 
-async def sync_job_stage(conn: asyncpg.Connection, job_id: str, last_stage: str | None = None) -> None:
+async def sync_job_stage(conn: asyncpg.Connection, job_id: str) -> None:
     """Emit ``job.progress`` when the job-level stage changed (job row must be locked).
 
-    Args:
-        last_stage: unused; kept for callers that already know it.
+    ``jobs.last_stage`` holds the stage of the job's last ``job.progress`` event; the
+    statement moves it and reports whether it moved.
     """
     now = now_ms()
     stage = await conn.fetchval(_JOB_STAGE_SQL, job_id, now)
@@ -123,10 +133,9 @@ async def start_step(
         return await load_cell(conn, job_id, target_id), barrier
     job = await conn.fetchrow(
         """WITH prev AS (SELECT job_id, started_at FROM jobs WHERE job_id = $1)
-           UPDATE jobs j SET attempt = $2, started_at = COALESCE(j.started_at, $3), status = 'running',
-                  updated_at = $3
+           UPDATE jobs j SET attempt = $2, started_at = COALESCE(j.started_at, $3), updated_at = $3
            FROM prev WHERE j.job_id = prev.job_id
-           RETURNING prev.started_at AS prev_started, j.last_stage""",
+           RETURNING prev.started_at AS prev_started""",
         job_id,
         attempt,
         now,
@@ -134,8 +143,7 @@ async def start_step(
     if job["prev_started"] is None:
         await append_event(conn, job_id, "job.started", at=now)
     row = await conn.fetchrow(
-        f"""UPDATE cells SET stage = CASE WHEN state IN ('submitted','no_candidate','duplicate','failed')
-                                        THEN stage ELSE $3 END,
+        f"""UPDATE cells SET stage = CASE WHEN state IN ({TERMINAL_STATES_SQL}) THEN stage ELSE $3 END,
                             lease_until = $4, lease_owner = $5, heartbeat_at = $6, updated_at = $6
            WHERE job_id = $1 AND target_id = $2 RETURNING {CELL_COLUMNS}""",
         job_id,
@@ -145,7 +153,7 @@ async def start_step(
         owner,
         now,
     )
-    await sync_job_stage(conn, job_id, job["last_stage"])
+    await sync_job_stage(conn, job_id)
     return (cell_from_row(row) if row else None), None
 
 
@@ -325,7 +333,7 @@ async def bind_work(
         jsonable(report),
         now,
     )
-    await sync_job_stage(conn, job_id, job["last_stage"])
+    await sync_job_stage(conn, job_id)
     return await load_cell(conn, job_id, target.target_id)
 
 
@@ -406,7 +414,7 @@ async def artifact_ready(
             artifact,
             now_ms(),
         )
-        await sync_job_stage(conn, job_id, job["last_stage"])
+        await sync_job_stage(conn, job_id)
     return await load_cell(conn, job_id, target_id)
 
 
@@ -460,7 +468,7 @@ async def finish_cell(
                 target_id,
                 now,
             )
-        await sync_job_stage(conn, job_id, job["last_stage"])
+        await sync_job_stage(conn, job_id)
     return await load_cell(conn, job_id, target_id)
 
 

@@ -104,7 +104,7 @@ async def claim_send(
             target_id,
             now,
         )
-        await sync_job_stage(conn, job_id, job["last_stage"])
+        await sync_job_stage(conn, job_id)
     remote_ids = intent["remote_ids"] if isinstance(intent["remote_ids"], list) else None
     return SendClaim("send", key, attempts, remote_ids=remote_ids)
 

@@ -45,12 +45,6 @@ INTERNAL_KINDS = {
 }
 #: The protocol's ``Event.type`` enum: the only types a read serves or counts.
 PROTOCOL_EVENT_TYPES: tuple[str, ...] = tuple(INTERNAL_KINDS)
-TERMINAL_EVENT_TYPES = {
-    "succeeded": "job.succeeded",
-    "failed": "job.failed",
-    "expired": "job.expired",
-    "cancelled": "job.cancelled",
-}
 _EVENT_ID = re.compile(r"^evt-(\d{1,9})-([0-9a-f]{8})$")
 
 

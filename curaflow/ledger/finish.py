@@ -21,13 +21,14 @@ import asyncpg
 
 from curaflow.domain.cells import CellState
 from curaflow.domain.models import JobRecord
-from curaflow.domain.outcome import build_outcome_record, business_status, is_alertable, ledger_status
-from curaflow.domain.projection import JobStatus, job_status
+from curaflow.domain.outcome import build_outcome_record, business_status, is_alertable
+from curaflow.domain.projection import JobStatus, job_stage, job_status
 from curaflow.domain.verdicts import FinishCause, StepFailure, cell_verdict
-from curaflow.ledger.cells import finish_cell, lock_job
+from curaflow.ledger.cells import TERMINAL_STATES_SQL, finish_cell, lock_job
 from curaflow.ledger.db import now_ms
-from curaflow.ledger.events import TERMINAL_EVENT_TYPES, append_event
+from curaflow.ledger.events import append_event
 from curaflow.ledger.records import load_job
+from curaflow.protocol.models import TERMINAL_EVENT_TYPES
 from curaflow.protocol.projection import project_job
 
 #: Causes a workflow finishes with; it saw which barrier came first, so a cancel the
@@ -77,8 +78,8 @@ async def finish_job(
             return None
         cancel_recorded = job["cancel_requested_at"] is not None and cause not in WORKFLOW_CAUSES
         open_cells = await conn.fetch(
-            """SELECT target_id, state, stage FROM cells WHERE job_id = $1
-               AND state NOT IN ('submitted', 'no_candidate', 'duplicate', 'failed') ORDER BY position""",
+            f"""SELECT target_id, state, stage FROM cells WHERE job_id = $1
+               AND state NOT IN ({TERMINAL_STATES_SQL}) ORDER BY position""",
             job_id,
         )
         for cell in open_cells:
@@ -98,7 +99,6 @@ async def finish_job(
         now = now_ms()
         status = job_status(record.cells)
         verdict = business_status(record.cells)
-        slot_status = "expired" if status == JobStatus.EXPIRED else ledger_status(record.cells)
         outcome = build_outcome_record(
             job_id=job_id,
             schedule_id=record.schedule_id or record.plan_id,
@@ -109,13 +109,12 @@ async def finish_job(
             cells=record.cells,
         )
         await conn.execute(
-            """UPDATE jobs SET status = $2, business_status = $3, completed_at = $4, updated_at = $4,
-                   last_stage = $5 WHERE job_id = $1""",
+            """UPDATE jobs SET business_status = $2, completed_at = $3, updated_at = $3, last_stage = $4
+               WHERE job_id = $1""",
             job_id,
-            slot_status,
             verdict.value,
             now,
-            str(status),
+            job_stage(record.cells, status),  # the terminal job's progress.stage, as project_job shows it
         )
         await conn.execute("UPDATE cells SET lease_until = NULL, lease_owner = NULL WHERE job_id = $1", job_id)
         inserted = await conn.fetchval(
@@ -130,7 +129,6 @@ async def finish_job(
         # What the statements above changed, without reading the job a third time.
         record = record.model_copy(
             update={
-                "status": slot_status,
                 "business_status": verdict.value,
                 "completed_at": now,
                 "updated_at": now,

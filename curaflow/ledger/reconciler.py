@@ -42,6 +42,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow import metrics
+from curaflow.domain.execution import JOB_WORKFLOW
 from curaflow.domain.projection import job_status
 from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger.db import now_ms
@@ -59,7 +60,6 @@ DEADLINE_GRACE_MS = 10_000
 CANCEL_GRACE_MS = 3_000
 #: How far back a tick looks for closed executions.
 CLOSED_WINDOW_MS = 3_600_000
-WORKFLOW_TYPE = "JobWorkflow"
 log = get_logger("curaflow.reconciler")
 
 StartHook = Callable[[str], Awaitable[None]]
@@ -169,7 +169,7 @@ _LIVE = "NOT EXISTS (SELECT 1 FROM cells c WHERE c.job_id = j.job_id AND c.lease
 async def _closed_executions(client: Client, now: int) -> dict[str, tuple[FinishCause, int]]:
     since = datetime.fromtimestamp((now - CLOSED_WINDOW_MS) / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     query = (
-        f"WorkflowType = '{WORKFLOW_TYPE}' AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') "
+        f"WorkflowType = '{JOB_WORKFLOW}' AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') "
         f"AND CloseTime > '{since}'"
     )
     found: dict[str, tuple[FinishCause, int]] = {}

@@ -101,7 +101,7 @@ async def load_cell(
 
 
 JOB_COLUMNS = """job_id, job_type, plan_id, schedule_id, trigger, idempotency_key, correlation_id,
-    callback_url, params, target_ids, status, business_status, created_at, started_at, updated_at,
+    callback_url, params, target_ids, business_status, created_at, started_at, updated_at,
     completed_at, deadline_at, attempt, cancel_requested_at, workflow_started_at, occurrence_date"""
 
 
@@ -118,7 +118,6 @@ def job_from_row(row: asyncpg.Record, cells: list[CellSnapshot]) -> JobRecord:
         callback_url=row["callback_url"],
         params=row["params"],
         target_ids=list(row["target_ids"]),
-        status=row["status"],
         business_status=row["business_status"],
         created_at=row["created_at"],
         started_at=row["started_at"],

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from curaflow.domain.projection import job_status
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver
@@ -60,7 +61,7 @@ async def test_a_deadline_reached_mid_step_is_reported_as_the_deadline(
     record = await stack.wait_terminal(await stack.admit(body), 30)
 
     assert (record.cells[0].state, record.cells[0].reason) == ("failed", "execution_timeout")
-    assert record.status == "expired"
+    assert job_status(record.cells) == "expired"
     assert webhook.at("/never") == []
 
 

@@ -16,6 +16,7 @@ import pytest
 from temporalio.client import Client
 
 from curaflow.domain.messages import JobState
+from curaflow.domain.projection import job_status
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer, work_ids_with_tag
 from tests.fakes.webhook import Reply, WebhookReceiver
@@ -199,7 +200,7 @@ async def test_unserved_source_queue_expires_as_queued_too_long(
         record = await stack.wait_terminal(job_id, 30)
 
     assert (record.cells[0].state, record.cells[0].reason) == ("failed", "queued_too_long")
-    assert record.status == "expired"
+    assert job_status(record.cells) == "expired"
 
 
 async def test_deadline_cancels_in_flight_work_and_expires(
@@ -218,7 +219,7 @@ async def test_deadline_cancels_in_flight_work_and_expires(
 
     assert time.monotonic() - started < 10
     assert (record.cells[0].state, record.cells[0].reason) == ("failed", "execution_timeout")
-    assert record.status == "expired"
+    assert job_status(record.cells) == "expired"
     assert webhook.received == []
 
 

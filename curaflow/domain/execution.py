@@ -1,0 +1,63 @@
+"""A job as a Temporal execution: workflow type names, custom search attributes, timeout.
+
+The one definition of what clients, the reconciler, the schedule sync, the namespace
+setup and the workflows themselves must agree on:
+
+* the registered workflow types (:data:`JOB_WORKFLOW`, :data:`SCHEDULED_WORKFLOW`,
+  :data:`PUSH_WORKFLOW`) — a start by name, a visibility query or a schedule action that
+  names another type would miss;
+* the custom search attributes every job carries (:data:`CUSTOM_SEARCH_ATTRIBUTES`, each
+  key with its type; the namespace setup registers exactly these);
+* the execution timeout of a job's run: its deadline plus :data:`EXECUTION_GRACE`, a
+  backstop for jobs no worker ever runs (the job's own deadline timer ends it first).
+
+Pure module: imported by workflows through the sandbox pass-through.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio.common import SearchAttributeKey
+
+#: ``JobWorkflow``: one job (:mod:`workflows.job`).
+JOB_WORKFLOW = "JobWorkflow"
+#: ``ScheduledJobWorkflow``: one occurrence of a recurring plan (:mod:`workflows.scheduled`).
+SCHEDULED_WORKFLOW = "ScheduledJobWorkflow"
+#: ``EventPushWorkflow``: pushes a job's pending events (:mod:`workflows.pushes`).
+PUSH_WORKFLOW = "EventPushWorkflow"
+
+#: The job's protocol status (``queued`` … ``expired``), kept current by the workflow.
+JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
+#: The business status of the outcome record, set when the job ends.
+BUSINESS_STATUS = SearchAttributeKey.for_keyword("BusinessStatus")
+#: ``candidate_search``.
+JOB_TYPE = SearchAttributeKey.for_keyword("JobType")
+#: The ids of the job's targets.
+TARGET_IDS = SearchAttributeKey.for_keyword_list("TargetIds")
+#: The recurring plan of a scheduled job (and of its trampoline).
+SCHEDULE_ID = SearchAttributeKey.for_keyword("ScheduleId")
+#: Every custom search attribute of curaflow, registered on the namespace.
+CUSTOM_SEARCH_ATTRIBUTES: tuple[SearchAttributeKey[Any], ...] = (
+    JOB_STATUS,
+    BUSINESS_STATUS,
+    JOB_TYPE,
+    TARGET_IDS,
+    SCHEDULE_ID,
+)
+#: Set by Temporal on workflows started by a Schedule: the occurrence's nominal time.
+SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
+
+#: Grace after the job deadline before Temporal itself closes the run (a backstop for
+#: jobs no worker ever runs; the reconciler converges their ledger state).
+EXECUTION_GRACE = timedelta(minutes=10)
+#: The shortest run a job's execution is given, however close its deadline.
+MIN_RUN = timedelta(seconds=1)
+
+
+def execution_timeout(created_at_ms: int, deadline_at_ms: int) -> timedelta:
+    """The execution timeout of a job's run: from its creation to its deadline (at least
+    :data:`MIN_RUN`) plus :data:`EXECUTION_GRACE`. Times are epoch milliseconds (UTC)."""
+    run = max(MIN_RUN, timedelta(milliseconds=deadline_at_ms - created_at_ms))
+    return run + EXECUTION_GRACE
