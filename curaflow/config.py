@@ -39,6 +39,7 @@ from pydantic_settings import (
 )
 
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFilters, TargetQuery
+from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS
 
 BUDGET_FLOOR_MS = 60_000
 DEFAULT_QUEUED_MS = 1_800_000
@@ -274,8 +275,8 @@ class PixivSettings(_Section):
     image_referer: str = "https://app-api.pixiv.net/"
     min_interval_ms: int = Field(default=1000, ge=0)
     request_timeout_ms: int = Field(default=30_000, ge=100)
-    rate_limit_base_ms: int = Field(default=60_000, ge=1)
-    rate_limit_cap_ms: int = Field(default=900_000, ge=1)
+    rate_limit_base_ms: int = Field(default=LADDER_BASE_MS, ge=1)
+    rate_limit_cap_ms: int = Field(default=LADDER_CAP_MS, ge=1)
     rate_limit_decay_after: int = Field(default=20, ge=1)
     max_examined: int = Field(default=1000, ge=1)
     accounts: dict[str, PixivAccount] = Field(default_factory=dict)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from curaflow.domain.ratelimit import cooldown_ms
+
 #: The database's wall clock in epoch milliseconds.
 DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 
@@ -103,11 +105,6 @@ async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int) -> Slot:
         return Slot(wait_ms=slot - now, penalty=row["penalty"])
 
 
-def ladder_ms(penalty: int, base_ms: int, cap_ms: int) -> int:
-    """Cooldown of the ``penalty``-th consecutive rate limit: ``base × 2^(penalty-1)``, capped."""
-    return int(min(cap_ms, base_ms * (2 ** max(0, penalty - 1))))
-
-
 async def penalize(
     pool: asyncpg.Pool, gate: str, *, base_ms: int, cap_ms: int, retry_after_ms: int | None = None
 ) -> int:
@@ -123,7 +120,7 @@ async def penalize(
         row = await _locked_row(conn, gate)
         now = row["now"]
         penalty = row["penalty"] + 1
-        cooldown = max(ladder_ms(penalty, base_ms, cap_ms), retry_after_ms or 0)
+        cooldown = cooldown_ms(penalty, retry_after_ms, base_ms=base_ms, cap_ms=cap_ms)
         until = max(row["cooldown_until"], now + cooldown)
         await conn.execute(
             """UPDATE source_gates SET penalty = $2, successes = 0, cooldown_until = $3,

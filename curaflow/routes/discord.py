@@ -35,6 +35,7 @@ import httpx
 
 from curaflow.config import DiscordRoute as DiscordConfig
 from curaflow.domain.models import ArtifactFile
+from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
 from curaflow.routes.caption import build_caption
@@ -145,12 +146,8 @@ class DiscordRoute:
         if isinstance(body, dict):
             detail = f" code {body.get('code')} {body.get('message') or ''}".rstrip()
         if status == 429:
-            retry_after: Any = (body or {}).get("retry_after") if isinstance(body, dict) else None
-            retry_after = retry_after or response.headers.get("retry-after") or 1
-            try:
-                delay = max(0.0, float(retry_after))
-            except ValueError:
-                delay = 1.0
+            retry_after = body.get("retry_after") if isinstance(body, dict) else None
+            delay = first_retry_after(retry_after, response.headers.get("retry-after"), default=1.0)
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP 429{detail}", retry_after_s=delay)
         if status in GATEWAY_ERRORS or (status >= 500 and not isinstance(body, dict)):
             raise RouteError(

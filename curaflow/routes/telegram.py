@@ -57,6 +57,7 @@ import httpx
 
 from curaflow.config import TelegramRoute as TelegramConfig
 from curaflow.domain.models import ArtifactFile
+from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.logs import get_logger
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
@@ -255,11 +256,7 @@ class TelegramRoute:
                 ambiguous=True,
             )
         if code == 429:
-            retry_after = params.get("retry_after") or response.headers.get("retry-after") or 1
-            try:
-                delay = max(0.0, float(retry_after))
-            except ValueError:
-                delay = 1.0
+            delay = first_retry_after(params.get("retry_after"), response.headers.get("retry-after"), default=1.0)
             raise RouteError(TerminalReason.TELEGRAM_FAILED, text, retry_after_s=delay)
         if code >= 500:
             raise RouteError(TerminalReason.TELEGRAM_FAILED, text)

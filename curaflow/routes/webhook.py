@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 from standardwebhooks.webhooks import Webhook
 
+from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, header_value
 
@@ -78,13 +79,6 @@ def build_body(request: DeliveryRequest, include_files: bool) -> dict[str, Any]:
         },
         "files": files,
     }
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    try:
-        return max(0.0, float(response.headers.get("retry-after", "")))
-    except ValueError:
-        return None
 
 
 class WebhookRoute:
@@ -164,7 +158,7 @@ class WebhookRoute:
             raise RouteError(
                 TerminalReason.DELIVERY_FAILED,
                 f"webhook answered HTTP {status}",
-                retry_after_s=_retry_after(response),
+                retry_after_s=parse_retry_after(response.headers.get("retry-after")),
                 ambiguous=status in (502, 504),
             )
         raise RouteError(TerminalReason.DELIVERY_REJECTED, f"webhook answered HTTP {status}", permanent=True)

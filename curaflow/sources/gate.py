@@ -33,12 +33,11 @@ from typing import Protocol
 
 import asyncpg
 
+from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS, cooldown_ms
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger import gates as ledger_gates
 from curaflow.sources.errors import SourceError
 
-LADDER_BASE_MS = 60_000
-LADDER_CAP_MS = 900_000
 DECAY_AFTER = 20
 PAUSE_MS = 3_600_000
 
@@ -196,7 +195,8 @@ class MemoryGate:
         """Climb the ladder; returns the cooldown in seconds."""
         self.penalty += 1
         self.successes = 0
-        cooldown = max(ledger_gates.ladder_ms(self.penalty, self.base_ms, self.cap_ms) / 1000, retry_after_s or 0.0)
+        retry_ms = retry_after_s * 1000 if retry_after_s else None
+        cooldown = cooldown_ms(self.penalty, retry_ms, base_ms=self.base_ms, cap_ms=self.cap_ms) / 1000
         now = time.monotonic()
         self._cooldown_until = max(self._cooldown_until, now + cooldown)
         self._next = max(self._next, self._cooldown_until)

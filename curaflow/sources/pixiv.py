@@ -37,6 +37,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 
 from curaflow.domain.models import Work, WorkPage
+from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_json, clean_optional, clean_text
 from curaflow.sources.errors import SourceError, WorkUnavailable
@@ -174,16 +175,6 @@ def _error_text(body: Any) -> str | None:
     return str(err)
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
-
-
 class PixivClient:
     """Async Pixiv app-api client.
 
@@ -310,7 +301,7 @@ class PixivClient:
         text = (_error_text(body) or "").lower()
         if RATE_LIMIT_MARK not in text and response.status_code != 429:
             return
-        retry_after = _retry_after(response)
+        retry_after = parse_retry_after(response.headers.get("retry-after"))
         cooldown = await self._gate.rate_limited(retry_after) if self._gate is not None else None
         raise SourceError(
             TerminalReason.RATE_LIMITED,

@@ -8,6 +8,8 @@ retries, fan-out) is in ``test_delivery_jobs.py``.
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -370,8 +372,17 @@ async def test_webhook_retry_after_header_is_honoured(tmp_path: Path, http: Any)
     async def busy() -> Response:
         return Response(status_code=429, headers={"Retry-After": "12"})
 
+    @app.post("/dated")
+    async def busy_until() -> Response:  # RFC 9110's other form: an HTTP-date
+        later = datetime.now(UTC) + timedelta(seconds=40)
+        return Response(status_code=503, headers={"Retry-After": format_datetime(later, usegmt=True)})
+
     async with BackgroundServer(app) as server:
         route = WebhookRoute("hook", server.url + "/", whsec(), http)
         with pytest.raises(RouteError) as caught:
             await route.deliver(make_request(tmp_path, [(100, 100)]))
+        dated = WebhookRoute("hook", server.url + "/dated", whsec(), http)
+        with pytest.raises(RouteError) as until:
+            await dated.deliver(make_request(tmp_path, [(100, 100)]))
     assert caught.value.retry_after_s == 12 and not caught.value.permanent
+    assert until.value.retry_after_s is not None and 35 <= until.value.retry_after_s <= 40
