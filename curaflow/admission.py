@@ -300,7 +300,7 @@ class Admitter:
                     max_fallback_stages=1,
                     source_task_queues=self.settings.source_task_queues(),
                     callback=task.callback_url is not None,
-                    callback_policy=self.settings.callback_policy(),
+                    callback_policy=self.settings.push_policy(),
                 )
                 row = await insert_job(
                     conn,

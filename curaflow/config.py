@@ -22,6 +22,7 @@ floor for tests and logs a warning.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -292,7 +293,7 @@ class PixivSettings(_Section):
         return self.refresh_token is None or not self.refresh_token.get_secret_value().strip()
 
 
-class DirectoryRoute(_Section):
+class DirectoryRouteConfig(_Section):
     """Deliver into a directory: the artifact files and a JSON manifest, written atomically.
 
     Every route kind also takes ``task_queue``: run this route's deliveries on their own
@@ -306,13 +307,14 @@ class DirectoryRoute(_Section):
     path: Path
 
 
-class WebhookRoute(_Section):
+class WebhookRouteConfig(_Section):
     """HTTP POST signed per Standard Webhooks (``webhook-id`` = delivery idempotency key).
 
     Attributes:
         secret: ``whsec_<base64>`` signing secret (or any string, used as raw bytes).
         timeout_ms: request timeout.
-        include_files: send the artifact bytes (multipart) besides the JSON body.
+        include_files: inline each artifact file in the JSON body, base64-encoded
+            (``files[].data_base64``); without it the body only describes the files.
     """
 
     kind: Literal["webhook"] = "webhook"
@@ -337,7 +339,7 @@ class WebhookRoute(_Section):
 MiB = 1024 * 1024
 
 
-class TelegramRoute(_Section):
+class TelegramRouteConfig(_Section):
     """Telegram Bot API route (raw HTTP; reference ``pixiv-and-delivery-apis.md`` §3).
 
     One image within the photo limits goes as ``sendPhoto``, otherwise ``sendDocument``;
@@ -375,7 +377,7 @@ class TelegramRoute(_Section):
     message_thread_id: int | None = None
 
 
-class DiscordRoute(_Section):
+class DiscordRouteConfig(_Section):
     """Discord webhook route (reference ``pixiv-and-delivery-apis.md`` §4.3).
 
     ``POST <url>?wait=true`` (so Discord answers with the created message and its id),
@@ -406,7 +408,9 @@ class DiscordRoute(_Section):
     on_ambiguous: Literal["fail", "retry"] = "fail"
 
 
-RouteConfig = Annotated[DirectoryRoute | WebhookRoute | TelegramRoute | DiscordRoute, Field(discriminator="kind")]
+RouteConfig = Annotated[
+    DirectoryRouteConfig | WebhookRouteConfig | TelegramRouteConfig | DiscordRouteConfig, Field(discriminator="kind")
+]
 
 
 class TargetConfig(_Section):
@@ -542,7 +546,7 @@ class SupervisionSettings(_Section):
 
 
 def _default_routes() -> dict[str, Any]:
-    return {"out": DirectoryRoute(path=Path("curaflow-out"))}
+    return {"out": DirectoryRouteConfig(path=Path("curaflow-out"))}
 
 
 def _default_targets() -> list[TargetConfig]:
@@ -573,7 +577,11 @@ class _ConventionalEnv(PydanticBaseSettingsSource):
 
 
 class Settings(BaseSettings):
-    """All of curaflow's configuration (see the module doc for sources and precedence)."""
+    """All of curaflow's configuration (see the module doc for sources and precedence).
+
+    ``max_fallback_passes``: search passes per cell of a scheduled job (reference §5.5's
+    "fallback stages"; the former key ``max_fallback_stages`` is still read).
+    """
 
     model_config = SettingsConfigDict(
         env_prefix="CURAFLOW_",
@@ -592,7 +600,7 @@ class Settings(BaseSettings):
     pixiv: PixivSettings = Field(default_factory=PixivSettings)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     supervision: SupervisionSettings = Field(default_factory=SupervisionSettings)
-    max_fallback_stages: int = Field(default=3, ge=0, le=10)
+    max_fallback_passes: int = Field(default=3, ge=0, le=10)
     reconcile_interval_ms: int = Field(default=30_000, ge=100)
     routes: dict[str, RouteConfig] = Field(default_factory=_default_routes)
     targets: list[TargetConfig] = Field(default_factory=_default_targets)
@@ -614,8 +622,17 @@ class Settings(BaseSettings):
             init_settings,
             _ConventionalEnv(settings_cls),
             env_settings,
-            TomlConfigSettingsSource(settings_cls, toml_file=_TOML_PATH.get("path")),
+            TomlConfigSettingsSource(settings_cls),  # the file of load_settings' subclass
         )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _former_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "max_fallback_stages" in data:
+            data = dict(data)
+            value = data.pop("max_fallback_stages")
+            data.setdefault("max_fallback_passes", value)
+        return data
 
     @model_validator(mode="after")
     def _check_references(self) -> Settings:
@@ -649,7 +666,7 @@ class Settings(BaseSettings):
             self.artifacts_dir = self.state_dir / "artifacts"
         self.artifacts_dir = self.artifacts_dir.expanduser().resolve()
         for route_config in self.routes.values():
-            if isinstance(route_config, DirectoryRoute):
+            if isinstance(route_config, DirectoryRouteConfig):
                 route_config.path = route_config.path.expanduser().resolve()
         return self
 
@@ -675,8 +692,9 @@ class Settings(BaseSettings):
             source_max_attempts=self.delivery.source_max_attempts,
         )
 
-    def callback_policy(self) -> CallbackPolicy:
-        """The push policy of ``callback_url`` events, frozen into each job's workflow input."""
+    def push_policy(self) -> CallbackPolicy:
+        """The policy of pushes to ``callback_url`` (``api.callback_*``), frozen into each
+        job's workflow input."""
         return CallbackPolicy(
             max_attempts=self.api.callback_max_attempts,
             timeout_ms=self.api.callback_timeout_ms,
@@ -707,8 +725,6 @@ class Settings(BaseSettings):
         """True when neither Temporal nor the database is configured: run the embedded stack."""
         return self.temporal.address is None and self.database.url is None
 
-
-_TOML_PATH: dict[str, Path | None] = {"path": None}
 
 _WHY = {
     "below_floor": "is below the {floor} ms floor: the default {used} ms is used",
@@ -744,6 +760,20 @@ def warn_budget_fallbacks(settings: Settings, log: Any) -> list[BudgetFallback]:
     return found
 
 
+@functools.lru_cache(maxsize=16)
+def settings_class(toml_path: Path | None) -> type[Settings]:
+    """:class:`Settings` reading ``toml_path`` as its lowest source (itself for None).
+
+    The file is part of the class's ``model_config`` (what pydantic-settings' TOML source
+    reads), so two loads of different files never share state.
+    """
+    if toml_path is None:
+        return Settings
+    return type(
+        "Settings", (Settings,), {"model_config": SettingsConfigDict(toml_file=toml_path), "__module__": __name__}
+    )
+
+
 class ConfigError(Exception):
     """The configuration file or environment is invalid; ``str()`` is a readable report."""
 
@@ -770,9 +800,8 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
         toml_path = Path(path).expanduser()
         if not toml_path.is_file():
             raise ConfigError(f"config file not found: {toml_path}")
-    _TOML_PATH["path"] = toml_path
     try:
-        settings = Settings(**overrides)
+        settings = settings_class(toml_path)(**overrides)
     except ValidationError as err:
         lines = [f"invalid configuration{f' in {toml_path}' if toml_path else ''}:"]
         for e in err.errors():
@@ -781,7 +810,5 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
         raise ConfigError("\n".join(lines)) from None
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot read config {toml_path}: {err}") from None
-    finally:
-        _TOML_PATH["path"] = None
     settings._toml_path = toml_path
     return settings

@@ -437,7 +437,7 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
             deadline_at_ms=created_at + settings.budgets.default_deadline_ms,
             targets=[target_spec(settings, t) for t in targets],
             budgets=settings.budgets_model(),
-            max_fallback_stages=max(1, settings.max_fallback_stages),
+            max_fallback_stages=max(1, settings.max_fallback_passes),
             source_task_queues=settings.source_task_queues(),
         )
         row = await insert_job(conn, NewJob(job_input=inp, occurrence_date=occurrence_date))

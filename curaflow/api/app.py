@@ -132,10 +132,11 @@ def _log_outcome(request: Request, status: int, elapsed_ms: float) -> None:
     }
     if status >= 400:
         code = getattr(request.state, "error_code", None) or ("internal_error" if status >= 500 else None)
-        stage = names[1] if names else "request failed"
-        log.info("schedule.job_rejected", code=code, stage=stage, **fields)
+        # ``stage`` is the reference's log field (§9.2): what failed, e.g. "job admission failed".
+        failed = names[1] if names else "request failed"
+        log.info("schedule.job_rejected", code=code, stage=failed, **fields)
         if status >= 500:
-            log.error("Job API request failed", code=code, stage=stage, **fields)
+            log.error("Job API request failed", code=code, stage=failed, **fields)
     elif names and names[0]:
         log.info(names[0], **fields)
     else:

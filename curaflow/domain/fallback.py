@@ -1,8 +1,10 @@
-"""Fallback stages of a scheduled job's cell: when another, wider pass may run (issue 13, case 4).
+"""Fallback passes of a scheduled job's cell: when another, wider pass may run (issue 13, case 4).
 
-A scheduled job's cell runs up to ``max_fallback_stages`` passes over the source. Pass N
+Reference §5.5 calls them "fallback stages"; curaflow says *pass* (a cell's ``stage`` is
+what it is doing now: :class:`curaflow.domain.cells.CellStage`). A scheduled job's cell
+runs up to ``max_fallback_passes`` passes over the source. Pass N
 (0-based) keeps ``keep = min(100, scan_limit × (N+1))`` candidates and stops paging once
-it holds ``want = min(keep, 5 × (N+1))`` (:func:`stage_bounds`); every pass examines at
+it holds ``want = min(keep, 5 × (N+1))`` (:func:`pass_bounds`); every pass examines at
 most ``pixiv.max_examined`` works. A pass hands over to the next one when it bound
 nothing, or when every candidate it bound turned out unavailable at fetch time.
 
@@ -10,9 +12,9 @@ The next pass is *wider* than the last one only if the last one stopped at a bou
 next raises — its candidate bound. It is not wider when the last pass read everything the
 source had for the query (``report.exhausted``: no page left) or examined as many works
 as any pass may: a later pass would see the same works again (the useless rescans of the
-issue: 3 passes, 292 s, for a result of three works). :func:`another_stage` is that
+issue: 3 passes, 292 s, for a result of three works). :func:`another_pass` is that
 decision, made by the ``search`` and ``fetch`` activities; the workflow only follows
-their ``retry_stage``. When it says no, the cell ends at once with the reason its report
+their ``CellUpdate.retry_stage``. When it says no, the cell ends at once with the reason its report
 classifies (:func:`~curaflow.domain.reasons.no_candidate_reason`).
 
 Pure module: imported by workflows through the sandbox pass-through.
@@ -30,7 +32,7 @@ WANT = 5
 KEEP_CAP = 100
 
 
-class StageBounds(NamedTuple):
+class PassBounds(NamedTuple):
     """The candidate bound of one pass.
 
     Attributes:
@@ -42,18 +44,20 @@ class StageBounds(NamedTuple):
     want: int
 
 
-def stage_bounds(scan_limit: int, stage: int) -> StageBounds:
-    """The bound of pass ``stage`` (0-based) of a target with ``scan_limit`` (1..100)."""
-    keep = min(KEEP_CAP, max(1, scan_limit) * (stage + 1))
-    return StageBounds(keep=keep, want=min(keep, WANT * (stage + 1)))
+def pass_bounds(scan_limit: int, fallback_pass: int) -> PassBounds:
+    """The bound of pass ``fallback_pass`` (0-based) of a target with ``scan_limit`` (1..100)."""
+    keep = min(KEEP_CAP, max(1, scan_limit) * (fallback_pass + 1))
+    return PassBounds(keep=keep, want=min(keep, WANT * (fallback_pass + 1)))
 
 
-def another_stage(*, stage: int, max_stages: int, scan_limit: int, report: CandidateReport, max_examined: int) -> bool:
-    """Whether pass ``stage + 1`` may run after pass ``stage`` found nothing usable.
+def another_pass(
+    *, fallback_pass: int, max_passes: int, scan_limit: int, report: CandidateReport, max_examined: int
+) -> bool:
+    """Whether pass ``fallback_pass + 1`` may run after pass ``fallback_pass`` found nothing usable.
 
     Args:
-        stage: the pass that just ended (0-based).
-        max_stages: passes allowed for the cell (1 for protocol jobs).
+        fallback_pass: the pass that just ended (0-based).
+        max_passes: passes allowed for the cell (1 for protocol jobs).
         scan_limit: the target's candidate bound.
         report: the candidate report of the pass that ended (``exhausted``, ``fetched``).
         max_examined: most works one pass examines (``pixiv.max_examined``).
@@ -62,9 +66,21 @@ def another_stage(*, stage: int, max_stages: int, scan_limit: int, report: Candi
         True only when a pass is left, the last pass did not exhaust the source nor
         reach ``max_examined``, and the next pass's bound is wider.
     """
-    if stage + 1 >= max_stages:
+    if fallback_pass + 1 >= max_passes:
         return False
     if report.exhausted or report.fetched >= max_examined:
         return False
-    this, nxt = stage_bounds(scan_limit, stage), stage_bounds(scan_limit, stage + 1)
+    this, nxt = pass_bounds(scan_limit, fallback_pass), pass_bounds(scan_limit, fallback_pass + 1)
     return nxt.keep > this.keep or nxt.want > this.want
+
+
+# Former names, for the activities until they switch (then remove): issue 16's renames.
+StageBounds = PassBounds
+stage_bounds = pass_bounds
+
+
+def another_stage(*, stage: int, max_stages: int, scan_limit: int, report: CandidateReport, max_examined: int) -> bool:
+    """Former name of :func:`another_pass` (``stage`` → ``fallback_pass``, ``max_stages`` → ``max_passes``)."""
+    return another_pass(
+        fallback_pass=stage, max_passes=max_stages, scan_limit=scan_limit, report=report, max_examined=max_examined
+    )

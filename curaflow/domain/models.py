@@ -9,7 +9,7 @@ Pure module: imported by workflows through the sandbox pass-through.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from curaflow.domain.cells import CellState
 
@@ -168,6 +168,10 @@ class CellSnapshot(BaseModel):
 
     Both readers of status (the workflow's ``status`` query and ``GET /jobs/{id}``) are
     computed from these snapshots by :mod:`curaflow.domain.projection`.
+
+    ``stage`` is what the cell is doing (:class:`~curaflow.domain.cells.CellStage`);
+    ``fallback_pass`` the search pass it is in (:mod:`curaflow.domain.fallback`; read
+    from histories written as ``fallback_stage`` too).
     """
 
     target_id: str
@@ -179,11 +183,16 @@ class CellSnapshot(BaseModel):
     reason: str | None = None
     reason_message: str | None = None
     attempt: int = 0
-    fallback_stage: int = 0
+    fallback_pass: int = Field(default=0, validation_alias=AliasChoices("fallback_pass", "fallback_stage"))
     candidate_report: CandidateReport | None = None
     artifact: Artifact | None = None
     deliveries: list[RouteDelivery] = Field(default_factory=list)
     updated_at: int = 0
+
+    @property
+    def fallback_stage(self) -> int:
+        """Former name of :attr:`fallback_pass` (for the workflows until they switch; then remove)."""
+        return self.fallback_pass
 
     def delivery_reports(self) -> list[DeliveryReport]:
         """This cell's deliveries as :class:`DeliveryReport` s (``reserved`` → ``pending``)."""

@@ -4,7 +4,7 @@ Rules:
 
 * classification precedence (§7.3): submitted → ``no_match`` (no_candidate) →
   duplicate → cancelled (failed + ``cancelled_by_consumer``) → ``delivery_failed``
-  (failed at the delivery stage) → ``executor_failed`` (any other failed) → other;
+  (a failure that originates in delivery) → ``executor_failed`` (any other failed) → other;
 * business status (§7.4), with one deliberate fix: a duplicate cell is counted once.
   The original adds the number of ``duplicate_exhausted`` reasons to the number of
   ``duplicate`` cells, so a cell that is both is counted twice and an all-duplicate job
@@ -43,7 +43,7 @@ from curaflow.domain.cells import CellState, is_terminal
 from curaflow.domain.models import CellSnapshot, DeliveryReport
 from curaflow.domain.reasons import (
     CANCEL_REASONS,
-    Stage,
+    Origin,
     TerminalReason,
     parse_reason,
     reason_info,
@@ -116,7 +116,7 @@ def classify_cell(cell: CellSnapshot) -> CellCategory:
     if state == CellState.FAILED:
         if cell.reason in CANCEL_REASONS:
             return CellCategory.CANCELLED
-        if reason_info(cell.reason).stage == Stage.DELIVERY:
+        if reason_info(cell.reason).origin == Origin.DELIVERY:
             return CellCategory.DELIVERY_FAILED
         return CellCategory.EXECUTOR_FAILED
     return CellCategory.OTHER

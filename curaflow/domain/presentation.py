@@ -86,7 +86,7 @@ def job_static_details(inp: JobInput) -> str:
         f"**trigger** {inp.trigger} · **plan** `{inp.plan_id}`"
         + (f" · **schedule** `{inp.schedule_id}`" if inp.schedule_id else ""),
         f"**created** {_iso(inp.created_at_ms)} · **deadline** {_iso(inp.deadline_at_ms)}"
-        + (f" · **fallback stages** {inp.max_fallback_stages}" if inp.max_fallback_stages > 1 else ""),
+        + (f" · **fallback passes** {inp.max_fallback_stages}" if inp.max_fallback_stages > 1 else ""),
         "",
     ]
     for t in inp.targets:

@@ -63,8 +63,9 @@ class TerminalReason(StrEnum):
     EXECUTION_TERMINATED = "execution_terminated"
 
 
-class Stage(StrEnum):
-    """Where in a cell's life a reason arises (reference §5.4 "stage")."""
+class Origin(StrEnum):
+    """Where in a cell's life a reason originates (the column reference §5.4 calls "stage";
+    curaflow keeps "stage" for what a cell is doing, :class:`curaflow.domain.cells.CellStage`)."""
 
     ACQUISITION = "acquisition"
     DOWNLOAD = "download"
@@ -78,7 +79,7 @@ class ReasonInfo:
     """Static facts about one reason code.
 
     Attributes:
-        stage: where it arises.
+        origin: where it arises.
         retryable: whether a later attempt of the same job could succeed (the protocol
             code's default ``retryable`` is decided by the protocol table, not this flag).
         protocol_code: the Workflow Protocol v1 ``Error.code`` it maps to.
@@ -86,7 +87,7 @@ class ReasonInfo:
             error name; reference §5.4 "meaning of the user message").
     """
 
-    stage: Stage
+    origin: Origin
     retryable: bool
     protocol_code: str
     message_zh: str
@@ -96,63 +97,63 @@ class ReasonInfo:
 R = TerminalReason
 REASONS: dict[TerminalReason, ReasonInfo] = {
     R.NO_CANDIDATE: ReasonInfo(
-        Stage.ACQUISITION,
+        Origin.ACQUISITION,
         True,
         "no_candidate",
         "没有找到合适的新作品；如果一直如此，请放宽标签或筛选条件。",
         "No suitable new work was found; if this keeps happening, widen the tags or the filters.",
     ),
     R.DUPLICATE_EXHAUSTED: ReasonInfo(
-        Stage.ACQUISITION,
+        Origin.ACQUISITION,
         True,
         "no_candidate",
         "找到的作品都已经投递过了；请添加标签或扩大查询范围以找到新作品。",
         "Every work found had already been delivered; add tags or widen the query to find new ones.",
     ),
     R.FILTER_EXHAUSTED: ReasonInfo(
-        Stage.ACQUISITION,
+        Origin.ACQUISITION,
         True,
         "no_candidate",
         "没有新作品通过筛选条件；请放宽目标的筛选（收藏数、AI、R-18、页数、日期）。",
         "No new work passed the filters; relax the target's filters (bookmarks, AI, R-18, pages, dates).",
     ),
     R.DOWNLOAD_TIMEOUT: ReasonInfo(
-        Stage.DOWNLOAD,
+        Origin.DOWNLOAD,
         True,
         "source_error",
         "图片下载超时；请检查到 Pixiv 图片服务器的网络后重试。",
         "Downloading the image timed out; check the network to Pixiv's image server, then retry.",
     ),
     R.DOWNLOAD_FAILED: ReasonInfo(
-        Stage.DOWNLOAD,
+        Origin.DOWNLOAD,
         True,
         "source_error",
         "图片下载失败或不完整；请稍后重试。",
         "Downloading the image failed or it arrived incomplete; retry later.",
     ),
     R.METADATA_FAILED: ReasonInfo(
-        Stage.ACQUISITION,
+        Origin.ACQUISITION,
         True,
         "source_error",
         "获取作品信息失败；请稍后重试。",
         "Fetching the work's information from Pixiv failed; retry later.",
     ),
     R.RATE_LIMITED: ReasonInfo(
-        Stage.ACQUISITION,
+        Origin.ACQUISITION,
         True,
         "quota_exceeded",
         "Pixiv 对此账号限流，冷却结束后再试，或降低请求频率。",
         "Pixiv is rate limiting this account; retry after the cooldown, or lower the request rate.",
     ),
     R.AUTH_FAILED: ReasonInfo(
-        Stage.ACQUISITION,
+        Origin.ACQUISITION,
         False,
         "auth_error",
         "Pixiv 拒绝了登录；请设置新的 refresh token（PIXIV_REFRESH_TOKEN）后重试。",
         "Pixiv rejected the login; set a new refresh token (PIXIV_REFRESH_TOKEN), then retry.",
     ),
     R.ACCOUNT_RESTRICTED: ReasonInfo(
-        Stage.ACQUISITION,
+        Origin.ACQUISITION,
         False,
         "auth_error",
         "Pixiv 限制了此账号的访问，其请求已暂停；请登录 pixiv.net 查看通知，或让目标改用其他账号。",
@@ -160,21 +161,21 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "the notice, or move the target to another account.",
     ),
     R.REMOTE_HTTP_ERROR: ReasonInfo(
-        Stage.ACQUISITION,
+        Origin.ACQUISITION,
         True,
         "source_error",
         "Pixiv 服务器返回了错误；请稍后重试。",
         "The Pixiv server answered with an error; retry later.",
     ),
     R.DELIVERY_FAILED: ReasonInfo(
-        Stage.DELIVERY,
+        Origin.DELIVERY,
         True,
         "delivery_failed",
         "投递失败；请检查该路由的接收方是否可用后重试。",
         "Delivering the work failed; check that the route's receiver is up, then retry.",
     ),
     R.DELIVERY_REJECTED: ReasonInfo(
-        Stage.DELIVERY,
+        Origin.DELIVERY,
         False,
         "delivery_rejected",
         "接收方永久拒绝了这件作品，之后不会再发给该路由；请查看日志中接收方的回复并修正路由或接收方。",
@@ -182,21 +183,21 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "in the logs and fix the route or the receiver.",
     ),
     R.TELEPOST_REJECTED: ReasonInfo(
-        Stage.DELIVERY,
+        Origin.DELIVERY,
         False,
         "delivery_rejected",
         "TelePost 永久拒绝了这件作品；请查看日志中的回复并修正投递配置。",
         "TelePost refused this work for good; read its answer in the logs and fix the submission settings.",
     ),
     R.TELEGRAM_FAILED: ReasonInfo(
-        Stage.DELIVERY,
+        Origin.DELIVERY,
         True,
         "delivery_failed",
         "Telegram 发送失败；请检查机器人和聊天是否可用后重试。",
         "Sending to Telegram failed; check the bot and the chat, then retry.",
     ),
     R.DELIVERY_UNKNOWN: ReasonInfo(
-        Stage.DELIVERY,
+        Origin.DELIVERY,
         False,
         "delivery_failed",
         "投递结果未知：请求已发出但没有收到回应，为避免重复发送不再重试；请在目标聊天中确认是否已发布。",
@@ -204,59 +205,59 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "again to avoid a duplicate post; check the chat for it.",
     ),
     R.NETWORK_ERROR: ReasonInfo(
-        Stage.EXECUTION,
+        Origin.EXECUTION,
         True,
         "source_error",
         "连接 Pixiv 时网络出现问题；请检查网络后重试。",
         "A network problem interrupted the connection to Pixiv; check the network, then retry.",
     ),
     R.EXECUTION_TIMEOUT: ReasonInfo(
-        Stage.EXECUTION,
+        Origin.EXECUTION,
         True,
         "deadline_exceeded",
         "任务超过了截止时间；请给出更长的 deadline_ms 或更窄的查询后重试。",
         "The job ran past its deadline; retry with a longer deadline_ms or a narrower query.",
     ),
     R.CONFIGURATION_ERROR: ReasonInfo(
-        Stage.CONFIGURATION,
+        Origin.CONFIGURATION,
         False,
         "internal_error",
         "配置有误（未知的账号或路由）；请修正配置后重试。",
         "The configuration is wrong (an unknown account or route); fix it, then retry.",
     ),
     R.INTERNAL_ERROR: ReasonInfo(
-        Stage.EXECUTION,
+        Origin.EXECUTION,
         False,
         "internal_error",
         "发生内部错误；请查看 worker 日志。",
         "An internal error occurred; read the worker's log.",
     ),
     R.QUEUED_TOO_LONG: ReasonInfo(
-        Stage.EXECUTION,
+        Origin.EXECUTION,
         True,
         "queued_too_long",
         "任务排队太久一直没有开始；请确认有 worker 在运行。",
         "The job waited too long in the queue and never started; check that workers are running.",
     ),
     R.STALLED_NO_HEARTBEAT: ReasonInfo(
-        Stage.EXECUTION,
+        Origin.EXECUTION,
         True,
         "stalled_no_progress",
         "执行中断，长时间没有进展（worker 退出或卡住）；请检查 worker 后重试。",
         "The job stopped making progress (a worker died or hung); check the workers, then retry.",
     ),
     R.DELIVERY_ABANDONED: ReasonInfo(
-        Stage.DELIVERY,
+        Origin.DELIVERY,
         True,
         "delivery_abandoned",
         "投递在重试次数内没有完成，已放弃；请检查该路由的接收方后重试。",
         "The delivery did not complete within its retries and was given up; check the route's receiver, then retry.",
     ),
     R.CANCELLED_BY_CONSUMER: ReasonInfo(
-        Stage.EXECUTION, False, "cancelled_by_consumer", "任务已被取消。", "The job was cancelled."
+        Origin.EXECUTION, False, "cancelled_by_consumer", "任务已被取消。", "The job was cancelled."
     ),
     R.EXECUTION_TERMINATED: ReasonInfo(
-        Stage.EXECUTION,
+        Origin.EXECUTION,
         True,
         "cancelled_by_consumer",
         "运维人员在 Temporal 中终止了该任务的执行，之后没有再运行任何步骤。",

@@ -472,13 +472,18 @@ async def finish_cell(
     return await load_cell(conn, job_id, target_id)
 
 
-async def set_fallback_stage(conn: asyncpg.Connection, job_id: str, target_id: str, stage: int) -> None:
-    """Record the fallback stage a cell is about to run (scheduled jobs only)."""
+async def set_fallback_pass(conn: asyncpg.Connection, job_id: str, target_id: str, fallback_pass: int) -> None:
+    """Record the fallback pass a cell is about to run (scheduled jobs only; column
+    ``cells.fallback_stage``, named after reference §5.5)."""
     await conn.execute(
         """UPDATE cells SET fallback_stage = $3, search_checkpoint = NULL, updated_at = $4
            WHERE job_id = $1 AND target_id = $2 AND state = 'pending'""",
         job_id,
         target_id,
-        stage,
+        fallback_pass,
         now_ms(),
     )
+
+
+#: Former name of :func:`set_fallback_pass`, for the activities until they switch (then remove).
+set_fallback_stage = set_fallback_pass

@@ -38,7 +38,7 @@ def cell_from_row(row: asyncpg.Record | dict[str, Any], deliveries: list[RouteDe
         reason=row["terminal_reason_code"],
         reason_message=row["terminal_reason_message"],
         attempt=row["attempt_count"],
-        fallback_stage=row["fallback_stage"],
+        fallback_pass=row["fallback_stage"],  # the column keeps reference §5.5's name
         candidate_report=CandidateReport.model_validate(row["candidate_report"]) if row["candidate_report"] else None,
         artifact=Artifact.model_validate(row["artifact"]) if row["artifact"] else None,
         deliveries=deliveries or [],

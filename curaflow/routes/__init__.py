@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import httpx
 
-from curaflow.config import DirectoryRoute as DirectoryConfig
-from curaflow.config import DiscordRoute as DiscordConfig
-from curaflow.config import RouteConfig
-from curaflow.config import TelegramRoute as TelegramConfig
-from curaflow.config import WebhookRoute as WebhookConfig
+from curaflow.config import (
+    DirectoryRouteConfig,
+    DiscordRouteConfig,
+    RouteConfig,
+    TelegramRouteConfig,
+    WebhookRouteConfig,
+)
 from curaflow.routes.base import Route
 from curaflow.routes.directory import DirectoryRoute
 from curaflow.routes.discord import DiscordRoute
@@ -29,9 +31,9 @@ def build_route(name: str, config: RouteConfig, http: httpx.AsyncClient) -> Rout
     Raises:
         UnsupportedRoute: for a kind this build cannot deliver to.
     """
-    if isinstance(config, DirectoryConfig):
+    if isinstance(config, DirectoryRouteConfig):
         return DirectoryRoute(name, config.path)
-    if isinstance(config, WebhookConfig):
+    if isinstance(config, WebhookRouteConfig):
         return WebhookRoute(
             name,
             config.url,
@@ -40,8 +42,8 @@ def build_route(name: str, config: RouteConfig, http: httpx.AsyncClient) -> Rout
             timeout_s=config.timeout_ms / 1000,
             include_files=config.include_files,
         )
-    if isinstance(config, TelegramConfig):
+    if isinstance(config, TelegramRouteConfig):
         return TelegramRoute(name, config, http)
-    if isinstance(config, DiscordConfig):
+    if isinstance(config, DiscordRouteConfig):
         return DiscordRoute(name, config, http)
     raise UnsupportedRoute(f"route {name!r}: kind {config.kind!r} is not supported")

@@ -33,7 +33,7 @@ from typing import Any
 
 import httpx
 
-from curaflow.config import DiscordRoute as DiscordConfig
+from curaflow.config import DiscordRouteConfig
 from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
@@ -58,7 +58,7 @@ class DiscordRoute:
 
     kind = "discord"
 
-    def __init__(self, name: str, config: DiscordConfig, http: httpx.AsyncClient) -> None:
+    def __init__(self, name: str, config: DiscordRouteConfig, http: httpx.AsyncClient) -> None:
         self.name = name
         self.config = config
         self.resend_safe = config.on_ambiguous == "retry"

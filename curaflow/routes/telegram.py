@@ -55,7 +55,7 @@ from typing import Any, NoReturn
 
 import httpx
 
-from curaflow.config import TelegramRoute as TelegramConfig
+from curaflow.config import TelegramRouteConfig
 from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
@@ -85,7 +85,7 @@ class _PhotoRefused(Exception):
     """Telegram refused the upload as a photo; a document may still go."""
 
 
-def fits_photo(f: ArtifactFile, config: TelegramConfig) -> bool:
+def fits_photo(f: ArtifactFile, config: TelegramRouteConfig) -> bool:
     """Whether ``f`` may go as ``sendPhoto`` (size, width + height, aspect ratio)."""
     if f.bytes > config.photo_max_bytes or f.width is None or f.height is None:
         return False
@@ -106,7 +106,7 @@ class TelegramRoute:
 
     kind = "telegram"
 
-    def __init__(self, name: str, config: TelegramConfig, http: httpx.AsyncClient) -> None:
+    def __init__(self, name: str, config: TelegramRouteConfig, http: httpx.AsyncClient) -> None:
         self.name = name
         self.config = config
         self.chat_id = config.chat_id

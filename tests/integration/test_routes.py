@@ -19,8 +19,7 @@ from PIL import Image
 from pydantic import SecretStr
 
 from curaflow.artifacts import describe
-from curaflow.config import DiscordRoute as DiscordConfig
-from curaflow.config import TelegramRoute as TelegramConfig
+from curaflow.config import DiscordRouteConfig, TelegramRouteConfig
 from curaflow.domain.models import Artifact, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.routes.base import DeliveryRequest, RouteError
@@ -69,12 +68,12 @@ async def http() -> Any:
 
 
 def tg_route(fake: FakeTelegram, http: httpx.AsyncClient, **kw: Any) -> TelegramRoute:
-    config = TelegramConfig(bot_token=SecretStr(fake.token), chat_id=CHAT, api_url=fake.url, **kw)
+    config = TelegramRouteConfig(bot_token=SecretStr(fake.token), chat_id=CHAT, api_url=fake.url, **kw)
     return TelegramRoute("tg", config, http)
 
 
 def dc_route(fake: FakeDiscord, http: httpx.AsyncClient, **kw: Any) -> DiscordRoute:
-    return DiscordRoute("dc", DiscordConfig(url=SecretStr(fake.url), **kw), http)
+    return DiscordRoute("dc", DiscordRouteConfig(url=SecretStr(fake.url), **kw), http)
 
 
 # ---- Telegram --------------------------------------------------------------------------
@@ -190,7 +189,7 @@ async def test_chat_not_found_and_blocked_are_permanent_rejections(
 async def test_wrong_token_is_a_permanent_rejection_without_leaking_it(
     tmp_path: Path, telegram: FakeTelegram, http: Any
 ) -> None:
-    config = TelegramConfig(bot_token=SecretStr("999:WRONG-secret"), chat_id=CHAT, api_url=telegram.url)
+    config = TelegramRouteConfig(bot_token=SecretStr("999:WRONG-secret"), chat_id=CHAT, api_url=telegram.url)
     with pytest.raises(RouteError) as caught:
         await TelegramRoute("tg", config, http).deliver(make_request(tmp_path, [(600, 800)]))
     assert caught.value.permanent and "401" in str(caught.value)
@@ -215,7 +214,7 @@ async def test_stalled_answer_is_ambiguous_and_the_message_exists(
 
 
 async def test_connection_refused_is_not_ambiguous(tmp_path: Path, http: Any) -> None:
-    config = TelegramConfig(bot_token=SecretStr("1:x"), chat_id=CHAT, api_url="http://127.0.0.1:9")
+    config = TelegramRouteConfig(bot_token=SecretStr("1:x"), chat_id=CHAT, api_url="http://127.0.0.1:9")
     with pytest.raises(RouteError) as caught:
         await TelegramRoute("tg", config, http).deliver(make_request(tmp_path, [(600, 800)]))
     assert not caught.value.ambiguous and not caught.value.permanent

@@ -30,7 +30,7 @@ def plan_config(tmp_path: Path, plan_id: str, **plan: Any) -> dict[str, Any]:
         "routes": {route: {"kind": "directory", "path": str(tmp_path / "delivered")}},
         "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [route]}],
         "schedules": [{"id": plan_id, "cron": ["0 3 * * *"], "timezone": "Asia/Tokyo", "target_ids": ["demo"], **plan}],
-        "max_fallback_stages": 2,
+        "max_fallback_passes": 2,
     }
 
 

@@ -334,7 +334,7 @@ async def test_an_exhausted_source_ends_a_scheduled_cell_at_once(
     record = await stack.wait_terminal(await start_scheduled(stack, stages=3))
 
     cell = record.cells[0]
-    assert (cell.state, cell.reason, cell.fallback_stage) == ("no_candidate", "filter_exhausted", 0)
+    assert (cell.state, cell.reason, cell.fallback_pass) == ("no_candidate", "filter_exhausted", 0)
     assert len(replay.faults.of("search")) - before == 1  # no stage rescanned the same result
     assert cell.candidate_report is not None and cell.candidate_report.exhausted
 

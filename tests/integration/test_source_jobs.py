@@ -231,7 +231,7 @@ async def test_multi_page_work_is_fetched_whole_with_the_referer(
 # ---- fallback stages -------------------------------------------------------------------
 
 
-async def test_scheduled_job_widens_the_scan_in_a_fallback_stage(
+async def test_scheduled_job_widens_the_scan_in_a_fallback_pass(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
 ) -> None:
     w1, w2 = ordered("オリジナル")[:2]
@@ -242,7 +242,7 @@ async def test_scheduled_job_widens_the_scan_in_a_fallback_stage(
 
     cell = record.cells[0]
     assert cell.state == "submitted" and cell.work_id == w2
-    assert cell.fallback_stage == 1
+    assert cell.fallback_pass == 1
     assert cell.candidate_report is not None and cell.candidate_report.reasons.get("unavailable") == 1
     pool = await stack.ledger()
     statuses = {
@@ -252,7 +252,7 @@ async def test_scheduled_job_widens_the_scan_in_a_fallback_stage(
     assert statuses == {w1: "released", w2: "delivered"}
 
 
-async def test_protocol_job_has_no_fallback_stage(
+async def test_protocol_job_has_no_fallback_pass(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
 ) -> None:
     replay.faults.forbidden_works = {ordered("オリジナル")[0]}
@@ -260,11 +260,11 @@ async def test_protocol_job_has_no_fallback_stage(
     await stack.start_worker()
     record = await stack.wait_terminal(await stack.admit(task(stack, constraints={"scan_limit": 1})))
 
-    assert record.cells[0].state == "no_candidate" and record.cells[0].fallback_stage == 0
+    assert record.cells[0].state == "no_candidate" and record.cells[0].fallback_pass == 0
     assert len(replay.faults.of("search")) == 1
 
 
-async def test_fallback_stages_stop_at_the_maximum(
+async def test_fallback_passes_stop_at_the_maximum(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
 ) -> None:
     # The six newest works answer 403 for their images: each pass binds candidates that
@@ -276,7 +276,7 @@ async def test_fallback_stages_stop_at_the_maximum(
     record = await stack.wait_terminal(await start_scheduled(stack, stages=3))
 
     cell = record.cells[0]
-    assert (cell.state, cell.reason, cell.fallback_stage) == ("no_candidate", "no_candidate", 2)
+    assert (cell.state, cell.reason, cell.fallback_pass) == ("no_candidate", "no_candidate", 2)
     assert len(replay.faults.of("search")) == 3
     assert len(replay.faults.of("image")) == 6  # every forbidden work requested once, none twice
 
@@ -296,7 +296,7 @@ async def test_a_pass_that_exhausted_the_source_is_not_repeated(
     record = await stack.wait_terminal(await start_scheduled(stack, stages=3))
 
     cell = record.cells[0]
-    assert (cell.state, cell.reason, cell.fallback_stage) == ("no_candidate", "filter_exhausted", 0)
+    assert (cell.state, cell.reason, cell.fallback_pass) == ("no_candidate", "filter_exhausted", 0)
     assert len(replay.faults.of("search")) == 1
 
 
@@ -311,7 +311,7 @@ async def test_all_duplicates_end_at_once_as_duplicate_exhausted(
     record = await stack.wait_terminal(await start_scheduled(stack, stages=3))
 
     cell = record.cells[0]
-    assert (cell.state, cell.reason, cell.fallback_stage) == ("no_candidate", "duplicate_exhausted", 0)
+    assert (cell.state, cell.reason, cell.fallback_pass) == ("no_candidate", "duplicate_exhausted", 0)
     assert record.business_status == "duplicate_only"
     assert len(replay.faults.of("search")) == 2  # one per job: no stage burnt
 

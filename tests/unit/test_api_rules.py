@@ -12,13 +12,13 @@ from starlette.requests import Request
 from curaflow import client
 from curaflow.api.app import create_app, request_context, sanitize_header
 from curaflow.api.openapi import OPERATIONS, build_openapi
-from curaflow.callbacks import Verdict, callback_headers, classify_answer, sweep_idle_ms
 from curaflow.config import Settings
 from curaflow.domain.messages import CallbackPolicy
 from curaflow.protocol import models
 from curaflow.protocol.errors import PROTOCOL_CODES
 from curaflow.protocol.projection import job_path
 from curaflow.protocol.schemas import protocol_schema
+from curaflow.pushes import Verdict, classify_answer, push_headers, sweep_idle_ms
 from tests.schema import expected_schema, validate
 
 
@@ -42,8 +42,8 @@ def test_callback_answers(status: int | None, verdict: Verdict) -> None:
     assert classify_answer(status) == verdict
 
 
-def test_callback_headers_carry_the_event_id() -> None:
-    headers = callback_headers("demo@manual-k", "evt-3-0a1b2c3d")
+def test_push_headers_carry_the_event_id() -> None:
+    headers = push_headers("demo@manual-k", "evt-3-0a1b2c3d")
     assert headers["content-type"] == "application/json"
     assert headers["idempotency-key"] == "evt-3-0a1b2c3d"
     assert headers["x-idempotency-key"] == "job-event:demo@manual-k:evt-3-0a1b2c3d"

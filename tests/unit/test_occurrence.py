@@ -88,5 +88,5 @@ def test_presentation_of_a_scheduled_job() -> None:
     }
     assert job_summary(inp) == "candidate_search (schedule nightly) — demo: 風景 OR 空"
     details = job_static_details(inp)
-    assert "**schedule** `nightly`" in details and "**fallback stages** 3" in details
+    assert "**schedule** `nightly`" in details and "**fallback passes** 3" in details
     assert "2025-01-01 03:00:00 UTC" in details

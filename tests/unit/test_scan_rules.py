@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from curaflow.domain.fallback import another_stage, stage_bounds
+from curaflow.domain.fallback import another_pass, pass_bounds
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.models import CandidateReport
 from curaflow.sources.scan import retrieval_params
@@ -47,10 +47,10 @@ def test_the_window_may_reverse_the_walk_but_keeps_everything_else() -> None:
     assert params["start_date"] == params["end_date"] == "2025-01-20"
 
 
-def test_stage_bounds_widen_up_to_the_cap() -> None:
-    assert stage_bounds(30, 0) == (30, 5) and stage_bounds(30, 1) == (60, 10) and stage_bounds(30, 4) == (100, 25)
-    assert stage_bounds(1, 0) == (1, 1) and stage_bounds(1, 2) == (3, 3)
-    assert stage_bounds(100, 3) == (100, 20) and stage_bounds(100, 19) == stage_bounds(100, 20) == (100, 100)
+def test_pass_bounds_widen_up_to_the_cap() -> None:
+    assert pass_bounds(30, 0) == (30, 5) and pass_bounds(30, 1) == (60, 10) and pass_bounds(30, 4) == (100, 25)
+    assert pass_bounds(1, 0) == (1, 1) and pass_bounds(1, 2) == (3, 3)
+    assert pass_bounds(100, 3) == (100, 20) and pass_bounds(100, 19) == pass_bounds(100, 20) == (100, 100)
 
 
 def report(*, exhausted: bool, fetched: int = 3) -> CandidateReport:
@@ -60,23 +60,23 @@ def report(*, exhausted: bool, fetched: int = 3) -> CandidateReport:
 @pytest.mark.parametrize(
     ("kwargs", "expected"),
     [
-        # the source had nothing more: no later stage can find anything new
+        # the source had nothing more: no later pass can find anything new
         ({"report": report(exhausted=True)}, False),
         # the pass looked at as many works as any pass may
         ({"report": report(exhausted=False, fetched=1000)}, False),
         # the pass stopped because it held its candidate bound: the next one keeps more
         ({"report": report(exhausted=False)}, True),
-        # no stage left
-        ({"report": report(exhausted=False), "stage": 2}, False),
-        # a stage whose bound is not wider than this one's (both bounds at the cap)
-        ({"report": report(exhausted=False), "scan_limit": 100, "stage": 19, "max_stages": 25}, False),
-        # a protocol job has one stage
-        ({"report": report(exhausted=False), "max_stages": 1}, False),
+        # no pass left
+        ({"report": report(exhausted=False), "fallback_pass": 2}, False),
+        # a pass whose bound is not wider than this one's (both bounds at the cap)
+        ({"report": report(exhausted=False), "scan_limit": 100, "fallback_pass": 19, "max_passes": 25}, False),
+        # a protocol job has one pass
+        ({"report": report(exhausted=False), "max_passes": 1}, False),
     ],
 )
-def test_another_stage_runs_only_when_it_is_wider_than_an_unexhausted_one(
+def test_another_pass_runs_only_when_it_is_wider_than_an_unexhausted_one(
     kwargs: dict[str, object], expected: bool
 ) -> None:
-    args: dict[str, object] = {"stage": 0, "max_stages": 3, "scan_limit": 1, "max_examined": 1000}
+    args: dict[str, object] = {"fallback_pass": 0, "max_passes": 3, "scan_limit": 1, "max_examined": 1000}
     args.update(kwargs)
-    assert another_stage(**args) is expected  # type: ignore[arg-type]
+    assert another_pass(**args) is expected  # type: ignore[arg-type]

@@ -1,0 +1,154 @@
+"""Pushes: job events sent to the consumer's ``callback_url`` (reference §4.7, DESIGN.md decision 9).
+
+One word for the mechanism: a *push* is one event sent to the job's callback URL (the
+protocol's name for the destination); ``event_pushes`` holds them.
+
+How it works:
+
+1. **Enqueue.** When a job admitted with a ``callback_url`` gets an event, the same
+   transaction freezes the Event JSON into ``event_pushes`` (:mod:`curaflow.ledger.pushes`).
+   The host was checked against ``api.callback_allowed_hosts`` at admission.
+2. **Send.** The ``push_events`` activity (:mod:`activities.callbacks`) POSTs the job's
+   pending events oldest first, each exactly as frozen, with the headers of
+   :func:`push_headers` (``Idempotency-Key: <event_id>``). :func:`classify_answer`
+   decides: 2xx or 409 → delivered; 429, 5xx, timeouts and transport errors → retried
+   (the activity fails and Temporal retries it with backoff, ``Retry-After`` honoured up
+   to the cap); any other answer → dead-lettered at once. An event is sent at most
+   ``max_attempts`` (8) times, counted in the ledger, then dead-lettered. A dead event
+   never blocks the ones after it; a retried one does (events arrive in order).
+3. **Who pushes.** ``JobWorkflow`` runs ``push_events`` when the job starts (for
+   ``job.accepted``), after every step (``job.started`` / ``job.progress``) and after
+   ``finish`` (the terminal event), one at a time; its execution closes once every event
+   is delivered or dead. Events written while no workflow serves the job — the
+   reconciler or the HTTP cancel converging the ledger, or a workflow that was
+   terminated — are found by the **sweeper** (:func:`run_push_sweeper`, in every worker
+   process): pending events nobody touched for a while get an ``EventPushWorkflow``
+   (id ``<job_id>/push-events``) running the same activity.
+
+Push never changes the job and never moves the consumer's ack cursor: push and pull are
+independent, ``unacked`` still counts a pushed event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from enum import StrEnum
+
+import asyncpg
+from temporalio.client import Client
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.service import RPCError
+
+import curaflow
+from curaflow.config import Settings
+from curaflow.domain.execution import PUSH_WORKFLOW
+from curaflow.domain.messages import CallbackPolicy, PushInput
+from curaflow.ledger.pushes import stale_jobs
+from curaflow.logs import get_logger
+from curaflow.routes.base import header_value
+from curaflow.supervision import Supervisor
+
+log = get_logger("curaflow.pushes")
+
+
+class Verdict(StrEnum):
+    """What to do with an event after one send."""
+
+    DELIVERED = "delivered"
+    RETRY = "retry"
+    DEAD = "dead"
+
+
+def classify_answer(status: int | None) -> Verdict:
+    """Classify the answer to one push (``None``: no answer — timeout or transport error).
+
+    2xx and 409 ("already recorded") are delivered; 429, 5xx and no answer are retried;
+    every other status (other 4xx, 1xx/3xx: redirects are not followed) is dead-lettered.
+    """
+    if status is None:
+        return Verdict.RETRY
+    if 200 <= status < 300 or status == 409:
+        return Verdict.DELIVERED
+    if status == 429 or status >= 500:
+        return Verdict.RETRY
+    return Verdict.DEAD
+
+
+def push_headers(job_id: str, event_id: str) -> dict[str, str]:
+    """Headers of one push (a POST to the callback URL).
+
+    ``Idempotency-Key`` carries the event id (the consumer's dedupe key, stable across
+    retries); ``X-Idempotency-Key`` keeps the original's ``job-event:<job_id>:<event_id>``.
+    Job ids are percent-encoded where they are not printable ASCII
+    (:func:`~curaflow.routes.base.header_value`).
+    """
+    return {
+        "content-type": "application/json",
+        "idempotency-key": event_id,
+        "x-idempotency-key": header_value(f"job-event:{job_id}:{event_id}"),
+        "x-curaflow-delivery": "job-event",
+        "x-curaflow-job-id": header_value(job_id),
+        "user-agent": f"curaflow/{curaflow.__version__}",
+    }
+
+
+def push_workflow_id(job_id: str) -> str:
+    """Workflow id of the sweeper's push run of ``job_id``."""
+    return f"{job_id}/push-events"
+
+
+def sweep_idle_ms(policy: CallbackPolicy) -> int:
+    """How long a pending event must be untouched before the sweeper takes it over.
+
+    Longer than the longest gap between two attempts of a live push (a request timeout
+    plus the largest backoff), so a push in progress is never doubled.
+    """
+    return policy.timeout_ms + policy.max_interval_ms + 5_000
+
+
+async def sweep_once(pool: asyncpg.Pool, client: Client, settings: Settings) -> list[str]:
+    """Start an ``EventPushWorkflow`` for every job with stale pending events.
+
+    Returns:
+        The job ids a push run was started (or found running) for.
+    """
+    policy = settings.push_policy()
+    started: list[str] = []
+    for job_id in await stale_jobs(pool, sweep_idle_ms(policy)):
+        try:
+            await client.start_workflow(
+                PUSH_WORKFLOW,
+                PushInput(job_id=job_id, policy=policy),
+                id=push_workflow_id(job_id),
+                task_queue=settings.temporal.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+                execution_timeout=timedelta(hours=24),
+                static_summary=f"push events of {job_id}",
+            )
+        except RPCError as err:
+            log.warning("push.sweep_start_failed", job_id=job_id, error=err.message)
+            continue
+        started.append(job_id)
+        log.info("push.sweep_started", job_id=job_id)
+    return started
+
+
+async def run_push_sweeper(
+    pool: asyncpg.Pool,
+    client: Client,
+    settings: Settings,
+    stop: asyncio.Event,
+    interval_s: float,
+    *,
+    supervisor: Supervisor | None = None,
+) -> None:
+    """Run :func:`sweep_once` every ``interval_s`` seconds until ``stop`` is set.
+
+    A supervised loop named ``push_sweeper`` (:mod:`curaflow.supervision`): any failure
+    is logged, counted and retried with backoff; one that does not recover fails the
+    process through ``supervisor`` (None: a private supervisor that only logs).
+    """
+    sup = supervisor or Supervisor(stop)
+    await sup.run_every("push_sweeper", interval_s, lambda: sweep_once(pool, client, settings))
