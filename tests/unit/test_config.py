@@ -151,3 +151,26 @@ def test_budgets_used_as_configured_are_not_warned_about() -> None:
     with capture_logs() as logs:
         assert warn_budget_fallbacks(settings, get_logger("test")) == []
     assert logs == []
+
+
+def test_each_load_reads_its_own_file_with_no_shared_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.delenv("CURAFLOW_CONFIG", raising=False)
+    files = []
+    for n in range(8):
+        path = tmp_path / f"c{n}.toml"
+        path.write_text(f"reconcile_interval_ms = {1000 + n}\n")
+        files.append(path)
+    with ThreadPoolExecutor(8) as pool:  # concurrent loads: no file leaks into another load
+        loaded = list(pool.map(lambda p: load_settings(p).reconcile_interval_ms, files * 4))
+    assert loaded == [1000 + n for n in range(8)] * 4
+    assert load_settings().reconcile_interval_ms == 30_000  # no file: the defaults, not the last file
+
+
+def test_the_former_fallback_key_is_still_read(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("max_fallback_stages = 5\n")
+    assert load_settings(path).max_fallback_passes == 5
+    path.write_text("max_fallback_passes = 2\n")
+    assert load_settings(path).max_fallback_passes == 2
