@@ -10,7 +10,7 @@ from curaflow.config import ScheduleConfig, Settings
 from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.domain.occurrence import CATCHUP_WINDOW_S, occurrence_job_id
 from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
-from curaflow.schedules import Change, _diff, build_schedule, occurrence_input
+from curaflow.schedules import Change, build_schedule, diff_plan, occurrence_input
 
 
 def test_occurrence_id_uses_the_plans_time_zone() -> None:
@@ -57,9 +57,9 @@ def test_diff_names_each_changed_field() -> None:
     settings = _settings()
     plan = settings.schedules[0]
     desired = occurrence_input(settings, plan)
-    assert _diff(desired, False, desired, plan) == {}
+    assert diff_plan(desired, False, desired, plan) == {}
     current = desired.model_copy(update={"cron": ["0 4 * * *"]})
-    changes = _diff(current, True, desired, plan)
+    changes = diff_plan(current, True, desired, plan)
     assert changes == {"cron": (["0 4 * * *"], ["0 3 * * *"]), "paused": (True, False)}
     assert Change("nightly", "update", changes).render() == (
         "~ nightly: cron ['0 4 * * *'] → ['0 3 * * *']; paused True → False"

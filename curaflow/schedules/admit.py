@@ -1,0 +1,112 @@
+"""An occurrence's job in the ledger: the ``admit_occurrence`` activity's logic.
+
+The trampoline (:mod:`workflows.scheduled`) admits each occurrence through the
+``admit_occurrence`` activity before it starts the job's ``JobWorkflow``: the job id is
+the occurrence's nominal time in the plan's zone, so two triggers of one minute converge
+on one job.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import asyncpg
+
+from curaflow import metrics
+from curaflow.config import Settings, TargetConfig
+from curaflow.domain.messages import JobInput, TargetSpec
+from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceAdmission, occurrence_job_id
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started, workflow_input
+from curaflow.logs import get_logger
+
+log = get_logger("curaflow.schedules")
+
+
+def target_spec(settings: Settings, target: TargetConfig) -> TargetSpec:
+    """A configured target as a scheduled job runs it (no per-job view)."""
+    return TargetSpec(
+        target_id=target.id,
+        account=target.account,
+        work_type=target.work_type,
+        query=target.query,
+        filters=target.filters,
+        limit=target.limit,
+        scan_limit=target.scan_limit,
+        storage_mode=target.storage_mode,
+        routes=settings.route_refs(target),
+    )
+
+
+class OccurrenceConfigError(Exception):
+    """An occurrence cannot run with the live configuration (no known target)."""
+
+
+async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOccurrenceInput) -> OccurrenceAdmission:
+    """Insert an occurrence's job into the ledger if absent.
+
+    The job id comes from the nominal time in the plan's time zone (the zone the
+    schedule fired in, i.e. ``req.occurrence.timezone``). Targets are resolved from the
+    live configuration: the plan's current ``target_ids`` if the plan is still
+    configured, else those recorded at sync time; an empty list means every configured
+    target; unknown ids are skipped with a warning.
+
+    Returns:
+        The admission; ``created=False`` and the stored workflow argument when the job
+        already existed.
+
+    Raises:
+        OccurrenceConfigError: none of the targets is configured.
+    """
+    occ = req.occurrence
+    scheduled = datetime.fromtimestamp(req.scheduled_at_ms / 1000, tz=UTC)
+    job_id, occurrence_date = occurrence_job_id(occ.schedule_id, scheduled, occ.timezone)
+    lag_s = (now_ms() - req.scheduled_at_ms) / 1000
+    async with pool.acquire() as conn:
+        stored = await workflow_input(conn, job_id)
+        if stored is not None:
+            log.info("schedule.occurrence_duplicate", schedule_id=occ.schedule_id, job_id=job_id, lag_s=round(lag_s, 3))
+            metrics.record_occurrence(occ.schedule_id, "duplicate")
+            return OccurrenceAdmission(job_id=job_id, created=False, job_input=stored)
+        plan = next((p for p in settings.schedules if p.id == occ.schedule_id), None)
+        wanted = list(plan.target_ids if plan is not None else occ.target_ids) or [t.id for t in settings.targets]
+        targets = [t for t in (settings.target(tid) for tid in wanted) if t is not None]
+        unknown = [tid for tid in wanted if settings.target(tid) is None]
+        if unknown:
+            log.warning("schedule.unknown_targets", schedule_id=occ.schedule_id, job_id=job_id, target_ids=unknown)
+        if not targets:
+            raise OccurrenceConfigError(f"schedule {occ.schedule_id!r}: none of the targets {wanted} is configured")
+        created_at = now_ms()
+        inp = JobInput(
+            job_id=job_id,
+            plan_id=occ.schedule_id,
+            schedule_id=occ.schedule_id,
+            trigger="schedule",
+            created_at_ms=created_at,
+            deadline_at_ms=created_at + settings.budgets.default_deadline_ms,
+            targets=[target_spec(settings, t) for t in targets],
+            budgets=settings.budgets_model(),
+            max_fallback_stages=max(1, settings.max_fallback_passes),
+            source_task_queues=settings.source_task_queues(),
+        )
+        row = await insert_job(conn, NewJob(job_input=inp, occurrence_date=occurrence_date))
+        if not row.created:  # lost a race with a concurrent trigger of the same minute
+            stored = await workflow_input(conn, job_id)
+            assert stored is not None
+            metrics.record_occurrence(occ.schedule_id, "duplicate")
+            return OccurrenceAdmission(job_id=job_id, created=False, job_input=stored)
+        # The trampoline starts the workflow right after this activity: the reconciler
+        # must not start a second, top-level one meanwhile.
+        await mark_workflow_started(conn, job_id)
+    metrics.record_admitted("schedule")
+    metrics.record_occurrence(occ.schedule_id, "started", lag_s)
+    log.info(
+        "schedule.occurrence_admitted",
+        schedule_id=occ.schedule_id,
+        job_id=job_id,
+        occurrence_date=occurrence_date,
+        scheduled_at=scheduled.isoformat(),
+        lag_s=round(lag_s, 3),
+        target_ids=[t.id for t in targets],
+    )
+    return OccurrenceAdmission(job_id=job_id, created=True, job_input=inp)

@@ -1,0 +1,227 @@
+"""Configured plans → Temporal Schedules: build, compare and sync (idempotent).
+
+A plan (``[[schedules]]``: id, cron list, time zone, target ids, jitter, paused) is one
+Temporal Schedule with the same id whose action starts ``ScheduledJobWorkflow`` (the
+trampoline, :mod:`workflows.scheduled`) on the main task queue with an
+:class:`~curaflow.domain.occurrence.OccurrenceInput`. Policies: overlap ``SKIP``, a
+catch-up window of 90 minutes, no back-fill beyond it (``sync`` never back-fills).
+:func:`sync_schedules` creates, updates and deletes schedules to match the configuration
+and returns the diff. Only schedules curaflow owns on this task queue are considered
+(memo ``curaflow_task_queue``), so plans of other applications or stacks sharing the
+namespace are never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleDescription,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleState,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
+
+from curaflow.config import ScheduleConfig, Settings
+from curaflow.domain.execution import SCHEDULE_ID, SCHEDULED_WORKFLOW
+from curaflow.domain.occurrence import CATCHUP_WINDOW_S, OccurrenceInput
+from curaflow.logs import get_logger
+
+#: Memo key naming the task queue of the stack that owns a schedule.
+MEMO_TASK_QUEUE = "curaflow_task_queue"
+log = get_logger("curaflow.schedules")
+
+
+class ScheduleError(Exception):
+    """A schedule operation failed (unknown schedule, server refused); ``str()`` is readable."""
+
+
+def occurrence_input(settings: Settings, plan: ScheduleConfig) -> OccurrenceInput:
+    """The trampoline argument (and sync fingerprint) of a configured plan."""
+    return OccurrenceInput(
+        schedule_id=plan.id,
+        cron=list(plan.cron),
+        timezone=plan.timezone,
+        target_ids=list(plan.target_ids),
+        jitter_ms=plan.jitter_ms,
+        task_queue=settings.temporal.task_queue,
+    )
+
+
+def build_schedule(settings: Settings, plan: ScheduleConfig) -> Schedule:
+    """The Temporal :class:`Schedule` of a configured plan (overlap SKIP, 90 min catch-up)."""
+    inp = occurrence_input(settings, plan)
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            SCHEDULED_WORKFLOW,
+            args=[inp],
+            id=f"{plan.id}@occurrence",
+            task_queue=settings.temporal.task_queue,
+            typed_search_attributes=TypedSearchAttributes([SearchAttributePair(SCHEDULE_ID, plan.id)]),
+            static_summary=f"occurrence of plan {plan.id} ({', '.join(plan.cron)} {plan.timezone})",
+        ),
+        spec=ScheduleSpec(
+            cron_expressions=list(plan.cron),
+            time_zone_name=plan.timezone,
+            jitter=timedelta(milliseconds=plan.jitter_ms) if plan.jitter_ms else None,
+        ),
+        policy=SchedulePolicy(
+            overlap=ScheduleOverlapPolicy.SKIP,
+            catchup_window=timedelta(seconds=CATCHUP_WINDOW_S),
+            pause_on_failure=False,
+        ),
+        state=ScheduleState(paused=plan.paused, note="paused in the configuration" if plan.paused else ""),
+    )
+
+
+@dataclass
+class Change:
+    """One line of the sync diff.
+
+    Attributes:
+        action: ``create`` | ``update`` | ``delete`` | ``unchanged``.
+        changes: for ``update``: field → ``(current, desired)``.
+    """
+
+    schedule_id: str
+    action: str
+    changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+    def render(self) -> str:
+        """``+ id``, ``- id``, ``~ id: field a → b; …`` or ``= id``."""
+        mark = {"create": "+", "delete": "-", "update": "~", "unchanged": "="}[self.action]
+        text = f"{mark} {self.schedule_id}"
+        if self.changes:
+            text += ": " + "; ".join(f"{k} {a!r} → {b!r}" for k, (a, b) in self.changes.items())
+        return text
+
+
+async def current_input(client: Client, desc: ScheduleDescription) -> OccurrenceInput | None:
+    """The plan a curaflow schedule runs (its action's argument), or None for a schedule
+    that is not a curaflow plan."""
+    action = desc.schedule.action
+    if not isinstance(action, ScheduleActionStartWorkflow) or action.workflow != SCHEDULED_WORKFLOW or not action.args:
+        return None
+    raw = action.args[0]
+    try:
+        if isinstance(raw, OccurrenceInput):
+            return raw
+        if isinstance(raw, dict):
+            return OccurrenceInput.model_validate(raw)
+        values = await client.data_converter.decode([raw])  # type: ignore[list-item]
+        return OccurrenceInput.model_validate(values[0])
+    except (ValueError, TypeError):
+        return None
+
+
+def diff_plan(
+    current: OccurrenceInput | None, paused: bool, desired: OccurrenceInput, plan: ScheduleConfig
+) -> dict[str, Any]:
+    """What differs between a schedule (its plan and paused state) and the configured plan:
+    field → ``(current, desired)``."""
+    changes: dict[str, tuple[Any, Any]] = {}
+    cur = current.model_dump() if current else {}
+    for key, value in desired.model_dump().items():
+        if cur.get(key) != value:
+            changes[key] = (cur.get(key), value)
+    if paused != plan.paused:
+        changes["paused"] = (paused, plan.paused)
+    return changes
+
+
+async def owned_schedule_ids(client: Client, task_queue: str) -> list[str]:
+    """Ids of the schedules curaflow created for ``task_queue`` (from the visibility store)."""
+    ids: list[str] = []
+    async for entry in await client.list_schedules():
+        with contextlib.suppress(Exception):
+            memo = await entry.memo()
+            if memo.get(MEMO_TASK_QUEUE) == task_queue:
+                ids.append(entry.id)
+    return sorted(ids)
+
+
+async def describe_schedule(client: Client, schedule_id: str) -> ScheduleDescription | None:
+    """The schedule's description, or None when it does not exist."""
+    try:
+        return await client.get_schedule_handle(schedule_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+async def sync_schedules(client: Client, settings: Settings, *, dry_run: bool = False) -> list[Change]:
+    """Make Temporal's schedules match ``settings.schedules`` (idempotent).
+
+    Args:
+        client: Temporal client of the configured namespace.
+        settings: the configuration.
+        dry_run: compute the diff only.
+
+    Returns:
+        One :class:`Change` per configured plan (in config order), then one ``delete``
+        per owned schedule no longer configured.
+
+    Raises:
+        ScheduleError: a schedule belongs to another task queue or application, or the
+            server refused a change.
+    """
+    tq = settings.temporal.task_queue
+    out: list[Change] = []
+    configured = {p.id for p in settings.schedules}
+    for plan in settings.schedules:
+        desired = occurrence_input(settings, plan)
+        desc = await describe_schedule(client, plan.id)
+        if desc is None:
+            out.append(Change(plan.id, "create"))
+            if not dry_run:
+                try:
+                    await client.create_schedule(
+                        plan.id,
+                        build_schedule(settings, plan),
+                        memo={MEMO_TASK_QUEUE: tq},
+                        search_attributes=TypedSearchAttributes([SearchAttributePair(SCHEDULE_ID, plan.id)]),
+                    )
+                except Exception as err:
+                    raise ScheduleError(f"cannot create schedule {plan.id!r}: {err}") from err
+                log.info("schedule.created", schedule_id=plan.id, cron=plan.cron, timezone=plan.timezone)
+            continue
+        current = await current_input(client, desc)
+        if current is None or current.task_queue != tq:
+            raise ScheduleError(
+                f"schedule {plan.id!r} exists but is not a curaflow plan on task queue {tq!r}; "
+                "rename the plan or delete that schedule"
+            )
+        changes = diff_plan(current, desc.schedule.state.paused, desired, plan)
+        if not changes:
+            out.append(Change(plan.id, "unchanged"))
+            continue
+        out.append(Change(plan.id, "update", changes))
+        if not dry_run:
+            wanted = build_schedule(settings, plan)
+
+            def updater(_: ScheduleUpdateInput, wanted: Schedule = wanted) -> ScheduleUpdate:
+                return ScheduleUpdate(schedule=wanted)
+
+            await client.get_schedule_handle(plan.id).update(updater)
+            log.info("schedule.updated", schedule_id=plan.id, changes=sorted(changes))
+    for sid in await owned_schedule_ids(client, tq):
+        if sid in configured:
+            continue
+        out.append(Change(sid, "delete"))
+        if not dry_run:
+            with contextlib.suppress(RPCError):
+                await client.get_schedule_handle(sid).delete()
+            log.info("schedule.deleted", schedule_id=sid)
+    return out

@@ -1,0 +1,134 @@
+"""The operator verbs on recurring plans: ``curaflow schedules list|trigger|pause|unpause``."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+
+from temporalio.client import Client, ScheduleHandle
+
+from curaflow.config import Settings
+from curaflow.domain.occurrence import occurrence_job_id
+from curaflow.schedules.sync import ScheduleError, current_input, describe_schedule, owned_schedule_ids
+
+
+@dataclass
+class ScheduleView:
+    """What ``curaflow schedules list`` shows of one schedule (times UTC)."""
+
+    schedule_id: str
+    cron: list[str]
+    timezone: str
+    target_ids: list[str]
+    paused: bool
+    note: str
+    next_runs: list[datetime]
+    recent: list[tuple[datetime, str]]
+    actions: int
+    missed_catchup: int
+    skipped_overlap: int
+    configured: bool
+
+
+async def describe_schedules(client: Client, settings: Settings) -> list[ScheduleView]:
+    """Every configured or owned schedule, described."""
+    ids = [p.id for p in settings.schedules]
+    for sid in await owned_schedule_ids(client, settings.temporal.task_queue):
+        if sid not in ids:
+            ids.append(sid)
+    views: list[ScheduleView] = []
+    for sid in ids:
+        desc = await describe_schedule(client, sid)
+        if desc is None:
+            continue
+        inp = await current_input(client, desc)
+        info = desc.info
+        views.append(
+            ScheduleView(
+                schedule_id=sid,
+                cron=inp.cron if inp else [],
+                timezone=inp.timezone if inp else "",
+                target_ids=inp.target_ids if inp else [],
+                paused=desc.schedule.state.paused,
+                note=desc.schedule.state.note or "",
+                next_runs=list(info.next_action_times[:3]),
+                recent=[(a.scheduled_at, getattr(a.action, "workflow_id", "")) for a in info.recent_actions[-3:]],
+                actions=info.num_actions,
+                missed_catchup=info.num_actions_missed_catchup_window,
+                skipped_overlap=info.num_actions_skipped_overlap,
+                configured=any(p.id == sid for p in settings.schedules),
+            )
+        )
+    return views
+
+
+async def _handle(client: Client, schedule_id: str) -> ScheduleHandle:
+    if await describe_schedule(client, schedule_id) is None:
+        raise ScheduleError(f"no schedule {schedule_id!r} (run `curaflow schedules sync` first)")
+    return client.get_schedule_handle(schedule_id)
+
+
+@dataclass
+class Triggered:
+    """The occurrence a trigger started: its nominal time and its job id."""
+
+    scheduled_at: datetime
+    job_id: str
+
+
+async def trigger(client: Client, schedule_id: str, wait_s: float = 10.0) -> Triggered | None:
+    """Start an occurrence now and tell which job it is.
+
+    The job id is the occurrence's nominal time in the plan's zone
+    (:func:`~curaflow.domain.occurrence.occurrence_job_id`), read from the action
+    Temporal records for the trigger.
+
+    Args:
+        wait_s: how long to wait for Temporal to record the action.
+
+    Returns:
+        The occurrence, or None when Temporal recorded no new action in time (the
+        overlap policy skipped it because the previous occurrence still runs).
+
+    Raises:
+        ScheduleError: unknown schedule.
+    """
+    handle = await _handle(client, schedule_id)
+    desc = await handle.describe()
+    seen = {(a.scheduled_at, getattr(a.action, "workflow_id", "")) for a in desc.info.recent_actions}
+    skipped = desc.info.num_actions_skipped_overlap
+    inp = await current_input(client, desc)
+    timezone = inp.timezone if inp else "UTC"
+    await handle.trigger()
+    deadline = asyncio.get_running_loop().time() + wait_s
+    while asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.2)
+        desc = await handle.describe()
+        new = [
+            a for a in desc.info.recent_actions if (a.scheduled_at, getattr(a.action, "workflow_id", "")) not in seen
+        ]
+        if new:
+            at = new[-1].scheduled_at
+            return Triggered(scheduled_at=at, job_id=occurrence_job_id(schedule_id, at, timezone)[0])
+        if desc.info.num_actions_skipped_overlap > skipped:
+            return None
+    return None
+
+
+async def pause(client: Client, schedule_id: str, note: str = "paused by curaflow schedules pause") -> None:
+    """Pause a schedule (``sync`` restores the configured state).
+
+    Raises:
+        ScheduleError: unknown schedule.
+    """
+    await (await _handle(client, schedule_id)).pause(note=note)
+
+
+async def unpause(client: Client, schedule_id: str, note: str = "unpaused by curaflow schedules unpause") -> None:
+    """Unpause a schedule.
+
+    Raises:
+        ScheduleError: unknown schedule.
+    """
+    await (await _handle(client, schedule_id)).unpause(note=note)
