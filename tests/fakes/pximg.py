@@ -27,7 +27,8 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from curaflow.sources.replay.app import Faults, image_size, render_image, work_for_id
+from curaflow.sources.replay.images import render_image
+from tests.fakes.replay import Faults, replay_work
 
 
 @dataclass
@@ -100,14 +101,14 @@ class FakeImageHost:
             return True
         name = path.rsplit("/", 1)[-1]
         match = re.match(r"^(\d+)_p(\d+)", name)
-        work = work_for_id(self.faults, match.group(1)) if match else None
+        work = replay_work(self.faults, match.group(1)) if match else None
         if match is None or work is None:
             self._log(path, referer, 404, None)
             writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nContent-Type: text/plain\r\n\r\nNot Found")
             return True
         page = int(match.group(2))
         fmt = "png" if name.endswith(".png") else "jpeg"
-        width, height = image_size(self.faults, work, page)
+        width, height = self.faults.image_size(work, page)
         body = await asyncio.to_thread(render_image, match.group(1), page, width, height, fmt)
         fault = self.script.pop(0) if self.script else None
         self._log(path, referer, 200, fault)

@@ -1,22 +1,263 @@
-"""The Pixiv replay server run inside the test process, with a request log and live faults.
+"""The Pixiv replay with scripted faults, and a replay server run inside the test process.
 
-Tests point ``pixiv.api_url`` at it and change ``faults`` while jobs run (slow images,
-rate limits, …); ``log`` records every request as ``METHOD path?query``.
+:class:`Faults` is a :class:`~curaflow.sources.replay.app.ReplayScript`: the production
+replay app (:func:`~curaflow.sources.replay.app.create_replay_app`) asks it, at its hook
+points, whether to answer otherwise — rate limits, invalid grants, expired tokens,
+missing / forbidden / restricted works, slow, truncated or unsized images, a result set
+deep enough to reach the 5000-offset cap — and tells it every answer (:attr:`Faults.log`).
+Tests change a ``Faults`` while jobs run.
+
+:class:`ReplayServer` serves it on 127.0.0.1 with a request log (``METHOD path?query``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request, Response
+from fastapi.responses import StreamingResponse
 
 from curaflow.httpserver import BackgroundServer
-from curaflow.sources.replay.app import Faults, _matches, create_replay_app, recorded_works
+from curaflow.sources.replay import images
+from curaflow.sources.replay.app import INVALID_GRANT, JSONResponse, ReplayScript, create_replay_app, error
+from curaflow.sources.replay.data import DeepSet, matches, placeholder, recorded_works, work_for_id
+
+__all__ = ["DeepSet", "Faults", "Logged", "ReplayServer", "ordered", "replay_work", "work_ids_with_tag"]
+
+RESTRICTED = "Your access is currently restricted."
+
+
+@dataclass
+class Logged:
+    """One request the replay answered.
+
+    Attributes:
+        kind: ``auth`` | ``search`` | ``ranking`` | ``detail`` | ``image``.
+        params: query parameters (form fields for ``auth``, minus secrets; ``{"fault"}``
+            for an image sent).
+        status: the HTTP status answered.
+        at: wall-clock time of arrival, epoch seconds.
+        referer: the ``Referer`` header (images).
+        error: the error message of an error body, if one was answered.
+    """
+
+    kind: str
+    path: str
+    params: dict[str, str]
+    status: int
+    at: float
+    referer: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class Faults(ReplayScript):
+    """Scripted faults and synthetic data for tests.
+
+    Each list is consumed front to back, one entry per request of its kind; ``None``
+    answers normally.
+
+    Attributes:
+        search: per search/ranking request: ``"rate_limit"`` (HTTP 403 Rate Limit body),
+            ``"rate_limit_429"``, ``"restricted"`` (access restricted body),
+            ``"oauth"`` (invalid access token), ``"500"``.
+        auth: per token request: ``"invalid_grant"`` (HTTP 400), ``"rate_limit"``,
+            ``"500"``.
+        images: per image request: ``"truncate"`` (half the body, full
+            ``Content-Length``), ``"chunked"`` (no ``Content-Length``), ``"slow"``
+            (``slow_images_s`` pause mid-body), ``"429"``, ``"500"``.
+        retry_after_s: a ``Retry-After`` header on rate-limit answers.
+        missing_works: ids answering 404 (detail and images).
+        forbidden_works: ids whose images answer 403 even with the Referer (private).
+        restricted_works: ids listed as restricted placeholders; their detail answers
+            "Your access is currently restricted." (HTTP 200) and their images 403.
+        mutate: per work id, fields replacing the recorded ones (``illust_ai_type``,
+            ``x_restrict`` …) in every answer.
+        image_sizes: per work id, or per page as ``"<id>_p<N>"``, the pixel size its
+            images are rendered at (instead of a tenth of the recorded size).
+        deep: a synthetic deep result set (:class:`DeepSet`) for one tag.
+        search_delay_s: delay before answering a search or ranking request, seconds.
+        slow_images_s: pause in the middle of every image body while > 0 (read per
+            request, so a test can change it live), and of a ``"slow"`` image, seconds.
+        truncate_images: cut every image body in half (``Content-Length`` stays the
+            full size).
+        token_ttl_s: ``expires_in`` of issued access tokens.
+        token_lifetime_s: how long an access token is really accepted (default
+            ``token_ttl_s``); shorter simulates a token revoked before its advertised
+            expiry.
+        log: every request answered (see :class:`Logged`).
+    """
+
+    search: list[str | None] = field(default_factory=list)
+    auth: list[str | None] = field(default_factory=list)
+    images: list[str | None] = field(default_factory=list)
+    retry_after_s: float | None = None
+    missing_works: set[str] = field(default_factory=set)
+    forbidden_works: set[str] = field(default_factory=set)
+    restricted_works: set[str] = field(default_factory=set)
+    mutate: dict[str, dict[str, Any]] = field(default_factory=dict)
+    image_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    deep: DeepSet | None = None
+    search_delay_s: float = 0.0
+    slow_images_s: float = 0.0
+    truncate_images: bool = False
+    token_ttl_s: int = 3600
+    token_lifetime_s: float | None = None
+    log: list[Logged] = field(default_factory=list)
+
+    @property
+    def requests(self) -> list[str]:
+        """The kinds of every request answered, in order."""
+        return [entry.kind for entry in self.log]
+
+    def of(self, kind: str) -> list[Logged]:
+        """The logged requests of one kind."""
+        return [entry for entry in self.log if entry.kind == kind]
+
+    # ---- the replay's hooks ---------------------------------------------------------------
+
+    def token_lifetime(self) -> float:
+        return float(self.token_lifetime_s if self.token_lifetime_s is not None else self.token_ttl_s)
+
+    def present(self, work: dict[str, Any]) -> dict[str, Any]:
+        wid = str(work["id"])
+        if wid in self.mutate:
+            work = {**work, **self.mutate[wid]}
+        if wid in self.restricted_works:
+            work = placeholder(work)
+        return work
+
+    def image_size(self, work: dict[str, Any], page: int) -> tuple[int, int]:
+        wid = str(work["id"])
+        size = self.image_sizes.get(f"{wid}_p{page}") or self.image_sizes.get(wid)
+        return size or images.image_size(work, page)
+
+    async def intercept(self, kind: str, request: Request, work_id: str | None = None) -> Response | None:
+        if kind == "auth":
+            return self._auth_fault(_next(self.auth))
+        if kind in ("search", "ranking"):
+            fault = self._search_fault(_next(self.search))
+            if fault is None and self.search_delay_s:
+                await asyncio.sleep(self.search_delay_s)
+            return fault
+        if kind == "detail":
+            if work_id in self.restricted_works:
+                return error(200, "", RESTRICTED)
+            if work_id in self.missing_works:
+                return error(404, "", "該当作品は削除されたか、存在しない作品IDです。")
+            return None
+        if kind == "image":
+            if work_id in self.missing_works:
+                return Response(status_code=404, content=b"Not Found")
+            if work_id in self.forbidden_works or work_id in self.restricted_works:
+                return Response(status_code=403, content=b"Forbidden")
+            fault = _next(self.images)
+            if fault is None and self.truncate_images:
+                fault = "truncate"
+            if fault is None and self.slow_images_s > 0:
+                fault = "slow"
+            if fault == "429":
+                return Response(status_code=429, content=b"Too Many Requests")
+            if fault == "500":
+                return Response(status_code=500, content=b"Internal Server Error")
+            request.state.image_fault = fault
+        return None
+
+    def image_response(self, request: Request, body: bytes, media_type: str) -> tuple[Response, str]:
+        fault = getattr(request.state, "image_fault", None)
+        if fault not in ("truncate", "slow", "chunked"):
+            return Response(content=body, media_type=media_type), fault or ""
+        delay = (self.slow_images_s or 1.0) if fault == "slow" else 0.0
+
+        async def stream() -> AsyncIterator[bytes]:
+            half = len(body) // 2
+            yield body[:half]
+            if delay:
+                await asyncio.sleep(delay)
+            if fault != "truncate":
+                yield body[half:]
+
+        headers = {} if fault == "chunked" else {"Content-Length": str(len(body))}
+        return StreamingResponse(stream(), media_type=media_type, headers=headers), fault
+
+    def answered(self, kind: str, request: Request, response: Response, params: dict[str, str]) -> None:
+        self.log.append(
+            Logged(
+                kind=kind,
+                path=request.url.path,
+                params=params,
+                status=response.status_code,
+                at=time.time(),
+                referer=request.headers.get("referer"),
+                error=_error_text(response),
+            )
+        )
+
+    # ---- faults ---------------------------------------------------------------------------
+
+    def _rate_limited(self, status: int) -> JSONResponse:
+        response = error(status, "Rate Limit")
+        if self.retry_after_s is not None:
+            response.headers["Retry-After"] = str(self.retry_after_s)
+        return response
+
+    def _search_fault(self, fault: str | None) -> JSONResponse | None:
+        if fault == "rate_limit":
+            return self._rate_limited(403)
+        if fault == "rate_limit_429":
+            return self._rate_limited(429)
+        if fault == "restricted":
+            return error(403, "", RESTRICTED)
+        if fault == "oauth":
+            return error(400, INVALID_GRANT)
+        if fault == "500":
+            return JSONResponse({"error": {"message": "internal"}}, status_code=500)
+        return None
+
+    def _auth_fault(self, fault: str | None) -> JSONResponse | None:
+        if fault == "invalid_grant":
+            body = {
+                "has_error": True,
+                "errors": {"system": {"message": "Invalid refresh token", "code": 1508}},
+                "error": "invalid_grant",
+            }
+            return JSONResponse(body, status_code=400)
+        if fault == "rate_limit":
+            return self._rate_limited(403)
+        if fault == "500":
+            return JSONResponse({"error": "server_error"}, status_code=500)
+        return None
+
+
+def _next(queue: list[str | None]) -> str | None:
+    return queue.pop(0) if queue else None
+
+
+def _error_text(response: Response) -> str | None:
+    raw = bytes(response.body) if isinstance(response, JSONResponse) else b""
+    if not raw or (response.status_code == 200 and not raw.startswith(b'{"error"')):
+        return None
+    try:
+        err = json.loads(raw).get("error")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(err, dict):
+        return err.get("message") or err.get("user_message")
+    return str(err)
+
+
+def replay_work(faults: Faults, work_id: str) -> dict[str, Any] | None:
+    """The work ``work_id`` as the replay with ``faults`` knows it (recorded or deep), or None."""
+    return work_for_id(work_id, faults.deep)
 
 
 class ReplayServer:
-    """A :func:`create_replay_app` on 127.0.0.1 with a request log."""
+    """A :func:`create_replay_app` with :class:`Faults`, on 127.0.0.1, with a request log."""
 
     def __init__(self, faults: Faults | None = None) -> None:
         self.faults = faults or Faults()
@@ -54,7 +295,7 @@ class ReplayServer:
 def ordered(tag: str, sort: str = "date_desc") -> list[str]:
     """Recorded work ids a tag search for ``tag`` returns (partial match), in the
     replay's order for ``sort`` (``date_desc`` or ``date_asc``)."""
-    works = [w for w in recorded_works() if _matches(w, tag, "partial_match_for_tags")]
+    works = [w for w in recorded_works() if matches(w, tag, "partial_match_for_tags")]
     works.sort(key=lambda w: (w["create_date"], int(w["id"])), reverse=sort != "date_asc")
     return [str(w["id"]) for w in works]
 

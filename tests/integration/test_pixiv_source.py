@@ -26,8 +26,10 @@ from curaflow.httpserver import BackgroundServer
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv import HASH_SECRET, PixivClient, parse_work
-from curaflow.sources.replay.app import DeepSet, Faults, create_replay_app, recorded_works
+from curaflow.sources.replay.app import create_replay_app
+from curaflow.sources.replay.data import DeepSet, recorded_works
 from curaflow.sources.scan import ScanCheckpoint, scan
+from tests.fakes.replay import Faults
 
 
 class Replay:

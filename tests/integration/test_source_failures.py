@@ -27,10 +27,12 @@ from curaflow.ledger.gates import read_gate
 from curaflow.sources.errors import SourceError
 from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv import PixivClient, parse_work
-from curaflow.sources.replay.app import DeepSet, Faults, create_replay_app, newest_day, recorded_works
+from curaflow.sources.replay.app import create_replay_app
+from curaflow.sources.replay.data import DeepSet, newest_day, recorded_works
 from curaflow.sources.scan import ScanCheckpoint, scan
 from tests.conftest import StackFactory
 from tests.fakes.pximg import FakeImageHost
+from tests.fakes.replay import Faults
 from tests.integration.test_source_jobs import protocol_error, source_stack, task
 from tests.jobs_support import ReplayServer, curaflow, ordered, start_scheduled
 from tests.support import short_id

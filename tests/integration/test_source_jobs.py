@@ -15,7 +15,7 @@ import pytest
 
 from curaflow.ledger.gates import read_gate
 from curaflow.protocol.projection import project_job
-from curaflow.sources.replay.app import DeepSet
+from curaflow.sources.replay.data import DeepSet
 from tests.conftest import StackFactory
 from tests.jobs_support import ReplayServer, gaps, ordered, settle, start_scheduled
 from tests.support import Stack, short_id

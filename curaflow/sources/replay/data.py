@@ -1,0 +1,192 @@
+"""What the replay serves: the recorded works, synthetic deep result sets, search matching.
+
+Recorded data: ``data/*.json`` (pixivpy's public-domain fixtures with personal details
+replaced; see ``curaflow/sources/replay/data/README.md``). A :class:`DeepSet` adds a
+synthetic result set for one tag, deep enough to page past the app-api's 5000-offset cap.
+Pure functions of the data; the routes are :mod:`curaflow.sources.replay.app`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+PLACEHOLDER_URL = "https://s.pximg.net/common/images/limit_sanity_level_360.png"
+
+
+@lru_cache(maxsize=1)
+def recorded_works() -> tuple[dict[str, Any], ...]:
+    """Every recorded illust, in recorded order (ranking, related, detail), unique by id."""
+    root = resources.files("curaflow.sources.replay") / "data"
+    works: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for name in ("illust_ranking.json", "illust_related.json", "illust_detail.json"):
+        data = json.loads((root / name).read_text(encoding="utf-8"))
+        items = data.get("illusts") or [data["illust"]]
+        for item in items:
+            if item["id"] not in seen:
+                seen.add(item["id"])
+                works.append(item)
+    return tuple(works)
+
+
+@lru_cache(maxsize=1)
+def _recorded_by_id() -> dict[str, dict[str, Any]]:
+    return {str(w["id"]): w for w in recorded_works()}
+
+
+def newest_day() -> str:
+    """The newest recorded ``create_date`` day: the replay's "today"."""
+    return max(w["create_date"][:10] for w in recorded_works())
+
+
+@dataclass(frozen=True)
+class DeepSet:
+    """A synthetic result set for one tag, deep enough to page past the 5000-offset cap.
+
+    Works are ranked newest first (rank 0 = newest); rank ``r`` has id
+    ``id_base + count - r`` (ids grow with time, as on Pixiv), ``per_day`` works per day
+    ending on ``last_day``, one page of 100×100 pixels and ``total_bookmarks`` 1000 when
+    ``r`` is in ``popular_ranks``, else 0.
+    """
+
+    tag: str
+    count: int = 5400
+    per_day: int = 100
+    last_day: str = "2025-02-04"
+    popular_ranks: frozenset[int] = frozenset()
+    id_base: int = 900_000_000
+
+    def work_id(self, rank: int) -> str:
+        """The id of the work at ``rank``."""
+        return str(self.id_base + self.count - rank)
+
+    def rank_of(self, work_id: str) -> int | None:
+        """The rank of ``work_id`` in this set, or None when it is not one of its works."""
+        rank = self.id_base + self.count - int(work_id) if work_id.isdigit() else -1
+        return rank if 0 <= rank < self.count else None
+
+
+@lru_cache(maxsize=8)
+def deep_works(deep: DeepSet) -> tuple[dict[str, Any], ...]:
+    """The works of ``deep`` in rank order (newest first)."""
+    last = date.fromisoformat(deep.last_day)
+    step = max(1, 86_400 // max(1, deep.per_day))
+    works = []
+    for rank in range(deep.count):
+        day = last - timedelta(days=rank // deep.per_day)
+        second = 86_399 - (rank % deep.per_day) * step
+        stamp = f"{day.isoformat()}T{second // 3600:02d}:{second % 3600 // 60:02d}:{second % 60:02d}+09:00"
+        wid = deep.work_id(rank)
+        path = f"{day.year}/{day.month:02d}/{day.day:02d}/00/00/00/{wid}_p0"
+        works.append(
+            {
+                "id": int(wid),
+                "title": f"deep {rank}",
+                "type": "illust",
+                "image_urls": {"large": f"https://i.pximg.net/c/600x1200_90/img-master/img/{path}_master1200.jpg"},
+                "caption": "",
+                "restrict": 0,
+                "user": {"id": 90009999, "name": "artist-deep", "account": "artistdeep"},
+                "tags": [{"name": deep.tag, "translated_name": None}],
+                "tools": [],
+                "create_date": stamp,
+                "page_count": 1,
+                "width": 1000,
+                "height": 1000,
+                "sanity_level": 2,
+                "x_restrict": 0,
+                "series": None,
+                "meta_single_page": {"original_image_url": f"https://i.pximg.net/img-original/img/{path}.jpg"},
+                "meta_pages": [],
+                "total_view": 100,
+                "total_bookmarks": 1000 if rank in deep.popular_ranks else 0,
+                "is_bookmarked": False,
+                "visible": True,
+                "is_muted": False,
+                "total_comments": 0,
+                "illust_ai_type": 1,
+                "illust_book_style": 0,
+            }
+        )
+    return tuple(works)
+
+
+def corpus(deep: DeepSet | None = None) -> tuple[dict[str, Any], ...]:
+    """Every work the replay searches: the recording, then the deep set's works."""
+    return recorded_works() + (deep_works(deep) if deep is not None else ())
+
+
+def work_for_id(work_id: str, deep: DeepSet | None = None) -> dict[str, Any] | None:
+    """The recorded (or ``deep``) work with ``work_id``, or None."""
+    work = _recorded_by_id().get(work_id)
+    if work is None and deep is not None:
+        rank = deep.rank_of(work_id)
+        if rank is not None:
+            work = deep_works(deep)[rank]
+    return work
+
+
+def placeholder(work: dict[str, Any]) -> dict[str, Any]:
+    """A restricted work as the app-api lists it: ``visible: false``, no tags, limit_* images."""
+    out = copy.deepcopy(work)
+    out.update(
+        {
+            "title": "",
+            "caption": "",
+            "tags": [],
+            "visible": False,
+            "image_urls": {"square_medium": PLACEHOLDER_URL, "medium": PLACEHOLDER_URL, "large": PLACEHOLDER_URL},
+            "meta_single_page": {},
+            "meta_pages": [],
+        }
+    )
+    return out
+
+
+def matches(work: dict[str, Any], word: str, target: str = "partial_match_for_tags") -> bool:
+    """Whether a search for ``word`` finds ``work``, as the app-api matches.
+
+    ``word``: space-separated tags are AND, `` OR `` separates alternatives. ``target``:
+    ``partial_match_for_tags`` (substring of a tag or its translation, case-insensitive),
+    ``exact_match_for_tags`` (a whole tag), ``title_and_caption`` (the text).
+    """
+    names = [t["name"].lower() for t in work.get("tags", [])]
+    names += [(t.get("translated_name") or "").lower() for t in work.get("tags", [])]
+    text = f"{work.get('title', '')} {work.get('caption', '')}".lower()
+
+    def one(tag: str) -> bool:
+        tag = tag.lower()
+        if target == "title_and_caption":
+            return tag in text
+        if target == "exact_match_for_tags":
+            return tag in names
+        return any(tag in n for n in names if n)
+
+    alternatives = [a.split() for a in re.split(r"\s+OR\s+", word.strip()) if a.strip()]
+    return any(all(one(t) for t in group) for group in alternatives)
+
+
+def search(
+    works: Sequence[dict[str, Any]], word: str, target: str, start: str | None, end: str | None, sort: str
+) -> list[dict[str, Any]]:
+    """The works a search answers, in its order: matching ``word``, created within
+    ``start``..``end`` (days, inclusive), sorted by ``sort`` (``date_desc`` default,
+    ``date_asc``, ``popular_desc``: bookmarks, then newest id)."""
+    found = [w for w in works if matches(w, word, target)]
+    if start:
+        found = [w for w in found if w["create_date"][:10] >= start]
+    if end:
+        found = [w for w in found if w["create_date"][:10] <= end]
+    if sort == "popular_desc":
+        found.sort(key=lambda w: (-int(w.get("total_bookmarks") or 0), -int(w["id"])))
+    else:
+        found.sort(key=lambda w: (w["create_date"], int(w["id"])), reverse=sort != "date_asc")
+    return found
