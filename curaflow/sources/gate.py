@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 import asyncpg
@@ -155,6 +156,7 @@ class MemoryGate:
 
     Args:
         min_interval_ms / base_ms / cap_ms / decay_after / pause_ms: as for :class:`LedgerGate`.
+        clock: monotonic seconds (tests pass a fake one to walk the ladder without waiting).
     """
 
     def __init__(
@@ -165,8 +167,10 @@ class MemoryGate:
         cap_ms: int = LADDER_CAP_MS,
         decay_after: int = DECAY_AFTER,
         pause_ms: int = PAUSE_MS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.min_interval_ms = min_interval_ms
+        self._clock = clock
         self.base_ms = base_ms
         self.cap_ms = cap_ms
         self.decay_after = decay_after
@@ -181,7 +185,7 @@ class MemoryGate:
     async def acquire(self) -> None:
         """Wait for the next slot (see :class:`Gate`)."""
         async with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             if self._paused_until > now:
                 raise paused(int((self._paused_until - now) * 1000))
             if self._cooldown_until > now:
@@ -197,14 +201,14 @@ class MemoryGate:
         self.successes = 0
         retry_ms = retry_after_s * 1000 if retry_after_s else None
         cooldown = cooldown_ms(self.penalty, retry_ms, base_ms=self.base_ms, cap_ms=self.cap_ms) / 1000
-        now = time.monotonic()
+        now = self._clock()
         self._cooldown_until = max(self._cooldown_until, now + cooldown)
         self._next = max(self._next, self._cooldown_until)
         return self._cooldown_until - now
 
     async def restricted(self) -> float:
         """Pause the account for ``pause_ms``; returns the pause in seconds."""
-        self._paused_until = max(self._paused_until, time.monotonic() + self.pause_ms / 1000)
+        self._paused_until = max(self._paused_until, self._clock() + self.pause_ms / 1000)
         return self.pause_ms / 1000
 
     async def succeeded(self) -> None:

@@ -30,6 +30,7 @@ import asyncio
 import hashlib
 import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -191,6 +192,7 @@ class PixivClient:
             ``<image_host>/<path>`` at the moment it is sent (:meth:`image_url`), so a
             fetch that a dead worker began resumes through another worker's own replay
             server (``http://127.0.0.1:<its port>/i``).
+        clock: monotonic seconds, for the access token's expiry (tests pass a fake one).
     """
 
     def __init__(
@@ -203,8 +205,10 @@ class PixivClient:
         image_referer: str = "https://app-api.pixiv.net/",
         gate: Gate | None = None,
         image_host: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._http = http
+        self._clock = clock
         self.image_host = image_host.rstrip("/") if image_host else None
         self._refresh_token = refresh_token
         self.api_url = api_url.rstrip("/")
@@ -237,7 +241,7 @@ class PixivClient:
                 ``network_error`` / ``remote_http_error`` (retryable) otherwise.
         """
         async with self._auth_lock:
-            if not force and self._access_token and time.monotonic() < self._expires_at - self._margin_s:
+            if not force and self._access_token and self._clock() < self._expires_at - self._margin_s:
                 return self._access_token
             await self._pass_gate()
             try:
@@ -273,7 +277,7 @@ class PixivClient:
             self._access_token = str(body["access_token"])
             lifetime = float(body.get("expires_in") or 3600)
             self._margin_s = refresh_margin_s(lifetime)
-            self._expires_at = time.monotonic() + lifetime
+            self._expires_at = self._clock() + lifetime
             if body.get("refresh_token"):
                 self._refresh_token = str(body["refresh_token"])
             return self._access_token

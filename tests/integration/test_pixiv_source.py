@@ -7,7 +7,6 @@ the same rules is in ``test_source_jobs.py``.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import itertools
 import time
@@ -30,6 +29,7 @@ from curaflow.sources.replay.app import create_replay_app
 from curaflow.sources.replay.data import DeepSet, recorded_works
 from curaflow.sources.scan import ScanCheckpoint, scan
 from tests.fakes.replay import Faults
+from tests.support import FakeClock
 
 
 class Replay:
@@ -98,13 +98,30 @@ async def test_refresh_token_grant_sends_the_app_headers(replay: Replay) -> None
 
 
 async def test_token_near_expiry_is_refreshed_before_use(replay: Replay) -> None:
-    replay.faults.token_ttl_s = 1  # refreshed a tenth of the lifetime before expiry
-    client = replay.client()
+    replay.faults.token_ttl_s = 3600  # Pixiv's lifetime: refreshed 5 min before it runs out
+    clock = FakeClock()
+    client = replay.client(clock=clock)
     await client.search_illust("風景")
-    await asyncio.sleep(0.95)
+    clock.advance(3600 - 300 - 1)
+    await client.search_illust("風景")
+    assert replay.faults.requests.count("auth") == 1  # still outside the margin
+    clock.advance(2)
     await client.search_illust("風景")
     assert replay.faults.requests.count("auth") == 2
     assert not [e for e in replay.faults.log if e.error and "OAuth" in e.error]
+
+
+async def test_a_short_lived_token_is_refreshed_a_tenth_of_its_lifetime_early(replay: Replay) -> None:
+    replay.faults.token_ttl_s = 100
+    clock = FakeClock()
+    client = replay.client(clock=clock)
+    await client.search_illust("風景")
+    clock.advance(89)
+    await client.search_illust("風景")
+    assert replay.faults.requests.count("auth") == 1
+    clock.advance(2)
+    await client.search_illust("風景")
+    assert replay.faults.requests.count("auth") == 2
 
 
 async def test_token_rejected_early_is_refreshed_once_and_the_call_retried(replay: Replay) -> None:
@@ -138,24 +155,42 @@ async def test_invalid_grant_is_auth_failed_after_one_token_request(replay: Repl
 async def test_rate_limit_body_climbs_the_gate_ladder(replay: Replay, fault: str, status: int) -> None:
     replay.faults.search = [fault, fault]
     replay.faults.retry_after_s = None
-    gate = MemoryGate(0, base_ms=200, cap_ms=1000)
+    clock = FakeClock()
+    gate = MemoryGate(0, clock=clock)  # the default ladder: 60 s, doubling, up to 15 min
     client = replay.client(gate=gate)
     with pytest.raises(SourceError) as first:
         await client.search_illust("風景")
     assert first.value.reason == TerminalReason.RATE_LIMITED and first.value.status == status
-    assert first.value.cooldown_s == pytest.approx(0.2, abs=0.05)
+    assert first.value.cooldown_s == 60
     # While cooling down nothing leaves: the next call fails without a request.
     sent = len(replay.faults.log)
+    clock.advance(59)
     with pytest.raises(SourceError) as cooling:
         await client.search_illust("風景")
     assert cooling.value.reason == TerminalReason.RATE_LIMITED and "cooling down" in str(cooling.value)
     assert len(replay.faults.log) == sent
-    await asyncio.sleep(0.25)
+    clock.advance(1)
     with pytest.raises(SourceError) as second:
         await client.search_illust("風景")
-    assert second.value.cooldown_s == pytest.approx(0.4, abs=0.05)  # doubled
-    await asyncio.sleep(0.45)
+    assert second.value.cooldown_s == 120  # doubled
+    assert len(replay.faults.log) == sent + 1
+    clock.advance(120)
     assert (await client.search_illust("風景"))["illusts"]
+
+
+async def test_the_ladder_stops_at_its_cap(replay: Replay) -> None:
+    replay.faults.search = ["rate_limit_429"] * 6
+    replay.faults.retry_after_s = None
+    clock = FakeClock()
+    client = replay.client(gate=MemoryGate(0, clock=clock))
+    cooldowns: list[float] = []
+    for _ in range(6):
+        with pytest.raises(SourceError) as caught:
+            await client.search_illust("風景")
+        assert caught.value.cooldown_s is not None
+        cooldowns.append(caught.value.cooldown_s)
+        clock.advance(caught.value.cooldown_s)
+    assert cooldowns == [60, 120, 240, 480, 900, 900]
 
 
 async def test_retry_after_is_the_floor_of_the_cooldown(replay: Replay) -> None:
