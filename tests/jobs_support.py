@@ -102,11 +102,6 @@ async def intents(pool: asyncpg.Pool, job_id: str) -> dict[str, asyncpg.Record]:
     return {r["route"]: r for r in rows}
 
 
-async def settle(seconds: float = 1.0) -> None:
-    """Give a worker time to (wrongly) do more, before asserting it did not."""
-    await asyncio.sleep(seconds)
-
-
 def gaps(times: list[float]) -> list[float]:
     """Differences between consecutive times."""
     ordered_times = sorted(times)

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
@@ -29,7 +28,7 @@ from typing import Any
 import httpx
 import tomli_w
 
-from tests.support import short_id
+from tests.support import eventually, short_id
 
 
 class RestartablePostgres:
@@ -172,15 +171,14 @@ async def start_api_process(
     api = ApiProcess(process, f"http://127.0.0.1:{port}", log)
     if not wait_healthy:
         return api
-    deadline = time.monotonic() + 60
     async with httpx.AsyncClient() as client:
-        while time.monotonic() < deadline:
+
+        async def healthy() -> bool:
             if process.poll() is not None:
                 raise RuntimeError(log.read_text())
-            try:
-                if (await client.get(api.url + "/health")).status_code == 200:
-                    return api
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.1)
-    raise TimeoutError(log.read_text())
+            return (await client.get(api.url + "/health")).status_code == 200
+
+        await eventually(
+            healthy, timeout_s=60, what=lambda: f"API healthy: {log.read_text()}", ignore=(httpx.HTTPError,)
+        )
+    return api

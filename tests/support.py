@@ -1,5 +1,7 @@
 """Test helpers: a per-test configuration, real worker processes, the API, waiting for jobs.
 
+Waiting for anything goes through :func:`eventually` (the one polling loop of the suite).
+
 Every integration test runs against the session's real Temporal dev server and real
 PostgreSQL. Isolation comes from names: each :class:`Stack` has its own task queue,
 route names and state directory, so dedupe and queues never cross tests.
@@ -9,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import inspect
 import os
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import quote
 
 import asyncpg
 import httpx
@@ -29,6 +34,149 @@ from curaflow.ledger.records import load_job
 from curaflow.temporal import connect
 
 API_TOKEN = "test-token-not-a-secret"
+
+T = TypeVar("T")
+
+
+async def eventually(
+    probe: Callable[[], T | Awaitable[T | None] | None],
+    *,
+    timeout_s: float = 30.0,
+    interval_s: float = 0.1,
+    what: str | Callable[[], str] = "condition",
+    ignore: tuple[type[BaseException], ...] = (),
+) -> T:
+    """Call ``probe`` (sync or async) until it returns a truthy value; return that value.
+
+    Args:
+        probe: the check; a falsy answer means "not yet".
+        timeout_s: how long to keep trying (seconds, from the first call).
+        interval_s: pause between calls (seconds).
+        what: what is awaited, for the error (a callable is evaluated when it is raised,
+            so it can describe the state at the time).
+        ignore: exception types that also mean "not yet" (a service still starting).
+
+    Raises:
+        TimeoutError: ``probe`` never answered truthy within ``timeout_s``; the message
+            holds ``what``, the last answer and the last ignored exception.
+    """
+    deadline = time.monotonic() + timeout_s
+    last: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            answer = probe()
+            if inspect.isawaitable(answer):
+                answer = await answer
+        except ignore as err:
+            error = err
+        else:
+            if answer:
+                return answer  # type: ignore[return-value]
+            last = answer
+        if time.monotonic() > deadline:
+            described = what() if callable(what) else what
+            raise TimeoutError(f"not within {timeout_s:g}s: {described} (last: {last!r}, error: {error!r})")
+        await asyncio.sleep(interval_s)
+
+
+class FakeClock:
+    """A monotonic clock (seconds) that moves only when a test says so, for code that takes
+    a ``clock`` (the Pixiv client's token expiry, :class:`~curaflow.sources.gate.MemoryGate`).
+    """
+
+    def __init__(self, start: float = 10_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock ``seconds`` forward."""
+        self.now += seconds
+
+
+async def closed_status(client: Any, workflow_id: str, timeout_s: float = 30.0) -> Any:
+    """The :class:`~temporalio.client.WorkflowExecutionStatus` of ``workflow_id`` once it
+    closed. An execution not found yet counts as running (the API starts workflows in the
+    background: right after a 202 it may not exist).
+
+    Raises:
+        TimeoutError: still running (or absent) after ``timeout_s``.
+    """
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError, RPCStatusCode
+
+    handle = client.get_workflow_handle(workflow_id)
+
+    async def status() -> Any:
+        try:
+            current = (await handle.describe()).status
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            return None
+        return current if current != WorkflowExecutionStatus.RUNNING else None
+
+    return await eventually(status, timeout_s=timeout_s, what=f"{workflow_id} closed")
+
+
+async def activity_attempts(client: Any, workflow_id: str, timeout_s: float = 30.0) -> dict[str, int]:
+    """Attempts of each activity type (``{"deliver": 1, ...}``) in the closed run of
+    ``workflow_id``, read from its history.
+
+    Waits for the run to close first, so nothing more can be scheduled: a negative
+    assertion ("not sent again") read from these counts needs no sleep. An activity's
+    ``ActivityTaskStarted`` event records the attempt that ended it (Temporal writes no
+    events for the attempts before), so an activity type's count is the sum of those.
+
+    Raises:
+        TimeoutError: the run did not close within ``timeout_s``.
+    """
+    from temporalio.api.enums.v1 import EventType
+
+    await closed_status(client, workflow_id, timeout_s)
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    names: dict[int, str] = {}
+    attempts: dict[str, int] = {}
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            names[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+        elif event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+            started = event.activity_task_started_event_attributes
+            name = names[started.scheduled_event_id]
+            attempts[name] = attempts.get(name, 0) + started.attempt
+    return attempts
+
+
+async def job_in_stage(http: httpx.AsyncClient, job_id: str, stage: str, timeout_s: float = 20.0) -> dict[str, Any]:
+    """The protocol job (``GET /jobs/{id}``) once its ``progress.stage`` is ``stage`` with its
+    lease active (the step is running in a worker now).
+
+    Raises:
+        TimeoutError: not in that stage within ``timeout_s``.
+    """
+    seen: dict[str, Any] = {}
+
+    async def in_stage() -> dict[str, Any] | None:
+        seen.update((await http.get(f"/jobs/{quote(job_id, safe='@')}")).json())
+        return dict(seen) if seen["progress"]["stage"] == stage and seen["lease_active"] else None
+
+    return await eventually(in_stage, timeout_s=timeout_s, interval_s=0.05, what=lambda: f"{job_id} in {stage}: {seen}")
+
+
+async def terminal_job(http: httpx.AsyncClient, job_id: str, timeout_s: float = 60.0) -> dict[str, Any]:
+    """The protocol job (``GET /jobs/{id}``) once its status is terminal.
+
+    Raises:
+        TimeoutError: not terminal within ``timeout_s``.
+    """
+
+    async def terminal() -> dict[str, Any] | None:
+        job = (await http.get(f"/jobs/{quote(job_id, safe='@')}")).json()
+        return dict(job) if job["status"] in ("succeeded", "failed", "cancelled", "expired") else None
+
+    return await eventually(terminal, timeout_s=timeout_s, what=f"job {job_id} terminal")
 
 
 def whsec(seed: str = "curaflow-test") -> str:
@@ -101,15 +249,17 @@ class Stack:
         worker = WorkerProcess(self.worker_env(), log).start()
         self.workers.append(worker)
         if wait:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
+
+            def started() -> bool:
                 if log.exists() and "worker.started" in log.read_text(errors="replace"):
-                    break
+                    return True
                 if not worker.alive():
                     raise RuntimeError(f"worker exited: {log.read_text(errors='replace')[-3000:]}")
-                await asyncio.sleep(0.1)
-            else:
-                raise TimeoutError(f"worker did not start: {log.read_text(errors='replace')[-3000:]}")
+                return False
+
+            await eventually(
+                started, timeout_s=60, what=lambda: f"worker started: {log.read_text(errors='replace')[-3000:]}"
+            )
             await asyncio.sleep(0.3)
         return worker
 
@@ -177,17 +327,31 @@ class Stack:
         assert record is not None, job_id
         return record
 
+    async def attempts(self, job_id: str) -> dict[str, int]:
+        """:func:`activity_attempts` of the job's run, once it closed."""
+        assert self.settings.temporal.address
+        client = await connect(self.settings.temporal.address, self.settings.temporal.namespace)
+        return await activity_attempts(client, job_id)
+
     async def wait_terminal(self, job_id: str, timeout_s: float = 60.0) -> JobRecord:
-        """Wait until the ledger holds ``job_id`` as terminal; returns it."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            record = await self.job(job_id)
-            if record.completed_at is not None:
-                return record
-            if time.monotonic() > deadline:
-                logs = "\n".join(self.worker_log(i + 1)[-2000:] for i in range(len(self.workers)))
-                raise TimeoutError(f"job {job_id} not terminal: {record.model_dump_json()[:2000]}\n{logs}")
-            await asyncio.sleep(0.1)
+        """Wait until the ledger holds ``job_id`` as terminal; returns it.
+
+        Raises:
+            TimeoutError: not terminal within ``timeout_s`` (the record and the workers' logs).
+        """
+
+        seen: list[JobRecord] = []
+
+        async def terminal() -> JobRecord | None:
+            seen[:] = [await self.job(job_id)]
+            return seen[0] if seen[0].completed_at is not None else None
+
+        def what() -> str:
+            record = seen[0].model_dump_json()[:2000] if seen else "never read"
+            logs = "\n".join(self.worker_log(i + 1)[-2000:] for i in range(len(self.workers)))
+            return f"job {job_id} terminal: {record}\n{logs}"
+
+        return await eventually(terminal, timeout_s=timeout_s, what=what)
 
 
 def env_database_url() -> str | None:

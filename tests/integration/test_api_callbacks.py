@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ from curaflow.ledger.pushes import push_states
 from curaflow.pushes import push_workflow_id
 from tests.conftest import StackFactory
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, short_id
+from tests.support import Stack, closed_status, eventually, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -48,19 +47,16 @@ async def all_events(stack: Stack, job_id: str) -> list[dict[str, Any]]:
 async def wait_settled(stack: Stack, job_id: str, timeout_s: float = 60) -> list[dict[str, Any]]:
     """Wait until the job is terminal and every push row is delivered or dead."""
     pool = await stack.ledger()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    async def settled() -> list[dict[str, Any]] | None:
         states = await push_states(pool, job_id)
         events = await all_events(stack, job_id)
-        if (
-            events
-            and events[-1]["type"] in TERMINAL
-            and len(states) == len(events)
-            and all(s["status"] != "pending" for s in states)
-        ):
+        terminal = bool(events) and events[-1]["type"] in TERMINAL
+        if terminal and len(states) == len(events) and all(s["status"] != "pending" for s in states):
             return states
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"pushes not settled: {await push_states(pool, job_id)}")
+        return None
+
+    return await eventually(settled, timeout_s=timeout_s, interval_s=0.2, what=f"pushes of {job_id} settled")
 
 
 async def test_every_event_is_pushed_once_in_order_with_retries(
@@ -148,8 +144,5 @@ async def test_events_written_without_a_workflow_are_pushed_by_the_sweeper(
     assert [json.loads(r.body)["event_id"] for r in webhook.at("/swept")] == [e["event_id"] for e in events]
     described = await temporal_client.get_workflow_handle(push_workflow_id(job_id)).describe()
     assert described.workflow_type == "EventPushWorkflow"
-    deadline = time.monotonic() + 10
-    while described.status == WorkflowExecutionStatus.RUNNING and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-        described = await temporal_client.get_workflow_handle(push_workflow_id(job_id)).describe()
-    assert described.status == WorkflowExecutionStatus.COMPLETED
+    status = await closed_status(temporal_client, push_workflow_id(job_id), timeout_s=10)
+    assert status == WorkflowExecutionStatus.COMPLETED

@@ -9,7 +9,6 @@ reply on a connection the server already closed).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import unicodedata
 import uuid
@@ -25,7 +24,7 @@ from hypothesis import strategies as st
 from tests.conftest import StackFactory
 from tests.schema import check_response, validate
 from tests.services import ApiProcess, RestartablePostgres, free_port, start_api_process
-from tests.support import API_TOKEN, short_id
+from tests.support import API_TOKEN, eventually, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -189,7 +188,7 @@ async def test_a_ledger_outage_is_not_ready_and_its_500s_leave_the_connection_us
         async def not_ready() -> bool:
             return (await http.get("/ready")).status_code == 503
 
-        await until(not_ready, 15, "/ready says 503")
+        await eventually(not_ready, timeout_s=15, what="/ready says 503", ignore=(httpx.HTTPError,))
         body = (await http.get("/ready")).json()
         assert body["checks"]["ledger"]["ok"] is False and body["checks"]["temporal"]["ok"] is True
         assert (await http.get("/health")).status_code == 200
@@ -214,7 +213,7 @@ async def test_a_ledger_outage_is_not_ready_and_its_500s_leave_the_connection_us
         async def ready_again() -> bool:
             return (await http.get("/ready")).status_code == 200
 
-        await until(ready_again, 30, "/ready says 200 again")
+        await eventually(ready_again, timeout_s=30, what="/ready says 200 again", ignore=(httpx.HTTPError,))
 
 
 # ---- broken uploads ---------------------------------------------------------------------------
@@ -308,13 +307,3 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, r
     writer.write(request)
     await writer.drain()
     return await asyncio.wait_for(read_response(reader), 20)
-
-
-async def until(predicate: Any, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            if await predicate():
-                return
-        await asyncio.sleep(0.2)
-    raise TimeoutError(what)

@@ -17,7 +17,7 @@ import pytest
 
 from curaflow.ledger.events import append_event
 from tests.conftest import StackFactory
-from tests.support import Stack, short_id
+from tests.support import Stack, eventually, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -236,9 +236,12 @@ async def test_long_poll_wakes_on_commit_and_times_out_with_an_empty_page(
     # the listener connection dies: it reconnects and long polls still wake on commit
     pid = notifier._conn.get_server_pid()
     await pool.execute("SELECT pg_terminate_backend($1)", pid)
-    deadline = time.monotonic() + 10
-    while (notifier._conn is None or notifier._conn.get_server_pid() == pid) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+    await eventually(
+        lambda: notifier._conn is not None and notifier._conn.get_server_pid() != pid,
+        timeout_s=10,
+        interval_s=0.05,
+        what="the listener reconnected",
+    )
     await asyncio.wait_for(notifier.listening.wait(), 10)
     last = answer["events"][0]["event_id"]
     poll = asyncio.create_task(http.get(f"/jobs/{job_id}/events", params={"after": last, "wait_ms": 20_000}))

@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 import pytest
 from temporalio.client import Client
 
 from tests.conftest import StackFactory
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, short_id, whsec
+from tests.support import Stack, eventually, short_id, terminal_job, whsec
 
 pytestmark = pytest.mark.integration
 
@@ -69,16 +68,6 @@ async def jobs_with_prefix(stack: Stack, prefix: str) -> int:
     return int(await pool.fetchval("SELECT count(*) FROM jobs WHERE idempotency_key LIKE $1", prefix + "%"))
 
 
-async def wait_job(http: httpx.AsyncClient, job_id: str, timeout_s: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job = (await http.get(f"/jobs/{quote(job_id, safe='@')}")).json()
-        if job["status"] in ("succeeded", "failed", "cancelled", "expired"):
-            return dict(job)
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"job {job_id} not terminal")
-
-
 # ---- admission and idempotency --------------------------------------------------------
 
 
@@ -94,7 +83,7 @@ async def test_replay_answers_200_with_the_identical_body_and_first_write_wins(s
 
     replay = await http.post("/jobs", json=task(key, correlation_id="first-corr"))
     assert replay.status_code == 200 and replay.content == first.content
-    await wait_job(http, job["job_id"])
+    await terminal_job(http, job["job_id"])
     # after the job ran, a replay still answers the first admission's body, byte for byte;
     # a different correlation_id / callback_url is accepted but not stored (first write wins)
     later = await http.post(
@@ -140,13 +129,12 @@ async def test_fifty_concurrent_posts_with_one_key_make_one_job(stack: Stack, te
     job_id = answers[0].json()["job"]["job_id"]
     pool = await stack.ledger()
     assert await pool.fetchval("SELECT count(*) FROM jobs WHERE idempotency_key = $1", key) == 1
-    await wait_job(http, job_id)
-    runs = [w async for w in temporal_client.list_workflows(f"WorkflowId = '{job_id}'")]
-    deadline = time.monotonic() + 10
-    while not runs and time.monotonic() < deadline:  # visibility is eventually consistent
-        await asyncio.sleep(0.2)
-        runs = [w async for w in temporal_client.list_workflows(f"WorkflowId = '{job_id}'")]
-    assert len(runs) == 1
+    await terminal_job(http, job_id)
+
+    async def runs() -> list[Any]:  # visibility is eventually consistent
+        return [w async for w in temporal_client.list_workflows(f"WorkflowId = '{job_id}'")]
+
+    assert len(await eventually(runs, timeout_s=10, interval_s=0.2, what="the run listed")) == 1
     accepted = await pool.fetchval(
         "SELECT count(*) FROM job_events WHERE job_id = $1 AND type = 'job.accepted'", job_id
     )
@@ -290,7 +278,7 @@ async def test_target_only_request_runs_the_target_as_configured(stack: Stack) -
     }
     answer = await http.post("/jobs", json=body)
     assert answer.status_code == 202, answer.text
-    job = await wait_job(http, answer.json()["job"]["job_id"])
+    job = await terminal_job(http, answer.json()["job"]["job_id"])
     assert job["status"] == "succeeded"
     pool = await stack.ledger()
     stored = await pool.fetchrow(
@@ -358,7 +346,7 @@ async def test_deadline_ms_is_enforced(make_stack: StackFactory, webhook: Webhoo
     admitted = answer.json()["job"]
     assert admitted["deadline_at"] == admitted["created_at"] + 5000
 
-    job = await wait_job(http, admitted["job_id"], timeout_s=30)
+    job = await terminal_job(http, admitted["job_id"], timeout_s=30)
 
     assert job["status"] == "expired"
     assert job["error"]["code"] == "deadline_exceeded" and job["error"]["retryable"] is True
@@ -389,15 +377,13 @@ async def test_job_fields_while_running_and_when_done(make_stack: StackFactory, 
     path = f"/jobs/{quote(job_id, safe='@')}"
     assert answer.json()["job"]["events_url"] == f"{path}/events"
 
-    deadline = time.monotonic() + 30
-    running: dict[str, Any] = {}
-    while time.monotonic() < deadline:
+    async def delivering() -> dict[str, Any] | None:
         # the send arrived before this read: its step (and lease) committed before it left
         held = bool(webhook.at("/hold"))
-        running = (await http.get(path)).json()
-        if held and running["progress"]["stage"] == "delivering":
-            break
-        await asyncio.sleep(0.1)
+        job: dict[str, Any] = (await http.get(path)).json()
+        return job if held and job["progress"]["stage"] == "delivering" else None
+
+    running = await eventually(delivering, what="the send held while delivering")
     now = int(time.time() * 1000)
     assert running["status"] == "running"
     assert running["started_at"] is not None and running["started_at"] >= running["created_at"]
@@ -406,7 +392,7 @@ async def test_job_fields_while_running_and_when_done(make_stack: StackFactory, 
     assert running["attempt"] >= 1
     assert "result" not in running and "error" not in running
 
-    done = await wait_job(http, job_id)
+    done = await terminal_job(http, job_id)
     assert done["status"] == "succeeded" and done["progress"]["stage"] == "done"
     assert done["lease_active"] is False and done["lease_expires_at"] is None
     result = done["result"]
@@ -421,7 +407,7 @@ async def test_job_fields_while_running_and_when_done(make_stack: StackFactory, 
     assert events[-1]["type"] == "job.succeeded"
 
     failed_id = await http.post("/jobs", json=task(f"nothing-{short_id()}", params={"query": {"tags": ["zz-none"]}}))
-    failed = await wait_job(http, failed_id.json()["job"]["job_id"])
+    failed = await terminal_job(http, failed_id.json()["job"]["job_id"])
     assert failed["status"] == "failed" and "result" not in failed
     assert failed["error"]["code"] == "no_candidate" and failed["error"]["retryable"] is True
     assert failed["error"]["detail"]["internal_code"] == "no_candidate"

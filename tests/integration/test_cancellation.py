@@ -22,7 +22,7 @@ from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.messages import JobState
 from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, short_id, whsec
+from tests.support import Stack, activity_attempts, closed_status, job_in_stage, short_id, whsec
 
 pytestmark = pytest.mark.integration
 
@@ -88,26 +88,6 @@ async def submit(env: Env, target: str) -> str:
     return response.json()["job"]["job_id"]
 
 
-async def wait_stage(env: Env, job_id: str, stage: str, timeout_s: float = 20) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        job = (await env.http.get(f"/jobs/{job_id}")).json()
-        if job["progress"]["stage"] == stage and job["lease_active"]:
-            return
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"{job_id} never reached {stage}: {job}")
-
-
-async def execution_status(env: Env, job_id: str, timeout_s: float = 20) -> WorkflowExecutionStatus:
-    handle = env.client.get_workflow_handle(job_id)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        status = (await handle.describe()).status
-        if status != WorkflowExecutionStatus.RUNNING or time.monotonic() > deadline:
-            return status
-        await asyncio.sleep(0.1)
-
-
 def assert_cancelled(job: dict[str, Any]) -> None:
     assert job["status"] == "cancelled", job
     assert job["error"]["code"] == "cancelled_by_consumer"
@@ -130,7 +110,7 @@ async def assert_cancelled_outcome(env: Env, job_id: str) -> None:
 async def test_http_cancel_while_searching_stops_the_search(env: Env) -> None:
     env.replay.faults.search_delay_s = 30
     job_id = await submit(env, "dir")
-    await wait_stage(env, job_id, "searching")
+    await job_in_stage(env.http, job_id, "searching")
 
     started = time.monotonic()
     response = await env.http.post(f"/jobs/{job_id}/cancel")
@@ -139,7 +119,7 @@ async def test_http_cancel_while_searching_stops_the_search(env: Env) -> None:
     assert response.status_code == 200
     assert_cancelled(response.json())
     assert took < 5, f"cancel took {took:.1f}s with a 1 s heartbeat interval"
-    assert await execution_status(env, job_id) == WorkflowExecutionStatus.CANCELED
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.CANCELED
     await assert_cancelled_outcome(env, job_id)
     state = await env.client.get_workflow_handle(job_id).query("status", result_type=JobState)
     assert state.status == "cancelled"
@@ -148,12 +128,12 @@ async def test_http_cancel_while_searching_stops_the_search(env: Env) -> None:
 async def test_http_cancel_while_fetching_never_delivers(env: Env) -> None:
     env.replay.faults.slow_images_s = 30
     job_id = await submit(env, "hook")
-    await wait_stage(env, job_id, "fetching")
+    await job_in_stage(env.http, job_id, "fetching")
 
     response = await env.http.post(f"/jobs/{job_id}/cancel")
 
     assert_cancelled(response.json())
-    await asyncio.sleep(1.5)
+    assert "deliver" not in await activity_attempts(env.client, job_id)  # closed: it never will be
     assert [r for r in env.hook.received if job_id in r.headers.get("webhook-id", "")] == []
     pool = await env.stack.ledger()
     statuses = await pool.fetch("SELECT status FROM delivery_intents WHERE job_id = $1", job_id)
@@ -181,7 +161,7 @@ async def test_cancel_during_an_in_flight_delivery_reports_what_landed(env: Env)
 async def test_cancel_signal_from_the_temporal_cli(env: Env, temporal_address: str) -> None:
     env.replay.faults.slow_images_s = 30
     job_id = await submit(env, "dir")
-    await wait_stage(env, job_id, "fetching")
+    await job_in_stage(env.http, job_id, "fetching")
 
     subprocess.run(
         [temporal_binary(), "workflow", "signal", "--address", temporal_address, "-w", job_id, "--name", "cancel"],
@@ -190,7 +170,7 @@ async def test_cancel_signal_from_the_temporal_cli(env: Env, temporal_address: s
         timeout=30,
     )
 
-    assert await execution_status(env, job_id) == WorkflowExecutionStatus.CANCELED
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.CANCELED
     record = await env.stack.wait_terminal(job_id, 20)
     assert (record.cells[0].state, record.cells[0].reason) == ("failed", "cancelled_by_consumer")
     assert_cancelled((await env.http.get(f"/jobs/{job_id}")).json())
@@ -201,7 +181,7 @@ async def test_cancel_signal_from_the_temporal_cli(env: Env, temporal_address: s
 async def test_temporal_cancel_request_from_the_cli(env: Env, temporal_address: str) -> None:
     env.replay.faults.search_delay_s = 30
     job_id = await submit(env, "dir")
-    await wait_stage(env, job_id, "searching")
+    await job_in_stage(env.http, job_id, "searching")
 
     subprocess.run(
         [temporal_binary(), "workflow", "cancel", "--address", temporal_address, "-w", job_id],
@@ -210,7 +190,7 @@ async def test_temporal_cancel_request_from_the_cli(env: Env, temporal_address: 
         timeout=30,
     )
 
-    assert await execution_status(env, job_id) == WorkflowExecutionStatus.CANCELED
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.CANCELED
     await env.stack.wait_terminal(job_id, 20)
     assert_cancelled((await env.http.get(f"/jobs/{job_id}")).json())
     await assert_cancelled_outcome(env, job_id)
@@ -219,11 +199,11 @@ async def test_temporal_cancel_request_from_the_cli(env: Env, temporal_address: 
 async def test_handle_cancel_with_reason(env: Env) -> None:
     env.replay.faults.slow_images_s = 30
     job_id = await submit(env, "dir")
-    await wait_stage(env, job_id, "fetching")
+    await job_in_stage(env.http, job_id, "fetching")
 
     await env.client.get_workflow_handle(job_id).cancel(reason="cancelled_by_consumer")
 
-    assert await execution_status(env, job_id) == WorkflowExecutionStatus.CANCELED
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.CANCELED
     await env.stack.wait_terminal(job_id, 20)
     assert_cancelled((await env.http.get(f"/jobs/{job_id}")).json())
 
@@ -240,13 +220,13 @@ async def test_cancelling_a_terminal_job_is_a_no_op(env: Env) -> None:
     assert first.status_code == second.status_code == 200
     assert first.json() == second.json() == before
     assert before["status"] == "succeeded"
-    assert await execution_status(env, job_id) == WorkflowExecutionStatus.COMPLETED
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.COMPLETED
 
 
 async def test_second_cancel_returns_an_identical_body(env: Env) -> None:
     env.replay.faults.search_delay_s = 30
     job_id = await submit(env, "dir")
-    await wait_stage(env, job_id, "searching")
+    await job_in_stage(env.http, job_id, "searching")
 
     first = await env.http.post(f"/jobs/{job_id}/cancel")
     second = await env.http.post(f"/jobs/{job_id}/cancel")
@@ -277,7 +257,7 @@ async def test_cancel_before_the_workflow_exists_still_ends_canceled(env: Env) -
     # The API's background starter gets to it now: the workflow finds the cancel in the
     # ledger and ends the execution Canceled instead of running (or completing) the job.
     await Admitter(env.stack.settings, pool, env.client).start(job_id)
-    assert await execution_status(env, job_id) == WorkflowExecutionStatus.CANCELED
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.CANCELED
     assert_cancelled((await env.http.get(f"/jobs/{job_id}")).json())
     await assert_cancelled_outcome(env, job_id)
 
@@ -285,7 +265,7 @@ async def test_cancel_before_the_workflow_exists_still_ends_canceled(env: Env) -
 async def test_a_cancel_recorded_in_the_ledger_but_lost_on_the_way_to_temporal(env: Env) -> None:
     env.replay.faults.search_delay_s = 2
     job_id = await submit(env, "hook")
-    await wait_stage(env, job_id, "searching")
+    await job_in_stage(env.http, job_id, "searching")
     pool = await env.stack.ledger()
     # What POST /jobs/{id}/cancel writes first; its Temporal cancel request is "lost".
     await pool.execute(
@@ -294,7 +274,7 @@ async def test_a_cancel_recorded_in_the_ledger_but_lost_on_the_way_to_temporal(e
         int(time.time() * 1000),
     )
 
-    assert await execution_status(env, job_id, timeout_s=30) == WorkflowExecutionStatus.CANCELED
+    assert await closed_status(env.client, job_id, timeout_s=30) == WorkflowExecutionStatus.CANCELED
     record = await env.stack.wait_terminal(job_id, 20)
     assert (record.cells[0].state, record.cells[0].reason) == ("failed", "cancelled_by_consumer")
     assert_cancelled((await env.http.get(f"/jobs/{job_id}")).json())
@@ -305,7 +285,7 @@ async def test_a_cancel_recorded_in_the_ledger_but_lost_on_the_way_to_temporal(e
 async def test_any_cancel_signal_argument_cancels(env: Env, temporal_address: str, payload: str) -> None:
     env.replay.faults.slow_images_s = 30
     job_id = await submit(env, "dir")
-    await wait_stage(env, job_id, "fetching")
+    await job_in_stage(env.http, job_id, "fetching")
 
     subprocess.run(
         [temporal_binary(), "workflow", "signal", "--address", temporal_address, "-w", job_id, "--name", "cancel",
@@ -315,6 +295,6 @@ async def test_any_cancel_signal_argument_cancels(env: Env, temporal_address: st
         timeout=30,
     )  # fmt: skip
 
-    assert await execution_status(env, job_id) == WorkflowExecutionStatus.CANCELED
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.CANCELED
     await env.stack.wait_terminal(job_id, 20)
     assert_cancelled((await env.http.get(f"/jobs/{job_id}")).json())

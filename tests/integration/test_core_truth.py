@@ -26,12 +26,11 @@ import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.devstack.temporal import temporal_binary
 from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import WebhookReceiver
-from tests.support import Stack, short_id, whsec
+from tests.support import Stack, activity_attempts, closed_status, eventually, job_in_stage, short_id, whsec
 
 pytestmark = pytest.mark.integration
 
@@ -109,36 +108,6 @@ async def submit(env: Env, target: str, **extra: Any) -> str:
     return str(response.json()["job"]["job_id"])
 
 
-async def wait_stage(env: Env, job_id: str, stage: str, timeout_s: float = 20) -> None:
-    deadline = time.monotonic() + timeout_s
-    job: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        job = (await env.http.get(f"/jobs/{job_id}")).json()
-        if job["progress"]["stage"] == stage and job["lease_active"]:
-            return
-        await asyncio.sleep(0.05)
-    raise TimeoutError(f"{job_id} never reached {stage}: {job}")
-
-
-async def closed(env: Env, job_id: str, timeout_s: float = 30) -> WorkflowExecutionStatus:
-    """The job's execution status once it closed (the API starts workflows in the background:
-    right after a 202 the execution may not exist yet)."""
-    handle = env.client.get_workflow_handle(job_id)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            status = (await handle.describe()).status
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND or time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.1)
-            continue
-        if status != WorkflowExecutionStatus.RUNNING or time.monotonic() > deadline:
-            assert status is not None
-            return status
-        await asyncio.sleep(0.1)
-
-
 async def cancel_by(env: Env, path: str, job_id: str) -> None:
     """Cancel ``job_id`` the way a consumer or an operator does: ``http``, ``signal``
     (``temporal workflow signal --name cancel``) or ``temporal`` (``temporal workflow cancel``)."""
@@ -193,7 +162,7 @@ async def test_a_cancelled_job_reports_the_delivery_that_landed(env: Env, path: 
 
     await cancel_by(env, path, job_id)
 
-    assert await closed(env, job_id) == WorkflowExecutionStatus.CANCELED
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.CANCELED
     record = await env.stack.wait_terminal(job_id, 30)
     work_id = record.cells[0].work_id
     job = (await env.http.get(f"/jobs/{job_id}")).json()
@@ -234,7 +203,7 @@ async def test_nothing_is_fetched_or_sent_after_the_deadline(env: Env) -> None:
     env.replay.faults.slow_images_s = 4  # the fetch is in flight when the deadline fires
     job_id = await submit(env, "demo", deadline_ms=2500)
 
-    assert await closed(env, job_id) != WorkflowExecutionStatus.RUNNING
+    assert await closed_status(env.client, job_id) != WorkflowExecutionStatus.RUNNING
     record = await env.stack.wait_terminal(job_id, 30)
 
     assert await work_scheduled_after_barrier(env, job_id) == []
@@ -255,13 +224,13 @@ async def test_nothing_is_fetched_or_sent_after_the_deadline(env: Env) -> None:
 async def test_every_cancel_path_is_a_barrier(env: Env, path: str) -> None:
     env.replay.faults.slow_images_s = 3  # the fetch is in flight when the cancel comes
     job_id = await submit(env, "demo")
-    await wait_stage(env, job_id, "fetching")
+    await job_in_stage(env.http, job_id, "fetching")
 
     await cancel_by(env, path, job_id)
 
-    assert await closed(env, job_id) == WorkflowExecutionStatus.CANCELED
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.CANCELED
     record = await env.stack.wait_terminal(job_id, 30)
-    await asyncio.sleep(0.5)
+    assert "deliver" not in await activity_attempts(env.client, job_id)
     assert record.cancel_requested_at is not None, "the cancel was not recorded in the ledger"
     assert await work_scheduled_after_barrier(env, job_id) == []
     assert posts_for(env, job_id) == []
@@ -277,7 +246,7 @@ async def test_every_cancel_path_is_a_barrier(env: Env, path: str) -> None:
 async def test_a_terminated_run_converges_at_once_with_its_own_reason(env: Env) -> None:
     env.replay.faults.search_delay_s = 30
     job_id = await submit(env, "demo")
-    await wait_stage(env, job_id, "searching")
+    await job_in_stage(env.http, job_id, "searching")
 
     await env.client.get_workflow_handle(job_id).terminate(reason="operator: wrong query")
     started = time.monotonic()
@@ -325,15 +294,19 @@ async def test_finish_resumes_quickly_after_its_worker_is_killed(
         await blocker.execute("LOCK TABLE outcomes IN SHARE ROW EXCLUSIVE MODE")
         job_id = await stack.admit(stack.task(target_id="demo"))
         handle = client.get_workflow_handle(job_id)
-        identity = ""
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not identity:
+
+        async def finishing_worker() -> str:
             desc = await handle.describe()
-            for pending in desc.raw_description.pending_activities:
-                if pending.activity_type.name == "finish" and pending.last_worker_identity:
-                    identity = pending.last_worker_identity
-            await asyncio.sleep(0.1)
-        assert identity, "finish never started"
+            return next(
+                (
+                    pending.last_worker_identity
+                    for pending in desc.raw_description.pending_activities
+                    if pending.activity_type.name == "finish" and pending.last_worker_identity
+                ),
+                "",
+            )
+
+        identity = await eventually(finishing_worker, what="finish started")
         pid = int(identity.split("@", 1)[0])
         victim = next(w for w in workers if w.pid == pid)
         victim.kill()

@@ -7,7 +7,6 @@ that check what they receive against the platforms' limits.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -24,11 +23,10 @@ from tests.jobs_support import (
     discord_route,
     intents,
     ordered,
-    settle,
     telegram_route,
     webhook_route,
 )
-from tests.support import Stack, short_id
+from tests.support import Stack, eventually, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -126,11 +124,11 @@ async def test_an_ambiguous_telegram_timeout_does_not_produce_a_second_post(
     stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram, timeout_ms=500)}, tags=["ゆずソフト"])
     await stack.start_worker()
     record = await run_job(stack, ["ゆずソフト"])
-    await settle(1.5)
 
     cell = record.cells[0]
     assert (cell.state, cell.reason) == ("failed", "delivery_unknown")
     assert "not sent again" in (cell.reason_message or "")
+    assert (await stack.attempts(record.job_id))["deliver"] == 1
     assert len(telegram.requests) == 1 and len(telegram.messages) == 1
     pool = await stack.ledger()
     assert (await intents(pool, record.job_id))[tg]["status"] == "unknown"
@@ -167,10 +165,10 @@ async def test_two_routes_where_one_fails_permanently(
     stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram), hook: webhook_route(webhook)})
     await stack.start_worker()
     record = await run_job(stack)
-    await settle(1.0)
 
     cell = record.cells[0]
     assert (cell.state, cell.reason) == ("failed", "delivery_rejected")
+    assert (await stack.attempts(record.job_id))["deliver"] == 2  # one per route, none retried
     assert len(telegram.requests) == 1  # non-retryable: no second attempt
     assert len(webhook.received) == 1  # the other route delivered, once, with its own intent
     by_route = await intents(await stack.ledger(), record.job_id)
@@ -315,12 +313,11 @@ async def test_a_worker_killed_mid_send_is_ambiguous_and_never_re_posts(
     stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram, timeout_ms=30_000)}, tags=["ゆずソフト"])
     doomed = await stack.start_worker()
     job_id = await stack.admit(stack.task(query={"tags": ["ゆずソフト"]}))
-    while not telegram.messages:
-        await asyncio.sleep(0.05)
+    await eventually(lambda: telegram.messages, interval_s=0.05, what="the post landed")
     doomed.kill()
     await stack.start_worker()
     record = await stack.wait_terminal(job_id, timeout_s=60)
-    await settle(1.0)
+    assert (await stack.attempts(job_id))["deliver"] == 2  # the killed one and the one that refused
 
     cell = record.cells[0]
     assert (cell.state, cell.reason) == ("failed", "delivery_unknown")

@@ -7,11 +7,9 @@ worker and ``curaflow dev``'s workers export on their ``/metrics``.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,7 @@ from curaflow.ledger.events import append_event
 from curaflow.ledger.jobs import NewJob, insert_job
 from curaflow.ledger_gauges import LedgerGauges, refresh
 from tests.conftest import StackFactory
-from tests.support import short_id
+from tests.support import eventually, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -154,18 +152,20 @@ async def test_gauges_report_open_stuck_dead_letters_cooldowns_and_deliveries(ow
 
 
 async def scrape(url: str, needle: str, timeout_s: float = 30.0) -> str:
-    deadline = time.monotonic() + timeout_s
     async with httpx.AsyncClient(timeout=5) as http:
-        while True:
-            try:
-                text = (await http.get(url)).text
-                if needle in text:
-                    return text
-            except httpx.HTTPError:
-                text = ""
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{needle!r} never in {url}:\n{text[-3000:]}")
-            await asyncio.sleep(0.2)
+        seen = [""]
+
+        async def scraped() -> str | None:
+            seen[0] = (await http.get(url)).text
+            return seen[0] if needle in seen[0] else None
+
+        return await eventually(
+            scraped,
+            timeout_s=timeout_s,
+            interval_s=0.2,
+            what=lambda: f"{needle!r} in {url}:\n{seen[0][-3000:]}",
+            ignore=(httpx.HTTPError,),
+        )
 
 
 async def test_the_api_exports_the_gauges_and_no_worker_up_and_a_worker_exports_both(

@@ -20,7 +20,7 @@ from curaflow.domain.projection import job_status
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer, work_ids_with_tag
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import InProcessWorker, Stack, short_id, whsec
+from tests.support import InProcessWorker, Stack, eventually, short_id, whsec
 
 pytestmark = pytest.mark.integration
 
@@ -37,18 +37,6 @@ def config(tmp_path: Path, replay: ReplayServer, routes: dict[str, Any], **extra
 
 def directory(tmp_path: Path) -> dict[str, Any]:
     return {f"out-{short_id()}": {"kind": "directory", "path": str(tmp_path / "out")}}
-
-
-async def until(predicate: Any, timeout_s: float = 30, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return
-        await asyncio.sleep(0.05)
-    raise TimeoutError(what)
 
 
 async def cell_stage(stack: Stack, job_id: str) -> str:
@@ -78,7 +66,7 @@ async def test_sigkill_mid_search_resumes_from_the_checkpoint(
         cp = await pool.fetchval("SELECT search_checkpoint FROM cells WHERE job_id = $1", job_id)
         return bool(cp) and cp["scan"]["pages"] == 1
 
-    await until(checkpointed, what="first page checkpointed")
+    await eventually(checkpointed, what="first page checkpointed")
     worker.kill()
     await stack.start_worker()
     record = await stack.wait_terminal(job_id, 60)
@@ -99,8 +87,8 @@ async def test_sigkill_mid_fetch_resumes_and_delivers_once(
     replay.faults.slow_images_s = 3
     worker = await stack.start_worker()
     job_id = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
-    await until(lambda: cell_stage(stack, job_id), what="started")
-    await until(lambda: any("/i/" in line for line in replay.log), what="image requested")
+    await eventually(lambda: cell_stage(stack, job_id), what="started")
+    await eventually(lambda: any("/i/" in line for line in replay.log), what="image requested")
     worker.kill()
     replay.faults.slow_images_s = 0
     await stack.start_worker()
@@ -152,7 +140,7 @@ async def test_stalled_cell_expires_even_with_no_worker_running(
     worker = await stack.start_worker()
     http = await stack.start_api()
     job_id = (await http.post("/jobs", json=stack.task(query={"tags": ["オリジナル"]}))).json()["job"]["job_id"]
-    await until(lambda: any("/i/" in line for line in replay.log), what="image requested")
+    await eventually(lambda: any("/i/" in line for line in replay.log), what="image requested")
     worker.kill()
 
     record = await stack.wait_terminal(job_id, 30)
@@ -297,14 +285,14 @@ async def test_sigkill_mid_fetch_in_replay_mode_resumes_on_the_other_worker(
         }
     )
     first = await stack.start_worker()
-    await until(lambda: "source_queue.owned" in stack.worker_log(1), what="the first worker owns the source queue")
+    await eventually(lambda: "source_queue.owned" in stack.worker_log(1), what="the first worker owns the source queue")
     await stack.start_worker()
     job_id = await stack.admit(stack.task(target_id="demo"))
 
     async def fetching() -> bool:
         return await cell_stage(stack, job_id) == "fetching"
 
-    await until(fetching, timeout_s=60, what="fetching")
+    await eventually(fetching, timeout_s=60, what="fetching")
     await asyncio.sleep(2.0)  # a page or two are on disk
     first.kill()
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from temporalio.client import Client
 
 from curaflow.ledger.finish import finish_job
 from tests.conftest import StackFactory
-from tests.support import short_id
+from tests.support import eventually, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -72,12 +71,11 @@ async def test_search_attributes_let_operators_filter_jobs(
         f"WorkflowId = '{job_id}' AND JobStatus = 'failed' AND BusinessStatus = 'no_candidate' "
         "AND JobType = 'candidate_search' AND TargetIds = 'demo'"
     )
-    deadline = time.monotonic() + 20
-    found: list[str] = []
-    while time.monotonic() < deadline and not found:
-        found = [w.id async for w in temporal_client.list_workflows(query)]
-        await asyncio.sleep(0.3)
-    assert found == [job_id]
+
+    async def found() -> list[str]:
+        return [w.id async for w in temporal_client.list_workflows(query)]
+
+    assert await eventually(found, timeout_s=20, what="the job listed by its search attributes") == [job_id]
 
 
 async def test_capabilities_show_the_resolved_budgets(make_stack: StackFactory, tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ import contextlib
 import os
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from curaflow import schedules as plans
 from curaflow.config import load_settings
 from curaflow.domain.occurrence import occurrence_job_id
 from tests.conftest import StackFactory
-from tests.support import Stack, short_id
+from tests.support import Stack, eventually, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -32,16 +31,6 @@ def plan_config(tmp_path: Path, plan_id: str, **plan: Any) -> dict[str, Any]:
         "schedules": [{"id": plan_id, "cron": ["0 3 * * *"], "timezone": "Asia/Tokyo", "target_ids": ["demo"], **plan}],
         "max_fallback_passes": 2,
     }
-
-
-async def wait_for(predicate: Any, timeout_s: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = await predicate()
-        if value:
-            return value
-        await asyncio.sleep(0.2)
-    raise TimeoutError(what)
 
 
 async def scheduled_jobs(stack: Stack, plan_id: str) -> list[Any]:
@@ -85,7 +74,7 @@ async def test_sync_is_idempotent_prints_updates_and_deletes(
 
         # removing the plan from the config deletes the schedule (only ours: memo task queue)
         gone = settings.model_copy(update={"schedules": []})
-        deleted = await wait_for(
+        deleted = await eventually(
             lambda: _deleted(client, gone, plan_id), timeout_s=20, what="owned schedule listed for deletion"
         )
         assert [c.render() for c in deleted] == [f"- {plan_id}"]
@@ -104,7 +93,7 @@ async def test_sync_with_no_plan_configured_deletes_nothing_without_allow_empty(
     try:
         await plans.sync_schedules(client, stack.settings)
         empty = stack.settings.model_copy(update={"schedules": []})
-        await wait_for(lambda: _deleted(client, empty, plan_id, dry_run=True), timeout_s=20, what="schedule listed")
+        await eventually(lambda: _deleted(client, empty, plan_id, dry_run=True), timeout_s=20, what="schedule listed")
         del stack.config["schedules"]
         stack.config_path.write_text(__import__("tomli_w").dumps(stack.config))
 
@@ -152,7 +141,7 @@ async def test_trigger_starts_one_job_with_the_canonical_id_and_a_duplicate_conv
         await plans.sync_schedules(client, stack.settings)
         before = datetime.now(UTC)
         await plans.trigger(client, plan_id)
-        rows = await wait_for(lambda: scheduled_jobs(stack, plan_id), what="scheduled job in the ledger")
+        rows = await eventually(lambda: scheduled_jobs(stack, plan_id), what="scheduled job in the ledger")
         after = datetime.now(UTC)
         assert len(rows) == 1
         row = rows[0]
@@ -215,7 +204,7 @@ async def test_overlapping_trigger_is_skipped_and_reported(
         async def skipped() -> Any:
             return (await client.get_schedule_handle(plan_id).describe()).info.num_actions_skipped_overlap
 
-        assert await wait_for(skipped, timeout_s=20, what="overlap skip counted") == 1
+        assert await eventually(skipped, timeout_s=20, what="overlap skip counted") == 1
         missed = await plans.watch_tick(pool, client, stack.settings)
         assert [(m.schedule_id, m.skipped_overlap, m.missed_catchup) for m in missed] == [(plan_id, 1, 0)]
         # reported once only
@@ -225,7 +214,7 @@ async def test_overlapping_trigger_is_skipped_and_reported(
         assert SCHEDULE_MISSED.labels(schedule_id=plan_id, why="skipped_overlap")._value.get() == 1
         # a worker then runs the one occurrence that was not skipped
         await stack.start_worker()
-        rows = await wait_for(lambda: scheduled_jobs(stack, plan_id), what="scheduled job")
+        rows = await eventually(lambda: scheduled_jobs(stack, plan_id), what="scheduled job")
         assert len(rows) == 1
         await stack.wait_terminal(rows[0]["job_id"])
     finally:

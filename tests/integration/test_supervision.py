@@ -28,7 +28,7 @@ from curaflow.ledger.jobs import NewJob, insert_job
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
 from tests.services import RestartablePostgres, free_port, start_api_process
-from tests.support import Stack, short_id
+from tests.support import Stack, eventually, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -61,18 +61,6 @@ async def fresh_ledger(stack: Stack) -> asyncpg.Pool:
         stack.pool.terminate()
         stack.pool = None
     return await stack.ledger()
-
-
-async def until(predicate: Any, timeout_s: float = 30, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        await asyncio.sleep(0.1)
-    raise TimeoutError(what)
 
 
 def sample(text: str, name: str, **labels: str) -> float | None:
@@ -127,7 +115,7 @@ async def test_a_worker_serves_new_jobs_after_a_postgresql_restart(
         async def ready_again() -> bool:
             return (await http.get(ready_url)).status_code == 200
 
-        await until(ready_again, 30, "/ready 200 after the restart")
+        await eventually(ready_again, timeout_s=30, what="/ready 200 after the restart")
 
     second = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
     record = await stack.wait_terminal(second, 90)
@@ -221,7 +209,9 @@ async def test_the_reconciler_loop_survives_an_exception_of_any_type(
     stop = asyncio.Event()
     loop = asyncio.create_task(reconciler.run_forever(ledger_pool, start, 0.2, stop))
     try:
-        await until(lambda: job_id in started or loop.done(), 20, "the job started by the reconciler")
+        await eventually(
+            lambda: job_id in started or loop.done(), timeout_s=20, what="the job started by the reconciler"
+        )
         assert job_id in started, loop
         assert errors() - before == 2
     finally:
@@ -252,7 +242,7 @@ async def test_a_killed_listen_connection_is_replaced_and_long_polls_still_wake(
             now = {r["pid"] for r in await pool.fetch(listeners)}
             return bool(now - old)
 
-        await until(replaced, 20, "a new LISTEN connection")
+        await eventually(replaced, timeout_s=20, what="a new LISTEN connection")
     assert errors() - before >= 2
 
     poll = asyncio.create_task(
@@ -335,7 +325,7 @@ async def test_a_worker_rides_out_a_temporal_outage_and_says_so(
                     return body
                 return None
 
-            body = await until(temporal_down, 30, "/ready names Temporal")
+            body = await eventually(temporal_down, timeout_s=30, what="/ready names Temporal")
             assert body["checks"]["ledger"]["ok"] is True
             assert worker.alive()
 
@@ -344,7 +334,7 @@ async def test_a_worker_rides_out_a_temporal_outage_and_says_so(
             async def ready_again() -> bool:
                 return (await http.get(ready_url)).status_code == 200
 
-            await until(ready_again, 60, "/ready 200 once Temporal is back")
+            await eventually(ready_again, timeout_s=60, what="/ready 200 once Temporal is back")
         second = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
         assert (await stack.wait_terminal(second, 90)).cells[0].state == "submitted"
         assert worker.alive()

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from curaflow.devstack.temporal import TemporalDevServer
-from tests.support import Stack, short_id
+from tests.support import Stack, eventually, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -82,11 +82,11 @@ async def _all_text(page: Any) -> str:
 
 async def _wait_for_text(page: Any, needle: str, timeout_s: float = 60.0) -> None:
     """Poll the page's visible text (the UI's CSP forbids evaluated predicates)."""
-    for _ in range(int(timeout_s * 4)):
-        if needle in await _all_text(page):
-            return
-        await page.wait_for_timeout(250)
-    raise TimeoutError(f"{needle!r} never shown")
+
+    async def shown() -> bool:
+        return needle in await _all_text(page)
+
+    await eventually(shown, timeout_s=timeout_s, interval_s=0.25, what=f"{needle!r} shown")
 
 
 async def _browse(stack: Stack, ui: str) -> None:

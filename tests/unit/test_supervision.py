@@ -10,20 +10,14 @@ from prometheus_client import REGISTRY
 from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.supervision import Beat, SupervisionPolicy, Supervisor
+from tests.support import eventually
 
+QUICK: dict[str, float] = {"timeout_s": 5.0, "interval_s": 0.005}  # the loops here run in milliseconds
 FAST = SupervisionPolicy(initial_backoff_s=0.01, max_backoff_s=0.04, fatal_after_s=0.3)
 
 
 def errors(loop: str) -> float:
     return REGISTRY.get_sample_value("curaflow_background_errors_total", {"loop": loop}) or 0.0
-
-
-async def until(predicate, timeout_s: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise TimeoutError
-        await asyncio.sleep(0.005)
 
 
 def test_backoff_doubles_up_to_its_cap() -> None:
@@ -56,7 +50,7 @@ async def test_any_exception_is_survived_counted_and_reported_until_the_loop_rec
 
     before = errors("unit-any")
     sup.loop("unit-any", body)
-    await until(lambda: runs == 6 and sup.checks()["loop:unit-any"]["ok"] is True)
+    await eventually(lambda: runs == 6 and sup.checks()["loop:unit-any"]["ok"] is True, **QUICK)
 
     assert errors("unit-any") - before == 5
     assert all(c["ok"] is False and "failing" in str(c["detail"]) for c in checks_while_failing)
@@ -75,7 +69,7 @@ async def test_a_loop_that_does_not_recover_fails_the_process_once() -> None:
         raise OSError("connection refused")
 
     sup.loop("unit-down", body)
-    await until(lambda: bool(reasons))
+    await eventually(lambda: bool(reasons), **QUICK)
     await asyncio.sleep(0.1)
 
     assert len(reasons) == 1 and "unit-down has not recovered" in reasons[0] and "OSError" in reasons[0]
@@ -98,7 +92,7 @@ async def test_without_a_fatal_handler_the_loop_keeps_trying() -> None:
         await stop.wait()
 
     sup.loop("unit-keeps", body)
-    await until(lambda: sup.checks()["loop:unit-keeps"]["ok"] is True)
+    await eventually(lambda: sup.checks()["loop:unit-keeps"]["ok"] is True, **QUICK)
 
     assert sup.failure is not None  # logged as unrecoverable, yet nobody could restart the process
     stop.set()
@@ -137,7 +131,7 @@ async def test_a_body_that_returns_while_the_process_runs_is_a_failure_unless_fi
     before = errors("unit-returns")
     sup.loop("unit-returns", endless)
     sup.loop("unit-finite", finite, finite=True)
-    await until(lambda: runs["endless"] >= 3)
+    await eventually(lambda: runs["endless"] >= 3, **QUICK)
 
     assert errors("unit-returns") - before >= 2
     assert runs["finite"] == 1 and sup.checks()["loop:unit-finite"] == {"ok": True}
@@ -158,7 +152,7 @@ async def test_every_bounds_a_hung_tick_and_recovers() -> None:
 
     before = errors("unit-hung")
     sup.every("unit-hung", 0.01, tick, timeout_s=0.1)
-    await until(lambda: ticks >= 3)
+    await eventually(lambda: ticks >= 3, **QUICK)
 
     assert errors("unit-hung") - before == 1
     stop.set()
@@ -175,7 +169,7 @@ async def test_a_critical_task_that_ends_fails_the_process_at_once() -> None:
         raise RuntimeError("Worker failed: fatal poll error")
 
     sup.critical("unit-worker", worker_run())
-    await until(lambda: bool(reasons))
+    await eventually(lambda: bool(reasons), **QUICK)
 
     assert "unit-worker RuntimeError: Worker failed" in reasons[0]
     assert sup.checks()["loop:unit-worker"]["ok"] is False

@@ -27,6 +27,7 @@ from curaflow.domain.messages import JobInput, JobState
 from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceAdmission, OccurrenceInput
 from curaflow.domain.verdicts import FailureKind, FinishCause
 from curaflow.worker import sandbox_runner
+from tests.support import closed_status, eventually
 from tests.workflow.fakes import Act, Fakes, job_input
 from workflows.job import JobWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
@@ -60,21 +61,17 @@ class Env:
         )
 
     async def called(self, step: str, timeout_s: float = 10) -> None:
-        deadline = time.monotonic() + timeout_s
-        while step not in self.fakes.steps():
-            assert time.monotonic() < deadline, f"{step} never called: {self.fakes.steps()}"
-            await asyncio.sleep(0.02)
+        await eventually(
+            lambda: step in self.fakes.steps(),
+            timeout_s=timeout_s,
+            interval_s=0.02,
+            what=lambda: f"{step} called: {self.fakes.steps()}",
+        )
         await asyncio.sleep(0.2)  # its attempt is running
 
     async def closed(self, handle: WorkflowHandle[Any, Any], timeout_s: float = 20) -> WorkflowExecutionStatus:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            status = (await handle.describe()).status
-            if status != WorkflowExecutionStatus.RUNNING:
-                assert status is not None
-                return status
-            assert time.monotonic() < deadline, "still running"
-            await asyncio.sleep(0.05)
+        status: WorkflowExecutionStatus = await closed_status(self.client, handle.id, timeout_s)
+        return status
 
     async def scheduled(self, handle: WorkflowHandle[Any, Any]) -> list[tuple[int, str]]:
         """``(event id, activity type)`` of every scheduled activity."""
@@ -301,10 +298,11 @@ async def test_a_bug_in_the_workflow_fails_the_task_not_the_job(
     env = Env(temporal_client, temporal_address)
     async with workers(env, sandboxed=False):
         handle = await env.start(env.job())
-        deadline = time.monotonic() + 15
-        while not await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED):
-            assert time.monotonic() < deadline, "the workflow task never failed"
-            await asyncio.sleep(0.1)
+        await eventually(
+            lambda: env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED),
+            timeout_s=15,
+            what="the workflow task failed",
+        )
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
         assert env.fakes.finishes == []  # no verdict: the code must be fixed, then it replays
         await handle.terminate("test over")
