@@ -9,11 +9,11 @@ from collections.abc import Callable
 from typing import Any
 
 from activities.admit import AdmitActivity
-from activities.callbacks import PushActivity
 from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps
 from activities.fetch import FetchActivity
 from activities.finish import FinishActivity
+from activities.pushes import PushActivity
 from activities.scheduled import ScheduledActivity
 from activities.search import SearchActivity
 

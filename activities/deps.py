@@ -51,7 +51,7 @@ class ActivityDeps:
     _clients: dict[str, httpx.AsyncClient] = field(default_factory=dict)
 
     def client_for(self, purpose: str) -> httpx.AsyncClient:
-        """The HTTP client of one route (``route:<name>``) or of callbacks (``callbacks``).
+        """The HTTP client of one route (``route:<name>``) or of event pushes (``pushes``).
 
         Pool size: ``delivery.max_connections`` per client.
         """

@@ -7,7 +7,7 @@ to be unavailable (image 403/404) is released, remembered for the account
 (``pixiv.unavailable_ttl_ms``: later jobs skip it without a request) and the next
 stored candidate is bound (provisional release, reference §1.1); when none is left the
 cell ends ``no_candidate`` — or, in a scheduled job, goes back to a wider ``search``
-when :func:`~curaflow.domain.fallback.another_stage` allows it (the released works stay
+when :func:`~curaflow.domain.fallback.another_pass` allows it (the released works stay
 excluded for this cell).
 
 A page is recorded complete only once it decodes fully (:mod:`curaflow.artifacts`): a
@@ -25,7 +25,7 @@ from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, source_failure
 from activities.heartbeat import Heartbeater
 from curaflow.domain.cells import CellStage, CellState, is_terminal
-from curaflow.domain.fallback import another_stage
+from curaflow.domain.fallback import another_pass
 from curaflow.domain.messages import CellUpdate, FetchInput
 from curaflow.domain.models import CandidateReport
 from curaflow.domain.reasons import TerminalReason, no_candidate_reason
@@ -119,15 +119,15 @@ class FetchActivity:
                         if (
                             nxt.state == CellState.PENDING
                             and nxt.work_id is None
-                            and another_stage(
-                                stage=inp.fallback_stage,
-                                max_stages=inp.max_fallback_stages,
+                            and another_pass(
+                                fallback_pass=inp.fallback_stage,
+                                max_passes=inp.max_fallback_stages,
                                 scan_limit=target.scan_limit,
                                 report=nxt.candidate_report or CandidateReport(),
                                 max_examined=deps.settings.pixiv.max_examined,
                             )
                         ):
-                            await ledger.set_fallback_stage(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
+                            await ledger.set_fallback_pass(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
                             await ledger.end_lease(conn, inp.job_id, target.target_id)
                             return CellUpdate(cell=nxt, retry_stage=True)
                         if nxt.state == CellState.PENDING and nxt.work_id is None:

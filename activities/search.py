@@ -11,7 +11,7 @@ Runs on the target account's source task queue (its rate gate). One attempt:
 4. binds the first candidate not held by another cell on these routes, in the same
    transaction that stores the candidate report (``pending → selected``);
 5. with nothing to bind: another fallback stage only when it is wider than this pass
-   (:func:`~curaflow.domain.fallback.another_stage`: never after a pass that exhausted
+   (:func:`~curaflow.domain.fallback.another_pass`: never after a pass that exhausted
    the source), else ``no_candidate`` at once with its classified reason.
 
 Works the ledger remembers against the target — refused for good by one of its routes,
@@ -31,7 +31,7 @@ from activities.errors import barrier_update, permanent, source_failure
 from activities.heartbeat import Heartbeater
 from curaflow import metrics
 from curaflow.domain.cells import CellStage, CellState, is_terminal
-from curaflow.domain.fallback import another_stage, stage_bounds
+from curaflow.domain.fallback import another_pass, pass_bounds
 from curaflow.domain.messages import CellUpdate, SearchInput
 from curaflow.domain.models import SkippedDay
 from curaflow.domain.reasons import TerminalReason, no_candidate_reason
@@ -95,8 +95,8 @@ class SearchActivity:
             raise permanent(
                 TerminalReason.CONFIGURATION_ERROR, f"pixiv account {target.account!r} is not configured"
             ) from None
-        # Stage N may keep base × (N+1) candidates (cap 100), prefetching 5 × (N+1).
-        scan_limit, want = stage_bounds(target.scan_limit, inp.fallback_stage)
+        # Pass N may keep base × (N+1) candidates (cap 100), prefetching 5 × (N+1).
+        scan_limit, want = pass_bounds(target.scan_limit, inp.fallback_stage)
         unavailable = await ledger.released_works(deps.pool, inp.job_id, target.target_id)
         saved = await ledger.load_checkpoint(deps.pool, inp.job_id, target.target_id)
         checkpoint = None
@@ -177,14 +177,14 @@ class SearchActivity:
         async with deps.pool.acquire() as conn, conn.transaction():
             report = cell.candidate_report or result.report
             reason = no_candidate_reason(report.fetched, report.reasons)
-            if another_stage(
-                stage=inp.fallback_stage,
-                max_stages=inp.max_fallback_stages,
+            if another_pass(
+                fallback_pass=inp.fallback_stage,
+                max_passes=inp.max_fallback_stages,
                 scan_limit=target.scan_limit,
                 report=report,
                 max_examined=deps.settings.pixiv.max_examined,
             ):
-                await ledger.set_fallback_stage(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
+                await ledger.set_fallback_pass(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
                 await ledger.end_lease(conn, inp.job_id, target.target_id)
                 return CellUpdate(cell=cell, retry_stage=True)
             cell = await ledger.finish_cell(conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason)

@@ -8,7 +8,7 @@ How it works:
 1. **Enqueue.** When a job admitted with a ``callback_url`` gets an event, the same
    transaction freezes the Event JSON into ``event_pushes`` (:mod:`curaflow.ledger.pushes`).
    The host was checked against ``api.callback_allowed_hosts`` at admission.
-2. **Send.** The ``push_events`` activity (:mod:`activities.callbacks`) POSTs the job's
+2. **Send.** The ``push_events`` activity (:mod:`activities.pushes`) POSTs the job's
    pending events oldest first, each exactly as frozen, with the headers of
    :func:`push_headers` (``Idempotency-Key: <event_id>``). :func:`classify_answer`
    decides: 2xx or 409 → delivered; 429, 5xx, timeouts and transport errors → retried

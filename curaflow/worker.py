@@ -11,7 +11,7 @@ One process runs
   process serves each account (:mod:`curaflow.source_workers`);
 * one ``deliver`` worker per route ``task_queue`` in its configuration;
 * the reconciler loop, the schedule watcher (missed / skipped occurrences), the
-  callback push sweeper (:mod:`curaflow.callbacks`), the ledger gauges' refresh
+  event push sweeper (:mod:`curaflow.pushes`), the ledger gauges' refresh
   (:mod:`curaflow.ledger_gauges`) and a Temporal probe;
 * at start, the namespace and its search attributes made ready
   (:func:`curaflow.temporal_setup.prepare_namespace`; the process exits 2 when they
@@ -46,7 +46,6 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from activities import build_activities
 from activities.deps import ActivityDeps, close_deps, open_deps
 from activities.heartbeat import heartbeat_beat_s
-from curaflow.callbacks import run_push_sweeper
 from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.health_server import health_app
 from curaflow.httpserver import BackgroundServer
@@ -55,6 +54,7 @@ from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger_gauges import run_ledger_gauges
 from curaflow.logs import configure_logging, get_logger
 from curaflow.metrics import set_worker_up
+from curaflow.pushes import run_push_sweeper
 from curaflow.readiness import check_ledger, check_temporal, readiness
 from curaflow.schedules import watch_forever
 from curaflow.source_workers import SourceQueueOwner

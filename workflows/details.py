@@ -40,7 +40,7 @@ def _cell_block(cell: CellSnapshot) -> list[str]:
 
     Top-level lists only: UI 2.54.1 runs the lines of a nested list together.
     """
-    stage = cell.stage + (f" (fallback {cell.fallback_stage})" if cell.fallback_stage else "")
+    stage = cell.stage + (f" (fallback {cell.fallback_pass})" if cell.fallback_pass else "")
     lines = [f"**{cell.target_id}**: {cell.state}", "", f"- stage: {stage}"]
     work = _cell_work(cell)
     if work:

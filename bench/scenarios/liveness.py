@@ -25,7 +25,8 @@ from bench.env import BenchStack, Services
 from bench.result import Check, Result
 from bench.stats import summarise
 from curaflow.httpserver import BackgroundServer
-from curaflow.sources.replay.app import Faults, _matches, create_replay_app, recorded_works
+from curaflow.sources.replay.app import SlowReplay, create_replay_app
+from curaflow.sources.replay.data import matches, recorded_works
 
 HEARTBEAT_MS = 1000  # the stall scenario: recovery is bounded by the heartbeat timeout
 DEFAULT_HEARTBEAT_MS = 30_000  # the cancel scenario runs at the production default
@@ -37,7 +38,7 @@ def _task(key: str, **params: object) -> dict[str, object]:
 
 async def cancel(services: Services, quick: bool) -> Result:
     n = 8 if quick else 40
-    faults = Faults()
+    faults = SlowReplay()
     replay = await BackgroundServer(create_replay_app(faults), log_level="critical").start()
     stack = BenchStack(
         services,
@@ -108,7 +109,7 @@ async def cancel(services: Services, quick: bool) -> Result:
 
 async def stall(services: Services, quick: bool) -> Result:
     reps = 3 if quick else 8
-    page_one = [str(w["id"]) for w in recorded_works() if _matches(w, "オリジナル", "partial_match_for_tags")][:30]
+    page_one = [str(w["id"]) for w in recorded_works() if matches(w, "オリジナル", "partial_match_for_tags")][:30]
     app = create_replay_app()
 
     @app.middleware("http")

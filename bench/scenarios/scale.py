@@ -31,7 +31,7 @@ from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started
-from curaflow.sources.replay.app import Faults, create_replay_app
+from curaflow.sources.replay.app import SlowReplay, create_replay_app
 from curaflow.temporal import start_job_workflow
 
 TARGETS = 100
@@ -155,7 +155,7 @@ async def _in_flight(stack: BenchStack, jobs: int, cells: int) -> tuple[int, int
 
 
 async def run(services: Services, quick: bool) -> Result:
-    replay = await BackgroundServer(create_replay_app(Faults())).start()
+    replay = await BackgroundServer(create_replay_app(SlowReplay())).start()
     receiver = await BackgroundServer(_silent_receiver(), log_level="critical").start()
     root = str(services.root / f"scale-{uuid.uuid4().hex[:6]}")
     stack = BenchStack(services, "scale", _config(root, replay.url, receiver.url))

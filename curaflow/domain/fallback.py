@@ -72,15 +72,3 @@ def another_pass(
         return False
     this, nxt = pass_bounds(scan_limit, fallback_pass), pass_bounds(scan_limit, fallback_pass + 1)
     return nxt.keep > this.keep or nxt.want > this.want
-
-
-# Former names, for the activities until they switch (then remove): issue 16's renames.
-StageBounds = PassBounds
-stage_bounds = pass_bounds
-
-
-def another_stage(*, stage: int, max_stages: int, scan_limit: int, report: CandidateReport, max_examined: int) -> bool:
-    """Former name of :func:`another_pass` (``stage`` → ``fallback_pass``, ``max_stages`` → ``max_passes``)."""
-    return another_pass(
-        fallback_pass=stage, max_passes=max_stages, scan_limit=scan_limit, report=report, max_examined=max_examined
-    )

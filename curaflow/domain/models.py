@@ -170,8 +170,9 @@ class CellSnapshot(BaseModel):
     computed from these snapshots by :mod:`curaflow.domain.projection`.
 
     ``stage`` is what the cell is doing (:class:`~curaflow.domain.cells.CellStage`);
-    ``fallback_pass`` the search pass it is in (:mod:`curaflow.domain.fallback`; read
-    from histories written as ``fallback_stage`` too).
+    ``fallback_pass`` the search pass it is in (:mod:`curaflow.domain.fallback`); in
+    payloads (workflow histories) it keeps its former name ``fallback_stage``, so workers
+    before and after the rename read each other's payloads.
     """
 
     target_id: str
@@ -183,16 +184,15 @@ class CellSnapshot(BaseModel):
     reason: str | None = None
     reason_message: str | None = None
     attempt: int = 0
-    fallback_pass: int = Field(default=0, validation_alias=AliasChoices("fallback_pass", "fallback_stage"))
+    fallback_pass: int = Field(
+        default=0,
+        validation_alias=AliasChoices("fallback_stage", "fallback_pass"),
+        serialization_alias="fallback_stage",  # the payload name in workflow histories
+    )
     candidate_report: CandidateReport | None = None
     artifact: Artifact | None = None
     deliveries: list[RouteDelivery] = Field(default_factory=list)
     updated_at: int = 0
-
-    @property
-    def fallback_stage(self) -> int:
-        """Former name of :attr:`fallback_pass` (for the workflows until they switch; then remove)."""
-        return self.fallback_pass
 
     def delivery_reports(self) -> list[DeliveryReport]:
         """This cell's deliveries as :class:`DeliveryReport` s (``reserved`` → ``pending``)."""

@@ -483,7 +483,3 @@ async def set_fallback_pass(conn: asyncpg.Connection, job_id: str, target_id: st
         fallback_pass,
         now_ms(),
     )
-
-
-#: Former name of :func:`set_fallback_pass`, for the activities until they switch (then remove).
-set_fallback_stage = set_fallback_pass

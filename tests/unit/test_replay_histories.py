@@ -66,3 +66,17 @@ async def test_recorded_history_replays(path: Path) -> None:
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
+
+
+def test_a_cell_payload_keeps_the_field_names_histories_hold() -> None:
+    """``CellSnapshot.fallback_pass`` travels as ``fallback_stage``, the name recorded
+    histories (and workers from before the rename) use; both names are read."""
+    from curaflow.domain.models import CellSnapshot
+
+    converter = pydantic_data_converter.payload_converter
+    [payload] = converter.to_payloads([CellSnapshot(target_id="t", fallback_pass=2)])
+    body = json.loads(payload.data)
+    assert body["fallback_stage"] == 2 and "fallback_pass" not in body
+    [back] = converter.from_payloads([payload], [CellSnapshot])
+    assert back.fallback_pass == 2
+    assert CellSnapshot.model_validate({"target_id": "t", "fallback_pass": 3}).fallback_pass == 3

@@ -312,10 +312,3 @@ def create_replay_app(script: ReplayScript | None = None) -> FastAPI:
         return answer(request, "image", response, {"fault": sent})
 
     return app
-
-
-# Former names the benchmark imports (bench/scenarios): switch to SlowReplay,
-# curaflow.sources.replay.data.matches and .recorded_works, then delete these.
-Faults = SlowReplay
-_matches = data.matches
-recorded_works = data.recorded_works

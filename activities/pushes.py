@@ -1,6 +1,6 @@
 """The ``push_events`` activity: POST a job's pending events to its ``callback_url``.
 
-One attempt sends the job's pending events oldest first (:mod:`curaflow.callbacks` has
+One attempt sends the job's pending events oldest first (:mod:`curaflow.pushes` has
 the rules): each send is claimed in the ledger first (so two attempts never send the
 same event at once), the frozen Event JSON is POSTed byte for byte, and the answer is
 settled in the ledger before the next event. A retryable failure releases the event
@@ -18,20 +18,14 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.deps import ActivityDeps
-from curaflow.callbacks import Verdict, callback_headers, classify_answer
 from curaflow.domain.messages import PushInput, PushReport
+from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.ledger.pushes import DEAD, DELIVERED, PENDING, ClaimedPush, claim_next, record_push
 from curaflow.logs import get_logger
+from curaflow.pushes import Verdict, classify_answer, push_headers
 
-log = get_logger("curaflow.callbacks")
+log = get_logger("curaflow.pushes")
 LEASE_MARGIN_MS = 10_000
-
-
-def _retry_after_s(response: httpx.Response) -> float | None:
-    try:
-        return max(0.0, float(response.headers.get("retry-after", "")))
-    except ValueError:
-        return None
 
 
 class PushActivity:
@@ -43,10 +37,10 @@ class PushActivity:
     async def _send(self, push: ClaimedPush, timeout_s: float) -> tuple[int | None, str | None, float | None]:
         """POST one event; returns ``(status or None, error text, retry-after s)``."""
         try:
-            response = await self.deps.client_for("callbacks").post(
+            response = await self.deps.client_for("pushes").post(
                 push.url,
                 content=push.body.encode(),
-                headers=callback_headers(push.job_id, push.event_id),
+                headers=push_headers(push.job_id, push.event_id),
                 timeout=timeout_s,
             )
         except httpx.TimeoutException as err:
@@ -56,7 +50,7 @@ class PushActivity:
         except Exception as err:  # noqa: BLE001 - any failure to send counts as a failed send
             return None, f"unsendable: {type(err).__name__}", None
         error = None if response.is_success else f"HTTP {response.status_code}"
-        return response.status_code, error, _retry_after_s(response)
+        return response.status_code, error, parse_retry_after(response.headers.get("retry-after"))
 
     @activity.defn(name="push_events")
     async def push_events(self, inp: PushInput) -> PushReport:
