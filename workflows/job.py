@@ -2,8 +2,15 @@
 
 Per cell: ``search`` (on the account's rate-gate task queue; binds a work) → ``fetch``
 (same queue) → ``deliver`` on every route concurrently; a scheduled job's cell may run
-up to ``max_fallback_stages`` search passes. Every activity writes its own cell
-transition to the ledger and returns the cell as the ledger holds it.
+up to ``max_fallback_stages`` search passes (:mod:`curaflow.domain.fallback`). Every
+activity writes its own cell transition to the ledger and returns the cell as the ledger
+holds it.
+
+Besides ordering the steps, the workflow admits its own Task when started by a Temporal
+client (the ``admit`` activity; a refused Task fails the execution with the protocol
+code), serves the ``status`` query and the ``cancel`` signal, and keeps what operators
+see current: the ``JobStatus`` / ``BusinessStatus`` search attributes and the UI's
+current details (:mod:`workflows.details`, re-rendered only when what they show changed).
 
 The job moves through one explicit :class:`Phase`: ``running → cancelling → finishing
 → done``. Two barriers end ``running`` (DESIGN.md decision 13):
