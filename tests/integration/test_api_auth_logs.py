@@ -18,7 +18,7 @@ from tests.schema import check_response
 from tests.services import ApiProcess, start_api_process
 from tests.support import short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TOKEN = "tok-" + "Zq8x" * 8
 WRONG = "WRONG-" + "Yp3w" * 6

@@ -20,7 +20,7 @@ from tests.conftest import StackFactory
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.support import Stack, closed_status, eventually, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TERMINAL = ("job.succeeded", "job.failed", "job.expired", "job.cancelled")
 

@@ -26,7 +26,7 @@ from tests.schema import check_response, validate
 from tests.services import ApiProcess, RestartablePostgres, free_port, start_api_process
 from tests.support import API_TOKEN, eventually, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def config(tmp_path: Path) -> dict[str, Any]:

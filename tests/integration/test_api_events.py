@@ -19,7 +19,7 @@ from curaflow.ledger.events import append_event
 from tests.conftest import StackFactory
 from tests.support import Stack, eventually, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def directory_config(tmp_path: Path) -> dict[str, Any]:

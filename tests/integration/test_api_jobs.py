@@ -22,7 +22,7 @@ from tests.conftest import StackFactory
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.support import Stack, eventually, short_id, terminal_job, whsec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def config(tmp_path: Path, **extra: Any) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from schemathesis.checks import (
 from tests.schema import validate
 from tests.support import API_TOKEN, Stack, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MAX_EXAMPLES = 50
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]

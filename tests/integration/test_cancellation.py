@@ -24,7 +24,7 @@ from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.support import Stack, activity_attempts, closed_status, job_in_stage, short_id, whsec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @dataclass

@@ -23,7 +23,7 @@ from tests.conftest import StackFactory
 from tests.integration.test_schedules import plan_config
 from tests.support import short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 EXE = str(Path(sys.executable).parent / "curaflow")
 

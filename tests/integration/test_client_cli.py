@@ -32,7 +32,7 @@ from curaflow.client import (
 from curaflow.protocol import models
 from tests.support import API_TOKEN, Stack, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

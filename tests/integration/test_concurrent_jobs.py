@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import StackFactory
 from tests.support import short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 async def test_concurrent_jobs_get_distinct_works_and_keep_paging_when_outbid(

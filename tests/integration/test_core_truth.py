@@ -32,7 +32,7 @@ from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import WebhookReceiver
 from tests.support import Stack, activity_attempts, closed_status, eventually, job_in_stage, short_id, whsec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 #: Activities that search, fetch or send: none may be scheduled after a barrier.
 WORK_ACTIVITIES = {"search", "fetch", "deliver"}

@@ -28,7 +28,7 @@ from tests.jobs_support import (
 )
 from tests.support import Stack, eventually, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def routes_stack(

@@ -18,7 +18,7 @@ from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.support import short_id, whsec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def hook_config(replay: ReplayServer, webhook: WebhookReceiver, path: str, **route: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.jobs_support import webhook_route
 from tests.support import short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 async def test_lease_active_follows_activity_attempts_not_the_running_period(

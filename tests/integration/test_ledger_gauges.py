@@ -31,7 +31,7 @@ from curaflow.ledger_gauges import LedgerGauges, refresh
 from tests.conftest import StackFactory
 from tests.support import eventually, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MIN = 60_000
 HOUR = 60 * MIN

@@ -22,7 +22,7 @@ from tests.fakes.replay import ReplayServer, work_ids_with_tag
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.support import InProcessWorker, Stack, eventually, short_id, whsec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def config(tmp_path: Path, replay: ReplayServer, routes: dict[str, Any], **extra: Any) -> dict[str, Any]:

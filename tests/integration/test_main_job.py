@@ -19,7 +19,7 @@ from tests.conftest import StackFactory
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.support import Stack, short_id, whsec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def two_routes(tmp_path: Path, webhook: WebhookReceiver, hook_path: str = "/hook") -> tuple[dict[str, Any], str, str]:

@@ -28,7 +28,7 @@ from curaflow.temporal_setup import TemporalSetupError, ensure_namespace, prepar
 from tests.conftest import StackFactory
 from tests.support import short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def config_in(namespace: str, tmp_path: Path) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from curaflow.sources.replay.app import create_replay_app
 from tests.conftest import StackFactory
 from tests.support import Stack, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def directory_config(tmp_path: Path, **extra: Any) -> dict[str, Any]:

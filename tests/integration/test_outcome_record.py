@@ -13,7 +13,7 @@ from curaflow.ledger.finish import finish_job
 from tests.conftest import StackFactory
 from tests.support import eventually, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def directory_config(tmp_path: Path, **extra: object) -> dict[str, object]:

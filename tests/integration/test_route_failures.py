@@ -23,7 +23,7 @@ from tests.integration.test_delivery_jobs import names, routes_stack, run_job
 from tests.integration.test_routes import dc_route, make_request, tg_route
 from tests.jobs_support import ReplayServer, curaflow, intents, ordered, telegram_route, webhook_route
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from curaflow.domain.occurrence import occurrence_job_id
 from tests.conftest import StackFactory
 from tests.support import Stack, eventually, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def plan_config(tmp_path: Path, plan_id: str, **plan: Any) -> dict[str, Any]:

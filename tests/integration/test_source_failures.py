@@ -37,7 +37,7 @@ from tests.integration.test_source_jobs import protocol_error, source_stack, tas
 from tests.jobs_support import ReplayServer, curaflow, ordered, start_scheduled
 from tests.support import short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 # ---- helpers ---------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from tests.conftest import StackFactory
 from tests.jobs_support import ReplayServer, gaps, ordered, start_scheduled
 from tests.support import Stack, eventually, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def source_stack(

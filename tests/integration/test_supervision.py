@@ -30,7 +30,7 @@ from tests.fakes.replay import ReplayServer
 from tests.services import RestartablePostgres, free_port, start_api_process
 from tests.support import Stack, eventually, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -154,6 +154,8 @@ async def test_other_params_under_a_key_are_an_idempotency_conflict_and_change_n
     assert first.status_code == 202
     job_id = first.json()["job"]["job_id"]
     await env.stack.wait_terminal(job_id)
+    # the ledger is terminal once ``finish`` ran; the run closes a moment later
+    await closed_status(env.client, job_id)
     before = await job_row(env, job_id)
 
     other = task(key, query={"tags": ["風景"]})

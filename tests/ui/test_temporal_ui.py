@@ -24,7 +24,7 @@ import pytest
 from curaflow.devstack.temporal import TemporalDevServer
 from tests.support import Stack, eventually, short_id
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)

@@ -265,8 +265,13 @@ async def test_a_first_search_that_never_leaves_its_queue_is_queued_too_long(
 @pytest.mark.parametrize(
     ("step", "act", "kind", "reason"),
     [
-        ("fetch", Act("silent", seconds=3), FailureKind.TIMEOUT, "stalled_no_heartbeat"),
-        ("deliver", Act("silent", seconds=3), FailureKind.TIMEOUT, "delivery_abandoned"),
+        # a heartbeat timeout takes seconds to happen: the full run only
+        pytest.param(
+            "fetch", Act("silent", seconds=3), FailureKind.TIMEOUT, "stalled_no_heartbeat", marks=pytest.mark.slow
+        ),
+        pytest.param(
+            "deliver", Act("silent", seconds=3), FailureKind.TIMEOUT, "delivery_abandoned", marks=pytest.mark.slow
+        ),
         ("deliver", Act("fail", error_type="delivery_failed"), FailureKind.APPLICATION, "delivery_abandoned"),
         ("search", Act("fail", error_type="auth_failed", non_retryable=True), FailureKind.APPLICATION, "auth_failed"),
         ("fetch", Act("fail", error_type="download_failed"), FailureKind.APPLICATION, "download_failed"),
