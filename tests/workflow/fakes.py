@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 from curaflow.domain.cells import CellState, is_terminal
 from curaflow.domain.messages import (
+    AcquireInput,
     Budgets,
     CancelRequest,
     CellUpdate,
@@ -149,6 +150,14 @@ class Fakes:
             )
             return CellUpdate(cell=fakes.cells[tid])
 
+        @activity.defn(name="acquire")
+        async def acquire(inp: AcquireInput) -> CellUpdate:
+            """``search`` then ``fetch`` of the cell, each following its own script (as the real one)."""
+            found = await search(SearchInput.model_validate(inp.model_dump()))
+            if found.cancel_requested or is_terminal(found.cell.state) or found.cell.work_id is None:
+                return found
+            return await fetch(FetchInput(job_id=inp.job_id, target=inp.target))
+
         @activity.defn(name="deliver")
         async def deliver(inp: DeliverInput) -> CellUpdate:
             tid, route = inp.target.target_id, inp.route.name
@@ -206,7 +215,7 @@ class Fakes:
         async def push_events(inp: PushInput) -> PushReport:
             return PushReport(job_id=inp.job_id)
 
-        return [search, fetch, deliver, finish, request_cancel, push_events]
+        return [acquire, search, fetch, deliver, finish, request_cancel, push_events]
 
 
 def job_input(
