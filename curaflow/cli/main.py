@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 
 from curaflow.cli.bench import bench
@@ -35,5 +38,26 @@ app.add_typer(unavailable_app, name="unavailable")
 app.add_typer(accounts_app, name="accounts")
 
 
+def main() -> None:
+    """The console entry point: run the command, then leave without interpreter teardown.
+
+    The Temporal client's native threads can outlive the event loop; tearing the
+    interpreter down under them aborts the process ("PyGILState_Release: thread state
+    must be current", exit -6) after the command already succeeded (temporalio/sdk-python
+    issue 300). Every command closes what it opened before it returns, so its exit status
+    is kept and the teardown skipped (output flushed first).
+    """
+    code = 0
+    try:
+        app()
+    except SystemExit as done:
+        if isinstance(done.code, str):
+            print(done.code, file=sys.stderr)
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()
