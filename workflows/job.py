@@ -129,6 +129,7 @@ class JobWorkflow:
         self._final: JobState | None = None
         self._published = ("queued", "")  # set at start (curaflow.temporal)
         self._details = ""
+        self._shown: tuple[Any, ...] = ()
         self._version: int | None = None
         self._v1: JobV1 | None = None
 
@@ -406,10 +407,20 @@ class JobWorkflow:
                 pairs.append(BUSINESS_STATUS.value_set(published[1]))
             self._published = published
             workflow.upsert_search_attributes(pairs)
-        details = render_details(self._inp, self.status())
-        if details != self._details:
-            self._details = details
-            workflow.set_current_details(details)
+        # What the details show; rendering (and the status it needs) only when it changed.
+        shown = (
+            self._phase,
+            self._cause,
+            self._final is not None,
+            tuple((c.state, c.stage, c.work_id, c.reason, c.fallback_stage) for c in self._cells.values()),
+            tuple((d.route, d.status) for d in self._deliveries.values()),
+        )
+        if shown != self._shown:
+            self._shown = shown
+            details = render_details(self._inp, self.status())
+            if details != self._details:
+                self._details = details
+                workflow.set_current_details(details)
 
 
 def _bug(tasks: list[asyncio.Task[None]]) -> BaseException | None:
