@@ -109,7 +109,7 @@ class RestartablePostgres:
 
     def stop(self, mode: str = "fast") -> None:
         """``pg_ctl -m <mode> stop``: ``fast`` rolls back and disconnects every session."""
-        from pgserver._commands import pg_ctl
+        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
 
         pg_ctl(["-m", mode, "-w", "stop"], pgdata=self.pgdata, user=self._server.system_user, timeout=30)
 
@@ -293,7 +293,7 @@ class ChaosStack:
             preexec_fn=die_with_parent,
         )  # fmt: skip
         self.receiver_url = f"http://127.0.0.1:{receiver_port}"
-        self.client = await connect(self.temporal.address, runtime=quiet_runtime())
+        self.client = await connect(self.temporal_address, runtime=quiet_runtime())
         await ensure_search_attributes(self.client)
         pool = await self.pool()
         await migrate(pool)
