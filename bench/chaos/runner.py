@@ -114,6 +114,18 @@ def rows(results: list[ScenarioResult]) -> list[tuple[str, list[str]]]:
         ),
         ("at the route, reported as not landed", each(audit("understated"))),
         (
+            "cancelled jobs reporting a landed delivery",
+            each(
+                lambda r: (
+                    f"{r.cancelled_landed.get('jobs', 0)} ("
+                    + " · ".join(f"{k} {v}" for k, v in sorted(r.cancelled_landed.items()) if k != "jobs")
+                    + ")"
+                    if r.cancels
+                    else "–"
+                )
+            ),
+        ),
+        (
             "sends after a recorded cancel / steps after a cancel",
             each(lambda r: f"{audit('sends_after_cancel')(r)} / {len(r.late_steps)}" if r.cancels else "–"),
         ),

@@ -41,7 +41,7 @@ import httpx
 from temporalio.api.enums.v1 import EventType
 from temporalio.service import RPCError, RPCStatusCode
 
-from bench.chaos.audit import audit, directory_arrivals, job_deliveries, webhook_arrivals
+from bench.chaos.audit import LANDED_OK, audit, directory_arrivals, job_deliveries, webhook_arrivals
 from bench.chaos.receiver import read_received
 from bench.chaos.stack import SECRET, TASK_QUEUE, ChaosStack
 from bench.stats import summarise
@@ -149,10 +149,11 @@ def plans(quick: bool) -> dict[str, Plan]:
     return {
         "kills": Plan(targets=4, jobs=50, interval_s=0.8, temporal_every=8, kill_every_s=3.0, drain_s=180),
         "postgres": Plan(
-            targets=4, interval_s=0.5, temporal_every=10, down_s=5.0, fault_kinds=("fast stop", "SIGKILL"), drain_s=180
+            targets=4, interval_s=1.0, temporal_every=10, down_s=5.0,
+            fault_kinds=("fast stop", "SIGKILL", "fast stop", "SIGKILL"), drain_s=180,
         ),
         "temporal": Plan(
-            targets=4, interval_s=0.5, temporal_every=6, down_s=8.0, fault_kinds=("stop", "SIGKILL"), drain_s=180
+            targets=4, interval_s=1.0, temporal_every=6, down_s=8.0, fault_kinds=("stop", "SIGKILL"), drain_s=180
         ),
         "cancel": Plan(
             targets=3, jobs=45, interval_s=0.3, temporal_every=5, cancel_within_s=10.0, receiver_delay_ms=1500,
@@ -255,6 +256,7 @@ class ScenarioResult:
     cancels: dict[str, int] = field(default_factory=dict)
     cancel_moments: dict[str, int] = field(default_factory=dict)
     cancel_outcomes: dict[str, int] = field(default_factory=dict)
+    cancelled_landed: dict[str, int] = field(default_factory=dict)
     unexpected_status: list[dict[str, Any]] = field(default_factory=list)
     late_steps: list[dict[str, Any]] = field(default_factory=list)
     audit: dict[str, Any] = field(default_factory=dict)
@@ -505,6 +507,13 @@ class Scenario:
                 fault.first_job_s = round((rows[fault.probe]["completed_at"] - fault.up_ms) / 1000, 2)
         r.cancels = dict(Counter(j.cancel for j in self.jobs.values() if j.cancel))
         r.cancel_moments = dict(Counter(j.moment for j in self.jobs.values() if j.moment))
+        landed: Counter[str] = Counter()
+        for view in views.values():
+            if view["status"] == "cancelled":
+                kinds = {d["status"] for d in job_deliveries(view) if d.get("status") in LANDED_OK}
+                landed.update(["jobs"] if kinds else [])
+                landed.update(kinds)
+        r.cancelled_landed = dict(landed)
         r.cancel_outcomes = dict(
             Counter(
                 f"{j.moment} → {views[j.job_id]['status']}"
