@@ -8,6 +8,7 @@ import sys
 import typer
 
 from curaflow.cli.bench import bench
+from curaflow.cli.chaos import chaos
 from curaflow.cli.jobs import cancel, events, status, submit
 from curaflow.cli.remembered import accounts_app, refusals_app, unavailable_app
 from curaflow.cli.run import run
@@ -31,6 +32,7 @@ app.command()(status)
 app.command()(cancel)
 app.command()(events)
 app.command()(bench)
+app.command()(chaos)
 app.command("temporal-setup")(temporal_setup)
 app.add_typer(schedules_app, name="schedules")
 app.add_typer(refusals_app, name="refusals")

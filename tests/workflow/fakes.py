@@ -83,6 +83,9 @@ class Fakes:
     cells: dict[str, CellSnapshot] = field(default_factory=dict)
     deliveries: dict[tuple[str, str], RouteDelivery] = field(default_factory=dict)
     finish_error: str | None = None
+    #: One :class:`Act` per ``request_cancel`` attempt (``silent``: a worker that died
+    #: with the attempt); then ``ok``.
+    cancel_acts: list[Act] = field(default_factory=list)
 
     def on(self, step: str, target_id: str, *acts: Act, route: str | None = None) -> Fakes:
         """Script ``step`` of ``target_id`` (and ``route`` for ``deliver``)."""
@@ -207,6 +210,10 @@ class Fakes:
         @activity.defn(name="request_cancel")
         async def request_cancel(inp: CancelRequest) -> None:
             fakes.cancels.append(time.monotonic())
+            act = fakes.cancel_acts.pop(0) if fakes.cancel_acts else Act()
+            if act.kind == "silent":  # the worker died with this attempt: it never answers
+                await asyncio.sleep(act.seconds)
+                raise ApplicationError("a dead worker's attempt", type="internal_error")
             job_id = activity.info().workflow_id
             assert job_id is not None
             await client_of().get_workflow_handle(job_id).cancel()
