@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from activities.acquire import AcquireActivity
 from activities.admit import AdmitActivity
 from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps
@@ -21,10 +22,11 @@ from activities.search import SearchActivity
 def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list[Callable[..., Any]]]:
     """The activities of a worker: ``(main task queue, source task queues)``.
 
-    ``search`` and ``fetch`` (every source request of a Pixiv account) run on the
-    account's rate-gate queue; everything else (including the schedule trampoline's
-    ``admit_occurrence``) on the main queue. ``fetch`` stays registered on the main queue
-    too, for histories scheduled before it moved.
+    ``acquire`` (``search`` then ``fetch``: every source request of a Pixiv account) runs
+    on the account's rate-gate queue, with ``search`` and ``fetch`` on their own for
+    executions started before core v2; everything else (including the schedule
+    trampoline's ``admit_occurrence``) on the main queue. ``fetch`` stays registered on the
+    main queue too, for histories scheduled before it moved.
     """
     finish = FinishActivity(deps)
     fetch = FetchActivity(deps).fetch
@@ -37,5 +39,5 @@ def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list
         AdmitActivity(deps).admit,
         PushActivity(deps).push_events,
     ]
-    source: list[Callable[..., Any]] = [SearchActivity(deps).search, fetch]
+    source: list[Callable[..., Any]] = [AcquireActivity(deps).acquire, SearchActivity(deps).search, fetch]
     return main, source

@@ -124,6 +124,8 @@ class FinishActivity:
 
 
 async def _heartbeat_every(interval_s: float) -> None:
+    if activity.info().is_local:
+        return  # run as a local activity (core v2): its workflow task is its liveness
     activity.heartbeat()
     while True:
         await asyncio.sleep(interval_s)

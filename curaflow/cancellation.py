@@ -2,7 +2,12 @@
 
 ``POST /jobs/{id}/cancel`` (and ``curaflow cancel``) call :func:`cancel_job`:
 
-1. an unknown job → 404 ``invalid_params`` (``detail.reason: unknown_job``);
+1. an unknown job → 404 ``invalid_params`` (``detail.reason: unknown_job``) — unless
+   Temporal runs a ``JobWorkflow`` under that id that has not admitted its Task yet (a
+   job just started from a Temporal client): that execution is sent the cancel (the
+   workflow admits the Task, then takes the cancel path) and the handler waits for the
+   job to appear in the ledger, then goes on as below (found by the chaos suite: such a
+   cancel answered 404 and the job ran on);
 2. a terminal job → no-op: the job is returned unchanged (a repeated cancel returns a
    body identical to the first);
 3. otherwise the request is recorded in the ledger first (``cancel_requested_at``,
@@ -30,7 +35,7 @@ import time
 from typing import Any
 
 import asyncpg
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.domain.verdicts import FinishCause
@@ -75,12 +80,17 @@ async def cancel_job(
     Raises:
         ProtocolError: 404 ``invalid_params`` for an unknown job.
     """
+    began = time.monotonic()
     async with pool.acquire() as conn:
         record = await load_job(conn, job_id)
-        if record is None:
-            raise invalid_params("unknown job", http_status=404, reason="unknown_job", job_id=job_id)
-        if record.completed_at is not None:
-            return project_job(record, now_ms())
+    if record is None and client is not None and await _admitting(client, job_id):
+        record = await _cancel_before_admission(pool, client, job_id, wait_s)
+        wait_s = max(0.0, wait_s - (time.monotonic() - began))
+    if record is None:
+        raise invalid_params("unknown job", http_status=404, reason="unknown_job", job_id=job_id)
+    if record.completed_at is not None:
+        return project_job(record, now_ms())
+    async with pool.acquire() as conn:
         await request_cancel(conn, job_id, CANCEL_REASON)
     exists = record.workflow_started_at is not None
     if client is not None:
@@ -100,6 +110,32 @@ async def cancel_job(
         record = await load_job(conn, job_id)
     assert record is not None
     return project_job(record, now_ms())
+
+
+async def _admitting(client: Client, job_id: str) -> bool:
+    """Whether Temporal runs a ``JobWorkflow`` execution under ``job_id`` (a job started
+    from a Temporal client whose ``admit`` step has not written the ledger yet)."""
+    try:
+        description = await client.get_workflow_handle(job_id).describe()
+    except RPCError:
+        return False
+    return description.workflow_type == "JobWorkflow" and description.status == WorkflowExecutionStatus.RUNNING
+
+
+async def _cancel_before_admission(pool: asyncpg.Pool, client: Client, job_id: str, wait_s: float) -> Any:
+    """Send the not-yet-admitted execution the cancel, then wait up to ``wait_s`` for its
+    job to appear in the ledger; returns the job record, or None if it did not appear (the
+    workflow still takes the cancel once a worker admits the Task)."""
+    with contextlib.suppress(RPCError):  # it ended meanwhile: the ledger says how
+        await client.get_workflow_handle(job_id).cancel(reason=CANCEL_REASON)
+    log.info("cancel.before_admission", job_id=job_id)
+    deadline = time.monotonic() + wait_s
+    while True:
+        async with pool.acquire() as conn:
+            record = await load_job(conn, job_id)
+        if record is not None or time.monotonic() >= deadline:
+            return record
+        await asyncio.sleep(0.1)
 
 
 async def _wait_terminal(

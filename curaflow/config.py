@@ -67,6 +67,10 @@ class TemporalSettings(_Section):
         sticky_schedule_to_start_ms: how long a workflow task waits on a worker's sticky
             queue before any worker may take it; after a worker dies, its jobs' workflows
             stall this long, so keep it short.
+        max_cached_workflows: job executions a worker keeps in memory between their
+            workflow tasks; the rest are replayed from history when they next wake. This
+            bounds a worker's memory whatever the number of jobs in flight (README
+            "Performance": about 0.25 MiB per cached job).
     """
 
     address: str | None = None
@@ -75,6 +79,7 @@ class TemporalSettings(_Section):
     setup_timeout_ms: int = Field(default=60_000, ge=1_000)
     task_queue: str = "curaflow"
     sticky_schedule_to_start_ms: int = Field(default=5_000, ge=100)
+    max_cached_workflows: int = Field(default=1000, ge=0)
 
 
 class DatabaseSettings(_Section):

@@ -37,14 +37,15 @@ from curaflow.domain.messages import JobState
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.models import Task
 from curaflow.protocol.task import manual_job_id, validate_task
-from curaflow.temporal import JOB_ID_REUSE_POLICY
+from curaflow.temporal import JOB_ID_REUSE_POLICY, JOB_TASK_TIMEOUT
 
 #: Start options that make a start idempotent like ``POST /jobs``: starting the same job
 #: again attaches to its execution; an execution that failed before it became a job (a
-#: refused Task) does not block the id.
+#: refused Task) does not block the id; a lost worker holds the job up at most 5 s.
 JOB_START_OPTIONS: dict[str, Any] = {
     "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
     "id_reuse_policy": JOB_ID_REUSE_POLICY,
+    "task_timeout": JOB_TASK_TIMEOUT,
 }
 #: The execution timeout ``start_job`` sets: the longest deadline a Task may ask for
 #: (7 days) plus Temporal's grace. The job itself ends at its own deadline.

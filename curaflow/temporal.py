@@ -9,6 +9,7 @@ stale input) never blocks the id.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -35,6 +36,11 @@ DEV_SERVER_FLAGS = {
 #: A job id is reused only after an execution that failed (never became a job, or crashed);
 #: a job that ran keeps its id for ever.
 JOB_ID_REUSE_POLICY = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+#: Workflow task timeout of a job's execution: how long a lost worker holds the job up
+#: before another worker takes its workflow task over. The job-level steps (``finish``,
+#: ``request_cancel``, ``admit``) are local activities run inside workflow tasks, so this is
+#: also how long a worker killed during ``finish`` costs (Temporal's default is 10 s).
+JOB_TASK_TIMEOUT = timedelta(seconds=5)
 
 
 def dev_server_search_attribute_args() -> list[str]:
@@ -105,6 +111,7 @@ async def start_job_workflow(client: Client, inp: JobInput, task_queue: str) -> 
             id_reuse_policy=JOB_ID_REUSE_POLICY,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             execution_timeout=execution_timeout(inp.created_at_ms, inp.deadline_at_ms),
+            task_timeout=JOB_TASK_TIMEOUT,
             search_attributes=job_search_attributes(inp),
             static_summary=job_summary(inp),
             static_details=job_static_details(inp),

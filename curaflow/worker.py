@@ -119,6 +119,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
             sticky_queue_schedule_to_start_timeout=timedelta(
                 milliseconds=settings.temporal.sticky_schedule_to_start_ms
             ),
+            max_cached_workflows=settings.temporal.max_cached_workflows,
             max_heartbeat_throttle_interval=throttle,
             default_heartbeat_throttle_interval=throttle,
             graceful_shutdown_timeout=timedelta(seconds=5),
@@ -349,22 +350,29 @@ def main(config: str | None = None) -> None:
 
     An invalid configuration, or Temporal / the database missing or unreachable, is
     printed on stderr and exits with status 2 (no traceback); a background loop that
-    could not recover (:mod:`curaflow.supervision`) exits with status 3.
+    could not recover (:mod:`curaflow.supervision`) exits with status 3. The process
+    leaves without interpreter teardown (see :func:`curaflow.cli.main.main`: the Temporal
+    client's native threads would otherwise abort it after a clean shutdown).
     """
+    import os
     import sys
 
     from curaflow.config import ConfigError, load_settings
 
+    code = 0
     try:
         settings = load_settings(config)
         configure_logging(settings.observability.log_level, settings.observability.log_json)
         asyncio.run(run_worker(settings))
     except LoopFailed as err:
         print(f"curaflow worker: a background loop could not recover: {err}", file=sys.stderr)
-        sys.exit(EXIT_LOOP_FAILED)
+        code = EXIT_LOOP_FAILED
     except (ConfigError, RuntimeError) as err:
         print(f"curaflow worker: {err}", file=sys.stderr)
-        sys.exit(2)
+        code = 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

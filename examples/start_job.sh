@@ -11,7 +11,7 @@ task=$(printf '{"protocol_version":"1","job_type":"candidate_search","idempotenc
 # `execute` starts it and waits; it prints the final JobState (status, cells, deliveries).
 temporal workflow execute --address 127.0.0.1:7233 --type JobWorkflow --task-queue curaflow \
   --workflow-id "$job_id" --id-conflict-policy UseExisting --id-reuse-policy AllowDuplicateFailedOnly \
-  --execution-timeout 7d --input "$task" --output json
+  --execution-timeout 7d --task-timeout 5s --input "$task" --output json
 
 # While it runs, from another terminal:
 #   temporal workflow query  -w "$job_id" --name status     # the live state

@@ -47,6 +47,13 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.basetemp = Path(tempfile.gettempdir()) / f"curaflow-pytest-{tag}"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The chaos suite's quick mode (``-m chaos``, minutes) is slow too: not in the fast lane."""
+    for item in items:
+        if item.get_closest_marker("chaos") is not None:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     """The session's Temporal dev server (see the module doc)."""

@@ -1,16 +1,17 @@
 """``JobWorkflow``: one execution per job (workflow id = job id), one concurrent cell per target.
 
-Per cell: ``search`` (on the account's rate-gate task queue; binds a work) → ``fetch``
-(same queue) → ``deliver`` on every route concurrently; a scheduled job's cell may run
-up to ``max_fallback_stages`` search passes (:mod:`curaflow.domain.fallback`). Every
-activity writes its own cell transition to the ledger and returns the cell as the ledger
-holds it.
+Per cell: ``acquire`` (``search`` then ``fetch`` in one step, on the account's rate-gate
+task queue: binds a work, downloads it) → ``deliver`` on every route concurrently; a
+scheduled job's cell may run up to ``max_fallback_stages`` search passes
+(:mod:`curaflow.domain.fallback`). Every activity writes its own cell transition to the
+ledger and returns the cell as the ledger holds it.
 
 Besides ordering the steps, the workflow admits its own Task when started by a Temporal
-client (the ``admit`` activity; a refused Task fails the execution with the protocol
-code), serves the ``status`` query and the ``cancel`` signal, and keeps what operators
-see current: the ``JobStatus`` / ``BusinessStatus`` search attributes and the UI's
-current details (:mod:`workflows.details`, re-rendered only when what they show changed).
+client (the ``admit`` local activity; a refused Task fails the execution with the
+protocol code), serves the ``status`` query and the ``cancel`` signal, and keeps what
+operators see current: the ``JobStatus`` / ``BusinessStatus`` search attributes and the
+UI's current details (:mod:`workflows.details`, re-rendered only when what they show
+changed).
 
 The job moves through one explicit :class:`Phase`: ``running → cancelling → finishing
 → done``. Two barriers end ``running`` (DESIGN.md decision 13):
@@ -50,22 +51,20 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
+    from activities.acquire import AcquireActivity
     from activities.admit import AdmitActivity
     from activities.deliver import DeliverActivity
-    from activities.fetch import FetchActivity
     from activities.finish import UNKNOWN_JOB, FinishActivity
-    from activities.search import SearchActivity
     from curaflow.domain.cells import is_terminal
     from curaflow.domain.messages import (
+        AcquireInput,
         Admitted,
         CancelRequest,
         CellUpdate,
         DeliverInput,
-        FetchInput,
         FinishInput,
         JobInput,
         JobState,
-        SearchInput,
         SubmitInput,
         TargetSpec,
     )
@@ -87,7 +86,12 @@ with workflow.unsafe.imports_passed_through():
     )
 
 CORE_V2 = "core-v2"
-STAGE_OF: dict[Step, str] = {"search": "searching", "fetch": "fetching", "deliver": "delivering"}
+STAGE_OF: dict[Step, str] = {
+    "acquire": "searching",
+    "search": "searching",
+    "fetch": "fetching",
+    "deliver": "delivering",
+}
 
 
 class Phase(StrEnum):
@@ -132,6 +136,7 @@ class JobWorkflow:
         self._final: JobState | None = None
         self._published = ("queued", "")  # set at start (curaflow.temporal)
         self._details = ""
+        self._shown: tuple[Any, ...] = ()
         self._version: int | None = None
         self._v1: JobV1 | None = None
 
@@ -246,7 +251,9 @@ class JobWorkflow:
         if (bug := _bug(cells)) is not None:
             raise bug
         if self._cause == FinishCause.CANCELLED:
-            await workflow.execute_activity_method(FinishActivity.request_cancel, CancelRequest(), **CANCEL_CONFIG)
+            await workflow.execute_local_activity_method(
+                FinishActivity.request_cancel, CancelRequest(), **CANCEL_CONFIG
+            )
         for task in cells:
             task.cancel()
         await workflow.wait_condition(lambda: all(t.done() for t in cells))
@@ -254,10 +261,10 @@ class JobWorkflow:
             raise bug
         self._phase = Phase.FINISHING
         try:
-            self._final = await workflow.execute_activity_method(
+            final = await workflow.execute_local_activity_method(
                 FinishActivity.finish,
                 FinishInput(job_id=self._inp.job_id, cause=self._cause, failures=self._failures),
-                **finish_config(self._inp.budgets, summary=f"finish ({self._cause})"),
+                **finish_config(f"finish ({self._cause})"),
             )
         except ActivityError as err:
             if isinstance(err.cause, ApplicationError) and err.cause.type == UNKNOWN_JOB:
@@ -268,16 +275,16 @@ class JobWorkflow:
                     non_retryable=True,
                 ) from None
             raise
-        self._phase = Phase.DONE
+        self._final, self._phase = final, Phase.DONE
         self._publish()
         await self._pusher.settled()
         await workflow.wait_condition(workflow.all_handlers_finished)
-        return self._final
+        return final
 
     async def _admit(self, task: dict[str, Any]) -> Admitted:
         """Admit the Task this execution was started with, as ``POST /jobs`` does."""
         try:
-            return await workflow.execute_activity_method(
+            return await workflow.execute_local_activity_method(
                 AdmitActivity.admit, SubmitInput(task=task, workflow_id=workflow.info().workflow_id), **ADMIT_CONFIG
             )
         except ActivityError as err:
@@ -306,34 +313,22 @@ class JobWorkflow:
         queue = inp.source_task_queues.get(target.account) or f"{workflow.info().task_queue}-source-{target.account}"
         interval = inp.budgets.heartbeat_interval_ms
         stages = max(1, inp.max_fallback_stages)
+        update: CellUpdate | None = None
         for stage in range(stages):  # fallback passes (scheduled jobs); each a wider search
-            search = SearchInput(
+            acquire = AcquireInput(
                 job_id=inp.job_id,
                 target=target,
                 fallback_stage=stage,
                 max_fallback_stages=stages,
                 heartbeat_interval_ms=interval,
             )
-            summary = f"search {tid}" + (f" (stage {stage + 1})" if stage else "")
-            update = await self._step(tid, "search", search, first=stage == 0, queue=queue, summary=summary)
-            if update is None or is_terminal(update.cell.state):
-                return
-            if update.retry_stage:
-                continue
-            fetch = FetchInput(
-                job_id=inp.job_id,
-                target=target,
-                heartbeat_interval_ms=interval,
-                fallback_stage=stage,
-                max_fallback_stages=stages,
-            )
-            summary = f"fetch {tid} work {update.cell.work_id}"
-            update = await self._step(tid, "fetch", fetch, queue=queue, summary=summary)
+            summary = f"search and fetch {tid}" + (f" (stage {stage + 1})" if stage else "")
+            update = await self._step(tid, "acquire", acquire, first=stage == 0, queue=queue, summary=summary)
             if update is None or is_terminal(update.cell.state):
                 return
             if not update.retry_stage:
                 break
-        else:
+        if update is None or update.retry_stage:
             return
         work_id = update.cell.work_id
         await asyncio.gather(
@@ -360,7 +355,7 @@ class JobWorkflow:
         self,
         tid: str,
         step: Step,
-        arg: SearchInput | FetchInput | DeliverInput,
+        arg: AcquireInput | DeliverInput,
         *,
         queue: str | None,
         summary: str,
@@ -383,10 +378,8 @@ class JobWorkflow:
         )
         config["summary"] = summary
         try:
-            if isinstance(arg, SearchInput):
-                update = await workflow.execute_activity_method(SearchActivity.search, arg, **config)
-            elif isinstance(arg, FetchInput):
-                update = await workflow.execute_activity_method(FetchActivity.fetch, arg, **config)
+            if isinstance(arg, AcquireInput):
+                update = await workflow.execute_activity_method(AcquireActivity.acquire, arg, **config)
             else:
                 update = await workflow.execute_activity_method(DeliverActivity.deliver, arg, **config)
         except ActivityError as err:
@@ -421,10 +414,20 @@ class JobWorkflow:
                 pairs.append(BUSINESS_STATUS.value_set(published[1]))
             self._published = published
             workflow.upsert_search_attributes(pairs)
-        details = render_details(self._inp, self.status())
-        if details != self._details:
-            self._details = details
-            workflow.set_current_details(details)
+        # What the details show; rendering (and the status it needs) only when it changed.
+        shown = (
+            self._phase,
+            self._cause,
+            self._final is not None,
+            tuple((c.state, c.stage, c.work_id, c.reason, c.fallback_pass) for c in self._cells.values()),
+            tuple((d.route, d.status) for d in self._deliveries.values()),
+        )
+        if shown != self._shown:
+            self._shown = shown
+            details = render_details(self._inp, self.status())
+            if details != self._details:
+                self._details = details
+                workflow.set_current_details(details)
 
 
 def _bug(tasks: list[asyncio.Task[None]]) -> BaseException | None:

@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.pushes import push_options
 
 #: How far an activity attempt may run past the job deadline (see ``_options``); less than
-#: the execution's own grace (``curaflow.temporal.EXECUTION_GRACE``, 10 min).
+#: the execution's own grace (``curaflow.domain.execution.EXECUTION_GRACE``, 10 min).
 ATTEMPT_GRACE = timedelta(minutes=5)
 JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
 BUSINESS_STATUS = SearchAttributeKey.for_keyword("BusinessStatus")

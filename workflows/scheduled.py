@@ -40,6 +40,7 @@ from temporalio.exceptions import TimeoutError as ExecutionTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.scheduled import ScheduledActivity
+    from curaflow.domain.execution import execution_timeout
     from curaflow.domain.messages import JobState
     from curaflow.domain.occurrence import (
         AdmitOccurrenceInput,
@@ -55,9 +56,6 @@ with workflow.unsafe.imports_passed_through():
         job_summary,
     )
     from workflows.job import JobWorkflow
-
-#: Grace after a job's deadline before Temporal closes the child run (as for protocol jobs).
-EXECUTION_GRACE = timedelta(minutes=10)
 
 
 def closed_as(err: ChildWorkflowError) -> str:
@@ -102,7 +100,6 @@ class ScheduledJobWorkflow:
         workflow.set_current_details(
             f"job [`{job.job_id}`](../{job.job_id}) — {'new' if admission.created else 'duplicate'}"
         )
-        run_ms = max(1000, job.deadline_at_ms - job.created_at_ms)
         try:
             handle = await workflow.start_child_workflow(
                 JobWorkflow.run,
@@ -111,7 +108,7 @@ class ScheduledJobWorkflow:
                 task_queue=inp.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
-                execution_timeout=timedelta(milliseconds=run_ms) + EXECUTION_GRACE,
+                execution_timeout=execution_timeout(job.created_at_ms, job.deadline_at_ms),  # as for protocol jobs
                 search_attributes=job_search_attributes(job),
                 static_summary=job_summary(job),
                 static_details=job_static_details(job),

@@ -2,7 +2,11 @@
 
 * :func:`step_config`: the ``workflow.ActivityConfig`` of ``search`` / ``fetch`` /
   ``deliver`` under a job's budgets (DESIGN.md decision 8);
-* :func:`finish_config` / :data:`CANCEL_CONFIG`: the job-level steps;
+* :func:`finish_config` / :data:`CANCEL_CONFIG` / :data:`ADMIT_CONFIG`: the job-level
+  steps, which only touch the ledger — local activities: no task-queue round trip, one
+  history event each instead of three plus a workflow task; a worker lost while one runs
+  costs the workflow task timeout (:data:`curaflow.temporal.JOB_TASK_TIMEOUT`), after
+  which another worker replays and runs it again (all three are idempotent);
 * :func:`failure_facts`: what Temporal reported about a failed step, as a
   :class:`~curaflow.domain.verdicts.StepFailure` — raw facts; the reason is decided by
   :func:`curaflow.domain.verdicts.cell_verdict` when the job finishes;
@@ -32,24 +36,36 @@ with workflow.unsafe.imports_passed_through():
 #: attempts and waits for them, so a request already out is finished and reported instead
 #: of being cut off; less than the execution's own grace (10 min).
 ATTEMPT_GRACE = timedelta(minutes=5)
-#: ``finish`` is one ledger transaction: a dead worker's attempt is retried after this long
-#: without a heartbeat (the activity heartbeats every half second).
-FINISH_HEARTBEAT_TIMEOUT = timedelta(seconds=10)
 
 #: ``admit`` (a Task a Temporal client started the job with): retried while the ledger is
 #: unreachable, but bounded, so a submission never waits for ever.
-ADMIT_CONFIG = workflow.ActivityConfig(
+ADMIT_CONFIG = workflow.LocalActivityConfig(
     start_to_close_timeout=timedelta(seconds=30),
     schedule_to_close_timeout=timedelta(minutes=5),
     retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
     summary="admit the task",
 )
 
-CANCEL_CONFIG = workflow.ActivityConfig(
-    start_to_close_timeout=timedelta(seconds=30),
+#: ``request_cancel``: one ledger write and one Temporal call, recorded without waiting
+#: for a task queue (a local activity). An attempt whose worker died is re-run by the
+#: next worker's workflow task; an attempt that hangs is retried after this long (it was
+#: 30 s, and the chaos suite's cancel storm with worker kills saw cancels take 31 s).
+CANCEL_ATTEMPT_TIMEOUT = timedelta(seconds=10)
+
+CANCEL_CONFIG = workflow.LocalActivityConfig(
+    start_to_close_timeout=CANCEL_ATTEMPT_TIMEOUT,
     retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
     summary="record the cancel",
 )
+
+
+def finish_config(summary: str) -> workflow.LocalActivityConfig:
+    """``finish``: one ledger transaction; retried (with backoff) while the ledger is away."""
+    return workflow.LocalActivityConfig(
+        start_to_close_timeout=timedelta(seconds=30),
+        retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
+        summary=summary,
+    )
 
 
 def step_config(
@@ -89,16 +105,6 @@ def step_config(
     if task_queue:
         config["task_queue"] = task_queue
     return config
-
-
-def finish_config(budgets: Budgets, *, summary: str) -> workflow.ActivityConfig:
-    """Options of ``finish``: resumed on another worker within a heartbeat timeout."""
-    return workflow.ActivityConfig(
-        summary=summary,
-        start_to_close_timeout=timedelta(seconds=60),
-        heartbeat_timeout=min(FINISH_HEARTBEAT_TIMEOUT, timedelta(milliseconds=budgets.heartbeat_timeout_ms)),
-        retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=10)),
-    )
 
 
 def failure_facts(err: ActivityError, step: Step, *, first: bool, route: str | None = None) -> StepFailure:

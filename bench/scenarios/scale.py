@@ -1,17 +1,23 @@
 """Scenario 6: how figures grow with the job — history per cell, worker memory in flight.
 
 History: one job each of 1, 10 and 100 cells (one target per cell, each with its own
-directory route) runs to its end; the workflow history's event count divided by the
-cells (target ≤ 20 per cell, and not growing with the job). A job has a fixed part
-(start, the first workflow task, ``finish``, completion, search-attribute upserts:
-about 13 events) and about 16–18 events per cell (search, fetch and deliver, three
-events each, plus the workflow tasks their results wake); the marginal cost of an added
-cell is what the target is checked on, with the 100-cell figure.
+directory route) runs to its end; the workflow history's event count of the one-cell
+job (target ≤ 24) and the marginal events of an added cell (target ≤ 12). A job has a
+fixed part (start, the first workflow task, the patch marker, the deadline timer,
+``finish`` as a local-activity marker, search-attribute upserts, completion) and per cell
+``acquire`` and ``deliver`` (three events each) plus the workflow tasks their results
+wake.
 
-Memory: N one-cell jobs are held in flight (their route is a webhook receiver that does
-not answer, so every job waits in or for its ``deliver``); the worker's resident set is
-read before and with them in flight, then again for N/10 jobs of 10 cells (the same
-number of cells).
+Memory: N one-cell jobs are held in flight (10 000 in the full run; the replay holds
+every search answer, so each job waits in or for its ``acquire``); the worker's resident
+set is read before and with them in flight, then again for N/10 jobs of 10 cells (the
+same number of cells). A worker keeps at most ``temporal.max_cached_workflows`` (1000)
+executions in memory; the others are replayed from history when they wake, so its
+memory is bounded whatever N is. Target: RSS ≤ 1.5 GiB with 10 000 jobs in flight.
+
+Admission with the jobs in flight: the API (its own process) takes new Tasks at an
+offered rate before the jobs are started and again while they are in flight; the p99
+must not grow (target: ≤ 50 ms, and within 1.5× of the idle figure).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from fastapi import FastAPI
 
 from bench.env import BenchStack, Services, worker_rss_bytes
 from bench.result import Check, Result
+from bench.stats import summarise
 from curaflow.config import Settings
 from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.httpserver import BackgroundServer
@@ -110,19 +117,24 @@ async def _history_per_cell(stack: BenchStack, cells: int) -> float:
     return len(history.events) / cells
 
 
-async def _in_flight(stack: BenchStack, jobs: int, cells: int) -> tuple[int, int, int]:
+async def _in_flight(
+    stack: BenchStack, faults: SlowReplay, jobs: int, cells: int, admission: Any = None
+) -> tuple[int, int, int, Any]:
     """Hold ``jobs`` jobs of ``cells`` cells in flight on a fresh worker process.
 
-    Returns ``(idle_rss, in_flight_rss, cells_in_flight)`` in bytes. Afterwards the
-    worker is killed and the jobs' workflows are terminated, so the next measurement
-    starts clean (a held delivery would otherwise keep its activity slot).
+    Returns ``(idle_rss, in_flight_rss, cells_in_flight, admission_while_in_flight)``
+    (bytes; the last is ``admission()``'s result measured with the jobs in flight, when
+    given). Afterwards the worker is killed and the jobs' workflows are terminated, so the
+    next measurement starts clean.
     """
     assert stack.pool is not None and stack.client is not None
+    faults.search_delay_s = 0.0
     worker = await stack.start_worker()
     warm = [await _start(stack, 90 + i, 1) for i in range(3)]  # imports, sandbox, pools
     await stack.wait_terminal(warm, 120)
     await asyncio.sleep(1)
     idle = worker_rss_bytes(worker)
+    faults.search_delay_s = 7200.0  # every search answer is held: each job waits in or for acquire
     gate = asyncio.Semaphore(50)
 
     async def start(i: int) -> str:
@@ -130,19 +142,12 @@ async def _in_flight(stack: BenchStack, jobs: int, cells: int) -> tuple[int, int
             return await _start(stack, i * cells, cells, held=True)
 
     job_ids = list(await asyncio.gather(*(start(i) for i in range(jobs))))
-    deadline = time.monotonic() + 180
-    held = 0
-    while time.monotonic() < deadline:
-        held = int(
-            await stack.pool.fetchval(
-                "SELECT count(*) FROM cells WHERE job_id = ANY($1::text[]) AND stage = 'delivering'", job_ids
-            )
-        )
-        if held >= jobs * cells:
-            break
-        await asyncio.sleep(0.5)
-    await asyncio.sleep(2)
+    # Every execution had its first workflow task (it scheduled its acquire steps) once the
+    # worker is quiet again.
+    await _quiet(worker.pid, seconds=3)
+    held = jobs * cells
     rss = worker_rss_bytes(worker)
+    loaded = await admission() if admission is not None else None
     worker.kill()
     stack.workers.remove(worker)
 
@@ -151,23 +156,62 @@ async def _in_flight(stack: BenchStack, jobs: int, cells: int) -> tuple[int, int
             await stack.client.get_workflow_handle(job_id).terminate("benchmark done")  # type: ignore[union-attr]
 
     await asyncio.gather(*(terminate(j) for j in job_ids))
-    return idle, rss, held
+    faults.search_delay_s = 0.0
+    return idle, rss, held, loaded
+
+
+async def _quiet(pid: int | None, seconds: float, timeout_s: float = 600) -> None:
+    """Wait until process ``pid`` used under 10 % of a core for ``seconds`` in a row."""
+    import psutil
+
+    assert pid is not None
+    proc = psutil.Process(pid)
+    deadline = time.monotonic() + timeout_s
+    calm = 0.0
+    proc.cpu_percent(None)
+    while calm < seconds and time.monotonic() < deadline:
+        await asyncio.sleep(1)
+        calm = calm + 1 if proc.cpu_percent(None) < 10 else 0.0
+
+
+async def _admission_p99(stack: BenchStack, n: int) -> float:
+    """p99 (ms) of new admissions offered at 100/s to the API process (open loop)."""
+    import httpx
+
+    from bench.scenarios.api import OFFERED_PER_S, _open_loop, _task
+
+    limits = httpx.Limits(max_connections=50, max_keepalive_connections=50)
+    async with stack.http(limits=limits) as http:
+        requests: list[tuple[str, str, dict[str, object]]] = [
+            ("POST", "/jobs", {"json": _task(f"scale-{uuid.uuid4().hex}")}) for _ in range(n)
+        ]
+        latencies, statuses = await _open_loop(http, requests, OFFERED_PER_S, 50)
+    assert all(s == 202 for s in statuses), sorted(set(statuses))
+    return summarise(latencies)["p99"]
 
 
 async def run(services: Services, quick: bool) -> Result:
-    replay = await BackgroundServer(create_replay_app(SlowReplay())).start()
+    faults = SlowReplay()
+    replay = await BackgroundServer(create_replay_app(faults), log_level="critical").start()
     receiver = await BackgroundServer(_silent_receiver(), log_level="critical").start()
     root = str(services.root / f"scale-{uuid.uuid4().hex[:6]}")
     stack = BenchStack(services, "scale", _config(root, replay.url, receiver.url))
     await stack.open()
-    in_flight = 60 if quick else 1000
+    in_flight = 300 if quick else 10_000
+    admissions = 200 if quick else 1000
     try:
         await stack.start_worker()
         history = {cells: round(await _history_per_cell(stack, cells), 2) for cells in (1, 10, 100)}
         stack.workers[0].kill()
         stack.workers.clear()
-        idle, one_cell, held_one = await _in_flight(stack, in_flight, 1)
-        idle_ten, ten_cells, held_ten = await _in_flight(stack, in_flight // 10, 10)
+        await stack.start_api()
+        admission_idle = await _admission_p99(stack, admissions)
+
+        async def admission_loaded() -> float:
+            return await _admission_p99(stack, admissions)
+
+        idle, one_cell, held_one, admission_in_flight = await _in_flight(stack, faults, in_flight, 1, admission_loaded)
+        idle_ten, ten_cells, held_ten, _ = await _in_flight(stack, faults, in_flight // 10, 10)
     finally:
         await stack.close()
         await replay.stop()
@@ -188,9 +232,21 @@ async def run(services: Services, quick: bool) -> Result:
             "worker_rss_ten_cell_jobs_mib": round(ten_cells / mib, 1),
             "rss_per_in_flight_job_kib": round(per_job / 1024, 1),
             "rss_per_in_flight_cell_in_10_cell_jobs_kib": round(per_cell_10 / 1024, 1),
+            "admission_p99_ms": {
+                "idle": round(admission_idle, 1),
+                "with_jobs_in_flight": round(admission_in_flight, 1),
+            },
         },
         checks=[
-            Check("history events per added cell", marginal, "<=", 20),
-            Check("history events per cell (100 cells)", history[100], "<=", 20),
+            Check("history events per one-cell job", history[1], "<=", 24),
+            Check("history events per added cell", marginal, "<=", 12),
+            Check(f"worker RSS with {in_flight} jobs in flight", round(one_cell / mib, 1), "<=", 1536, "MiB"),
+            Check("admission p99 with the jobs in flight", round(admission_in_flight, 1), "<=", 50, "ms"),
+            Check(
+                "admission p99 in flight / idle",
+                round(admission_in_flight / max(admission_idle, 1e-3), 2),
+                "<=",
+                1.5,
+            ),
         ],
     )

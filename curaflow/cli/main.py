@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 
 from curaflow.cli.bench import bench
+from curaflow.cli.chaos import chaos
 from curaflow.cli.jobs import cancel, events, status, submit
 from curaflow.cli.remembered import accounts_app, refusals_app, unavailable_app
 from curaflow.cli.run import run
@@ -28,6 +32,7 @@ app.command()(status)
 app.command()(cancel)
 app.command()(events)
 app.command()(bench)
+app.command()(chaos)
 app.command("temporal-setup")(temporal_setup)
 app.add_typer(schedules_app, name="schedules")
 app.add_typer(refusals_app, name="refusals")
@@ -35,5 +40,26 @@ app.add_typer(unavailable_app, name="unavailable")
 app.add_typer(accounts_app, name="accounts")
 
 
+def main() -> None:
+    """The console entry point: run the command, then leave without interpreter teardown.
+
+    The Temporal client's native threads can outlive the event loop; tearing the
+    interpreter down under them aborts the process ("PyGILState_Release: thread state
+    must be current", exit -6) after the command already succeeded (temporalio/sdk-python
+    issue 300). Every command closes what it opened before it returns, so its exit status
+    is kept and the teardown skipped (output flushed first).
+    """
+    code = 0
+    try:
+        app()
+    except SystemExit as done:
+        if isinstance(done.code, str):
+            print(done.code, file=sys.stderr)
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    app()
+    main()

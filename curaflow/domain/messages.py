@@ -199,6 +199,14 @@ class SearchInput(BaseModel):
     heartbeat_interval_ms: int = 30_000
 
 
+class AcquireInput(SearchInput):
+    """Argument of the ``acquire`` activity: ``search`` then ``fetch`` in one step.
+
+    The same fields as :class:`SearchInput`: the cell's fallback stage, the stages
+    allowed, the heartbeat interval (ms).
+    """
+
+
 class FetchInput(BaseModel):
     """Argument of the ``fetch`` activity: fetch the bound work's artifact.
 

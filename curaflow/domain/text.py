@@ -18,6 +18,7 @@ Pure module: imported by workflows through the sandbox pass-through.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -49,6 +50,24 @@ def clean_json(value: Any) -> Any:
     if isinstance(value, list):
         return [clean_json(v) for v in value]
     return value
+
+
+#: A JSON ``\u`` escape that decodes to a character :func:`clean_text` would change: a
+#: C0/C1 control or a surrogate (valid pairs match too: those documents take the slow path).
+_RISKY_ESCAPE = re.compile(r"\\u(?:00[0-1][0-9a-fA-F]|007[fF]|00[89][0-9a-fA-F]|[dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def loads_clean(text: str) -> Any:
+    """Parse a JSON document and clean it like :func:`clean_json`, skipping the walk when the
+    text cannot hold a character to clean (no raw control character, no risky escape).
+
+    Raises:
+        ValueError: ``text`` is not JSON.
+    """
+    value = json.loads(text)
+    if _BAD.search(text) is None and _RISKY_ESCAPE.search(text) is None:
+        return value
+    return clean_json(value)
 
 
 def clean_optional(value: str | None) -> str | None:

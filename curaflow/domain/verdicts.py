@@ -32,7 +32,7 @@ from curaflow.domain.cells import CellStage, CellState
 from curaflow.domain.reasons import REASONS, TerminalReason, parse_reason
 
 R = TerminalReason
-Step = Literal["search", "fetch", "deliver"]
+Step = Literal["search", "fetch", "acquire", "deliver"]
 
 
 class FailureKind(StrEnum):
@@ -48,7 +48,8 @@ class StepFailure(BaseModel):
     """Facts about a step of a cell that ended in a failure, as the workflow saw them.
 
     Attributes:
-        step: ``search`` | ``fetch`` | ``deliver``.
+        step: ``acquire`` (``search`` then ``fetch``) | ``deliver`` (``search`` / ``fetch``
+            for executions started before core v2).
         kind: the failure kind.
         error_type: the ``ApplicationError.type`` (a reason code) for ``application``.
         non_retryable: the ``ApplicationError`` was non-retryable.
@@ -126,8 +127,8 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
     * ``application``: the error type is the reason; a ``deliver`` whose retries ran out
       (``MAXIMUM_ATTEMPTS_REACHED`` on a retryable type) is ``delivery_abandoned``;
     * ``timeout``: a ``deliver`` that timed out is ``delivery_abandoned``; the first
-      ``search`` of a cell that never left its queue is ``queued_too_long``; anything
-      else stopped making progress: ``stalled_no_heartbeat``;
+      ``acquire`` (or ``search``) of a cell that never left its queue is
+      ``queued_too_long``; anything else stopped making progress: ``stalled_no_heartbeat``;
     * ``other``: ``internal_error``.
     """
     if failure.kind == FailureKind.CANCELLED:
@@ -143,7 +144,8 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
     if failure.kind == FailureKind.TIMEOUT:
         if failure.step == "deliver":
             return R.DELIVERY_ABANDONED
-        if failure.timeout_type == "SCHEDULE_TO_START" and failure.step == "search" and failure.first_step:
+        first_source_step = failure.step in ("search", "acquire") and failure.first_step
+        if failure.timeout_type == "SCHEDULE_TO_START" and first_source_step:
             return R.QUEUED_TOO_LONG
         return R.STALLED_NO_HEARTBEAT
     return R.INTERNAL_ERROR
@@ -254,5 +256,5 @@ def delivery_verdict(
 
 def attempt_budget(step: Step, *, delivery_max_attempts: int, source_max_attempts: int) -> int:
     """Attempts Temporal makes of one step: ``deliver`` gets the delivery budget, a source
-    step (``search``, ``fetch``) the source budget (reference §8)."""
+    step (``acquire``, ``search``, ``fetch``) the source budget (reference §8)."""
     return delivery_max_attempts if step == "deliver" else source_max_attempts

@@ -16,6 +16,7 @@ import asyncpg
 
 from curaflow.domain.messages import JobInput
 from curaflow.domain.models import CellSnapshot, JobRecord
+from curaflow.ledger.cells import lock_job
 from curaflow.ledger.db import jsonable, now_ms
 from curaflow.ledger.events import append_event
 from curaflow.ledger.records import JOB_COLUMNS, job_from_row, load_job
@@ -168,13 +169,22 @@ async def workflow_input(conn: asyncpg.Connection, job_id: str) -> JobInput | No
 
 
 async def request_cancel(conn: asyncpg.Connection, job_id: str, reason: str) -> bool:
-    """Record a consumer cancel request (first one wins). Returns False for an unknown job."""
-    status = await conn.execute(
-        """UPDATE jobs SET cancel_requested_at = COALESCE(cancel_requested_at, $2),
-                          cancel_reason = COALESCE(cancel_reason, $3)
-           WHERE job_id = $1""",
-        job_id,
-        now_ms(),
-        reason,
-    )
+    """Record a consumer cancel request (first one wins). Returns False for an unknown job.
+
+    ``cancel_requested_at`` (epoch ms, UTC) is read once the job row is held, so it never
+    precedes a step the ledger let through before the cancel: a
+    :func:`~curaflow.ledger.deliveries.claim_send` holding the row finishes first and
+    its ``sent_at`` is earlier (the barrier order every reader compares against).
+    """
+    async with conn.transaction():
+        if await lock_job(conn, job_id) is None:
+            return False
+        status = await conn.execute(
+            """UPDATE jobs SET cancel_requested_at = COALESCE(cancel_requested_at, $2),
+                              cancel_reason = COALESCE(cancel_reason, $3)
+               WHERE job_id = $1""",
+            job_id,
+            now_ms(),
+            reason,
+        )
     return status.endswith("1")

@@ -194,6 +194,9 @@ class MemoryGate:
             self._next = slot + self.min_interval_ms / 1000
         if slot > now:
             await asyncio.sleep(slot - now)
+        # A late wake-up (a busy event loop) must not shorten the next gap: the next slot is
+        # at least an interval after this request really leaves.
+        self._next = max(self._next, time.monotonic() + self.min_interval_ms / 1000)
 
     async def rate_limited(self, retry_after_s: float | None) -> float:
         """Climb the ladder; returns the cooldown in seconds."""

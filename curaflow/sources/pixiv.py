@@ -40,7 +40,7 @@ import httpx
 from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
-from curaflow.domain.text import clean_json, clean_optional, clean_text
+from curaflow.domain.text import clean_optional, clean_text, loads_clean
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import Gate
 
@@ -321,7 +321,7 @@ class PixivClient:
     def _json(response: httpx.Response) -> Any:
         """The answer's JSON with every string cleaned (:func:`clean_json`); None if not JSON."""
         try:
-            return clean_json(response.json())
+            return loads_clean(response.text)
         except ValueError:
             return None
 

@@ -35,7 +35,7 @@ from tests.support import Stack, activity_attempts, closed_status, eventually, j
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 #: Activities that search, fetch or send: none may be scheduled after a barrier.
-WORK_ACTIVITIES = {"search", "fetch", "deliver"}
+WORK_ACTIVITIES = {"acquire", "search", "fetch", "deliver"}
 
 
 @dataclass
@@ -294,19 +294,20 @@ async def test_finish_resumes_quickly_after_its_worker_is_killed(
         await blocker.execute("LOCK TABLE outcomes IN SHARE ROW EXCLUSIVE MODE")
         job_id = await stack.admit(stack.task(target_id="demo"))
         handle = client.get_workflow_handle(job_id)
-
-        async def finishing_worker() -> str:
-            desc = await handle.describe()
-            return next(
-                (
-                    pending.last_worker_identity
-                    for pending in desc.raw_description.pending_activities
-                    if pending.activity_type.name == "finish" and pending.last_worker_identity
-                ),
-                "",
-            )
-
-        identity = await eventually(finishing_worker, what="finish started")
+        # finish (a local activity, inside a workflow task) waits for the lock on outcomes
+        await eventually(
+            lambda: pool.fetchval(
+                "SELECT count(*) FROM pg_locks WHERE relation = 'outcomes'::regclass AND NOT granted"
+            ),
+            what="finish waiting for the lock on outcomes",
+        )
+        history = await handle.fetch_history()
+        started = [
+            e.workflow_task_started_event_attributes.identity
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED
+        ]
+        identity = started[-1]  # the worker running the workflow task that runs finish
         pid = int(identity.split("@", 1)[0])
         victim = next(w for w in workers if w.pid == pid)
         victim.kill()
@@ -319,7 +320,8 @@ async def test_finish_resumes_quickly_after_its_worker_is_killed(
         await stack.stop()
         await replay.stop()
     assert record.cells[0].state == "submitted"
-    # heartbeat timeout 2 s (interval 1 s) plus a retry backoff: well under finish's old 60 s
+    # the job's workflow task timeout (5 s) and a replay on the other worker: well under the
+    # 60 s finish's start-to-close timeout cost before
     assert took < 15, f"finish resumed after {took:.1f}s"
 
 

@@ -75,7 +75,7 @@ async def test_metrics_move_on_the_api_and_the_worker(
     assert sample(worker, "curaflow_delivery_attempts_total", route=route, kind="directory") == 1
     assert sample(worker, "curaflow_delivery_results_total", route=route, result="delivered") == 1
     assert sample(worker, "curaflow_job_duration_seconds_count", business_status="success") == 1
-    assert sample(worker, "curaflow_activity_queue_wait_seconds_count", activity="search") >= 1
+    assert sample(worker, "curaflow_activity_queue_wait_seconds_count", activity="acquire") >= 1
     assert sample(worker, "curaflow_activity_attempts_total", activity="finish", result="ok") == 1
     assert "curaflow_heartbeat_timeouts_total" in worker
     assert sample(worker, "curaflow_worker_up") == 1
@@ -133,7 +133,7 @@ async def test_logs_are_json_lines_with_context_and_never_a_secret(make_stack: S
     assert len(outcome) == 1 and outcome[0]["job_id"] == job_id
     # activity lines carry the job, the cell's target and the attempt
     attempts = [e for e in lines if e["event"] == "activity.attempt_done"]
-    assert {e["activity"] for e in attempts} >= {"search", "fetch", "deliver", "finish"}
+    assert {e["activity"] for e in attempts} >= {"acquire", "deliver", "finish"}
     for e in attempts:
         assert e["job_id"] == job_id and e["attempt"] == 1
         if e["activity"] != "finish":
@@ -174,9 +174,8 @@ async def test_one_trace_from_post_jobs_through_the_workflows_activities(
     expected = {
         "StartWorkflow:JobWorkflow",
         "RunWorkflow:JobWorkflow",
-        "StartActivity:search",
-        "RunActivity:search",
-        "RunActivity:fetch",
+        "StartActivity:acquire",
+        "RunActivity:acquire",
         "RunActivity:deliver",
         "RunActivity:finish",
     }

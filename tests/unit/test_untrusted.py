@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from curaflow.artifacts import ArtifactStore, safe_name
 from curaflow.domain.models import Artifact, ArtifactFile, Work, WorkPage
@@ -145,3 +147,18 @@ def test_the_artifact_store_refuses_a_path_outside_its_root(tmp_path: Path) -> N
     with pytest.raises(PathEscape):
         asyncio.run(store.fetch(None, hostile_work("../../../escaped-1"), "job", "t"))  # type: ignore[arg-type]
     assert [p for p in tmp_path.rglob("*") if "escaped" in p.name] == []
+
+
+@given(st.recursive(st.text() | st.integers() | st.none(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)))
+def test_the_fast_json_path_cleans_exactly_like_the_walk(value: object) -> None:
+    """``loads_clean`` skips the walk only when nothing could change: same result either way."""
+    import json
+
+    from curaflow.domain.text import clean_json, loads_clean
+
+    for text in (json.dumps(value), json.dumps(value, ensure_ascii=False)):
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            continue
+        assert loads_clean(text) == clean_json(parsed)

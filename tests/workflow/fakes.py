@@ -24,6 +24,7 @@ from temporalio.exceptions import ApplicationError
 
 from curaflow.domain.cells import CellState, is_terminal
 from curaflow.domain.messages import (
+    AcquireInput,
     Budgets,
     CancelRequest,
     CellUpdate,
@@ -82,6 +83,9 @@ class Fakes:
     cells: dict[str, CellSnapshot] = field(default_factory=dict)
     deliveries: dict[tuple[str, str], RouteDelivery] = field(default_factory=dict)
     finish_error: str | None = None
+    #: One :class:`Act` per ``request_cancel`` attempt (``silent``: a worker that died
+    #: with the attempt); then ``ok``.
+    cancel_acts: list[Act] = field(default_factory=list)
 
     def on(self, step: str, target_id: str, *acts: Act, route: str | None = None) -> Fakes:
         """Script ``step`` of ``target_id`` (and ``route`` for ``deliver``)."""
@@ -149,6 +153,14 @@ class Fakes:
             )
             return CellUpdate(cell=fakes.cells[tid])
 
+        @activity.defn(name="acquire")
+        async def acquire(inp: AcquireInput) -> CellUpdate:
+            """``search`` then ``fetch`` of the cell, each following its own script (as the real one)."""
+            found = await search(SearchInput.model_validate(inp.model_dump()))
+            if found.cancel_requested or is_terminal(found.cell.state) or found.cell.work_id is None:
+                return found
+            return await fetch(FetchInput(job_id=inp.job_id, target=inp.target))
+
         @activity.defn(name="deliver")
         async def deliver(inp: DeliverInput) -> CellUpdate:
             tid, route = inp.target.target_id, inp.route.name
@@ -198,6 +210,10 @@ class Fakes:
         @activity.defn(name="request_cancel")
         async def request_cancel(inp: CancelRequest) -> None:
             fakes.cancels.append(time.monotonic())
+            act = fakes.cancel_acts.pop(0) if fakes.cancel_acts else Act()
+            if act.kind == "silent":  # the worker died with this attempt: it never answers
+                await asyncio.sleep(act.seconds)
+                raise ApplicationError("a dead worker's attempt", type="internal_error")
             job_id = activity.info().workflow_id
             assert job_id is not None
             await client_of().get_workflow_handle(job_id).cancel()
@@ -206,7 +222,7 @@ class Fakes:
         async def push_events(inp: PushInput) -> PushReport:
             return PushReport(job_id=inp.job_id)
 
-        return [search, fetch, deliver, finish, request_cancel, push_events]
+        return [acquire, search, fetch, deliver, finish, request_cancel, push_events]
 
 
 def job_input(

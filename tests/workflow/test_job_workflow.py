@@ -9,6 +9,7 @@ landed being reported under a cancel, and a send already out being finished.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import time
 import uuid
@@ -34,7 +35,8 @@ from workflows.scheduled import ScheduledJobWorkflow
 
 pytestmark = pytest.mark.integration
 
-WORK_STEPS = ("search", "fetch", "deliver")
+WORK_STEPS = ("search", "fetch", "deliver")  # as the fakes record them (acquire = search then fetch)
+SOURCE = ("acquire", "search", "fetch")  # the activities of the account's source queue
 
 
 class Env:
@@ -74,13 +76,18 @@ class Env:
         return status
 
     async def scheduled(self, handle: WorkflowHandle[Any, Any]) -> list[tuple[int, str]]:
-        """``(event id, activity type)`` of every scheduled activity."""
+        """``(event id, activity type)`` of every activity, scheduled or local (its marker)."""
         history = await handle.fetch_history()
-        return [
-            (e.event_id, e.activity_task_scheduled_event_attributes.activity_type.name)
-            for e in history.events
-            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        ]
+        found = []
+        for e in history.events:
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                found.append((e.event_id, e.activity_task_scheduled_event_attributes.activity_type.name))
+            elif e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
+                attrs = e.marker_recorded_event_attributes
+                if attrs.marker_name == "core_local_activity":
+                    data = json.loads(attrs.details["data"].payloads[0].data)
+                    found.append((e.event_id, data["activity_type"]))
+        return found
 
     async def events(self, handle: WorkflowHandle[Any, Any], kind: int) -> list[int]:
         history = await handle.fetch_history()
@@ -100,8 +107,8 @@ def workers(env: Env, *, sandboxed: bool, source: bool = True) -> Any:
     @contextlib.asynccontextmanager
     async def run() -> AsyncIterator[None]:
         acts = env.fakes.activities(lambda: env.client)
-        main = [a for a in acts if a.__name__ not in ("search", "fetch")]
-        src = [a for a in acts if a.__name__ in ("search", "fetch")]
+        main = [a for a in acts if a.__name__ not in SOURCE]
+        src = [a for a in acts if a.__name__ in SOURCE]
         runner = sandbox_runner() if sandboxed else UnsandboxedWorkflowRunner()
         beat = timedelta(milliseconds=100)
         async with contextlib.AsyncExitStack() as stack:
@@ -357,12 +364,10 @@ async def test_the_trampoline_reports_how_the_job_execution_closed(
             env.client,
             task_queue=env.queue,
             workflows=[JobWorkflow, ScheduledJobWorkflow],
-            activities=[a for a in acts if a.__name__ not in ("search", "fetch")],
+            activities=[a for a in acts if a.__name__ not in SOURCE],
             workflow_runner=sandbox_runner(),
         ),
-        Worker(
-            env.client, task_queue=env.source_queue, activities=[a for a in acts if a.__name__ in ("search", "fetch")]
-        ),
+        Worker(env.client, task_queue=env.source_queue, activities=[a for a in acts if a.__name__ in SOURCE]),
     ):
         trampoline = await env.client.start_workflow(
             ScheduledJobWorkflow.run,

@@ -1,0 +1,63 @@
+"""The ``acquire`` activity: ``search`` then ``fetch`` of one cell, in one step.
+
+A cell's source work — find and bind a work (:mod:`activities.search`), then download
+it (:mod:`activities.fetch`) — runs as one activity on the account's rate-gate queue:
+one round trip through Temporal instead of two, half the history events and workflow
+activations for the source side of a cell (issue 15). The two halves keep their own
+ledger transitions, checkpoints and heartbeats, so nothing about resuming changes: a
+retried attempt adopts the binding the dead one made (search never re-ranks) and
+continues the download from the pages already on disk.
+
+Stops after the search half when the cell ended (``no_candidate``), when another
+fallback stage should run (``retry_stage``), or when the job is behind a barrier (a
+recorded cancel, its deadline): the workflow then decides.
+"""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from activities.deps import ActivityDeps
+from activities.fetch import FetchActivity
+from activities.search import SearchActivity
+from curaflow.domain.cells import is_terminal
+from curaflow.domain.messages import AcquireInput, CellUpdate, FetchInput, SearchInput
+
+
+class AcquireActivity:
+    """Holds the worker's :class:`~activities.deps.ActivityDeps` for the ``acquire`` activity."""
+
+    def __init__(self, deps: ActivityDeps) -> None:
+        self._search = SearchActivity(deps)
+        self._fetch = FetchActivity(deps)
+
+    @activity.defn(name="acquire")
+    async def acquire(self, inp: AcquireInput) -> CellUpdate:
+        """Search the source for ``inp.target``, bind a work and fetch its artifact.
+
+        Returns:
+            The cell afterwards: ``artifact_ready``, terminal, or ``pending`` with
+            ``retry_stage`` set (another fallback stage should run); ``cancel_requested``
+            / ``deadline_passed`` when the job is behind a barrier.
+
+        Raises:
+            ApplicationError: as ``search`` and ``fetch`` (typed by reason code).
+        """
+        found = await self._search.search(SearchInput.model_validate(inp.model_dump()))
+        if (
+            found.cancel_requested
+            or found.deadline_passed
+            or found.retry_stage
+            or is_terminal(found.cell.state)
+            or found.cell.work_id is None
+        ):
+            return found
+        return await self._fetch.fetch(
+            FetchInput(
+                job_id=inp.job_id,
+                target=inp.target,
+                heartbeat_interval_ms=inp.heartbeat_interval_ms,
+                fallback_stage=inp.fallback_stage,
+                max_fallback_stages=inp.max_fallback_stages,
+            )
+        )

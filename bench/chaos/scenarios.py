@@ -1,0 +1,757 @@
+"""The chaos scenarios: load, real faults, then the truth audit.
+
+Each scenario has its own targets and routes (a webhook route on the recording receiver
+and a directory route per target), so its deliveries and its audit are its own; in the
+full mode each also runs on a fresh stack. Jobs are submitted like a careful consumer
+does: ``POST /jobs`` retried with the same idempotency key while the answer is a 5xx or
+nothing (so an ambiguous admission is never a lost job), and a few started from a
+Temporal client with the same Task (``curaflow.submit.start_job``).
+
+* ``kills`` — a SIGKILL storm: ≥ 2 workers, one killed at random every few seconds and
+  started again, while the jobs run;
+* ``postgres`` — PostgreSQL stopped (``pg_ctl -m fast stop``) and later killed (SIGKILL
+  of the postmaster) mid-run, each time started again after a few seconds;
+* ``temporal`` — the Temporal dev server stopped and started again (same port, same
+  SQLite file) mid-run; in the full mode a second time with SIGKILL;
+* ``cancel`` / ``cancel_kills`` — a cancel storm: every job cancelled at a random moment
+  through one of the three paths (``POST /jobs/{id}/cancel``, ``temporal workflow signal
+  --name cancel``, ``temporal workflow cancel``), without and with worker kills.
+
+Recovery after each fault: seconds from the service being back until every process
+answers ``/ready`` 200, and until the first job admitted after it (a probe submitted at
+once) is terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import random
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from temporalio.api.enums.v1 import EventType
+from temporalio.service import RPCError, RPCStatusCode
+
+from bench.chaos.audit import LANDED_OK, audit, directory_arrivals, job_deliveries, webhook_arrivals
+from bench.chaos.receiver import read_received
+from bench.chaos.stack import SECRET, TASK_QUEUE, ChaosStack
+from bench.stats import summarise
+from curaflow.devstack.temporal import temporal_binary
+from curaflow.ledger.db import now_ms
+
+#: Activities that search, fetch or send: none may be scheduled after a cancel.
+WORK_ACTIVITIES = {"search", "fetch", "deliver"}
+TERMINAL = {"succeeded", "failed", "cancelled", "expired"}
+CANCEL_PATHS = ("http", "signal", "temporal")
+CANCEL_MOMENTS = ("early", "random", "delivering")
+
+
+class ReceiverTail:
+    """Follows the webhook receiver's log: which jobs' requests have arrived so far."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self.offset = 0
+        self.jobs: set[str] = set()
+
+    def refresh(self) -> None:
+        try:
+            with open(self.log, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except OSError:
+            return
+        end = chunk.rfind(b"\n") + 1
+        self.offset += end
+        for line in chunk[:end].splitlines():
+            with contextlib.suppress(ValueError):
+                self.jobs.add(str(json.loads(line).get("job_id")))
+
+    async def wait_for(self, job_id: str, timeout_s: float) -> bool:
+        """Wait until a request of ``job_id`` arrived; False after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.refresh()
+            if job_id in self.jobs:
+                return True
+            await asyncio.sleep(0.1)
+        return False
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A scenario's sizes for one mode.
+
+    Attributes:
+        targets: targets (each with a webhook and a directory route of its own).
+        jobs: jobs to submit (``kills``, ``cancel*``); load scenarios submit until the
+            last fault has recovered, every ``interval_s``.
+        interval_s: seconds between two submissions.
+        temporal_every: every n-th job is started from a Temporal client (0: none).
+        kill_every_s: mean seconds between two worker kills (0: no kills).
+        down_s: how long a stopped service stays down.
+        fault_kinds: the faults of a service scenario, in order (``fast stop``,
+            ``SIGKILL``, ``stop``).
+        lead_s / tail_s: load before each fault, and after the last one recovered.
+        cancel_within_s: a "random" cancel lands uniformly within this many seconds of
+            admission (the others: "early", within 1.5 s; "delivering", as soon as the
+            webhook receiver has the job's request).
+        receiver_delay_ms: the webhook receiver answers the scenario's routes after a
+            random delay up to this (a request stays out that long).
+        broken_targets: the last n targets' directory route lies under a regular file,
+            so every write fails and is retried (issue 10's partial delivery: the
+            webhook has the work, the directory never gets it, then the cancel comes).
+        drain_s: how long to wait for the jobs to end before calling them stuck.
+    """
+
+    targets: int
+    jobs: int = 0
+    interval_s: float = 0.5
+    temporal_every: int = 0
+    kill_every_s: float = 0.0
+    down_s: float = 5.0
+    fault_kinds: tuple[str, ...] = ()
+    lead_s: float = 4.0
+    tail_s: float = 3.0
+    cancel_within_s: float = 4.0
+    receiver_delay_ms: int = 150
+    broken_targets: int = 0
+    drain_s: float = 120.0
+
+
+def plans(quick: bool) -> dict[str, Plan]:
+    """Scenario name → its plan, in the order they run (quick: fewer jobs, shorter outages)."""
+    if quick:
+        return {
+            "kills": Plan(targets=2, jobs=10, interval_s=1.0, temporal_every=4, kill_every_s=2.0, drain_s=60),
+            "postgres": Plan(
+                targets=2, interval_s=1.0, down_s=2.0, fault_kinds=("fast stop", "SIGKILL"), lead_s=2, tail_s=1,
+                drain_s=60,
+            ),
+            "temporal": Plan(
+                targets=2, interval_s=1.0, temporal_every=4, down_s=3.0, fault_kinds=("stop",), lead_s=2, tail_s=1,
+                drain_s=60,
+            ),
+            "cancel_kills": Plan(
+                targets=2, jobs=12, interval_s=0.3, temporal_every=4, kill_every_s=3.0, cancel_within_s=6.0,
+                receiver_delay_ms=1500, broken_targets=1, drain_s=60,
+            ),
+        }  # fmt: skip
+    return {
+        "kills": Plan(targets=4, jobs=50, interval_s=0.8, temporal_every=8, kill_every_s=3.0, drain_s=180),
+        "postgres": Plan(
+            targets=4, interval_s=1.0, temporal_every=10, down_s=5.0,
+            fault_kinds=("fast stop", "SIGKILL", "fast stop", "SIGKILL"), drain_s=180,
+        ),
+        "temporal": Plan(
+            targets=4, interval_s=1.0, temporal_every=6, down_s=8.0, fault_kinds=("stop", "SIGKILL"), drain_s=180
+        ),
+        "cancel": Plan(
+            targets=3, jobs=45, interval_s=0.3, temporal_every=5, cancel_within_s=10.0, receiver_delay_ms=1500,
+            broken_targets=1, drain_s=120,
+        ),
+        "cancel_kills": Plan(
+            targets=3, jobs=45, interval_s=0.3, temporal_every=5, kill_every_s=4.0, cancel_within_s=10.0,
+            receiver_delay_ms=1500, broken_targets=1, drain_s=180,
+        ),
+    }  # fmt: skip
+
+
+def scenario_config(name: str, plan: Plan, receiver_url: str, root: Path) -> dict[str, Any]:
+    """The routes and targets of one scenario: target ``<name><i>`` delivers to the webhook
+    route ``<name>-hook<i>`` (the receiver, path ``/<name>/<i>``) and the directory route
+    ``<name>-dir<i>`` (under a regular file for the last ``broken_targets``); every
+    target takes the whole ranking (61 recorded works). The receiver answers that route
+    after up to ``receiver_delay_ms``."""
+    routes: dict[str, Any] = {}
+    targets = []
+    for i in range(plan.targets):
+        hook, folder = f"{name}-hook{i}", f"{name}-dir{i}"
+        url = f"{receiver_url}/{name}/{i}?delay_ms={plan.receiver_delay_ms}"
+        routes[hook] = {"kind": "webhook", "url": url, "secret": SECRET, "timeout_ms": 5000}
+        path = root / "routes" / name / str(i)
+        if i >= plan.targets - plan.broken_targets:
+            blocker = root / "routes" / name / f"regular-file-{i}"
+            blocker.parent.mkdir(parents=True, exist_ok=True)
+            blocker.write_text("a directory route under a regular file can never write\n")
+            path = blocker / "out"
+        routes[folder] = {"kind": "directory", "path": str(path)}
+        targets.append({"id": f"{name.replace('_', '')}{i}", "query": {"mode": "ranking"}, "routes": [hook, folder]})
+    return {"routes": routes, "targets": targets}
+
+
+@dataclass
+class Tracked:
+    """A job the scenario submitted.
+
+    Attributes:
+        admitted_ms: when the admission was acknowledged (202/200, or the Temporal start returned).
+        attempts: submissions until it was (retries after a 5xx or no answer).
+        cancel: how it was cancelled (``http``, ``signal``, ``temporal``), if it was.
+        cancel_ms / cancel_answer: when the cancel was sent, and what came back.
+    """
+
+    job_id: str
+    key: str
+    target_id: str
+    via: str
+    admitted_ms: int = 0
+    attempts: int = 0
+    probe: bool = False
+    cancel: str | None = None
+    moment: str | None = None
+    cancel_ms: int | None = None
+    cancel_answer: str | None = None
+
+
+@dataclass
+class Fault:
+    """One fault: injected at ``down_ms``, the service back at ``up_ms`` (epoch ms).
+
+    Attributes:
+        ready_s: from ``up_ms`` until every process answered ``/ready`` 200.
+        probe: the job submitted as soon as the service was back.
+        first_job_s: from ``up_ms`` until that job was terminal.
+    """
+
+    kind: str
+    down_ms: int
+    up_ms: int = 0
+    ready_s: float | None = None
+    probe: str | None = None
+    first_job_s: float | None = None
+
+
+@dataclass
+class ScenarioResult:
+    """Everything one scenario measured (the table's column and the JSON's entry)."""
+
+    name: str
+    plan: dict[str, Any]
+    seconds: float = 0.0
+    faults: list[Fault] = field(default_factory=list)
+    kills: int = 0
+    kill_ready_s: list[float] = field(default_factory=list)
+    submitted: int = 0
+    via_temporal: int = 0
+    refused: int = 0
+    terminal: int = 0
+    stuck: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+    statuses: dict[str, int] = field(default_factory=dict)
+    job_seconds: dict[str, Any] = field(default_factory=dict)
+    slowest: list[dict[str, Any]] = field(default_factory=list)
+    after_fault: int = 0
+    after_fault_not_succeeded: list[dict[str, Any]] = field(default_factory=list)
+    not_succeeded: list[dict[str, Any]] = field(default_factory=list)
+    cancels: dict[str, int] = field(default_factory=dict)
+    cancel_moments: dict[str, int] = field(default_factory=dict)
+    cancel_outcomes: dict[str, int] = field(default_factory=dict)
+    cancelled_landed: dict[str, int] = field(default_factory=dict)
+    unexpected_status: list[dict[str, Any]] = field(default_factory=list)
+    late_steps: list[dict[str, Any]] = field(default_factory=list)
+    audit: dict[str, Any] = field(default_factory=dict)
+    exits: list[dict[str, Any]] = field(default_factory=list)
+    stuck_details: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+    def checks(self) -> dict[str, int]:
+        """Every figure that must be 0 for the scenario to pass."""
+        a = self.audit
+        return {
+            "lost": len(self.lost),
+            "stuck": len(self.stuck),
+            "cross_job_duplicates": int(a.get("cross_job_duplicates", 0)),
+            "missing_at_route": int(a.get("missing_at_route", 0)),
+            "phantoms": int(a.get("phantoms", 0)),
+            "understated": int(a.get("understated", 0)),
+            "sends_after_cancel": int(a.get("sends_after_cancel", 0)),
+            "late_steps": len(self.late_steps),
+            "after_fault_not_succeeded": len(self.after_fault_not_succeeded),
+            "unexpected_status": len(self.unexpected_status),
+            "errors": 1 if self.error else 0,
+        }
+
+    @property
+    def ok(self) -> bool:
+        return not any(self.checks().values())
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["checks"] = self.checks()
+        data["ok"] = self.ok
+        return data
+
+
+class Scenario:
+    """One scenario's run: submissions, faults, the drain and the audit.
+
+    Args:
+        stack: the running stack (its config holds this scenario's targets and routes).
+        name: the scenario's name (its targets are ``<name><i>``).
+        plan: its sizes.
+        rng: the run's random source (kills, cancel moments, paths).
+    """
+
+    def __init__(self, stack: ChaosStack, name: str, plan: Plan, rng: random.Random) -> None:
+        self.stack = stack
+        self.name = name
+        self.plan = plan
+        self.rng = rng
+        self.targets = [f"{name.replace('_', '')}{i}" for i in range(plan.targets)]
+        self.jobs: dict[str, Tracked] = {}
+        self.result = ScenarioResult(name=name, plan=asdict(plan))
+        self._seq = itertools.count()
+        self._pending: set[asyncio.Task[Any]] = set()
+        self._http = stack.http()
+        self._tag = f"{int(time.time()) % 100000:05d}"
+        self.receiver = ReceiverTail(stack.received_log)
+
+    # ---- submitting ------------------------------------------------------------------------
+
+    def _next_task(self) -> tuple[int, dict[str, Any]]:
+        n = next(self._seq)
+        target = self.targets[n % len(self.targets)]
+        task = {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": f"{self.name}-{self._tag}-{n}",
+            "params": {"target_id": target},
+        }
+        return n, task
+
+    async def submit(self, *, probe: bool = False, via: str | None = None) -> Tracked | None:
+        """Submit one job (HTTP, or from a Temporal client every ``temporal_every``-th job);
+        retried with the same key until an answer says it was admitted or refused."""
+        n, task = self._next_task()
+        if via is None:
+            every = self.plan.temporal_every
+            via = "temporal" if every and n % every == every - 1 else "http"
+        key, target = task["idempotency_key"], task["params"]["target_id"]
+        job = Tracked(f"{target}@manual-{key.lower()}", key, target, via, probe=probe)
+        deadline = time.monotonic() + 120
+        while True:
+            job.attempts += 1
+            try:
+                if via == "http":
+                    answer = await self._http.post("/jobs", json=task)
+                    if answer.status_code in (200, 202):
+                        break
+                    if answer.status_code < 500:
+                        self.result.refused += 1
+                        self.result.unexpected_status.append({"job_id": job.job_id, "admission": answer.text[:300]})
+                        return None
+                else:
+                    from curaflow.submit import start_job
+
+                    assert self.stack.client is not None
+                    await asyncio.wait_for(start_job(self.stack.client, task, task_queue=TASK_QUEUE), 10)
+                    break
+            except (httpx.HTTPError, RPCError, TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                self.result.unexpected_status.append({"job_id": job.job_id, "admission": "no answer for 120 s"})
+                return None
+            await asyncio.sleep(0.5)
+        job.admitted_ms = now_ms()
+        self.jobs[job.job_id] = job
+        return job
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+        return task
+
+    async def load(self, stop: asyncio.Event, count: int | None = None) -> None:
+        """Submit a job every ``interval_s`` (each in its own task, so a submission riding
+        out an outage does not hold up the next) until ``stop`` or ``count`` jobs."""
+        sent = 0
+        while not stop.is_set() and (count is None or sent < count):
+            self.spawn(self.submit())
+            sent += 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), self.plan.interval_s)
+
+    async def settle_submissions(self) -> None:
+        """Wait for every submission still retrying."""
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    # ---- faults ------------------------------------------------------------------------------
+
+    async def killer(self, stop: asyncio.Event) -> None:
+        """SIGKILL one worker at random every ~``kill_every_s`` and start it again 0.3–1 s later;
+        each restart is timed until that worker answers ``/ready`` 200."""
+        timers: set[asyncio.Task[None]] = set()
+        while not stop.is_set():
+            pause = self.rng.uniform(0.6, 1.4) * self.plan.kill_every_s
+            try:
+                await asyncio.wait_for(stop.wait(), pause)
+                break
+            except TimeoutError:
+                pass
+            index = self.rng.randrange(len(self.stack.workers))
+            await self.stack.kill_worker(index)
+            self.result.kills += 1
+            await asyncio.sleep(self.rng.uniform(0.3, 1.0))
+            self.stack.restart_worker(index)
+            timers.add(asyncio.create_task(self._time_ready(index, time.monotonic())))
+        await asyncio.gather(*timers)
+
+    async def _time_ready(self, index: int, since: float) -> None:
+        worker = self.stack.workers[index]
+        async with httpx.AsyncClient(timeout=5) as http:
+            while time.monotonic() - since < 120:
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get(worker.ready_url)).status_code == 200:
+                        self.result.kill_ready_s.append(round(time.monotonic() - since, 2))
+                        return
+                await asyncio.sleep(0.1)
+
+    async def recover(self, fault: Fault) -> None:
+        """After ``fault``'s service is back: measure readiness and the first job's end."""
+        fault.up_ms = now_ms()
+        probe_task = asyncio.create_task(self.submit(probe=True, via="http"))
+        try:
+            fault.ready_s = round(await self.stack.wait_ready(120), 2)
+        except TimeoutError as err:
+            fault.ready_s = None
+            self.result.unexpected_status.append({"fault": fault.kind, "ready": str(err)})
+        probe = await probe_task
+        fault.probe = probe.job_id if probe else None
+        self.result.faults.append(fault)
+
+    # ---- the end ---------------------------------------------------------------------------------
+
+    async def drain(self) -> None:
+        """Wait until every submitted job is terminal in the ledger (or ``drain_s`` passed)."""
+        await self.settle_submissions()
+        ids = list(self.jobs)
+        deadline = time.monotonic() + self.plan.drain_s
+        while True:
+            rows = await self.stack.fetch(
+                "SELECT job_id FROM jobs WHERE job_id = ANY($1::text[]) AND completed_at IS NOT NULL", ids
+            )
+            if len(rows) == len(ids) or time.monotonic() > deadline:
+                return
+            await asyncio.sleep(0.5)
+
+    async def finish(self) -> ScenarioResult:
+        """Gather every view, run the audit and fill the result."""
+        r = self.result
+        ids = list(self.jobs)
+        r.submitted = len(ids)
+        r.via_temporal = sum(1 for j in self.jobs.values() if j.via == "temporal")
+        rows = {
+            row["job_id"]: dict(row)
+            for row in await self.stack.fetch(
+                """SELECT job_id, status, business_status, created_at, completed_at, cancel_requested_at
+                   FROM jobs WHERE job_id = ANY($1::text[])""",
+                ids,
+            )
+        }
+        views: dict[str, dict[str, Any]] = {}
+        async with self.stack.http() as http:
+            for job_id in ids:
+                answer = await http.get(f"/jobs/{job_id}")
+                if answer.status_code == 200:
+                    views[job_id] = answer.json()
+        r.lost = sorted(j for j in ids if j not in rows or j not in views)
+        r.stuck = sorted(j for j in ids if j in rows and rows[j]["completed_at"] is None)
+        r.terminal = sum(1 for j in ids if j in rows and rows[j]["completed_at"] is not None)
+        r.statuses = dict(Counter(views[j]["status"] for j in ids if j in views))
+        durations = [
+            (row["completed_at"] - row["created_at"]) for row in rows.values() if row["completed_at"] is not None
+        ]
+        r.job_seconds = {k: round(v / 1000, 1) for k, v in summarise(durations).items() if k in ("p50", "p95", "max")}
+        slow = sorted(
+            (row for row in rows.values() if row["completed_at"] is not None),
+            key=lambda row: row["created_at"] - row["completed_at"],
+        )[:3]
+        r.slowest = [await self.timeline(row["job_id"], row["created_at"]) for row in slow]
+        first_fault = min((f.down_ms for f in r.faults), default=None)
+        for job_id in ids:
+            view, job = views.get(job_id), self.jobs[job_id]
+            if view is None or view["status"] == "succeeded":
+                continue
+            summary = {
+                "job_id": job_id,
+                "via": job.via,
+                "status": view["status"],
+                "business_status": rows[job_id]["business_status"],
+                "error": (view.get("error") or {}).get("code"),
+                "reason": ((view.get("error") or {}).get("detail") or {}).get("internal_code"),
+                "cancel": job.cancel,
+            }
+            if job.cancel is None:
+                r.not_succeeded.append(summary)
+                if first_fault is not None and job.admitted_ms >= first_fault:
+                    r.after_fault_not_succeeded.append(summary)
+            elif view["status"] != "cancelled":
+                r.unexpected_status.append(summary)
+        r.after_fault = sum(
+            1 for j in self.jobs.values() if first_fault is not None and j.admitted_ms >= first_fault and not j.cancel
+        )
+        for fault in r.faults:
+            if fault.probe and fault.probe in rows and rows[fault.probe]["completed_at"] is not None:
+                fault.first_job_s = round((rows[fault.probe]["completed_at"] - fault.up_ms) / 1000, 2)
+        r.cancels = dict(Counter(j.cancel for j in self.jobs.values() if j.cancel))
+        r.cancel_moments = dict(Counter(j.moment for j in self.jobs.values() if j.moment))
+        landed: Counter[str] = Counter()
+        for view in views.values():
+            if view["status"] == "cancelled":
+                kinds = {d["status"] for d in job_deliveries(view) if d.get("status") in LANDED_OK}
+                landed.update(["jobs"] if kinds else [])
+                landed.update(kinds)
+        r.cancelled_landed = dict(landed)
+        r.cancel_outcomes = dict(
+            Counter(
+                f"{j.moment} → {views[j.job_id]['status']}"
+                for j in self.jobs.values()
+                if j.moment and j.job_id in views
+            )
+        )
+
+        intents = [
+            dict(row)
+            for row in await self.stack.fetch(
+                """SELECT job_id, target_id, route, route_kind, work_id, status, idempotency_key, sent_at
+                   FROM delivery_intents WHERE job_id = ANY($1::text[])""",
+                ids,
+            )
+        ]
+        hooks = {f"{self.name}-hook{i}" for i in range(self.plan.targets)}
+        dirs = {
+            f"{self.name}-dir{i}": self.stack.root / "routes" / self.name / str(i) for i in range(self.plan.targets)
+        }
+        received = [r_ for r_ in read_received(self.stack.received_log) if r_.get("route") in hooks]
+        arrivals = webhook_arrivals(received, hooks) + directory_arrivals(dirs)
+        reported = {job_id: job_deliveries(view) for job_id, view in views.items()}
+        cancels = {j: row["cancel_requested_at"] for j, row in rows.items() if row["cancel_requested_at"] is not None}
+        result = audit(arrivals, intents, reported, cancels)
+        result.bad_signatures = sum(1 for r_ in received if not r_.get("signature_ok"))
+        r.audit = result.as_dict()
+        if any(j.cancel for j in self.jobs.values()):
+            r.late_steps = await self.late_steps([j.job_id for j in self.jobs.values() if j.cancel])
+        r.stuck_details = [await self.diagnose(job_id) for job_id in r.stuck[:5]]
+        r.exits = [asdict(e) for e in self.stack.exits]
+        await self._http.aclose()
+        return r
+
+    async def late_steps(self, job_ids: list[str]) -> list[dict[str, Any]]:
+        """Activities that search, fetch or send scheduled after a job's first cancel event
+        (a ``cancel`` signal or a Temporal cancel request) in its history."""
+        assert self.stack.client is not None
+        late: list[dict[str, Any]] = []
+        for job_id in job_ids:
+            try:
+                history = await self.stack.client.get_workflow_handle(job_id).fetch_history()
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    continue
+                raise
+            barrier = False
+            for event in history.events:
+                if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED or (
+                    event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+                    and event.workflow_execution_signaled_event_attributes.signal_name == "cancel"
+                ):
+                    barrier = True
+                elif barrier and event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                    activity = event.activity_task_scheduled_event_attributes.activity_type.name
+                    if activity in WORK_ACTIVITIES:
+                        late.append({"job_id": job_id, "activity": activity, "event_id": event.event_id})
+        return late
+
+    async def timeline(self, job_id: str, created_at: int) -> dict[str, Any]:
+        """A job's events as ``[type(stage), seconds after admission]`` (why it was slow)."""
+        events = await self.stack.fetch(
+            "SELECT type, at, payload->'progress'->>'stage' AS stage FROM job_events WHERE job_id = $1 ORDER BY seq",
+            job_id,
+        )
+        job = self.jobs.get(job_id)
+        return {
+            "job_id": job_id,
+            "created_at": created_at,
+            "via": job.via if job else None,
+            "cancel": job.cancel if job else None,
+            "events": [
+                [e["type"] + (f"({e['stage']})" if e["stage"] else ""), round((e["at"] - created_at) / 1000, 2)]
+                for e in events
+            ],
+        }
+
+    async def diagnose(self, job_id: str) -> dict[str, Any]:
+        """What a stuck job looks like: ledger rows, the execution's status and last events."""
+        out: dict[str, Any] = {"job_id": job_id}
+        job = await self.stack.fetch(
+            "SELECT status, last_stage, attempt, cancel_requested_at, workflow_started_at FROM jobs WHERE job_id = $1",
+            job_id,
+        )
+        out["job"] = [dict(r) for r in job]
+        out["cells"] = [
+            dict(r)
+            for r in await self.stack.fetch(
+                """SELECT target_id, state, stage, work_id, terminal_reason_code, lease_owner, lease_until, heartbeat_at
+                   FROM cells WHERE job_id = $1""",
+                job_id,
+            )
+        ]
+        out["intents"] = [
+            dict(r)
+            for r in await self.stack.fetch(
+                "SELECT route, work_id, status, attempts, sent_at, last_error FROM delivery_intents WHERE job_id = $1",
+                job_id,
+            )
+        ]
+        assert self.stack.client is not None
+        try:
+            handle = self.stack.client.get_workflow_handle(job_id)
+            out["execution"] = str((await handle.describe()).status)
+            history = await handle.fetch_history()
+            out["last_events"] = [EventType.Name(e.event_type) for e in history.events[-12:]]
+        except RPCError as err:
+            out["execution"] = f"{err.status.name}: {err.message}"
+        return out
+
+    # ---- cancels -------------------------------------------------------------------------------
+
+    async def cancel(self, job: Tracked, path: str) -> None:
+        """Cancel ``job`` through ``path`` (retried while its execution does not exist yet)."""
+        job.cancel, job.cancel_ms = path, now_ms()
+        if path == "http":
+            try:
+                answer = await self._http.post(f"/jobs/{job.job_id}/cancel")
+                job.cancel_answer = f"{answer.status_code} {answer.json().get('status')}"
+            except (httpx.HTTPError, ValueError) as err:
+                job.cancel_answer = type(err).__name__
+            return
+        verb = ["signal", "--name", "cancel"] if path == "signal" else ["cancel"]
+        cmd = [temporal_binary(), "workflow", *verb, "--address", self.stack.temporal_address, "-w", job.job_id]
+        deadline = time.monotonic() + 20
+        while True:
+            done = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=30)
+            if done.returncode == 0:
+                job.cancel_answer = "ok"
+                return
+            message = (done.stderr or done.stdout).strip().splitlines()
+            job.cancel_answer = message[-1][:200] if message else f"exit {done.returncode}"
+            if "not found" not in job.cancel_answer.lower() or time.monotonic() > deadline:
+                return  # already completed, or a real refusal: recorded as the answer
+            await asyncio.sleep(0.2)
+
+
+Runner = Callable[[Scenario], Awaitable[None]]
+
+
+async def kills(s: Scenario) -> None:
+    """Submit the jobs while one worker at a time is SIGKILLed and restarted."""
+    stop = asyncio.Event()
+    killer = asyncio.create_task(s.killer(stop))
+    await s.load(asyncio.Event(), s.plan.jobs)
+    await s.settle_submissions()
+    # Keep killing until most jobs ended (or a bound), so kills hit every step.
+    ids = list(s.jobs)
+    bound = time.monotonic() + max(15.0, s.plan.jobs * s.plan.interval_s)
+    while time.monotonic() < bound:
+        done = await s.stack.fetch(
+            "SELECT count(*) AS n FROM jobs WHERE job_id = ANY($1::text[]) AND completed_at IS NOT NULL", ids
+        )
+        if done[0]["n"] >= 0.9 * len(ids):
+            break
+        await asyncio.sleep(0.5)
+    stop.set()
+    await killer
+    s.result.faults.append(
+        Fault(f"{s.result.kills} worker SIGKILLs", down_ms=min(j.admitted_ms for j in s.jobs.values()))
+    )
+
+
+async def postgres(s: Scenario) -> None:
+    """Load; ``pg_ctl -m fast stop`` … start; load; SIGKILL of the postmaster … start; load."""
+    stop = asyncio.Event()
+    loader = asyncio.create_task(s.load(stop))
+    for kind in s.plan.fault_kinds:
+        await asyncio.sleep(s.plan.lead_s)
+        fault = Fault(f"PostgreSQL {kind} {s.plan.down_s:.0f} s", down_ms=now_ms())
+        if kind == "fast stop":
+            await s.stack.postgres_fast_stop()
+        else:
+            await s.stack.postgres_kill()
+        await asyncio.sleep(s.plan.down_s)
+        await s.stack.postgres_start()
+        await s.recover(fault)
+    await asyncio.sleep(s.plan.tail_s)
+    stop.set()
+    await loader
+
+
+async def temporal(s: Scenario) -> None:
+    """Load; stop the Temporal dev server … start it again (full mode: then SIGKILL … start)."""
+    stop = asyncio.Event()
+    loader = asyncio.create_task(s.load(stop))
+    for kind in s.plan.fault_kinds:
+        await asyncio.sleep(s.plan.lead_s)
+        fault = Fault(f"Temporal {kind} {s.plan.down_s:.0f} s", down_ms=now_ms())
+        await s.stack.temporal_stop(kill=kind == "SIGKILL")
+        await asyncio.sleep(s.plan.down_s)
+        await s.stack.temporal_start()
+        await s.recover(fault)
+    await asyncio.sleep(s.plan.tail_s)
+    stop.set()
+    await loader
+
+
+async def cancel_storm(s: Scenario) -> None:
+    """Every job cancelled through one of the three paths at one of three moments — early
+    (within 1.5 s: queued or searching), at random (within ``cancel_within_s``) or while
+    delivering (once the webhook receiver has its request, which it answers slowly) —
+    each (path, moment) pair in turn; worker kills meanwhile when the plan says so."""
+    stop = asyncio.Event()
+    killer = asyncio.create_task(s.killer(stop)) if s.plan.kill_every_s else None
+    pairs = list(itertools.product(CANCEL_PATHS, CANCEL_MOMENTS))
+    s.rng.shuffle(pairs)
+    combos = itertools.cycle(pairs)
+    cancels: list[asyncio.Task[None]] = []
+
+    async def one(path: str, moment: str) -> None:
+        job = await s.submit()
+        if job is None:
+            return
+        job.moment = moment
+        if moment == "early":
+            await asyncio.sleep(s.rng.uniform(0, 1.5))
+        elif moment == "random":
+            await asyncio.sleep(s.rng.uniform(0, s.plan.cancel_within_s))
+        else:
+            await s.receiver.wait_for(job.job_id, s.plan.cancel_within_s * 3)
+        await s.cancel(job, path)
+
+    for _ in range(s.plan.jobs):
+        cancels.append(asyncio.create_task(one(*next(combos))))
+        await asyncio.sleep(s.plan.interval_s)
+    await asyncio.gather(*cancels)
+    stop.set()
+    if killer is not None:
+        await killer
+    if s.result.kills:
+        s.result.faults.append(Fault(f"{s.result.kills} worker SIGKILLs", down_ms=0))
+
+
+RUNNERS: dict[str, Runner] = {
+    "kills": kills,
+    "postgres": postgres,
+    "temporal": temporal,
+    "cancel": cancel_storm,
+    "cancel_kills": cancel_storm,
+}

@@ -1,0 +1,58 @@
+"""An HTTP cancel of a job just started from a Temporal client, before its ``admit`` step ran.
+
+Found by the chaos suite (``curaflow chaos``, cancel storm with worker kills): a job
+started with ``start_job`` and cancelled through ``POST /jobs/{id}/cancel`` within a
+second answered 404 ``unknown_job`` — the workflow had not admitted its Task into the
+ledger yet — and the job ran on (it ended ``failed`` 35 s later). The cancel must reach
+the job whichever path started it and whichever path cancels it.
+
+No worker serves the task queue while the cancel arrives, so the execution exists and
+its Task is not admitted yet; a worker starts a second later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from curaflow.submit import start_job
+from curaflow.temporal import connect
+from tests.conftest import StackFactory
+from tests.fakes.replay import ReplayServer
+from tests.support import short_id
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+async def test_a_cancel_before_admission_reaches_the_job(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer, temporal_address: str
+) -> None:
+    out = f"out-{short_id()}"
+    stack = make_stack(
+        {
+            "pixiv": {"api_url": replay.url},
+            "api": {"cancel_wait_ms": 20_000},
+            "routes": {out: {"kind": "directory", "path": str(tmp_path / "out")}},
+            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
+        }
+    )
+    http = await stack.start_api()
+    client = await connect(temporal_address)
+    task = stack.task(target_id="demo")
+    handle = await start_job(client, task, task_queue=stack.task_queue)
+
+    cancel = asyncio.create_task(http.post(f"/jobs/{handle.id}/cancel"))
+    await asyncio.sleep(1.5)
+    assert not cancel.done(), (await cancel).text  # today: 404 unknown_job at once
+    await stack.start_worker()
+    answer = await asyncio.wait_for(cancel, 60)
+
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "cancelled", answer.json()
+    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+    assert not list((tmp_path / "out").glob("*/manifest.json"))  # nothing was delivered
+    record = await stack.wait_terminal(handle.id, 30)
+    assert record.cancel_requested_at is not None

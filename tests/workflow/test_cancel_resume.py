@@ -1,0 +1,37 @@
+"""A worker lost while it records a cancel (``request_cancel``) costs seconds, not 30.
+
+Found by the chaos suite (``curaflow chaos``, cancel storm with worker kills): a job
+cancelled by the ``cancel`` signal whose worker was SIGKILLed while it ran
+``request_cancel`` ended 31 s later — the attempt was retried only when its 30 s
+start-to-close timeout expired (it has no heartbeat), while every other step resumes
+within its heartbeat timeout and ``finish`` within 10 s.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from tests.workflow.fakes import Act
+from tests.workflow.test_job_workflow import Env, env  # noqa: F401 - the fixture
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.mark.timeout(90)
+async def test_a_worker_lost_during_request_cancel_is_replaced_within_ten_seconds(env: Env) -> None:  # noqa: F811
+    env.fakes.on("search", "t", Act("hang"))
+    env.fakes.cancel_acts = [Act("silent", seconds=120)]  # the first attempt's worker is gone
+    handle = await env.start(env.job())
+    await env.called("search")
+
+    began = time.monotonic()
+    await handle.cancel()
+    status = await env.closed(handle, timeout_s=60)
+    took = time.monotonic() - began
+
+    assert status == WorkflowExecutionStatus.CANCELED
+    assert len(env.fakes.cancels) == 2  # the lost attempt, then its retry
+    assert took < 20, f"cancel converged after {took:.1f} s"
