@@ -129,6 +129,7 @@ async def activity_attempts(client: Any, workflow_id: str, timeout_s: float = 30
     assertion ("not sent again") read from these counts needs no sleep. An activity's
     ``ActivityTaskStarted`` event records the attempt that ended it (Temporal writes no
     events for the attempts before), so an activity type's count is the sum of those.
+    Local activities (``finish``, ``request_cancel``, ``admit``) are markers, not counted.
 
     Raises:
         TimeoutError: the run did not close within ``timeout_s``.

@@ -124,7 +124,7 @@ async def test_invalid_grant_is_auth_error_after_exactly_one_token_request(
     record = await stack.wait_terminal(await stack.admit(task(stack)))
 
     assert (record.cells[0].state, record.cells[0].reason) == ("failed", "auth_failed")
-    assert (await stack.attempts(record.job_id))["search"] == 1  # not retried
+    assert (await stack.attempts(record.job_id))["acquire"] == 1  # not retried
     error = protocol_error(record)
     assert error["code"] == "auth_error" and error["retryable"] is False
     assert replay.faults.requests == ["auth"]  # no retry storm
