@@ -196,7 +196,7 @@ class MemoryGate:
             await asyncio.sleep(slot - now)
         # A late wake-up (a busy event loop) must not shorten the next gap: the next slot is
         # at least an interval after this request really leaves.
-        self._next = max(self._next, time.monotonic() + self.min_interval_ms / 1000)
+        self._next = max(self._next, self._clock() + self.min_interval_ms / 1000)
 
     async def rate_limited(self, retry_after_s: float | None) -> float:
         """Climb the ladder; returns the cooldown in seconds."""
