@@ -52,9 +52,12 @@ def clean_json(value: Any) -> Any:
     return value
 
 
-#: A JSON ``\u`` escape that decodes to a character :func:`clean_text` would change: a
-#: C0/C1 control or a surrogate (valid pairs match too: those documents take the slow path).
-_RISKY_ESCAPE = re.compile(r"\\u(?:00[0-1][0-9a-fA-F]|007[fF]|00[89][0-9a-fA-F]|[dD][89a-fA-F][0-9a-fA-F]{2})")
+#: A JSON escape that decodes to a character :func:`clean_text` would change: a ``\u``
+#: escape of a C0/C1 control or a surrogate (valid pairs match too: those documents take
+#: the slow path), or the short escapes ``\b`` (backspace) and ``\f`` (form feed) of
+#: RFC 8259 §7. An escaped backslash before ``b``, ``f`` or ``u`` matches too: a false
+#: alarm only costs the walk.
+_RISKY_ESCAPE = re.compile(r"\\(?:[bf]|u(?:00[0-1][0-9a-fA-F]|007[fF]|00[89][0-9a-fA-F]|[dD][89a-fA-F][0-9a-fA-F]{2}))")
 
 
 def loads_clean(text: str) -> Any:

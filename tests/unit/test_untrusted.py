@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from curaflow.artifacts import ArtifactStore, safe_name
@@ -150,6 +150,8 @@ def test_the_artifact_store_refuses_a_path_outside_its_root(tmp_path: Path) -> N
 
 
 @given(st.recursive(st.text() | st.integers() | st.none(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)))
+@example("\x08")  # json.dumps writes the short escapes \b and \f: controls to clean
+@example({"\x0c": "x"})
 def test_the_fast_json_path_cleans_exactly_like_the_walk(value: object) -> None:
     """``loads_clean`` skips the walk only when nothing could change: same result either way."""
     import json
