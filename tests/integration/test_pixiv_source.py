@@ -341,6 +341,7 @@ async def test_every_filter_rejects_with_its_reason(replay: Replay) -> None:
 # ---- the 5000-offset boundary -----------------------------------------------------
 
 
+@pytest.mark.slow  # pages through thousands of recorded results
 @pytest.mark.parametrize("sort", ["date_desc", "date_asc"])
 async def test_deep_scan_crosses_the_5000_offset_cap_without_skipping_or_repeating(replay: Replay, sort: str) -> None:
     # the only eligible work lies 5150 works deep in the walk's order
@@ -366,6 +367,7 @@ async def test_deep_scan_crosses_the_5000_offset_cap_without_skipping_or_repeati
     assert any(("end_date" if sort == "date_desc" else "start_date") in e.params for e in searches)
 
 
+@pytest.mark.slow  # pages through thousands of recorded results
 async def test_a_day_deeper_than_the_cap_is_stepped_over_not_looped(replay: Replay) -> None:
     # more works on one day than a walk from each end reaches: the middle is out of reach;
     # the day is reported and the scan goes on with the day before
