@@ -46,6 +46,7 @@ from bench.chaos.receiver import read_received
 from bench.chaos.stack import SECRET, TASK_QUEUE, ChaosStack
 from bench.stats import summarise
 from curaflow.devstack.temporal import temporal_binary
+from curaflow.domain.verdicts import STOPPED_REASONS
 from curaflow.ledger.db import now_ms
 
 #: Activities that search, fetch or send: none may be scheduled after a cancel.
@@ -497,7 +498,7 @@ class Scenario:
                 r.not_succeeded.append(summary)
                 if first_fault is not None and job.admitted_ms >= first_fault:
                     r.after_fault_not_succeeded.append(summary)
-            elif view["status"] != "cancelled":
+            elif view["status"] != "cancelled" and not failed_on_its_own(summary["status"], summary["reason"]):
                 r.unexpected_status.append(summary)
         r.after_fault = sum(
             1 for j in self.jobs.values() if first_fault is not None and j.admitted_ms >= first_fault and not j.cancel
@@ -755,3 +756,17 @@ RUNNERS: dict[str, Runner] = {
     "cancel": cancel_storm,
     "cancel_kills": cancel_storm,
 }
+
+
+def failed_on_its_own(status: str, reason: str | None) -> bool:
+    """Whether a cancelled job's ``failed`` end is the truth, not a lost cancel.
+
+    The cell verdict (:func:`curaflow.domain.verdicts.cell_verdict`) keeps a failure the
+    cell met on its own (a route that refused the work: ``delivery_failed``) whatever
+    the cancel; only a *stopped* reason (:data:`~curaflow.domain.verdicts.STOPPED_REASONS`)
+    becomes ``cancelled_by_consumer``. A ``failed`` job whose reason is a stop, unknown,
+    or ``internal_error`` is a cancel that did not reach it.
+    """
+    if status != "failed" or reason is None:
+        return False
+    return reason not in {str(r) for r in STOPPED_REASONS} | {"internal_error"}

@@ -100,3 +100,13 @@ def test_views_are_read_from_the_receiver_log_directories_and_both_job_shapes(tm
     assert job_deliveries({"status": "succeeded", "result": {"deliveries": [report("1")]}}) == [report("1")]
     assert job_deliveries({"status": "cancelled", "error": {"detail": {"deliveries": [report("2")]}}}) == [report("2")]
     assert job_deliveries({"status": "failed", "error": {"code": "x"}}) == []
+
+
+def test_a_cancelled_job_may_fail_only_on_its_own() -> None:
+    from bench.chaos.scenarios import failed_on_its_own
+
+    assert failed_on_its_own("failed", "delivery_failed")  # the route refused: the truth
+    assert not failed_on_its_own("failed", "delivery_abandoned")  # a stop: the cancel was lost
+    assert not failed_on_its_own("failed", "internal_error")
+    assert not failed_on_its_own("failed", None)
+    assert not failed_on_its_own("expired", "execution_timeout")
