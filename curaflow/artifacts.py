@@ -8,17 +8,18 @@ image is **decoded fully** (issue 13, case 1): Pillow's ``verify()`` and a full
 ``load()`` (every frame of an animation), run in a thread so the event loop keeps
 heartbeating. Framing alone cannot prove a body whole — a close-delimited body cut
 short, or a ``Content-Length`` that is itself too small, both end "cleanly". Only then
-is the file fsynced and renamed. A short or undecodable body is a ``download_failed``
-error (retried) and leaves no file behind. A format Pillow does not know is accepted on
-its length alone, unless its extension says it is an image Pillow reads (``.png``,
-``.jpg``, ``.gif``, ``.webp``); an image too large for Pillow's decompression-bomb guard
-is accepted on its length.
+is the file (fsynced first) renamed. All file work runs in threads (issue 15). A short
+or undecodable body is a ``download_failed`` error (retried) and leaves no file behind.
+A format Pillow does not know is accepted on its length alone, unless its extension says
+it is an image Pillow reads (``.png``, ``.jpg``, ``.gif``, ``.webp``); an image too
+large for Pillow's decompression-bomb guard is accepted on its length.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
 import os
 import re
 import shutil
@@ -132,27 +133,40 @@ class ArtifactStore:
         """
         folder = self.folder(job_id, target_id)
         dests = [inside(folder, f"{work.work_id}_p{page.index}{page_suffix(page.url)}") for page in work.pages]
-        folder.mkdir(parents=True, exist_ok=True)
+        kept = await asyncio.to_thread(_prepare, folder, dests)
         files: list[ArtifactFile] = []
         for page, dest in zip(work.pages, dests, strict=True):
-            if not dest.exists():
-                await self._download(client, page.url, dest)
-            files.append(describe(dest, page.index))
+            if dest in kept:
+                files.append(await asyncio.to_thread(describe, dest, page.index))
+            else:
+                files.append(await self._download(client, page.url, dest, page.index))
             if on_page is not None:
                 await on_page(len(files), len(work.pages))
         return Artifact(work_id=work.work_id, files=files)
 
-    async def _download(self, client: PixivClient, url: str, dest: Path) -> None:
+    async def _download(self, client: PixivClient, url: str, dest: Path, page: int) -> ArtifactFile:
+        """Stream one page to a temporary file next to ``dest``; complete it (module doc).
+
+        The event loop only moves bytes: file creation, writes (in batches of
+        :data:`WRITE_BATCH`), fsync, the decode check, the rename and the hash run in
+        threads, so heartbeats and workflow tasks are never held up by the disk.
+        """
         response = await client.stream_image(url)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        fd, tmp = await asyncio.to_thread(tempfile.mkstemp, prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
         try:
             expected = response.headers.get("content-length")
             received = 0
             with os.fdopen(fd, "wb") as fh:
+                pending: list[bytes] = []
+                batched = 0
                 try:
                     async for chunk in response.aiter_bytes(65536):
-                        fh.write(chunk)
+                        pending.append(chunk)
+                        batched += len(chunk)
                         received += len(chunk)
+                        if batched >= WRITE_BATCH:
+                            await asyncio.to_thread(_write, fh, pending)
+                            pending, batched = [], 0
                 except httpx.TimeoutException as err:
                     raise SourceError(
                         TerminalReason.DOWNLOAD_TIMEOUT, f"image body timeout after {received} bytes"
@@ -162,23 +176,52 @@ class ArtifactStore:
                         TerminalReason.DOWNLOAD_FAILED,
                         f"image body broken after {received} bytes: {type(err).__name__}",
                     ) from err
-                fh.flush()
-                os.fsync(fh.fileno())
+                await asyncio.to_thread(_write, fh, pending, sync=True)
             if expected is not None and expected.isdigit() and int(expected) != received:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image truncated: {received} of {expected} bytes")
             if received == 0:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
-            problem = await asyncio.to_thread(verify_image, Path(tmp), dest.suffix)
-            if problem is not None:
-                raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image incomplete after {received} bytes: {problem}")
-            os.replace(tmp, dest)
+            done = await asyncio.to_thread(_complete, Path(tmp), dest, page)
+            if isinstance(done, str):
+                raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image incomplete after {received} bytes: {done}")
+            return done
         finally:
             await response.aclose()
-            Path(tmp).unlink(missing_ok=True)
+            await asyncio.to_thread(Path(tmp).unlink, missing_ok=True)
 
     def delete(self, job_id: str, target_id: str) -> None:
         """Remove one cell's artifact folder (storage mode ``cache``)."""
         shutil.rmtree(self.folder(job_id, target_id), ignore_errors=True)
+
+
+#: Bytes collected from the response before one write in a thread (fewer thread hops
+#: than one per 64 KiB chunk; bounded memory per download).
+WRITE_BATCH = 1024 * 1024
+
+
+def _prepare(folder: Path, dests: list[Path]) -> set[Path]:
+    """Create the cell's folder; the pages already complete on disk (blocking)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return {dest for dest in dests if dest.exists()}
+
+
+def _write(fh: io.BufferedWriter, chunks: list[bytes], *, sync: bool = False) -> None:
+    """Write ``chunks``; with ``sync``, flush and fsync the file (blocking)."""
+    for chunk in chunks:
+        fh.write(chunk)
+    if sync:
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _complete(tmp: Path, dest: Path, page: int) -> ArtifactFile | str:
+    """Decode-check the fsynced ``tmp``; if whole, rename it to ``dest`` and describe it,
+    else return why it is not (blocking)."""
+    problem = verify_image(tmp, dest.suffix)
+    if problem is not None:
+        return problem
+    os.replace(tmp, dest)
+    return describe(dest, page)
 
 
 def describe(path: Path, page: int) -> ArtifactFile:

@@ -45,7 +45,7 @@ from curaflow import metrics
 from curaflow.domain.execution import JOB_WORKFLOW
 from curaflow.domain.projection import job_status
 from curaflow.domain.verdicts import FinishCause
-from curaflow.ledger.db import now_ms
+from curaflow.ledger.db import now_ms, session_lock
 from curaflow.ledger.finish import FinishedJob, finish_job
 from curaflow.logs import get_logger
 from curaflow.supervision import Supervisor
@@ -197,13 +197,10 @@ async def tick(
         asyncpg / Temporal errors: the caller's loop logs them and tries again next tick.
     """
     report = TickReport()
-    async with pool.acquire() as conn:
-        if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", LOCK_KEY):
+    async with session_lock(pool, LOCK_KEY) as conn:
+        if conn is None:
             return report
-        try:
-            await _tick(conn, pool, start, client, limit, report)
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock($1)", LOCK_KEY)
+        await _tick(conn, pool, start, client, limit, report)
     return report
 
 

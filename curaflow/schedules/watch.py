@@ -17,7 +17,7 @@ from temporalio.client import Client
 from curaflow import metrics
 from curaflow.config import Settings
 from curaflow.domain.occurrence import CATCHUP_WINDOW_S
-from curaflow.ledger.db import now_ms
+from curaflow.ledger.db import now_ms, session_lock
 from curaflow.logs import get_logger
 from curaflow.schedules.sync import describe_schedule
 from curaflow.supervision import Supervisor
@@ -46,48 +46,45 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
         The schedules with new misses (empty when another process holds the lock).
     """
     found: list[Missed] = []
-    async with pool.acquire() as conn:
-        if not await conn.fetchval("SELECT pg_try_advisory_lock($1)", WATCH_LOCK_KEY):
+    async with session_lock(pool, WATCH_LOCK_KEY) as conn:
+        if conn is None:
             return found
-        try:
-            for plan in settings.schedules:
-                desc = await describe_schedule(client, plan.id)
-                if desc is None:
-                    continue
-                missed = desc.info.num_actions_missed_catchup_window
-                skipped = desc.info.num_actions_skipped_overlap
-                row = await conn.fetchrow(
-                    "SELECT missed_catchup, skipped_overlap FROM schedule_watch WHERE schedule_id = $1", plan.id
+        for plan in settings.schedules:
+            desc = await describe_schedule(client, plan.id)
+            if desc is None:
+                continue
+            missed = desc.info.num_actions_missed_catchup_window
+            skipped = desc.info.num_actions_skipped_overlap
+            row = await conn.fetchrow(
+                "SELECT missed_catchup, skipped_overlap FROM schedule_watch WHERE schedule_id = $1", plan.id
+            )
+            await conn.execute(
+                """INSERT INTO schedule_watch (schedule_id, missed_catchup, skipped_overlap, updated_at)
+                   VALUES ($1, $2, $3, $4)
+                   ON CONFLICT (schedule_id) DO UPDATE SET missed_catchup = EXCLUDED.missed_catchup,
+                       skipped_overlap = EXCLUDED.skipped_overlap, updated_at = EXCLUDED.updated_at""",
+                plan.id,
+                missed,
+                skipped,
+                now_ms(),
+            )
+            # A recreated schedule restarts its counters at zero: count from there.
+            before_missed = row["missed_catchup"] if row and row["missed_catchup"] <= missed else 0
+            before_skipped = row["skipped_overlap"] if row and row["skipped_overlap"] <= skipped else 0
+            new = Missed(plan.id, missed - before_missed, skipped - before_skipped)
+            if new.missed_catchup or new.skipped_overlap:
+                found.append(new)
+                metrics.record_missed(plan.id, "missed_catchup_window", new.missed_catchup)
+                metrics.record_missed(plan.id, "skipped_overlap", new.skipped_overlap)
+                log.warning(
+                    "schedule.occurrence_missed",
+                    schedule_id=plan.id,
+                    missed_catchup_window=new.missed_catchup,
+                    skipped_overlap=new.skipped_overlap,
+                    catchup_window_s=CATCHUP_WINDOW_S,
+                    total_missed_catchup_window=missed,
+                    total_skipped_overlap=skipped,
                 )
-                await conn.execute(
-                    """INSERT INTO schedule_watch (schedule_id, missed_catchup, skipped_overlap, updated_at)
-                       VALUES ($1, $2, $3, $4)
-                       ON CONFLICT (schedule_id) DO UPDATE SET missed_catchup = EXCLUDED.missed_catchup,
-                           skipped_overlap = EXCLUDED.skipped_overlap, updated_at = EXCLUDED.updated_at""",
-                    plan.id,
-                    missed,
-                    skipped,
-                    now_ms(),
-                )
-                # A recreated schedule restarts its counters at zero: count from there.
-                before_missed = row["missed_catchup"] if row and row["missed_catchup"] <= missed else 0
-                before_skipped = row["skipped_overlap"] if row and row["skipped_overlap"] <= skipped else 0
-                new = Missed(plan.id, missed - before_missed, skipped - before_skipped)
-                if new.missed_catchup or new.skipped_overlap:
-                    found.append(new)
-                    metrics.record_missed(plan.id, "missed_catchup_window", new.missed_catchup)
-                    metrics.record_missed(plan.id, "skipped_overlap", new.skipped_overlap)
-                    log.warning(
-                        "schedule.occurrence_missed",
-                        schedule_id=plan.id,
-                        missed_catchup_window=new.missed_catchup,
-                        skipped_overlap=new.skipped_overlap,
-                        catchup_window_s=CATCHUP_WINDOW_S,
-                        total_missed_catchup_window=missed,
-                        total_skipped_overlap=skipped,
-                    )
-        finally:
-            await conn.execute("SELECT pg_advisory_unlock($1)", WATCH_LOCK_KEY)
     return found
 
 

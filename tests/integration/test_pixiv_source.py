@@ -7,8 +7,10 @@ the same rules is in ``test_source_jobs.py``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import itertools
+import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -453,3 +455,37 @@ async def test_forbidden_image_is_a_work_unavailable(replay: Replay, tmp_path: P
     with pytest.raises(WorkUnavailable) as caught:
         await ArtifactStore(tmp_path).fetch(replay.client(), work, "job", "t")
     assert caught.value.work_id == "126839103"
+
+
+async def test_a_slow_disk_never_holds_up_the_event_loop(
+    replay: Replay, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes, fsync, the decode check and the hash run in threads (issue 15): with every
+    fsync taking 300 ms, the loop (heartbeats, workflow tasks) still turns every few ms."""
+    real_fsync = os.fsync
+
+    def slow_fsync(fd: int) -> None:
+        time.sleep(0.3)
+        real_fsync(fd)
+
+    work = await fetched_work(replay, "126879163")  # 3 pages
+    monkeypatch.setattr(os, "fsync", slow_fsync)
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while not done.is_set():
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    ticks = asyncio.create_task(ticker())
+    try:
+        artifact = await ArtifactStore(tmp_path).fetch(replay.client(), work, "job", "t")
+    finally:
+        done.set()
+        await ticks
+    assert len(artifact.files) == 3
+    assert max(gaps) < 0.2, f"the event loop stalled {max(gaps):.3f} s"
