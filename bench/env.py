@@ -150,13 +150,23 @@ class BenchStack:
             await asyncio.sleep(0.05)
         return worker
 
-    async def start_api(self) -> str:
-        """Start the HTTP API as its own process; returns its base URL."""
+    async def start_api(self, config: dict[str, Any] | None = None) -> str:
+        """Start the HTTP API as its own process; returns its base URL.
+
+        Args:
+            config: TOML content merged over this stack's for the API only (e.g. another
+                task queue for the workflows it starts).
+        """
         port = free_port()
         exe = Path(sys.executable).parent / "curaflow"
+        env = self.env()
+        if config:
+            path = self.dir / "curaflow-api.toml"
+            path.write_text(tomli_w.dumps(deep_merge(self.config, config)))
+            env["CURAFLOW_CONFIG"] = str(path)
         self.api_process = subprocess.Popen(
             [str(exe), "api", "--port", str(port)],
-            env=self.env(),
+            env=env,
             stdout=open(self.dir / "api.log", "ab"),  # noqa: SIM115
             stderr=subprocess.STDOUT,
             preexec_fn=die_with_parent,

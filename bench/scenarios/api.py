@@ -6,7 +6,9 @@ Little's law, its latency is just 50 / throughput:
 * **capacity** — 50 clients send back to back; requests per second is the figure;
 * **latency** — an open loop offers a fixed rate (``OFFERED_PER_S``) from up to 50
   clients in flight; each latency is measured from the request's *scheduled* send time
-  (no coordinated omission), p50/p95/p99 reported.
+  (no coordinated omission), p50/p95/p99 reported. Admissions are offered by
+  :mod:`bench.loadgen` in its own process (aiohttp): from the benchmark's process httpx
+  could not offer 150/s (it measured its own backlog, seconds, not the API).
 
 Admission: new Tasks (each writes the ledger and starts a workflow), then replays of
 the same keys. No worker runs, so the jobs just wait: the figures are the API's.
@@ -79,6 +81,33 @@ async def _wrk_capacity(stack: BenchStack, seconds: int) -> dict[str, float] | N
     if rate is None:
         raise RuntimeError(f"wrk gave no rate: {done.stdout[-2000:]} {done.stderr[-2000:]}")
     return {"new_per_s": float(rate.group(1)), "non_2xx": float(errors.group(1)) if errors else 0.0}
+
+
+def _task_params() -> dict[str, object]:
+    return dict(_task("")["params"])  # type: ignore[call-overload]
+
+
+async def offer_admissions(
+    stack: BenchStack, rate: float, n: int, prefix: str, params: dict[str, object] | None = None
+) -> tuple[list[float], list[int], float]:
+    """Offer ``n`` admissions at ``rate``/s from :mod:`bench.loadgen` (its own process).
+
+    Returns latencies (ms, from each request's due time), statuses and the achieved rate.
+    Request *i* has the idempotency key ``{prefix}-{i}``: the same prefix replays.
+    """
+    import json
+    import subprocess
+    import sys
+
+    from bench.env import API_TOKEN
+
+    args = [sys.executable, "-m", "bench.loadgen", "--url", stack.api_url, "--token", API_TOKEN, "--rate",
+            str(rate), "--n", str(n), "--prefix", prefix, "--params", json.dumps(params or _task_params())]  # fmt: skip
+    done = await asyncio.to_thread(subprocess.run, args, capture_output=True, text=True, timeout=n / rate + 300)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.loadgen failed: {done.stderr[-2000:]}")
+    result = json.loads(done.stdout)
+    return result["latencies_ms"], result["statuses"], float(result["achieved_per_s"])
 
 
 async def _timed(http: httpx.AsyncClient, method: str, url: str, **kwargs: object) -> tuple[float, httpx.Response]:
@@ -169,14 +198,10 @@ async def admission(stack: BenchStack, quick: bool) -> Result:
             http, [("POST", "/jobs", {"json": _task(k)}) for k in keys], CLIENTS
         )
         await _drain_starts(stack)
-        fresh = [f"bench-{uuid.uuid4().hex}" for _ in range(latency_n)]
-        new, lat_new_status = await _open_loop(
-            http, [("POST", "/jobs", {"json": _task(k)}) for k in fresh], ADMISSION_OFFERED_PER_S, CLIENTS
-        )
-        await _drain_starts(stack)
-        replay, lat_replay_status = await _open_loop(
-            http, [("POST", "/jobs", {"json": _task(k)}) for k in fresh], OFFERED_PER_S, CLIENTS
-        )
+    prefix = f"bench-open-{uuid.uuid4().hex}"
+    new, lat_new_status, new_achieved = await offer_admissions(stack, ADMISSION_OFFERED_PER_S, latency_n, prefix)
+    await _drain_starts(stack)
+    replay, lat_replay_status, _ = await offer_admissions(stack, OFFERED_PER_S, latency_n, prefix)
     await _drain_starts(stack)
     wrk = await _wrk_capacity(stack, 5 if quick else 20)
     await _drain_starts(stack, timeout_s=300)
@@ -192,6 +217,7 @@ async def admission(stack: BenchStack, quick: bool) -> Result:
             "latency_offered_per_s": {"new": ADMISSION_OFFERED_PER_S, "replay": OFFERED_PER_S},
             "capacity_load_generator": "wrk (own process)" if wrk else "httpx in the bench process",
             "latency_max_in_flight": CLIENTS,
+            "latency_load_generator": "bench.loadgen (own process, aiohttp)",
             "workers": 0,
         },
         metrics={
@@ -199,6 +225,7 @@ async def admission(stack: BenchStack, quick: bool) -> Result:
             "new_per_s_python_client": round(python_rate, 1),
             "wrk_non_2xx": wrk["non_2xx"] if wrk else None,
             "replay_per_s": round(n / replay_wall, 1),
+            "new_offered_achieved_per_s": new_achieved,
             "new_latency": new_summary,
             "replay_latency": replay_summary,
             "statuses_new": sorted(set(new_status + lat_new_status)),

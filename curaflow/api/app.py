@@ -23,11 +23,12 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import asyncpg
 from fastapi import FastAPI, Request, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import curaflow
 from curaflow.admission import Admitter, WorkflowStarter
@@ -115,6 +116,39 @@ def temporal_connector(app: FastAPI, settings: Settings) -> LoopBody:
         log.info("api.temporal_connected", address=settings.temporal.address)
 
     return body
+
+
+class RequestLog:
+    """ASGI middleware writing the one outcome line of every request (module doc).
+
+    Plain ASGI rather than ``@app.middleware("http")``: Starlette's ``BaseHTTPMiddleware``
+    runs each request in an extra task with its own streams (issue 15: measurable on
+    every admission). The status is the one the answer started with (500 when the app
+    raised before answering).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            request = Request(scope)
+            if request.url.path not in UNLOGGED_PATHS:
+                _log_outcome(request, status, round((time.perf_counter() - started) * 1000, 2))
 
 
 def _log_outcome(request: Request, status: int, elapsed_ms: float) -> None:
@@ -250,17 +284,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
     instrument_app(app)
     app.add_middleware(ErrorBoundary)  # inside the request log below, so it logs the 500
 
-    @app.middleware("http")
-    async def outcome_log(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        started = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-            return response
-        finally:
-            if request.url.path not in UNLOGGED_PATHS:
-                _log_outcome(request, status, round((time.perf_counter() - started) * 1000, 2))
+    app.add_middleware(RequestLog)  # outermost: it sees every answer, the 500s included
 
     def openapi() -> dict[str, Any]:
         if not app.openapi_schema:

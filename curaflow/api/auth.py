@@ -17,7 +17,9 @@ from curaflow.api.deps import SettingsDep
 from curaflow.api.errors import LegacyAuthError
 
 
-def require_token(settings: SettingsDep, authorization: Annotated[str, Header(include_in_schema=False)] = "") -> None:
+async def require_token(
+    settings: SettingsDep, authorization: Annotated[str, Header(include_in_schema=False)] = ""
+) -> None:
     """FastAPI dependency guarding a protected route.
 
     Raises:

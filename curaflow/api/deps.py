@@ -1,5 +1,8 @@
 """The API's dependencies (FastAPI ``Depends``): what a handler needs, named by type.
 
+Every dependency is ``async def``: FastAPI runs a plain ``def`` dependency in its thread
+pool, a thread hop per dependency per request (issue 15: a tenth of the API's CPU).
+
 The application's lifespan (:func:`curaflow.api.app.create_app`) creates the process's
 parts once and keeps them on ``app.state``; these providers are the only readers of it.
 Handlers declare what they use — ``pool: LedgerPool``, ``settings: SettingsDep`` … — so a
@@ -23,46 +26,46 @@ from curaflow.protocol.task import ValidatedTask, validate_task
 from curaflow.supervision import Supervisor
 
 
-def settings_of(request: Request) -> Settings:
+async def settings_of(request: Request) -> Settings:
     """The live configuration."""
     settings: Settings = request.app.state.settings
     return settings
 
 
-def pool_of(request: Request) -> asyncpg.Pool:
+async def pool_of(request: Request) -> asyncpg.Pool:
     """The ledger's connection pool."""
     pool: asyncpg.Pool = request.app.state.pool
     return pool
 
 
-def admitter_of(request: Request) -> Admitter:
+async def admitter_of(request: Request) -> Admitter:
     """The admission of ``POST /jobs`` and the legacy refetch."""
     admitter: Admitter = request.app.state.admitter
     return admitter
 
 
-def notifier_of(request: Request) -> EventNotifier:
+async def notifier_of(request: Request) -> EventNotifier:
     """The process's ``LISTEN`` connection waking long-polling event readers."""
     notifier: EventNotifier = request.app.state.notifier
     return notifier
 
 
-def temporal_of(request: Request) -> Client | None:
+async def temporal_of(request: Request) -> Client | None:
     """The Temporal client, or None while Temporal has not been reached yet."""
     return getattr(request.app.state, "client", None)
 
 
-def pool_if_open(request: Request) -> asyncpg.Pool | None:
+async def pool_if_open(request: Request) -> asyncpg.Pool | None:
     """The ledger pool, or None before the lifespan opened it (readiness answers anyway)."""
     return getattr(request.app.state, "pool", None)
 
 
-def supervisor_of(request: Request) -> Supervisor | None:
+async def supervisor_of(request: Request) -> Supervisor | None:
     """The process's supervisor of background loops (None before start-up)."""
     return getattr(request.app.state, "supervisor", None)
 
 
-def failure_of(request: Request) -> str | None:
+async def failure_of(request: Request) -> str | None:
     """Why the process failed (a background loop that could not recover), or None."""
     return getattr(request.app.state, "failure", None)
 
