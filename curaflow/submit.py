@@ -33,11 +33,12 @@ from typing import Any
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy
 
+from curaflow.domain.execution import JOB_TASK_TIMEOUT
 from curaflow.domain.messages import JobState
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.models import Task
 from curaflow.protocol.task import manual_job_id, validate_task
-from curaflow.temporal import JOB_ID_REUSE_POLICY, JOB_TASK_TIMEOUT
+from curaflow.temporal import JOB_ID_REUSE_POLICY
 
 #: Start options that make a start idempotent like ``POST /jobs``: starting the same job
 #: again attaches to its execution; an execution that failed before it became a job (a

@@ -9,7 +9,6 @@ stale input) never blocks the id.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 from temporalio.api.enums.v1 import IndexedValueType
@@ -20,7 +19,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, JOB_WORKFLOW, execution_timeout
+from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, JOB_TASK_TIMEOUT, JOB_WORKFLOW, execution_timeout
 from curaflow.domain.messages import JobInput
 from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
 
@@ -36,11 +35,6 @@ DEV_SERVER_FLAGS = {
 #: A job id is reused only after an execution that failed (never became a job, or crashed);
 #: a job that ran keeps its id for ever.
 JOB_ID_REUSE_POLICY = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
-#: Workflow task timeout of a job's execution: how long a lost worker holds the job up
-#: before another worker takes its workflow task over. The job-level steps (``finish``,
-#: ``request_cancel``, ``admit``) are local activities run inside workflow tasks, so this is
-#: also how long a worker killed during ``finish`` costs (Temporal's default is 10 s).
-JOB_TASK_TIMEOUT = timedelta(seconds=5)
 
 
 def dev_server_search_attribute_args() -> list[str]:

@@ -1,10 +1,8 @@
-"""Services a fault test can break: a PostgreSQL of its own, a real ``curaflow api`` process.
+"""Services a fault test can break: a real ``curaflow api`` process (and its own PostgreSQL).
 
-* :class:`RestartablePostgres` — a PostgreSQL server on its own data directory, run with
-  the binaries the ``pgserver`` package ships (``initdb``, ``pg_ctl``, ``postgres``; no
-  download, nothing to install), that a test stops (``pg_ctl -m fast stop``), kills
-  (SIGKILL of the postmaster) and starts again at the same address. The session's
-  shared PostgreSQL is never touched.
+* a PostgreSQL a test can stop, kill and restart is
+  :class:`curaflow.devstack.postgres.RestartablePostgres` (``cleanup_mode="delete"``),
+  shared with the chaos suite; the session's shared PostgreSQL is never touched.
 * :class:`ApiProcess` / :func:`start_api_process` — ``curaflow api`` as a child process
   with its JSON log in a file, for tests that need a real server's sockets, logs and exit
   status.
@@ -12,15 +10,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,66 +24,6 @@ import httpx
 import tomli_w
 
 from tests.support import eventually, short_id
-
-
-class RestartablePostgres:
-    """A PostgreSQL server for one test, stoppable and restartable at the same URL.
-
-    Args:
-        pgdata: data directory (initialised on :meth:`start`, deleted on :meth:`close`).
-    """
-
-    def __init__(self, pgdata: Path) -> None:
-        self.pgdata = pgdata
-        self.url = ""
-        self._server: Any = None
-
-    def start(self) -> str:
-        """Initialise (first call) and start the server; returns its ``postgresql://`` URL.
-
-        Raises:
-            AssertionError: a restart came up at another address.
-        """
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import pgserver
-
-        if self._server is None:
-            self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-            self._server = pgserver.get_server(self.pgdata, cleanup_mode="delete")
-        else:
-            self._server._postmaster_info = None
-            self._server.ensure_postgres_running()
-        url = str(self._server.get_uri())
-        assert not self.url or url == self.url, (self.url, url)
-        self.url = url
-        return url
-
-    def stop(self, mode: str = "fast") -> None:
-        """``pg_ctl -m <mode> stop`` (``fast``: roll back and disconnect every session)."""
-        from pgserver._commands import pg_ctl
-
-        pg_ctl(["-m", mode, "-w", "stop"], pgdata=self.pgdata, user=self._server.system_user, timeout=30)
-
-    def kill(self) -> None:
-        """SIGKILL the postmaster (a crash); its backends exit when they notice."""
-        pid = self._server.get_pid()
-        os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except OSError:
-                break
-            time.sleep(0.05)
-        time.sleep(1.0)  # the backends' own exit
-
-    def close(self) -> None:
-        """Stop the server and delete its data directory."""
-        if self._server is not None:
-            with contextlib.suppress(Exception):  # already stopped by the test
-                self._server.cleanup()
-            self._server = None
 
 
 def free_port() -> int:

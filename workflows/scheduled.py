@@ -15,7 +15,8 @@ so a late or duplicate trigger of the same minute converges on one job. One run:
    the worker's live configuration), so ``GET /jobs/{id}`` knows it;
 3. starts ``JobWorkflow`` as a child under the canonical id with
    ``REJECT_DUPLICATE`` and ``ABANDON`` (cancelling or terminating the trampoline never
-   touches the job). A duplicate ends here (``duplicate=True``);
+   touches the job) and the job task timeout every job start uses (``JOB_TASK_TIMEOUT``,
+   behind the ``scheduled-job-task-timeout`` patch). A duplicate ends here (``duplicate=True``);
 4. waits for the job, so the schedule's overlap policy ``SKIP`` applies to whole jobs:
    an occurrence firing while the previous job still runs is skipped by Temporal and
    counted (``curaflow schedules list``, the ``schedule.occurrence_missed`` log line and
@@ -40,7 +41,7 @@ from temporalio.exceptions import TimeoutError as ExecutionTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from activities.scheduled import ScheduledActivity
-    from curaflow.domain.execution import execution_timeout
+    from curaflow.domain.execution import JOB_TASK_TIMEOUT, execution_timeout
     from curaflow.domain.messages import JobState
     from curaflow.domain.occurrence import (
         AdmitOccurrenceInput,
@@ -56,6 +57,10 @@ with workflow.unsafe.imports_passed_through():
         job_summary,
     )
     from workflows.job import JobWorkflow
+
+
+#: ``workflow.patched`` id: the child job gets :data:`JOB_TASK_TIMEOUT` as its task timeout.
+JOB_TASK_TIMEOUT_PATCH = "scheduled-job-task-timeout"
 
 
 def closed_as(err: ChildWorkflowError) -> str:
@@ -100,6 +105,9 @@ class ScheduledJobWorkflow:
         workflow.set_current_details(
             f"job [`{job.job_id}`](../{job.job_id}) — {'new' if admission.created else 'duplicate'}"
         )
+        # Occurrences started before this patch gave the child Temporal's default task
+        # timeout (10 s); every job start uses JOB_TASK_TIMEOUT now (histories replay both).
+        task_timeout = JOB_TASK_TIMEOUT if workflow.patched(JOB_TASK_TIMEOUT_PATCH) else None
         try:
             handle = await workflow.start_child_workflow(
                 JobWorkflow.run,
@@ -109,6 +117,7 @@ class ScheduledJobWorkflow:
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
                 execution_timeout=execution_timeout(job.created_at_ms, job.deadline_at_ms),  # as for protocol jobs
+                task_timeout=task_timeout,
                 search_attributes=job_search_attributes(job),
                 static_summary=job_summary(job),
                 static_details=job_static_details(job),

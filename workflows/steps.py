@@ -5,7 +5,7 @@
 * :func:`finish_config` / :data:`CANCEL_CONFIG` / :data:`ADMIT_CONFIG`: the job-level
   steps, which only touch the ledger — local activities: no task-queue round trip, one
   history event each instead of three plus a workflow task; a worker lost while one runs
-  costs the workflow task timeout (:data:`curaflow.temporal.JOB_TASK_TIMEOUT`), after
+  costs the workflow task timeout (:data:`curaflow.domain.execution.JOB_TASK_TIMEOUT`), after
   which another worker replays and runs it again (all three are idempotent);
 * :func:`failure_facts`: what Temporal reported about a failed step, as a
   :class:`~curaflow.domain.verdicts.StepFailure` — raw facts; the reason is decided by

@@ -26,7 +26,6 @@ import signal
 import subprocess
 import sys
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +36,7 @@ import httpx
 import tomli_w
 from temporalio.client import Client
 
+from curaflow.devstack.postgres import RestartablePostgres
 from curaflow.devstack.processes import child_env, die_with_parent
 from curaflow.devstack.temporal import TemporalDevServer, free_port
 from curaflow.ledger.db import create_pool, migrate, now_ms
@@ -70,83 +70,6 @@ def quiet_runtime() -> Any:
             )
         )
     return _RUNTIME
-
-
-class RestartablePostgres:
-    """A PostgreSQL server on ``pgdata`` that can be stopped, killed and started again at
-    the same URL (the unix-socket directory is fixed by the data directory).
-
-    Args:
-        pgdata: the data directory (initialised by the first :meth:`start`).
-    """
-
-    def __init__(self, pgdata: Path) -> None:
-        self.pgdata = pgdata
-        self.url = ""
-        self._server: Any = None
-
-    def start(self) -> str:
-        """Initialise (first call) or restart the server; returns its ``postgresql://`` URL.
-
-        Raises:
-            RuntimeError: a restart came up at another address.
-        """
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import pgserver
-
-        if self._server is None:
-            self.pgdata.parent.mkdir(parents=True, exist_ok=True)
-            self._server = pgserver.get_server(self.pgdata, cleanup_mode="stop")
-        else:
-            self._server._postmaster_info = None
-            self._server.ensure_postgres_running()
-        url = str(self._server.get_uri())
-        if self.url and url != self.url:
-            raise RuntimeError(f"PostgreSQL came back at another address: {url} (was {self.url})")
-        self.url = url
-        return url
-
-    def stop(self, mode: str = "fast") -> None:
-        """``pg_ctl -m <mode> stop``: ``fast`` rolls back and disconnects every session."""
-        from pgserver._commands import pg_ctl  # type: ignore[attr-defined]
-
-        pg_ctl(["-m", mode, "-w", "stop"], pgdata=self.pgdata, user=self._server.system_user, timeout=30)
-
-    def kill(self) -> None:
-        """SIGKILL the postmaster (a crash) and wait until its backends are gone."""
-        import psutil
-
-        pid = self._server.get_pid()
-        children = []
-        with contextlib.suppress(psutil.NoSuchProcess):
-            children = psutil.Process(pid).children(recursive=True)
-        os.kill(pid, signal.SIGKILL)
-        psutil.wait_procs([*children], timeout=10)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except OSError:
-                break
-            time.sleep(0.05)
-
-    def pids(self) -> list[int]:
-        """The postmaster and its children (backends, background workers)."""
-        import psutil
-
-        try:
-            proc = psutil.Process(self._server.get_pid())
-            return [proc.pid, *(c.pid for c in proc.children(recursive=True))]
-        except (psutil.NoSuchProcess, AssertionError, TypeError):
-            return []
-
-    def close(self) -> None:
-        """Stop the server (its data directory stays, under the run's folder)."""
-        if self._server is not None:
-            with contextlib.suppress(Exception):  # already stopped by a scenario
-                self._server.cleanup()
-            self._server = None
 
 
 @dataclass

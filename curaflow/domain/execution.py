@@ -61,3 +61,13 @@ def execution_timeout(created_at_ms: int, deadline_at_ms: int) -> timedelta:
     :data:`MIN_RUN`) plus :data:`EXECUTION_GRACE`. Times are epoch milliseconds (UTC)."""
     run = max(MIN_RUN, timedelta(milliseconds=deadline_at_ms - created_at_ms))
     return run + EXECUTION_GRACE
+
+
+#: Workflow task timeout of a job's execution: how long a lost worker holds the job up
+#: before another worker takes its workflow task over. The job-level steps (``finish``,
+#: ``request_cancel``, ``admit``) are local activities run inside workflow tasks, so this is
+#: also how long a worker killed during ``finish`` costs (Temporal's default is 10 s).
+#: Every start of a job's execution uses it: HTTP and the reconciler
+#: (:func:`curaflow.temporal.start_job_workflow`), Temporal clients
+#: (:data:`curaflow.submit.JOB_START_OPTIONS`), schedules (``workflows/scheduled.py``).
+JOB_TASK_TIMEOUT = timedelta(seconds=5)

@@ -21,9 +21,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from curaflow.devstack.postgres import RestartablePostgres
 from tests.conftest import StackFactory
 from tests.schema import check_response, validate
-from tests.services import ApiProcess, RestartablePostgres, free_port, start_api_process
+from tests.services import ApiProcess, free_port, start_api_process
 from tests.support import API_TOKEN, eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -127,7 +128,7 @@ async def test_every_admitted_key_reaches_its_job_everywhere(make_stack: StackFa
 
 @pytest.fixture
 def own_pg(tmp_path: Path) -> Iterator[RestartablePostgres]:
-    pg = RestartablePostgres(tmp_path / "pg" / "data")
+    pg = RestartablePostgres(tmp_path / "pg" / "data", cleanup_mode="delete")
     pg.start()
     try:
         yield pg

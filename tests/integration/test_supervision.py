@@ -1,6 +1,6 @@
 """Background loops are supervised: they survive any exception, or the process exits non-zero.
 
-Faults are real: a PostgreSQL of the test's own (:class:`tests.services.RestartablePostgres`)
+Faults are real: a PostgreSQL of the test's own (:class:`curaflow.devstack.postgres.RestartablePostgres`)
 stopped with ``pg_ctl -m fast stop`` and started again, a LISTEN connection killed with
 ``pg_terminate_backend``, real worker processes. One fault is injected in code: a tick
 of the reconciler raising an exception type nothing expects (a bug), because no real
@@ -20,6 +20,7 @@ import httpx
 import pytest
 from prometheus_client import REGISTRY
 
+from curaflow.devstack.postgres import RestartablePostgres
 from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.ledger import reconciler
 from curaflow.ledger.db import now_ms
@@ -27,7 +28,7 @@ from curaflow.ledger.events import append_event
 from curaflow.ledger.jobs import NewJob, insert_job
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
-from tests.services import RestartablePostgres, free_port, start_api_process
+from tests.services import free_port, start_api_process
 from tests.support import Stack, eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -36,7 +37,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 @pytest.fixture
 def own_pg(tmp_path: Path) -> Iterator[RestartablePostgres]:
     """A PostgreSQL server only this test uses (so it may stop it)."""
-    pg = RestartablePostgres(tmp_path / "pg" / "data")
+    pg = RestartablePostgres(tmp_path / "pg" / "data", cleanup_mode="delete")
     pg.start()
     try:
         yield pg

@@ -41,6 +41,20 @@ def test_histories_of_both_job_shapes_are_kept() -> None:
     assert shapes == {"v1", "v2"}
 
 
+def test_histories_of_both_trampoline_shapes_are_kept() -> None:
+    """Occurrences started before the child got ``JOB_TASK_TIMEOUT`` (no marker) and after."""
+    from workflows.scheduled import JOB_TASK_TIMEOUT_PATCH
+
+    trampolines = [path for path in HISTORIES if workflow_type(path) == "ScheduledJobWorkflow"]
+    shapes = {JOB_TASK_TIMEOUT_PATCH in patches(path) for path in trampolines}
+    assert shapes == {True, False}
+
+
+def workflow_type(path: Path) -> str:
+    first = json.loads(path.read_text())["events"][0]
+    return str(first["workflowExecutionStartedEventAttributes"]["workflowType"]["name"])
+
+
 def job_history(path: Path) -> bool:
     first = json.loads(path.read_text())["events"][0]
     return bool(first["workflowExecutionStartedEventAttributes"]["workflowType"]["name"] == "JobWorkflow")

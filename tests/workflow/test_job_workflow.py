@@ -24,6 +24,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from curaflow.devstack.temporal import temporal_binary
+from curaflow.domain.execution import JOB_TASK_TIMEOUT
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceAdmission, OccurrenceInput
 from curaflow.domain.verdicts import FailureKind, FinishCause
@@ -377,6 +378,9 @@ async def test_the_trampoline_reports_how_the_job_execution_closed(
         )
         await env.called("search")
         job = env.client.get_workflow_handle(inp.job_id)
+        # A scheduled job gets the task timeout of every job start (5 s), not Temporal's 10 s.
+        config = (await job.describe()).raw_description.execution_config
+        assert config.default_workflow_task_timeout.ToTimedelta() == JOB_TASK_TIMEOUT
         if how == "terminate":
             await job.terminate("operator")
         else:
