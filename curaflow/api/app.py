@@ -22,13 +22,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import asyncpg
 from fastapi import FastAPI, Request, Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import curaflow
 from curaflow.admission import Admitter, WorkflowStarter
@@ -118,37 +116,10 @@ def temporal_connector(app: FastAPI, settings: Settings) -> LoopBody:
     return body
 
 
-class RequestLog:
-    """ASGI middleware writing the one outcome line of every request (module doc).
-
-    Plain ASGI rather than ``@app.middleware("http")``: Starlette's ``BaseHTTPMiddleware``
-    runs each request in an extra task with its own streams (issue 15: measurable on
-    every admission). The status is the one the answer started with (500 when the app
-    raised before answering).
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_status)
-        finally:
-            request = Request(scope)
-            if request.url.path not in UNLOGGED_PATHS:
-                _log_outcome(request, status, round((time.perf_counter() - started) * 1000, 2))
+def _request_answered(request: Request, status: int, elapsed_ms: float) -> None:
+    """The request log (:class:`~curaflow.api.errors.ErrorBoundary`'s ``on_answered``)."""
+    if request.url.path not in UNLOGGED_PATHS:
+        _log_outcome(request, status, elapsed_ms)
 
 
 def _log_outcome(request: Request, status: int, elapsed_ms: float) -> None:
@@ -282,9 +253,8 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
     app.include_router(legacy_router)  # PixivFlow's legacy refetch shim (TelePost's rollback switch)
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["meta"], include_in_schema=False)
     instrument_app(app)
-    app.add_middleware(ErrorBoundary)  # inside the request log below, so it logs the 500
-
-    app.add_middleware(RequestLog)  # outermost: it sees every answer, the 500s included
+    # Outermost: answers what escaped the routes, then logs every answer (the 500s too).
+    app.add_middleware(ErrorBoundary, on_answered=_request_answered)
 
     def openapi() -> dict[str, Any]:
         if not app.openapi_schema:

@@ -26,6 +26,9 @@ Authentication failures keep the original's legacy shape ``{status:"error", erro
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -92,31 +95,41 @@ def internal_error_response(request: Request, err: BaseException) -> JSONRespons
 
 
 class ErrorBoundary:
-    """ASGI middleware: an exception that escaped the routes becomes its protocol 500 here.
+    """ASGI middleware: an exception that escaped the routes becomes its protocol 500 here,
+    and every answer is reported once to ``on_answered``.
 
-    Installed inside the request log, so the log line sees the 500. An exception after
-    the answer started cannot be answered any more and is re-raised to the server.
+    An exception after the answer started cannot be answered any more and is re-raised to
+    the server. Plain ASGI rather than Starlette's ``BaseHTTPMiddleware``, which runs each
+    request in an extra task with its own streams (issue 15: measurable on every admission).
+
+    Args:
+        app: the wrapped application.
+        on_answered: called after every HTTP request with the request, the status the
+            answer started with (500 when none started) and the elapsed milliseconds —
+            the request log (:mod:`curaflow.api.app`).
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, on_answered: Callable[[Request, int, float], None] | None = None) -> None:
         self.app = app
+        self.on_answered = on_answered
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
+        began = time.perf_counter()
+        status: int | None = None
 
         async def send_tracking(message: Message) -> None:
-            nonlocal started
+            nonlocal status
             if message["type"] == "http.response.start":
-                started = True
+                status = int(message["status"])
             await send(message)
 
         try:
             await self.app(scope, receive, send_tracking)
         except Exception as err:
-            if started:
+            if status is not None:
                 raise
             request = Request(scope)
             response: Response
@@ -124,7 +137,11 @@ class ErrorBoundary:
                 response = client_gone(request)
             else:
                 response = internal_error_response(request, err)
-            await response(scope, receive, send)
+            await response(scope, receive, send_tracking)
+        finally:
+            if self.on_answered is not None:
+                elapsed_ms = round((time.perf_counter() - began) * 1000, 2)
+                self.on_answered(Request(scope), 500 if status is None else status, elapsed_ms)
 
 
 def client_gone(request: Request) -> Response:

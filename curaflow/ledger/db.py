@@ -68,8 +68,9 @@ async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asy
 
 
 async def _reset_connection(conn: asyncpg.Connection) -> None:
-    """What a connection needs on its way back to the pool: a rollback, only if a
-    transaction is still open (module doc: no session state is left otherwise)."""
+    """The pool's reset: no statement (module doc: no session state is left on a pooled
+    connection). asyncpg itself rolls back a transaction left open before calling this;
+    the check keeps that true should it stop doing so."""
     if conn.is_in_transaction():
         await conn.execute("ROLLBACK")
 
