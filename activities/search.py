@@ -97,8 +97,7 @@ class SearchActivity:
             ) from None
         # Pass N may keep base × (N+1) candidates (cap 100), prefetching 5 × (N+1).
         scan_limit, want = pass_bounds(target.scan_limit, inp.fallback_stage)
-        unavailable = await ledger.released_works(deps.pool, inp.job_id, target.target_id)
-        saved = await ledger.load_checkpoint(deps.pool, inp.job_id, target.target_id)
+        unavailable, saved = await ledger.search_resume(deps.pool, inp.job_id, target.target_id)
         checkpoint = None
         if saved and saved.get("stage") == inp.fallback_stage:
             checkpoint = ScanCheckpoint.model_validate(saved["scan"])

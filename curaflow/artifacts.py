@@ -147,47 +147,47 @@ class ArtifactStore:
     async def _download(self, client: PixivClient, url: str, dest: Path, page: int) -> ArtifactFile:
         """Stream one page to a temporary file next to ``dest``; complete it (module doc).
 
-        The event loop only moves bytes: file creation, writes (in batches of
-        :data:`WRITE_BATCH`), fsync, the decode check, the rename and the hash run in
-        threads, so heartbeats and workflow tasks are never held up by the disk.
+        The event loop only moves bytes: the file work runs in threads, batched so a page
+        that fits in one :data:`WRITE_BATCH` costs a single thread hop (create, write,
+        fsync, decode check, rename, hash — :class:`_PartFile`), so heartbeats and
+        workflow tasks are never held up by the disk.
         """
         response = await client.stream_image(url)
-        fd, tmp = await asyncio.to_thread(tempfile.mkstemp, prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+        part = _PartFile(dest)
         try:
             expected = response.headers.get("content-length")
             received = 0
-            with os.fdopen(fd, "wb") as fh:
-                pending: list[bytes] = []
-                batched = 0
-                try:
-                    async for chunk in response.aiter_bytes(65536):
-                        pending.append(chunk)
-                        batched += len(chunk)
-                        received += len(chunk)
-                        if batched >= WRITE_BATCH:
-                            await asyncio.to_thread(_write, fh, pending)
-                            pending, batched = [], 0
-                except httpx.TimeoutException as err:
-                    raise SourceError(
-                        TerminalReason.DOWNLOAD_TIMEOUT, f"image body timeout after {received} bytes"
-                    ) from err
-                except httpx.HTTPError as err:
-                    raise SourceError(
-                        TerminalReason.DOWNLOAD_FAILED,
-                        f"image body broken after {received} bytes: {type(err).__name__}",
-                    ) from err
-                await asyncio.to_thread(_write, fh, pending, sync=True)
+            pending: list[bytes] = []
+            batched = 0
+            try:
+                async for chunk in response.aiter_bytes(65536):
+                    pending.append(chunk)
+                    batched += len(chunk)
+                    received += len(chunk)
+                    if batched >= WRITE_BATCH:
+                        await asyncio.to_thread(part.write, pending)
+                        pending, batched = [], 0
+            except httpx.TimeoutException as err:
+                raise SourceError(
+                    TerminalReason.DOWNLOAD_TIMEOUT, f"image body timeout after {received} bytes"
+                ) from err
+            except httpx.HTTPError as err:
+                raise SourceError(
+                    TerminalReason.DOWNLOAD_FAILED,
+                    f"image body broken after {received} bytes: {type(err).__name__}",
+                ) from err
             if expected is not None and expected.isdigit() and int(expected) != received:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image truncated: {received} of {expected} bytes")
             if received == 0:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
-            done = await asyncio.to_thread(_complete, Path(tmp), dest, page)
+            done = await asyncio.to_thread(part.complete, pending, page)
             if isinstance(done, str):
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image incomplete after {received} bytes: {done}")
             return done
         finally:
             await response.aclose()
-            await asyncio.to_thread(Path(tmp).unlink, missing_ok=True)
+            if not part.completed:
+                await asyncio.to_thread(part.discard)
 
     def delete(self, job_id: str, target_id: str) -> None:
         """Remove one cell's artifact folder (storage mode ``cache``)."""
@@ -205,33 +205,72 @@ def _prepare(folder: Path, dests: list[Path]) -> set[Path]:
     return {dest for dest in dests if dest.exists()}
 
 
-def _write(fh: io.BufferedWriter, chunks: list[bytes], *, sync: bool = False) -> None:
-    """Write ``chunks``; with ``sync``, flush and fsync the file (blocking)."""
-    for chunk in chunks:
-        fh.write(chunk)
-    if sync:
-        fh.flush()
-        os.fsync(fh.fileno())
+class _PartFile:
+    """The temporary file a page is streamed into, next to ``dest`` (blocking methods:
+    call them in a thread).
+
+    Created on the first write; hashed as it is written (the complete file is not read
+    again). :meth:`complete` writes the rest, fsyncs, decode-checks and renames it to
+    ``dest``; :meth:`discard` removes what a failed download left.
+    """
+
+    def __init__(self, dest: Path) -> None:
+        self.dest = dest
+        self.completed = False
+        self._fh: io.BufferedWriter | None = None
+        self._tmp: Path | None = None
+        self._digest = hashlib.sha256()
+        self._size = 0
+
+    def write(self, chunks: list[bytes]) -> None:
+        """Append ``chunks`` (creates the temporary file on the first call)."""
+        if self._fh is None:
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.dest.name}.", suffix=".part", dir=self.dest.parent)
+            self._tmp = Path(tmp)
+            self._fh = os.fdopen(fd, "wb")
+        for chunk in chunks:
+            self._fh.write(chunk)
+            self._digest.update(chunk)
+            self._size += len(chunk)
+
+    def complete(self, chunks: list[bytes], page: int) -> ArtifactFile | str:
+        """Write the last ``chunks``, fsync, decode-check; if whole, rename to ``dest``
+        and describe it, else return why it is not."""
+        self.write(chunks)
+        assert self._fh is not None and self._tmp is not None
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        problem = verify_image(self._tmp, self.dest.suffix)
+        if problem is not None:
+            return problem
+        os.replace(self._tmp, self.dest)
+        self.completed = True
+        return describe(self.dest, page, sha256=self._digest.hexdigest(), size=self._size)
+
+    def discard(self) -> None:
+        """Close and remove the temporary file, if any."""
+        if self._fh is not None:
+            self._fh.close()
+        if self._tmp is not None:
+            self._tmp.unlink(missing_ok=True)
 
 
-def _complete(tmp: Path, dest: Path, page: int) -> ArtifactFile | str:
-    """Decode-check the fsynced ``tmp``; if whole, rename it to ``dest`` and describe it,
-    else return why it is not (blocking)."""
-    problem = verify_image(tmp, dest.suffix)
-    if problem is not None:
-        return problem
-    os.replace(tmp, dest)
-    return describe(dest, page)
+def describe(path: Path, page: int, *, sha256: str | None = None, size: int | None = None) -> ArtifactFile:
+    """Size, hash, MIME type and pixel size of a complete file (blocking).
 
-
-def describe(path: Path, page: int) -> ArtifactFile:
-    """Size, hash, MIME type and pixel size of a complete file."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1024 * 1024), b""):
-            digest.update(block)
-            size += len(block)
+    Args:
+        sha256 / size: the file's digest (hex) and length in bytes when the caller
+            computed them while writing; else the file is read to compute them.
+    """
+    if sha256 is None or size is None:
+        digest = hashlib.sha256()
+        size = 0
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1024 * 1024), b""):
+                digest.update(block)
+                size += len(block)
+        sha256 = digest.hexdigest()
     width = height = None
     try:
         with Image.open(path) as image:
@@ -244,6 +283,6 @@ def describe(path: Path, page: int) -> ArtifactFile:
         mime=MIME_BY_EXT.get(path.suffix.lower(), "application/octet-stream"),
         width=width,
         height=height,
-        sha256=digest.hexdigest(),
+        sha256=sha256,
         page=page,
     )

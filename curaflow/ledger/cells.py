@@ -10,7 +10,7 @@ the row untouched and returns the cell as it is.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import asyncpg
 
@@ -131,28 +131,27 @@ async def start_step(
     barrier = barrier_of(locked, now)
     if locked["completed_at"] is not None or barrier is not None:
         return await load_cell(conn, job_id, target_id), barrier
-    job = await conn.fetchrow(
-        """WITH prev AS (SELECT job_id, started_at FROM jobs WHERE job_id = $1)
-           UPDATE jobs j SET attempt = $2, started_at = COALESCE(j.started_at, $3), updated_at = $3
-           FROM prev WHERE j.job_id = prev.job_id
-           RETURNING prev.started_at AS prev_started""",
+    # One statement for both rows (the job row is locked above, so ``prev`` is current).
+    row = await conn.fetchrow(
+        f"""WITH prev AS (SELECT job_id, started_at FROM jobs WHERE job_id = $1),
+                job AS (UPDATE jobs j SET attempt = $2, started_at = COALESCE(j.started_at, $3), updated_at = $3
+                        FROM prev WHERE j.job_id = prev.job_id RETURNING prev.started_at AS prev_started),
+                cell AS (UPDATE cells SET stage = CASE WHEN state IN ({TERMINAL_STATES_SQL}) THEN stage ELSE $5 END,
+                                          lease_until = $6, lease_owner = $7, heartbeat_at = $3, updated_at = $3
+                         WHERE job_id = $1 AND target_id = $4 RETURNING {CELL_COLUMNS})
+           SELECT job.prev_started, cell.* FROM job LEFT JOIN cell ON true""",
         job_id,
         attempt,
         now,
-    )
-    if job["prev_started"] is None:
-        await append_event(conn, job_id, "job.started", at=now)
-    row = await conn.fetchrow(
-        f"""UPDATE cells SET stage = CASE WHEN state IN ({TERMINAL_STATES_SQL}) THEN stage ELSE $3 END,
-                            lease_until = $4, lease_owner = $5, heartbeat_at = $6, updated_at = $6
-           WHERE job_id = $1 AND target_id = $2 RETURNING {CELL_COLUMNS}""",
-        job_id,
         target_id,
         str(stage),
         now + lease_ms,
         owner,
-        now,
     )
+    if row["prev_started"] is None:
+        await append_event(conn, job_id, "job.started", at=now)
+    if row["target_id"] is None:
+        row = None
     await sync_job_stage(conn, job_id)
     return (cell_from_row(row) if row else None), None
 
@@ -196,14 +195,6 @@ async def save_checkpoint(pool: asyncpg.Pool, job_id: str, target_id: str, check
     )
 
 
-async def load_checkpoint(pool: asyncpg.Pool, job_id: str, target_id: str) -> dict[str, Any] | None:
-    """The saved search resume point, or None."""
-    value = await pool.fetchval(
-        "SELECT search_checkpoint FROM cells WHERE job_id = $1 AND target_id = $2", job_id, target_id
-    )
-    return value if isinstance(value, dict) else None
-
-
 async def taken_works(
     conn: asyncpg.Connection | asyncpg.Pool, routes: list[str], work_type: str, work_ids: list[str]
 ) -> set[str]:
@@ -222,43 +213,49 @@ async def taken_works(
     return {r["work_id"] for r in rows}
 
 
-async def released_works(conn: asyncpg.Connection | asyncpg.Pool, job_id: str, target_id: str) -> set[str]:
-    """Works this cell bound and then released as unavailable (a later stage skips them)."""
-    rows = await conn.fetch(
-        """SELECT DISTINCT work_id FROM delivery_intents
-           WHERE job_id = $1 AND target_id = $2 AND status = 'released'""",
+class SearchResume(NamedTuple):
+    """Where a ``search`` attempt resumes: see :func:`search_resume`."""
+
+    released: set[str]  # works this cell bound and released as unavailable (skipped)
+    checkpoint: dict[str, Any] | None  # the saved scan position, or None
+
+
+async def search_resume(pool: asyncpg.Pool, job_id: str, target_id: str) -> SearchResume:
+    """The works this cell released as unavailable (a later pass skips them) and the saved
+    search checkpoint, in one statement (own short transaction)."""
+    row = await pool.fetchrow(
+        """SELECT c.search_checkpoint,
+                  ARRAY(SELECT DISTINCT d.work_id FROM delivery_intents d
+                        WHERE d.job_id = $1 AND d.target_id = $2 AND d.status = 'released') AS released
+           FROM cells c WHERE c.job_id = $1 AND c.target_id = $2""",
         job_id,
         target_id,
     )
-    return {r["work_id"] for r in rows}
+    if row is None:
+        return SearchResume(set(), None)
+    checkpoint = row["search_checkpoint"]
+    return SearchResume(set(row["released"]), checkpoint if isinstance(checkpoint, dict) else None)
 
 
 async def _reserve(conn: asyncpg.Connection, job_id: str, target_id: str, work: Work, routes: list[RouteRef]) -> bool:
-    """Reserve ``work`` on every route (inside a savepoint); False if any route has it."""
-    now = now_ms()
-    try:
-        async with conn.transaction():
-            for route in routes:
-                key = intent_key(route.name, work.work_type, work.work_id, job_id, target_id)
-                await conn.execute(
-                    """INSERT INTO delivery_intents (idempotency_key, route, route_kind, work_type, work_id,
-                           job_id, target_id, status, created_at, updated_at)
-                       VALUES ($1, $2, $3, $4, $5, $6, $7, 'reserved', $8, $8)
-                       ON CONFLICT (idempotency_key) DO UPDATE
-                         SET status = 'reserved', updated_at = EXCLUDED.updated_at
-                         WHERE delivery_intents.status = 'released'""",
-                    key,
-                    route.name,
-                    route.kind,
-                    work.work_type,
-                    work.work_id,
-                    job_id,
-                    target_id,
-                    now,
-                )
-        return True
-    except asyncpg.UniqueViolationError:
-        return False
+    """Reserve ``work`` on every route, all or none; False if any route holds it live.
+
+    One statement: the function ``curaflow_reserve_work`` (migration 0031) inserts the
+    intents and turns a unique violation into False, rolling back its own inserts.
+    """
+    return bool(
+        await conn.fetchval(
+            "SELECT curaflow_reserve_work($1::text[], $2::text[], $3::text[], $4, $5, $6, $7, $8)",
+            [intent_key(r.name, work.work_type, work.work_id, job_id, target_id) for r in routes],
+            [r.name for r in routes],
+            [r.kind for r in routes],
+            work.work_type,
+            work.work_id,
+            job_id,
+            target_id,
+            now_ms(),
+        )
+    )
 
 
 async def bind_work(
@@ -308,22 +305,22 @@ async def bind_work(
         report.filtered.append({"work_id": work.work_id, "reason": "duplicate"})
     now = now_ms()
     if bound is None:
-        await conn.execute(
-            """UPDATE cells SET candidate_report = $3, candidates = '[]'::jsonb, updated_at = $4
-               WHERE job_id = $1 AND target_id = $2""",
+        row = await conn.fetchrow(
+            f"""UPDATE cells SET candidate_report = $3, candidates = '[]'::jsonb, updated_at = $4
+               WHERE job_id = $1 AND target_id = $2 RETURNING {CELL_COLUMNS}""",
             job_id,
             target.target_id,
             jsonable(report),
             now,
         )
-        return await load_cell(conn, job_id, target.target_id)
+        return cell_from_row(row)
     report.selected = bound.work_id
     remaining = remaining[:SPARE_CANDIDATES]
-    await conn.execute(
-        """UPDATE cells SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
+    row = await conn.fetchrow(
+        f"""UPDATE cells SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
                work = $5, candidates = $6, candidate_report = $7, attempt_count = attempt_count + 1,
                updated_at = $8
-           WHERE job_id = $1 AND target_id = $2""",
+           WHERE job_id = $1 AND target_id = $2 RETURNING {CELL_COLUMNS}""",
         job_id,
         target.target_id,
         bound.work_id,
@@ -333,8 +330,8 @@ async def bind_work(
         jsonable(report),
         now,
     )
-    await sync_job_stage(conn, job_id)
-    return await load_cell(conn, job_id, target.target_id)
+    await sync_job_stage(conn, job_id)  # changes the job row only: ``row`` is the cell as it is
+    return cell_from_row(row)
 
 
 async def rebind_next(
@@ -406,15 +403,16 @@ async def artifact_ready(
         target_id,
     )
     if row is not None and row["work_id"] == work_id and check_transition(row["state"], CellState.ARTIFACT_READY):
-        await conn.execute(
-            """UPDATE cells SET state = 'artifact_ready', stage = 'delivering', artifact = $3,
-                   updated_at = $4 WHERE job_id = $1 AND target_id = $2""",
+        updated = await conn.fetchrow(
+            f"""UPDATE cells SET state = 'artifact_ready', stage = 'delivering', artifact = $3,
+                   updated_at = $4 WHERE job_id = $1 AND target_id = $2 RETURNING {CELL_COLUMNS}""",
             job_id,
             target_id,
             artifact,
             now_ms(),
         )
-        await sync_job_stage(conn, job_id)
+        await sync_job_stage(conn, job_id)  # changes the job row only
+        return cell_from_row(updated)
     return await load_cell(conn, job_id, target_id)
 
 

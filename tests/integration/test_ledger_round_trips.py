@@ -7,6 +7,9 @@
   :func:`curaflow.ledger.db.session_lock`, which never lets one reach the pool.
 * A rate-gate slot (every source request) is one statement, and concurrent callers
   still get slots ``interval`` apart; a paused or cooling-down gate hands out none.
+* Opening a step writes the job row and the cell row in one statement; binding a work
+  reserves each candidate on every route in one statement (no savepoint round trips),
+  all routes or none, and returns the cell its update wrote (no reload).
 """
 
 from __future__ import annotations
@@ -19,8 +22,12 @@ from contextlib import nullcontext
 import asyncpg
 import pytest
 
-from curaflow.ledger import gates
-from curaflow.ledger.db import create_pool, session_lock
+from curaflow.domain.cells import CellStage, CellState
+from curaflow.domain.messages import JobInput, RouteRef, TargetSpec
+from curaflow.domain.models import CandidateReport, Work
+from curaflow.ledger import cells, gates
+from curaflow.ledger.db import create_pool, now_ms, session_lock
+from curaflow.ledger.jobs import NewJob, insert_job
 
 pytestmark = pytest.mark.integration
 
@@ -148,3 +155,90 @@ async def test_reserve_hands_out_no_slot_while_paused_or_cooling(ledger_pool: as
     assert cooling.cooldown_ms > 20_000 and cooling.penalty == 1
     state = await gates.read_gate(ledger_pool, gate)
     assert state is not None and state.requests == 1  # neither refusal took a slot
+
+
+async def _new_job(pool: asyncpg.Pool, target: TargetSpec) -> str:
+    now = now_ms()
+    inp = JobInput(
+        job_id=f"demo@manual-trips-{uuid.uuid4().hex[:10]}",
+        plan_id="demo",
+        created_at_ms=now,
+        deadline_at_ms=now + 3_600_000,
+        targets=[target],
+    )
+    async with pool.acquire() as conn:
+        await insert_job(conn, NewJob(job_input=inp))
+    return inp.job_id
+
+
+def _work_statements(seen: list[str]) -> list[str]:
+    return [" ".join(q.split()) for q in seen if q.strip().rstrip(";").upper() not in ("BEGIN", "COMMIT")]
+
+
+async def test_a_step_writes_the_job_and_the_cell_in_one_statement(ledger_pool: asyncpg.Pool) -> None:
+    target = TargetSpec(target_id="demo", routes=[RouteRef(name="a", kind="directory")])
+    job_id = await _new_job(ledger_pool, target)
+    seen: list[str] = []
+    async with ledger_pool.acquire() as conn:
+        with conn.query_logger(lambda record: seen.append(record.query)):
+            async with conn.transaction():
+                cell, barrier = await cells.start_step(
+                    conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="w1"
+                )
+    assert barrier is None and cell is not None
+    assert cell.stage == CellStage.SEARCHING
+    lease = await ledger_pool.fetchrow("SELECT lease_owner, lease_until FROM cells WHERE job_id = $1", job_id)
+    assert lease["lease_owner"] == "w1" and lease["lease_until"] is not None
+    work = _work_statements(seen)
+    # The lock, one write of both rows, job.started, the job stage (job.progress).
+    assert not [q for q in work if q.startswith("UPDATE cells") or q.startswith("UPDATE jobs")], work
+    assert len(work) == 5, work
+    row = await ledger_pool.fetchrow("SELECT started_at, attempt, last_stage FROM jobs WHERE job_id = $1", job_id)
+    assert row["started_at"] is not None and row["attempt"] == 1 and row["last_stage"] == "searching"
+    types = [r["type"] for r in await ledger_pool.fetch("SELECT type FROM job_events WHERE job_id = $1", job_id)]
+    assert types.count("job.started") == 1
+
+
+async def test_binding_reserves_a_candidate_in_one_statement_on_all_routes_or_none(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    routes = [RouteRef(name=f"a-{uuid.uuid4().hex[:6]}", kind="directory"), RouteRef(name="b", kind="webhook")]
+    target = TargetSpec(target_id="demo", routes=routes)
+    held, free = (Work(work_id=f"w{uuid.uuid4().hex[:8]}") for _ in range(2))
+    other = await _new_job(ledger_pool, TargetSpec(target_id="demo", routes=[routes[1]]))
+    job_id = await _new_job(ledger_pool, target)
+    async with ledger_pool.acquire() as conn, conn.transaction():  # another job holds `held` on route b only
+        await cells.bind_work(conn, other, TargetSpec(target_id="demo", routes=[routes[1]]), [held], CandidateReport())
+
+    seen: list[str] = []
+    async with ledger_pool.acquire() as conn:
+        with conn.query_logger(lambda record: seen.append(record.query)):
+            async with conn.transaction():
+                cell = await cells.bind_work(conn, job_id, target, [held, free], CandidateReport())
+    assert cell is not None and cell.state == CellState.SELECTED and cell.work_id == free.work_id
+    assert cell.candidate_report is not None and cell.candidate_report.reasons == {"duplicate": 1}
+    work = _work_statements(seen)
+    assert not [q for q in work if "SAVEPOINT" in q.upper()], work
+    assert len([q for q in work if "curaflow_reserve_work" in q]) == 2, work  # one per candidate
+    assert not [q for q in work if q.startswith("SELECT target_id, position")], work  # no reload of the cell
+    mine = await ledger_pool.fetch(
+        "SELECT route, work_id, status FROM delivery_intents WHERE job_id = $1 ORDER BY route", job_id
+    )
+    # `held` was refused on b, so it is not left reserved on a either: all routes or none.
+    assert [(r["route"], r["work_id"], r["status"]) for r in mine] == sorted(
+        [(routes[0].name, free.work_id, "reserved"), ("b", free.work_id, "reserved")]
+    )
+
+
+async def test_a_released_work_can_be_reserved_again(ledger_pool: asyncpg.Pool) -> None:
+    target = TargetSpec(target_id="demo", routes=[RouteRef(name=f"r-{uuid.uuid4().hex[:6]}", kind="directory")])
+    work = Work(work_id=f"w{uuid.uuid4().hex[:8]}")
+    job_id = await _new_job(ledger_pool, target)
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        assert (await cells.bind_work(conn, job_id, target, [work], CandidateReport())).work_id == work.work_id
+        await cells.finish_cell(conn, job_id, "demo", CellState.FAILED, "internal_error")
+    assert await ledger_pool.fetchval("SELECT status FROM delivery_intents WHERE job_id = $1", job_id) == "released"
+    later = await _new_job(ledger_pool, target)
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        cell = await cells.bind_work(conn, later, target, [work], CandidateReport())
+    assert cell is not None and cell.work_id == work.work_id

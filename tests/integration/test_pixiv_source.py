@@ -489,3 +489,29 @@ async def test_a_slow_disk_never_holds_up_the_event_loop(
         await ticks
     assert len(artifact.files) == 3
     assert max(gaps) < 0.2, f"the event loop stalled {max(gaps):.3f} s"
+
+
+async def test_a_page_costs_one_thread_hop_and_is_hashed_as_written(
+    replay: Replay, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each hop to a thread waits for the event loop twice (issue 15): a page that fits in
+    one write batch is created, written, fsynced, decode-checked, renamed and hashed in a
+    single hop, and its digest is taken from the bytes written, not by reading it again."""
+    work = await fetched_work(replay, "126879163")  # 3 pages, each under WRITE_BATCH
+    store = ArtifactStore(tmp_path)
+    hops: list[str] = []
+    real_to_thread = asyncio.to_thread
+
+    async def counting_to_thread(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if not getattr(func, "__module__", "").startswith("curaflow.sources.replay"):  # the fake Pixiv's own
+            hops.append(getattr(func, "__name__", repr(func)))
+        return await real_to_thread(func, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", counting_to_thread)
+    artifact = await store.fetch(replay.client(), work, "job", "t")
+    assert len(artifact.files) == 3
+    assert len(hops) == 1 + 3, hops  # the folder, then one per page
+    for file in artifact.files:
+        data = Path(file.path).read_bytes()
+        assert file.sha256 == hashlib.sha256(data).hexdigest() and file.bytes == len(data)
+    assert not list(Path(artifact.files[0].path).parent.glob("*.part"))
