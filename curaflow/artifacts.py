@@ -154,6 +154,7 @@ class ArtifactStore:
         """
         response = await client.stream_image(url)
         part = _PartFile(dest)
+        handed_over = False
         try:
             expected = response.headers.get("content-length")
             received = 0
@@ -180,13 +181,14 @@ class ArtifactStore:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image truncated: {received} of {expected} bytes")
             if received == 0:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
-            done = await asyncio.to_thread(part.complete, pending, page)
+            handed_over = True  # from here the thread completes or discards the file on its own
+            done = await asyncio.to_thread(part.finish, pending, page)
             if isinstance(done, str):
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image incomplete after {received} bytes: {done}")
             return done
         finally:
             await response.aclose()
-            if not part.completed:
+            if not handed_over:
                 await asyncio.to_thread(part.discard)
 
     def delete(self, job_id: str, target_id: str) -> None:
@@ -247,6 +249,16 @@ class _PartFile:
         os.replace(self._tmp, self.dest)
         self.completed = True
         return describe(self.dest, page, sha256=self._digest.hexdigest(), size=self._size)
+
+    def finish(self, chunks: list[bytes], page: int) -> ArtifactFile | str:
+        """:meth:`complete`, and :meth:`discard` unless it completed: the whole fate of
+        the file in its thread, so a caller cancelled meanwhile has nothing to clean up
+        (and never races the thread)."""
+        try:
+            return self.complete(chunks, page)
+        finally:
+            if not self.completed:
+                self.discard()
 
     def discard(self) -> None:
         """Close and remove the temporary file, if any."""

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from curaflow import artifacts
 from curaflow.artifacts import ArtifactStore
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.models import Work
@@ -515,3 +516,25 @@ async def test_a_page_costs_one_thread_hop_and_is_hashed_as_written(
         data = Path(file.path).read_bytes()
         assert file.sha256 == hashlib.sha256(data).hexdigest() and file.bytes == len(data)
     assert not list(Path(artifact.files[0].path).parent.glob("*.part"))
+
+
+async def test_a_page_that_fails_its_check_leaves_no_file_of_it_or_of_the_next(
+    replay: Replay, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = await fetched_work(replay, "126879163")  # 3 pages
+    real_verify = artifacts.verify_image
+
+    def verify(path: Path, suffix: str | None = None) -> str | None:
+        return "broken: page 1" if path.name.startswith(f".{work.work_id}_p1") else real_verify(path, suffix)
+
+    monkeypatch.setattr(artifacts, "verify_image", verify)
+    store = ArtifactStore(tmp_path)
+    with pytest.raises(SourceError) as caught:
+        await store.fetch(replay.client(), work, "job", "t")
+    assert caught.value.reason == TerminalReason.DOWNLOAD_FAILED and "broken: page 1" in str(caught.value)
+    left = sorted(p.name for p in store.folder("job", "t").iterdir())
+    assert left == [f"{work.work_id}_p0{Path(work.pages[0].url).suffix}"], left  # page 0 whole; nothing of 1 or 2
+
+    monkeypatch.setattr(artifacts, "verify_image", real_verify)
+    artifact = await store.fetch(replay.client(), work, "job", "t")  # the retry keeps page 0
+    assert len(artifact.files) == 3
