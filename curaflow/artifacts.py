@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -212,13 +213,17 @@ class _PartFile:
     call them in a thread).
 
     Created on the first write; hashed as it is written (the complete file is not read
-    again). :meth:`complete` writes the rest, fsyncs, decode-checks and renames it to
+    again). :meth:`finish` writes the rest, fsyncs, decode-checks and renames it to
     ``dest``; :meth:`discard` removes what a failed download left.
     """
 
     def __init__(self, dest: Path) -> None:
         self.dest = dest
         self.completed = False
+        self._discarded = False
+        # A write in a thread can outlive its cancelled caller: the caller's discard then
+        # waits for it, and a write that starts after a discard fails without a file.
+        self._lock = threading.Lock()
         self._fh: io.BufferedWriter | None = None
         self._tmp: Path | None = None
         self._digest = hashlib.sha256()
@@ -226,6 +231,12 @@ class _PartFile:
 
     def write(self, chunks: list[bytes]) -> None:
         """Append ``chunks`` (creates the temporary file on the first call)."""
+        with self._lock:
+            self._write(chunks)
+
+    def _write(self, chunks: list[bytes]) -> None:
+        if self._discarded:
+            raise OSError(f"{self.dest.name}: the download was discarded")
         if self._fh is None:
             fd, tmp = tempfile.mkstemp(prefix=f".{self.dest.name}.", suffix=".part", dir=self.dest.parent)
             self._tmp = Path(tmp)
@@ -235,10 +246,10 @@ class _PartFile:
             self._digest.update(chunk)
             self._size += len(chunk)
 
-    def complete(self, chunks: list[bytes], page: int) -> ArtifactFile | str:
+    def _complete(self, chunks: list[bytes], page: int) -> ArtifactFile | str:
         """Write the last ``chunks``, fsync, decode-check; if whole, rename to ``dest``
-        and describe it, else return why it is not."""
-        self.write(chunks)
+        and describe it, else return why it is not (call with the lock held)."""
+        self._write(chunks)
         assert self._fh is not None and self._tmp is not None
         self._fh.flush()
         os.fsync(self._fh.fileno())
@@ -251,17 +262,24 @@ class _PartFile:
         return describe(self.dest, page, sha256=self._digest.hexdigest(), size=self._size)
 
     def finish(self, chunks: list[bytes], page: int) -> ArtifactFile | str:
-        """:meth:`complete`, and :meth:`discard` unless it completed: the whole fate of
-        the file in its thread, so a caller cancelled meanwhile has nothing to clean up
-        (and never races the thread)."""
-        try:
-            return self.complete(chunks, page)
-        finally:
-            if not self.completed:
-                self.discard()
+        """Write the last ``chunks`` and complete the file (fsync, decode check, rename to
+        ``dest``; returns its description), or discard it and return why it is not whole:
+        the whole fate of the file in one thread hop, so a caller cancelled meanwhile has
+        nothing to clean up (and never races the thread)."""
+        with self._lock:
+            try:
+                return self._complete(chunks, page)
+            finally:
+                if not self.completed:
+                    self._discard()
 
     def discard(self) -> None:
-        """Close and remove the temporary file, if any."""
+        """Close and remove the temporary file, if any (waits for a write under way)."""
+        with self._lock:
+            self._discard()
+
+    def _discard(self) -> None:
+        self._discarded = True
         if self._fh is not None:
             self._fh.close()
         if self._tmp is not None:

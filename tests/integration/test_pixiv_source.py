@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import itertools
 import os
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -538,3 +539,33 @@ async def test_a_page_that_fails_its_check_leaves_no_file_of_it_or_of_the_next(
     monkeypatch.setattr(artifacts, "verify_image", real_verify)
     artifact = await store.fetch(replay.client(), work, "job", "t")  # the retry keeps page 0
     assert len(artifact.files) == 3
+
+
+def test_a_discard_waits_for_a_write_under_way_and_nothing_is_left(tmp_path: Path) -> None:
+    """A download cancelled while a batch is written in a thread discards the file from
+    another thread: it waits for the write, removes the file, and a write that comes
+    after it creates nothing."""
+    part = artifacts._PartFile(tmp_path / "w_p0.png")
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowBatch:
+        def __iter__(self) -> Any:
+            entered.set()
+            release.wait(5)
+            yield b"x" * 1024
+
+    writer = threading.Thread(target=part.write, args=(SlowBatch(),))
+    writer.start()
+    assert entered.wait(5)
+    discarder = threading.Thread(target=part.discard)
+    discarder.start()
+    discarder.join(0.2)
+    assert discarder.is_alive()  # waits for the write under way
+    assert list(tmp_path.glob("*.part"))
+    release.set()
+    writer.join(5)
+    discarder.join(5)
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(OSError):
+        part.write([b"late"])
+    assert not list(tmp_path.iterdir())
