@@ -6,9 +6,10 @@ Little's law, its latency is just 50 / throughput:
 * **capacity** — 50 clients send back to back; requests per second is the figure;
 * **latency** — an open loop offers a fixed rate (``OFFERED_PER_S``) from up to 50
   clients in flight; each latency is measured from the request's *scheduled* send time
-  (no coordinated omission), p50/p95/p99 reported. Admissions are offered by
+  (no coordinated omission), p50/p95/p99 reported. Admissions and reads are offered by
   :mod:`bench.loadgen` in its own process (aiohttp): from the benchmark's process httpx
-  could not offer 150/s (it measured its own backlog, seconds, not the API).
+  could not offer 150/s (it measured its own backlog, seconds, not the API), and at
+  100/s its own cost was most of a read's p50 and all of its p99 tail.
 
 Admission: new Tasks (each writes the ledger and starts a workflow), then replays of
 the same keys. No worker runs, so the jobs just wait: the figures are the API's.
@@ -26,6 +27,7 @@ import asyncio
 import random
 import time
 import uuid
+from urllib.parse import urlencode
 
 import httpx
 
@@ -87,6 +89,22 @@ def _task_params() -> dict[str, object]:
     return dict(_task("")["params"])  # type: ignore[call-overload]
 
 
+async def _loadgen(stack: BenchStack, rate: float, args: list[str], timeout_s: float) -> dict[str, object]:
+    """Run :mod:`bench.loadgen` (its own process) with ``args``; returns its JSON result."""
+    import json
+    import subprocess
+    import sys
+
+    from bench.env import API_TOKEN
+
+    argv = [sys.executable, "-m", "bench.loadgen", "--url", stack.api_url, "--token", API_TOKEN, "--rate", str(rate)]
+    done = await asyncio.to_thread(subprocess.run, argv + args, capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench.loadgen failed: {done.stderr[-2000:]}")
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
 async def offer_admissions(
     stack: BenchStack, rate: float, n: int, prefix: str, params: dict[str, object] | None = None
 ) -> tuple[list[float], list[int], float]:
@@ -96,18 +114,21 @@ async def offer_admissions(
     Request *i* has the idempotency key ``{prefix}-{i}``: the same prefix replays.
     """
     import json
-    import subprocess
-    import sys
 
-    from bench.env import API_TOKEN
+    args = ["--n", str(n), "--prefix", prefix, "--params", json.dumps(params or _task_params())]
+    result = await _loadgen(stack, rate, args, n / rate + 300)
+    return result["latencies_ms"], result["statuses"], float(result["achieved_per_s"])  # type: ignore[return-value, arg-type]
 
-    args = [sys.executable, "-m", "bench.loadgen", "--url", stack.api_url, "--token", API_TOKEN, "--rate",
-            str(rate), "--n", str(n), "--prefix", prefix, "--params", json.dumps(params or _task_params())]  # fmt: skip
-    done = await asyncio.to_thread(subprocess.run, args, capture_output=True, text=True, timeout=n / rate + 300)
-    if done.returncode != 0:
-        raise RuntimeError(f"bench.loadgen failed: {done.stderr[-2000:]}")
-    result = json.loads(done.stdout)
-    return result["latencies_ms"], result["statuses"], float(result["achieved_per_s"])
+
+async def offer_reads(stack: BenchStack, rate: float, paths: list[str]) -> tuple[list[float], list[int]]:
+    """Offer ``GET`` of each path at ``rate``/s from :mod:`bench.loadgen` (its own process).
+
+    Returns latencies (ms, from each request's due time) and statuses.
+    """
+    listing = stack.dir / f"reads-{uuid.uuid4().hex[:6]}.txt"
+    listing.write_text("\n".join(paths) + "\n", encoding="utf-8")
+    result = await _loadgen(stack, rate, ["--paths", str(listing)], len(paths) / rate + 300)
+    return result["latencies_ms"], result["statuses"]  # type: ignore[return-value]
 
 
 async def _timed(http: httpx.AsyncClient, method: str, url: str, **kwargs: object) -> tuple[float, httpx.Response]:
@@ -144,32 +165,6 @@ async def _load(
     started = time.perf_counter()
     await asyncio.gather(*(client() for _ in range(clients)))
     return latencies, statuses, time.perf_counter() - started
-
-
-async def _open_loop(
-    http: httpx.AsyncClient, requests: list[tuple[str, str, dict[str, object]]], rate: float, clients: int
-) -> tuple[list[float], list[int]]:
-    """Offer ``requests`` at ``rate`` per second with at most ``clients`` in flight.
-
-    Returns latencies in ms measured from each request's scheduled time, and statuses.
-    """
-    gate = asyncio.Semaphore(clients)
-    latencies: list[float] = []
-    statuses: list[int] = []
-    start = time.perf_counter()
-
-    async def one(i: int, method: str, url: str, kwargs: dict[str, object]) -> None:
-        scheduled = start + i / rate
-        delay = scheduled - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        async with gate:
-            response = await http.request(method, url, **kwargs)  # type: ignore[arg-type]
-        latencies.append((time.perf_counter() - scheduled) * 1000)
-        statuses.append(response.status_code)
-
-    await asyncio.gather(*(one(i, m, u, k) for i, (m, u, k) in enumerate(requests)))
-    return latencies, statuses
 
 
 async def _drain_starts(stack: BenchStack, timeout_s: float = 120) -> None:
@@ -298,18 +293,18 @@ async def reads(stack: BenchStack, quick: bool) -> Result:
         probe = await http.get(f"/jobs/{job_ids[0]}/events")
         events_supported = probe.status_code == 200
         await _load(http, [("GET", f"/jobs/{random.choice(job_ids)}", {}) for _ in range(30)], 5)
-        gets, get_status = await _open_loop(
-            http, [("GET", f"/jobs/{random.choice(job_ids)}", {}) for _ in range(samples)], OFFERED_PER_S, CLIENTS
+        gets, get_status = await offer_reads(
+            stack, OFFERED_PER_S, [f"/jobs/{random.choice(job_ids)}" for _ in range(samples)]
         )
         pages: list[float] = []
         wakeups: list[float] = []
         if events_supported:
-            page_requests: list[tuple[str, str, dict[str, object]]] = []
+            page_paths: list[str] = []
             for _ in range(samples):
                 job = random.choice(job_ids)
                 after = event_id(job, random.randint(1, per_job - 10))
-                page_requests.append(("GET", f"/jobs/{job}/events", {"params": {"after": after, "limit": 10}}))
-            pages, _ = await _open_loop(http, page_requests, OFFERED_PER_S, CLIENTS)
+                page_paths.append(f"/jobs/{job}/events?{urlencode({'after': after, 'limit': 10})}")
+            pages, _ = await offer_reads(stack, OFFERED_PER_S, page_paths)
             wakeups = await _wakeups(stack, http, 20 if quick else 100)
     checks = [Check("p99 GET /jobs/{id}", summarise(gets).get("p99", float("nan")), "<=", 10, "ms")]
     metrics: dict[str, object] = {"get_job": summarise(gets), "get_statuses": sorted(set(get_status))}
@@ -330,6 +325,7 @@ async def reads(stack: BenchStack, quick: bool) -> Result:
             "samples": samples,
             "offered_per_s": OFFERED_PER_S,
             "max_in_flight": CLIENTS,
+            "load_generator": "bench.loadgen (own process, aiohttp); long-polls from the bench process",
         },
         metrics=metrics,
         checks=checks,
