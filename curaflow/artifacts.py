@@ -18,6 +18,7 @@ large for Pillow's decompression-bomb guard is accepted on its length.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import io
 import os
@@ -155,7 +156,6 @@ class ArtifactStore:
         """
         response = await client.stream_image(url)
         part = _PartFile(dest)
-        handed_over = False
         try:
             expected = response.headers.get("content-length")
             received = 0
@@ -182,14 +182,13 @@ class ArtifactStore:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image truncated: {received} of {expected} bytes")
             if received == 0:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
-            handed_over = True  # from here the thread completes or discards the file on its own
             done = await asyncio.to_thread(part.finish, pending, page)
             if isinstance(done, str):
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image incomplete after {received} bytes: {done}")
             return done
         finally:
             await response.aclose()
-            if not handed_over:
+            if not part.settled:  # also when cancelled before ``finish`` left the executor's queue
                 await asyncio.to_thread(part.discard)
 
     def delete(self, job_id: str, target_id: str) -> None:
@@ -278,12 +277,20 @@ class _PartFile:
         with self._lock:
             self._discard()
 
+    @property
+    def settled(self) -> bool:
+        """True once the file was completed or discarded (nothing left to clean up)."""
+        return self.completed or self._discarded
+
     def _discard(self) -> None:
         self._discarded = True
-        if self._fh is not None:
-            self._fh.close()
-        if self._tmp is not None:
-            self._tmp.unlink(missing_ok=True)
+        try:
+            if self._fh is not None:
+                with contextlib.suppress(OSError):  # a buffered write failing again (disk full)
+                    self._fh.close()
+        finally:
+            if self._tmp is not None:
+                self._tmp.unlink(missing_ok=True)
 
 
 def describe(path: Path, page: int, *, sha256: str | None = None, size: int | None = None) -> ArtifactFile:

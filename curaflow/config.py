@@ -654,6 +654,9 @@ class Settings(BaseSettings):
                 )
             if not target.routes:
                 raise ValueError(f"target {target.id!r} has no routes")
+            twice = sorted({r for r in target.routes if target.routes.count(r) > 1})
+            if twice:
+                raise ValueError(f"target {target.id!r} names route(s) {twice} more than once")
             for route in target.routes:
                 if route not in self.routes:
                     raise ValueError(

@@ -241,8 +241,10 @@ async def _reserve(conn: asyncpg.Connection, job_id: str, target_id: str, work: 
     """Reserve ``work`` on every route, all or none; False if any route holds it live.
 
     One statement: the function ``curaflow_reserve_work`` (migration 0031) inserts the
-    intents and turns a unique violation into False, rolling back its own inserts.
+    intents and turns a unique violation into False, rolling back its own inserts. A route
+    named twice counts once (one ``INSERT … ON CONFLICT`` cannot touch a key twice).
     """
+    routes = list({r.name: r for r in routes}.values())
     return bool(
         await conn.fetchval(
             "SELECT curaflow_reserve_work($1::text[], $2::text[], $3::text[], $4, $5, $6, $7, $8)",

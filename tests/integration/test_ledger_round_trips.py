@@ -242,3 +242,15 @@ async def test_a_released_work_can_be_reserved_again(ledger_pool: asyncpg.Pool) 
     async with ledger_pool.acquire() as conn, conn.transaction():
         cell = await cells.bind_work(conn, later, target, [work], CandidateReport())
     assert cell is not None and cell.work_id == work.work_id
+
+
+async def test_a_route_named_twice_still_reserves_once(ledger_pool: asyncpg.Pool) -> None:
+    """Config refuses it; a JobInput built elsewhere (a Temporal client) may still carry it."""
+    route = RouteRef(name=f"r-{uuid.uuid4().hex[:6]}", kind="directory")
+    target = TargetSpec(target_id="demo", routes=[route, route])
+    work = Work(work_id=f"w{uuid.uuid4().hex[:8]}")
+    job_id = await _new_job(ledger_pool, target)
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        cell = await cells.bind_work(conn, job_id, target, [work], CandidateReport())
+    assert cell is not None and cell.work_id == work.work_id
+    assert await ledger_pool.fetchval("SELECT count(*) FROM delivery_intents WHERE job_id = $1", job_id) == 1

@@ -569,3 +569,40 @@ def test_a_discard_waits_for_a_write_under_way_and_nothing_is_left(tmp_path: Pat
     with pytest.raises(OSError):
         part.write([b"late"])
     assert not list(tmp_path.iterdir())
+
+
+async def test_a_download_cancelled_before_its_completion_ran_leaves_no_file(
+    replay: Replay, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy executor may still hold the completion when the activity is cancelled: the
+    job never runs, so the download itself must remove what earlier batches wrote."""
+    work = await fetched_work(replay, "126879163")
+    monkeypatch.setattr(artifacts, "WRITE_BATCH", 1024)  # the file exists before the last hop
+    real_to_thread = asyncio.to_thread
+
+    async def to_thread(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if getattr(func, "__name__", "") == "finish":
+            raise asyncio.CancelledError  # cancelled while queued: ``finish`` never ran
+        return await real_to_thread(func, *args, **kwargs)
+
+    monkeypatch.setattr(asyncio, "to_thread", to_thread)
+    store = ArtifactStore(tmp_path)
+    with pytest.raises(asyncio.CancelledError):
+        await store.fetch(replay.client(), work, "job", "t")
+    assert not list(store.folder("job", "t").iterdir())
+
+
+def test_a_discard_on_a_full_disk_still_removes_the_file(tmp_path: Path) -> None:
+    part = artifacts._PartFile(tmp_path / "w_p0.png")
+    part.write([b"x" * 10])
+    real = part._fh
+    assert real is not None
+
+    class FullDisk:
+        def close(self) -> None:
+            real.close()
+            raise OSError(28, "No space left on device")
+
+    part._fh = FullDisk()  # type: ignore[assignment]
+    part.discard()
+    assert not list(tmp_path.iterdir())

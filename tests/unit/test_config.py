@@ -53,6 +53,13 @@ def test_unknown_route_reference_is_reported(tmp_path: Path) -> None:
         load_settings(path)
 
 
+def test_a_route_named_twice_by_a_target_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[routes.out]\nkind = "directory"\npath = "x"\n[[targets]]\nid = "t"\nroutes = ["out", "out"]\n')
+    with pytest.raises(ConfigError, match=r"target 't' names route\(s\) \['out'\] more than once"):
+        load_settings(path)
+
+
 def test_missing_file_is_reported(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         load_settings(tmp_path / "absent.toml")
