@@ -3,8 +3,11 @@
 A cell's source work — find and bind a work (:mod:`activities.search`), then download
 it (:mod:`activities.fetch`) — runs as one activity on the account's rate-gate queue:
 one round trip through Temporal instead of two, half the history events and workflow
-activations for the source side of a cell (issue 15). The two halves keep their own
-ledger transitions, checkpoints and heartbeats, so nothing about resuming changes: a
+activations for the source side of a cell (issue 15). A work the search half binds is
+fetched in the same step: the binding's transaction renews the lease and checks the
+job's barrier (:func:`~curaflow.ledger.cells.continue_step`) rather than ending the step
+for the fetch half to open it again. The two halves keep their own ledger transitions,
+checkpoints and heartbeats, so nothing about resuming changes: a
 retried attempt adopts the binding the dead one made (search never re-ranks) and
 continues the download from the pages already on disk.
 
@@ -43,7 +46,8 @@ class AcquireActivity:
         Raises:
             ApplicationError: as ``search`` and ``fetch`` (typed by reason code).
         """
-        found = await self._search.search(SearchInput.model_validate(inp.model_dump()))
+        searched = await self._search.run(SearchInput.model_validate(inp.model_dump()), continues=True)
+        found = searched.update
         if (
             found.cancel_requested
             or found.deadline_passed
@@ -52,12 +56,13 @@ class AcquireActivity:
             or found.cell.work_id is None
         ):
             return found
-        return await self._fetch.fetch(
+        return await self._fetch.run(
             FetchInput(
                 job_id=inp.job_id,
                 target=inp.target,
                 heartbeat_interval_ms=inp.heartbeat_interval_ms,
                 fallback_stage=inp.fallback_stage,
                 max_fallback_stages=inp.max_fallback_stages,
-            )
+            ),
+            opened=searched.opened,
         )

@@ -27,7 +27,7 @@ from activities.heartbeat import Heartbeater
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.fallback import another_pass
 from curaflow.domain.messages import CellUpdate, FetchInput
-from curaflow.domain.models import CandidateReport
+from curaflow.domain.models import CandidateReport, CellSnapshot
 from curaflow.domain.reasons import TerminalReason, no_candidate_reason
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
@@ -53,26 +53,39 @@ class FetchActivity:
             ApplicationError: ``download_failed`` / ``download_timeout`` /
                 ``rate_limited`` (retryable), ``internal_error`` when the cell is missing.
         """
+        return await self.run(inp)
+
+    async def run(self, inp: FetchInput, *, opened: CellSnapshot | None = None) -> CellUpdate:
+        """The fetch step (see :meth:`fetch`).
+
+        Args:
+            opened: the cell as the search half of the same ``acquire`` attempt left it,
+                its step still open (:meth:`activities.search.SearchActivity.run`); no
+                second step is opened then. None: open the step here.
+        """
         deps = self.deps
         target = inp.target
         info = activity.info()
         lease_ms = inp.heartbeat_interval_ms * 2
-        async with deps.pool.acquire() as conn, conn.transaction():
-            cell, barrier = await ledger.start_step(
-                conn,
-                inp.job_id,
-                target.target_id,
-                stage=CellStage.FETCHING,
-                attempt=info.attempt,
-                lease_ms=lease_ms,
-                owner=deps.identity,
-            )
+        if opened is not None:
+            cell: CellSnapshot | None = opened
+        else:
+            async with deps.pool.acquire() as conn, conn.transaction():
+                cell, barrier = await ledger.start_step(
+                    conn,
+                    inp.job_id,
+                    target.target_id,
+                    stage=CellStage.FETCHING,
+                    attempt=info.attempt,
+                    lease_ms=lease_ms,
+                    owner=deps.identity,
+                )
+            if cell is not None and barrier is not None:
+                return barrier_update(cell, barrier)
         if cell is None:
             raise permanent(
                 TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
             )
-        if barrier is not None:
-            return barrier_update(cell, barrier)
         try:
             client = deps.pixiv(target.account)
         except KeyError:
@@ -153,6 +166,5 @@ class FetchActivity:
                     ready = await ledger.artifact_ready(
                         conn, inp.job_id, target.target_id, work.work_id, artifact.model_dump(mode="json")
                     )
-                    await ledger.end_lease(conn, inp.job_id, target.target_id)
                 assert ready is not None
                 return CellUpdate(cell=ready)

@@ -24,6 +24,8 @@ and kept in the candidate report. A restricted account (``account_restricted``) 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from temporalio import activity
 
 from activities.deps import ActivityDeps
@@ -33,7 +35,7 @@ from curaflow import metrics
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.fallback import another_pass, pass_bounds
 from curaflow.domain.messages import CellUpdate, SearchInput
-from curaflow.domain.models import SkippedDay
+from curaflow.domain.models import CellSnapshot, SkippedDay
 from curaflow.domain.reasons import TerminalReason, no_candidate_reason
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
@@ -42,6 +44,15 @@ from curaflow.sources.errors import SourceError
 from curaflow.sources.scan import ScanCheckpoint, scan
 
 log = get_logger("curaflow.source")
+
+
+class Searched(NamedTuple):
+    """What a search step ended with: the cell update (brief cell, for history) and, while
+    the step stays open, the full cell bound by it (``acquire`` goes on to fetch it in the
+    same attempt; see :meth:`SearchActivity.run`)."""
+
+    update: CellUpdate
+    opened: CellSnapshot | None = None
 
 
 class SearchActivity:
@@ -66,6 +77,20 @@ class SearchActivity:
             ApplicationError: typed by reason code (``rate_limited`` with a cooldown
                 ``next_retry_delay``, ``auth_failed`` non-retryable, ``network_error`` …).
         """
+        return (await self.run(inp)).update
+
+    async def run(self, inp: SearchInput, *, continues: bool = False) -> Searched:
+        """The search step (see :meth:`search`); ``continues``: the attempt goes on to fetch.
+
+        With ``continues`` (``acquire``), a work bound by this call keeps the step open:
+        the binding's transaction renews the lease and checks the job's barrier
+        (:func:`~curaflow.ledger.cells.continue_step`) instead of ending the lease, and
+        the fetch half opens no step of its own.
+
+        Returns:
+            The cell update and, only with ``continues``, a work bound by this call and
+            no barrier, the full cell whose step is still open.
+        """
         deps = self.deps
         target = inp.target
         info = activity.info()
@@ -85,9 +110,9 @@ class SearchActivity:
                 TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
             )
         if barrier is not None:
-            return barrier_update(cell, barrier)
+            return Searched(barrier_update(cell, barrier))
         if is_terminal(cell.state) or cell.work_id is not None:
-            return CellUpdate(cell=cell)
+            return Searched(CellUpdate(cell=cell))
 
         try:
             client = deps.pixiv(target.account)
@@ -107,11 +132,8 @@ class SearchActivity:
             deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
         ) as hb:
 
-            async def taken(ids: list[str]) -> set[str]:
-                return await ledger.taken_works(deps.pool, routes, target.work_type, ids)
-
-            async def remembered(ids: list[str]) -> dict[str, str]:
-                return await memory.remembered_works(
+            async def known(ids: list[str]) -> dict[str, str]:
+                return await memory.known_works(
                     deps.pool,
                     routes=routes,
                     gate=deps.settings.source_task_queue(target.account),
@@ -149,8 +171,7 @@ class SearchActivity:
                         scan_limit=scan_limit,
                         want=want,
                         unavailable=unavailable,
-                        taken=taken,
-                        remembered=remembered,
+                        known=known,
                         on_skipped_day=skipped_day,
                         on_page=on_page,
                         checkpoint=checkpoint,
@@ -166,8 +187,14 @@ class SearchActivity:
                     cell = await ledger.bind_work(conn, inp.job_id, target, result.candidates, result.report)
                     assert cell is not None
                     if cell.state != CellState.PENDING or cell.work_id is not None:
+                        if continues and cell.state == CellState.SELECTED:
+                            barrier = await ledger.continue_step(
+                                conn, inp.job_id, target.target_id, lease_ms=lease_ms, owner=deps.identity
+                            )
+                            if barrier is None:
+                                return Searched(CellUpdate(cell=cell), opened=cell)
                         await ledger.end_lease(conn, inp.job_id, target.target_id)
-                        return CellUpdate(cell=cell)
+                        return Searched(barrier_update(cell, barrier) if barrier else CellUpdate(cell=cell))
                 if result.exhausted or not result.candidates or result.examined >= deps.settings.pixiv.max_examined:
                     break
                 # Every candidate was bound by concurrent jobs in the meantime: keep paging.
@@ -185,7 +212,7 @@ class SearchActivity:
             ):
                 await ledger.set_fallback_pass(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
                 await ledger.end_lease(conn, inp.job_id, target.target_id)
-                return CellUpdate(cell=cell, retry_stage=True)
+                return Searched(CellUpdate(cell=cell, retry_stage=True))
             cell = await ledger.finish_cell(conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason)
             assert cell is not None
             activity.logger.info(
@@ -201,7 +228,7 @@ class SearchActivity:
                     "exhausted": report.exhausted,
                 },
             )
-            return CellUpdate(cell=cell)
+            return Searched(CellUpdate(cell=cell))
 
 
 def _restricted(err: SourceError, job_id: str, target_id: str, account: str) -> None:

@@ -156,6 +156,34 @@ async def start_step(
     return (cell_from_row(row) if row else None), None
 
 
+async def continue_step(
+    conn: asyncpg.Connection, job_id: str, target_id: str, *, lease_ms: int, owner: str
+) -> Barrier | None:
+    """Carry an open step on into the next stage inside the same activity attempt.
+
+    ``acquire`` binds a work and goes on to fetch it without opening a second step
+    (:func:`start_step`): in the binding's transaction (the job row locked by
+    :func:`bind_work`), this renews the cell's lease and reads the job's barrier, in one
+    statement. The cell's stage already moved with the binding (``fetching``).
+
+    Returns:
+        The job's barrier (a recorded cancel, its deadline passed), or None: the caller
+        goes on only without one.
+    """
+    now = now_ms()
+    job = await conn.fetchrow(
+        """WITH cell AS (UPDATE cells SET lease_until = $3, lease_owner = $4, heartbeat_at = $5
+                         WHERE job_id = $1 AND target_id = $2 RETURNING job_id)
+           SELECT j.cancel_requested_at, j.deadline_at FROM jobs j WHERE j.job_id = $1""",
+        job_id,
+        target_id,
+        now + lease_ms,
+        owner,
+        now,
+    )
+    return barrier_of(job, now) if job is not None else None
+
+
 async def heartbeat(pool: asyncpg.Pool, job_id: str, target_id: str, lease_ms: int) -> None:
     """Extend a cell's lease and stamp ``heartbeat_at`` (own short transaction)."""
     now = now_ms()
@@ -193,24 +221,6 @@ async def save_checkpoint(pool: asyncpg.Pool, job_id: str, target_id: str, check
         target_id,
         checkpoint,
     )
-
-
-async def taken_works(
-    conn: asyncpg.Connection | asyncpg.Pool, routes: list[str], work_type: str, work_ids: list[str]
-) -> set[str]:
-    """Works of ``work_ids`` that already have a live intent on any of ``routes``."""
-    if not routes or not work_ids:
-        return set()
-    rows = await conn.fetch(
-        """SELECT DISTINCT work_id FROM delivery_intents
-           WHERE route = ANY($1::text[]) AND work_type = $2 AND work_id = ANY($3::text[])
-             AND status = ANY($4::text[])""",
-        routes,
-        work_type,
-        work_ids,
-        list(LIVE_INTENT_STATES),
-    )
-    return {r["work_id"] for r in rows}
 
 
 class SearchResume(NamedTuple):
@@ -392,30 +402,44 @@ async def rebind_next(
     return await bind_work(conn, job_id, target, candidates, report)
 
 
+#: The states a cell may reach ``artifact_ready`` from (:func:`curaflow.domain.cells.check_transition`).
+_READY_FROM_SQL = _sql_list(sorted(s for s in CellState if check_transition(s, CellState.ARTIFACT_READY)))
+
+
 async def artifact_ready(
     conn: asyncpg.Connection, job_id: str, target_id: str, work_id: str, artifact: dict[str, Any]
 ) -> CellSnapshot | None:
-    """``selected → artifact_ready`` for the bound work, storing the artifact description."""
+    """``selected → artifact_ready`` for the bound work, storing the artifact description,
+    and the end of the fetch step: the cell's lease is released in the same statement
+    (as :func:`end_lease`: not while a delivery of the cell is in flight).
+
+    Returns:
+        The cell afterwards; unchanged (reloaded, its lease released all the same) when
+        it no longer holds ``work_id`` or cannot move to ``artifact_ready``; None when
+        the job is unknown.
+    """
     job = await lock_job(conn, job_id)
     if job is None:
         return None
-    row = await conn.fetchrow(
-        "SELECT state, work_id FROM cells WHERE job_id = $1 AND target_id = $2 FOR UPDATE",
+    updated = await conn.fetchrow(
+        f"""UPDATE cells c SET state = 'artifact_ready', stage = 'delivering', artifact = $4, updated_at = $5,
+                   lease_until = CASE WHEN s.sending THEN c.lease_until END,
+                   lease_owner = CASE WHEN s.sending THEN c.lease_owner END
+            FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
+                                 AND d.status = 'sending') AS sending) s
+            WHERE c.job_id = $1 AND c.target_id = $2 AND c.work_id = $3 AND c.state IN ({_READY_FROM_SQL})
+            RETURNING {", ".join("c." + col.strip() for col in CELL_COLUMNS.split(","))}""",
         job_id,
         target_id,
+        work_id,
+        artifact,
+        now_ms(),
     )
-    if row is not None and row["work_id"] == work_id and check_transition(row["state"], CellState.ARTIFACT_READY):
-        updated = await conn.fetchrow(
-            f"""UPDATE cells SET state = 'artifact_ready', stage = 'delivering', artifact = $3,
-                   updated_at = $4 WHERE job_id = $1 AND target_id = $2 RETURNING {CELL_COLUMNS}""",
-            job_id,
-            target_id,
-            artifact,
-            now_ms(),
-        )
-        await sync_job_stage(conn, job_id)  # changes the job row only
-        return cell_from_row(updated)
-    return await load_cell(conn, job_id, target_id)
+    if updated is None:
+        await end_lease(conn, job_id, target_id)
+        return await load_cell(conn, job_id, target_id)
+    await sync_job_stage(conn, job_id)  # changes the job row only
+    return cell_from_row(updated)
 
 
 async def finish_cell(

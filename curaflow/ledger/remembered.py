@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from curaflow.domain.text import clean_text
+from curaflow.ledger.cells import LIVE_INTENT_STATES
 from curaflow.ledger.db import now_ms
 
 
@@ -55,7 +56,7 @@ class Unavailable:
     until: int
 
 
-async def remembered_works(
+async def known_works(
     conn: asyncpg.Connection | asyncpg.Pool,
     *,
     routes: list[str],
@@ -64,36 +65,49 @@ async def remembered_works(
     work_ids: list[str],
     now: int | None = None,
 ) -> dict[str, str]:
-    """Works of ``work_ids`` the ledger remembers against a target, with the reason word.
+    """Works of ``work_ids`` the ledger rules out for a target, with the reason word.
+
+    One statement for a page of the scan (issue 15): live intents, refusals and
+    unavailable works together.
 
     Args:
-        routes: the target's routes: a refusal on any of them rejects the work.
+        routes: the target's routes: a live intent (``duplicate``) or a refusal
+            (``refused``) on any of them rejects the work.
         gate: the target's account's gate key, its source task queue (unavailability
             is per account).
         now: the current time in epoch ms (default: now).
 
     Returns:
-        work id → ``refused`` | ``unavailable`` (a refusal wins when both hold).
+        work id → ``duplicate`` | ``refused`` | ``unavailable``; when several hold, the
+        first of that order wins (reference §1.1: a work held on a route is a duplicate).
     """
     if not work_ids:
         return {}
     rows = await conn.fetch(
-        """SELECT work_id, 'refused' AS why FROM route_refusals
+        """SELECT DISTINCT work_id, 0 AS rank FROM delivery_intents
+           WHERE route = ANY($1::text[]) AND work_type = $3 AND work_id = ANY($4::text[])
+             AND status = ANY($6::text[])
+           UNION ALL
+           SELECT work_id, 1 FROM route_refusals
            WHERE route = ANY($1::text[]) AND work_type = $3 AND work_id = ANY($4::text[])
            UNION ALL
-           SELECT work_id, 'unavailable' FROM unavailable_works
+           SELECT work_id, 2 FROM unavailable_works
            WHERE gate = $2 AND work_type = $3 AND work_id = ANY($4::text[]) AND until > $5""",
         routes,
         gate,
         work_type,
         work_ids,
         now if now is not None else now_ms(),
+        list(LIVE_INTENT_STATES),
     )
-    found: dict[str, str] = {}
+    best: dict[str, int] = {}
     for row in rows:
-        if found.get(row["work_id"]) != "refused":
-            found[row["work_id"]] = row["why"]
-    return found
+        best[row["work_id"]] = min(row["rank"], best.get(row["work_id"], 3))
+    return {work_id: _REASONS[rank] for work_id, rank in best.items()}
+
+
+#: :func:`known_works`' reason words by rank (lower wins).
+_REASONS = ("duplicate", "refused", "unavailable")
 
 
 async def remember_refusal(

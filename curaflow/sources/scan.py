@@ -119,8 +119,8 @@ class ScanCheckpoint(BaseModel):
     day_count: int = 0
 
 
-TakenHook = Callable[[list[str]], Awaitable[set[str]]]
-RememberedHook = Callable[[list[str]], Awaitable[dict[str, str]]]
+#: Given work ids, the ones the ledger rules out for this target, with the reason word.
+KnownHook = Callable[[list[str]], Awaitable[dict[str, str]]]
 PageHook = Callable[[ScanCheckpoint], Awaitable[None]]
 SkippedDayHook = Callable[[SkippedDay], None]
 
@@ -369,13 +369,12 @@ async def scan(
     target: TargetSpec,
     *,
     scan_limit: int,
-    taken: TakenHook,
+    known: KnownHook,
     on_page: PageHook,
     checkpoint: ScanCheckpoint | None = None,
     max_examined: int = 1000,
     want: int | None = None,
     unavailable: set[str] | None = None,
-    remembered: RememberedHook | None = None,
     on_skipped_day: SkippedDayHook | None = None,
 ) -> ScanCheckpoint:
     """Run (or resume) the scan of ``target``.
@@ -383,16 +382,16 @@ async def scan(
     Args:
         client: the source client (its gate spaces the requests).
         scan_limit: most candidates kept (1..100; the stage's bound).
-        taken: given work ids, returns those already delivered or reserved on the
-            target's routes (duplicates).
+        known: given work ids, returns those the ledger rules out for this target
+            with the reason word (one ledger query per page,
+            :func:`~curaflow.ledger.remembered.known_works`): ``duplicate`` (already
+            delivered or reserved on one of its routes), ``refused`` (a route refused
+            it for good) or ``unavailable`` (found gone by an earlier job).
         on_page: awaited with the checkpoint after each page that another page follows.
         checkpoint: the resume point of a previous attempt.
         max_examined: most works examined in one scan.
         want: stop once this many candidates are held (default ``min(scan_limit, WANT)``).
         unavailable: works this cell already found unavailable (rejected as such).
-        remembered: given work ids, returns those the ledger remembers against this
-            target, with the reason word: ``refused`` (a route of the target refused
-            it for good) or ``unavailable`` (found gone by an earlier job).
         on_skipped_day: called once for each day the source cannot page fully.
 
     Returns:
@@ -416,16 +415,13 @@ async def scan(
             continue
         batch, cp.pending = cp.pending, []
         ids = [w.work_id for w in batch]
-        duplicates = await taken(ids)
-        known = await remembered(ids) if remembered is not None else {}
+        ruled_out = await known(ids)
         for i, work in enumerate(batch):
             if cp.examined >= max_examined or len(cp.candidates) >= scan_limit:
                 cp.pending = batch[i:]
                 break
-            if work.work_id in duplicates:
-                reason: str | None = "duplicate"
-            elif work.work_id in known:
-                reason = known[work.work_id]
+            if work.work_id in ruled_out:
+                reason: str | None = ruled_out[work.work_id]
             elif work.work_id in gone:
                 reason = "unavailable"
             else:

@@ -76,15 +76,15 @@ def target(**kw: Any) -> TargetSpec:
 async def run_scan(client: PixivClient, spec: TargetSpec, **kw: Any) -> tuple[ScanCheckpoint, list[str]]:
     offered: list[str] = []
 
-    async def taken(ids: list[str]) -> set[str]:
+    async def known(ids: list[str]) -> dict[str, str]:
         offered.extend(ids)
-        return set(kw.pop("duplicates", set())) & set(ids)
+        return {work_id: "duplicate" for work_id in set(kw.pop("duplicates", set())) & set(ids)}
 
     async def on_page(cp: ScanCheckpoint) -> None:
         return None
 
     kw.setdefault("scan_limit", spec.scan_limit)
-    result = await scan(client, spec, taken=taken, on_page=on_page, **kw)
+    result = await scan(client, spec, known=known, on_page=on_page, **kw)
     return result, offered
 
 

@@ -94,15 +94,15 @@ def spec(**kw: Any) -> TargetSpec:
 async def run_scan(client: PixivClient, target: TargetSpec, **kw: Any) -> tuple[ScanCheckpoint, list[str]]:
     offered: list[str] = []
 
-    async def taken(ids: list[str]) -> set[str]:
+    async def known(ids: list[str]) -> dict[str, str]:
         offered.extend(ids)
-        return set()
+        return {}
 
     async def on_page(cp: ScanCheckpoint) -> None:
         return None
 
     kw.setdefault("scan_limit", target.scan_limit)
-    return await scan(client, target, taken=taken, on_page=on_page, **kw), offered
+    return await scan(client, target, known=known, on_page=on_page, **kw), offered
 
 
 async def listed_work(replay: Replay, work_id: str) -> Any:
@@ -406,7 +406,10 @@ async def test_an_unavailable_work_is_not_fetched_again_by_later_jobs(
 
     # an operator can make curaflow try it again at once
     listed = json.loads((await curaflow("unavailable", "list", "--json", stack=stack)).stdout)
-    assert [(r["account"], r["work_id"]) for r in listed if r["work_id"] == w1] == [("default", w1)]
+    # (other tests' stacks, on the same database, list under their own queue names)
+    assert [(r["account"], r["work_id"]) for r in listed if r["work_id"] == w1 and r["account"] == "default"] == [
+        ("default", w1)
+    ]
     assert (await curaflow("unavailable", "clear", w1, "--account", "default", stack=stack)).returncode == 0
     replay.faults.missing_works = set()
     third = await stack.wait_terminal(await stack.admit(task(stack)))
@@ -473,8 +476,12 @@ async def test_broken_text_from_the_source_is_cleaned_before_storage(
 
 
 async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> None:
+    from curaflow.domain.messages import JobInput, RouteRef
+    from curaflow.domain.models import CandidateReport, Work
+    from curaflow.ledger import cells
     from curaflow.ledger import remembered as memory
     from curaflow.ledger.db import now_ms
+    from curaflow.ledger.jobs import NewJob, insert_job
 
     gate, route, other = f"q-{short_id()}-source-default", f"r-{short_id()}", f"r-{short_id()}"
     async with ledger_pool.acquire() as conn:
@@ -497,7 +504,7 @@ async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> N
     now = now_ms()
 
     async def known(routes: list[str], at: int) -> dict[str, str]:
-        return await memory.remembered_works(
+        return await memory.known_works(
             ledger_pool, routes=routes, gate=gate, work_type="illustration", work_ids=["11", "12", "13"], now=at
         )
 
@@ -508,3 +515,17 @@ async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> N
     assert refusal.error == "webhook answered HTTP 400 \ufffd"
     assert await memory.clear_refusals(ledger_pool, route=route, work_id="11") == 1
     assert await known([route], now) == {"11": "unavailable"}
+    held = TargetSpec(target_id="t", routes=[RouteRef(name=route, kind="directory")])
+    async with ledger_pool.acquire() as conn, conn.transaction():  # a job holds work 11 on `route`
+        job_id = f"demo@manual-known-{short_id()}"
+        await insert_job(
+            conn,
+            NewJob(
+                job_input=JobInput(
+                    job_id=job_id, plan_id="demo", created_at_ms=now, deadline_at_ms=now + 60_000, targets=[held]
+                )
+            ),
+        )
+        await cells.bind_work(conn, job_id, held, [Work(work_id="11")], CandidateReport())
+    assert await known([route], now) == {"11": "duplicate"}  # held on a route of the target: first of all
+    assert await known([other], now) == {"11": "unavailable"}
