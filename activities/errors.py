@@ -63,9 +63,11 @@ def permanent(reason: TerminalReason | str, message: str) -> ApplicationError:
 
 
 def barrier_update(cell: CellSnapshot, barrier: Barrier) -> CellUpdate:
-    """The result of a step that found its job behind a barrier and did no work: the
+    """The result of a step that found its job behind a barrier and went no further: the
     workflow takes the cancel path (``cancel_requested``) or stops at the deadline
-    (``deadline_passed``)."""
+    (``deadline_passed``). Found when the step opened, nothing was done; found when an
+    ``acquire`` carried its step on from the binding (``cells.continue_step``), the cell
+    stays ``selected`` and the job's finish releases the work."""
     return CellUpdate(
         cell=cell, cancel_requested=barrier == Barrier.CANCELLED, deadline_passed=barrier == Barrier.DEADLINE
     )

@@ -166,5 +166,8 @@ class FetchActivity:
                     ready = await ledger.artifact_ready(
                         conn, inp.job_id, target.target_id, work.work_id, artifact.model_dump(mode="json")
                     )
-                assert ready is not None
+                if ready is None:
+                    raise permanent(
+                        TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
+                    )
                 return CellUpdate(cell=ready)

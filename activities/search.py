@@ -82,14 +82,15 @@ class SearchActivity:
     async def run(self, inp: SearchInput, *, continues: bool = False) -> Searched:
         """The search step (see :meth:`search`); ``continues``: the attempt goes on to fetch.
 
-        With ``continues`` (``acquire``), a work bound by this call keeps the step open:
+        With ``continues`` (``acquire``), a cell ``selected`` by the binding (bound by this
+        call, or adopted from a concurrent attempt's binding) keeps the step open:
         the binding's transaction renews the lease and checks the job's barrier
         (:func:`~curaflow.ledger.cells.continue_step`) instead of ending the lease, and
         the fetch half opens no step of its own.
 
         Returns:
-            The cell update and, only with ``continues``, a work bound by this call and
-            no barrier, the full cell whose step is still open.
+            The cell update and, only with ``continues``, a cell ``selected`` by the
+            binding and no barrier, the full cell whose step is still open.
         """
         deps = self.deps
         target = inp.target

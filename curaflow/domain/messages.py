@@ -244,9 +244,12 @@ class CellUpdate(BaseModel):
             stage instead of ending ``no_candidate`` / ``duplicate``.
         cancel_requested: the ledger holds a consumer cancel of this job (recorded by
             ``POST /jobs/{id}/cancel``) that the workflow may not have received: the
-            activity did no work, and the workflow takes the cancel path.
+            activity went no further (no work when found at the step's opening; a
+            cell ``acquire`` had just bound stays ``selected``), and the workflow takes
+            the cancel path.
         deadline_passed: the job's deadline (``jobs.deadline_at``) had passed when the
-            activity opened its step: it did no work, and the workflow stops the job.
+            activity opened or carried on its step: it went no further, and the
+            workflow stops the job.
         delivery: ``deliver`` only: the route's delivery afterwards.
     """
 

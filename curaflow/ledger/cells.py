@@ -416,7 +416,7 @@ async def artifact_ready(
     Returns:
         The cell afterwards; unchanged (reloaded, its lease released all the same) when
         it no longer holds ``work_id`` or cannot move to ``artifact_ready``; None when
-        the job is unknown.
+        the job or the cell is unknown.
     """
     job = await lock_job(conn, job_id)
     if job is None:

@@ -5,9 +5,9 @@ worker's real dependencies: the PostgreSQL ledger, the replay server over HTTP, 
 artifact store on disk. Every statement the pool's connections send is logged.
 
 * A work the search half binds is fetched in the same step: one step is opened per
-  attempt, not two, and it ends with the artifact's write; a cancel recorded while the
-  search ran still stops the attempt before any image is downloaded, and the cell's
-  lease is released.
+  attempt, not two: the binding renews the lease, and the step ends with the artifact's
+  write; a cancel or a deadline recorded while the search ran still stops the attempt
+  before any image is downloaded, and the cell's lease is released.
 * A page of the scan costs one ledger query for the works the ledger rules out.
 """
 
@@ -23,8 +23,9 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.acquire import AcquireActivity
 from activities.deps import ActivityDeps, close_deps, open_deps
+from activities.search import SearchActivity
 from curaflow.domain.cells import CellState
-from curaflow.domain.messages import AcquireInput, JobInput, TargetQuery, TargetSpec
+from curaflow.domain.messages import AcquireInput, JobInput, SearchInput, TargetQuery, TargetSpec
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job
 from tests.conftest import StackFactory
@@ -115,31 +116,54 @@ async def test_an_acquire_that_binds_a_work_opens_one_step(deps: tuple[Stack, Ac
     # refusals and unavailable works together).
     duplicates = [q for q in log.queries if "FROM delivery_intents WHERE route = ANY" in q]
     assert duplicates and all("route_refusals" in q and "unavailable_works" in q for q in duplicates), duplicates
+    assert [q for q in log.queries if "route_refusals" in q or "unavailable_works" in q] == duplicates
     row = await opened.pool.fetchrow(
-        "SELECT stage, lease_owner, lease_until, work, artifact FROM cells WHERE job_id = $1", inp.job_id
+        "SELECT stage, lease_owner, lease_until, work, artifact, candidate_report FROM cells WHERE job_id = $1",
+        inp.job_id,
     )
+    assert len(duplicates) <= row["candidate_report"]["pages"], (duplicates, row["candidate_report"])
     assert row["stage"] == "delivering"
     files = row["artifact"]["files"]  # every page of the bound work, on disk
     assert len(files) == len(row["work"]["pages"]) > 0 and all(Path(f["path"]).is_file() for f in files)
     assert row["lease_owner"] is None and row["lease_until"] is None  # the step ended with the attempt
 
 
-async def test_a_cancel_recorded_while_searching_stops_before_the_fetch(
+async def test_the_binding_carries_the_step_on_with_a_fresh_lease(
     deps: tuple[Stack, ActivityDeps], replay: ReplayServer
+) -> None:
+    stack, opened = deps
+    inp = (await _job(stack, opened)).model_copy(update={"heartbeat_interval_ms": 5000})  # lease: 10 s
+    replay.faults.search_delay_s = 1.5  # the search takes longer than any slack below
+    searched = await ActivityEnvironment().run(
+        SearchActivity(opened).run, SearchInput.model_validate(inp.model_dump()), continues=True
+    )
+    after = now_ms()
+    assert searched.opened is not None and searched.opened.state == CellState.SELECTED
+    assert searched.opened.work is not None and searched.opened.work.pages  # the full cell, for the fetch
+    row = await opened.pool.fetchrow("SELECT lease_owner, lease_until, stage FROM cells WHERE job_id = $1", inp.job_id)
+    assert row["lease_owner"] == opened.identity and row["stage"] == "fetching"
+    # Renewed at the binding, not left at the step's opening 1.5 s earlier.
+    assert row["lease_until"] > after + 10_000 - 500, row["lease_until"] - after
+
+
+@pytest.mark.parametrize("barrier", ["cancel", "deadline"])
+async def test_a_barrier_recorded_while_searching_stops_before_the_fetch(
+    deps: tuple[Stack, ActivityDeps], replay: ReplayServer, barrier: str
 ) -> None:
     stack, opened = deps
     inp = await _job(stack, opened)
     replay.faults.search_delay_s = 1.0
+    column = "cancel_requested_at" if barrier == "cancel" else "deadline_at"
 
-    async def cancel_meanwhile() -> None:
+    async def record_meanwhile() -> None:
         while not replay.searches():
             await asyncio.sleep(0.01)
-        await opened.pool.execute("UPDATE jobs SET cancel_requested_at = $2 WHERE job_id = $1", inp.job_id, now_ms())
+        await opened.pool.execute(f"UPDATE jobs SET {column} = $2 WHERE job_id = $1", inp.job_id, now_ms())
 
-    canceller = asyncio.create_task(cancel_meanwhile())
+    recorder = asyncio.create_task(record_meanwhile())
     update = await ActivityEnvironment().run(AcquireActivity(opened).acquire, inp)
-    await canceller
-    assert update.cancel_requested, update
+    await recorder
+    assert (update.cancel_requested, update.deadline_passed) == (barrier == "cancel", barrier == "deadline"), update
     assert not [line for line in replay.log if "/i/" in line or "img-original" in line], replay.log
     row = await opened.pool.fetchrow("SELECT state, lease_owner FROM cells WHERE job_id = $1", inp.job_id)
     assert row["lease_owner"] is None

@@ -527,5 +527,16 @@ async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> N
             ),
         )
         await cells.bind_work(conn, job_id, held, [Work(work_id="11")], CandidateReport())
+    async with ledger_pool.acquire() as conn:  # refused again as well: the live intent still comes first
+        await memory.remember_refusal(
+            conn,
+            route=route,
+            work_type="illustration",
+            work_id="11",
+            reason="delivery_rejected",
+            error="again",
+            job_id="j",
+            target_id="t",
+        )
     assert await known([route], now) == {"11": "duplicate"}  # held on a route of the target: first of all
     assert await known([other], now) == {"11": "unavailable"}
