@@ -296,6 +296,10 @@ class _PartFile:
 def describe(path: Path, page: int, *, sha256: str | None = None, size: int | None = None) -> ArtifactFile:
     """Size, hash, MIME type and pixel size of a complete file (blocking).
 
+    ``width`` / ``height`` are None when Pillow cannot open the file as an image — not an
+    image, or one over twice ``PIL.Image.MAX_IMAGE_PIXELS`` (a decompression bomb, which
+    :func:`verify_image` accepts on its length).
+
     Args:
         sha256 / size: the file's digest (hex) and length in bytes when the caller
             computed them while writing; else the file is read to compute them.
@@ -312,8 +316,8 @@ def describe(path: Path, page: int, *, sha256: str | None = None, size: int | No
     try:
         with Image.open(path) as image:
             width, height = image.size
-    except (OSError, ValueError):
-        pass
+    except (OSError, ValueError, Image.DecompressionBombError):
+        pass  # not an image, or one too large for Pillow to open (accepted on its length)
     return ArtifactFile(
         path=str(path),
         bytes=size,

@@ -49,11 +49,14 @@ class FakeImageHost:
     Attributes:
         faults: the replay's faults (works, sizes) the pictures are drawn from.
         script: framing faults consumed one per image request, front to back.
+        bodies: raw bytes answered for a page (``"<id>_p<N>"``) instead of its picture
+            (a hostile or broken image the host serves with a correct framing).
         requests: every request answered.
     """
 
     faults: Faults
     script: list[str | None] = field(default_factory=list)
+    bodies: dict[str, bytes] = field(default_factory=dict)
     requests: list[ImageRequest] = field(default_factory=list)
     _server: asyncio.Server | None = None
     _port: int = 0
@@ -109,7 +112,9 @@ class FakeImageHost:
         page = int(match.group(2))
         fmt = "png" if name.endswith(".png") else "jpeg"
         width, height = self.faults.image_size(work, page)
-        body = await asyncio.to_thread(render_image, match.group(1), page, width, height, fmt)
+        body = self.bodies.get(f"{match.group(1)}_p{page}") or await asyncio.to_thread(
+            render_image, match.group(1), page, width, height, fmt
+        )
         fault = self.script.pop(0) if self.script else None
         self._log(path, referer, 200, fault)
         media = f"image/{fmt}".encode()

@@ -163,6 +163,28 @@ async def test_an_image_cut_short_inside_valid_framing_is_not_fetched(
         await host.stop()
 
 
+async def test_a_page_too_large_for_pillow_is_stored_on_its_length(source: Replay, tmp_path: Path) -> None:
+    # A 15 000 × 15 000 PNG (225 M pixels: over twice Pillow's MAX_IMAGE_PIXELS, a
+    # "decompression bomb") of a few KiB. The decode check accepts it on its length; the
+    # description of the stored page must not fail on it (it did: the fetch raised
+    # DecompressionBombError after the page was complete, on every retry).
+    work_id = "126839103"  # one PNG page
+    import io
+
+    bomb = io.BytesIO()
+    Image.new("1", (15_000, 15_000)).save(bomb, format="PNG")
+    host = await FakeImageHost(source.faults, bodies={f"{work_id}_p0": bomb.getvalue()}).start()
+    source.image_host = host.url
+    try:
+        work = await listed_work(source, work_id)
+        artifact = await ArtifactStore(tmp_path).fetch(source.client(), work, "job", "t")
+    finally:
+        await host.stop()
+    [page] = artifact.files
+    assert Path(page.path).read_bytes() == bomb.getvalue()
+    assert (page.bytes, page.mime, page.width, page.height) == (len(bomb.getvalue()), "image/png", None, None)
+
+
 async def test_a_truncated_download_is_retried_until_every_page_decodes(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer, image_host: FakeImageHost
 ) -> None:
