@@ -26,7 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES
-from curaflow.ledger.db import create_pool, migrate
+from curaflow.ledger.db import create_pool, migrate, now_ms
 from curaflow.temporal import connect
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.telegram import FakeTelegram
@@ -102,6 +102,33 @@ async def ledger_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 @pytest.fixture(scope="session")
 async def temporal_client(temporal_address: str) -> Client:
     return await connect(temporal_address)
+
+
+#: Fixtures that put jobs in the session's ledger.
+_LEDGER_FIXTURES = frozenset({"ledger_pool", "make_stack", "database_url"})
+
+
+@pytest.fixture(autouse=True)
+async def leave_no_job_open(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """Close in the ledger, when a test ends, every job it left open.
+
+    The ledger is shared by the session; every worker process runs the reconciler over
+    all of it, which starts the workflow of a job admitted but never started. A job a
+    test inserted without a workflow (a ledger test) would otherwise be run by the
+    worker of a later test — its searches and downloads reaching that test's fakes.
+    Set up first, torn down last: the test's workers have stopped by then.
+    """
+    if not _LEDGER_FIXTURES & set(request.fixturenames):
+        yield
+        return
+    pool: asyncpg.Pool = request.getfixturevalue("ledger_pool")
+    before = [r["job_id"] for r in await pool.fetch("SELECT job_id FROM jobs WHERE completed_at IS NULL")]
+    yield
+    await pool.execute(
+        "UPDATE jobs SET completed_at = $1 WHERE completed_at IS NULL AND NOT (job_id = ANY($2::text[]))",
+        now_ms(),
+        before,
+    )
 
 
 @pytest.fixture
