@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import sys
 
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -69,3 +71,10 @@ async def main() -> None:
 
 if __name__ == "__main__":
     asyncio.run(main())
+    # The Temporal client's native threads can outlive the event loop, and tearing the
+    # interpreter down under them can abort the process ("PyGILState_Release: thread state
+    # must be current", exit -6) after the job was followed to its end (temporalio/sdk-python
+    # issue 300). Flush and leave without the teardown, as `curaflow`'s own commands do.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
