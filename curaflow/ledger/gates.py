@@ -119,6 +119,20 @@ async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int) -> Slot:
     return Slot(wait_ms=max(0, slot - now), penalty=row["penalty"])
 
 
+async def hold_back(pool: asyncpg.Pool, gate: str, interval_ms: int) -> None:
+    """Keep the next slot at least ``interval_ms`` after now (a request leaving late).
+
+    A caller that woke up after its slot (a busy event loop) sends later than the slot
+    :func:`reserve` spaced from the previous one; without this, a caller that reserves
+    next would leave less than an interval after it. Only moves ``next_at`` forward.
+    """
+    await pool.execute(
+        f"UPDATE source_gates SET next_at = greatest(next_at, {DB_NOW_MS} + $2) WHERE gate = $1",
+        gate,
+        max(0, interval_ms),
+    )
+
+
 async def penalize(
     pool: asyncpg.Pool, gate: str, *, base_ms: int, cap_ms: int, retry_after_ms: int | None = None
 ) -> int:

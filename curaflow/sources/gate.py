@@ -5,7 +5,8 @@ account's gate first (DESIGN.md decision 10; reference ``pixiv-and-delivery-apis
 §2.5, PixivFlow's client kit):
 
 * **spacing**: at least ``min_interval_ms`` between two requests of the account, whatever
-  process sends them;
+  process sends them; a request that leaves late after its slot (a busy event loop)
+  moves the next slot to an interval after it really left;
 * **cooldown ladder**: a rate limit ("Rate Limit" body, HTTP 429) starts a cooldown of
   60 s, doubling with every further rate limit up to 15 min, with the source's
   ``Retry-After`` as the floor; while it runs no request of the account leaves — callers
@@ -41,6 +42,9 @@ from curaflow.sources.errors import SourceError
 
 DECAY_AFTER = 20
 PAUSE_MS = 3_600_000
+#: How late (seconds) a request may leave after its slot before :class:`LedgerGate` moves
+#: the next slot back to an interval after it (one more statement, only then).
+LATE_S = 0.005
 
 
 class Gate(Protocol):
@@ -129,7 +133,12 @@ class LedgerGate:
         if slot.cooldown_ms > 0:
             raise cooling_down(slot.cooldown_ms, slot.penalty)
         if slot.wait_ms > 0:
+            due = time.monotonic() + slot.wait_ms / 1000
             await asyncio.sleep(slot.wait_ms / 1000)
+            # A late wake-up (a busy event loop) must not shorten the next gap: the next
+            # slot is at least an interval after this request really leaves (as MemoryGate).
+            if time.monotonic() - due >= LATE_S:
+                await ledger_gates.hold_back(self.pool, self.key, self.min_interval_ms)
 
     async def rate_limited(self, retry_after_s: float | None) -> float:
         """Climb the ladder in the ledger; returns the cooldown in seconds."""

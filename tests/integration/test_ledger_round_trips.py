@@ -254,3 +254,27 @@ async def test_a_route_named_twice_still_reserves_once(ledger_pool: asyncpg.Pool
         cell = await cells.bind_work(conn, job_id, target, [work], CandidateReport())
     assert cell is not None and cell.work_id == work.work_id
     assert await ledger_pool.fetchval("SELECT count(*) FROM delivery_intents WHERE job_id = $1", job_id) == 1
+
+
+async def test_a_request_that_leaves_late_still_spaces_the_next_one(ledger_pool: asyncpg.Pool) -> None:
+    """A caller that wakes up after its slot (the event loop was busy) pushes the next
+    slot to an interval after it really left (DESIGN decision 10: at least the interval
+    between two requests of the account)."""
+    import time
+
+    from curaflow.sources.gate import LedgerGate
+
+    gate = LedgerGate(ledger_pool, f"gate-{uuid.uuid4().hex[:8]}", min_interval_ms=300)
+    await gate.acquire()  # the first request leaves at once; the next slot is 300 ms later
+
+    async def block_the_loop() -> None:
+        await asyncio.sleep(0.1)
+        time.sleep(0.45)  # the loop is busy past the second request's slot
+
+    blocker = asyncio.create_task(block_the_loop())
+    await gate.acquire()
+    second_left = time.monotonic()  # ~250 ms after its slot
+    await blocker
+    await gate.acquire()
+    gap = time.monotonic() - second_left
+    assert gap >= 0.29, gap  # before: the third slot was 300 ms after the second *slot* (~50 ms here)
