@@ -28,8 +28,11 @@ from curaflow.admission import Admitter
 from curaflow.api.app import create_app
 from curaflow.config import Settings, load_settings
 from curaflow.devstack.processes import WorkerProcess, child_env
+from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.domain.models import JobRecord
 from curaflow.httpserver import BackgroundServer
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.jobs import NewJob, insert_job
 from curaflow.ledger.records import load_job
 from curaflow.temporal import connect
 
@@ -187,6 +190,25 @@ def whsec(seed: str = "curaflow-test") -> str:
 
 def short_id() -> str:
     return uuid.uuid4().hex[:8]
+
+
+async def ledger_job(pool: asyncpg.Pool, target: TargetSpec, *, label: str, deadline_in_ms: int = 3_600_000) -> str:
+    """Insert a job with one target straight into the ledger, with no workflow (ledger tests).
+
+    Its id is ``demo@manual-<label>-<short id>``; it is closed when the test ends
+    (``tests/conftest.py`` ``leave_no_job_open``). Returns the job id.
+    """
+    now = now_ms()
+    inp = JobInput(
+        job_id=f"demo@manual-{label}-{short_id()}",
+        plan_id="demo",
+        created_at_ms=now,
+        deadline_at_ms=now + deadline_in_ms,
+        targets=[target],
+    )
+    async with pool.acquire() as conn:
+        await insert_job(conn, NewJob(job_input=inp))
+    return inp.job_id
 
 
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:

@@ -25,12 +25,11 @@ from activities.acquire import AcquireActivity
 from activities.deps import ActivityDeps, close_deps, open_deps
 from activities.search import SearchActivity
 from curaflow.domain.cells import CellState
-from curaflow.domain.messages import AcquireInput, JobInput, SearchInput, TargetQuery, TargetSpec
+from curaflow.domain.messages import AcquireInput, SearchInput, TargetQuery, TargetSpec
 from curaflow.ledger.db import now_ms
-from curaflow.ledger.jobs import NewJob, insert_job
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, short_id
+from tests.support import Stack, ledger_job, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -57,17 +56,8 @@ async def _job(stack: Stack, deps: ActivityDeps) -> AcquireInput:
         query=TargetQuery(tags=["オリジナル"]),
         routes=settings.route_refs(settings.targets[0]),
     )
-    now = now_ms()
-    job = JobInput(
-        job_id=f"demo@manual-acquire-{short_id()}",
-        plan_id="demo",
-        created_at_ms=now,
-        deadline_at_ms=now + 3_600_000,
-        targets=[target],
-    )
-    async with deps.pool.acquire() as conn:
-        await insert_job(conn, NewJob(job_input=job))
-    return AcquireInput(job_id=job.job_id, target=target, heartbeat_interval_ms=1000)
+    job_id = await ledger_job(deps.pool, target, label="acquire")
+    return AcquireInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
 
 
 class Logged:

@@ -16,37 +16,28 @@ import asyncio
 import asyncpg
 import pytest
 
-from curaflow.domain.messages import JobInput, TargetSpec
+from curaflow.domain.messages import TargetSpec
 from curaflow.ledger.cells import lock_job
 from curaflow.ledger.db import now_ms
-from curaflow.ledger.jobs import NewJob, insert_job, request_cancel
-from tests.support import short_id
+from curaflow.ledger.jobs import request_cancel
+from tests.support import ledger_job
 
 pytestmark = pytest.mark.integration
 
 
 async def test_a_cancel_that_waited_for_a_send_claim_is_recorded_after_it(ledger_pool: asyncpg.Pool) -> None:
-    now = now_ms()
-    inp = JobInput(
-        job_id=f"demo@manual-order-{short_id()}",
-        plan_id="demo",
-        created_at_ms=now,
-        deadline_at_ms=now + 3_600_000,
-        targets=[TargetSpec(target_id="demo")],
-    )
-    async with ledger_pool.acquire() as conn:
-        await insert_job(conn, NewJob(job_input=inp))
+    job_id = await ledger_job(ledger_pool, TargetSpec(target_id="demo"), label="order")
 
     async def cancel() -> bool:
         async with ledger_pool.acquire() as conn:
-            return await request_cancel(conn, inp.job_id, "consumer")
+            return await request_cancel(conn, job_id, "consumer")
 
     async with ledger_pool.acquire() as claimer, claimer.transaction():
-        await lock_job(claimer, inp.job_id)  # what claim_send holds while it decides
+        await lock_job(claimer, job_id)  # what claim_send holds while it decides
         waiting = asyncio.create_task(cancel())
         await asyncio.sleep(0.3)
         assert not waiting.done()  # the cancel waits for the claim's transaction
         claimed_at = now_ms()  # the intent's sent_at, written under the lock
     assert await waiting
-    cancelled_at = await ledger_pool.fetchval("SELECT cancel_requested_at FROM jobs WHERE job_id = $1", inp.job_id)
+    cancelled_at = await ledger_pool.fetchval("SELECT cancel_requested_at FROM jobs WHERE job_id = $1", job_id)
     assert cancelled_at >= claimed_at  # today: ~300 ms earlier (read before waiting)

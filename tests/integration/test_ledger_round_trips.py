@@ -23,11 +23,11 @@ import asyncpg
 import pytest
 
 from curaflow.domain.cells import CellStage, CellState
-from curaflow.domain.messages import JobInput, RouteRef, TargetSpec
+from curaflow.domain.messages import RouteRef, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
 from curaflow.ledger import cells, gates
-from curaflow.ledger.db import create_pool, now_ms, session_lock
-from curaflow.ledger.jobs import NewJob, insert_job
+from curaflow.ledger.db import create_pool, session_lock
+from tests.support import ledger_job
 
 pytestmark = pytest.mark.integration
 
@@ -158,17 +158,7 @@ async def test_reserve_hands_out_no_slot_while_paused_or_cooling(ledger_pool: as
 
 
 async def _new_job(pool: asyncpg.Pool, target: TargetSpec) -> str:
-    now = now_ms()
-    inp = JobInput(
-        job_id=f"demo@manual-trips-{uuid.uuid4().hex[:10]}",
-        plan_id="demo",
-        created_at_ms=now,
-        deadline_at_ms=now + 3_600_000,
-        targets=[target],
-    )
-    async with pool.acquire() as conn:
-        await insert_job(conn, NewJob(job_input=inp))
-    return inp.job_id
+    return await ledger_job(pool, target, label="trips")
 
 
 def _work_statements(seen: list[str]) -> list[str]:

@@ -35,7 +35,7 @@ from tests.fakes.pximg import FakeImageHost
 from tests.fakes.replay import Faults
 from tests.integration.test_source_jobs import protocol_error, source_stack, task
 from tests.jobs_support import ReplayServer, curaflow, ordered, start_scheduled
-from tests.support import short_id
+from tests.support import ledger_job, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -498,14 +498,26 @@ async def test_broken_text_from_the_source_is_cleaned_before_storage(
 
 
 async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> None:
-    from curaflow.domain.messages import JobInput, RouteRef
+    from curaflow.domain.messages import RouteRef
     from curaflow.domain.models import CandidateReport, Work
     from curaflow.ledger import cells
     from curaflow.ledger import remembered as memory
     from curaflow.ledger.db import now_ms
-    from curaflow.ledger.jobs import NewJob, insert_job
 
     gate, route, other = f"q-{short_id()}-source-default", f"r-{short_id()}", f"r-{short_id()}"
+
+    async def refuse(conn: Any, error: str) -> None:  # `route` refuses work 11 for good
+        await memory.remember_refusal(
+            conn,
+            route=route,
+            work_type="illustration",
+            work_id="11",
+            reason="delivery_rejected",
+            error=error,
+            job_id="j",
+            target_id="t",
+        )
+
     async with ledger_pool.acquire() as conn:
         await memory.remember_unavailable(
             conn, gate=gate, work_type="illustration", work_id="11", why="image HTTP 404", job_id="j", ttl_ms=1000
@@ -513,16 +525,7 @@ async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> N
         await memory.remember_unavailable(
             conn, gate=gate, work_type="illustration", work_id="12", why="gone", job_id="j", ttl_ms=0
         )
-        await memory.remember_refusal(
-            conn,
-            route=route,
-            work_type="illustration",
-            work_id="11",
-            reason="delivery_rejected",
-            error="webhook answered HTTP 400 \x00\ud83d",
-            job_id="j",
-            target_id="t",
-        )
+        await refuse(conn, "webhook answered HTTP 400 \x00\ud83d")
     now = now_ms()
 
     async def known(routes: list[str], at: int) -> dict[str, str]:
@@ -538,27 +541,10 @@ async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> N
     assert await memory.clear_refusals(ledger_pool, route=route, work_id="11") == 1
     assert await known([route], now) == {"11": "unavailable"}
     held = TargetSpec(target_id="t", routes=[RouteRef(name=route, kind="directory")])
-    async with ledger_pool.acquire() as conn, conn.transaction():  # a job holds work 11 on `route`
-        job_id = f"demo@manual-known-{short_id()}"
-        await insert_job(
-            conn,
-            NewJob(
-                job_input=JobInput(
-                    job_id=job_id, plan_id="demo", created_at_ms=now, deadline_at_ms=now + 60_000, targets=[held]
-                )
-            ),
-        )
+    job_id = await ledger_job(ledger_pool, held, label="known")
+    async with ledger_pool.acquire() as conn, conn.transaction():  # the job holds work 11 on `route`
         await cells.bind_work(conn, job_id, held, [Work(work_id="11")], CandidateReport())
     async with ledger_pool.acquire() as conn:  # refused again as well: the live intent still comes first
-        await memory.remember_refusal(
-            conn,
-            route=route,
-            work_type="illustration",
-            work_id="11",
-            reason="delivery_rejected",
-            error="again",
-            job_id="j",
-            target_id="t",
-        )
+        await refuse(conn, "again")
     assert await known([route], now) == {"11": "duplicate"}  # held on a route of the target: first of all
     assert await known([other], now) == {"11": "unavailable"}
