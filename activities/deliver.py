@@ -117,7 +117,7 @@ class DeliverActivity:
             if barrier is not None:
                 return barrier_update(cell, barrier)
             claim = await ledger.claim_send(
-                conn, inp.job_id, target.target_id, route.name, ambiguous_ok=route.resend_safe
+                conn, inp.job_id, target.target_id, route.name, ambiguous_ok=route.resend_safe, opened=cell
             )
             if claim.decision == "ambiguous":
                 cell = await ledger.record_failed(
@@ -225,8 +225,9 @@ class DeliverActivity:
                 remote_ids=receipt.remote_ids or None,
                 remote_status=receipt.remote_status,
             )
-            await ledger_cells.end_lease(conn, inp.job_id, inp.target.target_id)
-        assert isinstance(cell, CellSnapshot)
+            assert isinstance(cell, CellSnapshot)
+            if not is_terminal(cell.state):  # a terminal cell's lease went with its last move
+                await ledger_cells.end_lease(conn, inp.job_id, inp.target.target_id)
         if cell.state == CellState.SUBMITTED and inp.target.storage_mode == "cache":
             deps.store.delete(inp.job_id, inp.target.target_id)
         return cell

@@ -109,7 +109,7 @@ _LEDGER_FIXTURES = frozenset({"ledger_pool", "make_stack", "database_url"})
 
 
 @pytest.fixture(autouse=True)
-async def leave_no_job_open(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+def leave_no_job_open(request: pytest.FixtureRequest) -> None:
     """Close in the ledger, when a test ends, every job it left open.
 
     The ledger is shared by the session; every worker process runs the reconciler over
@@ -117,14 +117,21 @@ async def leave_no_job_open(request: pytest.FixtureRequest) -> AsyncIterator[Non
     test inserted without a workflow (a ledger test) would otherwise be run by the
     worker of a later test — its searches and downloads reaching that test's fakes.
     Set up first, torn down last: the test's workers have stopped by then.
+
+    A plain fixture that asks for :func:`_close_jobs_left_open` only for a test using the
+    ledger: an async fixture cannot set up the session's ``ledger_pool`` from inside its
+    own running loop (a test whose own fixtures do not include it came first).
     """
-    if not _LEDGER_FIXTURES & set(request.fixturenames):
-        yield
-        return
-    pool: asyncpg.Pool = request.getfixturevalue("ledger_pool")
-    before = [r["job_id"] for r in await pool.fetch("SELECT job_id FROM jobs WHERE completed_at IS NULL")]
+    if _LEDGER_FIXTURES & set(request.fixturenames):
+        request.getfixturevalue("_close_jobs_left_open")
+
+
+@pytest.fixture
+async def _close_jobs_left_open(ledger_pool: asyncpg.Pool) -> AsyncIterator[None]:
+    """What :func:`leave_no_job_open` does for a test using the ledger."""
+    before = [r["job_id"] for r in await ledger_pool.fetch("SELECT job_id FROM jobs WHERE completed_at IS NULL")]
     yield
-    await pool.execute(
+    await ledger_pool.execute(
         "UPDATE jobs SET completed_at = $1 WHERE completed_at IS NULL AND NOT (job_id = ANY($2::text[]))",
         now_ms(),
         before,

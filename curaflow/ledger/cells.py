@@ -19,7 +19,7 @@ from curaflow.domain.messages import RouteRef, TargetSpec
 from curaflow.domain.models import CandidateReport, CellSnapshot, Work
 from curaflow.domain.reasons import user_message
 from curaflow.ledger.db import jsonable, now_ms
-from curaflow.ledger.events import append_event
+from curaflow.ledger.events import NOTIFY_CHANNEL, event_body, push_appended
 from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
 
 LIVE_INTENT_STATES = ("reserved", "sending", "delivered", "duplicate", "unknown")
@@ -33,12 +33,41 @@ def intent_key(route: str, work_type: str, work_id: str, job_id: str, target_id:
     return f"curaflow:{route}:{work_type}:{work_id}:{job_id}:{target_id}"
 
 
+def barrier_sql(job: str, now: str) -> str:
+    """The barrier rule (DESIGN.md decision 13) as a SQL expression: ``'cancelled'`` when
+    a consumer cancel is recorded (``cancel_requested_at``), ``'deadline'`` when the
+    job's ``deadline_at`` is at or before ``now`` (epoch ms), else NULL.
+
+    The one place the rule is written; every reader computes it under the job row lock
+    (:func:`lock_job`, :func:`start_step`, :func:`continue_step`).
+
+    Args:
+        job: the SQL alias of the ``jobs`` row.
+        now: a SQL expression for the time to judge at (a parameter such as ``$3``).
+    """
+    return (
+        f"(CASE WHEN {job}.cancel_requested_at IS NOT NULL THEN 'cancelled'"
+        f" WHEN {job}.deadline_at IS NOT NULL AND {now} >= {job}.deadline_at THEN 'deadline' END)"
+    )
+
+
 async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | None:
-    """Lock the job row for the rest of the transaction; None if the job is unknown."""
+    """Lock the job row for the rest of the transaction; None if the job is unknown.
+
+    The row has ``job_id``, ``started_at``, ``cancel_requested_at``, ``completed_at``,
+    ``deadline_at`` and the job's ``barrier`` now (:func:`barrier_sql`; read it with
+    :func:`barrier_of`).
+
+    Read other rows (a cell's state) in a later statement, never in this one: under READ
+    COMMITTED a statement that waited for the lock still reads other rows as they were
+    when it started, before the transaction it waited for committed.
+    """
     return await conn.fetchrow(
-        """SELECT job_id, started_at, cancel_requested_at, completed_at, deadline_at
+        f"""SELECT job_id, started_at, cancel_requested_at, completed_at, deadline_at,
+                  {barrier_sql("jobs", "$2")} AS barrier
            FROM jobs WHERE job_id = $1 FOR UPDATE""",
         job_id,
+        now_ms(),
     )
 
 
@@ -52,30 +81,36 @@ TERMINAL_STATES_SQL = _sql_list(sorted(TERMINAL_STATES))
 #: The stages of an open cell, least advanced first (:data:`curaflow.domain.cells.STAGE_ORDER`).
 _OPEN_STAGES = [s for s in sorted(STAGE_ORDER, key=STAGE_ORDER.__getitem__) if s != CellStage.DONE]
 
-# The job-level stage is the least advanced stage among its open cells: the rule of
-# curaflow.domain.projection.job_stage, evaluated here in one statement.
-_JOB_STAGE_SQL = f"""
-    WITH s AS (
-        SELECT (ARRAY[{_sql_list(_OPEN_STAGES)}])[
-                   min(CASE stage {" ".join(f"WHEN '{s}' THEN {i}" for i, s in enumerate(_OPEN_STAGES, 1))} END)
-               ] AS stage
-        FROM cells WHERE job_id = $1 AND state NOT IN ({TERMINAL_STATES_SQL})
-    )
-    UPDATE jobs j SET last_stage = s.stage, updated_at = $2 FROM s
-    WHERE j.job_id = $1 AND s.stage IS NOT NULL AND j.last_stage IS DISTINCT FROM s.stage
-    RETURNING s.stage"""
+#: :func:`sync_job_stage` in one round trip: the SQL function ``curaflow_job_progress``
+#: (migration 0032) with the stage order and terminal states of :mod:`curaflow.domain.cells`.
+_PROGRESS_SQL = """SELECT o_seq, o_type, o_at, o_payload, o_callback_url, o_correlation_id
+                   FROM curaflow_job_progress($1, $2, $3::text[], $4::text[], $5, $6, $7)"""
 
 
-async def sync_job_stage(conn: asyncpg.Connection, job_id: str) -> None:
+async def sync_job_stage(conn: asyncpg.Connection, job_id: str, *, started: bool = False) -> None:
     """Emit ``job.progress`` when the job-level stage changed (job row must be locked).
 
-    ``jobs.last_stage`` holds the stage of the job's last ``job.progress`` event; the
-    statement moves it and reports whether it moved.
+    The job-level stage is the least advanced stage among the job's open cells (the rule
+    of :func:`curaflow.domain.projection.job_stage`). ``jobs.last_stage`` holds the stage
+    of the job's last ``job.progress`` event; one statement moves it and appends the event
+    when it moved, and with ``started`` appends ``job.started`` before it (the job's first
+    step). Pushes of a job with a ``callback_url`` are enqueued in the same transaction.
     """
     now = now_ms()
-    stage = await conn.fetchval(_JOB_STAGE_SQL, job_id, now)
-    if stage is not None:
-        await append_event(conn, job_id, "job.progress", {"progress": {"stage": stage, "at": now}}, at=now)
+    rows = await conn.fetch(
+        _PROGRESS_SQL,
+        job_id,
+        now,
+        [str(s) for s in _OPEN_STAGES],
+        sorted(str(s) for s in TERMINAL_STATES),
+        event_body("job.started") if started else None,
+        event_body("job.progress"),
+        NOTIFY_CHANNEL,
+    )
+    for r in rows:
+        await push_appended(
+            conn, job_id, r["o_type"], r["o_seq"], r["o_at"], r["o_payload"], r["o_callback_url"], r["o_correlation_id"]
+        )
 
 
 class Barrier(StrEnum):
@@ -85,16 +120,9 @@ class Barrier(StrEnum):
     DEADLINE = "deadline"  # the job's deadline (``jobs.deadline_at``) has passed
 
 
-def barrier_of(job: asyncpg.Record, now: int) -> Barrier | None:
-    """The barrier a locked job row holds at ``now`` (epoch ms), or None.
-
-    ``job`` needs ``cancel_requested_at`` and ``deadline_at``.
-    """
-    if job["cancel_requested_at"] is not None:
-        return Barrier.CANCELLED
-    if job["deadline_at"] is not None and now >= job["deadline_at"]:
-        return Barrier.DEADLINE
-    return None
+def barrier_of(job: asyncpg.Record) -> Barrier | None:
+    """The barrier of a job row read with a ``barrier`` column (:func:`lock_job`), or None."""
+    return Barrier(job["barrier"]) if job["barrier"] else None
 
 
 async def start_step(
@@ -114,6 +142,11 @@ async def start_step(
     job that is already terminal is left untouched. A job behind a barrier (a recorded
     consumer cancel, or its deadline passed) opens no step: the caller does no work.
 
+    Two statements: the job row is locked, judged (:func:`barrier_sql`) and written with
+    the cell row in one; ``job.started`` and ``job.progress`` follow in one
+    (:func:`sync_job_stage`). Only the rows the first statement locks or updates are read
+    in it, so both are current even when it waited for the lock (:func:`lock_job`).
+
     Args:
         stage: the stage this activity works in.
         attempt: the activity's Temporal attempt number (reported as ``Job.attempt``).
@@ -125,21 +158,20 @@ async def start_step(
         the step must not run (then nothing was changed).
     """
     now = now_ms()
-    locked = await lock_job(conn, job_id)
-    if locked is None:
-        return None, None
-    barrier = barrier_of(locked, now)
-    if locked["completed_at"] is not None or barrier is not None:
-        return await load_cell(conn, job_id, target_id), barrier
-    # One statement for both rows (the job row is locked above, so ``prev`` is current).
+    # One statement: lock the job row, judge its barrier and, only without one (and while
+    # the job is open), write the job row and the cell row.
     row = await conn.fetchrow(
-        f"""WITH prev AS (SELECT job_id, started_at FROM jobs WHERE job_id = $1),
-                job AS (UPDATE jobs j SET attempt = $2, started_at = COALESCE(j.started_at, $3), updated_at = $3
-                        FROM prev WHERE j.job_id = prev.job_id RETURNING prev.started_at AS prev_started),
+        f"""WITH j AS (SELECT job_id, started_at, completed_at, {barrier_sql("jobs", "$3")} AS barrier
+                       FROM jobs WHERE job_id = $1 FOR UPDATE),
+                go AS (SELECT job_id, started_at FROM j WHERE completed_at IS NULL AND barrier IS NULL),
+                job AS (UPDATE jobs t SET attempt = $2, started_at = COALESCE(t.started_at, $3), updated_at = $3
+                        FROM go WHERE t.job_id = go.job_id RETURNING go.started_at AS prev_started),
                 cell AS (UPDATE cells SET stage = CASE WHEN state IN ({TERMINAL_STATES_SQL}) THEN stage ELSE $5 END,
                                           lease_until = $6, lease_owner = $7, heartbeat_at = $3, updated_at = $3
-                         WHERE job_id = $1 AND target_id = $4 RETURNING {CELL_COLUMNS})
-           SELECT job.prev_started, cell.* FROM job LEFT JOIN cell ON true""",
+                         WHERE job_id = $1 AND target_id = $4 AND EXISTS (SELECT 1 FROM go)
+                         RETURNING {CELL_COLUMNS})
+           SELECT j.barrier, EXISTS (SELECT 1 FROM job) AS opened, job.prev_started, cell.*
+           FROM j LEFT JOIN job ON true LEFT JOIN cell ON true""",
         job_id,
         attempt,
         now,
@@ -148,12 +180,13 @@ async def start_step(
         now + lease_ms,
         owner,
     )
-    if row["prev_started"] is None:
-        await append_event(conn, job_id, "job.started", at=now)
-    if row["target_id"] is None:
-        row = None
-    await sync_job_stage(conn, job_id)
-    return (cell_from_row(row) if row else None), None
+    if row is None:
+        return None, None
+    if not row["opened"]:
+        barrier = Barrier(row["barrier"]) if row["barrier"] else None
+        return await load_cell(conn, job_id, target_id), barrier
+    await sync_job_stage(conn, job_id, started=row["prev_started"] is None)
+    return (cell_from_row(row) if row["target_id"] is not None else None), None
 
 
 async def continue_step(
@@ -172,16 +205,16 @@ async def continue_step(
     """
     now = now_ms()
     job = await conn.fetchrow(
-        """WITH cell AS (UPDATE cells SET lease_until = $3, lease_owner = $4, heartbeat_at = $5
+        f"""WITH cell AS (UPDATE cells SET lease_until = $3, lease_owner = $4, heartbeat_at = $5
                          WHERE job_id = $1 AND target_id = $2 RETURNING job_id)
-           SELECT j.cancel_requested_at, j.deadline_at FROM jobs j WHERE j.job_id = $1""",
+           SELECT {barrier_sql("j", "$5")} AS barrier FROM jobs j WHERE j.job_id = $1""",
         job_id,
         target_id,
         now + lease_ms,
         owner,
         now,
     )
-    return barrier_of(job, now) if job is not None else None
+    return barrier_of(job) if job is not None else None
 
 
 async def heartbeat(pool: asyncpg.Pool, job_id: str, target_id: str, lease_ms: int) -> None:
@@ -442,6 +475,13 @@ async def artifact_ready(
     return cell_from_row(updated)
 
 
+#: For each terminal state, the states a cell may reach it from
+#: (:func:`curaflow.domain.cells.check_transition`, the FSM that owns the rule).
+_FINISH_FROM = {
+    state: sorted(str(s) for s in CellState if check_transition(s, state)) for state in sorted(TERMINAL_STATES)
+}
+
+
 async def finish_cell(
     conn: asyncpg.Connection,
     job_id: str,
@@ -449,51 +489,59 @@ async def finish_cell(
     state: CellState,
     reason: str | None = None,
     message: str | None = None,
+    *,
+    locked: bool = False,
 ) -> CellSnapshot | None:
     """Move a cell to a terminal ``state`` with its reason, if the FSM allows it.
 
     A cell that is already terminal keeps its state (a submitted cell is never
     downgraded). Reserved intents of a cell that ends without delivery are released so
     another job may deliver that work later. ``message`` defaults to the reason's
-    user-facing sentence.
+    user-facing sentence. The move is one ``UPDATE`` guarded by the states the FSM
+    allows it from (:data:`_FINISH_FROM`), returning the cell.
+
+    Args:
+        locked: the caller already holds the job row lock in this transaction
+            (:func:`lock_job`); otherwise it is taken here.
+
+    Returns:
+        The cell afterwards (unchanged when the FSM refused), or None when the job or
+        the cell is unknown.
     """
-    job = await lock_job(conn, job_id)
-    if job is None:
+    if not locked and await lock_job(conn, job_id) is None:
         return None
+    now = now_ms()
     row = await conn.fetchrow(
-        "SELECT state FROM cells WHERE job_id = $1 AND target_id = $2 FOR UPDATE", job_id, target_id
+        f"""UPDATE cells SET state = $3, stage = 'done', terminal_reason_code = $4,
+               terminal_reason_message = $5, updated_at = $6, completed_at = $6,
+               lease_until = NULL, lease_owner = NULL
+           WHERE job_id = $1 AND target_id = $2 AND state = ANY($7::text[])
+           RETURNING {CELL_COLUMNS}""",
+        job_id,
+        target_id,
+        str(state),
+        reason,
+        (message or (user_message(reason) if reason else None)),
+        now,
+        _FINISH_FROM[state],
     )
     if row is None:
-        return None
-    if check_transition(row["state"], state):
-        now = now_ms()
+        return await load_cell(conn, job_id, target_id)
+    if state != CellState.SUBMITTED:
+        # Never sent → released (another job may deliver the work); maybe landed (in
+        # flight now, or an earlier request's outcome never learnt) → unknown, which
+        # keeps the work blocked on that route.
         await conn.execute(
-            """UPDATE cells SET state = $3, stage = 'done', terminal_reason_code = $4,
-                   terminal_reason_message = $5, updated_at = $6, completed_at = $6,
-                   lease_until = NULL, lease_owner = NULL
-               WHERE job_id = $1 AND target_id = $2""",
+            """UPDATE delivery_intents
+               SET status = CASE WHEN status = 'sending' OR maybe_delivered THEN 'unknown' ELSE 'released' END,
+                   updated_at = $3
+               WHERE job_id = $1 AND target_id = $2 AND status IN ('reserved', 'sending')""",
             job_id,
             target_id,
-            str(state),
-            reason,
-            (message or (user_message(reason) if reason else None)),
             now,
         )
-        if state != CellState.SUBMITTED:
-            # Never sent → released (another job may deliver the work); maybe landed (in
-            # flight now, or an earlier request's outcome never learnt) → unknown, which
-            # keeps the work blocked on that route.
-            await conn.execute(
-                """UPDATE delivery_intents
-                   SET status = CASE WHEN status = 'sending' OR maybe_delivered THEN 'unknown' ELSE 'released' END,
-                       updated_at = $3
-                   WHERE job_id = $1 AND target_id = $2 AND status IN ('reserved', 'sending')""",
-                job_id,
-                target_id,
-                now,
-            )
-        await sync_job_stage(conn, job_id)
-    return await load_cell(conn, job_id, target_id)
+    await sync_job_stage(conn, job_id)
+    return cell_from_row(row)
 
 
 async def set_fallback_pass(conn: asyncpg.Connection, job_id: str, target_id: str, fallback_pass: int) -> None:

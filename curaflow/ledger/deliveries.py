@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 import asyncpg
 
-from curaflow.domain.cells import CellState, check_transition, is_terminal
+from curaflow.domain.cells import CellStage, CellState, check_transition, is_terminal
+from curaflow.domain.models import CellSnapshot
 from curaflow.domain.text import clean_optional, clean_text
 from curaflow.ledger.cells import Barrier, barrier_of, finish_cell, lock_job, sync_job_stage
 from curaflow.ledger.db import now_ms
@@ -47,25 +48,40 @@ class SendClaim:
 
 
 async def claim_send(
-    conn: asyncpg.Connection, job_id: str, target_id: str, route: str, *, ambiguous_ok: bool = False
+    conn: asyncpg.Connection,
+    job_id: str,
+    target_id: str,
+    route: str,
+    *,
+    ambiguous_ok: bool = False,
+    opened: CellSnapshot | None = None,
 ) -> SendClaim:
     """Decide whether a delivery attempt may send, and mark the intent ``sending``.
 
     Runs in the caller's transaction with the job row locked, so a consumer cancel
     recorded before it (``jobs.cancel_requested_at``) is always seen: a delivery not
     yet sent is never sent after a cancel, nor after the job's deadline (the ledger's
-    barriers, :func:`curaflow.ledger.cells.barrier_of`).
+    barriers, :func:`curaflow.ledger.cells.barrier_sql`).
 
     Args:
         ambiguous_ok: the route tolerates re-sending after an unknown outcome (webhooks
             carry a stable idempotency key; ``on_ambiguous = "retry"``).
+        opened: the cell as :func:`~curaflow.ledger.cells.start_step` returned it earlier
+            in this transaction with no barrier: the job row is locked and judged
+            already, so neither is read again. None: lock and judge here.
     """
-    job = await lock_job(conn, job_id)
-    if job is None:
-        return SendClaim("closed")
-    cell = await conn.fetchrow(
-        "SELECT state FROM cells WHERE job_id = $1 AND target_id = $2 FOR UPDATE", job_id, target_id
-    )
+    if opened is None:
+        job = await lock_job(conn, job_id)
+        if job is None:
+            return SendClaim("closed")
+        cell = await conn.fetchrow(
+            "SELECT state, stage FROM cells WHERE job_id = $1 AND target_id = $2 FOR UPDATE", job_id, target_id
+        )
+        if cell is None:
+            return SendClaim("closed")
+        state, stage, barrier = cell["state"], cell["stage"], barrier_of(job)
+    else:
+        state, stage, barrier = opened.state, opened.stage, None
     intent = await conn.fetchrow(
         """SELECT idempotency_key, status, attempts, remote_id, remote_ids FROM delivery_intents
            WHERE job_id = $1 AND target_id = $2 AND route = $3 AND status <> 'released'
@@ -74,14 +90,13 @@ async def claim_send(
         target_id,
         route,
     )
-    if cell is None or intent is None:
+    if intent is None:
         return SendClaim("closed")
     key, status, attempts = intent["idempotency_key"], intent["status"], intent["attempts"]
     if status in CONFIRMED:
         return SendClaim("done", key, attempts, intent["remote_id"])
-    if is_terminal(cell["state"]) or status in ("failed", "unknown"):
+    if is_terminal(state) or status in ("failed", "unknown"):
         return SendClaim("closed", key, attempts)
-    barrier = barrier_of(job, now_ms())
     if barrier == Barrier.CANCELLED:
         return SendClaim("cancelled", key, attempts)
     if barrier == Barrier.DEADLINE:
@@ -96,7 +111,7 @@ async def claim_send(
         key,
         now,
     )
-    if check_transition(cell["state"], CellState.DELIVERY_PENDING):
+    if check_transition(state, CellState.DELIVERY_PENDING):
         await conn.execute(
             """UPDATE cells SET state = 'delivery_pending', stage = 'delivering', updated_at = $3
                WHERE job_id = $1 AND target_id = $2""",
@@ -104,7 +119,8 @@ async def claim_send(
             target_id,
             now,
         )
-        await sync_job_stage(conn, job_id)
+        if stage != CellStage.DELIVERING:  # the job-level stage moves only with the cell's
+            await sync_job_stage(conn, job_id)
     remote_ids = intent["remote_ids"] if isinstance(intent["remote_ids"], list) else None
     return SendClaim("send", key, attempts, remote_ids=remote_ids)
 
@@ -144,31 +160,31 @@ async def record_delivered(
     and are cleaned before storage. Returns the cell snapshot afterwards.
     """
     await lock_job(conn, job_id)
-    now = now_ms()
-    await conn.execute(
-        """UPDATE delivery_intents SET status = $2, remote_id = $3, remote_ids = $4, remote_status = $5,
-               delivered_at = $6, updated_at = $6, last_error = NULL
-           WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')""",
+    # One statement: record this intent and read the statuses of the cell's live intents
+    # as they are afterwards (the CTE's update is not visible to the outer query: merged).
+    rows = await conn.fetch(
+        """WITH upd AS (
+               UPDATE delivery_intents SET status = $2, remote_id = $3, remote_ids = $4, remote_status = $5,
+                      delivered_at = $6, updated_at = $6, last_error = NULL
+               WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')
+               RETURNING idempotency_key, status)
+           SELECT COALESCE(u.status, d.status) AS status
+           FROM delivery_intents d LEFT JOIN upd u ON u.idempotency_key = d.idempotency_key
+           WHERE d.job_id = $7 AND d.target_id = $8 AND COALESCE(u.status, d.status) <> 'released'""",
         idempotency_key,
         "duplicate" if duplicate else "delivered",
         clean_optional(remote_id),
         remote_ids,
         clean_optional(remote_status),
-        now,
+        now_ms(),
+        job_id,
+        target_id,
     )
-    statuses = [
-        r["status"]
-        for r in await conn.fetch(
-            """SELECT status FROM delivery_intents
-               WHERE job_id = $1 AND target_id = $2 AND status <> 'released'""",
-            job_id,
-            target_id,
-        )
-    ]
+    statuses = [r["status"] for r in rows]
     if statuses and all(s in CONFIRMED for s in statuses):
         if all(s == "duplicate" for s in statuses):
-            return await finish_cell(conn, job_id, target_id, CellState.DUPLICATE, "duplicate_exhausted")
-        return await finish_cell(conn, job_id, target_id, CellState.SUBMITTED)
+            return await finish_cell(conn, job_id, target_id, CellState.DUPLICATE, "duplicate_exhausted", locked=True)
+        return await finish_cell(conn, job_id, target_id, CellState.SUBMITTED, locked=True)
     return await load_cell(conn, job_id, target_id)
 
 
@@ -214,5 +230,5 @@ async def record_failed(
         ambiguous,
     )
     if permanent or unknown:
-        return await finish_cell(conn, job_id, target_id, CellState.FAILED, reason)
+        return await finish_cell(conn, job_id, target_id, CellState.FAILED, reason, locked=True)
     return await load_cell(conn, job_id, target_id)

@@ -70,6 +70,20 @@ def parse_event_id(job_id: str, value: str | None) -> int | None:
     return int(match.group(1))
 
 
+def event_body(type_: str, payload: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The stored payload of an event of ``type_``: ``payload`` (``job``, ``result``,
+    ``error``, ``progress`` …) with ``detail.internal_kind`` added (reference §4.2)."""
+    body = dict(payload or {})
+    body["detail"] = {**body.get("detail", {}), "internal_kind": INTERNAL_KINDS.get(type_, type_)}
+    return body
+
+
+#: One round trip: the SQL function ``curaflow_append_event`` (migration 0032) bumps the
+#: sequence under the job row lock, inserts the row and sends the NOTIFY.
+_APPEND = """SELECT o_seq AS seq, o_at AS at, o_callback_url AS callback_url, o_correlation_id AS correlation_id
+             FROM curaflow_append_event($1, $2, $3, $4, $5)"""
+
+
 async def append_event(
     conn: asyncpg.Connection,
     job_id: str,
@@ -80,14 +94,14 @@ async def append_event(
 ) -> int:
     """Append one event to ``job_id``'s stream inside the caller's transaction.
 
-    The ``UPDATE`` takes the job row lock (held to commit), which serialises appends of
-    one job and makes the sequence gap-free and commit-ordered.
+    The sequence bump takes the job row lock (held to commit), which serialises appends
+    of one job and makes the sequence gap-free and commit-ordered.
 
     Args:
         conn: a connection inside a transaction.
         type_: protocol event type (``job.accepted`` …).
         payload: extra payload members (``job``, ``result``, ``error``, ``progress``);
-            ``detail.internal_kind`` is added.
+            ``detail.internal_kind`` is added (:func:`event_body`).
         at: event time, epoch ms; defaults to now. Raised to the stream's latest ``at``
             so times never go backwards.
 
@@ -98,38 +112,31 @@ async def append_event(
         LookupError: the job does not exist.
     """
     at = at if at is not None else now_ms()
-    body = dict(payload or {})
-    body["detail"] = {**body.get("detail", {}), "internal_kind": INTERNAL_KINDS.get(type_, type_)}
-    # One round trip: bump the sequence (taking the job row lock), insert, notify.
-    row = await conn.fetchrow(
-        """WITH next AS (
-               UPDATE jobs SET event_seq = event_seq + 1 WHERE job_id = $1
-               RETURNING event_seq, callback_url, correlation_id
-           ), ins AS (
-               INSERT INTO job_events (job_id, seq, type, at, payload)
-               SELECT $1, next.event_seq, $2,
-                      GREATEST($3::bigint, COALESCE(
-                          (SELECT e.at FROM job_events e WHERE e.job_id = $1 ORDER BY e.seq DESC LIMIT 1), 0)),
-                      $4
-               FROM next RETURNING seq, at
-           )
-           SELECT ins.seq, ins.at, next.callback_url, next.correlation_id
-           FROM ins, next, pg_notify($5, $1)""",
-        job_id,
-        type_,
-        at,
-        body,
-        NOTIFY_CHANNEL,
-    )
+    body = event_body(type_, payload)
+    row = await conn.fetchrow(_APPEND, job_id, type_, at, body, NOTIFY_CHANNEL)
     if row is None:
         raise LookupError(job_id)
     seq = int(row["seq"])
-    if row["callback_url"] and type_ in PROTOCOL_EVENT_TYPES:
-        # Push channel (reference §4.7): the Event JSON is frozen now, in this transaction.
-        # A type outside the protocol is never pushed, as it is never served.
-        event = render_event(job_id, seq, type_, row["at"], body, row["correlation_id"])
-        await enqueue_push(conn, job_id, seq, event["event_id"], row["callback_url"], event)
+    await push_appended(conn, job_id, type_, seq, row["at"], body, row["callback_url"], row["correlation_id"])
     return seq
+
+
+async def push_appended(
+    conn: asyncpg.Connection,
+    job_id: str,
+    type_: str,
+    seq: int,
+    at: int,
+    body: dict[str, Any],
+    callback_url: str | None,
+    correlation_id: str | None,
+) -> None:
+    """Enqueue the push of an event just appended, in its transaction, when the job
+    declared a ``callback_url`` (reference §4.7): the Event JSON is frozen now. A type
+    outside the protocol is never pushed, as it is never served."""
+    if callback_url and type_ in PROTOCOL_EVENT_TYPES:
+        event = render_event(job_id, seq, type_, at, body, correlation_id)
+        await enqueue_push(conn, job_id, seq, event["event_id"], callback_url, event)
 
 
 def render_event(

@@ -19,12 +19,12 @@ from typing import Any
 
 import asyncpg
 
-from curaflow.domain.cells import CellState
+from curaflow.domain.cells import CellState, is_terminal
 from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import build_outcome_record, business_status, is_alertable
 from curaflow.domain.projection import JobStatus, job_stage, job_status
 from curaflow.domain.verdicts import FinishCause, StepFailure, cell_verdict
-from curaflow.ledger.cells import TERMINAL_STATES_SQL, finish_cell, lock_job
+from curaflow.ledger.cells import finish_cell
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import append_event
 from curaflow.ledger.records import load_job
@@ -73,28 +73,25 @@ async def finish_job(
     failures = failures or {}
     verdicts = verdicts or {}
     async with conn.transaction():
-        job = await lock_job(conn, job_id)
-        if job is None:
+        record = await load_job(conn, job_id, for_update=True)
+        if record is None:
             return None
-        cancel_recorded = job["cancel_requested_at"] is not None and cause not in WORKFLOW_CAUSES
-        open_cells = await conn.fetch(
-            f"""SELECT target_id, state, stage FROM cells WHERE job_id = $1
-               AND state NOT IN ({TERMINAL_STATES_SQL}) ORDER BY position""",
-            job_id,
-        )
+        cancel_recorded = record.cancel_requested_at is not None and cause not in WORKFLOW_CAUSES
+        open_cells = [c for c in record.cells if not is_terminal(c.state)]
         for cell in open_cells:
             reason = cell_verdict(
-                state=cell["state"],
-                stage=cell["stage"],
+                state=cell.state,
+                stage=cell.stage,
                 cause=cause,
-                failure=failures.get(cell["target_id"]),
-                reported_reason=verdicts.get(cell["target_id"]),
+                failure=failures.get(cell.target_id),
+                reported_reason=verdicts.get(cell.target_id),
                 cancel_requested=cancel_recorded,
             )
-            await finish_cell(conn, job_id, cell["target_id"], CellState.FAILED, reason)
-        record = await load_job(conn, job_id)
-        assert record is not None
-        if job["completed_at"] is not None:
+            await finish_cell(conn, job_id, cell.target_id, CellState.FAILED, reason, locked=True)
+        if open_cells:
+            record = await load_job(conn, job_id)
+            assert record is not None
+        if record.completed_at is not None:
             return FinishedJob(record=record, outcome=None)
         now = now_ms()
         status = job_status(record.cells)
@@ -108,23 +105,19 @@ async def finish_job(
             completed_at_ms=now,
             cells=record.cells,
         )
-        await conn.execute(
-            """UPDATE jobs SET business_status = $2, completed_at = $3, updated_at = $3, last_stage = $4
-               WHERE job_id = $1""",
+        # One statement: the job row, the cells' leases and the outcome record.
+        inserted = await conn.fetchval(
+            """WITH job AS (UPDATE jobs SET business_status = $2, completed_at = $3, updated_at = $3, last_stage = $4
+                            WHERE job_id = $1),
+                    lease AS (UPDATE cells SET lease_until = NULL, lease_owner = NULL WHERE job_id = $1)
+               INSERT INTO outcomes (job_id, business_status, alertable, record, created_at)
+               VALUES ($1, $2, $5, $6, $3) ON CONFLICT (job_id) DO NOTHING RETURNING job_id""",
             job_id,
             verdict.value,
             now,
             job_stage(record.cells, status),  # the terminal job's progress.stage, as project_job shows it
-        )
-        await conn.execute("UPDATE cells SET lease_until = NULL, lease_owner = NULL WHERE job_id = $1", job_id)
-        inserted = await conn.fetchval(
-            """INSERT INTO outcomes (job_id, business_status, alertable, record, created_at)
-               VALUES ($1, $2, $3, $4, $5) ON CONFLICT (job_id) DO NOTHING RETURNING job_id""",
-            job_id,
-            verdict.value,
             is_alertable(verdict),
             outcome,
-            now,
         )
         # What the statements above changed, without reading the job a third time.
         record = record.model_copy(

@@ -132,9 +132,15 @@ def job_from_row(row: asyncpg.Record, cells: list[CellSnapshot]) -> JobRecord:
     )
 
 
-async def load_job(conn: asyncpg.Connection, job_id: str) -> JobRecord | None:
-    """The job ``job_id`` with its cells, leases and heartbeats, or None if unknown."""
-    row = await conn.fetchrow(f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = $1", job_id)
+async def load_job(conn: asyncpg.Connection, job_id: str, *, for_update: bool = False) -> JobRecord | None:
+    """The job ``job_id`` with its cells, leases and heartbeats, or None if unknown.
+
+    Args:
+        for_update: lock the job row for the rest of the caller's transaction, as
+            :func:`curaflow.ledger.cells.lock_job` does (the lock order: job row first).
+    """
+    lock = " FOR UPDATE" if for_update else ""
+    row = await conn.fetchrow(f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = $1{lock}", job_id)
     if row is None:
         return None
     cells, heartbeat_at, lease_until = await _load_cells(conn, job_id)

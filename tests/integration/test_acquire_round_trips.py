@@ -34,7 +34,7 @@ from tests.support import Stack, ledger_job, short_id
 pytestmark = pytest.mark.integration
 
 #: The statement of :func:`curaflow.ledger.cells.start_step` that opens a step.
-STEP_OPENED = "WITH prev AS (SELECT job_id, started_at FROM jobs"
+STEP_OPENED = "WITH j AS (SELECT job_id, started_at, completed_at,"
 
 
 def _stack(make_stack: StackFactory, tmp_path: Path, replay: ReplayServer) -> Stack:

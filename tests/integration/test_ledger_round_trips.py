@@ -25,8 +25,9 @@ import pytest
 from curaflow.domain.cells import CellStage, CellState
 from curaflow.domain.messages import RouteRef, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
-from curaflow.ledger import cells, gates
+from curaflow.ledger import cells, deliveries, gates
 from curaflow.ledger.db import create_pool, session_lock
+from curaflow.ledger.finish import finish_job
 from tests.support import ledger_job
 
 pytestmark = pytest.mark.integration
@@ -165,7 +166,7 @@ def _work_statements(seen: list[str]) -> list[str]:
     return [" ".join(q.split()) for q in seen if q.strip().rstrip(";").upper() not in ("BEGIN", "COMMIT")]
 
 
-async def test_a_step_writes_the_job_and_the_cell_in_one_statement(ledger_pool: asyncpg.Pool) -> None:
+async def test_a_step_locks_judges_and_writes_in_one_statement(ledger_pool: asyncpg.Pool) -> None:
     target = TargetSpec(target_id="demo", routes=[RouteRef(name="a", kind="directory")])
     job_id = await _new_job(ledger_pool, target)
     seen: list[str] = []
@@ -180,13 +181,39 @@ async def test_a_step_writes_the_job_and_the_cell_in_one_statement(ledger_pool: 
     lease = await ledger_pool.fetchrow("SELECT lease_owner, lease_until FROM cells WHERE job_id = $1", job_id)
     assert lease["lease_owner"] == "w1" and lease["lease_until"] is not None
     work = _work_statements(seen)
-    # The lock, one write of both rows, job.started, the job stage (job.progress).
+    # The lock with the barrier and one write of both rows; then job.started and the job
+    # stage (job.progress) in one call.
     assert not [q for q in work if q.startswith("UPDATE cells") or q.startswith("UPDATE jobs")], work
-    assert len(work) == 5, work
+    assert len(work) == 2, work
     row = await ledger_pool.fetchrow("SELECT started_at, attempt, last_stage FROM jobs WHERE job_id = $1", job_id)
     assert row["started_at"] is not None and row["attempt"] == 1 and row["last_stage"] == "searching"
-    types = [r["type"] for r in await ledger_pool.fetch("SELECT type FROM job_events WHERE job_id = $1", job_id)]
-    assert types.count("job.started") == 1
+    events = await ledger_pool.fetch("SELECT type, payload FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+    assert [e["type"] for e in events] == ["job.accepted", "job.started", "job.progress"]
+    assert events[1]["payload"] == {"detail": {"internal_kind": "job.execution_started"}}
+    assert events[2]["payload"]["progress"]["stage"] == "searching"
+    assert events[2]["payload"]["detail"] == {"internal_kind": "job.progressed"}
+
+    # The next step of the job appends neither event again.
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        await cells.start_step(conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=2, lease_ms=60_000, owner="w1")
+    assert await ledger_pool.fetchval("SELECT count(*) FROM job_events WHERE job_id = $1", job_id) == 3
+
+
+@pytest.mark.parametrize("barrier", ["cancelled", "deadline"])
+async def test_a_step_behind_a_barrier_writes_nothing(ledger_pool: asyncpg.Pool, barrier: str) -> None:
+    target = TargetSpec(target_id="demo", routes=[RouteRef(name="a", kind="directory")])
+    job_id = await _new_job(ledger_pool, target)
+    column = "cancel_requested_at" if barrier == "cancelled" else "deadline_at"
+    await ledger_pool.execute(f"UPDATE jobs SET {column} = 1 WHERE job_id = $1", job_id)
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        cell, found = await cells.start_step(
+            conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="w1"
+        )
+    assert found == barrier and cell is not None and cell.state == CellState.PENDING
+    row = await ledger_pool.fetchrow("SELECT started_at, attempt FROM jobs WHERE job_id = $1", job_id)
+    assert row["started_at"] is None and row["attempt"] == 0
+    assert await ledger_pool.fetchval("SELECT lease_owner FROM cells WHERE job_id = $1", job_id) is None
+    assert await ledger_pool.fetchval("SELECT count(*) FROM job_events WHERE job_id = $1", job_id) == 1  # accepted
 
 
 async def test_binding_reserves_a_candidate_in_one_statement_on_all_routes_or_none(
@@ -268,3 +295,92 @@ async def test_a_request_that_leaves_late_still_spaces_the_next_one(ledger_pool:
     await gate.acquire()
     gap = time.monotonic() - second_left
     assert gap >= 0.29, gap  # before: the third slot was 300 ms after the second *slot* (~50 ms here)
+
+
+async def _logged(pool: asyncpg.Pool, seen: list[str], body, *, transaction: bool = True):  # type: ignore[no-untyped-def]
+    """Run ``body(conn)`` on one connection (inside a transaction unless told), logging its statements."""
+    async with pool.acquire() as conn:
+        with conn.query_logger(lambda record: seen.append(record.query)):
+            async with conn.transaction() if transaction else nullcontext():
+                return await body(conn)
+
+
+async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: asyncpg.Pool) -> None:
+    """A one-route cell from its fetched artifact to the job's outcome: the deliver step and
+    its claim, the receipt, the finish. Statements are counted without BEGIN / COMMIT."""
+    route = RouteRef(name=f"r-{uuid.uuid4().hex[:6]}", kind="directory")
+    target = TargetSpec(target_id="demo", routes=[route])
+    work = Work(work_id=f"w{uuid.uuid4().hex[:8]}")
+    job_id = await _new_job(ledger_pool, target)
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        await cells.bind_work(conn, job_id, target, [work], CandidateReport())
+        await cells.artifact_ready(conn, job_id, "demo", work.work_id, {"work_id": work.work_id, "files": []})
+
+    claimed: list[str] = []
+
+    async def claim(conn: asyncpg.Connection) -> deliveries.SendClaim:
+        cell, barrier = await cells.start_step(
+            conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner="w1"
+        )
+        assert cell is not None and barrier is None
+        return await deliveries.claim_send(conn, job_id, "demo", route.name, opened=cell)
+
+    send = await _logged(ledger_pool, claimed, claim)
+    assert send.decision == "send" and send.idempotency_key
+    # The step (lock, barrier, both rows) and the job stage; the intent read and marked
+    # `sending`; the cell `delivery_pending`. No second lock, no second stage sync.
+    assert len(_work_statements(claimed)) == 5, _work_statements(claimed)
+
+    recorded: list[str] = []
+    cell = await _logged(
+        ledger_pool, recorded, lambda conn: deliveries.record_delivered(conn, job_id, "demo", send.idempotency_key)
+    )
+    assert cell.state == CellState.SUBMITTED
+    # The lock; the intent written with every live intent's status read back; the cell
+    # ended (returning itself); the job stage.
+    assert len(_work_statements(recorded)) == 4, _work_statements(recorded)
+
+    finished_log: list[str] = []
+    finished = await _logged(ledger_pool, finished_log, lambda conn: finish_job(conn, job_id), transaction=False)
+    assert finished is not None and finished.outcome is not None
+    assert finished.record.business_status == "success"
+    # The job locked and read (job, cells, intents); the job, leases and outcome written
+    # in one statement; the terminal event.
+    assert len(_work_statements(finished_log)) == 5, _work_statements(finished_log)
+    events = [
+        r["type"] for r in await ledger_pool.fetch("SELECT type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+    ]
+    assert events[-1] == "job.succeeded" and events.count("job.started") == 1
+    row = await ledger_pool.fetchrow("SELECT completed_at, last_stage FROM jobs WHERE job_id = $1", job_id)
+    assert row["completed_at"] is not None
+    assert await ledger_pool.fetchval("SELECT status FROM delivery_intents WHERE job_id = $1", job_id) == "delivered"
+    assert await ledger_pool.fetchval("SELECT lease_owner FROM cells WHERE job_id = $1", job_id) is None
+
+
+async def test_a_binding_that_waited_for_the_job_lock_sees_the_binding_it_waited_for(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    """Two attempts bind the same cell at once (a zombie and its retry): the second waits on
+    the job row, then must see the first one's binding and adopt it — the cell is read in
+    a statement after the lock, not in the one that waited (READ COMMITTED)."""
+    route = RouteRef(name=f"r-{uuid.uuid4().hex[:6]}", kind="directory")
+    target = TargetSpec(target_id="demo", routes=[route])
+    first, second = (Work(work_id=f"w{uuid.uuid4().hex[:8]}") for _ in range(2))
+    job_id = await _new_job(ledger_pool, target)
+    async with ledger_pool.acquire() as holder:
+        tx = holder.transaction()
+        await tx.start()
+        await cells.bind_work(holder, job_id, target, [first], CandidateReport())
+        waiting = asyncio.create_task(_bind(ledger_pool, job_id, target, second))
+        await asyncio.sleep(0.3)  # the second binding is blocked on the job row
+        assert not waiting.done()
+        await tx.commit()
+        cell = await asyncio.wait_for(waiting, 10)
+    assert cell is not None and cell.work_id == first.work_id
+    reserved = await ledger_pool.fetch("SELECT work_id FROM delivery_intents WHERE job_id = $1", job_id)
+    assert [r["work_id"] for r in reserved] == [first.work_id]
+
+
+async def _bind(pool: asyncpg.Pool, job_id: str, target: TargetSpec, work: Work):  # type: ignore[no-untyped-def]
+    async with pool.acquire() as conn, conn.transaction():
+        return await cells.bind_work(conn, job_id, target, [work], CandidateReport())
