@@ -119,6 +119,9 @@ class DeliverActivity:
             claim = await ledger.claim_send(
                 conn, inp.job_id, target.target_id, route.name, ambiguous_ok=route.resend_safe, opened=cell
             )
+            if claim.decision not in ("send", "ambiguous"):
+                # Nothing to send: the attempt ends here (its step took the cell's lease).
+                await ledger_cells.end_lease(conn, inp.job_id, target.target_id)
             if claim.decision == "ambiguous":
                 cell = await ledger.record_failed(
                     conn,
@@ -225,9 +228,7 @@ class DeliverActivity:
                 remote_ids=receipt.remote_ids or None,
                 remote_status=receipt.remote_status,
             )
-            assert isinstance(cell, CellSnapshot)
-            if not is_terminal(cell.state):  # a terminal cell's lease went with its last move
-                await ledger_cells.end_lease(conn, inp.job_id, inp.target.target_id)
+        assert isinstance(cell, CellSnapshot)
         if cell.state == CellState.SUBMITTED and inp.target.storage_mode == "cache":
             deps.store.delete(inp.job_id, inp.target.target_id)
         return cell
@@ -277,7 +278,6 @@ class DeliverActivity:
                     job_id=inp.job_id,
                     target_id=inp.target.target_id,
                 )
-            await ledger_cells.end_lease(conn, inp.job_id, inp.target.target_id)
         if refused:
             metrics.record_refusal(inp.route.name, inp.route.kind)
             log.warning(

@@ -87,7 +87,9 @@ _PROGRESS_SQL = """SELECT o_seq, o_type, o_at, o_payload, o_callback_url, o_corr
                    FROM curaflow_job_progress($1, $2, $3::text[], $4::text[], $5, $6, $7)"""
 
 
-async def sync_job_stage(conn: asyncpg.Connection, job_id: str, *, started: bool = False) -> None:
+async def sync_job_stage(
+    conn: asyncpg.Connection, job_id: str, *, started: bool = False, at: int | None = None
+) -> None:
     """Emit ``job.progress`` when the job-level stage changed (job row must be locked).
 
     The job-level stage is the least advanced stage among the job's open cells (the rule
@@ -95,8 +97,12 @@ async def sync_job_stage(conn: asyncpg.Connection, job_id: str, *, started: bool
     of the job's last ``job.progress`` event; one statement moves it and appends the event
     when it moved, and with ``started`` appends ``job.started`` before it (the job's first
     step). Pushes of a job with a ``callback_url`` are enqueued in the same transaction.
+
+    Args:
+        at: the events' time, epoch ms (default now); :func:`start_step` passes the time
+            it wrote as ``started_at`` (reference §4.3: ``job.started`` is at ``started_at``).
     """
-    now = now_ms()
+    now = at if at is not None else now_ms()
     rows = await conn.fetch(
         _PROGRESS_SQL,
         job_id,
@@ -185,7 +191,7 @@ async def start_step(
     if not row["opened"]:
         barrier = Barrier(row["barrier"]) if row["barrier"] else None
         return await load_cell(conn, job_id, target_id), barrier
-    await sync_job_stage(conn, job_id, started=row["prev_started"] is None)
+    await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=now)
     return (cell_from_row(row) if row["target_id"] is not None else None), None
 
 

@@ -17,7 +17,7 @@ import asyncpg
 from curaflow.domain.cells import CellStage, CellState, check_transition, is_terminal
 from curaflow.domain.models import CellSnapshot
 from curaflow.domain.text import clean_optional, clean_text
-from curaflow.ledger.cells import Barrier, barrier_of, finish_cell, lock_job, sync_job_stage
+from curaflow.ledger.cells import Barrier, barrier_of, end_lease, finish_cell, lock_job, sync_job_stage
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_cell
 
@@ -68,7 +68,8 @@ async def claim_send(
             carry a stable idempotency key; ``on_ambiguous = "retry"``).
         opened: the cell as :func:`~curaflow.ledger.cells.start_step` returned it earlier
             in this transaction with no barrier: the job row is locked and judged
-            already, so neither is read again. None: lock and judge here.
+            already (its deadline at the step's opening, milliseconds earlier), so
+            neither is read again. None: lock and judge here.
     """
     if opened is None:
         job = await lock_job(conn, job_id)
@@ -103,24 +104,24 @@ async def claim_send(
         return SendClaim("deadline", key, attempts)
     if status == "sending" and not ambiguous_ok:
         return SendClaim("ambiguous", key, attempts)
-    now = now_ms()
+    pending = bool(check_transition(state, CellState.DELIVERY_PENDING))
+    # One statement: the intent `sending` and, when the FSM allows it, the cell
+    # `delivery_pending` (two rows this transaction holds; neither update reads the other).
     await conn.execute(
-        """UPDATE delivery_intents SET status = 'sending', attempts = attempts + 1, sent_at = $2,
-               updated_at = $2, maybe_delivered = maybe_delivered OR status = 'sending'
-           WHERE idempotency_key = $1""",
+        """WITH intent AS (
+               UPDATE delivery_intents SET status = 'sending', attempts = attempts + 1, sent_at = $4,
+                      updated_at = $4, maybe_delivered = maybe_delivered OR status = 'sending'
+               WHERE idempotency_key = $3)
+           UPDATE cells SET state = 'delivery_pending', stage = 'delivering', updated_at = $4
+           WHERE job_id = $1 AND target_id = $2 AND $5""",
+        job_id,
+        target_id,
         key,
-        now,
+        now_ms(),
+        pending,
     )
-    if check_transition(state, CellState.DELIVERY_PENDING):
-        await conn.execute(
-            """UPDATE cells SET state = 'delivery_pending', stage = 'delivering', updated_at = $3
-               WHERE job_id = $1 AND target_id = $2""",
-            job_id,
-            target_id,
-            now,
-        )
-        if stage != CellStage.DELIVERING:  # the job-level stage moves only with the cell's
-            await sync_job_stage(conn, job_id)
+    if pending and stage != CellStage.DELIVERING:  # the job-level stage moves only with the cell's
+        await sync_job_stage(conn, job_id)
     remote_ids = intent["remote_ids"] if isinstance(intent["remote_ids"], list) else None
     return SendClaim("send", key, attempts, remote_ids=remote_ids)
 
@@ -157,7 +158,9 @@ async def record_delivered(
 
     A cell whose every intent is ``duplicate`` becomes ``duplicate`` (reason
     ``duplicate_exhausted``). ``remote_id`` / ``remote_status`` come from the destination
-    and are cleaned before storage. Returns the cell snapshot afterwards.
+    and are cleaned before storage. The sending attempt ends with it: the cell's lease is
+    released (:func:`~curaflow.ledger.cells.end_lease`: kept while another route of the
+    cell is ``sending``). Returns the cell snapshot afterwards.
     """
     await lock_job(conn, job_id)
     # One statement: record this intent and read the statuses of the cell's live intents
@@ -181,11 +184,18 @@ async def record_delivered(
         target_id,
     )
     statuses = [r["status"] for r in rows]
+    cell: CellSnapshot | None
     if statuses and all(s in CONFIRMED for s in statuses):
         if all(s == "duplicate" for s in statuses):
-            return await finish_cell(conn, job_id, target_id, CellState.DUPLICATE, "duplicate_exhausted", locked=True)
-        return await finish_cell(conn, job_id, target_id, CellState.SUBMITTED, locked=True)
-    return await load_cell(conn, job_id, target_id)
+            cell = await finish_cell(conn, job_id, target_id, CellState.DUPLICATE, "duplicate_exhausted", locked=True)
+        else:
+            cell = await finish_cell(conn, job_id, target_id, CellState.SUBMITTED, locked=True)
+    else:
+        cell = await load_cell(conn, job_id, target_id)
+    # The sending attempt ends here: a beat it sent while its request was out may have
+    # leased the cell again after the cell ended (another route failed for good).
+    await end_lease(conn, job_id, target_id)
+    return cell
 
 
 async def record_failed(
@@ -200,7 +210,8 @@ async def record_failed(
     unknown: bool = False,
     ambiguous: bool = False,
 ) -> Any:
-    """Record a failed attempt.
+    """Record a failed attempt; the attempt ends with it (the cell's lease is released as
+    in :func:`record_delivered`).
 
     Args:
         reason: the cell's terminal reason if the failure is permanent.
@@ -229,6 +240,10 @@ async def record_failed(
         now_ms(),
         ambiguous,
     )
+    cell: CellSnapshot | None
     if permanent or unknown:
-        return await finish_cell(conn, job_id, target_id, CellState.FAILED, reason, locked=True)
-    return await load_cell(conn, job_id, target_id)
+        cell = await finish_cell(conn, job_id, target_id, CellState.FAILED, reason, locked=True)
+    else:
+        cell = await load_cell(conn, job_id, target_id)
+    await end_lease(conn, job_id, target_id)  # the attempt ends here, as in record_delivered
+    return cell

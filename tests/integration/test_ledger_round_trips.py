@@ -327,9 +327,15 @@ async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: 
 
     send = await _logged(ledger_pool, claimed, claim)
     assert send.decision == "send" and send.idempotency_key
-    # The step (lock, barrier, both rows) and the job stage; the intent read and marked
-    # `sending`; the cell `delivery_pending`. No second lock, no second stage sync.
-    assert len(_work_statements(claimed)) == 5, _work_statements(claimed)
+    # The step (lock, barrier, both rows) and the job stage; the intent read; the intent
+    # `sending` with the cell `delivery_pending`. No second lock, no second stage sync.
+    assert len(_work_statements(claimed)) == 4, _work_statements(claimed)
+    row = await ledger_pool.fetchrow(
+        "SELECT d.status, d.attempts, d.sent_at, c.state FROM delivery_intents d JOIN cells c USING (job_id, target_id)"
+        " WHERE d.job_id = $1",
+        job_id,
+    )
+    assert (row["status"], row["attempts"], row["state"]) == ("sending", 1, "delivery_pending") and row["sent_at"]
 
     recorded: list[str] = []
     cell = await _logged(
@@ -337,8 +343,8 @@ async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: 
     )
     assert cell.state == CellState.SUBMITTED
     # The lock; the intent written with every live intent's status read back; the cell
-    # ended (returning itself); the job stage.
-    assert len(_work_statements(recorded)) == 4, _work_statements(recorded)
+    # ended (returning itself); the job stage; the attempt's lease released.
+    assert len(_work_statements(recorded)) == 5, _work_statements(recorded)
 
     finished_log: list[str] = []
     finished = await _logged(ledger_pool, finished_log, lambda conn: finish_job(conn, job_id), transaction=False)
@@ -384,3 +390,52 @@ async def test_a_binding_that_waited_for_the_job_lock_sees_the_binding_it_waited
 async def _bind(pool: asyncpg.Pool, job_id: str, target: TargetSpec, work: Work):  # type: ignore[no-untyped-def]
     async with pool.acquire() as conn, conn.transaction():
         return await cells.bind_work(conn, job_id, target, [work], CandidateReport())
+
+
+async def test_a_receipt_ends_the_attempt_even_after_its_cell_ended(ledger_pool: asyncpg.Pool) -> None:
+    """Two routes sending; one fails for good (the cell ends ``failed``); the other's beat,
+    sent while its request is still out, leases the cell again; its receipt must still
+    leave no lease behind (``lease_active`` means an attempt runs)."""
+    routes = [RouteRef(name=f"{n}-{uuid.uuid4().hex[:6]}", kind="directory") for n in "ab"]
+    target = TargetSpec(target_id="demo", routes=routes)
+    work = Work(work_id=f"w{uuid.uuid4().hex[:8]}")
+    job_id = await _new_job(ledger_pool, target)
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        await cells.bind_work(conn, job_id, target, [work], CandidateReport())
+        await cells.artifact_ready(conn, job_id, "demo", work.work_id, {"work_id": work.work_id, "files": []})
+    claims = {}
+    for route in routes:
+        async with ledger_pool.acquire() as conn, conn.transaction():
+            cell, _ = await cells.start_step(
+                conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner=route.name
+            )
+            claims[route.name] = await deliveries.claim_send(conn, job_id, "demo", route.name, opened=cell)
+    a, b = (claims[r.name].idempotency_key or "" for r in routes)
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        failed = await deliveries.record_failed(
+            conn, job_id, "demo", b, reason="delivery_rejected", error="410", permanent=True
+        )
+    assert failed is not None and failed.state == CellState.FAILED
+    await cells.heartbeat(ledger_pool, job_id, "demo", 60_000)  # route a's beat, its request still out
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        await deliveries.record_delivered(conn, job_id, "demo", a)
+    lease = await ledger_pool.fetchrow("SELECT lease_until, lease_owner FROM cells WHERE job_id = $1", job_id)
+    assert lease["lease_until"] is None and lease["lease_owner"] is None, dict(lease)
+    status = await ledger_pool.fetchval("SELECT status FROM delivery_intents WHERE idempotency_key = $1", a)
+    assert status == "delivered"  # what landed is recorded, though the cell had ended
+
+
+async def test_job_started_is_at_the_jobs_started_at(
+    ledger_pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reference §4.3: ``job.started`` (``job.execution_started``) is at ``started_at``,
+    however late the event is appended after the step's own clock read."""
+    target = TargetSpec(target_id="demo", routes=[RouteRef(name="a", kind="directory")])
+    job_id = await _new_job(ledger_pool, target)
+    clock = itertools.count(cells.now_ms(), 5)  # every read of the clock 5 ms later
+    monkeypatch.setattr(cells, "now_ms", lambda: next(clock))
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        await cells.start_step(conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="w")
+    started_at = await ledger_pool.fetchval("SELECT started_at FROM jobs WHERE job_id = $1", job_id)
+    at = await ledger_pool.fetchval("SELECT at FROM job_events WHERE job_id = $1 AND type = 'job.started'", job_id)
+    assert at == started_at
