@@ -52,25 +52,54 @@ def clean_json(value: Any) -> Any:
     return value
 
 
-#: A JSON escape that decodes to a character :func:`clean_text` would change: a ``\u``
-#: escape of a C0/C1 control or a surrogate (valid pairs match too: those documents take
-#: the slow path), or the short escapes ``\b`` (backspace) and ``\f`` (form feed) of
-#: RFC 8259 §7. An escaped backslash before ``b``, ``f`` or ``u`` matches too: a false
-#: alarm only costs the walk.
-_RISKY_ESCAPE = re.compile(r"\\(?:[bf]|u(?:00[0-1][0-9a-fA-F]|007[fF]|00[89][0-9a-fA-F]|[dD][89a-fA-F][0-9a-fA-F]{2}))")
+#: A JSON escape that decodes to a character :func:`clean_text` would change, surrogates
+#: aside: a ``\u`` escape of a C0/C1 control, or the short escapes ``\b`` (backspace) and
+#: ``\f`` (form feed) of RFC 8259 §7. An escaped backslash before ``b``, ``f`` or ``u``
+#: matches too: a false alarm only costs the walk.
+_RISKY_ESCAPE = re.compile(r"\\(?:[bf]|u(?:00[0-1][0-9a-fA-F]|007[fF]|00[89][0-9a-fA-F]))")
+#: A ``\u`` escape of a lone surrogate: a high one not followed by a low one, or a low one
+#: not preceded by a high one. Exact only where every ``\u`` is an escape, i.e. the text
+#: holds no escaped backslash (``\\``), else an escaped backslash before "ud83d" would
+#: look like one.
+_LONE_SURROGATE_ESCAPE = re.compile(
+    r"\\u[dD](?:[89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|[c-fC-F][0-9a-fA-F]{2}(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}))"
+)
+
+
+def _surrogates_paired(text: str, value: Any) -> bool:
+    """True when no string or key of ``value`` (parsed from ``text``) holds a lone surrogate.
+
+    Valid pairs decode to one code point each, so only lone ones are left to find: by the
+    escapes when the text has no escaped backslash, else by encoding the parsed value's
+    JSON as UTF-8 (in C; a lone surrogate cannot be encoded).
+    """
+    if "\\\\" not in text:
+        return _LONE_SURROGATE_ESCAPE.search(text) is None
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def loads_clean(text: str) -> Any:
     """Parse a JSON document and clean it like :func:`clean_json`, skipping the walk when the
-    text cannot hold a character to clean (no raw control character, no risky escape).
+    text cannot hold a character to clean: no raw character to remove, no escape of a
+    control, and surrogate escapes (if any) all paired — emoji in Pixiv's ASCII-only JSON
+    must not send every page down the walk (issue 15).
+
+    Valid JSON holds no raw C0 control but TAB, LF and CR (``json.loads`` refuses them), so
+    an ASCII text can only hold DEL raw; any other text is searched for every character
+    :func:`clean_text` changes.
 
     Raises:
         ValueError: ``text`` is not JSON.
     """
     value = json.loads(text)
-    if _BAD.search(text) is None and _RISKY_ESCAPE.search(text) is None:
-        return value
-    return clean_json(value)
+    raw = ("\x7f" in text) if text.isascii() else (_BAD.search(text) is not None)
+    nothing_to_clean = not raw and _RISKY_ESCAPE.search(text) is None and _surrogates_paired(text, value)
+    return value if nothing_to_clean else clean_json(value)
 
 
 def clean_optional(value: str | None) -> str | None:

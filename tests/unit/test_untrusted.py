@@ -149,9 +149,21 @@ def test_the_artifact_store_refuses_a_path_outside_its_root(tmp_path: Path) -> N
     assert [p for p in tmp_path.rglob("*") if "escaped" in p.name] == []
 
 
-@given(st.recursive(st.text() | st.integers() | st.none(), lambda c: st.lists(c) | st.dictionaries(st.text(), c)))
+#: Strings from any characters plus the ones the fast path must tell apart: lone and paired
+#: surrogates, backslashes and a "u" (escaped backslashes before "ud83d"), DEL, controls.
+_TRICKY = st.text(
+    st.characters()
+    | st.sampled_from(["\\", "u", "d", "8", "3", "\ud83d", "\ude0a", "\U0001f60a", "\x7f", "\x08", "\x85", "\u00e9", '"'])
+)
+
+
+@given(st.recursive(_TRICKY | st.integers() | st.none(), lambda c: st.lists(c) | st.dictionaries(_TRICKY, c)))
 @example("\x08")  # json.dumps writes the short escapes \b and \f: controls to clean
 @example({"\x0c": "x"})
+@example("\ud83d")  # lone surrogates, high and low, as a value and as a key
+@example({"\ude0a": "x"})
+@example(["\U0001f60a", "\udfff"])  # a valid pair (an emoji) beside a lone one
+@example("\\ud83d\ude0a")  # an escaped backslash, then a lone low surrogate: no pair
 def test_the_fast_json_path_cleans_exactly_like_the_walk(value: object) -> None:
     """``loads_clean`` skips the walk only when nothing could change: same result either way."""
     import json
@@ -164,3 +176,24 @@ def test_the_fast_json_path_cleans_exactly_like_the_walk(value: object) -> None:
         except ValueError:
             continue
         assert loads_clean(text) == clean_json(parsed)
+
+
+def test_emoji_in_ascii_only_json_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pixiv writes JSON in ASCII: an emoji arrives as a surrogate-pair escape. A page
+    whose surrogates are all paired is not walked (the walk cost the worker ~2 ms per
+    ranking page, issue 15); a page with a lone one still is."""
+    import json
+
+    from curaflow.domain import text
+
+    page = json.dumps({"illusts": [{"title": "\U0001f60a" * 3, "tags": [{"name": "x\U0001f338"}]}] * 30})
+    assert "\\ud83d" in page  # the pair is escaped, as on the wire
+
+    def no_walk(value: object) -> object:
+        raise AssertionError("walked a document with nothing to clean")
+
+    monkeypatch.setattr(text, "clean_json", no_walk)
+    assert text.loads_clean(page) == json.loads(page)
+    monkeypatch.undo()
+    broken = page.replace("\\ude0a", "", 1)  # one high surrogate left alone
+    assert "\ufffd" in json.dumps(text.loads_clean(broken), ensure_ascii=False)
