@@ -185,7 +185,14 @@ def api(
 
     app = create_app(settings, on_fatal=failed)
     server_config = uvicorn.Config(
-        app, host=host or settings.api.host, port=port or settings.api.port, log_config=None, access_log=False
+        app,
+        host=host or settings.api.host,
+        port=port or settings.api.port,
+        log_config=None,
+        access_log=False,
+        # asyncio's own loop, as workers and the whole test suite: uvicorn's default
+        # ("auto") would switch to uvloop whenever that package happens to be installed.
+        loop="asyncio",
     )
     server = uvicorn.Server(server_config)
     server.run()

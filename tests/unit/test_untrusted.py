@@ -153,7 +153,9 @@ def test_the_artifact_store_refuses_a_path_outside_its_root(tmp_path: Path) -> N
 #: surrogates, backslashes and a "u" (escaped backslashes before "ud83d"), DEL, controls.
 _TRICKY = st.text(
     st.characters()
-    | st.sampled_from(["\\", "u", "d", "8", "3", "\ud83d", "\ude0a", "\U0001f60a", "\x7f", "\x08", "\x85", "\u00e9", '"'])
+    | st.sampled_from(
+        ["\\", "u", "d", "8", "3", "\ud83d", "\ude0a", "\U0001f60a", "\x7f", "\x08", "\x85", "\u00e9", '"']
+    )
 )
 
 
