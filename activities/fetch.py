@@ -98,6 +98,10 @@ class FetchActivity:
         ) as hb:
             while True:
                 if is_terminal(cell.state) or cell.state != CellState.SELECTED or cell.work is None:
+                    # Nothing (more) to fetch: the attempt ends here, and with it the lease
+                    # its step took (``lease_active`` means an attempt runs).
+                    async with deps.pool.acquire() as conn:
+                        await ledger.end_lease(conn, inp.job_id, target.target_id)
                     return CellUpdate(cell=cell)
                 work = cell.work
 

@@ -1,11 +1,12 @@
-"""A ``deliver`` attempt ends what its step opened, whatever the claim decides.
+"""An attempt ends what its step opened, whatever it finds to do.
 
-The ``deliver`` activity runs here in the test process (``ActivityEnvironment``) with a
-worker's real dependencies (the PostgreSQL ledger, a directory route on disk). A step
-takes the cell's lease (``lease_active`` on ``GET /jobs``: an attempt runs); an attempt
-that finds nothing to send — the route already confirmed the work (a retried attempt
-whose result was lost), or the cell ended — must release it, or the job reports a live
-attempt until the lease lapses.
+The ``deliver`` and ``fetch`` activities run here in the test process
+(``ActivityEnvironment``) with a worker's real dependencies (the PostgreSQL ledger, the
+replay source, a directory route on disk). A step takes the cell's lease
+(``lease_active`` on ``GET /jobs``: an attempt runs); an attempt that finds nothing to
+do — the route already confirmed the work, the artifact is already fetched (a retried
+attempt whose result was lost), or the cell ended — must release it, or the job reports
+a live attempt until the lease lapses.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps, close_deps, open_deps
+from activities.fetch import FetchActivity
 from curaflow.domain.cells import CellStage, CellState
-from curaflow.domain.messages import DeliverInput, TargetSpec
+from curaflow.domain.messages import DeliverInput, FetchInput, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
 from curaflow.ledger import cells, deliveries
 from tests.conftest import StackFactory
@@ -74,5 +76,19 @@ async def test_an_attempt_with_nothing_to_send_releases_the_cell(
     update = await ActivityEnvironment().run(DeliverActivity(opened).deliver, inp)
     assert update.cell.state == CellState.SUBMITTED
     assert update.delivery is not None and update.delivery.status == "delivered"
+    lease = await opened.pool.fetchrow("SELECT lease_until, lease_owner FROM cells WHERE job_id = $1", inp.job_id)
+    assert lease["lease_until"] is None and lease["lease_owner"] is None, dict(lease)
+
+
+async def test_a_fetch_with_nothing_to_fetch_releases_the_cell(
+    deps: tuple[Stack, ActivityDeps], tmp_path: Path
+) -> None:
+    stack, opened = deps
+    inp = await _delivered_cell(stack, opened, tmp_path)
+    # A fetch attempt retried after the work was fetched and delivered: nothing to do.
+    update = await ActivityEnvironment().run(
+        FetchActivity(opened).fetch, FetchInput(job_id=inp.job_id, target=inp.target, heartbeat_interval_ms=1000)
+    )
+    assert update.cell.state == CellState.SUBMITTED
     lease = await opened.pool.fetchrow("SELECT lease_until, lease_owner FROM cells WHERE job_id = $1", inp.job_id)
     assert lease["lease_until"] is None and lease["lease_owner"] is None, dict(lease)
