@@ -71,13 +71,6 @@ async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | No
     )
 
 
-def _sql_list(values: list[str]) -> str:
-    return ", ".join(f"'{v}'" for v in values)
-
-
-#: The terminal cell states (:data:`curaflow.domain.cells.TERMINAL_STATES`) as a SQL list:
-#: ``state IN ({TERMINAL_STATES_SQL})``.
-TERMINAL_STATES_SQL = _sql_list(sorted(TERMINAL_STATES))
 #: The stages of an open cell, least advanced first (:data:`curaflow.domain.cells.STAGE_ORDER`).
 _OPEN_STAGES = [s for s in sorted(STAGE_ORDER, key=STAGE_ORDER.__getitem__) if s != CellStage.DONE]
 
@@ -85,6 +78,9 @@ _OPEN_STAGES = [s for s in sorted(STAGE_ORDER, key=STAGE_ORDER.__getitem__) if s
 #: (migration 0032) with the stage order and terminal states of :mod:`curaflow.domain.cells`.
 _PROGRESS_SQL = """SELECT o_seq, o_type, o_at, o_payload, o_callback_url, o_correlation_id
                    FROM curaflow_job_progress($1, $2, $3::text[], $4::text[], $5, $6, $7)"""
+#: The arguments :data:`_PROGRESS_SQL` takes from the domain (its owner), built once.
+_OPEN_STAGE_NAMES = [str(s) for s in _OPEN_STAGES]
+_TERMINAL_STATE_NAMES = sorted(str(s) for s in TERMINAL_STATES)
 
 
 async def sync_job_stage(
@@ -107,8 +103,8 @@ async def sync_job_stage(
         _PROGRESS_SQL,
         job_id,
         now,
-        [str(s) for s in _OPEN_STAGES],
-        sorted(str(s) for s in TERMINAL_STATES),
+        _OPEN_STAGE_NAMES,
+        _TERMINAL_STATE_NAMES,
         event_body("job.started") if started else None,
         event_body("job.progress"),
         NOTIFY_CHANNEL,
@@ -172,7 +168,7 @@ async def start_step(
                 go AS (SELECT job_id, started_at FROM j WHERE completed_at IS NULL AND barrier IS NULL),
                 job AS (UPDATE jobs t SET attempt = $2, started_at = COALESCE(t.started_at, $3), updated_at = $3
                         FROM go WHERE t.job_id = go.job_id RETURNING go.started_at AS prev_started),
-                cell AS (UPDATE cells SET stage = CASE WHEN state IN ({TERMINAL_STATES_SQL}) THEN stage ELSE $5 END,
+                cell AS (UPDATE cells SET stage = CASE WHEN state = ANY($8::text[]) THEN stage ELSE $5 END,
                                           lease_until = $6, lease_owner = $7, heartbeat_at = $3, updated_at = $3
                          WHERE job_id = $1 AND target_id = $4 AND EXISTS (SELECT 1 FROM go)
                          RETURNING {CELL_COLUMNS})
@@ -185,12 +181,12 @@ async def start_step(
         str(stage),
         now + lease_ms,
         owner,
+        _TERMINAL_STATE_NAMES,
     )
     if row is None:
         return None, None
     if not row["opened"]:
-        barrier = Barrier(row["barrier"]) if row["barrier"] else None
-        return await load_cell(conn, job_id, target_id), barrier
+        return await load_cell(conn, job_id, target_id), barrier_of(row)
     await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=now)
     return (cell_from_row(row) if row["target_id"] is not None else None), None
 
@@ -442,7 +438,7 @@ async def rebind_next(
 
 
 #: The states a cell may reach ``artifact_ready`` from (:func:`curaflow.domain.cells.check_transition`).
-_READY_FROM_SQL = _sql_list(sorted(s for s in CellState if check_transition(s, CellState.ARTIFACT_READY)))
+_READY_FROM = sorted(str(s) for s in CellState if check_transition(s, CellState.ARTIFACT_READY))
 
 
 async def artifact_ready(
@@ -466,13 +462,14 @@ async def artifact_ready(
                    lease_owner = CASE WHEN s.sending THEN c.lease_owner END
             FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
                                  AND d.status = 'sending') AS sending) s
-            WHERE c.job_id = $1 AND c.target_id = $2 AND c.work_id = $3 AND c.state IN ({_READY_FROM_SQL})
+            WHERE c.job_id = $1 AND c.target_id = $2 AND c.work_id = $3 AND c.state = ANY($6::text[])
             RETURNING {", ".join("c." + col.strip() for col in CELL_COLUMNS.split(","))}""",
         job_id,
         target_id,
         work_id,
         artifact,
         now_ms(),
+        _READY_FROM,
     )
     if updated is None:
         await end_lease(conn, job_id, target_id)
