@@ -69,8 +69,8 @@ class TemporalSettings(_Section):
             stall this long, so keep it short.
         max_cached_workflows: job executions a worker keeps in memory between their
             workflow tasks; the rest are replayed from history when they next wake. This
-            bounds a worker's memory whatever the number of jobs in flight (README
-            "Performance": about 0.25 MiB per cached job).
+            bounds a worker's memory whatever the number of jobs in flight (docs/performance.md:
+            about 0.25 MiB per cached job).
     """
 
     address: str | None = None

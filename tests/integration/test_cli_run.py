@@ -56,7 +56,7 @@ def test_run_delivers_a_work_and_leaves_no_process(tmp_path: Path) -> None:
     work_id = outcome["cells"]["targets"][0]["work_id"]
     manifest = tmp_path / "curaflow-out" / work_id / "manifest.json"
     assert json.loads(manifest.read_text())["work"]["work_id"] == work_id
-    # --json says where the work landed (issue 14, item 10)
+    # --json says where the work landed
     [landed] = outcome["deliveries"]
     assert (landed["route"], landed["kind"], landed["status"]) == ("out", "directory", "delivered")
     assert landed["work_id"] == work_id

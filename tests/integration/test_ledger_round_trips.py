@@ -1,4 +1,4 @@
-"""The ledger's hot paths cost one round trip each (issue 15), with the same guarantees.
+"""The ledger's hot paths cost one round trip each, with the same guarantees.
 
 * A connection going back to the pool runs no reset query (asyncpg's default ran
   ``SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL;`` on every
