@@ -50,6 +50,7 @@ def test_run_delivers_a_work_and_leaves_no_process(tmp_path: Path) -> None:
     elapsed = time.monotonic() - started
 
     assert first.returncode == 0, first.stderr[-3000:]
+    assert "source: the recorded Pixiv replay" in first.stderr  # not Pixiv, and it says so
     outcome = json.loads(first.stdout)
     assert outcome["job"]["status"] == "succeeded"
     assert outcome["business_status"] == "success"
