@@ -122,7 +122,7 @@ async def run_job(
     except ProtocolError as err:
         print_refusal(err)
         return 2
-    err_console.print(describe_source(settings, resolved.account), markup=False, highlight=False)
+    err_console.print(describe_source(settings, resolved.account), markup=False, highlight=False, soft_wrap=True)
     async with services(settings) as svc:
         try:
             admission = await Admitter(svc.settings, svc.pool, svc.client).admit(body, trigger="cli")
