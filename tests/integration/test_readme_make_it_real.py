@@ -10,7 +10,6 @@ plays Pixiv's login page, token endpoint and app-api, the fake Bot API plays Tel
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import shlex
 import sys
@@ -95,31 +94,32 @@ async def test_the_readme_commands_deliver_a_photo_to_telegram(
     assert "logged in as replay" in out.decode()
     assert (tmp_path / ".curaflow" / "pixiv" / "default.refresh-token").exists()
 
-    # 3. curaflow run --config curaflow.toml (with --json to read the outcome here)
+    # 3. curaflow run --config curaflow.toml, exactly as written
     run = await asyncio.create_subprocess_exec(
         EXE,
         *shlex.split(commands[1])[1:],
-        "--json",
         cwd=tmp_path,
         env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(run.communicate(), 240)
-    stderr = err.decode()
+    stdout, stderr = out.decode(), err.decode()
     assert run.returncode == 0, stderr[-3000:]
-    # how to tell it is live: the source is Pixiv (here: the stand-in), with the account
+    # how to tell it is live (the README's words): the source is Pixiv (here: the
+    # stand-in) with the account, the job succeeded, the route delivered a message
     assert f"source: Pixiv app-api at {replay.url}, account default (pixiv user replay, @replay)" in stderr
-    outcome = json.loads(out)
-    assert outcome["job"]["status"] == "succeeded"
-    [landed] = outcome["deliveries"]
-    assert (landed["route"], landed["kind"], landed["status"]) == (route, "telegram", "delivered")
+    assert re.search(r"^job \S+: succeeded$", stdout, flags=re.M), stdout
+    delivered = re.search(rf"^  {route}: delivered → (\d+)$", stdout, flags=re.M)
+    assert delivered, stdout
+    work_id = re.search(r"^target \S+: work (\d+) submitted$", stdout, flags=re.M)
+    assert work_id, stdout
 
     # the photo reached the Bot API, in the configured chat, captioned with the work's URL
     [message] = telegram.posted(chat_id)
     assert "photo" in message or "document" in message
-    assert str(landed["location"]) == str(message["message_id"])
-    assert f"https://www.pixiv.net/artworks/{landed['work_id']}" in message.get("caption", "")
+    assert delivered.group(1) == str(message["message_id"])
+    assert f"https://www.pixiv.net/artworks/{work_id.group(1)}" in message.get("caption", "")
     assert any(r.method in ("sendPhoto", "sendMediaGroup") for r in telegram.requests)
     assert telegram.violations == []
     # the jobs searched the stand-in with the refresh token the login stored
