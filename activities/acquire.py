@@ -3,7 +3,7 @@
 A cell's source work — find and bind a work (:mod:`activities.search`), then download
 it (:mod:`activities.fetch`) — runs as one activity on the account's rate-gate queue:
 one round trip through Temporal instead of two, half the history events and workflow
-activations for the source side of a cell (issue 15). A work the search half binds is
+activations for the source side of a cell. A work the search half binds is
 fetched in the same step: the binding's transaction renews the lease and checks the
 job's barrier (:func:`~curaflow.ledger.cells.continue_step`) rather than ending the step
 for the fetch half to open it again. The two halves keep their own ledger transitions,

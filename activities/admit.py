@@ -1,8 +1,8 @@
 """The ``admit`` activity: a Task a Temporal client started ``JobWorkflow`` with becomes a job.
 
 A Temporal client (any SDK, the ``temporal`` CLI) starts ``JobWorkflow`` with the
-protocol Task as plain JSON and the job id as workflow id (README "Starting jobs from a
-Temporal client"). The workflow's first step is this activity, which runs the very
+protocol Task as plain JSON and the job id as workflow id (docs/temporal.md "Starting jobs from
+a Temporal client"). The workflow's first step is this activity, which runs the very
 admission of ``POST /jobs`` (:meth:`curaflow.admission.Admitter.admit`): validation in
 the protocol's order, target resolution, idempotency shared with HTTP (one key → one
 job, whoever used it first), the ledger row, ``job.accepted``, callbacks, the deadline.

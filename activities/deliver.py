@@ -19,7 +19,7 @@ An attempt:
 
 A route that refuses the work for good (``delivery_rejected``) has the refusal remembered
 per (route, work) in the same transaction (:mod:`curaflow.ledger.remembered`): later
-jobs pick another work for that route (issue 13, case 7).
+jobs pick another work for that route.
 """
 
 from __future__ import annotations

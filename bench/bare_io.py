@@ -6,7 +6,7 @@ picks a work, ``fetch`` downloads every page of that work (the same image bytes)
 hashes it and writes it with ``fsync`` to an artifact directory, ``deliver`` copies the
 files into a route directory with ``fsync`` and a manifest, ``finish`` does nothing. No
 ledger, no domain rules, no projection, no rate gate. curaflow's throughput divided by
-this workflow's is what curaflow's own machinery costs (issue 15); divided by
+this workflow's is what curaflow's own machinery costs; divided by
 :mod:`bench.bare`'s no-op engine, what the whole job costs.
 
 Run its worker with ``python -m bench.bare_io --address HOST:PORT --task-queue Q

@@ -1,4 +1,4 @@
-"""Open-loop load generator, run as its own process (issue 15).
+"""Open-loop load generator, run as its own process.
 
 Offers requests at a fixed rate — request *i* is due at ``start + i / rate`` — with at
 most ``clients`` requests in flight, and measures each latency from the due time, not

@@ -4,11 +4,11 @@ Layout: ``<artifacts_dir>/<job>/<target>/<work_id>_p<N>.<ext>``; every path is c
 to stay under the artifacts directory (:func:`curaflow.paths.inside`). A file is
 recorded complete only once it is whole: the body is streamed to a temporary file, its
 length is checked against ``Content-Length`` when the server gives one, and then the
-image is **decoded fully** (issue 13, case 1): Pillow's ``verify()`` and a full
+image is **decoded fully**: Pillow's ``verify()`` and a full
 ``load()`` (every frame of an animation), run in a thread so the event loop keeps
 heartbeating. Framing alone cannot prove a body whole — a close-delimited body cut
 short, or a ``Content-Length`` that is itself too small, both end "cleanly". Only then
-is the file (fsynced first) renamed. All file work runs in threads (issue 15). A short
+is the file (fsynced first) renamed. All file work runs in threads, so a slow disk never holds up heartbeats. A short
 or undecodable body is a ``download_failed`` error (retried) and leaves no file behind.
 A format Pillow does not know is accepted on its length alone, unless its extension says
 it is an image Pillow reads (``.png``, ``.jpg``, ``.gif``, ``.webp``); an image too

@@ -6,8 +6,8 @@
    Temporal runs a ``JobWorkflow`` under that id that has not admitted its Task yet (a
    job just started from a Temporal client): that execution is sent the cancel (the
    workflow admits the Task, then takes the cancel path) and the handler waits for the
-   job to appear in the ledger, then goes on as below (found by the chaos suite: such a
-   cancel answered 404 and the job ran on);
+   job to appear in the ledger, then goes on as below (without the wait such a cancel
+   would answer 404 while the job ran on);
 2. a terminal job → no-op: the job is returned unchanged (a repeated cancel returns a
    body identical to the first);
 3. otherwise the request is recorded in the ledger first (``cancel_requested_at``,

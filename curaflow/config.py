@@ -69,8 +69,8 @@ class TemporalSettings(_Section):
             stall this long, so keep it short.
         max_cached_workflows: job executions a worker keeps in memory between their
             workflow tasks; the rest are replayed from history when they next wake. This
-            bounds a worker's memory whatever the number of jobs in flight (README
-            "Performance": about 0.25 MiB per cached job).
+            bounds a worker's memory whatever the number of jobs in flight (docs/performance.md:
+            about 0.25 MiB per cached job).
     """
 
     address: str | None = None
@@ -673,10 +673,26 @@ class Settings(BaseSettings):
         if self.artifacts_dir is None:
             self.artifacts_dir = self.state_dir / "artifacts"
         self.artifacts_dir = self.artifacts_dir.expanduser().resolve()
+        self._read_stored_tokens()
         for route_config in self.routes.values():
             if isinstance(route_config, DirectoryRouteConfig):
                 route_config.path = route_config.path.expanduser().resolve()
         return self
+
+    def _read_stored_tokens(self) -> None:
+        """Give each Pixiv account whose refresh token neither the file nor the environment
+        sets the one ``curaflow pixiv login`` stored (``<state_dir>/pixiv/<account>.refresh-token``,
+        :mod:`curaflow.sources.login`): a token set explicitly always wins."""
+        from curaflow.sources.login import stored_token
+
+        def unset(token: SecretStr | None) -> bool:
+            return token is None or not token.get_secret_value().strip()
+
+        if unset(self.pixiv.refresh_token) and (found := stored_token(self.state_dir, "default")):
+            self.pixiv.refresh_token = SecretStr(found)
+        for name, account in self.pixiv.accounts.items():
+            if unset(account.refresh_token) and (found := stored_token(self.state_dir, name)):
+                account.refresh_token = SecretStr(found)
 
     # ---- derived views -------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Gauges computed from the ledger, for alerting without reading logs (issue 14, item 6).
+"""Gauges computed from the ledger, for alerting without reading logs.
 
 Every curaflow process that holds a ledger pool (the API and each worker) refreshes one
 :class:`LedgerSnapshot` every ``observability.ledger_gauges_interval_ms`` (15 s) and

@@ -1,4 +1,4 @@
-"""Paths built from data: every one is checked to stay under its root (issue 12, item 4).
+"""Paths built from data: every one is checked to stay under its root.
 
 Work ids, page names and route paths combine configuration with values that came from
 a third party. :func:`inside` joins them and refuses any result that is not strictly

@@ -1,4 +1,4 @@
-"""Starting jobs from a Temporal client (README "Starting jobs from a Temporal client").
+"""Starting jobs from a Temporal client (docs/temporal.md "Starting jobs from a Temporal client").
 
 A job is one ``JobWorkflow`` execution whose workflow id is the job id; a Temporal
 client starts it with the protocol Task as its input (DESIGN.md decision 14):

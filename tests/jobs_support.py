@@ -1,4 +1,4 @@
-"""Helpers for job-level tests of sources and routes (issue 5).
+"""Helpers for job-level tests of sources and routes.
 
 * :class:`~tests.fakes.replay.ReplayServer` (re-exported): the Pixiv replay in scripted
   fault mode, served from the test process so that every worker process of a stack

@@ -270,7 +270,7 @@ class JobWorkflow:
             if isinstance(err.cause, ApplicationError) and err.cause.type == UNKNOWN_JOB:
                 raise ApplicationError(
                     f"job {self._inp.job_id} is not in the ledger: start jobs with a protocol Task "
-                    "(README: Starting jobs from a Temporal client)",
+                    "(docs/temporal.md: Starting jobs from a Temporal client)",
                     type=UNKNOWN_JOB,
                     non_retryable=True,
                 ) from None

@@ -8,7 +8,7 @@ declared stuck):
 * **the ledger** — every delivery intent of the scenario's jobs;
 * **the jobs** — each job as ``GET /jobs/{id}`` reports it: its deliveries, in
   ``result.deliveries`` (succeeded) or ``error.detail.deliveries`` (any other terminal
-  status), whatever the status (README "Cancellation, liveness and the outcome record").
+  status), whatever the status (docs/http-api.md "Cancellation, liveness and the outcome record").
 
 The rules (each count should be 0):
 

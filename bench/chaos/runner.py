@@ -154,7 +154,7 @@ def print_table(results: list[ScenarioResult], console: Console, title: str) -> 
 
 
 def markdown(results: list[ScenarioResult]) -> str:
-    """The same table in Markdown (what the README shows)."""
+    """The same table in Markdown (what docs/chaos.md shows)."""
     head = "| | " + " | ".join(TITLES.get(r.name, r.name) for r in results) + " |"
     lines = [head, "|---" * (len(results) + 1) + "|"]
     for figure, cells in rows(results):

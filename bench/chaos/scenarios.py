@@ -109,7 +109,7 @@ class Plan:
         receiver_delay_ms: the webhook receiver answers the scenario's routes after a
             random delay up to this (a request stays out that long).
         broken_targets: the last n targets' directory route lies under a regular file,
-            so every write fails and is retried (issue 10's partial delivery: the
+            so every write fails and is retried (a partial delivery: the
             webhook has the work, the directory never gets it, then the cancel comes).
         drain_s: how long to wait for the jobs to end before calling them stuck.
     """

@@ -38,7 +38,7 @@ from curaflow.ledger.events import append_event, event_id
 
 CLIENTS = 50
 OFFERED_PER_S = 100
-#: The admission latency target is checked at this offered rate (issue 15).
+#: The admission latency target is checked at this offered rate (docs/performance.md).
 ADMISSION_OFFERED_PER_S = 150
 
 #: wrk's request script: a new idempotency key per request, per thread (wrk's own Lua).
@@ -155,7 +155,7 @@ async def _load(
             try:
                 ms, response = await _timed(http, method, url, **kwargs)
             except httpx.TransportError:
-                # Seen under saturation, a few per thousand, on main too (issue 15 note):
+                # Seen under saturation, a few per thousand, whatever the code under test:
                 # counted as status 0 rather than ending the run.
                 statuses.append(0)
                 continue

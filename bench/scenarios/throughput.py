@@ -17,7 +17,7 @@ timed from the first start to the last result:
   projection: what curaflow's own machinery costs.
 
 Also measured: CPU per job (user + system) of the worker, the Temporal server and
-PostgreSQL, and the history events of a job. Targets (issue 15): ratio vs the no-op
+PostgreSQL, and the history events of a job. Targets (docs/performance.md): ratio vs the no-op
 engine ≥ 0.6, vs the same I/O ≥ 0.85, worker CPU ≤ 35 ms per one-cell job, ≤ 24 history
 events per one-cell job.
 """

@@ -1,7 +1,7 @@
 """The API's dependencies (FastAPI ``Depends``): what a handler needs, named by type.
 
 Every dependency is ``async def``: FastAPI runs a plain ``def`` dependency in its thread
-pool, a thread hop per dependency per request (issue 15: a tenth of the API's CPU).
+pool, a thread hop per dependency per request (measured at a tenth of the API's CPU).
 
 The application's lifespan (:func:`curaflow.api.app.create_app`) creates the process's
 parts once and keeps them on ``app.state``; these providers are the only readers of it.

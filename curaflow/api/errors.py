@@ -100,7 +100,7 @@ class ErrorBoundary:
 
     An exception after the answer started cannot be answered any more and is re-raised to
     the server. Plain ASGI rather than Starlette's ``BaseHTTPMiddleware``, which runs each
-    request in an extra task with its own streams (issue 15: measurable on every admission).
+    request in an extra task with its own streams (measurable on every admission).
 
     Args:
         app: the wrapped application.

@@ -10,6 +10,7 @@ import typer
 from curaflow.cli.bench import bench
 from curaflow.cli.chaos import chaos
 from curaflow.cli.jobs import cancel, events, status, submit
+from curaflow.cli.pixiv import app as pixiv_app
 from curaflow.cli.remembered import accounts_app, refusals_app, unavailable_app
 from curaflow.cli.run import run
 from curaflow.cli.schedules import app as schedules_app
@@ -38,6 +39,7 @@ app.add_typer(schedules_app, name="schedules")
 app.add_typer(refusals_app, name="refusals")
 app.add_typer(unavailable_app, name="unavailable")
 app.add_typer(accounts_app, name="accounts")
+app.add_typer(pixiv_app, name="pixiv")
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from curaflow.admission import Admitter, check_task_against, resolve_target
 from curaflow.cli.common import ConfigOption, err_console, out_console, services, settings_or_exit
+from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
 from curaflow.domain.models import JobRecord
 from curaflow.ledger.db import now_ms
@@ -116,10 +117,12 @@ async def run_job(
     }
     try:  # what needs no service is refused before any service starts
         task = validate_task(body)
-        check_task_against(settings, resolve_target(settings, task), task)
+        resolved = resolve_target(settings, task)
+        check_task_against(settings, resolved, task)
     except ProtocolError as err:
         print_refusal(err)
         return 2
+    err_console.print(describe_source(settings, resolved.account), markup=False, highlight=False, soft_wrap=True)
     async with services(settings) as svc:
         try:
             admission = await Admitter(svc.settings, svc.pool, svc.client).admit(body, trigger="cli")

@@ -14,6 +14,7 @@ import typer
 from pydantic import SecretStr
 
 from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info
 from curaflow.httpserver import port_in_use
@@ -91,6 +92,8 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
         out_console.print(f"  HTTP API       {stack.api.url if stack.api else '-'}   ({token_hint})")
         out_console.print(f"  PostgreSQL     {s.database.url}")
         out_console.print(f"  workers        {len(stack.workers)} (logs in {stack.log_dir})")
+        for account in dict.fromkeys(t.account for t in settings.targets):
+            out_console.print(f"  {describe_source(settings, account)}", markup=False, highlight=False)
         for url in stack.worker_metrics_urls:
             out_console.print(f"  worker metrics {url}")
         if stack.api:

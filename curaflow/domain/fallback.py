@@ -1,4 +1,4 @@
-"""Fallback passes of a scheduled job's cell: when another, wider pass may run (issue 13, case 4).
+"""Fallback passes of a scheduled job's cell: when another, wider pass may run.
 
 Reference §5.5 calls them "fallback stages"; curaflow says *pass* (a cell's ``stage`` is
 what it is doing now: :class:`curaflow.domain.cells.CellStage`). A scheduled job's cell

@@ -53,7 +53,7 @@ class Work(BaseModel):
 
 
 class SkippedDay(BaseModel):
-    """A day the source could not page fully (issue 13, case 3).
+    """A day the source could not page fully.
 
     The app-api pages at most about 5000 works of one query; a date-sorted scan reads a
     crowded day from both ends (newest first, then oldest first). A day with more works
@@ -141,7 +141,9 @@ MAYBE_LANDED_STATUSES = frozenset({"unknown", "sending"})
 
 
 class DeliveryReport(BaseModel):
-    """One delivery of a job as reported to consumers and operators (README "Deliveries").
+    """One delivery of a job as reported to consumers and operators.
+
+    See docs/http-api.md "Cancellation, liveness and the outcome record".
 
     Every delivery intent of a cell's bound work, whatever the job's terminal status:
     in the Job (``result.deliveries`` / ``error.detail.deliveries``), the terminal event,

@@ -25,7 +25,7 @@ Rules:
   ``failed`` (alertable) even when one of the cell's routes got the work: someone must
   act on the route that refused it;
 * ``user_message`` is the business-status sentence followed by the sentence of the reason
-  that explains it (issue 13): the first system-failed cell's reason, else the first
+  that explains it: the first system-failed cell's reason, else the first
   cell without a work (a successful or cancelled job needs no second sentence). Each
   reason's sentence says what happened and what to do (:mod:`curaflow.domain.reasons`).
 

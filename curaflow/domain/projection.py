@@ -22,7 +22,7 @@ Pure module: imported by workflows through the sandbox pass-through.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
 
 from curaflow.domain.cells import STAGE_ORDER, CellState, is_terminal
@@ -109,7 +109,17 @@ def job_stage(cells: Sequence[CellSnapshot], status: str | None = None) -> str:
         return "done"
     if status in TERMINAL_JOB_STATUSES:
         return str(status)
-    open_cells = [c for c in cells if not is_terminal(c.state)]
-    if not open_cells:
-        return "queued"
-    return min((c.stage for c in open_cells), key=lambda s: STAGE_ORDER.get(s, 0))
+    return open_stage(c.stage for c in cells if not is_terminal(c.state)) or "queued"
+
+
+def open_stage(stages: Iterable[str]) -> str | None:
+    """The least advanced of the open cells' ``stages``; None when there is none.
+
+    The one rule of the job-level stage: :func:`job_stage` shows it, and
+    :func:`curaflow.ledger.cells.sync_job_stage` records it (``jobs.last_stage``,
+    ``job.progress``). Order :data:`~curaflow.domain.cells.STAGE_ORDER`; a stage it does
+    not know (written by a newer version) ranks as least advanced, and is shown as
+    written; equal ranks go to the smaller name, so the answer never depends on the
+    order the cells are read in.
+    """
+    return min(stages, key=lambda s: (STAGE_ORDER.get(s, 0), s), default=None)

@@ -20,7 +20,7 @@ curaflow additions for delivery routes that are not TelePost:
   closed enum: "the operator must act before a retry can help").
 
 Each reason carries its own short, actionable sentence in Chinese and English: what
-happened and what to do (issue 13). ``retryable`` is the truth about the reason (can a
+happened and what to do. ``retryable`` is the truth about the reason (can a
 later attempt of the same job succeed?); non-retryability is derived from it.
 
 The protocol mapping is the closed table of ``curaflow/protocol/schema/error-mapping.json``

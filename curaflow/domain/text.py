@@ -1,4 +1,4 @@
-"""Cleaning text that comes from third parties (issue 12, item 4).
+"""Cleaning text that comes from third parties.
 
 Every string a source or a destination hands us — titles, captions, tags, user names,
 error texts, remote ids — may carry characters that cannot be stored or sent: a NUL
@@ -87,7 +87,7 @@ def loads_clean(text: str) -> Any:
     """Parse a JSON document and clean it like :func:`clean_json`, skipping the walk when the
     text cannot hold a character to clean: no raw character to remove, no escape of a
     control, and surrogate escapes (if any) all paired — emoji in Pixiv's ASCII-only JSON
-    must not send every page down the walk (issue 15).
+    must not send every page down the walk (it cost the worker ~2 ms per ranking page).
 
     Valid JSON holds no raw C0 control but TAB, LF and CR (``json.loads`` refuses them), so
     an ASCII text can only hold DEL raw; any other text is searched for every character

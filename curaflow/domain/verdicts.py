@@ -210,7 +210,7 @@ class DeliveryVerdict(BaseModel):
         outcome: the metric label: ``unknown`` | ``rejected`` | ``abandoned`` | ``failed``.
         remember_refusal: the route refused this work for good (a rejection, not a broken
             route): the refusal is remembered per (route, work) so later jobs pick another
-            work (README "Routes").
+            work (docs/routes.md "Refusals are remembered").
     """
 
     reason: TerminalReason

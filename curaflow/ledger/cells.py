@@ -14,9 +14,10 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
-from curaflow.domain.cells import STAGE_ORDER, TERMINAL_STATES, CellStage, CellState, check_transition, is_terminal
+from curaflow.domain.cells import TERMINAL_STATES, CellStage, CellState, check_transition, is_terminal
 from curaflow.domain.messages import RouteRef, TargetSpec
 from curaflow.domain.models import CandidateReport, CellSnapshot, Work
+from curaflow.domain.projection import open_stage
 from curaflow.domain.reasons import user_message
 from curaflow.ledger.db import jsonable, now_ms
 from curaflow.ledger.events import NOTIFY_CHANNEL, event_body, push_appended
@@ -71,15 +72,15 @@ async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | No
     )
 
 
-#: The stages of an open cell, least advanced first (:data:`curaflow.domain.cells.STAGE_ORDER`).
-_OPEN_STAGES = [s for s in sorted(STAGE_ORDER, key=STAGE_ORDER.__getitem__) if s != CellStage.DONE]
-
-#: :func:`sync_job_stage` in one round trip: the SQL function ``curaflow_job_progress``
-#: (migration 0032) with the stage order and terminal states of :mod:`curaflow.domain.cells`.
-_PROGRESS_SQL = """SELECT o_seq, o_type, o_at, o_payload, o_callback_url, o_correlation_id
-                   FROM curaflow_job_progress($1, $2, $3::text[], $4::text[], $5, $6, $7)"""
-#: The arguments :data:`_PROGRESS_SQL` takes from the domain (its owner), built once.
-_OPEN_STAGE_NAMES = [str(s) for s in _OPEN_STAGES]
+#: The job's last recorded stage and its open cells' stages, for :func:`sync_job_stage`.
+_STAGES_SQL = """SELECT j.last_stage,
+                        ARRAY(SELECT c.stage FROM cells c
+                              WHERE c.job_id = j.job_id AND NOT (c.state = ANY ($2::text[]))) AS stages
+                 FROM jobs j WHERE j.job_id = $1"""
+#: The write of :func:`sync_job_stage`: ``curaflow_set_job_stage`` (migration 0040) moves
+#: the stage it is given and appends the events; it decides nothing.
+_SET_STAGE_SQL = """SELECT o_seq, o_type, o_at, o_payload, o_callback_url, o_correlation_id
+                    FROM curaflow_set_job_stage($1, $2, $3, $4, $5, $6)"""
 _TERMINAL_STATE_NAMES = sorted(str(s) for s in TERMINAL_STATES)
 
 
@@ -88,23 +89,29 @@ async def sync_job_stage(
 ) -> None:
     """Emit ``job.progress`` when the job-level stage changed (job row must be locked).
 
-    The job-level stage is the least advanced stage among the job's open cells (the rule
-    of :func:`curaflow.domain.projection.job_stage`). ``jobs.last_stage`` holds the stage
-    of the job's last ``job.progress`` event; one statement moves it and appends the event
-    when it moved, and with ``started`` appends ``job.started`` before it (the job's first
-    step). Pushes of a job with a ``callback_url`` are enqueued in the same transaction.
+    The job-level stage is decided by :func:`curaflow.domain.projection.open_stage`, the
+    rule ``GET /jobs/{id}`` shows, from the open cells' stages read here (a statement of
+    its own, after the caller's lock, so it sees every committed cell). ``jobs.last_stage``
+    holds the stage of the job's last ``job.progress`` event; when the stage moved, or
+    with ``started`` (the job's first step, ``job.started`` appended first), one more
+    statement writes it and appends the events. Pushes of a job with a ``callback_url``
+    are enqueued in the same transaction.
 
     Args:
         at: the events' time, epoch ms (default now); :func:`start_step` passes the time
             it wrote as ``started_at`` (reference §4.3: ``job.started`` is at ``started_at``).
     """
-    now = at if at is not None else now_ms()
+    row = await conn.fetchrow(_STAGES_SQL, job_id, _TERMINAL_STATE_NAMES)
+    if row is None:
+        return
+    stage = open_stage(row["stages"])
+    if not started and (stage is None or stage == row["last_stage"]):
+        return
     rows = await conn.fetch(
-        _PROGRESS_SQL,
+        _SET_STAGE_SQL,
         job_id,
-        now,
-        _OPEN_STAGE_NAMES,
-        _TERMINAL_STATE_NAMES,
+        at if at is not None else now_ms(),
+        stage,
         event_body("job.started") if started else None,
         event_body("job.progress"),
         NOTIFY_CHANNEL,

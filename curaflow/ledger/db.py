@@ -3,7 +3,7 @@
 One pool per process (:func:`create_pool`). A connection going back to the pool is not
 reset with asyncpg's default reset query (``pg_advisory_unlock_all(); CLOSE ALL;
 UNLISTEN *; RESET ALL``: one more round trip for every ledger call, a quarter of the
-worker's statements in the benchmark — issue 15): nothing here leaves session state on a
+worker's statements in the benchmark): nothing here leaves session state on a
 pooled connection except a session advisory lock, and those are taken only through
 :func:`session_lock`, which releases the lock or closes the connection. A transaction
 left open is rolled back (:func:`_reset_connection`).

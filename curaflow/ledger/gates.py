@@ -96,7 +96,7 @@ async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int) -> Slot:
     """Take the next request slot of ``gate``, ``interval_ms`` after the previous one.
 
     One statement (:data:`_RESERVE`): every source request of every worker passes here,
-    so it costs a single round trip to the ledger (issue 15).
+    so it costs a single round trip to the ledger.
 
     Args:
         gate: the gate's key (the account's source task queue name).

@@ -1,4 +1,4 @@
-"""What a route or the source told us about a work, remembered across jobs (issue 13, cases 7 and 8).
+"""What a route or the source told us about a work, remembered across jobs.
 
 * **Refusals** (``route_refusals``): a route refused a work for good (``delivery_rejected``:
   a webhook's 4xx, Telegram's "Bad Request", Discord's 400, a directory that cannot hold
@@ -67,7 +67,7 @@ async def known_works(
 ) -> dict[str, str]:
     """Works of ``work_ids`` the ledger rules out for a target, with the reason word.
 
-    One statement for a page of the scan (issue 15): live intents, refusals and
+    One statement for a page of the scan (the scan asks it for every page): live intents, refusals and
     unavailable works together.
 
     Args:

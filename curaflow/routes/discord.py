@@ -16,7 +16,7 @@ first unconfirmed message.
 Classification: 2xx → confirmed; 429 → retried after the body's ``retry_after``
 (seconds, float) or ``Retry-After``; Discord's own JSON 5xx → retried; a gateway error
 (502, 504) or any 5xx that is not Discord's JSON (Cloudflare's HTML page) → *ambiguous*
-(the gateway may have forwarded the request, issue 13 case 9); 400 (``50035`` Invalid Form Body),
+(the gateway may have forwarded the request); 400 (``50035`` Invalid Form Body),
 401, 403, 404 (``10015`` Unknown Webhook), 413 (``40005``) and any other 4xx →
 ``delivery_rejected``; connect errors → retried; a timeout after sending → *ambiguous*,
 decided by ``on_ambiguous`` (``fail`` by default: at most once; ``retry``: at least

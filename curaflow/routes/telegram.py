@@ -9,7 +9,7 @@ Referer):
   …) is sent again as a document in the same attempt (a 400 means nothing was posted);
 * a multi-page work → ``sendMediaGroup`` albums of 2–10 items, split evenly beyond 10
   pages (:func:`~curaflow.routes.chunks.balanced_chunks`). The photo/document choice is
-  made **once per work** from all its final files (issue 13, case 5): every album is
+  made **once per work** from all its final files: every album is
   photos, or — when any page of the work exceeds the photo limits — every album is
   documents, so a work never arrives as some photo albums and some document albums
   (and a resumed delivery keeps the shape). When Telegram refuses a photo anyway, that
@@ -41,7 +41,7 @@ a 4xx / 429 that is not the Bot API's JSON    rejected / retried, like the Bot A
 
 Gateway errors are ambiguous because the gateway in front of the Bot API answers them
 after it forwarded the request: public bot threads report posts that exist although
-the answer was ``502 Bad Gateway`` (issue 13, case 9).
+the answer was ``502 Bad Gateway``.
 
 The bot token is part of the request URL; it never appears in errors or logs.
 """

@@ -17,7 +17,7 @@ The same code talks to Pixiv and to the replay server; only the base URLs differ
   work is unavailable; for a search or ranking it is the *account* that is restricted:
   ``account_restricted`` (not retryable) and the account's gate is paused
   (``pixiv.restriction_pause_ms``), so no job of the account asks again meanwhile.
-* **Untrusted answers** (issue 12 item 4): every string of every JSON answer is cleaned
+* **Untrusted answers**: every string of every JSON answer is cleaned
   (:func:`~curaflow.domain.text.clean_json`: no NUL, lone surrogate or control
   character); a work whose id is not Pixiv's shape (:func:`is_work_id`) or whose fields
   do not parse is :class:`InvalidWork` and never used.

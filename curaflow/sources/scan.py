@@ -11,7 +11,7 @@ until examined, and the checkpoint is handed to ``on_page`` (the search activity
 persists it and heartbeats) whenever more works follow, so an attempt that dies resumes
 where it stopped: no page is fetched twice, no work examined twice.
 
-The retrieval view (issue 13, case 2): every request of a scan — the first page, every
+The retrieval view: every request of a scan — the first page, every
 ``next_url`` page, every page after a window move — is built by :func:`retrieval_params`
 from the target (word, ``search_target``, ``sort``, ``duration``, ``start_date`` /
 ``end_date``) narrowed by the scan's date window; ``next_url`` only contributes its
@@ -24,7 +24,7 @@ moved to the day of the last fetched work (``end_date`` for ``date_desc``,
 that boundary day fetched before the move is skipped by id until the scan has left the
 day, so nothing is skipped and nothing is counted twice.
 
-A crowded day (issue 13, case 3): when one pass of the walk never left a single day
+A crowded day: when one pass of the walk never left a single day
 before reaching the cap, that day holds more works than one walk can page. The rest of
 the day is then read from its other end — the same query restricted to that day, in the
 reverse date order — up to the work where the first walk stopped, so a day of up to

@@ -1,4 +1,4 @@
-"""``acquire`` on the real ledger and the replay source: what one attempt costs (issue 15).
+"""``acquire`` on the real ledger and the replay source: what one attempt costs.
 
 The ``acquire`` activity runs here in the test process (``ActivityEnvironment``) with a
 worker's real dependencies: the PostgreSQL ledger, the replay server over HTTP, the

@@ -1,4 +1,4 @@
-"""The ``curaflow`` command as an operator meets it (issue 14, item 10).
+"""The ``curaflow`` command as an operator meets it.
 
 Real ``curaflow`` subprocesses; the schedule test uses the session's Temporal dev server.
 """

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -50,13 +51,14 @@ def test_run_delivers_a_work_and_leaves_no_process(tmp_path: Path) -> None:
     elapsed = time.monotonic() - started
 
     assert first.returncode == 0, first.stderr[-3000:]
+    assert "source: the recorded Pixiv replay" in first.stderr  # not Pixiv, and it says so
     outcome = json.loads(first.stdout)
     assert outcome["job"]["status"] == "succeeded"
     assert outcome["business_status"] == "success"
     work_id = outcome["cells"]["targets"][0]["work_id"]
     manifest = tmp_path / "curaflow-out" / work_id / "manifest.json"
     assert json.loads(manifest.read_text())["work"]["work_id"] == work_id
-    # --json says where the work landed (issue 14, item 10)
+    # --json says where the work landed
     [landed] = outcome["deliveries"]
     assert (landed["route"], landed["kind"], landed["status"]) == ("out", "directory", "delivered")
     assert landed["work_id"] == work_id
@@ -99,6 +101,37 @@ def test_dev_names_the_taken_port_and_the_option_to_change_it(tmp_path: Path) ->
     assert f"port {taken} (HTTP API) is in use" in result.stderr
     assert "--api-port" in result.stderr
     assert "Traceback" not in result.stderr
+    assert leftovers(tmp_path) == []
+
+
+def test_dev_says_which_source_its_workers_use(tmp_path: Path) -> None:
+    exe = Path(sys.executable).parent / "curaflow"
+    dev = subprocess.Popen(
+        [str(exe), "dev", "--api-port", "0", "--temporal-port", "0", "--ui-port", "0"],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    printed: list[str] = []
+    try:
+        assert dev.stdout is not None
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:
+            line = dev.stdout.readline()
+            if not line:
+                break
+            printed.append(line)
+            if "Press Ctrl-C" in line:
+                break
+    finally:
+        dev.send_signal(signal.SIGINT)
+        dev.wait(timeout=60)
+    listing = "".join(printed)
+    assert "curaflow dev stack is up" in listing, listing[-3000:]
+    assert "source: the recorded Pixiv replay (no Pixiv refresh token configured" in listing
+    time.sleep(1)
     assert leftovers(tmp_path) == []
 
 

@@ -1,4 +1,4 @@
-"""The event stream as real consumers page it (issue 14, items 11–12).
+"""The event stream as real consumers page it.
 
 TelePost's client pages a job's stream with ``unacked=1&after=<next_after>`` and acks
 only once it has read everything; the deploy repository's contract check validates every

@@ -1,4 +1,4 @@
-"""The core tells the truth under cancels, deadlines, terminates and worker kills (issue 10).
+"""The core tells the truth under cancels, deadlines, terminates and worker kills.
 
 One real worker process with the default heartbeat interval (30 s: an activity does not
 hear a cancel through its heartbeats for a while, as in production), the API in the test

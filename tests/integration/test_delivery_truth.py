@@ -1,6 +1,6 @@
 """Deliveries are reported as they happened, and never repeated on a route.
 
-Regressions found by attacking a running stack: a request in flight at the deadline, a
+Regressions of a stack under attack: a request in flight at the deadline, a
 route whose requests time out until its retries run out, and an idempotency key outside
 ASCII.
 """

@@ -1,4 +1,4 @@
-"""What ``lease_active`` means on a running job (issue 14, item 8; README "Job status").
+"""What ``lease_active`` means on a running job (docs/http-api.md "Liveness fields").
 
 curaflow keeps no job-level lease: ``lease_active`` is true exactly while an activity
 attempt of one of the job's cells runs and heartbeats (its cell lease), false between

@@ -1,4 +1,4 @@
-"""Alertable gauges from the ledger (issue 14, item 6): real PostgreSQL, real processes.
+"""Alertable gauges from the ledger: real PostgreSQL, real processes.
 
 The value test runs on a database of its own (the session's ledger is shared by every
 test), so each gauge's exact value is known. The process tests check what the API, a

@@ -1,4 +1,4 @@
-"""The ledger's hot paths cost one round trip each (issue 15), with the same guarantees.
+"""The ledger's hot paths cost one round trip each, with the same guarantees.
 
 * A connection going back to the pool runs no reset query (asyncpg's default ran
   ``SELECT pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL;`` on every
@@ -181,10 +181,10 @@ async def test_a_step_locks_judges_and_writes_in_one_statement(ledger_pool: asyn
     lease = await ledger_pool.fetchrow("SELECT lease_owner, lease_until FROM cells WHERE job_id = $1", job_id)
     assert lease["lease_owner"] == "w1" and lease["lease_until"] is not None
     work = _work_statements(seen)
-    # The lock with the barrier and one write of both rows; then job.started and the job
-    # stage (job.progress) in one call.
+    # The lock with the barrier and one write of both rows; the open cells' stages read
+    # (the stage is decided in Python); then job.started and job.progress in one call.
     assert not [q for q in work if q.startswith("UPDATE cells") or q.startswith("UPDATE jobs")], work
-    assert len(work) == 2, work
+    assert len(work) == 3, work
     row = await ledger_pool.fetchrow("SELECT started_at, attempt, last_stage FROM jobs WHERE job_id = $1", job_id)
     assert row["started_at"] is not None and row["attempt"] == 1 and row["last_stage"] == "searching"
     events = await ledger_pool.fetch("SELECT type, payload FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
@@ -327,9 +327,10 @@ async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: 
 
     send = await _logged(ledger_pool, claimed, claim)
     assert send.decision == "send" and send.idempotency_key
-    # The step (lock, barrier, both rows) and the job stage; the intent read; the intent
-    # `sending` with the cell `delivery_pending`. No second lock, no second stage sync.
-    assert len(_work_statements(claimed)) == 4, _work_statements(claimed)
+    # The step (lock, barrier, both rows); the job stage (read, then job.started: this is
+    # the job's first step); the intent read; the intent `sending` with the cell
+    # `delivery_pending`. No second lock, no second stage sync.
+    assert len(_work_statements(claimed)) == 5, _work_statements(claimed)
     row = await ledger_pool.fetchrow(
         "SELECT d.status, d.attempts, d.sent_at, c.state FROM delivery_intents d JOIN cells c USING (job_id, target_id)"
         " WHERE d.job_id = $1",
@@ -343,7 +344,8 @@ async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: 
     )
     assert cell.state == CellState.SUBMITTED
     # The lock; the intent written with every live intent's status read back; the cell
-    # ended (returning itself); the job stage; the attempt's lease released.
+    # ended (returning itself); the job stage (read: no open cell, nothing to write); the
+    # attempt's lease released.
     assert len(_work_statements(recorded)) == 5, _work_statements(recorded)
 
     finished_log: list[str] = []

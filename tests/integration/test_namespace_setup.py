@@ -1,4 +1,4 @@
-"""A namespace other than ``default`` (issue 14, item 2), against the real dev server.
+"""A namespace other than ``default``, against the real dev server.
 
 Each test uses a namespace that does not exist yet: the worker (and the compose stack's
 ``curaflow temporal-setup`` service) must register it and its search attributes, then a
@@ -75,7 +75,7 @@ async def test_a_worker_runs_jobs_in_a_namespace_it_registered(
     await client.get_workflow_handle(job_id).result()
     found = [w.id async for w in client.list_workflows('JobStatus = "succeeded" AND TargetIds = "demo"')]
     assert found == [job_id]  # the UI's filters work in that namespace
-    # the README's query for open jobs (a closed run keeps its last JobStatus)
+    # docs/temporal.md's query for open jobs (a closed run keeps its last JobStatus)
     open_now = [w.id async for w in client.list_workflows('ExecutionStatus = "Running" AND JobStatus = "succeeded"')]
     assert job_id not in open_now
     default = await connect(temporal_address)

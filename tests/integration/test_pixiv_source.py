@@ -462,7 +462,7 @@ async def test_forbidden_image_is_a_work_unavailable(replay: Replay, tmp_path: P
 async def test_a_slow_disk_never_holds_up_the_event_loop(
     replay: Replay, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Writes, fsync, the decode check and the hash run in threads (issue 15): with every
+    """Writes, fsync, the decode check and the hash run in threads: with every
     fsync taking 300 ms, the loop (heartbeats, workflow tasks) still turns every few ms."""
     real_fsync = os.fsync
 
@@ -496,7 +496,7 @@ async def test_a_slow_disk_never_holds_up_the_event_loop(
 async def test_a_page_costs_one_thread_hop_and_is_hashed_as_written(
     replay: Replay, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each hop to a thread waits for the event loop twice (issue 15): a page that fits in
+    """Each hop to a thread waits for the event loop twice: a page that fits in
     one write batch is created, written, fsynced, decode-checked, renamed and hashed in a
     single hop, and its digest is taken from the bytes written, not by reading it again."""
     work = await fetched_work(replay, "126879163")  # 3 pages, each under WRITE_BATCH

@@ -1,4 +1,4 @@
-"""Real-world route failures (issue 13, cases 5, 7 and 9).
+"""Real-world route failures: Telegram's photo/document choice, remembered refusals, gateway errors.
 
 Route-level cases run the production routes against the fakes on 127.0.0.1 (real HTTP,
 real multipart; the fakes answer with the platforms' envelopes and their gateways' HTML

@@ -1,4 +1,4 @@
-"""Real-world source failures (issue 13) and untrusted source data (issue 12, item 4).
+"""Real-world source failures and untrusted source data.
 
 Each case was first seen as a public bug report against a Pixiv downloader; here it is a
 scripted fake speaking the app-api's wire format (the replay server in fault mode, and a

@@ -1,4 +1,4 @@
-"""Workflow clients start jobs (issue 11): a Temporal client starts ``JobWorkflow`` with a Task.
+"""Workflow clients start jobs: a Temporal client starts ``JobWorkflow`` with a Task.
 
 A real worker process, the API in the test process, the Pixiv replay and a directory
 route. The Python client starts typed (``JobWorkflow.run`` with the protocol ``Task``);

@@ -1,4 +1,4 @@
-"""The alert rules and the Grafana dashboard shipped in ``deploy/`` (issue 14, item 6).
+"""The alert rules and the Grafana dashboard shipped in ``deploy/``.
 
 Always: every PromQL expression names only series curaflow exports
 (:func:`curaflow.metrics.exported_metric_names`). With ``promtool`` (Debian package

@@ -1,7 +1,7 @@
 """The production stack, tested by configuration (there is no Docker engine on these machines).
 
 ``docker-compose.yml``, the ``Dockerfile``, ``.dockerignore`` and the packaging are parsed
-and checked for the shape a Temporal operator signs off (issue 14, items 1–5): Temporal's
+and checked for the shape a Temporal operator signs off: Temporal's
 server image with its schema set up by ``temporalio/admin-tools`` (not the deprecated
 ``auto-setup``), exact image versions, the UI version the UI test drives, ports bound to
 127.0.0.1, an idempotent namespace/search-attribute job that fails loudly, health checks
@@ -98,8 +98,8 @@ def test_the_ui_and_server_shipped_are_the_versions_the_tests_drive() -> None:
     versions = dev_server_versions()
     assert tag("temporal-ui") == versions["ui"]
     assert tag("temporal") == versions["server"]
-    readme = (ROOT / "README.md").read_text()
-    assert f"UI {versions['ui']}" in readme  # the README states which UI version is tested
+    testing = (ROOT / "docs" / "testing.md").read_text()
+    assert f"UI {versions['ui']}" in testing  # the testing docs state which UI version is tested
 
 
 def test_published_ports_bind_to_localhost_by_default() -> None:

@@ -1,4 +1,4 @@
-"""The job's *current details* in the Temporal UI (issue 14, item 7).
+"""The job's *current details* in the Temporal UI.
 
 UI 2.54.1 (the version the embedded dev server ships and ``tests/ui`` drives) renders
 user markdown without table support: a table's cells ran together

@@ -1,4 +1,4 @@
-"""Work page URLs are Pixiv's canonical ones; only the request goes to the replay (issue 12).
+"""Work page URLs are Pixiv's canonical ones; only the request goes to the replay.
 
 A work bound in replay mode used to store ``http://127.0.0.1:<port>/i/…``, the address
 of the binding worker's own replay server, so a fetch resumed on another worker after a

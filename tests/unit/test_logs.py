@@ -1,4 +1,4 @@
-"""Log lines written through Temporal's activity and workflow loggers (issue 14, item 7).
+"""Log lines written through Temporal's activity and workflow loggers.
 
 An operator matches log lines on ``event`` exactly (``event = "candidate_exhaustion"``);
 the SDK's loggers append their context dict to the message by default

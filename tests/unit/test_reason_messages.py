@@ -1,4 +1,4 @@
-"""Every terminal reason tells the user what happened and what to do (issue 13, case 10).
+"""Every terminal reason tells the user what happened and what to do.
 
 The outcome record keeps its business-status sentence and adds the sentence of the reason
 that explains it; each reason has its own short, actionable sentence in both languages.

@@ -5,7 +5,7 @@ The histories in ``tests/histories/`` were recorded from real runs by
 server: the :class:`~temporalio.worker.Replayer` runs the workflow code over each
 recorded event list and fails with a non-determinism error when the code would now
 issue different commands (a removed activity, a reordered step, a new timer…) — the
-change must then go behind ``workflow.patched`` (README "Upgrading").
+change must then go behind ``workflow.patched`` (docs/operations.md "Upgrading").
 """
 
 from __future__ import annotations

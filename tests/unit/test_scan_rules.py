@@ -1,4 +1,4 @@
-"""Pure rules of the candidate scan: the retrieval view and the fallback decision (issue 13, cases 2 and 4)."""
+"""Pure rules of the candidate scan: the retrieval view and the fallback decision."""
 
 from __future__ import annotations
 

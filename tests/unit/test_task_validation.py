@@ -106,7 +106,7 @@ def test_what_the_ledger_cannot_store_is_refused_not_a_500() -> None:
     exclude = {"query": {"tags": ["a"]}, "constraints": {"exclude": [{"kind": "work", "id": "1\x00"}]}}
     assert refused(task(params=exclude)).detail["field"] == "params.constraints.exclude"
     # other control characters are storable and accepted, except in the key, which the
-    # job id embeds: a key the API could not address is refused (issue 12)
+    # job id embeds: a key the API could not address is refused
     assert validate_task(task(correlation_id="\x01c")).correlation_id == "\x01c"
     for key in ("\x01k", "a\nb", "a\r\nb", "t\tab", "\x7fk", "nel\x85k"):
         assert refused(task(idempotency_key=key)).detail["field"] == "idempotency_key", repr(key)

@@ -1,4 +1,4 @@
-"""Untrusted data from sources (issue 12, item 4): ids, paths and third-party text.
+"""Untrusted data from sources: ids, paths and third-party text.
 
 Ids are checked against the source's shape before any use, every path stays under its
 root, and every string from a third party is cleaned of NUL, lone surrogates and control
@@ -183,7 +183,7 @@ def test_the_fast_json_path_cleans_exactly_like_the_walk(value: object) -> None:
 def test_emoji_in_ascii_only_json_take_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pixiv writes JSON in ASCII: an emoji arrives as a surrogate-pair escape. A page
     whose surrogates are all paired is not walked (the walk cost the worker ~2 ms per
-    ranking page, issue 15); a page with a lone one still is."""
+    ranking page); a page with a lone one still is."""
     import json
 
     from curaflow.domain import text

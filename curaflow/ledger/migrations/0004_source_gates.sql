@@ -1,4 +1,4 @@
--- One rate gate per Pixiv account (issue 5): the spacing between source requests and the
+-- One rate gate per Pixiv account: the spacing between source requests and the
 -- rate-limit cooldown, shared by every worker process and kept across restarts.
 -- Times are epoch milliseconds taken from the database clock, so hosts with skewed
 -- clocks still agree.

@@ -1,4 +1,4 @@
--- curaflow ledger, version 10 (issue 13): what the sources and the routes told us, remembered.
+-- curaflow ledger, version 10: what the sources and the routes told us, remembered.
 --
 -- * route_refusals: a route refused a work for good (delivery_rejected). Every later job
 --   skips that work for that route, until an operator clears the row

@@ -4,7 +4,7 @@
 -- decision 6): one `reserved` intent per route, a `released` intent of the same key taken
 -- back, and none at all when any route already holds the work live (the partial unique
 -- index delivery_intents_route_work). The EXCEPTION block is the savepoint the caller
--- used to open, close and roll back with three statements per candidate (issue 15).
+-- used to open, close and roll back with three statements per candidate.
 CREATE OR REPLACE FUNCTION curaflow_reserve_work(
     keys text[], routes text[], route_kinds text[], work_type text, work_id text,
     job_id text, target_id text, now_ms bigint

@@ -1,5 +1,5 @@
 -- curaflow ledger, version 32: appending an event and syncing the job-level stage, each in
--- one round trip (issue 15: the worker's CPU per job is mostly ledger statements).
+-- one round trip (the worker's CPU per job goes largely to ledger statements).
 --
 -- curaflow_append_event is the one place an event is appended (DESIGN.md decision 9): the
 -- job row's `event_seq` is bumped under the row lock (a gap-free, commit-ordered sequence),
