@@ -127,8 +127,9 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         Origin.ACQUISITION,
         True,
         "no_candidate",
-        "没有找到合适的新作品；如果一直如此，请放宽标签或筛选条件。",
-        "No suitable new work was found; if this keeps happening, widen the tags or the filters.",
+        "没有找到可以发送的新作品（找到的作品已投递过、被路由拒绝过或无法获取）；如果一直如此，请添加标签或扩大查询范围。",
+        "No new work that could be sent was found (the works found were already delivered, refused by a route "
+        "or unavailable); if this keeps happening, add tags or widen the query.",
     ),
     R.DUPLICATE_EXHAUSTED: ReasonInfo(
         Origin.ACQUISITION,
@@ -390,13 +391,15 @@ def no_candidate_reason(examined: int, reasons: dict[str, int]) -> TerminalReaso
 
     Args:
         examined: works examined by the scan.
-        reasons: rejection counts by reason word (``duplicate``, ``unavailable``,
-            ``excluded``, ``filtered:*``).
+        reasons: rejection counts by reason word (``duplicate``, ``refused``,
+            ``unavailable``, ``excluded``, ``invalid``, ``filtered:*``).
 
     Returns:
         ``duplicate_exhausted`` when every rejection was a duplicate; ``filter_exhausted``
-        when at least half were duplicates or every one was a hard work-level verdict
-        (no ``unavailable`` skips); otherwise ``no_candidate`` (including an empty pool).
+        ("relax the target's filters") only when a filter rejected something and the
+        filters and duplicates together account for at least half of the rejections;
+        otherwise ``no_candidate`` (an empty pool, works refused by a route, unavailable
+        works, duplicates mixed with those): relaxing a filter would change nothing.
     """
     total = sum(reasons.values())
     if examined == 0 or total == 0:
@@ -404,6 +407,7 @@ def no_candidate_reason(examined: int, reasons: dict[str, int]) -> TerminalReaso
     duplicates = reasons.get("duplicate", 0)
     if duplicates == total:
         return R.DUPLICATE_EXHAUSTED
-    if duplicates * 2 >= total or reasons.get("unavailable", 0) == 0:
+    filtered = sum(n for word, n in reasons.items() if word.startswith("filtered:"))
+    if filtered > 0 and (filtered + duplicates) * 2 >= total:
         return R.FILTER_EXHAUSTED
     return R.NO_CANDIDATE
