@@ -17,6 +17,14 @@ its *facts* to this module and applies the answer; nothing else maps failures to
 Retryability of an activity failure comes from the reason catalogue
 (:data:`curaflow.domain.reasons.REASONS`): :data:`NON_RETRYABLE_TYPES`.
 
+**Attribution before judgement** (issue 24): every failure arrives here as a reason code,
+and the catalogue names the reason's one owner (:class:`~curaflow.domain.reasons.Owner`:
+work, route, source, account, curaflow; :func:`owner_of`). The verdicts are judged from
+that owner: only a failure owned by the *work* refuses the work for good on a route; a
+*route*-owned failure ends the cell (alertable) and leaves the work free for a later job;
+a final failure after part of the work was posted is *partial*. Routes and the source
+only classify an answer into a reason; they never decide what it means.
+
 Pure module: imported by workflows through the sandbox pass-through. Table-tested in
 ``tests/unit/test_verdicts.py``.
 """
@@ -71,6 +79,12 @@ class StepFailure(BaseModel):
     first_step: bool = False
     route: str | None = None
     message: str = ""
+
+    @property
+    def owner(self) -> Owner:
+        """Who caused the failure: the owner of its reason (:func:`owner_of`)."""
+        reason = failure_reason(self)
+        return owner_of(reason) if reason is not None else Owner.CURAFLOW
 
 
 class FinishCause(StrEnum):

@@ -20,7 +20,7 @@ from curaflow.config import DiscordRouteConfig, TelegramRouteConfig
 from curaflow.domain.cells import CellState
 from curaflow.domain.models import Artifact, ArtifactFile, CellSnapshot, RouteDelivery, Work
 from curaflow.domain.reasons import Owner, TerminalReason
-from curaflow.domain.verdicts import delivery_verdict, owner_of
+from curaflow.domain.verdicts import FailureKind, StepFailure, delivery_verdict, owner_of
 from curaflow.routes.base import DeliveryRequest, RouteError
 from curaflow.routes.discord import DiscordRoute
 from curaflow.routes.telegram import TelegramRoute
@@ -291,3 +291,43 @@ def test_a_delivery_that_ended_with_parts_posted_is_reported_partial() -> None:
     )
     assert [d.status for d in cell.delivery_reports()] == ["partial"]
     assert cell.landed()
+
+
+async def test_a_discord_rate_limit_between_messages_never_reposts_the_first(
+    tmp_path: Path, discord: FakeDiscord, http: Any
+) -> None:
+    discord.script = [DcReply("ok"), DcReply("429", retry_after=0.25)]
+    route = dc_route(discord, http)
+    request = sized_request(tmp_path, [int(4.1 * MiB)] * 3)
+    recorded: list[Any] = []
+
+    async def on_part(parts: list[Any]) -> None:
+        recorded[:] = parts
+
+    request.on_part = on_part
+    with pytest.raises(RouteError) as caught:
+        await route.deliver(request)
+    assert caught.value.retry_after_s == 0.25 and not caught.value.permanent
+    assert len(recorded) == 1  # the first message is recorded before the second leaves
+
+    request.parts_done = list(recorded)
+    receipt = await route.deliver(request)
+    assert len(discord.messages) == 2 == len(receipt.remote_ids)  # the first was not posted again
+    assert sorted(a["size"] for m in discord.messages for a in m["attachments"]) == [int(4.1 * MiB)] * 3
+
+
+@pytest.mark.parametrize(
+    ("error_type", "owner"),
+    [
+        ("route_refused", Owner.ROUTE),
+        ("delivery_rejected", Owner.WORK),
+        ("over_route_limit", Owner.WORK),
+        ("remote_http_error", Owner.SOURCE),
+        ("rate_limited", Owner.ACCOUNT),
+        ("storage_full", Owner.CURAFLOW),
+        ("OSError", Owner.CURAFLOW),  # an unclassified failure is curaflow's own
+    ],
+)
+def test_a_failed_step_reaches_the_decider_tagged_with_its_owner(error_type: str, owner: Owner) -> None:
+    failure = StepFailure(step="deliver", kind=FailureKind.APPLICATION, error_type=error_type, non_retryable=True)
+    assert failure.owner == owner
