@@ -192,7 +192,7 @@ class TelegramRoute:
             except _PartlyPosted as partly:
                 # Telegram posted the album's first items, then failed: record them (their
                 # ids are not in the answer) so no attempt ever posts them again.
-                posted.extend([None] * partly.count)
+                posted.extend([None] * min(partly.count, len(chunk) - len(posted)))
                 if request.on_part is not None:
                     await request.on_part([list(entry) for entry in done])
                 raise partly.error from None
