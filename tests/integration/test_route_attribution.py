@@ -238,9 +238,11 @@ async def test_a_real_429_after_a_partial_album_never_reposts_what_is_in_the_cha
     tmp_path: Path, telegram: FakeTelegram, http: Any
 ) -> None:
     telegram.script["*"] = [TgReply("partial", posted=1, retry_after=1), TgReply("429", retry_after=2)]
-    errors = await deliver_with_retries(tg_route(telegram, http), photo_request(tmp_path, 3))
+    request = photo_request(tmp_path, 3)
+    errors = await deliver_with_retries(tg_route(telegram, http), request)
 
     assert [e.retry_after_s for e in errors] == [1, 2]
+    assert request.parts_done == [[None]]  # page 0 posted, its id not in Telegram's answer
     pages = posted_pages(telegram)
     assert len(pages) == 3 == len(set(pages))
 
