@@ -67,7 +67,7 @@ class TerminalReason(StrEnum):
 
 
 class Owner(StrEnum):
-    """Who caused a failure (issue 24, "attribution before judgement").
+    """Who caused a failure: attribution comes before judgement.
 
     * ``work``: this work can never be sent to this route (its content, or a page over
       a limit). Only then is the work refused for good on that route.

@@ -21,7 +21,7 @@ Classification (the reason names the failure's owner, :mod:`curaflow.domain.verd
 2xx → confirmed; 429 → retried after the body's ``retry_after`` (seconds, float) or
 ``Retry-After``; Discord's own JSON 5xx → retried; a gateway error (502, 504) or any 5xx
 that is not Discord's JSON (Cloudflare's HTML page) → *ambiguous* (the gateway may have
-forwarded the request, issue 13 case 9); 413 (JSON ``40005`` or Cloudflare's HTML page),
+forwarded the request); 413 (JSON ``40005`` or Cloudflare's HTML page),
 401, 403 and 404 (``10015`` Unknown Webhook) → ``route_refused`` (the destination is
 broken or limits the request: the work is not used up); 400 (``50035`` Invalid Form Body)
 and any other 4xx → ``delivery_rejected`` (the work); connect errors → retried; a timeout

@@ -1,4 +1,4 @@
-"""Delivery failures judged from their owner, at job level (issue 24, item 2).
+"""Delivery failures judged from their owner, at job level.
 
 Real Temporal, real PostgreSQL, real worker processes; Pixiv is the replay, Telegram and
 Discord are the fakes of ``tests/fakes`` (their wire formats and limits).

@@ -1,4 +1,4 @@
-"""Receivers' limits and answers blamed on their real owner (issue 24, item 2).
+"""Receivers' limits and answers blamed on their real owner.
 
 Route-level cases run the production routes over real HTTP against the fakes of
 ``tests/fakes`` (Discord's and Telegram's wire formats and limits); the verdict cases
