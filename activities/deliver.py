@@ -199,6 +199,8 @@ class DeliverActivity:
                     raise ApplicationError(
                         str(err), type=str(TerminalReason.DELIVERY_UNKNOWN), non_retryable=True
                     ) from err
+                if verdict.final and verdict.outcome == "partial":
+                    raise permanent(verdict.reason, f"part of the work was posted, then: {err}") from err
                 if verdict.final and not err.permanent:
                     raise permanent(verdict.reason, f"no delivery attempt left: {err}") from err
                 raise route_failure(err) from err

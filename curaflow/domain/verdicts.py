@@ -278,8 +278,9 @@ def delivery_verdict(
             of a multi-part send, or items of a partly posted album).
 
     Rules: an ambiguous send on a route that may not re-send → ``delivery_unknown``; a
-    final failure after part of the work was posted → ``partial`` (intent ``unknown``:
-    the route keeps what it has, nothing is refused, nothing is posted again); a
+    final failure after part of the work was posted → ``delivery_partial`` (intent
+    ``unknown``: the route keeps what it has, nothing is refused, nothing is posted
+    again); a
     permanent failure → ``rejected``, remembered as a refusal only when its owner is the
     work; the last attempt of a retryable failure → ``delivery_abandoned``.
     """
@@ -291,7 +292,9 @@ def delivery_verdict(
     if permanent or attempt >= max_attempts:
         final_reason = parse_reason(reason) if permanent else R.DELIVERY_ABANDONED
         if posted:
-            return DeliveryVerdict(reason=final_reason, final=True, unknown=True, outcome="partial", owner=owner)
+            return DeliveryVerdict(
+                reason=R.DELIVERY_PARTIAL, final=True, unknown=True, outcome="partial", owner=Owner.ROUTE
+            )
         if permanent:
             return DeliveryVerdict(
                 reason=final_reason,

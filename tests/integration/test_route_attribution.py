@@ -154,6 +154,7 @@ def test_a_final_failure_after_part_of_the_work_was_posted_is_partial() -> None:
         posted=True,
     )
     assert (verdict.outcome, verdict.unknown, verdict.remember_refusal) == ("partial", True, False)
+    assert verdict.reason == TerminalReason.DELIVERY_PARTIAL and verdict.owner == Owner.ROUTE
 
 
 # ---- Telegram: rate limits wherever written, partly posted albums -----------------------------
