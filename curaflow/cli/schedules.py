@@ -158,8 +158,9 @@ def trigger(
     as_json: bool = typer.Option(False, "--json", help="JSON output: {schedule_id, job_id, scheduled_at}."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Start an occurrence now and print its job id (``<id>@<today>T<HHMM>`` in the plan's zone;
-    a second trigger in the same minute converges on the same job)."""
+    """Start an occurrence now and print its job id (``<id>@<today>T<HHMM><±hhmm>``: the
+    plan's local time and UTC offset; a second trigger in the same minute converges on the
+    same job)."""
     settings = settings_or_exit(config)
     started = _run(settings, lambda c: plans.trigger(c, schedule_id))
     if started is None:

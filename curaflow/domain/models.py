@@ -251,4 +251,6 @@ class JobRecord(BaseModel):
     cancel_requested_at: int | None = None
     workflow_started_at: int | None = None
     occurrence_date: str | None = None
+    #: a scheduled job's nominal time (None: the occurrence is the admission, ``created_at``)
+    occurrence_at: int | None = None
     cells: list[CellSnapshot] = Field(default_factory=list)

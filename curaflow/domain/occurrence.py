@@ -4,10 +4,11 @@ A recurring plan (``[[schedules]]`` in the config) is a Temporal Schedule whose 
 starts ``ScheduledJobWorkflow`` (the *trampoline*, :mod:`workflows.scheduled`) with an
 :class:`OccurrenceInput`. Temporal appends its own timestamp to a schedule action's
 workflow id, so the trampoline derives the job's canonical id
-``<schedule_id>@<YYYY-MM-DD>T<HHMM>`` (the scheduled time in the plan's time zone,
-DESIGN.md decision 1) and starts ``JobWorkflow`` under that id with
-``REJECT_DUPLICATE``: a late or duplicate trigger of the same minute converges on one
-job.
+``<schedule_id>@<YYYY-MM-DD>T<HHMM><±hhmm>`` (the nominal instant as the plan's local
+time *with its UTC offset*, DESIGN.md decision 1) and starts ``JobWorkflow`` under that
+id with ``REJECT_DUPLICATE``: a late or duplicate trigger of the same minute converges
+on one job, and the two instants a daylight-saving fall-back reads as the same wall
+time (02:00 CEST and 02:00 CET) are two jobs.
 
 Pure module (imported by workflows through the sandbox pass-through), except
 :func:`occurrence_job_id`, which reads the time-zone database and is only called from
@@ -112,8 +113,20 @@ class OccurrenceResult(BaseModel):
     execution: str | None = None
 
 
+def _local(scheduled_at: datetime, timezone: str) -> datetime:
+    if scheduled_at.tzinfo is None:
+        scheduled_at = scheduled_at.replace(tzinfo=UTC)
+    return scheduled_at.astimezone(ZoneInfo(timezone))
+
+
 def occurrence_job_id(schedule_id: str, scheduled_at: datetime, timezone: str) -> tuple[str, str]:
     """The canonical job id of an occurrence and its local date.
+
+    The id names the nominal *instant* to the minute: the plan's local wall time and
+    the zone's UTC offset at that instant (DESIGN.md decision 1), so every instant has
+    one id and no two instants share one, also across a daylight-saving fall-back
+    (``nightly@2026-10-25T0200+0200`` then ``nightly@2026-10-25T0200+0100`` in
+    Europe/Paris). Seconds are dropped: triggers within one minute are one occurrence.
 
     Args:
         schedule_id: the plan's id.
@@ -121,12 +134,32 @@ def occurrence_job_id(schedule_id: str, scheduled_at: datetime, timezone: str) -
         timezone: IANA zone name (``Europe/Paris``); the id shows local wall time.
 
     Returns:
-        ``("<schedule_id>@<YYYY-MM-DD>T<HHMM>", "YYYY-MM-DD")``.
+        ``("<schedule_id>@<YYYY-MM-DD>T<HHMM><±hhmm>", "YYYY-MM-DD")``.
 
     Raises:
         zoneinfo.ZoneInfoNotFoundError: unknown zone.
     """
-    if scheduled_at.tzinfo is None:
-        scheduled_at = scheduled_at.replace(tzinfo=UTC)
-    local = scheduled_at.astimezone(ZoneInfo(timezone))
-    return f"{schedule_id}@{local:%Y-%m-%dT%H%M}", f"{local:%Y-%m-%d}"
+    local = _local(scheduled_at, timezone)
+    return f"{schedule_id}@{local:%Y-%m-%dT%H%M%z}", f"{local:%Y-%m-%d}"
+
+
+def legacy_occurrence_job_id(schedule_id: str, scheduled_at: datetime, timezone: str) -> str | None:
+    """The id an occurrence had before ids named the instant, when it is this instant's.
+
+    Ids used to be the local wall time alone (``<schedule_id>@<YYYY-MM-DD>T<HHMM>``), so
+    a fall-back's repeated hour mapped two instants onto one id and the second was
+    dropped as a duplicate. The compatibility rule: a legacy id stands for the
+    *earlier* instant of its wall-clock reading (the one the old rule admitted first);
+    admission converges on a job stored under it only for that instant.
+
+    Returns:
+        The legacy id, or None when ``scheduled_at`` is the later of two instants with
+        the same local reading (no legacy job can be its own).
+
+    Raises:
+        zoneinfo.ZoneInfoNotFoundError: unknown zone.
+    """
+    local = _local(scheduled_at, timezone)
+    if local.replace(fold=0).utcoffset() != local.utcoffset():
+        return None
+    return f"{schedule_id}@{local:%Y-%m-%dT%H%M}"

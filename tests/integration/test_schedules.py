@@ -16,7 +16,9 @@ from temporalio.client import Client, ScheduleOverlapPolicy
 
 from curaflow import schedules as plans
 from curaflow.config import load_settings
+from curaflow.domain.messages import JobInput
 from curaflow.domain.occurrence import occurrence_job_id
+from curaflow.ledger.jobs import NewJob, insert_job, workflow_input
 from tests.conftest import StackFactory
 from tests.support import Stack, eventually, short_id
 
@@ -176,7 +178,7 @@ async def test_trigger_starts_one_job_with_the_canonical_id_and_a_duplicate_conv
             for n in (1, 2)
         ]
         results = [await h.result() for h in handles]
-        job_id = f"{plan_id}@2025-01-02T0300"
+        job_id = f"{plan_id}@2025-01-02T0300+0900"
         assert [r["job_id"] for r in results] == [job_id, job_id]
         assert sorted(bool(r["duplicate"]) for r in results) == [False, True]
         rows = await scheduled_jobs(stack, plan_id)
@@ -219,3 +221,53 @@ async def test_overlapping_trigger_is_skipped_and_reported(
         await stack.wait_terminal(rows[0]["job_id"])
     finally:
         await _cleanup(client, plan_id)
+
+
+async def test_the_two_instants_of_a_fall_back_hour_are_two_jobs_with_their_nominal_times(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
+) -> None:
+    """``@every 1h`` in Europe/Berlin: 02:00 CEST and 02:00 CET on 2026-10-25 both run, each
+    job's outcome names its nominal instant; a job admitted under the legacy id (local
+    wall time alone) is still the occurrence of the earlier instant."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id, cron=["@every 1h"], timezone="Europe/Berlin"))
+    await stack.start_worker()
+    client = temporal_client
+    occ = plans.occurrence_input(stack.settings, stack.settings.schedules[0])
+
+    async def run(at: datetime, n: str) -> dict[str, Any]:
+        inp = occ.model_copy(update={"scheduled_at_ms": int(at.timestamp() * 1000)})
+        handle = await client.start_workflow(
+            "ScheduledJobWorkflow", inp, id=f"{plan_id}@rerun-{n}", task_queue=stack.task_queue
+        )
+        result: dict[str, Any] = await handle.result()
+        return result
+
+    cest, cet = datetime(2026, 10, 25, 0, 0, tzinfo=UTC), datetime(2026, 10, 25, 1, 0, tzinfo=UTC)
+    first, second = await run(cest, "cest"), await run(cet, "cet")
+    assert (first["job_id"], first["duplicate"]) == (f"{plan_id}@2026-10-25T0200+0200", False)
+    assert (second["job_id"], second["duplicate"]) == (f"{plan_id}@2026-10-25T0200+0100", False)
+    pool = await stack.ledger()
+    for result, at in ((first, cest), (second, cet)):
+        await stack.wait_terminal(result["job_id"])
+        record = await pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", result["job_id"])
+        assert record["occurrence_at"] == at.strftime("%Y-%m-%dT%H:%M:%SZ")  # nominal, not the actual start
+        assert record["occurrence_date"] == "2026-10-25"
+
+    # an occurrence an earlier version admitted under the wall-clock id converges on it
+    legacy = datetime(2026, 10, 26, 0, 0, tzinfo=UTC)  # 01:00 CET
+    stored = JobInput.model_validate(
+        {**(await workflow_input_of(pool, first["job_id"])).model_dump(), "job_id": f"{plan_id}@2026-10-26T0100"}
+    )
+    async with pool.acquire() as conn:
+        await insert_job(conn, NewJob(job_input=stored, occurrence_date="2026-10-26"))
+    again = await run(legacy, "legacy")
+    assert again["job_id"] == f"{plan_id}@2026-10-26T0100"
+    assert [r["job_id"] for r in await scheduled_jobs(stack, plan_id)].count(f"{plan_id}@2026-10-26T0100+0100") == 0
+
+
+async def workflow_input_of(pool: Any, job_id: str) -> JobInput:
+    async with pool.acquire() as conn:
+        stored = await workflow_input(conn, job_id)
+    assert stored is not None
+    return stored
