@@ -18,6 +18,7 @@ activities and the CLI.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, Field
@@ -163,3 +164,62 @@ def legacy_occurrence_job_id(schedule_id: str, scheduled_at: datetime, timezone:
     if local.replace(fold=0).utcoffset() != local.utcoffset():
         return None
     return f"{schedule_id}@{local:%Y-%m-%dT%H%M}"
+
+
+class MissCause(StrEnum):
+    """Why a plan did not run one of its nominal times (the ``why`` of a named miss).
+
+    * ``missed_catchup_window`` — Temporal reached the time more than the catch-up window
+      (:data:`CATCHUP_WINDOW_S`) late (the server, or the schedule's history, was
+      unavailable for that long): the oldest times of such an outage;
+    * ``skipped_overlap`` — a job of the plan was open (admitted, not finished) at that
+      time: the previous occurrence ran longer than the interval;
+    * ``skipped_outage`` — Temporal skipped the time (its overlap policy) while no job of
+      the plan was open: the server was down and caught up one time only, or the
+      previous occurrence's trampoline waited for a worker — an outage, not an overlap.
+    """
+
+    CATCHUP_WINDOW = "missed_catchup_window"
+    OVERLAP = "skipped_overlap"
+    OUTAGE = "skipped_outage"
+
+
+def name_misses(
+    dropped_ms: list[int],
+    *,
+    missed_catchup: int,
+    skipped: int,
+    open_jobs: list[tuple[int, int | None]],
+) -> list[tuple[int, MissCause]]:
+    """Name the nominal times a plan did not run, each with its cause.
+
+    The one owner of a miss's cause. Temporal only counts what it dropped
+    (``missed_catchup`` beyond the catch-up window, ``skipped`` by the overlap policy)
+    and labels every skip "overlap"; the ledger knows whether a job of the plan was open.
+
+    Args:
+        dropped_ms: nominal times (epoch ms, UTC) the plan's spec matched, that Temporal
+            has processed, and that started nothing (no action, no job).
+        missed_catchup: how many times Temporal newly counted as beyond the catch-up window.
+        skipped: how many times Temporal newly counted as skipped by the overlap policy.
+        open_jobs: the plan's jobs as ``(admitted_at_ms, completed_at_ms or None)``.
+
+    Returns:
+        ``(nominal_ms, cause)`` ascending, at most ``missed_catchup + skipped`` of them:
+        when more times match than Temporal counted (the schedule was paused meanwhile,
+        and a paused time is not a miss), the latest ones are kept. The oldest
+        ``missed_catchup`` are beyond the catch-up window (an outage drops its oldest
+        times first); each other one is an overlap when a job of the plan was open at
+        that instant, an outage otherwise.
+    """
+    counted = max(0, missed_catchup) + max(0, skipped)
+    times = sorted(set(dropped_ms))[-counted:] if counted else []
+    named: list[tuple[int, MissCause]] = []
+    for index, at in enumerate(times):
+        if index < missed_catchup:
+            named.append((at, MissCause.CATCHUP_WINDOW))
+        elif any(start <= at and (end is None or end > at) for start, end in open_jobs):
+            named.append((at, MissCause.OVERLAP))
+        else:
+            named.append((at, MissCause.OUTAGE))
+    return named

@@ -8,7 +8,13 @@ from temporalio.client import ScheduleActionStartWorkflow, ScheduleOverlapPolicy
 
 from curaflow.config import ScheduleConfig, Settings
 from curaflow.domain.messages import JobInput, TargetSpec
-from curaflow.domain.occurrence import CATCHUP_WINDOW_S, legacy_occurrence_job_id, occurrence_job_id
+from curaflow.domain.occurrence import (
+    CATCHUP_WINDOW_S,
+    MissCause,
+    legacy_occurrence_job_id,
+    name_misses,
+    occurrence_job_id,
+)
 from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
 from curaflow.schedules import Change, build_schedule, diff_plan, occurrence_input
 
@@ -116,3 +122,30 @@ def test_presentation_of_a_scheduled_job() -> None:
     details = job_static_details(inp)
     assert "**schedule** `nightly`" in details and "**fallback passes** 3" in details
     assert "2025-01-01 03:00:00 UTC" in details
+
+
+def test_a_missed_time_is_named_by_its_cause() -> None:
+    """The oldest times of an outage beyond the catch-up window are catch-up misses; a time
+    skipped while a job of the plan was open is an overlap; one skipped while none was
+    (Temporal or the workers were down) is an outage."""
+    h = 3_600_000
+    job = (10 * h + 5, 12 * h)  # admitted just after 10:00, finished at 12:00
+    named = name_misses([8 * h, 9 * h, 11 * h, 12 * h], missed_catchup=1, skipped=3, open_jobs=[job])
+    assert named == [
+        (8 * h, MissCause.CATCHUP_WINDOW),
+        (9 * h, MissCause.OUTAGE),
+        (11 * h, MissCause.OVERLAP),
+        (12 * h, MissCause.OUTAGE),  # the job had finished at that instant
+    ]
+    # a job still open (never finished) covers every later time
+    assert name_misses([13 * h], missed_catchup=0, skipped=1, open_jobs=[(12 * h, None)]) == [
+        (13 * h, MissCause.OVERLAP)
+    ]
+
+
+def test_only_as_many_times_as_temporal_counted_are_named_the_latest() -> None:
+    """More matched times than Temporal dropped means the schedule was paused meanwhile (a
+    paused time is no miss): the latest ones are named; nothing counted, nothing named."""
+    assert name_misses([1, 2, 3], missed_catchup=0, skipped=1, open_jobs=[]) == [(3, MissCause.OUTAGE)]
+    assert name_misses([1, 2, 3], missed_catchup=0, skipped=0, open_jobs=[]) == []
+    assert name_misses([], missed_catchup=2, skipped=1, open_jobs=[]) == []
