@@ -550,6 +550,18 @@ class SupervisionSettings(_Section):
     fatal_after_ms: int = Field(default=300_000, ge=100)
 
 
+class RetentionSettings(_Section):
+    """How long a finished job's bulky records are kept (:mod:`curaflow.ledger.retention`).
+
+    Attributes:
+        days: ``curaflow prune`` without ``--older-than-days`` prunes what finished more
+            than this many days ago; None (the default, as in the reference) keeps
+            everything and the command then needs the option.
+    """
+
+    days: int | None = Field(default=None, ge=1)
+
+
 def _default_routes() -> dict[str, Any]:
     return {"out": DirectoryRouteConfig(path=Path("curaflow-out"))}
 
@@ -605,6 +617,7 @@ class Settings(BaseSettings):
     pixiv: PixivSettings = Field(default_factory=PixivSettings)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     supervision: SupervisionSettings = Field(default_factory=SupervisionSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     max_fallback_passes: int = Field(default=3, ge=0, le=10)
     reconcile_interval_ms: int = Field(default=30_000, ge=100)
     routes: dict[str, RouteConfig] = Field(default_factory=_default_routes)

@@ -19,3 +19,7 @@ CREATE TABLE IF NOT EXISTS schedule_misses (
     recorded_at  bigint NOT NULL,
     PRIMARY KEY (schedule_id, nominal_at)
 );
+
+-- Retention (curaflow.ledger.retention): when a finished job's events, candidate reports
+-- and artifacts were pruned (epoch ms, UTC); NULL while they are kept.
+ALTER TABLE jobs ADD COLUMN IF NOT EXISTS pruned_at bigint;
