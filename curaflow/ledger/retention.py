@@ -30,6 +30,9 @@ import asyncpg
 
 from curaflow.artifacts import ArtifactStore
 from curaflow.ledger.db import now_ms
+from curaflow.logs import get_logger
+
+log = get_logger("curaflow.retention")
 
 DAY_MS = 24 * 3600 * 1000
 #: The ledger's tables, for :func:`ledger_bytes` (those that exist are measured).
@@ -152,6 +155,24 @@ async def prune(
             break
     status = await pool.execute("DELETE FROM schedule_misses WHERE nominal_at < $1", cutoff_ms)
     report.misses = int(status.split()[-1])
+    return report
+
+
+async def prune_tick(pool: asyncpg.Pool, store: ArtifactStore | None, days: int) -> PruneReport:
+    """One pass of a worker's retention loop (``retention.days`` set): :func:`prune` with
+    the cutoff ``now − days``, logged as ``retention.pruned`` when it removed anything."""
+    report = await prune(pool, now_ms() - days * DAY_MS, store=store)
+    if report.jobs or report.misses:
+        log.info(
+            "retention.pruned",
+            days=days,
+            jobs=report.jobs,
+            events=report.events,
+            pushes=report.pushes,
+            candidate_reports=report.candidate_reports,
+            artifacts=report.artifacts,
+            misses=report.misses,
+        )
     return report
 
 

@@ -22,7 +22,7 @@ from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job
 from curaflow.ledger.retention import DAY_MS
 from tests.conftest import StackFactory
-from tests.support import Stack, short_id
+from tests.support import Stack, eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -133,3 +133,29 @@ async def test_prune_without_an_age_is_a_usage_error(make_stack: StackFactory, t
     exe = str(Path(sys.executable).parent / "curaflow")
     done = await asyncio.to_thread(subprocess.run, [exe, "prune"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--older-than-days" in done.stderr
+
+
+async def test_a_worker_prunes_on_its_own_when_retention_days_is_set(make_stack: StackFactory, tmp_path: Path) -> None:
+    route = f"out-{short_id()}"
+    stack = make_stack(
+        {
+            "routes": {route: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+            "targets": [{"id": "demo", "query": {"tags": ["風景"]}, "routes": [route]}],
+            "retention": {"days": 30, "interval_ms": 1000},
+        }
+    )
+    await stack.start_worker()
+    pool = await stack.ledger()
+    job = (await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["風景"]})))).job_id
+    before = await counts(stack, job)
+    assert before["events"] > 0 and before["artifacts"] == 1
+    await pool.execute("UPDATE jobs SET completed_at = completed_at - $2::bigint WHERE job_id = $1", job, 31 * DAY_MS)
+
+    async def pruned() -> bool:
+        return bool(await pool.fetchval("SELECT pruned_at IS NOT NULL FROM jobs WHERE job_id = $1", job))
+
+    await eventually(pruned, timeout_s=30, interval_s=0.5, what="the worker's retention pass")
+    assert await counts(stack, job) == {**before, "events": 0, "reports": 0, "artifacts": 0}
+    assert stack.settings.artifacts_dir is not None
+    assert not ArtifactStore(stack.settings.artifacts_dir).folder(job, "demo").exists()
+    assert "retention.pruned" in stack.worker_log()
