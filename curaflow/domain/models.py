@@ -98,7 +98,11 @@ class CandidateReport(BaseModel):
 
 
 class ArtifactFile(BaseModel):
-    """One file of a fetched artifact in the artifact store."""
+    """One file of a fetched artifact in the artifact store.
+
+    ``frame_delays_ms``: for an animation (an ugoira as one animated GIF), how long each
+    frame shows, in ms, in order; None for a still image.
+    """
 
     path: str
     bytes: int
@@ -107,6 +111,7 @@ class ArtifactFile(BaseModel):
     height: int | None = None
     sha256: str | None = None
     page: int = 0
+    frame_delays_ms: list[int] | None = None
 
 
 class Artifact(BaseModel):
