@@ -37,6 +37,7 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.paths import inside
 from curaflow.sources.errors import SourceError
 from curaflow.sources.pixiv import PixivClient
+from curaflow.sources.ugoira import MAX_ZIP_BYTES, UgoiraError, encode_gif
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9@._-]")
 MIME_BY_EXT = {
@@ -134,6 +135,8 @@ class ArtifactStore:
                 directory (a work id that was never validated).
         """
         folder = self.folder(job_id, target_id)
+        if work.kind == "ugoira":
+            return await self._fetch_ugoira(client, work, folder, on_page)
         dests = [inside(folder, f"{work.work_id}_p{page.index}{page_suffix(page.url)}") for page in work.pages]
         kept = await asyncio.to_thread(_prepare, folder, dests)
         files: list[ArtifactFile] = []
@@ -190,6 +193,85 @@ class ArtifactStore:
             await response.aclose()
             if not part.settled:  # also when cancelled before ``finish`` left the executor's queue
                 await asyncio.to_thread(part.discard)
+
+    async def _fetch_ugoira(
+        self, client: PixivClient, work: Work, folder: Path, on_page: ProgressHook | None
+    ) -> Artifact:
+        """An animated work as one looping animated GIF with its frame delays
+        (:mod:`curaflow.sources.ugoira`): metadata, the frames zip (bounded, streamed to
+        disk and removed once encoded), the GIF (kept when a retried attempt finds it)."""
+        meta = await client.ugoira_metadata(work.work_id)
+        dest = inside(folder, f"{work.work_id}_ugoira.gif")
+        if not (await asyncio.to_thread(_prepare, folder, [dest])):
+            zip_path = inside(folder, f"{work.work_id}_ugoira.zip")
+            try:
+                await self._download_zip(client, meta.zip_url, zip_path)
+                try:
+                    await asyncio.to_thread(encode_gif, zip_path, meta, dest)
+                except UgoiraError as err:
+                    raise SourceError(
+                        TerminalReason.DOWNLOAD_FAILED, f"ugoira {work.work_id}: {err}", retryable=False
+                    ) from None
+            finally:
+                await asyncio.to_thread(zip_path.unlink, True)
+        described = await asyncio.to_thread(describe, dest, 0)
+        if on_page is not None:
+            await on_page(1, 1)
+        return Artifact(work_id=work.work_id, files=[described.model_copy(update={"frame_delays_ms": meta.delays_ms})])
+
+    async def _download_zip(self, client: PixivClient, url: str, dest: Path) -> None:
+        """Stream a frames zip to ``dest`` (at most :data:`~curaflow.sources.ugoira.MAX_ZIP_BYTES`).
+
+        Raises:
+            SourceError: ``download_failed`` (over the limit: not retryable; short or
+                broken: retryable) / ``download_timeout``.
+            WorkUnavailable: the zip answers 403/404.
+        """
+        response = await client.stream_image(url)
+        tmp = dest.with_name(f".{dest.name}.part")
+        try:
+            expected = response.headers.get("content-length")
+            if expected is not None and expected.isdigit() and int(expected) > MAX_ZIP_BYTES:
+                raise SourceError(
+                    TerminalReason.DOWNLOAD_FAILED,
+                    f"ugoira zip is {expected} bytes, over the limit of {MAX_ZIP_BYTES}",
+                    retryable=False,
+                )
+            out = await asyncio.to_thread(open, tmp, "wb")
+            received = 0
+            try:
+                pending: list[bytes] = []
+                batched = 0
+                async for chunk in response.aiter_bytes(65536):
+                    received += len(chunk)
+                    if received > MAX_ZIP_BYTES:
+                        raise SourceError(
+                            TerminalReason.DOWNLOAD_FAILED,
+                            f"ugoira zip over the limit of {MAX_ZIP_BYTES} bytes",
+                            retryable=False,
+                        )
+                    pending.append(chunk)
+                    batched += len(chunk)
+                    if batched >= WRITE_BATCH:
+                        await asyncio.to_thread(out.writelines, pending)
+                        pending, batched = [], 0
+                await asyncio.to_thread(out.writelines, pending)
+            except httpx.TimeoutException as err:
+                raise SourceError(
+                    TerminalReason.DOWNLOAD_TIMEOUT, f"ugoira zip timeout after {received} bytes"
+                ) from err
+            except httpx.HTTPError as err:
+                raise SourceError(
+                    TerminalReason.DOWNLOAD_FAILED, f"ugoira zip broken after {received} bytes: {type(err).__name__}"
+                ) from err
+            finally:
+                await asyncio.to_thread(out.close)
+            if (expected is not None and expected.isdigit() and int(expected) != received) or received == 0:
+                raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"ugoira zip truncated: {received} bytes")
+            await asyncio.to_thread(os.replace, tmp, dest)
+        finally:
+            await response.aclose()
+            await asyncio.to_thread(tmp.unlink, True)
 
     def delete(self, job_id: str, target_id: str) -> None:
         """Remove one cell's artifact folder (storage mode ``cache``)."""

@@ -563,6 +563,20 @@ class SupervisionSettings(_Section):
     fatal_after_ms: int = Field(default=300_000, ge=100)
 
 
+class RetentionSettings(_Section):
+    """How long a finished job's bulky records are kept (:mod:`curaflow.ledger.retention`).
+
+    Attributes:
+        days: prune what finished more than this many days ago — every worker does it
+            every ``interval_ms``, and it is ``curaflow prune``'s default age; None (the
+            default, as in the reference) keeps everything.
+        interval_ms: how often a worker prunes when ``days`` is set.
+    """
+
+    days: int | None = Field(default=None, ge=1)
+    interval_ms: int = Field(default=3_600_000, ge=1000)
+
+
 def _default_routes() -> dict[str, Any]:
     return {"out": DirectoryRouteConfig(path=Path("curaflow-out"))}
 
@@ -618,6 +632,7 @@ class Settings(BaseSettings):
     pixiv: PixivSettings = Field(default_factory=PixivSettings)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     supervision: SupervisionSettings = Field(default_factory=SupervisionSettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     max_fallback_passes: int = Field(default=3, ge=0, le=10)
     reconcile_interval_ms: int = Field(default=30_000, ge=100)
     routes: dict[str, RouteConfig] = Field(default_factory=_default_routes)

@@ -93,8 +93,9 @@ SCHEDULE_OCCURRENCES = Counter(
 )
 SCHEDULE_MISSED = Counter(
     "curaflow_schedule_occurrences_missed_total",
-    "Occurrences Temporal did not run: missed_catchup_window (later than the 90 min catch-up "
-    "window) or skipped_overlap (the previous occurrence was still running).",
+    "Occurrences a plan did not run: missed_catchup_window (later than the 90 min catch-up "
+    "window), skipped_overlap (a job of the plan was still running) or skipped_outage (skipped "
+    "while no job of the plan ran: Temporal or the workers were down).",
     ["schedule_id", "why"],
 )
 SCHEDULE_START_LAG = Histogram(
@@ -263,7 +264,7 @@ def record_occurrence(schedule_id: str, result: str, lag_s: float | None = None)
 
 @_safe
 def record_missed(schedule_id: str, why: str, count: int) -> None:
-    """Count occurrences Temporal skipped or missed (``why``: missed_catchup_window | skipped_overlap)."""
+    """Count occurrences a plan did not run (``why``: a :class:`~curaflow.domain.occurrence.MissCause`)."""
     if count > 0:
         SCHEDULE_MISSED.labels(schedule_id=schedule_id, why=why).inc(count)
 

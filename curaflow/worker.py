@@ -51,6 +51,7 @@ from curaflow.health_server import health_app
 from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import migrate
 from curaflow.ledger.reconciler import run_forever
+from curaflow.ledger.retention import prune_tick
 from curaflow.ledger_gauges import run_ledger_gauges
 from curaflow.logs import configure_logging, get_logger
 from curaflow.metrics import set_worker_up
@@ -267,6 +268,10 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     # The gauges' own loop never raises ("a metric must never take a process down");
     # supervised, not fatal, so it shows in /ready and a death would be seen.
     supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(deps.pool, settings, stop), fatal=False)
+    if (days := settings.retention.days) is not None:
+        supervisor.every(
+            "retention", settings.retention.interval_ms / 1000, lambda: prune_tick(deps.pool, deps.store, days)
+        )
     loops = [
         asyncio.create_task(run_forever(deps.pool, start, interval_s, stop, client, supervisor=supervisor)),
         asyncio.create_task(watch_forever(deps.pool, client, settings, interval_s, stop, supervisor=supervisor)),

@@ -2,7 +2,8 @@
 
 Why a trampoline: Temporal appends its own timestamp to a schedule action's workflow id
 (``<id>-2025-01-01T09:00:00Z``), but a scheduled job's id must be
-``<schedule_id>@<YYYY-MM-DD>T<HHMM>`` in the plan's time zone (DESIGN.md decision 1),
+``<schedule_id>@<YYYY-MM-DD>T<HHMM><±hhmm>``, the nominal instant in the plan's time zone
+with its UTC offset (DESIGN.md decision 1),
 so a late or duplicate trigger of the same minute converges on one job. One run:
 
 1. reads the occurrence's nominal time from the ``TemporalScheduledStartTime`` search

@@ -11,6 +11,7 @@ from curaflow.cli.bench import bench
 from curaflow.cli.chaos import chaos
 from curaflow.cli.jobs import cancel, events, status, submit
 from curaflow.cli.pixiv import app as pixiv_app
+from curaflow.cli.prune import prune
 from curaflow.cli.remembered import accounts_app, refusals_app, unavailable_app
 from curaflow.cli.run import run
 from curaflow.cli.schedules import app as schedules_app
@@ -34,6 +35,7 @@ app.command()(cancel)
 app.command()(events)
 app.command()(bench)
 app.command()(chaos)
+app.command()(prune)
 app.command("temporal-setup")(temporal_setup)
 app.add_typer(schedules_app, name="schedules")
 app.add_typer(refusals_app, name="refusals")

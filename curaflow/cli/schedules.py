@@ -1,4 +1,4 @@
-"""``curaflow schedules sync|list|trigger|pause|unpause``: recurring plans on Temporal Schedules.
+"""``curaflow schedules sync|list|trigger|pause|unpause|misses``: recurring plans on Temporal Schedules.
 
 The plans come from ``[[schedules]]`` in the configuration; the logic is in
 :mod:`curaflow.schedules`. The commands talk to the configured Temporal service
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +23,7 @@ from temporalio.client import Client
 
 from curaflow import schedules as plans
 from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.cli.remembered import ledger_pool
 from curaflow.config import Settings
 from curaflow.devstack.stack import read_stack_info
 from curaflow.logs import configure_logging
@@ -158,8 +160,9 @@ def trigger(
     as_json: bool = typer.Option(False, "--json", help="JSON output: {schedule_id, job_id, scheduled_at}."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Start an occurrence now and print its job id (``<id>@<today>T<HHMM>`` in the plan's zone;
-    a second trigger in the same minute converges on the same job)."""
+    """Start an occurrence now and print its job id (``<id>@<today>T<HHMM><±hhmm>``: the
+    plan's local time and UTC offset; a second trigger in the same minute converges on the
+    same job)."""
     settings = settings_or_exit(config)
     started = _run(settings, lambda c: plans.trigger(c, schedule_id))
     if started is None:
@@ -205,3 +208,46 @@ def unpause(
     settings = settings_or_exit(config)
     _run(settings, lambda c: plans.unpause(c, schedule_id, note))
     out_console.print(f"unpaused {schedule_id}")
+
+
+@app.command()
+def misses(
+    schedule_id: str | None = typer.Argument(None, help="Plan id (omit: every plan)."),
+    limit: int = typer.Option(50, "--limit", min=1, help="At most this many, newest first."),
+    as_json: bool = typer.Option(False, "--json", help="JSON rows: {schedule_id, nominal_at, why, recorded_at}."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """The occurrences a plan did not run, by nominal time (UTC) and cause: `skipped_overlap`
+    (a job of the plan was still running), `skipped_outage` (none was: Temporal or the
+    workers were down), `missed_catchup_window` (more than 90 min late). Read from the
+    ledger, where the workers' schedule watch records them."""
+    settings = settings_or_exit(config)
+    configure_logging("WARNING", settings.observability.log_json)
+
+    async def main() -> list[plans.RecordedMiss]:
+        async with ledger_pool(settings) as pool:
+            return await plans.list_misses(pool, schedule_id, limit)
+
+    rows = asyncio.run(main())
+
+    def iso(ms: int) -> str:
+        return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    if as_json:
+        out = [
+            {
+                "schedule_id": r.schedule_id,
+                "nominal_at": iso(r.nominal_at),
+                "why": r.why,
+                "recorded_at": iso(r.recorded_at),
+            }
+            for r in rows
+        ]
+        print(json.dumps(out, indent=2))
+        return
+    table = Table(title="occurrences not run")
+    for col in ("plan", "nominal time (UTC)", "why", "recorded"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.schedule_id, iso(r.nominal_at), r.why, iso(r.recorded_at))
+    out_console.print(table)

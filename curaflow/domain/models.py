@@ -98,7 +98,11 @@ class CandidateReport(BaseModel):
 
 
 class ArtifactFile(BaseModel):
-    """One file of a fetched artifact in the artifact store."""
+    """One file of a fetched artifact in the artifact store.
+
+    ``frame_delays_ms``: for an animation (an ugoira as one animated GIF), how long each
+    frame shows, in ms, in order; None for a still image.
+    """
 
     path: str
     bytes: int
@@ -107,6 +111,7 @@ class ArtifactFile(BaseModel):
     height: int | None = None
     sha256: str | None = None
     page: int = 0
+    frame_delays_ms: list[int] | None = None
 
 
 class Artifact(BaseModel):
@@ -264,4 +269,6 @@ class JobRecord(BaseModel):
     cancel_requested_at: int | None = None
     workflow_started_at: int | None = None
     occurrence_date: str | None = None
+    #: a scheduled job's nominal time (None: the occurrence is the admission, ``created_at``)
+    occurrence_at: int | None = None
     cells: list[CellSnapshot] = Field(default_factory=list)

@@ -4,10 +4,11 @@ A recurring plan (``[[schedules]]`` in the config) is a Temporal Schedule whose 
 starts ``ScheduledJobWorkflow`` (the *trampoline*, :mod:`workflows.scheduled`) with an
 :class:`OccurrenceInput`. Temporal appends its own timestamp to a schedule action's
 workflow id, so the trampoline derives the job's canonical id
-``<schedule_id>@<YYYY-MM-DD>T<HHMM>`` (the scheduled time in the plan's time zone,
-DESIGN.md decision 1) and starts ``JobWorkflow`` under that id with
-``REJECT_DUPLICATE``: a late or duplicate trigger of the same minute converges on one
-job.
+``<schedule_id>@<YYYY-MM-DD>T<HHMM><±hhmm>`` (the nominal instant as the plan's local
+time *with its UTC offset*, DESIGN.md decision 1) and starts ``JobWorkflow`` under that
+id with ``REJECT_DUPLICATE``: a late or duplicate trigger of the same minute converges
+on one job, and the two instants a daylight-saving fall-back reads as the same wall
+time (02:00 CEST and 02:00 CET) are two jobs.
 
 Pure module (imported by workflows through the sandbox pass-through), except
 :func:`occurrence_job_id`, which reads the time-zone database and is only called from
@@ -17,6 +18,7 @@ activities and the CLI.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, Field
@@ -112,8 +114,20 @@ class OccurrenceResult(BaseModel):
     execution: str | None = None
 
 
+def _local(scheduled_at: datetime, timezone: str) -> datetime:
+    if scheduled_at.tzinfo is None:
+        scheduled_at = scheduled_at.replace(tzinfo=UTC)
+    return scheduled_at.astimezone(ZoneInfo(timezone))
+
+
 def occurrence_job_id(schedule_id: str, scheduled_at: datetime, timezone: str) -> tuple[str, str]:
     """The canonical job id of an occurrence and its local date.
+
+    The id names the nominal *instant* to the minute: the plan's local wall time and
+    the zone's UTC offset at that instant (DESIGN.md decision 1), so every instant has
+    one id and no two instants share one, also across a daylight-saving fall-back
+    (``nightly@2026-10-25T0200+0200`` then ``nightly@2026-10-25T0200+0100`` in
+    Europe/Paris). Seconds are dropped: triggers within one minute are one occurrence.
 
     Args:
         schedule_id: the plan's id.
@@ -121,12 +135,91 @@ def occurrence_job_id(schedule_id: str, scheduled_at: datetime, timezone: str) -
         timezone: IANA zone name (``Europe/Paris``); the id shows local wall time.
 
     Returns:
-        ``("<schedule_id>@<YYYY-MM-DD>T<HHMM>", "YYYY-MM-DD")``.
+        ``("<schedule_id>@<YYYY-MM-DD>T<HHMM><±hhmm>", "YYYY-MM-DD")``.
 
     Raises:
         zoneinfo.ZoneInfoNotFoundError: unknown zone.
     """
-    if scheduled_at.tzinfo is None:
-        scheduled_at = scheduled_at.replace(tzinfo=UTC)
-    local = scheduled_at.astimezone(ZoneInfo(timezone))
-    return f"{schedule_id}@{local:%Y-%m-%dT%H%M}", f"{local:%Y-%m-%d}"
+    local = _local(scheduled_at, timezone)
+    return f"{schedule_id}@{local:%Y-%m-%dT%H%M%z}", f"{local:%Y-%m-%d}"
+
+
+def legacy_occurrence_job_id(schedule_id: str, scheduled_at: datetime, timezone: str) -> str | None:
+    """The id an occurrence had before ids named the instant, when it is this instant's.
+
+    Ids used to be the local wall time alone (``<schedule_id>@<YYYY-MM-DD>T<HHMM>``), so
+    a fall-back's repeated hour mapped two instants onto one id and the second was
+    dropped as a duplicate. The compatibility rule: a legacy id stands for the
+    *earlier* instant of its wall-clock reading (the one the old rule admitted first);
+    admission converges on a job stored under it only for that instant.
+
+    Returns:
+        The legacy id, or None when ``scheduled_at`` is the later of two instants with
+        the same local reading (no legacy job can be its own).
+
+    Raises:
+        zoneinfo.ZoneInfoNotFoundError: unknown zone.
+    """
+    local = _local(scheduled_at, timezone)
+    if local.replace(fold=0).utcoffset() != local.utcoffset():
+        return None
+    return f"{schedule_id}@{local:%Y-%m-%dT%H%M}"
+
+
+class MissCause(StrEnum):
+    """Why a plan did not run one of its nominal times (the ``why`` of a named miss).
+
+    * ``missed_catchup_window`` — Temporal reached the time more than the catch-up window
+      (:data:`CATCHUP_WINDOW_S`) late (the server, or the schedule's history, was
+      unavailable for that long): the oldest times of such an outage;
+    * ``skipped_overlap`` — a job of the plan was open (admitted, not finished) at that
+      time: the previous occurrence ran longer than the interval;
+    * ``skipped_outage`` — Temporal skipped the time (its overlap policy) while no job of
+      the plan was open: the server was down and caught up one time only, or the
+      previous occurrence's trampoline waited for a worker — an outage, not an overlap.
+    """
+
+    CATCHUP_WINDOW = "missed_catchup_window"
+    OVERLAP = "skipped_overlap"
+    OUTAGE = "skipped_outage"
+
+
+def name_misses(
+    dropped_ms: list[int],
+    *,
+    missed_catchup: int,
+    skipped: int,
+    open_jobs: list[tuple[int, int | None]],
+) -> list[tuple[int, MissCause]]:
+    """Name the nominal times a plan did not run, each with its cause.
+
+    The one owner of a miss's cause. Temporal only counts what it dropped
+    (``missed_catchup`` beyond the catch-up window, ``skipped`` by the overlap policy)
+    and labels every skip "overlap"; the ledger knows whether a job of the plan was open.
+
+    Args:
+        dropped_ms: nominal times (epoch ms, UTC) the plan's spec matched, that Temporal
+            has processed, and that started nothing (no action, no job).
+        missed_catchup: how many times Temporal newly counted as beyond the catch-up window.
+        skipped: how many times Temporal newly counted as skipped by the overlap policy.
+        open_jobs: the plan's jobs as ``(admitted_at_ms, completed_at_ms or None)``.
+
+    Returns:
+        ``(nominal_ms, cause)`` ascending, at most ``missed_catchup + skipped`` of them:
+        when more times match than Temporal counted (the schedule was paused meanwhile,
+        and a paused time is not a miss), the latest ones are kept. The oldest
+        ``missed_catchup`` are beyond the catch-up window (an outage drops its oldest
+        times first); each other one is an overlap when a job of the plan was open at
+        that instant, an outage otherwise.
+    """
+    counted = max(0, missed_catchup) + max(0, skipped)
+    times = sorted(set(dropped_ms))[-counted:] if counted else []
+    named: list[tuple[int, MissCause]] = []
+    for index, at in enumerate(times):
+        if index < missed_catchup:
+            named.append((at, MissCause.CATCHUP_WINDOW))
+        elif any(start <= at and (end is None or end > at) for start, end in open_jobs):
+            named.append((at, MissCause.OVERLAP))
+        else:
+            named.append((at, MissCause.OUTAGE))
+    return named

@@ -99,7 +99,7 @@ async def finish_job(
         outcome = build_outcome_record(
             job_id=job_id,
             schedule_id=record.schedule_id or record.plan_id,
-            occurrence_at_ms=record.created_at,
+            occurrence_at_ms=record.occurrence_at if record.occurrence_at is not None else record.created_at,
             occurrence_date=record.occurrence_date,
             started_at_ms=record.started_at,
             completed_at_ms=now,

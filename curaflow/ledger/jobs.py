@@ -31,6 +31,8 @@ class NewJob:
         job_input: the workflow argument; stored so the reconciler can start a workflow
             that was never started.
         params: the normalised retrieval view (compared on replay), or None.
+        occurrence_at: a scheduled job's nominal time, epoch ms (UTC); None for other
+            jobs (their occurrence is the admission, ``created_at``).
     """
 
     job_input: JobInput
@@ -40,6 +42,7 @@ class NewJob:
     labels: dict[str, str] | None = None
     params: dict[str, Any] | None = None
     occurrence_date: str | None = None
+    occurrence_at: int | None = None
 
 
 @dataclass
@@ -70,6 +73,7 @@ def admitted_record(new: NewJob) -> JobRecord:
         updated_at=inp.created_at_ms,
         deadline_at=inp.deadline_at_ms,
         occurrence_date=new.occurrence_date,
+        occurrence_at=new.occurrence_at,
         cells=[CellSnapshot(target_id=t.target_id, updated_at=inp.created_at_ms) for t in inp.targets],
     )
 
@@ -95,8 +99,8 @@ async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
         inserted = await conn.fetchval(
             """INSERT INTO jobs (job_id, job_type, plan_id, schedule_id, trigger, idempotency_key,
                    correlation_id, callback_url, labels, params, target_ids, workflow_input,
-                   created_at, updated_at, deadline_at, occurrence_date, admission_response)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15, $16)
+                   created_at, updated_at, deadline_at, occurrence_date, admission_response, occurrence_at)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15, $16, $17)
                ON CONFLICT DO NOTHING RETURNING job_id""",
             inp.job_id,
             inp.job_type,
@@ -114,6 +118,7 @@ async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
             inp.deadline_at_ms,
             new.occurrence_date,
             response,
+            new.occurrence_at,
         )
         if inserted is None:
             existing = await find_existing(conn, inp.job_id, new.idempotency_key)

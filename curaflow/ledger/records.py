@@ -106,7 +106,8 @@ async def load_cell(
 
 JOB_COLUMNS = """job_id, job_type, plan_id, schedule_id, trigger, idempotency_key, correlation_id,
     callback_url, params, target_ids, business_status, created_at, started_at, updated_at,
-    completed_at, deadline_at, attempt, cancel_requested_at, workflow_started_at, occurrence_date"""
+    completed_at, deadline_at, attempt, cancel_requested_at, workflow_started_at, occurrence_date,
+    occurrence_at"""
 
 
 def job_from_row(row: asyncpg.Record, cells: list[CellSnapshot]) -> JobRecord:
@@ -132,6 +133,7 @@ def job_from_row(row: asyncpg.Record, cells: list[CellSnapshot]) -> JobRecord:
         cancel_requested_at=row["cancel_requested_at"],
         workflow_started_at=row["workflow_started_at"],
         occurrence_date=row["occurrence_date"],
+        occurrence_at=row["occurrence_at"],
         cells=cells,
     )
 

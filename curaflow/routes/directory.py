@@ -89,17 +89,18 @@ class DirectoryRoute:
         files: list[dict[str, Any]] = []
         for f, (src, dest) in zip(request.artifact.files, targets, strict=True):
             atomic_copy(src, dest)
-            files.append(
-                {
-                    "name": dest.name,
-                    "page": f.page,
-                    "bytes": f.bytes,
-                    "mime": f.mime,
-                    "sha256": f.sha256,
-                    "width": f.width,
-                    "height": f.height,
-                }
-            )
+            entry: dict[str, Any] = {
+                "name": dest.name,
+                "page": f.page,
+                "bytes": f.bytes,
+                "mime": f.mime,
+                "sha256": f.sha256,
+                "width": f.width,
+                "height": f.height,
+            }
+            if f.frame_delays_ms:  # an animation: each frame's delay, ms, in order
+                entry["frame_delays_ms"] = f.frame_delays_ms
+            files.append(entry)
         work = request.work
         manifest = {
             "schema_version": 1,

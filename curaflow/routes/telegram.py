@@ -7,6 +7,8 @@ Referer):
   ≤ 20) → ``sendPhoto``; otherwise → ``sendDocument`` (≤ 50 MiB, else the work is
   ``over_route_limit``: curaflow's limit, nothing sent). A photo Telegram refuses anyway (``PHOTO_INVALID_DIMENSIONS``
   …) is sent again as a document in the same attempt (a 400 means nothing was posted);
+* an animation (an ugoira, one animated GIF with frame delays) → ``sendAnimation``
+  (Telegram shows it playing; ≤ 50 MiB like a document);
 * a multi-page work → ``sendMediaGroup`` albums of 2–10 items, split evenly beyond 10
   pages (:func:`~curaflow.routes.chunks.balanced_chunks`). The photo/document choice is
   made **once per work** from all its final files: every album is
@@ -172,8 +174,9 @@ class TelegramRoute:
                     permanent=True,
                 )
         parts = balanced_chunks(files, ALBUM_MAX)
-        # One shape per work, decided from all its files (not album by album).
-        as_photo = all(fits_photo(f, self.config) for f in files)
+        # One shape per work, decided from all its files (not album by album); an
+        # animation goes as sendAnimation, never as a photo (a photo shows one frame).
+        as_photo = all(fits_photo(f, self.config) and not f.frame_delays_ms for f in files)
         done = [list(entry) for entry in request.parts_done[: len(parts)]]
         for index, chunk in enumerate(parts):
             posted = done[index] if index < len(done) else None
@@ -222,7 +225,12 @@ class TelegramRoute:
         if self.config.message_thread_id is not None:
             data["message_thread_id"] = str(self.config.message_thread_id)
         uploads: dict[str, tuple[str, bytes, str]] = {}
-        if len(chunk) == 1:
+        if len(chunk) == 1 and chunk[0].frame_delays_ms:
+            method, field = "sendAnimation", "animation"
+            if caption:
+                data["caption"] = caption
+            uploads[field] = (Path(chunk[0].path).name, blobs[0], chunk[0].mime)
+        elif len(chunk) == 1:
             method, field = ("sendPhoto", "photo") if as_photo else ("sendDocument", "document")
             if caption:
                 data["caption"] = caption

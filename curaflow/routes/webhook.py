@@ -62,6 +62,8 @@ def build_body(request: DeliveryRequest, include_files: bool) -> dict[str, Any]:
             "width": f.width,
             "height": f.height,
         }
+        if f.frame_delays_ms:  # an animation: each frame's delay, ms, in order
+            entry["frame_delays_ms"] = f.frame_delays_ms
         if include_files:
             entry["data_base64"] = base64.b64encode(Path(f.path).read_bytes()).decode()
         files.append(entry)

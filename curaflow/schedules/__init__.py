@@ -5,8 +5,9 @@
 * :mod:`curaflow.schedules.verbs` — ``curaflow schedules list|trigger|pause|unpause``;
 * :mod:`curaflow.schedules.admit` — :func:`admit_occurrence`, the ledger side of an
   occurrence (called by the ``admit_occurrence`` activity);
-* :mod:`curaflow.schedules.watch` — missed and overlap-skipped occurrences, logged and
-  counted once each.
+* :mod:`curaflow.schedules.watch` — occurrences a plan did not run, each named by its
+  nominal time and cause (catch-up window, overlap, outage), recorded, logged and counted
+  once each.
 """
 
 from curaflow.schedules.admit import OccurrenceConfigError, admit_occurrence, target_spec
@@ -23,13 +24,14 @@ from curaflow.schedules.sync import (
     sync_schedules,
 )
 from curaflow.schedules.verbs import ScheduleView, Triggered, describe_schedules, pause, trigger, unpause
-from curaflow.schedules.watch import Missed, watch_forever, watch_tick
+from curaflow.schedules.watch import Missed, RecordedMiss, list_misses, watch_forever, watch_tick
 
 __all__ = [
     "MEMO_TASK_QUEUE",
     "Change",
     "Missed",
     "OccurrenceConfigError",
+    "RecordedMiss",
     "ScheduleError",
     "ScheduleView",
     "Triggered",
@@ -39,6 +41,7 @@ __all__ = [
     "describe_schedule",
     "describe_schedules",
     "diff_plan",
+    "list_misses",
     "occurrence_input",
     "owned_schedule_ids",
     "pause",

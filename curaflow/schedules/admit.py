@@ -15,7 +15,12 @@ import asyncpg
 from curaflow import metrics
 from curaflow.config import Settings, TargetConfig
 from curaflow.domain.messages import JobInput, TargetSpec
-from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceAdmission, occurrence_job_id
+from curaflow.domain.occurrence import (
+    AdmitOccurrenceInput,
+    OccurrenceAdmission,
+    legacy_occurrence_job_id,
+    occurrence_job_id,
+)
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started, workflow_input
 from curaflow.logs import get_logger
@@ -45,8 +50,11 @@ class OccurrenceConfigError(Exception):
 async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOccurrenceInput) -> OccurrenceAdmission:
     """Insert an occurrence's job into the ledger if absent.
 
-    The job id comes from the nominal time in the plan's time zone (the zone the
-    schedule fired in, i.e. ``req.occurrence.timezone``). Targets are resolved from the
+    The job id comes from the nominal instant in the plan's time zone (the zone the
+    schedule fired in, i.e. ``req.occurrence.timezone``); a job admitted under the
+    instant's legacy id (:func:`~curaflow.domain.occurrence.legacy_occurrence_job_id`,
+    before ids carried the offset) is the same occurrence. The job row keeps the
+    nominal time (``jobs.occurrence_at``: the outcome's ``occurrence_at``). Targets are resolved from the
     live configuration: the plan's current ``target_ids`` if the plan is still
     configured, else those recorded at sync time; an empty list means every configured
     target; unknown ids are skipped with a warning.
@@ -61,10 +69,14 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
     occ = req.occurrence
     scheduled = datetime.fromtimestamp(req.scheduled_at_ms / 1000, tz=UTC)
     job_id, occurrence_date = occurrence_job_id(occ.schedule_id, scheduled, occ.timezone)
+    legacy_id = legacy_occurrence_job_id(occ.schedule_id, scheduled, occ.timezone)
     lag_s = (now_ms() - req.scheduled_at_ms) / 1000
     async with pool.acquire() as conn:
         stored = await workflow_input(conn, job_id)
+        if stored is None and legacy_id is not None:
+            stored = await workflow_input(conn, legacy_id)
         if stored is not None:
+            job_id = stored.job_id
             log.info("schedule.occurrence_duplicate", schedule_id=occ.schedule_id, job_id=job_id, lag_s=round(lag_s, 3))
             metrics.record_occurrence(occ.schedule_id, "duplicate")
             return OccurrenceAdmission(job_id=job_id, created=False, job_input=stored)
@@ -89,7 +101,9 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
             max_fallback_stages=max(1, settings.max_fallback_passes),
             source_task_queues=settings.source_task_queues(),
         )
-        row = await insert_job(conn, NewJob(job_input=inp, occurrence_date=occurrence_date))
+        row = await insert_job(
+            conn, NewJob(job_input=inp, occurrence_date=occurrence_date, occurrence_at=req.scheduled_at_ms)
+        )
         if not row.created:  # lost a race with a concurrent trigger of the same minute
             stored = await workflow_input(conn, job_id)
             assert stored is not None

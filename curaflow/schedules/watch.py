@@ -1,46 +1,142 @@
-"""Missed and skipped occurrences: Temporal's counters → one log line and metric per miss.
+"""Missed and skipped occurrences: each one named by its nominal time and its real cause.
 
-:func:`watch_tick` turns Temporal's per-schedule counters of missed (outside the catch-up
-window) and overlap-skipped occurrences into a ``schedule.occurrence_missed`` log line
-and the ``curaflow_schedule_occurrences_missed_total`` metric, once per miss across all
-processes (counters stored in the ledger, under an advisory lock).
+Temporal counts, per schedule, the times it dropped: beyond the catch-up window, or
+skipped by the overlap policy — and it counts as "overlap" every time skipped behind an
+occurrence that was still open, also when that occurrence was only open because the
+server or every worker was down. :func:`watch_tick` turns an increase of those counters
+into named misses: the times the plan's spec matched (Temporal's
+``ListScheduleMatchingTimes``) that Temporal has processed and that started nothing are
+the dropped times; :func:`curaflow.domain.occurrence.name_misses` gives each its cause
+(beyond the catch-up window, overlap with an open job of the plan, or outage). Each miss
+is recorded once in ``schedule_misses`` (``curaflow schedules misses``), logged as
+``schedule.occurrence_missed`` and counted in ``curaflow_schedule_occurrences_missed_total``,
+once across all processes (counters and the accounted-for horizon stored in the ledger,
+under an advisory lock).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 import asyncpg
-from temporalio.client import Client
+from google.protobuf.timestamp_pb2 import Timestamp
+from temporalio.api.workflowservice.v1 import ListScheduleMatchingTimesRequest
+from temporalio.client import Client, ScheduleDescription
 
 from curaflow import metrics
-from curaflow.config import Settings
-from curaflow.domain.occurrence import CATCHUP_WINDOW_S
+from curaflow.config import ScheduleConfig, Settings
+from curaflow.domain.occurrence import CATCHUP_WINDOW_S, MissCause, name_misses
 from curaflow.ledger.db import now_ms, session_lock
 from curaflow.logs import get_logger
 from curaflow.schedules.sync import describe_schedule
 from curaflow.supervision import Supervisor
 
 WATCH_LOCK_KEY = 0x6375726177617463  # "curawatc"
+#: How far back one tick looks for dropped times (a watcher down longer names the
+#: times of the last week only; Temporal's counts stay complete).
+LOOKBACK_MS = 7 * 24 * 3600 * 1000
+#: How long Temporal's scheduler may take to act on a due time (ms): the watch keeps
+#: looking at the times of this last span again (a skip is counted a moment after its
+#: time), naming each one once.
+SETTLE_MS = 60_000
+#: How far an action's or a job's time may lie from the nominal time it is for (ms), on
+#: top of the plan's jitter.
+MATCH_SLACK_MS = 500
 log = get_logger("curaflow.schedules")
 
 
 @dataclass
 class Missed:
-    """Occurrences newly found missed on one schedule in one watch tick."""
+    """Occurrences newly found missed on one schedule in one watch tick.
+
+    Attributes:
+        missed_catchup / skipped_overlap / skipped_outage: how many, by cause
+            (:class:`~curaflow.domain.occurrence.MissCause`). A skip Temporal counted
+            whose time is not a time of the spec (a ``schedules trigger`` skipped behind
+            a running occurrence) keeps Temporal's label and is not named.
+        dropped: the named ones, ``(nominal time UTC, cause)`` ascending.
+    """
 
     schedule_id: str
     missed_catchup: int
     skipped_overlap: int
+    skipped_outage: int = 0
+    dropped: list[tuple[datetime, MissCause]] = field(default_factory=list)
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
+def processed_until(desc: ScheduleDescription, now: int) -> int:
+    """Epoch ms before which Temporal has acted on every time of the spec.
+
+    The scheduler's next action time is the first time it has not processed yet (after an
+    outage it still lies in the past until the scheduler caught up); without one, now.
+    """
+    nxt = desc.info.next_action_times
+    return min(now, _ms(nxt[0])) if nxt else now
+
+
+async def matching_times(client: Client, schedule_id: str, start_ms: int, end_ms: int) -> list[int]:
+    """The times (epoch ms, UTC) the schedule's spec matches in ``[start_ms, end_ms)``."""
+    start, end = Timestamp(), Timestamp()
+    start.FromMilliseconds(start_ms)
+    end.FromMilliseconds(end_ms)
+    resp = await client.workflow_service.list_schedule_matching_times(
+        ListScheduleMatchingTimesRequest(
+            namespace=client.namespace, schedule_id=schedule_id, start_time=start, end_time=end
+        )
+    )
+    return sorted(t for t in (ts.ToMilliseconds() for ts in resp.start_time) if start_ms <= t < end_ms)
+
+
+async def dropped_times(
+    conn: asyncpg.Connection,
+    client: Client,
+    plan: ScheduleConfig,
+    desc: ScheduleDescription,
+    start_ms: int,
+    end_ms: int,
+) -> tuple[list[int], list[tuple[int, int | None]]]:
+    """The spec's times in ``[start_ms, end_ms)`` that started nothing and are not named
+    yet, and the plan's jobs open in that span as ``(admitted_at, completed_at)`` (epoch ms)."""
+    matched = await matching_times(client, plan.id, start_ms, end_ms)
+    named = {
+        r["nominal_at"]
+        for r in await conn.fetch(
+            "SELECT nominal_at FROM schedule_misses WHERE schedule_id = $1 AND nominal_at >= $2 AND nominal_at < $3",
+            plan.id,
+            start_ms,
+            end_ms,
+        )
+    }
+    matched = [t for t in matched if t not in named]
+    slack = plan.jitter_ms + MATCH_SLACK_MS
+    rows = await conn.fetch(
+        """SELECT occurrence_at, created_at, completed_at FROM jobs
+           WHERE schedule_id = $1 AND created_at < $3::bigint + $4::bigint
+             AND (completed_at IS NULL OR completed_at >= $2::bigint - $4::bigint)""",
+        plan.id,
+        start_ms,
+        end_ms,
+        slack,
+    )
+    taken = [_ms(a.scheduled_at) for a in desc.info.recent_actions]
+    taken += [r["occurrence_at"] for r in rows if r["occurrence_at"] is not None]
+    dropped = [t for t in matched if not any(t - MATCH_SLACK_MS <= a <= t + slack for a in taken)]
+    return dropped, [(r["created_at"], r["completed_at"]) for r in rows]
 
 
 async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> list[Missed]:
-    """Compare Temporal's missed/skipped counters with the ledger's and report the increase.
+    """Compare Temporal's missed/skipped counters with the ledger's; name and report the increase.
 
     Runs in every worker at the reconcile interval; one process at a time does the work
-    (advisory lock), and the ledger remembers the last counters, so each miss is logged
-    and counted exactly once (a restart does not repeat them).
+    (advisory lock), and the ledger remembers the last counters and up to which nominal
+    time they were accounted for, so each miss is logged, counted and recorded exactly
+    once (a restart does not repeat them).
 
     Returns:
         The schedules with new misses (empty when another process holds the lock).
@@ -56,36 +152,99 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
             missed = desc.info.num_actions_missed_catchup_window
             skipped = desc.info.num_actions_skipped_overlap
             row = await conn.fetchrow(
-                "SELECT missed_catchup, skipped_overlap FROM schedule_watch WHERE schedule_id = $1", plan.id
-            )
-            await conn.execute(
-                """INSERT INTO schedule_watch (schedule_id, missed_catchup, skipped_overlap, updated_at)
-                   VALUES ($1, $2, $3, $4)
-                   ON CONFLICT (schedule_id) DO UPDATE SET missed_catchup = EXCLUDED.missed_catchup,
-                       skipped_overlap = EXCLUDED.skipped_overlap, updated_at = EXCLUDED.updated_at""",
+                "SELECT missed_catchup, skipped_overlap, checked_until, updated_at FROM schedule_watch "
+                "WHERE schedule_id = $1",
                 plan.id,
-                missed,
-                skipped,
-                now_ms(),
             )
+            now = now_ms()
+            horizon = processed_until(desc, now)
+            if row is None:
+                start = _ms(desc.info.created_at) if desc.info.created_at else horizon
+            else:
+                start = row["checked_until"] if row["checked_until"] is not None else row["updated_at"]
+            start = max(start, horizon - LOOKBACK_MS)
             # A recreated schedule restarts its counters at zero: count from there.
             before_missed = row["missed_catchup"] if row and row["missed_catchup"] <= missed else 0
             before_skipped = row["skipped_overlap"] if row and row["skipped_overlap"] <= skipped else 0
-            new = Missed(plan.id, missed - before_missed, skipped - before_skipped)
-            if new.missed_catchup or new.skipped_overlap:
-                found.append(new)
-                metrics.record_missed(plan.id, "missed_catchup_window", new.missed_catchup)
-                metrics.record_missed(plan.id, "skipped_overlap", new.skipped_overlap)
-                log.warning(
-                    "schedule.occurrence_missed",
-                    schedule_id=plan.id,
-                    missed_catchup_window=new.missed_catchup,
-                    skipped_overlap=new.skipped_overlap,
-                    catchup_window_s=CATCHUP_WINDOW_S,
-                    total_missed_catchup_window=missed,
-                    total_skipped_overlap=skipped,
+            new_missed, new_skipped = missed - before_missed, skipped - before_skipped
+            named: list[tuple[int, MissCause]] = []
+            if (new_missed or new_skipped) and start < horizon:
+                dropped, open_jobs = await dropped_times(conn, client, plan, desc, start, horizon)
+                named = name_misses(dropped, missed_catchup=new_missed, skipped=new_skipped, open_jobs=open_jobs)
+            async with conn.transaction():
+                await conn.execute(
+                    """INSERT INTO schedule_watch
+                           (schedule_id, missed_catchup, skipped_overlap, updated_at, checked_until)
+                       VALUES ($1, $2, $3, $4, $5)
+                       ON CONFLICT (schedule_id) DO UPDATE SET missed_catchup = EXCLUDED.missed_catchup,
+                           skipped_overlap = EXCLUDED.skipped_overlap, updated_at = EXCLUDED.updated_at,
+                           checked_until = GREATEST(schedule_watch.checked_until, EXCLUDED.checked_until)""",
+                    plan.id,
+                    missed,
+                    skipped,
+                    now,
+                    max(start, min(horizon, now - SETTLE_MS)),
                 )
+                if named:
+                    await conn.execute(
+                        """INSERT INTO schedule_misses (schedule_id, nominal_at, why, recorded_at)
+                           SELECT $1, t, w, $4 FROM unnest($2::bigint[], $3::text[]) AS u(t, w)
+                           ON CONFLICT DO NOTHING""",
+                        plan.id,
+                        [t for t, _ in named],
+                        [str(c) for t, c in named],
+                        now,
+                    )
+            if not (new_missed or new_skipped):
+                continue
+            by_cause = {cause: sum(1 for _, c in named if c == cause) for cause in MissCause}
+            # what Temporal counted but no spec time explains keeps Temporal's own label
+            by_cause[MissCause.CATCHUP_WINDOW] += max(0, new_missed - by_cause[MissCause.CATCHUP_WINDOW])
+            unnamed_skips = new_skipped - by_cause[MissCause.OVERLAP] - by_cause[MissCause.OUTAGE]
+            by_cause[MissCause.OVERLAP] += max(0, unnamed_skips)
+            new = Missed(
+                plan.id,
+                missed_catchup=by_cause[MissCause.CATCHUP_WINDOW],
+                skipped_overlap=by_cause[MissCause.OVERLAP],
+                skipped_outage=by_cause[MissCause.OUTAGE],
+                dropped=[(datetime.fromtimestamp(t / 1000, tz=UTC), c) for t, c in named],
+            )
+            found.append(new)
+            for cause, count in by_cause.items():
+                metrics.record_missed(plan.id, str(cause), count)
+            log.warning(
+                "schedule.occurrence_missed",
+                schedule_id=plan.id,
+                missed_catchup_window=new.missed_catchup,
+                skipped_overlap=new.skipped_overlap,
+                skipped_outage=new.skipped_outage,
+                dropped=[{"at": at.isoformat().replace("+00:00", "Z"), "why": str(c)} for at, c in new.dropped],
+                catchup_window_s=CATCHUP_WINDOW_S,
+                total_missed_catchup_window=missed,
+                total_skipped_overlap=skipped,
+            )
     return found
+
+
+@dataclass
+class RecordedMiss:
+    """A named miss as the ledger keeps it (times epoch ms, UTC)."""
+
+    schedule_id: str
+    nominal_at: int
+    why: str
+    recorded_at: int
+
+
+async def list_misses(pool: asyncpg.Pool, schedule_id: str | None = None, limit: int = 50) -> list[RecordedMiss]:
+    """The latest named misses (newest first), of one plan or of all."""
+    rows = await pool.fetch(
+        """SELECT schedule_id, nominal_at, why, recorded_at FROM schedule_misses
+           WHERE $1::text IS NULL OR schedule_id = $1 ORDER BY nominal_at DESC LIMIT $2""",
+        schedule_id,
+        limit,
+    )
+    return [RecordedMiss(**dict(r)) for r in rows]
 
 
 async def watch_forever(

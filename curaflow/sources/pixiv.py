@@ -43,6 +43,7 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_optional, clean_text, loads_clean
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import Gate
+from curaflow.sources.ugoira import UgoiraError, UgoiraMetadata, parse_metadata
 
 # Public constants of Pixiv's iOS app, shipped by every client library (pixivpy, gallery-dl).
 CLIENT_ID = "MOBrBDS8blbauoSck0ZfDbtuzpyT"
@@ -450,6 +451,20 @@ class PixivClient:
         """
         body = await self._get(f"{self.api_url}/v1/illust/detail", {"illust_id": work_id}, work_id=work_id)
         return parse_work(body["illust"])
+
+    async def ugoira_metadata(self, work_id: str) -> UgoiraMetadata:
+        """``GET /v1/ugoira/metadata``: an animated work's frames zip and frame delays.
+
+        Raises:
+            WorkUnavailable: the work is gone, private or restricted.
+            SourceError: classified failure; ``download_failed`` (not retryable) when the
+                answer is not a usable animation (:class:`~curaflow.sources.ugoira.UgoiraError`).
+        """
+        body = await self._get(f"{self.api_url}/v1/ugoira/metadata", {"illust_id": work_id}, work_id=work_id)
+        try:
+            return parse_metadata(body)
+        except UgoiraError as err:
+            raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"ugoira {work_id}: {err}", retryable=False) from None
 
     def image_url(self, url: str) -> str:
         """Where to GET the image ``url`` of a work: itself, or its copy on ``image_host``.

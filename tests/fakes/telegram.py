@@ -68,6 +68,8 @@ class Upload:
     sha256: str
     width: int | None = None
     height: int | None = None
+    format: str | None = None
+    frames: int = 1
 
 
 @dataclass
@@ -197,9 +199,11 @@ class FakeTelegram:
     async def _upload(self, name: str, value: UploadFile) -> Upload:
         data = await value.read()
         width = height = None
+        fmt, frames = None, 1
         try:
             with Image.open(io.BytesIO(data)) as image:
                 width, height = image.size
+                fmt, frames = image.format, int(getattr(image, "n_frames", 1))
         except (OSError, ValueError):
             pass
         return Upload(
@@ -210,6 +214,8 @@ class FakeTelegram:
             sha256=hashlib.sha256(data).hexdigest(),
             width=width,
             height=height,
+            format=fmt,
+            frames=frames,
         )
 
     def _photo_problem(self, upload: Upload) -> str | None:
@@ -247,7 +253,7 @@ class FakeTelegram:
     async def _answer(self, entry: TgRequest, token: str) -> Response:
         if token != self.token:
             return _fail(401, "Unauthorized")
-        if entry.method not in ("sendPhoto", "sendDocument", "sendMediaGroup", "getMe"):
+        if entry.method not in ("sendPhoto", "sendDocument", "sendAnimation", "sendMediaGroup", "getMe"):
             return _fail(404, "Not Found")
         if entry.method == "getMe":
             return JSONResponse({"ok": True, "result": {"id": 123456, "is_bot": True, "first_name": "fake"}})
@@ -323,6 +329,15 @@ class FakeTelegram:
                 return "Bad Request: there is no document in the request", "no document file"
             if document.size > DOCUMENT_MAX_BYTES:
                 return "Request Entity Too Large", f"document of {document.size} bytes"
+        if entry.method == "sendAnimation":
+            # Bot API: "animation files (GIF or H.264/MPEG-4 AVC video without sound)", ≤ 50 MB
+            animation = entry.files.get("animation")
+            if animation is None:
+                return "Bad Request: there is no animation in the request", "no animation file"
+            if animation.size > DOCUMENT_MAX_BYTES:
+                return "Request Entity Too Large", f"animation of {animation.size} bytes"
+            if animation.format != "GIF" or animation.frames < 2:
+                return "Bad Request: wrong type of the web page content", f"not an animated GIF: {animation.format}"
         if entry.method == "sendMediaGroup":
             media = entry.media
             if not 2 <= len(media) <= 10:
@@ -375,6 +390,15 @@ class FakeTelegram:
         if entry.method == "sendPhoto":
             upload = entry.files["photo"]
             message["photo"] = [{**self._file(upload), "width": upload.width, "height": upload.height}]
+        elif entry.method == "sendAnimation":
+            upload = entry.files["animation"]
+            message["animation"] = {
+                **self._file(upload),
+                "width": upload.width,
+                "height": upload.height,
+                "file_name": upload.filename,
+                "mime_type": upload.content_type,
+            }
         else:
             upload = entry.files["document"]
             message["document"] = {**self._file(upload), "file_name": upload.filename}

@@ -85,7 +85,7 @@ async def test_schedules_trigger_prints_the_job_id(
         after = datetime.now(UTC)
         assert result.returncode == 0, result.stderr
         expected = {occurrence_job_id(plan_id, t, "Asia/Tokyo")[0] for t in (before, after)}
-        printed = set(re.findall(rf"{re.escape(plan_id)}@\d{{4}}-\d\d-\d\dT\d{{4}}", result.stdout))
+        printed = set(re.findall(rf"{re.escape(plan_id)}@\d{{4}}-\d\d-\d\dT\d{{4}}[+-]\d{{4}}", result.stdout))
         assert printed and printed <= expected, result.stdout
     finally:
         with contextlib.suppress(Exception):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -16,9 +17,12 @@ from temporalio.client import Client, ScheduleOverlapPolicy
 
 from curaflow import schedules as plans
 from curaflow.config import load_settings
+from curaflow.domain.messages import JobInput
 from curaflow.domain.occurrence import occurrence_job_id
+from curaflow.ledger.jobs import NewJob, insert_job, workflow_input
 from tests.conftest import StackFactory
-from tests.support import Stack, eventually, short_id
+from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.support import Stack, eventually, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -176,7 +180,7 @@ async def test_trigger_starts_one_job_with_the_canonical_id_and_a_duplicate_conv
             for n in (1, 2)
         ]
         results = [await h.result() for h in handles]
-        job_id = f"{plan_id}@2025-01-02T0300"
+        job_id = f"{plan_id}@2025-01-02T0300+0900"
         assert [r["job_id"] for r in results] == [job_id, job_id]
         assert sorted(bool(r["duplicate"]) for r in results) == [False, True]
         rows = await scheduled_jobs(stack, plan_id)
@@ -219,3 +223,145 @@ async def test_overlapping_trigger_is_skipped_and_reported(
         await stack.wait_terminal(rows[0]["job_id"])
     finally:
         await _cleanup(client, plan_id)
+
+
+async def test_the_two_instants_of_a_fall_back_hour_are_two_jobs_with_their_nominal_times(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
+) -> None:
+    """``@every 1h`` in Europe/Berlin: 02:00 CEST and 02:00 CET on 2026-10-25 both run, each
+    job's outcome names its nominal instant; a job admitted under the legacy id (local
+    wall time alone) is still the occurrence of the earlier instant."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id, cron=["@every 1h"], timezone="Europe/Berlin"))
+    await stack.start_worker()
+    client = temporal_client
+    occ = plans.occurrence_input(stack.settings, stack.settings.schedules[0])
+
+    async def run(at: datetime, n: str) -> dict[str, Any]:
+        inp = occ.model_copy(update={"scheduled_at_ms": int(at.timestamp() * 1000)})
+        handle = await client.start_workflow(
+            "ScheduledJobWorkflow", inp, id=f"{plan_id}@rerun-{n}", task_queue=stack.task_queue
+        )
+        result: dict[str, Any] = await handle.result()
+        return result
+
+    cest, cet = datetime(2026, 10, 25, 0, 0, tzinfo=UTC), datetime(2026, 10, 25, 1, 0, tzinfo=UTC)
+    first, second = await run(cest, "cest"), await run(cet, "cet")
+    assert (first["job_id"], first["duplicate"]) == (f"{plan_id}@2026-10-25T0200+0200", False)
+    assert (second["job_id"], second["duplicate"]) == (f"{plan_id}@2026-10-25T0200+0100", False)
+    pool = await stack.ledger()
+    for result, at in ((first, cest), (second, cet)):
+        await stack.wait_terminal(result["job_id"])
+        record = await pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", result["job_id"])
+        assert record["occurrence_at"] == at.strftime("%Y-%m-%dT%H:%M:%SZ")  # nominal, not the actual start
+        assert record["occurrence_date"] == "2026-10-25"
+
+    # an occurrence an earlier version admitted under the wall-clock id converges on it
+    legacy = datetime(2026, 10, 26, 0, 0, tzinfo=UTC)  # 01:00 CET
+    stored = JobInput.model_validate(
+        {**(await workflow_input_of(pool, first["job_id"])).model_dump(), "job_id": f"{plan_id}@2026-10-26T0100"}
+    )
+    async with pool.acquire() as conn:
+        await insert_job(conn, NewJob(job_input=stored, occurrence_date="2026-10-26"))
+    again = await run(legacy, "legacy")
+    assert again["job_id"] == f"{plan_id}@2026-10-26T0100"
+    assert [r["job_id"] for r in await scheduled_jobs(stack, plan_id)].count(f"{plan_id}@2026-10-26T0100+0100") == 0
+
+
+async def workflow_input_of(pool: Any, job_id: str) -> JobInput:
+    async with pool.acquire() as conn:
+        stored = await workflow_input(conn, job_id)
+    assert stored is not None
+    return stored
+
+
+async def test_runs_not_started_are_named_by_nominal_time_and_real_cause(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client, webhook: WebhookReceiver
+) -> None:
+    """A real Schedule (``@every 2s``): while no worker runs, the occurrence Temporal started
+    waits and the next times are skipped — an outage, not an overlap; while the job runs
+    (a slow receiver), the times skipped are overlaps. Each dropped time is named; the
+    job's ``occurrence_at`` is its nominal time, not its late start."""
+    plan_id = f"plan-{short_id()}"
+    config = plan_config(tmp_path, plan_id, cron=["@every 2s"], timezone="UTC")
+    route = f"hook-{short_id()}"
+    config["routes"] = {route: {"kind": "webhook", "url": webhook.url + "/slow", "secret": whsec()}}
+    config["targets"][0]["routes"] = [route]
+    webhook.script["/slow"] = [Reply(delay_s=8)]
+    stack = make_stack(config)
+    client = temporal_client
+    pool = await stack.ledger()
+    seen: list[plans.Missed] = []
+
+    async def tick() -> list[plans.Missed]:
+        found = await plans.watch_tick(pool, client, stack.settings)
+        seen.extend(found)
+        return found
+
+    def named() -> list[tuple[datetime, str]]:
+        return [(at, str(why)) for m in seen for at, why in m.dropped]
+
+    try:
+        await plans.sync_schedules(client, stack.settings)
+        await tick()
+        # no worker: the first occurrence's trampoline waits for one, the next times are skipped
+        await eventually(
+            lambda: _after(tick, lambda: len(named()) >= 2),
+            timeout_s=30,
+            interval_s=0.5,
+            what="times skipped during the outage",
+        )
+        assert {why for _, why in named()} == {"skipped_outage"}
+        assert sum(m.skipped_overlap for m in seen) == 0
+        # a worker comes back; the first delivery takes 8 s: the times skipped meanwhile are overlaps
+        await stack.start_worker()
+        await eventually(
+            lambda: _after(tick, lambda: any(why == "skipped_overlap" for _, why in named())),
+            timeout_s=60,
+            interval_s=0.5,
+            what="times skipped while the job ran",
+        )
+        await client.get_schedule_handle(plan_id).pause()
+        rows = await eventually(lambda: scheduled_jobs(stack, plan_id), what="the scheduled job")
+        first = await stack.wait_terminal(rows[0]["job_id"])
+        await tick()
+        jobs = await pool.fetch(
+            "SELECT job_id, occurrence_at, created_at, completed_at FROM jobs WHERE schedule_id = $1 "
+            "ORDER BY created_at",
+            plan_id,
+        )
+        # the job of the occurrence that waited for a worker carries its nominal time (a time of the spec)
+        assert jobs[0]["occurrence_at"] % 2000 == 0 and jobs[0]["created_at"] - jobs[0]["occurrence_at"] > 2000
+        outcome = await pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", first.job_id)
+        assert outcome["occurrence_at"] == datetime.fromtimestamp(jobs[0]["occurrence_at"] / 1000, UTC).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        )
+        # the ledger names each dropped time once (the worker's own watcher ticks too: the
+        # ledger, not this process, has them all), and accounts for all Temporal counted
+        recorded = await plans.list_misses(pool, plan_id, limit=1000)
+        times = [m.nominal_at for m in recorded]
+        assert len(times) == len(set(times)) and all(t % 2000 == 0 for t in times)  # spec times, each once
+        assert not set(times) & {j["occurrence_at"] for j in jobs}  # never a time that ran
+        assert {(int(at.timestamp() * 1000), why) for at, why in named()} <= {(m.nominal_at, m.why) for m in recorded}
+        for miss in recorded:
+            running = any(j["created_at"] <= miss.nominal_at < (j["completed_at"] or 2**62) for j in jobs)
+            assert miss.why == ("skipped_overlap" if running else "skipped_outage"), (miss, jobs)
+        desc = await client.get_schedule_handle(plan_id).describe()
+        assert len(recorded) == desc.info.num_actions_skipped_overlap + desc.info.num_actions_missed_catchup_window
+        # the operator reads them by plan
+        shown = await curaflow("schedules", "misses", plan_id, "--json", config=stack.config_path)
+        assert shown.returncode == 0, shown.stderr
+        assert [(r["nominal_at"], r["why"]) for r in json.loads(shown.stdout)] == [
+            (datetime.fromtimestamp(m.nominal_at / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), m.why) for m in recorded
+        ]
+        from curaflow.metrics import SCHEDULE_MISSED
+
+        assert SCHEDULE_MISSED.labels(schedule_id=plan_id, why="skipped_outage")._value.get() >= 2
+    finally:
+        await _cleanup(client, plan_id)
+
+
+async def _after(act: Any, check: Any) -> bool | None:
+    """An ``eventually`` probe that acts first: ``check()`` after ``await act()``, None while false."""
+    await act()
+    return True if check() else None

@@ -23,6 +23,9 @@ client code is the same as against Pixiv. It serves:
   ``month`` 30; ``*_r18`` modes only R-18 works) by bookmarks; an unknown ``mode`` is
   HTTP 400;
 * ``GET /v1/illust/detail`` — one work, or a 404 error body;
+* ``GET /v1/ugoira/metadata`` — the frames zip URL and delays of the one animated work
+  (:data:`~curaflow.sources.replay.data.UGOIRA_ID`, tag ``うごイラ``), whose zip
+  ``GET /i/img-zip-ugoira/…`` serves; other works answer 404;
 * ``GET /i/<path>`` — images (:mod:`curaflow.sources.replay.images`), PNG or JPEG by
   extension. Like ``i.pximg.net`` it answers 403 without the app's ``Referer``. Works
   list their images with Pixiv's canonical URLs (``https://i.pximg.net/<path>``), as
@@ -145,7 +148,7 @@ class ReplayScript:
 
     def answered(self, kind: str, request: Request, response: Response, params: dict[str, str]) -> None:
         """Called with every answer: ``kind`` is ``auth`` | ``login`` | ``search`` |
-        ``ranking`` | ``detail`` | ``image``; ``params`` the query (the form minus secrets for ``auth``;
+        ``ranking`` | ``ugoira`` | ``detail`` | ``image``; ``params`` the query (the form minus secrets for ``auth``;
         ``{"fault": tag}`` for an image)."""
 
 
@@ -342,12 +345,28 @@ def create_replay_app(script: ReplayScript | None = None) -> FastAPI:
             return answer(request, "detail", error(404, "", "該当作品は削除されたか、存在しない作品IDです。"))
         return answer(request, "detail", JSONResponse({"illust": hooks.present(work)}))
 
+    @app.get("/v1/ugoira/metadata")
+    async def ugoira_metadata(request: Request, illust_id: str = "") -> Response:
+        refused = token_refused(request) or await hooks.intercept("ugoira", request, illust_id)
+        if refused is not None:
+            return answer(request, "ugoira", refused)
+        work = data.work_for_id(illust_id, hooks.deep)
+        if work is None or work.get("type") != "ugoira":
+            return answer(request, "ugoira", error(404, "", "該当作品は削除されたか、存在しない作品IDです。"))
+        return answer(request, "ugoira", JSONResponse(data.ugoira_metadata(work)))
+
     @app.get("/i/{path:path}")
     async def image(request: Request, path: str) -> Response:
         if not request.headers.get("referer", "").startswith("https://app-api.pixiv.net"):
             return answer(request, "image", Response(status_code=403, content=b"Forbidden"))
         name = path.rsplit("/", 1)[-1]
-        match = re.match(r"^(\d+)_p(\d+)", name)
+        if name == data.ugoira_zip_name(data.UGOIRA_ID):
+            width, height = hooks.image_size(data.ugoira_work(), 0)
+            frames = len(data.UGOIRA_DELAYS_MS)
+            body = await asyncio.to_thread(images.render_ugoira_zip, data.UGOIRA_ID, frames, width, height)
+            response, sent = hooks.image_response(request, body, "application/zip")
+            return answer(request, "image", response, {"fault": sent})
+        match = re.match(r"^(\d+)_(?:p|ugoira)(\d+)", name)  # an ugoira's cover is <id>_ugoira0
         work = data.work_for_id(match.group(1), hooks.deep) if match else None
         if match is None or work is None:
             return answer(request, "image", Response(status_code=404, content=b"Not Found"))

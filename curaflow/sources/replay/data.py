@@ -119,13 +119,71 @@ def deep_works(deep: DeepSet) -> tuple[dict[str, Any], ...]:
     return tuple(works)
 
 
+#: The replay's one animated work (an ugoira): found by its own tag only, so searches of
+#: the recorded tags answer as recorded.
+UGOIRA_ID = "99999001"
+UGOIRA_TAG = "うごイラ"
+#: Its frames' delays (ms), as ``/v1/ugoira/metadata`` lists them.
+UGOIRA_DELAYS_MS = (60, 80, 100, 120, 140, 160)
+
+
+@lru_cache(maxsize=1)
+def ugoira_work() -> dict[str, Any]:
+    """The synthetic ugoira, in the app-api's ``illust`` shape (``type: "ugoira"``; its
+    image URLs are the cover frame, as Pixiv lists them)."""
+    path = f"2026/11/01/00/00/00/{UGOIRA_ID}"
+    return {
+        "id": int(UGOIRA_ID),
+        "title": "ugoira",
+        "type": "ugoira",
+        "image_urls": {"large": f"https://i.pximg.net/c/600x1200_90/img-master/img/{path}_master1200.jpg"},
+        "caption": "",
+        "restrict": 0,
+        "user": {"id": 90009998, "name": "artist-ugoira", "account": "artistugoira"},
+        "tags": [{"name": UGOIRA_TAG, "translated_name": "ugoira"}],
+        "tools": [],
+        "create_date": "2019-01-01T00:00:00+09:00",
+        "page_count": 1,
+        "width": 600,
+        "height": 400,
+        "sanity_level": 2,
+        "x_restrict": 0,
+        "series": None,
+        "meta_single_page": {"original_image_url": f"https://i.pximg.net/img-original/img/{path}_ugoira0.jpg"},
+        "meta_pages": [],
+        "total_view": 100,
+        "total_bookmarks": 100,
+        "is_bookmarked": False,
+        "visible": True,
+        "is_muted": False,
+        "total_comments": 0,
+        "illust_ai_type": 1,
+        "illust_book_style": 0,
+    }
+
+
+def ugoira_zip_name(work_id: str) -> str:
+    """The frames zip's file name, as Pixiv names it (``<id>_ugoira600x600.zip``)."""
+    return f"{work_id}_ugoira600x600.zip"
+
+
+def ugoira_metadata(work: dict[str, Any]) -> dict[str, Any]:
+    """The ``/v1/ugoira/metadata`` answer of ``work``."""
+    path = work["meta_single_page"]["original_image_url"].split("/img/", 1)[1].rsplit("/", 1)[0]
+    url = f"https://i.pximg.net/img-zip-ugoira/img/{path}/{ugoira_zip_name(str(work['id']))}"
+    frames = [{"file": f"{i:06d}.jpg", "delay": d} for i, d in enumerate(UGOIRA_DELAYS_MS)]
+    return {"ugoira_metadata": {"zip_urls": {"medium": url}, "frames": frames}}
+
+
 def corpus(deep: DeepSet | None = None) -> tuple[dict[str, Any], ...]:
-    """Every work the replay searches: the recording, then the deep set's works."""
-    return recorded_works() + (deep_works(deep) if deep is not None else ())
+    """Every work the replay searches: the recording, the ugoira, then the deep set's works."""
+    return recorded_works() + (ugoira_work(),) + (deep_works(deep) if deep is not None else ())
 
 
 def work_for_id(work_id: str, deep: DeepSet | None = None) -> dict[str, Any] | None:
-    """The recorded (or ``deep``) work with ``work_id``, or None."""
+    """The recorded (or ugoira, or ``deep``) work with ``work_id``, or None."""
+    if work_id == UGOIRA_ID:
+        return ugoira_work()
     work = _recorded_by_id().get(work_id)
     if work is None and deep is not None:
         rank = deep.rank_of(work_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import zipfile
 from functools import lru_cache
 from typing import Any
 
@@ -35,4 +36,15 @@ def render_image(work_id: str, page: int, width: int, height: int, fmt: str) -> 
     draw.rectangle([w // 4, h // 4, 3 * w // 4, 3 * h // 4], outline=(digest[6], digest[7], digest[8]), width=2)
     buf = io.BytesIO()
     image.save(buf, format="PNG" if fmt == "png" else "JPEG", quality=85)
+    return buf.getvalue()
+
+
+@lru_cache(maxsize=8)
+def render_ugoira_zip(work_id: str, frames: int, width: int, height: int) -> bytes:
+    """A deterministic frames zip, as Pixiv serves an ugoira's: ``000000.jpg`` … one
+    JPEG per frame (each frame a different picture)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as archive:
+        for i in range(frames):
+            archive.writestr(f"{i:06d}.jpg", render_image(work_id, 1000 + i, width, height, "jpeg"))
     return buf.getvalue()

@@ -1,0 +1,192 @@
+"""Retention: prune what a finished job no longer needs, keep what deduplication needs.
+
+The policy (``curaflow prune``, DESIGN "Retention"): for every job that **finished** more
+than N days ago (``jobs.completed_at``; an open job is never touched, whatever its age),
+
+* **pruned**: its lifecycle events (``job_events``) and their push rows
+  (``event_pushes``), its cells' candidate reports, scan candidates and search
+  checkpoints, and its artifacts — the fetched files in the artifact store and the
+  cells' ``artifact`` metadata; named schedule misses older than N days;
+* **kept**: the job row (identity, idempotency key and frozen admission answer, the
+  occurrence it was), its cells (state, bound work, terminal reason), its outcome
+  record, and every delivery intent — the memory of what each route received, which
+  the scan's ``known`` hook reads so a work is never delivered twice — as well as route
+  refusals and unavailable works (they have their own clear/TTL rules).
+
+A pruned job answers ``GET /jobs/{id}`` with its status, work, deliveries and error; its
+``result`` has no assets and no filtered list, and its event page is empty. A job is
+marked ``pruned_at`` so a later run skips it. Work is done in batches, each one
+transaction holding its jobs' rows (``FOR UPDATE SKIP LOCKED``: a job some process holds
+is taken by a later run); files are removed after the batch commits (a failure leaves
+an orphan file, never a ledger row pointing to nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import asyncpg
+
+from curaflow.artifacts import ArtifactStore
+from curaflow.ledger.db import now_ms
+from curaflow.logs import get_logger
+
+log = get_logger("curaflow.retention")
+
+DAY_MS = 24 * 3600 * 1000
+#: The ledger's tables, for :func:`ledger_bytes` (those that exist are measured).
+LEDGER_TABLES = (
+    "jobs",
+    "cells",
+    "delivery_intents",
+    "job_events",
+    "event_pushes",
+    "event_cursors",
+    "outcomes",
+    "route_refusals",
+    "unavailable_works",
+    "source_gates",
+    "schedule_watch",
+    "schedule_misses",
+)
+
+
+@dataclass
+class PruneReport:
+    """What :func:`prune` removed (or, with ``dry_run``, would remove).
+
+    Attributes:
+        cutoff_ms: jobs that finished before this instant (epoch ms, UTC) were pruned.
+        jobs: finished jobs whose records were pruned.
+        events / pushes: event rows and push rows deleted.
+        candidate_reports: cells whose candidate report was removed.
+        artifacts: cells whose artifact (files and metadata) was removed.
+        misses: named schedule misses deleted.
+    """
+
+    cutoff_ms: int
+    dry_run: bool = False
+    jobs: int = 0
+    events: int = 0
+    pushes: int = 0
+    candidate_reports: int = 0
+    artifacts: int = 0
+    misses: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+_ELIGIBLE = "completed_at IS NOT NULL AND completed_at < $1 AND pruned_at IS NULL"
+
+
+async def prune(
+    pool: asyncpg.Pool,
+    cutoff_ms: int,
+    *,
+    store: ArtifactStore | None = None,
+    batch: int = 500,
+    dry_run: bool = False,
+) -> PruneReport:
+    """Prune the records of jobs that finished before ``cutoff_ms`` (see the module doc).
+
+    Args:
+        pool: the ledger.
+        cutoff_ms: epoch ms (UTC); typically ``now - days × 86 400 000``.
+        store: the artifact store whose files are removed (None: the ledger only).
+        batch: jobs per transaction.
+        dry_run: count only, change nothing.
+
+    Returns:
+        The counts.
+    """
+    report = PruneReport(cutoff_ms=cutoff_ms, dry_run=dry_run)
+    if dry_run:
+        row = await pool.fetchrow(
+            f"""WITH j AS (SELECT job_id FROM jobs WHERE {_ELIGIBLE})
+                SELECT (SELECT count(*) FROM j) AS jobs,
+                       (SELECT count(*) FROM job_events e JOIN j USING (job_id)) AS events,
+                       (SELECT count(*) FROM event_pushes p JOIN j USING (job_id)) AS pushes,
+                       (SELECT count(*) FROM cells c JOIN j USING (job_id)
+                        WHERE c.candidate_report IS NOT NULL) AS candidate_reports,
+                       (SELECT count(*) FROM cells c JOIN j USING (job_id) WHERE c.artifact IS NOT NULL) AS artifacts,
+                       (SELECT count(*) FROM schedule_misses WHERE nominal_at < $1) AS misses""",
+            cutoff_ms,
+        )
+        assert row is not None
+        for key in ("jobs", "events", "pushes", "candidate_reports", "artifacts", "misses"):
+            setattr(report, key, int(row[key]))
+        return report
+    while True:
+        async with pool.acquire() as conn, conn.transaction():
+            ids = [
+                r["job_id"]
+                for r in await conn.fetch(
+                    f"SELECT job_id FROM jobs WHERE {_ELIGIBLE} ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+                    cutoff_ms,
+                    batch,
+                )
+            ]
+            if not ids:
+                break
+            cells = await conn.fetch(
+                """SELECT job_id, target_id, artifact IS NOT NULL AS has_artifact,
+                          candidate_report IS NOT NULL AS has_report
+                   FROM cells WHERE job_id = ANY($1::text[])""",
+                ids,
+            )
+            pushes = await conn.execute("DELETE FROM event_pushes WHERE job_id = ANY($1::text[])", ids)
+            events = await conn.execute("DELETE FROM job_events WHERE job_id = ANY($1::text[])", ids)
+            await conn.execute(
+                """UPDATE cells SET candidate_report = NULL, candidates = NULL, search_checkpoint = NULL,
+                                    artifact = NULL
+                   WHERE job_id = ANY($1::text[])""",
+                ids,
+            )
+            await conn.execute("UPDATE jobs SET pruned_at = $2 WHERE job_id = ANY($1::text[])", ids, now_ms())
+        report.jobs += len(ids)
+        report.pushes += int(pushes.split()[-1])
+        report.events += int(events.split()[-1])
+        report.candidate_reports += sum(1 for c in cells if c["has_report"])
+        with_files = [(c["job_id"], c["target_id"]) for c in cells if c["has_artifact"]]
+        report.artifacts += len(with_files)
+        if store is not None and with_files:
+            await asyncio.to_thread(_delete_files, store, with_files)
+        if len(ids) < batch:
+            break
+    status = await pool.execute("DELETE FROM schedule_misses WHERE nominal_at < $1", cutoff_ms)
+    report.misses = int(status.split()[-1])
+    return report
+
+
+async def prune_tick(pool: asyncpg.Pool, store: ArtifactStore | None, days: int) -> PruneReport:
+    """One pass of a worker's retention loop (``retention.days`` set): :func:`prune` with
+    the cutoff ``now − days``, logged as ``retention.pruned`` when it removed anything."""
+    report = await prune(pool, now_ms() - days * DAY_MS, store=store)
+    if report.jobs or report.misses:
+        log.info(
+            "retention.pruned",
+            days=days,
+            jobs=report.jobs,
+            events=report.events,
+            pushes=report.pushes,
+            candidate_reports=report.candidate_reports,
+            artifacts=report.artifacts,
+            misses=report.misses,
+        )
+    return report
+
+
+def _delete_files(store: ArtifactStore, cells: list[tuple[str, str]]) -> None:
+    for job_id, target_id in cells:
+        store.delete(job_id, target_id)
+
+
+async def ledger_bytes(conn: asyncpg.Connection | asyncpg.Pool) -> dict[str, int]:
+    """Bytes on disk of each ledger table with its indexes and TOAST
+    (``pg_total_relation_size``), by table name."""
+    rows = await conn.fetch(
+        """SELECT t AS name, pg_total_relation_size(to_regclass(t)) AS bytes
+           FROM unnest($1::text[]) AS u(t) WHERE to_regclass(t) IS NOT NULL""",
+        list(LEDGER_TABLES),
+    )
+    return {r["name"]: int(r["bytes"]) for r in rows}

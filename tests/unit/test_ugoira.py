@@ -1,0 +1,85 @@
+"""Ugoira metadata and the frames → animated GIF conversion, with their bounds (pure, on disk)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from curaflow.sources import ugoira
+from curaflow.sources.ugoira import UgoiraError, encode_gif, parse_metadata
+
+
+def answer(frames: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"ugoira_metadata": {"zip_urls": {"medium": "https://i.pximg.net/z/1_ugoira600x600.zip"}, "frames": frames}}
+
+
+def frames_zip(path: Path, count: int, size: tuple[int, int] = (32, 24)) -> Path:
+    with zipfile.ZipFile(path, "w") as archive:
+        for i in range(count):
+            buf = io.BytesIO()
+            Image.new("RGB", size, (40 * i % 256, 90, 200)).save(buf, "JPEG")
+            archive.writestr(f"{i:06d}.jpg", buf.getvalue())
+    return path
+
+
+def test_metadata_gives_the_zip_and_each_frames_delay() -> None:
+    meta = parse_metadata(answer([{"file": "000000.jpg", "delay": 70}, {"file": "000001.jpg", "delay": 5}]))
+    assert meta.zip_url == "https://i.pximg.net/z/1_ugoira600x600.zip"
+    assert meta.delays_ms == [70, ugoira.MIN_DELAY_MS]  # a delay below what viewers honour is raised
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        answer([]),
+        answer([{"file": "../../etc/passwd", "delay": 10}]),
+        answer([{"file": "000000.jpg", "delay": "10"}]),
+        answer([{"file": f"{i:06d}.jpg", "delay": 10} for i in range(ugoira.MAX_FRAMES + 1)]),
+        {"ugoira_metadata": {"zip_urls": {}, "frames": [{"file": "000000.jpg", "delay": 10}]}},
+    ],
+    ids=["no-metadata", "no-frames", "path-in-name", "delay-not-a-number", "too-many-frames", "no-zip"],
+)
+def test_metadata_that_is_not_a_usable_animation_is_refused(body: dict[str, Any]) -> None:
+    with pytest.raises(UgoiraError):
+        parse_metadata(body)
+
+
+def test_frames_become_one_looping_gif_with_the_delays(tmp_path: Path) -> None:
+    meta = parse_metadata(answer([{"file": f"{i:06d}.jpg", "delay": 100 + 10 * i} for i in range(4)]))
+    dest = tmp_path / "1_ugoira.gif"
+    assert encode_gif(frames_zip(tmp_path / "f.zip", 4), meta, dest) == (32, 24)
+    with Image.open(dest) as gif:
+        assert (gif.format, gif.n_frames, gif.info.get("loop")) == ("GIF", 4, 0)
+        delays = []
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            delays.append(gif.info["duration"])
+    assert delays == [100, 110, 120, 130]
+    assert not list(tmp_path.glob(".*.part"))
+
+
+def test_bounds_missing_frames_and_broken_zips_are_refused_and_leave_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dest = tmp_path / "1_ugoira.gif"
+    three = frames_zip(tmp_path / "f.zip", 3)
+    missing = parse_metadata(answer([{"file": f"{i:06d}.jpg", "delay": 50} for i in range(4)]))
+    with pytest.raises(UgoiraError, match="not in the zip"):
+        encode_gif(three, missing, dest)
+    meta = parse_metadata(answer([{"file": f"{i:06d}.jpg", "delay": 50} for i in range(3)]))
+    monkeypatch.setattr(ugoira, "MAX_TOTAL_PIXELS", 32 * 24 * 3 - 1)
+    with pytest.raises(UgoiraError, match="pixels"):
+        encode_gif(three, meta, dest)
+    monkeypatch.setattr(ugoira, "MAX_FRAME_BYTES", 10)
+    with pytest.raises(UgoiraError, match="bytes"):
+        encode_gif(three, meta, dest)
+    (tmp_path / "bad.zip").write_bytes(b"not a zip")
+    with pytest.raises(UgoiraError, match="not a zip"):
+        encode_gif(tmp_path / "bad.zip", meta, dest)
+    assert not dest.exists() and not list(tmp_path.glob(".*.part"))
