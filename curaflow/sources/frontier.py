@@ -151,8 +151,12 @@ class FrontierWalk(BaseModel):
             its day's first work (None: not seen in this pass).
         places: the place (:attr:`Mark.index`) of each listed work not yet examined.
         head_ids: works of the head still to examine (their verdicts belong to the head).
-        head_top / head_clean / head_entered: the first head work examined, whether every
-            head work was ruled out for good, whether the walk reached ``plan.head``.
+        head_top / head_entered: the newest head work from which every head work down to
+            ``plan.head`` was ruled out for good (the head may move up to it), whether the
+            walk reached ``plan.head``.
+        run_top / run_end: a fresh ``date_desc`` walk: the run of lasting rejections that
+            ends where its first candidate is (or where it stopped); it becomes the head
+            and the known run, and what lies above it the head.
         first / known_end / last / before_candidate / candidate_seen / clean: the
             segment's first examined work, the end of its run of lasting rejections (while
             ``clean``), its last examined work, the last one before its first candidate.
@@ -172,14 +176,23 @@ class FrontierWalk(BaseModel):
     places: dict[str, int] = Field(default_factory=dict)
     head_ids: list[str] = Field(default_factory=list)
     head_top: Mark | None = None
-    head_clean: bool = True
     head_entered: bool = False
+    run_top: Mark | None = None
+    run_end: Mark | None = None
     first: Mark | None = None
     known_end: Mark | None = None
     last: Mark | None = None
     before_candidate: Mark | None = None
     candidate_seen: bool = False
     clean: bool = True
+
+
+    def work_in_head(self, work_id: str) -> bool:
+        """Whether the verdict on ``work_id`` belongs to the head (consumed once)."""
+        if work_id in self.head_ids:
+            self.head_ids.remove(work_id)
+            return True
+        return self.phase in ("head", "revisit")
 
 
 class Jump(BaseModel):
@@ -419,18 +432,18 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     """Record the scan's verdict on ``work`` (None: a candidate)."""
     mark = Mark(work_id=work.work_id, create_date=work.create_date, index=walk.places.pop(work.work_id, 0))
     held = lasting(reason, work, walk.settled_before)
-    if work.work_id in walk.head_ids:
-        walk.head_ids.remove(work.work_id)
-        if walk.head_top is None:
+    if walk.work_in_head(work.work_id):
+        if not held:
+            walk.head_top = None  # the head cannot move above a work that may change
+        elif walk.head_top is None:
             walk.head_top = mark
-        walk.head_clean = walk.head_clean and held
         return
-    if walk.phase == "head":
-        # examined before the head was reached (the head page itself)
-        if walk.head_top is None:
-            walk.head_top = mark
-        walk.head_clean = walk.head_clean and held
-        return
+    if walk.segment == "fresh" and not walk.candidate_seen and reason is not None:
+        if held:
+            walk.run_top = walk.run_top or mark
+            walk.run_end = mark
+        else:
+            walk.run_top = walk.run_end = None
     if walk.first is None:
         walk.first = mark
     walk.last = mark
@@ -472,11 +485,11 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
     sort = plan.sort
     if walk.segment == "fresh" and walk.phase == "segment":
         new = Frontier(sort=sort)
-        if walk.known_end is not None:
+        if sort == "date_desc":
+            new.head, new.known = walk.run_top, walk.run_end
+        elif walk.known_end is not None:
             new.known = walk.known_end
-            if sort == "date_desc":
-                new.head = walk.first
-        if capped and walk.last is not None and not walk.clean:
+        if capped and walk.last is not None and new.known is not None and walk.last != new.known:
             new.sweep = walk.last
         return new
     new = plan.model_copy(deep=True)
@@ -485,7 +498,7 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
         new.revisit = ahead if plan.known is not None and ahead + PAGE <= plan.known.index else 0
     if walk.phase in ("head", "revisit") and not walk.head_entered:
         return new  # the scan ended before the known run: nothing else learnt
-    if sort == "date_desc" and walk.head_entered and walk.head_clean and walk.head_top is not None:
+    if sort == "date_desc" and walk.head_entered and walk.head_top is not None:
         new.head = walk.head_top
     if walk.segment == "known":
         if walk.known_end is not None:
