@@ -186,7 +186,6 @@ class FrontierWalk(BaseModel):
     candidate_seen: bool = False
     clean: bool = True
 
-
     def work_in_head(self, work_id: str) -> bool:
         """Whether the verdict on ``work_id`` belongs to the head (consumed once)."""
         if work_id in self.head_ids:
