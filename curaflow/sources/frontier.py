@@ -488,8 +488,10 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
             new.head, new.known = walk.run_top, walk.run_end
         elif walk.known_end is not None:
             new.known = walk.known_end
-        if capped and walk.last is not None and new.known is not None and walk.last != new.known:
+        if capped and walk.last is not None and walk.last != new.known:
             new.sweep = walk.last
+            if sort == "date_desc" and new.head is None:
+                new.head = walk.first  # nothing lasting above the stop: the head is where this walk began
         return new
     new = plan.model_copy(deep=True)
     if walk.revisit_at is not None:

@@ -12,13 +12,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+import httpx
 import pytest
 
 from bench.history import seed_deliveries
+from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+from curaflow.httpserver import BackgroundServer
+from curaflow.ledger import frontiers
+from curaflow.ledger import remembered as memory
 from curaflow.ledger.jobs import JobRecord
 from curaflow.protocol.projection import project_job
+from curaflow.sources.frontier import Frontier, Mark
+from curaflow.sources.pixiv import PixivClient
+from curaflow.sources.replay.app import create_replay_app
 from curaflow.sources.replay.data import DeepSet
+from curaflow.sources.scan import ScanCheckpoint, scan
 from tests.conftest import StackFactory
+from tests.fakes.replay import Faults
 from tests.jobs_support import ReplayServer
 from tests.support import Stack, short_id
 
@@ -184,3 +195,71 @@ async def test_a_scan_cap_is_its_own_reason_and_the_next_job_goes_on(
     assert cell.candidate_report is not None and cell.candidate_report.fetched < 600
     record, pages = await run_job(stack, replay, query)
     assert record.cells[0].work_id == deep.work_id(1001) and pages <= 2
+
+
+async def test_a_capped_scan_over_works_that_may_change_is_continued_by_the_next() -> None:
+    # Every work is below min_bookmarks and young (not settled: it may still gain
+    # bookmarks), so nothing is known for good; the capped scans still hand over.
+    faults = Faults(deep=DeepSet(tag=TAG, count=3000, per_day=100, popular_ranks=frozenset({900})))
+    assert faults.deep is not None
+    server = await BackgroundServer(create_replay_app(faults)).start()
+    spec = TargetSpec(
+        target_id="t", query=TargetQuery(tags=[TAG]), filters=TargetFilters(min_bookmarks=500), scan_limit=1
+    )
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {}
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    async with httpx.AsyncClient(timeout=10) as http:
+        client = PixivClient(http, refresh_token="r", api_url=server.url, auth_url=server.url)
+        frontier = Frontier(sort="date_desc")
+        seen: list[int] = []
+        for _ in range(3):
+            before = len(faults.of("search"))
+            result = await scan(
+                client, spec, scan_limit=1, known=known, on_page=on_page, max_examined=400, frontier=frontier
+            )
+            seen.append(len(faults.of("search")) - before)
+            assert result.frontier is not None
+            frontier = result.frontier
+            if result.candidates:
+                break
+            assert result.report.exhausted is False and result.report.fetched == 400
+    await server.stop()
+    assert [w.work_id for w in result.candidates] == [faults.deep.work_id(900)]
+    assert result.report.fetched <= 130  # the third scan went on from the second's stop
+    assert seen[1] <= 16 and seen[2] <= 6  # the head page, then the pages after the stop
+
+
+async def test_lifting_a_refusal_or_an_unavailable_work_resets_the_frontiers(ledger_pool: asyncpg.Pool) -> None:
+    # A frontier passes over works it saw refused or unavailable; once an operator clears
+    # one, the targets must read their results from the top again to be offered it.
+    target = f"t-{short_id()}"
+    route = f"r-{short_id()}"
+    saved = Frontier(sort="date_desc", known=Mark(work_id="5", create_date="2025-01-01T00:00:00+09:00"))
+    async with ledger_pool.acquire() as conn:
+        await frontiers.save_frontier(conn, target, "fp", saved, job_id=None)
+        assert await memory.clear_refusals(conn, route=route) == 0  # nothing cleared: kept
+        assert await frontiers.load_frontier(conn, target, "fp") == saved
+        await memory.remember_refusal(
+            conn,
+            route=route,
+            work_type="illustration",
+            work_id="5",
+            reason="delivery_rejected",
+            error="no",
+            job_id="j",
+            target_id=target,
+        )
+        assert await memory.clear_refusals(conn, route=route, work_id="5") == 1
+        assert await frontiers.load_frontier(conn, target, "fp") is None
+
+        await frontiers.save_frontier(conn, target, "fp", saved, job_id=None)
+        await memory.remember_unavailable(
+            conn, gate=f"g-{short_id()}", work_type="illustration", work_id="6", why="404", job_id="j", ttl_ms=60_000
+        )
+        assert await memory.clear_unavailable(conn, work_id="6") == 1
+        assert await frontiers.load_frontier(conn, target, "fp") is None
