@@ -10,7 +10,7 @@ import typer
 from curaflow.cli.bench import bench
 from curaflow.cli.chaos import chaos
 from curaflow.cli.jobs import cancel, events, status, submit
-from curaflow.cli.remembered import accounts_app, refusals_app, unavailable_app
+from curaflow.cli.remembered import accounts_app, frontiers_app, refusals_app, unavailable_app
 from curaflow.cli.run import run
 from curaflow.cli.schedules import app as schedules_app
 from curaflow.cli.stack import api, dev, temporal_setup, worker
@@ -38,6 +38,7 @@ app.add_typer(schedules_app, name="schedules")
 app.add_typer(refusals_app, name="refusals")
 app.add_typer(unavailable_app, name="unavailable")
 app.add_typer(accounts_app, name="accounts")
+app.add_typer(frontiers_app, name="frontiers")
 
 
 def main() -> None:

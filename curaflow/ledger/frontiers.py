@@ -12,10 +12,38 @@ Times are epoch milliseconds (UTC, :func:`~curaflow.ledger.db.now_ms`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import asyncpg
 
 from curaflow.ledger.db import now_ms
 from curaflow.sources.frontier import Frontier
+
+
+@dataclass
+class StoredFrontier:
+    """A ``scan_frontiers`` row (``updated_at``: epoch ms; ``job_id``: the job that wrote it)."""
+
+    target_id: str
+    fingerprint: str
+    frontier: Frontier
+    job_id: str | None
+    updated_at: int
+
+
+async def list_frontiers(conn: asyncpg.Connection | asyncpg.Pool) -> list[StoredFrontier]:
+    """Every stored frontier, by target (rows this version cannot read are left out)."""
+    rows = await conn.fetch(
+        "SELECT target_id, fingerprint, frontier, job_id, updated_at FROM scan_frontiers ORDER BY target_id"
+    )
+    out: list[StoredFrontier] = []
+    for row in rows:
+        try:
+            frontier = Frontier.model_validate(row["frontier"])
+        except ValueError:
+            continue
+        out.append(StoredFrontier(row["target_id"], row["fingerprint"], frontier, row["job_id"], row["updated_at"]))
+    return out
 
 
 async def load_frontier(conn: asyncpg.Connection | asyncpg.Pool, target_id: str, fingerprint: str) -> Frontier | None:

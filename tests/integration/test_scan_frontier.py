@@ -8,6 +8,7 @@ jobs would have left it. Each test counts the search requests the replay answere
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from curaflow.sources.replay.data import DeepSet
 from curaflow.sources.scan import ScanCheckpoint, scan
 from tests.conftest import StackFactory
 from tests.fakes.replay import Faults
-from tests.jobs_support import ReplayServer
+from tests.jobs_support import ReplayServer, curaflow
 from tests.support import Stack, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -155,6 +156,10 @@ async def test_a_changed_target_starts_afresh(make_stack: StackFactory, tmp_path
     assert record.cells[0].work_id == deep.work_id(901) and pages <= 2
     pool = await stack.ledger()
     assert await pool.fetchval("SELECT count(*) FROM scan_frontiers WHERE target_id = 'demo'") == 1
+    listed = await curaflow("frontiers", "list", "--json", stack=stack)
+    assert listed.returncode == 0, listed.stderr
+    [row] = json.loads(listed.stdout)
+    assert row["target_id"] == "demo" and row["frontier"]["known"]["work_id"] == deep.work_id(900)
 
     # The target now delivers to a route that received nothing: its frontier does not
     # apply (it passed over works delivered to the other route), so the scan starts at
@@ -169,6 +174,11 @@ async def test_a_changed_target_starts_afresh(make_stack: StackFactory, tmp_path
     assert pages == 1
     pool = await changed.ledger()
     assert await pool.fetchval("SELECT count(*) FROM scan_frontiers WHERE target_id = 'demo'") == 1
+
+    # an operator can make a target read from the top again
+    reset = await curaflow("frontiers", "reset", "demo", stack=changed)
+    assert reset.returncode == 0 and "reset 1 frontier" in reset.stdout, reset.stderr
+    assert (await curaflow("frontiers", "reset", "demo", stack=changed)).returncode == 1
 
 
 async def test_a_scan_cap_is_its_own_reason_and_the_next_job_goes_on(
