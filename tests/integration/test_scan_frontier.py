@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def history_stack(
     return make_stack(config), deep, query
 
 
-async def seed(stack: Stack, deep: DeepSet, ranks: range, route: str | None = None) -> None:
+async def seed(stack: Stack, deep: DeepSet, ranks: Sequence[int], route: str | None = None) -> None:
     routes = stack.settings.route_refs(stack.settings.target("demo"))  # type: ignore[arg-type]
     await seed_deliveries(
         await stack.ledger(),
@@ -79,21 +80,25 @@ async def run_job(stack: Stack, replay: ReplayServer, query: dict[str, Any]) -> 
     return record, len(replay.faults.of("search")) - before
 
 
-@pytest.mark.parametrize("sort", ["date_desc", "popular_desc"])
+@pytest.mark.parametrize("sort", ["date_desc", "popular_desc", "date_asc"])
 async def test_a_long_history_costs_at_most_two_search_pages_per_job(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer, sort: str
 ) -> None:
     stack, deep, query = history_stack(make_stack, tmp_path, replay, sort=sort)
-    await seed(stack, deep, range(1500))  # 50 pages of works already delivered
+
+    def nth(n: int) -> int:  # the rank of the target's n-th work in its own order
+        return deep.count - 1 - n if sort == "date_asc" else n
+
+    await seed(stack, deep, [nth(n) for n in range(1500)])  # 50 pages of works already delivered
     await stack.start_worker()
 
     first, _ = await run_job(stack, replay, query)  # reads the history once: the frontier is built
-    assert (first.cells[0].state, first.cells[0].work_id) == ("submitted", deep.work_id(1500))
+    assert (first.cells[0].state, first.cells[0].work_id) == ("submitted", deep.work_id(nth(1500)))
 
     for n in range(1501, 1505):
         record, pages = await run_job(stack, replay, query)
         cell = record.cells[0]
-        assert (cell.state, cell.work_id) == ("submitted", deep.work_id(n)), cell
+        assert (cell.state, cell.work_id) == ("submitted", deep.work_id(nth(n))), cell
         assert pages <= 2, f"job {n} read {pages} search pages"
         assert cell.candidate_report is not None and cell.candidate_report.fetched <= 60
 
