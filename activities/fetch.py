@@ -33,7 +33,8 @@ from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.fallback import another_pass
 from curaflow.domain.messages import CellUpdate, FetchInput
 from curaflow.domain.models import CandidateReport, CellSnapshot
-from curaflow.domain.reasons import TerminalReason, no_candidate_reason
+from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.verdicts import no_candidate_verdict
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.paths import PathEscape
@@ -157,11 +158,7 @@ class FetchActivity:
                             return CellUpdate(cell=nxt, retry_stage=True)
                         if nxt.state == CellState.PENDING and nxt.work_id is None:
                             report = nxt.candidate_report
-                            reason = (
-                                no_candidate_reason(report.fetched, report.reasons)
-                                if report
-                                else TerminalReason.NO_CANDIDATE
-                            )
+                            reason = no_candidate_verdict(report, max_examined=deps.settings.pixiv.max_examined)
                             nxt = await ledger.finish_cell(
                                 conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason
                             )

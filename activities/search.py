@@ -14,6 +14,10 @@ Runs on the target account's source task queue (its rate gate). One attempt:
    (:func:`~curaflow.domain.fallback.another_pass`: never after a pass that exhausted
    the source), else ``no_candidate`` at once with its classified reason.
 
+A fresh scan starts from the target's scan frontier for its fingerprint
+(:mod:`curaflow.sources.frontier`, stored by :mod:`curaflow.ledger.frontiers`), and the
+frontier it leaves is written with its candidate report.
+
 Works the ledger remembers against the target — refused for good by one of its routes,
 or found unavailable for its account by an earlier job — are rejected without a request
 (``refused`` / ``unavailable``). A day the source cannot page fully is logged
@@ -24,6 +28,7 @@ and kept in the candidate report. A restricted account (``account_restricted``) 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
 from temporalio import activity
@@ -36,10 +41,13 @@ from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.fallback import another_pass, pass_bounds
 from curaflow.domain.messages import CellUpdate, SearchInput
 from curaflow.domain.models import CellSnapshot, SkippedDay
-from curaflow.domain.reasons import TerminalReason, no_candidate_reason
+from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.verdicts import no_candidate_verdict
 from curaflow.ledger import cells as ledger
+from curaflow.ledger import frontiers
 from curaflow.ledger import remembered as memory
 from curaflow.logs import get_logger
+from curaflow.sources import frontier as fr
 from curaflow.sources.errors import SourceError
 from curaflow.sources.scan import ScanCheckpoint, scan
 
@@ -128,6 +136,13 @@ class SearchActivity:
         if saved and saved.get("stage") == inp.fallback_stage:
             checkpoint = ScanCheckpoint.model_validate(saved["scan"])
         routes = [r.name for r in target.routes]
+        fingerprint = fr.fingerprint(target) if fr.applies(target) else None
+        frontier = None
+        if fingerprint is not None and checkpoint is None:
+            frontier = await frontiers.load_frontier(deps.pool, target.target_id, fingerprint) or fr.Frontier(
+                sort=target.query.sort
+            )
+        settled = (datetime.now(UTC) - timedelta(days=fr.SETTLE_DAYS)).date().isoformat()
 
         async with Heartbeater(
             deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
@@ -177,6 +192,8 @@ class SearchActivity:
                         on_page=on_page,
                         checkpoint=checkpoint,
                         max_examined=deps.settings.pixiv.max_examined,
+                        frontier=frontier,
+                        settled_before=settled,
                     )
                 except SourceError as err:
                     if err.reason == TerminalReason.ACCOUNT_RESTRICTED:
@@ -187,6 +204,10 @@ class SearchActivity:
                 async with deps.pool.acquire() as conn, conn.transaction():
                     cell = await ledger.bind_work(conn, inp.job_id, target, result.candidates, result.report)
                     assert cell is not None
+                    if fingerprint is not None and result.frontier is not None:
+                        await frontiers.save_frontier(
+                            conn, target.target_id, fingerprint, result.frontier, job_id=inp.job_id
+                        )
                     if cell.state != CellState.PENDING or cell.work_id is not None:
                         if continues and cell.state == CellState.SELECTED:
                             barrier = await ledger.continue_step(
@@ -203,7 +224,7 @@ class SearchActivity:
 
         async with deps.pool.acquire() as conn, conn.transaction():
             report = cell.candidate_report or result.report
-            reason = no_candidate_reason(report.fetched, report.reasons)
+            reason = no_candidate_verdict(report, max_examined=deps.settings.pixiv.max_examined)
             if another_pass(
                 fallback_pass=inp.fallback_stage,
                 max_passes=inp.max_fallback_stages,

@@ -7,6 +7,9 @@
 * ``curaflow unavailable list [--json]`` — works found gone (404, 403, deleted) and
   skipped without a request until their time runs out (``pixiv.unavailable_ttl_ms``);
   ``curaflow unavailable clear [WORK_ID] [--account A]`` forgets them now.
+* ``curaflow frontiers list [--json]`` — each target's scan frontier: how far its jobs
+  know its results (:mod:`curaflow.sources.frontier`); ``curaflow frontiers reset
+  TARGET`` (or ``--all``) forgets it: the target's next job reads from the top.
 * ``curaflow accounts list [--json]`` — each Pixiv account's gate: paused (restricted by
   Pixiv) until when, rate-limit cooldown; ``curaflow accounts resume ACCOUNT`` lifts a
   pause once the account was checked.
@@ -36,6 +39,7 @@ from curaflow.cli.common import ConfigOption, err_console, out_console, settings
 from curaflow.config import Settings
 from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.stack import read_stack_info
+from curaflow.ledger import frontiers as ledger_frontiers
 from curaflow.ledger import gates as ledger_gates
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.db import create_pool, migrate
@@ -45,6 +49,7 @@ T = TypeVar("T")
 
 refusals_app = typer.Typer(rich_markup_mode="markdown", help="Works a route refused for good (never re-offered).")
 unavailable_app = typer.Typer(rich_markup_mode="markdown", help="Works found unavailable, skipped for a while.")
+frontiers_app = typer.Typer(rich_markup_mode="markdown", help="Targets' scan frontiers: what their jobs know.")
 accounts_app = typer.Typer(rich_markup_mode="markdown", help="Pixiv accounts' gates: pauses and cooldowns.")
 
 
@@ -124,6 +129,48 @@ def refusals_clear(
         raise typer.Exit(2)
     cleared = _run(config, lambda _s, pool: memory.clear_refusals(pool, route=route, work_id=work_id))
     out_console.print(f"cleared {cleared} refusal{'s' if cleared != 1 else ''} of route {route}")
+    if not cleared:
+        raise typer.Exit(1)
+
+
+# ---- scan frontiers ----------------------------------------------------------------------
+
+
+def _mark(mark: Any) -> str:
+    return f"{mark.work_id} ({mark.day or mark.index})" if mark is not None else ""
+
+
+@frontiers_app.command("list")
+def frontiers_list(
+    as_json: bool = typer.Option(False, "--json", help="JSON rows instead of a table."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """List each target's scan frontier: the newest and last work of its known run, a capped scan's stop."""
+    rows = _run(config, lambda _s, pool: ledger_frontiers.list_frontiers(pool))
+    if as_json:
+        _print_json([{**asdict(r), "frontier": r.frontier.model_dump(mode="json")} for r in rows])
+        return
+    table = Table("target", "sort", "head", "known up to", "capped scan stopped at", "updated", "by job")
+    for r in rows:
+        f = r.frontier
+        table.add_row(
+            r.target_id, f.sort, _mark(f.head), _mark(f.known), _mark(f.sweep), _when(r.updated_at), r.job_id or ""
+        )
+    out_console.print(table)
+
+
+@frontiers_app.command("reset")
+def frontiers_reset(
+    target: str | None = typer.Argument(None, help="The target's id; omit with --all to reset every target."),
+    all_targets: bool = typer.Option(False, "--all", help="Reset every target's frontier."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Forget a target's scan frontier: its next job reads its results from the top again."""
+    if (target is None) == (not all_targets):
+        err_console.print("[red]give a TARGET, or --all (not both)[/red]")
+        raise typer.Exit(2)
+    cleared = _run(config, lambda _s, pool: ledger_frontiers.clear_frontiers(pool, target))
+    out_console.print(f"reset {cleared} frontier{'s' if cleared != 1 else ''}")
     if not cleared:
         raise typer.Exit(1)
 

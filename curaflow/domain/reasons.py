@@ -13,6 +13,11 @@ curaflow additions for delivery routes that are not TelePost:
 * ``execution_terminated``: an operator terminated the job's Temporal execution; the
   reconciler converges the job at once (protocol ``cancelled_by_consumer``: a deliberate
   stop, not alertable);
+* ``scan_capped``: a scan examined ``pixiv.max_examined`` works without finding one it
+  could use while the source still had more (``exhausted: false``): neither exhaustion
+  ("add tags") nor "nothing matched"; the target's scan frontier
+  (:mod:`curaflow.sources.frontier`) makes the next job go on from there. Protocol code
+  ``no_candidate`` (retryable: the next job may find one);
 * ``account_restricted``: Pixiv answered a search of the account with "Your access is
   currently restricted." — the account, not one work. A retry cannot lift it, so it is
   not retryable; the account's requests are paused (``pixiv.restriction_pause_ms``) and
@@ -40,6 +45,7 @@ class TerminalReason(StrEnum):
     NO_CANDIDATE = "no_candidate"
     DUPLICATE_EXHAUSTED = "duplicate_exhausted"
     FILTER_EXHAUSTED = "filter_exhausted"
+    SCAN_CAPPED = "scan_capped"
     DOWNLOAD_TIMEOUT = "download_timeout"
     DOWNLOAD_FAILED = "download_failed"
     METADATA_FAILED = "metadata_failed"
@@ -145,6 +151,15 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "no_candidate",
         "没有新作品通过筛选条件；请放宽目标的筛选（收藏数、AI、R-18、页数、日期）。",
         "No new work passed the filters; relax the target's filters (bookmarks, AI, R-18, pages, dates).",
+    ),
+    R.SCAN_CAPPED: ReasonInfo(
+        Origin.ACQUISITION,
+        True,
+        "no_candidate",
+        "本次扫描已达上限（pixiv.max_examined）仍未找到新作品，但还有更多结果；"
+        "下一次任务会从停下的位置继续，或调高 pixiv.max_examined。",
+        "This job examined pixiv.max_examined works without finding a new one, though more remain; the next job "
+        "continues from where it stopped (or raise pixiv.max_examined).",
     ),
     R.DOWNLOAD_TIMEOUT: ReasonInfo(
         Origin.DOWNLOAD,
@@ -359,7 +374,9 @@ EXPIRY_REASONS: frozenset[str] = frozenset({R.QUEUED_TOO_LONG, R.STALLED_NO_HEAR
 CANCEL_REASONS: frozenset[str] = frozenset({R.CANCELLED_BY_CONSUMER, R.EXECUTION_TERMINATED})
 
 #: Reasons that count as "no new work" rather than a system failure.
-NO_CONTENT_REASONS: frozenset[str] = frozenset({R.NO_CANDIDATE, R.DUPLICATE_EXHAUSTED, R.FILTER_EXHAUSTED})
+NO_CONTENT_REASONS: frozenset[str] = frozenset(
+    {R.NO_CANDIDATE, R.DUPLICATE_EXHAUSTED, R.FILTER_EXHAUSTED, R.SCAN_CAPPED}
+)
 
 
 def parse_reason(code: str | None) -> TerminalReason:

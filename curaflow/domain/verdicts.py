@@ -12,7 +12,9 @@ its *facts* to this module and applies the answer; nothing else maps failures to
   those facts plus what the ledger knows of the cell (its stage, a recorded consumer
   cancel) and writes the answer, never rewriting it;
 * the ``deliver`` activity asks :func:`delivery_verdict` what a failed send means for
-  the intent and the cell.
+  the intent and the cell;
+* the ``search`` and ``fetch`` activities ask :func:`no_candidate_verdict` why a cell that
+  bound nothing ends (a scan cap is not exhaustion).
 
 Retryability of an activity failure comes from the reason catalogue
 (:data:`curaflow.domain.reasons.REASONS`): :data:`NON_RETRYABLE_TYPES`.
@@ -37,7 +39,16 @@ from typing import Literal
 from pydantic import BaseModel
 
 from curaflow.domain.cells import CellStage, CellState
-from curaflow.domain.reasons import REASONS, Origin, Owner, TerminalReason, parse_reason, reason_info
+from curaflow.domain.models import CandidateReport
+from curaflow.domain.reasons import (
+    REASONS,
+    Origin,
+    Owner,
+    TerminalReason,
+    no_candidate_reason,
+    parse_reason,
+    reason_info,
+)
 
 R = TerminalReason
 Step = Literal["search", "fetch", "acquire", "deliver"]
@@ -312,3 +323,24 @@ def attempt_budget(step: Step, *, delivery_max_attempts: int, source_max_attempt
     """Attempts Temporal makes of one step: ``deliver`` gets the delivery budget, a source
     step (``acquire``, ``search``, ``fetch``) the source budget (reference §8)."""
     return delivery_max_attempts if step == "deliver" else source_max_attempts
+
+
+def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -> TerminalReason:
+    """The reason of a cell whose scan bound no work it could use (issue 27, case 2).
+
+    Args:
+        report: the candidate report of the scan that ended (None: no scan report).
+        max_examined: most works one scan examines (``pixiv.max_examined``).
+
+    Returns:
+        ``scan_capped`` when the scan stopped at ``max_examined`` while the source had
+        more (``exhausted`` false): what it saw says nothing about the rest, and the
+        target's frontier makes the next job go on from there. Otherwise the
+        classification of what it saw (:func:`~curaflow.domain.reasons.no_candidate_reason`:
+        ``duplicate_exhausted`` / ``filter_exhausted`` / ``no_candidate``).
+    """
+    if report is None:
+        return R.NO_CANDIDATE
+    if not report.exhausted and report.fetched >= max_examined > 0:
+        return R.SCAN_CAPPED
+    return no_candidate_reason(report.fetched, report.reasons)

@@ -182,10 +182,17 @@ async def list_refusals(conn: asyncpg.Connection | asyncpg.Pool, route: str | No
 async def clear_refusals(
     conn: asyncpg.Connection | asyncpg.Pool, *, route: str, work_id: str | None = None, work_type: str | None = None
 ) -> int:
-    """Forget refusals of ``route`` (one work, or all when ``work_id`` is None); returns how many."""
+    """Forget refusals of ``route`` (one work, or all when ``work_id`` is None); returns how many.
+
+    Every target's scan frontier is forgotten with them when any was cleared: a frontier
+    passes over works it saw refused (:mod:`curaflow.sources.frontier`).
+    """
     rows = await conn.fetch(
-        """DELETE FROM route_refusals WHERE route = $1 AND ($2::text IS NULL OR work_id = $2)
-             AND ($3::text IS NULL OR work_type = $3) RETURNING work_id""",
+        """WITH cleared AS (
+             DELETE FROM route_refusals WHERE route = $1 AND ($2::text IS NULL OR work_id = $2)
+               AND ($3::text IS NULL OR work_type = $3) RETURNING work_id),
+           frontiers AS (DELETE FROM scan_frontiers WHERE EXISTS (SELECT 1 FROM cleared))
+           SELECT work_id FROM cleared""",
         route,
         work_id,
         work_type,
@@ -206,10 +213,17 @@ async def list_unavailable(conn: asyncpg.Connection | asyncpg.Pool, *, now: int 
 async def clear_unavailable(
     conn: asyncpg.Connection | asyncpg.Pool, *, work_id: str | None = None, gate: str | None = None
 ) -> int:
-    """Forget unavailable works (one work and/or one account's gate; all when both are None)."""
+    """Forget unavailable works (one work and/or one account's gate; all when both are None).
+
+    Every target's scan frontier is forgotten with them when any was cleared, as with
+    :func:`clear_refusals`.
+    """
     rows = await conn.fetch(
-        """DELETE FROM unavailable_works WHERE ($1::text IS NULL OR work_id = $1)
-             AND ($2::text IS NULL OR gate = $2) RETURNING work_id""",
+        """WITH cleared AS (
+             DELETE FROM unavailable_works WHERE ($1::text IS NULL OR work_id = $1)
+               AND ($2::text IS NULL OR gate = $2) RETURNING work_id),
+           frontiers AS (DELETE FROM scan_frontiers WHERE EXISTS (SELECT 1 FROM cleared))
+           SELECT work_id FROM cleared""",
         work_id,
         gate,
     )

@@ -33,6 +33,13 @@ walk reaches the cap too is a middle part of the day out of reach: the day and t
 of its works reached are recorded (``report.skipped_days``, reported through
 ``on_skipped_day``) and the scan goes on with the next day. Other sorts end at the cap.
 
+The target's frontier (issue 27; :mod:`curaflow.sources.frontier`): a scan given the
+target's stored :class:`~curaflow.sources.frontier.Frontier` reads only what can hold
+something new — the head of a ``date_desc`` query, then the first part not fully known —
+and leaves the next frontier in ``ScanCheckpoint.frontier``. Its page selection is kept
+to three hooks: :func:`_frontier_page` (a fetched page), :func:`_jump` (where the walk
+continues) and the verdict of each examined work.
+
 Works whose id or fields are not of the source's shape
 (:class:`~curaflow.sources.pixiv.InvalidWork`) are counted as rejected with reason
 ``invalid`` and never used.
@@ -50,6 +57,7 @@ from curaflow.domain.fallback import WANT
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import CandidateReport, SkippedDay, Work
 from curaflow.domain.reasons import TerminalReason
+from curaflow.sources import frontier as fr
 from curaflow.sources.errors import SourceError
 from curaflow.sources.filters import protocol_reason, reject_reason
 from curaflow.sources.pixiv import MAX_OFFSET, InvalidWork, PixivClient, offset_of, parse_work
@@ -95,6 +103,11 @@ class ScanCheckpoint(BaseModel):
         tail: while a crowded day is read from its other end (see the module doc).
         pass_first_day / count_day / day_count: the day of the first work of the current
             pass of the walk, and how many works of the latest day this pass fetched.
+        walk: the scan against the target's frontier (None: no frontier kept).
+        frontier: once the scan ended, the frontier it leaves for the next job.
+        next_from_source: ``next_url`` is the source's own (the previous page promised
+            more works), not a page curaflow chose (a frontier jump or re-read), so an
+            empty answer to it is the source's failure (:func:`check_page`).
     """
 
     started: bool = False
@@ -119,6 +132,9 @@ class ScanCheckpoint(BaseModel):
     pass_first_day: str | None = None
     count_day: str | None = None
     day_count: int = 0
+    walk: fr.FrontierWalk | None = None
+    frontier: fr.Frontier | None = None
+    next_from_source: bool = True
 
 
 #: Given work ids, the ones the ledger rules out for this target, with the reason word.
@@ -196,6 +212,8 @@ def _examine(cp: ScanCheckpoint, work: Work, reason: str | None) -> None:
     if day != cp.last_day:
         cp.last_day, cp.last_day_ids = day, []
     cp.last_day_ids.append(work.work_id)
+    if cp.walk is not None:
+        fr.observe(cp.walk, work, reason)
     if reason is None:
         cp.candidates.append(work)
         cp.all_duplicates = False
@@ -247,6 +265,8 @@ def _new_pass(cp: ScanCheckpoint) -> None:
     cp.next_url = None
     cp.seen_ids = []
     cp.pass_first_day, cp.count_day, cp.day_count = None, None, 0
+    if cp.walk is not None:
+        cp.walk.pass_start = True
 
 
 def _count_days(cp: ScanCheckpoint, works: list[Work]) -> None:
@@ -271,6 +291,8 @@ def _start_tail(cp: ScanCheckpoint, last: Work) -> None:
     )
     cp.boundary_day, cp.boundary_ids = None, []
     _new_pass(cp)
+    if cp.walk is not None:
+        fr.tail_pass(cp.walk)
 
 
 def _end_tail(cp: ScanCheckpoint, sort: str, *, whole: bool, on_skipped_day: SkippedDayHook | None) -> None:
@@ -313,7 +335,7 @@ def _tail_page(
     elif offset_of(next_url) > MAX_OFFSET:
         _end_tail(cp, sort, whole=False, on_skipped_day=on_skipped_day)
     else:
-        cp.next_url = next_url
+        cp.next_url, cp.next_from_source = next_url, True
 
 
 def check_page(page: dict[str, Any], *, promised: bool) -> None:
@@ -356,6 +378,31 @@ def _parse_page(cp: ScanCheckpoint, page: dict[str, Any]) -> list[Work]:
     return works
 
 
+def _offset_url(offset: int) -> str:
+    """A ``next_url`` that carries only ``offset`` (the rest of a request is the retrieval view)."""
+    return f"https://app-api.pixiv.net/v1/search/illust?offset={offset}"
+
+
+def _frontier_page(cp: ScanCheckpoint, target: TargetSpec, works: list[Work], offset: int) -> fr.PageStep | None:
+    """The frontier's view of a fetched page (None: the scan keeps no frontier)."""
+    if cp.walk is None:
+        return None
+    sort = target.query.sort
+    key = "end_date" if sort == "date_desc" else "start_date"
+    window_day = cp.window.get(key) if sort in fr.DATE_SORTS else None
+    return fr.on_page(cp.walk, works, sort=sort, offset=offset, window_day=window_day, max_offset=MAX_OFFSET)
+
+
+def _jump(cp: ScanCheckpoint, jump: fr.Jump) -> None:
+    """Continue the walk at the frontier's mark: its day's window, at its offset."""
+    cp.window = dict(jump.window)
+    cp.boundary_day, cp.boundary_ids = None, []
+    _new_pass(cp)
+    cp.started = True
+    cp.next_url, cp.next_from_source = _offset_url(jump.offset), False
+    cp.pages_done = False
+
+
 async def _fetch_page(
     client: PixivClient, target: TargetSpec, cp: ScanCheckpoint, on_skipped_day: SkippedDayHook | None = None
 ) -> None:
@@ -365,7 +412,8 @@ async def _fetch_page(
         SourceError: the answer is not a page of results, or a page a ``next_url``
             promised came back empty (:func:`check_page`).
     """
-    promised = cp.started and cp.next_url is not None
+    promised = cp.started and cp.next_url is not None and cp.next_from_source
+    offset = offset_of(cp.next_url) if cp.started else 0
     page = await _request(client, target, cp)
     check_page(page, promised=promised)
     cp.started = True
@@ -376,14 +424,22 @@ async def _fetch_page(
     if cp.tail is not None:
         _tail_page(cp, sort, works, next_url, on_skipped_day)
         return
+    step = _frontier_page(cp, target, works, offset)
+    if step is not None and step.refetch is not None:
+        cp.pending = []
+        cp.next_url, cp.next_from_source = _offset_url(step.refetch), False
+        return
     skip = set(cp.seen_ids) | set(cp.boundary_ids)
-    cp.pending = [w for w in works if w.work_id not in skip]
+    cp.pending = [w for w in (step.works if step is not None else works) if w.work_id not in skip]
     if cp.boundary_day and any(
         (_day(w) < cp.boundary_day if sort == "date_desc" else _day(w) > cp.boundary_day) for w in works if _day(w)
     ):
         cp.boundary_day, cp.boundary_ids = None, []  # the scan has left the boundary day
     cp.seen_ids = [w.work_id for w in works]
     _count_days(cp, works)
+    if step is not None and step.jump is not None:
+        _jump(cp, step.jump)
+        return
     if next_url and offset_of(next_url) > MAX_OFFSET:
         # The API answers HTTP 400 past offset 5000: move the date window instead.
         if target.query.mode == "search" and sort in ("date_desc", "date_asc") and (works or cp.last_day):
@@ -395,7 +451,7 @@ async def _fetch_page(
             cp.next_url = None
             cp.pages_done = True
     else:
-        cp.next_url = next_url
+        cp.next_url, cp.next_from_source = next_url, True
         cp.pages_done = not next_url
 
 
@@ -411,6 +467,8 @@ async def scan(
     want: int | None = None,
     unavailable: set[str] | None = None,
     on_skipped_day: SkippedDayHook | None = None,
+    frontier: fr.Frontier | None = None,
+    settled_before: str | None = None,
 ) -> ScanCheckpoint:
     """Run (or resume) the scan of ``target``.
 
@@ -428,14 +486,24 @@ async def scan(
         want: stop once this many candidates are held (default ``min(scan_limit, WANT)``).
         unavailable: works this cell already found unavailable (rejected as such).
         on_skipped_day: called once for each day the source cannot page fully.
+        frontier: the target's frontier for this fingerprint (an empty
+            :class:`~curaflow.sources.frontier.Frontier` when none is stored yet; None:
+            keep none). Used when the scan starts (a resumed checkpoint keeps its walk).
+        settled_before: the day (``YYYY-MM-DD``, UTC) before which a ``min_bookmarks``
+            rejection is lasting (:func:`curaflow.sources.frontier.lasting`).
 
     Returns:
-        The final checkpoint: ``candidates`` in rank order and the ``report``.
+        The final checkpoint: ``candidates`` in rank order, the ``report`` and, with a
+        frontier, the ``frontier`` it leaves for the next job.
 
     Raises:
         SourceError: a source call failed (the attempt fails; the checkpoint survives).
     """
     cp = checkpoint or ScanCheckpoint()
+    if checkpoint is None and frontier is not None and fr.applies(target):
+        cp.walk, jump = fr.begin(frontier, target.query.sort, max_offset=MAX_OFFSET, settled_before=settled_before)
+        if jump is not None:
+            _jump(cp, jump)
     excluded = set(target.exclude_work_ids)
     gone = unavailable or set()
     want = min(scan_limit, want if want is not None else WANT)
@@ -470,6 +538,10 @@ async def scan(
             # that ends here is bound right away; nothing to resume.
             await on_page(cp)
     cp.report.fetched = cp.examined
+    cp.report.pages = cp.pages
     cp.report.exhausted = cp.exhausted
     cp.candidates = cp.candidates[:scan_limit]
+    if cp.walk is not None:
+        capped = not cp.exhausted and not cp.candidates and cp.examined >= max_examined
+        cp.frontier = fr.advance(cp.walk, capped=capped, exhausted=cp.exhausted)
     return cp

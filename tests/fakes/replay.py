@@ -85,6 +85,7 @@ class Faults(ReplayScript):
         image_sizes: per work id, or per page as ``"<id>_p<N>"``, the pixel size its
             images are rendered at (instead of a tenth of the recorded size).
         deep: a synthetic deep result set (:class:`DeepSet`) for one tag.
+        deleted_works: ids no search lists any more (deleted since they were recorded).
         search_delay_s: delay before answering a search or ranking request, seconds.
         slow_images_s: pause in the middle of every image body while > 0 (read per
             request, so a test can change it live), and of a ``"slow"`` image, seconds.
@@ -107,6 +108,7 @@ class Faults(ReplayScript):
     mutate: dict[str, dict[str, Any]] = field(default_factory=dict)
     image_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
     deep: DeepSet | None = None
+    deleted_works: set[str] = field(default_factory=set)
     search_delay_s: float = 0.0
     slow_images_s: float = 0.0
     truncate_images: bool = False
@@ -135,6 +137,13 @@ class Faults(ReplayScript):
         if wid in self.restricted_works:
             work = placeholder(work)
         return work
+
+    def listing(self, works: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
+        """Deleted works are not listed; a popularity search ranks by the bookmarks as ``mutate`` d."""
+        works = [w for w in works if str(w["id"]) not in self.deleted_works]
+        if sort == "popular_desc" and any("total_bookmarks" in m for m in self.mutate.values()):
+            works.sort(key=lambda w: (-int(self.present(w).get("total_bookmarks") or 0), -int(w["id"])))
+        return works
 
     def image_size(self, work: dict[str, Any], page: int) -> tuple[int, int]:
         wid = str(work["id"])

@@ -129,6 +129,10 @@ class ReplayScript:
         """A work as every answer shows it."""
         return work
 
+    def listing(self, works: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
+        """A search's result list as served (a script may drop works or re-rank them)."""
+        return works
+
     async def intercept(self, kind: str, request: Request, work_id: str | None = None) -> Response | None:
         """A scripted answer instead of the real one, or None.
 
@@ -314,7 +318,8 @@ def create_replay_app(script: ReplayScript | None = None) -> FastAPI:
             params.get("sort", "date_desc"),
             hooks.deep,
         )
-        return answer(request, "search", page_of(list(works), "/v1/search/illust", params))
+        listed = hooks.listing(list(works), params.get("sort", "date_desc"))
+        return answer(request, "search", page_of(listed, "/v1/search/illust", params))
 
     @app.get("/v1/illust/ranking")
     async def ranking(request: Request) -> Response:

@@ -1,0 +1,280 @@
+"""A long-lived target's scan frontier (issue 27, cases 1 and 2): real Temporal, PostgreSQL, workers.
+
+The replay serves a synthetic result set (:class:`DeepSet`: rank 0 is the newest work,
+and with no bookmarks the popularity order is the same); the target's history is seeded
+straight into the ledger (``bench.history.seed_deliveries``), as thousands of earlier
+jobs would have left it. Each test counts the search requests the replay answered per job.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from bench.history import seed_deliveries
+from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+from curaflow.httpserver import BackgroundServer
+from curaflow.ledger import frontiers
+from curaflow.ledger import remembered as memory
+from curaflow.ledger.jobs import JobRecord
+from curaflow.protocol.projection import project_job
+from curaflow.sources.frontier import Frontier, Mark
+from curaflow.sources.pixiv import PixivClient
+from curaflow.sources.replay.app import create_replay_app
+from curaflow.sources.replay.data import DeepSet
+from curaflow.sources.scan import ScanCheckpoint, scan
+from tests.conftest import StackFactory
+from tests.fakes.replay import Faults
+from tests.jobs_support import ReplayServer, curaflow
+from tests.support import Stack, short_id
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TAG = "long-lived"
+
+
+def history_stack(
+    make_stack: StackFactory,
+    tmp_path: Path,
+    replay: ReplayServer,
+    *,
+    sort: str,
+    count: int = 3000,
+    max_examined: int = 5000,
+    routes: list[str] | None = None,
+    target_routes: list[str] | None = None,
+) -> tuple[Stack, DeepSet, dict[str, Any]]:
+    deep = DeepSet(tag=TAG, count=count, per_day=100)
+    replay.faults.deep = deep
+    query = {"tags": [TAG], "sort": sort}
+    names = routes or [f"out-{short_id()}"]
+    config: dict[str, Any] = {
+        "pixiv": replay.config(max_examined=max_examined),
+        "routes": {name: {"kind": "directory", "path": str(tmp_path / name)} for name in names},
+        "targets": [{"id": "demo", "query": query, "routes": target_routes or names[:1], "scan_limit": 5}],
+    }
+    return make_stack(config), deep, query
+
+
+async def seed(stack: Stack, deep: DeepSet, ranks: Sequence[int], route: str | None = None) -> None:
+    routes = stack.settings.route_refs(stack.settings.target("demo"))  # type: ignore[arg-type]
+    await seed_deliveries(
+        await stack.ledger(),
+        target_id="demo",
+        routes={r.name: r.kind for r in routes if route is None or r.name == route},
+        work_ids=[deep.work_id(r) for r in ranks],
+    )
+
+
+async def run_job(stack: Stack, replay: ReplayServer, query: dict[str, Any]) -> tuple[JobRecord, int]:
+    """One job of the target; returns its record and the search requests it made."""
+    before = len(replay.faults.of("search"))
+    record = await stack.wait_terminal(await stack.admit(stack.task(query=query)), timeout_s=120)
+    return record, len(replay.faults.of("search")) - before
+
+
+@pytest.mark.parametrize("sort", ["date_desc", "popular_desc", "date_asc"])
+async def test_a_long_history_costs_at_most_two_search_pages_per_job(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer, sort: str
+) -> None:
+    stack, deep, query = history_stack(make_stack, tmp_path, replay, sort=sort)
+
+    def nth(n: int) -> int:  # the rank of the target's n-th work in its own order
+        return deep.count - 1 - n if sort == "date_asc" else n
+
+    await seed(stack, deep, [nth(n) for n in range(1500)])  # 50 pages of works already delivered
+    await stack.start_worker()
+
+    first, _ = await run_job(stack, replay, query)  # reads the history once: the frontier is built
+    assert (first.cells[0].state, first.cells[0].work_id) == ("submitted", deep.work_id(nth(1500)))
+
+    for n in range(1501, 1505):
+        record, pages = await run_job(stack, replay, query)
+        cell = record.cells[0]
+        assert (cell.state, cell.work_id) == ("submitted", deep.work_id(nth(n))), cell
+        assert pages <= 2, f"job {n} read {pages} search pages"
+        assert cell.candidate_report is not None and cell.candidate_report.fetched <= 60
+
+
+async def test_deleted_and_restricted_works_are_neither_skipped_nor_repeated(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    stack, deep, query = history_stack(make_stack, tmp_path, replay, sort="date_desc")
+    await seed(stack, deep, range(1500))
+    await stack.start_worker()
+    first, _ = await run_job(stack, replay, query)
+    assert first.cells[0].work_id == deep.work_id(1500)
+
+    # 40 works of the frontier's day, above its mark, are deleted: the mark's place moves
+    # up by 40 and a landing at its old offset would start past unexamined works. The next
+    # work in line is restricted (listed as a placeholder).
+    replay.faults.deleted_works = {deep.work_id(r) for r in range(1440, 1480)}
+    replay.faults.restricted_works = {deep.work_id(1501)}
+    record, pages = await run_job(stack, replay, query)
+    assert (record.cells[0].state, record.cells[0].work_id) == ("submitted", deep.work_id(1502))
+    assert pages <= 4  # the head, and the landing stepping back to the mark
+
+    delivered = [deep.work_id(1502)]
+    for n in (1503, 1504):
+        record, pages = await run_job(stack, replay, query)
+        delivered.append(record.cells[0].work_id or "")
+        assert record.cells[0].work_id == deep.work_id(n)
+        assert pages <= 2
+    assert len(set(delivered)) == len(delivered)
+
+
+async def test_a_work_that_climbs_a_popularity_ranking_is_found(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    stack, deep, query = history_stack(make_stack, tmp_path, replay, sort="popular_desc")
+    await seed(stack, deep, range(300))
+    await stack.start_worker()
+    first, _ = await run_job(stack, replay, query)
+    assert first.cells[0].work_id == deep.work_id(300)
+
+    # a work far beyond the frontier gains bookmarks and climbs to the top: every known
+    # place shifts down by one
+    climber = deep.work_id(2000)
+    replay.faults.mutate = {climber: {"total_bookmarks": 5000}}
+    record, pages = await run_job(stack, replay, query)
+    assert (record.cells[0].state, record.cells[0].work_id) == ("submitted", climber)
+    assert pages <= 2
+    for n in (301, 302):
+        record, pages = await run_job(stack, replay, query)
+        assert record.cells[0].work_id == deep.work_id(n)
+        assert pages <= 2
+
+
+async def test_a_changed_target_starts_afresh(make_stack: StackFactory, tmp_path: Path, replay: ReplayServer) -> None:
+    stack, deep, query = history_stack(make_stack, tmp_path, replay, sort="date_desc", routes=["old", "new"])
+    await seed(stack, deep, range(900))
+    await stack.start_worker()
+    await run_job(stack, replay, query)
+    record, pages = await run_job(stack, replay, query)
+    assert record.cells[0].work_id == deep.work_id(901) and pages <= 2
+    pool = await stack.ledger()
+    assert await pool.fetchval("SELECT count(*) FROM scan_frontiers WHERE target_id = 'demo'") == 1
+    listed = await curaflow("frontiers", "list", "--json", stack=stack)
+    assert listed.returncode == 0, listed.stderr
+    [row] = json.loads(listed.stdout)
+    assert row["target_id"] == "demo" and row["frontier"]["known"]["work_id"] == deep.work_id(900)
+
+    # The target now delivers to a route that received nothing: its frontier does not
+    # apply (it passed over works delivered to the other route), so the scan starts at
+    # the top and the newest work is new again.
+    await stack.stop()
+    changed, _, _ = history_stack(
+        make_stack, tmp_path, replay, sort="date_desc", routes=["old", "new"], target_routes=["new"]
+    )
+    await changed.start_worker()
+    record, pages = await run_job(changed, replay, query)
+    assert (record.cells[0].state, record.cells[0].work_id) == ("submitted", deep.work_id(0))
+    assert pages == 1
+    pool = await changed.ledger()
+    assert await pool.fetchval("SELECT count(*) FROM scan_frontiers WHERE target_id = 'demo'") == 1
+
+    # an operator can make a target read from the top again
+    reset = await curaflow("frontiers", "reset", "demo", stack=changed)
+    assert reset.returncode == 0 and "reset 1 frontier" in reset.stdout, reset.stderr
+    assert (await curaflow("frontiers", "reset", "demo", stack=changed)).returncode == 1
+
+
+async def test_a_scan_cap_is_its_own_reason_and_the_next_job_goes_on(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    # A popularity target that has received more works than one scan may examine.
+    stack, deep, query = history_stack(make_stack, tmp_path, replay, sort="popular_desc", max_examined=600)
+    await seed(stack, deep, range(1000))
+    await stack.start_worker()
+
+    record, _ = await run_job(stack, replay, query)
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("no_candidate", "scan_capped")
+    assert cell.candidate_report is not None and cell.candidate_report.exhausted is False
+    assert record.business_status == "no_candidate"  # not "duplicate_only": nothing says the query is spent
+    error = project_job(record, int(time.time() * 1000))["error"]
+    assert error["code"] == "no_candidate" and error["retryable"] is True
+    assert "pixiv.max_examined" in error["message"] and "add tags" not in error["message"]
+
+    # the next job goes on from where the capped one stopped
+    record, pages = await run_job(stack, replay, query)
+    cell = record.cells[0]
+    assert (cell.state, cell.work_id) == ("submitted", deep.work_id(1000)), cell
+    assert cell.candidate_report is not None and cell.candidate_report.fetched < 600
+    record, pages = await run_job(stack, replay, query)
+    assert record.cells[0].work_id == deep.work_id(1001) and pages <= 2
+
+
+async def test_a_capped_scan_over_works_that_may_change_is_continued_by_the_next() -> None:
+    # Every work is below min_bookmarks and young (not settled: it may still gain
+    # bookmarks), so nothing is known for good; the capped scans still hand over.
+    faults = Faults(deep=DeepSet(tag=TAG, count=3000, per_day=100, popular_ranks=frozenset({900})))
+    assert faults.deep is not None
+    server = await BackgroundServer(create_replay_app(faults)).start()
+    spec = TargetSpec(
+        target_id="t", query=TargetQuery(tags=[TAG]), filters=TargetFilters(min_bookmarks=500), scan_limit=1
+    )
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {}
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    async with httpx.AsyncClient(timeout=10) as http:
+        client = PixivClient(http, refresh_token="r", api_url=server.url, auth_url=server.url)
+        frontier = Frontier(sort="date_desc")
+        seen: list[int] = []
+        for _ in range(3):
+            before = len(faults.of("search"))
+            result = await scan(
+                client, spec, scan_limit=1, known=known, on_page=on_page, max_examined=400, frontier=frontier
+            )
+            seen.append(len(faults.of("search")) - before)
+            assert result.frontier is not None
+            frontier = result.frontier
+            if result.candidates:
+                break
+            assert result.report.exhausted is False and result.report.fetched == 400
+    await server.stop()
+    assert [w.work_id for w in result.candidates] == [faults.deep.work_id(900)]
+    assert result.report.fetched <= 130  # the third scan went on from the second's stop
+    assert seen[1] <= 16 and seen[2] <= 6  # the head page, then the pages after the stop
+
+
+async def test_lifting_a_refusal_or_an_unavailable_work_resets_the_frontiers(ledger_pool: asyncpg.Pool) -> None:
+    # A frontier passes over works it saw refused or unavailable; once an operator clears
+    # one, the targets must read their results from the top again to be offered it.
+    target = f"t-{short_id()}"
+    route = f"r-{short_id()}"
+    saved = Frontier(sort="date_desc", known=Mark(work_id="5", create_date="2025-01-01T00:00:00+09:00"))
+    async with ledger_pool.acquire() as conn:
+        await frontiers.save_frontier(conn, target, "fp", saved, job_id=None)
+        assert await memory.clear_refusals(conn, route=route) == 0  # nothing cleared: kept
+        assert await frontiers.load_frontier(conn, target, "fp") == saved
+        await memory.remember_refusal(
+            conn,
+            route=route,
+            work_type="illustration",
+            work_id="5",
+            reason="delivery_rejected",
+            error="no",
+            job_id="j",
+            target_id=target,
+        )
+        assert await memory.clear_refusals(conn, route=route, work_id="5") == 1
+        assert await frontiers.load_frontier(conn, target, "fp") is None
+
+        await frontiers.save_frontier(conn, target, "fp", saved, job_id=None)
+        await memory.remember_unavailable(
+            conn, gate=f"g-{short_id()}", work_type="illustration", work_id="6", why="404", job_id="j", ttl_ms=60_000
+        )
+        assert await memory.clear_unavailable(conn, work_id="6") == 1
+        assert await frontiers.load_frontier(conn, target, "fp") is None

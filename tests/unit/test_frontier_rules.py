@@ -1,0 +1,83 @@
+"""The scan frontier's pure rules: what identifies a target's query, what a lasting verdict is, the cap's reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from curaflow.domain.messages import RouteRef, TargetFilters, TargetQuery, TargetSpec
+from curaflow.domain.models import CandidateReport, Work
+from curaflow.domain.verdicts import no_candidate_verdict
+from curaflow.sources.frontier import fingerprint, lasting
+
+
+def spec(**kw: object) -> TargetSpec:
+    base: dict[str, object] = {
+        "target_id": "t",
+        "query": TargetQuery(tags=["a"]),
+        "routes": [RouteRef(name="out", kind="directory")],
+    }
+    return TargetSpec.model_validate({**base, **kw})
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"query": TargetQuery(tags=["a", "b"])},
+        {"query": TargetQuery(tags=["a"], sort="popular_desc")},
+        {"query": TargetQuery(tags=["a"], search_target="exact_match_for_tags")},
+        {"filters": TargetFilters(min_bookmarks=10)},
+        {"filters": TargetFilters(r18=True)},
+        {"routes": [RouteRef(name="other", kind="directory")]},
+        {"account": "second"},
+    ],
+)
+def test_a_changed_query_filter_route_or_account_is_another_fingerprint(change: dict[str, object]) -> None:
+    assert fingerprint(spec(**change)) != fingerprint(spec())
+
+
+def test_the_candidate_bound_and_a_tasks_exclusions_keep_the_fingerprint() -> None:
+    assert fingerprint(spec(scan_limit=5, exclude_work_ids=["1"])) == fingerprint(spec())
+    two = [RouteRef(name="b", kind="webhook"), RouteRef(name="a", kind="directory")]
+    assert fingerprint(spec(routes=two)) == fingerprint(spec(routes=list(reversed(two))))
+
+
+def work(day: str) -> Work:
+    return Work(work_id="1", title="", url="", create_date=f"{day}T10:00:00+09:00")
+
+
+@pytest.mark.parametrize(
+    ("reason", "day", "held"),
+    [
+        ("duplicate", "2025-01-10", True),
+        ("refused", "2025-01-10", True),
+        ("unavailable", "2025-01-10", True),
+        ("filtered:r18", "2025-01-10", True),
+        ("filtered:ai", "2025-01-10", True),
+        ("filtered:min_bookmarks", "2025-01-01", True),  # settled: older than the settling age
+        ("filtered:min_bookmarks", "2025-01-10", False),  # young: its bookmarks still grow
+        ("excluded", "2025-01-01", False),  # one task's exclusion says nothing of the next
+        (None, "2025-01-01", False),  # a candidate
+    ],
+)
+def test_which_verdicts_last(reason: str | None, day: str, held: bool) -> None:
+    assert lasting(reason, work(day), "2025-01-05") is held
+
+
+def test_a_young_work_below_min_bookmarks_never_lasts_without_a_settling_day() -> None:
+    assert lasting("filtered:min_bookmarks", work("2020-01-01"), None) is False
+
+
+@pytest.mark.parametrize(
+    ("report", "reason"),
+    [
+        (CandidateReport(fetched=1000, reasons={"duplicate": 1000}), "scan_capped"),
+        (CandidateReport(fetched=1000, reasons={"filtered:r18": 1000}), "scan_capped"),
+        (CandidateReport(fetched=1000, reasons={"duplicate": 1000}, exhausted=True), "duplicate_exhausted"),
+        (CandidateReport(fetched=30, reasons={"duplicate": 30}, exhausted=True), "duplicate_exhausted"),
+        (CandidateReport(fetched=30, reasons={"duplicate": 30}), "duplicate_exhausted"),
+        (CandidateReport(fetched=0), "no_candidate"),
+        (None, "no_candidate"),
+    ],
+)
+def test_a_cap_reached_with_results_left_is_scan_capped(report: CandidateReport | None, reason: str) -> None:
+    assert no_candidate_verdict(report, max_examined=1000) == reason
