@@ -28,10 +28,10 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -41,6 +41,9 @@ from pydantic_settings import (
 
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFilters, TargetQuery
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS
+
+if TYPE_CHECKING:
+    from curaflow.temporal_profile import TemporalConnection
 
 BUDGET_FLOOR_MS = 60_000
 DEFAULT_QUEUED_MS = 1_800_000
@@ -57,7 +60,15 @@ class _Section(BaseModel):
 class TemporalSettings(_Section):
     """Where the Temporal service is. ``address`` None → the embedded dev server.
 
+    The connection is the SDK's environment configuration (:mod:`curaflow.temporal_profile`):
+    ``TEMPORAL_*`` variables over these keys over a ``temporal.toml`` profile. After loading,
+    ``address`` and ``namespace`` hold the resolved values and :attr:`connection` the TLS,
+    API key and gRPC metadata every client of the process uses.
+
     Attributes:
+        profile: the ``temporal.toml`` profile to read when ``TEMPORAL_PROFILE`` is not set.
+        config_file: the ``temporal.toml`` file when ``TEMPORAL_CONFIG_FILE`` is not set
+            (else the SDK's default location, when it exists).
         namespace: the Temporal namespace; workers (and ``curaflow temporal-setup``)
             register it when it does not exist and add curaflow's search attributes.
         namespace_retention_days: retention of closed executions in a namespace curaflow
@@ -80,6 +91,32 @@ class TemporalSettings(_Section):
     task_queue: str = "curaflow"
     sticky_schedule_to_start_ms: int = Field(default=5_000, ge=100)
     max_cached_workflows: int = Field(default=1000, ge=0)
+    profile: str | None = None
+    config_file: Path | None = None
+
+    _connection: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _resolve_connection(self) -> TemporalSettings:
+        from curaflow.temporal_profile import resolve_connection
+
+        connection = resolve_connection(
+            self.address,
+            self.namespace if "namespace" in self.model_fields_set else None,
+            profile=self.profile,
+            config_file=self.config_file,
+        )
+        self.address, self.namespace = connection.address, connection.namespace
+        self._connection = connection
+        return self
+
+    @property
+    def connection(self) -> TemporalConnection:
+        """The resolved :class:`curaflow.temporal_profile.TemporalConnection`, at the
+        current ``address`` (a copy of the settings may point at another server)."""
+        from dataclasses import replace
+
+        return replace(self._connection, address=self.address, namespace=self.namespace)
 
 
 class DatabaseSettings(_Section):

@@ -60,7 +60,7 @@ from curaflow.schedules import watch_forever
 from curaflow.source_workers import SourceQueueOwner
 from curaflow.supervision import EXIT_LOOP_FAILED, Beat, LoopFailed, SupervisionPolicy, Supervisor, arm_hard_exit
 from curaflow.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
-from curaflow.temporal import connect, start_job_workflow
+from curaflow.temporal import connect_configured, start_job_workflow
 from curaflow.temporal_setup import prepare_namespace
 from workflows.job import JobWorkflow
 from workflows.pushes import EventPushWorkflow
@@ -222,7 +222,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     precompile_workflows()
     setup_tracing(settings, "curaflow-worker")
     obs = settings.observability
-    client = await connect(settings.temporal.address, settings.temporal.namespace, runtime=temporal_runtime(settings))
+    client = await connect_configured(settings.temporal, runtime=temporal_runtime(settings))
     await prepare_namespace(
         client,
         retention=timedelta(days=settings.temporal.namespace_retention_days),

@@ -45,7 +45,7 @@ from curaflow.logs import get_logger
 from curaflow.metrics import render_latest
 from curaflow.supervision import Beat, LoopBody, SupervisionPolicy, Supervisor
 from curaflow.telemetry import instrument_app, setup_tracing
-from curaflow.temporal import connect
+from curaflow.temporal import connect_configured
 
 log = get_logger("curaflow.api")
 
@@ -108,7 +108,7 @@ def temporal_connector(app: FastAPI, settings: Settings) -> LoopBody:
 
     async def body(beat: Beat) -> None:
         assert settings.temporal.address
-        app.state.client = await connect(settings.temporal.address, settings.temporal.namespace)
+        app.state.client = await connect_configured(settings.temporal)
         app.state.admitter.client = app.state.client
         beat.ok()
         log.info("api.temporal_connected", address=settings.temporal.address)
@@ -197,7 +197,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
         app.state.admitter.starter = starter
         if settings.temporal.address:
             try:
-                app.state.client = await connect(settings.temporal.address, settings.temporal.namespace)
+                app.state.client = await connect_configured(settings.temporal)
                 app.state.admitter.client = app.state.client
             except Exception as err:  # noqa: BLE001 - Temporal down: serve reads, keep connecting
                 log.warning("api.temporal_unreachable", error=type(err).__name__)
