@@ -120,11 +120,37 @@ class TemporalSettings(_Section):
 
 
 class DatabaseSettings(_Section):
-    """The ledger's PostgreSQL. ``url`` None → embedded PostgreSQL (pgserver) in the state dir."""
+    """The ledger's PostgreSQL. ``url`` None → embedded PostgreSQL (pgserver) in the state dir.
+
+    Every wait on it is bounded (:class:`curaflow.ledger.db.LedgerPool`), so a PostgreSQL
+    that stops answering fails calls instead of holding them:
+
+    Attributes:
+        connect_timeout_ms: one connection attempt.
+        acquire_timeout_ms: waiting for a pooled connection (a connect included).
+        statement_timeout_ms: one statement (client side, and the server's
+            ``statement_timeout``). The API bounds its own waits tighter
+            (``api.ledger_timeout_ms``).
+    """
 
     url: str | None = None
     pool_min_size: int = 1
     pool_max_size: int = 10
+    connect_timeout_ms: int = Field(default=5_000, ge=100)
+    acquire_timeout_ms: int = Field(default=30_000, ge=100)
+    statement_timeout_ms: int = Field(default=30_000, ge=100)
+
+    def pool_bounds(self, cap_ms: int | None = None) -> dict[str, float]:
+        """The timeouts of :func:`curaflow.ledger.db.create_pool`, seconds, each at most ``cap_ms``."""
+
+        def bound(ms: int) -> float:
+            return min(ms, cap_ms) / 1000 if cap_ms is not None else ms / 1000
+
+        return {
+            "connect_timeout_s": bound(self.connect_timeout_ms),
+            "acquire_timeout_s": bound(self.acquire_timeout_ms),
+            "statement_timeout_s": bound(self.statement_timeout_ms),
+        }
 
 
 class ApiSettings(_Section):
@@ -147,6 +173,10 @@ class ApiSettings(_Section):
         body_timeout_ms: longest time to receive a request body once its headers
             arrived; a body shorter than its ``Content-Length`` is answered 408 and the
             connection closed instead of holding a coroutine for ever.
+        ledger_timeout_ms: the API's bound on each wait on PostgreSQL (connect, pool
+            acquire, statement; each ``database.*_timeout_ms`` capped at it). A ledger
+            that does not answer within it is answered ``503`` ``ledger_unavailable``
+            with ``Retry-After``.
     """
 
     host: str = "127.0.0.1"
@@ -162,6 +192,7 @@ class ApiSettings(_Section):
     cancel_wait_ms: int = Field(default=10_000, ge=0)
     start_concurrency: int = Field(default=8, ge=1)
     body_timeout_ms: int = Field(default=30_000, ge=100)
+    ledger_timeout_ms: int = Field(default=2_000, ge=100)
 
 
 def resolve_budget(value: Any, default: int, floor: int = BUDGET_FLOOR_MS) -> int:

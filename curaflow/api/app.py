@@ -177,7 +177,10 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
                 log.warning("api.fail_closed: no CURAFLOW_API_TOKEN configured; protected routes answer 503")
         warn_budget_fallbacks(settings, log)
         pool = await create_pool(
-            settings.database.url, min_size=settings.database.pool_min_size, max_size=settings.database.pool_max_size
+            settings.database.url,
+            min_size=settings.database.pool_min_size,
+            max_size=settings.database.pool_max_size,
+            **settings.database.pool_bounds(cap_ms=settings.api.ledger_timeout_ms),
         )
         await migrate(pool)
         app.state.pool = pool

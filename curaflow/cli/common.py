@@ -73,7 +73,7 @@ async def services(settings: Settings, *, status: str = "starting the embedded s
     pool = None
     try:
         assert settings.database.url and settings.temporal.address
-        pool = await create_pool(settings.database.url, min_size=1, max_size=4)
+        pool = await create_pool(settings.database.url, min_size=1, max_size=4, **settings.database.pool_bounds())
         await migrate(pool)
         client = await connect_configured(settings.temporal)
         yield Services(settings=settings, pool=pool, client=client, stack=stack)
