@@ -23,6 +23,7 @@ floor for tests and logs a warning.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import re
@@ -34,6 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -649,6 +651,40 @@ class _ConventionalEnv(PydanticBaseSettingsSource):
         return data
 
 
+def _numbers_where_any(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the numbers the environment carries as text made numbers, for the
+    fields typed ``Any`` (the budgets: resolved, not validated, reference §8).
+
+    A typed field is converted by pydantic whatever the source; an ``Any`` field keeps
+    what it is given, so ``"20000"`` from the environment would be "not a number" where
+    ``20000`` in the TOML file is a budget. Text that is not a JSON number stays text.
+    """
+    out = dict(data)
+    for key, value in data.items():
+        info = model.model_fields.get(key)
+        if info is None:
+            continue
+        annotation = info.annotation
+        if isinstance(value, dict) and isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            out[key] = _numbers_where_any(annotation, value)
+        elif annotation is Any and isinstance(value, str):
+            try:
+                number = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(number, int | float) and not isinstance(number, bool):
+                out[key] = number
+    return out
+
+
+class _CuraflowEnv(EnvSettingsSource):
+    """``CURAFLOW_<SECTION>__<FIELD>`` variables, with the same result as the TOML file's
+    values (:func:`_numbers_where_any`)."""
+
+    def __call__(self) -> dict[str, Any]:
+        return _numbers_where_any(self.settings_cls, super().__call__())
+
+
 class Settings(BaseSettings):
     """All of curaflow's configuration (see the module doc for sources and precedence).
 
@@ -694,7 +730,7 @@ class Settings(BaseSettings):
         return (
             init_settings,
             _ConventionalEnv(settings_cls),
-            env_settings,
+            _CuraflowEnv(settings_cls),
             TomlConfigSettingsSource(settings_cls),  # the file of load_settings' subclass
         )
 

@@ -58,7 +58,8 @@ RELEASE_TIMEOUT_S = 0.5
 
 
 class LedgerPool(asyncpg.Pool):
-    """An asyncpg pool whose every wait is bounded (issue 26: a hung PostgreSQL hung the API).
+    """An asyncpg pool whose every wait is bounded: a PostgreSQL that stops answering
+    fails calls instead of holding them.
 
     * ``acquire()`` without a timeout waits at most ``acquire_timeout`` seconds (a new
       connection's connect included);

@@ -1,4 +1,4 @@
-"""A hung PostgreSQL does not hang the API (issue 26, item 4).
+"""A hung PostgreSQL does not hang the API.
 
 The API's PostgreSQL is SIGSTOPped — sockets open, nothing answers, the way a hung host or
 a network partition looks. Every request that needs the ledger answers within the API's

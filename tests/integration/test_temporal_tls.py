@@ -1,4 +1,4 @@
-"""TLS, mutual TLS and the SDK's environment configuration to a secured Temporal (issue 26, item 1).
+"""TLS, mutual TLS and the SDK's environment configuration to a secured Temporal.
 
 The session's dev server sits behind a real TLS-terminating gRPC (HTTP/2) proxy with a CA
 made for the test (:mod:`tests.tls_proxy`). A real worker process, the API and the

@@ -1,4 +1,4 @@
-"""How a process resolves its Temporal connection (:mod:`curaflow.temporal_profile`, issue 26 item 1).
+"""How a process resolves its Temporal connection (:mod:`curaflow.temporal_profile`).
 
 The SDK's environment configuration: ``TEMPORAL_*`` variables over curaflow's
 ``temporal.address``/``temporal.namespace`` over a ``temporal.toml`` profile.
