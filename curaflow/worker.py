@@ -53,7 +53,7 @@ from curaflow.ledger.db import migrate
 from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger_gauges import run_ledger_gauges
 from curaflow.logs import configure_logging, get_logger
-from curaflow.metrics import set_worker_up
+from curaflow.metrics import initialise_series, set_worker_up
 from curaflow.pushes import run_push_sweeper
 from curaflow.readiness import check_ledger, check_temporal, readiness
 from curaflow.schedules import watch_forever
@@ -281,6 +281,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         temporal_metrics_port=obs.temporal_metrics_port,
         schedules=[p.id for p in settings.schedules],
     )
+    initialise_series((name, route.kind) for name, route in settings.routes.items())
     set_worker_up(True)
     try:
         await stop.wait()

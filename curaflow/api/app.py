@@ -42,7 +42,7 @@ from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger_gauges import run_ledger_gauges
 from curaflow.logs import get_logger
-from curaflow.metrics import render_latest
+from curaflow.metrics import initialise_series, render_latest
 from curaflow.supervision import Beat, LoopBody, SupervisionPolicy, Supervisor
 from curaflow.telemetry import instrument_app, setup_tracing
 from curaflow.temporal import connect_configured
@@ -184,6 +184,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
         )
         await migrate(pool)
         app.state.pool = pool
+        initialise_series((name, route.kind) for name, route in settings.routes.items())
         stop = asyncio.Event()
 
         def failed(reason: str) -> None:
