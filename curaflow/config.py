@@ -22,6 +22,7 @@ floor for tests and logs a warning.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -36,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
+    NestedSecretsSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -685,6 +687,44 @@ class _CuraflowEnv(EnvSettingsSource):
         return _numbers_where_any(self.settings_cls, super().__call__())
 
 
+#: How every secret of the env example begins (``deploy/curaflow.env.example``): a process
+#: refuses to start with one, so a copied example never runs as a production secret.
+EXAMPLE_SECRET_PREFIX = "change-me"
+
+#: The directory of secret files (``/run/secrets`` of Docker/Compose secrets, a mounted
+#: Kubernetes Secret): one file per setting, named as its ``CURAFLOW_*`` variable.
+SECRETS_DIR_ENV = "CURAFLOW_SECRETS_DIR"
+
+
+def _secret_files(file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+    """The secret-files source when ``CURAFLOW_SECRETS_DIR`` names a directory.
+
+    A file ``CURAFLOW_ROUTES__TG__BOT_TOKEN`` holding the token sets ``routes.tg.bot_token``,
+    exactly as the environment variable of that name would (trailing newline stripped);
+    the environment wins over a file, a file over the TOML. A directory that does not
+    exist is a configuration error.
+    """
+    directory = os.environ.get(SECRETS_DIR_ENV, "").strip()
+    if not directory:
+        return ()
+    if not Path(directory).is_dir():
+        raise ValueError(f"{SECRETS_DIR_ENV}={directory}: not a directory")
+
+    class _Files(NestedSecretsSettingsSource):
+        def __call__(self) -> dict[str, Any]:
+            return _numbers_where_any(self.settings_cls, _stripped(super().__call__()))
+
+    return (_Files(file_secret_settings, secrets_dir=directory, secrets_dir_missing="error"),)
+
+
+def _stripped(data: dict[str, Any]) -> dict[str, Any]:
+    """Text values without the trailing newline an editor or ``echo`` leaves in a file."""
+    return {
+        k: _stripped(v) if isinstance(v, dict) else v.rstrip("\r\n") if isinstance(v, str) else v
+        for k, v in data.items()
+    }
+
+
 class Settings(BaseSettings):
     """All of curaflow's configuration (see the module doc for sources and precedence).
 
@@ -726,11 +766,12 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Order: init kwargs, conventional env, ``CURAFLOW_*`` env, the TOML file."""
+        """Order: init kwargs, conventional env, ``CURAFLOW_*`` env, secret files, the TOML file."""
         return (
             init_settings,
             _ConventionalEnv(settings_cls),
             _CuraflowEnv(settings_cls),
+            *_secret_files(file_secret_settings),
             TomlConfigSettingsSource(settings_cls),  # the file of load_settings' subclass
         )
 
@@ -742,6 +783,40 @@ class Settings(BaseSettings):
             value = data.pop("max_fallback_stages")
             data.setdefault("max_fallback_passes", value)
         return data
+
+    @model_validator(mode="after")
+    def _no_example_secrets(self) -> Settings:
+        found = [name for name, value in self.secrets() if value.strip().lower().startswith(EXAMPLE_SECRET_PREFIX)]
+        if found:
+            raise ValueError(
+                f"{', '.join(found)} still hold the example value '{EXAMPLE_SECRET_PREFIX}…' of the env example: "
+                "set real secrets (in the env file, the environment or CURAFLOW_SECRETS_DIR)"
+            )
+        return self
+
+    def secrets(self) -> list[tuple[str, str]]:
+        """Every secret setting that is set, as ``(dotted name, value)``: the API token, the
+        Pixiv refresh tokens, the database URL's password and each route's secrets."""
+        from urllib.parse import urlsplit
+
+        found: list[tuple[str, SecretStr | str | None]] = [
+            ("api.token", self.api.token),
+            ("pixiv.refresh_token", self.pixiv.refresh_token),
+        ]
+        found += [(f"pixiv.accounts.{a}.refresh_token", acc.refresh_token) for a, acc in self.pixiv.accounts.items()]
+        if self.database.url:
+            with contextlib.suppress(ValueError):
+                found.append(("database.url (password)", urlsplit(self.database.url).password))
+        for name, route in self.routes.items():
+            for key in type(route).model_fields:
+                value = getattr(route, key)
+                if isinstance(value, SecretStr):
+                    found.append((f"routes.{name}.{key}", value))
+        return [
+            (name, value.get_secret_value() if isinstance(value, SecretStr) else value)
+            for name, value in found
+            if value is not None
+        ]
 
     @model_validator(mode="after")
     def _check_references(self) -> Settings:

@@ -250,6 +250,8 @@ def temporal_setup(
         raise typer.Exit(1) from None
     state = "registered" if report.created_namespace else "exists"
     out_console.print(f"namespace {report.namespace}: {state}", highlight=False)
+    for warning in report.warnings:
+        err_console.print(f"[yellow]warning: {warning}[/yellow]", highlight=False)
     for name, kind in report.attributes.items():
         mark = "added" if name in report.added_attributes else "ok"
         out_console.print(f"  search attribute {name} ({kind}): {mark}", highlight=False)

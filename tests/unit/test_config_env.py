@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, get_args
 
@@ -211,3 +212,77 @@ def test_conventional_names_equal_the_prefixed_ones(
     monkeypatch.delenv(conventional)
     monkeypatch.setenv(prefixed, value)
     assert read(load_settings(None), path) == one == value
+
+
+ROUTE_SECRETS_TOML = {
+    "routes": {
+        "tg": {"kind": "telegram", "chat_id": "-1001234567890"},
+        "hook": {"kind": "webhook", "url": "https://hooks.example/curaflow"},
+        "chat": {"kind": "discord"},
+    },
+    "targets": [{"id": "t", "query": {"tags": ["風景"]}, "routes": ["tg", "hook", "chat"]}],
+}
+ROUTE_SECRETS = {
+    "CURAFLOW_ROUTES__TG__BOT_TOKEN": "123456:telegram-bot-token",
+    "CURAFLOW_ROUTES__HOOK__SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    "CURAFLOW_ROUTES__CHAT__URL": "https://discord.com/api/webhooks/1/discord-token",
+}
+
+
+def route_secrets(settings: Settings) -> dict[str, str]:
+    return {name: value for name, value in settings.secrets() if name.startswith("routes.")}
+
+
+def test_route_secrets_come_from_the_environment_not_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in ROUTE_SECRETS.items():
+        monkeypatch.setenv(name, value)
+    settings = from_file(tmp_path, ROUTE_SECRETS_TOML)
+    assert route_secrets(settings) == {
+        "routes.tg.bot_token": "123456:telegram-bot-token",
+        "routes.hook.secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        "routes.chat.url": "https://discord.com/api/webhooks/1/discord-token",
+    }
+
+
+def test_route_secrets_come_from_files_in_the_secrets_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secrets = tmp_path / "run-secrets"
+    secrets.mkdir()
+    for name, value in ROUTE_SECRETS.items():
+        (secrets / name).write_text(value + "\n")  # as `echo` writes it
+    monkeypatch.setenv("CURAFLOW_SECRETS_DIR", str(secrets))
+    monkeypatch.setenv("CURAFLOW_ROUTES__TG__BOT_TOKEN", "999:from-the-environment")  # the environment wins
+    settings = from_file(tmp_path, ROUTE_SECRETS_TOML)
+    assert route_secrets(settings) == {
+        "routes.tg.bot_token": "999:from-the-environment",
+        "routes.hook.secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        "routes.chat.url": "https://discord.com/api/webhooks/1/discord-token",
+    }
+    monkeypatch.setenv("CURAFLOW_SECRETS_DIR", str(tmp_path / "missing"))
+    with pytest.raises(ConfigError, match="CURAFLOW_SECRETS_DIR"):
+        from_file(tmp_path, ROUTE_SECRETS_TOML)
+
+
+@pytest.mark.parametrize(
+    ("env", "named"),
+    [
+        ({"CURAFLOW_API_TOKEN": "change-me-long-random-token"}, "api.token"),
+        ({"PIXIV_REFRESH_TOKEN": "change-me"}, "pixiv.refresh_token"),
+        ({"DATABASE_URL": "postgresql://curaflow:change-me-curaflow-db@db/curaflow"}, "database.url (password)"),
+        ({"CURAFLOW_ROUTES__TG__BOT_TOKEN": "Change-Me-bot"}, "routes.tg.bot_token"),
+    ],
+)
+def test_an_example_secret_is_refused_at_start(
+    env: dict[str, str], named: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in {**ROUTE_SECRETS, **env}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError, match=rf"{re.escape(named)} still hold the example value 'change-me…'"):
+        from_file(tmp_path, ROUTE_SECRETS_TOML)
+
+
+def test_the_env_example_holds_only_refused_secrets() -> None:
+    """Every secret of the shipped env example is a ``change-me`` value (so it cannot run as is)."""
+    example = Path(__file__).resolve().parents[2] / "deploy" / "curaflow.env.example"
+    values = dict(line.split("=", 1) for line in example.read_text().splitlines() if line and not line.startswith("#"))
+    for name in ("CURAFLOW_API_TOKEN", "CURAFLOW_DB_PASSWORD", "TEMPORAL_DB_PASSWORD"):
+        assert values[name].startswith("change-me"), name
