@@ -73,6 +73,10 @@ class TemporalSettings(_Section):
         profile: the ``temporal.toml`` profile to read when ``TEMPORAL_PROFILE`` is not set.
         config_file: the ``temporal.toml`` file when ``TEMPORAL_CONFIG_FILE`` is not set
             (else the SDK's default location, when it exists).
+        graceful_shutdown_ms: on SIGTERM, how long a worker lets its running activities
+            (a send in flight) finish before the SDK cancels them; the ledger pool closes
+            only after they all ended. Keep it below the supervisor's stop timeout
+            (compose: ``stop_grace_period`` 60 s).
         namespace: the Temporal namespace; workers (and ``curaflow temporal-setup``)
             register it when it does not exist and add curaflow's search attributes.
         namespace_retention_days: retention of closed executions in a namespace curaflow
@@ -97,6 +101,7 @@ class TemporalSettings(_Section):
     max_cached_workflows: int = Field(default=1000, ge=0)
     profile: str | None = None
     config_file: Path | None = None
+    graceful_shutdown_ms: int = Field(default=30_000, ge=0)
 
     _connection: Any = PrivateAttr(default=None)
 

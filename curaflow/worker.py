@@ -122,7 +122,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
             max_cached_workflows=settings.temporal.max_cached_workflows,
             max_heartbeat_throttle_interval=throttle,
             default_heartbeat_throttle_interval=throttle,
-            graceful_shutdown_timeout=timedelta(seconds=5),
+            graceful_shutdown_timeout=timedelta(milliseconds=settings.temporal.graceful_shutdown_ms),
         )
     ]
     deliver = [a for a in main_acts if getattr(a, "__temporal_activity_definition").name == "deliver"]
@@ -136,7 +136,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
                 interceptors=interceptors_for_worker(deps.pool),
                 max_heartbeat_throttle_interval=throttle,
                 default_heartbeat_throttle_interval=throttle,
-                graceful_shutdown_timeout=timedelta(seconds=5),
+                graceful_shutdown_timeout=timedelta(milliseconds=settings.temporal.graceful_shutdown_ms),
             )
         )
     return workers
@@ -162,7 +162,7 @@ def build_source_worker(client: Client, settings: Settings, deps: ActivityDeps, 
         else acct.max_concurrency,
         max_heartbeat_throttle_interval=throttle,
         default_heartbeat_throttle_interval=throttle,
-        graceful_shutdown_timeout=timedelta(seconds=5),
+        graceful_shutdown_timeout=timedelta(milliseconds=settings.temporal.graceful_shutdown_ms),
     )
 
 
@@ -286,10 +286,14 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     try:
         await stop.wait()
     finally:
-        stop.set()
+        stop.set()  # the source-queue owners shut their workers down too, at the same time
         set_worker_up(False)
-        await asyncio.gather(*(shutdown_worker(w) for w, state in polling.items() if state.running))
-        await supervisor.close(grace_s=15)
+        # Every Temporal worker drains (its activities finish, or are cancelled after the
+        # graceful timeout and end) before the pool closes: an activity still running
+        # would otherwise fail on the closed pool ("pool is closing") mid-send.
+        drain_s = settings.temporal.graceful_shutdown_ms / 1000 + SHUTDOWN_MARGIN_S
+        await asyncio.gather(*(shutdown_worker(w, drain_s) for w, state in polling.items() if state.running))
+        await supervisor.close(grace_s=drain_s)
         for task in loops:
             task.cancel()
         await asyncio.gather(*loops, return_exceptions=True)
@@ -305,10 +309,20 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         raise LoopFailed(supervisor.failure)
 
 
-async def shutdown_worker(worker: Worker) -> None:
-    """Shut a running Temporal worker down (it drains within its graceful timeout); never raises."""
+#: Time a worker's shutdown may take beyond its graceful timeout: cancelled activities
+#: ending, the last heartbeats and completions reaching Temporal (seconds).
+SHUTDOWN_MARGIN_S = 10.0
+
+
+async def shutdown_worker(worker: Worker, timeout_s: float) -> None:
+    """Shut a running Temporal worker down and wait until its activities ended (they
+    finish within the graceful timeout, or are cancelled then); never raises.
+
+    Args:
+        timeout_s: the longest wait, seconds (graceful timeout + :data:`SHUTDOWN_MARGIN_S`).
+    """
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(worker.shutdown(), 20)
+        await asyncio.wait_for(worker.shutdown(), timeout_s)
 
 
 async def probe_temporal(client: Client) -> None:
