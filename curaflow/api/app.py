@@ -182,7 +182,10 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
             max_size=settings.database.pool_max_size,
             **settings.database.pool_bounds(cap_ms=settings.api.ledger_timeout_ms),
         )
-        await migrate(pool)
+        # The background loops (reconciler, ledger gauges) scan more than a request reads:
+        # their own small pool keeps the database's bounds, not the requests' tight one.
+        background = await create_pool(settings.database.url, min_size=1, max_size=2, **settings.database.pool_bounds())
+        await migrate(background)
         app.state.pool = pool
         initialise_series((name, route.kind) for name, route in settings.routes.items())
         stop = asyncio.Event()
@@ -213,7 +216,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
 
         reconciler = asyncio.create_task(
             run_forever(
-                pool,
+                background,
                 start,
                 settings.reconcile_interval_ms / 1000,
                 stop,
@@ -223,7 +226,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
         )
         # The gauges' own loop never raises ("a metric must never take a process down");
         # supervised, not fatal, so it shows in /ready and a death would be seen.
-        supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(pool, settings, stop), fatal=False)
+        supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(background, settings, stop), fatal=False)
         try:
             yield
         finally:
@@ -234,10 +237,11 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
             with contextlib.suppress(asyncio.CancelledError):
                 await reconciler
             await app.state.notifier.stop()
-            try:
-                await asyncio.wait_for(pool.close(), 10)
-            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                pool.terminate()
+            for each in (pool, background):
+                try:
+                    await asyncio.wait_for(each.close(), 10)
+                except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                    each.terminate()
 
     app = FastAPI(
         title="curaflow job API",
