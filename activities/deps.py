@@ -128,6 +128,7 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
         settings.database.url,
         min_size=settings.database.pool_min_size,
         max_size=settings.database.pool_max_size,
+        **settings.database.pool_bounds(),
     )
     timeout = httpx.Timeout(settings.pixiv.request_timeout_ms / 1000, connect=10.0)
     http = httpx.AsyncClient(timeout=timeout, follow_redirects=False)

@@ -22,18 +22,22 @@ floor for tests and logs a warning.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
 import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
+    NestedSecretsSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -41,6 +45,9 @@ from pydantic_settings import (
 
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFilters, TargetQuery
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS
+
+if TYPE_CHECKING:
+    from curaflow.temporal_profile import TemporalConnection
 
 BUDGET_FLOOR_MS = 60_000
 DEFAULT_QUEUED_MS = 1_800_000
@@ -57,7 +64,19 @@ class _Section(BaseModel):
 class TemporalSettings(_Section):
     """Where the Temporal service is. ``address`` None → the embedded dev server.
 
+    The connection is the SDK's environment configuration (:mod:`curaflow.temporal_profile`):
+    ``TEMPORAL_*`` variables over these keys over a ``temporal.toml`` profile. After loading,
+    ``address`` and ``namespace`` hold the resolved values and :attr:`connection` the TLS,
+    API key and gRPC metadata every client of the process uses.
+
     Attributes:
+        profile: the ``temporal.toml`` profile to read when ``TEMPORAL_PROFILE`` is not set.
+        config_file: the ``temporal.toml`` file when ``TEMPORAL_CONFIG_FILE`` is not set
+            (else the SDK's default location, when it exists).
+        graceful_shutdown_ms: on SIGTERM, how long a worker lets its running activities
+            (a send in flight) finish before the SDK cancels them; the ledger pool closes
+            only after they all ended. Keep it below the supervisor's stop timeout
+            (compose: ``stop_grace_period`` 60 s).
         namespace: the Temporal namespace; workers (and ``curaflow temporal-setup``)
             register it when it does not exist and add curaflow's search attributes.
         namespace_retention_days: retention of closed executions in a namespace curaflow
@@ -80,14 +99,67 @@ class TemporalSettings(_Section):
     task_queue: str = "curaflow"
     sticky_schedule_to_start_ms: int = Field(default=5_000, ge=100)
     max_cached_workflows: int = Field(default=1000, ge=0)
+    profile: str | None = None
+    config_file: Path | None = None
+    graceful_shutdown_ms: int = Field(default=30_000, ge=0)
+
+    _connection: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _resolve_connection(self) -> TemporalSettings:
+        from curaflow.temporal_profile import resolve_connection
+
+        connection = resolve_connection(
+            self.address,
+            self.namespace if "namespace" in self.model_fields_set else None,
+            profile=self.profile,
+            config_file=self.config_file,
+        )
+        self.address, self.namespace = connection.address, connection.namespace
+        self._connection = connection
+        return self
+
+    @property
+    def connection(self) -> TemporalConnection:
+        """The resolved :class:`curaflow.temporal_profile.TemporalConnection`, at the
+        current ``address`` (a copy of the settings may point at another server)."""
+        from dataclasses import replace
+
+        return replace(self._connection, address=self.address, namespace=self.namespace)
 
 
 class DatabaseSettings(_Section):
-    """The ledger's PostgreSQL. ``url`` None → embedded PostgreSQL (pgserver) in the state dir."""
+    """The ledger's PostgreSQL. ``url`` None → embedded PostgreSQL (pgserver) in the state dir.
+
+    Every wait on it is bounded (:class:`curaflow.ledger.db.LedgerPool`), so a PostgreSQL
+    that stops answering fails calls instead of holding them:
+
+    Attributes:
+        connect_timeout_ms: one connection attempt.
+        acquire_timeout_ms: waiting for a pooled connection (a connect included).
+        statement_timeout_ms: one statement (client side, and the server's
+            ``statement_timeout``). The API bounds its own waits tighter
+            (``api.ledger_timeout_ms``).
+    """
 
     url: str | None = None
     pool_min_size: int = 1
     pool_max_size: int = 10
+    connect_timeout_ms: int = Field(default=5_000, ge=100)
+    acquire_timeout_ms: int = Field(default=30_000, ge=100)
+    statement_timeout_ms: int = Field(default=30_000, ge=100)
+
+    def pool_bounds(self, cap_ms: int | None = None) -> dict[str, float]:
+        """The timeouts of :func:`curaflow.ledger.db.create_pool`, seconds, each at most ``cap_ms``."""
+
+        def bound(ms: int) -> float:
+            return min(ms, cap_ms) / 1000 if cap_ms is not None else ms / 1000
+
+        return {
+            "connect_timeout_s": bound(self.connect_timeout_ms),
+            "acquire_timeout_s": bound(self.acquire_timeout_ms),
+            "statement_timeout_s": bound(self.statement_timeout_ms),
+        }
 
 
 class ApiSettings(_Section):
@@ -110,6 +182,10 @@ class ApiSettings(_Section):
         body_timeout_ms: longest time to receive a request body once its headers
             arrived; a body shorter than its ``Content-Length`` is answered 408 and the
             connection closed instead of holding a coroutine for ever.
+        ledger_timeout_ms: the API's bound on each wait on PostgreSQL (connect, pool
+            acquire, statement; each ``database.*_timeout_ms`` capped at it). A ledger
+            that does not answer within it is answered ``503`` ``ledger_unavailable``
+            with ``Retry-After``.
     """
 
     host: str = "127.0.0.1"
@@ -125,6 +201,7 @@ class ApiSettings(_Section):
     cancel_wait_ms: int = Field(default=10_000, ge=0)
     start_concurrency: int = Field(default=8, ge=1)
     body_timeout_ms: int = Field(default=30_000, ge=100)
+    ledger_timeout_ms: int = Field(default=2_000, ge=100)
 
 
 def resolve_budget(value: Any, default: int, floor: int = BUDGET_FLOOR_MS) -> int:
@@ -305,11 +382,29 @@ class DirectoryRouteConfig(_Section):
     task queue (e.g. on workers that can reach the destination). Workers serve the route
     queues of their configuration; a delivery no worker picks up within the stall budget
     ends ``delivery_abandoned``.
+
+    Attributes:
+        file_mode: permission bits of the delivered files and manifests, in octal
+            (``"0640"``); None → what the process's umask gives a new file (``0644``
+            under the usual ``022``), as ``cp`` would.
     """
 
     kind: Literal["directory"] = "directory"
     task_queue: str | None = None
     path: Path
+    file_mode: str | None = None
+
+    @field_validator("file_mode")
+    @classmethod
+    def _octal_mode(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"0?[0-7]{3}", value.strip()):
+            raise ValueError(f"file_mode {value!r}: an octal permission such as '0640'")
+        return value.strip() if value is not None else None
+
+    @property
+    def mode(self) -> int | None:
+        """``file_mode`` as an int (``0o640``), or None."""
+        return int(self.file_mode, 8) if self.file_mode is not None else None
 
 
 class WebhookRouteConfig(_Section):
@@ -608,6 +703,78 @@ class _ConventionalEnv(PydanticBaseSettingsSource):
         return data
 
 
+def _numbers_where_any(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the numbers the environment carries as text made numbers, for the
+    fields typed ``Any`` (the budgets: resolved, not validated, reference §8).
+
+    A typed field is converted by pydantic whatever the source; an ``Any`` field keeps
+    what it is given, so ``"20000"`` from the environment would be "not a number" where
+    ``20000`` in the TOML file is a budget. Text that is not a JSON number stays text.
+    """
+    out = dict(data)
+    for key, value in data.items():
+        info = model.model_fields.get(key)
+        if info is None:
+            continue
+        annotation = info.annotation
+        if isinstance(value, dict) and isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            out[key] = _numbers_where_any(annotation, value)
+        elif annotation is Any and isinstance(value, str):
+            try:
+                number = json.loads(value)
+            except ValueError:
+                continue
+            if isinstance(number, int | float) and not isinstance(number, bool):
+                out[key] = number
+    return out
+
+
+class _CuraflowEnv(EnvSettingsSource):
+    """``CURAFLOW_<SECTION>__<FIELD>`` variables, with the same result as the TOML file's
+    values (:func:`_numbers_where_any`)."""
+
+    def __call__(self) -> dict[str, Any]:
+        return _numbers_where_any(self.settings_cls, super().__call__())
+
+
+#: How every secret of the env example begins (``deploy/curaflow.env.example``): a process
+#: refuses to start with one, so a copied example never runs as a production secret.
+EXAMPLE_SECRET_PREFIX = "change-me"
+
+#: The directory of secret files (``/run/secrets`` of Docker/Compose secrets, a mounted
+#: Kubernetes Secret): one file per setting, named as its ``CURAFLOW_*`` variable.
+SECRETS_DIR_ENV = "CURAFLOW_SECRETS_DIR"
+
+
+def _secret_files(file_secret_settings: PydanticBaseSettingsSource) -> tuple[PydanticBaseSettingsSource, ...]:
+    """The secret-files source when ``CURAFLOW_SECRETS_DIR`` names a directory.
+
+    A file ``CURAFLOW_ROUTES__TG__BOT_TOKEN`` holding the token sets ``routes.tg.bot_token``,
+    exactly as the environment variable of that name would (trailing newline stripped);
+    the environment wins over a file, a file over the TOML. A directory that does not
+    exist is a configuration error.
+    """
+    directory = os.environ.get(SECRETS_DIR_ENV, "").strip()
+    if not directory:
+        return ()
+    if not Path(directory).is_dir():
+        raise ValueError(f"{SECRETS_DIR_ENV}={directory}: not a directory")
+
+    class _Files(NestedSecretsSettingsSource):
+        def __call__(self) -> dict[str, Any]:
+            return _numbers_where_any(self.settings_cls, _stripped(super().__call__()))
+
+    return (_Files(file_secret_settings, secrets_dir=directory, secrets_dir_missing="error"),)
+
+
+def _stripped(data: dict[str, Any]) -> dict[str, Any]:
+    """Text values without the trailing newline an editor or ``echo`` leaves in a file."""
+    return {
+        k: _stripped(v) if isinstance(v, dict) else v.rstrip("\r\n") if isinstance(v, str) else v
+        for k, v in data.items()
+    }
+
+
 class Settings(BaseSettings):
     """All of curaflow's configuration (see the module doc for sources and precedence).
 
@@ -650,11 +817,12 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Order: init kwargs, conventional env, ``CURAFLOW_*`` env, the TOML file."""
+        """Order: init kwargs, conventional env, ``CURAFLOW_*`` env, secret files, the TOML file."""
         return (
             init_settings,
             _ConventionalEnv(settings_cls),
-            env_settings,
+            _CuraflowEnv(settings_cls),
+            *_secret_files(file_secret_settings),
             TomlConfigSettingsSource(settings_cls),  # the file of load_settings' subclass
         )
 
@@ -666,6 +834,40 @@ class Settings(BaseSettings):
             value = data.pop("max_fallback_stages")
             data.setdefault("max_fallback_passes", value)
         return data
+
+    @model_validator(mode="after")
+    def _no_example_secrets(self) -> Settings:
+        found = [name for name, value in self.secrets() if value.strip().lower().startswith(EXAMPLE_SECRET_PREFIX)]
+        if found:
+            raise ValueError(
+                f"{', '.join(found)} still hold the example value '{EXAMPLE_SECRET_PREFIX}…' of the env example: "
+                "set real secrets (in the env file, the environment or CURAFLOW_SECRETS_DIR)"
+            )
+        return self
+
+    def secrets(self) -> list[tuple[str, str]]:
+        """Every secret setting that is set, as ``(dotted name, value)``: the API token, the
+        Pixiv refresh tokens, the database URL's password and each route's secrets."""
+        from urllib.parse import urlsplit
+
+        found: list[tuple[str, SecretStr | str | None]] = [
+            ("api.token", self.api.token),
+            ("pixiv.refresh_token", self.pixiv.refresh_token),
+        ]
+        found += [(f"pixiv.accounts.{a}.refresh_token", acc.refresh_token) for a, acc in self.pixiv.accounts.items()]
+        if self.database.url:
+            with contextlib.suppress(ValueError):
+                found.append(("database.url (password)", urlsplit(self.database.url).password))
+        for name, route in self.routes.items():
+            for key in type(route).model_fields:
+                value = getattr(route, key)
+                if isinstance(value, SecretStr):
+                    found.append((f"routes.{name}.{key}", value))
+        return [
+            (name, value.get_secret_value() if isinstance(value, SecretStr) else value)
+            for name, value in found
+            if value is not None
+        ]
 
     @model_validator(mode="after")
     def _check_references(self) -> Settings:

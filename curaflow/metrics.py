@@ -172,6 +172,37 @@ def _safe(fn: Any) -> Any:
     return wrapper
 
 
+#: Job triggers (``JobInput.trigger``) and the protocol statuses a failed job ends with.
+TRIGGERS = ("protocol", "temporal", "cli", "schedule")
+FAILED_JOB_STATUSES = ("failed", "expired")
+#: Cell reasons an alert pages on (``CuraflowSourceAccessRefused``).
+ALERTED_CELL_REASONS = ("auth_failed", "account_restricted")
+DELIVERY_RESULT_VALUES = ("delivered", "duplicate", "failed", "rejected", "unknown")
+
+
+@_safe
+def initialise_series(routes: Iterable[tuple[str, str]] = ()) -> None:
+    """Create at 0 the labelled counter series the alert rules watch, at process start.
+
+    prometheus-client creates a labelled series on its first ``inc()``, at 1; Prometheus'
+    ``increase()`` over a series whose first sample is 1 reads 0, so a process's first
+    failure would never page (``deploy/prometheus/alerts.yml`` also counts new series for
+    the label values not known here). Known here: failed jobs by status and trigger, the
+    alerted cell reasons, every delivery result of every configured route.
+
+    Args:
+        routes: ``(route name, route kind)`` of the configured routes.
+    """
+    for status in FAILED_JOB_STATUSES:
+        for trigger in TRIGGERS:
+            JOBS_TERMINAL.labels(status=status, business_status="failed", trigger=trigger)
+    for reason in ALERTED_CELL_REASONS:
+        CELLS_TERMINAL.labels(state="failed", reason=reason)
+    for route, kind in routes:
+        for result in DELIVERY_RESULT_VALUES:
+            DELIVERY_RESULTS.labels(route=route, kind=kind, result=result)
+
+
 @_safe
 def record_admitted(trigger: str, job_type: str = "candidate_search") -> None:
     """Count one first admission (``trigger``: protocol | cli | schedule)."""

@@ -199,11 +199,16 @@ def flush_tracing() -> None:
 # ---- Temporal SDK runtime metrics -----------------------------------------------------------
 
 
-def temporal_runtime(settings: Settings, host: str = "0.0.0.0") -> Any:
+def temporal_runtime(settings: Settings, host: str | None = None) -> Any:
     """A Temporal :class:`~temporalio.runtime.Runtime` exporting the SDK's Prometheus metrics.
 
     Created once per process; None when ``observability.temporal_metrics_port`` is unset
-    (the SDK's default runtime is used).
+    (the SDK's default runtime is used). The endpoint listens on
+    ``observability.metrics_host`` like curaflow's own metrics (an IPv6 address in
+    brackets), so a host that keeps its metrics private keeps both private.
+
+    Args:
+        host: overrides ``observability.metrics_host``.
     """
     port = settings.observability.temporal_metrics_port
     if port is None:
@@ -211,9 +216,12 @@ def temporal_runtime(settings: Settings, host: str = "0.0.0.0") -> Any:
     if _state["runtime"] is None:
         from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
 
+        bind = host if host is not None else settings.observability.metrics_host
+        if ":" in bind and not bind.startswith("["):
+            bind = f"[{bind}]"
         _state["runtime"] = Runtime(
             telemetry=TelemetryConfig(
-                metrics=PrometheusConfig(bind_address=f"{host}:{port}", durations_as_seconds=True),
+                metrics=PrometheusConfig(bind_address=f"{bind}:{port}", durations_as_seconds=True),
                 global_tags={"service": "curaflow-worker"},
             )
         )

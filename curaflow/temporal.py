@@ -9,7 +9,7 @@ stale input) never blocks the id.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
@@ -22,6 +22,15 @@ from temporalio.service import RPCError
 from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, JOB_TASK_TIMEOUT, JOB_WORKFLOW, execution_timeout
 from curaflow.domain.messages import JobInput
 from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
+
+if TYPE_CHECKING:
+    from curaflow.config import TemporalSettings
+    from curaflow.temporal_profile import TemporalConnection
+
+
+class TemporalConnectError(RuntimeError):
+    """A Temporal client could not connect; ``str()`` names the address and TLS options."""
+
 
 #: Custom search attributes of every job (name → type), filterable in the Temporal UI:
 #: :data:`curaflow.domain.execution.CUSTOM_SEARCH_ATTRIBUTES` as the operator service names them.
@@ -45,28 +54,53 @@ def dev_server_search_attribute_args() -> list[str]:
     return args
 
 
-async def connect(address: str, namespace: str = "default", *, runtime: Any = None) -> Client:
+async def connect(
+    address: str, namespace: str = "default", *, runtime: Any = None, connection: TemporalConnection | None = None
+) -> Client:
     """Connect a Temporal client with the pydantic data converter.
 
     The client carries the process's tracing interceptor when tracing is enabled
     (:func:`curaflow.telemetry.setup_tracing`).
 
     Args:
+        address: ``host:port`` of the frontend.
+        namespace: used when ``connection`` is None.
         runtime: a Temporal ``Runtime`` (worker processes exporting SDK metrics); None →
             the default runtime.
+        connection: TLS, API key, gRPC metadata and namespace (the process's resolved
+            environment configuration, ``settings.temporal.connection``); None → plain.
 
     Raises:
-        RuntimeError: the server is unreachable.
+        TemporalConnectError: the server is unreachable or refused the connection (TLS
+            handshake, a client certificate required, an API key refused); the message
+            names the address and the TLS options, never a secret.
     """
     from curaflow.telemetry import client_interceptors
 
-    return await Client.connect(
-        address,
-        namespace=namespace,
-        data_converter=pydantic_data_converter,
-        interceptors=client_interceptors(),
-        runtime=runtime,
-    )
+    options = connection.connect_kwargs() if connection is not None else {"namespace": namespace}
+    try:
+        return await Client.connect(
+            address,
+            data_converter=pydantic_data_converter,
+            interceptors=client_interceptors(),
+            runtime=runtime,
+            **options,
+        )
+    except RuntimeError as err:
+        described = connection.describe() if connection is not None else "tls=off"
+        raise TemporalConnectError(f"cannot reach Temporal at {address} ({described}): {err}") from err
+
+
+async def connect_configured(temporal: TemporalSettings, *, runtime: Any = None) -> Client:
+    """Connect to the Temporal service of the settings (``temporal.address``, with the TLS,
+    API key and namespace of the environment configuration, :mod:`curaflow.temporal_profile`).
+
+    Raises:
+        TemporalConnectError: no address is configured, or :func:`connect` failed.
+    """
+    if not temporal.address:
+        raise TemporalConnectError("no Temporal address: set TEMPORAL_ADDRESS (or temporal.address, or a profile)")
+    return await connect(temporal.address, runtime=runtime, connection=temporal.connection)
 
 
 async def ensure_search_attributes(client: Client) -> list[str]:

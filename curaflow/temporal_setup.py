@@ -6,8 +6,10 @@ on both paths, so ``TEMPORAL_NAMESPACE`` other than ``default`` works and a name
 that cannot be prepared stops the process with a message instead of a worker that
 silently polls nothing.
 
-Idempotent: a namespace that exists is left as it is (its retention included); a search
-attribute that exists with the right type is left alone. Every write is verified by
+Idempotent: a namespace that exists is left as it is (its retention included: a
+configured ``temporal.namespace_retention_days`` that differs from the namespace's is a
+``temporal.retention_differs`` warning, never a change); a search attribute that exists
+with the right type is left alone. Every write is verified by
 reading back. It fails loudly (:class:`TemporalSetupError`, a ``RuntimeError``) when
 
 * the namespace cannot be described or registered (permission denied, invalid name…);
@@ -56,10 +58,14 @@ class SetupReport:
         created_namespace: True when this call registered it.
         added_attributes: search attributes this call added.
         attributes: every curaflow search attribute, name → type name, as verified.
+        retention: the namespace's retention of closed executions, as the server has it.
+        warnings: what an operator should know (a retention other than the configured one).
     """
 
     namespace: str
     created_namespace: bool = False
+    retention: timedelta | None = None
+    warnings: list[str] = field(default_factory=list)
     added_attributes: list[str] = field(default_factory=list)
     attributes: dict[str, str] = field(default_factory=dict)
 
@@ -86,6 +92,12 @@ async def _retrying(what: str, deadline: float, call):  # type: ignore[no-untype
 
 
 async def ensure_namespace(client: Client, retention: timedelta, deadline: float) -> bool:
+    """See :func:`describe_or_register`; returns only whether this call registered it."""
+    created, _ = await describe_or_register(client, retention, deadline)
+    return created
+
+
+async def describe_or_register(client: Client, retention: timedelta, deadline: float) -> tuple[bool, timedelta | None]:
     """Register the client's namespace unless it exists, then wait until it is visible.
 
     Args:
@@ -93,7 +105,8 @@ async def ensure_namespace(client: Client, retention: timedelta, deadline: float
         deadline: ``time.monotonic()`` value after which it gives up.
 
     Returns:
-        True when this call registered the namespace.
+        ``(created, retention)``: True when this call registered the namespace, and the
+        namespace's retention as the server describes it.
 
     Raises:
         TemporalSetupError: it cannot be described or registered, or never became visible.
@@ -104,8 +117,8 @@ async def ensure_namespace(client: Client, retention: timedelta, deadline: float
     delay = 0.2
     while True:  # exists? (waiting out a server that is not up yet)
         try:
-            await service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
-            return False
+            described = await service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
+            return False, _retention_of(described)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 break
@@ -133,12 +146,20 @@ async def ensure_namespace(client: Client, retention: timedelta, deadline: float
         cause = err.__cause__
         if not (isinstance(cause, RPCError) and cause.status == RPCStatusCode.ALREADY_EXISTS):
             raise  # another process registering it at the same time is fine; anything else is not
-    await _retrying(
+    described = await _retrying(
         f"namespace {namespace!r} was registered but never became visible",
         deadline,
         lambda: service.describe_namespace(DescribeNamespaceRequest(namespace=namespace)),
     )
-    return created
+    return created, _retention_of(described)
+
+
+def _retention_of(described: object) -> timedelta | None:
+    """The retention of a ``DescribeNamespaceResponse`` (None when it has none)."""
+    config = getattr(described, "config", None)
+    if config is None or not config.HasField("workflow_execution_retention_ttl"):
+        return None
+    return timedelta(seconds=config.workflow_execution_retention_ttl.ToTimedelta().total_seconds())
 
 
 async def ensure_search_attributes(client: Client, deadline: float) -> tuple[list[str], dict[str, str]]:
@@ -202,6 +223,14 @@ async def ensure_search_attributes(client: Client, deadline: float) -> tuple[lis
     return sorted(missing), {n: _type_name(current[n]) for n in SEARCH_ATTRIBUTES}
 
 
+def _days(value: timedelta, *, cli: bool = False) -> str:
+    """``7 days`` (``168h`` for the CLI's ``--retention``)."""
+    if cli:
+        return f"{int(value.total_seconds() // 3600)}h"
+    days = value.total_seconds() / 86400
+    return f"{days:g} day{'s' if days != 1 else ''}"
+
+
 async def prepare_namespace(
     client: Client, *, retention: timedelta = timedelta(days=7), timeout_s: float = 60.0
 ) -> SetupReport:
@@ -216,11 +245,30 @@ async def prepare_namespace(
         TemporalSetupError: with a message naming the namespace and what failed.
     """
     deadline = time.monotonic() + timeout_s
-    created = await ensure_namespace(client, retention, deadline)
+    created, actual = await describe_or_register(client, retention, deadline)
     added, verified = await ensure_search_attributes(client, deadline)
     report = SetupReport(
-        namespace=client.namespace, created_namespace=created, added_attributes=added, attributes=verified
+        namespace=client.namespace,
+        created_namespace=created,
+        added_attributes=added,
+        attributes=verified,
+        retention=actual,
     )
+    if actual is not None and actual != retention:
+        message = (
+            f"namespace {client.namespace!r} keeps closed executions {_days(actual)}, not the configured "
+            f"{_days(retention)} (temporal.namespace_retention_days): curaflow never changes an existing "
+            f"namespace; change it with `temporal operator namespace update --retention {_days(retention, cli=True)} "
+            f"{client.namespace}` or configure {_days(actual)}"
+        )
+        report.warnings.append(message)
+        log.warning(
+            "temporal.retention_differs",
+            namespace=client.namespace,
+            retention_s=int(actual.total_seconds()),
+            configured_s=int(retention.total_seconds()),
+            message=message,
+        )
     log.info(
         "temporal.namespace_ready",
         namespace=report.namespace,

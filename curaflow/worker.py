@@ -54,14 +54,14 @@ from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger.retention import prune_tick
 from curaflow.ledger_gauges import run_ledger_gauges
 from curaflow.logs import configure_logging, get_logger
-from curaflow.metrics import set_worker_up
+from curaflow.metrics import initialise_series, set_worker_up
 from curaflow.pushes import run_push_sweeper
 from curaflow.readiness import check_ledger, check_temporal, readiness
 from curaflow.schedules import watch_forever
 from curaflow.source_workers import SourceQueueOwner
 from curaflow.supervision import EXIT_LOOP_FAILED, Beat, LoopFailed, SupervisionPolicy, Supervisor, arm_hard_exit
 from curaflow.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
-from curaflow.temporal import connect, start_job_workflow
+from curaflow.temporal import connect_configured, start_job_workflow
 from curaflow.temporal_setup import prepare_namespace
 from workflows.job import JobWorkflow
 from workflows.pushes import EventPushWorkflow
@@ -123,7 +123,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
             max_cached_workflows=settings.temporal.max_cached_workflows,
             max_heartbeat_throttle_interval=throttle,
             default_heartbeat_throttle_interval=throttle,
-            graceful_shutdown_timeout=timedelta(seconds=5),
+            graceful_shutdown_timeout=timedelta(milliseconds=settings.temporal.graceful_shutdown_ms),
         )
     ]
     deliver = [a for a in main_acts if getattr(a, "__temporal_activity_definition").name == "deliver"]
@@ -137,7 +137,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
                 interceptors=interceptors_for_worker(deps.pool),
                 max_heartbeat_throttle_interval=throttle,
                 default_heartbeat_throttle_interval=throttle,
-                graceful_shutdown_timeout=timedelta(seconds=5),
+                graceful_shutdown_timeout=timedelta(milliseconds=settings.temporal.graceful_shutdown_ms),
             )
         )
     return workers
@@ -163,7 +163,7 @@ def build_source_worker(client: Client, settings: Settings, deps: ActivityDeps, 
         else acct.max_concurrency,
         max_heartbeat_throttle_interval=throttle,
         default_heartbeat_throttle_interval=throttle,
-        graceful_shutdown_timeout=timedelta(seconds=5),
+        graceful_shutdown_timeout=timedelta(milliseconds=settings.temporal.graceful_shutdown_ms),
     )
 
 
@@ -223,7 +223,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     precompile_workflows()
     setup_tracing(settings, "curaflow-worker")
     obs = settings.observability
-    client = await connect(settings.temporal.address, settings.temporal.namespace, runtime=temporal_runtime(settings))
+    client = await connect_configured(settings.temporal, runtime=temporal_runtime(settings))
     await prepare_namespace(
         client,
         retention=timedelta(days=settings.temporal.namespace_retention_days),
@@ -286,14 +286,19 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         temporal_metrics_port=obs.temporal_metrics_port,
         schedules=[p.id for p in settings.schedules],
     )
+    initialise_series((name, route.kind) for name, route in settings.routes.items())
     set_worker_up(True)
     try:
         await stop.wait()
     finally:
-        stop.set()
+        stop.set()  # the source-queue owners shut their workers down too, at the same time
         set_worker_up(False)
-        await asyncio.gather(*(shutdown_worker(w) for w, state in polling.items() if state.running))
-        await supervisor.close(grace_s=15)
+        # Every Temporal worker drains (its activities finish, or are cancelled after the
+        # graceful timeout and end) before the pool closes: an activity still running
+        # would otherwise fail on the closed pool ("pool is closing") mid-send.
+        drain_s = settings.temporal.graceful_shutdown_ms / 1000 + SHUTDOWN_MARGIN_S
+        await asyncio.gather(*(shutdown_worker(w, drain_s) for w, state in polling.items() if state.running))
+        await supervisor.close(grace_s=drain_s)
         for task in loops:
             task.cancel()
         await asyncio.gather(*loops, return_exceptions=True)
@@ -309,10 +314,20 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         raise LoopFailed(supervisor.failure)
 
 
-async def shutdown_worker(worker: Worker) -> None:
-    """Shut a running Temporal worker down (it drains within its graceful timeout); never raises."""
+#: Time a worker's shutdown may take beyond its graceful timeout: cancelled activities
+#: ending, the last heartbeats and completions reaching Temporal (seconds).
+SHUTDOWN_MARGIN_S = 10.0
+
+
+async def shutdown_worker(worker: Worker, timeout_s: float) -> None:
+    """Shut a running Temporal worker down and wait until its activities ended (they
+    finish within the graceful timeout, or are cancelled then); never raises.
+
+    Args:
+        timeout_s: the longest wait, seconds (graceful timeout + :data:`SHUTDOWN_MARGIN_S`).
+    """
     with contextlib.suppress(Exception):
-        await asyncio.wait_for(worker.shutdown(), 20)
+        await asyncio.wait_for(worker.shutdown(), timeout_s)
 
 
 async def probe_temporal(client: Client) -> None:

@@ -34,7 +34,7 @@ from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job
 from curaflow.ledger.records import load_job
-from curaflow.temporal import connect
+from curaflow.temporal import connect, connect_configured
 
 API_TOKEN = "test-token-not-a-secret"
 
@@ -338,8 +338,7 @@ class Stack:
     async def admit(self, body: dict[str, Any]) -> str:
         """Admit through the shared admission code (as ``curaflow run`` does); returns the job id."""
         pool = await self.ledger()
-        assert self.settings.temporal.address
-        client = await connect(self.settings.temporal.address, self.settings.temporal.namespace)
+        client = await connect_configured(self.settings.temporal)
         admission = await Admitter(self.settings, pool, client).admit(body)
         return admission.job_id
 
@@ -352,8 +351,7 @@ class Stack:
 
     async def attempts(self, job_id: str) -> dict[str, int]:
         """:func:`activity_attempts` of the job's run, once it closed."""
-        assert self.settings.temporal.address
-        client = await connect(self.settings.temporal.address, self.settings.temporal.namespace)
+        client = await connect_configured(self.settings.temporal)
         return await activity_attempts(client, job_id)
 
     async def wait_terminal(self, job_id: str, timeout_s: float = 60.0) -> JobRecord:

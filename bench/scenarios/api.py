@@ -257,9 +257,9 @@ async def _fill_events(stack: BenchStack, rows: int, per_job: int) -> list[str]:
     async with stack.pool.acquire() as conn:
         await conn.execute(
             """INSERT INTO jobs (job_id, job_type, plan_id, trigger, target_ids, workflow_input, created_at,
-                                 updated_at, completed_at, status, event_seq)
+                                 updated_at, completed_at, event_seq)
                SELECT $1 || '-' || g, 'candidate_search', 'bench', 'protocol', ARRAY['bench'], '{}'::jsonb,
-                      $2, $2, $2, 'success', $3
+                      $2, $2, $2, $3
                FROM generate_series(1, $4) g""",
             prefix,
             now,

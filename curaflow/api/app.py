@@ -42,10 +42,10 @@ from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger_gauges import run_ledger_gauges
 from curaflow.logs import get_logger
-from curaflow.metrics import render_latest
+from curaflow.metrics import initialise_series, render_latest
 from curaflow.supervision import Beat, LoopBody, SupervisionPolicy, Supervisor
 from curaflow.telemetry import instrument_app, setup_tracing
-from curaflow.temporal import connect
+from curaflow.temporal import connect_configured
 
 log = get_logger("curaflow.api")
 
@@ -108,7 +108,7 @@ def temporal_connector(app: FastAPI, settings: Settings) -> LoopBody:
 
     async def body(beat: Beat) -> None:
         assert settings.temporal.address
-        app.state.client = await connect(settings.temporal.address, settings.temporal.namespace)
+        app.state.client = await connect_configured(settings.temporal)
         app.state.admitter.client = app.state.client
         beat.ok()
         log.info("api.temporal_connected", address=settings.temporal.address)
@@ -177,10 +177,17 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
                 log.warning("api.fail_closed: no CURAFLOW_API_TOKEN configured; protected routes answer 503")
         warn_budget_fallbacks(settings, log)
         pool = await create_pool(
-            settings.database.url, min_size=settings.database.pool_min_size, max_size=settings.database.pool_max_size
+            settings.database.url,
+            min_size=settings.database.pool_min_size,
+            max_size=settings.database.pool_max_size,
+            **settings.database.pool_bounds(cap_ms=settings.api.ledger_timeout_ms),
         )
-        await migrate(pool)
+        # The background loops (reconciler, ledger gauges) scan more than a request reads:
+        # their own small pool keeps the database's bounds, not the requests' tight one.
+        background = await create_pool(settings.database.url, min_size=1, max_size=2, **settings.database.pool_bounds())
+        await migrate(background)
         app.state.pool = pool
+        initialise_series((name, route.kind) for name, route in settings.routes.items())
         stop = asyncio.Event()
 
         def failed(reason: str) -> None:
@@ -197,7 +204,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
         app.state.admitter.starter = starter
         if settings.temporal.address:
             try:
-                app.state.client = await connect(settings.temporal.address, settings.temporal.namespace)
+                app.state.client = await connect_configured(settings.temporal)
                 app.state.admitter.client = app.state.client
             except Exception as err:  # noqa: BLE001 - Temporal down: serve reads, keep connecting
                 log.warning("api.temporal_unreachable", error=type(err).__name__)
@@ -209,7 +216,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
 
         reconciler = asyncio.create_task(
             run_forever(
-                pool,
+                background,
                 start,
                 settings.reconcile_interval_ms / 1000,
                 stop,
@@ -219,7 +226,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
         )
         # The gauges' own loop never raises ("a metric must never take a process down");
         # supervised, not fatal, so it shows in /ready and a death would be seen.
-        supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(pool, settings, stop), fatal=False)
+        supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(background, settings, stop), fatal=False)
         try:
             yield
         finally:
@@ -230,10 +237,11 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
             with contextlib.suppress(asyncio.CancelledError):
                 await reconciler
             await app.state.notifier.stop()
-            try:
-                await asyncio.wait_for(pool.close(), 10)
-            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-                pool.terminate()
+            for each in (pool, background):
+                try:
+                    await asyncio.wait_for(each.close(), 10)
+                except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                    each.terminate()
 
     app = FastAPI(
         title="curaflow job API",

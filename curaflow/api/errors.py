@@ -4,8 +4,9 @@
   ``{"error": Error}``;
 * unknown paths → 404 ``invalid_params``; wrong methods → 405 ``invalid_params``;
 * request validation by the framework (query parameters) → 400 ``invalid_params``;
-* PostgreSQL unreachable → 500 ``internal_error`` with ``retryable: true`` and
-  ``detail.reason: ledger_unavailable`` (nothing was written; try again);
+* PostgreSQL unreachable, or not answering within ``api.ledger_timeout_ms`` → 503
+  ``internal_error`` with ``retryable: true``, ``detail.reason: ledger_unavailable`` and
+  ``Retry-After`` (:data:`LEDGER_RETRY_AFTER_S`; nothing was written; try again);
 * anything else → 500 ``internal_error`` with the message "internal error"; internal
   text never leaks (reference §2.1);
 * a client that went away mid-body (``ClientDisconnect``) → no answer is read by
@@ -65,6 +66,10 @@ def is_ledger_outage(err: BaseException) -> bool:
     )
 
 
+#: ``Retry-After`` of a ``ledger_unavailable`` answer, seconds: a restarting PostgreSQL
+#: is usually back within a few seconds, and a consumer retrying sooner only adds load.
+LEDGER_RETRY_AFTER_S = 5
+
 #: Logged status of a request whose client left before the answer (nginx's convention).
 CLIENT_CLOSED_REQUEST = 499
 
@@ -75,7 +80,8 @@ def protocol_response(err: ProtocolError) -> JSONResponse:
 
 
 def internal_error_response(request: Request, err: BaseException) -> JSONResponse:
-    """The 500 of an unexpected exception: ``ledger_unavailable`` (retryable) or ``internal error``.
+    """The answer to an unexpected exception: 503 ``ledger_unavailable`` (retryable, with
+    ``Retry-After``) or 500 ``internal error``.
 
     Logs it: a ledger outage as one line, anything else with its traceback.
     """
@@ -89,7 +95,7 @@ def internal_error_response(request: Request, err: BaseException) -> JSONRespons
             retryable=True,
             detail={"reason": "ledger_unavailable"},
         )
-        return JSONResponse({"error": body}, status_code=500)
+        return JSONResponse({"error": body}, status_code=503, headers={"Retry-After": str(LEDGER_RETRY_AFTER_S)})
     log.error("api.internal_error", path=request.url.path, error=type(err).__name__, exc_info=err)
     return JSONResponse({"error": error_body("internal_error", "internal error")}, status_code=500)
 

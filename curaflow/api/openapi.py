@@ -31,15 +31,20 @@ DESCRIPTIONS = {
     409: "idempotency_conflict, or ambiguous_target (invalid_params)",
     413: "request body larger than api.max_body_bytes (invalid_params)",
     500: "internal_error (internal text never leaks)",
-    503: "no API token configured: the endpoint fails closed (legacy shape)",
+    503: (
+        "no API token configured: the endpoint fails closed (legacy shape AuthError); or the ledger "
+        "(PostgreSQL) did not answer within api.ledger_timeout_ms: ErrorResponse internal_error, "
+        "retryable, detail.reason ledger_unavailable, with Retry-After (seconds)"
+    ),
 }
 
 
 @dataclass(frozen=True)
 class Operation:
-    """What one route answers: ``{status: $defs name}`` plus an optional request body."""
+    """What one route answers: ``{status: $defs name}`` (or a tuple of names: one of them)
+    plus an optional request body."""
 
-    responses: dict[int, str]
+    responses: dict[int, str | tuple[str, ...]]
     body: str | None = None
     protected: bool = True
     links: dict[str, Any] = field(default_factory=dict)
@@ -51,7 +56,11 @@ _JOB_LINKS = {
     "ListEvents": {"operationId": "list_events", "parameters": {"job_id": "$response.body#/job/job_id"}},
     "CancelJob": {"operationId": "cancel_job", "parameters": {"job_id": "$response.body#/job/job_id"}},
 }
-_AUTH = {401: "AuthError", 503: "AuthError", 500: "ErrorResponse"}
+_AUTH: dict[int, str | tuple[str, ...]] = {
+    401: "AuthError",
+    503: ("AuthError", "ErrorResponse"),
+    500: "ErrorResponse",
+}
 
 #: (method, path) → what the operation answers.
 OPERATIONS: dict[tuple[str, str], Operation] = {
@@ -96,7 +105,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
 }
 
 
-def _json(name: str) -> dict[str, Any]:
+def _json(name: str | tuple[str, ...]) -> dict[str, Any]:
+    if isinstance(name, tuple):
+        return {"application/json": {"schema": {"oneOf": [{"$ref": COMPONENTS + n} for n in name]}}}
     return {"application/json": {"schema": {"$ref": COMPONENTS + name}}}
 
 

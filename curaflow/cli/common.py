@@ -16,7 +16,7 @@ from curaflow.config import ConfigError, Settings, load_settings, warn_budget_fa
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info, with_services
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.logs import get_logger
-from curaflow.temporal import connect
+from curaflow.temporal import connect_configured
 
 err_console = Console(stderr=True)
 out_console = Console(soft_wrap=True)  # long ids and paths stay whole when piped
@@ -73,9 +73,9 @@ async def services(settings: Settings, *, status: str = "starting the embedded s
     pool = None
     try:
         assert settings.database.url and settings.temporal.address
-        pool = await create_pool(settings.database.url, min_size=1, max_size=4)
+        pool = await create_pool(settings.database.url, min_size=1, max_size=4, **settings.database.pool_bounds())
         await migrate(pool)
-        client = await connect(settings.temporal.address, settings.temporal.namespace)
+        client = await connect_configured(settings.temporal)
         yield Services(settings=settings, pool=pool, client=client, stack=stack)
     finally:
         if pool is not None:

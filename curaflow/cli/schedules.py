@@ -57,9 +57,11 @@ def _run(settings: Settings, body: Callable[[Client], Awaitable[T]]) -> T:
 
     async def main() -> T:
         try:
-            client = await connect(address, settings.temporal.namespace)
+            # the configured service with its TLS/API key; a `curaflow dev` stack is plain
+            connection = settings.temporal.connection if settings.temporal.address else None
+            client = await connect(address, settings.temporal.namespace, connection=connection)
         except RuntimeError as err:
-            err_console.print(f"[red]cannot reach Temporal at {address}: {err}[/red]")
+            err_console.print(f"[red]{err}[/red]", highlight=False)
             raise typer.Exit(1) from None
         return await body(client)
 

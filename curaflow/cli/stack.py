@@ -220,7 +220,7 @@ def temporal_setup(
     import time
     from datetime import timedelta
 
-    from curaflow.temporal import connect
+    from curaflow.temporal import connect_configured
     from curaflow.temporal_setup import TemporalSetupError, prepare_namespace
 
     settings = settings_or_exit(config)
@@ -229,17 +229,16 @@ def temporal_setup(
         err_console.print("[red]set TEMPORAL_ADDRESS (or temporal.address)[/red]")
         raise typer.Exit(2)
     configure_logging("WARNING", settings.observability.log_json)
-    namespace = settings.temporal.namespace
 
     async def main() -> Any:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                client = await connect(address, namespace)
+                client = await connect_configured(settings.temporal)
                 break
             except RuntimeError as err:
                 if time.monotonic() > deadline:
-                    raise TemporalSetupError(f"cannot reach Temporal at {address}: {err}") from None
+                    raise TemporalSetupError(str(err)) from None
                 await asyncio.sleep(1.0)
         return await prepare_namespace(
             client,
@@ -254,6 +253,8 @@ def temporal_setup(
         raise typer.Exit(1) from None
     state = "registered" if report.created_namespace else "exists"
     out_console.print(f"namespace {report.namespace}: {state}", highlight=False)
+    for warning in report.warnings:
+        err_console.print(f"[yellow]warning: {warning}[/yellow]", highlight=False)
     for name, kind in report.attributes.items():
         mark = "added" if name in report.added_attributes else "ok"
         out_console.print(f"  search attribute {name} ({kind}): {mark}", highlight=False)

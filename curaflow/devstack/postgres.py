@@ -122,6 +122,24 @@ class RestartablePostgres:
                 break
             time.sleep(0.05)
 
+    def pause(self) -> list[int]:
+        """SIGSTOP the postmaster and every backend (a hung server: sockets open, no answer).
+
+        Returns:
+            The stopped pids (give them to :meth:`resume`).
+        """
+        stopped = self.pids()
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        return stopped
+
+    def resume(self, pids: list[int]) -> None:
+        """SIGCONT the processes :meth:`pause` stopped."""
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
     def pids(self) -> list[int]:
         """The postmaster and its children (backends, background workers)."""
         import psutil

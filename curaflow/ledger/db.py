@@ -16,6 +16,7 @@ exactly once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -26,6 +27,9 @@ from typing import Any
 import asyncpg
 
 MIGRATION_LOCK_KEY = 0x6375726166  # "curaf"
+#: Bound of migrating (waiting for another process's migration included), seconds: a
+#: migration may rewrite a table, far longer than any request's statement bound.
+MIGRATION_TIMEOUT_S = 600.0
 
 Pool = asyncpg.Pool
 Connection = asyncpg.Connection
@@ -45,25 +49,88 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
     )
 
 
-async def create_pool(dsn: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+#: How long giving a connection back may wait for the cancellation of a statement that
+#: was interrupted (a timeout, a cancelled task). A healthy server acknowledges a cancel
+#: in milliseconds; a hung one never does, and the connection is then terminated instead
+#: of holding the caller (asyncpg's default waits for the cancel request itself, which a
+#: stopped server never answers: every API request then took as long as the outage).
+RELEASE_TIMEOUT_S = 0.5
+
+
+class LedgerPool(asyncpg.Pool):
+    """An asyncpg pool whose every wait is bounded: a PostgreSQL that stops answering
+    fails calls instead of holding them.
+
+    * ``acquire()`` without a timeout waits at most ``acquire_timeout`` seconds (a new
+      connection's connect included);
+    * giving a connection back waits at most :data:`RELEASE_TIMEOUT_S` for an interrupted
+      statement's cancellation, then terminates the connection;
+    * statements are bounded by the pool's ``command_timeout`` (client side) and the
+      server's ``statement_timeout`` (:func:`create_pool`).
+
+    Every bound raises ``TimeoutError`` (``asyncio.TimeoutError``), which
+    :func:`curaflow.api.errors.is_ledger_outage` classifies as the ledger being unavailable.
+    """
+
+    def __init__(self, *args: Any, acquire_timeout: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.acquire_timeout = acquire_timeout
+
+    def acquire(self, *, timeout: float | None = None) -> Any:
+        """:meth:`asyncpg.Pool.acquire`, bounded by ``acquire_timeout`` when no timeout is given."""
+        return super().acquire(timeout=self.acquire_timeout if timeout is None else timeout)
+
+    async def release(self, connection: Any, *, timeout: float | None = None) -> None:
+        """:meth:`asyncpg.Pool.release`, bounded by :data:`RELEASE_TIMEOUT_S` by default."""
+        await super().release(connection, timeout=RELEASE_TIMEOUT_S if timeout is None else timeout)
+
+
+async def create_pool(
+    dsn: str,
+    *,
+    min_size: int = 1,
+    max_size: int = 10,
+    connect_timeout_s: float = 5.0,
+    acquire_timeout_s: float = 30.0,
+    statement_timeout_s: float = 30.0,
+) -> asyncpg.Pool:
     """Open the process's connection pool with JSON codecs for ``json``/``jsonb``.
+
+    Every wait on PostgreSQL is bounded (:class:`LedgerPool`), so a server that stops
+    answering (SIGSTOP, a network partition) fails calls with ``TimeoutError`` instead
+    of holding them for as long as it is away.
 
     Args:
         dsn: a ``postgresql://`` URL (a unix socket via ``?host=/dir`` works).
         min_size / max_size: pool bounds.
+        connect_timeout_s: one connection attempt (TCP/socket, startup, authentication).
+        acquire_timeout_s: waiting for a pooled connection (a connect included).
+        statement_timeout_s: one statement, client side (``command_timeout``) and server
+            side (``statement_timeout``, so the server stops work nobody waits for).
+            :func:`migrate` lifts both for its own statements.
 
     Raises:
-        OSError / asyncpg.PostgresError: the database is unreachable.
+        OSError / asyncpg.PostgresError / TimeoutError: the database is unreachable.
     """
-    pool = await asyncpg.create_pool(
+    pool = LedgerPool(
         dsn,
+        acquire_timeout=acquire_timeout_s,
+        connection_class=asyncpg.Connection,
+        record_class=asyncpg.Record,
         min_size=min_size,
         max_size=max_size,
+        max_queries=50000,
+        max_inactive_connection_lifetime=300.0,
+        connect=None,
+        setup=None,
         init=_init_connection,
         reset=_reset_connection,
-        command_timeout=60,
+        loop=None,
+        command_timeout=statement_timeout_s,
+        timeout=connect_timeout_s,
+        server_settings={"statement_timeout": str(int(statement_timeout_s * 1000))},
     )
-    assert pool is not None
+    await asyncio.wait_for(pool, timeout=connect_timeout_s + acquire_timeout_s)
     return pool
 
 
@@ -76,7 +143,9 @@ async def _reset_connection(conn: asyncpg.Connection) -> None:
 
 
 @contextlib.asynccontextmanager
-async def session_lock(pool: asyncpg.Pool, key: int, *, wait: bool = False) -> AsyncIterator[asyncpg.Connection | None]:
+async def session_lock(
+    pool: asyncpg.Pool, key: int, *, wait: bool = False, timeout_s: float | None = None
+) -> AsyncIterator[asyncpg.Connection | None]:
     """Hold the session advisory lock ``key`` on a pooled connection.
 
     Yields the connection holding the lock, or None when ``wait`` is false and another
@@ -84,25 +153,39 @@ async def session_lock(pool: asyncpg.Pool, key: int, *, wait: bool = False) -> A
     (an error, a cancellation) the connection is terminated, so no pooled connection ever
     carries a lock (the pool does not reset session state: module doc).
 
+    Args:
+        timeout_s: the statement bound on this connection while it is held, seconds
+            (waiting for the lock included): the server's ``statement_timeout`` is
+            lifted and restored on exit. None → the pool's bound.
+
     Raises:
-        OSError / asyncpg.PostgresError: the ledger is unreachable.
+        OSError / asyncpg.PostgresError / TimeoutError: the ledger is unreachable.
     """
     async with pool.acquire() as conn:
-        if wait:
-            await conn.execute("SELECT pg_advisory_lock($1)", key)
-        elif not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
-            yield None
-            return
+        lifted = False
+        try:
+            if timeout_s is not None:
+                await conn.execute("SET statement_timeout = 0")
+                lifted = True
+            if wait:
+                await conn.execute("SELECT pg_advisory_lock($1)", key, timeout=timeout_s)
+            elif not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
+                if lifted:
+                    await conn.execute("RESET statement_timeout")
+                yield None
+                return
+        except BaseException:
+            conn.terminate()  # a lock, or the lifted bound, may be left on it
+            raise
         released = False
         try:
             yield conn
-            await conn.execute("SELECT pg_advisory_unlock($1)", key)
-            released = True
         finally:
-            if not released:
-                with contextlib.suppress(Exception):
-                    await conn.execute("SELECT pg_advisory_unlock($1)", key)
-                    released = True
+            with contextlib.suppress(Exception):
+                await conn.execute("SELECT pg_advisory_unlock($1)", key)
+                if lifted:
+                    await conn.execute("RESET statement_timeout")
+                released = True
             if not released:
                 conn.terminate()
 
@@ -125,25 +208,28 @@ async def migrate(pool: asyncpg.Pool) -> list[str]:
         The names of the migrations this call applied (empty when up to date).
     """
     applied: list[str] = []
-    async with session_lock(pool, MIGRATION_LOCK_KEY, wait=True) as conn:
+    wait = MIGRATION_TIMEOUT_S
+    async with session_lock(pool, MIGRATION_LOCK_KEY, wait=True, timeout_s=wait) as conn:
         assert conn is not None
         await conn.execute(
             """CREATE TABLE IF NOT EXISTS schema_migrations (
                    version integer PRIMARY KEY,
                    name text NOT NULL,
-                   applied_at bigint NOT NULL)"""
+                   applied_at bigint NOT NULL)""",
+            timeout=wait,
         )
-        done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+        done = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations", timeout=wait)}
         for version, name, sql in migration_files():
             if version in done:
                 continue
             async with conn.transaction():
-                await conn.execute(sql)
+                await conn.execute(sql, timeout=wait)
                 await conn.execute(
                     "INSERT INTO schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
                     version,
                     name,
                     now_ms(),
+                    timeout=wait,
                 )
             applied.append(name)
     return applied

@@ -32,7 +32,7 @@ def build_route(name: str, config: RouteConfig, http: httpx.AsyncClient) -> Rout
         UnsupportedRoute: for a kind this build cannot deliver to.
     """
     if isinstance(config, DirectoryRouteConfig):
-        return DirectoryRoute(name, config.path)
+        return DirectoryRoute(name, config.path, file_mode=config.mode)
     if isinstance(config, WebhookRouteConfig):
         return WebhookRoute(
             name,

@@ -7,7 +7,9 @@ Layout under the route's path::
 
 Every path is checked to stay under the route's directory (:func:`curaflow.paths.inside`):
 a work id or file name that would leave it is refused for good (``delivery_rejected``).
-Each file is written to a temporary name in the same directory, flushed with ``fsync``
+Each file is written to a temporary name in the same directory, given the route's file
+mode (``file_mode``, else what the process's umask gives a new file — the temporary file
+itself is private, ``0600``, as ``mkstemp`` makes it), flushed with ``fsync``
 and renamed into place (reference ``pixiv-and-delivery-apis.md`` §4.2), so a reader
 never sees a partial file and a crash leaves no half-delivered manifest. A manifest that
 already carries this delivery's idempotency key is an idempotent replay; one written by
@@ -29,13 +31,40 @@ from curaflow.paths import PathEscape, inside
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temp file, fsync and rename."""
+def process_umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (``/proc``).
+
+    Elsewhere it is set and restored at once, which a thread creating a file at that
+    instant could observe; curaflow reads it once per route.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def new_file_mode() -> int:
+    """The mode a file created now with the default ``0666`` would get (``0644`` under ``022``)."""
+    return 0o666 & ~process_umask()
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` via a temp file, fsync and rename.
+
+    Args:
+        mode: permission bits of the file; None → :func:`new_file_mode`.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+            os.fchmod(fh.fileno(), new_file_mode() if mode is None else mode)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -44,13 +73,18 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def atomic_copy(src: Path, dest: Path) -> None:
-    """Copy ``src`` to ``dest`` via a temp file, fsync and rename."""
+def atomic_copy(src: Path, dest: Path, mode: int | None = None) -> None:
+    """Copy ``src`` to ``dest`` via a temp file, fsync and rename.
+
+    Args:
+        mode: permission bits of the copy; None → :func:`new_file_mode`.
+    """
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     try:
         with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
             shutil.copyfileobj(inp, out, 1024 * 1024)
+            os.fchmod(out.fileno(), new_file_mode() if mode is None else mode)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, dest)
@@ -65,14 +99,17 @@ class DirectoryRoute:
     Args:
         name: route name.
         path: the destination directory (absolute).
+        file_mode: permission bits of delivered files (``0o640``); None → what the
+            process's umask gives a new file, read when the route is built.
     """
 
     kind = "directory"
     resend_safe = True
 
-    def __init__(self, name: str, path: Path) -> None:
+    def __init__(self, name: str, path: Path, *, file_mode: int | None = None) -> None:
         self.name = name
         self.path = path
+        self.file_mode = new_file_mode() if file_mode is None else file_mode
 
     def _deliver_sync(self, request: DeliveryRequest) -> DeliveryReceipt:
         folder = inside(self.path, request.work.work_id)
@@ -88,7 +125,7 @@ class DirectoryRoute:
             return DeliveryReceipt(duplicate=True, remote_id=str(manifest_path), remote_status="exists")
         files: list[dict[str, Any]] = []
         for f, (src, dest) in zip(request.artifact.files, targets, strict=True):
-            atomic_copy(src, dest)
+            atomic_copy(src, dest, self.file_mode)
             entry: dict[str, Any] = {
                 "name": dest.name,
                 "page": f.page,
@@ -120,7 +157,7 @@ class DirectoryRoute:
             },
             "files": files,
         }
-        atomic_write_bytes(manifest_path, json.dumps(manifest, ensure_ascii=False, indent=2).encode())
+        atomic_write_bytes(manifest_path, json.dumps(manifest, ensure_ascii=False, indent=2).encode(), self.file_mode)
         return DeliveryReceipt(remote_id=str(manifest_path), remote_status="written")
 
     async def deliver(self, request: DeliveryRequest) -> DeliveryReceipt:

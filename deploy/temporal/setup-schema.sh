@@ -8,6 +8,12 @@ set -eu
 : "${POSTGRES_SEEDS:?POSTGRES_SEEDS is required}"
 : "${POSTGRES_USER:?POSTGRES_USER is required}"
 : "${SQL_PASSWORD:?SQL_PASSWORD is required}"
+case "$SQL_PASSWORD" in
+  change-me* | Change-Me* | CHANGE-ME*)
+    echo "temporal-schema: TEMPORAL_DB_PASSWORD still holds the example value of the env file: set a real password" >&2
+    exit 1
+    ;;
+esac
 PORT="${DB_PORT:-5432}"
 SCHEMA=/etc/temporal/schema/postgresql/v12
 

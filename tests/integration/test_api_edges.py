@@ -194,13 +194,14 @@ async def test_a_ledger_outage_is_not_ready_and_its_500s_leave_the_connection_us
         assert body["checks"]["ledger"]["ok"] is False and body["checks"]["temporal"]["ok"] is True
         assert (await http.get("/health")).status_code == 200
 
-    # Two requests on one keep-alive connection: the 500 either says Connection: close or
+    # Two requests on one keep-alive connection: the 503 either says Connection: close or
     # the connection still answers the next request.
     host, port = api.url.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))
     try:
         first = await exchange(reader, writer, get("/jobs/demo@manual-outage", port))
-        assert first.status == 500, first
+        assert first.status == 503, first
+        assert first.headers.get("retry-after") == "5", first
         assert b'"ledger_unavailable"' in first.body
         if first.headers.get("connection") != "close":
             second = await exchange(reader, writer, get("/health", port))

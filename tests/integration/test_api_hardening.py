@@ -112,7 +112,8 @@ async def test_an_unreachable_ledger_is_a_retryable_error() -> None:
     async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
         response = await http.get("/boom")
 
-    assert response.status_code == 500
+    assert response.status_code == 503
+    assert response.headers["retry-after"] == "5"
     error = response.json()["error"]
     assert (error["code"], error["retryable"], error["detail"]["reason"]) == (
         "internal_error",

