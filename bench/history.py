@@ -30,9 +30,9 @@ async def seed_deliveries(
     now = now_ms()
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(
-            """INSERT INTO jobs (job_id, job_type, plan_id, trigger, target_ids, workflow_input, status,
+            """INSERT INTO jobs (job_id, job_type, plan_id, trigger, target_ids, workflow_input,
                                  business_status, created_at, updated_at, completed_at)
-               VALUES ($1, 'candidate_search', 'history', 'seed', ARRAY[$2], '{}'::jsonb, 'succeeded',
+               VALUES ($1, 'candidate_search', 'history', 'seed', ARRAY[$2], '{}'::jsonb,
                        'success', $3, $3, $3)
                ON CONFLICT (job_id) DO NOTHING""",
             job_id,
