@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from curaflow.temporal import DATA_CONVERTER
 from curaflow.worker import sandbox_runner
 from workflows.job import JobWorkflow
 from workflows.pushes import EventPushWorkflow
@@ -75,7 +75,7 @@ async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     replayer = Replayer(
         workflows=[JobWorkflow, ScheduledJobWorkflow, EventPushWorkflow],
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         workflow_runner=sandbox_runner(),
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
@@ -87,7 +87,7 @@ def test_a_cell_payload_keeps_the_field_names_histories_hold() -> None:
     histories (and workers from before the rename) use; both names are read."""
     from curaflow.domain.models import CellSnapshot
 
-    converter = pydantic_data_converter.payload_converter
+    converter = DATA_CONVERTER.payload_converter
     [payload] = converter.to_payloads([CellSnapshot(target_id="t", fallback_pass=2)])
     body = json.loads(payload.data)
     assert body["fallback_stage"] == 2 and "fallback_pass" not in body
