@@ -94,3 +94,19 @@ def test_a_cell_payload_keeps_the_field_names_histories_hold() -> None:
     [back] = converter.from_payloads([payload], [CellSnapshot])
     assert back.fallback_pass == 2
     assert CellSnapshot.model_validate({"target_id": "t", "fallback_pass": 3}).fallback_pass == 3
+
+
+def test_histories_of_the_temporal_client_shapes_are_kept() -> None:
+    """A job started by update-with-start (admission update, ``admit``, ``cell_progress``),
+    an HTTP job whose live state followed ``cell_progress``, and a refused input."""
+    by_name = {path.stem: path for path in HISTORIES}
+    client_job = json.loads(by_name["job_temporal_client_v3"].read_text())["events"]
+    kinds = {next(k for k in event if k.endswith("EventAttributes")) for event in client_job}
+    assert "workflowExecutionUpdateAcceptedEventAttributes" in kinds
+    assert "workflowExecutionSignaledEventAttributes" in kinds
+    assert patches(by_name["job_temporal_client_v3"]) >= {"core-v2", "cell-progress"}
+    assert patches(by_name["job_succeeded_v3"]) >= {"core-v2", "cell-progress"}
+    refused = json.loads(by_name["job_refused_input_v3"].read_text())["events"]
+    failure = refused[-1]["workflowExecutionFailedEventAttributes"]["failure"]
+    assert failure["applicationFailureInfo"]["type"] == "invalid_params"
+    assert failure["message"] == "request body must be a JSON object"
