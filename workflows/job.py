@@ -56,6 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.deliver import DeliverActivity
     from activities.finish import UNKNOWN_JOB, FinishActivity
     from curaflow.domain.cells import CellState, is_terminal
+    from curaflow.domain.job_failure import JOB_FAILURE_TYPES, job_failure
     from curaflow.domain.messages import (
         AcquireInput,
         Admitted,
@@ -92,6 +93,8 @@ CORE_V2 = "core-v2"
 EXPLICIT_SUBMISSION = "explicit-submission"
 #: The ``cell_progress`` signal (a cell bound its work) updates the live state.
 CELL_PROGRESS = "cell-progress"
+#: A job that ended ``failed`` / ``expired`` fails its execution (it completed before).
+FAILED_EXECUTION = "failed-execution"
 STAGE_OF: dict[Step, str] = {
     "acquire": "searching",
     "search": "searching",
@@ -261,7 +264,9 @@ class JobWorkflow:
 
     @workflow.run
     async def run(self, *args: Any) -> JobState:
-        """Run every cell, then finish; ends ``Canceled`` when the job ended cancelled by a cancel.
+        """Run every cell, then finish; ends ``Canceled`` when the job ended cancelled by a
+        cancel, fails (``job_failed`` / ``job_expired``, the final state as details) when
+        it ended failed or expired (:mod:`curaflow.domain.job_failure`).
 
         Args:
             args: one :data:`JobSubmission` (anything else is refused, see the class doc).
@@ -299,6 +304,10 @@ class JobWorkflow:
             with contextlib.suppress(asyncio.CancelledError):
                 await workflow.wait_condition(lambda: self._temporal_cancel)
             raise CancelledError("cancelled_by_consumer")
+        if str(final.status) in JOB_FAILURE_TYPES and workflow.patched(FAILED_EXECUTION):
+            # The UI lists a failed job as Failed, not as a green Completed; the final
+            # state travels in the failure's details (curaflow.domain.job_failure).
+            raise job_failure(final)
         return final
 
     async def _job(self) -> JobState:

@@ -110,3 +110,17 @@ def test_histories_of_the_temporal_client_shapes_are_kept() -> None:
     failure = refused[-1]["workflowExecutionFailedEventAttributes"]["failure"]
     assert failure["applicationFailureInfo"]["type"] == "invalid_params"
     assert failure["message"] == "request body must be a JSON object"
+
+
+@pytest.mark.parametrize(("name", "kind"), [("job_no_candidate_v3", "job_failed"), ("job_deadline_v3", "job_expired")])
+def test_histories_of_failed_jobs_failing_their_execution_are_kept(name: str, kind: str) -> None:
+    """A job that ends failed / expired fails its execution (``failed-execution``), its
+    final state in the failure's details."""
+    path = next(p for p in HISTORIES if p.stem == name)
+    assert "failed-execution" in patches(path)
+    last = json.loads(path.read_text())["events"][-1]
+    failure = last["workflowExecutionFailedEventAttributes"]["failure"]
+    assert failure["applicationFailureInfo"]["type"] == kind
+    assert failure["applicationFailureInfo"]["nonRetryable"] is True
+    detail = failure["applicationFailureInfo"]["details"]["payloads"][0]["data"]
+    assert json.loads(base64.b64decode(detail))["status"] == kind.removeprefix("job_")
