@@ -104,6 +104,8 @@ async def start_job(
             ``POST /jobs`` answers them): ``idempotency_conflict`` for another Task under
             a used key, whatever state its job is in.
         temporalio.service.RPCError: Temporal refused the request.
+        temporalio.client.RPCTimeoutOrCancelledError: no answer within the client's RPC
+            timeout (no worker admitted the Task meanwhile); the same call again is safe.
     """
     from workflows.job import JobWorkflow
 
