@@ -46,7 +46,6 @@ import contextlib
 from enum import StrEnum
 from typing import Any
 
-from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
@@ -119,7 +118,7 @@ class Phase(StrEnum):
 JobSubmission = JobInput | Task | dict[str, Any]
 
 
-@workflow.defn(name="JobWorkflow", failure_exception_types=[ValidationError])
+@workflow.defn(name="JobWorkflow")
 class JobWorkflow:
     """One job: cells run concurrently; the ``status`` query answers the live :class:`JobState`.
 
