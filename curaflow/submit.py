@@ -99,10 +99,12 @@ async def start_job(
         The handle of the job's execution (``result()`` → :class:`JobState`).
 
     Raises:
-        ValueError: as :func:`job_id_for` (checked before anything is sent).
-        ProtocolError: admission refused the Task (``code`` and ``detail`` as
-            ``POST /jobs`` answers them): ``idempotency_conflict`` for another Task under
-            a used key, whatever state its job is in.
+        ValueError: the Task names no target and ``target_id`` is not given.
+        ProtocolError: the Task is refused, with the ``code``, ``http_status`` and
+            ``detail`` ``POST /jobs`` answers: an invalid Task before anything is sent
+            (``invalid_params``, ``unsupported_protocol_version``), then admission's
+            answers — ``idempotency_conflict`` for another Task under a used key,
+            whatever state its job is in; ``unknown_target`` …
         temporalio.service.RPCError: Temporal refused the request.
         temporalio.client.RPCTimeoutOrCancelledError: no answer within the client's RPC
             timeout (no worker admitted the Task meanwhile); the same call again is safe.
@@ -110,7 +112,11 @@ async def start_job(
     from workflows.job import JobWorkflow
 
     body = task.model_dump(mode="json", exclude_none=True) if isinstance(task, Task) else dict(task)
-    job_id = job_id_for(body, target_id=target_id)
+    validated = validate_task(body)  # an invalid Task is refused here, before anything is sent
+    target = validated.target_id or target_id
+    if not target:
+        raise ValueError("the task names no target: set params.target_id, or pass target_id")
+    job_id = manual_job_id(target, validated.idempotency_key)
     start = WithStartWorkflowOperation(
         JobWorkflow.run,
         body,

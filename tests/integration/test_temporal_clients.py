@@ -500,3 +500,29 @@ async def test_while_a_cell_fetches_the_query_the_search_attribute_and_the_detai
     finally:
         env.replay.faults.slow_images_s = 0.0
     assert (await handle.result()).status == "succeeded"
+
+
+async def test_start_job_of_an_invalid_task_raises_the_protocol_error_and_leaves_the_id_usable(env: Env) -> None:
+    from curaflow.protocol.errors import ProtocolError
+
+    key = f"sj-bad-{short_id()}"
+    bad = {**task(key).model_dump(mode="json", exclude_none=True)}
+    bad["params"] = {"target_id": "demo", "constraints": {"limit": "many"}}
+    started = time.monotonic()
+    with pytest.raises(ProtocolError) as refused:
+        await start_job(env.client, bad, task_queue=env.stack.task_queue)
+    assert time.monotonic() - started < 15
+    assert (refused.value.code, refused.value.http_status) == ("invalid_params", 400)
+    assert refused.value.detail["field"] == "params.constraints.limit"
+    assert await job_row(env, f"demo@manual-{key}") is None
+    handle = await start_job(env.client, task(key), task_queue=env.stack.task_queue)
+    assert (await handle.result()).status == "succeeded"
+    # A Task only admission can refuse: the execution's own admission answers the update.
+    unknown = task(f"sj-unknown-{short_id()}").model_dump(mode="json", exclude_none=True)
+    unknown["params"]["target_id"] = "no-such-target"
+    with pytest.raises(ProtocolError) as nowhere:
+        await start_job(env.client, unknown, task_queue=env.stack.task_queue)
+    assert (nowhere.value.code, nowhere.value.http_status) == ("invalid_params", 404)
+    assert nowhere.value.detail["reason"] == "unknown_target"
+    job_id = f"no-such-target@manual-{unknown['idempotency_key']}"
+    assert await closed_status(env.client, job_id, timeout_s=15) == WorkflowExecutionStatus.FAILED
