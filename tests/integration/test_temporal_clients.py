@@ -347,6 +347,10 @@ async def test_the_temporal_cli_starts_and_executes_a_job_with_a_json_task(env: 
     assert printed["result"]["deliveries"][0]["status"] == "delivered"
     job = (await env.http.get(f"/jobs/{job_id}")).json()
     assert job["status"] == "succeeded"
+    # A plain start by another client has no static summary (only a starter sets one),
+    # but the workflow's own current details, as for an HTTP job.
+    metadata = await env.client.get_workflow_handle(job_id).query("__temporal_workflow_metadata")
+    assert "status **succeeded**" in str(metadata), metadata
 
 
 async def test_the_python_example_starts_follows_and_reports_a_job(env: Env) -> None:
