@@ -174,3 +174,17 @@ async def running_job(env: Env) -> str:
 
     await eventually(fetching, timeout_s=30, what=f"{handle.id} fetching")
     return key
+
+
+async def test_the_shell_example_starts_a_job_and_prints_its_final_state(env: Env, tmp_path: Path) -> None:
+    key = f"doc-sh-{short_id()}"
+    script = tmp_path / "start_job.sh"
+    script.write_text(env.localise((ROOT / "examples" / "start_job.sh").read_text(), key))
+    path = f"{Path(temporal_binary()).parent}:/usr/bin:/bin"
+    result = await asyncio.to_thread(
+        subprocess.run, ["bash", str(script), key], capture_output=True, text=True, timeout=120, env={"PATH": path}
+    )
+    assert result.returncode == 0, result.stderr
+    assert "succeeded" in result.stdout, result.stdout
+    job = (await env.http.get(f"/jobs/demo@manual-{key}")).json()
+    assert job["status"] == "succeeded"
