@@ -11,12 +11,19 @@ checkpoints and heartbeats, so nothing about resuming changes: a
 retried attempt adopts the binding the dead one made (search never re-ranks) and
 continues the download from the pages already on disk.
 
+Between the halves it tells the workflow that the cell bound its work (the
+``cell_progress`` signal, best effort): the ``status`` query, the ``JobStatus`` search
+attribute and the UI's details then say ``running`` / ``fetching`` while the download
+runs, as ``GET /jobs/{id}`` does, instead of waiting for the step's result.
+
 Stops after the search half when the cell ended (``no_candidate``), when another
 fallback stage should run (``retry_stage``), or when the job is behind a barrier (a
 recorded cancel, its deadline): the workflow then decides.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from temporalio import activity
 
@@ -25,12 +32,21 @@ from activities.fetch import FetchActivity
 from activities.search import SearchActivity
 from curaflow.domain.cells import is_terminal
 from curaflow.domain.messages import AcquireInput, CellUpdate, FetchInput, SearchInput
+from curaflow.domain.models import CellSnapshot
+from curaflow.logs import get_logger
+
+log = get_logger("curaflow.acquire")
+
+#: How long the progress signal may hold the step up (it is best effort: the ledger
+#: already holds the binding, and the step's result carries the cell anyway).
+PROGRESS_SIGNAL_TIMEOUT_S = 5.0
 
 
 class AcquireActivity:
     """Holds the worker's :class:`~activities.deps.ActivityDeps` for the ``acquire`` activity."""
 
     def __init__(self, deps: ActivityDeps) -> None:
+        self._deps = deps
         self._search = SearchActivity(deps)
         self._fetch = FetchActivity(deps)
 
@@ -56,6 +72,7 @@ class AcquireActivity:
             or found.cell.work_id is None
         ):
             return found
+        await self._progress(found.cell)
         return await self._fetch.run(
             FetchInput(
                 job_id=inp.job_id,
@@ -66,3 +83,15 @@ class AcquireActivity:
             ),
             opened=searched.opened,
         )
+
+    async def _progress(self, cell: CellSnapshot) -> None:
+        """Signal ``cell_progress`` to this step's execution; a failure is logged, never raised."""
+        client = self._deps.client
+        if client is None:
+            return
+        info = activity.info()
+        handle = client.get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
+        try:
+            await asyncio.wait_for(handle.signal("cell_progress", cell), PROGRESS_SIGNAL_TIMEOUT_S)
+        except Exception as err:  # noqa: BLE001 - progress is advisory; the fetch goes on
+            log.warning("acquire.progress_not_signalled", job_id=info.workflow_id, error=type(err).__name__)

@@ -30,10 +30,11 @@ from curaflow.protocol.errors import ProtocolError
 
 
 def refusal(err: ProtocolError) -> ApplicationError:
-    """The non-retryable ``ApplicationError`` of an admission refusal (type = protocol code)."""
+    """The non-retryable ``ApplicationError`` of an admission refusal: ``type`` = the protocol
+    code, details ``{code, message, detail, http_status}`` (what ``POST /jobs`` answers)."""
     return ApplicationError(
         err.message,
-        {"code": err.code, "message": err.message, "detail": err.detail or {}},
+        {"code": err.code, "message": err.message, "detail": err.detail or {}, "http_status": err.http_status},
         type=err.code,
         non_retryable=True,
     )

@@ -1,25 +1,31 @@
 """Starting jobs from a Temporal client (docs/temporal.md "Starting jobs from a Temporal client").
 
 A job is one ``JobWorkflow`` execution whose workflow id is the job id; a Temporal
-client starts it with the protocol Task as its input (DESIGN.md decision 14):
+client starts it with the protocol Task as its input (DESIGN.md decision 14).
+:func:`start_job` does it idempotently like ``POST /jobs``, with Temporal's
+update-with-start: the start (conflict policy ``USE_EXISTING``) carries the ``admission``
+update, which answers once the Task is admitted:
 
 .. code-block:: python
 
     from curaflow.protocol.models import Task
-    from curaflow.submit import job_id_for, start_job
-    from workflows.job import JobWorkflow
+    from curaflow.submit import start_job
 
     task = Task.model_validate({"protocol_version": "1", "job_type": "candidate_search",
                                 "idempotency_key": "tc-1", "params": {"target_id": "demo"}})
-    handle = await start_job(client, task, task_queue="curaflow")   # or, by hand:
-    handle = await client.start_workflow(JobWorkflow.run, task, id=job_id_for(task),
-                                         task_queue="curaflow", **JOB_START_OPTIONS)
+    handle = await start_job(client, task, task_queue="curaflow")
     state = await handle.result()   # JobState; handle.query(JobWorkflow.status) meanwhile
 
-The workflow admits the Task exactly as ``POST /jobs`` does (same validation order,
-codes and idempotency — a key first used over HTTP and then from Temporal is one job);
-a refusal fails the execution with a non-retryable ``ApplicationError`` whose ``type`` is
-the protocol code. Any SDK or the ``temporal`` CLI can do the same with the Task as JSON.
+* the same Task again — while the job is queued, runs, or after it ended (completed,
+  failed, cancelled) — returns the handle of the same job; ``result()`` is its final state;
+* another Task under the same key raises :class:`~curaflow.protocol.errors.ProtocolError`
+  ``idempotency_conflict``, in every state of the first job, as ``POST /jobs`` answers 409;
+* an invalid Task raises ``ProtocolError`` (``invalid_params`` …) and leaves nothing behind.
+
+Any SDK or the ``temporal`` CLI can do the same (``temporal workflow
+execute-update-with-start --update-name admission …``), or simply start ``JobWorkflow``
+with the Task as JSON (then a conflicting start while the job runs attaches to it without
+a comparison: Temporal itself has nothing to compare).
 
 Pure helpers plus one thin start function; nothing here is needed by the worker.
 """
@@ -30,24 +36,28 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError
 
 from curaflow.domain.execution import JOB_TASK_TIMEOUT
 from curaflow.domain.messages import JobState
+from curaflow.domain.presentation import task_static_details, task_summary
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.models import Task
 from curaflow.protocol.task import manual_job_id, validate_task
-from curaflow.temporal import JOB_ID_REUSE_POLICY
 
-#: Start options that make a start idempotent like ``POST /jobs``: starting the same job
-#: again attaches to its execution; an execution that failed before it became a job (a
-#: refused Task) does not block the id; a lost worker holds the job up at most 5 s.
+#: Start options of a Temporal client's start: starting the job again while it is open
+#: attaches to its execution; once it closed, a new execution admits the Task again —
+#: the same Task answers with the job's final state, another is refused
+#: (``idempotency_conflict``); a lost worker holds the job up at most 5 s.
 JOB_START_OPTIONS: dict[str, Any] = {
     "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
-    "id_reuse_policy": JOB_ID_REUSE_POLICY,
+    "id_reuse_policy": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
     "task_timeout": JOB_TASK_TIMEOUT,
 }
+#: The ``JobWorkflow`` update that admits a Task (update-with-start).
+ADMISSION_UPDATE = "admission"
 #: The execution timeout ``start_job`` sets: the longest deadline a Task may ask for
 #: (7 days) plus Temporal's grace. The job itself ends at its own deadline.
 MAX_EXECUTION_TIMEOUT = timedelta(days=7, minutes=10)
@@ -83,20 +93,58 @@ async def start_job(
     task_queue: str = "curaflow",
     target_id: str | None = None,
 ) -> WorkflowHandle[Any, JobState]:
-    """Start (or attach to) the job of ``task``; returns the handle of its execution.
+    """Start, or attach to, the job of ``task``, once it is admitted (update-with-start).
+
+    Returns:
+        The handle of the job's execution (``result()`` → :class:`JobState`).
 
     Raises:
-        ValueError: as :func:`job_id_for`.
-        temporalio.service.RPCError: Temporal refused the start.
+        ValueError: the Task names no target and ``target_id`` is not given.
+        ProtocolError: the Task is refused, with the ``code``, ``http_status`` and
+            ``detail`` ``POST /jobs`` answers: an invalid Task before anything is sent
+            (``invalid_params``, ``unsupported_protocol_version``), then admission's
+            answers — ``idempotency_conflict`` for another Task under a used key,
+            whatever state its job is in; ``unknown_target`` …
+        temporalio.service.RPCError: Temporal refused the request.
+        temporalio.client.RPCTimeoutOrCancelledError: no answer within the client's RPC
+            timeout (no worker admitted the Task meanwhile); the same call again is safe.
     """
     from workflows.job import JobWorkflow
 
-    body: Task | dict[str, Any] = task if isinstance(task, Task) else dict(task)
-    return await client.start_workflow(
+    body = task.model_dump(mode="json", exclude_none=True) if isinstance(task, Task) else dict(task)
+    validated = validate_task(body)  # an invalid Task is refused here, before anything is sent
+    target = validated.target_id or target_id
+    if not target:
+        raise ValueError("the task names no target: set params.target_id, or pass target_id")
+    job_id = manual_job_id(target, validated.idempotency_key)
+    start = WithStartWorkflowOperation(
         JobWorkflow.run,
         body,
-        id=job_id_for(task, target_id=target_id),
+        id=job_id,
         task_queue=task_queue,
         execution_timeout=MAX_EXECUTION_TIMEOUT,
+        static_summary=task_summary(body, job_id),
+        static_details=task_static_details(body, job_id),
         **JOB_START_OPTIONS,
     )
+    try:
+        await client.execute_update_with_start_workflow(
+            ADMISSION_UPDATE, body, start_workflow_operation=start, result_type=JobState
+        )
+    except WorkflowUpdateFailedError as err:
+        raise refused(err) from None
+    return await start.workflow_handle()
+
+
+def refused(err: WorkflowUpdateFailedError) -> Exception:
+    """The :class:`ProtocolError` an ``admission`` update failed with (else ``err`` itself)."""
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.details and isinstance(cause.details[0], dict):
+        detail = cause.details[0]
+        return ProtocolError(
+            str(detail.get("code", cause.type)),
+            int(detail.get("http_status", 400)),
+            str(detail.get("message", cause.message)),
+            detail.get("detail") or None,
+        )
+    return err

@@ -9,13 +9,16 @@ stale input) never blocks the id.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.common import RawValue, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import DataConverter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
@@ -44,6 +47,39 @@ DEV_SERVER_FLAGS = {
 #: A job id is reused only after an execution that failed (never became a job, or crashed);
 #: a job that ran keeps its id for ever.
 JOB_ID_REUSE_POLICY = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+
+
+class InputPayloadConverter(PydanticPayloadConverter):
+    """The pydantic payload converter, except that an *untyped* payload it cannot decode
+    stays a :class:`~temporalio.common.RawValue` instead of failing.
+
+    Untyped positions are those of a handler without type hints — ``JobWorkflow``'s
+    ``*args`` input: any SDK or the ``temporal`` CLI may start it with no argument, two, or
+    a payload in an encoding nobody here knows (``--input-meta encoding=…``). Failing the
+    decode there would fail the workflow task for ever (the SDK's "Failed decoding
+    arguments"); kept raw, the workflow refuses it as ``invalid_params`` and ends
+    (DESIGN.md decision 14). Typed positions (every activity and every other handler)
+    decode exactly as :data:`temporalio.contrib.pydantic.pydantic_data_converter` does.
+    """
+
+    def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:
+        """See :meth:`temporalio.converter.PayloadConverter.from_payloads`; untyped
+        payloads that do not decode come back as ``RawValue``."""
+        if type_hints is not None:
+            return super().from_payloads(payloads, type_hints)
+        values: list[Any] = []
+        for payload in payloads:
+            try:
+                [value] = super().from_payloads([payload])
+            except Exception:  # noqa: BLE001 - any decode failure: the receiver refuses the raw payload
+                value = RawValue(payload)
+            values.append(value)
+        return values
+
+
+#: The data converter of every curaflow client and worker: pydantic (DESIGN.md decision
+#: 11) with :class:`InputPayloadConverter`.
+DATA_CONVERTER = DataConverter(payload_converter_class=InputPayloadConverter)
 
 
 def dev_server_search_attribute_args() -> list[str]:
@@ -81,7 +117,7 @@ async def connect(
     try:
         return await Client.connect(
             address,
-            data_converter=pydantic_data_converter,
+            data_converter=DATA_CONVERTER,
             interceptors=client_interceptors(),
             runtime=runtime,
             **options,

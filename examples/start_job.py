@@ -20,6 +20,7 @@ import sys
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 
+from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobState
 from curaflow.protocol.models import Task
 from curaflow.submit import start_job
@@ -61,9 +62,9 @@ async def main() -> None:
 
     try:
         final: JobState = await handle.result()
-    except WorkflowFailureError as err:  # refused (type = protocol code) or cancelled
+    except WorkflowFailureError as err:  # the job failed or expired, or it was cancelled
         print(f"execution ended: {err.cause}")
-        final = await handle.query(JobWorkflow.status)
+        final = state_of(err) or await handle.query(JobWorkflow.status)
     print(f"{final.status} (business status {final.business_status})")
     for delivery in final.deliveries:
         print(f"  {delivery.route}: {delivery.status} {delivery.work_id} {delivery.remote_id or ''}")

@@ -16,7 +16,10 @@ and the UI's download):
   workflow started (the first step finds it);
 * ``scheduled_occurrence`` / ``scheduled_job``: a schedule trampoline and the job it
   started, with two targets (two cells);
-* ``event_push``: an ``EventPushWorkflow`` run.
+* ``event_push``: an ``EventPushWorkflow`` run;
+* ``job_temporal_client``: a job a Temporal client started with ``start_job``
+  (update-with-start: the ``admission`` update, the ``admit`` step, ``cell_progress``);
+* ``job_refused_input``: an execution started with no input (refused ``invalid_params``).
 
 Files recorded before core v2 (``*_v1.json`` and the unsuffixed files of 2026-11) stay:
 they prove that executions started before the upgrade still replay (``workflows/job_v1.py``).
@@ -38,6 +41,7 @@ import sys
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import tomli_w
 
@@ -129,6 +133,12 @@ async def record(tmp: Path, suffix: str) -> dict[str, str]:
             )
             result = await trampoline.result()
             ids["scheduled_job"] = result["job_id"]
+            from curaflow.submit import start_job
+
+            handle = await start_job(client, task("rec-temporal", ["オリジナル"]), task_queue="record")
+            ids["job_temporal_client"] = handle.id
+            ids["job_refused_input"] = "demo@manual-rec-no-input"
+            await client.start_workflow("JobWorkflow", id=ids["job_refused_input"], task_queue="record")
             ids["event_push"] = f"{ids['job_succeeded']}/push-events"
             await client.start_workflow(
                 "EventPushWorkflow", PushInput(job_id=ids["job_succeeded"]), id=ids["event_push"], task_queue="record"
@@ -146,7 +156,7 @@ async def record(tmp: Path, suffix: str) -> dict[str, str]:
         OUT.mkdir(parents=True, exist_ok=True)
         for name, wid in ids.items():
             history = await client.get_workflow_handle(wid).fetch_history()
-            data = json.loads(history.to_json())
+            data = without_stack_traces(json.loads(history.to_json()))
             (OUT / f"{name}_{suffix}.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
             print(f"wrote tests/histories/{name}_{suffix}.json ({len(data['events'])} events, workflow {wid})")
     finally:
@@ -155,6 +165,16 @@ async def record(tmp: Path, suffix: str) -> dict[str, str]:
         if pg is not None:
             pg.stop()
     return ids
+
+
+def without_stack_traces(node: Any) -> Any:
+    """``node`` with every failure's ``stackTrace`` emptied: it names the recording
+    machine's paths, and replay never reads it."""
+    if isinstance(node, dict):
+        return {k: ("" if k == "stackTrace" else without_stack_traces(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [without_stack_traces(v) for v in node]
+    return node
 
 
 def main() -> None:

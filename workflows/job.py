@@ -46,16 +46,16 @@ import contextlib
 from enum import StrEnum
 from typing import Any
 
-from pydantic import ValidationError
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from activities.acquire import AcquireActivity
-    from activities.admit import AdmitActivity
+    from activities.admit import AdmitActivity, refusal
     from activities.deliver import DeliverActivity
     from activities.finish import UNKNOWN_JOB, FinishActivity
-    from curaflow.domain.cells import is_terminal
+    from curaflow.domain.cells import CellState, is_terminal
+    from curaflow.domain.job_failure import JOB_FAILURE_TYPES, job_failure
     from curaflow.domain.messages import (
         AcquireInput,
         Admitted,
@@ -84,8 +84,16 @@ with workflow.unsafe.imports_passed_through():
         published_status,
         step_config,
     )
+    from workflows.submission import NOT_AN_OBJECT, Submission, read_submission
 
 CORE_V2 = "core-v2"
+#: A start input that is both a valid ``JobInput`` and a Task is admitted as a Task
+#: (before, pydantic's smart union could take it for an admitted job).
+EXPLICIT_SUBMISSION = "explicit-submission"
+#: The ``cell_progress`` signal (a cell bound its work) updates the live state.
+CELL_PROGRESS = "cell-progress"
+#: A job that ended ``failed`` / ``expired`` fails its execution (it completed before).
+FAILED_EXECUTION = "failed-execution"
 STAGE_OF: dict[Step, str] = {
     "acquire": "searching",
     "search": "searching",
@@ -103,31 +111,35 @@ class Phase(StrEnum):
     DONE = "done"
 
 
-#: What ``JobWorkflow`` is started with: a protocol Task (Temporal clients: typed, or plain
-#: JSON from any SDK or the CLI — any other JSON object is refused by admission) or the
-#: ``JobInput`` of a job already admitted (HTTP, schedules, the reconciler).
+#: What ``JobWorkflow`` is started with, resolved by :func:`workflows.submission.read_submission`:
+#: a protocol Task (Temporal clients: typed, or plain JSON from any SDK or the CLI) or the
+#: ``JobInput`` of a job already admitted (HTTP, schedules, the reconciler); any other
+#: input is refused with ``invalid_params``.
 JobSubmission = JobInput | Task | dict[str, Any]
 
 
-@workflow.defn(name="JobWorkflow", failure_exception_types=[ValidationError])
+@workflow.defn(name="JobWorkflow")
 class JobWorkflow:
     """One job: cells run concurrently; the ``status`` query answers the live :class:`JobState`.
 
     Started with a Task, it admits it first (the ``admit`` activity, the admission of
-    ``POST /jobs``); an input that is not a JSON object fails the execution (not the
-    workflow task: a ``ValidationError`` is a failure here), so no input makes a zombie.
+    ``POST /jobs``); until then it holds no job (``status`` answers stage ``admitting``).
+    Any other input — none, two arguments, a non-object, an undecodable payload — fails
+    the execution at once with ``invalid_params`` (never the workflow task), so no input
+    makes a zombie or blocks the id. The input is taken untyped (``*args``) and resolved
+    by :func:`workflows.submission.read_submission`.
     """
 
     @workflow.init
-    def __init__(self, inp: JobSubmission) -> None:
-        self._submission: dict[str, Any] | None = None
-        if isinstance(inp, JobInput):
-            self._begin(inp)
-        else:
-            self._submission = inp.model_dump(mode="json", exclude_none=True) if isinstance(inp, Task) else inp
-            now = int(workflow.time() * 1000)  # admission sets the real job below
-            self._begin(JobInput(job_id=workflow.info().workflow_id, plan_id="", created_at_ms=now,
-                                 deadline_at_ms=now, targets=[]))  # fmt: skip
+    def __init__(self, *args: Any) -> None:
+        self._submission: Submission = read_submission(args)
+        self._inp: JobInput | None = None
+        self._cells: dict[str, CellSnapshot] = {}
+        self._pusher: EventPusher | None = None
+        self._admitted = False  # the job of this execution is known (admitted, or started admitted)
+        self._refused: ApplicationError | None = None  # admission refused this execution's Task
+        if self._submission.task is None and self._submission.job_input is not None:
+            self._begin(self._submission.job_input)
         self._deliveries: dict[tuple[str, str], DeliveryReport] = {}
         self._failures: dict[str, StepFailure] = {}
         self._phase = Phase.RUNNING
@@ -141,6 +153,7 @@ class JobWorkflow:
         self._v1: JobV1 | None = None
 
     def _begin(self, inp: JobInput) -> None:
+        """Hold the admitted job (once per execution)."""
         self._inp = inp
         self._cells = {t.target_id: CellSnapshot(target_id=t.target_id) for t in inp.targets}
         self._pusher = EventPusher(inp.job_id, inp.callback_policy if inp.callback else None)
@@ -149,7 +162,7 @@ class JobWorkflow:
         """The core v1 orchestration for executions whose history predates core v2."""
         if self._version is None:
             self._version = 2 if workflow.patched(CORE_V2) else 1
-            self._v1 = JobV1(self._inp) if self._version == 1 else None
+            self._v1 = JobV1(self._inp) if self._version == 1 and self._inp is not None else None
         return self._v1
 
     # ---- queries and signals ----------------------------------------------------
@@ -161,6 +174,13 @@ class JobWorkflow:
             return self._v1.status()
         if self._final is not None:
             return self._final
+        if self._inp is None:  # no job yet: the Task is being admitted
+            return JobState(
+                job_id=workflow.info().workflow_id,
+                stage="admitting",
+                cancel_requested=self._cause == FinishCause.CANCELLED,
+                created_at_ms=int(workflow.info().start_time.timestamp() * 1000),
+            )
         cells = [self._cells[t.target_id] for t in self._inp.targets]
         status = job_status(cells)
         stage = job_stage(cells, status)
@@ -190,21 +210,83 @@ class JobWorkflow:
             return
         self._request_cancel()
 
+    @workflow.signal(name="cell_progress")
+    def cell_progress(self, cell: CellSnapshot) -> None:
+        """A cell's step moved on inside one activity (``acquire`` bound a work and fetches
+        it): the live state follows the ledger without waiting for the step's result."""
+        if self._inp is None or self._phase != Phase.RUNNING or not workflow.patched(CELL_PROGRESS):
+            return
+        current = self._cells.get(cell.target_id)
+        if current is None or is_terminal(current.state) or current.state != CellState.PENDING:
+            return
+        self._cells[cell.target_id] = cell
+        self._publish()
+
+    @workflow.update(name="admission")
+    async def admission(self, task: Any) -> JobState:
+        """Admit ``task`` as this execution's job, as ``POST /jobs`` does; the Temporal
+        clients' idempotent start (update-with-start: :func:`curaflow.submit.start_job`).
+
+        The Task this execution was started with is admitted once, by the execution
+        itself; any other Task goes through the same admission (``admit``), which answers
+        a replay of the job's key and params with the job and anything else with the
+        protocol's refusal — whether the job is queued, running or ended.
+
+        Returns:
+            The job's live state once admitted (its final state when it had ended).
+
+        Raises:
+            ApplicationError: the refusal (``type`` = protocol code, details
+                ``{code, message, detail}``): ``idempotency_conflict``,
+                ``invalid_params`` …
+        """
+        await workflow.wait_condition(
+            lambda: self._admitted or self._refused is not None or self._submission.refusal is not None
+        )
+        if self._submission.refusal is not None:
+            raise refusal(self._submission.refusal)
+        if self._refused is not None:
+            raise ApplicationError(
+                self._refused.message, *self._refused.details, type=self._refused.type, non_retryable=True
+            )
+        if task != self._submission.task:
+            await self._admit(task)
+        return self.status()
+
+    @admission.validator
+    def _admission_input(self, task: Any) -> None:
+        """Reject, without a trace in the history, an update input that is no Task at all."""
+        if not isinstance(task, dict):
+            raise ApplicationError(NOT_AN_OBJECT, type="invalid_params", non_retryable=True)
+
     # ---- main -------------------------------------------------------------------
 
     @workflow.run
-    async def run(self, inp: JobSubmission) -> JobState:
-        """Run every cell, then finish; ends ``Canceled`` when the job ended cancelled by a cancel.
+    async def run(self, *args: Any) -> JobState:
+        """Run every cell, then finish; ends ``Canceled`` when the job ended cancelled by a
+        cancel, fails (``job_failed`` / ``job_expired``, the final state as details) when
+        it ended failed or expired (:mod:`curaflow.domain.job_failure`).
+
+        Args:
+            args: one :data:`JobSubmission` (anything else is refused, see the class doc).
 
         Raises:
-            ApplicationError: a refused Task (``type`` = the protocol code, details
+            ApplicationError: a refused input or Task (``type`` = the protocol code, details
                 ``{code, message, detail}``) or a job the ledger does not know
-                (``unknown_job``); both non-retryable, both within seconds.
+                (``unknown_job``); all non-retryable, all within seconds.
         """
         legacy = self._legacy()
         if legacy is not None:
-            assert isinstance(inp, JobInput)
-            return await legacy.run(inp)
+            assert self._inp is not None
+            return await legacy.run(self._inp)
+        submission = self._submission
+        if submission.refusal is not None:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise refusal(submission.refusal)
+        if submission.mixed and not workflow.patched(EXPLICIT_SUBMISSION):
+            assert submission.job_input is not None  # started before the explicit resolution
+            self._submission = Submission(job_input=submission.job_input)
+            self._begin(submission.job_input)
         job = asyncio.create_task(self._job())
         while True:
             try:
@@ -221,18 +303,32 @@ class JobWorkflow:
             with contextlib.suppress(asyncio.CancelledError):
                 await workflow.wait_condition(lambda: self._temporal_cancel)
             raise CancelledError("cancelled_by_consumer")
+        if str(final.status) in JOB_FAILURE_TYPES and workflow.patched(FAILED_EXECUTION):
+            # The UI lists a failed job as Failed, not as a green Completed; the final
+            # state travels in the failure's details (curaflow.domain.job_failure).
+            raise job_failure(final)
         return final
 
     async def _job(self) -> JobState:
-        if self._submission is not None:
-            admitted = await self._admit(self._submission)
+        if self._inp is None:
+            assert self._submission.task is not None
+            try:
+                admitted = await self._admit(self._submission.task)
+            except ApplicationError as err:
+                self._refused = err
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                raise
             self._begin(admitted.job_input)
             attributes = job_search_attributes(admitted.job_input)
             workflow.upsert_search_attributes([pair.key.value_set(pair.value) for pair in attributes])
             if admitted.final is not None:  # a replay of a job that already ended
                 self._final, self._phase = admitted.final, Phase.DONE
+                self._admitted = True
                 self._publish()
+                await workflow.wait_condition(workflow.all_handlers_finished)
                 return admitted.final
+        self._admitted = True
+        assert self._inp is not None and self._pusher is not None
         self._publish()
         self._pusher.request()
         remaining_s = (self._inp.deadline_at_ms - int(workflow.time() * 1000)) / 1000
@@ -282,7 +378,11 @@ class JobWorkflow:
         return final
 
     async def _admit(self, task: dict[str, Any]) -> Admitted:
-        """Admit the Task this execution was started with, as ``POST /jobs`` does."""
+        """Admit ``task`` as this execution's job, as ``POST /jobs`` does.
+
+        Raises:
+            ApplicationError: the refusal (non-retryable, ``type`` = protocol code).
+        """
         try:
             return await workflow.execute_local_activity_method(
                 AdmitActivity.admit, SubmitInput(task=task, workflow_id=workflow.info().workflow_id), **ADMIT_CONFIG
@@ -310,6 +410,7 @@ class JobWorkflow:
 
     async def _run_cell(self, target: TargetSpec) -> None:
         inp, tid = self._inp, target.target_id
+        assert inp is not None
         queue = inp.source_task_queues.get(target.account) or f"{workflow.info().task_queue}-source-{target.account}"
         interval = inp.budgets.heartbeat_interval_ms
         stages = max(1, inp.max_fallback_stages)
@@ -363,16 +464,18 @@ class JobWorkflow:
         route: str | None = None,
     ) -> CellUpdate | None:
         """Run one step of cell ``tid``; None when the job stopped or the step failed."""
-        if self._phase != Phase.RUNNING:
+        inp = self._inp
+        if self._phase != Phase.RUNNING or inp is None:
             return None
         cell = self._cells[tid]
         if not is_terminal(cell.state):
             self._cells[tid] = cell.model_copy(update={"stage": STAGE_OF[step]})
+            self._publish()  # the details show the step; the search attributes follow the state
         config = step_config(
             step,
-            self._inp.budgets,
+            inp.budgets,
             first=first,
-            deadline_at_ms=self._inp.deadline_at_ms,
+            deadline_at_ms=inp.deadline_at_ms,
             now_ms=int(workflow.time() * 1000),
             task_queue=queue,
         )
@@ -400,10 +503,13 @@ class JobWorkflow:
         if update.delivery is not None:
             self._deliveries[(update.delivery.target_id, update.delivery.route)] = update.delivery
         self._publish()
-        self._pusher.request()
+        if self._pusher is not None:
+            self._pusher.request()
 
     def _publish(self) -> None:
         """Keep the ``JobStatus`` / ``BusinessStatus`` search attributes and the UI details current."""
+        if self._inp is None:  # no job yet
+            return
         if self._final is not None:
             published = (str(self._final.status), self._final.business_status or "")
         else:

@@ -43,6 +43,7 @@ from temporalio.exceptions import TimeoutError as ExecutionTimeoutError
 with workflow.unsafe.imports_passed_through():
     from activities.scheduled import ScheduledActivity
     from curaflow.domain.execution import JOB_TASK_TIMEOUT, execution_timeout
+    from curaflow.domain.job_failure import state_of
     from curaflow.domain.messages import JobState
     from curaflow.domain.occurrence import (
         AdmitOccurrenceInput,
@@ -129,6 +130,9 @@ class ScheduledJobWorkflow:
         try:
             state: JobState = await handle
         except ChildWorkflowError as err:
+            failed = state_of(err)  # a failed / expired job fails its execution
+            if failed is not None:
+                return OccurrenceResult(job_id=job.job_id, status=failed.status, business_status=failed.business_status)
             # The job's execution did not complete: say how it closed; its outcome is in
             # the ledger (the workflow's finish, or the reconciler for a closed execution).
             execution = closed_as(err)

@@ -39,6 +39,7 @@ from typing import Any
 
 import httpx
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import RPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 from bench.chaos.audit import LANDED_OK, audit, directory_arrivals, job_deliveries, webhook_arrivals
@@ -357,8 +358,8 @@ class Scenario:
                     assert self.stack.client is not None
                     await asyncio.wait_for(start_job(self.stack.client, task, task_queue=TASK_QUEUE), 10)
                     break
-            except (httpx.HTTPError, RPCError, TimeoutError):
-                pass
+            except (httpx.HTTPError, RPCError, RPCTimeoutOrCancelledError, TimeoutError):
+                pass  # start_job answers once admitted: a worker killed meanwhile costs a retry
             if time.monotonic() > deadline:
                 self.result.unexpected_status.append({"job_id": job.job_id, "admission": "no answer for 120 s"})
                 return None

@@ -40,6 +40,8 @@ __all__ = [  # the keys are defined in curaflow.domain.execution; re-exported fo
     "job_search_attributes",
     "job_static_details",
     "job_summary",
+    "task_static_details",
+    "task_summary",
 ]
 
 SUMMARY_LIMIT = 400
@@ -92,4 +94,37 @@ def job_static_details(inp: JobInput) -> str:
     for t in inp.targets:
         routes = ", ".join(f"{r.name} ({r.kind})" for r in t.routes) or "-"
         lines.append(f"- `{t.target_id}` → {routes}; scan ≤ {t.scan_limit} works")
+    return "\n".join(lines)
+
+
+def task_summary(task: dict[str, Any], job_id: str) -> str:
+    """The summary a Temporal client's start sets before admission (it knows the Task, not
+    the configured target), e.g. ``candidate_search (temporal) — demo: オリジナル``.
+
+    Args:
+        task: the Task as JSON (not validated here: a refused Task never becomes a job).
+        job_id: the job id (``<target_id>@manual-<key>``): names the target when the Task
+            does not.
+    """
+    params: dict[str, Any] = task["params"] if isinstance(task.get("params"), dict) else {}
+    target = str(params.get("target_id") or job_id.split("@", 1)[0])
+    query: dict[str, Any] = params["query"] if isinstance(params.get("query"), dict) else {}
+    tags = [str(t) for t in query.get("tags", [])] if isinstance(query.get("tags"), list) else []
+    joiner = " OR " if query.get("expand") and len(tags) > 1 else " AND "
+    words = joiner.join(tags) if tags else "the target's query"
+    return f"{task.get('job_type') or 'candidate_search'} (temporal) — {target}: {words}"[:SUMMARY_LIMIT]
+
+
+def task_static_details(task: dict[str, Any], job_id: str) -> str:
+    """Markdown under the summary of a Temporal client's start: trigger, key, deadline asked."""
+    lines = [f"**trigger** temporal · **job** `{job_id}` · **idempotency key** `{task.get('idempotency_key')}`"]
+    extra = []
+    if task.get("correlation_id"):
+        extra.append(f"**correlation id** `{task['correlation_id']}`")
+    if task.get("deadline_ms"):
+        extra.append(f"**deadline** {task['deadline_ms']} ms after admission")
+    if task.get("callback_url"):
+        extra.append("**callback** set")
+    if extra:
+        lines.append(" · ".join(extra))
     return "\n".join(lines)

@@ -12,8 +12,10 @@ input):
    for more than a few seconds (a crash between insert and start) → start it;
 2. **closed execution**: Temporal lists the job's execution as terminated, timed out or
    failed (closed within the last :data:`CLOSED_WINDOW_MS`) → finish with that cause
-   (``execution_terminated`` / ``execution_timeout`` / ``internal_error``); an
-   operator's terminate converges within one tick, not after the stall budget;
+   (``execution_terminated`` / ``execution_timeout`` / ``internal_error``) once no
+   attempt of the job holds a live lease (a send already out lands and is recorded
+   first, so the outcome record reports it); an operator's terminate converges within
+   a tick of its attempts ending, not after the stall budget;
 3. **cancel with no worker**: a consumer cancel recorded more than
    :data:`CANCEL_GRACE_MS` ago, no live lease, and Temporal says no workflow can act on
    it (the execution does not exist or is closed, or its workflow task has waited for a
@@ -231,8 +233,14 @@ async def _tick(
     if client is not None:
         closed = await _closed_executions(client, now)
         if closed:
+            # Only once no attempt of the job holds a live lease: an attempt outlives a
+            # terminate until its heartbeat hears of it, and a send already out finishes and
+            # records what it did — converging before would report it ``unknown`` and let
+            # the receipt contradict the outcome record afterwards.
             rows = await conn.fetch(
-                "SELECT job_id, created_at FROM jobs WHERE completed_at IS NULL AND job_id = ANY($1::text[])",
+                f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL
+                    AND job_id = ANY($2::text[]) AND {_LIVE}""",
+                now,
                 list(closed),
             )
             for r in rows:

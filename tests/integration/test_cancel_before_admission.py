@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from curaflow.submit import start_job
+from curaflow.submit import job_id_for, start_job
 from curaflow.temporal import connect
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
-from tests.support import short_id
+from tests.support import eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -42,13 +42,21 @@ async def test_a_cancel_before_admission_reaches_the_job(
     http = await stack.start_api()
     client = await connect(temporal_address)
     task = stack.task(target_id="demo")
-    handle = await start_job(client, task, task_queue=stack.task_queue)
+    # start_job answers once the Task is admitted, which takes a worker: it waits meanwhile.
+    started = asyncio.create_task(start_job(client, task, task_queue=stack.task_queue))
+    job_id = job_id_for(task)
 
-    cancel = asyncio.create_task(http.post(f"/jobs/{handle.id}/cancel"))
+    async def exists() -> bool:
+        return [w async for w in client.list_workflows(f"WorkflowId = '{job_id}'")] != []
+
+    await eventually(exists, timeout_s=15, what="the execution")
+    cancel = asyncio.create_task(http.post(f"/jobs/{job_id}/cancel"))
     await asyncio.sleep(1.5)
-    assert not cancel.done(), (await cancel).text  # today: 404 unknown_job at once
+    assert not cancel.done(), (await cancel).text  # once: 404 unknown_job at once
+    assert not started.done()
     await stack.start_worker()
     answer = await asyncio.wait_for(cancel, 60)
+    handle = await asyncio.wait_for(started, 30)
 
     assert answer.status_code == 200, answer.text
     assert answer.json()["status"] == "cancelled", answer.json()

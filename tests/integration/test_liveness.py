@@ -16,7 +16,6 @@ from urllib.parse import quote
 import pytest
 from temporalio.client import Client
 
-from curaflow.domain.messages import JobState
 from curaflow.domain.projection import job_status
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer, work_ids_with_tag
@@ -158,8 +157,7 @@ async def test_stalled_cell_expires_even_with_no_worker_running(
     replay.faults.slow_images_s = 0
     await stack.start_worker()
     handle = temporal_client.get_workflow_handle(job_id)
-    state = await asyncio.wait_for(handle.result(), 30)
-    assert JobState.model_validate(state).status == "expired"
+    assert await expired_execution(handle) == "expired"
 
 
 async def test_zero_workers_expire_as_queued_too_long(
@@ -177,8 +175,7 @@ async def test_zero_workers_expire_as_queued_too_long(
     job = (await http.get(f"/jobs/{job_id}")).json()
     assert (job["status"], job["error"]["code"], job["started_at"]) == ("expired", "queued_too_long", None)
     await stack.start_worker()
-    state = await asyncio.wait_for(temporal_client.get_workflow_handle(job_id).result(), 30)
-    assert JobState.model_validate(state).status == "expired"
+    assert await expired_execution(temporal_client.get_workflow_handle(job_id)) == "expired"
     assert not (tmp_path / "out").exists()
 
 
@@ -307,3 +304,17 @@ async def test_sigkill_mid_fetch_in_replay_mode_resumes_on_the_other_worker(
     assert record.cells[0].work_id == "126860839"
     delivered = sorted(p.name for p in (tmp_path / "out" / "126860839").iterdir())
     assert len([name for name in delivered if name != "manifest.json"]) == 4, delivered  # every page
+
+
+async def expired_execution(handle: Any) -> str:
+    """The job status an expired job's execution failed with (``job_expired``, its state
+    in the failure's details: ``curaflow.domain.job_failure``)."""
+    from temporalio.client import WorkflowFailureError
+
+    from curaflow.domain.job_failure import state_of
+
+    with pytest.raises(WorkflowFailureError) as failure:
+        await asyncio.wait_for(handle.result(), 30)
+    state = state_of(failure.value)
+    assert state is not None, failure.value.cause
+    return str(state.status)

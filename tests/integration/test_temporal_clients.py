@@ -41,6 +41,7 @@ class Env:
     client: Client
     address: str
     out: Path
+    replay: ReplayServer
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +67,7 @@ async def env(
 
     client = await connect(temporal_address)
     try:
-        yield Env(stack, http, client, temporal_address, tmp / "out")
+        yield Env(stack, http, client, temporal_address, tmp / "out", replay)
     finally:
         await stack.stop()
         await replay.stop()
@@ -216,15 +217,90 @@ async def test_a_workflow_id_that_is_not_the_job_id_is_refused(env: Env) -> None
     assert await job_row(env, job_id_for(submitted)) is None
 
 
-async def test_input_that_is_not_a_task_fails_the_execution_not_the_workflow_task(env: Env) -> None:
-    job_id = f"demo@manual-junk-{short_id()}"
+async def refused_start(env: Env, job_id: str) -> ApplicationError:
+    """The failure a refused start ended with; still running after 15 s would be a zombie."""
+    assert await closed_status(env.client, job_id, timeout_s=15) == WorkflowExecutionStatus.FAILED
+    with pytest.raises(WorkflowFailureError) as failure:
+        await env.client.get_workflow_handle(job_id).result()
+    cause = failure.value.cause
+    assert isinstance(cause, ApplicationError) and cause.non_retryable
+    return cause
+
+
+async def the_id_stays_usable(env: Env, key: str) -> None:
+    """``POST /jobs`` with the key of a refused start runs a job under that id."""
+    answer = await env.http.post("/jobs", json=task(key).model_dump(mode="json", exclude_none=True))
+    assert answer.status_code == 202, answer.text
+    record = await env.stack.wait_terminal(answer.json()["job"]["job_id"], 60)
+    assert record.cells[0].state == "submitted", record.cells[0]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param(["--input", '"just a string"'], id="a-string"),
+        pytest.param(["--input", "42"], id="a-number"),
+        pytest.param(["--input", "[1, 2]"], id="an-array"),
+        pytest.param([], id="no-input"),
+        pytest.param(["--input", "{}", "--input", "{}"], id="two-arguments"),
+        pytest.param(["--input", '"x"', "--input-meta", "encoding=application/x-unknown"], id="unknown-encoding"),
+    ],
+)
+async def test_any_input_that_is_not_one_json_object_ends_at_once_with_the_http_answer(
+    env: Env, extra: list[str]
+) -> None:
+    key = f"junk-{short_id()}"
+    job_id = f"demo@manual-{key}"
     result = await asyncio.to_thread(
         cli, env, "start", "--type", "JobWorkflow", "--task-queue", env.stack.task_queue, "--workflow-id", job_id,
-        "--input", '"just a string"',
+        *extra,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    # still running after 15 s would be a zombie
-    assert await closed_status(env.client, job_id, timeout_s=15) == WorkflowExecutionStatus.FAILED
+
+    cause = await refused_start(env, job_id)
+    # The code and message POST /jobs answers a body that is not a JSON object.
+    assert cause.type == "invalid_params"
+    assert cause.message == "request body must be a JSON object"
+    assert cause.details[0]["detail"]["reason"] == "workflow_input"
+    assert "JobInput" not in str(cause.details)
+    assert await job_row(env, job_id) is None
+    await the_id_stays_usable(env, key)
+
+
+async def test_two_typed_arguments_and_an_undecodable_payload_end_at_once(env: Env) -> None:
+    from temporalio.api.common.v1 import Payload
+    from temporalio.common import RawValue
+
+    for args in (
+        [task("x").model_dump(mode="json"), task("x").model_dump(mode="json")],
+        [RawValue(Payload(metadata={"encoding": b"binary/x-custom"}, data=b"\x00\x01"))],
+    ):
+        key = f"args-{short_id()}"
+        job_id = f"demo@manual-{key}"
+        await env.client.start_workflow("JobWorkflow", args=args, id=job_id, task_queue=env.stack.task_queue)
+        cause = await refused_start(env, job_id)
+        assert cause.type == "invalid_params" and cause.message == "request body must be a JSON object"
+        await the_id_stays_usable(env, key)
+
+
+async def test_a_task_that_also_carries_job_input_fields_is_admitted(env: Env) -> None:
+    """The start input is resolved explicitly: any Task member makes it a Task to admit,
+    even when the object would also validate as an admitted job's ``JobInput``."""
+    key = f"mixed-{short_id()}"
+    job_id = f"demo@manual-{key}"
+    now = int(time.time() * 1000)
+    mixed = {
+        **task(key).model_dump(mode="json", exclude_none=True),
+        "job_id": job_id, "plan_id": "demo", "created_at_ms": now, "deadline_at_ms": now + 600_000,
+        "targets": [{"target_id": "demo", "routes": [{"name": "nowhere", "kind": "directory"}]}],
+    }  # fmt: skip
+    handle = await env.client.start_workflow(
+        "JobWorkflow", mixed, id=job_id, task_queue=env.stack.task_queue, result_type=JobState
+    )
+    state = await handle.result()
+    assert state.status == "succeeded"
+    row = await job_row(env, job_id)
+    assert row is not None and row["trigger"] == "temporal"
 
 
 async def test_a_stale_job_input_fails_fast_and_does_not_poison_the_id(env: Env) -> None:
@@ -271,6 +347,10 @@ async def test_the_temporal_cli_starts_and_executes_a_job_with_a_json_task(env: 
     assert printed["result"]["deliveries"][0]["status"] == "delivered"
     job = (await env.http.get(f"/jobs/{job_id}")).json()
     assert job["status"] == "succeeded"
+    # A plain start by another client has no static summary (only a starter sets one),
+    # but the workflow's own current details, as for an HTTP job.
+    metadata = await env.client.get_workflow_handle(job_id).query("__temporal_workflow_metadata")
+    assert "status **succeeded**" in str(metadata), metadata
 
 
 async def test_the_python_example_starts_follows_and_reports_a_job(env: Env) -> None:
@@ -288,3 +368,165 @@ async def test_the_python_example_starts_follows_and_reports_a_job(env: Env) -> 
     assert f"job demo@manual-{key} started" in result.stdout
     assert "succeeded (business status success)" in result.stdout
     assert ": delivered " in result.stdout
+
+
+# ---- one key, one job: every entry point, every state of the first job -----------------
+
+
+async def test_start_job_refuses_another_task_under_a_used_key_while_it_runs_and_after(env: Env) -> None:
+    from curaflow.protocol.errors import ProtocolError
+
+    key = f"idem-{short_id()}"
+    first, other = task(key), task(key, query={"tags": ["風景"]})
+    env.replay.faults.slow_images_s = 3.0  # the first job is still fetching while we try
+    try:
+        handle = await start_job(env.client, first, task_queue=env.stack.task_queue)
+        with pytest.raises(ProtocolError) as running:
+            await start_job(env.client, other, task_queue=env.stack.task_queue)
+        assert running.value.code == "idempotency_conflict" and running.value.http_status == 409
+        # The same Task attaches to the running job.
+        again = await start_job(env.client, first, task_queue=env.stack.task_queue)
+        assert again.id == handle.id
+        assert (await job_row(env, handle.id))["completed_at"] is None
+    finally:
+        env.replay.faults.slow_images_s = 0.0
+    state: JobState = await handle.result()
+    assert state.status == "succeeded"
+
+    with pytest.raises(ProtocolError) as completed:
+        await start_job(env.client, other, task_queue=env.stack.task_queue)
+    assert completed.value.code == "idempotency_conflict"
+    # The same Task after completion answers with the job, like a replayed POST /jobs.
+    replayed = await start_job(env.client, first, task_queue=env.stack.task_queue)
+    assert replayed.id == handle.id
+    final = JobState.model_validate(await replayed.result())
+    assert final.status == "succeeded" and final.deliveries == state.deliveries
+    http = await env.http.post("/jobs", json=other.model_dump(mode="json", exclude_none=True))
+    assert http.status_code == 409 and http.json()["error"]["code"] == "idempotency_conflict"
+    assert (await env.http.get(f"/jobs/{handle.id}")).json()["status"] == "succeeded"
+
+
+async def test_start_job_of_an_http_job_compares_params_and_a_cancelled_job_stays_refused(env: Env) -> None:
+    from curaflow.protocol.errors import ProtocolError
+
+    key = f"idem-http-{short_id()}"
+    body = task(key).model_dump(mode="json", exclude_none=True)
+    env.replay.faults.slow_images_s = 3.0
+    try:
+        answer = await env.http.post("/jobs", json=body)
+        assert answer.status_code == 202
+        job_id = answer.json()["job"]["job_id"]
+        await closed_or_open(env, job_id)
+        with pytest.raises(ProtocolError) as running:
+            await start_job(env.client, task(key, query={"tags": ["風景"]}), task_queue=env.stack.task_queue)
+        assert running.value.code == "idempotency_conflict"
+        same = await start_job(env.client, body, task_queue=env.stack.task_queue)
+        assert same.id == job_id
+        cancel = await env.http.post(f"/jobs/{job_id}/cancel", json={"reason": "test"})
+        assert cancel.status_code in (200, 202)
+    finally:
+        env.replay.faults.slow_images_s = 0.0
+    await env.stack.wait_terminal(job_id)
+    await closed_status(env.client, job_id)
+    with pytest.raises(ProtocolError) as cancelled:
+        await start_job(env.client, task(key, query={"tags": ["風景"]}), task_queue=env.stack.task_queue)
+    assert cancelled.value.code == "idempotency_conflict"
+    replayed = await start_job(env.client, body, task_queue=env.stack.task_queue)
+    assert JobState.model_validate(await replayed.result()).status == "cancelled"
+
+
+async def closed_or_open(env: Env, job_id: str) -> None:
+    """Wait until the API's background start created the execution."""
+
+    async def started() -> bool:
+        return await executions(env, job_id) > 0
+
+    from tests.support import eventually
+
+    await eventually(started, timeout_s=15, what=f"an execution of {job_id}")
+
+
+async def test_the_cli_update_with_start_is_idempotent_and_refuses_another_task(env: Env) -> None:
+    key = f"cli-uws-{short_id()}"
+    job_id = f"demo@manual-{key}"
+    same = json.dumps(task(key).model_dump(mode="json", exclude_none=True))
+    other = json.dumps(task(key, query={"tags": ["風景"]}).model_dump(mode="json", exclude_none=True))
+
+    def update_with_start(body: str) -> subprocess.CompletedProcess[str]:
+        return cli(
+            env, "execute-update-with-start", "--update-name", "admission", "--update-input", body,
+            "--workflow-id", job_id, "--type", "JobWorkflow", "--task-queue", env.stack.task_queue,
+            "--id-conflict-policy", "UseExisting", "--input", body, "--output", "json",
+        )  # fmt: skip
+
+    first = await asyncio.to_thread(update_with_start, same)
+    assert first.returncode == 0, first.stderr
+    refused = await asyncio.to_thread(update_with_start, other)
+    assert refused.returncode != 0 and "idempotency" in (refused.stdout + refused.stderr)
+    await env.stack.wait_terminal(job_id)
+    await closed_status(env.client, job_id)
+    again = await asyncio.to_thread(update_with_start, same)
+    assert again.returncode == 0, again.stderr
+    refused = await asyncio.to_thread(update_with_start, other)
+    assert refused.returncode != 0 and "idempotency" in (refused.stdout + refused.stderr)
+
+
+# ---- what Temporal shows follows the ledger ----------------------------------------------
+
+
+async def test_while_a_cell_fetches_the_query_the_search_attribute_and_the_details_say_running(env: Env) -> None:
+    from tests.support import eventually
+
+    submitted = task(f"live-{short_id()}")
+    env.replay.faults.slow_images_s = 6.0
+    try:
+        handle = await start_job(env.client, submitted, task_queue=env.stack.task_queue)
+
+        async def fetching() -> bool:
+            job = (await env.http.get(f"/jobs/{handle.id}")).json()
+            return bool(job.get("status") == "running" and job.get("progress", {}).get("stage") == "fetching")
+
+        await eventually(fetching, timeout_s=30, what="GET says running/fetching")
+        state = await handle.query(JobWorkflow.status)
+        assert (state.status, state.stage) == ("running", "fetching")
+
+        async def listed() -> bool:
+            query = f'WorkflowId = "{handle.id}" AND ExecutionStatus = "Running" AND JobStatus = "running"'
+            return [w async for w in env.client.list_workflows(query)] != []
+
+        await eventually(listed, timeout_s=10, what="the open-jobs query lists the job")
+        described = await handle.describe()
+        details = await described.static_details()
+        summary = await described.static_summary()
+        assert summary and "(temporal)" in summary and "demo" in summary
+        assert details and submitted.idempotency_key in details
+        assert (await job_row(env, handle.id))["completed_at"] is None
+    finally:
+        env.replay.faults.slow_images_s = 0.0
+    assert (await handle.result()).status == "succeeded"
+
+
+async def test_start_job_of_an_invalid_task_raises_the_protocol_error_and_leaves_the_id_usable(env: Env) -> None:
+    from curaflow.protocol.errors import ProtocolError
+
+    key = f"sj-bad-{short_id()}"
+    bad = {**task(key).model_dump(mode="json", exclude_none=True)}
+    bad["params"] = {"target_id": "demo", "constraints": {"limit": "many"}}
+    started = time.monotonic()
+    with pytest.raises(ProtocolError) as refused:
+        await start_job(env.client, bad, task_queue=env.stack.task_queue)
+    assert time.monotonic() - started < 15
+    assert (refused.value.code, refused.value.http_status) == ("invalid_params", 400)
+    assert refused.value.detail["field"] == "params.constraints.limit"
+    assert await job_row(env, f"demo@manual-{key}") is None
+    handle = await start_job(env.client, task(key), task_queue=env.stack.task_queue)
+    assert (await handle.result()).status == "succeeded"
+    # A Task only admission can refuse: the execution's own admission answers the update.
+    unknown = task(f"sj-unknown-{short_id()}").model_dump(mode="json", exclude_none=True)
+    unknown["params"]["target_id"] = "no-such-target"
+    with pytest.raises(ProtocolError) as nowhere:
+        await start_job(env.client, unknown, task_queue=env.stack.task_queue)
+    assert (nowhere.value.code, nowhere.value.http_status) == ("invalid_params", 404)
+    assert nowhere.value.detail["reason"] == "unknown_target"
+    job_id = f"no-such-target@manual-{unknown['idempotency_key']}"
+    assert await closed_status(env.client, job_id, timeout_s=15) == WorkflowExecutionStatus.FAILED

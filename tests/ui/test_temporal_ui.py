@@ -5,7 +5,10 @@ Starts its own dev server *with the Web UI* (free ports), a real worker and two 
 ``playwright`` package's API; no browser download):
 
 1. lists workflows filtered by ``JobStatus`` and finds exactly the matching job;
-2. opens that job and finds its status and its current details (cells, business status).
+2. opens that job and finds its status and its current details (cells, business status);
+3. lists a running, a terminated and a failed job, each with its own badge (a failed
+   job is *Failed*, not a green *Completed*), and opens the running one: its current
+   details show the stage (``fetching``) and the summary ``start_job`` set.
 
 Screenshots land in ``tests/artifacts/`` (kept by CI as artifacts). Skipped with a
 clear message when Chromium is not installed (``apt-get install -y chromium``).
@@ -13,6 +16,7 @@ clear message when Chromium is not installed (``apt-get install -y chromium``).
 
 from __future__ import annotations
 
+import re
 import shutil
 import urllib.parse
 from collections.abc import AsyncIterator
@@ -133,3 +137,90 @@ async def _browse(stack: Stack, ui: str) -> None:
             assert "candidate_search (protocol)" in text  # the static summary: what was asked
         finally:
             await browser.close()
+
+
+async def test_ui_lists_a_running_a_terminated_and_a_failed_job_as_such(
+    ui_server: TemporalDevServer, tmp_path: Path, database_url: str
+) -> None:
+    """The list's badge is the job's: Running (its stage in the details), Terminated,
+    and Failed for a job that ended failed — never a green Completed."""
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install -y chromium); the UI test needs it")
+    assert ui_server.ui_url
+    from tests.fakes.replay import ReplayServer
+
+    replay = await ReplayServer().start()
+    route = f"out-{short_id()}"
+    config: dict[str, Any] = {
+        "pixiv": {"api_url": replay.url},
+        "routes": {route: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [route]}],
+    }
+    stack = Stack(tmp_path, ui_server.address, database_url, config)
+    try:
+        await _browse_statuses(stack, replay, ui_server.ui_url, ui_server.address)
+    finally:
+        replay.faults.slow_images_s = 0.0
+        await stack.stop()
+        await replay.stop()
+
+
+async def _browse_statuses(stack: Stack, replay: Any, ui: str, address: str) -> None:
+    from playwright.async_api import async_playwright
+
+    from curaflow.submit import start_job
+    from curaflow.temporal import connect
+
+    client = await connect(address)
+    await stack.start_worker()
+    failed = await stack.admit(stack.task(query={"tags": ["no-such-tag-" + short_id()]}))
+    assert (await stack.wait_terminal(failed)).business_status == "no_candidate"
+
+    replay.faults.slow_images_s = 120.0  # the two other jobs stay in their download
+
+    async def fetching_job() -> str:
+        handle = await start_job(client, stack.task(target_id="demo"), task_queue=stack.task_queue)
+
+        async def fetching() -> bool:
+            job = await stack.job(handle.id)
+            return any(c.stage == "fetching" for c in job.cells)
+
+        await eventually(fetching, timeout_s=60, what=f"{handle.id} fetching")
+        return handle.id
+
+    running = await fetching_job()
+    terminated = await fetching_job()
+    await client.get_workflow_handle(terminated).terminate(reason="operator: UI test")
+    await stack.wait_terminal(terminated, 60)
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        try:
+            page = await browser.new_page(viewport={"width": 1600, "height": 1000})
+            everything = urllib.parse.quote('WorkflowType="JobWorkflow"')
+            await page.goto(f"{ui}/namespaces/default/workflows?query={everything}")
+            for job_id in (running, terminated, failed):
+                await page.get_by_text(job_id, exact=True).first.wait_for(timeout=60_000)
+            await page.screenshot(path=str(ARTIFACTS / "ui-jobs-running-terminated-failed.png"), full_page=True)
+            text = await _all_text(page)
+            # Each row: "Select Workflow <id>", then its status badge.
+            badges = dict(re.findall(r"Select Workflow (\S+)\s+([A-Z_]+)", text))
+            assert badges == {running: "RUNNING", terminated: "TERMINATED", failed: "FAILED"}, text
+            assert "COMPLETED" not in text  # no job here succeeded: no green badge at all
+
+            # The running job shows its stage in its current details.
+            await page.goto(f"{ui}/namespaces/default/workflows/{urllib.parse.quote(running, safe='')}")
+            await page.get_by_text("User Metadata", exact=True).first.click()
+            try:
+                await _wait_for_text(page, "fetching")
+            finally:
+                await page.screenshot(path=str(ARTIFACTS / "ui-running-job-stage.png"), full_page=True)
+            text = await _all_text(page)
+            assert "status running, stage fetching" in text, text
+            assert "candidate_search (temporal)" in text  # the summary start_job set
+        finally:
+            await browser.close()
+    await client.get_workflow_handle(running).cancel()
+    replay.faults.slow_images_s = 0.0
+    await stack.wait_terminal(running, 60)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from curaflow.temporal import DATA_CONVERTER
 from curaflow.worker import sandbox_runner
 from workflows.job import JobWorkflow
 from workflows.pushes import EventPushWorkflow
@@ -75,7 +75,7 @@ async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     replayer = Replayer(
         workflows=[JobWorkflow, ScheduledJobWorkflow, EventPushWorkflow],
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         workflow_runner=sandbox_runner(),
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
@@ -87,10 +87,40 @@ def test_a_cell_payload_keeps_the_field_names_histories_hold() -> None:
     histories (and workers from before the rename) use; both names are read."""
     from curaflow.domain.models import CellSnapshot
 
-    converter = pydantic_data_converter.payload_converter
+    converter = DATA_CONVERTER.payload_converter
     [payload] = converter.to_payloads([CellSnapshot(target_id="t", fallback_pass=2)])
     body = json.loads(payload.data)
     assert body["fallback_stage"] == 2 and "fallback_pass" not in body
     [back] = converter.from_payloads([payload], [CellSnapshot])
     assert back.fallback_pass == 2
     assert CellSnapshot.model_validate({"target_id": "t", "fallback_pass": 3}).fallback_pass == 3
+
+
+def test_histories_of_the_temporal_client_shapes_are_kept() -> None:
+    """A job started by update-with-start (admission update, ``admit``, ``cell_progress``),
+    an HTTP job whose live state followed ``cell_progress``, and a refused input."""
+    by_name = {path.stem: path for path in HISTORIES}
+    client_job = json.loads(by_name["job_temporal_client_v3"].read_text())["events"]
+    kinds = {next(k for k in event if k.endswith("EventAttributes")) for event in client_job}
+    assert "workflowExecutionUpdateAcceptedEventAttributes" in kinds
+    assert "workflowExecutionSignaledEventAttributes" in kinds
+    assert patches(by_name["job_temporal_client_v3"]) >= {"core-v2", "cell-progress"}
+    assert patches(by_name["job_succeeded_v3"]) >= {"core-v2", "cell-progress"}
+    refused = json.loads(by_name["job_refused_input_v3"].read_text())["events"]
+    failure = refused[-1]["workflowExecutionFailedEventAttributes"]["failure"]
+    assert failure["applicationFailureInfo"]["type"] == "invalid_params"
+    assert failure["message"] == "request body must be a JSON object"
+
+
+@pytest.mark.parametrize(("name", "kind"), [("job_no_candidate_v3", "job_failed"), ("job_deadline_v3", "job_expired")])
+def test_histories_of_failed_jobs_failing_their_execution_are_kept(name: str, kind: str) -> None:
+    """A job that ends failed / expired fails its execution (``failed-execution``), its
+    final state in the failure's details."""
+    path = next(p for p in HISTORIES if p.stem == name)
+    assert "failed-execution" in patches(path)
+    last = json.loads(path.read_text())["events"][-1]
+    failure = last["workflowExecutionFailedEventAttributes"]["failure"]
+    assert failure["applicationFailureInfo"]["type"] == kind
+    assert failure["applicationFailureInfo"]["nonRetryable"] is True
+    detail = failure["applicationFailureInfo"]["details"]["payloads"][0]["data"]
+    assert json.loads(base64.b64decode(detail))["status"] == kind.removeprefix("job_")

@@ -21,10 +21,12 @@ import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.execution import JOB_TASK_TIMEOUT
+from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceAdmission, OccurrenceInput
 from curaflow.domain.verdicts import FailureKind, FinishCause
@@ -164,8 +166,13 @@ async def test_the_deadline_stops_every_step(env: Env, step: str) -> None:
     env.fakes.on(step, "t", Act("hang"), route="a" if step == "deliver" else None)
     handle = await env.start(env.job(deadline_ms=1500))
 
-    assert await env.closed(handle) == WorkflowExecutionStatus.COMPLETED
+    # An expired job fails its execution (the UI lists it Failed), its state in the failure.
+    assert await env.closed(handle) == WorkflowExecutionStatus.FAILED
     state = await result_of(handle)
+    with pytest.raises(WorkflowFailureError) as failure:
+        await handle.result()
+    assert isinstance(failure.value.cause, ApplicationError) and failure.value.cause.type == "job_expired"
+    assert failure.value.cause.non_retryable and state_of(failure.value) == state
     assert env.fakes.steps() == list(WORK_STEPS[: WORK_STEPS.index(step) + 1])
     (finish,) = env.fakes.finishes
     assert finish.cause == FinishCause.DEADLINE
@@ -263,7 +270,7 @@ async def test_a_first_search_that_never_leaves_its_queue_is_queued_too_long(
     env = Env(temporal_client, temporal_address)
     async with workers(env, sandboxed=True, source=False):  # nobody serves the source queue
         handle = await env.start(env.job())
-        assert await env.closed(handle) == WorkflowExecutionStatus.COMPLETED
+        assert await env.closed(handle) == WorkflowExecutionStatus.FAILED
         state = await result_of(handle)
     failure = env.fakes.finishes[0].failures["t"]
     assert (failure.kind, failure.timeout_type, failure.first_step) == (FailureKind.TIMEOUT, "SCHEDULE_TO_START", True)
@@ -288,7 +295,9 @@ async def test_a_first_search_that_never_leaves_its_queue_is_queued_too_long(
 async def test_step_failures_become_facts(env: Env, step: str, act: Act, kind: FailureKind, reason: str) -> None:
     env.fakes.on(step, "t", act, route="a" if step == "deliver" else None)
     handle = await env.start(env.job())
-    assert await env.closed(handle, timeout_s=30) == WorkflowExecutionStatus.COMPLETED
+    assert (
+        await env.closed(handle, timeout_s=30) == WorkflowExecutionStatus.FAILED
+    )  # the job failed: so does its execution
     (finish,) = env.fakes.finishes
     assert finish.cause == FinishCause.COMPLETED
     assert finish.failures["t"].kind == kind

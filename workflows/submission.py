@@ -1,0 +1,102 @@
+"""What a ``JobWorkflow`` execution was started with (pure helper of :mod:`workflows.job`).
+
+``JobWorkflow`` takes its input as ``*args`` without type hints, so the SDK hands it the
+payloads as decoded JSON (or, for a payload the worker's converter cannot decode, as a
+:class:`~temporalio.common.RawValue`: :class:`curaflow.temporal.InputPayloadConverter`).
+:func:`read_submission` is the one place that says what that input is — explicitly, not
+by pydantic's smart union:
+
+* exactly one JSON object holding any member a protocol Task has and ``JobInput`` has not
+  (``protocol_version``, ``idempotency_key``, ``params``, …) is a **Task** to admit — a
+  Temporal client's start (typed, plain JSON, any SDK, the CLI). It is passed on as the
+  client sent it; admission validates it, once;
+* exactly one JSON object that is a valid ``JobInput`` and holds no Task member is a job
+  **already admitted** (HTTP, schedules, the reconciler started it);
+* any other JSON object is a Task too: admission answers what is wrong with it, as
+  ``POST /jobs`` would;
+* anything else — no input, two inputs, a string, a number, an undecodable payload — is
+  refused here with ``invalid_params`` "request body must be a JSON object", the code and
+  message ``POST /jobs`` gives a body that is not a JSON object (``detail.reason:
+  workflow_input``, with the number of arguments or the payload's encoding).
+
+Deterministic and sandbox-clean: imports only pure modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio import workflow
+from temporalio.common import RawValue
+
+with workflow.unsafe.imports_passed_through():
+    from curaflow.domain.messages import JobInput
+    from curaflow.protocol.errors import ProtocolError, invalid_params
+    from curaflow.protocol.models import Task
+
+#: Members only a protocol Task has: their presence makes an object a Task to admit.
+TASK_ONLY_FIELDS = frozenset(Task.model_fields) - frozenset(JobInput.model_fields)
+
+NOT_AN_OBJECT = "request body must be a JSON object"
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What the execution was started with; exactly one attribute is set.
+
+    Attributes:
+        job_input: an admitted job's workflow argument.
+        task: a Task to admit (the JSON object as the client sent it).
+        refusal: why the input is no job at all (``invalid_params``).
+        mixed: a Task that would also validate as ``JobInput`` (executions started
+            before the explicit resolution took it for a ``JobInput``).
+    """
+
+    job_input: JobInput | None = None
+    task: dict[str, Any] | None = None
+    refusal: ProtocolError | None = None
+    mixed: bool = False
+
+
+def read_submission(args: Sequence[Any]) -> Submission:
+    """Resolve ``JobWorkflow``'s positional input (see the module doc).
+
+    Args:
+        args: the decoded start arguments (JSON values or ``RawValue``).
+
+    Returns:
+        The :class:`Submission`; never raises.
+    """
+    if len(args) != 1:
+        return Submission(refusal=invalid_params(NOT_AN_OBJECT, reason="workflow_input", arguments=len(args)))
+    [value] = args
+    if isinstance(value, RawValue):
+        encoding = value.payload.metadata.get("encoding", b"").decode("utf-8", "replace")[:80]
+        return Submission(refusal=invalid_params(NOT_AN_OBJECT, reason="workflow_input", encoding=encoding))
+    if not isinstance(value, dict):
+        return Submission(refusal=invalid_params(NOT_AN_OBJECT, reason="workflow_input", received=type_name(value)))
+    try:
+        job_input = JobInput.model_validate(value)
+    except ValidationError:
+        return Submission(task=value)
+    if TASK_ONLY_FIELDS & value.keys():
+        return Submission(task=value, job_input=job_input, mixed=True)
+    return Submission(job_input=job_input)
+
+
+def type_name(value: Any) -> str:
+    """The JSON type of a decoded value (``string``, ``number``, ``array``, ``null`` …)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return type(value).__name__
