@@ -386,8 +386,17 @@ def on_page(
 
 
 def _landing_check(walk: FrontierWalk, works: list[Work], *, sort: str, offset: int) -> int | None:
-    """The offset to ask again at when the landing page may have started past unexamined works."""
+    """The offset to ask again at when the landing page may have started past unexamined works.
+
+    An empty landing page steps back whatever the sort: the frontier knows works stood
+    there, so either enough of them went away (the page before holds the rest) or the
+    source answered an empty page it should not have (a struggling backend's answer is
+    never taken for the end of results; the page before leads on with the source's own
+    ``next_url``, whose empty answer is then the source's failure).
+    """
     mark = walk.skip
+    if mark is not None and offset > 0 and not works:
+        return max(0, offset - PAGE)
     if mark is None or offset <= 0 or sort not in DATE_SORTS:
         return None  # popular_desc: no key to compare; the revisit pages cover shifts
     if not works or not _passed(works[0], mark, sort):

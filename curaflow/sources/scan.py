@@ -349,7 +349,8 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
 
     Args:
         page: the decoded answer.
-        promised: the request followed a ``next_url`` of the previous page.
+        promised: the request followed a ``next_url`` of the previous page, or is the
+            first page of results the target's frontier already saw works in.
 
     Raises:
         SourceError: ``remote_http_error``, retryable.
@@ -360,7 +361,8 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
     if promised and not illusts:
         raise SourceError(
             TerminalReason.REMOTE_HTTP_ERROR,
-            "pixiv answered an empty page where the previous page's next_url promised more works",
+            "pixiv answered an empty page where more works were promised (by the previous page's next_url, "
+            "or by the works this target already examined in these results)",
         )
 
 
@@ -413,6 +415,9 @@ async def _fetch_page(
             promised came back empty (:func:`check_page`).
     """
     promised = cp.started and cp.next_url is not None and cp.next_from_source
+    if not cp.started and not cp.window and cp.walk is not None and (cp.walk.plan.head or cp.walk.plan.known):
+        # The first page of results the target's frontier has already seen works in.
+        promised = True
     offset = offset_of(cp.next_url) if cp.started else 0
     page = await _request(client, target, cp)
     check_page(page, promised=promised)
