@@ -1,4 +1,7 @@
-"""The artifact store: fetched work files on local disk (a shared volume in production).
+"""The artifact store: fetched work files on the local disk of the process that fetched them.
+
+Other processes deliver them from the ledger's copy (:mod:`curaflow.ledger.artifacts`):
+no volume is shared between worker processes.
 
 Layout: ``<artifacts_dir>/<job>/<target>/<work_id>_p<N>.<ext>``; every path is checked
 to stay under the artifacts directory (:func:`curaflow.paths.inside`). A file is
@@ -194,6 +197,39 @@ class ArtifactStore:
     def delete(self, job_id: str, target_id: str) -> None:
         """Remove one cell's artifact folder (storage mode ``cache``)."""
         shutil.rmtree(self.folder(job_id, target_id), ignore_errors=True)
+
+    @staticmethod
+    def holds(artifact: Artifact) -> bool:
+        """True when every file of ``artifact`` is on this process's disk at its recorded
+        path with its recorded size (this process, or one sharing its volume, fetched it).
+
+        Files are only ever completed by a rename, so a file of the right size is whole.
+        Blocking (one ``stat`` per file): call it in a thread.
+        """
+        for file in artifact.files:
+            try:
+                if os.stat(file.path).st_size != file.bytes:
+                    return False
+            except OSError:
+                return False
+        return True
+
+    def transfer_folder(self) -> Path:
+        """A new empty folder under the root for one deliver attempt's copy of an artifact
+        held elsewhere (:func:`curaflow.ledger.artifacts.restore_artifact`); the attempt
+        removes it (:meth:`discard_transfer`). Blocking: call it in a thread."""
+        parent = self.root / TRANSFER_DIR
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=parent))
+
+    def discard_transfer(self, folder: Path) -> None:
+        """Remove a :meth:`transfer_folder` (blocking)."""
+        shutil.rmtree(inside(self.root / TRANSFER_DIR, folder.name), ignore_errors=True)
+
+
+#: The root's folder of per-attempt copies of artifacts fetched by another process (never
+#: a job's folder: every job id holds an ``@``, DESIGN.md decision 1).
+TRANSFER_DIR = ".transfer"
 
 
 #: Bytes collected from the response before one write in a thread (fewer thread hops
