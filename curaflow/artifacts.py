@@ -29,6 +29,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -96,6 +97,15 @@ def verify_image(path: Path, suffix: str | None = None) -> str | None:
     except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
         return f"{type(err).__name__}: {err}"
     return None
+
+
+#: The root's folder of per-attempt copies of artifacts fetched by another process (never
+#: a job's folder: every job id holds an ``@``, DESIGN.md decision 1).
+TRANSFER_DIR = ".transfer"
+
+#: Age after which a transfer folder is an abandoned one (seconds): longer than any
+#: attempt lives (a job's deadline is 30 min by default, an attempt's grace 5 min).
+TRANSFER_MAX_AGE_S = 24 * 3600.0
 
 
 class ArtifactStore:
@@ -226,10 +236,21 @@ class ArtifactStore:
         """Remove a :meth:`transfer_folder` (blocking)."""
         shutil.rmtree(inside(self.root / TRANSFER_DIR, folder.name), ignore_errors=True)
 
-
-#: The root's folder of per-attempt copies of artifacts fetched by another process (never
-#: a job's folder: every job id holds an ``@``, DESIGN.md decision 1).
-TRANSFER_DIR = ".transfer"
+    def sweep_transfers(self, older_than_s: float = TRANSFER_MAX_AGE_S) -> int:
+        """Remove the transfer folders older than ``older_than_s`` (seconds since their
+        last change): those of attempts whose process died before removing them. Run at
+        worker start (blocking); returns how many were removed."""
+        parent = self.root / TRANSFER_DIR
+        if not parent.is_dir():
+            return 0
+        cutoff = time.time() - older_than_s
+        removed = 0
+        for folder in parent.iterdir():
+            with contextlib.suppress(OSError):
+                if folder.stat().st_mtime < cutoff:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed += 1
+        return removed
 
 
 #: Bytes collected from the response before one write in a thread (fewer thread hops

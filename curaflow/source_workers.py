@@ -15,8 +15,10 @@ expired ``queued_too_long``. The lease instead
 
 * **expires**: ``expires_at`` (database clock) is renewed by the owner every
   ``min(source_standby_poll_ms, source_lease_ms / 4)``; a standby takes the row only
-  once it lapsed. A hung or dead owner is replaced within ``source_lease_ms`` plus one
-  standby poll; one that stops cleanly gives the lease up at once;
+  once it lapsed. A hung owner (or a host gone without closing its connection) is
+  replaced within ``source_lease_ms`` plus one standby poll. A dead process is replaced
+  at the next standby poll: its connection closes, and a lease whose owner's backend
+  (``backend_pid``) is gone is taken at once. One that stops cleanly gives the lease up;
 * is **fenced**: each take increments ``token``; the owner renews only with its own
   token, so an owner that wakes up after its lease was taken finds the token gone and
   stops its queue's worker;
@@ -45,8 +47,10 @@ cooldown. With one poller per queue
 * the spacing between requests and the cooldown ladder live in the ledger
   (:mod:`curaflow.sources.gate`), so a new owner keeps them.
 
-Each owner keeps one dedicated connection per account (no session state: a
-transaction-pooling proxy would do).
+Each owner keeps one dedicated connection per account, whose backend pid is its sign
+of life. Through a transaction-pooling proxy (PgBouncer) that pid is the proxy's server
+connection: a dead owner is then replaced when its lease expires, and fencing still
+holds (a live owner whose row was taken stops at its next renewal).
 """
 
 from __future__ import annotations
@@ -79,15 +83,18 @@ log = get_logger("curaflow.source_workers")
 #: the queue lapsed (retried: the queue's owner runs it).
 LEASE_LAPSED = "source_queue_lease_lapsed"
 
-#: Take the lease when it lapsed (or is this owner's own, from a pass that failed); a
-#: take increments the token. Returns the token, or nothing when another owner holds it.
+#: Take the lease when it lapsed, when its owner's connection is gone (the process
+#: died: no need to wait for the expiry), or when it is this owner's own (from a pass
+#: that failed); a take increments the token. Returns the token, or nothing when another
+#: owner holds it.
 _TAKE = f"""
 WITH clock AS (SELECT {DB_NOW_MS} AS now)
-INSERT INTO source_queue_leases AS l (task_queue, owner, token, expires_at, renewed_at)
-SELECT $1, $2, 1, clock.now + $3, clock.now FROM clock
+INSERT INTO source_queue_leases AS l (task_queue, owner, token, expires_at, renewed_at, backend_pid)
+SELECT $1, $2, 1, clock.now + $3, clock.now, pg_backend_pid() FROM clock
 ON CONFLICT (task_queue) DO UPDATE SET owner = EXCLUDED.owner, token = l.token + 1,
-    expires_at = EXCLUDED.expires_at, renewed_at = EXCLUDED.renewed_at
+    expires_at = EXCLUDED.expires_at, renewed_at = EXCLUDED.renewed_at, backend_pid = EXCLUDED.backend_pid
 WHERE l.expires_at < EXCLUDED.renewed_at OR l.owner = EXCLUDED.owner
+   OR NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = l.backend_pid)
 RETURNING token"""
 
 #: Renew the lease with the owner's token (nothing when the token is no longer the row's).

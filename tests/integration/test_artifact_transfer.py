@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 
 import asyncpg
@@ -94,3 +95,15 @@ def test_the_store_holds_an_artifact_only_with_every_file_whole_at_its_path(tmp_
     assert not ArtifactStore.holds(artifact)
     Path(artifact.files[1].path).unlink()
     assert not ArtifactStore.holds(artifact)
+
+
+def test_transfer_folders_left_by_dead_attempts_are_swept_not_live_ones(tmp_path: Path) -> None:
+    store = ArtifactStore(tmp_path / "artifacts")
+    assert store.sweep_transfers() == 0  # none yet
+    abandoned, live = store.transfer_folder(), store.transfer_folder()
+    (abandoned / "1_p0.png").write_bytes(b"x")
+    day_ago = time.time() - 25 * 3600
+    os.utime(abandoned, (day_ago, day_ago))
+
+    assert store.sweep_transfers() == 1
+    assert not abandoned.exists() and live.is_dir()

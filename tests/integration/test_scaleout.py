@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import functools
 import hashlib
 import json
@@ -297,6 +298,33 @@ async def test_an_owner_whose_lease_was_taken_stops_and_stands_by(
     finally:
         stop.set()
         await asyncio.wait_for(running, 20)
+
+
+async def test_a_dead_owner_is_replaced_at_the_next_standby_poll_not_at_its_lease_end(
+    database_url: str, temporal_client: Client, ledger_pool: asyncpg.Pool
+) -> None:
+    stop, standby_stop = asyncio.Event(), asyncio.Event()
+    queue = f"test-lease-{short_id()}"
+    owner = owner_for(database_url, temporal_client, stop, queue)
+    standby = owner_for(database_url, temporal_client, standby_stop, queue)
+    running = asyncio.create_task(owner.run())
+    try:
+        await eventually(owner.owning.is_set, timeout_s=10, what="owning")
+        waiting = asyncio.create_task(standby.run())
+        await asyncio.sleep(0.7)
+        assert not standby.owning.is_set()  # a live owner keeps the queue
+        # The owner's process dies: its connection is gone, its lease (3 s) is not over.
+        pid = await ledger_pool.fetchval("SELECT backend_pid FROM source_queue_leases WHERE task_queue = $1", queue)
+        await ledger_pool.execute("SELECT pg_terminate_backend($1)", pid)
+        died = time.monotonic()
+        await eventually(standby.owning.is_set, timeout_s=10, interval_s=0.02, what="the standby owns")
+        assert time.monotonic() - died < 1.5  # a standby poll (0.3 s) and building the worker
+    finally:
+        stop.set()
+        standby_stop.set()
+        with contextlib.suppress(Exception):  # the dead owner's pass failed, as it should
+            await asyncio.wait_for(running, 20)
+        await asyncio.wait_for(waiting, 20)
 
 
 async def test_the_fence_refuses_a_source_step_once_the_lease_lapsed() -> None:

@@ -19,12 +19,14 @@ ALTER TABLE artifact_chunks ALTER COLUMN body SET STORAGE EXTERNAL;
 
 -- source_queue_leases: which worker process serves an account's source task queue
 -- (curaflow/source_workers.py). The owner renews `expires_at` (database clock, epoch ms);
--- a standby takes the row only once it lapsed, and each take increments `token`, so an
+-- a standby takes the row only once it lapsed — or once the owner's connection
+-- (`backend_pid`) is gone, a dead process — and each take increments `token`, so an
 -- owner that was hung and wakes up finds its token gone at its next renewal (fencing).
 CREATE TABLE IF NOT EXISTS source_queue_leases (
     task_queue text PRIMARY KEY,
     owner text NOT NULL,
     token bigint NOT NULL,
     expires_at bigint NOT NULL,
-    renewed_at bigint NOT NULL
+    renewed_at bigint NOT NULL,
+    backend_pid integer NOT NULL
 );
