@@ -3,6 +3,10 @@
 One activity per route, each with its own retry budget (the activity's retry policy).
 An attempt:
 
+0. finds the artifact: on this process's disk when it fetched it (or shares its
+   volume), else the ledger's copy is written into a folder of this attempt
+   (:mod:`curaflow.ledger.artifacts`; removed when the attempt ends), so a deliver
+   attempt runs on any worker process — no disk is shared (issue 26);
 1. claims the send in the ledger under the job row lock (intent ``sending``,
    committed before anything leaves). A confirmed intent returns at once; a consumer
    cancel recorded before the claim means the request is never sent; an intent left
@@ -29,8 +33,10 @@ intent ``unknown`` — reported ``partial`` — so nothing of it is ever posted 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
+import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -40,12 +46,14 @@ from activities.heartbeat import Heartbeater
 from curaflow import metrics
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.messages import CellUpdate, DeliverInput
-from curaflow.domain.models import CellSnapshot, DeliveryReport
+from curaflow.domain.models import Artifact, CellSnapshot, DeliveryReport
 from curaflow.domain.reasons import Owner, TerminalReason
 from curaflow.domain.verdicts import DeliveryVerdict, delivery_verdict
 from curaflow.ledger import cells as ledger_cells
 from curaflow.ledger import deliveries as ledger
 from curaflow.ledger import remembered as memory
+from curaflow.ledger.artifacts import ArtifactNotInLedger, restore_artifact
+from curaflow.ledger.deliveries import SendClaim
 from curaflow.ledger.records import load_cell
 from curaflow.logs import get_logger
 from curaflow.routes import UnsupportedRoute
@@ -120,23 +128,94 @@ class DeliverActivity:
                 raise permanent(TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} not in the ledger")
             if barrier is not None:
                 return barrier_update(cell, barrier)
-            claim = await ledger.claim_send(
-                conn, inp.job_id, target.target_id, route.name, ambiguous_ok=route.resend_safe, opened=cell
+            held = cell.artifact is None or await asyncio.to_thread(deps.store.holds, cell.artifact)
+            if held:
+                claim = await self._claim(conn, inp, route, opened=cell)
+        transfer: Path | None = None
+        artifact = cell.artifact
+        try:
+            if not held:
+                # Fetched by another process (host): deliver the ledger's copy. Copied
+                # before the claim, so a failed copy never leaves the intent ``sending``.
+                assert artifact is not None
+                transfer = await asyncio.to_thread(deps.store.transfer_folder)
+                artifact = await self._restore(inp, artifact, transfer, lease_ms)
+                async with deps.pool.acquire() as conn, conn.transaction():
+                    claim = await self._claim(conn, inp, route, opened=None)
+            return await self._send(inp, route, cell, claim, artifact, lease_ms)
+        finally:
+            if transfer is not None:
+                await asyncio.to_thread(deps.store.discard_transfer, transfer)
+
+    async def _restore(self, inp: DeliverInput, artifact: Artifact, folder: Path, lease_ms: int) -> Artifact:
+        """The ledger's copy of ``artifact`` written into ``folder`` (heartbeating meanwhile).
+
+        Raises:
+            ApplicationError: ``delivery_failed`` (retried) when the ledger has no whole
+                copy — an artifact fetched by an older worker that did not copy it: a
+                retry may land on the process that holds the files.
+        """
+        deps = self.deps
+        target = inp.target
+        async with Heartbeater(deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms):
+            try:
+                restored = await restore_artifact(deps.pool, inp.job_id, target.target_id, artifact, folder)
+            except ArtifactNotInLedger as err:
+                async with deps.pool.acquire() as conn:
+                    await ledger_cells.end_lease(conn, inp.job_id, target.target_id)
+                raise ApplicationError(
+                    f"artifact not held by this worker and not in the ledger: {err}",
+                    type=str(TerminalReason.DELIVERY_FAILED),
+                ) from err
+        log.info(
+            "artifact.restored_from_ledger",
+            job_id=inp.job_id,
+            target_id=target.target_id,
+            route=inp.route.name,
+            work_id=artifact.work_id,
+            files=len(artifact.files),
+            bytes=sum(f.bytes for f in artifact.files),
+        )
+        return restored
+
+    async def _claim(
+        self, conn: asyncpg.Connection, inp: DeliverInput, route: Route, *, opened: CellSnapshot | None
+    ) -> SendClaim:
+        """Claim the send in the caller's transaction (:func:`curaflow.ledger.deliveries.claim_send`);
+        an attempt with nothing to send releases the lease its step took, an ambiguous
+        intent is recorded ``delivery_unknown``."""
+        target = inp.target
+        claim = await ledger.claim_send(
+            conn, inp.job_id, target.target_id, route.name, ambiguous_ok=route.resend_safe, opened=opened
+        )
+        if claim.decision not in ("send", "ambiguous"):
+            # Nothing to send: the attempt ends here (its step took the cell's lease).
+            await ledger_cells.end_lease(conn, inp.job_id, target.target_id)
+        if claim.decision == "ambiguous":
+            await ledger.record_failed(
+                conn,
+                inp.job_id,
+                target.target_id,
+                claim.idempotency_key or "",
+                reason=TerminalReason.DELIVERY_UNKNOWN,
+                error="a previous attempt's request may have landed; not re-sent (on_ambiguous=fail)",
+                permanent=True,
+                unknown=True,
             )
-            if claim.decision not in ("send", "ambiguous"):
-                # Nothing to send: the attempt ends here (its step took the cell's lease).
-                await ledger_cells.end_lease(conn, inp.job_id, target.target_id)
-            if claim.decision == "ambiguous":
-                cell = await ledger.record_failed(
-                    conn,
-                    inp.job_id,
-                    target.target_id,
-                    claim.idempotency_key or "",
-                    reason=TerminalReason.DELIVERY_UNKNOWN,
-                    error="a previous attempt's request may have landed; not re-sent (on_ambiguous=fail)",
-                    permanent=True,
-                    unknown=True,
-                )
+        return claim
+
+    async def _send(
+        self,
+        inp: DeliverInput,
+        route: Route,
+        cell: CellSnapshot,
+        claim: SendClaim,
+        artifact: Artifact | None,
+        lease_ms: int,
+    ) -> CellUpdate:
+        """Act on the claim: send ``artifact`` when it says ``send`` (module doc, 2–3)."""
+        deps = self.deps
+        target = inp.target
         if claim.decision == "ambiguous":
             raise permanent(TerminalReason.DELIVERY_UNKNOWN, "delivery outcome unknown; not re-sent")
         if claim.decision != "send":
@@ -152,7 +231,7 @@ class DeliverActivity:
                 deadline_passed=claim.decision == "deadline",
                 delivery=delivery,
             )
-        if cell is None or cell.work is None or cell.artifact is None:
+        if cell.work is None or artifact is None:
             raise permanent(TerminalReason.INTERNAL_ERROR, "cell has no fetched artifact to deliver")
 
         key = claim.idempotency_key or ""
@@ -168,7 +247,7 @@ class DeliverActivity:
             route=route.name,
             idempotency_key=key,
             work=cell.work,
-            artifact=cell.artifact,
+            artifact=artifact,
             attempt=claim.attempts + 1,
             parts_done=list(claim.remote_ids or []),
             on_part=record_part,

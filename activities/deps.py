@@ -6,6 +6,7 @@ imported by workflows.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from dataclasses import dataclass, field
@@ -142,12 +143,14 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
         api = pixiv.api_url or PIXIV_API_URL
         auth = pixiv.auth_url or PIXIV_AUTH_URL
     assert settings.artifacts_dir is not None
+    store = ArtifactStore(settings.artifacts_dir)
+    await asyncio.to_thread(store.sweep_transfers)
     return ActivityDeps(
         settings=settings,
         pool=pool,
         http=http,
         client=client,
-        store=ArtifactStore(settings.artifacts_dir),
+        store=store,
         pixiv_api_url=api,
         pixiv_auth_url=auth or api,
         pixiv_image_host=pixiv.image_url or (f"{api.rstrip('/')}/i" if pixiv.replay else None),

@@ -15,7 +15,9 @@ A full artifact disk (``ENOSPC``, ``EDQUOT``) ends the cell at once with its own
 
 A page is recorded complete only once it decodes fully (:mod:`curaflow.artifacts`): a
 download cut short inside valid framing fails the attempt (``download_failed``,
-retried) instead of being delivered.
+retried) instead of being delivered. The complete artifact is then copied into the
+ledger (:mod:`curaflow.ledger.artifacts`) before the cell is recorded ``artifact_ready``,
+so a deliver attempt on any worker process can deliver it: no disk is shared.
 
 Runs on the account's source task queue: image downloads pass the account's rate gate.
 """
@@ -37,6 +39,7 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.verdicts import no_candidate_verdict
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
+from curaflow.ledger.artifacts import store_artifact
 from curaflow.paths import PathEscape
 from curaflow.sources.errors import SourceError, WorkUnavailable
 
@@ -179,6 +182,8 @@ class FetchActivity:
                     raise permanent(
                         TerminalReason.STORAGE_FULL, f"artifact store: {err.strerror or 'no space left on device'}"
                     ) from err
+                # Before the cell is ready: a deliver attempt on any process can then read it.
+                await store_artifact(deps.pool, inp.job_id, target.target_id, artifact)
                 async with deps.pool.acquire() as conn, conn.transaction():
                     ready = await ledger.artifact_ready(
                         conn, inp.job_id, target.target_id, work.work_id, artifact.model_dump(mode="json")

@@ -1,4 +1,7 @@
-"""The artifact store: fetched work files on local disk (a shared volume in production).
+"""The artifact store: fetched work files on the local disk of the process that fetched them.
+
+Other processes deliver them from the ledger's copy (:mod:`curaflow.ledger.artifacts`):
+no volume is shared between worker processes.
 
 Layout: ``<artifacts_dir>/<job>/<target>/<work_id>_p<N>.<ext>``; every path is checked
 to stay under the artifacts directory (:func:`curaflow.paths.inside`). A file is
@@ -26,6 +29,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -94,6 +98,15 @@ def verify_image(path: Path, suffix: str | None = None) -> str | None:
     except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
         return f"{type(err).__name__}: {err}"
     return None
+
+
+#: The root's folder of per-attempt copies of artifacts fetched by another process (never
+#: a job's folder: every job id holds an ``@``, DESIGN.md decision 1).
+TRANSFER_DIR = ".transfer"
+
+#: Age after which a transfer folder is an abandoned one (seconds): longer than any
+#: attempt lives (a job's deadline is 30 min by default, an attempt's grace 5 min).
+TRANSFER_MAX_AGE_S = 24 * 3600.0
 
 
 class ArtifactStore:
@@ -276,6 +289,50 @@ class ArtifactStore:
     def delete(self, job_id: str, target_id: str) -> None:
         """Remove one cell's artifact folder (storage mode ``cache``)."""
         shutil.rmtree(self.folder(job_id, target_id), ignore_errors=True)
+
+    @staticmethod
+    def holds(artifact: Artifact) -> bool:
+        """True when every file of ``artifact`` is on this process's disk at its recorded
+        path with its recorded size (this process, or one sharing its volume, fetched it).
+
+        Files are only ever completed by a rename, so a file of the right size is whole.
+        Blocking (one ``stat`` per file): call it in a thread.
+        """
+        for file in artifact.files:
+            try:
+                if os.stat(file.path).st_size != file.bytes:
+                    return False
+            except OSError:
+                return False
+        return True
+
+    def transfer_folder(self) -> Path:
+        """A new empty folder under the root for one deliver attempt's copy of an artifact
+        held elsewhere (:func:`curaflow.ledger.artifacts.restore_artifact`); the attempt
+        removes it (:meth:`discard_transfer`). Blocking: call it in a thread."""
+        parent = self.root / TRANSFER_DIR
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=parent))
+
+    def discard_transfer(self, folder: Path) -> None:
+        """Remove a :meth:`transfer_folder` (blocking)."""
+        shutil.rmtree(inside(self.root / TRANSFER_DIR, folder.name), ignore_errors=True)
+
+    def sweep_transfers(self, older_than_s: float = TRANSFER_MAX_AGE_S) -> int:
+        """Remove the transfer folders older than ``older_than_s`` (seconds since their
+        last change): those of attempts whose process died before removing them. Run at
+        worker start (blocking); returns how many were removed."""
+        parent = self.root / TRANSFER_DIR
+        if not parent.is_dir():
+            return 0
+        cutoff = time.time() - older_than_s
+        removed = 0
+        for folder in parent.iterdir():
+            with contextlib.suppress(OSError):
+                if folder.stat().st_mtime < cutoff:
+                    shutil.rmtree(folder, ignore_errors=True)
+                    removed += 1
+        return removed
 
 
 #: Bytes collected from the response before one write in a thread (fewer thread hops

@@ -342,6 +342,10 @@ class PixivSettings(_Section):
         replay_min_interval_ms / replay_max_concurrency: the gate used in replay mode.
         source_standby_poll_ms: how often a standby worker process tries to take over an
             account's source task queue (one process serves it at a time).
+        source_lease_ms: how long the owner's lease on an account's source task queue
+            lasts without a renewal (renewed every ``min(source_standby_poll_ms,
+            source_lease_ms / 4)``): a hung or dead owner is replaced within this plus
+            one standby poll (:mod:`curaflow.source_workers`).
         restriction_pause_ms: how long an account is paused after Pixiv answered "Your
             access is currently restricted." to one of its searches (default 1 h): its
             jobs end ``account_restricted`` at once instead of asking again. Lift it
@@ -366,6 +370,7 @@ class PixivSettings(_Section):
     replay_min_interval_ms: int = Field(default=0, ge=0)
     replay_max_concurrency: int = Field(default=4, ge=1)
     source_standby_poll_ms: int = Field(default=2_000, ge=50)
+    source_lease_ms: int = Field(default=10_000, ge=400)
     restriction_pause_ms: int = Field(default=3_600_000, ge=0)
     unavailable_ttl_ms: int = Field(default=7 * 86_400_000, ge=0)
 

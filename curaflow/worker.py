@@ -7,8 +7,8 @@ One process runs
   histories scheduled before it moved to the source queue);
 * per Pixiv account, the activity worker of its rate-gate queue
   (``<task_queue>-source-<account>``: ``search`` and ``fetch``) with the account's
-  concurrency (default 1) — only while this process owns that queue, so exactly one
-  process serves each account (:mod:`curaflow.source_workers`);
+  concurrency (default 1) — only while this process holds that queue's lease, so
+  exactly one live process serves each account (:mod:`curaflow.source_workers`);
 * one ``deliver`` worker per route ``task_queue`` in its configuration;
 * the reconciler loop, the schedule watcher (missed / skipped occurrences), the
   event push sweeper (:mod:`curaflow.pushes`), the ledger gauges' refresh
@@ -58,7 +58,7 @@ from curaflow.metrics import initialise_series, set_worker_up
 from curaflow.pushes import run_push_sweeper
 from curaflow.readiness import check_ledger, check_temporal, readiness
 from curaflow.schedules import watch_forever
-from curaflow.source_workers import SourceQueueOwner
+from curaflow.source_workers import LeaseFence, SourceQueueOwner
 from curaflow.supervision import EXIT_LOOP_FAILED, Beat, LoopFailed, SupervisionPolicy, Supervisor, arm_hard_exit
 from curaflow.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
 from curaflow.temporal import connect_configured, start_job_workflow
@@ -143,12 +143,22 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
     return workers
 
 
-def build_source_worker(client: Client, settings: Settings, deps: ActivityDeps, account: str) -> Worker:
+def build_source_worker(
+    client: Client,
+    settings: Settings,
+    deps: ActivityDeps,
+    account: str,
+    fresh: Callable[[], bool] | None = None,
+) -> Worker:
     """The worker of one account's source task queue (``search``, ``fetch``).
 
     ``max_concurrent_activities`` is the account's ``max_concurrency`` (default 1;
     ``pixiv.replay_max_concurrency`` in replay mode); since one process at a time serves
     the queue, that is the account's concurrency across all processes.
+
+    Args:
+        fresh: the owner's lease check (:meth:`~curaflow.source_workers.SourceQueueOwner.fresh`):
+            an activity arriving when it is False is refused (:class:`~curaflow.source_workers.LeaseFence`).
     """
     throttle = heartbeat_throttle(settings)
     _, source_acts = build_activities(deps)
@@ -157,7 +167,7 @@ def build_source_worker(client: Client, settings: Settings, deps: ActivityDeps, 
         client,
         task_queue=settings.source_task_queue(account),
         activities=source_acts,
-        interceptors=interceptors_for_worker(deps.pool),
+        interceptors=[*([LeaseFence(fresh)] if fresh else []), *interceptors_for_worker(deps.pool)],
         max_concurrent_activities=settings.pixiv.replay_max_concurrency
         if settings.pixiv.replay
         else acct.max_concurrency,
@@ -176,8 +186,9 @@ def source_queue_owners(
         SourceQueueOwner(
             settings.database.url,
             settings.source_task_queue(account),
-            lambda account=account: build_source_worker(client, settings, deps, account),  # type: ignore[misc]
+            lambda fresh, account=account: build_source_worker(client, settings, deps, account, fresh),  # type: ignore[misc]
             poll_s=settings.pixiv.source_standby_poll_ms / 1000,
+            lease_s=settings.pixiv.source_lease_ms / 1000,
             stop=stop,
         )
         for account in settings.accounts()
@@ -237,9 +248,12 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
     await migrate(deps.pool)
 
+    owners = dict(zip(settings.accounts(), source_queue_owners(client, settings, deps, stop), strict=True))
+
     async def ready() -> tuple[int, dict[str, Any]]:
         ledger, temporal = await asyncio.gather(check_ledger(deps.pool), check_temporal(client))
         checks: dict[str, dict[str, Any]] = {"ledger": ledger, "temporal": temporal, **supervisor.checks()}
+        checks.update({f"source_queue:{account}": owner.check() for account, owner in owners.items()})
         if supervisor.failure:
             checks["process"] = {"ok": False, "detail": f"failed: {supervisor.failure}"}
         return readiness("curaflow-worker", checks)
@@ -261,7 +275,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
 
     workers = build_workers(client, settings, deps)
     polling = {worker: supervisor.critical(f"temporal_worker:{worker.task_queue}", worker.run()) for worker in workers}
-    for account, owner in zip(settings.accounts(), source_queue_owners(client, settings, deps, stop), strict=True):
+    for account, owner in owners.items():
         supervisor.loop(f"source_queue:{account}", owner.run)
     interval_s = settings.reconcile_interval_ms / 1000
     supervisor.every("temporal", TEMPORAL_PROBE_S, lambda: probe_temporal(client), timeout_s=TEMPORAL_PROBE_S * 2)

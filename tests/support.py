@@ -265,11 +265,15 @@ class Stack:
             env.pop(name, None)
         return env
 
-    async def start_worker(self, *, wait: bool = True) -> WorkerProcess:
-        """Start a real worker process and wait until it serves its task queues."""
+    async def start_worker(self, *, wait: bool = True, wrapper: list[str] | None = None) -> WorkerProcess:
+        """Start a real worker process and wait until it serves its task queues.
+
+        Args:
+            wrapper: a command to run the worker under (:class:`WorkerProcess`).
+        """
         n = len(self.workers) + 1
         log = self.tmp / f"worker-{self.suffix}-{n}.log"
-        worker = WorkerProcess(self.worker_env(), log).start()
+        worker = WorkerProcess(self.worker_env(), log, wrapper=wrapper).start()
         self.workers.append(worker)
         if wait:
 

@@ -26,12 +26,22 @@ class WorkerProcess:
         env: the environment (``TEMPORAL_ADDRESS``, ``DATABASE_URL``, ``CURAFLOW_*``).
         log_file: where its output goes (None → inherit).
         cwd: working directory (relative paths in the config resolve against it).
+        wrapper: a command the worker runs under, which ends by exec-ing its arguments
+            (``unshare -m …``: a mount namespace of its own), so the child's pid stays
+            the worker's.
     """
 
-    def __init__(self, env: dict[str, str], log_file: Path | None = None, cwd: Path | None = None) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_file: Path | None = None,
+        cwd: Path | None = None,
+        wrapper: list[str] | None = None,
+    ) -> None:
         self.env = env
         self.log_file = log_file
         self.cwd = cwd
+        self.wrapper = wrapper or []
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -43,7 +53,7 @@ class WorkerProcess:
         """Spawn the worker (it is sent SIGTERM if this process dies)."""
         out = open(self.log_file, "ab") if self.log_file else None  # noqa: SIM115
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "curaflow.worker"],
+            [*self.wrapper, sys.executable, "-m", "curaflow.worker"],
             env=self.env,
             cwd=self.cwd,
             stdout=out,
@@ -63,11 +73,22 @@ class WorkerProcess:
             self.process.kill()
             self.process.wait(10)
 
+    def pause(self) -> None:
+        """SIGSTOP the worker: hung, not dead (it keeps its connections)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT a paused worker."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+
     def stop(self, timeout_s: float = 15.0) -> None:
-        """SIGTERM, wait up to ``timeout_s``, then SIGKILL."""
+        """SIGTERM (after SIGCONT, should it be paused), wait up to ``timeout_s``, then SIGKILL."""
         if not self.alive():
             return
         assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(timeout_s)

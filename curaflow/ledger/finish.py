@@ -105,11 +105,13 @@ async def finish_job(
             completed_at_ms=now,
             cells=record.cells,
         )
-        # One statement: the job row, the cells' leases and the outcome record.
+        # One statement: the job row, the cells' leases, the artifacts' chunks and the outcome record.
         inserted = await conn.fetchval(
             """WITH job AS (UPDATE jobs SET business_status = $2, completed_at = $3, updated_at = $3, last_stage = $4
                             WHERE job_id = $1),
-                    lease AS (UPDATE cells SET lease_until = NULL, lease_owner = NULL WHERE job_id = $1)
+                    lease AS (UPDATE cells SET lease_until = NULL, lease_owner = NULL WHERE job_id = $1),
+                    -- the artifacts' copy for other processes (curaflow.ledger.artifacts)
+                    chunks AS (DELETE FROM artifact_chunks WHERE job_id = $1)
                INSERT INTO outcomes (job_id, business_status, alertable, record, created_at)
                VALUES ($1, $2, $5, $6, $3) ON CONFLICT (job_id) DO NOTHING RETURNING job_id""",
             job_id,
