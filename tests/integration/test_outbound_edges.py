@@ -216,9 +216,16 @@ async def test_a_page_that_is_not_an_image_is_never_complete(
 # ---- jobs: the deadline and a cancel reach a send that is out ----------------------------
 
 
-def party_stack(make_stack: StackFactory, replay: ReplayServer, party: HostileParty, timeout_ms: int) -> Any:
-    hook = f"hook-{short_id()}"
-    route = {"kind": "webhook", "url": party.url + "/hook", "secret": whsec(), "timeout_ms": timeout_ms}
+def party_stack(
+    make_stack: StackFactory, replay: ReplayServer, party: HostileParty, timeout_ms: int, kind: str = "webhook"
+) -> Any:
+    hook = f"{kind}-{short_id()}"
+    route: dict[str, Any]
+    if kind == "telegram":  # no idempotency key: an unknown send is never re-sent (on_ambiguous = fail)
+        route = {"kind": "telegram", "bot_token": "1:x", "chat_id": "-100", "api_url": party.url}
+    else:
+        route = {"kind": "webhook", "url": party.url + "/hook", "secret": whsec()}
+    route["timeout_ms"] = timeout_ms
     return routes_stack(make_stack, replay, {hook: route}), hook
 
 
@@ -244,11 +251,12 @@ async def test_a_trickling_receiver_ends_the_job_by_its_deadline(
     assert (await intents(await stack.ledger(), job_id))[hook]["status"] == "unknown"  # may have landed
 
 
+@pytest.mark.parametrize("kind", ["webhook", "telegram"])
 async def test_a_cancel_during_a_hanging_send_is_honoured_within_seconds(
-    make_stack: StackFactory, replay: ReplayServer, party: HostileParty
+    make_stack: StackFactory, replay: ReplayServer, party: HostileParty, kind: str
 ) -> None:
     party.default = Behaviour("hang")  # reads the request, never answers
-    stack, hook = party_stack(make_stack, replay, party, 100_000)
+    stack, hook = party_stack(make_stack, replay, party, 100_000, kind)
     await stack.start_worker()
     http = await stack.start_api()
     job_id = (await http.post("/jobs", json=stack.task(query={"tags": ["オリジナル"]}))).json()["job"]["job_id"]
@@ -258,8 +266,29 @@ async def test_a_cancel_during_a_hanging_send_is_honoured_within_seconds(
     await http.post(f"/jobs/{job_id}/cancel")
     job = await terminal_job(http, job_id, timeout_s=30)
     took = time.monotonic() - started
-    assert job["status"] == "cancelled", job
+    assert job["status"] == "cancelled", job  # cut by the cancel: cancelled, whatever the route
     assert took < 4.0, took
+    await all_closed(party)
+    assert (await intents(await stack.ledger(), job_id))[hook]["status"] == "unknown"
+
+
+async def test_a_send_cut_at_the_deadline_ends_the_job_expired_on_any_route(
+    make_stack: StackFactory, replay: ReplayServer, party: HostileParty
+) -> None:
+    # Telegram cannot be re-sent after an unknown outcome; the deadline cut the send, so
+    # the job is expired (not failed delivery_unknown) and the send is reported unknown
+    party.default = Behaviour("hang")
+    stack, hook = party_stack(make_stack, replay, party, 100_000, "telegram")
+    await stack.start_worker()
+    http = await stack.start_api()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["deadline_ms"] = 8_000
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    job = await terminal_job(http, job_id, timeout_s=40)
+    assert job["status"] == "expired", job
+    assert job["updated_at"] - job["deadline_at"] < 4_000
+    assert party.connections, "the send was out when the deadline passed"
     await all_closed(party)
     assert (await intents(await stack.ledger(), job_id))[hook]["status"] == "unknown"
 
