@@ -29,9 +29,10 @@ from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.pixiv import PixivClient
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
+from tests.fakes.webhook import WebhookReceiver
 from tests.integration.test_delivery_jobs import routes_stack
 from tests.integration.test_routes import make_request
-from tests.jobs_support import ReplayServer, intents
+from tests.jobs_support import ReplayServer, intents, ordered, webhook_route
 from tests.support import eventually, short_id, terminal_job, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -295,3 +296,35 @@ async def test_a_send_cut_at_the_deadline_ends_the_job_expired_on_any_route(
 
 async def _sent(party: HostileParty) -> bool | None:
     return True if party.connections and party.connections[-1].request_line else None
+
+
+async def test_a_work_whose_page_points_at_an_internal_service_is_skipped_and_never_delivered(
+    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    # The source says the first candidate's page is on an internal HTTP service: it is
+    # never requested, the work is unavailable, and the next candidate is delivered —
+    # no `.json` (the service's answer) reaches the directory or the webhook
+    internal = await HostileParty(default=Behaviour(body=b'{"internal": "status"}')).start()
+    try:
+        w1, w2 = ordered("オリジナル")[:2]
+        replay.faults.mutate[w1] = {
+            "page_count": 1,
+            "meta_pages": [],
+            "meta_single_page": {"original_image_url": internal.url + "/internal/status.json"},
+        }
+        out = tmp_path / "delivered"
+        hook, folder = f"hook-{short_id()}", f"dir-{short_id()}"
+        routes = {hook: webhook_route(webhook), folder: {"kind": "directory", "path": str(out)}}
+        stack = routes_stack(make_stack, replay, routes)
+        await stack.start_worker()
+        record = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["オリジナル"]})), 60)
+
+        assert (record.cells[0].state, record.cells[0].work_id) == ("submitted", w2)
+        assert internal.connections == []
+        assert webhook.works() == [w2]
+        assert all(f["mime"].startswith("image/") for f in webhook.received[0].json()["files"])
+        assert not [p for p in out.rglob("*") if p.suffix == ".json" and w1 in p.name]
+        report = record.cells[0].candidate_report
+        assert report is not None and report.reasons.get("unavailable") == 1
+    finally:
+        await internal.stop()
