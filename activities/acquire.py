@@ -33,7 +33,9 @@ from activities.search import SearchActivity
 from curaflow.domain.cells import is_terminal
 from curaflow.domain.messages import AcquireInput, CellUpdate, FetchInput, SearchInput
 from curaflow.domain.models import CellSnapshot
+from curaflow.ledger.jobs import deadline_of
 from curaflow.logs import get_logger
+from curaflow.outbound import attempt_deadline
 
 log = get_logger("curaflow.acquire")
 
@@ -61,7 +63,14 @@ class AcquireActivity:
 
         Raises:
             ApplicationError: as ``search`` and ``fetch`` (typed by reason code).
+
+        Every source request of the attempt ends by the job's deadline at the latest
+        (:func:`~curaflow.outbound.attempt_deadline`).
         """
+        with attempt_deadline(await deadline_of(self._deps.pool, inp.job_id)):
+            return await self._acquire(inp)
+
+    async def _acquire(self, inp: AcquireInput) -> CellUpdate:
         searched = await self._search.run(SearchInput.model_validate(inp.model_dump()), continues=True)
         found = searched.update
         if (

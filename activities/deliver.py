@@ -13,9 +13,12 @@ An attempt:
    ``sending`` by a dead attempt is ambiguous — re-sent only on routes where that is
    safe (stable idempotency key, or ``on_ambiguous = "retry"``), otherwise the cell
    fails ``delivery_unknown`` and nothing is re-sent;
-2. sends. Once the request is out it is finished even if the activity is cancelled
-   meanwhile, and what the route answered is recorded: a delivery that landed before
-   the cancel reached it leaves the cell ``submitted`` (no phantom deliveries, no lies);
+2. sends, through the route's outbound client: every request ends by the route's total
+   time limit and by the job's deadline. A cancel (the consumer's, or the deadline's)
+   that reaches the attempt while a request is out gives it :data:`CANCEL_GRACE_S` to
+   answer, and what the route answered is recorded: a delivery that landed before the
+   cancel reached it leaves the cell ``submitted`` (no phantom deliveries, no lies); a
+   send still out then is cut and recorded as possibly delivered (``unknown``);
 3. records the answer: confirmed → intent ``delivered`` / ``duplicate``, the cell
    ``submitted`` once every route confirmed; permanent failure → cell ``failed``;
    retryable failure → intent back to ``reserved`` and an ``ApplicationError`` for
@@ -33,6 +36,7 @@ intent ``unknown`` — reported ``partial`` — so nothing of it is ever posted 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +57,55 @@ from curaflow.ledger import cells as ledger_cells
 from curaflow.ledger import deliveries as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.artifacts import ArtifactNotInLedger, restore_artifact
+from curaflow.ledger.cells import Barrier
 from curaflow.ledger.deliveries import SendClaim
+from curaflow.ledger.jobs import deadline_of
 from curaflow.ledger.records import load_cell
 from curaflow.logs import get_logger
+from curaflow.outbound import TimeLimitExceeded, attempt_deadline
 from curaflow.routes import UnsupportedRoute
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, Route, RouteError
 
 log = get_logger("curaflow.deliver")
-#: Reasons that mean "this route will never take this work": remembered per (route, work).
+#: How long a send that is out when the attempt is cancelled (a consumer cancel, the
+#: job's deadline) may still take to answer, seconds: an answer that lands in time is
+#: recorded as it is; after it the send is cut and its outcome is unknown.
+CANCEL_GRACE_S = 1.0
+
+
+class SendCut(RouteError):
+    """A send still out :data:`CANCEL_GRACE_S` after a cancel or the deadline reached the
+    attempt, cut by it. Not a route failure: nothing is judged from it (no verdict, no
+    refusal); the intent is remembered as possibly delivered and the job's finish ends
+    the cell with the barrier's reason (``cancelled_by_consumer``, ``execution_timeout``)."""
+
+
+async def _finish_or_cut(send: asyncio.Future[DeliveryReceipt], route: str) -> DeliveryReceipt:
+    """``send``'s receipt if it ends within :data:`CANCEL_GRACE_S`, else cut it.
+
+    Raises:
+        RouteError: the send failed within the grace.
+        SendCut: it was still out and was cut (it may have landed; the ledger reports
+            the intent ``unknown`` when the job ends, never ``delivered`` or ``released``).
+    """
+    done, _ = await asyncio.wait({send}, timeout=CANCEL_GRACE_S)
+    if not done:
+        send.cancel()
+        with contextlib.suppress(asyncio.CancelledError, RouteError):
+            await send
+        raise SendCut(
+            TerminalReason.DELIVERY_FAILED,
+            f"route {route}: the send was cut {CANCEL_GRACE_S:.0f} s after the job was stopped; outcome unknown",
+            ambiguous=True,
+        )
+    return send.result()
+
+
+def _cut_by_deadline(err: RouteError) -> bool:
+    """Whether ``err`` is a request the job's deadline cut (the outbound layer's
+    :class:`~curaflow.outbound.TimeLimitExceeded` with ``by_deadline``)."""
+    cause = err.__cause__
+    return isinstance(cause, TimeLimitExceeded) and cause.by_deadline
 
 
 async def _guarded(route: Route, request: DeliveryRequest) -> DeliveryReceipt:
@@ -252,25 +297,36 @@ class DeliverActivity:
             parts_done=list(claim.remote_ids or []),
             on_part=record_part,
         )
+        deadline_ms = await deadline_of(deps.pool, inp.job_id)
         async with Heartbeater(
             deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
         ) as hb:
             hb.update(stage="delivering", route=route.name, work_id=cell.work.work_id)
             metrics.record_delivery_attempt(route.name, inp.route.kind)
-            send = asyncio.ensure_future(_guarded(route, request))
+            with attempt_deadline(deadline_ms):
+                # The task copies the context: every exchange of the send ends by the deadline.
+                send = asyncio.ensure_future(_guarded(route, request))
             cancelled = False
             try:
                 receipt = await asyncio.shield(send)
             except asyncio.CancelledError:
-                # The request is already out: finish it and record the truth.
+                # The request is out: give its answer CANCEL_GRACE_S to arrive and record
+                # the truth; a send still hanging then is cut, its outcome unknown.
                 cancelled = True
                 try:
-                    receipt = await send
+                    receipt = await _finish_or_cut(send, route.name)
+                except SendCut as err:
+                    await self._record_cut(inp, request, err)
+                    raise asyncio.CancelledError() from err
                 except RouteError as err:
                     # Stopped by the cancel, not by the budget: the job's finish ends the cell.
                     await self._record_error(inp, request, err, max_attempts=None, posted=bool(parts_posted))
                     raise asyncio.CancelledError() from err
             except RouteError as err:
+                if _cut_by_deadline(err):
+                    # The job is over, not the route at fault: the barrier's path, as at
+                    # the opening of a step (the finish gives the cell its reason).
+                    return barrier_update(await self._record_cut(inp, request, err), Barrier.DEADLINE)
                 verdict = await self._record_error(
                     inp, request, err, max_attempts=inp.max_attempts, posted=bool(parts_posted)
                 )
@@ -320,6 +376,24 @@ class DeliverActivity:
         assert isinstance(cell, CellSnapshot)
         if cell.state == CellState.SUBMITTED and inp.target.storage_mode == "cache":
             deps.store.delete(inp.job_id, inp.target.target_id)
+        return cell
+
+    async def _record_cut(self, inp: DeliverInput, request: DeliveryRequest, err: RouteError) -> CellSnapshot:
+        """Record a send cut by the job's stop (a cancel, the deadline): the intent back to
+        ``reserved`` and possibly delivered, the cell left open for the job's finish."""
+        metrics.record_delivery_result(inp.route.name, inp.route.kind, "unknown")
+        async with self.deps.pool.acquire() as conn, conn.transaction():
+            cell = await ledger.record_failed(
+                conn,
+                inp.job_id,
+                inp.target.target_id,
+                request.idempotency_key,
+                reason=err.reason,
+                error=str(err),
+                permanent=False,
+                ambiguous=True,
+            )
+        assert isinstance(cell, CellSnapshot)
         return cell
 
     async def _record_error(
