@@ -36,6 +36,7 @@ SPECIAL: dict[str, Any] = {
     "database.url": "postgresql://u@db.example/curaflow",
     "pixiv.accounts": {"second": {"min_interval_ms": 1500}},
     "api.callback_allowed_hosts": ["hooks.example", "other.example"],
+    "outbound.private_networks": ["10.0.0.0/8", "192.168.0.0/16"],
     "budgets.test_only_floor_ms": 1000,
 }
 
