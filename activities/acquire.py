@@ -25,12 +25,15 @@ from activities.fetch import FetchActivity
 from activities.search import SearchActivity
 from curaflow.domain.cells import is_terminal
 from curaflow.domain.messages import AcquireInput, CellUpdate, FetchInput, SearchInput
+from curaflow.ledger.jobs import deadline_of
+from curaflow.outbound import attempt_deadline
 
 
 class AcquireActivity:
     """Holds the worker's :class:`~activities.deps.ActivityDeps` for the ``acquire`` activity."""
 
     def __init__(self, deps: ActivityDeps) -> None:
+        self._deps = deps
         self._search = SearchActivity(deps)
         self._fetch = FetchActivity(deps)
 
@@ -45,7 +48,14 @@ class AcquireActivity:
 
         Raises:
             ApplicationError: as ``search`` and ``fetch`` (typed by reason code).
+
+        Every source request of the attempt ends by the job's deadline at the latest
+        (:func:`~curaflow.outbound.attempt_deadline`).
         """
+        with attempt_deadline(await deadline_of(self._deps.pool, inp.job_id)):
+            return await self._acquire(inp)
+
+    async def _acquire(self, inp: AcquireInput) -> CellUpdate:
         searched = await self._search.run(SearchInput.model_validate(inp.model_dump()), continues=True)
         found = searched.update
         if (

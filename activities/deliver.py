@@ -9,9 +9,12 @@ An attempt:
    ``sending`` by a dead attempt is ambiguous — re-sent only on routes where that is
    safe (stable idempotency key, or ``on_ambiguous = "retry"``), otherwise the cell
    fails ``delivery_unknown`` and nothing is re-sent;
-2. sends. Once the request is out it is finished even if the activity is cancelled
-   meanwhile, and what the route answered is recorded: a delivery that landed before
-   the cancel reached it leaves the cell ``submitted`` (no phantom deliveries, no lies);
+2. sends, through the route's outbound client: every request ends by the route's total
+   time limit and by the job's deadline. A cancel (the consumer's, or the deadline's)
+   that reaches the attempt while a request is out gives it :data:`CANCEL_GRACE_S` to
+   answer, and what the route answered is recorded: a delivery that landed before the
+   cancel reached it leaves the cell ``submitted`` (no phantom deliveries, no lies); a
+   send still out then is cut and recorded as possibly delivered (``unknown``);
 3. records the answer: confirmed → intent ``delivered`` / ``duplicate``, the cell
    ``submitted`` once every route confirmed; permanent failure → cell ``failed``;
    retryable failure → intent back to ``reserved`` and an ``ApplicationError`` for
@@ -25,6 +28,7 @@ jobs pick another work for that route.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from temporalio import activity
@@ -42,13 +46,39 @@ from curaflow.domain.verdicts import DeliveryVerdict, delivery_verdict
 from curaflow.ledger import cells as ledger_cells
 from curaflow.ledger import deliveries as ledger
 from curaflow.ledger import remembered as memory
+from curaflow.ledger.jobs import deadline_of
 from curaflow.ledger.records import load_cell
 from curaflow.logs import get_logger
+from curaflow.outbound import attempt_deadline
 from curaflow.routes import UnsupportedRoute
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, Route, RouteError
 
 log = get_logger("curaflow.deliver")
-#: Reasons that mean "this route will never take this work": remembered per (route, work).
+#: How long a send that is out when the attempt is cancelled (a consumer cancel, the
+#: job's deadline) may still take to answer, seconds: an answer that lands in time is
+#: recorded as it is; after it the send is cut and its outcome is unknown.
+CANCEL_GRACE_S = 1.0
+
+
+async def _finish_or_cut(send: asyncio.Future[DeliveryReceipt], route: str) -> DeliveryReceipt:
+    """``send``'s receipt if it ends within :data:`CANCEL_GRACE_S`, else cut it.
+
+    Raises:
+        RouteError: the send failed, or was cut (``ambiguous``: it may have landed; the
+            ledger then reports the intent ``unknown`` when the job ends, never
+            ``delivered`` or ``released``).
+    """
+    done, _ = await asyncio.wait({send}, timeout=CANCEL_GRACE_S)
+    if not done:
+        send.cancel()
+        with contextlib.suppress(asyncio.CancelledError, RouteError):
+            await send
+        raise RouteError(
+            TerminalReason.DELIVERY_FAILED,
+            f"route {route}: the send was cut by the cancel after {CANCEL_GRACE_S:.0f} s; outcome unknown",
+            ambiguous=True,
+        )
+    return send.result()
 
 
 async def _guarded(route: Route, request: DeliveryRequest) -> DeliveryReceipt:
@@ -167,20 +197,24 @@ class DeliverActivity:
             parts_done=list(claim.remote_ids or []),
             on_part=record_part,
         )
+        deadline_ms = await deadline_of(deps.pool, inp.job_id)
         async with Heartbeater(
             deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
         ) as hb:
             hb.update(stage="delivering", route=route.name, work_id=cell.work.work_id)
             metrics.record_delivery_attempt(route.name, inp.route.kind)
-            send = asyncio.ensure_future(_guarded(route, request))
+            with attempt_deadline(deadline_ms):
+                # The task copies the context: every exchange of the send ends by the deadline.
+                send = asyncio.ensure_future(_guarded(route, request))
             cancelled = False
             try:
                 receipt = await asyncio.shield(send)
             except asyncio.CancelledError:
-                # The request is already out: finish it and record the truth.
+                # The request is out: give its answer CANCEL_GRACE_S to arrive and record
+                # the truth; a send still hanging then is cut, its outcome unknown.
                 cancelled = True
                 try:
-                    receipt = await send
+                    receipt = await _finish_or_cut(send, route.name)
                 except RouteError as err:
                     # Stopped by the cancel, not by the budget: the job's finish ends the cell.
                     await self._record_error(inp, request, err, max_attempts=None)

@@ -11,15 +11,15 @@ import socket
 from dataclasses import dataclass, field
 
 import asyncpg
-import httpx
 from temporalio.client import Client
 
 from curaflow.artifacts import ArtifactStore
-from curaflow.config import Settings
+from curaflow.config import DirectoryRouteConfig, DiscordRouteConfig, Settings, TelegramRouteConfig, WebhookRouteConfig
 from curaflow.ledger.db import create_pool
+from curaflow.outbound import Destinations, Outbound, configured, data, parse_networks
 from curaflow.routes import Route, UnsupportedRoute, build_route
 from curaflow.sources.gate import LedgerGate
-from curaflow.sources.pixiv import PIXIV_API_URL, PIXIV_AUTH_URL, PixivClient
+from curaflow.sources.pixiv import PIXIV_API_URL, PIXIV_AUTH_URL, PixivClient, image_destinations
 
 
 @dataclass
@@ -28,18 +28,20 @@ class ActivityDeps:
 
     Attributes:
         pool: the ledger pool.
-        http: the source's HTTP client (Pixiv API and images).
+        http: the source's outbound client (Pixiv's API and auth).
+        images: the image host's outbound client.
         client: the Temporal client (for ``request_cancel``).
         identity: ``host:pid``, recorded as a lease owner.
 
-    Each route and the callback pushes get an HTTP client of their own (their own
-    connection pool): a destination that holds its connections open can never starve
-    the source or another route.
+    Every exchange with a third party goes through an
+    :class:`~curaflow.outbound.Outbound` (time, bytes, destination). Each route and the
+    callback pushes get one of their own (their own connection pool): a destination
+    that holds its connections open can never starve the source or another route.
     """
 
     settings: Settings
     pool: asyncpg.Pool
-    http: httpx.AsyncClient
+    http: Outbound
     client: Client | None
     store: ArtifactStore
     pixiv_api_url: str
@@ -48,20 +50,39 @@ class ActivityDeps:
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     _pixiv: dict[str, PixivClient] = field(default_factory=dict)
     _routes: dict[str, Route] = field(default_factory=dict)
-    _clients: dict[str, httpx.AsyncClient] = field(default_factory=dict)
+    images: Outbound | None = None
+    _clients: dict[str, Outbound] = field(default_factory=dict)
 
-    def client_for(self, purpose: str) -> httpx.AsyncClient:
-        """The HTTP client of one route (``route:<name>``) or of event pushes (``pushes``).
+    def client_for(self, purpose: str, destinations: Destinations | None = None) -> Outbound:
+        """The outbound client of one route (``route:<name>``) or of event pushes (``pushes``).
+
+        Args:
+            destinations: what it may reach, when it is created (default: by purpose —
+                a route's configured URL; the callback allow-list for ``pushes``).
 
         Pool size: ``delivery.max_connections`` per client.
         """
         if purpose not in self._clients:
-            limits = httpx.Limits(
-                max_connections=self.settings.delivery.max_connections,
-                max_keepalive_connections=min(20, self.settings.delivery.max_connections),
+            self._clients[purpose] = Outbound(
+                destinations or self._destinations(purpose), max_connections=self.settings.delivery.max_connections
             )
-            self._clients[purpose] = httpx.AsyncClient(timeout=self.http.timeout, limits=limits, follow_redirects=False)
         return self._clients[purpose]
+
+    def _destinations(self, purpose: str) -> Destinations:
+        """Who a purpose's client may reach (DESIGN "The outbound layer")."""
+        if purpose == "pushes":
+            networks = parse_networks(self.settings.outbound.private_networks)
+            return data(self.settings.api.callback_allowed_hosts, networks)
+        name = purpose.removeprefix("route:")
+        config = self.settings.routes.get(name)
+        if isinstance(config, WebhookRouteConfig):
+            return configured(config.url)
+        if isinstance(config, TelegramRouteConfig):
+            return configured(config.api_url)
+        if isinstance(config, DiscordRouteConfig):
+            return configured(config.url.get_secret_value())
+        assert config is None or isinstance(config, DirectoryRouteConfig)
+        return Destinations(origins=())
 
     def pixiv(self, account: str) -> PixivClient:
         """The Pixiv client of ``account`` (one per process), behind the account's rate gate.
@@ -89,8 +110,14 @@ class ActivityDeps:
                 decay_after=pixiv.rate_limit_decay_after,
                 pause_ms=pixiv.restriction_pause_ms,
             )
+            limits = self.settings.outbound
             self._pixiv[account] = PixivClient(
                 self.http,
+                images=self.images,
+                request_timeout_s=pixiv.request_timeout_ms / 1000,
+                page_max_bytes=limits.page_max_bytes,
+                download_timeout_s=limits.download_timeout_ms / 1000,
+                download_max_bytes=limits.download_max_bytes,
                 refresh_token=token,
                 api_url=self.pixiv_api_url,
                 auth_url=self.pixiv_auth_url,
@@ -129,8 +156,6 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
         min_size=settings.database.pool_min_size,
         max_size=settings.database.pool_max_size,
     )
-    timeout = httpx.Timeout(settings.pixiv.request_timeout_ms / 1000, connect=10.0)
-    http = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
     pixiv = settings.pixiv
     if pixiv.replay:
         api = pixiv.api_url or replay_url
@@ -141,21 +166,26 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
         api = pixiv.api_url or PIXIV_API_URL
         auth = pixiv.auth_url or PIXIV_AUTH_URL
     assert settings.artifacts_dir is not None
+    image_host = pixiv.image_url or (f"{api.rstrip('/')}/i" if pixiv.replay else None)
+    networks = parse_networks(settings.outbound.private_networks)
     return ActivityDeps(
         settings=settings,
         pool=pool,
-        http=http,
+        http=Outbound(configured(api, auth or api)),
+        images=Outbound(image_destinations(image_host, networks)),
         client=client,
-        store=ArtifactStore(settings.artifacts_dir),
+        store=ArtifactStore(settings.artifacts_dir, max_pixels=settings.outbound.image_max_pixels),
         pixiv_api_url=api,
         pixiv_auth_url=auth or api,
-        pixiv_image_host=pixiv.image_url or (f"{api.rstrip('/')}/i" if pixiv.replay else None),
+        pixiv_image_host=image_host,
     )
 
 
 async def close_deps(deps: ActivityDeps) -> None:
-    """Close the HTTP clients and the pool."""
+    """Close the outbound clients and the pool."""
     await deps.http.aclose()
+    if deps.images is not None:
+        await deps.images.aclose()
     for client in deps._clients.values():
         await client.aclose()
     await deps.pool.close()

@@ -7,22 +7,32 @@ settled in the ledger before the next event. A retryable failure releases the ev
 and fails the attempt with an ``ApplicationError`` (type ``callback_failed``) so
 Temporal retries after its backoff; an event that used its last attempt, or got a
 non-retryable answer, is dead-lettered and the attempt goes on with the next event.
+
+A send is one outbound exchange (:mod:`curaflow.outbound`): its total time is
+``callback_timeout_ms``, however slowly the receiver sends its headers or body, and the
+activity heartbeats every second while it is out, so a cancel reaches it and a slow
+receiver costs exactly one counted attempt, never a heartbeat timeout.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.deps import ActivityDeps
+from activities.heartbeat import CANCEL_PROBE_S
 from curaflow.domain.messages import PushInput, PushReport
 from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.ledger.pushes import DEAD, DELIVERED, PENDING, ClaimedPush, claim_next, record_push
 from curaflow.logs import get_logger
-from curaflow.pushes import Verdict, classify_answer, push_headers
+from curaflow.outbound import ANSWER_KEEP_BYTES, DestinationRefused, Limits
+from curaflow.pushes import Verdict, classify_answer, push_headers, sign_push
 
 log = get_logger("curaflow.pushes")
 LEASE_MARGIN_MS = 10_000
@@ -34,23 +44,43 @@ class PushActivity:
     def __init__(self, deps: ActivityDeps) -> None:
         self.deps = deps
 
-    async def _send(self, push: ClaimedPush, timeout_s: float) -> tuple[int | None, str | None, float | None]:
-        """POST one event; returns ``(status or None, error text, retry-after s)``."""
+    async def _send(
+        self, push: ClaimedPush, timeout_s: float
+    ) -> tuple[int | None, str | None, float | None, Verdict | None]:
+        """POST one event; returns ``(status or None, error text, retry-after s, forced verdict)``.
+
+        The forced verdict is ``dead`` when the event can never be sent as configured
+        (the guard refuses its destination, no signing secret on this worker).
+        """
+        secret = self.deps.settings.api.callback_secret
+        if secret is None:
+            return None, "no api.callback_secret on this worker: pushes are never sent unsigned", None, Verdict.DEAD
+        headers = sign_push(
+            push_headers(push.job_id, push.event_id),
+            secret.get_secret_value(),
+            push.event_id,
+            push.body,
+            datetime.now(UTC),
+        )
         try:
-            response = await self.deps.client_for("pushes").post(
-                push.url,
-                content=push.body.encode(),
-                headers=push_headers(push.job_id, push.event_id),
-                timeout=timeout_s,
-            )
+            async with _beating():
+                response = await self.deps.client_for("pushes").request(
+                    "POST",
+                    push.url,
+                    content=push.body.encode(),
+                    headers=headers,
+                    limits=Limits(time_s=timeout_s, keep_bytes=ANSWER_KEEP_BYTES),
+                )
+        except DestinationRefused as err:
+            return None, f"destination refused: {err}", None, Verdict.DEAD
         except httpx.TimeoutException as err:
-            return None, f"timeout: {type(err).__name__}", None
+            return None, f"timeout: {err}", None, None
         except httpx.HTTPError as err:
-            return None, f"transport: {type(err).__name__}", None
+            return None, f"transport: {type(err).__name__}", None, None
         except Exception as err:  # noqa: BLE001 - any failure to send counts as a failed send
-            return None, f"unsendable: {type(err).__name__}", None
+            return None, f"unsendable: {type(err).__name__}", None, None
         error = None if response.is_success else f"HTTP {response.status_code}"
-        return response.status_code, error, parse_retry_after(response.headers.get("retry-after"))
+        return response.status_code, error, parse_retry_after(response.headers.get("retry-after")), None
 
     @activity.defn(name="push_events")
     async def push_events(self, inp: PushInput) -> PushReport:
@@ -69,14 +99,21 @@ class PushActivity:
         policy = inp.policy
         report = PushReport(job_id=inp.job_id)
         while True:
-            claim = await claim_next(self.deps.pool, inp.job_id, owner, policy.timeout_ms + LEASE_MARGIN_MS)
+            claim = await claim_next(
+                self.deps.pool,
+                inp.job_id,
+                owner,
+                policy.timeout_ms + LEASE_MARGIN_MS,
+                max_attempts=policy.max_attempts,
+            )
+            report.dead += claim.dead
             if claim.push is None:
                 report.busy = claim.busy
                 return report
             push = claim.push
-            status, error, retry_after = await self._send(push, policy.timeout_ms / 1000)
+            status, error, retry_after, forced = await self._send(push, policy.timeout_ms / 1000)
             activity.heartbeat({"event_id": push.event_id, "status": status})
-            verdict = classify_answer(status)
+            verdict = forced or classify_answer(status)
             fields = {"job_id": push.job_id, "event_id": push.event_id, "attempt": push.attempts, "http_status": status}
             if verdict == Verdict.DELIVERED:
                 await record_push(self.deps.pool, push, DELIVERED, http_status=status, error=None)
@@ -98,3 +135,23 @@ class PushActivity:
                 type="callback_failed",
                 next_retry_delay=delay,
             )
+
+
+@contextlib.asynccontextmanager
+async def _beating() -> AsyncIterator[None]:
+    """Heartbeat every :data:`~activities.heartbeat.CANCEL_PROBE_S` while a push is out:
+    a cancel rides on a heartbeat's answer, and a slow receiver must never cost a
+    heartbeat timeout (an attempt that ends without settling its event)."""
+
+    async def beat() -> None:
+        while True:
+            await asyncio.sleep(CANCEL_PROBE_S)
+            activity.heartbeat()
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

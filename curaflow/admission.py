@@ -27,9 +27,9 @@ import contextlib
 import contextvars
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
+import httpx
 from temporalio.client import Client
 
 from curaflow import metrics
@@ -38,6 +38,7 @@ from curaflow.domain.messages import JobInput, TargetQuery, TargetSpec
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, find_existing, insert_job, mark_workflow_started, workflow_input
 from curaflow.logs import get_logger
+from curaflow.outbound.destinations import parse_origin, url_port
 from curaflow.protocol.errors import ProtocolError, invalid_params
 from curaflow.protocol.task import ValidatedTask, manual_job_id, validate_task
 from curaflow.supervision import Beat, Supervisor
@@ -130,11 +131,23 @@ def check_task_against(settings: Settings, target: TargetConfig, task: Validated
         ProtocolError: 400 ``invalid_params``.
     """
     if task.callback_url is not None:
-        host = (urlsplit(task.callback_url).hostname or "").lower()
-        allowed = {h.lower() for h in settings.api.callback_allowed_hosts}
-        if host not in allowed:
+        # The allow-list compares host and port (curaflow.outbound.destinations); the
+        # address the host resolves to is checked again at every connection.
+        url = httpx.URL(task.callback_url)
+        host = url.host.lower()
+        allowed = [parse_origin(entry) for entry in settings.api.callback_allowed_hosts]
+        if not any(origin.matches(url) for origin in allowed) or url.scheme not in ("http", "https"):
             raise invalid_params(
-                "callback_url host is not on the allow-list", reason="callback_host_not_allowed", host=host
+                "callback_url host and port are not on the allow-list",
+                reason="callback_host_not_allowed",
+                host=host,
+                port=url_port(url),
+            )
+        if settings.api.callback_secret is None:
+            raise invalid_params(
+                "callbacks are not configured: pushes are signed with api.callback_secret, which is not set",
+                reason="callback_host_not_allowed",
+                host=host,
             )
     source = task.params.get("source", {})
     if "account" in source:

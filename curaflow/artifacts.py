@@ -10,9 +10,16 @@ heartbeating. Framing alone cannot prove a body whole — a close-delimited body
 short, or a ``Content-Length`` that is itself too small, both end "cleanly". Only then
 is the file (fsynced first) renamed. All file work runs in threads, so a slow disk never holds up heartbeats. A short
 or undecodable body is a ``download_failed`` error (retried) and leaves no file behind.
-A format Pillow does not know is accepted on its length alone, unless its extension says
-it is an image Pillow reads (``.png``, ``.jpg``, ``.gif``, ``.webp``); an image too
-large for Pillow's decompression-bomb guard is accepted on its length.
+
+**Only verified images are ever complete** (the format is told from the bytes, never
+from the URL): a body that is not a PNG, JPEG, GIF or WebP, or whose header claims more
+pixels than ``outbound.image_max_pixels`` (checked before any pixel is decoded, so the
+check's memory is bounded by that setting), makes the *work* unavailable
+(:class:`~curaflow.sources.errors.WorkUnavailable`: the cell moves on to another
+candidate, and the account's jobs skip the work for ``pixiv.unavailable_ttl_ms``). Such
+a page is never delivered, whole or "on its length". The download itself runs through
+the outbound layer (:meth:`~curaflow.sources.pixiv.PixivClient.open_image`): one total
+time limit for the page and ``outbound.download_max_bytes``.
 """
 
 from __future__ import annotations
@@ -27,15 +34,15 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 from PIL import Image, ImageSequence, UnidentifiedImageError
 
 from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.paths import inside
-from curaflow.sources.errors import SourceError
+from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.pixiv import PixivClient
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9@._-]")
@@ -66,30 +73,69 @@ def page_suffix(url: str) -> str:
     return suffix if _SUFFIX.fullmatch(suffix) else ".jpg"
 
 
-def verify_image(path: Path, suffix: str | None = None) -> str | None:
-    """Decode ``path`` fully; None when it is a whole image, else why it is not.
+#: Pixel formats a page may have (what Pillow identifies from the bytes, whatever the URL says).
+IMAGE_FORMATS = {"PNG": ".png", "JPEG": ".jpg", "GIF": ".gif", "WEBP": ".webp"}
+#: Default of ``outbound.image_max_pixels``: the largest page verified (pixels decoded at
+#: once; Pillow holds 4 bytes per pixel of an RGB(A) image, so 40 MP is ~160 MB).
+IMAGE_MAX_PIXELS = 40_000_000
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A page that can never be delivered as a verified image (not an image, or too large
+    to verify within the memory bound): the work is unavailable, not retried."""
+
+    why: str
+
+
+def decoded_pixels(image: Image.Image) -> int:
+    """Pixels the full decode of one frame of ``image`` holds at once (a JPEG decodes at
+    1/8 scale through ``draft``)."""
+    w, h = image.size
+    if image.format == "JPEG":
+        return max(1, -(-w // 8)) * max(1, -(-h // 8))
+    return w * h
+
+
+def verify_image(path: Path, suffix: str | None = None, *, max_pixels: int = IMAGE_MAX_PIXELS) -> str | Refused | None:
+    """Decode ``path`` fully, in bounded memory; None when it is a whole image.
 
     Args:
         path: the file.
-        suffix: the extension the file will have (default: its own); a file Pillow
-            cannot identify is refused when this names an image format.
+        suffix: unused, kept for callers that pass the destination's extension (the
+            format is told from the bytes, never from the name).
+        max_pixels: the largest frame decoded (:func:`decoded_pixels`).
 
-    Pillow ``verify()`` (structure, PNG CRCs), then a full ``load()`` of every frame
-    (a JPEG at 1/8 scale through ``draft``: the whole scan is still read, with far less
-    memory). Blocking: call it in a thread.
+    Returns:
+        None: a whole PNG, JPEG, GIF or WebP; a :class:`Refused` when the bytes are not
+        one of those images, or the header's pixel size is over ``max_pixels`` (refused
+        before anything is decoded, so a small file claiming 60000×60000 costs nothing and
+        is never "accepted on its length"); a ``str`` when the image is broken or short
+        (another download may succeed).
+
+    Header first (``Image.open`` reads no pixel data), then Pillow ``verify()``
+    (structure, PNG CRCs), then a full ``load()`` of every frame. Blocking: call it in a
+    thread.
     """
+    del suffix
     try:
         with Image.open(path) as image:
+            if image.format not in IMAGE_FORMATS:
+                return Refused(f"not an image Pillow verifies (format {image.format})")
+            pixels = decoded_pixels(image)
+            if pixels > max_pixels:
+                w, h = image.size
+                return Refused(f"{w}x{h} is over the {max_pixels} pixels a page may have (outbound.image_max_pixels)")
             image.verify()
         with Image.open(path) as image:
             if image.format == "JPEG":
                 image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
             for frame in ImageSequence.Iterator(image):
                 frame.load()
-    except Image.DecompressionBombError:
-        return None  # too large to decode safely: accepted on its length
+    except Image.DecompressionBombError as err:
+        return Refused(f"too large to verify: {err}")
     except UnidentifiedImageError:
-        return "not an image" if (suffix or path.suffix).lower() in MIME_BY_EXT else None
+        return Refused("not an image")
     except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
         return f"{type(err).__name__}: {err}"
     return None
@@ -100,10 +146,12 @@ class ArtifactStore:
 
     Args:
         root: the artifacts directory (created on demand).
+        max_pixels: the largest page verified (``outbound.image_max_pixels``).
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, max_pixels: int = IMAGE_MAX_PIXELS) -> None:
         self.root = root
+        self.max_pixels = max_pixels
 
     def folder(self, job_id: str, target_id: str) -> Path:
         """The folder holding one cell's artifact (under the root, always)."""
@@ -154,40 +202,33 @@ class ArtifactStore:
         fsync, decode check, rename, hash — :class:`_PartFile`), so heartbeats and
         workflow tasks are never held up by the disk.
         """
-        response = await client.stream_image(url)
-        part = _PartFile(dest)
+        part = _PartFile(dest, max_pixels=self.max_pixels)
+        received = 0
         try:
-            expected = response.headers.get("content-length")
-            received = 0
-            pending: list[bytes] = []
-            batched = 0
-            try:
-                async for chunk in response.aiter_bytes(65536):
+            async with client.open_image(url) as response:
+                expected = response.headers.get("content-length")
+                pending: list[bytes] = []
+                batched = 0
+                async for chunk in client.image_chunks(response):
                     pending.append(chunk)
                     batched += len(chunk)
                     received += len(chunk)
                     if batched >= WRITE_BATCH:
                         await asyncio.to_thread(part.write, pending)
                         pending, batched = [], 0
-            except httpx.TimeoutException as err:
-                raise SourceError(
-                    TerminalReason.DOWNLOAD_TIMEOUT, f"image body timeout after {received} bytes"
-                ) from err
-            except httpx.HTTPError as err:
-                raise SourceError(
-                    TerminalReason.DOWNLOAD_FAILED,
-                    f"image body broken after {received} bytes: {type(err).__name__}",
-                ) from err
-            if expected is not None and expected.isdigit() and int(expected) != received:
-                raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image truncated: {received} of {expected} bytes")
-            if received == 0:
-                raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
-            done = await asyncio.to_thread(part.finish, pending, page)
+                if expected is not None and expected.isdigit() and int(expected) != received:
+                    raise SourceError(
+                        TerminalReason.DOWNLOAD_FAILED, f"image truncated: {received} of {expected} bytes"
+                    )
+                if received == 0:
+                    raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
+                done = await asyncio.to_thread(part.finish, pending, page)
+            if isinstance(done, Refused):
+                raise WorkUnavailable(dest.name.split("_", 1)[0], f"page {page}: {done.why}")
             if isinstance(done, str):
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image incomplete after {received} bytes: {done}")
             return done
         finally:
-            await response.aclose()
             if not part.settled:  # also when cancelled before ``finish`` left the executor's queue
                 await asyncio.to_thread(part.discard)
 
@@ -216,8 +257,9 @@ class _PartFile:
     ``dest``; :meth:`discard` removes what a failed download left.
     """
 
-    def __init__(self, dest: Path) -> None:
+    def __init__(self, dest: Path, *, max_pixels: int = IMAGE_MAX_PIXELS) -> None:
         self.dest = dest
+        self.max_pixels = max_pixels
         self.completed = False
         self._discarded = False
         # A write in a thread can outlive its cancelled caller: the caller's discard then
@@ -245,7 +287,7 @@ class _PartFile:
             self._digest.update(chunk)
             self._size += len(chunk)
 
-    def _complete(self, chunks: list[bytes], page: int) -> ArtifactFile | str:
+    def _complete(self, chunks: list[bytes], page: int) -> ArtifactFile | Refused | str:
         """Write the last ``chunks``, fsync, decode-check; if whole, rename to ``dest``
         and describe it, else return why it is not (call with the lock held)."""
         self._write(chunks)
@@ -253,14 +295,14 @@ class _PartFile:
         self._fh.flush()
         os.fsync(self._fh.fileno())
         self._fh.close()
-        problem = verify_image(self._tmp, self.dest.suffix)
+        problem = verify_image(self._tmp, max_pixels=self.max_pixels)
         if problem is not None:
             return problem
         os.replace(self._tmp, self.dest)
         self.completed = True
         return describe(self.dest, page, sha256=self._digest.hexdigest(), size=self._size)
 
-    def finish(self, chunks: list[bytes], page: int) -> ArtifactFile | str:
+    def finish(self, chunks: list[bytes], page: int) -> ArtifactFile | Refused | str:
         """Write the last ``chunks`` and complete the file (fsync, decode check, rename to
         ``dest``; returns its description), or discard it and return why it is not whole:
         the whole fate of the file in one thread hop, so a caller cancelled meanwhile has

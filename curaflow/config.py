@@ -97,8 +97,14 @@ class ApiSettings(_Section):
         token: bearer token for every protected route (``CURAFLOW_API_TOKEN``). With no
             token the API refuses protected routes (fail closed) unless ``insecure``.
         insecure: serve protected routes without a token (prints a warning).
-        callback_allowed_hosts: hosts a ``callback_url`` may point at; empty refuses all.
-        callback_timeout_ms: timeout of one callback POST.
+        callback_allowed_hosts: origins a ``callback_url`` may point at, each ``host``
+            (the scheme's default port: 80 / 443), ``host:port`` or ``host:*`` (any port);
+            empty refuses all. Port 0 is never allowed, and the address the host resolves
+            to is checked when connecting (``outbound.private_networks``).
+        callback_secret: ``whsec_<base64>`` secret every push is signed with (Standard
+            Webhooks, as the webhook route); a ``callback_url`` is refused while it is
+            unset.
+        callback_timeout_ms: total time of one callback POST (connect, send, answer).
         callback_max_attempts: sends of one event before it is dead-lettered (1..8).
         callback_retry_initial_interval_ms / callback_retry_max_interval_ms: backoff of
             the ``push_events`` activity's retries (doubling, capped).
@@ -117,6 +123,7 @@ class ApiSettings(_Section):
     token: SecretStr | None = None
     insecure: bool = False
     callback_allowed_hosts: list[str] = Field(default_factory=list)
+    callback_secret: SecretStr | None = None
     callback_timeout_ms: int = Field(default=30_000, ge=100)
     callback_max_attempts: int = Field(default=8, ge=1, le=8)
     callback_retry_initial_interval_ms: int = Field(default=1_000, ge=10)
@@ -125,6 +132,63 @@ class ApiSettings(_Section):
     cancel_wait_ms: int = Field(default=10_000, ge=0)
     start_concurrency: int = Field(default=8, ge=1)
     body_timeout_ms: int = Field(default=30_000, ge=100)
+
+    @field_validator("callback_allowed_hosts")
+    @classmethod
+    def _origins(cls, value: list[str]) -> list[str]:
+        from curaflow.outbound.destinations import parse_origin
+
+        for entry in value:
+            parse_origin(entry)
+        return value
+
+    @field_validator("callback_secret")
+    @classmethod
+    def _callback_secret_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        from standardwebhooks.webhooks import Webhook
+
+        if value is None:
+            return None
+        try:
+            Webhook(value.get_secret_value())
+        except (ValueError, TypeError, RuntimeError):
+            raise ValueError("callback secret must be 'whsec_' followed by base64") from None
+        return value
+
+
+MiB_ = 1024 * 1024
+
+
+class OutboundSettings(_Section):
+    """The outbound layer's limits and the destination guard (DESIGN "The outbound layer").
+
+    Attributes:
+        private_networks: loopback / private / link-local networks that a *data*
+            destination (an image URL from the source, a ``callback_url``) may resolve
+            to, e.g. ``["127.0.0.0/8"]`` when the consumers run on this machine (the
+            embedded stack and the test suite). Empty: only public addresses.
+            Destinations the operator configured (routes, ``pixiv.api_url`` /
+            ``auth_url`` / ``image_url``) are not address-checked.
+        page_max_bytes: largest answer of the source's API (a search page: ~100 KiB).
+        download_max_bytes: largest image page; a bigger one makes the work unavailable.
+        download_timeout_ms: total time of one image page (connect, send, whole body).
+        image_max_pixels: largest page verified (pixels decoded at once; ~4 bytes each
+            while the check runs); a bigger one makes the work unavailable.
+    """
+
+    private_networks: list[str] = Field(default_factory=list)
+    page_max_bytes: int = Field(default=4 * MiB_, ge=65_536)
+    download_max_bytes: int = Field(default=64 * MiB_, ge=65_536)
+    download_timeout_ms: int = Field(default=120_000, ge=100)
+    image_max_pixels: int = Field(default=40_000_000, ge=1_000_000)
+
+    @field_validator("private_networks")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        from curaflow.outbound.destinations import parse_networks
+
+        parse_networks(value)
+        return value
 
 
 def resolve_budget(value: Any, default: int, floor: int = BUDGET_FLOOR_MS) -> int:
@@ -262,6 +326,8 @@ class PixivSettings(_Section):
             starts again at its first step.
         max_examined: most works one scan looks at (deep scans page past the 5000
             offset by moving the date window).
+        request_timeout_ms: total time of one API or auth request (connect, send, the
+            whole answer).
         replay_min_interval_ms / replay_max_concurrency: the gate used in replay mode.
         source_standby_poll_ms: how often a standby worker process tries to take over an
             account's source task queue (one process serves it at a time).
@@ -317,7 +383,8 @@ class WebhookRouteConfig(_Section):
 
     Attributes:
         secret: ``whsec_<base64>`` signing secret (or any string, used as raw bytes).
-        timeout_ms: request timeout.
+        timeout_ms: total time of one request (connect, send, the answer); the
+            answer is read up to 16 KiB.
         include_files: inline each artifact file in the JSON body, base64-encoded
             (``files[].data_base64``); without it the body only describes the files.
     """
@@ -355,8 +422,8 @@ class TelegramRouteConfig(_Section):
         bot_token: the bot's token (``123456:ABC…``); never logged.
         chat_id: ``-100…`` for a channel/supergroup, a user id, or ``@channelname``.
         api_url: the Bot API base URL (a local Bot API server, or a fake in tests).
-        timeout_ms: per request; a send that times out after the request went out is
-            *ambiguous*.
+        timeout_ms: total time of one request (connect, send, the answer); a send cut
+            after the request started to leave is *ambiguous*.
         on_ambiguous: ``fail`` (default: the cell fails ``delivery_unknown``, nothing is
             re-sent, at most once) or ``retry`` (re-send, at least once).
         caption_max: caption limit in UTF-16 units (≤ 1024).
@@ -390,7 +457,8 @@ class DiscordRouteConfig(_Section):
 
     Attributes:
         url: ``https://discord.com/api/webhooks/<id>/<token>``; never logged.
-        timeout_ms: per request; a timeout after sending is *ambiguous*.
+        timeout_ms: total time of one request (connect, send, the answer); a send cut
+            after the request started to leave is *ambiguous*.
         on_ambiguous: ``fail`` (default) or ``retry``, as for Telegram.
         max_file_bytes: largest attachment (depends on the server's boost tier; default
             8 MiB); a bigger page is ``delivery_rejected``.
@@ -605,6 +673,7 @@ class Settings(BaseSettings):
     pixiv: PixivSettings = Field(default_factory=PixivSettings)
     observability: ObservabilitySettings = Field(default_factory=ObservabilitySettings)
     supervision: SupervisionSettings = Field(default_factory=SupervisionSettings)
+    outbound: OutboundSettings = Field(default_factory=OutboundSettings)
     max_fallback_passes: int = Field(default=3, ge=0, le=10)
     reconcile_interval_ms: int = Field(default=30_000, ge=100)
     routes: dict[str, RouteConfig] = Field(default_factory=_default_routes)

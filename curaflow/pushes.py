@@ -10,12 +10,18 @@ How it works:
    The host was checked against ``api.callback_allowed_hosts`` at admission.
 2. **Send.** The ``push_events`` activity (:mod:`activities.pushes`) POSTs the job's
    pending events oldest first, each exactly as frozen, with the headers of
-   :func:`push_headers` (``Idempotency-Key: <event_id>``). :func:`classify_answer`
-   decides: 2xx or 409 → delivered; 429, 5xx, timeouts and transport errors → retried
-   (the activity fails and Temporal retries it with backoff, ``Retry-After`` honoured up
-   to the cap); any other answer → dead-lettered at once. An event is sent at most
-   ``max_attempts`` (8) times, counted in the ledger, then dead-lettered. A dead event
-   never blocks the ones after it; a retried one does (events arrive in order).
+   :func:`push_headers` (``Idempotency-Key: <event_id>``), **signed** as the webhook
+   route signs (Standard Webhooks, ``api.callback_secret``: ``webhook-id`` = the event
+   id, ``webhook-timestamp``, ``webhook-signature``; :func:`sign_push`), through the
+   outbound layer (:mod:`curaflow.outbound`: ``callback_timeout_ms`` is the total time of
+   one POST, 16 KiB of the answer are read, the destination is the allow-list's and its
+   address is checked when connecting). :func:`classify_answer` decides: 2xx or 409 →
+   delivered; 429, 5xx, timeouts and transport errors → retried (the activity fails and
+   Temporal retries it with backoff, ``Retry-After`` honoured up to the cap); a
+   destination the guard refuses and any other answer → dead-lettered at once. An
+   event is sent at most ``max_attempts`` (8) times, each counted in the ledger when it
+   is claimed — whatever way it then ends — then dead-lettered. A dead event never
+   blocks the ones after it; a retried one does (events arrive in order).
 3. **Who pushes.** ``JobWorkflow`` runs ``push_events`` when the job starts (for
    ``job.accepted``), after every step (``job.started`` / ``job.progress``) and after
    ``finish`` (the terminal event), one at a time; its execution closes once every event
@@ -32,10 +38,11 @@ independent, ``unacked`` still counts a pushed event.
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 
 import asyncpg
+from standardwebhooks.webhooks import Webhook
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.service import RPCError
@@ -91,6 +98,23 @@ def push_headers(job_id: str, event_id: str) -> dict[str, str]:
         "x-curaflow-job-id": header_value(job_id),
         "user-agent": f"curaflow/{curaflow.__version__}",
     }
+
+
+def sign_push(headers: dict[str, str], secret: str, event_id: str, body: str, at: datetime) -> dict[str, str]:
+    """``headers`` plus the Standard Webhooks signature of one push (the webhook route's scheme).
+
+    ``webhook-id`` is the event id (stable across retries, like ``Idempotency-Key``),
+    ``webhook-timestamp`` the send time (Unix seconds, UTC: each retry is signed again,
+    so a receiver's freshness window holds), ``webhook-signature`` ``v1,<base64
+    HMAC-SHA256>`` over ``<webhook-id>.<webhook-timestamp>.<body>`` with ``secret``
+    (``whsec_<base64>``). A consumer verifies with the ``standardwebhooks`` library:
+    ``Webhook(secret).verify(body, headers)``.
+    """
+    signed = dict(headers)
+    signed["webhook-id"] = event_id
+    signed["webhook-timestamp"] = str(int(at.timestamp()))
+    signed["webhook-signature"] = Webhook(secret).sign(event_id, at, body)
+    return signed
 
 
 def push_workflow_id(job_id: str) -> str:

@@ -188,3 +188,13 @@ async def request_cancel(conn: asyncpg.Connection, job_id: str, reason: str) -> 
             reason,
         )
     return status.endswith("1")
+
+
+async def deadline_of(pool: asyncpg.Pool, job_id: str) -> int | None:
+    """The job's deadline (``jobs.deadline_at``, epoch ms UTC), None when unknown or unset.
+
+    Read by a step before it talks to a third party, so no exchange outlives the job
+    (:func:`curaflow.outbound.attempt_deadline`).
+    """
+    value = await pool.fetchval("SELECT deadline_at FROM jobs WHERE job_id = $1", job_id)
+    return int(value) if value is not None else None

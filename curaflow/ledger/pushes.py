@@ -6,7 +6,8 @@ Lifecycle of one row (one event of one job that declared a callback):
   :func:`curaflow.ledger.events.append_event` in the event's own transaction, freezes the
   Event JSON (``body``) and the URL; status ``pending``;
 * **claim** — :func:`claim_next` hands the *oldest* pending event of the job to one push
-  attempt (a lease: ``claimed_by`` / ``claimed_until``) and counts the attempt. Events of
+  attempt (a lease: ``claimed_by`` / ``claimed_until``) and counts the attempt (an event
+  that used every attempt is dead-lettered there instead, however its last one ended). Events of
   one job are pushed in order: while the oldest pending event is claimed by another live
   attempt, nothing is handed out (the caller stops; that attempt will go on);
 * **settle** — :func:`record_push` marks the row ``delivered`` (2xx or 409), ``dead``
@@ -56,10 +57,14 @@ class Claim:
 
     Attributes:
         busy: True when the oldest pending event is being sent by another live attempt.
+        dead: events dead-lettered by this claim without a send: they had used every
+            attempt, the last one ending without a settled answer (its worker died, or
+            it was cut by a heartbeat timeout).
     """
 
     push: ClaimedPush | None
     busy: bool = False
+    dead: int = 0
 
 
 async def enqueue_push(
@@ -79,29 +84,51 @@ async def enqueue_push(
     )
 
 
-async def claim_next(pool: asyncpg.Pool, job_id: str, owner: str, lease_ms: int) -> Claim:
+async def claim_next(
+    pool: asyncpg.Pool, job_id: str, owner: str, lease_ms: int, *, max_attempts: int | None = None
+) -> Claim:
     """Claim the oldest pending event of ``job_id`` for one send (own transaction).
+
+    An attempt is counted when it is claimed, before anything is sent, so every attempt
+    counts whatever way it ends — also one whose worker died or that was cut before it
+    could settle. An event that has already used ``max_attempts`` is dead-lettered here
+    instead of being sent again, and the next event is claimed.
 
     Args:
         owner: identity of the sending attempt (``claimed_by``).
         lease_ms: how long the claim protects the send (request timeout plus a margin).
+        max_attempts: the policy's attempts per event (None: no limit here).
 
     Returns:
         The claimed push (its ``attempts`` already counts this send), or an empty
         :class:`Claim` (``busy`` when another live attempt holds the oldest event).
     """
     now = now_ms()
+    dead = 0
     async with pool.acquire() as conn, conn.transaction():
-        row = await conn.fetchrow(
-            """SELECT seq, event_id, url, body::text AS body, attempts, claimed_by, claimed_until
-               FROM event_pushes WHERE job_id = $1 AND status = 'pending'
-               ORDER BY seq LIMIT 1 FOR UPDATE""",
-            job_id,
-        )
-        if row is None:
-            return Claim(push=None)
-        if row["claimed_until"] is not None and row["claimed_until"] > now and row["claimed_by"] != owner:
-            return Claim(push=None, busy=True)
+        while True:
+            row = await conn.fetchrow(
+                """SELECT seq, event_id, url, body::text AS body, attempts, claimed_by, claimed_until
+                   FROM event_pushes WHERE job_id = $1 AND status = 'pending'
+                   ORDER BY seq LIMIT 1 FOR UPDATE""",
+                job_id,
+            )
+            if row is None:
+                return Claim(push=None, dead=dead)
+            if row["claimed_until"] is not None and row["claimed_until"] > now and row["claimed_by"] != owner:
+                return Claim(push=None, busy=True, dead=dead)
+            if max_attempts is None or row["attempts"] < max_attempts:
+                break
+            await conn.execute(
+                """UPDATE event_pushes SET status = 'dead', claimed_by = NULL, claimed_until = NULL,
+                          last_error = COALESCE(last_error || '; ', '') || 'its last attempt ended without an answer',
+                          updated_at = $3, completed_at = $3
+                   WHERE job_id = $1 AND seq = $2""",
+                job_id,
+                row["seq"],
+                now,
+            )
+            dead += 1
         attempts = await conn.fetchval(
             """UPDATE event_pushes SET attempts = attempts + 1, claimed_by = $3, claimed_until = $4, updated_at = $5
                WHERE job_id = $1 AND seq = $2 RETURNING attempts""",
@@ -119,7 +146,8 @@ async def claim_next(pool: asyncpg.Pool, job_id: str, owner: str, lease_ms: int)
             url=row["url"],
             body=row["body"],
             attempts=int(attempts),
-        )
+        ),
+        dead=dead,
     )
 
 

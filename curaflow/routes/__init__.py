@@ -14,6 +14,7 @@ from curaflow.config import (
     TelegramRouteConfig,
     WebhookRouteConfig,
 )
+from curaflow.outbound import Outbound
 from curaflow.routes.base import Route
 from curaflow.routes.directory import DirectoryRoute
 from curaflow.routes.discord import DiscordRoute
@@ -25,7 +26,7 @@ class UnsupportedRoute(Exception):
     """The configured route kind has no implementation in this build."""
 
 
-def build_route(name: str, config: RouteConfig, http: httpx.AsyncClient) -> Route:
+def build_route(name: str, config: RouteConfig, http: httpx.AsyncClient | Outbound) -> Route:
     """Instantiate the route ``name`` from its configuration.
 
     Raises:

@@ -37,6 +37,7 @@ from curaflow.config import DiscordRouteConfig
 from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
+from curaflow.outbound import ANSWER_KEEP_BYTES, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
 from curaflow.routes.caption import build_caption
 from curaflow.routes.chunks import packed_chunks
@@ -53,17 +54,19 @@ class DiscordRoute:
     Args:
         name: route name.
         config: the route's configuration.
-        http: the shared ``httpx.AsyncClient``.
+        http: the route's outbound client (a plain ``httpx.AsyncClient`` is wrapped,
+            limited to the webhook URL). ``timeout_ms`` bounds each request's total
+            time; answers are read up to :data:`~curaflow.outbound.ANSWER_KEEP_BYTES`.
     """
 
     kind = "discord"
 
-    def __init__(self, name: str, config: DiscordRouteConfig, http: httpx.AsyncClient) -> None:
+    def __init__(self, name: str, config: DiscordRouteConfig, http: httpx.AsyncClient | Outbound) -> None:
         self.name = name
         self.config = config
         self.resend_safe = config.on_ambiguous == "retry"
-        self._http = http
         self._url = config.url.get_secret_value()
+        self._out = as_outbound(http, configured(self._url))
         self._timeout = config.timeout_ms / 1000
 
     async def deliver(self, request: DeliveryRequest) -> DeliveryReceipt:
@@ -112,12 +115,13 @@ class DiscordRoute:
         if self.config.thread_id:
             params["thread_id"] = self.config.thread_id
         try:
-            response = await self._http.post(
+            response = await self._out.request(
+                "POST",
                 self._url,
                 params=params,
                 data={"payload_json": json.dumps(payload, ensure_ascii=False)},
                 files=uploads,
-                timeout=self._timeout,
+                limits=Limits(time_s=self._timeout, keep_bytes=ANSWER_KEEP_BYTES),
             )
         except NOT_SENT as err:
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: {type(err).__name__}; not sent") from err

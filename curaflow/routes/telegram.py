@@ -60,6 +60,7 @@ from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.logs import get_logger
+from curaflow.outbound import ANSWER_KEEP_BYTES, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
 from curaflow.routes.caption import build_caption, utf16_len
 from curaflow.routes.chunks import balanced_chunks
@@ -101,17 +102,19 @@ class TelegramRoute:
     Args:
         name: route name.
         config: the route's configuration.
-        http: the shared ``httpx.AsyncClient``.
+        http: the route's outbound client (a plain ``httpx.AsyncClient`` is wrapped,
+            limited to ``api_url``). ``timeout_ms`` bounds each request's total time;
+            answers are read up to :data:`~curaflow.outbound.ANSWER_KEEP_BYTES`.
     """
 
     kind = "telegram"
 
-    def __init__(self, name: str, config: TelegramRouteConfig, http: httpx.AsyncClient) -> None:
+    def __init__(self, name: str, config: TelegramRouteConfig, http: httpx.AsyncClient | Outbound) -> None:
         self.name = name
         self.config = config
         self.chat_id = config.chat_id
         self.resend_safe = config.on_ambiguous == "retry"
-        self._http = http
+        self._out = as_outbound(http, configured(config.api_url))
         self._base = f"{config.api_url.rstrip('/')}/bot{config.bot_token.get_secret_value()}"
         self._timeout = config.timeout_ms / 1000
 
@@ -193,8 +196,12 @@ class TelegramRoute:
         for _ in range(2):  # at most one chat migration
             data["chat_id"] = self.chat_id
             try:
-                response = await self._http.post(
-                    f"{self._base}/{method}", data=data, files=uploads, timeout=self._timeout
+                response = await self._out.request(
+                    "POST",
+                    f"{self._base}/{method}",
+                    data=data,
+                    files=uploads,
+                    limits=Limits(time_s=self._timeout, keep_bytes=ANSWER_KEEP_BYTES),
                 )
             except NOT_SENT as err:
                 raise RouteError(

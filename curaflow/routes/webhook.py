@@ -37,6 +37,7 @@ from standardwebhooks.webhooks import Webhook
 
 from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
+from curaflow.outbound import ANSWER_KEEP_BYTES, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, header_value
 
 FAILED_WORDS = {"failed", "rejected", "error"}
@@ -88,8 +89,11 @@ class WebhookRoute:
         name: route name.
         url: the receiver URL.
         secret: ``whsec_<base64>`` signing secret.
-        http: shared ``httpx.AsyncClient``.
-        timeout_s: request timeout in seconds.
+        http: the route's outbound client (:class:`~curaflow.outbound.Outbound`; a
+            plain ``httpx.AsyncClient`` is wrapped, limited to the route's URL).
+        timeout_s: total time of one request, seconds (connect, send, answer;
+            :class:`~curaflow.outbound.Limits`); the answer is read up to
+            :data:`~curaflow.outbound.ANSWER_KEEP_BYTES`.
         include_files: inline the artifact bytes.
     """
 
@@ -101,7 +105,7 @@ class WebhookRoute:
         name: str,
         url: str,
         secret: str,
-        http: httpx.AsyncClient,
+        http: httpx.AsyncClient | Outbound,
         *,
         timeout_s: float = 30.0,
         include_files: bool = True,
@@ -109,7 +113,7 @@ class WebhookRoute:
         self.name = name
         self.url = url
         self._signer = Webhook(secret)
-        self._http = http
+        self._out = as_outbound(http, configured(url))
         self.timeout_s = timeout_s
         self.include_files = include_files
 
@@ -129,7 +133,13 @@ class WebhookRoute:
             "webhook-signature": self._signer.sign(message_id, now, body),
         }
         try:
-            response = await self._http.post(self.url, content=body.encode(), headers=headers, timeout=self.timeout_s)
+            response = await self._out.request(
+                "POST",
+                self.url,
+                content=body.encode(),
+                headers=headers,
+                limits=Limits(time_s=self.timeout_s, keep_bytes=ANSWER_KEEP_BYTES),
+            )
         except httpx.ConnectError as err:
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"webhook connect: {err}") from err
         except httpx.TimeoutException as err:

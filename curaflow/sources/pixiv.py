@@ -22,15 +22,25 @@ The same code talks to Pixiv and to the replay server; only the base URLs differ
   character); a work whose id is not Pixiv's shape (:func:`is_work_id`) or whose fields
   do not parse is :class:`InvalidWork` and never used.
 * **Paging** by ``next_url``.
+* **Outbound** (:mod:`curaflow.outbound`): every request has a total time limit
+  (``request_timeout_s`` for the API and auth, ``download_timeout_s`` for one image) and
+  a byte limit (``page_max_bytes`` for an API answer — a longer one is
+  ``remote_http_error``, not retried; ``download_max_bytes`` for an image — a longer one
+  makes the work unavailable). The API client talks only to ``api_url`` / ``auth_url``;
+  images only to Pixiv's image host (:data:`PIXIV_IMAGE_HOSTS`) or the configured
+  ``image_host``: an image URL naming any other host is never requested (the work is
+  unavailable), and Pixiv's host is address-checked at connect time
+  (:func:`image_destinations`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -41,6 +51,19 @@ from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_optional, clean_text, loads_clean
+from curaflow.outbound import (
+    AnswerTooLarge,
+    DestinationRefused,
+    Destinations,
+    Limits,
+    Origin,
+    Outbound,
+    as_outbound,
+    configured,
+    data,
+    iter_capped,
+)
+from curaflow.outbound.destinations import IPNetwork
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import Gate
 
@@ -61,6 +84,19 @@ MAX_OFFSET = 5000
 RATE_LIMIT_MARK = "rate limit"
 RESTRICTED_MARK = "your access is currently restricted"
 OAUTH_MARKS = ("oauth", "access token", "invalid_grant")
+MiB = 1024 * 1024
+#: Defaults of the outbound limits (``outbound.*`` settings).
+PAGE_MAX_BYTES = 4 * MiB
+DOWNLOAD_MAX_BYTES = 64 * MiB
+DOWNLOAD_TIMEOUT_S = 120.0
+
+
+def image_destinations(image_host: str | None, private_networks: tuple[IPNetwork, ...] = ()) -> Destinations:
+    """Where image requests may go: the configured ``image_host`` (the operator's), else
+    Pixiv's image host on its default port, its resolved address checked at connect time."""
+    if image_host:
+        return configured(image_host)
+    return data(tuple(Origin(host, 443) for host in PIXIV_IMAGE_HOSTS), private_networks)
 
 
 def refresh_margin_s(expires_in_s: float) -> float:
@@ -180,7 +216,14 @@ class PixivClient:
     """Async Pixiv app-api client.
 
     Args:
-        http: the shared ``httpx.AsyncClient`` (timeouts configured by the caller).
+        http: the API's outbound client (a plain ``httpx.AsyncClient`` is wrapped,
+            limited to ``api_url`` / ``auth_url``).
+        images: the image host's outbound client (None: ``http``, limited by
+            :func:`image_destinations`).
+        request_timeout_s / page_max_bytes: total time (s) and largest answer (bytes)
+            of one API or auth request.
+        download_timeout_s / download_max_bytes: total time (s) and largest body
+            (bytes) of one image.
         refresh_token: the account's refresh token (any non-empty string in replay mode).
         api_url / auth_url: base URLs (Pixiv's or the replay server's).
         image_referer: ``Referer`` sent with image requests (i.pximg.net answers 403
@@ -197,7 +240,7 @@ class PixivClient:
 
     def __init__(
         self,
-        http: httpx.AsyncClient,
+        http: httpx.AsyncClient | Outbound,
         *,
         refresh_token: str,
         api_url: str = PIXIV_API_URL,
@@ -206,13 +249,21 @@ class PixivClient:
         gate: Gate | None = None,
         image_host: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        images: httpx.AsyncClient | Outbound | None = None,
+        request_timeout_s: float = 30.0,
+        page_max_bytes: int = PAGE_MAX_BYTES,
+        download_timeout_s: float = DOWNLOAD_TIMEOUT_S,
+        download_max_bytes: int = DOWNLOAD_MAX_BYTES,
     ) -> None:
-        self._http = http
         self._clock = clock
         self.image_host = image_host.rstrip("/") if image_host else None
         self._refresh_token = refresh_token
         self.api_url = api_url.rstrip("/")
         self.auth_url = auth_url.rstrip("/")
+        self._out = as_outbound(http, configured(self.api_url, self.auth_url))
+        self._images = as_outbound(images or self._out.http, image_destinations(self.image_host))
+        self._api_limits = Limits(time_s=request_timeout_s, max_bytes=page_max_bytes)
+        self._image_limits = Limits(time_s=download_timeout_s, max_bytes=download_max_bytes)
         self.image_referer = image_referer
         self._gate = gate
         self._access_token: str | None = None
@@ -245,8 +296,10 @@ class PixivClient:
                 return self._access_token
             await self._pass_gate()
             try:
-                response = await self._http.post(
+                response = await self._out.request(
+                    "POST",
                     f"{self.auth_url}/auth/token",
+                    limits=self._api_limits,
                     data={
                         "client_id": CLIENT_ID,
                         "client_secret": CLIENT_SECRET,
@@ -257,6 +310,8 @@ class PixivClient:
                     },
                     headers=self._app_headers(),
                 )
+            except AnswerTooLarge as err:
+                raise self._too_large(err) from err
             except httpx.HTTPError as err:
                 raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv auth: {type(err).__name__}") from err
             body = self._json(response)
@@ -326,6 +381,15 @@ class PixivClient:
             return None
 
     @staticmethod
+    def _too_large(err: AnswerTooLarge) -> SourceError:
+        # The same request gets the same answer: retrying only costs the account's gate.
+        return SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR,
+            f"pixiv answered more than {err.limit} bytes (outbound.page_max_bytes); the answer was dropped",
+            retryable=False,
+        )
+
+    @staticmethod
     def _reason_for_status(status: int, body: Any) -> TerminalReason:
         text = (_error_text(body) or "").lower()
         if status == 429 or RATE_LIMIT_MARK in text:
@@ -349,7 +413,9 @@ class PixivClient:
             await self._pass_gate()
             headers = {**self._app_headers(), "Authorization": f"Bearer {token}"}
             try:
-                response = await self._http.get(url, params=params, headers=headers)
+                response = await self._out.request("GET", url, params=params, headers=headers, limits=self._api_limits)
+            except AnswerTooLarge as err:
+                raise self._too_large(err) from err
             except httpx.TimeoutException as err:
                 raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv timeout: {type(err).__name__}") from err
             except httpx.HTTPError as err:
@@ -454,55 +520,79 @@ class PixivClient:
         ``<image_host>/<path>``, and so does a loopback replay URL
         ``http://127.0.0.1:<port>/i/<path>`` (stored by versions before canonical URLs):
         never the port of whichever process bound the work.
+
+        Raises:
+            DestinationRefused: the URL names a host other than Pixiv's image host (a
+                work's URLs are the source's data: only its image host may be fetched).
         """
-        if self.image_host is None:
-            return url
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
         query = f"?{parts.query}" if parts.query else ""
-        if host in PIXIV_IMAGE_HOSTS:
-            return f"{self.image_host}{parts.path}{query}"
-        if host in LOOPBACK_HOSTS and parts.path.startswith("/i/"):
+        if host in PIXIV_IMAGE_HOSTS and parts.scheme == "https" and parts.port in (None, 443):
+            return url if self.image_host is None else f"{self.image_host}{parts.path}{query}"
+        if self.image_host is not None and host in LOOPBACK_HOSTS and parts.path.startswith("/i/"):
             return f"{self.image_host}{parts.path[2:]}{query}"
-        return url
+        raise DestinationRefused(f"image URL host {host!r} is not the source's image host")
 
     def image_request(self, url: str) -> httpx.Request:
-        """Build a GET for an image URL with the app's ``Referer`` (mapped by :meth:`image_url`)."""
-        return self._http.build_request(
-            "GET", self.image_url(url), headers={"Referer": self.image_referer, "User-Agent": USER_AGENT}
-        )
-
-    async def stream_image(self, url: str) -> httpx.Response:
-        """Open a streaming GET of an image (caller must ``aclose()`` the response).
+        """Build a GET for an image URL with the app's ``Referer`` (mapped by :meth:`image_url`).
 
         Raises:
-            SourceError: ``download_failed`` / ``download_timeout``; rate limits as
-                ``rate_limited``.
-            WorkUnavailable: HTTP 403/404 for the image (the work cannot be fetched).
+            DestinationRefused: as :meth:`image_url`.
         """
+        return self._images.build_request(
+            "GET",
+            self.image_url(url),
+            headers={"Referer": self.image_referer, "User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
+        )
+
+    @contextlib.asynccontextmanager
+    async def open_image(self, url: str) -> AsyncIterator[httpx.Response]:
+        """Open a streaming GET of an image; the ``async with`` block reads the body
+        (:meth:`image_chunks`) under the download's total time limit.
+
+        Raises:
+            SourceError: ``download_failed`` / ``download_timeout`` (also when the time
+                runs out inside the block); rate limits as ``rate_limited``.
+            WorkUnavailable: HTTP 403/404/410 for the image, an image URL on another
+                host, an address the guard refuses, a body over ``download_max_bytes``.
+        """
+        work_id = url.rsplit("/", 1)[-1].split("_", 1)[0]
+        try:
+            request = self.image_request(url)
+        except DestinationRefused as err:
+            raise WorkUnavailable(work_id, str(err)) from None
         await self._pass_gate()
         try:
-            response = await self._http.send(self.image_request(url), stream=True)
+            async with self._images.stream(request, self._image_limits) as response:
+                if response.status_code == 429:
+                    await self._check_rate_limit(response, None)
+                if response.status_code in (403, 404, 410):
+                    raise WorkUnavailable(work_id, f"image HTTP {response.status_code}")
+                if response.status_code >= 400:
+                    raise SourceError(
+                        TerminalReason.DOWNLOAD_FAILED,
+                        f"image HTTP {response.status_code}",
+                        status=response.status_code,
+                    )
+                if not 200 <= response.status_code < 300:
+                    raise WorkUnavailable(work_id, f"image HTTP {response.status_code} (redirects are not followed)")
+                await self._gate_ok()
+                yield response
+        except DestinationRefused as err:
+            raise WorkUnavailable(work_id, f"image host refused: {err}") from None
+        except AnswerTooLarge as err:
+            raise WorkUnavailable(
+                work_id, f"an image page is larger than {err.limit} bytes (outbound.download_max_bytes)"
+            ) from None
         except httpx.TimeoutException as err:
-            raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"image timeout: {type(err).__name__}") from err
+            raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"image timeout: {err}") from err
         except httpx.HTTPError as err:
             raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image request: {type(err).__name__}") from err
-        if response.status_code == 429:
-            await response.aclose()
-            await self._check_rate_limit(response, None)
-        if response.status_code in (403, 404, 410):
-            await response.aclose()
-            work_id = url.rsplit("/", 1)[-1].split("_", 1)[0]
-            raise WorkUnavailable(work_id, f"image HTTP {response.status_code}")
-        if response.status_code >= 400:
-            await response.aclose()
-            raise SourceError(
-                TerminalReason.DOWNLOAD_FAILED,
-                f"image HTTP {response.status_code}",
-                status=response.status_code,
-            )
-        await self._gate_ok()
-        return response
+
+    def image_chunks(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        """The body of an image opened by :meth:`open_image`, within ``download_max_bytes``."""
+        return iter_capped(response, self._image_limits.max_bytes)
 
 
 def offset_of(next_url: str | None) -> int:

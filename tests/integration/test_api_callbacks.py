@@ -17,8 +17,9 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from curaflow.ledger.pushes import push_states
 from curaflow.pushes import push_workflow_id
 from tests.conftest import StackFactory
+from tests.fakes.hostile import Behaviour, HostileParty
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, closed_status, eventually, short_id
+from tests.support import Stack, closed_status, eventually, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -29,11 +30,14 @@ def callback_config(tmp_path: Path) -> dict[str, Any]:
     out = f"out-{short_id()}"
     return {
         "api": {
-            "callback_allowed_hosts": ["127.0.0.1"],
+            # the receivers run on this machine: any port of 127.0.0.1, its address allowed
+            "callback_allowed_hosts": ["127.0.0.1:*"],
+            "callback_secret": whsec(),
             "callback_timeout_ms": 1000,
             "callback_retry_initial_interval_ms": 100,
             "callback_retry_max_interval_ms": 300,
         },
+        "outbound": {"private_networks": ["127.0.0.0/8"]},
         "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
         "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
     }
@@ -146,3 +150,80 @@ async def test_events_written_without_a_workflow_are_pushed_by_the_sweeper(
     assert described.workflow_type == "EventPushWorkflow"
     status = await closed_status(temporal_client, push_workflow_id(job_id), timeout_s=10)
     assert status == WorkflowExecutionStatus.COMPLETED
+
+
+# ---- the outbound layer: signed, bounded, guarded pushes ---------------------------------
+
+
+async def test_pushes_are_signed_like_the_webhook_route(
+    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver
+) -> None:
+    stack = make_stack(callback_config(tmp_path))
+    await stack.start_worker()
+    http = await stack.start_api()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["callback_url"] = webhook.url + "/signed"
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+    await wait_settled(stack, job_id)
+
+    got = webhook.at("/signed")
+    assert got and all(r.signature_ok for r in got)  # verified with the standardwebhooks library
+    assert [r.headers["webhook-id"] for r in got] == [r.headers["idempotency-key"] for r in got]
+
+
+async def test_a_receiver_sending_its_headers_slowly_costs_exactly_its_attempts(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    # The first two connections send their status line and headers a byte every 0.5 s
+    # (50 s of headers, each byte within the 1 s read timeout, longer than the push's
+    # heartbeat timeout); with callback_max_attempts = 2 the first event is tried exactly
+    # twice, each cut at callback_timeout_ms (1 s total), then dead-lettered, and the
+    # job's later events are still pushed.
+    party = await HostileParty(
+        script=[Behaviour("slow_headers", interval_s=0.5), Behaviour("slow_headers", interval_s=0.5)],
+        default=Behaviour("ok", body=b'{"ok": true}'),
+    ).start()
+    try:
+        conf = callback_config(tmp_path)
+        conf["api"]["callback_max_attempts"] = 2
+        stack = make_stack(conf)
+        await stack.start_worker()
+        http = await stack.start_api()
+        body = stack.task(query={"tags": ["オリジナル"]})
+        body["callback_url"] = party.url + "/slow"
+        job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+        states = await wait_settled(stack, job_id, timeout_s=60)
+        assert (states[0]["status"], states[0]["attempts"]) == ("dead", 2)
+        assert all((s["status"], s["attempts"]) == ("delivered", 1) for s in states[1:]) and len(states) > 1
+        first = states[0]["event_id"]
+        keys = [c.headers.get("idempotency-key") for c in party.connections]
+        assert keys.count(first) == 2
+        assert [k for k in keys if k != first] == [s["event_id"] for s in states[1:]]
+    finally:
+        await party.stop()
+
+
+async def test_a_callback_name_resolving_to_loopback_is_refused(make_stack: StackFactory, tmp_path: Path) -> None:
+    # "localhost" is allowed by name, but it resolves to 127.0.0.1 and no network allows
+    # that address: nothing is ever sent there, whatever the port
+    party = await HostileParty().start()
+    try:
+        conf = callback_config(tmp_path)
+        conf["api"]["callback_allowed_hosts"] = ["localhost:*"]
+        conf["outbound"] = {"private_networks": []}
+        stack = make_stack(conf)
+        await stack.start_worker()
+        http = await stack.start_api()
+        body = stack.task(query={"tags": ["オリジナル"]})
+        body["callback_url"] = f"http://localhost:{party.port}/cb"
+        answer = await http.post("/jobs", json=body)
+        assert answer.status_code in (200, 201, 202), answer.text
+        job_id = answer.json()["job"]["job_id"]
+
+        states = await wait_settled(stack, job_id)
+        assert all(s["status"] == "dead" and s["attempts"] == 1 for s in states)
+        assert "destination refused" in states[0]["last_error"]
+        assert party.connections == []
+    finally:
+        await party.stop()

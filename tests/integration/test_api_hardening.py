@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from curaflow.api.errors import install_error_handlers
 from tests.conftest import StackFactory
-from tests.support import short_id
+from tests.support import short_id, whsec
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 def config(tmp_path: Path) -> dict[str, object]:
     out = f"out-{short_id()}"
     return {
-        "api": {"callback_allowed_hosts": ["127.0.0.1"]},
+        "api": {"callback_allowed_hosts": ["127.0.0.1:*"], "callback_secret": whsec()},
         "routes": {out: {"kind": "directory", "path": str(tmp_path / "out")}},
         "targets": [{"id": "demo", "routes": [out]}],
     }

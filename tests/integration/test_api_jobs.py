@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 def config(tmp_path: Path, **extra: Any) -> dict[str, Any]:
     out = f"out-{short_id()}"
     base: dict[str, Any] = {
-        "api": {"callback_allowed_hosts": ["hooks.example.org"]},
+        "api": {"callback_allowed_hosts": ["hooks.example.org"], "callback_secret": whsec()},
         "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
         "targets": [
             {"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]},
@@ -175,6 +175,13 @@ REFUSALS: list[tuple[str, Any, int, str, dict[str, Any]]] = [
     ("callback scheme", {"callback_url": "ftp://hooks.example.org/x"}, 400, "invalid_params",
      {"field": "callback_url"}),
     ("callback host", {"callback_url": "https://evil.example.com/x"}, 400, "invalid_params",
+     {"reason": "callback_host_not_allowed"}),
+    # the allow-list compares host and port: an allowed name on another port, or port 0, is refused
+    ("callback port", {"callback_url": "https://hooks.example.org:8443/x"}, 400, "invalid_params",
+     {"reason": "callback_host_not_allowed", "port": 8443}),
+    ("callback port 0", {"callback_url": "https://hooks.example.org:0/x"}, 400, "invalid_params",
+     {"reason": "callback_host_not_allowed"}),
+    ("callback http port", {"callback_url": "http://hooks.example.org:443/x"}, 400, "invalid_params",
      {"reason": "callback_host_not_allowed"}),
     ("deadline small", {"deadline_ms": 999}, 400, "invalid_params", {"field": "deadline_ms"}),
     ("deadline type", {"deadline_ms": "5000"}, 400, "invalid_params", {"field": "deadline_ms"}),

@@ -33,7 +33,7 @@ from schemathesis.checks import (
 )
 
 from tests.schema import validate
-from tests.support import API_TOKEN, Stack, short_id
+from tests.support import API_TOKEN, Stack, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -52,7 +52,7 @@ async def stack(
         temporal_address,
         database_url,
         {
-            "api": {"callback_allowed_hosts": ["127.0.0.1"], "cancel_wait_ms": 0},
+            "api": {"callback_allowed_hosts": ["127.0.0.1:*"], "callback_secret": whsec(), "cancel_wait_ms": 0},
             "routes": {out: {"kind": "directory", "path": str(tmp / "delivered")}},
             "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
         },

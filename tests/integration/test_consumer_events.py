@@ -18,7 +18,7 @@ import pytest
 from curaflow.ledger.events import append_event
 from curaflow.protocol.models import EventPage
 from tests.schema import validate
-from tests.support import Stack, short_id
+from tests.support import Stack, short_id, whsec
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +32,7 @@ async def stack(
     config: dict[str, Any] = {
         "routes": {f"out-{short_id()}": {"kind": "directory", "path": str(tmp / "out")}},
         "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}}],
-        "api": {"callback_allowed_hosts": ["consumer.example.org"]},
+        "api": {"callback_allowed_hosts": ["consumer.example.org"], "callback_secret": whsec()},
     }
     config["targets"][0]["routes"] = list(config["routes"])
     stack = Stack(tmp, temporal_address, database_url, config)

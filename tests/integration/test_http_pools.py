@@ -46,9 +46,9 @@ async def test_each_route_has_a_pool_of_its_own(
     stack = make_stack(conf)
     deps = await open_deps(stack.settings, None, replay_url="http://127.0.0.1:9")
     try:
-        clients = {id(deps.http)}
+        clients = {id(deps.http.http)}
         for name in (held, other):
-            clients.add(id(deps.route(name)._http))  # type: ignore[attr-defined]
+            clients.add(id(deps.route(name)._out.http))  # type: ignore[attr-defined]
         assert len(clients) == 3
     finally:
         await close_deps(deps)

@@ -525,8 +525,8 @@ async def test_a_page_that_fails_its_check_leaves_no_file_of_it_or_of_the_next(
     work = await fetched_work(replay, "126879163")  # 3 pages
     real_verify = artifacts.verify_image
 
-    def verify(path: Path, suffix: str | None = None) -> str | None:
-        return "broken: page 1" if path.name.startswith(f".{work.work_id}_p1") else real_verify(path, suffix)
+    def verify(path: Path, suffix: str | None = None, **kw: Any) -> object:
+        return "broken: page 1" if path.name.startswith(f".{work.work_id}_p1") else real_verify(path, suffix, **kw)
 
     monkeypatch.setattr(artifacts, "verify_image", verify)
     store = ArtifactStore(tmp_path)

@@ -24,7 +24,7 @@ from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.reasons import TerminalReason
 from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.gates import read_gate
-from curaflow.sources.errors import SourceError
+from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv import PixivClient, parse_work
 from curaflow.sources.replay.app import create_replay_app
@@ -163,11 +163,11 @@ async def test_an_image_cut_short_inside_valid_framing_is_not_fetched(
         await host.stop()
 
 
-async def test_a_page_too_large_for_pillow_is_stored_on_its_length(source: Replay, tmp_path: Path) -> None:
+async def test_a_page_too_large_to_verify_is_never_stored(source: Replay, tmp_path: Path) -> None:
     # A 15 000 × 15 000 PNG (225 M pixels: over twice Pillow's MAX_IMAGE_PIXELS, a
-    # "decompression bomb") of a few KiB. The decode check accepts it on its length; the
-    # description of the stored page must not fail on it (it did: the fetch raised
-    # DecompressionBombError after the page was complete, on every retry).
+    # "decompression bomb") of a few KiB. Its size cannot be verified in bounded memory,
+    # so it is refused by its header: the work is unavailable (the cell moves on), and it
+    # was never "accepted on its length" and delivered unverified.
     work_id = "126839103"  # one PNG page
     import io
 
@@ -175,14 +175,14 @@ async def test_a_page_too_large_for_pillow_is_stored_on_its_length(source: Repla
     Image.new("1", (15_000, 15_000)).save(bomb, format="PNG")
     host = await FakeImageHost(source.faults, bodies={f"{work_id}_p0": bomb.getvalue()}).start()
     source.image_host = host.url
+    store = ArtifactStore(tmp_path)
     try:
         work = await listed_work(source, work_id)
-        artifact = await ArtifactStore(tmp_path).fetch(source.client(), work, "job", "t")
+        with pytest.raises(WorkUnavailable, match="pixels"):
+            await store.fetch(source.client(), work, "job", "t")
     finally:
         await host.stop()
-    [page] = artifact.files
-    assert Path(page.path).read_bytes() == bomb.getvalue()
-    assert (page.bytes, page.mime, page.width, page.height) == (len(bomb.getvalue()), "image/png", None, None)
+    assert list(store.folder("job", "t").iterdir()) == []  # nothing of it is left
 
 
 async def test_a_truncated_download_is_retried_until_every_page_decodes(

@@ -8,7 +8,9 @@ crash asked a dead port.
 from __future__ import annotations
 
 import httpx
+import pytest
 
+from curaflow.outbound import DestinationRefused
 from curaflow.sources.pixiv import PixivClient
 
 CANONICAL = "https://i.pximg.net/img-original/img/2025/02/01/00/00/00/126860839_p0.png"
@@ -34,7 +36,22 @@ def test_a_url_naming_another_process_s_replay_server_is_re_rooted() -> None:
     )
 
 
-def test_real_mode_and_foreign_hosts_are_left_alone() -> None:
+def test_real_mode_keeps_pixiv_s_image_host() -> None:
     assert client(None).image_url(CANONICAL) == CANONICAL
-    placeholder = "https://s.pximg.net/common/images/limit_sanity_level_360.png"
-    assert client("http://127.0.0.1:40001/i").image_url(placeholder) == placeholder
+
+
+@pytest.mark.parametrize("image_host", [None, "http://127.0.0.1:40001/i"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://s.pximg.net/common/images/limit_sanity_level_360.png",
+        "http://10.0.0.5:8080/internal/status.json",  # a work's page pointing at an internal service
+        "http://i.pximg.net/img-original/x_p0.png",  # not Pixiv's https origin
+        "https://i.pximg.net:8443/img-original/x_p0.png",
+        "https://i.pximg.net.evil.example/img-original/x_p0.png",
+    ],
+)
+def test_an_image_url_on_another_host_is_never_requested(image_host: str | None, url: str) -> None:
+    # a work's URLs are the source's data: only its image host may be fetched
+    with pytest.raises(DestinationRefused):
+        client(image_host).image_request(url)

@@ -1,0 +1,51 @@
+"""The outbound layer: every exchange with a third party goes through it.
+
+The source's API and auth, the image host, the webhook / Telegram / Discord routes and
+the consumers' callbacks each get an :class:`~curaflow.outbound.client.Outbound` (built
+by the worker, :mod:`activities.deps`). Per exchange it enforces a total time limit
+(never past the job's deadline), a byte limit on what is read, and the destination
+guard (origin allow-list, connect-time address check, no redirects). The policy and its
+owner: DESIGN "The outbound layer"; the rules are in :mod:`.client`,
+:mod:`.destinations` and :mod:`.transport`.
+"""
+
+from curaflow.outbound.client import (
+    ANSWER_KEEP_BYTES,
+    Limits,
+    Outbound,
+    as_outbound,
+    attempt_deadline,
+    is_truncated,
+    iter_capped,
+    time_left,
+)
+from curaflow.outbound.destinations import Destinations, Origin, configured, data, parse_networks, parse_origin
+from curaflow.outbound.errors import (
+    AnswerTooLarge,
+    DestinationRefused,
+    TimeLimitAfterSending,
+    TimeLimitBeforeSending,
+    TimeLimitExceeded,
+)
+
+__all__ = [
+    "ANSWER_KEEP_BYTES",
+    "AnswerTooLarge",
+    "DestinationRefused",
+    "Destinations",
+    "Limits",
+    "Origin",
+    "Outbound",
+    "TimeLimitAfterSending",
+    "TimeLimitBeforeSending",
+    "TimeLimitExceeded",
+    "as_outbound",
+    "attempt_deadline",
+    "configured",
+    "data",
+    "is_truncated",
+    "iter_capped",
+    "parse_networks",
+    "parse_origin",
+    "time_left",
+]

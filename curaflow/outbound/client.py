@@ -1,0 +1,248 @@
+"""One outbound HTTP client per purpose, bounding every exchange in time, bytes and destination.
+
+An :class:`Outbound` wraps an ``httpx.AsyncClient`` built on the guarded transport
+(:func:`~curaflow.outbound.transport.guarded_transport`) and sends every request under
+:class:`Limits`:
+
+* **total time** (``Limits.time_s``, seconds): one ``asyncio.timeout`` around connecting,
+  sending, and reading the whole answer — not httpx's per-read timeout, which a party that
+  trickles a byte at a time never trips. It is never longer than what the current attempt
+  has left before the job's deadline (:func:`attempt_deadline`). When it runs out the
+  exchange is cancelled, which closes the connection, and
+  :class:`~curaflow.outbound.errors.TimeLimitExceeded` tells whether the request had
+  started to leave (``sent``: the outcome is unknown). A cancel of the calling task
+  (Temporal's, through a heartbeat) cancels the exchange the same way, at once.
+* **bytes read**: ``max_bytes`` refuses a longer answer
+  (:class:`~curaflow.outbound.errors.AnswerTooLarge`, at its ``Content-Length`` or as soon
+  as the limit is crossed); ``keep_bytes`` keeps only the start of an answer and drops the
+  rest unread (a receiver's answer: its status and first KiB are all that matter).
+* **destination**: the request's origin must be allowed before anything is sent, and the
+  connection's address is checked when connecting
+  (:mod:`curaflow.outbound.destinations`). Redirects are never followed.
+
+``sent`` is learnt from httpcore's trace hook (``http11.send_request_headers.started`` /
+``http2.send_request_headers.started``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from curaflow.outbound.destinations import Destinations
+from curaflow.outbound.errors import DestinationRefused, time_limit_error, too_large_error
+from curaflow.outbound.transport import guarded_transport
+
+#: Bytes of a receiver's answer kept by default (status words and ids fit in far less).
+ANSWER_KEEP_BYTES = 16 * 1024
+#: Read size of a streamed body.
+CHUNK_BYTES = 64 * 1024
+
+_ATTEMPT_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("attempt_deadline", default=None)
+
+
+@contextlib.contextmanager
+def attempt_deadline(deadline_at_ms: int | None) -> Iterator[None]:
+    """Bound every exchange made inside by the job's deadline (epoch ms, UTC; None: none).
+
+    The deadline is turned into a monotonic instant once, on entry, so a clock step
+    does not move it. Nested uses keep the earlier deadline.
+    """
+    if deadline_at_ms is None:
+        yield
+        return
+    at = time.monotonic() + (deadline_at_ms - time.time() * 1000) / 1000
+    current = _ATTEMPT_DEADLINE.get()
+    token = _ATTEMPT_DEADLINE.set(at if current is None else min(at, current))
+    try:
+        yield
+    finally:
+        _ATTEMPT_DEADLINE.reset(token)
+
+
+def time_left(limit_s: float) -> float:
+    """``limit_s`` or what the attempt has left before the job's deadline, whichever is
+    shorter (seconds, ≥ 0)."""
+    at = _ATTEMPT_DEADLINE.get()
+    if at is None:
+        return max(0.0, limit_s)
+    return max(0.0, min(limit_s, at - time.monotonic()))
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The bounds of one exchange.
+
+    Attributes:
+        time_s: total time, seconds (connect + send + whole answer).
+        max_bytes: longest answer accepted (decoded bytes); None: no limit.
+        keep_bytes: keep at most this many bytes of the answer and stop reading (the
+            answer is marked truncated); None: read it all (within ``max_bytes``).
+    """
+
+    time_s: float
+    max_bytes: int | None = None
+    keep_bytes: int | None = None
+
+
+class _Trace:
+    """httpcore trace hook: remembers whether the request started to leave."""
+
+    sent = False
+
+    async def __call__(self, event: str, info: dict[str, Any]) -> None:
+        if event.endswith("send_request_headers.started"):
+            self.sent = True
+
+
+def is_truncated(response: httpx.Response) -> bool:
+    """Whether :meth:`Outbound.send` dropped the rest of ``response``'s body (``keep_bytes``)."""
+    return bool(response.extensions.get("curaflow_truncated"))
+
+
+async def iter_capped(response: httpx.Response, max_bytes: int | None) -> AsyncIterator[bytes]:
+    """The decoded body of a streamed ``response``, refused past ``max_bytes``.
+
+    Raises:
+        AnswerTooLarge: ``Content-Length`` over the limit (nothing read), or the body
+            crossed it.
+    """
+    if max_bytes is not None:
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > max_bytes:
+            raise too_large_error(max_bytes, response.request)
+    received = 0
+    async for chunk in response.aiter_bytes(CHUNK_BYTES):
+        received += len(chunk)
+        if max_bytes is not None and received > max_bytes:
+            raise too_large_error(max_bytes, response.request)
+        yield chunk
+
+
+class Outbound:
+    """The outbound client of one purpose (the source, one route, the pushes).
+
+    Args:
+        destinations: what it may reach.
+        http: an existing client to send with (tests; no connect-time address check
+            then); None builds one on the guarded transport.
+        max_connections: pool size when building the client.
+        connect_timeout_s: longest TCP/TLS connect, seconds (within the total limit).
+    """
+
+    def __init__(
+        self,
+        destinations: Destinations,
+        *,
+        http: httpx.AsyncClient | None = None,
+        max_connections: int = 100,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        self.destinations = destinations
+        if http is None:
+            limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=min(20, max_connections))
+            http = httpx.AsyncClient(
+                transport=guarded_transport(destinations, limits),
+                timeout=httpx.Timeout(None, connect=connect_timeout_s),
+                follow_redirects=False,
+                trust_env=False,
+            )
+        self.http = http
+
+    def check(self, url: httpx.URL) -> None:
+        """Refuse a URL whose origin is not allowed.
+
+        Raises:
+            DestinationRefused: scheme, host or port not allowed (port 0 never is).
+        """
+        if not self.destinations.allows_url(url):
+            raise DestinationRefused(f"{url.scheme}://{url.host}:{url.port or ''} is not an allowed destination")
+
+    def build_request(self, method: str, url: str, **kwargs: Any) -> httpx.Request:
+        """``httpx.AsyncClient.build_request`` of the underlying client."""
+        return self.http.build_request(method, url, **kwargs)
+
+    async def request(self, method: str, url: str, *, limits: Limits, **kwargs: Any) -> httpx.Response:
+        """Build and :meth:`send` a request (``kwargs`` as ``httpx.AsyncClient.build_request``)."""
+        return await self.send(self.build_request(method, url, **kwargs), limits)
+
+    async def send(self, request: httpx.Request, limits: Limits) -> httpx.Response:
+        """Send ``request`` and read its answer within ``limits``.
+
+        Returns:
+            The answer with its body read (at most ``keep_bytes``; :func:`is_truncated`
+            tells whether the rest was dropped). The connection of a truncated answer
+            is closed.
+
+        Raises:
+            DestinationRefused: the destination guard refused it (nothing sent).
+            TimeLimitExceeded: the total time (or the job's deadline) ran out.
+            AnswerTooLarge: over ``max_bytes``.
+            httpx.HTTPError: any other transport failure, as httpx raises it.
+        """
+        async with self.stream(request, limits) as response:
+            kept: list[bytes] = []
+            size = 0
+            truncated = False
+            async for chunk in iter_capped(response, limits.max_bytes):
+                if limits.keep_bytes is not None and size + len(chunk) > limits.keep_bytes:
+                    kept.append(chunk[: limits.keep_bytes - size])
+                    truncated = True
+                    break
+                kept.append(chunk)
+                size += len(chunk)
+            headers = [
+                (k, v)
+                for k, v in response.headers.multi_items()
+                if k.lower() not in ("content-encoding", "transfer-encoding", "content-length")
+            ]
+            return httpx.Response(
+                response.status_code,
+                headers=headers,
+                content=b"".join(kept),
+                request=request,
+                extensions={"curaflow_truncated": truncated, "http_version": response.http_version.encode()},
+            )
+
+    @contextlib.asynccontextmanager
+    async def stream(self, request: httpx.Request, limits: Limits) -> AsyncIterator[httpx.Response]:
+        """Open ``request`` as a streamed answer, the whole ``async with`` body under the
+        total time limit (read the body with :func:`iter_capped`).
+
+        Raises:
+            as :meth:`send` (``TimeLimitExceeded`` at the exit of the block when the time
+            ran out inside it).
+        """
+        self.check(request.url)
+        trace = _Trace()
+        request.extensions = {**request.extensions, "trace": trace}
+        budget = time_left(limits.time_s)
+        if budget <= 0:
+            raise time_limit_error(limits.time_s, False, request)
+        try:
+            async with asyncio.timeout(budget):
+                response = await self.http.send(request, stream=True)
+                try:
+                    yield response
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise time_limit_error(budget, trace.sent, request) from None
+
+    async def aclose(self) -> None:
+        """Close the underlying client and its connections."""
+        await self.http.aclose()
+
+
+def as_outbound(http: httpx.AsyncClient | Outbound, destinations: Destinations) -> Outbound:
+    """``http`` itself when it is an :class:`Outbound`, else an :class:`Outbound` sending
+    with that client to ``destinations`` (origins checked; addresses only by the
+    client's own transport)."""
+    return http if isinstance(http, Outbound) else Outbound(destinations, http=http)

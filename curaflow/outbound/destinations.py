@@ -1,0 +1,169 @@
+"""Which destinations an outbound client may reach (the destination guard's rules).
+
+Two kinds of destination (DESIGN "The outbound layer"):
+
+* **configured** — the operator wrote them down: a route's URL, the source's API and auth
+  URLs, ``pixiv.image_url``. A client for them only ever talks to those origins (host and
+  port), but any address they resolve to is allowed: the operator chose it.
+* **data** — a party other than the operator chose them: the image URLs a source sends,
+  a consumer's ``callback_url``. Their origin must be on an allow-list (host **and**
+  port), and every address the host resolves to is checked when connecting: a
+  loopback, private, link-local, multicast, reserved or unspecified address is refused
+  unless it lies in a network the operator listed (``outbound.private_networks``).
+
+Port 0 is never a destination. Redirects are never followed (a redirect would be a
+destination nobody checked).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+import httpx
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+#: An allow-list entry's port that matches any port 1..65535 (``host:*``).
+ANY_PORT = -1
+#: An allow-list entry's port that matches the URL scheme's default port (a bare ``host``).
+DEFAULT_PORT = 0
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def url_port(url: httpx.URL) -> int:
+    """The port ``url`` connects to (its explicit port, else its scheme's default); 0 when unknown."""
+    if url.port is not None:
+        return url.port
+    return _DEFAULT_PORTS.get(url.scheme, 0)
+
+
+@dataclass(frozen=True)
+class Origin:
+    """One allowed ``host:port``.
+
+    Attributes:
+        host: lower-case host name or address literal (IPv6 without brackets).
+        port: a port, :data:`DEFAULT_PORT` (the scheme's default: 80 / 443) or
+            :data:`ANY_PORT`.
+    """
+
+    host: str
+    port: int
+
+    def matches(self, url: httpx.URL) -> bool:
+        """Whether ``url``'s host and port are this origin's (never port 0)."""
+        port = url_port(url)
+        if port <= 0 or url.host.lower() != self.host:
+            return False
+        if self.port == ANY_PORT:
+            return True
+        if self.port == DEFAULT_PORT:
+            return url.port is None or url.port == _DEFAULT_PORTS.get(url.scheme)
+        return port == self.port
+
+
+def parse_origin(entry: str) -> Origin:
+    """An allow-list entry as an :class:`Origin`: ``host`` (the default port of the URL's
+    scheme), ``host:port`` or ``host:*`` (any port); IPv6 as ``[::1]:8080``.
+
+    Raises:
+        ValueError: an empty host, a port that is not 1..65535 or ``*``.
+    """
+    text = entry.strip().lower()
+    host, port_text = text, ""
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise ValueError(f"allow-list entry {entry!r}: unclosed '['")
+        host, rest = text[1:end], text[end + 1 :]
+        if rest:
+            if not rest.startswith(":"):
+                raise ValueError(f"allow-list entry {entry!r}: expected ':port' after ']'")
+            port_text = rest[1:]
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+    if not host:
+        raise ValueError(f"allow-list entry {entry!r}: no host")
+    if not port_text:
+        return Origin(host, DEFAULT_PORT)
+    if port_text == "*":
+        return Origin(host, ANY_PORT)
+    if not port_text.isdigit() or not 1 <= int(port_text) <= 65535:
+        raise ValueError(f"allow-list entry {entry!r}: the port must be 1..65535 or '*'")
+    return Origin(host, int(port_text))
+
+
+def origin_of(url: str) -> Origin:
+    """The origin a configured URL names (its host and the port it connects to).
+
+    Raises:
+        ValueError: the URL has no host, or no port can be told (an unknown scheme).
+    """
+    parsed = httpx.URL(url)
+    port = url_port(parsed)
+    if not parsed.host or port <= 0:
+        raise ValueError(f"{parsed.scheme}://{parsed.host}: not an http(s) URL with a host and a port")
+    return Origin(parsed.host.lower(), port)
+
+
+def parse_networks(entries: list[str]) -> tuple[IPNetwork, ...]:
+    """``outbound.private_networks`` entries as networks (``127.0.0.0/8``, ``::1/128``).
+
+    Raises:
+        ValueError: an entry that is not an address or a network.
+    """
+    return tuple(ipaddress.ip_network(e.strip(), strict=False) for e in entries)
+
+
+def is_public(address: IPAddress) -> bool:
+    """True for a globally routable unicast address (not loopback, private, link-local,
+    multicast, reserved, unspecified or shared; an IPv4-mapped IPv6 address is judged as
+    its IPv4 address)."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_global and not address.is_multicast
+
+
+@dataclass(frozen=True)
+class Destinations:
+    """What one outbound client may reach.
+
+    Attributes:
+        origins: the allowed origins; a request to any other host or port is refused
+            before anything is sent.
+        check_addresses: data destinations: every address the host resolves to must be
+            public or in ``private_networks`` (checked at connect time, by
+            :class:`~curaflow.outbound.transport.GuardedBackend`).
+        private_networks: non-public networks the operator allows (the embedded stack
+            and the test suite run everything on 127.0.0.1).
+    """
+
+    origins: tuple[Origin, ...]
+    check_addresses: bool = False
+    private_networks: tuple[IPNetwork, ...] = field(default_factory=tuple)
+
+    def allows_url(self, url: httpx.URL) -> bool:
+        """Whether a request to ``url`` may be sent (scheme http(s), origin allowed, port ≠ 0)."""
+        if url.scheme not in _DEFAULT_PORTS:
+            return False
+        return any(origin.matches(url) for origin in self.origins)
+
+    def allows_address(self, address: IPAddress) -> bool:
+        """Whether a connection to ``address`` may be opened."""
+        if not self.check_addresses or is_public(address):
+            return True
+        mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+        return any(address in net or (mapped is not None and mapped in net) for net in self.private_networks)
+
+
+def configured(*urls: str | None) -> Destinations:
+    """Destinations of a client that talks only to the operator's own URLs (module doc)."""
+    return Destinations(origins=tuple(origin_of(u) for u in urls if u))
+
+
+def data(entries: list[str] | tuple[Origin, ...], private_networks: tuple[IPNetwork, ...]) -> Destinations:
+    """Destinations of a client whose URLs come from data: an allow-list, addresses checked."""
+    origins = tuple(e if isinstance(e, Origin) else parse_origin(e) for e in entries)
+    return Destinations(origins=origins, check_addresses=True, private_networks=private_networks)

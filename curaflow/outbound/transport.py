@@ -1,0 +1,105 @@
+"""The connect-time address check: an httpcore network backend behind httpx's transport.
+
+httpx resolves and connects inside httpcore's network backend, so that is where the
+resolved address can be checked *and then used*: :class:`GuardedBackend` resolves the
+host itself, keeps only the addresses the :class:`~curaflow.outbound.destinations.Destinations`
+allow, and connects to one of those addresses (never resolving the name a second time,
+so a name cannot resolve to a public address for the check and to 127.0.0.1 for the
+connection). TLS still verifies the certificate against the host *name*: httpcore passes
+the URL's host as ``server_hostname`` when it starts TLS on the stream.
+
+:func:`guarded_transport` is ``httpx.AsyncHTTPTransport`` with its connection pool built
+on that backend (httpx has no public parameter for the backend; the pool is httpcore's
+public ``AsyncConnectionPool``). Environment proxies are not used: a proxy would connect
+on our behalf past the check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Iterable
+from typing import Any
+
+import httpcore
+import httpx
+
+from curaflow.outbound.destinations import Destinations
+from curaflow.outbound.errors import DestinationRefused
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's default backend, connecting only to addresses ``destinations`` allow.
+
+    Raises (from :meth:`connect_tcp`):
+        DestinationRefused: port 0, no address resolved, or none allowed.
+    """
+
+    def __init__(self, destinations: Destinations) -> None:
+        self._destinations = destinations
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        """Resolve ``host``, check every address, connect to the first allowed one."""
+        if port <= 0:
+            raise DestinationRefused(f"port {port} is not a destination")
+        if not self._destinations.check_addresses:
+            return await self._inner.connect_tcp(
+                host, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+            )
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except socket.gaierror as err:
+            raise httpcore.ConnectError(f"cannot resolve the host: {err.strerror}") from err
+        allowed: list[str] = []
+        refused: list[str] = []
+        for *_, sockaddr in infos:
+            text = str(sockaddr[0]).split("%", 1)[0]
+            address = ipaddress.ip_address(text)
+            (allowed if self._destinations.allows_address(address) else refused).append(text)
+        if not allowed:
+            raise DestinationRefused(
+                f"the host resolves only to addresses that are not allowed ({', '.join(sorted(set(refused)))}); "
+                "allow a network in outbound.private_networks if this is intended"
+            )
+        last: Exception | None = None
+        for address_text in dict.fromkeys(allowed):
+            try:
+                return await self._inner.connect_tcp(
+                    address_text, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as err:
+                last = err
+        assert last is not None
+        raise last
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        """Unix sockets are never a destination."""
+        raise DestinationRefused("unix sockets are not a destination")
+
+    async def sleep(self, seconds: float) -> None:
+        """As httpcore's backend."""
+        await self._inner.sleep(seconds)
+
+
+def guarded_transport(destinations: Destinations, limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+    """An ``httpx.AsyncHTTPTransport`` whose connections go through :class:`GuardedBackend`."""
+    transport = httpx.AsyncHTTPTransport(limits=limits, trust_env=False)
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=httpx.create_ssl_context(trust_env=False),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=GuardedBackend(destinations),
+    )
+    return transport

@@ -1,0 +1,167 @@
+"""The outbound layer: total time, bytes read, destinations (curaflow.outbound).
+
+Each case runs real HTTP against a hostile party on 127.0.0.1 (tests/fakes/hostile.py):
+a party that trickles, never ends, answers 100 MB or resolves where it should not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from curaflow.outbound import (
+    AnswerTooLarge,
+    DestinationRefused,
+    Limits,
+    Outbound,
+    TimeLimitAfterSending,
+    TimeLimitExceeded,
+    attempt_deadline,
+    configured,
+    data,
+    is_truncated,
+    parse_networks,
+    parse_origin,
+)
+from curaflow.outbound.destinations import ANY_PORT, DEFAULT_PORT, Origin
+from tests.fakes.hostile import Behaviour, HostileParty
+
+LOOPBACK = parse_networks(["127.0.0.0/8"])
+
+
+@pytest.fixture
+async def party() -> AsyncIterator[HostileParty]:
+    p = await HostileParty().start()
+    try:
+        yield p
+    finally:
+        await p.stop()
+
+
+def trusted(party: HostileParty) -> Outbound:
+    return Outbound(configured(party.url))
+
+
+async def closed_soon(party: HostileParty, within_s: float = 2.0) -> float:
+    """Seconds from the request to the party seeing its connection closed."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        conn = party.connections[-1]
+        if conn.closed is not None:
+            return conn.closed - conn.opened
+        await asyncio.sleep(0.02)
+    raise AssertionError("the connection is still open")
+
+
+async def test_a_body_trickled_after_200_is_cut_by_the_total_time(party: HostileParty) -> None:
+    party.default = Behaviour("trickle_body", chunk=64, interval_s=0.1)  # never ends
+    out = trusted(party)
+    started = time.monotonic()
+    with pytest.raises(TimeLimitAfterSending) as caught:
+        await out.request("POST", party.url + "/hook", content=b"{}", limits=Limits(time_s=1.0, keep_bytes=1 << 20))
+    assert 0.9 < time.monotonic() - started < 1.8
+    assert caught.value.sent and isinstance(caught.value, httpx.ReadTimeout)  # ambiguous, as routes classify it
+    assert await closed_soon(party) < 2.0  # the connection went with the attempt
+    await out.aclose()
+
+
+async def test_headers_sent_slowly_are_cut_by_the_total_time(party: HostileParty) -> None:
+    party.default = Behaviour("slow_headers", interval_s=0.05)  # ~3 s of headers
+    out = trusted(party)
+    started = time.monotonic()
+    with pytest.raises(TimeLimitExceeded):
+        await out.request("GET", party.url + "/", limits=Limits(time_s=0.5))
+    assert time.monotonic() - started < 1.2
+    await out.aclose()
+
+
+async def test_the_job_deadline_shortens_the_limit(party: HostileParty) -> None:
+    party.default = Behaviour("hang")
+    out = trusted(party)
+    started = time.monotonic()
+    with attempt_deadline(int(time.time() * 1000) + 500), pytest.raises(TimeLimitExceeded):
+        await out.request("GET", party.url + "/", limits=Limits(time_s=30))
+    assert time.monotonic() - started < 1.2
+    # a deadline already passed sends nothing
+    before = len(party.connections)
+    with attempt_deadline(int(time.time() * 1000) - 1), pytest.raises(TimeLimitExceeded) as caught:
+        await out.request("GET", party.url + "/", limits=Limits(time_s=30))
+    assert not caught.value.sent and len(party.connections) == before
+    await out.aclose()
+
+
+async def test_a_cancel_aborts_an_exchange_at_once(party: HostileParty) -> None:
+    party.default = Behaviour("hang")
+    out = trusted(party)
+    task = asyncio.create_task(out.request("GET", party.url + "/", limits=Limits(time_s=60)))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await closed_soon(party, 1.0) < 1.5
+    await out.aclose()
+
+
+@pytest.mark.parametrize("length", [True, False])
+async def test_an_answer_over_the_byte_limit_is_refused(party: HostileParty, length: bool) -> None:
+    party.default = Behaviour("huge", total=50 * 1024 * 1024, length=length)
+    out = trusted(party)
+    with pytest.raises(AnswerTooLarge) as caught:
+        await out.request("GET", party.url + "/v1/search/illust", limits=Limits(time_s=10, max_bytes=4 << 20))
+    assert caught.value.limit == 4 << 20
+    await closed_soon(party)
+    assert party.connections[-1].written < 16 << 20  # stopped long before 50 MB
+    await out.aclose()
+
+
+async def test_a_huge_receiver_answer_is_read_only_to_the_kept_bytes(party: HostileParty) -> None:
+    party.default = Behaviour("huge", total=100 * 1024 * 1024, length=True)
+    out = trusted(party)
+    response = await out.request("POST", party.url + "/", content=b"x", limits=Limits(time_s=10, keep_bytes=16384))
+    assert response.status_code == 200 and len(response.content) == 16384 and is_truncated(response)
+    await closed_soon(party)
+    assert party.connections[-1].written < 16 << 20  # the rest was never read
+    await out.aclose()
+
+
+async def test_an_allowed_name_resolving_to_loopback_is_refused_at_connect(party: HostileParty) -> None:
+    # "localhost" is on the allow-list by name; it resolves to 127.0.0.1, which is not
+    # allowed unless a network says so
+    out = Outbound(data([f"localhost:{party.port}"], ()))
+    with pytest.raises(DestinationRefused, match="not allowed"):
+        await out.request("POST", f"http://localhost:{party.port}/cb", content=b"{}", limits=Limits(time_s=5))
+    assert party.connections == []  # never connected
+    allowed = Outbound(data([f"localhost:{party.port}"], LOOPBACK))
+    assert (
+        await allowed.request("POST", f"http://localhost:{party.port}/cb", limits=Limits(time_s=5))
+    ).status_code == 200
+    await out.aclose()
+    await allowed.aclose()
+
+
+async def test_origins_compare_host_and_port_and_refuse_port_zero(party: HostileParty) -> None:
+    out = Outbound(data(["127.0.0.1:1"], LOOPBACK))
+    for url in (f"{party.url}/cb", "http://127.0.0.1:0/cb", "http://127.0.0.2:1/cb", "ftp://127.0.0.1:1/x"):
+        with pytest.raises(DestinationRefused):
+            await out.request("POST", url, limits=Limits(time_s=5))
+    assert party.connections == []
+    await out.aclose()
+
+
+def test_allow_list_entries() -> None:
+    assert parse_origin("Hooks.Example.org") == Origin("hooks.example.org", DEFAULT_PORT)
+    assert parse_origin("hooks.example.org:8443") == Origin("hooks.example.org", 8443)
+    assert parse_origin("127.0.0.1:*") == Origin("127.0.0.1", ANY_PORT)
+    assert parse_origin("[::1]:8080") == Origin("::1", 8080)
+    for bad in ("hooks.example.org:0", "h:70000", ":80", "h:x"):
+        with pytest.raises(ValueError):
+            parse_origin(bad)
+    bare = parse_origin("hooks.example.org")
+    assert bare.matches(httpx.URL("https://hooks.example.org/x"))
+    assert bare.matches(httpx.URL("http://hooks.example.org:80/x"))
+    assert not bare.matches(httpx.URL("https://hooks.example.org:8443/x"))
+    assert not parse_origin("hooks.example.org:*").matches(httpx.URL("https://hooks.example.org:0/x"))
