@@ -20,9 +20,13 @@ An attempt:
    retryable failure → intent back to ``reserved`` and an ``ApplicationError`` for
    Temporal to retry; on the last allowed attempt the cell ends ``delivery_abandoned``.
 
-A route that refuses the work for good (``delivery_rejected``) has the refusal remembered
-per (route, work) in the same transaction (:mod:`curaflow.ledger.remembered`): later
-jobs pick another work for that route.
+The verdict is judged from the failure's owner (:mod:`curaflow.domain.verdicts`): only a
+failure owned by the work (``delivery_rejected``, ``over_route_limit``) has the refusal
+remembered per (route, work) in the same transaction (:mod:`curaflow.ledger.remembered`),
+so later jobs pick another work for that route (issue 13, case 7); a route-owned one
+(``route_refused``, a rate limit, no answer) leaves the work free for a later job. A
+final failure after part of the work was posted (albums or messages confirmed) ends the
+intent ``unknown`` — reported ``partial`` — so nothing of it is ever posted again.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from curaflow import metrics
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.messages import CellUpdate, DeliverInput
 from curaflow.domain.models import CellSnapshot, DeliveryReport
-from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.reasons import Owner, TerminalReason
 from curaflow.domain.verdicts import DeliveryVerdict, delivery_verdict
 from curaflow.ledger import cells as ledger_cells
 from curaflow.ledger import deliveries as ledger
@@ -182,9 +186,11 @@ class DeliverActivity:
             raise permanent(TerminalReason.INTERNAL_ERROR, "cell has no fetched artifact to deliver")
 
         key = claim.idempotency_key or ""
+        parts_posted: list[Any] = list(claim.remote_ids or [])
 
         async def record_part(parts: list[Any]) -> None:
             await ledger.record_part(deps.pool, key, parts)
+            parts_posted[:] = parts
 
         request = DeliveryRequest(
             job_id=inp.job_id,
@@ -217,11 +223,13 @@ class DeliverActivity:
                     receipt = await _finish_or_cut(send, route.name)
                 except RouteError as err:
                     # Stopped by the cancel, not by the budget: the job's finish ends the cell.
-                    await self._record_error(inp, request, err, max_attempts=None)
+                    await self._record_error(inp, request, err, max_attempts=None, posted=bool(parts_posted))
                     raise asyncio.CancelledError() from err
             except RouteError as err:
-                verdict = await self._record_error(inp, request, err, max_attempts=inp.max_attempts)
-                if verdict.unknown:
+                verdict = await self._record_error(
+                    inp, request, err, max_attempts=inp.max_attempts, posted=bool(parts_posted)
+                )
+                if verdict.outcome == "unknown":
                     raise ApplicationError(
                         str(err), type=str(TerminalReason.DELIVERY_UNKNOWN), non_retryable=True
                     ) from err
@@ -268,13 +276,21 @@ class DeliverActivity:
         return cell
 
     async def _record_error(
-        self, inp: DeliverInput, request: DeliveryRequest, err: RouteError, *, max_attempts: int | None
+        self,
+        inp: DeliverInput,
+        request: DeliveryRequest,
+        err: RouteError,
+        *,
+        max_attempts: int | None,
+        posted: bool = False,
     ) -> DeliveryVerdict:
         """Record a failed send as :func:`~curaflow.domain.verdicts.delivery_verdict` decides.
 
         Args:
             max_attempts: the attempt budget, or None when the send was stopped by a cancel
                 (the budget does not end the cell then; the job's finish does).
+            posted: part of the work is already at the route (parts recorded by this or
+                an earlier attempt): a final failure is then partial, never a refusal.
         """
         deps = self.deps
         route = deps.route(inp.route.name)
@@ -286,6 +302,7 @@ class DeliverActivity:
             resend_safe=route.resend_safe,
             attempt=attempt,
             max_attempts=max_attempts if max_attempts is not None else attempt + 1,
+            posted=posted,
         )
         metrics.record_delivery_result(inp.route.name, inp.route.kind, verdict.outcome)
         refused = verdict.remember_refusal
@@ -323,5 +340,19 @@ class DeliverActivity:
                 error=str(err),
                 hint="the work is not offered to this route again; after fixing the receiver, clear it with "
                 f"`curaflow refusals clear {inp.route.name} {request.work.work_id}`",
+            )
+        elif verdict.final and (verdict.owner == Owner.ROUTE or verdict.outcome == "partial"):
+            log.error(
+                "route.failed",
+                job_id=inp.job_id,
+                target_id=inp.target.target_id,
+                route=inp.route.name,
+                work_id=request.work.work_id,
+                reason=str(verdict.reason),
+                outcome=verdict.outcome,
+                error=str(err),
+                hint="the route's receiver failed or refused the request (the work is not refused for good); "
+                "fix the route"
+                + ("; what it already posted is kept and never posted again" if verdict.outcome == "partial" else ""),
             )
         return verdict

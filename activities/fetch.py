@@ -10,6 +10,9 @@ cell ends ``no_candidate`` — or, in a scheduled job, goes back to a wider ``se
 when :func:`~curaflow.domain.fallback.another_pass` allows it (the released works stay
 excluded for this cell).
 
+A full artifact disk (``ENOSPC``, ``EDQUOT``) ends the cell at once with its own reason,
+``storage_full`` (curaflow's, not retried: no retry within the job frees the disk).
+
 A page is recorded complete only once it decodes fully (:mod:`curaflow.artifacts`): a
 download cut short inside valid framing fails the attempt (``download_failed``,
 retried) instead of being delivered.
@@ -18,6 +21,8 @@ Runs on the account's source task queue: image downloads pass the account's rate
 """
 
 from __future__ import annotations
+
+import errno
 
 from temporalio import activity
 
@@ -33,6 +38,9 @@ from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.paths import PathEscape
 from curaflow.sources.errors import SourceError, WorkUnavailable
+
+#: ``errno`` values of a full artifact disk (no space, quota exceeded).
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class FetchActivity:
@@ -166,6 +174,14 @@ class FetchActivity:
                     ) from err
                 except PathEscape as err:  # ids are validated at the source: a bug, never retried
                     raise permanent(TerminalReason.INTERNAL_ERROR, str(err)) from err
+                except OSError as err:
+                    if err.errno not in DISK_FULL:
+                        raise
+                    # curaflow's own disk: no retry within the job frees it. Pages already
+                    # complete stay on disk for a later attempt once space is freed.
+                    raise permanent(
+                        TerminalReason.STORAGE_FULL, f"artifact store: {err.strerror or 'no space left on device'}"
+                    ) from err
                 async with deps.pool.acquire() as conn, conn.transaction():
                     ready = await ledger.artifact_ready(
                         conn, inp.job_id, target.target_id, work.work_id, artifact.model_dump(mode="json")

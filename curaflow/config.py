@@ -449,6 +449,11 @@ class TelegramRouteConfig(_Section):
     message_thread_id: int | None = None
 
 
+#: Discord's limit on one webhook request (413 / JSON code 40005 beyond it); it cannot be
+#: raised by configuration.
+DISCORD_REQUEST_MAX_BYTES = 10 * MiB
+
+
 class DiscordRouteConfig(_Section):
     """Discord webhook route (reference ``pixiv-and-delivery-apis.md`` §4.3).
 
@@ -460,10 +465,12 @@ class DiscordRouteConfig(_Section):
         timeout_ms: total time of one request (connect, send, the answer); a send cut
             after the request started to leave is *ambiguous*.
         on_ambiguous: ``fail`` (default) or ``retry``, as for Telegram.
-        max_file_bytes: largest attachment (depends on the server's boost tier; default
-            8 MiB); a bigger page is ``delivery_rejected``.
-        max_message_bytes: most attachment bytes in one message; pages are packed in
-            order into messages of ≤ 10 files within this size.
+        max_file_bytes: largest attachment (≤ 10 MiB, default 10 MiB; lower it to your
+            server's upload cap); a bigger page is refused by curaflow
+            (``over_route_limit``), never sent.
+        max_message_bytes: largest request (≤ 10 MiB, Discord's per-request limit for a
+            webhook, default 10 MiB); pages are packed in order into messages of ≤ 10
+            files whose whole request (files, ``payload_json``, framing) fits.
         content_max: message text limit (≤ 2000 characters).
         username: overrides the webhook's display name.
         thread_id: post into this thread of a forum channel.
@@ -473,12 +480,18 @@ class DiscordRouteConfig(_Section):
     task_queue: str | None = None
     url: SecretStr
     timeout_ms: int = Field(default=60_000, ge=100)
-    max_file_bytes: int = Field(default=8 * MiB, ge=1024)
-    max_message_bytes: int = Field(default=25 * MiB, ge=1024)
+    max_file_bytes: int = Field(default=DISCORD_REQUEST_MAX_BYTES, ge=1024, le=DISCORD_REQUEST_MAX_BYTES)
+    max_message_bytes: int = Field(default=DISCORD_REQUEST_MAX_BYTES, ge=64 * 1024, le=DISCORD_REQUEST_MAX_BYTES)
     content_max: int = Field(default=2000, ge=0, le=2000)
     username: str | None = None
     thread_id: str | None = None
     on_ambiguous: Literal["fail", "retry"] = "fail"
+
+    @model_validator(mode="after")
+    def _file_fits_a_request(self) -> DiscordRouteConfig:
+        if self.max_file_bytes > self.max_message_bytes:
+            raise ValueError("max_file_bytes must not exceed max_message_bytes (a file travels in one request)")
+        return self
 
 
 RouteConfig = Annotated[

@@ -123,6 +123,9 @@ class RouteDelivery(BaseModel):
         status: the intent's status: ``reserved`` | ``sending`` | ``delivered`` |
             ``duplicate`` | ``failed`` | ``unknown`` | ``released``.
         work_id: the work the intent is for (the cell's bound work).
+        parts_posted: parts of a multi-part send the route confirmed (albums, messages;
+            a partly posted album counts): on an intent that did not complete, the
+            delivery is *partial* (:attr:`partial`).
     """
 
     route: str
@@ -132,6 +135,12 @@ class RouteDelivery(BaseModel):
     attempts: int = 0
     last_error: str | None = None
     work_id: str | None = None
+    parts_posted: int = 0
+
+    @property
+    def partial(self) -> bool:
+        """Part of the work is at the route although the delivery did not complete."""
+        return self.status in ("failed", "unknown") and self.parts_posted > 0
 
 
 #: Intent statuses of a delivery that is on the route (the receiver has the work).
@@ -151,7 +160,8 @@ class DeliveryReport(BaseModel):
 
     Attributes:
         status: ``delivered`` (the route has it) | ``duplicate`` (the route already had
-            it) | ``unknown`` (a request left and may have landed) | ``released`` (never
+            it) | ``partial`` (part of the work is at the route: albums or messages
+            confirmed, the rest never will be) | ``unknown`` (a request left and may have landed) | ``released`` (never
             sent, or sent and refused in a way that proves it did not land; another job
             may deliver it) | ``failed`` (the route refused it) | ``pending`` / ``sending``
             (a job still running).
@@ -203,15 +213,16 @@ class CellSnapshot(BaseModel):
                 target_id=self.target_id,
                 route=d.route,
                 work_id=d.work_id or self.work_id or "",
-                status="pending" if d.status == "reserved" else d.status,
+                status="pending" if d.status == "reserved" else "partial" if d.partial else d.status,
                 remote_id=d.remote_id,
             )
             for d in self.deliveries
         ]
 
     def landed(self) -> bool:
-        """True when a route received this cell's work from this job (an intent ``delivered``)."""
-        return any(d.status == "delivered" for d in self.deliveries)
+        """True when a route received this cell's work from this job (an intent
+        ``delivered``, or a partial delivery: part of the work is at the route)."""
+        return any(d.status == "delivered" or d.partial for d in self.deliveries)
 
     def brief(self) -> CellSnapshot:
         """A copy small enough for workflow history: state, stage, reason and the work's

@@ -98,8 +98,10 @@ BUSINESS_MESSAGES: dict[BusinessStatus, tuple[str, str]] = {
         "This round was cancelled; nothing more will be published.",
     ),
     BusinessStatus.FAILED: (
-        "本轮任务遇到系统错误，请稍后重试或查看日志。",
-        "This round hit a system error; retry later or check the logs.",
+        # The remedy is the explaining reason's (never "retry later" for a failure a
+        # retry cannot fix).
+        "本轮任务失败。",
+        "This round failed.",
     ),
 }
 

@@ -61,6 +61,29 @@ class TerminalReason(StrEnum):
     DELIVERY_ABANDONED = "delivery_abandoned"
     CANCELLED_BY_CONSUMER = "cancelled_by_consumer"
     EXECUTION_TERMINATED = "execution_terminated"
+    ROUTE_REFUSED = "route_refused"
+    OVER_ROUTE_LIMIT = "over_route_limit"
+    STORAGE_FULL = "storage_full"
+
+
+class Owner(StrEnum):
+    """Who caused a failure (issue 24, "attribution before judgement").
+
+    * ``work``: this work can never be sent to this route (its content, or a page over
+      a limit). Only then is the work refused for good on that route.
+    * ``route``: the destination itself is broken or limited (unknown webhook or chat, a
+      blocked bot, a request over the receiver's limit, a rate limit, no answer). The
+      work is not used up; the job is alertable.
+    * ``source``: the content source failed (HTTP errors, downloads, malformed answers).
+    * ``account``: the source account (login, rate limit, restriction).
+    * ``curaflow``: curaflow itself (its configuration, its disk, its budgets, a bug).
+    """
+
+    WORK = "work"
+    ROUTE = "route"
+    SOURCE = "source"
+    ACCOUNT = "account"
+    CURAFLOW = "curaflow"
 
 
 class Origin(StrEnum):
@@ -84,7 +107,10 @@ class ReasonInfo:
             code's default ``retryable`` is decided by the protocol table, not this flag).
         protocol_code: the Workflow Protocol v1 ``Error.code`` it maps to.
         message_zh / message_en: the user-facing business sentence (never an internal
-            error name; reference §5.4 "meaning of the user message").
+            error name; reference §5.4 "meaning of the user message"): the real cause and
+            the real remedy, never a remedy that would cause a duplicate.
+        owner: who caused a failure with this reason (:class:`Owner`); None for reasons
+            that are not failures (no new work, a cancel, a terminate).
     """
 
     origin: Origin
@@ -92,6 +118,7 @@ class ReasonInfo:
     protocol_code: str
     message_zh: str
     message_en: str
+    owner: Owner | None = None
 
 
 R = TerminalReason
@@ -100,8 +127,9 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         Origin.ACQUISITION,
         True,
         "no_candidate",
-        "没有找到合适的新作品；如果一直如此，请放宽标签或筛选条件。",
-        "No suitable new work was found; if this keeps happening, widen the tags or the filters.",
+        "没有找到可以发送的新作品（找到的作品已投递过、被路由拒绝过或无法获取）；如果一直如此，请添加标签或扩大查询范围。",
+        "No new work that could be sent was found (the works found were already delivered, refused by a route "
+        "or unavailable); if this keeps happening, add tags or widen the query.",
     ),
     R.DUPLICATE_EXHAUSTED: ReasonInfo(
         Origin.ACQUISITION,
@@ -123,6 +151,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "source_error",
         "图片下载超时；请检查到 Pixiv 图片服务器的网络后重试。",
         "Downloading the image timed out; check the network to Pixiv's image server, then retry.",
+        owner=Owner.SOURCE,
     ),
     R.DOWNLOAD_FAILED: ReasonInfo(
         Origin.DOWNLOAD,
@@ -130,6 +159,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "source_error",
         "图片下载失败或不完整；请稍后重试。",
         "Downloading the image failed or it arrived incomplete; retry later.",
+        owner=Owner.SOURCE,
     ),
     R.METADATA_FAILED: ReasonInfo(
         Origin.ACQUISITION,
@@ -137,6 +167,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "source_error",
         "获取作品信息失败；请稍后重试。",
         "Fetching the work's information from Pixiv failed; retry later.",
+        owner=Owner.SOURCE,
     ),
     R.RATE_LIMITED: ReasonInfo(
         Origin.ACQUISITION,
@@ -144,6 +175,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "quota_exceeded",
         "Pixiv 对此账号限流，冷却结束后再试，或降低请求频率。",
         "Pixiv is rate limiting this account; retry after the cooldown, or lower the request rate.",
+        owner=Owner.ACCOUNT,
     ),
     R.AUTH_FAILED: ReasonInfo(
         Origin.ACQUISITION,
@@ -151,6 +183,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "auth_error",
         "Pixiv 拒绝了登录；请设置新的 refresh token（PIXIV_REFRESH_TOKEN）后重试。",
         "Pixiv rejected the login; set a new refresh token (PIXIV_REFRESH_TOKEN), then retry.",
+        owner=Owner.ACCOUNT,
     ),
     R.ACCOUNT_RESTRICTED: ReasonInfo(
         Origin.ACQUISITION,
@@ -159,6 +192,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "Pixiv 限制了此账号的访问，其请求已暂停；请登录 pixiv.net 查看通知，或让目标改用其他账号。",
         "Pixiv restricted this account's access and its requests are paused; sign in at pixiv.net to read "
         "the notice, or move the target to another account.",
+        owner=Owner.ACCOUNT,
     ),
     R.REMOTE_HTTP_ERROR: ReasonInfo(
         Origin.ACQUISITION,
@@ -166,6 +200,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "source_error",
         "Pixiv 服务器返回了错误；请稍后重试。",
         "The Pixiv server answered with an error; retry later.",
+        owner=Owner.SOURCE,
     ),
     R.DELIVERY_FAILED: ReasonInfo(
         Origin.DELIVERY,
@@ -173,6 +208,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "delivery_failed",
         "投递失败；请检查该路由的接收方是否可用后重试。",
         "Delivering the work failed; check that the route's receiver is up, then retry.",
+        owner=Owner.ROUTE,
     ),
     R.DELIVERY_REJECTED: ReasonInfo(
         Origin.DELIVERY,
@@ -181,6 +217,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "接收方永久拒绝了这件作品，之后不会再发给该路由；请查看日志中接收方的回复并修正路由或接收方。",
         "The receiver refused this work for good and it is not offered to that route again; read its answer "
         "in the logs and fix the route or the receiver.",
+        owner=Owner.WORK,
     ),
     R.TELEPOST_REJECTED: ReasonInfo(
         Origin.DELIVERY,
@@ -188,6 +225,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "delivery_rejected",
         "TelePost 永久拒绝了这件作品；请查看日志中的回复并修正投递配置。",
         "TelePost refused this work for good; read its answer in the logs and fix the submission settings.",
+        owner=Owner.WORK,
     ),
     R.TELEGRAM_FAILED: ReasonInfo(
         Origin.DELIVERY,
@@ -195,6 +233,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "delivery_failed",
         "Telegram 发送失败；请检查机器人和聊天是否可用后重试。",
         "Sending to Telegram failed; check the bot and the chat, then retry.",
+        owner=Owner.ROUTE,
     ),
     R.DELIVERY_UNKNOWN: ReasonInfo(
         Origin.DELIVERY,
@@ -203,6 +242,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "投递结果未知：请求已发出但没有收到回应，为避免重复发送不再重试；请在目标聊天中确认是否已发布。",
         "The delivery's result is unknown: the request was sent but no answer came back, so it is not sent "
         "again to avoid a duplicate post; check the chat for it.",
+        owner=Owner.ROUTE,
     ),
     R.NETWORK_ERROR: ReasonInfo(
         Origin.EXECUTION,
@@ -210,6 +250,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "source_error",
         "连接 Pixiv 时网络出现问题；请检查网络后重试。",
         "A network problem interrupted the connection to Pixiv; check the network, then retry.",
+        owner=Owner.SOURCE,
     ),
     R.EXECUTION_TIMEOUT: ReasonInfo(
         Origin.EXECUTION,
@@ -217,6 +258,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "deadline_exceeded",
         "任务超过了截止时间；请给出更长的 deadline_ms 或更窄的查询后重试。",
         "The job ran past its deadline; retry with a longer deadline_ms or a narrower query.",
+        owner=Owner.CURAFLOW,
     ),
     R.CONFIGURATION_ERROR: ReasonInfo(
         Origin.CONFIGURATION,
@@ -224,6 +266,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "internal_error",
         "配置有误（未知的账号或路由）；请修正配置后重试。",
         "The configuration is wrong (an unknown account or route); fix it, then retry.",
+        owner=Owner.CURAFLOW,
     ),
     R.INTERNAL_ERROR: ReasonInfo(
         Origin.EXECUTION,
@@ -231,6 +274,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "internal_error",
         "发生内部错误；请查看 worker 日志。",
         "An internal error occurred; read the worker's log.",
+        owner=Owner.CURAFLOW,
     ),
     R.QUEUED_TOO_LONG: ReasonInfo(
         Origin.EXECUTION,
@@ -238,6 +282,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "queued_too_long",
         "任务排队太久一直没有开始；请确认有 worker 在运行。",
         "The job waited too long in the queue and never started; check that workers are running.",
+        owner=Owner.CURAFLOW,
     ),
     R.STALLED_NO_HEARTBEAT: ReasonInfo(
         Origin.EXECUTION,
@@ -245,6 +290,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "stalled_no_progress",
         "执行中断，长时间没有进展（worker 退出或卡住）；请检查 worker 后重试。",
         "The job stopped making progress (a worker died or hung); check the workers, then retry.",
+        owner=Owner.CURAFLOW,
     ),
     R.DELIVERY_ABANDONED: ReasonInfo(
         Origin.DELIVERY,
@@ -252,6 +298,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "delivery_abandoned",
         "投递在重试次数内没有完成，已放弃；请检查该路由的接收方后重试。",
         "The delivery did not complete within its retries and was given up; check the route's receiver, then retry.",
+        owner=Owner.ROUTE,
     ),
     R.CANCELLED_BY_CONSUMER: ReasonInfo(
         Origin.EXECUTION, False, "cancelled_by_consumer", "任务已被取消。", "The job was cancelled."
@@ -262,6 +309,35 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "cancelled_by_consumer",
         "运维人员在 Temporal 中终止了该任务的执行，之后没有再运行任何步骤。",
         "An operator terminated the job's execution in Temporal; nothing ran after that.",
+    ),
+    R.ROUTE_REFUSED: ReasonInfo(
+        Origin.DELIVERY,
+        False,
+        "delivery_failed",
+        "路由的接收方拒绝了请求（未知的 webhook 或聊天、机器人被屏蔽、超过其大小上限）；"
+        "作品未被消耗。请查看日志中的回复并修正该路由。",
+        "The route's receiver refused the request (an unknown webhook or chat, a blocked bot, over its size "
+        "limit); the work was not used up. Read its answer in the logs and fix the route.",
+        owner=Owner.ROUTE,
+    ),
+    R.OVER_ROUTE_LIMIT: ReasonInfo(
+        Origin.DELIVERY,
+        False,
+        "delivery_rejected",
+        "curaflow 没有发送这件作品：一页超过该路由配置的大小上限，之后不再发给该路由；"
+        "若接收方允许，请提高上限后清除这条拒绝。",
+        "curaflow did not send this work: a page is over the route's configured size limit, so it is not "
+        "offered there again; if the receiver allows more, raise the limit and clear the refusal.",
+        owner=Owner.WORK,
+    ),
+    R.STORAGE_FULL: ReasonInfo(
+        Origin.DOWNLOAD,
+        False,
+        "internal_error",
+        "作品存储所在的磁盘已满，作品无法保存；请释放该磁盘的空间（或把作品目录移到更大的磁盘）后重新运行任务。",
+        "The disk of curaflow's artifact store is full, so the work could not be saved; free space on it (or "
+        "move the artifacts to a larger disk), then run the job again.",
+        owner=Owner.CURAFLOW,
     ),
 }
 
@@ -315,13 +391,15 @@ def no_candidate_reason(examined: int, reasons: dict[str, int]) -> TerminalReaso
 
     Args:
         examined: works examined by the scan.
-        reasons: rejection counts by reason word (``duplicate``, ``unavailable``,
-            ``excluded``, ``filtered:*``).
+        reasons: rejection counts by reason word (``duplicate``, ``refused``,
+            ``unavailable``, ``excluded``, ``invalid``, ``filtered:*``).
 
     Returns:
         ``duplicate_exhausted`` when every rejection was a duplicate; ``filter_exhausted``
-        when at least half were duplicates or every one was a hard work-level verdict
-        (no ``unavailable`` skips); otherwise ``no_candidate`` (including an empty pool).
+        ("relax the target's filters") only when a filter rejected something and the
+        filters and duplicates together account for at least half of the rejections;
+        otherwise ``no_candidate`` (an empty pool, works refused by a route, unavailable
+        works, duplicates mixed with those): relaxing a filter would change nothing.
     """
     total = sum(reasons.values())
     if examined == 0 or total == 0:
@@ -329,6 +407,7 @@ def no_candidate_reason(examined: int, reasons: dict[str, int]) -> TerminalReaso
     duplicates = reasons.get("duplicate", 0)
     if duplicates == total:
         return R.DUPLICATE_EXHAUSTED
-    if duplicates * 2 >= total or reasons.get("unavailable", 0) == 0:
+    filtered = sum(n for word, n in reasons.items() if word.startswith("filtered:"))
+    if filtered > 0 and (filtered + duplicates) * 2 >= total:
         return R.FILTER_EXHAUSTED
     return R.NO_CANDIDATE

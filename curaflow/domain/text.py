@@ -94,12 +94,16 @@ def loads_clean(text: str) -> Any:
     :func:`clean_text` changes.
 
     Raises:
-        ValueError: ``text`` is not JSON.
+        ValueError: ``text`` is not JSON, or is nested deeper than the parser (and the
+            cleaning walk) can recurse: a third party's malformed answer, never a crash.
     """
-    value = json.loads(text)
-    raw = ("\x7f" in text) if text.isascii() else (_BAD.search(text) is not None)
-    nothing_to_clean = not raw and _RISKY_ESCAPE.search(text) is None and _surrogates_paired(text, value)
-    return value if nothing_to_clean else clean_json(value)
+    try:
+        value = json.loads(text)
+        raw = ("\x7f" in text) if text.isascii() else (_BAD.search(text) is not None)
+        nothing_to_clean = not raw and _RISKY_ESCAPE.search(text) is None and _surrogates_paired(text, value)
+        return value if nothing_to_clean else clean_json(value)
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
 
 
 def clean_optional(value: str | None) -> str | None:

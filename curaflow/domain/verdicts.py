@@ -17,6 +17,14 @@ its *facts* to this module and applies the answer; nothing else maps failures to
 Retryability of an activity failure comes from the reason catalogue
 (:data:`curaflow.domain.reasons.REASONS`): :data:`NON_RETRYABLE_TYPES`.
 
+**Attribution before judgement** (issue 24): every failure arrives here as a reason code,
+and the catalogue names the reason's one owner (:class:`~curaflow.domain.reasons.Owner`:
+work, route, source, account, curaflow; :func:`owner_of`). The verdicts are judged from
+that owner: only a failure owned by the *work* refuses the work for good on a route; a
+*route*-owned failure ends the cell (alertable) and leaves the work free for a later job;
+a final failure after part of the work was posted is *partial*. Routes and the source
+only classify an answer into a reason; they never decide what it means.
+
 Pure module: imported by workflows through the sandbox pass-through. Table-tested in
 ``tests/unit/test_verdicts.py``.
 """
@@ -29,7 +37,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from curaflow.domain.cells import CellStage, CellState
-from curaflow.domain.reasons import REASONS, TerminalReason, parse_reason
+from curaflow.domain.reasons import REASONS, Origin, Owner, TerminalReason, parse_reason, reason_info
 
 R = TerminalReason
 Step = Literal["search", "fetch", "acquire", "deliver"]
@@ -71,6 +79,12 @@ class StepFailure(BaseModel):
     first_step: bool = False
     route: str | None = None
     message: str = ""
+
+    @property
+    def owner(self) -> Owner:
+        """Who caused the failure: the owner of its reason (:func:`owner_of`)."""
+        reason = failure_reason(self)
+        return owner_of(reason) if reason is not None else Owner.CURAFLOW
 
 
 class FinishCause(StrEnum):
@@ -205,53 +219,90 @@ class DeliveryVerdict(BaseModel):
     Attributes:
         reason: the cell's reason if the failure is final.
         final: the cell ends now (no further attempt).
-        unknown: the request may have landed and the route may not re-send it: the
-            intent ends ``unknown`` (it keeps the work blocked on that route).
-        outcome: the metric label: ``unknown`` | ``rejected`` | ``abandoned`` | ``failed``.
-        remember_refusal: the route refused this work for good (a rejection, not a broken
-            route): the refusal is remembered per (route, work) so later jobs pick another
-            work (docs/routes.md "Refusals are remembered").
+        unknown: the request may have landed, or part of the work already did, and the
+            route may not re-send it: the intent ends ``unknown`` (it keeps the work
+            blocked on that route, so neither a later job nor ``curaflow refusals
+            clear`` posts it again).
+        outcome: the metric label: ``unknown`` | ``partial`` | ``rejected`` |
+            ``abandoned`` | ``failed``.
+        owner: who caused the failure (:class:`~curaflow.domain.reasons.Owner`).
+        remember_refusal: the work itself can never be sent to this route (owner
+            ``work``): the refusal is remembered per (route, work) so later jobs pick
+            another work (README "Routes"). A route-owned failure never is: the work is
+            not used up.
     """
 
     reason: TerminalReason
     final: bool
     unknown: bool
-    outcome: Literal["unknown", "rejected", "abandoned", "failed"]
+    outcome: Literal["unknown", "partial", "rejected", "abandoned", "failed"]
+    owner: Owner | None = None
     remember_refusal: bool = False
 
 
-#: Reasons of a route refusing the work itself (remembered per (route, work)).
-REFUSAL_REASONS: frozenset[TerminalReason] = frozenset({R.DELIVERY_REJECTED, R.TELEPOST_REJECTED})
+def owner_of(reason: str | None) -> Owner:
+    """Who caused a failure with ``reason`` (the catalogue's owner; ``curaflow`` for a
+    reason that is not a failure's or is unknown: nothing else can be blamed)."""
+    return reason_info(reason).owner or Owner.CURAFLOW
+
+
+#: Reasons of a route refusing the work itself (remembered per (route, work)): the
+#: delivery reasons whose owner is the work.
+REFUSAL_REASONS: frozenset[TerminalReason] = frozenset(
+    r for r, info in REASONS.items() if info.owner == Owner.WORK and info.origin == Origin.DELIVERY
+)
 
 
 def delivery_verdict(
-    *, reason: str, permanent: bool, ambiguous: bool, resend_safe: bool, attempt: int, max_attempts: int
+    *,
+    reason: str,
+    permanent: bool,
+    ambiguous: bool,
+    resend_safe: bool,
+    attempt: int,
+    max_attempts: int,
+    posted: bool = False,
 ) -> DeliveryVerdict:
-    """Decide what a failed delivery attempt means (reference §6; DESIGN.md decision 6).
+    """Decide what a failed delivery attempt means (reference §6; DESIGN.md decision 6),
+    judged from the failure's owner (:func:`owner_of`; issue 24).
 
     Args:
-        reason: the route's reason code for the failure.
-        permanent: the route refused for good (HTTP 4xx, "chat not found" …).
+        reason: the route's reason code for the failure (it names the owner).
+        permanent: another attempt cannot succeed (a refusal, a limit).
         ambiguous: the request may have reached the route (a timeout after sending).
         resend_safe: the route tolerates a re-send (stable idempotency key, or
             ``on_ambiguous = "retry"``).
         attempt / max_attempts: this attempt's number (1-based) and the budget
             (:func:`attempt_budget`).
+        posted: part of the work is already at the route (a confirmed album or message
+            of a multi-part send, or items of a partly posted album).
+
+    Rules: an ambiguous send on a route that may not re-send → ``delivery_unknown``; a
+    final failure after part of the work was posted → ``partial`` (intent ``unknown``:
+    the route keeps what it has, nothing is refused, nothing is posted again); a
+    permanent failure → ``rejected``, remembered as a refusal only when its owner is the
+    work; the last attempt of a retryable failure → ``delivery_abandoned``.
     """
+    owner = owner_of(reason)
     if ambiguous and not resend_safe:
-        return DeliveryVerdict(reason=R.DELIVERY_UNKNOWN, final=True, unknown=True, outcome="unknown")
-    if permanent:
-        refused = parse_reason(reason)
         return DeliveryVerdict(
-            reason=refused,
-            final=True,
-            unknown=False,
-            outcome="rejected",
-            remember_refusal=refused in REFUSAL_REASONS,
+            reason=R.DELIVERY_UNKNOWN, final=True, unknown=True, outcome="unknown", owner=Owner.ROUTE
         )
-    if attempt >= max_attempts:
-        return DeliveryVerdict(reason=R.DELIVERY_ABANDONED, final=True, unknown=False, outcome="abandoned")
-    return DeliveryVerdict(reason=parse_reason(reason), final=False, unknown=False, outcome="failed")
+    if permanent or attempt >= max_attempts:
+        final_reason = parse_reason(reason) if permanent else R.DELIVERY_ABANDONED
+        if posted:
+            return DeliveryVerdict(reason=final_reason, final=True, unknown=True, outcome="partial", owner=owner)
+        if permanent:
+            return DeliveryVerdict(
+                reason=final_reason,
+                final=True,
+                unknown=False,
+                outcome="rejected",
+                owner=owner,
+                remember_refusal=final_reason in REFUSAL_REASONS,
+            )
+        return DeliveryVerdict(reason=final_reason, final=True, unknown=False, outcome="abandoned", owner=owner)
+    return DeliveryVerdict(reason=parse_reason(reason), final=False, unknown=False, outcome="failed", owner=owner)
 
 
 def attempt_budget(step: Step, *, delivery_max_attempts: int, source_max_attempts: int) -> int:

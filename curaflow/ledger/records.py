@@ -19,7 +19,10 @@ CELL_COLUMNS = """target_id, position, state, stage, work_id, work_type, work, c
     artifact, attempt_count, fallback_stage, terminal_reason_code, terminal_reason_message,
     heartbeat_at, lease_until, updated_at"""
 STAGE_COLUMNS = "target_id, state, stage, updated_at"
-INTENT_COLUMNS = "d.route, d.status, d.idempotency_key, d.remote_id, d.attempts, d.last_error, d.work_id"
+INTENT_COLUMNS = (
+    "d.route, d.status, d.idempotency_key, d.remote_id, d.attempts, d.last_error, d.work_id, "
+    "CASE WHEN jsonb_typeof(d.remote_ids) = 'array' THEN jsonb_array_length(d.remote_ids) ELSE 0 END AS parts_posted"
+)
 #: The intents a cell reports: every live one, and the released ones of its bound work (a
 #: delivery that never went out because the cell stopped); released intents of works it
 #: let go as unavailable are not its deliveries.
@@ -71,6 +74,7 @@ async def _load_cells(conn: asyncpg.Connection, job_id: str) -> tuple[list[CellS
                 attempts=i["attempts"],
                 last_error=i["last_error"],
                 work_id=i["work_id"],
+                parts_posted=i["parts_posted"],
             )
         )
     heartbeats = [r["heartbeat_at"] for r in rows if r["heartbeat_at"] is not None]

@@ -7,21 +7,27 @@ and there would be nothing to reconcile). The body is ``multipart/form-data``:
 ``allowed_mentions`` empty so a title can never ping anyone, ``attachments``) and the
 files as ``files[0]`` … ``files[9]``.
 
-Pages are packed in order into messages of at most 10 files and ``max_message_bytes``
-(:func:`~curaflow.routes.chunks.packed_chunks`); a page over ``max_file_bytes`` (the
-server's upload cap, which depends on its boost tier) is ``delivery_rejected``. Each
-message's id is recorded as soon as Discord confirmed it, so a retry continues with the
-first unconfirmed message.
+Pages are packed in order into messages of at most 10 files whose whole request — the
+files plus ``payload_json`` and the multipart framing (:data:`REQUEST_RESERVE`,
+:data:`FILE_RESERVE`) — stays under ``max_message_bytes``, Discord's per-request limit
+(10 MiB for a webhook; :func:`~curaflow.routes.chunks.packed_chunks`). A page over
+``max_file_bytes``, or too big for a request even alone, is refused by curaflow before
+anything is sent (``over_route_limit``, owned by the work: its message says curaflow's
+limit refused it). Each message's id is recorded as soon as Discord confirmed it, so a
+retry continues with the first unconfirmed message and a confirmed one is never posted
+again.
 
-Classification: 2xx → confirmed; 429 → retried after the body's ``retry_after``
-(seconds, float) or ``Retry-After``; Discord's own JSON 5xx → retried; a gateway error
-(502, 504) or any 5xx that is not Discord's JSON (Cloudflare's HTML page) → *ambiguous*
-(the gateway may have forwarded the request); 400 (``50035`` Invalid Form Body),
-401, 403, 404 (``10015`` Unknown Webhook), 413 (``40005``) and any other 4xx →
-``delivery_rejected``; connect errors → retried; a timeout after sending → *ambiguous*,
-decided by ``on_ambiguous`` (``fail`` by default: at most once; ``retry``: at least
-once). Discord has no idempotency key. The webhook URL holds its token and is never
-logged.
+Classification (the reason names the failure's owner, :mod:`curaflow.domain.verdicts`):
+2xx → confirmed; 429 → retried after the body's ``retry_after`` (seconds, float) or
+``Retry-After``; Discord's own JSON 5xx → retried; a gateway error (502, 504) or any 5xx
+that is not Discord's JSON (Cloudflare's HTML page) → *ambiguous* (the gateway may have
+forwarded the request); 413 (JSON ``40005`` or Cloudflare's HTML page),
+401, 403 and 404 (``10015`` Unknown Webhook) → ``route_refused`` (the destination is
+broken or limits the request: the work is not used up); 400 (``50035`` Invalid Form Body)
+and any other 4xx → ``delivery_rejected`` (the work); connect errors → retried; a timeout
+after sending → *ambiguous*, decided by ``on_ambiguous`` (``fail`` by default: at most
+once; ``retry``: at least once). Discord has no idempotency key. The webhook URL holds
+its token and is never logged.
 """
 
 from __future__ import annotations
@@ -43,6 +49,14 @@ from curaflow.routes.caption import build_caption
 from curaflow.routes.chunks import packed_chunks
 
 FILES_MAX = 10
+#: Bytes of a request besides its files: ``payload_json`` (content ≤ 2000 characters of
+#: up to 4 bytes, the attachment list) and the multipart framing around it.
+REQUEST_RESERVE = 16 * 1024
+#: Multipart framing of one file (boundary, ``Content-Disposition`` with its name, type).
+FILE_RESERVE = 512
+#: Statuses meaning the destination itself refuses: its limit (413), its credentials or
+#: permissions (401, 403), an unknown webhook (404).
+ROUTE_STATUSES = (401, 403, 404, 413)
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
 #: Gateway errors: the gateway forwarded the request and lost the answer (or gave up waiting).
 GATEWAY_ERRORS = (502, 504)
@@ -78,14 +92,23 @@ class DiscordRoute:
         files = sorted(request.artifact.files, key=lambda f: f.page)
         if not files:
             raise RouteError(TerminalReason.DELIVERY_REJECTED, "discord: the artifact has no file", permanent=True)
+        room = self.config.max_message_bytes - REQUEST_RESERVE
         for f in files:
             if f.bytes > self.config.max_file_bytes:
                 raise RouteError(
-                    TerminalReason.DELIVERY_REJECTED,
-                    f"discord: page {f.page} is {f.bytes} bytes, over max_file_bytes {self.config.max_file_bytes}",
+                    TerminalReason.OVER_ROUTE_LIMIT,
+                    f"discord: not sent by curaflow: page {f.page} is {f.bytes} bytes, over the route's "
+                    f"max_file_bytes of {self.config.max_file_bytes}",
                     permanent=True,
                 )
-        groups = packed_chunks([f.bytes for f in files], FILES_MAX, self.config.max_message_bytes)
+            if f.bytes + FILE_RESERVE > room:
+                raise RouteError(
+                    TerminalReason.OVER_ROUTE_LIMIT,
+                    f"discord: not sent by curaflow: page {f.page} is {f.bytes} bytes; with its message it is "
+                    f"over the route's max_message_bytes of {self.config.max_message_bytes} per request",
+                    permanent=True,
+                )
+        groups = packed_chunks([f.bytes + FILE_RESERVE for f in files], FILES_MAX, room)
         done = list(request.parts_done)[: len(groups)]
         for index, group in enumerate(groups):
             if index < len(done):
@@ -161,4 +184,7 @@ class DiscordRoute:
             )
         if status >= 500:
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP {status}{detail}")
+        if status in ROUTE_STATUSES or (isinstance(body, dict) and body.get("code") == 40005):
+            what = "over the receiver's size limit" if status == 413 else "the webhook is unknown or not allowed"
+            raise RouteError(TerminalReason.ROUTE_REFUSED, f"discord: HTTP {status}{detail}: {what}", permanent=True)
         raise RouteError(TerminalReason.DELIVERY_REJECTED, f"discord: HTTP {status}{detail}", permanent=True)

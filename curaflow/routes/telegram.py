@@ -5,7 +5,7 @@ Referer):
 
 * one image within the photo limits (≤ 10 MiB, width + height ≤ 10000, aspect ratio
   ≤ 20) → ``sendPhoto``; otherwise → ``sendDocument`` (≤ 50 MiB, else the work is
-  ``delivery_rejected``). A photo Telegram refuses anyway (``PHOTO_INVALID_DIMENSIONS``
+  ``over_route_limit``: curaflow's limit, nothing sent). A photo Telegram refuses anyway (``PHOTO_INVALID_DIMENSIONS``
   …) is sent again as a document in the same attempt (a 400 means nothing was posted);
 * a multi-page work → ``sendMediaGroup`` albums of 2–10 items, split evenly beyond 10
   pages (:func:`~curaflow.routes.chunks.balanced_chunks`). The photo/document choice is
@@ -17,20 +17,29 @@ Referer):
 * the caption (:mod:`curaflow.routes.caption`, ≤ 1024 UTF-16 units) on the first item of
   each album; later albums carry the URL and their part number.
 
-The returned ``message_id`` s are the delivery's remote ids: one list per request, in
-order, each recorded in the ledger as soon as Telegram confirmed it, so a retry resumes
-at the first unconfirmed album and never re-sends a confirmed one.
+The returned ``message_id`` s are the delivery's remote ids: one list per album (part),
+one entry per item, in order, each recorded in the ledger as soon as Telegram confirmed
+it, so a retry resumes at the first unconfirmed item and never re-sends a confirmed one.
+An album Telegram posted only partly — ``400 failed to send message #N with the error
+message "…"``: items 0..N-1 are in the chat, their ids are not in the answer — is
+recorded as N items posted (``null`` ids) before the failure is raised: a retry sends
+only the rest of that album, and a delivery that ends there is reported ``partial``.
 
 How answers are classified:
 
 ===========================================  ==========================================
 ``{"ok": true, "result": …}``                 confirmed
-429 + ``parameters.retry_after``              retried after exactly that many seconds
+a rate limit, wherever Telegram writes it:    retried after exactly that many seconds
+429, ``parameters.retry_after``, or "Too      (``telegram_failed``, owned by the route)
+Many Requests: retry after N" in a 400's
+description (a partly posted album)
 ``parameters.migrate_to_chat_id``             the chat became a supergroup: switch to the
                                               new id and send again (once)
 JSON 5xx other than 502/504                   retried (Telegram did not post it)
-400 "chat not found", 403 "bot was blocked",  ``delivery_rejected``, never retried
-401, 413, any other 4xx
+400 "chat not found", 403 "bot was blocked",  ``route_refused`` (the destination is
+no rights, 401, 403, 413                      broken or limited), never retried; the work
+                                              is not used up
+any other 4xx                                 ``delivery_rejected`` (the work), never retried
 connect error, connect/write/pool timeout     retried (the request never reached Telegram)
 read timeout, broken response, unreadable 2xx *ambiguous*: the message may exist. Telegram
 gateway errors 502 / 504 (HTML or JSON),      has no idempotency key, so the route's
@@ -50,6 +59,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -84,6 +94,35 @@ GATEWAY_ERRORS = (502, 504)
 
 class _PhotoRefused(Exception):
     """Telegram refused the upload as a photo; a document may still go."""
+
+
+class _PartlyPosted(Exception):
+    """Telegram posted the first ``count`` items of an album, then failed with ``error``."""
+
+    def __init__(self, count: int, error: RouteError) -> None:
+        super().__init__(str(error))
+        self.count = count
+        self.error = error
+
+
+#: Telegram's words for a rate limit, in whatever answer carries them (a 429, or a 400
+#: "failed to send message #N with the error message \"Too Many Requests: retry after 8\"").
+RATE_LIMIT_TEXT = re.compile(r"too many requests(?:: retry after (\d+(?:\.\d+)?))?", re.IGNORECASE)
+#: An album posted up to item N (0-based) and failed there: items 0..N-1 are in the chat.
+FAILED_ITEM = re.compile(r"failed to send message #(\d+)", re.IGNORECASE)
+#: Descriptions meaning the destination itself refuses (the route's owner must act).
+ROUTE_REFUSALS = (
+    "chat not found",
+    "bot was blocked",
+    "bot was kicked",
+    "bot is not a member",
+    "not enough rights",
+    "need administrator rights",
+    "chat_write_forbidden",
+    "have no rights to send",
+    "user is deactivated",
+    "request entity too large",
+)
 
 
 def fits_photo(f: ArtifactFile, config: TelegramRouteConfig) -> bool:
@@ -130,25 +169,39 @@ class TelegramRoute:
         for f in files:
             if f.bytes > self.config.document_max_bytes:
                 raise RouteError(
-                    TerminalReason.DELIVERY_REJECTED,
-                    f"telegram: page {f.page} is {f.bytes} bytes, over the upload limit of "
-                    f"{self.config.document_max_bytes}",
+                    TerminalReason.OVER_ROUTE_LIMIT,
+                    f"telegram: not sent by curaflow: page {f.page} is {f.bytes} bytes, over the route's "
+                    f"document_max_bytes of {self.config.document_max_bytes}",
                     permanent=True,
                 )
         parts = balanced_chunks(files, ALBUM_MAX)
         # One shape per work, decided from all its files (not album by album).
         as_photo = all(fits_photo(f, self.config) for f in files)
-        done = list(request.parts_done)[: len(parts)]
+        done = [list(entry) for entry in request.parts_done[: len(parts)]]
         for index, chunk in enumerate(parts):
-            if index < len(done):
-                continue
-            caption = build_caption(
-                request.work, self.config.caption_max, measure=utf16_len, part=(index + 1, len(parts))
-            )
-            message_ids, as_photo = await self._send_part(chunk, caption, as_photo=as_photo)
-            done.append(message_ids)
+            posted = done[index] if index < len(done) else None
+            if posted is not None and len(posted) >= len(chunk):
+                continue  # confirmed whole by an earlier attempt
+            if posted is None:
+                caption = build_caption(
+                    request.work, self.config.caption_max, measure=utf16_len, part=(index + 1, len(parts))
+                )
+                posted = []
+                done.append(posted)
+            else:
+                caption = ""  # the album's first item, with the caption, is in the chat
+            try:
+                message_ids, as_photo = await self._send_part(chunk[len(posted) :], caption, as_photo=as_photo)
+            except _PartlyPosted as partly:
+                # Telegram posted the album's first items, then failed: record them (their
+                # ids are not in the answer) so no attempt ever posts them again.
+                posted.extend([None] * partly.count)
+                if request.on_part is not None:
+                    await request.on_part([list(entry) for entry in done])
+                raise partly.error from None
+            posted.extend(message_ids)
             if request.on_part is not None:
-                await request.on_part(list(done))
+                await request.on_part([list(entry) for entry in done])
         first = done[0][0] if done and done[0] else None
         return DeliveryReceipt(
             remote_id=str(first) if first is not None else None, remote_ids=done, remote_status="sent"
@@ -262,11 +315,41 @@ class TelegramRoute:
                 f"{text}: a gateway error; the request may have reached Telegram, outcome unknown",
                 ambiguous=True,
             )
-        if code == 429:
-            delay = first_retry_after(params.get("retry_after"), response.headers.get("retry-after"), default=1.0)
-            raise RouteError(TerminalReason.TELEGRAM_FAILED, text, retry_after_s=delay)
-        if code >= 500:
-            raise RouteError(TerminalReason.TELEGRAM_FAILED, text)
-        if photo and code == 400 and any(mark in description.lower() for mark in PHOTO_REFUSED):
+        error = self._classify(code, description, params, response, photo=photo)
+        failed_at = FAILED_ITEM.search(description)
+        if method == "sendMediaGroup" and failed_at is not None and int(failed_at.group(1)) > 0:
+            raise _PartlyPosted(
+                int(failed_at.group(1)), error or RouteError(TerminalReason.DELIVERY_REJECTED, text, permanent=True)
+            )
+        if error is None:
             raise _PhotoRefused(description)
-        raise RouteError(TerminalReason.DELIVERY_REJECTED, text, permanent=True)
+        raise error
+
+    @staticmethod
+    def _classify(
+        code: int, description: str, params: dict[str, Any], response: httpx.Response, *, photo: bool
+    ) -> RouteError | None:
+        """The failure an answer means (None: a photo Telegram refuses as a photo), its
+        reason naming the owner: a rate limit wherever Telegram writes it (429,
+        ``parameters.retry_after``, "Too Many Requests: retry after N" in any
+        description) is retried after exactly that long; the destination refusing
+        (unknown chat, blocked bot, no rights, 401, 403, 413) is ``route_refused``; the
+        work refused (any other 4xx) is ``delivery_rejected``."""
+        text = f"telegram: {code} {description}".strip()
+        lowered = description.lower()
+        said = RATE_LIMIT_TEXT.search(description)
+        if code == 429 or params.get("retry_after") is not None or said is not None:
+            delay = first_retry_after(
+                params.get("retry_after"),
+                said.group(1) if said is not None else None,
+                response.headers.get("retry-after"),
+                default=1.0,
+            )
+            return RouteError(TerminalReason.TELEGRAM_FAILED, f"{text} (rate limited)", retry_after_s=delay)
+        if code >= 500:
+            return RouteError(TerminalReason.TELEGRAM_FAILED, text)
+        if photo and code == 400 and any(mark in lowered for mark in PHOTO_REFUSED):
+            return None
+        if code in (401, 403, 413) or any(mark in lowered for mark in ROUTE_REFUSALS):
+            return RouteError(TerminalReason.ROUTE_REFUSED, text, permanent=True)
+        return RouteError(TerminalReason.DELIVERY_REJECTED, text, permanent=True)

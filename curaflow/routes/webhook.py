@@ -18,7 +18,9 @@ Receiver contract (the answer decides the cell):
                         error (502, 504) may have reached the receiver: retried
                         with the same ``webhook-id`` and remembered as possibly
                         delivered
-other 4xx               rejected: ``delivery_rejected``, never retried
+401, 403, 404, 410,     the receiver refuses the request itself: ``route_refused``
+413                     (the route's failure: the work is not used up), never retried
+other 4xx               the work rejected: ``delivery_rejected``, never retried
 connect error           retried (the request never left)
 timeout after sending   retried with the same ``webhook-id`` (receivers dedupe)
 =====================  =======================================================
@@ -39,6 +41,9 @@ from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import ANSWER_KEEP_BYTES, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, header_value
+
+#: Statuses of a receiver refusing the request itself (not the work).
+ROUTE_STATUSES = (401, 403, 404, 410, 413)
 
 FAILED_WORDS = {"failed", "rejected", "error"}
 PENDING_WORDS = {"pending", "queued"}
@@ -171,6 +176,10 @@ class WebhookRoute:
                 retry_after_s=parse_retry_after(response.headers.get("retry-after")),
                 ambiguous=status in (502, 504),
             )
+        if status in ROUTE_STATUSES:
+            # The receiver itself refuses (its credentials, its address, its size limit):
+            # the route's failure, the work is not used up.
+            raise RouteError(TerminalReason.ROUTE_REFUSED, f"webhook answered HTTP {status}", permanent=True)
         raise RouteError(TerminalReason.DELIVERY_REJECTED, f"webhook answered HTTP {status}", permanent=True)
 
     @staticmethod

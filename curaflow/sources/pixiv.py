@@ -447,10 +447,14 @@ class PixivClient:
                 )
             if response.status_code >= 400 or text is not None or not isinstance(body, dict):
                 status = response.status_code
+                # A 2xx that is not the app-api's JSON object (not JSON, nested too deep
+                # to parse) is the source's glitch, retried like a 5xx; a 4xx is final.
+                garbled = status < 400 and text is None
                 raise SourceError(
                     self._reason_for_status(status, body),
-                    f"pixiv answered HTTP {status}" + (f": {text[:200]}" if text else ""),
-                    retryable=status >= 500 or status == 429,
+                    f"pixiv answered HTTP {status}"
+                    + (f": {text[:200]}" if text else ", not a JSON object" if garbled else ""),
+                    retryable=status >= 500 or status == 429 or garbled,
                     status=status,
                 )
             await self._gate_ok()

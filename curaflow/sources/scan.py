@@ -49,6 +49,8 @@ from pydantic import BaseModel, Field
 from curaflow.domain.fallback import WANT
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import CandidateReport, SkippedDay, Work
+from curaflow.domain.reasons import TerminalReason
+from curaflow.sources.errors import SourceError
 from curaflow.sources.filters import protocol_reason, reject_reason
 from curaflow.sources.pixiv import MAX_OFFSET, InvalidWork, PixivClient, offset_of, parse_work
 
@@ -314,6 +316,32 @@ def _tail_page(
         cp.next_url = next_url
 
 
+def check_page(page: dict[str, Any], *, promised: bool) -> None:
+    """Refuse an answer that cannot be taken for the end of results (the source's failure).
+
+    Only the source says where its results end: a page without ``next_url``. An answer
+    without an ``illusts`` list is not a page of results, and a page a ``next_url``
+    promised that holds no work at all is a struggling backend's answer (Pixiv and its
+    replay only send a ``next_url`` when more works follow). Either fails the attempt as
+    a retryable ``remote_http_error``; the retry asks the same page again.
+
+    Args:
+        page: the decoded answer.
+        promised: the request followed a ``next_url`` of the previous page.
+
+    Raises:
+        SourceError: ``remote_http_error``, retryable.
+    """
+    illusts = page.get("illusts")
+    if not isinstance(illusts, list):
+        raise SourceError(TerminalReason.REMOTE_HTTP_ERROR, "pixiv answered HTTP 200 without an illusts list")
+    if promised and not illusts:
+        raise SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR,
+            "pixiv answered an empty page where the previous page's next_url promised more works",
+        )
+
+
 def _parse_page(cp: ScanCheckpoint, page: dict[str, Any]) -> list[Work]:
     """The page's works; those the source should never have sent are counted ``invalid``."""
     works: list[Work] = []
@@ -331,8 +359,15 @@ def _parse_page(cp: ScanCheckpoint, page: dict[str, Any]) -> list[Work]:
 async def _fetch_page(
     client: PixivClient, target: TargetSpec, cp: ScanCheckpoint, on_skipped_day: SkippedDayHook | None = None
 ) -> None:
-    """Fetch the next page into ``cp.pending`` and decide where the page after it is."""
+    """Fetch the next page into ``cp.pending`` and decide where the page after it is.
+
+    Raises:
+        SourceError: the answer is not a page of results, or a page a ``next_url``
+            promised came back empty (:func:`check_page`).
+    """
+    promised = cp.started and cp.next_url is not None
     page = await _request(client, target, cp)
+    check_page(page, promised=promised)
     cp.started = True
     cp.pages += 1
     sort = target.query.sort

@@ -8,12 +8,15 @@
 ``429 {"message", "retry_after" (seconds, float), "global"}`` plus the ``Retry-After``
 and ``X-RateLimit-*`` headers. Every request is checked against the limits (content ≤
 2000 characters, ≤ 10 files, each ≤ ``max_file_bytes``, attachments matching the
-uploaded files); breaches are recorded in :attr:`FakeDiscord.violations`.
+uploaded files, the whole request ≤ ``max_request_bytes``, 10 MiB: Discord's limit on a
+webhook request, answered ``413 {"message": "Request entity too large", "code":
+40005}``); breaches are recorded in :attr:`FakeDiscord.violations`.
 
 Scripted faults (:class:`DcReply`): ``429``, ``404``, ``500``, ``stall`` (the message is
 created, the answer is held past the client's timeout), ``gateway_502`` /
 ``gateway_504`` (the message is created, then Cloudflare's HTML ``502 Bad Gateway`` /
-``504 Gateway Time-out`` page comes back instead of Discord's answer).
+``504 Gateway Time-out`` page comes back instead of Discord's answer), ``413`` (Discord's
+JSON 40005) and ``html_413`` (Cloudflare's HTML ``413 Request Entity Too Large`` page).
 """
 
 from __future__ import annotations
@@ -40,6 +43,12 @@ GATEWAY_PAGES = {
     "gateway_504": "<html><head><title>504 Gateway Time-out</title></head><body><center><h1>504 Gateway "
     "Time-out</h1></center><hr><center>cloudflare</center></body></html>",
 }
+HTML_413 = (
+    "<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request Entity "
+    "Too Large</h1></center><hr><center>cloudflare</center></body></html>"
+)
+MiB = 1024 * 1024
+TOO_LARGE = {"message": "Request entity too large", "code": 40005}
 
 
 @dataclass
@@ -60,12 +69,13 @@ class DcRequest:
     at: float
     status: int = 0
     created: bool = False
+    size: int = 0
 
 
 @dataclass
 class DcReply:
     """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``404``, ``500``, ``stall``,
-    ``gateway_502``, ``gateway_504``."""
+    ``gateway_502``, ``gateway_504``, ``413``, ``html_413``."""
 
     kind: str = "ok"
     retry_after: float = 0.5
@@ -78,7 +88,8 @@ class FakeDiscord:
 
     webhook_id: str = "112233445566778899"
     token: str = "fake-webhook-token"
-    max_file_bytes: int = 8 * 1024 * 1024
+    max_file_bytes: int = 10 * MiB
+    max_request_bytes: int = 10 * MiB
     requests: list[DcRequest] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     violations: list[str] = field(default_factory=list)
@@ -102,6 +113,7 @@ class FakeDiscord:
     async def _handle(self, request: Request, webhook_id: str, token: str) -> Response:
         payload: dict[str, Any] = {}
         files: list[DcFile] = []
+        size = len(await request.body())
         ctype = request.headers.get("content-type", "")
         if ctype.startswith("multipart/form-data"):
             form = await request.form()
@@ -113,7 +125,7 @@ class FakeDiscord:
                     payload = json.loads(str(value))
         elif ctype.startswith("application/json"):
             payload = await request.json()
-        entry = DcRequest(payload, files, request.query_params.get("wait") == "true", time.time())
+        entry = DcRequest(payload, files, request.query_params.get("wait") == "true", time.time(), size=size)
         self.requests.append(entry)
         response = await self._answer(entry, webhook_id, token)
         entry.status = response.status_code
@@ -139,6 +151,10 @@ class FakeDiscord:
             return JSONResponse({"message": "Unknown Webhook", "code": 10015}, status_code=404)
         if reply.kind == "500":
             return JSONResponse({"message": "Internal Server Error", "code": 0}, status_code=500)
+        if reply.kind == "413":
+            return JSONResponse(TOO_LARGE, status_code=413)
+        if reply.kind == "html_413":
+            return HTMLResponse(HTML_413, status_code=413)
         problem = self._check(entry)
         if problem is not None:
             self.violations.append(problem[1])
@@ -169,6 +185,8 @@ class FakeDiscord:
     def _check(self, entry: DcRequest) -> tuple[dict[str, Any], str, int] | None:
         content = entry.payload.get("content") or ""
         invalid = {"message": "Invalid Form Body", "code": 50035}
+        if entry.size > self.max_request_bytes:
+            return TOO_LARGE, f"request of {entry.size} bytes", 413
         if len(content) > CONTENT_MAX:
             return invalid, f"content of {len(content)} characters", 400
         if not content and not entry.files:
@@ -177,7 +195,7 @@ class FakeDiscord:
             return invalid, f"{len(entry.files)} files", 400
         for f in entry.files:
             if f.size > self.max_file_bytes:
-                return {"message": "Request entity too large", "code": 40005}, f"file of {f.size} bytes", 413
+                return TOO_LARGE, f"file of {f.size} bytes", 413
         names = [a.get("filename") for a in entry.payload.get("attachments", [])]
         if entry.files and names != [f.filename for f in entry.files]:
             return invalid, f"attachments {names} do not match the files", 400

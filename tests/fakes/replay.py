@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import HTMLResponse, StreamingResponse
 
 from curaflow.httpserver import BackgroundServer
 from curaflow.sources.replay import images
@@ -65,7 +65,11 @@ class Faults(ReplayScript):
     Attributes:
         search: per search/ranking request: ``"rate_limit"`` (HTTP 403 Rate Limit body),
             ``"rate_limit_429"``, ``"restricted"`` (access restricted body),
-            ``"oauth"`` (invalid access token), ``"500"``.
+            ``"oauth"`` (invalid access token), ``"500"``, ``"503"`` (a proxy's HTML page),
+            ``"empty"`` (HTTP 200 with no works and no ``next_url``, as a struggling
+            backend answers in place of the page a ``next_url`` promised), ``"no_illusts"``
+            (HTTP 200 ``{}``), ``"deep_json"`` (HTTP 200, a JSON document nested 200 000
+            levels deep).
         auth: per token request: ``"invalid_grant"`` (HTTP 400), ``"rate_limit"``,
             ``"500"``.
         images: per image request: ``"truncate"`` (half the body, full
@@ -206,7 +210,7 @@ class Faults(ReplayScript):
             response.headers["Retry-After"] = str(self.retry_after_s)
         return response
 
-    def _search_fault(self, fault: str | None) -> JSONResponse | None:
+    def _search_fault(self, fault: str | None) -> Response | None:
         if fault == "rate_limit":
             return self._rate_limited(403)
         if fault == "rate_limit_429":
@@ -217,6 +221,14 @@ class Faults(ReplayScript):
             return error(400, INVALID_GRANT)
         if fault == "500":
             return JSONResponse({"error": {"message": "internal"}}, status_code=500)
+        if fault == "503":
+            return HTMLResponse("<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>", 503)
+        if fault == "empty":
+            return JSONResponse({"illusts": [], "next_url": None, "search_span_limit": 31536000, "show_ai": True})
+        if fault == "no_illusts":
+            return JSONResponse({})
+        if fault == "deep_json":
+            return Response("[" * 200_000 + "]" * 200_000, media_type="application/json")
         return None
 
     def _auth_fault(self, fault: str | None) -> JSONResponse | None:

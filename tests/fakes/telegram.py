@@ -92,7 +92,10 @@ class TgRequest:
 class TgReply:
     """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``chat_not_found``, ``blocked``,
     ``500``, ``migrate``, ``photo_invalid``, ``stall``, ``gateway_502``, ``gateway_504``,
-    ``html_500``.
+    ``html_500``, ``partial`` (an album whose first ``posted`` items are posted, then
+    Telegram's ``400 Bad Request: failed to send message #<posted> with the error message
+    "Too Many Requests: retry after <retry_after>"``), ``too_large`` (``413 Request Entity
+    Too Large``).
 
     ``after``: answer only once this event is set (at most 5 s), to order this answer
     after something another fake saw.
@@ -103,6 +106,7 @@ class TgReply:
     stall_s: float = 3.0
     migrate_to: str = "-1009999999999"
     after: asyncio.Event | None = None
+    posted: int = 1
 
 
 def _fail(code: int, description: str, parameters: dict[str, Any] | None = None) -> JSONResponse:
@@ -283,6 +287,16 @@ class FakeTelegram:
         if problem is not None:
             self._violation(f"{entry.method}: {problem[1]}")
             return _fail(400, problem[0])
+        if reply.kind == "partial" and entry.method == "sendMediaGroup":
+            self._post(entry, chat_id, limit=reply.posted)
+            entry.posted = True
+            return _fail(
+                400,
+                f"Bad Request: failed to send message #{reply.posted} with the error message "
+                f'"Too Many Requests: retry after {reply.retry_after}"',
+            )
+        if reply.kind == "too_large":
+            return _fail(413, "Request Entity Too Large")
         result = self._post(entry, chat_id)
         entry.posted = True
         if reply.kind == "stall":
@@ -340,11 +354,11 @@ class FakeTelegram:
     def _file(self, upload: Upload) -> dict[str, Any]:
         return {"file_id": f"F{upload.sha256[:24]}", "file_unique_id": upload.sha256[:16], "file_size": upload.size}
 
-    def _post(self, entry: TgRequest, chat_id: str) -> Any:
+    def _post(self, entry: TgRequest, chat_id: str, limit: int | None = None) -> Any:
         if entry.method == "sendMediaGroup":
             self._group += 1
             out = []
-            for m in entry.media:
+            for m in entry.media[:limit]:
                 upload = entry.files[str(m["media"]).removeprefix("attach://")]
                 message = self._message(chat_id)
                 message["media_group_id"] = str(self._group)

@@ -167,7 +167,7 @@ async def test_two_routes_where_one_fails_permanently(
     record = await run_job(stack)
 
     cell = record.cells[0]
-    assert (cell.state, cell.reason) == ("failed", "delivery_rejected")
+    assert (cell.state, cell.reason) == ("failed", "route_refused")  # the chat is broken, not the work
     assert (await stack.attempts(record.job_id))["deliver"] == 2  # one per route, none retried
     assert len(telegram.requests) == 1  # non-retryable: no second attempt
     assert len(webhook.received) == 1  # the other route delivered, once, with its own intent

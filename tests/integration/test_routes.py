@@ -177,13 +177,13 @@ async def test_429_carries_retry_after(tmp_path: Path, telegram: FakeTelegram, h
 
 
 @pytest.mark.parametrize("kind", ["chat_not_found", "blocked"])
-async def test_chat_not_found_and_blocked_are_permanent_rejections(
+async def test_chat_not_found_and_blocked_are_permanent_route_refusals(
     tmp_path: Path, telegram: FakeTelegram, http: Any, kind: str
 ) -> None:
     telegram.script["*"] = [TgReply(kind)]
     with pytest.raises(RouteError) as caught:
         await tg_route(telegram, http).deliver(make_request(tmp_path, [(600, 800)]))
-    assert caught.value.permanent and caught.value.reason == TerminalReason.DELIVERY_REJECTED
+    assert caught.value.permanent and caught.value.reason == TerminalReason.ROUTE_REFUSED
 
 
 async def test_wrong_token_is_a_permanent_rejection_without_leaking_it(
@@ -314,7 +314,8 @@ def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str) -> 
         (Reply(200, {"status": "rejected"}), "rejected"),
         (Reply(202, {"status": "queued"}), "retry"),
         (Reply(400, {"error": "bad"}), "rejected"),
-        (Reply(404, None), "rejected"),
+        (Reply(404, None), "refused"),
+        (Reply(413, None), "refused"),
         (Reply(429, {"error": "slow down"}), "retry"),
         (Reply(500, None), "retry"),
         (Reply(503, None), "retry"),
@@ -336,10 +337,12 @@ async def test_webhook_receiver_contract(
         with pytest.raises(RouteError) as caught:
             await route.deliver(request)
         err = caught.value
-        assert err.permanent is (outcome == "rejected")
+        assert err.permanent is (outcome in ("rejected", "refused"))
         assert err.ambiguous is (outcome == "ambiguous")
         if outcome == "rejected":
             assert err.reason == TerminalReason.DELIVERY_REJECTED
+        if outcome == "refused":  # the receiver refuses the request itself: the route's failure
+            assert err.reason == TerminalReason.ROUTE_REFUSED
     assert route.resend_safe  # the receiver dedupes on webhook-id: a re-send is safe
     assert webhook.at("/c")[0].signature_ok
 

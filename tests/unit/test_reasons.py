@@ -47,3 +47,36 @@ def test_no_candidate_classification() -> None:
     assert no_candidate_reason(30, {"duplicate": 15, "filtered:r18": 15}) == "filter_exhausted"
     assert no_candidate_reason(30, {"filtered:min_bookmarks": 30}) == "filter_exhausted"
     assert no_candidate_reason(30, {"unavailable": 20, "filtered:ai": 10}) == "no_candidate"
+
+
+def test_filter_exhausted_only_when_a_filter_rejected_something() -> None:
+    # Only refusals, or duplicates plus an unavailable work: no filter to relax.
+    assert no_candidate_reason(3, {"refused": 3}) == "no_candidate"
+    assert no_candidate_reason(3, {"duplicate": 2, "refused": 1}) == "no_candidate"
+    assert no_candidate_reason(3, {"duplicate": 2, "unavailable": 1}) == "no_candidate"
+    assert no_candidate_reason(3, {"invalid": 3}) == "no_candidate"
+    assert no_candidate_reason(3, {"excluded": 3}) == "no_candidate"
+    assert no_candidate_reason(3, {"duplicate": 1, "filtered:ai": 1, "refused": 1}) == "filter_exhausted"
+    assert "filters" not in user_message("no_candidate")  # its remedy is the query, not the filters
+
+
+def test_no_message_of_a_failure_a_retry_cannot_fix_tells_to_retry_later() -> None:
+    from curaflow.domain.cells import CellState
+    from curaflow.domain.models import CellSnapshot
+    from curaflow.domain.outcome import build_outcome_record
+
+    for reason, info in REASONS.items():
+        if info.retryable:
+            continue
+        cell = CellSnapshot(target_id="t", state=CellState.FAILED, reason=reason)
+        record = build_outcome_record(
+            job_id="j",
+            schedule_id=None,
+            occurrence_at_ms=None,
+            occurrence_date=None,
+            started_at_ms=None,
+            completed_at_ms=None,
+            cells=[cell],
+        )
+        for lang, text in record["user_message"].items():
+            assert "retry later" not in text.lower() and "稍后重试" not in text, (reason, lang, text)
