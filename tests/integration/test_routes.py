@@ -316,6 +316,11 @@ def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str) -> 
         (Reply(400, {"error": "bad"}), "rejected"),
         (Reply(404, None), "refused"),
         (Reply(413, None), "refused"),
+        # A redirect names another destination: the receiver's address is wrong (the
+        # route's failure), and it is never followed.
+        (Reply(301, None), "refused"),
+        (Reply(307, {"location": "elsewhere"}), "refused"),
+        (Reply(308, None), "refused"),
         (Reply(429, {"error": "slow down"}), "retry"),
         (Reply(500, None), "retry"),
         (Reply(503, None), "retry"),
