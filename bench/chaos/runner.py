@@ -31,6 +31,7 @@ TITLES = {
     "temporal": "Temporal stop / start",
     "cancel": "cancel storm",
     "cancel_kills": "cancel storm + kills",
+    "edges": "hostile parties (edges)",
 }
 
 
@@ -235,9 +236,12 @@ async def run_chaos(
         def build(stack: ChaosStack) -> dict[str, Any]:
             config: dict[str, Any] = {"routes": {}, "targets": []}
             for name in names:
-                part = scenario_config(name, selected[name], stack.receiver_url, stack.root)
-                config["routes"].update(part["routes"])
-                config["targets"] += part["targets"]
+                part = scenario_config(
+                    name, selected[name], stack.receiver_url, stack.root, stack.hostile_url, stack.internal_url
+                )
+                config["routes"].update(part.pop("routes"))
+                config["targets"] += part.pop("targets")
+                config.update(part)
             return config
 
         return build
@@ -256,7 +260,7 @@ async def run_chaos(
         else:
             for name, plan in selected.items():
                 console.print(f"[bold]{name}[/bold] …")
-                stack = ChaosStack(root / name, config_of([name]))
+                stack = ChaosStack(root / name, config_of([name]), hostile=name == "edges")
                 try:
                     await stack.start()
                     results.append(await run_scenario(stack, name, plan, rng))
