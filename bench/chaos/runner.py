@@ -61,6 +61,18 @@ def _recovery(r: ScenarioResult) -> str:
     return "; ".join(parts) or "–"
 
 
+def _edge_ends(r: ScenarioResult) -> str:
+    ends = r.edges.get("ends") or {}
+    return " · ".join(f"{case} → {e['end']} ({_secs(e['seconds'])})" for case, e in ends.items()) or "–"
+
+
+def _edge_bounds(r: ScenarioResult) -> str:
+    if not r.edges:
+        return "–"
+    rss = " · ".join(f"{n} {v['start']:.0f} → {v['peak']:.0f} MiB" for n, v in sorted(r.edges["rss_mib"].items()))
+    return f"{rss}; {r.edges['internal_hits']} hits; {len(r.edge_findings.get('open_connections', []))} open"
+
+
 def rows(results: list[ScenarioResult]) -> list[tuple[str, list[str]]]:
     """The table's rows: (figure, one cell per scenario)."""
 
@@ -131,6 +143,8 @@ def rows(results: list[ScenarioResult]) -> list[tuple[str, list[str]]]:
             each(lambda r: f"{audit('sends_after_cancel')(r)} / {len(r.late_steps)}" if r.cancels else "–"),
         ),
         ("recovery (from the service back)", each(_recovery)),
+        ("hostile parties: each job's end", each(_edge_ends)),
+        ("hostile parties: worker RSS · internal service hits · connections outliving their job", each(_edge_bounds)),
         (
             "unplanned process exits",
             each(lambda r: ", ".join(f"{e['process']} ({e['code']})" for e in r.exits) or "0"),

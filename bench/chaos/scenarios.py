@@ -949,6 +949,7 @@ async def edges(s: Scenario) -> None:
                     found["telegram_duplicates"].append(
                         {"accepted_posts": state["telegram_posts"], "reported_delivered": len(delivered)}
                     )
+    ends = {c.name: ends[c.name] for c in EDGE_CASES if c.name in ends}
     completed = {case_of[r["target_id"]].name: r["completed_at"] for r in rows}
     for stream in state["streams"]:
         owner = next((c for prefix, c in EDGE_STREAMS.items() if stream["what"].startswith(prefix)), None)
