@@ -216,13 +216,12 @@ class ArtifactStore:
                     if batched >= WRITE_BATCH:
                         await asyncio.to_thread(part.write, pending)
                         pending, batched = [], 0
-                if expected is not None and expected.isdigit() and int(expected) != received:
-                    raise SourceError(
-                        TerminalReason.DOWNLOAD_FAILED, f"image truncated: {received} of {expected} bytes"
-                    )
-                if received == 0:
-                    raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
-                done = await asyncio.to_thread(part.finish, pending, page)
+            # The connection is done with; the decode check is not the image host's time.
+            if expected is not None and expected.isdigit() and int(expected) != received:
+                raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image truncated: {received} of {expected} bytes")
+            if received == 0:
+                raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
+            done = await asyncio.to_thread(part.finish, pending, page)
             if isinstance(done, Refused):
                 raise WorkUnavailable(dest.name.split("_", 1)[0], f"page {page}: {done.why}")
             if isinstance(done, str):

@@ -141,7 +141,10 @@ async def test_http_cancel_while_fetching_never_delivers(env: Env) -> None:
 
 
 async def test_cancel_during_an_in_flight_delivery_reports_what_landed(env: Env) -> None:
-    env.hook.script["/slow"] = [Reply(200, {"status": "accepted"}, delay_s=3)]
+    # The receiver answers 0.3 s after it got the request: the answer lands within the
+    # grace a cancel gives a send that is out (CANCEL_GRACE_S), so it is recorded and
+    # the job reports the delivery instead of claiming a cancel.
+    env.hook.script["/slow"] = [Reply(200, {"status": "accepted"}, delay_s=0.3)]
     job_id = await submit(env, "hook")
     await asyncio.wait_for(env.hook.arrived.wait(), 20)
     env.hook.arrived.clear()
@@ -149,13 +152,31 @@ async def test_cancel_during_an_in_flight_delivery_reports_what_landed(env: Env)
     response = await env.http.post(f"/jobs/{job_id}/cancel")
 
     job = response.json()
-    # The receiver got the request before the cancel reached the activity: the delivery
-    # is finished and recorded, and the job reports it instead of claiming a cancel.
     assert job["status"] == "succeeded", job
     assert len([r for r in env.hook.received if job_id in r.headers["webhook-id"]]) == 1
     record = await env.stack.job(job_id)
     assert record.cells[0].state == "submitted"
     assert record.business_status == "success"
+
+
+async def test_cancel_during_a_send_that_does_not_answer_cuts_it_and_reports_it_unknown(env: Env) -> None:
+    # The answer would come 20 s after the request: a cancel cuts the send within about
+    # a second; the job is cancelled and the send, which may have landed, is unknown —
+    # never delivered, never released.
+    env.hook.script["/slow"] = [Reply(200, {"status": "accepted"}, delay_s=20)]
+    job_id = await submit(env, "hook")
+    await asyncio.wait_for(env.hook.arrived.wait(), 20)
+    env.hook.arrived.clear()
+
+    started = time.monotonic()
+    response = await env.http.post(f"/jobs/{job_id}/cancel")
+    assert response.json()["status"] == "cancelled", response.json()
+    assert time.monotonic() - started < 4.0
+    record = await env.stack.job(job_id)
+    assert record.cells[0].state == "failed"
+    pool = await env.stack.ledger()
+    status = await pool.fetchval("SELECT status FROM delivery_intents WHERE job_id = $1", job_id)
+    assert status == "unknown"
 
 
 async def test_cancel_signal_from_the_temporal_cli(env: Env, temporal_address: str) -> None:

@@ -1,0 +1,268 @@
+"""A slow or hostile third party costs only its own attempt (curaflow.outbound).
+
+Route, source and image-host cases run the production clients against a hostile party
+on 127.0.0.1 (tests/fakes/hostile.py: trickling, endless, huge, silent); job-level cases
+run real Temporal, real PostgreSQL and real worker processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from curaflow.artifacts import ArtifactStore
+from curaflow.config import DiscordRouteConfig, TelegramRouteConfig
+from curaflow.domain.models import Work, WorkPage
+from curaflow.domain.reasons import TerminalReason
+from curaflow.routes.base import RouteError
+from curaflow.routes.discord import DiscordRoute
+from curaflow.routes.telegram import TelegramRoute
+from curaflow.routes.webhook import WebhookRoute
+from curaflow.sources.errors import SourceError, WorkUnavailable
+from curaflow.sources.pixiv import PixivClient
+from tests.conftest import StackFactory
+from tests.fakes.hostile import Behaviour, HostileParty
+from tests.integration.test_delivery_jobs import routes_stack
+from tests.integration.test_routes import make_request
+from tests.jobs_support import ReplayServer, intents
+from tests.support import eventually, short_id, terminal_job, whsec
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+MiB = 1024 * 1024
+TOKEN = b'{"access_token": "a", "refresh_token": "r", "expires_in": 3600}'
+
+
+@pytest.fixture
+async def party() -> AsyncIterator[HostileParty]:
+    p = await HostileParty().start()
+    try:
+        yield p
+    finally:
+        await p.stop()
+
+
+@pytest.fixture
+async def http() -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(1.0)) as client:
+        yield client
+
+
+async def all_closed(party: HostileParty, within_s: float = 3.0) -> None:
+    await eventually(
+        lambda: _closed(party), timeout_s=within_s, interval_s=0.05, what="every connection of the party closed"
+    )
+
+
+async def _closed(party: HostileParty) -> bool | None:
+    return True if party.connections and all(c.closed is not None for c in party.connections) else None
+
+
+def source(party: HostileParty, http: httpx.AsyncClient, **kw: Any) -> PixivClient:
+    return PixivClient(http, refresh_token="r", api_url=party.url, auth_url=party.url, image_host=party.url, **kw)
+
+
+def work_with(url: str) -> Work:
+    return Work(
+        work_id="4242", title="t", url="https://www.pixiv.net/artworks/4242", pages=[WorkPage(index=0, url=url)]
+    )
+
+
+CANONICAL = "https://i.pximg.net/img-original/img/2025/02/01/00/00/00/4242_p0.jpg"
+
+
+# ---- routes: total time, answers read to a few KiB ---------------------------------------
+
+
+async def test_a_webhook_body_trickled_after_200_is_cut_by_the_route_timeout(
+    party: HostileParty, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    # 200 at once, then the body a KiB at a time, every 0.2 s, for ever: httpx's read
+    # timeout (1 s) never trips; the route's timeout is the total time of the request
+    party.default = Behaviour("trickle_body", chunk=1024, interval_s=0.2)
+    route = WebhookRoute("hook", party.url + "/hook", whsec(), http, timeout_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(RouteError) as caught:
+        await asyncio.wait_for(route.deliver(make_request(tmp_path, [(64, 64)])), 10)
+    assert time.monotonic() - started < 2.5
+    assert caught.value.ambiguous and not caught.value.permanent  # the request was out: may have landed
+    await all_closed(party)
+
+
+def _webhook(party: HostileParty, http: httpx.AsyncClient) -> Any:
+    return WebhookRoute("hook", party.url + "/hook", whsec(), http, timeout_s=10)
+
+
+def _telegram(party: HostileParty, http: httpx.AsyncClient) -> Any:
+    config = TelegramRouteConfig(bot_token=SecretStr("1:x"), chat_id="-100", api_url=party.url, timeout_ms=10_000)
+    return TelegramRoute("tg", config, http)
+
+
+def _discord(party: HostileParty, http: httpx.AsyncClient) -> Any:
+    return DiscordRoute(
+        "dc", DiscordRouteConfig(url=SecretStr(party.url + "/api/webhooks/1/x"), timeout_ms=10_000), http
+    )
+
+
+@pytest.mark.parametrize("make_route", [_webhook, _telegram, _discord], ids=["webhook", "telegram", "discord"])
+async def test_a_100_mb_receiver_answer_is_read_only_to_a_few_kib(
+    party: HostileParty, http: httpx.AsyncClient, tmp_path: Path, make_route: Any
+) -> None:
+    party.default = Behaviour("huge", total=100 * MiB, length=True, body=b'{"ok": true, "result": "' + b"x" * 4000)
+    route = make_route(party, http)
+    try:
+        await asyncio.wait_for(route.deliver(make_request(tmp_path, [(64, 64)])), 20)
+    except RouteError as err:
+        assert err.ambiguous  # an answer that cannot be read whole is not a confirmation
+    await all_closed(party)
+    assert party.connections[-1].written < 16 * MiB  # the rest was never read (nor held)
+
+
+# ---- the source: search pages bounded in time and size ----------------------------------
+
+
+@pytest.mark.parametrize("length", [True, False], ids=["content-length", "close-delimited"])
+async def test_a_50_mb_search_page_is_refused(party: HostileParty, http: httpx.AsyncClient, length: bool) -> None:
+    party.paths = {
+        "/auth/token": Behaviour(body=TOKEN),
+        "/v1/search/illust": Behaviour("huge", total=50 * MiB, length=length, body=b'{"illusts": [], "x": "'),
+    }
+    with pytest.raises(SourceError) as caught:
+        await asyncio.wait_for(source(party, http).search_illust("tag"), 20)
+    assert caught.value.reason == TerminalReason.REMOTE_HTTP_ERROR and not caught.value.retryable
+    assert "bytes" in str(caught.value)
+    await all_closed(party)
+    assert party.requests("/v1/search")[-1].written < 16 * MiB
+
+
+async def test_a_trickling_search_page_is_cut_by_the_request_timeout(
+    party: HostileParty, http: httpx.AsyncClient
+) -> None:
+    party.paths = {
+        "/auth/token": Behaviour(body=TOKEN),
+        "/v1/search/illust": Behaviour("trickle_body", chunk=1, interval_s=0.2, body=b" "),  # a byte every 0.2 s
+    }
+    started = time.monotonic()
+    with pytest.raises(SourceError) as caught:
+        await asyncio.wait_for(source(party, http, request_timeout_s=1.0).search_illust("tag"), 10)
+    assert caught.value.reason == TerminalReason.NETWORK_ERROR and caught.value.retryable
+    assert time.monotonic() - started < 3.0
+    await all_closed(party)
+
+
+# ---- the image host: time, bytes, destination, content ----------------------------------
+
+
+async def test_a_trickling_jpeg_is_cut_by_the_download_time_limit(
+    party: HostileParty, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    party.default = Behaviour("trickle_body", chunk=1, interval_s=0.2, body=b"\xff", content_type="image/jpeg")
+    store = ArtifactStore(tmp_path)
+    started = time.monotonic()
+    with pytest.raises(SourceError) as caught:
+        await asyncio.wait_for(
+            store.fetch(source(party, http, download_timeout_s=1.0), work_with(CANONICAL), "j", "t"), 10
+        )
+    assert caught.value.reason == TerminalReason.DOWNLOAD_TIMEOUT
+    assert time.monotonic() - started < 3.0
+    assert list(store.folder("j", "t").iterdir()) == []
+    await all_closed(party)
+
+
+async def test_an_endless_image_stops_at_the_byte_limit(
+    party: HostileParty, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    party.default = Behaviour("trickle_body", chunk=65536, interval_s=0.0, body=b"\xff", content_type="image/jpeg")
+    store = ArtifactStore(tmp_path)
+    with pytest.raises(WorkUnavailable, match="larger than"):
+        await asyncio.wait_for(
+            store.fetch(source(party, http, download_max_bytes=MiB), work_with(CANONICAL), "j", "t"), 20
+        )
+    assert list(store.folder("j", "t").iterdir()) == []  # nothing written to the store stays
+    await all_closed(party)
+    assert party.connections[-1].written < 8 * MiB
+
+
+async def test_an_image_url_pointing_at_an_internal_host_is_never_fetched(
+    party: HostileParty, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    internal = await HostileParty(default=Behaviour(body=b'{"internal": "status"}')).start()
+    try:
+        store = ArtifactStore(tmp_path)
+        with pytest.raises(WorkUnavailable):
+            await store.fetch(source(party, http), work_with(internal.url + "/internal/status.json"), "j", "t")
+        assert internal.connections == [] and party.connections == []
+    finally:
+        await internal.stop()
+
+
+async def test_a_page_that_is_not_an_image_is_never_complete(
+    party: HostileParty, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    party.default = Behaviour(body=b'{"internal": "status"}')  # framed correctly, named .json
+    store = ArtifactStore(tmp_path)
+    with pytest.raises(WorkUnavailable, match="not an image"):
+        await store.fetch(source(party, http), work_with(CANONICAL.replace(".jpg", ".json")), "j", "t")
+    assert list(store.folder("j", "t").iterdir()) == []
+
+
+# ---- jobs: the deadline and a cancel reach a send that is out ----------------------------
+
+
+def party_stack(make_stack: StackFactory, replay: ReplayServer, party: HostileParty, timeout_ms: int) -> Any:
+    hook = f"hook-{short_id()}"
+    route = {"kind": "webhook", "url": party.url + "/hook", "secret": whsec(), "timeout_ms": timeout_ms}
+    return routes_stack(make_stack, replay, {hook: route}), hook
+
+
+async def test_a_trickling_receiver_ends_the_job_by_its_deadline(
+    make_stack: StackFactory, replay: ReplayServer, party: HostileParty
+) -> None:
+    # 200, then the body at 1 KiB/s for ever; timeout_ms = 5000, deadline_ms = 60000:
+    # every attempt is cut at 5 s, and the job ends expired at its deadline, its
+    # connections closed with it
+    party.default = Behaviour("trickle_body", chunk=1024, interval_s=1.0)
+    stack, hook = party_stack(make_stack, replay, party, 5_000)
+    await stack.start_worker()
+    http = await stack.start_api()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["deadline_ms"] = 60_000
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    job = await terminal_job(http, job_id, timeout_s=90)
+    assert job["status"] == "expired", job
+    assert job["updated_at"] - job["deadline_at"] < 10_000  # not minutes past it
+    assert len(party.connections) >= 2  # cut and retried, each attempt bounded
+    await all_closed(party)
+    assert (await intents(await stack.ledger(), job_id))[hook]["status"] == "unknown"  # may have landed
+
+
+async def test_a_cancel_during_a_hanging_send_is_honoured_within_seconds(
+    make_stack: StackFactory, replay: ReplayServer, party: HostileParty
+) -> None:
+    party.default = Behaviour("hang")  # reads the request, never answers
+    stack, hook = party_stack(make_stack, replay, party, 100_000)
+    await stack.start_worker()
+    http = await stack.start_api()
+    job_id = (await http.post("/jobs", json=stack.task(query={"tags": ["オリジナル"]}))).json()["job"]["job_id"]
+    await eventually(lambda: _sent(party), timeout_s=30, interval_s=0.05, what="the send is out")
+
+    started = time.monotonic()
+    await http.post(f"/jobs/{job_id}/cancel")
+    job = await terminal_job(http, job_id, timeout_s=30)
+    took = time.monotonic() - started
+    assert job["status"] == "cancelled", job
+    assert took < 4.0, took
+    await all_closed(party)
+    assert (await intents(await stack.ledger(), job_id))[hook]["status"] == "unknown"
+
+
+async def _sent(party: HostileParty) -> bool | None:
+    return True if party.connections and party.connections[-1].request_line else None
