@@ -23,7 +23,7 @@ An attempt:
 The verdict is judged from the failure's owner (:mod:`curaflow.domain.verdicts`): only a
 failure owned by the work (``delivery_rejected``, ``over_route_limit``) has the refusal
 remembered per (route, work) in the same transaction (:mod:`curaflow.ledger.remembered`),
-so later jobs pick another work for that route (issue 13, case 7); a route-owned one
+so later jobs pick another work for that route; a route-owned one
 (``route_refused``, a rate limit, no answer) leaves the work free for a later job. A
 final failure after part of the work was posted (albums or messages confirmed) ends the
 intent ``unknown`` — reported ``partial`` — so nothing of it is ever posted again.
@@ -233,6 +233,8 @@ class DeliverActivity:
                     raise ApplicationError(
                         str(err), type=str(TerminalReason.DELIVERY_UNKNOWN), non_retryable=True
                     ) from err
+                if verdict.final and verdict.outcome == "partial":
+                    raise permanent(verdict.reason, f"part of the work was posted, then: {err}") from err
                 if verdict.final and not err.permanent:
                     raise permanent(verdict.reason, f"no delivery attempt left: {err}") from err
                 raise route_failure(err) from err

@@ -62,12 +62,13 @@ class TerminalReason(StrEnum):
     CANCELLED_BY_CONSUMER = "cancelled_by_consumer"
     EXECUTION_TERMINATED = "execution_terminated"
     ROUTE_REFUSED = "route_refused"
+    DELIVERY_PARTIAL = "delivery_partial"
     OVER_ROUTE_LIMIT = "over_route_limit"
     STORAGE_FULL = "storage_full"
 
 
 class Owner(StrEnum):
-    """Who caused a failure (issue 24, "attribution before judgement").
+    """Who caused a failure: attribution comes before judgement.
 
     * ``work``: this work can never be sent to this route (its content, or a page over
       a limit). Only then is the work refused for good on that route.
@@ -318,6 +319,15 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "作品未被消耗。请查看日志中的回复并修正该路由。",
         "The route's receiver refused the request (an unknown webhook or chat, a blocked bot, over its size "
         "limit); the work was not used up. Read its answer in the logs and fix the route.",
+        owner=Owner.ROUTE,
+    ),
+    R.DELIVERY_PARTIAL: ReasonInfo(
+        Origin.DELIVERY,
+        False,
+        "delivery_failed",
+        "这件作品只有一部分发到了路由，之后失败；已发出的部分保留，其余不再发送，也不会重复发送。请查看日志中接收方的回复并修正该路由。",
+        "Only part of this work reached the route before it failed; what was posted stays, the rest is not "
+        "sent, and nothing is posted twice. Read the receiver's answer in the logs and fix the route.",
         owner=Owner.ROUTE,
     ),
     R.OVER_ROUTE_LIMIT: ReasonInfo(

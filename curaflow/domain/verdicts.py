@@ -17,7 +17,7 @@ its *facts* to this module and applies the answer; nothing else maps failures to
 Retryability of an activity failure comes from the reason catalogue
 (:data:`curaflow.domain.reasons.REASONS`): :data:`NON_RETRYABLE_TYPES`.
 
-**Attribution before judgement** (issue 24): every failure arrives here as a reason code,
+**Attribution before judgement**: every failure arrives here as a reason code,
 and the catalogue names the reason's one owner (:class:`~curaflow.domain.reasons.Owner`:
 work, route, source, account, curaflow; :func:`owner_of`). The verdicts are judged from
 that owner: only a failure owned by the *work* refuses the work for good on a route; a
@@ -264,7 +264,7 @@ def delivery_verdict(
     posted: bool = False,
 ) -> DeliveryVerdict:
     """Decide what a failed delivery attempt means (reference §6; DESIGN.md decision 6),
-    judged from the failure's owner (:func:`owner_of`; issue 24).
+    judged from the failure's owner (:func:`owner_of`).
 
     Args:
         reason: the route's reason code for the failure (it names the owner).
@@ -278,8 +278,9 @@ def delivery_verdict(
             of a multi-part send, or items of a partly posted album).
 
     Rules: an ambiguous send on a route that may not re-send → ``delivery_unknown``; a
-    final failure after part of the work was posted → ``partial`` (intent ``unknown``:
-    the route keeps what it has, nothing is refused, nothing is posted again); a
+    final failure after part of the work was posted → ``delivery_partial`` (intent
+    ``unknown``: the route keeps what it has, nothing is refused, nothing is posted
+    again); a
     permanent failure → ``rejected``, remembered as a refusal only when its owner is the
     work; the last attempt of a retryable failure → ``delivery_abandoned``.
     """
@@ -291,7 +292,9 @@ def delivery_verdict(
     if permanent or attempt >= max_attempts:
         final_reason = parse_reason(reason) if permanent else R.DELIVERY_ABANDONED
         if posted:
-            return DeliveryVerdict(reason=final_reason, final=True, unknown=True, outcome="partial", owner=owner)
+            return DeliveryVerdict(
+                reason=R.DELIVERY_PARTIAL, final=True, unknown=True, outcome="partial", owner=Owner.ROUTE
+            )
         if permanent:
             return DeliveryVerdict(
                 reason=final_reason,

@@ -17,7 +17,9 @@ Field rules follow reference §1.3 with the curaflow extensions of the protocol 
 * ``result`` (succeeded only): every submitted cell's delivered work with ``url``,
   matched ``tags`` and ``assets``, plus ``scanned`` and ``filtered``;
 * ``error`` (failed / cancelled / expired only): ``{code, message, retryable,
-  detail.internal_code}`` from the representative cell's terminal reason; ``message`` is
+  detail.internal_code, detail.owner}`` from the representative cell's terminal reason
+  (``owner``: who caused the failure — ``work``, ``route``, ``source``, ``account`` or
+  ``curaflow`` —, absent for a cancel or a job with no new work); ``message`` is
   the business sentence, never an internal error name;
 * deliveries, whatever the terminal status (DESIGN.md decision 13): every delivery of
   the job's bound works as ``{target_id, route, work_id, status, remote_id}``
@@ -41,7 +43,7 @@ from curaflow.domain.projection import (
     job_status,
     representative_cell,
 )
-from curaflow.domain.reasons import protocol_code_for, user_message
+from curaflow.domain.reasons import protocol_code_for, reason_info, user_message
 from curaflow.protocol.errors import error_body
 
 FILTERED_REASONS = {"duplicate", "excluded", "invalid", "unavailable", "other"}
@@ -143,6 +145,9 @@ def project_error(record: JobRecord, status: str) -> dict[str, Any] | None:
     code = protocol_code_for(reason)
     message = (cell.reason_message if cell else None) or user_message(reason)
     detail: dict[str, Any] = {"internal_code": reason or "internal_error"}
+    owner = reason_info(reason).owner
+    if owner is not None:  # who must act: the work, the route, the source, the account, curaflow
+        detail["owner"] = str(owner)
     if record.business_status and (len(record.cells) > 1 or any(c.landed() for c in record.cells)):
         detail["business_status"] = record.business_status
     detail["deliveries"] = [d.model_dump() for d in job_deliveries(record.cells)]

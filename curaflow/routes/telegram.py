@@ -195,14 +195,15 @@ class TelegramRoute:
             except _PartlyPosted as partly:
                 # Telegram posted the album's first items, then failed: record them (their
                 # ids are not in the answer) so no attempt ever posts them again.
-                posted.extend([None] * partly.count)
+                posted.extend([None] * min(partly.count, len(chunk) - len(posted)))
                 if request.on_part is not None:
                     await request.on_part([list(entry) for entry in done])
                 raise partly.error from None
             posted.extend(message_ids)
             if request.on_part is not None:
                 await request.on_part([list(entry) for entry in done])
-        first = done[0][0] if done and done[0] else None
+        # The first id Telegram returned (a partly posted album's first items have none).
+        first = next((i for part in done for i in part if i is not None), None)
         return DeliveryReceipt(
             remote_id=str(first) if first is not None else None, remote_ids=done, remote_status="sent"
         )

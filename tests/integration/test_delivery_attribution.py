@@ -1,4 +1,4 @@
-"""Delivery failures judged from their owner, at job level (issue 24, item 2).
+"""Delivery failures judged from their owner, at job level.
 
 Real Temporal, real PostgreSQL, real worker processes; Pixiv is the replay, Telegram and
 Discord are the fakes of ``tests/fakes`` (their wire formats and limits).
@@ -81,7 +81,7 @@ async def test_a_partial_post_is_reported_partial_and_never_posted_again(
 
     record = await run_job(stack, [ALBUM_TAG])
     cell = record.cells[0]
-    assert (cell.state, cell.reason) == ("failed", "route_refused")
+    assert (cell.state, cell.reason) == ("failed", "delivery_partial")
     assert [d.status for d in cell.delivery_reports()] == ["partial"]
     assert record.business_status == "failed"
     intent = (await intents(await stack.ledger(), record.job_id))[tg]

@@ -1,4 +1,4 @@
-"""Receivers' limits and answers blamed on their real owner (issue 24, item 2).
+"""Receivers' limits and answers blamed on their real owner.
 
 Route-level cases run the production routes over real HTTP against the fakes of
 ``tests/fakes`` (Discord's and Telegram's wire formats and limits); the verdict cases
@@ -154,6 +154,7 @@ def test_a_final_failure_after_part_of_the_work_was_posted_is_partial() -> None:
         posted=True,
     )
     assert (verdict.outcome, verdict.unknown, verdict.remember_refusal) == ("partial", True, False)
+    assert verdict.reason == TerminalReason.DELIVERY_PARTIAL and verdict.owner == Owner.ROUTE
 
 
 # ---- Telegram: rate limits wherever written, partly posted albums -----------------------------
@@ -238,9 +239,11 @@ async def test_a_real_429_after_a_partial_album_never_reposts_what_is_in_the_cha
     tmp_path: Path, telegram: FakeTelegram, http: Any
 ) -> None:
     telegram.script["*"] = [TgReply("partial", posted=1, retry_after=1), TgReply("429", retry_after=2)]
-    errors = await deliver_with_retries(tg_route(telegram, http), photo_request(tmp_path, 3))
+    request = photo_request(tmp_path, 3)
+    errors = await deliver_with_retries(tg_route(telegram, http), request)
 
     assert [e.retry_after_s for e in errors] == [1, 2]
+    assert request.parts_done == [[None]]  # page 0 posted, its id not in Telegram's answer
     pages = posted_pages(telegram)
     assert len(pages) == 3 == len(set(pages))
 

@@ -1,4 +1,4 @@
-"""A source's failure is the source's, never the end of results (issue 24, item 2).
+"""A source's failure is the source's, never the end of results.
 
 Scan-level cases run the production client and scan over real HTTP against the replay
 in fault mode, retrying the way Temporal retries the ``acquire`` step (from the last

@@ -1,4 +1,4 @@
-"""A full artifact disk is curaflow's own failure, with its own reason (issue 24, item 2).
+"""A full artifact disk is curaflow's own failure, with its own reason.
 
 The ``fetch`` activity runs in the test process (``ActivityEnvironment``) with a worker's
 real dependencies (the PostgreSQL ledger, the replay source over real HTTP, the artifact

@@ -87,3 +87,27 @@ def test_terminal_status_waits_for_the_finish_commit(cells: list[CellSnapshot]) 
 
     done = project_job(record.model_copy(update={"completed_at": 3}), now_ms=10)
     assert done["status"] == job_status(cells) and done["progress"]["stage"] != "finishing"
+
+
+@pytest.mark.parametrize(
+    ("reason", "owner"),
+    [
+        ("route_refused", "route"),
+        ("delivery_rejected", "work"),
+        ("remote_http_error", "source"),
+        ("no_candidate", None),
+    ],
+)
+def test_a_failed_jobs_error_names_who_caused_it(reason: str, owner: str | None) -> None:
+    state = "no_candidate" if reason == "no_candidate" else "failed"
+    record = JobRecord(
+        job_id="demo@manual-k",
+        plan_id="demo",
+        idempotency_key="k",
+        created_at=1,
+        updated_at=2,
+        completed_at=3,
+        cells=[cell(state, reason)],
+    )
+    detail = project_job(record, now_ms=10)["error"]["detail"]
+    assert detail.get("owner") == owner
