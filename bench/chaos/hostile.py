@@ -11,6 +11,8 @@ Two servers in one process:
     body at 1 KiB/s for ever;
   - ``POST /hook/huge/<i>``: a receiver that answers 200 with a 100 MiB body;
   - ``POST /hook/redirect/<i>``: a receiver that redirects (307) to the internal service;
+  - ``POST /hook/ratelimit/<i>``: a receiver that answers 429 (``Retry-After: 1``), then
+    503 with ``Retry-After`` as an HTTP date, then accepts;
   - ``POST /bot<token>/<method>``: a Telegram Bot API that rate-limits in odd places:
     each method's requests are answered in turn 429 (``parameters.retry_after``), 400
     whose text alone says ``Too Many Requests: retry after 1``, then accepted;
@@ -45,6 +47,8 @@ import re
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +75,8 @@ class State:
         self.internal_hits: list[dict[str, Any]] = []
         self.streams: list[dict[str, Any]] = []
         self.telegram: Counter[str] = Counter()
+        self.hook_turns: Counter[str] = Counter()
+        self.hook_accepted: Counter[str] = Counter()
         self.telegram_posts: list[dict[str, Any]] = []
         self.source_faults: list[str] = []
         self.searches: Counter[str] = Counter()
@@ -83,6 +89,8 @@ class State:
             "streams": self.streams,
             "open_streams": sum(1 for s in self.streams if s["closed_ms"] is None),
             "telegram_requests": dict(self.telegram),
+            "hook_requests": dict(self.hook_turns),
+            "hook_accepted": dict(self.hook_accepted),
             "telegram_posts": self.telegram_posts,
             "source_faults": self.source_faults,
             "searches": dict(self.searches),
@@ -157,6 +165,17 @@ def create_hostile_app(state: State, replay_url: str, internal_url: str, log_pat
         headers = {k.lower(): v for k, v in request.headers.items()}
         if kind == "redirect":
             return RedirectResponse(f"{internal_url}/hook/{i}", status_code=307)
+        if kind == "ratelimit":
+            turn = state.hook_turns[i]
+            state.hook_turns[i] += 1
+            if turn == 0:
+                return JSONResponse({"error": "slow down"}, status_code=429, headers={"Retry-After": "1"})
+            if turn == 1:
+                later = format_datetime(datetime.now(UTC) + timedelta(seconds=2), usegmt=True)
+                return JSONResponse({"error": "Too Many Requests"}, status_code=503, headers={"Retry-After": later})
+            record(body, headers, request.url.path)
+            state.hook_accepted[i] += 1
+            return JSONResponse({"status": "accepted", "id": f"r-{i}-{turn}"})
         record(body, headers, request.url.path)
         if kind == "slow":
             chunks = _trickle(b'{"status": "accepted", "padding": "', 1.0, 1024)

@@ -772,7 +772,8 @@ class EdgeCase:
         name: the case (the table's and the report's name).
         word: the search word the hostile source answers for it (``edges-<word>``).
         hook: how its webhook route's receiver behaves: ``""`` the recording receiver,
-            else the hostile party's ``/hook/<hook>`` (``slow``, ``huge``, ``redirect``).
+            else the hostile party's ``/hook/<hook>`` (``slow``, ``huge``, ``redirect``,
+            ``ratelimit``).
         telegram: it also delivers to a Telegram route on the hostile Bot API.
         callback: its job's ``callback_url`` points at the internal service through an
             allowed host name (``localhost``).
@@ -801,6 +802,7 @@ EDGE_CASES: tuple[EdgeCase, ...] = (
     EdgeCase("image URL answering JSON", word="json"),
     EdgeCase("image URL on an internal service", word="internal"),
     EdgeCase("search page 2: 500, 500, empty 200", word="source", min_bookmarks=1),
+    EdgeCase("receiver: 429 Retry-After 1, then 503 Retry-After as a date", hook="ratelimit"),
 )
 #: The deadline of every ``edges`` job (the protocol's floor).
 EDGE_DEADLINE_MS = 60_000
@@ -880,7 +882,8 @@ async def edges(s: Scenario) -> None:
     connections to close), the case checks: each job's end is one its case allows, no
     job ended more than :data:`EDGE_GRACE_MS` past its deadline, no hostile connection
     outlived its job by more, the internal service was never reached, no hostile work
-    was delivered, Telegram has each accepted post once, and no worker grew by more
+    was delivered, Telegram has each accepted post once, the rate-limiting receiver
+    accepted the work once, and no worker grew by more
     than :data:`EDGE_RSS_GROWTH_MIB`."""
     stack = s.stack
     internal_port = stack.internal_url.rsplit(":", 1)[1]
@@ -923,6 +926,7 @@ async def edges(s: Scenario) -> None:
         "internal_reached": list(state["internal_hits"]),
         "hostile_delivered": [],
         "telegram_duplicates": [],
+        "not_delivered_once": [],
         "memory_unbounded": [],
     }
     ends: dict[str, dict[str, Any]] = {}
@@ -950,6 +954,10 @@ async def edges(s: Scenario) -> None:
                         {"accepted_posts": state["telegram_posts"], "reported_delivered": len(delivered)}
                     )
     ends = {c.name: ends[c.name] for c in EDGE_CASES if c.name in ends}
+    for i, case in enumerate(EDGE_CASES):
+        accepted = state["hook_accepted"].get(str(i), 0)
+        if case.hook == "ratelimit" and accepted != 1:
+            found["not_delivered_once"].append({"case": case.name, "accepted": accepted})
     completed = {case_of[r["target_id"]].name: r["completed_at"] for r in rows}
     for stream in state["streams"]:
         owner = next((c for prefix, c in EDGE_STREAMS.items() if stream["what"].startswith(prefix)), None)
@@ -969,6 +977,7 @@ async def edges(s: Scenario) -> None:
         "rss_mib": {n: {"start": round(baseline[n], 1), "peak": round(peak[n], 1)} for n in pids},
         "streams": state["streams"],
         "telegram_requests": state["telegram_requests"],
+        "hook_requests": state["hook_requests"],
         "telegram_posts": len(state["telegram_posts"]),
         "source_faults": state["source_faults"],
         "searches": state["searches"],

@@ -2,7 +2,8 @@
 
 One job per hostile party, each on its own target, all at once with a 60 s deadline: a
 webhook receiver trickling its 200 at 1 KiB/s, one answering 100 MiB, one redirecting
-to an internal address; a Telegram Bot API rate-limiting as a 429 and as a 400's text;
+to an internal address, one answering 429 then 503 (``Retry-After`` as seconds, then as a
+date) before it accepts; a Telegram Bot API rate-limiting as a 429 and as a 400's text;
 a ``callback_url`` whose allowed host name resolves to 127.0.0.1; an endless image, a
 trickling image, an image URL answering JSON, an image URL on an internal service; a
 search page answering 500, 500, then an empty 200. The command checks each job's end
@@ -52,6 +53,8 @@ def test_hostile_parties_cost_only_their_own_attempt_and_are_blamed_right(tmp_pa
     # no hostile image was delivered; Telegram has the work once, after both rate limits
     assert checks["hostile_delivered"] == 0 and checks["telegram_duplicates"] == 0, r["edge_findings"]
     assert edges["telegram_posts"] == 1 and sum(edges["telegram_requests"].values()) >= 3
+    # the rate-limiting receiver has the work once, after its 429 and its 503
+    assert checks["not_delivered_once"] == 0 and sum(edges["hook_requests"].values()) >= 3, r["edge_findings"]
     # the source's 500, 500, empty 200 was asked again, not taken as the end of results
     assert edges["source_faults"] == ["500", "500", "empty 200"] and edges["searches"]["source@30"] >= 4
     assert checks["memory_unbounded"] == 0, edges["rss_mib"]
