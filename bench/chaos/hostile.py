@@ -22,7 +22,7 @@ Two servers in one process:
     ``-json`` / ``-internal`` list one work whose images are hostile (then one plain
     work); ``edges-source`` lists a first page whose works have no bookmarks and whose
     ``next_url`` page answers 500, 500, then an empty 200 before its real works;
-    ``edges-plain`` lists plain works;
+    ``edges-hugepage`` answers a 50 MiB page; ``edges-plain`` lists plain works;
   - the **image host** (``GET /i/<path>``): ``edges/endless/…`` a JPEG that never ends,
     ``edges/trickle/…`` one byte every 2 s, ``edges/json/…`` a JSON page, anything else
     the replay's image;
@@ -61,6 +61,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 IMAGE_CASES = ("endless", "trickle", "json", "internal")
 PIXIV_IMAGES = "https://i.pximg.net/"
 HUGE_BYTES = 100 * 1024 * 1024
+HUGE_PAGE_BYTES = 50 * 1024 * 1024
 JPEG_HEAD = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
 
 
@@ -129,6 +130,15 @@ async def _flood(head: bytes, total: int | None, size: int = 1024 * 1024) -> Asy
         sent += len(piece)
         yield piece
         await asyncio.sleep(0)
+
+
+async def _json_page(total: int, size: int = 1024 * 1024) -> AsyncIterator[bytes]:
+    """A search page of ``total`` bytes: valid JSON, no works, one long padding string."""
+    yield b'{"illusts": [], "next_url": null, "padding": "'
+    for _ in range(total // size):
+        yield b"x" * size
+        await asyncio.sleep(0)
+    yield b'"}'
 
 
 def create_hostile_app(state: State, replay_url: str, internal_url: str, log_path: Path) -> FastAPI:
@@ -256,6 +266,10 @@ def create_hostile_app(state: State, replay_url: str, internal_url: str, log_pat
             bad, good = works[k], works[k + 1]
             state.hostile_works[str(bad["id"])] = case
             return page([hostile(bad, case), good], None, word)
+        if case == "hugepage":
+            return StreamingResponse(
+                _stream(state, "huge search page", _json_page(HUGE_PAGE_BYTES)), media_type="application/json"
+            )
         if case == "source":
             if offset == 0:
                 return page([{**w, "total_bookmarks": 0} for w in works[10:20]], 30, word)

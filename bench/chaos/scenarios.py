@@ -803,6 +803,7 @@ EDGE_CASES: tuple[EdgeCase, ...] = (
     EdgeCase("image URL on an internal service", word="internal"),
     EdgeCase("search page 2: 500, 500, empty 200", word="source", min_bookmarks=1),
     EdgeCase("receiver: 429 Retry-After 1, then 503 Retry-After as a date", hook="ratelimit"),
+    EdgeCase("search page of 50 MiB", word="hugepage", expected=("failed/remote_http_error",)),
 )
 #: The deadline of every ``edges`` job (the protocol's floor).
 EDGE_DEADLINE_MS = 60_000
@@ -817,6 +818,7 @@ EDGE_STREAMS = {
     "huge hook": "receiver answers 100 MiB",
     "endless image": "endless image",
     "trickling image": "image trickling 1 B / 2 s",
+    "huge search page": "search page of 50 MiB",
 }
 
 
