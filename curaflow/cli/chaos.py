@@ -27,6 +27,10 @@ def chaos(
         raise typer.BadParameter(
             f"unknown scenario {', '.join(unknown)} (choose from {', '.join(SCENARIOS)})", param_hint="--only"
         )
+    if quick and "edges" in only:
+        raise typer.BadParameter(
+            "edges runs in the full mode only, on a stack of its own: curaflow chaos --only edges", param_hint="--only"
+        )
     configure_logging("WARNING")
     results = asyncio.run(run_chaos(quick, json_path, seed=seed, only=only or None, keep=keep))
     raise typer.Exit(0 if results and all(r.ok for r in results) else 1)
