@@ -50,10 +50,11 @@ from curaflow.domain.verdicts import DeliveryVerdict, delivery_verdict
 from curaflow.ledger import cells as ledger_cells
 from curaflow.ledger import deliveries as ledger
 from curaflow.ledger import remembered as memory
+from curaflow.ledger.cells import Barrier
 from curaflow.ledger.jobs import deadline_of
 from curaflow.ledger.records import load_cell
 from curaflow.logs import get_logger
-from curaflow.outbound import attempt_deadline
+from curaflow.outbound import TimeLimitExceeded, attempt_deadline
 from curaflow.routes import UnsupportedRoute
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, Route, RouteError
 
@@ -64,25 +65,39 @@ log = get_logger("curaflow.deliver")
 CANCEL_GRACE_S = 1.0
 
 
+class SendCut(RouteError):
+    """A send still out :data:`CANCEL_GRACE_S` after a cancel or the deadline reached the
+    attempt, cut by it. Not a route failure: nothing is judged from it (no verdict, no
+    refusal); the intent is remembered as possibly delivered and the job's finish ends
+    the cell with the barrier's reason (``cancelled_by_consumer``, ``execution_timeout``)."""
+
+
 async def _finish_or_cut(send: asyncio.Future[DeliveryReceipt], route: str) -> DeliveryReceipt:
     """``send``'s receipt if it ends within :data:`CANCEL_GRACE_S`, else cut it.
 
     Raises:
-        RouteError: the send failed, or was cut (``ambiguous``: it may have landed; the
-            ledger then reports the intent ``unknown`` when the job ends, never
-            ``delivered`` or ``released``).
+        RouteError: the send failed within the grace.
+        SendCut: it was still out and was cut (it may have landed; the ledger reports
+            the intent ``unknown`` when the job ends, never ``delivered`` or ``released``).
     """
     done, _ = await asyncio.wait({send}, timeout=CANCEL_GRACE_S)
     if not done:
         send.cancel()
         with contextlib.suppress(asyncio.CancelledError, RouteError):
             await send
-        raise RouteError(
+        raise SendCut(
             TerminalReason.DELIVERY_FAILED,
-            f"route {route}: the send was cut by the cancel after {CANCEL_GRACE_S:.0f} s; outcome unknown",
+            f"route {route}: the send was cut {CANCEL_GRACE_S:.0f} s after the job was stopped; outcome unknown",
             ambiguous=True,
         )
     return send.result()
+
+
+def _cut_by_deadline(err: RouteError) -> bool:
+    """Whether ``err`` is a request the job's deadline cut (the outbound layer's
+    :class:`~curaflow.outbound.TimeLimitExceeded` with ``by_deadline``)."""
+    cause = err.__cause__
+    return isinstance(cause, TimeLimitExceeded) and cause.by_deadline
 
 
 async def _guarded(route: Route, request: DeliveryRequest) -> DeliveryReceipt:
@@ -221,11 +236,18 @@ class DeliverActivity:
                 cancelled = True
                 try:
                     receipt = await _finish_or_cut(send, route.name)
+                except SendCut as err:
+                    await self._record_cut(inp, request, err)
+                    raise asyncio.CancelledError() from err
                 except RouteError as err:
                     # Stopped by the cancel, not by the budget: the job's finish ends the cell.
                     await self._record_error(inp, request, err, max_attempts=None, posted=bool(parts_posted))
                     raise asyncio.CancelledError() from err
             except RouteError as err:
+                if _cut_by_deadline(err):
+                    # The job is over, not the route at fault: the barrier's path, as at
+                    # the opening of a step (the finish gives the cell its reason).
+                    return barrier_update(await self._record_cut(inp, request, err), Barrier.DEADLINE)
                 verdict = await self._record_error(
                     inp, request, err, max_attempts=inp.max_attempts, posted=bool(parts_posted)
                 )
@@ -275,6 +297,24 @@ class DeliverActivity:
         assert isinstance(cell, CellSnapshot)
         if cell.state == CellState.SUBMITTED and inp.target.storage_mode == "cache":
             deps.store.delete(inp.job_id, inp.target.target_id)
+        return cell
+
+    async def _record_cut(self, inp: DeliverInput, request: DeliveryRequest, err: RouteError) -> CellSnapshot:
+        """Record a send cut by the job's stop (a cancel, the deadline): the intent back to
+        ``reserved`` and possibly delivered, the cell left open for the job's finish."""
+        metrics.record_delivery_result(inp.route.name, inp.route.kind, "unknown")
+        async with self.deps.pool.acquire() as conn, conn.transaction():
+            cell = await ledger.record_failed(
+                conn,
+                inp.job_id,
+                inp.target.target_id,
+                request.idempotency_key,
+                reason=err.reason,
+                error=str(err),
+                permanent=False,
+                ambiguous=True,
+            )
+        assert isinstance(cell, CellSnapshot)
         return cell
 
     async def _record_error(

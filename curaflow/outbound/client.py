@@ -224,8 +224,9 @@ class Outbound:
         trace = _Trace()
         request.extensions = {**request.extensions, "trace": trace}
         budget = time_left(limits.time_s)
+        by_deadline = budget < limits.time_s
         if budget <= 0:
-            raise time_limit_error(limits.time_s, False, request)
+            raise time_limit_error(limits.time_s, False, request, by_deadline=True)
         try:
             async with asyncio.timeout(budget):
                 response = await self.http.send(request, stream=True)
@@ -234,7 +235,7 @@ class Outbound:
                 finally:
                     await response.aclose()
         except TimeoutError:
-            raise time_limit_error(budget, trace.sent, request) from None
+            raise time_limit_error(budget, trace.sent, request, by_deadline=by_deadline) from None
 
     async def aclose(self) -> None:
         """Close the underlying client and its connections."""

@@ -28,10 +28,13 @@ class TimeLimitExceeded(httpx.TimeoutException):
     Attributes:
         limit_s: the limit that applied, in seconds.
         sent: whether the request had started to leave.
+        by_deadline: the job's deadline, not the exchange's own limit, set the time
+            (:func:`~curaflow.outbound.attempt_deadline`): the job is over.
     """
 
     limit_s: float = 0.0
     sent: bool = False
+    by_deadline: bool = False
 
 
 class TimeLimitBeforeSending(TimeLimitExceeded, httpx.ConnectTimeout):
@@ -52,14 +55,16 @@ class AnswerTooLarge(httpx.DecodingError):
     limit: int = 0
 
 
-def time_limit_error(limit_s: float, sent: bool, request: httpx.Request | None) -> TimeLimitExceeded:
+def time_limit_error(
+    limit_s: float, sent: bool, request: httpx.Request | None, *, by_deadline: bool = False
+) -> TimeLimitExceeded:
     """The :class:`TimeLimitExceeded` for a cut attempt (before / after sending)."""
     cls = TimeLimitAfterSending if sent else TimeLimitBeforeSending
     err = cls(
         f"total time limit of {limit_s:.3g} s reached {'after the request left' if sent else 'before sending'}",
         request=request,
     )
-    err.limit_s, err.sent = limit_s, sent
+    err.limit_s, err.sent, err.by_deadline = limit_s, sent, by_deadline
     return err
 
 

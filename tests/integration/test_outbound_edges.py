@@ -29,9 +29,10 @@ from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.pixiv import PixivClient
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
+from tests.fakes.webhook import WebhookReceiver
 from tests.integration.test_delivery_jobs import routes_stack
 from tests.integration.test_routes import make_request
-from tests.jobs_support import ReplayServer, intents
+from tests.jobs_support import ReplayServer, intents, ordered, webhook_route
 from tests.support import eventually, short_id, terminal_job, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -216,9 +217,16 @@ async def test_a_page_that_is_not_an_image_is_never_complete(
 # ---- jobs: the deadline and a cancel reach a send that is out ----------------------------
 
 
-def party_stack(make_stack: StackFactory, replay: ReplayServer, party: HostileParty, timeout_ms: int) -> Any:
-    hook = f"hook-{short_id()}"
-    route = {"kind": "webhook", "url": party.url + "/hook", "secret": whsec(), "timeout_ms": timeout_ms}
+def party_stack(
+    make_stack: StackFactory, replay: ReplayServer, party: HostileParty, timeout_ms: int, kind: str = "webhook"
+) -> Any:
+    hook = f"{kind}-{short_id()}"
+    route: dict[str, Any]
+    if kind == "telegram":  # no idempotency key: an unknown send is never re-sent (on_ambiguous = fail)
+        route = {"kind": "telegram", "bot_token": "1:x", "chat_id": "-100", "api_url": party.url}
+    else:
+        route = {"kind": "webhook", "url": party.url + "/hook", "secret": whsec()}
+    route["timeout_ms"] = timeout_ms
     return routes_stack(make_stack, replay, {hook: route}), hook
 
 
@@ -244,11 +252,12 @@ async def test_a_trickling_receiver_ends_the_job_by_its_deadline(
     assert (await intents(await stack.ledger(), job_id))[hook]["status"] == "unknown"  # may have landed
 
 
+@pytest.mark.parametrize("kind", ["webhook", "telegram"])
 async def test_a_cancel_during_a_hanging_send_is_honoured_within_seconds(
-    make_stack: StackFactory, replay: ReplayServer, party: HostileParty
+    make_stack: StackFactory, replay: ReplayServer, party: HostileParty, kind: str
 ) -> None:
     party.default = Behaviour("hang")  # reads the request, never answers
-    stack, hook = party_stack(make_stack, replay, party, 100_000)
+    stack, hook = party_stack(make_stack, replay, party, 100_000, kind)
     await stack.start_worker()
     http = await stack.start_api()
     job_id = (await http.post("/jobs", json=stack.task(query={"tags": ["オリジナル"]}))).json()["job"]["job_id"]
@@ -258,11 +267,64 @@ async def test_a_cancel_during_a_hanging_send_is_honoured_within_seconds(
     await http.post(f"/jobs/{job_id}/cancel")
     job = await terminal_job(http, job_id, timeout_s=30)
     took = time.monotonic() - started
-    assert job["status"] == "cancelled", job
+    assert job["status"] == "cancelled", job  # cut by the cancel: cancelled, whatever the route
     assert took < 4.0, took
+    await all_closed(party)
+    assert (await intents(await stack.ledger(), job_id))[hook]["status"] == "unknown"
+
+
+async def test_a_send_cut_at_the_deadline_ends_the_job_expired_on_any_route(
+    make_stack: StackFactory, replay: ReplayServer, party: HostileParty
+) -> None:
+    # Telegram cannot be re-sent after an unknown outcome; the deadline cut the send, so
+    # the job is expired (not failed delivery_unknown) and the send is reported unknown
+    party.default = Behaviour("hang")
+    stack, hook = party_stack(make_stack, replay, party, 100_000, "telegram")
+    await stack.start_worker()
+    http = await stack.start_api()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["deadline_ms"] = 8_000
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    job = await terminal_job(http, job_id, timeout_s=40)
+    assert job["status"] == "expired", job
+    assert job["updated_at"] - job["deadline_at"] < 4_000
+    assert party.connections, "the send was out when the deadline passed"
     await all_closed(party)
     assert (await intents(await stack.ledger(), job_id))[hook]["status"] == "unknown"
 
 
 async def _sent(party: HostileParty) -> bool | None:
     return True if party.connections and party.connections[-1].request_line else None
+
+
+async def test_a_work_whose_page_points_at_an_internal_service_is_skipped_and_never_delivered(
+    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver, tmp_path: Path
+) -> None:
+    # The source says the first candidate's page is on an internal HTTP service: it is
+    # never requested, the work is unavailable, and the next candidate is delivered —
+    # no `.json` (the service's answer) reaches the directory or the webhook
+    internal = await HostileParty(default=Behaviour(body=b'{"internal": "status"}')).start()
+    try:
+        w1, w2 = ordered("オリジナル")[:2]
+        replay.faults.mutate[w1] = {
+            "page_count": 1,
+            "meta_pages": [],
+            "meta_single_page": {"original_image_url": internal.url + "/internal/status.json"},
+        }
+        out = tmp_path / "delivered"
+        hook, folder = f"hook-{short_id()}", f"dir-{short_id()}"
+        routes = {hook: webhook_route(webhook), folder: {"kind": "directory", "path": str(out)}}
+        stack = routes_stack(make_stack, replay, routes)
+        await stack.start_worker()
+        record = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["オリジナル"]})), 60)
+
+        assert (record.cells[0].state, record.cells[0].work_id) == ("submitted", w2)
+        assert internal.connections == []
+        assert webhook.works() == [w2]
+        assert all(f["mime"].startswith("image/") for f in webhook.received[0].json()["files"])
+        assert not [p for p in out.rglob("*") if p.suffix == ".json" and w1 in p.name]
+        report = record.cells[0].candidate_report
+        assert report is not None and report.reasons.get("unavailable") == 1
+    finally:
+        await internal.stop()

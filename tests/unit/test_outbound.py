@@ -83,9 +83,14 @@ async def test_the_job_deadline_shortens_the_limit(party: HostileParty) -> None:
     party.default = Behaviour("hang")
     out = trusted(party)
     started = time.monotonic()
-    with attempt_deadline(int(time.time() * 1000) + 500), pytest.raises(TimeLimitExceeded):
+    with attempt_deadline(int(time.time() * 1000) + 500), pytest.raises(TimeLimitExceeded) as by_deadline:
         await out.request("GET", party.url + "/", limits=Limits(time_s=30))
     assert time.monotonic() - started < 1.2
+    assert by_deadline.value.by_deadline and by_deadline.value.sent  # the job is over, not the party at fault
+    # the exchange's own limit, shorter than the deadline, is not the deadline's
+    with attempt_deadline(int(time.time() * 1000) + 60_000), pytest.raises(TimeLimitExceeded) as own:
+        await out.request("GET", party.url + "/", limits=Limits(time_s=0.3))
+    assert not own.value.by_deadline
     # a deadline already passed sends nothing
     before = len(party.connections)
     with attempt_deadline(int(time.time() * 1000) - 1), pytest.raises(TimeLimitExceeded) as caught:
