@@ -31,6 +31,7 @@ TITLES = {
     "temporal": "Temporal stop / start",
     "cancel": "cancel storm",
     "cancel_kills": "cancel storm + kills",
+    "edges": "hostile parties (edges)",
 }
 
 
@@ -58,6 +59,18 @@ def _recovery(r: ScenarioResult) -> str:
         ordered = sorted(r.kill_ready_s)
         parts.append(f"killed worker ready: p50 {_secs(ordered[len(ordered) // 2])}, max {_secs(ordered[-1])}")
     return "; ".join(parts) or "–"
+
+
+def _edge_ends(r: ScenarioResult) -> str:
+    ends = r.edges.get("ends") or {}
+    return " · ".join(f"{case} → {e['end']} ({_secs(e['seconds'])})" for case, e in ends.items()) or "–"
+
+
+def _edge_bounds(r: ScenarioResult) -> str:
+    if not r.edges:
+        return "–"
+    rss = " · ".join(f"{n} {v['start']:.0f} → {v['peak']:.0f} MiB" for n, v in sorted(r.edges["rss_mib"].items()))
+    return f"{rss}; {r.edges['internal_hits']} hits; {len(r.edge_findings.get('open_connections', []))} open"
 
 
 def rows(results: list[ScenarioResult]) -> list[tuple[str, list[str]]]:
@@ -130,6 +143,8 @@ def rows(results: list[ScenarioResult]) -> list[tuple[str, list[str]]]:
             each(lambda r: f"{audit('sends_after_cancel')(r)} / {len(r.late_steps)}" if r.cancels else "–"),
         ),
         ("recovery (from the service back)", each(_recovery)),
+        ("hostile parties: each job's end", each(_edge_ends)),
+        ("hostile parties: worker RSS · internal service hits · connections outliving their job", each(_edge_bounds)),
         (
             "unplanned process exits",
             each(lambda r: ", ".join(f"{e['process']} ({e['code']})" for e in r.exits) or "0"),
@@ -235,9 +250,12 @@ async def run_chaos(
         def build(stack: ChaosStack) -> dict[str, Any]:
             config: dict[str, Any] = {"routes": {}, "targets": []}
             for name in names:
-                part = scenario_config(name, selected[name], stack.receiver_url, stack.root)
-                config["routes"].update(part["routes"])
-                config["targets"] += part["targets"]
+                part = scenario_config(
+                    name, selected[name], stack.receiver_url, stack.root, stack.hostile_url, stack.internal_url
+                )
+                config["routes"].update(part.pop("routes"))
+                config["targets"] += part.pop("targets")
+                config.update(part)
             return config
 
         return build
@@ -256,7 +274,7 @@ async def run_chaos(
         else:
             for name, plan in selected.items():
                 console.print(f"[bold]{name}[/bold] …")
-                stack = ChaosStack(root / name, config_of([name]))
+                stack = ChaosStack(root / name, config_of([name]), hostile=name == "edges")
                 try:
                     await stack.start()
                     results.append(await run_scenario(stack, name, plan, rng))

@@ -165,15 +165,21 @@ def plans(quick: bool) -> dict[str, Plan]:
             targets=3, jobs=45, interval_s=0.3, temporal_every=5, kill_every_s=4.0, cancel_within_s=10.0,
             receiver_delay_ms=1500, broken_targets=1, drain_s=180,
         ),
+        "edges": Plan(targets=len(EDGE_CASES), jobs=len(EDGE_CASES), interval_s=0.2, drain_s=150),
     }  # fmt: skip
 
 
-def scenario_config(name: str, plan: Plan, receiver_url: str, root: Path) -> dict[str, Any]:
+def scenario_config(
+    name: str, plan: Plan, receiver_url: str, root: Path, hostile_url: str = "", internal_url: str = ""
+) -> dict[str, Any]:
     """The routes and targets of one scenario: target ``<name><i>`` delivers to the webhook
     route ``<name>-hook<i>`` (the receiver, path ``/<name>/<i>``) and the directory route
     ``<name>-dir<i>`` (under a regular file for the last ``broken_targets``); every
     target takes the whole ranking (61 recorded works). The receiver answers that route
-    after up to ``receiver_delay_ms``."""
+    after up to ``receiver_delay_ms``. ``edges`` is built by :func:`edges_config` (it
+    needs the hostile party's ``hostile_url`` and ``internal_url``)."""
+    if name == "edges":
+        return edges_config(receiver_url, root, hostile_url, internal_url)
     routes: dict[str, Any] = {}
     targets = []
     for i in range(plan.targets):
@@ -264,6 +270,8 @@ class ScenarioResult:
     audit: dict[str, Any] = field(default_factory=dict)
     exits: list[dict[str, Any]] = field(default_factory=list)
     stuck_details: list[dict[str, Any]] = field(default_factory=list)
+    edges: dict[str, Any] = field(default_factory=dict)
+    edge_findings: dict[str, list[Any]] = field(default_factory=dict)
     error: str | None = None
 
     def checks(self) -> dict[str, int]:
@@ -280,6 +288,7 @@ class ScenarioResult:
             "late_steps": len(self.late_steps),
             "after_fault_not_succeeded": len(self.after_fault_not_succeeded),
             "unexpected_status": len(self.unexpected_status),
+            **{check: len(found) for check, found in self.edge_findings.items()},
             "errors": 1 if self.error else 0,
         }
 
@@ -317,6 +326,8 @@ class Scenario:
         self._http = stack.http()
         self._tag = f"{int(time.time()) % 100000:05d}"
         self.receiver = ReceiverTail(stack.received_log)
+        #: target id → fields added to its jobs' Task (``deadline_ms``, ``callback_url``).
+        self.task_fields: dict[str, dict[str, Any]] = {}
 
     # ---- submitting ------------------------------------------------------------------------
 
@@ -328,6 +339,7 @@ class Scenario:
             "job_type": "candidate_search",
             "idempotency_key": f"{self.name}-{self._tag}-{n}",
             "params": {"target_id": target},
+            **self.task_fields.get(target, {}),
         }
         return n, task
 
@@ -536,6 +548,9 @@ class Scenario:
         dirs = {
             f"{self.name}-dir{i}": self.stack.root / "routes" / self.name / str(i) for i in range(self.plan.targets)
         }
+        # The audit reads the webhook receivers and the directories; other routes (the
+        # edges scenario's Telegram) are checked by their scenario.
+        intents = [i for i in intents if i["route"] in hooks or i["route"] in dirs]
         received = [r_ for r_ in read_received(self.stack.received_log) if r_.get("route") in hooks]
         arrivals = webhook_arrivals(received, hooks) + directory_arrivals(dirs)
         reported = {job_id: job_deliveries(view) for job_id, view in views.items()}
@@ -750,12 +765,237 @@ async def cancel_storm(s: Scenario) -> None:
         s.result.faults.append(Fault(f"{s.result.kills} worker SIGKILLs", down_ms=0))
 
 
+@dataclass(frozen=True)
+class EdgeCase:
+    """One hostile party of the ``edges`` scenario: a target of its own, one job.
+
+    Attributes:
+        name: the case (the table's and the report's name).
+        word: the search word the hostile source answers for it (``edges-<word>``).
+        hook: how its webhook route's receiver behaves: ``""`` the recording receiver,
+            else the hostile party's ``/hook/<hook>`` (``slow``, ``huge``, ``redirect``,
+            ``ratelimit``).
+        telegram: it also delivers to a Telegram route on the hostile Bot API.
+        callback: its job's ``callback_url`` points at the internal service through an
+            allowed host name (``localhost``).
+        min_bookmarks: the target's filter (the source case: page 1 is all filtered out).
+        expected: the job's allowed ends (``status`` or ``status/reason``).
+    """
+
+    name: str
+    word: str = "plain"
+    hook: str = ""
+    telegram: bool = False
+    callback: bool = False
+    min_bookmarks: int | None = None
+    expected: tuple[str, ...] = ("succeeded",)
+
+
+#: The ``edges`` cases, target ``edges<i>`` each (:mod:`bench.chaos.hostile` plays the parties).
+EDGE_CASES: tuple[EdgeCase, ...] = (
+    EdgeCase("receiver streams its 200 at 1 KiB/s", hook="slow", expected=("expired",)),
+    EdgeCase("receiver answers 100 MiB", hook="huge"),
+    EdgeCase("receiver redirects to an internal address", hook="redirect", expected=("failed/route_refused",)),
+    EdgeCase("Telegram: 429, then 400 'Too Many Requests: retry after 1'", telegram=True),
+    EdgeCase("callback_url: allowed name resolving to 127.0.0.1", callback=True),
+    EdgeCase("endless image", word="endless"),
+    EdgeCase("image trickling 1 B / 2 s", word="trickle", expected=("expired",)),
+    EdgeCase("image URL answering JSON", word="json"),
+    EdgeCase("image URL on an internal service", word="internal"),
+    EdgeCase("search page 2: 500, 500, empty 200", word="source", min_bookmarks=1),
+    EdgeCase("receiver: 429 Retry-After 1, then 503 Retry-After as a date", hook="ratelimit"),
+    EdgeCase("search page of 50 MiB", word="hugepage", expected=("failed/remote_http_error",)),
+)
+#: The deadline of every ``edges`` job (the protocol's floor).
+EDGE_DEADLINE_MS = 60_000
+#: How far past its deadline a job may end, and how long a hostile connection may stay
+#: open after its job ended.
+EDGE_GRACE_MS = 5_000
+#: How much a worker's resident memory may grow during the scenario.
+EDGE_RSS_GROWTH_MIB = 200
+#: The hostile party's streamed answers → the case whose job they belong to.
+EDGE_STREAMS = {
+    "slow hook": "receiver streams its 200 at 1 KiB/s",
+    "huge hook": "receiver answers 100 MiB",
+    "endless image": "endless image",
+    "trickling image": "image trickling 1 B / 2 s",
+    "huge search page": "search page of 50 MiB",
+}
+
+
+def edges_config(receiver_url: str, root: Path, hostile_url: str, internal_url: str) -> dict[str, Any]:
+    """The ``edges`` stack's targets and routes (one per :data:`EDGE_CASES` entry), and
+    the source, image host and callback settings that point at the hostile party: the
+    Pixiv API and image host are the hostile source in front of the replay; callbacks
+    may go to ``localhost`` on any port, signed, with loopback not allowed for data
+    destinations (``outbound.private_networks`` empty)."""
+    routes: dict[str, Any] = {}
+    targets = []
+    for i, case in enumerate(EDGE_CASES):
+        hook, folder = f"edges-hook{i}", f"edges-dir{i}"
+        url = f"{hostile_url}/hook/{case.hook}/{i}" if case.hook else f"{receiver_url}/edges/{i}?delay_ms=150"
+        routes[hook] = {"kind": "webhook", "url": url, "secret": SECRET, "timeout_ms": 5000}
+        routes[folder] = {"kind": "directory", "path": str(root / "routes" / "edges" / str(i))}
+        names = [hook, folder]
+        if case.telegram:
+            routes[f"edges-tg{i}"] = {
+                "kind": "telegram", "bot_token": f"{900 + i}:hostile-bot", "chat_id": "-100", "api_url": hostile_url,
+                "timeout_ms": 10_000,
+            }  # fmt: skip
+            names.append(f"edges-tg{i}")
+        target: dict[str, Any] = {
+            "id": f"edges{i}",
+            "query": {"mode": "search", "tags": [f"edges-{case.word}"]},
+            "routes": names,
+        }
+        if case.min_bookmarks is not None:
+            target["filters"] = {"min_bookmarks": case.min_bookmarks}
+        targets.append(target)
+    return {
+        "routes": routes,
+        "targets": targets,
+        "pixiv": {"api_url": hostile_url, "auth_url": hostile_url, "image_url": f"{hostile_url}/i"},
+        "outbound": {"download_timeout_ms": 15_000},
+        # No worker is killed here: a longer heartbeat keeps a starved machine from
+        # losing attempts (a lost attempt after a send is reported unknown).
+        "budgets": {"heartbeat_interval_ms": 3000},
+        "api": {
+            "callback_allowed_hosts": ["localhost:*"],
+            "callback_secret": SECRET,
+            "callback_max_attempts": 2,
+            "callback_timeout_ms": 2000,
+        },
+    }
+
+
+def rss_mib(pid: int) -> float | None:
+    """A process's resident memory (``VmRSS`` of ``/proc/<pid>/status``) in MiB; None if gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+async def edges(s: Scenario) -> None:
+    """One job per hostile party (:data:`EDGE_CASES`), all at once, each with a 60 s
+    deadline, while every worker's memory is sampled; once they ended (and a grace for
+    connections to close), the case checks: each job's end is one its case allows, no
+    job ended more than :data:`EDGE_GRACE_MS` past its deadline, no hostile connection
+    outlived its job by more, the internal service was never reached, no hostile work
+    was delivered, Telegram has each accepted post once, the rate-limiting receiver
+    accepted the work once, and no worker grew by more
+    than :data:`EDGE_RSS_GROWTH_MIB`."""
+    stack = s.stack
+    internal_port = stack.internal_url.rsplit(":", 1)[1]
+    for i, case in enumerate(EDGE_CASES):
+        fields: dict[str, Any] = {"deadline_ms": EDGE_DEADLINE_MS}
+        if case.callback:
+            fields["callback_url"] = f"http://localhost:{internal_port}/callback"
+        s.task_fields[f"edges{i}"] = fields
+    pids = {w.name: w.popen.pid for w in stack.workers if w.popen is not None}
+    baseline = {name: rss_mib(pid) or 0.0 for name, pid in pids.items()}
+    peak = dict(baseline)
+    stop = asyncio.Event()
+
+    async def sample() -> None:
+        while not stop.is_set():
+            for name, pid in pids.items():
+                peak[name] = max(peak[name], rss_mib(pid) or 0.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 0.25)
+
+    sampler = asyncio.create_task(sample())
+    await s.load(asyncio.Event(), len(EDGE_CASES))
+    await s.drain()
+    await asyncio.sleep(EDGE_GRACE_MS / 1000)
+    stop.set()
+    await sampler
+
+    async with httpx.AsyncClient(timeout=10) as http:
+        state = (await http.get(f"{stack.hostile_url}/_chaos/state")).json()
+    case_of = {f"edges{i}": case for i, case in enumerate(EDGE_CASES)}
+    rows = await stack.fetch(
+        "SELECT job_id, created_at, completed_at, deadline_at FROM jobs WHERE job_id = ANY($1::text[])",
+        list(s.jobs),
+    )
+    rows = [{**dict(row), "target_id": s.jobs[row["job_id"]].target_id} for row in rows]
+    found: dict[str, list[Any]] = {
+        "unexpected_end": [],
+        "overran_deadline": [],
+        "open_connections": [],
+        "internal_reached": list(state["internal_hits"]),
+        "hostile_delivered": [],
+        "telegram_duplicates": [],
+        "not_delivered_once": [],
+        "memory_unbounded": [],
+    }
+    ends: dict[str, dict[str, Any]] = {}
+    async with stack.http() as api:
+        for row in rows:
+            case = case_of[row["target_id"]]
+            view = (await api.get(f"/jobs/{row['job_id']}")).json()
+            reason = ((view.get("error") or {}).get("detail") or {}).get("internal_code")
+            end = view["status"] + (f"/{reason}" if reason else "")
+            took = (row["completed_at"] - row["created_at"]) if row["completed_at"] else None
+            ends[case.name] = {"end": end, "seconds": round(took / 1000, 1) if took else None}
+            if view["status"] not in case.expected and end not in case.expected:
+                found["unexpected_end"].append({"case": case.name, "end": end, "job_id": row["job_id"]})
+            deadline_at = row["deadline_at"] or row["created_at"] + EDGE_DEADLINE_MS
+            if row["completed_at"] is None or row["completed_at"] > deadline_at + EDGE_GRACE_MS:
+                found["overran_deadline"].append({"case": case.name, "job_id": row["job_id"], "seconds": took})
+            if case.telegram:
+                delivered = [
+                    d
+                    for d in job_deliveries(view)
+                    if str(d.get("route", "")).startswith("edges-tg") and d.get("status") == "delivered"
+                ]
+                if len(state["telegram_posts"]) != len(delivered):
+                    found["telegram_duplicates"].append(
+                        {"accepted_posts": state["telegram_posts"], "reported_delivered": len(delivered)}
+                    )
+    ends = {c.name: ends[c.name] for c in EDGE_CASES if c.name in ends}
+    for i, case in enumerate(EDGE_CASES):
+        accepted = state["hook_accepted"].get(str(i), 0)
+        if case.hook == "ratelimit" and accepted != 1:
+            found["not_delivered_once"].append({"case": case.name, "accepted": accepted})
+    completed = {case_of[r["target_id"]].name: r["completed_at"] for r in rows}
+    for stream in state["streams"]:
+        owner = next((c for prefix, c in EDGE_STREAMS.items() if stream["what"].startswith(prefix)), None)
+        ended = completed.get(owner) if owner else None
+        closed = stream["closed_ms"]
+        if closed is None or (ended is not None and closed > ended + EDGE_GRACE_MS):
+            found["open_connections"].append({**stream, "job_completed_ms": ended})
+    hostile_works = set(state["hostile_works"])
+    hooks = {f"edges-hook{i}" for i in range(len(EDGE_CASES))}
+    dirs = {f"edges-dir{i}": stack.root / "routes" / "edges" / str(i) for i in range(len(EDGE_CASES))}
+    arrivals = webhook_arrivals(read_received(stack.received_log), hooks) + directory_arrivals(dirs)
+    found["hostile_delivered"] = [asdict(a) for a in arrivals if a.work_id in hostile_works]
+    growth = {name: round(peak[name] - baseline[name], 1) for name in pids}
+    found["memory_unbounded"] = [{n: g} for n, g in growth.items() if g > EDGE_RSS_GROWTH_MIB]
+    s.result.edges = {
+        "ends": ends,
+        "rss_mib": {n: {"start": round(baseline[n], 1), "peak": round(peak[n], 1)} for n in pids},
+        "streams": state["streams"],
+        "telegram_requests": state["telegram_requests"],
+        "hook_requests": state["hook_requests"],
+        "telegram_posts": len(state["telegram_posts"]),
+        "source_faults": state["source_faults"],
+        "searches": state["searches"],
+        "internal_hits": len(state["internal_hits"]),
+    }
+    s.result.edge_findings = found
+
+
 RUNNERS: dict[str, Runner] = {
     "kills": kills,
     "postgres": postgres,
     "temporal": temporal,
     "cancel": cancel_storm,
     "cancel_kills": cancel_storm,
+    "edges": edges,
 }
 
 

@@ -152,6 +152,7 @@ class ChaosStack:
     root: Path
     config: Callable[[ChaosStack], dict[str, Any]]
     n_workers: int = 2
+    hostile: bool = False
     pg: RestartablePostgres = field(init=False)
     temporal: TemporalDevServer | None = None
     workers: list[Managed] = field(default_factory=list)
@@ -160,6 +161,9 @@ class ChaosStack:
     receiver: subprocess.Popen[bytes] | None = None
     receiver_url: str = ""
     replay_url: str = ""
+    hostile_url: str = ""
+    internal_url: str = ""
+    hostile_process: subprocess.Popen[bytes] | None = None
     database_url: str = ""
     client: Client | None = None
     exits: list[ProcessExit] = field(default_factory=list)
@@ -216,12 +220,16 @@ class ChaosStack:
             preexec_fn=die_with_parent,
         )  # fmt: skip
         self.receiver_url = f"http://127.0.0.1:{receiver_port}"
+        if self.hostile:
+            self._start_hostile()
         self.client = await connect(self.temporal_address, runtime=quiet_runtime())
         await ensure_search_attributes(self.client)
         pool = await self.pool()
         await migrate(pool)
         await self._wait_http(self.replay_url + "/auth/token", "replay server", method="POST")
         await self._wait_http(self.receiver_url + "/_chaos/count", "webhook receiver")
+        if self.hostile:
+            await self._wait_http(self.hostile_url + "/_chaos/state", "hostile party")
         self.write_config()
         exe = str(Path(sys.executable).parent / "curaflow")
         for i in range(self.n_workers):
@@ -239,6 +247,22 @@ class ChaosStack:
         await self.wait_ready(120)
         self._supervise = asyncio.create_task(self._supervisor())
         return self
+
+    def _start_hostile(self) -> None:
+        """The hostile parties of the ``edges`` scenario (:mod:`bench.chaos.hostile`), in
+        front of the replay server, writing webhook arrivals to :attr:`received_log`."""
+        port, internal = free_port(), free_port()
+        self.hostile_process = subprocess.Popen(
+            [
+                sys.executable, "-m", "bench.chaos.hostile", "--port", str(port), "--internal-port", str(internal),
+                "--replay", self.replay_url, "--log", str(self.received_log),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.root / "logs" / "hostile.log", "ab"),  # noqa: SIM115
+            preexec_fn=die_with_parent,
+        )  # fmt: skip
+        self.hostile_url = f"http://127.0.0.1:{port}"
+        self.internal_url = f"http://127.0.0.1:{internal}"
 
     def base_config(self) -> dict[str, Any]:
         """What every chaos run configures: short heartbeats so a killed worker's step
@@ -294,7 +318,7 @@ class ChaosStack:
                 await self._supervise
             self._supervise = None
         await asyncio.gather(*(asyncio.to_thread(p.stop) for p in [*self.workers, *([self.api] if self.api else [])]))
-        for proc in (self.replay, self.receiver):
+        for proc in (self.replay, self.receiver, self.hostile_process):
             if proc is not None and proc.poll() is None:
                 proc.terminate()
                 with contextlib.suppress(subprocess.TimeoutExpired):

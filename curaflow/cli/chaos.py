@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-SCENARIOS = ("kills", "postgres", "temporal", "cancel", "cancel_kills")
+SCENARIOS = ("kills", "postgres", "temporal", "cancel", "cancel_kills", "edges")
 
 
 def chaos(
@@ -26,6 +26,10 @@ def chaos(
     if unknown:
         raise typer.BadParameter(
             f"unknown scenario {', '.join(unknown)} (choose from {', '.join(SCENARIOS)})", param_hint="--only"
+        )
+    if quick and "edges" in only:
+        raise typer.BadParameter(
+            "edges runs in the full mode only, on a stack of its own: curaflow chaos --only edges", param_hint="--only"
         )
     configure_logging("WARNING")
     results = asyncio.run(run_chaos(quick, json_path, seed=seed, only=only or None, keep=keep))

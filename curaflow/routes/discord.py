@@ -184,6 +184,10 @@ class DiscordRoute:
             )
         if status >= 500:
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP {status}{detail}")
+        if 300 <= status < 400:
+            # A redirect names another destination (never followed): the webhook URL is
+            # wrong, the route's failure; the work is not used up.
+            raise RouteError(TerminalReason.ROUTE_REFUSED, f"discord: HTTP {status}: a redirect", permanent=True)
         if status in ROUTE_STATUSES or (isinstance(body, dict) and body.get("code") == 40005):
             what = "over the receiver's size limit" if status == 413 else "the webhook is unknown or not allowed"
             raise RouteError(TerminalReason.ROUTE_REFUSED, f"discord: HTTP {status}{detail}: {what}", permanent=True)

@@ -178,9 +178,10 @@ class WebhookRoute:
                 retry_after_s=parse_retry_after(response.headers.get("retry-after")),
                 ambiguous=status in (502, 504),
             )
-        if status in ROUTE_STATUSES:
-            # The receiver itself refuses (its credentials, its address, its size limit):
-            # the route's failure, the work is not used up.
+        if status in ROUTE_STATUSES or 300 <= status < 400:
+            # The receiver itself refuses (its credentials, its address, its size limit),
+            # or names another address (a redirect, never followed): the route's
+            # failure, the work is not used up.
             raise RouteError(TerminalReason.ROUTE_REFUSED, f"webhook answered HTTP {status}", permanent=True)
         raise RouteError(TerminalReason.DELIVERY_REJECTED, f"webhook answered HTTP {status}", permanent=True)
 

@@ -316,6 +316,11 @@ def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str) -> 
         (Reply(400, {"error": "bad"}), "rejected"),
         (Reply(404, None), "refused"),
         (Reply(413, None), "refused"),
+        # A redirect names another destination: the receiver's address is wrong (the
+        # route's failure), and it is never followed.
+        (Reply(301, None), "refused"),
+        (Reply(307, {"location": "elsewhere"}), "refused"),
+        (Reply(308, None), "refused"),
         (Reply(429, {"error": "slow down"}), "retry"),
         (Reply(500, None), "retry"),
         (Reply(503, None), "retry"),
@@ -388,3 +393,30 @@ async def test_webhook_retry_after_header_is_honoured(tmp_path: Path, http: Any)
             await dated.deliver(make_request(tmp_path, [(100, 100)]))
     assert caught.value.retry_after_s == 12 and not caught.value.permanent
     assert until.value.retry_after_s is not None and 35 <= until.value.retry_after_s <= 40
+
+
+@pytest.mark.parametrize("status", [301, 302, 307, 308])
+async def test_a_redirect_from_a_discord_webhook_is_the_routes_failure(tmp_path: Path, http: Any, status: int) -> None:
+    from fastapi import FastAPI
+    from fastapi.responses import Response
+
+    from curaflow.httpserver import BackgroundServer
+
+    app = FastAPI()
+    hits: list[str] = []
+
+    @app.post("/api/webhooks/1/token")
+    async def moved() -> Response:
+        return Response(status_code=status, headers={"Location": "/elsewhere"})
+
+    @app.post("/elsewhere")
+    async def elsewhere() -> Response:
+        hits.append("followed")
+        return Response(status_code=200, content=b'{"id": "1"}', media_type="application/json")
+
+    async with BackgroundServer(app) as server:
+        config = DiscordRouteConfig(url=SecretStr(server.url + "/api/webhooks/1/token"))
+        with pytest.raises(RouteError) as caught:
+            await DiscordRoute("dc", config, http).deliver(make_request(tmp_path, [(100, 100)]))
+    assert caught.value.reason == TerminalReason.ROUTE_REFUSED and caught.value.permanent
+    assert hits == []  # never followed

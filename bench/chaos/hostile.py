@@ -1,0 +1,358 @@
+"""The hostile parties of the ``edges`` chaos scenario, run as one process of their own.
+
+``python -m bench.chaos.hostile --port P --internal-port Q --replay URL --log received.jsonl``
+
+Two servers in one process:
+
+* the **hostile party** (``--port``), every third party a job meets, each lying or
+  limiting its own way:
+
+  - ``POST /hook/slow/<i>``: a webhook receiver that answers 200 and then streams its
+    body at 1 KiB/s for ever;
+  - ``POST /hook/huge/<i>``: a receiver that answers 200 with a 100 MiB body;
+  - ``POST /hook/redirect/<i>``: a receiver that redirects (307) to the internal service;
+  - ``POST /hook/ratelimit/<i>``: a receiver that answers 429 (``Retry-After: 1``), then
+    503 with ``Retry-After`` as an HTTP date, then accepts;
+  - ``POST /bot<token>/<method>``: a Telegram Bot API that rate-limits in odd places:
+    each method's requests are answered in turn 429 (``parameters.retry_after``), 400
+    whose text alone says ``Too Many Requests: retry after 1``, then accepted;
+  - the **source** in front of the replay server (``--replay``): ``/auth/*`` and
+    ``/v1/*`` are forwarded, except searches for the words ``edges-<case>``, whose
+    pages it builds from the recorded works: ``edges-endless`` / ``-trickle`` /
+    ``-json`` / ``-internal`` list one work whose images are hostile (then one plain
+    work); ``edges-source`` lists a first page whose works have no bookmarks and whose
+    ``next_url`` page answers 500, 500, then an empty 200 before its real works;
+    ``edges-hugepage`` answers a 50 MiB page; ``edges-plain`` lists plain works;
+  - the **image host** (``GET /i/<path>``): ``edges/endless/…`` a JPEG that never ends,
+    ``edges/trickle/…`` one byte every 2 s, ``edges/json/…`` a JSON page, anything else
+    the replay's image;
+
+* the **internal service** (``--internal-port``), which nothing may ever reach: an image
+  URL from the source and a receiver's redirect point at it, and a ``callback_url``
+  whose allowed host (``localhost``) resolves to it.
+
+Every webhook request is appended to ``--log`` as :mod:`bench.chaos.receiver` does
+(before it is answered), so the truth audit reads both receivers alike. ``GET
+/_chaos/state`` says what happened: the internal service's hits, every streamed answer
+(opened, closed, bytes written), the Telegram posts it accepted, the source's faults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
+
+#: Search words the hostile source answers itself (``edges-<case>``).
+IMAGE_CASES = ("endless", "trickle", "json", "internal")
+PIXIV_IMAGES = "https://i.pximg.net/"
+HUGE_BYTES = 100 * 1024 * 1024
+HUGE_PAGE_BYTES = 50 * 1024 * 1024
+JPEG_HEAD = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+
+
+def _ms() -> int:
+    return int(time.time() * 1000)
+
+
+class State:
+    """What the hostile parties saw (served as ``/_chaos/state``)."""
+
+    def __init__(self) -> None:
+        self.internal_hits: list[dict[str, Any]] = []
+        self.streams: list[dict[str, Any]] = []
+        self.telegram: Counter[str] = Counter()
+        self.hook_turns: Counter[str] = Counter()
+        self.hook_accepted: Counter[str] = Counter()
+        self.telegram_posts: list[dict[str, Any]] = []
+        self.source_faults: list[str] = []
+        self.searches: Counter[str] = Counter()
+        self.works: list[dict[str, Any]] = []
+        self.hostile_works: dict[str, str] = {}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "internal_hits": self.internal_hits,
+            "streams": self.streams,
+            "open_streams": sum(1 for s in self.streams if s["closed_ms"] is None),
+            "telegram_requests": dict(self.telegram),
+            "hook_requests": dict(self.hook_turns),
+            "hook_accepted": dict(self.hook_accepted),
+            "telegram_posts": self.telegram_posts,
+            "source_faults": self.source_faults,
+            "searches": dict(self.searches),
+            "hostile_works": self.hostile_works,
+        }
+
+
+def _stream(state: State, what: str, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Wrap a streamed answer so its opening, closing and bytes written are recorded."""
+    entry: dict[str, Any] = {"what": what, "opened_ms": _ms(), "closed_ms": None, "written": 0}
+    state.streams.append(entry)
+
+    async def wrapped() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in chunks:
+                entry["written"] += len(chunk)
+                yield chunk
+        finally:
+            entry["closed_ms"] = _ms()
+
+    return wrapped()
+
+
+async def _trickle(head: bytes, every_s: float, size: int) -> AsyncIterator[bytes]:
+    yield head
+    while True:
+        await asyncio.sleep(every_s)
+        yield b" " * size
+
+
+async def _flood(head: bytes, total: int | None, size: int = 1024 * 1024) -> AsyncIterator[bytes]:
+    yield head
+    sent, block = len(head), b"\0" * size
+    while total is None or sent < total:
+        piece = block if total is None else block[: min(size, total - sent)]
+        sent += len(piece)
+        yield piece
+        await asyncio.sleep(0)
+
+
+async def _json_page(total: int, size: int = 1024 * 1024) -> AsyncIterator[bytes]:
+    """A search page of ``total`` bytes: valid JSON, no works, one long padding string."""
+    yield b'{"illusts": [], "next_url": null, "padding": "'
+    for _ in range(total // size):
+        yield b"x" * size
+        await asyncio.sleep(0)
+    yield b'"}'
+
+
+def create_hostile_app(state: State, replay_url: str, internal_url: str, log_path: Path) -> FastAPI:
+    """The hostile party's app (module doc)."""
+    app = FastAPI()
+    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    replay = httpx.AsyncClient(base_url=replay_url, timeout=30)
+    source_page2: Counter[str] = Counter()
+
+    @app.get("/_chaos/state")
+    async def get_state() -> dict[str, Any]:
+        return state.as_dict()
+
+    def record(body: bytes, headers: dict[str, str], path: str) -> None:
+        try:
+            doc: dict[str, Any] = json.loads(body)
+        except ValueError:
+            doc = {}
+        line = {
+            "at_ms": _ms(),
+            "path": path,
+            "webhook_id": headers.get("webhook-id", ""),
+            "job_id": doc.get("job_id"),
+            "target_id": doc.get("target_id"),
+            "route": doc.get("route"),
+            "work_id": str((doc.get("work") or {}).get("work_id")),
+            "signature_ok": True,  # the audit counts bad signatures of the recording receiver only
+        }
+        os.write(fd, (json.dumps(line) + "\n").encode())
+
+    @app.post("/hook/{kind}/{i}")
+    async def hook(request: Request, kind: str, i: str) -> Response:
+        body = await request.body()
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        if kind == "redirect":
+            return RedirectResponse(f"{internal_url}/hook/{i}", status_code=307)
+        if kind == "ratelimit":
+            turn = state.hook_turns[i]
+            state.hook_turns[i] += 1
+            if turn == 0:
+                return JSONResponse({"error": "slow down"}, status_code=429, headers={"Retry-After": "1"})
+            if turn == 1:
+                later = format_datetime(datetime.now(UTC) + timedelta(seconds=2), usegmt=True)
+                return JSONResponse({"error": "Too Many Requests"}, status_code=503, headers={"Retry-After": later})
+            record(body, headers, request.url.path)
+            state.hook_accepted[i] += 1
+            return JSONResponse({"status": "accepted", "id": f"r-{i}-{turn}"})
+        record(body, headers, request.url.path)
+        if kind == "slow":
+            chunks = _trickle(b'{"status": "accepted", "padding": "', 1.0, 1024)
+            return StreamingResponse(_stream(state, f"slow hook {i}", chunks), media_type="application/json")
+        chunks = _flood(b'{"status": "accepted", "padding": "', HUGE_BYTES)
+        return StreamingResponse(
+            _stream(state, f"huge hook {i}", chunks),
+            media_type="application/json",
+            headers={"Content-Length": str(HUGE_BYTES)},
+        )
+
+    @app.post("/bot{token}/{method}")
+    async def telegram(request: Request, token: str, method: str) -> Response:
+        body = await request.body()
+        turn = state.telegram[method] % 3
+        state.telegram[method] += 1
+        if turn == 0:
+            return JSONResponse(
+                {"ok": False, "error_code": 429, "description": "Too Many Requests", "parameters": {"retry_after": 1}},
+                status_code=429,
+            )
+        if turn == 1:
+            return JSONResponse(
+                {"ok": False, "error_code": 400, "description": "Bad Request: Too Many Requests: retry after 1"},
+                status_code=400,
+            )
+        items = 1
+        media = re.search(rb'name="media"\r\n(?:[^\r\n]*\r\n)*\r\n(.*?)\r\n--', body, re.S)
+        if method == "sendMediaGroup" and media:
+            try:
+                items = len(json.loads(media.group(1)))
+            except ValueError:
+                items = 1
+        first = len(state.telegram_posts) * 100 + 1
+        messages = [
+            {"message_id": first + k, "date": int(time.time()), "chat": {"id": -100, "type": "channel"}}
+            for k in range(items)
+        ]
+        state.telegram_posts.append({"method": method, "items": items, "at_ms": _ms()})
+        return JSONResponse({"ok": True, "result": messages if method == "sendMediaGroup" else messages[0]})
+
+    async def recorded_works(request: Request) -> list[dict[str, Any]]:
+        """The recorded works (two ranking pages), asked with the caller's access token."""
+        if not state.works:
+            auth = {"Authorization": request.headers.get("authorization", "")}
+            works: list[dict[str, Any]] = []
+            for offset in (0, 30):
+                answer = await replay.get("/v1/illust/ranking", params={"offset": offset}, headers=auth)
+                answer.raise_for_status()
+                works += answer.json()["illusts"]
+            state.works = works
+        return state.works
+
+    def hostile(work: dict[str, Any], case: str) -> dict[str, Any]:
+        text = json.dumps(work)
+        if case == "internal":
+            text = text.replace(PIXIV_IMAGES, f"{internal_url}/internal/")
+        else:
+            text = text.replace(PIXIV_IMAGES, f"{PIXIV_IMAGES}edges/{case}/")
+        return dict(json.loads(text))
+
+    def page(works: list[dict[str, Any]], next_offset: int | None, word: str) -> JSONResponse:
+        next_url = None
+        if next_offset is not None:
+            next_url = f"https://app-api.pixiv.net/v1/search/illust?word={word}&offset={next_offset}"
+        return JSONResponse({"illusts": works, "next_url": next_url, "search_span_limit": 31536000})
+
+    @app.get("/v1/search/illust")
+    async def search(request: Request) -> Response:
+        word = request.query_params.get("word", "")
+        if not word.startswith("edges-"):
+            return await forward(request, "v1/search/illust")
+        case, offset = word.removeprefix("edges-"), int(request.query_params.get("offset") or 0)
+        state.searches[f"{case}@{offset}"] += 1
+        works = await recorded_works(request)
+        if case in IMAGE_CASES:
+            k = 2 * IMAGE_CASES.index(case)
+            bad, good = works[k], works[k + 1]
+            state.hostile_works[str(bad["id"])] = case
+            return page([hostile(bad, case), good], None, word)
+        if case == "hugepage":
+            return StreamingResponse(
+                _stream(state, "huge search page", _json_page(HUGE_PAGE_BYTES)), media_type="application/json"
+            )
+        if case == "source":
+            if offset == 0:
+                return page([{**w, "total_bookmarks": 0} for w in works[10:20]], 30, word)
+            turn = source_page2[word]
+            source_page2[word] += 1
+            if turn < 2:
+                state.source_faults.append("500")
+                return JSONResponse({"error": {"message": "internal error"}}, status_code=500)
+            if turn == 2:
+                state.source_faults.append("empty 200")
+                return page([], None, word)
+            return page(works[20:30], None, word)
+        return page(works[30:40], None, word)
+
+    @app.get("/v1/illust/detail")
+    async def detail(request: Request) -> Response:
+        work_id = request.query_params.get("illust_id", "")
+        if work_id in state.hostile_works:
+            work = next(w for w in await recorded_works(request) if str(w["id"]) == work_id)
+            return JSONResponse({"illust": hostile(work, state.hostile_works[work_id])})
+        return await forward(request, "v1/illust/detail")
+
+    @app.get("/i/{path:path}")
+    async def image(request: Request, path: str) -> Response:
+        if path.startswith("edges/endless/"):
+            return StreamingResponse(_stream(state, "endless image", _flood(JPEG_HEAD, None)), media_type="image/jpeg")
+        if path.startswith("edges/trickle/"):
+            chunks = _trickle(JPEG_HEAD[:1], 2.0, 1)
+            return StreamingResponse(_stream(state, "trickling image", chunks), media_type="image/jpeg")
+        if path.startswith("edges/json/"):
+            return JSONResponse({"error": "not an image", "path": path})
+        return await forward(request, f"i/{path}")
+
+    @app.api_route("/{path:path}", methods=["GET", "POST"])
+    async def forward(request: Request, path: str) -> Response:
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host", "content-length")}
+        answer = await replay.request(
+            request.method, f"/{path}", params=request.query_params, content=await request.body(), headers=headers
+        )
+        kept = {k: v for k, v in answer.headers.items() if k.lower() in ("content-type", "retry-after")}
+        return Response(answer.content, status_code=answer.status_code, headers=kept)
+
+    return app
+
+
+def create_internal_app(state: State) -> FastAPI:
+    """The internal service: every request is a hit that must never have happened."""
+    app = FastAPI()
+
+    @app.api_route("/{path:path}", methods=["GET", "POST", "PUT"])
+    async def hit(request: Request, path: str) -> JSONResponse:
+        state.internal_hits.append({"at_ms": _ms(), "method": request.method, "path": "/" + path})
+        return JSONResponse({"internal": "secret", "path": "/" + path})
+
+    return app
+
+
+async def serve(port: int, internal_port: int, replay_url: str, log_path: Path) -> None:
+    """Serve both apps until interrupted."""
+    state = State()
+    internal_url = f"http://127.0.0.1:{internal_port}"
+    servers = [
+        uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=p, log_level="warning", access_log=False, lifespan="off")
+        )
+        for app, p in (
+            (create_hostile_app(state, replay_url, internal_url, log_path), port),
+            (create_internal_app(state), internal_port),
+        )
+    ]
+    await asyncio.gather(*(s.serve() for s in servers))
+
+
+def main() -> None:
+    """Parse the options and serve until interrupted."""
+    parser = argparse.ArgumentParser(description="the hostile parties of the edges chaos scenario")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--internal-port", type=int, required=True)
+    parser.add_argument("--replay", required=True)
+    parser.add_argument("--log", type=Path, required=True)
+    args = parser.parse_args()
+    asyncio.run(serve(args.port, args.internal_port, args.replay, args.log))
+
+
+if __name__ == "__main__":
+    main()
