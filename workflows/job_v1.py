@@ -5,7 +5,8 @@ no ``core-v2`` patch marker replays this code, command for command
 (``tests/histories/job_*.json`` recorded before core v2 prove it). Never change what it
 schedules; fix it only through the activities it calls. Remove it with
 ``workflow.deprecate_patch("core-v2")`` once no execution started before core v2 is
-open or queryable (the namespace's retention after the upgrade).
+open or queryable (the namespace's retention after the upgrade): ``curaflow
+upgrade-check`` (:mod:`curaflow.upgrades`) lists the executions that still replay it.
 
 Frozen through and through: every rule it decides with (reasons, status, stage, details,
 push options) is the copy in :mod:`workflows.job_v1_rules`, never the live one; it imports
