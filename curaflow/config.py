@@ -90,6 +90,13 @@ class TemporalSettings(_Section):
             workflow tasks; the rest are replayed from history when they next wake. This
             bounds a worker's memory whatever the number of jobs in flight (docs/performance.md:
             about 0.25 MiB per cached job).
+        deployment_name / build_id: both set → Temporal Worker Versioning: the main and
+            route task queues' workers poll as Worker Deployment Version
+            ``<deployment_name>.<build_id>`` and every workflow they start is PINNED to it
+            (finishes on the workers of the build that started it). The source-queue
+            owner stays unversioned, so its activities serve every version. Neither set
+            (default) → unversioned workers (``workflow.patched`` alone). One set without
+            the other is refused. docs/operations.md "Upgrading".
     """
 
     address: str | None = None
@@ -102,8 +109,16 @@ class TemporalSettings(_Section):
     profile: str | None = None
     config_file: Path | None = None
     graceful_shutdown_ms: int = Field(default=30_000, ge=0)
+    deployment_name: str | None = Field(default=None, min_length=1)
+    build_id: str | None = Field(default=None, min_length=1)
 
     _connection: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _versioning_complete(self) -> TemporalSettings:
+        if (self.deployment_name is None) != (self.build_id is None):
+            raise ValueError("temporal.deployment_name and temporal.build_id go together (Worker Versioning)")
+        return self
 
     @model_validator(mode="after")
     def _resolve_connection(self) -> TemporalSettings:

@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.worker import Worker, WorkerDeploymentConfig
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import build_activities
@@ -100,6 +101,26 @@ def heartbeat_throttle(settings: Settings) -> timedelta:
     return timedelta(seconds=heartbeat_beat_s(settings.budgets.heartbeat_interval_ms / 1000))
 
 
+def deployment_config(settings: Settings) -> WorkerDeploymentConfig | None:
+    """The Worker Versioning of the main and route task queues' workers, or None (unversioned).
+
+    Set by ``temporal.deployment_name`` and ``temporal.build_id``: the workers poll as that
+    Worker Deployment Version and the workflows they start are PINNED to it (Temporal
+    dispatches their workflow tasks and same-version activities to that build until they
+    close). The source queues' worker never takes it: a PINNED execution's activity on a
+    task queue no worker of its version polls goes to that queue's unversioned workers, so
+    the one source-queue owner per account serves every version in flight.
+    """
+    t = settings.temporal
+    if t.deployment_name is None or t.build_id is None:
+        return None
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(deployment_name=t.deployment_name, build_id=t.build_id),
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.PINNED,
+    )
+
+
 def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> list[Worker]:
     """The main task queue's and the route task queues' Temporal workers of one process.
 
@@ -108,6 +129,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
     pace at which activities heartbeat (:func:`heartbeat_throttle`).
     """
     throttle = heartbeat_throttle(settings)
+    versioning = deployment_config(settings)
     main_acts, _ = build_activities(deps)
     workers = [
         Worker(
@@ -124,6 +146,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
             max_heartbeat_throttle_interval=throttle,
             default_heartbeat_throttle_interval=throttle,
             graceful_shutdown_timeout=timedelta(milliseconds=settings.temporal.graceful_shutdown_ms),
+            deployment_config=versioning,
         )
     ]
     deliver = [a for a in main_acts if getattr(a, "__temporal_activity_definition").name == "deliver"]
@@ -138,6 +161,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
                 max_heartbeat_throttle_interval=throttle,
                 default_heartbeat_throttle_interval=throttle,
                 graceful_shutdown_timeout=timedelta(milliseconds=settings.temporal.graceful_shutdown_ms),
+                deployment_config=versioning,
             )
         )
     return workers

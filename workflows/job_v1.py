@@ -5,7 +5,12 @@ no ``core-v2`` patch marker replays this code, command for command
 (``tests/histories/job_*.json`` recorded before core v2 prove it). Never change what it
 schedules; fix it only through the activities it calls. Remove it with
 ``workflow.deprecate_patch("core-v2")`` once no execution started before core v2 is
-open or queryable (the namespace's retention after the upgrade).
+open or queryable (the namespace's retention after the upgrade): ``curaflow
+upgrade-check`` (:mod:`curaflow.upgrades`) lists the executions that still replay it.
+
+Frozen through and through: every rule it decides with (reasons, status, stage, details,
+push options) is the copy in :mod:`workflows.job_v1_rules`, never the live one; it imports
+only the activities' wire messages (``tests/unit/test_job_v1_frozen.py``).
 
 Deterministic and sandbox-clean: it imports only pure modules.
 """
@@ -30,8 +35,24 @@ from temporalio.exceptions import (
     TimeoutError as ActivityTimeoutError,
 )
 
+from workflows.job_v1_rules import (
+    AUTH_FAILED,
+    CONFIGURATION_ERROR,
+    DELIVERY_ABANDONED,
+    DELIVERY_REJECTED,
+    DELIVERY_UNKNOWN,
+    INTERNAL_ERROR,
+    QUEUED_TOO_LONG,
+    STALLED_NO_HEARTBEAT,
+    is_terminal,
+    job_stage,
+    job_status,
+    parse_reason,
+    push_options,
+    render_details,
+)
+
 with workflow.unsafe.imports_passed_through():
-    from curaflow.domain.cells import is_terminal
     from curaflow.domain.messages import (
         CancelRequest,
         CellUpdate,
@@ -45,10 +66,6 @@ with workflow.unsafe.imports_passed_through():
         TargetSpec,
     )
     from curaflow.domain.models import CellSnapshot
-    from curaflow.domain.projection import job_stage, job_status
-    from curaflow.domain.reasons import TerminalReason, parse_reason
-    from workflows.details import render_details
-    from workflows.pushes import push_options
 
 #: How far an activity attempt may run past the job deadline (see ``_options``); less than
 #: the execution's own grace (``curaflow.domain.execution.EXECUTION_GRACE``, 10 min).
@@ -57,12 +74,12 @@ JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
 BUSINESS_STATUS = SearchAttributeKey.for_keyword("BusinessStatus")
 
 NON_RETRYABLE_TYPES = [
-    TerminalReason.AUTH_FAILED.value,
-    TerminalReason.CONFIGURATION_ERROR.value,
-    TerminalReason.INTERNAL_ERROR.value,
-    TerminalReason.DELIVERY_REJECTED.value,
-    TerminalReason.DELIVERY_UNKNOWN.value,
-    TerminalReason.DELIVERY_ABANDONED.value,
+    AUTH_FAILED,
+    CONFIGURATION_ERROR,
+    INTERNAL_ERROR,
+    DELIVERY_REJECTED,
+    DELIVERY_UNKNOWN,
+    DELIVERY_ABANDONED,
 ]
 
 
@@ -106,26 +123,26 @@ def reason_for(err: BaseException, step: str) -> str | None:
         from the cause.
     """
     if not isinstance(err, ActivityError):
-        return TerminalReason.INTERNAL_ERROR.value
+        return INTERNAL_ERROR
     cause = err.cause
     if isinstance(cause, CancelledError):
         return None
     if isinstance(cause, ApplicationError):
         reason = parse_reason(cause.type)
         if step == "deliver" and err.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED and not cause.non_retryable:
-            return TerminalReason.DELIVERY_ABANDONED.value
-        return reason.value
+            return DELIVERY_ABANDONED
+        return reason
     if isinstance(cause, ActivityTimeoutError):
         if cause.type == TimeoutType.SCHEDULE_TO_START:
             if step == "search":
-                return TerminalReason.QUEUED_TOO_LONG.value
+                return QUEUED_TOO_LONG
             if step == "deliver":
-                return TerminalReason.DELIVERY_ABANDONED.value
-            return TerminalReason.STALLED_NO_HEARTBEAT.value
+                return DELIVERY_ABANDONED
+            return STALLED_NO_HEARTBEAT
         if step == "deliver":
-            return TerminalReason.DELIVERY_ABANDONED.value
-        return TerminalReason.STALLED_NO_HEARTBEAT.value
-    return TerminalReason.INTERNAL_ERROR.value
+            return DELIVERY_ABANDONED
+        return STALLED_NO_HEARTBEAT
+    return INTERNAL_ERROR
 
 
 class JobV1:
@@ -157,7 +174,7 @@ class JobV1:
         return JobState(
             job_id=self._inp.job_id,
             job_type=self._inp.job_type,
-            status=status,
+            status=status,  # type: ignore[arg-type]  # the frozen rule's word; the message validates it
             stage="cancelling" if self._cancelling else job_stage(cells, status),
             cancel_requested=self._cancelling or self._cancel_signalled,
             created_at_ms=self._inp.created_at_ms,

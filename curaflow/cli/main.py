@@ -16,6 +16,7 @@ from curaflow.cli.remembered import accounts_app, frontiers_app, refusals_app, u
 from curaflow.cli.run import run
 from curaflow.cli.schedules import app as schedules_app
 from curaflow.cli.stack import api, dev, temporal_setup, worker
+from curaflow.cli.upgrades import upgrade_check
 
 app = typer.Typer(
     name="curaflow",
@@ -37,6 +38,7 @@ app.command()(bench)
 app.command()(chaos)
 app.command()(prune)
 app.command("temporal-setup")(temporal_setup)
+app.command("upgrade-check")(upgrade_check)
 app.add_typer(schedules_app, name="schedules")
 app.add_typer(refusals_app, name="refusals")
 app.add_typer(unavailable_app, name="unavailable")

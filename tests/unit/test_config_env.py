@@ -33,6 +33,8 @@ SPECIAL: dict[str, Any] = {
     "temporal.address": "temporal.example:7233",
     "temporal.config_file": None,  # a file that must exist: tested in test_temporal_profile
     "temporal.profile": None,
+    "temporal.deployment_name": None,  # set with build_id only: tested in test_versioning_settings
+    "temporal.build_id": None,
     "database.url": "postgresql://u@db.example/curaflow",
     "pixiv.accounts": {"second": {"min_interval_ms": 1500}},
     "api.callback_allowed_hosts": ["hooks.example", "other.example"],

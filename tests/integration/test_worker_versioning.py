@@ -1,0 +1,93 @@
+"""Temporal Worker Versioning (``temporal.deployment_name`` / ``temporal.build_id``) on the
+dev server: real worker processes, one PostgreSQL, the replay source.
+
+Each build's workers poll as their Worker Deployment Version; a job's execution is
+PINNED to the version current when it started and finishes there, while the account's
+single source-queue owner (unversioned, whichever process holds the lease) serves the
+``acquire`` / ``search`` / ``fetch`` activities of every version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import VersioningBehavior
+from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
+from temporalio.client import Client
+from temporalio.service import RPCError
+
+from tests.conftest import StackFactory
+from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.support import Stack, eventually, short_id, whsec
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def versioned(tmp_path: Path, deployment: str, build_id: str, task_queue: str | None = None) -> dict[str, Any]:
+    out = "out"
+    temporal: dict[str, Any] = {"deployment_name": deployment, "build_id": build_id}
+    if task_queue:
+        temporal["task_queue"] = task_queue
+    return {
+        "temporal": temporal,
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / f"delivered-{build_id}")}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
+    }
+
+
+async def make_current(client: Client, deployment: str, build_id: str) -> None:
+    """Set the deployment's current version once its workers have polled (as the CLI's
+    ``temporal worker deployment set-current-version`` does)."""
+
+    async def done() -> bool:
+        try:
+            await client.workflow_service.set_worker_deployment_current_version(
+                SetWorkerDeploymentCurrentVersionRequest(
+                    namespace=client.namespace, deployment_name=deployment, build_id=build_id
+                )
+            )
+        except RPCError:
+            return False  # the version is not registered yet
+        return True
+
+    await eventually(done, timeout_s=30, what=lambda: f"{deployment}.{build_id} current")
+
+
+async def pinned_build(client: Client, job_id: str) -> tuple[int, str]:
+    info = (await client.get_workflow_handle(job_id).describe()).raw_description.workflow_execution_info
+    return info.versioning_info.behavior, info.versioning_info.deployment_version.build_id
+
+
+async def test_a_job_in_flight_finishes_on_its_build_after_the_next_build_became_current(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client, webhook: WebhookReceiver
+) -> None:
+    deployment = f"curaflow-{short_id()}"
+    config = versioned(tmp_path, deployment, "1")
+    config["routes"]["hook"] = {"kind": "webhook", "url": webhook.url + "/slow", "secret": whsec()}
+    config["targets"][0]["routes"] = ["out", "hook"]
+    webhook.script["/slow"] = [Reply(200, delay_s=12.0)]  # held while the rollout happens
+    old: Stack = make_stack(config)
+    await old.start_worker()
+    await make_current(temporal_client, deployment, "1")
+    first = await old.admit(old.task(query={"tags": ["オリジナル"]}))
+    await asyncio.wait_for(webhook.arrived.wait(), timeout=60)  # its delivery is in flight
+
+    # The rollout: the next build's workers join the same task queue, then become current.
+    new: Stack = make_stack(versioned(tmp_path, deployment, "2", task_queue=old.task_queue))
+    await new.start_worker()
+    await make_current(temporal_client, deployment, "2")
+    second = await new.admit(new.task(query={"tags": ["オリジナル"]}))
+    record = await new.wait_terminal(second)
+    assert record.cells[0].state == "submitted", record
+    assert (await old.job(first)).completed_at is None  # still in flight when build 2 took over
+
+    record = await old.wait_terminal(first)
+    assert record.cells[0].state == "submitted", record
+    assert [r.path for r in webhook.received] == ["/slow"]
+    # The last workflow task of each (its finish, after the switch for the first) was
+    # completed by the build its execution is pinned to.
+    assert await pinned_build(temporal_client, first) == (VersioningBehavior.VERSIONING_BEHAVIOR_PINNED, "1")
+    assert await pinned_build(temporal_client, second) == (VersioningBehavior.VERSIONING_BEHAVIOR_PINNED, "2")
