@@ -469,7 +469,7 @@ class Scenario:
         rows = {
             row["job_id"]: dict(row)
             for row in await self.stack.fetch(
-                """SELECT job_id, status, business_status, created_at, completed_at, cancel_requested_at
+                """SELECT job_id, business_status, created_at, completed_at, cancel_requested_at
                    FROM jobs WHERE job_id = ANY($1::text[])""",
                 ids,
             )
@@ -612,7 +612,8 @@ class Scenario:
         """What a stuck job looks like: ledger rows, the execution's status and last events."""
         out: dict[str, Any] = {"job_id": job_id}
         job = await self.stack.fetch(
-            "SELECT status, last_stage, attempt, cancel_requested_at, workflow_started_at FROM jobs WHERE job_id = $1",
+            "SELECT last_stage, attempt, cancel_requested_at, workflow_started_at, completed_at"
+            " FROM jobs WHERE job_id = $1",
             job_id,
         )
         out["job"] = [dict(r) for r in job]
