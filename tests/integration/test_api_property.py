@@ -39,6 +39,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 MAX_EXAMPLES = 50
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+#: ``/ready`` answers 503 ``not_ready`` whenever a dependency check fails (its contract:
+#: a ledger statement over ``api.ledger_timeout_ms`` on a loaded machine is one): that
+#: answer is still held to the schema, but it is not a server error.
+READY_CHECKS = [c for c in CHECKS if c is not not_a_server_error]
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +103,8 @@ async def test_no_5xx_and_no_answer_outside_the_schema(stack: Stack) -> None:
                     nonlocal calls
                     response = case.call(base_url=base_url, headers=auth, timeout=30)
                     calls += 1
-                    case.validate_response(response, checks=CHECKS)
+                    not_ready = case.path == "/ready" and response.status_code == 503
+                    case.validate_response(response, checks=READY_CHECKS if not_ready else CHECKS)
 
                 try:
                     check()
