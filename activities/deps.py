@@ -1,4 +1,4 @@
-"""What activities share in one worker process: the ledger pool, source clients, routes.
+"""What activities share in one worker process: the ledger pool, sources, routes.
 
 Created once at worker start (:func:`open_deps`) and closed at shutdown. Nothing here is
 imported by workflows.
@@ -19,8 +19,8 @@ from curaflow.config import DirectoryRouteConfig, DiscordRouteConfig, Settings, 
 from curaflow.ledger.db import create_pool
 from curaflow.outbound import Destinations, Outbound, configured, data, parse_networks
 from curaflow.routes import Route, UnsupportedRoute, build_route
-from curaflow.sources.gate import LedgerGate
-from curaflow.sources.pixiv import PIXIV_API_URL, PIXIV_AUTH_URL, PixivClient, image_destinations
+from curaflow.sources.base import Source
+from curaflow.sources.registry import SourceContext, UnsupportedSource, build_source
 
 
 @dataclass
@@ -29,8 +29,8 @@ class ActivityDeps:
 
     Attributes:
         pool: the ledger pool.
-        http: the source's outbound client (Pixiv's API and auth).
-        images: the image host's outbound client.
+        sources: what source factories share in this process (settings, pool, the
+            clients of a kind: :class:`~curaflow.sources.registry.SourceContext`).
         client: the Temporal client (for ``request_cancel``).
         identity: ``host:pid``, recorded as a lease owner.
 
@@ -42,16 +42,12 @@ class ActivityDeps:
 
     settings: Settings
     pool: asyncpg.Pool
-    http: Outbound
     client: Client | None
     store: ArtifactStore
-    pixiv_api_url: str
-    pixiv_auth_url: str
-    pixiv_image_host: str | None = None
+    sources: SourceContext
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
-    _pixiv: dict[str, PixivClient] = field(default_factory=dict)
+    _sources: dict[str, Source] = field(default_factory=dict)
     _routes: dict[str, Route] = field(default_factory=dict)
-    images: Outbound | None = None
     _clients: dict[str, Outbound] = field(default_factory=dict)
 
     def client_for(self, purpose: str, destinations: Destinations | None = None) -> Outbound:
@@ -85,48 +81,18 @@ class ActivityDeps:
         assert config is None or isinstance(config, DirectoryRouteConfig)
         return Destinations(origins=())
 
-    def pixiv(self, account: str) -> PixivClient:
-        """The Pixiv client of ``account`` (one per process), behind the account's rate gate.
-
-        The gate (:class:`~curaflow.sources.gate.LedgerGate`) lives in the ledger, keyed
-        by the account's source task queue, so spacing and cooldown hold across worker
-        processes and restarts.
+    def source(self, name: str) -> Source:
+        """The source instance ``name`` — a Pixiv account or a ``[sources]`` entry — one
+        per process (:func:`~curaflow.sources.registry.build_source`).
 
         Raises:
-            KeyError: the account is not configured.
+            KeyError: no source of that name is configured.
+            UnsupportedSource: its kind is not registered in this process.
         """
-        if account not in self._pixiv:
-            accounts = self.settings.accounts()
-            acct = accounts[account]
-            pixiv = self.settings.pixiv
-            replay = pixiv.replay
-            token = "replay" if replay else (acct.refresh_token.get_secret_value() if acct.refresh_token else "")
-            interval = pixiv.replay_min_interval_ms if replay else acct.min_interval_ms
-            gate = LedgerGate(
-                self.pool,
-                self.settings.source_task_queue(account),
-                min_interval_ms=interval,
-                base_ms=pixiv.rate_limit_base_ms,
-                cap_ms=pixiv.rate_limit_cap_ms,
-                decay_after=pixiv.rate_limit_decay_after,
-                pause_ms=pixiv.restriction_pause_ms,
-            )
-            limits = self.settings.outbound
-            self._pixiv[account] = PixivClient(
-                self.http,
-                images=self.images,
-                request_timeout_s=pixiv.request_timeout_ms / 1000,
-                page_max_bytes=limits.page_max_bytes,
-                download_timeout_s=limits.download_timeout_ms / 1000,
-                download_max_bytes=limits.download_max_bytes,
-                refresh_token=token,
-                api_url=self.pixiv_api_url,
-                auth_url=self.pixiv_auth_url,
-                image_referer=pixiv.image_referer,
-                gate=gate,
-                image_host=self.pixiv_image_host,
-            )
-        return self._pixiv[account]
+        if name not in self._sources:
+            config = self.settings.source_configs()[name]
+            self._sources[name] = build_source(name, config, self.sources)
+        return self._sources[name]
 
     def route(self, name: str) -> Route:
         """The route ``name``.
@@ -143,56 +109,45 @@ class ActivityDeps:
 
 
 async def open_deps(settings: Settings, client: Client | None, *, replay_url: str | None = None) -> ActivityDeps:
-    """Open the pool and HTTP client for a worker process.
+    """Open the pool and the artifact store for a worker process (sources are built on
+    first use, :meth:`ActivityDeps.source`).
 
     Args:
         settings: the worker's settings (``database.url`` must be set).
         client: the worker's Temporal client.
-        replay_url: base URL of the replay server when the source runs in replay mode
-            and ``pixiv.api_url`` is not configured.
+        replay_url: base URL of the replay server when Pixiv runs in replay mode and
+            ``pixiv.api_url`` is not configured.
+
+    Raises:
+        RuntimeError: Pixiv's replay mode without ``pixiv.api_url`` or a replay server.
     """
     assert settings.database.url, "database.url must be set for a worker"
+    if settings.pixiv.replay and not (settings.pixiv.api_url or replay_url):
+        raise RuntimeError("replay mode needs pixiv.api_url or a running replay server")
     pool = await create_pool(
         settings.database.url,
         min_size=settings.database.pool_min_size,
         max_size=settings.database.pool_max_size,
         **settings.database.pool_bounds(),
     )
-    pixiv = settings.pixiv
-    if pixiv.replay:
-        api = pixiv.api_url or replay_url
-        auth = pixiv.auth_url or api
-        if api is None:
-            raise RuntimeError("replay mode needs pixiv.api_url or a running replay server")
-    else:
-        api = pixiv.api_url or PIXIV_API_URL
-        auth = pixiv.auth_url or PIXIV_AUTH_URL
     assert settings.artifacts_dir is not None
-    image_host = pixiv.image_url or (f"{api.rstrip('/')}/i" if pixiv.replay else None)
-    networks = parse_networks(settings.outbound.private_networks)
     store = ArtifactStore(settings.artifacts_dir, max_pixels=settings.outbound.image_max_pixels)
     await asyncio.to_thread(store.sweep_transfers)
     return ActivityDeps(
         settings=settings,
         pool=pool,
-        http=Outbound(configured(api, auth or api)),
-        images=Outbound(image_destinations(image_host, networks)),
         client=client,
         store=store,
-        pixiv_api_url=api,
-        pixiv_auth_url=auth or api,
-        pixiv_image_host=image_host,
+        sources=SourceContext(settings, pool, replay_url=replay_url),
     )
 
 
 async def close_deps(deps: ActivityDeps) -> None:
-    """Close the outbound clients and the pool."""
-    await deps.http.aclose()
-    if deps.images is not None:
-        await deps.images.aclose()
+    """Close the sources' and routes' outbound clients and the pool."""
+    await deps.sources.aclose()
     for client in deps._clients.values():
         await client.aclose()
     await deps.pool.close()
 
 
-__all__ = ["ActivityDeps", "UnsupportedRoute", "close_deps", "open_deps"]
+__all__ = ["ActivityDeps", "UnsupportedRoute", "UnsupportedSource", "close_deps", "open_deps"]

@@ -10,6 +10,7 @@ doubling per attempt up to 15 min, a ``Retry-After`` as the floor — reference
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from temporalio.exceptions import ApplicationError
 
@@ -18,7 +19,12 @@ from curaflow.domain.models import CellSnapshot
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger.cells import Barrier
 from curaflow.routes.base import RouteError
+from curaflow.sources.base import Source
 from curaflow.sources.errors import SourceError
+from curaflow.sources.registry import UnsupportedSource
+
+if TYPE_CHECKING:
+    from activities.deps import ActivityDeps
 
 RATE_LIMIT_BASE_S = 60.0
 RATE_LIMIT_CAP_S = 900.0
@@ -71,3 +77,20 @@ def barrier_update(cell: CellSnapshot, barrier: Barrier) -> CellUpdate:
     return CellUpdate(
         cell=cell, cancel_requested=barrier == Barrier.CANCELLED, deadline_passed=barrier == Barrier.DEADLINE
     )
+
+
+def source_of(deps: ActivityDeps, name: str) -> Source:
+    """The source instance ``name`` of a target (``TargetSpec.account``).
+
+    Raises:
+        ApplicationError: ``configuration_error`` (not retryable) when no source of that
+            name is configured on this worker, or its kind is not registered here.
+    """
+    try:
+        return deps.source(name)
+    except KeyError:
+        raise permanent(
+            TerminalReason.CONFIGURATION_ERROR, f"pixiv account or source {name!r} is not configured"
+        ) from None
+    except UnsupportedSource as err:
+        raise permanent(TerminalReason.CONFIGURATION_ERROR, f"source {name!r}: {err}") from None

@@ -29,7 +29,7 @@ import errno
 from temporalio import activity
 
 from activities.deps import ActivityDeps
-from activities.errors import barrier_update, permanent, source_failure
+from activities.errors import barrier_update, permanent, source_failure, source_of
 from activities.heartbeat import Heartbeater
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.fallback import another_pass
@@ -98,12 +98,8 @@ class FetchActivity:
             raise permanent(
                 TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
             )
-        try:
-            client = deps.pixiv(target.account)
-        except KeyError:
-            raise permanent(
-                TerminalReason.CONFIGURATION_ERROR, f"pixiv account {target.account!r} is not configured"
-            ) from None
+        source = source_of(deps, target.account)
+        policy = source.policy
 
         async with Heartbeater(
             deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
@@ -121,7 +117,7 @@ class FetchActivity:
                     hb.update(stage="fetching", work_id=work_id, pages_done=done, pages_total=total)
 
                 try:
-                    artifact = await deps.store.fetch(client, work, inp.job_id, target.target_id, on_page=progress)
+                    artifact = await deps.store.fetch(source, work, inp.job_id, target.target_id, on_page=progress)
                 except WorkUnavailable as err:
                     activity.logger.info(
                         "candidate unavailable, moving on",
@@ -141,7 +137,7 @@ class FetchActivity:
                             work_id=work.work_id,
                             why=err.why,
                             job_id=inp.job_id,
-                            ttl_ms=deps.settings.pixiv.unavailable_ttl_ms,
+                            ttl_ms=policy.unavailable_ttl_ms,
                         )
                         nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why)
                         assert nxt is not None
@@ -153,7 +149,7 @@ class FetchActivity:
                                 max_passes=inp.max_fallback_stages,
                                 scan_limit=target.scan_limit,
                                 report=nxt.candidate_report or CandidateReport(),
-                                max_examined=deps.settings.pixiv.max_examined,
+                                max_examined=policy.max_examined,
                             )
                         ):
                             await ledger.set_fallback_pass(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
@@ -161,7 +157,7 @@ class FetchActivity:
                             return CellUpdate(cell=nxt, retry_stage=True)
                         if nxt.state == CellState.PENDING and nxt.work_id is None:
                             report = nxt.candidate_report
-                            reason = no_candidate_verdict(report, max_examined=deps.settings.pixiv.max_examined)
+                            reason = no_candidate_verdict(report, max_examined=policy.max_examined)
                             nxt = await ledger.finish_cell(
                                 conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason
                             )
@@ -169,9 +165,7 @@ class FetchActivity:
                     cell = nxt
                     continue
                 except SourceError as err:
-                    raise source_failure(
-                        err, info.attempt, rate_limit_base_s=deps.settings.pixiv.rate_limit_base_ms / 1000
-                    ) from err
+                    raise source_failure(err, info.attempt, rate_limit_base_s=policy.rate_limit_base_s) from err
                 except PathEscape as err:  # ids are validated at the source: a bug, never retried
                     raise permanent(TerminalReason.INTERNAL_ERROR, str(err)) from err
                 except OSError as err:

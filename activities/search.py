@@ -34,7 +34,7 @@ from typing import NamedTuple
 from temporalio import activity
 
 from activities.deps import ActivityDeps
-from activities.errors import barrier_update, permanent, source_failure
+from activities.errors import barrier_update, permanent, source_failure, source_of
 from activities.heartbeat import Heartbeater
 from curaflow import metrics
 from curaflow.domain.cells import CellStage, CellState, is_terminal
@@ -48,8 +48,8 @@ from curaflow.ledger import frontiers
 from curaflow.ledger import remembered as memory
 from curaflow.logs import get_logger
 from curaflow.sources import frontier as fr
+from curaflow.sources.base import ScanRequest, ScanState
 from curaflow.sources.errors import SourceError
-from curaflow.sources.scan import ScanCheckpoint, scan
 
 log = get_logger("curaflow.source")
 
@@ -123,20 +123,16 @@ class SearchActivity:
         if is_terminal(cell.state) or cell.work_id is not None:
             return Searched(CellUpdate(cell=cell))
 
-        try:
-            client = deps.pixiv(target.account)
-        except KeyError:
-            raise permanent(
-                TerminalReason.CONFIGURATION_ERROR, f"pixiv account {target.account!r} is not configured"
-            ) from None
+        source = source_of(deps, target.account)
+        policy = source.policy
         # Pass N may keep base × (N+1) candidates (cap 100), prefetching 5 × (N+1).
         scan_limit, want = pass_bounds(target.scan_limit, inp.fallback_stage)
         unavailable, saved = await ledger.search_resume(deps.pool, inp.job_id, target.target_id)
         checkpoint = None
         if saved and saved.get("stage") == inp.fallback_stage:
-            checkpoint = ScanCheckpoint.model_validate(saved["scan"])
+            checkpoint = source.restore(saved["scan"])
         routes = [r.name for r in target.routes]
-        fingerprint = fr.fingerprint(target) if fr.applies(target) else None
+        fingerprint = fr.fingerprint(target) if policy.keeps_frontier and fr.applies(target) else None
         frontier = None
         if fingerprint is not None and checkpoint is None:
             frontier = await frontiers.load_frontier(deps.pool, target.target_id, fingerprint) or fr.Frontier(
@@ -170,7 +166,7 @@ class SearchActivity:
                     "query (more tags, a shorter duration or a date range)",
                 )
 
-            async def on_page(cp: ScanCheckpoint) -> None:
+            async def on_page(cp: ScanState) -> None:
                 await ledger.save_checkpoint(
                     deps.pool,
                     inp.job_id,
@@ -181,26 +177,22 @@ class SearchActivity:
 
             while True:
                 try:
-                    result = await scan(
-                        client,
-                        target,
+                    request = ScanRequest(
                         scan_limit=scan_limit,
                         want=want,
                         unavailable=unavailable,
                         known=known,
                         on_skipped_day=skipped_day,
                         on_page=on_page,
-                        checkpoint=checkpoint,
-                        max_examined=deps.settings.pixiv.max_examined,
+                        max_examined=policy.max_examined,
                         frontier=frontier,
                         settled_before=settled,
                     )
+                    result = await source.scan(target, request, checkpoint)
                 except SourceError as err:
                     if err.reason == TerminalReason.ACCOUNT_RESTRICTED:
                         _restricted(err, inp.job_id, target.target_id, target.account)
-                    raise source_failure(
-                        err, info.attempt, rate_limit_base_s=deps.settings.pixiv.rate_limit_base_ms / 1000
-                    ) from err
+                    raise source_failure(err, info.attempt, rate_limit_base_s=policy.rate_limit_base_s) from err
                 async with deps.pool.acquire() as conn, conn.transaction():
                     cell = await ledger.bind_work(conn, inp.job_id, target, result.candidates, result.report)
                     assert cell is not None
@@ -217,20 +209,20 @@ class SearchActivity:
                                 return Searched(CellUpdate(cell=cell), opened=cell)
                         await ledger.end_lease(conn, inp.job_id, target.target_id)
                         return Searched(barrier_update(cell, barrier) if barrier else CellUpdate(cell=cell))
-                if result.exhausted or not result.candidates or result.examined >= deps.settings.pixiv.max_examined:
+                if result.exhausted or not result.candidates or result.examined >= policy.max_examined:
                     break
                 # Every candidate was bound by concurrent jobs in the meantime: keep paging.
                 checkpoint = result.model_copy(update={"candidates": []})
 
         async with deps.pool.acquire() as conn, conn.transaction():
             report = cell.candidate_report or result.report
-            reason = no_candidate_verdict(report, max_examined=deps.settings.pixiv.max_examined)
+            reason = no_candidate_verdict(report, max_examined=policy.max_examined)
             if another_pass(
                 fallback_pass=inp.fallback_stage,
                 max_passes=inp.max_fallback_stages,
                 scan_limit=target.scan_limit,
                 report=report,
-                max_examined=deps.settings.pixiv.max_examined,
+                max_examined=policy.max_examined,
             ):
                 await ledger.set_fallback_pass(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
                 await ledger.end_lease(conn, inp.job_id, target.target_id)

@@ -64,7 +64,7 @@ class Services:
         await self.temporal.start()
         port = free_port()
         self._replay = subprocess.Popen(
-            [sys.executable, "-m", "curaflow.sources.replay", "--port", str(port)],
+            [sys.executable, "-m", "curaflow.sources.pixiv.replay", "--port", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             preexec_fn=die_with_parent,

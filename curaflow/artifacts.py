@@ -21,8 +21,9 @@ check's memory is bounded by that setting), makes the *work* unavailable
 (:class:`~curaflow.sources.errors.WorkUnavailable`: the cell moves on to another
 candidate, and the account's jobs skip the work for ``pixiv.unavailable_ttl_ms``). Such
 a page is never delivered, whole or "on its length". The download itself runs through
-the outbound layer (:meth:`~curaflow.sources.pixiv.PixivClient.open_image`): one total
-time limit for the page and ``outbound.download_max_bytes``.
+the source (:meth:`~curaflow.sources.base.Source.download`; Pixiv's through the outbound
+layer: one total time limit for the page and ``outbound.download_max_bytes``). An
+animated work (:meth:`~curaflow.sources.base.Source.animation`) becomes one GIF.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ from PIL import Image, ImageSequence, UnidentifiedImageError
 from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.paths import inside
+from curaflow.sources.base import Animation, FileSource
 from curaflow.sources.errors import SourceError, WorkUnavailable
-from curaflow.sources.pixiv import PixivClient
 from curaflow.sources.ugoira import MAX_ZIP_BYTES, UgoiraError, encode_gif
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9@._-]")
@@ -173,16 +174,18 @@ class ArtifactStore:
 
     async def fetch(
         self,
-        client: PixivClient,
+        source: FileSource,
         work: Work,
         job_id: str,
         target_id: str,
         *,
         on_page: ProgressHook | None = None,
     ) -> Artifact:
-        """Download every page of ``work``; pages already complete on disk are kept.
+        """Download every page of ``work`` from ``source``; pages already complete on disk are kept.
 
         Args:
+            source: the work's source (its :meth:`~curaflow.sources.base.Source.download`
+                and :meth:`~curaflow.sources.base.Source.animation`).
             on_page: awaited with ``(pages_done, pages_total)`` after each page.
 
         Returns:
@@ -196,21 +199,24 @@ class ArtifactStore:
                 directory (a work id that was never validated).
         """
         folder = self.folder(job_id, target_id)
-        if work.kind == "ugoira":
-            return await self._fetch_ugoira(client, work, folder, on_page)
+        # Every path is checked before the source is asked anything.
         dests = [inside(folder, f"{work.work_id}_p{page.index}{page_suffix(page.url)}") for page in work.pages]
+        inside(folder, f"{work.work_id}_ugoira.gif")
+        animation = await source.animation(work)
+        if animation is not None:
+            return await self._fetch_animation(source, work, animation, folder, on_page)
         kept = await asyncio.to_thread(_prepare, folder, dests)
         files: list[ArtifactFile] = []
         for page, dest in zip(work.pages, dests, strict=True):
             if dest in kept:
                 files.append(await asyncio.to_thread(describe, dest, page.index))
             else:
-                files.append(await self._download(client, page.url, dest, page.index))
+                files.append(await self._download(source, page.url, dest, page.index))
             if on_page is not None:
                 await on_page(len(files), len(work.pages))
         return Artifact(work_id=work.work_id, files=files)
 
-    async def _download(self, client: PixivClient, url: str, dest: Path, page: int) -> ArtifactFile:
+    async def _download(self, source: FileSource, url: str, dest: Path, page: int) -> ArtifactFile:
         """Stream one page to a temporary file next to ``dest``; complete it (module doc).
 
         The event loop only moves bytes: the file work runs in threads, batched so a page
@@ -221,11 +227,11 @@ class ArtifactStore:
         part = _PartFile(dest, max_pixels=self.max_pixels)
         received = 0
         try:
-            async with client.open_image(url) as response:
-                expected = response.headers.get("content-length")
+            async with source.download(url) as body:
+                expected = body.expected_bytes
                 pending: list[bytes] = []
                 batched = 0
-                async for chunk in client.image_chunks(response):
+                async for chunk in body.chunks():
                     pending.append(chunk)
                     batched += len(chunk)
                     received += len(chunk)
@@ -233,7 +239,7 @@ class ArtifactStore:
                         await asyncio.to_thread(part.write, pending)
                         pending, batched = [], 0
             # The connection is done with; the decode check is not the image host's time.
-            if expected is not None and expected.isdigit() and int(expected) != received:
+            if expected is not None and expected != received:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image truncated: {received} of {expected} bytes")
             if received == 0:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
@@ -247,18 +253,17 @@ class ArtifactStore:
             if not part.settled:  # also when cancelled before ``finish`` left the executor's queue
                 await asyncio.to_thread(part.discard)
 
-    async def _fetch_ugoira(
-        self, client: PixivClient, work: Work, folder: Path, on_page: ProgressHook | None
+    async def _fetch_animation(
+        self, source: FileSource, work: Work, meta: Animation, folder: Path, on_page: ProgressHook | None
     ) -> Artifact:
         """An animated work as one looping animated GIF with its frame delays
         (:mod:`curaflow.sources.ugoira`): metadata, the frames zip (bounded, streamed to
         disk and removed once encoded), the GIF (kept when a retried attempt finds it)."""
-        meta = await client.ugoira_metadata(work.work_id)
         dest = inside(folder, f"{work.work_id}_ugoira.gif")
         if not (await asyncio.to_thread(_prepare, folder, [dest])):
             zip_path = inside(folder, f"{work.work_id}_ugoira.zip")
             try:
-                await self._download_zip(client, meta.zip_url, zip_path)
+                await self._download_zip(source, meta.zip_url, zip_path)
                 try:
                     await asyncio.to_thread(encode_gif, zip_path, meta, dest)
                 except UgoiraError as err:
@@ -272,7 +277,7 @@ class ArtifactStore:
             await on_page(1, 1)
         return Artifact(work_id=work.work_id, files=[described.model_copy(update={"frame_delays_ms": meta.delays_ms})])
 
-    async def _download_zip(self, client: PixivClient, url: str, dest: Path) -> None:
+    async def _download_zip(self, source: FileSource, url: str, dest: Path) -> None:
         """Stream a frames zip to ``dest`` (at most :data:`~curaflow.sources.ugoira.MAX_ZIP_BYTES`).
 
         Raises:
@@ -283,9 +288,9 @@ class ArtifactStore:
         tmp = dest.with_name(f".{dest.name}.part")
         received = 0
         try:
-            async with client.open_image(url) as response:
-                expected = response.headers.get("content-length")
-                if expected is not None and expected.isdigit() and int(expected) > MAX_ZIP_BYTES:
+            async with source.download(url) as body:
+                expected = body.expected_bytes
+                if expected is not None and expected > MAX_ZIP_BYTES:
                     raise SourceError(
                         TerminalReason.DOWNLOAD_FAILED,
                         f"ugoira zip is {expected} bytes, over the limit of {MAX_ZIP_BYTES}",
@@ -295,7 +300,7 @@ class ArtifactStore:
                 try:
                     pending: list[bytes] = []
                     batched = 0
-                    async for chunk in client.image_chunks(response):
+                    async for chunk in body.chunks():
                         received += len(chunk)
                         if received > MAX_ZIP_BYTES:
                             raise SourceError(
@@ -311,7 +316,7 @@ class ArtifactStore:
                     await asyncio.to_thread(out.writelines, pending)
                 finally:
                     await asyncio.to_thread(out.close)
-            if (expected is not None and expected.isdigit() and int(expected) != received) or received == 0:
+            if (expected is not None and expected != received) or received == 0:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"ugoira zip truncated: {received} bytes")
             await asyncio.to_thread(os.replace, tmp, dest)
         finally:

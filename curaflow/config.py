@@ -33,7 +33,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    SerializeAsAny,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -44,7 +53,9 @@ from pydantic_settings import (
 )
 
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFilters, TargetQuery
-from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS
+from curaflow.sources.base import SourceConfig
+from curaflow.sources.pixiv.config import PixivAccount, PixivSettings
+from curaflow.sources.registry import import_source_modules, parse_source_config
 
 if TYPE_CHECKING:
     from curaflow.temporal_profile import TemporalConnection
@@ -384,81 +395,6 @@ class DeliverySettings(_Section):
     retry_max_interval_ms: int = Field(default=300_000, ge=10)
     source_max_attempts: int = Field(default=10, ge=1)
     max_connections: int = Field(default=100, ge=1)
-
-
-class PixivAccount(_Section):
-    """One Pixiv account: its credentials and its rate gate."""
-
-    refresh_token: SecretStr | None = None
-    min_interval_ms: int = Field(default=1000, ge=0)
-    max_concurrency: int = Field(default=1, ge=1)
-
-
-class PixivSettings(_Section):
-    """The Pixiv app-api source.
-
-    With no refresh token the stack serves the replay of the recorded responses
-    (``api_url``/``auth_url`` pointing at the replay server); the client code is the same.
-
-    Attributes:
-        refresh_token: refresh token of the ``default`` account (``PIXIV_REFRESH_TOKEN``).
-        api_url / auth_url: base URLs; None → Pixiv's own when a token is set, else the
-            embedded replay server.
-        image_url: where Pixiv's image host ``https://i.pximg.net`` is reached; None →
-            itself when a token is set, ``<replay server>/i`` in replay mode. Works keep
-            the canonical image URLs; only the request goes there, so a fetch resumes on
-            any worker.
-        accounts: further accounts by id; ``default`` is always present.
-        min_interval_ms: spacing of the ``default`` account's requests (every account's
-            gate: at least this long between two requests, across all worker processes).
-        rate_limit_base_ms / rate_limit_cap_ms: first step and cap of the rate-limit
-            cooldown ladder (60 s doubling per consecutive rate limit up to 15 min;
-            ``Retry-After`` is the floor). Shared by every job of the account.
-        rate_limit_decay_after: consecutive successful requests after which the ladder
-            starts again at its first step.
-        max_examined: most works one scan looks at (deep scans page past the 5000
-            offset by moving the date window).
-        request_timeout_ms: total time of one API or auth request (connect, send, the
-            whole answer).
-        replay_min_interval_ms / replay_max_concurrency: the gate used in replay mode.
-        source_standby_poll_ms: how often a standby worker process tries to take over an
-            account's source task queue (one process serves it at a time).
-        source_lease_ms: how long the owner's lease on an account's source task queue
-            lasts without a renewal (renewed every ``min(source_standby_poll_ms,
-            source_lease_ms / 4)``): a hung or dead owner is replaced within this plus
-            one standby poll (:mod:`curaflow.source_workers`).
-        restriction_pause_ms: how long an account is paused after Pixiv answered "Your
-            access is currently restricted." to one of its searches (default 1 h): its
-            jobs end ``account_restricted`` at once instead of asking again. Lift it
-            earlier with ``curaflow accounts resume ACCOUNT``.
-        unavailable_ttl_ms: how long a work found unavailable when fetched (404, 403/410,
-            deleted, restricted) is skipped by later jobs of the account without being
-            requested (default 7 days; 0 forgets at once).
-    """
-
-    refresh_token: SecretStr | None = None
-    api_url: str | None = None
-    auth_url: str | None = None
-    image_url: str | None = None
-    image_referer: str = "https://app-api.pixiv.net/"
-    min_interval_ms: int = Field(default=1000, ge=0)
-    request_timeout_ms: int = Field(default=30_000, ge=100)
-    rate_limit_base_ms: int = Field(default=LADDER_BASE_MS, ge=1)
-    rate_limit_cap_ms: int = Field(default=LADDER_CAP_MS, ge=1)
-    rate_limit_decay_after: int = Field(default=20, ge=1)
-    max_examined: int = Field(default=1000, ge=1)
-    accounts: dict[str, PixivAccount] = Field(default_factory=dict)
-    replay_min_interval_ms: int = Field(default=0, ge=0)
-    replay_max_concurrency: int = Field(default=4, ge=1)
-    source_standby_poll_ms: int = Field(default=2_000, ge=50)
-    source_lease_ms: int = Field(default=10_000, ge=400)
-    restriction_pause_ms: int = Field(default=3_600_000, ge=0)
-    unavailable_ttl_ms: int = Field(default=7 * 86_400_000, ge=0)
-
-    @property
-    def replay(self) -> bool:
-        """True when no refresh token is configured: the replay source serves searches."""
-        return self.refresh_token is None or not self.refresh_token.get_secret_value().strip()
 
 
 class DirectoryRouteConfig(_Section):
@@ -892,6 +828,8 @@ class Settings(BaseSettings):
     max_fallback_passes: int = Field(default=3, ge=0, le=10)
     reconcile_interval_ms: int = Field(default=30_000, ge=100)
     routes: dict[str, RouteConfig] = Field(default_factory=_default_routes)
+    source_modules: list[str] = Field(default_factory=list)
+    sources: dict[str, SerializeAsAny[SourceConfig]] = Field(default_factory=dict)
     targets: list[TargetConfig] = Field(default_factory=_default_targets)
     schedules: list[ScheduleConfig] = Field(default_factory=list)
 
@@ -924,6 +862,28 @@ class Settings(BaseSettings):
             data.setdefault("max_fallback_passes", value)
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _register_source_modules(cls, data: Any) -> Any:
+        """Import the ``source_modules`` (each registers its source kinds) before
+        ``[sources]`` is validated with the registered models."""
+        modules = data.get("source_modules") if isinstance(data, dict) else None
+        if isinstance(modules, list) and all(isinstance(m, str) for m in modules):
+            try:
+                import_source_modules(modules)
+            except ImportError as err:
+                raise ValueError(f"source_modules: cannot import {err.name or err}") from None
+        return data
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _source_kinds(cls, value: Any) -> Any:
+        """Each ``[sources.<name>]`` table validated by the model registered for its ``kind``
+        (:func:`curaflow.sources.registry.parse_source_config`)."""
+        if not isinstance(value, dict):
+            return value
+        return {name: parse_source_config(entry) for name, entry in value.items()}
+
     @model_validator(mode="after")
     def _no_example_secrets(self) -> Settings:
         found = [name for name, value in self.secrets() if value.strip().lower().startswith(EXAMPLE_SECRET_PREFIX)]
@@ -947,11 +907,12 @@ class Settings(BaseSettings):
         if self.database.url:
             with contextlib.suppress(ValueError):
                 found.append(("database.url (password)", urlsplit(self.database.url).password))
-        for name, route in self.routes.items():
-            for key in type(route).model_fields:
-                value = getattr(route, key)
-                if isinstance(value, SecretStr):
-                    found.append((f"routes.{name}.{key}", value))
+        for section, entries in (("routes", self.routes), ("sources", self.sources)):
+            for name, entry in entries.items():
+                for key in type(entry).model_fields:
+                    value = getattr(entry, key)
+                    if isinstance(value, SecretStr):
+                        found.append((f"{section}.{name}.{key}", value))
         return [
             (name, value.get_secret_value() if isinstance(value, SecretStr) else value)
             for name, value in found
@@ -964,12 +925,19 @@ class Settings(BaseSettings):
         dupes = {i for i in ids if ids.count(i) > 1}
         if dupes:
             raise ValueError(f"duplicate target ids: {sorted(dupes)}")
-        accounts = self.accounts()
+        pixiv_accounts = self.accounts()
+        for name in self.sources:
+            if not ID_PATTERN.match(name):
+                raise ValueError(f"source name {name!r} must match [A-Za-z0-9_-]{{1,64}}")
+            if name in pixiv_accounts:
+                raise ValueError(f"source {name!r} has the name of a pixiv account: a target could not tell them apart")
+        accounts = self.source_configs()
         for target in self.targets:
             if target.account not in accounts:
                 raise ValueError(
                     f"target {target.id!r} uses pixiv account {target.account!r}, which is not configured "
-                    f"(accounts: {sorted(accounts)})"
+                    f"(accounts: {sorted(pixiv_accounts)}"
+                    + (f"; sources: {sorted(self.sources)})" if self.sources else ")")
                 )
             if not target.routes:
                 raise ValueError(f"target {target.id!r} has no routes")
@@ -1001,8 +969,8 @@ class Settings(BaseSettings):
     def _read_stored_tokens(self) -> None:
         """Give each Pixiv account whose refresh token neither the file nor the environment
         sets the one ``curaflow pixiv login`` stored (``<state_dir>/pixiv/<account>.refresh-token``,
-        :mod:`curaflow.sources.login`): a token set explicitly always wins."""
-        from curaflow.sources.login import stored_token
+        :mod:`curaflow.sources.pixiv.login`): a token set explicitly always wins."""
+        from curaflow.sources.pixiv.login import stored_token
 
         def unset(token: SecretStr | None) -> bool:
             return token is None or not token.get_secret_value().strip()
@@ -1047,21 +1015,22 @@ class Settings(BaseSettings):
 
     def accounts(self) -> dict[str, PixivAccount]:
         """Every Pixiv account by id; ``default`` comes from the top-level settings."""
-        accounts = dict(self.pixiv.accounts)
-        if "default" not in accounts:
-            accounts["default"] = PixivAccount(
-                refresh_token=self.pixiv.refresh_token,
-                min_interval_ms=self.pixiv.min_interval_ms,
-            )
-        return accounts
+        return self.pixiv.all_accounts()
+
+    def source_configs(self) -> dict[str, SourceConfig]:
+        """Every source instance by name: each Pixiv account (kind ``pixiv``) and each
+        entry of ``[sources]``. A target's ``account`` names one of them."""
+        found: dict[str, SourceConfig] = dict(self.pixiv.sources())
+        found.update(self.sources)
+        return found
 
     def source_task_queue(self, account: str) -> str:
         """Task queue of an account's rate gate: ``<task_queue>-source-<account>``."""
         return f"{self.temporal.task_queue}-source-{account}"
 
     def source_task_queues(self) -> dict[str, str]:
-        """account → gate task queue, for every configured account."""
-        return {a: self.source_task_queue(a) for a in self.accounts()}
+        """source instance (Pixiv account or ``[sources]`` entry) → its task queue."""
+        return {a: self.source_task_queue(a) for a in self.source_configs()}
 
     @property
     def embedded(self) -> bool:

@@ -186,15 +186,13 @@ def build_source_worker(
     """
     throttle = heartbeat_throttle(settings)
     _, source_acts = build_activities(deps)
-    acct = settings.accounts()[account]
+    policy = settings.source_configs()[account].policy()
     return Worker(
         client,
         task_queue=settings.source_task_queue(account),
         activities=source_acts,
         interceptors=[*([LeaseFence(fresh)] if fresh else []), *interceptors_for_worker(deps.pool)],
-        max_concurrent_activities=settings.pixiv.replay_max_concurrency
-        if settings.pixiv.replay
-        else acct.max_concurrency,
+        max_concurrent_activities=policy.concurrency,
         max_heartbeat_throttle_interval=throttle,
         default_heartbeat_throttle_interval=throttle,
         graceful_shutdown_timeout=timedelta(milliseconds=settings.temporal.graceful_shutdown_ms),
@@ -204,7 +202,7 @@ def build_source_worker(
 def source_queue_owners(
     client: Client, settings: Settings, deps: ActivityDeps, stop: asyncio.Event
 ) -> list[SourceQueueOwner]:
-    """One :class:`~curaflow.source_workers.SourceQueueOwner` per configured Pixiv account."""
+    """One :class:`~curaflow.source_workers.SourceQueueOwner` per source instance (account or ``[sources]`` entry)."""
     assert settings.database.url
     return [
         SourceQueueOwner(
@@ -215,7 +213,7 @@ def source_queue_owners(
             lease_s=settings.pixiv.source_lease_ms / 1000,
             stop=stop,
         )
-        for account in settings.accounts()
+        for account in settings.source_configs()
     ]
 
 
@@ -266,13 +264,13 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     )
     replay: BackgroundServer | None = None
     if settings.pixiv.replay and not settings.pixiv.api_url:
-        from curaflow.sources.replay.app import create_replay_app
+        from curaflow.sources.pixiv.replay.app import create_replay_app
 
         replay = await BackgroundServer(create_replay_app()).start()
     deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
     await migrate(deps.pool)
 
-    owners = dict(zip(settings.accounts(), source_queue_owners(client, settings, deps, stop), strict=True))
+    owners = dict(zip(settings.source_configs(), source_queue_owners(client, settings, deps, stop), strict=True))
 
     async def ready() -> tuple[int, dict[str, Any]]:
         ledger, temporal = await asyncio.gather(check_ledger(deps.pool), check_temporal(client))

@@ -8,7 +8,7 @@
   a SQLite file, so a stop and a start on the same port keep every execution;
 * ``curaflow worker`` processes (each serving ``/ready`` on its own metrics port) and the
   ``curaflow api`` process;
-* the Pixiv replay server (``python -m curaflow.sources.replay``) and the recording
+* the Pixiv replay server (``python -m curaflow.sources.pixiv.replay``) and the recording
   webhook receiver (``python -m bench.chaos.receiver``).
 
 The harness is also the processes' supervisor, as Docker's restart policy or systemd
@@ -204,7 +204,7 @@ class ChaosStack:
         )
         replay_port, receiver_port = free_port(), free_port()
         self.replay = subprocess.Popen(
-            [sys.executable, "-m", "curaflow.sources.replay", "--port", str(replay_port)],
+            [sys.executable, "-m", "curaflow.sources.pixiv.replay", "--port", str(replay_port)],
             stdout=subprocess.DEVNULL,
             stderr=open(self.root / "logs" / "replay.log", "ab"),  # noqa: SIM115
             preexec_fn=die_with_parent,

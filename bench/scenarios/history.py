@@ -34,8 +34,8 @@ from bench.result import Check, Result
 from bench.stats import summarise
 from curaflow.admission import Admitter
 from curaflow.httpserver import BackgroundServer
-from curaflow.sources.replay.app import ReplayScript, create_replay_app
-from curaflow.sources.replay.data import DeepSet
+from curaflow.sources.pixiv.replay.app import ReplayScript, create_replay_app
+from curaflow.sources.pixiv.replay.data import DeepSet
 
 TAG = "history-bench"
 HISTORIES = (0, 1_000, 10_000)

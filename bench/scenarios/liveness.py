@@ -25,8 +25,8 @@ from bench.env import BenchStack, Services
 from bench.result import Check, Result
 from bench.stats import summarise
 from curaflow.httpserver import BackgroundServer
-from curaflow.sources.replay.app import SlowReplay, create_replay_app
-from curaflow.sources.replay.data import matches, recorded_works
+from curaflow.sources.pixiv.replay.app import SlowReplay, create_replay_app
+from curaflow.sources.pixiv.replay.data import matches, recorded_works
 
 HEARTBEAT_MS = 1000  # the stall scenario: recovery is bounded by the heartbeat timeout
 DEFAULT_HEARTBEAT_MS = 30_000  # the cancel scenario runs at the production default

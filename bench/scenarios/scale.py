@@ -38,7 +38,7 @@ from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started
-from curaflow.sources.replay.app import SlowReplay, create_replay_app
+from curaflow.sources.pixiv.replay.app import SlowReplay, create_replay_app
 from curaflow.temporal import start_job_workflow
 
 TARGETS = 100

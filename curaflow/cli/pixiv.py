@@ -1,6 +1,6 @@
 """``curaflow pixiv login | refresh | validate``: get, renew and check a Pixiv refresh token.
 
-``login`` runs Pixiv's app login (OAuth PKCE, :mod:`curaflow.sources.login`): it prints
+``login`` runs Pixiv's app login (OAuth PKCE, :mod:`curaflow.sources.pixiv.login`): it prints
 the login URL, reads the address the browser ended on (or the bare code) from stdin,
 exchanges the code for a refresh token, stores it in
 ``<state_dir>/pixiv/<account>.refresh-token`` (mode 0600) — where the configuration
@@ -29,7 +29,8 @@ import typer
 
 from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
 from curaflow.config import Settings
-from curaflow.sources.login import (
+from curaflow.sources.pixiv.client import PIXIV_API_URL
+from curaflow.sources.pixiv.login import (
     LoginError,
     code_from,
     exchange_code,
@@ -40,7 +41,6 @@ from curaflow.sources.login import (
     stored_user,
     token_path,
 )
-from curaflow.sources.pixiv import PIXIV_API_URL
 
 app = typer.Typer(help="Pixiv account login and refresh tokens.", no_args_is_help=True)
 

@@ -1,4 +1,4 @@
-"""Candidate filters of a target (pure; reference ``pixiv-and-delivery-apis.md`` §1.2).
+"""Candidate filters of a target, for every source (pure; reference ``pixiv-and-delivery-apis.md`` §1.2).
 
 :func:`reject_reason` returns why a work is not eligible for a cell, or None. Reason
 words are ``excluded``, ``unavailable`` (restricted placeholder) and
@@ -8,23 +8,33 @@ words are ``excluded``, ``unavailable`` (restricted placeholder) and
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import Work
-from curaflow.sources.pixiv import is_placeholder
 
 
-def reject_reason(work: Work, target: TargetSpec, excluded: set[str]) -> str | None:
+def hidden(work: Work) -> bool:
+    """The source says the work is not visible (``Work.visible`` false)."""
+    return not work.visible
+
+
+def reject_reason(
+    work: Work, target: TargetSpec, excluded: set[str], *, placeholder: Callable[[Work], bool] = hidden
+) -> str | None:
     """Why ``work`` cannot be a candidate of ``target``, or None if it is eligible.
 
     Args:
         work: the work as listed by the source.
         target: the effective target (filters, work type).
         excluded: work ids excluded for this job (protocol ``exclude`` kind ``work``).
+        placeholder: the source's rule for a restricted placeholder (``unavailable``);
+            default :func:`hidden`.
     """
     f = target.filters
     if work.work_id in excluded:
         return "excluded"
-    if is_placeholder(work):
+    if placeholder(work):
         return "unavailable"
     if work.work_type != target.work_type:
         return "filtered:work_type"

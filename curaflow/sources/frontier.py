@@ -4,7 +4,7 @@ Without it every job of a long-lived target scans from page 1 and skips what was
 after N deliveries a job reads about ⌈N/30⌉ search pages (issue 27, case 1). The frontier is
 remembered per target and *fingerprint* (:func:`fingerprint`: account, work type, query,
 filters and routes — change any of them and the target starts afresh) in the ledger
-(:mod:`curaflow.ledger.frontiers`), and read by the scan (:mod:`curaflow.sources.scan`).
+(:mod:`curaflow.ledger.frontiers`), and read by the scan (:mod:`curaflow.sources.pixiv.scan`).
 
 **What is remembered** (:class:`Frontier`), as :class:`Mark` s — works the target examined,
 with where they sit in the walk:

@@ -27,7 +27,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from curaflow.sources.replay.images import render_image
+from curaflow.sources.pixiv.replay.images import render_image
 from tests.fakes.replay import Faults, replay_work
 
 

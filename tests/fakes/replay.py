@@ -1,7 +1,7 @@
 """The Pixiv replay with scripted faults, and a replay server run inside the test process.
 
-:class:`Faults` is a :class:`~curaflow.sources.replay.app.ReplayScript`: the production
-replay app (:func:`~curaflow.sources.replay.app.create_replay_app`) asks it, at its hook
+:class:`Faults` is a :class:`~curaflow.sources.pixiv.replay.app.ReplayScript`: the production
+replay app (:func:`~curaflow.sources.pixiv.replay.app.create_replay_app`) asks it, at its hook
 points, whether to answer otherwise — rate limits, invalid grants, expired tokens,
 missing / forbidden / restricted works, slow, truncated or unsized images, a result set
 deep enough to reach the 5000-offset cap — and tells it every answer (:attr:`Faults.log`).
@@ -23,9 +23,9 @@ from fastapi import Request, Response
 from fastapi.responses import HTMLResponse, StreamingResponse
 
 from curaflow.httpserver import BackgroundServer
-from curaflow.sources.replay import images
-from curaflow.sources.replay.app import INVALID_GRANT, JSONResponse, ReplayScript, create_replay_app, error
-from curaflow.sources.replay.data import DeepSet, matches, placeholder, recorded_works, work_for_id
+from curaflow.sources.pixiv.replay import images
+from curaflow.sources.pixiv.replay.app import INVALID_GRANT, JSONResponse, ReplayScript, create_replay_app, error
+from curaflow.sources.pixiv.replay.data import DeepSet, matches, placeholder, recorded_works, work_for_id
 
 __all__ = ["DeepSet", "Faults", "Logged", "ReplayServer", "ordered", "replay_work", "work_ids_with_tag"]
 

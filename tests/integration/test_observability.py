@@ -15,7 +15,7 @@ from temporalio.client import Client
 from curaflow.devstack.processes import WorkerProcess
 from curaflow.devstack.temporal import free_port
 from curaflow.httpserver import BackgroundServer
-from curaflow.sources.replay.app import create_replay_app
+from curaflow.sources.pixiv.replay.app import create_replay_app
 from tests.conftest import StackFactory
 from tests.support import Stack, short_id
 

@@ -26,7 +26,7 @@ from curaflow.routes.discord import DiscordRoute
 from curaflow.routes.telegram import TelegramRoute
 from curaflow.routes.webhook import WebhookRoute
 from curaflow.sources.errors import SourceError, WorkUnavailable
-from curaflow.sources.pixiv import PixivClient
+from curaflow.sources.pixiv.client import PixivClient
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
 from tests.fakes.webhook import WebhookReceiver

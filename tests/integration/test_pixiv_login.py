@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from curaflow.config import load_settings
-from curaflow.sources.login import token_path
+from curaflow.sources.pixiv.login import token_path
 from tests.fakes.replay import ReplayServer
 
 pytestmark = [pytest.mark.integration]

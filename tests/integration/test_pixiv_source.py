@@ -28,10 +28,10 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.httpserver import BackgroundServer
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import MemoryGate
-from curaflow.sources.pixiv import HASH_SECRET, PixivClient, parse_work
-from curaflow.sources.replay.app import create_replay_app
-from curaflow.sources.replay.data import DeepSet, recorded_works
-from curaflow.sources.scan import ScanCheckpoint, scan
+from curaflow.sources.pixiv.client import HASH_SECRET, PixivClient, parse_work
+from curaflow.sources.pixiv.replay.app import create_replay_app
+from curaflow.sources.pixiv.replay.data import DeepSet, recorded_works
+from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
 from tests.fakes.replay import Faults
 from tests.support import FakeClock
 
@@ -505,7 +505,7 @@ async def test_a_page_costs_one_thread_hop_and_is_hashed_as_written(
     real_to_thread = asyncio.to_thread
 
     async def counting_to_thread(func: Any, /, *args: Any, **kwargs: Any) -> Any:
-        if not getattr(func, "__module__", "").startswith("curaflow.sources.replay"):  # the fake Pixiv's own
+        if not getattr(func, "__module__", "").startswith("curaflow.sources.pixiv.replay"):  # the fake Pixiv's own
             hops.append(getattr(func, "__name__", repr(func)))
         return await real_to_thread(func, *args, **kwargs)
 

@@ -26,10 +26,10 @@ from curaflow.ledger import remembered as memory
 from curaflow.ledger.jobs import JobRecord
 from curaflow.protocol.projection import project_job
 from curaflow.sources.frontier import Frontier, Mark
-from curaflow.sources.pixiv import PixivClient
-from curaflow.sources.replay.app import create_replay_app
-from curaflow.sources.replay.data import DeepSet
-from curaflow.sources.scan import ScanCheckpoint, scan
+from curaflow.sources.pixiv.client import PixivClient
+from curaflow.sources.pixiv.replay.app import create_replay_app
+from curaflow.sources.pixiv.replay.data import DeepSet
+from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
 from tests.conftest import StackFactory
 from tests.fakes.replay import Faults
 from tests.jobs_support import ReplayServer, curaflow

@@ -16,9 +16,9 @@ import pytest
 from curaflow.domain.reasons import TerminalReason
 from curaflow.httpserver import BackgroundServer
 from curaflow.sources.errors import SourceError
-from curaflow.sources.replay.app import create_replay_app
-from curaflow.sources.replay.data import DeepSet
-from curaflow.sources.scan import ScanCheckpoint, scan
+from curaflow.sources.pixiv.replay.app import create_replay_app
+from curaflow.sources.pixiv.replay.data import DeepSet
+from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
 from tests.conftest import StackFactory
 from tests.fakes.replay import Faults
 from tests.integration.test_source_failures import Replay, spec

@@ -26,10 +26,10 @@ from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.gates import read_gate
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import MemoryGate
-from curaflow.sources.pixiv import PixivClient, parse_work
-from curaflow.sources.replay.app import create_replay_app
-from curaflow.sources.replay.data import DeepSet, newest_day, recorded_works
-from curaflow.sources.scan import ScanCheckpoint, scan
+from curaflow.sources.pixiv.client import PixivClient, parse_work
+from curaflow.sources.pixiv.replay.app import create_replay_app
+from curaflow.sources.pixiv.replay.data import DeepSet, newest_day, recorded_works
+from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
 from tests.conftest import StackFactory
 from tests.fakes.pximg import FakeImageHost
 from tests.fakes.replay import Faults

@@ -15,7 +15,7 @@ import pytest
 
 from curaflow.ledger.gates import read_gate
 from curaflow.protocol.projection import project_job
-from curaflow.sources.replay.data import DeepSet
+from curaflow.sources.pixiv.replay.data import DeepSet
 from tests.conftest import StackFactory
 from tests.jobs_support import ReplayServer, gaps, ordered, start_scheduled
 from tests.support import Stack, eventually, short_id

@@ -25,8 +25,8 @@ from curaflow.domain.models import CandidateReport
 from curaflow.domain.reasons import Owner, TerminalReason, reason_info
 from curaflow.domain.verdicts import NON_RETRYABLE_TYPES
 from curaflow.ledger import cells
-from curaflow.sources.pixiv import parse_work
-from curaflow.sources.replay.data import recorded_works
+from curaflow.sources.pixiv.client import parse_work
+from curaflow.sources.pixiv.replay.data import recorded_works
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
 from tests.support import Stack, ledger_job, short_id

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from curaflow.sources.replay.data import UGOIRA_DELAYS_MS, UGOIRA_ID, UGOIRA_TAG
+from curaflow.sources.pixiv.replay.data import UGOIRA_DELAYS_MS, UGOIRA_ID, UGOIRA_TAG
 from tests.conftest import StackFactory
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.telegram import FakeTelegram

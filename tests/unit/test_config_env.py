@@ -40,6 +40,8 @@ SPECIAL: dict[str, Any] = {
     "api.callback_allowed_hosts": ["hooks.example", "other.example"],
     "outbound.private_networks": ["10.0.0.0/8", "192.168.0.0/16"],
     "budgets.test_only_floor_ms": 1000,
+    "source_modules": ["curaflow.sources.pixiv.source"],
+    "sources": None,  # a kind a module registers: tested in tests/unit/test_source_registry.py
 }
 
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from curaflow.outbound import DestinationRefused
-from curaflow.sources.pixiv import PixivClient
+from curaflow.sources.pixiv.client import PixivClient
 
 CANONICAL = "https://i.pximg.net/img-original/img/2025/02/01/00/00/00/126860839_p0.png"
 

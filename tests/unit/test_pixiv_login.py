@@ -9,7 +9,7 @@ import pytest
 
 from curaflow.cli.pixiv import describe_source
 from curaflow.config import load_settings
-from curaflow.sources.login import LoginError, PixivAccountInfo, code_from, s256, start_login, store_token
+from curaflow.sources.pixiv.login import LoginError, PixivAccountInfo, code_from, s256, start_login, store_token
 
 
 def test_the_challenge_is_rfc_7636_s256() -> None:

@@ -9,7 +9,7 @@ import pytest
 from curaflow.domain.fallback import another_pass, pass_bounds
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.models import CandidateReport
-from curaflow.sources.scan import retrieval_params
+from curaflow.sources.pixiv.scan import retrieval_params
 
 DAYS = [None, "2024-12-01", "2025-01-15", "2025-02-04"]
 

@@ -23,7 +23,7 @@ from curaflow.paths import PathEscape, inside
 from curaflow.routes.base import DeliveryRequest, RouteError
 from curaflow.routes.directory import DirectoryRoute
 from curaflow.sources.errors import SourceError, WorkUnavailable
-from curaflow.sources.pixiv import InvalidWork, is_work_id, parse_work
+from curaflow.sources.pixiv.client import InvalidWork, is_work_id, parse_work
 
 
 def illust(**fields: Any) -> dict[str, Any]:

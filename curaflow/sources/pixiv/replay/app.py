@@ -24,17 +24,17 @@ client code is the same as against Pixiv. It serves:
   HTTP 400;
 * ``GET /v1/illust/detail`` — one work, or a 404 error body;
 * ``GET /v1/ugoira/metadata`` — the frames zip URL and delays of the one animated work
-  (:data:`~curaflow.sources.replay.data.UGOIRA_ID`, tag ``うごイラ``), whose zip
+  (:data:`~curaflow.sources.pixiv.replay.data.UGOIRA_ID`, tag ``うごイラ``), whose zip
   ``GET /i/img-zip-ugoira/…`` serves; other works answer 404;
-* ``GET /i/<path>`` — images (:mod:`curaflow.sources.replay.images`), PNG or JPEG by
+* ``GET /i/<path>`` — images (:mod:`curaflow.sources.pixiv.replay.images`), PNG or JPEG by
   extension. Like ``i.pximg.net`` it answers 403 without the app's ``Referer``. Works
   list their images with Pixiv's canonical URLs (``https://i.pximg.net/<path>``), as
   Pixiv does, never with this server's own address: the Pixiv client of replay mode
   fetches ``<path>`` from its replay server
-  (:meth:`curaflow.sources.pixiv.PixivClient.image_url`), so a work bound through one
+  (:meth:`curaflow.sources.pixiv.client.PixivClient.image_url`), so a work bound through one
   worker's replay server is fetched through any other's.
 
-What is served is :mod:`curaflow.sources.replay.data`; error bodies use the real app-api
+What is served is :mod:`curaflow.sources.pixiv.replay.data`; error bodies use the real app-api
 shapes (:func:`error`). A :class:`ReplayScript` may change the answers — the hooks tests
 script faults with (``tests/fakes/replay.py``: rate limits, invalid grants, missing or
 restricted works, slow or broken images …); the default script serves the recording
@@ -59,8 +59,8 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse as _StarletteJSON
 from fastapi.responses import RedirectResponse, StreamingResponse
 
-from curaflow.sources.replay import data, images
-from curaflow.sources.replay.data import DeepSet
+from curaflow.sources.pixiv.replay import data, images
+from curaflow.sources.pixiv.replay.data import DeepSet
 
 PAGE = 30
 MAX_OFFSET = 5000
@@ -111,7 +111,7 @@ class ReplayScript:
     """The hooks that may change what the replay answers; this base serves the recording.
 
     Attributes:
-        deep: a synthetic deep result set (:class:`~curaflow.sources.replay.data.DeepSet`)
+        deep: a synthetic deep result set (:class:`~curaflow.sources.pixiv.replay.data.DeepSet`)
             searched and served besides the recording.
         token_ttl_s: ``expires_in`` of issued access tokens.
         code_ttl_s: how long a login's authorization code is accepted (Pixiv's: ~30 s).

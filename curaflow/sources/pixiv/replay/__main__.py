@@ -1,4 +1,4 @@
-"""Serve the replay server on its own: ``python -m curaflow.sources.replay --port 8300``.
+"""Serve the replay server on its own: ``python -m curaflow.sources.pixiv.replay --port 8300``.
 
 Point ``pixiv.api_url`` (and ``pixiv.auth_url``) at it to share one replay server among
 several workers, as the benchmark does.
@@ -10,7 +10,7 @@ import argparse
 
 import uvicorn
 
-from curaflow.sources.replay.app import create_replay_app
+from curaflow.sources.pixiv.replay.app import create_replay_app
 
 
 def main() -> None:

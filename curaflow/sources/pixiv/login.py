@@ -15,7 +15,7 @@ Pixiv's app logs in through a browser (reference ``pixiv-and-delivery-apis.md`` 
    expired").
 
 The client id and secret are the app's public pair that every Pixiv client ships (the
-same as :mod:`curaflow.sources.pixiv`'s). The refresh token is stored in
+same as :mod:`curaflow.sources.pixiv.client`'s). The refresh token is stored in
 ``<state_dir>/pixiv/<account>.refresh-token`` with mode 0600 (the directory 0700), and
 the account's name beside it in ``<account>.user.json``; :class:`curaflow.config.Settings`
 reads the file for an account whose token the configuration and the environment leave
@@ -38,7 +38,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 
-from curaflow.sources.pixiv import CLIENT_ID, CLIENT_SECRET, PIXIV_API_URL, PIXIV_AUTH_URL
+from curaflow.sources.pixiv.client import CLIENT_ID, CLIENT_SECRET, PIXIV_API_URL, PIXIV_AUTH_URL
 
 LOGIN_PATH = "/web/v1/login"
 REDIRECT_URI = "https://app-api.pixiv.net/web/v1/users/auth/pixiv/callback"

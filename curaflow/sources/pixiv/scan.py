@@ -4,7 +4,7 @@ A scan pages the source (tag search or ranking) and keeps every eligible work in
 order until it holds ``want`` candidates (default ``min(scan_limit, WANT)``; fallback
 stage N of a scheduled job keeps ``min(scan_limit × (N+1), WANT × (N+1))``), the source
 runs out, or ``max_examined`` works were looked at. Eligible means: passes the target's
-filters (:mod:`curaflow.sources.filters`), is not excluded by the task, not already
+filters (:mod:`curaflow.sources.pixiv.filters`), is not excluded by the task, not already
 delivered or reserved on the target's routes (``duplicate``) and not already found
 unavailable by this cell (``unavailable``). A fetched page's works wait in ``pending``
 until examined, and the checkpoint is handed to ``on_page`` (the search activity
@@ -41,7 +41,7 @@ to three hooks: :func:`_frontier_page` (a fetched page), :func:`_jump` (where th
 continues) and the verdict of each examined work.
 
 Works whose id or fields are not of the source's shape
-(:class:`~curaflow.sources.pixiv.InvalidWork`) are counted as rejected with reason
+(:class:`~curaflow.sources.pixiv.client.InvalidWork`) are counted as rejected with reason
 ``invalid`` and never used.
 """
 
@@ -55,12 +55,24 @@ from pydantic import BaseModel, Field
 
 from curaflow.domain.fallback import WANT
 from curaflow.domain.messages import TargetSpec
-from curaflow.domain.models import CandidateReport, SkippedDay, Work
+from curaflow.domain.models import SkippedDay, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.sources import frontier as fr
+from curaflow.sources.base import KnownHook, PageHook, ScanState, SkippedDayHook
+
+__all__ = [
+    "KnownHook",
+    "PageHook",
+    "ScanCheckpoint",
+    "SkippedDayHook",
+    "TailPass",
+    "check_page",
+    "retrieval_params",
+    "scan",
+]
 from curaflow.sources.errors import SourceError
-from curaflow.sources.filters import protocol_reason, reject_reason
-from curaflow.sources.pixiv import MAX_OFFSET, InvalidWork, PixivClient, offset_of, parse_work
+from curaflow.sources.pixiv.client import MAX_OFFSET, InvalidWork, PixivClient, offset_of, parse_work
+from curaflow.sources.pixiv.filters import protocol_reason, reject_reason
 
 FILTERED_CAP = 50
 
@@ -81,15 +93,13 @@ class TailPass(BaseModel):
     reached: int = 0
 
 
-class ScanCheckpoint(BaseModel):
-    """Where a scan is; persisted after every page.
+class ScanCheckpoint(ScanState):
+    """Where a Pixiv scan is; persisted after every page.
+
+    The fields every source keeps are :class:`~curaflow.sources.base.ScanState`'s
+    (``next_url`` is the app-api's ``next_url``; only its ``offset`` is read). Pixiv's own:
 
     Attributes:
-        next_url: the next page to fetch (None before the first page and after the last).
-        pages_done: the source has no page left to fetch.
-        pending: works of the last fetched page not examined yet (a scan that stopped
-            mid-page continues with them before fetching more).
-        exhausted: nothing is left: no page to fetch and nothing pending.
         window: date window overrides after a 5000-offset restart.
         seen_ids: ids of the previous page (a page that shifted by a new upload repeats
             some of them; they are not examined twice).
@@ -104,22 +114,12 @@ class ScanCheckpoint(BaseModel):
         pass_first_day / count_day / day_count: the day of the first work of the current
             pass of the walk, and how many works of the latest day this pass fetched.
         walk: the scan against the target's frontier (None: no frontier kept).
-        frontier: once the scan ended, the frontier it leaves for the next job.
         next_from_source: ``next_url`` is the source's own (the previous page promised
             more works), not a page curaflow chose (a frontier jump or re-read), so an
             empty answer to it is the source's failure (:func:`check_page`).
     """
 
-    started: bool = False
-    pages_done: bool = False
-    exhausted: bool = False
-    pending: list[Work] = Field(default_factory=list)
-    next_url: str | None = None
     window: dict[str, str] = Field(default_factory=dict)
-    examined: int = 0
-    pages: int = 0
-    candidates: list[Work] = Field(default_factory=list)
-    report: CandidateReport = Field(default_factory=CandidateReport)
     seen_ids: list[str] = Field(default_factory=list)
     last_day: str | None = None
     last_day_ids: list[str] = Field(default_factory=list)
@@ -127,20 +127,13 @@ class ScanCheckpoint(BaseModel):
     boundary_ids: list[str] = Field(default_factory=list)
     window_moves: int = 0
     skipped_days: list[str] = Field(default_factory=list)
-    all_duplicates: bool = True
     tail: TailPass | None = None
     pass_first_day: str | None = None
     count_day: str | None = None
     day_count: int = 0
     walk: fr.FrontierWalk | None = None
-    frontier: fr.Frontier | None = None
     next_from_source: bool = True
 
-
-#: Given work ids, the ones the ledger rules out for this target, with the reason word.
-KnownHook = Callable[[list[str]], Awaitable[dict[str, str]]]
-PageHook = Callable[[ScanCheckpoint], Awaitable[None]]
-SkippedDayHook = Callable[[SkippedDay], None]
 
 REVERSED = {"date_desc": "date_asc", "date_asc": "date_desc"}
 
@@ -466,7 +459,7 @@ async def scan(
     *,
     scan_limit: int,
     known: KnownHook,
-    on_page: PageHook,
+    on_page: Callable[[ScanCheckpoint], Awaitable[None]],
     checkpoint: ScanCheckpoint | None = None,
     max_examined: int = 1000,
     want: int | None = None,

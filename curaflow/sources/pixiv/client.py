@@ -613,6 +613,48 @@ class PixivClient:
         """The body of an image opened by :meth:`open_image`, within ``download_max_bytes``."""
         return iter_capped(response, self._image_limits.max_bytes)
 
+    # ---- the Source protocol's download half (curaflow.sources.base) -------------
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str) -> AsyncIterator[ImageDownload]:
+        """:meth:`open_image` as a :class:`~curaflow.sources.base.Download`: the announced
+        length (``Content-Length`` when it is a number) and the body's chunks.
+
+        Raises:
+            SourceError / WorkUnavailable: as :meth:`open_image`.
+        """
+        async with self.open_image(url) as response:
+            yield ImageDownload(self, response)
+
+    async def animation(self, work: Work) -> UgoiraMetadata | None:
+        """An ugoira's frames zip and delays (:meth:`ugoira_metadata`); None unless
+        ``work.kind == "ugoira"`` (the source's own type word).
+
+        Raises:
+            WorkUnavailable / SourceError: as :meth:`ugoira_metadata`.
+        """
+        if work.kind != "ugoira":
+            return None
+        return await self.ugoira_metadata(work.work_id)
+
+
+class ImageDownload:
+    """One image being downloaded by :meth:`PixivClient.download`.
+
+    Attributes:
+        expected_bytes: ``Content-Length`` when the image host sent a number, else None.
+    """
+
+    def __init__(self, client: PixivClient, response: httpx.Response) -> None:
+        self._client = client
+        self._response = response
+        length = response.headers.get("content-length")
+        self.expected_bytes = int(length) if length is not None and length.isdigit() else None
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The body within ``download_max_bytes`` (:meth:`PixivClient.image_chunks`)."""
+        return self._client.image_chunks(self._response)
+
 
 def offset_of(next_url: str | None) -> int:
     """The ``offset`` query parameter of a ``next_url`` (0 when absent)."""

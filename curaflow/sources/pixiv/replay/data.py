@@ -1,9 +1,9 @@
 """What the replay serves: the recorded works, synthetic deep result sets, search matching.
 
 Recorded data: ``data/*.json`` (pixivpy's public-domain fixtures with personal details
-replaced; see ``curaflow/sources/replay/data/README.md``). A :class:`DeepSet` adds a
+replaced; see ``curaflow/sources/pixiv/replay/data/README.md``). A :class:`DeepSet` adds a
 synthetic result set for one tag, deep enough to page past the app-api's 5000-offset cap.
-Pure functions of the data; the routes are :mod:`curaflow.sources.replay.app`.
+Pure functions of the data; the routes are :mod:`curaflow.sources.pixiv.replay.app`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ PLACEHOLDER_URL = "https://s.pximg.net/common/images/limit_sanity_level_360.png"
 @lru_cache(maxsize=1)
 def recorded_works() -> tuple[dict[str, Any], ...]:
     """Every recorded illust, in recorded order (ranking, related, detail), unique by id."""
-    root = resources.files("curaflow.sources.replay") / "data"
+    root = resources.files("curaflow.sources.pixiv.replay") / "data"
     works: list[dict[str, Any]] = []
     seen: set[int] = set()
     for name in ("illust_ranking.json", "illust_related.json", "illust_detail.json"):

@@ -1,0 +1,266 @@
+"""What every source implements (the seam beside :mod:`curaflow.routes.base`).
+
+A *source* is where works are found and fetched from: Pixiv's app-api
+(:mod:`curaflow.sources.pixiv`) or any other kind registered in
+:mod:`curaflow.sources.registry`. One configured instance of a source (a Pixiv account,
+an entry of ``[sources]``) is one :class:`Source` object per worker process; its
+requests run on its own source task queue (``<task_queue>-source-<name>``), served by
+one process at a time (the source-queue lease) and spaced by its rate gate
+(:mod:`curaflow.sources.gate`).
+
+The activities (``search``, ``fetch``, ``acquire``) and the artifact store talk only to
+this protocol:
+
+* **search pages** — :meth:`Source.scan` runs (or resumes) the candidate scan of one
+  cell: it pages the source, asks the ledger which works are ruled out (``known``),
+  applies the target's filters and returns a :class:`ScanState` holding the candidates
+  in rank order and the :class:`~curaflow.domain.models.CandidateReport`. A source whose
+  results are a plain list of pages implements only its page request and uses the
+  generic scan :func:`curaflow.sources.paging.scan_pages`;
+* **work details** — :meth:`Source.work`;
+* **image download** — :meth:`Source.download` (one page's body, streamed) and
+  :meth:`Source.animation` (an animated work's frames zip and delays, or None);
+* **its errors** — every method raises only
+  :class:`~curaflow.sources.errors.SourceError` (classified into a terminal reason) or
+  :class:`~curaflow.sources.errors.WorkUnavailable` (the work cannot be used: the cell
+  moves on). What a reason *means* is never the source's to decide (DESIGN "Owners").
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from curaflow.domain.messages import TargetSpec
+from curaflow.domain.models import CandidateReport, SkippedDay, Work
+from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS
+from curaflow.sources import frontier as fr
+from curaflow.sources.ugoira import UgoiraMetadata
+
+#: Given work ids, the ones the ledger rules out for this target, with the reason word
+#: (``duplicate``, ``refused``, ``unavailable``).
+KnownHook = Callable[[list[str]], Awaitable[dict[str, str]]]
+#: Awaited with the scan's state after each page another page follows (checkpoint + heartbeat).
+PageHook = Callable[["ScanState"], Awaitable[None]]
+#: Called once for each day the source cannot page fully.
+SkippedDayHook = Callable[[SkippedDay], None]
+
+#: An animated work: its frames zip and each frame's delay (:mod:`curaflow.sources.ugoira`).
+Animation = UgoiraMetadata
+
+
+class ScanState(BaseModel):
+    """Where a scan is, as every source keeps it; persisted after every page (JSON).
+
+    A source may subclass it with fields of its own (Pixiv's date windows, crowded-day
+    tails, frontier walk: :class:`~curaflow.sources.pixiv.scan.ScanCheckpoint`).
+
+    Attributes:
+        started: the first page was requested.
+        pages_done: the source has no page left to fetch.
+        exhausted: nothing is left: no page to fetch and nothing pending.
+        pending: works of the last fetched page not examined yet.
+        next_url: the source's cursor of the next page (a URL, an offset, a token; None
+            before the first page and after the last).
+        examined / pages: works examined and pages fetched so far.
+        candidates: eligible works, in rank order.
+        report: what the scan saw (stored on the cell).
+        all_duplicates: every work examined was a duplicate so far.
+        frontier: once the scan ended, the frontier it leaves for the next job (only
+            sources with :attr:`SourcePolicy.keeps_frontier`).
+    """
+
+    started: bool = False
+    pages_done: bool = False
+    exhausted: bool = False
+    pending: list[Work] = Field(default_factory=list)
+    next_url: str | None = None
+    examined: int = 0
+    pages: int = 0
+    candidates: list[Work] = Field(default_factory=list)
+    report: CandidateReport = Field(default_factory=CandidateReport)
+    all_duplicates: bool = True
+    frontier: fr.Frontier | None = None
+
+
+@dataclass
+class ScanRequest:
+    """What one scan of one cell may do, and the ledger hooks it calls.
+
+    Attributes:
+        scan_limit: most candidates kept (1..100; the fallback pass's bound).
+        known: the ledger's verdict on a page's works (one query per page).
+        on_page: awaited with the state after each page another page follows.
+        max_examined: most works examined in one scan (:attr:`SourcePolicy.max_examined`).
+        want: stop once this many candidates are held (None: ``min(scan_limit, WANT)``).
+        unavailable: works this cell already found unavailable (rejected as such).
+        on_skipped_day: called once for each day the source cannot page fully.
+        frontier: the target's stored frontier (an empty one when none is stored yet;
+            None: keep none). Only read when the scan starts.
+        settled_before: ``YYYY-MM-DD`` (UTC) before which a ``min_bookmarks`` rejection
+            is lasting (:func:`curaflow.sources.frontier.lasting`).
+    """
+
+    scan_limit: int
+    known: KnownHook
+    on_page: PageHook
+    max_examined: int = 1000
+    want: int | None = None
+    unavailable: set[str] | None = None
+    on_skipped_day: SkippedDayHook | None = None
+    frontier: fr.Frontier | None = None
+    settled_before: str | None = None
+
+
+@dataclass(frozen=True)
+class SourcePolicy:
+    """How the activities and the worker treat one source instance.
+
+    Attributes:
+        concurrency: source activities of this instance run at once (its task queue's
+            ``max_concurrent_activities``; one process serves the queue).
+        max_examined: most works one scan examines (a scan that reaches it without a
+            candidate is ``scan_capped``).
+        unavailable_ttl_ms: how long a work found unavailable is skipped by later jobs.
+        rate_limit_base_s: first step of the cooldown ladder when a rate limit carries
+            no cooldown from the gate (s).
+        keeps_frontier: the scan reads and leaves a scan frontier
+            (:mod:`curaflow.sources.frontier`, stored per target and fingerprint).
+    """
+
+    concurrency: int = 1
+    max_examined: int = 1000
+    unavailable_ttl_ms: int = 7 * 86_400_000
+    rate_limit_base_s: float = 60.0
+    keeps_frontier: bool = False
+
+
+class Download(Protocol):
+    """One page's body being downloaded (inside :meth:`Source.download`'s block).
+
+    Attributes:
+        expected_bytes: the length the source announced (``Content-Length``), or None.
+    """
+
+    expected_bytes: int | None
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The body, chunk by chunk, within the source's byte limit.
+
+        Raises:
+            SourceError / WorkUnavailable: as :meth:`Source.download`.
+        """
+        ...
+
+
+class FileSource(Protocol):
+    """The download half of a :class:`Source`: what the artifact store needs
+    (:meth:`curaflow.artifacts.ArtifactStore.fetch`)."""
+
+    def download(self, url: str) -> AbstractAsyncContextManager[Download]:
+        """Open a streaming download of one page ``url`` of a work (the ``async with``
+        block reads it under the source's total time limit).
+
+        Raises:
+            SourceError: ``download_failed`` / ``download_timeout`` / ``rate_limited``.
+            WorkUnavailable: the page is gone (403/404/410), on a host the source may not
+                fetch, or over the source's byte limit.
+        """
+        ...
+
+    async def animation(self, work: Work) -> Animation | None:
+        """An animated work's frames zip and delays (delivered as one GIF), None for a
+        work of still pages.
+
+        Raises:
+            WorkUnavailable / SourceError: as :meth:`work`; ``download_failed`` (not
+                retryable) when the answer is not a usable animation.
+        """
+        ...
+
+
+class Source(FileSource, Protocol):
+    """One configured instance of a source.
+
+    Attributes:
+        name: the instance's name (the Pixiv account, the ``[sources]`` key) — what a
+            target's ``account`` names; its gate and queue are keyed by it.
+        kind: the source kind (``pixiv``, or a registered kind).
+        policy: limits and flags (:class:`SourcePolicy`).
+    """
+
+    name: str
+    kind: str
+    policy: SourcePolicy
+
+    def restore(self, saved: dict[str, Any]) -> ScanState:
+        """The scan state a previous attempt saved (its ``model_dump(mode="json")``).
+
+        Raises:
+            pydantic.ValidationError: ``saved`` is not this source's state.
+        """
+        ...
+
+    async def scan(self, target: TargetSpec, request: ScanRequest, checkpoint: ScanState | None = None) -> ScanState:
+        """Run (or resume from ``checkpoint``) the candidate scan of ``target``.
+
+        Returns:
+            The final state: ``candidates`` in rank order (at most ``scan_limit``), the
+            ``report`` (``fetched``, ``pages``, ``exhausted``, rejections by reason)
+            and, for a source keeping frontiers, ``frontier``.
+
+        Raises:
+            SourceError: a source call failed (the attempt fails; the saved state survives).
+        """
+        ...
+
+    async def work(self, work_id: str) -> Work:
+        """The work ``work_id`` as the source describes it now.
+
+        Raises:
+            WorkUnavailable: the work is gone, private or restricted.
+            SourceError: classified failure.
+        """
+        ...
+
+
+class SourceConfig(BaseModel):
+    """The configuration of one source instance (an entry of ``[sources.<name>]``).
+
+    Each source kind subclasses it with its own fields and a ``kind`` literal, and
+    registers the subclass (:func:`curaflow.sources.registry.register_source`); the
+    settings validate ``[sources.<name>]`` with the model registered for its ``kind``.
+    Pixiv accounts are not written here: they stay under ``[pixiv]``
+    (:mod:`curaflow.sources.pixiv.config`).
+
+    Attributes:
+        kind: the source kind.
+        min_interval_ms: spacing of the instance's requests (its gate, across processes).
+        max_concurrency: source activities of the instance at once.
+        max_examined: most works one scan examines.
+        unavailable_ttl_ms: how long a work found unavailable is skipped by later jobs.
+        rate_limit_base_ms / rate_limit_cap_ms: the cooldown ladder of its gate.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    min_interval_ms: int = Field(default=0, ge=0)
+    max_concurrency: int = Field(default=1, ge=1)
+    max_examined: int = Field(default=1000, ge=1)
+    unavailable_ttl_ms: int = Field(default=7 * 86_400_000, ge=0)
+    rate_limit_base_ms: int = Field(default=LADDER_BASE_MS, ge=1)
+    rate_limit_cap_ms: int = Field(default=LADDER_CAP_MS, ge=1)
+
+    def policy(self) -> SourcePolicy:
+        """The :class:`SourcePolicy` these settings give (no frontier kept)."""
+        return SourcePolicy(
+            concurrency=self.max_concurrency,
+            max_examined=self.max_examined,
+            unavailable_ttl_ms=self.unavailable_ttl_ms,
+            rate_limit_base_s=self.rate_limit_base_ms / 1000,
+        )

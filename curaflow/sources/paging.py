@@ -1,0 +1,151 @@
+"""The generic candidate scan: for a source whose results are a plain list of pages.
+
+A source that answers "page N of the results of this query, and where the next page
+is" implements only that request (a :data:`PageFetch`) and gets the whole scan of a
+cell from :func:`scan_pages`: works examined in rank order until ``want`` candidates
+are held, the source runs out, or ``max_examined`` works were looked at; each work is
+judged by the ledger (``known``: duplicate, refused, unavailable), by the cell's own
+unavailable works and by the target's filters (:mod:`curaflow.sources.filters`); the
+state is handed to ``on_page`` whenever more works follow, so a retried attempt resumes
+with the next page (no page fetched twice, no work examined twice).
+
+The rules of the end of results are the same as Pixiv's
+(:func:`curaflow.sources.pixiv.scan.check_page`): only a page without a next cursor
+ends the results, and an empty page that a cursor promised is the source's failure
+(``remote_http_error``, retried).
+
+No frontier, no date windows: those are a source's own paging tricks (Pixiv's scan,
+:mod:`curaflow.sources.pixiv.scan`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from curaflow.domain.fallback import WANT
+from curaflow.domain.messages import TargetSpec
+from curaflow.domain.models import Work
+from curaflow.domain.reasons import TerminalReason
+from curaflow.sources.base import ScanRequest, ScanState
+from curaflow.sources.errors import SourceError
+from curaflow.sources.filters import protocol_reason, reject_reason
+
+#: At most this many rejected works are listed in ``report.filtered``.
+FILTERED_CAP = 50
+
+
+@dataclass
+class SourcePage:
+    """One page of results as a source answered it.
+
+    Attributes:
+        works: the page's works, in rank order (already parsed and cleaned).
+        next_url: the cursor of the next page (None: this is the last page).
+        invalid: items of the page that were not usable works (counted ``invalid``).
+    """
+
+    works: list[Work] = field(default_factory=list)
+    next_url: str | None = None
+    invalid: int = 0
+
+
+#: ``fetch(target, cursor)``: the page at ``cursor`` (None: the first page) of the
+#: target's results. Raises :class:`~curaflow.sources.errors.SourceError`.
+PageFetch = Callable[[TargetSpec, str | None], Awaitable[SourcePage]]
+#: The source's eligibility rule: ``reject(work, target, excluded)`` → a reason word or None.
+RejectRule = Callable[[Work, TargetSpec, set[str]], str | None]
+
+
+def _examine(cp: ScanState, work: Work, reason: str | None) -> None:
+    cp.examined += 1
+    if reason is None:
+        cp.candidates.append(work)
+        cp.all_duplicates = False
+        return
+    if reason != "duplicate":
+        cp.all_duplicates = False
+    cp.report.rejected += 1
+    cp.report.reasons[reason] = cp.report.reasons.get(reason, 0) + 1
+    if len(cp.report.filtered) < FILTERED_CAP:
+        cp.report.filtered.append({"work_id": work.work_id, "reason": protocol_reason(reason)})
+
+
+async def _fetch(fetch: PageFetch, target: TargetSpec, cp: ScanState) -> None:
+    promised = cp.started and cp.next_url is not None
+    page = await fetch(target, cp.next_url if cp.started else None)
+    if promised and not page.works and not page.invalid:
+        raise SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR, "the source answered an empty page where its cursor promised more works"
+        )
+    cp.started = True
+    cp.pages += 1
+    if page.invalid:
+        cp.examined += page.invalid
+        cp.all_duplicates = False
+        cp.report.rejected += page.invalid
+        cp.report.reasons["invalid"] = cp.report.reasons.get("invalid", 0) + page.invalid
+    cp.pending = list(page.works)
+    cp.next_url = page.next_url
+    cp.pages_done = page.next_url is None
+
+
+async def scan_pages(
+    fetch: PageFetch,
+    target: TargetSpec,
+    request: ScanRequest,
+    checkpoint: ScanState | None = None,
+    *,
+    reject: RejectRule = reject_reason,
+) -> ScanState:
+    """Run (or resume) the scan of ``target`` over the pages ``fetch`` returns.
+
+    Args:
+        fetch: the source's page request.
+        target: the effective target.
+        request: bounds and ledger hooks (:class:`~curaflow.sources.base.ScanRequest`;
+            ``frontier`` and ``on_skipped_day`` are not used).
+        checkpoint: the state a previous attempt saved.
+        reject: the source's eligibility rule (default: the generic filters).
+
+    Returns:
+        The final state: ``candidates`` in rank order (at most ``scan_limit``) and the
+        ``report``.
+
+    Raises:
+        SourceError: a page request failed, or a promised page came back empty.
+    """
+    cp = checkpoint or ScanState()
+    excluded = set(target.exclude_work_ids)
+    gone = request.unavailable or set()
+    want = min(request.scan_limit, request.want if request.want is not None else WANT)
+    while len(cp.candidates) < want and cp.examined < request.max_examined:
+        if not cp.pending:
+            if cp.pages_done:
+                cp.exhausted = True
+                break
+            await _fetch(fetch, target, cp)
+            continue
+        batch, cp.pending = cp.pending, []
+        ruled_out = await request.known([w.work_id for w in batch])
+        for i, work in enumerate(batch):
+            if cp.examined >= request.max_examined or len(cp.candidates) >= request.scan_limit:
+                cp.pending = batch[i:]
+                break
+            if work.work_id in ruled_out:
+                reason: str | None = ruled_out[work.work_id]
+            elif work.work_id in gone:
+                reason = "unavailable"
+            else:
+                reason = reject(work, target, excluded)
+            _examine(cp, work, reason)
+        cp.report.fetched = cp.examined
+        cp.report.pages = cp.pages
+        cp.exhausted = cp.pages_done and not cp.pending
+        if not cp.exhausted and len(cp.candidates) < want and cp.examined < request.max_examined:
+            await request.on_page(cp)
+    cp.report.fetched = cp.examined
+    cp.report.pages = cp.pages
+    cp.report.exhausted = cp.exhausted
+    cp.candidates = cp.candidates[: request.scan_limit]
+    return cp

@@ -1,0 +1,168 @@
+"""Pixiv as a :class:`~curaflow.sources.base.Source`, and its registration (kind ``pixiv``).
+
+One :class:`PixivSource` per account and worker process: its
+:class:`~curaflow.sources.pixiv.client.PixivClient` behind the account's rate gate
+(:class:`~curaflow.sources.gate.LedgerGate`, keyed by the account's source task queue,
+so spacing and cooldown hold across processes and restarts), and Pixiv's scan
+(:mod:`curaflow.sources.pixiv.scan`: date windows past offset 5000, crowded days, the
+scan frontier).
+
+Where requests go (:func:`endpoints`): with a refresh token, Pixiv's app-api and auth
+host (or ``pixiv.api_url`` / ``auth_url``) and Pixiv's image host (or
+``pixiv.image_url``); in replay mode, ``pixiv.api_url`` or the replay server the
+worker process started, with its images at ``<replay>/i``. The API and image outbound
+clients are shared by every account of the process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from curaflow.domain.messages import TargetSpec
+from curaflow.domain.models import Work
+from curaflow.outbound import Outbound, configured, parse_networks
+from curaflow.sources.base import Animation, Download, ScanRequest, ScanState, SourcePolicy
+from curaflow.sources.pixiv.client import PIXIV_API_URL, PIXIV_AUTH_URL, PixivClient, image_destinations
+from curaflow.sources.pixiv.config import PixivSourceConfig
+from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
+from curaflow.sources.registry import SourceContext, register_source
+
+
+@dataclass(frozen=True)
+class PixivEndpoints:
+    """Where one process's Pixiv requests go (base URLs, no trailing slash needed)."""
+
+    api_url: str
+    auth_url: str
+    image_host: str | None
+
+
+def endpoints(context: SourceContext) -> PixivEndpoints:
+    """The process's Pixiv endpoints (see the module doc).
+
+    Raises:
+        RuntimeError: replay mode without ``pixiv.api_url`` and without a replay server.
+    """
+    pixiv = context.settings.pixiv
+    if pixiv.replay:
+        api = pixiv.api_url or context.replay_url
+        if api is None:
+            raise RuntimeError("replay mode needs pixiv.api_url or a running replay server")
+        auth = pixiv.auth_url or api
+    else:
+        api = pixiv.api_url or PIXIV_API_URL
+        auth = pixiv.auth_url or PIXIV_AUTH_URL
+    image_host = pixiv.image_url or (f"{api.rstrip('/')}/i" if pixiv.replay else None)
+    return PixivEndpoints(api_url=api, auth_url=auth, image_host=image_host)
+
+
+async def _close(out: Outbound) -> None:
+    await out.aclose()
+
+
+def api_outbound(context: SourceContext) -> Outbound:
+    """The process's outbound client of Pixiv's API and auth host (shared by every account)."""
+    ends = endpoints(context)
+    return context.shared("pixiv:api", lambda: Outbound(configured(ends.api_url, ends.auth_url)), _close)
+
+
+def image_outbound(context: SourceContext) -> Outbound:
+    """The process's outbound client of the image host (shared by every account)."""
+    ends = endpoints(context)
+    networks = parse_networks(context.settings.outbound.private_networks)
+    return context.shared("pixiv:images", lambda: Outbound(image_destinations(ends.image_host, networks)), _close)
+
+
+class PixivSource:
+    """One Pixiv account as a source (the :class:`~curaflow.sources.base.Source` protocol).
+
+    Args:
+        name: the account's id.
+        client: its app-api client (behind its gate).
+        policy: its limits (:meth:`~curaflow.sources.pixiv.config.PixivSourceConfig.policy`).
+    """
+
+    kind = "pixiv"
+
+    def __init__(self, name: str, client: PixivClient, policy: SourcePolicy) -> None:
+        self.name = name
+        self.client = client
+        self.policy = policy
+
+    def restore(self, saved: dict[str, Any]) -> ScanState:
+        """A saved :class:`~curaflow.sources.pixiv.scan.ScanCheckpoint`."""
+        return ScanCheckpoint.model_validate(saved)
+
+    async def scan(self, target: TargetSpec, request: ScanRequest, checkpoint: ScanState | None = None) -> ScanState:
+        """Pixiv's scan (:func:`curaflow.sources.pixiv.scan.scan`) of ``target``."""
+        resumed = (
+            checkpoint
+            if checkpoint is None or isinstance(checkpoint, ScanCheckpoint)
+            else ScanCheckpoint.model_validate(checkpoint.model_dump())
+        )
+        return await scan(
+            self.client,
+            target,
+            scan_limit=request.scan_limit,
+            want=request.want,
+            unavailable=request.unavailable,
+            known=request.known,
+            on_skipped_day=request.on_skipped_day,
+            on_page=request.on_page,
+            checkpoint=resumed,
+            max_examined=request.max_examined,
+            frontier=request.frontier,
+            settled_before=request.settled_before,
+        )
+
+    async def work(self, work_id: str) -> Work:
+        """``GET /v1/illust/detail`` (:meth:`~curaflow.sources.pixiv.client.PixivClient.illust_detail`)."""
+        return await self.client.illust_detail(work_id)
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str) -> AsyncIterator[Download]:
+        """An image of a work (:meth:`~curaflow.sources.pixiv.client.PixivClient.download`)."""
+        async with self.client.download(url) as body:
+            yield body
+
+    async def animation(self, work: Work) -> Animation | None:
+        """An ugoira's frames zip and delays; None for other works."""
+        return await self.client.animation(work)
+
+
+def build_pixiv_source(name: str, config: PixivSourceConfig, context: SourceContext) -> PixivSource:
+    """The account ``name`` of this process (the registered factory of kind ``pixiv``)."""
+    settings = context.settings
+    pixiv = settings.pixiv
+    ends = endpoints(context)
+    token = config.refresh_token.get_secret_value() if config.refresh_token else ""
+    gate = context.gate(
+        name,
+        min_interval_ms=config.min_interval_ms,
+        base_ms=pixiv.rate_limit_base_ms,
+        cap_ms=pixiv.rate_limit_cap_ms,
+        decay_after=pixiv.rate_limit_decay_after,
+        pause_ms=pixiv.restriction_pause_ms,
+    )
+    limits = settings.outbound
+    client = PixivClient(
+        api_outbound(context),
+        images=image_outbound(context),
+        request_timeout_s=pixiv.request_timeout_ms / 1000,
+        page_max_bytes=limits.page_max_bytes,
+        download_timeout_s=limits.download_timeout_ms / 1000,
+        download_max_bytes=limits.download_max_bytes,
+        refresh_token="replay" if config.replay else token,
+        api_url=ends.api_url,
+        auth_url=ends.auth_url,
+        image_referer=pixiv.image_referer,
+        gate=gate,
+        image_host=ends.image_host,
+    )
+    return PixivSource(name, client, config.policy())
+
+
+register_source("pixiv", PixivSourceConfig, build_pixiv_source, configurable=False)
