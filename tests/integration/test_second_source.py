@@ -1,0 +1,107 @@
+"""A second source, registered from the tests, runs jobs end to end (the source seam).
+
+The ``catalog`` kind (``tests/fakes/catalog_source.py``) speaks the fake catalog's own
+JSON (``tests/fakes/catalog.py``: items with a ``ref``, numbered pages with
+``has_more``), nothing of Pixiv's. The stack names the module in ``source_modules``
+and configures one instance as ``[sources.shelf]``; the target uses it with
+``account = "shelf"``. Real Temporal dev server, real PostgreSQL, real worker
+processes: the worker process registers the kind when it loads the settings, serves
+the instance's own source task queue, and the job searches, fetches and delivers through
+the :class:`~curaflow.sources.base.Source` protocol alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from curaflow.ledger.gates import read_gate
+from tests.conftest import StackFactory
+from tests.fakes.catalog import CatalogServer
+from tests.support import Stack, short_id
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture
+async def catalog() -> AsyncIterator[CatalogServer]:
+    async with CatalogServer() as server:
+        yield server
+
+
+def catalog_stack(
+    make_stack: StackFactory, tmp_path: Path, catalog: CatalogServer, **target: Any
+) -> tuple[Stack, Path]:
+    out = f"out-{short_id()}"
+    delivered = tmp_path / "delivered"
+    config: dict[str, Any] = {
+        "source_modules": ["tests.fakes.catalog_source"],
+        "sources": {"shelf": {"kind": "catalog", "url": catalog.url, "min_interval_ms": 50}},
+        "routes": {out: {"kind": "directory", "path": str(delivered)}},
+        "targets": [{"id": "pictures", "account": "shelf", "query": {"tags": ["sky"]}, "routes": [out], **target}],
+    }
+    return make_stack(config), delivered
+
+
+async def test_a_job_on_the_second_source_is_searched_fetched_and_delivered(
+    make_stack: StackFactory, tmp_path: Path, catalog: CatalogServer
+) -> None:
+    stack, delivered = catalog_stack(make_stack, tmp_path, catalog)
+    assert stack.settings.source_task_queues()["shelf"] == f"{stack.task_queue}-source-shelf"
+    await stack.start_worker()
+
+    record = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["sky"]})))
+
+    cell = record.cells[0]
+    assert cell.state == "submitted", record
+    assert record.business_status == "success"
+    assert cell.work_id == "c100"  # the catalog's newest item
+    manifest = json.loads((delivered / "c100" / "manifest.json").read_text())
+    assert manifest["work"]["work_id"] == "c100"
+    assert manifest["work"]["title"] == "catalog picture 0"
+    files = manifest["files"]
+    assert [f["name"] for f in files] == ["c100_p0.png"]
+    assert (delivered / "c100" / "c100_p0.png").stat().st_size == files[0]["bytes"] > 0
+    # Only the catalog was asked, in its own shapes: two pages of 4 (the scan keeps 5
+    # candidates), then the bound item's one picture.
+    assert catalog.catalog.kinds() == ["search", "search", "media"]
+    assert [s.query for s in catalog.catalog.log[:2]] == [
+        {"label": ["sky"], "page": ["1"]},
+        {"label": ["sky"], "page": ["2"]},
+    ]
+    assert catalog.catalog.log[2].path == "/media/c100-0.png"
+    # The instance's rate gate is its own row, keyed by its source task queue.
+    pool = await stack.ledger()
+    assert await read_gate(pool, stack.settings.source_task_queue("shelf")) is not None
+
+
+async def test_the_second_source_never_delivers_a_work_twice_and_pages_on(
+    make_stack: StackFactory, tmp_path: Path, catalog: CatalogServer
+) -> None:
+    # Works already delivered on the route are duplicates for the next job; a gone item
+    # is unavailable and the cell moves on to the next candidate; the next page is read
+    # when the first holds nothing new.
+    stack, delivered = catalog_stack(make_stack, tmp_path, catalog)
+    await stack.start_worker()
+    catalog.catalog.gone.add("c102")
+
+    work_ids = []
+    for _ in range(5):
+        record = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["sky"]})))
+        assert record.cells[0].state == "submitted", record
+        work_ids.append(record.cells[0].work_id)
+
+    assert work_ids == ["c100", "c101", "c103", "c104", "c105"]
+    assert sorted(p.name for p in (delivered / "c101").iterdir()) == ["c101_p0.png", "c101_p1.png", "manifest.json"]
+    pages = [s.query.get("page") for s in catalog.catalog.log if s.kind == "search"]
+    assert ["2"] in pages  # c104 and c105 are on the second page
+    pool = await stack.ledger()
+    gone = await pool.fetchval(
+        "SELECT count(*) FROM unavailable_works WHERE gate = $1 AND work_id = 'c102'",
+        stack.settings.source_task_queue("shelf"),
+    )
+    assert gone == 1
