@@ -880,9 +880,20 @@ class Settings(BaseSettings):
     def _source_kinds(cls, value: Any) -> Any:
         """Each ``[sources.<name>]`` table validated by the model registered for its ``kind``
         (:func:`curaflow.sources.registry.parse_source_config`)."""
+        from pydantic import ValidationError
+
         if not isinstance(value, dict):
             return value
-        return {name: parse_source_config(entry) for name, entry in value.items()}
+        parsed: dict[str, Any] = {}
+        for name, entry in value.items():
+            try:
+                parsed[name] = parse_source_config(entry)
+            except ValidationError as err:
+                problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors())
+                raise ValueError(f"sources.{name}: {problems}") from None
+            except ValueError as err:
+                raise ValueError(f"sources.{name}: {err}") from None
+        return parsed
 
     @model_validator(mode="after")
     def _no_example_secrets(self) -> Settings:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from activities.deps import close_deps, open_deps
+from curaflow.sources.pixiv.source import api_outbound
 from tests.conftest import StackFactory
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.support import short_id, whsec
@@ -46,7 +47,7 @@ async def test_each_route_has_a_pool_of_its_own(
     stack = make_stack(conf)
     deps = await open_deps(stack.settings, None, replay_url="http://127.0.0.1:9")
     try:
-        clients = {id(deps.http.http)}
+        clients = {id(api_outbound(deps.sources).http)}
         for name in (held, other):
             clients.add(id(deps.route(name)._out.http))  # type: ignore[attr-defined]
         assert len(clients) == 3

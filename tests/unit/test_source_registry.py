@@ -1,0 +1,120 @@
+"""The registry of source kinds and the ``[sources]`` settings (the source seam)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomli_w
+
+from curaflow.config import ConfigError, Settings, load_settings
+from curaflow.sources.base import SourceConfig
+from curaflow.sources.pixiv.config import PixivSourceConfig
+from curaflow.sources.pixiv.source import PixivSource
+from curaflow.sources.registry import (
+    SourceContext,
+    UnsupportedSource,
+    build_source,
+    kinds,
+    parse_source_config,
+    register_source,
+)
+
+CATALOG = {"source_modules": ["tests.fakes.catalog_source"]}
+
+
+def load(tmp_path: Path, data: dict[str, Any]) -> Settings:
+    path = tmp_path / "curaflow.toml"
+    path.write_text(tomli_w.dumps({"state_dir": str(tmp_path / "state"), **data}))
+    return load_settings(path)
+
+
+def test_a_registered_kind_is_validated_by_its_own_model(tmp_path: Path) -> None:
+    settings = load(
+        tmp_path,
+        {
+            **CATALOG,
+            "sources": {"shelf": {"kind": "catalog", "url": "http://127.0.0.1:9", "max_concurrency": 2}},
+            "targets": [{"id": "t", "account": "shelf", "routes": ["out"]}],
+        },
+    )
+    config = settings.sources["shelf"]
+    assert type(config).__name__ == "CatalogSourceConfig"
+    assert config.url == "http://127.0.0.1:9"  # type: ignore[attr-defined]
+    assert sorted(settings.source_configs()) == ["default", "shelf"]
+    assert settings.source_configs()["shelf"].policy().concurrency == 2
+    assert settings.source_task_queues()["shelf"] == f"{settings.temporal.task_queue}-source-shelf"
+    assert "catalog" in kinds() and "pixiv" in kinds()
+
+
+def test_the_kind_model_refuses_what_it_does_not_know(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"sources\.shelf: colour"):
+        load(tmp_path, {**CATALOG, "sources": {"shelf": {"kind": "catalog", "url": "http://x", "colour": "red"}}})
+
+
+def test_an_unknown_kind_names_the_known_ones(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="'nowhere' is not registered"):
+        load(tmp_path, {"sources": {"shelf": {"kind": "nowhere"}}})
+
+
+def test_a_source_module_that_cannot_be_imported_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="source_modules"):
+        load(tmp_path, {"source_modules": ["tests.fakes.no_such_module"]})
+
+
+def test_pixiv_accounts_stay_under_pixiv(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"configured in its own section"):
+        load(tmp_path, {"sources": {"other": {"kind": "pixiv"}}})
+    with pytest.raises(ConfigError, match="has the name of a pixiv account"):
+        load(tmp_path, {**CATALOG, "sources": {"default": {"kind": "catalog", "url": "http://x"}}})
+
+
+def test_a_target_on_an_unknown_source_lists_accounts_and_sources(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"accounts: \[.default.\]; sources: \[.shelf.\]"):
+        load(
+            tmp_path,
+            {
+                **CATALOG,
+                "sources": {"shelf": {"kind": "catalog", "url": "http://x"}},
+                "targets": [{"id": "t", "account": "elsewhere", "routes": ["out"]}],
+            },
+        )
+
+
+def test_the_pixiv_section_is_one_source_instance_per_account(tmp_path: Path) -> None:
+    # The TOML users write for Pixiv is unchanged: [pixiv] and [pixiv.accounts.<name>].
+    settings = load(
+        tmp_path,
+        {"pixiv": {"max_examined": 70, "replay_max_concurrency": 3, "accounts": {"second": {"max_concurrency": 2}}}},
+    )
+    configs = settings.source_configs()
+    assert sorted(configs) == ["default", "second"]
+    assert all(isinstance(c, PixivSourceConfig) and c.kind == "pixiv" for c in configs.values())
+    policy = configs["second"].policy()
+    assert (policy.max_examined, policy.concurrency, policy.keeps_frontier) == (70, 3, True)  # replay mode
+
+
+async def test_build_source_builds_pixiv_from_its_config(tmp_path: Path) -> None:
+    settings = load(tmp_path, {})
+    context = SourceContext(settings, pool=None, replay_url="http://127.0.0.1:9")  # type: ignore[arg-type]
+    try:
+        source = build_source("default", settings.source_configs()["default"], context)
+        assert isinstance(source, PixivSource)
+        assert (source.name, source.kind) == ("default", "pixiv")
+        assert source.client.api_url == "http://127.0.0.1:9"
+        assert source.client.image_host == "http://127.0.0.1:9/i"
+    finally:
+        await context.aclose()
+
+
+def test_a_kind_is_registered_once() -> None:
+    class Other(SourceConfig):
+        pass
+
+    with pytest.raises(ValueError, match="already registered"):
+        register_source("pixiv", Other, lambda name, config, context: None)  # type: ignore[arg-type,return-value]
+    with pytest.raises(UnsupportedSource):
+        build_source("x", SourceConfig(kind="nowhere"), None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="needs a kind"):
+        parse_source_config({"url": "http://x"})
