@@ -15,10 +15,18 @@ import asyncpg
 from temporalio.client import Client
 
 from curaflow.artifacts import ArtifactStore
-from curaflow.config import DirectoryRouteConfig, DiscordRouteConfig, Settings, TelegramRouteConfig, WebhookRouteConfig
+from curaflow.config import Settings
 from curaflow.ledger.db import create_pool
 from curaflow.outbound import Destinations, Outbound, configured, data, parse_networks
-from curaflow.routes import Route, UnsupportedRoute, build_route
+from curaflow.routes import (
+    DirectoryRouteConfig,
+    DiscordRouteConfig,
+    Route,
+    TelegramRouteConfig,
+    UnsupportedRoute,
+    WebhookRouteConfig,
+    build_route,
+)
 from curaflow.sources.base import Source
 from curaflow.sources.registry import SourceContext, UnsupportedSource, build_source
 

@@ -30,7 +30,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -53,6 +53,7 @@ from pydantic_settings import (
 )
 
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFilters, TargetQuery
+from curaflow.routes import DirectoryRouteConfig, RouteConfig
 from curaflow.sources.base import SourceConfig
 from curaflow.sources.pixiv.config import PixivAccount, PixivSettings
 from curaflow.sources.registry import import_source_modules, parse_source_config
@@ -395,159 +396,6 @@ class DeliverySettings(_Section):
     retry_max_interval_ms: int = Field(default=300_000, ge=10)
     source_max_attempts: int = Field(default=10, ge=1)
     max_connections: int = Field(default=100, ge=1)
-
-
-class DirectoryRouteConfig(_Section):
-    """Deliver into a directory: the artifact files and a JSON manifest, written atomically.
-
-    Every route kind also takes ``task_queue``: run this route's deliveries on their own
-    task queue (e.g. on workers that can reach the destination). Workers serve the route
-    queues of their configuration; a delivery no worker picks up within the stall budget
-    ends ``delivery_abandoned``.
-
-    Attributes:
-        file_mode: permission bits of the delivered files and manifests, in octal
-            (``"0640"``); None → what the process's umask gives a new file (``0644``
-            under the usual ``022``), as ``cp`` would.
-    """
-
-    kind: Literal["directory"] = "directory"
-    task_queue: str | None = None
-    path: Path
-    file_mode: str | None = None
-
-    @field_validator("file_mode")
-    @classmethod
-    def _octal_mode(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"0?[0-7]{3}", value.strip()):
-            raise ValueError(f"file_mode {value!r}: an octal permission such as '0640'")
-        return value.strip() if value is not None else None
-
-    @property
-    def mode(self) -> int | None:
-        """``file_mode`` as an int (``0o640``), or None."""
-        return int(self.file_mode, 8) if self.file_mode is not None else None
-
-
-class WebhookRouteConfig(_Section):
-    """HTTP POST signed per Standard Webhooks (``webhook-id`` = delivery idempotency key).
-
-    Attributes:
-        secret: ``whsec_<base64>`` signing secret (or any string, used as raw bytes).
-        timeout_ms: total time of one request (connect, send, the answer); the
-            answer is read up to 16 KiB.
-        include_files: inline each artifact file in the JSON body, base64-encoded
-            (``files[].data_base64``); without it the body only describes the files.
-    """
-
-    kind: Literal["webhook"] = "webhook"
-    task_queue: str | None = None
-    url: str
-    secret: SecretStr
-    timeout_ms: int = Field(default=30_000, ge=100)
-    include_files: bool = True
-
-    @field_validator("secret")
-    @classmethod
-    def _secret_shape(cls, value: SecretStr) -> SecretStr:
-        from standardwebhooks.webhooks import Webhook
-
-        try:
-            Webhook(value.get_secret_value())
-        except (ValueError, TypeError, RuntimeError):
-            raise ValueError("webhook secret must be 'whsec_' followed by base64") from None
-        return value
-
-
-MiB = 1024 * 1024
-
-
-class TelegramRouteConfig(_Section):
-    """Telegram Bot API route (raw HTTP; reference ``pixiv-and-delivery-apis.md`` §3).
-
-    One image within the photo limits goes as ``sendPhoto``, otherwise ``sendDocument``;
-    a multi-page work goes as ``sendMediaGroup`` albums of 2–10 (split evenly beyond 10).
-    Limits may only be tightened, never raised above Telegram's.
-
-    Attributes:
-        bot_token: the bot's token (``123456:ABC…``); never logged.
-        chat_id: ``-100…`` for a channel/supergroup, a user id, or ``@channelname``.
-        api_url: the Bot API base URL (a local Bot API server, or a fake in tests).
-        timeout_ms: total time of one request (connect, send, the answer); a send cut
-            after the request started to leave is *ambiguous*.
-        on_ambiguous: ``fail`` (default: the cell fails ``delivery_unknown``, nothing is
-            re-sent, at most once) or ``retry`` (re-send, at least once).
-        caption_max: caption limit in UTF-16 units (≤ 1024).
-        photo_max_bytes / photo_max_side_sum / photo_max_ratio: ``sendPhoto`` limits
-            (≤ 10 MiB, width + height ≤ 10000, aspect ratio ≤ 20); beyond → document.
-        document_max_bytes: largest upload (≤ 50 MiB); beyond → ``delivery_rejected``.
-        disable_notification / message_thread_id: passed through to Telegram.
-    """
-
-    kind: Literal["telegram"] = "telegram"
-    task_queue: str | None = None
-    bot_token: SecretStr
-    chat_id: str
-    api_url: str = "https://api.telegram.org"
-    timeout_ms: int = Field(default=60_000, ge=100)
-    on_ambiguous: Literal["fail", "retry"] = "fail"
-    caption_max: int = Field(default=1024, ge=0, le=1024)
-    photo_max_bytes: int = Field(default=10 * MiB, ge=1, le=10 * MiB)
-    photo_max_side_sum: int = Field(default=10_000, ge=1, le=10_000)
-    photo_max_ratio: float = Field(default=20.0, ge=1.0, le=20.0)
-    document_max_bytes: int = Field(default=50 * MiB, ge=1, le=50 * MiB)
-    disable_notification: bool = False
-    message_thread_id: int | None = None
-
-
-#: Discord's limit on one webhook request (413 / JSON code 40005 beyond it); it cannot be
-#: raised by configuration.
-DISCORD_REQUEST_MAX_BYTES = 10 * MiB
-
-
-class DiscordRouteConfig(_Section):
-    """Discord webhook route (reference ``pixiv-and-delivery-apis.md`` §4.3).
-
-    ``POST <url>?wait=true`` (so Discord answers with the created message and its id),
-    multipart with ``payload_json`` and ``files[n]``.
-
-    Attributes:
-        url: ``https://discord.com/api/webhooks/<id>/<token>``; never logged.
-        timeout_ms: total time of one request (connect, send, the answer); a send cut
-            after the request started to leave is *ambiguous*.
-        on_ambiguous: ``fail`` (default) or ``retry``, as for Telegram.
-        max_file_bytes: largest attachment (≤ 10 MiB, default 10 MiB; lower it to your
-            server's upload cap); a bigger page is refused by curaflow
-            (``over_route_limit``), never sent.
-        max_message_bytes: largest request (≤ 10 MiB, Discord's per-request limit for a
-            webhook, default 10 MiB); pages are packed in order into messages of ≤ 10
-            files whose whole request (files, ``payload_json``, framing) fits.
-        content_max: message text limit (≤ 2000 characters).
-        username: overrides the webhook's display name.
-        thread_id: post into this thread of a forum channel.
-    """
-
-    kind: Literal["discord"] = "discord"
-    task_queue: str | None = None
-    url: SecretStr
-    timeout_ms: int = Field(default=60_000, ge=100)
-    max_file_bytes: int = Field(default=DISCORD_REQUEST_MAX_BYTES, ge=1024, le=DISCORD_REQUEST_MAX_BYTES)
-    max_message_bytes: int = Field(default=DISCORD_REQUEST_MAX_BYTES, ge=64 * 1024, le=DISCORD_REQUEST_MAX_BYTES)
-    content_max: int = Field(default=2000, ge=0, le=2000)
-    username: str | None = None
-    thread_id: str | None = None
-    on_ambiguous: Literal["fail", "retry"] = "fail"
-
-    @model_validator(mode="after")
-    def _file_fits_a_request(self) -> DiscordRouteConfig:
-        if self.max_file_bytes > self.max_message_bytes:
-            raise ValueError("max_file_bytes must not exceed max_message_bytes (a file travels in one request)")
-        return self
-
-
-RouteConfig = Annotated[
-    DirectoryRouteConfig | WebhookRouteConfig | TelegramRouteConfig | DiscordRouteConfig, Field(discriminator="kind")
-]
 
 
 class TargetConfig(_Section):

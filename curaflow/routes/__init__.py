@@ -1,25 +1,41 @@
 """Delivery routes: directory, webhook, Telegram (Bot API) and Discord (webhook).
 
-:func:`build_route` turns a configured route into a :class:`~curaflow.routes.base.Route`.
+:func:`build_route` turns a configured route into a :class:`~curaflow.routes.base.Route`;
+each kind's config model lives next to its route, and :data:`RouteConfig` is their union
+(what ``[routes.<name>]`` is validated with by :class:`curaflow.config.Settings`).
 """
 
 from __future__ import annotations
 
-import httpx
+from typing import Annotated
 
-from curaflow.config import (
-    DirectoryRouteConfig,
-    DiscordRouteConfig,
-    RouteConfig,
-    TelegramRouteConfig,
-    WebhookRouteConfig,
-)
+import httpx
+from pydantic import Field
+
 from curaflow.outbound import Outbound
-from curaflow.routes.base import Route
-from curaflow.routes.directory import DirectoryRoute
-from curaflow.routes.discord import DiscordRoute
-from curaflow.routes.telegram import TelegramRoute
-from curaflow.routes.webhook import WebhookRoute
+from curaflow.routes.base import Route, RouteSettings
+from curaflow.routes.directory import DirectoryRoute, DirectoryRouteConfig
+from curaflow.routes.discord import DiscordRoute, DiscordRouteConfig
+from curaflow.routes.telegram import TelegramRoute, TelegramRouteConfig
+from curaflow.routes.webhook import WebhookRoute, WebhookRouteConfig
+
+#: ``[routes.<name>]``: the config model of each kind, told apart by ``kind``. A new
+#: route kind adds its model (next to its route) here and a branch to :func:`build_route`.
+RouteConfig = Annotated[
+    DirectoryRouteConfig | WebhookRouteConfig | TelegramRouteConfig | DiscordRouteConfig, Field(discriminator="kind")
+]
+
+__all__ = [
+    "DirectoryRouteConfig",
+    "DiscordRouteConfig",
+    "Route",
+    "RouteConfig",
+    "RouteSettings",
+    "TelegramRouteConfig",
+    "UnsupportedRoute",
+    "WebhookRouteConfig",
+    "build_route",
+]
 
 
 class UnsupportedRoute(Exception):

@@ -13,9 +13,29 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from pydantic import BaseModel, ConfigDict
+
 from curaflow.domain.models import Artifact, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_text
+
+
+class RouteSettings(BaseModel):
+    """What the configuration of every route kind takes (``[routes.<name>]``); each kind
+    subclasses it next to its route (``DirectoryRouteConfig`` in
+    :mod:`curaflow.routes.directory`, …) with a ``kind`` literal.
+
+    Attributes:
+        kind: the route kind (the union's discriminator, :data:`curaflow.routes.RouteConfig`).
+        task_queue: run this route's deliveries on their own task queue (e.g. on workers
+            that can reach the destination); None: the main task queue.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: str
+    task_queue: str | None = None
+
 
 #: Awaited with every part confirmed so far (see :attr:`DeliveryRequest.on_part`).
 PartHook = Callable[[list[Any]], Awaitable[None]]

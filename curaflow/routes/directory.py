@@ -21,14 +21,48 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import field_validator
 
 from curaflow.domain.reasons import TerminalReason
 from curaflow.paths import PathEscape, inside
-from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings
+
+
+class DirectoryRouteConfig(RouteSettings):
+    """Deliver into a directory: the artifact files and a JSON manifest, written atomically.
+
+    Every route kind also takes ``task_queue``: run this route's deliveries on their own
+    task queue (e.g. on workers that can reach the destination). Workers serve the route
+    queues of their configuration; a delivery no worker picks up within the stall budget
+    ends ``delivery_abandoned``.
+
+    Attributes:
+        file_mode: permission bits of the delivered files and manifests, in octal
+            (``"0640"``); None → what the process's umask gives a new file (``0644``
+            under the usual ``022``), as ``cp`` would.
+    """
+
+    kind: Literal["directory"] = "directory"
+    path: Path
+    file_mode: str | None = None
+
+    @field_validator("file_mode")
+    @classmethod
+    def _octal_mode(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"0?[0-7]{3}", value.strip()):
+            raise ValueError(f"file_mode {value!r}: an octal permission such as '0640'")
+        return value.strip() if value is not None else None
+
+    @property
+    def mode(self) -> int | None:
+        """``file_mode`` as an int (``0o640``), or None."""
+        return int(self.file_mode, 8) if self.file_mode is not None else None
 
 
 def process_umask() -> int:

@@ -35,18 +35,65 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
+from pydantic import Field, SecretStr, model_validator
 
-from curaflow.config import DiscordRouteConfig
 from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import ANSWER_KEEP_BYTES, Limits, Outbound, as_outbound, configured
-from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings
 from curaflow.routes.caption import build_caption
 from curaflow.routes.chunks import packed_chunks
+
+MiB = 1024 * 1024
+
+
+#: Discord's limit on one webhook request (413 / JSON code 40005 beyond it); it cannot be
+#: raised by configuration.
+DISCORD_REQUEST_MAX_BYTES = 10 * MiB
+
+
+class DiscordRouteConfig(RouteSettings):
+    """Discord webhook route (reference ``pixiv-and-delivery-apis.md`` §4.3).
+
+    ``POST <url>?wait=true`` (so Discord answers with the created message and its id),
+    multipart with ``payload_json`` and ``files[n]``.
+
+    Attributes:
+        url: ``https://discord.com/api/webhooks/<id>/<token>``; never logged.
+        timeout_ms: total time of one request (connect, send, the answer); a send cut
+            after the request started to leave is *ambiguous*.
+        on_ambiguous: ``fail`` (default) or ``retry``, as for Telegram.
+        max_file_bytes: largest attachment (≤ 10 MiB, default 10 MiB; lower it to your
+            server's upload cap); a bigger page is refused by curaflow
+            (``over_route_limit``), never sent.
+        max_message_bytes: largest request (≤ 10 MiB, Discord's per-request limit for a
+            webhook, default 10 MiB); pages are packed in order into messages of ≤ 10
+            files whose whole request (files, ``payload_json``, framing) fits.
+        content_max: message text limit (≤ 2000 characters).
+        username: overrides the webhook's display name.
+        thread_id: post into this thread of a forum channel.
+    """
+
+    kind: Literal["discord"] = "discord"
+    url: SecretStr
+    timeout_ms: int = Field(default=60_000, ge=100)
+    max_file_bytes: int = Field(default=DISCORD_REQUEST_MAX_BYTES, ge=1024, le=DISCORD_REQUEST_MAX_BYTES)
+    max_message_bytes: int = Field(default=DISCORD_REQUEST_MAX_BYTES, ge=64 * 1024, le=DISCORD_REQUEST_MAX_BYTES)
+    content_max: int = Field(default=2000, ge=0, le=2000)
+    username: str | None = None
+    thread_id: str | None = None
+    on_ambiguous: Literal["fail", "retry"] = "fail"
+
+    @model_validator(mode="after")
+    def _file_fits_a_request(self) -> DiscordRouteConfig:
+        if self.max_file_bytes > self.max_message_bytes:
+            raise ValueError("max_file_bytes must not exceed max_message_bytes (a file travels in one request)")
+        return self
+
 
 FILES_MAX = 10
 #: Bytes of a request besides its files: ``payload_json`` (content ≤ 2000 characters of

@@ -63,19 +63,59 @@ import asyncio
 import json
 import re
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Literal, NoReturn
 
 import httpx
+from pydantic import Field, SecretStr
 
-from curaflow.config import TelegramRouteConfig
 from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.logs import get_logger
 from curaflow.outbound import ANSWER_KEEP_BYTES, Limits, Outbound, as_outbound, configured
-from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings
 from curaflow.routes.caption import build_caption, utf16_len
 from curaflow.routes.chunks import balanced_chunks
+
+MiB = 1024 * 1024
+
+
+class TelegramRouteConfig(RouteSettings):
+    """Telegram Bot API route (raw HTTP; reference ``pixiv-and-delivery-apis.md`` §3).
+
+    One image within the photo limits goes as ``sendPhoto``, otherwise ``sendDocument``;
+    a multi-page work goes as ``sendMediaGroup`` albums of 2–10 (split evenly beyond 10).
+    Limits may only be tightened, never raised above Telegram's.
+
+    Attributes:
+        bot_token: the bot's token (``123456:ABC…``); never logged.
+        chat_id: ``-100…`` for a channel/supergroup, a user id, or ``@channelname``.
+        api_url: the Bot API base URL (a local Bot API server, or a fake in tests).
+        timeout_ms: total time of one request (connect, send, the answer); a send cut
+            after the request started to leave is *ambiguous*.
+        on_ambiguous: ``fail`` (default: the cell fails ``delivery_unknown``, nothing is
+            re-sent, at most once) or ``retry`` (re-send, at least once).
+        caption_max: caption limit in UTF-16 units (≤ 1024).
+        photo_max_bytes / photo_max_side_sum / photo_max_ratio: ``sendPhoto`` limits
+            (≤ 10 MiB, width + height ≤ 10000, aspect ratio ≤ 20); beyond → document.
+        document_max_bytes: largest upload (≤ 50 MiB); beyond → ``delivery_rejected``.
+        disable_notification / message_thread_id: passed through to Telegram.
+    """
+
+    kind: Literal["telegram"] = "telegram"
+    bot_token: SecretStr
+    chat_id: str
+    api_url: str = "https://api.telegram.org"
+    timeout_ms: int = Field(default=60_000, ge=100)
+    on_ambiguous: Literal["fail", "retry"] = "fail"
+    caption_max: int = Field(default=1024, ge=0, le=1024)
+    photo_max_bytes: int = Field(default=10 * MiB, ge=1, le=10 * MiB)
+    photo_max_side_sum: int = Field(default=10_000, ge=1, le=10_000)
+    photo_max_ratio: float = Field(default=20.0, ge=1.0, le=20.0)
+    document_max_bytes: int = Field(default=50 * MiB, ge=1, le=50 * MiB)
+    disable_notification: bool = False
+    message_thread_id: int | None = None
+
 
 log = get_logger("curaflow.routes.telegram")
 

@@ -32,15 +32,46 @@ import base64
 import json
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
+from pydantic import Field, SecretStr, field_validator
 from standardwebhooks.webhooks import Webhook
 
 from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import ANSWER_KEEP_BYTES, Limits, Outbound, as_outbound, configured
-from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, header_value
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings, header_value
+
+
+class WebhookRouteConfig(RouteSettings):
+    """HTTP POST signed per Standard Webhooks (``webhook-id`` = delivery idempotency key).
+
+    Attributes:
+        secret: ``whsec_<base64>`` signing secret (or any string, used as raw bytes).
+        timeout_ms: total time of one request (connect, send, the answer); the
+            answer is read up to 16 KiB.
+        include_files: inline each artifact file in the JSON body, base64-encoded
+            (``files[].data_base64``); without it the body only describes the files.
+    """
+
+    kind: Literal["webhook"] = "webhook"
+    url: str
+    secret: SecretStr
+    timeout_ms: int = Field(default=30_000, ge=100)
+    include_files: bool = True
+
+    @field_validator("secret")
+    @classmethod
+    def _secret_shape(cls, value: SecretStr) -> SecretStr:
+        from standardwebhooks.webhooks import Webhook
+
+        try:
+            Webhook(value.get_secret_value())
+        except (ValueError, TypeError, RuntimeError):
+            raise ValueError("webhook secret must be 'whsec_' followed by base64") from None
+        return value
+
 
 #: Statuses of a receiver refusing the request itself (not the work).
 ROUTE_STATUSES = (401, 403, 404, 410, 413)

@@ -18,9 +18,9 @@ import pytest
 from pydantic import SecretStr
 
 from curaflow.artifacts import ArtifactStore
-from curaflow.config import DiscordRouteConfig, TelegramRouteConfig
 from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.reasons import TerminalReason
+from curaflow.routes import DiscordRouteConfig, TelegramRouteConfig
 from curaflow.routes.base import RouteError
 from curaflow.routes.discord import DiscordRoute
 from curaflow.routes.telegram import TelegramRoute

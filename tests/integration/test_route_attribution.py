@@ -16,11 +16,11 @@ import pytest
 from PIL import Image
 from pydantic import SecretStr, ValidationError
 
-from curaflow.config import DiscordRouteConfig, TelegramRouteConfig
 from curaflow.domain.cells import CellState
 from curaflow.domain.models import Artifact, ArtifactFile, CellSnapshot, RouteDelivery, Work
 from curaflow.domain.reasons import Owner, TerminalReason
 from curaflow.domain.verdicts import FailureKind, StepFailure, delivery_verdict, owner_of
+from curaflow.routes import DiscordRouteConfig, TelegramRouteConfig
 from curaflow.routes.base import DeliveryRequest, RouteError
 from curaflow.routes.discord import DiscordRoute
 from curaflow.routes.telegram import TelegramRoute

@@ -19,9 +19,9 @@ from PIL import Image
 from pydantic import SecretStr
 
 from curaflow.artifacts import describe
-from curaflow.config import DiscordRouteConfig, TelegramRouteConfig
 from curaflow.domain.models import Artifact, Work
 from curaflow.domain.reasons import TerminalReason
+from curaflow.routes import DiscordRouteConfig, TelegramRouteConfig
 from curaflow.routes.base import DeliveryRequest, RouteError
 from curaflow.routes.caption import utf16_len
 from curaflow.routes.discord import DiscordRoute
