@@ -47,7 +47,7 @@ from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFi
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS
 
 if TYPE_CHECKING:
-    from curaflow.temporal_profile import TemporalConnection
+    from curaflow.temporal.profile import TemporalConnection
 
 BUDGET_FLOOR_MS = 60_000
 DEFAULT_QUEUED_MS = 1_800_000
@@ -64,7 +64,7 @@ class _Section(BaseModel):
 class TemporalSettings(_Section):
     """Where the Temporal service is. ``address`` None → the embedded dev server.
 
-    The connection is the SDK's environment configuration (:mod:`curaflow.temporal_profile`):
+    The connection is the SDK's environment configuration (:mod:`curaflow.temporal.profile`):
     ``TEMPORAL_*`` variables over these keys over a ``temporal.toml`` profile. After loading,
     ``address`` and ``namespace`` hold the resolved values and :attr:`connection` the TLS,
     API key and gRPC metadata every client of the process uses.
@@ -122,7 +122,7 @@ class TemporalSettings(_Section):
 
     @model_validator(mode="after")
     def _resolve_connection(self) -> TemporalSettings:
-        from curaflow.temporal_profile import resolve_connection
+        from curaflow.temporal.profile import resolve_connection
 
         connection = resolve_connection(
             self.address,
@@ -136,7 +136,7 @@ class TemporalSettings(_Section):
 
     @property
     def connection(self) -> TemporalConnection:
-        """The resolved :class:`curaflow.temporal_profile.TemporalConnection`, at the
+        """The resolved :class:`curaflow.temporal.profile.TemporalConnection`, at the
         current ``address`` (a copy of the settings may point at another server)."""
         from dataclasses import replace
 
@@ -426,7 +426,7 @@ class PixivSettings(_Section):
         source_lease_ms: how long the owner's lease on an account's source task queue
             lasts without a renewal (renewed every ``min(source_standby_poll_ms,
             source_lease_ms / 4)``): a hung or dead owner is replaced within this plus
-            one standby poll (:mod:`curaflow.source_workers`).
+            one standby poll (:mod:`curaflow.process.source_queues`).
         restriction_pause_ms: how long an account is paused after Pixiv answered "Your
             access is currently restricted." to one of its searches (default 1 h): its
             jobs end ``account_restricted`` at once instead of asking again. Lift it
@@ -716,7 +716,7 @@ class ObservabilitySettings(_Section):
             None → ``OTEL_EXPORTER_OTLP_ENDPOINT`` or the exporter's default.
         tracing: enable OpenTelemetry tracing (FastAPI + Temporal interceptor).
         ledger_gauges_interval_ms: how often each process re-reads the ledger gauges
-            (:mod:`curaflow.ledger_gauges`).
+            (:mod:`curaflow.observability.ledger_gauges`).
         ledger_gauges_window_ms: the window of ``curaflow_deliveries`` (24 h).
     """
 
@@ -732,7 +732,7 @@ class ObservabilitySettings(_Section):
 
 
 class SupervisionSettings(_Section):
-    """Supervision of every background loop of a process (:mod:`curaflow.supervision`).
+    """Supervision of every background loop of a process (:mod:`curaflow.process.supervision`).
 
     Attributes:
         initial_backoff_ms / max_backoff_ms: a failed loop restarts after a backoff that

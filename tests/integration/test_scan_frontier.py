@@ -1,4 +1,6 @@
-"""A long-lived target's scan frontier (issue 27, cases 1 and 2): real Temporal, PostgreSQL, workers.
+"""A long-lived target's scan frontier (a long history; a scan capped before it found a work).
+
+Real Temporal, PostgreSQL, workers.
 
 The replay serves a synthetic result set (:class:`DeepSet`: rank 0 is the newest work,
 and with no bookmarks the popularity order is the same); the target's history is seeded
@@ -20,10 +22,10 @@ import pytest
 
 from bench.history import seed_deliveries
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
-from curaflow.httpserver import BackgroundServer
 from curaflow.ledger import frontiers
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.jobs import JobRecord
+from curaflow.process.httpserver import BackgroundServer
 from curaflow.protocol.projection import project_job
 from curaflow.sources.frontier import Frontier, Mark
 from curaflow.sources.pixiv import PixivClient

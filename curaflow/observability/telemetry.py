@@ -35,11 +35,11 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from curaflow import metrics
 from curaflow.config import Settings
-from curaflow.logs import get_logger
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
 
-log = get_logger("curaflow.telemetry")
+log = get_logger("curaflow.observability.telemetry")
 CELL_ACTIVITIES = ("search", "fetch", "deliver")
 _state: dict[str, Any] = {"tracing": False, "provider": None, "runtime": None}
 
