@@ -25,7 +25,6 @@ import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import asyncpg
 from fastapi import FastAPI, Request, Response
 
 import curaflow
@@ -37,7 +36,7 @@ from curaflow.api.meta import open_router, protected_router
 from curaflow.api.openapi import build_openapi
 from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.jobs.admission import Admitter, WorkflowStarter
-from curaflow.ledger.db import create_pool, migrate
+from curaflow.ledger.db import LEDGER_ERRORS, create_pool, migrate
 from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
 from curaflow.observability.ledger_gauges import run_ledger_gauges
@@ -240,7 +239,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
             for each in (pool, background):
                 try:
                     await asyncio.wait_for(each.close(), 10)
-                except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                except LEDGER_ERRORS:
                     each.terminate()
 
     app = FastAPI(

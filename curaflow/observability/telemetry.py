@@ -36,6 +36,7 @@ from temporalio.worker import (
 )
 
 from curaflow.config import Settings
+from curaflow.ledger.db import LEDGER_ERRORS
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 
@@ -75,7 +76,7 @@ class _Inbound(ActivityInboundInterceptor):
                 fields["job_id"],
                 fields["target_id"],
             )
-        except (OSError, asyncpg.PostgresError):
+        except LEDGER_ERRORS:
             return False
         return owner is not None
 

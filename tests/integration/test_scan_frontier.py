@@ -165,8 +165,9 @@ async def test_a_changed_target_starts_afresh(make_stack: StackFactory, tmp_path
     assert await pool.fetchval("SELECT count(*) FROM scan_frontiers WHERE target_id = 'demo'") == 1
     listed = await curaflow("frontiers", "list", "--json", stack=stack)
     assert listed.returncode == 0, listed.stderr
-    [row] = json.loads(listed.stdout)
-    assert row["target_id"] == "demo" and row["frontier"]["known"]["work_id"] == deep.work_id(900)
+    # the suite's ledger is shared by the tests of a process: other targets' frontiers may be listed
+    [row] = [each for each in json.loads(listed.stdout) if each["target_id"] == "demo"]
+    assert row["frontier"]["known"]["work_id"] == deep.work_id(900)
 
     # The target now delivers to a route that received nothing: its frontier does not
     # apply (it passed over works delivered to the other route), so the scan starts at
