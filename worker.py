@@ -2,13 +2,13 @@
 
     TEMPORAL_ADDRESS=127.0.0.1:7233 DATABASE_URL=postgresql://... python worker.py [--config FILE]
 
-The worker hosts JobWorkflow and its activities (see ``curaflow/worker.py``). To run the
+The worker hosts JobWorkflow and its activities (see ``curaflow/process/worker.py``). To run the
 whole embedded stack instead, use ``curaflow dev``.
 """
 
 import argparse
 
-from curaflow.worker import main
+from curaflow.process.worker import main
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="Run a curaflow worker (JobWorkflow + activities).")

@@ -14,7 +14,7 @@ from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps
 from activities.fetch import FetchActivity
 from activities.finish import FinishActivity
-from activities.pushes import PushActivity
+from activities.push_events import PushActivity
 from activities.scheduled import ScheduledActivity
 from activities.search import SearchActivity
 

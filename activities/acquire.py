@@ -34,7 +34,7 @@ from curaflow.domain.cells import is_terminal
 from curaflow.domain.messages import AcquireInput, CellUpdate, FetchInput, SearchInput
 from curaflow.domain.models import CellSnapshot
 from curaflow.ledger.jobs import deadline_of
-from curaflow.logs import get_logger
+from curaflow.observability.logs import get_logger
 from curaflow.outbound import attempt_deadline
 
 log = get_logger("curaflow.acquire")

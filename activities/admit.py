@@ -3,7 +3,7 @@
 A Temporal client (any SDK, the ``temporal`` CLI) starts ``JobWorkflow`` with the
 protocol Task as plain JSON and the job id as workflow id (docs/temporal.md "Starting jobs from
 a Temporal client"). The workflow's first step is this activity, which runs the very
-admission of ``POST /jobs`` (:meth:`curaflow.admission.Admitter.admit`): validation in
+admission of ``POST /jobs`` (:meth:`curaflow.jobs.admission.Admitter.admit`): validation in
 the protocol's order, target resolution, idempotency shared with HTTP (one key → one
 job, whoever used it first), the ledger row, ``job.accepted``, callbacks, the deadline.
 The execution itself is the job's workflow, so nothing else is started.
@@ -22,8 +22,8 @@ from temporalio.exceptions import ApplicationError
 
 from activities.deps import ActivityDeps
 from activities.finish import job_state
-from curaflow.admission import Admitter
 from curaflow.domain.messages import Admitted, SubmitInput
+from curaflow.jobs.admission import Admitter
 from curaflow.ledger.jobs import mark_workflow_started, workflow_input
 from curaflow.ledger.records import load_job
 from curaflow.protocol.errors import ProtocolError

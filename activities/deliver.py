@@ -6,7 +6,7 @@ An attempt:
 0. finds the artifact: on this process's disk when it fetched it (or shares its
    volume), else the ledger's copy is written into a folder of this attempt
    (:mod:`curaflow.ledger.artifacts`; removed when the attempt ends), so a deliver
-   attempt runs on any worker process — no disk is shared (issue 26);
+   attempt runs on any worker process — no disk is shared;
 1. claims the send in the ledger under the job row lock (intent ``sending``,
    committed before anything leaves). A confirmed intent returns at once; a consumer
    cancel recorded before the claim means the request is never sent; an intent left
@@ -47,7 +47,6 @@ from temporalio.exceptions import ApplicationError
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, route_failure
 from activities.heartbeat import Heartbeater
-from curaflow import metrics
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.messages import CellUpdate, DeliverInput
 from curaflow.domain.models import Artifact, CellSnapshot, DeliveryReport
@@ -61,7 +60,8 @@ from curaflow.ledger.cells import Barrier
 from curaflow.ledger.deliveries import SendClaim
 from curaflow.ledger.jobs import deadline_of
 from curaflow.ledger.records import load_cell
-from curaflow.logs import get_logger
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
 from curaflow.outbound import TimeLimitExceeded, attempt_deadline
 from curaflow.routes import UnsupportedRoute
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, Route, RouteError

@@ -26,14 +26,14 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.deps import ActivityDeps
-from curaflow import metrics
 from curaflow.domain.messages import CancelRequest, FinishInput, JobState
 from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import business_status, is_alertable, job_deliveries
 from curaflow.domain.projection import job_stage, job_status
 from curaflow.ledger.finish import finish_job
 from curaflow.ledger.jobs import request_cancel as ledger_request_cancel
-from curaflow.logs import get_logger
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
 
 log = get_logger("curaflow.outcome")
 

@@ -32,6 +32,7 @@ import asyncpg
 from temporalio import activity
 
 from curaflow.ledger import cells as ledger_cells
+from curaflow.ledger.db import LEDGER_ERRORS
 
 #: Longest gap between two Temporal heartbeats of a running activity, in seconds: the
 #: time a cancel may take to reach it.
@@ -77,7 +78,7 @@ class Heartbeater:
             activity.heartbeat(dict(self._details))
             if since_lease >= self._interval_s - 1e-6:
                 since_lease = 0.0
-                with contextlib.suppress(OSError, asyncpg.PostgresError):
+                with contextlib.suppress(*LEDGER_ERRORS):
                     await ledger_cells.heartbeat(self._pool, self._job_id, self._target_id, self._lease_ms)
 
     async def __aenter__(self) -> Heartbeater:
@@ -97,6 +98,6 @@ class Heartbeater:
         if exc is not None:
             # The attempt ends here (error or cancellation): release the cell's lease so
             # the next attempt can tell a clean end from a lost attempt (heartbeat timeout).
-            with contextlib.suppress(OSError, asyncpg.PostgresError):
+            with contextlib.suppress(*LEDGER_ERRORS):
                 async with self._pool.acquire() as conn:
                     await ledger_cells.end_lease(conn, self._job_id, self._target_id)

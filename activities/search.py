@@ -36,7 +36,6 @@ from temporalio import activity
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, source_failure, source_of
 from activities.heartbeat import Heartbeater
-from curaflow import metrics
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.fallback import another_pass, pass_bounds
 from curaflow.domain.messages import CellUpdate, SearchInput
@@ -46,7 +45,8 @@ from curaflow.domain.verdicts import no_candidate_verdict
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import frontiers
 from curaflow.ledger import remembered as memory
-from curaflow.logs import get_logger
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
 from curaflow.sources import frontier as fr
 from curaflow.sources.base import ScanRequest, ScanState
 from curaflow.sources.errors import SourceError

@@ -172,8 +172,8 @@ class BareIOWorkflow:
 
 async def serve(address: str, task_queue: str, source_queue: str, concurrency: int, replay: str, root: str) -> None:
     """Serve the baseline's main and source task queues until SIGTERM."""
-    from curaflow.temporal import connect
-    from curaflow.worker import sandbox_runner
+    from curaflow.process.worker import sandbox_runner
+    from curaflow.temporal.connection import connect
 
     client = await connect(address)
     stop = asyncio.Event()

@@ -1,7 +1,7 @@
 """The benchmark's stack: embedded PostgreSQL and Temporal, real worker and API processes.
 
 Everything runs on this machine the way ``curaflow dev`` runs it: the Temporal dev server
-(in memory), PostgreSQL (pgserver), worker processes (``python -m curaflow.worker``) and,
+(in memory), PostgreSQL (pgserver), worker processes (``python -m curaflow.process.worker``) and,
 when asked, the HTTP API as its own process (``curaflow api``). The benchmark process
 itself only generates load and measures.
 """
@@ -27,7 +27,7 @@ from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.processes import WorkerProcess, child_env, die_with_parent
 from curaflow.devstack.temporal import TemporalDevServer, free_port
 from curaflow.ledger.db import create_pool, migrate
-from curaflow.temporal import connect, ensure_search_attributes
+from curaflow.temporal.connection import connect, ensure_search_attributes
 
 API_TOKEN = "bench-token"
 

@@ -59,7 +59,7 @@ from curaflow.sources.pixiv.config import PixivAccount, PixivSettings
 from curaflow.sources.registry import import_source_modules, parse_source_config
 
 if TYPE_CHECKING:
-    from curaflow.temporal_profile import TemporalConnection
+    from curaflow.temporal.profile import TemporalConnection
 
 BUDGET_FLOOR_MS = 60_000
 DEFAULT_QUEUED_MS = 1_800_000
@@ -76,7 +76,7 @@ class _Section(BaseModel):
 class TemporalSettings(_Section):
     """Where the Temporal service is. ``address`` None → the embedded dev server.
 
-    The connection is the SDK's environment configuration (:mod:`curaflow.temporal_profile`):
+    The connection is the SDK's environment configuration (:mod:`curaflow.temporal.profile`):
     ``TEMPORAL_*`` variables over these keys over a ``temporal.toml`` profile. After loading,
     ``address`` and ``namespace`` hold the resolved values and :attr:`connection` the TLS,
     API key and gRPC metadata every client of the process uses.
@@ -134,7 +134,7 @@ class TemporalSettings(_Section):
 
     @model_validator(mode="after")
     def _resolve_connection(self) -> TemporalSettings:
-        from curaflow.temporal_profile import resolve_connection
+        from curaflow.temporal.profile import resolve_connection
 
         connection = resolve_connection(
             self.address,
@@ -148,7 +148,7 @@ class TemporalSettings(_Section):
 
     @property
     def connection(self) -> TemporalConnection:
-        """The resolved :class:`curaflow.temporal_profile.TemporalConnection`, at the
+        """The resolved :class:`curaflow.temporal.profile.TemporalConnection`, at the
         current ``address`` (a copy of the settings may point at another server)."""
         from dataclasses import replace
 
@@ -500,7 +500,7 @@ class ObservabilitySettings(_Section):
             None → ``OTEL_EXPORTER_OTLP_ENDPOINT`` or the exporter's default.
         tracing: enable OpenTelemetry tracing (FastAPI + Temporal interceptor).
         ledger_gauges_interval_ms: how often each process re-reads the ledger gauges
-            (:mod:`curaflow.ledger_gauges`).
+            (:mod:`curaflow.observability.ledger_gauges`).
         ledger_gauges_window_ms: the window of ``curaflow_deliveries`` (24 h).
     """
 
@@ -516,7 +516,7 @@ class ObservabilitySettings(_Section):
 
 
 class SupervisionSettings(_Section):
-    """Supervision of every background loop of a process (:mod:`curaflow.supervision`).
+    """Supervision of every background loop of a process (:mod:`curaflow.process.supervision`).
 
     Attributes:
         initial_backoff_ms / max_backoff_ms: a failed loop restarts after a backoff that

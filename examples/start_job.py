@@ -22,8 +22,8 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 
 from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobState
+from curaflow.jobs.submit import start_job
 from curaflow.protocol.models import Task
-from curaflow.submit import start_job
 from workflows.job import JobWorkflow
 
 

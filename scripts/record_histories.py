@@ -52,17 +52,17 @@ from curaflow.config import load_settings  # noqa: E402
 from curaflow.devstack.postgres import EmbeddedPostgres  # noqa: E402
 from curaflow.devstack.temporal import TemporalDevServer  # noqa: E402
 from curaflow.domain.messages import CancelRequest, PushInput  # noqa: E402
-from curaflow.temporal import connect  # noqa: E402
+from curaflow.temporal.connection import connect  # noqa: E402
 
 OUT = ROOT / "tests" / "histories"
 
 
 async def record(tmp: Path, suffix: str) -> dict[str, str]:
     """Run the jobs and write their histories; returns name → workflow id."""
-    from curaflow.admission import Admitter
+    from curaflow.jobs.admission import Admitter
     from curaflow.ledger.db import create_pool, migrate
+    from curaflow.process.worker import run_worker
     from curaflow.schedules import occurrence_input
-    from curaflow.worker import run_worker
 
     server = TemporalDevServer(log_file=tmp / "temporal.log")
     await server.start()
@@ -133,7 +133,7 @@ async def record(tmp: Path, suffix: str) -> dict[str, str]:
             )
             result = await trampoline.result()
             ids["scheduled_job"] = result["job_id"]
-            from curaflow.submit import start_job
+            from curaflow.jobs.submit import start_job
 
             handle = await start_job(client, task("rec-temporal", ["オリジナル"]), task_queue="record")
             ids["job_temporal_client"] = handle.id

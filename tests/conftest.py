@@ -27,7 +27,7 @@ from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES
 from curaflow.ledger.db import create_pool, migrate, now_ms
-from curaflow.temporal import connect
+from curaflow.temporal.connection import connect
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.webhook import WebhookReceiver

@@ -24,7 +24,7 @@ import asyncpg
 from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started
-from curaflow.temporal import connect, start_job_workflow
+from curaflow.temporal.connection import connect, start_job_workflow
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.replay import ReplayServer, ordered
 from tests.fakes.telegram import FakeTelegram

@@ -24,17 +24,17 @@ import asyncpg
 import httpx
 import tomli_w
 
-from curaflow.admission import Admitter
 from curaflow.api.app import create_app
 from curaflow.config import Settings, load_settings
 from curaflow.devstack.processes import WorkerProcess, child_env
 from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.domain.models import JobRecord
-from curaflow.httpserver import BackgroundServer
+from curaflow.jobs.admission import Admitter
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job
 from curaflow.ledger.records import load_job
-from curaflow.temporal import connect, connect_configured
+from curaflow.process.httpserver import BackgroundServer
+from curaflow.temporal.connection import connect, connect_configured
 
 API_TOKEN = "test-token-not-a-secret"
 
@@ -412,7 +412,7 @@ class InProcessWorker:
 
         from activities import build_activities
         from activities.deps import open_deps
-        from curaflow.worker import sandbox_runner
+        from curaflow.process.worker import sandbox_runner
         from workflows.job import JobWorkflow
 
         settings = self.stack.settings

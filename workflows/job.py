@@ -74,8 +74,8 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.verdicts import FinishCause, Step, StepFailure
     from curaflow.protocol.models import Task
     from workflows.details import render_details
+    from workflows.event_push import EventPusher
     from workflows.job_v1 import JobV1
-    from workflows.pushes import EventPusher
     from workflows.steps import (
         ADMIT_CONFIG,
         CANCEL_CONFIG,
@@ -146,7 +146,7 @@ class JobWorkflow:
         self._cause = FinishCause.COMPLETED
         self._temporal_cancel = False  # a Temporal cancel request reached the execution
         self._final: JobState | None = None
-        self._published = ("queued", "")  # set at start (curaflow.temporal)
+        self._published = ("queued", "")  # set at start (curaflow.temporal.connection)
         self._details = ""
         self._shown: tuple[Any, ...] = ()
         self._version: int | None = None
@@ -225,7 +225,7 @@ class JobWorkflow:
     @workflow.update(name="admission")
     async def admission(self, task: Any) -> JobState:
         """Admit ``task`` as this execution's job, as ``POST /jobs`` does; the Temporal
-        clients' idempotent start (update-with-start: :func:`curaflow.submit.start_job`).
+        clients' idempotent start (update-with-start: :func:`curaflow.jobs.submit.start_job`).
 
         The Task this execution was started with is admitted once, by the execution
         itself; any other Task goes through the same admission (``admit``), which answers

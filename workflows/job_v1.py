@@ -6,7 +6,7 @@ no ``core-v2`` patch marker replays this code, command for command
 schedules; fix it only through the activities it calls. Remove it with
 ``workflow.deprecate_patch("core-v2")`` once no execution started before core v2 is
 open or queryable (the namespace's retention after the upgrade): ``curaflow
-upgrade-check`` (:mod:`curaflow.upgrades`) lists the executions that still replay it.
+upgrade-check`` (:mod:`curaflow.temporal.upgrades`) lists the executions that still replay it.
 
 Frozen through and through: every rule it decides with (reasons, status, stage, details,
 push options) is the copy in :mod:`workflows.job_v1_rules`, never the live one; it imports
@@ -158,7 +158,7 @@ class JobV1:
         self._finishing = False
         self._self_cancel: asyncio.Task[Any] | None = None
         self._details = ""
-        self._published: tuple[str, str] = ("queued", "")  # set at start (curaflow.temporal)
+        self._published: tuple[str, str] = ("queued", "")  # set at start (curaflow.temporal.connection)
         self._push_wanted = 0
         self._push_done = 0
         self._pusher: asyncio.Task[None] | None = None

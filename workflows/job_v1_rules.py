@@ -5,7 +5,7 @@ code computes its commands and published values from (the reason a failed step g
 cell, the ``JobStatus`` search attribute, the live state of the ``status`` query and the
 UI's current details, the options of ``push_events``) is copied here, so a change to the
 live rules (:mod:`curaflow.domain.cells`, :mod:`curaflow.domain.projection`,
-:mod:`curaflow.domain.reasons`, :mod:`workflows.details`, :mod:`workflows.pushes`) never
+:mod:`curaflow.domain.reasons`, :mod:`workflows.details`, :mod:`workflows.event_push`) never
 changes what an old execution does. ``tests/unit/test_job_v1_frozen.py`` fails when
 ``job_v1`` (or this module) reaches for a live rule again.
 
@@ -161,7 +161,7 @@ def render_details(inp: JobInput, state: JobState) -> str:
     return "\n".join(lines)[:DETAILS_LIMIT]
 
 
-# ---- push_events options (workflows.pushes) -------------------------------------------
+# ---- push_events options (workflows.event_push) -------------------------------------------
 
 
 def push_options(policy: CallbackPolicy, *, summary: str = "push events") -> workflow.ActivityConfig:

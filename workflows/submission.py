@@ -2,7 +2,7 @@
 
 ``JobWorkflow`` takes its input as ``*args`` without type hints, so the SDK hands it the
 payloads as decoded JSON (or, for a payload the worker's converter cannot decode, as a
-:class:`~temporalio.common.RawValue`: :class:`curaflow.temporal.InputPayloadConverter`).
+:class:`~temporalio.common.RawValue`: :class:`curaflow.temporal.connection.InputPayloadConverter`).
 :func:`read_submission` is the one place that says what that input is — explicitly, not
 by pydantic's smart union:
 

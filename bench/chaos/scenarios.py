@@ -5,7 +5,7 @@ and a directory route per target), so its deliveries and its audit are its own; 
 full mode each also runs on a fresh stack. Jobs are submitted like a careful consumer
 does: ``POST /jobs`` retried with the same idempotency key while the answer is a 5xx or
 nothing (so an ambiguous admission is never a lost job), and a few started from a
-Temporal client with the same Task (``curaflow.submit.start_job``).
+Temporal client with the same Task (``curaflow.jobs.submit.start_job``).
 
 * ``kills`` — a SIGKILL storm: ≥ 2 workers, one killed at random every few seconds and
   started again, while the jobs run;
@@ -365,7 +365,7 @@ class Scenario:
                         self.result.unexpected_status.append({"job_id": job.job_id, "admission": answer.text[:300]})
                         return None
                 else:
-                    from curaflow.submit import start_job
+                    from curaflow.jobs.submit import start_job
 
                     assert self.stack.client is not None
                     await asyncio.wait_for(start_job(self.stack.client, task, task_queue=TASK_QUEUE), 10)

@@ -40,7 +40,7 @@ from curaflow.devstack.postgres import RestartablePostgres
 from curaflow.devstack.processes import child_env, die_with_parent
 from curaflow.devstack.temporal import TemporalDevServer, free_port
 from curaflow.ledger.db import create_pool, migrate, now_ms
-from curaflow.temporal import connect, ensure_search_attributes
+from curaflow.temporal.connection import connect, ensure_search_attributes
 
 API_TOKEN = "chaos-token-not-a-secret"
 SECRET = "whsec_" + base64.b64encode(b"curaflow-chaos-receiver-secret").decode()

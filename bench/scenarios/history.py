@@ -1,4 +1,4 @@
-"""Scenario ``history``: what a job of a long-lived target costs the Pixiv account (issue 27).
+"""Scenario ``history``: what a job of a long-lived target costs the Pixiv account.
 
 A deployment runs the same targets every hour for years; Pixiv allows about one request a
 second per account, so the figure that matters is search requests per job. The replay
@@ -32,8 +32,8 @@ from bench.env import BenchStack, Services
 from bench.history import seed_deliveries
 from bench.result import Check, Result
 from bench.stats import summarise
-from curaflow.admission import Admitter
-from curaflow.httpserver import BackgroundServer
+from curaflow.jobs.admission import Admitter
+from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.pixiv.replay.app import ReplayScript, create_replay_app
 from curaflow.sources.pixiv.replay.data import DeepSet
 

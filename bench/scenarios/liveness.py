@@ -24,7 +24,7 @@ import uuid
 from bench.env import BenchStack, Services
 from bench.result import Check, Result
 from bench.stats import summarise
-from curaflow.httpserver import BackgroundServer
+from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.pixiv.replay.app import SlowReplay, create_replay_app
 from curaflow.sources.pixiv.replay.data import matches, recorded_works
 
@@ -135,7 +135,7 @@ async def stall(services: Services, quick: bool) -> Result:
         await stack.start_worker()
         await stack.start_worker()
         assert stack.pool is not None
-        from curaflow.admission import Admitter
+        from curaflow.jobs.admission import Admitter
 
         admitter = Admitter(stack.settings, stack.pool, stack.client)
         for _ in range(reps):

@@ -35,11 +35,11 @@ from bench.result import Check, Result
 from bench.stats import summarise
 from curaflow.config import Settings
 from curaflow.domain.messages import JobInput, TargetSpec
-from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started
+from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.pixiv.replay.app import SlowReplay, create_replay_app
-from curaflow.temporal import start_job_workflow
+from curaflow.temporal.connection import start_job_workflow
 
 TARGETS = 100
 

@@ -36,8 +36,8 @@ from bench.bare import BareSpec
 from bench.bare_io import BareIOSpec
 from bench.env import BenchStack, Services, cpu_seconds, postgres_pids
 from bench.result import Check, Result
-from curaflow.admission import Admitter
 from curaflow.devstack.processes import die_with_parent
+from curaflow.jobs.admission import Admitter
 
 PER_TARGET = 25
 SOURCE_CONCURRENCY = 4

@@ -5,7 +5,7 @@ migrations), connects to Temporal (retrying in the background if it is down: rea
 keep working from the ledger, admissions are started by the reconciler later) and runs
 the reconciler loop, the workflow starter and one ``LISTEN`` connection waking
 long-polling event readers (:class:`~curaflow.ledger.listen.EventNotifier`), all as
-supervised loops (:mod:`curaflow.supervision`; ``GET /ready`` reports them). Run it
+supervised loops (:mod:`curaflow.process.supervision`; ``GET /ready`` reports them). Run it
 with ``curaflow api`` or as part of ``curaflow dev``.
 
 Every request on the job surface ends with one JSON log line (reference §9.2): the
@@ -25,11 +25,9 @@ import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import asyncpg
 from fastapi import FastAPI, Request, Response
 
 import curaflow
-from curaflow.admission import Admitter, WorkflowStarter
 from curaflow.api.errors import ErrorBoundary, install_error_handlers
 from curaflow.api.events import events_router
 from curaflow.api.jobs import jobs_router
@@ -37,15 +35,16 @@ from curaflow.api.legacy import legacy_router
 from curaflow.api.meta import open_router, protected_router
 from curaflow.api.openapi import build_openapi
 from curaflow.config import Settings, warn_budget_fallbacks
-from curaflow.ledger.db import create_pool, migrate
+from curaflow.jobs.admission import Admitter, WorkflowStarter
+from curaflow.ledger.db import LEDGER_ERRORS, create_pool, migrate
 from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
-from curaflow.ledger_gauges import run_ledger_gauges
-from curaflow.logs import get_logger
-from curaflow.metrics import initialise_series, render_latest
-from curaflow.supervision import Beat, LoopBody, SupervisionPolicy, Supervisor
-from curaflow.telemetry import instrument_app, setup_tracing
-from curaflow.temporal import connect_configured
+from curaflow.observability.ledger_gauges import run_ledger_gauges
+from curaflow.observability.logs import get_logger
+from curaflow.observability.metrics import initialise_series, render_latest
+from curaflow.observability.telemetry import instrument_app, setup_tracing
+from curaflow.process.supervision import Beat, LoopBody, SupervisionPolicy, Supervisor
+from curaflow.temporal.connection import connect_configured
 
 log = get_logger("curaflow.api")
 
@@ -157,7 +156,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
 
     Args:
         on_fatal: called once with the reason when a background loop cannot recover
-            (:mod:`curaflow.supervision`); ``curaflow api`` shuts the server down and
+            (:mod:`curaflow.process.supervision`); ``curaflow api`` shuts the server down and
             exits with status 3. Without it the failure shows in ``/ready`` (503) only.
 
     Raises:
@@ -240,7 +239,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
             for each in (pool, background):
                 try:
                     await asyncio.wait_for(each.close(), 10)
-                except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                except LEDGER_ERRORS:
                     each.terminate()
 
     app = FastAPI(

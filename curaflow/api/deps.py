@@ -18,12 +18,12 @@ import asyncpg
 from fastapi import Depends, Request
 from temporalio.client import Client
 
-from curaflow.admission import Admitter
 from curaflow.api.body import read_json
 from curaflow.config import Settings
+from curaflow.jobs.admission import Admitter
 from curaflow.ledger.listen import EventNotifier
+from curaflow.process.supervision import Supervisor
 from curaflow.protocol.task import ValidatedTask, validate_task
-from curaflow.supervision import Supervisor
 
 
 async def settings_of(request: Request) -> Settings:

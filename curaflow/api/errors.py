@@ -38,7 +38,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from curaflow.logs import get_logger
+from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError, error_body
 
 log = get_logger("curaflow.api")

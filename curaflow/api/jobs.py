@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curaflow.api.auth import require_token
 from curaflow.api.deps import AdmitterDep, LedgerPool, NotifierDep, SettingsDep, TaskBody, TemporalClient
-from curaflow.cancellation import cancel_job
+from curaflow.jobs.cancellation import cancel_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
 from curaflow.protocol.errors import ProtocolError, invalid_params

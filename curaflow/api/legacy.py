@@ -1,7 +1,7 @@
 """PixivFlow 3.3.0's legacy refetch shim (reference §9.1–9.3): a thin compatibility layer.
 
 TelePost's rollback switch (``PIXIVFLOW_JOB_TRANSPORT=legacy``) talks to these two routes
-instead of ``/jobs``. They map onto the same admission (:class:`curaflow.admission.Admitter`)
+instead of ``/jobs``. They map onto the same admission (:class:`curaflow.jobs.admission.Admitter`)
 and the same ledger projection as the job surface — no second execution path:
 
 * ``POST /internal/targets/{target_id}/refetch`` with ``{requestId, correlationId?}``
@@ -34,7 +34,6 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from curaflow.admission import job_id_for
 from curaflow.api.auth import require_token
 from curaflow.api.body import read_json
 from curaflow.api.deps import AdmitterDep, LedgerPool, SettingsDep
@@ -43,9 +42,10 @@ from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import ledger_status
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
-from curaflow.logs import get_logger
+from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.projection import project_job
+from curaflow.protocol.task import manual_job_id
 
 log = get_logger("curaflow.api.legacy")
 legacy_router = APIRouter(dependencies=[Depends(require_token)], include_in_schema=False)
@@ -181,7 +181,7 @@ async def refetch_status(
     if target is None:
         return legacy_error(404, "unknown target")
     async with pool.acquire() as conn:
-        record = await load_job(conn, job_id_for(target, request_id))
+        record = await load_job(conn, manual_job_id(target.id, request_id))
     if record is None or target_id not in record.target_ids:
         return legacy_error(404, "unknown request")
     request.state.log_fields = {"job_id": record.job_id}

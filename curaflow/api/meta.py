@@ -1,7 +1,7 @@
 """What the API says about itself: ``GET /health``, ``GET /ready`` (no token) and
 ``GET /capabilities`` (protected).
 
-Liveness, readiness (:mod:`curaflow.readiness`) and the protocol capability declaration
+Liveness, readiness (:mod:`curaflow.process.readiness`) and the protocol capability declaration
 built from the live configuration on every call.
 """
 
@@ -19,10 +19,10 @@ from curaflow.api.auth import require_token
 from curaflow.api.deps import SettingsDep, failure_of, pool_if_open, supervisor_of, temporal_of
 from curaflow.build import source_commit
 from curaflow.ledger.db import now_ms
+from curaflow.process.readiness import check_ledger, check_temporal, readiness
+from curaflow.process.supervision import Supervisor
 from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS
 from curaflow.protocol.models import Capabilities, Health, Readiness
-from curaflow.readiness import check_ledger, check_temporal, readiness
-from curaflow.supervision import Supervisor
 
 open_router = APIRouter(tags=["meta"])
 protected_router = APIRouter(dependencies=[Depends(require_token)])
@@ -46,7 +46,7 @@ async def ready(
     failure: Annotated[str | None, Depends(failure_of)],
 ) -> dict[str, Any]:
     """Readiness (no auth): the ledger and Temporal are reachable and every background loop
-    runs; 200 or 503 with each check named (:mod:`curaflow.readiness`)."""
+    runs; 200 or 503 with each check named (:mod:`curaflow.process.readiness`)."""
     ledger, temporal = await asyncio.gather(check_ledger(pool), check_temporal(client))
     checks: dict[str, dict[str, Any]] = {"ledger": ledger, "temporal": temporal}
     if supervisor is not None:

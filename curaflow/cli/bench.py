@@ -17,7 +17,7 @@ def bench(
 ) -> None:
     """Benchmark curaflow against the bare engine on the embedded stack; prints a table, writes JSON."""
     from bench.runner import run_all, scenarios
-    from curaflow.logs import configure_logging
+    from curaflow.observability.logs import configure_logging
 
     unknown = sorted(set(only) - set(scenarios()))
     if unknown:

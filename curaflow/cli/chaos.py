@@ -20,7 +20,7 @@ def chaos(
     """Break the embedded stack under load (worker SIGKILLs, PostgreSQL and Temporal restarts,
     cancel storms) and audit the truth: prints one table; exits 1 when a check failed."""
     from bench.chaos.runner import run_chaos
-    from curaflow.logs import configure_logging
+    from curaflow.observability.logs import configure_logging
 
     unknown = sorted(set(only) - set(SCENARIOS))
     if unknown:

@@ -15,8 +15,8 @@ from temporalio.client import Client
 from curaflow.config import ConfigError, Settings, load_settings, warn_budget_fallbacks
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info, with_services
 from curaflow.ledger.db import create_pool, migrate
-from curaflow.logs import get_logger
-from curaflow.temporal import connect_configured
+from curaflow.observability.logs import get_logger
+from curaflow.temporal.connection import connect_configured
 
 err_console = Console(stderr=True)
 out_console = Console(soft_wrap=True)  # long ids and paths stay whole when piped

@@ -19,7 +19,7 @@ from curaflow.cli.common import ConfigOption, err_console, out_console, settings
 from curaflow.cli.remembered import ledger_pool
 from curaflow.ledger import retention
 from curaflow.ledger.db import now_ms
-from curaflow.logs import configure_logging
+from curaflow.observability.logs import configure_logging
 
 
 def prune(

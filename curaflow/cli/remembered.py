@@ -43,7 +43,7 @@ from curaflow.ledger import frontiers as ledger_frontiers
 from curaflow.ledger import gates as ledger_gates
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.db import create_pool, migrate
-from curaflow.logs import configure_logging
+from curaflow.observability.logs import configure_logging
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """``curaflow run``: submit one candidate_search job and follow it to its outcome.
 
 The job goes through the same admission code as ``POST /jobs``
-(:class:`curaflow.admission.Admitter`). Progress per cell is shown live on stderr; the
+(:class:`curaflow.jobs.admission.Admitter`). Progress per cell is shown live on stderr; the
 outcome is printed at the end (``--json``: the outcome record with the protocol job
 under ``job`` and where each delivery landed under ``deliveries``, on stdout). A refusal
 that needs no service (an unknown target, invalid tags) comes before the embedded stack
@@ -23,14 +23,14 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
-from curaflow.admission import Admitter, check_task_against, resolve_target
 from curaflow.cli.common import ConfigOption, err_console, out_console, services, settings_or_exit
 from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
 from curaflow.domain.models import JobRecord
+from curaflow.jobs.admission import Admitter, check_task_against, resolve_target
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
-from curaflow.logs import configure_logging
+from curaflow.observability.logs import configure_logging
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.projection import project_job
 from curaflow.protocol.task import validate_task

@@ -26,8 +26,8 @@ from curaflow.cli.common import ConfigOption, err_console, out_console, settings
 from curaflow.cli.remembered import ledger_pool
 from curaflow.config import Settings
 from curaflow.devstack.stack import read_stack_info
-from curaflow.logs import configure_logging
-from curaflow.temporal import connect
+from curaflow.observability.logs import configure_logging
+from curaflow.temporal.connection import connect
 
 app = typer.Typer(
     rich_markup_mode="markdown",

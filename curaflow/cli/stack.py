@@ -17,9 +17,9 @@ from curaflow.cli.common import ConfigOption, err_console, out_console, settings
 from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info
-from curaflow.httpserver import port_in_use
-from curaflow.logs import configure_logging
-from curaflow.supervision import EXIT_LOOP_FAILED
+from curaflow.observability.logs import configure_logging
+from curaflow.process.httpserver import port_in_use
+from curaflow.process.supervision import EXIT_LOOP_FAILED
 
 
 def dev_token(settings: Settings) -> Settings:
@@ -137,8 +137,8 @@ def dev(
 
 def worker(config: Path | None = ConfigOption) -> None:
     """Run one worker against TEMPORAL_ADDRESS and DATABASE_URL (same as `python worker.py`)."""
-    from curaflow.supervision import LoopFailed
-    from curaflow.worker import run_worker
+    from curaflow.process.supervision import LoopFailed
+    from curaflow.process.worker import run_worker
 
     settings = settings_or_exit(config)
     configure_logging(settings.observability.log_level, settings.observability.log_json)
@@ -163,12 +163,12 @@ def api(
     """Serve the HTTP API against DATABASE_URL and TEMPORAL_ADDRESS.
 
     Exits with status 3 when a background loop of the API (reconciler, LISTEN connection,
-    workflow starter) cannot recover (:mod:`curaflow.supervision`).
+    workflow starter) cannot recover (:mod:`curaflow.process.supervision`).
     """
     import uvicorn
 
     from curaflow.api.app import create_app
-    from curaflow.supervision import arm_hard_exit
+    from curaflow.process.supervision import arm_hard_exit
 
     settings = settings_or_exit(config)
     if insecure:
@@ -220,8 +220,8 @@ def temporal_setup(
     import time
     from datetime import timedelta
 
-    from curaflow.temporal import connect_configured
-    from curaflow.temporal_setup import TemporalSetupError, prepare_namespace
+    from curaflow.temporal.connection import connect_configured
+    from curaflow.temporal.namespace import TemporalSetupError, prepare_namespace
 
     settings = settings_or_exit(config)
     address = settings.temporal.address

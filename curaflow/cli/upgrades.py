@@ -1,7 +1,7 @@
 """``curaflow upgrade-check``: can the frozen core v1 orchestration be retired?
 
 Lists the ``JobWorkflow`` executions whose history holds no ``core-v2`` marker
-(:mod:`curaflow.upgrades`). Exit status: 0 when there is none (``job_v1`` and the ``search``
+(:mod:`curaflow.temporal.upgrades`). Exit status: 0 when there is none (``job_v1`` and the ``search``
 / ``fetch`` registrations may go), 1 when some remain (listed), 2 for a usage error
 (no ``TEMPORAL_ADDRESS``, a start time that is not ISO 8601).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 import typer
 
 from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
-from curaflow.logs import configure_logging
+from curaflow.observability.logs import configure_logging
 
 
 def upgrade_check(
@@ -35,8 +35,8 @@ def upgrade_check(
 
     Exit 0 when none is open (nor closed, with `--include-closed`), 1 otherwise.
     """
-    from curaflow.temporal import connect_configured
-    from curaflow.upgrades import legacy_executions, legacy_query
+    from curaflow.temporal.connection import connect_configured
+    from curaflow.temporal.upgrades import legacy_executions, legacy_query
 
     settings = settings_or_exit(config)
     if not settings.temporal.address:

@@ -20,7 +20,7 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child between f
 
 
 class WorkerProcess:
-    """A ``python -m curaflow.worker`` child process.
+    """A ``python -m curaflow.process.worker`` child process.
 
     Args:
         env: the environment (``TEMPORAL_ADDRESS``, ``DATABASE_URL``, ``CURAFLOW_*``).
@@ -53,7 +53,7 @@ class WorkerProcess:
         """Spawn the worker (it is sent SIGTERM if this process dies)."""
         out = open(self.log_file, "ab") if self.log_file else None  # noqa: SIM115
         self.process = subprocess.Popen(
-            [*self.wrapper, sys.executable, "-m", "curaflow.worker"],
+            [*self.wrapper, sys.executable, "-m", "curaflow.process.worker"],
             env=self.env,
             cwd=self.cwd,
             stdout=out,

@@ -23,8 +23,8 @@ from curaflow.config import Settings
 from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.processes import WorkerProcess, child_env
 from curaflow.devstack.temporal import TemporalDevServer
-from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.db import create_pool, migrate
+from curaflow.process.httpserver import BackgroundServer
 
 STACK_FILE = "stack.json"
 
@@ -161,7 +161,7 @@ class EmbeddedStack:
         """Start again every worker process that exited (the stack is their supervisor).
 
         A worker exits on its own when a background loop cannot recover (status 3,
-        :mod:`curaflow.supervision`); its log continues in the same file.
+        :mod:`curaflow.process.supervision`); its log continues in the same file.
 
         Returns:
             ``(worker number, its exit status)`` for each worker started again.

@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from curaflow.devstack.processes import die_with_parent
-from curaflow.httpserver import bind_socket
-from curaflow.temporal import connect, dev_server_search_attribute_args
+from curaflow.process.httpserver import bind_socket
+from curaflow.temporal.connection import connect, dev_server_search_attribute_args
 
 
 class _PortTaken(Exception):

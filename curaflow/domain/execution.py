@@ -25,7 +25,7 @@ from temporalio.common import SearchAttributeKey
 JOB_WORKFLOW = "JobWorkflow"
 #: ``ScheduledJobWorkflow``: one occurrence of a recurring plan (:mod:`workflows.scheduled`).
 SCHEDULED_WORKFLOW = "ScheduledJobWorkflow"
-#: ``EventPushWorkflow``: pushes a job's pending events (:mod:`workflows.pushes`).
+#: ``EventPushWorkflow``: pushes a job's pending events (:mod:`workflows.event_push`).
 PUSH_WORKFLOW = "EventPushWorkflow"
 
 #: The job's protocol status (``queued`` … ``expired``), kept current by the workflow.
@@ -68,6 +68,6 @@ def execution_timeout(created_at_ms: int, deadline_at_ms: int) -> timedelta:
 #: ``request_cancel``, ``admit``) are local activities run inside workflow tasks, so this is
 #: also how long a worker killed during ``finish`` costs (Temporal's default is 10 s).
 #: Every start of a job's execution uses it: HTTP and the reconciler
-#: (:func:`curaflow.temporal.start_job_workflow`), Temporal clients
-#: (:data:`curaflow.submit.JOB_START_OPTIONS`), schedules (``workflows/scheduled.py``).
+#: (:func:`curaflow.temporal.connection.start_job_workflow`), Temporal clients
+#: (:data:`curaflow.jobs.submit.JOB_START_OPTIONS`), schedules (``workflows/scheduled.py``).
 JOB_TASK_TIMEOUT = timedelta(seconds=5)

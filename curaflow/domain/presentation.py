@@ -1,6 +1,6 @@
 """How a job presents itself in the Temporal UI: search attributes, summary, details (pure).
 
-Shared by :func:`curaflow.temporal.start_job_workflow` (protocol and CLI jobs) and the
+Shared by :func:`curaflow.temporal.connection.start_job_workflow` (protocol and CLI jobs) and the
 schedule trampoline (:mod:`workflows.scheduled`), so every job looks the same in the UI:
 
 * search attributes ``JobStatus`` (kept current by the workflow), ``JobType``,

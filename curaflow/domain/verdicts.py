@@ -326,7 +326,7 @@ def attempt_budget(step: Step, *, delivery_max_attempts: int, source_max_attempt
 
 
 def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -> TerminalReason:
-    """The reason of a cell whose scan bound no work it could use (issue 27, case 2).
+    """The reason of a cell whose scan bound no work it could use.
 
     Args:
         report: the candidate report of the scan that ended (None: no scan report).

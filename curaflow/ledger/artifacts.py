@@ -12,7 +12,7 @@ the transport between processes, not an archive (the artifacts directory is).
 Pages are split into chunks of :data:`CHUNK_BYTES`; a page is written whole or not at all
 (one statement, or one transaction for a page of several chunks) and read chunk by chunk
 through a cursor, so memory stays bounded whatever the page size. A one-page work costs
-the fetch one statement. File work runs in threads (issue 15).
+the fetch one statement. File work runs in threads, off the event loop.
 """
 
 from __future__ import annotations

@@ -35,6 +35,14 @@ Pool = asyncpg.Pool
 Connection = asyncpg.Connection
 
 
+#: What a ledger call raises when PostgreSQL cannot be reached or did not answer in time:
+#: a socket error or an elapsed bounded wait (``OSError``, ``TimeoutError``), an error
+#: PostgreSQL returned (``PostgresError``), or a connection that went away under the call
+#: (asyncpg's ``InterfaceError``: a restart, a closed pool). Best-effort ledger writes
+#: (a lease extension, a gauge) catch this tuple and nothing wider.
+LEDGER_ERRORS: tuple[type[Exception], ...] = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
 def now_ms() -> int:
     """Current wall-clock time in epoch milliseconds (UTC)."""
     return int(time.time() * 1000)

@@ -5,7 +5,7 @@ Each job's events carry a gap-free sequence number assigned while the job row is
 event that commits late (DESIGN.md decision 9; reference ``temporal-and-postgres-notes``
 D5). Every append also sends ``NOTIFY curaflow_job_events, '<job_id>'``, delivered at
 commit, which wakes long-polling readers (:mod:`curaflow.ledger.listen`), and, when the
-job declared a ``callback_url``, enqueues the event's push (:mod:`curaflow.ledger.pushes`)
+job declared a ``callback_url``, enqueues the event's push (:mod:`curaflow.ledger.event_pushes`)
 with the Event JSON frozen in the same transaction.
 
 Event ids are opaque to consumers: ``evt-<seq>-<8 hex of the job id's hash>``. An id of
@@ -27,9 +27,9 @@ from typing import Any
 
 import asyncpg
 
-from curaflow import metrics
 from curaflow.ledger.db import now_ms
-from curaflow.ledger.pushes import enqueue_push
+from curaflow.ledger.event_pushes import enqueue_push
+from curaflow.observability import metrics
 
 NOTIFY_CHANNEL = "curaflow_job_events"
 

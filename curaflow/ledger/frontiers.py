@@ -1,4 +1,4 @@
-"""The scan frontier of each target, in the ledger (issue 27; rules in :mod:`curaflow.sources.frontier`).
+"""The scan frontier of each target, in the ledger (rules in :mod:`curaflow.sources.frontier`).
 
 One row per (target, fingerprint). The ``search`` activity reads it when a scan starts
 (a resumed attempt keeps the walk of its checkpoint) and writes the frontier the scan

@@ -43,14 +43,14 @@ import asyncpg
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from curaflow import metrics
 from curaflow.domain.execution import JOB_WORKFLOW
 from curaflow.domain.projection import job_status
 from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger.db import now_ms, session_lock
 from curaflow.ledger.finish import FinishedJob, finish_job
-from curaflow.logs import get_logger
-from curaflow.supervision import Supervisor
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
+from curaflow.process.supervision import Supervisor
 
 LOCK_KEY = 0x63757261726563  # "curarec"
 START_GRACE_MS = 5_000
@@ -350,7 +350,7 @@ async def run_forever(
     Any exception of a tick — a PostgreSQL outage, asyncpg's ``InterfaceError``, a
     Temporal ``RPCError``, a bug — is logged, counted in
     ``curaflow_background_errors_total{loop="reconciler"}`` and followed by a restart with
-    backoff (:mod:`curaflow.supervision`); a reconciler that cannot recover fails the
+    backoff (:mod:`curaflow.process.supervision`); a reconciler that cannot recover fails the
     process through ``supervisor``.
 
     Args:

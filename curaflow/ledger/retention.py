@@ -30,7 +30,7 @@ import asyncpg
 
 from curaflow.artifacts import ArtifactStore
 from curaflow.ledger.db import now_ms
-from curaflow.logs import get_logger
+from curaflow.observability.logs import get_logger
 
 log = get_logger("curaflow.retention")
 

@@ -71,7 +71,7 @@ from pydantic import Field, SecretStr
 from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
-from curaflow.logs import get_logger
+from curaflow.observability.logs import get_logger
 from curaflow.outbound import ANSWER_KEEP_BYTES, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings
 from curaflow.routes.caption import build_caption, utf16_len

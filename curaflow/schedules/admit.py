@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from curaflow import metrics
 from curaflow.config import Settings, TargetConfig
 from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.domain.occurrence import (
@@ -23,7 +22,8 @@ from curaflow.domain.occurrence import (
 )
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started, workflow_input
-from curaflow.logs import get_logger
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
 
 log = get_logger("curaflow.schedules")
 

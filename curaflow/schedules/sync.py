@@ -36,7 +36,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from curaflow.config import ScheduleConfig, Settings
 from curaflow.domain.execution import SCHEDULE_ID, SCHEDULED_WORKFLOW
 from curaflow.domain.occurrence import CATCHUP_WINDOW_S, OccurrenceInput
-from curaflow.logs import get_logger
+from curaflow.observability.logs import get_logger
 
 #: Memo key naming the task queue of the stack that owns a schedule.
 MEMO_TASK_QUEUE = "curaflow_task_queue"

@@ -25,13 +25,13 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from temporalio.api.workflowservice.v1 import ListScheduleMatchingTimesRequest
 from temporalio.client import Client, ScheduleDescription
 
-from curaflow import metrics
 from curaflow.config import ScheduleConfig, Settings
 from curaflow.domain.occurrence import CATCHUP_WINDOW_S, MissCause, name_misses
 from curaflow.ledger.db import now_ms, session_lock
-from curaflow.logs import get_logger
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
+from curaflow.process.supervision import Supervisor
 from curaflow.schedules.sync import describe_schedule
-from curaflow.supervision import Supervisor
 
 WATCH_LOCK_KEY = 0x6375726177617463  # "curawatc"
 #: How far back one tick looks for dropped times (a watcher down longer names the
@@ -258,7 +258,7 @@ async def watch_forever(
 ) -> None:
     """Run :func:`watch_tick` every ``interval_s`` seconds until ``stop``; nothing without plans.
 
-    A supervised loop named ``schedule_watcher`` (:mod:`curaflow.supervision`): any
+    A supervised loop named ``schedule_watcher`` (:mod:`curaflow.process.supervision`): any
     failure is logged, counted and retried with backoff; one that does not recover
     fails the process through ``supervisor`` (None: a private supervisor that only logs).
     """

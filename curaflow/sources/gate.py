@@ -23,7 +23,7 @@ account's gate first (DESIGN.md decision 10; reference ``pixiv-and-delivery-apis
 :class:`LedgerGate` keeps this state in PostgreSQL (``source_gates``) so it holds across
 worker processes and restarts; :class:`MemoryGate` is the same policy in one process
 (unit tests, tools). Concurrency (one request stream per account) is the job of the
-account's source task queue, served by exactly one process (:mod:`curaflow.source_workers`).
+account's source task queue, served by exactly one process (:mod:`curaflow.process.source_queues`).
 """
 
 from __future__ import annotations

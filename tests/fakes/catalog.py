@@ -26,7 +26,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from PIL import Image
 
-from curaflow.httpserver import BackgroundServer
+from curaflow.process.httpserver import BackgroundServer
 
 PAGE_SIZE = 4
 

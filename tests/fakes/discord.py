@@ -32,7 +32,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.datastructures import UploadFile
 
-from curaflow.httpserver import BackgroundServer
+from curaflow.process.httpserver import BackgroundServer
 
 CONTENT_MAX = 2000
 FILES_MAX = 10

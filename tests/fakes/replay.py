@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import Request, Response
 from fastapi.responses import HTMLResponse, StreamingResponse
 
-from curaflow.httpserver import BackgroundServer
+from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.pixiv.replay import images
 from curaflow.sources.pixiv.replay.app import INVALID_GRANT, JSONResponse, ReplayScript, create_replay_app, error
 from curaflow.sources.pixiv.replay.data import DeepSet, matches, placeholder, recorded_works, work_for_id

@@ -36,7 +36,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from PIL import Image
 from starlette.datastructures import UploadFile
 
-from curaflow.httpserver import BackgroundServer
+from curaflow.process.httpserver import BackgroundServer
 
 MiB = 1024 * 1024
 PHOTO_MAX_BYTES = 10 * MiB

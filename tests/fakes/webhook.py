@@ -21,7 +21,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from curaflow.httpserver import BackgroundServer
+from curaflow.process.httpserver import BackgroundServer
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Pushing events to a job's ``callback_url`` (reference §4.7; curaflow.pushes).
+"""Pushing events to a job's ``callback_url`` (reference §4.7; curaflow.jobs.pushes).
 
 A real worker runs the ``push_events`` activity; the consumer is a real HTTP receiver
 on 127.0.0.1 scripted to answer 503 / 429 / slow / 409 / 400 / 500.
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from curaflow.ledger.pushes import push_states
-from curaflow.pushes import push_workflow_id
+from curaflow.jobs.pushes import push_workflow_id
+from curaflow.ledger.event_pushes import push_states
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
 from tests.fakes.webhook import Reply, WebhookReceiver

@@ -1,9 +1,9 @@
 """An HTTP cancel of a job just started from a Temporal client, before its ``admit`` step ran.
 
-Found by the chaos suite (``curaflow chaos``, cancel storm with worker kills): a job
-started with ``start_job`` and cancelled through ``POST /jobs/{id}/cancel`` within a
-second answered 404 ``unknown_job`` — the workflow had not admitted its Task into the
-ledger yet — and the job ran on (it ended ``failed`` 35 s later). The cancel must reach
+The case (a cancel storm with worker kills, ``curaflow chaos``): a job started with
+``start_job`` and cancelled through ``POST /jobs/{id}/cancel`` within a second must not
+answer 404 ``unknown_job`` because the workflow has not admitted its Task into the ledger
+yet, nor run on until it fails. The cancel must reach
 the job whichever path started it and whichever path cancels it.
 
 No worker serves the task queue while the cancel arrives, so the execution exists and
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from curaflow.submit import job_id_for, start_job
-from curaflow.temporal import connect
+from curaflow.jobs.submit import job_id_for, start_job
+from curaflow.temporal.connection import connect
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
 from tests.support import eventually, short_id

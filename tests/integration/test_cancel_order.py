@@ -1,8 +1,8 @@
 """A cancel's recorded time is the moment the ledger serialised it (real PostgreSQL).
 
-Found by the chaos suite (``curaflow chaos``, cancel storm with worker kills): an intent's
-``sent_at`` was 11 ms *after* its job's ``cancel_requested_at``, as if a send had been
-claimed past the cancel barrier. It had not: :func:`~curaflow.ledger.deliveries.claim_send`
+The case (a cancel storm with worker kills, ``curaflow chaos``): an intent's ``sent_at``
+read 11 ms *after* its job's ``cancel_requested_at``, as if a send had been claimed past
+the cancel barrier. It had not been: :func:`~curaflow.ledger.deliveries.claim_send`
 held the job row, the cancel's ``UPDATE`` waited for it, and the cancel wrote the time it
 had read *before* waiting. A timestamp that contradicts the order the ledger decided is a
 lie in the report (``cancel_requested_at`` is the barrier every reader compares against):

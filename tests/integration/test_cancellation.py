@@ -64,7 +64,7 @@ async def env(
     )
     await stack.start_worker()
     http = await stack.start_api()
-    from curaflow.temporal import connect
+    from curaflow.temporal.connection import connect
 
     client = await connect(temporal_address)
     try:
@@ -264,7 +264,7 @@ async def test_cancel_unknown_job(env: Env) -> None:
 
 
 async def test_cancel_before_the_workflow_exists_still_ends_canceled(env: Env) -> None:
-    from curaflow.admission import Admitter
+    from curaflow.jobs.admission import Admitter
 
     pool = await env.stack.ledger()
     # Admitted, but its workflow not started yet (the API starts it in the background;

@@ -82,7 +82,7 @@ async def env(
     )
     await stack.start_worker()
     http = await stack.start_api()
-    from curaflow.temporal import connect
+    from curaflow.temporal.connection import connect
 
     client = await connect(temporal_address)
     try:
@@ -375,6 +375,6 @@ async def test_finish_resumes_quickly_after_its_worker_is_killed(
 
 
 async def stack_client(address: str) -> Client:
-    from curaflow.temporal import connect
+    from curaflow.temporal.connection import connect
 
     return await connect(address)

@@ -27,7 +27,7 @@ from curaflow.domain.messages import Budgets, JobInput, TargetSpec
 from curaflow.ledger.db import create_pool, migrate, now_ms
 from curaflow.ledger.events import append_event
 from curaflow.ledger.jobs import NewJob, insert_job
-from curaflow.ledger_gauges import LedgerGauges, refresh
+from curaflow.observability.ledger_gauges import LedgerGauges, refresh
 from tests.conftest import StackFactory
 from tests.support import eventually, short_id
 

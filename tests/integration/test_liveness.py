@@ -256,7 +256,7 @@ async def test_route_never_served_ends_delivery_abandoned(
 async def test_reconciler_starts_a_workflow_that_was_never_started(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
 ) -> None:
-    from curaflow.admission import Admitter
+    from curaflow.jobs.admission import Admitter
 
     stack = make_stack(config(tmp_path, replay, directory(tmp_path)))
     pool = await stack.ledger()

@@ -23,8 +23,8 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.service import RPCError
 
 from curaflow.devstack.processes import WorkerProcess
-from curaflow.temporal import SEARCH_ATTRIBUTES, connect
-from curaflow.temporal_setup import TemporalSetupError, ensure_namespace, prepare_namespace
+from curaflow.temporal.connection import SEARCH_ATTRIBUTES, connect
+from curaflow.temporal.namespace import TemporalSetupError, ensure_namespace, prepare_namespace
 from tests.conftest import StackFactory
 from tests.support import short_id
 

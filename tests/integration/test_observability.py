@@ -14,7 +14,7 @@ from temporalio.client import Client
 
 from curaflow.devstack.processes import WorkerProcess
 from curaflow.devstack.temporal import free_port
-from curaflow.httpserver import BackgroundServer
+from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from tests.conftest import StackFactory
 from tests.support import Stack, short_id
@@ -146,8 +146,8 @@ async def test_one_trace_from_post_jobs_through_the_workflows_activities(
 ) -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from curaflow import telemetry
-    from curaflow.worker import run_worker
+    from curaflow.observability import telemetry
+    from curaflow.process.worker import run_worker
 
     exporter = InMemorySpanExporter()
     stack = make_stack(directory_config(tmp_path, observability={"tracing": True}))

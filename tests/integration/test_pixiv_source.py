@@ -25,7 +25,7 @@ from curaflow.artifacts import ArtifactStore
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.models import Work
 from curaflow.domain.reasons import TerminalReason
-from curaflow.httpserver import BackgroundServer
+from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv.client import HASH_SECRET, PixivClient, parse_work

@@ -371,7 +371,7 @@ async def test_webhook_retry_after_header_is_honoured(tmp_path: Path, http: Any)
     from fastapi import FastAPI
     from fastapi.responses import Response
 
-    from curaflow.httpserver import BackgroundServer
+    from curaflow.process.httpserver import BackgroundServer
 
     app = FastAPI()
 
@@ -400,7 +400,7 @@ async def test_a_redirect_from_a_discord_webhook_is_the_routes_failure(tmp_path:
     from fastapi import FastAPI
     from fastapi.responses import Response
 
-    from curaflow.httpserver import BackgroundServer
+    from curaflow.process.httpserver import BackgroundServer
 
     app = FastAPI()
     hits: list[str] = []

@@ -1,4 +1,4 @@
-"""Scale-out with nothing shared but Temporal and PostgreSQL (issue 26).
+"""Scale-out with nothing shared but Temporal and PostgreSQL.
 
 Each worker process runs as a host of its own would: in a mount namespace of its own
 (``unshare --mount``), its artifacts directory a private tmpfs that no other process
@@ -29,8 +29,8 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Worker
 
-from curaflow.source_workers import LEASE_LAPSED, LeaseFence, SourceQueueOwner
-from curaflow.temporal import connect
+from curaflow.process.source_queues import LEASE_LAPSED, LeaseFence, SourceQueueOwner
+from curaflow.temporal.connection import connect
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver

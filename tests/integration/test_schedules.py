@@ -213,7 +213,7 @@ async def test_overlapping_trigger_is_skipped_and_reported(
         assert [(m.schedule_id, m.skipped_overlap, m.missed_catchup) for m in missed] == [(plan_id, 1, 0)]
         # reported once only
         assert await plans.watch_tick(pool, client, stack.settings) == []
-        from curaflow.metrics import SCHEDULE_MISSED
+        from curaflow.observability.metrics import SCHEDULE_MISSED
 
         assert SCHEDULE_MISSED.labels(schedule_id=plan_id, why="skipped_overlap")._value.get() == 1
         # a worker then runs the one occurrence that was not skipped
@@ -354,7 +354,7 @@ async def test_runs_not_started_are_named_by_nominal_time_and_real_cause(
         assert [(r["nominal_at"], r["why"]) for r in json.loads(shown.stdout)] == [
             (datetime.fromtimestamp(m.nominal_at / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), m.why) for m in recorded
         ]
-        from curaflow.metrics import SCHEDULE_MISSED
+        from curaflow.observability.metrics import SCHEDULE_MISSED
 
         assert SCHEDULE_MISSED.labels(schedule_id=plan_id, why="skipped_outage")._value.get() >= 2
     finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from curaflow.domain.reasons import TerminalReason
-from curaflow.httpserver import BackgroundServer
+from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.errors import SourceError
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from curaflow.sources.pixiv.replay.data import DeepSet

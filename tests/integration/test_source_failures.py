@@ -22,8 +22,8 @@ from curaflow.artifacts import ArtifactStore
 from curaflow.devstack.temporal import free_port
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.reasons import TerminalReason
-from curaflow.httpserver import BackgroundServer
 from curaflow.ledger.gates import read_gate
+from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv.client import PixivClient, parse_work

@@ -25,8 +25,8 @@ from temporalio.exceptions import ApplicationError
 
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.messages import JobInput, JobState
+from curaflow.jobs.submit import JOB_START_OPTIONS, job_id_for, start_job
 from curaflow.protocol.models import Task
-from curaflow.submit import JOB_START_OPTIONS, job_id_for, start_job
 from tests.fakes.replay import ReplayServer
 from tests.support import Stack, closed_status, short_id
 from workflows.job import JobWorkflow
@@ -63,7 +63,7 @@ async def env(
     )
     await stack.start_worker()
     http = await stack.start_api()
-    from curaflow.temporal import connect
+    from curaflow.temporal.connection import connect
 
     client = await connect(temporal_address)
     try:

@@ -23,8 +23,8 @@ import pytest
 from temporalio.client import Client
 
 from curaflow.devstack.temporal import temporal_binary
-from curaflow.submit import start_job
-from curaflow.temporal import connect
+from curaflow.jobs.submit import start_job
+from curaflow.temporal.connection import connect
 from tests.fakes.replay import ReplayServer
 from tests.support import Stack, eventually, short_id
 

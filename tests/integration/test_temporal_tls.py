@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from curaflow.config import load_settings
-from curaflow.temporal import TemporalConnectError, connect_configured
+from curaflow.temporal.connection import TemporalConnectError, connect_configured
 from tests.conftest import StackFactory
 from tests.support import short_id, terminal_job
 from tests.tls_proxy import CertificateSet, TLSProxy, make_pki

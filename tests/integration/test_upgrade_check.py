@@ -16,8 +16,8 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError
 from temporalio.worker import Worker
 
-from curaflow.upgrades import legacy_executions
-from curaflow.worker import sandbox_runner
+from curaflow.process.worker import sandbox_runner
+from curaflow.temporal.upgrades import legacy_executions
 from tests.integration.test_cli_operator import clean_env, curaflow
 from tests.support import short_id
 from workflows.job import JobWorkflow

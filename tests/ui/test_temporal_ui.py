@@ -168,8 +168,8 @@ async def test_ui_lists_a_running_a_terminated_and_a_failed_job_as_such(
 async def _browse_statuses(stack: Stack, replay: Any, ui: str, address: str) -> None:
     from playwright.async_api import async_playwright
 
-    from curaflow.submit import start_job
-    from curaflow.temporal import connect
+    from curaflow.jobs.submit import start_job
+    from curaflow.temporal.connection import connect
 
     client = await connect(address)
     await stack.start_worker()

@@ -1,7 +1,7 @@
 """The alert rules and the Grafana dashboard shipped in ``deploy/``.
 
 Always: every PromQL expression names only series curaflow exports
-(:func:`curaflow.metrics.exported_metric_names`). With ``promtool`` (Debian package
+(:func:`curaflow.observability.metrics.exported_metric_names`). With ``promtool`` (Debian package
 ``prometheus``; ``.ci/run`` installs it when it runs as root): ``promtool check rules``,
 ``promtool check config`` and one ``promtool test rules`` scenario per alert — the alert
 fires on the series that should page an operator and stays silent before.
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from curaflow.metrics import exported_metric_names
+from curaflow.observability.metrics import exported_metric_names
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
@@ -296,7 +296,7 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from curaflow import metrics
+    from curaflow.observability import metrics
 
     registry = CollectorRegistry()
     for counter in (metrics.JOBS_TERMINAL, metrics.CELLS_TERMINAL, metrics.DELIVERY_RESULTS):

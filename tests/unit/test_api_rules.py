@@ -14,11 +14,11 @@ from curaflow.api.app import create_app, request_context, sanitize_header
 from curaflow.api.openapi import OPERATIONS, build_openapi
 from curaflow.config import Settings
 from curaflow.domain.messages import CallbackPolicy
+from curaflow.jobs.pushes import Verdict, classify_answer, push_headers, sweep_idle_ms
 from curaflow.protocol import models
 from curaflow.protocol.errors import PROTOCOL_CODES
 from curaflow.protocol.projection import job_path
 from curaflow.protocol.schemas import protocol_schema
-from curaflow.pushes import Verdict, classify_answer, push_headers, sweep_idle_ms
 from tests.schema import expected_schema, validate
 
 

@@ -137,7 +137,7 @@ def test_a_budget_not_used_as_configured_is_warned_about(
     from structlog.testing import capture_logs
 
     from curaflow.config import warn_budget_fallbacks
-    from curaflow.logs import get_logger
+    from curaflow.observability.logs import get_logger
 
     settings = load_settings(budgets=budgets)
     with capture_logs() as logs:
@@ -152,7 +152,7 @@ def test_budgets_used_as_configured_are_not_warned_about() -> None:
     from structlog.testing import capture_logs
 
     from curaflow.config import warn_budget_fallbacks
-    from curaflow.logs import get_logger
+    from curaflow.observability.logs import get_logger
 
     settings = load_settings(budgets={"queued_timeout_ms": 120_000, "stall_timeout_ms": 60_000})
     with capture_logs() as logs:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from curaflow.httpserver import bind_socket
+from curaflow.process.httpserver import bind_socket
 
 
 async def test_accepted_connections_get_tcp_nodelay() -> None:

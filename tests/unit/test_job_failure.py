@@ -10,7 +10,7 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError, RetrySta
 from curaflow.domain.job_failure import JOB_FAILURE_TYPES, job_failure, state_of
 from curaflow.domain.messages import JobState
 from curaflow.domain.models import CellSnapshot
-from curaflow.temporal import DATA_CONVERTER
+from curaflow.temporal.connection import DATA_CONVERTER
 
 
 def failed_state(status: str) -> JobState:

@@ -20,8 +20,8 @@ from temporalio.worker import Replayer
 
 import workflows.job_v1
 import workflows.job_v1_rules
-from curaflow.temporal import DATA_CONVERTER
-from curaflow.worker import sandbox_runner
+from curaflow.process.worker import sandbox_runner
+from curaflow.temporal.connection import DATA_CONVERTER
 from tests.unit.test_replay_histories import HISTORIES, job_history, patches
 from workflows.job import JobWorkflow
 
@@ -35,7 +35,7 @@ LIVE_RULES = [
     ("curaflow.domain.projection", "job_stage"),
     ("curaflow.domain.reasons", "parse_reason"),
     ("workflows.details", "render_details"),
-    ("workflows.pushes", "push_options"),
+    ("workflows.event_push", "push_options"),
 ]
 
 

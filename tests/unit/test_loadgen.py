@@ -12,7 +12,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 
 from bench import loadgen
-from curaflow.httpserver import BackgroundServer
+from curaflow.process.httpserver import BackgroundServer
 
 
 def _server() -> tuple[FastAPI, list[tuple[str, str, str, str]]]:

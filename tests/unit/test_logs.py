@@ -18,7 +18,7 @@ SCRIPT = textwrap.dedent(
     import asyncio
     from temporalio import activity
     from temporalio.testing import ActivityEnvironment
-    from curaflow.logs import configure_logging
+    from curaflow.observability.logs import configure_logging
 
     configure_logging("INFO", True)
 
@@ -42,7 +42,7 @@ def test_an_activity_log_lines_event_is_exactly_its_message() -> None:
 
 
 def test_workflow_log_lines_carry_no_context_in_the_message() -> None:
-    script = "from temporalio import workflow\nfrom curaflow.logs import configure_logging\n"
+    script = "from temporalio import workflow\nfrom curaflow.observability.logs import configure_logging\n"
     script += "configure_logging('INFO', True)\nprint(workflow.logger.workflow_info_on_message)\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False"

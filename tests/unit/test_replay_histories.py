@@ -18,10 +18,10 @@ import pytest
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from curaflow.temporal import DATA_CONVERTER
-from curaflow.worker import sandbox_runner
+from curaflow.process.worker import sandbox_runner
+from curaflow.temporal.connection import DATA_CONVERTER
+from workflows.event_push import EventPushWorkflow
 from workflows.job import JobWorkflow
-from workflows.pushes import EventPushWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))

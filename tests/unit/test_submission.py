@@ -1,5 +1,5 @@
 """What a ``JobWorkflow`` start input is (``workflows.submission``) and how the worker's
-converter hands an undecodable untyped payload over (``curaflow.temporal``)."""
+converter hands an undecodable untyped payload over (``curaflow.temporal.connection``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
 from curaflow.domain.messages import JobInput
-from curaflow.temporal import DATA_CONVERTER
+from curaflow.temporal.connection import DATA_CONVERTER
 from workflows.submission import NOT_AN_OBJECT, read_submission
 
 TASK = {"protocol_version": "1", "idempotency_key": "k", "params": {"target_id": "demo"}}

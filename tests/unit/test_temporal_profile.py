@@ -1,4 +1,4 @@
-"""How a process resolves its Temporal connection (:mod:`curaflow.temporal_profile`).
+"""How a process resolves its Temporal connection (:mod:`curaflow.temporal.profile`).
 
 The SDK's environment configuration: ``TEMPORAL_*`` variables over curaflow's
 ``temporal.address``/``temporal.namespace`` over a ``temporal.toml`` profile.
@@ -12,7 +12,7 @@ import pytest
 from temporalio.service import TLSConfig
 
 from curaflow.config import ConfigError, load_settings
-from curaflow.temporal_profile import resolve_connection
+from curaflow.temporal.profile import resolve_connection
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Which recorded executions replay the frozen core v1 orchestration (``curaflow.upgrades``)."""
+"""Which recorded executions replay the frozen core v1 orchestration (``curaflow.temporal.upgrades``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from temporalio.api.history.v1 import History
 from temporalio.client import WorkflowHistory
 
-from curaflow.upgrades import legacy_query, replays_core_v1
+from curaflow.temporal.upgrades import legacy_query, replays_core_v1
 from tests.unit.test_replay_histories import HISTORIES, job_history, patches
 
 JOB_HISTORIES = [p for p in HISTORIES if job_history(p)]

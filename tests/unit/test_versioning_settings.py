@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from temporalio.common import VersioningBehavior
 
 from curaflow.config import Settings, load_settings
-from curaflow.worker import deployment_config
+from curaflow.process.worker import deployment_config
 
 
 def test_workers_are_unversioned_by_default() -> None:

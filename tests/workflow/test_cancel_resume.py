@@ -1,9 +1,9 @@
 """A worker lost while it records a cancel (``request_cancel``) costs seconds, not 30.
 
-Found by the chaos suite (``curaflow chaos``, cancel storm with worker kills): a job
-cancelled by the ``cancel`` signal whose worker was SIGKILLed while it ran
-``request_cancel`` ended 31 s later — the attempt was retried only when its 30 s
-start-to-close timeout expired (it has no heartbeat), while every other step resumes
+The case (a cancel storm with worker kills, ``curaflow chaos``): a job cancelled by the
+``cancel`` signal whose worker is SIGKILLed while it runs ``request_cancel`` must not end
+31 s later, its attempt retried only when a 30 s start-to-close timeout expires (it has
+no heartbeat), while every other step resumes
 within its heartbeat timeout and ``finish`` within 10 s.
 """
 

@@ -30,7 +30,7 @@ from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceAdmission, OccurrenceInput
 from curaflow.domain.verdicts import FailureKind, FinishCause
-from curaflow.worker import sandbox_runner
+from curaflow.process.worker import sandbox_runner
 from tests.support import closed_status, eventually
 from tests.workflow.fakes import Act, Fakes, job_input
 from workflows.job import JobWorkflow

@@ -1,4 +1,4 @@
--- curaflow ledger, version 30: indexes behind the ledger gauges (curaflow/ledger_gauges.py).
+-- curaflow ledger, version 30: indexes behind the ledger gauges (curaflow/observability/ledger_gauges.py).
 --
 -- Each process reads the gauges every 15 s; these keep the reads proportional to what
 -- they count, not to the size of the tables: dead-lettered callback pushes (all time),

@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS artifact_chunks (
 ALTER TABLE artifact_chunks ALTER COLUMN body SET STORAGE EXTERNAL;
 
 -- source_queue_leases: which worker process serves an account's source task queue
--- (curaflow/source_workers.py). The owner renews `expires_at` (database clock, epoch ms);
+-- (curaflow/process/source_queues.py). The owner renews `expires_at` (database clock, epoch ms);
 -- a standby takes the row only once it lapsed — or once the owner's connection
 -- (`backend_pid`) is gone, a dead process — and each take increments `token`, so an
 -- owner that was hung and wakes up finds its token gone at its next renewal (fencing).

@@ -60,7 +60,7 @@ class PixivSettings(_Section):
         source_lease_ms: how long the owner's lease on an account's source task queue
             lasts without a renewal (renewed every ``min(source_standby_poll_ms,
             source_lease_ms / 4)``): a hung or dead owner is replaced within this plus
-            one standby poll (:mod:`curaflow.source_workers`).
+            one standby poll (:mod:`curaflow.process.source_queues`).
         restriction_pause_ms: how long an account is paused after Pixiv answered "Your
             access is currently restricted." to one of its searches (default 1 h): its
             jobs end ``account_restricted`` at once instead of asking again. Lift it

@@ -6,9 +6,9 @@ protocol's name for the destination); ``event_pushes`` holds them.
 How it works:
 
 1. **Enqueue.** When a job admitted with a ``callback_url`` gets an event, the same
-   transaction freezes the Event JSON into ``event_pushes`` (:mod:`curaflow.ledger.pushes`).
+   transaction freezes the Event JSON into ``event_pushes`` (:mod:`curaflow.ledger.event_pushes`).
    The host was checked against ``api.callback_allowed_hosts`` at admission.
-2. **Send.** The ``push_events`` activity (:mod:`activities.pushes`) POSTs the job's
+2. **Send.** The ``push_events`` activity (:mod:`activities.push_events`) POSTs the job's
    pending events oldest first, each exactly as frozen, with the headers of
    :func:`push_headers` (``Idempotency-Key: <event_id>``), **signed** as the webhook
    route signs (Standard Webhooks, ``api.callback_secret``: ``webhook-id`` = the event
@@ -51,12 +51,12 @@ import curaflow
 from curaflow.config import Settings
 from curaflow.domain.execution import PUSH_WORKFLOW
 from curaflow.domain.messages import CallbackPolicy, PushInput
-from curaflow.ledger.pushes import stale_jobs
-from curaflow.logs import get_logger
+from curaflow.ledger.event_pushes import stale_jobs
+from curaflow.observability.logs import get_logger
+from curaflow.process.supervision import Supervisor
 from curaflow.routes.base import header_value
-from curaflow.supervision import Supervisor
 
-log = get_logger("curaflow.pushes")
+log = get_logger("curaflow.jobs.pushes")
 
 
 class Verdict(StrEnum):
@@ -170,7 +170,7 @@ async def run_push_sweeper(
 ) -> None:
     """Run :func:`sweep_once` every ``interval_s`` seconds until ``stop`` is set.
 
-    A supervised loop named ``push_sweeper`` (:mod:`curaflow.supervision`): any failure
+    A supervised loop named ``push_sweeper`` (:mod:`curaflow.process.supervision`): any failure
     is logged, counted and retried with backoff; one that does not recover fails the
     process through ``supervisor`` (None: a private supervisor that only logs).
     """

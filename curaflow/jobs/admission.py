@@ -32,19 +32,19 @@ import asyncpg
 import httpx
 from temporalio.client import Client
 
-from curaflow import metrics
 from curaflow.config import Settings, TargetConfig
 from curaflow.domain.messages import JobInput, TargetQuery, TargetSpec
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, find_existing, insert_job, mark_workflow_started, workflow_input
-from curaflow.logs import get_logger
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
 from curaflow.outbound.destinations import parse_origin, url_port
+from curaflow.process.supervision import Beat, Supervisor
 from curaflow.protocol.errors import ProtocolError, invalid_params
 from curaflow.protocol.task import ValidatedTask, manual_job_id, validate_task
-from curaflow.supervision import Beat, Supervisor
-from curaflow.temporal import start_job_workflow
+from curaflow.temporal.connection import start_job_workflow
 
-log = get_logger("curaflow.admission")
+log = get_logger("curaflow.jobs.admission")
 
 
 @dataclass
@@ -169,11 +169,6 @@ def check_task_against(settings: Settings, target: TargetConfig, task: Validated
         )
 
 
-def job_id_for(target: TargetConfig, key: str) -> str:
-    """The job id of a manual job: ``<plan_id>@manual-<key lowercased>`` (plan id = target id)."""
-    return manual_job_id(target.id, key)
-
-
 class WorkflowStarter:
     """Starts admitted jobs' workflows in the background, a few at a time.
 
@@ -183,7 +178,7 @@ class WorkflowStarter:
     start that fails, or that a crash loses, is done by the reconciler.
 
     The consumers run as one supervised loop named ``workflow_starter``
-    (:mod:`curaflow.supervision`): a failure outside a start (a bug) is logged, counted
+    (:mod:`curaflow.process.supervision`): a failure outside a start (a bug) is logged, counted
     and the consumers restarted; queued starts are kept.
 
     Args:
@@ -287,7 +282,7 @@ class Admitter:
         target = resolve_target(self.settings, task)
         check_task_against(self.settings, target, task)
         spec = effective_target(self.settings, target, task)
-        job_id = job_id_for(target, task.idempotency_key)
+        job_id = manual_job_id(target.id, task.idempotency_key)
         if workflow_id is not None and workflow_id != job_id:
             raise invalid_params(
                 f"the workflow id must be the job id {job_id!r}",

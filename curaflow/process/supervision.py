@@ -41,10 +41,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from curaflow import metrics
-from curaflow.logs import get_logger
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
 
-log = get_logger("curaflow.supervision")
+log = get_logger("curaflow.process.supervision")
 
 #: Exit status of a process whose background loop could not recover (2 is configuration).
 EXIT_LOOP_FAILED = 3

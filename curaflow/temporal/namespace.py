@@ -1,6 +1,6 @@
 """Make a Temporal namespace ready for curaflow: the namespace and its search attributes.
 
-Run by every worker at start (:func:`curaflow.worker.run_worker`) and by the compose
+Run by every worker at start (:func:`curaflow.process.worker.run_worker`) and by the compose
 stack's one-shot ``temporal-setup`` service (``curaflow temporal-setup``): the same code
 on both paths, so ``TEMPORAL_NAMESPACE`` other than ``default`` works and a namespace
 that cannot be prepared stops the process with a message instead of a worker that
@@ -36,10 +36,10 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest, Register
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from curaflow.logs import get_logger
-from curaflow.temporal import SEARCH_ATTRIBUTES
+from curaflow.observability.logs import get_logger
+from curaflow.temporal.connection import SEARCH_ATTRIBUTES
 
-log = get_logger("curaflow.temporal_setup")
+log = get_logger("curaflow.temporal.namespace")
 
 #: Answers worth waiting out: the server (or the namespace's propagation) is not there yet.
 TRANSIENT = {RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.NOT_FOUND}

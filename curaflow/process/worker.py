@@ -8,21 +8,21 @@ One process runs
 * per Pixiv account, the activity worker of its rate-gate queue
   (``<task_queue>-source-<account>``: ``search`` and ``fetch``) with the account's
   concurrency (default 1) — only while this process holds that queue's lease, so
-  exactly one live process serves each account (:mod:`curaflow.source_workers`);
+  exactly one live process serves each account (:mod:`curaflow.process.source_queues`);
 * one ``deliver`` worker per route ``task_queue`` in its configuration;
 * the reconciler loop, the schedule watcher (missed / skipped occurrences), the
-  event push sweeper (:mod:`curaflow.pushes`), the ledger gauges' refresh
-  (:mod:`curaflow.ledger_gauges`) and a Temporal probe;
+  event push sweeper (:mod:`curaflow.jobs.pushes`), the ledger gauges' refresh
+  (:mod:`curaflow.observability.ledger_gauges`) and a Temporal probe;
 * at start, the namespace and its search attributes made ready
-  (:func:`curaflow.temporal_setup.prepare_namespace`; the process exits 2 when they
+  (:func:`curaflow.temporal.namespace.prepare_namespace`; the process exits 2 when they
   cannot be);
 * on ``observability.metrics_port`` (when set) curaflow's Prometheus metrics (with the
-  ledger gauges), ``/health`` and ``/ready`` (:mod:`curaflow.health_server`); the
+  ledger gauges), ``/health`` and ``/ready`` (:mod:`curaflow.process.health_server`); the
   Temporal SDK's metrics on ``observability.temporal_metrics_port``;
 * in replay mode without ``pixiv.api_url``, the replay server on a free local port.
 
 Every background loop and every Temporal worker of the process runs under one
-:class:`~curaflow.supervision.Supervisor`: a failure is logged, counted and retried;
+:class:`~curaflow.process.supervision.Supervisor`: a failure is logged, counted and retried;
 one that does not recover within ``supervision.fatal_after_ms`` — or a Temporal worker
 that stops polling — shuts the process down with exit status 3.
 
@@ -48,27 +48,34 @@ from activities import build_activities
 from activities.deps import ActivityDeps, close_deps, open_deps
 from activities.heartbeat import heartbeat_beat_s
 from curaflow.config import Settings, warn_budget_fallbacks
-from curaflow.health_server import health_app
-from curaflow.httpserver import BackgroundServer
+from curaflow.jobs.pushes import run_push_sweeper
 from curaflow.ledger.db import migrate
 from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger.retention import prune_tick
-from curaflow.ledger_gauges import run_ledger_gauges
-from curaflow.logs import configure_logging, get_logger
-from curaflow.metrics import initialise_series, set_worker_up
-from curaflow.pushes import run_push_sweeper
-from curaflow.readiness import check_ledger, check_temporal, readiness
+from curaflow.observability.ledger_gauges import run_ledger_gauges
+from curaflow.observability.logs import configure_logging, get_logger
+from curaflow.observability.metrics import initialise_series, set_worker_up
+from curaflow.observability.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
+from curaflow.process.health_server import health_app
+from curaflow.process.httpserver import BackgroundServer
+from curaflow.process.readiness import check_ledger, check_temporal, readiness
+from curaflow.process.source_queues import LeaseFence, SourceQueueOwner
+from curaflow.process.supervision import (
+    EXIT_LOOP_FAILED,
+    Beat,
+    LoopFailed,
+    SupervisionPolicy,
+    Supervisor,
+    arm_hard_exit,
+)
 from curaflow.schedules import watch_forever
-from curaflow.source_workers import LeaseFence, SourceQueueOwner
-from curaflow.supervision import EXIT_LOOP_FAILED, Beat, LoopFailed, SupervisionPolicy, Supervisor, arm_hard_exit
-from curaflow.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
-from curaflow.temporal import connect_configured, start_job_workflow
-from curaflow.temporal_setup import prepare_namespace
+from curaflow.temporal.connection import connect_configured, start_job_workflow
+from curaflow.temporal.namespace import prepare_namespace
+from workflows.event_push import EventPushWorkflow
 from workflows.job import JobWorkflow
-from workflows.pushes import EventPushWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
 
-log = get_logger("curaflow.worker")
+log = get_logger("curaflow.process.worker")
 
 
 def precompile_workflows() -> None:
@@ -125,7 +132,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
     """The main task queue's and the route task queues' Temporal workers of one process.
 
     Source queues are served by :func:`build_source_worker` under a
-    :class:`~curaflow.source_workers.SourceQueueOwner`. Heartbeats are throttled to the
+    :class:`~curaflow.process.source_queues.SourceQueueOwner`. Heartbeats are throttled to the
     pace at which activities heartbeat (:func:`heartbeat_throttle`).
     """
     throttle = heartbeat_throttle(settings)
@@ -181,8 +188,8 @@ def build_source_worker(
     the queue, that is the account's concurrency across all processes.
 
     Args:
-        fresh: the owner's lease check (:meth:`~curaflow.source_workers.SourceQueueOwner.fresh`):
-            an activity arriving when it is False is refused (:class:`~curaflow.source_workers.LeaseFence`).
+        fresh: the owner's lease check (:meth:`~curaflow.process.source_queues.SourceQueueOwner.fresh`):
+            an activity arriving when it is False is refused (:class:`~curaflow.process.source_queues.LeaseFence`).
     """
     throttle = heartbeat_throttle(settings)
     _, source_acts = build_activities(deps)
@@ -202,7 +209,7 @@ def build_source_worker(
 def source_queue_owners(
     client: Client, settings: Settings, deps: ActivityDeps, stop: asyncio.Event
 ) -> list[SourceQueueOwner]:
-    """One :class:`~curaflow.source_workers.SourceQueueOwner` per source instance (account or ``[sources]`` entry)."""
+    """One :class:`~curaflow.process.source_queues.SourceQueueOwner` per source instance (account or ``[sources]``)."""
     assert settings.database.url
     return [
         SourceQueueOwner(
@@ -225,8 +232,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     """Run a worker process until ``stop`` is set (or SIGINT/SIGTERM when None).
 
     Every background loop and every Temporal worker runs under one
-    :class:`~curaflow.supervision.Supervisor`; when one cannot recover the worker shuts
-    down and this raises :class:`~curaflow.supervision.LoopFailed`.
+    :class:`~curaflow.process.supervision.Supervisor`; when one cannot recover the worker shuts
+    down and this raises :class:`~curaflow.process.supervision.LoopFailed`.
 
     Raises:
         RuntimeError: Temporal or the database is not configured / unreachable.
@@ -406,7 +413,7 @@ def main(config: str | None = None) -> None:
 
     An invalid configuration, or Temporal / the database missing or unreachable, is
     printed on stderr and exits with status 2 (no traceback); a background loop that
-    could not recover (:mod:`curaflow.supervision`) exits with status 3. The process
+    could not recover (:mod:`curaflow.process.supervision`) exits with status 3. The process
     leaves without interpreter teardown (see :func:`curaflow.cli.main.main`: the Temporal
     client's native threads would otherwise abort it after a clean shutdown).
     """

@@ -1,6 +1,6 @@
 """The ``push_events`` activity: POST a job's pending events to its ``callback_url``.
 
-One attempt sends the job's pending events oldest first (:mod:`curaflow.pushes` has
+One attempt sends the job's pending events oldest first (:mod:`curaflow.jobs.pushes` has
 the rules): each send is claimed in the ledger first (so two attempts never send the
 same event at once), the frozen Event JSON is POSTed byte for byte, and the answer is
 settled in the ledger before the next event. A retryable failure releases the event
@@ -29,12 +29,12 @@ from activities.deps import ActivityDeps
 from activities.heartbeat import CANCEL_PROBE_S
 from curaflow.domain.messages import PushInput, PushReport
 from curaflow.domain.ratelimit import parse_retry_after
-from curaflow.ledger.pushes import DEAD, DELIVERED, PENDING, ClaimedPush, claim_next, record_push
-from curaflow.logs import get_logger
+from curaflow.jobs.pushes import Verdict, classify_answer, push_headers, sign_push
+from curaflow.ledger.event_pushes import DEAD, DELIVERED, PENDING, ClaimedPush, claim_next, record_push
+from curaflow.observability.logs import get_logger
 from curaflow.outbound import ANSWER_KEEP_BYTES, DestinationRefused, Limits
-from curaflow.pushes import Verdict, classify_answer, push_headers, sign_push
 
-log = get_logger("curaflow.pushes")
+log = get_logger("curaflow.jobs.pushes")
 LEASE_MARGIN_MS = 10_000
 
 

@@ -57,9 +57,9 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from curaflow.config import DEFAULT_QUEUED_MS, DEFAULT_STALL_MS, Settings
-from curaflow.logs import get_logger
+from curaflow.observability.logs import get_logger
 
-log = get_logger("curaflow.ledger_gauges")
+log = get_logger("curaflow.observability.ledger_gauges")
 
 DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 STUCK_WHY = ("past_deadline", "queued_too_long", "no_heartbeat")

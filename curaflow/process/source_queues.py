@@ -5,13 +5,13 @@ Every source call of an account runs as an activity on the account's task queue
 per *worker* (``max_concurrent_activities``), not per task queue, so two worker
 processes polling the same queue would double the account's concurrency. Here each
 process runs a :class:`SourceQueueOwner` per account, a supervised loop
-(:mod:`curaflow.supervision`): the process holding the queue's **lease** (a row of
+(:mod:`curaflow.process.supervision`): the process holding the queue's **lease** (a row of
 ``source_queue_leases``, migration 0037) polls the queue; the others stand by and try to
 take the lease every ``pixiv.source_standby_poll_ms``.
 
-Ownership follows liveness, not a connection (issue 26): a session lock survived a
-hung (SIGSTOPped) owner, which kept its connection and so the lock while its jobs
-expired ``queued_too_long``. The lease instead
+Ownership follows liveness, not a connection: a session lock survives a
+hung (SIGSTOPped) owner, which keeps its connection and so the lock while its jobs
+expire ``queued_too_long``. The lease instead
 
 * **expires**: ``expires_at`` (database clock) is renewed by the owner every
   ``min(source_standby_poll_ms, source_lease_ms / 4)``; a standby takes the row only
@@ -74,10 +74,10 @@ from temporalio.worker import (
 )
 
 from curaflow.ledger.gates import DB_NOW_MS
-from curaflow.logs import get_logger
-from curaflow.supervision import Beat
+from curaflow.observability.logs import get_logger
+from curaflow.process.supervision import Beat
 
-log = get_logger("curaflow.source_workers")
+log = get_logger("curaflow.process.source_queues")
 
 #: The ``ApplicationError`` type of a source activity refused by a process whose lease on
 #: the queue lapsed (retried: the queue's owner runs it).
@@ -144,7 +144,7 @@ class _FencedActivity(ActivityInboundInterceptor):
 class SourceQueueOwner:
     """Serve ``task_queue`` while this process holds its lease (module doc).
 
-    :meth:`run` is a supervised loop (:mod:`curaflow.supervision`): any failure — the
+    :meth:`run` is a supervised loop (:mod:`curaflow.process.supervision`): any failure — the
     database going away (asyncpg's ``InterfaceError`` on a closed connection,
     ``ConnectionDoesNotExistError``), the queue's Temporal worker failing, a bug —
     escapes to the supervisor, which logs and counts it and runs :meth:`run` again after

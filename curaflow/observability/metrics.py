@@ -5,7 +5,7 @@ Every metric lives in the process's default registry; the API serves it at
 :func:`start_metrics_server`). The Temporal SDK's own runtime metrics (task slots,
 poll latencies, activity/workflow execution counts…) are exported by the SDK on a
 separate port (``observability.temporal_metrics_port``), see
-:func:`curaflow.telemetry.temporal_runtime`.
+:func:`curaflow.observability.telemetry.temporal_runtime`.
 
 Names follow the Prometheus conventions (``_total`` counters, ``_seconds`` units).
 Labels are bounded sets (statuses, reason codes, route names, activity types,
@@ -123,7 +123,7 @@ ROUTE_REFUSALS = Counter(
 BACKGROUND_ERRORS = Counter(
     "curaflow_background_errors_total",
     "Failures of a supervised background loop (each one logged as background.loop_failed and "
-    "followed by a restart with backoff); see curaflow.supervision.",
+    "followed by a restart with backoff); see curaflow.process.supervision.",
     ["loop"],
 )
 _WORKER_UP: list[Gauge] = []
@@ -145,9 +145,9 @@ def exported_metric_names() -> set[str]:
 
     This module's counters (``…_total``), histograms (``…_bucket`` / ``…_sum`` /
     ``…_count``) and gauges, ``curaflow_worker_up`` and the ledger gauges
-    (:mod:`curaflow.ledger_gauges`). Alert rules and dashboards are checked against it.
+    (:mod:`curaflow.observability.ledger_gauges`). Alert rules and dashboards are checked against it.
     """
-    from curaflow.ledger_gauges import FAMILIES
+    from curaflow.observability.ledger_gauges import FAMILIES
 
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
     names = {

@@ -3,7 +3,7 @@
 * ``GET /metrics`` — curaflow's Prometheus metrics of the process;
 * ``GET /health`` — liveness: ``200 {status: "ok", service: "curaflow-worker", version,
   commit}`` while the worker's event loop answers;
-* ``GET /ready`` — readiness (:mod:`curaflow.readiness`): the ledger and Temporal are
+* ``GET /ready`` — readiness (:mod:`curaflow.process.readiness`): the ledger and Temporal are
   reachable, every Temporal worker of the process still polls and every background
   loop runs; 200 or 503 with each check named.
 
@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 import curaflow
 from curaflow.build import source_commit
-from curaflow.metrics import render_latest
+from curaflow.observability.metrics import render_latest
 
 ReadyProbe = Callable[[], Awaitable[tuple[int, dict[str, Any]]]]
 

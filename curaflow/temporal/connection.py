@@ -28,7 +28,7 @@ from curaflow.domain.presentation import job_search_attributes, job_static_detai
 
 if TYPE_CHECKING:
     from curaflow.config import TemporalSettings
-    from curaflow.temporal_profile import TemporalConnection
+    from curaflow.temporal.profile import TemporalConnection
 
 
 class TemporalConnectError(RuntimeError):
@@ -96,7 +96,7 @@ async def connect(
     """Connect a Temporal client with the pydantic data converter.
 
     The client carries the process's tracing interceptor when tracing is enabled
-    (:func:`curaflow.telemetry.setup_tracing`).
+    (:func:`curaflow.observability.telemetry.setup_tracing`).
 
     Args:
         address: ``host:port`` of the frontend.
@@ -111,7 +111,7 @@ async def connect(
             handshake, a client certificate required, an API key refused); the message
             names the address and the TLS options, never a secret.
     """
-    from curaflow.telemetry import client_interceptors
+    from curaflow.observability.telemetry import client_interceptors
 
     options = connection.connect_kwargs() if connection is not None else {"namespace": namespace}
     try:
@@ -129,7 +129,7 @@ async def connect(
 
 async def connect_configured(temporal: TemporalSettings, *, runtime: Any = None) -> Client:
     """Connect to the Temporal service of the settings (``temporal.address``, with the TLS,
-    API key and namespace of the environment configuration, :mod:`curaflow.temporal_profile`).
+    API key and namespace of the environment configuration, :mod:`curaflow.temporal.profile`).
 
     Raises:
         TemporalConnectError: no address is configured, or :func:`connect` failed.

@@ -3,7 +3,7 @@
 * :class:`EventPusher`: ``JobWorkflow``'s pusher — at start, after every step and after
   ``finish``, one ``push_events`` run at a time;
 * ``EventPushWorkflow``: the same ``push_events`` activity for events written while no
-  job workflow serves the job (started by the sweeper of :mod:`curaflow.pushes`,
+  job workflow serves the job (started by the sweeper of :mod:`curaflow.jobs.pushes`,
   workflow id ``<job_id>/push-events``).
 
 Deterministic and sandbox-clean: imports only pure modules.
@@ -20,7 +20,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.pushes import PushActivity
+    from activities.push_events import PushActivity
     from curaflow.domain.messages import CallbackPolicy, PushInput, PushReport
 
 

@@ -35,11 +35,12 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from curaflow import metrics
 from curaflow.config import Settings
-from curaflow.logs import get_logger
+from curaflow.ledger.db import LEDGER_ERRORS
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
 
-log = get_logger("curaflow.telemetry")
+log = get_logger("curaflow.observability.telemetry")
 CELL_ACTIVITIES = ("search", "fetch", "deliver")
 _state: dict[str, Any] = {"tracing": False, "provider": None, "runtime": None}
 
@@ -75,7 +76,7 @@ class _Inbound(ActivityInboundInterceptor):
                 fields["job_id"],
                 fields["target_id"],
             )
-        except (OSError, asyncpg.PostgresError):
+        except LEDGER_ERRORS:
             return False
         return owner is not None
 

@@ -9,7 +9,7 @@ update, which answers once the Task is admitted:
 .. code-block:: python
 
     from curaflow.protocol.models import Task
-    from curaflow.submit import start_job
+    from curaflow.jobs.submit import start_job
 
     task = Task.model_validate({"protocol_version": "1", "job_type": "candidate_search",
                                 "idempotency_key": "tc-1", "params": {"target_id": "demo"}})

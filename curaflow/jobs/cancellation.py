@@ -44,7 +44,7 @@ from curaflow.ledger.jobs import request_cancel
 from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import CANCEL_GRACE_MS, converge, converge_unserved_cancel
 from curaflow.ledger.records import load_job
-from curaflow.logs import get_logger
+from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import invalid_params
 from curaflow.protocol.projection import project_job
 

@@ -1,0 +1,1 @@
+"""Logs, metrics, ledger gauges and tracing of every curaflow process."""

@@ -1,0 +1,1 @@
+"""What a running curaflow process is made of: the worker, its loops' supervision, its HTTP endpoints."""

@@ -1,0 +1,1 @@
+"""curaflow's side of Temporal: connecting (profile, converter), preparing a namespace, upgrades."""
