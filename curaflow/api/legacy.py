@@ -37,6 +37,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from curaflow.api.auth import require_token
 from curaflow.api.body import read_json
 from curaflow.api.deps import AdmitterDep, LedgerPool, SettingsDep
+from curaflow.api.errors import LEDGER_RETRY_AFTER_S, is_ledger_outage
 from curaflow.domain.cells import CellState
 from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import ledger_status
@@ -65,6 +66,16 @@ def legacy_json(body: dict[str, Any], status: int = 200) -> Response:
 def legacy_error(status: int, message: str) -> Response:
     """The legacy failure shape ``{"status":"error","error":<message>}``."""
     return legacy_json({"status": "error", "error": message}, status)
+
+
+def ledger_unavailable() -> Response:
+    """503 in the legacy shape with ``Retry-After``: PostgreSQL could not be reached or did
+    not answer within ``api.ledger_timeout_ms``. Nothing was lost; the same request may be
+    sent again (a refetch is idempotent by its ``requestId``), as on the job surface
+    (:func:`curaflow.api.errors.internal_error_response`)."""
+    answer = legacy_error(503, "the ledger is unavailable; retry later")
+    answer.headers["Retry-After"] = str(LEDGER_RETRY_AFTER_S)
+    return answer
 
 
 def disposition(record: JobRecord, created: bool) -> str:
@@ -155,15 +166,17 @@ async def refetch(
         task["correlation_id"] = correlation_id
     try:
         admission = await admitter.admit(task, store_params=False)
+        async with pool.acquire() as conn:
+            record = await load_job(conn, admission.job_id)
     except ProtocolError as err:
         request.state.log_fields = {"target_id": target_id}
         request.state.error_code = err.code
         return _refusal(err)
     except Exception as err:  # noqa: BLE001 - the legacy contract: anything else is a bare 500
         log.error("legacy.refetch_failed", target_id=target_id, error=type(err).__name__)
+        if is_ledger_outage(err):
+            return ledger_unavailable()
         return legacy_error(500, "internal error")
-    async with pool.acquire() as conn:
-        record = await load_job(conn, admission.job_id)
     assert record is not None
     answer = disposition(record, not admission.replayed)
     request.state.log_fields = {"job_id": admission.job_id, "disposition": answer}
@@ -180,8 +193,14 @@ async def refetch_status(
     target = settings.target(target_id)
     if target is None:
         return legacy_error(404, "unknown target")
-    async with pool.acquire() as conn:
-        record = await load_job(conn, manual_job_id(target.id, request_id))
+    try:
+        async with pool.acquire() as conn:
+            record = await load_job(conn, manual_job_id(target.id, request_id))
+    except Exception as err:
+        if not is_ledger_outage(err):
+            raise
+        log.error("legacy.status_failed", target_id=target_id, error=type(err).__name__)
+        return ledger_unavailable()
     if record is None or target_id not in record.target_ids:
         return legacy_error(404, "unknown request")
     request.state.log_fields = {"job_id": record.job_id}

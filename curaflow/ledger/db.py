@@ -150,9 +150,24 @@ async def _reset_connection(conn: asyncpg.Connection) -> None:
         await conn.execute("ROLLBACK")
 
 
+#: The idle bound of the per-tick leader locks (the reconciler's, the schedule watcher's),
+#: milliseconds: a leader that sends its lock's session no statement for this long — a
+#: hung process — loses the lock to the next process's tick (:func:`session_lock`'s
+#: ``idle_timeout_ms``). A tick sends a statement every few milliseconds to seconds.
+LEADER_IDLE_MS = 60_000
+
+#: Restores what :func:`session_lock` lifted or bounded on a connection it returns to the pool.
+_RESET_BOUNDS = "RESET statement_timeout; RESET idle_session_timeout; RESET idle_in_transaction_session_timeout"
+
+
 @contextlib.asynccontextmanager
 async def session_lock(
-    pool: asyncpg.Pool, key: int, *, wait: bool = False, timeout_s: float | None = None
+    pool: asyncpg.Pool,
+    key: int,
+    *,
+    wait: bool = False,
+    timeout_s: float | None = None,
+    idle_timeout_ms: int | None = None,
 ) -> AsyncIterator[asyncpg.Connection | None]:
     """Hold the session advisory lock ``key`` on a pooled connection.
 
@@ -165,6 +180,14 @@ async def session_lock(
         timeout_s: the statement bound on this connection while it is held, seconds
             (waiting for the lock included): the server's ``statement_timeout`` is
             lifted and restored on exit. None → the pool's bound.
+        idle_timeout_ms: while the lock is held, PostgreSQL ends the session once it sent
+            no statement for this long, milliseconds (``idle_session_timeout`` and
+            ``idle_in_transaction_session_timeout``, PostgreSQL 14+), which releases the
+            lock. A holder that hangs (a SIGSTOPped or wedged process keeps its socket,
+            so the server sees a live session) then loses the lock instead of holding it
+            for ever; a holder that is only slow sees its next statement fail with
+            ``InterfaceError`` (the connection is gone). None → no idle bound (the lock
+            outlives an idle holder).
 
     Raises:
         OSError / asyncpg.PostgresError / TimeoutError: the ledger is unreachable.
@@ -175,11 +198,17 @@ async def session_lock(
             if timeout_s is not None:
                 await conn.execute("SET statement_timeout = 0")
                 lifted = True
+            if idle_timeout_ms is not None:
+                bound = int(idle_timeout_ms)
+                await conn.execute(
+                    f"SET idle_session_timeout = {bound}; SET idle_in_transaction_session_timeout = {bound}"
+                )
+                lifted = True
             if wait:
                 await conn.execute("SELECT pg_advisory_lock($1)", key, timeout=timeout_s)
             elif not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
                 if lifted:
-                    await conn.execute("RESET statement_timeout")
+                    await conn.execute(_RESET_BOUNDS)
                 yield None
                 return
         except BaseException:
@@ -192,7 +221,7 @@ async def session_lock(
             with contextlib.suppress(Exception):
                 await conn.execute("SELECT pg_advisory_unlock($1)", key)
                 if lifted:
-                    await conn.execute("RESET statement_timeout")
+                    await conn.execute(_RESET_BOUNDS)
                 released = True
             if not released:
                 conn.terminate()

@@ -46,7 +46,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from curaflow.domain.execution import JOB_WORKFLOW
 from curaflow.domain.projection import job_status
 from curaflow.domain.verdicts import FinishCause
-from curaflow.ledger.db import now_ms, session_lock
+from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
 from curaflow.ledger.finish import FinishedJob, finish_job
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -189,6 +189,10 @@ async def tick(
 ) -> TickReport:
     """Run one reconciliation pass; returns an empty report if another process holds the lock.
 
+    The lock is held for this pass only, and its session is bounded: a process that
+    hangs holding it loses it after :data:`~curaflow.ledger.db.LEADER_IDLE_MS` without a
+    statement (:func:`~curaflow.ledger.db.session_lock`'s ``idle_timeout_ms``).
+
     Args:
         pool: ledger pool.
         start: starts a job's workflow (None: rule 1 is skipped).
@@ -199,7 +203,7 @@ async def tick(
         asyncpg / Temporal errors: the caller's loop logs them and tries again next tick.
     """
     report = TickReport()
-    async with session_lock(pool, LOCK_KEY) as conn:
+    async with session_lock(pool, LOCK_KEY, idle_timeout_ms=LEADER_IDLE_MS) as conn:
         if conn is None:
             return report
         await _tick(conn, pool, start, client, limit, report)

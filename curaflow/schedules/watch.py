@@ -27,7 +27,7 @@ from temporalio.client import Client, ScheduleDescription
 
 from curaflow.config import ScheduleConfig, Settings
 from curaflow.domain.occurrence import CATCHUP_WINDOW_S, MissCause, name_misses
-from curaflow.ledger.db import now_ms, session_lock
+from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.process.supervision import Supervisor
@@ -134,15 +134,17 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
     """Compare Temporal's missed/skipped counters with the ledger's; name and report the increase.
 
     Runs in every worker at the reconcile interval; one process at a time does the work
-    (advisory lock), and the ledger remembers the last counters and up to which nominal
-    time they were accounted for, so each miss is logged, counted and recorded exactly
-    once (a restart does not repeat them).
+    (advisory lock, lost by a holder that hangs: :data:`~curaflow.ledger.db.LEADER_IDLE_MS`),
+    and the ledger remembers the last counters and up to which nominal time they were
+    accounted for, so each miss is logged, counted and recorded exactly once (a restart
+    does not repeat them; the record is written on the lock's connection, so a holder
+    that lost its session records nothing).
 
     Returns:
         The schedules with new misses (empty when another process holds the lock).
     """
     found: list[Missed] = []
-    async with session_lock(pool, WATCH_LOCK_KEY) as conn:
+    async with session_lock(pool, WATCH_LOCK_KEY, idle_timeout_ms=LEADER_IDLE_MS) as conn:
         if conn is None:
             return found
         for plan in settings.schedules:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,12 @@ async def test_a_hung_ledger_is_answered_503_with_retry_after_within_the_bound(
                 await timed(http, "GET", f"/jobs/{job_id}/events"),
                 await timed(http, "GET", f"/jobs/{job_id}"),  # again: the interrupted connections were let go
             ]
+            # the legacy refetch shim answers in its own shape, as retryable as the rest
+            request_id = str(uuid.uuid4())
+            legacy = [
+                await timed(http, "POST", "/internal/targets/demo/refetch", json={"requestId": request_id}),
+                await timed(http, "GET", f"/internal/targets/demo/refetch/{request_id}"),
+            ]
             ready, ready_s = await timed(http, "GET", "/ready")
             health, health_s = await timed(http, "GET", "/health")
         finally:
@@ -109,6 +116,12 @@ async def test_a_hung_ledger_is_answered_503_with_retry_after_within_the_bound(
                 True,
                 "ledger_unavailable",
             ), where
+            assert elapsed < LEDGER_TIMEOUT_S + SLACK_S, (where, elapsed)
+        for answer, elapsed in legacy:
+            where = f"{answer.request.method} {answer.request.url.path}"
+            assert answer.status_code == 503, (where, answer.status_code, answer.text)
+            assert answer.headers["retry-after"] == "5", where
+            assert answer.json() == {"status": "error", "error": "the ledger is unavailable; retry later"}, where
             assert elapsed < LEDGER_TIMEOUT_S + SLACK_S, (where, elapsed)
         assert ready.status_code == 503 and ready.json()["checks"]["ledger"]["ok"] is False
         assert ready_s < LEDGER_TIMEOUT_S + SLACK_S, ready_s

@@ -153,10 +153,13 @@ def test_workers_scale() -> None:
     assert worker["environment"]["CURAFLOW_OBSERVABILITY__METRICS_PORT"] == "9090"
 
 
-def test_named_volumes_and_a_shared_artifact_store() -> None:
-    assert set(COMPOSE["volumes"]) >= {"temporal-db", "curaflow-db", "curaflow-artifacts"}
+def test_named_volumes_for_the_databases_and_no_disk_shared_between_curaflow_processes() -> None:
+    assert set(COMPOSE["volumes"]) >= {"temporal-db", "curaflow-db"}
     for name in ("api", "worker"):
-        assert "curaflow-artifacts:/var/lib/curaflow" in SERVICES[name]["volumes"]
+        # an anonymous volume: each container (each scaled worker) has its own state_dir
+        assert "/var/lib/curaflow" in SERVICES[name]["volumes"]
+        named = [v.split(":")[0] for v in SERVICES[name]["volumes"] if ":" in v and not v.startswith((".", "/"))]
+        assert named == [], f"{name} mounts a named volume other processes share: {named}"
 
 
 def test_secrets_come_from_the_env_file_only() -> None:

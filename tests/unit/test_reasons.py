@@ -27,6 +27,8 @@ def test_every_reason_maps_like_the_mapping_file() -> None:
         assert protocol_code_for(code) == protocol, code
     for reason, info in REASONS.items():
         assert info.protocol_code in PROTOCOL_CODES, reason
+        # the file is the consumers' table: every reason a cell can end with is in it
+        assert mapping.get(reason) == info.protocol_code, reason
     assert protocol_code_for("cancelled_by_consumer") == "cancelled_by_consumer"
 
 
