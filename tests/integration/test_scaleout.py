@@ -301,12 +301,16 @@ async def test_an_owner_whose_lease_was_taken_stops_and_stands_by(
 
 
 async def test_a_dead_owner_is_replaced_at_the_next_standby_poll_not_at_its_lease_end(
-    database_url: str, temporal_client: Client, ledger_pool: asyncpg.Pool
+    database_url: str, temporal_client: Client, temporal_address: str, ledger_pool: asyncpg.Pool
 ) -> None:
     stop, standby_stop = asyncio.Event(), asyncio.Event()
     queue = f"test-lease-{short_id()}"
     owner = owner_for(database_url, temporal_client, stop, queue)
-    standby = owner_for(database_url, temporal_client, standby_stop, queue)
+    # The standby is another process: its own Temporal client. (One client refuses a second
+    # worker on a queue while its first is still stopping, which the "dead" owner here —
+    # only its ledger session was killed — may still be doing on a loaded machine.)
+    standby_client = await Client.connect(temporal_address, namespace=temporal_client.namespace)
+    standby = owner_for(database_url, standby_client, standby_stop, queue)
     running = asyncio.create_task(owner.run())
     try:
         await eventually(owner.owning.is_set, timeout_s=10, what="owning")
