@@ -1,7 +1,7 @@
 """The scan frontier of a target: what it has already examined, so a job re-reads only what can hold something new.
 
 Without it every job of a long-lived target scans from page 1 and skips what was delivered:
-after N deliveries a job reads about ⌈N/30⌉ search pages (issue 27, case 1). The frontier is
+after N deliveries a job reads about ⌈N/30⌉ search pages. The frontier is
 remembered per target and *fingerprint* (:func:`fingerprint`: account, work type, query,
 filters and routes — change any of them and the target starts afresh) in the ledger
 (:mod:`curaflow.ledger.frontiers`), and read by the scan (:mod:`curaflow.sources.pixiv.scan`).

@@ -1,4 +1,4 @@
--- curaflow ledger, version 38 (issue 27): the scan frontier of each target.
+-- curaflow ledger, version 38: the scan frontier of each target.
 --
 -- What a target has already examined of one query (curaflow.sources.frontier): the
 -- newest work of its known run (date_desc), the end of that run, and where a scan that

@@ -33,7 +33,7 @@ walk reaches the cap too is a middle part of the day out of reach: the day and t
 of its works reached are recorded (``report.skipped_days``, reported through
 ``on_skipped_day``) and the scan goes on with the next day. Other sorts end at the cap.
 
-The target's frontier (issue 27; :mod:`curaflow.sources.frontier`): a scan given the
+The target's frontier (:mod:`curaflow.sources.frontier`): a scan given the
 target's stored :class:`~curaflow.sources.frontier.Frontier` reads only what can hold
 something new — the head of a ``date_desc`` query, then the first part not fully known —
 and leaves the next frontier in ``ScanCheckpoint.frontier``. Its page selection is kept
