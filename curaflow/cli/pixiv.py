@@ -68,8 +68,11 @@ def describe_source(settings: Settings, account: str) -> str:
     if not token:
         who = "no refresh token for this account: `curaflow pixiv login --account " + account + "`"
     elif token == stored_token(settings.state_dir, account):
-        user = stored_user(settings.state_dir, account) or {}
-        who = f"pixiv user {user.get('name', '?')}, @{user.get('account', '?')}"
+        user = stored_user(settings.state_dir, account)
+        if user and user.get("name") not in (None, "", "?"):
+            who = f"pixiv user {user['name']}, @{user.get('account') or '?'}"
+        else:  # a token file written by hand: nobody has asked Pixiv whose it is
+            who = "stored refresh token, not checked: `curaflow pixiv validate` asks Pixiv whose it is"
     else:
         who = "refresh token from the configuration or the environment"
     return f"source: Pixiv app-api{at}, account {account} ({who})"

@@ -71,3 +71,19 @@ def test_run_and_dev_name_the_source(tmp_path: Path, monkeypatch: pytest.MonkeyP
         "source: Pixiv app-api at http://127.0.0.1:9, account default "
         "(refresh token from the configuration or the environment)"
     )
+
+
+def test_a_token_file_written_by_hand_is_named_unchecked_not_as_user_question_marks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("PIXIV_REFRESH_TOKEN", "CURAFLOW_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    info = PixivAccountInfo(refresh_token="rt-1", user_id="7", user_name="ミク", account="miku")
+    path = store_token(tmp_path, "default", info)
+    for other in path.parent.iterdir():  # only the token stays, as when a user writes the file
+        if other != path:
+            other.unlink()
+    assert describe_source(load_settings(state_dir=tmp_path), "default") == (
+        "source: Pixiv app-api, account default "
+        "(stored refresh token, not checked: `curaflow pixiv validate` asks Pixiv whose it is)"
+    )

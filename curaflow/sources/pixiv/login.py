@@ -168,7 +168,7 @@ async def _token_request(http: httpx.AsyncClient, auth_url: str | None, form: di
         raise LoginError(
             "no_network",
             f"cannot reach Pixiv's token endpoint {url} ({type(err).__name__}): check the network "
-            "connection (or the proxy) and try again",
+            "connection and try again (environment proxies are not used)",
         ) from err
     try:
         body: Any = response.json()
