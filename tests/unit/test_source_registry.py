@@ -118,3 +118,24 @@ def test_a_kind_is_registered_once() -> None:
         build_source("x", SourceConfig(kind="nowhere"), None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="needs a kind"):
         parse_source_config({"url": "http://x"})
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("raise RuntimeError('no catalog today')\n", "RuntimeError: no catalog today"),
+        ("def broken(:\n", "SyntaxError"),
+        ("import curaflow_no_such_dependency\n", "No module named 'curaflow_no_such_dependency'"),
+    ],
+)
+def test_a_source_module_that_fails_on_import_is_a_config_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, why: str
+) -> None:
+    # Not a traceback out of load_settings: the module's own failure, named, at load time.
+    name = f"curaflow_test_failing_source_{abs(hash(body))}"
+    (tmp_path / f"{name}.py").write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match="source_modules") as raised:
+        load(tmp_path, {"source_modules": [name]})
+    assert repr(name) in str(raised.value)
+    assert why in str(raised.value)
