@@ -71,3 +71,18 @@ def test_run_and_dev_name_the_source(tmp_path: Path, monkeypatch: pytest.MonkeyP
         "source: Pixiv app-api at http://127.0.0.1:9, account default "
         "(refresh token from the configuration or the environment)"
     )
+
+
+def test_run_and_dev_name_a_source_of_another_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A target on a [sources.<name>] instance is not served by Pixiv's replay nor by a
+    # Pixiv account: the line names the instance and its kind.
+    for name in ("PIXIV_REFRESH_TOKEN", "CURAFLOW_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    settings = load_settings(
+        state_dir=tmp_path,
+        source_modules=["tests.fakes.catalog_source"],
+        sources={"shelf": {"kind": "catalog", "url": "http://127.0.0.1:9"}},
+        targets=[{"id": "t", "account": "shelf", "routes": ["out"]}],
+    )
+    assert describe_source(settings, "shelf") == "source: shelf (kind catalog, [sources.shelf])"
+    assert describe_source(settings, "default").startswith("source: the recorded Pixiv replay (")
