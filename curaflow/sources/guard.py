@@ -169,7 +169,8 @@ class GuardedSource:
 
     @contextlib.asynccontextmanager
     async def download(self, url: str) -> AsyncIterator[_Body]:
-        budget = time_left(self._timeout_s + GRACE_S)
+        # The source's own limit (the same, and the job's deadline) fires first when it keeps it.
+        budget = time_left(self._timeout_s) + GRACE_S
         caller: BaseException | None = None
         try:
             async with asyncio.timeout(budget):
