@@ -22,6 +22,7 @@ import pytest
 from curaflow.ledger.gates import read_gate
 from tests.conftest import StackFactory
 from tests.fakes.catalog import CatalogServer
+from tests.jobs_support import curaflow
 from tests.support import Stack, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -105,3 +106,32 @@ async def test_the_second_source_never_delivers_a_work_twice_and_pages_on(
         stack.settings.source_task_queue("shelf"),
     )
     assert gone == 1
+
+
+async def test_the_operator_commands_know_the_second_source(
+    make_stack: StackFactory, tmp_path: Path, catalog: CatalogServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `curaflow accounts list` shows the instance's gate; `accounts resume` lifts its pause
+    # (any kind's gate may pause: SourceContext.gate(pause_ms=…)) instead of calling it
+    # an unknown account.
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))  # tests.fakes for the command
+    stack, _ = catalog_stack(make_stack, tmp_path, catalog)
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["sky"]})))
+    assert record.cells[0].state == "submitted", record
+    pool = await stack.ledger()
+    await pool.execute(
+        "UPDATE source_gates SET paused_until = (extract(epoch FROM now()) * 1000)::bigint + 600000, "
+        "pause_reason = 'restricted' WHERE gate = $1",
+        stack.settings.source_task_queue("shelf"),
+    )
+
+    listed = await curaflow("accounts", "list", "--json", stack=stack)
+    assert listed.returncode == 0, listed.stderr
+    shelf = next(a for a in json.loads(listed.stdout) if a["account"] == "shelf")
+    assert shelf["pause_reason"] == "restricted"
+    resumed = await curaflow("accounts", "resume", "shelf", stack=stack)
+    assert resumed.returncode == 0, (resumed.stdout, resumed.stderr)
+    assert "account shelf resumed" in resumed.stdout
+    gate = await read_gate(pool, stack.settings.source_task_queue("shelf"))
+    assert gate is not None and gate.paused_until <= gate.now
