@@ -28,6 +28,7 @@ from curaflow.routes import (
     build_route,
 )
 from curaflow.sources.base import Source
+from curaflow.sources.guard import guarded
 from curaflow.sources.registry import SourceContext, UnsupportedSource, build_source
 
 
@@ -91,7 +92,9 @@ class ActivityDeps:
 
     def source(self, name: str) -> Source:
         """The source instance ``name`` — a Pixiv account or a ``[sources]`` entry — one
-        per process (:func:`~curaflow.sources.registry.build_source`).
+        per process (:func:`~curaflow.sources.registry.build_source`), guarded
+        (:func:`~curaflow.sources.guard.guarded`: any failure of its own is a
+        ``SourceError``, its downloads bounded by ``outbound.download_*``).
 
         Raises:
             KeyError: no source of that name is configured.
@@ -99,7 +102,12 @@ class ActivityDeps:
         """
         if name not in self._sources:
             config = self.settings.source_configs()[name]
-            self._sources[name] = build_source(name, config, self.sources)
+            limits = self.settings.outbound
+            self._sources[name] = guarded(
+                build_source(name, config, self.sources),
+                download_max_bytes=limits.download_max_bytes,
+                download_timeout_s=limits.download_timeout_ms / 1000,
+            )
         return self._sources[name]
 
     def route(self, name: str) -> Route:

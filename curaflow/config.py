@@ -717,10 +717,15 @@ class Settings(BaseSettings):
         ``[sources]`` is validated with the registered models."""
         modules = data.get("source_modules") if isinstance(data, dict) else None
         if isinstance(modules, list) and all(isinstance(m, str) for m in modules):
-            try:
-                import_source_modules(modules)
-            except ImportError as err:
-                raise ValueError(f"source_modules: cannot import {err.name or err}") from None
+            for module in modules:
+                # Whatever the module raises while it is imported (a missing dependency, a
+                # syntax error, its own failure) is a configuration error naming it.
+                try:
+                    import_source_modules([module])
+                except Exception as err:  # noqa: BLE001 - any failure of the module is reported, named
+                    raise ValueError(
+                        f"source_modules: cannot import {module!r} ({type(err).__name__}: {err})"
+                    ) from None
         return data
 
     @field_validator("sources", mode="before")

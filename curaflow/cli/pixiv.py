@@ -49,11 +49,15 @@ T = TypeVar("T")
 
 
 def describe_source(settings: Settings, account: str) -> str:
-    """One line naming the source the jobs of ``account`` use: the replay, or Pixiv and whose token.
+    """One line naming the source the jobs of ``account`` use: the replay, or Pixiv and whose
+    token, or the ``[sources.<name>]`` instance and its kind.
 
     The user name comes from what ``curaflow pixiv login`` (or ``refresh``) stored, and
     only when the token in use is the stored one; no request is sent.
     """
+    other = settings.sources.get(account)
+    if other is not None:  # a [sources.<name>] instance: Pixiv's replay and tokens are not its
+        return f"source: {account} (kind {other.kind}, [sources.{account}])"
     pixiv = settings.pixiv
     if pixiv.replay:
         at = f" at {pixiv.api_url}" if pixiv.api_url else ""

@@ -259,13 +259,15 @@ def accounts_list(
 
 @accounts_app.command("resume")
 def accounts_resume(
-    account: str = typer.Argument(..., help="The Pixiv account (`default`, or a key of pixiv.accounts)."),
+    account: str = typer.Argument(
+        ..., help="The Pixiv account (`default`, or a key of pixiv.accounts) or a [sources] instance."
+    ),
     config: Path | None = ConfigOption,
 ) -> None:
     """Lift the pause of an account Pixiv restricted, once you checked it at pixiv.net."""
 
     async def body(settings: Settings, pool: asyncpg.Pool) -> bool | None:
-        if account not in settings.accounts():
+        if account not in settings.source_configs():  # a Pixiv account or a [sources] instance
             return None
         return await ledger_gates.resume(pool, settings.source_task_queue(account))
 

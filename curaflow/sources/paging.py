@@ -14,12 +14,18 @@ The rules of the end of results are the same as Pixiv's
 ends the results, and an empty page that a cursor promised is the source's failure
 (``remote_http_error``, retried).
 
+A source's own errors inside a page are counted ``invalid`` and never become candidates:
+a work whose id cannot name a file (:data:`WORK_ID`: no ``/``, no leading dot, at most
+128 characters) and a work the source listed already (overlapping pages). Each still
+counts as examined, so a source that repeats its pages for ever stops at ``max_examined``.
+
 No frontier, no date windows: those are a source's own paging tricks (Pixiv's scan,
 :mod:`curaflow.sources.pixiv.scan`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -33,6 +39,10 @@ from curaflow.sources.filters import protocol_reason, reject_reason
 
 #: At most this many rejected works are listed in ``report.filtered``.
 FILTERED_CAP = 50
+
+#: A work id the artifact store and the routes can use as a file and folder name; a work
+#: with any other id is the source's error, counted ``invalid`` and never a candidate.
+WORK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
 @dataclass
@@ -127,18 +137,26 @@ async def scan_pages(
             await _fetch(fetch, target, cp)
             continue
         batch, cp.pending = cp.pending, []
-        ruled_out = await request.known([w.work_id for w in batch])
+        held = {w.work_id for w in cp.candidates}
+        ruled_out = await request.known([w.work_id for w in batch if WORK_ID.fullmatch(w.work_id)])
         for i, work in enumerate(batch):
             if cp.examined >= request.max_examined or len(cp.candidates) >= request.scan_limit:
                 cp.pending = batch[i:]
                 break
-            if work.work_id in ruled_out:
-                reason: str | None = ruled_out[work.work_id]
+            if not WORK_ID.fullmatch(work.work_id) or work.work_id in held:
+                # An id no file can be named after, or a work the source already listed
+                # (its pages overlap): the source's error, still counted as examined so
+                # a source repeating itself for ever stops at ``max_examined``.
+                reason: str | None = "invalid"
+            elif work.work_id in ruled_out:
+                reason = ruled_out[work.work_id]
             elif work.work_id in gone:
                 reason = "unavailable"
             else:
                 reason = reject(work, target, excluded)
             _examine(cp, work, reason)
+            if reason is None:
+                held.add(work.work_id)
         cp.report.fetched = cp.examined
         cp.report.pages = cp.pages
         cp.exhausted = cp.pages_done and not cp.pending

@@ -130,9 +130,13 @@ def register_source(kind: str, config: type[SourceConfig], build: SourceFactory,
         ValueError: another model is already registered under ``kind``.
     """
     known = _KINDS.get(kind)
-    if known is not None and known.config.__qualname__ != config.__qualname__:
-        raise ValueError(f"source kind {kind!r} is already registered ({known.config.__qualname__})")
+    if known is not None and _model_name(known.config) != _model_name(config):
+        raise ValueError(f"source kind {kind!r} is already registered ({_model_name(known.config)})")
     _KINDS[kind] = SourceKind(kind, config, build, configurable)
+
+
+def _model_name(config: type[SourceConfig]) -> str:
+    return f"{config.__module__}.{config.__qualname__}"
 
 
 def _load_builtin() -> None:
@@ -148,7 +152,10 @@ def import_source_modules(modules: Iterable[str]) -> None:
 
     Raises:
         ImportError: a module cannot be imported.
+        ValueError: a module registers a kind already registered (a built-in one too:
+            they are registered first, so a module cannot take their word).
     """
+    _load_builtin()
     for module in modules:
         importlib.import_module(module)
 

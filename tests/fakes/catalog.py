@@ -10,7 +10,8 @@ source kind, ``tests/integration/test_second_source.py`` runs a job through it).
   :data:`PAGE_SIZE` a page; ``page`` from 1);
 * ``GET /api/v2/items/<ref>`` → ``{"item": item}``, 404 ``{"problem": "no such item"}``;
 * ``GET /media/<ref>-<n>.png`` → a small PNG (each item's own colour), 404 for a ref
-  in :attr:`Catalog.gone`.
+  in :attr:`Catalog.gone`;
+* :attr:`Catalog.odd` replaces fields of an item's answer (shapes the source did not expect).
 
 Every request is logged (:attr:`Catalog.log`: kind, path, query).
 """
@@ -85,7 +86,12 @@ class Catalog:
 
     items: list[Item] = field(default_factory=sample_items)
     gone: set[str] = field(default_factory=set)
+    #: Fields of an item's answer replaced by odd values (a catalog changing its shapes).
+    odd: dict[str, dict[str, Any]] = field(default_factory=dict)
     log: list[Seen] = field(default_factory=list)
+
+    def wire(self, item: Item, base: str) -> dict[str, Any]:
+        return {**item.wire(base), **self.odd.get(item.ref, {})}
 
     def kinds(self) -> list[str]:
         return [s.kind for s in self.log]
@@ -118,7 +124,7 @@ def create_catalog_app(catalog: Catalog, base: list[str]) -> FastAPI:
         found.sort(key=lambda i: i.posted, reverse=True)
         chunk = found[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
         return {
-            "results": [i.wire(base[0]) for i in chunk],
+            "results": [catalog.wire(i, base[0]) for i in chunk],
             "page": page,
             "has_more": page * PAGE_SIZE < len(found),
         }
@@ -128,7 +134,7 @@ def create_catalog_app(catalog: Catalog, base: list[str]) -> FastAPI:
         seen("item", request)
         for i in catalog.items:
             if i.ref == ref and ref not in catalog.gone:
-                return {"item": i.wire(base[0])}
+                return {"item": catalog.wire(i, base[0])}
         return JSONResponse({"problem": "no such item"}, status_code=404)
 
     @app.get("/media/{name}")

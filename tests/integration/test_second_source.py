@@ -13,15 +13,19 @@ the :class:`~curaflow.sources.base.Source` protocol alone.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from curaflow.domain.reasons import REASONS, Owner, TerminalReason
 from curaflow.ledger.gates import read_gate
+from curaflow.protocol.projection import project_job
 from tests.conftest import StackFactory
 from tests.fakes.catalog import CatalogServer
+from tests.jobs_support import curaflow
 from tests.support import Stack, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -34,7 +38,7 @@ async def catalog() -> AsyncIterator[CatalogServer]:
 
 
 def catalog_stack(
-    make_stack: StackFactory, tmp_path: Path, catalog: CatalogServer, **target: Any
+    make_stack: StackFactory, tmp_path: Path, catalog: CatalogServer, extra: dict[str, Any] | None = None, **target: Any
 ) -> tuple[Stack, Path]:
     out = f"out-{short_id()}"
     delivered = tmp_path / "delivered"
@@ -43,6 +47,7 @@ def catalog_stack(
         "sources": {"shelf": {"kind": "catalog", "url": catalog.url, "min_interval_ms": 50}},
         "routes": {out: {"kind": "directory", "path": str(delivered)}},
         "targets": [{"id": "pictures", "account": "shelf", "query": {"tags": ["sky"]}, "routes": [out], **target}],
+        **(extra or {}),
     }
     return make_stack(config), delivered
 
@@ -105,3 +110,54 @@ async def test_the_second_source_never_delivers_a_work_twice_and_pages_on(
         stack.settings.source_task_queue("shelf"),
     )
     assert gone == 1
+
+
+async def test_the_operator_commands_know_the_second_source(
+    make_stack: StackFactory, tmp_path: Path, catalog: CatalogServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `curaflow accounts list` shows the instance's gate; `accounts resume` lifts its pause
+    # (any kind's gate may pause: SourceContext.gate(pause_ms=…)) instead of calling it
+    # an unknown account.
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))  # tests.fakes for the command
+    stack, _ = catalog_stack(make_stack, tmp_path, catalog)
+    await stack.start_worker()
+    record = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["sky"]})))
+    assert record.cells[0].state == "submitted", record
+    pool = await stack.ledger()
+    await pool.execute(
+        "UPDATE source_gates SET paused_until = (extract(epoch FROM now()) * 1000)::bigint + 600000, "
+        "pause_reason = 'restricted' WHERE gate = $1",
+        stack.settings.source_task_queue("shelf"),
+    )
+
+    listed = await curaflow("accounts", "list", "--json", stack=stack)
+    assert listed.returncode == 0, listed.stderr
+    shelf = next(a for a in json.loads(listed.stdout) if a["account"] == "shelf")
+    assert shelf["pause_reason"] == "restricted"
+    resumed = await curaflow("accounts", "resume", "shelf", stack=stack)
+    assert resumed.returncode == 0, (resumed.stdout, resumed.stderr)
+    assert "account shelf resumed" in resumed.stdout
+    gate = await read_gate(pool, stack.settings.source_task_queue("shelf"))
+    assert gate is not None and gate.paused_until <= gate.now
+
+
+async def test_a_source_failing_on_a_shape_it_did_not_expect_is_the_sources_failure(
+    make_stack: StackFactory, tmp_path: Path, catalog: CatalogServer
+) -> None:
+    # The catalog answers its newest item with an artist that is not an object: the
+    # source's parsing raises AttributeError, a type the protocol does not allow. The
+    # job fails as the source's error (retried, then remote_http_error, owner source),
+    # never curaflow's internal_error nor "no candidate".
+    catalog.catalog.odd["c100"] = {"artist": "someone"}
+    extra = {"delivery": {"source_max_attempts": 2, "retry_initial_interval_ms": 100}}
+    stack, _ = catalog_stack(make_stack, tmp_path, catalog, extra)
+    await stack.start_worker()
+
+    record = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["sky"]})))
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "remote_http_error"), record
+    assert REASONS[TerminalReason(cell.reason or "")].owner == Owner.SOURCE
+    error = project_job(record, int(time.time() * 1000))["error"]
+    assert error["code"] == "source_error" and error["retryable"] is True
+    assert [s.query.get("page") for s in catalog.catalog.log if s.kind == "search"] == [["1"], ["1"]]

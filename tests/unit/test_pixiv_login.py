@@ -87,3 +87,18 @@ def test_a_token_file_written_by_hand_is_named_unchecked_not_as_user_question_ma
         "source: Pixiv app-api, account default "
         "(stored refresh token, not checked: `curaflow pixiv validate` asks Pixiv whose it is)"
     )
+
+
+def test_run_and_dev_name_a_source_of_another_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A target on a [sources.<name>] instance is not served by Pixiv's replay nor by a
+    # Pixiv account: the line names the instance and its kind.
+    for name in ("PIXIV_REFRESH_TOKEN", "CURAFLOW_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    settings = load_settings(
+        state_dir=tmp_path,
+        source_modules=["tests.fakes.catalog_source"],
+        sources={"shelf": {"kind": "catalog", "url": "http://127.0.0.1:9"}},
+        targets=[{"id": "t", "account": "shelf", "routes": ["out"]}],
+    )
+    assert describe_source(settings, "shelf") == "source: shelf (kind catalog, [sources.shelf])"
+    assert describe_source(settings, "default").startswith("source: the recorded Pixiv replay (")

@@ -118,3 +118,58 @@ def test_a_kind_is_registered_once() -> None:
         build_source("x", SourceConfig(kind="nowhere"), None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="needs a kind"):
         parse_source_config({"url": "http://x"})
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("raise RuntimeError('no catalog today')\n", "RuntimeError: no catalog today"),
+        ("def broken(:\n", "SyntaxError"),
+        ("import curaflow_no_such_dependency\n", "No module named 'curaflow_no_such_dependency'"),
+    ],
+)
+def test_a_source_module_that_fails_on_import_is_a_config_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, why: str
+) -> None:
+    # Not a traceback out of load_settings: the module's own failure, named, at load time.
+    name = f"curaflow_test_failing_source_{abs(hash(body))}"
+    (tmp_path / f"{name}.py").write_text(body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match="source_modules") as raised:
+        load(tmp_path, {"source_modules": [name]})
+    assert repr(name) in str(raised.value)
+    assert why in str(raised.value)
+
+
+def test_a_source_module_cannot_take_a_builtin_kind(tmp_path: Path) -> None:
+    # In a fresh process (the built-in kinds not looked up yet): the settings refuse the
+    # module at load time, naming it, instead of a worker failing on its first source.
+    import subprocess
+    import sys
+
+    (tmp_path / "hijack_source.py").write_text(
+        "from typing import Literal\n"
+        "from curaflow.sources.base import SourceConfig\n"
+        "from curaflow.sources.registry import register_source\n"
+        "class PixivSourceConfig(SourceConfig):\n"
+        "    kind: Literal['pixiv'] = 'pixiv'\n"
+        "register_source('pixiv', PixivSourceConfig, lambda name, config, context: None)\n"
+    )
+    (tmp_path / "curaflow.toml").write_text(f'state_dir = "{tmp_path / "state"}"\nsource_modules = ["hijack_source"]\n')
+    code = (
+        "from curaflow.config import ConfigError, load_settings\n"
+        "try:\n"
+        "    load_settings('curaflow.toml')\n"
+        "except ConfigError as err:\n"
+        "    print(err)\n"
+        "else:\n"
+        "    print('loaded')\n"
+    )
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith(("CURAFLOW_", "PIXIV_"))}
+    env["PYTHONPATH"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "source_modules: cannot import 'hijack_source'" in done.stdout
+    assert "'pixiv' is already registered" in done.stdout

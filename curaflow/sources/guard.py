@@ -1,0 +1,197 @@
+"""Every source as the activities see it: failures attributed to the source, downloads bounded.
+
+The :class:`~curaflow.sources.base.Source` protocol says a source raises only
+:class:`~curaflow.sources.errors.SourceError` or
+:class:`~curaflow.sources.errors.WorkUnavailable`, and reads an image within the
+outbound layer's limits. A source kind registered outside curaflow (``source_modules``)
+may not keep that promise: a ``KeyError`` on an answer of an unexpected shape, a
+pydantic error on an id that is not a string, a download that never ends or never
+stops growing. :func:`guarded` wraps every instance the activities use
+(:meth:`activities.deps.ActivityDeps.source`) so that:
+
+* any other exception raised *by the source* becomes a retryable ``SourceError``
+  (``remote_http_error`` from a scan, ``metadata_failed`` from :meth:`work`,
+  ``download_failed`` from a download or an animation): its reason's owner is the
+  source, never curaflow's ``internal_error``. What curaflow's own code raises through
+  the source — the ledger hooks of a scan (``known``, ``on_page``), the store's code
+  inside a download block, PostgreSQL errors of the rate gate — passes unchanged;
+* a download is read within ``outbound.download_max_bytes`` (more: the work is
+  unavailable, as Pixiv's) and ``outbound.download_timeout_ms`` (plus a grace, so a
+  source keeping the limit itself fails first; never past the job's deadline), whether
+  or not the source applies them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import asyncpg
+
+from curaflow.domain.messages import TargetSpec
+from curaflow.domain.models import Work
+from curaflow.domain.reasons import TerminalReason
+from curaflow.outbound import time_left
+from curaflow.sources.base import Animation, ScanRequest, ScanState, Source, SourcePolicy
+from curaflow.sources.errors import SourceError, WorkUnavailable
+
+#: A source's own time limit fires before the guard's by this much (s).
+GRACE_S = 1.0
+
+#: Exceptions of curaflow's own services a source call may carry (the rate gate's
+#: PostgreSQL): never the source's failure.
+OWN_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError, asyncpg.InterfaceError)
+
+T = TypeVar("T")
+
+
+class _HookFailed(Exception):
+    """A ledger hook of the scan failed (carried through the source, re-raised as it was)."""
+
+    def __init__(self, err: Exception) -> None:
+        super().__init__(str(err))
+        self.err = err
+
+
+def _passes(err: BaseException) -> bool:
+    return isinstance(err, (SourceError, WorkUnavailable, *OWN_ERRORS)) or not isinstance(err, Exception)
+
+
+def _attributed(source: str, reason: TerminalReason, what: str, err: Exception) -> SourceError:
+    return SourceError(reason, f"source {source!r} {what} raised {type(err).__name__}: {err}"[:500])
+
+
+class _Body:
+    """A download's body within the guard's byte limit; the source's own errors attributed."""
+
+    def __init__(self, inner: Any, source: str, url: str, max_bytes: int) -> None:
+        announced = getattr(inner, "expected_bytes", None)
+        self.expected_bytes = announced if isinstance(announced, int) and announced >= 0 else None
+        self._inner = inner
+        self._source = source
+        self._work_id = url
+        self._max = max_bytes
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        # The bytes received are counted, not the length announced: a source that checks
+        # the announced length itself (Pixiv's) keeps its own answer.
+        received = 0
+        iterator = aiter(self._inner.chunks())
+        while True:
+            try:
+                chunk = await anext(iterator)
+            except StopAsyncIteration:
+                return
+            except Exception as err:
+                if _passes(err):
+                    raise
+                raise _attributed(self._source, TerminalReason.DOWNLOAD_FAILED, "download", err) from err
+            if not isinstance(chunk, bytes | bytearray | memoryview):
+                raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"source {self._source!r} download yielded no bytes")
+            received += len(chunk)
+            if received > self._max:
+                raise WorkUnavailable(
+                    self._work_id, f"an image page is larger than {self._max} bytes (outbound.download_max_bytes)"
+                )
+            yield bytes(chunk)
+
+
+class GuardedSource:
+    """A :class:`~curaflow.sources.base.Source` keeping the protocol's promises (module doc)."""
+
+    def __init__(self, inner: Source, *, download_max_bytes: int, download_timeout_s: float) -> None:
+        self.inner = inner
+        self.name: str = inner.name
+        self.kind: str = inner.kind
+        self.policy: SourcePolicy = inner.policy
+        self._max_bytes = download_max_bytes
+        self._timeout_s = download_timeout_s
+
+    def restore(self, saved: dict[str, Any]) -> ScanState:
+        return self.inner.restore(saved)
+
+    async def scan(self, target: TargetSpec, request: ScanRequest, checkpoint: ScanState | None = None) -> ScanState:
+        def hook(call: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+            async def run(*args: Any) -> T:
+                try:
+                    return await call(*args)
+                except Exception as err:
+                    raise _HookFailed(err) from err
+
+            return run
+
+        skipped = request.on_skipped_day
+
+        def on_skipped_day(day: Any) -> None:
+            assert skipped is not None
+            try:
+                skipped(day)
+            except Exception as err:
+                raise _HookFailed(err) from err
+
+        inner_request = dataclasses.replace(
+            request,
+            known=hook(request.known),
+            on_page=hook(request.on_page),
+            on_skipped_day=on_skipped_day if skipped is not None else None,
+        )
+        try:
+            return await self.inner.scan(target, inner_request, checkpoint)
+        except _HookFailed as failed:
+            raise failed.err from None
+        except WorkUnavailable as err:  # not a scan's answer: the scan failed
+            raise _attributed(self.name, TerminalReason.REMOTE_HTTP_ERROR, "scan", err) from err
+        except Exception as err:
+            if _passes(err):
+                raise
+            raise _attributed(self.name, TerminalReason.REMOTE_HTTP_ERROR, "scan", err) from err
+
+    async def work(self, work_id: str) -> Work:
+        try:
+            return await self.inner.work(work_id)
+        except Exception as err:
+            if _passes(err):
+                raise
+            raise _attributed(self.name, TerminalReason.METADATA_FAILED, "work details", err) from err
+
+    async def animation(self, work: Work) -> Animation | None:
+        try:
+            return await self.inner.animation(work)
+        except Exception as err:
+            if _passes(err):
+                raise
+            raise _attributed(self.name, TerminalReason.DOWNLOAD_FAILED, "animation", err) from err
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str) -> AsyncIterator[_Body]:
+        # The source's own limit (the same, and the job's deadline) fires first when it keeps it.
+        budget = time_left(self._timeout_s) + GRACE_S
+        caller: BaseException | None = None
+        try:
+            async with asyncio.timeout(budget):
+                async with self.inner.download(url) as body:
+                    try:
+                        yield _Body(body, self.name, url, self._max_bytes)
+                    except BaseException as err:  # the caller's own (the store's writes, its checks)
+                        caller = err
+                        raise
+        except TimeoutError as err:
+            if caller is not None and err is caller:
+                raise
+            raise SourceError(
+                TerminalReason.DOWNLOAD_TIMEOUT, f"source {self.name!r}: an image page took over {budget:.1f} s"
+            ) from None
+        except Exception as err:
+            if (caller is not None and err is caller) or _passes(err):
+                raise
+            raise _attributed(self.name, TerminalReason.DOWNLOAD_FAILED, "download", err) from err
+
+
+def guarded(source: Source, *, download_max_bytes: int, download_timeout_s: float) -> Source:
+    """``source`` wrapped by a :class:`GuardedSource` (once)."""
+    if isinstance(source, GuardedSource):
+        return source
+    return GuardedSource(source, download_max_bytes=download_max_bytes, download_timeout_s=download_timeout_s)

@@ -1,0 +1,230 @@
+"""A hostile source as the activities see it (:mod:`curaflow.sources.guard`): its own
+failures are the source's (``SourceError``, owner ``source``), never curaflow's
+``internal_error``; curaflow's own failures pass through it unchanged; its downloads are
+bounded in bytes and time whether or not it bounds them itself."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from curaflow.artifacts import ArtifactStore
+from curaflow.config import load_settings
+from curaflow.domain.messages import RouteRef, TargetSpec
+from curaflow.domain.models import Work, WorkPage
+from curaflow.domain.reasons import REASONS, Owner, TerminalReason
+from curaflow.sources.base import ScanRequest, ScanState, SourcePolicy
+from curaflow.sources.errors import SourceError, WorkUnavailable
+from curaflow.sources.guard import GuardedSource, guarded
+from curaflow.sources.paging import SourcePage, scan_pages
+
+TARGET = TargetSpec(target_id="t", account="hostile", routes=[RouteRef(name="out", kind="directory")])
+
+
+class Hostile:
+    """A source whose every call misbehaves as told."""
+
+    kind = "hostile"
+
+    def __init__(self, *, page: Any = None, work: Any = None, chunks: Any = None, body: Any = None) -> None:
+        self.name = "hostile"
+        self.policy = SourcePolicy()
+        self._page, self._work, self._chunks, self._body = page, work, chunks, body
+
+    def restore(self, saved: dict[str, Any]) -> ScanState:
+        return ScanState.model_validate(saved)
+
+    async def _fetch(self, target: TargetSpec, cursor: str | None) -> SourcePage:
+        return await self._page(cursor)  # type: ignore[no-any-return]
+
+    async def scan(self, target: TargetSpec, request: ScanRequest, checkpoint: ScanState | None = None) -> ScanState:
+        return await scan_pages(self._fetch, target, request, checkpoint)
+
+    async def work(self, work_id: str) -> Work:
+        return await self._work(work_id)  # type: ignore[no-any-return]
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str) -> AsyncIterator[Any]:
+        if self._body is not None:
+            await self._body()
+
+        class Body:
+            expected_bytes = None
+
+            def chunks(inner) -> AsyncIterator[bytes]:
+                return self._chunks()  # type: ignore[no-any-return]
+
+        yield Body()
+
+    async def animation(self, work: Work) -> None:
+        return None
+
+
+def guard(source: Hostile, *, max_bytes: int = 1 << 20, timeout_s: float = 5.0) -> GuardedSource:
+    wrapped = guarded(source, download_max_bytes=max_bytes, download_timeout_s=timeout_s)  # type: ignore[arg-type]
+    assert isinstance(wrapped, GuardedSource)
+    return wrapped
+
+
+async def nothing_known(ids: list[str]) -> dict[str, str]:
+    return {}
+
+
+async def no_page(state: ScanState) -> None:
+    return None
+
+
+def request(**kw: Any) -> ScanRequest:
+    return ScanRequest(scan_limit=5, known=kw.pop("known", nothing_known), on_page=kw.pop("on_page", no_page), **kw)
+
+
+def owner(err: SourceError) -> Owner | None:
+    return REASONS[err.reason].owner
+
+
+async def test_an_unexpected_exception_of_a_scan_is_the_sources_failure() -> None:
+    async def page(cursor: str | None) -> SourcePage:
+        answer: dict[str, Any] = {"results": []}
+        return answer["items"]  # type: ignore[no-any-return]  # a KeyError on a shape it did not expect
+
+    with pytest.raises(SourceError) as raised:
+        await guard(Hostile(page=page)).scan(TARGET, request())
+    assert raised.value.reason == TerminalReason.REMOTE_HTTP_ERROR and raised.value.retryable
+    assert owner(raised.value) == Owner.SOURCE
+    assert "KeyError" in str(raised.value)
+
+
+async def test_an_id_that_is_not_a_string_is_the_sources_failure() -> None:
+    async def page(cursor: str | None) -> SourcePage:
+        return SourcePage(works=[Work(work_id=123)])  # type: ignore[arg-type]  # pydantic refuses it
+
+    with pytest.raises(SourceError) as raised:
+        await guard(Hostile(page=page)).scan(TARGET, request())
+    assert owner(raised.value) == Owner.SOURCE
+
+
+async def test_the_ledger_hooks_failures_pass_through_the_scan_unchanged() -> None:
+    class LedgerDown(ConnectionError):
+        pass
+
+    async def page(cursor: str | None) -> SourcePage:
+        return SourcePage(works=[Work(work_id="w1")])
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        raise LedgerDown("ledger")
+
+    with pytest.raises(LedgerDown):
+        await guard(Hostile(page=page)).scan(TARGET, request(known=known))
+
+
+async def test_an_unexpected_exception_of_work_details_is_the_sources_failure() -> None:
+    async def work(work_id: str) -> Work:
+        raise TypeError("NoneType is not subscriptable")
+
+    with pytest.raises(SourceError) as raised:
+        await guard(Hostile(work=work)).work("w1")
+    assert raised.value.reason == TerminalReason.METADATA_FAILED
+    assert owner(raised.value) == Owner.SOURCE
+
+    async def gone(work_id: str) -> Work:
+        raise WorkUnavailable(work_id, "deleted")
+
+    with pytest.raises(WorkUnavailable):
+        await guard(Hostile(work=gone)).work("w1")
+
+
+def still_work() -> Work:
+    return Work(work_id="w1", pages=[WorkPage(index=0, url="http://source.test/w1_p0.png")])
+
+
+async def test_an_unexpected_exception_of_a_download_is_the_sources_failure(tmp_path: Path) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"\x89PNG"
+        raise IndexError("the source's own bug")
+
+    store = ArtifactStore(tmp_path)
+    with pytest.raises(SourceError) as raised:
+        await store.fetch(guard(Hostile(chunks=chunks)), still_work(), "job", "t")
+    assert raised.value.reason == TerminalReason.DOWNLOAD_FAILED
+    assert owner(raised.value) == Owner.SOURCE
+
+    async def opening() -> None:
+        raise LookupError("opening the download")
+
+    async def empty() -> AsyncIterator[bytes]:
+        return
+        yield b""
+
+    with pytest.raises(SourceError) as raised:
+        await store.fetch(guard(Hostile(chunks=empty, body=opening)), still_work(), "job", "t")
+    assert raised.value.reason == TerminalReason.DOWNLOAD_FAILED
+
+
+async def test_the_stores_own_failure_inside_a_download_passes_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from curaflow import artifacts
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b"x" * (artifacts.WRITE_BATCH + 1)
+
+    def full(self: Any, pending: list[bytes]) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(artifacts._PartFile, "write", full)
+    with pytest.raises(OSError) as raised:
+        source = guard(Hostile(chunks=chunks), max_bytes=4 * artifacts.WRITE_BATCH)
+        await ArtifactStore(tmp_path).fetch(source, still_work(), "job", "t")
+    assert raised.value.errno == errno.ENOSPC  # storage_full stays curaflow's, never the source's
+
+
+async def test_a_download_that_never_stops_growing_makes_the_work_unavailable(tmp_path: Path) -> None:
+    async def endless() -> AsyncIterator[bytes]:
+        while True:
+            yield b"\0" * 65_536
+            await asyncio.sleep(0)
+
+    with pytest.raises(WorkUnavailable, match="larger than"):
+        await asyncio.wait_for(
+            ArtifactStore(tmp_path).fetch(guard(Hostile(chunks=endless), max_bytes=1 << 20), still_work(), "job", "t"),
+            10,
+        )
+
+
+async def test_a_download_that_never_ends_is_a_download_timeout(tmp_path: Path) -> None:
+    async def trickle() -> AsyncIterator[bytes]:
+        while True:
+            yield b"\0"
+            await asyncio.sleep(0.05)
+
+    with pytest.raises(SourceError) as raised:
+        await asyncio.wait_for(
+            ArtifactStore(tmp_path).fetch(guard(Hostile(chunks=trickle), timeout_s=0.2), still_work(), "job", "t"),
+            10,
+        )
+    assert raised.value.reason == TerminalReason.DOWNLOAD_TIMEOUT
+    assert owner(raised.value) == Owner.SOURCE
+
+
+def test_the_activities_use_every_source_guarded(tmp_path: Path) -> None:
+    from activities.deps import ActivityDeps
+    from curaflow.sources.registry import SourceContext
+
+    settings = load_settings(
+        state_dir=tmp_path,
+        source_modules=["tests.fakes.catalog_source"],
+        sources={"shelf": {"kind": "catalog", "url": "http://127.0.0.1:9"}},
+        targets=[{"id": "t", "account": "shelf", "routes": ["out"]}],
+    )
+    context = SourceContext(settings, pool=None)  # type: ignore[arg-type]
+    deps = ActivityDeps(settings=settings, pool=None, client=None, store=None, sources=context)  # type: ignore[arg-type]
+    source = deps.source("shelf")
+    assert isinstance(source, GuardedSource)
+    assert (source.name, source.kind) == ("shelf", "catalog")
