@@ -10,7 +10,9 @@ is set. Tests get isolation through unique task queues and names
 
 from __future__ import annotations
 
+import compileall
 import hashlib
+import os
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import timedelta
@@ -45,13 +47,99 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.option.basetemp:
         tag = hashlib.sha256(str(config.rootpath).encode()).hexdigest()[:10]
         config.option.basetemp = Path(tempfile.gettempdir()) / f"curaflow-pytest-{tag}"
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        compile_project(config.rootpath)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The chaos suite's quick mode (``-m chaos``, minutes) is slow too: not in the fast lane."""
+#: The project's packages the suite's child processes import (workers, ``curaflow`` commands,
+#: the chaos suite's parties).
+_PACKAGES = ("curaflow", "activities", "workflows", "bench")
+
+
+def compile_project(root: Path) -> None:
+    """Write the bytecode of the project's packages once, before any child process starts.
+
+    The suite starts a few hundred Python processes (a worker per job test, ``curaflow``
+    commands, the API as a process); with ``PYTHONDONTWRITEBYTECODE`` set — as on CI —
+    nothing writes ``.pyc`` files, so each of them compiled every curaflow module it
+    imports from source again. Children still *read* bytecode; an unwritable checkout
+    is left as it is.
+    """
+    for name in _PACKAGES:
+        if (root / name).is_dir():
+            try:
+                compileall.compile_dir(root / name, quiet=2)
+            except OSError:
+                return
+
+
+#: Modules that take the longest, by their measured wall time (``pytest --durations``),
+#: longest first: they run first, so the two processes of ``pytest -n 2`` finish together
+#: (:func:`pytest_xdist_make_scheduler`). A module not listed keeps its collection order,
+#: after these; the unit tests (quick) end the run.
+LONGEST_FIRST = (
+    "tests/chaos/test_chaos_edges.py",
+    "tests/chaos/test_chaos_quick.py",
+    "tests/integration/test_liveness.py",
+    "tests/integration/test_outbound_edges.py",
+    "tests/integration/test_scaleout.py",
+    "tests/integration/test_delivery_jobs.py",
+    "tests/integration/test_source_jobs.py",
+    "tests/integration/test_scan_frontier.py",
+    "tests/ui/test_temporal_ui.py",
+    "tests/integration/test_cli_run.py",
+    "tests/integration/test_supervision.py",
+    "tests/integration/test_delivery_truth.py",
+    "tests/integration/test_schedules.py",
+    "tests/integration/test_worker_drain.py",
+    "tests/integration/test_source_failures.py",
+    "tests/integration/test_api_callbacks.py",
+    "tests/integration/test_api_jobs.py",
+    "tests/integration/test_core_truth.py",
+    "tests/integration/test_client_cli.py",
+    "tests/integration/test_ledger_hang.py",
+    "tests/integration/test_worker_versioning.py",
+    "tests/integration/test_route_failures.py",
+    "tests/integration/test_main_job.py",
+    "tests/integration/test_pixiv_login.py",
+    "tests/integration/test_api_property.py",
+    "tests/workflow/test_cancel_resume.py",
+    "tests/workflow/test_job_workflow.py",
+)
+
+
+@pytest.hookimpl(optionalhook=True)  # without xdist (``-p no:xdist``) the hook is unknown
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``pytest -n 2`` hands out whole modules (``--dist loadfile``), in collection order.
+
+    A module's tests share its module-scoped worker and services in one process, and the
+    longest modules, collected first (:data:`LONGEST_FIRST`), start first: the last
+    modules handed out are quick ones, so neither process is left running a long one
+    alone at the end. An explicit ``--dist`` other than ``load`` (the default of ``-n``)
+    is kept.
+    """
+    from xdist.scheduler import LoadFileScheduling
+
+    if config.getvalue("dist") != "load":
+        return None
+    config.option.loadscopereorder = False  # keep the order below, not "most tests first"
+    return LoadFileScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The chaos suite's quick mode (``-m chaos``, minutes) is slow too: not in the fast lane.
+
+    The longest modules go first (:data:`LONGEST_FIRST`); the others keep their order.
+    """
     for item in items:
         if item.get_closest_marker("chaos") is not None:
             item.add_marker(pytest.mark.slow)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def module_rank(item: pytest.Item) -> int:
+        return rank.get(item.nodeid.split("::", 1)[0], len(rank))
+
+    items.sort(key=module_rank)  # stable: a module's tests keep their order
 
 
 @pytest.fixture(scope="session")

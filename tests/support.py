@@ -284,10 +284,14 @@ class Stack:
                     raise RuntimeError(f"worker exited: {log.read_text(errors='replace')[-3000:]}")
                 return False
 
+            # Its pollers are running once it logs worker.started; a task sent before they
+            # reach the server waits in its queue, so there is nothing more to wait for.
             await eventually(
-                started, timeout_s=60, what=lambda: f"worker started: {log.read_text(errors='replace')[-3000:]}"
+                started,
+                timeout_s=60,
+                interval_s=0.05,
+                what=lambda: f"worker started: {log.read_text(errors='replace')[-3000:]}",
             )
-            await asyncio.sleep(0.3)
         return worker
 
     def worker_log(self, n: int = 1) -> str:

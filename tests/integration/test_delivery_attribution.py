@@ -27,8 +27,11 @@ def pages_in_chat(fake: FakeTelegram) -> list[str]:
 
 
 async def refusals(stack: Any) -> int:
+    """Refusals remembered for this stack's routes (the ledger is shared by the session:
+    an earlier test's routes may have refused works for good)."""
     pool = await stack.ledger()
-    return int(await pool.fetchval("SELECT count(*) FROM route_refusals"))
+    routes = list(stack.settings.routes)
+    return int(await pool.fetchval("SELECT count(*) FROM route_refusals WHERE route = ANY($1::text[])", routes))
 
 
 async def test_a_receivers_size_limit_never_consumes_the_work(
