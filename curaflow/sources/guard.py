@@ -74,6 +74,10 @@ class _Body:
         self._source = source
         self._work_id = url
         self._max = max_bytes
+        #: The source's own exception out of its body, left as it was: the source's
+        #: download may still answer it when its ``async with`` ends (Pixiv turns its byte
+        #: cap into an unavailable work there); the guard attributes it only if it does not.
+        self.failed: BaseException | None = None
 
     async def chunks(self) -> AsyncIterator[bytes]:
         # The bytes received are counted, not the length announced: a source that checks
@@ -86,9 +90,9 @@ class _Body:
             except StopAsyncIteration:
                 return
             except Exception as err:
-                if _passes(err):
-                    raise
-                raise _attributed(self._source, TerminalReason.DOWNLOAD_FAILED, "download", err) from err
+                if not _passes(err):
+                    self.failed = err
+                raise
             if not isinstance(chunk, bytes | bytearray | memoryview):
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"source {self._source!r} download yielded no bytes")
             received += len(chunk)
@@ -170,21 +174,27 @@ class GuardedSource:
         # The source's own limit (the same, and the job's deadline) fires first when it keeps it.
         budget = time_left(self._timeout_s) + GRACE_S
         caller: BaseException | None = None
+        wrapped: _Body | None = None
         try:
             async with asyncio.timeout(budget):
                 async with self.inner.download(url) as body:
+                    wrapped = _Body(body, self.name, url, self._max_bytes)
                     try:
-                        yield _Body(body, self.name, url, self._max_bytes)
+                        yield wrapped
                     except BaseException as err:  # the caller's own (the store's writes, its checks)
                         caller = err
                         raise
         except TimeoutError as err:
+            if wrapped is not None and err is wrapped.failed:  # the source's body, not answered by it
+                raise _attributed(self.name, TerminalReason.DOWNLOAD_TIMEOUT, "download", err) from err
             if caller is not None and err is caller:
                 raise
             raise SourceError(
                 TerminalReason.DOWNLOAD_TIMEOUT, f"source {self.name!r}: an image page took over {budget:.1f} s"
             ) from None
         except Exception as err:
+            if wrapped is not None and err is wrapped.failed:  # the source's body, not answered by it
+                raise _attributed(self.name, TerminalReason.DOWNLOAD_FAILED, "download", err) from err
             if (caller is not None and err is caller) or _passes(err):
                 raise
             raise _attributed(self.name, TerminalReason.DOWNLOAD_FAILED, "download", err) from err

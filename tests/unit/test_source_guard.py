@@ -228,3 +228,25 @@ def test_the_activities_use_every_source_guarded(tmp_path: Path) -> None:
     source = deps.source("shelf")
     assert isinstance(source, GuardedSource)
     assert (source.name, source.kind) == ("shelf", "catalog")
+
+
+class Translating(Hostile):
+    """A source that, as Pixiv's client does, turns its body's failure into its own answer
+    when the download's ``async with`` ends (an over-long body → the work is unavailable)."""
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str) -> AsyncIterator[Any]:
+        try:
+            async with super().download(url) as body:
+                yield body
+        except OverflowError:
+            raise WorkUnavailable("w1", "an image page is larger than the source's cap") from None
+
+
+async def test_a_sources_own_translation_of_its_body_failure_is_kept(tmp_path: Path) -> None:
+    async def capped() -> AsyncIterator[bytes]:
+        yield b"\x89PNG"
+        raise OverflowError("over the source's own byte cap")  # Pixiv: outbound's AnswerTooLarge
+
+    with pytest.raises(WorkUnavailable, match="source's cap"):
+        await ArtifactStore(tmp_path).fetch(guard(Translating(chunks=capped)), still_work(), "job", "t")
