@@ -229,7 +229,7 @@ class ChaosStack:
         await self._wait_http(self.replay_url + "/auth/token", "replay server", method="POST")
         await self._wait_http(self.receiver_url + "/_chaos/count", "webhook receiver")
         if self.hostile:
-            await self._wait_http(self.hostile_url + "/_chaos/state", "hostile party")
+            await self._wait_http(self.hostile_url + "/_chaos/state", "hostile party", timeout_s=90)
         self.write_config()
         exe = str(Path(sys.executable).parent / "curaflow")
         for i in range(self.n_workers):
