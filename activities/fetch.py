@@ -5,8 +5,11 @@ after its full length is on disk; pages already complete from a previous attempt
 kept, so a resumed attempt continues where the dead one stopped. A work that turns out
 to be unavailable (image 403/404) is released, remembered for the account
 (``pixiv.unavailable_ttl_ms``: later jobs skip it without a request) and the next
-stored candidate is bound (provisional release, reference §1.1); when none is left the
-cell ends ``no_candidate`` — or, in a scheduled job, goes back to a wider ``search``
+stored candidate is bound (provisional release, reference §1.1) — counted in the cell's
+tally as ``unavailable``, or as ``unusable`` when the reason is the source's rather than
+the work's (``WorkUnavailable.source_wide``: an image URL on another host); when none is
+left the cell ends with the reason its tally gives (``no_candidate`` …, or
+``source_unusable`` when every work found was unusable) — or, in a scheduled job, goes back to a wider ``search``
 when :func:`~curaflow.domain.fallback.another_pass` allows it (the released works stay
 excluded for this cell).
 
@@ -36,7 +39,8 @@ from curaflow.domain.fallback import another_pass
 from curaflow.domain.messages import CellUpdate, FetchInput
 from curaflow.domain.models import CandidateReport, CellSnapshot
 from curaflow.domain.reasons import TerminalReason
-from curaflow.domain.verdicts import no_candidate_verdict
+from curaflow.domain.tally import cell_message
+from curaflow.domain.verdicts import no_candidate_state, no_candidate_verdict
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.artifacts import store_artifact
@@ -138,8 +142,10 @@ class FetchActivity:
                             why=err.why,
                             job_id=inp.job_id,
                             ttl_ms=policy.unavailable_ttl_ms,
+                            unusable=err.source_wide,
                         )
-                        nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why)
+                        word = "unusable" if err.source_wide else "unavailable"
+                        nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why, word=word)
                         assert nxt is not None
                         if (
                             nxt.state == CellState.PENDING
@@ -158,8 +164,14 @@ class FetchActivity:
                         if nxt.state == CellState.PENDING and nxt.work_id is None:
                             report = nxt.candidate_report
                             reason = no_candidate_verdict(report, max_examined=policy.max_examined)
+                            state = no_candidate_state(reason)
                             nxt = await ledger.finish_cell(
-                                conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason
+                                conn,
+                                inp.job_id,
+                                target.target_id,
+                                state,
+                                reason,
+                                cell_message(state, reason, report),
                             )
                             assert nxt is not None
                     cell = nxt

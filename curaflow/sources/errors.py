@@ -46,10 +46,18 @@ class WorkUnavailable(Exception):
 
     Candidate-level: the scan skips it and moves on; it never fails the cell by itself.
     ``why`` (the source's words) is cleaned of characters that cannot be stored.
+
+    ``source_wide``: the reason lies in what the source sent for the work, in a way that
+    would hold for any work — an image URL on a host that is not the source's image host
+    — rather than in the work (gone, private, too big). Only positive recognition sets
+    it. The work still moves aside, counted ``unusable`` in the cell's tally; a search
+    whose every work was unusable is the source's failure (``source_unusable``,
+    :func:`curaflow.domain.verdicts.no_candidate_verdict`).
     """
 
-    def __init__(self, work_id: str, why: str) -> None:
+    def __init__(self, work_id: str, why: str, *, source_wide: bool = False) -> None:
         why = clean_text(why)
         super().__init__(clean_text(f"work {work_id} unavailable: {why}"))
         self.work_id = work_id
         self.why = why
+        self.source_wide = source_wide

@@ -579,8 +579,8 @@ class PixivClient:
         work_id = url.rsplit("/", 1)[-1].split("_", 1)[0]
         try:
             request = self.image_request(url)
-        except DestinationRefused as err:
-            raise WorkUnavailable(work_id, str(err)) from None
+        except DestinationRefused as err:  # the URL names another host: the source's answer, not the work
+            raise WorkUnavailable(work_id, str(err), source_wide=True) from None
         await self._pass_gate()
         try:
             async with self._images.stream(request, self._image_limits) as response:
@@ -598,8 +598,8 @@ class PixivClient:
                     raise WorkUnavailable(work_id, f"image HTTP {response.status_code} (redirects are not followed)")
                 await self._gate_ok()
                 yield response
-        except DestinationRefused as err:
-            raise WorkUnavailable(work_id, f"image host refused: {err}") from None
+        except DestinationRefused as err:  # the image host's address is refused: every work's
+            raise WorkUnavailable(work_id, f"image host refused: {err}", source_wide=True) from None
         except AnswerTooLarge as err:
             raise WorkUnavailable(
                 work_id, f"an image page is larger than {err.limit} bytes (outbound.download_max_bytes)"
