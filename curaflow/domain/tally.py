@@ -62,8 +62,8 @@ class Tally(BaseModel):
         delivered / refused / unavailable / unusable / excluded: works rejected for
             each reason (examined and known together; see the module doc).
         filtered: works a filter rejected, per filter name (``min_bookmarks``, ``ai`` …).
-        candidates: examined works that were eligible and not rejected by the scan
-            (bound, or bound and then released, or left over).
+        candidates: examined works no rule rejected that the cell did not try (a cell
+            keeps a bounded number of candidates: the rest are left for later jobs).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -161,7 +161,7 @@ def describe(tally: Tally, lang: str = "en") -> str:
         names = ", ".join(tally.filtered)
         parts.append(f"{filtered} 件未通过筛选（{names}）" if zh else f"{filtered} filtered out ({names})")
     if tally.candidates:
-        parts.append(f"{tally.candidates} 件可用但未能绑定" if zh else f"{tally.candidates} eligible but not bound")
+        parts.append(f"{tally.candidates} 件未尝试" if zh else f"{tally.candidates} not tried")
     if zh:
         text = f"本次搜索找到 {tally.found} 件作品：" + "，".join(parts)
         if tally.known:

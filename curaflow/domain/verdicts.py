@@ -372,10 +372,11 @@ def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -
         In this order:
 
         * ``no_candidate`` when the search found no work at all (the message says so);
-        * ``source_unusable`` when every work found was unusable for a reason that is the
-          source's (``unusable`` / ``invalid``: an image URL on another host, fields not
-          of the source's shape): the source is broken, a failure (alertable), never
-          "no new content";
+        * ``source_unusable`` when every work ruled out was unusable for a reason that
+          is the source's (``unusable`` / ``invalid``: an image URL on another host,
+          fields not of the source's shape) and none for any other reason — the works
+          tried one after another were all unusable, and nothing else was learnt: the
+          source is broken, a failure (alertable), never "no new content";
         * ``scan_capped`` when the scan stopped at ``max_examined`` while the source had
           more (``exhausted`` false): what it saw says nothing about the rest, and the
           target's frontier makes the next job go on from there;
@@ -391,7 +392,7 @@ def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -
     tally = Tally.of(report)
     if tally.found == 0:
         return R.NO_CANDIDATE
-    if tally.unusable == tally.found:
+    if tally.unusable > 0 and tally.unusable == tally.rejected:
         return R.SOURCE_UNUSABLE
     if not report.exhausted and report.fetched >= max_examined > 0:
         return R.SCAN_CAPPED

@@ -46,6 +46,7 @@ VERDICT_TABLE = [
     (report(4, {"invalid": 1, "unusable": 3}), R.SOURCE_UNUSABLE),
     (report(0, known={"unusable": 5}), R.SOURCE_UNUSABLE),
     (report(1000, {"invalid": 1000}), R.SOURCE_UNUSABLE),  # capped, but every answer unusable
+    (report(30, {"unusable": 11}), R.SOURCE_UNUSABLE),  # 11 tried, all unusable; 19 left untried
     # ... but not when one work was anything else (the source is not shown broken)
     (report(5, {"unusable": 4, "unavailable": 1}), R.NO_CANDIDATE),
     (report(5, {"unusable": 4, "duplicate": 1}), R.NO_CANDIDATE),
