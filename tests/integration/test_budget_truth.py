@@ -29,7 +29,7 @@ from curaflow.sources.pixiv.replay.data import DeepSet
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer, work_ids_with_tag
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, eventually, short_id, whsec
+from tests.support import eventually, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
