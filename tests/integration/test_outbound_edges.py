@@ -325,6 +325,7 @@ async def test_a_work_whose_page_points_at_an_internal_service_is_skipped_and_ne
         assert all(f["mime"].startswith("image/") for f in webhook.received[0].json()["files"])
         assert not [p for p in out.rglob("*") if p.suffix == ".json" and w1 in p.name]
         report = record.cells[0].candidate_report
-        assert report is not None and report.reasons.get("unavailable") == 1
+        # the source's answer (an image URL off its image host), not the work: counted unusable
+        assert report is not None and report.reasons.get("unusable") == 1
     finally:
         await internal.stop()
