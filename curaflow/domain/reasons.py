@@ -311,8 +311,9 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         Origin.EXECUTION,
         True,
         "queued_too_long",
-        "任务排队太久一直没有开始；请确认有 worker 在运行。",
-        "The job waited too long in the queue and never started; check that workers are running.",
+        "任务（或其重试的步骤）在队列中等待 worker 太久；请确认有 worker 在运行并跟得上负载。",
+        "The job (or a retried step of it) waited too long in its queue for a worker; check that workers are "
+        "running and keeping up.",
         owner=Owner.CURAFLOW,
     ),
     R.STALLED_NO_HEARTBEAT: ReasonInfo(

@@ -152,9 +152,12 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
 
     * ``application``: the error type is the reason; a ``deliver`` whose retries ran out
       (``MAXIMUM_ATTEMPTS_REACHED`` on a retryable type) is ``delivery_abandoned``;
-    * ``timeout``: a ``deliver`` that timed out is ``delivery_abandoned``; the first
-      ``acquire`` (or ``search``) of a cell that never left its queue is
-      ``queued_too_long``; anything else stopped making progress: ``stalled_no_heartbeat``;
+    * ``timeout``: a ``deliver`` that timed out is ``delivery_abandoned``; a source step
+      (``acquire``, ``search``, ``fetch``) that waited in its queue past its
+      ``schedule_to_start`` budget — the cell's first step, a retry of it after a fault,
+      a later pass — is ``queued_too_long``: no worker held it, so it never stalled
+      (stall budgets count only time a step was held by a worker); a held step that
+      stopped beating (``HEARTBEAT``, ``START_TO_CLOSE`` …) is ``stalled_no_heartbeat``;
     * ``other``: ``internal_error``.
     """
     if failure.kind == FailureKind.CANCELLED:
@@ -170,8 +173,7 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
     if failure.kind == FailureKind.TIMEOUT:
         if failure.step == "deliver":
             return R.DELIVERY_ABANDONED
-        first_source_step = failure.step in ("search", "acquire") and failure.first_step
-        if failure.timeout_type == "SCHEDULE_TO_START" and first_source_step:
+        if failure.timeout_type == "SCHEDULE_TO_START":
             return R.QUEUED_TOO_LONG
         return R.STALLED_NO_HEARTBEAT
     return R.INTERNAL_ERROR
@@ -226,8 +228,9 @@ def cell_verdict(
         deadline's; else the cause's default (a *stall* of a cell whose work was already
         handed to its routes is ``delivery_abandoned``, reference §5.4 and §8); then a
         cancel recorded in the ledger turns a *stopped* reason (:data:`STOPPED_REASONS`)
-        into ``cancelled_by_consumer``; and ``queued_too_long`` for a cell that already
-        ran a step becomes ``stalled_no_heartbeat`` (it was not waiting to start).
+        into ``cancelled_by_consumer``; and ``queued_too_long`` by a cause, for a cell that
+        already ran a step, becomes ``stalled_no_heartbeat`` (a step that timed out
+        waiting in its queue stays ``queued_too_long``: it was waiting, not held).
     """
     cause = FinishCause(cause)
     in_delivery = state in (CellState.ARTIFACT_READY, CellState.DELIVERY_PENDING)
@@ -249,7 +252,8 @@ def cell_verdict(
             reason = CAUSE_REASONS[cause]
     if (cancel_requested or cause == FinishCause.CANCELLED) and reason in STOPPED_REASONS:
         reason = R.CANCELLED_BY_CONSUMER
-    if reason == R.QUEUED_TOO_LONG and stage != CellStage.QUEUED:
+    queued_step = failure is not None and failure.timeout_type == "SCHEDULE_TO_START"
+    if reason == R.QUEUED_TOO_LONG and stage != CellStage.QUEUED and not queued_step:
         reason = R.STALLED_NO_HEARTBEAT
     return reason
 

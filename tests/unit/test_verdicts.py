@@ -36,15 +36,17 @@ def timeout(step: str, timeout_type: str, *, first: bool = False) -> StepFailure
 
 
 # Every timeout type × step (DESIGN.md decision 8): a delivery that timed out was
-# abandoned; the first search that never left its queue was queued too long; anything
-# else stopped making progress.
+# abandoned; a source step that timed out waiting in its queue — the first, a retry, a
+# later pass — was queued too long (no worker held it: never a stall); a held step that
+# stopped beating stalled.
 TIMEOUT_TABLE = [
     ("search", "SCHEDULE_TO_START", True, R.QUEUED_TOO_LONG),
-    ("search", "SCHEDULE_TO_START", False, R.STALLED_NO_HEARTBEAT),
+    ("search", "SCHEDULE_TO_START", False, R.QUEUED_TOO_LONG),
+    ("acquire", "SCHEDULE_TO_START", False, R.QUEUED_TOO_LONG),
     ("search", "START_TO_CLOSE", True, R.STALLED_NO_HEARTBEAT),
     ("search", "HEARTBEAT", True, R.STALLED_NO_HEARTBEAT),
     ("search", "SCHEDULE_TO_CLOSE", False, R.STALLED_NO_HEARTBEAT),
-    ("fetch", "SCHEDULE_TO_START", False, R.STALLED_NO_HEARTBEAT),
+    ("fetch", "SCHEDULE_TO_START", False, R.QUEUED_TOO_LONG),
     ("fetch", "START_TO_CLOSE", False, R.STALLED_NO_HEARTBEAT),
     ("fetch", "HEARTBEAT", False, R.STALLED_NO_HEARTBEAT),
     ("fetch", "SCHEDULE_TO_CLOSE", False, R.STALLED_NO_HEARTBEAT),
@@ -232,6 +234,16 @@ BUDGET_TABLE = [
 @pytest.mark.parametrize(("now", "kw", "expected"), BUDGET_TABLE)
 def test_which_budget_ended_a_job(now: int, kw: dict[str, object], expected: FinishCause | None) -> None:
     assert cause_at(now, **kw) == expected  # type: ignore[arg-type]
+
+
+def test_a_retried_step_that_timed_out_in_its_queue_was_queued_not_stalled() -> None:
+    # The step ran once (the cell's stage moved), failed, and its retry then waited in a
+    # busy source queue past its schedule-to-start budget: no worker held it.
+    retried = timeout("acquire", "SCHEDULE_TO_START", first=True)
+    assert cell_verdict(state="pending", stage="searching", cause="completed", failure=retried) == R.QUEUED_TOO_LONG
+    # A held step that stopped beating is a stall.
+    held = timeout("acquire", "HEARTBEAT", first=True)
+    assert cell_verdict(state="pending", stage="searching", cause="completed", failure=held) == R.STALLED_NO_HEARTBEAT
 
 
 def test_reasons_reported_by_old_executions_are_applied_as_given() -> None:
