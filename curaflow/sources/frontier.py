@@ -23,6 +23,11 @@ with where they sit in the walk:
   moves it to just before the candidate it finds; a scan that reaches the end of the
   results clears it, so the works it passed over are read again by the next sweep.
 
+* ``tally``: the known run's works by the verdict that ruled each out. A scan that
+  passes over the run reports them (:func:`known_tally`, ``CandidateReport.known``), so
+  the cell's tally — and the reason it ends with, :mod:`curaflow.domain.tally` — is the
+  one a scan reading them again would give: identical state, identical reason.
+
 **How a job walks** (:class:`FrontierWalk`, kept in the scan checkpoint):
 
 * ``date_desc``: from the top (the head) until the first work at or below ``head``; then
