@@ -147,7 +147,7 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
         **settings.database.pool_bounds(),
     )
     assert settings.artifacts_dir is not None
-    store = ArtifactStore(settings.artifacts_dir, max_pixels=settings.outbound.image_max_pixels)
+    store = ArtifactStore(settings.artifacts_dir, budget=settings.outbound.decode_budget())
     await asyncio.to_thread(store.sweep_transfers)
     return ActivityDeps(
         settings=settings,

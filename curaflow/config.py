@@ -55,6 +55,10 @@ from pydantic_settings import (
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFilters, TargetQuery
 from curaflow.routes import DirectoryRouteConfig, RouteConfig
 from curaflow.sources.base import SourceConfig
+from curaflow.sources.decoding import FRAME_MAX_PIXELS, DecodeBudget
+from curaflow.sources.decoding import MAX_CPU_S as DECODE_MAX_CPU_S
+from curaflow.sources.decoding import MAX_FRAMES as DECODE_MAX_FRAMES
+from curaflow.sources.decoding import MAX_PIXELS as DECODE_MAX_PIXELS
 from curaflow.sources.pixiv.config import PixivAccount, PixivSettings
 from curaflow.sources.registry import import_source_modules, parse_source_config
 
@@ -276,15 +280,35 @@ class OutboundSettings(_Section):
         page_max_bytes: largest answer of the source's API (a search page: ~100 KiB).
         download_max_bytes: largest image page; a bigger one makes the work unavailable.
         download_timeout_ms: total time of one image page (connect, send, whole body).
-        image_max_pixels: largest page verified (pixels decoded at once; ~4 bytes each
-            while the check runs); a bigger one makes the work unavailable.
+        image_max_pixels: largest frame decoded (pixels held at once; ~4 bytes each while
+            the check runs); a page or an animation frame over it makes the work
+            unavailable.
+        decode_max_pixels: pixels one decode may decode, summed over every frame (an
+            animated GIF / APNG / WebP frame counts its whole canvas; an ugoira's frames
+            their own size, and the first frame's size each as the GIF encoder holds
+            them); over it the work is unavailable (DESIGN "The decode budget").
+        decode_max_frames: frames one decode may have (an animated page, an ugoira).
+        decode_max_cpu_ms: CPU time one decode may take (the decoding thread's, checked
+            between frames).
     """
 
     private_networks: list[str] = Field(default_factory=list)
     page_max_bytes: int = Field(default=4 * MiB_, ge=65_536)
     download_max_bytes: int = Field(default=64 * MiB_, ge=65_536)
     download_timeout_ms: int = Field(default=120_000, ge=100)
-    image_max_pixels: int = Field(default=40_000_000, ge=1_000_000)
+    image_max_pixels: int = Field(default=FRAME_MAX_PIXELS, ge=1_000_000)
+    decode_max_pixels: int = Field(default=DECODE_MAX_PIXELS, ge=1_000_000)
+    decode_max_frames: int = Field(default=DECODE_MAX_FRAMES, ge=1)
+    decode_max_cpu_ms: int = Field(default=int(DECODE_MAX_CPU_S * 1000), ge=100)
+
+    def decode_budget(self) -> DecodeBudget:
+        """The decode budget these settings give (:class:`~curaflow.sources.decoding.DecodeBudget`)."""
+        return DecodeBudget(
+            frame_max_pixels=self.image_max_pixels,
+            max_pixels=self.decode_max_pixels,
+            max_frames=self.decode_max_frames,
+            max_cpu_s=self.decode_max_cpu_ms / 1000,
+        )
 
     @field_validator("private_networks")
     @classmethod
@@ -831,19 +855,38 @@ class Settings(BaseSettings):
         return self
 
     def _read_stored_tokens(self) -> None:
-        """Give each Pixiv account whose refresh token neither the file nor the environment
-        sets the one ``curaflow pixiv login`` stored (``<state_dir>/pixiv/<account>.refresh-token``,
-        :mod:`curaflow.sources.pixiv.login`): a token set explicitly always wins."""
+        """Give each Pixiv account its refresh token as it will be sent: one set explicitly
+        (the file, the environment) always wins; else the one ``curaflow pixiv login``
+        stored (``<state_dir>/pixiv/<account>.refresh-token``,
+        :mod:`curaflow.sources.pixiv.login`).
+
+        Every token is used without the whitespace (and byte-order mark) around it: a
+        token pasted with a newline is curaflow's formatting, never sent to Pixiv to be
+        refused as the account's ``invalid_grant``. A token with whitespace or a control
+        character *inside* it is refused here, naming its setting.
+
+        Raises:
+            ValueError: a token holds whitespace or an unprintable character inside.
+        """
         from curaflow.sources.pixiv.login import stored_token
 
-        def unset(token: SecretStr | None) -> bool:
-            return token is None or not token.get_secret_value().strip()
+        def cleaned(token: SecretStr | None, field: str) -> SecretStr | None:
+            if token is None:
+                return None
+            value = token.get_secret_value().strip().lstrip("\ufeff").strip()
+            if not value:
+                return None
+            if not value.isprintable() or any(c.isspace() for c in value):
+                raise ValueError(f"{field} holds whitespace or an unprintable character inside the token")
+            return SecretStr(value)
 
-        if unset(self.pixiv.refresh_token) and (found := stored_token(self.state_dir, "default")):
-            self.pixiv.refresh_token = SecretStr(found)
+        self.pixiv.refresh_token = cleaned(self.pixiv.refresh_token, "pixiv.refresh_token")
+        if self.pixiv.refresh_token is None and (found := stored_token(self.state_dir, "default")):
+            self.pixiv.refresh_token = cleaned(SecretStr(found), "the stored token of account 'default'")
         for name, account in self.pixiv.accounts.items():
-            if unset(account.refresh_token) and (found := stored_token(self.state_dir, name)):
-                account.refresh_token = SecretStr(found)
+            account.refresh_token = cleaned(account.refresh_token, f"pixiv.accounts.{name}.refresh_token")
+            if account.refresh_token is None and (found := stored_token(self.state_dir, name)):
+                account.refresh_token = cleaned(SecretStr(found), f"the stored token of account {name!r}")
 
     # ---- derived views -------------------------------------------------------
 
