@@ -50,6 +50,7 @@ def gif(canvas: tuple[int, int], frames: int, frame: tuple[int, int] = (1, 1)) -
     ``canvas`` (width, height) screen, made without ever holding the canvas in memory."""
     head, image = _gif_parts(frame)
     screen = bytearray(head)
+    screen[:6] = b"GIF89a"  # graphic control extensions are GIF89a's
     screen[6:10] = struct.pack("<HH", *canvas)
     return bytes(screen) + (_GCE + image) * frames + b";"
 

@@ -88,7 +88,7 @@ class CandidateReport(BaseModel):
         unavailable: works of this cell found unavailable when fetched, by why
             (:class:`~curaflow.sources.errors.UnavailableKind`: ``gone``,
             ``unusable_url``, ``too_large``, ``not_an_image``, ``undecodable``,
-            ``over_budget``, ``unusable_animation``); each is also one ``unavailable``
+            ``over_budget``, ``unusable_animation``, ``no_file``); each is also one ``unavailable``
             of ``reasons``. Works a scan skipped as remembered unavailable are in
             ``reasons`` only.
     """

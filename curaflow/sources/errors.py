@@ -64,7 +64,8 @@ class UnavailableKind(StrEnum):
       every frame, frames, CPU time: :mod:`curaflow.sources.decoding`);
     * ``unusable_animation`` — an animated work's metadata or frames zip of the source's
       shape that describes no animation (no frames, a frame without a delay, a zip URL
-      that is not one, a frame missing from a whole zip, a frame that does not decode).
+      that is not one, a frame missing from a whole zip, a frame that does not decode);
+    * ``no_file`` — the work lists no page and is no animation: nothing to deliver.
     """
 
     GONE = "gone"
@@ -74,6 +75,7 @@ class UnavailableKind(StrEnum):
     UNDECODABLE = "undecodable"
     OVER_BUDGET = "over_budget"
     UNUSABLE_ANIMATION = "unusable_animation"
+    NO_FILE = "no_file"
 
 
 class WorkUnavailable(Exception):

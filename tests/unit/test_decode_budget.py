@@ -306,3 +306,9 @@ async def test_a_deadline_that_passes_while_decoding_is_not_the_works(tmp_path: 
     with attempt_deadline(0), pytest.raises(SourceError) as caught:
         await store.fetch(OneFile(bombs.gif((100, 100), 3)), WORK, "job", "t")  # type: ignore[arg-type]
     assert caught.value.retryable and "deadline" in str(caught.value)
+
+
+async def test_a_work_listing_no_page_is_the_works_never_an_empty_artifact(tmp_path: Path) -> None:
+    with pytest.raises(WorkUnavailable) as caught:
+        await ArtifactStore(tmp_path).fetch(OneFile(b""), WORK.model_copy(update={"pages": []}), "job", "t")  # type: ignore[arg-type]
+    assert caught.value.kind == UnavailableKind.NO_FILE
