@@ -53,12 +53,9 @@ from pydantic_settings import (
 )
 
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFilters, TargetQuery
+from curaflow.outbound.settings import OutboundSettings
 from curaflow.routes import DirectoryRouteConfig, RouteConfig
 from curaflow.sources.base import SourceConfig
-from curaflow.sources.decoding import FRAME_MAX_PIXELS, DecodeBudget
-from curaflow.sources.decoding import MAX_CPU_S as DECODE_MAX_CPU_S
-from curaflow.sources.decoding import MAX_FRAMES as DECODE_MAX_FRAMES
-from curaflow.sources.decoding import MAX_PIXELS as DECODE_MAX_PIXELS
 from curaflow.sources.pixiv.config import PixivAccount, PixivSettings
 from curaflow.sources.registry import import_source_modules, parse_source_config
 
@@ -261,61 +258,6 @@ class ApiSettings(_Section):
             Webhook(value.get_secret_value())
         except (ValueError, TypeError, RuntimeError):
             raise ValueError("callback secret must be 'whsec_' followed by base64") from None
-        return value
-
-
-MiB_ = 1024 * 1024
-
-
-class OutboundSettings(_Section):
-    """The outbound layer's limits and the destination guard (DESIGN "The outbound layer").
-
-    Attributes:
-        private_networks: loopback / private / link-local networks that a *data*
-            destination (an image URL from the source, a ``callback_url``) may resolve
-            to, e.g. ``["127.0.0.0/8"]`` when the consumers run on this machine (the
-            embedded stack and the test suite). Empty: only public addresses.
-            Destinations the operator configured (routes, ``pixiv.api_url`` /
-            ``auth_url`` / ``image_url``) are not address-checked.
-        page_max_bytes: largest answer of the source's API (a search page: ~100 KiB).
-        download_max_bytes: largest image page; a bigger one makes the work unavailable.
-        download_timeout_ms: total time of one image page (connect, send, whole body).
-        image_max_pixels: largest frame decoded (pixels held at once; ~4 bytes each while
-            the check runs); a page or an animation frame over it makes the work
-            unavailable.
-        decode_max_pixels: pixels one decode may decode, summed over every frame (an
-            animated GIF / APNG / WebP frame counts its whole canvas; an ugoira's frames
-            their own size, and the first frame's size each as the GIF encoder holds
-            them); over it the work is unavailable (DESIGN "The decode budget").
-        decode_max_frames: frames one decode may have (an animated page, an ugoira).
-        decode_max_cpu_ms: CPU time one decode may take (the decoding thread's, checked
-            between frames).
-    """
-
-    private_networks: list[str] = Field(default_factory=list)
-    page_max_bytes: int = Field(default=4 * MiB_, ge=65_536)
-    download_max_bytes: int = Field(default=64 * MiB_, ge=65_536)
-    download_timeout_ms: int = Field(default=120_000, ge=100)
-    image_max_pixels: int = Field(default=FRAME_MAX_PIXELS, ge=1_000_000)
-    decode_max_pixels: int = Field(default=DECODE_MAX_PIXELS, ge=1_000_000)
-    decode_max_frames: int = Field(default=DECODE_MAX_FRAMES, ge=1)
-    decode_max_cpu_ms: int = Field(default=int(DECODE_MAX_CPU_S * 1000), ge=100)
-
-    def decode_budget(self) -> DecodeBudget:
-        """The decode budget these settings give (:class:`~curaflow.sources.decoding.DecodeBudget`)."""
-        return DecodeBudget(
-            frame_max_pixels=self.image_max_pixels,
-            max_pixels=self.decode_max_pixels,
-            max_frames=self.decode_max_frames,
-            max_cpu_s=self.decode_max_cpu_ms / 1000,
-        )
-
-    @field_validator("private_networks")
-    @classmethod
-    def _networks(cls, value: list[str]) -> list[str]:
-        from curaflow.outbound.destinations import parse_networks
-
-        parse_networks(value)
         return value
 
 
@@ -524,7 +466,7 @@ class ObservabilitySettings(_Section):
             None → ``OTEL_EXPORTER_OTLP_ENDPOINT`` or the exporter's default.
         tracing: enable OpenTelemetry tracing (FastAPI + Temporal interceptor).
         ledger_gauges_interval_ms: how often each process re-reads the ledger gauges
-            (:mod:`curaflow.observability.ledger_gauges`).
+            (:mod:`curaflow.ledger.gauges`).
         ledger_gauges_window_ms: the window of ``curaflow_deliveries`` (24 h).
     """
 
@@ -540,7 +482,7 @@ class ObservabilitySettings(_Section):
 
 
 class SupervisionSettings(_Section):
-    """Supervision of every background loop of a process (:mod:`curaflow.process.supervision`).
+    """Supervision of every background loop of a process (:mod:`curaflow.observability.supervision`).
 
     Attributes:
         initial_backoff_ms / max_backoff_ms: a failed loop restarts after a backoff that

@@ -46,11 +46,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-#: Defaults of the budget's settings (``outbound.*``).
-FRAME_MAX_PIXELS = 40_000_000
-MAX_PIXELS = 60_000_000
-MAX_FRAMES = 1000
-MAX_CPU_S = 30.0
+from curaflow.outbound.settings import OutboundSettings
+
+_DEFAULTS = OutboundSettings()
+#: Defaults of the budget: its settings' (``outbound.*``, :class:`~curaflow.outbound.settings.OutboundSettings`).
+FRAME_MAX_PIXELS = _DEFAULTS.image_max_pixels
+MAX_PIXELS = _DEFAULTS.decode_max_pixels
+MAX_FRAMES = _DEFAULTS.decode_max_frames
+MAX_CPU_S = _DEFAULTS.decode_max_cpu_ms / 1000
 #: How many GIF sub-blocks are walked between two checks of the meter.
 _WALK_CHECK_EVERY = 65_536
 
@@ -91,6 +94,17 @@ class DecodeBudget:
     max_pixels: int = MAX_PIXELS
     max_frames: int = MAX_FRAMES
     max_cpu_s: float = MAX_CPU_S
+
+    @classmethod
+    def of(cls, settings: OutboundSettings) -> DecodeBudget:
+        """The budget the ``[outbound]`` settings give (``image_max_pixels``,
+        ``decode_max_pixels``, ``decode_max_frames``, ``decode_max_cpu_ms``)."""
+        return cls(
+            frame_max_pixels=settings.image_max_pixels,
+            max_pixels=settings.decode_max_pixels,
+            max_frames=settings.decode_max_frames,
+            max_cpu_s=settings.decode_max_cpu_ms / 1000,
+        )
 
     def meter(self, *, deadline: float | None = None, clock: Callable[[], float] = time.thread_time) -> DecodeMeter:
         """A fresh account of one decode under this budget.
