@@ -385,6 +385,8 @@ class ArtifactStore:
         disk and removed once encoded), the GIF (kept when a retried attempt finds it)."""
         dest = inside(folder, f"{work.work_id}_ugoira.gif")
         if not (await asyncio.to_thread(_prepare, folder, [dest])):
+            if not meta.frames:
+                raise WorkUnavailable(work.work_id, "ugoira: no frames", UnavailableKind.UNUSABLE_ANIMATION)
             try:  # more frames than a decode may have: refused before the zip is fetched
                 self.budget.meter().plan(frames=len(meta.frames), pixels=0)
             except OverBudget as err:

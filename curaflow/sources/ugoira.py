@@ -181,6 +181,8 @@ def encode_gif(
 
 
 def _encode(zip_path: Path, meta: UgoiraMetadata, dest: Path, meter: DecodeMeter) -> tuple[int, int]:
+    if not meta.frames:  # a source's own Animation, never parsed by parse_metadata
+        raise UgoiraError("no frames")
     meter.plan(frames=len(meta.frames), pixels=0)
     try:
         archive = zipfile.ZipFile(zip_path)

@@ -312,3 +312,16 @@ async def test_a_work_listing_no_page_is_the_works_never_an_empty_artifact(tmp_p
     with pytest.raises(WorkUnavailable) as caught:
         await ArtifactStore(tmp_path).fetch(OneFile(b""), WORK.model_copy(update={"pages": []}), "job", "t")  # type: ignore[arg-type]
     assert caught.value.kind == UnavailableKind.NO_FILE
+
+
+async def test_an_animation_a_source_built_without_frames_is_the_works_before_its_zip_is_fetched(
+    tmp_path: Path,
+) -> None:
+    from curaflow.sources.ugoira import UgoiraMetadata
+
+    source = OneFile(b"never asked", UgoiraMetadata(zip_url="https://i.pximg.net/z.zip", frames=[]))
+    with pytest.raises(WorkUnavailable) as caught:
+        await ArtifactStore(tmp_path).fetch(source, WORK, "job", "t")  # type: ignore[arg-type]
+    assert caught.value.kind == UnavailableKind.UNUSABLE_ANIMATION
+    with pytest.raises(UgoiraError, match="no frames"):
+        encode_gif(tmp_path / "absent.zip", UgoiraMetadata(zip_url="https://x/z.zip", frames=[]), tmp_path / "o.gif")
