@@ -14,6 +14,7 @@ from curaflow.jobs.admission import Admitter
 from curaflow.ledger.reconciler import closed_executions_query
 from curaflow.protocol.errors import ProtocolError, supported_job_types
 from curaflow.protocol.task import validate_task
+from curaflow.routes import DirectoryRouteConfig
 
 PROBE = "candidate_search_probe"
 
@@ -33,7 +34,11 @@ def test_candidate_search_is_run_by_job_workflow() -> None:
 def test_the_protocol_accepts_exactly_the_table_s_job_types(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ProtocolError) as refused:
         validate_task(task(PROBE))
-    assert refused.value.detail == {"reason": "unsupported_job_type", "job_type": PROBE, "supported": ["candidate_search"]}
+    assert refused.value.detail == {
+        "reason": "unsupported_job_type",
+        "job_type": PROBE,
+        "supported": ["candidate_search"],
+    }
 
     monkeypatch.setitem(execution.JOB_WORKFLOWS, PROBE, "ProbeWorkflow")
     assert validate_task(task(PROBE)).job_type == PROBE
@@ -50,7 +55,7 @@ async def test_a_temporal_client_s_task_must_be_run_by_its_job_type_s_workflow(
     # Refused before anything is written (no ledger here): a Task of a job type another
     # workflow type runs cannot become the job of this execution.
     monkeypatch.setitem(execution.JOB_WORKFLOWS, PROBE, "ProbeWorkflow")
-    settings = Settings(state_dir=tmp_path, routes={"out": {"kind": "directory", "path": str(tmp_path)}})
+    settings = Settings(state_dir=tmp_path, routes={"out": DirectoryRouteConfig(path=tmp_path)})
     admitter = Admitter(settings, None, None)  # type: ignore[arg-type]
     with pytest.raises(ProtocolError) as refused:
         await admitter.admit(task(PROBE), trigger="temporal", workflow_id="demo@manual-k", workflow_type=JOB_WORKFLOW)
