@@ -3,13 +3,17 @@
 Every page of the work is streamed to the artifact store and recorded complete only
 after its full length is on disk; pages already complete from a previous attempt are
 kept, so a resumed attempt continues where the dead one stopped. A work that turns out
-to be unavailable (image 403/404) is released, remembered for the account
+to be unavailable (image 403/404; any failure that is the work's own: an unusable URL or
+animation, a page over the decode budget or undecodable —
+:class:`~curaflow.sources.errors.UnavailableKind`, counted by kind in the candidate
+report) is released, remembered for the account
 (``pixiv.unavailable_ttl_ms``: later jobs skip it without a request) and the next
-stored candidate is bound (provisional release, reference §1.1) — counted in the cell's
-tally as ``unavailable``, or as ``unusable`` when the reason is the source's rather than
-the work's (``WorkUnavailable.source_wide``: an image URL on another host); when none is
-left the cell ends with the reason its tally gives (``no_candidate`` …, or
-``source_unusable`` when every work found was unusable) — or, in a scheduled job, goes back to a wider ``search``
+stored candidate is bound (provisional release, reference §1.1); a work unusable as the
+source sent it (:data:`~curaflow.domain.tally.SOURCE_ANSWER_KINDS`: an image URL it may
+not request, a page that is no image, no file listed) is remembered as such, counted
+``unusable`` by later scans. When none is left the cell ends with the reason its tally
+gives (``no_candidate`` …, or ``source_unusable`` when every work ruled out was
+unusable) — or, in a scheduled job, goes back to a wider ``search``
 when :func:`~curaflow.domain.fallback.another_pass` allows it (the released works stay
 excluded for this cell).
 
@@ -39,7 +43,7 @@ from curaflow.domain.fallback import another_pass
 from curaflow.domain.messages import CellUpdate, FetchInput
 from curaflow.domain.models import CandidateReport, CellSnapshot
 from curaflow.domain.reasons import TerminalReason
-from curaflow.domain.tally import cell_message
+from curaflow.domain.tally import SOURCE_ANSWER_KINDS, cell_message
 from curaflow.domain.verdicts import no_candidate_state, no_candidate_verdict
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
@@ -130,6 +134,7 @@ class FetchActivity:
                             "target_id": target.target_id,
                             "work_id": work.work_id,
                             "why": err.why,
+                            "kind": str(err.kind),
                         },
                     )
                     deps.store.delete(inp.job_id, target.target_id)
@@ -142,10 +147,9 @@ class FetchActivity:
                             why=err.why,
                             job_id=inp.job_id,
                             ttl_ms=policy.unavailable_ttl_ms,
-                            unusable=err.source_wide,
+                            unusable=str(err.kind) in SOURCE_ANSWER_KINDS,
                         )
-                        word = "unusable" if err.source_wide else "unavailable"
-                        nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why, word=word)
+                        nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why, str(err.kind))
                         assert nxt is not None
                         if (
                             nxt.state == CellState.PENDING

@@ -54,7 +54,7 @@ from pydantic_settings import (
 
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFilters, TargetQuery
 from curaflow.outbound.settings import OutboundSettings
-from curaflow.routes import DirectoryRouteConfig, RouteConfig
+from curaflow.routes import DirectoryRouteConfig, RouteSettings, import_route_modules, parse_route_configs
 from curaflow.sources.base import SourceConfig
 from curaflow.sources.pixiv.config import PixivAccount, PixivSettings
 from curaflow.sources.registry import import_source_modules, parse_source_config
@@ -641,7 +641,8 @@ class Settings(BaseSettings):
     outbound: OutboundSettings = Field(default_factory=OutboundSettings)
     max_fallback_passes: int = Field(default=3, ge=0, le=10)
     reconcile_interval_ms: int = Field(default=30_000, ge=100)
-    routes: dict[str, RouteConfig] = Field(default_factory=_default_routes)
+    route_modules: list[str] = Field(default_factory=list)
+    routes: dict[str, SerializeAsAny[RouteSettings]] = Field(default_factory=_default_routes)
     source_modules: list[str] = Field(default_factory=list)
     sources: dict[str, SerializeAsAny[SourceConfig]] = Field(default_factory=dict)
     targets: list[TargetConfig] = Field(default_factory=_default_targets)
@@ -678,21 +679,34 @@ class Settings(BaseSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _register_source_modules(cls, data: Any) -> Any:
-        """Import the ``source_modules`` (each registers its source kinds) before
-        ``[sources]`` is validated with the registered models."""
-        modules = data.get("source_modules") if isinstance(data, dict) else None
-        if isinstance(modules, list) and all(isinstance(m, str) for m in modules):
+    def _register_kind_modules(cls, data: Any) -> Any:
+        """Import the ``route_modules`` and ``source_modules`` (each registers its kinds)
+        before ``[routes]`` and ``[sources]`` are validated with the registered models."""
+        if not isinstance(data, dict):
+            return data
+        for setting, register in (("route_modules", import_route_modules), ("source_modules", import_source_modules)):
+            modules = data.get(setting)
+            if not (isinstance(modules, list) and all(isinstance(m, str) for m in modules)):
+                continue  # the field's own validation says what is wrong
             for module in modules:
                 # Whatever the module raises while it is imported (a missing dependency, a
-                # syntax error, its own failure) is a configuration error naming it.
+                # syntax error, a kind its registry refuses, its own failure) is a
+                # configuration error naming it.
                 try:
-                    import_source_modules([module])
+                    register([module])
                 except Exception as err:  # noqa: BLE001 - any failure of the module is reported, named
-                    raise ValueError(
-                        f"source_modules: cannot import {module!r} ({type(err).__name__}: {err})"
-                    ) from None
+                    raise ValueError(f"{setting}: cannot import {module!r} ({type(err).__name__}: {err})") from None
         return data
+
+    @field_validator("routes", mode="before")
+    @classmethod
+    def _route_kinds(cls, value: Any) -> Any:
+        """Each ``[routes.<name>]`` table validated by the model registered for its ``kind``
+        (:func:`curaflow.routes.registry.parse_route_configs`; an unknown kind lists the
+        known ones)."""
+        if not isinstance(value, dict) or all(isinstance(v, RouteSettings) for v in value.values()):
+            return value
+        return parse_route_configs(value)
 
     @field_validator("sources", mode="before")
     @classmethod
@@ -791,25 +805,41 @@ class Settings(BaseSettings):
             self.artifacts_dir = self.state_dir / "artifacts"
         self.artifacts_dir = self.artifacts_dir.expanduser().resolve()
         self._read_stored_tokens()
-        for route_config in self.routes.values():
-            if isinstance(route_config, DirectoryRouteConfig):
-                route_config.path = route_config.path.expanduser().resolve()
         return self
 
     def _read_stored_tokens(self) -> None:
-        """Give each Pixiv account whose refresh token neither the file nor the environment
-        sets the one ``curaflow pixiv login`` stored (``<state_dir>/pixiv/<account>.refresh-token``,
-        :mod:`curaflow.sources.pixiv.login`): a token set explicitly always wins."""
+        """Give each Pixiv account its refresh token as it will be sent: one set explicitly
+        (the file, the environment) always wins; else the one ``curaflow pixiv login``
+        stored (``<state_dir>/pixiv/<account>.refresh-token``,
+        :mod:`curaflow.sources.pixiv.login`).
+
+        Every token is used without the whitespace (and byte-order mark) around it: a
+        token pasted with a newline is curaflow's formatting, never sent to Pixiv to be
+        refused as the account's ``invalid_grant``. A token with whitespace or a control
+        character *inside* it is refused here, naming its setting.
+
+        Raises:
+            ValueError: a token holds whitespace or an unprintable character inside.
+        """
         from curaflow.sources.pixiv.login import stored_token
 
-        def unset(token: SecretStr | None) -> bool:
-            return token is None or not token.get_secret_value().strip()
+        def cleaned(token: SecretStr | None, field: str) -> SecretStr | None:
+            if token is None:
+                return None
+            value = token.get_secret_value().strip().lstrip("\ufeff").strip()
+            if not value:
+                return None
+            if not value.isprintable() or any(c.isspace() for c in value):
+                raise ValueError(f"{field} holds whitespace or an unprintable character inside the token")
+            return SecretStr(value)
 
-        if unset(self.pixiv.refresh_token) and (found := stored_token(self.state_dir, "default")):
-            self.pixiv.refresh_token = SecretStr(found)
+        self.pixiv.refresh_token = cleaned(self.pixiv.refresh_token, "pixiv.refresh_token")
+        if self.pixiv.refresh_token is None and (found := stored_token(self.state_dir, "default")):
+            self.pixiv.refresh_token = cleaned(SecretStr(found), "the stored token of account 'default'")
         for name, account in self.pixiv.accounts.items():
-            if unset(account.refresh_token) and (found := stored_token(self.state_dir, name)):
-                account.refresh_token = SecretStr(found)
+            account.refresh_token = cleaned(account.refresh_token, f"pixiv.accounts.{name}.refresh_token")
+            if account.refresh_token is None and (found := stored_token(self.state_dir, name)):
+                account.refresh_token = cleaned(SecretStr(found), f"the stored token of account {name!r}")
 
     # ---- derived views -------------------------------------------------------
 

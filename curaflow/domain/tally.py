@@ -14,10 +14,16 @@ outcome's message in both languages). Reason words and what they count:
 
 * ``duplicate``: delivered before (or held by another job) on one of the target's routes;
 * ``refused``: a route of the target refused the work for good;
-* ``unavailable``: the source says the work is gone (deleted, private, restricted, 404);
-* ``unusable`` and ``invalid``: what the source sent for the work cannot be used for a
-  reason that is the source's, not the work's — an image URL on a host that is not the
-  source's image host, an id or fields not of the source's shape;
+* ``unavailable``: the work cannot be had (deleted, private, restricted, 404, too large,
+  undecodable, over the decode budget …: ``CandidateReport.unavailable`` counts each
+  kind, :class:`~curaflow.sources.errors.UnavailableKind`);
+* ``unusable``, ``invalid`` and the unavailable kinds of :data:`SOURCE_ANSWER_KINDS`:
+  what the source sent for the work cannot be used at all — a file URL curaflow may not
+  request (another host, not under the image prefix), a page that is no image, no file
+  listed, an id or fields not of the source's shape. One such work is skipped like any
+  unavailable one; a search whose every work ruled out was one is the source's failure
+  (:func:`curaflow.domain.verdicts.no_candidate_verdict`). ``unusable`` is how later
+  scans count such a work remembered for the account;
 * ``excluded``: the task excluded it;
 * ``filtered:<filter>``: one of the target's filters rejected it.
 
@@ -42,11 +48,17 @@ from curaflow.domain.reasons import TALLY_REASONS, parse_reason, user_message
 #: Reason words of works whose only fault is what the source sent for them.
 UNUSABLE_WORDS = frozenset({"unusable", "invalid"})
 
+#: Kinds of unavailable work (:class:`~curaflow.sources.errors.UnavailableKind`) that are
+#: what the source sent rather than the work itself: counted ``unusable``. Recognised
+#: positively; any other kind (gone, too large, undecodable, over the decode budget, an
+#: unusable animation) stays the work's.
+SOURCE_ANSWER_KINDS = frozenset({"unusable_url", "not_an_image", "no_file"})
+
 #: The order categories are listed in a message, with their sentence fragments (en, zh).
 _PARTS: tuple[tuple[str, str, str], ...] = (
     ("delivered", "{n} already delivered", "{n} 件已投递过"),
     ("refused", "{n} refused by a route", "{n} 件被路由拒绝过"),
-    ("unavailable", "{n} unavailable at the source", "{n} 件在来源处无法获取"),
+    ("unavailable", "{n} unavailable", "{n} 件无法获取"),
     ("unusable", "{n} unusable as the source sent them", "{n} 件来源返回的内容无法使用"),
     ("excluded", "{n} excluded by the task", "{n} 件被任务排除"),
 )
@@ -104,6 +116,15 @@ class Tally(BaseModel):
         for words in (report.reasons, report.known):
             for word, n in words.items():
                 counts[word] = counts.get(word, 0) + max(0, n)
+        # Works fetched and found unusable as the source sent them: each is one
+        # ``unavailable`` of ``reasons`` and one of its kind in ``unavailable``.
+        answers = min(
+            counts.get("unavailable", 0),
+            sum(max(0, n) for kind, n in report.unavailable.items() if kind in SOURCE_ANSWER_KINDS),
+        )
+        if answers:
+            counts["unavailable"] -= answers
+            counts["unusable"] = counts.get("unusable", 0) + answers
         return tally_of_words(counts, examined=report.fetched, known=sum(max(0, n) for n in report.known.values()))
 
 
@@ -145,7 +166,7 @@ def describe(tally: Tally, lang: str = "en") -> str:
 
     Returns:
         e.g. "The search found no work for this query." or "The search found 35 works: 30
-        already delivered, 5 unavailable at the source (30 of them ruled out by earlier
+        already delivered, 5 unavailable (30 of them ruled out by earlier
         jobs of this target and not read again)." Only categories with works are named.
     """
     zh = lang == "zh"

@@ -40,7 +40,7 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 
-from curaflow.domain.execution import JOB_TASK_TIMEOUT, JOB_WORKFLOW
+from curaflow.domain.execution import JOB_TASK_TIMEOUT, job_workflow
 from curaflow.domain.messages import JobState
 from curaflow.domain.presentation import task_static_details, task_summary
 from curaflow.protocol.errors import ProtocolError
@@ -116,7 +116,7 @@ async def start_job(
         raise ValueError("the task names no target: set params.target_id, or pass target_id")
     job_id = manual_job_id(target, validated.idempotency_key)
     start: WithStartWorkflowOperation[Any, JobState] = WithStartWorkflowOperation(
-        JOB_WORKFLOW,  # by name: the workflow layer sits above this one (DESIGN.md "Layers")
+        job_workflow(validated.job_type),  # by name: the workflow layer sits above this one (DESIGN.md "Layers")
         body,
         result_type=JobState,
         id=job_id,

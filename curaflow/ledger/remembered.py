@@ -155,8 +155,9 @@ async def remember_unavailable(
     """Remember that ``work_id`` was unavailable to the account of ``gate`` for ``ttl_ms`` (0: not at all).
 
     Args:
-        unusable: the reason is what the source sent for the work, not the work
-            (``WorkUnavailable.source_wide``): later scans count it ``unusable``.
+        unusable: the work is unusable as the source sent it (its kind is one of
+            :data:`curaflow.domain.tally.SOURCE_ANSWER_KINDS`): later scans count it
+            ``unusable``.
     """
     if ttl_ms <= 0:
         return

@@ -242,8 +242,9 @@ def initialise_series(routes: Iterable[tuple[str, str]] = ()) -> None:
 
 
 @_safe
-def record_admitted(trigger: str, job_type: str = "candidate_search") -> None:
-    """Count one first admission (``trigger``: protocol | cli | schedule)."""
+def record_admitted(trigger: str, job_type: str) -> None:
+    """Count one first admission (``trigger``: protocol | temporal | cli | schedule;
+    ``job_type``: the job's, as the ledger holds it)."""
     JOBS_ADMITTED.labels(trigger=trigger, job_type=job_type).inc()
 
 

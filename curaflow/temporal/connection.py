@@ -22,7 +22,7 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, JOB_TASK_TIMEOUT, JOB_WORKFLOW, execution_timeout
+from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, JOB_TASK_TIMEOUT, execution_timeout, job_workflow
 from curaflow.domain.messages import JobInput
 from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
 
@@ -174,12 +174,16 @@ async def start_job_workflow(client: Client, inp: JobInput, task_queue: str) -> 
     """Start the job's workflow, or attach to it if it already exists (open or closed).
 
     Args:
-        inp: the workflow argument (``job_id`` is the workflow id).
+        inp: the workflow argument (``job_id`` is the workflow id; ``job_type`` names the
+            workflow type, :func:`curaflow.domain.execution.job_workflow`).
         task_queue: the main task queue.
+
+    Raises:
+        curaflow.domain.execution.UnknownJobType: a job type curaflow does not run.
     """
     try:
         return await client.start_workflow(
-            JOB_WORKFLOW,
+            job_workflow(inp.job_type),
             inp,
             id=inp.job_id,
             task_queue=task_queue,

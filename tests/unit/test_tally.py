@@ -12,7 +12,7 @@ from curaflow.domain.cells import CellState
 from curaflow.domain.models import CandidateReport, CellSnapshot
 from curaflow.domain.outcome import build_outcome_record, business_status
 from curaflow.domain.reasons import NO_CONTENT_REASONS, TerminalReason, user_message
-from curaflow.domain.tally import Tally, cell_message, describe
+from curaflow.domain.tally import SOURCE_ANSWER_KINDS, Tally, cell_message, describe
 from curaflow.domain.verdicts import no_candidate_state, no_candidate_verdict
 from curaflow.protocol.models import Job
 from curaflow.protocol.projection import project_job
@@ -47,6 +47,15 @@ VERDICT_TABLE = [
     (report(0, known={"unusable": 5}), R.SOURCE_UNUSABLE),
     (report(1000, {"invalid": 1000}), R.SOURCE_UNUSABLE),  # capped, but every answer unusable
     (report(30, {"unusable": 11}), R.SOURCE_UNUSABLE),  # 11 tried, all unusable; 19 left untried
+    # works fetched and found unusable as the source sent them (their unavailable kind)
+    (report(5, {"unavailable": 5}, unavailable={"unusable_url": 5}), R.SOURCE_UNUSABLE),
+    (
+        report(4, {"unavailable": 4}, unavailable={"unusable_url": 2, "not_an_image": 1, "no_file": 1}),
+        R.SOURCE_UNUSABLE,
+    ),
+    (report(5, {"unavailable": 5}, unavailable={"unusable_url": 4, "gone": 1}), R.NO_CANDIDATE),
+    (report(5, {"unavailable": 5}, unavailable={"too_large": 3, "undecodable": 2}), R.NO_CANDIDATE),  # the works'
+    (report(5, {"unavailable": 5}, unavailable={"over_budget": 5}), R.NO_CANDIDATE),
     # ... but not when one work was anything else (the source is not shown broken)
     (report(5, {"unusable": 4, "unavailable": 1}), R.NO_CANDIDATE),
     (report(5, {"unusable": 4, "duplicate": 1}), R.NO_CANDIDATE),
@@ -60,6 +69,14 @@ VERDICT_TABLE = [
 @pytest.mark.parametrize(("found", "expected"), VERDICT_TABLE)
 def test_the_reason_is_a_function_of_the_tally(found: CandidateReport | None, expected: TerminalReason) -> None:
     assert no_candidate_verdict(found, max_examined=1000) == expected
+
+
+def test_the_source_answer_kinds_are_kinds_of_unavailable_work() -> None:
+    from curaflow.sources.errors import UnavailableKind
+
+    assert SOURCE_ANSWER_KINDS <= {str(k) for k in UnavailableKind}
+    tally = Tally.of(report(6, {"unavailable": 6}, unavailable={"unusable_url": 2, "gone": 4}))
+    assert (tally.unusable, tally.unavailable) == (2, 4)
 
 
 def test_a_source_whose_every_answer_was_unusable_is_a_failure_not_no_new_content() -> None:
@@ -77,6 +94,7 @@ def test_a_source_whose_every_answer_was_unusable_is_a_failure_not_no_new_conten
     assert business_status([cell]) == "failed"  # alertable: an operator is told
     record = build_outcome_record(
         job_id="j",
+        job_type="candidate_search",
         schedule_id="s",
         occurrence_at_ms=None,
         occurrence_date=None,
@@ -117,7 +135,7 @@ def test_the_message_counts_what_happened_to_each_work() -> None:
     mixed = report(12, {"duplicate": 5, "refused": 2, "unavailable": 1, "filtered:r18": 4}, known={"duplicate": 30})
     message = cell_message(CellState.NO_CANDIDATE, no_candidate_verdict(mixed, max_examined=1000), mixed) or ""
     assert message.startswith("The search found 42 works: 35 already delivered, 2 refused by a route, ")
-    assert "1 unavailable at the source" in message and "4 filtered out (r18)" in message
+    assert "1 unavailable" in message and "4 filtered out (r18)" in message
     assert "30 of them ruled out by earlier jobs" in message
 
 
@@ -133,7 +151,7 @@ WORDS = ["duplicate", "refused", "unavailable", "unusable", "invalid", "excluded
 CLAIMS = {
     "already delivered": "delivered",
     "refused by a route": "refused",
-    "unavailable at the source": "unavailable",
+    "unavailable": "unavailable",
     "unusable": "unusable",
     "excluded by the task": "excluded",
     "filtered out": "filtered",
