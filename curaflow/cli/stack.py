@@ -12,8 +12,18 @@ from typing import Any
 
 import typer
 from pydantic import SecretStr
+from temporalio.service import RPCError
 
-from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.cli.common import (
+    ConfigOption,
+    err_console,
+    fail,
+    out_console,
+    settings_or_exit,
+    temporal_errors,
+    temporal_refusal,
+    temporal_where,
+)
 from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info
@@ -145,11 +155,11 @@ def worker(config: Path | None = ConfigOption) -> None:
     try:
         asyncio.run(run_worker(settings))
     except LoopFailed as err:
-        err_console.print(f"[red]a background loop could not recover: {err}[/red]")
-        raise typer.Exit(EXIT_LOOP_FAILED) from None
+        fail(f"a background loop could not recover: {err}", EXIT_LOOP_FAILED)
     except RuntimeError as err:
-        err_console.print(f"[red]{err}[/red]")
-        raise typer.Exit(2) from None
+        fail(str(err).replace("\n", " "), 2)
+    except RPCError as err:
+        fail(temporal_refusal(err, temporal_where(settings)), 2)
 
 
 def api(
@@ -247,10 +257,10 @@ def temporal_setup(
         )
 
     try:
-        report = asyncio.run(main())
+        with temporal_errors(temporal_where(settings)):
+            report = asyncio.run(main())
     except TemporalSetupError as err:
-        err_console.print(f"[red]temporal-setup failed: {err}[/red]", highlight=False)
-        raise typer.Exit(1) from None
+        fail(f"temporal-setup failed: {err}".replace("\n", " "))
     state = "registered" if report.created_namespace else "exists"
     out_console.print(f"namespace {report.namespace}: {state}", highlight=False)
     for warning in report.warnings:

@@ -12,6 +12,7 @@ search attributes, its list entries — stays exactly as it was. The docs' list 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import shlex
@@ -222,7 +223,9 @@ async def test_the_documented_cli_start_after_the_job_ended_adds_no_run_and_the_
         for c in doc_commands(0)
     ]
     if end == "failed":
-        start = start.replace('"params":{"target_id":"demo"}', f'"params":{{"target_id":"demo","query":{{"tags":{json.dumps(NOTHING)}}}}}')
+        start = start.replace(
+            '"params":{"target_id":"demo"}', f'"params":{{"target_id":"demo","query":{{"tags":{json.dumps(NOTHING)}}}}}'
+        )
     again = await asyncio.to_thread(run, start)
     assert again.returncode != 0  # Temporal refuses the start: the job's run is closed
     assert "already" in (again.stdout + again.stderr).lower()
@@ -314,10 +317,8 @@ async def test_the_docs_list_queries_return_exactly_the_jobs_they_describe(env: 
             and await listed(env, failed_query, ids) == expected_failed
         )
 
-    try:
+    with contextlib.suppress(TimeoutError):
         await eventually(settled, timeout_s=10, what="the docs' lists")
-    except TimeoutError:
-        pass
     assert await listed(env, open_query, ids) == expected_open
     assert await listed(env, failed_query, ids) == expected_failed
     env.replay.faults.slow_images_s = 0.0
