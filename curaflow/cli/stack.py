@@ -220,7 +220,7 @@ def temporal_setup(
     timeout: float = typer.Option(120.0, help="Seconds to wait for Temporal to come up and accept the setup."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Register the namespace (`TEMPORAL_NAMESPACE`) and curaflow's search attributes, then verify them.
+    """Register the namespace (`TEMPORAL_NAMESPACE`), curaflow's search attributes and the jobs' Nexus endpoint.
 
     Idempotent: what exists with the right type is left alone. Exit status 0 when the
     namespace is ready, 1 when it cannot be made ready (the reason is printed), 2 when
@@ -254,6 +254,8 @@ def temporal_setup(
             client,
             retention=timedelta(days=settings.temporal.namespace_retention_days),
             timeout_s=max(1.0, deadline - time.monotonic()),
+            nexus_endpoint=settings.temporal.nexus_endpoint or None,
+            task_queue=settings.temporal.task_queue,
         )
 
     try:
@@ -268,3 +270,9 @@ def temporal_setup(
     for name, kind in report.attributes.items():
         mark = "added" if name in report.added_attributes else "ok"
         out_console.print(f"  search attribute {name} ({kind}): {mark}", highlight=False)
+    if report.nexus_endpoint:
+        mark = "created" if report.created_endpoint else "exists"
+        out_console.print(
+            f"  Nexus endpoint {report.nexus_endpoint} → task queue {settings.temporal.task_queue}: {mark}",
+            highlight=False,
+        )
