@@ -216,7 +216,7 @@ async def test_the_documented_cli_start_after_the_job_ended_adds_no_run_and_the_
 ) -> None:
     key, body, job_id = await ended_job(env, end)
     before = await settled_snapshot(env, job_id)
-    [start, _result] = [
+    [start, _result, _answer] = [
         c.replace("127.0.0.1:7233", env.address)
         .replace("--task-queue curaflow", f"--task-queue {env.stack.task_queue}")
         .replace("cli-1", key)
@@ -267,7 +267,7 @@ def run(command: str) -> subprocess.CompletedProcess[str]:
 def doc_list_queries() -> dict[str, str]:
     """The list queries of the docs' console block, by what they list (the comment above each)."""
     page = (ROOT / "docs" / "temporal.md").read_text()
-    block = re.findall(r"```bash\n(.*?)```", page, flags=re.S)[1]
+    [block] = [b for b in re.findall(r"```bash\n(.*?)```", page, flags=re.S) if "workflow list" in b]
     found: dict[str, str] = {}
     comment = ""
     for line in block.splitlines():
@@ -307,9 +307,11 @@ async def test_the_docs_list_queries_return_exactly_the_jobs_they_describe(env: 
     running = await start_job(env.client, task(f"open-{short_id()}"), task_queue=env.stack.task_queue)
     await fetching(env, running.id)
 
-    ids = [job_id for _, _, job_id in ended.values()] + [refused_id, running.id]
+    timed_out = await timed_out_job(env)
+
+    ids = [job_id for _, _, job_id in ended.values()] + [refused_id, running.id, timed_out]
     expected_open = {running.id}
-    expected_failed = {ended["failed"][2]}
+    expected_failed = {ended["failed"][2], timed_out}
 
     async def settled() -> bool:
         return (
@@ -323,6 +325,33 @@ async def test_the_docs_list_queries_return_exactly_the_jobs_they_describe(env: 
     assert await listed(env, failed_query, ids) == expected_failed
     env.replay.faults.slow_images_s = 0.0
     await running.cancel()
+
+
+async def timed_out_job(env: Env) -> str:
+    """A job whose run Temporal timed out (no worker served it): the ledger ends it expired."""
+    from datetime import timedelta
+
+    from curaflow.domain.presentation import job_search_attributes
+    from curaflow.jobs.admission import Admitter
+
+    pool = await env.stack.ledger()
+    admission = await Admitter(env.stack.settings, pool, None).admit(task(f"timeout-{short_id()}"))
+    inp = admission.job_input
+    assert inp is not None
+    await env.client.start_workflow(
+        "JobWorkflow",
+        inp,
+        id=inp.job_id,
+        task_queue=f"unserved-{short_id()}",
+        execution_timeout=timedelta(seconds=2),
+        search_attributes=job_search_attributes(inp),
+    )
+    assert await closed_status(env.client, inp.job_id) == WorkflowExecutionStatus.TIMED_OUT
+    record = await env.stack.wait_terminal(inp.job_id, 60)
+    assert (record.cells[0].state, record.cells[0].reason) == ("failed", "execution_timeout"), record.cells[0]
+    job = (await env.http.get(f"/jobs/{inp.job_id}")).json()
+    assert job["status"] == "expired"
+    return inp.job_id
 
 
 async def test_a_refused_task_never_blocks_its_id(env: Env) -> None:
