@@ -47,7 +47,7 @@ from curaflow.domain.messages import CancelJob, JobState
 #: The endpoint ``curaflow temporal-setup`` creates when ``temporal.nexus_endpoint`` is not set.
 DEFAULT_NEXUS_ENDPOINT = "curaflow-jobs"
 #: The service's name on the wire.
-SERVICE_NAME = "curaflow.JobService"
+SERVICE_NAME = "CuraflowJobs"
 
 
 @nexusrpc.service(name=SERVICE_NAME)
