@@ -53,7 +53,7 @@ from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError
 
 with workflow.unsafe.imports_passed_through():
-    from curaflow.domain.execution import EXECUTION_GRACE, JOB_TASK_TIMEOUT, JOB_WORKFLOW
+    from curaflow.domain.execution import EXECUTION_GRACE, JOB_TASK_TIMEOUT, job_workflow
     from curaflow.domain.job_failure import state_of
     from curaflow.domain.messages import FollowJob, JobState
     from curaflow.domain.presentation import task_static_details, task_summary
@@ -113,7 +113,7 @@ async def run_job(
     job_id = job_id_of(body, target_id)
     try:
         child = await workflow.start_child_workflow(
-            JOB_WORKFLOW,
+            job_workflow(str(body["job_type"])),  # validated by job_id_of
             body,
             id=job_id,
             task_queue=task_queue,

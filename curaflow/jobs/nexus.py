@@ -50,7 +50,7 @@ from temporalio.nexus import (
 )
 
 from curaflow.config import Settings
-from curaflow.domain.execution import JOB_WORKFLOW
+from curaflow.domain.execution import job_workflow
 from curaflow.domain.job_failure import JOB_FAILURE_TYPES, job_failure
 from curaflow.domain.messages import CancelJob, JobState
 from curaflow.domain.state import job_state
@@ -125,7 +125,7 @@ class StartJob(TemporalOperationHandler[dict[str, Any], JobState]):
 
         async def start(reuse: WorkflowIDReusePolicy) -> TemporalOperationResult[JobState]:
             return await client.start_workflow(
-                JOB_WORKFLOW, inp, result_type=JobState, id_reuse_policy=reuse, **options
+                job_workflow(inp.job_type), inp, result_type=JobState, id_reuse_policy=reuse, **options
             )
 
         try:

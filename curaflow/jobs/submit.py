@@ -44,7 +44,7 @@ from typing import Any
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDReusePolicy
 
-from curaflow.domain.execution import JOB_TASK_TIMEOUT, JOB_WORKFLOW
+from curaflow.domain.execution import JOB_TASK_TIMEOUT, job_workflow
 from curaflow.domain.messages import AdmissionAnswer, JobState
 from curaflow.domain.presentation import task_static_details, task_summary
 from curaflow.protocol.errors import ProtocolError
@@ -129,7 +129,7 @@ async def start_job(
 
     async def start(reuse: WorkflowIDReusePolicy) -> WorkflowHandle[Any, JobState]:
         operation: WithStartWorkflowOperation[Any, JobState] = WithStartWorkflowOperation(
-            JOB_WORKFLOW,
+            job_workflow(validated.job_type),  # by name: the workflow layer sits above this one (DESIGN.md "Layers")
             body,
             id=job_id,
             task_queue=task_queue,
