@@ -369,3 +369,28 @@ async def test_a_refused_task_never_blocks_its_id(env: Env) -> None:
     state: JobState = await started.result()
     assert state.status == "succeeded"
     assert started.result_run_id != handle.result_run_id
+
+
+async def test_a_reset_job_goes_on_in_its_new_run_and_the_old_run_stays_terminated(env: Env) -> None:
+    """A reset terminates the run and starts a new one from the chosen point: the job goes
+    on there and ends as the ledger says; the old run keeps what it said when it closed."""
+    env.replay.faults.slow_images_s = 5.0
+    handle = await start_job(env.client, task(f"reset-{short_id()}"), task_queue=env.stack.task_queue)
+    await fetching(env, handle.id)
+    old_run = handle.result_run_id
+    reset = await asyncio.to_thread(
+        cli, env, "reset", "-w", handle.id, "--type", "FirstWorkflowTask", "--reason", "operator: test"
+    )
+    assert reset.returncode == 0, reset.stderr
+    env.replay.faults.slow_images_s = 0.0
+
+    record = await env.stack.wait_terminal(handle.id, 90)
+    assert record.cells[0].state == "submitted", record.cells[0]
+    latest = env.client.get_workflow_handle(handle.id)
+    final = JobState.model_validate(await latest.result())
+    assert final.status == "succeeded" and final.deliveries[0].status == "delivered"
+    old = await env.client.get_workflow_handle(handle.id, run_id=old_run).describe()
+    assert old.status == WorkflowExecutionStatus.TERMINATED
+    # The open and failed lists: neither run (the job succeeded).
+    for query in doc_list_queries().values():
+        assert await listed(env, query, [handle.id]) == set()
