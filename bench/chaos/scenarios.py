@@ -806,7 +806,15 @@ EDGE_CASES: tuple[EdgeCase, ...] = (
     EdgeCase("search page 2: 500, 500, empty 200", word="source", min_bookmarks=1),
     EdgeCase("receiver: 429 Retry-After 1, then 503 Retry-After as a date", hook="ratelimit"),
     EdgeCase("search page of 50 MiB", word="hugepage", expected=("failed/remote_http_error",)),
+    EdgeCase("decode bombs: thousands of GIF frames, a huge canvas, an ugoira's huge later frame", word="bomb"),
+    EdgeCase("unusable animations: a zip URL that is not one, no frames, a frame without a delay", word="animation"),
 )
+#: The cases whose listed hostile works must each be remembered unavailable (and the plain
+#: work after them delivered in the same job).
+EDGE_UNAVAILABLE_WORDS = ("bomb", "animation")
+#: How long after the hostile party served a bomb (or an unusable animation's metadata)
+#: the work must be remembered unavailable: the account's only source slot is free again.
+EDGE_SLOT_FREE_MS = 10_000
 #: The deadline of every ``edges`` job (the protocol's floor).
 EDGE_DEADLINE_MS = 60_000
 #: How far past its deadline a job may end, and how long a hostile connection may stay
@@ -887,9 +895,14 @@ async def edges(s: Scenario) -> None:
     job ended more than :data:`EDGE_GRACE_MS` past its deadline, no hostile connection
     outlived its job by more, the internal service was never reached, no hostile work
     was delivered, Telegram has each accepted post once, the rate-limiting receiver
-    accepted the work once, and no worker grew by more
+    accepted the work once, every decode bomb and unusable animation is remembered
+    unavailable within :data:`EDGE_SLOT_FREE_MS` of being served (the account's source
+    slot is free again: the job went on to the next work), and no worker grew by more
     than :data:`EDGE_RSS_GROWTH_MIB`."""
     stack = s.stack
+    async with httpx.AsyncClient(timeout=120) as http:  # the bombs of this run, from its seed
+        seeded = await http.post(f"{stack.hostile_url}/_chaos/seed", json={"seed": s.rng.randrange(2**31)})
+        seeded.raise_for_status()
     internal_port = stack.internal_url.rsplit(":", 1)[1]
     for i, case in enumerate(EDGE_CASES):
         fields: dict[str, Any] = {"deadline_ms": EDGE_DEADLINE_MS}
@@ -932,6 +945,8 @@ async def edges(s: Scenario) -> None:
         "telegram_duplicates": [],
         "not_delivered_once": [],
         "memory_unbounded": [],
+        "not_unavailable": [],
+        "slot_held": [],
     }
     ends: dict[str, dict[str, Any]] = {}
     async with stack.http() as api:
@@ -974,6 +989,19 @@ async def edges(s: Scenario) -> None:
     dirs = {f"edges-dir{i}": stack.root / "routes" / "edges" / str(i) for i in range(len(EDGE_CASES))}
     arrivals = webhook_arrivals(read_received(stack.received_log), hooks) + directory_arrivals(dirs)
     found["hostile_delivered"] = [asdict(a) for a in arrivals if a.work_id in hostile_works]
+    remembered = {
+        row["work_id"]: row["seen_at"]
+        for row in await stack.fetch(
+            "SELECT work_id, seen_at FROM unavailable_works WHERE work_id = ANY($1::text[])", list(hostile_works)
+        )
+    }
+    unusable = {w: kind for w, kind in state["hostile_works"].items() if kind.split("/")[0] in EDGE_UNAVAILABLE_WORDS}
+    found["not_unavailable"] = [{"work_id": w, "kind": k} for w, k in unusable.items() if w not in remembered]
+    served = [
+        {**x, "unavailable_after_ms": remembered[x["work_id"]] - x["at_ms"] if x["work_id"] in remembered else None}
+        for x in state["served"]
+    ]
+    found["slot_held"] = [x for x in served if (x["unavailable_after_ms"] or 0) > EDGE_SLOT_FREE_MS]
     growth = {name: round(peak[name] - baseline[name], 1) for name in pids}
     found["memory_unbounded"] = [{n: g} for n, g in growth.items() if g > EDGE_RSS_GROWTH_MIB]
     s.result.edges = {
@@ -986,6 +1014,11 @@ async def edges(s: Scenario) -> None:
         "source_faults": state["source_faults"],
         "searches": state["searches"],
         "internal_hits": len(state["internal_hits"]),
+        "seed": state["seed"],
+        "unusable_works": {
+            w: {"kind": k, "unavailable": w in remembered} for w, k in sorted(unusable.items(), key=lambda i: i[1])
+        },
+        "served": served,
     }
     s.result.edge_findings = found
 

@@ -19,7 +19,16 @@ from curaflow.outbound.client import (
     iter_capped,
     time_left,
 )
-from curaflow.outbound.destinations import Destinations, Origin, configured, data, parse_networks, parse_origin
+from curaflow.outbound.destinations import (
+    MAX_URL_CHARS,
+    Destinations,
+    Origin,
+    configured,
+    data,
+    parse_networks,
+    parse_origin,
+    url_problem,
+)
 from curaflow.outbound.errors import (
     AnswerTooLarge,
     DestinationRefused,
@@ -30,6 +39,7 @@ from curaflow.outbound.errors import (
 
 __all__ = [
     "ANSWER_KEEP_BYTES",
+    "MAX_URL_CHARS",
     "AnswerTooLarge",
     "DestinationRefused",
     "Destinations",
@@ -48,4 +58,5 @@ __all__ = [
     "parse_networks",
     "parse_origin",
     "time_left",
+    "url_problem",
 ]
