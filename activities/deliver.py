@@ -18,7 +18,10 @@ An attempt:
    that reaches the attempt while a request is out gives it :data:`CANCEL_GRACE_S` to
    answer, and what the route answered is recorded: a delivery that landed before the
    cancel reached it leaves the cell ``submitted`` (no phantom deliveries, no lies); a
-   send still out then is cut and recorded as possibly delivered (``unknown``);
+   send still out then is cut and recorded as possibly delivered (``unknown``). When the
+   execution itself is gone (an operator's terminate, a timeout, a reset: the heartbeat
+   answers "not found"), the send is not cut: it ends by its own limits and records
+   what the route answered, before the reconciler closes the job;
 3. records the answer: confirmed → intent ``delivered`` / ``duplicate``, the cell
    ``submitted`` once every route confirmed; permanent failure → cell ``failed``;
    retryable failure → intent back to ``reserved`` and an ``ApplicationError`` for
@@ -99,6 +102,24 @@ async def _finish_or_cut(send: asyncio.Future[DeliveryReceipt], route: str) -> D
             ambiguous=True,
         )
     return send.result()
+
+
+def _execution_gone() -> bool:
+    """Whether this attempt was cancelled because its workflow execution no longer exists
+    (Temporal answered its heartbeat "not found": terminated, timed out, reset)."""
+    details = activity.cancellation_details()
+    return details is not None and details.not_found
+
+
+async def _outlive(send: asyncio.Future[DeliveryReceipt]) -> DeliveryReceipt:
+    """``send``'s receipt, however long it takes within its own bounds; a cancellation of
+    this attempt meanwhile is not passed on to the send."""
+    while True:
+        try:
+            return await asyncio.shield(send)
+        except asyncio.CancelledError:
+            if send.done():
+                return send.result()
 
 
 def _cut_by_deadline(err: RouteError) -> bool:
@@ -311,10 +332,13 @@ class DeliverActivity:
                 receipt = await asyncio.shield(send)
             except asyncio.CancelledError:
                 # The request is out: give its answer CANCEL_GRACE_S to arrive and record
-                # the truth; a send still hanging then is cut, its outcome unknown.
+                # the truth; a send still hanging then is cut, its outcome unknown. When
+                # the job's execution is gone (terminated, timed out, reset) nothing waits
+                # for this attempt but the reconciler, which waits for its lease: the send
+                # ends by its own limits (the route's timeout, the job's deadline).
                 cancelled = True
                 try:
-                    receipt = await _finish_or_cut(send, route.name)
+                    receipt = await (_outlive(send) if _execution_gone() else _finish_or_cut(send, route.name))
                 except SendCut as err:
                     await self._record_cut(inp, request, err)
                     raise asyncio.CancelledError() from err

@@ -103,6 +103,10 @@ class TemporalSettings(_Section):
             workflow tasks; the rest are replayed from history when they next wake. This
             bounds a worker's memory whatever the number of jobs in flight (docs/performance.md:
             about 0.25 MiB per cached job).
+        nexus_endpoint: the Nexus endpoint of the jobs' service (callers in other
+            namespaces reach ``start_job`` / ``cancel_job`` through it), created by
+            ``curaflow temporal-setup`` and ``curaflow dev`` targeting this namespace and
+            ``task_queue``; empty: none is created (docs/temporal.md "From another namespace").
         deployment_name / build_id: both set → Temporal Worker Versioning: the main and
             route task queues' workers poll as Worker Deployment Version
             ``<deployment_name>.<build_id>`` and every workflow they start is PINNED to it
@@ -117,6 +121,7 @@ class TemporalSettings(_Section):
     namespace_retention_days: int = Field(default=7, ge=1, le=3650)
     setup_timeout_ms: int = Field(default=60_000, ge=1_000)
     task_queue: str = "curaflow"
+    nexus_endpoint: str = Field(default="curaflow-jobs", pattern=r"^$|^[A-Za-z_][A-Za-z0-9_-]*$")
     sticky_schedule_to_start_ms: int = Field(default=5_000, ge=100)
     max_cached_workflows: int = Field(default=1000, ge=0)
     profile: str | None = None
