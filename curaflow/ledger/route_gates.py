@@ -142,7 +142,7 @@ async def count_refusal(
                 WHERE route = $1""",
             route,
             answer,
-            json.dumps(works),
+            works,
         )
         return None
     reason = clean_text(f"{len(works)} different works refused in a row with the same answer: {answer}")[:500]
@@ -164,7 +164,7 @@ async def count_refusal(
            frontiers AS (DELETE FROM scan_frontiers WHERE EXISTS (SELECT 1 FROM lifted WHERE until IS NULL))
            SELECT count(*) AS n FROM lifted""",
         route,
-        json.dumps(works),
+        works,
     )
     return Pause(until=until, works=works, restored=int(restored[0]["n"]), reason=reason)
 
