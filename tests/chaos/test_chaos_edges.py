@@ -6,7 +6,10 @@ an internal address, one answering 429 then 503 (``Retry-After`` as seconds, the
 date) before it accepts; a Telegram Bot API rate-limiting as a 429 and as a 400's text;
 a ``callback_url`` whose allowed host name resolves to 127.0.0.1; an endless image, a
 trickling image, an image URL answering JSON, an image URL on an internal service; a
-search page answering 500, 500, then an empty 200; a 50 MiB search page. The command
+search page answering 500, 500, then an empty 200; a 50 MiB search page; the classes of
+an unknown answer — a webhook receiver and a Telegram Bot API refusing with a 4xx status
+and words drawn at random for the run, a receiver and a Discord webhook answering 429
+without a delay and then an HTML 429 (Cloudflare's 1015 page). The command
 checks each job's end against its case, the deadline, the hostile connections, the
 internal service, the workers' memory and the usual truth audit, and exits 1 when a
 check fails. Deselect with ``-m "not chaos"``.
@@ -57,6 +60,12 @@ def test_hostile_parties_cost_only_their_own_attempt_and_are_blamed_right(tmp_pa
     assert checks["not_delivered_once"] == 0 and sum(edges["hook_requests"].values()) >= 3, r["edge_findings"]
     # the source's 500, 500, empty 200 was asked again, not taken as the end of results
     assert edges["source_faults"] == ["500", "500", "empty 200"] and edges["searches"]["source@30"] >= 4
+    # an unknown refusal is the route's: the job fails route_refused, no work is refused for good
+    assert checks["work_refused_for_good"] == 0, r["edge_findings"]
+    assert edges["refusals"] and {x["party"].split()[0] for x in edges["refusals"]} == {"hook", "telegram"}
+    # an undeclared delay is a backoff from 5 s: no party asked again sooner, each took the work once
+    assert checks["retried_too_soon"] == 0, r["edge_findings"]
+    assert edges["discord_posts"] == 1 and all(len(asked) == 3 for asked in edges["asked_ms"].values())
     assert checks["memory_unbounded"] == 0, edges["rss_mib"]
     for key in ("lost", "stuck", "cross_job_duplicates", "phantoms", "missing_at_route", "understated"):
         assert checks[key] == 0, (key, r["audit"]["examples"])

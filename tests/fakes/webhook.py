@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,7 @@ class Received:
     headers: dict[str, str]
     body: bytes
     signature_ok: bool
+    at: float = field(default_factory=time.time)
 
     def json(self) -> Any:
         return json.loads(self.body)
