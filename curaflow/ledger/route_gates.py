@@ -101,9 +101,14 @@ def _gate(row: Any) -> RouteGate:
 
 
 async def _locked(conn: asyncpg.Connection, route: str) -> RouteGate:
-    """The route's row, created if absent, locked for the caller's transaction."""
-    await conn.execute("INSERT INTO route_gates (route) VALUES ($1) ON CONFLICT (route) DO NOTHING", route)
-    row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM route_gates WHERE route = $1 FOR UPDATE", route)
+    """The route's row, created if absent, locked for the caller's transaction (one
+    statement: the upsert's row lock serialises the route's concurrent failures)."""
+    row = await conn.fetchrow(
+        f"""INSERT INTO route_gates AS g (route) VALUES ($1)
+            ON CONFLICT (route) DO UPDATE SET route = g.route
+            RETURNING {_COLUMNS}""",
+        route,
+    )
     return _gate(row)
 
 
