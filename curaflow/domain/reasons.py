@@ -4,9 +4,11 @@ Every non-submitted terminal cell carries exactly one :class:`TerminalReason`. T
 catalogue follows PixivFlow 3.3.0 (reference ``pixivflow-job-system.md`` §5.4) with two
 curaflow additions for delivery routes that are not TelePost:
 
-* ``delivery_rejected``: a route refused the work permanently (HTTP 4xx, "chat not
-  found", "bot was blocked"); the original calls this ``telepost_rejected``, which is
-  kept as an alias with the same protocol code.
+* ``delivery_rejected``: a route refused the work itself, permanently — only for an
+  answer the route recognises as the work's (a page Telegram cannot process, content
+  Discord refuses, a receiver's 415 / 422); the original calls this
+  ``telepost_rejected``, which is kept as an alias with the same protocol code. Any
+  other refusal is ``route_refused`` (the route's);
 * ``delivery_unknown``: a request left for a route without an idempotency key
   (Telegram, Discord) and no answer came back, so whether it landed is unknown and the
   route's ``on_ambiguous = "fail"`` policy forbids a blind re-send;
