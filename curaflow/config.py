@@ -819,19 +819,38 @@ class Settings(BaseSettings):
         return self
 
     def _read_stored_tokens(self) -> None:
-        """Give each Pixiv account whose refresh token neither the file nor the environment
-        sets the one ``curaflow pixiv login`` stored (``<state_dir>/pixiv/<account>.refresh-token``,
-        :mod:`curaflow.sources.pixiv.login`): a token set explicitly always wins."""
+        """Give each Pixiv account its refresh token as it will be sent: one set explicitly
+        (the file, the environment) always wins; else the one ``curaflow pixiv login``
+        stored (``<state_dir>/pixiv/<account>.refresh-token``,
+        :mod:`curaflow.sources.pixiv.login`).
+
+        Every token is used without the whitespace (and byte-order mark) around it: a
+        token pasted with a newline is curaflow's formatting, never sent to Pixiv to be
+        refused as the account's ``invalid_grant``. A token with whitespace or a control
+        character *inside* it is refused here, naming its setting.
+
+        Raises:
+            ValueError: a token holds whitespace or an unprintable character inside.
+        """
         from curaflow.sources.pixiv.login import stored_token
 
-        def unset(token: SecretStr | None) -> bool:
-            return token is None or not token.get_secret_value().strip()
+        def cleaned(token: SecretStr | None, field: str) -> SecretStr | None:
+            if token is None:
+                return None
+            value = token.get_secret_value().strip().lstrip("\ufeff").strip()
+            if not value:
+                return None
+            if not value.isprintable() or any(c.isspace() for c in value):
+                raise ValueError(f"{field} holds whitespace or an unprintable character inside the token")
+            return SecretStr(value)
 
-        if unset(self.pixiv.refresh_token) and (found := stored_token(self.state_dir, "default")):
-            self.pixiv.refresh_token = SecretStr(found)
+        self.pixiv.refresh_token = cleaned(self.pixiv.refresh_token, "pixiv.refresh_token")
+        if self.pixiv.refresh_token is None and (found := stored_token(self.state_dir, "default")):
+            self.pixiv.refresh_token = cleaned(SecretStr(found), "the stored token of account 'default'")
         for name, account in self.pixiv.accounts.items():
-            if unset(account.refresh_token) and (found := stored_token(self.state_dir, name)):
-                account.refresh_token = SecretStr(found)
+            account.refresh_token = cleaned(account.refresh_token, f"pixiv.accounts.{name}.refresh_token")
+            if account.refresh_token is None and (found := stored_token(self.state_dir, name)):
+                account.refresh_token = cleaned(SecretStr(found), f"the stored token of account {name!r}")
 
     # ---- derived views -------------------------------------------------------
 

@@ -274,7 +274,7 @@ async def run_chaos(
         else:
             for name, plan in selected.items():
                 console.print(f"[bold]{name}[/bold] …")
-                stack = ChaosStack(root / name, config_of([name]), hostile=name == "edges", seed=seed)
+                stack = ChaosStack(root / name, config_of([name]), hostile=name == "edges")
                 try:
                     await stack.start()
                     results.append(await run_scenario(stack, name, plan, rng))

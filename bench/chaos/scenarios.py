@@ -812,6 +812,8 @@ EDGE_CASES: tuple[EdgeCase, ...] = (
     EdgeCase("search page 2: 500, 500, empty 200", word="source", min_bookmarks=1),
     EdgeCase("receiver: 429 Retry-After 1, then 503 Retry-After as a date", hook="ratelimit"),
     EdgeCase("search page of 50 MiB", word="hugepage", expected=("failed/remote_http_error",)),
+    EdgeCase("decode bombs: thousands of GIF frames, a huge canvas, an ugoira's huge later frame", word="bomb"),
+    EdgeCase("unusable animations: a zip URL that is not one, no frames, a frame without a delay", word="animation"),
     # The classes of an unknown answer: each run draws other members (the run's seed).
     EdgeCase(
         "receiver: an unknown refusal (a random 4xx and words)", hook="refusal", expected=("failed/route_refused",)
@@ -825,6 +827,12 @@ EDGE_CASES: tuple[EdgeCase, ...] = (
     EdgeCase("receiver: 429 without a delay, then an HTML 429", hook="nodelay"),
     EdgeCase("Discord: 429 without a delay, then Cloudflare's 1015 page", discord=True),
 )
+#: The cases whose listed hostile works must each be remembered unavailable (and the plain
+#: work after them delivered in the same job).
+EDGE_UNAVAILABLE_WORDS = ("bomb", "animation")
+#: How long after the hostile party served a bomb (or an unusable animation's metadata)
+#: the work must be remembered unavailable: the account's only source slot is free again.
+EDGE_SLOT_FREE_MS = 10_000
 #: The shortest wait allowed before asking again a party that rate-limited without a
 #: delay: the backoff's first step (curaflow.domain.ratelimit.UNSTATED_BASE_MS), less the
 #: clocks' slack.
@@ -918,9 +926,15 @@ async def edges(s: Scenario) -> None:
     was delivered, Telegram and Discord have each accepted post once, the rate-limiting
     receivers accepted the work once, no party that rate-limited without a delay was
     asked again within :data:`EDGE_MIN_BACKOFF_MS`, no work was refused for good (no
-    hostile answer names a work), and no worker grew by more
+    hostile answer names a work), every decode bomb and unusable animation is
+    remembered unavailable within :data:`EDGE_SLOT_FREE_MS` of being served (the
+    account's source slot is free again: the job went on to the next work), and no
+    worker grew by more
     than :data:`EDGE_RSS_GROWTH_MIB`."""
     stack = s.stack
+    async with httpx.AsyncClient(timeout=120) as http:  # the bombs of this run, from its seed
+        seeded = await http.post(f"{stack.hostile_url}/_chaos/seed", json={"seed": s.rng.randrange(2**31)})
+        seeded.raise_for_status()
     internal_port = stack.internal_url.rsplit(":", 1)[1]
     for i, case in enumerate(EDGE_CASES):
         fields: dict[str, Any] = {"deadline_ms": EDGE_DEADLINE_MS}
@@ -965,6 +979,8 @@ async def edges(s: Scenario) -> None:
         "memory_unbounded": [],
         "retried_too_soon": [],
         "work_refused_for_good": [],
+        "not_unavailable": [],
+        "slot_held": [],
     }
     telegram_delivered = 0
     discord_delivered = 0
@@ -1025,6 +1041,19 @@ async def edges(s: Scenario) -> None:
     dirs = {f"edges-dir{i}": stack.root / "routes" / "edges" / str(i) for i in range(len(EDGE_CASES))}
     arrivals = webhook_arrivals(read_received(stack.received_log), hooks) + directory_arrivals(dirs)
     found["hostile_delivered"] = [asdict(a) for a in arrivals if a.work_id in hostile_works]
+    remembered = {
+        row["work_id"]: row["seen_at"]
+        for row in await stack.fetch(
+            "SELECT work_id, seen_at FROM unavailable_works WHERE work_id = ANY($1::text[])", list(hostile_works)
+        )
+    }
+    unusable = {w: kind for w, kind in state["hostile_works"].items() if kind.split("/")[0] in EDGE_UNAVAILABLE_WORDS}
+    found["not_unavailable"] = [{"work_id": w, "kind": k} for w, k in unusable.items() if w not in remembered]
+    served = [
+        {**x, "unavailable_after_ms": remembered[x["work_id"]] - x["at_ms"] if x["work_id"] in remembered else None}
+        for x in state["served"]
+    ]
+    found["slot_held"] = [x for x in served if (x["unavailable_after_ms"] or 0) > EDGE_SLOT_FREE_MS]
     growth = {name: round(peak[name] - baseline[name], 1) for name in pids}
     found["memory_unbounded"] = [{n: g} for n, g in growth.items() if g > EDGE_RSS_GROWTH_MIB]
     s.result.edges = {
@@ -1035,12 +1064,16 @@ async def edges(s: Scenario) -> None:
         "hook_requests": state["hook_requests"],
         "telegram_posts": len(state["telegram_posts"]),
         "discord_posts": state["discord_posts"],
-        "seed": state["seed"],
         "refusals": state["refusals"],
         "asked_ms": state["asked_ms"],
         "source_faults": state["source_faults"],
         "searches": state["searches"],
         "internal_hits": len(state["internal_hits"]),
+        "seed": state["seed"],
+        "unusable_works": {
+            w: {"kind": k, "unavailable": w in remembered} for w, k in sorted(unusable.items(), key=lambda i: i[1])
+        },
+        "served": served,
     }
     s.result.edge_findings = found
 

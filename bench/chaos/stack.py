@@ -148,14 +148,12 @@ class ChaosStack:
             once the services run (it gets the stack: ``receiver_url``, ``root``).
         n_workers: worker processes to run.
         hostile: also run the hostile parties (:mod:`bench.chaos.hostile`).
-        seed: the run's seed, handed to the hostile parties for their random draws.
     """
 
     root: Path
     config: Callable[[ChaosStack], dict[str, Any]]
     n_workers: int = 2
     hostile: bool = False
-    seed: int | None = None
     pg: RestartablePostgres = field(init=False)
     temporal: TemporalDevServer | None = None
     workers: list[Managed] = field(default_factory=list)
@@ -259,7 +257,6 @@ class ChaosStack:
             [
                 sys.executable, "-m", "bench.chaos.hostile", "--port", str(port), "--internal-port", str(internal),
                 "--replay", self.replay_url, "--log", str(self.received_log),
-                *(["--seed", str(self.seed)] if self.seed is not None else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=open(self.root / "logs" / "hostile.log", "ab"),  # noqa: SIM115

@@ -21,7 +21,16 @@ from curaflow.outbound.client import (
     iter_capped,
     time_left,
 )
-from curaflow.outbound.destinations import Destinations, Origin, configured, data, parse_networks, parse_origin
+from curaflow.outbound.destinations import (
+    MAX_URL_CHARS,
+    Destinations,
+    Origin,
+    configured,
+    data,
+    parse_networks,
+    parse_origin,
+    url_problem,
+)
 from curaflow.outbound.errors import (
     AnswerTooLarge,
     DestinationRefused,
@@ -32,6 +41,7 @@ from curaflow.outbound.errors import (
 
 __all__ = [
     "ANSWER_KEEP_BYTES",
+    "MAX_URL_CHARS",
     "AnswerTooLarge",
     "DestinationRefused",
     "Destinations",
@@ -52,4 +62,5 @@ __all__ = [
     "parse_networks",
     "parse_origin",
     "time_left",
+    "url_problem",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import httpx
@@ -91,7 +92,8 @@ def test_the_classes_of_an_unknown_answer_are_cases() -> None:
 async def test_the_hostile_parties_draw_unknown_refusals_and_undeclared_delays(tmp_path: Path) -> None:
     from bench.chaos.hostile import REFUSAL_STATUSES
 
-    state = State(seed=7)
+    state = State()
+    state.rng = random.Random("7:refusals")  # as POST /_chaos/seed sets it
     app = create_hostile_app(state, "http://127.0.0.1:9", "http://127.0.0.1:7", tmp_path / "received.jsonl")
     body = json.dumps({"job_id": "j", "route": "r", "work": {"work_id": "1"}})
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://hostile") as http:
@@ -110,5 +112,40 @@ async def test_the_hostile_parties_draw_unknown_refusals_and_undeclared_delays(t
     assert state.hook_accepted["5"] == 1 and state.discord_posts == 1
     assert [len(v) for v in state.asked_ms.values()] == [3, 3]
     # the same seed draws the same members: a failing run can be replayed
-    again = State(seed=7)
+    again = State()
+    again.rng = random.Random("7:refusals")
     assert [again.refusal("x")[1] for _ in range(3)] == [r["words"] for r in state.refusals[:3]]
+
+
+async def test_the_hostile_image_host_serves_the_bombs_of_its_seed_and_records_them(tmp_path: Path) -> None:
+    state = State()
+    app = create_hostile_app(state, "http://127.0.0.1:9", "http://127.0.0.1:7", tmp_path / "received.jsonl")
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://hostile", timeout=120
+    ) as http:
+        seeded = (await http.post("/_chaos/seed", json={"seed": 7})).json()
+        assert set(seeded["bombs"]) == {"gif_frames", "gif_canvas", "ugoira_zip"}
+        gif = await http.get("/i/edges/bomb/gif_frames/img-original/img/2025/01/01/00/00/00/42_p0.png")
+        assert gif.status_code == 200 and gif.content[:6] == b"GIF89a" and len(gif.content) < 1_000_000
+        zipped = await http.get("/i/edges/bomb/ugoira_zip/42_ugoira600x600.zip")
+        assert zipped.content[:4] == b"PK\x03\x04"
+        state.ugoira["43"] = {"ugoira_metadata": {"zip_urls": {"medium": 1}, "frames": []}}
+        state.hostile_works["43"] = "animation/zip_url"
+        assert (await http.get("/v1/ugoira/metadata", params={"illust_id": "43"})).json() == state.ugoira["43"]
+    assert [(x["work_id"], x["kind"]) for x in state.served] == [
+        ("42", "bomb/gif_frames"),
+        ("42", "bomb/ugoira_zip"),
+        ("43", "animation/zip_url"),
+    ]
+    assert state.seed == 7
+
+
+def test_the_bombs_of_a_seed_are_the_same_and_unusable_metadata_covers_each_kind() -> None:
+    import random
+
+    from bench.chaos import bombs
+
+    assert bombs.random_bomb(random.Random(3), "gif_canvas") == bombs.random_bomb(random.Random(3), "gif_canvas")
+    for kind in bombs.UNUSABLE_ANIMATIONS:
+        body = bombs.unusable_metadata(random.Random(1), kind, "https://i.pximg.net/x.zip")
+        assert "ugoira_metadata" in body
