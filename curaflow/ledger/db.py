@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import time
 from collections.abc import AsyncIterator
@@ -241,7 +242,7 @@ def migration_files() -> list[tuple[int, str, str]]:
             version = int(entry.name.split("_", 1)[0])
             found.append((version, entry.name, entry.read_text(encoding="utf-8")))
     found.sort()
-    for (version, first, _), (again, second, _) in zip(found, found[1:], strict=False):
+    for (version, first, _), (again, second, _) in itertools.pairwise(found):
         if version == again:
             raise RuntimeError(f"migrations {first} and {second} share version {version}: renumber the newer one")
     return found
