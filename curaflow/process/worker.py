@@ -219,10 +219,15 @@ def source_queue_owners(
             poll_s=settings.pixiv.source_standby_poll_ms / 1000,
             lease_s=settings.pixiv.source_lease_ms / 1000,
             stop=stop,
+            stop_worker_s=settings.temporal.graceful_shutdown_ms / 1000 + WORKER_STOP_MARGIN_S,
         )
         for account in settings.source_configs()
     ]
 
+
+#: What a source queue's worker may take to stop beyond its graceful shutdown before it is
+#: abandoned (the same margin the process gives its Temporal workers when it stops), seconds.
+WORKER_STOP_MARGIN_S = 10.0
 
 #: Interval of the worker's Temporal probe (the ``temporal`` loop), seconds.
 TEMPORAL_PROBE_S = 5.0
@@ -282,7 +287,6 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     async def ready() -> tuple[int, dict[str, Any]]:
         ledger, temporal = await asyncio.gather(check_ledger(deps.pool), check_temporal(client))
         checks: dict[str, dict[str, Any]] = {"ledger": ledger, "temporal": temporal, **supervisor.checks()}
-        checks.update({f"source_queue:{account}": owner.check() for account, owner in owners.items()})
         if supervisor.failure:
             checks["process"] = {"ok": False, "detail": f"failed: {supervisor.failure}"}
         return readiness("curaflow-worker", checks)
@@ -305,7 +309,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     workers = build_workers(client, settings, deps)
     polling = {worker: supervisor.critical(f"temporal_worker:{worker.task_queue}", worker.run()) for worker in workers}
     for account, owner in owners.items():
-        supervisor.loop(f"source_queue:{account}", owner.run)
+        supervisor.loop(f"source_queue:{account}", owner.run, describe=owner.check)
     interval_s = settings.reconcile_interval_ms / 1000
     supervisor.every("temporal", TEMPORAL_PROBE_S, lambda: probe_temporal(client), timeout_s=TEMPORAL_PROBE_S * 2)
     # The gauges' own loop never raises ("a metric must never take a process down");

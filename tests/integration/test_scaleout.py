@@ -209,8 +209,8 @@ async def test_a_hung_owner_is_replaced_within_its_lease_and_fenced_when_it_wake
     assert takeover_s < 3.0 + 0.3 + 2.5, takeover_s  # the lease, one standby poll, building the worker
     async with httpx.AsyncClient() as http:
         ready = (await http.get(f"http://127.0.0.1:{ports[1]}/ready")).json()
-        assert ready["checks"]["source_queue:default"]["ok"], ready
-        assert ready["checks"]["source_queue:default"]["detail"].startswith("owning"), ready
+        assert ready["checks"]["loop:source_queue:default"]["ok"], ready
+        assert ready["checks"]["loop:source_queue:default"]["detail"].startswith("owning"), ready
 
         owner.resume()  # it wakes up holding a lease that was taken: it stops serving
         await eventually(lambda: "source_queue.lost" in stack.worker_log(1), timeout_s=10, what="the old owner fenced")
@@ -222,7 +222,7 @@ async def test_a_hung_owner_is_replaced_within_its_lease_and_fenced_when_it_wake
         for job in later:  # every source step ran on the new owner
             assert all(i.startswith(standby_identity) for i in await acquire_identities(stack, job)), job
         old = (await http.get(f"http://127.0.0.1:{ports[0]}/ready")).json()
-        assert old["checks"]["source_queue:default"] == {"ok": True, "detail": "standby"}, old
+        assert old["checks"]["loop:source_queue:default"] == {"ok": True, "detail": "standby"}, old
     print(f"takeover of a hung owner: {takeover_s:.2f} s (lease 3 s, standby poll 0.3 s)")
 
 
