@@ -65,6 +65,9 @@ BUDGET_FLOOR_MS = 60_000
 DEFAULT_QUEUED_MS = 1_800_000
 DEFAULT_STALL_MS = 900_000
 DEFAULT_HEARTBEAT_MS = 30_000
+#: Shortest heartbeat timeout of a source step, ms: five of its heartbeats (at most 1 s
+#: apart, ``activities.heartbeat.CANCEL_PROBE_S``) must be missed before it is timed out.
+SOURCE_HEARTBEAT_FLOOR_MS = 5_000
 DEFAULT_DEADLINE_MS = 1_800_000
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -865,6 +868,7 @@ class Settings(BaseSettings):
             retry_initial_interval_ms=self.delivery.retry_initial_interval_ms,
             retry_max_interval_ms=self.delivery.retry_max_interval_ms,
             source_max_attempts=self.delivery.source_max_attempts,
+            source_heartbeat_timeout_ms=max(self.pixiv.source_lease_ms, SOURCE_HEARTBEAT_FLOOR_MS),
         )
 
     def push_policy(self) -> CallbackPolicy:

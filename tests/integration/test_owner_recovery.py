@@ -84,9 +84,8 @@ async def test_an_owner_whose_worker_never_stops_abandons_it_and_stands_by(
         return entry
 
     main_queue = f"test-stuck-main-{short_id()}"
-    async with Worker(
-        temporal_client, task_queue=main_queue, workflows=[StuckStepWorkflow], workflow_runner=UnsandboxedWorkflowRunner()
-    ):
+    runner = UnsandboxedWorkflowRunner()
+    async with Worker(temporal_client, task_queue=main_queue, workflows=[StuckStepWorkflow], workflow_runner=runner):
         handle = None
         try:
             await eventually(owner.owning.is_set, timeout_s=10, what="owning")

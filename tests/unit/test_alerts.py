@@ -153,7 +153,10 @@ FIRST_FAILURE: dict[str, dict[str, Any]] = {
                 'curaflow_delivery_results_total{route="tg",kind="telegram",result="rejected",instance="w1"}',
                 "_x3 1x10",
             ),
-            ('curaflow_delivery_results_total{route="tg",kind="telegram",result="delivered",instance="w1"}', "_x3 0+1x10"),
+            (
+                'curaflow_delivery_results_total{route="tg",kind="telegram",result="delivered",instance="w1"}',
+                "_x3 0+1x10",
+            ),
             ('process_start_time_seconds{instance="w1"}', "_x3 170x10"),
         ],
         "at": "6m",

@@ -4,7 +4,6 @@ a bug stays a 500 (:func:`curaflow.ledger.db.is_unavailable`)."""
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 
 import asyncpg
@@ -50,7 +49,7 @@ OUTAGES: list[BaseException] = [
     BrokenPipeError(32, "Broken pipe"),
     OSError(113, "No route to host"),
     TimeoutError(),
-    asyncio.TimeoutError(),
+    TimeoutError(),
     ssl.SSLError("decryption failed or bad record mac"),
 ]
 
