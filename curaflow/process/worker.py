@@ -315,10 +315,12 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     # The gauges' own loop never raises ("a metric must never take a process down");
     # supervised, not fatal, so it shows in /ready and a death would be seen.
     supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(deps.pool, settings, stop), fatal=False)
-    if (days := settings.retention.days) is not None:
-        supervisor.every(
-            "retention", settings.retention.interval_ms / 1000, lambda: prune_tick(deps.pool, deps.store, days)
-        )
+    # Every worker, retention.days or not: its own disk holds files only it can delete (of
+    # jobs this pass prunes, or that `curaflow prune` / another worker pruned).
+    days = settings.retention.days
+    supervisor.every(
+        "retention", settings.retention.interval_ms / 1000, lambda: prune_tick(deps.pool, deps.store, days)
+    )
     loops = [
         asyncio.create_task(run_forever(deps.pool, start, interval_s, stop, client, supervisor=supervisor)),
         asyncio.create_task(watch_forever(deps.pool, client, settings, interval_s, stop, supervisor=supervisor)),
