@@ -10,6 +10,7 @@ import asyncio
 import os
 import socket
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncpg
 from temporalio.client import Client
@@ -17,6 +18,7 @@ from temporalio.client import Client
 from curaflow.artifacts import ArtifactStore
 from curaflow.config import Settings
 from curaflow.ledger.db import create_pool
+from curaflow.ledger.gates import LedgerGate
 from curaflow.outbound import Destinations, Outbound, configured, data, parse_networks
 from curaflow.routes import (
     DirectoryRouteConfig,
@@ -155,8 +157,19 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
         pool=pool,
         client=client,
         store=store,
-        sources=SourceContext(settings, pool, replay_url=replay_url),
+        sources=source_context(settings, pool, replay_url=replay_url),
     )
+
+
+def source_context(settings: Settings, pool: asyncpg.Pool, *, replay_url: str | None = None) -> SourceContext:
+    """What the process's sources are built with: the ``[outbound]`` limits, a
+    :class:`~curaflow.ledger.gates.LedgerGate` per instance (keyed by its source task queue),
+    the replay server's URL."""
+
+    def gates(name: str, **policy: Any) -> LedgerGate:
+        return LedgerGate(pool, settings.source_task_queue(name), **policy)
+
+    return SourceContext(settings.outbound, gates, replay_url=replay_url)
 
 
 async def close_deps(deps: ActivityDeps) -> None:

@@ -53,6 +53,7 @@ from pydantic_settings import (
 )
 
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFilters, TargetQuery
+from curaflow.outbound.settings import OutboundSettings
 from curaflow.routes import DirectoryRouteConfig, RouteConfig
 from curaflow.sources.base import SourceConfig
 from curaflow.sources.pixiv.config import PixivAccount, PixivSettings
@@ -263,41 +264,6 @@ class ApiSettings(_Section):
         return value
 
 
-MiB_ = 1024 * 1024
-
-
-class OutboundSettings(_Section):
-    """The outbound layer's limits and the destination guard (DESIGN "The outbound layer").
-
-    Attributes:
-        private_networks: loopback / private / link-local networks that a *data*
-            destination (an image URL from the source, a ``callback_url``) may resolve
-            to, e.g. ``["127.0.0.0/8"]`` when the consumers run on this machine (the
-            embedded stack and the test suite). Empty: only public addresses.
-            Destinations the operator configured (routes, ``pixiv.api_url`` /
-            ``auth_url`` / ``image_url``) are not address-checked.
-        page_max_bytes: largest answer of the source's API (a search page: ~100 KiB).
-        download_max_bytes: largest image page; a bigger one makes the work unavailable.
-        download_timeout_ms: total time of one image page (connect, send, whole body).
-        image_max_pixels: largest page verified (pixels decoded at once; ~4 bytes each
-            while the check runs); a bigger one makes the work unavailable.
-    """
-
-    private_networks: list[str] = Field(default_factory=list)
-    page_max_bytes: int = Field(default=4 * MiB_, ge=65_536)
-    download_max_bytes: int = Field(default=64 * MiB_, ge=65_536)
-    download_timeout_ms: int = Field(default=120_000, ge=100)
-    image_max_pixels: int = Field(default=40_000_000, ge=1_000_000)
-
-    @field_validator("private_networks")
-    @classmethod
-    def _networks(cls, value: list[str]) -> list[str]:
-        from curaflow.outbound.destinations import parse_networks
-
-        parse_networks(value)
-        return value
-
-
 def resolve_budget(value: Any, default: int, floor: int = BUDGET_FLOOR_MS) -> int:
     """Resolve a budget as the original's stall sweep does (reference §8).
 
@@ -503,7 +469,7 @@ class ObservabilitySettings(_Section):
             None → ``OTEL_EXPORTER_OTLP_ENDPOINT`` or the exporter's default.
         tracing: enable OpenTelemetry tracing (FastAPI + Temporal interceptor).
         ledger_gauges_interval_ms: how often each process re-reads the ledger gauges
-            (:mod:`curaflow.observability.ledger_gauges`).
+            (:mod:`curaflow.ledger.gauges`).
         ledger_gauges_window_ms: the window of ``curaflow_deliveries`` (24 h).
     """
 
@@ -519,7 +485,7 @@ class ObservabilitySettings(_Section):
 
 
 class SupervisionSettings(_Section):
-    """Supervision of every background loop of a process (:mod:`curaflow.process.supervision`).
+    """Supervision of every background loop of a process (:mod:`curaflow.observability.supervision`).
 
     Attributes:
         initial_backoff_ms / max_backoff_ms: a failed loop restarts after a backoff that

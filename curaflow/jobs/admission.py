@@ -38,8 +38,8 @@ from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, find_existing, insert_job, mark_workflow_started, workflow_input
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
+from curaflow.observability.supervision import Beat, Supervisor
 from curaflow.outbound.destinations import parse_origin, url_port
-from curaflow.process.supervision import Beat, Supervisor
 from curaflow.protocol.errors import ProtocolError, invalid_params
 from curaflow.protocol.task import ValidatedTask, manual_job_id, validate_task
 from curaflow.temporal.connection import start_job_workflow
@@ -178,7 +178,7 @@ class WorkflowStarter:
     start that fails, or that a crash loses, is done by the reconciler.
 
     The consumers run as one supervised loop named ``workflow_starter``
-    (:mod:`curaflow.process.supervision`): a failure outside a start (a bug) is logged, counted
+    (:mod:`curaflow.observability.supervision`): a failure outside a start (a bug) is logged, counted
     and the consumers restarted; queued starts are kept.
 
     Args:

@@ -50,7 +50,7 @@ from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
 from curaflow.ledger.finish import FinishedJob, finish_job
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
-from curaflow.process.supervision import Supervisor
+from curaflow.observability.supervision import Supervisor
 
 LOCK_KEY = 0x63757261726563  # "curarec"
 START_GRACE_MS = 5_000
@@ -354,7 +354,7 @@ async def run_forever(
     Any exception of a tick — a PostgreSQL outage, asyncpg's ``InterfaceError``, a
     Temporal ``RPCError``, a bug — is logged, counted in
     ``curaflow_background_errors_total{loop="reconciler"}`` and followed by a restart with
-    backoff (:mod:`curaflow.process.supervision`); a reconciler that cannot recover fails the
+    backoff (:mod:`curaflow.observability.supervision`); a reconciler that cannot recover fails the
     process through ``supervisor``.
 
     Args:

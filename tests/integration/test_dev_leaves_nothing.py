@@ -30,7 +30,7 @@ def started(cwd: Path) -> subprocess.Popen[bytes]:
         [exe, "dev", "--temporal-port", "0", "--ui-port", "0", "--api-port", "0"],
         cwd=cwd,
         env=env,
-        stdout=open(cwd / "dev.out", "wb"),  # noqa: SIM115 - the child keeps it
+        stdout=open(cwd / "dev.out", "wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )

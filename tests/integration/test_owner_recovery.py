@@ -20,8 +20,8 @@ from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from curaflow.observability.supervision import Supervisor
 from curaflow.process.source_queues import LeaseFence, SourceQueueOwner
-from curaflow.process.supervision import Supervisor
 from tests.support import eventually, short_id
 
 pytestmark = [pytest.mark.integration]

@@ -82,7 +82,8 @@ async def finished_jobs(pool: asyncpg.Pool, store: ArtifactStore, job_ids: list[
         )
         await conn.execute(
             """INSERT INTO cells (job_id, target_id, state, created_at, updated_at, artifact)
-               SELECT id, 'sim', 'submitted', at, at, '{"files": []}' FROM unnest($1::text[], $2::bigint[]) AS u(id, at)""",
+               SELECT id, 'sim', 'submitted', at, at, '{"files": []}'
+               FROM unnest($1::text[], $2::bigint[]) AS u(id, at)""",
             job_ids,
             at_ms,
         )
