@@ -8,7 +8,7 @@ folders its own store holds for pruned jobs, then forgets them (:func:`release`)
 run anywhere (``curaflow prune``, another worker) reports the folders still held by other
 stores (:func:`pending`): they go at those stores' next pass.
 
-Tables ``artifact_stores`` and ``artifact_holdings`` (migration 0041).
+Tables ``artifact_stores`` and ``artifact_holdings`` (migration 0042).
 """
 
 from __future__ import annotations

@@ -41,6 +41,7 @@ SPECIAL: dict[str, Any] = {
     "outbound.private_networks": ["10.0.0.0/8", "192.168.0.0/16"],
     "budgets.test_only_floor_ms": 1000,
     "source_modules": ["curaflow.sources.pixiv.source"],
+    "route_modules": ["curaflow.routes.webhook"],
     "sources": None,  # a kind a module registers: tested in tests/unit/test_source_registry.py
 }
 
@@ -310,7 +311,7 @@ def test_an_invalid_value_from_the_environment_names_its_variable_not_the_file(
     with pytest.raises(ConfigError) as err:
         load_settings(config)
     message = str(err.value)
-    assert f"{field} (environment variable {variable})" in message, message
+    assert f"  - {field}: " in message and f"(environment variable {variable})" in message, message
     assert str(config) not in message  # the file holds no error
 
 
@@ -319,5 +320,5 @@ def test_an_invalid_value_in_the_file_names_the_file(tmp_path: Path, monkeypatch
         monkeypatch.delenv(name)
     config = tmp_path / "curaflow.toml"
     config.write_text('[retention]\ndays = "x"\n')
-    with pytest.raises(ConfigError, match=rf"retention\.days \(in {re.escape(str(config))}\)"):
+    with pytest.raises(ConfigError, match=rf"retention\.days: .* \(in {re.escape(str(config))}\)"):
         load_settings(config)

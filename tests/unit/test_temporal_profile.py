@@ -110,5 +110,5 @@ def test_settings_hold_the_resolved_connection(
     assert settings.temporal.connection.api_key == "file-key"
     assert not settings.embedded  # a profile's address is a configured Temporal
     config.write_text('[temporal]\nconfig_file = "/nonexistent/temporal.toml"\n')
-    with pytest.raises(ConfigError, match=r"temporal \(in .*curaflow.toml\): Value error, Temporal client config file not found"):
+    with pytest.raises(ConfigError, match="temporal: Value error, Temporal client config file not found"):
         load_settings(config)
