@@ -249,7 +249,7 @@ async def test_a_source_step_taken_by_a_frozen_owners_poll_is_back_in_the_queue_
     owner.pause()  # its source poll is outstanding: the next acquire is handed to it
     try:
         job = await stack.admit(stack.task(target_id="demo"))
-        record = await stack.wait_terminal(job, 60)
+        record = await stack.wait_terminal(job, 90)
     finally:
         owner.resume()
     assert record.cells[0].state == "submitted"
@@ -271,8 +271,10 @@ async def test_a_source_step_taken_by_a_frozen_owners_poll_is_back_in_the_queue_
     )
     waited = started.event_time.ToDatetime().timestamp() - scheduled.event_time.ToDatetime().timestamp()
     attempt = started.activity_task_started_event_attributes.attempt
-    # the lease moves (3 s + a standby poll), the frozen poll's attempt times out (5 s), the retry (1 s)
-    assert waited < 3 + 0.3 + 5 + 1 + 6, (waited, attempt)
+    # the frozen poll's attempt times out (5 s) while the lease moves (3 s + a standby poll +
+    # building the worker), then the retry (1 s): about 6 s; well under the regular
+    # heartbeat timeout (60 s) even on a loaded machine
+    assert waited < 30, (waited, attempt)
     print(f"acquire taken by a frozen poll: back and started after {waited:.1f} s (attempt {attempt})")
 
 
