@@ -138,7 +138,10 @@ def _log_outcome(request: Request, status: int, elapsed_ms: float) -> None:
         code = getattr(request.state, "error_code", None) or ("internal_error" if status >= 500 else None)
         # ``stage`` is the reference's log field (§9.2): what failed, e.g. "job admission failed".
         failed = names[1] if names else "request failed"
-        log.info("schedule.job_rejected", code=code, stage=failed, **fields)
+        # The reference's ``schedule.job_rejected`` names a refused admission only: a failed
+        # read, cancel or ack rejected no job (a client counting rejected jobs must not count them).
+        rejected = (request.method, template) == ("POST", "/jobs")
+        log.info("schedule.job_rejected" if rejected else "api.request_failed", code=code, stage=failed, **fields)
         if status >= 500:
             log.error("Job API request failed", code=code, stage=failed, **fields)
     elif names and names[0]:

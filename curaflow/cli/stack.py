@@ -7,6 +7,7 @@ import contextlib
 import os
 import secrets
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,18 +50,52 @@ def dev_token(settings: Settings) -> Settings:
     return settings.model_copy(update={"api": settings.api.model_copy(update={"token": SecretStr(token)})})
 
 
-async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port: int, workers: int) -> None:
+@dataclass(frozen=True)
+class DevPorts:
+    """The TCP ports ``curaflow dev`` listens on (0: a free port, printed at start).
+
+    Attributes:
+        temporal / ui / api: Temporal gRPC, its Web UI, curaflow's HTTP API.
+        temporal_http / temporal_metrics: the Temporal dev server's HTTP API and metrics.
+        worker_metrics: the first worker's ``/metrics`` (worker N: this + N − 1).
+        replay: the Pixiv replay server (replay mode only).
+    """
+
+    temporal: int = 7233
+    ui: int = 8233
+    api: int = 8080
+    temporal_http: int = 7243
+    temporal_metrics: int = 7244
+    worker_metrics: int = 9091
+    replay: int = 8300
+
+    def options(self, settings: Settings, workers: int) -> list[tuple[str, str, int, str]]:
+        """``(what, host, port, option)`` of every fixed port, for the in-use check."""
+        pairs = [
+            ("Temporal gRPC", "127.0.0.1", self.temporal, "--temporal-port"),
+            ("Temporal Web UI", "127.0.0.1", self.ui, "--ui-port"),
+            ("HTTP API", settings.api.host, self.api, "--api-port"),
+            ("Temporal HTTP API", "127.0.0.1", self.temporal_http, "--temporal-http-port"),
+            ("Temporal metrics", "127.0.0.1", self.temporal_metrics, "--temporal-metrics-port"),
+            *(
+                (f"worker {n + 1} metrics", "127.0.0.1", self.worker_metrics + n, "--worker-metrics-port")
+                for n in range(workers)
+                if self.worker_metrics
+            ),
+        ]
+        if settings.pixiv.replay and not settings.pixiv.api_url:
+            pairs.append(("Pixiv replay", "127.0.0.1", self.replay, "--replay-port"))
+        return pairs
+
+
+async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
     """Run the embedded stack in the foreground until SIGINT/SIGTERM."""
     if read_stack_info(settings.state_dir) is not None:
         err_console.print(f"[red]a curaflow dev stack already runs on {settings.state_dir}[/red]")
         raise typer.Exit(1)
     taken = [
         f"port {port} ({what}) is in use: pick another with {option}"
-        for what, host, port, option in (
-            ("Temporal gRPC", "127.0.0.1", temporal_port, "--temporal-port"),
-            ("Temporal Web UI", "127.0.0.1", ui_port, "--ui-port"),
-            ("HTTP API", settings.api.host, api_port, "--api-port"),
-        )
+        for what, host, port, option in ports.options(settings, workers)
         if port and port_in_use(host, port)
     ]
     if taken:
@@ -76,11 +111,15 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
         workers=workers,
         ui=True,
         api=True,
-        temporal_port=temporal_port,
-        ui_port=ui_port,
-        api_port=api_port,
+        temporal_port=ports.temporal,
+        ui_port=ports.ui,
+        api_port=ports.api,
         publish=True,
         worker_metrics=True,
+        worker_metrics_port=ports.worker_metrics,
+        temporal_http_port=ports.temporal_http,
+        temporal_metrics_port=ports.temporal_metrics,
+        replay_port=ports.replay,
     )
     try:
         with err_console.status("starting Temporal, PostgreSQL, workers and the API"):
@@ -99,6 +138,13 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
         out_console.print("[bold green]curaflow dev stack is up[/bold green]")
         out_console.print(f"  Temporal gRPC  {s.temporal.address}")
         out_console.print(f"  Temporal UI    {stack.temporal.ui_url if stack.temporal else '-'}")
+        if stack.temporal is not None:
+            t = stack.temporal
+            out_console.print(
+                f"  Temporal HTTP  http://127.0.0.1:{t.http_port}   metrics http://127.0.0.1:{t.metrics_port}/metrics"
+            )
+            internal = ", ".join(str(p) for p in t.internal_ports()) or "-"
+            out_console.print(f"  Temporal internal services on 127.0.0.1: {internal} (the dev server picks them)")
         out_console.print(f"  HTTP API       {stack.api.url if stack.api else '-'}   ({token_hint})")
         out_console.print(f"  PostgreSQL     {s.database.url}")
         out_console.print(f"  workers        {len(stack.workers)} (logs in {stack.log_dir})")
@@ -106,6 +152,8 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
             out_console.print(f"  {describe_source(settings, account)}", markup=False, highlight=False)
         for url in stack.worker_metrics_urls:
             out_console.print(f"  worker metrics {url}")
+        if stack.replay is not None:
+            out_console.print(f"  Pixiv replay   {stack.replay.url}")
         if stack.api:
             out_console.print(f"  API metrics    {stack.api.url}/metrics")
         out_console.print("Try: curaflow submit -t 風景 --follow   (same directory)")
@@ -133,16 +181,35 @@ async def watch_dev_stack(stack: EmbeddedStack, stop: asyncio.Event, every_s: fl
 
 
 def dev(
-    temporal_port: int = typer.Option(7233, help="Temporal gRPC port."),
-    ui_port: int = typer.Option(8233, help="Temporal Web UI port."),
-    api_port: int = typer.Option(8080, help="HTTP API port."),
+    temporal_port: int = typer.Option(DevPorts.temporal, help="Temporal gRPC port."),
+    ui_port: int = typer.Option(DevPorts.ui, help="Temporal Web UI port."),
+    api_port: int = typer.Option(DevPorts.api, help="HTTP API port."),
+    temporal_http_port: int = typer.Option(DevPorts.temporal_http, help="The Temporal dev server's HTTP API port."),
+    temporal_metrics_port: int = typer.Option(
+        DevPorts.temporal_metrics, help="The Temporal dev server's metrics port."
+    ),
+    worker_metrics_port: int = typer.Option(
+        DevPorts.worker_metrics, help="The first worker's /metrics, /ready port (worker N: this + N - 1)."
+    ),
+    replay_port: int = typer.Option(DevPorts.replay, help="The Pixiv replay server's port (replay mode)."),
     workers: int = typer.Option(1, min=1, help="Worker processes."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Run the embedded stack (Temporal + UI, PostgreSQL, workers, HTTP API) until Ctrl-C."""
+    """Run the embedded stack (Temporal + UI, PostgreSQL, workers, HTTP API) until Ctrl-C.
+
+    Every port is an option (0: a free port); the startup lines name each listener."""
     settings = dev_token(settings_or_exit(config))
     configure_logging(settings.observability.log_level, settings.observability.log_json)
-    asyncio.run(run_dev(settings, temporal_port, ui_port, api_port, workers))
+    ports = DevPorts(
+        temporal=temporal_port,
+        ui=ui_port,
+        api=api_port,
+        temporal_http=temporal_http_port,
+        temporal_metrics=temporal_metrics_port,
+        worker_metrics=worker_metrics_port,
+        replay=replay_port,
+    )
+    asyncio.run(run_dev(settings, ports, workers))
 
 
 def worker(config: Path | None = ConfigOption) -> None:

@@ -224,10 +224,15 @@ def source_queue_owners(
             poll_s=settings.pixiv.source_standby_poll_ms / 1000,
             lease_s=settings.pixiv.source_lease_ms / 1000,
             stop=stop,
+            stop_worker_s=settings.temporal.graceful_shutdown_ms / 1000 + WORKER_STOP_MARGIN_S,
         )
         for account in settings.source_configs()
     ]
 
+
+#: What a source queue's worker may take to stop beyond its graceful shutdown before it is
+#: abandoned (the same margin the process gives its Temporal workers when it stops), seconds.
+WORKER_STOP_MARGIN_S = 10.0
 
 #: Interval of the worker's Temporal probe (the ``temporal`` loop), seconds.
 TEMPORAL_PROBE_S = 5.0
@@ -291,7 +296,6 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     async def ready() -> tuple[int, dict[str, Any]]:
         ledger, temporal = await asyncio.gather(check_ledger(deps.pool), check_temporal(client))
         checks: dict[str, dict[str, Any]] = {"ledger": ledger, "temporal": temporal, **supervisor.checks()}
-        checks.update({f"source_queue:{account}": owner.check() for account, owner in owners.items()})
         if supervisor.failure:
             checks["process"] = {"ok": False, "detail": f"failed: {supervisor.failure}"}
         return readiness("curaflow-worker", checks)
@@ -314,16 +318,18 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     workers = build_workers(client, settings, deps)
     polling = {worker: supervisor.critical(f"temporal_worker:{worker.task_queue}", worker.run()) for worker in workers}
     for account, owner in owners.items():
-        supervisor.loop(f"source_queue:{account}", owner.run)
+        supervisor.loop(f"source_queue:{account}", owner.run, describe=owner.check)
     interval_s = settings.reconcile_interval_ms / 1000
     supervisor.every("temporal", TEMPORAL_PROBE_S, lambda: probe_temporal(client), timeout_s=TEMPORAL_PROBE_S * 2)
     # The gauges' own loop never raises ("a metric must never take a process down");
     # supervised, not fatal, so it shows in /ready and a death would be seen.
     supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(deps.pool, settings, stop), fatal=False)
-    if (days := settings.retention.days) is not None:
-        supervisor.every(
-            "retention", settings.retention.interval_ms / 1000, lambda: prune_tick(deps.pool, deps.store, days)
-        )
+    # Every worker, retention.days or not: its own disk holds files only it can delete (of
+    # jobs this pass prunes, or that `curaflow prune` / another worker pruned).
+    days = settings.retention.days
+    supervisor.every(
+        "retention", settings.retention.interval_ms / 1000, lambda: prune_tick(deps.pool, deps.store, days)
+    )
     loops = [
         asyncio.create_task(run_forever(deps.pool, start, interval_s, stop, client, supervisor=supervisor)),
         asyncio.create_task(watch_forever(deps.pool, client, settings, interval_s, stop, supervisor=supervisor)),

@@ -108,14 +108,15 @@ async def test_bearer_token_and_one_log_line_per_request(api_process: Any) -> No
     assert all("attempt_id" not in line for line in lines if line not in (first, second))
 
     rejected = {(r["http_status"], r["code"], r["stage"]) for r in by_event["schedule.job_rejected"]}
-    assert rejected == {
+    assert rejected == {(400, "unsupported_protocol_version", "job admission failed")}  # a refused admission only
+    failed = {(r["http_status"], r["code"], r["stage"]) for r in by_event["api.request_failed"]}
+    assert failed == {
         (401, "unauthorized", "capabilities failed"),
-        (400, "unsupported_protocol_version", "job admission failed"),
         (404, "invalid_params", "job lookup failed"),
         (400, "invalid_params", "job events failed"),
         (400, "invalid_params", "job ack failed"),
     }
-    assert len(by_event["schedule.job_rejected"]) == 10
+    assert len(by_event["schedule.job_rejected"]) + len(by_event["api.request_failed"]) == 10
     [cancel_line] = by_event["schedule.job_cancelled"]
     assert (cancel_line["job_id"], cancel_line["status"], cancel_line["http_status"]) == (job_id, "cancelled", 200)
     assert {line["path"] for line in by_event["api.request"]} == {

@@ -171,5 +171,5 @@ async def test_an_unexpected_exception_is_a_protocol_500_logged_once() -> None:
     assert response.json() == {"error": {"code": "internal_error", "message": "internal error", "retryable": False}}
     assert "secret internal detail" not in response.text
     outcome = [entry for entry in logs if entry.get("http_status") == 500]
-    assert [entry["event"] for entry in outcome] == ["schedule.job_rejected", "Job API request failed"]
+    assert [entry["event"] for entry in outcome] == ["api.request_failed", "Job API request failed"]
     assert outcome[0]["code"] == "internal_error" and outcome[0]["provider"] == "probe"

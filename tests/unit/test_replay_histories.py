@@ -50,6 +50,17 @@ def test_histories_of_both_trampoline_shapes_are_kept() -> None:
     assert shapes == {True, False}
 
 
+def test_histories_before_and_after_the_source_heartbeat_are_kept() -> None:
+    """Jobs admitted before a source step's heartbeat timeout was the lease (no marker, no
+    ``source_heartbeat_timeout_ms``) replay as before; jobs after it carry the marker."""
+    from workflows.job import SOURCE_HEARTBEAT
+
+    shapes = {
+        SOURCE_HEARTBEAT in patches(path) for path in HISTORIES if job_history(path) and "core-v2" in patches(path)
+    }
+    assert shapes == {True, False}
+
+
 def workflow_type(path: Path) -> str:
     first = json.loads(path.read_text())["events"][0]
     return str(first["workflowExecutionStartedEventAttributes"]["workflowType"]["name"])
