@@ -41,7 +41,8 @@ from curaflow.observability.logs import get_logger
 from curaflow.outbound.destinations import parse_origin, url_port
 from curaflow.process.supervision import Beat, Supervisor
 from curaflow.protocol.errors import ProtocolError, invalid_params
-from curaflow.protocol.task import ValidatedTask, manual_job_id, validate_task
+from curaflow.protocol.keys import manual_job_id
+from curaflow.protocol.task import ValidatedTask, validate_task
 from curaflow.temporal.connection import start_job_workflow
 
 log = get_logger("curaflow.jobs.admission")

@@ -45,7 +45,8 @@ from curaflow.domain.messages import JobState
 from curaflow.domain.presentation import task_static_details, task_summary
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.models import Task
-from curaflow.protocol.task import manual_job_id, validate_task
+from curaflow.protocol.keys import manual_job_id
+from curaflow.protocol.task import validate_task
 
 #: Start options of a Temporal client's start: starting the job again while it is open
 #: attaches to its execution; once it closed, a new execution admits the Task again —
