@@ -44,8 +44,8 @@ from curaflow.domain.execution import JOB_TASK_TIMEOUT
 from curaflow.domain.messages import JobState
 from curaflow.domain.presentation import task_static_details, task_summary
 from curaflow.protocol.errors import ProtocolError
-from curaflow.protocol.models import Task
 from curaflow.protocol.keys import manual_job_id
+from curaflow.protocol.models import Task
 from curaflow.protocol.task import validate_task
 
 #: Start options of a Temporal client's start: starting the job again while it is open
