@@ -246,6 +246,9 @@ class JobTypeDeclaration(_Wire):
     params_schema: str
     result_schema: str
     features: list[str] = Field(default_factory=list)
+    #: curaflow's extension member: features outside v1's closed ``features`` enum
+    #: (``target_selector``); empty from a producer that does not send it.
+    extended_features: list[str] = Field(default_factory=list)
     queued_timeout_ms: int
     stall_timeout_ms: int
     heartbeat_interval_ms: int
