@@ -62,7 +62,11 @@ class AdmitActivity:
         deps = self.deps
         try:
             admission = await Admitter(deps.settings, deps.pool, None).admit(
-                inp.task, trigger="temporal", workflow_id=inp.workflow_id, start=False
+                inp.task,
+                trigger="temporal",
+                workflow_id=inp.workflow_id,
+                workflow_type=activity.info().workflow_type,
+                start=False,
             )
         except ProtocolError as err:
             raise refusal(err) from err

@@ -53,7 +53,8 @@ from pydantic_settings import (
 )
 
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFilters, TargetQuery
-from curaflow.routes import DirectoryRouteConfig, RouteConfig
+from curaflow.outbound.settings import OutboundSettings
+from curaflow.routes import DirectoryRouteConfig, RouteSettings, import_route_modules, parse_route_configs
 from curaflow.sources.base import SourceConfig
 from curaflow.sources.pixiv.config import PixivAccount, PixivSettings
 from curaflow.sources.registry import import_source_modules, parse_source_config
@@ -257,41 +258,6 @@ class ApiSettings(_Section):
             Webhook(value.get_secret_value())
         except (ValueError, TypeError, RuntimeError):
             raise ValueError("callback secret must be 'whsec_' followed by base64") from None
-        return value
-
-
-MiB_ = 1024 * 1024
-
-
-class OutboundSettings(_Section):
-    """The outbound layer's limits and the destination guard (DESIGN "The outbound layer").
-
-    Attributes:
-        private_networks: loopback / private / link-local networks that a *data*
-            destination (an image URL from the source, a ``callback_url``) may resolve
-            to, e.g. ``["127.0.0.0/8"]`` when the consumers run on this machine (the
-            embedded stack and the test suite). Empty: only public addresses.
-            Destinations the operator configured (routes, ``pixiv.api_url`` /
-            ``auth_url`` / ``image_url``) are not address-checked.
-        page_max_bytes: largest answer of the source's API (a search page: ~100 KiB).
-        download_max_bytes: largest image page; a bigger one makes the work unavailable.
-        download_timeout_ms: total time of one image page (connect, send, whole body).
-        image_max_pixels: largest page verified (pixels decoded at once; ~4 bytes each
-            while the check runs); a bigger one makes the work unavailable.
-    """
-
-    private_networks: list[str] = Field(default_factory=list)
-    page_max_bytes: int = Field(default=4 * MiB_, ge=65_536)
-    download_max_bytes: int = Field(default=64 * MiB_, ge=65_536)
-    download_timeout_ms: int = Field(default=120_000, ge=100)
-    image_max_pixels: int = Field(default=40_000_000, ge=1_000_000)
-
-    @field_validator("private_networks")
-    @classmethod
-    def _networks(cls, value: list[str]) -> list[str]:
-        from curaflow.outbound.destinations import parse_networks
-
-        parse_networks(value)
         return value
 
 
@@ -500,7 +466,7 @@ class ObservabilitySettings(_Section):
             None → ``OTEL_EXPORTER_OTLP_ENDPOINT`` or the exporter's default.
         tracing: enable OpenTelemetry tracing (FastAPI + Temporal interceptor).
         ledger_gauges_interval_ms: how often each process re-reads the ledger gauges
-            (:mod:`curaflow.observability.ledger_gauges`).
+            (:mod:`curaflow.ledger.gauges`).
         ledger_gauges_window_ms: the window of ``curaflow_deliveries`` (24 h).
     """
 
@@ -516,7 +482,7 @@ class ObservabilitySettings(_Section):
 
 
 class SupervisionSettings(_Section):
-    """Supervision of every background loop of a process (:mod:`curaflow.process.supervision`).
+    """Supervision of every background loop of a process (:mod:`curaflow.observability.supervision`).
 
     Attributes:
         initial_backoff_ms / max_backoff_ms: a failed loop restarts after a backoff that
@@ -675,7 +641,8 @@ class Settings(BaseSettings):
     outbound: OutboundSettings = Field(default_factory=OutboundSettings)
     max_fallback_passes: int = Field(default=3, ge=0, le=10)
     reconcile_interval_ms: int = Field(default=30_000, ge=100)
-    routes: dict[str, RouteConfig] = Field(default_factory=_default_routes)
+    route_modules: list[str] = Field(default_factory=list)
+    routes: dict[str, SerializeAsAny[RouteSettings]] = Field(default_factory=_default_routes)
     source_modules: list[str] = Field(default_factory=list)
     sources: dict[str, SerializeAsAny[SourceConfig]] = Field(default_factory=dict)
     targets: list[TargetConfig] = Field(default_factory=_default_targets)
@@ -712,21 +679,34 @@ class Settings(BaseSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _register_source_modules(cls, data: Any) -> Any:
-        """Import the ``source_modules`` (each registers its source kinds) before
-        ``[sources]`` is validated with the registered models."""
-        modules = data.get("source_modules") if isinstance(data, dict) else None
-        if isinstance(modules, list) and all(isinstance(m, str) for m in modules):
+    def _register_kind_modules(cls, data: Any) -> Any:
+        """Import the ``route_modules`` and ``source_modules`` (each registers its kinds)
+        before ``[routes]`` and ``[sources]`` are validated with the registered models."""
+        if not isinstance(data, dict):
+            return data
+        for setting, register in (("route_modules", import_route_modules), ("source_modules", import_source_modules)):
+            modules = data.get(setting)
+            if not (isinstance(modules, list) and all(isinstance(m, str) for m in modules)):
+                continue  # the field's own validation says what is wrong
             for module in modules:
                 # Whatever the module raises while it is imported (a missing dependency, a
-                # syntax error, its own failure) is a configuration error naming it.
+                # syntax error, a kind its registry refuses, its own failure) is a
+                # configuration error naming it.
                 try:
-                    import_source_modules([module])
+                    register([module])
                 except Exception as err:  # noqa: BLE001 - any failure of the module is reported, named
-                    raise ValueError(
-                        f"source_modules: cannot import {module!r} ({type(err).__name__}: {err})"
-                    ) from None
+                    raise ValueError(f"{setting}: cannot import {module!r} ({type(err).__name__}: {err})") from None
         return data
+
+    @field_validator("routes", mode="before")
+    @classmethod
+    def _route_kinds(cls, value: Any) -> Any:
+        """Each ``[routes.<name>]`` table validated by the model registered for its ``kind``
+        (:func:`curaflow.routes.registry.parse_route_configs`; an unknown kind lists the
+        known ones)."""
+        if not isinstance(value, dict) or all(isinstance(v, RouteSettings) for v in value.values()):
+            return value
+        return parse_route_configs(value)
 
     @field_validator("sources", mode="before")
     @classmethod
@@ -825,9 +805,6 @@ class Settings(BaseSettings):
             self.artifacts_dir = self.state_dir / "artifacts"
         self.artifacts_dir = self.artifacts_dir.expanduser().resolve()
         self._read_stored_tokens()
-        for route_config in self.routes.values():
-            if isinstance(route_config, DirectoryRouteConfig):
-                route_config.path = route_config.path.expanduser().resolve()
         return self
 
     def _read_stored_tokens(self) -> None:

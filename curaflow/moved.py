@@ -1,8 +1,8 @@
 """Import paths that moved, kept working for one more release with a ``DeprecationWarning``.
 
 The reorganisation that grouped curaflow's loose modules by concern (``jobs/``,
-``temporal/``, ``process/``, ``observability/``) moved public import paths users' code
-relies on — ``from curaflow.submit import start_job`` (the typed Temporal start) and
+``temporal/``, ``process/``, ``observability/``), and the one that made the layers strict,
+moved import paths users' code relies on — ``from curaflow.submit import start_job`` (the typed Temporal start) and
 ``from curaflow.temporal import connect`` above all. Every module path it moved still
 imports here and *is* the module at its new path (the same object, so a monkeypatch or an
 ``isinstance`` sees one thing), with a ``DeprecationWarning`` that names the new path:
@@ -15,7 +15,8 @@ imports here and *is* the module at its new path (the same object, so a monkeypa
 
 The old paths go in the release after :data:`REMOVED_IN`; docs/http-api.md ("Public Python
 API") lists the public paths and these aliases. Imports nothing of curaflow at import
-time (the finder imports a new path only when an old one is asked for).
+time (the finder imports a new path only when an old one is asked for): part of the
+``curaflow`` unit of the layers (DESIGN.md, "Layers").
 """
 
 from __future__ import annotations
@@ -38,19 +39,23 @@ MOVED_MODULES: dict[str, str] = {
     "curaflow.cancellation": "curaflow.jobs.cancellation",
     "curaflow.pushes": "curaflow.jobs.pushes",
     "curaflow.ledger.pushes": "curaflow.ledger.event_pushes",
-    "curaflow.ledger_gauges": "curaflow.observability.ledger_gauges",
+    "curaflow.ledger_gauges": "curaflow.ledger.gauges",
     "curaflow.logs": "curaflow.observability.logs",
     "curaflow.metrics": "curaflow.observability.metrics",
-    "curaflow.telemetry": "curaflow.observability.telemetry",
+    "curaflow.telemetry": "curaflow.process.telemetry",
     "curaflow.health_server": "curaflow.process.health_server",
     "curaflow.httpserver": "curaflow.process.httpserver",
     "curaflow.readiness": "curaflow.process.readiness",
     "curaflow.source_workers": "curaflow.process.source_queues",
-    "curaflow.supervision": "curaflow.process.supervision",
+    "curaflow.supervision": "curaflow.observability.supervision",
     "curaflow.worker": "curaflow.process.worker",
     "curaflow.temporal_setup": "curaflow.temporal.namespace",
     "curaflow.temporal_profile": "curaflow.temporal.profile",
     "curaflow.upgrades": "curaflow.temporal.upgrades",
+    # moved again when the layers were made strict (imports only go down)
+    "curaflow.process.supervision": "curaflow.observability.supervision",
+    "curaflow.observability.telemetry": "curaflow.process.telemetry",
+    "curaflow.observability.ledger_gauges": "curaflow.ledger.gauges",
 }
 
 #: Package → {old name: the module that holds it now}: ``curaflow.temporal`` was the module

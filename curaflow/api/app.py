@@ -5,7 +5,7 @@ migrations), connects to Temporal (retrying in the background if it is down: rea
 keep working from the ledger, admissions are started by the reconciler later) and runs
 the reconciler loop, the workflow starter and one ``LISTEN`` connection waking
 long-polling event readers (:class:`~curaflow.ledger.listen.EventNotifier`), all as
-supervised loops (:mod:`curaflow.process.supervision`; ``GET /ready`` reports them). Run it
+supervised loops (:mod:`curaflow.observability.supervision`; ``GET /ready`` reports them). Run it
 with ``curaflow api`` or as part of ``curaflow dev``.
 
 Every request on the job surface ends with one JSON log line (reference §9.2): the
@@ -38,13 +38,13 @@ from curaflow.api.openapi import build_openapi
 from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.jobs.admission import Admitter, WorkflowStarter
 from curaflow.ledger.db import LEDGER_ERRORS, create_pool, migrate
+from curaflow.ledger.gauges import run_ledger_gauges
 from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
-from curaflow.observability.ledger_gauges import run_ledger_gauges
 from curaflow.observability.logs import get_logger
 from curaflow.observability.metrics import initialise_series, render_latest
-from curaflow.observability.telemetry import instrument_app, setup_tracing
-from curaflow.process.supervision import Beat, LoopBody, SupervisionPolicy, Supervisor
+from curaflow.observability.supervision import Beat, LoopBody, SupervisionPolicy, Supervisor
+from curaflow.observability.tracing import instrument_app, setup_tracing
 from curaflow.temporal.connection import connect_configured
 
 log = get_logger("curaflow.api")
@@ -157,13 +157,15 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
 
     Args:
         on_fatal: called once with the reason when a background loop cannot recover
-            (:mod:`curaflow.process.supervision`); ``curaflow api`` shuts the server down and
+            (:mod:`curaflow.observability.supervision`); ``curaflow api`` shuts the server down and
             exits with status 3. Without it the failure shows in ``/ready`` (503) only.
 
     Raises:
         RuntimeError: at start-up when the database is not configured.
     """
-    setup_tracing(settings, "curaflow-api")
+    setup_tracing(
+        "curaflow-api", enabled=settings.observability.tracing, otlp_endpoint=settings.observability.otlp_endpoint
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

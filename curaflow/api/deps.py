@@ -22,7 +22,7 @@ from curaflow.api.body import read_json
 from curaflow.config import Settings
 from curaflow.jobs.admission import Admitter
 from curaflow.ledger.listen import EventNotifier
-from curaflow.process.supervision import Supervisor
+from curaflow.observability.supervision import Supervisor
 from curaflow.protocol.task import ValidatedTask, validate_task
 
 

@@ -19,8 +19,8 @@ from curaflow.api.auth import require_token
 from curaflow.api.deps import SettingsDep, failure_of, pool_if_open, supervisor_of, temporal_of
 from curaflow.build import source_commit
 from curaflow.ledger.db import now_ms
+from curaflow.observability.supervision import Supervisor
 from curaflow.process.readiness import check_ledger, check_temporal, readiness
-from curaflow.process.supervision import Supervisor
 from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS
 from curaflow.protocol.models import Capabilities, Health, Readiness
 

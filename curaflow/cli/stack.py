@@ -18,9 +18,9 @@ from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info
 from curaflow.observability.logs import configure_logging
+from curaflow.observability.supervision import EXIT_LOOP_FAILED
 from curaflow.paths import private_dir
 from curaflow.process.httpserver import CannotListen, bind_socket, port_in_use
-from curaflow.process.supervision import EXIT_LOOP_FAILED
 
 
 def dev_token(settings: Settings) -> Settings:
@@ -137,7 +137,7 @@ def dev(
 
 def worker(config: Path | None = ConfigOption) -> None:
     """Run one worker against TEMPORAL_ADDRESS and DATABASE_URL (same as `python worker.py`)."""
-    from curaflow.process.supervision import LoopFailed
+    from curaflow.observability.supervision import LoopFailed
     from curaflow.process.worker import run_worker
 
     settings = settings_or_exit(config)
@@ -169,12 +169,12 @@ def api(
     Exit status (docs/operations.md, "Exit status"): 2 when it cannot start — the
     configuration is incomplete, the port is taken (``--port`` / ``api.port``), PostgreSQL
     does not answer at start; 3 when a background loop of the API (reconciler, LISTEN
-    connection, workflow starter) cannot recover (:mod:`curaflow.process.supervision`).
+    connection, workflow starter) cannot recover (:mod:`curaflow.observability.supervision`).
     """
     import uvicorn
 
     from curaflow.api.app import create_app
-    from curaflow.process.supervision import arm_hard_exit
+    from curaflow.observability.supervision import arm_hard_exit
 
     settings = settings_or_exit(config)
     if insecure:

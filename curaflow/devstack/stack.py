@@ -162,7 +162,7 @@ class EmbeddedStack:
         """Start again every worker process that exited (the stack is their supervisor).
 
         A worker exits on its own when a background loop cannot recover (status 3,
-        :mod:`curaflow.process.supervision`); its log continues in the same file.
+        :mod:`curaflow.observability.supervision`); its log continues in the same file.
 
         Returns:
             ``(worker number, its exit status)`` for each worker started again.

@@ -33,13 +33,14 @@ import httpx
 from temporalio.client import Client
 
 from curaflow.config import Settings, TargetConfig
+from curaflow.domain.execution import job_workflow
 from curaflow.domain.messages import JobInput, TargetQuery, TargetSpec
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, find_existing, insert_job, mark_workflow_started, workflow_input
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
+from curaflow.observability.supervision import Beat, Supervisor
 from curaflow.outbound.destinations import parse_origin, url_port
-from curaflow.process.supervision import Beat, Supervisor
 from curaflow.protocol.errors import ProtocolError, invalid_params
 from curaflow.protocol.keys import manual_job_id
 from curaflow.protocol.task import ValidatedTask, validate_task
@@ -179,7 +180,7 @@ class WorkflowStarter:
     start that fails, or that a crash loses, is done by the reconciler.
 
     The consumers run as one supervised loop named ``workflow_starter``
-    (:mod:`curaflow.process.supervision`): a failure outside a start (a bug) is logged, counted
+    (:mod:`curaflow.observability.supervision`): a failure outside a start (a bug) is logged, counted
     and the consumers restarted; queued starts are kept.
 
     Args:
@@ -253,6 +254,7 @@ class Admitter:
         *,
         trigger: str = "protocol",
         workflow_id: str | None = None,
+        workflow_type: str | None = None,
         start: bool = True,
         store_params: bool = True,
     ) -> Admission:
@@ -264,6 +266,9 @@ class Admitter:
                 through :mod:`curaflow.schedules`).
             workflow_id: the id of the execution submitting the Task (Temporal clients): it
                 must be the Task's job id, checked before anything is written.
+            workflow_type: the type of that execution: it must be the type that runs the
+                Task's ``job_type`` (:func:`curaflow.domain.execution.job_workflow`),
+                checked before anything is written.
             start: start the job's workflow (False when the caller *is* that workflow).
             store_params: False for the legacy refetch route (reference §1.2): the job
                 stores no params, and a replay compares no params. The comparison is
@@ -276,8 +281,9 @@ class Admitter:
 
         Raises:
             ProtocolError: validation (protocol order), target resolution, a workflow id
-                that is not the job id (``invalid_params``, ``detail.field: workflow_id``)
-                or an idempotency conflict. Nothing is written.
+                that is not the job id (``invalid_params``, ``detail.field: workflow_id``),
+                a workflow type that does not run the job type (``detail.field:
+                job_type``) or an idempotency conflict. Nothing is written.
         """
         task = body if isinstance(body, ValidatedTask) else validate_task(body)
         target = resolve_target(self.settings, task)
@@ -291,6 +297,13 @@ class Admitter:
                 expected=job_id,
                 received=workflow_id,
             )
+        if workflow_type is not None and workflow_type != job_workflow(task.job_type):
+            raise invalid_params(
+                f"a {task.job_type} job runs as {job_workflow(task.job_type)}, not {workflow_type}",
+                field="job_type",
+                expected=job_workflow(task.job_type),
+                received=workflow_type,
+            )
 
         inp: JobInput | None = None
         async with self.pool.acquire() as conn:
@@ -300,6 +313,7 @@ class Admitter:
                 deadline = task.deadline_ms or self.settings.budgets.default_deadline_ms
                 inp = JobInput(
                     job_id=job_id,
+                    job_type=task.job_type,
                     plan_id=target.id,
                     trigger=trigger,  # type: ignore[arg-type]
                     created_at_ms=created_at,
@@ -324,9 +338,9 @@ class Admitter:
                 )
             else:
                 row = existing
-        if row.created:
-            metrics.record_admitted(trigger)
         record = row.record
+        if row.created:
+            metrics.record_admitted(trigger, record.job_type)
         if not row.created:
             same_key = record.idempotency_key == task.idempotency_key
             same_target = record.target_ids == [target.id]

@@ -53,7 +53,7 @@ from curaflow.domain.execution import PUSH_WORKFLOW
 from curaflow.domain.messages import CallbackPolicy, PushInput
 from curaflow.ledger.event_pushes import stale_jobs
 from curaflow.observability.logs import get_logger
-from curaflow.process.supervision import Supervisor
+from curaflow.observability.supervision import Supervisor
 from curaflow.routes.base import header_value
 
 log = get_logger("curaflow.jobs.pushes")
@@ -170,7 +170,7 @@ async def run_push_sweeper(
 ) -> None:
     """Run :func:`sweep_once` every ``interval_s`` seconds until ``stop`` is set.
 
-    A supervised loop named ``push_sweeper`` (:mod:`curaflow.process.supervision`): any failure
+    A supervised loop named ``push_sweeper`` (:mod:`curaflow.observability.supervision`): any failure
     is logged, counted and retried with backoff; one that does not recover fails the
     process through ``supervisor`` (None: a private supervisor that only logs).
     """

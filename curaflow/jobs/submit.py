@@ -40,7 +40,7 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 
-from curaflow.domain.execution import JOB_TASK_TIMEOUT
+from curaflow.domain.execution import JOB_TASK_TIMEOUT, job_workflow
 from curaflow.domain.messages import JobState
 from curaflow.domain.presentation import task_static_details, task_summary
 from curaflow.protocol.errors import ProtocolError
@@ -110,17 +110,16 @@ async def start_job(
         temporalio.client.RPCTimeoutOrCancelledError: no answer within the client's RPC
             timeout (no worker admitted the Task meanwhile); the same call again is safe.
     """
-    from workflows.job import JobWorkflow
-
     body = task.model_dump(mode="json", exclude_none=True) if isinstance(task, Task) else dict(task)
     validated = validate_task(body)  # an invalid Task is refused here, before anything is sent
     target = validated.target_id or target_id
     if not target:
         raise ValueError("the task names no target: set params.target_id, or pass target_id")
     job_id = manual_job_id(target, validated.idempotency_key)
-    start = WithStartWorkflowOperation(
-        JobWorkflow.run,
+    start: WithStartWorkflowOperation[Any, JobState] = WithStartWorkflowOperation(
+        job_workflow(validated.job_type),  # by name: the workflow layer sits above this one (DESIGN.md "Layers")
         body,
+        result_type=JobState,
         id=job_id,
         task_queue=task_queue,
         execution_timeout=MAX_EXECUTION_TIMEOUT,

@@ -11,15 +11,20 @@ the spacing, the cooldown and the pause (reference ``pixiv-and-delivery-apis.md`
 
 Times come from the database clock (:data:`DB_NOW_MS`) so that workers on hosts with
 skewed clocks agree. Each function runs its own short transaction on the pool.
+:class:`LedgerGate` is the gate a source's client uses (:class:`curaflow.sources.gate.Gate`)
+over these rows; the worker builds one per source instance.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 
 import asyncpg
 
-from curaflow.domain.ratelimit import cooldown_ms
+from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS, cooldown_ms
+from curaflow.sources.gate import DECAY_AFTER, LATE_S, PAUSE_MS, cooling_down, paused
 
 #: The database's wall clock in epoch milliseconds.
 DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
@@ -229,3 +234,72 @@ async def list_gates(pool: asyncpg.Pool | asyncpg.Connection) -> list[GateState]
             FROM source_gates ORDER BY gate"""
     )
     return [GateState(**dict(r)) for r in rows]
+
+
+class LedgerGate:
+    """A source instance's rate gate in PostgreSQL: the policy of :mod:`curaflow.sources.gate`
+    (spacing, cooldown ladder, decay, pause) over the ``source_gates`` row ``key``.
+
+    Args:
+        pool: the ledger pool.
+        key: the gate row's key: the account's source task queue name.
+        min_interval_ms: spacing between two requests.
+        base_ms / cap_ms: first step and cap of the cooldown ladder.
+        decay_after: consecutive successes that reset the ladder.
+        pause_ms: how long a restricted account is paused.
+    """
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        key: str,
+        *,
+        min_interval_ms: int,
+        base_ms: int = LADDER_BASE_MS,
+        cap_ms: int = LADDER_CAP_MS,
+        decay_after: int = DECAY_AFTER,
+        pause_ms: int = PAUSE_MS,
+    ) -> None:
+        self.pool = pool
+        self.key = key
+        self.min_interval_ms = min_interval_ms
+        self.base_ms = base_ms
+        self.cap_ms = cap_ms
+        self.decay_after = decay_after
+        self.pause_ms = pause_ms
+        self._penalty = 0
+
+    async def acquire(self) -> None:
+        """Take a slot in the ledger and sleep until it comes (see :class:`Gate`)."""
+        slot = await reserve(self.pool, self.key, self.min_interval_ms)
+        self._penalty = slot.penalty
+        if slot.paused_ms > 0:
+            raise paused(slot.paused_ms)
+        if slot.cooldown_ms > 0:
+            raise cooling_down(slot.cooldown_ms, slot.penalty)
+        if slot.wait_ms > 0:
+            due = time.monotonic() + slot.wait_ms / 1000
+            await asyncio.sleep(slot.wait_ms / 1000)
+            # A late wake-up (a busy event loop) must not shorten the next gap: the next
+            # slot is at least an interval after this request really leaves (as MemoryGate).
+            if time.monotonic() - due >= LATE_S:
+                await hold_back(self.pool, self.key, self.min_interval_ms)
+
+    async def rate_limited(self, retry_after_s: float | None) -> float:
+        """Climb the ladder in the ledger; returns the cooldown in seconds."""
+        retry_ms = int(retry_after_s * 1000) if retry_after_s else None
+        cooldown_for_ms = await penalize(
+            self.pool, self.key, base_ms=self.base_ms, cap_ms=self.cap_ms, retry_after_ms=retry_ms
+        )
+        self._penalty += 1
+        return cooldown_for_ms / 1000
+
+    async def restricted(self) -> float:
+        """Pause the account in the ledger for ``pause_ms``; returns the pause in seconds."""
+        paused_ms = await pause(self.pool, self.key, pause_ms=self.pause_ms, reason="restricted")
+        return paused_ms / 1000
+
+    async def succeeded(self) -> None:
+        """Count a success in the ledger, only while the account carries a penalty."""
+        if self._penalty > 0:
+            await record_success(self.pool, self.key, decay_after=self.decay_after)

@@ -8,7 +8,7 @@ connection (outside the pool) that ``LISTEN`` s on that channel and sets the
 hint: readers always re-read the table (reference ``temporal-and-postgres-notes`` D5).
 
 If the connection is lost the notifier reconnects with backoff (a supervised loop,
-:mod:`curaflow.process.supervision`) and, once listening again, wakes *every* waiter so none
+:mod:`curaflow.observability.supervision`) and, once listening again, wakes *every* waiter so none
 misses an event committed while it was deaf.
 """
 
@@ -23,7 +23,7 @@ import asyncpg
 
 from curaflow.ledger.events import NOTIFY_CHANNEL
 from curaflow.observability.logs import get_logger
-from curaflow.process.supervision import Beat, Supervisor
+from curaflow.observability.supervision import Beat, Supervisor
 
 log = get_logger("curaflow.listen")
 
@@ -31,7 +31,7 @@ log = get_logger("curaflow.listen")
 class EventNotifier:
     """Fan-out of ``curaflow_job_events`` notifications to per-job waiters.
 
-    The connection is a supervised loop named ``listen`` (:mod:`curaflow.process.supervision`):
+    The connection is a supervised loop named ``listen`` (:mod:`curaflow.observability.supervision`):
     a lost connection (killed backend, PostgreSQL restart) or any other failure is
     logged, counted and replaced after a backoff; once listening again every waiter is
     woken so none misses an event committed while the process was deaf. While the

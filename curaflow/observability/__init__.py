@@ -1,1 +1,1 @@
-"""Logs, metrics, ledger gauges and tracing of every curaflow process."""
+"""The plumbing every layer may use: logs, metric families, tracing, supervised background loops."""

@@ -5,7 +5,7 @@ Every metric lives in the process's default registry; the API serves it at
 :func:`start_metrics_server`). The Temporal SDK's own runtime metrics (task slots,
 poll latencies, activity/workflow execution counts…) are exported by the SDK on a
 separate port (``observability.temporal_metrics_port``), see
-:func:`curaflow.observability.telemetry.temporal_runtime`.
+:func:`curaflow.process.telemetry.temporal_runtime`.
 
 Names follow the Prometheus conventions (``_total`` counters, ``_seconds`` units).
 Labels are bounded sets (statuses, reason codes, route names, activity types,
@@ -123,10 +123,49 @@ ROUTE_REFUSALS = Counter(
 BACKGROUND_ERRORS = Counter(
     "curaflow_background_errors_total",
     "Failures of a supervised background loop (each one logged as background.loop_failed and "
-    "followed by a restart with backoff); see curaflow.process.supervision.",
+    "followed by a restart with backoff); see curaflow.observability.supervision.",
     ["loop"],
 )
 _WORKER_UP: list[Gauge] = []
+
+
+#: name → (help text, labels) of every gauge family read from the ledger at an interval
+#: (:class:`curaflow.ledger.gauges.LedgerGauges`; the families are named here with every other).
+LEDGER_GAUGE_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "curaflow_jobs_open": (
+        "Open jobs by protocol status (queued: every cell pending; running).",
+        ("status",),
+    ),
+    "curaflow_oldest_open_job_age_seconds": (
+        "Age of the oldest open job in seconds (0 when none is open).",
+        (),
+    ),
+    "curaflow_jobs_stuck": (
+        "Open jobs past their budget plus a minute with nothing moving them, by why "
+        "(past_deadline, queued_too_long, no_heartbeat).",
+        ("why",),
+    ),
+    "curaflow_callback_dead_letters": (
+        "Job events whose push to the callback_url was given up (all time).",
+        (),
+    ),
+    "curaflow_callback_pushes_pending": (
+        "Job events waiting to be pushed to their callback_url.",
+        (),
+    ),
+    "curaflow_source_cooldown_seconds": (
+        "Rate-limit cooldown left on a source account's gate, seconds.",
+        ("account",),
+    ),
+    "curaflow_deliveries": (
+        "Delivery intents that reached a final status within the window, by route and status.",
+        ("route", "status"),
+    ),
+    "curaflow_ledger_gauges_age_seconds": (
+        "Age of this process's ledger snapshot, seconds.",
+        (),
+    ),
+}
 
 
 def set_worker_up(up: bool) -> None:
@@ -145,10 +184,9 @@ def exported_metric_names() -> set[str]:
 
     This module's counters (``…_total``), histograms (``…_bucket`` / ``…_sum`` /
     ``…_count``) and gauges, ``curaflow_worker_up`` and the ledger gauges
-    (:mod:`curaflow.observability.ledger_gauges`). Alert rules and dashboards are checked against it.
+    (:data:`LEDGER_GAUGE_FAMILIES`, exported by :mod:`curaflow.ledger.gauges`). Alert rules
+    and dashboards are checked against it.
     """
-    from curaflow.observability.ledger_gauges import FAMILIES
-
     suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
     names = {
         family.name + suffix
@@ -157,7 +195,7 @@ def exported_metric_names() -> set[str]:
         for family in metric.describe()
         for suffix in suffixes[family.type]
     }
-    return names | {"curaflow_worker_up"} | set(FAMILIES)
+    return names | {"curaflow_worker_up"} | set(LEDGER_GAUGE_FAMILIES)
 
 
 def _safe(fn: Any) -> Any:
@@ -204,8 +242,9 @@ def initialise_series(routes: Iterable[tuple[str, str]] = ()) -> None:
 
 
 @_safe
-def record_admitted(trigger: str, job_type: str = "candidate_search") -> None:
-    """Count one first admission (``trigger``: protocol | cli | schedule)."""
+def record_admitted(trigger: str, job_type: str) -> None:
+    """Count one first admission (``trigger``: protocol | temporal | cli | schedule;
+    ``job_type``: the job's, as the ledger holds it)."""
     JOBS_ADMITTED.labels(trigger=trigger, job_type=job_type).inc()
 
 

@@ -1,1 +1,1 @@
-"""What a running curaflow process is made of: the worker, its loops' supervision, its HTTP endpoints."""
+"""What a running curaflow process is made of: the worker, source-queue owners, telemetry, its HTTP endpoints."""

@@ -7,7 +7,7 @@ schema) with HTTP 200 when every check is ok, else 503. The checks:
 
 * ``ledger`` — ``SELECT 1`` through the process's pool, within :data:`CHECK_TIMEOUT_S`;
 * ``temporal`` — the Temporal frontend's health check through the process's client;
-* ``loop:<name>`` — each supervised background loop (:mod:`curaflow.process.supervision`)
+* ``loop:<name>`` — each supervised background loop (:mod:`curaflow.observability.supervision`)
   runs and its last attempt did not fail; in a worker also each Temporal worker
   (``loop:temporal_worker:<task queue>``), i.e. its polling of Temporal still runs.
 """

@@ -5,7 +5,7 @@ Every source call of an account runs as an activity on the account's task queue
 per *worker* (``max_concurrent_activities``), not per task queue, so two worker
 processes polling the same queue would double the account's concurrency. Here each
 process runs a :class:`SourceQueueOwner` per account, a supervised loop
-(:mod:`curaflow.process.supervision`): the process holding the queue's **lease** (a row of
+(:mod:`curaflow.observability.supervision`): the process holding the queue's **lease** (a row of
 ``source_queue_leases``, migration 0037) polls the queue; the others stand by and try to
 take the lease every ``pixiv.source_standby_poll_ms``.
 
@@ -75,7 +75,7 @@ from temporalio.worker import (
 
 from curaflow.ledger.gates import DB_NOW_MS
 from curaflow.observability.logs import get_logger
-from curaflow.process.supervision import Beat
+from curaflow.observability.supervision import Beat
 
 log = get_logger("curaflow.process.source_queues")
 
@@ -144,7 +144,7 @@ class _FencedActivity(ActivityInboundInterceptor):
 class SourceQueueOwner:
     """Serve ``task_queue`` while this process holds its lease (module doc).
 
-    :meth:`run` is a supervised loop (:mod:`curaflow.process.supervision`): any failure — the
+    :meth:`run` is a supervised loop (:mod:`curaflow.observability.supervision`): any failure — the
     database going away (asyncpg's ``InterfaceError`` on a closed connection,
     ``ConnectionDoesNotExistError``), the queue's Temporal worker failing, a bug —
     escapes to the supervisor, which logs and counts it and runs :meth:`run` again after

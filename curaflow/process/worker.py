@@ -12,7 +12,7 @@ One process runs
 * one ``deliver`` worker per route ``task_queue`` in its configuration;
 * the reconciler loop, the schedule watcher (missed / skipped occurrences), the
   event push sweeper (:mod:`curaflow.jobs.pushes`), the ledger gauges' refresh
-  (:mod:`curaflow.observability.ledger_gauges`) and a Temporal probe;
+  (:mod:`curaflow.ledger.gauges`) and a Temporal probe;
 * at start, the namespace and its search attributes made ready
   (:func:`curaflow.temporal.namespace.prepare_namespace`; the process exits 2 when they
   cannot be);
@@ -22,7 +22,7 @@ One process runs
 * in replay mode without ``pixiv.api_url``, the replay server on a free local port.
 
 Every background loop and every Temporal worker of the process runs under one
-:class:`~curaflow.process.supervision.Supervisor`: a failure is logged, counted and retried;
+:class:`~curaflow.observability.supervision.Supervisor`: a failure is logged, counted and retried;
 one that does not recover within ``supervision.fatal_after_ms`` — or a Temporal worker
 that stops polling — shuts the process down with exit status 3.
 
@@ -50,18 +50,12 @@ from activities.heartbeat import heartbeat_beat_s
 from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.jobs.pushes import run_push_sweeper
 from curaflow.ledger.db import LEDGER_ERRORS, migrate
+from curaflow.ledger.gauges import run_ledger_gauges
 from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger.retention import prune_tick
-from curaflow.observability.ledger_gauges import run_ledger_gauges
 from curaflow.observability.logs import configure_logging, get_logger
 from curaflow.observability.metrics import initialise_series, set_worker_up
-from curaflow.observability.telemetry import flush_tracing, interceptors_for_worker, setup_tracing, temporal_runtime
-from curaflow.paths import secure_state_dir
-from curaflow.process.health_server import health_app
-from curaflow.process.httpserver import BackgroundServer
-from curaflow.process.readiness import check_ledger, check_temporal, readiness
-from curaflow.process.source_queues import LeaseFence, SourceQueueOwner
-from curaflow.process.supervision import (
+from curaflow.observability.supervision import (
     EXIT_LOOP_FAILED,
     Beat,
     LoopFailed,
@@ -69,6 +63,13 @@ from curaflow.process.supervision import (
     Supervisor,
     arm_hard_exit,
 )
+from curaflow.observability.tracing import flush_tracing, setup_tracing
+from curaflow.paths import secure_state_dir
+from curaflow.process.health_server import health_app
+from curaflow.process.httpserver import BackgroundServer
+from curaflow.process.readiness import check_ledger, check_temporal, readiness
+from curaflow.process.source_queues import LeaseFence, SourceQueueOwner
+from curaflow.process.telemetry import interceptors_for_worker, temporal_runtime
 from curaflow.schedules import watch_forever
 from curaflow.temporal.connection import connect_configured, start_job_workflow
 from curaflow.temporal.namespace import prepare_namespace
@@ -233,8 +234,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     """Run a worker process until ``stop`` is set (or SIGINT/SIGTERM when None).
 
     Every background loop and every Temporal worker runs under one
-    :class:`~curaflow.process.supervision.Supervisor`; when one cannot recover the worker shuts
-    down and this raises :class:`~curaflow.process.supervision.LoopFailed`.
+    :class:`~curaflow.observability.supervision.Supervisor`; when one cannot recover the worker shuts
+    down and this raises :class:`~curaflow.observability.supervision.LoopFailed`.
 
     Raises:
         RuntimeError: Temporal or the database is not configured / unreachable at start.
@@ -264,7 +265,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     if settings.state_dir.exists() or (settings.artifacts_dir or settings.state_dir).is_relative_to(settings.state_dir):
         secure_state_dir(settings.state_dir)  # tokens, logs, artifacts: the owner's alone (0700)
     precompile_workflows()
-    setup_tracing(settings, "curaflow-worker")
+    setup_tracing(
+        "curaflow-worker",
+        enabled=settings.observability.tracing,
+        otlp_endpoint=settings.observability.otlp_endpoint,
+    )
     obs = settings.observability
     client = await connect_configured(settings.temporal, runtime=temporal_runtime(settings))
     await prepare_namespace(
@@ -422,7 +427,7 @@ def main(config: str | None = None) -> None:
 
     An invalid configuration, or Temporal / the database missing or unreachable, is
     printed on stderr and exits with status 2 (no traceback); a background loop that
-    could not recover (:mod:`curaflow.process.supervision`) exits with status 3. The process
+    could not recover (:mod:`curaflow.observability.supervision`) exits with status 3. The process
     leaves without interpreter teardown (see :func:`curaflow.cli.main.main`: the Temporal
     client's native threads would otherwise abort it after a clean shutdown).
     """

@@ -26,7 +26,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from curaflow.protocol.errors import SUPPORTED_JOB_TYPES, SUPPORTED_PROTOCOL_VERSIONS
+from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS, supported_job_types
 from curaflow.protocol.keys import MAX_KEY_LENGTH, key_refusal, normalise_key, storable
 
 
@@ -373,7 +373,7 @@ def _protocol_version(value: Any) -> Any:
 
 
 def _job_type(value: Any) -> Any:
-    if not isinstance(value, str) or value not in SUPPORTED_JOB_TYPES:
+    if not isinstance(value, str) or value not in supported_job_types():
         raise PydanticCustomError("unsupported_job_type", "unsupported job_type")
     return value
 

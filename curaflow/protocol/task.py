@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from curaflow.protocol.errors import SUPPORTED_JOB_TYPES, SUPPORTED_PROTOCOL_VERSIONS, ProtocolError, invalid_params
+from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS, ProtocolError, invalid_params, supported_job_types
 from curaflow.protocol.keys import has_control_character, manual_job_id, storable
 from curaflow.protocol.models import MAX_DEADLINE_MS, RULES, Task
 
@@ -96,7 +96,7 @@ def refusal(err: ValidationError, body: Any) -> ProtocolError:
             "unsupported job_type",
             reason="unsupported_job_type",
             job_type=body.get("job_type"),
-            supported=list(SUPPORTED_JOB_TYPES),
+            supported=supported_job_types(),
         )
     name = _field(first["loc"])
     if not name:

@@ -8,25 +8,30 @@ transition and, for errors, into an ``ApplicationError`` for Temporal's retry po
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from curaflow.domain.models import Artifact, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_text
+from curaflow.outbound.destinations import Destinations
 
 
 class RouteSettings(BaseModel):
     """What the configuration of every route kind takes (``[routes.<name>]``); each kind
     subclasses it next to its route (``DirectoryRouteConfig`` in
-    :mod:`curaflow.routes.directory`, …) with a ``kind`` literal.
+    :mod:`curaflow.routes.directory`, …) with a ``kind`` literal, implements
+    :meth:`destinations` and is registered with
+    :func:`~curaflow.routes.registry.register_route`.
 
     Attributes:
-        kind: the route kind (the union's discriminator, :data:`curaflow.routes.RouteConfig`).
+        kind: the route kind (``Literal["<kind>"]`` in each model: the word ``[routes]``
+            tables are told apart by, :func:`~curaflow.routes.registry.parse_route_configs`).
         task_queue: run this route's deliveries on their own task queue (e.g. on workers
             that can reach the destination); None: the main task queue.
     """
@@ -35,6 +40,24 @@ class RouteSettings(BaseModel):
 
     kind: str
     task_queue: str | None = None
+
+    @abstractmethod
+    def destinations(self) -> Destinations:
+        """Who this route's outbound client may reach — the one place a route kind says it
+        (the worker builds the client from it, :class:`~curaflow.routes.registry.RouteContext`).
+
+        A route that talks to the operator's own URLs returns
+        :func:`curaflow.outbound.configured` of them; one that reaches no one (the
+        directory route) ``Destinations(origins=())``. A model that leaves this abstract
+        is refused by :func:`~curaflow.routes.registry.register_route`.
+        """
+
+    @model_validator(mode="after")
+    def _destinations_readable(self) -> RouteSettings:
+        # A destination that cannot be read (no host, an unknown scheme) is refused when
+        # the settings load, not at the route's first delivery.
+        self.destinations()
+        return self
 
 
 #: Awaited with every part confirmed so far (see :attr:`DeliveryRequest.on_part`).
@@ -134,7 +157,8 @@ class Route(Protocol):
 
     Attributes:
         name: the configured route name.
-        kind: ``directory`` | ``webhook`` | ``telegram`` | ``discord``.
+        kind: its registered kind word (``directory``, ``webhook``, ``telegram``,
+            ``discord``, or one a ``route_modules`` module registered).
         resend_safe: re-sending after an unknown outcome cannot create a duplicate
             (the destination deduplicates on the idempotency key, or the route's
             ``on_ambiguous`` policy is ``retry``).

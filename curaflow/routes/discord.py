@@ -43,10 +43,11 @@ from pydantic import Field, SecretStr, model_validator
 from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
-from curaflow.outbound import ANSWER_KEEP_BYTES, Limits, Outbound, as_outbound, configured
+from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings
 from curaflow.routes.caption import build_caption
 from curaflow.routes.chunks import packed_chunks
+from curaflow.routes.registry import RouteContext, register_route
 
 MiB = 1024 * 1024
 
@@ -94,6 +95,10 @@ class DiscordRouteConfig(RouteSettings):
             raise ValueError("max_file_bytes must not exceed max_message_bytes (a file travels in one request)")
         return self
 
+    def destinations(self) -> Destinations:
+        """The webhook's origin (``url``)."""
+        return configured(self.url.get_secret_value())
+
 
 FILES_MAX = 10
 #: Bytes of a request besides its files: ``payload_json`` (content ≤ 2000 characters of
@@ -127,7 +132,7 @@ class DiscordRoute:
         self.config = config
         self.resend_safe = config.on_ambiguous == "retry"
         self._url = config.url.get_secret_value()
-        self._out = as_outbound(http, configured(self._url))
+        self._out = as_outbound(http, config.destinations())
         self._timeout = config.timeout_ms / 1000
 
     async def deliver(self, request: DeliveryRequest) -> DeliveryReceipt:
@@ -239,3 +244,11 @@ class DiscordRoute:
             what = "over the receiver's size limit" if status == 413 else "the webhook is unknown or not allowed"
             raise RouteError(TerminalReason.ROUTE_REFUSED, f"discord: HTTP {status}{detail}: {what}", permanent=True)
         raise RouteError(TerminalReason.DELIVERY_REJECTED, f"discord: HTTP {status}{detail}", permanent=True)
+
+
+def build_discord_route(name: str, config: DiscordRouteConfig, context: RouteContext) -> DiscordRoute:
+    """The ``discord`` route ``name`` on the route's own client."""
+    return DiscordRoute(name, config, context.http)
+
+
+register_route("discord", DiscordRouteConfig, build_discord_route)

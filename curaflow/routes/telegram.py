@@ -72,10 +72,11 @@ from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.observability.logs import get_logger
-from curaflow.outbound import ANSWER_KEEP_BYTES, Limits, Outbound, as_outbound, configured
+from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings
 from curaflow.routes.caption import build_caption, utf16_len
 from curaflow.routes.chunks import balanced_chunks
+from curaflow.routes.registry import RouteContext, register_route
 
 MiB = 1024 * 1024
 
@@ -115,6 +116,10 @@ class TelegramRouteConfig(RouteSettings):
     document_max_bytes: int = Field(default=50 * MiB, ge=1, le=50 * MiB)
     disable_notification: bool = False
     message_thread_id: int | None = None
+
+    def destinations(self) -> Destinations:
+        """The Bot API's origin (``api_url``)."""
+        return configured(self.api_url)
 
 
 log = get_logger("curaflow.routes.telegram")
@@ -195,7 +200,7 @@ class TelegramRoute:
         self.config = config
         self.chat_id = config.chat_id
         self.resend_safe = config.on_ambiguous == "retry"
-        self._out = as_outbound(http, configured(config.api_url))
+        self._out = as_outbound(http, config.destinations())
         self._base = f"{config.api_url.rstrip('/')}/bot{config.bot_token.get_secret_value()}"
         self._timeout = config.timeout_ms / 1000
 
@@ -402,3 +407,11 @@ class TelegramRoute:
         if code in (401, 403, 413) or any(mark in lowered for mark in ROUTE_REFUSALS):
             return RouteError(TerminalReason.ROUTE_REFUSED, text, permanent=True)
         return RouteError(TerminalReason.DELIVERY_REJECTED, text, permanent=True)
+
+
+def build_telegram_route(name: str, config: TelegramRouteConfig, context: RouteContext) -> TelegramRoute:
+    """The ``telegram`` route ``name`` on the route's own client."""
+    return TelegramRoute(name, config, context.http)
+
+
+register_route("telegram", TelegramRouteConfig, build_telegram_route)

@@ -40,8 +40,9 @@ from standardwebhooks.webhooks import Webhook
 
 from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
-from curaflow.outbound import ANSWER_KEEP_BYTES, Limits, Outbound, as_outbound, configured
+from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings, header_value
+from curaflow.routes.registry import RouteContext, register_route
 
 
 class WebhookRouteConfig(RouteSettings):
@@ -71,6 +72,10 @@ class WebhookRouteConfig(RouteSettings):
         except (ValueError, TypeError, RuntimeError):
             raise ValueError("webhook secret must be 'whsec_' followed by base64") from None
         return value
+
+    def destinations(self) -> Destinations:
+        """The receiver's origin (``url``)."""
+        return configured(self.url)
 
 
 #: Statuses of a receiver refusing the request itself (not the work).
@@ -229,3 +234,18 @@ class WebhookRoute:
         word = data.get("status")
         remote = data.get("id") or data.get("remote_id")
         return (str(word).lower() if isinstance(word, str) else None), (str(remote) if remote else None)
+
+
+def build_webhook_route(name: str, config: WebhookRouteConfig, context: RouteContext) -> WebhookRoute:
+    """The ``webhook`` route ``name`` on the route's own client."""
+    return WebhookRoute(
+        name,
+        config.url,
+        config.secret.get_secret_value(),
+        context.http,
+        timeout_s=config.timeout_ms / 1000,
+        include_files=config.include_files,
+    )
+
+
+register_route("webhook", WebhookRouteConfig, build_webhook_route)

@@ -30,7 +30,7 @@ from curaflow.domain.occurrence import CATCHUP_WINDOW_S, MissCause, name_misses
 from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
-from curaflow.process.supervision import Supervisor
+from curaflow.observability.supervision import Supervisor
 from curaflow.schedules.sync import describe_schedule
 
 WATCH_LOCK_KEY = 0x6375726177617463  # "curawatc"
@@ -260,7 +260,7 @@ async def watch_forever(
 ) -> None:
     """Run :func:`watch_tick` every ``interval_s`` seconds until ``stop``; nothing without plans.
 
-    A supervised loop named ``schedule_watcher`` (:mod:`curaflow.process.supervision`): any
+    A supervised loop named ``schedule_watcher`` (:mod:`curaflow.observability.supervision`): any
     failure is logged, counted and retried with backoff; one that does not recover
     fails the process through ``supervisor`` (None: a private supervisor that only logs).
     """

@@ -20,9 +20,10 @@ account's gate first (DESIGN.md decision 10; reference ``pixiv-and-delivery-apis
   it fails at once with ``account_restricted`` (not retryable), so no job of the account
   keeps asking. An operator lifts it early with ``curaflow accounts resume ACCOUNT``.
 
-:class:`LedgerGate` keeps this state in PostgreSQL (``source_gates``) so it holds across
-worker processes and restarts; :class:`MemoryGate` is the same policy in one process
-(unit tests, tools). Concurrency (one request stream per account) is the job of the
+:class:`curaflow.ledger.gates.LedgerGate` keeps this state in PostgreSQL (``source_gates``)
+so it holds across worker processes and restarts (the worker hands it to every source
+through :class:`curaflow.sources.registry.SourceContext`); :class:`MemoryGate` is the same
+policy in one process (unit tests, tools). Concurrency (one request stream per account) is the job of the
 account's source task queue, served by exactly one process (:mod:`curaflow.process.source_queues`).
 """
 
@@ -33,16 +34,13 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-import asyncpg
-
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS, cooldown_ms
 from curaflow.domain.reasons import TerminalReason
-from curaflow.ledger import gates as ledger_gates
 from curaflow.sources.errors import SourceError
 
 DECAY_AFTER = 20
 PAUSE_MS = 3_600_000
-#: How late (seconds) a request may leave after its slot before :class:`LedgerGate` moves
+#: How late (seconds) a request may leave after its slot before a gate moves
 #: the next slot back to an interval after it (one more statement, only then).
 LATE_S = 0.005
 
@@ -92,79 +90,12 @@ def paused(paused_ms: int) -> SourceError:
     )
 
 
-class LedgerGate:
-    """The account's gate in PostgreSQL (see the module doc).
-
-    Args:
-        pool: the ledger pool.
-        key: the gate row's key: the account's source task queue name.
-        min_interval_ms: spacing between two requests.
-        base_ms / cap_ms: first step and cap of the cooldown ladder.
-        decay_after: consecutive successes that reset the ladder.
-        pause_ms: how long a restricted account is paused.
-    """
-
-    def __init__(
-        self,
-        pool: asyncpg.Pool,
-        key: str,
-        *,
-        min_interval_ms: int,
-        base_ms: int = LADDER_BASE_MS,
-        cap_ms: int = LADDER_CAP_MS,
-        decay_after: int = DECAY_AFTER,
-        pause_ms: int = PAUSE_MS,
-    ) -> None:
-        self.pool = pool
-        self.key = key
-        self.min_interval_ms = min_interval_ms
-        self.base_ms = base_ms
-        self.cap_ms = cap_ms
-        self.decay_after = decay_after
-        self.pause_ms = pause_ms
-        self._penalty = 0
-
-    async def acquire(self) -> None:
-        """Take a slot in the ledger and sleep until it comes (see :class:`Gate`)."""
-        slot = await ledger_gates.reserve(self.pool, self.key, self.min_interval_ms)
-        self._penalty = slot.penalty
-        if slot.paused_ms > 0:
-            raise paused(slot.paused_ms)
-        if slot.cooldown_ms > 0:
-            raise cooling_down(slot.cooldown_ms, slot.penalty)
-        if slot.wait_ms > 0:
-            due = time.monotonic() + slot.wait_ms / 1000
-            await asyncio.sleep(slot.wait_ms / 1000)
-            # A late wake-up (a busy event loop) must not shorten the next gap: the next
-            # slot is at least an interval after this request really leaves (as MemoryGate).
-            if time.monotonic() - due >= LATE_S:
-                await ledger_gates.hold_back(self.pool, self.key, self.min_interval_ms)
-
-    async def rate_limited(self, retry_after_s: float | None) -> float:
-        """Climb the ladder in the ledger; returns the cooldown in seconds."""
-        retry_ms = int(retry_after_s * 1000) if retry_after_s else None
-        cooldown_ms = await ledger_gates.penalize(
-            self.pool, self.key, base_ms=self.base_ms, cap_ms=self.cap_ms, retry_after_ms=retry_ms
-        )
-        self._penalty += 1
-        return cooldown_ms / 1000
-
-    async def restricted(self) -> float:
-        """Pause the account in the ledger for ``pause_ms``; returns the pause in seconds."""
-        pause = await ledger_gates.pause(self.pool, self.key, pause_ms=self.pause_ms, reason="restricted")
-        return pause / 1000
-
-    async def succeeded(self) -> None:
-        """Count a success in the ledger, only while the account carries a penalty."""
-        if self._penalty > 0:
-            await ledger_gates.record_success(self.pool, self.key, decay_after=self.decay_after)
-
-
 class MemoryGate:
-    """The same policy as :class:`LedgerGate`, held in this process only.
+    """The same policy as :class:`curaflow.ledger.gates.LedgerGate`, held in this process only.
 
     Args:
-        min_interval_ms / base_ms / cap_ms / decay_after / pause_ms: as for :class:`LedgerGate`.
+        min_interval_ms / base_ms / cap_ms / decay_after / pause_ms: as for
+            :class:`curaflow.ledger.gates.LedgerGate`.
         clock: monotonic seconds (tests pass a fake one to walk the ladder without waiting).
     """
 

@@ -24,10 +24,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from curaflow.sources.base import Source, SourceConfig
 
 if TYPE_CHECKING:
-    import asyncpg
-
-    from curaflow.config import Settings
-    from curaflow.sources.gate import LedgerGate
+    from curaflow.outbound.settings import OutboundSettings
+    from curaflow.sources.gate import Gate
 
 #: Modules that register the built-in source kinds.
 BUILTIN_MODULES = ("curaflow.sources.pixiv.source",)
@@ -39,20 +37,28 @@ class UnsupportedSource(Exception):
     """The configured source kind (or instance name) has no implementation in this build."""
 
 
+#: ``gates(name, min_interval_ms=…, base_ms=…, cap_ms=…, decay_after=…, pause_ms=…)`` → the
+#: rate gate of instance ``name`` (the keyword arguments a factory leaves out keep the gate's defaults).
+GateFactory = Callable[..., "Gate"]
+
+
 @dataclass
 class SourceContext:
-    """What a source factory gets from the worker process: its settings, the ledger pool
-    (for the rate gate), and a place for clients shared by every instance of a kind.
+    """What a source factory gets from the worker process — only what a source needs, never
+    the whole settings (the settings root sits above the sources: DESIGN.md "Layers") — and a
+    place for clients shared by every instance of a kind.
 
     Attributes:
-        settings: the process's settings.
-        pool: the ledger pool.
+        outbound: the ``[outbound]`` limits and private networks.
+        gates: makes an instance's rate gate; the worker passes the ledger's
+            (:class:`curaflow.ledger.gates.LedgerGate`, keyed by the instance's source task
+            queue, so spacing and cooldown hold across processes).
         replay_url: the base URL of a replay server this process started (Pixiv's
             replay mode), else None.
     """
 
-    settings: Settings
-    pool: asyncpg.Pool
+    outbound: OutboundSettings
+    gates: GateFactory
     replay_url: str | None = None
     _shared: dict[str, Any] = field(default_factory=dict)
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -76,17 +82,15 @@ class SourceContext:
         cap_ms: int | None = None,
         decay_after: int | None = None,
         pause_ms: int | None = None,
-    ) -> LedgerGate:
-        """The rate gate of instance ``name``: a :class:`~curaflow.sources.gate.LedgerGate`
-        keyed by its source task queue (spacing and cooldown hold across processes)."""
-        from curaflow.sources.gate import LedgerGate
-
+    ) -> Gate:
+        """The rate gate of instance ``name`` (:attr:`gates`); an argument left None keeps
+        the gate's default."""
         extra = {
             k: v
             for k, v in (("base_ms", base_ms), ("cap_ms", cap_ms), ("decay_after", decay_after), ("pause_ms", pause_ms))
             if v is not None
         }
-        return LedgerGate(self.pool, self.settings.source_task_queue(name), min_interval_ms=min_interval_ms, **extra)
+        return self.gates(name, min_interval_ms=min_interval_ms, **extra)
 
     async def aclose(self) -> None:
         """Close what :meth:`shared` made (in reverse order)."""

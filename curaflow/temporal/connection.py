@@ -10,7 +10,7 @@ stale input) never blocks the id.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import IndexedValueType
@@ -22,13 +22,24 @@ from temporalio.converter import DataConverter
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
-from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, JOB_TASK_TIMEOUT, JOB_WORKFLOW, execution_timeout
+from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, JOB_TASK_TIMEOUT, execution_timeout, job_workflow
 from curaflow.domain.messages import JobInput
 from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
 
 if TYPE_CHECKING:
-    from curaflow.config import TemporalSettings
     from curaflow.temporal.profile import TemporalConnection
+
+
+class ConfiguredTemporal(Protocol):
+    """What :func:`connect_configured` reads of the settings (``curaflow.config.TemporalSettings``:
+    the configured address and the resolved connection)."""
+
+    address: str | None
+
+    @property
+    def connection(self) -> TemporalConnection:
+        """TLS, API key, gRPC metadata and namespace (:mod:`curaflow.temporal.profile`)."""
+        ...
 
 
 class TemporalConnectError(RuntimeError):
@@ -96,7 +107,7 @@ async def connect(
     """Connect a Temporal client with the pydantic data converter.
 
     The client carries the process's tracing interceptor when tracing is enabled
-    (:func:`curaflow.observability.telemetry.setup_tracing`).
+    (:func:`curaflow.observability.tracing.setup_tracing`).
 
     Args:
         address: ``host:port`` of the frontend.
@@ -111,7 +122,7 @@ async def connect(
             handshake, a client certificate required, an API key refused); the message
             names the address and the TLS options, never a secret.
     """
-    from curaflow.observability.telemetry import client_interceptors
+    from curaflow.observability.tracing import client_interceptors
 
     options = connection.connect_kwargs() if connection is not None else {"namespace": namespace}
     try:
@@ -127,7 +138,7 @@ async def connect(
         raise TemporalConnectError(f"cannot reach Temporal at {address} ({described}): {err}") from err
 
 
-async def connect_configured(temporal: TemporalSettings, *, runtime: Any = None) -> Client:
+async def connect_configured(temporal: ConfiguredTemporal, *, runtime: Any = None) -> Client:
     """Connect to the Temporal service of the settings (``temporal.address``, with the TLS,
     API key and namespace of the environment configuration, :mod:`curaflow.temporal.profile`).
 
@@ -163,12 +174,16 @@ async def start_job_workflow(client: Client, inp: JobInput, task_queue: str) -> 
     """Start the job's workflow, or attach to it if it already exists (open or closed).
 
     Args:
-        inp: the workflow argument (``job_id`` is the workflow id).
+        inp: the workflow argument (``job_id`` is the workflow id; ``job_type`` names the
+            workflow type, :func:`curaflow.domain.execution.job_workflow`).
         task_queue: the main task queue.
+
+    Raises:
+        curaflow.domain.execution.UnknownJobType: a job type curaflow does not run.
     """
     try:
         return await client.start_workflow(
-            JOB_WORKFLOW,
+            job_workflow(inp.job_type),
             inp,
             id=inp.job_id,
             task_queue=task_queue,

@@ -25,7 +25,7 @@ from curaflow.domain.text import clean_text, loads_clean
 from curaflow.outbound import AnswerTooLarge, Limits, Outbound, configured, iter_capped
 from curaflow.sources.base import Animation, ScanRequest, ScanState, SourceConfig, SourcePolicy
 from curaflow.sources.errors import SourceError, WorkUnavailable
-from curaflow.sources.gate import LedgerGate
+from curaflow.sources.gate import Gate
 from curaflow.sources.paging import SourcePage, scan_pages
 from curaflow.sources.registry import SourceContext, register_source
 
@@ -99,7 +99,7 @@ class CatalogSource:
 
     kind = "catalog"
 
-    def __init__(self, name: str, config: CatalogSourceConfig, out: Outbound, gate: LedgerGate) -> None:
+    def __init__(self, name: str, config: CatalogSourceConfig, out: Outbound, gate: Gate) -> None:
         self.name = name
         self.policy: SourcePolicy = config.policy()
         self._base = config.url.rstrip("/")

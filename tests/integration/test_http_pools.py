@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from activities.deps import close_deps, open_deps
-from curaflow.sources.pixiv.source import api_outbound
+from curaflow.sources.pixiv.source import api_outbound, endpoints
 from tests.conftest import StackFactory
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.support import short_id, whsec
@@ -47,7 +47,8 @@ async def test_each_route_has_a_pool_of_its_own(
     stack = make_stack(conf)
     deps = await open_deps(stack.settings, None, replay_url="http://127.0.0.1:9")
     try:
-        clients = {id(api_outbound(deps.sources).http)}
+        account = stack.settings.pixiv.sources()["default"]
+        clients = {id(api_outbound(deps.sources, endpoints(account, deps.sources.replay_url)).http)}
         for name in (held, other):
             clients.add(id(deps.route(name)._out.http))  # type: ignore[attr-defined]
         assert len(clients) == 3

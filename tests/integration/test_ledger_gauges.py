@@ -26,8 +26,8 @@ from curaflow.devstack.temporal import free_port
 from curaflow.domain.messages import Budgets, JobInput, TargetSpec
 from curaflow.ledger.db import create_pool, migrate, now_ms
 from curaflow.ledger.events import append_event
+from curaflow.ledger.gauges import LedgerGauges, refresh
 from curaflow.ledger.jobs import NewJob, insert_job
-from curaflow.observability.ledger_gauges import LedgerGauges, refresh
 from tests.conftest import StackFactory
 from tests.support import eventually, short_id
 

@@ -279,7 +279,7 @@ async def test_a_request_that_leaves_late_still_spaces_the_next_one(ledger_pool:
     between two requests of the account)."""
     import time
 
-    from curaflow.sources.gate import LedgerGate
+    from curaflow.ledger.gates import LedgerGate
 
     gate = LedgerGate(ledger_pool, f"gate-{uuid.uuid4().hex[:8]}", min_interval_ms=300)
     await gate.acquire()  # the first request leaves at once; the next slot is 300 ms later

@@ -146,12 +146,12 @@ async def test_one_trace_from_post_jobs_through_the_workflows_activities(
 ) -> None:
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from curaflow.observability import telemetry
+    from curaflow.observability import tracing
     from curaflow.process.worker import run_worker
 
     exporter = InMemorySpanExporter()
     stack = make_stack(directory_config(tmp_path, observability={"tracing": True}))
-    assert telemetry.setup_tracing(stack.settings, "curaflow-test", exporter=exporter)
+    assert tracing.setup_tracing("curaflow-test", enabled=True, exporter=exporter)
     stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(stack.settings, stop))  # in-process: spans land in the exporter
     try:
@@ -165,7 +165,7 @@ async def test_one_trace_from_post_jobs_through_the_workflows_activities(
     finally:
         stop.set()
         await worker
-        telemetry._state["tracing"] = False  # later tests of this process run untraced
+        tracing._state["tracing"] = False  # later tests of this process run untraced
     spans = exporter.get_finished_spans()
     root = [s for s in spans if s.name == "POST /jobs" and s.parent is None]
     assert len(root) == 1, sorted({s.name for s in spans})

@@ -266,8 +266,8 @@ async def test_a_temporal_worker_that_stops_polling_fails_the_worker_process(
     # The SDK retries polls through a Temporal outage; Worker.run ends only on a fatal
     # error (a namespace that went away, a poller that crashed). No real fault produces
     # one on demand, so the main queue's Worker.run is made to end that way.
+    from curaflow.observability.supervision import LoopFailed
     from curaflow.process import worker as worker_module
-    from curaflow.process.supervision import LoopFailed
 
     stack = make_stack(config(tmp_path, replay))
     build = worker_module.build_workers

@@ -41,6 +41,7 @@ SPECIAL: dict[str, Any] = {
     "outbound.private_networks": ["10.0.0.0/8", "192.168.0.0/16"],
     "budgets.test_only_floor_ms": 1000,
     "source_modules": ["curaflow.sources.pixiv.source"],
+    "route_modules": ["curaflow.routes.webhook"],
     "sources": None,  # a kind a module registers: tested in tests/unit/test_source_registry.py
 }
 

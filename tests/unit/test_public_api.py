@@ -40,8 +40,17 @@ def section() -> tuple[list[str], list[tuple[str, str]]]:
     moved = []
     for row in tables[1]:
         old_cell, new_cell = row.split("|")[1:3]
-        moved.append((NAME.findall(old_cell)[0], NAME.findall(new_cell)[0]))
+        new = NAME.findall(new_cell)[0]
+        moved += [(old, new) for old in NAME.findall(old_cell) if old in MOVED_MODULES or old == new_name(old)[0]]
     return public, moved
+
+
+def new_name(old: str) -> tuple[str, str]:
+    """``(old, its new path)`` when ``old`` is a moved name of a package (``curaflow.temporal.connect``),
+    else ``("", "")``: the section's prose may name the package itself."""
+    package, _, name = old.rpartition(".")
+    module = MOVED_NAMES.get(package, {}).get(name)
+    return (old, f"{module}.{name}") if module else ("", "")
 
 
 def resolve(path: str) -> Any:

@@ -215,6 +215,7 @@ async def test_a_download_that_never_ends_is_a_download_timeout(tmp_path: Path) 
 
 def test_the_activities_use_every_source_guarded(tmp_path: Path) -> None:
     from activities.deps import ActivityDeps
+    from curaflow.sources.gate import MemoryGate
     from curaflow.sources.registry import SourceContext
 
     settings = load_settings(
@@ -223,7 +224,7 @@ def test_the_activities_use_every_source_guarded(tmp_path: Path) -> None:
         sources={"shelf": {"kind": "catalog", "url": "http://127.0.0.1:9"}},
         targets=[{"id": "t", "account": "shelf", "routes": ["out"]}],
     )
-    context = SourceContext(settings, pool=None)  # type: ignore[arg-type]
+    context = SourceContext(settings.outbound, lambda _name, **policy: MemoryGate(**policy))
     deps = ActivityDeps(settings=settings, pool=None, client=None, store=None, sources=context)  # type: ignore[arg-type]
     source = deps.source("shelf")
     assert isinstance(source, GuardedSource)

@@ -10,6 +10,7 @@ import tomli_w
 
 from curaflow.config import ConfigError, Settings, load_settings
 from curaflow.sources.base import SourceConfig
+from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv.config import PixivSourceConfig
 from curaflow.sources.pixiv.source import PixivSource
 from curaflow.sources.registry import (
@@ -97,7 +98,9 @@ def test_the_pixiv_section_is_one_source_instance_per_account(tmp_path: Path) ->
 
 async def test_build_source_builds_pixiv_from_its_config(tmp_path: Path) -> None:
     settings = load(tmp_path, {})
-    context = SourceContext(settings, pool=None, replay_url="http://127.0.0.1:9")  # type: ignore[arg-type]
+    context = SourceContext(
+        settings.outbound, lambda _name, **policy: MemoryGate(**policy), replay_url="http://127.0.0.1:9"
+    )
     try:
         source = build_source("default", settings.source_configs()["default"], context)
         assert isinstance(source, PixivSource)

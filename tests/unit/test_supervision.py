@@ -1,4 +1,4 @@
-"""The supervision rule (:mod:`curaflow.process.supervision`), on plain asyncio loops with short bounds."""
+"""The supervision rule (:mod:`curaflow.observability.supervision`), on plain asyncio loops with short bounds."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import REGISTRY
 from temporalio.service import RPCError, RPCStatusCode
 
-from curaflow.process.supervision import Beat, SupervisionPolicy, Supervisor
+from curaflow.observability.supervision import Beat, SupervisionPolicy, Supervisor
 from tests.support import eventually
 
 QUICK: dict[str, float] = {"timeout_s": 5.0, "interval_s": 0.005}  # the loops here run in milliseconds

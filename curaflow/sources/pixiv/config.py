@@ -102,8 +102,9 @@ class PixivSettings(_Section):
         return accounts
 
     def sources(self) -> dict[str, PixivSourceConfig]:
-        """Every account as a source instance of kind ``pixiv`` (the section's shared
-        limits — ``max_examined``, the ladder, ``unavailable_ttl_ms`` — on each)."""
+        """Every account as a source instance of kind ``pixiv``: the section's shared fields
+        (endpoints, limits, the ladder, ``unavailable_ttl_ms``) travel on each, so the
+        source's factory needs nothing of the settings but its instance."""
         replay = self.replay
         return {
             name: PixivSourceConfig(
@@ -116,6 +117,13 @@ class PixivSettings(_Section):
                 rate_limit_cap_ms=self.rate_limit_cap_ms,
                 replay=replay,
                 replay_max_concurrency=self.replay_max_concurrency,
+                api_url=self.api_url,
+                auth_url=self.auth_url,
+                image_url=self.image_url,
+                image_referer=self.image_referer,
+                request_timeout_ms=self.request_timeout_ms,
+                rate_limit_decay_after=self.rate_limit_decay_after,
+                restriction_pause_ms=self.restriction_pause_ms,
             )
             for name, acct in self.all_accounts().items()
         }
@@ -129,12 +137,22 @@ class PixivSourceConfig(SourceConfig):
         refresh_token: the account's refresh token (None or blank: replay mode).
         replay: the stack serves the replay of the recorded responses.
         replay_max_concurrency: the concurrency used in replay mode.
+        api_url / auth_url / image_url / image_referer / request_timeout_ms /
+            rate_limit_decay_after / restriction_pause_ms: the ``[pixiv]`` fields of the
+            same names (:class:`PixivSettings`).
     """
 
     kind: Literal["pixiv"] = "pixiv"
     refresh_token: SecretStr | None = None
     replay: bool = False
     replay_max_concurrency: int = Field(default=4, ge=1)
+    api_url: str | None = None
+    auth_url: str | None = None
+    image_url: str | None = None
+    image_referer: str = "https://app-api.pixiv.net/"
+    request_timeout_ms: int = Field(default=30_000, ge=100)
+    rate_limit_decay_after: int = Field(default=20, ge=1)
+    restriction_pause_ms: int = Field(default=3_600_000, ge=0)
 
     def policy(self) -> SourcePolicy:
         """The account's policy: frontiers kept; ``replay_max_concurrency`` in replay mode."""

@@ -2,8 +2,8 @@
 
 One :class:`PixivSource` per account and worker process: its
 :class:`~curaflow.sources.pixiv.client.PixivClient` behind the account's rate gate
-(:class:`~curaflow.sources.gate.LedgerGate`, keyed by the account's source task queue,
-so spacing and cooldown hold across processes and restarts), and Pixiv's scan
+(:class:`~curaflow.ledger.gates.LedgerGate` from the worker, keyed by the account's
+source task queue, so spacing and cooldown hold across processes and restarts), and Pixiv's scan
 (:mod:`curaflow.sources.pixiv.scan`: date windows past offset 5000, crowded days, the
 scan frontier).
 
@@ -40,15 +40,15 @@ class PixivEndpoints:
     image_host: str | None
 
 
-def endpoints(context: SourceContext) -> PixivEndpoints:
-    """The process's Pixiv endpoints (see the module doc).
+def endpoints(pixiv: PixivSourceConfig, replay_url: str | None) -> PixivEndpoints:
+    """Where an account's requests go (see the module doc): from the ``[pixiv]`` fields its
+    config carries and the replay server this process started (``replay_url``).
 
     Raises:
         RuntimeError: replay mode without ``pixiv.api_url`` and without a replay server.
     """
-    pixiv = context.settings.pixiv
     if pixiv.replay:
-        api = pixiv.api_url or context.replay_url
+        api = pixiv.api_url or replay_url
         if api is None:
             raise RuntimeError("replay mode needs pixiv.api_url or a running replay server")
         auth = pixiv.auth_url or api
@@ -63,17 +63,18 @@ async def _close(out: Outbound) -> None:
     await out.aclose()
 
 
-def api_outbound(context: SourceContext) -> Outbound:
-    """The process's outbound client of Pixiv's API and auth host (shared by every account)."""
-    ends = endpoints(context)
-    return context.shared("pixiv:api", lambda: Outbound(configured(ends.api_url, ends.auth_url)), _close)
+def api_outbound(context: SourceContext, ends: PixivEndpoints) -> Outbound:
+    """The process's outbound client of Pixiv's API and auth host (shared by every account
+    that has these endpoints: all of them, as ``[pixiv]`` sets them for every account)."""
+    key = f"pixiv:api:{ends.api_url} {ends.auth_url}"
+    return context.shared(key, lambda: Outbound(configured(ends.api_url, ends.auth_url)), _close)
 
 
-def image_outbound(context: SourceContext) -> Outbound:
-    """The process's outbound client of the image host (shared by every account)."""
-    ends = endpoints(context)
-    networks = parse_networks(context.settings.outbound.private_networks)
-    return context.shared("pixiv:images", lambda: Outbound(image_destinations(ends.image_host, networks)), _close)
+def image_outbound(context: SourceContext, ends: PixivEndpoints) -> Outbound:
+    """The process's outbound client of the image host (shared as :func:`api_outbound`)."""
+    networks = parse_networks(context.outbound.private_networks)
+    key = f"pixiv:images:{ends.image_host}"
+    return context.shared(key, lambda: Outbound(image_destinations(ends.image_host, networks)), _close)
 
 
 class PixivSource:
@@ -135,30 +136,28 @@ class PixivSource:
 
 def build_pixiv_source(name: str, config: PixivSourceConfig, context: SourceContext) -> PixivSource:
     """The account ``name`` of this process (the registered factory of kind ``pixiv``)."""
-    settings = context.settings
-    pixiv = settings.pixiv
-    ends = endpoints(context)
+    ends = endpoints(config, context.replay_url)
     token = config.refresh_token.get_secret_value() if config.refresh_token else ""
     gate = context.gate(
         name,
         min_interval_ms=config.min_interval_ms,
-        base_ms=pixiv.rate_limit_base_ms,
-        cap_ms=pixiv.rate_limit_cap_ms,
-        decay_after=pixiv.rate_limit_decay_after,
-        pause_ms=pixiv.restriction_pause_ms,
+        base_ms=config.rate_limit_base_ms,
+        cap_ms=config.rate_limit_cap_ms,
+        decay_after=config.rate_limit_decay_after,
+        pause_ms=config.restriction_pause_ms,
     )
-    limits = settings.outbound
+    limits = context.outbound
     client = PixivClient(
-        api_outbound(context),
-        images=image_outbound(context),
-        request_timeout_s=pixiv.request_timeout_ms / 1000,
+        api_outbound(context, ends),
+        images=image_outbound(context, ends),
+        request_timeout_s=config.request_timeout_ms / 1000,
         page_max_bytes=limits.page_max_bytes,
         download_timeout_s=limits.download_timeout_ms / 1000,
         download_max_bytes=limits.download_max_bytes,
         refresh_token="replay" if config.replay else token,
         api_url=ends.api_url,
         auth_url=ends.auth_url,
-        image_referer=pixiv.image_referer,
+        image_referer=config.image_referer,
         gate=gate,
         image_host=ends.image_host,
     )

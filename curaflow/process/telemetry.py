@@ -1,4 +1,4 @@
-"""Observability plumbing: the activity interceptor, tracing (OpenTelemetry), the SDK runtime metrics.
+"""A worker's telemetry: the activity interceptor and the SDK runtime metrics.
 
 * :class:`ObservabilityInterceptor` (a Temporal worker interceptor) wraps every activity
   attempt: it binds ``job_id``, ``target_id``, ``route``, ``activity`` and ``attempt`` to
@@ -6,14 +6,8 @@
   the queue wait (scheduled → started) and the attempt's result, and counts attempts
   that resume a cell whose previous attempt never released its lease (a heartbeat
   timeout: the worker died or hung).
-* :func:`setup_tracing` installs a global OpenTelemetry tracer provider exporting OTLP
-  over HTTP (``observability.otlp_endpoint``, else ``OTEL_EXPORTER_OTLP_ENDPOINT``);
-  once it ran, :func:`client_interceptors` returns Temporal's ``TracingInterceptor`` so
-  every client of the process (API, CLI, worker) propagates the trace context through
-  workflow starts, workflows and activities, and :func:`instrument_app` adds the
-  FastAPI instrumentation. We use the stable ``TracingInterceptor`` rather than the
-  experimental ``OpenTelemetryPlugin`` of SDK 1.35: its spans are visible immediately
-  (a running job's trace shows up before the job ends).
+* Tracing (OpenTelemetry) is :mod:`curaflow.observability.tracing`: every Temporal client
+  of a process takes its interceptor from there, whatever its layer.
 * :func:`temporal_runtime` gives the SDK runtime a Prometheus endpoint of its own
   (``observability.temporal_metrics_port``) for Temporal's metrics (task slots, poll
   and schedule-to-start latencies, activity/workflow execution results).
@@ -40,9 +34,9 @@ from curaflow.ledger.db import LEDGER_ERRORS
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 
-log = get_logger("curaflow.observability.telemetry")
+log = get_logger("curaflow.process.telemetry")
 CELL_ACTIVITIES = ("search", "fetch", "deliver")
-_state: dict[str, Any] = {"tracing": False, "provider": None, "runtime": None}
+_state: dict[str, Any] = {"runtime": None}
 
 
 # ---- activity interceptor ------------------------------------------------------------
@@ -123,78 +117,6 @@ class ObservabilityInterceptor(Interceptor):
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         """Wrap every activity attempt of the worker."""
         return _Inbound(next, self._pool)
-
-
-# ---- tracing ---------------------------------------------------------------------------
-
-
-def setup_tracing(settings: Settings, service: str, exporter: Any = None) -> bool:
-    """Install the process's tracer provider when ``observability.tracing`` is on.
-
-    Args:
-        settings: ``observability.tracing`` enables it; ``observability.otlp_endpoint``
-            (``http://collector:4318``) is the OTLP/HTTP base URL.
-        service: ``service.name`` of the resource (``curaflow-api``, ``curaflow-worker``).
-        exporter: a span exporter to use instead of OTLP (tests pass an in-memory one;
-            it is attached with a simple, synchronous processor).
-
-    Returns:
-        True when tracing is active in this process (idempotent: a second call only
-        adds ``exporter``).
-    """
-    if not settings.observability.tracing and exporter is None:
-        return False
-    from opentelemetry import trace
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
-
-    provider = _state["provider"]
-    if provider is None:
-        provider = TracerProvider(resource=Resource.create({"service.name": service}))
-        if exporter is None:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            endpoint = settings.observability.otlp_endpoint
-            otlp = OTLPSpanExporter(endpoint=f"{endpoint.rstrip('/')}/v1/traces") if endpoint else OTLPSpanExporter()
-            provider.add_span_processor(BatchSpanProcessor(otlp))
-            log.info("tracing.enabled", service=service, otlp_endpoint=endpoint or "(OTEL_EXPORTER_OTLP_ENDPOINT)")
-        trace.set_tracer_provider(provider)
-        _state["provider"] = provider
-    if exporter is not None:
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-    _state["tracing"] = True
-    return True
-
-
-def tracing_enabled() -> bool:
-    """True once :func:`setup_tracing` activated tracing in this process."""
-    return bool(_state["tracing"])
-
-
-def client_interceptors() -> list[Any]:
-    """Interceptors for every Temporal client of this process (tracing when enabled)."""
-    if not tracing_enabled():
-        return []
-    from temporalio.contrib.opentelemetry import TracingInterceptor
-
-    return [TracingInterceptor()]
-
-
-def instrument_app(app: Any) -> None:
-    """Add the FastAPI OpenTelemetry instrumentation to ``app`` when tracing is enabled."""
-    if not tracing_enabled():
-        return
-    from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
-
-    FastAPIInstrumentor.instrument_app(app, tracer_provider=_state["provider"], excluded_urls="health,metrics")
-
-
-def flush_tracing() -> None:
-    """Export pending spans (at shutdown)."""
-    provider = _state["provider"]
-    if provider is not None:
-        provider.force_flush()
 
 
 # ---- Temporal SDK runtime metrics -----------------------------------------------------------

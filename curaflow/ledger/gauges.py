@@ -58,8 +58,9 @@ from prometheus_client.registry import Collector
 
 from curaflow.config import DEFAULT_QUEUED_MS, DEFAULT_STALL_MS, Settings
 from curaflow.observability.logs import get_logger
+from curaflow.observability.metrics import LEDGER_GAUGE_FAMILIES
 
-log = get_logger("curaflow.observability.ledger_gauges")
+log = get_logger("curaflow.ledger.gauges")
 
 DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 STUCK_WHY = ("past_deadline", "queued_too_long", "no_heartbeat")
@@ -67,19 +68,6 @@ FINAL_DELIVERY_STATUSES = ("delivered", "duplicate", "failed", "unknown")
 #: Slack after a budget before an open job counts as stuck (timers and the reconciler's tick).
 STUCK_GRACE_MS = 60_000
 STATEMENT_TIMEOUT = "5s"
-
-#: name → help text of every gauge family :class:`LedgerGauges` exports.
-FAMILIES: dict[str, str] = {
-    "curaflow_jobs_open": "Open jobs by protocol status (queued: every cell pending; running).",
-    "curaflow_oldest_open_job_age_seconds": "Age of the oldest open job in seconds (0 when none is open).",
-    "curaflow_jobs_stuck": "Open jobs past their budget plus a minute with nothing moving them, by why "
-    "(past_deadline, queued_too_long, no_heartbeat).",
-    "curaflow_callback_dead_letters": "Job events whose push to the callback_url was given up (all time).",
-    "curaflow_callback_pushes_pending": "Job events waiting to be pushed to their callback_url.",
-    "curaflow_source_cooldown_seconds": "Rate-limit cooldown left on a source account's gate, seconds.",
-    "curaflow_deliveries": "Delivery intents that reached a final status within the window, by route and status.",
-    "curaflow_ledger_gauges_age_seconds": "Age of this process's ledger snapshot, seconds.",
-}
 
 
 @dataclass
@@ -203,14 +191,8 @@ class LedgerGauges(Collector):
         yield from self._families()
 
     def _families(self) -> Iterator[Metric]:
-        for name, help_text in FAMILIES.items():
-            labels = {
-                "curaflow_jobs_open": ["status"],
-                "curaflow_jobs_stuck": ["why"],
-                "curaflow_source_cooldown_seconds": ["account"],
-                "curaflow_deliveries": ["route", "status"],
-            }.get(name, [])
-            yield GaugeMetricFamily(name, help_text, labels=labels)
+        for name, (help_text, labels) in LEDGER_GAUGE_FAMILIES.items():
+            yield GaugeMetricFamily(name, help_text, labels=list(labels))
 
     def collect(self) -> Iterator[Metric]:
         """The snapshot as gauge families (called by prometheus-client at scrape time)."""

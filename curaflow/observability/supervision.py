@@ -44,7 +44,7 @@ from typing import Any
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 
-log = get_logger("curaflow.process.supervision")
+log = get_logger("curaflow.observability.supervision")
 
 #: Exit status of a process whose background loop could not recover (2 is configuration).
 EXIT_LOOP_FAILED = 3
