@@ -24,7 +24,7 @@ out_console = Console(soft_wrap=True)  # long ids and paths stay whole when pipe
 #: Exit status of a service command (``api``, ``worker``, ``dev``) that could not start:
 #: its configuration is invalid or incomplete, a port it must listen on is taken, or
 #: Temporal / PostgreSQL did not answer at start (docs/operations.md, "Exit status"; 3,
-#: a background loop that could not recover, is ``curaflow.process.supervision.EXIT_LOOP_FAILED``).
+#: a background loop that could not recover, is ``curaflow.observability.supervision.EXIT_LOOP_FAILED``).
 EXIT_CANNOT_START = 2
 
 ConfigOption = typer.Option(None, "--config", "-c", help="TOML configuration file (default: $CURAFLOW_CONFIG).")

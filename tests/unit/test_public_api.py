@@ -115,3 +115,28 @@ def test_the_documented_form_works_in_a_fresh_interpreter() -> None:
     assert done.returncode == 0, done.stderr
     assert "<string>:2: DeprecationWarning: curaflow.submit is deprecated: import curaflow.jobs.submit" in done.stderr
     assert "<string>:3: DeprecationWarning: curaflow.temporal.connect is deprecated" in done.stderr
+
+
+def test_the_project_itself_imports_no_former_path() -> None:
+    import ast
+
+    former = set(MOVED_MODULES)
+    users = []
+    for folder in ("curaflow", "workflows", "activities", "bench", "scripts", "tests", "examples"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path.name in ("test_public_api.py", "moved.py"):
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+                else:
+                    continue
+                users += [f"{path.relative_to(ROOT)}: {name}" for name in names if name in former]
+                if isinstance(node, ast.ImportFrom) and node.module in MOVED_NAMES:
+                    moved_names = MOVED_NAMES[node.module]
+                    users += [
+                        f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names if a.name in moved_names
+                    ]
+    assert users == []
