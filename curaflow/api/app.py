@@ -28,6 +28,7 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 
 import curaflow
+from curaflow.api.docs import install_docs
 from curaflow.api.errors import ErrorBoundary, install_error_handlers
 from curaflow.api.events import events_router
 from curaflow.api.jobs import jobs_router
@@ -252,6 +253,8 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
         version=curaflow.__version__,
         description="Workflow Protocol v1: candidate_search jobs on Temporal and PostgreSQL.",
         lifespan=lifespan,
+        docs_url=None,  # served from the package instead of a CDN (curaflow.api.docs)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.failure = None
@@ -264,6 +267,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
     app.include_router(jobs_router)
     app.include_router(legacy_router)  # PixivFlow's legacy refetch shim (TelePost's rollback switch)
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["meta"], include_in_schema=False)
+    install_docs(app)
     instrument_app(app)
     # Outermost: answers what escaped the routes, then logs every answer (the 500s too).
     app.add_middleware(ErrorBoundary, on_answered=_request_answered)

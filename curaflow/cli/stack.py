@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from temporalio.service import RPCError
 
 from curaflow.cli.common import (
+    EXIT_CANNOT_START,
     ConfigOption,
     err_console,
     fail,
@@ -30,7 +31,8 @@ from curaflow.config import Settings
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info
 from curaflow.observability.logs import configure_logging
 from curaflow.observability.supervision import EXIT_LOOP_FAILED
-from curaflow.process.httpserver import port_in_use
+from curaflow.paths import private_dir
+from curaflow.process.httpserver import CannotListen, bind_socket, port_in_use
 
 
 def dev_token(settings: Settings) -> Settings:
@@ -40,9 +42,8 @@ def dev_token(settings: Settings) -> Settings:
     """
     if settings.api.token and settings.api.token.get_secret_value().strip():
         return settings
-    path = settings.state_dir / "api-token"
+    path = private_dir(settings.state_dir) / "api-token"
     if not path.exists():
-        settings.state_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(secrets.token_urlsafe(32))
@@ -101,7 +102,7 @@ async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
     if taken:
         for line in taken:
             err_console.print(f"[red]{line}[/red]")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_CANNOT_START)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -127,7 +128,7 @@ async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
     except (RuntimeError, OSError) as err:  # a port taken since the check, a server that died
         err_console.print(f"[red]the dev stack did not start: {err}[/red]")
         err_console.print(f"logs: {stack.log_dir}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_CANNOT_START) from None
     try:
         s = stack.settings
         token_hint = (
@@ -223,10 +224,12 @@ def worker(config: Path | None = ConfigOption) -> None:
         asyncio.run(run_worker(settings))
     except LoopFailed as err:
         fail(f"a background loop could not recover: {err}", EXIT_LOOP_FAILED)
-    except RuntimeError as err:
-        fail(str(err).replace("\n", " "), 2)
+    except CannotListen as err:  # it could not start: its metrics port is taken
+        fail(f"{err}: pick another observability.metrics_port", EXIT_CANNOT_START)
+    except RuntimeError as err:  # it could not start (Temporal or PostgreSQL unreachable …)
+        fail(str(err).replace("\n", " "), EXIT_CANNOT_START)
     except RPCError as err:
-        fail(temporal_refusal(err, temporal_where(settings)), 2)
+        fail(temporal_refusal(err, temporal_where(settings)), EXIT_CANNOT_START)
 
 
 def api(
@@ -239,8 +242,10 @@ def api(
 ) -> None:
     """Serve the HTTP API against DATABASE_URL and TEMPORAL_ADDRESS.
 
-    Exits with status 3 when a background loop of the API (reconciler, LISTEN connection,
-    workflow starter) cannot recover (:mod:`curaflow.observability.supervision`).
+    Exit status (docs/operations.md, "Exit status"): 2 when it cannot start — the
+    configuration is incomplete, the port is taken (``--port`` / ``api.port``), PostgreSQL
+    does not answer at start; 3 when a background loop of the API (reconciler, LISTEN
+    connection, workflow starter) cannot recover (:mod:`curaflow.observability.supervision`).
     """
     import uvicorn
 
@@ -253,7 +258,7 @@ def api(
         err_console.print("[yellow]WARNING: --insecure: protected routes need no token[/yellow]")
     if not settings.database.url or not settings.temporal.address:
         err_console.print("[red]the API needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)[/red]")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_CANNOT_START)
     configure_logging(settings.observability.log_level, settings.observability.log_json)
 
     server: uvicorn.Server | None = None
@@ -263,11 +268,19 @@ def api(
         if server is not None:
             server.should_exit = True  # uvicorn's own graceful shutdown
 
+    listen_host, listen_port = host or settings.api.host, port or settings.api.port
+    try:
+        # Bound before the server starts, so a taken port is its own answer (not the
+        # uvicorn start-up failure every other cause would share).
+        sock = bind_socket(listen_host, listen_port)
+    except CannotListen as err:
+        err_console.print(f"[red]{err}: pick another with --port (or api.port)[/red]")
+        raise typer.Exit(EXIT_CANNOT_START) from None
     app = create_app(settings, on_fatal=failed)
     server_config = uvicorn.Config(
         app,
-        host=host or settings.api.host,
-        port=port or settings.api.port,
+        host=listen_host,
+        port=listen_port,
         log_config=None,
         access_log=False,
         # asyncio's own loop, as workers and the whole test suite: uvicorn's default
@@ -275,9 +288,14 @@ def api(
         loop="asyncio",
     )
     server = uvicorn.Server(server_config)
-    server.run()
-    if not server.started:
-        raise typer.Exit(3)  # as uvicorn.run: the application did not start
+    try:
+        server.run(sockets=[sock])
+    except SystemExit:  # uvicorn ends a failed start-up with sys.exit(3): that is our status 2
+        if server.started:
+            raise
+    if not server.started:  # its start-up failed (PostgreSQL unreachable …): the log says why
+        err_console.print("[red]the API did not start: see the error above[/red]")
+        raise typer.Exit(EXIT_CANNOT_START)
     if app.state.failure is not None:
         err_console.print(f"[red]a background loop could not recover: {app.state.failure}[/red]")
         raise typer.Exit(EXIT_LOOP_FAILED)

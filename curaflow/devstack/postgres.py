@@ -17,6 +17,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal
 
+from curaflow.paths import private_dir
+
 
 class EmbeddedPostgres:
     """A PostgreSQL server on ``pgdata`` for this process's lifetime (or until :meth:`stop`).
@@ -57,7 +59,7 @@ class EmbeddedPostgres:
                 ) from None
 
         logging.getLogger("pgserver").setLevel(logging.WARNING)
-        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.pgdata.parent)
         self._server = pgserver.get_server(self.pgdata, cleanup_mode="stop")
         if self.tied:
             self._tie()

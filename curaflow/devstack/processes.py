@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from curaflow.paths import open_private
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -76,7 +78,7 @@ class WorkerProcess:
 
     def start(self) -> WorkerProcess:
         """Spawn the worker (it is sent SIGTERM if this process dies)."""
-        out = open(self.log_file, "ab") if self.log_file else None  # noqa: SIM115
+        out = open_private(self.log_file) if self.log_file else None
         self.process = subprocess.Popen(
             [*self.wrapper, sys.executable, "-m", "curaflow.process.worker"],
             env=self.env,

@@ -25,6 +25,7 @@ from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.processes import WorkerProcess, child_env
 from curaflow.devstack.temporal import TemporalDevServer
 from curaflow.ledger.db import create_pool, migrate
+from curaflow.paths import private_dir, secure_state_dir, write_private
 from curaflow.process.httpserver import BackgroundServer
 
 STACK_FILE = "stack.json"
@@ -205,7 +206,10 @@ class EmbeddedStack:
         endpoint (``temporal.nexus_endpoint``) as ``curaflow temporal-setup`` makes them;
         the dev server serves Nexus with no extra flag (``temporal`` CLI 1.9.1).
         """
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        # The owner's alone: tokens, stack.json (the database URL), temporal.db, the logs
+        # (an upgrade from a version that created them 0755 / 0644 is tightened too).
+        secure_state_dir(self.state_dir)
+        private_dir(self.log_dir)
         database_url = await asyncio.to_thread(self.postgres.start)
         self.temporal = TemporalDevServer(
             db_file=self.state_dir / "temporal.db" if self.persist else None,
@@ -243,7 +247,7 @@ class EmbeddedStack:
                 api_url=self.api.url if self.api else None,
                 worker_metrics_urls=self.worker_metrics_urls or None,
             )
-            (self.state_dir / STACK_FILE).write_text(json.dumps(asdict(info), indent=2))
+            write_private(self.state_dir / STACK_FILE, json.dumps(asdict(info), indent=2))
 
     async def stop(self) -> None:
         """Stop everything this stack started (idempotent)."""

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from curaflow.devstack.processes import die_with_parent
+from curaflow.paths import open_private, private_dir
 from curaflow.process.httpserver import bind_socket
 from curaflow.temporal.connection import connect, dev_server_search_attribute_args
 
@@ -109,7 +110,7 @@ class TemporalDevServer:
             *dev_server_search_attribute_args(),
         ]
         if self.db_file is not None:
-            self.db_file.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.db_file.parent)
             cmd += ["--db-filename", str(self.db_file)]
         if self.http_port is not None:
             cmd += ["--http-port", str(self.http_port)]
@@ -151,13 +152,14 @@ class TemporalDevServer:
         if self.log_file is None:
             self.log_file = Path(tempfile.mkstemp(prefix="temporal-", suffix=".log")[1])
         start_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
-        out = open(self.log_file, "ab")  # noqa: SIM115
+        out = open_private(self.log_file)
         self.process = subprocess.Popen(
             self.command(),
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=die_with_parent,
+            umask=0o077,  # temporal.db and SQLite's -wal / -shm beside it: the owner's alone (0600)
         )
         out.close()
         deadline = time.monotonic() + timeout_s

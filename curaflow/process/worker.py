@@ -52,7 +52,7 @@ from activities.heartbeat import heartbeat_beat_s
 from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.jobs.nexus import JobServiceHandler
 from curaflow.jobs.pushes import run_push_sweeper
-from curaflow.ledger.db import migrate
+from curaflow.ledger.db import LEDGER_ERRORS, migrate
 from curaflow.ledger.gauges import run_ledger_gauges
 from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger.retention import prune_tick
@@ -67,6 +67,7 @@ from curaflow.observability.supervision import (
     arm_hard_exit,
 )
 from curaflow.observability.tracing import flush_tracing, setup_tracing
+from curaflow.paths import secure_state_dir
 from curaflow.process.health_server import health_app
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.process.readiness import check_ledger, check_temporal, readiness
@@ -246,10 +247,10 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     down and this raises :class:`~curaflow.observability.supervision.LoopFailed`.
 
     Raises:
-        RuntimeError: Temporal or the database is not configured / unreachable.
+        RuntimeError: Temporal or the database is not configured / unreachable at start.
         LoopFailed: a background loop did not recover within ``supervision.fatal_after_ms``,
             or a Temporal worker stopped polling (``Worker.run`` ended).
-        OSError: the metrics port is taken.
+        CannotListen: the metrics port is taken.
     """
     if not settings.temporal.address or not settings.database.url:
         raise RuntimeError("a worker needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)")
@@ -270,6 +271,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             arm_hard_exit()
 
     supervisor = Supervisor(stop, SupervisionPolicy.from_settings(settings), on_fatal=failed)
+    if settings.state_dir.exists() or (settings.artifacts_dir or settings.state_dir).is_relative_to(settings.state_dir):
+        secure_state_dir(settings.state_dir)  # tokens, logs, artifacts: the owner's alone (0700)
     precompile_workflows()
     setup_tracing(
         "curaflow-worker",
@@ -288,8 +291,14 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         from curaflow.sources.pixiv.replay.app import create_replay_app
 
         replay = await BackgroundServer(create_replay_app()).start()
-    deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
-    await migrate(deps.pool)
+    try:
+        deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
+        await migrate(deps.pool)
+    except LEDGER_ERRORS as err:  # it cannot start: the CLI's exit status 2, with the reason
+        raise RuntimeError(
+            f"the ledger (PostgreSQL at DATABASE_URL) or the artifact store could not be opened at start: "
+            f"{type(err).__name__}: {err}"
+        ) from err
 
     owners = dict(zip(settings.source_configs(), source_queue_owners(client, settings, deps, stop), strict=True))
 
