@@ -28,12 +28,16 @@ import asyncio
 from temporalio import activity
 
 from activities.deps import ActivityDeps
+from activities.errors import barrier_update
 from activities.fetch import FetchActivity
 from activities.search import SearchActivity
 from curaflow.domain.cells import is_terminal
 from curaflow.domain.messages import AcquireInput, CellUpdate, FetchInput, SearchInput
 from curaflow.domain.models import CellSnapshot
+from curaflow.ledger.cells import Barrier
+from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import deadline_of
+from curaflow.ledger.records import load_cell
 from curaflow.observability.logs import get_logger
 from curaflow.outbound import attempt_deadline
 
@@ -65,10 +69,37 @@ class AcquireActivity:
             ApplicationError: as ``search`` and ``fetch`` (typed by reason code).
 
         Every source request of the attempt ends by the job's deadline at the latest
-        (:func:`~curaflow.outbound.attempt_deadline`).
+        (:func:`~curaflow.outbound.attempt_deadline`). **The deadline owns every failure
+        that happens after it passed**: an attempt that fails once the job's deadline has
+        passed — a download or a search page the deadline cut, a decode, a ledger write,
+        wherever the attempt was — does not raise its failure (it would be taken for the
+        source's: ``download_timeout``, "check the network"); it reports the barrier
+        (``deadline_passed``), as a step opened behind it does, and the cell's reason is
+        the deadline's (:func:`curaflow.domain.verdicts.cell_verdict`).
         """
-        with attempt_deadline(await deadline_of(self._deps.pool, inp.job_id)):
-            return await self._acquire(inp)
+        deadline = await deadline_of(self._deps.pool, inp.job_id)
+        with attempt_deadline(deadline):
+            try:
+                return await self._acquire(inp)
+            except Exception as err:
+                if deadline is None or now_ms() < deadline:
+                    raise
+                return await self._behind_deadline(inp, err)
+
+    async def _behind_deadline(self, inp: AcquireInput, err: Exception) -> CellUpdate:
+        """The attempt failed after the job's deadline: report the barrier, not the failure."""
+        log.info(
+            "acquire.failed_after_deadline",
+            job_id=inp.job_id,
+            target_id=inp.target.target_id,
+            error=type(err).__name__,
+            detail=str(err)[:300],
+        )
+        async with self._deps.pool.acquire() as conn:
+            cell = await load_cell(conn, inp.job_id, inp.target.target_id)
+        if cell is None:
+            raise err
+        return barrier_update(cell, Barrier.DEADLINE)
 
     async def _acquire(self, inp: AcquireInput) -> CellUpdate:
         searched = await self._search.run(SearchInput.model_validate(inp.model_dump()), continues=True)

@@ -8,8 +8,12 @@ animation, a page over the decode budget or undecodable —
 :class:`~curaflow.sources.errors.UnavailableKind`, counted by kind in the candidate
 report) is released, remembered for the account
 (``pixiv.unavailable_ttl_ms``: later jobs skip it without a request) and the next
-stored candidate is bound (provisional release, reference §1.1); when none is left the
-cell ends ``no_candidate`` — or, in a scheduled job, goes back to a wider ``search``
+stored candidate is bound (provisional release, reference §1.1); a work unusable as the
+source sent it (:data:`~curaflow.domain.tally.SOURCE_ANSWER_KINDS`: an image URL it may
+not request, a page that is no image, no file listed) is remembered as such, counted
+``unusable`` by later scans. When none is left the cell ends with the reason its tally
+gives (``no_candidate`` …, or ``source_unusable`` when every work ruled out was
+unusable) — or, in a scheduled job, goes back to a wider ``search``
 when :func:`~curaflow.domain.fallback.another_pass` allows it (the released works stay
 excluded for this cell).
 
@@ -39,7 +43,8 @@ from curaflow.domain.fallback import another_pass
 from curaflow.domain.messages import CellUpdate, FetchInput
 from curaflow.domain.models import CandidateReport, CellSnapshot
 from curaflow.domain.reasons import TerminalReason
-from curaflow.domain.verdicts import no_candidate_verdict
+from curaflow.domain.tally import SOURCE_ANSWER_KINDS, cell_message
+from curaflow.domain.verdicts import no_candidate_state, no_candidate_verdict
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.artifacts import store_artifact
@@ -142,6 +147,7 @@ class FetchActivity:
                             why=err.why,
                             job_id=inp.job_id,
                             ttl_ms=policy.unavailable_ttl_ms,
+                            unusable=str(err.kind) in SOURCE_ANSWER_KINDS,
                         )
                         nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why, str(err.kind))
                         assert nxt is not None
@@ -162,8 +168,14 @@ class FetchActivity:
                         if nxt.state == CellState.PENDING and nxt.work_id is None:
                             report = nxt.candidate_report
                             reason = no_candidate_verdict(report, max_examined=policy.max_examined)
+                            state = no_candidate_state(reason)
                             nxt = await ledger.finish_cell(
-                                conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason
+                                conn,
+                                inp.job_id,
+                                target.target_id,
+                                state,
+                                reason,
+                                cell_message(state, reason, report),
                             )
                             assert nxt is not None
                     cell = nxt

@@ -12,7 +12,9 @@ Runs on the target account's source task queue (its rate gate). One attempt:
    transaction that stores the candidate report (``pending → selected``);
 5. with nothing to bind: another fallback stage only when it is wider than this pass
    (:func:`~curaflow.domain.fallback.another_pass`: never after a pass that exhausted
-   the source), else ``no_candidate`` at once with its classified reason.
+   the source), else the cell ends at once with the reason its tally gives
+   (:func:`~curaflow.domain.verdicts.no_candidate_verdict`) and a message saying what the
+   search found (:func:`~curaflow.domain.tally.cell_message`).
 
 A fresh scan starts from the target's scan frontier for its fingerprint
 (:mod:`curaflow.sources.frontier`, stored by :mod:`curaflow.ledger.frontiers`), and the
@@ -41,7 +43,8 @@ from curaflow.domain.fallback import another_pass, pass_bounds
 from curaflow.domain.messages import CellUpdate, SearchInput
 from curaflow.domain.models import CellSnapshot, SkippedDay
 from curaflow.domain.reasons import TerminalReason
-from curaflow.domain.verdicts import no_candidate_verdict
+from curaflow.domain.tally import cell_message
+from curaflow.domain.verdicts import no_candidate_state, no_candidate_verdict
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import frontiers
 from curaflow.ledger import remembered as memory
@@ -227,7 +230,9 @@ class SearchActivity:
                 await ledger.set_fallback_pass(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
                 await ledger.end_lease(conn, inp.job_id, target.target_id)
                 return Searched(CellUpdate(cell=cell, retry_stage=True))
-            cell = await ledger.finish_cell(conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason)
+            state = no_candidate_state(reason)
+            message = cell_message(state, reason, report)
+            cell = await ledger.finish_cell(conn, inp.job_id, target.target_id, state, reason, message)
             assert cell is not None
             activity.logger.info(
                 "candidate_exhaustion",

@@ -79,7 +79,11 @@ class CandidateReport(BaseModel):
         reasons: rejection counts by reason word (``duplicate``, ``excluded``,
             ``invalid`` (an id or fields the source should never have sent),
             ``refused`` (a route of the target refused it for good), ``unavailable``,
-            ``filtered:min_bookmarks`` …).
+            ``unusable`` (what the source sent for it cannot be used: an image URL on
+            another host), ``filtered:min_bookmarks`` …).
+        known: works earlier scans of the target ruled out for good that this scan
+            did not read again (its scan frontier's known run), by the same words; the
+            cell's tally counts them with ``reasons`` (:mod:`curaflow.domain.tally`).
         filtered: per-work rejections, capped, as ``{work_id, reason}`` with the protocol
             reason words (``duplicate | excluded | invalid | unavailable | other``).
         exhausted: the scan read everything the source had for this query (no page
@@ -97,6 +101,7 @@ class CandidateReport(BaseModel):
     selected: str | None = None
     rejected: int = 0
     reasons: dict[str, int] = Field(default_factory=dict)
+    known: dict[str, int] = Field(default_factory=dict)
     filtered: list[dict[str, str]] = Field(default_factory=list)
     pages: int = 0
     exhausted: bool = False

@@ -158,7 +158,10 @@ async def start_step(
 
     Args:
         stage: the stage this activity works in.
-        attempt: the activity's Temporal attempt number (reported as ``Job.attempt``).
+        attempt: the activity's Temporal attempt number. ``Job.attempt`` (``jobs.attempt``)
+            is the highest one any step of the job reached: 0 before the first step, 1
+            while no step was retried, never lower than it was (a retried search followed
+            by a first delivery attempt stays 2).
         lease_ms: lease length; the heartbeat timeout of the activity.
         owner: the worker identity holding the lease.
 
@@ -173,7 +176,8 @@ async def start_step(
         f"""WITH j AS (SELECT job_id, started_at, completed_at, {barrier_sql("jobs", "$3")} AS barrier
                        FROM jobs WHERE job_id = $1 FOR UPDATE),
                 go AS (SELECT job_id, started_at FROM j WHERE completed_at IS NULL AND barrier IS NULL),
-                job AS (UPDATE jobs t SET attempt = $2, started_at = COALESCE(t.started_at, $3), updated_at = $3
+                job AS (UPDATE jobs t SET attempt = GREATEST(t.attempt, $2),
+                               started_at = COALESCE(t.started_at, $3), updated_at = $3
                         FROM go WHERE t.job_id = go.job_id RETURNING go.started_at AS prev_started),
                 cell AS (UPDATE cells SET stage = CASE WHEN state = ANY($8::text[]) THEN stage ELSE $5 END,
                                           lease_until = $6, lease_owner = $7, heartbeat_at = $3, updated_at = $3

@@ -23,6 +23,11 @@ with where they sit in the walk:
   moves it to just before the candidate it finds; a scan that reaches the end of the
   results clears it, so the works it passed over are read again by the next sweep.
 
+* ``tally``: the known run's works by the verdict that ruled each out. A scan that
+  passes over the run reports them (:func:`known_tally`, ``CandidateReport.known``), so
+  the cell's tally — and the reason it ends with, :mod:`curaflow.domain.tally` — is the
+  one a scan reading them again would give: identical state, identical reason.
+
 **How a job walks** (:class:`FrontierWalk`, kept in the scan checkpoint):
 
 * ``date_desc``: from the top (the head) until the first work at or below ``head``; then
@@ -82,6 +87,7 @@ LASTING_REASONS = frozenset(
         "duplicate",
         "refused",
         "unavailable",
+        "unusable",
         "invalid",
         "filtered:work_type",
         "filtered:ai",
@@ -122,6 +128,10 @@ class Frontier(BaseModel):
         sweep: where a capped scan stopped beyond ``known``.
         revisit: ``popular_desc``: the offset of the page of the known part the next job
             reads again (in turn from the top).
+        tally: the works of the known run by the reason word that ruled each out
+            (``duplicate``, ``refused``, ``filtered:r18`` …): a scan that does not read
+            the run again reports them as known (``CandidateReport.known``), so its
+            tally — and its cell's reason — is the one a scan reading them would give.
     """
 
     sort: str
@@ -129,6 +139,7 @@ class Frontier(BaseModel):
     known: Mark | None = None
     sweep: Mark | None = None
     revisit: int = 0
+    tally: dict[str, int] = Field(default_factory=dict)
 
 
 class FrontierWalk(BaseModel):
@@ -160,6 +171,13 @@ class FrontierWalk(BaseModel):
         first / known_end / last / before_candidate / candidate_seen / clean: the
             segment's first examined work, the end of its run of lasting rejections (while
             ``clean``), its last examined work, the last one before its first candidate.
+        run_tally / clean_tally / head_tally: the reason words of the works of the run
+            ``run_top``–``run_end``, of the clean run up to ``known_end``, and of the head
+            works from ``head_top`` down to ``plan.head`` (what :func:`advance` adds to
+            the frontier's tally).
+        revisit_tally: the lasting verdicts of works of the known run read again (the
+            ``revisit`` page): not counted twice (:func:`known_tally`).
+        skipped_known: the walk passed over the known run without reading it.
     """
 
     plan: Frontier
@@ -185,6 +203,11 @@ class FrontierWalk(BaseModel):
     before_candidate: Mark | None = None
     candidate_seen: bool = False
     clean: bool = True
+    run_tally: dict[str, int] = Field(default_factory=dict)
+    clean_tally: dict[str, int] = Field(default_factory=dict)
+    head_tally: dict[str, int] = Field(default_factory=dict)
+    revisit_tally: dict[str, int] = Field(default_factory=dict)
+    skipped_known: bool = False
 
     def work_in_head(self, work_id: str) -> bool:
         """Whether the verdict on ``work_id`` belongs to the head (consumed once)."""
@@ -312,6 +335,7 @@ def begin(
 
 def _land(walk: FrontierWalk, mark: Mark, sort: str, max_offset: int) -> FrontierWalk:
     walk.phase = "segment"
+    walk.skipped_known = True
     walk.segment = "sweep" if walk.plan.sweep is not None else "known"
     walk.skip = mark
     walk.landing = True
@@ -376,6 +400,7 @@ def on_page(
                 if start.work_id in listed[i:]:
                     # The mark is on this page too: go on after it, no jump needed.
                     walk.phase = "segment"
+                    walk.skipped_known = True
                     walk.segment = "sweep" if walk.plan.sweep is not None else "known"
                     walk.skip = start
                     return PageStep(works=head + works_in[listed.index(start.work_id) + 1 :])
@@ -443,15 +468,25 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     if walk.work_in_head(work.work_id):
         if not held:
             walk.head_top = None  # the head cannot move above a work that may change
-        elif walk.head_top is None:
-            walk.head_top = mark
+            walk.head_tally = {}
+        else:
+            assert reason is not None
+            if walk.head_top is None:
+                walk.head_top, walk.head_tally = mark, {}
+            _count(walk.head_tally, reason)
+            if walk.revisit_at is not None:  # a work of the known run, read again
+                _count(walk.revisit_tally, reason)
         return
     if walk.segment == "fresh" and not walk.candidate_seen and reason is not None:
         if held:
+            if walk.run_top is None:
+                walk.run_tally = {}
             walk.run_top = walk.run_top or mark
             walk.run_end = mark
+            _count(walk.run_tally, reason)
         else:
             walk.run_top = walk.run_end = None
+            walk.run_tally = {}
     if walk.first is None:
         walk.first = mark
     walk.last = mark
@@ -460,9 +495,34 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     elif not walk.candidate_seen:
         walk.before_candidate = mark
     if walk.clean and held:
+        assert reason is not None
         walk.known_end = mark
+        _count(walk.clean_tally, reason)
     elif not held:
         walk.clean = False
+
+
+def _count(tally: dict[str, int], reason: str, n: int = 1) -> None:
+    tally[reason] = tally.get(reason, 0) + n
+
+
+def _merge(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    merged = dict(a)
+    for reason, n in b.items():
+        _count(merged, reason, n)
+    return dict(sorted(merged.items()))
+
+
+def known_tally(walk: FrontierWalk) -> dict[str, int]:
+    """The works of the known run the walk passed over without reading, by reason word.
+
+    The frontier's tally of its known run, less the verdicts of the run's works the walk
+    read again (the ``revisit`` page); empty when the walk did not pass over the run.
+    """
+    if not walk.skipped_known:
+        return {}
+    left = {reason: n - walk.revisit_tally.get(reason, 0) for reason, n in walk.plan.tally.items()}
+    return {reason: n for reason, n in sorted(left.items()) if n > 0}
 
 
 def tail_pass(walk: FrontierWalk) -> None:
@@ -495,8 +555,10 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
         new = Frontier(sort=sort)
         if sort == "date_desc":
             new.head, new.known = walk.run_top, walk.run_end
+            new.tally = dict(sorted(walk.run_tally.items())) if walk.run_end is not None else {}
         elif walk.known_end is not None:
             new.known = walk.known_end
+            new.tally = dict(sorted(walk.clean_tally.items()))
         if capped and walk.last is not None and walk.last != new.known:
             new.sweep = walk.last
             if sort == "date_desc" and new.head is None:
@@ -510,9 +572,11 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
         return new  # the scan ended before the known run: nothing else learnt
     if sort == "date_desc" and walk.head_entered and walk.head_top is not None:
         new.head = walk.head_top
+        new.tally = _merge(new.tally, walk.head_tally)
     if walk.segment == "known":
         if walk.known_end is not None:
             new.known = walk.known_end
+            new.tally = _merge(new.tally, walk.clean_tally)
         if capped and walk.last is not None and not walk.clean:
             new.sweep = walk.last
     elif walk.segment == "sweep":

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -187,22 +188,34 @@ class GuardedSource:
         budget = time_left(self._timeout_s) + GRACE_S
         caller: BaseException | None = None
         wrapped: _Body | None = None
+        started = time.monotonic()
+        bound = asyncio.timeout(budget)
         try:
-            async with asyncio.timeout(budget):
-                async with self.inner.download(url) as body:
-                    wrapped = _Body(body, self.name, url, self._max_bytes)
-                    try:
-                        yield wrapped
-                    except BaseException as err:  # the caller's own (the store's writes, its checks)
-                        caller = err
-                        raise
+            async with bound, self.inner.download(url) as body:
+                wrapped = _Body(body, self.name, url, self._max_bytes)
+                try:
+                    yield wrapped
+                except BaseException as err:  # the caller's own (the store's writes, its checks)
+                    caller = err
+                    raise
         except TimeoutError as err:
             if wrapped is not None and err is wrapped.failed:  # the source's body, not answered by it
                 raise _attributed(self.name, TerminalReason.DOWNLOAD_TIMEOUT, "download", err) from err
             if caller is not None and err is caller:
                 raise
+            # Durations in messages are measured: the guard's limit is named only when it
+            # is what cut the download.
+            elapsed = time.monotonic() - started
+            if bound.expired():
+                raise SourceError(
+                    TerminalReason.DOWNLOAD_TIMEOUT,
+                    f"source {self.name!r}: an image page took over {budget:.1f} s (cut after {elapsed:.1f} s)",
+                ) from None
             raise SourceError(
-                TerminalReason.DOWNLOAD_TIMEOUT, f"source {self.name!r}: an image page took over {budget:.1f} s"
+                TerminalReason.DOWNLOAD_TIMEOUT,
+                f"source {self.name!r}: the download timed out after {elapsed:.1f} s ({type(err).__name__}: {err})"[
+                    :500
+                ],
             ) from None
         except Exception as err:
             if wrapped is not None and err is wrapped.failed:  # the source's body, not answered by it

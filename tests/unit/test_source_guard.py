@@ -213,6 +213,31 @@ async def test_a_download_that_never_ends_is_a_download_timeout(tmp_path: Path) 
     assert owner(raised.value) == Owner.SOURCE
 
 
+async def test_a_timeout_message_says_the_measured_duration(tmp_path: Path) -> None:
+    # Seen from outside: "an image page took over 121.0 s" for an attempt that lasted at
+    # most 41 s — a TimeoutError that was not the guard's limit, reported as if it were.
+    async def gives_up() -> None:
+        await asyncio.sleep(0.1)
+        raise TimeoutError("the source's own connect timeout")
+
+    with pytest.raises(SourceError) as raised:
+        await ArtifactStore(tmp_path).fetch(guard(Hostile(body=gives_up), timeout_s=120.0), still_work(), "job", "t")
+    message = str(raised.value)
+    assert raised.value.reason == TerminalReason.DOWNLOAD_TIMEOUT
+    assert "took over" not in message and "121.0" not in message, message
+    assert "timed out after 0.1 s" in message or "timed out after 0.2 s" in message, message
+
+    # The guard's own limit: named, with the time it measured.
+    async def trickle() -> AsyncIterator[bytes]:
+        while True:
+            yield b"\0"
+            await asyncio.sleep(0.05)
+
+    with pytest.raises(SourceError) as raised:
+        await ArtifactStore(tmp_path).fetch(guard(Hostile(chunks=trickle), timeout_s=0.2), still_work(), "job", "t")
+    assert "took over 1.2 s (cut after 1.2 s)" in str(raised.value), str(raised.value)
+
+
 def test_the_activities_use_every_source_guarded(tmp_path: Path) -> None:
     from activities.deps import ActivityDeps
     from curaflow.sources.gate import MemoryGate

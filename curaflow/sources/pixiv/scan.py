@@ -542,4 +542,5 @@ async def scan(
     if cp.walk is not None:
         capped = not cp.exhausted and not cp.candidates and cp.examined >= max_examined
         cp.frontier = fr.advance(cp.walk, capped=capped, exhausted=cp.exhausted)
+        cp.report.known = fr.known_tally(cp.walk)
     return cp
