@@ -38,13 +38,12 @@ from temporalio import activity
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, source_failure, source_of
 from activities.heartbeat import Heartbeater
+from activities.unbound import end_unbound
 from curaflow.domain.cells import CellStage, CellState, is_terminal
-from curaflow.domain.fallback import another_pass
 from curaflow.domain.messages import CellUpdate, FetchInput
-from curaflow.domain.models import CandidateReport, CellSnapshot
+from curaflow.domain.models import CellSnapshot
 from curaflow.domain.reasons import TerminalReason
-from curaflow.domain.tally import SOURCE_ANSWER_KINDS, cell_message
-from curaflow.domain.verdicts import no_candidate_state, no_candidate_verdict
+from curaflow.domain.tally import SOURCE_ANSWER_KINDS
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.artifacts import store_artifact
@@ -151,33 +150,16 @@ class FetchActivity:
                         )
                         nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why, str(err.kind))
                         assert nxt is not None
-                        if (
-                            nxt.state == CellState.PENDING
-                            and nxt.work_id is None
-                            and another_pass(
-                                fallback_pass=inp.fallback_stage,
-                                max_passes=inp.max_fallback_stages,
-                                scan_limit=target.scan_limit,
-                                report=nxt.candidate_report or CandidateReport(),
-                                max_examined=policy.max_examined,
-                            )
-                        ):
-                            await ledger.set_fallback_pass(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
-                            await ledger.end_lease(conn, inp.job_id, target.target_id)
-                            return CellUpdate(cell=nxt, retry_stage=True)
                         if nxt.state == CellState.PENDING and nxt.work_id is None:
-                            report = nxt.candidate_report
-                            reason = no_candidate_verdict(report, max_examined=policy.max_examined)
-                            state = no_candidate_state(reason)
-                            nxt = await ledger.finish_cell(
+                            return await end_unbound(
                                 conn,
                                 inp.job_id,
-                                target.target_id,
-                                state,
-                                reason,
-                                cell_message(state, reason, report),
+                                target,
+                                nxt,
+                                fallback_pass=inp.fallback_stage,
+                                max_passes=inp.max_fallback_stages,
+                                max_examined=policy.max_examined,
                             )
-                            assert nxt is not None
                     cell = nxt
                     continue
                 except SourceError as err:

@@ -7,7 +7,7 @@ import pytest
 from curaflow.domain.messages import RouteRef, TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
 from curaflow.domain.verdicts import no_candidate_verdict
-from curaflow.sources.frontier import fingerprint, lasting
+from curaflow.sources.pixiv.frontier import fingerprint, lasting
 
 
 def spec(**kw: object) -> TargetSpec:
