@@ -6,8 +6,8 @@ kept, so a resumed attempt continues where the dead one stopped. A work that tur
 to be unavailable (image 403/404; any failure that is the work's own: an unusable URL or
 animation, a page over the decode budget or undecodable —
 :class:`~curaflow.sources.errors.UnavailableKind`, counted by kind in the candidate
-report) is released, remembered for the account
-(``pixiv.unavailable_ttl_ms``: later jobs skip it without a request) and the next
+report) is released, remembered for the source instance (its ``unavailable_ttl_ms``:
+later jobs skip it without a request) and the next
 stored candidate is bound (provisional release, reference §1.1); a work unusable as the
 source sent it (:data:`~curaflow.domain.tally.SOURCE_ANSWER_KINDS`: an image URL it may
 not request, a page that is no image, no file listed) is remembered as such, counted
@@ -26,7 +26,7 @@ retried) instead of being delivered. The complete artifact is then copied into t
 ledger (:mod:`curaflow.ledger.artifacts`) before the cell is recorded ``artifact_ready``,
 so a deliver attempt on any worker process can deliver it: no disk is shared.
 
-Runs on the account's source task queue: image downloads pass the account's rate gate.
+Runs on the source instance's task queue: image downloads pass its rate gate.
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ def barrier_sql(job: str, now: str) -> str:
     job's ``deadline_at`` is at or before ``now`` (epoch ms), else NULL.
 
     The one place the rule is written; every reader computes it under the job row lock
-    (:func:`lock_job`, :func:`start_step`, :func:`continue_step`).
+    (:func:`lock_job`, :func:`start_step`, :func:`continue_step`, and the binding that carries
+    a step on, :func:`bind_search`).
 
     Args:
         job: the SQL alias of the ``jobs`` row.
@@ -215,7 +216,9 @@ async def continue_step(
     ``acquire`` binds a work and goes on to fetch it without opening a second step
     (:func:`start_step`): in the binding's transaction (the job row locked by
     :func:`bind_work`), this renews the cell's lease and reads the job's barrier, in one
-    statement. The cell's stage already moved with the binding (``fetching``).
+    statement. The cell's stage already moved with the binding (``fetching``). A new
+    binding does the same in its own ``UPDATE`` (:func:`bind_search`); this is for a cell
+    an attempt adopts already bound.
 
     Returns:
         The job's barrier (a recorded cancel, its deadline passed), or None: the caller

@@ -16,7 +16,7 @@ stops growing. :func:`guarded` wraps every instance the activities use
   the source — the ledger hooks of a scan (``known``, ``on_page``), the store's code
   inside a download block, PostgreSQL errors of the rate gate — passes unchanged;
 * a download is read within ``outbound.download_max_bytes`` (more: the work is
-  unavailable, as Pixiv's) and ``outbound.download_timeout_ms`` (plus a grace, so a
+  unavailable, as a source's own byte cap says) and ``outbound.download_timeout_ms`` (plus a grace, so a
   source keeping the limit itself fails first; never past the job's deadline), whether
   or not the source applies them;
 * a scan frontier the scan leaves (:attr:`~curaflow.sources.base.ScanState.frontier`)
@@ -89,13 +89,13 @@ class _Body:
         self._work_id = url
         self._max = max_bytes
         #: The source's own exception out of its body, left as it was: the source's
-        #: download may still answer it when its ``async with`` ends (Pixiv turns its byte
-        #: cap into an unavailable work there); the guard attributes it only if it does not.
+        #: download may still answer it when its ``async with`` ends (a source may turn its
+        #: byte cap into an unavailable work there); the guard attributes it only if it does not.
         self.failed: BaseException | None = None
 
     async def chunks(self) -> AsyncIterator[bytes]:
         # The bytes received are counted, not the length announced: a source that checks
-        # the announced length itself (Pixiv's) keeps its own answer.
+        # the announced length itself keeps its own answer.
         received = 0
         iterator = aiter(self._inner.chunks())
         while True:
