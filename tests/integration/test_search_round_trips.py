@@ -28,8 +28,9 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.deps import ActivityDeps, close_deps, open_deps
 from activities.search import SearchActivity
-from curaflow.domain.cells import CellState
+from curaflow.domain.cells import CellStage, CellState
 from curaflow.domain.messages import SearchInput, TargetQuery, TargetSpec
+from curaflow.ledger import cells
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
 from tests.support import Stack, ledger_job, short_id
@@ -163,3 +164,34 @@ async def test_the_statements_of_a_search_step(deps: tuple[Stack, ActivityDeps])
     assert carried.opened is not None, carried
     assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 16
     assert log.count("lease_until = $9") == 1
+
+
+async def test_handing_a_cell_to_the_next_pass_ends_its_step_in_one_statement(
+    deps: tuple[Stack, ActivityDeps],
+) -> None:
+    stack, opened = deps
+    target = _target(stack, ["オリジナル"])
+    job_id = await ledger_job(opened.pool, target, label="pass")
+    async with opened.pool.acquire() as conn, conn.transaction():
+        await cells.start_step(
+            conn, job_id, target.target_id, stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="w"
+        )
+    await cells.save_checkpoint(opened.pool, job_id, target.target_id, {"stage": 0, "scan": {}})
+    async with Logged(opened, 3) as log, opened.pool.acquire() as conn:
+        await cells.set_fallback_pass(conn, job_id, target.target_id, 1)
+    assert len(log.steps()) == 1, log.steps()
+    row = await opened.pool.fetchrow(
+        "SELECT fallback_stage, search_checkpoint, lease_owner, lease_until FROM cells WHERE job_id = $1", job_id
+    )
+    assert dict(row) == {"fallback_stage": 1, "search_checkpoint": None, "lease_owner": None, "lease_until": None}
+
+    # A cell no longer pending keeps its pass; its step ends all the same.
+    async with opened.pool.acquire() as conn, conn.transaction():
+        await cells.start_step(
+            conn, job_id, target.target_id, stage=CellStage.SEARCHING, attempt=2, lease_ms=60_000, owner="w"
+        )
+        await cells.finish_cell(conn, job_id, target.target_id, CellState.NO_CANDIDATE, "no_candidate")
+        await conn.execute("UPDATE cells SET lease_owner = 'w', lease_until = 1 WHERE job_id = $1", job_id)
+        await cells.set_fallback_pass(conn, job_id, target.target_id, 2)
+    row = await opened.pool.fetchrow("SELECT fallback_stage, lease_owner FROM cells WHERE job_id = $1", job_id)
+    assert (row["fallback_stage"], row["lease_owner"]) == (1, None)

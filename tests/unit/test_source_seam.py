@@ -61,9 +61,7 @@ def _names(tree: ast.AST) -> set[str]:
             names.add(node.attr)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
-        elif isinstance(node, ast.keyword) and node.arg:
+        elif isinstance(node, ast.arg) or (isinstance(node, ast.keyword) and node.arg):
             names.add(node.arg)
         elif isinstance(node, ast.alias):
             names.add(node.asname or node.name)
