@@ -90,7 +90,8 @@ def source_of(deps: ActivityDeps, name: str) -> Source:
         return deps.source(name)
     except KeyError:
         raise permanent(
-            TerminalReason.CONFIGURATION_ERROR, f"source {name!r} is not configured (no [sources] entry and no [pixiv] account of that name)"
+            TerminalReason.CONFIGURATION_ERROR,
+            f"source {name!r} is not configured (no [sources] entry and no [pixiv] account of that name)",
         ) from None
     except UnsupportedSource as err:
         raise permanent(TerminalReason.CONFIGURATION_ERROR, f"source {name!r}: {err}") from None
