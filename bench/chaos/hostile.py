@@ -13,9 +13,21 @@ Two servers in one process:
   - ``POST /hook/redirect/<i>``: a receiver that redirects (307) to the internal service;
   - ``POST /hook/ratelimit/<i>``: a receiver that answers 429 (``Retry-After: 1``), then
     503 with ``Retry-After`` as an HTTP date, then accepts;
+  - ``POST /hook/refusal/<i>``: a receiver that refuses every request with a 4xx status
+    and words drawn at random for the run (:func:`unknown_refusal`: never a status the
+    receiver contract gives the work, 415 or 422, nor 409 or 429) — *an unknown refusal
+    wording*;
+  - ``POST /hook/nodelay/<i>``: a receiver that answers 429 without ``Retry-After``, then
+    429 as an HTML page, then accepts — *an undeclared delay*;
+  - ``POST /api/webhooks/<i>/nodelay``: a Discord webhook that answers 429 without
+    ``retry_after`` nor ``Retry-After``, then Cloudflare's "Error 1015" HTML page, then
+    accepts (the created message);
   - ``POST /bot<token>/<method>``: a Telegram Bot API that rate-limits in odd places:
     each method's requests are answered in turn 429 (``parameters.retry_after``), 400
     whose text alone says ``Too Many Requests: retry after 1``, then accepted;
+  - ``POST /tg/refusal/bot<token>/<method>``: a Telegram Bot API refusing every request
+    with the Bot API's envelope, a 4xx ``error_code`` and a description drawn at random
+    for the run — *an unknown refusal wording*;
   - the **source** in front of the replay server (``--replay``): ``/auth/*`` and
     ``/v1/*`` are forwarded, except searches for the words ``edges-<case>``, whose
     pages it builds from the recorded works: ``edges-endless`` / ``-trickle`` /
@@ -42,7 +54,11 @@ Two servers in one process:
 Every webhook request is appended to ``--log`` as :mod:`bench.chaos.receiver` does
 (before it is answered), so the truth audit reads both receivers alike. ``GET
 /_chaos/state`` says what happened: the internal service's hits, every streamed answer
-(opened, closed, bytes written), the Telegram posts it accepted, the source's faults.
+(opened, closed, bytes written), the Telegram posts it accepted, the source's faults,
+the refusals it drew (``refusals``) and when each rate-limited party was asked
+(``asked_ms``, to check the retries backed off). The refusals' random draws come from
+the seed the scenario posts (``POST /_chaos/seed``, the run's), so each run tries other
+members of the class and a failing run can be replayed.
 """
 
 from __future__ import annotations
@@ -53,6 +69,7 @@ import json
 import os
 import random
 import re
+import string
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -64,7 +81,7 @@ from typing import Any
 import httpx
 import uvicorn
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, StreamingResponse
 
 from bench.chaos import bombs
 
@@ -78,6 +95,25 @@ BOMBS = ("gif_frames", "gif_canvas", "ugoira_zip")
 #: Where the recorded works the bomb and animation cases list start (two ranking pages).
 BOMB_WORKS, ANIMATION_WORKS = 40, 44
 JPEG_HEAD = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+#: 4xx statuses a receiver's unknown refusal is drawn from: every client error but those
+#: the routes read as something else (409 duplicate, 415 / 422 the work's, 429 a rate limit).
+REFUSAL_STATUSES = tuple(s for s in range(400, 452) if s not in (409, 415, 422, 429))
+#: Cloudflare's page when it blocks a client address for a while (error 1015).
+CLOUDFLARE_1015 = (
+    "<!DOCTYPE html><html><head><title>Access denied | used Cloudflare to restrict access</title></head>"
+    "<body><h1>Error 1015</h1><h2>You are being rate limited</h2></body></html>"
+)
+
+
+def unknown_refusal(rng: random.Random) -> tuple[int, str]:
+    """A refusal no route has a word for: a 4xx of :data:`REFUSAL_STATUSES` (400 half of
+    the time, as Telegram answers most) and 1–6 random words."""
+    status = 400 if rng.random() < 0.5 else rng.choice(REFUSAL_STATUSES)
+    words = [
+        "".join(rng.choices(string.ascii_letters + string.digits + "_", k=rng.randint(2, 14)))
+        for _ in range(rng.randint(1, 6))
+    ]
+    return status, "Bad Request: " + " ".join(words)
 
 
 def _ms() -> int:
@@ -88,6 +124,10 @@ class State:
     """What the hostile parties saw (served as ``/_chaos/state``)."""
 
     def __init__(self) -> None:
+        #: the unknown refusals' draws (:meth:`make_bombs` seeds them with the run's seed)
+        self.rng = random.Random()
+        self.refusals: list[dict[str, Any]] = []
+        self.asked_ms: dict[str, list[int]] = {}
         self.internal_hits: list[dict[str, Any]] = []
         self.streams: list[dict[str, Any]] = []
         self.telegram: Counter[str] = Counter()
@@ -98,6 +138,7 @@ class State:
         self.searches: Counter[str] = Counter()
         self.works: list[dict[str, Any]] = []
         self.hostile_works: dict[str, str] = {}
+        self.discord_posts = 0
         self.seed = 0
         #: bomb kind → its bytes (made once per seed); an ugoira bomb's frames list too
         self.bombs: dict[str, bytes] = {}
@@ -120,13 +161,30 @@ class State:
             "searches": dict(self.searches),
             "hostile_works": self.hostile_works,
             "seed": self.seed,
+            "discord_posts": self.discord_posts,
+            "refusals": self.refusals,
+            "asked_ms": self.asked_ms,
             "served": self.served,
         }
 
+    def refusal(self, party: str) -> tuple[int, str]:
+        """Draw an unknown refusal for ``party`` and record it."""
+        status, words = unknown_refusal(self.rng)
+        self.refusals.append({"party": party, "status": status, "words": words})
+        return status, words
+
+    def asked(self, party: str) -> int:
+        """Record that ``party`` was asked now; returns how many times it was before."""
+        times = self.asked_ms.setdefault(party, [])
+        times.append(_ms())
+        return len(times) - 1
+
     def make_bombs(self, seed: int) -> None:
-        """The bombs and unusable animations of ``seed`` (blocking: a large PNG is encoded)."""
+        """The bombs and unusable animations of ``seed`` (blocking: a large PNG is encoded),
+        and the unknown refusals' draws from it."""
         rng = random.Random(seed)
         self.seed = seed
+        self.rng = random.Random(f"{seed}:refusals")
         self.bombs = {kind: bombs.random_bomb(rng, kind) for kind in BOMBS[:2]}
         self.bombs["ugoira_zip"], self.bomb_frames = bombs.random_ugoira_bomb(rng)
 
@@ -213,6 +271,18 @@ def create_hostile_app(state: State, replay_url: str, internal_url: str, log_pat
         headers = {k.lower(): v for k, v in request.headers.items()}
         if kind == "redirect":
             return RedirectResponse(f"{internal_url}/hook/{i}", status_code=307)
+        if kind == "refusal":
+            status, words = state.refusal(f"hook {i}")
+            return JSONResponse({"error": words}, status_code=status)
+        if kind == "nodelay":
+            turn = state.asked(f"hook {i}")
+            if turn == 0:
+                return JSONResponse({"error": "Too Many Requests"}, status_code=429)
+            if turn == 1:
+                return HTMLResponse(CLOUDFLARE_1015, status_code=429)
+            record(body, headers, request.url.path)
+            state.hook_accepted[i] += 1
+            return JSONResponse({"status": "accepted", "id": f"r-{i}-{turn}"})
         if kind == "ratelimit":
             turn = state.hook_turns[i]
             state.hook_turns[i] += 1
@@ -234,6 +304,23 @@ def create_hostile_app(state: State, replay_url: str, internal_url: str, log_pat
             media_type="application/json",
             headers={"Content-Length": str(HUGE_BYTES)},
         )
+
+    @app.post("/tg/refusal/bot{token}/{method}")
+    async def telegram_refusing(request: Request, token: str, method: str) -> Response:
+        await request.body()
+        status, words = state.refusal(f"telegram {method}")
+        return JSONResponse({"ok": False, "error_code": status, "description": words}, status_code=status)
+
+    @app.post("/api/webhooks/{i}/nodelay")
+    async def discord(request: Request, i: str) -> Response:
+        await request.body()
+        turn = state.asked(f"discord {i}")
+        if turn == 0:
+            return JSONResponse({"message": "You are being rate limited.", "global": False}, status_code=429)
+        if turn == 1:
+            return HTMLResponse(CLOUDFLARE_1015, status_code=429)
+        state.discord_posts += 1
+        return JSONResponse({"id": str(1_400_000_000_000_000_000 + turn), "type": 0, "channel_id": "1"})
 
     @app.post("/bot{token}/{method}")
     async def telegram(request: Request, token: str, method: str) -> Response:

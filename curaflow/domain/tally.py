@@ -14,6 +14,8 @@ outcome's message in both languages). Reason words and what they count:
 
 * ``duplicate``: delivered before (or held by another job) on one of the target's routes;
 * ``refused``: a route of the target refused the work for good;
+* ``held``: a route of the target holds the work back for a while (a refusal that did
+  not name the work: the route's, lifted at its ``until``);
 * ``unavailable``: the work cannot be had (deleted, private, restricted, 404, too large,
   undecodable, over the decode budget …: ``CandidateReport.unavailable`` counts each
   kind, :class:`~curaflow.sources.errors.UnavailableKind`);
@@ -58,9 +60,11 @@ SOURCE_ANSWER_KINDS = frozenset({"unusable_url", "not_an_image", "no_file"})
 _PARTS: tuple[tuple[str, str, str], ...] = (
     ("delivered", "{n} already delivered", "{n} 件已投递过"),
     ("refused", "{n} refused by a route", "{n} 件被路由拒绝过"),
+    ("held", "{n} held back by a route for now", "{n} 件暂时被路由搁置"),
     ("unavailable", "{n} unavailable", "{n} 件无法获取"),
     ("unusable", "{n} unusable as the source sent them", "{n} 件来源返回的内容无法使用"),
     ("excluded", "{n} excluded by the task", "{n} 件被任务排除"),
+    ("other", "{n} ruled out for another reason", "{n} 件因其他原因被排除"),
 )
 
 
@@ -71,8 +75,10 @@ class Tally(BaseModel):
         examined: works this scan looked at (``CandidateReport.fetched``).
         known: works earlier scans of the target ruled out for good that this scan did
             not read again (the frontier's known run).
-        delivered / refused / unavailable / unusable / excluded: works rejected for
-            each reason (examined and known together; see the module doc).
+        delivered / refused / held / unavailable / unusable / excluded: works rejected
+            for each reason (examined and known together; see the module doc).
+        other: works rejected for a reason word this module does not know (never taken
+            for one that names an owner or a remedy).
         filtered: works a filter rejected, per filter name (``min_bookmarks``, ``ai`` …).
         candidates: examined works no rule rejected that the cell did not try (a cell
             keeps a bounded number of candidates: the rest are left for later jobs).
@@ -84,9 +90,11 @@ class Tally(BaseModel):
     known: int = 0
     delivered: int = 0
     refused: int = 0
+    held: int = 0
     unavailable: int = 0
     unusable: int = 0
     excluded: int = 0
+    other: int = 0
     filtered: dict[str, int] = Field(default_factory=dict)
     candidates: int = 0
 
@@ -101,9 +109,11 @@ class Tally(BaseModel):
         return (
             self.delivered
             + self.refused
+            + self.held
             + self.unavailable
             + self.unusable
             + self.excluded
+            + self.other
             + sum(self.filtered.values())
         )
 
@@ -129,10 +139,10 @@ class Tally(BaseModel):
 
 
 def tally_of_words(counts: Mapping[str, int], *, examined: int, known: int = 0) -> Tally:
-    """A :class:`Tally` from counts by reason word (words unknown here count as ``unusable``:
-    a rejection curaflow cannot name is never taken for one the user could act on)."""
+    """A :class:`Tally` from counts by reason word (a word unknown here counts as ``other``:
+    it is never taken for a duplicate, a filter or the source's failure)."""
     filtered: dict[str, int] = {}
-    named = {"duplicate": 0, "refused": 0, "unavailable": 0, "unusable": 0, "excluded": 0}
+    named = {"duplicate": 0, "refused": 0, "held": 0, "unavailable": 0, "unusable": 0, "excluded": 0, "other": 0}
     for word, n in counts.items():
         if word.startswith("filtered:"):
             name = word.split(":", 1)[1] or "other"
@@ -142,16 +152,18 @@ def tally_of_words(counts: Mapping[str, int], *, examined: int, known: int = 0) 
         elif word in named:
             named[word] += n
         else:
-            named["unusable"] += n
+            named["other"] += n
     rejected = sum(named.values()) + sum(filtered.values())
     return Tally(
         examined=examined,
         known=known,
         delivered=named["duplicate"],
         refused=named["refused"],
+        held=named["held"],
         unavailable=named["unavailable"],
         unusable=named["unusable"],
         excluded=named["excluded"],
+        other=named["other"],
         filtered=dict(sorted(filtered.items())),
         candidates=max(0, examined + known - rejected),
     )

@@ -60,6 +60,8 @@ VERDICT_TABLE = [
     (report(5, {"unusable": 4, "unavailable": 1}), R.NO_CANDIDATE),
     (report(5, {"unusable": 4, "duplicate": 1}), R.NO_CANDIDATE),
     (report(1, {"unusable": 1}, known={"duplicate": 30}), R.NO_CANDIDATE),
+    (report(3, {"held": 3}), R.NO_CANDIDATE),  # held back by a route: the route's, for now
+    (report(3, {"something_new": 3}), R.NO_CANDIDATE),  # a word not known here: never the source's
     # the scan cap
     (report(1000, {"duplicate": 1000}), R.SCAN_CAPPED),
     (report(1000, {"duplicate": 1000}, exhausted=True), R.DUPLICATE_EXHAUSTED),
@@ -147,10 +149,23 @@ def test_a_duplicate_found_at_delivery_keeps_its_reason_sentence() -> None:
     assert cell_message(CellState.FAILED, R.AUTH_FAILED, bound) == user_message(R.AUTH_FAILED)
 
 
-WORDS = ["duplicate", "refused", "unavailable", "unusable", "invalid", "excluded", "filtered:r18", "filtered:ai"]
+WORDS = [
+    "duplicate",
+    "refused",
+    "held",
+    "unavailable",
+    "unusable",
+    "invalid",
+    "excluded",
+    "filtered:r18",
+    "filtered:ai",
+    "something_new",
+]
 CLAIMS = {
     "already delivered": "delivered",
     "refused by a route": "refused",
+    "held back by a route": "held",
+    "for another reason": "other",
     "unavailable": "unavailable",
     "unusable": "unusable",
     "excluded by the task": "excluded",
