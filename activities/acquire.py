@@ -30,6 +30,7 @@ from temporalio import activity
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update
 from activities.fetch import FetchActivity
+from activities.heartbeat import covering_beats
 from activities.search import SearchActivity
 from curaflow.domain.cells import is_terminal
 from curaflow.domain.messages import AcquireInput, CellUpdate, FetchInput, SearchInput
@@ -78,13 +79,14 @@ class AcquireActivity:
         the deadline's (:func:`curaflow.domain.verdicts.cell_verdict`).
         """
         deadline = await deadline_of(self._deps.pool, inp.job_id)
-        with attempt_deadline(deadline):
-            try:
-                return await self._acquire(inp)
-            except Exception as err:
-                if deadline is None or now_ms() < deadline:
-                    raise
-                return await self._behind_deadline(inp, err)
+        async with covering_beats():  # from the first second: a source step's heartbeat timeout is short
+            with attempt_deadline(deadline):
+                try:
+                    return await self._acquire(inp)
+                except Exception as err:
+                    if deadline is None or now_ms() < deadline:
+                        raise
+                    return await self._behind_deadline(inp, err)
 
     async def _behind_deadline(self, inp: AcquireInput, err: Exception) -> CellUpdate:
         """The attempt failed after the job's deadline: report the barrier, not the failure."""

@@ -136,6 +136,7 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
     )
     assert settings.artifacts_dir is not None
     store = ArtifactStore(settings.artifacts_dir, budget=DecodeBudget.of(settings.outbound))
+    store.identity()  # named once, at start (a small file in the directory): the fetch records it
     await asyncio.to_thread(store.sweep_transfers)
     return ActivityDeps(
         settings=settings,

@@ -47,6 +47,7 @@ from curaflow.domain.tally import SOURCE_ANSWER_KINDS
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.artifacts import store_artifact
+from curaflow.ledger.holdings import hold
 from curaflow.paths import PathEscape
 from curaflow.sources.errors import SourceError, WorkUnavailable
 
@@ -123,6 +124,9 @@ class FetchActivity:
                 async def progress(done: int, total: int, work_id: str = work.work_id) -> None:
                     hb.update(stage="fetching", work_id=work_id, pages_done=done, pages_total=total)
 
+                # Before the first byte: this host's store holds the cell's folder until its
+                # own retention pass deletes it (workers share no disk).
+                await hold(deps.pool, deps.store.identity()[0], inp.job_id, target.target_id)
                 try:
                     artifact = await deps.store.fetch(source, work, inp.job_id, target.target_id, on_page=progress)
                 except WorkUnavailable as err:

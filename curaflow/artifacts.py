@@ -44,9 +44,11 @@ import mmap
 import os
 import re
 import shutil
+import socket
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -249,6 +251,10 @@ TRANSFER_DIR = ".transfer"
 TRANSFER_MAX_AGE_S = 24 * 3600.0
 
 
+#: The file in an artifacts directory that names it (:meth:`ArtifactStore.identity`).
+STORE_ID_FILE = ".store-id"
+
+
 class ArtifactStore:
     """Downloads work pages into ``root`` and deletes them when no longer needed.
 
@@ -262,6 +268,7 @@ class ArtifactStore:
 
     def __init__(self, root: Path, *, max_pixels: int = IMAGE_MAX_PIXELS, budget: DecodeBudget | None = None) -> None:
         self.root = root
+        self._identity: tuple[str, str] | None = None
         self.budget = budget if budget is not None else DecodeBudget(frame_max_pixels=max_pixels)
         self.max_pixels = self.budget.frame_max_pixels
 
@@ -282,6 +289,30 @@ class ArtifactStore:
         except asyncio.CancelledError:
             meter.stop()
             raise
+
+    def identity(self) -> tuple[str, str]:
+        """``(store_id, label)`` of this artifacts directory: the id kept in the directory
+        itself (:data:`STORE_ID_FILE`, created on first use), so it names the disk and not a
+        process or a container; the label is ``host:path``, for an operator. The ledger
+        records which store holds which cell's files with it (retention frees every host).
+        Blocking on first call (one small file); cached.
+        """
+        if self._identity is None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            path = self.root / STORE_ID_FILE
+            try:
+                with open(path, "x", encoding="ascii") as fh:
+                    fh.write(uuid.uuid4().hex + "\n")
+            except FileExistsError:
+                pass
+            store_id = path.read_text(encoding="ascii").strip()
+            if not store_id:  # an interrupted first write: a new id, written whole
+                store_id = uuid.uuid4().hex
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(store_id + "\n", encoding="ascii")
+                os.replace(tmp, path)
+            self._identity = (store_id, f"{socket.gethostname()}:{self.root.resolve()}")
+        return self._identity
 
     def folder(self, job_id: str, target_id: str) -> Path:
         """The folder holding one cell's artifact (under the root, always)."""
@@ -460,8 +491,12 @@ class ArtifactStore:
             await asyncio.to_thread(tmp.unlink, True)
 
     def delete(self, job_id: str, target_id: str) -> None:
-        """Remove one cell's artifact folder (storage mode ``cache``)."""
-        shutil.rmtree(self.folder(job_id, target_id), ignore_errors=True)
+        """Remove one cell's artifact folder, and its job's folder once empty (storage mode
+        ``cache``, retention). Blocking."""
+        folder = self.folder(job_id, target_id)
+        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):  # not empty (another target's folder), or gone
+            folder.parent.rmdir()
 
     @staticmethod
     def holds(artifact: Artifact) -> bool:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -91,6 +92,9 @@ with workflow.unsafe.imports_passed_through():
     from workflows.submission import NOT_AN_OBJECT, Submission, read_submission
 
 CORE_V2 = "core-v2"
+#: A source step's heartbeat timeout is the source-queue lease (``Budgets.source_heartbeat_timeout_ms``):
+#: a step taken by a frozen process's poll is back in the queue within it.
+SOURCE_HEARTBEAT = "source-heartbeat"
 #: A start input that is both a valid ``JobInput`` and a Task is admitted as a Task
 #: (before, pydantic's smart union could take it for an admitted job).
 EXPLICIT_SUBMISSION = "explicit-submission"
@@ -551,6 +555,12 @@ class JobWorkflow:
             task_queue=queue,
         )
         config["summary"] = summary
+        if (
+            step == "acquire"
+            and inp.budgets.source_heartbeat_timeout_ms is not None
+            and workflow.patched(SOURCE_HEARTBEAT)
+        ):
+            config["heartbeat_timeout"] = timedelta(milliseconds=inp.budgets.source_step_heartbeat_timeout_ms())
         try:
             if isinstance(arg, AcquireInput):
                 update = await workflow.execute_activity_method(AcquireActivity.acquire, arg, **config)

@@ -1,4 +1,4 @@
--- curaflow ledger, version 42: a work remembered unavailable because of what the source
+-- curaflow ledger, version 43: a work remembered unavailable because of what the source
 -- sent for it (an image URL on a host that is not the source's image host), not because
 -- the work is gone. Later scans count it `unusable` rather than `unavailable`, so a cell's
 -- tally — and a search whose every work was unusable, a source failure — reads the same
