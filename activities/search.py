@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, source_failure, source_of
@@ -170,7 +171,10 @@ class SearchActivity:
         """The source, where its scan resumes and what it starts from, the scan's request."""
         deps, target = self.deps, inp.target
         source = source_of(deps, target.account)
-        key = source.frontier_key(target) if source.policy.keeps_frontier else None
+        try:
+            key = source.frontier_key(target) if source.policy.keeps_frontier else None
+        except SourceError as err:  # the source's own bug (the guard): retried as its failure
+            raise _failure(err, inp, source) from err
         resume = await ledger.search_resume(deps.pool, inp.job_id, target.target_id, key)
         saved = resume.checkpoint
         checkpoint = source.restore(saved["scan"]) if saved and saved.get("stage") == inp.fallback_stage else None
@@ -200,11 +204,7 @@ class SearchActivity:
         try:
             return await plan.source.scan(inp.target, plan.request, plan.checkpoint)
         except SourceError as err:
-            if err.reason == TerminalReason.ACCOUNT_RESTRICTED:
-                _restricted(err, inp.job_id, inp.target.target_id, inp.target.account)
-            raise source_failure(
-                err, activity.info().attempt, rate_limit_base_s=plan.source.policy.rate_limit_base_s
-            ) from err
+            raise _failure(err, inp, plan.source) from err
 
     async def _bind(self, inp: SearchInput, plan: _Plan, result: ScanState, *, carry: bool) -> Searched | None:
         """Store what the scan found and bind a work, in one transaction; None when the
@@ -290,6 +290,13 @@ class _Hooks:
             {"stage": inp.fallback_stage, "scan": cp.model_dump(mode="json")},
         )
         self._hb.update(stage="searching", pages=cp.pages, examined=cp.examined, candidates=len(cp.candidates))
+
+
+def _failure(err: SourceError, inp: SearchInput, source: Source) -> ApplicationError:
+    """The activity's failure for the source's ``err`` (a restricted instance logged first)."""
+    if err.reason == TerminalReason.ACCOUNT_RESTRICTED:
+        _restricted(err, inp.job_id, inp.target.target_id, inp.target.account)
+    return source_failure(err, activity.info().attempt, rate_limit_base_s=source.policy.rate_limit_base_s)
 
 
 def _restricted(err: SourceError, job_id: str, target_id: str, account: str) -> None:
