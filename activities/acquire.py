@@ -1,11 +1,11 @@
 """The ``acquire`` activity: ``search`` then ``fetch`` of one cell, in one step.
 
 A cell's source work — find and bind a work (:mod:`activities.search`), then download
-it (:mod:`activities.fetch`) — runs as one activity on the account's rate-gate queue:
+it (:mod:`activities.fetch`) — runs as one activity on the source instance's rate-gate queue:
 one round trip through Temporal instead of two, half the history events and workflow
 activations for the source side of a cell. A work the search half binds is
 fetched in the same step: the binding's transaction renews the lease and checks the
-job's barrier (:func:`~curaflow.ledger.cells.continue_step`) rather than ending the step
+job's barrier (:func:`~curaflow.ledger.cells.bind_search`) rather than ending the step
 for the fetch half to open it again. The two halves keep their own ledger transitions,
 checkpoints and heartbeats, so nothing about resuming changes: a
 retried attempt adopts the binding the dead one made (search never re-ranks) and

@@ -60,10 +60,10 @@ from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import time_left
 from curaflow.paths import inside
-from curaflow.sources.base import Animation, FileSource
+from curaflow.sources.animation import MAX_ZIP_BYTES, Animation, AnimationBroken, UnusableAnimation, encode_gif
+from curaflow.sources.base import FileSource
 from curaflow.sources.decoding import FRAME_MAX_PIXELS, DecodeBudget, DecodeMeter, DecodeStopped, OverBudget, gif_frames
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
-from curaflow.sources.ugoira import MAX_ZIP_BYTES, UgoiraBroken, UgoiraError, encode_gif
 
 T = TypeVar("T")
 
@@ -412,29 +412,32 @@ class ArtifactStore:
         self, source: FileSource, work: Work, meta: Animation, folder: Path, on_page: ProgressHook | None
     ) -> Artifact:
         """An animated work as one looping animated GIF with its frame delays
-        (:mod:`curaflow.sources.ugoira`): metadata, the frames zip (bounded, streamed to
-        disk and removed once encoded), the GIF (kept when a retried attempt finds it)."""
+        (:mod:`curaflow.sources.animation`): the frames, the frames zip (bounded, streamed
+        to disk and removed once encoded), the GIF (kept when a retried attempt finds it).
+        The GIF is named ``<work_id>_ugoira.gif``, the name delivered files have always had."""
         dest = inside(folder, f"{work.work_id}_ugoira.gif")
         if not (await asyncio.to_thread(_prepare, folder, [dest])):
             if not meta.frames:
-                raise WorkUnavailable(work.work_id, "ugoira: no frames", UnavailableKind.UNUSABLE_ANIMATION)
+                raise WorkUnavailable(work.work_id, "animation: no frames", UnavailableKind.UNUSABLE_ANIMATION)
             try:  # more frames than a decode may have: refused before the zip is fetched
                 self.budget.meter().plan(frames=len(meta.frames), pixels=0)
             except OverBudget as err:
-                raise WorkUnavailable(work.work_id, f"ugoira: {err.why}", UnavailableKind.OVER_BUDGET) from None
+                raise WorkUnavailable(work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET) from None
             zip_path = inside(folder, f"{work.work_id}_ugoira.zip")
             try:
                 await self._download_zip(source, meta.zip_url, zip_path, work.work_id)
                 try:
                     await self._decoding(encode_gif, zip_path, meta, dest)
-                except UgoiraError as err:
-                    raise WorkUnavailable(work.work_id, f"ugoira: {err}", UnavailableKind.UNUSABLE_ANIMATION) from None
+                except UnusableAnimation as err:
+                    raise WorkUnavailable(
+                        work.work_id, f"animation: {err}", UnavailableKind.UNUSABLE_ANIMATION
+                    ) from None
                 except OverBudget as err:
-                    raise WorkUnavailable(work.work_id, f"ugoira: {err.why}", UnavailableKind.OVER_BUDGET) from None
-                except UgoiraBroken as err:
-                    raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"ugoira {work.work_id}: {err}") from None
+                    raise WorkUnavailable(work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET) from None
+                except AnimationBroken as err:
+                    raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"animation of {work.work_id}: {err}") from None
                 except DecodeStopped as err:
-                    raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"ugoira {work.work_id}: {err}") from None
+                    raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"animation of {work.work_id}: {err}") from None
             finally:
                 await asyncio.to_thread(zip_path.unlink, True)
         described = await asyncio.to_thread(describe, dest, 0)
@@ -443,7 +446,7 @@ class ArtifactStore:
         return Artifact(work_id=work.work_id, files=[described.model_copy(update={"frame_delays_ms": meta.delays_ms})])
 
     async def _download_zip(self, source: FileSource, url: str, dest: Path, work_id: str) -> None:
-        """Stream a frames zip to ``dest`` (at most :data:`~curaflow.sources.ugoira.MAX_ZIP_BYTES`).
+        """Stream a frames zip to ``dest`` (at most :data:`~curaflow.sources.animation.MAX_ZIP_BYTES`).
 
         Raises:
             SourceError: ``download_failed`` (short: retryable) / ``download_timeout``.
@@ -458,7 +461,7 @@ class ArtifactStore:
                 if expected is not None and expected > MAX_ZIP_BYTES:
                     raise WorkUnavailable(
                         work_id,
-                        f"ugoira zip is {expected} bytes, over the limit of {MAX_ZIP_BYTES}",
+                        f"frames zip is {expected} bytes, over the limit of {MAX_ZIP_BYTES}",
                         UnavailableKind.TOO_LARGE,
                     )
                 out = await asyncio.to_thread(open, tmp, "wb")
@@ -470,7 +473,7 @@ class ArtifactStore:
                         if received > MAX_ZIP_BYTES:
                             raise WorkUnavailable(
                                 work_id,
-                                f"ugoira zip over the limit of {MAX_ZIP_BYTES} bytes",
+                                f"frames zip over the limit of {MAX_ZIP_BYTES} bytes",
                                 UnavailableKind.TOO_LARGE,
                             )
                         pending.append(chunk)
@@ -482,7 +485,7 @@ class ArtifactStore:
                 finally:
                     await asyncio.to_thread(out.close)
             if (expected is not None and expected != received) or received == 0:
-                raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"ugoira zip truncated: {received} bytes")
+                raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"frames zip truncated: {received} bytes")
             await asyncio.to_thread(os.replace, tmp, dest)
         finally:
             await asyncio.to_thread(tmp.unlink, True)

@@ -56,6 +56,8 @@ MOVED_MODULES: dict[str, str] = {
     "curaflow.process.supervision": "curaflow.observability.supervision",
     "curaflow.observability.telemetry": "curaflow.process.telemetry",
     "curaflow.observability.ledger_gauges": "curaflow.ledger.gauges",
+    # moved behind the source seam (the scan frontier's walk is Pixiv's)
+    "curaflow.sources.frontier": "curaflow.sources.pixiv.frontier",
 }
 
 #: Package → {old name: the module that holds it now}: ``curaflow.temporal`` was the module

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.tally import Tally
 from curaflow.domain.verdicts import no_candidate_verdict
-from curaflow.sources.frontier import Frontier
 from curaflow.sources.pixiv.client import PixivClient
+from curaflow.sources.pixiv.frontier import Frontier
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from curaflow.sources.pixiv.replay.data import DeepSet
 from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
@@ -65,7 +65,7 @@ async def scans(
                 settled_before="2100-01-01",  # every bookmark count has settled
             )
             assert result.frontier is not None
-            frontier = result.frontier
+            frontier = Frontier.model_validate(result.frontier)
             ids = [w.work_id for w in result.candidates]
             reason = None if ids else str(no_candidate_verdict(result.report, max_examined=cap))
             seen.append((ids, reason, Tally.of(result.report)))

@@ -1,10 +1,14 @@
-"""The scan frontier of a target: what it has already examined, so a job re-reads only what can hold something new.
+"""Pixiv's scan frontier of a target: what it has already examined, so a job re-reads only what can hold something new.
 
 Without it every job of a long-lived target scans from page 1 and skips what was delivered:
-after N deliveries a job reads about ⌈N/30⌉ search pages. The frontier is
-remembered per target and *fingerprint* (:func:`fingerprint`: account, work type, query,
-filters and routes — change any of them and the target starts afresh) in the ledger
-(:mod:`curaflow.ledger.frontiers`), and read by the scan (:mod:`curaflow.sources.pixiv.scan`).
+after N deliveries a job reads about ⌈N/30⌉ search pages. The frontier is Pixiv's own
+memory of a target (the seam: :attr:`curaflow.sources.base.ScanRequest.frontier`): the
+ledger stores it as opaque JSON per target and *fingerprint* (:func:`fingerprint`:
+account, work type, query, filters and routes — change any of them and the target starts
+afresh; :mod:`curaflow.ledger.frontiers`), and only this module reads it (:func:`read`),
+driven by Pixiv's scan (:mod:`curaflow.sources.pixiv.scan`). Its words are the app-api's
+paging: 30 works a page (:data:`PAGE`), offsets up to 5000, ``end_date`` / ``start_date``
+windows.
 
 **What is remembered** (:class:`Frontier`), as :class:`Mark` s — works the target examined,
 with where they sit in the walk:
@@ -59,6 +63,11 @@ work forgotten after ``pixiv.unavailable_ttl_ms``, a work another job held and t
 released. Ranking mode
 keeps no frontier (a ranking holds at most 500 works and changes daily).
 
+**Stored format.** What the ledger holds is :class:`Frontier`'s JSON
+(``model_dump(mode="json")``), the format rows of ``scan_frontiers`` were written in before
+the frontier moved behind the source seam: :func:`read` reads them unchanged. A row this
+version cannot read, or one of another sort, is a fresh start (pages, never a duplicate).
+
 Pure module (no I/O): the scan and the tests drive it.
 """
 
@@ -66,7 +75,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -267,6 +277,59 @@ def fingerprint(target: TargetSpec) -> str:
 def applies(target: TargetSpec) -> bool:
     """Whether ``target``'s scans keep a frontier: tag searches in a known sort."""
     return target.query.mode == "search" and target.query.sort in (*DATE_SORTS, "popular_desc")
+
+
+def key(target: TargetSpec) -> str | None:
+    """The key ``target``'s frontier is stored under: its :func:`fingerprint`, or None when
+    its scans keep no frontier (:func:`applies`: rankings, unknown sorts)."""
+    return fingerprint(target) if applies(target) else None
+
+
+def read(stored: dict[str, Any] | None, sort: str) -> Frontier:
+    """The frontier a scan in ``sort`` starts from, read from what the ledger stored.
+
+    Args:
+        stored: the stored JSON (:class:`Frontier`'s, as every version wrote it), or None
+            / ``{}`` when nothing is stored yet.
+        sort: the target's sort.
+
+    Returns:
+        The stored frontier; a fresh one (the walk's start) when nothing is stored, the
+        stored one is of another sort, or it is not a shape this version reads — a
+        frontier is advisory: losing it costs pages, never a duplicate.
+    """
+    if stored:
+        try:
+            frontier = Frontier.model_validate(stored)
+        except ValueError:
+            frontier = None
+        if frontier is not None and frontier.sort == sort:
+            return frontier
+    return Frontier(sort=sort)
+
+
+def describe(stored: dict[str, Any]) -> str | None:
+    """One line for operators (``curaflow frontiers list``): the sort, the head, the end of
+    the known run, a capped scan's stop; None when ``stored`` is not a frontier of this
+    module's shape."""
+    try:
+        frontier = Frontier.model_validate(stored)
+    except ValueError:
+        return None
+
+    def mark(m: Mark | None) -> str:
+        return f"{m.work_id} ({m.day or m.index})" if m is not None else "-"
+
+    return (
+        f"{frontier.sort}: head {mark(frontier.head)}, known up to {mark(frontier.known)}, "
+        f"capped scan stopped at {mark(frontier.sweep)}"
+    )
+
+
+def settled_before(now: datetime) -> str:
+    """The day (``YYYY-MM-DD``, UTC) before which a work has settled its bookmarks at ``now``
+    (:data:`SETTLE_DAYS` earlier; :func:`lasting`)."""
+    return (now.astimezone(UTC) - timedelta(days=SETTLE_DAYS)).date().isoformat()
 
 
 def lasting(reason: str | None, work: Work, settled_before: str | None) -> bool:
