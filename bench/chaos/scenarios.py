@@ -978,9 +978,11 @@ def edges_config(receiver_url: str, root: Path, hostile_url: str, internal_url: 
         "targets": targets,
         "pixiv": {"api_url": hostile_url, "auth_url": hostile_url, "image_url": f"{hostile_url}/i"},
         "outbound": {"download_timeout_ms": 15_000},
-        # No worker is killed here: a longer heartbeat keeps a starved machine from
-        # losing attempts (a lost attempt after a send is reported unknown).
-        "budgets": {"heartbeat_interval_ms": 3000},
+        # No worker is killed here: a long heartbeat timeout (20 s) keeps a starved machine
+        # from losing attempts (a lost attempt after a send is reported unknown; 6 s lost a
+        # Telegram send at a load average of 11). Cancels still reach a step within about a
+        # second: heartbeats go to Temporal at most every second whatever the interval.
+        "budgets": {"heartbeat_interval_ms": 10_000},
         "api": {
             "callback_allowed_hosts": ["localhost:*"],
             "callback_secret": SECRET,

@@ -208,7 +208,10 @@ async def test_postgresql_killed_or_stopped_mid_request_is_503_never_500(
                 await asyncio.to_thread(own_pg.resume, stopped)
 
             async def serving() -> bool:
-                return (await http.get(f"/jobs/{job_id}")).status_code == 200
+                try:
+                    return (await http.get(f"/jobs/{job_id}")).status_code == 200
+                except httpx.TransportError:  # a keep-alive connection the server closed meanwhile
+                    return False
 
             await eventually(serving, timeout_s=30, what="GET /jobs/{id} answers 200 once PostgreSQL is back")
             stop.set()
