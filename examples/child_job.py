@@ -3,7 +3,10 @@
     curaflow dev                                      # in another terminal: the embedded stack
     python examples/child_job.py --key nightly-1      # your workflow runs the job as its child
     python examples/child_job.py --key nightly-1      # again: it attaches to the same job
-    python examples/child_job.py --key nightly-2 --cancel-after 2   # cancel your workflow: the job too
+    python examples/child_job.py --key nightly-2 --cancel-after 0.2 # cancel your workflow: the job too
+
+On the replay a job ends within about a second: a cancel later than that finds it
+already succeeded (and the script prints its outcome).
 
 ``OneNewWork`` is the workflow of a curaflow user: it needs "one new work delivered" as
 one of its steps. It calls :func:`workflows.callers.run_job`, which starts the job as a

@@ -3,7 +3,10 @@
     curaflow dev                                       # in another terminal: creates the endpoint
     temporal operator namespace create --namespace my-team --address 127.0.0.1:7233
     python examples/nexus_caller.py --namespace my-team --key team-1
-    python examples/nexus_caller.py --namespace my-team --key team-2 --cancel-after 2
+    python examples/nexus_caller.py --namespace my-team --key team-2 --cancel-after 0.3
+
+On the replay a job ends within about a second: a cancel later than that finds it
+already succeeded (and the script prints its outcome).
 
 ``TeamStep`` is another team's workflow, in its own namespace. It calls the ``start_job``
 operation of :class:`curaflow.temporal.nexus_service.JobService` through the Nexus

@@ -2,11 +2,12 @@
 
     curaflow dev                                  # in another terminal: the embedded stack
     python examples/start_job.py --key my-first-job --tag 風景
-    python examples/start_job.py --key my-first-job --cancel   # cancel it instead
+    python examples/start_job.py --key my-second-job --cancel   # cancel a job once it started
 
 The job's workflow id is its job id (``<target>@manual-<key lowercased>``); the input is
 the protocol Task, the same object ``POST /jobs`` takes. Starting twice with the same key
-attaches to the same job. Follow it with Temporal's own tools: the ``status`` query (live
+and the same tags attaches to the same job; another Task under a used key is refused
+(``idempotency_conflict``, printed, exit status 2). Follow it with Temporal's own tools: the ``status`` query (live
 cells, stage, deliveries), the ``cancel`` signal or a plain cancel request, ``result()``.
 """
 
@@ -23,11 +24,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobState
 from curaflow.jobs.submit import start_job
+from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.models import Task
 from workflows.job import JobWorkflow
 
 
-async def main() -> None:
+async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--address", default="127.0.0.1:7233")
     parser.add_argument("--task-queue", default="curaflow")
@@ -45,7 +47,11 @@ async def main() -> None:
     task = Task.model_validate(
         {"protocol_version": "1", "job_type": "candidate_search", "idempotency_key": args.key, "params": params}
     )
-    handle = await start_job(client, task, task_queue=args.task_queue)
+    try:
+        handle = await start_job(client, task, task_queue=args.task_queue)
+    except ProtocolError as refused:  # idempotency_conflict, invalid_params …
+        print(f"refused: {refused.code} — {refused.message}")
+        return 2
     print(f"job {handle.id} started (run {handle.result_run_id})")
 
     # Follow it: the status query answers the live state (the same projection as GET /jobs/{id}).
@@ -68,14 +74,15 @@ async def main() -> None:
     print(f"{final.status} (business status {final.business_status})")
     for delivery in final.deliveries:
         print(f"  {delivery.route}: {delivery.status} {delivery.work_id} {delivery.remote_id or ''}")
+    return 0
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    code = asyncio.run(main())
     # The Temporal client's native threads can outlive the event loop, and tearing the
     # interpreter down under them can abort the process ("PyGILState_Release: thread state
     # must be current", exit -6) after the job was followed to its end (temporalio/sdk-python
     # issue 300). Flush and leave without the teardown, as `curaflow`'s own commands do.
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)

@@ -15,10 +15,14 @@ from curaflow.sources.pixiv.replay.app import create_replay_app
 
 def main() -> None:
     """Parse ``--host``/``--port`` and serve until interrupted."""
-    parser = argparse.ArgumentParser(description="Serve the recorded Pixiv app-api responses.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8300)
+    parser = argparse.ArgumentParser(
+        prog="python -m curaflow.sources.pixiv.replay",
+        description="Serve the recorded Pixiv app-api responses (and its login and token endpoint) until Ctrl-C.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=8300, help="port to listen on (default: %(default)s)")
     args = parser.parse_args()
+    print(f"Pixiv replay on http://{args.host}:{args.port} (Ctrl-C stops it)", flush=True)
     uvicorn.run(create_replay_app(), host=args.host, port=args.port, log_level="warning", access_log=False)
 
 
