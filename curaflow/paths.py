@@ -59,10 +59,31 @@ def inside(root: Path, *parts: str) -> Path:
 
 def private_dir(path: Path) -> Path:
     """Create ``path`` (and missing parents) and make it the owner's alone (0700), also
-    when it already existed with a wider mode; returns ``path``."""
+    when it already existed with a wider mode; returns ``path``.
+
+    A directory that holds an entry of another user keeps the way through for others
+    (0711: no listing, and every file curaflow keeps is 0600): run as root, the embedded
+    PostgreSQL runs as the ``pgserver`` user, whose data directory sits in the state
+    directory and is reached by its absolute path (a checkpoint opens
+    ``global/pg_control`` so) — at 0700 PostgreSQL panics at its next checkpoint.
+    """
     path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
-    os.chmod(path, PRIVATE_DIR)
+    os.chmod(path, PRIVATE_DIR | THROUGH if _holds_another_users(path) else PRIVATE_DIR)
     return path
+
+
+#: The search bits of group and others: a way through a directory, without listing it.
+THROUGH = 0o011
+
+
+def _holds_another_users(path: Path) -> bool:
+    """Whether an entry directly inside ``path`` belongs to another user than this process's."""
+    me = os.geteuid()
+    for entry in path.iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            if entry.lstat().st_uid != me:
+                return True
+    return False
 
 
 def open_private(path: Path, *, append: bool = True) -> BinaryIO:

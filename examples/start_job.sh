@@ -10,13 +10,18 @@ task=$(printf '{"protocol_version":"1","job_type":"candidate_search","idempotenc
 
 # Update-with-start is the idempotent start (like POST /jobs): the start carries the
 # `admission` update, which answers once the Task is admitted — the same Task again is the
-# same job, another Task under the key is refused (idempotency_conflict). RejectDuplicate
-# keeps one run per job id: once the job ended, Temporal refuses the start (exit status 1)
-# and the job's own `admission_answer` query answers instead (docs/temporal.md).
-temporal workflow execute-update-with-start --address 127.0.0.1:7233 \
+# same job, another Task under the key is refused (idempotency_conflict). RejectDuplicate:
+# once the job ended, Temporal refuses the start (nothing adds a run under the job's id),
+# and the job itself answers the Task: its final state, or the refusal.
+if ! temporal workflow execute-update-with-start --address 127.0.0.1:7233 \
   --update-name admission --workflow-id "$job_id" --type JobWorkflow --task-queue curaflow \
   --id-conflict-policy UseExisting --id-reuse-policy RejectDuplicate --execution-timeout 7d --task-timeout 5s \
-  --input "$task" --update-input "$task"
+  --input "$task" --update-input "$task"; then
+  answer=$(temporal workflow query --address 127.0.0.1:7233 -w "$job_id" --type admission_answer --input "$task")
+  echo "$answer"
+  [[ "$answer" == *'"refusal":null'* ]]  # exit 1 when the job refused the Task
+  exit
+fi
 # Wait for and print the final JobState (status, cells, deliveries).
 temporal workflow result --address 127.0.0.1:7233 -w "$job_id"
 

@@ -36,6 +36,10 @@ LADDER_BASE_MS = 60_000
 LADDER_CAP_MS = 900_000
 #: First step of the backoff of a rate limit that states no delay (milliseconds).
 UNSTATED_BASE_MS = 5_000
+#: The longest stated delay that is waited (seconds): a week, longer than any job lives
+#: (``start_job``'s execution timeout), so a longer one changes nothing but what a
+#: ``timedelta`` and the ledger's milliseconds can hold (a receiver stated 10^20 s).
+MAX_STATED_S = 7 * 24 * 3600
 
 
 def ladder_ms(step: int, base_ms: int = LADDER_BASE_MS, cap_ms: int = LADDER_CAP_MS) -> int:
@@ -51,8 +55,10 @@ def cooldown_ms(
     step: int, retry_after_ms: float | None = None, *, base_ms: int = LADDER_BASE_MS, cap_ms: int = LADDER_CAP_MS
 ) -> int:
     """The cooldown after the ``step``-th consecutive rate limit: the ladder's step, or
-    the source's ``Retry-After`` when that is longer. Milliseconds."""
-    return int(max(ladder_ms(step, base_ms, cap_ms), retry_after_ms or 0))
+    the source's ``Retry-After`` when that is longer (at most :data:`MAX_STATED_S`).
+    Milliseconds."""
+    stated = min(retry_after_ms, MAX_STATED_S * 1000) if retry_after_ms and math.isfinite(retry_after_ms) else 0
+    return int(max(ladder_ms(step, base_ms, cap_ms), stated))
 
 
 def retry_delay_ms(
@@ -63,7 +69,7 @@ def retry_delay_ms(
     else the ladder from ``base_ms`` (5 s, 10 s, 20 s … at most ``cap_ms``). Milliseconds.
     """
     if stated_ms is not None and math.isfinite(stated_ms) and stated_ms > 0:
-        return math.ceil(stated_ms)
+        return math.ceil(min(stated_ms, MAX_STATED_S * 1000))
     return ladder_ms(step, base_ms, cap_ms)
 
 
@@ -77,7 +83,8 @@ def parse_retry_after(value: object, *, now: datetime | None = None) -> float | 
         now: the reference time of an HTTP-date (default: the current time, UTC).
 
     Returns:
-        Seconds (>= 0), or None when ``value`` is absent or not a delay.
+        Seconds (>= 0, at most :data:`MAX_STATED_S`), or None when ``value`` is absent or
+        not a delay.
     """
     if value is None or isinstance(value, bool):
         return None
@@ -95,7 +102,7 @@ def parse_retry_after(value: object, *, now: datetime | None = None) -> float | 
             return _until(text, now)
     if not math.isfinite(seconds) or seconds < 0:
         return None
-    return seconds
+    return min(seconds, float(MAX_STATED_S))
 
 
 def _until(text: str, now: datetime | None) -> float | None:
@@ -105,7 +112,7 @@ def _until(text: str, now: datetime | None) -> float | None:
         return None
     if when.tzinfo is None:  # asctime form: HTTP-dates are always UTC (GMT)
         when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+    return min(max(0.0, (when - (now or datetime.now(UTC))).total_seconds()), float(MAX_STATED_S))
 
 
 def first_retry_after(*values: object, default: float | None = None, now: datetime | None = None) -> float | None:

@@ -225,7 +225,10 @@ def cell_verdict(
         every failure that happens after it passed**: when the job finishes for its
         deadline, a failure that ended after the workflow stopped the step, or a
         Temporal timeout of a step's budget (:func:`ended_by_deadline`), is the
-        deadline's; else the cause's default (a *stall* of a cell whose work was already
+        deadline's, and likewise **a cancel owns a failure that ended after it stopped
+        the step** (retry state ``CANCEL_REQUESTED``: only the cancel kept Temporal from
+        retrying it — a send whose own timeout fired within the cancel's grace); else
+        the cause's default (a *stall* of a cell whose work was already
         handed to its routes is ``delivery_abandoned``, reference §5.4 and §8); then a
         cancel recorded in the ledger turns a *stopped* reason (:data:`STOPPED_REASONS`)
         into ``cancelled_by_consumer``; and ``queued_too_long`` by a cause, for a cell that
@@ -237,7 +240,10 @@ def cell_verdict(
     reason: TerminalReason | None = None
     if reported_reason is not None:
         reason = parse_reason(reported_reason)
-    elif failure is not None and not (cause == FinishCause.DEADLINE and ended_by_deadline(failure)):
+    elif failure is not None and not (
+        (cause == FinishCause.DEADLINE and ended_by_deadline(failure))
+        or (cause == FinishCause.CANCELLED and failure.retry_state == "CANCEL_REQUESTED")
+    ):
         reason = failure_reason(failure)
     if reason is None:
         if cause == FinishCause.COMPLETED:

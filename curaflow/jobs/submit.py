@@ -37,12 +37,14 @@ Pure helpers plus one thin start function; nothing here is needed by the worker.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from curaflow.domain.execution import JOB_TASK_TIMEOUT, job_workflow
 from curaflow.domain.messages import AdmissionAnswer, JobState
@@ -146,6 +148,12 @@ async def start_job(
             )
         except WorkflowUpdateFailedError as err:
             raise refused(err) from None
+        except WorkflowAlreadyStartedError:
+            # The operation's own handle holds the same refusal: retrieve it, or asyncio
+            # logs "Future exception was never retrieved" in the caller's process.
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await operation.workflow_handle()
+            raise
         return await operation.workflow_handle()
 
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import re
 import shlex
@@ -208,6 +209,24 @@ async def test_start_job_after_the_job_ended_answers_from_the_job_and_adds_no_ru
         if end == "failed":
             state = state_of(ended.value)
             assert state is not None and state.status == "failed"
+
+
+async def test_start_job_on_an_ended_job_leaves_no_error_unretrieved(env: Env) -> None:
+    """The refused start's own future held the refusal: asyncio logged "Future exception
+    was never retrieved" with its traceback in the caller's process on every answer."""
+    _, body, job_id = await ended_job(env, "succeeded")
+    loop = asyncio.get_running_loop()
+    seen: list[str] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: seen.append(str(context.get("message"))))
+    try:
+        handle = await start_job(env.client, body, task_queue=env.stack.task_queue)
+        assert handle.id == job_id
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(previous)
+    assert seen == []
 
 
 @pytest.mark.parametrize("end", ["succeeded", "failed"])

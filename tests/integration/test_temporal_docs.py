@@ -217,3 +217,12 @@ async def test_the_shell_example_starts_a_job_and_prints_its_final_state(env: En
     assert "succeeded" in result.stdout, result.stdout
     job = (await env.http.get(f"/jobs/demo@manual-{key}")).json()
     assert job["status"] == "succeeded"
+    # Run again with the same key after the job ended: the job answers, no run is added
+    # under its id (docs/temporal.md: always pass RejectDuplicate).
+    again = await asyncio.to_thread(
+        subprocess.run, ["bash", str(script), key], capture_output=True, text=True, timeout=120, env={"PATH": path}
+    )
+    assert again.returncode == 0, again.stderr
+    assert "succeeded" in again.stdout, again.stdout
+    runs = [w async for w in env.client.list_workflows(f'WorkflowId = "demo@manual-{key}"')]
+    assert len(runs) == 1, [(w.run_id, w.status) for w in runs]

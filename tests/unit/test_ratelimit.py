@@ -7,7 +7,14 @@ from email.utils import format_datetime
 
 import pytest
 
-from curaflow.domain.ratelimit import cooldown_ms, first_retry_after, ladder_ms, parse_retry_after
+from curaflow.domain.ratelimit import (
+    MAX_STATED_S,
+    cooldown_ms,
+    first_retry_after,
+    ladder_ms,
+    parse_retry_after,
+    retry_delay_ms,
+)
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 
@@ -96,3 +103,16 @@ def test_a_route_failure_carries_the_delay_it_was_given() -> None:
     assert route_failure(limited).next_retry_delay is None  # Temporal's own backoff, never 1 s
     stated = RouteError(TerminalReason.DELIVERY_FAILED, "503", retry_after_s=3.0)
     assert route_failure(stated).next_retry_delay == timedelta(seconds=3)
+
+
+@pytest.mark.parametrize("value", ["99999999999999999999", "1e300", 1e20, "Fri, 31 Dec 9999 23:59:59 GMT"])
+def test_an_absurd_stated_delay_is_read_as_the_longest_a_job_may_wait(value: str | float) -> None:
+    """A receiver stated 10^20 s: the wait overflowed ``timedelta`` and the deliver
+    activity failed with ``OverflowError`` at once, every attempt — the receiver was sent
+    the work again every couple of seconds, the opposite of what it asked."""
+    seconds = parse_retry_after(value)
+    assert seconds == MAX_STATED_S
+    delay = retry_delay_ms(3, seconds * 1000)
+    assert timedelta(milliseconds=delay) == timedelta(seconds=MAX_STATED_S)
+    assert cooldown_ms(3, seconds * 1000) == MAX_STATED_S * 1000
+    assert retry_delay_ms(1, 1e23) == cooldown_ms(1, 1e23) == MAX_STATED_S * 1000  # a caller's own number too

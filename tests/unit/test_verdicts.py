@@ -66,7 +66,7 @@ APPLICATION_TABLE = [
     (app("search", "auth_failed", non_retryable=True), R.AUTH_FAILED),
     (app("search", "rate_limited", retry_state="MAXIMUM_ATTEMPTS_REACHED"), R.RATE_LIMITED),
     (app("fetch", "download_failed", retry_state="MAXIMUM_ATTEMPTS_REACHED"), R.DOWNLOAD_FAILED),
-    (app("deliver", "delivery_failed", retry_state="MAXIMUM_ATTEMPTS_REACHED"), R.DELIVERY_ABANDONED),
+    (app("acquire", "auth_failed", non_retryable=True, retry_state="NON_RETRYABLE_FAILURE"), R.AUTH_FAILED),
     (app("deliver", "delivery_rejected", non_retryable=True, retry_state="NON_RETRYABLE_FAILURE"), R.DELIVERY_REJECTED),
     (app("deliver", "delivery_unknown", non_retryable=True), R.DELIVERY_UNKNOWN),
     (app("search", "something_new"), R.INTERNAL_ERROR),
@@ -161,6 +161,26 @@ DEADLINE_TABLE = [
 @pytest.mark.parametrize(("failure", "cause", "expected"), DEADLINE_TABLE)
 def test_the_deadline_owns_what_happens_after_it(failure: StepFailure, cause: str, expected: TerminalReason) -> None:
     assert cell_verdict(state="selected", stage="fetching", cause=cause, failure=failure) == expected
+
+
+# A cancel owns what fails after it stopped the step, as the deadline does: a send whose
+# own timeout fired within the cancel's grace would have been retried (the route is
+# resend-safe), and only the cancel kept Temporal from retrying it (retry state
+# CANCEL_REQUESTED). Seen on a webhook that hung: the job ended failed / delivery_failed,
+# alertable, its execution Failed, though the consumer's cancel stopped the cell.
+CANCEL_TABLE = [
+    (app("deliver", "delivery_failed", retry_state="CANCEL_REQUESTED"), R.CANCELLED_BY_CONSUMER),
+    (app("acquire", "download_timeout", retry_state="CANCEL_REQUESTED"), R.CANCELLED_BY_CONSUMER),
+    (app("acquire", "remote_http_error", retry_state="CANCEL_REQUESTED"), R.CANCELLED_BY_CONSUMER),
+    # ... a failure Temporal reported before the cancel keeps its own reason
+    (app("acquire", "auth_failed", non_retryable=True, retry_state="NON_RETRYABLE_FAILURE"), R.AUTH_FAILED),
+    (app("deliver", "route_refused", non_retryable=True, retry_state="NON_RETRYABLE_FAILURE"), R.ROUTE_REFUSED),
+]
+
+
+@pytest.mark.parametrize(("failure", "expected"), CANCEL_TABLE)
+def test_a_cancel_owns_what_fails_after_it_stopped_the_step(failure: StepFailure, expected: TerminalReason) -> None:
+    assert cell_verdict(state="delivery_pending", stage="delivering", cause="cancelled", failure=failure) == expected
 
 
 MIN = 60_000
