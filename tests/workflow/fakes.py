@@ -72,11 +72,12 @@ class Act:
             ``deadline_found`` (the ledger says the deadline passed: did no work),
             ``next_pass`` (``search`` only: nothing bindable in this pass, another
             fallback pass should run), ``no_candidate`` (``search`` only: the cell ends
-            ``no_candidate``).
+            ``no_candidate``), ``held`` (heartbeat until the test calls
+            :meth:`Fakes.release` for the step, then ``ok``; a cancel stops it as ``hang``).
     """
 
     kind: Literal[
-        "ok", "fail", "hang", "silent", "slow", "cancel_found", "deadline_found", "next_pass", "no_candidate"
+        "ok", "fail", "hang", "held", "silent", "slow", "cancel_found", "deadline_found", "next_pass", "no_candidate"
     ] = "ok"
     error_type: str = "network_error"
     non_retryable: bool = False
@@ -121,6 +122,17 @@ class Fakes:
     admitted: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: The final state ``admit`` answers for a replay of a job that already ended.
     admit_final: JobState | None = None
+    #: The jobs started or admitted, by job id: ``finish`` decides every target's cell.
+    jobs: dict[str, JobInput] = field(default_factory=dict)
+    #: ``held`` steps (and a held ``request_cancel``) wait for these (:meth:`release`).
+    gates: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    def release(self, step: str, target_id: str = "t", route: str | None = None) -> None:
+        """Let a ``held`` attempt of ``step`` (``request_cancel``: no target) carry on."""
+        self._gate(self._key(step, target_id, route)).set()
+
+    def _gate(self, key: str) -> asyncio.Event:
+        return self.gates.setdefault(key, asyncio.Event())
 
     def admit_as(self, job: JobInput, *, final: JobState | None = None) -> Fakes:
         """A Task's first admission creates ``job`` (its job id must be the Task's);
@@ -155,6 +167,12 @@ class Fakes:
             while True:
                 activity.heartbeat()
                 await asyncio.sleep(0.05)
+        if act.kind == "held":
+            gate = self._gate(self._key(step, target_id, route))
+            while not gate.is_set():
+                activity.heartbeat()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(gate.wait(), 0.05)
         if act.kind == "silent":  # a worker that died: its attempt times out, its answer never counts
             await asyncio.sleep(act.seconds)
             raise ApplicationError("a dead worker's attempt", type="internal_error")
@@ -250,6 +268,9 @@ class Fakes:
                 raise ApplicationError(fakes.finish_error, type=fakes.finish_error, non_retryable=True)
             for tid in inp.failures:
                 fakes._cell(tid)
+            job = fakes.jobs.get(inp.job_id)
+            for target in job.targets if job is not None else []:
+                fakes._cell(target.target_id)
             cells = []
             for tid, cell in sorted(fakes.cells.items()):
                 deliveries = [d for (t, _), d in fakes.deliveries.items() if t == tid]
@@ -276,6 +297,8 @@ class Fakes:
         async def request_cancel(inp: CancelRequest) -> None:
             fakes.cancels.append(time.monotonic())
             act = fakes.cancel_acts.pop(0) if fakes.cancel_acts else Act()
+            if act.kind == "held":  # a slow ledger: the cancel is being recorded
+                await fakes._gate(fakes._key("request_cancel", "t", None)).wait()
             if act.kind == "silent":  # the worker died with this attempt: it never answers
                 await asyncio.sleep(act.seconds)
                 raise ApplicationError("a dead worker's attempt", type="internal_error")
@@ -305,6 +328,7 @@ class Fakes:
             raise refusal(err) from None
         if self.admit_job is None:
             raise refusal(ProtocolError("unknown_target", 400, "no such target", {"field": "params.target_id"}))
+        self.jobs[self.admit_job.job_id] = self.admit_job
         key = validated.idempotency_key
         first = self.admitted.setdefault(key, task)
         if first != task:

@@ -53,6 +53,7 @@ class Env:
 
     async def start(self, inp: JobInput) -> WorkflowHandle[Any, JobState]:
         """Start the job's execution as ``POST /jobs`` does; the handle is typed."""
+        self.fakes.jobs[inp.job_id] = inp
         await start_job_workflow(self.client, inp, self.queue)
         return self.client.get_workflow_handle_for(JobWorkflow.run, inp.job_id)  # type: ignore[arg-type]
 
