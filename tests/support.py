@@ -83,6 +83,23 @@ async def eventually(
         await asyncio.sleep(interval_s)
 
 
+async def waiting_for_a_lock(pool: asyncpg.Pool, timeout_s: float = 10.0) -> None:
+    """Wait until a session of this database waits for a lock (a statement blocked on a
+    row another transaction holds): the moment to check it has not returned yet.
+
+    Raises:
+        TimeoutError: no session waited within ``timeout_s``.
+    """
+
+    async def waiting() -> bool:
+        sessions = await pool.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return bool(sessions)
+
+    await eventually(waiting, timeout_s=timeout_s, interval_s=0.02, what="a session waiting for a lock")
+
+
 class FakeClock:
     """A monotonic clock (seconds) that moves only when a test says so, for code that takes
     a ``clock`` (the Pixiv client's token expiry, :class:`~curaflow.sources.gate.MemoryGate`).

@@ -6,7 +6,6 @@ on 127.0.0.1 scripted to answer 503 / 429 / slow / 409 / 400 / 500.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -130,9 +129,12 @@ async def test_events_written_without_a_workflow_are_pushed_by_the_sweeper(
     body = stack.task(query={"tags": ["オリジナル"]})
     body["callback_url"] = webhook.url + "/swept"
     job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
     # The API starts the workflow in the background once the job is durable.
-    while (await stack.job(job_id)).workflow_started_at is None:
-        await asyncio.sleep(0.05)
+    async def workflow_started() -> bool:
+        return (await stack.job(job_id)).workflow_started_at is not None
+
+    await eventually(workflow_started, interval_s=0.05, what="the workflow started")
     # Its workflow is gone before any worker ran it; the HTTP cancel converges the ledger.
     await temporal_client.get_workflow_handle(job_id).terminate(reason="test: no workflow serves this job")
     cancelled = await http.post(f"/jobs/{job_id}/cancel")

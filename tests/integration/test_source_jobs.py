@@ -6,7 +6,6 @@ stack talks to it, so the test sees every request (time, parameters, answer).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -370,8 +369,12 @@ async def test_cooldown_survives_a_worker_restart(
     job_a = await stack.admit(task(stack))
     pool = await stack.ledger()
     gate_key = stack.settings.source_task_queue("default")
-    while (state := await read_gate(pool, gate_key)) is None or state.rate_limits == 0:
-        await asyncio.sleep(0.02)
+
+    async def rate_limit_recorded() -> bool:
+        state = await read_gate(pool, gate_key)
+        return state is not None and state.rate_limits > 0
+
+    await eventually(rate_limit_recorded, interval_s=0.02, what="the gate recorded the rate limit")
     limited_at = replay.faults.of("search")[0].at
     worker.kill()  # the process that saw (and recorded) the rate limit is gone
 

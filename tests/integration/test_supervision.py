@@ -104,8 +104,12 @@ async def test_a_worker_serves_new_jobs_after_a_postgresql_restart(
         assert {"ledger", "temporal", "loop:reconciler", "loop:push_sweeper", "loop:temporal"} <= set(checks)
 
         await asyncio.to_thread(own_pg.stop, "fast")
-        await asyncio.sleep(5)
-        down = await http.get(ready_url)  # alive, and says what is wrong
+
+        async def not_ready() -> httpx.Response | None:
+            answer = await http.get(ready_url)
+            return answer if answer.status_code == 503 else None
+
+        down = await eventually(not_ready, timeout_s=30, what="/ready 503")  # alive, and says what is wrong
         assert (await http.get(f"http://127.0.0.1:{metrics_port}/health")).status_code == 200
         await asyncio.to_thread(own_pg.start)
         await fresh_ledger(stack)
