@@ -110,6 +110,14 @@ class FakeDiscord:
         """The webhook URL to configure."""
         return f"{self.server.url}/api/webhooks/{self.webhook_id}/{self.token}"
 
+    def reset(self) -> FakeDiscord:
+        """Forget every request, message, violation and script (one fake serving the tests of a module)."""
+        self.requests.clear()
+        self.messages.clear()
+        self.violations.clear()
+        self.script.clear()
+        return self
+
     async def _handle(self, request: Request, webhook_id: str, token: str) -> Response:
         payload: dict[str, Any] = {}
         files: list[DcFile] = []

@@ -138,6 +138,7 @@ class FakeTelegram:
         self.token = token
         self.chats = chats if chats is not None else {"-1001234567890"}
         self.blocked = blocked or set()
+        self._chats, self._blocked = set(self.chats), set(self.blocked)
         self.requests: list[TgRequest] = []
         self.messages: list[dict[str, Any]] = []
         self.violations: list[str] = []
@@ -177,6 +178,16 @@ class FakeTelegram:
     @property
     def url(self) -> str:
         return self.server.url
+
+    def reset(self) -> FakeTelegram:
+        """Forget every request, message, violation and script (one fake serving the tests
+        of a module); the chats and blocks are back to what it was made with."""
+        self.requests.clear()
+        self.messages.clear()
+        self.violations.clear()
+        self.script.clear()
+        self.chats, self.blocked = set(self._chats), set(self._blocked)
+        return self
 
     def at(self, method: str) -> list[TgRequest]:
         """Requests received for ``method``."""

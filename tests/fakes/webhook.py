@@ -131,6 +131,16 @@ class WebhookReceiver:
     def url(self) -> str:
         return self.server.url
 
+    def reset(self) -> WebhookReceiver:
+        """Forget every request, answer and script (one receiver serving the tests of a module)."""
+        self.received.clear()
+        self.processed.clear()
+        self.answered.clear()
+        self.script.clear()
+        self.refuse_works.clear()
+        self.arrived.clear()
+        return self
+
     def works(self) -> list[str]:
         """The work id of every delivery received, in order."""
         return [str(r.json().get("work", {}).get("work_id")) for r in self.received]
