@@ -1,12 +1,15 @@
 """Pushing events to a job's ``callback_url`` (reference §4.7; curaflow.jobs.pushes).
 
 A real worker runs the ``push_events`` activity; the consumer is a real HTTP receiver
-on 127.0.0.1 scripted to answer 503 / 429 / slow / 409 / 400 / 500.
+on 127.0.0.1 scripted to answer 503 / 429 / slow / 409 / 400 / 500. The tests on the
+common callback settings share one worker process and the API (:func:`shared`); the others
+(another callback budget, another network policy, no worker at first) have their own.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +21,7 @@ from curaflow.ledger.event_pushes import push_states
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, closed_status, eventually, short_id, whsec
+from tests.support import Stack, closed_status, eventually, shared_stack, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -42,6 +45,21 @@ def callback_config(tmp_path: Path) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(scope="module")
+async def module_stack(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Stack]:
+    tmp = tmp_path_factory.mktemp("callbacks")
+    async with shared_stack(tmp, temporal_address, database_url, callback_config(tmp), api=True) as stack:
+        yield stack
+
+
+@pytest.fixture
+def shared(module_stack: Stack, webhook: WebhookReceiver) -> Stack:
+    """The module's worker and API on :func:`callback_config` (each test its own callback path)."""
+    return module_stack
+
+
 async def all_events(stack: Stack, job_id: str) -> list[dict[str, Any]]:
     assert stack.http is not None
     return list((await stack.http.get(f"/jobs/{job_id}/events")).json()["events"])
@@ -63,13 +81,13 @@ async def wait_settled(stack: Stack, job_id: str, timeout_s: float = 60) -> list
 
 
 async def test_every_event_is_pushed_once_in_order_with_retries(
-    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver, temporal_client: Client
+    shared: Stack, webhook: WebhookReceiver, temporal_client: Client
 ) -> None:
     # event 1: 503, 429, a reply slower than the 1 s timeout, then 409 ("already had it")
     webhook.script["/cb"] = [Reply(503), Reply(429), Reply(200, delay_s=1.6), Reply(409)]
-    stack = make_stack(callback_config(tmp_path))
-    await stack.start_worker()
-    http = await stack.start_api()
+    stack = shared
+    http = stack.http
+    assert http is not None
     body = stack.task(query={"tags": ["オリジナル"]})
     body.update(callback_url=webhook.url + "/cb", correlation_id="corr-cb")
     job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
@@ -99,13 +117,11 @@ async def test_every_event_is_pushed_once_in_order_with_retries(
     assert (await http.get(f"/jobs/{job_id}")).json() == events[-1]["payload"]["job"]
 
 
-async def test_4xx_dead_letters_at_once_and_5xx_after_eight_attempts(
-    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver
-) -> None:
+async def test_4xx_dead_letters_at_once_and_5xx_after_eight_attempts(shared: Stack, webhook: WebhookReceiver) -> None:
     webhook.script["/dead"] = [Reply(400, {"error": "no"})] + [Reply(500)] * 8
-    stack = make_stack(callback_config(tmp_path))
-    await stack.start_worker()
-    http = await stack.start_api()
+    stack = shared
+    http = stack.http
+    assert http is not None
     body = stack.task(query={"tags": ["オリジナル"]})
     body["callback_url"] = webhook.url + "/dead"
     job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
@@ -157,12 +173,10 @@ async def test_events_written_without_a_workflow_are_pushed_by_the_sweeper(
 # ---- the outbound layer: signed, bounded, guarded pushes ---------------------------------
 
 
-async def test_pushes_are_signed_like_the_webhook_route(
-    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver
-) -> None:
-    stack = make_stack(callback_config(tmp_path))
-    await stack.start_worker()
-    http = await stack.start_api()
+async def test_pushes_are_signed_like_the_webhook_route(shared: Stack, webhook: WebhookReceiver) -> None:
+    stack = shared
+    http = stack.http
+    assert http is not None
     body = stack.task(query={"tags": ["オリジナル"]})
     body["callback_url"] = webhook.url + "/signed"
     job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
