@@ -80,63 +80,6 @@ async def wait_settled(stack: Stack, job_id: str, timeout_s: float = 60) -> list
     return await eventually(settled, timeout_s=timeout_s, interval_s=0.2, what=f"pushes of {job_id} settled")
 
 
-async def test_every_event_is_pushed_once_in_order_with_retries(
-    shared: Stack, webhook: WebhookReceiver, temporal_client: Client
-) -> None:
-    # event 1: 503, 429, a reply slower than the 1 s timeout, then 409 ("already had it")
-    webhook.script["/cb"] = [Reply(503), Reply(429), Reply(200, delay_s=1.6), Reply(409)]
-    stack = shared
-    http = stack.http
-    assert http is not None
-    body = stack.task(query={"tags": ["オリジナル"]})
-    body.update(callback_url=webhook.url + "/cb", correlation_id="corr-cb")
-    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
-
-    states = await wait_settled(stack, job_id)
-    await temporal_client.get_workflow_handle(job_id).result()  # the execution closes once pushes settled
-
-    events = await all_events(stack, job_id)
-    assert [s["status"] for s in states] == ["delivered"] * len(events)
-    assert states[0]["attempts"] == 4 and states[0]["last_status"] == 409
-    assert all(s["attempts"] == 1 and s["last_status"] == 200 for s in states[1:])
-    got = webhook.at("/cb")
-    first = events[0]["event_id"]
-    assert [r.headers["idempotency-key"] for r in got[:4]] == [first] * 4
-    # after the retries every event arrives exactly once, in order, as the Event JSON
-    assert [r.headers["idempotency-key"] for r in got[3:]] == [e["event_id"] for e in events]
-    by_id = {r.headers["idempotency-key"]: r for r in got}
-    for event in events:
-        received = by_id[event["event_id"]]
-        assert received.json() == event
-        assert received.headers["content-type"] == "application/json"
-        assert received.headers["x-idempotency-key"] == f"job-event:{job_id}:{event['event_id']}"
-    assert events[-1]["type"] == "job.succeeded" and events[-1]["correlation_id"] == "corr-cb"
-    # push and pull are independent: nothing was acked, the job is as it ended
-    page = (await http.get(f"/jobs/{job_id}/events")).json()
-    assert page["unacked"] == len(events)
-    assert (await http.get(f"/jobs/{job_id}")).json() == events[-1]["payload"]["job"]
-
-
-async def test_4xx_dead_letters_at_once_and_5xx_after_eight_attempts(shared: Stack, webhook: WebhookReceiver) -> None:
-    webhook.script["/dead"] = [Reply(400, {"error": "no"})] + [Reply(500)] * 8
-    stack = shared
-    http = stack.http
-    assert http is not None
-    body = stack.task(query={"tags": ["オリジナル"]})
-    body["callback_url"] = webhook.url + "/dead"
-    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
-
-    states = await wait_settled(stack, job_id)
-
-    assert (states[0]["status"], states[0]["attempts"], states[0]["last_status"]) == ("dead", 1, 400)
-    assert (states[1]["status"], states[1]["attempts"], states[1]["last_status"]) == ("dead", 8, 500)
-    assert all(s["status"] == "delivered" for s in states[2:])
-    keys = [r.headers["idempotency-key"] for r in webhook.at("/dead")]
-    assert keys.count(states[1]["event_id"]) == 8
-    assert keys.count(states[0]["event_id"]) == 1
-    assert (await http.get(f"/jobs/{job_id}")).json()["status"] == "succeeded"
-
-
 async def test_events_written_without_a_workflow_are_pushed_by_the_sweeper(
     make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver, temporal_client: Client
 ) -> None:
@@ -171,20 +114,6 @@ async def test_events_written_without_a_workflow_are_pushed_by_the_sweeper(
 
 
 # ---- the outbound layer: signed, bounded, guarded pushes ---------------------------------
-
-
-async def test_pushes_are_signed_like_the_webhook_route(shared: Stack, webhook: WebhookReceiver) -> None:
-    stack = shared
-    http = stack.http
-    assert http is not None
-    body = stack.task(query={"tags": ["オリジナル"]})
-    body["callback_url"] = webhook.url + "/signed"
-    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
-    await wait_settled(stack, job_id)
-
-    got = webhook.at("/signed")
-    assert got and all(r.signature_ok for r in got)  # verified with the standardwebhooks library
-    assert [r.headers["webhook-id"] for r in got] == [r.headers["idempotency-key"] for r in got]
 
 
 async def test_a_receiver_sending_its_headers_slowly_costs_exactly_its_attempts(
@@ -243,3 +172,77 @@ async def test_a_callback_name_resolving_to_loopback_is_refused(make_stack: Stac
         assert party.connections == []
     finally:
         await party.stop()
+
+
+# ---- on the shared worker: order, retries, dead letters, signatures ----------------------
+
+
+async def test_every_event_is_pushed_once_in_order_with_retries(
+    shared: Stack, webhook: WebhookReceiver, temporal_client: Client
+) -> None:
+    # event 1: 503, 429, a reply slower than the 1 s timeout, then 409 ("already had it")
+    webhook.script["/cb"] = [Reply(503), Reply(429), Reply(200, delay_s=1.6), Reply(409)]
+    stack = shared
+    http = stack.http
+    assert http is not None
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body.update(callback_url=webhook.url + "/cb", correlation_id="corr-cb")
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    states = await wait_settled(stack, job_id)
+    await temporal_client.get_workflow_handle(job_id).result()  # the execution closes once pushes settled
+
+    events = await all_events(stack, job_id)
+    assert [s["status"] for s in states] == ["delivered"] * len(events)
+    assert states[0]["attempts"] == 4 and states[0]["last_status"] == 409
+    assert all(s["attempts"] == 1 and s["last_status"] == 200 for s in states[1:])
+    got = webhook.at("/cb")
+    first = events[0]["event_id"]
+    assert [r.headers["idempotency-key"] for r in got[:4]] == [first] * 4
+    # after the retries every event arrives exactly once, in order, as the Event JSON
+    assert [r.headers["idempotency-key"] for r in got[3:]] == [e["event_id"] for e in events]
+    by_id = {r.headers["idempotency-key"]: r for r in got}
+    for event in events:
+        received = by_id[event["event_id"]]
+        assert received.json() == event
+        assert received.headers["content-type"] == "application/json"
+        assert received.headers["x-idempotency-key"] == f"job-event:{job_id}:{event['event_id']}"
+    assert events[-1]["type"] == "job.succeeded" and events[-1]["correlation_id"] == "corr-cb"
+    # push and pull are independent: nothing was acked, the job is as it ended
+    page = (await http.get(f"/jobs/{job_id}/events")).json()
+    assert page["unacked"] == len(events)
+    assert (await http.get(f"/jobs/{job_id}")).json() == events[-1]["payload"]["job"]
+
+
+async def test_4xx_dead_letters_at_once_and_5xx_after_eight_attempts(shared: Stack, webhook: WebhookReceiver) -> None:
+    webhook.script["/dead"] = [Reply(400, {"error": "no"})] + [Reply(500)] * 8
+    stack = shared
+    http = stack.http
+    assert http is not None
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["callback_url"] = webhook.url + "/dead"
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    states = await wait_settled(stack, job_id)
+
+    assert (states[0]["status"], states[0]["attempts"], states[0]["last_status"]) == ("dead", 1, 400)
+    assert (states[1]["status"], states[1]["attempts"], states[1]["last_status"]) == ("dead", 8, 500)
+    assert all(s["status"] == "delivered" for s in states[2:])
+    keys = [r.headers["idempotency-key"] for r in webhook.at("/dead")]
+    assert keys.count(states[1]["event_id"]) == 8
+    assert keys.count(states[0]["event_id"]) == 1
+    assert (await http.get(f"/jobs/{job_id}")).json()["status"] == "succeeded"
+
+
+async def test_pushes_are_signed_like_the_webhook_route(shared: Stack, webhook: WebhookReceiver) -> None:
+    stack = shared
+    http = stack.http
+    assert http is not None
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["callback_url"] = webhook.url + "/signed"
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+    await wait_settled(stack, job_id)
+
+    got = webhook.at("/signed")
+    assert got and all(r.signature_ok for r in got)  # verified with the standardwebhooks library
+    assert [r.headers["webhook-id"] for r in got] == [r.headers["idempotency-key"] for r in got]
