@@ -4,10 +4,11 @@ One job per hostile party, each on its own target, all at once (a 20 s deadline 
 two that can only expire, a minute for the others): a webhook receiver trickling its 200
 at 1 KiB/s (every send cut at the route's timeout, reported unknown), one answering
 100 MiB, one redirecting to an internal address, one answering 429 then 503
-(``Retry-After`` as seconds, then as a date) before it accepts; a Telegram Bot API rate-limiting as a 429 and as a 400's text;
-a ``callback_url`` whose allowed host name resolves to 127.0.0.1; an endless image, a
-trickling image, an image URL answering JSON, an image URL on an internal service; a
-search page answering 500, 500, then an empty 200; a 50 MiB search page. The command
+(``Retry-After`` as seconds, then as a date) before it accepts; a Telegram Bot API
+rate-limiting as a 429 and as a 400's text; a ``callback_url`` whose allowed host name
+resolves to 127.0.0.1; an endless image, a trickling image, an image URL answering JSON,
+an image URL on an internal service; a search page answering 500, 500, then an empty 200;
+a 50 MiB search page. The command
 checks each job's end against its case, the deadline, the hostile connections, the
 internal service, the workers' memory and the usual truth audit, and exits 1 when a
 check fails. Deselect with ``-m "not chaos"``.

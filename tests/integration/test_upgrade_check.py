@@ -22,7 +22,8 @@ from tests.integration.test_cli_operator import clean_env, curaflow
 from tests.support import eventually, short_id
 from workflows.job import JobWorkflow
 
-pytestmark = [pytest.mark.integration]
+# A command over executions that waits on Temporal visibility: the full suite only.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 async def test_upgrade_check_lists_executions_without_the_core_v2_marker(
