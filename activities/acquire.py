@@ -29,6 +29,7 @@ from temporalio import activity
 
 from activities.deps import ActivityDeps
 from activities.fetch import FetchActivity
+from activities.heartbeat import covering_beats
 from activities.search import SearchActivity
 from curaflow.domain.cells import is_terminal
 from curaflow.domain.messages import AcquireInput, CellUpdate, FetchInput, SearchInput
@@ -67,8 +68,9 @@ class AcquireActivity:
         Every source request of the attempt ends by the job's deadline at the latest
         (:func:`~curaflow.outbound.attempt_deadline`).
         """
-        with attempt_deadline(await deadline_of(self._deps.pool, inp.job_id)):
-            return await self._acquire(inp)
+        async with covering_beats():  # from the first second: a source step's heartbeat timeout is short
+            with attempt_deadline(await deadline_of(self._deps.pool, inp.job_id)):
+                return await self._acquire(inp)
 
     async def _acquire(self, inp: AcquireInput) -> CellUpdate:
         searched = await self._search.run(SearchInput.model_validate(inp.model_dump()), continues=True)

@@ -19,17 +19,10 @@ from curaflow.artifacts import ArtifactStore
 from curaflow.config import Settings
 from curaflow.ledger.db import create_pool
 from curaflow.ledger.gates import LedgerGate
-from curaflow.outbound import Destinations, Outbound, configured, data, parse_networks
-from curaflow.routes import (
-    DirectoryRouteConfig,
-    DiscordRouteConfig,
-    Route,
-    TelegramRouteConfig,
-    UnsupportedRoute,
-    WebhookRouteConfig,
-    build_route,
-)
+from curaflow.outbound import Destinations, Outbound, data, parse_networks
+from curaflow.routes import Route, RouteContext, UnsupportedRoute, build_route
 from curaflow.sources.base import Source
+from curaflow.sources.decoding import DecodeBudget
 from curaflow.sources.guard import guarded
 from curaflow.sources.registry import SourceContext, UnsupportedSource, build_source
 
@@ -77,20 +70,14 @@ class ActivityDeps:
         return self._clients[purpose]
 
     def _destinations(self, purpose: str) -> Destinations:
-        """Who a purpose's client may reach (DESIGN "The outbound layer")."""
+        """Who a purpose's client may reach (DESIGN "The outbound layer"): the callback
+        allow-list for ``pushes``; for a route, what its config model declares
+        (:meth:`~curaflow.routes.base.RouteSettings.destinations`)."""
         if purpose == "pushes":
             networks = parse_networks(self.settings.outbound.private_networks)
             return data(self.settings.api.callback_allowed_hosts, networks)
-        name = purpose.removeprefix("route:")
-        config = self.settings.routes.get(name)
-        if isinstance(config, WebhookRouteConfig):
-            return configured(config.url)
-        if isinstance(config, TelegramRouteConfig):
-            return configured(config.api_url)
-        if isinstance(config, DiscordRouteConfig):
-            return configured(config.url.get_secret_value())
-        assert config is None or isinstance(config, DirectoryRouteConfig)
-        return Destinations(origins=())
+        config = self.settings.routes.get(purpose.removeprefix("route:"))
+        return config.destinations() if config is not None else Destinations(origins=())
 
     def source(self, name: str) -> Source:
         """The source instance ``name`` — a Pixiv account or a ``[sources]`` entry — one
@@ -116,13 +103,14 @@ class ActivityDeps:
         """The route ``name``.
 
         Raises:
-            UnsupportedRoute: unknown name or unsupported kind.
+            UnsupportedRoute: unknown name, or a kind not registered in this process.
         """
         if name not in self._routes:
             config = self.settings.routes.get(name)
             if config is None:
                 raise UnsupportedRoute(f"route {name!r} is not configured on this worker")
-            self._routes[name] = build_route(name, config, self.client_for(f"route:{name}"))
+            context = RouteContext(http=self.client_for(f"route:{name}"))
+            self._routes[name] = build_route(name, config, context)
         return self._routes[name]
 
 
@@ -149,7 +137,8 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
         **settings.database.pool_bounds(),
     )
     assert settings.artifacts_dir is not None
-    store = ArtifactStore(settings.artifacts_dir, max_pixels=settings.outbound.image_max_pixels)
+    store = ArtifactStore(settings.artifacts_dir, budget=DecodeBudget.of(settings.outbound))
+    store.identity()  # named once, at start (a small file in the directory): the fetch records it
     await asyncio.to_thread(store.sweep_transfers)
     return ActivityDeps(
         settings=settings,

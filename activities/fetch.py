@@ -3,7 +3,10 @@
 Every page of the work is streamed to the artifact store and recorded complete only
 after its full length is on disk; pages already complete from a previous attempt are
 kept, so a resumed attempt continues where the dead one stopped. A work that turns out
-to be unavailable (image 403/404) is released, remembered for the account
+to be unavailable (image 403/404; any failure that is the work's own: an unusable URL or
+animation, a page over the decode budget or undecodable —
+:class:`~curaflow.sources.errors.UnavailableKind`, counted by kind in the candidate
+report) is released, remembered for the account
 (``pixiv.unavailable_ttl_ms``: later jobs skip it without a request) and the next
 stored candidate is bound (provisional release, reference §1.1); when none is left the
 cell ends ``no_candidate`` — or, in a scheduled job, goes back to a wider ``search``
@@ -40,6 +43,7 @@ from curaflow.domain.verdicts import no_candidate_verdict
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.artifacts import store_artifact
+from curaflow.ledger.holdings import hold
 from curaflow.paths import PathEscape
 from curaflow.sources.errors import SourceError, WorkUnavailable
 
@@ -116,6 +120,9 @@ class FetchActivity:
                 async def progress(done: int, total: int, work_id: str = work.work_id) -> None:
                     hb.update(stage="fetching", work_id=work_id, pages_done=done, pages_total=total)
 
+                # Before the first byte: this host's store holds the cell's folder until its
+                # own retention pass deletes it (workers share no disk).
+                await hold(deps.pool, deps.store.identity()[0], inp.job_id, target.target_id)
                 try:
                     artifact = await deps.store.fetch(source, work, inp.job_id, target.target_id, on_page=progress)
                 except WorkUnavailable as err:
@@ -126,6 +133,7 @@ class FetchActivity:
                             "target_id": target.target_id,
                             "work_id": work.work_id,
                             "why": err.why,
+                            "kind": str(err.kind),
                         },
                     )
                     deps.store.delete(inp.job_id, target.target_id)
@@ -139,7 +147,7 @@ class FetchActivity:
                             job_id=inp.job_id,
                             ttl_ms=policy.unavailable_ttl_ms,
                         )
-                        nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why)
+                        nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why, str(err.kind))
                         assert nxt is not None
                         if (
                             nxt.state == CellState.PENDING

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -54,7 +55,7 @@ from pydantic_settings import (
 
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetFilters, TargetQuery
 from curaflow.outbound.settings import OutboundSettings
-from curaflow.routes import DirectoryRouteConfig, RouteConfig
+from curaflow.routes import DirectoryRouteConfig, RouteSettings, import_route_modules, parse_route_configs
 from curaflow.sources.base import SourceConfig
 from curaflow.sources.pixiv.config import PixivAccount, PixivSettings
 from curaflow.sources.registry import import_source_modules, parse_source_config
@@ -66,6 +67,9 @@ BUDGET_FLOOR_MS = 60_000
 DEFAULT_QUEUED_MS = 1_800_000
 DEFAULT_STALL_MS = 900_000
 DEFAULT_HEARTBEAT_MS = 30_000
+#: Shortest heartbeat timeout of a source step, ms: five of its heartbeats (at most 1 s
+#: apart, ``activities.heartbeat.CANCEL_PROBE_S``) must be missed before it is timed out.
+SOURCE_HEARTBEAT_FLOOR_MS = 5_000
 DEFAULT_DEADLINE_MS = 1_800_000
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -103,6 +107,10 @@ class TemporalSettings(_Section):
             workflow tasks; the rest are replayed from history when they next wake. This
             bounds a worker's memory whatever the number of jobs in flight (docs/performance.md:
             about 0.25 MiB per cached job).
+        nexus_endpoint: the Nexus endpoint of the jobs' service (callers in other
+            namespaces reach ``start_job`` / ``cancel_job`` through it), created by
+            ``curaflow temporal-setup`` and ``curaflow dev`` targeting this namespace and
+            ``task_queue``; empty: none is created (docs/temporal.md "From another namespace").
         deployment_name / build_id: both set → Temporal Worker Versioning: the main and
             route task queues' workers poll as Worker Deployment Version
             ``<deployment_name>.<build_id>`` and every workflow they start is PINNED to it
@@ -117,6 +125,7 @@ class TemporalSettings(_Section):
     namespace_retention_days: int = Field(default=7, ge=1, le=3650)
     setup_timeout_ms: int = Field(default=60_000, ge=1_000)
     task_queue: str = "curaflow"
+    nexus_endpoint: str = Field(default="curaflow-jobs", pattern=r"^$|^[A-Za-z_][A-Za-z0-9_-]*$")
     sticky_schedule_to_start_ms: int = Field(default=5_000, ge=100)
     max_cached_workflows: int = Field(default=1000, ge=0)
     profile: str | None = None
@@ -350,11 +359,19 @@ class BudgetSettings(_Section):
 
 
 class DeliverySettings(_Section):
-    """Retry budget of a delivery and of source calls (Temporal retry policies).
+    """Retry budget of a delivery and of source calls (Temporal retry policies), and what
+    a route's refusals cost (:mod:`curaflow.ledger.route_gates`).
 
     Attributes:
         max_connections: connection pool size of each route's HTTP client (and of the
             callback pushes'); every route has its own pool, apart from the source's.
+        refusal_streak: different works a route may refuse in a row with the same
+            answer before curaflow pauses it as broken (and lifts those refusals).
+        route_pause_ms: how long such a pause lasts (``curaflow routes resume`` lifts it
+            sooner).
+        route_hold_ms: how long a work is held back from a route after the route
+            refused the request (twice as long for each hold in a row, at most 24 h);
+            0: never held.
     """
 
     max_attempts: int = Field(default=12, ge=1)
@@ -362,6 +379,9 @@ class DeliverySettings(_Section):
     retry_max_interval_ms: int = Field(default=300_000, ge=10)
     source_max_attempts: int = Field(default=10, ge=1)
     max_connections: int = Field(default=100, ge=1)
+    refusal_streak: int = Field(default=3, ge=2)
+    route_pause_ms: int = Field(default=3_600_000, ge=1_000)
+    route_hold_ms: int = Field(default=3_600_000, ge=0)
 
 
 class TargetConfig(_Section):
@@ -641,7 +661,8 @@ class Settings(BaseSettings):
     outbound: OutboundSettings = Field(default_factory=OutboundSettings)
     max_fallback_passes: int = Field(default=3, ge=0, le=10)
     reconcile_interval_ms: int = Field(default=30_000, ge=100)
-    routes: dict[str, RouteConfig] = Field(default_factory=_default_routes)
+    route_modules: list[str] = Field(default_factory=list)
+    routes: dict[str, SerializeAsAny[RouteSettings]] = Field(default_factory=_default_routes)
     source_modules: list[str] = Field(default_factory=list)
     sources: dict[str, SerializeAsAny[SourceConfig]] = Field(default_factory=dict)
     targets: list[TargetConfig] = Field(default_factory=_default_targets)
@@ -678,21 +699,34 @@ class Settings(BaseSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _register_source_modules(cls, data: Any) -> Any:
-        """Import the ``source_modules`` (each registers its source kinds) before
-        ``[sources]`` is validated with the registered models."""
-        modules = data.get("source_modules") if isinstance(data, dict) else None
-        if isinstance(modules, list) and all(isinstance(m, str) for m in modules):
+    def _register_kind_modules(cls, data: Any) -> Any:
+        """Import the ``route_modules`` and ``source_modules`` (each registers its kinds)
+        before ``[routes]`` and ``[sources]`` are validated with the registered models."""
+        if not isinstance(data, dict):
+            return data
+        for setting, register in (("route_modules", import_route_modules), ("source_modules", import_source_modules)):
+            modules = data.get(setting)
+            if not (isinstance(modules, list) and all(isinstance(m, str) for m in modules)):
+                continue  # the field's own validation says what is wrong
             for module in modules:
                 # Whatever the module raises while it is imported (a missing dependency, a
-                # syntax error, its own failure) is a configuration error naming it.
+                # syntax error, a kind its registry refuses, its own failure) is a
+                # configuration error naming it.
                 try:
-                    import_source_modules([module])
+                    register([module])
                 except Exception as err:  # noqa: BLE001 - any failure of the module is reported, named
-                    raise ValueError(
-                        f"source_modules: cannot import {module!r} ({type(err).__name__}: {err})"
-                    ) from None
+                    raise ValueError(f"{setting}: cannot import {module!r} ({type(err).__name__}: {err})") from None
         return data
+
+    @field_validator("routes", mode="before")
+    @classmethod
+    def _route_kinds(cls, value: Any) -> Any:
+        """Each ``[routes.<name>]`` table validated by the model registered for its ``kind``
+        (:func:`curaflow.routes.registry.parse_route_configs`; an unknown kind lists the
+        known ones)."""
+        if not isinstance(value, dict) or all(isinstance(v, RouteSettings) for v in value.values()):
+            return value
+        return parse_route_configs(value)
 
     @field_validator("sources", mode="before")
     @classmethod
@@ -791,25 +825,41 @@ class Settings(BaseSettings):
             self.artifacts_dir = self.state_dir / "artifacts"
         self.artifacts_dir = self.artifacts_dir.expanduser().resolve()
         self._read_stored_tokens()
-        for route_config in self.routes.values():
-            if isinstance(route_config, DirectoryRouteConfig):
-                route_config.path = route_config.path.expanduser().resolve()
         return self
 
     def _read_stored_tokens(self) -> None:
-        """Give each Pixiv account whose refresh token neither the file nor the environment
-        sets the one ``curaflow pixiv login`` stored (``<state_dir>/pixiv/<account>.refresh-token``,
-        :mod:`curaflow.sources.pixiv.login`): a token set explicitly always wins."""
+        """Give each Pixiv account its refresh token as it will be sent: one set explicitly
+        (the file, the environment) always wins; else the one ``curaflow pixiv login``
+        stored (``<state_dir>/pixiv/<account>.refresh-token``,
+        :mod:`curaflow.sources.pixiv.login`).
+
+        Every token is used without the whitespace (and byte-order mark) around it: a
+        token pasted with a newline is curaflow's formatting, never sent to Pixiv to be
+        refused as the account's ``invalid_grant``. A token with whitespace or a control
+        character *inside* it is refused here, naming its setting.
+
+        Raises:
+            ValueError: a token holds whitespace or an unprintable character inside.
+        """
         from curaflow.sources.pixiv.login import stored_token
 
-        def unset(token: SecretStr | None) -> bool:
-            return token is None or not token.get_secret_value().strip()
+        def cleaned(token: SecretStr | None, field: str) -> SecretStr | None:
+            if token is None:
+                return None
+            value = token.get_secret_value().strip().lstrip("\ufeff").strip()
+            if not value:
+                return None
+            if not value.isprintable() or any(c.isspace() for c in value):
+                raise ValueError(f"{field} holds whitespace or an unprintable character inside the token")
+            return SecretStr(value)
 
-        if unset(self.pixiv.refresh_token) and (found := stored_token(self.state_dir, "default")):
-            self.pixiv.refresh_token = SecretStr(found)
+        self.pixiv.refresh_token = cleaned(self.pixiv.refresh_token, "pixiv.refresh_token")
+        if self.pixiv.refresh_token is None and (found := stored_token(self.state_dir, "default")):
+            self.pixiv.refresh_token = cleaned(SecretStr(found), "the stored token of account 'default'")
         for name, account in self.pixiv.accounts.items():
-            if unset(account.refresh_token) and (found := stored_token(self.state_dir, name)):
-                account.refresh_token = SecretStr(found)
+            account.refresh_token = cleaned(account.refresh_token, f"pixiv.accounts.{name}.refresh_token")
+            if account.refresh_token is None and (found := stored_token(self.state_dir, name)):
+                account.refresh_token = cleaned(SecretStr(found), f"the stored token of account {name!r}")
 
     # ---- derived views -------------------------------------------------------
 
@@ -831,6 +881,7 @@ class Settings(BaseSettings):
             retry_initial_interval_ms=self.delivery.retry_initial_interval_ms,
             retry_max_interval_ms=self.delivery.retry_max_interval_ms,
             source_max_attempts=self.delivery.source_max_attempts,
+            source_heartbeat_timeout_ms=max(self.pixiv.source_lease_ms, SOURCE_HEARTBEAT_FLOOR_MS),
         )
 
     def push_policy(self) -> CallbackPolicy:
@@ -916,6 +967,59 @@ def settings_class(toml_path: Path | None) -> type[Settings]:
     )
 
 
+def _holds(data: Any, loc: tuple[Any, ...]) -> bool:
+    """Whether nested ``data`` has a value at ``loc`` (pydantic's error location; a key of
+    it that the data lacks — a union's tag — is skipped)."""
+    for key in loc:
+        if isinstance(data, dict) and str(key) in data:
+            data = data[str(key)]
+        elif isinstance(data, list) and isinstance(key, int) and key < len(data):
+            data = data[key]
+        elif not isinstance(data, dict | list):
+            return False
+    return True
+
+
+def _variable(prefix: str, loc: tuple[Any, ...], names: Iterable[str]) -> str:
+    """The name, as set, of the ``CURAFLOW_*`` variable (or secret file) of ``loc``."""
+    fields = [str(k) for k in loc if not isinstance(k, int)]
+    names = list(names)
+    full = (prefix + "__".join(fields)).lower()
+    below = sorted(name for name in names if name.lower().startswith(full + "__"))
+    if below:  # the value at loc is a table the variables below it set (a route's kind …)
+        return ", ".join(below)
+    for depth in range(len(fields), 0, -1):
+        wanted = (prefix + "__".join(fields[:depth])).lower()
+        for name in names:
+            if name.lower() == wanted:
+                return name
+    return full.upper()
+
+
+def origin_of(loc: tuple[Any, ...], toml_path: Path | None, overrides: dict[str, Any] | None = None) -> str:
+    """Where the value at ``loc`` came from, in the precedence order of the sources
+    (:meth:`Settings.settings_customise_sources`): ``environment variable
+    CURAFLOW_RETENTION__DAYS``, ``environment variable DATABASE_URL``, ``secret file …``,
+    ``in <file>``, or ``default`` — so an error names what the operator must change."""
+    if overrides and _holds(overrides, loc):
+        return "given by the command"
+    for name, (section, key) in _ConventionalEnv.MAP.items():
+        if loc[:2] == (section, key) and (os.environ.get(name) or "").strip():
+            return f"environment variable {name}"
+    prefixed = {k: v for k, v in os.environ.items() if k.upper().startswith("CURAFLOW_")}
+    if prefixed and _holds(_CuraflowEnv(Settings)(), loc):
+        return f"environment variable {_variable('CURAFLOW_', loc, prefixed)}"
+    directory = os.environ.get(SECRETS_DIR_ENV, "").strip()
+    if directory and Path(directory).is_dir():
+        files = [f.name for f in Path(directory).iterdir()]
+        name = _variable("CURAFLOW_", loc, files)
+        if name in files:
+            return f"secret file {Path(directory) / name}"
+    if toml_path is not None:
+        return f"in {toml_path}"
+    return "default"
+
+
 class ConfigError(Exception):
     """The configuration file or environment is invalid; ``str()`` is a readable report."""
 
@@ -945,10 +1049,11 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
     try:
         settings = settings_class(toml_path)(**overrides)
     except ValidationError as err:
-        lines = [f"invalid configuration{f' in {toml_path}' if toml_path else ''}:"]
+        lines = ["invalid configuration:"]
         for e in err.errors():
             loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-            lines.append(f"  - {loc}: {e['msg']}")
+            origin = f" ({origin_of(tuple(e['loc']), toml_path, overrides)})" if e["loc"] else ""
+            lines.append(f"  - {loc}: {e['msg']}{origin}")
         raise ConfigError("\n".join(lines)) from None
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot read config {toml_path}: {err}") from None

@@ -13,6 +13,11 @@ Temporal client with the same Task (``curaflow.jobs.submit.start_job``).
   of the postmaster) mid-run, each time started again after a few seconds;
 * ``temporal`` — the Temporal dev server stopped and started again (same port, same
   SQLite file) mid-run; in the full mode a second time with SIGKILL;
+* ``pg_hang`` — PostgreSQL SIGSTOPped (sockets open, nothing answers) for longer than the
+  source-queue lease, then again with the account's source-queue owner SIGSTOPped too and
+  woken after PostgreSQL (it finds its lease taken and must stop its queue's worker): every
+  process ready again, and each account with one owner and every other worker its
+  standby (``owners``);
 * ``cancel`` / ``cancel_kills`` — a cancel storm: every job cancelled at a random moment
   through one of the three paths (``POST /jobs/{id}/cancel``, ``temporal workflow signal
   --name cancel``, ``temporal workflow cancel``), without and with worker kills.
@@ -143,6 +148,10 @@ def plans(quick: bool) -> dict[str, Plan]:
                 targets=2, interval_s=1.0, temporal_every=4, down_s=3.0, fault_kinds=("stop",), lead_s=2, tail_s=1,
                 drain_s=60,
             ),
+            "pg_hang": Plan(
+                targets=2, interval_s=1.0, down_s=15.0, fault_kinds=("hang with the owner",), lead_s=3, tail_s=2,
+                drain_s=90,
+            ),
             "cancel_kills": Plan(
                 targets=2, jobs=12, interval_s=0.3, temporal_every=4, kill_every_s=3.0, cancel_within_s=6.0,
                 receiver_delay_ms=1500, broken_targets=1, drain_s=60,
@@ -156,6 +165,10 @@ def plans(quick: bool) -> dict[str, Plan]:
         ),
         "temporal": Plan(
             targets=4, interval_s=1.0, temporal_every=6, down_s=8.0, fault_kinds=("stop", "SIGKILL"), drain_s=180
+        ),
+        "pg_hang": Plan(
+            targets=3, interval_s=1.0, temporal_every=8, down_s=25.0, fault_kinds=("hang", "hang with the owner"),
+            drain_s=180,
         ),
         "cancel": Plan(
             targets=3, jobs=45, interval_s=0.3, temporal_every=5, cancel_within_s=10.0, receiver_delay_ms=1500,
@@ -229,6 +242,9 @@ class Fault:
         ready_s: from ``up_ms`` until every process answered ``/ready`` 200.
         probe: the job submitted as soon as the service was back.
         first_job_s: from ``up_ms`` until that job was terminal.
+        owners_s: from ``up_ms`` until every account had one source-queue owner and every
+            other worker was its standby (``pg_hang``).
+        owners: the workers' source-queue entries then (worker → account → detail).
     """
 
     kind: str
@@ -237,6 +253,8 @@ class Fault:
     ready_s: float | None = None
     probe: str | None = None
     first_job_s: float | None = None
+    owners_s: float | None = None
+    owners: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -272,6 +290,7 @@ class ScenarioResult:
     stuck_details: list[dict[str, Any]] = field(default_factory=list)
     edges: dict[str, Any] = field(default_factory=dict)
     edge_findings: dict[str, list[Any]] = field(default_factory=dict)
+    owner_findings: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
     def checks(self) -> dict[str, int]:
@@ -289,6 +308,7 @@ class ScenarioResult:
             "after_fault_not_succeeded": len(self.after_fault_not_succeeded),
             "unexpected_status": len(self.unexpected_status),
             **{check: len(found) for check, found in self.edge_findings.items()},
+            "owners": len(self.owner_findings),
             "errors": 1 if self.error else 0,
         }
 
@@ -714,6 +734,70 @@ async def postgres(s: Scenario) -> None:
     await loader
 
 
+#: How long after PostgreSQL is back every account must have one owner and every other
+#: worker its standby: the lease (10 s), the old owner's worker stopping or abandoned
+#: (graceful shutdown 30 s + 10 s), with slack for a loaded machine.
+OWNERS_BOUND_S = 75.0
+
+
+def owners_settled(entries: dict[str, dict[str, str]]) -> bool:
+    """Every account is owned by exactly one worker and every other worker stands by."""
+    accounts = {a for per in entries.values() for a in per}
+    if not accounts or "*" in accounts:
+        return False
+    for account in accounts:
+        details = [per.get(account, "") for per in entries.values()]
+        if sum(d.startswith("owning") for d in details) != 1:
+            return False
+        if not all(d.startswith(("owning", "standby")) for d in details):
+            return False
+    return True
+
+
+async def pg_hang(s: Scenario) -> None:
+    """Load; PostgreSQL SIGSTOPped ``down_s`` … SIGCONT; (with ``owner`` in the kind) the
+    source-queue owner SIGSTOPped with it and woken 3 s after PostgreSQL; load. After each:
+    readiness, the first job, and one owner per account with every other worker standing by."""
+    stop = asyncio.Event()
+    loader = asyncio.create_task(s.load(stop))
+    for kind in s.plan.fault_kinds:
+        await asyncio.sleep(s.plan.lead_s)
+        entries = await s.stack.source_queues()
+        owner = next(
+            (i for i, w in enumerate(s.stack.workers) if any(d.startswith("owning") for d in entries[w.name].values())),
+            None,
+        )
+        stuck_owner = "owner" in kind and owner is not None
+        fault = Fault(
+            f"PostgreSQL SIGSTOP {s.plan.down_s:.0f} s" + (" + its source-queue owner" if stuck_owner else ""),
+            down_ms=now_ms(),
+        )
+        pids = await s.stack.postgres_pause()
+        if stuck_owner:
+            assert owner is not None
+            s.stack.workers[owner].pause()
+        await asyncio.sleep(s.plan.down_s)
+        await s.stack.postgres_resume(pids)
+        if stuck_owner:
+            assert owner is not None
+            await asyncio.sleep(3)
+            s.stack.workers[owner].resume()
+        await s.recover(fault)
+        began = time.monotonic() - (now_ms() - fault.up_ms) / 1000
+        while True:
+            fault.owners = await s.stack.source_queues()
+            if owners_settled(fault.owners):
+                fault.owners_s = round(time.monotonic() - began, 2)
+                break
+            if time.monotonic() - began > OWNERS_BOUND_S:
+                s.result.owner_findings.append({"fault": fault.kind, "owners": fault.owners})
+                break
+            await asyncio.sleep(0.5)
+    await asyncio.sleep(s.plan.tail_s)
+    stop.set()
+    await loader
+
+
 async def temporal(s: Scenario) -> None:
     """Load; stop the Temporal dev server … start it again (full mode: then SIGKILL … start)."""
     stop = asyncio.Event()
@@ -784,8 +868,12 @@ class EdgeCase:
         word: the search word the hostile source answers for it (``edges-<word>``).
         hook: how its webhook route's receiver behaves: ``""`` the recording receiver,
             else the hostile party's ``/hook/<hook>`` (``slow``, ``huge``, ``redirect``,
-            ``ratelimit``).
+            ``ratelimit``, ``refusal``, ``nodelay``).
         telegram: it also delivers to a Telegram route on the hostile Bot API.
+        telegram_api: the path of that Bot API on the hostile party (``""``: the
+            rate-limiting one; ``/tg/refusal``: one refusing with random words).
+        discord: it also delivers to a Discord route on the hostile party's webhook
+            (429 without a delay, then Cloudflare's 1015 page, then accepted).
         callback: its job's ``callback_url`` points at the internal service through an
             allowed host name (``localhost``).
         min_bookmarks: the target's filter (the source case: page 1 is all filtered out).
@@ -799,6 +887,8 @@ class EdgeCase:
     word: str = "plain"
     hook: str = ""
     telegram: bool = False
+    telegram_api: str = ""
+    discord: bool = False
     callback: bool = False
     min_bookmarks: int | None = None
     expected: tuple[str, ...] = ("succeeded",)
@@ -821,7 +911,31 @@ EDGE_CASES: tuple[EdgeCase, ...] = (
     EdgeCase("search page 2: 500, 500, empty 200", word="source", min_bookmarks=1),
     EdgeCase("receiver: 429 Retry-After 1, then 503 Retry-After as a date", hook="ratelimit"),
     EdgeCase("search page of 50 MiB", word="hugepage", expected=("failed/remote_http_error",)),
+    EdgeCase("decode bombs: thousands of GIF frames, a huge canvas, an ugoira's huge later frame", word="bomb"),
+    EdgeCase("unusable animations: a zip URL that is not one, no frames, a frame without a delay", word="animation"),
+    # The classes of an unknown answer: each run draws other members (the run's seed).
+    EdgeCase(
+        "receiver: an unknown refusal (a random 4xx and words)", hook="refusal", expected=("failed/route_refused",)
+    ),
+    EdgeCase(
+        "Telegram: an unknown refusal (a random 4xx and words)",
+        telegram=True,
+        telegram_api="/tg/refusal",
+        expected=("failed/route_refused",),
+    ),
+    EdgeCase("receiver: 429 without a delay, then an HTML 429", hook="nodelay"),
+    EdgeCase("Discord: 429 without a delay, then Cloudflare's 1015 page", discord=True),
 )
+#: The cases whose listed hostile works must each be remembered unavailable (and the plain
+#: work after them delivered in the same job).
+EDGE_UNAVAILABLE_WORDS = ("bomb", "animation")
+#: How long after the hostile party served a bomb (or an unusable animation's metadata)
+#: the work must be remembered unavailable: the account's only source slot is free again.
+EDGE_SLOT_FREE_MS = 10_000
+#: The shortest wait allowed before asking again a party that rate-limited without a
+#: delay: the backoff's first step (curaflow.domain.ratelimit.UNSTATED_BASE_MS), less the
+#: clocks' slack.
+EDGE_MIN_BACKOFF_MS = 4_500
 #: How far past its deadline a job may end, and how long a hostile connection may stay
 #: open after its job ended (or past its route's timeout).
 EDGE_GRACE_MS = 5_000
@@ -855,10 +969,17 @@ def edges_config(receiver_url: str, root: Path, hostile_url: str, internal_url: 
         names = [hook, folder]
         if case.telegram:
             routes[f"edges-tg{i}"] = {
-                "kind": "telegram", "bot_token": f"{900 + i}:hostile-bot", "chat_id": "-100", "api_url": hostile_url,
-                "timeout_ms": 10_000,
+                "kind": "telegram", "bot_token": f"{900 + i}:hostile-bot", "chat_id": "-100",
+                "api_url": hostile_url + case.telegram_api, "timeout_ms": 10_000,
             }  # fmt: skip
             names.append(f"edges-tg{i}")
+        if case.discord:
+            routes[f"edges-dc{i}"] = {
+                "kind": "discord",
+                "url": f"{hostile_url}/api/webhooks/{i}/nodelay",
+                "timeout_ms": 10_000,
+            }
+            names.append(f"edges-dc{i}")
         target: dict[str, Any] = {
             "id": f"edges{i}",
             "query": {"mode": "search", "tags": [f"edges-{case.word}"]},
@@ -901,11 +1022,19 @@ async def edges(s: Scenario) -> None:
     connection closed (or :data:`EDGE_GRACE_MS` passed), the case checks: each job's end
     is one its case allows, no job ended more than :data:`EDGE_GRACE_MS` past its
     deadline, no hostile connection outlived its job by more, the internal service was
-    never reached, no hostile work was delivered, Telegram has each accepted post once,
-    the rate-limiting receiver accepted the work once, the trickling receiver's send was
-    cut and re-sent and is reported ``unknown`` (it may have landed), and no worker grew
-    by more than :data:`EDGE_RSS_GROWTH_MIB`."""
+    never reached, no hostile work was delivered, Telegram and Discord have each accepted
+    post once, the rate-limiting receivers accepted the work once, the trickling
+    receiver's every send was cut at its route's timeout and is reported ``unknown`` (it
+    may have landed), no party that rate-limited without a delay was asked again within
+    :data:`EDGE_MIN_BACKOFF_MS`, no work was refused for good (no hostile answer names a
+    work), every decode bomb and unusable animation is remembered unavailable within
+    :data:`EDGE_SLOT_FREE_MS` of being served (the account's source slot is free again:
+    the job went on to the next work), and no worker grew by more than
+    :data:`EDGE_RSS_GROWTH_MIB`."""
     stack = s.stack
+    async with httpx.AsyncClient(timeout=120) as http:  # the bombs of this run, from its seed
+        seeded = await http.post(f"{stack.hostile_url}/_chaos/seed", json={"seed": s.rng.randrange(2**31)})
+        seeded.raise_for_status()
     internal_port = stack.internal_url.rsplit(":", 1)[1]
     for i, case in enumerate(EDGE_CASES):
         fields: dict[str, Any] = {"deadline_ms": case.deadline_ms}
@@ -952,7 +1081,13 @@ async def edges(s: Scenario) -> None:
         "not_delivered_once": [],
         "slow_send_not_cut": [],
         "memory_unbounded": [],
+        "retried_too_soon": [],
+        "work_refused_for_good": [],
+        "not_unavailable": [],
+        "slot_held": [],
     }
+    telegram_delivered = 0
+    discord_delivered = 0
     ends: dict[str, dict[str, Any]] = {}
     async with stack.http() as api:
         for row in rows:
@@ -967,16 +1102,20 @@ async def edges(s: Scenario) -> None:
             deadline_at = row["deadline_at"] or row["created_at"] + case.deadline_ms
             if row["completed_at"] is None or row["completed_at"] > deadline_at + EDGE_GRACE_MS:
                 found["overran_deadline"].append({"case": case.name, "job_id": row["job_id"], "seconds": took})
-            if case.telegram:
-                delivered = [
-                    d
-                    for d in job_deliveries(view)
-                    if str(d.get("route", "")).startswith("edges-tg") and d.get("status") == "delivered"
-                ]
-                if len(state["telegram_posts"]) != len(delivered):
-                    found["telegram_duplicates"].append(
-                        {"accepted_posts": state["telegram_posts"], "reported_delivered": len(delivered)}
-                    )
+            for d in job_deliveries(view):
+                if d.get("status") != "delivered":
+                    continue
+                telegram_delivered += str(d.get("route", "")).startswith("edges-tg")
+                discord_delivered += str(d.get("route", "")).startswith("edges-dc")
+    # Each post the hostile Telegram / Discord accepted is a delivery a job reports, once.
+    if len(state["telegram_posts"]) != telegram_delivered:
+        found["telegram_duplicates"].append(
+            {"accepted_posts": state["telegram_posts"], "reported_delivered": telegram_delivered}
+        )
+    if state["discord_posts"] != discord_delivered or discord_delivered != sum(c.discord for c in EDGE_CASES):
+        found["not_delivered_once"].append(
+            {"party": "discord", "accepted": state["discord_posts"], "reported_delivered": discord_delivered}
+        )
     ends = {c.name: ends[c.name] for c in EDGE_CASES if c.name in ends}
     hook_intents = {
         (row["job_id"], row["route"]): row["status"]
@@ -987,7 +1126,7 @@ async def edges(s: Scenario) -> None:
     job_of = {s.jobs[j].target_id: j for j in s.jobs}
     for i, case in enumerate(EDGE_CASES):
         accepted = state["hook_accepted"].get(str(i), 0)
-        if case.hook == "ratelimit" and accepted != 1:
+        if case.hook in ("ratelimit", "nodelay") and accepted != 1:
             found["not_delivered_once"].append({"case": case.name, "accepted": accepted})
         if case.hook == "slow":
             # every attempt cut at the route's timeout (none outlives it by the grace), and
@@ -998,6 +1137,18 @@ async def edges(s: Scenario) -> None:
             status = hook_intents.get((job_of.get(f"edges{i}", ""), f"edges-hook{i}"))
             if not sends or uncut or status != "unknown":
                 found["slow_send_not_cut"].append({"case": case.name, "sends": sends, "intent": status})
+    # A rate limit without a delay is a backoff from 5 s, never a constant.
+    for party, asked in state["asked_ms"].items():
+        gaps = [b - a for a, b in itertools.pairwise(asked)]
+        if any(gap < EDGE_MIN_BACKOFF_MS for gap in gaps):
+            found["retried_too_soon"].append({"party": party, "gaps_ms": gaps})
+    # An answer curaflow does not know never refuses a work for good.
+    edge_routes = [name for i in range(len(EDGE_CASES)) for name in (f"edges-hook{i}", f"edges-tg{i}", f"edges-dc{i}")]
+    refused = await stack.fetch(
+        "SELECT route, work_id, reason, error FROM route_refusals WHERE route = ANY($1::text[]) AND until IS NULL",
+        edge_routes,
+    )
+    found["work_refused_for_good"] = [dict(r) for r in refused]
     completed = {case_of[r["target_id"]].name: r["completed_at"] for r in rows}
     for stream in state["streams"]:
         owner = next((c for prefix, c in EDGE_STREAMS.items() if stream["what"].startswith(prefix)), None)
@@ -1010,6 +1161,19 @@ async def edges(s: Scenario) -> None:
     dirs = {f"edges-dir{i}": stack.root / "routes" / "edges" / str(i) for i in range(len(EDGE_CASES))}
     arrivals = webhook_arrivals(read_received(stack.received_log), hooks) + directory_arrivals(dirs)
     found["hostile_delivered"] = [asdict(a) for a in arrivals if a.work_id in hostile_works]
+    remembered = {
+        row["work_id"]: row["seen_at"]
+        for row in await stack.fetch(
+            "SELECT work_id, seen_at FROM unavailable_works WHERE work_id = ANY($1::text[])", list(hostile_works)
+        )
+    }
+    unusable = {w: kind for w, kind in state["hostile_works"].items() if kind.split("/")[0] in EDGE_UNAVAILABLE_WORDS}
+    found["not_unavailable"] = [{"work_id": w, "kind": k} for w, k in unusable.items() if w not in remembered]
+    served = [
+        {**x, "unavailable_after_ms": remembered[x["work_id"]] - x["at_ms"] if x["work_id"] in remembered else None}
+        for x in state["served"]
+    ]
+    found["slot_held"] = [x for x in served if (x["unavailable_after_ms"] or 0) > EDGE_SLOT_FREE_MS]
     growth = {name: round(peak[name] - baseline[name], 1) for name in pids}
     found["memory_unbounded"] = [{n: g} for n, g in growth.items() if g > EDGE_RSS_GROWTH_MIB]
     s.result.edges = {
@@ -1019,9 +1183,17 @@ async def edges(s: Scenario) -> None:
         "telegram_requests": state["telegram_requests"],
         "hook_requests": state["hook_requests"],
         "telegram_posts": len(state["telegram_posts"]),
+        "discord_posts": state["discord_posts"],
+        "refusals": state["refusals"],
+        "asked_ms": state["asked_ms"],
         "source_faults": state["source_faults"],
         "searches": state["searches"],
         "internal_hits": len(state["internal_hits"]),
+        "seed": state["seed"],
+        "unusable_works": {
+            w: {"kind": k, "unavailable": w in remembered} for w, k in sorted(unusable.items(), key=lambda i: i[1])
+        },
+        "served": served,
     }
     s.result.edge_findings = found
 
@@ -1030,6 +1202,7 @@ RUNNERS: dict[str, Runner] = {
     "kills": kills,
     "postgres": postgres,
     "temporal": temporal,
+    "pg_hang": pg_hang,
     "cancel": cancel_storm,
     "cancel_kills": cancel_storm,
     "edges": edges,

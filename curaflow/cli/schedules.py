@@ -18,11 +18,20 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
+from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client
 
 from curaflow import schedules as plans
-from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.cli.common import (
+    ConfigOption,
+    check_namespace,
+    err_console,
+    fail,
+    out_console,
+    settings_or_exit,
+    temporal_errors,
+)
 from curaflow.cli.remembered import ledger_pool
 from curaflow.config import Settings
 from curaflow.devstack.stack import read_stack_info
@@ -56,20 +65,17 @@ def _run(settings: Settings, body: Callable[[Client], Awaitable[T]]) -> T:
     address = _address(settings)  # exits 2 when there is none (typer.Exit is a RuntimeError: resolve it first)
 
     async def main() -> T:
-        try:
-            # the configured service with its TLS/API key; a `curaflow dev` stack is plain
-            connection = settings.temporal.connection if settings.temporal.address else None
-            client = await connect(address, settings.temporal.namespace, connection=connection)
-        except RuntimeError as err:
-            err_console.print(f"[red]{err}[/red]", highlight=False)
-            raise typer.Exit(1) from None
+        # the configured service with its TLS/API key; a `curaflow dev` stack is plain
+        connection = settings.temporal.connection if settings.temporal.address else None
+        client = await connect(address, settings.temporal.namespace, connection=connection)
+        await check_namespace(client)
         return await body(client)
 
     try:
-        return asyncio.run(main())
+        with temporal_errors(f"{address} (namespace {settings.temporal.namespace})"):
+            return asyncio.run(main())
     except plans.ScheduleError as err:
-        err_console.print(f"[red]{err}[/red]")
-        raise typer.Exit(1) from None
+        fail(str(err))
 
 
 @app.command()
@@ -135,25 +141,54 @@ def list_(
         ]
         print(json.dumps(rows, indent=2))
         return
-    table = Table(title="curaflow schedules")
-    for col in ("id", "cron", "zone", "targets", "state", "next run (UTC)", "runs", "missed", "skipped"):
-        table.add_column(col)
+    render_schedules(views, out_console)
+
+
+#: Below this width ``schedules list`` prints one block per plan instead of a table, whose
+#: nine columns would each be cut to a few characters.
+TABLE_MIN_WIDTH = 120
+
+
+def render_schedules(views: list[plans.ScheduleView], console: Console) -> None:
+    """Print the plans: a table on a wide terminal, one block of short lines per plan
+    below :data:`TABLE_MIN_WIDTH` columns (every value whole, readable in 80 columns)."""
+    rows = []
     for v in views:
         state = "paused" if v.paused else "active"
         if not v.configured:
             state += " (not in config)"
-        table.add_row(
-            v.schedule_id,
-            " | ".join(v.cron),
-            v.timezone,
-            ", ".join(v.target_ids) or "(all)",
-            state,
-            v.next_runs[0].strftime("%Y-%m-%d %H:%M:%S") if v.next_runs and not v.paused else "-",
-            str(v.actions),
-            str(v.missed_catchup),
-            str(v.skipped_overlap),
-        )
-    out_console.print(table)
+        next_run = v.next_runs[0].strftime("%Y-%m-%d %H:%M:%S") if v.next_runs and not v.paused else "-"
+        targets = ", ".join(v.target_ids) or "(all)"
+        rows.append((v, state, next_run, targets))
+    if console.width >= TABLE_MIN_WIDTH:
+        table = Table(title="curaflow schedules")
+        for col in ("id", "cron", "zone", "targets", "state", "next run (UTC)", "runs", "missed", "skipped"):
+            table.add_column(col, overflow="fold")
+        for v, state, next_run, targets in rows:
+            table.add_row(
+                v.schedule_id,
+                " | ".join(v.cron),
+                v.timezone,
+                targets,
+                state,
+                next_run,
+                str(v.actions),
+                str(v.missed_catchup),
+                str(v.skipped_overlap),
+            )
+        console.print(table)
+        return
+    for n, (v, state, next_run, targets) in enumerate(rows):
+        if n:
+            console.print()
+        lines = [
+            f"{v.schedule_id}  {state}",
+            f"  cron     {' | '.join(v.cron)}  ({v.timezone})",
+            f"  targets  {targets}",
+            f"  next     {next_run}{' UTC' if next_run != '-' else ''}",
+            f"  runs     {v.actions}   missed {v.missed_catchup}   skipped {v.skipped_overlap}",
+        ]
+        console.print("\n".join(lines), markup=False, highlight=False)
 
 
 @app.command()

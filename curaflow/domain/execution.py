@@ -6,6 +6,8 @@ setup and the workflows themselves must agree on:
 * the registered workflow types (:data:`JOB_WORKFLOW`, :data:`SCHEDULED_WORKFLOW`,
   :data:`PUSH_WORKFLOW`) — a start by name, a visibility query or a schedule action that
   names another type would miss;
+* the job types curaflow accepts and the workflow type that runs each
+  (:data:`JOB_WORKFLOWS`, :func:`job_workflow`);
 * the custom search attributes every job carries (:data:`CUSTOM_SEARCH_ATTRIBUTES`, each
   key with its type; the namespace setup registers exactly these);
 * the execution timeout of a job's run: its deadline plus :data:`EXECUTION_GRACE`, a
@@ -28,11 +30,39 @@ SCHEDULED_WORKFLOW = "ScheduledJobWorkflow"
 #: ``EventPushWorkflow``: pushes a job's pending events (:mod:`workflows.event_push`).
 PUSH_WORKFLOW = "EventPushWorkflow"
 
+#: The job types curaflow accepts (a Task's ``job_type``; any other is refused
+#: ``unsupported_job_type``) and the workflow type that runs a job of each. The one list:
+#: admission, every start of a job's execution, the reconciler's visibility query and the
+#: capabilities read it (DESIGN.md "What a second job type touches").
+JOB_WORKFLOWS: dict[str, str] = {"candidate_search": JOB_WORKFLOW}
+
+
+class UnknownJobType(ValueError):
+    """A job type :data:`JOB_WORKFLOWS` does not list."""
+
+
+def job_workflow(job_type: str) -> str:
+    """The workflow type that runs a job of ``job_type``.
+
+    Raises:
+        UnknownJobType: curaflow does not accept ``job_type``.
+    """
+    try:
+        return JOB_WORKFLOWS[job_type]
+    except KeyError:
+        raise UnknownJobType(f"job type {job_type!r} is not accepted (known: {sorted(JOB_WORKFLOWS)})") from None
+
+
+def job_workflow_types() -> list[str]:
+    """Every workflow type that runs jobs (sorted, each once)."""
+    return sorted(set(JOB_WORKFLOWS.values()))
+
+
 #: The job's protocol status (``queued`` … ``expired``), kept current by the workflow.
 JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
 #: The business status of the outcome record, set when the job ends.
 BUSINESS_STATUS = SearchAttributeKey.for_keyword("BusinessStatus")
-#: ``candidate_search``.
+#: The job's type (its Task's ``job_type``, :data:`JOB_WORKFLOWS`).
 JOB_TYPE = SearchAttributeKey.for_keyword("JobType")
 #: The ids of the job's targets.
 TARGET_IDS = SearchAttributeKey.for_keyword_list("TargetIds")

@@ -269,6 +269,7 @@ def _iso(ms: int | None) -> str | None:
 def build_outcome_record(
     *,
     job_id: str,
+    job_type: str,
     schedule_id: str | None,
     occurrence_at_ms: int | None,
     occurrence_date: str | None,
@@ -280,6 +281,7 @@ def build_outcome_record(
 
     Args:
         job_id: the job (the original's ``slot_id``; both keys are written).
+        job_type: the job's type (its Task's ``job_type``; curaflow's addition to §7.2).
         schedule_id: the plan or schedule that owns the job.
         occurrence_at_ms / started_at_ms / completed_at_ms: epoch ms (UTC) or None.
         occurrence_date: ``YYYY-MM-DD`` in the plan's time zone, or None.
@@ -295,6 +297,7 @@ def build_outcome_record(
         "schedule_id": schedule_id,
         "slot_id": job_id,
         "job_id": job_id,
+        "job_type": job_type,
     }
     if occurrence_at_ms is not None:
         record["occurrence_at"] = _iso(occurrence_at_ms)

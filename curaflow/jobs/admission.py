@@ -33,15 +33,17 @@ import httpx
 from temporalio.client import Client
 
 from curaflow.config import Settings, TargetConfig
-from curaflow.domain.messages import JobInput, TargetQuery, TargetSpec
+from curaflow.domain.execution import job_workflow
+from curaflow.domain.messages import JobIdentity, JobInput, TargetQuery, TargetSpec
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, find_existing, insert_job, mark_workflow_started, workflow_input
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Beat, Supervisor
 from curaflow.outbound.destinations import parse_origin, url_port
-from curaflow.protocol.errors import ProtocolError, invalid_params
-from curaflow.protocol.task import ValidatedTask, manual_job_id, validate_task
+from curaflow.protocol.errors import invalid_params
+from curaflow.protocol.keys import manual_job_id
+from curaflow.protocol.task import ValidatedTask, identity_conflict, validate_task
 from curaflow.temporal.connection import start_job_workflow
 
 log = get_logger("curaflow.jobs.admission")
@@ -252,6 +254,7 @@ class Admitter:
         *,
         trigger: str = "protocol",
         workflow_id: str | None = None,
+        workflow_type: str | None = None,
         start: bool = True,
         store_params: bool = True,
     ) -> Admission:
@@ -263,6 +266,9 @@ class Admitter:
                 through :mod:`curaflow.schedules`).
             workflow_id: the id of the execution submitting the Task (Temporal clients): it
                 must be the Task's job id, checked before anything is written.
+            workflow_type: the type of that execution: it must be the type that runs the
+                Task's ``job_type`` (:func:`curaflow.domain.execution.job_workflow`),
+                checked before anything is written.
             start: start the job's workflow (False when the caller *is* that workflow).
             store_params: False for the legacy refetch route (reference §1.2): the job
                 stores no params, and a replay compares no params. The comparison is
@@ -275,8 +281,9 @@ class Admitter:
 
         Raises:
             ProtocolError: validation (protocol order), target resolution, a workflow id
-                that is not the job id (``invalid_params``, ``detail.field: workflow_id``)
-                or an idempotency conflict. Nothing is written.
+                that is not the job id (``invalid_params``, ``detail.field: workflow_id``),
+                a workflow type that does not run the job type (``detail.field:
+                job_type``) or an idempotency conflict. Nothing is written.
         """
         task = body if isinstance(body, ValidatedTask) else validate_task(body)
         target = resolve_target(self.settings, task)
@@ -290,6 +297,13 @@ class Admitter:
                 expected=job_id,
                 received=workflow_id,
             )
+        if workflow_type is not None and workflow_type != job_workflow(task.job_type):
+            raise invalid_params(
+                f"a {task.job_type} job runs as {job_workflow(task.job_type)}, not {workflow_type}",
+                field="job_type",
+                expected=job_workflow(task.job_type),
+                received=workflow_type,
+            )
 
         inp: JobInput | None = None
         async with self.pool.acquire() as conn:
@@ -299,6 +313,7 @@ class Admitter:
                 deadline = task.deadline_ms or self.settings.budgets.default_deadline_ms
                 inp = JobInput(
                     job_id=job_id,
+                    job_type=task.job_type,
                     plan_id=target.id,
                     trigger=trigger,  # type: ignore[arg-type]
                     created_at_ms=created_at,
@@ -309,6 +324,9 @@ class Admitter:
                     source_task_queues=self.settings.source_task_queues(),
                     callback=task.callback_url is not None,
                     callback_policy=self.settings.push_policy(),
+                    identity=JobIdentity(
+                        idempotency_key=task.idempotency_key, params=task.params if store_params else None
+                    ),
                 )
                 row = await insert_job(
                     conn,
@@ -323,25 +341,20 @@ class Admitter:
                 )
             else:
                 row = existing
-        if row.created:
-            metrics.record_admitted(trigger)
         record = row.record
+        if row.created:
+            metrics.record_admitted(trigger, record.job_type)
         if not row.created:
-            same_key = record.idempotency_key == task.idempotency_key
-            same_target = record.target_ids == [target.id]
-            same_params = not store_params or row.params is None or row.params == (task.params or {})
-            if not same_key or not same_target or not same_params:
-                reason = "the idempotency key was first used with different params"
-                if not same_key:
-                    reason = "the job id is owned by a different idempotency key"
-                elif not same_target:
-                    reason = "the idempotency key was first used for a different target"
-                raise ProtocolError(
-                    "idempotency_conflict",
-                    409,
-                    reason,
-                    {"reason": "idempotency_conflict", "job_id": record.job_id},
-                )
+            conflict = identity_conflict(
+                record.job_id,
+                key=record.idempotency_key or "",  # a job without a key (an occurrence) is no Task's
+                target_ids=record.target_ids,
+                params=row.params if store_params else None,
+                task=task,
+                target_id=target.id,
+            )
+            if conflict is not None:
+                raise conflict
         if not start:
             pass
         elif self.client is not None and record.workflow_started_at is None and self.starter is not None:

@@ -98,6 +98,7 @@ async def finish_job(
         verdict = business_status(record.cells)
         outcome = build_outcome_record(
             job_id=job_id,
+            job_type=record.job_type,
             schedule_id=record.schedule_id or record.plan_id,
             occurrence_at_ms=record.occurrence_at if record.occurrence_at is not None else record.created_at,
             occurrence_date=record.occurrence_date,

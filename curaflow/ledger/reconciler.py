@@ -43,7 +43,7 @@ import asyncpg
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from curaflow.domain.execution import JOB_WORKFLOW
+from curaflow.domain.execution import job_workflow_types
 from curaflow.domain.projection import job_status
 from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
@@ -168,12 +168,17 @@ _BUDGET = "(workflow_input->'budgets'->>'{name}')::bigint"
 _LIVE = "NOT EXISTS (SELECT 1 FROM cells c WHERE c.job_id = j.job_id AND c.lease_until > $1::bigint)"
 
 
+def closed_executions_query(since: str) -> str:
+    """The visibility query of jobs' executions that closed without their job's finish
+    (terminated, timed out, failed) after ``since`` (``YYYY-MM-DDTHH:MM:SSZ``, UTC): every
+    workflow type that runs jobs (:func:`curaflow.domain.execution.job_workflow_types`)."""
+    types = " OR ".join(f"WorkflowType = '{name}'" for name in job_workflow_types())
+    return f"({types}) AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') AND CloseTime > '{since}'"
+
+
 async def _closed_executions(client: Client, now: int) -> dict[str, tuple[FinishCause, int]]:
     since = datetime.fromtimestamp((now - CLOSED_WINDOW_MS) / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    query = (
-        f"WorkflowType = '{JOB_WORKFLOW}' AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') "
-        f"AND CloseTime > '{since}'"
-    )
+    query = closed_executions_query(since)
     found: dict[str, tuple[FinishCause, int]] = {}
     async for execution in client.list_workflows(query):
         if execution.status is not None and execution.close_time is not None:

@@ -120,6 +120,12 @@ ROUTE_REFUSALS = Counter(
     "Works a route refused for good; each is remembered and not offered to that route again.",
     ["route", "kind"],
 )
+ROUTE_PAUSES = Counter(
+    "curaflow_route_pauses_total",
+    "Routes paused as broken: they refused several different works in a row with the same "
+    "answer (curaflow.ledger.route_gates); each pause is counted once. Lift with `curaflow routes resume`.",
+    ["route", "kind"],
+)
 BACKGROUND_ERRORS = Counter(
     "curaflow_background_errors_total",
     "Failures of a supervised background loop (each one logged as background.loop_failed and "
@@ -215,7 +221,7 @@ TRIGGERS = ("protocol", "temporal", "cli", "schedule")
 FAILED_JOB_STATUSES = ("failed", "expired")
 #: Cell reasons an alert pages on (``CuraflowSourceAccessRefused``).
 ALERTED_CELL_REASONS = ("auth_failed", "account_restricted")
-DELIVERY_RESULT_VALUES = ("delivered", "duplicate", "failed", "rejected", "unknown")
+DELIVERY_RESULT_VALUES = ("delivered", "duplicate", "failed", "rejected", "unknown", "paused")
 
 
 @_safe
@@ -224,9 +230,11 @@ def initialise_series(routes: Iterable[tuple[str, str]] = ()) -> None:
 
     prometheus-client creates a labelled series on its first ``inc()``, at 1; Prometheus'
     ``increase()`` over a series whose first sample is 1 reads 0, so a process's first
-    failure would never page (``deploy/prometheus/alerts.yml`` also counts new series for
-    the label values not known here). Known here: failed jobs by status and trigger, the
-    alerted cell reasons, every delivery result of every configured route.
+    failure would never page. ``deploy/prometheus/alerts.yml`` relies on these series
+    existing from the start (a failure counted before the process's first scrape is caught
+    by its ``process_start_time_seconds`` term instead). Created here: failed jobs by every
+    protocol status a ``failed`` business status can have and every trigger, the alerted
+    cell reasons, every delivery result of every configured route.
 
     Args:
         routes: ``(route name, route kind)`` of the configured routes.
@@ -239,11 +247,13 @@ def initialise_series(routes: Iterable[tuple[str, str]] = ()) -> None:
     for route, kind in routes:
         for result in DELIVERY_RESULT_VALUES:
             DELIVERY_RESULTS.labels(route=route, kind=kind, result=result)
+        ROUTE_PAUSES.labels(route=route, kind=kind)
 
 
 @_safe
-def record_admitted(trigger: str, job_type: str = "candidate_search") -> None:
-    """Count one first admission (``trigger``: protocol | cli | schedule)."""
+def record_admitted(trigger: str, job_type: str) -> None:
+    """Count one first admission (``trigger``: protocol | temporal | cli | schedule;
+    ``job_type``: the job's, as the ledger holds it)."""
     JOBS_ADMITTED.labels(trigger=trigger, job_type=job_type).inc()
 
 
@@ -354,6 +364,12 @@ def record_account_paused(account: str) -> None:
 def record_refusal(route: str, kind: str) -> None:
     """Count a work a route refused for good."""
     ROUTE_REFUSALS.labels(route=route, kind=kind).inc()
+
+
+@_safe
+def record_route_paused(route: str, kind: str) -> None:
+    """Count a route paused for a refusal streak (once per pause)."""
+    ROUTE_PAUSES.labels(route=route, kind=kind).inc()
 
 
 @_safe

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from curaflow.domain.execution import JOB_WORKFLOWS
+
 #: protocol code → default ``retryable`` (reference §2.2).
 PROTOCOL_CODES: dict[str, bool] = {
     "no_candidate": True,
@@ -31,7 +33,12 @@ PROTOCOL_CODES: dict[str, bool] = {
 }
 
 SUPPORTED_PROTOCOL_VERSIONS = ["1"]
-SUPPORTED_JOB_TYPES = ["candidate_search"]
+
+
+def supported_job_types() -> list[str]:
+    """The job types a Task may name: those curaflow runs
+    (:data:`curaflow.domain.execution.JOB_WORKFLOWS`), sorted."""
+    return sorted(JOB_WORKFLOWS)
 
 
 def default_retryable(code: str) -> bool:

@@ -30,8 +30,10 @@ from typing import Any, Literal
 from pydantic import field_validator
 
 from curaflow.domain.reasons import TerminalReason
+from curaflow.outbound import Destinations
 from curaflow.paths import PathEscape, inside
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings
+from curaflow.routes.registry import RouteContext, register_route
 
 
 class DirectoryRouteConfig(RouteSettings):
@@ -43,6 +45,9 @@ class DirectoryRouteConfig(RouteSettings):
     ends ``delivery_abandoned``.
 
     Attributes:
+        path: the directory; ``~`` expanded and a relative path resolved against the
+            current directory when the settings load, so every process of one stack
+            writes to the same place.
         file_mode: permission bits of the delivered files and manifests, in octal
             (``"0640"``); None → what the process's umask gives a new file (``0644``
             under the usual ``022``), as ``cp`` would.
@@ -51,6 +56,15 @@ class DirectoryRouteConfig(RouteSettings):
     kind: Literal["directory"] = "directory"
     path: Path
     file_mode: str | None = None
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    def destinations(self) -> Destinations:
+        """None: the route writes files and talks to no one."""
+        return Destinations(origins=())
 
     @field_validator("file_mode")
     @classmethod
@@ -208,3 +222,11 @@ class DirectoryRoute:
             raise RouteError(TerminalReason.DELIVERY_REJECTED, f"directory: {err}", permanent=True) from err
         except OSError as err:
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"directory write failed: {err.strerror}") from err
+
+
+def build_directory_route(name: str, config: DirectoryRouteConfig, context: RouteContext) -> DirectoryRoute:
+    """The ``directory`` route ``name`` (its outbound client is not used)."""
+    return DirectoryRoute(name, config.path, file_mode=config.mode)
+
+
+register_route("directory", DirectoryRouteConfig, build_directory_route)

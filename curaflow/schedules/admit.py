@@ -112,7 +112,7 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
         # The trampoline starts the workflow right after this activity: the reconciler
         # must not start a second, top-level one meanwhile.
         await mark_workflow_started(conn, job_id)
-    metrics.record_admitted("schedule")
+    metrics.record_admitted("schedule", inp.job_type)
     metrics.record_occurrence(occ.schedule_id, "started", lag_s)
     log.info(
         "schedule.occurrence_admitted",

@@ -145,13 +145,14 @@ async def test_tag_without_recorded_works_ends_no_candidate(shared: Env) -> None
     assert not shared.out("nothing").exists()
 
 
-async def test_webhook_400_fails_the_cell_after_one_attempt(shared: Env) -> None:
+async def test_webhook_400_fails_the_cell_after_one_attempt_and_never_refuses_the_work(shared: Env) -> None:
     webhook = shared.webhook
     webhook.script["/reject"] = [Reply(400, {"error": "bad payload"})] * 5
     record = await shared.stack.wait_terminal(await shared.admit("reject"))
 
     assert record.cells[0].state == "failed"
-    assert record.cells[0].reason == "delivery_rejected"
+    # a bare 400 names no work: the route's (its receiver must be fixed), not the work's
+    assert record.cells[0].reason == "route_refused"
     assert len(webhook.at("/reject")) == 1
     assert record.business_status == "failed"
     assert [d.status for d in record.cells[0].deliveries] == ["failed"]

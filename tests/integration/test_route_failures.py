@@ -163,7 +163,7 @@ async def test_a_telegram_502_after_the_post_does_not_post_twice(env: Env) -> No
 async def test_a_refused_work_is_not_offered_to_that_route_again(env: Env) -> None:
     webhook, stack, hook = env.webhook, env.stack, env.route("refused")
     w1, w2, w3 = ordered("オリジナル")[:3]
-    webhook.refuse_works = {w1}  # 400 for this one work, every time
+    webhook.refuse_works = {w1}  # 422 for this one work, every time
     records = [await env.run("refused") for _ in range(3)]
 
     first = records[0].cells[0]
@@ -178,7 +178,7 @@ async def test_a_refused_work_is_not_offered_to_that_route_again(env: Env) -> No
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     assert [(r["route"], r["work_id"], r["reason"]) for r in rows] == [(hook, w1, "delivery_rejected")]
-    assert "400" in rows[0]["error"]
+    assert "422" in rows[0]["error"]
     webhook.refuse_works = set()
     cleared = await curaflow("refusals", "clear", hook, w1, stack=stack)
     assert cleared.returncode == 0, cleared.stderr

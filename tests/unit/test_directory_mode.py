@@ -13,7 +13,8 @@ import pytest
 
 from curaflow.config import ConfigError, load_settings
 from curaflow.domain.models import Artifact, ArtifactFile, Work, WorkPage
-from curaflow.routes import build_route
+from curaflow.outbound import Destinations, Outbound
+from curaflow.routes import RouteContext, build_route
 from curaflow.routes.base import DeliveryRequest
 from curaflow.routes.directory import DirectoryRoute
 
@@ -75,7 +76,8 @@ def test_a_configured_mode_wins_over_the_umask(tmp_path: Path, umask) -> None:  
 
     async def deliver() -> None:
         async with httpx.AsyncClient() as http:
-            await build_route("out", settings.routes["out"], http).deliver(request(tmp_path))
+            context = RouteContext(http=Outbound(Destinations(origins=()), http=http))
+            await build_route("out", settings.routes["out"], context).deliver(request(tmp_path))
 
     asyncio.run(deliver())
     assert set(modes(tmp_path / "out" / "123").values()) == {0o640}

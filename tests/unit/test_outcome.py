@@ -117,6 +117,7 @@ def test_outcome_record_fields() -> None:
     cells[0].work_id = "123"
     record = build_outcome_record(
         job_id="j",
+        job_type="candidate_search",
         schedule_id="s",
         occurrence_at_ms=0,
         occurrence_date="1970-01-01",
@@ -126,6 +127,7 @@ def test_outcome_record_fields() -> None:
     )
     assert record["event"] == "schedule.outcome" and record["outcome_version"] == 2
     assert record["slot_id"] == "j" and record["schedule_id"] == "s"
+    assert record["job_type"] == "candidate_search"
     assert record["occurrence_at"] == "1970-01-01T00:00:00Z"
     assert record["status"] == "partial" and record["business_status"] == "partial_success"
     assert record["alertable"] is False
@@ -169,6 +171,7 @@ def test_a_cancelled_cell_whose_webhook_got_the_work_is_reported_as_published() 
     assert not is_alertable(business_status(cells))
     record = build_outcome_record(
         job_id="p1@manual-k",
+        job_type="candidate_search",
         schedule_id="p1",
         occurrence_at_ms=None,
         occurrence_date=None,

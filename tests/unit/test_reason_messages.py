@@ -22,6 +22,7 @@ def lone_cell(reason: TerminalReason) -> CellSnapshot:
 def outcome(*cells: CellSnapshot) -> dict[str, object]:
     return build_outcome_record(
         job_id="j",
+        job_type="candidate_search",
         schedule_id="s",
         occurrence_at_ms=None,
         occurrence_date=None,

@@ -73,6 +73,7 @@ def test_no_message_of_a_failure_a_retry_cannot_fix_tells_to_retry_later() -> No
         cell = CellSnapshot(target_id="t", state=CellState.FAILED, reason=reason)
         record = build_outcome_record(
             job_id="j",
+            job_type="candidate_search",
             schedule_id=None,
             occurrence_at_ms=None,
             occurrence_date=None,
