@@ -127,9 +127,8 @@ async def test_a_cancel_that_stops_one_target_of_two_ends_the_job_cancelled(env:
     # the delivery that landed is reported.
     env.fakes.on("deliver", "t1", Act("ok"), route="a").on("deliver", "t2", Act("hang"), route="b")
     handle = await env.start(env.job({"t1": ["a"], "t2": ["b"]}))
-    while len(env.fakes.deliveries) < 1 or "deliver" not in env.fakes.steps("t2"):
-        await asyncio.sleep(0.02)
-    await asyncio.sleep(0.2)  # t2's send is out
+    await env.status_until(handle, lambda s: bool(s.deliveries), "t1's delivery in the live state")
+    await env.beating(handle, "deliver")  # t2's send is out
 
     await handle.signal("cancel", {"reason": "enough"})
 

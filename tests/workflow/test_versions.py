@@ -4,7 +4,7 @@ A live execution that started before a patch sees ``workflow.patched(<id>)`` ans
 for it; here the answer is made False for new executions too (an unsandboxed worker, the
 SDK's function replaced for the test), so the old branch of each patch runs live on the
 fake activities — the frozen core v1 orchestration (``core-v2``, :mod:`workflows.job_v1`)
-and the behaviours before ``failed-execution`` and ``cell-progress``. The recorded histories
+and the behaviours before ``failed-execution``, ``cell-progress`` and ``reporting-run``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.workflow.fakes import Act
 from tests.workflow.harness import Env, workers
-from workflows.job import CELL_PROGRESS, CORE_V2, FAILED_EXECUTION
+from workflows.job import CELL_PROGRESS, CORE_V2, FAILED_EXECUTION, REPORTING_RUN
 
 pytestmark = pytest.mark.integration
 
@@ -107,3 +107,26 @@ async def test_before_cell_progress_the_live_state_waits_for_the_step_result(unp
         await handle.result()
 
     assert (state.status, state.stage, state.cells[0].work_id) == ("queued", "searching", None)
+
+
+async def test_before_reporting_run_a_run_reporting_an_ended_job_published_its_state(unpatched: Unpatched) -> None:
+    from curaflow.domain.messages import JobState
+    from curaflow.jobs.submit import start_job
+    from curaflow.protocol.task import manual_job_id
+
+    async with unpatched(REPORTING_RUN) as env:
+        key = "k-reporting"
+        job_id = manual_job_id("t", f"{key}-{env.queue}")
+        ended = JobState(job_id=job_id, status="succeeded", stage="done", business_status="success")
+        env.fakes.admit_as(env.job(job_id=job_id, trigger="temporal"), final=ended)
+        task = {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": f"{key}-{env.queue}",
+            "params": {"target_id": "t"},
+        }
+        handle = await start_job(env.client, task, task_queue=env.queue)
+        assert JobState.model_validate(await handle.result()) == ended
+        attributes = await env.search_attributes(handle)
+
+    assert (attributes["JobStatus"], attributes["BusinessStatus"]) == ("succeeded", "success")
