@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import inspect
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -81,6 +82,23 @@ async def eventually(
             described = what() if callable(what) else what
             raise TimeoutError(f"not within {timeout_s:g}s: {described} (last: {last!r}, error: {error!r})")
         await asyncio.sleep(interval_s)
+
+
+async def waiting_for_a_lock(pool: asyncpg.Pool, timeout_s: float = 10.0) -> None:
+    """Wait until a session of this database waits for a lock (a statement blocked on a
+    row another transaction holds): the moment to check it has not returned yet.
+
+    Raises:
+        TimeoutError: no session waited within ``timeout_s``.
+    """
+
+    async def waiting() -> bool:
+        sessions = await pool.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return bool(sessions)
+
+    await eventually(waiting, timeout_s=timeout_s, interval_s=0.02, what="a session waiting for a lock")
 
 
 class FakeClock:
@@ -381,6 +399,28 @@ class Stack:
             return f"job {job_id} terminal: {record}\n{logs}"
 
         return await eventually(terminal, timeout_s=timeout_s, what=what)
+
+
+@contextlib.asynccontextmanager
+async def shared_stack(
+    tmp: Path, temporal_address: str, database_url: str, config: dict[str, Any], *, api: bool = False
+) -> AsyncIterator[Stack]:
+    """One :class:`Stack` and its worker process for every test of a module (a module-scoped
+    fixture's body): the tests share the process, each on targets and routes of its own
+    (their names in ``config``), so no test sees another's deliveries or dedupe; a test
+    that kills, pauses or reconfigures a worker keeps a stack of its own (``make_stack``).
+
+    Args:
+        api: also serve the API in the test process (``stack.http``).
+    """
+    stack = Stack(tmp, temporal_address, database_url, config)
+    try:
+        await stack.start_worker()
+        if api:
+            await stack.start_api()
+        yield stack
+    finally:
+        await stack.stop()
 
 
 def env_database_url() -> str | None:

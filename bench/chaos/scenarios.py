@@ -850,6 +850,15 @@ async def cancel_storm(s: Scenario) -> None:
         s.result.faults.append(Fault(f"{s.result.kills} worker SIGKILLs", down_ms=0))
 
 
+#: The deadline of every ``edges`` job that ends on its own: a minute, so a loaded machine
+#: never makes one of them expire.
+EDGE_DEADLINE_MS = 60_000
+#: The deadline of the cases that end only at their deadline (a send or a download that
+#: never completes): long enough for several attempts, each cut at its own bound (a
+#: route's ``timeout_ms`` of 5 s), short enough that the run does not wait a minute.
+EDGE_EXPIRY_DEADLINE_MS = 20_000
+
+
 @dataclass(frozen=True)
 class EdgeCase:
     """One hostile party of the ``edges`` scenario: a target of its own, one job.
@@ -869,6 +878,9 @@ class EdgeCase:
             allowed host name (``localhost``).
         min_bookmarks: the target's filter (the source case: page 1 is all filtered out).
         expected: the job's allowed ends (``status`` or ``status/reason``).
+        deadline_ms: its job's ``deadline_ms``: a case that can only end at its deadline
+            gets :data:`EDGE_EXPIRY_DEADLINE_MS` (the run waits for it), every other case
+            :data:`EDGE_DEADLINE_MS` (it ends on its own, long before).
     """
 
     name: str
@@ -880,17 +892,20 @@ class EdgeCase:
     callback: bool = False
     min_bookmarks: int | None = None
     expected: tuple[str, ...] = ("succeeded",)
+    deadline_ms: int = EDGE_DEADLINE_MS
 
 
 #: The ``edges`` cases, target ``edges<i>`` each (:mod:`bench.chaos.hostile` plays the parties).
 EDGE_CASES: tuple[EdgeCase, ...] = (
-    EdgeCase("receiver streams its 200 at 1 KiB/s", hook="slow", expected=("expired",)),
+    EdgeCase(
+        "receiver streams its 200 at 1 KiB/s", hook="slow", expected=("expired",), deadline_ms=EDGE_EXPIRY_DEADLINE_MS
+    ),
     EdgeCase("receiver answers 100 MiB", hook="huge"),
     EdgeCase("receiver redirects to an internal address", hook="redirect", expected=("failed/route_refused",)),
     EdgeCase("Telegram: 429, then 400 'Too Many Requests: retry after 1'", telegram=True),
     EdgeCase("callback_url: allowed name resolving to 127.0.0.1", callback=True),
     EdgeCase("endless image", word="endless"),
-    EdgeCase("image trickling 1 B / 2 s", word="trickle", expected=("expired",)),
+    EdgeCase("image trickling 1 B / 2 s", word="trickle", expected=("expired",), deadline_ms=EDGE_EXPIRY_DEADLINE_MS),
     EdgeCase("image URL answering JSON", word="json"),
     EdgeCase("image URL on an internal service", word="internal"),
     EdgeCase("search page 2: 500, 500, empty 200", word="source", min_bookmarks=1),
@@ -921,11 +936,11 @@ EDGE_SLOT_FREE_MS = 10_000
 #: delay: the backoff's first step (curaflow.domain.ratelimit.UNSTATED_BASE_MS), less the
 #: clocks' slack.
 EDGE_MIN_BACKOFF_MS = 4_500
-#: The deadline of every ``edges`` job (the protocol's floor).
-EDGE_DEADLINE_MS = 60_000
 #: How far past its deadline a job may end, and how long a hostile connection may stay
-#: open after its job ended.
+#: open after its job ended (or past its route's timeout).
 EDGE_GRACE_MS = 5_000
+#: ``timeout_ms`` of every webhook route of the scenario.
+EDGE_HOOK_TIMEOUT_MS = 5_000
 #: How much a worker's resident memory may grow during the scenario.
 EDGE_RSS_GROWTH_MIB = 200
 #: The hostile party's streamed answers → the case whose job they belong to.
@@ -949,7 +964,7 @@ def edges_config(receiver_url: str, root: Path, hostile_url: str, internal_url: 
     for i, case in enumerate(EDGE_CASES):
         hook, folder = f"edges-hook{i}", f"edges-dir{i}"
         url = f"{hostile_url}/hook/{case.hook}/{i}" if case.hook else f"{receiver_url}/edges/{i}?delay_ms=150"
-        routes[hook] = {"kind": "webhook", "url": url, "secret": SECRET, "timeout_ms": 5000}
+        routes[hook] = {"kind": "webhook", "url": url, "secret": SECRET, "timeout_ms": EDGE_HOOK_TIMEOUT_MS}
         routes[folder] = {"kind": "directory", "path": str(root / "routes" / "edges" / str(i))}
         names = [hook, folder]
         if case.telegram:
@@ -1004,26 +1019,27 @@ def rss_mib(pid: int) -> float | None:
 
 
 async def edges(s: Scenario) -> None:
-    """One job per hostile party (:data:`EDGE_CASES`), all at once, each with a 60 s
-    deadline, while every worker's memory is sampled; once they ended (and a grace for
-    connections to close), the case checks: each job's end is one its case allows, no
-    job ended more than :data:`EDGE_GRACE_MS` past its deadline, no hostile connection
-    outlived its job by more, the internal service was never reached, no hostile work
-    was delivered, Telegram and Discord have each accepted post once, the rate-limiting
-    receivers accepted the work once, no party that rate-limited without a delay was
-    asked again within :data:`EDGE_MIN_BACKOFF_MS`, no work was refused for good (no
-    hostile answer names a work), every decode bomb and unusable animation is
-    remembered unavailable within :data:`EDGE_SLOT_FREE_MS` of being served (the
-    account's source slot is free again: the job went on to the next work), and no
-    worker grew by more
-    than :data:`EDGE_RSS_GROWTH_MIB`."""
+    """One job per hostile party (:data:`EDGE_CASES`), all at once, each with its case's
+    deadline, while every worker's memory is sampled; once they ended and every hostile
+    connection closed (or :data:`EDGE_GRACE_MS` passed), the case checks: each job's end
+    is one its case allows, no job ended more than :data:`EDGE_GRACE_MS` past its
+    deadline, no hostile connection outlived its job by more, the internal service was
+    never reached, no hostile work was delivered, Telegram and Discord have each accepted
+    post once, the rate-limiting receivers accepted the work once, the trickling
+    receiver's every send was cut at its route's timeout and is reported ``unknown`` (it
+    may have landed), no party that rate-limited without a delay was asked again within
+    :data:`EDGE_MIN_BACKOFF_MS`, no work was refused for good (no hostile answer names a
+    work), every decode bomb and unusable animation is remembered unavailable within
+    :data:`EDGE_SLOT_FREE_MS` of being served (the account's source slot is free again:
+    the job went on to the next work), and no worker grew by more than
+    :data:`EDGE_RSS_GROWTH_MIB`."""
     stack = s.stack
     async with httpx.AsyncClient(timeout=120) as http:  # the bombs of this run, from its seed
         seeded = await http.post(f"{stack.hostile_url}/_chaos/seed", json={"seed": s.rng.randrange(2**31)})
         seeded.raise_for_status()
     internal_port = stack.internal_url.rsplit(":", 1)[1]
     for i, case in enumerate(EDGE_CASES):
-        fields: dict[str, Any] = {"deadline_ms": EDGE_DEADLINE_MS}
+        fields: dict[str, Any] = {"deadline_ms": case.deadline_ms}
         if case.callback:
             fields["callback_url"] = f"http://localhost:{internal_port}/callback"
         s.task_fields[f"edges{i}"] = fields
@@ -1042,12 +1058,15 @@ async def edges(s: Scenario) -> None:
     sampler = asyncio.create_task(sample())
     await s.load(asyncio.Event(), len(EDGE_CASES))
     await s.drain()
-    await asyncio.sleep(EDGE_GRACE_MS / 1000)
+    async with httpx.AsyncClient(timeout=10) as http:
+        grace_end = time.monotonic() + EDGE_GRACE_MS / 1000
+        while True:  # a connection that outlives its job by more than the grace is a finding
+            state = (await http.get(f"{stack.hostile_url}/_chaos/state")).json()
+            if state["open_streams"] == 0 or time.monotonic() >= grace_end:
+                break
+            await asyncio.sleep(0.25)
     stop.set()
     await sampler
-
-    async with httpx.AsyncClient(timeout=10) as http:
-        state = (await http.get(f"{stack.hostile_url}/_chaos/state")).json()
     case_of = {f"edges{i}": case for i, case in enumerate(EDGE_CASES)}
     rows = await stack.fetch(
         "SELECT job_id, created_at, completed_at, deadline_at FROM jobs WHERE job_id = ANY($1::text[])",
@@ -1062,6 +1081,7 @@ async def edges(s: Scenario) -> None:
         "hostile_delivered": [],
         "telegram_duplicates": [],
         "not_delivered_once": [],
+        "slow_send_not_cut": [],
         "memory_unbounded": [],
         "retried_too_soon": [],
         "work_refused_for_good": [],
@@ -1081,7 +1101,7 @@ async def edges(s: Scenario) -> None:
             ends[case.name] = {"end": end, "seconds": round(took / 1000, 1) if took else None}
             if view["status"] not in case.expected and end not in case.expected:
                 found["unexpected_end"].append({"case": case.name, "end": end, "job_id": row["job_id"]})
-            deadline_at = row["deadline_at"] or row["created_at"] + EDGE_DEADLINE_MS
+            deadline_at = row["deadline_at"] or row["created_at"] + case.deadline_ms
             if row["completed_at"] is None or row["completed_at"] > deadline_at + EDGE_GRACE_MS:
                 found["overran_deadline"].append({"case": case.name, "job_id": row["job_id"], "seconds": took})
             for d in job_deliveries(view):
@@ -1099,10 +1119,26 @@ async def edges(s: Scenario) -> None:
             {"party": "discord", "accepted": state["discord_posts"], "reported_delivered": discord_delivered}
         )
     ends = {c.name: ends[c.name] for c in EDGE_CASES if c.name in ends}
+    hook_intents = {
+        (row["job_id"], row["route"]): row["status"]
+        for row in await stack.fetch(
+            "SELECT job_id, route, status FROM delivery_intents WHERE job_id = ANY($1::text[])", list(s.jobs)
+        )
+    }
+    job_of = {s.jobs[j].target_id: j for j in s.jobs}
     for i, case in enumerate(EDGE_CASES):
         accepted = state["hook_accepted"].get(str(i), 0)
         if case.hook in ("ratelimit", "nodelay") and accepted != 1:
             found["not_delivered_once"].append({"case": case.name, "accepted": accepted})
+        if case.hook == "slow":
+            # every attempt cut at the route's timeout (none outlives it by the grace), and
+            # the send reported unknown: it may have landed
+            sends = [stream for stream in state["streams"] if stream["what"] == f"slow hook {i}"]
+            bound = EDGE_HOOK_TIMEOUT_MS + EDGE_GRACE_MS
+            uncut = [x for x in sends if x["closed_ms"] is None or x["closed_ms"] - x["opened_ms"] > bound]
+            status = hook_intents.get((job_of.get(f"edges{i}", ""), f"edges-hook{i}"))
+            if not sends or uncut or status != "unknown":
+                found["slow_send_not_cut"].append({"case": case.name, "sends": sends, "intent": status})
     # A rate limit without a delay is a backoff from 5 s, never a constant.
     for party, asked in state["asked_ms"].items():
         gaps = [b - a for a, b in itertools.pairwise(asked)]

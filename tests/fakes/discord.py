@@ -106,6 +106,7 @@ class FakeDiscord:
 
     def __post_init__(self) -> None:
         self._next = 1_300_000_000_000_000_000
+        self._limits = (self.max_file_bytes, self.max_request_bytes)
         app = FastAPI()
 
         @app.post("/api/webhooks/{webhook_id}/{token}")
@@ -118,6 +119,16 @@ class FakeDiscord:
     def url(self) -> str:
         """The webhook URL to configure."""
         return f"{self.server.url}/api/webhooks/{self.webhook_id}/{self.token}"
+
+    def reset(self) -> FakeDiscord:
+        """Forget every request, message, violation and script, and restore the limits it was
+        made with (one fake serving the tests of a module)."""
+        self.requests.clear()
+        self.messages.clear()
+        self.violations.clear()
+        self.script.clear()
+        self.max_file_bytes, self.max_request_bytes = self._limits
+        return self
 
     async def _handle(self, request: Request, webhook_id: str, token: str) -> Response:
         payload: dict[str, Any] = {}

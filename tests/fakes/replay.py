@@ -311,6 +311,12 @@ class ReplayServer:
         """Logged search requests."""
         return [line for line in self.log if "/v1/search/illust" in line]
 
+    def reset(self) -> ReplayServer:
+        """Forget every fault and request (one server serving the tests of a module)."""
+        self.faults.__init__()  # type: ignore[misc]  # in place: the app holds this object
+        self.log.clear()
+        return self
+
     async def start(self) -> ReplayServer:
         await self.server.start()
         return self

@@ -147,6 +147,7 @@ class FakeTelegram:
         self.threads: set[str] | None = None
         self.closed_threads: set[str] = set()
         self.max_request_bytes: int | None = None
+        self._chats, self._blocked = set(self.chats), set(self.blocked)
         self.requests: list[TgRequest] = []
         self.messages: list[dict[str, Any]] = []
         self.violations: list[str] = []
@@ -186,6 +187,17 @@ class FakeTelegram:
     @property
     def url(self) -> str:
         return self.server.url
+
+    def reset(self) -> FakeTelegram:
+        """Forget every request, message, violation and script (one fake serving the tests
+        of a module); the chats, blocks, topics and size limit are back to what it was made with."""
+        self.requests.clear()
+        self.messages.clear()
+        self.violations.clear()
+        self.script.clear()
+        self.chats, self.blocked = set(self._chats), set(self._blocked)
+        self.threads, self.closed_threads, self.max_request_bytes = None, set(), None
+        return self
 
     def at(self, method: str) -> list[TgRequest]:
         """Requests received for ``method``."""

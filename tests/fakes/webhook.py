@@ -60,12 +60,15 @@ class WebhookReceiver:
         refuse_works: work ids this receiver refuses for good, on every path and every
             time: ``422 {"error": "unsupported content"}`` (a receiver that cannot take
             one work, e.g. its file type or content).
+        answered: the ``webhook-id`` of every request whose handling ended (its answer
+            sent, or its client gone), in order.
     """
 
     def __init__(self, secret: str, *, dedupe: bool = False, host: str = "127.0.0.1", port: int = 0) -> None:
         self.secret = secret
         self.dedupe = dedupe
         self.processed: list[str] = []
+        self.answered: list[str] = []
         self.verifier = Webhook(secret)
         self.received: list[Received] = []
         self.script: dict[str, list[Reply]] = {}
@@ -93,6 +96,12 @@ class WebhookReceiver:
 
         @app.post("/{path:path}")
         async def receive(request: Request, path: str) -> Response:
+            try:
+                return await answer(request, path)
+            finally:
+                self.answered.append(request.headers.get("webhook-id", ""))
+
+        async def answer(request: Request, path: str) -> Response:
             body = await request.body()
             headers = {k.lower(): v for k, v in request.headers.items()}
             try:
@@ -123,6 +132,16 @@ class WebhookReceiver:
     @property
     def url(self) -> str:
         return self.server.url
+
+    def reset(self) -> WebhookReceiver:
+        """Forget every request, answer and script (one receiver serving the tests of a module)."""
+        self.received.clear()
+        self.processed.clear()
+        self.answered.clear()
+        self.script.clear()
+        self.refuse_works.clear()
+        self.arrived.clear()
+        return self
 
     def works(self) -> list[str]:
         """The work id of every delivery received, in order."""

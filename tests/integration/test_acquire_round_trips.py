@@ -29,7 +29,7 @@ from curaflow.domain.messages import AcquireInput, SearchInput, TargetQuery, Tar
 from curaflow.ledger.db import now_ms
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, ledger_job, short_id
+from tests.support import Stack, eventually, ledger_job, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -146,8 +146,7 @@ async def test_a_barrier_recorded_while_searching_stops_before_the_fetch(
     column = "cancel_requested_at" if barrier == "cancel" else "deadline_at"
 
     async def record_meanwhile() -> None:
-        while not replay.searches():
-            await asyncio.sleep(0.01)
+        await eventually(replay.searches, interval_s=0.01, what="the search sent")
         await opened.pool.execute(f"UPDATE jobs SET {column} = $2 WHERE job_id = $1", inp.job_id, now_ms())
 
     recorder = asyncio.create_task(record_meanwhile())

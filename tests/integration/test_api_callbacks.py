@@ -1,13 +1,15 @@
 """Pushing events to a job's ``callback_url`` (reference §4.7; curaflow.jobs.pushes).
 
 A real worker runs the ``push_events`` activity; the consumer is a real HTTP receiver
-on 127.0.0.1 scripted to answer 503 / 429 / slow / 409 / 400 / 500.
+on 127.0.0.1 scripted to answer 503 / 429 / slow / 409 / 400 / 500. The tests on the
+common callback settings share one worker process and the API (:func:`shared`); the others
+(another callback budget, another network policy, no worker at first) have their own.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from curaflow.ledger.event_pushes import push_states
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, closed_status, eventually, short_id, whsec
+from tests.support import Stack, closed_status, eventually, shared_stack, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -43,6 +45,21 @@ def callback_config(tmp_path: Path) -> dict[str, Any]:
     }
 
 
+@pytest.fixture(scope="module")
+async def module_stack(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Stack]:
+    tmp = tmp_path_factory.mktemp("callbacks")
+    async with shared_stack(tmp, temporal_address, database_url, callback_config(tmp), api=True) as stack:
+        yield stack
+
+
+@pytest.fixture
+def shared(module_stack: Stack, webhook: WebhookReceiver) -> Stack:
+    """The module's worker and API on :func:`callback_config` (each test its own callback path)."""
+    return module_stack
+
+
 async def all_events(stack: Stack, job_id: str) -> list[dict[str, Any]]:
     assert stack.http is not None
     return list((await stack.http.get(f"/jobs/{job_id}/events")).json()["events"])
@@ -63,65 +80,6 @@ async def wait_settled(stack: Stack, job_id: str, timeout_s: float = 60) -> list
     return await eventually(settled, timeout_s=timeout_s, interval_s=0.2, what=f"pushes of {job_id} settled")
 
 
-async def test_every_event_is_pushed_once_in_order_with_retries(
-    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver, temporal_client: Client
-) -> None:
-    # event 1: 503, 429, a reply slower than the 1 s timeout, then 409 ("already had it")
-    webhook.script["/cb"] = [Reply(503), Reply(429), Reply(200, delay_s=1.6), Reply(409)]
-    stack = make_stack(callback_config(tmp_path))
-    await stack.start_worker()
-    http = await stack.start_api()
-    body = stack.task(query={"tags": ["オリジナル"]})
-    body.update(callback_url=webhook.url + "/cb", correlation_id="corr-cb")
-    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
-
-    states = await wait_settled(stack, job_id)
-    await temporal_client.get_workflow_handle(job_id).result()  # the execution closes once pushes settled
-
-    events = await all_events(stack, job_id)
-    assert [s["status"] for s in states] == ["delivered"] * len(events)
-    assert states[0]["attempts"] == 4 and states[0]["last_status"] == 409
-    assert all(s["attempts"] == 1 and s["last_status"] == 200 for s in states[1:])
-    got = webhook.at("/cb")
-    first = events[0]["event_id"]
-    assert [r.headers["idempotency-key"] for r in got[:4]] == [first] * 4
-    # after the retries every event arrives exactly once, in order, as the Event JSON
-    assert [r.headers["idempotency-key"] for r in got[3:]] == [e["event_id"] for e in events]
-    by_id = {r.headers["idempotency-key"]: r for r in got}
-    for event in events:
-        received = by_id[event["event_id"]]
-        assert received.json() == event
-        assert received.headers["content-type"] == "application/json"
-        assert received.headers["x-idempotency-key"] == f"job-event:{job_id}:{event['event_id']}"
-    assert events[-1]["type"] == "job.succeeded" and events[-1]["correlation_id"] == "corr-cb"
-    # push and pull are independent: nothing was acked, the job is as it ended
-    page = (await http.get(f"/jobs/{job_id}/events")).json()
-    assert page["unacked"] == len(events)
-    assert (await http.get(f"/jobs/{job_id}")).json() == events[-1]["payload"]["job"]
-
-
-async def test_4xx_dead_letters_at_once_and_5xx_after_eight_attempts(
-    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver
-) -> None:
-    webhook.script["/dead"] = [Reply(400, {"error": "no"})] + [Reply(500)] * 8
-    stack = make_stack(callback_config(tmp_path))
-    await stack.start_worker()
-    http = await stack.start_api()
-    body = stack.task(query={"tags": ["オリジナル"]})
-    body["callback_url"] = webhook.url + "/dead"
-    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
-
-    states = await wait_settled(stack, job_id)
-
-    assert (states[0]["status"], states[0]["attempts"], states[0]["last_status"]) == ("dead", 1, 400)
-    assert (states[1]["status"], states[1]["attempts"], states[1]["last_status"]) == ("dead", 8, 500)
-    assert all(s["status"] == "delivered" for s in states[2:])
-    keys = [r.headers["idempotency-key"] for r in webhook.at("/dead")]
-    assert keys.count(states[1]["event_id"]) == 8
-    assert keys.count(states[0]["event_id"]) == 1
-    assert (await http.get(f"/jobs/{job_id}")).json()["status"] == "succeeded"
-
-
 async def test_events_written_without_a_workflow_are_pushed_by_the_sweeper(
     make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver, temporal_client: Client
 ) -> None:
@@ -130,9 +88,12 @@ async def test_events_written_without_a_workflow_are_pushed_by_the_sweeper(
     body = stack.task(query={"tags": ["オリジナル"]})
     body["callback_url"] = webhook.url + "/swept"
     job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
     # The API starts the workflow in the background once the job is durable.
-    while (await stack.job(job_id)).workflow_started_at is None:
-        await asyncio.sleep(0.05)
+    async def workflow_started() -> bool:
+        return (await stack.job(job_id)).workflow_started_at is not None
+
+    await eventually(workflow_started, interval_s=0.05, what="the workflow started")
     # Its workflow is gone before any worker ran it; the HTTP cancel converges the ledger.
     await temporal_client.get_workflow_handle(job_id).terminate(reason="test: no workflow serves this job")
     cancelled = await http.post(f"/jobs/{job_id}/cancel")
@@ -153,22 +114,6 @@ async def test_events_written_without_a_workflow_are_pushed_by_the_sweeper(
 
 
 # ---- the outbound layer: signed, bounded, guarded pushes ---------------------------------
-
-
-async def test_pushes_are_signed_like_the_webhook_route(
-    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver
-) -> None:
-    stack = make_stack(callback_config(tmp_path))
-    await stack.start_worker()
-    http = await stack.start_api()
-    body = stack.task(query={"tags": ["オリジナル"]})
-    body["callback_url"] = webhook.url + "/signed"
-    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
-    await wait_settled(stack, job_id)
-
-    got = webhook.at("/signed")
-    assert got and all(r.signature_ok for r in got)  # verified with the standardwebhooks library
-    assert [r.headers["webhook-id"] for r in got] == [r.headers["idempotency-key"] for r in got]
 
 
 async def test_a_receiver_sending_its_headers_slowly_costs_exactly_its_attempts(
@@ -249,3 +194,77 @@ async def test_a_callback_rate_limit_without_a_delay_backs_off_for_seconds(
     first, second = webhook.at("/slow-down")[:2]
     assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
     assert second.at - first.at >= 4.5  # the backoff's first step, never the policy's 0.1 s
+
+
+# ---- on the shared worker: order, retries, dead letters, signatures ----------------------
+
+
+async def test_every_event_is_pushed_once_in_order_with_retries(
+    shared: Stack, webhook: WebhookReceiver, temporal_client: Client
+) -> None:
+    # event 1: 503, 429, a reply slower than the 1 s timeout, then 409 ("already had it")
+    webhook.script["/cb"] = [Reply(503), Reply(429), Reply(200, delay_s=1.6), Reply(409)]
+    stack = shared
+    http = stack.http
+    assert http is not None
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body.update(callback_url=webhook.url + "/cb", correlation_id="corr-cb")
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    states = await wait_settled(stack, job_id)
+    await temporal_client.get_workflow_handle(job_id).result()  # the execution closes once pushes settled
+
+    events = await all_events(stack, job_id)
+    assert [s["status"] for s in states] == ["delivered"] * len(events)
+    assert states[0]["attempts"] == 4 and states[0]["last_status"] == 409
+    assert all(s["attempts"] == 1 and s["last_status"] == 200 for s in states[1:])
+    got = webhook.at("/cb")
+    first = events[0]["event_id"]
+    assert [r.headers["idempotency-key"] for r in got[:4]] == [first] * 4
+    # after the retries every event arrives exactly once, in order, as the Event JSON
+    assert [r.headers["idempotency-key"] for r in got[3:]] == [e["event_id"] for e in events]
+    by_id = {r.headers["idempotency-key"]: r for r in got}
+    for event in events:
+        received = by_id[event["event_id"]]
+        assert received.json() == event
+        assert received.headers["content-type"] == "application/json"
+        assert received.headers["x-idempotency-key"] == f"job-event:{job_id}:{event['event_id']}"
+    assert events[-1]["type"] == "job.succeeded" and events[-1]["correlation_id"] == "corr-cb"
+    # push and pull are independent: nothing was acked, the job is as it ended
+    page = (await http.get(f"/jobs/{job_id}/events")).json()
+    assert page["unacked"] == len(events)
+    assert (await http.get(f"/jobs/{job_id}")).json() == events[-1]["payload"]["job"]
+
+
+async def test_4xx_dead_letters_at_once_and_5xx_after_eight_attempts(shared: Stack, webhook: WebhookReceiver) -> None:
+    webhook.script["/dead"] = [Reply(400, {"error": "no"})] + [Reply(500)] * 8
+    stack = shared
+    http = stack.http
+    assert http is not None
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["callback_url"] = webhook.url + "/dead"
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    states = await wait_settled(stack, job_id)
+
+    assert (states[0]["status"], states[0]["attempts"], states[0]["last_status"]) == ("dead", 1, 400)
+    assert (states[1]["status"], states[1]["attempts"], states[1]["last_status"]) == ("dead", 8, 500)
+    assert all(s["status"] == "delivered" for s in states[2:])
+    keys = [r.headers["idempotency-key"] for r in webhook.at("/dead")]
+    assert keys.count(states[1]["event_id"]) == 8
+    assert keys.count(states[0]["event_id"]) == 1
+    assert (await http.get(f"/jobs/{job_id}")).json()["status"] == "succeeded"
+
+
+async def test_pushes_are_signed_like_the_webhook_route(shared: Stack, webhook: WebhookReceiver) -> None:
+    stack = shared
+    http = stack.http
+    assert http is not None
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["callback_url"] = webhook.url + "/signed"
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+    await wait_settled(stack, job_id)
+
+    got = webhook.at("/signed")
+    assert got and all(r.signature_ok for r in got)  # verified with the standardwebhooks library
+    assert [r.headers["webhook-id"] for r in got] == [r.headers["idempotency-key"] for r in got]

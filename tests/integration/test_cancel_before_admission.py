@@ -16,6 +16,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from curaflow.jobs.submit import job_id_for, start_job
@@ -51,7 +52,12 @@ async def test_a_cancel_before_admission_reaches_the_job(
 
     await eventually(exists, timeout_s=15, what="the execution")
     cancel = asyncio.create_task(http.post(f"/jobs/{job_id}/cancel"))
-    await asyncio.sleep(1.5)
+
+    async def cancel_reached_the_execution() -> bool:
+        history = await client.get_workflow_handle(job_id).fetch_history()
+        return any(e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED for e in history.events)
+
+    await eventually(cancel_reached_the_execution, timeout_s=15, what="the cancel request in the history")
     assert not cancel.done(), (await cancel).text  # once: 404 unknown_job at once
     assert not started.done()
     await stack.start_worker()

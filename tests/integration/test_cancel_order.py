@@ -20,7 +20,7 @@ from curaflow.domain.messages import TargetSpec
 from curaflow.ledger.cells import lock_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import request_cancel
-from tests.support import ledger_job
+from tests.support import eventually, ledger_job, waiting_for_a_lock
 
 pytestmark = pytest.mark.integration
 
@@ -35,9 +35,13 @@ async def test_a_cancel_that_waited_for_a_send_claim_is_recorded_after_it(ledger
     async with ledger_pool.acquire() as claimer, claimer.transaction():
         await lock_job(claimer, job_id)  # what claim_send holds while it decides
         waiting = asyncio.create_task(cancel())
-        await asyncio.sleep(0.3)
+
+        await waiting_for_a_lock(ledger_pool)  # the cancel waits for the job row
+        seen_at = now_ms()
+        # A millisecond later than any time the cancel could have read before it waited.
+        await eventually(lambda: now_ms() > seen_at, interval_s=0.001, what="the next millisecond")
         assert not waiting.done()  # the cancel waits for the claim's transaction
         claimed_at = now_ms()  # the intent's sent_at, written under the lock
     assert await waiting
     cancelled_at = await ledger_pool.fetchval("SELECT cancel_requested_at FROM jobs WHERE job_id = $1", job_id)
-    assert cancelled_at >= claimed_at  # today: ~300 ms earlier (read before waiting)
+    assert cancelled_at >= claimed_at  # read before waiting, it was earlier

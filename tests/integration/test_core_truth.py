@@ -158,7 +158,15 @@ def posts_for(env: Env, job_id: str) -> list[Any]:
 async def test_a_cancelled_job_reports_the_delivery_that_landed(env: Env, path: str) -> None:
     job_id = await submit(env, "p1")
     await asyncio.wait_for(env.hook.arrived.wait(), 30)  # the webhook has the work
-    await asyncio.sleep(0.3)  # its answer is recorded; the directory route keeps failing
+    pool = await env.stack.ledger()
+
+    async def hook_delivered() -> bool:  # its answer is recorded; the directory route keeps failing
+        status = await pool.fetchval(
+            "SELECT status FROM delivery_intents WHERE job_id = $1 AND route = $2", job_id, env.hook_route
+        )
+        return bool(status == "delivered")
+
+    await eventually(hook_delivered, what="the webhook's delivery recorded")
 
     await cancel_by(env, path, job_id)
 
@@ -181,7 +189,6 @@ async def test_a_cancelled_job_reports_the_delivery_that_landed(env: Env, path: 
     assert terminal["payload"]["error"]["detail"]["deliveries"] == job["error"]["detail"]["deliveries"]
 
     # The outcome record does not say that nothing went out.
-    pool = await env.stack.ledger()
     row = await pool.fetchrow("SELECT business_status, alertable, record FROM outcomes WHERE job_id = $1", job_id)
     outcome = row["record"]
     assert row["business_status"] == "partial_success", outcome
@@ -295,7 +302,14 @@ async def test_a_terminate_while_a_send_is_out_waits_for_it_and_reports_what_lan
     import json as _json
 
     outcome = _json.loads(outcome) if isinstance(outcome, str) else outcome
-    await asyncio.sleep(answer_after_s + 1)  # any answer has arrived by now, whatever the reconciler did
+
+    # Any answer has arrived by now, whatever the reconciler did: the receiver has ended the
+    # request (answered it, or seen its client go).
+    await eventually(
+        lambda: any(job_id in answered for answered in env.hook.answered),
+        timeout_s=answer_after_s + 30,
+        what="the receiver ended the send",
+    )
     job = (await env.http.get(f"/jobs/{job_id}")).json()
     intents = await pool.fetch("SELECT status FROM delivery_intents WHERE job_id = $1", job_id)
     assert [r["status"] for r in intents] == [landed]

@@ -3,11 +3,17 @@
 Real Temporal, real PostgreSQL, real worker processes; Pixiv is the replay server (in
 the test process), Telegram / Discord / the webhook receiver are fakes on 127.0.0.1
 that check what they receive against the platforms' limits.
+
+One worker process serves the module (:func:`tests.support.shared_stack`): each test has
+a target and routes of its own (:data:`SLOTS`), and the fakes are reset before it; the
+test that kills a worker has a stack of its own.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +32,7 @@ from tests.jobs_support import (
     telegram_route,
     webhook_route,
 )
-from tests.support import Stack, eventually, short_id
+from tests.support import Stack, eventually, shared_stack, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -51,23 +57,126 @@ def routes_stack(
     return make_stack(config)
 
 
-async def run_job(stack: Stack, tags: list[str] | None = None) -> Any:
-    return await stack.wait_terminal(await stack.admit(stack.task(query={"tags": tags or ["オリジナル"]})))
+async def run_job(stack: Stack, tags: list[str] | None = None, target_id: str | None = None) -> Any:
+    """Admit a job (on ``target_id``, or the stack's only target) and wait for its end."""
+    params: dict[str, Any] = {"target_id": target_id} if target_id else {}
+    return await stack.wait_terminal(await stack.admit(stack.task(query={"tags": tags or ["オリジナル"]}, **params)))
 
 
 def names() -> tuple[str, str]:
     return f"tg-{short_id()}", f"hook-{short_id()}"
 
 
-async def test_a_7000x5400_image_goes_as_a_document(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
-) -> None:
+@dataclass
+class Fakes:
+    replay: ReplayServer
+    telegram: FakeTelegram
+    discord: FakeDiscord
+    webhook: WebhookReceiver
+
+
+RouteKinds = Callable[[Fakes], dict[str, dict[str, Any]]]
+
+#: Each test's target (its slot) → its routes (kind → route config) and target fields.
+SLOTS: dict[str, tuple[RouteKinds, dict[str, Any]]] = {
+    "document": (lambda f: {"tg": telegram_route(f.telegram)}, {}),
+    "album": (lambda f: {"tg": telegram_route(f.telegram)}, {}),
+    "retry-after": (lambda f: {"tg": telegram_route(f.telegram)}, {}),
+    "ambiguous": (lambda f: {"tg": telegram_route(f.telegram, timeout_ms=500)}, {}),
+    "ambiguous-retry": (lambda f: {"tg": telegram_route(f.telegram, timeout_ms=500, on_ambiguous="retry")}, {}),
+    "one-fails": (lambda f: {"tg": telegram_route(f.telegram), "hook": webhook_route(f.webhook)}, {}),
+    "long-album": (lambda f: {"tg": telegram_route(f.telegram)}, {}),
+    "discord": (lambda f: {"dc": discord_route(f.discord)}, {}),
+    "cache": (
+        lambda f: {"tg": telegram_route(f.telegram), "hook": webhook_route(f.webhook)},
+        {"storage_mode": "cache"},
+    ),
+    "cache-kept": (
+        lambda f: {"tg": telegram_route(f.telegram), "hook": webhook_route(f.webhook)},
+        {"storage_mode": "cache"},
+    ),
+    "exactly-once": (
+        lambda f: {"tg": telegram_route(f.telegram), "hook": webhook_route(f.webhook)},
+        {"filters": {"max_page_count": 1}},  # one message per job
+    ),
+    "pending": (lambda f: {"hook": webhook_route(f.webhook, "/p")}, {}),
+}
+
+
+@dataclass
+class Env:
+    """The module's worker and fakes; :meth:`route` names a test's route, :meth:`run` runs its job."""
+
+    stack: Stack
+    fakes: Fakes
+    suffix: str
+
+    def route(self, slot: str, kind: str) -> str:
+        return f"{slot}-{kind}-{self.suffix}"
+
+    async def run(self, slot: str, tags: list[str] | None = None) -> Any:
+        return await run_job(self.stack, tags, target_id=slot)
+
+
+@pytest.fixture(scope="module")
+async def env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    fakes = Fakes(
+        await ReplayServer().start(),
+        await FakeTelegram().start(),
+        await FakeDiscord().start(),
+        await WebhookReceiver(whsec()).start(),
+    )
+    suffix = short_id()
+    routes: dict[str, Any] = {}
+    targets = []
+    for slot, (kinds, target) in SLOTS.items():
+        mine = {f"{slot}-{kind}-{suffix}": route for kind, route in kinds(fakes).items()}
+        routes.update(mine)
+        targets.append({"id": slot, "query": {"tags": ["オリジナル"]}, "routes": list(mine), **target})
+    config = {"pixiv": fakes.replay.config(), "routes": routes, "targets": targets}
+    try:
+        async with shared_stack(tmp_path_factory.mktemp("delivery"), temporal_address, database_url, config) as stack:
+            yield Env(stack, fakes, suffix)
+    finally:
+        for fake in (fakes.replay, fakes.telegram, fakes.discord, fakes.webhook):
+            await fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def fresh_fakes(env: Env) -> None:
+    """Each test starts with fakes that saw nothing and have no script."""
+    for fake in (env.fakes.replay, env.fakes.telegram, env.fakes.discord, env.fakes.webhook):
+        fake.reset()
+
+
+@pytest.fixture
+def replay(env: Env) -> ReplayServer:
+    return env.fakes.replay
+
+
+@pytest.fixture
+def telegram(env: Env) -> FakeTelegram:
+    return env.fakes.telegram
+
+
+@pytest.fixture
+def discord(env: Env) -> FakeDiscord:
+    return env.fakes.discord
+
+
+@pytest.fixture
+def webhook(env: Env) -> WebhookReceiver:
+    return env.fakes.webhook
+
+
+async def test_a_7000x5400_image_goes_as_a_document(env: Env, replay: ReplayServer, telegram: FakeTelegram) -> None:
     [work_id] = ordered("ゆずソフト")
     replay.faults.image_sizes = {work_id: (7000, 5400)}  # served at full size
-    tg, _ = names()
-    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram)}, tags=["ゆずソフト"])
-    await stack.start_worker()
-    record = await run_job(stack, ["ゆずソフト"])
+    stack = env.stack
+    tg = env.route("document", "tg")
+    record = await env.run("document", ["ゆずソフト"])
 
     assert record.cells[0].state == "submitted" and record.cells[0].work_id == work_id
     [sent] = telegram.requests
@@ -80,13 +189,10 @@ async def test_a_7000x5400_image_goes_as_a_document(
     assert intent["remote_id"] == str(message_id) and intent["remote_ids"] == [[message_id]]
 
 
-async def test_a_3_page_work_goes_as_one_album(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
-) -> None:
-    tg, _ = names()
-    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram)}, tags=["描き方"])
-    await stack.start_worker()
-    record = await run_job(stack, ["描き方"])
+async def test_a_3_page_work_goes_as_one_album(env: Env, replay: ReplayServer, telegram: FakeTelegram) -> None:
+    stack = env.stack
+    tg = env.route("album", "tg")
+    record = await env.run("album", ["描き方"])
 
     assert record.cells[0].state == "submitted" and record.cells[0].work_id == "126879163"
     [sent] = telegram.requests
@@ -98,14 +204,11 @@ async def test_a_3_page_work_goes_as_one_album(
     assert intent["remote_ids"] == [[m["message_id"] for m in telegram.messages]]
 
 
-async def test_a_429_with_retry_after_is_honoured(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
-) -> None:
+async def test_a_429_with_retry_after_is_honoured(env: Env, replay: ReplayServer, telegram: FakeTelegram) -> None:
     telegram.script["*"] = [TgReply("429", retry_after=2)]
-    tg, _ = names()
-    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram)}, tags=["ゆずソフト"])
-    await stack.start_worker()
-    record = await run_job(stack, ["ゆずソフト"])
+    stack = env.stack
+    tg = env.route("retry-after", "tg")
+    record = await env.run("retry-after", ["ゆずソフト"])
 
     assert record.cells[0].state == "submitted"
     first, second = telegram.requests
@@ -117,13 +220,12 @@ async def test_a_429_with_retry_after_is_honoured(
 
 
 async def test_an_ambiguous_telegram_timeout_does_not_produce_a_second_post(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+    env: Env, replay: ReplayServer, telegram: FakeTelegram
 ) -> None:
     telegram.script["*"] = [TgReply("stall", stall_s=3)]  # posted, answer held past the timeout
-    tg, _ = names()
-    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram, timeout_ms=500)}, tags=["ゆずソフト"])
-    await stack.start_worker()
-    record = await run_job(stack, ["ゆずソフト"])
+    stack = env.stack
+    tg = env.route("ambiguous", "tg")
+    record = await env.run("ambiguous", ["ゆずソフト"])
 
     cell = record.cells[0]
     assert (cell.state, cell.reason) == ("failed", "delivery_unknown")
@@ -136,35 +238,31 @@ async def test_an_ambiguous_telegram_timeout_does_not_produce_a_second_post(
     assert error["code"] == "delivery_failed" and error["detail"]["internal_code"] == "delivery_unknown"
 
     # the unknown intent keeps the work blocked on that route: a later job does not re-post it
-    again = await run_job(stack, ["ゆずソフト"])
+    again = await env.run("ambiguous", ["ゆずソフト"])
     assert again.cells[0].state == "no_candidate" and again.cells[0].reason == "duplicate_exhausted"
     assert len(telegram.messages) == 1
 
 
 async def test_on_ambiguous_retry_re_sends_at_least_once(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+    env: Env, replay: ReplayServer, telegram: FakeTelegram
 ) -> None:
     telegram.script["*"] = [TgReply("stall", stall_s=3)]
-    tg, _ = names()
-    route = telegram_route(telegram, timeout_ms=500, on_ambiguous="retry")
-    stack = routes_stack(make_stack, replay, {tg: route}, tags=["ゆずソフト"])
-    await stack.start_worker()
-    record = await run_job(stack, ["ゆずソフト"])
+    record = await env.run("ambiguous-retry", ["ゆずソフト"])
 
     assert record.cells[0].state == "submitted"
     assert len(telegram.messages) == 2  # at least once: the operator chose duplicates over gaps
 
 
 async def test_two_routes_where_one_fails_permanently(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
+    env: Env, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
 ) -> None:
     # Telegram answers once the webhook got its request: a cell that failed for good
     # releases its routes' unsent intents, so the other order would send nothing there.
     telegram.script["*"] = [TgReply("chat_not_found", after=webhook.arrived)] * 5
-    tg, hook = names()
-    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram), hook: webhook_route(webhook)})
-    await stack.start_worker()
-    record = await run_job(stack)
+    stack = env.stack
+    tg = env.route("one-fails", "tg")
+    hook = env.route("one-fails", "hook")
+    record = await env.run("one-fails")
 
     cell = record.cells[0]
     assert (cell.state, cell.reason) == ("failed", "route_refused")  # the chat is broken, not the work
@@ -179,13 +277,12 @@ async def test_two_routes_where_one_fails_permanently(
 
 
 async def test_a_long_album_resumes_at_the_first_unconfirmed_chunk(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+    env: Env, replay: ReplayServer, telegram: FakeTelegram
 ) -> None:
     telegram.script["sendMediaGroup"] = [TgReply("ok"), TgReply("429", retry_after=1)]
-    tg, _ = names()
-    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram)}, tags=["フリー素材"])  # 14 pages
-    await stack.start_worker()
-    record = await run_job(stack, ["フリー素材"])
+    stack = env.stack
+    tg = env.route("long-album", "tg")
+    record = await env.run("long-album", ["フリー素材"])
 
     assert record.cells[0].state == "submitted"
     assert [(r.status, len(r.media)) for r in telegram.requests] == [(200, 7), (429, 7), (200, 7)]
@@ -195,13 +292,10 @@ async def test_a_long_album_resumes_at_the_first_unconfirmed_chunk(
     assert telegram.violations == []
 
 
-async def test_discord_delivery_records_the_message_id(
-    make_stack: StackFactory, replay: ReplayServer, discord: FakeDiscord
-) -> None:
-    name = f"dc-{short_id()}"
-    stack = routes_stack(make_stack, replay, {name: discord_route(discord)}, tags=["描き方"])
-    await stack.start_worker()
-    record = await run_job(stack, ["描き方"])
+async def test_discord_delivery_records_the_message_id(env: Env, replay: ReplayServer, discord: FakeDiscord) -> None:
+    stack = env.stack
+    name = env.route("discord", "dc")
+    record = await env.run("discord", ["描き方"])
 
     assert record.cells[0].state == "submitted"
     [sent] = discord.requests
@@ -212,17 +306,9 @@ async def test_discord_delivery_records_the_message_id(
 
 
 async def test_storage_mode_cache_deletes_artifacts_once_every_route_confirmed(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
+    env: Env, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
 ) -> None:
-    tg, hook = names()
-    stack = routes_stack(
-        make_stack,
-        replay,
-        {tg: telegram_route(telegram), hook: webhook_route(webhook)},
-        target={"storage_mode": "cache"},
-    )
-    await stack.start_worker()
-    record = await run_job(stack)
+    record = await env.run("cache")
 
     assert record.cells[0].state == "submitted"
     assert record.cells[0].artifact is not None
@@ -232,18 +318,10 @@ async def test_storage_mode_cache_deletes_artifacts_once_every_route_confirmed(
 
 
 async def test_cache_mode_keeps_artifacts_while_a_route_has_not_confirmed(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
+    env: Env, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
 ) -> None:
     telegram.script["*"] = [TgReply("blocked")]
-    tg, hook = names()
-    stack = routes_stack(
-        make_stack,
-        replay,
-        {tg: telegram_route(telegram), hook: webhook_route(webhook)},
-        target={"storage_mode": "cache"},
-    )
-    await stack.start_worker()
-    record = await run_job(stack)
+    record = await env.run("cache-kept")
 
     assert record.cells[0].state == "failed"
     assert record.cells[0].artifact is not None
@@ -251,22 +329,17 @@ async def test_cache_mode_keeps_artifacts_while_a_route_has_not_confirmed(
 
 
 async def test_done_when_telegram_and_webhook_exactly_once(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
+    env: Env, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
 ) -> None:
     """The issue's "done when", as a test: two routes, three jobs, one 429."""
-    tg, hook = names()
-    stack = routes_stack(
-        make_stack,
-        replay,
-        {tg: telegram_route(telegram), hook: webhook_route(webhook)},
-        target={"filters": {"max_page_count": 1}},  # one message per job
-    )
-    await stack.start_worker()
+    stack = env.stack
+    tg = env.route("exactly-once", "tg")
+    hook = env.route("exactly-once", "hook")
 
-    first = await run_job(stack)
-    second = await run_job(stack)
+    first = await env.run("exactly-once")
+    second = await env.run("exactly-once")
     telegram.script["*"] = [TgReply("429", retry_after=1)]
-    third = await run_job(stack)
+    third = await env.run("exactly-once")
 
     works = [r.cells[0].work_id for r in (first, second, third)]
     assert all(r.cells[0].state == "submitted" for r in (first, second, third))
@@ -290,13 +363,10 @@ async def test_done_when_telegram_and_webhook_exactly_once(
 
 
 async def test_webhook_pending_answer_is_retried_with_the_same_key(
-    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
+    env: Env, replay: ReplayServer, webhook: WebhookReceiver
 ) -> None:
     webhook.script["/p"] = [Reply(202, {"status": "queued"})]
-    hook = f"hook-{short_id()}"
-    stack = routes_stack(make_stack, replay, {hook: webhook_route(webhook, "/p")})
-    await stack.start_worker()
-    record = await run_job(stack)
+    record = await env.run("pending")
 
     assert record.cells[0].state == "submitted"
     first, second = webhook.at("/p")

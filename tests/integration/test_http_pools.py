@@ -56,6 +56,7 @@ async def test_each_route_has_a_pool_of_its_own(
         await close_deps(deps)
 
 
+@pytest.mark.slow  # whole jobs in a worker process: the full suite only
 async def test_a_held_delivery_does_not_block_other_jobs(
     make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver
 ) -> None:

@@ -18,14 +18,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import asyncpg
 import pytest
 
 from curaflow.domain.messages import TargetSpec
 from curaflow.ledger import reconciler
-from tests.support import ledger_job
+from tests.support import eventually, ledger_job
 
 pytestmark = pytest.mark.integration
 
@@ -72,11 +71,16 @@ async def test_a_hung_reconciler_leader_is_replaced(database_url: str, ledger_po
         async def start(each: str) -> None:
             started.append(each)
 
-        deadline = time.monotonic() + 15
-        while job_id not in started and time.monotonic() < deadline:
+        async def ticked_past_the_hung_leader() -> bool:
             await reconciler.tick(ledger_pool, start)
-            await asyncio.sleep(0.25)
-        assert job_id in started, "the hung leader kept the reconciler's lock"
+            return job_id in started
+
+        await eventually(
+            ticked_past_the_hung_leader,
+            timeout_s=15,
+            interval_s=0.25,
+            what="the hung leader kept the reconciler's lock",
+        )
     finally:
         leader.send_signal(signal.SIGKILL)
         leader.wait(10)

@@ -25,7 +25,8 @@ from curaflow.ledger.db import create_pool
 from tests.services import ApiProcess, start_api_process
 from tests.support import API_TOKEN, eventually, short_id
 
-pytestmark = [pytest.mark.integration]
+# A hung PostgreSQL: the full suite only.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 #: The API's bound in this test (the default, 2 s) and the slack its answer may take on top
 #: (the release of an interrupted connection, a busy two-core machine).

@@ -28,7 +28,7 @@ from curaflow.domain.models import CandidateReport, Work
 from curaflow.ledger import cells, deliveries, gates
 from curaflow.ledger.db import create_pool, session_lock
 from curaflow.ledger.finish import finish_job
-from tests.support import ledger_job
+from tests.support import ledger_job, waiting_for_a_lock
 
 pytestmark = pytest.mark.integration
 
@@ -380,7 +380,7 @@ async def test_a_binding_that_waited_for_the_job_lock_sees_the_binding_it_waited
         await tx.start()
         await cells.bind_work(holder, job_id, target, [first], CandidateReport())
         waiting = asyncio.create_task(_bind(ledger_pool, job_id, target, second))
-        await asyncio.sleep(0.3)  # the second binding is blocked on the job row
+        await waiting_for_a_lock(ledger_pool)  # the second binding is blocked on the job row
         assert not waiting.done()
         await tx.commit()
         cell = await asyncio.wait_for(waiting, 10)

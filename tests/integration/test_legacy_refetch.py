@@ -212,6 +212,7 @@ async def test_refusals_use_the_legacy_shape_and_create_nothing(stack: Stack) ->
     assert await pool.fetchval("SELECT count(*) FROM jobs") == before
 
 
+@pytest.mark.slow  # a whole job in a worker process: the full suite only
 async def test_a_refetch_runs_to_its_outcome_and_reports_it(make_stack: StackFactory, tmp_path: Path) -> None:
     stack = make_stack(two_targets(tmp_path))
     await stack.start_worker()

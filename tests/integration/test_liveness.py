@@ -295,7 +295,13 @@ async def test_sigkill_mid_fetch_in_replay_mode_resumes_on_the_other_worker(
         return await cell_stage(stack, job_id) == "fetching"
 
     await eventually(fetching, timeout_s=60, what="fetching")
-    await asyncio.sleep(2.0)  # a page or two are on disk
+    artifacts = stack.settings.artifacts_dir
+    assert artifacts is not None
+
+    def pages_on_disk() -> list[Path]:  # layout: <artifacts_dir>/<job>/<target>/<work>_p<N>.<ext>
+        return [p for p in artifacts.glob("*/*/126860839_p*") if not p.name.startswith(".")]
+
+    await eventually(pages_on_disk, timeout_s=60, interval_s=0.05, what="a page on disk")
     first.kill()
 
     record = await stack.wait_terminal(job_id, 90)

@@ -2,12 +2,15 @@
 
 The source is the replay server of the recorded Pixiv app-api responses (served by the
 worker over HTTP); deliveries go to a directory and to a signed-webhook receiver on
-127.0.0.1.
+127.0.0.1. One worker process serves the module (:func:`tests.support.shared_stack`),
+each test on a target and routes of its own; the test that stops the worker has its own.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,30 +20,72 @@ from temporalio.client import Client
 from curaflow.domain.messages import JobState
 from tests.conftest import StackFactory
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, short_id, whsec
+from tests.support import Stack, shared_stack, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def two_routes(tmp_path: Path, webhook: WebhookReceiver, hook_path: str = "/hook") -> tuple[dict[str, Any], str, str]:
-    out, hook = f"out-{short_id()}", f"hook-{short_id()}"
-    config = {
-        "routes": {
-            out: {"kind": "directory", "path": str(tmp_path / "delivered")},
-            hook: {"kind": "webhook", "url": webhook.url + hook_path, "secret": whsec()},
-        },
-        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out, hook]}],
-    }
-    return config, out, hook
+#: Each shared test's target (its slot) → its routes: ``dir`` (a directory) and/or a
+#: webhook path on the module's receiver.
+SLOTS: dict[str, tuple[bool, str | None]] = {
+    "demo": (True, "/hook"),
+    "second": (True, "/second"),
+    "nothing": (True, None),
+    "reject": (False, "/reject"),
+    "flaky": (False, "/flaky"),
+}
 
 
-async def test_main_job_delivers_to_directory_and_signed_webhook(
-    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver, temporal_client: Client
-) -> None:
-    config, _, _ = two_routes(tmp_path, webhook)
-    stack: Stack = make_stack(config)
-    await stack.start_worker()
-    job_id = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
+@dataclass
+class Env:
+    stack: Stack
+    webhook: WebhookReceiver
+    root: Path
+
+    def out(self, slot: str) -> Path:
+        """Where the slot's directory route delivers."""
+        return self.root / slot / "delivered"
+
+    async def admit(self, slot: str, tags: list[str] | None = None) -> str:
+        return await self.stack.admit(self.stack.task(target_id=slot, query={"tags": tags or ["オリジナル"]}))
+
+
+@pytest.fixture(scope="module")
+async def env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    """One worker process (serving the replay itself) for the module's tests; each test on a
+    target and routes of its own, the webhook receiver reset before it."""
+    root = tmp_path_factory.mktemp("main")
+    webhook = await WebhookReceiver(whsec()).start()
+    suffix = short_id()
+    routes: dict[str, Any] = {}
+    targets = []
+    for slot, (directory, hook_path) in SLOTS.items():
+        mine = []
+        if directory:
+            routes[f"out-{slot}-{suffix}"] = {"kind": "directory", "path": str(root / slot / "delivered")}
+            mine.append(f"out-{slot}-{suffix}")
+        if hook_path:
+            routes[f"hook-{slot}-{suffix}"] = {"kind": "webhook", "url": webhook.url + hook_path, "secret": whsec()}
+            mine.append(f"hook-{slot}-{suffix}")
+        targets.append({"id": slot, "query": {"tags": ["オリジナル"]}, "routes": mine})
+    try:
+        async with shared_stack(root, temporal_address, database_url, {"routes": routes, "targets": targets}) as stack:
+            yield Env(stack, webhook, root)
+    finally:
+        await webhook.stop()
+
+
+@pytest.fixture
+def shared(env: Env) -> Env:
+    env.webhook.reset()
+    return env
+
+
+async def test_main_job_delivers_to_directory_and_signed_webhook(shared: Env, temporal_client: Client) -> None:
+    stack, webhook = shared.stack, shared.webhook
+    job_id = await shared.admit("demo")
 
     record = await stack.wait_terminal(job_id)
 
@@ -49,7 +94,7 @@ async def test_main_job_delivers_to_directory_and_signed_webhook(
     assert record.business_status == "success"
     work_id = cell.work_id
     assert work_id
-    folder = tmp_path / "delivered" / work_id
+    folder = shared.out("demo") / work_id
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["work"]["work_id"] == work_id
     files = manifest["files"]
@@ -69,14 +114,10 @@ async def test_main_job_delivers_to_directory_and_signed_webhook(
     assert [c.state for c in state.cells] == ["submitted"]
 
 
-async def test_second_job_delivers_a_different_work(
-    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver
-) -> None:
-    config, _, _ = two_routes(tmp_path, webhook)
-    stack = make_stack(config)
-    await stack.start_worker()
-    first = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["オリジナル"]})))
-    second = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["オリジナル"]})))
+async def test_second_job_delivers_a_different_work(shared: Env) -> None:
+    stack, webhook = shared.stack, shared.webhook
+    first = await stack.wait_terminal(await shared.admit("second"))
+    second = await stack.wait_terminal(await shared.admit("second"))
 
     assert first.cells[0].state == second.cells[0].state == "submitted"
     assert first.cells[0].work_id != second.cells[0].work_id
@@ -88,16 +129,9 @@ async def test_second_job_delivers_a_different_work(
     assert report is not None and report.reasons.get("duplicate", 0) >= 1
 
 
-async def test_tag_without_recorded_works_ends_no_candidate(make_stack: StackFactory, tmp_path: Path) -> None:
-    out = f"out-{short_id()}"
-    stack = make_stack(
-        {
-            "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
-            "targets": [{"id": "demo", "routes": [out]}],
-        }
-    )
-    await stack.start_worker()
-    job_id = await stack.admit(stack.task(query={"tags": ["no-such-tag-anywhere"]}))
+async def test_tag_without_recorded_works_ends_no_candidate(shared: Env) -> None:
+    stack = shared.stack
+    job_id = await shared.admit("nothing", ["no-such-tag-anywhere"])
 
     record = await stack.wait_terminal(job_id)
 
@@ -108,22 +142,13 @@ async def test_tag_without_recorded_works_ends_no_candidate(make_stack: StackFac
     outcome = await pool.fetchrow("SELECT alertable, record FROM outcomes WHERE job_id = $1", job_id)
     assert outcome["alertable"] is False
     assert outcome["record"]["business_status"] == "no_candidate"
-    assert not (tmp_path / "delivered").exists()
+    assert not shared.out("nothing").exists()
 
 
-async def test_webhook_400_fails_the_cell_after_one_attempt_and_never_refuses_the_work(
-    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver
-) -> None:
-    hook = f"hook-{short_id()}"
+async def test_webhook_400_fails_the_cell_after_one_attempt_and_never_refuses_the_work(shared: Env) -> None:
+    webhook = shared.webhook
     webhook.script["/reject"] = [Reply(400, {"error": "bad payload"})] * 5
-    stack = make_stack(
-        {
-            "routes": {hook: {"kind": "webhook", "url": webhook.url + "/reject", "secret": whsec()}},
-            "targets": [{"id": "demo", "routes": [hook]}],
-        }
-    )
-    await stack.start_worker()
-    record = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["オリジナル"]})))
+    record = await shared.stack.wait_terminal(await shared.admit("reject"))
 
     assert record.cells[0].state == "failed"
     # a bare 400 names no work: the route's (its receiver must be fixed), not the work's
@@ -133,19 +158,10 @@ async def test_webhook_400_fails_the_cell_after_one_attempt_and_never_refuses_th
     assert [d.status for d in record.cells[0].deliveries] == ["failed"]
 
 
-async def test_webhook_503_then_200_is_retried_and_delivered_once(
-    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver
-) -> None:
-    hook = f"hook-{short_id()}"
+async def test_webhook_503_then_200_is_retried_and_delivered_once(shared: Env) -> None:
+    stack, webhook = shared.stack, shared.webhook
     webhook.script["/flaky"] = [Reply(503, {"error": "busy"})]
-    stack = make_stack(
-        {
-            "routes": {hook: {"kind": "webhook", "url": webhook.url + "/flaky", "secret": whsec()}},
-            "targets": [{"id": "demo", "routes": [hook]}],
-        }
-    )
-    await stack.start_worker()
-    job_id = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
+    job_id = await shared.admit("flaky")
     record = await stack.wait_terminal(job_id)
 
     assert record.cells[0].state == "submitted"

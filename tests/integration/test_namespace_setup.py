@@ -8,7 +8,6 @@ ready stops the worker with the reason.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from curaflow.devstack.processes import WorkerProcess
 from curaflow.temporal.connection import SEARCH_ATTRIBUTES, connect
 from curaflow.temporal.namespace import TemporalSetupError, ensure_namespace, prepare_namespace
 from tests.conftest import StackFactory
-from tests.support import short_id
+from tests.support import eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -91,12 +90,18 @@ async def test_an_attribute_of_the_wrong_type_is_refused_loudly(
     request = AddSearchAttributesRequest(
         search_attributes={"JobStatus": IndexedValueType.INDEXED_VALUE_TYPE_TEXT}, namespace=clash
     )
-    for _ in range(100):  # a just-registered namespace takes a moment to reach the operator service
-        try:
-            await client.operator_service.add_search_attributes(request)
-            break
-        except RPCError:
-            await asyncio.sleep(0.2)
+
+    async def added() -> bool:  # a just-registered namespace takes a moment to reach the operator service
+        await client.operator_service.add_search_attributes(request)
+        return True
+
+    await eventually(
+        added,
+        timeout_s=20,
+        interval_s=0.2,
+        ignore=(RPCError,),
+        what="the search attribute added",
+    )
     with pytest.raises(TemporalSetupError, match=r"JobStatus is Text \(curaflow needs Keyword\)"):
         await prepare_namespace(client, timeout_s=10)
 
@@ -104,10 +109,7 @@ async def test_an_attribute_of_the_wrong_type_is_refused_loudly(
     stack = make_stack(config_in(clash, tmp_path))
     log = tmp_path / "worker-clash.log"
     worker = WorkerProcess(stack.worker_env(), log).start()
-    for _ in range(600):
-        if not worker.alive():
-            break
-        await asyncio.sleep(0.1)
+    await eventually(lambda: not worker.alive(), timeout_s=60, what="the worker exited")
     assert worker.process is not None and worker.process.returncode == 2, log.read_text(errors="replace")[-2000:]
     assert "JobStatus is Text" in log.read_text(errors="replace")
 

@@ -17,7 +17,7 @@ from curaflow.devstack.temporal import free_port
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from tests.conftest import StackFactory
-from tests.support import Stack, short_id
+from tests.support import Stack, eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -115,10 +115,9 @@ async def test_logs_are_json_lines_with_context_and_never_a_secret(make_stack: S
         log_file = tmp_path / "worker-secrets.log"
         worker = WorkerProcess(env, log_file).start()
         stack.workers.append(worker)
-        for _ in range(300):
-            if log_file.exists() and "worker.started" in log_file.read_text():
-                break
-            await asyncio.sleep(0.1)
+        await eventually(
+            lambda: log_file.exists() and "worker.started" in log_file.read_text(), timeout_s=30, what="worker started"
+        )
         job_id = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
         record = await stack.wait_terminal(job_id)
         assert record.business_status == "success"  # the real client authenticated with the refresh token
@@ -152,25 +151,6 @@ async def test_one_trace_from_post_jobs_through_the_workflows_activities(
     exporter = InMemorySpanExporter()
     stack = make_stack(directory_config(tmp_path, observability={"tracing": True}))
     assert tracing.setup_tracing("curaflow-test", enabled=True, exporter=exporter)
-    stop = asyncio.Event()
-    worker = asyncio.create_task(run_worker(stack.settings, stop))  # in-process: spans land in the exporter
-    try:
-        await asyncio.sleep(2)
-        http = await stack.start_api()
-        resp = await http.post("/jobs", json=stack.task(query={"tags": ["オリジナル"]}))
-        assert resp.status_code == 202, resp.text
-        job_id = resp.json()["job"]["job_id"]
-        await stack.wait_terminal(job_id)
-        await asyncio.sleep(0.5)
-    finally:
-        stop.set()
-        await worker
-        tracing._state["tracing"] = False  # later tests of this process run untraced
-    spans = exporter.get_finished_spans()
-    root = [s for s in spans if s.name == "POST /jobs" and s.parent is None]
-    assert len(root) == 1, sorted({s.name for s in spans})
-    trace_id = root[0].context.trace_id
-    in_trace = {s.name for s in spans if s.context.trace_id == trace_id}
     expected = {
         "StartWorkflow:JobWorkflow",
         "RunWorkflow:JobWorkflow",
@@ -179,7 +159,29 @@ async def test_one_trace_from_post_jobs_through_the_workflows_activities(
         "RunActivity:deliver",
         "RunActivity:finish",
     }
-    assert expected <= in_trace, sorted(in_trace)
+
+    def in_trace() -> set[str]:
+        """Names of the spans in the trace of ``POST /jobs`` (none until that span ended)."""
+        spans = exporter.get_finished_spans()
+        root = [s for s in spans if s.name == "POST /jobs" and s.parent is None]
+        assert len(root) <= 1, sorted({s.name for s in spans})
+        return {s.name for s in spans if root and s.context.trace_id == root[0].context.trace_id}
+
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(stack.settings, stop))  # in-process: spans land in the exporter
+    try:
+        # No wait for the worker: the workflow's first task waits in its queue until it polls.
+        http = await stack.start_api()
+        resp = await http.post("/jobs", json=stack.task(query={"tags": ["オリジナル"]}))
+        assert resp.status_code == 202, resp.text
+        job_id = resp.json()["job"]["job_id"]
+        await stack.wait_terminal(job_id)
+        # The workflow's own span ends when its execution closes, just after the ledger.
+        await eventually(lambda: expected <= in_trace(), timeout_s=10, what=lambda: f"{expected} in {in_trace()}")
+    finally:
+        stop.set()
+        await worker
+        tracing._state["tracing"] = False  # later tests of this process run untraced
 
 
 async def test_both_metrics_endpoints_of_a_worker_listen_on_metrics_host(

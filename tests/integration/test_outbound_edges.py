@@ -231,26 +231,9 @@ def party_stack(
     return routes_stack(make_stack, replay, {hook: route}), hook
 
 
-async def test_a_trickling_receiver_ends_the_job_by_its_deadline(
-    make_stack: StackFactory, replay: ReplayServer, party: HostileParty
-) -> None:
-    # 200, then the body at 1 KiB/s for ever; timeout_ms = 5000, deadline_ms = 20000:
-    # every attempt is cut at 5 s (up to four of them), and the job ends expired at its
-    # deadline, its connections closed with it
-    party.default = Behaviour("trickle_body", chunk=1024, interval_s=1.0)
-    stack, hook = party_stack(make_stack, replay, party, 5_000)
-    await stack.start_worker()
-    http = await stack.start_api()
-    body = stack.task(query={"tags": ["オリジナル"]})
-    body["deadline_ms"] = 20_000
-    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
-
-    job = await terminal_job(http, job_id, timeout_s=60)
-    assert job["status"] == "expired", job
-    assert job["updated_at"] - job["deadline_at"] < 10_000  # not minutes past it
-    assert len(party.connections) >= 2  # cut and retried, each attempt bounded
-    await all_closed(party)
-    assert (await intents(await stack.ledger(), job_id))[hook]["status"] == "unknown"  # may have landed
+# A receiver trickling its body after a 200 ends its job expired by its deadline, every
+# send cut at the route's timeout and reported unknown: the chaos suite's own check
+# (bench/chaos/scenarios.py, case "receiver streams its 200 at 1 KiB/s"; tests/chaos).
 
 
 @pytest.mark.parametrize("kind", ["webhook", "telegram"])

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
 
 from curaflow.ledger.finish import finish_job
 from tests.conftest import StackFactory
-from tests.support import eventually, short_id
+from tests.support import Stack, eventually, shared_stack, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -25,12 +27,26 @@ def directory_config(tmp_path: Path, **extra: object) -> dict[str, object]:
     }
 
 
-async def test_outcome_record_is_written_and_logged_exactly_once(
-    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
-) -> None:
-    stack = make_stack(directory_config(tmp_path))
-    await stack.start_worker()
-    job_id = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
+@pytest.fixture(scope="module")
+async def shared(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Stack]:
+    """One worker process for the job-level tests, each on a target of its own (``logged``, ``demo``)."""
+    tmp = tmp_path_factory.mktemp("outcome")
+    suffix = short_id()
+    config = {
+        "routes": {f"{t}-{suffix}": {"kind": "directory", "path": str(tmp / t)} for t in ("logged", "demo")},
+        "targets": [
+            {"id": t, "query": {"tags": ["オリジナル"]}, "routes": [f"{t}-{suffix}"]} for t in ("logged", "demo")
+        ],
+    }
+    async with shared_stack(tmp, temporal_address, database_url, config) as stack:
+        yield stack
+
+
+async def test_outcome_record_is_written_and_logged_exactly_once(shared: Stack, temporal_client: Client) -> None:
+    stack = shared
+    job_id = await stack.admit(stack.task(target_id="logged", query={"tags": ["オリジナル"]}))
     await stack.wait_terminal(job_id)
     await asyncio.wait_for(temporal_client.get_workflow_handle(job_id).result(), 20)
 
@@ -60,12 +76,9 @@ async def test_outcome_record_is_written_and_logged_exactly_once(
     )
 
 
-async def test_search_attributes_let_operators_filter_jobs(
-    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
-) -> None:
-    stack = make_stack(directory_config(tmp_path))
-    await stack.start_worker()
-    job_id = await stack.admit(stack.task(query={"tags": ["no-such-tag-anywhere"]}))
+async def test_search_attributes_let_operators_filter_jobs(shared: Stack, temporal_client: Client) -> None:
+    stack = shared
+    job_id = await stack.admit(stack.task(target_id="demo", query={"tags": ["no-such-tag-anywhere"]}))
     await stack.wait_terminal(job_id)
     query = (
         f"WorkflowId = '{job_id}' AND JobStatus = 'failed' AND BusinessStatus = 'no_candidate' "

@@ -8,6 +8,8 @@ pages); job-level cases run real Temporal, real PostgreSQL and real worker proce
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +17,13 @@ import httpx
 import pytest
 
 from curaflow.routes.base import RouteError
-from tests.conftest import StackFactory
 from tests.fakes.discord import DcReply, FakeDiscord
 from tests.fakes.telegram import FakeTelegram, TgReply
 from tests.fakes.webhook import WebhookReceiver
-from tests.integration.test_delivery_jobs import names, routes_stack, run_job
+from tests.integration.test_delivery_jobs import run_job
 from tests.integration.test_routes import dc_route, make_request, tg_route
 from tests.jobs_support import ReplayServer, curaflow, intents, ordered, telegram_route, webhook_route
+from tests.support import Stack, shared_stack, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -90,14 +92,63 @@ async def test_a_discord_gateway_page_is_ambiguous(tmp_path: Path, discord: Fake
     assert len(discord.messages) == 1
 
 
-async def test_a_telegram_502_after_the_post_does_not_post_twice(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
-) -> None:
+@dataclass
+class Env:
+    stack: Stack
+    replay: ReplayServer
+    telegram: FakeTelegram
+    webhook: WebhookReceiver
+    suffix: str
+
+    def route(self, slot: str) -> str:
+        return f"{slot}-{self.suffix}"
+
+    async def run(self, slot: str, tags: list[str] | None = None) -> Any:
+        return await run_job(self.stack, tags, target_id=slot)
+
+
+@pytest.fixture(scope="module")
+async def module_env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    """One worker process for the module's job-level tests, each on targets (slots) and
+    routes of its own."""
+    replay = await ReplayServer().start()
+    telegram = await FakeTelegram().start()
+    webhook = await WebhookReceiver(whsec()).start()
+    suffix = short_id()
+    slots = {
+        "gateway": telegram_route(telegram),
+        "refused": webhook_route(webhook),
+        "refusing": webhook_route(webhook, "/refusing"),
+        "other": webhook_route(webhook, "/other"),
+    }
+    config = {
+        "pixiv": replay.config(),
+        "routes": {f"{slot}-{suffix}": route for slot, route in slots.items()},
+        "targets": [{"id": slot, "query": {"tags": ["オリジナル"]}, "routes": [f"{slot}-{suffix}"]} for slot in slots],
+    }
+    try:
+        tmp = tmp_path_factory.mktemp("route-failures")
+        async with shared_stack(tmp, temporal_address, database_url, config) as stack:
+            yield Env(stack, replay, telegram, webhook, suffix)
+    finally:
+        for fake in (replay, telegram, webhook):
+            await fake.stop()
+
+
+@pytest.fixture
+def env(module_env: Env) -> Env:
+    """The module's worker; the fakes reset."""
+    for fake in (module_env.replay, module_env.telegram, module_env.webhook):
+        fake.reset()
+    return module_env
+
+
+async def test_a_telegram_502_after_the_post_does_not_post_twice(env: Env) -> None:
+    telegram, stack, tg = env.telegram, env.stack, env.route("gateway")
     telegram.script["*"] = [TgReply("gateway_502")]  # posted, then nginx's HTML 502
-    tg, _ = names()
-    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram)}, tags=["ゆずソフト"])
-    await stack.start_worker()
-    record = await run_job(stack, ["ゆずソフト"])
+    record = await env.run("gateway", ["ゆずソフト"])
 
     cell = record.cells[0]
     assert (cell.state, cell.reason) == ("failed", "delivery_unknown")
@@ -109,15 +160,11 @@ async def test_a_telegram_502_after_the_post_does_not_post_twice(
 # ---- 7. a route's refusal of a work is remembered ---------------------------------------
 
 
-async def test_a_refused_work_is_not_offered_to_that_route_again(
-    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
-) -> None:
+async def test_a_refused_work_is_not_offered_to_that_route_again(env: Env) -> None:
+    webhook, stack, hook = env.webhook, env.stack, env.route("refused")
     w1, w2, w3 = ordered("オリジナル")[:3]
     webhook.refuse_works = {w1}  # 422 for this one work, every time
-    _, hook = names()
-    stack = routes_stack(make_stack, replay, {hook: webhook_route(webhook)})
-    await stack.start_worker()
-    records = [await run_job(stack) for _ in range(3)]
+    records = [await env.run("refused") for _ in range(3)]
 
     first = records[0].cells[0]
     assert (first.state, first.reason, first.work_id) == ("failed", "delivery_rejected", w1)
@@ -135,25 +182,17 @@ async def test_a_refused_work_is_not_offered_to_that_route_again(
     webhook.refuse_works = set()
     cleared = await curaflow("refusals", "clear", hook, w1, stack=stack)
     assert cleared.returncode == 0, cleared.stderr
-    again = await run_job(stack)
+    again = await env.run("refused")
     assert (again.cells[0].state, again.cells[0].work_id) == ("submitted", w1)
     assert webhook.works() == [w1, w2, w3, w1]
 
 
-async def test_a_refusal_on_one_route_leaves_other_routes_free(
-    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
-) -> None:
+async def test_a_refusal_on_one_route_leaves_other_routes_free(env: Env) -> None:
     w1 = ordered("オリジナル")[0]
-    webhook.refuse_works = {w1}
-    _, refusing = names()
-    _, other = names()
-    stack = routes_stack(make_stack, replay, {refusing: webhook_route(webhook, "/refusing")})
-    await stack.start_worker()
-    assert (await run_job(stack)).cells[0].reason == "delivery_rejected"
+    env.webhook.refuse_works = {w1}
+    assert (await env.run("refusing")).cells[0].reason == "delivery_rejected"
 
     # a target on another route still gets w1
-    webhook.refuse_works = set()
-    other_stack = routes_stack(make_stack, replay, {other: webhook_route(webhook, "/other")})
-    await other_stack.start_worker()
-    record = await run_job(other_stack)
+    env.webhook.refuse_works = set()
+    record = await env.run("other")
     assert (record.cells[0].state, record.cells[0].work_id) == ("submitted", w1)

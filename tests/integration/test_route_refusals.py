@@ -6,24 +6,27 @@ Discord and the webhook receiver are the fakes of ``tests/fakes`` speaking their
 formats: a topic that no longer exists, a closed topic, a request over the Bot API
 server's size, a receiver refusing every work, a 429 without a delay, Cloudflare's 1015
 page. The ledger and the fakes' records are the proof; the operator's commands are run
-as an operator runs them.
+as an operator runs them. One worker process serves the module
+(:func:`tests.support.shared_stack`), each test on a target and a route of its own
+(:data:`SLOTS`), the fakes reset before it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from curaflow.ledger import route_gates
-from tests.conftest import StackFactory
 from tests.fakes.discord import DcReply, FakeDiscord
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.webhook import WebhookReceiver
-from tests.integration.test_delivery_jobs import names, routes_stack, run_job
+from tests.integration.test_delivery_jobs import run_job
 from tests.jobs_support import ReplayServer, curaflow, discord_route, intents, ordered, telegram_route, webhook_route
-from tests.support import Stack
+from tests.support import Stack, shared_stack, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -43,18 +46,98 @@ def cell_of(record: Any) -> tuple[str, str | None, str | None]:
     return cell.state, cell.reason, cell.work_id
 
 
+@dataclass
+class Fakes:
+    replay: ReplayServer
+    telegram: FakeTelegram
+    discord: FakeDiscord
+    webhook: WebhookReceiver
+
+
+#: Each test's target (its slot) → its one route's config.
+SLOTS: dict[str, Callable[[Fakes], dict[str, Any]]] = {
+    "streak": lambda f: telegram_route(f.telegram, message_thread_id=999),
+    "topic-5": lambda f: telegram_route(f.telegram, message_thread_id=5),
+    "topic-7": lambda f: telegram_route(f.telegram, message_thread_id=7),
+    "split": lambda f: telegram_route(f.telegram, max_request_bytes=250_000),
+    "413": lambda f: telegram_route(f.telegram),
+    "all-refused": lambda f: webhook_route(f.webhook, "/all"),
+    "discord-429_no_delay": lambda f: discord_route(f.discord),
+    "discord-html_429": lambda f: discord_route(f.discord),
+}
+
+
+@dataclass
+class Env:
+    stack: Stack
+    fakes: Fakes
+    suffix: str
+
+    def route(self, slot: str) -> str:
+        return f"{slot}-{self.suffix}"
+
+
+@pytest.fixture(scope="module")
+async def env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    fakes = Fakes(
+        await ReplayServer().start(),
+        await FakeTelegram().start(),
+        await FakeDiscord().start(),
+        await WebhookReceiver(whsec()).start(),
+    )
+    suffix = short_id()
+    config = {
+        "pixiv": fakes.replay.config(),
+        "routes": {f"{slot}-{suffix}": route(fakes) for slot, route in SLOTS.items()},
+        "targets": [{"id": slot, "query": {"tags": ["オリジナル"]}, "routes": [f"{slot}-{suffix}"]} for slot in SLOTS],
+    }
+    try:
+        async with shared_stack(tmp_path_factory.mktemp("refusals"), temporal_address, database_url, config) as stack:
+            yield Env(stack, fakes, suffix)
+    finally:
+        for fake in (fakes.replay, fakes.telegram, fakes.discord, fakes.webhook):
+            await fake.stop()
+
+
+@pytest.fixture(autouse=True)
+def fresh_fakes(env: Env) -> None:
+    """Each test starts with fakes that saw nothing and have no script."""
+    for fake in (env.fakes.replay, env.fakes.telegram, env.fakes.discord, env.fakes.webhook):
+        fake.reset()
+
+
+@pytest.fixture
+def replay(env: Env) -> ReplayServer:
+    return env.fakes.replay
+
+
+@pytest.fixture
+def telegram(env: Env) -> FakeTelegram:
+    return env.fakes.telegram
+
+
+@pytest.fixture
+def discord(env: Env) -> FakeDiscord:
+    return env.fakes.discord
+
+
+@pytest.fixture
+def webhook(env: Env) -> WebhookReceiver:
+    return env.fakes.webhook
+
+
 async def test_an_unknown_telegram_refusal_never_burns_works_and_a_streak_pauses_the_route(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+    env: Env, telegram: FakeTelegram
 ) -> None:
     # The route posts into forum topic 999, which no longer exists: Telegram answers
     # 400 "Bad Request: message thread not found", a wording no list of curaflow names.
     telegram.threads = {"1"}
     w1, w2, w3 = ordered("オリジナル")[:3]
-    tg, _ = names()
-    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram, message_thread_id=999)})
-    await stack.start_worker()
+    stack, tg = env.stack, env.route("streak")
 
-    first, second = await run_job(stack), await run_job(stack)
+    first, second = await run_job(stack, target_id="streak"), await run_job(stack, target_id="streak")
     # the route's failure, alertable; the work is not refused, only held back, so the
     # next job tries the next work instead of the same one first for ever
     assert [cell_of(r) for r in (first, second)] == [("failed", "route_refused", w1), ("failed", "route_refused", w2)]
@@ -65,7 +148,7 @@ async def test_an_unknown_telegram_refusal_never_burns_works_and_a_streak_pauses
     assert {(r["work_id"], r["until"] is not None) for r in json.loads(listed.stdout)} == {(w1, True), (w2, True)}
 
     # the third different work refused with the same answer: the route is broken, not the works
-    third = await run_job(stack)
+    third = await run_job(stack, target_id="streak")
     assert cell_of(third) == ("failed", "route_refused", w3)
     gate = await route_gates.read_gate(await stack.ledger(), tg)
     assert gate is not None and gate.paused_ms > 0 and "message thread not found" in (gate.pause_reason or "")
@@ -73,7 +156,7 @@ async def test_an_unknown_telegram_refusal_never_burns_works_and_a_streak_pauses
 
     # while paused nothing is sent: the job fails at once, alertable, the work not used
     sent = len(telegram.requests)
-    paused = await run_job(stack)
+    paused = await run_job(stack, target_id="streak")
     assert cell_of(paused)[:2] == ("failed", "route_paused") and paused.business_status == "failed"
     assert len(telegram.requests) == sent
     assert (await intents(await stack.ledger(), paused.job_id))[tg]["status"] == "failed"
@@ -87,7 +170,7 @@ async def test_an_unknown_telegram_refusal_never_burns_works_and_a_streak_pauses
     telegram.threads = {"1", "999"}
     resumed = await curaflow("routes", "resume", tg, stack=stack)
     assert resumed.returncode == 0, resumed.stderr
-    again = await run_job(stack)
+    again = await run_job(stack, target_id="streak")
     assert cell_of(again) == ("submitted", None, w1)
     assert [m["message_id"] for m in telegram.messages] and telegram.violations == []
     assert await curaflow("routes", "resume", tg, stack=stack) is not None  # idempotent
@@ -99,22 +182,14 @@ async def test_an_unknown_telegram_refusal_never_burns_works_and_a_streak_pauses
     ids=["thread-not-found", "TOPIC_CLOSED"],
 )
 async def test_a_telegram_topic_refusal_is_the_routes_failure(
-    make_stack: StackFactory,
-    replay: ReplayServer,
-    telegram: FakeTelegram,
-    threads: set[str],
-    closed: set[str],
-    thread_id: int,
+    env: Env, telegram: FakeTelegram, threads: set[str], closed: set[str], thread_id: int
 ) -> None:
     telegram.threads, telegram.closed_threads = threads, closed
     [work_id] = ordered("ゆずソフト")
-    tg, _ = names()
-    stack = routes_stack(
-        make_stack, replay, {tg: telegram_route(telegram, message_thread_id=thread_id)}, tags=["ゆずソフト"]
-    )
-    await stack.start_worker()
+    slot = f"topic-{thread_id}"
+    stack, tg = env.stack, env.route(slot)
 
-    record = await run_job(stack, ["ゆずソフト"])
+    record = await run_job(stack, ["ゆずソフト"], target_id=slot)
     assert cell_of(record) == ("failed", "route_refused", work_id)
     assert record.business_status == "failed"  # alertable
     [row] = await remembered(stack, tg)
@@ -122,17 +197,14 @@ async def test_a_telegram_topic_refusal_is_the_routes_failure(
 
 
 async def test_a_telegram_album_over_the_request_limit_is_split_under_it(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+    env: Env, replay: ReplayServer, telegram: FakeTelegram
 ) -> None:
     [work_id] = ordered(ALBUM_TAG)
     replay.faults.image_sizes = {work_id: (2000, 2000)}  # pages of 89, 94 and 127 KB: 310 KB together
     telegram.max_request_bytes = 250_000  # the Bot API server takes at most this per request
-    tg, _ = names()
-    route = telegram_route(telegram, max_request_bytes=250_000)
-    stack = routes_stack(make_stack, replay, {tg: route}, tags=[ALBUM_TAG])
-    await stack.start_worker()
+    stack, tg = env.stack, env.route("split")
 
-    record = await run_job(stack, [ALBUM_TAG])
+    record = await run_job(stack, [ALBUM_TAG], target_id="split")
     assert cell_of(record) == ("submitted", None, work_id)
     assert all(r.status == 200 for r in telegram.requests)  # no 413: split before anyone is blamed
     assert [r.method for r in telegram.requests] == ["sendMediaGroup", "sendPhoto"]
@@ -142,20 +214,18 @@ async def test_a_telegram_album_over_the_request_limit_is_split_under_it(
 
 
 async def test_a_413_of_the_whole_request_never_makes_the_next_job_send_the_same_work(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+    env: Env, replay: ReplayServer, telegram: FakeTelegram
 ) -> None:
     # The Bot API server in front takes less than the route says: the first work's
     # request is refused whole (413), the route's failure; the next job sends another work.
     w1, w2 = ordered("オリジナル")[:2]
     replay.faults.image_sizes = {w1: (6000, 6000)}
     telegram.max_request_bytes = 160_000  # w1 is one PNG of 173 KB; w2 albums of 11 pages of 13 KB
-    tg, _ = names()
-    stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram)})
-    await stack.start_worker()
+    stack, tg = env.stack, env.route("413")
 
-    first = await run_job(stack)
+    first = await run_job(stack, target_id="413")
     assert cell_of(first) == ("failed", "route_refused", w1)
-    second = await run_job(stack)
+    second = await run_job(stack, target_id="413")
     assert cell_of(second) == ("submitted", None, w2)
     sent = [r for r in telegram.requests if r.status == 413]
     assert len(sent) == 1  # w1 was sent once, not by every job
@@ -167,18 +237,16 @@ async def test_a_413_of_the_whole_request_never_makes_the_next_job_send_the_same
 
 
 async def test_a_receiver_refusing_every_work_is_paused_and_its_refusals_are_restored(
-    make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
+    env: Env, webhook: WebhookReceiver
 ) -> None:
     # A receiver that answers 422 ("the work's content") to everything: each answer alone
     # blames the work, but three different works in a row with the same answer is a
     # broken receiver; the refusals it recorded are lifted.
     w1, w2, w3 = ordered("オリジナル")[:3]
     webhook.refuse_works = set(ordered("オリジナル"))
-    _, hook = names()
-    stack = routes_stack(make_stack, replay, {hook: webhook_route(webhook, "/all")})
-    await stack.start_worker()
+    stack, hook = env.stack, env.route("all-refused")
 
-    records = [await run_job(stack) for _ in range(3)]
+    records = [await run_job(stack, target_id="all-refused") for _ in range(3)]
     assert [cell_of(r) for r in records] == [("failed", "delivery_rejected", w) for w in (w1, w2, w3)]
     assert await remembered(stack, hook) == []  # restored: none of them is refused for good
     gate = await route_gates.read_gate(await stack.ledger(), hook)
@@ -187,20 +255,18 @@ async def test_a_receiver_refusing_every_work_is_paused_and_its_refusals_are_res
     webhook.refuse_works = set()  # fixed
     resumed = await curaflow("routes", "resume", hook, stack=stack)
     assert resumed.returncode == 0, resumed.stderr
-    again = await run_job(stack)
+    again = await run_job(stack, target_id="all-refused")
     assert cell_of(again) == ("submitted", None, w1)
 
 
 @pytest.mark.parametrize("kind", ["429_no_delay", "html_429"])
 async def test_a_discord_rate_limit_without_a_delay_backs_off_for_seconds(
-    make_stack: StackFactory, replay: ReplayServer, discord: FakeDiscord, kind: str
+    env: Env, discord: FakeDiscord, kind: str
 ) -> None:
     discord.script = [DcReply(kind)]
-    dc, _ = names()
-    stack = routes_stack(make_stack, replay, {dc: discord_route(discord)}, tags=["ゆずソフト"])
-    await stack.start_worker()
+    stack, dc = env.stack, env.route(f"discord-{kind}")
 
-    record = await run_job(stack, ["ゆずソフト"])
+    record = await run_job(stack, ["ゆずソフト"], target_id=f"discord-{kind}")
     assert cell_of(record)[0] == "submitted"
     first, second = discord.requests
     assert first.status == 429 and second.status == 200 and len(discord.messages) == 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from tests.fakes.pximg import FakeImageHost
 from tests.fakes.replay import Faults
 from tests.integration.test_source_jobs import protocol_error, source_stack, task
 from tests.jobs_support import ReplayServer, curaflow, ordered, start_scheduled
-from tests.support import ledger_job, short_id
+from tests.support import Stack, ledger_job, shared_stack, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -333,29 +334,81 @@ async def test_a_day_the_source_cannot_page_fully_is_reported(
     assert sample(text, "curaflow_source_days_not_fully_paged_total", account="default") == 1
 
 
+# ---- job-level tests on the default settings: one worker process -----------------------
+
+#: Each shared test's slot (target, Pixiv account, directory route) → its target's fields.
+SLOTS: dict[str, dict[str, Any]] = {
+    "exhausted": {"query": {"tags": ["廃墟"]}, "filters": {"exclude_ai": True}},
+    "unavailable": {},
+    "hostile-ids": {},
+}
+
+
+def slot_out(root: Path, slot: str) -> Path:
+    """Where a slot's directory route delivers (a few folders deep: no escape reaches ``root``)."""
+    return root / slot / "r1" / "r2" / "r3" / "delivered"
+
+
+@dataclass
+class Env:
+    stack: Stack
+    replay: ReplayServer
+    root: Path
+
+    def out(self, slot: str) -> Path:
+        return slot_out(self.root, slot)
+
+    async def run(self, slot: str, tags: list[str] | None = None) -> Any:
+        body = self.stack.task(target_id=slot, query={"tags": tags or ["オリジナル"]})
+        return await self.stack.wait_terminal(await self.stack.admit(body))
+
+
+@pytest.fixture(scope="module")
+async def module_env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    """One worker process for the job-level tests on the default settings, each on a target,
+    a Pixiv account (its gate and memory of unavailable works) and a route of its own."""
+    root = tmp_path_factory.mktemp("source-failures")
+    replay = await ReplayServer().start()
+    suffix = short_id()
+    config = {
+        "pixiv": replay.config(accounts={slot: {} for slot in SLOTS}),
+        "routes": {f"{slot}-{suffix}": {"kind": "directory", "path": str(slot_out(root, slot))} for slot in SLOTS},
+        "targets": [
+            {"id": slot, "account": slot, "query": {"tags": ["オリジナル"]}, "routes": [f"{slot}-{suffix}"], **target}
+            for slot, target in SLOTS.items()
+        ],
+    }
+    try:
+        async with shared_stack(root, temporal_address, database_url, config) as stack:
+            yield Env(stack, replay, root)
+    finally:
+        await replay.stop()
+
+
+@pytest.fixture
+def shared(module_env: Env) -> Env:
+    """The module's worker; the replay without faults or requests."""
+    module_env.replay.reset()
+    return module_env
+
+
 # ---- 4. fallback stages never rescan an exhausted source -------------------------------
 
 
-async def test_an_exhausted_source_ends_a_scheduled_cell_at_once(
-    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
-) -> None:
+async def test_an_exhausted_source_ends_a_scheduled_cell_at_once(shared: Env) -> None:
     # 廃墟 lists three works and no next page: two get delivered, one is AI (filtered).
+    stack, replay = shared.stack, shared.replay
     works = ordered("廃墟")
     assert len(works) == 3
     replay.faults.mutate = {works[2]: {"illust_ai_type": 2}}
-    stack, _ = source_stack(
-        make_stack,
-        tmp_path,
-        replay,
-        target={"query": {"tags": ["廃墟"]}, "filters": {"exclude_ai": True}},
-    )
-    await stack.start_worker()
     for _ in range(2):
-        done = await stack.wait_terminal(await stack.admit(task(stack, ["廃墟"])))
+        done = await shared.run("exhausted", ["廃墟"])
         assert done.cells[0].state == "submitted"
     before = len(replay.faults.of("search"))
 
-    record = await stack.wait_terminal(await start_scheduled(stack, stages=3))
+    record = await stack.wait_terminal(await start_scheduled(stack, stages=3, target_id="exhausted"))
 
     cell = record.cells[0]
     assert (cell.state, cell.reason, cell.fallback_pass) == ("no_candidate", "filter_exhausted", 0)
@@ -409,15 +462,12 @@ async def test_a_restricted_account_is_its_own_reason_and_pauses_the_account(
 # ---- 8. unavailable works are remembered -----------------------------------------------
 
 
-async def test_an_unavailable_work_is_not_fetched_again_by_later_jobs(
-    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
-) -> None:
+async def test_an_unavailable_work_is_not_fetched_again_by_later_jobs(shared: Env) -> None:
+    stack, replay, account = shared.stack, shared.replay, "unavailable"  # the slot's own account
     w1, w2, w3 = ordered("オリジナル")[:3]
     replay.faults.missing_works = {w1}  # its image answers 404
-    stack, _ = source_stack(make_stack, tmp_path, replay)
-    await stack.start_worker()
-    first = await stack.wait_terminal(await stack.admit(task(stack)))
-    second = await stack.wait_terminal(await stack.admit(task(stack)))
+    first = await shared.run("unavailable")
+    second = await shared.run("unavailable")
 
     assert (first.cells[0].state, first.cells[0].work_id) == ("submitted", w2)
     assert (second.cells[0].state, second.cells[0].work_id) == ("submitted", w3)
@@ -429,40 +479,30 @@ async def test_an_unavailable_work_is_not_fetched_again_by_later_jobs(
     # an operator can make curaflow try it again at once
     listed = json.loads((await curaflow("unavailable", "list", "--json", stack=stack)).stdout)
     # (other tests' stacks, on the same database, list under their own queue names)
-    assert [(r["account"], r["work_id"]) for r in listed if r["work_id"] == w1 and r["account"] == "default"] == [
-        ("default", w1)
+    assert [(r["account"], r["work_id"]) for r in listed if r["work_id"] == w1 and r["account"] == account] == [
+        (account, w1)
     ]
-    assert (await curaflow("unavailable", "clear", w1, "--account", "default", stack=stack)).returncode == 0
+    assert (await curaflow("unavailable", "clear", w1, "--account", account, stack=stack)).returncode == 0
     replay.faults.missing_works = set()
-    third = await stack.wait_terminal(await stack.admit(task(stack)))
+    third = await shared.run("unavailable")
     assert (third.cells[0].state, third.cells[0].work_id) == ("submitted", w1)
 
 
 # ---- 12.4 untrusted data from the source ------------------------------------------------
 
 
-async def test_hostile_work_ids_never_leave_their_roots(
-    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
-) -> None:
+async def test_hostile_work_ids_never_leave_their_roots(shared: Env) -> None:
     first, second, third = ordered("オリジナル")[:3]
+    tmp_path = shared.root / "hostile-ids"  # the slot's own folder: its route delivers under it
     absolute = str(tmp_path / "abs-escaped-2")
-    replay.faults.mutate = {first: {"id": "../../../escaped-1"}, second: {"id": absolute}}
-    out = f"out-{short_id()}"
-    root = tmp_path / "r1" / "r2" / "r3" / "delivered"
-    stack = make_stack(
-        {
-            "pixiv": replay.config(),
-            "routes": {out: {"kind": "directory", "path": str(root)}},
-            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
-        }
-    )
-    await stack.start_worker()
-    record = await stack.wait_terminal(await stack.admit(task(stack)))
+    shared.replay.faults.mutate = {first: {"id": "../../../escaped-1"}, second: {"id": absolute}}
+    root = shared.out("hostile-ids")
+    record = await shared.run("hostile-ids")
 
     cell = record.cells[0]
     assert (cell.state, cell.work_id) == ("submitted", third)
     assert cell.candidate_report is not None and cell.candidate_report.reasons.get("invalid") == 2
-    assert [p for p in tmp_path.rglob("*") if "escaped" in p.name] == []
+    assert [p for p in shared.root.rglob("*") if "escaped" in p.name] == []
     assert sorted(p.name for p in root.iterdir()) == [third]
 
 

@@ -105,8 +105,16 @@ async def test_a_worker_serves_new_jobs_after_a_postgresql_restart(
         assert {"ledger", "temporal", "loop:reconciler", "loop:push_sweeper", "loop:temporal"} <= set(checks)
 
         await asyncio.to_thread(own_pg.stop, "fast")
-        await asyncio.sleep(5)
-        down = await http.get(ready_url)  # alive, and says what is wrong
+
+        async def noticed() -> httpx.Response | None:
+            """/ready once it says 503 and the source queue's loop has failed on the outage
+            (PostgreSQL stays down until then: the loss must be seen, not slept through)."""
+            answer = await http.get(ready_url)
+            text = (await http.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+            failed = sample(text, "curaflow_background_errors_total", loop="source_queue:default")
+            return answer if answer.status_code == 503 and failed else None
+
+        down = await eventually(noticed, timeout_s=60, what="/ready 503, the loss counted")  # alive, says what is wrong
         assert (await http.get(f"http://127.0.0.1:{metrics_port}/health")).status_code == 200
         await asyncio.to_thread(own_pg.start)
         await fresh_ledger(stack)

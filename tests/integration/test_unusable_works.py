@@ -9,12 +9,15 @@ cell binds the next candidate in the same job. Before, such a work ended the job
 again, or it was retried until the job expired, or decoded for minutes.
 
 Real Temporal, PostgreSQL and worker processes; the Pixiv replay in the test process
-(scripted) and a raw-socket image host (:mod:`tests.fakes.pximg`) serving the bombs.
+(scripted) and a raw-socket image host (:mod:`tests.fakes.pximg`) serving the bombs. One
+worker process serves every case (:func:`tests.support.shared_stack`), each on a target,
+a Pixiv account (its memory of unavailable works) and a route of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,23 +25,13 @@ import pytest
 
 from bench.chaos import bombs
 from curaflow.sources.pixiv.replay.data import recorded_works
-from tests.conftest import StackFactory
 from tests.fakes.pximg import FakeImageHost
-from tests.integration.test_source_jobs import source_stack, task
 from tests.jobs_support import ReplayServer, ordered
+from tests.support import Stack, shared_stack, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TAG = "VTuber"  # two single-page works
-
-
-@pytest.fixture
-async def image_host(replay: ReplayServer) -> AsyncIterator[FakeImageHost]:
-    host = await FakeImageHost(replay.faults).start()
-    try:
-        yield host
-    finally:
-        await host.stop()
 
 
 def single_page(url: str) -> dict[str, Any]:
@@ -125,22 +118,63 @@ CASES: dict[str, tuple[Case, str]] = {
 }
 
 
+#: Each case's slot: its target, Pixiv account and route (``u<i>``).
+SLOTS = {case: f"u{i}" for i, case in enumerate(CASES)}
+
+
+@dataclass
+class Env:
+    stack: Stack
+    replay: ReplayServer
+    image_host: FakeImageHost
+    root: Path
+
+
+@pytest.fixture(scope="module")
+async def module_env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    root = tmp_path_factory.mktemp("unusable")
+    replay = await ReplayServer().start()
+    image_host = await FakeImageHost(replay.faults).start()
+    suffix = short_id()
+    slots = list(SLOTS.values())
+    config = {
+        "pixiv": replay.config(image_url=image_host.url, accounts={slot: {} for slot in slots}),
+        "routes": {f"{slot}-{suffix}": {"kind": "directory", "path": str(root / slot / "delivered")} for slot in slots},
+        "targets": [
+            {"id": slot, "account": slot, "query": {"tags": [TAG]}, "routes": [f"{slot}-{suffix}"]} for slot in slots
+        ],
+    }
+    try:
+        async with shared_stack(root, temporal_address, database_url, config) as stack:
+            yield Env(stack, replay, image_host, root)
+    finally:
+        await image_host.stop()
+        await replay.stop()
+
+
+@pytest.fixture
+def env(module_env: Env) -> Env:
+    """The module's worker; the replay (whose faults the image host reads) and the host reset."""
+    module_env.replay.reset()
+    host = module_env.image_host
+    host.script.clear()
+    host.bodies.clear()
+    host.requests.clear()
+    return module_env
+
+
 @pytest.mark.parametrize("case", list(CASES))
 async def test_a_work_the_source_cannot_deliver_is_unavailable_and_the_next_is_delivered_in_the_same_job(
-    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer, image_host: FakeImageHost, case: str
+    env: Env, case: str
 ) -> None:
     first, second = ordered(TAG)[:2]
     make_unusable, kind = CASES[case]
-    make_unusable(replay, image_host, first)
-    stack, _ = source_stack(
-        make_stack,
-        tmp_path,
-        replay,
-        pixiv={"image_url": image_host.url},
-        target={"query": {"tags": [TAG]}},
-    )
-    await stack.start_worker()
-    record = await stack.wait_terminal(await stack.admit(task(stack, [TAG], deadline_ms=120_000)))
+    make_unusable(env.replay, env.image_host, first)
+    stack, slot = env.stack, SLOTS[case]
+    body = stack.task(target_id=slot, query={"tags": [TAG]}, deadline_ms=120_000)
+    record = await stack.wait_terminal(await stack.admit(body))
 
     assert record.business_status == "success", record
     cell = record.cells[0]
@@ -151,8 +185,8 @@ async def test_a_work_the_source_cannot_deliver_is_unavailable_and_the_next_is_d
     # remembered for the account: the next job does not ask for it again
     rows = await (await stack.ledger()).fetch(
         "SELECT work_id, why FROM unavailable_works WHERE gate = $1 AND work_id = $2",
-        stack.settings.source_task_queue("default"),
+        stack.settings.source_task_queue(slot),
         first,
     )
     assert len(rows) == 1, rows
-    assert not (tmp_path / "delivered" / first).exists()
+    assert not (env.root / slot / "delivered" / first).exists()

@@ -19,10 +19,11 @@ from temporalio.worker import Worker
 from curaflow.process.worker import sandbox_runner
 from curaflow.temporal.upgrades import legacy_executions
 from tests.integration.test_cli_operator import clean_env, curaflow
-from tests.support import short_id
+from tests.support import eventually, short_id
 from workflows.job import JobWorkflow
 
-pytestmark = [pytest.mark.integration]
+# A command over executions that waits on Temporal visibility: the full suite only.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 async def test_upgrade_check_lists_executions_without_the_core_v2_marker(
@@ -52,12 +53,11 @@ async def test_upgrade_check_lists_executions_without_the_core_v2_marker(
         async def listed(**kwargs: object) -> set[str]:
             return {e.workflow_id for e in await legacy_executions(client, **kwargs)}  # type: ignore[arg-type]
 
-        for _ in range(50):  # visibility is eventually consistent
+        async def visible() -> set[str] | None:  # visibility is eventually consistent
             found = await listed(include_closed=True)
-            if unserved.id in found:
-                break
-            await asyncio.sleep(0.2)
-        assert unserved.id in found
+            return found if unserved.id in found else None
+
+        found = await eventually(visible, timeout_s=10, interval_s=0.2, what=f"{unserved.id} listed")
         assert served.id not in found  # its first workflow task recorded core-v2
         assert unserved.id not in await listed(started_before=datetime.now(UTC) - timedelta(hours=1))
 

@@ -21,7 +21,8 @@ from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.jobs_support import intents, webhook_route
 from tests.support import eventually
 
-pytestmark = [pytest.mark.integration]
+# A worker process stopped mid-send: the full suite only.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SEND_S = 24.0
 

@@ -5,9 +5,18 @@ server with activities that follow a per-test script instead of doing I/O. Each 
 (``search``, ``fetch``, ``deliver``) is scripted per target (and route) as a list of
 :class:`Act` s consumed one per attempt; every call is recorded.
 
+``acquire`` runs ``search`` then ``fetch`` and, between them, signals ``cell_progress``
+to its execution with the bound cell, as the real one does. ``admit`` (the local
+activity of a Task start and of the ``admission`` update) answers like the ledger's
+admission would (:meth:`Fakes.admit_as`): a key's first Task creates the job, the same
+Task again replays it, another Task under the key is refused ``idempotency_conflict``,
+an invalid Task ``invalid_params`` — each refusal built by the real
+:func:`activities.admit.refusal`. ``push_events`` records each run.
+
 ``finish`` decides like the ledger would, with the real decider
-(:func:`curaflow.domain.verdicts.cell_verdict`) over the cells the fakes last reported,
-and returns the resulting :class:`~curaflow.domain.messages.JobState`.
+(:func:`curaflow.domain.verdicts.cell_verdict`) over the cells the fakes last reported
+(or, for executions of the frozen v1 orchestration, the verdicts it sends), and returns
+the resulting :class:`~curaflow.domain.messages.JobState`.
 """
 
 from __future__ import annotations
@@ -22,9 +31,11 @@ from typing import Any, Literal
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.admit import refusal
 from curaflow.domain.cells import CellState, is_terminal
 from curaflow.domain.messages import (
     AcquireInput,
+    Admitted,
     Budgets,
     CancelRequest,
     CellUpdate,
@@ -37,12 +48,15 @@ from curaflow.domain.messages import (
     PushReport,
     RouteRef,
     SearchInput,
+    SubmitInput,
     TargetSpec,
 )
 from curaflow.domain.models import CellSnapshot, DeliveryReport, RouteDelivery, Work
 from curaflow.domain.outcome import business_status, is_alertable, job_deliveries
 from curaflow.domain.projection import job_stage, job_status
 from curaflow.domain.verdicts import cell_verdict
+from curaflow.protocol.errors import ProtocolError
+from curaflow.protocol.task import validate_task
 
 
 @dataclass
@@ -54,10 +68,17 @@ class Act:
             ``error_type``), ``hang`` (heartbeat until cancelled), ``silent`` (sleep
             ``seconds`` without heartbeating), ``slow`` (heartbeat for ``seconds`` and
             return ``ok`` — even when cancelled meanwhile, like a send already out),
-            ``cancel_found`` (the ledger holds a cancel: did no work).
+            ``cancel_found`` (the ledger holds a cancel: did no work),
+            ``deadline_found`` (the ledger says the deadline passed: did no work),
+            ``next_pass`` (``search`` only: nothing bindable in this pass, another
+            fallback pass should run), ``no_candidate`` (``search`` only: the cell ends
+            ``no_candidate``), ``held`` (heartbeat until the test calls
+            :meth:`Fakes.release` for the step, then ``ok``; a cancel stops it as ``hang``).
     """
 
-    kind: Literal["ok", "fail", "hang", "silent", "slow", "cancel_found"] = "ok"
+    kind: Literal[
+        "ok", "fail", "hang", "held", "silent", "slow", "cancel_found", "deadline_found", "next_pass", "no_candidate"
+    ] = "ok"
     error_type: str = "network_error"
     non_retryable: bool = False
     seconds: float = 0.0
@@ -70,6 +91,7 @@ class Call:
     route: str | None
     attempt: int
     at: float
+    job_id: str = ""
 
 
 @dataclass
@@ -86,6 +108,37 @@ class Fakes:
     #: One :class:`Act` per ``request_cancel`` attempt (``silent``: a worker that died
     #: with the attempt); then ``ok``.
     cancel_acts: list[Act] = field(default_factory=list)
+    #: The ``AcquireInput`` / ``SearchInput`` of every search attempt (its fallback pass).
+    searches: list[SearchInput] = field(default_factory=list)
+    #: Every ``push_events`` run.
+    pushes: list[PushInput] = field(default_factory=list)
+    #: Every Task ``admit`` was asked to admit, in order.
+    admits: list[dict[str, Any]] = field(default_factory=list)
+    #: Held while set and not yet released: ``admit`` waits for it (a slow ledger).
+    admit_hold: asyncio.Event | None = None
+    #: The job a Task admits (:meth:`admit_as`); None: ``admit`` refuses with ``unknown_target``.
+    admit_job: JobInput | None = None
+    #: Tasks admitted so far, by idempotency key (the ledger's idempotency).
+    admitted: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The final state ``admit`` answers for a replay of a job that already ended.
+    admit_final: JobState | None = None
+    #: The jobs started or admitted, by job id: ``finish`` decides every target's cell.
+    jobs: dict[str, JobInput] = field(default_factory=dict)
+    #: ``held`` steps (and a held ``request_cancel``) wait for these (:meth:`release`).
+    gates: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    def release(self, step: str, target_id: str = "t", route: str | None = None) -> None:
+        """Let a ``held`` attempt of ``step`` (``request_cancel``: no target) carry on."""
+        self._gate(self._key(step, target_id, route)).set()
+
+    def _gate(self, key: str) -> asyncio.Event:
+        return self.gates.setdefault(key, asyncio.Event())
+
+    def admit_as(self, job: JobInput, *, final: JobState | None = None) -> Fakes:
+        """A Task's first admission creates ``job`` (its job id must be the Task's);
+        ``final``: the job already ended (a replay answers that state)."""
+        self.admit_job, self.admit_final = job, final
+        return self
 
     def on(self, step: str, target_id: str, *acts: Act, route: str | None = None) -> Fakes:
         """Script ``step`` of ``target_id`` (and ``route`` for ``deliver``)."""
@@ -105,7 +158,7 @@ class Fakes:
     async def _act(self, step: str, target_id: str, route: str | None) -> Act:
         info = activity.info()
         self._cell(target_id)
-        self.calls.append(Call(step, target_id, route, info.attempt, time.monotonic()))
+        self.calls.append(Call(step, target_id, route, info.attempt, time.monotonic(), info.workflow_id or ""))
         acts = self.script.get(self._key(step, target_id, route), [])
         act = acts.pop(0) if len(acts) > 1 else (acts[0] if acts else Act())
         if act.kind == "fail":
@@ -114,6 +167,12 @@ class Fakes:
             while True:
                 activity.heartbeat()
                 await asyncio.sleep(0.05)
+        if act.kind == "held":
+            gate = self._gate(self._key(step, target_id, route))
+            while not gate.is_set():
+                activity.heartbeat()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(gate.wait(), 0.05)
         if act.kind == "silent":  # a worker that died: its attempt times out, its answer never counts
             await asyncio.sleep(act.seconds)
             raise ApplicationError("a dead worker's attempt", type="internal_error")
@@ -133,9 +192,19 @@ class Fakes:
         @activity.defn(name="search")
         async def search(inp: SearchInput) -> CellUpdate:
             tid = inp.target.target_id
+            fakes.searches.append(inp)
             act = await fakes._act("search", tid, None)
             if act.kind == "cancel_found":
                 return CellUpdate(cell=fakes._cell(tid), cancel_requested=True)
+            if act.kind == "deadline_found":
+                return CellUpdate(cell=fakes._cell(tid), deadline_passed=True)
+            if act.kind == "next_pass":
+                return CellUpdate(cell=fakes._cell(tid), retry_stage=True)
+            if act.kind == "no_candidate":
+                fakes.cells[tid] = fakes._cell(tid).model_copy(
+                    update={"state": CellState.NO_CANDIDATE, "stage": "done", "reason": "no_candidate"}
+                )
+                return CellUpdate(cell=fakes.cells[tid])
             work = Work(work_id=f"w-{tid}", title="scripted")
             fakes.cells[tid] = fakes._cell(tid).model_copy(
                 update={"state": CellState.SELECTED, "stage": "fetching", "work_id": work.work_id, "work": work}
@@ -148,6 +217,8 @@ class Fakes:
             act = await fakes._act("fetch", tid, None)
             if act.kind == "cancel_found":
                 return CellUpdate(cell=fakes._cell(tid), cancel_requested=True)
+            if act.kind == "deadline_found":
+                return CellUpdate(cell=fakes._cell(tid), deadline_passed=True)
             fakes.cells[tid] = fakes._cell(tid).model_copy(
                 update={"state": CellState.ARTIFACT_READY, "stage": "delivering"}
             )
@@ -155,10 +226,20 @@ class Fakes:
 
         @activity.defn(name="acquire")
         async def acquire(inp: AcquireInput) -> CellUpdate:
-            """``search`` then ``fetch`` of the cell, each following its own script (as the real one)."""
+            """``search`` then ``fetch`` of the cell, each following its own script, with the
+            ``cell_progress`` signal between them (as the real one)."""
             found = await search(SearchInput.model_validate(inp.model_dump()))
-            if found.cancel_requested or is_terminal(found.cell.state) or found.cell.work_id is None:
+            if (
+                found.cancel_requested
+                or found.deadline_passed
+                or found.retry_stage
+                or is_terminal(found.cell.state)
+                or found.cell.work_id is None
+            ):
                 return found
+            info = activity.info()
+            handle = client_of().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
+            await handle.signal("cell_progress", found.cell)
             return await fetch(FetchInput(job_id=inp.job_id, target=inp.target))
 
         @activity.defn(name="deliver")
@@ -168,6 +249,8 @@ class Fakes:
             cell = fakes._cell(tid)
             if act.kind == "cancel_found":
                 return CellUpdate(cell=cell, cancel_requested=True)
+            if act.kind == "deadline_found":
+                return CellUpdate(cell=cell, deadline_passed=True)
             fakes.deliveries[(tid, route)] = RouteDelivery(
                 route=route, status="delivered", idempotency_key=f"k-{tid}-{route}", work_id=cell.work_id
             )
@@ -185,12 +268,15 @@ class Fakes:
                 raise ApplicationError(fakes.finish_error, type=fakes.finish_error, non_retryable=True)
             for tid in inp.failures:
                 fakes._cell(tid)
+            job = fakes.jobs.get(inp.job_id)
+            for target in job.targets if job is not None else []:
+                fakes._cell(target.target_id)
             cells = []
             for tid, cell in sorted(fakes.cells.items()):
                 deliveries = [d for (t, _), d in fakes.deliveries.items() if t == tid]
                 cell = cell.model_copy(update={"deliveries": deliveries})
                 if not is_terminal(cell.state):
-                    reason = cell_verdict(
+                    reason = inp.verdicts.get(tid) or cell_verdict(  # v1 executions send verdicts
                         state=cell.state, stage=cell.stage, cause=inp.cause, failure=inp.failures.get(tid)
                     )
                     cell = cell.model_copy(update={"state": CellState.FAILED, "reason": str(reason)})
@@ -211,6 +297,8 @@ class Fakes:
         async def request_cancel(inp: CancelRequest) -> None:
             fakes.cancels.append(time.monotonic())
             act = fakes.cancel_acts.pop(0) if fakes.cancel_acts else Act()
+            if act.kind == "held":  # a slow ledger: the cancel is being recorded
+                await fakes._gate(fakes._key("request_cancel", "t", None)).wait()
             if act.kind == "silent":  # the worker died with this attempt: it never answers
                 await asyncio.sleep(act.seconds)
                 raise ApplicationError("a dead worker's attempt", type="internal_error")
@@ -220,9 +308,39 @@ class Fakes:
 
         @activity.defn(name="push_events")
         async def push_events(inp: PushInput) -> PushReport:
+            fakes.pushes.append(inp)
             return PushReport(job_id=inp.job_id)
 
-        return [acquire, search, fetch, deliver, finish, request_cancel, push_events]
+        @activity.defn(name="admit")
+        async def admit(inp: SubmitInput) -> Admitted:
+            fakes.admits.append(inp.task)
+            if fakes.admit_hold is not None:
+                await fakes.admit_hold.wait()
+            return fakes._admit(inp.task)
+
+        return [acquire, search, fetch, deliver, finish, request_cancel, push_events, admit]
+
+    def _admit(self, task: dict[str, Any]) -> Admitted:
+        """What the ledger's admission answers ``task`` (see the module doc)."""
+        try:
+            validated = validate_task(task)
+        except ProtocolError as err:
+            raise refusal(err) from None
+        if self.admit_job is None:
+            raise refusal(ProtocolError("unknown_target", 400, "no such target", {"field": "params.target_id"}))
+        self.jobs[self.admit_job.job_id] = self.admit_job
+        key = validated.idempotency_key
+        first = self.admitted.setdefault(key, task)
+        if first != task:
+            raise refusal(
+                ProtocolError(
+                    "idempotency_conflict",
+                    409,
+                    "the idempotency key was first used with different params",
+                    {"reason": "idempotency_conflict", "job_id": self.admit_job.job_id},
+                )
+            )
+        return Admitted(job_input=self.admit_job, created=first is task, final=self.admit_final)
 
 
 def job_input(
@@ -233,8 +351,10 @@ def job_input(
     source_queue: str,
     budgets: Budgets | None = None,
     stages: int = 1,
+    **extra: Any,
 ) -> JobInput:
-    """A ``JobInput`` with one target per ``targets`` key (its routes the values)."""
+    """A ``JobInput`` with one target per ``targets`` key (its routes the values);
+    ``extra``: further ``JobInput`` fields (``callback``, ``trigger`` …)."""
     now = int(time.time() * 1000)
     return JobInput(
         job_id=job_id,
@@ -257,4 +377,5 @@ def job_input(
         ),
         source_task_queues={"default": source_queue},
         max_fallback_stages=stages,
+        **extra,
     )

@@ -15,13 +15,13 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from tests.workflow.fakes import Act
-from tests.workflow.test_job_workflow import Env, env  # noqa: F401 - the fixture
+from tests.workflow.harness import Env
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.mark.timeout(90)
-async def test_a_worker_lost_during_request_cancel_is_replaced_within_ten_seconds(env: Env) -> None:  # noqa: F811
+async def test_a_worker_lost_during_request_cancel_is_replaced_within_ten_seconds(env: Env) -> None:
     env.fakes.on("search", "t", Act("hang"))
     env.fakes.cancel_acts = [Act("silent", seconds=120)]  # the first attempt's worker is gone
     handle = await env.start(env.job())

@@ -60,7 +60,10 @@ async def env(temporal_client: Client) -> AsyncIterator[Env]:
     async def admit(inp: SubmitInput) -> Admitted:
         return env.admitted[inp.workflow_id]
 
-    acts = [a for a in env.fakes.activities(lambda: env.client) if a.__name__ not in ("acquire", "search", "fetch")]
+    # the fakes' own ``admit`` (tests.workflow.fakes) gives way to this module's scripted one
+    acts = [
+        a for a in env.fakes.activities(lambda: env.client) if a.__name__ not in ("acquire", "search", "fetch", "admit")
+    ]
     source = [a for a in env.fakes.activities(lambda: env.client) if a.__name__ in ("acquire", "search", "fetch")]
     async with contextlib.AsyncExitStack() as stack:
         await stack.enter_async_context(

@@ -8,141 +8,30 @@ landed being reported under a cancel, and a send already out being finished.
 
 from __future__ import annotations
 
-import asyncio
-import json
-import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator
-from datetime import timedelta
 from typing import Any
 
 import pytest
 from temporalio import activity
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
-from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+from temporalio.worker import Worker
 
-from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.execution import JOB_TASK_TIMEOUT
 from curaflow.domain.job_failure import state_of
-from curaflow.domain.messages import JobInput, JobState
+from curaflow.domain.messages import JobState
 from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceAdmission, OccurrenceInput
 from curaflow.domain.verdicts import FailureKind, FinishCause
 from curaflow.process.worker import sandbox_runner
-from tests.support import closed_status, eventually
-from tests.workflow.fakes import Act, Fakes, job_input
+from tests.support import eventually
+from tests.workflow.fakes import Act
+from tests.workflow.harness import SOURCE, WORK_STEPS, Env, cancel_by, result_of, workers
 from workflows.job import JobWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
 
 pytestmark = pytest.mark.integration
-
-WORK_STEPS = ("search", "fetch", "deliver")  # as the fakes record them (acquire = search then fetch)
-SOURCE = ("acquire", "search", "fetch")  # the activities of the account's source queue
-
-
-class Env:
-    """One test's fakes, queues and workers."""
-
-    def __init__(self, client: Client, address: str) -> None:
-        self.client = client
-        self.address = address
-        self.fakes = Fakes()
-        self.queue = f"wf-{uuid.uuid4().hex[:8]}"
-        self.source_queue = f"{self.queue}-source"
-
-    def job(self, targets: dict[str, list[str]] | None = None, **kwargs: Any) -> JobInput:
-        job_id = f"job-{uuid.uuid4().hex[:8]}"
-        return job_input(job_id, targets or {"t": ["a"]}, source_queue=self.source_queue, **kwargs)
-
-    async def start(self, inp: JobInput) -> WorkflowHandle[Any, Any]:
-        return await self.client.start_workflow(
-            JobWorkflow.run,
-            inp,
-            id=inp.job_id,
-            task_queue=self.queue,
-            execution_timeout=timedelta(minutes=2),
-        )
-
-    async def called(self, step: str, timeout_s: float = 10) -> None:
-        await eventually(
-            lambda: step in self.fakes.steps(),
-            timeout_s=timeout_s,
-            interval_s=0.02,
-            what=lambda: f"{step} called: {self.fakes.steps()}",
-        )
-        await asyncio.sleep(0.2)  # its attempt is running
-
-    async def closed(self, handle: WorkflowHandle[Any, Any], timeout_s: float = 20) -> WorkflowExecutionStatus:
-        status: WorkflowExecutionStatus = await closed_status(self.client, handle.id, timeout_s)
-        return status
-
-    async def scheduled(self, handle: WorkflowHandle[Any, Any]) -> list[tuple[int, str]]:
-        """``(event id, activity type)`` of every activity, scheduled or local (its marker)."""
-        history = await handle.fetch_history()
-        found = []
-        for e in history.events:
-            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
-                found.append((e.event_id, e.activity_task_scheduled_event_attributes.activity_type.name))
-            elif e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED:
-                attrs = e.marker_recorded_event_attributes
-                if attrs.marker_name == "core_local_activity":
-                    data = json.loads(attrs.details["data"].payloads[0].data)
-                    found.append((e.event_id, data["activity_type"]))
-        return found
-
-    async def events(self, handle: WorkflowHandle[Any, Any], kind: int) -> list[int]:
-        history = await handle.fetch_history()
-        return [e.event_id for e in history.events if e.event_type == kind]
-
-
-@pytest.fixture
-async def env(temporal_client: Client, temporal_address: str) -> AsyncIterator[Env]:
-    env = Env(temporal_client, temporal_address)
-    async with workers(env, sandboxed=True):
-        yield env
-
-
-def workers(env: Env, *, sandboxed: bool, source: bool = True) -> Any:
-    import contextlib
-
-    @contextlib.asynccontextmanager
-    async def run() -> AsyncIterator[None]:
-        acts = env.fakes.activities(lambda: env.client)
-        main = [a for a in acts if a.__name__ not in SOURCE]
-        src = [a for a in acts if a.__name__ in SOURCE]
-        runner = sandbox_runner() if sandboxed else UnsandboxedWorkflowRunner()
-        beat = timedelta(milliseconds=100)
-        async with contextlib.AsyncExitStack() as stack:
-            await stack.enter_async_context(
-                Worker(
-                    env.client,
-                    task_queue=env.queue,
-                    workflows=[JobWorkflow],
-                    activities=main,
-                    workflow_runner=runner,
-                    max_heartbeat_throttle_interval=beat,
-                    default_heartbeat_throttle_interval=beat,
-                )
-            )
-            if source:
-                await stack.enter_async_context(
-                    Worker(
-                        env.client,
-                        task_queue=env.source_queue,
-                        activities=src,
-                        max_heartbeat_throttle_interval=beat,
-                        default_heartbeat_throttle_interval=beat,
-                    )
-                )
-            yield
-
-    return run()
-
-
-async def result_of(handle: WorkflowHandle[Any, Any]) -> JobState:
-    return JobState.model_validate(await handle.query("status"))
 
 
 # ---- the happy path --------------------------------------------------------------------
@@ -187,19 +76,6 @@ async def test_the_deadline_stops_every_step(env: Env, step: str) -> None:
 # ---- every cancel path is a barrier, recorded before in-flight steps are stopped --------
 
 
-async def cancel_by(env: Env, path: str, handle: WorkflowHandle[Any, Any]) -> None:
-    if path == "signal":
-        await asyncio.to_thread(
-            subprocess.run,
-            [temporal_binary(), "workflow", "signal", "--address", env.address, "-w", handle.id, "--name", "cancel"],
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
-    elif path == "temporal":
-        await handle.cancel()
-
-
 @pytest.mark.parametrize("path", ["signal", "temporal", "ledger"])
 @pytest.mark.parametrize("step", WORK_STEPS)
 async def test_every_cancel_path_at_every_step(env: Env, path: str, step: str) -> None:
@@ -233,9 +109,7 @@ async def test_a_cancel_reports_the_route_that_got_the_work(env: Env) -> None:
     env.fakes.on("deliver", "t", Act("ok"), route="a").on("deliver", "t", Act("hang"), route="b")
     handle = await env.start(env.job({"t": ["a", "b"]}))
     await env.called("deliver")
-    while len(env.fakes.deliveries) < 1:
-        await asyncio.sleep(0.02)
-    live = await result_of(handle)
+    live = await env.status_until(handle, lambda s: bool(s.deliveries), "route a's delivery in the live state")
     assert [(d.route, d.status) for d in live.deliveries] == [("a", "delivered")]
 
     await handle.signal("cancel", {"reason": "enough"})
@@ -253,9 +127,8 @@ async def test_a_cancel_that_stops_one_target_of_two_ends_the_job_cancelled(env:
     # the delivery that landed is reported.
     env.fakes.on("deliver", "t1", Act("ok"), route="a").on("deliver", "t2", Act("hang"), route="b")
     handle = await env.start(env.job({"t1": ["a"], "t2": ["b"]}))
-    while len(env.fakes.deliveries) < 1 or "deliver" not in env.fakes.steps("t2"):
-        await asyncio.sleep(0.02)
-    await asyncio.sleep(0.2)  # t2's send is out
+    await env.status_until(handle, lambda s: bool(s.deliveries), "t1's delivery in the live state")
+    await env.beating(handle, "deliver")  # t2's send is out
 
     await handle.signal("cancel", {"reason": "enough"})
 

@@ -1,0 +1,187 @@
+"""A Temporal client's start: ``JobWorkflow`` admits its own Task (the ``admit`` local
+activity) and answers the ``admission`` update (update-with-start, :func:`curaflow.jobs.submit.start_job`).
+
+The fake ``admit`` answers as the ledger's admission does (:meth:`tests.workflow.fakes.Fakes.admit_as`);
+the refusals are the real ones (:func:`activities.admit.refusal`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+
+from curaflow.domain.cells import CellState
+from curaflow.domain.job_failure import state_of
+from curaflow.domain.messages import JobState
+from curaflow.domain.models import CellSnapshot
+from curaflow.jobs.submit import ADMISSION_UPDATE, start_job
+from curaflow.protocol.errors import ProtocolError
+from curaflow.protocol.task import manual_job_id
+from tests.support import short_id
+from tests.workflow.fakes import Act
+from tests.workflow.harness import Env
+
+pytestmark = pytest.mark.integration
+
+
+def task(key: str, **params: Any) -> dict[str, Any]:
+    """A protocol Task for target ``t``."""
+    return {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": key,
+        "params": {"target_id": "t", **params},
+    }
+
+
+def admitting(env: Env, key: str, **kwargs: Any) -> dict[str, Any]:
+    """A Task under ``key`` whose admission creates this env's job (its id the Task's)."""
+    env.fakes.admit_as(env.job(job_id=manual_job_id("t", key), trigger="temporal"), **kwargs)
+    return task(key)
+
+
+async def test_update_with_start_admits_once_and_runs_the_job(env: Env) -> None:
+    body = admitting(env, f"k-{short_id()}")
+
+    handle = await start_job(env.client, body, task_queue=env.queue)
+
+    final: JobState = JobState.model_validate(await handle.result())
+    assert final.status == "succeeded" and final.job_id == handle.id
+    assert env.fakes.admits == [body]  # the execution admitted its own Task; the update did not again
+    assert env.fakes.steps() == ["search", "fetch", "deliver"]
+    attributes = await env.search_attributes(handle)
+    assert (attributes["JobStatus"], attributes["TargetIds"]) == ("succeeded", ["t"])
+
+
+async def test_the_same_task_again_is_the_same_job_and_another_is_refused(env: Env) -> None:
+    key = f"k-{short_id()}"
+    body = admitting(env, key)
+    env.fakes.on("search", "t", Act("held"))
+    handle = await start_job(env.client, body, task_queue=env.queue)
+
+    again = await start_job(env.client, dict(body), task_queue=env.queue)  # while it runs
+    assert again.id == handle.id
+    with pytest.raises(ProtocolError) as refused:
+        await start_job(env.client, task(key, query={"tags": ["other"]}), task_queue=env.queue)
+    assert (refused.value.code, refused.value.http_status) == ("idempotency_conflict", 409)
+    assert refused.value.detail == {"reason": "idempotency_conflict", "job_id": handle.id}
+
+    env.fakes.release("search")
+    assert JobState.model_validate(await handle.result()).status == "succeeded"
+    assert len(env.fakes.admits) == 2  # the start's Task, then the other Task (refused)
+    assert env.fakes.steps() == ["search", "fetch", "deliver"]  # one job ran, once
+
+
+async def test_an_invalid_update_input_is_rejected_without_a_trace(env: Env) -> None:
+    body = admitting(env, f"k-{short_id()}")
+    env.fakes.on("search", "t", Act("held"))
+    handle = await start_job(env.client, body, task_queue=env.queue)
+
+    for not_a_task in ("a string", 5, ["a", "list"]):
+        with pytest.raises(WorkflowUpdateFailedError) as rejected:
+            await handle.execute_update(ADMISSION_UPDATE, not_a_task)
+        cause = rejected.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "invalid_params", cause
+
+    env.fakes.release("search")
+    await handle.result()
+    accepted = await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+    assert len(accepted) == 1  # the start's own update; a rejected one leaves no event
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "detail"),
+    [
+        ({"params": {"target_id": ""}}, "invalid_params", {"field": "params.target_id"}),
+        ({"deadline_ms": 5}, "invalid_params", {"field": "deadline_ms"}),
+        ({"protocol_version": "9"}, "unsupported_protocol_version", {"received": "9", "supported": ["1"]}),
+    ],
+    ids=["target", "deadline", "version"],
+)
+async def test_a_refused_task_fails_the_execution_with_the_protocol_code(
+    env: Env, change: dict[str, Any], code: str, detail: dict[str, Any]
+) -> None:
+    key = f"k-{short_id()}"
+    body = {**admitting(env, key), **change}
+    handle = await env.client.start_workflow("JobWorkflow", body, id=f"t@manual-{key}", task_queue=env.queue)
+
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and (cause.type, cause.non_retryable) == (code, True)
+    assert cause.details[0]["detail"] == detail, cause.details
+    assert env.fakes.steps() == [] and env.fakes.finishes == []  # no job: nothing ran, nothing finished
+    assert await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []  # never the task
+
+
+async def test_until_its_task_is_admitted_the_execution_holds_no_job(env: Env) -> None:
+    body = admitting(env, f"k-{short_id()}")
+    env.fakes.admit_hold = asyncio.Event()  # a slow ledger
+    job_id = manual_job_id("t", body["idempotency_key"])
+    handle: WorkflowHandle[Any, Any] = await env.client.start_workflow(
+        "JobWorkflow", body, id=job_id, task_queue=env.queue
+    )
+
+    state = await env.status_until(handle, lambda s: s.stage == "admitting", "admitting")
+    assert (state.job_id, state.cells, state.cancel_requested) == (job_id, [], False)
+    # No job yet: a progress signal has no cell to move, and the cancel waits for the job.
+    await handle.signal("cell_progress", CellSnapshot(target_id="t", state=CellState.SELECTED, work_id="x"))
+    await handle.signal("cancel")
+    assert (await env.status(handle)).cancel_requested
+
+    env.fakes.admit_hold.set()
+    assert await env.closed(handle) == WorkflowExecutionStatus.CANCELED
+    assert env.fakes.steps() == []  # admitted behind the barrier: no step opened
+    assert [f.cause for f in env.fakes.finishes] == ["cancelled"] and len(env.fakes.cancels) == 1
+    assert (await env.status(handle)).status == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("status", "failure"),
+    [("succeeded", None), ("cancelled", None), ("failed", "job_failed"), ("expired", "job_expired")],
+)
+async def test_a_task_of_a_job_that_already_ended_answers_its_final_state(
+    env: Env, status: str, failure: str | None
+) -> None:
+    key = f"k-{short_id()}"
+    ended = JobState(job_id=manual_job_id("t", key), status=status, stage="done", business_status="x")
+    body = admitting(env, key, final=ended)
+
+    handle = await start_job(env.client, body, task_queue=env.queue)  # the update answers the final state
+
+    if failure is None:
+        assert JobState.model_validate(await handle.result()) == ended
+    else:  # an ended job that failed fails this execution too (decision 15), its state in the failure
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        assert isinstance(failed.value.cause, ApplicationError) and failed.value.cause.type == failure
+        assert state_of(failed.value) == ended
+    assert env.fakes.steps() == [] and env.fakes.finishes == []  # nothing runs again
+    # a run that reports an ended job is not the job: it publishes no state of its own
+    attributes = await env.search_attributes(handle)
+    assert "JobStatus" not in attributes and "BusinessStatus" not in attributes
+    assert attributes["TargetIds"] == ["t"]
+
+
+@pytest.mark.parametrize(
+    ("args", "detail"),
+    [([], {"arguments": 0}), (["a string"], {"received": "string"}), ([{}, {}], {"arguments": 2})],
+    ids=["none", "string", "two"],
+)
+async def test_a_start_that_is_not_one_json_object_fails_at_once(
+    env: Env, args: list[Any], detail: dict[str, Any]
+) -> None:
+    handle = await env.client.start_workflow("JobWorkflow", args=args, id=f"bad-{short_id()}", task_queue=env.queue)
+
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "invalid_params"
+    assert cause.details[0]["detail"] == {"reason": "workflow_input", **detail}
+    assert env.fakes.admits == [] and env.fakes.steps() == []
+    assert await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []  # never the task

@@ -1,0 +1,132 @@
+"""Executions started before a change keep what they did (``workflow.patched``).
+
+A live execution that started before a patch sees ``workflow.patched(<id>)`` answer False
+for it; here the answer is made False for new executions too (an unsandboxed worker, the
+SDK's function replaced for the test), so the old branch of each patch runs live on the
+fake activities — the frozen core v1 orchestration (``core-v2``, :mod:`workflows.job_v1`)
+and the behaviours before ``failed-execution``, ``cell-progress`` and ``reporting-run``. The recorded histories
+(``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
+branches do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+import temporalio.workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus
+
+from tests.workflow.fakes import Act
+from tests.workflow.harness import Env, workers
+from workflows.job import CELL_PROGRESS, CORE_V2, FAILED_EXECUTION, REPORTING_RUN
+
+pytestmark = pytest.mark.integration
+
+Unpatched = Callable[..., AsyncIterator[Env]]
+
+
+@pytest.fixture
+def unpatched(temporal_client: Client, temporal_address: str, monkeypatch: pytest.MonkeyPatch) -> Callable[..., object]:
+    """``unpatched(*patch_ids)``: an :class:`Env` whose executions run as if started before those patches."""
+
+    real = temporalio.workflow.patched
+
+    @contextlib.asynccontextmanager
+    async def run(*patch_ids: str) -> AsyncIterator[Env]:
+        monkeypatch.setattr(
+            temporalio.workflow, "patched", lambda patch_id: patch_id not in patch_ids and real(patch_id)
+        )
+        env = Env(temporal_client, temporal_address)
+        async with workers(env, sandboxed=False):
+            yield env
+
+    return run
+
+
+async def test_a_v1_execution_runs_search_fetch_and_deliver_as_three_activities(unpatched: Unpatched) -> None:
+    async with unpatched(CORE_V2) as env:
+        handle = await env.start(env.job({"t": ["a", "b"]}))
+        final = await handle.result()
+        scheduled = [name for _, name in await env.scheduled(handle)]
+        live = await env.status(handle)
+
+    assert final.status == "succeeded" and live == final
+    assert scheduled == ["search", "fetch", "deliver", "deliver", "finish"]  # no acquire, finish not local
+    (finish,) = env.fakes.finishes
+    assert (finish.cause, finish.verdicts, finish.failures) == ("completed", {}, {})
+
+
+async def test_a_v1_failed_job_completes_with_the_reason_the_frozen_rules_gave(unpatched: Unpatched) -> None:
+    async with unpatched(CORE_V2) as env:
+        env.fakes.on("fetch", "t", Act("fail", error_type="download_failed", non_retryable=True))
+        handle = await env.start(env.job())
+        final = await handle.result()  # before core v2 (and failed-execution) a failed job completed
+
+    assert (final.status, final.cells[0].reason) == ("failed", "download_failed")
+    (finish,) = env.fakes.finishes
+    assert finish.verdicts == {"t": "download_failed"} and finish.failures == {}  # v1 decided the reason
+
+
+async def test_a_v1_cancel_signal_records_the_cancel_then_ends_canceled(unpatched: Unpatched) -> None:
+    async with unpatched(CORE_V2) as env:
+        env.fakes.on("search", "t", Act("hang"))
+        handle = await env.start(env.job())
+        await env.beating(handle, "search")  # v1 searches in a "search" activity
+        state = await env.status(handle)
+        await handle.signal("cancel", "operator stop")
+        assert await env.closed(handle) == WorkflowExecutionStatus.CANCELED
+        scheduled = [name for _, name in await env.scheduled(handle)]
+        final = await env.status(handle)
+
+    assert (state.status, state.stage) == ("queued", "queued")  # v1's live state follows step results only
+    assert scheduled == ["search", "request_cancel", "finish"]  # request_cancel an activity, not local
+    assert final.status == "cancelled" and len(env.fakes.cancels) == 1
+
+
+async def test_before_failed_execution_a_failed_job_completed(unpatched: Unpatched) -> None:
+    async with unpatched(FAILED_EXECUTION) as env:
+        env.fakes.on("search", "t", Act("fail", error_type="auth_failed", non_retryable=True))
+        handle = await env.start(env.job())
+        final = await handle.result()
+        markers = await env.events(handle, EventType.EVENT_TYPE_MARKER_RECORDED)
+
+    assert (final.status, final.cells[0].reason) == ("failed", "auth_failed")
+    assert len(markers) >= 2  # core-v2's marker and finish's; none of failed-execution's
+
+
+async def test_before_cell_progress_the_live_state_waits_for_the_step_result(unpatched: Unpatched) -> None:
+    async with unpatched(CELL_PROGRESS) as env:
+        env.fakes.on("fetch", "t", Act("held"))
+        handle = await env.start(env.job())
+        await env.called("fetch")  # the progress signal was sent before the fetch
+        state = await env.status(handle)
+        env.fakes.release("fetch")
+        await handle.result()
+
+    assert (state.status, state.stage, state.cells[0].work_id) == ("queued", "searching", None)
+
+
+async def test_before_reporting_run_a_run_reporting_an_ended_job_published_its_state(unpatched: Unpatched) -> None:
+    from curaflow.domain.messages import JobState
+    from curaflow.jobs.submit import start_job
+    from curaflow.protocol.task import manual_job_id
+
+    async with unpatched(REPORTING_RUN) as env:
+        key = "k-reporting"
+        job_id = manual_job_id("t", f"{key}-{env.queue}")
+        ended = JobState(job_id=job_id, status="succeeded", stage="done", business_status="success")
+        env.fakes.admit_as(env.job(job_id=job_id, trigger="temporal"), final=ended)
+        task = {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": f"{key}-{env.queue}",
+            "params": {"target_id": "t"},
+        }
+        handle = await start_job(env.client, task, task_queue=env.queue)
+        assert JobState.model_validate(await handle.result()) == ended
+        attributes = await env.search_attributes(handle)
+
+    assert (attributes["JobStatus"], attributes["BusinessStatus"]) == ("succeeded", "success")
