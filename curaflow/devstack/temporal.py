@@ -61,6 +61,9 @@ class TemporalDevServer:
         port: gRPC port (0 → a free port).
         ui_port: Web UI port (None → headless; 0 → a free port).
         log_file: where the server's output goes.
+        metrics_port: the server's Prometheus ``/metrics`` port (0 → a free port; None →
+            the server picks one and nobody knows it). Its ``action`` counter counts what
+            Temporal Cloud bills (``curaflow bench`` reads it).
     """
 
     def __init__(
@@ -70,18 +73,25 @@ class TemporalDevServer:
         port: int = 0,
         ui_port: int | None = None,
         log_file: Path | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         self.db_file = db_file
         self._fixed_ports = bool(port) or bool(ui_port)
         self.port = port or free_port()
         self.ui_port = (ui_port or free_port()) if ui_port is not None else None
         self.log_file = log_file
+        self.metrics_port = (metrics_port or free_port()) if metrics_port is not None else None
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def address(self) -> str:
         """``host:port`` of the frontend gRPC service."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """The server's Prometheus endpoint, when :attr:`metrics_port` was asked for."""
+        return f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None
 
     @property
     def ui_url(self) -> str | None:
@@ -105,6 +115,8 @@ class TemporalDevServer:
         if self.db_file is not None:
             self.db_file.parent.mkdir(parents=True, exist_ok=True)
             cmd += ["--db-filename", str(self.db_file)]
+        if self.metrics_port is not None:
+            cmd += ["--metrics-port", str(self.metrics_port)]
         if self.ui_port is None:
             cmd.append("--headless")
         else:
@@ -131,6 +143,8 @@ class TemporalDevServer:
                 self.port = free_port()
                 if self.ui_port is not None:
                     self.ui_port = free_port()
+                if self.metrics_port is not None:
+                    self.metrics_port = free_port()
         raise AssertionError("unreachable")
 
     async def _start_once(self, timeout_s: float) -> TemporalDevServer:
