@@ -14,6 +14,7 @@ from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps
 from activities.fetch import FetchActivity
 from activities.finish import FinishActivity
+from activities.follow import FollowActivity
 from activities.push_events import PushActivity
 from activities.scheduled import ScheduledActivity
 from activities.search import SearchActivity
@@ -25,7 +26,8 @@ def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list
     ``acquire`` (``search`` then ``fetch``: every source request of a Pixiv account) runs
     on the account's rate-gate queue, with ``search`` and ``fetch`` on their own for
     executions started before core v2; everything else (including the schedule
-    trampoline's ``admit_occurrence``) on the main queue. ``fetch`` stays registered on the
+    trampoline's ``admit_occurrence`` and ``follow_job``, which other workflows schedule on
+    it) on the main queue. ``fetch`` stays registered on the
     main queue too, for histories scheduled before it moved.
     """
     finish = FinishActivity(deps)
@@ -38,6 +40,7 @@ def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list
         ScheduledActivity(deps).admit_occurrence,
         AdmitActivity(deps).admit,
         PushActivity(deps).push_events,
+        FollowActivity(deps).follow_job,
     ]
     source: list[Callable[..., Any]] = [AcquireActivity(deps).acquire, SearchActivity(deps).search, fetch]
     return main, source

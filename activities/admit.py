@@ -11,14 +11,13 @@ The execution itself is the job's workflow, so nothing else is started.
 A refusal fails the activity with a non-retryable ``ApplicationError`` whose ``type`` is
 the protocol error code and whose details carry ``{code, message, detail}``
 (``detail.field`` for a validation error); the workflow then fails with it. Nothing is
-written, and the failed execution does not block the id (job starts use the reuse policy
-``ALLOW_DUPLICATE_FAILED_ONLY``).
+written, and the failed execution does not block the id: it held no job, and a later
+start frees the id of such a run (:mod:`curaflow.temporal.job_runs`).
 """
 
 from __future__ import annotations
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from activities.deps import ActivityDeps
 from activities.finish import job_state
@@ -27,17 +26,10 @@ from curaflow.jobs.admission import Admitter
 from curaflow.ledger.jobs import mark_workflow_started, workflow_input
 from curaflow.ledger.records import load_job
 from curaflow.protocol.errors import ProtocolError
+from curaflow.temporal.refusals import as_failure
 
-
-def refusal(err: ProtocolError) -> ApplicationError:
-    """The non-retryable ``ApplicationError`` of an admission refusal: ``type`` = the protocol
-    code, details ``{code, message, detail, http_status}`` (what ``POST /jobs`` answers)."""
-    return ApplicationError(
-        err.message,
-        {"code": err.code, "message": err.message, "detail": err.detail or {}, "http_status": err.http_status},
-        type=err.code,
-        non_retryable=True,
-    )
+#: The non-retryable ``ApplicationError`` of an admission refusal (type = the protocol code).
+refusal = as_failure
 
 
 class AdmitActivity:

@@ -18,7 +18,10 @@ An attempt:
    that reaches the attempt while a request is out gives it :data:`CANCEL_GRACE_S` to
    answer, and what the route answered is recorded: a delivery that landed before the
    cancel reached it leaves the cell ``submitted`` (no phantom deliveries, no lies); a
-   send still out then is cut and recorded as possibly delivered (``unknown``);
+   send still out then is cut and recorded as possibly delivered (``unknown``). When the
+   execution itself is gone (an operator's terminate, a timeout, a reset: the heartbeat
+   answers "not found"), the send is not cut: it ends by its own limits and records
+   what the route answered, before the reconciler closes the job;
 3. records the answer: confirmed → intent ``delivered`` / ``duplicate``, the cell
    ``submitted`` once every route confirmed; permanent failure → cell ``failed``;
    retryable failure → intent back to ``reserved`` and an ``ApplicationError`` for
@@ -28,15 +31,26 @@ The verdict is judged from the failure's owner (:mod:`curaflow.domain.verdicts`)
 failure owned by the work (``delivery_rejected``, ``over_route_limit``) has the refusal
 remembered per (route, work) in the same transaction (:mod:`curaflow.ledger.remembered`),
 so later jobs pick another work for that route; a route-owned one
-(``route_refused``, a rate limit, no answer) leaves the work free for a later job. A
+(``route_refused``, a rate limit, no answer) leaves the work free for a later job — a
+route's refusal of the request holds the work back from that route for a while, so the
+next job tries another first. A
 final failure after part of the work was posted (albums or messages confirmed) ends the
 intent ``unknown`` — reported ``partial`` — so nothing of it is ever posted again.
+
+The route's gate (:mod:`curaflow.ledger.route_gates`, the one owner of "is this route
+broken") sees every refusal the receiver answered: several different works refused in a
+row with the same answer pause the route and lift those refusals; a paused route sends
+nothing (the cell ends ``route_paused`` at once); a rate limit waits the delay the
+receiver stated or the backoff of one that stated none, and a global or IP-level limit
+makes every send of the route wait (``cooling``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +69,7 @@ from curaflow.domain.verdicts import DeliveryVerdict, delivery_verdict
 from curaflow.ledger import cells as ledger_cells
 from curaflow.ledger import deliveries as ledger
 from curaflow.ledger import remembered as memory
+from curaflow.ledger import route_gates
 from curaflow.ledger.artifacts import ArtifactNotInLedger, restore_artifact
 from curaflow.ledger.cells import Barrier
 from curaflow.ledger.deliveries import SendClaim
@@ -62,7 +77,7 @@ from curaflow.ledger.jobs import deadline_of
 from curaflow.ledger.records import load_cell
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
-from curaflow.outbound import TimeLimitExceeded, attempt_deadline
+from curaflow.outbound import InFlight, TimeLimitExceeded, attempt_deadline, in_flight
 from curaflow.routes import UnsupportedRoute
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, Route, RouteError
 
@@ -80,25 +95,53 @@ class SendCut(RouteError):
     the cell with the barrier's reason (``cancelled_by_consumer``, ``execution_timeout``)."""
 
 
-async def _finish_or_cut(send: asyncio.Future[DeliveryReceipt], route: str) -> DeliveryReceipt:
+async def _finish_or_cut(
+    send: asyncio.Future[DeliveryReceipt], route: str, flight: InFlight | None = None
+) -> DeliveryReceipt:
     """``send``'s receipt if it ends within :data:`CANCEL_GRACE_S`, else cut it.
+
+    Args:
+        flight: the send's requests that are out (:func:`curaflow.outbound.in_flight`);
+            None: assume one is.
 
     Raises:
         RouteError: the send failed within the grace.
-        SendCut: it was still out and was cut (it may have landed; the ledger reports
-            the intent ``unknown`` when the job ends, never ``delivered`` or ``released``).
+        SendCut: it was still going and was cut: *ambiguous* when a request of it had
+            started to leave (it may have landed; the ledger reports the intent
+            ``unknown`` when the job ends, never ``delivered`` or ``released``), not when
+            it was cut before sending (connecting, a TLS handshake that never completes).
     """
     done, _ = await asyncio.wait({send}, timeout=CANCEL_GRACE_S)
     if not done:
         send.cancel()
         with contextlib.suppress(asyncio.CancelledError, RouteError):
             await send
+        out = flight is None or flight.out > 0
         raise SendCut(
             TerminalReason.DELIVERY_FAILED,
-            f"route {route}: the send was cut {CANCEL_GRACE_S:.0f} s after the job was stopped; outcome unknown",
-            ambiguous=True,
+            f"route {route}: the send was cut {CANCEL_GRACE_S:.0f} s after the job was stopped; "
+            + ("outcome unknown" if out else "nothing had left"),
+            ambiguous=out,
         )
     return send.result()
+
+
+def _execution_gone() -> bool:
+    """Whether this attempt was cancelled because its workflow execution no longer exists
+    (Temporal answered its heartbeat "not found": terminated, timed out, reset)."""
+    details = activity.cancellation_details()
+    return details is not None and details.not_found
+
+
+async def _outlive(send: asyncio.Future[DeliveryReceipt]) -> DeliveryReceipt:
+    """``send``'s receipt, however long it takes within its own bounds; a cancellation of
+    this attempt meanwhile is not passed on to the send."""
+    while True:
+        try:
+            return await asyncio.shield(send)
+        except asyncio.CancelledError:
+            if send.done():
+                return send.result()
 
 
 def _cut_by_deadline(err: RouteError) -> bool:
@@ -247,6 +290,18 @@ class DeliverActivity:
                 permanent=True,
                 unknown=True,
             )
+        if claim.decision == "paused":
+            # Nothing is sent on a route paused as broken; the work is not used up.
+            await ledger.record_failed(
+                conn,
+                inp.job_id,
+                target.target_id,
+                claim.idempotency_key or "",
+                reason=TerminalReason.ROUTE_PAUSED,
+                error=f"not sent: the route is paused ({claim.pause_reason})",
+                permanent=True,
+                ambiguous=claim.was_sending,
+            )
         return claim
 
     async def _send(
@@ -263,6 +318,29 @@ class DeliverActivity:
         target = inp.target
         if claim.decision == "ambiguous":
             raise permanent(TerminalReason.DELIVERY_UNKNOWN, "delivery outcome unknown; not re-sent")
+        if claim.decision == "paused":
+            metrics.record_delivery_result(route.name, inp.route.kind, "paused")
+            log.error(
+                "route.paused_not_sent",
+                job_id=inp.job_id,
+                target_id=target.target_id,
+                route=route.name,
+                pause_reason=claim.pause_reason,
+                paused_for_s=round(claim.wait_ms / 1000),
+                hint=f"the route is paused as broken; fix it, then `curaflow routes resume {route.name}`",
+            )
+            raise permanent(
+                TerminalReason.ROUTE_PAUSED,
+                f"route {route.name} is paused for another {claim.wait_ms / 1000:.0f} s ({claim.pause_reason}); "
+                "nothing was sent",
+            )
+        if claim.decision == "cooling":
+            raise ApplicationError(
+                f"route {route.name} waits out a global or IP-level rate limit for another "
+                f"{claim.wait_ms / 1000:.1f} s; nothing was sent",
+                type=str(TerminalReason.DELIVERY_FAILED),
+                next_retry_delay=timedelta(milliseconds=max(1, claim.wait_ms)),
+            )
         if claim.decision != "send":
             async with deps.pool.acquire() as conn:
                 current = await load_cell(conn, inp.job_id, target.target_id)
@@ -303,20 +381,24 @@ class DeliverActivity:
         ) as hb:
             hb.update(stage="delivering", route=route.name, work_id=cell.work.work_id)
             metrics.record_delivery_attempt(route.name, inp.route.kind)
-            with attempt_deadline(deadline_ms):
-                # The task copies the context: every exchange of the send ends by the deadline.
+            with attempt_deadline(deadline_ms), in_flight() as flight:
+                # The task copies the context: every exchange of the send ends by the
+                # deadline, and tells `flight` whether a request of it is out.
                 send = asyncio.ensure_future(_guarded(route, request))
             cancelled = False
             try:
                 receipt = await asyncio.shield(send)
             except asyncio.CancelledError:
                 # The request is out: give its answer CANCEL_GRACE_S to arrive and record
-                # the truth; a send still hanging then is cut, its outcome unknown.
+                # the truth; a send still hanging then is cut, its outcome unknown. When
+                # the job's execution is gone (terminated, timed out, reset) nothing waits
+                # for this attempt but the reconciler, which waits for its lease: the send
+                # ends by its own limits (the route's timeout, the job's deadline).
                 cancelled = True
                 try:
-                    receipt = await _finish_or_cut(send, route.name)
+                    receipt = await (_outlive(send) if _execution_gone() else _finish_or_cut(send, route.name, flight))
                 except SendCut as err:
-                    await self._record_cut(inp, request, err)
+                    await self._record_cut(inp, request, err, posted=bool(parts_posted))
                     raise asyncio.CancelledError() from err
                 except RouteError as err:
                     # Stopped by the cancel, not by the budget: the job's finish ends the cell.
@@ -326,10 +408,12 @@ class DeliverActivity:
                 if _cut_by_deadline(err):
                     # The job is over, not the route at fault: the barrier's path, as at
                     # the opening of a step (the finish gives the cell its reason).
-                    return barrier_update(await self._record_cut(inp, request, err), Barrier.DEADLINE)
-                verdict = await self._record_error(
+                    cut = await self._record_cut(inp, request, err, posted=bool(parts_posted))
+                    return barrier_update(cut, Barrier.DEADLINE)
+                recorded = await self._record_error(
                     inp, request, err, max_attempts=inp.max_attempts, posted=bool(parts_posted)
                 )
+                verdict = recorded.verdict
                 if verdict.outcome == "unknown":
                     raise ApplicationError(
                         str(err), type=str(TerminalReason.DELIVERY_UNKNOWN), non_retryable=True
@@ -338,7 +422,7 @@ class DeliverActivity:
                     raise permanent(verdict.reason, f"part of the work was posted, then: {err}") from err
                 if verdict.final and not err.permanent:
                     raise permanent(verdict.reason, f"no delivery attempt left: {err}") from err
-                raise route_failure(err) from err
+                raise route_failure(err, recorded.delay_ms) from err
         if receipt.duplicate and claim.attempts > 0:
             # "Already had it" after an earlier send of this very key: that send landed.
             receipt.duplicate = False
@@ -378,10 +462,16 @@ class DeliverActivity:
             deps.store.delete(inp.job_id, inp.target.target_id)
         return cell
 
-    async def _record_cut(self, inp: DeliverInput, request: DeliveryRequest, err: RouteError) -> CellSnapshot:
+    async def _record_cut(
+        self, inp: DeliverInput, request: DeliveryRequest, err: RouteError, *, posted: bool = False
+    ) -> CellSnapshot:
         """Record a send cut by the job's stop (a cancel, the deadline): the intent back to
-        ``reserved`` and possibly delivered, the cell left open for the job's finish."""
-        metrics.record_delivery_result(inp.route.name, inp.route.kind, "unknown")
+        ``reserved``, the cell left open for the job's finish — possibly delivered when a
+        request had left (``err.ambiguous``) or part of the work is at the route
+        (``posted``), so the finish reports it ``unknown``; else it is released (nothing
+        left: a connect or a TLS handshake that never completed)."""
+        ambiguous = err.ambiguous or posted
+        metrics.record_delivery_result(inp.route.name, inp.route.kind, "unknown" if ambiguous else "failed")
         async with self.deps.pool.acquire() as conn, conn.transaction():
             cell = await ledger.record_failed(
                 conn,
@@ -391,7 +481,7 @@ class DeliverActivity:
                 reason=err.reason,
                 error=str(err),
                 permanent=False,
-                ambiguous=True,
+                ambiguous=ambiguous,
             )
         assert isinstance(cell, CellSnapshot)
         return cell
@@ -404,8 +494,13 @@ class DeliverActivity:
         *,
         max_attempts: int | None,
         posted: bool = False,
-    ) -> DeliveryVerdict:
-        """Record a failed send as :func:`~curaflow.domain.verdicts.delivery_verdict` decides.
+    ) -> Recorded:
+        """Record a failed send as :func:`~curaflow.domain.verdicts.delivery_verdict` decides,
+        with what it means for the route (:mod:`curaflow.ledger.route_gates`), in one
+        transaction: a refusal of the work remembered, or the work held back from the route
+        after the route refused the request; a receiver's refusal counted in the route's
+        streak (which may pause the route and lift the streak's refusals); a rate limit
+        counted for its backoff.
 
         Args:
             max_attempts: the attempt budget, or None when the send was stopped by a cancel
@@ -426,7 +521,12 @@ class DeliverActivity:
             posted=posted,
         )
         metrics.record_delivery_result(inp.route.name, inp.route.kind, verdict.outcome)
+        policy = deps.settings.delivery
+        work = request.work
         refused = verdict.remember_refusal
+        held_until = 0
+        delay_ms: int | None = None
+        pause: route_gates.Pause | None = None
         async with deps.pool.acquire() as conn, conn.transaction():
             await ledger.record_failed(
                 conn,
@@ -439,41 +539,84 @@ class DeliverActivity:
                 unknown=verdict.unknown,
                 ambiguous=err.ambiguous,
             )
+            remembered = {
+                "route": inp.route.name,
+                "work_type": work.work_type,
+                "work_id": work.work_id,
+                "reason": str(err.reason),
+                "error": str(err),
+                "job_id": inp.job_id,
+                "target_id": inp.target.target_id,
+            }
             if refused:
-                await memory.remember_refusal(
+                await memory.remember_refusal(conn, **remembered)
+            elif verdict.hold:
+                held_until = await memory.hold_work(conn, **remembered, hold_ms=policy.route_hold_ms)
+            if err.rate_limited and not verdict.final:
+                stated = err.retry_after_s * 1000 if err.retry_after_s else None
+                delay_ms = await route_gates.rate_limited(
+                    conn, route=inp.route.name, stated_ms=stated, route_wide=err.route_wide
+                )
+            if verdict.outcome == "rejected" and err.answer:
+                pause = await route_gates.count_refusal(
                     conn,
                     route=inp.route.name,
-                    work_type=request.work.work_type,
-                    work_id=request.work.work_id,
-                    reason=str(err.reason),
-                    error=str(err),
-                    job_id=inp.job_id,
-                    target_id=inp.target.target_id,
+                    work_type=work.work_type,
+                    work_id=work.work_id,
+                    answer=err.answer,
+                    threshold=policy.refusal_streak,
+                    pause_ms=policy.route_pause_ms,
                 )
-        if refused:
+        fields = {
+            "job_id": inp.job_id,
+            "target_id": inp.target.target_id,
+            "route": inp.route.name,
+            "work_id": work.work_id,
+            "error": str(err),
+        }
+        if pause is not None:
+            metrics.record_route_paused(inp.route.name, inp.route.kind)
+            log.error(
+                "route.paused",
+                **fields,
+                works=[w[1] for w in pause.works],
+                restored=pause.restored,
+                paused_for_s=round(policy.route_pause_ms / 1000),
+                hint=f"the route refused {len(pause.works)} different works in a row with the same answer: it is "
+                "broken, not the works (their refusals were lifted). Fix the route, then "
+                f"`curaflow routes resume {inp.route.name}`",
+            )
+        elif refused:
             metrics.record_refusal(inp.route.name, inp.route.kind)
             log.warning(
                 "route.work_refused",
-                job_id=inp.job_id,
-                target_id=inp.target.target_id,
-                route=inp.route.name,
-                work_id=request.work.work_id,
-                error=str(err),
+                **fields,
                 hint="the work is not offered to this route again; after fixing the receiver, clear it with "
-                f"`curaflow refusals clear {inp.route.name} {request.work.work_id}`",
+                f"`curaflow refusals clear {inp.route.name} {work.work_id}`",
             )
         elif verdict.final and (verdict.owner == Owner.ROUTE or verdict.outcome == "partial"):
             log.error(
                 "route.failed",
-                job_id=inp.job_id,
-                target_id=inp.target.target_id,
-                route=inp.route.name,
-                work_id=request.work.work_id,
+                **fields,
                 reason=str(verdict.reason),
                 outcome=verdict.outcome,
-                error=str(err),
-                hint="the route's receiver failed or refused the request (the work is not refused for good); "
-                "fix the route"
+                held_until=held_until or None,
+                hint="the route's receiver failed or refused the request (the work is not refused for good"
+                + ("; it is held back from this route for a while" if held_until else "")
+                + "); fix the route"
                 + ("; what it already posted is kept and never posted again" if verdict.outcome == "partial" else ""),
             )
-        return verdict
+        return Recorded(verdict, delay_ms)
+
+
+@dataclass
+class Recorded:
+    """What :meth:`DeliverActivity._record_error` recorded.
+
+    Attributes:
+        verdict: the delivery verdict.
+        delay_ms: the wait before the next attempt for a rate limit (None: not one).
+    """
+
+    verdict: DeliveryVerdict
+    delay_ms: int | None = None

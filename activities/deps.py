@@ -24,6 +24,7 @@ from curaflow.ledger.statements import BACKGROUND, StatementCounter
 from curaflow.outbound import Destinations, Outbound, data, parse_networks
 from curaflow.routes import Route, RouteContext, UnsupportedRoute, build_route
 from curaflow.sources.base import Source
+from curaflow.sources.decoding import DecodeBudget
 from curaflow.sources.guard import guarded
 from curaflow.sources.registry import SourceContext, UnsupportedSource, build_source
 
@@ -140,7 +141,7 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
         **settings.database.pool_bounds(),
     )
     assert settings.artifacts_dir is not None
-    store = ArtifactStore(settings.artifacts_dir, max_pixels=settings.outbound.image_max_pixels)
+    store = ArtifactStore(settings.artifacts_dir, budget=DecodeBudget.of(settings.outbound))
     await asyncio.to_thread(store.sweep_transfers)
     return ActivityDeps(
         settings=settings,

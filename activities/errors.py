@@ -1,10 +1,13 @@
 """Turn source and route failures into Temporal ``ApplicationError`` s typed by reason code.
 
 Retries belong to Temporal (DESIGN.md decision 5): an activity raises
-``ApplicationError(type=<reason code>)``; permanent failures are ``non_retryable``; a
-source rate limit becomes a cooldown ladder expressed as ``next_retry_delay`` (60 s
-doubling per attempt up to 15 min, a ``Retry-After`` as the floor — reference
-``pixiv-and-delivery-apis.md`` §2.5); a route's ``retry_after`` is honoured exactly.
+``ApplicationError(type=<reason code>)``; permanent failures are ``non_retryable``; every
+delay is :mod:`curaflow.domain.ratelimit`'s, expressed as ``next_retry_delay``: a source
+rate limit waits the account's cooldown ladder (60 s doubling per attempt up to 15 min, a
+``Retry-After`` as the floor — reference ``pixiv-and-delivery-apis.md`` §2.5); a route's
+rate limit waits the delay the receiver stated, exactly, or the backoff of a limit that
+stated none (``retry_delay_ms``, counted per route by
+:func:`curaflow.ledger.route_gates.rate_limited`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from temporalio.exceptions import ApplicationError
 
 from curaflow.domain.messages import CellUpdate
 from curaflow.domain.models import CellSnapshot
+from curaflow.domain.ratelimit import LADDER_BASE_MS, cooldown_ms
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger.cells import Barrier
 from curaflow.routes.base import RouteError
@@ -26,17 +30,10 @@ from curaflow.sources.registry import UnsupportedSource
 if TYPE_CHECKING:
     from activities.deps import ActivityDeps
 
-RATE_LIMIT_BASE_S = 60.0
-RATE_LIMIT_CAP_S = 900.0
 
-
-def cooldown_s(attempt: int, retry_after_s: float | None, base_s: float = RATE_LIMIT_BASE_S) -> float:
-    """Cooldown before the next attempt after the ``attempt``-th rate limit, in seconds."""
-    ladder = min(RATE_LIMIT_CAP_S, base_s * (2 ** max(0, attempt - 1)))
-    return max(ladder, retry_after_s or 0.0)
-
-
-def source_failure(err: SourceError, attempt: int, *, rate_limit_base_s: float = RATE_LIMIT_BASE_S) -> ApplicationError:
+def source_failure(
+    err: SourceError, attempt: int, *, rate_limit_base_s: float = LADDER_BASE_MS / 1000
+) -> ApplicationError:
     """The ``ApplicationError`` for a failed source call on attempt ``attempt``.
 
     A rate limit waits the cooldown the account's gate decided (``err.cooldown_s``: its
@@ -48,7 +45,8 @@ def source_failure(err: SourceError, attempt: int, *, rate_limit_base_s: float =
         if err.cooldown_s is not None:
             delay = timedelta(seconds=max(0.001, err.cooldown_s))
         else:
-            delay = timedelta(seconds=cooldown_s(attempt, err.retry_after_s, rate_limit_base_s))
+            retry_ms = err.retry_after_s * 1000 if err.retry_after_s else None
+            delay = timedelta(milliseconds=cooldown_ms(attempt, retry_ms, base_ms=int(rate_limit_base_s * 1000)))
     return ApplicationError(
         str(err),
         type=str(err.reason),
@@ -57,9 +55,18 @@ def source_failure(err: SourceError, attempt: int, *, rate_limit_base_s: float =
     )
 
 
-def route_failure(err: RouteError) -> ApplicationError:
-    """The ``ApplicationError`` for a failed delivery attempt."""
-    delay = timedelta(seconds=err.retry_after_s) if err.retry_after_s else None
+def route_failure(err: RouteError, delay_ms: int | None = None) -> ApplicationError:
+    """The ``ApplicationError`` for a failed delivery attempt.
+
+    Args:
+        delay_ms: the wait before the next attempt for a rate limit
+            (:func:`curaflow.ledger.route_gates.rate_limited`); else the delay the
+            receiver stated (a ``Retry-After`` on a 5xx), else Temporal's backoff.
+    """
+    if delay_ms is not None:
+        delay: timedelta | None = timedelta(milliseconds=delay_ms)
+    else:
+        delay = timedelta(seconds=err.retry_after_s) if err.retry_after_s else None
     return ApplicationError(str(err), type=str(err.reason), non_retryable=err.permanent, next_retry_delay=delay)
 
 

@@ -3,7 +3,10 @@
 Every page of the work is streamed to the artifact store and recorded complete only
 after its full length is on disk; pages already complete from a previous attempt are
 kept, so a resumed attempt continues where the dead one stopped. A work that turns out
-to be unavailable (image 403/404) is released, remembered for the account
+to be unavailable (image 403/404; any failure that is the work's own: an unusable URL or
+animation, a page over the decode budget or undecodable —
+:class:`~curaflow.sources.errors.UnavailableKind`, counted by kind in the candidate
+report) is released, remembered for the account
 (``pixiv.unavailable_ttl_ms``: later jobs skip it without a request) and the next
 stored candidate is bound (provisional release, reference §1.1); when none is left the
 cell ends ``no_candidate`` — or, in a scheduled job, goes back to a wider ``search``
@@ -126,6 +129,7 @@ class FetchActivity:
                             "target_id": target.target_id,
                             "work_id": work.work_id,
                             "why": err.why,
+                            "kind": str(err.kind),
                         },
                     )
                     deps.store.delete(inp.job_id, target.target_id)
@@ -139,7 +143,7 @@ class FetchActivity:
                             job_id=inp.job_id,
                             ttl_ms=policy.unavailable_ttl_ms,
                         )
-                        nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why)
+                        nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why, str(err.kind))
                         assert nxt is not None
                         if (
                             nxt.state == CellState.PENDING

@@ -27,35 +27,13 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities.deps import ActivityDeps
 from curaflow.domain.messages import CancelRequest, FinishInput, JobState
-from curaflow.domain.models import JobRecord
-from curaflow.domain.outcome import business_status, is_alertable, job_deliveries
-from curaflow.domain.projection import job_stage, job_status
+from curaflow.domain.state import job_state
 from curaflow.ledger.finish import finish_job
 from curaflow.ledger.jobs import request_cancel as ledger_request_cancel
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 
 log = get_logger("curaflow.outcome")
-
-
-def job_state(record: JobRecord) -> JobState:
-    """The :class:`JobState` of a ledger job (status and stage by the shared projection)."""
-    status = job_status(record.cells)
-    terminal = record.completed_at is not None
-    verdict = business_status(record.cells) if terminal else None
-    return JobState(
-        job_id=record.job_id,
-        job_type=record.job_type,
-        status=status,
-        stage=job_stage(record.cells, status),
-        business_status=verdict.value if verdict else None,
-        alertable=is_alertable(verdict) if verdict else None,
-        cancel_requested=record.cancel_requested_at is not None,
-        created_at_ms=record.created_at,
-        deadline_at_ms=record.deadline_at,
-        cells=record.cells,
-        deliveries=job_deliveries(record.cells),
-    )
 
 
 #: ``ApplicationError`` type of a ``finish`` for a job the ledger does not know.

@@ -28,7 +28,7 @@ from temporalio.exceptions import ApplicationError
 from activities.deps import ActivityDeps
 from activities.heartbeat import CANCEL_PROBE_S
 from curaflow.domain.messages import PushInput, PushReport
-from curaflow.domain.ratelimit import parse_retry_after
+from curaflow.domain.ratelimit import parse_retry_after, retry_delay_ms
 from curaflow.jobs.pushes import Verdict, classify_answer, push_headers, sign_push
 from curaflow.ledger.event_pushes import DEAD, DELIVERED, PENDING, ClaimedPush, claim_next, record_push
 from curaflow.observability.logs import get_logger
@@ -91,8 +91,10 @@ class PushActivity:
 
         Raises:
             ApplicationError: ``callback_failed`` (retryable) when an event must be
-                retried; ``next_retry_delay`` carries the receiver's ``Retry-After``
-                (capped at the policy's largest backoff).
+                retried; ``next_retry_delay`` carries the receiver's ``Retry-After``, or
+                for a 429 without one the backoff of
+                :func:`curaflow.domain.ratelimit.retry_delay_ms` (capped at the policy's
+                largest backoff).
         """
         info = activity.info()
         owner = f"{self.deps.identity}:{info.workflow_id}:{info.activity_id}:{info.attempt}"
@@ -127,9 +129,14 @@ class PushActivity:
                 continue
             await record_push(self.deps.pool, push, PENDING, http_status=status, error=error)
             log.info("callback.retry_scheduled", error=error, **fields)
+            # A rate limit waits the delay the consumer stated, or — when it stated none —
+            # the backoff of curaflow.domain.ratelimit (from 5 s, the event's attempts
+            # the step); another failure waits a stated delay, else Temporal's backoff.
             delay = None
-            if retry_after is not None:
-                delay = timedelta(seconds=min(retry_after, policy.max_interval_ms / 1000))
+            if status == 429 or retry_after is not None:
+                stated_ms = retry_after * 1000 if retry_after is not None else None
+                wait_ms = retry_delay_ms(push.attempts, stated_ms)
+                delay = timedelta(milliseconds=min(wait_ms, policy.max_interval_ms))
             raise ApplicationError(
                 f"callback for {push.event_id} failed ({error}); retrying",
                 type="callback_failed",

@@ -15,23 +15,32 @@ is the file (fsynced first) renamed. All file work runs in threads, so a slow di
 or undecodable body is a ``download_failed`` error (retried) and leaves no file behind.
 
 **Only verified images are ever complete** (the format is told from the bytes, never
-from the URL): a body that is not a PNG, JPEG, GIF or WebP, or whose header claims more
-pixels than ``outbound.image_max_pixels`` (checked before any pixel is decoded, so the
-check's memory is bounded by that setting), makes the *work* unavailable
-(:class:`~curaflow.sources.errors.WorkUnavailable`: the cell moves on to another
+from the URL): a body that is not a PNG, JPEG, GIF or WebP, one over its decode budget
+(:mod:`curaflow.sources.decoding`: pixels of a frame, pixels summed over every frame,
+frames, CPU time — the headers of every frame are read before any pixel is decoded, so
+the check's memory is bounded by ``outbound.image_max_pixels``), or one whole by its own
+framing that does not decode, makes the *work* unavailable
+(:class:`~curaflow.sources.errors.WorkUnavailable`, with its
+:class:`~curaflow.sources.errors.UnavailableKind`: the cell moves on to another
 candidate, and the account's jobs skip the work for ``pixiv.unavailable_ttl_ms``). Such
-a page is never delivered, whole or "on its length". The download itself runs through
-the source (:meth:`~curaflow.sources.base.Source.download`; Pixiv's through the outbound
-layer: one total time limit for the page and ``outbound.download_max_bytes``). An
-animated work (:meth:`~curaflow.sources.base.Source.animation`) becomes one GIF.
+a page is never delivered, whole or "on its length". Every decode runs in a thread under
+a fresh meter of the store's budget, stopped when its attempt is cancelled and by the
+job's deadline (:meth:`ArtifactStore._decoding`): it never outlives its attempt. The
+download itself runs through the source (:meth:`~curaflow.sources.base.Source.download`;
+Pixiv's through the outbound layer: one total time limit for the page and
+``outbound.download_max_bytes``). An animated work
+(:meth:`~curaflow.sources.base.Source.animation`) becomes one GIF under the same budget.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import io
+import math
+import mmap
 import os
 import re
 import shutil
@@ -41,15 +50,20 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from PIL import Image, ImageSequence, UnidentifiedImageError
 
 from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.reasons import TerminalReason
+from curaflow.outbound import time_left
 from curaflow.paths import inside
 from curaflow.sources.base import Animation, FileSource
-from curaflow.sources.errors import SourceError, WorkUnavailable
-from curaflow.sources.ugoira import MAX_ZIP_BYTES, UgoiraError, encode_gif
+from curaflow.sources.decoding import FRAME_MAX_PIXELS, DecodeBudget, DecodeMeter, DecodeStopped, OverBudget, gif_frames
+from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
+from curaflow.sources.ugoira import MAX_ZIP_BYTES, UgoiraBroken, UgoiraError, encode_gif
+
+T = TypeVar("T")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9@._-]")
 MIME_BY_EXT = {
@@ -81,68 +95,147 @@ def page_suffix(url: str) -> str:
 
 #: Pixel formats a page may have (what Pillow identifies from the bytes, whatever the URL says).
 IMAGE_FORMATS = {"PNG": ".png", "JPEG": ".jpg", "GIF": ".gif", "WEBP": ".webp"}
-#: Default of ``outbound.image_max_pixels``: the largest page verified (pixels decoded at
+#: Default of ``outbound.image_max_pixels``: the largest frame verified (pixels decoded at
 #: once; Pillow holds 4 bytes per pixel of an RGB(A) image, so 40 MP is ~160 MB).
-IMAGE_MAX_PIXELS = 40_000_000
+IMAGE_MAX_PIXELS = FRAME_MAX_PIXELS
 
 
 @dataclass(frozen=True)
 class Refused:
-    """A page that can never be delivered as a verified image (not an image, or too large
-    to verify within the memory bound): the work is unavailable, not retried."""
+    """A page that can never be delivered as a verified image: the work is unavailable,
+    not retried.
+
+    Attributes:
+        why: what was seen.
+        kind: ``not_an_image``, ``over_budget`` or ``undecodable``
+            (:class:`~curaflow.sources.errors.UnavailableKind`).
+    """
 
     why: str
+    kind: UnavailableKind = UnavailableKind.NOT_AN_IMAGE
 
 
 def decoded_pixels(image: Image.Image) -> int:
     """Pixels the full decode of one frame of ``image`` holds at once (a JPEG decodes at
-    1/8 scale through ``draft``)."""
+    1/8 scale through ``draft``; an animated GIF, APNG or WebP frame on its whole canvas)."""
     w, h = image.size
     if image.format == "JPEG":
         return max(1, -(-w // 8)) * max(1, -(-h // 8))
     return w * h
 
 
-def verify_image(path: Path, suffix: str | None = None, *, max_pixels: int = IMAGE_MAX_PIXELS) -> str | Refused | None:
-    """Decode ``path`` fully, in bounded memory; None when it is a whole image.
+def frame_count(image: Image.Image, path: Path, meter: DecodeMeter) -> int:
+    """How many frames decoding ``image`` (opened from ``path``) decodes, from its headers
+    (no pixel decoded): a GIF's by walking its blocks (at most one over the budget's frame
+    bound), an APNG's from its ``acTL``, an animated WebP's from its container, else 1."""
+    if image.format == "GIF":
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return 0
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+                return gif_frames(view, meter.budget.max_frames, meter)
+    return max(1, int(getattr(image, "n_frames", 1)))
+
+
+#: The last bytes of a whole file of each format (PNG's IEND chunk, JPEG's EOI, GIF's trailer).
+_ENDINGS = {"PNG": b"\x00\x00\x00\x00IEND\xaeB`\x82", "JPEG": b"\xff\xd9", "GIF": b";"}
+
+
+def whole_by_framing(path: Path, fmt: str) -> bool:
+    """True when ``path`` ends as a whole file of ``fmt`` ends (PNG: the IEND chunk; JPEG:
+    EOI, trailing zero bytes allowed; GIF: the trailer; WebP: the RIFF length is the
+    file's): a transfer cut short does not, so a page whole by its framing that does not
+    decode is what the image host holds (the work's), and any other is maybe the
+    transfer's (retried)."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(12)
+        fh.seek(max(0, size - 64))
+        tail = fh.read()
+    if fmt == "WEBP":
+        return (
+            head[:4] == b"RIFF"
+            and head[8:12] == b"WEBP"
+            and int.from_bytes(head[4:8], "little") + 8 in (size, size - 1)
+        )
+    ending = _ENDINGS.get(fmt)
+    if ending is None:
+        return False
+    return (tail.rstrip(b"\x00") if fmt == "JPEG" else tail).endswith(ending)
+
+
+def verify_image(
+    path: Path,
+    suffix: str | None = None,
+    *,
+    max_pixels: int | None = None,
+    budget: DecodeBudget | None = None,
+    meter: DecodeMeter | None = None,
+) -> str | Refused | None:
+    """Decode ``path`` fully, within its decode budget; None when it is a whole image.
 
     Args:
         path: the file.
         suffix: unused, kept for callers that pass the destination's extension (the
             format is told from the bytes, never from the name).
-        max_pixels: the largest frame decoded (:func:`decoded_pixels`).
+        max_pixels: the largest frame decoded (:func:`decoded_pixels`); overrides the
+            budget's ``frame_max_pixels``.
+        budget: the decode budget (default :class:`~curaflow.sources.decoding.DecodeBudget`()).
+        meter: the decode's account (default: a fresh one of ``budget``); the caller's,
+            to stop the decode from another thread.
 
     Returns:
         None: a whole PNG, JPEG, GIF or WebP; a :class:`Refused` when the bytes are not
-        one of those images, or the header's pixel size is over ``max_pixels`` (refused
-        before anything is decoded, so a small file claiming 60000×60000 costs nothing and
-        is never "accepted on its length"); a ``str`` when the image is broken or short
-        (another download may succeed).
+        one of those images (``not_an_image``), the decode is over its budget
+        (``over_budget``: refused from the headers before anything is decoded — every
+        frame of an animation counted — or at the frame that crossed it), or the file is
+        whole by its framing and does not decode (``undecodable``); a ``str`` when the
+        image is broken or short and not whole by its framing (another download may
+        succeed).
 
-    Header first (``Image.open`` reads no pixel data), then Pillow ``verify()``
-    (structure, PNG CRCs), then a full ``load()`` of every frame. Blocking: call it in a
-    thread.
+    Raises:
+        DecodeStopped: ``meter`` was stopped, or its deadline passed.
+
+    Header first (``Image.open`` reads no pixel data) and the frames counted, then Pillow
+    ``verify()`` (structure, PNG CRCs), then a full ``load()`` of every frame, each
+    charged to the meter before it is decoded. Blocking: call it in a thread.
     """
     del suffix
+    if meter is None:
+        budget = budget or DecodeBudget()
+        if max_pixels is not None:
+            budget = dataclasses.replace(budget, frame_max_pixels=max_pixels)
+        meter = budget.meter()
+    fmt: str | None = None
     try:
-        with Image.open(path) as image:
-            if image.format not in IMAGE_FORMATS:
-                return Refused(f"not an image Pillow verifies (format {image.format})")
-            pixels = decoded_pixels(image)
-            if pixels > max_pixels:
+        with meter.running():
+            with Image.open(path) as image:
+                fmt = image.format
+                if fmt not in IMAGE_FORMATS:
+                    return Refused(f"not an image Pillow verifies (format {fmt})")
+                frames = frame_count(image, path, meter)
                 w, h = image.size
-                return Refused(f"{w}x{h} is over the {max_pixels} pixels a page may have (outbound.image_max_pixels)")
-            image.verify()
-        with Image.open(path) as image:
-            if image.format == "JPEG":
-                image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
-            for frame in ImageSequence.Iterator(image):
-                frame.load()
+                largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if fmt == "JPEG" else (w, h)
+                meter.plan(frames=frames, pixels=frames * decoded_pixels(image), largest=largest)
+                image.verify()
+            with Image.open(path) as image:
+                if image.format == "JPEG":
+                    image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
+                for frame in ImageSequence.Iterator(image):
+                    meter.frame(frame.width * frame.height)
+                    frame.load()
+                meter.check()
+    except OverBudget as err:
+        return Refused(err.why, UnavailableKind.OVER_BUDGET)
     except Image.DecompressionBombError as err:
-        return Refused(f"too large to verify: {err}")
+        return Refused(f"too large to verify: {err}", UnavailableKind.OVER_BUDGET)
     except UnidentifiedImageError:
         return Refused("not an image")
     except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
+        if fmt is not None and whole_by_framing(path, fmt):
+            return Refused(
+                f"whole {fmt} that does not decode: {type(err).__name__}: {err}", UnavailableKind.UNDECODABLE
+            )
         return f"{type(err).__name__}: {err}"
     return None
 
@@ -161,12 +254,34 @@ class ArtifactStore:
 
     Args:
         root: the artifacts directory (created on demand).
-        max_pixels: the largest page verified (``outbound.image_max_pixels``).
+        max_pixels: the largest frame verified (``outbound.image_max_pixels``); the
+            budget's ``frame_max_pixels`` when ``budget`` is not given.
+        budget: what one decode may cost (:class:`~curaflow.sources.decoding.DecodeBudget`,
+            from ``outbound.*``).
     """
 
-    def __init__(self, root: Path, *, max_pixels: int = IMAGE_MAX_PIXELS) -> None:
+    def __init__(self, root: Path, *, max_pixels: int = IMAGE_MAX_PIXELS, budget: DecodeBudget | None = None) -> None:
         self.root = root
-        self.max_pixels = max_pixels
+        self.budget = budget if budget is not None else DecodeBudget(frame_max_pixels=max_pixels)
+        self.max_pixels = self.budget.frame_max_pixels
+
+    async def _decoding(self, decode: Callable[..., T], *args: Any) -> T:
+        """Run the blocking ``decode(*args, meter=...)`` in a thread under a fresh meter of
+        the budget.
+
+        The decode never outlives its attempt: the meter's deadline is the job's (what
+        :func:`~curaflow.outbound.time_left` says the attempt has left), and a cancel of
+        the awaiting task stops it at its next frame (the cancel reaches an activity
+        through its heartbeat). Whoever awaits the thread afterwards (a discard waiting
+        for the file's lock) waits one frame at most.
+        """
+        left = time_left(math.inf)
+        meter = self.budget.meter(deadline=None if math.isinf(left) else time.monotonic() + left)
+        try:
+            return await asyncio.to_thread(decode, *args, meter=meter)
+        except asyncio.CancelledError:
+            meter.stop()
+            raise
 
     def folder(self, job_id: str, target_id: str) -> Path:
         """The folder holding one cell's artifact (under the root, always)."""
@@ -192,9 +307,13 @@ class ArtifactStore:
             The complete :class:`~curaflow.domain.models.Artifact`.
 
         Raises:
-            SourceError: ``download_failed`` (a short or undecodable body too) /
-                ``download_timeout`` / ``rate_limited``.
-            WorkUnavailable: the image answers 403/404.
+            SourceError: ``download_failed`` (a body cut short, or broken and not whole by
+                its framing: retried) / ``download_timeout`` (also the job's deadline
+                passing while a page decodes) / ``rate_limited``.
+            WorkUnavailable: the image answers 403/404, or a page or the animation is the
+                work's failure (:class:`~curaflow.sources.errors.UnavailableKind`: not an
+                image, over the decode budget, undecodable, an unusable animation, too
+                large).
             PathEscape: a file name built from the work would leave the artifacts
                 directory (a work id that was never validated).
         """
@@ -205,6 +324,8 @@ class ArtifactStore:
         animation = await source.animation(work)
         if animation is not None:
             return await self._fetch_animation(source, work, animation, folder, on_page)
+        if not work.pages:  # nothing to deliver is never an artifact
+            raise WorkUnavailable(work.work_id, "the work lists no page and no animation", UnavailableKind.NO_FILE)
         kept = await asyncio.to_thread(_prepare, folder, dests)
         files: list[ArtifactFile] = []
         for page, dest in zip(work.pages, dests, strict=True):
@@ -224,7 +345,7 @@ class ArtifactStore:
         fsync, decode check, rename, hash — :class:`_PartFile`), so heartbeats and
         workflow tasks are never held up by the disk.
         """
-        part = _PartFile(dest, max_pixels=self.max_pixels)
+        part = _PartFile(dest)
         received = 0
         try:
             async with source.download(url) as body:
@@ -243,9 +364,12 @@ class ArtifactStore:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image truncated: {received} of {expected} bytes")
             if received == 0:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
-            done = await asyncio.to_thread(part.finish, pending, page)
+            try:
+                done = await self._decoding(part.finish, pending, page)
+            except DecodeStopped as err:
+                raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"page {page}: {err}") from None
             if isinstance(done, Refused):
-                raise WorkUnavailable(dest.name.split("_", 1)[0], f"page {page}: {done.why}")
+                raise WorkUnavailable(dest.name.split("_", 1)[0], f"page {page}: {done.why}", done.kind)
             if isinstance(done, str):
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image incomplete after {received} bytes: {done}")
             return done
@@ -261,15 +385,25 @@ class ArtifactStore:
         disk and removed once encoded), the GIF (kept when a retried attempt finds it)."""
         dest = inside(folder, f"{work.work_id}_ugoira.gif")
         if not (await asyncio.to_thread(_prepare, folder, [dest])):
+            if not meta.frames:
+                raise WorkUnavailable(work.work_id, "ugoira: no frames", UnavailableKind.UNUSABLE_ANIMATION)
+            try:  # more frames than a decode may have: refused before the zip is fetched
+                self.budget.meter().plan(frames=len(meta.frames), pixels=0)
+            except OverBudget as err:
+                raise WorkUnavailable(work.work_id, f"ugoira: {err.why}", UnavailableKind.OVER_BUDGET) from None
             zip_path = inside(folder, f"{work.work_id}_ugoira.zip")
             try:
-                await self._download_zip(source, meta.zip_url, zip_path)
+                await self._download_zip(source, meta.zip_url, zip_path, work.work_id)
                 try:
-                    await asyncio.to_thread(encode_gif, zip_path, meta, dest)
+                    await self._decoding(encode_gif, zip_path, meta, dest)
                 except UgoiraError as err:
-                    raise SourceError(
-                        TerminalReason.DOWNLOAD_FAILED, f"ugoira {work.work_id}: {err}", retryable=False
-                    ) from None
+                    raise WorkUnavailable(work.work_id, f"ugoira: {err}", UnavailableKind.UNUSABLE_ANIMATION) from None
+                except OverBudget as err:
+                    raise WorkUnavailable(work.work_id, f"ugoira: {err.why}", UnavailableKind.OVER_BUDGET) from None
+                except UgoiraBroken as err:
+                    raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"ugoira {work.work_id}: {err}") from None
+                except DecodeStopped as err:
+                    raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"ugoira {work.work_id}: {err}") from None
             finally:
                 await asyncio.to_thread(zip_path.unlink, True)
         described = await asyncio.to_thread(describe, dest, 0)
@@ -277,13 +411,13 @@ class ArtifactStore:
             await on_page(1, 1)
         return Artifact(work_id=work.work_id, files=[described.model_copy(update={"frame_delays_ms": meta.delays_ms})])
 
-    async def _download_zip(self, source: FileSource, url: str, dest: Path) -> None:
+    async def _download_zip(self, source: FileSource, url: str, dest: Path, work_id: str) -> None:
         """Stream a frames zip to ``dest`` (at most :data:`~curaflow.sources.ugoira.MAX_ZIP_BYTES`).
 
         Raises:
-            SourceError: ``download_failed`` (over the limit: not retryable; short or
-                broken: retryable) / ``download_timeout``.
-            WorkUnavailable: the zip answers 403/404.
+            SourceError: ``download_failed`` (short: retryable) / ``download_timeout``.
+            WorkUnavailable: the zip answers 403/404, its URL is not one the source may
+                request, or it is over the limit (``too_large``: the work's).
         """
         tmp = dest.with_name(f".{dest.name}.part")
         received = 0
@@ -291,10 +425,10 @@ class ArtifactStore:
             async with source.download(url) as body:
                 expected = body.expected_bytes
                 if expected is not None and expected > MAX_ZIP_BYTES:
-                    raise SourceError(
-                        TerminalReason.DOWNLOAD_FAILED,
+                    raise WorkUnavailable(
+                        work_id,
                         f"ugoira zip is {expected} bytes, over the limit of {MAX_ZIP_BYTES}",
-                        retryable=False,
+                        UnavailableKind.TOO_LARGE,
                     )
                 out = await asyncio.to_thread(open, tmp, "wb")
                 try:
@@ -303,10 +437,10 @@ class ArtifactStore:
                     async for chunk in body.chunks():
                         received += len(chunk)
                         if received > MAX_ZIP_BYTES:
-                            raise SourceError(
-                                TerminalReason.DOWNLOAD_FAILED,
+                            raise WorkUnavailable(
+                                work_id,
                                 f"ugoira zip over the limit of {MAX_ZIP_BYTES} bytes",
-                                retryable=False,
+                                UnavailableKind.TOO_LARGE,
                             )
                         pending.append(chunk)
                         batched += len(chunk)
@@ -391,9 +525,8 @@ class _PartFile:
     ``dest``; :meth:`discard` removes what a failed download left.
     """
 
-    def __init__(self, dest: Path, *, max_pixels: int = IMAGE_MAX_PIXELS) -> None:
+    def __init__(self, dest: Path) -> None:
         self.dest = dest
-        self.max_pixels = max_pixels
         self.completed = False
         self._discarded = False
         # A write in a thread can outlive its cancelled caller: the caller's discard then
@@ -421,29 +554,32 @@ class _PartFile:
             self._digest.update(chunk)
             self._size += len(chunk)
 
-    def _complete(self, chunks: list[bytes], page: int) -> ArtifactFile | Refused | str:
-        """Write the last ``chunks``, fsync, decode-check; if whole, rename to ``dest``
-        and describe it, else return why it is not (call with the lock held)."""
+    def _complete(self, chunks: list[bytes], page: int, meter: DecodeMeter) -> ArtifactFile | Refused | str:
+        """Write the last ``chunks``, fsync, decode-check under ``meter``; if whole, rename
+        to ``dest`` and describe it, else return why it is not (call with the lock held)."""
         self._write(chunks)
         assert self._fh is not None and self._tmp is not None
         self._fh.flush()
         os.fsync(self._fh.fileno())
         self._fh.close()
-        problem = verify_image(self._tmp, max_pixels=self.max_pixels)
+        problem = verify_image(self._tmp, meter=meter)
         if problem is not None:
             return problem
         os.replace(self._tmp, self.dest)
         self.completed = True
         return describe(self.dest, page, sha256=self._digest.hexdigest(), size=self._size)
 
-    def finish(self, chunks: list[bytes], page: int) -> ArtifactFile | Refused | str:
-        """Write the last ``chunks`` and complete the file (fsync, decode check, rename to
-        ``dest``; returns its description), or discard it and return why it is not whole:
-        the whole fate of the file in one thread hop, so a caller cancelled meanwhile has
-        nothing to clean up (and never races the thread)."""
+    def finish(self, chunks: list[bytes], page: int, *, meter: DecodeMeter) -> ArtifactFile | Refused | str:
+        """Write the last ``chunks`` and complete the file (fsync, decode check under
+        ``meter``, rename to ``dest``; returns its description), or discard it and return
+        why it is not whole: the whole fate of the file in one thread hop, so a caller
+        cancelled meanwhile has nothing to clean up (and never races the thread).
+
+        Raises:
+            DecodeStopped: ``meter`` was stopped (the file is discarded)."""
         with self._lock:
             try:
-                return self._complete(chunks, page)
+                return self._complete(chunks, page, meter)
             finally:
                 if not self.completed:
                     self._discard()

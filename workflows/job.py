@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.job_failure import JOB_FAILURE_TYPES, job_failure
     from curaflow.domain.messages import (
         AcquireInput,
+        AdmissionAnswer,
         Admitted,
         CancelRequest,
         CellUpdate,
@@ -74,7 +75,10 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.presentation import BUSINESS_STATUS, JOB_STATUS, job_search_attributes
     from curaflow.domain.projection import TERMINAL_JOB_STATUSES, JobStatus, job_stage, job_status
     from curaflow.domain.verdicts import FinishCause, Step, StepFailure
+    from curaflow.protocol.errors import ProtocolError
     from curaflow.protocol.models import Task
+    from curaflow.protocol.task import identity_conflict, manual_job_id, validate_task
+    from curaflow.temporal.refusals import refusal_details
     from workflows.details import render_details
     from workflows.event_push import EventPusher
     from workflows.job_v1 import JobV1
@@ -90,8 +94,8 @@ with workflow.unsafe.imports_passed_through():
 
 CORE_V2 = "core-v2"
 #: The shape of executions started from this version on, under one marker: every patch
-#: below (``explicit-submission``, ``cell-progress``, ``failed-execution``) without a
-#: marker of its own — each marker costs a history event and the SDK's
+#: below (``explicit-submission``, ``cell-progress``, ``failed-execution``,
+#: ``reporting-run``) without a marker of its own — each marker costs a history event and the SDK's
 #: ``TemporalChangeVersion`` upsert, on every job — and the deadline timer left to expire
 #: with the execution instead of cancelled (one event less per job that ends in time).
 CORE_V3 = "core-v3"
@@ -102,6 +106,11 @@ EXPLICIT_SUBMISSION = "explicit-submission"
 CELL_PROGRESS = "cell-progress"
 #: A job that ended ``failed`` / ``expired`` fails its execution (it completed before).
 FAILED_EXECUTION = "failed-execution"
+#: A run another client added under an ended job's id reports the job without publishing
+#: ``JobStatus`` / ``BusinessStatus`` (it published them as if it were the job before).
+REPORTING_RUN = "reporting-run"
+#: The search attributes that say a job's state: only the job's own run carries them.
+JOB_STATE_ATTRIBUTES = frozenset({JOB_STATUS.name, BUSINESS_STATUS.name})
 STAGE_OF: dict[Step, str] = {
     "acquire": "searching",
     "search": "searching",
@@ -159,6 +168,7 @@ class JobWorkflow:
         self._shown: tuple[Any, ...] = ()
         self._version: int | None = None
         self._v1: JobV1 | None = None
+        self._reporting = False  # a run added under an ended job's id: it only reports the job
 
     def _begin(self, inp: JobInput) -> None:
         """Hold the admitted job (once per execution)."""
@@ -270,6 +280,61 @@ class JobWorkflow:
             await self._admit(task)
         return self.status()
 
+    @workflow.query(name="admission_answer")
+    def admission_answer(self, task: Any) -> AdmissionAnswer:
+        """What admission answers ``task`` for this job, read from the execution alone (no
+        I/O, so it answers on a closed run too: a worker replays it).
+
+        The answer for a job whose run closed — Temporal refuses any start under its id
+        (:mod:`curaflow.temporal.job_runs`), so :func:`curaflow.jobs.submit.start_job`,
+        the CLI and other SDKs ask here. The rules are admission's: the Task validated
+        as ``POST /jobs`` validates it, then compared with the job's key, target and
+        params (:func:`curaflow.protocol.task.identity_conflict`). The checks that need
+        the configuration (target eligibility, callback allow-list, account, work
+        types) ran when the job was admitted and are not run again.
+
+        Returns:
+            ``state`` (the job's state, final once the workflow finished it) when the Task
+            is the job's; ``refusal`` (``{code, message, detail, http_status}``)
+            otherwise; neither when this run holds no job (it refused its own Task).
+        """
+        inp = self._inp
+        if inp is None:
+            return AdmissionAnswer()
+        try:
+            task_view = validate_task(task)
+        except ProtocolError as err:
+            return AdmissionAnswer(refusal=refusal_details(err))
+        targets = [t.target_id for t in inp.targets]
+        key, params = self._identity()
+        if key is None and manual_job_id(targets[0], task_view.idempotency_key) != inp.job_id:
+            key = ""  # not even the job id matches: another request
+        conflict = identity_conflict(
+            inp.job_id,
+            key=key,
+            target_ids=targets,
+            params=params,
+            task=task_view,
+            target_id=task_view.target_id or (targets[0] if len(targets) == 1 else ""),
+        )
+        if conflict is not None:
+            return AdmissionAnswer(refusal=refusal_details(conflict))
+        return AdmissionAnswer(state=self.status())
+
+    def _identity(self) -> tuple[str | None, dict[str, Any] | None]:
+        """The job's key and params: carried by its ``JobInput``, else those of the Task this
+        execution admitted, else unknown (a job admitted before identities were carried)."""
+        assert self._inp is not None
+        if self._inp.identity is not None:
+            return self._inp.identity.idempotency_key, self._inp.identity.params
+        if self._submission.task is not None:
+            try:
+                own = validate_task(self._submission.task)
+            except ProtocolError:
+                return None, None
+            return own.idempotency_key, own.params
+        return None, None
+
     @admission.validator
     def _admission_input(self, task: Any) -> None:
         """Reject, without a trace in the history, an update input that is no Task at all."""
@@ -336,7 +401,13 @@ class JobWorkflow:
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 raise
             self._begin(admitted.job_input)
-            attributes = job_search_attributes(admitted.job_input)
+            attributes = list(job_search_attributes(admitted.job_input))
+            if admitted.final is not None and self._has(REPORTING_RUN):
+                # A run another client added under an ended job's id (Temporal's default
+                # reuse policy): it reports the job, it is not the job — no JobStatus, so
+                # the list queries keep listing the job's own run only.
+                self._reporting = True
+                attributes = [pair for pair in attributes if pair.key.name not in JOB_STATE_ATTRIBUTES]
             workflow.upsert_search_attributes([pair.key.value_set(pair.value) for pair in attributes])
             if admitted.final is not None:  # a replay of a job that already ended
                 self._final, self._phase = admitted.final, Phase.DONE
@@ -538,7 +609,7 @@ class JobWorkflow:
             published = (str(self._final.status), self._final.business_status or "")
         else:
             published = (published_status(list(self._cells.values())), "")
-        if published != self._published:
+        if published != self._published and not self._reporting:  # a reporting run publishes no state
             pairs = [JOB_STATUS.value_set(published[0])]
             if published[1]:
                 pairs.append(BUSINESS_STATUS.value_set(published[1]))

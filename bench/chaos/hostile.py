@@ -13,9 +13,21 @@ Two servers in one process:
   - ``POST /hook/redirect/<i>``: a receiver that redirects (307) to the internal service;
   - ``POST /hook/ratelimit/<i>``: a receiver that answers 429 (``Retry-After: 1``), then
     503 with ``Retry-After`` as an HTTP date, then accepts;
+  - ``POST /hook/refusal/<i>``: a receiver that refuses every request with a 4xx status
+    and words drawn at random for the run (:func:`unknown_refusal`: never a status the
+    receiver contract gives the work, 415 or 422, nor 409 or 429) — *an unknown refusal
+    wording*;
+  - ``POST /hook/nodelay/<i>``: a receiver that answers 429 without ``Retry-After``, then
+    429 as an HTML page, then accepts — *an undeclared delay*;
+  - ``POST /api/webhooks/<i>/nodelay``: a Discord webhook that answers 429 without
+    ``retry_after`` nor ``Retry-After``, then Cloudflare's "Error 1015" HTML page, then
+    accepts (the created message);
   - ``POST /bot<token>/<method>``: a Telegram Bot API that rate-limits in odd places:
     each method's requests are answered in turn 429 (``parameters.retry_after``), 400
     whose text alone says ``Too Many Requests: retry after 1``, then accepted;
+  - ``POST /tg/refusal/bot<token>/<method>``: a Telegram Bot API refusing every request
+    with the Bot API's envelope, a 4xx ``error_code`` and a description drawn at random
+    for the run — *an unknown refusal wording*;
   - the **source** in front of the replay server (``--replay``): ``/auth/*`` and
     ``/v1/*`` are forwarded, except searches for the words ``edges-<case>``, whose
     pages it builds from the recorded works: ``edges-endless`` / ``-trickle`` /
@@ -23,8 +35,16 @@ Two servers in one process:
     work); ``edges-source`` lists a first page whose works have no bookmarks and whose
     ``next_url`` page answers 500, 500, then an empty 200 before its real works;
     ``edges-hugepage`` answers a 50 MiB page; ``edges-plain`` lists plain works;
+    ``edges-bomb`` lists three works that are decode bombs (a GIF of thousands of 1×1
+    frames on a large canvas, a few frames on a canvas near a page's bound, an ugoira
+    whose later frames are huge: :mod:`bench.chaos.bombs`), then a plain work;
+    ``edges-animation`` lists three ugoira whose ``/v1/ugoira/metadata`` describes no
+    animation (a zip URL that is not one, no frames, a frame without a delay), then a
+    plain work. Sizes and variants are drawn from the seed the scenario posts
+    (``POST /_chaos/seed``), in a random order;
   - the **image host** (``GET /i/<path>``): ``edges/endless/…`` a JPEG that never ends,
-    ``edges/trickle/…`` one byte every 2 s, ``edges/json/…`` a JSON page, anything else
+    ``edges/trickle/…`` one byte every 2 s, ``edges/json/…`` a JSON page,
+    ``edges/bomb/<kind>/…`` a bomb (each serving recorded in the state), anything else
     the replay's image;
 
 * the **internal service** (``--internal-port``), which nothing may ever reach: an image
@@ -34,7 +54,11 @@ Two servers in one process:
 Every webhook request is appended to ``--log`` as :mod:`bench.chaos.receiver` does
 (before it is answered), so the truth audit reads both receivers alike. ``GET
 /_chaos/state`` says what happened: the internal service's hits, every streamed answer
-(opened, closed, bytes written), the Telegram posts it accepted, the source's faults.
+(opened, closed, bytes written), the Telegram posts it accepted, the source's faults,
+the refusals it drew (``refusals``) and when each rate-limited party was asked
+(``asked_ms``, to check the retries backed off). The refusals' random draws come from
+the seed the scenario posts (``POST /_chaos/seed``, the run's), so each run tries other
+members of the class and a failing run can be replayed.
 """
 
 from __future__ import annotations
@@ -43,7 +67,9 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
+import string
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -55,14 +81,39 @@ from typing import Any
 import httpx
 import uvicorn
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, StreamingResponse
+
+from bench.chaos import bombs
 
 #: Search words the hostile source answers itself (``edges-<case>``).
 IMAGE_CASES = ("endless", "trickle", "json", "internal")
 PIXIV_IMAGES = "https://i.pximg.net/"
 HUGE_BYTES = 100 * 1024 * 1024
 HUGE_PAGE_BYTES = 50 * 1024 * 1024
+#: The decode bombs of ``edges-bomb`` (:mod:`bench.chaos.bombs`), one work each.
+BOMBS = ("gif_frames", "gif_canvas", "ugoira_zip")
+#: Where the recorded works the bomb and animation cases list start (two ranking pages).
+BOMB_WORKS, ANIMATION_WORKS = 40, 44
 JPEG_HEAD = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+#: 4xx statuses a receiver's unknown refusal is drawn from: every client error but those
+#: the routes read as something else (409 duplicate, 415 / 422 the work's, 429 a rate limit).
+REFUSAL_STATUSES = tuple(s for s in range(400, 452) if s not in (409, 415, 422, 429))
+#: Cloudflare's page when it blocks a client address for a while (error 1015).
+CLOUDFLARE_1015 = (
+    "<!DOCTYPE html><html><head><title>Access denied | used Cloudflare to restrict access</title></head>"
+    "<body><h1>Error 1015</h1><h2>You are being rate limited</h2></body></html>"
+)
+
+
+def unknown_refusal(rng: random.Random) -> tuple[int, str]:
+    """A refusal no route has a word for: a 4xx of :data:`REFUSAL_STATUSES` (400 half of
+    the time, as Telegram answers most) and 1–6 random words."""
+    status = 400 if rng.random() < 0.5 else rng.choice(REFUSAL_STATUSES)
+    words = [
+        "".join(rng.choices(string.ascii_letters + string.digits + "_", k=rng.randint(2, 14)))
+        for _ in range(rng.randint(1, 6))
+    ]
+    return status, "Bad Request: " + " ".join(words)
 
 
 def _ms() -> int:
@@ -73,6 +124,10 @@ class State:
     """What the hostile parties saw (served as ``/_chaos/state``)."""
 
     def __init__(self) -> None:
+        #: the unknown refusals' draws (:meth:`make_bombs` seeds them with the run's seed)
+        self.rng = random.Random()
+        self.refusals: list[dict[str, Any]] = []
+        self.asked_ms: dict[str, list[int]] = {}
         self.internal_hits: list[dict[str, Any]] = []
         self.streams: list[dict[str, Any]] = []
         self.telegram: Counter[str] = Counter()
@@ -83,6 +138,15 @@ class State:
         self.searches: Counter[str] = Counter()
         self.works: list[dict[str, Any]] = []
         self.hostile_works: dict[str, str] = {}
+        self.discord_posts = 0
+        self.seed = 0
+        #: bomb kind → its bytes (made once per seed); an ugoira bomb's frames list too
+        self.bombs: dict[str, bytes] = {}
+        self.bomb_frames: list[dict[str, Any]] = []
+        #: work id → the ``/v1/ugoira/metadata`` answer served for it
+        self.ugoira: dict[str, dict[str, Any]] = {}
+        #: every bomb or unusable metadata served: ``{work_id, kind, at_ms}``
+        self.served: list[dict[str, Any]] = []
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -96,7 +160,33 @@ class State:
             "source_faults": self.source_faults,
             "searches": dict(self.searches),
             "hostile_works": self.hostile_works,
+            "seed": self.seed,
+            "discord_posts": self.discord_posts,
+            "refusals": self.refusals,
+            "asked_ms": self.asked_ms,
+            "served": self.served,
         }
+
+    def refusal(self, party: str) -> tuple[int, str]:
+        """Draw an unknown refusal for ``party`` and record it."""
+        status, words = unknown_refusal(self.rng)
+        self.refusals.append({"party": party, "status": status, "words": words})
+        return status, words
+
+    def asked(self, party: str) -> int:
+        """Record that ``party`` was asked now; returns how many times it was before."""
+        times = self.asked_ms.setdefault(party, [])
+        times.append(_ms())
+        return len(times) - 1
+
+    def make_bombs(self, seed: int) -> None:
+        """The bombs and unusable animations of ``seed`` (blocking: a large PNG is encoded),
+        and the unknown refusals' draws from it."""
+        rng = random.Random(seed)
+        self.seed = seed
+        self.rng = random.Random(f"{seed}:refusals")
+        self.bombs = {kind: bombs.random_bomb(rng, kind) for kind in BOMBS[:2]}
+        self.bombs["ugoira_zip"], self.bomb_frames = bombs.random_ugoira_bomb(rng)
 
 
 def _stream(state: State, what: str, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -152,6 +242,12 @@ def create_hostile_app(state: State, replay_url: str, internal_url: str, log_pat
     async def get_state() -> dict[str, Any]:
         return state.as_dict()
 
+    @app.post("/_chaos/seed")
+    async def set_seed(request: Request) -> dict[str, Any]:
+        seed = int((await request.json()).get("seed", 0))
+        await asyncio.to_thread(state.make_bombs, seed)
+        return {"seed": seed, "bombs": {kind: len(body) for kind, body in state.bombs.items()}}
+
     def record(body: bytes, headers: dict[str, str], path: str) -> None:
         try:
             doc: dict[str, Any] = json.loads(body)
@@ -175,6 +271,18 @@ def create_hostile_app(state: State, replay_url: str, internal_url: str, log_pat
         headers = {k.lower(): v for k, v in request.headers.items()}
         if kind == "redirect":
             return RedirectResponse(f"{internal_url}/hook/{i}", status_code=307)
+        if kind == "refusal":
+            status, words = state.refusal(f"hook {i}")
+            return JSONResponse({"error": words}, status_code=status)
+        if kind == "nodelay":
+            turn = state.asked(f"hook {i}")
+            if turn == 0:
+                return JSONResponse({"error": "Too Many Requests"}, status_code=429)
+            if turn == 1:
+                return HTMLResponse(CLOUDFLARE_1015, status_code=429)
+            record(body, headers, request.url.path)
+            state.hook_accepted[i] += 1
+            return JSONResponse({"status": "accepted", "id": f"r-{i}-{turn}"})
         if kind == "ratelimit":
             turn = state.hook_turns[i]
             state.hook_turns[i] += 1
@@ -196,6 +304,23 @@ def create_hostile_app(state: State, replay_url: str, internal_url: str, log_pat
             media_type="application/json",
             headers={"Content-Length": str(HUGE_BYTES)},
         )
+
+    @app.post("/tg/refusal/bot{token}/{method}")
+    async def telegram_refusing(request: Request, token: str, method: str) -> Response:
+        await request.body()
+        status, words = state.refusal(f"telegram {method}")
+        return JSONResponse({"ok": False, "error_code": status, "description": words}, status_code=status)
+
+    @app.post("/api/webhooks/{i}/nodelay")
+    async def discord(request: Request, i: str) -> Response:
+        await request.body()
+        turn = state.asked(f"discord {i}")
+        if turn == 0:
+            return JSONResponse({"message": "You are being rate limited.", "global": False}, status_code=429)
+        if turn == 1:
+            return HTMLResponse(CLOUDFLARE_1015, status_code=429)
+        state.discord_posts += 1
+        return JSONResponse({"id": str(1_400_000_000_000_000_000 + turn), "type": 0, "channel_id": "1"})
 
     @app.post("/bot{token}/{method}")
     async def telegram(request: Request, token: str, method: str) -> Response:
@@ -245,7 +370,41 @@ def create_hostile_app(state: State, replay_url: str, internal_url: str, log_pat
             text = text.replace(PIXIV_IMAGES, f"{internal_url}/internal/")
         else:
             text = text.replace(PIXIV_IMAGES, f"{PIXIV_IMAGES}edges/{case}/")
-        return dict(json.loads(text))
+        made = dict(json.loads(text))
+        if str(work["id"]) in state.ugoira:
+            made["type"] = "ugoira"
+        return made
+
+    def rng_of(case: str) -> random.Random:
+        return random.Random(f"{state.seed}:{case}")
+
+    def bomb_works(works: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Three bombs in a random order (one work each), then a plain work."""
+        kinds = list(BOMBS)
+        rng_of("bomb").shuffle(kinds)
+        listed = []
+        for work, kind in zip(works[BOMB_WORKS : BOMB_WORKS + 3], kinds, strict=True):
+            work_id = str(work["id"])
+            state.hostile_works[work_id] = f"bomb/{kind}"
+            if kind == "ugoira_zip":
+                url = f"{PIXIV_IMAGES}edges/bomb/ugoira_zip/{work_id}_ugoira600x600.zip"
+                state.ugoira[work_id] = {"ugoira_metadata": {"zip_urls": {"medium": url}, "frames": state.bomb_frames}}
+            listed.append(hostile(work, f"bomb/{kind}"))
+        return [*listed, works[BOMB_WORKS + 3]]
+
+    def animation_works(works: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Three ugoira describing no animation, in a random order, then a plain work."""
+        rng = rng_of("animation")
+        kinds = list(bombs.UNUSABLE_ANIMATIONS)
+        rng.shuffle(kinds)
+        listed = []
+        for work, kind in zip(works[ANIMATION_WORKS : ANIMATION_WORKS + 3], kinds, strict=True):
+            work_id = str(work["id"])
+            state.hostile_works[work_id] = f"animation/{kind}"
+            zip_url = f"{PIXIV_IMAGES}edges/animation/{work_id}_ugoira600x600.zip"
+            state.ugoira[work_id] = bombs.unusable_metadata(rng, kind, zip_url)
+            listed.append(hostile(work, "animation"))
+        return [*listed, works[ANIMATION_WORKS + 3]]
 
     def page(works: list[dict[str, Any]], next_offset: int | None, word: str) -> JSONResponse:
         next_url = None
@@ -266,6 +425,12 @@ def create_hostile_app(state: State, replay_url: str, internal_url: str, log_pat
             bad, good = works[k], works[k + 1]
             state.hostile_works[str(bad["id"])] = case
             return page([hostile(bad, case), good], None, word)
+        if case in ("bomb", "animation") and not state.bombs:  # the scenario posted no seed
+            await asyncio.to_thread(state.make_bombs, state.seed)
+        if case == "bomb":
+            return page(bomb_works(works), None, word)
+        if case == "animation":
+            return page(animation_works(works), None, word)
         if case == "hugepage":
             return StreamingResponse(
                 _stream(state, "huge search page", _json_page(HUGE_PAGE_BYTES)), media_type="application/json"
@@ -292,8 +457,25 @@ def create_hostile_app(state: State, replay_url: str, internal_url: str, log_pat
             return JSONResponse({"illust": hostile(work, state.hostile_works[work_id])})
         return await forward(request, "v1/illust/detail")
 
+    @app.get("/v1/ugoira/metadata")
+    async def ugoira_metadata(request: Request) -> Response:
+        work_id = request.query_params.get("illust_id", "")
+        if work_id in state.ugoira:
+            kind = state.hostile_works.get(work_id, "")
+            if kind.startswith("animation/"):
+                state.served.append({"work_id": work_id, "kind": kind, "at_ms": _ms()})
+            return JSONResponse(state.ugoira[work_id])
+        return await forward(request, "v1/ugoira/metadata")
+
     @app.get("/i/{path:path}")
     async def image(request: Request, path: str) -> Response:
+        if path.startswith("edges/bomb/"):
+            kind = path.split("/")[2]
+            work_id = path.rsplit("/", 1)[-1].split("_", 1)[0]
+            state.served.append({"work_id": work_id, "kind": f"bomb/{kind}", "at_ms": _ms()})
+            body = state.bombs.get(kind, b"")
+            media = "application/zip" if kind == "ugoira_zip" else "image/gif"
+            return Response(body, media_type=media)
         if path.startswith("edges/endless/"):
             return StreamingResponse(_stream(state, "endless image", _flood(JPEG_HEAD, None)), media_type="image/jpeg")
         if path.startswith("edges/trickle/"):

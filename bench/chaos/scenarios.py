@@ -775,8 +775,12 @@ class EdgeCase:
         word: the search word the hostile source answers for it (``edges-<word>``).
         hook: how its webhook route's receiver behaves: ``""`` the recording receiver,
             else the hostile party's ``/hook/<hook>`` (``slow``, ``huge``, ``redirect``,
-            ``ratelimit``).
+            ``ratelimit``, ``refusal``, ``nodelay``).
         telegram: it also delivers to a Telegram route on the hostile Bot API.
+        telegram_api: the path of that Bot API on the hostile party (``""``: the
+            rate-limiting one; ``/tg/refusal``: one refusing with random words).
+        discord: it also delivers to a Discord route on the hostile party's webhook
+            (429 without a delay, then Cloudflare's 1015 page, then accepted).
         callback: its job's ``callback_url`` points at the internal service through an
             allowed host name (``localhost``).
         min_bookmarks: the target's filter (the source case: page 1 is all filtered out).
@@ -787,6 +791,8 @@ class EdgeCase:
     word: str = "plain"
     hook: str = ""
     telegram: bool = False
+    telegram_api: str = ""
+    discord: bool = False
     callback: bool = False
     min_bookmarks: int | None = None
     expected: tuple[str, ...] = ("succeeded",)
@@ -806,7 +812,31 @@ EDGE_CASES: tuple[EdgeCase, ...] = (
     EdgeCase("search page 2: 500, 500, empty 200", word="source", min_bookmarks=1),
     EdgeCase("receiver: 429 Retry-After 1, then 503 Retry-After as a date", hook="ratelimit"),
     EdgeCase("search page of 50 MiB", word="hugepage", expected=("failed/remote_http_error",)),
+    EdgeCase("decode bombs: thousands of GIF frames, a huge canvas, an ugoira's huge later frame", word="bomb"),
+    EdgeCase("unusable animations: a zip URL that is not one, no frames, a frame without a delay", word="animation"),
+    # The classes of an unknown answer: each run draws other members (the run's seed).
+    EdgeCase(
+        "receiver: an unknown refusal (a random 4xx and words)", hook="refusal", expected=("failed/route_refused",)
+    ),
+    EdgeCase(
+        "Telegram: an unknown refusal (a random 4xx and words)",
+        telegram=True,
+        telegram_api="/tg/refusal",
+        expected=("failed/route_refused",),
+    ),
+    EdgeCase("receiver: 429 without a delay, then an HTML 429", hook="nodelay"),
+    EdgeCase("Discord: 429 without a delay, then Cloudflare's 1015 page", discord=True),
 )
+#: The cases whose listed hostile works must each be remembered unavailable (and the plain
+#: work after them delivered in the same job).
+EDGE_UNAVAILABLE_WORDS = ("bomb", "animation")
+#: How long after the hostile party served a bomb (or an unusable animation's metadata)
+#: the work must be remembered unavailable: the account's only source slot is free again.
+EDGE_SLOT_FREE_MS = 10_000
+#: The shortest wait allowed before asking again a party that rate-limited without a
+#: delay: the backoff's first step (curaflow.domain.ratelimit.UNSTATED_BASE_MS), less the
+#: clocks' slack.
+EDGE_MIN_BACKOFF_MS = 4_500
 #: The deadline of every ``edges`` job (the protocol's floor).
 EDGE_DEADLINE_MS = 60_000
 #: How far past its deadline a job may end, and how long a hostile connection may stay
@@ -840,10 +870,17 @@ def edges_config(receiver_url: str, root: Path, hostile_url: str, internal_url: 
         names = [hook, folder]
         if case.telegram:
             routes[f"edges-tg{i}"] = {
-                "kind": "telegram", "bot_token": f"{900 + i}:hostile-bot", "chat_id": "-100", "api_url": hostile_url,
-                "timeout_ms": 10_000,
+                "kind": "telegram", "bot_token": f"{900 + i}:hostile-bot", "chat_id": "-100",
+                "api_url": hostile_url + case.telegram_api, "timeout_ms": 10_000,
             }  # fmt: skip
             names.append(f"edges-tg{i}")
+        if case.discord:
+            routes[f"edges-dc{i}"] = {
+                "kind": "discord",
+                "url": f"{hostile_url}/api/webhooks/{i}/nodelay",
+                "timeout_ms": 10_000,
+            }
+            names.append(f"edges-dc{i}")
         target: dict[str, Any] = {
             "id": f"edges{i}",
             "query": {"mode": "search", "tags": [f"edges-{case.word}"]},
@@ -886,10 +923,18 @@ async def edges(s: Scenario) -> None:
     connections to close), the case checks: each job's end is one its case allows, no
     job ended more than :data:`EDGE_GRACE_MS` past its deadline, no hostile connection
     outlived its job by more, the internal service was never reached, no hostile work
-    was delivered, Telegram has each accepted post once, the rate-limiting receiver
-    accepted the work once, and no worker grew by more
+    was delivered, Telegram and Discord have each accepted post once, the rate-limiting
+    receivers accepted the work once, no party that rate-limited without a delay was
+    asked again within :data:`EDGE_MIN_BACKOFF_MS`, no work was refused for good (no
+    hostile answer names a work), every decode bomb and unusable animation is
+    remembered unavailable within :data:`EDGE_SLOT_FREE_MS` of being served (the
+    account's source slot is free again: the job went on to the next work), and no
+    worker grew by more
     than :data:`EDGE_RSS_GROWTH_MIB`."""
     stack = s.stack
+    async with httpx.AsyncClient(timeout=120) as http:  # the bombs of this run, from its seed
+        seeded = await http.post(f"{stack.hostile_url}/_chaos/seed", json={"seed": s.rng.randrange(2**31)})
+        seeded.raise_for_status()
     internal_port = stack.internal_url.rsplit(":", 1)[1]
     for i, case in enumerate(EDGE_CASES):
         fields: dict[str, Any] = {"deadline_ms": EDGE_DEADLINE_MS}
@@ -932,7 +977,13 @@ async def edges(s: Scenario) -> None:
         "telegram_duplicates": [],
         "not_delivered_once": [],
         "memory_unbounded": [],
+        "retried_too_soon": [],
+        "work_refused_for_good": [],
+        "not_unavailable": [],
+        "slot_held": [],
     }
+    telegram_delivered = 0
+    discord_delivered = 0
     ends: dict[str, dict[str, Any]] = {}
     async with stack.http() as api:
         for row in rows:
@@ -947,21 +998,37 @@ async def edges(s: Scenario) -> None:
             deadline_at = row["deadline_at"] or row["created_at"] + EDGE_DEADLINE_MS
             if row["completed_at"] is None or row["completed_at"] > deadline_at + EDGE_GRACE_MS:
                 found["overran_deadline"].append({"case": case.name, "job_id": row["job_id"], "seconds": took})
-            if case.telegram:
-                delivered = [
-                    d
-                    for d in job_deliveries(view)
-                    if str(d.get("route", "")).startswith("edges-tg") and d.get("status") == "delivered"
-                ]
-                if len(state["telegram_posts"]) != len(delivered):
-                    found["telegram_duplicates"].append(
-                        {"accepted_posts": state["telegram_posts"], "reported_delivered": len(delivered)}
-                    )
+            for d in job_deliveries(view):
+                if d.get("status") != "delivered":
+                    continue
+                telegram_delivered += str(d.get("route", "")).startswith("edges-tg")
+                discord_delivered += str(d.get("route", "")).startswith("edges-dc")
+    # Each post the hostile Telegram / Discord accepted is a delivery a job reports, once.
+    if len(state["telegram_posts"]) != telegram_delivered:
+        found["telegram_duplicates"].append(
+            {"accepted_posts": state["telegram_posts"], "reported_delivered": telegram_delivered}
+        )
+    if state["discord_posts"] != discord_delivered or discord_delivered != sum(c.discord for c in EDGE_CASES):
+        found["not_delivered_once"].append(
+            {"party": "discord", "accepted": state["discord_posts"], "reported_delivered": discord_delivered}
+        )
     ends = {c.name: ends[c.name] for c in EDGE_CASES if c.name in ends}
     for i, case in enumerate(EDGE_CASES):
         accepted = state["hook_accepted"].get(str(i), 0)
-        if case.hook == "ratelimit" and accepted != 1:
+        if case.hook in ("ratelimit", "nodelay") and accepted != 1:
             found["not_delivered_once"].append({"case": case.name, "accepted": accepted})
+    # A rate limit without a delay is a backoff from 5 s, never a constant.
+    for party, asked in state["asked_ms"].items():
+        gaps = [b - a for a, b in itertools.pairwise(asked)]
+        if any(gap < EDGE_MIN_BACKOFF_MS for gap in gaps):
+            found["retried_too_soon"].append({"party": party, "gaps_ms": gaps})
+    # An answer curaflow does not know never refuses a work for good.
+    edge_routes = [name for i in range(len(EDGE_CASES)) for name in (f"edges-hook{i}", f"edges-tg{i}", f"edges-dc{i}")]
+    refused = await stack.fetch(
+        "SELECT route, work_id, reason, error FROM route_refusals WHERE route = ANY($1::text[]) AND until IS NULL",
+        edge_routes,
+    )
+    found["work_refused_for_good"] = [dict(r) for r in refused]
     completed = {case_of[r["target_id"]].name: r["completed_at"] for r in rows}
     for stream in state["streams"]:
         owner = next((c for prefix, c in EDGE_STREAMS.items() if stream["what"].startswith(prefix)), None)
@@ -974,6 +1041,19 @@ async def edges(s: Scenario) -> None:
     dirs = {f"edges-dir{i}": stack.root / "routes" / "edges" / str(i) for i in range(len(EDGE_CASES))}
     arrivals = webhook_arrivals(read_received(stack.received_log), hooks) + directory_arrivals(dirs)
     found["hostile_delivered"] = [asdict(a) for a in arrivals if a.work_id in hostile_works]
+    remembered = {
+        row["work_id"]: row["seen_at"]
+        for row in await stack.fetch(
+            "SELECT work_id, seen_at FROM unavailable_works WHERE work_id = ANY($1::text[])", list(hostile_works)
+        )
+    }
+    unusable = {w: kind for w, kind in state["hostile_works"].items() if kind.split("/")[0] in EDGE_UNAVAILABLE_WORDS}
+    found["not_unavailable"] = [{"work_id": w, "kind": k} for w, k in unusable.items() if w not in remembered]
+    served = [
+        {**x, "unavailable_after_ms": remembered[x["work_id"]] - x["at_ms"] if x["work_id"] in remembered else None}
+        for x in state["served"]
+    ]
+    found["slot_held"] = [x for x in served if (x["unavailable_after_ms"] or 0) > EDGE_SLOT_FREE_MS]
     growth = {name: round(peak[name] - baseline[name], 1) for name in pids}
     found["memory_unbounded"] = [{n: g} for n, g in growth.items() if g > EDGE_RSS_GROWTH_MIB]
     s.result.edges = {
@@ -983,9 +1063,17 @@ async def edges(s: Scenario) -> None:
         "telegram_requests": state["telegram_requests"],
         "hook_requests": state["hook_requests"],
         "telegram_posts": len(state["telegram_posts"]),
+        "discord_posts": state["discord_posts"],
+        "refusals": state["refusals"],
+        "asked_ms": state["asked_ms"],
         "source_faults": state["source_faults"],
         "searches": state["searches"],
         "internal_hits": len(state["internal_hits"]),
+        "seed": state["seed"],
+        "unusable_works": {
+            w: {"kind": k, "unavailable": w in remembered} for w, k in sorted(unusable.items(), key=lambda i: i[1])
+        },
+        "served": served,
     }
     s.result.edge_findings = found
 

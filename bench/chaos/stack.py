@@ -147,6 +147,7 @@ class ChaosStack:
         config: builds the ``curaflow.toml`` content merged over :meth:`base_config`
             once the services run (it gets the stack: ``receiver_url``, ``root``).
         n_workers: worker processes to run.
+        hostile: also run the hostile parties (:mod:`bench.chaos.hostile`).
     """
 
     root: Path

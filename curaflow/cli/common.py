@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import asyncpg
 import typer
 from rich.console import Console
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from curaflow.config import ConfigError, Settings, load_settings, warn_budget_fallbacks
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info, with_services
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.observability.logs import get_logger
-from curaflow.temporal.connection import connect_configured
+from curaflow.temporal.connection import TemporalConnectError, connect_configured
 
 err_console = Console(stderr=True)
 out_console = Console(soft_wrap=True)  # long ids and paths stay whole when piped
@@ -31,6 +34,54 @@ def settings_or_exit(config: Path | None) -> Settings:
     except ConfigError as err:
         err_console.print(f"[red]{err}[/red]")
         raise typer.Exit(2) from None
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print ``message`` on stderr as one line (never wrapped, no markup) and exit ``code``."""
+    err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def temporal_refusal(err: RPCError, where: str) -> str:
+    """One line for a request Temporal refused: ``Temporal at HOST:PORT (namespace N)
+    refused the request: NOT_FOUND: Namespace x is not found.``"""
+    status = err.status.name if err.status is not None else "error"
+    return f"Temporal at {where} refused the request: {status}: {err.message}".replace("\n", " ")
+
+
+@contextlib.contextmanager
+def temporal_errors(where: str) -> Iterator[None]:
+    """Turn a Temporal that cannot serve the command into one line on stderr and exit 1.
+
+    Unreachable or refusing the connection (TLS, API key: :class:`TemporalConnectError`,
+    which names the address and the TLS options) and a request it refuses (a namespace
+    that does not exist, permission denied: ``RPCError``) — never a traceback. Used around
+    the body of every command that connects to Temporal.
+
+    Args:
+        where: ``HOST:PORT (namespace N)``, for the message of a refused request.
+    """
+    try:
+        yield
+    except TemporalConnectError as err:
+        fail(str(err).replace("\n", " "))
+    except RPCError as err:
+        fail(temporal_refusal(err, where))
+
+
+async def check_namespace(client: Client) -> None:
+    """Ask Temporal for the client's namespace, so a namespace that does not exist is said
+    at once (one ``DescribeNamespace``).
+
+    Raises:
+        RPCError: ``NOT_FOUND`` (or any refusal) from Temporal.
+    """
+    await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=client.namespace))
+
+
+def temporal_where(settings: Settings) -> str:
+    """``HOST:PORT (namespace N)`` of the settings' Temporal service."""
+    return f"{settings.temporal.address} (namespace {settings.temporal.namespace})"
 
 
 @dataclass
@@ -75,7 +126,9 @@ async def services(settings: Settings, *, status: str = "starting the embedded s
         assert settings.database.url and settings.temporal.address
         pool = await create_pool(settings.database.url, min_size=1, max_size=4, **settings.database.pool_bounds())
         await migrate(pool)
-        client = await connect_configured(settings.temporal)
+        with temporal_errors(temporal_where(settings)):
+            client = await connect_configured(settings.temporal)
+            await check_namespace(client)
         yield Services(settings=settings, pool=pool, client=client, stack=stack)
     finally:
         if pool is not None:

@@ -12,7 +12,7 @@ from curaflow.cli.chaos import chaos
 from curaflow.cli.jobs import cancel, events, status, submit
 from curaflow.cli.pixiv import app as pixiv_app
 from curaflow.cli.prune import prune
-from curaflow.cli.remembered import accounts_app, frontiers_app, refusals_app, unavailable_app
+from curaflow.cli.remembered import accounts_app, frontiers_app, refusals_app, routes_app, unavailable_app
 from curaflow.cli.run import run
 from curaflow.cli.schedules import app as schedules_app
 from curaflow.cli.stack import api, dev, temporal_setup, worker
@@ -43,6 +43,7 @@ app.add_typer(schedules_app, name="schedules")
 app.add_typer(refusals_app, name="refusals")
 app.add_typer(unavailable_app, name="unavailable")
 app.add_typer(accounts_app, name="accounts")
+app.add_typer(routes_app, name="routes")
 app.add_typer(pixiv_app, name="pixiv")
 app.add_typer(frontiers_app, name="frontiers")
 

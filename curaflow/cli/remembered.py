@@ -1,9 +1,16 @@
-"""``curaflow refusals|unavailable|accounts``: what the ledger remembers about works and accounts.
+"""``curaflow refusals|unavailable|accounts|routes``: what the ledger remembers about works,
+accounts and routes.
 
-* ``curaflow refusals list [--route R] [--json]`` — works a route refused for good; later
-  jobs never offer them to that route again. ``curaflow refusals clear ROUTE WORK_ID``
-  (or ``--all``) forgets a refusal once the receiver was fixed: the next job may pick
-  the work again.
+* ``curaflow refusals list [--route R] [--json]`` — works a route refused for good (later
+  jobs never offer them to that route again) and works *held back* from a route until a
+  time after the route refused the request (``held until``). ``curaflow refusals clear
+  ROUTE WORK_ID`` (or ``--all``) forgets a refusal or a hold once the receiver was fixed:
+  the next job may pick the work again.
+* ``curaflow routes list [--json]`` — each route's gate: paused (it refused several
+  different works in a row with the same answer) until when and why, cooling down after
+  a global rate limit, its current refusal streak; ``curaflow routes resume ROUTE`` lifts
+  the pause and the cooldown and releases the works held back from it, once the route
+  was fixed.
 * ``curaflow unavailable list [--json]`` — works found gone (404, 403, deleted) and
   skipped without a request until their time runs out (``pixiv.unavailable_ttl_ms``);
   ``curaflow unavailable clear [WORK_ID] [--account A]`` forgets them now.
@@ -42,6 +49,7 @@ from curaflow.devstack.stack import read_stack_info
 from curaflow.ledger import frontiers as ledger_frontiers
 from curaflow.ledger import gates as ledger_gates
 from curaflow.ledger import remembered as memory
+from curaflow.ledger import route_gates
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.observability.logs import configure_logging
 
@@ -51,6 +59,9 @@ refusals_app = typer.Typer(rich_markup_mode="markdown", help="Works a route refu
 unavailable_app = typer.Typer(rich_markup_mode="markdown", help="Works found unavailable, skipped for a while.")
 frontiers_app = typer.Typer(rich_markup_mode="markdown", help="Targets' scan frontiers: what their jobs know.")
 accounts_app = typer.Typer(rich_markup_mode="markdown", help="Pixiv accounts' gates: pauses and cooldowns.")
+routes_app = typer.Typer(
+    rich_markup_mode="markdown", help="Routes' gates: paused as broken, cooling down, refusal streaks."
+)
 
 
 @contextlib.asynccontextmanager
@@ -103,14 +114,15 @@ def refusals_list(
     as_json: bool = typer.Option(False, "--json", help="JSON rows instead of a table."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """List works a route refused for good (newest first)."""
+    """List works a route refused for good, and works held back from a route (newest first)."""
     rows = _run(config, lambda _s, pool: memory.list_refusals(pool, route))
     if as_json:
         _print_json([asdict(r) for r in rows])
         return
-    table = Table("route", "work", "refused at", "job", "answer")
+    table = Table("route", "work", "refused at", "held until", "job", "answer")
     for r in rows:
-        table.add_row(r.route, r.work_id, _when(r.refused_at), r.job_id or "", (r.error or "")[:80])
+        held = _when(r.until) if r.until is not None else "for good"
+        table.add_row(r.route, r.work_id, _when(r.refused_at), held, r.job_id or "", (r.error or "")[:80])
     out_console.print(table)
     if rows:
         out_console.print("clear one with `curaflow refusals clear ROUTE WORK_ID` once the receiver takes it")
@@ -277,4 +289,76 @@ def accounts_resume(
         raise typer.Exit(2)
     out_console.print(f"account {account} resumed" if resumed else f"account {account} was not paused")
     if not resumed:
+        raise typer.Exit(1)
+
+
+# ---- routes -----------------------------------------------------------------------------------
+
+
+@routes_app.command("list")
+def routes_list(
+    as_json: bool = typer.Option(False, "--json", help="JSON rows instead of a table."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Each configured route's gate: paused (as broken) until, cooling down until, its refusal streak."""
+
+    async def body(settings: Settings, pool: asyncpg.Pool) -> list[dict[str, Any]]:
+        rows = []
+        holds: dict[str, int] = {}
+        for refusal in await memory.list_refusals(pool):
+            if refusal.until is not None:
+                holds[refusal.route] = holds.get(refusal.route, 0) + 1
+        for name, route in settings.routes.items():
+            gate = await route_gates.read_gate(pool, name)
+            rows.append(
+                {
+                    "route": name,
+                    "kind": route.kind,
+                    "paused_until": gate.paused_until if gate and gate.paused_ms else None,
+                    "pause_reason": gate.pause_reason if gate and gate.paused_ms else None,
+                    "cooldown_until": gate.cooldown_until if gate and gate.cooldown_ms else None,
+                    "streak": {"answer": gate.streak_answer, "works": [w[1] for w in gate.streak_works]}
+                    if gate and gate.streak_answer
+                    else None,
+                    "held_works": holds.get(name, 0),
+                    "pauses": gate.pauses if gate else 0,
+                }
+            )
+        return rows
+
+    rows = _run(config, body)
+    if as_json:
+        _print_json(rows)
+        return
+    table = Table("route", "kind", "paused until", "cooling down until", "refusal streak", "held works")
+    for r in rows:
+        paused = f"{_when(r['paused_until'])} ({r['pause_reason']})" if r["paused_until"] else ""
+        cooling = _when(r["cooldown_until"]) if r["cooldown_until"] else ""
+        streak = f"{len(r['streak']['works'])} × {r['streak']['answer']}" if r["streak"] else ""
+        table.add_row(r["route"], r["kind"], paused, cooling, streak, str(r["held_works"]))
+    out_console.print(table)
+    if any(r["paused_until"] for r in rows):
+        out_console.print("fix the route, then `curaflow routes resume ROUTE`")
+
+
+@routes_app.command("resume")
+def routes_resume(
+    route: str = typer.Argument(..., help="The route's name (a key of [routes])."),
+    config: Path | None = ConfigOption,
+) -> None:
+    """Lift a route's pause (and cooldown) and release the works held back from it, once you fixed it."""
+
+    async def body(settings: Settings, pool: asyncpg.Pool) -> tuple[bool, int] | None:
+        if route not in settings.routes:
+            return None
+        return await route_gates.resume(pool, route)
+
+    answer = _run(config, body)
+    if answer is None:
+        err_console.print(f"[red]unknown route {route!r}[/red]")
+        raise typer.Exit(2)
+    resumed, released = answer
+    works = f"{released} held work{'s' if released != 1 else ''} released"
+    out_console.print(f"route {route} resumed; {works}" if resumed else f"route {route} was not paused; {works}")
+    if not resumed and not released:
         raise typer.Exit(1)

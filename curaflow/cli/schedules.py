@@ -22,7 +22,15 @@ from rich.table import Table
 from temporalio.client import Client
 
 from curaflow import schedules as plans
-from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.cli.common import (
+    ConfigOption,
+    check_namespace,
+    err_console,
+    fail,
+    out_console,
+    settings_or_exit,
+    temporal_errors,
+)
 from curaflow.cli.remembered import ledger_pool
 from curaflow.config import Settings
 from curaflow.devstack.stack import read_stack_info
@@ -56,20 +64,17 @@ def _run(settings: Settings, body: Callable[[Client], Awaitable[T]]) -> T:
     address = _address(settings)  # exits 2 when there is none (typer.Exit is a RuntimeError: resolve it first)
 
     async def main() -> T:
-        try:
-            # the configured service with its TLS/API key; a `curaflow dev` stack is plain
-            connection = settings.temporal.connection if settings.temporal.address else None
-            client = await connect(address, settings.temporal.namespace, connection=connection)
-        except RuntimeError as err:
-            err_console.print(f"[red]{err}[/red]", highlight=False)
-            raise typer.Exit(1) from None
+        # the configured service with its TLS/API key; a `curaflow dev` stack is plain
+        connection = settings.temporal.connection if settings.temporal.address else None
+        client = await connect(address, settings.temporal.namespace, connection=connection)
+        await check_namespace(client)
         return await body(client)
 
     try:
-        return asyncio.run(main())
+        with temporal_errors(f"{address} (namespace {settings.temporal.namespace})"):
+            return asyncio.run(main())
     except plans.ScheduleError as err:
-        err_console.print(f"[red]{err}[/red]")
-        raise typer.Exit(1) from None
+        fail(str(err))
 
 
 @app.command()

@@ -12,8 +12,18 @@ from typing import Any
 
 import typer
 from pydantic import SecretStr
+from temporalio.service import RPCError
 
-from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.cli.common import (
+    ConfigOption,
+    err_console,
+    fail,
+    out_console,
+    settings_or_exit,
+    temporal_errors,
+    temporal_refusal,
+    temporal_where,
+)
 from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info
@@ -145,11 +155,11 @@ def worker(config: Path | None = ConfigOption) -> None:
     try:
         asyncio.run(run_worker(settings))
     except LoopFailed as err:
-        err_console.print(f"[red]a background loop could not recover: {err}[/red]")
-        raise typer.Exit(EXIT_LOOP_FAILED) from None
+        fail(f"a background loop could not recover: {err}", EXIT_LOOP_FAILED)
     except RuntimeError as err:
-        err_console.print(f"[red]{err}[/red]")
-        raise typer.Exit(2) from None
+        fail(str(err).replace("\n", " "), 2)
+    except RPCError as err:
+        fail(temporal_refusal(err, temporal_where(settings)), 2)
 
 
 def api(
@@ -210,7 +220,7 @@ def temporal_setup(
     timeout: float = typer.Option(120.0, help="Seconds to wait for Temporal to come up and accept the setup."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Register the namespace (`TEMPORAL_NAMESPACE`) and curaflow's search attributes, then verify them.
+    """Register the namespace (`TEMPORAL_NAMESPACE`), curaflow's search attributes and the jobs' Nexus endpoint.
 
     Idempotent: what exists with the right type is left alone. Exit status 0 when the
     namespace is ready, 1 when it cannot be made ready (the reason is printed), 2 when
@@ -244,13 +254,15 @@ def temporal_setup(
             client,
             retention=timedelta(days=settings.temporal.namespace_retention_days),
             timeout_s=max(1.0, deadline - time.monotonic()),
+            nexus_endpoint=settings.temporal.nexus_endpoint or None,
+            task_queue=settings.temporal.task_queue,
         )
 
     try:
-        report = asyncio.run(main())
+        with temporal_errors(temporal_where(settings)):
+            report = asyncio.run(main())
     except TemporalSetupError as err:
-        err_console.print(f"[red]temporal-setup failed: {err}[/red]", highlight=False)
-        raise typer.Exit(1) from None
+        fail(f"temporal-setup failed: {err}".replace("\n", " "))
     state = "registered" if report.created_namespace else "exists"
     out_console.print(f"namespace {report.namespace}: {state}", highlight=False)
     for warning in report.warnings:
@@ -258,3 +270,9 @@ def temporal_setup(
     for name, kind in report.attributes.items():
         mark = "added" if name in report.added_attributes else "ok"
         out_console.print(f"  search attribute {name} ({kind}): {mark}", highlight=False)
+    if report.nexus_endpoint:
+        mark = "created" if report.created_endpoint else "exists"
+        out_console.print(
+            f"  Nexus endpoint {report.nexus_endpoint} → task queue {settings.temporal.task_queue}: {mark}",
+            highlight=False,
+        )

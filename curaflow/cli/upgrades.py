@@ -3,7 +3,9 @@
 Lists the ``JobWorkflow`` executions whose history holds no ``core-v2`` marker
 (:mod:`curaflow.temporal.upgrades`). Exit status: 0 when there is none (``job_v1`` and the ``search``
 / ``fetch`` registrations may go), 1 when some remain (listed), 2 for a usage error
-(no ``TEMPORAL_ADDRESS``, a start time that is not ISO 8601).
+(no ``TEMPORAL_ADDRESS``, a start time that is not ISO 8601); a Temporal that is
+unreachable, refuses the connection or the request (an unknown namespace) is one line on
+stderr and exit status 1.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from pathlib import Path
 
 import typer
 
-from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.cli.common import (
+    ConfigOption,
+    err_console,
+    out_console,
+    settings_or_exit,
+    temporal_errors,
+    temporal_where,
+)
 from curaflow.observability.logs import configure_logging
 
 
@@ -66,7 +75,8 @@ def upgrade_check(
             for e in found
         ]
 
-    found = asyncio.run(main())
+    with temporal_errors(temporal_where(settings)):
+        found = asyncio.run(main())
     query = legacy_query(started_before=before, include_closed=include_closed)
     if as_json:
         print(json.dumps({"query": query, "retirable": not found, "executions": found}, indent=2))

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +180,12 @@ class EmbeddedStack:
         self.api_failed.set()
 
     async def start(self) -> None:
-        """Start PostgreSQL, Temporal, the workers and (optionally) the API."""
+        """Start PostgreSQL, Temporal, the workers and (optionally) the API.
+
+        The dev server gets the namespace, its search attributes and the jobs' Nexus
+        endpoint (``temporal.nexus_endpoint``) as ``curaflow temporal-setup`` makes them;
+        the dev server serves Nexus with no extra flag (``temporal`` CLI 1.9.1).
+        """
         self.log_dir.mkdir(parents=True, exist_ok=True)
         database_url = await asyncio.to_thread(self.postgres.start)
         self.temporal = TemporalDevServer(
@@ -190,6 +196,7 @@ class EmbeddedStack:
         )
         await self.temporal.start()
         self.settings = with_services(self.base, self.temporal.address, database_url)
+        await prepare_dev_server(self.settings)
         pool = await create_pool(database_url, min_size=1, max_size=2)
         try:
             await migrate(pool)
@@ -228,3 +235,23 @@ class EmbeddedStack:
             await asyncio.to_thread(self.temporal.stop)
             self.temporal = None
         await asyncio.to_thread(self.postgres.stop)
+
+
+async def prepare_dev_server(settings: Settings) -> None:
+    """What ``curaflow temporal-setup`` does, on the embedded dev server: the namespace, the
+    search attributes and the Nexus endpoint of the jobs' service.
+
+    Raises:
+        TemporalSetupError: the dev server refused it.
+    """
+    from curaflow.temporal.connection import connect
+    from curaflow.temporal.namespace import prepare_namespace
+
+    assert settings.temporal.address
+    client = await connect(settings.temporal.address, settings.temporal.namespace)
+    await prepare_namespace(
+        client,
+        retention=timedelta(days=settings.temporal.namespace_retention_days),
+        nexus_endpoint=settings.temporal.nexus_endpoint or None,
+        task_queue=settings.temporal.task_queue,
+    )

@@ -47,14 +47,20 @@ def state_of(error: BaseException | None) -> JobState | None:
     """The final :class:`JobState` carried by a failed job's execution failure.
 
     Args:
-        error: what the client got — a ``WorkflowFailureError`` / ``ChildWorkflowError``
-            (its ``cause`` is read) or the ``ApplicationError`` itself.
+        error: what the client got — a ``WorkflowFailureError`` / ``ChildWorkflowError`` /
+            ``NexusOperationError`` (its causes are read, at any depth: a Nexus
+            operation's failure wraps the job's once or twice) or the ``ApplicationError``
+            itself.
 
     Returns:
         The job state, or None when the failure is not a failed job's (a refused start, a
         bug, a terminate).
     """
-    cause = error if isinstance(error, ApplicationError) else getattr(error, "cause", None)
-    if isinstance(cause, ApplicationError) and cause.type in JOB_FAILURE_TYPES.values() and cause.details:
-        return JobState.model_validate(cause.details[0])
+    seen: set[int] = set()
+    current = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, ApplicationError) and current.type in JOB_FAILURE_TYPES.values() and current.details:
+            return JobState.model_validate(current.details[0])
+        current = getattr(current, "cause", None) or current.__cause__
     return None

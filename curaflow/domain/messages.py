@@ -130,6 +130,17 @@ class CallbackPolicy(BaseModel):
     max_interval_ms: int = 60_000
 
 
+class JobIdentity(BaseModel):
+    """What makes a submitted Task this job's, as admission stored it (DESIGN.md decision 2):
+    the idempotency key (exact, case-sensitive) and the normalised params it was first
+    admitted with (None: the job keeps no params — a legacy refetch — and a replay
+    compares none). Carried by :class:`JobInput` so a job's execution can answer a Task
+    after it closed without the ledger (the ``admission_answer`` query)."""
+
+    idempotency_key: str
+    params: dict[str, Any] | None = None
+
+
 class JobInput(BaseModel):
     """The argument of ``JobWorkflow.run``.
 
@@ -145,6 +156,8 @@ class JobInput(BaseModel):
         source_task_queues: account → the task queue of its rate gate.
         callback: whether lifecycle events are pushed to a ``callback_url``.
         callback_policy: retry budget of those pushes.
+        identity: the key and params of a submitted Task's job (None: a scheduled
+            occurrence, or a job admitted before identities were carried).
     """
 
     job_id: str
@@ -160,6 +173,7 @@ class JobInput(BaseModel):
     source_task_queues: dict[str, str] = Field(default_factory=dict)
     callback: bool = False
     callback_policy: CallbackPolicy = Field(default_factory=CallbackPolicy)
+    identity: JobIdentity | None = None
 
 
 class PushInput(BaseModel):
@@ -335,3 +349,45 @@ class Admitted(BaseModel):
     job_input: JobInput
     created: bool
     final: JobState | None = None
+
+
+class AdmissionAnswer(BaseModel):
+    """What admission answers a Task for a job, read from the job's execution: the answer
+    of the ``admission_answer`` query (any run of ``JobWorkflow``, open or closed).
+
+    Exactly one of ``state`` / ``refusal`` is set when the run holds a job; neither when
+    it holds none (a run that refused its own Task).
+
+    Attributes:
+        state: the Task is this job's: the job's state as the run holds it (its final
+            state once the job ended in the workflow).
+        refusal: the Task is not this job's, or not valid: ``{code, message, detail,
+            http_status}`` as ``POST /jobs`` answers (``idempotency_conflict`` 409,
+            ``invalid_params`` 400 …).
+    """
+
+    state: JobState | None = None
+    refusal: dict[str, Any] | None = None
+
+
+class FollowJob(BaseModel):
+    """Argument of the ``follow_job`` activity: a workflow attaches to the job of ``task``.
+
+    Attributes:
+        task: the protocol Task (plain JSON), admitted as ``POST /jobs`` admits it.
+        cancel_job: cancel the job when the follower is cancelled (the follower's
+            cancellation propagates, as for a child job).
+    """
+
+    task: dict[str, Any]
+    cancel_job: bool = True
+
+
+class CancelJob(BaseModel):
+    """Argument of the Nexus ``cancel_job`` operation: cancel a job by its id.
+
+    Attributes:
+        job_id: the job id (``<target_id>@manual-<key lowercased>`` for a submitted Task).
+    """
+
+    job_id: str

@@ -85,6 +85,12 @@ class CandidateReport(BaseModel):
         exhausted: the scan read everything the source had for this query (no page
             left, nothing pending): a wider pass would find nothing new.
         skipped_days: days the source could not page fully (:class:`SkippedDay`).
+        unavailable: works of this cell found unavailable when fetched, by why
+            (:class:`~curaflow.sources.errors.UnavailableKind`: ``gone``,
+            ``unusable_url``, ``too_large``, ``not_an_image``, ``undecodable``,
+            ``over_budget``, ``unusable_animation``, ``no_file``); each is also one ``unavailable``
+            of ``reasons``. Works a scan skipped as remembered unavailable are in
+            ``reasons`` only.
     """
 
     fetched: int = 0
@@ -95,6 +101,7 @@ class CandidateReport(BaseModel):
     pages: int = 0
     exhausted: bool = False
     skipped_days: list[SkippedDay] = Field(default_factory=list)
+    unavailable: dict[str, int] = Field(default_factory=dict)
 
 
 class ArtifactFile(BaseModel):

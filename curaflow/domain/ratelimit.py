@@ -1,10 +1,22 @@
-"""Rate limits: the cooldown ladder and ``Retry-After`` (one definition each; pure).
+"""Rate limits: the cooldown ladder, the delay of a retry and ``Retry-After`` (one
+definition each; pure).
 
 **Ladder** (reference ``pixiv-and-delivery-apis.md`` §2.5, PixivFlow's client kit): the
 ``n``-th consecutive rate limit cools down ``base × 2^(n-1)`` — 60 s, 120 s, 240 s …
 capped at 15 min by default — with the delay the source asked for (``Retry-After``) as
 the floor. Used by the account gates (:mod:`curaflow.sources.gate`, the ledger's
-``source_gates``) and by an activity without a gate (its attempt number is the step).
+``source_gates``) and by an activity without a gate (its attempt number is the step):
+:func:`cooldown_ms`.
+
+**An unknown or absent delay is a backoff, never a constant** (:func:`retry_delay_ms`):
+a receiver's rate limit (a route's 429, a callback's 429) waits exactly the delay the
+receiver stated; one that states none — no ``retry_after``, no ``Retry-After``, a value
+that is not a delay, an HTML page — backs off on the ladder from
+:data:`UNSTATED_BASE_MS` (5 s, 10 s, 20 s … capped at 15 min), the step being how many
+rate limits in a row the receiver answered. A retry never comes back within a second
+because a delay was missing: each early retry prolongs a ban (Discord's, Cloudflare's).
+Routes, the callback pushes and the source all take their delays from this module;
+Temporal's retry is the only retry (the delay becomes ``next_retry_delay``).
 
 **Retry-After** (RFC 9110 §10.2.3): either delay-seconds or an HTTP-date; both forms are
 read (the date relative to ``now``; a date in the past means "now"). Decimal seconds
@@ -22,6 +34,8 @@ from email.utils import parsedate_to_datetime
 LADDER_BASE_MS = 60_000
 #: Cap of the cooldown ladder (milliseconds).
 LADDER_CAP_MS = 900_000
+#: First step of the backoff of a rate limit that states no delay (milliseconds).
+UNSTATED_BASE_MS = 5_000
 
 
 def ladder_ms(step: int, base_ms: int = LADDER_BASE_MS, cap_ms: int = LADDER_CAP_MS) -> int:
@@ -41,12 +55,25 @@ def cooldown_ms(
     return int(max(ladder_ms(step, base_ms, cap_ms), retry_after_ms or 0))
 
 
-def parse_retry_after(value: str | float | None, *, now: datetime | None = None) -> float | None:
+def retry_delay_ms(
+    step: int, stated_ms: float | None = None, *, base_ms: int = UNSTATED_BASE_MS, cap_ms: int = LADDER_CAP_MS
+) -> int:
+    """The wait before retrying after the ``step``-th rate limit in a row of a receiver
+    (1-based; a route, a callback): the delay it stated (``stated_ms`` > 0), exactly;
+    else the ladder from ``base_ms`` (5 s, 10 s, 20 s … at most ``cap_ms``). Milliseconds.
+    """
+    if stated_ms is not None and math.isfinite(stated_ms) and stated_ms > 0:
+        return math.ceil(stated_ms)
+    return ladder_ms(step, base_ms, cap_ms)
+
+
+def parse_retry_after(value: object, *, now: datetime | None = None) -> float | None:
     """The delay a ``Retry-After`` value asks for, in seconds (see the module doc).
 
     Args:
         value: the header's text (delay-seconds or an HTTP-date), or a number of seconds
-            (as in the JSON bodies of Discord and Telegram).
+            (as in the JSON bodies of Discord and Telegram); any other value (an object,
+            a list: a third party's answer of an unknown shape) is no delay.
         now: the reference time of an HTTP-date (default: the current time, UTC).
 
     Returns:
@@ -56,6 +83,8 @@ def parse_retry_after(value: str | float | None, *, now: datetime | None = None)
         return None
     if isinstance(value, int | float):
         seconds = float(value)
+    elif not isinstance(value, str):
+        return None
     else:
         text = value.strip()
         if not text:
@@ -79,8 +108,9 @@ def _until(text: str, now: datetime | None) -> float | None:
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
-def first_retry_after(*values: str | float | None, default: float, now: datetime | None = None) -> float:
-    """The first of ``values`` that is a delay (:func:`parse_retry_after`), else ``default``.
+def first_retry_after(*values: object, default: float | None = None, now: datetime | None = None) -> float | None:
+    """The first of ``values`` that is a delay (:func:`parse_retry_after`), else ``default``
+    (None: the receiver stated no delay; :func:`retry_delay_ms` backs off).
 
     For answers that carry the delay twice (a JSON ``retry_after`` and the header): the
     body's value first. A delay of 0 counts as none (the next value, or the default,

@@ -4,9 +4,11 @@ Every non-submitted terminal cell carries exactly one :class:`TerminalReason`. T
 catalogue follows PixivFlow 3.3.0 (reference ``pixivflow-job-system.md`` §5.4) with two
 curaflow additions for delivery routes that are not TelePost:
 
-* ``delivery_rejected``: a route refused the work permanently (HTTP 4xx, "chat not
-  found", "bot was blocked"); the original calls this ``telepost_rejected``, which is
-  kept as an alias with the same protocol code.
+* ``delivery_rejected``: a route refused the work itself, permanently — only for an
+  answer the route recognises as the work's (a page Telegram cannot process, content
+  Discord refuses, a receiver's 415 / 422); the original calls this
+  ``telepost_rejected``, which is kept as an alias with the same protocol code. Any
+  other refusal is ``route_refused`` (the route's);
 * ``delivery_unknown``: a request left for a route without an idempotency key
   (Telegram, Discord) and no answer came back, so whether it landed is unknown and the
   route's ``on_ambiguous = "fail"`` policy forbids a blind re-send;
@@ -18,6 +20,9 @@ curaflow additions for delivery routes that are not TelePost:
   ("add tags") nor "nothing matched"; the target's scan frontier
   (:mod:`curaflow.sources.frontier`) makes the next job go on from there. Protocol code
   ``no_candidate`` (retryable: the next job may find one);
+* ``route_paused``: the route refused several different works in a row with the same
+  answer, so curaflow stopped sending on it for a cool-down (``delivery.route_pause_ms``,
+  or until ``curaflow routes resume``): nothing was sent, no work is used up;
 * ``account_restricted``: Pixiv answered a search of the account with "Your access is
   currently restricted." — the account, not one work. A retry cannot lift it, so it is
   not retryable; the account's requests are paused (``pixiv.restriction_pause_ms``) and
@@ -68,6 +73,7 @@ class TerminalReason(StrEnum):
     CANCELLED_BY_CONSUMER = "cancelled_by_consumer"
     EXECUTION_TERMINATED = "execution_terminated"
     ROUTE_REFUSED = "route_refused"
+    ROUTE_PAUSED = "route_paused"
     DELIVERY_PARTIAL = "delivery_partial"
     OVER_ROUTE_LIMIT = "over_route_limit"
     STORAGE_FULL = "storage_full"
@@ -330,10 +336,18 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         Origin.DELIVERY,
         False,
         "delivery_failed",
-        "路由的接收方拒绝了请求（未知的 webhook 或聊天、机器人被屏蔽、超过其大小上限）；"
-        "作品未被消耗。请查看日志中的回复并修正该路由。",
-        "The route's receiver refused the request (an unknown webhook or chat, a blocked bot, over its size "
-        "limit); the work was not used up. Read its answer in the logs and fix the route.",
+        "路由拒绝了请求（目的地、权限、上限或未知的回复）；作品未被消耗，暂不再发给该路由。请查看回复并修正路由。",
+        "The route refused the request (its destination, rights, limits, or an answer curaflow does not know); "
+        "the work is not used up, only held back from it for a while. Read the answer and fix the route.",
+        owner=Owner.ROUTE,
+    ),
+    R.ROUTE_PAUSED: ReasonInfo(
+        Origin.DELIVERY,
+        False,
+        "delivery_failed",
+        "路由接连以相同回复拒绝了不同作品，已暂停，未发送；没有作品被消耗。修正后运行 curaflow routes resume。",
+        "The route was paused after refusing several works in a row with the same answer; nothing was sent and "
+        "no work was used up. Fix the route, then run curaflow routes resume.",
         owner=Owner.ROUTE,
     ),
     R.DELIVERY_PARTIAL: ReasonInfo(

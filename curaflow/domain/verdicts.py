@@ -241,6 +241,13 @@ class DeliveryVerdict(BaseModel):
             ``work``): the refusal is remembered per (route, work) so later jobs pick
             another work (docs/routes.md "Refusals are remembered"). A route-owned failure never is: the work is
             not used up.
+        hold: the route refused the request for good and the refusal is the route's
+            (owner ``route``: its destination, rights or limits, or an answer no route
+            recognises as the work's): the work is not used up, but it is *held back*
+            from that route for a while (:func:`curaflow.ledger.remembered.hold_work`),
+            so the next job tries another work instead of sending the same one first for
+            ever; the hold ends by itself (a later job sends the work again) or with
+            ``curaflow routes resume``.
     """
 
     reason: TerminalReason
@@ -249,6 +256,7 @@ class DeliveryVerdict(BaseModel):
     outcome: Literal["unknown", "partial", "rejected", "abandoned", "failed"]
     owner: Owner | None = None
     remember_refusal: bool = False
+    hold: bool = False
 
 
 def owner_of(reason: str | None) -> Owner:
@@ -293,7 +301,8 @@ def delivery_verdict(
     ``unknown``: the route keeps what it has, nothing is refused, nothing is posted
     again); a
     permanent failure → ``rejected``, remembered as a refusal only when its owner is the
-    work; the last attempt of a retryable failure → ``delivery_abandoned``.
+    work, the work held back from the route for a while when its owner is the route
+    (``hold``); the last attempt of a retryable failure → ``delivery_abandoned``.
     """
     owner = owner_of(reason)
     if ambiguous and not resend_safe:
@@ -314,6 +323,7 @@ def delivery_verdict(
                 outcome="rejected",
                 owner=owner,
                 remember_refusal=final_reason in REFUSAL_REASONS,
+                hold=owner == Owner.ROUTE,
             )
         return DeliveryVerdict(reason=final_reason, final=True, unknown=False, outcome="abandoned", owner=owner)
     return DeliveryVerdict(reason=parse_reason(reason), final=False, unknown=False, outcome="failed", owner=owner)

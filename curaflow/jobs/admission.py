@@ -34,15 +34,15 @@ from temporalio.client import Client
 
 from curaflow.config import Settings, TargetConfig
 from curaflow.domain.execution import job_workflow
-from curaflow.domain.messages import JobInput, TargetQuery, TargetSpec
+from curaflow.domain.messages import JobIdentity, JobInput, TargetQuery, TargetSpec
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, find_existing, insert_job, mark_workflow_started, workflow_input
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Beat, Supervisor
 from curaflow.outbound.destinations import parse_origin, url_port
-from curaflow.protocol.errors import ProtocolError, invalid_params
-from curaflow.protocol.task import ValidatedTask, manual_job_id, validate_task
+from curaflow.protocol.errors import invalid_params
+from curaflow.protocol.task import ValidatedTask, identity_conflict, manual_job_id, validate_task
 from curaflow.temporal.connection import start_job_workflow
 
 log = get_logger("curaflow.jobs.admission")
@@ -323,6 +323,9 @@ class Admitter:
                     source_task_queues=self.settings.source_task_queues(),
                     callback=task.callback_url is not None,
                     callback_policy=self.settings.push_policy(),
+                    identity=JobIdentity(
+                        idempotency_key=task.idempotency_key, params=task.params if store_params else None
+                    ),
                 )
                 row = await insert_job(
                     conn,
@@ -341,21 +344,16 @@ class Admitter:
         if row.created:
             metrics.record_admitted(trigger, record.job_type)
         if not row.created:
-            same_key = record.idempotency_key == task.idempotency_key
-            same_target = record.target_ids == [target.id]
-            same_params = not store_params or row.params is None or row.params == (task.params or {})
-            if not same_key or not same_target or not same_params:
-                reason = "the idempotency key was first used with different params"
-                if not same_key:
-                    reason = "the job id is owned by a different idempotency key"
-                elif not same_target:
-                    reason = "the idempotency key was first used for a different target"
-                raise ProtocolError(
-                    "idempotency_conflict",
-                    409,
-                    reason,
-                    {"reason": "idempotency_conflict", "job_id": record.job_id},
-                )
+            conflict = identity_conflict(
+                record.job_id,
+                key=record.idempotency_key or "",  # a job without a key (an occurrence) is no Task's
+                target_ids=record.target_ids,
+                params=row.params if store_params else None,
+                task=task,
+                target_id=target.id,
+            )
+            if conflict is not None:
+                raise conflict
         if not start:
             pass
         elif self.client is not None and record.workflow_started_at is None and self.starter is not None:

@@ -17,7 +17,9 @@ How it works:
    one POST, 16 KiB of the answer are read, the destination is the allow-list's and its
    address is checked when connecting). :func:`classify_answer` decides: 2xx or 409 →
    delivered; 429, 5xx, timeouts and transport errors → retried (the activity fails and
-   Temporal retries it with backoff, ``Retry-After`` honoured up to the cap); a
+   Temporal retries it with backoff, ``Retry-After`` honoured up to the cap, a 429
+   without one waiting :func:`curaflow.domain.ratelimit.retry_delay_ms`'s backoff from
+   5 s, never a constant); a
    destination the guard refuses and any other answer → dead-lettered at once. An
    event is sent at most ``max_attempts`` (8) times, each counted in the ledger when it
    is claimed — whatever way it then ends — then dead-lettered. A dead event never

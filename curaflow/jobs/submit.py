@@ -3,8 +3,9 @@
 A job is one ``JobWorkflow`` execution whose workflow id is the job id; a Temporal
 client starts it with the protocol Task as its input (DESIGN.md decision 14).
 :func:`start_job` does it idempotently like ``POST /jobs``, with Temporal's
-update-with-start: the start (conflict policy ``USE_EXISTING``) carries the ``admission``
-update, which answers once the Task is admitted:
+update-with-start: the start (conflict policy ``USE_EXISTING``, reuse policy
+``REJECT_DUPLICATE``) carries the ``admission`` update, which answers once the Task is
+admitted:
 
 .. code-block:: python
 
@@ -17,15 +18,19 @@ update, which answers once the Task is admitted:
     state = await handle.result()   # JobState; handle.query(JobWorkflow.status) meanwhile
 
 * the same Task again — while the job is queued, runs, or after it ended (completed,
-  failed, cancelled) — returns the handle of the same job; ``result()`` is its final state;
+  failed, cancelled, terminated) — returns the handle of the job's own execution;
+  ``result()`` is its outcome (docs/temporal.md, the result contract);
 * another Task under the same key raises :class:`~curaflow.protocol.errors.ProtocolError`
   ``idempotency_conflict``, in every state of the first job, as ``POST /jobs`` answers 409;
 * an invalid Task raises ``ProtocolError`` (``invalid_params`` …) and leaves nothing behind.
 
+Nothing of this adds a run under the job id (:mod:`curaflow.temporal.job_runs`): once
+the job's run closed, Temporal refuses the start, and the answer is read from that run
+(its ``admission_answer`` query: the same admission rules, no I/O).
+
 Any SDK or the ``temporal`` CLI can do the same (``temporal workflow
-execute-update-with-start --update-name admission …``), or simply start ``JobWorkflow``
-with the Task as JSON (then a conflicting start while the job runs attaches to it without
-a comparison: Temporal itself has nothing to compare).
+execute-update-with-start --update-name admission --id-reuse-policy RejectDuplicate …``,
+then ``temporal workflow query --type admission_answer`` once the job ended).
 
 Pure helpers plus one thin start function; nothing here is needed by the worker.
 """
@@ -37,27 +42,30 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.exceptions import ApplicationError
+from temporalio.common import WorkflowIDReusePolicy
 
 from curaflow.domain.execution import JOB_TASK_TIMEOUT, job_workflow
-from curaflow.domain.messages import JobState
+from curaflow.domain.messages import AdmissionAnswer, JobState
 from curaflow.domain.presentation import task_static_details, task_summary
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.models import Task
 from curaflow.protocol.task import manual_job_id, validate_task
+from curaflow.temporal.job_runs import JOB_ID_CONFLICT_POLICY, JOB_ID_REUSE_POLICY, JobRunClosed, start_run
+from curaflow.temporal.refusals import from_details, refusal_of
 
 #: Start options of a Temporal client's start: starting the job again while it is open
-#: attaches to its execution; once it closed, a new execution admits the Task again —
-#: the same Task answers with the job's final state, another is refused
-#: (``idempotency_conflict``); a lost worker holds the job up at most 5 s.
+#: attaches to its execution; once it closed, Temporal refuses the start (no run is ever
+#: added under a job id: :mod:`curaflow.temporal.job_runs`); a lost worker holds the job
+#: up at most 5 s.
 JOB_START_OPTIONS: dict[str, Any] = {
-    "id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING,
-    "id_reuse_policy": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+    "id_conflict_policy": JOB_ID_CONFLICT_POLICY,
+    "id_reuse_policy": JOB_ID_REUSE_POLICY,
     "task_timeout": JOB_TASK_TIMEOUT,
 }
 #: The ``JobWorkflow`` update that admits a Task (update-with-start).
 ADMISSION_UPDATE = "admission"
+#: The ``JobWorkflow`` query that answers a Task from a run, open or closed.
+ADMISSION_ANSWER_QUERY = "admission_answer"
 #: The execution timeout ``start_job`` sets: the longest deadline a Task may ask for
 #: (7 days) plus Temporal's grace. The job itself ends at its own deadline.
 MAX_EXECUTION_TIMEOUT = timedelta(days=7, minutes=10)
@@ -96,7 +104,8 @@ async def start_job(
     """Start, or attach to, the job of ``task``, once it is admitted (update-with-start).
 
     Returns:
-        The handle of the job's execution (``result()`` → :class:`JobState`).
+        The handle of the job's execution, bound to its run (``result()`` → :class:`JobState`
+        for a job that succeeded; see the result contract in docs/temporal.md).
 
     Raises:
         ValueError: the Task names no target and ``target_id`` is not given.
@@ -108,6 +117,8 @@ async def start_job(
         temporalio.service.RPCError: Temporal refused the request.
         temporalio.client.RPCTimeoutOrCancelledError: no answer within the client's RPC
             timeout (no worker admitted the Task meanwhile); the same call again is safe.
+        temporalio.client.WorkflowQueryFailedError: the job ended and no worker answered
+            the ``admission_answer`` query.
     """
     body = task.model_dump(mode="json", exclude_none=True) if isinstance(task, Task) else dict(task)
     validated = validate_task(body)  # an invalid Task is refused here, before anything is sent
@@ -115,35 +126,52 @@ async def start_job(
     if not target:
         raise ValueError("the task names no target: set params.target_id, or pass target_id")
     job_id = manual_job_id(target, validated.idempotency_key)
-    start: WithStartWorkflowOperation[Any, JobState] = WithStartWorkflowOperation(
-        job_workflow(validated.job_type),  # by name: the workflow layer sits above this one (DESIGN.md "Layers")
-        body,
-        result_type=JobState,
-        id=job_id,
-        task_queue=task_queue,
-        execution_timeout=MAX_EXECUTION_TIMEOUT,
-        static_summary=task_summary(body, job_id),
-        static_details=task_static_details(body, job_id),
-        **JOB_START_OPTIONS,
-    )
-    try:
-        await client.execute_update_with_start_workflow(
-            ADMISSION_UPDATE, body, start_workflow_operation=start, result_type=JobState
+
+    async def start(reuse: WorkflowIDReusePolicy) -> WorkflowHandle[Any, JobState]:
+        operation: WithStartWorkflowOperation[Any, JobState] = WithStartWorkflowOperation(
+            job_workflow(validated.job_type),  # by name: the workflow layer sits above this one (DESIGN.md "Layers")
+            body,
+            id=job_id,
+            task_queue=task_queue,
+            execution_timeout=MAX_EXECUTION_TIMEOUT,
+            static_summary=task_summary(body, job_id),
+            static_details=task_static_details(body, job_id),
+            result_type=JobState,
+            **{**JOB_START_OPTIONS, "id_reuse_policy": reuse},
         )
-    except WorkflowUpdateFailedError as err:
-        raise refused(err) from None
-    return await start.workflow_handle()
+        try:
+            await client.execute_update_with_start_workflow(
+                ADMISSION_UPDATE, body, start_workflow_operation=operation, result_type=JobState
+            )
+        except WorkflowUpdateFailedError as err:
+            raise refused(err) from None
+        return await operation.workflow_handle()
+
+    try:
+        return await start_run(client, job_id, start)
+    except JobRunClosed as closed:
+        return await answer_from_run(client, job_id, closed.run_id, body)
+
+
+async def answer_from_run(
+    client: Client, job_id: str, run_id: str, task: Mapping[str, Any]
+) -> WorkflowHandle[Any, JobState]:
+    """The admission's answer to ``task`` for a job whose run closed: the run's
+    ``admission_answer`` query (a worker replays the run; nothing is written, no run added).
+
+    Returns:
+        The handle of the job's run when the Task is the job's.
+
+    Raises:
+        ProtocolError: the refusal (``idempotency_conflict``, ``invalid_params`` …).
+    """
+    handle: WorkflowHandle[Any, JobState] = client.get_workflow_handle(job_id, run_id=run_id, result_type=JobState)
+    answer = await handle.query(ADMISSION_ANSWER_QUERY, dict(task), result_type=AdmissionAnswer)
+    if answer.refusal is not None:
+        raise from_details(answer.refusal)
+    return handle
 
 
 def refused(err: WorkflowUpdateFailedError) -> Exception:
     """The :class:`ProtocolError` an ``admission`` update failed with (else ``err`` itself)."""
-    cause = err.cause
-    if isinstance(cause, ApplicationError) and cause.details and isinstance(cause.details[0], dict):
-        detail = cause.details[0]
-        return ProtocolError(
-            str(detail.get("code", cause.type)),
-            int(detail.get("http_status", 400)),
-            str(detail.get("message", cause.message)),
-            detail.get("detail") or None,
-        )
-    return err
+    return refusal_of(err) or err

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -241,14 +242,23 @@ async def session_lock(
 
 
 def migration_files() -> list[tuple[int, str, str]]:
-    """Every migration as ``(version, name, sql)``, ordered by version."""
+    """Every migration as ``(version, name, sql)``, ordered by version.
+
+    Raises:
+        RuntimeError: two files carry one version number (two branches numbered a migration
+            alike): the second would be taken as applied and never run.
+    """
     found = []
     root = resources.files("curaflow.ledger") / "migrations"
     for entry in root.iterdir():
         if entry.name.endswith(".sql"):
             version = int(entry.name.split("_", 1)[0])
             found.append((version, entry.name, entry.read_text(encoding="utf-8")))
-    return sorted(found)
+    found.sort()
+    for (version, first, _), (again, second, _) in itertools.pairwise(found):
+        if version == again:
+            raise RuntimeError(f"migrations {first} and {second} share version {version}: renumber the newer one")
+    return found
 
 
 async def migrate(pool: asyncpg.Pool) -> list[str]:

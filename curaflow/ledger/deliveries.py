@@ -19,6 +19,7 @@ from curaflow.domain.models import CellSnapshot
 from curaflow.domain.text import clean_optional, clean_text
 from curaflow.ledger.cells import Barrier, barrier_of, end_lease, finish_cell, lock_job, sync_job_stage
 from curaflow.ledger.db import now_ms
+from curaflow.ledger.gates import DB_NOW_MS
 from curaflow.ledger.records import load_cell
 
 CONFIRMED = ("delivered", "duplicate")
@@ -33,18 +34,27 @@ class SendClaim:
             previous attempt was in flight and its outcome is unknown), ``cancelled`` (the
             consumer cancelled the job: never send), ``deadline`` (the job's deadline
             passed: never send), ``closed`` (the cell is terminal or has no intent for
-            this route).
+            this route), ``paused`` (the route is paused after a refusal streak: send
+            nothing, the cell ends ``route_paused``), ``cooling`` (the route waits out a
+            global or IP-level rate limit: send nothing now, retry after ``wait_ms``).
+            Nothing is written for ``paused`` and ``cooling``.
         idempotency_key: the intent's stable key.
         attempts: sends recorded before this one.
         remote_ids: the parts confirmed by earlier attempts (multi-part routes resume
             after them; see :func:`record_part`).
+        wait_ms: how long the pause or the cooldown still lasts.
+        pause_reason: why the route is paused (:mod:`curaflow.ledger.route_gates`).
+        was_sending: the intent was left ``sending`` by an attempt that may have sent it.
     """
 
-    decision: Literal["send", "done", "ambiguous", "cancelled", "deadline", "closed"]
+    decision: Literal["send", "done", "ambiguous", "cancelled", "deadline", "closed", "paused", "cooling"]
     idempotency_key: str | None = None
     attempts: int = 0
     remote_id: str | None = None
     remote_ids: list[Any] | None = None
+    wait_ms: int = 0
+    pause_reason: str | None = None
+    was_sending: bool = False
 
 
 async def claim_send(
@@ -83,10 +93,15 @@ async def claim_send(
         state, stage, barrier = cell["state"], cell["stage"], barrier_of(job)
     else:
         state, stage, barrier = opened.state, opened.stage, None
+    # The route's gate (curaflow.ledger.route_gates) is read in the same statement: a
+    # route that never failed has no row and costs nothing more.
     intent = await conn.fetchrow(
-        """SELECT idempotency_key, status, attempts, remote_id, remote_ids FROM delivery_intents
-           WHERE job_id = $1 AND target_id = $2 AND route = $3 AND status <> 'released'
-           ORDER BY id DESC LIMIT 1 FOR UPDATE""",
+        f"""SELECT d.idempotency_key, d.status, d.attempts, d.remote_id, d.remote_ids,
+                   GREATEST(0, COALESCE(g.paused_until, 0) - {DB_NOW_MS}) AS paused_ms, g.pause_reason,
+                   GREATEST(0, COALESCE(g.cooldown_until, 0) - {DB_NOW_MS}) AS cooldown_ms
+            FROM delivery_intents d LEFT JOIN route_gates g ON g.route = d.route
+            WHERE d.job_id = $1 AND d.target_id = $2 AND d.route = $3 AND d.status <> 'released'
+            ORDER BY d.id DESC LIMIT 1 FOR UPDATE OF d""",
         job_id,
         target_id,
         route,
@@ -104,6 +119,17 @@ async def claim_send(
         return SendClaim("deadline", key, attempts)
     if status == "sending" and not ambiguous_ok:
         return SendClaim("ambiguous", key, attempts)
+    if intent["paused_ms"] > 0:
+        return SendClaim(
+            "paused",
+            key,
+            attempts,
+            wait_ms=int(intent["paused_ms"]),
+            pause_reason=intent["pause_reason"],
+            was_sending=status == "sending",
+        )
+    if intent["cooldown_ms"] > 0:
+        return SendClaim("cooling", key, attempts, wait_ms=int(intent["cooldown_ms"]), was_sending=status == "sending")
     pending = bool(check_transition(state, CellState.DELIVERY_PENDING))
     # One statement: the intent `sending` and, when the FSM allows it, the cell
     # `delivery_pending` (two rows this transaction holds; neither update reads the other).
@@ -160,7 +186,10 @@ async def record_delivered(
     ``duplicate_exhausted``). ``remote_id`` / ``remote_status`` come from the destination
     and are cleaned before storage. The sending attempt ends with it: the cell's lease is
     released (:func:`~curaflow.ledger.cells.end_lease`: kept while another route of the
-    cell is ``sending``). Returns the cell snapshot afterwards.
+    cell is ``sending``). A delivery also ends the route's refusal streak and rate-limit
+    steps and the work's hold on the route (:mod:`curaflow.ledger.route_gates`,
+    :func:`curaflow.ledger.remembered.hold_work`), in the same statement: they only
+    touch rows that exist. Returns the cell snapshot afterwards.
     """
     await lock_job(conn, job_id)
     # One statement: record this intent and read the statuses of the cell's live intents
@@ -170,7 +199,14 @@ async def record_delivered(
                UPDATE delivery_intents SET status = $2, remote_id = $3, remote_ids = $4, remote_status = $5,
                       delivered_at = $6, updated_at = $6, last_error = NULL
                WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')
-               RETURNING idempotency_key, status)
+               RETURNING idempotency_key, status, route, work_type, work_id),
+           gate AS (
+               UPDATE route_gates g SET rate_limits = 0, streak_answer = NULL, streak_works = '[]'::jsonb
+               FROM upd WHERE g.route = upd.route AND (g.rate_limits > 0 OR g.streak_answer IS NOT NULL)),
+           hold AS (
+               DELETE FROM route_refusals r USING upd
+               WHERE r.route = upd.route AND r.work_type = upd.work_type AND r.work_id = upd.work_id
+                 AND r.until IS NOT NULL)
            SELECT COALESCE(u.status, d.status) AS status
            FROM delivery_intents d LEFT JOIN upd u ON u.idempotency_key = d.idempotency_key
            WHERE d.job_id = $7 AND d.target_id = $8 AND COALESCE(u.status, d.status) <> 'released'""",

@@ -6,6 +6,16 @@
   route rejects the work as ``refused``, so the next job picks another work instead of
   sending the same one again. It stays until an operator clears it
   (``curaflow refusals clear ROUTE WORK_ID``, or :func:`clear_refusals`).
+  Only an answer the route recognises as the work's is such a refusal.
+* **Holds** (``route_refusals`` rows with ``until``): a route refused the *request*
+  (``route_refused``: its destination, rights or limits, or an answer curaflow does not
+  know). The work is not used up, but it is held back from that route until ``until``
+  (:func:`hold_work`: ``delivery.route_hold_ms``, twice as long for each hold in a row,
+  at most :data:`HOLD_CAP_MS`), so the next job tries another work instead of sending the
+  same one first for ever; then it is offered again. ``curaflow routes resume`` and
+  ``curaflow refusals clear`` lift holds at once, and a route paused for a refusal streak
+  lifts the holds and refusals the streak recorded
+  (:func:`curaflow.ledger.route_gates.count_refusal`).
 * **Unavailable works** (``unavailable_works``): a work found unavailable when fetched
   (image 403/404/410, deleted, "restricted" detail), per Pixiv account — keyed like the
   account's rate gate, by its source task queue (``gate``) — until
@@ -27,10 +37,14 @@ from curaflow.domain.text import clean_text
 from curaflow.ledger.cells import LIVE_INTENT_STATES
 from curaflow.ledger.db import now_ms
 
+#: Longest hold of a work on a route (ms): 24 h.
+HOLD_CAP_MS = 86_400_000
+
 
 @dataclass
 class Refusal:
-    """A ``route_refusals`` row."""
+    """A ``route_refusals`` row (``until``: None for a refusal of the work for good, else
+    the end of a hold, epoch ms; ``holds``: holds in a row)."""
 
     route: str
     work_type: str
@@ -40,6 +54,8 @@ class Refusal:
     job_id: str | None
     target_id: str | None
     refused_at: int
+    until: int | None = None
+    holds: int = 0
 
 
 @dataclass
@@ -71,15 +87,17 @@ async def known_works(
     unavailable works together.
 
     Args:
-        routes: the target's routes: a live intent (``duplicate``) or a refusal
-            (``refused``) on any of them rejects the work.
+        routes: the target's routes: a live intent (``duplicate``), a refusal
+            (``refused``) or a hold not yet over (``held``) on any of them rejects the
+            work.
         gate: the target's account's gate key, its source task queue (unavailability
             is per account).
         now: the current time in epoch ms (default: now).
 
     Returns:
-        work id → ``duplicate`` | ``refused`` | ``unavailable``; when several hold, the
-        first of that order wins (reference §1.1: a work held on a route is a duplicate).
+        work id → ``duplicate`` | ``refused`` | ``held`` | ``unavailable``; when several
+        hold, the first of that order wins (reference §1.1: a work held on a route is a
+        duplicate).
     """
     if not work_ids:
         return {}
@@ -88,10 +106,11 @@ async def known_works(
            WHERE route = ANY($1::text[]) AND work_type = $3 AND work_id = ANY($4::text[])
              AND status = ANY($6::text[])
            UNION ALL
-           SELECT work_id, 1 FROM route_refusals
+           SELECT work_id, CASE WHEN until IS NULL THEN 1 ELSE 2 END FROM route_refusals
            WHERE route = ANY($1::text[]) AND work_type = $3 AND work_id = ANY($4::text[])
+             AND (until IS NULL OR until > $5)
            UNION ALL
-           SELECT work_id, 2 FROM unavailable_works
+           SELECT work_id, 3 FROM unavailable_works
            WHERE gate = $2 AND work_type = $3 AND work_id = ANY($4::text[]) AND until > $5""",
         routes,
         gate,
@@ -102,12 +121,12 @@ async def known_works(
     )
     best: dict[str, int] = {}
     for row in rows:
-        best[row["work_id"]] = min(row["rank"], best.get(row["work_id"], 3))
+        best[row["work_id"]] = min(row["rank"], best.get(row["work_id"], len(_REASONS)))
     return {work_id: _REASONS[rank] for work_id, rank in best.items()}
 
 
 #: :func:`known_works`' reason words by rank (lower wins).
-_REASONS = ("duplicate", "refused", "unavailable")
+_REASONS = ("duplicate", "refused", "held", "unavailable")
 
 
 async def remember_refusal(
@@ -121,13 +140,14 @@ async def remember_refusal(
     job_id: str,
     target_id: str,
 ) -> None:
-    """Remember that ``route`` refused ``work_id`` for good (the latest refusal wins)."""
+    """Remember that ``route`` refused ``work_id`` for good (the latest refusal wins; a
+    hold of the work becomes a refusal)."""
     await conn.execute(
         """INSERT INTO route_refusals (route, work_type, work_id, reason, error, job_id, target_id, refused_at)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
            ON CONFLICT (route, work_type, work_id) DO UPDATE
              SET reason = EXCLUDED.reason, error = EXCLUDED.error, job_id = EXCLUDED.job_id,
-                 target_id = EXCLUDED.target_id, refused_at = EXCLUDED.refused_at""",
+                 target_id = EXCLUDED.target_id, refused_at = EXCLUDED.refused_at, until = NULL, holds = 0""",
         route,
         work_type,
         work_id,
@@ -137,6 +157,54 @@ async def remember_refusal(
         target_id,
         now_ms(),
     )
+
+
+async def hold_work(
+    conn: asyncpg.Connection,
+    *,
+    route: str,
+    work_type: str,
+    work_id: str,
+    reason: str,
+    error: str,
+    job_id: str,
+    target_id: str,
+    hold_ms: int,
+) -> int:
+    """Hold ``work_id`` back from ``route`` after the route refused the request (the
+    module doc's holds): ``hold_ms`` for its first hold, twice as long for each hold in a
+    row, at most :data:`HOLD_CAP_MS` (0: no hold). A work refused for good stays refused.
+
+    Returns:
+        The hold's end, epoch ms (0 when nothing was held).
+    """
+    if hold_ms <= 0:
+        return 0
+    now = now_ms()
+    until = await conn.fetchval(
+        """INSERT INTO route_refusals (route, work_type, work_id, reason, error, job_id, target_id, refused_at,
+                                      until, holds)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8 + LEAST($9::bigint, $10::bigint), 1)
+           ON CONFLICT (route, work_type, work_id) DO UPDATE
+             SET reason = EXCLUDED.reason, error = EXCLUDED.error, job_id = EXCLUDED.job_id,
+                 target_id = EXCLUDED.target_id, refused_at = EXCLUDED.refused_at,
+                 holds = route_refusals.holds + 1,
+                 until = EXCLUDED.refused_at
+                         + LEAST($10::bigint, $9::bigint * (2 ^ LEAST(route_refusals.holds, 30))::bigint)
+             WHERE route_refusals.until IS NOT NULL
+           RETURNING until""",
+        route,
+        work_type,
+        work_id,
+        reason,
+        clean_text(error)[:2000],
+        job_id,
+        target_id,
+        now,
+        hold_ms,
+        HOLD_CAP_MS,
+    )
+    return int(until or 0)
 
 
 async def remember_unavailable(
@@ -172,7 +240,8 @@ async def remember_unavailable(
 async def list_refusals(conn: asyncpg.Connection | asyncpg.Pool, route: str | None = None) -> list[Refusal]:
     """Every remembered refusal (of ``route`` when given), newest first."""
     rows = await conn.fetch(
-        """SELECT route, work_type, work_id, reason, error, job_id, target_id, refused_at FROM route_refusals
+        """SELECT route, work_type, work_id, reason, error, job_id, target_id, refused_at, until, holds
+           FROM route_refusals
            WHERE $1::text IS NULL OR route = $1 ORDER BY refused_at DESC, route, work_id""",
         route,
     )
@@ -180,22 +249,31 @@ async def list_refusals(conn: asyncpg.Connection | asyncpg.Pool, route: str | No
 
 
 async def clear_refusals(
-    conn: asyncpg.Connection | asyncpg.Pool, *, route: str, work_id: str | None = None, work_type: str | None = None
+    conn: asyncpg.Connection | asyncpg.Pool,
+    *,
+    route: str,
+    work_id: str | None = None,
+    work_type: str | None = None,
+    holds_only: bool = False,
 ) -> int:
-    """Forget refusals of ``route`` (one work, or all when ``work_id`` is None); returns how many.
+    """Forget refusals and holds of ``route`` (one work, or all when ``work_id`` is None;
+    only holds with ``holds_only``); returns how many.
 
-    Every target's scan frontier is forgotten with them when any was cleared: a frontier
-    passes over works it saw refused (:mod:`curaflow.sources.frontier`).
+    Every target's scan frontier is forgotten with them when a refusal for good was
+    cleared: a frontier passes over works it saw refused (:mod:`curaflow.sources.frontier`;
+    a hold is not lasting, so the frontier never passed over it).
     """
     rows = await conn.fetch(
         """WITH cleared AS (
              DELETE FROM route_refusals WHERE route = $1 AND ($2::text IS NULL OR work_id = $2)
-               AND ($3::text IS NULL OR work_type = $3) RETURNING work_id),
-           frontiers AS (DELETE FROM scan_frontiers WHERE EXISTS (SELECT 1 FROM cleared))
+               AND ($3::text IS NULL OR work_type = $3) AND (NOT $4 OR until IS NOT NULL)
+             RETURNING work_id, until),
+           frontiers AS (DELETE FROM scan_frontiers WHERE EXISTS (SELECT 1 FROM cleared WHERE until IS NULL))
            SELECT work_id FROM cleared""",
         route,
         work_id,
         work_type,
+        holds_only,
     )
     return len(rows)
 

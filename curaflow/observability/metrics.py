@@ -120,6 +120,12 @@ ROUTE_REFUSALS = Counter(
     "Works a route refused for good; each is remembered and not offered to that route again.",
     ["route", "kind"],
 )
+ROUTE_PAUSES = Counter(
+    "curaflow_route_pauses_total",
+    "Routes paused as broken: they refused several different works in a row with the same "
+    "answer (curaflow.ledger.route_gates); each pause is counted once. Lift with `curaflow routes resume`.",
+    ["route", "kind"],
+)
 BACKGROUND_ERRORS = Counter(
     "curaflow_background_errors_total",
     "Failures of a supervised background loop (each one logged as background.loop_failed and "
@@ -227,7 +233,7 @@ TRIGGERS = ("protocol", "temporal", "cli", "schedule")
 FAILED_JOB_STATUSES = ("failed", "expired")
 #: Cell reasons an alert pages on (``CuraflowSourceAccessRefused``).
 ALERTED_CELL_REASONS = ("auth_failed", "account_restricted")
-DELIVERY_RESULT_VALUES = ("delivered", "duplicate", "failed", "rejected", "unknown")
+DELIVERY_RESULT_VALUES = ("delivered", "duplicate", "failed", "rejected", "unknown", "paused")
 
 
 @_safe
@@ -251,6 +257,7 @@ def initialise_series(routes: Iterable[tuple[str, str]] = ()) -> None:
     for route, kind in routes:
         for result in DELIVERY_RESULT_VALUES:
             DELIVERY_RESULTS.labels(route=route, kind=kind, result=result)
+        ROUTE_PAUSES.labels(route=route, kind=kind)
 
 
 @_safe
@@ -375,6 +382,12 @@ def record_ledger_statement(step: str, transaction: bool) -> None:
     LEDGER_STATEMENTS.labels(step=step).inc()
     if transaction:
         LEDGER_TRANSACTIONS.labels(step=step).inc()
+
+
+@_safe
+def record_route_paused(route: str, kind: str) -> None:
+    """Count a route paused for a refusal streak (once per pause)."""
+    ROUTE_PAUSES.labels(route=route, kind=kind).inc()
 
 
 @_safe

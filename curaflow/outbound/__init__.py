@@ -11,15 +11,26 @@ owner: DESIGN "The outbound layer"; the rules are in :mod:`.client`,
 
 from curaflow.outbound.client import (
     ANSWER_KEEP_BYTES,
+    InFlight,
     Limits,
     Outbound,
     as_outbound,
     attempt_deadline,
+    in_flight,
     is_truncated,
     iter_capped,
     time_left,
 )
-from curaflow.outbound.destinations import Destinations, Origin, configured, data, parse_networks, parse_origin
+from curaflow.outbound.destinations import (
+    MAX_URL_CHARS,
+    Destinations,
+    Origin,
+    configured,
+    data,
+    parse_networks,
+    parse_origin,
+    url_problem,
+)
 from curaflow.outbound.errors import (
     AnswerTooLarge,
     DestinationRefused,
@@ -30,9 +41,11 @@ from curaflow.outbound.errors import (
 
 __all__ = [
     "ANSWER_KEEP_BYTES",
+    "MAX_URL_CHARS",
     "AnswerTooLarge",
     "DestinationRefused",
     "Destinations",
+    "InFlight",
     "Limits",
     "Origin",
     "Outbound",
@@ -43,9 +56,11 @@ __all__ = [
     "attempt_deadline",
     "configured",
     "data",
+    "in_flight",
     "is_truncated",
     "iter_capped",
     "parse_networks",
     "parse_origin",
     "time_left",
+    "url_problem",
 ]

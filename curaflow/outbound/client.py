@@ -21,7 +21,10 @@ An :class:`Outbound` wraps an ``httpx.AsyncClient`` built on the guarded transpo
   (:mod:`curaflow.outbound.destinations`). Redirects are never followed.
 
 ``sent`` is learnt from httpcore's trace hook (``http11.send_request_headers.started`` /
-``http2.send_request_headers.started``).
+``http2.send_request_headers.started``): it fires once the connection — TCP and TLS — is
+up and the request's first bytes are written, so a connect or a TLS handshake that never
+completes is never "sent". A caller that may cut a send from outside (a cancel) asks
+:func:`in_flight` whether a request of it was out when it cut.
 """
 
 from __future__ import annotations
@@ -46,6 +49,34 @@ ANSWER_KEEP_BYTES = 16 * 1024
 CHUNK_BYTES = 64 * 1024
 
 _ATTEMPT_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("attempt_deadline", default=None)
+
+
+class InFlight:
+    """Requests made inside :func:`in_flight` that started to leave (httpcore's trace
+    hook) and whose exchange has not ended — the ones whose outcome a cut makes unknown.
+
+    Attributes:
+        out: how many such requests there are now.
+    """
+
+    out: int = 0
+
+
+_IN_FLIGHT: contextvars.ContextVar[InFlight | None] = contextvars.ContextVar("in_flight", default=None)
+
+
+@contextlib.contextmanager
+def in_flight() -> Iterator[InFlight]:
+    """Count the requests of the exchanges made inside (also by tasks created inside,
+    which copy the context) that are out: a request counts from the moment its headers
+    start to leave until its exchange ended (the answer read, or an error raised), so a
+    request cut while connecting or in the TLS handshake never counts."""
+    flight = InFlight()
+    token = _IN_FLIGHT.set(flight)
+    try:
+        yield flight
+    finally:
+        _IN_FLIGHT.reset(token)
 
 
 @contextlib.contextmanager
@@ -93,13 +124,24 @@ class Limits:
 
 
 class _Trace:
-    """httpcore trace hook: remembers whether the request started to leave."""
+    """httpcore trace hook: remembers whether the request started to leave (and counts it
+    in the caller's :class:`InFlight` until :meth:`ended`)."""
 
-    sent = False
+    def __init__(self, flight: InFlight | None) -> None:
+        self.sent = False
+        self._flight = flight
 
     async def __call__(self, event: str, info: dict[str, Any]) -> None:
-        if event.endswith("send_request_headers.started"):
+        if event.endswith("send_request_headers.started") and not self.sent:
             self.sent = True
+            if self._flight is not None:
+                self._flight.out += 1
+
+    def ended(self) -> None:
+        """The exchange ended (answered or failed): its outcome is no longer in the air."""
+        if self.sent and self._flight is not None:
+            self._flight.out -= 1
+            self._flight = None
 
 
 def is_truncated(response: httpx.Response) -> bool:
@@ -221,7 +263,7 @@ class Outbound:
             ran out inside it).
         """
         self.check(request.url)
-        trace = _Trace()
+        trace = _Trace(_IN_FLIGHT.get())
         request.extensions = {**request.extensions, "trace": trace}
         budget = time_left(limits.time_s)
         by_deadline = budget < limits.time_s
@@ -235,7 +277,16 @@ class Outbound:
                 finally:
                     await response.aclose()
         except TimeoutError:
+            # Cut by the time limit: the caller classifies it (sent → ambiguous) and the
+            # exchange is over.
+            trace.ended()
             raise time_limit_error(budget, trace.sent, request, by_deadline=by_deadline) from None
+        except asyncio.CancelledError:
+            raise  # cut from outside: still counted as out, its outcome unknown
+        except BaseException:
+            trace.ended()
+            raise
+        trace.ended()
 
     async def aclose(self) -> None:
         """Close the underlying client and its connections."""

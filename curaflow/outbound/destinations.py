@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -30,6 +31,9 @@ ANY_PORT = -1
 #: An allow-list entry's port that matches the URL scheme's default port (a bare ``host``).
 DEFAULT_PORT = 0
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+#: The longest URL a request is made for (characters). Browsers and servers commonly stop
+#: near 2 000 (servers answer 414 beyond their own bound); an image URL of Pixiv's is ~120.
+MAX_URL_CHARS = 2048
 
 
 def url_port(url: httpx.URL) -> int:
@@ -37,6 +41,50 @@ def url_port(url: httpx.URL) -> int:
     if url.port is not None:
         return url.port
     return _DEFAULT_PORTS.get(url.scheme, 0)
+
+
+def url_problem(url: object) -> str | None:
+    """Why ``url`` can never be requested as it is, or None.
+
+    Not a string; longer than :data:`MAX_URL_CHARS`; holding whitespace or an unprintable
+    character (control, format such as U+202E); not an ``http(s)`` URL with a host and a
+    valid port; or a path with a dot-segment (``.`` / ``..``, percent-encoded once or
+    more, or behind a backslash or an encoded slash): once normalised, such a path may
+    leave the prefix it was meant to stay under (``<host>/i/../x`` is ``<host>/x``), so no
+    path holding one is a file's. Only the text is judged here; who may be reached is the
+    :class:`Destinations`' and the caller's rule.
+    """
+    if not isinstance(url, str):
+        return f"a URL that is not text ({type(url).__name__})"
+    if not url:
+        return "an empty URL"
+    if len(url) > MAX_URL_CHARS:
+        return f"a URL of {len(url)} characters, over {MAX_URL_CHARS}"
+    if not url.isprintable() or any(c.isspace() for c in url):
+        return "a URL holding whitespace or an unprintable character"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is not one
+    except ValueError:
+        return "not a URL"
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return "not an http(s) URL with a host"
+    if climbs(parts.path):
+        return "a URL whose path has a dot-segment (it could leave its prefix once normalised)"
+    return None
+
+
+def climbs(path: str) -> bool:
+    """True when ``path`` holds a dot-segment once percent-decoded (up to three times), a
+    backslash, or a segment that decodes to one of those (``%2e%2e%2f``, ``..%5c``)."""
+    decoded = path
+    for _ in range(3):
+        before, decoded = decoded, unquote(decoded)
+        if decoded == before:
+            break
+    if "\\" in decoded:
+        return True
+    return any(segment in (".", "..") for segment in decoded.split("/"))
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,20 @@ class OutboundSettings(BaseModel):
         page_max_bytes: largest answer of the source's API (a search page: ~100 KiB).
         download_max_bytes: largest image page; a bigger one makes the work unavailable.
         download_timeout_ms: total time of one image page (connect, send, whole body).
-        image_max_pixels: largest page verified (pixels decoded at once; ~4 bytes each
-            while the check runs); a bigger one makes the work unavailable.
+        image_max_pixels: largest frame decoded (pixels held at once; ~4 bytes each while
+            the check runs); a page or an animation frame over it makes the work
+            unavailable.
+        decode_max_pixels: pixels one decode may decode, summed over every frame (an
+            animated GIF / APNG / WebP frame counts its whole canvas; an ugoira's frames
+            their own size, and the first frame's size each as the GIF encoder holds
+            them); over it the work is unavailable.
+        decode_max_frames: frames one decode may have (an animated page, an ugoira).
+        decode_max_cpu_ms: CPU time one decode may take (the decoding thread's, checked
+            between frames).
+
+    The four ``image_max_pixels`` / ``decode_*`` fields are the decode budget
+    (:meth:`curaflow.sources.decoding.DecodeBudget.of`, DESIGN "Work-owned failures and
+    the decode budget"); their defaults here are the budget's defaults.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -38,6 +50,9 @@ class OutboundSettings(BaseModel):
     download_max_bytes: int = Field(default=64 * MiB_, ge=65_536)
     download_timeout_ms: int = Field(default=120_000, ge=100)
     image_max_pixels: int = Field(default=40_000_000, ge=1_000_000)
+    decode_max_pixels: int = Field(default=60_000_000, ge=1_000_000)
+    decode_max_frames: int = Field(default=1000, ge=1)
+    decode_max_cpu_ms: int = Field(default=30_000, ge=100)
 
     @field_validator("private_networks")
     @classmethod

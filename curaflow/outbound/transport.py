@@ -6,7 +6,9 @@ host itself, keeps only the addresses the :class:`~curaflow.outbound.destination
 allow, and connects to one of those addresses (never resolving the name a second time,
 so a name cannot resolve to a public address for the check and to 127.0.0.1 for the
 connection). TLS still verifies the certificate against the host *name*: httpcore passes
-the URL's host as ``server_hostname`` when it starts TLS on the stream.
+the URL's host as ``server_hostname`` when it starts TLS on the stream. A TLS handshake
+cut from outside (a cancel, the total time limit) closes its connection
+(:class:`_ClosedOnCut`).
 
 :func:`guarded_transport` is ``httpx.AsyncHTTPTransport`` with its connection pool built
 on that backend (httpx has no public parameter for the backend; the pool is httpcore's
@@ -17,6 +19,7 @@ on our behalf past the check.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import socket
 from collections.abc import Iterable
@@ -27,6 +30,43 @@ import httpx
 
 from curaflow.outbound.destinations import Destinations
 from curaflow.outbound.errors import DestinationRefused
+
+
+class _ClosedOnCut(httpcore.AsyncNetworkStream):
+    """A connected stream whose TLS handshake, when cut from outside (a cancel, the
+    attempt's total time), closes the connection.
+
+    httpcore's backend closes the socket when the handshake *fails*, not when the task is
+    cancelled during it (its ``except Exception``): the TCP connection would stay open,
+    outside the pool, with the party still waiting for the rest of the ClientHello —
+    until the garbage collector. Closing is synchronous in the transport (before the first
+    ``await`` of ``aclose``), so it happens although the task is being cancelled.
+    """
+
+    def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+        self._stream = stream
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._stream.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._stream.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    async def start_tls(
+        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.AsyncNetworkStream:
+        try:
+            return await self._stream.start_tls(ssl_context, server_hostname, timeout)
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                await self._stream.aclose()
+            raise
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
 
 
 class GuardedBackend(httpcore.AsyncNetworkBackend):
@@ -52,8 +92,10 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         if port <= 0:
             raise DestinationRefused(f"port {port} is not a destination")
         if not self._destinations.check_addresses:
-            return await self._inner.connect_tcp(
-                host, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+            return _ClosedOnCut(
+                await self._inner.connect_tcp(
+                    host, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
             )
         try:
             infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -73,8 +115,10 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         last: Exception | None = None
         for address_text in dict.fromkeys(allowed):
             try:
-                return await self._inner.connect_tcp(
-                    address_text, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                return _ClosedOnCut(
+                    await self._inner.connect_tcp(
+                        address_text, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                    )
                 )
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as err:
                 last = err

@@ -4,7 +4,9 @@ One process runs
 
 * a Temporal worker on the main task queue (``temporal.task_queue``): ``JobWorkflow``
   and the ``deliver`` / ``finish`` / ``request_cancel`` activities (``fetch`` too, for
-  histories scheduled before it moved to the source queue);
+  histories scheduled before it moved to the source queue), ``follow_job`` for other
+  workflows, and the Nexus service of jobs (:mod:`curaflow.jobs.nexus`: the endpoint
+  ``temporal-setup`` creates targets this queue);
 * per Pixiv account, the activity worker of its rate-gate queue
   (``<task_queue>-source-<account>``: ``search`` and ``fetch``) with the account's
   concurrency (default 1) — only while this process holds that queue's lease, so
@@ -48,6 +50,7 @@ from activities import build_activities
 from activities.deps import ActivityDeps, close_deps, open_deps
 from activities.heartbeat import heartbeat_beat_s
 from curaflow.config import Settings, warn_budget_fallbacks
+from curaflow.jobs.nexus import JobServiceHandler
 from curaflow.jobs.pushes import run_push_sweeper
 from curaflow.ledger.db import migrate
 from curaflow.ledger.gauges import run_ledger_gauges
@@ -145,6 +148,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
             task_queue=settings.temporal.task_queue,
             workflows=[JobWorkflow, ScheduledJobWorkflow, EventPushWorkflow],
             activities=main_acts,
+            nexus_service_handlers=[JobServiceHandler(settings, deps.pool)],
             interceptors=interceptors_for_worker(deps.pool),
             workflow_runner=sandbox_runner(),
             sticky_queue_schedule_to_start_timeout=timedelta(

@@ -14,6 +14,7 @@ import unicodedata
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
+import httpx
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -424,7 +425,11 @@ def _callback_url(value: Any) -> Any:
         parts = urlsplit(value)
         valid = parts.scheme in ("http", "https") and bool(parts.hostname)
         _ = parts.port  # raises ValueError for a port outside 0..65535 or not a number
-    except ValueError:
+        # The pushes are sent with httpx: a URL it cannot parse (an IPv4 host with an
+        # octal or out-of-range part, 0177.0.0.2 or 256.0.0.1; a broken IPv6 literal)
+        # could never be pushed to, so it is refused here, like any other bad URL.
+        valid = valid and bool(httpx.URL(value).host)
+    except (ValueError, httpx.InvalidURL):
         valid = False
     if not valid:
         raise _refuse("callback_url", "callback_url must be an http(s) URL")

@@ -146,3 +146,45 @@ def manual_job_id(target_id: str, idempotency_key: str) -> str:
     """The job id of a submitted Task: ``<target_id>@manual-<idempotency_key lowercased>``
     (DESIGN.md decision 1; the key as :func:`validate_task` keeps it: trimmed)."""
     return f"{target_id}@manual-{idempotency_key.lower()}"
+
+
+def identity_conflict(
+    job_id: str,
+    *,
+    key: str | None,
+    target_ids: list[str],
+    params: dict[str, Any] | None,
+    task: ValidatedTask,
+    target_id: str,
+) -> ProtocolError | None:
+    """Whether ``task`` is another request than the job's (DESIGN.md decisions 1–2): the one
+    comparison of an idempotent replay, used by admission against the ledger row and by a
+    job's execution against the identity it carries.
+
+    Args:
+        job_id: the job's id (named in the refusal).
+        key: the key the job was admitted with (exact, case-sensitive); None when the
+            record predates carrying it — then only the job id, which holds the key
+            lowercased, says it is the job's.
+        target_ids: the job's targets.
+        params: the normalised params the job was admitted with; None: it keeps none (a
+            legacy refetch, or a record that predates carrying them) and params are not
+            compared.
+        task: the Task that arrived, validated.
+        target_id: the target ``task`` resolves to.
+
+    Returns:
+        None when the Task is the job's (a replay); else the 409 ``idempotency_conflict``
+        ``POST /jobs`` answers, ``detail.reason`` ``idempotency_conflict``.
+    """
+    same_key = key == task.idempotency_key if key is not None else True
+    same_target = target_ids == [target_id]
+    same_params = params is None or params == (task.params or {})
+    if same_key and same_target and same_params:
+        return None
+    reason = "the idempotency key was first used with different params"
+    if not same_key:
+        reason = "the job id is owned by a different idempotency key"
+    elif not same_target:
+        reason = "the idempotency key was first used for a different target"
+    return ProtocolError("idempotency_conflict", 409, reason, {"reason": "idempotency_conflict", "job_id": job_id})

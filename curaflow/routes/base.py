@@ -8,6 +8,7 @@ transition and, for errors, into an ``ApplicationError`` for Temporal's retry po
 
 from __future__ import annotations
 
+import re
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -119,17 +120,47 @@ def header_value(value: str) -> str:
     return quote(value, safe=_HEADER_SAFE)
 
 
+_DIGITS = re.compile(r"\d+")
+_SPACE = re.compile(r"\s+")
+#: Longest :func:`answer_key` (characters).
+ANSWER_KEY_MAX = 200
+
+
+def answer_key(answer: str) -> str:
+    """What makes two answers of a receiver "the same answer" (a route's refusal streak,
+    :mod:`curaflow.ledger.route_gates`): the text lowercased, every run of digits one
+    ``#`` (ids, counts, sizes and item numbers differ from work to work), whitespace
+    collapsed, at most :data:`ANSWER_KEY_MAX` characters, cleaned for storage.
+    ``"HTTP 400 Bad Request: message thread not found"`` → ``"http # bad request: message
+    thread not found"``."""
+    text = _SPACE.sub(" ", _DIGITS.sub("#", clean_text(answer).lower())).strip()
+    return text[:ANSWER_KEY_MAX]
+
+
 class RouteError(Exception):
     """A delivery attempt that did not confirm.
 
     Attributes:
         reason: the cell's terminal reason if this ends it (``delivery_rejected``,
-            ``delivery_failed``, ``telegram_failed``, ``configuration_error`` …).
+            ``delivery_failed``, ``telegram_failed``, ``configuration_error`` …). A route
+            names the *work* (``delivery_rejected``) only for an answer it positively
+            recognises as the work's (its module's table); every other refusal is the
+            route's (``route_refused``).
         permanent: another attempt cannot succeed (4xx, chat not found …).
-        retry_after_s: the destination asked to wait this long (429 ``retry_after``).
+        retry_after_s: the delay the destination *stated* (a 429's ``retry_after``, a
+            ``Retry-After``), seconds; None when it stated none.
+        rate_limited: the destination rate-limited the request: the next attempt waits
+            ``retry_after_s``, or the backoff of
+            :func:`curaflow.domain.ratelimit.retry_delay_ms` when none was stated.
+        route_wide: the limit holds every send of the route (Discord's ``global``
+            limit, Cloudflare's IP-level block): the route cools down, not one attempt.
         ambiguous: the request may have reached the destination (read timeout after
             sending, a gateway error, an answer that is not the platform's); the route's
             ambiguity policy decides.
+        answer: the destination's refusal as :func:`answer_key` keys it (status and
+            words); None when the destination did not answer (curaflow's own limit, a
+            transport error). Several different works refused in a row with the same
+            answer make the route paused (:mod:`curaflow.ledger.route_gates`).
 
     The message may quote the destination's words (Telegram's ``description``, Discord's
     ``message``): it is cleaned (:func:`~curaflow.domain.text.clean_text`) and cut to
@@ -143,13 +174,19 @@ class RouteError(Exception):
         *,
         permanent: bool = False,
         retry_after_s: float | None = None,
+        rate_limited: bool = False,
+        route_wide: bool = False,
         ambiguous: bool = False,
+        answer: str | None = None,
     ) -> None:
         super().__init__(clean_text(message)[:500])
         self.reason = reason
         self.permanent = permanent
         self.retry_after_s = retry_after_s
+        self.rate_limited = rate_limited
+        self.route_wide = route_wide
         self.ambiguous = ambiguous
+        self.answer = answer_key(answer) if answer is not None else None
 
 
 class Route(Protocol):

@@ -19,6 +19,14 @@ Discord 2000; a route may configure less):
 
 Length is measured by the route: Telegram counts UTF-16 code units (:func:`utf16_len`),
 Discord characters.
+
+Text from the source (title, author, tags) never steers how the caption is shown:
+bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C: a title
+that reverses the URL after it) are removed on every route (:func:`strip_bidi`), and a
+route that renders Markdown passes ``escape`` — Discord's :func:`escape_markdown`, so a
+title's ``**``, ``||spoiler||``, ``# heading``, ``[masked](link)``, ``<@mention>`` or
+``https://`` is shown as written, never formatted or linked. The URL line is curaflow's
+own and is never escaped. Length limits count the escaped text.
 """
 
 from __future__ import annotations
@@ -30,7 +38,24 @@ from curaflow.domain.models import Work
 
 ELLIPSIS = "…"
 Measure = Callable[[str], int]
+Escape = Callable[[str], str]
 _NOT_HASHTAG = re.compile(r"[^\w]+", re.UNICODE)
+#: Bidirectional formatting characters (Unicode UAX #9): embeddings, overrides, isolates, marks.
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: Characters Discord's Markdown gives a meaning: emphasis, code, spoilers, quotes,
+#: headings, lists, masked links, mentions / emoji / timestamps (``<…>``), link schemes.
+_MARKDOWN = re.compile(r"([\\*_~`|>#\-\[\]()<:])")
+
+
+def strip_bidi(text: str) -> str:
+    """``text`` without bidirectional formatting characters (see the module doc)."""
+    return _BIDI.sub("", text)
+
+
+def escape_markdown(text: str) -> str:
+    """``text`` with every character Discord's Markdown gives a meaning backslash-escaped
+    (shown as written: ``**bold**`` → ``\\*\\*bold\\*\\*``)."""
+    return _MARKDOWN.sub(r"\\\1", text)
 
 
 def utf16_len(text: str) -> int:
@@ -64,7 +89,14 @@ def hashtag(tag: str) -> str:
     return f"#{body}" if body else ""
 
 
-def build_caption(work: Work, limit: int, *, measure: Measure = len, part: tuple[int, int] | None = None) -> str:
+def build_caption(
+    work: Work,
+    limit: int,
+    *,
+    measure: Measure = len,
+    part: tuple[int, int] | None = None,
+    escape: Escape | None = None,
+) -> str:
     """The caption of ``work`` within ``limit`` (see the module doc for layout and policy).
 
     Args:
@@ -72,32 +104,41 @@ def build_caption(work: Work, limit: int, *, measure: Measure = len, part: tuple
         limit: most units allowed (as counted by ``measure``).
         measure: ``len`` (characters) or :func:`utf16_len`.
         part: ``(index, count)`` (1-based) when the work goes as several messages.
+        escape: how the route escapes source text for its renderer (Discord:
+            :func:`escape_markdown`), character by character; None: shown as plain text.
 
     Returns:
         The caption; ``measure(result) <= limit`` always holds.
     """
+    shown: Escape = escape or (lambda text: text)
+
+    def size(text: str) -> int:
+        return measure(shown(text))
+
     index, count = part or (1, 1)
     url_line = work.url + (f" ({index}/{count})" if count > 1 else "")
     if measure(url_line) >= limit:
         return cut(url_line, limit, measure)
     budget = limit - measure(url_line)
     head: list[str] = []
-    wanted = [work.title.strip(), f"by {work.author}" if work.author else ""]
+    author = strip_bidi(work.author or "").strip()
+    wanted = [strip_bidi(work.title).strip(), f"by {author}" if author else ""]
     # Reserve the head lines first (title may be shortened), then spend the rest on tags.
-    for text in wanted:
+    # A title or author line of several lines is one line of the caption.
+    for text in (" ".join(w.split()) for w in wanted):
         if not text or budget <= 1:
             continue
-        line = cut(text, budget - 1, measure)
+        line = cut(text, budget - 1, size)
         if line:
-            head.append(line)
-            budget -= measure(line) + 1
+            head.append(shown(line))
+            budget -= size(line) + 1
     tags: list[str] = []
     if index == 1:
         for tag in work.tags:
-            tag_text = hashtag(tag)
-            if tag_text and tag_text not in tags and measure(tag_text) + 1 <= budget:
-                tags.append(tag_text)
-                budget -= measure(tag_text) + 1
+            tag_text = hashtag(strip_bidi(tag))
+            if tag_text and shown(tag_text) not in tags and size(tag_text) + 1 <= budget:
+                tags.append(shown(tag_text))
+                budget -= size(tag_text) + 1
     lines = [*head, url_line]
     if tags:
         lines.append(" ".join(tags))

@@ -4,7 +4,8 @@
 message, whose ``id`` is the delivery's remote id (without it the answer is a bare 204
 and there would be nothing to reconcile). The body is ``multipart/form-data``:
 ``payload_json`` (``content`` ≤ 2000 characters built by :mod:`curaflow.routes.caption`,
-``allowed_mentions`` empty so a title can never ping anyone, ``attachments``) and the
+its source text Markdown-escaped and without bidirectional controls, so a title is shown
+as written; ``allowed_mentions`` empty so a title can never ping anyone, ``attachments``) and the
 files as ``files[0]`` … ``files[9]``.
 
 Pages are packed in order into messages of at most 10 files whose whole request — the
@@ -17,23 +18,30 @@ limit refused it). Each message's id is recorded as soon as Discord confirmed it
 retry continues with the first unconfirmed message and a confirmed one is never posted
 again.
 
-Classification (the reason names the failure's owner, :mod:`curaflow.domain.verdicts`):
-2xx → confirmed; 429 → retried after the body's ``retry_after`` (seconds, float) or
-``Retry-After``; Discord's own JSON 5xx → retried; a gateway error (502, 504) or any 5xx
-that is not Discord's JSON (Cloudflare's HTML page) → *ambiguous* (the gateway may have
-forwarded the request); 413 (JSON ``40005`` or Cloudflare's HTML page),
-401, 403 and 404 (``10015`` Unknown Webhook) → ``route_refused`` (the destination is
-broken or limits the request: the work is not used up); 400 (``50035`` Invalid Form Body)
-and any other 4xx → ``delivery_rejected`` (the work); connect errors → retried; a timeout
-after sending → *ambiguous*, decided by ``on_ambiguous`` (``fail`` by default: at most
-once; ``retry``: at least once). Discord has no idempotency key. The webhook URL holds
-its token and is never logged.
+Classification (:func:`classify`; the reason names the failure's owner,
+:mod:`curaflow.domain.verdicts`): 2xx → confirmed; 429 → retried after the body's
+``retry_after`` (seconds, float) or ``Retry-After``, and without either after the backoff
+of :func:`curaflow.domain.ratelimit.retry_delay_ms`; a 429 that is ``global`` or not
+Discord's JSON (Cloudflare's IP-level block, "error code: 1015") holds the whole route
+(``route_wide``: the route cools down); Discord's own JSON 5xx → retried; a gateway error
+(502, 504) or any 5xx that is not Discord's JSON (Cloudflare's HTML page) → *ambiguous*
+(the gateway may have forwarded the request); a 4xx Discord says is about the content
+(:data:`WORK_CODES`: explicit content, automatic moderation, a file over the server's
+size; ``50035`` Invalid Form Body whose errors name only the content or the files,
+:data:`WORK_FIELDS`) → ``delivery_rejected`` (the work); **any other answer** — 401, 403,
+404 (``10015`` Unknown Webhook), 413 (``40005`` or Cloudflare's page), a form error about
+the route's own fields (``username``, ``thread_id``), a code or status never seen before,
+any 3xx (never followed) → ``route_refused`` (the route: the work is not used up);
+connect errors → retried; a timeout after sending → *ambiguous*, decided by
+``on_ambiguous`` (``fail`` by default: at most once; ``retry``: at least once). Discord
+has no idempotency key. The webhook URL holds its token and is never logged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,7 +53,7 @@ from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings
-from curaflow.routes.caption import build_caption
+from curaflow.routes.caption import build_caption, escape_markdown
 from curaflow.routes.chunks import packed_chunks
 from curaflow.routes.registry import RouteContext, register_route
 
@@ -106,9 +114,15 @@ FILES_MAX = 10
 REQUEST_RESERVE = 16 * 1024
 #: Multipart framing of one file (boundary, ``Content-Disposition`` with its name, type).
 FILE_RESERVE = 512
-#: Statuses meaning the destination itself refuses: its limit (413), its credentials or
-#: permissions (401, 403), an unknown webhook (404).
-ROUTE_STATUSES = (401, 403, 404, 413)
+#: Discord's JSON error codes that blame the content itself (docs "JSON Error Codes"):
+#: explicit content, a file over the server's upload size, automatic moderation
+#: (message, title), the harmful links filter.
+WORK_CODES = frozenset({20009, 50045, 200000, 200001, 240000})
+#: Fields of a ``50035`` Invalid Form Body that are the work's (built from its title and
+#: pages); an error on any other field (``username``, ``thread_id`` …) is the route's.
+WORK_FIELDS = re.compile(r"^(content|attachments|files\[\d+\]|file\d*|embeds)(\.|$)")
+#: Discord's code for an invalid form body.
+INVALID_FORM_BODY = 50035
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
 #: Gateway errors: the gateway forwarded the request and lost the answer (or gave up waiting).
 GATEWAY_ERRORS = (502, 504)
@@ -165,7 +179,9 @@ class DiscordRoute:
         for index, group in enumerate(groups):
             if index < len(done):
                 continue
-            content = build_caption(request.work, self.config.content_max, part=(index + 1, len(groups)))
+            content = build_caption(
+                request.work, self.config.content_max, part=(index + 1, len(groups)), escape=escape_markdown
+            )
             message_id = await self._post([files[i] for i in group], content)
             done.append([message_id] if message_id is not None else [])
             if request.on_part is not None:
@@ -221,29 +237,91 @@ class DiscordRoute:
                     ambiguous=True,
                 )
             return str(body["id"])
-        detail = ""
-        if isinstance(body, dict):
-            detail = f" code {body.get('code')} {body.get('message') or ''}".rstrip()
-        if status == 429:
-            retry_after = body.get("retry_after") if isinstance(body, dict) else None
-            delay = first_retry_after(retry_after, response.headers.get("retry-after"), default=1.0)
-            raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP 429{detail}", retry_after_s=delay)
-        if status in GATEWAY_ERRORS or (status >= 500 and not isinstance(body, dict)):
-            raise RouteError(
-                TerminalReason.DELIVERY_FAILED,
-                f"discord: HTTP {status}, a gateway error; the request may have reached Discord, outcome unknown",
-                ambiguous=True,
-            )
-        if status >= 500:
-            raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP {status}{detail}")
-        if 300 <= status < 400:
-            # A redirect names another destination (never followed): the webhook URL is
-            # wrong, the route's failure; the work is not used up.
-            raise RouteError(TerminalReason.ROUTE_REFUSED, f"discord: HTTP {status}: a redirect", permanent=True)
-        if status in ROUTE_STATUSES or (isinstance(body, dict) and body.get("code") == 40005):
-            what = "over the receiver's size limit" if status == 413 else "the webhook is unknown or not allowed"
-            raise RouteError(TerminalReason.ROUTE_REFUSED, f"discord: HTTP {status}{detail}: {what}", permanent=True)
-        raise RouteError(TerminalReason.DELIVERY_REJECTED, f"discord: HTTP {status}{detail}", permanent=True)
+        raise classify(status, body, response.headers.get("retry-after"), response.headers.get("x-ratelimit-scope"))
+
+
+def _work_fields(errors: Any, prefix: str = "") -> list[str] | None:
+    """The dotted names of the fields a 50035 ``errors`` object names (None: not that shape)."""
+    if not isinstance(errors, dict):
+        return None
+    names: list[str] = []
+    for key, value in errors.items():
+        if key == "_errors":
+            names.append(prefix or "(body)")
+            continue
+        nested = _work_fields(value, f"{prefix}.{key}" if prefix else str(key))
+        if nested is None:
+            return None
+        names.extend(nested)
+    return names
+
+
+def is_the_works(body: Any) -> bool:
+    """Whether a Discord 4xx answer blames the content (:data:`WORK_CODES`, or a form
+    error naming only :data:`WORK_FIELDS`)."""
+    if not isinstance(body, dict):
+        return False
+    code = body.get("code")
+    if isinstance(code, bool) or not isinstance(code, int):
+        return False
+    if code in WORK_CODES:
+        return True
+    if code != INVALID_FORM_BODY:
+        return False
+    fields = _work_fields(body.get("errors"))
+    return bool(fields) and all(WORK_FIELDS.match(name) for name in fields or [])
+
+
+def classify(status: int, body: Any, retry_after: str | None, scope: str | None = None) -> RouteError:
+    """The failure a Discord answer other than 2xx means (module doc).
+
+    Args:
+        status: the HTTP status.
+        body: the answer's JSON (None when it is not JSON).
+        retry_after: the ``Retry-After`` header, if any.
+        scope: the ``X-RateLimit-Scope`` header (``user``, ``global``, ``shared``), if any.
+    """
+    detail = ""
+    if isinstance(body, dict):
+        detail = f" code {body.get('code')} {body.get('message') or ''}".rstrip()
+    answer = f"HTTP {status}{detail}" if isinstance(body, dict) else f"HTTP {status} (not Discord's answer)"
+    if status == 429:
+        stated = body.get("retry_after") if isinstance(body, dict) else None
+        delay = first_retry_after(stated, retry_after)
+        # A global limit, or a block in front of Discord (Cloudflare's 1015 page is not
+        # Discord's JSON): every send of the route waits, not only this one.
+        wide = not isinstance(body, dict) or body.get("global") is True or (scope or "").lower() == "global"
+        return RouteError(
+            TerminalReason.DELIVERY_FAILED,
+            f"discord: {answer}" + (" (a global or IP-level limit)" if wide else ""),
+            retry_after_s=delay,
+            rate_limited=True,
+            route_wide=wide,
+        )
+    if status in GATEWAY_ERRORS or (status >= 500 and not isinstance(body, dict)):
+        return RouteError(
+            TerminalReason.DELIVERY_FAILED,
+            f"discord: HTTP {status}, a gateway error; the request may have reached Discord, outcome unknown",
+            ambiguous=True,
+        )
+    if 500 <= status < 600:
+        return RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP {status}{detail}")
+    if 400 <= status < 500 and is_the_works(body):
+        return RouteError(
+            TerminalReason.DELIVERY_REJECTED,
+            f"discord: {answer}: Discord refuses this work's content",
+            permanent=True,
+            answer=answer,
+        )
+    if 300 <= status < 400:
+        what = "a redirect (never followed): the webhook URL is wrong"
+    elif status == 413 or (isinstance(body, dict) and body.get("code") == 40005):
+        what = "over the receiver's size limit: lower max_message_bytes / max_file_bytes"
+    elif status in (401, 403, 404):
+        what = "the webhook is unknown or not allowed: check the route's url"
+    else:
+        what = "the route refused the request (or an answer curaflow does not know): fix the route"
+    return RouteError(TerminalReason.ROUTE_REFUSED, f"discord: {answer}: {what}", permanent=True, answer=answer)
 
 
 def build_discord_route(name: str, config: DiscordRouteConfig, context: RouteContext) -> DiscordRoute:

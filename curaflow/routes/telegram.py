@@ -10,7 +10,10 @@ Referer):
 * an animation (an ugoira, one animated GIF with frame delays) → ``sendAnimation``
   (Telegram shows it playing; ≤ 50 MiB like a document);
 * a multi-page work → ``sendMediaGroup`` albums of 2–10 items, split evenly beyond 10
-  pages (:func:`~curaflow.routes.chunks.balanced_chunks`). The photo/document choice is
+  pages (:func:`~curaflow.routes.chunks.balanced_chunks`), and an album whose request
+  would exceed ``max_request_bytes`` (the files plus the multipart framing) split again,
+  in order, into requests under it (:func:`album_parts`; a part of one page goes as a
+  single send), so a receiver's per-request limit is met before anyone is blamed. The photo/document choice is
   made **once per work** from all its final files: every album is
   photos, or — when any page of the work exceeds the photo limits — every album is
   documents, so a work never arrives as some photo albums and some document albums
@@ -27,27 +30,33 @@ message "…"``: items 0..N-1 are in the chat, their ids are not in the answer �
 recorded as N items posted (``null`` ids) before the failure is raised: a retry sends
 only the rest of that album, and a delivery that ends there is reported ``partial``.
 
-How answers are classified:
+How answers are classified (:func:`classify`; the work is blamed only for an answer
+recognised positively, :data:`WORK_REFUSALS`):
 
 ===========================================  ==========================================
 ``{"ok": true, "result": …}``                 confirmed
-a rate limit, wherever Telegram writes it:    retried after exactly that many seconds
-429, ``parameters.retry_after``, or "Too      (``telegram_failed``, owned by the route)
-Many Requests: retry after N" in a 400's
-description (a partly posted album)
+a rate limit, wherever Telegram writes it:    retried after that many seconds; without
+429, ``parameters.retry_after``, or "Too      a delay, after the backoff of
+Many Requests: retry after N" in a 400's      :func:`curaflow.domain.ratelimit.retry_delay_ms`
+description (a partly posted album)           (``telegram_failed``, the route's)
 ``parameters.migrate_to_chat_id``             the chat became a supergroup: switch to the
                                               new id and send again (once)
 JSON 5xx other than 502/504                   retried (Telegram did not post it)
-400 "chat not found", 403 "bot was blocked",  ``route_refused`` (the destination is
-no rights, 401, 403, 413                      broken or limited), never retried; the work
-                                              is not used up
-any other 4xx                                 ``delivery_rejected`` (the work), never retried
+a 400 naming the file itself                  ``delivery_rejected`` (the work), never
+(:data:`WORK_REFUSALS`: a page Telegram       retried; a photo Telegram cannot take as a
+cannot process, an animation it cannot        photo is first sent again as a document
+play, a file too big for the chat)
+any other answer: "chat not found", "message  ``route_refused`` (the route: its chat,
+thread not found", ``TOPIC_CLOSED``, a        topic, bot, rights or limits, or an answer
+blocked bot, no rights, 401, 403, 404, 413,   curaflow does not know), never retried;
+a wording or status never seen before, an     the work is not used up (held back from
+error of an unknown shape                     the route for a while)
 connect error, connect/write/pool timeout     retried (the request never reached Telegram)
 read timeout, broken response, unreadable 2xx *ambiguous*: the message may exist. Telegram
 gateway errors 502 / 504 (HTML or JSON),      has no idempotency key, so the route's
 any 5xx that is not the Bot API's JSON        ``on_ambiguous`` decides: ``fail`` (default,
 (an HTML page from the gateway)               at most once) or ``retry`` (at least once)
-a 4xx / 429 that is not the Bot API's JSON    rejected / retried, like the Bot API's own
+a 4xx / 429 that is not the Bot API's JSON    the route's / a rate limit, as above
 ===========================================  ==========================================
 
 Gateway errors are ambiguous because the gateway in front of the Bot API answers them
@@ -75,7 +84,7 @@ from curaflow.observability.logs import get_logger
 from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings
 from curaflow.routes.caption import build_caption, utf16_len
-from curaflow.routes.chunks import balanced_chunks
+from curaflow.routes.chunks import balanced_chunks, packed_chunks
 from curaflow.routes.registry import RouteContext, register_route
 
 MiB = 1024 * 1024
@@ -99,7 +108,12 @@ class TelegramRouteConfig(RouteSettings):
         caption_max: caption limit in UTF-16 units (≤ 1024).
         photo_max_bytes / photo_max_side_sum / photo_max_ratio: ``sendPhoto`` limits
             (≤ 10 MiB, width + height ≤ 10000, aspect ratio ≤ 20); beyond → document.
-        document_max_bytes: largest upload (≤ 50 MiB); beyond → ``delivery_rejected``.
+        document_max_bytes: largest upload (≤ 50 MiB); beyond → ``over_route_limit``.
+        max_request_bytes: largest request (≤ 50 MiB, default 50 MiB: an album of 10
+            photos of 5.5 MB is refused by the Bot API as ``413 Request Entity Too
+            Large``); albums are split into requests under it, a page too big for a
+            request alone is ``over_route_limit``. Lower it when the Bot API server in
+            front of you takes less.
         disable_notification / message_thread_id: passed through to Telegram.
     """
 
@@ -114,6 +128,7 @@ class TelegramRouteConfig(RouteSettings):
     photo_max_side_sum: int = Field(default=10_000, ge=1, le=10_000)
     photo_max_ratio: float = Field(default=20.0, ge=1.0, le=20.0)
     document_max_bytes: int = Field(default=50 * MiB, ge=1, le=50 * MiB)
+    max_request_bytes: int = Field(default=50 * MiB, ge=64 * 1024, le=50 * MiB)
     disable_notification: bool = False
     message_thread_id: int | None = None
 
@@ -125,6 +140,11 @@ class TelegramRouteConfig(RouteSettings):
 log = get_logger("curaflow.routes.telegram")
 
 ALBUM_MAX = 10
+#: Bytes of a request besides its files: the form fields (caption ≤ 1024 characters of up
+#: to 4 bytes, the ``media`` JSON) and the multipart framing around them.
+REQUEST_RESERVE = 16 * 1024
+#: Multipart framing of one file (boundary, ``Content-Disposition`` with its name, type).
+FILE_RESERVE = 512
 #: 400 descriptions meaning "this photo cannot be a photo": send it as a document.
 PHOTO_REFUSED = (
     "photo_invalid_dimensions",
@@ -133,6 +153,21 @@ PHOTO_REFUSED = (
     "photo_ext_invalid",
     "photo_invalid",
     "wrong file identifier",
+)
+#: 400 descriptions that blame the work's file itself — the only answers that do (any
+#: other refusal is the route's, :func:`classify`): a page Telegram cannot process as an
+#: image (Bot API ``PHOTO_INVALID_DIMENSIONS``, ``IMAGE_PROCESS_FAILED`` …: reference
+#: ``pixiv-and-delivery-apis.md`` §3.2; a photo gets a second chance as a document
+#: first), an animation it cannot play (``sendAnimation``: "wrong type of the web page
+#: content"), a file over what the chat takes ("file is too big").
+WORK_REFUSALS = (
+    "photo_invalid_dimensions",
+    "image_process_failed",
+    "photo_save_file_invalid",
+    "photo_ext_invalid",
+    "photo_invalid",
+    "wrong type of the web page content",
+    "file is too big",
 )
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
 #: Gateway errors: the gateway forwarded the request and lost the answer (or gave up waiting).
@@ -157,19 +192,75 @@ class _PartlyPosted(Exception):
 RATE_LIMIT_TEXT = re.compile(r"too many requests(?:: retry after (\d+(?:\.\d+)?))?", re.IGNORECASE)
 #: An album posted up to item N (0-based) and failed there: items 0..N-1 are in the chat.
 FAILED_ITEM = re.compile(r"failed to send message #(\d+)", re.IGNORECASE)
-#: Descriptions meaning the destination itself refuses (the route's owner must act).
-ROUTE_REFUSALS = (
-    "chat not found",
-    "bot was blocked",
-    "bot was kicked",
-    "bot is not a member",
-    "not enough rights",
-    "need administrator rights",
-    "chat_write_forbidden",
-    "have no rights to send",
-    "user is deactivated",
-    "request entity too large",
-)
+
+
+def classify(
+    code: int, description: str, params: dict[str, Any], retry_after: str | None, *, photo: bool
+) -> RouteError | None:
+    """The failure a Bot API answer means (None: a photo Telegram refuses as a photo, to
+    be sent again as a document), its reason naming the owner (module doc):
+
+    * a rate limit wherever Telegram writes it (429, ``parameters.retry_after``, "Too
+      Many Requests: retry after N" in any description) → ``telegram_failed``,
+      ``rate_limited``, with the delay Telegram stated (``retry_after`` header last), or
+      none (the backoff of :func:`curaflow.domain.ratelimit.retry_delay_ms` then);
+    * a 5xx → ``telegram_failed``, retried;
+    * a 400 whose description is in :data:`WORK_REFUSALS` → ``delivery_rejected`` (the
+      work);
+    * anything else — a destination or permission message, 401, 403, 404, 413, a wording
+      or a status never seen before — → ``route_refused`` (the route), its answer kept
+      for the route's refusal streak.
+
+    Args:
+        code: Telegram's ``error_code`` (or the HTTP status).
+        description: Telegram's ``description`` ("" when there is none).
+        params: Telegram's ``parameters`` ({} when absent or not an object).
+        retry_after: the ``Retry-After`` header, if any.
+        photo: the request sent the page(s) as photos.
+    """
+    text = f"telegram: {code} {description}".strip()
+    lowered = description.lower()
+    said = RATE_LIMIT_TEXT.search(description)
+    if code == 429 or params.get("retry_after") is not None or said is not None:
+        delay = first_retry_after(params.get("retry_after"), said.group(1) if said is not None else None, retry_after)
+        return RouteError(
+            TerminalReason.TELEGRAM_FAILED, f"{text} (rate limited)", retry_after_s=delay, rate_limited=True
+        )
+    if 500 <= code < 600:
+        return RouteError(TerminalReason.TELEGRAM_FAILED, text)
+    if photo and code == 400 and any(mark in lowered for mark in PHOTO_REFUSED):
+        return None
+    if code == 400 and any(mark in lowered for mark in WORK_REFUSALS):
+        return RouteError(
+            TerminalReason.DELIVERY_REJECTED,
+            f"{text}: Telegram cannot take this work's file",
+            permanent=True,
+            answer=f"{code} {description}",
+        )
+    return RouteError(
+        TerminalReason.ROUTE_REFUSED,
+        f"{text}: the route's chat, topic, bot, rights or limits refused the request (or an answer curaflow does "
+        "not know); fix the route (chat_id, message_thread_id, the bot's rights, max_request_bytes)",
+        permanent=True,
+        answer=f"{code} {description}",
+    )
+
+
+def album_parts(files: list[ArtifactFile], room: int) -> list[list[ArtifactFile]]:
+    """The requests a work's pages go in: albums of at most :data:`ALBUM_MAX`, split
+    evenly (:func:`~curaflow.routes.chunks.balanced_chunks`), and an album whose files
+    with their framing (:data:`FILE_RESERVE` each) exceed ``room`` bytes split again, in
+    order, into parts under it (:func:`~curaflow.routes.chunks.packed_chunks`). Depends
+    only on the files' sizes, ``ALBUM_MAX`` and ``room``, so a resumed delivery finds
+    the same parts."""
+    parts: list[list[ArtifactFile]] = []
+    for chunk in balanced_chunks(files, ALBUM_MAX):
+        if sum(f.bytes + FILE_RESERVE for f in chunk) <= room:
+            parts.append(chunk)
+            continue
+        groups = packed_chunks([f.bytes + FILE_RESERVE for f in chunk], ALBUM_MAX, room)
+        parts.extend([chunk[i] for i in group] for group in groups)
+    return parts
 
 
 def fits_photo(f: ArtifactFile, config: TelegramRouteConfig) -> bool:
@@ -213,6 +304,7 @@ class TelegramRoute:
         files = sorted(request.artifact.files, key=lambda f: f.page)
         if not files:
             raise RouteError(TerminalReason.DELIVERY_REJECTED, "telegram: the artifact has no file", permanent=True)
+        room = self.config.max_request_bytes - REQUEST_RESERVE
         for f in files:
             if f.bytes > self.config.document_max_bytes:
                 raise RouteError(
@@ -221,7 +313,14 @@ class TelegramRoute:
                     f"document_max_bytes of {self.config.document_max_bytes}",
                     permanent=True,
                 )
-        parts = balanced_chunks(files, ALBUM_MAX)
+            if f.bytes + FILE_RESERVE > room:
+                raise RouteError(
+                    TerminalReason.OVER_ROUTE_LIMIT,
+                    f"telegram: not sent by curaflow: page {f.page} is {f.bytes} bytes; with its request it is "
+                    f"over the route's max_request_bytes of {self.config.max_request_bytes}",
+                    permanent=True,
+                )
+        parts = album_parts(files, room)
         # One shape per work, decided from all its files (not album by album); an
         # animation goes as sendAnimation, never as a photo (a photo shows one frame).
         as_photo = all(fits_photo(f, self.config) and not f.frame_delays_ms for f in files)
@@ -335,10 +434,11 @@ class TelegramRoute:
                         "outcome unknown",
                         ambiguous=True,
                     )
-                self._raise_for(method, status, "", {}, response, photo=False)
-            if body.get("ok"):
+                self._raise_for(method, status, "(not the Bot API's answer)", {}, response, photo=False)
+            if body.get("ok") is True:
                 return body.get("result")
-            params = body.get("parameters") or {}
+            raw_params = body.get("parameters")
+            params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
             if params.get("migrate_to_chat_id"):
                 log.warning(
                     "telegram.chat_migrated",
@@ -348,9 +448,18 @@ class TelegramRoute:
                 )
                 self.chat_id = str(params["migrate_to_chat_id"])
                 continue
-            code = int(body.get("error_code") or status)
-            self._raise_for(method, code, str(body.get("description") or ""), params, response, photo=photo)
-        raise RouteError(TerminalReason.DELIVERY_REJECTED, f"telegram {method}: chat migrated twice", permanent=True)
+            raw_code, raw_description = body.get("error_code"), body.get("description")
+            # An error code or description of another shape is an answer of an unknown
+            # shape: classified by the HTTP status, with no words (the route's, below).
+            code = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else status
+            description = raw_description if isinstance(raw_description, str) else ""
+            self._raise_for(method, code, description, params, response, photo=photo)
+        raise RouteError(
+            TerminalReason.ROUTE_REFUSED,
+            f"telegram {method}: the chat migrated twice; set the route's chat_id to the supergroup's id",
+            permanent=True,
+            answer="chat migrated twice",
+        )
 
     def _raise_for(
         self,
@@ -369,44 +478,16 @@ class TelegramRoute:
                 f"{text}: a gateway error; the request may have reached Telegram, outcome unknown",
                 ambiguous=True,
             )
-        error = self._classify(code, description, params, response, photo=photo)
+        error = classify(code, description, params, response.headers.get("retry-after"), photo=photo)
         failed_at = FAILED_ITEM.search(description)
         if method == "sendMediaGroup" and failed_at is not None and int(failed_at.group(1)) > 0:
-            raise _PartlyPosted(
-                int(failed_at.group(1)), error or RouteError(TerminalReason.DELIVERY_REJECTED, text, permanent=True)
-            )
+            # A photo refused inside a partly posted album: the work's page, as a refusal.
+            error = error or classify(code, description, params, None, photo=False)
+            assert error is not None
+            raise _PartlyPosted(int(failed_at.group(1)), error)
         if error is None:
             raise _PhotoRefused(description)
         raise error
-
-    @staticmethod
-    def _classify(
-        code: int, description: str, params: dict[str, Any], response: httpx.Response, *, photo: bool
-    ) -> RouteError | None:
-        """The failure an answer means (None: a photo Telegram refuses as a photo), its
-        reason naming the owner: a rate limit wherever Telegram writes it (429,
-        ``parameters.retry_after``, "Too Many Requests: retry after N" in any
-        description) is retried after exactly that long; the destination refusing
-        (unknown chat, blocked bot, no rights, 401, 403, 413) is ``route_refused``; the
-        work refused (any other 4xx) is ``delivery_rejected``."""
-        text = f"telegram: {code} {description}".strip()
-        lowered = description.lower()
-        said = RATE_LIMIT_TEXT.search(description)
-        if code == 429 or params.get("retry_after") is not None or said is not None:
-            delay = first_retry_after(
-                params.get("retry_after"),
-                said.group(1) if said is not None else None,
-                response.headers.get("retry-after"),
-                default=1.0,
-            )
-            return RouteError(TerminalReason.TELEGRAM_FAILED, f"{text} (rate limited)", retry_after_s=delay)
-        if code >= 500:
-            return RouteError(TerminalReason.TELEGRAM_FAILED, text)
-        if photo and code == 400 and any(mark in lowered for mark in PHOTO_REFUSED):
-            return None
-        if code in (401, 403, 413) or any(mark in lowered for mark in ROUTE_REFUSALS):
-            return RouteError(TerminalReason.ROUTE_REFUSED, text, permanent=True)
-        return RouteError(TerminalReason.DELIVERY_REJECTED, text, permanent=True)
 
 
 def build_telegram_route(name: str, config: TelegramRouteConfig, context: RouteContext) -> TelegramRoute:

@@ -7,21 +7,29 @@ are percent-encoded as UTF-8), ``webhook-timestamp`` (Unix seconds) and
 ``webhook-signature`` (``v1,<base64 HMAC-SHA256>`` over ``<id>.<timestamp>.<body>``),
 signed with the ``standardwebhooks`` library. Receivers verify with the same library.
 
-Receiver contract (the answer decides the cell):
+Receiver contract (the answer decides the cell, :func:`classify`; the work is blamed
+only when the receiver says the work is the problem):
 
 =====================  =======================================================
 2xx                     delivered — unless the JSON body reports ``status``
-                        ``failed``/``rejected``/``error`` (a permanent failure)
-                        or ``pending``/``queued`` (retried with the same key)
+                        ``failed``/``rejected``/``error`` (the work refused for
+                        good) or ``pending``/``queued`` (retried with the same key)
 409                     the receiver already had it: duplicate
-429, 5xx                retried with backoff (``Retry-After`` honoured); a gateway
+415, 422                the receiver refuses this work (its type, its content):
+                        ``delivery_rejected``, never retried
+429, 5xx                retried with backoff (``Retry-After`` honoured; a 429
+                        without it waits the backoff of
+                        :func:`curaflow.domain.ratelimit.retry_delay_ms`); a gateway
                         error (502, 504) may have reached the receiver: retried
                         with the same ``webhook-id`` and remembered as possibly
                         delivered
-401, 403, 404, 410,     the receiver refuses the request itself: ``route_refused``
-413                     (the route's failure: the work is not used up), never retried
-other 4xx               the work rejected: ``delivery_rejected``, never retried
-connect error           retried (the request never left)
+any other answer        the receiver refuses the request itself (401, 403, 404,
+(400, 401, 403, 404,    410, 413 — its credentials, its address, its size limit —,
+410, 413, any other     a status it never documented, a redirect, never followed):
+4xx, any 3xx)           ``route_refused`` (the route's failure: the work is not used
+                        up), never retried
+connect error, connect  retried (the request never left: not ambiguous)
+or pool timeout
 timeout after sending   retried with the same ``webhook-id`` (receivers dedupe)
 =====================  =======================================================
 """
@@ -78,8 +86,9 @@ class WebhookRouteConfig(RouteSettings):
         return configured(self.url)
 
 
-#: Statuses of a receiver refusing the request itself (not the work).
-ROUTE_STATUSES = (401, 403, 404, 410, 413)
+#: Statuses by which a receiver says the work itself is the problem: its type (415
+#: Unsupported Media Type), its content (422 Unprocessable Content).
+WORK_STATUSES = (415, 422)
 
 FAILED_WORDS = {"failed", "rejected", "error"}
 PENDING_WORDS = {"pending", "queued"}
@@ -183,8 +192,9 @@ class WebhookRoute:
                 headers=headers,
                 limits=Limits(time_s=self.timeout_s, keep_bytes=ANSWER_KEEP_BYTES),
             )
-        except httpx.ConnectError as err:
-            raise RouteError(TerminalReason.DELIVERY_FAILED, f"webhook connect: {err}") from err
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as err:
+            # Nothing left: no connection (or no TLS session) to send it on.
+            raise RouteError(TerminalReason.DELIVERY_FAILED, f"webhook: {type(err).__name__}; not sent") from err
         except httpx.TimeoutException as err:
             raise RouteError(
                 TerminalReason.DELIVERY_FAILED, f"webhook timeout: {type(err).__name__}", ambiguous=True
@@ -203,23 +213,12 @@ class WebhookRoute:
                     TerminalReason.DELIVERY_REJECTED,
                     f"webhook answered {status} with status {word!r}",
                     permanent=True,
+                    answer=f"HTTP 2xx status {word}",
                 )
             if word in PENDING_WORDS:
                 raise RouteError(TerminalReason.DELIVERY_FAILED, f"webhook answered {status} with status {word!r}")
             return DeliveryReceipt(remote_id=remote_id, remote_status=str(status))
-        if status == 429 or status >= 500:
-            raise RouteError(
-                TerminalReason.DELIVERY_FAILED,
-                f"webhook answered HTTP {status}",
-                retry_after_s=parse_retry_after(response.headers.get("retry-after")),
-                ambiguous=status in (502, 504),
-            )
-        if status in ROUTE_STATUSES or 300 <= status < 400:
-            # The receiver itself refuses (its credentials, its address, its size limit),
-            # or names another address (a redirect, never followed): the route's
-            # failure, the work is not used up.
-            raise RouteError(TerminalReason.ROUTE_REFUSED, f"webhook answered HTTP {status}", permanent=True)
-        raise RouteError(TerminalReason.DELIVERY_REJECTED, f"webhook answered HTTP {status}", permanent=True)
+        raise classify(status, response.headers.get("retry-after"))
 
     @staticmethod
     def _business_status(response: httpx.Response) -> tuple[str | None, str | None]:
@@ -234,6 +233,35 @@ class WebhookRoute:
         word = data.get("status")
         remote = data.get("id") or data.get("remote_id")
         return (str(word).lower() if isinstance(word, str) else None), (str(remote) if remote else None)
+
+
+def classify(status: int, retry_after: str | None) -> RouteError:
+    """The failure a receiver's answer other than 2xx and 409 means (the module's
+    receiver contract): 429 → rate limited (its stated delay, or none); 5xx → retried
+    (502 / 504 ambiguous); :data:`WORK_STATUSES` → ``delivery_rejected`` (the work);
+    anything else → ``route_refused`` (the route: the work is not used up)."""
+    if status == 429 or 500 <= status < 600:
+        return RouteError(
+            TerminalReason.DELIVERY_FAILED,
+            f"webhook answered HTTP {status}",
+            retry_after_s=parse_retry_after(retry_after),
+            rate_limited=status == 429,
+            ambiguous=status in (502, 504),
+        )
+    if status in WORK_STATUSES:
+        return RouteError(
+            TerminalReason.DELIVERY_REJECTED,
+            f"webhook answered HTTP {status}: the receiver refuses this work",
+            permanent=True,
+            answer=f"HTTP {status}",
+        )
+    return RouteError(
+        TerminalReason.ROUTE_REFUSED,
+        f"webhook answered HTTP {status}: the receiver refused the request (its address, credentials or limits, "
+        "or an answer curaflow does not know; a redirect is never followed); fix the route",
+        permanent=True,
+        answer=f"HTTP {status}",
+    )
 
 
 def build_webhook_route(name: str, config: WebhookRouteConfig, context: RouteContext) -> WebhookRoute:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_text
 
@@ -41,15 +43,57 @@ class SourceError(Exception):
         self.status = status
 
 
+class UnavailableKind(StrEnum):
+    """Why a work is unavailable: always a property of the work, recognised positively.
+
+    Counted per kind in the cell's candidate report
+    (:attr:`~curaflow.domain.models.CandidateReport.unavailable`), so the job's message
+    can say what happened to the works examined. A transient failure (network, 5xx, a
+    timeout, a body cut short) is never one of these: it is a retried ``SourceError``.
+
+    * ``gone`` — the source says so: deleted, private, restricted, an image answering
+      403/404/410 (the default: what a source means when it raises without a kind);
+    * ``unusable_url`` — a file URL of the work the source may not request: another host,
+      a path not strictly under the image host's prefix, not a URL, too long
+      (:data:`~curaflow.sources.base.MAX_URL_CHARS`), answered 414;
+    * ``too_large`` — a page or a frames zip over its byte limit;
+    * ``not_an_image`` — a page that is no PNG, JPEG, GIF or WebP (by its bytes);
+    * ``undecodable`` — a page whole by its own framing (PNG's IEND, JPEG's EOI, …) that
+      does not decode: the image host holds these bytes;
+    * ``over_budget`` — decoding it would cost more than the decode budget (pixels over
+      every frame, frames, CPU time: :mod:`curaflow.sources.decoding`);
+    * ``unusable_animation`` — an animated work's metadata or frames zip of the source's
+      shape that describes no animation (no frames, a frame without a delay, a zip URL
+      that is not one, a frame missing from a whole zip, a frame that does not decode);
+    * ``no_file`` — the work lists no page and is no animation: nothing to deliver.
+    """
+
+    GONE = "gone"
+    UNUSABLE_URL = "unusable_url"
+    TOO_LARGE = "too_large"
+    NOT_AN_IMAGE = "not_an_image"
+    UNDECODABLE = "undecodable"
+    OVER_BUDGET = "over_budget"
+    UNUSABLE_ANIMATION = "unusable_animation"
+    NO_FILE = "no_file"
+
+
 class WorkUnavailable(Exception):
-    """A single work cannot be used (deleted, private, restricted placeholder, 403/404).
+    """A single work cannot be used (deleted, private, restricted placeholder, 403/404,
+    an unusable URL or animation, over the decode budget: :class:`UnavailableKind`).
 
     Candidate-level: the scan skips it and moves on; it never fails the cell by itself.
     ``why`` (the source's words) is cleaned of characters that cannot be stored.
+
+    Attributes:
+        work_id: the work (as the raiser knows it; for messages).
+        why: what was seen, cleaned.
+        kind: why, as a word (:class:`UnavailableKind`; ``gone`` when not given).
     """
 
-    def __init__(self, work_id: str, why: str) -> None:
+    def __init__(self, work_id: str, why: str, kind: UnavailableKind = UnavailableKind.GONE) -> None:
         why = clean_text(why)
         super().__init__(clean_text(f"work {work_id} unavailable: {why}"))
         self.work_id = work_id
         self.why = why
+        self.kind = UnavailableKind(kind)

@@ -18,7 +18,12 @@ stops growing. :func:`guarded` wraps every instance the activities use
 * a download is read within ``outbound.download_max_bytes`` (more: the work is
   unavailable, as Pixiv's) and ``outbound.download_timeout_ms`` (plus a grace, so a
   source keeping the limit itself fails first; never past the job's deadline), whether
-  or not the source applies them.
+  or not the source applies them;
+* a download is asked only for a URL a request can be made for
+  (:func:`~curaflow.outbound.url_problem`: text, at most
+  :data:`~curaflow.outbound.MAX_URL_CHARS` characters, no whitespace or unprintable
+  character, ``http(s)`` with a host, no dot-segment): another is the work's data, so the
+  work is unavailable (``unusable_url``) — never a retried download.
 """
 
 from __future__ import annotations
@@ -34,9 +39,9 @@ import asyncpg
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import Work
 from curaflow.domain.reasons import TerminalReason
-from curaflow.outbound import time_left
+from curaflow.outbound import time_left, url_problem
 from curaflow.sources.base import Animation, ScanRequest, ScanState, Source, SourcePolicy
-from curaflow.sources.errors import SourceError, WorkUnavailable
+from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 
 #: A source's own time limit fires before the guard's by this much (s).
 GRACE_S = 1.0
@@ -98,7 +103,9 @@ class _Body:
             received += len(chunk)
             if received > self._max:
                 raise WorkUnavailable(
-                    self._work_id, f"an image page is larger than {self._max} bytes (outbound.download_max_bytes)"
+                    self._work_id,
+                    f"an image page is larger than {self._max} bytes (outbound.download_max_bytes)",
+                    UnavailableKind.TOO_LARGE,
                 )
             yield bytes(chunk)
 
@@ -171,6 +178,11 @@ class GuardedSource:
 
     @contextlib.asynccontextmanager
     async def download(self, url: str) -> AsyncIterator[_Body]:
+        problem = url_problem(url)
+        if problem is not None:  # the work's data: no request can be made for it
+            raise WorkUnavailable(
+                str(url).rsplit("/", 1)[-1][:64], f"page URL refused: {problem}", UnavailableKind.UNUSABLE_URL
+            )
         # The source's own limit (the same, and the job's deadline) fires first when it keeps it.
         budget = time_left(self._timeout_s) + GRACE_S
         caller: BaseException | None = None

@@ -1,10 +1,10 @@
 """Temporal client helpers: connect, register search attributes, start a job's workflow.
 
 All clients use the pydantic data converter (DESIGN.md decision 11). A job's workflow is
-started with id reuse policy ``ALLOW_DUPLICATE_FAILED_ONLY`` and conflict policy
-``USE_EXISTING``: the same job id always means the same job (decision 1), starting twice
-is harmless, and an execution that failed before it became a job (a refused Task, a
-stale input) never blocks the id.
+started under the rule of :mod:`curaflow.temporal.job_runs`: conflict policy
+``USE_EXISTING`` and reuse policy ``REJECT_DUPLICATE``, so the same job id always means
+the same job and the same run (decision 1), starting twice is harmless, and an execution
+that held no job (a refused Task, a stale input) never blocks the id.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import RawValue, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import RawValue, WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter
-from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, JOB_TASK_TIMEOUT, execution_timeout, job_workflow
 from curaflow.domain.messages import JobInput
 from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
+from curaflow.temporal.job_runs import JOB_ID_CONFLICT_POLICY, JobRunClosed, start_run
 
 if TYPE_CHECKING:
     from curaflow.temporal.profile import TemporalConnection
@@ -55,9 +55,6 @@ DEV_SERVER_FLAGS = {
     IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD: "Keyword",
     IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD_LIST: "KeywordList",
 }
-#: A job id is reused only after an execution that failed (never became a job, or crashed);
-#: a job that ran keeps its id for ever.
-JOB_ID_REUSE_POLICY = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
 
 
 class InputPayloadConverter(PydanticPayloadConverter):
@@ -170,30 +167,43 @@ async def ensure_search_attributes(client: Client) -> list[str]:
     return sorted(missing)
 
 
+def job_start_options(inp: JobInput, task_queue: str) -> dict[str, Any]:
+    """The options of a start of an admitted job's workflow (every start but the policies,
+    which :func:`curaflow.temporal.job_runs.start_run` gives): its id, queue, timeouts,
+    search attributes, summary and details."""
+    return {
+        "id": inp.job_id,
+        "task_queue": task_queue,
+        "id_conflict_policy": JOB_ID_CONFLICT_POLICY,
+        "execution_timeout": execution_timeout(inp.created_at_ms, inp.deadline_at_ms),
+        "task_timeout": JOB_TASK_TIMEOUT,
+        "search_attributes": job_search_attributes(inp),
+        "static_summary": job_summary(inp),
+        "static_details": job_static_details(inp),
+    }
+
+
 async def start_job_workflow(client: Client, inp: JobInput, task_queue: str) -> WorkflowHandle[object, object]:
-    """Start the job's workflow, or attach to it if it already exists (open or closed).
+    """Start the job's workflow, or attach to its run (open, or closed: then nothing starts).
 
     Args:
         inp: the workflow argument (``job_id`` is the workflow id; ``job_type`` names the
             workflow type, :func:`curaflow.domain.execution.job_workflow`).
         task_queue: the main task queue.
 
+    Returns:
+        The handle of the job's run (the one started, attached to, or closed).
+
     Raises:
         curaflow.domain.execution.UnknownJobType: a job type curaflow does not run.
     """
-    try:
+
+    async def start(reuse: WorkflowIDReusePolicy) -> WorkflowHandle[object, object]:
         return await client.start_workflow(
-            job_workflow(inp.job_type),
-            inp,
-            id=inp.job_id,
-            task_queue=task_queue,
-            id_reuse_policy=JOB_ID_REUSE_POLICY,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            execution_timeout=execution_timeout(inp.created_at_ms, inp.deadline_at_ms),
-            task_timeout=JOB_TASK_TIMEOUT,
-            search_attributes=job_search_attributes(inp),
-            static_summary=job_summary(inp),
-            static_details=job_static_details(inp),
+            job_workflow(inp.job_type), inp, id_reuse_policy=reuse, **job_start_options(inp, task_queue)
         )
-    except WorkflowAlreadyStartedError:
-        return client.get_workflow_handle(inp.job_id)
+
+    try:
+        return await start_run(client, inp.job_id, start)
+    except JobRunClosed as closed:
+        return client.get_workflow_handle(inp.job_id, run_id=closed.run_id)

@@ -1,4 +1,5 @@
-"""Make a Temporal namespace ready for curaflow: the namespace and its search attributes.
+"""Make a Temporal namespace ready for curaflow: the namespace, its search attributes and
+(``curaflow temporal-setup``, the embedded dev server) the Nexus endpoint of the jobs' service.
 
 Run by every worker at start (:func:`curaflow.process.worker.run_worker`) and by the compose
 stack's one-shot ``temporal-setup`` service (``curaflow temporal-setup``): the same code
@@ -25,13 +26,21 @@ not yet visible) are retried with a short backoff until ``timeout_s``.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from google.protobuf.duration_pb2 import Duration
+from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.api.nexus.v1 import EndpointSpec, EndpointTarget
+from temporalio.api.operatorservice.v1 import (
+    AddSearchAttributesRequest,
+    CreateNexusEndpointRequest,
+    ListNexusEndpointsRequest,
+    ListSearchAttributesRequest,
+)
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest, RegisterNamespaceRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
@@ -59,11 +68,16 @@ class SetupReport:
         added_attributes: search attributes this call added.
         attributes: every curaflow search attribute, name → type name, as verified.
         retention: the namespace's retention of closed executions, as the server has it.
-        warnings: what an operator should know (a retention other than the configured one).
+        warnings: what an operator should know (a retention other than the configured one,
+            a Nexus endpoint that targets elsewhere or could not be created).
+        nexus_endpoint / created_endpoint: the Nexus endpoint of the jobs' service, when
+            one was asked for, and whether this call created it.
     """
 
     namespace: str
     created_namespace: bool = False
+    nexus_endpoint: str | None = None
+    created_endpoint: bool = False
     retention: timedelta | None = None
     warnings: list[str] = field(default_factory=list)
     added_attributes: list[str] = field(default_factory=list)
@@ -231,8 +245,81 @@ def _days(value: timedelta, *, cli: bool = False) -> str:
     return f"{days:g} day{'s' if days != 1 else ''}"
 
 
+async def ensure_nexus_endpoint(
+    client: Client, name: str, *, task_queue: str, deadline: float
+) -> tuple[bool, str | None]:
+    """Create the Nexus endpoint ``name`` of the jobs' service unless it exists.
+
+    The endpoint targets the client's namespace and ``task_queue`` (curaflow's main task
+    queue, where every worker registers the service: :mod:`curaflow.jobs.nexus`); a
+    caller in any namespace of the cluster reaches it by that name. Endpoints belong to
+    the cluster, not to a namespace. An endpoint of that name that targets elsewhere is
+    left as it is (never changed) and reported.
+
+    Args:
+        name: the endpoint's name (``temporal.nexus_endpoint``).
+        task_queue: the target task queue.
+        deadline: ``time.monotonic()`` value after which transient failures are not waited out.
+
+    Returns:
+        ``(created, warning)``: whether this call created it, and what an operator should
+        know (it targets elsewhere, or it could not be created — Temporal Cloud creates
+        endpoints through its own control plane, not the operator API).
+    """
+    operator = client.operator_service
+    target = (client.namespace, task_queue)
+    try:
+        listed = await _retrying(
+            f"cannot list Nexus endpoints ({name!r})",
+            deadline,
+            lambda: operator.list_nexus_endpoints(ListNexusEndpointsRequest(name=name)),
+        )
+    except TemporalSetupError as err:
+        return False, f"Nexus endpoint {name!r} not checked: {err}"
+    for endpoint in listed.endpoints:
+        worker = endpoint.spec.target.worker
+        if (worker.namespace, worker.task_queue) != target:
+            return False, (
+                f"Nexus endpoint {name!r} targets namespace {worker.namespace!r} task queue "
+                f"{worker.task_queue!r}, not {target[0]!r} / {target[1]!r}: callers through it do not reach "
+                f"these workers; fix it with `temporal operator nexus endpoint update --name {name} "
+                f"--target-namespace {target[0]} --target-task-queue {target[1]}` or set temporal.nexus_endpoint"
+            )
+        return False, None
+    request = CreateNexusEndpointRequest(
+        spec=EndpointSpec(
+            name=name,
+            description=Payload(
+                metadata={"encoding": b"json/plain"},
+                data=json.dumps("curaflow jobs: start_job (a Task → its outcome), cancel_job").encode(),
+            ),
+            target=EndpointTarget(worker=EndpointTarget.Worker(namespace=target[0], task_queue=target[1])),
+        )
+    )
+    try:
+        await _retrying(
+            f"cannot create Nexus endpoint {name!r}", deadline, lambda: operator.create_nexus_endpoint(request)
+        )
+    except TemporalSetupError as err:
+        cause = err.__cause__
+        if isinstance(cause, RPCError) and cause.status == RPCStatusCode.ALREADY_EXISTS:
+            return False, None  # created concurrently by another process
+        return (
+            False,
+            f"{err} (create it by hand: `temporal operator nexus endpoint create --name {name} "
+            f"--target-namespace {target[0]} --target-task-queue {target[1]}`)",
+        )
+    log.info("temporal.nexus_endpoint_created", endpoint=name, namespace=target[0], task_queue=target[1])
+    return True, None
+
+
 async def prepare_namespace(
-    client: Client, *, retention: timedelta = timedelta(days=7), timeout_s: float = 60.0
+    client: Client,
+    *,
+    retention: timedelta = timedelta(days=7),
+    timeout_s: float = 60.0,
+    nexus_endpoint: str | None = None,
+    task_queue: str = "curaflow",
 ) -> SetupReport:
     """Make the client's namespace ready for curaflow (see the module doc).
 
@@ -240,6 +327,10 @@ async def prepare_namespace(
         client: connected to the namespace to prepare.
         retention: retention of a namespace this call registers.
         timeout_s: how long transient failures are waited out.
+        nexus_endpoint: also make sure the Nexus endpoint of that name targets this
+            namespace and ``task_queue`` (:func:`ensure_nexus_endpoint`; a problem with it
+            is a warning: jobs run without it). None: leave endpoints alone (workers).
+        task_queue: curaflow's main task queue.
 
     Raises:
         TemporalSetupError: with a message naming the namespace and what failed.
@@ -254,6 +345,14 @@ async def prepare_namespace(
         attributes=verified,
         retention=actual,
     )
+    if nexus_endpoint:
+        report.nexus_endpoint = nexus_endpoint
+        report.created_endpoint, problem = await ensure_nexus_endpoint(
+            client, nexus_endpoint, task_queue=task_queue, deadline=deadline
+        )
+        if problem is not None:
+            report.warnings.append(problem)
+            log.warning("temporal.nexus_endpoint", endpoint=nexus_endpoint, message=problem)
     if actual is not None and actual != retention:
         message = (
             f"namespace {client.namespace!r} keeps closed executions {_days(actual)}, not the configured "

@@ -6,10 +6,19 @@ an internal address, one answering 429 then 503 (``Retry-After`` as seconds, the
 date) before it accepts; a Telegram Bot API rate-limiting as a 429 and as a 400's text;
 a ``callback_url`` whose allowed host name resolves to 127.0.0.1; an endless image, a
 trickling image, an image URL answering JSON, an image URL on an internal service; a
-search page answering 500, 500, then an empty 200; a 50 MiB search page. The command
-checks each job's end against its case, the deadline, the hostile connections, the
-internal service, the workers' memory and the usual truth audit, and exits 1 when a
-check fails. Deselect with ``-m "not chaos"``.
+search page answering 500, 500, then an empty 200; a 50 MiB search page; decode bombs (a
+GIF of thousands of 1×1 frames on a large canvas, a few frames on a canvas near a page's
+bound, an ugoira whose later frames are huge) and unusable animations (a zip URL that is
+not one, no frames, a frame without a delay), each listed before a plain work, sizes and
+variants drawn from the run's seed; the classes of an unknown answer — a webhook receiver
+and a Telegram Bot API refusing with a 4xx status and words drawn from the run's seed, a
+receiver and a Discord webhook answering 429 without a delay and then an HTML 429
+(Cloudflare's 1015 page). The command checks each job's end against its case, the
+deadline, the hostile connections, the internal service, that every bomb and unusable
+animation was remembered unavailable within seconds of being served (the account's slot
+free, the plain work delivered in the same job), that no work was refused for good and no
+undeclared delay was retried within 5 s, the workers' memory and the usual truth audit,
+and exits 1 when a check fails. Deselect with ``-m "not chaos"``.
 """
 
 from __future__ import annotations
@@ -57,6 +66,16 @@ def test_hostile_parties_cost_only_their_own_attempt_and_are_blamed_right(tmp_pa
     assert checks["not_delivered_once"] == 0 and sum(edges["hook_requests"].values()) >= 3, r["edge_findings"]
     # the source's 500, 500, empty 200 was asked again, not taken as the end of results
     assert edges["source_faults"] == ["500", "500", "empty 200"] and edges["searches"]["source@30"] >= 4
+    # an unknown refusal is the route's: the job fails route_refused, no work is refused for good
+    assert checks["work_refused_for_good"] == 0, r["edge_findings"]
+    assert edges["refusals"] and {x["party"].split()[0] for x in edges["refusals"]} == {"hook", "telegram"}
+    # an undeclared delay is a backoff from 5 s: no party asked again sooner, each took the work once
+    assert checks["retried_too_soon"] == 0, r["edge_findings"]
+    assert edges["discord_posts"] == 1 and all(len(asked) == 3 for asked in edges["asked_ms"].values())
+    # every decode bomb and unusable animation is the work's: unavailable within seconds
+    # of being served, and the plain work after them delivered in the same job
+    assert checks["not_unavailable"] == 0 and checks["slot_held"] == 0, r["edge_findings"]
+    assert len(edges["unusable_works"]) == 6 and all(w["unavailable"] for w in edges["unusable_works"].values())
     assert checks["memory_unbounded"] == 0, edges["rss_mib"]
     for key in ("lost", "stuck", "cross_job_duplicates", "phantoms", "missing_at_route", "understated"):
         assert checks[key] == 0, (key, r["audit"]["examples"])

@@ -25,8 +25,9 @@ from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, R
 from curaflow.routes.caption import build_caption
 from curaflow.routes.registry import RouteContext, register_route
 
-#: Statuses of the service refusing the request itself (its token, its room): the route's.
-ROUTE_STATUSES = (401, 403, 404)
+#: The one answer by which the service blames the work itself (its content); every other
+#: refusal — its token, its room, a status never seen — is the route's.
+WORK_STATUSES = (422,)
 
 
 class ChatRouteConfig(RouteSettings):
@@ -68,8 +69,8 @@ class ChatRoute:
 
         Raises:
             RouteError: ``delivery_failed`` (retried; ambiguous once the request may
-                have left), ``route_refused`` (401, 403, 404), ``delivery_rejected``
-                (any other 4xx).
+                have left; a 429 rate-limited, without a stated delay), ``delivery_rejected``
+                (422: the work), ``route_refused`` (any other answer).
         """
         body = {
             "text": build_caption(request.work, 1000),
@@ -91,7 +92,7 @@ class ChatRoute:
             response = await self._out.request(
                 "POST", self._url, content=json.dumps(body).encode(), headers=headers, limits=self._limits
             )
-        except httpx.ConnectError as err:
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as err:
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"chat: {type(err).__name__}; not sent") from err
         except httpx.HTTPError as err:
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"chat: {type(err).__name__}", ambiguous=True) from err
@@ -99,11 +100,12 @@ class ChatRoute:
         if status in (200, 201):
             post = _post(response)
             return DeliveryReceipt(remote_id=post.get("id"), remote_status=str(status))
-        if status == 429 or status >= 500:
-            raise RouteError(TerminalReason.DELIVERY_FAILED, f"chat answered HTTP {status}")
-        if status in ROUTE_STATUSES:
-            raise RouteError(TerminalReason.ROUTE_REFUSED, f"chat answered HTTP {status}", permanent=True)
-        raise RouteError(TerminalReason.DELIVERY_REJECTED, f"chat answered HTTP {status}", permanent=True)
+        answer = f"HTTP {status}"
+        if status == 429 or 500 <= status < 600:
+            raise RouteError(TerminalReason.DELIVERY_FAILED, f"chat answered {answer}", rate_limited=status == 429)
+        if status in WORK_STATUSES:
+            raise RouteError(TerminalReason.DELIVERY_REJECTED, f"chat answered {answer}", permanent=True, answer=answer)
+        raise RouteError(TerminalReason.ROUTE_REFUSED, f"chat answered {answer}", permanent=True, answer=answer)
 
 
 def _post(response: httpx.Response) -> dict[str, Any]:

@@ -16,7 +16,10 @@ Scripted faults (:class:`DcReply`): ``429``, ``404``, ``500``, ``stall`` (the me
 created, the answer is held past the client's timeout), ``gateway_502`` /
 ``gateway_504`` (the message is created, then Cloudflare's HTML ``502 Bad Gateway`` /
 ``504 Gateway Time-out`` page comes back instead of Discord's answer), ``413`` (Discord's
-JSON 40005) and ``html_413`` (Cloudflare's HTML ``413 Request Entity Too Large`` page).
+JSON 40005) and ``html_413`` (Cloudflare's HTML ``413 Request Entity Too Large`` page);
+undeclared delays: ``429_no_delay`` (Discord's 429 body without ``retry_after`` and no
+``Retry-After``), ``429_global`` (``"global": true``, no delay) and ``html_429``
+(Cloudflare's "Error 1015 — You are being rate limited" page).
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ GATEWAY_PAGES = {
     "gateway_504": "<html><head><title>504 Gateway Time-out</title></head><body><center><h1>504 Gateway "
     "Time-out</h1></center><hr><center>cloudflare</center></body></html>",
 }
+#: Cloudflare's answer when it blocks the client's address for a while (error 1015).
+HTML_429 = (
+    "<!DOCTYPE html><html><head><title>Access denied | discord.com used Cloudflare to restrict access</title>"
+    "</head><body><h1>Error 1015</h1><h2>You are being rate limited</h2></body></html>"
+)
 HTML_413 = (
     "<html><head><title>413 Request Entity Too Large</title></head><body><center><h1>413 Request Entity "
     "Too Large</h1></center><hr><center>cloudflare</center></body></html>"
@@ -74,8 +82,9 @@ class DcRequest:
 
 @dataclass
 class DcReply:
-    """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``404``, ``500``, ``stall``,
-    ``gateway_502``, ``gateway_504``, ``413``, ``html_413``."""
+    """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``429_no_delay``, ``429_global``,
+    ``html_429``, ``404``, ``500``, ``stall``, ``gateway_502``, ``gateway_504``, ``413``,
+    ``html_413``."""
 
     kind: str = "ok"
     retry_after: float = 0.5
@@ -147,6 +156,12 @@ class FakeDiscord:
                     "X-RateLimit-Bucket": "fakebucket",
                 },
             )
+        if reply.kind in ("429_no_delay", "429_global"):
+            return JSONResponse(
+                {"message": "You are being rate limited.", "global": reply.kind == "429_global"}, status_code=429
+            )
+        if reply.kind == "html_429":
+            return HTMLResponse(HTML_429, status_code=429)
         if reply.kind == "404":
             return JSONResponse({"message": "Unknown Webhook", "code": 10015}, status_code=404)
         if reply.kind == "500":

@@ -84,6 +84,9 @@ class Faults(ReplayScript):
             ``x_restrict`` …) in every answer.
         image_sizes: per work id, or per page as ``"<id>_p<N>"``, the pixel size its
             images are rendered at (instead of a tenth of the recorded size).
+        ugoira: per work id, the ``/v1/ugoira/metadata`` answer (JSON, HTTP 200) served
+            for it instead of the replay's (with ``mutate`` ``{"type": "ugoira"}`` a
+            recorded work becomes an animation of any metadata).
         deep: a synthetic deep result set (:class:`DeepSet`) for one tag.
         deleted_works: ids no search lists any more (deleted since they were recorded).
         search_delay_s: delay before answering a search or ranking request, seconds.
@@ -107,6 +110,7 @@ class Faults(ReplayScript):
     restricted_works: set[str] = field(default_factory=set)
     mutate: dict[str, dict[str, Any]] = field(default_factory=dict)
     image_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    ugoira: dict[str, Any] = field(default_factory=dict)
     deep: DeepSet | None = None
     deleted_works: set[str] = field(default_factory=set)
     search_delay_s: float = 0.0
@@ -158,6 +162,8 @@ class Faults(ReplayScript):
             if fault is None and self.search_delay_s:
                 await asyncio.sleep(self.search_delay_s)
             return fault
+        if kind == "ugoira" and work_id in self.ugoira:
+            return JSONResponse(self.ugoira[work_id])
         if kind == "detail":
             if work_id in self.restricted_works:
                 return error(200, "", RESTRICTED)

@@ -8,6 +8,12 @@ answers like Telegram when one is broken (``PHOTO_INVALID_DIMENSIONS``, caption 
 long, album of the wrong size, mixed media …), recording each breach in
 :attr:`FakeTelegram.violations` so a test can assert none happened.
 
+Forum topics (``message_thread_id``): when :attr:`FakeTelegram.threads` is set, a thread
+not in it answers ``400 Bad Request: message thread not found`` and one in
+:attr:`FakeTelegram.closed_threads` ``400 Bad Request: TOPIC_CLOSED``. A request larger
+than :attr:`FakeTelegram.max_request_bytes` (the Bot API server's limit on one request)
+answers ``413 Request Entity Too Large`` before it is read.
+
 Scripted faults (:class:`TgReply`, consumed in order per method or ``"*"``): ``429``
 with ``retry_after``, ``chat_not_found``, ``blocked``, ``500``, ``migrate`` (the chat
 became a supergroup), ``photo_invalid`` and ``stall`` — the message **is posted**, then the answer is held
@@ -138,6 +144,9 @@ class FakeTelegram:
         self.token = token
         self.chats = chats if chats is not None else {"-1001234567890"}
         self.blocked = blocked or set()
+        self.threads: set[str] | None = None
+        self.closed_threads: set[str] = set()
+        self.max_request_bytes: int | None = None
         self.requests: list[TgRequest] = []
         self.messages: list[dict[str, Any]] = []
         self.violations: list[str] = []
@@ -235,6 +244,11 @@ class FakeTelegram:
     async def _handle(self, request: Request, token: str, method: str) -> Response:
         fields: dict[str, str] = {}
         files: dict[str, Upload] = {}
+        size = int(request.headers.get("content-length") or 0)
+        if self.max_request_bytes is not None and size > self.max_request_bytes:
+            entry = TgRequest(method=method, fields={}, files={}, at=time.time(), status=413, fault="too_large")
+            self.requests.append(entry)
+            return _fail(413, "Request Entity Too Large")
         if request.headers.get("content-type", "").startswith("multipart/form-data"):
             form = await request.form()
             for key, value in form.multi_items():
@@ -289,6 +303,11 @@ class FakeTelegram:
             return _fail(403, "Forbidden: bot was blocked by the user")
         if chat_id not in self.chats:
             return _fail(400, "Bad Request: chat not found")
+        thread = entry.fields.get("message_thread_id")
+        if thread is not None and thread in self.closed_threads:
+            return _fail(400, "Bad Request: TOPIC_CLOSED")
+        if thread is not None and self.threads is not None and thread not in self.threads:
+            return _fail(400, "Bad Request: message thread not found")
         problem = self._check(entry)
         if problem is not None:
             self._violation(f"{entry.method}: {problem[1]}")

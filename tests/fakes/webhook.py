@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,7 @@ class Received:
     headers: dict[str, str]
     body: bytes
     signature_ok: bool
+    at: float = field(default_factory=time.time)
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -56,7 +58,7 @@ class WebhookReceiver:
 
     Attributes:
         refuse_works: work ids this receiver refuses for good, on every path and every
-            time: ``400 {"error": "unsupported content"}`` (a receiver that cannot take
+            time: ``422 {"error": "unsupported content"}`` (a receiver that cannot take
             one work, e.g. its file type or content).
     """
 
@@ -107,7 +109,7 @@ class WebhookReceiver:
             if self.refuse_works:
                 with contextlib.suppress(ValueError, AttributeError):
                     if json.loads(body).get("work", {}).get("work_id") in self.refuse_works:
-                        return JSONResponse({"error": "unsupported content"}, status_code=400)
+                        return JSONResponse({"error": "unsupported content"}, status_code=422)
             queue = self.script.get("/" + path) or []
             reply = queue.pop(0) if queue else Reply()
             if reply.delay_s:

@@ -227,3 +227,25 @@ async def test_a_callback_name_resolving_to_loopback_is_refused(make_stack: Stac
         assert party.connections == []
     finally:
         await party.stop()
+
+
+async def test_a_callback_rate_limit_without_a_delay_backs_off_for_seconds(
+    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver
+) -> None:
+    # A 429 without Retry-After: the push waits the backoff of an unknown delay (5 s),
+    # not the retry policy's 100 ms first interval.
+    webhook.script["/slow-down"] = [Reply(429, {"error": "slow down"})]
+    config = callback_config(tmp_path)
+    config["api"]["callback_retry_max_interval_ms"] = 60_000
+    stack = make_stack(config)
+    await stack.start_worker()
+    http = await stack.start_api()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["callback_url"] = webhook.url + "/slow-down"
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    states = await wait_settled(stack, job_id, timeout_s=90)
+    assert all(s["status"] == "delivered" for s in states)
+    first, second = webhook.at("/slow-down")[:2]
+    assert first.headers["idempotency-key"] == second.headers["idempotency-key"]
+    assert second.at - first.at >= 4.5  # the backoff's first step, never the policy's 0.1 s

@@ -183,6 +183,11 @@ REFUSALS: list[tuple[str, Any, int, str, dict[str, Any]]] = [
      {"reason": "callback_host_not_allowed"}),
     ("callback http port", {"callback_url": "http://hooks.example.org:443/x"}, 400, "invalid_params",
      {"reason": "callback_host_not_allowed"}),
+    # a host the outbound layer (httpx) cannot parse is a bad URL, never a 500
+    ("callback octal host", {"callback_url": "http://0177.0.0.2:1/"}, 400, "invalid_params",
+     {"field": "callback_url"}),
+    ("callback host 256", {"callback_url": "http://256.0.0.1/x"}, 400, "invalid_params", {"field": "callback_url"}),
+    ("callback ipv6", {"callback_url": "http://[::1/x"}, 400, "invalid_params", {"field": "callback_url"}),
     ("deadline small", {"deadline_ms": 999}, 400, "invalid_params", {"field": "deadline_ms"}),
     ("deadline type", {"deadline_ms": "5000"}, 400, "invalid_params", {"field": "deadline_ms"}),
     ("deadline huge", {"deadline_ms": 10**20}, 400, "invalid_params", {"field": "deadline_ms"}),

@@ -90,3 +90,58 @@ async def test_schedules_trigger_prints_the_job_id(
     finally:
         with contextlib.suppress(Exception):
             await client.get_schedule_handle(plan_id).delete()  # type: ignore[attr-defined]
+
+
+# ---- every command that connects to Temporal: one clear line when it cannot ---------------
+
+#: Each command that connects to Temporal, with what it needs to get that far.
+TEMPORAL_COMMANDS = {
+    "upgrade-check": ["upgrade-check"],
+    "schedules-list": ["schedules", "list"],
+    "temporal-setup": ["temporal-setup", "--timeout", "2"],
+    "run": ["run", "--timeout", "5"],
+}
+
+
+def temporal_problem(problem: str, temporal_address: str) -> dict[str, str]:
+    """The environment of a Temporal that cannot serve: unreachable, a namespace that does
+    not exist, TLS asked of a plain server."""
+    from curaflow.devstack.temporal import free_port
+
+    if problem == "unreachable":
+        return {"TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}
+    if problem == "unknown-namespace":
+        return {"TEMPORAL_ADDRESS": temporal_address, "TEMPORAL_NAMESPACE": f"no-such-namespace-{short_id()}"}
+    return {"TEMPORAL_ADDRESS": temporal_address, "TEMPORAL_TLS": "true"}
+
+
+@pytest.mark.parametrize("problem", ["unreachable", "unknown-namespace", "tls-against-plain"])
+@pytest.mark.parametrize("command", list(TEMPORAL_COMMANDS))
+def test_a_command_that_cannot_use_temporal_says_so_in_one_line(
+    tmp_path: Path, temporal_address: str, database_url: str, command: str, problem: str
+) -> None:
+    if command == "temporal-setup" and problem == "unknown-namespace":
+        pytest.skip("temporal-setup registers a namespace that does not exist: that is its job")
+    import tomli_w
+
+    config = tmp_path / "curaflow.toml"
+    config.write_text(
+        tomli_w.dumps(
+            {
+                "state_dir": str(tmp_path / "state"),
+                "routes": {"out": {"kind": "directory", "path": str(tmp_path / "out")}},
+                "targets": [{"id": "demo", "query": {"tags": ["x"]}, "routes": ["out"]}],
+            }
+        )
+    )
+    env = clean_env(
+        CURAFLOW_CONFIG=str(config), DATABASE_URL=database_url, **temporal_problem(problem, temporal_address)
+    )
+    result = curaflow(*TEMPORAL_COMMANDS[command], cwd=tmp_path, env=env)
+
+    assert result.returncode in (1, 2), (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    # the last line says what is wrong with Temporal, whole (``run`` names its source first)
+    assert "Temporal" in lines[-1] and lines[-1].rstrip().endswith((")", ".", "))")), lines
+    assert [line for line in lines if "Temporal" in line] == [lines[-1]], result.stderr

@@ -71,7 +71,7 @@ async def env(
             "budgets": {"heartbeat_interval_ms": 30_000},
             "delivery": {"max_attempts": 1000},
             "routes": {
-                web: {"kind": "webhook", "url": hook.url + "/hook", "secret": whsec()},
+                web: {"kind": "webhook", "url": hook.url + "/hook", "secret": whsec(), "timeout_ms": 8000},
                 broken: {"kind": "directory", "path": str(blocker / "out")},
             },
             "targets": [
@@ -267,16 +267,18 @@ async def test_a_terminated_run_converges_at_once_with_its_own_reason(env: Env) 
 
 @pytest.mark.parametrize(
     ("answer_after_s", "landed"),
-    [(0.3, "delivered"), (4.0, "unknown")],
-    ids=["answer-within-the-cancel-grace", "answer-after-the-send-was-cut"],
+    [(0.3, "delivered"), (4.0, "delivered"), (12.0, "unknown")],
+    ids=["answer-at-once", "answer-after-the-cancel-grace", "no-answer-within-the-route-timeout"],
 )
 async def test_a_terminate_while_a_send_is_out_waits_for_it_and_reports_what_landed(
     env: Env, answer_after_s: float, landed: str
 ) -> None:
     """The reconciler closes a terminated job only when no attempt of it can still land:
-    a send answered within the cancel grace is reported delivered; one still hanging is
-    cut (``activities.deliver.CANCEL_GRACE_S``) and reported unknown. Either way the
-    outcome record, the terminal event and GET tell the same story, for good."""
+    a send already out when the execution is terminated finishes within its route's own
+    time limit (nothing waits for the attempt but the reconciler, so it is not cut after
+    the cancel grace) and is reported delivered; one the route's time limit ends (8 s
+    here) is reported unknown. Either way the outcome record, the terminal event and GET
+    tell the same story, for good."""
     from tests.fakes.webhook import Reply
 
     env.hook.script["/hook"] = [Reply(delay_s=answer_after_s)]

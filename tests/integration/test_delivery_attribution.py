@@ -14,7 +14,7 @@ from tests.conftest import StackFactory
 from tests.fakes.discord import FakeDiscord
 from tests.fakes.telegram import FakeTelegram, TgReply
 from tests.integration.test_delivery_jobs import names, routes_stack, run_job
-from tests.jobs_support import ReplayServer, discord_route, intents, ordered, telegram_route
+from tests.jobs_support import ReplayServer, curaflow, discord_route, intents, ordered, telegram_route
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -26,12 +26,18 @@ def pages_in_chat(fake: FakeTelegram) -> list[str]:
     return [(m.get("photo") or [m.get("document")])[0]["file_unique_id"] for m in fake.messages]
 
 
-async def refusals(stack: Any) -> int:
-    """Refusals remembered for this stack's routes (the ledger is shared by the session:
-    an earlier test's routes may have refused works for good)."""
+async def refusals(stack: Any, *, held: bool = False) -> int:
+    """Refusals for good (or, with ``held``, holds) remembered for this stack's routes (the
+    ledger is shared by the session: an earlier test's routes may have refused works)."""
     pool = await stack.ledger()
     routes = list(stack.settings.routes)
-    return int(await pool.fetchval("SELECT count(*) FROM route_refusals WHERE route = ANY($1::text[])", routes))
+    return int(
+        await pool.fetchval(
+            "SELECT count(*) FROM route_refusals WHERE route = ANY($1::text[]) AND (until IS NOT NULL) = $2",
+            routes,
+            held,
+        )
+    )
 
 
 async def test_a_receivers_size_limit_never_consumes_the_work(
@@ -49,9 +55,12 @@ async def test_a_receivers_size_limit_never_consumes_the_work(
     assert (cell.state, cell.reason) == ("failed", "route_refused")
     assert record.business_status == "failed"  # alertable: someone must fix the route
     assert await refusals(stack) == 0  # the work is not refused for good
+    assert await refusals(stack, held=True) == 1  # only held back from the route for a while
     assert (await intents(await stack.ledger(), record.job_id))[dc]["status"] == "failed"
 
-    discord.max_request_bytes = 10 * 1024 * 1024  # the route is fixed: the same work goes
+    discord.max_request_bytes = 10 * 1024 * 1024  # the route is fixed and resumed: the same work goes
+    resumed = await curaflow("routes", "resume", dc, stack=stack)
+    assert resumed.returncode == 0, resumed.stderr
     again = await run_job(stack, ["ゆずソフト"])
     assert (again.cells[0].state, again.cells[0].work_id) == ("submitted", work_id)
 

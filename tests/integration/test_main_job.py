@@ -111,7 +111,7 @@ async def test_tag_without_recorded_works_ends_no_candidate(make_stack: StackFac
     assert not (tmp_path / "delivered").exists()
 
 
-async def test_webhook_400_fails_the_cell_after_one_attempt(
+async def test_webhook_400_fails_the_cell_after_one_attempt_and_never_refuses_the_work(
     make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver
 ) -> None:
     hook = f"hook-{short_id()}"
@@ -126,7 +126,8 @@ async def test_webhook_400_fails_the_cell_after_one_attempt(
     record = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["オリジナル"]})))
 
     assert record.cells[0].state == "failed"
-    assert record.cells[0].reason == "delivery_rejected"
+    # a bare 400 names no work: the route's (its receiver must be fixed), not the work's
+    assert record.cells[0].reason == "route_refused"
     assert len(webhook.at("/reject")) == 1
     assert record.business_status == "failed"
     assert [d.status for d in record.cells[0].deliveries] == ["failed"]

@@ -115,17 +115,34 @@ async def test_an_attribute_of_the_wrong_type_is_refused_loudly(
 def test_the_setup_command_prepares_a_namespace_and_is_idempotent(temporal_address: str, tmp_path: Path) -> None:
     namespace = f"curaflow-{short_id()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_"))}
-    env.update(TEMPORAL_ADDRESS=temporal_address, TEMPORAL_NAMESPACE=namespace)
+    endpoint, queue = f"jobs-{short_id()}", f"q-{short_id()}"
+    env.update(
+        TEMPORAL_ADDRESS=temporal_address,
+        TEMPORAL_NAMESPACE=namespace,
+        CURAFLOW_TEMPORAL__NEXUS_ENDPOINT=endpoint,
+        CURAFLOW_TEMPORAL__TASK_QUEUE=queue,
+    )
     exe = str(Path(sys.executable).parent / "curaflow")
-    runs = [
-        subprocess.run([exe, "temporal-setup"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-        for _ in range(2)
-    ]
+
+    def setup(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [exe, "temporal-setup"], env={**env, **extra}, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+
+    runs = [setup() for _ in range(2)]
     assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
     assert f"namespace {namespace}: registered" in runs[0].stdout
     assert "search attribute JobStatus (Keyword): added" in runs[0].stdout
+    assert f"Nexus endpoint {endpoint} → task queue {queue}: created" in runs[0].stdout
     assert f"namespace {namespace}: exists" in runs[1].stdout
     assert "search attribute TargetIds (KeywordList): ok" in runs[1].stdout
+    assert f"Nexus endpoint {endpoint} → task queue {queue}: exists" in runs[1].stdout
+    # The endpoint is never changed: another task queue is a warning naming the fix.
+    elsewhere = setup(CURAFLOW_TEMPORAL__TASK_QUEUE="another-queue")
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert f"Nexus endpoint '{endpoint}' targets namespace '{namespace}' task queue '{queue}'" in " ".join(
+        elsewhere.stderr.split()
+    )
 
 
 async def test_a_retention_other_than_the_namespaces_is_a_warning_never_a_change(

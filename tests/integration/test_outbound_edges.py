@@ -328,3 +328,48 @@ async def test_a_work_whose_page_points_at_an_internal_service_is_skipped_and_ne
         assert report is not None and report.reasons.get("unavailable") == 1
     finally:
         await internal.stop()
+
+
+# ---- a TLS handshake that never completes: nothing was sent -------------------------------------
+
+
+async def released_or_unknown(stack: Any, job_id: str, route: str) -> str:
+    pool = await stack.ledger()
+    status = await pool.fetchval(
+        "SELECT status FROM delivery_intents WHERE job_id = $1 AND route = $2 ORDER BY id DESC LIMIT 1", job_id, route
+    )
+    return str(status)
+
+
+async def _opened(party: HostileParty) -> bool | None:
+    return True if party.connections else None
+
+
+@pytest.mark.parametrize("stop", ["cancel", "deadline"])
+async def test_a_tls_handshake_that_never_completes_sends_nothing_and_is_never_unknown(
+    make_stack: StackFactory, replay: ReplayServer, party: HostileParty, stop: str
+) -> None:
+    # The receiver accepts the connection and never answers the TLS ClientHello: no byte
+    # of the request ever left, so a cancel (or the deadline) that cuts the attempt finds
+    # nothing ambiguous — the work is released, not reported unknown (and not blocked).
+    party.default = Behaviour("hang")
+    hook = f"webhook-{short_id()}"
+    route = {"kind": "webhook", "url": f"https://127.0.0.1:{party.port}/hook", "secret": whsec(), "timeout_ms": 100_000}
+    stack = routes_stack(make_stack, replay, {hook: route})
+    await stack.start_worker()
+    http = await stack.start_api()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    if stop == "deadline":
+        body["deadline_ms"] = 8_000
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+    await eventually(lambda: _opened(party), timeout_s=30, interval_s=0.05, what="the connection is open")
+
+    if stop == "cancel":
+        await http.post(f"/jobs/{job_id}/cancel")
+    job = await terminal_job(http, job_id, timeout_s=40)
+    assert job["status"] == ("cancelled" if stop == "cancel" else "expired"), job
+    await all_closed(party, within_s=5)
+    assert all(not c.request_line.startswith(("POST", "GET")) for c in party.connections)  # nothing was sent
+    assert await released_or_unknown(stack, job_id, hook) == "released"
+    deliveries = [d for cell in job.get("cells", []) for d in cell.get("deliveries", [])]
+    assert all(d.get("status") != "unknown" for d in deliveries), deliveries

@@ -266,11 +266,16 @@ async def test_a_real_429_after_a_partial_album_never_reposts_what_is_in_the_cha
 def test_a_telegram_rate_limit_is_recognised_wherever_it_is_written(
     status: int, body: dict[str, Any], headers: dict[str, str], delay: float
 ) -> None:
-    response = httpx.Response(status, json=body, headers=headers)
-    err = TelegramRoute._classify(
-        int(body["error_code"]), body["description"], body.get("parameters") or {}, response, photo=False
+    from curaflow.routes.telegram import classify
+
+    err = classify(
+        int(body["error_code"]),
+        body["description"],
+        body.get("parameters") or {},
+        headers.get("retry-after"),
+        photo=False,
     )
-    assert err is not None and not err.permanent and err.retry_after_s == delay
+    assert err is not None and not err.permanent and err.retry_after_s == delay and err.rate_limited
     assert owner_of(err.reason) == Owner.ROUTE
 
 

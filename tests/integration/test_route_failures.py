@@ -113,7 +113,7 @@ async def test_a_refused_work_is_not_offered_to_that_route_again(
     make_stack: StackFactory, replay: ReplayServer, webhook: WebhookReceiver
 ) -> None:
     w1, w2, w3 = ordered("オリジナル")[:3]
-    webhook.refuse_works = {w1}  # 400 for this one work, every time
+    webhook.refuse_works = {w1}  # 422 for this one work, every time
     _, hook = names()
     stack = routes_stack(make_stack, replay, {hook: webhook_route(webhook)})
     await stack.start_worker()
@@ -131,7 +131,7 @@ async def test_a_refused_work_is_not_offered_to_that_route_again(
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)
     assert [(r["route"], r["work_id"], r["reason"]) for r in rows] == [(hook, w1, "delivery_rejected")]
-    assert "400" in rows[0]["error"]
+    assert "422" in rows[0]["error"]
     webhook.refuse_works = set()
     cleared = await curaflow("refusals", "clear", hook, w1, stack=stack)
     assert cleared.returncode == 0, cleared.stderr

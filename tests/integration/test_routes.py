@@ -314,7 +314,9 @@ def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str) -> 
         (Reply(200, {"status": "failed"}), "rejected"),
         (Reply(200, {"status": "rejected"}), "rejected"),
         (Reply(202, {"status": "queued"}), "retry"),
-        (Reply(400, {"error": "bad"}), "rejected"),
+        (Reply(422, {"error": "bad content"}), "rejected"),
+        (Reply(415, {"error": "unsupported type"}), "rejected"),
+        (Reply(400, {"error": "bad"}), "refused"),  # a bare 400 names no work: the route's
         (Reply(404, None), "refused"),
         (Reply(413, None), "refused"),
         # A redirect names another destination: the receiver's address is wrong (the

@@ -431,8 +431,13 @@ async def test_start_job_of_an_http_job_compares_params_and_a_cancelled_job_stay
     with pytest.raises(ProtocolError) as cancelled:
         await start_job(env.client, task(key, query={"tags": ["風景"]}), task_queue=env.stack.task_queue)
     assert cancelled.value.code == "idempotency_conflict"
+    runs = await executions(env, job_id)
     replayed = await start_job(env.client, body, task_queue=env.stack.task_queue)
-    assert JobState.model_validate(await replayed.result()).status == "cancelled"
+    # The handle of the job's own (Canceled) execution: result() raises, the query answers.
+    with pytest.raises(WorkflowFailureError):
+        await replayed.result()
+    assert (await replayed.query(JobWorkflow.status)).status == "cancelled"
+    assert await executions(env, job_id) == runs == 1
 
 
 async def closed_or_open(env: Env, job_id: str) -> None:
@@ -452,23 +457,33 @@ async def test_the_cli_update_with_start_is_idempotent_and_refuses_another_task(
     same = json.dumps(task(key).model_dump(mode="json", exclude_none=True))
     other = json.dumps(task(key, query={"tags": ["風景"]}).model_dump(mode="json", exclude_none=True))
 
-    def update_with_start(body: str) -> subprocess.CompletedProcess[str]:
+    def update_with_start(body: str, *reuse: str) -> subprocess.CompletedProcess[str]:
         return cli(
             env, "execute-update-with-start", "--update-name", "admission", "--update-input", body,
             "--workflow-id", job_id, "--type", "JobWorkflow", "--task-queue", env.stack.task_queue,
-            "--id-conflict-policy", "UseExisting", "--input", body, "--output", "json",
+            "--id-conflict-policy", "UseExisting", *reuse, "--input", body, "--output", "json",
         )  # fmt: skip
 
-    first = await asyncio.to_thread(update_with_start, same)
+    documented = ("--id-reuse-policy", "RejectDuplicate")
+    first = await asyncio.to_thread(update_with_start, same, *documented)
     assert first.returncode == 0, first.stderr
-    refused = await asyncio.to_thread(update_with_start, other)
+    refused = await asyncio.to_thread(update_with_start, other, *documented)
     assert refused.returncode != 0 and "idempotency" in (refused.stdout + refused.stderr)
     await env.stack.wait_terminal(job_id)
     await closed_status(env.client, job_id)
-    again = await asyncio.to_thread(update_with_start, same)
-    assert again.returncode == 0, again.stderr
+    again = await asyncio.to_thread(update_with_start, same, *documented)
+    assert again.returncode != 0 and "already finished" in (again.stdout + again.stderr)
+    assert await executions(env, job_id) == 1
+    # Without the documented policy (Temporal's default, AllowDuplicate) Temporal adds a run:
+    # it only reports the job — the same Task answers with it, another is refused — and
+    # publishes no JobStatus, so the job is still listed once, by its own run.
+    raw = await asyncio.to_thread(update_with_start, same)
+    assert raw.returncode == 0, raw.stderr
+    assert '"succeeded"' in raw.stdout, raw.stdout
     refused = await asyncio.to_thread(update_with_start, other)
     assert refused.returncode != 0 and "idempotency" in (refused.stdout + refused.stderr)
+    listed = [w async for w in env.client.list_workflows(f'WorkflowId = "{job_id}" AND JobStatus = "succeeded"')]
+    assert len(listed) == 1
 
 
 # ---- what Temporal shows follows the ledger ----------------------------------------------

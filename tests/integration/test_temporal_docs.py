@@ -97,15 +97,18 @@ async def env(
 
 
 def test_the_page_has_the_commands_this_test_runs() -> None:
-    assert len(blocks("python")) == 1
-    starts, console = (commands(b) for b in blocks("bash"))
-    assert [c.split()[2] for c in starts] == ["execute-update-with-start", "result"]
+    python = blocks("python")
+    assert len(python) == 3 and "start_job" in python[0]
+    assert "run_job" in python[1] and "create_nexus_client" in python[2]  # the examples' shapes (examples/)
+    starts, nexus, console = (commands(b) for b in blocks("bash"))
+    assert [c.split()[2] for c in starts] == ["execute-update-with-start", "result", "query"]
+    assert [c.split()[1:4] for c in nexus] == [["operator", "nexus", "endpoint"]]
     assert [c.split()[2] for c in console] == ["query", "list", "signal", "cancel", "list"]
 
 
 async def test_the_python_start_runs_a_job_and_prints_its_live_and_final_state(env: Env) -> None:
     key = f"doc-py-{short_id()}"
-    [code] = blocks("python")
+    code = blocks("python")[0]
     result = await asyncio.to_thread(
         subprocess.run,
         [sys.executable, "-c", env.localise(code, key)],
@@ -124,27 +127,53 @@ async def test_the_python_start_runs_a_job_and_prints_its_live_and_final_state(e
 
 async def test_the_cli_update_with_start_and_result_commands_run_a_job(env: Env) -> None:
     key = f"doc-cli-{short_id()}"
-    start, result = (env.localise(c, key) for c in commands(blocks("bash")[0]))
+    start, result, answer = (env.localise(c, key) for c in commands(blocks("bash")[0]))
     started = await asyncio.to_thread(env.run, start)
     assert started.returncode == 0, started.stderr
     finished = await asyncio.to_thread(env.run, result)
     assert finished.returncode == 0, finished.stderr
     assert '"succeeded"' in finished.stdout or "succeeded" in finished.stdout, finished.stdout
-    # The same command again answers with the same job; other params are refused.
+    # Once the job ended, Temporal refuses any start under its id; the job answers the Task.
     again = await asyncio.to_thread(env.run, start)
-    assert again.returncode == 0, again.stderr
-    other = start.replace('"params":{"target_id":"demo"}', '"params":{"target_id":"demo","query":{"tags":["風景"]}}')
-    refused = await asyncio.to_thread(env.run, other)
-    assert refused.returncode != 0 and "idempotency" in refused.stdout + refused.stderr
+    assert again.returncode != 0 and "already finished" in again.stdout + again.stderr
+    answered = await asyncio.to_thread(env.run, answer)
+    assert answered.returncode == 0, answered.stderr
+    assert '"state"' in answered.stdout and '"succeeded"' in answered.stdout, answered.stdout
+    other = answer.replace('"params":{"target_id":"demo"}', '"params":{"target_id":"demo","query":{"tags":["風景"]}}')
+    conflict = await asyncio.to_thread(env.run, other)
+    assert conflict.returncode == 0 and "idempotency_conflict" in conflict.stdout, conflict.stdout
+    runs = [w async for w in env.client.list_workflows(f'WorkflowId = "demo@manual-{key}"')]
+    assert len(runs) == 1  # nothing added a run
     job = (await env.http.get(f"/jobs/demo@manual-{key}")).json()
     assert job["status"] == "succeeded"
+
+
+async def test_the_nexus_endpoint_command_creates_an_endpoint_to_curaflows_queue(env: Env) -> None:
+    from temporalio.api.operatorservice.v1 import DeleteNexusEndpointRequest, ListNexusEndpointsRequest
+
+    name = f"doc-endpoint-{short_id()}"
+    [command] = [
+        env.localise(c, "unused")
+        .replace("--name curaflow-jobs", f"--name {name}")
+        .replace("--target-task-queue curaflow", f"--target-task-queue {env.stack.task_queue}")
+        for c in commands(blocks("bash")[1])
+    ]
+    created = await asyncio.to_thread(env.run, command)
+    assert created.returncode == 0, created.stderr
+    listed = await env.client.operator_service.list_nexus_endpoints(ListNexusEndpointsRequest(name=name))
+    [endpoint] = listed.endpoints
+    target = endpoint.spec.target.worker
+    assert (target.namespace, target.task_queue) == ("default", env.stack.task_queue)
+    await env.client.operator_service.delete_nexus_endpoint(
+        DeleteNexusEndpointRequest(id=endpoint.id, version=endpoint.version)
+    )
 
 
 async def test_the_console_commands_query_list_and_cancel_running_jobs(env: Env) -> None:
     env.replay.faults.slow_images_s = 8.0  # keeps each job fetching while its commands run
     try:
         key = await running_job(env)
-        for command in commands(blocks("bash")[1]):
+        for command in commands(blocks("bash")[2]):
             job_id = f"demo@manual-{key}"
             answer = await asyncio.to_thread(env.run, env.localise(command, key))
             assert answer.returncode == 0, (command, answer.stderr)

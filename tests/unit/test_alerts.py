@@ -114,6 +114,15 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "labels": {"severity": "warning", "route": "hook"},
         "silent_at": "2m",
     },
+    "CuraflowRoutePaused": {
+        "series": [
+            ('curaflow_route_pauses_total{route="tg",kind="telegram",instance="w1"}', "0x3 1x10"),
+            ('curaflow_route_pauses_total{route="hook",kind="webhook",instance="w1"}', "0x13"),
+        ],
+        "at": "6m",
+        "labels": {"severity": "page", "route": "tg"},
+        "silent_at": "2m",
+    },
 }
 
 
@@ -156,6 +165,12 @@ FIRST_FAILURE: dict[str, dict[str, Any]] = {
         ],
         "at": "6m",
         "labels": {"severity": "warning", "route": "tg"},
+        "silent_at": "2m",
+    },
+    "CuraflowRoutePaused": {
+        "series": [('curaflow_route_pauses_total{route="dc",kind="discord",instance="w2"}', "_x3 1x10")],
+        "at": "6m",
+        "labels": {"severity": "page", "route": "dc"},
         "silent_at": "2m",
     },
 }
@@ -299,7 +314,7 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
     from curaflow.observability import metrics
 
     registry = CollectorRegistry()
-    for counter in (metrics.JOBS_TERMINAL, metrics.CELLS_TERMINAL, metrics.DELIVERY_RESULTS):
+    for counter in (metrics.JOBS_TERMINAL, metrics.CELLS_TERMINAL, metrics.DELIVERY_RESULTS, metrics.ROUTE_PAUSES):
         registry.register(counter)
     before = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
@@ -320,6 +335,7 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
         ("curaflow_cells_terminal_total", {"state": "failed", "reason": "account_restricted"}),
         ("curaflow_delivery_results_total", {"route": "tg", "kind": "telegram", "result": "rejected"}),
         ("curaflow_delivery_results_total", {"route": "hook", "kind": "webhook", "result": "unknown"}),
+        ("curaflow_route_pauses_total", {"route": "tg", "kind": "telegram"}),
     ]
     for name, labels in expected:
         key = (name, tuple(sorted(labels.items())))

@@ -90,3 +90,44 @@ def test_packed_chunks_respect_count_and_bytes() -> None:
     assert packed_chunks([1] * 12, 10, 100) == [list(range(10)), [10, 11]]
     assert packed_chunks([60, 50, 40, 10], 10, 100) == [[0], [1, 2, 3]]
     assert packed_chunks([], 10, 100) == []
+
+
+# ---- source text never steers how a caption is shown ------------------------------------------
+
+HOSTILE_TITLE = "**bold** __u__ ||spoiler|| [click](https://evil.example) <@&1> # head \u202egnp.exe"
+
+
+def test_bidi_controls_never_reach_a_caption_on_any_route() -> None:
+    bidi = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+    w = work(title=f"left{bidi}right", tags=[f"t{bidi}ag"])
+    w.author = "\u202eartist"
+    for measure in (len, utf16_len):
+        caption = build_caption(w, 1024, measure=measure)
+        assert not any(ch in caption for ch in bidi), caption
+        assert caption.split("\n")[:2] == ["leftright", "by artist"]
+
+
+def test_a_discord_caption_shows_markdown_as_written() -> None:
+    import re
+
+    from curaflow.routes.caption import escape_markdown
+
+    caption = build_caption(work(title=HOSTILE_TITLE, tags=["a_b_c"]), 2000, escape=escape_markdown)
+    title, _author, url, tags = caption.split("\n")
+    # every Markdown character of the source text is escaped: nothing formats, links or mentions
+    assert re.search(r"(?<!\\)[*_~`|\[\]()<>#:]", title.replace("\\\\", "")) is None, title
+    assert "\u202e" not in title
+    assert title.replace("\\", "") == HOSTILE_TITLE.replace("\u202e", "")  # shown as written
+    assert url == "https://www.pixiv.net/artworks/126839080"  # curaflow's own line: a live link
+    assert tags == r"\#a\_b\_c"
+
+
+def test_escaping_counts_against_the_limit() -> None:
+    from curaflow.routes.caption import escape_markdown
+
+    for limit in (60, 80, 100, 2000):
+        caption = build_caption(work(title="*" * 500), limit, escape=escape_markdown)
+        assert len(caption) <= limit
+        head = caption.split("\n")[0]
+        assert head.endswith("…") or limit == 2000
+        assert head.rstrip("…") == "\\*" * (len(head.rstrip("…")) // 2)  # never a lone, unescaped star

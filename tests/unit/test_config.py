@@ -181,3 +181,19 @@ def test_the_former_fallback_key_is_still_read(tmp_path: Path) -> None:
     assert load_settings(path).max_fallback_passes == 5
     path.write_text("max_fallback_passes = 2\n")
     assert load_settings(path).max_fallback_passes == 2
+
+
+@pytest.mark.parametrize("token", ["  tok-123\n", "\ttok-123 ", "tok-123\r\n", "\ufefftok-123"])
+def test_a_refresh_token_is_used_without_the_whitespace_around_it(monkeypatch: pytest.MonkeyPatch, token: str) -> None:
+    # a token pasted with a newline was sent verbatim and blamed on the account (invalid_grant)
+    monkeypatch.setenv("PIXIV_REFRESH_TOKEN", token)
+    settings = load_settings(pixiv={"accounts": {"second": {"refresh_token": token}}, "refresh_token": token})
+    for name, config in settings.source_configs().items():
+        assert config.refresh_token is not None, name
+        assert config.refresh_token.get_secret_value() == "tok-123", name  # type: ignore[attr-defined]
+    assert settings.pixiv.refresh_token is not None and settings.pixiv.refresh_token.get_secret_value() == "tok-123"
+
+
+def test_a_refresh_token_with_whitespace_inside_is_refused_naming_the_setting() -> None:
+    with pytest.raises(ConfigError, match=r"pixiv\.accounts\.second\.refresh_token"):
+        load_settings(pixiv={"accounts": {"second": {"refresh_token": "tok 123"}}})

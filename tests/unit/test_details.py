@@ -75,3 +75,12 @@ def test_details_stay_within_the_limit() -> None:
         update={"cells": [c.model_copy(update={"target_id": f"t{i}"}) for i in range(400) for c in state().cells[:1]]}
     )
     assert len(render_details(INP, many)) <= DETAILS_LIMIT
+
+
+def test_an_open_jobs_details_say_where_its_outcome_is_read_if_the_execution_is_closed() -> None:
+    """A terminated or timed-out execution runs no code: its details stay as they were, so
+    they say where the job's outcome is (the ledger) while the job is open, never after."""
+    live = render_details(INP, state().model_copy(update={"business_status": None, "status": "running"}))
+    assert f"curaflow status {INP.job_id}" in live and "Terminated or timed out" in live
+    final = render_details(INP, state())
+    assert "curaflow status" not in final

@@ -55,3 +55,44 @@ def test_the_first_usable_delay_wins() -> None:
     assert first_retry_after(None, "10", default=1.0) == 10.0
     assert first_retry_after("garbage", None, default=1.0) == 1.0
     assert first_retry_after(0, "4", default=1.0) == 4.0  # 0 counts as absent, as the routes always did
+
+
+# ---- an unknown or absent delay is a backoff, never a constant --------------------------------
+
+
+def test_a_stated_delay_is_waited_exactly() -> None:
+    from curaflow.domain.ratelimit import retry_delay_ms
+
+    assert retry_delay_ms(1, 8_000) == 8_000
+    assert retry_delay_ms(7, 250.4) == 251  # whatever the step
+    assert retry_delay_ms(3, 2_500) == 2_500
+
+
+@pytest.mark.parametrize("stated", [None, 0, -1.0, float("nan"), float("inf")])
+def test_a_missing_delay_backs_off_from_several_seconds(stated: float | None) -> None:
+    from curaflow.domain.ratelimit import UNSTATED_BASE_MS, retry_delay_ms
+
+    delays = [retry_delay_ms(step, stated) for step in range(1, 10)]
+    assert delays[0] == UNSTATED_BASE_MS >= 5_000  # several seconds, never one
+    assert delays[:4] == [5_000, 10_000, 20_000, 40_000]  # doubling
+    assert max(delays) == 900_000 == delays[-1]  # capped at 15 min
+
+
+def test_a_delay_of_an_unknown_shape_is_no_delay() -> None:
+    assert parse_retry_after({"seconds": 3}) is None  # type: ignore[arg-type]
+    assert parse_retry_after([3]) is None  # type: ignore[arg-type]
+    assert first_retry_after({"x": 1}, "junk", None) is None  # no invented default
+
+
+def test_a_route_failure_carries_the_delay_it_was_given() -> None:
+    from datetime import timedelta
+
+    from activities.errors import route_failure
+    from curaflow.domain.reasons import TerminalReason
+    from curaflow.routes.base import RouteError
+
+    limited = RouteError(TerminalReason.DELIVERY_FAILED, "429", rate_limited=True)
+    assert route_failure(limited, 5_000).next_retry_delay == timedelta(seconds=5)
+    assert route_failure(limited).next_retry_delay is None  # Temporal's own backoff, never 1 s
+    stated = RouteError(TerminalReason.DELIVERY_FAILED, "503", retry_after_s=3.0)
+    assert route_failure(stated).next_retry_delay == timedelta(seconds=3)

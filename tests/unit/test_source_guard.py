@@ -19,7 +19,7 @@ from curaflow.domain.messages import RouteRef, TargetSpec
 from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.reasons import REASONS, Owner, TerminalReason
 from curaflow.sources.base import ScanRequest, ScanState, SourcePolicy
-from curaflow.sources.errors import SourceError, WorkUnavailable
+from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.guard import GuardedSource, guarded
 from curaflow.sources.paging import SourcePage, scan_pages
 
@@ -251,3 +251,33 @@ async def test_a_sources_own_translation_of_its_body_failure_is_kept(tmp_path: P
 
     with pytest.raises(WorkUnavailable, match="source's cap"):
         await ArtifactStore(tmp_path).fetch(guard(Translating(chunks=capped)), still_work(), "job", "t")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://source.test/" + "a" * 100_000 + "_p0.png",
+        "http://source.test/img/../../secret_p0.png",
+        "http://source.test/img/%2e%2e/secret_p0.png",
+        "http://source.test/w1 p0.png",
+        "w1_p0.png",
+        "",
+    ],
+    ids=["100000-chars", "dot-segments", "encoded-dot-segments", "space", "no-host", "empty"],
+)
+async def test_a_page_url_no_request_can_be_made_for_is_the_works_before_the_source_is_asked(
+    tmp_path: Path, url: str
+) -> None:
+    asked: list[str] = []
+
+    async def opening() -> None:
+        asked.append("download")
+
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b""
+
+    work = Work(work_id="w1", pages=[WorkPage(index=0, url=url)])
+    with pytest.raises(WorkUnavailable) as raised:
+        await ArtifactStore(tmp_path).fetch(guard(Hostile(chunks=chunks, body=opening)), work, "job", "t")
+    assert raised.value.kind == UnavailableKind.UNUSABLE_URL
+    assert asked == []

@@ -99,6 +99,15 @@ def test_what_the_ledger_cannot_store_is_refused_not_a_500() -> None:
     assert refused(task(idempotency_key="a\x00b")).detail["field"] == "idempotency_key"
     assert refused(task(correlation_id="c\x00")).detail["field"] == "correlation_id"
     assert refused(task(callback_url="https://h.example/\x00")).detail["field"] == "callback_url"
+    # hosts httpx (the outbound layer) cannot parse: a 400 here, never a 500 at admission
+    for url in (
+        "http://0177.0.0.2:1/",
+        "http://256.0.0.1/x",
+        "http://1.2.3.999/",
+        "https://[::1/x",
+        "http://[fe80::1%/",
+    ):
+        assert refused(task(callback_url=url)).detail["field"] == "callback_url", url
     assert refused(task(labels={"k\x00": "v"})).detail["field"] == "labels"
     assert refused(task(labels={"k": "v\x00"})).detail["field"] == "labels"
     assert refused(task(params={"query": {"tags": ["a\x00"]}})).detail["field"] == "params.query.tags"

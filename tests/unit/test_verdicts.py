@@ -175,3 +175,27 @@ def test_only_a_refusal_of_the_work_is_remembered() -> None:
     assert not delivery_verdict(
         reason="delivery_failed", permanent=False, ambiguous=False, resend_safe=True, attempt=3, max_attempts=3
     ).remember_refusal
+
+
+def test_a_route_refusing_the_request_holds_the_work_back_and_never_refuses_it() -> None:
+    def verdict(reason: str, **kw: object) -> object:
+        args: dict[str, object] = {
+            "reason": reason,
+            "permanent": True,
+            "ambiguous": False,
+            "resend_safe": True,
+            "attempt": 1,
+            "max_attempts": 3,
+        }
+        return delivery_verdict(**{**args, **kw})  # type: ignore[arg-type]
+
+    refused = verdict("route_refused")
+    assert refused.hold and not refused.remember_refusal and refused.final  # type: ignore[attr-defined]
+    # the work's own refusal is remembered, never merely held
+    work = verdict("delivery_rejected")
+    assert work.remember_refusal and not work.hold  # type: ignore[attr-defined]
+    # nothing is held when part of the work is at the route (partial), nor when it may be (unknown)
+    assert not verdict("route_refused", posted=True).hold  # type: ignore[attr-defined]
+    assert not verdict("route_refused", ambiguous=True, resend_safe=False).hold  # type: ignore[attr-defined]
+    # a route that is down (retries ran out) is not a refusal: nothing held
+    assert not verdict("delivery_failed", permanent=False, attempt=3).hold  # type: ignore[attr-defined]

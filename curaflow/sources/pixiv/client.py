@@ -62,11 +62,12 @@ from curaflow.outbound import (
     configured,
     data,
     iter_capped,
+    url_problem,
 )
 from curaflow.outbound.destinations import IPNetwork
-from curaflow.sources.errors import SourceError, WorkUnavailable
+from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.gate import Gate
-from curaflow.sources.ugoira import UgoiraError, UgoiraMetadata, parse_metadata
+from curaflow.sources.ugoira import UgoiraError, UgoiraMetadata, UnrecognisedMetadata, parse_metadata
 
 # Public constants of Pixiv's iOS app, shipped by every client library (pixivpy, gallery-dl).
 CLIENT_ID = "MOBrBDS8blbauoSck0ZfDbtuzpyT"
@@ -522,15 +523,20 @@ class PixivClient:
         """``GET /v1/ugoira/metadata``: an animated work's frames zip and frame delays.
 
         Raises:
-            WorkUnavailable: the work is gone, private or restricted.
-            SourceError: classified failure; ``download_failed`` (not retryable) when the
-                answer is not a usable animation (:class:`~curaflow.sources.ugoira.UgoiraError`).
+            WorkUnavailable: the work is gone, private or restricted; or the answer is the
+                app-api's metadata and describes no usable animation
+                (:class:`~curaflow.sources.ugoira.UgoiraError`: ``unusable_animation``).
+            SourceError: classified failure; ``metadata_failed`` (retried) when the answer
+                is not the app-api's metadata object
+                (:class:`~curaflow.sources.ugoira.UnrecognisedMetadata`: never the work's).
         """
         body = await self._get(f"{self.api_url}/v1/ugoira/metadata", {"illust_id": work_id}, work_id=work_id)
         try:
             return parse_metadata(body)
         except UgoiraError as err:
-            raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"ugoira {work_id}: {err}", retryable=False) from None
+            raise WorkUnavailable(work_id, f"ugoira: {err}", UnavailableKind.UNUSABLE_ANIMATION) from None
+        except UnrecognisedMetadata as err:
+            raise SourceError(TerminalReason.METADATA_FAILED, f"pixiv ugoira metadata of {work_id}: {err}") from None
 
     def image_url(self, url: str) -> str:
         """Where to GET the image ``url`` of a work: itself, or its copy on ``image_host``.
@@ -540,30 +546,46 @@ class PixivClient:
         ``http://127.0.0.1:<port>/i/<path>`` (stored by versions before canonical URLs):
         never the port of whichever process bound the work.
 
+        The path stays strictly under the image host (and under ``image_host``'s own
+        path): a URL that is not one a request can be made for
+        (:func:`~curaflow.outbound.url_problem`: too long, whitespace or unprintable
+        characters, not a URL, a dot-segment — raw, percent-encoded, behind a backslash),
+        or whose path is not absolute or has an empty segment, is refused.
+
         Raises:
             DestinationRefused: the URL names a host other than Pixiv's image host (a
-                work's URLs are the source's data: only its image host may be fetched).
+                work's URLs are the source's data: only its image host may be fetched),
+                or is not a usable URL (above).
         """
+        problem = url_problem(url)
+        if problem is not None:
+            raise DestinationRefused(f"image URL refused: {problem}")
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
         query = f"?{parts.query}" if parts.query else ""
+        path = parts.path
+        if not path.startswith("/") or "//" in path or parts.fragment:
+            raise DestinationRefused("image URL refused: its path is not a plain absolute path")
         if host in PIXIV_IMAGE_HOSTS and parts.scheme == "https" and parts.port in (None, 443):
-            return url if self.image_host is None else f"{self.image_host}{parts.path}{query}"
-        if self.image_host is not None and host in LOOPBACK_HOSTS and parts.path.startswith("/i/"):
-            return f"{self.image_host}{parts.path[2:]}{query}"
+            return url if self.image_host is None else f"{self.image_host}{path}{query}"
+        if self.image_host is not None and host in LOOPBACK_HOSTS and path.startswith("/i/"):
+            return f"{self.image_host}{path[2:]}{query}"
         raise DestinationRefused(f"image URL host {host!r} is not the source's image host")
 
     def image_request(self, url: str) -> httpx.Request:
         """Build a GET for an image URL with the app's ``Referer`` (mapped by :meth:`image_url`).
 
         Raises:
-            DestinationRefused: as :meth:`image_url`.
+            DestinationRefused: as :meth:`image_url`, or a URL httpx cannot build a request for.
         """
-        return self._images.build_request(
-            "GET",
-            self.image_url(url),
-            headers={"Referer": self.image_referer, "User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
-        )
+        try:
+            return self._images.build_request(
+                "GET",
+                self.image_url(url),
+                headers={"Referer": self.image_referer, "User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
+            )
+        except (httpx.InvalidURL, ValueError) as err:
+            raise DestinationRefused(f"image URL refused: {type(err).__name__}") from None
 
     @contextlib.asynccontextmanager
     async def open_image(self, url: str) -> AsyncIterator[httpx.Response]:
@@ -572,15 +594,18 @@ class PixivClient:
 
         Raises:
             SourceError: ``download_failed`` / ``download_timeout`` (also when the time
-                runs out inside the block); rate limits as ``rate_limited``.
-            WorkUnavailable: HTTP 403/404/410 for the image, an image URL on another
-                host, an address the guard refuses, a body over ``download_max_bytes``.
+                runs out inside the block); rate limits as ``rate_limited``. Any other
+                answer (another 4xx, a 5xx) is the host's, retried.
+            WorkUnavailable: HTTP 403/404/410 for the image (``gone``); an image URL the
+                client may not request (:meth:`image_url`), an address the guard refuses,
+                or HTTP 414 URI Too Long (``unusable_url``); a body over
+                ``download_max_bytes`` (``too_large``).
         """
-        work_id = url.rsplit("/", 1)[-1].split("_", 1)[0]
+        work_id = url.rsplit("/", 1)[-1].split("_", 1)[0][:64] if isinstance(url, str) else "?"
         try:
             request = self.image_request(url)
         except DestinationRefused as err:
-            raise WorkUnavailable(work_id, str(err)) from None
+            raise WorkUnavailable(work_id, str(err), UnavailableKind.UNUSABLE_URL) from None
         await self._pass_gate()
         try:
             async with self._images.stream(request, self._image_limits) as response:
@@ -588,6 +613,8 @@ class PixivClient:
                     await self._check_rate_limit(response, None)
                 if response.status_code in (403, 404, 410):
                     raise WorkUnavailable(work_id, f"image HTTP {response.status_code}")
+                if response.status_code == 414:  # the URL, the work's data, is what the host refused
+                    raise WorkUnavailable(work_id, "image HTTP 414 (URI too long)", UnavailableKind.UNUSABLE_URL)
                 if response.status_code >= 400:
                     raise SourceError(
                         TerminalReason.DOWNLOAD_FAILED,
@@ -599,10 +626,12 @@ class PixivClient:
                 await self._gate_ok()
                 yield response
         except DestinationRefused as err:
-            raise WorkUnavailable(work_id, f"image host refused: {err}") from None
+            raise WorkUnavailable(work_id, f"image host refused: {err}", UnavailableKind.UNUSABLE_URL) from None
         except AnswerTooLarge as err:
             raise WorkUnavailable(
-                work_id, f"an image page is larger than {err.limit} bytes (outbound.download_max_bytes)"
+                work_id,
+                f"an image page is larger than {err.limit} bytes (outbound.download_max_bytes)",
+                UnavailableKind.TOO_LARGE,
             ) from None
         except httpx.TimeoutException as err:
             raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"image timeout: {err}") from err

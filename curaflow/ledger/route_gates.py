@@ -1,0 +1,222 @@
+"""A route's gate in the ledger (table ``route_gates``, one row per route): its refusal
+streak, its pause and its rate-limit cooldown. The one owner of "is this route broken".
+
+* **Refusal streak** (:func:`count_refusal`): a route that refuses several *different*
+  works in a row with the same answer (:func:`curaflow.routes.base.answer_key`: status and
+  words) is broken, not its works — a topic that no longer exists, a token revoked, a
+  receiver answering 422 to everything. At the ``threshold``-th such work
+  (``delivery.refusal_streak``, 3) the route is **paused** for ``pause_ms``
+  (``delivery.route_pause_ms``) and the refusals and holds the streak recorded are lifted
+  (:mod:`curaflow.ledger.remembered`): no work is lost to a misconfigured destination.
+  Another answer starts a new streak; a confirmed delivery on the route ends it (in the
+  statement that records the delivery, :func:`curaflow.ledger.deliveries.record_delivered`).
+* **Pause**: while ``paused_until`` lies ahead, a deliver attempt on the route sends
+  nothing and ends its cell ``route_paused`` at once
+  (:func:`curaflow.ledger.deliveries.claim_send` reads the gate in the statement that
+  reads the intent); :func:`resume` (``curaflow routes resume``) lifts it, and the route's
+  holds with it.
+* **Rate limits** (:func:`rate_limited`): every rate limit of the route climbs
+  ``rate_limits``, the step of :func:`curaflow.domain.ratelimit.retry_delay_ms` (the
+  receiver's stated delay exactly, else a backoff from 5 s), reset by a confirmed
+  delivery; a *global or IP-level* limit (Discord's ``global``, Cloudflare's block) also
+  sets ``cooldown_until``: every send of the route waits it out (``claim_send`` answers
+  ``cooling``).
+
+A row is written only when a send fails (and reset when one succeeds after a failure), so
+a route that delivers costs nothing here. Times are epoch milliseconds on the database
+clock (:data:`~curaflow.ledger.gates.DB_NOW_MS`), as the accounts' gates.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+
+from curaflow.domain.ratelimit import retry_delay_ms
+from curaflow.domain.text import clean_text
+from curaflow.ledger.gates import DB_NOW_MS
+
+
+@dataclass
+class RouteGate:
+    """A ``route_gates`` row (times in epoch ms, database clock; ``now`` when it was read).
+
+    Attributes:
+        streak_works: the works of the current streak, ``[work_type, work_id]`` each, in
+            the order they were refused.
+    """
+
+    route: str
+    paused_until: int = 0
+    pause_reason: str | None = None
+    pauses: int = 0
+    cooldown_until: int = 0
+    rate_limits: int = 0
+    streak_answer: str | None = None
+    streak_works: list[list[str]] = field(default_factory=list)
+    now: int = 0
+
+    @property
+    def paused_ms(self) -> int:
+        """How long the pause still lasts (0: not paused)."""
+        return max(0, self.paused_until - self.now)
+
+    @property
+    def cooldown_ms(self) -> int:
+        """How long the cooldown still lasts (0: not cooling down)."""
+        return max(0, self.cooldown_until - self.now)
+
+
+@dataclass
+class Pause:
+    """What :func:`count_refusal` did when the streak paused the route.
+
+    Attributes:
+        until: the pause's end (epoch ms, database clock).
+        works: the works of the streak (``[work_type, work_id]``).
+        restored: how many refusals and holds of those works were lifted.
+        reason: the pause's reason as stored (the answer and the count).
+    """
+
+    until: int
+    works: list[list[str]]
+    restored: int
+    reason: str
+
+
+_COLUMNS = (
+    "route, paused_until, pause_reason, pauses, cooldown_until, rate_limits, streak_answer, streak_works, "
+    f"{DB_NOW_MS} AS now"
+)
+
+
+def _gate(row: Any) -> RouteGate:
+    works = row["streak_works"]
+    if isinstance(works, str):
+        works = json.loads(works)
+    return RouteGate(**{**dict(row), "streak_works": [list(w) for w in works or []]})
+
+
+async def _locked(conn: asyncpg.Connection, route: str) -> RouteGate:
+    """The route's row, created if absent, locked for the caller's transaction (one
+    statement: the upsert's row lock serialises the route's concurrent failures)."""
+    row = await conn.fetchrow(
+        f"""INSERT INTO route_gates AS g (route) VALUES ($1)
+            ON CONFLICT (route) DO UPDATE SET route = g.route
+            RETURNING {_COLUMNS}""",
+        route,
+    )
+    return _gate(row)
+
+
+async def count_refusal(
+    conn: asyncpg.Connection,
+    *,
+    route: str,
+    work_type: str,
+    work_id: str,
+    answer: str,
+    threshold: int,
+    pause_ms: int,
+) -> Pause | None:
+    """Count a final refusal of ``work_id`` by ``route`` with ``answer`` in the route's
+    streak (module doc), in the caller's transaction — after the refusal or hold of the
+    work was recorded, so the pause lifts it too.
+
+    Args:
+        answer: the receiver's answer, keyed (:attr:`curaflow.routes.base.RouteError.answer`).
+        threshold: different works refused in a row with that answer that pause the route
+            (≥ 2).
+        pause_ms: how long the pause lasts.
+
+    Returns:
+        The :class:`Pause` when this refusal paused the route, else None (also when the
+        route was already paused: one pause, one page).
+    """
+    gate = await _locked(conn, route)
+    work = [work_type, work_id]
+    works = gate.streak_works if gate.streak_answer == answer else []
+    if work not in works:
+        works = [*works, work]
+    if len(works) < max(2, threshold) or gate.paused_ms > 0:
+        await conn.execute(
+            f"""UPDATE route_gates SET streak_answer = $2, streak_works = $3::jsonb, updated_at = {DB_NOW_MS}
+                WHERE route = $1""",
+            route,
+            answer,
+            works,
+        )
+        return None
+    reason = clean_text(f"{len(works)} different works refused in a row with the same answer: {answer}")[:500]
+    until = gate.now + max(0, pause_ms)
+    await conn.execute(
+        f"""UPDATE route_gates SET paused_until = $2, pause_reason = $3, pauses = pauses + 1,
+                   streak_answer = NULL, streak_works = '[]'::jsonb, updated_at = {DB_NOW_MS}
+            WHERE route = $1""",
+        route,
+        until,
+        reason,
+    )
+    restored = await conn.fetch(
+        """WITH works AS (SELECT w->>0 AS work_type, w->>1 AS work_id FROM jsonb_array_elements($2::jsonb) AS w),
+           lifted AS (
+             DELETE FROM route_refusals r USING works
+             WHERE r.route = $1 AND r.work_type = works.work_type AND r.work_id = works.work_id
+             RETURNING r.until),
+           frontiers AS (DELETE FROM scan_frontiers WHERE EXISTS (SELECT 1 FROM lifted WHERE until IS NULL))
+           SELECT count(*) AS n FROM lifted""",
+        route,
+        works,
+    )
+    return Pause(until=until, works=works, restored=int(restored[0]["n"]), reason=reason)
+
+
+async def rate_limited(conn: asyncpg.Connection, *, route: str, stated_ms: float | None, route_wide: bool) -> int:
+    """Count a rate limit of ``route`` in the caller's transaction; returns the wait
+    before the next attempt in ms (:func:`~curaflow.domain.ratelimit.retry_delay_ms`: the
+    stated delay, else the backoff at the route's step). A ``route_wide`` limit makes
+    the whole route wait it (``cooldown_until``)."""
+    gate = await _locked(conn, route)
+    step = gate.rate_limits + 1
+    delay = retry_delay_ms(step, stated_ms)
+    cooldown = max(gate.cooldown_until, gate.now + delay) if route_wide else gate.cooldown_until
+    await conn.execute(
+        f"""UPDATE route_gates SET rate_limits = $2, cooldown_until = $3, updated_at = {DB_NOW_MS}
+            WHERE route = $1""",
+        route,
+        step,
+        cooldown,
+    )
+    return delay
+
+
+async def read_gate(conn: asyncpg.Connection | asyncpg.Pool, route: str) -> RouteGate | None:
+    """The route's row (diagnostics, ``curaflow routes``), or None when it never failed."""
+    row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM route_gates WHERE route = $1", route)
+    return _gate(row) if row else None
+
+
+async def list_gates(conn: asyncpg.Connection | asyncpg.Pool) -> list[RouteGate]:
+    """Every route's row, by route name."""
+    return [_gate(r) for r in await conn.fetch(f"SELECT {_COLUMNS} FROM route_gates ORDER BY route")]
+
+
+async def resume(pool: asyncpg.Pool, route: str) -> tuple[bool, int]:
+    """Lift the route's pause and cooldown, end its streak and lift its holds (an operator
+    fixed the route): ``(it was paused or cooling down, holds lifted)``."""
+    async with pool.acquire() as conn, conn.transaction():
+        was = await conn.fetchval(
+            f"""UPDATE route_gates SET paused_until = 0, pause_reason = NULL, cooldown_until = 0, rate_limits = 0,
+                       streak_answer = NULL, streak_works = '[]'::jsonb, updated_at = {DB_NOW_MS}
+                WHERE route = $1
+                RETURNING (SELECT paused_until > {DB_NOW_MS} OR cooldown_until > {DB_NOW_MS}
+                           FROM route_gates WHERE route = $1)""",
+            route,
+        )
+        holds = await conn.fetch(
+            "DELETE FROM route_refusals WHERE route = $1 AND until IS NOT NULL RETURNING work_id", route
+        )
+    return bool(was), len(holds)

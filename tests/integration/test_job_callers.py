@@ -1,0 +1,378 @@
+"""Other workflows run jobs: as a child, attached to a running job, and through Nexus from another namespace.
+
+A real worker process (it registers the Nexus service), the API in the test process, the
+Pixiv replay (its images slowed down while a job must be fetching) and a directory route.
+The callers are the examples' workflows, each on a worker in this process:
+``OneNewWork`` (``examples/child_job.py``) in curaflow's namespace, ``TeamStep``
+(``examples/nexus_caller.py``) in a second namespace of the dev server, calling through
+a real Nexus endpoint created by the setup code (:func:`curaflow.temporal.namespace.ensure_nexus_endpoint`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from curaflow.domain.messages import JobState
+from curaflow.jobs.submit import start_job
+from curaflow.process.worker import sandbox_runner
+from curaflow.temporal.connection import connect
+from curaflow.temporal.namespace import ensure_nexus_endpoint
+from examples.child_job import OneNewWork, OneNewWorkInput, OneNewWorkResult
+from examples.nexus_caller import TeamStep, TeamStepInput, TeamStepResult
+from tests.conftest import CALLERS_NAMESPACE
+from tests.fakes.replay import ReplayServer
+from tests.nexus_callers import CancelJobCaller
+from tests.support import Stack, closed_status, eventually, short_id
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Env:
+    stack: Stack
+    http: httpx.AsyncClient
+    client: Client
+    callers: Client
+    address: str
+    endpoint: str
+    parent_queue: str
+    caller_queue: str
+    replay: ReplayServer
+
+
+@pytest.fixture(scope="module")
+async def env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    tmp = tmp_path_factory.mktemp("callers")
+    replay = await ReplayServer().start()
+    out = f"out-{short_id()}"
+    stack = Stack(
+        tmp,
+        temporal_address,
+        database_url,
+        {
+            "pixiv": {"api_url": replay.url},
+            "routes": {out: {"kind": "directory", "path": str(tmp / "out")}},
+            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
+        },
+    )
+    await stack.start_worker()
+    http = await stack.start_api()
+    client = await connect(temporal_address)
+    endpoint = f"curaflow-jobs-{stack.suffix}"
+    created, problem = await ensure_nexus_endpoint(
+        client, endpoint, task_queue=stack.task_queue, deadline=time.monotonic() + 30
+    )
+    assert created and problem is None, problem
+    callers = await Client.connect(
+        temporal_address, namespace=CALLERS_NAMESPACE, data_converter=pydantic_data_converter
+    )
+    parents = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+    parent_queue, caller_queue = f"parents-{stack.suffix}", f"team-{stack.suffix}"
+    async with (
+        Worker(parents, task_queue=parent_queue, workflows=[OneNewWork], workflow_runner=sandbox_runner()),
+        Worker(
+            callers, task_queue=caller_queue, workflows=[TeamStep, CancelJobCaller], workflow_runner=sandbox_runner()
+        ),
+    ):
+        try:
+            yield Env(stack, http, client, callers, temporal_address, endpoint, parent_queue, caller_queue, replay)
+        finally:
+            replay.faults.slow_images_s = 0.0
+            await stack.stop()
+            await replay.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_faults(env: Env) -> None:
+    env.replay.faults.slow_images_s = 0.0
+
+
+def task(key: str, **params: Any) -> dict[str, Any]:
+    return {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": key,
+        "params": {"target_id": "demo", **params},
+    }
+
+
+async def runs_of(env: Env, job_id: str) -> list[str]:
+    """Every run Temporal lists under ``job_id`` (visibility: give it a moment)."""
+    await asyncio.sleep(0.5)
+    return [w.run_id async for w in env.client.list_workflows(f'WorkflowId = "{job_id}"')]
+
+
+async def parent(env: Env, body: dict[str, Any]) -> Any:
+    """Start ``OneNewWork`` (examples/child_job.py) for ``body``; returns its handle."""
+    return await env.client.start_workflow(
+        "OneNewWork",
+        OneNewWorkInput(task=body, curaflow_queue=env.stack.task_queue),
+        id=f"parent-{short_id()}",
+        task_queue=env.parent_queue,
+        result_type=OneNewWorkResult,
+    )
+
+
+async def team_step(env: Env, body: dict[str, Any]) -> Any:
+    """Start ``TeamStep`` (examples/nexus_caller.py) in the callers' namespace; returns its handle."""
+    return await env.callers.start_workflow(
+        TeamStep.run,
+        TeamStepInput(task=body, endpoint=env.endpoint),
+        id=f"team-{short_id()}",
+        task_queue=env.caller_queue,
+    )
+
+
+async def fetching(env: Env, job_id: str) -> None:
+    """Once ``job_id`` exists and fetches (a child or an operation admits it a moment after its start)."""
+
+    async def probe() -> bool:
+        answer = await env.http.get(f"/jobs/{job_id}")
+        job = answer.json()
+        return answer.status_code == 200 and job["progress"]["stage"] == "fetching" and bool(job["lease_active"])
+
+    await eventually(probe, timeout_s=30, interval_s=0.1, what=f"{job_id} fetching")
+
+
+async def ended_cancelled_by_consumer(env: Env, job_id: str) -> None:
+    record = await env.stack.wait_terminal(job_id, 60)
+    assert (record.cells[0].state, record.cells[0].reason) == ("failed", "cancelled_by_consumer"), record.cells[0]
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.CANCELED
+    job = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert job["status"] == "cancelled"
+
+
+# ---- a parent workflow starts the job as its child ---------------------------------------
+
+
+async def test_a_parent_runs_the_job_as_its_child_and_gets_its_outcome(env: Env) -> None:
+    body = task(f"child-{short_id()}")
+    handle = await parent(env, body)
+    result: OneNewWorkResult = await handle.result()
+
+    job_id = f"demo@manual-{body['idempotency_key']}"
+    assert (result.job_id, result.status, result.business_status) == (job_id, "succeeded", "success")
+    assert result.deliveries and "delivered" in result.deliveries[0]
+    described = await env.client.get_workflow_handle(job_id).describe()
+    assert described.parent_id == handle.id  # the job is the parent's child in the UI
+    assert len(await runs_of(env, job_id)) == 1
+    job = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert job["status"] == "succeeded"
+
+
+async def test_a_parent_gets_the_refusal_with_its_protocol_code(env: Env) -> None:
+    invalid = task(f"child-bad-{short_id()}", constraints={"limit": "many"})
+    refused: OneNewWorkResult = await (await parent(env, invalid)).result()
+    assert refused.refused == "invalid_params"  # refused in the parent: no child at all
+    assert await runs_of(env, f"demo@manual-{invalid['idempotency_key']}") == []
+
+    unknown = task(f"child-unknown-{short_id()}")
+    unknown["params"]["target_id"] = "no-such-target"
+    nowhere: OneNewWorkResult = await (await parent(env, unknown)).result()
+    assert nowhere.refused == "invalid_params" and "unknown target" in (nowhere.message or "")
+
+
+async def test_cancelling_the_parent_cancels_its_child_job(env: Env) -> None:
+    env.replay.faults.slow_images_s = 30.0
+    body = task(f"child-cancel-{short_id()}")
+    handle = await parent(env, body)
+    job_id = f"demo@manual-{body['idempotency_key']}"
+    await fetching(env, job_id)
+
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    assert await closed_status(env.client, handle.id) == WorkflowExecutionStatus.CANCELED
+    await ended_cancelled_by_consumer(env, job_id)
+
+
+async def test_terminating_the_parent_cancels_its_child_job(env: Env) -> None:
+    env.replay.faults.slow_images_s = 30.0
+    body = task(f"child-term-{short_id()}")
+    handle = await parent(env, body)
+    job_id = f"demo@manual-{body['idempotency_key']}"
+    await fetching(env, job_id)
+
+    await handle.terminate(reason="operator: test")
+    await ended_cancelled_by_consumer(env, job_id)
+
+
+# ---- a parent attaches to a job that already runs, or already ended ----------------------
+
+
+async def test_a_parent_attaches_to_a_running_http_job_and_gets_its_outcome(env: Env) -> None:
+    env.replay.faults.slow_images_s = 4.0
+    body = task(f"attach-{short_id()}")
+    answer = await env.http.post("/jobs", json=body)
+    assert answer.status_code == 202
+    job_id = answer.json()["job"]["job_id"]
+    await fetching(env, job_id)
+
+    handle = await parent(env, body)
+    other = await parent(env, task(body["idempotency_key"], query={"tags": ["風景"]}))
+    await eventually(lambda: following(env, handle.id), timeout_s=30, what="the parent follows the job")
+    env.replay.faults.slow_images_s = 0.0
+    result: OneNewWorkResult = await handle.result()
+
+    assert (result.job_id, result.status) == (job_id, "succeeded")
+    http_job = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert http_job["status"] == "succeeded"
+    assert [d.split()[-1] for d in result.deliveries] == [d["work_id"] for d in http_job["result"]["deliveries"]]
+    assert len(await runs_of(env, job_id)) == 1  # no second execution
+    assert (await env.client.get_workflow_handle(job_id).describe()).parent_id is None
+    refused: OneNewWorkResult = await other.result()
+    assert refused.refused == "idempotency_conflict"
+
+
+async def following(env: Env, parent_id: str) -> bool:
+    """Whether the parent's ``follow_job`` activity is running (it attached to the job)."""
+    described = await env.client.get_workflow_handle(parent_id).describe()
+    return any(a.activity_type.name == "follow_job" for a in described.raw_description.pending_activities)
+
+
+async def test_a_parent_of_an_ended_job_gets_its_outcome_and_adds_no_run(env: Env) -> None:
+    body = task(f"attach-ended-{short_id()}")
+    handle = await start_job(env.client, body, task_queue=env.stack.task_queue)
+    first: JobState = await handle.result()
+    runs = await runs_of(env, handle.id)
+
+    result: OneNewWorkResult = await (await parent(env, body)).result()
+    assert (result.job_id, result.status) == (handle.id, "succeeded")
+    assert [d.split()[-1] for d in result.deliveries] == [d.work_id for d in first.deliveries]
+    assert await runs_of(env, handle.id) == runs
+
+
+async def test_the_child_example_runs_a_job_then_attaches_to_it(env: Env) -> None:
+    key = f"example-child-{short_id()}"
+
+    def example() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "examples" / "child_job.py"), "--address", env.address,
+             "--task-queue", env.stack.task_queue, "--key", key],
+            capture_output=True, text=True, timeout=120, cwd=ROOT,
+        )  # fmt: skip
+
+    first = await asyncio.to_thread(example)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert f"job demo@manual-{key}: succeeded (business status success)" in first.stdout
+    again = await asyncio.to_thread(example)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert first.stdout.splitlines()[1:] == again.stdout.splitlines()[1:]  # the same job, the same outcome
+    assert len(await runs_of(env, f"demo@manual-{key}")) == 1
+
+
+# ---- a workflow in another namespace, through the Nexus endpoint --------------------------
+
+
+async def test_a_caller_in_another_namespace_runs_a_job_through_nexus(env: Env) -> None:
+    body = task(f"nexus-{short_id()}")
+    result: TeamStepResult = await (await team_step(env, body)).result()
+
+    job_id = f"demo@manual-{body['idempotency_key']}"
+    assert (result.job_id, result.status, result.business_status) == (job_id, "succeeded", "success")
+    job = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert job["status"] == "succeeded" and job["idempotency_key"] == body["idempotency_key"]
+    assert [d.split()[-1] for d in result.deliveries] == [d["work_id"] for d in job["result"]["deliveries"]]
+    assert len(await runs_of(env, job_id)) == 1
+
+
+async def test_nexus_refusals_carry_the_protocol_code(env: Env) -> None:
+    invalid = task(f"nexus-bad-{short_id()}", constraints={"limit": "many"})
+    refused: TeamStepResult = await (await team_step(env, invalid)).result()
+    assert refused.refused == "invalid_params"
+    assert await runs_of(env, f"demo@manual-{invalid['idempotency_key']}") == []
+
+    used = task(f"nexus-used-{short_id()}")
+    assert (await (await team_step(env, used)).result()).status == "succeeded"
+    other = task(used["idempotency_key"], query={"tags": ["風景"]})
+    conflict: TeamStepResult = await (await team_step(env, other)).result()
+    assert conflict.refused == "idempotency_conflict"
+
+
+async def test_the_same_key_twice_through_nexus_is_one_job_and_one_outcome(env: Env) -> None:
+    env.replay.faults.slow_images_s = 3.0
+    body = task(f"nexus-twice-{short_id()}")
+    first, second = await team_step(env, body), await team_step(env, body)
+    one, two = await asyncio.gather(first.result(), second.result())
+    env.replay.faults.slow_images_s = 0.0
+
+    job_id = f"demo@manual-{body['idempotency_key']}"
+    assert one == two and one.status == "succeeded" and one.job_id == job_id
+    assert len(await runs_of(env, job_id)) == 1
+    # Once the job ended, the same key answers at once with the same outcome, adding nothing.
+    started = time.monotonic()
+    third: TeamStepResult = await (await team_step(env, body)).result()
+    assert third == one and time.monotonic() - started < 15
+    assert len(await runs_of(env, job_id)) == 1
+
+
+async def test_a_failed_job_reaches_the_nexus_caller_with_its_final_state(env: Env) -> None:
+    body = task(f"nexus-none-{short_id()}", query={"tags": ["no-such-tag-anywhere"]})
+    result: TeamStepResult = await (await team_step(env, body)).result()
+    assert result.status == "failed" and result.business_status == "no_candidate"
+    again: TeamStepResult = await (await team_step(env, body)).result()  # ended: answered at once
+    assert again == result
+
+
+async def test_cancelling_the_nexus_caller_mid_fetch_cancels_the_job(env: Env) -> None:
+    env.replay.faults.slow_images_s = 30.0
+    body = task(f"nexus-cancel-{short_id()}")
+    handle = await team_step(env, body)
+    job_id = f"demo@manual-{body['idempotency_key']}"
+    await fetching(env, job_id)
+
+    await handle.cancel()
+    await ended_cancelled_by_consumer(env, job_id)
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+
+
+async def test_the_cancel_job_operation_cancels_a_running_http_job(env: Env) -> None:
+    env.replay.faults.slow_images_s = 30.0
+    answer = await env.http.post("/jobs", json=task(f"nexus-cancel-op-{short_id()}"))
+    job_id = answer.json()["job"]["job_id"]
+    await fetching(env, job_id)
+
+    state: JobState = await env.callers.execute_workflow(
+        CancelJobCaller.run,
+        {"endpoint": env.endpoint, "job_id": job_id},
+        id=f"cancel-op-{short_id()}",
+        task_queue=env.caller_queue,
+    )
+    assert state.job_id == job_id and state.cancel_requested
+    await ended_cancelled_by_consumer(env, job_id)
+
+
+async def test_the_nexus_example_runs_a_job_from_another_namespace(env: Env) -> None:
+    key = f"example-nexus-{short_id()}"
+    result = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, str(ROOT / "examples" / "nexus_caller.py"), "--address", env.address,
+         "--namespace", CALLERS_NAMESPACE, "--endpoint", env.endpoint, "--key", key],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"job demo@manual-{key}: succeeded (business status success)" in result.stdout
+
+    async def listed() -> bool:
+        return [w async for w in env.client.list_workflows(f'WorkflowId = "demo@manual-{key}"')] != []
+
+    await eventually(listed, timeout_s=10, what="the job in curaflow's namespace")

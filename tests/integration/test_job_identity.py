@@ -1,0 +1,396 @@
+"""A job id always reads as the job: what arrives for a key after its job ended changes nothing.
+
+A real worker process, the API in the test process, the Pixiv replay and a directory
+route. A job ends each way a job can end (succeeded, failed, cancelled, terminated);
+then the same Task, another Task and an invalid Task arrive again from every client the
+docs name (``start_job``, the ``temporal`` CLI as documented, HTTP). Each gets its
+documented answer, and the job's execution — its run, its history, its status, its
+search attributes, its list entries — stays exactly as it was. The docs' list queries
+(docs/temporal.md) return exactly the jobs they describe after such a sequence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import shlex
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+
+from curaflow.devstack.temporal import temporal_binary
+from curaflow.domain.job_failure import state_of
+from curaflow.domain.messages import JobState
+from curaflow.jobs.submit import start_job
+from curaflow.protocol.errors import ProtocolError
+from tests.fakes.replay import ReplayServer
+from tests.support import Stack, closed_status, eventually, job_in_stage, short_id
+from workflows.job import JobWorkflow
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTHING = ["no-such-tag-anywhere"]
+
+
+@dataclass
+class Env:
+    stack: Stack
+    http: httpx.AsyncClient
+    client: Client
+    address: str
+    replay: ReplayServer
+
+
+@pytest.fixture(scope="module")
+async def env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    tmp = tmp_path_factory.mktemp("identity")
+    replay = await ReplayServer().start()
+    out = f"out-{short_id()}"
+    stack = Stack(
+        tmp,
+        temporal_address,
+        database_url,
+        {
+            "pixiv": {"api_url": replay.url},
+            "routes": {out: {"kind": "directory", "path": str(tmp / "out")}},
+            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
+        },
+    )
+    await stack.start_worker()
+    http = await stack.start_api()
+    from curaflow.temporal.connection import connect
+
+    client = await connect(temporal_address)
+    try:
+        yield Env(stack, http, client, temporal_address, replay)
+    finally:
+        await stack.stop()
+        await replay.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_faults(env: Env) -> None:
+    env.replay.faults.slow_images_s = 0.0
+
+
+def task(key: str, **params: Any) -> dict[str, Any]:
+    return {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": key,
+        "params": {"target_id": "demo", **params},
+    }
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What Temporal shows of a job id: every run, and the latest run's details."""
+
+    runs: tuple[tuple[str, str], ...]
+    run_id: str
+    status: str
+    events: int
+    job_status: str | None
+
+
+async def snapshot(env: Env, job_id: str) -> Snapshot:
+    handle = env.client.get_workflow_handle(job_id)
+    described = await handle.describe()
+    history = await handle.fetch_history()
+    listed_runs = [
+        (w.run_id, str(w.status.name if w.status else None))
+        async for w in env.client.list_workflows(f'WorkflowId = "{job_id}"')
+    ]
+    runs = tuple(sorted(listed_runs))
+    attributes = described.typed_search_attributes
+    from curaflow.domain.execution import JOB_STATUS
+
+    return Snapshot(
+        runs=runs,
+        run_id=described.run_id,
+        status=str(described.status.name if described.status else None),
+        events=len(history.events),
+        job_status=attributes.get(JOB_STATUS),
+    )
+
+
+async def settled_snapshot(env: Env, job_id: str) -> Snapshot:
+    """The snapshot once visibility lists exactly one run (it is eventually consistent)."""
+
+    async def one_run() -> Snapshot | None:
+        shot = await snapshot(env, job_id)
+        return shot if len(shot.runs) == 1 and shot.runs[0][1] == shot.status else None
+
+    return await eventually(one_run, timeout_s=15, what=f"{job_id}: one run listed")
+
+
+async def fetching(env: Env, job_id: str) -> None:
+    await job_in_stage(env.http, job_id, "fetching", timeout_s=30)
+
+
+async def ended_job(env: Env, end: str) -> tuple[str, dict[str, Any], str]:
+    """A job (started by ``start_job``) that ended ``end``; returns (key, its Task, job id)."""
+    key = f"end-{end}-{short_id()}"
+    body = task(key, query={"tags": NOTHING}) if end == "failed" else task(key)
+    if end in ("cancelled", "terminated"):
+        env.replay.faults.slow_images_s = 10.0
+    handle = await start_job(env.client, body, task_queue=env.stack.task_queue)
+    if end == "cancelled":
+        await fetching(env, handle.id)
+        await handle.cancel()
+    elif end == "terminated":
+        await fetching(env, handle.id)
+        await handle.terminate(reason="operator: test")
+    record = await env.stack.wait_terminal(handle.id, 60)
+    env.replay.faults.slow_images_s = 0.0
+    expected = {
+        "succeeded": WorkflowExecutionStatus.COMPLETED,
+        "failed": WorkflowExecutionStatus.FAILED,
+        "cancelled": WorkflowExecutionStatus.CANCELED,
+        "terminated": WorkflowExecutionStatus.TERMINATED,
+    }[end]
+    assert await closed_status(env.client, handle.id) == expected, record
+    return key, body, handle.id
+
+
+def cli(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [temporal_binary(), "workflow", *args, "--address", env.address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+ENDS = ["succeeded", "failed", "cancelled", "terminated"]
+
+
+@pytest.mark.parametrize("end", ENDS)
+async def test_start_job_after_the_job_ended_answers_from_the_job_and_adds_no_run(env: Env, end: str) -> None:
+    key, body, job_id = await ended_job(env, end)
+    before = await settled_snapshot(env, job_id)
+    query_before = await env.client.get_workflow_handle(job_id).query(JobWorkflow.status)
+
+    # The same Task: the handle of the job's own execution.
+    same = await start_job(env.client, body, task_queue=env.stack.task_queue)
+    assert same.id == job_id
+    assert same.result_run_id == before.run_id
+    # Another Task under the key: the protocol's conflict, as POST /jobs answers 409.
+    with pytest.raises(ProtocolError) as other:
+        await start_job(env.client, task(key, query={"tags": ["風景"]}), task_queue=env.stack.task_queue)
+    assert (other.value.code, other.value.http_status) == ("idempotency_conflict", 409)
+    # The key over HTTP: the same job, or 409.
+    http_same = await env.http.post("/jobs", json=body)
+    assert http_same.status_code == 200 and http_same.json()["job"]["job_id"] == job_id
+    http_other = await env.http.post("/jobs", json=task(key, query={"tags": ["風景"]}))
+    assert http_other.status_code == 409
+
+    await asyncio.sleep(1)  # any run a start added would be listed by now
+    after = await snapshot(env, job_id)
+    assert after == before
+    assert await env.client.get_workflow_handle(job_id).query(JobWorkflow.status) == query_before
+    if end == "succeeded":
+        assert (await same.result()).status == "succeeded"
+    else:
+        with pytest.raises(WorkflowFailureError) as ended:
+            await same.result()
+        if end == "failed":
+            state = state_of(ended.value)
+            assert state is not None and state.status == "failed"
+
+
+@pytest.mark.parametrize("end", ["succeeded", "failed"])
+async def test_the_documented_cli_start_after_the_job_ended_adds_no_run_and_the_query_answers(
+    env: Env, end: str
+) -> None:
+    key, body, job_id = await ended_job(env, end)
+    before = await settled_snapshot(env, job_id)
+    [start, _result, _answer] = [
+        c.replace("127.0.0.1:7233", env.address)
+        .replace("--task-queue curaflow", f"--task-queue {env.stack.task_queue}")
+        .replace("cli-1", key)
+        for c in doc_commands(0)
+    ]
+    if end == "failed":
+        start = start.replace(
+            '"params":{"target_id":"demo"}', f'"params":{{"target_id":"demo","query":{{"tags":{json.dumps(NOTHING)}}}}}'
+        )
+    again = await asyncio.to_thread(run, start)
+    assert again.returncode != 0  # Temporal refuses the start: the job's run is closed
+    assert "already" in (again.stdout + again.stderr).lower()
+
+    def answer(task_json: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        return cli(env, "query", "-w", job_id, "--type", "admission_answer", "--input", json.dumps(task_json))
+
+    same = await asyncio.to_thread(answer, body)
+    assert same.returncode == 0, same.stderr
+    assert f'"status": "{end}"' in same.stdout or f'"status":"{end}"' in same.stdout, same.stdout
+    other = await asyncio.to_thread(answer, task(key, query={"tags": ["風景"]}))
+    assert other.returncode == 0 and "idempotency_conflict" in other.stdout, other.stdout + other.stderr
+    invalid = {**body, "params": {"target_id": "demo", "constraints": {"limit": "many"}}}
+    refused = await asyncio.to_thread(answer, invalid)
+    assert refused.returncode == 0 and "invalid_params" in refused.stdout, refused.stdout + refused.stderr
+    assert "params.constraints.limit" in refused.stdout
+
+    await asyncio.sleep(1)
+    assert await snapshot(env, job_id) == before
+
+
+# ---- the docs' list queries ------------------------------------------------------------
+
+
+def doc_commands(index: int) -> list[str]:
+    """The commands of the ``index``-th bash block of docs/temporal.md."""
+    page = (ROOT / "docs" / "temporal.md").read_text()
+    block = re.findall(r"```bash\n(.*?)```", page, flags=re.S)[index]
+    joined = block.replace("\\\n", " ")
+    return [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def run(command: str) -> subprocess.CompletedProcess[str]:
+    argv = shlex.split(command)
+    assert argv[0] == "temporal", command
+    return subprocess.run([temporal_binary(), *argv[1:]], capture_output=True, text=True, timeout=120)
+
+
+def doc_list_queries() -> dict[str, str]:
+    """The list queries of the docs' console block, by what they list (the comment above each)."""
+    page = (ROOT / "docs" / "temporal.md").read_text()
+    [block] = [b for b in re.findall(r"```bash\n(.*?)```", page, flags=re.S) if "workflow list" in b]
+    found: dict[str, str] = {}
+    comment = ""
+    for line in block.splitlines():
+        if line.startswith("#"):
+            comment = line.lstrip("# ").strip()
+        elif "workflow list" in line:
+            found[comment] = shlex.split(line)[shlex.split(line).index("--query") + 1]
+    return found
+
+
+async def listed(env: Env, query: str, ids: list[str]) -> set[str]:
+    scoped = f"({query}) AND WorkflowId IN ({', '.join(json.dumps(i) for i in ids)})"
+    return {w.id async for w in env.client.list_workflows(scoped)}
+
+
+async def test_the_docs_list_queries_return_exactly_the_jobs_they_describe(env: Env) -> None:
+    queries = doc_list_queries()
+    open_query = next(q for what, q in queries.items() if "open jobs" in what)
+    failed_query = next(q for what, q in queries.items() if "failed jobs" in what)
+
+    ended = {end: await ended_job(env, end) for end in ENDS}
+    # Retries of every ended job, refusals under their keys, and a refused id that never was a job.
+    for key, body, _ in ended.values():
+        for _ in range(2):
+            await start_job(env.client, body, task_queue=env.stack.task_queue)
+        with pytest.raises(ProtocolError):
+            await start_job(env.client, task(key, query={"tags": ["風景"]}), task_queue=env.stack.task_queue)
+        await env.http.post("/jobs", json=body)
+    refused_key = f"refused-{short_id()}"
+    unknown = task(refused_key)
+    unknown["params"]["target_id"] = "no-such-target"
+    with pytest.raises(ProtocolError):
+        await start_job(env.client, unknown, task_queue=env.stack.task_queue)
+    refused_id = f"no-such-target@manual-{refused_key}"
+    # A job still running.
+    env.replay.faults.slow_images_s = 60.0
+    running = await start_job(env.client, task(f"open-{short_id()}"), task_queue=env.stack.task_queue)
+    await fetching(env, running.id)
+
+    timed_out = await timed_out_job(env)
+
+    ids = [job_id for _, _, job_id in ended.values()] + [refused_id, running.id, timed_out]
+    expected_open = {running.id}
+    expected_failed = {ended["failed"][2], timed_out}
+
+    async def settled() -> bool:
+        return (
+            await listed(env, open_query, ids) == expected_open
+            and await listed(env, failed_query, ids) == expected_failed
+        )
+
+    with contextlib.suppress(TimeoutError):
+        await eventually(settled, timeout_s=10, what="the docs' lists")
+    assert await listed(env, open_query, ids) == expected_open
+    assert await listed(env, failed_query, ids) == expected_failed
+    env.replay.faults.slow_images_s = 0.0
+    await running.cancel()
+
+
+async def timed_out_job(env: Env) -> str:
+    """A job whose run Temporal timed out (no worker served it): the ledger ends it expired."""
+    from datetime import timedelta
+
+    from curaflow.domain.presentation import job_search_attributes
+    from curaflow.jobs.admission import Admitter
+
+    pool = await env.stack.ledger()
+    admission = await Admitter(env.stack.settings, pool, None).admit(task(f"timeout-{short_id()}"))
+    inp = admission.job_input
+    assert inp is not None
+    await env.client.start_workflow(
+        "JobWorkflow",
+        inp,
+        id=inp.job_id,
+        task_queue=f"unserved-{short_id()}",
+        execution_timeout=timedelta(seconds=2),
+        search_attributes=job_search_attributes(inp),
+    )
+    assert await closed_status(env.client, inp.job_id) == WorkflowExecutionStatus.TIMED_OUT
+    record = await env.stack.wait_terminal(inp.job_id, 60)
+    assert (record.cells[0].state, record.cells[0].reason) == ("failed", "execution_timeout"), record.cells[0]
+    job = (await env.http.get(f"/jobs/{inp.job_id}")).json()
+    assert job["status"] == "expired"
+    return inp.job_id
+
+
+async def test_a_refused_task_never_blocks_its_id(env: Env) -> None:
+    """With starts that never reuse a job's id, a run that held no job still frees it."""
+    key = f"freed-{short_id()}"
+    bad = task(key)
+    bad["params"]["constraints"] = {"limit": "many"}
+    job_id = f"demo@manual-{key}"
+    handle: WorkflowHandle[Any, Any] = await env.client.start_workflow(
+        "JobWorkflow", bad, id=job_id, task_queue=env.stack.task_queue
+    )
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    started = await start_job(env.client, task(key), task_queue=env.stack.task_queue)
+    state: JobState = await started.result()
+    assert state.status == "succeeded"
+    assert started.result_run_id != handle.result_run_id
+
+
+async def test_a_reset_job_goes_on_in_its_new_run_and_the_old_run_stays_terminated(env: Env) -> None:
+    """A reset terminates the run and starts a new one from the chosen point: the job goes
+    on there and ends as the ledger says; the old run keeps what it said when it closed."""
+    env.replay.faults.slow_images_s = 5.0
+    handle = await start_job(env.client, task(f"reset-{short_id()}"), task_queue=env.stack.task_queue)
+    await fetching(env, handle.id)
+    old_run = handle.result_run_id
+    reset = await asyncio.to_thread(
+        cli, env, "reset", "-w", handle.id, "--type", "FirstWorkflowTask", "--reason", "operator: test"
+    )
+    assert reset.returncode == 0, reset.stderr
+    env.replay.faults.slow_images_s = 0.0
+
+    record = await env.stack.wait_terminal(handle.id, 90)
+    assert record.cells[0].state == "submitted", record.cells[0]
+    latest = env.client.get_workflow_handle(handle.id)
+    final = JobState.model_validate(await latest.result())
+    assert final.status == "succeeded" and final.deliveries[0].status == "delivered"
+    old = await env.client.get_workflow_handle(handle.id, run_id=old_run).describe()
+    assert old.status == WorkflowExecutionStatus.TERMINATED
+    # The open and failed lists: neither run (the job succeeded).
+    for query in doc_list_queries().values():
+        assert await listed(env, query, [handle.id]) == set()

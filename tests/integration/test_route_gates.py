@@ -1,0 +1,122 @@
+"""A route's gate in the ledger (curaflow.ledger.route_gates): the refusal streak, the
+pause, the rate-limit steps, the holds — on the session's real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from curaflow.domain.ratelimit import UNSTATED_BASE_MS
+from curaflow.ledger import remembered as memory
+from curaflow.ledger import route_gates
+from curaflow.routes.base import answer_key
+from tests.support import short_id
+
+pytestmark = [pytest.mark.integration]
+
+ANSWER = answer_key("400 Bad Request: message thread not found")
+
+
+async def refuse(pool: asyncpg.Pool, route: str, work_id: str, answer: str = ANSWER, *, hold: bool = True) -> object:
+    """Record a refusal as the deliver activity does: the hold (or refusal), then the streak."""
+    async with pool.acquire() as conn, conn.transaction():
+        fields = {
+            "route": route,
+            "work_type": "illustration",
+            "work_id": work_id,
+            "reason": "route_refused",
+            "error": answer,
+            "job_id": f"j-{work_id}",
+            "target_id": "t",
+        }
+        if hold:
+            await memory.hold_work(conn, **fields, hold_ms=3_600_000)
+        else:
+            await memory.remember_refusal(conn, **fields)
+        return await route_gates.count_refusal(
+            conn,
+            route=route,
+            work_type="illustration",
+            work_id=work_id,
+            answer=answer,
+            threshold=3,
+            pause_ms=60_000,
+        )
+
+
+async def test_three_different_works_with_the_same_answer_pause_the_route_and_lift_their_refusals(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    route = f"tg-{short_id()}"
+    assert await refuse(ledger_pool, route, "1") is None
+    assert await refuse(ledger_pool, route, "1") is None  # the same work again: still one work
+    assert await refuse(ledger_pool, route, "2", hold=False) is None
+    pause = await refuse(ledger_pool, route, "3")
+    assert isinstance(pause, route_gates.Pause)
+    assert [w[1] for w in pause.works] == ["1", "2", "3"] and pause.restored == 3
+    assert await memory.list_refusals(ledger_pool, route) == []  # holds and the refusal lifted
+    gate = await route_gates.read_gate(ledger_pool, route)
+    assert gate is not None and 55_000 < gate.paused_ms <= 60_000 and gate.pauses == 1
+    assert gate.streak_answer is None and "message thread not found" in (gate.pause_reason or "")
+    # while paused a refusal is recorded but never pages twice
+    assert await refuse(ledger_pool, route, "4") is None
+    assert await refuse(ledger_pool, route, "5") is None
+    assert await refuse(ledger_pool, route, "6") is None
+    resumed, released = await route_gates.resume(ledger_pool, route)
+    assert resumed and released == 3  # the holds of 4, 5, 6
+    gate = await route_gates.read_gate(ledger_pool, route)
+    assert gate is not None and gate.paused_ms == 0 and gate.streak_works == []
+    assert await route_gates.resume(ledger_pool, route) == (False, 0)
+
+
+async def test_another_answer_starts_a_new_streak(ledger_pool: asyncpg.Pool) -> None:
+    route = f"hook-{short_id()}"
+    assert await refuse(ledger_pool, route, "1") is None
+    assert await refuse(ledger_pool, route, "2") is None
+    assert await refuse(ledger_pool, route, "3", answer_key("HTTP 403")) is None
+    gate = await route_gates.read_gate(ledger_pool, route)
+    assert gate is not None and gate.streak_answer == "http #" and gate.streak_works == [["illustration", "3"]]
+    assert gate.paused_ms == 0
+    # digits are not the answer: item numbers, sizes and ids differ from work to work
+    assert answer_key("400 failed to send message #3: file 1234.png") == answer_key(
+        "400 failed to send message #7: file 99.png"
+    )
+
+
+async def test_a_hold_doubles_in_a_row_and_never_downgrades_a_refusal(ledger_pool: asyncpg.Pool) -> None:
+    route = f"dc-{short_id()}"
+    fields = {
+        "route": route,
+        "work_type": "illustration",
+        "reason": "route_refused",
+        "error": "413",
+        "job_id": "j",
+        "target_id": "t",
+    }
+    async with ledger_pool.acquire() as conn:
+        first = await memory.hold_work(conn, **fields, work_id="1", hold_ms=1_000)
+        second = await memory.hold_work(conn, **fields, work_id="1", hold_ms=1_000)
+        await memory.remember_refusal(conn, **fields, work_id="2")
+        assert await memory.hold_work(conn, **fields, work_id="2", hold_ms=1_000) == 0
+        assert 950 <= second - first <= 1_500  # held 1 s, then 2 s from a moment later
+        known = await memory.known_works(
+            conn, routes=[route], gate="g", work_type="illustration", work_ids=["1", "2", "3"]
+        )
+        assert known == {"1": "held", "2": "refused"}
+        later = await memory.known_works(
+            conn, routes=[route], gate="g", work_type="illustration", work_ids=["1"], now=second + 1
+        )
+        assert later == {}  # the hold is over: the work is offered again
+
+
+async def test_a_rate_limit_without_a_delay_climbs_per_route_and_a_global_one_holds_the_route(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    route = f"dc-{short_id()}"
+    async with ledger_pool.acquire() as conn:
+        delays = [await route_gates.rate_limited(conn, route=route, stated_ms=None, route_wide=False) for _ in range(3)]
+        assert delays == [UNSTATED_BASE_MS, 2 * UNSTATED_BASE_MS, 4 * UNSTATED_BASE_MS]
+        assert await route_gates.rate_limited(conn, route=route, stated_ms=1_500, route_wide=False) == 1_500
+        wide = await route_gates.rate_limited(conn, route=route, stated_ms=None, route_wide=True)
+    gate = await route_gates.read_gate(ledger_pool, route)
+    assert gate is not None and gate.rate_limits == 5 and 0 < gate.cooldown_ms <= wide

@@ -1,0 +1,336 @@
+"""Each route's classification table: only a positively recognised answer blames the work.
+
+The production routes run against ``httpx.MockTransport`` answering one scripted answer
+(the platforms' wire formats: Telegram's ``{"ok": false, …}``, Discord's ``{"code",
+"message"}``, a webhook receiver's status): an answer a route does not recognise —
+another wording, another status, another shape — is the route's (``route_refused``:
+the work is not used up), never the work's; a rate limit without a stated delay says
+so (no constant delay is invented); a request that never left is never ambiguous.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import string
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from PIL import Image
+from pydantic import SecretStr
+
+from curaflow.artifacts import describe
+from curaflow.domain.models import Artifact, Work
+from curaflow.domain.reasons import Owner, TerminalReason
+from curaflow.domain.verdicts import owner_of
+from curaflow.routes import DiscordRouteConfig, TelegramRouteConfig
+from curaflow.routes.base import DeliveryRequest, RouteError
+from curaflow.routes.discord import DiscordRoute
+from curaflow.routes.telegram import TelegramRoute
+from curaflow.routes.webhook import WebhookRoute
+from tests.support import whsec
+
+Answer = Callable[[httpx.Request], httpx.Response]
+
+
+def request_of(tmp_path: Path, pages: int = 1, *, animated: bool = False) -> DeliveryRequest:
+    files = []
+    for page in range(pages):
+        path = tmp_path / f"4242_p{page}.{'gif' if animated else 'jpg'}"
+        if animated:
+            frames = [Image.new("RGB", (40, 40), (i * 60, 0, 0)) for i in range(3)]
+            frames[0].save(path, format="GIF", save_all=True, append_images=frames[1:], duration=100)
+        else:
+            Image.new("RGB", (60 + page, 40), (page * 30 % 256, 90, 30)).save(path, format="JPEG")
+        f = describe(path, page)
+        if animated:
+            f = f.model_copy(update={"frame_delays_ms": [100, 100, 100]})
+        files.append(f)
+    work = Work(work_id="4242", title="t", url="https://www.pixiv.net/artworks/4242", page_count=pages)
+    return DeliveryRequest(
+        job_id="j",
+        target_id="t",
+        route="r",
+        idempotency_key="curaflow:r:illustration:4242:j:t",
+        work=work,
+        artifact=Artifact(work_id="4242", files=files),
+    )
+
+
+async def deliver(route_of: Callable[[httpx.AsyncClient], Any], answer: Answer, tmp_path: Path, **kw: Any) -> Any:
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
+        return await route_of(http).deliver(request_of(tmp_path, **kw))
+
+
+async def failure(
+    route_of: Callable[[httpx.AsyncClient], Any], answer: Answer, tmp_path: Path, **kw: Any
+) -> RouteError:
+    with pytest.raises(RouteError) as caught:
+        await deliver(route_of, answer, tmp_path, **kw)
+    return caught.value
+
+
+def telegram(http: httpx.AsyncClient) -> TelegramRoute:
+    config = TelegramRouteConfig(bot_token=SecretStr("1:x"), chat_id="-100", api_url="https://tg.test")
+    return TelegramRoute("tg", config, http)
+
+
+def discord(http: httpx.AsyncClient) -> DiscordRoute:
+    return DiscordRoute("dc", DiscordRouteConfig(url=SecretStr("https://dc.test/api/webhooks/1/x")), http)
+
+
+def webhook(http: httpx.AsyncClient) -> WebhookRoute:
+    return WebhookRoute("hook", "https://hook.test/in", whsec(), http)
+
+
+def tg_answer(status: int, description: str, **extra: Any) -> Answer:
+    body = {"ok": False, "error_code": status, "description": description, **extra}
+    return lambda _req: httpx.Response(status, json=body)
+
+
+def is_the_routes(err: RouteError) -> bool:
+    return err.reason == TerminalReason.ROUTE_REFUSED and err.permanent and owner_of(err.reason) == Owner.ROUTE
+
+
+def random_wording(rng: random.Random) -> str:
+    return "Bad Request: " + " ".join(
+        "".join(rng.choices(string.ascii_letters + "_", k=rng.randint(3, 12))) for _ in range(rng.randint(1, 5))
+    )
+
+
+# ---- Telegram -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "description"),
+    [
+        (400, "Bad Request: message thread not found"),
+        (400, "Bad Request: TOPIC_CLOSED"),
+        (400, "Bad Request: message caption is too long"),
+        (400, "Bad Request: not enough rights to send photos to the chat"),
+        (403, "Forbidden: bot is not a member of the channel chat"),
+        (404, "Not Found"),
+        (409, "Conflict: something new"),
+        (413, "Request Entity Too Large"),
+        (418, "I'm a teapot"),
+        (451, "Unavailable For Legal Reasons"),
+    ],
+)
+async def test_an_unknown_or_destination_telegram_refusal_is_the_routes(
+    tmp_path: Path, status: int, description: str
+) -> None:
+    err = await failure(telegram, tg_answer(status, description), tmp_path)
+    assert is_the_routes(err), (err.reason, str(err))
+    assert description.split(": ", 1)[-1] in str(err)  # the operator reads what Telegram said
+
+
+async def test_any_new_telegram_wording_is_the_routes(tmp_path: Path) -> None:
+    rng = random.Random(32)
+    for _ in range(20):
+        wording = random_wording(rng)
+        err = await failure(telegram, tg_answer(rng.choice([400, 403, 406, 422]), wording), tmp_path)
+        assert is_the_routes(err), wording
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda _r: httpx.Response(400, text="<html>400 Bad Request</html>"),  # not the Bot API's
+        lambda _r: httpx.Response(400, json={"ok": False, "error_code": "forty", "description": "x"}),
+        lambda _r: httpx.Response(400, json={"ok": False, "error_code": 400, "description": 7, "parameters": []}),
+        lambda _r: httpx.Response(400, json={"ok": False, "description": {"x": 1}, "parameters": "p"}),
+    ],
+    ids=["html", "error_code-not-a-number", "parameters-a-list", "description-an-object"],
+)
+async def test_a_telegram_refusal_of_an_unknown_shape_is_the_routes(tmp_path: Path, answer: Answer) -> None:
+    assert is_the_routes(await failure(telegram, answer, tmp_path))
+
+
+async def test_a_telegram_animation_it_cannot_play_is_the_works(tmp_path: Path) -> None:
+    err = await failure(
+        telegram, tg_answer(400, "Bad Request: wrong type of the web page content"), tmp_path, animated=True
+    )
+    assert err.reason == TerminalReason.DELIVERY_REJECTED and err.permanent
+    assert owner_of(err.reason) == Owner.WORK
+
+
+async def test_a_telegram_photo_refusal_is_sent_again_as_a_document(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    def answer(req: httpx.Request) -> httpx.Response:
+        seen.append(req.url.path.rsplit("/", 1)[-1])
+        if len(seen) == 1:
+            return httpx.Response(
+                400, json={"ok": False, "error_code": 400, "description": "Bad Request: PHOTO_INVALID_DIMENSIONS"}
+            )
+        return httpx.Response(200, json={"ok": True, "result": {"message_id": 7}})
+
+    receipt = await deliver(telegram, answer, tmp_path)
+    assert seen == ["sendPhoto", "sendDocument"] and receipt.remote_id == "7"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        tg_answer(429, "Too Many Requests"),
+        tg_answer(400, "Bad Request: Too Many Requests"),
+        tg_answer(429, "Too Many Requests: retry after soon", parameters={"retry_after": "x"}),
+        lambda _r: httpx.Response(429, text="<html>Too Many Requests</html>"),
+    ],
+    ids=["429", "400-text", "junk-delay", "html"],
+)
+async def test_a_telegram_rate_limit_without_a_delay_states_none(tmp_path: Path, answer: Answer) -> None:
+    err = await failure(telegram, answer, tmp_path)
+    assert err.rate_limited and not err.permanent
+    assert err.retry_after_s is None  # the backoff is decided once, in curaflow.domain.ratelimit
+
+
+async def test_a_telegram_rate_limit_with_its_delay_keeps_it(tmp_path: Path) -> None:
+    err = await failure(
+        telegram, tg_answer(429, "Too Many Requests: retry after 8", parameters={"retry_after": 8}), tmp_path
+    )
+    assert err.rate_limited and err.retry_after_s == 8
+
+
+# ---- Discord ------------------------------------------------------------------------------------
+
+
+def dc_answer(status: int, body: Any = None, *, text: str | None = None, **headers: str) -> Answer:
+    if text is not None:
+        return lambda _r: httpx.Response(status, text=text, headers=headers)
+    return lambda _r: httpx.Response(status, json=body, headers=headers)
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (
+            400,
+            {
+                "code": 50035,
+                "message": "Invalid Form Body",
+                "errors": {
+                    "username": {
+                        "_errors": [
+                            {"code": "USERNAME_INVALID_CONTAINS", "message": 'Username cannot contain "discord"'}
+                        ]
+                    }
+                },
+            },
+        ),
+        (400, {"code": 50035, "message": "Invalid Form Body", "errors": {"thread_id": {"_errors": []}}}),
+        (400, {"code": 220001, "message": "Webhooks posted to forum channels must have a thread_name or thread_id"}),
+        (400, {"code": 10003, "message": "Unknown Channel"}),
+        (400, {"message": "something new"}),
+        (400, None),
+        (403, {"code": 50013, "message": "Missing Permissions"}),
+        (404, {"code": 10015, "message": "Unknown Webhook"}),
+        (405, {"message": "405: Method Not Allowed", "code": 0}),
+        (413, {"code": 40005, "message": "Request entity too large"}),
+        (418, {"message": "teapot"}),
+    ],
+)
+async def test_an_unknown_or_destination_discord_refusal_is_the_routes(tmp_path: Path, status: int, body: Any) -> None:
+    assert is_the_routes(await failure(discord, dc_answer(status, body), tmp_path))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {
+            "code": 50035,
+            "message": "Invalid Form Body",
+            "errors": {"content": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH"}]}},
+        },
+        {
+            "code": 50035,
+            "message": "Invalid Form Body",
+            "errors": {"files[0]": {"_errors": [{"code": "BINARY_TYPE_MAX_SIZE"}]}},
+        },
+        {"code": 50045, "message": "File uploaded exceeds the maximum size"},
+        {"code": 20009, "message": "Explicit content cannot be sent to the desired recipient(s)"},
+        {"code": 200000, "message": "Message was blocked by automatic moderation"},
+    ],
+    ids=["content", "file", "file-too-big", "explicit", "automod"],
+)
+async def test_a_discord_refusal_of_the_content_is_the_works(tmp_path: Path, body: Any) -> None:
+    err = await failure(discord, dc_answer(400, body), tmp_path)
+    assert err.reason == TerminalReason.DELIVERY_REJECTED and err.permanent
+    assert owner_of(err.reason) == Owner.WORK
+
+
+CLOUDFLARE_1015 = (
+    "<!DOCTYPE html><html><head><title>Access denied | discord.com used Cloudflare to restrict access</title>"
+    "</head><body><h1>Error 1015</h1><h2>You are being rate limited</h2></body></html>"
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "route_wide"),
+    [
+        (dc_answer(429, {"message": "You are being rate limited.", "global": False}), False),
+        (dc_answer(429, {"message": "You are being rate limited.", "retry_after": "soon"}), False),
+        (dc_answer(429, {"message": "You are being rate limited.", "global": True}), True),
+        (dc_answer(429, text=CLOUDFLARE_1015), True),
+        (dc_answer(429, text="error code: 1015"), True),
+    ],
+    ids=["no-delay", "junk-delay", "global", "cloudflare-1015", "cloudflare-text"],
+)
+async def test_a_discord_rate_limit_without_a_delay_states_none(
+    tmp_path: Path, answer: Answer, route_wide: bool
+) -> None:
+    err = await failure(discord, answer, tmp_path)
+    assert err.rate_limited and not err.permanent and err.retry_after_s is None
+    assert err.route_wide is route_wide  # a global or IP-level limit holds every send of the route
+
+
+async def test_a_discord_rate_limit_with_its_delay_keeps_it(tmp_path: Path) -> None:
+    err = await failure(discord, dc_answer(429, {"retry_after": 2.5, "global": False}), tmp_path)
+    assert err.rate_limited and err.retry_after_s == 2.5 and not err.route_wide
+    err = await failure(discord, dc_answer(429, {"message": "x"}, **{"Retry-After": "3"}), tmp_path)
+    assert err.retry_after_s == 3
+
+
+# ---- webhook ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("status", [400, 401, 402, 403, 404, 405, 406, 410, 411, 413, 414, 418, 421, 451, 499])
+async def test_an_unknown_or_destination_webhook_refusal_is_the_routes(tmp_path: Path, status: int) -> None:
+    err = await failure(webhook, lambda _r: httpx.Response(status, json={"error": "no"}), tmp_path)
+    assert is_the_routes(err), status
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda _r: httpx.Response(415, json={"error": "unsupported media type"}),
+        lambda _r: httpx.Response(422, json={"error": "content refused"}),
+        lambda _r: httpx.Response(200, json={"status": "rejected"}),
+    ],
+    ids=["415", "422", "2xx-rejected"],
+)
+async def test_a_webhook_receiver_refusing_the_work_says_so(tmp_path: Path, answer: Answer) -> None:
+    err = await failure(webhook, answer, tmp_path)
+    assert err.reason == TerminalReason.DELIVERY_REJECTED and err.permanent
+
+
+async def test_a_webhook_429_without_a_delay_states_none(tmp_path: Path) -> None:
+    err = await failure(webhook, lambda _r: httpx.Response(429, text="slow down"), tmp_path)
+    assert err.rate_limited and err.retry_after_s is None and not err.permanent
+
+
+@pytest.mark.parametrize("error", [httpx.ConnectTimeout, httpx.PoolTimeout, httpx.ConnectError])
+async def test_a_webhook_request_that_never_left_is_not_ambiguous(tmp_path: Path, error: type[Exception]) -> None:
+    def answer(req: httpx.Request) -> httpx.Response:
+        raise error("the TLS handshake never completed", request=req)
+
+    err = await failure(webhook, answer, tmp_path)
+    assert not err.ambiguous and not err.permanent
+
+
+def test_answers_are_plain_json() -> None:
+    # the scripted answers above are the platforms' envelopes (a sanity check of the fixtures)
+    assert json.loads(tg_answer(400, "x")(httpx.Request("POST", "https://t")).content)["ok"] is False
