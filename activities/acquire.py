@@ -38,7 +38,6 @@ from activities.search import SearchActivity
 from curaflow.domain.cells import is_terminal
 from curaflow.domain.messages import AcquireInput, CellUpdate, FetchInput, SearchInput
 from curaflow.domain.models import CellSnapshot
-from curaflow.ledger.jobs import deadline_of
 from curaflow.observability.logs import get_logger
 from curaflow.outbound import attempt_deadline
 
@@ -74,10 +73,9 @@ class AcquireActivity:
             ApplicationError: as ``search`` and ``fetch`` (typed by reason code).
 
         Every source request of the attempt ends by the job's deadline at the latest
-        (:func:`~curaflow.outbound.attempt_deadline`).
+        (:func:`~curaflow.outbound.attempt_deadline`), read with the step's opening.
         """
-        with attempt_deadline(await deadline_of(self._deps.pool, inp.job_id)):
-            return await self._acquire(inp)
+        return await self._acquire(inp)
 
     async def _acquire(self, inp: AcquireInput) -> CellUpdate:
         searched = await self._search.run(SearchInput.model_validate(inp.model_dump()), continues=True)
@@ -94,16 +92,17 @@ class AcquireActivity:
         # signal waits beside it and is dropped once the download is over.
         progress = asyncio.create_task(self._progress(found.cell, after_s=PROGRESS_SIGNAL_DELAY_S))
         try:
-            return await self._fetch.run(
-                FetchInput(
-                    job_id=inp.job_id,
-                    target=inp.target,
-                    heartbeat_interval_ms=inp.heartbeat_interval_ms,
-                    fallback_stage=inp.fallback_stage,
-                    max_fallback_stages=inp.max_fallback_stages,
-                ),
-                opened=searched.opened,
-            )
+            with attempt_deadline(searched.deadline_at_ms):
+                return await self._fetch.run(
+                    FetchInput(
+                        job_id=inp.job_id,
+                        target=inp.target,
+                        heartbeat_interval_ms=inp.heartbeat_interval_ms,
+                        fallback_stage=inp.fallback_stage,
+                        max_fallback_stages=inp.max_fallback_stages,
+                    ),
+                    opened=searched.opened,
+                )
         finally:
             progress.cancel()
             with contextlib.suppress(asyncio.CancelledError):

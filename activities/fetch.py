@@ -43,6 +43,7 @@ from curaflow.domain.verdicts import no_candidate_verdict
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.artifacts import store_artifact
+from curaflow.outbound import attempt_deadline
 from curaflow.paths import PathEscape
 from curaflow.sources.errors import SourceError, WorkUnavailable
 
@@ -76,17 +77,20 @@ class FetchActivity:
         Args:
             opened: the cell as the search half of the same ``acquire`` attempt left it,
                 its step still open (:meth:`activities.search.SearchActivity.run`); no
-                second step is opened then. None: open the step here.
+                second step is opened then, and the caller bounds the requests by the
+                job's deadline. None: open the step here; its requests end by the job's
+                deadline at the latest (:func:`~curaflow.outbound.attempt_deadline`).
         """
         deps = self.deps
         target = inp.target
         info = activity.info()
         lease_ms = inp.heartbeat_interval_ms * 2
+        deadline: int | None = None
         if opened is not None:
             cell: CellSnapshot | None = opened
         else:
             async with deps.pool.acquire() as conn, conn.transaction():
-                cell, barrier = await ledger.start_step(
+                cell, barrier, deadline = await ledger.start_step(
                     conn,
                     inp.job_id,
                     target.target_id,
@@ -104,90 +108,111 @@ class FetchActivity:
         source = source_of(deps, target.account)
         policy = source.policy
 
-        async with Heartbeater(
-            deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
-        ) as hb:
-            while True:
-                if is_terminal(cell.state) or cell.state != CellState.SELECTED or cell.work is None:
-                    # Nothing (more) to fetch: the attempt ends here, and with it the lease
-                    # its step took (``lease_active`` means an attempt runs).
-                    async with deps.pool.acquire() as conn:
-                        await ledger.end_lease(conn, inp.job_id, target.target_id)
-                    return CellUpdate(cell=cell)
-                work = cell.work
-
-                async def progress(done: int, total: int, work_id: str = work.work_id) -> None:
-                    hb.update(stage="fetching", work_id=work_id, pages_done=done, pages_total=total)
-
-                try:
-                    artifact = await deps.store.fetch(source, work, inp.job_id, target.target_id, on_page=progress)
-                except WorkUnavailable as err:
-                    activity.logger.info(
-                        "candidate unavailable, moving on",
-                        extra={
-                            "job_id": inp.job_id,
-                            "target_id": target.target_id,
-                            "work_id": work.work_id,
-                            "why": err.why,
-                            "kind": str(err.kind),
-                        },
-                    )
-                    deps.store.delete(inp.job_id, target.target_id)
-                    async with deps.pool.acquire() as conn, conn.transaction():
-                        await memory.remember_unavailable(
-                            conn,
-                            gate=deps.settings.source_task_queue(target.account),
-                            work_type=work.work_type,
-                            work_id=work.work_id,
-                            why=err.why,
-                            job_id=inp.job_id,
-                            ttl_ms=policy.unavailable_ttl_ms,
-                        )
-                        nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why, str(err.kind))
-                        assert nxt is not None
-                        if (
-                            nxt.state == CellState.PENDING
-                            and nxt.work_id is None
-                            and another_pass(
-                                fallback_pass=inp.fallback_stage,
-                                max_passes=inp.max_fallback_stages,
-                                scan_limit=target.scan_limit,
-                                report=nxt.candidate_report or CandidateReport(),
-                                max_examined=policy.max_examined,
-                            )
-                        ):
-                            await ledger.set_fallback_pass(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
+        with attempt_deadline(deadline):
+            async with Heartbeater(
+                deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
+            ) as hb:
+                while True:
+                    if is_terminal(cell.state) or cell.state != CellState.SELECTED or cell.work is None:
+                        # Nothing (more) to fetch: the attempt ends here, and with it the lease
+                        # its step took (``lease_active`` means an attempt runs).
+                        async with deps.pool.acquire() as conn:
                             await ledger.end_lease(conn, inp.job_id, target.target_id)
-                            return CellUpdate(cell=nxt, retry_stage=True)
-                        if nxt.state == CellState.PENDING and nxt.work_id is None:
-                            report = nxt.candidate_report
-                            reason = no_candidate_verdict(report, max_examined=policy.max_examined)
-                            nxt = await ledger.finish_cell(
-                                conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason
+                        return CellUpdate(cell=cell)
+                    work = cell.work
+
+                    async def progress(done: int, total: int, work_id: str = work.work_id) -> None:
+                        hb.update(stage="fetching", work_id=work_id, pages_done=done, pages_total=total)
+
+                    held: dict[int, bytes] = {}
+                    try:
+                        artifact = await deps.store.fetch(
+                            source, work, inp.job_id, target.target_id, on_page=progress, held=held
+                        )
+                    except WorkUnavailable as err:
+                        activity.logger.info(
+                            "candidate unavailable, moving on",
+                            extra={
+                                "job_id": inp.job_id,
+                                "target_id": target.target_id,
+                                "work_id": work.work_id,
+                                "why": err.why,
+                                "kind": str(err.kind),
+                            },
+                        )
+                        deps.store.delete(inp.job_id, target.target_id)
+                        async with deps.pool.acquire() as conn, conn.transaction():
+                            await memory.remember_unavailable(
+                                conn,
+                                gate=deps.settings.source_task_queue(target.account),
+                                work_type=work.work_type,
+                                work_id=work.work_id,
+                                why=err.why,
+                                job_id=inp.job_id,
+                                ttl_ms=policy.unavailable_ttl_ms,
+                            )
+                            nxt = await ledger.rebind_next(
+                                conn, inp.job_id, target, work.work_id, err.why, str(err.kind)
                             )
                             assert nxt is not None
-                    cell = nxt
-                    continue
-                except SourceError as err:
-                    raise source_failure(err, info.attempt, rate_limit_base_s=policy.rate_limit_base_s) from err
-                except PathEscape as err:  # ids are validated at the source: a bug, never retried
-                    raise permanent(TerminalReason.INTERNAL_ERROR, str(err)) from err
-                except OSError as err:
-                    if err.errno not in DISK_FULL:
-                        raise
-                    # curaflow's own disk: no retry within the job frees it. Pages already
-                    # complete stay on disk for a later attempt once space is freed.
-                    raise permanent(
-                        TerminalReason.STORAGE_FULL, f"artifact store: {err.strerror or 'no space left on device'}"
-                    ) from err
-                # Before the cell is ready: a deliver attempt on any process can then read it.
-                await store_artifact(deps.pool, inp.job_id, target.target_id, artifact)
-                async with deps.pool.acquire() as conn, conn.transaction():
-                    ready = await ledger.artifact_ready(
-                        conn, inp.job_id, target.target_id, work.work_id, artifact.model_dump(mode="json")
-                    )
-                if ready is None:
-                    raise permanent(
-                        TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
-                    )
-                return CellUpdate(cell=ready)
+                            if (
+                                nxt.state == CellState.PENDING
+                                and nxt.work_id is None
+                                and another_pass(
+                                    fallback_pass=inp.fallback_stage,
+                                    max_passes=inp.max_fallback_stages,
+                                    scan_limit=target.scan_limit,
+                                    report=nxt.candidate_report or CandidateReport(),
+                                    max_examined=policy.max_examined,
+                                )
+                            ):
+                                await ledger.set_fallback_pass(
+                                    conn, inp.job_id, target.target_id, inp.fallback_stage + 1
+                                )
+                                await ledger.end_lease(conn, inp.job_id, target.target_id)
+                                return CellUpdate(cell=nxt, retry_stage=True)
+                            if nxt.state == CellState.PENDING and nxt.work_id is None:
+                                report = nxt.candidate_report
+                                reason = no_candidate_verdict(report, max_examined=policy.max_examined)
+                                nxt = await ledger.finish_cell(
+                                    conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason
+                                )
+                                assert nxt is not None
+                        cell = nxt
+                        continue
+                    except SourceError as err:
+                        raise source_failure(err, info.attempt, rate_limit_base_s=policy.rate_limit_base_s) from err
+                    except PathEscape as err:  # ids are validated at the source: a bug, never retried
+                        raise permanent(TerminalReason.INTERNAL_ERROR, str(err)) from err
+                    except OSError as err:
+                        if err.errno not in DISK_FULL:
+                            raise
+                        # curaflow's own disk: no retry within the job frees it. Pages already
+                        # complete stay on disk for a later attempt once space is freed.
+                        raise permanent(
+                            TerminalReason.STORAGE_FULL, f"artifact store: {err.strerror or 'no space left on device'}"
+                        ) from err
+                    # The ledger's copy, before or with the cell's move to ready: a deliver
+                    # attempt on any process can then read it. A work whose pages are all
+                    # still in memory is copied in the move's own transaction (no statement
+                    # or transaction of its own, no file read again); any other first.
+                    in_memory = all(f.page in held for f in artifact.files)
+                    if not in_memory:
+                        await store_artifact(deps.pool, inp.job_id, target.target_id, artifact, held=held)
+                    async with deps.pool.acquire() as conn, conn.transaction():
+                        job = await ledger.lock_job(conn, inp.job_id)
+                        if in_memory and job is not None:
+                            await store_artifact(conn, inp.job_id, target.target_id, artifact, held=held)
+                        ready = await ledger.artifact_ready(
+                            conn,
+                            inp.job_id,
+                            target.target_id,
+                            work.work_id,
+                            artifact.model_dump(mode="json"),
+                            locked=job,
+                        )
+                    if ready is None:
+                        raise permanent(
+                            TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
+                        )
+                    return CellUpdate(cell=ready)

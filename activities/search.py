@@ -47,6 +47,7 @@ from curaflow.ledger import frontiers
 from curaflow.ledger import remembered as memory
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
+from curaflow.outbound import attempt_deadline
 from curaflow.sources import frontier as fr
 from curaflow.sources.base import ScanRequest, ScanState
 from curaflow.sources.errors import SourceError
@@ -57,10 +58,12 @@ log = get_logger("curaflow.source")
 class Searched(NamedTuple):
     """What a search step ended with: the cell update (brief cell, for history) and, while
     the step stays open, the full cell bound by it (``acquire`` goes on to fetch it in the
-    same attempt; see :meth:`SearchActivity.run`)."""
+    same attempt; see :meth:`SearchActivity.run`), with the job's deadline (epoch ms, UTC)
+    the step read when it opened (it bounds the fetch's requests too)."""
 
     update: CellUpdate
     opened: CellSnapshot | None = None
+    deadline_at_ms: int | None = None
 
 
 class SearchActivity:
@@ -96,6 +99,9 @@ class SearchActivity:
         (:func:`~curaflow.ledger.cells.continue_step`) instead of ending the lease, and
         the fetch half opens no step of its own.
 
+        Every source request of the step ends by the job's deadline at the latest
+        (:func:`~curaflow.outbound.attempt_deadline`), read with the step's opening.
+
         Returns:
             The cell update and, only with ``continues``, a cell ``selected`` by the
             binding and no barrier, the full cell whose step is still open.
@@ -105,7 +111,7 @@ class SearchActivity:
         info = activity.info()
         lease_ms = inp.heartbeat_interval_ms * 2
         async with deps.pool.acquire() as conn, conn.transaction():
-            cell, barrier = await ledger.start_step(
+            cell, barrier, deadline = await ledger.start_step(
                 conn,
                 inp.job_id,
                 target.target_id,
@@ -122,7 +128,15 @@ class SearchActivity:
             return Searched(barrier_update(cell, barrier))
         if is_terminal(cell.state) or cell.work_id is not None:
             return Searched(CellUpdate(cell=cell))
+        with attempt_deadline(deadline):
+            searched = await self._scan(inp, cell, continues=continues, lease_ms=lease_ms)
+        return searched._replace(deadline_at_ms=deadline)
 
+    async def _scan(self, inp: SearchInput, cell: CellSnapshot, *, continues: bool, lease_ms: int) -> Searched:
+        """Page the source and bind (steps 3–5 of the module doc) in an opened step."""
+        deps = self.deps
+        target = inp.target
+        info = activity.info()
         source = source_of(deps, target.account)
         policy = source.policy
         # Pass N may keep base × (N+1) candidates (cap 100), prefetching 5 × (N+1).
@@ -194,8 +208,9 @@ class SearchActivity:
                         _restricted(err, inp.job_id, target.target_id, target.account)
                     raise source_failure(err, info.attempt, rate_limit_base_s=policy.rate_limit_base_s) from err
                 async with deps.pool.acquire() as conn, conn.transaction():
-                    cell = await ledger.bind_work(conn, inp.job_id, target, result.candidates, result.report)
-                    assert cell is not None
+                    bound = await ledger.bind_work(conn, inp.job_id, target, result.candidates, result.report)
+                    assert bound is not None
+                    cell = bound
                     if fingerprint is not None and result.frontier is not None:
                         await frontiers.save_frontier(
                             conn, target.target_id, fingerprint, result.frontier, job_id=inp.job_id
@@ -227,8 +242,9 @@ class SearchActivity:
                 await ledger.set_fallback_pass(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
                 await ledger.end_lease(conn, inp.job_id, target.target_id)
                 return Searched(CellUpdate(cell=cell, retry_stage=True))
-            cell = await ledger.finish_cell(conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason)
-            assert cell is not None
+            ended = await ledger.finish_cell(conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason)
+            assert ended is not None
+            cell = ended
             activity.logger.info(
                 "candidate_exhaustion",
                 extra={

@@ -9,6 +9,7 @@ the row untouched and returns the cell as it is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -56,8 +57,9 @@ async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | No
     """Lock the job row for the rest of the transaction; None if the job is unknown.
 
     The row has ``job_id``, ``started_at``, ``cancel_requested_at``, ``completed_at``,
-    ``deadline_at`` and the job's ``barrier`` now (:func:`barrier_sql`; read it with
-    :func:`barrier_of`).
+    ``deadline_at``, the job's ``barrier`` now (:func:`barrier_sql`; read it with
+    :func:`barrier_of`), and what the stage rule needs of the job row: ``last_stage`` and
+    ``cells``, the number of its cells (:func:`sole_cell_stage`).
 
     Read other rows (a cell's state) in a later statement, never in this one: under READ
     COMMITTED a statement that waited for the lock still reads other rows as they were
@@ -65,7 +67,7 @@ async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | No
     """
     return await conn.fetchrow(
         f"""SELECT job_id, started_at, cancel_requested_at, completed_at, deadline_at,
-                  {barrier_sql("jobs", "$2")} AS barrier
+                  {barrier_sql("jobs", "$2")} AS barrier, last_stage, cardinality(target_ids) AS cells
            FROM jobs WHERE job_id = $1 FOR UPDATE""",
         job_id,
         now_ms(),
@@ -84,28 +86,58 @@ _SET_STAGE_SQL = """SELECT o_seq, o_type, o_at, o_payload, o_callback_url, o_cor
 _TERMINAL_STATE_NAMES = sorted(str(s) for s in TERMINAL_STATES)
 
 
+class StageFacts(NamedTuple):
+    """What the stage rule reads of a job, when the caller already holds it: the stage
+    ``jobs.last_stage`` records and the stages of the job's open cells."""
+
+    last_stage: str | None
+    open_stages: list[str]
+
+
+def sole_cell_stage(job: asyncpg.Record | Mapping[str, Any] | None, cell: CellSnapshot | None) -> StageFacts | None:
+    """The stage facts of a job with one cell, from what the caller's transaction already
+    holds — the locked job row (``last_stage``, ``cells``: :func:`lock_job`) and that cell
+    as the caller's statement wrote it — so :func:`sync_job_stage` reads nothing. None for
+    a job of several cells (their stages are read) or when either is missing.
+
+    Only rows the transaction locked or wrote are used (the rule of :func:`lock_job`).
+    """
+    if job is None or cell is None or job["cells"] != 1:
+        return None
+    return StageFacts(job["last_stage"], [] if is_terminal(cell.state) else [cell.stage])
+
+
 async def sync_job_stage(
-    conn: asyncpg.Connection, job_id: str, *, started: bool = False, at: int | None = None
+    conn: asyncpg.Connection,
+    job_id: str,
+    *,
+    started: bool = False,
+    at: int | None = None,
+    known: StageFacts | None = None,
 ) -> None:
     """Emit ``job.progress`` when the job-level stage changed (job row must be locked).
 
     The job-level stage is decided by :func:`curaflow.domain.projection.open_stage`, the
     rule ``GET /jobs/{id}`` shows, from the open cells' stages read here (a statement of
-    its own, after the caller's lock, so it sees every committed cell). ``jobs.last_stage``
-    holds the stage of the job's last ``job.progress`` event; when the stage moved, or
-    with ``started`` (the job's first step, ``job.started`` appended first), one more
-    statement writes it and appends the events. Pushes of a job with a ``callback_url``
-    are enqueued in the same transaction.
+    its own, after the caller's lock, so it sees every committed cell) — or given as
+    ``known`` by a caller that holds them (a job of one cell: :func:`sole_cell_stage`).
+    ``jobs.last_stage`` holds the stage of the job's last ``job.progress`` event; when
+    the stage moved, or with ``started`` (the job's first step, ``job.started`` appended
+    first), one more statement writes it and appends the events. Pushes of a job with a
+    ``callback_url`` are enqueued in the same transaction.
 
     Args:
         at: the events' time, epoch ms (default now); :func:`start_step` passes the time
             it wrote as ``started_at`` (reference §4.3: ``job.started`` is at ``started_at``).
+        known: the stage facts, when the caller holds them (no statement reads them).
     """
-    row = await conn.fetchrow(_STAGES_SQL, job_id, _TERMINAL_STATE_NAMES)
-    if row is None:
-        return
-    stage = open_stage(row["stages"])
-    if not started and (stage is None or stage == row["last_stage"]):
+    if known is None:
+        row = await conn.fetchrow(_STAGES_SQL, job_id, _TERMINAL_STATE_NAMES)
+        if row is None:
+            return
+        known = StageFacts(row["last_stage"], list(row["stages"]))
+    stage = open_stage(known.open_stages)
+    if not started and (stage is None or stage == known.last_stage):
         return
     rows = await conn.fetch(
         _SET_STAGE_SQL,
@@ -134,6 +166,17 @@ def barrier_of(job: asyncpg.Record) -> Barrier | None:
     return Barrier(job["barrier"]) if job["barrier"] else None
 
 
+class StepOpened(NamedTuple):
+    """What :func:`start_step` found: the cell (None when the job or cell is unknown), the
+    job's barrier (set: the step must not run) and its deadline (epoch ms, UTC; None
+    when unknown or unset) — the bound of the attempt's exchanges
+    (:func:`curaflow.outbound.attempt_deadline`), read with the step."""
+
+    cell: CellSnapshot | None
+    barrier: Barrier | None
+    deadline_at_ms: int | None = None
+
+
 async def start_step(
     conn: asyncpg.Connection,
     job_id: str,
@@ -143,7 +186,7 @@ async def start_step(
     attempt: int,
     lease_ms: int,
     owner: str,
-) -> tuple[CellSnapshot | None, Barrier | None]:
+) -> StepOpened:
     """Open an activity attempt on a cell: mark the job started, take the cell's lease.
 
     The first step of a job sets ``started_at``, moves the job to ``running`` and appends
@@ -153,8 +196,10 @@ async def start_step(
 
     Two statements: the job row is locked, judged (:func:`barrier_sql`) and written with
     the cell row in one; ``job.started`` and ``job.progress`` follow in one
-    (:func:`sync_job_stage`). Only the rows the first statement locks or updates are read
-    in it, so both are current even when it waited for the lock (:func:`lock_job`).
+    (:func:`sync_job_stage`), only when they are due. Only the rows the first statement
+    locks or updates are read in it, so both are current even when it waited for the
+    lock (:func:`lock_job`); for a job of one cell they are all the stage rule needs
+    (:func:`sole_cell_stage`).
 
     Args:
         stage: the stage this activity works in.
@@ -163,14 +208,16 @@ async def start_step(
         owner: the worker identity holding the lease.
 
     Returns:
-        ``(cell, barrier)``; cell None when the job or cell is unknown; barrier set when
-        the step must not run (then nothing was changed).
+        ``(cell, barrier, deadline_at_ms)`` (:class:`StepOpened`); cell None when the job
+        or cell is unknown; barrier set when the step must not run (then nothing was
+        changed).
     """
     now = now_ms()
     # One statement: lock the job row, judge its barrier and, only without one (and while
     # the job is open), write the job row and the cell row.
     row = await conn.fetchrow(
-        f"""WITH j AS (SELECT job_id, started_at, completed_at, {barrier_sql("jobs", "$3")} AS barrier
+        f"""WITH j AS (SELECT job_id, started_at, completed_at, {barrier_sql("jobs", "$3")} AS barrier,
+                              last_stage, cardinality(target_ids) AS cells, deadline_at
                        FROM jobs WHERE job_id = $1 FOR UPDATE),
                 go AS (SELECT job_id, started_at FROM j WHERE completed_at IS NULL AND barrier IS NULL),
                 job AS (UPDATE jobs t SET attempt = $2, started_at = COALESCE(t.started_at, $3), updated_at = $3
@@ -179,7 +226,8 @@ async def start_step(
                                           lease_until = $6, lease_owner = $7, heartbeat_at = $3, updated_at = $3
                          WHERE job_id = $1 AND target_id = $4 AND EXISTS (SELECT 1 FROM go)
                          RETURNING {CELL_COLUMNS})
-           SELECT j.barrier, EXISTS (SELECT 1 FROM job) AS opened, job.prev_started, cell.*
+           SELECT j.barrier, j.last_stage AS job_last_stage, j.cells AS job_cells, j.deadline_at AS job_deadline_at,
+                  EXISTS (SELECT 1 FROM job) AS opened, job.prev_started, cell.*
            FROM j LEFT JOIN job ON true LEFT JOIN cell ON true""",
         job_id,
         attempt,
@@ -191,11 +239,14 @@ async def start_step(
         _TERMINAL_STATE_NAMES,
     )
     if row is None:
-        return None, None
+        return StepOpened(None, None)
+    deadline = row["job_deadline_at"]
     if not row["opened"]:
-        return await load_cell(conn, job_id, target_id), barrier_of(row)
-    await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=now)
-    return (cell_from_row(row) if row["target_id"] is not None else None), None
+        return StepOpened(await load_cell(conn, job_id, target_id), barrier_of(row), deadline)
+    cell = cell_from_row(row) if row["target_id"] is not None else None
+    job = {"cells": row["job_cells"], "last_stage": row["job_last_stage"]}
+    await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=now, known=sole_cell_stage(job, cell))
+    return StepOpened(cell, None, deadline)
 
 
 async def continue_step(
@@ -384,8 +435,9 @@ async def bind_work(
         jsonable(report),
         now,
     )
-    await sync_job_stage(conn, job_id)  # changes the job row only: ``row`` is the cell as it is
-    return cell_from_row(row)
+    cell = cell_from_row(row)
+    await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))  # changes the job row only
+    return cell
 
 
 async def rebind_next(
@@ -452,18 +504,28 @@ _READY_FROM = sorted(str(s) for s in CellState if check_transition(s, CellState.
 
 
 async def artifact_ready(
-    conn: asyncpg.Connection, job_id: str, target_id: str, work_id: str, artifact: dict[str, Any]
+    conn: asyncpg.Connection,
+    job_id: str,
+    target_id: str,
+    work_id: str,
+    artifact: dict[str, Any],
+    *,
+    locked: asyncpg.Record | None = None,
 ) -> CellSnapshot | None:
     """``selected → artifact_ready`` for the bound work, storing the artifact description,
     and the end of the fetch step: the cell's lease is released in the same statement
     (as :func:`end_lease`: not while a delivery of the cell is in flight).
+
+    Args:
+        locked: the job row :func:`lock_job` returned earlier in this transaction (the
+            caller wrote the artifact's copy under the lock); None: it is locked here.
 
     Returns:
         The cell afterwards; unchanged (reloaded, its lease released all the same) when
         it no longer holds ``work_id`` or cannot move to ``artifact_ready``; None when
         the job or the cell is unknown.
     """
-    job = await lock_job(conn, job_id)
+    job = locked if locked is not None else await lock_job(conn, job_id)
     if job is None:
         return None
     updated = await conn.fetchrow(
@@ -484,8 +546,9 @@ async def artifact_ready(
     if updated is None:
         await end_lease(conn, job_id, target_id)
         return await load_cell(conn, job_id, target_id)
-    await sync_job_stage(conn, job_id)  # changes the job row only
-    return cell_from_row(updated)
+    cell = cell_from_row(updated)
+    await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))  # changes the job row only
+    return cell
 
 
 #: For each terminal state, the states a cell may reach it from
@@ -503,7 +566,8 @@ async def finish_cell(
     reason: str | None = None,
     message: str | None = None,
     *,
-    locked: bool = False,
+    locked: bool | asyncpg.Record = False,
+    end_attempt: bool = False,
 ) -> CellSnapshot | None:
     """Move a cell to a terminal ``state`` with its reason, if the FSM allows it.
 
@@ -515,14 +579,22 @@ async def finish_cell(
 
     Args:
         locked: the caller already holds the job row lock in this transaction
-            (:func:`lock_job`); otherwise it is taken here.
+            (:func:`lock_job`): True, or the row :func:`lock_job` returned (the stage rule
+            then reads nothing for a job of one cell); otherwise it is taken here.
+        end_attempt: the caller's attempt ends with this call: the cell's lease is
+            released also when the cell was terminal already (a beat the attempt sent
+            while its request was out may have leased it again); a cell that moves is
+            released by the move itself.
 
     Returns:
         The cell afterwards (unchanged when the FSM refused), or None when the job or
         the cell is unknown.
     """
-    if not locked and await lock_job(conn, job_id) is None:
-        return None
+    job = locked if isinstance(locked, asyncpg.Record) else None
+    if not locked:
+        job = await lock_job(conn, job_id)
+        if job is None:
+            return None
     now = now_ms()
     row = await conn.fetchrow(
         f"""UPDATE cells SET state = $3, stage = 'done', terminal_reason_code = $4,
@@ -539,6 +611,8 @@ async def finish_cell(
         _FINISH_FROM[state],
     )
     if row is None:
+        if end_attempt:
+            await end_lease(conn, job_id, target_id)
         return await load_cell(conn, job_id, target_id)
     if state != CellState.SUBMITTED:
         # Never sent → released (another job may deliver the work); maybe landed (in
@@ -553,8 +627,9 @@ async def finish_cell(
             target_id,
             now,
         )
-    await sync_job_stage(conn, job_id)
-    return cell_from_row(row)
+    cell = cell_from_row(row)
+    await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))
+    return cell
 
 
 async def set_fallback_pass(conn: asyncpg.Connection, job_id: str, target_id: str, fallback_pass: int) -> None:
