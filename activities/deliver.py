@@ -202,7 +202,7 @@ class DeliverActivity:
             raise permanent(TerminalReason.CONFIGURATION_ERROR, str(err)) from err
 
         async with deps.pool.acquire() as conn, conn.transaction():
-            cell, barrier, deadline_ms = await ledger_cells.start_step(
+            cell, barrier, deadline_ms, _ = await ledger_cells.start_step(
                 conn,
                 inp.job_id,
                 target.target_id,

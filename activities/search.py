@@ -96,8 +96,8 @@ class SearchActivity:
         With ``continues`` (``acquire``), a cell ``selected`` by the binding (bound by this
         call, or adopted from a concurrent attempt's binding) keeps the step open:
         the binding's transaction renews the lease and checks the job's barrier
-        (:func:`~curaflow.ledger.cells.continue_step`) instead of ending the lease, and
-        the fetch half opens no step of its own.
+        (:func:`~curaflow.ledger.cells.bind_and_continue`) instead of ending the lease,
+        and the fetch half opens no step of its own.
 
         Every source request of the step ends by the job's deadline at the latest
         (:func:`~curaflow.outbound.attempt_deadline`), read with the step's opening.
@@ -111,7 +111,7 @@ class SearchActivity:
         info = activity.info()
         lease_ms = inp.heartbeat_interval_ms * 2
         async with deps.pool.acquire() as conn, conn.transaction():
-            cell, barrier, deadline = await ledger.start_step(
+            opened = await ledger.start_step(
                 conn,
                 inp.job_id,
                 target.target_id,
@@ -120,6 +120,7 @@ class SearchActivity:
                 lease_ms=lease_ms,
                 owner=deps.identity,
             )
+        cell, barrier, deadline = opened.cell, opened.barrier, opened.deadline_at_ms
         if cell is None:
             raise permanent(
                 TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
@@ -129,11 +130,16 @@ class SearchActivity:
         if is_terminal(cell.state) or cell.work_id is not None:
             return Searched(CellUpdate(cell=cell))
         with attempt_deadline(deadline):
-            searched = await self._scan(inp, cell, continues=continues, lease_ms=lease_ms)
+            searched = await self._scan(
+                inp, cell, continues=continues, lease_ms=lease_ms, resume=ledger.resume_needed(opened)
+            )
         return searched._replace(deadline_at_ms=deadline)
 
-    async def _scan(self, inp: SearchInput, cell: CellSnapshot, *, continues: bool, lease_ms: int) -> Searched:
-        """Page the source and bind (steps 3–5 of the module doc) in an opened step."""
+    async def _scan(
+        self, inp: SearchInput, cell: CellSnapshot, *, continues: bool, lease_ms: int, resume: bool
+    ) -> Searched:
+        """Page the source and bind (steps 3–5 of the module doc) in an opened step;
+        ``resume``: the cell has released works or a checkpoint to read first."""
         deps = self.deps
         target = inp.target
         info = activity.info()
@@ -141,7 +147,9 @@ class SearchActivity:
         policy = source.policy
         # Pass N may keep base × (N+1) candidates (cap 100), prefetching 5 × (N+1).
         scan_limit, want = pass_bounds(target.scan_limit, inp.fallback_stage)
-        unavailable, saved = await ledger.search_resume(deps.pool, inp.job_id, target.target_id)
+        unavailable, saved = (
+            await ledger.search_resume(deps.pool, inp.job_id, target.target_id) if resume else (set(), None)
+        )
         checkpoint = None
         if saved and saved.get("stage") == inp.fallback_stage:
             checkpoint = source.restore(saved["scan"])
@@ -208,7 +216,14 @@ class SearchActivity:
                         _restricted(err, inp.job_id, target.target_id, target.account)
                     raise source_failure(err, info.attempt, rate_limit_base_s=policy.rate_limit_base_s) from err
                 async with deps.pool.acquire() as conn, conn.transaction():
-                    bound = await ledger.bind_work(conn, inp.job_id, target, result.candidates, result.report)
+                    barrier = None
+                    if continues:
+                        renew = ledger.Renewal(lease_ms, deps.identity)
+                        bound, barrier = await ledger.bind_and_continue(
+                            conn, inp.job_id, target, result.candidates, result.report, renew
+                        )
+                    else:
+                        bound = await ledger.bind_work(conn, inp.job_id, target, result.candidates, result.report)
                     assert bound is not None
                     cell = bound
                     if fingerprint is not None and result.frontier is not None:
@@ -216,12 +231,8 @@ class SearchActivity:
                             conn, target.target_id, fingerprint, result.frontier, job_id=inp.job_id
                         )
                     if cell.state != CellState.PENDING or cell.work_id is not None:
-                        if continues and cell.state == CellState.SELECTED:
-                            barrier = await ledger.continue_step(
-                                conn, inp.job_id, target.target_id, lease_ms=lease_ms, owner=deps.identity
-                            )
-                            if barrier is None:
-                                return Searched(CellUpdate(cell=cell), opened=cell)
+                        if continues and cell.state == CellState.SELECTED and barrier is None:
+                            return Searched(CellUpdate(cell=cell), opened=cell)
                         await ledger.end_lease(conn, inp.job_id, target.target_id)
                         return Searched(barrier_update(cell, barrier) if barrier else CellUpdate(cell=cell))
                 if result.exhausted or not result.candidates or result.examined >= policy.max_examined:

@@ -175,6 +175,8 @@ class StepOpened(NamedTuple):
     cell: CellSnapshot | None
     barrier: Barrier | None
     deadline_at_ms: int | None = None
+    #: The cell holds a saved search checkpoint (:func:`search_resume` has one to read).
+    checkpointed: bool = False
 
 
 async def start_step(
@@ -225,7 +227,7 @@ async def start_step(
                 cell AS (UPDATE cells SET stage = CASE WHEN state = ANY($8::text[]) THEN stage ELSE $5 END,
                                           lease_until = $6, lease_owner = $7, heartbeat_at = $3, updated_at = $3
                          WHERE job_id = $1 AND target_id = $4 AND EXISTS (SELECT 1 FROM go)
-                         RETURNING {CELL_COLUMNS})
+                         RETURNING {CELL_COLUMNS}, search_checkpoint IS NOT NULL AS checkpointed)
            SELECT j.barrier, j.last_stage AS job_last_stage, j.cells AS job_cells, j.deadline_at AS job_deadline_at,
                   EXISTS (SELECT 1 FROM job) AS opened, job.prev_started, cell.*
            FROM j LEFT JOIN job ON true LEFT JOIN cell ON true""",
@@ -246,7 +248,7 @@ async def start_step(
     cell = cell_from_row(row) if row["target_id"] is not None else None
     job = {"cells": row["job_cells"], "last_stage": row["job_last_stage"]}
     await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=now, known=sole_cell_stage(job, cell))
-    return StepOpened(cell, None, deadline)
+    return StepOpened(cell, None, deadline, bool(row["checkpointed"]))
 
 
 async def continue_step(
@@ -325,7 +327,11 @@ class SearchResume(NamedTuple):
 
 async def search_resume(pool: asyncpg.Pool, job_id: str, target_id: str) -> SearchResume:
     """The works this cell released as unavailable (a later pass skips them) and the saved
-    search checkpoint, in one statement (own short transaction)."""
+    search checkpoint, in one statement (own short transaction).
+
+    A cell that never bound a work (``CellSnapshot.attempt`` 0: none released) and holds
+    no checkpoint (:attr:`StepOpened.checkpointed`) has nothing to resume: its search
+    skips this read (:func:`resume_needed`)."""
     row = await pool.fetchrow(
         """SELECT c.search_checkpoint,
                   ARRAY(SELECT DISTINCT d.work_id FROM delivery_intents d
@@ -338,6 +344,13 @@ async def search_resume(pool: asyncpg.Pool, job_id: str, target_id: str) -> Sear
         return SearchResume(set(), None)
     checkpoint = row["search_checkpoint"]
     return SearchResume(set(row["released"]), checkpoint if isinstance(checkpoint, dict) else None)
+
+
+def resume_needed(opened: StepOpened) -> bool:
+    """Whether a search step opened as ``opened`` has anything :func:`search_resume` would
+    find: works its cell released (only a cell that bound a work releases one) or a saved
+    checkpoint."""
+    return opened.cell is not None and (opened.cell.attempt > 0 or opened.checkpointed)
 
 
 async def _reserve(conn: asyncpg.Connection, job_id: str, target_id: str, work: Work, routes: list[RouteRef]) -> bool:
@@ -363,6 +376,14 @@ async def _reserve(conn: asyncpg.Connection, job_id: str, target_id: str, work: 
     )
 
 
+class Renewal(NamedTuple):
+    """The lease an ``acquire`` step renews when its binding carries the step on into the
+    fetch (:func:`bind_and_continue`): its length (ms) and holder."""
+
+    lease_ms: int
+    owner: str
+
+
 async def bind_work(
     conn: asyncpg.Connection,
     job_id: str,
@@ -386,18 +407,56 @@ async def bind_work(
         The cell after the call; ``state == selected`` when a work was bound, still
         ``pending`` when none could be.
     """
+    return (await _bind(conn, job_id, target, candidates, report, None))[0]
+
+
+async def bind_and_continue(
+    conn: asyncpg.Connection,
+    job_id: str,
+    target: TargetSpec,
+    candidates: list[Work],
+    report: CandidateReport,
+    renew: Renewal,
+) -> tuple[CellSnapshot | None, Barrier | None]:
+    """:func:`bind_work` for an ``acquire`` step that goes on to fetch the work it binds.
+
+    The job's barrier is the one :func:`lock_job` judged at the binding (the row stays
+    locked, so no cancel can be recorded meanwhile); without one, a cell ``selected`` by
+    this call has its lease renewed by the binding's own ``UPDATE``, and one adopted from
+    a concurrent attempt's binding by :func:`continue_step`.
+
+    Returns:
+        ``(cell, barrier)``: the cell as :func:`bind_work` returns it, and the job's
+        barrier for a cell ``selected`` (None otherwise, or without one).
+    """
+    return await _bind(conn, job_id, target, candidates, report, renew)
+
+
+async def _bind(
+    conn: asyncpg.Connection,
+    job_id: str,
+    target: TargetSpec,
+    candidates: list[Work],
+    report: CandidateReport,
+    renew: Renewal | None,
+) -> tuple[CellSnapshot | None, Barrier | None]:
     job = await lock_job(conn, job_id)
     if job is None:
-        return None
+        return None, None
+    barrier = barrier_of(job)
     row = await conn.fetchrow(
         "SELECT state, work_id FROM cells WHERE job_id = $1 AND target_id = $2 FOR UPDATE",
         job_id,
         target.target_id,
     )
     if row is None:
-        return None
+        return None, None
     if is_terminal(row["state"]) or row["work_id"] is not None:
-        return await load_cell(conn, job_id, target.target_id)
+        if renew is None or row["state"] != CellState.SELECTED:
+            return await load_cell(conn, job_id, target.target_id), None
+        # Adopted from a concurrent attempt's binding: renewed and judged in one statement.
+        barrier = await continue_step(conn, job_id, target.target_id, lease_ms=renew.lease_ms, owner=renew.owner)
+        return await load_cell(conn, job_id, target.target_id), barrier
     bound: Work | None = None
     remaining: list[Work] = []
     for i, work in enumerate(candidates):
@@ -418,13 +477,16 @@ async def bind_work(
             jsonable(report),
             now,
         )
-        return cell_from_row(row)
+        return cell_from_row(row), None
     report.selected = bound.work_id
     remaining = remaining[:SPARE_CANDIDATES]
+    lease = renew if renew is not None and barrier is None else None
     row = await conn.fetchrow(
         f"""UPDATE cells SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
                work = $5, candidates = $6, candidate_report = $7, attempt_count = attempt_count + 1,
-               updated_at = $8
+               updated_at = $8,
+               lease_until = COALESCE($9, lease_until), lease_owner = COALESCE($10, lease_owner),
+               heartbeat_at = CASE WHEN $9::bigint IS NULL THEN heartbeat_at ELSE $8 END
            WHERE job_id = $1 AND target_id = $2 RETURNING {CELL_COLUMNS}""",
         job_id,
         target.target_id,
@@ -434,10 +496,12 @@ async def bind_work(
         [jsonable(w) for w in remaining],
         jsonable(report),
         now,
+        now + lease.lease_ms if lease is not None else None,
+        lease.owner if lease is not None else None,
     )
     cell = cell_from_row(row)
     await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))  # changes the job row only
-    return cell
+    return cell, barrier
 
 
 async def rebind_next(

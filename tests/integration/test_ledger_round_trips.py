@@ -174,7 +174,7 @@ async def test_a_step_locks_judges_and_writes_in_one_statement(ledger_pool: asyn
     async with ledger_pool.acquire() as conn:
         with conn.query_logger(lambda record: seen.append(record.query)):
             async with conn.transaction():
-                cell, barrier, _ = await cells.start_step(
+                cell, barrier, *_ = await cells.start_step(
                     conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="w1"
                 )
     assert barrier is None and cell is not None
@@ -237,7 +237,7 @@ async def test_a_step_behind_a_barrier_writes_nothing(ledger_pool: asyncpg.Pool,
     column = "cancel_requested_at" if barrier == "cancelled" else "deadline_at"
     await ledger_pool.execute(f"UPDATE jobs SET {column} = 1 WHERE job_id = $1", job_id)
     async with ledger_pool.acquire() as conn, conn.transaction():
-        cell, found, _ = await cells.start_step(
+        cell, found, *_ = await cells.start_step(
             conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="w1"
         )
     assert found == barrier and cell is not None and cell.state == CellState.PENDING
@@ -350,7 +350,7 @@ async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: 
     claimed: list[str] = []
 
     async def claim(conn: asyncpg.Connection) -> deliveries.SendClaim:
-        cell, barrier, _ = await cells.start_step(
+        cell, barrier, *_ = await cells.start_step(
             conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner="w1"
         )
         assert cell is not None and barrier is None
@@ -439,7 +439,7 @@ async def test_a_receipt_ends_the_attempt_even_after_its_cell_ended(ledger_pool:
     claims = {}
     for route in routes:
         async with ledger_pool.acquire() as conn, conn.transaction():
-            cell, _, _ = await cells.start_step(
+            cell, *_ = await cells.start_step(
                 conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner=route.name
             )
             claims[route.name] = await deliveries.claim_send(conn, job_id, "demo", route.name, opened=cell)
