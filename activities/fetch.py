@@ -42,7 +42,7 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.verdicts import no_candidate_verdict
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
-from curaflow.ledger.artifacts import store_artifact
+from curaflow.ledger.artifacts import held_pages, store_artifact
 from curaflow.outbound import attempt_deadline
 from curaflow.paths import PathEscape
 from curaflow.sources.errors import SourceError, WorkUnavailable
@@ -194,22 +194,19 @@ class FetchActivity:
                         ) from err
                     # The ledger's copy, before or with the cell's move to ready: a deliver
                     # attempt on any process can then read it. A work whose pages are all
-                    # still in memory is copied in the move's own transaction (no statement
-                    # or transaction of its own, no file read again); any other first.
-                    in_memory = all(f.page in held for f in artifact.files)
-                    if not in_memory:
+                    # still in memory is copied by the move's own statement (no statement or
+                    # transaction of its own, no file read again); any other first.
+                    pages = held_pages(artifact, held)
+                    if pages is None:
                         await store_artifact(deps.pool, inp.job_id, target.target_id, artifact, held=held)
                     async with deps.pool.acquire() as conn, conn.transaction():
-                        job = await ledger.lock_job(conn, inp.job_id)
-                        if in_memory and job is not None:
-                            await store_artifact(conn, inp.job_id, target.target_id, artifact, held=held)
                         ready = await ledger.artifact_ready(
                             conn,
                             inp.job_id,
                             target.target_id,
                             work.work_id,
                             artifact.model_dump(mode="json"),
-                            locked=job,
+                            pages=pages,
                         )
                     if ready is None:
                         raise permanent(

@@ -164,7 +164,7 @@ async def run_curaflow(stack: BenchStack, n: int) -> tuple[Run, list[str]]:
     statements_before = await scrape(worker_metrics, "curaflow_ledger_statements_total")
     transactions_before = await scrape(worker_metrics, "curaflow_ledger_transactions_total")
     actions_before = await scrape(stack.services.temporal.metrics_url, "action")
-    slots_before = await stack.pool.fetchval("SELECT COALESCE(sum(requests), 0) FROM source_gates")
+    slots_before = await stack.pool.fetchval("SELECT COALESCE(sum(requests), 0)::bigint FROM source_gates")
     meter = Meter(stack.services, [w.pid for w in stack.workers if w.pid])
 
     async def admit(i: int) -> str:
@@ -195,9 +195,10 @@ async def run_curaflow(stack: BenchStack, n: int) -> tuple[Run, list[str]]:
         "SELECT count(*) FROM jobs WHERE job_id = ANY($1::text[]) AND business_status = 'success'", list(job_ids)
     )
     # Every source request takes one rate-gate slot (one statement): the scan's pages and the images.
-    slots = await stack.pool.fetchval("SELECT COALESCE(sum(requests), 0) FROM source_gates") - slots_before
+    slots = await stack.pool.fetchval("SELECT COALESCE(sum(requests), 0)::bigint FROM source_gates") - slots_before
     pages = await stack.pool.fetchval(
-        "SELECT COALESCE(sum(jsonb_array_length(artifact->'files')), 0) FROM cells WHERE job_id = ANY($1::text[])",
+        """SELECT COALESCE(sum(jsonb_array_length(artifact->'files')), 0)::bigint
+           FROM cells WHERE job_id = ANY($1::text[])""",
         list(job_ids),
     )
     run = Run(

@@ -51,13 +51,45 @@ _PUT = """INSERT INTO artifact_chunks (job_id, target_id, work_id, page, seq, bo
 _PUT_LAST = f"""WITH put AS ({_PUT})
                DELETE FROM artifact_chunks
                WHERE job_id = $1 AND target_id = $2 AND work_id = $3 AND page = $4 AND seq > $5"""
+
+
+def copy_pages_sql(job: str, target: str, work: str, pages: str, bodies: str) -> str:
+    """Two common table expressions (``put_pages``, ``purge_pages``) that write pages of one
+    chunk each, and no chunk after them, for a statement to carry (``WITH … <statement>``).
+
+    Args:
+        job / target / work: SQL of the key (parameters such as ``$1``).
+        pages / bodies: SQL of the page numbers (``int[]``) and their bytes (``bytea[]``).
+    """
+    return f"""put_pages AS (
+                   INSERT INTO artifact_chunks (job_id, target_id, work_id, page, seq, body)
+                   SELECT {job}, {target}, {work}, p.page, 0, p.body
+                   FROM unnest({pages}::int[], {bodies}::bytea[]) AS p(page, body)
+                   ON CONFLICT (job_id, target_id, work_id, page, seq) DO UPDATE SET body = EXCLUDED.body),
+               purge_pages AS (
+                   DELETE FROM artifact_chunks
+                   WHERE job_id = {job} AND target_id = {target} AND work_id = {work}
+                     AND page = ANY({pages}::int[]) AND seq > 0)"""
+
+
 #: Pages of one chunk each, together ($4 pages, $5 their bodies), and no chunk after them.
-_PUT_PAGES = """WITH put AS (
-                    INSERT INTO artifact_chunks (job_id, target_id, work_id, page, seq, body)
-                    SELECT $1, $2, $3, p.page, 0, p.body FROM unnest($4::int[], $5::bytea[]) AS p(page, body)
-                    ON CONFLICT (job_id, target_id, work_id, page, seq) DO UPDATE SET body = EXCLUDED.body)
-                DELETE FROM artifact_chunks
-                WHERE job_id = $1 AND target_id = $2 AND work_id = $3 AND page = ANY($4::int[]) AND seq > 0"""
+_PUT_PAGES = f"WITH {copy_pages_sql('$1', '$2', '$3', '$4', '$5')} SELECT 1"
+
+
+def held_pages(artifact: Artifact, held: dict[int, bytes] | None) -> tuple[list[int], list[bytes]] | None:
+    """``(page numbers, bytes)`` of ``artifact`` when the caller holds every page, each of one
+    chunk, at most :data:`BATCH_BYTES` together — the copy one statement can carry
+    (:func:`copy_pages_sql`); None otherwise (:func:`store_artifact` copies it)."""
+    bodies = [(held or {}).get(f.page) for f in artifact.files]
+    if not bodies or any(b is None or len(b) > CHUNK_BYTES for b in bodies):
+        return None
+    if any(len(b or b"") != f.bytes for b, f in zip(bodies, artifact.files, strict=True)):
+        return None
+    if sum(len(b or b"") for b in bodies) > BATCH_BYTES:
+        return None
+    return [f.page for f in artifact.files], [b or b"" for b in bodies]
+
+
 #: The most bytes of one-chunk pages written by one statement.
 BATCH_BYTES = 8 * CHUNK_BYTES
 

@@ -20,6 +20,7 @@ from curaflow.domain.messages import RouteRef, TargetSpec
 from curaflow.domain.models import CandidateReport, CellSnapshot, Work
 from curaflow.domain.projection import open_stage
 from curaflow.domain.reasons import user_message
+from curaflow.ledger.artifacts import copy_pages_sql
 from curaflow.ledger.db import jsonable, now_ms
 from curaflow.ledger.events import NOTIFY_CHANNEL, event_body, push_appended
 from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
@@ -353,6 +354,30 @@ def resume_needed(opened: StepOpened) -> bool:
     return opened.cell is not None and (opened.cell.attempt > 0 or opened.checkpointed)
 
 
+_RESERVE = "curaflow_reserve_work($1::text[], $2::text[], $3::text[], $4, $5, $6, $7, $8)"
+#: The cell locked and read, and — only while it is bindable (open, no work) — the
+#: reservation, in one statement after the job's lock (so the cell row is current).
+_LOCK_CELL_AND_RESERVE = f"""
+WITH c AS (SELECT state, work_id FROM cells WHERE job_id = $6 AND target_id = $7 FOR UPDATE)
+SELECT c.state, c.work_id,
+       CASE WHEN c.work_id IS NULL AND NOT (c.state = ANY($9::text[])) THEN {_RESERVE} END AS reserved
+FROM c"""
+
+
+def _reserve_args(job_id: str, target_id: str, work: Work, routes: list[RouteRef]) -> list[Any]:
+    routes = list({r.name: r for r in routes}.values())
+    return [
+        [intent_key(r.name, work.work_type, work.work_id, job_id, target_id) for r in routes],
+        [r.name for r in routes],
+        [r.kind for r in routes],
+        work.work_type,
+        work.work_id,
+        job_id,
+        target_id,
+        now_ms(),
+    ]
+
+
 async def _reserve(conn: asyncpg.Connection, job_id: str, target_id: str, work: Work, routes: list[RouteRef]) -> bool:
     """Reserve ``work`` on every route, all or none; False if any route holds it live.
 
@@ -360,20 +385,7 @@ async def _reserve(conn: asyncpg.Connection, job_id: str, target_id: str, work: 
     intents and turns a unique violation into False, rolling back its own inserts. A route
     named twice counts once (one ``INSERT … ON CONFLICT`` cannot touch a key twice).
     """
-    routes = list({r.name: r for r in routes}.values())
-    return bool(
-        await conn.fetchval(
-            "SELECT curaflow_reserve_work($1::text[], $2::text[], $3::text[], $4, $5, $6, $7, $8)",
-            [intent_key(r.name, work.work_type, work.work_id, job_id, target_id) for r in routes],
-            [r.name for r in routes],
-            [r.kind for r in routes],
-            work.work_type,
-            work.work_id,
-            job_id,
-            target_id,
-            now_ms(),
-        )
-    )
+    return bool(await conn.fetchval(f"SELECT {_RESERVE}", *_reserve_args(job_id, target_id, work, routes)))
 
 
 class Renewal(NamedTuple):
@@ -444,11 +456,19 @@ async def _bind(
     if job is None:
         return None, None
     barrier = barrier_of(job)
-    row = await conn.fetchrow(
-        "SELECT state, work_id FROM cells WHERE job_id = $1 AND target_id = $2 FOR UPDATE",
-        job_id,
-        target.target_id,
-    )
+    if candidates:  # the cell's lock and the first candidate's reservation in one statement
+        row = await conn.fetchrow(
+            _LOCK_CELL_AND_RESERVE,
+            *_reserve_args(job_id, target.target_id, candidates[0], target.routes),
+            _TERMINAL_STATE_NAMES,
+        )
+    else:
+        row = await conn.fetchrow(
+            """SELECT state, work_id, NULL::boolean AS reserved FROM cells
+               WHERE job_id = $1 AND target_id = $2 FOR UPDATE""",
+            job_id,
+            target.target_id,
+        )
     if row is None:
         return None, None
     if is_terminal(row["state"]) or row["work_id"] is not None:
@@ -460,7 +480,8 @@ async def _bind(
     bound: Work | None = None
     remaining: list[Work] = []
     for i, work in enumerate(candidates):
-        if await _reserve(conn, job_id, target.target_id, work, target.routes):
+        reserved = row["reserved"] if i == 0 else await _reserve(conn, job_id, target.target_id, work, target.routes)
+        if reserved:
             bound = work
             remaining = candidates[i + 1 :]
             break
@@ -574,26 +595,30 @@ async def artifact_ready(
     work_id: str,
     artifact: dict[str, Any],
     *,
-    locked: asyncpg.Record | None = None,
+    pages: tuple[list[int], list[bytes]] | None = None,
 ) -> CellSnapshot | None:
     """``selected → artifact_ready`` for the bound work, storing the artifact description,
     and the end of the fetch step: the cell's lease is released in the same statement
     (as :func:`end_lease`: not while a delivery of the cell is in flight).
 
     Args:
-        locked: the job row :func:`lock_job` returned earlier in this transaction (the
-            caller wrote the artifact's copy under the lock); None: it is locked here.
+        pages: the artifact's pages as ``(numbers, bytes)``, each of one chunk
+            (:func:`curaflow.ledger.artifacts.held_pages`): the ledger's copy is written by
+            the same statement, so the cell is never ready without it (a caller passing
+            None copied the artifact first: :func:`curaflow.ledger.artifacts.store_artifact`).
 
     Returns:
         The cell afterwards; unchanged (reloaded, its lease released all the same) when
         it no longer holds ``work_id`` or cannot move to ``artifact_ready``; None when
         the job or the cell is unknown.
     """
-    job = locked if locked is not None else await lock_job(conn, job_id)
+    job = await lock_job(conn, job_id)
     if job is None:
         return None
+    copy = f"WITH {copy_pages_sql('$1', '$2', '$3', '$7', '$8')}" if pages is not None else ""
     updated = await conn.fetchrow(
-        f"""UPDATE cells c SET state = 'artifact_ready', stage = 'delivering', artifact = $4, updated_at = $5,
+        f"""{copy}
+            UPDATE cells c SET state = 'artifact_ready', stage = 'delivering', artifact = $4, updated_at = $5,
                    lease_until = CASE WHEN s.sending THEN c.lease_until END,
                    lease_owner = CASE WHEN s.sending THEN c.lease_owner END
             FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
@@ -606,6 +631,7 @@ async def artifact_ready(
         artifact,
         now_ms(),
         _READY_FROM,
+        *(pages or ()),
     )
     if updated is None:
         await end_lease(conn, job_id, target_id)

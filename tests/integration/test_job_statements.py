@@ -39,7 +39,7 @@ pytestmark = pytest.mark.integration
 #: ``artifact_ready``), deliver (the step with the claim; the receipt that ends the
 #: cell), finish (the job read and written, ``job.succeeded``).
 ADMISSION = 4
-ACQUIRE_BEFORE_PAGES = 18
+ACQUIRE_BEFORE_PAGES = 16
 DELIVER = 10
 FINISH = 6
 
