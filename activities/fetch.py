@@ -205,7 +205,7 @@ class FetchActivity:
                             inp.job_id,
                             target.target_id,
                             work.work_id,
-                            artifact.model_dump(mode="json"),
+                            artifact,
                             pages=pages,
                         )
                     if ready is None:

@@ -32,7 +32,7 @@ Scenario = Callable[[Services, bool], Awaitable[Result | list[Result]]]
 
 def scenarios() -> dict[str, Scenario]:
     """Scenario name → runner, in the order they run."""
-    from bench.scenarios import api, history, liveness, scale, throughput
+    from bench.scenarios import api, burst, history, liveness, scale, throughput
 
     return {
         "throughput": throughput.run,
@@ -41,6 +41,7 @@ def scenarios() -> dict[str, Scenario]:
         "stall": liveness.stall,
         "scale": scale.run,
         "history": history.run,
+        "burst": burst.run,
     }
 
 

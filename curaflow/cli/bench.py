@@ -12,7 +12,7 @@ def bench(
     quick: bool = typer.Option(False, "--quick", help="Small sizes; finishes in about 3 minutes on 2 cores."),
     json_path: Path | None = typer.Option(None, "--json", help="Also write the results to this file."),
     only: list[str] = typer.Option(
-        [], "--only", help="Run only this scenario (repeatable): throughput, api, cancel, stall, scale, history."
+        [], "--only", help="Run only this scenario (repeatable): throughput, api, cancel, stall, scale, history, burst."
     ),
     compare: Path | None = typer.Option(
         None,

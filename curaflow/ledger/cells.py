@@ -17,7 +17,7 @@ import asyncpg
 
 from curaflow.domain.cells import TERMINAL_STATES, CellStage, CellState, check_transition, is_terminal
 from curaflow.domain.messages import RouteRef, TargetSpec
-from curaflow.domain.models import CandidateReport, CellSnapshot, Work
+from curaflow.domain.models import Artifact, CandidateReport, CellSnapshot, Work
 from curaflow.domain.projection import open_stage
 from curaflow.domain.reasons import user_message
 from curaflow.ledger.artifacts import copy_pages_sql
@@ -593,7 +593,7 @@ async def artifact_ready(
     job_id: str,
     target_id: str,
     work_id: str,
-    artifact: dict[str, Any],
+    artifact: Artifact | dict[str, Any],
     *,
     pages: tuple[list[int], list[bytes]] | None = None,
 ) -> CellSnapshot | None:
@@ -615,6 +615,7 @@ async def artifact_ready(
     job = await lock_job(conn, job_id)
     if job is None:
         return None
+    held = artifact if isinstance(artifact, Artifact) else None
     copy = f"WITH {copy_pages_sql('$1', '$2', '$3', '$7', '$8')}" if pages is not None else ""
     updated = await conn.fetchrow(
         f"""{copy}
@@ -628,7 +629,7 @@ async def artifact_ready(
         job_id,
         target_id,
         work_id,
-        artifact,
+        held.model_dump(mode="json") if held is not None else artifact,
         now_ms(),
         _READY_FROM,
         *(pages or ()),
@@ -636,7 +637,7 @@ async def artifact_ready(
     if updated is None:
         await end_lease(conn, job_id, target_id)
         return await load_cell(conn, job_id, target_id)
-    cell = cell_from_row(updated)
+    cell = cell_from_row(updated, artifact=held)
     await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))  # changes the job row only
     return cell
 

@@ -29,8 +29,15 @@ INTENT_COLUMNS = (
 REPORTED_INTENT = "(d.status <> 'released' OR d.work_id = c.work_id)"
 
 
-def cell_from_row(row: asyncpg.Record | dict[str, Any], deliveries: list[RouteDelivery] | None = None) -> CellSnapshot:
-    """Build a :class:`CellSnapshot` from a ``cells`` row (columns of :data:`CELL_COLUMNS`)."""
+def cell_from_row(
+    row: asyncpg.Record | dict[str, Any],
+    deliveries: list[RouteDelivery] | None = None,
+    *,
+    artifact: Artifact | None = None,
+) -> CellSnapshot:
+    """Build a :class:`CellSnapshot` from a ``cells`` row (columns of :data:`CELL_COLUMNS`);
+    ``artifact``: the row's artifact as the caller holds it (it just wrote it), not read
+    back from the row (a work of many pages costs a validation of every file)."""
     return CellSnapshot(
         target_id=row["target_id"],
         state=row["state"],
@@ -43,7 +50,7 @@ def cell_from_row(row: asyncpg.Record | dict[str, Any], deliveries: list[RouteDe
         attempt=row["attempt_count"],
         fallback_pass=row["fallback_stage"],  # the column keeps reference §5.5's name
         candidate_report=CandidateReport.model_validate(row["candidate_report"]) if row["candidate_report"] else None,
-        artifact=Artifact.model_validate(row["artifact"]) if row["artifact"] else None,
+        artifact=artifact or (Artifact.model_validate(row["artifact"]) if row["artifact"] else None),
         deliveries=deliveries or [],
         updated_at=row["updated_at"],
     )
