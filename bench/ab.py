@@ -1,6 +1,6 @@
 """Interleaved A/B of a benchmark scenario between two checkouts, medians of each side.
 
-    python scripts/ab_bench.py OTHER_CHECKOUT [--runs 3] [--only throughput] [--quick]
+    python -m bench.ab OTHER_CHECKOUT [--runs 3] [--only throughput] [--quick]
 
 Runs ``curaflow bench --only SCENARIO`` alternately in this checkout ("this") and in
 ``OTHER_CHECKOUT`` ("other", e.g. a clean worktree of ``main`` with its own ``.venv``), one
@@ -20,15 +20,13 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.compare import figures
 
-from bench.compare import figures  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_once(checkout: Path, out: Path, only: str, quick: bool) -> dict[str, Any]:
