@@ -23,8 +23,8 @@ from activities.search import SearchActivity
 def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list[Callable[..., Any]]]:
     """The activities of a worker: ``(main task queue, source task queues)``.
 
-    ``acquire`` (``search`` then ``fetch``: every source request of a Pixiv account) runs
-    on the account's rate-gate queue, with ``search`` and ``fetch`` on their own for
+    ``acquire`` (``search`` then ``fetch``: every source request of a source instance)
+    runs on the instance's rate-gate queue, with ``search`` and ``fetch`` on their own for
     executions started before core v2; everything else (including the schedule
     trampoline's ``admit_occurrence`` and ``follow_job``, which other workflows schedule on
     it) on the main queue. ``fetch`` stays registered on the

@@ -1,11 +1,11 @@
 """The ``acquire`` activity: ``search`` then ``fetch`` of one cell, in one step.
 
 A cell's source work — find and bind a work (:mod:`activities.search`), then download
-it (:mod:`activities.fetch`) — runs as one activity on the account's rate-gate queue:
+it (:mod:`activities.fetch`) — runs as one activity on the source instance's rate-gate queue:
 one round trip through Temporal instead of two, half the history events and workflow
 activations for the source side of a cell. A work the search half binds is
 fetched in the same step: the binding's transaction renews the lease and checks the
-job's barrier (:func:`~curaflow.ledger.cells.continue_step`) rather than ending the step
+job's barrier (:func:`~curaflow.ledger.cells.bind_search`) rather than ending the step
 for the fetch half to open it again. The two halves keep their own ledger transitions,
 checkpoints and heartbeats, so nothing about resuming changes: a
 retried attempt adopts the binding the dead one made (search never re-ranks) and
@@ -33,11 +33,17 @@ import contextlib
 from temporalio import activity
 
 from activities.deps import ActivityDeps
+from activities.errors import barrier_update
 from activities.fetch import FetchActivity
+from activities.heartbeat import covering_beats
 from activities.search import SearchActivity
 from curaflow.domain.cells import is_terminal
 from curaflow.domain.messages import AcquireInput, CellUpdate, FetchInput, SearchInput
 from curaflow.domain.models import CellSnapshot
+from curaflow.ledger.cells import Barrier
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.jobs import deadline_of
+from curaflow.ledger.records import load_cell
 from curaflow.observability.logs import get_logger
 from curaflow.outbound import attempt_deadline
 
@@ -73,9 +79,39 @@ class AcquireActivity:
             ApplicationError: as ``search`` and ``fetch`` (typed by reason code).
 
         Every source request of the attempt ends by the job's deadline at the latest
-        (:func:`~curaflow.outbound.attempt_deadline`), read with the step's opening.
+        (:func:`~curaflow.outbound.attempt_deadline`; the deadline comes with the step's
+        opening, :class:`~curaflow.ledger.cells.StepOpened`). **The deadline owns every failure
+        that happens after it passed**: an attempt that fails once the job's deadline has
+        passed — a download or a search page the deadline cut, a decode, a ledger write,
+        wherever the attempt was — does not raise its failure (it would be taken for the
+        source's: ``download_timeout``, "check the network"); it reports the barrier
+        (``deadline_passed``), as a step opened behind it does, and the cell's reason is
+        the deadline's (:func:`curaflow.domain.verdicts.cell_verdict`).
         """
-        return await self._acquire(inp)
+        async with covering_beats():  # from the first second: a source step's heartbeat timeout is short
+            try:
+                return await self._acquire(inp)
+            except Exception as err:
+                # Read only when the attempt failed: a happy path has it from the step.
+                deadline = await deadline_of(self._deps.pool, inp.job_id)
+                if deadline is None or now_ms() < deadline:
+                    raise
+                return await self._behind_deadline(inp, err)
+
+    async def _behind_deadline(self, inp: AcquireInput, err: Exception) -> CellUpdate:
+        """The attempt failed after the job's deadline: report the barrier, not the failure."""
+        log.info(
+            "acquire.failed_after_deadline",
+            job_id=inp.job_id,
+            target_id=inp.target.target_id,
+            error=type(err).__name__,
+            detail=str(err)[:300],
+        )
+        async with self._deps.pool.acquire() as conn:
+            cell = await load_cell(conn, inp.job_id, inp.target.target_id)
+        if cell is None:
+            raise err
+        return barrier_update(cell, Barrier.DEADLINE)
 
     async def _acquire(self, inp: AcquireInput) -> CellUpdate:
         searched = await self._search.run(SearchInput.model_validate(inp.model_dump()), continues=True)

@@ -82,7 +82,7 @@ class ActivityDeps:
         return config.destinations() if config is not None else Destinations(origins=())
 
     def source(self, name: str) -> Source:
-        """The source instance ``name`` — a Pixiv account or a ``[sources]`` entry — one
+        """The source instance ``name`` — an entry of ``[sources]`` or an account of ``[pixiv]`` — one
         per process (:func:`~curaflow.sources.registry.build_source`), guarded
         (:func:`~curaflow.sources.guard.guarded`: any failure of its own is a
         ``SourceError``, its downloads bounded by ``outbound.download_*``).
@@ -123,15 +123,13 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
     Args:
         settings: the worker's settings (``database.url`` must be set).
         client: the worker's Temporal client.
-        replay_url: base URL of the replay server when Pixiv runs in replay mode and
-            ``pixiv.api_url`` is not configured.
+        replay_url: base URL of the replay server this process started (recorded answers
+            of a source, for a source kind that runs on them; handed to its factory).
 
-    Raises:
-        RuntimeError: Pixiv's replay mode without ``pixiv.api_url`` or a replay server.
+    A source instance's own configuration is checked when it is built (first use):
+    Pixiv's replay mode without ``pixiv.api_url`` or a replay server raises there.
     """
     assert settings.database.url, "database.url must be set for a worker"
-    if settings.pixiv.replay and not (settings.pixiv.api_url or replay_url):
-        raise RuntimeError("replay mode needs pixiv.api_url or a running replay server")
     counter = StatementCounter(activity_step, export=True) if settings.observability.ledger_statement_metrics else None
     pool = await create_pool(
         settings.database.url,
@@ -142,6 +140,7 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
     )
     assert settings.artifacts_dir is not None
     store = ArtifactStore(settings.artifacts_dir, budget=DecodeBudget.of(settings.outbound))
+    store.identity()  # named once, at start (a small file in the directory): the fetch records it
     await asyncio.to_thread(store.sweep_transfers)
     return ActivityDeps(
         settings=settings,

@@ -79,7 +79,7 @@ def barrier_update(cell: CellSnapshot, barrier: Barrier) -> CellUpdate:
     """The result of a step that found its job behind a barrier and went no further: the
     workflow takes the cancel path (``cancel_requested``) or stops at the deadline
     (``deadline_passed``). Found when the step opened, nothing was done; found when an
-    ``acquire`` carried its step on from the binding (``cells.continue_step``), the cell
+    ``acquire`` carried its step on from the binding (``cells.bind_search``), the cell
     stays ``selected`` and the job's finish releases the work."""
     return CellUpdate(
         cell=cell, cancel_requested=barrier == Barrier.CANCELLED, deadline_passed=barrier == Barrier.DEADLINE
@@ -97,7 +97,8 @@ def source_of(deps: ActivityDeps, name: str) -> Source:
         return deps.source(name)
     except KeyError:
         raise permanent(
-            TerminalReason.CONFIGURATION_ERROR, f"pixiv account or source {name!r} is not configured"
+            TerminalReason.CONFIGURATION_ERROR,
+            f"source {name!r} is not configured (no [sources] entry and no [pixiv] account of that name)",
         ) from None
     except UnsupportedSource as err:
         raise permanent(TerminalReason.CONFIGURATION_ERROR, f"source {name!r}: {err}") from None

@@ -6,10 +6,14 @@ kept, so a resumed attempt continues where the dead one stopped. A work that tur
 to be unavailable (image 403/404; any failure that is the work's own: an unusable URL or
 animation, a page over the decode budget or undecodable —
 :class:`~curaflow.sources.errors.UnavailableKind`, counted by kind in the candidate
-report) is released, remembered for the account
-(``pixiv.unavailable_ttl_ms``: later jobs skip it without a request) and the next
-stored candidate is bound (provisional release, reference §1.1); when none is left the
-cell ends ``no_candidate`` — or, in a scheduled job, goes back to a wider ``search``
+report) is released, remembered for the source instance (its ``unavailable_ttl_ms``:
+later jobs skip it without a request) and the next
+stored candidate is bound (provisional release, reference §1.1); a work unusable as the
+source sent it (:data:`~curaflow.domain.tally.SOURCE_ANSWER_KINDS`: an image URL it may
+not request, a page that is no image, no file listed) is remembered as such, counted
+``unusable`` by later scans. When none is left the cell ends with the reason its tally
+gives (``no_candidate`` …, or ``source_unusable`` when every work ruled out was
+unusable) — or, in a scheduled job, goes back to a wider ``search``
 when :func:`~curaflow.domain.fallback.another_pass` allows it (the released works stay
 excluded for this cell).
 
@@ -22,7 +26,7 @@ retried) instead of being delivered. The complete artifact is then copied into t
 ledger (:mod:`curaflow.ledger.artifacts`) before the cell is recorded ``artifact_ready``,
 so a deliver attempt on any worker process can deliver it: no disk is shared.
 
-Runs on the account's source task queue: image downloads pass the account's rate gate.
+Runs on the source instance's task queue: image downloads pass its rate gate.
 """
 
 from __future__ import annotations
@@ -34,15 +38,16 @@ from temporalio import activity
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, source_failure, source_of
 from activities.heartbeat import Heartbeater
+from activities.unbound import end_unbound
 from curaflow.domain.cells import CellStage, CellState, is_terminal
-from curaflow.domain.fallback import another_pass
 from curaflow.domain.messages import CellUpdate, FetchInput
-from curaflow.domain.models import CandidateReport, CellSnapshot
+from curaflow.domain.models import CellSnapshot
 from curaflow.domain.reasons import TerminalReason
-from curaflow.domain.verdicts import no_candidate_verdict
+from curaflow.domain.tally import SOURCE_ANSWER_KINDS
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.artifacts import held_pages, store_artifact
+from curaflow.ledger.holdings import hold
 from curaflow.outbound import attempt_deadline
 from curaflow.paths import PathEscape
 from curaflow.sources.errors import SourceError, WorkUnavailable
@@ -124,6 +129,9 @@ class FetchActivity:
                     async def progress(done: int, total: int, work_id: str = work.work_id) -> None:
                         hb.update(stage="fetching", work_id=work_id, pages_done=done, pages_total=total)
 
+                    # Before the first byte: this host's store holds the cell's folder until its
+                    # own retention pass deletes it (workers share no disk).
+                    await hold(deps.pool, deps.store.identity()[0], inp.job_id, target.target_id)
                     held: dict[int, bytes] = {}
                     try:
                         artifact = await deps.store.fetch(
@@ -150,34 +158,22 @@ class FetchActivity:
                                 why=err.why,
                                 job_id=inp.job_id,
                                 ttl_ms=policy.unavailable_ttl_ms,
+                                unusable=str(err.kind) in SOURCE_ANSWER_KINDS,
                             )
                             nxt = await ledger.rebind_next(
                                 conn, inp.job_id, target, work.work_id, err.why, str(err.kind)
                             )
                             assert nxt is not None
-                            if (
-                                nxt.state == CellState.PENDING
-                                and nxt.work_id is None
-                                and another_pass(
+                            if nxt.state == CellState.PENDING and nxt.work_id is None:
+                                return await end_unbound(
+                                    conn,
+                                    inp.job_id,
+                                    target,
+                                    nxt,
                                     fallback_pass=inp.fallback_stage,
                                     max_passes=inp.max_fallback_stages,
-                                    scan_limit=target.scan_limit,
-                                    report=nxt.candidate_report or CandidateReport(),
                                     max_examined=policy.max_examined,
                                 )
-                            ):
-                                await ledger.set_fallback_pass(
-                                    conn, inp.job_id, target.target_id, inp.fallback_stage + 1
-                                )
-                                await ledger.end_lease(conn, inp.job_id, target.target_id)
-                                return CellUpdate(cell=nxt, retry_stage=True)
-                            if nxt.state == CellState.PENDING and nxt.work_id is None:
-                                report = nxt.candidate_report
-                                reason = no_candidate_verdict(report, max_examined=policy.max_examined)
-                                nxt = await ledger.finish_cell(
-                                    conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason
-                                )
-                                assert nxt is not None
                         cell = nxt
                         continue
                     except SourceError as err:
@@ -201,12 +197,7 @@ class FetchActivity:
                         await store_artifact(deps.pool, inp.job_id, target.target_id, artifact, held=held)
                     async with deps.pool.acquire() as conn, conn.transaction():
                         ready = await ledger.artifact_ready(
-                            conn,
-                            inp.job_id,
-                            target.target_id,
-                            work.work_id,
-                            artifact,
-                            pages=pages,
+                            conn, inp.job_id, target.target_id, work.work_id, artifact, pages=pages
                         )
                     if ready is None:
                         raise permanent(

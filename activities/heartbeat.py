@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
+from contextvars import ContextVar
 from types import TracebackType
 from typing import Any
 
@@ -37,6 +39,37 @@ from curaflow.ledger.db import LEDGER_ERRORS
 #: Longest gap between two Temporal heartbeats of a running activity, in seconds: the
 #: time a cancel may take to reach it.
 CANCEL_PROBE_S = 1.0
+
+
+#: Heartbeaters running in the current activity (a one-element list shared with
+#: :func:`covering_beats`' task), so it beats only in the gaps between them.
+_RUNNING: ContextVar[list[int] | None] = ContextVar("curaflow_heartbeaters", default=None)
+
+
+@contextlib.asynccontextmanager
+async def covering_beats(beat_s: float = CANCEL_PROBE_S) -> AsyncIterator[None]:
+    """Heartbeat Temporal every ``beat_s`` seconds for the whole activity, wherever no
+    :class:`Heartbeater` runs (before the first, between two): a step whose heartbeat
+    timeout is short (a source step's: the source-queue lease) must beat from its first
+    second to its last, or it is timed out while it works. The first beat goes out at once.
+    """
+    running = [0]
+    token = _RUNNING.set(running)
+
+    async def beat() -> None:
+        while True:
+            if running[0] == 0:
+                activity.heartbeat()
+            await asyncio.sleep(beat_s)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        _RUNNING.reset(token)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def heartbeat_beat_s(interval_s: float) -> float:
@@ -62,6 +95,7 @@ class Heartbeater:
         self._lease_ms = lease_ms
         self._details: dict[str, Any] = {}
         self._task: asyncio.Task[None] | None = None
+        self._running: list[int] | None = None
 
     def update(self, **details: Any) -> None:
         """Replace progress details; they go out with the next heartbeat."""
@@ -82,6 +116,9 @@ class Heartbeater:
                     await ledger_cells.heartbeat(self._pool, self._job_id, self._target_id, self._lease_ms)
 
     async def __aenter__(self) -> Heartbeater:
+        self._running = _RUNNING.get()
+        if self._running is not None:
+            self._running[0] += 1
         self._task = asyncio.create_task(self._loop())
         return self
 
@@ -95,6 +132,8 @@ class Heartbeater:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._running is not None:
+            self._running[0] -= 1
         if exc is not None:
             # The attempt ends here (error or cancellation): release the cell's lease so
             # the next attempt can tell a clean end from a lost attempt (heartbeat timeout).

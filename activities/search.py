@@ -1,55 +1,60 @@
 """The ``search`` activity: scan the source and bind the first eligible work to the cell.
 
-Runs on the target account's source task queue (its rate gate). One attempt:
+Runs on the target's source task queue (its source instance's rate gate). It knows the
+source only through the :class:`~curaflow.sources.base.Source` protocol. One attempt, one
+small step each:
 
-1. opens the step in the ledger (job ``started`` on the first step of the job, cell
-   stage ``searching``, the cell's lease);
-2. adopts an existing binding or terminal state (a resumed attempt never re-ranks);
-3. pages the source from the last checkpoint, persisting the checkpoint and
-   heartbeating after every page (a killed worker's retry continues with the next
-   page);
-4. binds the first candidate not held by another cell on these routes, in the same
-   transaction that stores the candidate report (``pending → selected``);
-5. with nothing to bind: another fallback stage only when it is wider than this pass
-   (:func:`~curaflow.domain.fallback.another_pass`: never after a pass that exhausted
-   the source), else ``no_candidate`` at once with its classified reason.
-
-A fresh scan starts from the target's scan frontier for its fingerprint
-(:mod:`curaflow.sources.frontier`, stored by :mod:`curaflow.ledger.frontiers`), and the
-frontier it leaves is written with its candidate report.
+1. :meth:`SearchActivity._open` — opens the step in the ledger (job ``started`` on the
+   first step of the job, cell stage ``searching``, the cell's lease); a job behind a
+   barrier, or a cell already bound or ended (a resumed attempt never re-ranks), stops
+   here;
+2. :meth:`SearchActivity._prepare` — reads in one statement where the scan resumes (the
+   checkpoint of this pass, the works the cell released) and, for a source that keeps
+   frontiers, the target's stored frontier (the source's own JSON under its
+   :meth:`~curaflow.sources.base.Source.frontier_key`); builds the scan's request and
+   ledger hooks;
+3. :meth:`SearchActivity._scan` — pages the source from the last checkpoint, persisting
+   the checkpoint and heartbeating after every page (a killed worker's retry continues
+   with the next page);
+4. :meth:`SearchActivity._bind` — binds the first candidate not held by another cell on
+   these routes, in the transaction that stores the candidate report and the frontier
+   the scan left (a job that dies before binding leaves the frontier as it was), and
+   ends the step — or carries it on into the fetch (``acquire``);
+5. with nothing to bind, in that same transaction: another fallback pass or the cell's
+   end with the reason its tally gives (:func:`activities.unbound.end_unbound`).
 
 Works the ledger remembers against the target — refused for good by one of its routes,
-or found unavailable for its account by an earlier job — are rejected without a request
-(``refused`` / ``unavailable``). A day the source cannot page fully is logged
+or found unavailable for its source instance by an earlier job — are rejected without a
+request (``refused`` / ``unavailable``). A day the source cannot page fully is logged
 (``source.day_not_fully_paged``), counted (``curaflow_source_days_not_fully_paged_total``)
-and kept in the candidate report. A restricted account (``account_restricted``) is logged
-(``source.account_restricted``) with what to do.
+and kept in the candidate report. A restricted source instance (``account_restricted``)
+is logged (``source.account_restricted``) with what to do, in the source's words.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, source_failure, source_of
 from activities.heartbeat import Heartbeater
+from activities.unbound import end_unbound
 from curaflow.domain.cells import CellStage, CellState, is_terminal
-from curaflow.domain.fallback import another_pass, pass_bounds
+from curaflow.domain.fallback import pass_bounds
 from curaflow.domain.messages import CellUpdate, SearchInput
 from curaflow.domain.models import CellSnapshot, SkippedDay
 from curaflow.domain.reasons import TerminalReason
-from curaflow.domain.verdicts import no_candidate_verdict
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import frontiers
 from curaflow.ledger import remembered as memory
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.outbound import attempt_deadline
-from curaflow.sources import frontier as fr
-from curaflow.sources.base import ScanRequest, ScanState
+from curaflow.sources.base import ScanRequest, ScanState, Source
 from curaflow.sources.errors import SourceError
 
 log = get_logger("curaflow.source")
@@ -58,12 +63,28 @@ log = get_logger("curaflow.source")
 class Searched(NamedTuple):
     """What a search step ended with: the cell update (brief cell, for history) and, while
     the step stays open, the full cell bound by it (``acquire`` goes on to fetch it in the
-    same attempt; see :meth:`SearchActivity.run`), with the job's deadline (epoch ms, UTC)
-    the step read when it opened (it bounds the fetch's requests too)."""
+    same attempt; see :meth:`SearchActivity.run`)."""
 
     update: CellUpdate
     opened: CellSnapshot | None = None
     deadline_at_ms: int | None = None
+
+
+@dataclass
+class _Plan:
+    """What one attempt scans with (built by :meth:`SearchActivity._prepare`).
+
+    Attributes:
+        source: the target's source instance.
+        request: the scan's bounds and ledger hooks.
+        checkpoint: where this pass's scan resumes (None: from the start).
+        frontier_key: the key the target's frontier is stored under (None: none kept).
+    """
+
+    source: Source
+    request: ScanRequest
+    checkpoint: ScanState | None
+    frontier_key: str | None
 
 
 class SearchActivity:
@@ -91,191 +112,210 @@ class SearchActivity:
         return (await self.run(inp)).update
 
     async def run(self, inp: SearchInput, *, continues: bool = False) -> Searched:
-        """The search step (see :meth:`search`); ``continues``: the attempt goes on to fetch.
+        """The search step (see :meth:`search` and the module doc); ``continues``: the
+        attempt goes on to fetch.
 
         With ``continues`` (``acquire``), a cell ``selected`` by the binding (bound by this
-        call, or adopted from a concurrent attempt's binding) keeps the step open:
-        the binding's transaction renews the lease and checks the job's barrier
-        (:func:`~curaflow.ledger.cells.bind_and_continue`) instead of ending the lease,
-        and the fetch half opens no step of its own.
-
-        Every source request of the step ends by the job's deadline at the latest
-        (:func:`~curaflow.outbound.attempt_deadline`), read with the step's opening.
+        call, or adopted from a concurrent attempt's binding) keeps the step open: the
+        binding's transaction renews the lease and checks the job's barrier
+        (:func:`~curaflow.ledger.cells.bind_search`) instead of ending the lease, and the
+        fetch half opens no step of its own.
 
         Returns:
             The cell update and, only with ``continues``, a cell ``selected`` by the
             binding and no barrier, the full cell whose step is still open.
         """
-        deps = self.deps
-        target = inp.target
-        info = activity.info()
+        ended, opened = await self._open(inp)
+        if ended is not None:
+            return ended
         lease_ms = inp.heartbeat_interval_ms * 2
+        deadline = opened.deadline_at_ms
+        # Every source request of the step ends by the job's deadline, read with its opening.
+        with attempt_deadline(deadline):
+            async with Heartbeater(
+                self.deps.pool, inp.job_id, inp.target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
+            ) as hb:
+                plan = await self._prepare(inp, hb, opened)
+                while True:
+                    result = await self._scan(inp, plan)
+                    searched = await self._bind(inp, plan, result, carry=continues)
+                    if searched is not None:
+                        return searched._replace(deadline_at_ms=deadline)
+                    # Every candidate was bound by concurrent jobs in the meantime: keep paging.
+                    plan.checkpoint = result.model_copy(update={"candidates": []})
+
+    async def _open(self, inp: SearchInput) -> tuple[Searched | None, ledger.StepOpened]:
+        """Open the step: what it found (the job's deadline, whether its cell has anything
+        to resume) and a :class:`Searched` when the attempt goes no further (a barrier, a
+        cell already bound or ended), None when it scans.
+
+        Raises:
+            ApplicationError: ``internal_error`` when the cell is not in the ledger.
+        """
+        deps, target = self.deps, inp.target
         async with deps.pool.acquire() as conn, conn.transaction():
             opened = await ledger.start_step(
                 conn,
                 inp.job_id,
                 target.target_id,
                 stage=CellStage.SEARCHING,
-                attempt=info.attempt,
-                lease_ms=lease_ms,
+                attempt=activity.info().attempt,
+                lease_ms=inp.heartbeat_interval_ms * 2,
                 owner=deps.identity,
             )
-        cell, barrier, deadline = opened.cell, opened.barrier, opened.deadline_at_ms
+        cell, barrier = opened.cell, opened.barrier
         if cell is None:
             raise permanent(
                 TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
             )
         if barrier is not None:
-            return Searched(barrier_update(cell, barrier))
+            return Searched(barrier_update(cell, barrier)), opened
         if is_terminal(cell.state) or cell.work_id is not None:
-            return Searched(CellUpdate(cell=cell))
-        with attempt_deadline(deadline):
-            searched = await self._scan(
-                inp, cell, continues=continues, lease_ms=lease_ms, resume=ledger.resume_needed(opened)
-            )
-        return searched._replace(deadline_at_ms=deadline)
+            return Searched(CellUpdate(cell=cell)), opened
+        return None, opened
 
-    async def _scan(
-        self, inp: SearchInput, cell: CellSnapshot, *, continues: bool, lease_ms: int, resume: bool
-    ) -> Searched:
-        """Page the source and bind (steps 3–5 of the module doc) in an opened step;
-        ``resume``: the cell has released works or a checkpoint to read first."""
-        deps = self.deps
-        target = inp.target
-        info = activity.info()
+    async def _prepare(self, inp: SearchInput, hb: Heartbeater, opened: ledger.StepOpened) -> _Plan:
+        """The source, where its scan resumes and what it starts from, the scan's request
+        (nothing read when there is nothing to resume: :func:`~curaflow.ledger.cells.resume_needed`)."""
+        deps, target = self.deps, inp.target
         source = source_of(deps, target.account)
-        policy = source.policy
+        try:
+            key = source.frontier_key(target) if source.policy.keeps_frontier else None
+        except SourceError as err:  # the source's own bug (the guard): retried as its failure
+            raise _failure(err, inp, source) from err
+        resume = (
+            await ledger.search_resume(deps.pool, inp.job_id, target.target_id, key)
+            if ledger.resume_needed(opened, key)
+            else ledger.SearchResume(set(), None)
+        )
+        saved = resume.checkpoint
+        checkpoint = source.restore(saved["scan"]) if saved and saved.get("stage") == inp.fallback_stage else None
         # Pass N may keep base × (N+1) candidates (cap 100), prefetching 5 × (N+1).
         scan_limit, want = pass_bounds(target.scan_limit, inp.fallback_stage)
-        unavailable, saved = (
-            await ledger.search_resume(deps.pool, inp.job_id, target.target_id) if resume else (set(), None)
+        hooks = _Hooks(deps, inp, hb)
+        request = ScanRequest(
+            scan_limit=scan_limit,
+            want=want,
+            unavailable=resume.released,
+            known=hooks.known,
+            on_skipped_day=hooks.skipped_day,
+            on_page=hooks.on_page,
+            max_examined=source.policy.max_examined,
+            # A resumed scan keeps its place in its checkpoint; a fresh one starts from
+            # the stored frontier ({}: none stored yet).
+            frontier=(resume.frontier or {}) if key is not None and checkpoint is None else None,
         )
-        checkpoint = None
-        if saved and saved.get("stage") == inp.fallback_stage:
-            checkpoint = source.restore(saved["scan"])
-        routes = [r.name for r in target.routes]
-        fingerprint = fr.fingerprint(target) if policy.keeps_frontier and fr.applies(target) else None
-        frontier = None
-        if fingerprint is not None and checkpoint is None:
-            frontier = await frontiers.load_frontier(deps.pool, target.target_id, fingerprint) or fr.Frontier(
-                sort=target.query.sort
-            )
-        settled = (datetime.now(UTC) - timedelta(days=fr.SETTLE_DAYS)).date().isoformat()
+        return _Plan(source, request, checkpoint, key)
 
-        async with Heartbeater(
-            deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
-        ) as hb:
+    async def _scan(self, inp: SearchInput, plan: _Plan) -> ScanState:
+        """Run (or resume) the source's scan.
 
-            async def known(ids: list[str]) -> dict[str, str]:
-                return await memory.known_works(
-                    deps.pool,
-                    routes=routes,
-                    gate=deps.settings.source_task_queue(target.account),
-                    work_type=target.work_type,
-                    work_ids=ids,
-                )
+        Raises:
+            ApplicationError: the source's failure, typed by its reason.
+        """
+        try:
+            return await plan.source.scan(inp.target, plan.request, plan.checkpoint)
+        except SourceError as err:
+            raise _failure(err, inp, plan.source) from err
 
-            def skipped_day(day: SkippedDay) -> None:
-                metrics.record_skipped_day(target.account)
-                log.warning(
-                    "source.day_not_fully_paged",
-                    job_id=inp.job_id,
-                    target_id=target.target_id,
-                    account=target.account,
-                    day=day.day,
-                    reached=day.reached,
-                    hint="the source holds more works of this day than it can page; narrow the target's "
-                    "query (more tags, a shorter duration or a date range)",
-                )
-
-            async def on_page(cp: ScanState) -> None:
-                await ledger.save_checkpoint(
-                    deps.pool,
-                    inp.job_id,
-                    target.target_id,
-                    {"stage": inp.fallback_stage, "scan": cp.model_dump(mode="json")},
-                )
-                hb.update(stage="searching", pages=cp.pages, examined=cp.examined, candidates=len(cp.candidates))
-
-            while True:
-                try:
-                    request = ScanRequest(
-                        scan_limit=scan_limit,
-                        want=want,
-                        unavailable=unavailable,
-                        known=known,
-                        on_skipped_day=skipped_day,
-                        on_page=on_page,
-                        max_examined=policy.max_examined,
-                        frontier=frontier,
-                        settled_before=settled,
-                    )
-                    result = await source.scan(target, request, checkpoint)
-                except SourceError as err:
-                    if err.reason == TerminalReason.ACCOUNT_RESTRICTED:
-                        _restricted(err, inp.job_id, target.target_id, target.account)
-                    raise source_failure(err, info.attempt, rate_limit_base_s=policy.rate_limit_base_s) from err
-                async with deps.pool.acquire() as conn, conn.transaction():
-                    barrier = None
-                    if continues:
-                        renew = ledger.Renewal(lease_ms, deps.identity)
-                        bound, barrier = await ledger.bind_and_continue(
-                            conn, inp.job_id, target, result.candidates, result.report, renew
-                        )
-                    else:
-                        bound = await ledger.bind_work(conn, inp.job_id, target, result.candidates, result.report)
-                    assert bound is not None
-                    cell = bound
-                    if fingerprint is not None and result.frontier is not None:
-                        await frontiers.save_frontier(
-                            conn, target.target_id, fingerprint, result.frontier, job_id=inp.job_id
-                        )
-                    if cell.state != CellState.PENDING or cell.work_id is not None:
-                        if continues and cell.state == CellState.SELECTED and barrier is None:
-                            return Searched(CellUpdate(cell=cell), opened=cell)
-                        await ledger.end_lease(conn, inp.job_id, target.target_id)
-                        return Searched(barrier_update(cell, barrier) if barrier else CellUpdate(cell=cell))
-                if result.exhausted or not result.candidates or result.examined >= policy.max_examined:
-                    break
-                # Every candidate was bound by concurrent jobs in the meantime: keep paging.
-                checkpoint = result.model_copy(update={"candidates": []})
-
+    async def _bind(self, inp: SearchInput, plan: _Plan, result: ScanState, *, carry: bool) -> Searched | None:
+        """Store what the scan found and bind a work, in one transaction; None when the
+        scan should go on (every candidate was bound by another job meanwhile)."""
+        deps, target = self.deps, inp.target
+        policy = plan.source.policy
         async with deps.pool.acquire() as conn, conn.transaction():
-            report = cell.candidate_report or result.report
-            reason = no_candidate_verdict(report, max_examined=policy.max_examined)
-            if another_pass(
+            binding = await ledger.bind_search(
+                conn,
+                inp.job_id,
+                target,
+                result.candidates,
+                result.report,
+                carry=ledger.Carry(inp.heartbeat_interval_ms * 2, deps.identity) if carry else None,
+            )
+            cell = binding.cell
+            assert cell is not None
+            if plan.frontier_key is not None and result.frontier is not None:
+                await frontiers.save_frontier(
+                    conn, target.target_id, plan.frontier_key, result.frontier, job_id=inp.job_id
+                )
+            if cell.state != CellState.PENDING or cell.work_id is not None:
+                if binding.opened:
+                    return Searched(CellUpdate(cell=cell), opened=cell)
+                return Searched(barrier_update(cell, binding.barrier) if binding.barrier else CellUpdate(cell=cell))
+            if not (result.exhausted or not result.candidates or result.examined >= policy.max_examined):
+                return None
+            update = await end_unbound(
+                conn,
+                inp.job_id,
+                target,
+                cell,
                 fallback_pass=inp.fallback_stage,
                 max_passes=inp.max_fallback_stages,
-                scan_limit=target.scan_limit,
-                report=report,
                 max_examined=policy.max_examined,
-            ):
-                await ledger.set_fallback_pass(conn, inp.job_id, target.target_id, inp.fallback_stage + 1)
-                await ledger.end_lease(conn, inp.job_id, target.target_id)
-                return Searched(CellUpdate(cell=cell, retry_stage=True))
-            ended = await ledger.finish_cell(conn, inp.job_id, target.target_id, CellState.NO_CANDIDATE, reason)
-            assert ended is not None
-            cell = ended
-            activity.logger.info(
-                "candidate_exhaustion",
-                extra={
-                    "job_id": inp.job_id,
-                    "target_id": target.target_id,
-                    "stage": inp.fallback_stage,
-                    "reason": str(reason),
-                    "searched": report.fetched,
-                    "duplicates": report.reasons.get("duplicate", 0),
-                    "filtered": report.rejected - report.reasons.get("duplicate", 0),
-                    "exhausted": report.exhausted,
-                },
             )
-            return Searched(CellUpdate(cell=cell))
+            return Searched(update)
+
+
+class _Hooks:
+    """The ledger hooks of one attempt's scan: what the ledger rules out, a day the source
+    cannot page fully, the checkpoint after a page."""
+
+    def __init__(self, deps: ActivityDeps, inp: SearchInput, hb: Heartbeater) -> None:
+        self._deps = deps
+        self._inp = inp
+        self._hb = hb
+        self._routes = [r.name for r in inp.target.routes]
+
+    async def known(self, ids: list[str]) -> dict[str, str]:
+        """The works of ``ids`` the ledger rules out for this target, by reason word."""
+        target = self._inp.target
+        return await memory.known_works(
+            self._deps.pool,
+            routes=self._routes,
+            gate=self._deps.settings.source_task_queue(target.account),
+            work_type=target.work_type,
+            work_ids=ids,
+        )
+
+    def skipped_day(self, day: SkippedDay) -> None:
+        """Log and count a day the source holds more works of than it can page."""
+        target = self._inp.target
+        metrics.record_skipped_day(target.account)
+        log.warning(
+            "source.day_not_fully_paged",
+            job_id=self._inp.job_id,
+            target_id=target.target_id,
+            account=target.account,
+            day=day.day,
+            reached=day.reached,
+            hint="the source holds more works of this day than it can page; narrow the target's "
+            "query (more tags, a shorter duration or a date range)",
+        )
+
+    async def on_page(self, cp: ScanState) -> None:
+        """Persist the checkpoint (with the pass it belongs to) and report progress."""
+        inp = self._inp
+        await ledger.save_checkpoint(
+            self._deps.pool,
+            inp.job_id,
+            inp.target.target_id,
+            {"stage": inp.fallback_stage, "scan": cp.model_dump(mode="json")},
+        )
+        self._hb.update(stage="searching", pages=cp.pages, examined=cp.examined, candidates=len(cp.candidates))
+
+
+def _failure(err: SourceError, inp: SearchInput, source: Source) -> ApplicationError:
+    """The activity's failure for the source's ``err`` (a restricted instance logged first)."""
+    if err.reason == TerminalReason.ACCOUNT_RESTRICTED:
+        _restricted(err, inp.job_id, inp.target.target_id, inp.target.account)
+    return source_failure(err, activity.info().attempt, rate_limit_base_s=source.policy.rate_limit_base_s)
 
 
 def _restricted(err: SourceError, job_id: str, target_id: str, account: str) -> None:
-    """Log (and count) a restricted account; once per answer of Pixiv, not per paused request."""
+    """Log (and count) a restricted source instance: once per answer of the source, not per
+    request its paused gate refused (those carry no status)."""
     if err.status is None:
-        return  # the account was already paused: no request left
+        return  # the instance was already paused: no request left
     metrics.record_account_paused(account)
     log.error(
         "source.account_restricted",
@@ -283,7 +323,7 @@ def _restricted(err: SourceError, job_id: str, target_id: str, account: str) -> 
         target_id=target_id,
         account=account,
         detail=str(err),
-        hint="Pixiv answered 'Your access is currently restricted.': the account's requests are paused "
-        "(pixiv.restriction_pause_ms). Sign in at pixiv.net with this account to read the notice, or move "
-        "the target to another account; lift the pause with `curaflow accounts resume ACCOUNT`.",
+        hint=err.hint
+        or "the source restricted this instance's access: its requests are paused; move the target to another "
+        "instance, and lift the pause with `curaflow accounts resume NAME` once the source allows it.",
     )

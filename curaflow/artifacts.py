@@ -44,9 +44,11 @@ import mmap
 import os
 import re
 import shutil
+import socket
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,10 +60,10 @@ from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import time_left
 from curaflow.paths import inside
-from curaflow.sources.base import Animation, FileSource
+from curaflow.sources.animation import MAX_ZIP_BYTES, Animation, AnimationBroken, UnusableAnimation, encode_gif
+from curaflow.sources.base import FileSource
 from curaflow.sources.decoding import FRAME_MAX_PIXELS, DecodeBudget, DecodeMeter, DecodeStopped, OverBudget, gif_frames
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
-from curaflow.sources.ugoira import MAX_ZIP_BYTES, UgoiraBroken, UgoiraError, encode_gif
 
 T = TypeVar("T")
 
@@ -249,6 +251,10 @@ TRANSFER_DIR = ".transfer"
 TRANSFER_MAX_AGE_S = 24 * 3600.0
 
 
+#: The file in an artifacts directory that names it (:meth:`ArtifactStore.identity`).
+STORE_ID_FILE = ".store-id"
+
+
 class ArtifactStore:
     """Downloads work pages into ``root`` and deletes them when no longer needed.
 
@@ -262,6 +268,7 @@ class ArtifactStore:
 
     def __init__(self, root: Path, *, max_pixels: int = IMAGE_MAX_PIXELS, budget: DecodeBudget | None = None) -> None:
         self.root = root
+        self._identity: tuple[str, str] | None = None
         self.budget = budget if budget is not None else DecodeBudget(frame_max_pixels=max_pixels)
         self.max_pixels = self.budget.frame_max_pixels
 
@@ -282,6 +289,30 @@ class ArtifactStore:
         except asyncio.CancelledError:
             meter.stop()
             raise
+
+    def identity(self) -> tuple[str, str]:
+        """``(store_id, label)`` of this artifacts directory: the id kept in the directory
+        itself (:data:`STORE_ID_FILE`, created on first use), so it names the disk and not a
+        process or a container; the label is ``host:path``, for an operator. The ledger
+        records which store holds which cell's files with it (retention frees every host).
+        Blocking on first call (one small file); cached.
+        """
+        if self._identity is None:
+            self.root.mkdir(parents=True, exist_ok=True)
+            path = self.root / STORE_ID_FILE
+            try:
+                with open(path, "x", encoding="ascii") as fh:
+                    fh.write(uuid.uuid4().hex + "\n")
+            except FileExistsError:
+                pass
+            store_id = path.read_text(encoding="ascii").strip()
+            if not store_id:  # an interrupted first write: a new id, written whole
+                store_id = uuid.uuid4().hex
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(store_id + "\n", encoding="ascii")
+                os.replace(tmp, path)
+            self._identity = (store_id, f"{socket.gethostname()}:{self.root.resolve()}")
+        return self._identity
 
     def folder(self, job_id: str, target_id: str) -> Path:
         """The folder holding one cell's artifact (under the root, always)."""
@@ -392,29 +423,32 @@ class ArtifactStore:
         self, source: FileSource, work: Work, meta: Animation, folder: Path, on_page: ProgressHook | None
     ) -> Artifact:
         """An animated work as one looping animated GIF with its frame delays
-        (:mod:`curaflow.sources.ugoira`): metadata, the frames zip (bounded, streamed to
-        disk and removed once encoded), the GIF (kept when a retried attempt finds it)."""
+        (:mod:`curaflow.sources.animation`): the frames, the frames zip (bounded, streamed
+        to disk and removed once encoded), the GIF (kept when a retried attempt finds it).
+        The GIF is named ``<work_id>_ugoira.gif``, the name delivered files have always had."""
         dest = inside(folder, f"{work.work_id}_ugoira.gif")
         if not (await asyncio.to_thread(_prepare, folder, [dest])):
             if not meta.frames:
-                raise WorkUnavailable(work.work_id, "ugoira: no frames", UnavailableKind.UNUSABLE_ANIMATION)
+                raise WorkUnavailable(work.work_id, "animation: no frames", UnavailableKind.UNUSABLE_ANIMATION)
             try:  # more frames than a decode may have: refused before the zip is fetched
                 self.budget.meter().plan(frames=len(meta.frames), pixels=0)
             except OverBudget as err:
-                raise WorkUnavailable(work.work_id, f"ugoira: {err.why}", UnavailableKind.OVER_BUDGET) from None
+                raise WorkUnavailable(work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET) from None
             zip_path = inside(folder, f"{work.work_id}_ugoira.zip")
             try:
                 await self._download_zip(source, meta.zip_url, zip_path, work.work_id)
                 try:
                     await self._decoding(encode_gif, zip_path, meta, dest)
-                except UgoiraError as err:
-                    raise WorkUnavailable(work.work_id, f"ugoira: {err}", UnavailableKind.UNUSABLE_ANIMATION) from None
+                except UnusableAnimation as err:
+                    raise WorkUnavailable(
+                        work.work_id, f"animation: {err}", UnavailableKind.UNUSABLE_ANIMATION
+                    ) from None
                 except OverBudget as err:
-                    raise WorkUnavailable(work.work_id, f"ugoira: {err.why}", UnavailableKind.OVER_BUDGET) from None
-                except UgoiraBroken as err:
-                    raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"ugoira {work.work_id}: {err}") from None
+                    raise WorkUnavailable(work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET) from None
+                except AnimationBroken as err:
+                    raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"animation of {work.work_id}: {err}") from None
                 except DecodeStopped as err:
-                    raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"ugoira {work.work_id}: {err}") from None
+                    raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"animation of {work.work_id}: {err}") from None
             finally:
                 await asyncio.to_thread(zip_path.unlink, True)
         described = await asyncio.to_thread(describe, dest, 0)
@@ -423,7 +457,7 @@ class ArtifactStore:
         return Artifact(work_id=work.work_id, files=[described.model_copy(update={"frame_delays_ms": meta.delays_ms})])
 
     async def _download_zip(self, source: FileSource, url: str, dest: Path, work_id: str) -> None:
-        """Stream a frames zip to ``dest`` (at most :data:`~curaflow.sources.ugoira.MAX_ZIP_BYTES`).
+        """Stream a frames zip to ``dest`` (at most :data:`~curaflow.sources.animation.MAX_ZIP_BYTES`).
 
         Raises:
             SourceError: ``download_failed`` (short: retryable) / ``download_timeout``.
@@ -438,7 +472,7 @@ class ArtifactStore:
                 if expected is not None and expected > MAX_ZIP_BYTES:
                     raise WorkUnavailable(
                         work_id,
-                        f"ugoira zip is {expected} bytes, over the limit of {MAX_ZIP_BYTES}",
+                        f"frames zip is {expected} bytes, over the limit of {MAX_ZIP_BYTES}",
                         UnavailableKind.TOO_LARGE,
                     )
                 out = await asyncio.to_thread(open, tmp, "wb")
@@ -450,7 +484,7 @@ class ArtifactStore:
                         if received > MAX_ZIP_BYTES:
                             raise WorkUnavailable(
                                 work_id,
-                                f"ugoira zip over the limit of {MAX_ZIP_BYTES} bytes",
+                                f"frames zip over the limit of {MAX_ZIP_BYTES} bytes",
                                 UnavailableKind.TOO_LARGE,
                             )
                         pending.append(chunk)
@@ -462,14 +496,18 @@ class ArtifactStore:
                 finally:
                     await asyncio.to_thread(out.close)
             if (expected is not None and expected != received) or received == 0:
-                raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"ugoira zip truncated: {received} bytes")
+                raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"frames zip truncated: {received} bytes")
             await asyncio.to_thread(os.replace, tmp, dest)
         finally:
             await asyncio.to_thread(tmp.unlink, True)
 
     def delete(self, job_id: str, target_id: str) -> None:
-        """Remove one cell's artifact folder (storage mode ``cache``)."""
-        shutil.rmtree(self.folder(job_id, target_id), ignore_errors=True)
+        """Remove one cell's artifact folder, and its job's folder once empty (storage mode
+        ``cache``, retention). Blocking."""
+        folder = self.folder(job_id, target_id)
+        shutil.rmtree(folder, ignore_errors=True)
+        with contextlib.suppress(OSError):  # not empty (another target's folder), or gone
+            folder.parent.rmdir()
 
     @staticmethod
     def holds(artifact: Artifact) -> bool:

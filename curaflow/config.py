@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
@@ -66,6 +67,9 @@ BUDGET_FLOOR_MS = 60_000
 DEFAULT_QUEUED_MS = 1_800_000
 DEFAULT_STALL_MS = 900_000
 DEFAULT_HEARTBEAT_MS = 30_000
+#: Shortest heartbeat timeout of a source step, ms: five of its heartbeats (at most 1 s
+#: apart, ``activities.heartbeat.CANCEL_PROBE_S``) must be missed before it is timed out.
+SOURCE_HEARTBEAT_FLOOR_MS = 5_000
 DEFAULT_DEADLINE_MS = 1_800_000
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -891,6 +895,7 @@ class Settings(BaseSettings):
             retry_initial_interval_ms=self.delivery.retry_initial_interval_ms,
             retry_max_interval_ms=self.delivery.retry_max_interval_ms,
             source_max_attempts=self.delivery.source_max_attempts,
+            source_heartbeat_timeout_ms=max(self.pixiv.source_lease_ms, SOURCE_HEARTBEAT_FLOOR_MS),
         )
 
     def push_policy(self) -> CallbackPolicy:
@@ -976,6 +981,59 @@ def settings_class(toml_path: Path | None) -> type[Settings]:
     )
 
 
+def _holds(data: Any, loc: tuple[Any, ...]) -> bool:
+    """Whether nested ``data`` has a value at ``loc`` (pydantic's error location; a key of
+    it that the data lacks — a union's tag — is skipped)."""
+    for key in loc:
+        if isinstance(data, dict) and str(key) in data:
+            data = data[str(key)]
+        elif isinstance(data, list) and isinstance(key, int) and key < len(data):
+            data = data[key]
+        elif not isinstance(data, dict | list):
+            return False
+    return True
+
+
+def _variable(prefix: str, loc: tuple[Any, ...], names: Iterable[str]) -> str:
+    """The name, as set, of the ``CURAFLOW_*`` variable (or secret file) of ``loc``."""
+    fields = [str(k) for k in loc if not isinstance(k, int)]
+    names = list(names)
+    full = (prefix + "__".join(fields)).lower()
+    below = sorted(name for name in names if name.lower().startswith(full + "__"))
+    if below:  # the value at loc is a table the variables below it set (a route's kind …)
+        return ", ".join(below)
+    for depth in range(len(fields), 0, -1):
+        wanted = (prefix + "__".join(fields[:depth])).lower()
+        for name in names:
+            if name.lower() == wanted:
+                return name
+    return full.upper()
+
+
+def origin_of(loc: tuple[Any, ...], toml_path: Path | None, overrides: dict[str, Any] | None = None) -> str:
+    """Where the value at ``loc`` came from, in the precedence order of the sources
+    (:meth:`Settings.settings_customise_sources`): ``environment variable
+    CURAFLOW_RETENTION__DAYS``, ``environment variable DATABASE_URL``, ``secret file …``,
+    ``in <file>``, or ``default`` — so an error names what the operator must change."""
+    if overrides and _holds(overrides, loc):
+        return "given by the command"
+    for name, (section, key) in _ConventionalEnv.MAP.items():
+        if loc[:2] == (section, key) and (os.environ.get(name) or "").strip():
+            return f"environment variable {name}"
+    prefixed = {k: v for k, v in os.environ.items() if k.upper().startswith("CURAFLOW_")}
+    if prefixed and _holds(_CuraflowEnv(Settings)(), loc):
+        return f"environment variable {_variable('CURAFLOW_', loc, prefixed)}"
+    directory = os.environ.get(SECRETS_DIR_ENV, "").strip()
+    if directory and Path(directory).is_dir():
+        files = [f.name for f in Path(directory).iterdir()]
+        name = _variable("CURAFLOW_", loc, files)
+        if name in files:
+            return f"secret file {Path(directory) / name}"
+    if toml_path is not None:
+        return f"in {toml_path}"
+    return "default"
+
+
 class ConfigError(Exception):
     """The configuration file or environment is invalid; ``str()`` is a readable report."""
 
@@ -1005,10 +1063,11 @@ def load_settings(config: str | Path | None = None, **overrides: Any) -> Setting
     try:
         settings = settings_class(toml_path)(**overrides)
     except ValidationError as err:
-        lines = [f"invalid configuration{f' in {toml_path}' if toml_path else ''}:"]
+        lines = ["invalid configuration:"]
         for e in err.errors():
             loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
-            lines.append(f"  - {loc}: {e['msg']}")
+            origin = f" ({origin_of(tuple(e['loc']), toml_path, overrides)})" if e["loc"] else ""
+            lines.append(f"  - {loc}: {e['msg']}{origin}")
         raise ConfigError("\n".join(lines)) from None
     except (OSError, ValueError) as err:
         raise ConfigError(f"cannot read config {toml_path}: {err}") from None

@@ -1,14 +1,31 @@
-"""Paths built from data: every one is checked to stay under its root.
+"""Safe paths: paths built from data stay under their root; private files stay private.
 
 Work ids, page names and route paths combine configuration with values that came from
 a third party. :func:`inside` joins them and refuses any result that is not strictly
 under the root once ``..`` and symbolic links are resolved, or that an absolute part
 would move elsewhere (``Path("/root") / "/etc"`` is ``/etc``).
+
+The state directory (``state_dir``, ``.curaflow/`` by default) holds tokens, the dev
+stack's ``stack.json`` (database URL), Temporal's ``temporal.db`` and the logs: on a host
+shared with other users it is the owner's alone. One owner of those modes:
+:func:`private_dir` (0700, also tightening a directory an older version created 0755),
+:func:`write_private` / :func:`open_private` (0600 files, also tightening an existing one)
+and :func:`secure_state_dir` (the state directory and what curaflow keeps at its top and in
+``logs/``, on every start: an upgrade from a version that wrote them 0755 / 0644 is tightened).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import stat
+import tempfile
 from pathlib import Path
+from typing import BinaryIO
+
+#: Mode of a private directory and of a private file.
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
 
 
 class PathEscape(ValueError):
@@ -38,3 +55,56 @@ def inside(root: Path, *parts: str) -> Path:
     if resolved == base or not resolved.is_relative_to(base):
         raise PathEscape(f"{candidate} is outside {root}")
     return candidate
+
+
+def private_dir(path: Path) -> Path:
+    """Create ``path`` (and missing parents) and make it the owner's alone (0700), also
+    when it already existed with a wider mode; returns ``path``."""
+    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
+    os.chmod(path, PRIVATE_DIR)
+    return path
+
+
+def open_private(path: Path, *, append: bool = True) -> BinaryIO:
+    """Open ``path`` for binary writing (appending, or truncated) as a private file (0600):
+    created so, or tightened when it exists (a log an older version created 0644)."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
+    fd = os.open(path, flags, PRIVATE_FILE)
+    os.fchmod(fd, PRIVATE_FILE)
+    return os.fdopen(fd, "ab" if append else "wb")
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file renamed over it), readable by
+    its owner only (0600); its directory is made private (0700) first."""
+    private_dir(path.parent)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, PRIVATE_FILE)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def secure_state_dir(state_dir: Path) -> Path:
+    """Make ``state_dir`` private: the directory 0700, the regular files at its top and in
+    its ``logs/`` and ``pixiv/`` folders 0600 (group and other bits removed; other folders
+    — the embedded PostgreSQL's, the artifacts — are behind the 0700 directory). Run at
+    every start of a process that keeps state there; returns ``state_dir``."""
+    private_dir(state_dir)
+    for folder in (state_dir, state_dir / "logs", state_dir / "pixiv"):
+        if folder != state_dir and not folder.is_dir():
+            continue
+        if folder != state_dir:
+            private_dir(folder)
+        for entry in folder.iterdir():
+            info = entry.lstat()
+            if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
+                os.chmod(entry, stat.S_IMODE(info.st_mode) & ~0o077)
+    return state_dir

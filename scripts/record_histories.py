@@ -22,6 +22,11 @@ and the UI's download):
 * ``job_refused_input``: an execution started with no input (refused ``invalid_params``);
 * ``job_reporting_run``: a run another client added (``ALLOW_DUPLICATE``) under the id of
   a job that ended: it admits its Task and only reports the job;
+* ``job_cancel_two_targets``: a job of two targets cancelled (the ``cancel`` signal) once
+  one cell delivered, while the other's webhook send is out to a receiver that never
+  answers: the cancel cuts it and stops that cell, so ``job_status`` says ``cancelled`` and
+  the execution ends Canceled (``_v3``); recorded before that rule (``_v2``), the same job
+  said ``succeeded`` and completed. The workflow code is the same: both replay;
 * ``job_quick``: a protocol job whose download is over before the ``cell_progress``
   signal is due (no request spacing): the shape of most jobs, without the signal.
 
@@ -56,6 +61,7 @@ from curaflow.config import load_settings  # noqa: E402
 from curaflow.devstack.postgres import EmbeddedPostgres  # noqa: E402
 from curaflow.devstack.temporal import TemporalDevServer  # noqa: E402
 from curaflow.domain.messages import CancelRequest, PushInput  # noqa: E402
+from curaflow.process.httpserver import BackgroundServer  # noqa: E402
 from curaflow.temporal.connection import connect  # noqa: E402
 
 OUT = ROOT / "tests" / "histories"
@@ -70,6 +76,7 @@ async def record(tmp: Path, suffix: str) -> dict[str, str]:
 
     server = TemporalDevServer(log_file=tmp / "temporal.log")
     await server.start()
+    held = await BackgroundServer(never_answers()).start()
     pg: EmbeddedPostgres | None = None
     database_url = os.environ.get("DATABASE_URL")
     if not database_url:
@@ -82,10 +89,14 @@ async def record(tmp: Path, suffix: str) -> dict[str, str]:
         "budgets": {"heartbeat_interval_ms": 1000},
         "pixiv": {"replay_min_interval_ms": 2500},
         "reconcile_interval_ms": 500,
-        "routes": {"out": {"kind": "directory", "path": str(tmp / "out")}},
+        "routes": {
+            "out": {"kind": "directory", "path": str(tmp / "out")},
+            "held": {"kind": "webhook", "url": f"{held.url}/hook", "secret": "whsec_" + "cmVjb3JkLWhpc3Rvcmllcy0xMg=="},
+        },
         "targets": [
             {"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": ["out"]},
             {"id": "demo2", "query": {"tags": ["風景"]}, "routes": ["out"], "accept_jobs": False},
+            {"id": "held", "query": {"tags": ["風景"]}, "routes": ["held"], "accept_jobs": False},
         ],
         "schedules": [{"id": "nightly", "cron": ["0 3 * * *"], "timezone": "UTC", "target_ids": ["demo", "demo2"]}],
     }
@@ -150,6 +161,7 @@ async def record(tmp: Path, suffix: str) -> dict[str, str]:
             await client.start_workflow("JobWorkflow", reported, id=first.id, task_queue="record")
             ids["job_refused_input"] = "demo@manual-rec-no-input"
             await client.start_workflow("JobWorkflow", id=ids["job_refused_input"], task_queue="record")
+            ids["job_cancel_two_targets"] = await cancel_after_first_delivery(settings, client, pool)
             ids["event_push"] = f"{ids['job_succeeded']}/push-events"
             await client.start_workflow(
                 "EventPushWorkflow", PushInput(job_id=ids["job_succeeded"]), id=ids["event_push"], task_queue="record"
@@ -185,10 +197,61 @@ async def record(tmp: Path, suffix: str) -> dict[str, str]:
             print(f"wrote tests/histories/{name}_{suffix}.json ({len(data['events'])} events, workflow {wid})")
     finally:
         await pool.close()
+        await held.stop()
         server.stop()
         if pg is not None:
             pg.stop()
     return ids
+
+
+async def cancel_after_first_delivery(settings: Any, client: Any, pool: Any) -> str:
+    """Start a job of the targets ``demo`` and ``held`` and cancel it (the ``cancel``
+    signal) once ``demo`` is submitted and ``held``'s send is out (its receiver never answers)."""
+    from curaflow.domain.messages import JobInput
+    from curaflow.ledger.db import now_ms
+    from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started
+    from curaflow.schedules.admit import target_spec
+    from curaflow.temporal.connection import start_job_workflow
+
+    created = now_ms()
+    targets = [t for t in settings.targets if t.id in ("demo", "held")]
+    inp = JobInput(
+        job_id="nightly@cancel-two-targets",
+        plan_id="nightly",
+        schedule_id="nightly",
+        trigger="schedule",
+        created_at_ms=created,
+        deadline_at_ms=created + 600_000,
+        targets=[target_spec(settings, t) for t in targets],
+        budgets=settings.budgets_model(),
+        source_task_queues=settings.source_task_queues(),
+    )
+    async with pool.acquire() as conn:
+        await insert_job(conn, NewJob(job_input=inp))
+    await start_job_workflow(client, inp, settings.temporal.task_queue)
+    async with pool.acquire() as conn:
+        await mark_workflow_started(conn, inp.job_id)
+    for _ in range(600):
+        state = await pool.fetchval("SELECT state FROM cells WHERE job_id = $1 AND target_id = 'demo'", inp.job_id)
+        if state == "submitted":
+            break
+        await asyncio.sleep(0.05)
+    await client.get_workflow_handle(inp.job_id).signal("cancel", CancelRequest())
+    return inp.job_id
+
+
+def never_answers() -> Any:
+    """An app that holds every POST for an hour (a receiver that never answers)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    async def hold(request: Request) -> Response:
+        await asyncio.sleep(3600)
+        return Response(status_code=200)
+
+    return Starlette(routes=[Route("/hook", hold, methods=["POST"])])
 
 
 def without_stack_traces(node: Any) -> Any:

@@ -1,11 +1,14 @@
-"""Validate API response bodies against the published protocol schema.
+"""Validate API response bodies against the published protocol schema and the upstream one.
 
 :func:`validate` checks a document against ``#/$defs/<Name>`` of the vendored
-``protocol.schema.json`` (the same file ``/openapi.json`` is built from).
+``protocol.schema.json`` (the same file ``/openapi.json`` is built from);
+:func:`validate_upstream` checks the parts the unchanged upstream v1 schema defines
+(``upstream-v1.schema.json``: ``Job``, ``Event``, ``Error``, ``Capabilities``; a page or an
+envelope by its members) — what a consumer validating against the published schema sees.
 :func:`check_response` is an httpx response hook: it finds the operation of the request
 in :data:`curaflow.api.openapi.OPERATIONS`, requires the status to be documented there
-and validates the body against the documented schema — so every request a test makes
-through :meth:`tests.support.Stack.start_api`'s client is checked.
+and validates the body against the documented schema and the upstream one — so every
+request a test makes through :meth:`tests.support.Stack.start_api`'s client is checked.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import httpx
 from jsonschema import Draft202012Validator
 
 from curaflow.api.openapi import OPERATIONS
-from curaflow.protocol.schemas import protocol_schema
+from curaflow.protocol.schemas import protocol_schema, upstream_schema
 
 
 @cache
@@ -38,15 +41,55 @@ def validate(document: Any, name: str) -> None:
         raise AssertionError(f"body does not validate against $defs/{name}:\n" + "\n".join(lines))
 
 
+@cache
+def upstream_validator(name: str) -> Draft202012Validator:
+    """A validator of ``#/$defs/<name>`` of the upstream v1 schema, as published."""
+    schema = upstream_schema()
+    return Draft202012Validator({"$defs": schema["$defs"], "$ref": f"#/$defs/{name}"})
+
+
+#: How a curaflow answer shape is seen through the upstream schema: ``(upstream $defs
+#: name, a function giving the parts of the document of that shape)``. Shapes the
+#: upstream file predates (pages, envelopes) are checked by their members.
+UPSTREAM_PARTS: dict[str, tuple[str, Any]] = {
+    "Job": ("Job", lambda doc: [doc]),
+    "Event": ("Event", lambda doc: [doc]),
+    "Error": ("Error", lambda doc: [doc]),
+    "Capabilities": ("Capabilities", lambda doc: [doc]),
+    "JobEnvelope": ("Job", lambda doc: [doc["job"]]),
+    "JobPage": ("Job", lambda doc: doc["jobs"]),
+    "EventPage": ("Event", lambda doc: doc["events"]),
+    "ErrorResponse": ("Error", lambda doc: [doc["error"]]),
+}
+
+
+def validate_upstream(document: Any, name: str) -> None:
+    """Raise ``AssertionError`` when the parts of ``document`` (a curaflow ``$defs/<name>``
+    answer) that the upstream v1 schema defines do not validate against it; shapes it has
+    nothing for (``Health``, ``AckResult`` …) pass."""
+    if name not in UPSTREAM_PARTS:
+        return
+    upstream_name, parts = UPSTREAM_PARTS[name]
+    for part in parts(document):
+        errors = sorted(upstream_validator(upstream_name).iter_errors(part), key=lambda e: list(e.absolute_path))
+        if errors:
+            lines = [f"  at /{'/'.join(str(p) for p in e.absolute_path)}: {e.message}" for e in errors[:10]]
+            raise AssertionError(
+                f"{name} does not validate against the upstream $defs/{upstream_name}:\n" + "\n".join(lines)
+            )
+
+
 def validate_one_of(document: Any, names: str | tuple[str, ...]) -> None:
     """:func:`validate` against one name, or against at least one of several."""
     if isinstance(names, str):
         validate(document, names)
+        validate_upstream(document, names)
         return
     failures = []
     for name in names:
         try:
             validate(document, name)
+            validate_upstream(document, name)
             return
         except AssertionError as err:
             failures.append(str(err))

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -94,11 +95,15 @@ with workflow.unsafe.imports_passed_through():
 
 CORE_V2 = "core-v2"
 #: The shape of executions started from this version on, under one marker: every patch
-#: below (``explicit-submission``, ``cell-progress``, ``failed-execution``,
-#: ``reporting-run``) without a marker of its own — each marker costs a history event and the SDK's
-#: ``TemporalChangeVersion`` upsert, on every job — and the deadline timer left to expire
-#: with the execution instead of cancelled (one event less per job that ends in time).
+#: below (``source-heartbeat``, ``explicit-submission``, ``cell-progress``,
+#: ``failed-execution``, ``reporting-run``) without a marker of its own — each marker costs
+#: a history event and the SDK's ``TemporalChangeVersion`` upsert, on every job — and the
+#: deadline timer left to expire with the execution instead of cancelled (one event less
+#: per job that ends in time).
 CORE_V3 = "core-v3"
+#: A source step's heartbeat timeout is the source-queue lease (``Budgets.source_heartbeat_timeout_ms``):
+#: a step taken by a frozen process's poll is back in the queue within it.
+SOURCE_HEARTBEAT = "source-heartbeat"
 #: A start input that is both a valid ``JobInput`` and a Task is admitted as a Task
 #: (before, pydantic's smart union could take it for an admitted job).
 EXPLICIT_SUBMISSION = "explicit-submission"
@@ -575,6 +580,8 @@ class JobWorkflow:
             task_queue=queue,
         )
         config["summary"] = summary
+        if step == "acquire" and inp.budgets.source_heartbeat_timeout_ms is not None and self._has(SOURCE_HEARTBEAT):
+            config["heartbeat_timeout"] = timedelta(milliseconds=inp.budgets.source_step_heartbeat_timeout_ms())
         try:
             if isinstance(arg, AcquireInput):
                 update = await workflow.execute_activity_method(AcquireActivity.acquire, arg, **config)

@@ -52,6 +52,7 @@ def _faults(r: ScenarioResult) -> str:
 def _recovery(r: ScenarioResult) -> str:
     parts = [
         f"{f.kind.split(' ', 1)[1]}: ready {_secs(f.ready_s)}, new job {_secs(f.first_job_s)}"
+        + (f", one owner + standbys {_secs(f.owners_s)}" if f.owners or f.owners_s is not None else "")
         for f in r.faults
         if f.up_ms
     ]

@@ -13,6 +13,11 @@ Temporal client with the same Task (``curaflow.jobs.submit.start_job``).
   of the postmaster) mid-run, each time started again after a few seconds;
 * ``temporal`` — the Temporal dev server stopped and started again (same port, same
   SQLite file) mid-run; in the full mode a second time with SIGKILL;
+* ``pg_hang`` — PostgreSQL SIGSTOPped (sockets open, nothing answers) for longer than the
+  source-queue lease, then again with the account's source-queue owner SIGSTOPped too and
+  woken after PostgreSQL (it finds its lease taken and must stop its queue's worker): every
+  process ready again, and each account with one owner and every other worker its
+  standby (``owners``);
 * ``cancel`` / ``cancel_kills`` — a cancel storm: every job cancelled at a random moment
   through one of the three paths (``POST /jobs/{id}/cancel``, ``temporal workflow signal
   --name cancel``, ``temporal workflow cancel``), without and with worker kills.
@@ -143,6 +148,10 @@ def plans(quick: bool) -> dict[str, Plan]:
                 targets=2, interval_s=1.0, temporal_every=4, down_s=3.0, fault_kinds=("stop",), lead_s=2, tail_s=1,
                 drain_s=60,
             ),
+            "pg_hang": Plan(
+                targets=2, interval_s=1.0, down_s=15.0, fault_kinds=("hang with the owner",), lead_s=3, tail_s=2,
+                drain_s=90,
+            ),
             "cancel_kills": Plan(
                 targets=2, jobs=12, interval_s=0.3, temporal_every=4, kill_every_s=3.0, cancel_within_s=6.0,
                 receiver_delay_ms=1500, broken_targets=1, drain_s=60,
@@ -156,6 +165,10 @@ def plans(quick: bool) -> dict[str, Plan]:
         ),
         "temporal": Plan(
             targets=4, interval_s=1.0, temporal_every=6, down_s=8.0, fault_kinds=("stop", "SIGKILL"), drain_s=180
+        ),
+        "pg_hang": Plan(
+            targets=3, interval_s=1.0, temporal_every=8, down_s=25.0, fault_kinds=("hang", "hang with the owner"),
+            drain_s=180,
         ),
         "cancel": Plan(
             targets=3, jobs=45, interval_s=0.3, temporal_every=5, cancel_within_s=10.0, receiver_delay_ms=1500,
@@ -229,6 +242,9 @@ class Fault:
         ready_s: from ``up_ms`` until every process answered ``/ready`` 200.
         probe: the job submitted as soon as the service was back.
         first_job_s: from ``up_ms`` until that job was terminal.
+        owners_s: from ``up_ms`` until every account had one source-queue owner and every
+            other worker was its standby (``pg_hang``).
+        owners: the workers' source-queue entries then (worker → account → detail).
     """
 
     kind: str
@@ -237,6 +253,8 @@ class Fault:
     ready_s: float | None = None
     probe: str | None = None
     first_job_s: float | None = None
+    owners_s: float | None = None
+    owners: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -272,6 +290,7 @@ class ScenarioResult:
     stuck_details: list[dict[str, Any]] = field(default_factory=list)
     edges: dict[str, Any] = field(default_factory=dict)
     edge_findings: dict[str, list[Any]] = field(default_factory=dict)
+    owner_findings: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
     def checks(self) -> dict[str, int]:
@@ -289,6 +308,7 @@ class ScenarioResult:
             "after_fault_not_succeeded": len(self.after_fault_not_succeeded),
             "unexpected_status": len(self.unexpected_status),
             **{check: len(found) for check, found in self.edge_findings.items()},
+            "owners": len(self.owner_findings),
             "errors": 1 if self.error else 0,
         }
 
@@ -714,6 +734,70 @@ async def postgres(s: Scenario) -> None:
     await loader
 
 
+#: How long after PostgreSQL is back every account must have one owner and every other
+#: worker its standby: the lease (10 s), the old owner's worker stopping or abandoned
+#: (graceful shutdown 30 s + 10 s), with slack for a loaded machine.
+OWNERS_BOUND_S = 75.0
+
+
+def owners_settled(entries: dict[str, dict[str, str]]) -> bool:
+    """Every account is owned by exactly one worker and every other worker stands by."""
+    accounts = {a for per in entries.values() for a in per}
+    if not accounts or "*" in accounts:
+        return False
+    for account in accounts:
+        details = [per.get(account, "") for per in entries.values()]
+        if sum(d.startswith("owning") for d in details) != 1:
+            return False
+        if not all(d.startswith(("owning", "standby")) for d in details):
+            return False
+    return True
+
+
+async def pg_hang(s: Scenario) -> None:
+    """Load; PostgreSQL SIGSTOPped ``down_s`` … SIGCONT; (with ``owner`` in the kind) the
+    source-queue owner SIGSTOPped with it and woken 3 s after PostgreSQL; load. After each:
+    readiness, the first job, and one owner per account with every other worker standing by."""
+    stop = asyncio.Event()
+    loader = asyncio.create_task(s.load(stop))
+    for kind in s.plan.fault_kinds:
+        await asyncio.sleep(s.plan.lead_s)
+        entries = await s.stack.source_queues()
+        owner = next(
+            (i for i, w in enumerate(s.stack.workers) if any(d.startswith("owning") for d in entries[w.name].values())),
+            None,
+        )
+        stuck_owner = "owner" in kind and owner is not None
+        fault = Fault(
+            f"PostgreSQL SIGSTOP {s.plan.down_s:.0f} s" + (" + its source-queue owner" if stuck_owner else ""),
+            down_ms=now_ms(),
+        )
+        pids = await s.stack.postgres_pause()
+        if stuck_owner:
+            assert owner is not None
+            s.stack.workers[owner].pause()
+        await asyncio.sleep(s.plan.down_s)
+        await s.stack.postgres_resume(pids)
+        if stuck_owner:
+            assert owner is not None
+            await asyncio.sleep(3)
+            s.stack.workers[owner].resume()
+        await s.recover(fault)
+        began = time.monotonic() - (now_ms() - fault.up_ms) / 1000
+        while True:
+            fault.owners = await s.stack.source_queues()
+            if owners_settled(fault.owners):
+                fault.owners_s = round(time.monotonic() - began, 2)
+                break
+            if time.monotonic() - began > OWNERS_BOUND_S:
+                s.result.owner_findings.append({"fault": fault.kind, "owners": fault.owners})
+                break
+            await asyncio.sleep(0.5)
+    await asyncio.sleep(s.plan.tail_s)
+    stop.set()
+    await loader
+
+
 async def temporal(s: Scenario) -> None:
     """Load; stop the Temporal dev server … start it again (full mode: then SIGKILL … start)."""
     stop = asyncio.Event()
@@ -894,9 +978,11 @@ def edges_config(receiver_url: str, root: Path, hostile_url: str, internal_url: 
         "targets": targets,
         "pixiv": {"api_url": hostile_url, "auth_url": hostile_url, "image_url": f"{hostile_url}/i"},
         "outbound": {"download_timeout_ms": 15_000},
-        # No worker is killed here: a longer heartbeat keeps a starved machine from
-        # losing attempts (a lost attempt after a send is reported unknown).
-        "budgets": {"heartbeat_interval_ms": 3000},
+        # No worker is killed here: a long heartbeat timeout (20 s) keeps a starved machine
+        # from losing attempts (a lost attempt after a send is reported unknown; 6 s lost a
+        # Telegram send at a load average of 11). Cancels still reach a step within about a
+        # second: heartbeats go to Temporal at most every second whatever the interval.
+        "budgets": {"heartbeat_interval_ms": 10_000},
         "api": {
             "callback_allowed_hosts": ["localhost:*"],
             "callback_secret": SECRET,
@@ -1082,6 +1168,7 @@ RUNNERS: dict[str, Runner] = {
     "kills": kills,
     "postgres": postgres,
     "temporal": temporal,
+    "pg_hang": pg_hang,
     "cancel": cancel_storm,
     "cancel_kills": cancel_storm,
     "edges": edges,

@@ -111,6 +111,18 @@ class Managed:
             self.popen.kill()
             self.popen.wait(10)
 
+    def pause(self) -> None:
+        """SIGSTOP: hung, not dead (it keeps its connections and its polls)."""
+        if self.alive():
+            assert self.popen is not None
+            self.popen.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT a paused process."""
+        if self.alive():
+            assert self.popen is not None
+            self.popen.send_signal(signal.SIGCONT)
+
     def stop(self, timeout_s: float = 15.0) -> None:
         """SIGTERM, wait, then SIGKILL."""
         self.down = True
@@ -395,6 +407,33 @@ class ChaosStack:
 
     async def postgres_start(self) -> None:
         await asyncio.to_thread(self.pg.start)
+
+    async def postgres_pause(self) -> list[int]:
+        """SIGSTOP PostgreSQL (a hung server: sockets open, nothing answers); returns its pids."""
+        return await asyncio.to_thread(self.pg.pause)
+
+    async def postgres_resume(self, pids: list[int]) -> None:
+        await asyncio.to_thread(self.pg.resume, pids)
+
+    async def source_queues(self) -> dict[str, dict[str, str]]:
+        """Each worker's ``/ready`` entry of each source queue: worker name → account → detail
+        (``owning …``, ``standby``, ``lost the lease …``; ``unanswered`` when it did not answer)."""
+        assert self._http is not None
+        out: dict[str, dict[str, str]] = {}
+        for worker in self.workers:
+            try:
+                checks = (await self._http.get(worker.ready_url, timeout=5)).json()["checks"]
+            except (httpx.HTTPError, ValueError, KeyError):
+                out[worker.name] = {"*": "unanswered"}
+                continue
+            out[worker.name] = {
+                name.removeprefix("loop:source_queue:"): str(
+                    check.get("detail", "ok" if check.get("ok") else "failing")
+                )
+                for name, check in checks.items()
+                if name.startswith("loop:source_queue:")
+            }
+        return out
 
     async def temporal_stop(self, *, kill: bool = False) -> None:
         """Stop the dev server (SIGTERM to its process group, or SIGKILL with ``kill``)."""

@@ -28,6 +28,7 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 
 import curaflow
+from curaflow.api.docs import install_docs
 from curaflow.api.errors import ErrorBoundary, install_error_handlers
 from curaflow.api.events import events_router
 from curaflow.api.jobs import jobs_router
@@ -138,7 +139,10 @@ def _log_outcome(request: Request, status: int, elapsed_ms: float) -> None:
         code = getattr(request.state, "error_code", None) or ("internal_error" if status >= 500 else None)
         # ``stage`` is the reference's log field (§9.2): what failed, e.g. "job admission failed".
         failed = names[1] if names else "request failed"
-        log.info("schedule.job_rejected", code=code, stage=failed, **fields)
+        # The reference's ``schedule.job_rejected`` names a refused admission only: a failed
+        # read, cancel or ack rejected no job (a client counting rejected jobs must not count them).
+        rejected = (request.method, template) == ("POST", "/jobs")
+        log.info("schedule.job_rejected" if rejected else "api.request_failed", code=code, stage=failed, **fields)
         if status >= 500:
             log.error("Job API request failed", code=code, stage=failed, **fields)
     elif names and names[0]:
@@ -249,6 +253,8 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
         version=curaflow.__version__,
         description="Workflow Protocol v1: candidate_search jobs on Temporal and PostgreSQL.",
         lifespan=lifespan,
+        docs_url=None,  # served from the package instead of a CDN (curaflow.api.docs)
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.failure = None
@@ -261,6 +267,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
     app.include_router(jobs_router)
     app.include_router(legacy_router)  # PixivFlow's legacy refetch shim (TelePost's rollback switch)
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["meta"], include_in_schema=False)
+    install_docs(app)
     instrument_app(app)
     # Outermost: answers what escaped the routes, then logs every answer (the 500s too).
     app.add_middleware(ErrorBoundary, on_answered=_request_answered)

@@ -1,7 +1,11 @@
 """Bearer-token authentication of the protected routes (reference §9.1).
 
-``Authorization: Bearer <CURAFLOW_API_TOKEN>`` (the ``Bearer `` prefix is
-case-sensitive), compared in constant time. With no token configured every protected
+``Authorization: Bearer <CURAFLOW_API_TOKEN>``, the token compared in constant time. The
+scheme name is case-insensitive (RFC 9110 §11.1: ``bearer``, ``BEARER`` and ``Bearer`` are
+one scheme; RFC 6750 §2.1 defines the ``Bearer`` scheme), followed by one or more spaces
+(RFC 9110's ``1*SP``); the token itself is compared exactly. The original compared the
+prefix ``Bearer `` case-sensitively (reference §9.1), which refused clients that write the
+scheme in another case. With no token configured every protected
 route fails closed with 503, unless the API was started with ``api.insecure`` (which
 logs a warning at start-up). The token is never logged.
 """
@@ -31,8 +35,20 @@ async def require_token(
         if settings.api.insecure:
             return
         raise LegacyAuthError(503, "endpoint disabled: token not configured")
-    if not authorization.startswith("Bearer "):
+    supplied = bearer_token(authorization)
+    if supplied is None or not hmac.compare_digest(supplied.encode(), token.encode()):
         raise LegacyAuthError(401, "unauthorized")
-    supplied = authorization[len("Bearer ") :].strip()
-    if not hmac.compare_digest(supplied.encode(), token.encode()):
-        raise LegacyAuthError(401, "unauthorized")
+
+
+def bearer_token(authorization: str) -> str | None:
+    """The token of an ``Authorization`` header value of the ``Bearer`` scheme, else None.
+
+    ``<scheme> 1*SP <token>`` with the scheme compared case-insensitively (RFC 9110 §11.1);
+    whitespace around the token is dropped. None for another scheme, a missing token or
+    no separator (``Bearertok``).
+    """
+    scheme, sep, rest = authorization.strip().partition(" ")
+    if not sep or scheme.lower() != "bearer":
+        return None
+    token = rest.strip()
+    return token or None

@@ -4,7 +4,8 @@
   ``{"error": Error}``;
 * unknown paths → 404 ``invalid_params``; wrong methods → 405 ``invalid_params``;
 * request validation by the framework (query parameters) → 400 ``invalid_params``;
-* PostgreSQL unreachable, or not answering within ``api.ledger_timeout_ms`` → 503
+* PostgreSQL unreachable, hung, restarting or out of connections, or not answering
+  within ``api.ledger_timeout_ms`` (:func:`curaflow.ledger.db.is_unavailable`) → 503
   ``internal_error`` with ``retryable: true``, ``detail.reason: ledger_unavailable`` and
   ``Retry-After`` (:data:`LEDGER_RETRY_AFTER_S`; nothing was written; try again);
 * anything else → 500 ``internal_error`` with the message "internal error"; internal
@@ -30,7 +31,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -38,6 +38,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from curaflow.ledger.db import is_unavailable
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError, error_body
 
@@ -54,16 +55,9 @@ class LegacyAuthError(Exception):
 
 
 def is_ledger_outage(err: BaseException) -> bool:
-    """True when ``err`` means PostgreSQL could not be reached or the connection broke."""
-    return isinstance(
-        err,
-        OSError
-        | TimeoutError
-        | asyncpg.PostgresConnectionError
-        | asyncpg.exceptions.InterfaceError
-        | asyncpg.exceptions.CannotConnectNowError
-        | asyncpg.exceptions.AdminShutdownError,
-    )
+    """True when ``err`` means the ledger could not serve the request now: the one
+    classification, :func:`curaflow.ledger.db.is_unavailable`."""
+    return is_unavailable(err)
 
 
 #: ``Retry-After`` of a ``ledger_unavailable`` answer, seconds: a restarting PostgreSQL

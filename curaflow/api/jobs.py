@@ -25,7 +25,8 @@ from curaflow.jobs.cancellation import cancel_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
 from curaflow.protocol.errors import ProtocolError, invalid_params
-from curaflow.protocol.models import Job, JobEnvelope, JobPage, storable
+from curaflow.protocol.keys import key_refusal, normalise_key, storable
+from curaflow.protocol.models import Job, JobEnvelope, JobPage
 from curaflow.protocol.projection import project_job
 
 jobs_router = APIRouter(dependencies=[Depends(require_token)], tags=["jobs"])
@@ -89,16 +90,24 @@ async def submit(request: Request, task: TaskBody, admitter: AdmitterDep) -> JSO
 async def find_jobs(
     pool: LedgerPool,
     idempotency_key: Annotated[
-        str | None, Query(description="The idempotency key (exact, case-sensitive match).")
+        str | None,
+        Query(description="The idempotency key, read as admission reads it: trimmed, then matched exactly."),
     ] = None,
 ) -> dict[str, Any]:
-    """The job owning ``idempotency_key`` (exact match, untrimmed): zero or one job."""
-    if idempotency_key is None or not idempotency_key.strip():
+    """The job owning ``idempotency_key``: zero or one job.
+
+    The key is read by :func:`curaflow.protocol.keys.normalise_key`, as admission reads
+    it, so every key ``POST /jobs`` accepted finds its job whatever whitespace surrounds
+    it; it is then matched exactly (case-sensitive). A key admission would refuse has no
+    job: ``{jobs: []}``.
+    """
+    key = normalise_key(idempotency_key or "")
+    if not key:
         raise invalid_params("idempotency_key is required", field="idempotency_key")
-    if not storable_id(idempotency_key):
+    if key_refusal(key) is not None:
         return {"jobs": [], "server_time": now_ms()}
     async with pool.acquire() as conn:
-        job_id = await conn.fetchval("SELECT job_id FROM jobs WHERE idempotency_key = $1", idempotency_key)
+        job_id = await conn.fetchval("SELECT job_id FROM jobs WHERE idempotency_key = $1", key)
         record = await load_job(conn, job_id) if job_id else None
     now = now_ms()
     return {"jobs": [project_job(record, now)] if record else [], "server_time": now}

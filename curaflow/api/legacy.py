@@ -17,6 +17,12 @@ and the same ledger projection as the job surface — no second execution path:
 * ``GET /internal/targets/{target_id}/refetch/{requestId}``: the camelCase projection of
   reference §9.3 (internal reason codes, not protocol codes).
 
+``requestId`` is read as every key is (:func:`curaflow.protocol.keys.normalise_key`:
+whitespace at its ends trimmed) and names one job whatever its letter case: a UUID is the
+same UUID in either case (RFC 9562 §4), so both routes resolve a case variant of a
+``requestId`` to the job first admitted under it (:func:`curaflow.protocol.keys.same_request_id`)
+— ``POST`` answers it as a replay, ``GET`` reports that job.
+
 Rules of reference §9.1: ``requestId`` must be a UUID of version 1–8 (400 otherwise),
 ``correlationId`` at most 200 characters; failures answer ``{"status":"error","error":…}``:
 an unknown target 404 ``unknown target``, an identity conflict 409 ``ambiguous target``,
@@ -41,12 +47,13 @@ from curaflow.api.errors import LEDGER_RETRY_AFTER_S, is_ledger_outage
 from curaflow.domain.cells import CellState
 from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import ledger_status
+from curaflow.jobs.admission import Admission, Admitter
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError
+from curaflow.protocol.keys import manual_job_id, normalise_key, same_request_id
 from curaflow.protocol.projection import project_job
-from curaflow.protocol.task import manual_job_id
 
 log = get_logger("curaflow.api.legacy")
 legacy_router = APIRouter(dependencies=[Depends(require_token)], include_in_schema=False)
@@ -126,6 +133,28 @@ def legacy_projection(record: JobRecord, request_id: str, now: int) -> dict[str,
     }
 
 
+async def admit_refetch(admitter: Admitter, pool: Any, target_id: str, task: dict[str, Any]) -> Admission:
+    """Admit the refetch ``task`` of ``target_id``; a ``requestId`` that is a case variant
+    of the key this target's job was first admitted under is a replay of that job.
+
+    Raises:
+        ProtocolError: admission's refusal (an identity conflict stays one: another key's
+            job, another target's).
+    """
+    try:
+        return await admitter.admit(task, store_params=False)
+    except ProtocolError as err:
+        request_id = task["idempotency_key"]
+        own_job = manual_job_id(target_id, request_id)
+        if err.code != "idempotency_conflict" or (err.detail or {}).get("job_id") != own_job:
+            raise
+        async with pool.acquire() as conn:
+            record = await load_job(conn, own_job)
+        if record is None or record.idempotency_key is None or not same_request_id(record.idempotency_key, request_id):
+            raise
+        return await admitter.admit({**task, "idempotency_key": record.idempotency_key}, store_params=False)
+
+
 def _refusal(err: ProtocolError) -> Response:
     reason = (err.detail or {}).get("reason")
     if err.http_status == 404 or reason == "unknown_target":
@@ -146,16 +175,14 @@ async def refetch(
         body = await read_json(request, settings.api.max_body_bytes, settings.api.body_timeout_ms)
     except ProtocolError as err:
         return legacy_error(err.http_status, err.message)
-    if (
-        not isinstance(body, dict)
-        or not isinstance(body.get("requestId"), str)
-        or not UUID_1_8.match(body["requestId"])
-    ):
+    raw_id = body.get("requestId") if isinstance(body, dict) else None
+    if not isinstance(raw_id, str) or not UUID_1_8.match(normalise_key(raw_id)):
         return legacy_error(400, "requestId must be a UUID")
+    assert isinstance(body, dict)
     correlation_id = body.get("correlationId")
     if correlation_id is not None and (not isinstance(correlation_id, str) or len(correlation_id) > MAX_CORRELATION_ID):
         return legacy_error(400, f"correlationId must be a string of at most {MAX_CORRELATION_ID} characters")
-    request_id: str = body["requestId"]
+    request_id = normalise_key(raw_id)
     task: dict[str, Any] = {
         "protocol_version": "1",
         "job_type": "candidate_search",
@@ -165,7 +192,7 @@ async def refetch(
     if correlation_id:
         task["correlation_id"] = correlation_id
     try:
-        admission = await admitter.admit(task, store_params=False)
+        admission = await admit_refetch(admitter, pool, target_id, task)
         async with pool.acquire() as conn:
             record = await load_job(conn, admission.job_id)
     except ProtocolError as err:
@@ -188,6 +215,7 @@ async def refetch_status(
     request: Request, target_id: str, request_id: str, settings: SettingsDep, pool: LedgerPool
 ) -> Response:
     """The legacy camelCase status of the refetch ``request_id`` of ``target_id``."""
+    request_id = normalise_key(request_id)
     if not UUID_1_8.match(request_id):
         return legacy_error(400, "requestId must be a UUID")
     target = settings.target(target_id)
@@ -201,7 +229,12 @@ async def refetch_status(
             raise
         log.error("legacy.status_failed", target_id=target_id, error=type(err).__name__)
         return ledger_unavailable()
-    if record is None or target_id not in record.target_ids:
+    if (
+        record is None
+        or target_id not in record.target_ids
+        or record.idempotency_key is None
+        or not same_request_id(record.idempotency_key, request_id)
+    ):
         return legacy_error(404, "unknown request")
     request.state.log_fields = {"job_id": record.job_id}
     return legacy_json(legacy_projection(record, request_id, now_ms()))

@@ -27,8 +27,12 @@ from curaflow.protocol.models import Capabilities, Health, Readiness
 open_router = APIRouter(tags=["meta"])
 protected_router = APIRouter(dependencies=[Depends(require_token)])
 
-#: The protocol features ``candidate_search`` jobs support (``GET /capabilities``).
-FEATURES = ["events", "progress", "cancel", "idempotency", "exclude", "tag_expansion", "target_selector"]
+#: The protocol features ``candidate_search`` jobs support (``GET /capabilities``): members
+#: of v1's closed ``features`` enum only, so the answer validates against the upstream schema.
+FEATURES = ["events", "progress", "cancel", "idempotency", "exclude", "tag_expansion"]
+#: Features beyond that enum, in curaflow's extension member ``extended_features`` (the
+#: protocol's additive rule: unknown members are ignored): the v1.1 target selector.
+EXTENDED_FEATURES = ["target_selector"]
 
 
 @open_router.get("/health", operation_id="health", response_model=Health, response_model_exclude_unset=True)
@@ -75,6 +79,7 @@ async def capabilities(settings: SettingsDep) -> dict[str, Any]:
                 "params_schema": "#/$defs/CandidateSearchParams",
                 "result_schema": "#/$defs/Result_CandidateSearch",
                 "features": FEATURES,
+                "extended_features": EXTENDED_FEATURES,
                 "queued_timeout_ms": settings.budgets.queued_ms,
                 "stall_timeout_ms": settings.budgets.stall_ms,
                 "heartbeat_interval_ms": settings.budgets.heartbeat_interval_ms,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-SCENARIOS = ("kills", "postgres", "temporal", "cancel", "cancel_kills", "edges")
+SCENARIOS = ("kills", "postgres", "temporal", "pg_hang", "cancel", "cancel_kills", "edges")
 
 
 def chaos(

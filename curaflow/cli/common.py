@@ -24,6 +24,12 @@ from curaflow.temporal.connection import TemporalConnectError, connect_configure
 err_console = Console(stderr=True)
 out_console = Console(soft_wrap=True)  # long ids and paths stay whole when piped
 
+#: Exit status of a service command (``api``, ``worker``, ``dev``) that could not start:
+#: its configuration is invalid or incomplete, a port it must listen on is taken, or
+#: Temporal / PostgreSQL did not answer at start (docs/operations.md, "Exit status"; 3,
+#: a background loop that could not recover, is ``curaflow.observability.supervision.EXIT_LOOP_FAILED``).
+EXIT_CANNOT_START = 2
+
 ConfigOption = typer.Option(None, "--config", "-c", help="TOML configuration file (default: $CURAFLOW_CONFIG).")
 
 
@@ -33,7 +39,7 @@ def settings_or_exit(config: Path | None) -> Settings:
         return load_settings(config)
     except ConfigError as err:
         err_console.print(f"[red]{err}[/red]")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_CANNOT_START) from None
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

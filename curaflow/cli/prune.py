@@ -38,6 +38,9 @@ def prune(
 ) -> None:
     """Prune finished jobs' events, candidate reports and artifacts older than N days.
 
+    Artifact files are deleted on every host that holds them: here at once, on each other
+    worker by its own retention pass (reported as pending until then).
+
     Never touches an open job, nor what each route received (delivery intents:
     deduplication depends on them), nor job rows, cells' state and work, outcome records.
     """
@@ -81,3 +84,14 @@ def prune(
         "(deleted rows' space is reused by new rows; --vacuum makes it reusable at once)",
         highlight=False,
     )
+    for label, folders in out["files_removed"].items():
+        out_console.print(f"removed {folders} artifact folder(s) on {label}", highlight=False)
+    for held in out["files_pending"]:
+        where = held["label"] or f"store {held['store_id']}"
+        seen = held["seen_at_ms"]
+        last = f"its worker's last retention pass {(now_ms() - seen) / 60_000:.0f} min ago" if seen else "never seen"
+        out_console.print(
+            f"pending: {held['folders']} artifact folder(s) on {where} ({last}); "
+            "that worker's retention pass deletes them",
+            highlight=False,
+        )

@@ -15,7 +15,8 @@ accounts and routes.
   skipped without a request until their time runs out (``pixiv.unavailable_ttl_ms``);
   ``curaflow unavailable clear [WORK_ID] [--account A]`` forgets them now.
 * ``curaflow frontiers list [--json]`` — each target's scan frontier: how far its jobs
-  know its results (:mod:`curaflow.sources.frontier`); ``curaflow frontiers reset
+  know its results (the source's own memory, stored as it left it; Pixiv's is described
+  by :func:`curaflow.sources.pixiv.frontier.describe`); ``curaflow frontiers reset
   TARGET`` (or ``--all``) forgets it: the target's next job reads from the top.
 * ``curaflow accounts list [--json]`` — each Pixiv account's gate: paused (restricted by
   Pixiv) until when, rate-limit cooldown; ``curaflow accounts resume ACCOUNT`` lifts a
@@ -52,6 +53,7 @@ from curaflow.ledger import remembered as memory
 from curaflow.ledger import route_gates
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.observability.logs import configure_logging
+from curaflow.sources.pixiv.frontier import describe as describe_pixiv_frontier
 
 T = TypeVar("T")
 
@@ -148,8 +150,13 @@ def refusals_clear(
 # ---- scan frontiers ----------------------------------------------------------------------
 
 
-def _mark(mark: Any) -> str:
-    return f"{mark.work_id} ({mark.day or mark.index})" if mark is not None else ""
+def _frontier_line(stored: dict[str, Any]) -> str:
+    """A stored frontier in one line: Pixiv's described, another source's JSON (shortened)."""
+    line = describe_pixiv_frontier(stored)
+    if line is not None:
+        return line
+    text = json.dumps(stored, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 100 else text[:99] + "…"
 
 
 @frontiers_app.command("list")
@@ -157,17 +164,15 @@ def frontiers_list(
     as_json: bool = typer.Option(False, "--json", help="JSON rows instead of a table."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """List each target's scan frontier: the newest and last work of its known run, a capped scan's stop."""
+    """List each target's scan frontier: what its jobs know of its results (for Pixiv: the
+    newest and last work of its known run, a capped scan's stop)."""
     rows = _run(config, lambda _s, pool: ledger_frontiers.list_frontiers(pool))
     if as_json:
-        _print_json([{**asdict(r), "frontier": r.frontier.model_dump(mode="json")} for r in rows])
+        _print_json([asdict(r) for r in rows])
         return
-    table = Table("target", "sort", "head", "known up to", "capped scan stopped at", "updated", "by job")
+    table = Table("target", "frontier", "updated", "by job")
     for r in rows:
-        f = r.frontier
-        table.add_row(
-            r.target_id, f.sort, _mark(f.head), _mark(f.known), _mark(f.sweep), _when(r.updated_at), r.job_id or ""
-        )
+        table.add_row(r.target_id, _frontier_line(r.frontier), _when(r.updated_at), r.job_id or "")
     out_console.print(table)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
+from rich.console import Console
 from rich.table import Table
 from temporalio.client import Client
 
@@ -140,25 +141,54 @@ def list_(
         ]
         print(json.dumps(rows, indent=2))
         return
-    table = Table(title="curaflow schedules")
-    for col in ("id", "cron", "zone", "targets", "state", "next run (UTC)", "runs", "missed", "skipped"):
-        table.add_column(col)
+    render_schedules(views, out_console)
+
+
+#: Below this width ``schedules list`` prints one block per plan instead of a table, whose
+#: nine columns would each be cut to a few characters.
+TABLE_MIN_WIDTH = 120
+
+
+def render_schedules(views: list[plans.ScheduleView], console: Console) -> None:
+    """Print the plans: a table on a wide terminal, one block of short lines per plan
+    below :data:`TABLE_MIN_WIDTH` columns (every value whole, readable in 80 columns)."""
+    rows = []
     for v in views:
         state = "paused" if v.paused else "active"
         if not v.configured:
             state += " (not in config)"
-        table.add_row(
-            v.schedule_id,
-            " | ".join(v.cron),
-            v.timezone,
-            ", ".join(v.target_ids) or "(all)",
-            state,
-            v.next_runs[0].strftime("%Y-%m-%d %H:%M:%S") if v.next_runs and not v.paused else "-",
-            str(v.actions),
-            str(v.missed_catchup),
-            str(v.skipped_overlap),
-        )
-    out_console.print(table)
+        next_run = v.next_runs[0].strftime("%Y-%m-%d %H:%M:%S") if v.next_runs and not v.paused else "-"
+        targets = ", ".join(v.target_ids) or "(all)"
+        rows.append((v, state, next_run, targets))
+    if console.width >= TABLE_MIN_WIDTH:
+        table = Table(title="curaflow schedules")
+        for col in ("id", "cron", "zone", "targets", "state", "next run (UTC)", "runs", "missed", "skipped"):
+            table.add_column(col, overflow="fold")
+        for v, state, next_run, targets in rows:
+            table.add_row(
+                v.schedule_id,
+                " | ".join(v.cron),
+                v.timezone,
+                targets,
+                state,
+                next_run,
+                str(v.actions),
+                str(v.missed_catchup),
+                str(v.skipped_overlap),
+            )
+        console.print(table)
+        return
+    for n, (v, state, next_run, targets) in enumerate(rows):
+        if n:
+            console.print()
+        lines = [
+            f"{v.schedule_id}  {state}",
+            f"  cron     {' | '.join(v.cron)}  ({v.timezone})",
+            f"  targets  {targets}",
+            f"  next     {next_run}{' UTC' if next_run != '-' else ''}",
+            f"  runs     {v.actions}   missed {v.missed_catchup}   skipped {v.skipped_overlap}",
+        ]
+        console.print("\n".join(lines), markup=False, highlight=False)
 
 
 @app.command()

@@ -7,6 +7,7 @@ import contextlib
 import os
 import secrets
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from pydantic import SecretStr
 from temporalio.service import RPCError
 
 from curaflow.cli.common import (
+    EXIT_CANNOT_START,
     ConfigOption,
     err_console,
     fail,
@@ -29,7 +31,8 @@ from curaflow.config import Settings
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info
 from curaflow.observability.logs import configure_logging
 from curaflow.observability.supervision import EXIT_LOOP_FAILED
-from curaflow.process.httpserver import port_in_use
+from curaflow.paths import private_dir
+from curaflow.process.httpserver import CannotListen, bind_socket, port_in_use
 
 
 def dev_token(settings: Settings) -> Settings:
@@ -39,9 +42,8 @@ def dev_token(settings: Settings) -> Settings:
     """
     if settings.api.token and settings.api.token.get_secret_value().strip():
         return settings
-    path = settings.state_dir / "api-token"
+    path = private_dir(settings.state_dir) / "api-token"
     if not path.exists():
-        settings.state_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(secrets.token_urlsafe(32))
@@ -49,24 +51,58 @@ def dev_token(settings: Settings) -> Settings:
     return settings.model_copy(update={"api": settings.api.model_copy(update={"token": SecretStr(token)})})
 
 
-async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port: int, workers: int) -> None:
+@dataclass(frozen=True)
+class DevPorts:
+    """The TCP ports ``curaflow dev`` listens on (0: a free port, printed at start).
+
+    Attributes:
+        temporal / ui / api: Temporal gRPC, its Web UI, curaflow's HTTP API.
+        temporal_http / temporal_metrics: the Temporal dev server's HTTP API and metrics.
+        worker_metrics: the first worker's ``/metrics`` (worker N: this + N − 1).
+        replay: the Pixiv replay server (replay mode only).
+    """
+
+    temporal: int = 7233
+    ui: int = 8233
+    api: int = 8080
+    temporal_http: int = 7243
+    temporal_metrics: int = 7244
+    worker_metrics: int = 9091
+    replay: int = 8300
+
+    def options(self, settings: Settings, workers: int) -> list[tuple[str, str, int, str]]:
+        """``(what, host, port, option)`` of every fixed port, for the in-use check."""
+        pairs = [
+            ("Temporal gRPC", "127.0.0.1", self.temporal, "--temporal-port"),
+            ("Temporal Web UI", "127.0.0.1", self.ui, "--ui-port"),
+            ("HTTP API", settings.api.host, self.api, "--api-port"),
+            ("Temporal HTTP API", "127.0.0.1", self.temporal_http, "--temporal-http-port"),
+            ("Temporal metrics", "127.0.0.1", self.temporal_metrics, "--temporal-metrics-port"),
+            *(
+                (f"worker {n + 1} metrics", "127.0.0.1", self.worker_metrics + n, "--worker-metrics-port")
+                for n in range(workers)
+                if self.worker_metrics
+            ),
+        ]
+        if settings.pixiv.replay and not settings.pixiv.api_url:
+            pairs.append(("Pixiv replay", "127.0.0.1", self.replay, "--replay-port"))
+        return pairs
+
+
+async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
     """Run the embedded stack in the foreground until SIGINT/SIGTERM."""
     if read_stack_info(settings.state_dir) is not None:
         err_console.print(f"[red]a curaflow dev stack already runs on {settings.state_dir}[/red]")
         raise typer.Exit(1)
     taken = [
         f"port {port} ({what}) is in use: pick another with {option}"
-        for what, host, port, option in (
-            ("Temporal gRPC", "127.0.0.1", temporal_port, "--temporal-port"),
-            ("Temporal Web UI", "127.0.0.1", ui_port, "--ui-port"),
-            ("HTTP API", settings.api.host, api_port, "--api-port"),
-        )
+        for what, host, port, option in ports.options(settings, workers)
         if port and port_in_use(host, port)
     ]
     if taken:
         for line in taken:
             err_console.print(f"[red]{line}[/red]")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_CANNOT_START)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -76,11 +112,15 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
         workers=workers,
         ui=True,
         api=True,
-        temporal_port=temporal_port,
-        ui_port=ui_port,
-        api_port=api_port,
+        temporal_port=ports.temporal,
+        ui_port=ports.ui,
+        api_port=ports.api,
         publish=True,
         worker_metrics=True,
+        worker_metrics_port=ports.worker_metrics,
+        temporal_http_port=ports.temporal_http,
+        temporal_metrics_port=ports.temporal_metrics,
+        replay_port=ports.replay,
     )
     try:
         with err_console.status("starting Temporal, PostgreSQL, workers and the API"):
@@ -88,7 +128,7 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
     except (RuntimeError, OSError) as err:  # a port taken since the check, a server that died
         err_console.print(f"[red]the dev stack did not start: {err}[/red]")
         err_console.print(f"logs: {stack.log_dir}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_CANNOT_START) from None
     try:
         s = stack.settings
         token_hint = (
@@ -99,6 +139,13 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
         out_console.print("[bold green]curaflow dev stack is up[/bold green]")
         out_console.print(f"  Temporal gRPC  {s.temporal.address}")
         out_console.print(f"  Temporal UI    {stack.temporal.ui_url if stack.temporal else '-'}")
+        if stack.temporal is not None:
+            t = stack.temporal
+            out_console.print(
+                f"  Temporal HTTP  http://127.0.0.1:{t.http_port}   metrics http://127.0.0.1:{t.metrics_port}/metrics"
+            )
+            internal = ", ".join(str(p) for p in t.internal_ports()) or "-"
+            out_console.print(f"  Temporal internal services on 127.0.0.1: {internal} (the dev server picks them)")
         out_console.print(f"  HTTP API       {stack.api.url if stack.api else '-'}   ({token_hint})")
         out_console.print(f"  PostgreSQL     {s.database.url}")
         out_console.print(f"  workers        {len(stack.workers)} (logs in {stack.log_dir})")
@@ -106,6 +153,8 @@ async def run_dev(settings: Settings, temporal_port: int, ui_port: int, api_port
             out_console.print(f"  {describe_source(settings, account)}", markup=False, highlight=False)
         for url in stack.worker_metrics_urls:
             out_console.print(f"  worker metrics {url}")
+        if stack.replay is not None:
+            out_console.print(f"  Pixiv replay   {stack.replay.url}")
         if stack.api:
             out_console.print(f"  API metrics    {stack.api.url}/metrics")
         out_console.print("Try: curaflow submit -t 風景 --follow   (same directory)")
@@ -133,16 +182,35 @@ async def watch_dev_stack(stack: EmbeddedStack, stop: asyncio.Event, every_s: fl
 
 
 def dev(
-    temporal_port: int = typer.Option(7233, help="Temporal gRPC port."),
-    ui_port: int = typer.Option(8233, help="Temporal Web UI port."),
-    api_port: int = typer.Option(8080, help="HTTP API port."),
+    temporal_port: int = typer.Option(DevPorts.temporal, help="Temporal gRPC port."),
+    ui_port: int = typer.Option(DevPorts.ui, help="Temporal Web UI port."),
+    api_port: int = typer.Option(DevPorts.api, help="HTTP API port."),
+    temporal_http_port: int = typer.Option(DevPorts.temporal_http, help="The Temporal dev server's HTTP API port."),
+    temporal_metrics_port: int = typer.Option(
+        DevPorts.temporal_metrics, help="The Temporal dev server's metrics port."
+    ),
+    worker_metrics_port: int = typer.Option(
+        DevPorts.worker_metrics, help="The first worker's /metrics, /ready port (worker N: this + N - 1)."
+    ),
+    replay_port: int = typer.Option(DevPorts.replay, help="The Pixiv replay server's port (replay mode)."),
     workers: int = typer.Option(1, min=1, help="Worker processes."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Run the embedded stack (Temporal + UI, PostgreSQL, workers, HTTP API) until Ctrl-C."""
+    """Run the embedded stack (Temporal + UI, PostgreSQL, workers, HTTP API) until Ctrl-C.
+
+    Every port is an option (0: a free port); the startup lines name each listener."""
     settings = dev_token(settings_or_exit(config))
     configure_logging(settings.observability.log_level, settings.observability.log_json)
-    asyncio.run(run_dev(settings, temporal_port, ui_port, api_port, workers))
+    ports = DevPorts(
+        temporal=temporal_port,
+        ui=ui_port,
+        api=api_port,
+        temporal_http=temporal_http_port,
+        temporal_metrics=temporal_metrics_port,
+        worker_metrics=worker_metrics_port,
+        replay=replay_port,
+    )
+    asyncio.run(run_dev(settings, ports, workers))
 
 
 def worker(config: Path | None = ConfigOption) -> None:
@@ -156,10 +224,12 @@ def worker(config: Path | None = ConfigOption) -> None:
         asyncio.run(run_worker(settings))
     except LoopFailed as err:
         fail(f"a background loop could not recover: {err}", EXIT_LOOP_FAILED)
-    except RuntimeError as err:
-        fail(str(err).replace("\n", " "), 2)
+    except CannotListen as err:  # it could not start: its metrics port is taken
+        fail(f"{err}: pick another observability.metrics_port", EXIT_CANNOT_START)
+    except RuntimeError as err:  # it could not start (Temporal or PostgreSQL unreachable …)
+        fail(str(err).replace("\n", " "), EXIT_CANNOT_START)
     except RPCError as err:
-        fail(temporal_refusal(err, temporal_where(settings)), 2)
+        fail(temporal_refusal(err, temporal_where(settings)), EXIT_CANNOT_START)
 
 
 def api(
@@ -172,8 +242,10 @@ def api(
 ) -> None:
     """Serve the HTTP API against DATABASE_URL and TEMPORAL_ADDRESS.
 
-    Exits with status 3 when a background loop of the API (reconciler, LISTEN connection,
-    workflow starter) cannot recover (:mod:`curaflow.observability.supervision`).
+    Exit status (docs/operations.md, "Exit status"): 2 when it cannot start — the
+    configuration is incomplete, the port is taken (``--port`` / ``api.port``), PostgreSQL
+    does not answer at start; 3 when a background loop of the API (reconciler, LISTEN
+    connection, workflow starter) cannot recover (:mod:`curaflow.observability.supervision`).
     """
     import uvicorn
 
@@ -186,7 +258,7 @@ def api(
         err_console.print("[yellow]WARNING: --insecure: protected routes need no token[/yellow]")
     if not settings.database.url or not settings.temporal.address:
         err_console.print("[red]the API needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)[/red]")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_CANNOT_START)
     configure_logging(settings.observability.log_level, settings.observability.log_json)
 
     server: uvicorn.Server | None = None
@@ -196,11 +268,19 @@ def api(
         if server is not None:
             server.should_exit = True  # uvicorn's own graceful shutdown
 
+    listen_host, listen_port = host or settings.api.host, port or settings.api.port
+    try:
+        # Bound before the server starts, so a taken port is its own answer (not the
+        # uvicorn start-up failure every other cause would share).
+        sock = bind_socket(listen_host, listen_port)
+    except CannotListen as err:
+        err_console.print(f"[red]{err}: pick another with --port (or api.port)[/red]")
+        raise typer.Exit(EXIT_CANNOT_START) from None
     app = create_app(settings, on_fatal=failed)
     server_config = uvicorn.Config(
         app,
-        host=host or settings.api.host,
-        port=port or settings.api.port,
+        host=listen_host,
+        port=listen_port,
         log_config=None,
         access_log=False,
         # asyncio's own loop, as workers and the whole test suite: uvicorn's default
@@ -208,9 +288,14 @@ def api(
         loop="asyncio",
     )
     server = uvicorn.Server(server_config)
-    server.run()
-    if not server.started:
-        raise typer.Exit(3)  # as uvicorn.run: the application did not start
+    try:
+        server.run(sockets=[sock])
+    except SystemExit:  # uvicorn ends a failed start-up with sys.exit(3): that is our status 2
+        if server.started:
+            raise
+    if not server.started:  # its start-up failed (PostgreSQL unreachable …): the log says why
+        err_console.print("[red]the API did not start: see the error above[/red]")
+        raise typer.Exit(EXIT_CANNOT_START)
     if app.state.failure is not None:
         err_console.print(f"[red]a background loop could not recover: {app.state.failure}[/red]")
         raise typer.Exit(EXIT_LOOP_FAILED)

@@ -11,22 +11,36 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 import time
 import warnings
 from pathlib import Path
 from typing import Any, Literal
 
+from curaflow.paths import private_dir
+
 
 class EmbeddedPostgres:
     """A PostgreSQL server on ``pgdata`` for this process's lifetime (or until :meth:`stop`).
 
+    ``pgserver`` starts the postmaster with ``pg_ctl``, which detaches it, and stops it only
+    at a clean exit of the last process holding it. Whatever ends this process instead
+    (SIGKILL, of it or of its process group), the server must not outlive it: unless
+    another live process shares it, a watchdog is tied to this process
+    (:func:`curaflow.devstack.processes.tie_to_this_process`) and stops the postmaster
+    when this process dies. A server left running by a process that died before (its
+    holders are all gone) is adopted the same way.
+
     Args:
         pgdata: data directory (created and initialised on first use).
+        tied: tie the server to this process (``curaflow dev`` and ``curaflow run``).
     """
 
-    def __init__(self, pgdata: Path) -> None:
+    def __init__(self, pgdata: Path, *, tied: bool = True) -> None:
         self.pgdata = pgdata
+        self.tied = tied
         self._server: Any = None
+        self.watchdog: subprocess.Popen[bytes] | None = None
 
     def start(self) -> str:
         """Start (or join) the server; returns its ``postgresql://`` URL.
@@ -45,15 +59,41 @@ class EmbeddedPostgres:
                 ) from None
 
         logging.getLogger("pgserver").setLevel(logging.WARNING)
-        self.pgdata.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.pgdata.parent)
         self._server = pgserver.get_server(self.pgdata, cleanup_mode="stop")
+        if self.tied:
+            self._tie()
         return str(self._server.get_uri())
+
+    def _tie(self) -> None:
+        """Tie the postmaster to this process unless another live process holds it too;
+        forget the holders that died (their handles would keep the server up for ever)."""
+        import psutil
+
+        from curaflow.devstack.processes import tie_to_this_process
+
+        holders = self._server.global_process_id_list
+        with self._server._lock:
+            alive = [pid for pid in holders.get() if pid == os.getpid() or psutil.pid_exists(pid)]
+            holders.put(alive)
+        if alive != [os.getpid()]:
+            return  # shared with a live process: the last one to leave stops it
+        pid = self._server.get_pid()
+        if pid is not None:
+            self.watchdog = tie_to_this_process(pid)
 
     def stop(self) -> None:
         """Release this process's handle; the server stops when no other process holds one."""
         if self._server is not None:
             self._server.cleanup()
             self._server = None
+        if self.watchdog is not None:
+            try:  # it ends by itself once the server is gone
+                self.watchdog.wait(5)
+            except subprocess.TimeoutExpired:  # the server stays for another holder: leave it theirs
+                self.watchdog.kill()
+                self.watchdog.wait(5)
+            self.watchdog = None
 
 
 class RestartablePostgres:

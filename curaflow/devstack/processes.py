@@ -1,4 +1,9 @@
-"""Child processes of the embedded stack: worker processes that die with their parent."""
+"""Child processes of the embedded stack: nothing it started outlives it.
+
+Workers and the Temporal dev server are its children with the kernel's parent-death
+signal (:func:`die_with_parent`); the embedded PostgreSQL, which ``pg_ctl`` detaches, is
+tied to it by a watchdog (:func:`tie_to_this_process`).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from curaflow.paths import open_private
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -17,6 +24,26 @@ def die_with_parent() -> None:  # pragma: no cover - runs in the child between f
     """Ask the kernel to SIGTERM this (child) process when its parent dies (Linux)."""
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def tie_to_this_process(pid: int, *, grace_s: float = 10.0) -> subprocess.Popen[bytes]:
+    """Start a watchdog (:mod:`curaflow.devstack.watchdog`) that stops process ``pid`` —
+    SIGINT, then SIGKILL after ``grace_s`` — as soon as this process dies, however it dies
+    (SIGKILL of it or of its process group included). For a process the stack started but
+    that is not its child (the embedded PostgreSQL's postmaster, detached by ``pg_ctl``).
+
+    Returns:
+        The watchdog (it ends by itself once ``pid`` is gone).
+    """
+    import psutil
+
+    created = psutil.Process(pid).create_time()
+    return subprocess.Popen(
+        [sys.executable, "-m", "curaflow.devstack.watchdog", str(os.getpid()), str(pid), str(created), str(grace_s)],
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
 
 
 class WorkerProcess:
@@ -51,7 +78,7 @@ class WorkerProcess:
 
     def start(self) -> WorkerProcess:
         """Spawn the worker (it is sent SIGTERM if this process dies)."""
-        out = open(self.log_file, "ab") if self.log_file else None  # noqa: SIM115
+        out = open_private(self.log_file) if self.log_file else None
         self.process = subprocess.Popen(
             [*self.wrapper, sys.executable, "-m", "curaflow.process.worker"],
             env=self.env,

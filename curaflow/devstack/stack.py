@@ -25,6 +25,7 @@ from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.processes import WorkerProcess, child_env
 from curaflow.devstack.temporal import TemporalDevServer
 from curaflow.ledger.db import create_pool, migrate
+from curaflow.paths import private_dir, secure_state_dir, write_private
 from curaflow.process.httpserver import BackgroundServer
 
 STACK_FILE = "stack.json"
@@ -77,8 +78,15 @@ class EmbeddedStack:
         temporal_port / ui_port / api_port: fixed ports (0 → free ports).
         persist: keep Temporal's state in ``state_dir`` (False → in memory).
         publish: write ``stack.json`` so other commands can use this stack.
-        worker_metrics: each worker serves its Prometheus metrics on a free port of
-            127.0.0.1 (``worker_metrics_urls``); ``curaflow dev`` turns it on.
+        worker_metrics: each worker serves its Prometheus metrics on 127.0.0.1
+            (``worker_metrics_urls``); ``curaflow dev`` turns it on.
+        worker_metrics_port: the first worker's metrics port (worker N: this + N − 1;
+            0 or None → free ports).
+        temporal_http_port / temporal_metrics_port: the Temporal dev server's HTTP API and
+            metrics ports (0 → free ports, named; None → the server's own choice).
+        replay_port: in replay mode, serve the Pixiv replay once, in this process, on this
+            port (0 → a free one) for every worker, instead of one per worker on a port
+            of its own; None → each worker's own.
 
     Attributes:
         settings: the settings with the started services' addresses filled in.
@@ -97,6 +105,10 @@ class EmbeddedStack:
         persist: bool = True,
         publish: bool = False,
         worker_metrics: bool = False,
+        worker_metrics_port: int | None = None,
+        temporal_http_port: int | None = None,
+        temporal_metrics_port: int | None = None,
+        replay_port: int | None = None,
     ) -> None:
         self.base = settings
         self.settings = settings
@@ -109,6 +121,11 @@ class EmbeddedStack:
         self.persist = persist
         self.publish = publish
         self.worker_metrics = worker_metrics
+        self.worker_metrics_port = worker_metrics_port
+        self.temporal_http_port = temporal_http_port
+        self.temporal_metrics_port = temporal_metrics_port
+        self.replay_port = replay_port
+        self.replay: BackgroundServer | None = None
         self.worker_metrics_urls: list[str] = []
         self.state_dir = settings.state_dir
         self.log_dir = self.state_dir / "logs"
@@ -142,6 +159,8 @@ class EmbeddedStack:
         )
         if self.base._toml_path is not None:
             env["CURAFLOW_CONFIG"] = str(self.base._toml_path.resolve())
+        if self.replay is not None:  # the stack's one replay server, for every worker
+            env.update(CURAFLOW_PIXIV__API_URL=self.replay.url, CURAFLOW_PIXIV__AUTH_URL=self.replay.url)
         return env
 
     def add_worker(self) -> WorkerProcess:
@@ -151,7 +170,7 @@ class EmbeddedStack:
         if self.worker_metrics:
             from curaflow.devstack.temporal import free_port
 
-            port = free_port()
+            port = self.worker_metrics_port + n - 1 if self.worker_metrics_port else free_port()
             env.update(CURAFLOW_OBSERVABILITY__METRICS_PORT=str(port), CURAFLOW_OBSERVABILITY__METRICS_HOST="127.0.0.1")
             self.worker_metrics_urls.append(f"http://127.0.0.1:{port}/metrics")
         worker = WorkerProcess(env, self.log_dir / f"worker-{n}.log", cwd=Path.cwd()).start()
@@ -171,7 +190,8 @@ class EmbeddedStack:
         for i, worker in enumerate(self.workers):
             if worker.process is not None and not worker.alive():
                 code = worker.process.returncode
-                self.workers[i] = WorkerProcess(self.worker_env(), worker.log_file, cwd=worker.cwd).start()
+                # its own environment again: the same metrics port, the same replay
+                self.workers[i] = WorkerProcess(worker.env, worker.log_file, cwd=worker.cwd).start()
                 revived.append((i + 1, code))
         return revived
 
@@ -186,13 +206,18 @@ class EmbeddedStack:
         endpoint (``temporal.nexus_endpoint``) as ``curaflow temporal-setup`` makes them;
         the dev server serves Nexus with no extra flag (``temporal`` CLI 1.9.1).
         """
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        # The owner's alone: tokens, stack.json (the database URL), temporal.db, the logs
+        # (an upgrade from a version that created them 0755 / 0644 is tightened too).
+        secure_state_dir(self.state_dir)
+        private_dir(self.log_dir)
         database_url = await asyncio.to_thread(self.postgres.start)
         self.temporal = TemporalDevServer(
             db_file=self.state_dir / "temporal.db" if self.persist else None,
             port=self.temporal_port,
             ui_port=self.ui_port if self.want_ui else None,
             log_file=self.log_dir / "temporal.log",
+            http_port=self.temporal_http_port,
+            metrics_port=self.temporal_metrics_port,
         )
         await self.temporal.start()
         self.settings = with_services(self.base, self.temporal.address, database_url)
@@ -202,6 +227,10 @@ class EmbeddedStack:
             await migrate(pool)
         finally:
             await pool.close()
+        if self.replay_port is not None and self.base.pixiv.replay and not self.base.pixiv.api_url:
+            from curaflow.sources.pixiv.replay.app import create_replay_app
+
+            self.replay = await BackgroundServer(create_replay_app(), "127.0.0.1", self.replay_port).start()
         for _ in range(self.n_workers):
             self.add_worker()
         if self.want_api:
@@ -218,7 +247,7 @@ class EmbeddedStack:
                 api_url=self.api.url if self.api else None,
                 worker_metrics_urls=self.worker_metrics_urls or None,
             )
-            (self.state_dir / STACK_FILE).write_text(json.dumps(asdict(info), indent=2))
+            write_private(self.state_dir / STACK_FILE, json.dumps(asdict(info), indent=2))
 
     async def stop(self) -> None:
         """Stop everything this stack started (idempotent)."""
@@ -231,6 +260,9 @@ class EmbeddedStack:
         await asyncio.gather(*(asyncio.to_thread(w.stop) for w in self.workers))
         self.workers = []
         self.worker_metrics_urls = []
+        if self.replay is not None:
+            await self.replay.stop()
+            self.replay = None
         if self.temporal is not None:
             await asyncio.to_thread(self.temporal.stop)
             self.temporal = None

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from curaflow.devstack.processes import die_with_parent
+from curaflow.paths import open_private, private_dir
 from curaflow.process.httpserver import bind_socket
 from curaflow.temporal.connection import connect, dev_server_search_attribute_args
 
@@ -61,9 +62,8 @@ class TemporalDevServer:
         port: gRPC port (0 → a free port).
         ui_port: Web UI port (None → headless; 0 → a free port).
         log_file: where the server's output goes.
-        metrics_port: the server's Prometheus ``/metrics`` port (0 → a free port; None →
-            the server picks one and nobody knows it). Its ``action`` counter counts what
-            Temporal Cloud bills (``curaflow bench`` reads it).
+        http_port / metrics_port: the server's HTTP API and ``/metrics`` ports (None → the
+            server picks a free port; 0 → a free port chosen here, so it can be named).
     """
 
     def __init__(
@@ -73,14 +73,16 @@ class TemporalDevServer:
         port: int = 0,
         ui_port: int | None = None,
         log_file: Path | None = None,
+        http_port: int | None = None,
         metrics_port: int | None = None,
     ) -> None:
         self.db_file = db_file
-        self._fixed_ports = bool(port) or bool(ui_port)
+        self._fixed_ports = bool(port) or bool(ui_port) or bool(http_port) or bool(metrics_port)
         self.port = port or free_port()
         self.ui_port = (ui_port or free_port()) if ui_port is not None else None
-        self.log_file = log_file
+        self.http_port = (http_port or free_port()) if http_port is not None else None
         self.metrics_port = (metrics_port or free_port()) if metrics_port is not None else None
+        self.log_file = log_file
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -90,7 +92,8 @@ class TemporalDevServer:
 
     @property
     def metrics_url(self) -> str | None:
-        """The server's Prometheus endpoint, when :attr:`metrics_port` was asked for."""
+        """The server's Prometheus endpoint when :attr:`metrics_port` is known (its
+        ``action`` counter counts what Temporal Cloud bills; ``curaflow bench`` reads it)."""
         return f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None
 
     @property
@@ -113,8 +116,10 @@ class TemporalDevServer:
             *dev_server_search_attribute_args(),
         ]
         if self.db_file is not None:
-            self.db_file.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.db_file.parent)
             cmd += ["--db-filename", str(self.db_file)]
+        if self.http_port is not None:
+            cmd += ["--http-port", str(self.http_port)]
         if self.metrics_port is not None:
             cmd += ["--metrics-port", str(self.metrics_port)]
         if self.ui_port is None:
@@ -143,6 +148,8 @@ class TemporalDevServer:
                 self.port = free_port()
                 if self.ui_port is not None:
                     self.ui_port = free_port()
+                if self.http_port is not None:
+                    self.http_port = free_port()
                 if self.metrics_port is not None:
                     self.metrics_port = free_port()
         raise AssertionError("unreachable")
@@ -151,13 +158,14 @@ class TemporalDevServer:
         if self.log_file is None:
             self.log_file = Path(tempfile.mkstemp(prefix="temporal-", suffix=".log")[1])
         start_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
-        out = open(self.log_file, "ab")  # noqa: SIM115
+        out = open_private(self.log_file)
         self.process = subprocess.Popen(
             self.command(),
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
             preexec_fn=die_with_parent,
+            umask=0o077,  # temporal.db and SQLite's -wal / -shm beside it: the owner's alone (0600)
         )
         out.close()
         deadline = time.monotonic() + timeout_s
@@ -185,6 +193,21 @@ class TemporalDevServer:
                 return self
         self.stop()
         raise RuntimeError(f"temporal dev server did not come up in {timeout_s:.0f}s: {last}")
+
+    def internal_ports(self) -> list[int]:
+        """The TCP ports the running server listens on besides the ones it was given: its
+        history, matching and worker services, which the dev server binds to free ports
+        of its own choice (no flag sets them)."""
+        import psutil
+
+        if self.process is None or self.process.poll() is not None:
+            return []
+        given = {self.port, self.ui_port, self.http_port, self.metrics_port}
+        try:
+            conns = psutil.Process(self.process.pid).net_connections(kind="tcp")
+        except psutil.Error:
+            return []
+        return sorted({c.laddr.port for c in conns if c.status == psutil.CONN_LISTEN} - given)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the server's whole process group (SIGTERM, then SIGKILL)."""

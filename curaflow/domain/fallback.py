@@ -14,8 +14,8 @@ source had for the query (``report.exhausted``: no page left) or examined as man
 as any pass may: a later pass would see the same works again (the useless rescans of the
 issue: 3 passes, 292 s, for a result of three works). :func:`another_pass` is that
 decision, made by the ``search`` and ``fetch`` activities; the workflow only follows
-their ``CellUpdate.retry_stage``. When it says no, the cell ends at once with the reason its report
-classifies (:func:`~curaflow.domain.reasons.no_candidate_reason`).
+their ``CellUpdate.retry_stage``. When it says no, the cell ends at once with the reason its tally
+gives (:func:`~curaflow.domain.verdicts.no_candidate_verdict`).
 
 Pure module: imported by workflows through the sandbox pass-through.
 """

@@ -106,11 +106,23 @@ class Budgets(BaseModel):
     retry_initial_interval_ms: int = 1_000
     retry_max_interval_ms: int = 300_000
     source_max_attempts: int = 10
+    #: Heartbeat timeout of a source step (``acquire`` on the account's source queue):
+    #: the source-queue lease, so a step handed to a frozen process's outstanding poll is
+    #: timed out and back in the queue as soon as the lease moved. None for jobs admitted
+    #: before it existed (their steps keep :attr:`heartbeat_timeout_ms`).
+    source_heartbeat_timeout_ms: int | None = None
 
     @property
     def heartbeat_timeout_ms(self) -> int:
         """Heartbeat timeout of long activities: twice the heartbeat interval."""
         return self.heartbeat_interval_ms * 2
+
+    def source_step_heartbeat_timeout_ms(self) -> int:
+        """Heartbeat timeout of a source step: :attr:`source_heartbeat_timeout_ms`, never
+        longer than :attr:`heartbeat_timeout_ms`."""
+        if self.source_heartbeat_timeout_ms is None:
+            return self.heartbeat_timeout_ms
+        return min(self.source_heartbeat_timeout_ms, self.heartbeat_timeout_ms)
 
 
 class CallbackPolicy(BaseModel):

@@ -24,12 +24,14 @@ class WorkPage(BaseModel):
 
 
 class Work(BaseModel):
-    """A work (a Pixiv illustration) as the search activity saw it.
+    """A work — one item of a source (an illustration, a picture, an animation) — as the
+    search activity saw it.
 
     Attributes:
         work_id: the source's id, as a string.
         work_type: protocol work type, ``illustration`` | ``novel`` | ``unknown``.
-        kind: the source's own type word (``illust``, ``manga``, ``ugoira``).
+        kind: the source's own type word (Pixiv's: ``illust``, ``manga``, ``ugoira``;
+            the default is Pixiv's for payloads written before other sources).
         create_date: ISO-8601 timestamp as the source gives it.
         pages: every image page, in order (originals).
     """
@@ -55,13 +57,13 @@ class Work(BaseModel):
 class SkippedDay(BaseModel):
     """A day the source could not page fully.
 
-    The app-api pages at most about 5000 works of one query; a date-sorted scan reads a
-    crowded day from both ends (newest first, then oldest first). A day with more works
-    than both walks reach keeps a middle part no request can reach; the API gives no
-    total, so what is known is the day and how many of its works were reached.
+    A source may page only so deep into one query (Pixiv's app-api: about 5000 works,
+    so its date-sorted scan reads a crowded day from both ends). A day with more works
+    than the source's scan reaches keeps a part no request can reach; when the source
+    gives no total, what is known is the day and how many of its works were reached.
 
     Attributes:
-        day: ``YYYY-MM-DD`` (the source's calendar, JST for Pixiv).
+        day: ``YYYY-MM-DD`` (the source's calendar; Pixiv's is JST).
         reached: works of that day the scan fetched, from both ends.
     """
 
@@ -79,7 +81,11 @@ class CandidateReport(BaseModel):
         reasons: rejection counts by reason word (``duplicate``, ``excluded``,
             ``invalid`` (an id or fields the source should never have sent),
             ``refused`` (a route of the target refused it for good), ``unavailable``,
-            ``filtered:min_bookmarks`` …).
+            ``unusable`` (what the source sent for it cannot be used: an image URL on
+            another host), ``filtered:min_bookmarks`` …).
+        known: works earlier scans of the target ruled out for good that this scan
+            did not read again (its scan frontier's known run), by the same words; the
+            cell's tally counts them with ``reasons`` (:mod:`curaflow.domain.tally`).
         filtered: per-work rejections, capped, as ``{work_id, reason}`` with the protocol
             reason words (``duplicate | excluded | invalid | unavailable | other``).
         exhausted: the scan read everything the source had for this query (no page
@@ -97,6 +103,7 @@ class CandidateReport(BaseModel):
     selected: str | None = None
     rejected: int = 0
     reasons: dict[str, int] = Field(default_factory=dict)
+    known: dict[str, int] = Field(default_factory=dict)
     filtered: list[dict[str, str]] = Field(default_factory=list)
     pages: int = 0
     exhausted: bool = False
@@ -107,7 +114,7 @@ class CandidateReport(BaseModel):
 class ArtifactFile(BaseModel):
     """One file of a fetched artifact in the artifact store.
 
-    ``frame_delays_ms``: for an animation (an ugoira as one animated GIF), how long each
+    ``frame_delays_ms``: for an animation (an animated work as one animated GIF), how long each
     frame shows, in ms, in order; None for a still image.
     """
 

@@ -24,10 +24,12 @@ Rules:
   ``partial_success``, not ``cancelled`` with nothing out. A system failure stays
   ``failed`` (alertable) even when one of the cell's routes got the work: someone must
   act on the route that refused it;
-* ``user_message`` is the business-status sentence followed by the sentence of the reason
-  that explains it: the first system-failed cell's reason, else the first
-  cell without a work (a successful or cancelled job needs no second sentence). Each
-  reason's sentence says what happened and what to do (:mod:`curaflow.domain.reasons`).
+* ``user_message`` is the business-status sentence followed by the message of the cell
+  that explains it: the first system-failed cell, else the first cell without a work (a
+  successful or cancelled job needs no second sentence). A cell that ended for what its
+  search found says that first, from its tally (:mod:`curaflow.domain.tally`: what was
+  found and what became of each work), then its reason's sentence; each reason's
+  sentence says what happened and what to do (:mod:`curaflow.domain.reasons`).
 
 Pure module: imported by workflows through the sandbox pass-through.
 """
@@ -49,6 +51,7 @@ from curaflow.domain.reasons import (
     reason_info,
     user_message,
 )
+from curaflow.domain.tally import cell_message
 
 OUTCOME_VERSION = 2
 
@@ -199,14 +202,17 @@ def job_deliveries(cells: Sequence[CellSnapshot]) -> list[DeliveryReport]:
     return [report for cell in cells for report in cell.delivery_reports()]
 
 
-def explaining_reason(cells: Sequence[CellSnapshot], status: BusinessStatus | str) -> TerminalReason | None:
-    """The terminal reason whose sentence completes the outcome message of ``status``.
+def explaining_cell(
+    cells: Sequence[CellSnapshot], status: BusinessStatus | str
+) -> tuple[CellSnapshot, TerminalReason] | None:
+    """The cell whose reason completes the outcome message of ``status``, with that reason.
 
     Returns:
         None for ``success`` and ``cancelled`` (the business sentence says it all);
-        otherwise the reason of the first system-failed cell, else of the first cell
-        that is neither submitted nor cancelled (a cell ``no_candidate`` without a code
-        counts as ``no_candidate``); None when no cell carries one.
+        otherwise the first system-failed cell, else the first cell that is neither
+        submitted nor cancelled (a cell ``no_candidate`` without a code counts as
+        ``no_candidate``, one ``duplicate`` as ``duplicate_exhausted``); None when no
+        cell carries one.
     """
     if status in (BusinessStatus.SUCCESS, BusinessStatus.CANCELLED):
         return None
@@ -218,16 +224,28 @@ def explaining_reason(cells: Sequence[CellSnapshot], status: BusinessStatus | st
         if classify_cell(cell) == CellCategory.CANCELLED:
             continue
         if cell.reason is not None:
-            return parse_reason(cell.reason)
+            return cell, parse_reason(cell.reason)
         if cell.state == CellState.NO_CANDIDATE:
-            return TerminalReason.NO_CANDIDATE
+            return cell, TerminalReason.NO_CANDIDATE
         if cell.state == CellState.DUPLICATE:
-            return TerminalReason.DUPLICATE_EXHAUSTED
+            return cell, TerminalReason.DUPLICATE_EXHAUSTED
     return None
 
 
+def explaining_reason(cells: Sequence[CellSnapshot], status: BusinessStatus | str) -> TerminalReason | None:
+    """The terminal reason whose sentence completes the outcome message of ``status``
+    (:func:`explaining_cell`'s reason)."""
+    found = explaining_cell(cells, status)
+    return found[1] if found is not None else None
+
+
 def outcome_message(cells: Sequence[CellSnapshot], status: BusinessStatus | str, lang: str = "en") -> str:
-    """The outcome's user message: the business sentence, then the explaining reason's.
+    """The outcome's user message: the business sentence, then the explaining cell's.
+
+    The explaining cell's message (:func:`curaflow.domain.tally.cell_message`) is, for a
+    cell that ended for what its search found, the sentence of its tally — what the
+    search found and what became of each work — then its reason's; for any other cell
+    its reason's sentence.
 
     Args:
         cells: every cell of the job.
@@ -235,10 +253,12 @@ def outcome_message(cells: Sequence[CellSnapshot], status: BusinessStatus | str,
         lang: ``"en"`` or ``"zh"``.
     """
     message = business_message(status, lang)
-    reason = explaining_reason(cells, status)
-    if reason is None:
+    found = explaining_cell(cells, status)
+    if found is None:
         return message
-    return f"{message}{'' if lang == 'zh' else ' '}{user_message(reason, lang)}"
+    cell, reason = found
+    explained = cell_message(cell.state, reason, cell.candidate_report, lang) or user_message(reason, lang)
+    return f"{message}{'' if lang == 'zh' else ' '}{explained}"
 
 
 def ledger_status(cells: Sequence[CellSnapshot]) -> str:

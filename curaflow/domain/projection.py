@@ -8,14 +8,33 @@ Rules (reference §1.4, extended to jobs with several cells):
 * any cell non-terminal: ``queued`` while every cell is still ``pending`` (the original's
   quirk: a claimed job whose cell has not reached ``selected`` reports ``queued``),
   otherwise ``running``;
-* every cell terminal: any cell ``submitted`` → ``succeeded``; else a cell stopped on
-  purpose (``cancelled_by_consumer``, ``execution_terminated``) and no system failure →
-  ``cancelled``; a system failure → ``expired`` when every system-failed cell ended for
-  an expiry reason (``queued_too_long``, ``stalled_no_heartbeat``,
-  ``execution_timeout``), otherwise ``failed``; nothing found (``no_candidate`` /
-  ``duplicate``) → ``failed`` (§7.4's mapping of the business status).
+* every cell terminal: the status follows the business status of the outcome
+  (:func:`curaflow.domain.outcome.business_status`, its one owner) and one fact, whether
+  the job was *stopped on purpose* — a cell ended ``cancelled_by_consumer`` or
+  ``execution_terminated`` (:func:`stopped_on_purpose`):
 
-  For a single cell this is exactly the original's per-cell mapping.
+  ==============================  =====================================================
+  business status                 job status
+  ==============================  =====================================================
+  ``success``                     ``succeeded`` (every cell delivered: a cancel that
+                                  arrived after that stopped nothing)
+  ``partial_success``             ``cancelled`` when stopped on purpose (what landed is
+                                  in ``error.detail.deliveries``), else ``succeeded``
+  ``cancelled``                   ``cancelled``
+  ``no_candidate``,               ``failed`` (``no_candidate``)
+  ``duplicate_only``
+  ``failed``                      ``expired`` when every system-failed cell ended for an
+                                  expiry reason (``queued_too_long``,
+                                  ``stalled_no_heartbeat``, ``execution_timeout``),
+                                  else ``failed`` — a real failure outranks the cancel
+  ==============================  =====================================================
+
+  So a cancel decides the status once, for one target and many: a job the cancel
+  stopped (any cell that had not delivered when it came) is ``cancelled``, whatever its
+  other cells delivered — the protocol's cancel (reference §3: a cancelled job with a
+  submitted cell answers ``cancelled``) — unless a system failure with nothing delivered
+  makes it ``failed`` (§7.4: "unless a real failure coexists"). For a single cell this is
+  exactly the original's per-cell mapping.
 
 Pure module: imported by workflows through the sandbox pass-through.
 """
@@ -27,7 +46,7 @@ from enum import StrEnum
 
 from curaflow.domain.cells import STAGE_ORDER, CellState, is_terminal
 from curaflow.domain.models import CellSnapshot
-from curaflow.domain.outcome import CellCategory, cell_counts, classify_cell
+from curaflow.domain.outcome import BusinessStatus, CellCategory, business_status, classify_cell
 from curaflow.domain.reasons import CANCEL_REASONS, EXPIRY_REASONS
 
 
@@ -56,11 +75,22 @@ def _system_failed(cells: Sequence[CellSnapshot]) -> list[CellSnapshot]:
     return [c for c in cells if classify_cell(c) in (CellCategory.EXECUTOR_FAILED, CellCategory.DELIVERY_FAILED)]
 
 
+def stopped_on_purpose(cells: Sequence[CellSnapshot]) -> bool:
+    """True when a cell of the job ended because the job was stopped on purpose: a
+    consumer's cancel (``cancelled_by_consumer``) or an operator's terminate
+    (``execution_terminated``), i.e. the cancel stopped something that had not delivered."""
+    return any(classify_cell(c) == CellCategory.CANCELLED for c in cells)
+
+
 def job_status(cells: Sequence[CellSnapshot]) -> JobStatus:
     """Derive the protocol job status from the job's cells (rules in the module doc).
 
-    Decided on the cells' categories, not on the business status: a cancelled job whose
-    work reached a route is ``partial_success`` as business but ``cancelled`` as a job.
+    The one owner of a job's status under a cancel: every reader (``GET /jobs``, the
+    cancel's answer, the terminal event, the ``status`` query, the outcome's search
+    attribute, the execution's end) takes it from here. A terminal status follows
+    :func:`~curaflow.domain.outcome.business_status` and :func:`stopped_on_purpose`: a
+    cancelled job whose work reached a route is ``partial_success`` as business and
+    ``cancelled`` as a job.
     """
     if not cells:
         return JobStatus.QUEUED
@@ -68,14 +98,16 @@ def job_status(cells: Sequence[CellSnapshot]) -> JobStatus:
         if all(c.state == CellState.PENDING for c in cells):
             return JobStatus.QUEUED
         return JobStatus.RUNNING
-    counts = cell_counts(cells)
-    if counts["submitted"] > 0:
-        return JobStatus.SUCCEEDED
-    failed = _system_failed(cells)
-    if counts["cancelled"] > 0 and not failed:
+    verdict = business_status(cells)
+    if verdict == BusinessStatus.FAILED:
+        failed = _system_failed(cells)
+        if failed and all(c.reason in EXPIRY_REASONS for c in failed):
+            return JobStatus.EXPIRED
+        return JobStatus.FAILED
+    if verdict == BusinessStatus.CANCELLED or (verdict == BusinessStatus.PARTIAL_SUCCESS and stopped_on_purpose(cells)):
         return JobStatus.CANCELLED
-    if failed and all(c.reason in EXPIRY_REASONS for c in failed):
-        return JobStatus.EXPIRED
+    if verdict in (BusinessStatus.SUCCESS, BusinessStatus.PARTIAL_SUCCESS):
+        return JobStatus.SUCCEEDED
     return JobStatus.FAILED
 
 

@@ -20,6 +20,11 @@ curaflow additions for delivery routes that are not TelePost:
   ("add tags") nor "nothing matched"; the target's scan frontier
   (:mod:`curaflow.sources.frontier`) makes the next job go on from there. Protocol code
   ``no_candidate`` (retryable: the next job may find one);
+* ``source_unusable``: every work a search ruled out was unusable as the source sent it
+  (a file URL curaflow may not request, a page that is no image, no file listed, an id or
+  fields not of the source's shape): the source's answers changed. A source failure
+  (owner ``source``, protocol ``source_error``, alertable), never "no new content";
+  decided from the cell's tally (:func:`curaflow.domain.verdicts.no_candidate_verdict`);
 * ``route_paused``: the route refused several different works in a row with the same
   answer, so curaflow stopped sending on it for a cool-down (``delivery.route_pause_ms``,
   or until ``curaflow routes resume``): nothing was sent, no work is used up;
@@ -51,6 +56,7 @@ class TerminalReason(StrEnum):
     DUPLICATE_EXHAUSTED = "duplicate_exhausted"
     FILTER_EXHAUSTED = "filter_exhausted"
     SCAN_CAPPED = "scan_capped"
+    SOURCE_UNUSABLE = "source_unusable"
     DOWNLOAD_TIMEOUT = "download_timeout"
     DOWNLOAD_FAILED = "download_failed"
     METADATA_FAILED = "metadata_failed"
@@ -140,9 +146,9 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         Origin.ACQUISITION,
         True,
         "no_candidate",
-        "没有找到可以发送的新作品（找到的作品已投递过、被路由拒绝过或无法获取）；如果一直如此，请添加标签或扩大查询范围。",
-        "No new work that could be sent was found (the works found were already delivered, refused by a route "
-        "or unavailable); if this keeps happening, add tags or widen the query.",
+        "没有找到可以发送的新作品；如果一直如此，请检查并扩大目标的查询（换用或增加 OR 标签、更长的时间范围）。",
+        "No new work that could be sent was found; if this keeps happening, check the target's query and widen it "
+        "(other tags, OR tags, a longer period).",
     ),
     R.DUPLICATE_EXHAUSTED: ReasonInfo(
         Origin.ACQUISITION,
@@ -166,6 +172,15 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "下一次任务会从停下的位置继续，或调高 pixiv.max_examined。",
         "This job examined pixiv.max_examined works without finding a new one, though more remain; the next job "
         "continues from where it stopped (or raise pixiv.max_examined).",
+    ),
+    R.SOURCE_UNUSABLE: ReasonInfo(
+        Origin.ACQUISITION,
+        True,
+        "source_error",
+        "来源返回的作品全部无法使用（如图片地址不在其图片服务器上）：是来源的回答变了；请检查来源及其图片服务器设置（pixiv.image_url）。",
+        "Every work the source returned was unusable (e.g. image URLs off its image host): its answers changed, "
+        "not the works; check the source and its image host setting (pixiv.image_url).",
+        owner=Owner.SOURCE,
     ),
     R.DOWNLOAD_TIMEOUT: ReasonInfo(
         Origin.DOWNLOAD,
@@ -302,8 +317,9 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         Origin.EXECUTION,
         True,
         "queued_too_long",
-        "任务排队太久一直没有开始；请确认有 worker 在运行。",
-        "The job waited too long in the queue and never started; check that workers are running.",
+        "任务（或其重试的步骤）在队列中等待 worker 太久；请确认有 worker 在运行并跟得上负载。",
+        "The job (or a retried step of it) waited too long in its queue for a worker; check that workers are "
+        "running and keeping up.",
         owner=Owner.CURAFLOW,
     ),
     R.STALLED_NO_HEARTBEAT: ReasonInfo(
@@ -318,8 +334,9 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         Origin.DELIVERY,
         True,
         "delivery_abandoned",
-        "投递在重试次数内没有完成，已放弃；请检查该路由的接收方后重试。",
-        "The delivery did not complete within its retries and was given up; check the route's receiver, then retry.",
+        "投递没有完成，已放弃（重试用完，或发送它的 worker 停止后无人接手）；请检查路由的接收方和 worker 后重试。",
+        "The delivery did not complete and was given up (its retries ran out, or its worker stopped and none took "
+        "it over); check the route's receiver and the workers, then retry.",
         owner=Owner.ROUTE,
     ),
     R.CANCELLED_BY_CONSUMER: ReasonInfo(
@@ -392,6 +409,12 @@ NO_CONTENT_REASONS: frozenset[str] = frozenset(
     {R.NO_CANDIDATE, R.DUPLICATE_EXHAUSTED, R.FILTER_EXHAUSTED, R.SCAN_CAPPED}
 )
 
+#: Reasons decided from a cell's search tally (:func:`curaflow.domain.verdicts.no_candidate_verdict`):
+#: the no-content reasons, and a source whose every answer was unusable (a failure of the
+#: source, not "no new work"). Their message starts with the tally's sentence
+#: (:func:`curaflow.domain.tally.cell_message`).
+TALLY_REASONS: frozenset[str] = NO_CONTENT_REASONS | {R.SOURCE_UNUSABLE}
+
 
 def parse_reason(code: str | None) -> TerminalReason:
     """Return the :class:`TerminalReason` for ``code``; unknown or missing → ``internal_error``.
@@ -425,30 +448,3 @@ def user_message(code: str | None, lang: str = "en") -> str:
     """Return the user-facing sentence for a reason code in ``lang`` (``"en"`` or ``"zh"``)."""
     info = reason_info(code)
     return info.message_zh if lang == "zh" else info.message_en
-
-
-def no_candidate_reason(examined: int, reasons: dict[str, int]) -> TerminalReason:
-    """Classify a scan that bound no work (reference §5.4 "no_candidate outcome").
-
-    Args:
-        examined: works examined by the scan.
-        reasons: rejection counts by reason word (``duplicate``, ``refused``,
-            ``unavailable``, ``excluded``, ``invalid``, ``filtered:*``).
-
-    Returns:
-        ``duplicate_exhausted`` when every rejection was a duplicate; ``filter_exhausted``
-        ("relax the target's filters") only when a filter rejected something and the
-        filters and duplicates together account for at least half of the rejections;
-        otherwise ``no_candidate`` (an empty pool, works refused by a route, unavailable
-        works, duplicates mixed with those): relaxing a filter would change nothing.
-    """
-    total = sum(reasons.values())
-    if examined == 0 or total == 0:
-        return R.NO_CANDIDATE
-    duplicates = reasons.get("duplicate", 0)
-    if duplicates == total:
-        return R.DUPLICATE_EXHAUSTED
-    filtered = sum(n for word, n in reasons.items() if word.startswith("filtered:"))
-    if filtered > 0 and (filtered + duplicates) * 2 >= total:
-        return R.FILTER_EXHAUSTED
-    return R.NO_CANDIDATE

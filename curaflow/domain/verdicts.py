@@ -41,14 +41,15 @@ from pydantic import BaseModel
 from curaflow.domain.cells import CellStage, CellState
 from curaflow.domain.models import CandidateReport
 from curaflow.domain.reasons import (
+    NO_CONTENT_REASONS,
     REASONS,
     Origin,
     Owner,
     TerminalReason,
-    no_candidate_reason,
     parse_reason,
     reason_info,
 )
+from curaflow.domain.tally import Tally
 
 R = TerminalReason
 Step = Literal["search", "fetch", "acquire", "deliver"]
@@ -151,9 +152,12 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
 
     * ``application``: the error type is the reason; a ``deliver`` whose retries ran out
       (``MAXIMUM_ATTEMPTS_REACHED`` on a retryable type) is ``delivery_abandoned``;
-    * ``timeout``: a ``deliver`` that timed out is ``delivery_abandoned``; the first
-      ``acquire`` (or ``search``) of a cell that never left its queue is
-      ``queued_too_long``; anything else stopped making progress: ``stalled_no_heartbeat``;
+    * ``timeout``: a ``deliver`` that timed out is ``delivery_abandoned``; a source step
+      (``acquire``, ``search``, ``fetch``) that waited in its queue past its
+      ``schedule_to_start`` budget — the cell's first step, a retry of it after a fault,
+      a later pass — is ``queued_too_long``: no worker held it, so it never stalled
+      (stall budgets count only time a step was held by a worker); a held step that
+      stopped beating (``HEARTBEAT``, ``START_TO_CLOSE`` …) is ``stalled_no_heartbeat``;
     * ``other``: ``internal_error``.
     """
     if failure.kind == FailureKind.CANCELLED:
@@ -169,11 +173,30 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
     if failure.kind == FailureKind.TIMEOUT:
         if failure.step == "deliver":
             return R.DELIVERY_ABANDONED
-        first_source_step = failure.step in ("search", "acquire") and failure.first_step
-        if failure.timeout_type == "SCHEDULE_TO_START" and first_source_step:
+        if failure.timeout_type == "SCHEDULE_TO_START":
             return R.QUEUED_TOO_LONG
         return R.STALLED_NO_HEARTBEAT
     return R.INTERNAL_ERROR
+
+
+#: Reasons of a step's budget running out (a Temporal timeout of a search or fetch).
+BUDGET_REASONS: frozenset[TerminalReason] = frozenset({R.QUEUED_TOO_LONG, R.STALLED_NO_HEARTBEAT})
+
+
+def ended_by_deadline(failure: StepFailure) -> bool:
+    """Whether a failed step of a job that finished for its deadline is the deadline's.
+
+    True when the step's attempt failed after the workflow asked to stop it
+    (``retry_state`` ``CANCEL_REQUESTED``: Temporal took no retry because a cancel was
+    pending — at the deadline, wherever the attempt was: a download the deadline cut,
+    a decode, a ledger write), or when a Temporal timeout of the step's budget
+    (:data:`BUDGET_REASONS`) stands beside the deadline: both say time ran out, and the
+    deadline wins. A delivery that timed out keeps ``delivery_abandoned``, and an
+    application failure Temporal reported before any stop keeps its reason.
+    """
+    if failure.retry_state == "CANCEL_REQUESTED":
+        return True
+    return failure.kind == FailureKind.TIMEOUT and failure_reason(failure) in BUDGET_REASONS
 
 
 def cell_verdict(
@@ -198,28 +221,39 @@ def cell_verdict(
 
     Returns:
         The reason. Precedence: the failure's own reason (a real failure that ended the
-        cell before the job stopped stays its reason); else the cause's default; then a
+        cell before the job stopped stays its reason) — except that **the deadline owns
+        every failure that happens after it passed**: when the job finishes for its
+        deadline, a failure that ended after the workflow stopped the step, or a
+        Temporal timeout of a step's budget (:func:`ended_by_deadline`), is the
+        deadline's; else the cause's default (a *stall* of a cell whose work was already
+        handed to its routes is ``delivery_abandoned``, reference §5.4 and §8); then a
         cancel recorded in the ledger turns a *stopped* reason (:data:`STOPPED_REASONS`)
-        into ``cancelled_by_consumer``; and ``queued_too_long`` for a cell that already
-        ran a step becomes ``stalled_no_heartbeat`` (it was not waiting to start).
+        into ``cancelled_by_consumer``; and ``queued_too_long`` by a cause, for a cell that
+        already ran a step, becomes ``stalled_no_heartbeat`` (a step that timed out
+        waiting in its queue stays ``queued_too_long``: it was waiting, not held).
     """
     cause = FinishCause(cause)
+    in_delivery = state in (CellState.ARTIFACT_READY, CellState.DELIVERY_PENDING)
     reason: TerminalReason | None = None
     if reported_reason is not None:
         reason = parse_reason(reported_reason)
-    elif failure is not None:
+    elif failure is not None and not (cause == FinishCause.DEADLINE and ended_by_deadline(failure)):
         reason = failure_reason(failure)
     if reason is None:
         if cause == FinishCause.COMPLETED:
             # A cell task ended without a terminal transition or a failure: only a
             # delivery can stop like that (its intents were never confirmed).
-            in_delivery = state in (CellState.ARTIFACT_READY, CellState.DELIVERY_PENDING)
             reason = R.DELIVERY_ABANDONED if in_delivery else R.INTERNAL_ERROR
+        elif cause == FinishCause.STALLED and in_delivery:
+            # A delivery already handed off keeps its own lifecycle (reference §8: the
+            # stall sweep leaves delivery cells alone; §5.4: the rollup abandons them).
+            reason = R.DELIVERY_ABANDONED
         else:
             reason = CAUSE_REASONS[cause]
     if (cancel_requested or cause == FinishCause.CANCELLED) and reason in STOPPED_REASONS:
         reason = R.CANCELLED_BY_CONSUMER
-    if reason == R.QUEUED_TOO_LONG and stage != CellStage.QUEUED:
+    queued_step = failure is not None and failure.timeout_type == "SCHEDULE_TO_START"
+    if reason == R.QUEUED_TOO_LONG and stage != CellStage.QUEUED and not queued_step:
         reason = R.STALLED_NO_HEARTBEAT
     return reason
 
@@ -336,21 +370,158 @@ def attempt_budget(step: Step, *, delivery_max_attempts: int, source_max_attempt
 
 
 def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -> TerminalReason:
-    """The reason of a cell whose scan bound no work it could use.
+    """The reason of a cell whose search bound no work it could use, from its tally.
+
+    The one owner of this decision (reference §5.4 "no_candidate outcome", amended). A
+    pure function of the cell's :class:`~curaflow.domain.tally.Tally` — the works this
+    scan examined and those earlier scans of the target ruled out for good and this one
+    did not read again (the frontier's known run) — so identical ledger state gives the
+    identical reason whether or not a frontier let the scan skip works.
 
     Args:
         report: the candidate report of the scan that ended (None: no scan report).
         max_examined: most works one scan examines (``pixiv.max_examined``).
 
     Returns:
-        ``scan_capped`` when the scan stopped at ``max_examined`` while the source had
-        more (``exhausted`` false): what it saw says nothing about the rest, and the
-        target's frontier makes the next job go on from there. Otherwise the
-        classification of what it saw (:func:`~curaflow.domain.reasons.no_candidate_reason`:
-        ``duplicate_exhausted`` / ``filter_exhausted`` / ``no_candidate``).
+        In this order:
+
+        * ``no_candidate`` when the search found no work at all (the message says so);
+        * ``source_unusable`` when every work ruled out was unusable for a reason that
+          is the source's (``unusable`` / ``invalid``: an image URL on another host,
+          fields not of the source's shape) and none for any other reason — the works
+          tried one after another were all unusable, and nothing else was learnt: the
+          source is broken, a failure (alertable), never "no new content";
+        * ``scan_capped`` when the scan stopped at ``max_examined`` while the source had
+          more (``exhausted`` false): what it saw says nothing about the rest, and the
+          target's frontier makes the next job go on from there;
+        * ``duplicate_exhausted`` when every work found was ruled out as delivered before;
+        * ``filter_exhausted`` ("relax the target's filters") only when a filter rejected
+          something and the filters and duplicates together account for at least half
+          of the rejections;
+        * otherwise ``no_candidate`` (works refused by a route, unavailable, excluded,
+          unusable among others): relaxing a filter would change nothing.
     """
     if report is None:
         return R.NO_CANDIDATE
+    tally = Tally.of(report)
+    if tally.found == 0:
+        return R.NO_CANDIDATE
+    if tally.unusable > 0 and tally.unusable == tally.rejected:
+        return R.SOURCE_UNUSABLE
     if not report.exhausted and report.fetched >= max_examined > 0:
         return R.SCAN_CAPPED
-    return no_candidate_reason(report.fetched, report.reasons)
+    total = tally.rejected
+    if total == 0:
+        return R.NO_CANDIDATE
+    if tally.delivered == total:
+        return R.DUPLICATE_EXHAUSTED
+    filtered = sum(tally.filtered.values())
+    if filtered > 0 and (filtered + tally.delivered) * 2 >= total:
+        return R.FILTER_EXHAUSTED
+    return R.NO_CANDIDATE
+
+
+def no_candidate_state(reason: TerminalReason | str) -> CellState:
+    """The state a cell ends in for a reason :func:`no_candidate_verdict` gave:
+    ``no_candidate`` for "no new work", ``failed`` for a failure (``source_unusable``:
+    counted as a system failure, alertable)."""
+    return CellState.NO_CANDIDATE if reason in NO_CONTENT_REASONS else CellState.FAILED
+
+
+class PendingStep(BaseModel):
+    """What Temporal says of one pending step (activity) of a running job's execution.
+
+    Attributes:
+        held: a worker holds an attempt of it (started, or asked to cancel).
+        last_beat_ms: for a held attempt, its last heartbeat or, before any, its start
+            (epoch ms, UTC); None when unknown.
+        backoff_until_ms: the next attempt is scheduled for this time (Temporal's retry
+            backoff, or a rate limit's delay); None when it waits for a worker now.
+        queue_served: a live worker serves the step's task queue (a waiting step is then
+            queued behind others, not stalled).
+    """
+
+    held: bool
+    last_beat_ms: int | None = None
+    backoff_until_ms: int | None = None
+    queue_served: bool = False
+
+
+def step_alive(step: PendingStep, *, now_ms: int, stall_budget_ms: int) -> bool:
+    """Whether a pending step is moving or waiting its turn (no stall time accrues).
+
+    A held attempt is alive while its last sign of life is within the stall budget (a
+    dead holder is Temporal's: its heartbeat timeout re-queues the step); a step in its
+    retry backoff is waiting by design; a step waiting in a queue a live worker serves is
+    queued behind others (decision 10: waiting there is queueing, not failure).
+    """
+    if step.held:
+        return step.last_beat_ms is None or now_ms - step.last_beat_ms < stall_budget_ms
+    if step.backoff_until_ms is not None and step.backoff_until_ms > now_ms:
+        return True
+    return step.queue_served
+
+
+def budget_cause(
+    *,
+    now_ms: int,
+    deadline_at_ms: int | None,
+    created_at_ms: int,
+    started_at_ms: int | None,
+    last_progress_ms: int | None,
+    queued_budget_ms: int,
+    stall_budget_ms: int,
+    deadline_grace_ms: int,
+    pending: list[PendingStep] | None = None,
+) -> FinishCause | None:
+    """Which budget ended a job no workflow finished — the deadline winning — or None.
+
+    The reconciler's one decision for an open job with no live lease (reference §8,
+    amended). Each budget runs out at an instant: the deadline at ``deadline_at_ms``; the
+    queued budget, for a job no step of which ever started, at ``created_at_ms +
+    queued_budget_ms``; the stall budget, for a started job, at ``last_progress_ms +
+    stall_budget_ms`` — counting only time a step was actually held by a worker, or
+    waited in a queue no live worker serves: while Temporal reports a step held and
+    beating, in its retry backoff or queued behind others (``pending``,
+    :func:`step_alive`), no stall time accrues and the stall budget has not run out.
+
+    The budget that ran out first is the cause; one that ran out at or after the
+    deadline is the deadline's (``deadline``: the job expires ``deadline_exceeded``
+    whatever happened after it passed, a worker lost while it passed included). A job
+    only past its deadline is left to its workflow's own timer for ``deadline_grace_ms``.
+
+    Args:
+        now_ms / deadline_at_ms / created_at_ms / started_at_ms / last_progress_ms:
+            epoch ms, UTC (``last_progress_ms``: the latest heartbeat of any cell, else
+            ``started_at_ms``).
+        queued_budget_ms / stall_budget_ms: the job's budgets (resolved, ms).
+        deadline_grace_ms: how long past its deadline a job is left to its workflow.
+        pending: what Temporal says of the execution's pending steps (None: not asked,
+            the ledger's view alone).
+
+    Returns:
+        ``deadline`` | ``queued_too_long`` | ``stalled``, or None (nothing ran out yet).
+    """
+    ran_out: list[tuple[int, FinishCause]] = []
+    if deadline_at_ms is not None and deadline_at_ms <= now_ms:
+        ran_out.append((deadline_at_ms, FinishCause.DEADLINE))
+    if started_at_ms is None:
+        queued_at = created_at_ms + queued_budget_ms
+        if queued_at <= now_ms:
+            ran_out.append((queued_at, FinishCause.QUEUED_TOO_LONG))
+    else:
+        stalled_at = (last_progress_ms if last_progress_ms is not None else started_at_ms) + stall_budget_ms
+        alive = pending is not None and any(
+            step_alive(s, now_ms=now_ms, stall_budget_ms=stall_budget_ms) for s in pending
+        )
+        if stalled_at <= now_ms and not alive:
+            ran_out.append((stalled_at, FinishCause.STALLED))
+    if not ran_out:
+        return None
+    _, cause = min(ran_out, key=lambda item: (item[0], item[1] != FinishCause.DEADLINE))
+    if cause == FinishCause.DEADLINE:
+        others = [c for _, c in ran_out if c != FinishCause.DEADLINE]
+        assert deadline_at_ms is not None
+        if not others and now_ms < deadline_at_ms + deadline_grace_ms:
+            return None  # the workflow's own deadline timer ends it
+    return cause

@@ -42,7 +42,8 @@ from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Beat, Supervisor
 from curaflow.outbound.destinations import parse_origin, url_port
 from curaflow.protocol.errors import invalid_params
-from curaflow.protocol.task import ValidatedTask, identity_conflict, manual_job_id, validate_task
+from curaflow.protocol.keys import manual_job_id
+from curaflow.protocol.task import ValidatedTask, identity_conflict, validate_task
 from curaflow.temporal.connection import start_job_workflow
 
 log = get_logger("curaflow.jobs.admission")

@@ -48,8 +48,9 @@ from curaflow.domain.execution import JOB_TASK_TIMEOUT, job_workflow
 from curaflow.domain.messages import AdmissionAnswer, JobState
 from curaflow.domain.presentation import task_static_details, task_summary
 from curaflow.protocol.errors import ProtocolError
+from curaflow.protocol.keys import manual_job_id
 from curaflow.protocol.models import Task
-from curaflow.protocol.task import manual_job_id, validate_task
+from curaflow.protocol.task import validate_task
 from curaflow.temporal.job_runs import JOB_ID_CONFLICT_POLICY, JOB_ID_REUSE_POLICY, JobRunClosed, start_run
 from curaflow.temporal.refusals import from_details, refusal_of
 

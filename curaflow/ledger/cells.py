@@ -10,6 +10,7 @@ the row untouched and returns the cell as it is.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
 
@@ -20,6 +21,7 @@ from curaflow.domain.messages import RouteRef, TargetSpec
 from curaflow.domain.models import Artifact, CandidateReport, CellSnapshot, Work
 from curaflow.domain.projection import open_stage
 from curaflow.domain.reasons import user_message
+from curaflow.ledger import frontiers
 from curaflow.ledger.artifacts import copy_pages_sql
 from curaflow.ledger.db import jsonable, now_ms
 from curaflow.ledger.events import NOTIFY_CHANNEL, event_body, push_appended
@@ -29,6 +31,9 @@ LIVE_INTENT_STATES = ("reserved", "sending", "delivered", "duplicate", "unknown"
 #: Candidates kept on a cell after binding, for ``fetch`` to fall back on when the bound
 #: work turns out to be unavailable.
 SPARE_CANDIDATES = 10
+
+#: The cell's columns qualified by the alias ``c`` (an ``UPDATE … FROM`` returns them unambiguously).
+_C_COLUMNS = ", ".join("c." + col.strip() for col in CELL_COLUMNS.split(","))
 
 
 def intent_key(route: str, work_type: str, work_id: str, job_id: str, target_id: str) -> str:
@@ -42,7 +47,8 @@ def barrier_sql(job: str, now: str) -> str:
     job's ``deadline_at`` is at or before ``now`` (epoch ms), else NULL.
 
     The one place the rule is written; every reader computes it under the job row lock
-    (:func:`lock_job`, :func:`start_step`, :func:`continue_step`).
+    (:func:`lock_job`, :func:`start_step`, :func:`continue_step`, and the binding that carries
+    a step on, :func:`bind_search`).
 
     Args:
         job: the SQL alias of the ``jobs`` row.
@@ -206,7 +212,10 @@ async def start_step(
 
     Args:
         stage: the stage this activity works in.
-        attempt: the activity's Temporal attempt number (reported as ``Job.attempt``).
+        attempt: the activity's Temporal attempt number. ``Job.attempt`` (``jobs.attempt``)
+            is the highest one any step of the job reached: 0 before the first step, 1
+            while no step was retried, never lower than it was (a retried search followed
+            by a first delivery attempt stays 2).
         lease_ms: lease length; the heartbeat timeout of the activity.
         owner: the worker identity holding the lease.
 
@@ -223,7 +232,8 @@ async def start_step(
                               last_stage, cardinality(target_ids) AS cells, deadline_at
                        FROM jobs WHERE job_id = $1 FOR UPDATE),
                 go AS (SELECT job_id, started_at FROM j WHERE completed_at IS NULL AND barrier IS NULL),
-                job AS (UPDATE jobs t SET attempt = $2, started_at = COALESCE(t.started_at, $3), updated_at = $3
+                job AS (UPDATE jobs t SET attempt = GREATEST(t.attempt, $2),
+                               started_at = COALESCE(t.started_at, $3), updated_at = $3
                         FROM go WHERE t.job_id = go.job_id RETURNING go.started_at AS prev_started),
                 cell AS (UPDATE cells SET stage = CASE WHEN state = ANY($8::text[]) THEN stage ELSE $5 END,
                                           lease_until = $6, lease_owner = $7, heartbeat_at = $3, updated_at = $3
@@ -260,7 +270,9 @@ async def continue_step(
     ``acquire`` binds a work and goes on to fetch it without opening a second step
     (:func:`start_step`): in the binding's transaction (the job row locked by
     :func:`bind_work`), this renews the cell's lease and reads the job's barrier, in one
-    statement. The cell's stage already moved with the binding (``fetching``).
+    statement. The cell's stage already moved with the binding (``fetching``). A new
+    binding does the same in its own ``UPDATE`` (:func:`bind_search`); this is for a cell
+    an attempt adopts already bound.
 
     Returns:
         The job's barrier (a recorded cancel, its deadline passed), or None: the caller
@@ -324,33 +336,46 @@ class SearchResume(NamedTuple):
 
     released: set[str]  # works this cell bound and released as unavailable (skipped)
     checkpoint: dict[str, Any] | None  # the saved scan position, or None
+    frontier: dict[str, Any] | None = None  # the target's stored scan frontier, or None
 
 
-async def search_resume(pool: asyncpg.Pool, job_id: str, target_id: str) -> SearchResume:
-    """The works this cell released as unavailable (a later pass skips them) and the saved
-    search checkpoint, in one statement (own short transaction).
+async def search_resume(
+    pool: asyncpg.Pool, job_id: str, target_id: str, frontier_key: str | None = None
+) -> SearchResume:
+    """The works this cell released as unavailable (a later pass skips them), the saved
+    search checkpoint and, with ``frontier_key``, the target's stored scan frontier
+    (:mod:`curaflow.ledger.frontiers`, the source's JSON), in one statement (own short
+    transaction).
 
-    A cell that never bound a work (``CellSnapshot.attempt`` 0: none released) and holds
-    no checkpoint (:attr:`StepOpened.checkpointed`) has nothing to resume: its search
-    skips this read (:func:`resume_needed`)."""
+    A search with no frontier to read, whose cell never bound a work (none released) and
+    holds no checkpoint, has nothing to resume and skips this read (:func:`resume_needed`)."""
+    frontier = frontiers.stored_sql("$2", "$3") if frontier_key is not None else "NULL::jsonb"
     row = await pool.fetchrow(
-        """SELECT c.search_checkpoint,
+        f"""SELECT c.search_checkpoint,
                   ARRAY(SELECT DISTINCT d.work_id FROM delivery_intents d
-                        WHERE d.job_id = $1 AND d.target_id = $2 AND d.status = 'released') AS released
+                        WHERE d.job_id = $1 AND d.target_id = $2 AND d.status = 'released') AS released,
+                  {frontier} AS frontier
            FROM cells c WHERE c.job_id = $1 AND c.target_id = $2""",
         job_id,
         target_id,
+        *([frontier_key] if frontier_key is not None else []),
     )
     if row is None:
         return SearchResume(set(), None)
-    checkpoint = row["search_checkpoint"]
-    return SearchResume(set(row["released"]), checkpoint if isinstance(checkpoint, dict) else None)
+    checkpoint, stored = row["search_checkpoint"], row["frontier"]
+    return SearchResume(
+        set(row["released"]),
+        checkpoint if isinstance(checkpoint, dict) else None,
+        stored if isinstance(stored, dict) else None,
+    )
 
 
-def resume_needed(opened: StepOpened) -> bool:
+def resume_needed(opened: StepOpened, frontier_key: str | None) -> bool:
     """Whether a search step opened as ``opened`` has anything :func:`search_resume` would
-    find: works its cell released (only a cell that bound a work releases one) or a saved
-    checkpoint."""
+    find: the target's stored frontier (``frontier_key``), works its cell released (only a
+    cell that bound a work releases one) or a saved checkpoint."""
+    if frontier_key is not None:
+        return True
     return opened.cell is not None and (opened.cell.attempt > 0 or opened.checkpointed)
 
 
@@ -396,6 +421,25 @@ class Renewal(NamedTuple):
     owner: str
 
 
+@dataclass(frozen=True)
+class Carry:
+    """The binding carries its step on into the fetch (``acquire``): the cell's lease is
+    renewed for ``lease_ms`` (held by ``owner``) in the binding's own statement, instead
+    of the step ending."""
+
+    lease_ms: int
+    owner: str
+
+
+class Binding(NamedTuple):
+    """What :func:`bind_search` did: see there."""
+
+    cell: CellSnapshot | None
+    bound: bool = False  # this call bound a work (False: none could be, or the cell was adopted)
+    barrier: Barrier | None = None  # with ``Carry``: the job's barrier at the binding
+    opened: bool = False  # with ``Carry``: the step goes on into the fetch
+
+
 async def bind_work(
     conn: asyncpg.Connection,
     job_id: str,
@@ -408,7 +452,8 @@ async def bind_work(
     Locks the job and cell; a cell already bound or terminal is returned unchanged (a
     resumed attempt adopts the existing binding and never re-ranks). Each candidate is
     reserved on every route of the target inside a savepoint; one that another job
-    reserved in the meantime is skipped as a duplicate.
+    reserved in the meantime is skipped as a duplicate. The cell's lease is left as it is
+    (the step goes on: :func:`bind_search` ends or carries it).
 
     Args:
         candidates: eligible works in rank order; stored on the cell so ``fetch`` can
@@ -419,29 +464,47 @@ async def bind_work(
         The cell after the call; ``state == selected`` when a work was bound, still
         ``pending`` when none could be.
     """
-    return (await _bind(conn, job_id, target, candidates, report, None))[0]
+    return (await _bind(conn, job_id, target, candidates, report, lease=None)).cell
 
 
-async def bind_and_continue(
+async def bind_search(
     conn: asyncpg.Connection,
     job_id: str,
     target: TargetSpec,
     candidates: list[Work],
     report: CandidateReport,
-    renew: Renewal,
-) -> tuple[CellSnapshot | None, Barrier | None]:
-    """:func:`bind_work` for an ``acquire`` step that goes on to fetch the work it binds.
+    *,
+    carry: Carry | None = None,
+) -> Binding:
+    """The ``search`` step's binding (:func:`bind_work`), ending the step with it — or, with
+    ``carry``, carrying it on into the fetch.
 
-    The job's barrier is the one :func:`lock_job` judged at the binding (the row stays
-    locked, so no cancel can be recorded meanwhile); without one, a cell ``selected`` by
-    this call has its lease renewed by the binding's own ``UPDATE``, and one adopted from
-    a concurrent attempt's binding by :func:`continue_step`.
+    A cell that binds a work, or is adopted bound or terminal, ends the search step here:
+    its lease is released (as :func:`end_lease`) — in the binding's own ``UPDATE`` for a
+    new binding. With ``carry`` and a cell ``selected``, the lease is renewed instead and
+    the job's barrier read (the rule :func:`continue_step` applies: the job row is locked
+    by this transaction); the step goes on only without one (``opened``). A cell still
+    ``pending`` (no candidate could be bound) keeps its lease: the scan goes on, or the
+    caller ends the step (:func:`set_fallback_pass`, :func:`finish_cell`).
 
     Returns:
-        ``(cell, barrier)``: the cell as :func:`bind_work` returns it, and the job's
-        barrier for a cell ``selected`` (None otherwise, or without one).
+        The cell, whether this call bound it, and with ``carry`` the barrier and whether
+        the step is still open.
     """
-    return await _bind(conn, job_id, target, candidates, report, renew)
+    lease: Carry | bool = carry if carry is not None else True
+    binding = await _bind(conn, job_id, target, candidates, report, lease=lease)
+    cell = binding.cell
+    if cell is None or binding.bound or (cell.state == CellState.PENDING and cell.work_id is None):
+        return binding
+    # Adopted: bound or ended by an earlier attempt.
+    if carry is not None and cell.state == CellState.SELECTED:
+        barrier = await continue_step(conn, job_id, target.target_id, lease_ms=carry.lease_ms, owner=carry.owner)
+        if barrier is None:
+            return Binding(cell, opened=True)
+        await end_lease(conn, job_id, target.target_id)
+        return Binding(cell, barrier=barrier)
+    await end_lease(conn, job_id, target.target_id)
+    return binding
 
 
 async def _bind(
@@ -450,12 +513,14 @@ async def _bind(
     target: TargetSpec,
     candidates: list[Work],
     report: CandidateReport,
-    renew: Renewal | None,
-) -> tuple[CellSnapshot | None, Barrier | None]:
+    *,
+    lease: Carry | bool | None,
+) -> Binding:
+    """:func:`bind_work`; a new binding's ``UPDATE`` also releases the lease (``lease``
+    True), renews it and reads the job's barrier (a :class:`Carry`), or leaves it (None)."""
     job = await lock_job(conn, job_id)
     if job is None:
-        return None, None
-    barrier = barrier_of(job)
+        return Binding(None)
     if candidates:  # the cell's lock and the first candidate's reservation in one statement
         row = await conn.fetchrow(
             _LOCK_CELL_AND_RESERVE,
@@ -470,13 +535,9 @@ async def _bind(
             target.target_id,
         )
     if row is None:
-        return None, None
+        return Binding(None)
     if is_terminal(row["state"]) or row["work_id"] is not None:
-        if renew is None or row["state"] != CellState.SELECTED:
-            return await load_cell(conn, job_id, target.target_id), None
-        # Adopted from a concurrent attempt's binding: renewed and judged in one statement.
-        barrier = await continue_step(conn, job_id, target.target_id, lease_ms=renew.lease_ms, owner=renew.owner)
-        return await load_cell(conn, job_id, target.target_id), barrier
+        return Binding(await load_cell(conn, job_id, target.target_id))
     bound: Work | None = None
     remaining: list[Work] = []
     for i, work in enumerate(candidates):
@@ -498,17 +559,10 @@ async def _bind(
             jsonable(report),
             now,
         )
-        return cell_from_row(row), None
+        return Binding(cell_from_row(row))
     report.selected = bound.work_id
     remaining = remaining[:SPARE_CANDIDATES]
-    lease = renew if renew is not None and barrier is None else None
-    row = await conn.fetchrow(
-        f"""UPDATE cells SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
-               work = $5, candidates = $6, candidate_report = $7, attempt_count = attempt_count + 1,
-               updated_at = $8,
-               lease_until = COALESCE($9, lease_until), lease_owner = COALESCE($10, lease_owner),
-               heartbeat_at = CASE WHEN $9::bigint IS NULL THEN heartbeat_at ELSE $8 END
-           WHERE job_id = $1 AND target_id = $2 RETURNING {CELL_COLUMNS}""",
+    args: list[Any] = [
         job_id,
         target.target_id,
         bound.work_id,
@@ -517,12 +571,34 @@ async def _bind(
         [jsonable(w) for w in remaining],
         jsonable(report),
         now,
-        now + lease.lease_ms if lease is not None else None,
-        lease.owner if lease is not None else None,
+    ]
+    step, barrier = "", "NULL"
+    if isinstance(lease, Carry):
+        # Carried on: renewed, and the job's barrier judged on the row this transaction
+        # locked (as continue_step does).
+        step = ", lease_until = $9, lease_owner = $10, heartbeat_at = $8"
+        barrier = f"(SELECT {barrier_sql('j', '$8')} FROM jobs j WHERE j.job_id = $1)"
+        args += [now + lease.lease_ms, lease.owner]
+    elif lease:
+        # The step ends with the binding (as end_lease: kept while a delivery is sending).
+        step = """, lease_until = CASE WHEN s.sending THEN c.lease_until END,
+                     lease_owner = CASE WHEN s.sending THEN c.lease_owner END"""
+    updated = await conn.fetchrow(
+        f"""UPDATE cells c SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
+               work = $5, candidates = $6, candidate_report = $7, attempt_count = c.attempt_count + 1,
+               updated_at = $8{step}
+           FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
+                                AND d.status = 'sending') AS sending) s
+           WHERE c.job_id = $1 AND c.target_id = $2
+           RETURNING {_C_COLUMNS}, {barrier} AS barrier""",
+        *args,
     )
-    cell = cell_from_row(row)
+    cell = cell_from_row(updated)
     await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))  # changes the job row only
-    return cell, barrier
+    found = barrier_of(updated)
+    if found is not None and isinstance(lease, Carry):
+        await end_lease(conn, job_id, target.target_id)  # the step stops here: the workflow decides
+    return Binding(cell, bound=True, barrier=found, opened=isinstance(lease, Carry) and found is None)
 
 
 async def rebind_next(
@@ -625,7 +701,7 @@ async def artifact_ready(
             FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
                                  AND d.status = 'sending') AS sending) s
             WHERE c.job_id = $1 AND c.target_id = $2 AND c.work_id = $3 AND c.state = ANY($6::text[])
-            RETURNING {", ".join("c." + col.strip() for col in CELL_COLUMNS.split(","))}""",
+            RETURNING {_C_COLUMNS}""",
         job_id,
         target_id,
         work_id,
@@ -725,10 +801,18 @@ async def finish_cell(
 
 async def set_fallback_pass(conn: asyncpg.Connection, job_id: str, target_id: str, fallback_pass: int) -> None:
     """Record the fallback pass a cell is about to run (scheduled jobs only; column
-    ``cells.fallback_stage``, named after reference §5.5)."""
+    ``cells.fallback_stage``, named after reference §5.5; only while the cell is
+    ``pending``), and end the step that decided it: the cell's lease is released in the
+    same statement, by :func:`end_lease`'s rule."""
     await conn.execute(
-        """UPDATE cells SET fallback_stage = $3, search_checkpoint = NULL, updated_at = $4
-           WHERE job_id = $1 AND target_id = $2 AND state = 'pending'""",
+        """UPDATE cells c SET fallback_stage = CASE WHEN c.state = 'pending' THEN $3 ELSE c.fallback_stage END,
+                  search_checkpoint = CASE WHEN c.state = 'pending' THEN NULL ELSE c.search_checkpoint END,
+                  updated_at = $4,
+                  lease_until = CASE WHEN s.sending THEN c.lease_until END,
+                  lease_owner = CASE WHEN s.sending THEN c.lease_owner END
+           FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
+                                AND d.status = 'sending') AS sending) s
+           WHERE c.job_id = $1 AND c.target_id = $2""",
         job_id,
         target_id,
         fallback_pass,

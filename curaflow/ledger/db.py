@@ -41,9 +41,69 @@ Connection = asyncpg.Connection
 #: What a ledger call raises when PostgreSQL cannot be reached or did not answer in time:
 #: a socket error or an elapsed bounded wait (``OSError``, ``TimeoutError``), an error
 #: PostgreSQL returned (``PostgresError``), or a connection that went away under the call
-#: (asyncpg's ``InterfaceError``: a restart, a closed pool). Best-effort ledger writes
-#: (a lease extension, a gauge) catch this tuple and nothing wider.
-LEDGER_ERRORS: tuple[type[Exception], ...] = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+#: (asyncpg's ``InterfaceError``: a restart, a closed pool; its ``InternalClientError``: the
+#: connection's protocol state broken mid-call, "cannot switch to state 12; another
+#: operation is in progress"). Best-effort ledger writes (a lease extension, a gauge)
+#: catch this tuple and nothing wider.
+LEDGER_ERRORS: tuple[type[Exception], ...] = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+)
+
+#: asyncpg's classes that mean "the ledger cannot serve this call now; the same call
+#: later may succeed" (see :func:`is_unavailable`). By SQLSTATE class: 08 connection
+#: exception, 53 insufficient resources (too many connections, out of memory, disk full),
+#: 57 operator intervention (shutdown, crash, cannot connect now, database dropped, idle
+#: session timeout, query canceled — a statement timeout), 58 system error (PostgreSQL's
+#: own I/O); and the sessions PostgreSQL ended (25P03 idle in transaction, 25P04
+#: transaction timeout).
+UNAVAILABLE_SERVER_ERRORS: tuple[type[Exception], ...] = (
+    asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.InsufficientResourcesError,
+    asyncpg.exceptions.OperatorInterventionError,
+    asyncpg.exceptions.PostgresSystemError,
+    asyncpg.exceptions.IdleInTransactionSessionTimeoutError,
+    asyncpg.exceptions.TransactionTimeoutError,
+)
+#: Client-side: sockets and bounded waits (``OSError``, which ``TimeoutError`` and
+#: ``ConnectionError`` are), a connection or pool closed under the call
+#: (``InterfaceError``), the connection's protocol state broken by the server going away
+#: mid-call (``InternalClientError``, also a schema cache to refresh: a retry succeeds).
+UNAVAILABLE_CLIENT_ERRORS: tuple[type[Exception], ...] = (
+    OSError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+)
+#: ``InterfaceError``s that are a bug or a configuration, never an outage.
+NOT_AN_OUTAGE: tuple[type[Exception], ...] = (
+    asyncpg.exceptions.ClientConfigurationError,
+    asyncpg.exceptions.UnsupportedClientFeatureError,
+    asyncpg.exceptions.UnsupportedServerFeatureError,
+)
+
+
+def is_unavailable(err: BaseException) -> bool:
+    """Whether ``err`` means the ledger could not serve a call now (PostgreSQL unreachable,
+    hung, restarting, out of connections or resources; the connection broke mid-call).
+
+    The one classification of asyncpg's, the socket's and the bounded waits' errors: the
+    API answers such an error 503 ``ledger_unavailable`` with ``Retry-After``
+    (:func:`curaflow.api.errors.internal_error_response`); anything else (a constraint, a
+    syntax error, a bug) is a 500. An error raised ``from`` such an error (its
+    ``__cause__``) counts as it. Classes: :data:`UNAVAILABLE_SERVER_ERRORS` and
+    :data:`UNAVAILABLE_CLIENT_ERRORS`, less :data:`NOT_AN_OUTAGE`.
+    """
+    seen = 0
+    current: BaseException | None = err
+    while current is not None and seen < 8:
+        if isinstance(current, UNAVAILABLE_SERVER_ERRORS + UNAVAILABLE_CLIENT_ERRORS) and not isinstance(
+            current, NOT_AN_OUTAGE
+        ):
+            return True
+        current, seen = current.__cause__, seen + 1
+    return False
 
 
 def now_ms() -> int:
@@ -80,7 +140,7 @@ class LedgerPool(asyncpg.Pool):
       server's ``statement_timeout`` (:func:`create_pool`).
 
     Every bound raises ``TimeoutError`` (``asyncio.TimeoutError``), which
-    :func:`curaflow.api.errors.is_ledger_outage` classifies as the ledger being unavailable.
+    :func:`is_unavailable` classifies as the ledger being unavailable.
     """
 
     def __init__(self, *args: Any, acquire_timeout: float, **kwargs: Any) -> None:

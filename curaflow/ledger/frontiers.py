@@ -1,11 +1,20 @@
-"""The scan frontier of each target, in the ledger (rules in :mod:`curaflow.sources.frontier`).
+"""The scan frontier of each target, in the ledger: a source's memory, stored without being read.
 
-One row per (target, fingerprint). The ``search`` activity reads it when a scan starts
-(a resumed attempt keeps the walk of its checkpoint) and writes the frontier the scan
-leaves in the transaction that stores the scan's candidate report, so a job that dies
-before it bound its work leaves the frontier as it was. Concurrent jobs of one target:
-the last writer wins; the frontier is advisory (the ledger's intents decide what is
-new), so the worst a lost write costs is pages read again.
+A source that keeps frontiers (:attr:`~curaflow.sources.base.SourcePolicy.keeps_frontier`)
+remembers, per target, where its next scan should read; the memory is the source's own
+JSON (Pixiv's: :mod:`curaflow.sources.pixiv.frontier`). The ledger keeps one row per
+(target, key) — the key is what the source names it by
+(:meth:`~curaflow.sources.base.Source.frontier_key`, Pixiv's fingerprint) — and never
+looks inside it: it stores what a scan left and hands it back to the next scan, which
+alone interprets it.
+
+The ``search`` activity reads it when a scan starts, with the cell's resume point
+(:func:`curaflow.ledger.cells.search_resume`; a resumed attempt keeps the walk of its
+checkpoint), and writes the frontier the scan leaves in the transaction that stores the
+scan's candidate report, so a job that dies before it bound its work leaves the frontier
+as it was. Concurrent jobs of one target: the last writer wins; the frontier is advisory
+(the ledger's intents decide what is new), so the worst a lost write costs is pages read
+again. Rows written before the frontier moved behind the source seam are the same JSON.
 
 Times are epoch milliseconds (UTC, :func:`~curaflow.ledger.db.now_ms`).
 """
@@ -13,56 +22,68 @@ Times are epoch milliseconds (UTC, :func:`~curaflow.ledger.db.now_ms`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
 from curaflow.ledger.db import now_ms
-from curaflow.sources.frontier import Frontier
+
+
+def stored_sql(target_id: str, key: str) -> str:
+    """The stored frontier as a scalar SQL subquery (NULL when none), for a statement that
+    reads it with other facts (:func:`curaflow.ledger.cells.search_resume`).
+
+    Args:
+        target_id / key: SQL expressions of the target's id and the key (parameters
+            such as ``$2``).
+    """
+    return f"(SELECT f.frontier FROM scan_frontiers f WHERE f.target_id = {target_id} AND f.fingerprint = {key})"
 
 
 @dataclass
 class StoredFrontier:
-    """A ``scan_frontiers`` row (``updated_at``: epoch ms; ``job_id``: the job that wrote it)."""
+    """A ``scan_frontiers`` row.
+
+    Attributes:
+        target_id: the target.
+        fingerprint: the key its source stored it under.
+        frontier: the source's JSON, as stored.
+        job_id: the job that wrote it (None: written outside a job).
+        updated_at: when (epoch ms).
+    """
 
     target_id: str
     fingerprint: str
-    frontier: Frontier
+    frontier: dict[str, Any]
     job_id: str | None
     updated_at: int
 
 
 async def list_frontiers(conn: asyncpg.Connection | asyncpg.Pool) -> list[StoredFrontier]:
-    """Every stored frontier, by target (rows this version cannot read are left out)."""
+    """Every stored frontier, by target (a row that holds no JSON object is left out)."""
     rows = await conn.fetch(
         "SELECT target_id, fingerprint, frontier, job_id, updated_at FROM scan_frontiers ORDER BY target_id"
     )
-    out: list[StoredFrontier] = []
-    for row in rows:
-        try:
-            frontier = Frontier.model_validate(row["frontier"])
-        except ValueError:
-            continue
-        out.append(StoredFrontier(row["target_id"], row["fingerprint"], frontier, row["job_id"], row["updated_at"]))
-    return out
+    return [
+        StoredFrontier(row["target_id"], row["fingerprint"], row["frontier"], row["job_id"], row["updated_at"])
+        for row in rows
+        if isinstance(row["frontier"], dict)
+    ]
 
 
-async def load_frontier(conn: asyncpg.Connection | asyncpg.Pool, target_id: str, fingerprint: str) -> Frontier | None:
-    """The stored frontier of ``target_id`` for ``fingerprint``, or None (none yet, or unreadable)."""
-    value = await conn.fetchval(
-        "SELECT frontier FROM scan_frontiers WHERE target_id = $1 AND fingerprint = $2", target_id, fingerprint
-    )
-    if not isinstance(value, dict):
-        return None
-    try:
-        return Frontier.model_validate(value)
-    except ValueError:
-        return None  # a shape this version cannot read: start afresh
+async def load_frontier(
+    conn: asyncpg.Connection | asyncpg.Pool, target_id: str, fingerprint: str
+) -> dict[str, Any] | None:
+    """The stored frontier of ``target_id`` under ``fingerprint``, or None (none yet, or not a JSON object)."""
+    value = await conn.fetchval(f"SELECT {stored_sql('$1', '$2')}", target_id, fingerprint)
+    return value if isinstance(value, dict) else None
 
 
 async def save_frontier(
-    conn: asyncpg.Connection, target_id: str, fingerprint: str, frontier: Frontier, *, job_id: str | None
+    conn: asyncpg.Connection, target_id: str, fingerprint: str, frontier: dict[str, Any], *, job_id: str | None
 ) -> None:
-    """Store ``frontier`` and forget the target's frontiers of other fingerprints (its old queries)."""
+    """Store ``frontier`` (the source's JSON) and forget the target's frontiers under other
+    keys (its old queries)."""
     await conn.execute(
         """WITH gone AS (DELETE FROM scan_frontiers WHERE target_id = $1 AND fingerprint <> $2)
            INSERT INTO scan_frontiers (target_id, fingerprint, frontier, job_id, updated_at)
@@ -71,7 +92,7 @@ async def save_frontier(
              SET frontier = EXCLUDED.frontier, job_id = EXCLUDED.job_id, updated_at = EXCLUDED.updated_at""",
         target_id,
         fingerprint,
-        frontier.model_dump(mode="json"),
+        frontier,
         job_id,
         now_ms(),
     )

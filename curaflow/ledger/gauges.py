@@ -16,7 +16,9 @@ metric                                     labels      value
                                                        ``queued_too_long`` (never started within the
                                                        queued budget), ``no_heartbeat`` (started, no
                                                        heartbeat nor transition within the stall
-                                                       budget). The workflow or the reconciler ends
+                                                       budget, and no live worker serves its source
+                                                       queues: a job queued behind others is not
+                                                       stalled). The workflow or the reconciler ends
                                                        such jobs, so > 0 means they are not running.
 ``curaflow_callback_dead_letters``                     events whose push to ``callback_url`` was
                                                        given up (all time; alert on its increase)
@@ -111,6 +113,7 @@ async def read_snapshot(
             f"""WITH now AS (SELECT {DB_NOW_MS} AS ms),
                open AS (
                    SELECT j.job_id, j.created_at, j.started_at, j.updated_at, j.deadline_at,
+                          COALESCE(j.workflow_input->'source_task_queues', '{{}}'::jsonb) AS queues,
                           COALESCE((j.workflow_input->'budgets'->>'queued_timeout_ms')::bigint, $1) AS queued_ms,
                           COALESCE((j.workflow_input->'budgets'->>'stall_timeout_ms')::bigint, $2) AS stall_ms,
                           bool_and(c.state = 'pending') AS all_pending,
@@ -119,6 +122,11 @@ async def read_snapshot(
                    WHERE j.completed_at IS NULL
                    GROUP BY j.job_id
                ),
+               -- source queues a live worker serves (curaflow.ledger.reconciler.served_queues)
+               served AS (
+                   SELECT l.task_queue FROM source_queue_leases l, now WHERE l.expires_at > now.ms
+                     AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = l.backend_pid)
+               ),
                judged AS (
                    SELECT open.*,
                           CASE
@@ -126,6 +134,10 @@ async def read_snapshot(
                             WHEN started_at IS NULL AND created_at + queued_ms + $3 < now.ms THEN 'queued_too_long'
                             WHEN started_at IS NOT NULL
                                  AND GREATEST(started_at, updated_at, COALESCE(cell_life, 0)) + stall_ms + $3 < now.ms
+                                 -- a step queued behind others on a served queue is not stalled
+                                 AND NOT EXISTS (
+                                     SELECT 1 FROM served WHERE open.queues = '{{}}'::jsonb
+                                        OR served.task_queue IN (SELECT value FROM jsonb_each_text(open.queues)))
                                  THEN 'no_heartbeat'
                           END AS stuck,
                           now.ms AS now_ms

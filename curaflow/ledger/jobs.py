@@ -192,3 +192,14 @@ async def request_cancel(conn: asyncpg.Connection, job_id: str, reason: str) -> 
             reason,
         )
     return status.endswith("1")
+
+
+async def deadline_of(pool: asyncpg.Pool, job_id: str) -> int | None:
+    """The job's deadline (``jobs.deadline_at``, epoch ms UTC), None when unknown or unset.
+
+    The steps have it from their opening (:class:`curaflow.ledger.cells.StepOpened`); read
+    here where that is not at hand (an ``acquire`` attempt that failed: the deadline
+    owns a failure after it passed).
+    """
+    value = await pool.fetchval("SELECT deadline_at FROM jobs WHERE job_id = $1", job_id)
+    return int(value) if value is not None else None

@@ -24,8 +24,13 @@ input):
    close cause): past ``deadline_at`` (plus :data:`DEADLINE_GRACE_MS`) with no live
    lease → ``execution_timeout``; never started, older than the queued budget →
    ``queued_too_long``; started, no progress within the stall budget →
-   ``stalled_no_heartbeat``. A job both overdue and queued or stalled ends for its
-   deadline.
+   ``stalled_no_heartbeat`` (a cell whose work was handed to its routes:
+   ``delivery_abandoned``). Which budget ended the job is decided by
+   :func:`curaflow.domain.verdicts.budget_cause`: the one that ran out first, the
+   deadline owning any that ran out after it passed; the stall budget counts only time a
+   step was held by a worker or waited in a queue no live worker serves — a step Temporal
+   reports held and beating, in its retry backoff, or queued behind others on a served
+   queue (:func:`served_queues`) is not stalled.
 
 The reasons come from :func:`curaflow.domain.verdicts.cell_verdict` (a cancel recorded
 in the ledger makes a stopped cell ``cancelled_by_consumer``). When a worker later runs
@@ -40,14 +45,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import asyncpg
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.domain.execution import job_workflow_types
 from curaflow.domain.projection import job_status
-from curaflow.domain.verdicts import FinishCause
+from curaflow.domain.verdicts import FinishCause, PendingStep, budget_cause
 from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
 from curaflow.ledger.finish import FinishedJob, finish_job
+from curaflow.ledger.gates import DB_NOW_MS
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Supervisor
@@ -105,6 +112,12 @@ class Execution:
     close_cause: FinishCause | None = None
     closed_at_ms: int | None = None
     waiting_for_worker_ms: int = 0
+    steps: list[PendingActivity] = field(default_factory=list)
+
+    def pending(self, served: set[str]) -> list[PendingStep]:
+        """Its pending steps as :func:`~curaflow.domain.verdicts.budget_cause` reads them,
+        given the task queues a live worker serves (:func:`served_queues`)."""
+        return [step.liveness(served) for step in self.steps]
 
     def closed_cause_for(self, created_at_ms: int) -> FinishCause | None:
         """The close cause, if this execution closed after a job created at
@@ -113,6 +126,78 @@ class Execution:
         if self.close_cause is None or self.closed_at_ms is None or self.closed_at_ms < created_at_ms:
             return None
         return self.close_cause
+
+
+#: The ``task_queue`` word of a source queue (``<task_queue>-source-<account>``).
+SOURCE_QUEUE_MARK = "-source-"
+#: Activities that run on a source queue (by type, when Temporal does not say the queue).
+SOURCE_ACTIVITIES = frozenset({"acquire", "search", "fetch"})
+
+
+@dataclass
+class PendingActivity:
+    """One pending activity of a running execution, as its describe reports it.
+
+    Attributes:
+        held: a worker holds an attempt (``STARTED`` / ``CANCEL_REQUESTED``).
+        last_beat_ms: the held attempt's last heartbeat, else its start (epoch ms).
+        backoff_until_ms: the next attempt's scheduled time while in retry backoff (or
+            paused: waiting on purpose), else None.
+        task_queue: its task queue ("" when Temporal does not say).
+        activity_type: its type (``acquire``, ``deliver`` …).
+    """
+
+    held: bool
+    last_beat_ms: int | None
+    backoff_until_ms: int | None
+    task_queue: str
+    activity_type: str
+
+    def liveness(self, served: set[str]) -> PendingStep:
+        """As a :class:`~curaflow.domain.verdicts.PendingStep`: a source queue is served
+        when its lease has a live owner; any other queue when any worker process is alive
+        (every worker process serves the main and route queues and stands by for every
+        source queue, so a live lease owner is a live worker)."""
+        source = SOURCE_QUEUE_MARK in self.task_queue or (
+            not self.task_queue and self.activity_type in SOURCE_ACTIVITIES
+        )
+        queue_served = self.task_queue in served if source and self.task_queue else bool(served)
+        return PendingStep(
+            held=self.held,
+            last_beat_ms=self.last_beat_ms,
+            backoff_until_ms=self.backoff_until_ms,
+            queue_served=queue_served,
+        )
+
+
+def _ms(ts: object) -> int | None:
+    """Epoch ms of a protobuf ``Timestamp`` field that is set (seconds > 0), else None."""
+    seconds = getattr(ts, "seconds", 0)
+    if not seconds:
+        return None
+    return int(seconds * 1000 + getattr(ts, "nanos", 0) // 1_000_000)
+
+
+def _pending_activities(raw: object) -> list[PendingActivity]:
+    found: list[PendingActivity] = []
+    for info in getattr(raw, "pending_activities", []):
+        state = PendingActivityState.Name(info.state)
+        held = state in ("PENDING_ACTIVITY_STATE_STARTED", "PENDING_ACTIVITY_STATE_CANCEL_REQUESTED")
+        beats = [t for t in (_ms(info.last_heartbeat_time), _ms(info.last_started_time)) if t is not None]
+        backoff = _ms(info.next_attempt_schedule_time)
+        if info.paused or state in ("PENDING_ACTIVITY_STATE_PAUSED", "PENDING_ACTIVITY_STATE_PAUSE_REQUESTED"):
+            backoff = 2**62  # paused by an operator: waiting on purpose
+        queue = info.activity_options.task_queue.name if info.HasField("activity_options") else ""
+        found.append(
+            PendingActivity(
+                held=held,
+                last_beat_ms=max(beats) if beats else None,
+                backoff_until_ms=None if held else backoff,
+                task_queue=queue,
+                activity_type=info.activity_type.name,
+            )
+        )
+    return found
 
 
 async def describe_execution(client: Client, job_id: str, now: int) -> Execution:
@@ -132,7 +217,17 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
     if task.HasField("scheduled_time") and not task.HasField("started_time"):
         since = task.original_scheduled_time if task.HasField("original_scheduled_time") else task.scheduled_time
         waiting = max(0, now - int(since.ToMilliseconds()))
-    return Execution(exists=True, waiting_for_worker_ms=waiting)
+    return Execution(exists=True, waiting_for_worker_ms=waiting, steps=_pending_activities(desc.raw_description))
+
+
+async def served_queues(conn: asyncpg.Connection) -> set[str]:
+    """Source task queues a live worker process serves now: the lease row is unexpired
+    (database clock) and its owner's connection is still there (one statement)."""
+    rows = await conn.fetch(
+        f"""SELECT task_queue FROM source_queue_leases l WHERE l.expires_at > {DB_NOW_MS}
+            AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = l.backend_pid)"""
+    )
+    return {r["task_queue"] for r in rows}
 
 
 async def converge(pool: asyncpg.Pool | asyncpg.Connection, job_id: str, cause: FinishCause) -> FinishedJob | None:
@@ -253,7 +348,7 @@ async def _tick(
                 list(closed),
             )
             for r in rows:
-                cause, closed_at = closed[r["job_id"]]
+                _, closed_at = closed[r["job_id"]]
                 if closed_at < r["created_at"]:
                     continue  # an earlier run under this id (a refused submission), not the job's
                 # The latest run decides: a job may have been started again under its id.
@@ -277,42 +372,71 @@ async def _tick(
             if await converge_unserved_cancel(conn, client, r["job_id"], created_at=r["created_at"]):
                 report.cancelled.append(r["job_id"])
 
+    facts = (
+        "job_id, created_at, started_at, deadline_at, "
+        "COALESCE((SELECT max(heartbeat_at) FROM cells c WHERE c.job_id = j.job_id), started_at) AS last_progress, "
+        f"{_BUDGET.format(name='queued_timeout_ms')} AS queued_budget, "
+        f"{_BUDGET.format(name='stall_timeout_ms')} AS stall_budget"
+    )
     overdue = await conn.fetch(
-        f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL AND deadline_at IS NOT NULL
+        f"""SELECT {facts} FROM jobs j WHERE completed_at IS NULL AND deadline_at IS NOT NULL
             AND deadline_at <= $1::bigint - {DEADLINE_GRACE_MS} AND {_LIVE}
             ORDER BY created_at LIMIT {limit}""",
         now,
     )
     queued = await conn.fetch(
-        f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
+        f"""SELECT {facts} FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
             AND created_at <= $1::bigint - {_BUDGET.format(name="queued_timeout_ms")} AND {_LIVE}
             ORDER BY created_at LIMIT {limit}""",
         now,
     )
     stalled = await conn.fetch(
-        f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL AND started_at IS NOT NULL
+        f"""SELECT {facts} FROM jobs j WHERE completed_at IS NULL AND started_at IS NOT NULL
             AND COALESCE((SELECT max(heartbeat_at) FROM cells c WHERE c.job_id = j.job_id), started_at)
                 <= $1::bigint - {_BUDGET.format(name="stall_timeout_ms")}
             AND {_LIVE} ORDER BY created_at LIMIT {limit}""",
         now,
     )
-    # A job past its deadline is converged as such first: when a job is both overdue and
-    # queued or stalled, its deadline is what ended it.
-    for rows, cause, bucket in (
-        (overdue, FinishCause.DEADLINE, report.deadline),
-        (queued, FinishCause.QUEUED_TOO_LONG, report.queued_too_long),
-        (stalled, FinishCause.STALLED, report.stalled),
-    ):
-        for r in rows:
-            job_id = r["job_id"]
-            if job_id in seen:
-                continue
-            seen.add(job_id)
-            if client is not None:
-                execution = await describe_execution(client, job_id, now)
-                cause = execution.closed_cause_for(r["created_at"]) or cause
-            if await _finish(conn, job_id, cause):
-                bucket.append(job_id)
+    buckets = {
+        FinishCause.DEADLINE: report.deadline,
+        FinishCause.QUEUED_TOO_LONG: report.queued_too_long,
+        FinishCause.STALLED: report.stalled,
+    }
+    served: set[str] | None = None
+    for r in (*overdue, *queued, *stalled):
+        job_id = r["job_id"]
+        if job_id in seen:
+            continue
+        seen.add(job_id)
+        pending: list[PendingStep] | None = None
+        close_cause: FinishCause | None = None
+        if client is not None:
+            execution = await describe_execution(client, job_id, now)
+            close_cause = execution.closed_cause_for(r["created_at"])
+            if close_cause is None and execution.exists:
+                if served is None:
+                    served = await served_queues(conn)
+                pending = execution.pending(served)
+        ended = close_cause or budget_cause(
+            now_ms=now,
+            deadline_at_ms=r["deadline_at"],
+            created_at_ms=r["created_at"],
+            started_at_ms=r["started_at"],
+            last_progress_ms=r["last_progress"],
+            queued_budget_ms=_budget(r["queued_budget"]),
+            stall_budget_ms=_budget(r["stall_budget"]),
+            deadline_grace_ms=DEADLINE_GRACE_MS,
+            pending=pending,
+        )
+        if ended is None:
+            continue  # a step is held, in its backoff or queued behind others: not stalled
+        if await _finish(conn, job_id, ended):
+            buckets.get(ended, report.closed).append(job_id)
+
+
+def _budget(value: int | None) -> int:
+    """A job's stored budget (ms); a job stored without one never runs out of it."""
+    return value if value is not None else 2**62
 
 
 async def converge_unserved_cancel(

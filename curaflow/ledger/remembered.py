@@ -95,7 +95,8 @@ async def known_works(
         now: the current time in epoch ms (default: now).
 
     Returns:
-        work id → ``duplicate`` | ``refused`` | ``held`` | ``unavailable``; when several
+        work id → ``duplicate`` | ``refused`` | ``held`` | ``unavailable`` | ``unusable``
+        (remembered unavailable for what the source sent, :func:`remember_unavailable`); when several
         hold, the first of that order wins (reference §1.1: a work held on a route is a
         duplicate).
     """
@@ -110,7 +111,7 @@ async def known_works(
            WHERE route = ANY($1::text[]) AND work_type = $3 AND work_id = ANY($4::text[])
              AND (until IS NULL OR until > $5)
            UNION ALL
-           SELECT work_id, 3 FROM unavailable_works
+           SELECT work_id, CASE WHEN unusable THEN 4 ELSE 3 END FROM unavailable_works
            WHERE gate = $2 AND work_type = $3 AND work_id = ANY($4::text[]) AND until > $5""",
         routes,
         gate,
@@ -126,7 +127,7 @@ async def known_works(
 
 
 #: :func:`known_works`' reason words by rank (lower wins).
-_REASONS = ("duplicate", "refused", "held", "unavailable")
+_REASONS = ("duplicate", "refused", "held", "unavailable", "unusable")
 
 
 async def remember_refusal(
@@ -216,17 +217,24 @@ async def remember_unavailable(
     why: str,
     job_id: str,
     ttl_ms: int,
+    unusable: bool = False,
 ) -> None:
-    """Remember that ``work_id`` was unavailable to the account of ``gate`` for ``ttl_ms`` (0: not at all)."""
+    """Remember that ``work_id`` was unavailable to the account of ``gate`` for ``ttl_ms`` (0: not at all).
+
+    Args:
+        unusable: the work is unusable as the source sent it (its kind is one of
+            :data:`curaflow.domain.tally.SOURCE_ANSWER_KINDS`): later scans count it
+            ``unusable``.
+    """
     if ttl_ms <= 0:
         return
     now = now_ms()
     await conn.execute(
-        """INSERT INTO unavailable_works (gate, work_type, work_id, why, job_id, seen_at, until)
-           VALUES ($1, $2, $3, $4, $5, $6, $7)
+        """INSERT INTO unavailable_works (gate, work_type, work_id, why, job_id, seen_at, until, unusable)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
            ON CONFLICT (gate, work_type, work_id) DO UPDATE
              SET why = EXCLUDED.why, job_id = EXCLUDED.job_id, seen_at = EXCLUDED.seen_at,
-                 until = greatest(unavailable_works.until, EXCLUDED.until)""",
+                 until = greatest(unavailable_works.until, EXCLUDED.until), unusable = EXCLUDED.unusable""",
         gate,
         work_type,
         work_id,
@@ -234,6 +242,7 @@ async def remember_unavailable(
         job_id,
         now,
         now + ttl_ms,
+        unusable,
     )
 
 

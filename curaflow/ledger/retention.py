@@ -5,8 +5,8 @@ than N days ago (``jobs.completed_at``; an open job is never touched, whatever i
 
 * **pruned**: its lifecycle events (``job_events``) and their push rows
   (``event_pushes``), its cells' candidate reports, scan candidates and search
-  checkpoints, and its artifacts — the fetched files in the artifact store and the
-  cells' ``artifact`` metadata; named schedule misses older than N days;
+  checkpoints, and its artifacts — the cells' ``artifact`` metadata at once, the fetched
+  files on every host that holds them (below); named schedule misses older than N days;
 * **kept**: the job row (identity, idempotency key and frozen admission answer, the
   occurrence it was), its cells (state, bound work, terminal reason), its outcome
   record, and every delivery intent — the memory of what each route received, which
@@ -17,18 +17,27 @@ A pruned job answers ``GET /jobs/{id}`` with its status, work, deliveries and er
 ``result`` has no assets and no filtered list, and its event page is empty. A job is
 marked ``pruned_at`` so a later run skips it. Work is done in batches, each one
 transaction holding its jobs' rows (``FOR UPDATE SKIP LOCKED``: a job some process holds
-is taken by a later run); files are removed after the batch commits (a failure leaves
-an orphan file, never a ledger row pointing to nothing).
+is taken by a later run).
+
+**Files on every host.** Workers share no disk: a cell's files are in the artifacts
+directory of the worker that fetched them, recorded in ``artifact_holdings``
+(:mod:`curaflow.ledger.holdings`). A prune deletes the folders its own store holds for
+pruned jobs and forgets them; folders other stores hold stay recorded until each of
+those workers' retention pass — which runs on every worker, with or without
+``retention.days`` — deletes them (:func:`release_tick`). The report says what was
+removed here and what is still pending where. Folders are deleted before their rows,
+after the batch commits (a failure leaves a row to retry, never a file nothing points to).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import asyncpg
 
 from curaflow.artifacts import ArtifactStore
+from curaflow.ledger import holdings
 from curaflow.ledger.db import now_ms
 from curaflow.observability.logs import get_logger
 
@@ -49,6 +58,8 @@ LEDGER_TABLES = (
     "source_gates",
     "schedule_watch",
     "schedule_misses",
+    "artifact_holdings",
+    "artifact_stores",
 )
 
 
@@ -61,8 +72,13 @@ class PruneReport:
         jobs: finished jobs whose records were pruned.
         events / pushes: event rows and push rows deleted.
         candidate_reports: cells whose candidate report was removed.
-        artifacts: cells whose artifact (files and metadata) was removed.
+        artifacts: cells whose artifact metadata was removed.
         misses: named schedule misses deleted.
+        files_removed: cells' artifact folders deleted by this run, by store label
+            (``host:path``): those this store held for pruned jobs (of this run or of
+            earlier ones), and folders of cells fetched before holdings were recorded.
+        files_pending: folders of pruned jobs other stores still hold (deleted at those
+            workers' next retention pass): ``{store_id, label, folders, seen_at_ms}``.
     """
 
     cutoff_ms: int
@@ -73,6 +89,8 @@ class PruneReport:
     candidate_reports: int = 0
     artifacts: int = 0
     misses: int = 0
+    files_removed: dict[str, int] = field(default_factory=dict)
+    files_pending: list[dict[str, object]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
@@ -92,7 +110,8 @@ async def prune(
     Args:
         pool: the ledger.
         cutoff_ms: epoch ms (UTC); typically ``now - days × 86 400 000``.
-        store: the artifact store whose files are removed (None: the ledger only).
+        store: this host's artifact store: the folders it holds for pruned jobs are
+            deleted (None: the ledger only; every worker's pass deletes its own).
         batch: jobs per transaction.
         dry_run: count only, change nothing.
 
@@ -115,7 +134,9 @@ async def prune(
         assert row is not None
         for key in ("jobs", "events", "pushes", "candidate_reports", "artifacts", "misses"):
             setattr(report, key, int(row[key]))
+        report.files_pending = [asdict(p) for p in await holdings.pending(pool)]
         return report
+    legacy: list[tuple[str, str]] = []
     while True:
         async with pool.acquire() as conn, conn.transaction():
             ids = [
@@ -128,6 +149,7 @@ async def prune(
             ]
             if not ids:
                 break
+            legacy += sorted(await holdings.unheld(conn, ids))
             cells = await conn.fetch(
                 """SELECT job_id, target_id, artifact IS NOT NULL AS has_artifact,
                           candidate_report IS NOT NULL AS has_report
@@ -147,22 +169,42 @@ async def prune(
         report.pushes += int(pushes.split()[-1])
         report.events += int(events.split()[-1])
         report.candidate_reports += sum(1 for c in cells if c["has_report"])
-        with_files = [(c["job_id"], c["target_id"]) for c in cells if c["has_artifact"]]
-        report.artifacts += len(with_files)
-        if store is not None and with_files:
-            await asyncio.to_thread(_delete_files, store, with_files)
+        report.artifacts += sum(1 for c in cells if c["has_artifact"])
         if len(ids) < batch:
             break
     status = await pool.execute("DELETE FROM schedule_misses WHERE nominal_at < $1", cutoff_ms)
     report.misses = int(status.split()[-1])
+    if store is not None:
+        removed = await holdings.release(pool, store)
+        if legacy:  # fetched before holdings existed: only this host's copy can be found
+            await asyncio.to_thread(_delete_files, store, legacy)
+        _, label = await asyncio.to_thread(store.identity)
+        if removed or legacy:
+            report.files_removed[label] = removed + len(legacy)
+    report.files_pending = [asdict(p) for p in await holdings.pending(pool)]
     return report
 
 
-async def prune_tick(pool: asyncpg.Pool, store: ArtifactStore | None, days: int) -> PruneReport:
-    """One pass of a worker's retention loop (``retention.days`` set): :func:`prune` with
-    the cutoff ``now − days``, logged as ``retention.pruned`` when it removed anything."""
-    report = await prune(pool, now_ms() - days * DAY_MS, store=store)
-    if report.jobs or report.misses:
+async def prune_tick(
+    pool: asyncpg.Pool, store: ArtifactStore | None, days: int | None, *, now: int | None = None
+) -> PruneReport:
+    """One pass of a worker's ``retention`` loop (every worker runs it).
+
+    With ``retention.days`` set: :func:`prune` with the cutoff ``now − days``, logged as
+    ``retention.pruned`` when it removed anything. Without: only this store's folders of
+    jobs a ``curaflow prune`` (or another worker) pruned are deleted (:func:`release_tick`).
+
+    Args:
+        now: epoch ms (UTC) of the pass (default the clock; a simulation passes its own).
+    """
+    at = now_ms() if now is None else now
+    if store is not None:
+        await holdings.register_store(pool, store, at)
+    if days is None:
+        return await release_tick(pool, store, now=at)
+    report = await prune(pool, at - days * DAY_MS, store=store)
+    removed = sum(report.files_removed.values())
+    if report.jobs or report.misses or removed:
         log.info(
             "retention.pruned",
             days=days,
@@ -172,7 +214,23 @@ async def prune_tick(pool: asyncpg.Pool, store: ArtifactStore | None, days: int)
             candidate_reports=report.candidate_reports,
             artifacts=report.artifacts,
             misses=report.misses,
+            files_removed=removed,
+            files_pending=sum(int(str(p["folders"])) for p in report.files_pending),
         )
+    return report
+
+
+async def release_tick(pool: asyncpg.Pool, store: ArtifactStore | None, *, now: int | None = None) -> PruneReport:
+    """Delete this store's folders of pruned jobs (:func:`curaflow.ledger.holdings.release`),
+    logged as ``retention.files_removed`` when it deleted any."""
+    report = PruneReport(cutoff_ms=now_ms() if now is None else now)
+    if store is None:
+        return report
+    removed = await holdings.release(pool, store)
+    if removed:
+        _, label = await asyncio.to_thread(store.identity)
+        report.files_removed[label] = removed
+        log.info("retention.files_removed", store=label, folders=removed)
     return report
 
 

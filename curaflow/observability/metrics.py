@@ -242,9 +242,11 @@ def initialise_series(routes: Iterable[tuple[str, str]] = ()) -> None:
 
     prometheus-client creates a labelled series on its first ``inc()``, at 1; Prometheus'
     ``increase()`` over a series whose first sample is 1 reads 0, so a process's first
-    failure would never page (``deploy/prometheus/alerts.yml`` also counts new series for
-    the label values not known here). Known here: failed jobs by status and trigger, the
-    alerted cell reasons, every delivery result of every configured route.
+    failure would never page. ``deploy/prometheus/alerts.yml`` relies on these series
+    existing from the start (a failure counted before the process's first scrape is caught
+    by its ``process_start_time_seconds`` term instead). Created here: failed jobs by every
+    protocol status a ``failed`` business status can have and every trigger, the alerted
+    cell reasons, every delivery result of every configured route.
 
     Args:
         routes: ``(route name, route kind)`` of the configured routes.

@@ -98,7 +98,10 @@ class LoopState:
         running: the body is running (not waiting for a restart).
         done: a finite loop finished its work.
         fatal: whether not recovering fails the process.
-        detail: a word the loop sets about itself (``owning`` / ``standby``).
+        detail: a word the loop sets about itself.
+        describe: while the loop runs and has not failed, its own readiness entry
+            ``{ok, detail}`` (a source-queue owner's lease state), so that ``/ready`` has
+            one entry per loop and never two that contradict each other.
     """
 
     name: str
@@ -110,9 +113,12 @@ class LoopState:
     running: bool = False
     done: bool = False
     detail: str | None = None
+    describe: Callable[[], dict[str, Any]] | None = None
 
     def check(self) -> dict[str, Any]:
         """The readiness entry ``{ok, detail?}`` of this loop."""
+        if self.running and self.failures == 0 and self.describe is not None:
+            return dict(self.describe())
         ok = (self.running or self.done) and self.failures == 0
         out: dict[str, Any] = {"ok": ok}
         if self.failures:
@@ -168,9 +174,21 @@ class Supervisor:
 
     # ---- starting loops -------------------------------------------------------------
 
-    def loop(self, name: str, body: LoopBody, *, finite: bool = False, fatal: bool = True) -> LoopState:
-        """Run ``body`` as a supervised loop in a task of its own; returns its state."""
+    def loop(
+        self,
+        name: str,
+        body: LoopBody,
+        *,
+        finite: bool = False,
+        fatal: bool = True,
+        describe: Callable[[], dict[str, Any]] | None = None,
+    ) -> LoopState:
+        """Run ``body`` as a supervised loop in a task of its own; returns its state.
+
+        ``describe``: the loop's own readiness entry while it runs without failing
+        (:attr:`LoopState.describe`)."""
         state = self._register(name, fatal)
+        state.describe = describe
         self._tasks.append(asyncio.create_task(self._supervise(state, body, finite), name=f"loop:{name}"))
         return state
 

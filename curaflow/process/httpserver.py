@@ -24,14 +24,34 @@ class _EmbeddedServer(uvicorn.Server):
         yield
 
 
+class CannotListen(OSError):
+    """A server could not bind its address: the port is taken (``EADDRINUSE``), needs
+    privileges, or the host is not this machine's. The process cannot start: the service
+    commands exit with status 2 (docs/operations.md, "Exit status")."""
+
+    def __init__(self, host: str, port: int, err: OSError) -> None:
+        super().__init__(err.errno, f"cannot listen on {host}:{port}: {err.strerror or err}")
+        self.host, self.port = host, port
+
+
 def bind_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
-    """A listening TCP socket (``port`` 0 picks a free port)."""
+    """A listening TCP socket (``port`` 0 picks a free port); IPv6 when ``host`` holds a
+    ``:`` (uvicorn's rule).
+
+    Raises:
+        CannotListen: the address cannot be bound (a taken port, a foreign host …).
+    """
     # proto=IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted connections only for such
     # sockets; with proto 0 every answer waits ~40 ms for a delayed ACK (Nagle).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError as err:
+        sock.close()
+        raise CannotListen(host, port, err) from err
     sock.setblocking(False)
     return sock
 

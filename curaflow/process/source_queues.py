@@ -29,9 +29,17 @@ expire ``queued_too_long``. The lease instead
   that was hung, before its renewal could run — is refused (retried elsewhere by
   Temporal), and the worker is stopped at the next check (``lease_stale``).
 
-Its ``/ready`` entry (``source_queue:<account>``, :meth:`SourceQueueOwner.check`) is
-not ok while the process serves the queue with a renewal overdue or a stale lease, and
-while the worker of a lost lease drains.
+Its ``/ready`` entry (the loop ``loop:source_queue:<account>``, whose detail while it
+runs is :meth:`SourceQueueOwner.check`) is not ok while the process serves the queue
+with a renewal overdue or a stale lease, and while the worker of a lost lease drains.
+
+**A lost owner always becomes a standby again.** The worker of a lost lease is given
+``stop_worker_s`` (the graceful shutdown plus 10 s) to stop; one that does not — a
+shutdown hung on an activity that ignores its cancel, on a poll or on the ledger — is
+abandoned: its shutdown goes on in the background, it can run nothing more (its fence
+is its own lease's token, which no later lease has), and the owner stands by at once
+(``source_queue.worker_abandoned``). So a PostgreSQL hang costs the account its owner
+for the lease plus a standby poll, never the process's place as a standby.
 
 Why this shape (and not Temporal's ``max_task_queue_activities_per_second``): that
 server-side limit spaces activity *dispatches*, but one search activity makes many
@@ -163,6 +171,9 @@ class SourceQueueOwner:
             owner keeps the queue.
         stop: set to stop serving and give the queue up.
         owner: this process's identity in the lease row (default :func:`owner_identity`).
+        stop_worker_s: how long the queue's worker may take to stop once the lease is
+            lost or the process stops (its graceful shutdown plus a margin), seconds;
+            past it the worker is abandoned (module doc).
     """
 
     def __init__(
@@ -175,6 +186,7 @@ class SourceQueueOwner:
         lease_s: float,
         stop: asyncio.Event,
         owner: str | None = None,
+        stop_worker_s: float = 40.0,
     ) -> None:
         self.dsn = dsn
         self.task_queue = task_queue
@@ -183,11 +195,15 @@ class SourceQueueOwner:
         self.lease_s = lease_s
         self.stop = stop
         self.owner = owner or owner_identity()
+        self.stop_worker_s = stop_worker_s
         self.owning = asyncio.Event()
         self._token: int | None = None
         self._valid_until = 0.0  # monotonic; the lease's end by this process's clock
         self._renewed_at = 0.0  # monotonic; when the last successful renewal (or take) was sent
         self._lost: str | None = None  # why the lease held was lost, while the worker drains
+        self._lost_at = 0.0  # monotonic; when the worker of the lost lease began to stop
+        #: Shutdowns of abandoned workers still going on (kept referenced until they end).
+        self.abandoned: set[asyncio.Future[Any]] = set()
 
     @property
     def renew_s(self) -> float:
@@ -204,13 +220,25 @@ class SourceQueueOwner:
         """True while this process holds the lease and it is valid by its own clock."""
         return self._token is not None and time.monotonic() < self._valid_until
 
+    def fence_for(self, token: int) -> Callable[[], bool]:
+        """The lease check of the worker serving the lease ``token``: :meth:`fresh`, and
+        only while that lease is the one held (an abandoned worker never passes again)."""
+        return lambda: self._token == token and self.fresh()
+
     def check(self) -> dict[str, Any]:
         """The ``/ready`` entry ``{ok, detail}``: ok while standing by or owning with renewals
         on time; not ok once a renewal is overdue (``renew_s`` plus one round trip's
         bound), once the lease is stale, and while the worker of a lost lease drains."""
         if self._lost is not None:
-            return {"ok": False, "detail": f"lost the lease ({self._lost}): stopping the queue's worker"}
+            waited = time.monotonic() - self._lost_at
+            return {
+                "ok": False,
+                "detail": f"lost the lease ({self._lost}): stopping the queue's worker "
+                f"({waited:.0f} s, abandoned after {self.stop_worker_s:.0f} s)",
+            }
         if self._token is None:
+            if self.abandoned:
+                return {"ok": True, "detail": f"standby ({len(self.abandoned)} abandoned worker(s) still stopping)"}
             return {"ok": True, "detail": "standby"}
         now = time.monotonic()
         left = self._valid_until - now
@@ -269,7 +297,7 @@ class SourceQueueOwner:
         token = self._token
         assert token is not None
         lease_ms = round(self.lease_s * 1000)
-        worker = self.make_worker(self.fresh)
+        worker = self.make_worker(self.fence_for(token))
         runner = asyncio.create_task(worker.run())
         reason = "stopped"
         try:
@@ -312,13 +340,31 @@ class SourceQueueOwner:
             self.owning.clear()
             if reason != "stopped":
                 self._valid_until, self._lost = 0.0, reason  # no activity passes the fence any more
+                self._lost_at = time.monotonic()
                 log.warning("source_queue.lost", task_queue=self.task_queue, token=token, reason=reason)
-            if not runner.done():
-                await worker.shutdown()
-            with contextlib.suppress(BaseException):  # its failure was raised above
-                await runner
+            await self._stop_worker(worker, runner, token, reason)
             self._token, self._lost = None, None
             if reason == "stopped":
                 with contextlib.suppress(Exception):
                     await conn.execute(_RELEASE, self.task_queue, token, timeout=self.check_timeout_s)
             log.info("source_queue.released", task_queue=self.task_queue, reason=reason)
+
+    async def _stop_worker(self, worker: Worker, runner: asyncio.Task[None], token: int, reason: str) -> None:
+        """Stop the queue's worker within :attr:`stop_worker_s`, else abandon it (module doc)."""
+        stopping: asyncio.Future[Any] = (
+            asyncio.ensure_future(worker.shutdown()) if not runner.done() else asyncio.ensure_future(asyncio.sleep(0))
+        )
+        both = asyncio.gather(stopping, runner, return_exceptions=True)  # the runner's failure was raised above
+        try:
+            await asyncio.wait_for(asyncio.shield(both), timeout=self.stop_worker_s)
+        except TimeoutError:
+            self.abandoned.add(both)
+            both.add_done_callback(self.abandoned.discard)
+            log.error(
+                "source_queue.worker_abandoned",
+                task_queue=self.task_queue,
+                token=token,
+                reason=reason,
+                waited_s=self.stop_worker_s,
+                still_stopping=len(self.abandoned),
+            )

@@ -52,7 +52,7 @@ from activities.heartbeat import heartbeat_beat_s
 from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.jobs.nexus import JobServiceHandler
 from curaflow.jobs.pushes import run_push_sweeper
-from curaflow.ledger.db import migrate
+from curaflow.ledger.db import LEDGER_ERRORS, migrate
 from curaflow.ledger.gauges import run_ledger_gauges
 from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger.retention import prune_tick
@@ -67,6 +67,7 @@ from curaflow.observability.supervision import (
     arm_hard_exit,
 )
 from curaflow.observability.tracing import flush_tracing, setup_tracing
+from curaflow.paths import secure_state_dir
 from curaflow.process.health_server import health_app
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.process.readiness import check_ledger, check_temporal, readiness
@@ -224,10 +225,15 @@ def source_queue_owners(
             poll_s=settings.pixiv.source_standby_poll_ms / 1000,
             lease_s=settings.pixiv.source_lease_ms / 1000,
             stop=stop,
+            stop_worker_s=settings.temporal.graceful_shutdown_ms / 1000 + WORKER_STOP_MARGIN_S,
         )
         for account in settings.source_configs()
     ]
 
+
+#: What a source queue's worker may take to stop beyond its graceful shutdown before it is
+#: abandoned (the same margin the process gives its Temporal workers when it stops), seconds.
+WORKER_STOP_MARGIN_S = 10.0
 
 #: Interval of the worker's Temporal probe (the ``temporal`` loop), seconds.
 TEMPORAL_PROBE_S = 5.0
@@ -241,10 +247,10 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     down and this raises :class:`~curaflow.observability.supervision.LoopFailed`.
 
     Raises:
-        RuntimeError: Temporal or the database is not configured / unreachable.
+        RuntimeError: Temporal or the database is not configured / unreachable at start.
         LoopFailed: a background loop did not recover within ``supervision.fatal_after_ms``,
             or a Temporal worker stopped polling (``Worker.run`` ended).
-        OSError: the metrics port is taken.
+        CannotListen: the metrics port is taken.
     """
     if not settings.temporal.address or not settings.database.url:
         raise RuntimeError("a worker needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)")
@@ -265,6 +271,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             arm_hard_exit()
 
     supervisor = Supervisor(stop, SupervisionPolicy.from_settings(settings), on_fatal=failed)
+    if settings.state_dir.exists() or (settings.artifacts_dir or settings.state_dir).is_relative_to(settings.state_dir):
+        secure_state_dir(settings.state_dir)  # tokens, logs, artifacts: the owner's alone (0700)
     precompile_workflows()
     setup_tracing(
         "curaflow-worker",
@@ -283,15 +291,20 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         from curaflow.sources.pixiv.replay.app import create_replay_app
 
         replay = await BackgroundServer(create_replay_app()).start()
-    deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
-    await migrate(deps.pool)
+    try:
+        deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
+        await migrate(deps.pool)
+    except LEDGER_ERRORS as err:  # it cannot start: the CLI's exit status 2, with the reason
+        raise RuntimeError(
+            f"the ledger (PostgreSQL at DATABASE_URL) or the artifact store could not be opened at start: "
+            f"{type(err).__name__}: {err}"
+        ) from err
 
     owners = dict(zip(settings.source_configs(), source_queue_owners(client, settings, deps, stop), strict=True))
 
     async def ready() -> tuple[int, dict[str, Any]]:
         ledger, temporal = await asyncio.gather(check_ledger(deps.pool), check_temporal(client))
         checks: dict[str, dict[str, Any]] = {"ledger": ledger, "temporal": temporal, **supervisor.checks()}
-        checks.update({f"source_queue:{account}": owner.check() for account, owner in owners.items()})
         if supervisor.failure:
             checks["process"] = {"ok": False, "detail": f"failed: {supervisor.failure}"}
         return readiness("curaflow-worker", checks)
@@ -314,16 +327,18 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     workers = build_workers(client, settings, deps)
     polling = {worker: supervisor.critical(f"temporal_worker:{worker.task_queue}", worker.run()) for worker in workers}
     for account, owner in owners.items():
-        supervisor.loop(f"source_queue:{account}", owner.run)
+        supervisor.loop(f"source_queue:{account}", owner.run, describe=owner.check)
     interval_s = settings.reconcile_interval_ms / 1000
     supervisor.every("temporal", TEMPORAL_PROBE_S, lambda: probe_temporal(client), timeout_s=TEMPORAL_PROBE_S * 2)
     # The gauges' own loop never raises ("a metric must never take a process down");
     # supervised, not fatal, so it shows in /ready and a death would be seen.
     supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(deps.pool, settings, stop), fatal=False)
-    if (days := settings.retention.days) is not None:
-        supervisor.every(
-            "retention", settings.retention.interval_ms / 1000, lambda: prune_tick(deps.pool, deps.store, days)
-        )
+    # Every worker, retention.days or not: its own disk holds files only it can delete (of
+    # jobs this pass prunes, or that `curaflow prune` / another worker pruned).
+    days = settings.retention.days
+    supervisor.every(
+        "retention", settings.retention.interval_ms / 1000, lambda: prune_tick(deps.pool, deps.store, days)
+    )
     loops = [
         asyncio.create_task(run_forever(deps.pool, start, interval_s, stop, client, supervisor=supervisor)),
         asyncio.create_task(watch_forever(deps.pool, client, settings, interval_s, stop, supervisor=supervisor)),

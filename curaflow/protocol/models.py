@@ -10,7 +10,6 @@ Times are epoch milliseconds (UTC).
 
 from __future__ import annotations
 
-import unicodedata
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -29,6 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS, supported_job_types
+from curaflow.protocol.keys import MAX_KEY_LENGTH, key_refusal, normalise_key, storable
 
 
 def _nonblank_str(value: str) -> str:
@@ -247,6 +247,9 @@ class JobTypeDeclaration(_Wire):
     params_schema: str
     result_schema: str
     features: list[str] = Field(default_factory=list)
+    #: curaflow's extension member: features outside v1's closed ``features`` enum
+    #: (``target_selector``); empty from a producer that does not send it.
+    extended_features: list[str] = Field(default_factory=list)
     queued_timeout_ms: int
     stall_timeout_ms: int
     heartbeat_interval_ms: int
@@ -301,12 +304,11 @@ class Readiness(_Wire):
 # Curaflow rules the original lacks, because the ledger must be able to store what it
 # admits and the API to address it: ``deadline_ms`` is at most :data:`MAX_DEADLINE_MS`
 # (7 days), no stored string may contain a NUL character or a lone surrogate
-# (:func:`storable`), and the idempotency key holds no control character
-# (:func:`has_control_character`). Values are normalised as the original does: keys,
-# tags, ids and the account trimmed, an empty ``correlation_id`` dropped, ``scan_limit``
-# capped at :data:`MAX_SCAN_LIMIT`.
+# (:func:`curaflow.protocol.keys.storable`), and the idempotency key holds no control
+# character (:mod:`curaflow.protocol.keys`, the one reading of a key). Values are
+# normalised as the original does: keys, tags, ids and the account trimmed, an empty
+# ``correlation_id`` dropped, ``scan_limit`` capped at :data:`MAX_SCAN_LIMIT`.
 
-MAX_KEY_LENGTH = 200
 MAX_CORRELATION_LENGTH = 200
 MAX_CALLBACK_LENGTH = 2000
 MIN_DEADLINE_MS = 1000
@@ -351,30 +353,6 @@ RULES: dict[str, str] = {
 }
 
 
-def storable(value: Any) -> bool:
-    """A string PostgreSQL can store and UTF-8 can encode: no NUL character, no lone
-    surrogate (JSON escapes such as ``"\\ud800"`` decode to one)."""
-    if not isinstance(value, str) or "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def has_control_character(value: str) -> bool:
-    """True when ``value`` holds a C0 or C1 control character (Unicode category ``Cc``:
-    NUL, tab, line feed, carriage return, DEL, NEL…).
-
-    Such a key could not address its job: the job id embeds the key, and a path
-    parameter cannot carry a line break, so ``GET /jobs/{id}``, its ``events_url`` and
-    its cancel would all answer 404. Keys are identifiers; a control character in one is
-    a client bug, refused at admission.
-    """
-    return any(unicodedata.category(c) == "Cc" for c in value)
-
-
 def _nonblank(value: Any) -> bool:
     return isinstance(value, str) and value.strip() != "" and storable(value)
 
@@ -402,11 +380,15 @@ def _job_type(value: Any) -> Any:
 
 
 def _idempotency_key(value: Any) -> Any:
-    if not _nonblank(value) or has_control_character(value.strip()):
+    # The one reading of a key (curaflow.protocol.keys), shared with the lookup and the legacy shim.
+    if not isinstance(value, str):
         raise _refuse("idempotency_key")
-    key = value.strip()
-    if len(key) > MAX_KEY_LENGTH:
+    key = normalise_key(value)
+    refused = key_refusal(key)
+    if refused == "length":
         raise _refuse("idempotency_key", f"idempotency_key must be at most {MAX_KEY_LENGTH} characters")
+    if refused is not None:
+        raise _refuse("idempotency_key")
     return key
 
 

@@ -1,9 +1,12 @@
 """The vendored Workflow Protocol v1 JSON Schema (``curaflow/protocol/schema/protocol.schema.json``).
 
 The file is the upstream v1 schema extended additively by curaflow (page shapes,
-response envelopes, the v1.1 target selector; see its ``$comment``). The API publishes
-its ``$defs`` as the components of ``/openapi.json``; tests validate every response
-body against ``#/$defs/<Name>``.
+response envelopes, the v1.1 target selector in the extension member
+``JobTypeDeclaration.extended_features``; see its ``$comment``). The API publishes its
+``$defs`` as the components of ``/openapi.json``; tests validate every response body
+against ``#/$defs/<Name>`` of it and, where the upstream file defines the shape, of the
+unchanged upstream schema (``schema/upstream-v1.schema.json``, :func:`upstream_schema`):
+a consumer validating against the published v1 schema accepts every answer.
 """
 
 from __future__ import annotations
@@ -20,6 +23,18 @@ def _load() -> dict[str, Any]:
     text = (resources.files("curaflow.protocol") / "schema" / "protocol.schema.json").read_text(encoding="utf-8")
     loaded: dict[str, Any] = json.loads(text)
     return loaded
+
+
+@lru_cache(maxsize=1)
+def _load_upstream() -> dict[str, Any]:
+    text = (resources.files("curaflow.protocol") / "schema" / "upstream-v1.schema.json").read_text(encoding="utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def upstream_schema() -> dict[str, Any]:
+    """A fresh copy of the upstream Workflow Protocol v1 schema, as published (unchanged)."""
+    return copy.deepcopy(_load_upstream())
 
 
 def protocol_schema() -> dict[str, Any]:

@@ -16,18 +16,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS, ProtocolError, invalid_params, supported_job_types
-from curaflow.protocol.models import (
-    MAX_DEADLINE_MS,
-    RULES,
-    Task,
-    has_control_character,
-    storable,
-)
+from curaflow.protocol.keys import has_control_character, manual_job_id, storable
+from curaflow.protocol.models import MAX_DEADLINE_MS, RULES, Task
 
 __all__ = [
     "MAX_DEADLINE_MS",
     "ValidatedTask",
     "has_control_character",
+    "identity_conflict",
     "manual_job_id",
     "refusal",
     "storable",
@@ -140,12 +136,6 @@ def validate_task(body: Any) -> ValidatedTask:
         params=task.params.retrieval_view(),
         target_id=task.params.target_id,
     )
-
-
-def manual_job_id(target_id: str, idempotency_key: str) -> str:
-    """The job id of a submitted Task: ``<target_id>@manual-<idempotency_key lowercased>``
-    (DESIGN.md decision 1; the key as :func:`validate_task` keeps it: trimmed)."""
-    return f"{target_id}@manual-{idempotency_key.lower()}"
 
 
 def identity_conflict(

@@ -1,11 +1,11 @@
 """What every source implements (the seam beside :mod:`curaflow.routes.base`).
 
-A *source* is where works are found and fetched from: Pixiv's app-api
-(:mod:`curaflow.sources.pixiv`) or any other kind registered in
-:mod:`curaflow.sources.registry`. One configured instance of a source (a Pixiv account,
-an entry of ``[sources]``) is one :class:`Source` object per worker process; its
-requests run on its own source task queue (``<task_queue>-source-<name>``), served by
-one process at a time (the source-queue lease) and spaced by its rate gate
+A *source* is where works are found and fetched from: any kind registered in
+:mod:`curaflow.sources.registry` (the built-in one is Pixiv's app-api,
+:mod:`curaflow.sources.pixiv`). One configured *source instance* (an entry of
+``[sources]``, or one account of ``[pixiv]``) is one :class:`Source` object per worker
+process; its requests run on its own source task queue (``<task_queue>-source-<name>``),
+served by one process at a time (the source-queue lease) and spaced by its rate gate
 (:mod:`curaflow.sources.gate`).
 
 The activities (``search``, ``fetch``, ``acquire``) and the artifact store talk only to
@@ -17,9 +17,17 @@ this protocol:
   in rank order and the :class:`~curaflow.domain.models.CandidateReport`. A source whose
   results are a plain list of pages implements only its page request and uses the
   generic scan :func:`curaflow.sources.paging.scan_pages`;
+* **its scan frontier** — a source with :attr:`SourcePolicy.keeps_frontier` keeps a
+  memory of each target between jobs (where its next scan should read). The memory is
+  the source's own JSON: :meth:`Source.frontier_key` names it for a target, the ledger
+  stores it under that key without reading it (:mod:`curaflow.ledger.frontiers`), the
+  scan receives it in :attr:`ScanRequest.frontier` and returns the next one in
+  :attr:`ScanState.frontier`. It is advisory only: every work a scan reads is still
+  judged by the ledger, so a stale or lost frontier costs pages, never a duplicate;
 * **work details** — :meth:`Source.work`;
 * **image download** — :meth:`Source.download` (one page's body, streamed) and
-  :meth:`Source.animation` (an animated work's frames zip and delays, or None);
+  :meth:`Source.animation` (an animated work's frames zip and delays, or None:
+  :class:`~curaflow.sources.animation.Animation`);
 * **its errors** — every method raises only
   :class:`~curaflow.sources.errors.SourceError` (classified into a terminal reason) or
   :class:`~curaflow.sources.errors.WorkUnavailable` (the work cannot be used: the cell
@@ -38,8 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import CandidateReport, SkippedDay, Work
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS
-from curaflow.sources import frontier as fr
-from curaflow.sources.ugoira import UgoiraMetadata
+from curaflow.sources.animation import Animation
 
 #: Given work ids, the ones the ledger rules out for this target, with the reason word
 #: (``duplicate``, ``refused``, ``unavailable``).
@@ -49,15 +56,26 @@ PageHook = Callable[["ScanState"], Awaitable[None]]
 #: Called once for each day the source cannot page fully.
 SkippedDayHook = Callable[[SkippedDay], None]
 
-#: An animated work: its frames zip and each frame's delay (:mod:`curaflow.sources.ugoira`).
-Animation = UgoiraMetadata
+__all__ = [
+    "Animation",
+    "Download",
+    "FileSource",
+    "KnownHook",
+    "PageHook",
+    "ScanRequest",
+    "ScanState",
+    "SkippedDayHook",
+    "Source",
+    "SourceConfig",
+    "SourcePolicy",
+]
 
 
 class ScanState(BaseModel):
     """Where a scan is, as every source keeps it; persisted after every page (JSON).
 
-    A source may subclass it with fields of its own (Pixiv's date windows, crowded-day
-    tails, frontier walk: :class:`~curaflow.sources.pixiv.scan.ScanCheckpoint`).
+    A source may subclass it with fields of its own (e.g. Pixiv's date windows and
+    frontier walk: :class:`~curaflow.sources.pixiv.scan.ScanCheckpoint`).
 
     Attributes:
         started: the first page was requested.
@@ -70,8 +88,10 @@ class ScanState(BaseModel):
         candidates: eligible works, in rank order.
         report: what the scan saw (stored on the cell).
         all_duplicates: every work examined was a duplicate so far.
-        frontier: once the scan ended, the frontier it leaves for the next job (only
-            sources with :attr:`SourcePolicy.keeps_frontier`).
+        frontier: once the scan ended, the frontier it leaves for the target's next job
+            (the source's own JSON, stored as it is under :meth:`Source.frontier_key`;
+            None: nothing to store — a source without
+            :attr:`SourcePolicy.keeps_frontier`, or a scan given no frontier).
     """
 
     started: bool = False
@@ -84,7 +104,7 @@ class ScanState(BaseModel):
     candidates: list[Work] = Field(default_factory=list)
     report: CandidateReport = Field(default_factory=CandidateReport)
     all_duplicates: bool = True
-    frontier: fr.Frontier | None = None
+    frontier: dict[str, Any] | None = None
 
 
 @dataclass
@@ -99,10 +119,10 @@ class ScanRequest:
         want: stop once this many candidates are held (None: ``min(scan_limit, WANT)``).
         unavailable: works this cell already found unavailable (rejected as such).
         on_skipped_day: called once for each day the source cannot page fully.
-        frontier: the target's stored frontier (an empty one when none is stored yet;
-            None: keep none). Only read when the scan starts.
-        settled_before: ``YYYY-MM-DD`` (UTC) before which a ``min_bookmarks`` rejection
-            is lasting (:func:`curaflow.sources.frontier.lasting`).
+        frontier: the target's stored frontier, the source's own JSON as a scan of it
+            left it (``{}`` when none is stored yet); None: this scan keeps none. Read
+            only when the scan starts (a resumed scan keeps its place in its checkpoint);
+            the source alone knows its shape, and one it cannot read is a fresh start.
     """
 
     scan_limit: int
@@ -112,8 +132,7 @@ class ScanRequest:
     want: int | None = None
     unavailable: set[str] | None = None
     on_skipped_day: SkippedDayHook | None = None
-    frontier: fr.Frontier | None = None
-    settled_before: str | None = None
+    frontier: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -128,8 +147,9 @@ class SourcePolicy:
         unavailable_ttl_ms: how long a work found unavailable is skipped by later jobs.
         rate_limit_base_s: first step of the cooldown ladder when a rate limit carries
             no cooldown from the gate (s).
-        keeps_frontier: the scan reads and leaves a scan frontier
-            (:mod:`curaflow.sources.frontier`, stored per target and fingerprint).
+        keeps_frontier: the scan reads and leaves a scan frontier (the source's own
+            memory of a target, stored by the ledger per target and
+            :meth:`Source.frontier_key`; module doc).
     """
 
     concurrency: int = 1
@@ -187,9 +207,10 @@ class Source(FileSource, Protocol):
     """One configured instance of a source.
 
     Attributes:
-        name: the instance's name (the Pixiv account, the ``[sources]`` key) — what a
-            target's ``account`` names; its gate and queue are keyed by it.
-        kind: the source kind (``pixiv``, or a registered kind).
+        name: the instance's name (the ``[sources]`` key, or the account of
+            ``[pixiv]``) — what a target's ``account`` names; its gate and queue are
+            keyed by it.
+        kind: the source kind (a registered kind: ``pixiv``, …).
         policy: limits and flags (:class:`SourcePolicy`).
     """
 
@@ -205,13 +226,21 @@ class Source(FileSource, Protocol):
         """
         ...
 
+    def frontier_key(self, target: TargetSpec) -> str | None:
+        """The key ``target``'s scan frontier is stored under (only asked of a source
+        with :attr:`SourcePolicy.keeps_frontier`): what identifies what the target's
+        scans see — change it and the target starts afresh. None: this target's scans
+        keep no frontier. Pure (no request).
+        """
+        ...
+
     async def scan(self, target: TargetSpec, request: ScanRequest, checkpoint: ScanState | None = None) -> ScanState:
         """Run (or resume from ``checkpoint``) the candidate scan of ``target``.
 
         Returns:
             The final state: ``candidates`` in rank order (at most ``scan_limit``), the
             ``report`` (``fetched``, ``pages``, ``exhausted``, rejections by reason)
-            and, for a source keeping frontiers, ``frontier``.
+            and, when the request carried a frontier, the next one (``frontier``).
 
         Raises:
             SourceError: a source call failed (the attempt fails; the saved state survives).
@@ -234,8 +263,8 @@ class SourceConfig(BaseModel):
     Each source kind subclasses it with its own fields and a ``kind`` literal, and
     registers the subclass (:func:`curaflow.sources.registry.register_source`); the
     settings validate ``[sources.<name>]`` with the model registered for its ``kind``.
-    Pixiv accounts are not written here: they stay under ``[pixiv]``
-    (:mod:`curaflow.sources.pixiv.config`).
+    A kind may keep instances elsewhere (Pixiv's accounts stay under ``[pixiv]``,
+    :mod:`curaflow.sources.pixiv.config`).
 
     Attributes:
         kind: the source kind.

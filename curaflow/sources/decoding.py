@@ -2,7 +2,7 @@
 
 Owner of "how much may one decode cost". A decode is one page verified
 (:func:`curaflow.artifacts.verify_image`) or one animation encoded
-(:func:`curaflow.sources.ugoira.encode_gif`); its budget (:class:`DecodeBudget`,
+(:func:`curaflow.sources.animation.encode_gif`); its budget (:class:`DecodeBudget`,
 settings ``outbound.image_max_pixels`` / ``decode_max_pixels`` / ``decode_max_frames`` /
 ``decode_max_cpu_ms``) bounds:
 
@@ -10,7 +10,7 @@ settings ``outbound.image_max_pixels`` / ``decode_max_pixels`` / ``decode_max_fr
   each — the memory bound;
 * **pixels summed over every frame** (``max_pixels``): an animated GIF, APNG or WebP is
   decoded frame by frame *on its whole canvas*, so a frame of 1×1 on a 4000×4000 canvas
-  costs 16 M pixels; an ugoira's frames are decoded at their own size and held by the GIF
+  costs 16 M pixels; an animation's frames are decoded at their own size and held by the GIF
   encoder at the canvas's, and both sums count;
 * **frames** (``max_frames``);
 * **CPU time** (``max_cpu_s``) of the decoding thread (:func:`time.thread_time`, so a busy

@@ -20,6 +20,8 @@ class SourceError(Exception):
             gate (its cooldown ladder with ``Retry-After`` as the floor); when set it is
             the activity's ``next_retry_delay``.
         status: the HTTP status, if there was a response.
+        hint: what the operator can do about it, in the source's own words (e.g. how to
+            lift a restriction of the source instance's account), for the logs; None.
 
     The message may quote the source's error text: it is cleaned
     (:func:`~curaflow.domain.text.clean_text`) so it can be stored and sent.
@@ -34,6 +36,7 @@ class SourceError(Exception):
         retry_after_s: float | None = None,
         cooldown_s: float | None = None,
         status: int | None = None,
+        hint: str | None = None,
     ) -> None:
         super().__init__(clean_text(message))
         self.reason = reason
@@ -41,6 +44,7 @@ class SourceError(Exception):
         self.retry_after_s = retry_after_s
         self.cooldown_s = cooldown_s
         self.status = status
+        self.hint = hint
 
 
 class UnavailableKind(StrEnum):

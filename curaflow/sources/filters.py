@@ -55,7 +55,10 @@ def reject_reason(
 
 
 def protocol_reason(reason: str) -> str:
-    """Map a rejection word onto ``duplicate | excluded | invalid | unavailable | other``."""
+    """Map a rejection word onto ``duplicate | excluded | invalid | unavailable | other``
+    (``unusable``, what the source sent for a work that cannot be used, is ``invalid``)."""
     if reason in ("duplicate", "excluded", "unavailable", "invalid"):
         return reason
+    if reason == "unusable":
+        return "invalid"
     return "other"

@@ -1,8 +1,9 @@
-"""The rate gate of one Pixiv account: spacing between requests and the rate-limit cooldown.
+"""The rate gate of one source instance (its *account*): spacing between requests and the rate-limit cooldown.
 
-Every source request of an account (token refresh, API call, image download) passes the
-account's gate first (DESIGN.md decision 10; reference ``pixiv-and-delivery-apis.md``
-§2.5, PixivFlow's client kit):
+Every source request of an account — a source instance, what a target's ``account``
+names (for Pixiv, one account of ``[pixiv]``: token refresh, API call, image download) —
+passes the account's gate first (DESIGN.md decision 10; reference ``pixiv-and-delivery-apis.md`` §2.5,
+PixivFlow's client kit):
 
 * **spacing**: at least ``min_interval_ms`` between two requests of the account, whatever
   process sends them; a request that leaves late after its slot (a busy event loop)
@@ -15,8 +16,9 @@ account's gate first (DESIGN.md decision 10; reference ``pixiv-and-delivery-apis
   Temporal, not in a sleeping worker slot;
 * **decay**: after ``decay_after`` (20) consecutive successes the ladder starts again at
   its first step;
-* **pause**: an account Pixiv restricted ("Your access is currently restricted.") is
-  paused for ``pause_ms`` (``pixiv.restriction_pause_ms``, default 1 h): every request of
+* **pause**: an account the source restricted (Pixiv: "Your access is currently
+  restricted.") is paused for ``pause_ms`` (Pixiv: ``pixiv.restriction_pause_ms``,
+  default 1 h): every request of
   it fails at once with ``account_restricted`` (not retryable), so no job of the account
   keeps asking. An operator lifts it early with ``curaflow accounts resume ACCOUNT``.
 
@@ -46,7 +48,7 @@ LATE_S = 0.005
 
 
 class Gate(Protocol):
-    """What the Pixiv client needs from a rate gate."""
+    """What a source's client needs from a rate gate."""
 
     async def acquire(self) -> None:
         """Wait for this request's slot.
@@ -59,7 +61,7 @@ class Gate(Protocol):
         ...
 
     async def restricted(self) -> float:
-        """Pause the account (Pixiv restricted it); returns the pause in seconds."""
+        """Pause the account (the source restricted it); returns the pause in seconds."""
         ...
 
     async def rate_limited(self, retry_after_s: float | None) -> float:
@@ -75,7 +77,7 @@ def cooling_down(cooldown_ms: int, penalty: int) -> SourceError:
     """The error raised when a request meets an account that is cooling down."""
     return SourceError(
         TerminalReason.RATE_LIMITED,
-        f"pixiv account cooling down after a rate limit for another {cooldown_ms / 1000:.1f} s (step {penalty})",
+        f"account cooling down after a rate limit for another {cooldown_ms / 1000:.1f} s (step {penalty})",
         cooldown_s=cooldown_ms / 1000,
     )
 
@@ -84,8 +86,8 @@ def paused(paused_ms: int) -> SourceError:
     """The error raised when a request meets an account that is paused (restricted)."""
     return SourceError(
         TerminalReason.ACCOUNT_RESTRICTED,
-        f"pixiv account paused for another {paused_ms / 1000:.0f} s: Pixiv restricted its access "
-        "('Your access is currently restricted.')",
+        f"account paused for another {paused_ms / 1000:.0f} s: the source restricted its access "
+        "(lift it with `curaflow accounts resume ACCOUNT` once the account was checked)",
         retryable=False,
     )
 

@@ -16,9 +16,13 @@ stops growing. :func:`guarded` wraps every instance the activities use
   the source — the ledger hooks of a scan (``known``, ``on_page``), the store's code
   inside a download block, PostgreSQL errors of the rate gate — passes unchanged;
 * a download is read within ``outbound.download_max_bytes`` (more: the work is
-  unavailable, as Pixiv's) and ``outbound.download_timeout_ms`` (plus a grace, so a
+  unavailable, as a source's own byte cap says) and ``outbound.download_timeout_ms`` (plus a grace, so a
   source keeping the limit itself fails first; never past the job's deadline), whether
   or not the source applies them;
+* a scan frontier the scan leaves (:attr:`~curaflow.sources.base.ScanState.frontier`)
+  is stored only when it is a JSON object; another value is the source's bug, dropped
+  with a warning (``source.frontier_dropped``): a frontier is advisory, so losing it
+  costs pages, never a job;
 * a download is asked only for a URL a request can be made for
   (:func:`~curaflow.outbound.url_problem`: text, at most
   :data:`~curaflow.outbound.MAX_URL_CHARS` characters, no whitespace or unprintable
@@ -31,6 +35,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -39,9 +45,12 @@ import asyncpg
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import Work
 from curaflow.domain.reasons import TerminalReason
+from curaflow.observability.logs import get_logger
 from curaflow.outbound import time_left, url_problem
 from curaflow.sources.base import Animation, ScanRequest, ScanState, Source, SourcePolicy
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
+
+log = get_logger("curaflow.source")
 
 #: A source's own time limit fires before the guard's by this much (s).
 GRACE_S = 1.0
@@ -80,13 +89,13 @@ class _Body:
         self._work_id = url
         self._max = max_bytes
         #: The source's own exception out of its body, left as it was: the source's
-        #: download may still answer it when its ``async with`` ends (Pixiv turns its byte
-        #: cap into an unavailable work there); the guard attributes it only if it does not.
+        #: download may still answer it when its ``async with`` ends (a source may turn its
+        #: byte cap into an unavailable work there); the guard attributes it only if it does not.
         self.failed: BaseException | None = None
 
     async def chunks(self) -> AsyncIterator[bytes]:
         # The bytes received are counted, not the length announced: a source that checks
-        # the announced length itself (Pixiv's) keeps its own answer.
+        # the announced length itself keeps its own answer.
         received = 0
         iterator = aiter(self._inner.chunks())
         while True:
@@ -124,6 +133,17 @@ class GuardedSource:
     def restore(self, saved: dict[str, Any]) -> ScanState:
         return self.inner.restore(saved)
 
+    def frontier_key(self, target: TargetSpec) -> str | None:
+        try:
+            key = self.inner.frontier_key(target)
+        except Exception as err:
+            raise _attributed(self.name, TerminalReason.REMOTE_HTTP_ERROR, "frontier key", err) from err
+        if key is not None and not isinstance(key, str):
+            raise SourceError(
+                TerminalReason.REMOTE_HTTP_ERROR, f"source {self.name!r} frontier key is a {type(key).__name__}"
+            )
+        return key
+
     async def scan(self, target: TargetSpec, request: ScanRequest, checkpoint: ScanState | None = None) -> ScanState:
         def hook(call: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
             async def run(*args: Any) -> T:
@@ -150,7 +170,7 @@ class GuardedSource:
             on_skipped_day=on_skipped_day if skipped is not None else None,
         )
         try:
-            return await self.inner.scan(target, inner_request, checkpoint)
+            return self._stored(await self.inner.scan(target, inner_request, checkpoint))
         except _HookFailed as failed:
             raise failed.err from None
         except WorkUnavailable as err:  # not a scan's answer: the scan failed
@@ -159,6 +179,21 @@ class GuardedSource:
             if _passes(err):
                 raise
             raise _attributed(self.name, TerminalReason.REMOTE_HTTP_ERROR, "scan", err) from err
+
+    def _stored(self, state: ScanState) -> ScanState:
+        """``state`` with a frontier the ledger can store (a JSON object), or none."""
+        frontier = state.frontier
+        if frontier is None:
+            return state
+        try:
+            # What PostgreSQL's jsonb takes: JSON without NaN or infinities, no NUL character.
+            ok = isinstance(frontier, dict) and "\\u0000" not in json.dumps(frontier, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            ok = False
+        if not ok:
+            log.warning("source.frontier_dropped", source=self.name, type=type(frontier).__name__)
+            state.frontier = None
+        return state
 
     async def work(self, work_id: str) -> Work:
         try:
@@ -187,22 +222,34 @@ class GuardedSource:
         budget = time_left(self._timeout_s) + GRACE_S
         caller: BaseException | None = None
         wrapped: _Body | None = None
+        started = time.monotonic()
+        bound = asyncio.timeout(budget)
         try:
-            async with asyncio.timeout(budget):
-                async with self.inner.download(url) as body:
-                    wrapped = _Body(body, self.name, url, self._max_bytes)
-                    try:
-                        yield wrapped
-                    except BaseException as err:  # the caller's own (the store's writes, its checks)
-                        caller = err
-                        raise
+            async with bound, self.inner.download(url) as body:
+                wrapped = _Body(body, self.name, url, self._max_bytes)
+                try:
+                    yield wrapped
+                except BaseException as err:  # the caller's own (the store's writes, its checks)
+                    caller = err
+                    raise
         except TimeoutError as err:
             if wrapped is not None and err is wrapped.failed:  # the source's body, not answered by it
                 raise _attributed(self.name, TerminalReason.DOWNLOAD_TIMEOUT, "download", err) from err
             if caller is not None and err is caller:
                 raise
+            # Durations in messages are measured: the guard's limit is named only when it
+            # is what cut the download.
+            elapsed = time.monotonic() - started
+            if bound.expired():
+                raise SourceError(
+                    TerminalReason.DOWNLOAD_TIMEOUT,
+                    f"source {self.name!r}: an image page took over {budget:.1f} s (cut after {elapsed:.1f} s)",
+                ) from None
             raise SourceError(
-                TerminalReason.DOWNLOAD_TIMEOUT, f"source {self.name!r}: an image page took over {budget:.1f} s"
+                TerminalReason.DOWNLOAD_TIMEOUT,
+                f"source {self.name!r}: the download timed out after {elapsed:.1f} s ({type(err).__name__}: {err})"[
+                    :500
+                ],
             ) from None
         except Exception as err:
             if wrapped is not None and err is wrapped.failed:  # the source's body, not answered by it

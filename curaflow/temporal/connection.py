@@ -132,7 +132,46 @@ async def connect(
         )
     except RuntimeError as err:
         described = connection.describe() if connection is not None else "tls=off"
-        raise TemporalConnectError(f"cannot reach Temporal at {address} ({described}): {err}") from err
+        hint = refusal_hint(str(err), described)
+        raise TemporalConnectError(
+            f"cannot reach Temporal at {address} ({described}): {err}" + (f" — {hint}" if hint else "")
+        ) from err
+
+
+#: What a refused TLS connection most likely means, by what the SDK's error says.
+_RESET = ("connectionreset", "connection reset", "broken pipe", "unexpected eof", "handshake")
+_UNTRUSTED = ("unknownissuer", "unknown issuer", "invalidcertificate", "certificate verify", "badcertificate")
+
+
+def refusal_hint(error: str, described: str) -> str | None:
+    """A sentence saying what a refused connection most likely means (None when nothing
+    useful can be said). A server that requires a client certificate resets the
+    connection during the TLS handshake, which the SDK reports only as ``ConnectionReset``.
+
+    Args:
+        error: the SDK's error text.
+        described: :meth:`~curaflow.temporal.profile.TemporalConnection.describe`'s words.
+    """
+    text = error.lower().replace(" ", "")
+    spaced = error.lower()
+    if "tls=on" in described and any(word.replace(" ", "") in text for word in _UNTRUSTED):
+        return (
+            "the server's certificate is not signed by a CA this client trusts "
+            "(TEMPORAL_TLS_SERVER_CA_CERT_PATH, or server_ca_cert in the profile)"
+        )
+    if "tls=on" in described and any(word.replace(" ", "") in text or word in spaced for word in _RESET):
+        if "mtls=off" in described:
+            return (
+                "the server closed the connection during the TLS handshake: it probably requires a client "
+                "certificate (TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH, or the profile's)"
+            )
+        return (
+            "the server closed the connection during the TLS handshake: it probably does not accept this "
+            "client certificate (signed by another CA than the one it trusts?)"
+        )
+    if "tls=off" in described and any(word in spaced for word in _RESET):
+        return "the server closed the connection: does it expect TLS (TEMPORAL_TLS=true)?"
+    return None
 
 
 async def connect_configured(temporal: ConfiguredTemporal, *, runtime: Any = None) -> Client:

@@ -4,14 +4,21 @@ as a :class:`~curaflow.sources.base.Source`.
 Everything a new source needs, in one module: its config model
 (:class:`CatalogSourceConfig`), its implementation (:class:`CatalogSource`: the page
 request for the generic scan :func:`~curaflow.sources.paging.scan_pages`, work
-details, downloads, no animations) and its registration (the last line). A stack
-names this module in ``source_modules`` and configures an instance as
-``[sources.<name>] kind = "catalog"``; a target uses it with ``account = "<name>"``.
+details, downloads, no animations, and — with ``keeps_frontier`` — a scan frontier of
+its own format) and its registration (the last line). A stack names this module in
+``source_modules`` and configures an instance as ``[sources.<name>] kind = "catalog"``;
+a target uses it with ``account = "<name>"``.
+
+Its frontier (only to prove the seam: the ledger stores a source's memory without
+knowing its shape) is ``{"format": "catalog/1", "key": <the key>, "scans": n,
+"first_ref": <the first item the last scan listed>}``: each fresh scan is handed the
+one the last scan left and leaves ``scans + 1``. It changes no page the scan reads.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 from collections.abc import AsyncIterator
 from typing import Any, Literal
@@ -45,6 +52,10 @@ class CatalogSourceConfig(SourceConfig):
     url: str
     timeout_ms: int = 10_000
     max_bytes: int = 8 * 1024 * 1024
+    keeps_frontier: bool = False
+
+    def policy(self) -> SourcePolicy:
+        return dataclasses.replace(super().policy(), keeps_frontier=self.keeps_frontier)
 
 
 class InvalidItem(ValueError):
@@ -152,8 +163,23 @@ class CatalogSource:
     def restore(self, saved: dict[str, Any]) -> ScanState:
         return ScanState.model_validate(saved)
 
+    def frontier_key(self, target: TargetSpec) -> str | None:
+        labels = ",".join(sorted(target.query.tags))
+        routes = ",".join(sorted(r.name for r in target.routes))
+        return f"catalog:{labels}|{routes}"
+
     async def scan(self, target: TargetSpec, request: ScanRequest, checkpoint: ScanState | None = None) -> ScanState:
-        return await scan_pages(self._page, target, request, checkpoint)
+        state = await scan_pages(self._page, target, request, checkpoint)
+        if request.frontier is not None:  # a fresh scan of a target keeping a frontier
+            last = request.frontier if request.frontier.get("format") == "catalog/1" else {}
+            first = state.candidates[0].work_id if state.candidates else last.get("first_ref")
+            state.frontier = {
+                "format": "catalog/1",
+                "key": self.frontier_key(target),
+                "scans": int(last.get("scans", 0)) + 1,
+                "first_ref": first,
+            }
+        return state
 
     async def work(self, work_id: str) -> Work:
         body = await self._get(f"/api/v2/items/{work_id}", ref=work_id)

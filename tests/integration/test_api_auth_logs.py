@@ -7,6 +7,7 @@ per request, and that neither the token nor a wrong token ever appears.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ async def test_bearer_token_and_one_log_line_per_request(api_process: Any) -> No
         assert (await anonymous.get("/health")).status_code == 200
         refused = await anonymous.get("/capabilities")
         assert (refused.status_code, refused.json()) == (401, {"status": "error", "error": "unauthorized"})
-        for header in (f"Bearer {WRONG}", f"bearer {TOKEN}", f"Basic {TOKEN}", TOKEN, f"Bearer {TOKEN}x"):
+        for header in (f"Bearer {WRONG}", f"Bearer{TOKEN}", f"Basic {TOKEN}", TOKEN, f"Bearer {TOKEN}x"):
             answer = await anonymous.get("/capabilities", headers={"Authorization": header})
             assert answer.status_code == 401, header
         assert (await http.get("/capabilities")).status_code == 200
@@ -108,14 +109,15 @@ async def test_bearer_token_and_one_log_line_per_request(api_process: Any) -> No
     assert all("attempt_id" not in line for line in lines if line not in (first, second))
 
     rejected = {(r["http_status"], r["code"], r["stage"]) for r in by_event["schedule.job_rejected"]}
-    assert rejected == {
+    assert rejected == {(400, "unsupported_protocol_version", "job admission failed")}  # a refused admission only
+    failed = {(r["http_status"], r["code"], r["stage"]) for r in by_event["api.request_failed"]}
+    assert failed == {
         (401, "unauthorized", "capabilities failed"),
-        (400, "unsupported_protocol_version", "job admission failed"),
         (404, "invalid_params", "job lookup failed"),
         (400, "invalid_params", "job events failed"),
         (400, "invalid_params", "job ack failed"),
     }
-    assert len(by_event["schedule.job_rejected"]) == 10
+    assert len(by_event["schedule.job_rejected"]) + len(by_event["api.request_failed"]) == 10
     [cancel_line] = by_event["schedule.job_cancelled"]
     assert (cancel_line["job_id"], cancel_line["status"], cancel_line["http_status"]) == (job_id, "cancelled", 200)
     assert {line["path"] for line in by_event["api.request"]} == {
@@ -123,6 +125,25 @@ async def test_bearer_token_and_one_log_line_per_request(api_process: Any) -> No
         f"/jobs/{job_id}/events",
         f"/jobs/{job_id}/events/ack",
     }
+
+
+async def test_the_bearer_scheme_is_case_insensitive_and_the_token_is_not(api_process: Any) -> None:
+    # RFC 9110 §11.1: an auth scheme name is case-insensitive; the token is compared exactly.
+    api = await api_process(token=TOKEN)
+    async with client(api.url, None) as anonymous, httpx.AsyncClient(base_url=api.url, timeout=30) as raw:
+        for scheme in ("bearer", "BEARER", "bEaReR", "Bearer"):
+            for separator in (" ", "   "):
+                header = f"{scheme}{separator}{TOKEN}"
+                answer = await anonymous.get("/capabilities", headers={"Authorization": header})
+                assert answer.status_code == 200, header
+                legacy = await raw.get(
+                    f"/internal/targets/demo/refetch/{uuid.uuid4()}", headers={"Authorization": header}
+                )
+                assert legacy.status_code == 404, header  # past the token: an unknown request
+        for header in (f"bearer {TOKEN.upper()}", f"BEARER {TOKEN.lower()}", f"bearer{TOKEN}", f"Bearerx {TOKEN}"):
+            answer = await anonymous.get("/capabilities", headers={"Authorization": header})
+            assert (answer.status_code, answer.json()) == (401, {"status": "error", "error": "unauthorized"}), header
+    api.stop()
 
 
 async def test_without_a_token_the_api_fails_closed_unless_insecure(api_process: Any) -> None:

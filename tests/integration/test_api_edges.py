@@ -111,8 +111,9 @@ async def test_every_admitted_key_reaches_its_job_everywhere(make_stack: StackFa
                 assert (got.status_code, got.json().get("job_id")) == (200, job["job_id"]), (key, job_path)
                 events = http.get(httpx.URL(job["events_url"]))
                 assert (events.status_code, events.json().get("job_id")) == (200, job["job_id"]), key
-                listed = http.get("/jobs", params={"idempotency_key": job["idempotency_key"]})
-                assert [j["job_id"] for j in listed.json()["jobs"]] == [job["job_id"]], key
+                for asked in (key, job["idempotency_key"], f"\u2028{job['idempotency_key']} "):
+                    listed = http.get("/jobs", params={"idempotency_key": asked})
+                    assert [j["job_id"] for j in listed.json()["jobs"]] == [job["job_id"]], (key, asked)
                 cancelled = http.post(httpx.URL(job_path + "/cancel"))
                 assert (cancelled.status_code, cancelled.json().get("job_id")) == (200, job["job_id"]), key
                 seen["admitted"] += 1
@@ -121,6 +122,60 @@ async def test_every_admitted_key_reaches_its_job_everywhere(make_stack: StackFa
 
     await asyncio.to_thread(run)
     assert seen["admitted"] >= 20 and seen["refused"] >= 1, seen
+
+
+#: Keys whose spelling a path could change: pads of Unicode whitespace (U+2028 included),
+#: letter case, and the four Unicode normal forms of the same text.
+TRICKY_KEYS = [
+    " lead-{u}", "trail-{u}\u2028", "\u3000both-{u}\u00a0", "\u2029\u2000mixed-{u}\t",
+    "Case-{u}", "case-{u}-ß", "İ-{u}", "caf\u00e9-{u}", "cafe\u0301-{u}", "\ufb01-{u}", "fi-{u}", "\u2460-{u}",
+]  # fmt: skip
+
+
+async def test_a_key_reaches_its_job_by_every_path_in_every_spelling_it_was_sent(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    # Admission, the lookup, the Temporal start's job id and the legacy shim read a key
+    # alike (curaflow.protocol.keys): trimmed, case and normal form kept.
+    from curaflow.jobs.submit import job_id_for
+
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    u = uuid.uuid4().hex[:8]
+    admitted: dict[str, str] = {}
+    for spelling in TRICKY_KEYS:
+        key = spelling.format(u=u)
+        answer = await http.post("/jobs", json=task(key))
+        assert answer.status_code == 202, (key, answer.text)
+        job = answer.json()["job"]
+        assert job["idempotency_key"] == key.strip() and job["job_id"] == f"demo@manual-{key.strip().lower()}"
+        assert job_id_for(task(key), target_id="demo") == job["job_id"]  # a Temporal client's start
+        admitted[key] = job["job_id"]
+        for asked in (key, key.strip(), f"\u2028 {key.strip()}\u3000"):
+            listed = await http.get("/jobs", params={"idempotency_key": asked})
+            assert [j["job_id"] for j in listed.json()["jobs"]] == [job["job_id"]], (key, asked)
+        replay = await http.post("/jobs", json=task(f"\u2029{key.strip()} "))
+        assert (replay.status_code, replay.json()["job"]["job_id"]) == (200, job["job_id"]), key
+    # normal forms are distinct keys, distinct jobs (no normalisation merges them)
+    assert len(set(admitted.values())) == len(TRICKY_KEYS)
+    # a case variant of an admitted key is refused, never another job under the same id
+    refused = await http.post("/jobs", json=task(f"case-{u}"))
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "idempotency_conflict"
+    listed = await http.get("/jobs", params={"idempotency_key": f"case-{u}"})
+    assert listed.json()["jobs"] == []
+
+    # the legacy shim shares the key space: a padded requestId is the job's key
+    request_id = str(uuid.uuid4())
+    async with httpx.AsyncClient(
+        base_url=http.base_url, headers={"Authorization": f"Bearer {API_TOKEN}"}, timeout=30
+    ) as raw:
+        legacy = await raw.post("/internal/targets/demo/refetch", json={"requestId": f" {request_id}\u2028"})
+        assert legacy.json()["slotId"] == f"demo@manual-{request_id}", legacy.text
+    for asked in (request_id, f"\u00a0{request_id}"):
+        listed = await http.get("/jobs", params={"idempotency_key": asked})
+        assert [j["job_id"] for j in listed.json()["jobs"]] == [f"demo@manual-{request_id}"], asked
+    replay = await http.post("/jobs", json=task(f"{request_id} "))
+    assert (replay.status_code, replay.json()["job"]["job_id"]) == (200, f"demo@manual-{request_id}")
 
 
 # ---- readiness ------------------------------------------------------------------------------

@@ -461,7 +461,9 @@ async def test_capabilities_reflect_the_live_configuration(make_stack: StackFact
     declared = caps["job_types"][0]
     assert declared["name"] == "candidate_search"
     assert declared["params_schema"] == "#/$defs/CandidateSearchParams"
-    assert {"events", "progress", "cancel", "idempotency", "target_selector"} <= set(declared["features"])
+    assert {"events", "progress", "cancel", "idempotency"} <= set(declared["features"])
+    assert "target_selector" not in declared["features"]  # outside v1's closed enum
+    assert declared["extended_features"] == ["target_selector"]
     assert (declared["queued_timeout_ms"], declared["stall_timeout_ms"]) == (1_800_000, 900_000)
     assert (declared["heartbeat_interval_ms"], declared["default_deadline_ms"]) == (1000, 1_800_000)
     assert abs(caps["server_time"] - time.time() * 1000) < 5000

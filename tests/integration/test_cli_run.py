@@ -87,13 +87,29 @@ def test_run_reports_a_bad_config_clearly(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+#: Every port option of ``curaflow dev`` at 0 (free ports: tests run side by side).
+FREE_PORTS = tuple(
+    x
+    for option in (
+        "--temporal-port",
+        "--ui-port",
+        "--api-port",
+        "--temporal-http-port",
+        "--temporal-metrics-port",
+        "--worker-metrics-port",
+        "--replay-port",
+    )
+    for x in (option, "0")
+)
+
+
 def test_dev_names_the_taken_port_and_the_option_to_change_it(tmp_path: Path) -> None:
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))
     holder.listen(1)
     taken = holder.getsockname()[1]
     try:
-        result = curaflow("dev", "--api-port", str(taken), "--temporal-port", "0", "--ui-port", "0", cwd=tmp_path)
+        result = curaflow("dev", *FREE_PORTS, "--api-port", str(taken), cwd=tmp_path)
     finally:
         holder.close()
 
@@ -107,7 +123,7 @@ def test_dev_names_the_taken_port_and_the_option_to_change_it(tmp_path: Path) ->
 def test_dev_says_which_source_its_workers_use(tmp_path: Path) -> None:
     exe = Path(sys.executable).parent / "curaflow"
     dev = subprocess.Popen(
-        [str(exe), "dev", "--api-port", "0", "--temporal-port", "0", "--ui-port", "0"],
+        [str(exe), "dev", *FREE_PORTS],
         cwd=tmp_path,
         env=clean_env(),
         stdout=subprocess.PIPE,

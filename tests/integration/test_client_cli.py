@@ -65,7 +65,7 @@ async def test_client_returns_models_and_raises_one_class_per_code(stack: Stack)
     async with CuraflowClient(api_url(stack), API_TOKEN) as api:
         assert (await api.health()).status == "ok"
         caps = await api.capabilities()
-        assert "target_selector" in caps.job_types[0].features
+        assert "target_selector" in caps.job_types[0].extended_features
         key = f"client-{short_id()}"
         first = await api.submit(candidate_search_task(key, tags=["オリジナル"], correlation_id="c-1"))
         assert isinstance(first.job, models.Job) and first.replayed is False

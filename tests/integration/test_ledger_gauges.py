@@ -53,7 +53,13 @@ async def own_ledger(database_url: str, ledger_pool: asyncpg.Pool) -> AsyncItera
 
 
 async def add_job(
-    pool: asyncpg.Pool, key: str, *, age_ms: int, deadline_in_ms: int = 7 * 24 * HOUR, **columns: Any
+    pool: asyncpg.Pool,
+    key: str,
+    *,
+    age_ms: int,
+    deadline_in_ms: int = 7 * 24 * HOUR,
+    queues: dict[str, str] | None = None,
+    **columns: Any,
 ) -> str:
     now = now_ms()
     inp = JobInput(
@@ -63,6 +69,7 @@ async def add_job(
         deadline_at_ms=now + deadline_in_ms,
         targets=[TargetSpec(target_id="demo")],
         budgets=Budgets(queued_timeout_ms=30 * MIN, stall_timeout_ms=15 * MIN),
+        source_task_queues=queues or {},
     )
     async with pool.acquire() as conn:
         await insert_job(conn, NewJob(job_input=inp, idempotency_key=key))
@@ -84,8 +91,34 @@ async def test_gauges_report_open_stuck_dead_letters_cooldowns_and_deliveries(ow
     now = now_ms()
     await add_job(pool, "fresh", age_ms=1_000)  # queued, fine
     await add_job(pool, "never-started", age_ms=2 * HOUR)  # queued past its 30 min budget
-    await add_job(pool, "silent", age_ms=HOUR, state="selected", started_at=now - HOUR, heartbeat_at=now - 40 * MIN)
+    await add_job(
+        pool,
+        "silent",
+        age_ms=HOUR,
+        queues={"default": "q-unserved"},  # no live worker serves it
+        state="selected",
+        started_at=now - HOUR,
+        heartbeat_at=now - 40 * MIN,
+    )
     await add_job(pool, "busy", age_ms=HOUR, state="selected", started_at=now - HOUR, heartbeat_at=now - 5_000)
+    # Silent as long, but its account's source queue has a live owner: its step is queued
+    # behind other jobs there (a stall budget counts only time a step was held).
+    await add_job(
+        pool,
+        "queued-behind",
+        age_ms=HOUR,
+        queues={"default": "q-served"},
+        state="pending",
+        started_at=now - HOUR,
+        heartbeat_at=now - 40 * MIN,
+    )
+    owner = await pool.acquire()  # the owner's connection: its backend is its sign of life
+    await owner.execute(
+        """INSERT INTO source_queue_leases (task_queue, owner, token, expires_at, renewed_at, backend_pid)
+           VALUES ('q-served', 'w', 1, $1, $2, pg_backend_pid())""",
+        now + HOUR,
+        now,
+    )
     await add_job(pool, "overdue", age_ms=40 * MIN, deadline_in_ms=-10 * MIN, state="selected", started_at=now)
     done = await add_job(pool, "done", age_ms=3 * HOUR, state="submitted", started_at=now - HOUR, completed_at=now)
     async with pool.acquire() as conn, conn.transaction():
@@ -127,8 +160,9 @@ async def test_gauges_report_open_stuck_dead_letters_cooldowns_and_deliveries(ow
     gauges = LedgerGauges()
     settings = load_settings()  # one account (default), one route (out)
     snap = await refresh(gauges, pool, settings)
+    await pool.release(owner)
 
-    assert snap.open_jobs == {"queued": 2, "running": 3}
+    assert snap.open_jobs == {"queued": 3, "running": 3}
     assert 2 * 3600 - 5 <= snap.oldest_open_age_s <= 2 * 3600 + 60
     assert snap.stuck == {"past_deadline": 1, "queued_too_long": 1, "no_heartbeat": 1}
     assert (snap.dead_letters, snap.pushes_pending) == (2, 1)

@@ -160,3 +160,67 @@ async def test_every_pool_wait_is_bounded(own_pg: RestartablePostgres) -> None:
         assert await pool.fetchval("SELECT 1") == 1
     finally:
         await asyncio.wait_for(pool.close(), 10)
+
+
+async def hammer(http: httpx.AsyncClient, job_id: str, stop: asyncio.Event) -> list[httpx.Response]:
+    """Requests that need the ledger, back to back and four at a time, until ``stop``."""
+    answers: list[httpx.Response] = []
+
+    async def one_client() -> None:
+        while not stop.is_set():
+            for method, path, kwargs in (
+                ("GET", f"/jobs/{job_id}", {}),
+                ("POST", "/jobs", {"json": task()}),
+                ("GET", f"/jobs/{job_id}/events", {}),
+                ("GET", "/jobs", {"params": {"idempotency_key": "k-nothing"}}),
+            ):
+                answers.append(await http.request(method, path, **kwargs))
+
+    await asyncio.gather(*(one_client() for _ in range(4)))
+    return answers
+
+
+@pytest.mark.parametrize("fault", ["sigkill", "sigstop"])
+async def test_postgresql_killed_or_stopped_mid_request_is_503_never_500(
+    api: ApiProcess, own_pg: RestartablePostgres, fault: str
+) -> None:
+    """Whatever asyncpg raises when its server dies or freezes under a statement in flight
+    (``InternalClientError`` "cannot switch to state …", ``ConnectionDoesNotExistError``, a
+    reset socket, a bounded wait), the answer is 503 ``ledger_unavailable`` with
+    ``Retry-After``: a client that retries only a 503 loses no submission."""
+    async with httpx.AsyncClient(
+        base_url=api.url, headers={"Authorization": f"Bearer {API_TOKEN}"}, timeout=60
+    ) as http:
+        admitted = await http.post("/jobs", json=task())
+        assert admitted.status_code == 202, admitted.text
+        job_id = admitted.json()["job"]["job_id"]
+        for _ in range(3):  # three rounds: the fault lands at a different point of the requests each time
+            stop = asyncio.Event()
+            load = asyncio.create_task(hammer(http, job_id, stop))
+            await asyncio.sleep(0.5)  # requests are in flight
+            if fault == "sigkill":
+                await asyncio.to_thread(own_pg.kill)
+                await asyncio.sleep(1.0)
+                await asyncio.to_thread(own_pg.start)
+            else:
+                stopped = await asyncio.to_thread(own_pg.pause)
+                await asyncio.sleep(LEDGER_TIMEOUT_S + 1.0)
+                await asyncio.to_thread(own_pg.resume, stopped)
+
+            async def serving() -> bool:
+                try:
+                    return (await http.get(f"/jobs/{job_id}")).status_code == 200
+                except httpx.TransportError:  # a keep-alive connection the server closed meanwhile
+                    return False
+
+            await eventually(serving, timeout_s=30, what="GET /jobs/{id} answers 200 once PostgreSQL is back")
+            stop.set()
+            answers = await load
+            statuses = sorted({a.status_code for a in answers})
+            assert 503 in statuses, statuses  # the fault was seen
+            for answer in answers:
+                where = f"{answer.request.method} {answer.request.url.path}"
+                assert answer.status_code in (200, 202, 404, 503), (where, answer.status_code, answer.text)
+                if answer.status_code == 503:
+                    assert answer.headers["retry-after"] == "5", where
+                    assert answer.json()["error"]["detail"]["reason"] == "ledger_unavailable", where

@@ -146,6 +146,40 @@ async def test_a_job_submitted_first_is_found_by_the_legacy_route(stack: Stack) 
         assert (conflict.status_code, conflict.content) == (409, b'{"status":"error","error":"ambiguous target"}')
 
 
+async def test_a_request_id_in_another_letter_case_is_the_same_refetch_on_both_routes(stack: Stack) -> None:
+    # A UUID is one UUID in any case (RFC 9562 §4): POST and GET follow one rule.
+    request_id = str(uuid.uuid4())
+    job_id = f"demo@manual-{request_id}"
+    mixed = "".join(c.upper() if n % 2 else c for n, c in enumerate(request_id))
+    async with raw_client(stack) as http:
+        first = await http.post("/internal/targets/demo/refetch", json={"requestId": request_id.upper()})
+        assert first.json() == {"status": "accepted", "slotId": job_id, "disposition": "accepted"}
+        for variant in (request_id, mixed, f" {request_id}\u2028"):
+            again = await http.post("/internal/targets/demo/refetch", json={"requestId": variant})
+            assert (again.status_code, again.json()) == (
+                202,
+                {"status": "accepted", "slotId": job_id, "disposition": "already_running"},
+            ), variant
+            status = await http.get(f"/internal/targets/demo/refetch/{variant.strip()}")
+            assert (status.status_code, status.json()["slotId"]) == (200, job_id), variant
+            assert status.json()["idempotencyKey"] == request_id.upper()  # the key as first sent
+        # another target's refetch is another job id; the key space is the job surface's,
+        # where a case variant is another key (the exact key would be a conflict)
+        other = await http.post("/internal/targets/other/refetch", json={"requestId": mixed})
+        assert other.json() == {"status": "accepted", "slotId": f"other@manual-{request_id}", "disposition": "accepted"}
+        # the job surface keeps keys case-sensitive: a case variant there is refused
+        task = {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": request_id,
+            "params": {"target_id": "demo"},
+        }
+        refused = await http.post("/jobs", json=task)
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "idempotency_conflict"
+    pool = await stack.ledger()
+    assert await pool.fetchval("SELECT count(*) FROM jobs WHERE job_id = $1", job_id) == 1
+
+
 async def test_refusals_use_the_legacy_shape_and_create_nothing(stack: Stack) -> None:
     pool = await stack.ledger()
     before = await pool.fetchval("SELECT count(*) FROM jobs")

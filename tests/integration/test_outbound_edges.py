@@ -20,6 +20,7 @@ from pydantic import SecretStr
 from curaflow.artifacts import ArtifactStore
 from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.tally import Tally
 from curaflow.routes import DiscordRouteConfig, TelegramRouteConfig
 from curaflow.routes.base import RouteError
 from curaflow.routes.discord import DiscordRoute
@@ -326,6 +327,8 @@ async def test_a_work_whose_page_points_at_an_internal_service_is_skipped_and_ne
         assert not [p for p in out.rglob("*") if p.suffix == ".json" and w1 in p.name]
         report = record.cells[0].candidate_report
         assert report is not None and report.reasons.get("unavailable") == 1
+        # what the source answered (a URL off its image host), counted unusable in the tally
+        assert report.unavailable == {"unusable_url": 1} and Tally.of(report).unusable == 1
     finally:
         await internal.stop()
 

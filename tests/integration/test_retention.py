@@ -98,6 +98,8 @@ async def test_prune_drops_what_a_finished_job_no_longer_needs_and_keeps_what_ro
         1,
         1,
     )
+    # run on the worker's host: its folder is removed here, nothing is pending elsewhere
+    assert (list(done["files_removed"].values()), done["files_pending"]) == ([1], []), done
     after_old = await counts(stack, old)
     # what deduplication needs and the job's own record stay; the bulky parts go
     assert after_old == {**before_old, "events": 0, "reports": 0, "artifacts": 0}

@@ -209,8 +209,8 @@ async def test_a_hung_owner_is_replaced_within_its_lease_and_fenced_when_it_wake
     assert takeover_s < 3.0 + 0.3 + 2.5, takeover_s  # the lease, one standby poll, building the worker
     async with httpx.AsyncClient() as http:
         ready = (await http.get(f"http://127.0.0.1:{ports[1]}/ready")).json()
-        assert ready["checks"]["source_queue:default"]["ok"], ready
-        assert ready["checks"]["source_queue:default"]["detail"].startswith("owning"), ready
+        assert ready["checks"]["loop:source_queue:default"]["ok"], ready
+        assert ready["checks"]["loop:source_queue:default"]["detail"].startswith("owning"), ready
 
         owner.resume()  # it wakes up holding a lease that was taken: it stops serving
         await eventually(lambda: "source_queue.lost" in stack.worker_log(1), timeout_s=10, what="the old owner fenced")
@@ -222,8 +222,60 @@ async def test_a_hung_owner_is_replaced_within_its_lease_and_fenced_when_it_wake
         for job in later:  # every source step ran on the new owner
             assert all(i.startswith(standby_identity) for i in await acquire_identities(stack, job)), job
         old = (await http.get(f"http://127.0.0.1:{ports[0]}/ready")).json()
-        assert old["checks"]["source_queue:default"] == {"ok": True, "detail": "standby"}, old
+        assert old["checks"]["loop:source_queue:default"] == {"ok": True, "detail": "standby"}, old
     print(f"takeover of a hung owner: {takeover_s:.2f} s (lease 3 s, standby poll 0.3 s)")
+
+
+async def test_a_source_step_taken_by_a_frozen_owners_poll_is_back_in_the_queue_within_the_lease(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    """The frozen owner's outstanding poll takes the next ``acquire``; Temporal gives it back
+    when the step's heartbeat timeout (the source lease, floored at 5 s) fires, not the
+    regular one (twice ``heartbeat_interval_ms``: 60 s here)."""
+    from temporalio.api.enums.v1 import EventType
+
+    route = f"out-{short_id()}"
+    config = source(replay, {route: {"kind": "directory", "path": str(tmp_path / "out")}})
+    config["pixiv"].update(source_lease_ms=3000, source_standby_poll_ms=300)
+    config["budgets"] = {"heartbeat_interval_ms": 30_000, "test_only_floor_ms": 500, "queued_timeout_ms": 60_000}
+    stack = make_stack(config)
+    await stack.start_worker()
+    await eventually(lambda: "source_queue.owned" in stack.worker_log(1), what="the first worker owns")
+    await stack.start_worker()
+    owner = stack.workers[0]
+    warm = await stack.admit(stack.task(target_id="demo"))
+    assert (await stack.wait_terminal(warm, 60)).cells[0].state == "submitted"
+
+    owner.pause()  # its source poll is outstanding: the next acquire is handed to it
+    try:
+        job = await stack.admit(stack.task(target_id="demo"))
+        record = await stack.wait_terminal(job, 90)
+    finally:
+        owner.resume()
+    assert record.cells[0].state == "submitted"
+    assert stack.settings.temporal.address
+    client = await connect(stack.settings.temporal.address, stack.settings.temporal.namespace)
+    history = await client.get_workflow_handle(job).fetch_history()
+    scheduled = next(
+        e
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "acquire"
+    )
+    assert scheduled.activity_task_scheduled_event_attributes.heartbeat_timeout.ToTimedelta().total_seconds() == 5
+    started = next(
+        e
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and e.activity_task_started_event_attributes.scheduled_event_id == scheduled.event_id
+    )
+    waited = started.event_time.ToDatetime().timestamp() - scheduled.event_time.ToDatetime().timestamp()
+    attempt = started.activity_task_started_event_attributes.attempt
+    # the frozen poll's attempt times out (5 s) while the lease moves (3 s + a standby poll +
+    # building the worker), then the retry (1 s): about 6 s; well under the regular
+    # heartbeat timeout (60 s) even on a loaded machine
+    assert waited < 30, (waited, attempt)
+    print(f"acquire taken by a frozen poll: back and started after {waited:.1f} s (attempt {attempt})")
 
 
 # ---- the owner's lease, in process ----------------------------------------------------

@@ -27,8 +27,8 @@ from curaflow.ledger import remembered as memory
 from curaflow.ledger.jobs import JobRecord
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.protocol.projection import project_job
-from curaflow.sources.frontier import Frontier, Mark
 from curaflow.sources.pixiv.client import PixivClient
+from curaflow.sources.pixiv.frontier import Frontier, Mark
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from curaflow.sources.pixiv.replay.data import DeepSet
 from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
@@ -242,7 +242,7 @@ async def test_a_capped_scan_over_works_that_may_change_is_continued_by_the_next
             )
             seen.append(len(faults.of("search")) - before)
             assert result.frontier is not None
-            frontier = result.frontier
+            frontier = Frontier.model_validate(result.frontier)
             if result.candidates:
                 break
             assert result.report.exhausted is False and result.report.fetched == 400
@@ -257,7 +257,9 @@ async def test_lifting_a_refusal_or_an_unavailable_work_resets_the_frontiers(led
     # one, the targets must read their results from the top again to be offered it.
     target = f"t-{short_id()}"
     route = f"r-{short_id()}"
-    saved = Frontier(sort="date_desc", known=Mark(work_id="5", create_date="2025-01-01T00:00:00+09:00"))
+    saved = Frontier(sort="date_desc", known=Mark(work_id="5", create_date="2025-01-01T00:00:00+09:00")).model_dump(
+        mode="json"
+    )
     async with ledger_pool.acquire() as conn:
         await frontiers.save_frontier(conn, target, "fp", saved, job_id=None)
         assert await memory.clear_refusals(conn, route=route) == 0  # nothing cleared: kept

@@ -149,6 +149,28 @@ async def test_the_same_key_over_http_and_temporal_at_once_is_one_job_and_one_ex
     assert again.status_code == 200 and again.json()["job"]["job_id"] == handle.id
 
 
+async def test_a_temporal_start_reads_the_key_as_http_does(env: Env) -> None:
+    # The key is read by one function on every path: a start whose key is the HTTP job's
+    # with other Unicode whitespace around it (U+2028, U+3000) is that job, not another.
+    key = f"ws-{short_id()}"
+    body = task(key).model_dump(mode="json", exclude_none=True)
+    admitted = await env.http.post("/jobs", json=body)
+    assert admitted.status_code == 202
+    job_id = admitted.json()["job"]["job_id"]
+
+    handle = await start_job(
+        env.client, {**body, "idempotency_key": f"\u2028 {key}\u3000"}, task_queue=env.stack.task_queue
+    )
+
+    assert handle.id == job_id
+    state = JobState.model_validate(await env.client.get_workflow_handle(job_id).result())
+    assert state.status == "succeeded"
+    listed = await env.http.get("/jobs", params={"idempotency_key": f"{key}\u2028"})
+    assert [j["job_id"] for j in listed.json()["jobs"]] == [job_id]
+    pool = await env.stack.ledger()
+    assert await pool.fetchval("SELECT count(*) FROM jobs WHERE idempotency_key = $1", key) == 1
+
+
 async def test_other_params_under_a_key_are_an_idempotency_conflict_and_change_nothing(env: Env) -> None:
     key = f"conflict-{short_id()}"
     first = await env.http.post("/jobs", json=task(key).model_dump(mode="json", exclude_none=True))

@@ -107,6 +107,8 @@ async def test_mutual_tls_refuses_a_client_without_a_certificate_with_a_clear_er
         await asyncio.wait_for(connect_configured(settings.temporal), 30)
     message = str(refused.value)
     assert f"cannot reach Temporal at {mtls_proxy.address} (tls=on mtls=off api_key=off)" in message
+    # the SDK says only "ConnectionReset": the message says what it most likely means
+    assert "probably requires a client certificate (TEMPORAL_TLS_CLIENT_CERT_PATH" in message, message
 
     # a certificate from another CA is refused too; the CA's own client certificate is accepted
     monkeypatch.setenv("TEMPORAL_TLS_CLIENT_CERT_PATH", str(pki.stranger_cert))
@@ -127,8 +129,9 @@ async def test_a_server_certificate_from_an_unknown_ca_is_refused(
     monkeypatch.setenv("TEMPORAL_ADDRESS", tls_proxy.address)
     monkeypatch.setenv("TEMPORAL_TLS", "true")  # the system's roots only: the test CA is not one of them
     settings = load_settings(None, state_dir=tmp_path / "state")
-    with pytest.raises(TemporalConnectError, match=r"\(tls=on mtls=off api_key=off\)"):
+    with pytest.raises(TemporalConnectError, match=r"\(tls=on mtls=off api_key=off\)") as refused:
         await asyncio.wait_for(connect_configured(settings.temporal), 30)
+    assert "not signed by a CA this client trusts (TEMPORAL_TLS_SERVER_CA_CERT_PATH" in str(refused.value)
 
 
 def test_the_setup_command_prepares_a_namespace_through_tls_from_the_environment(

@@ -126,10 +126,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 }
 
 
-#: The counter alerts as a worker process really exposes its counters: a labelled series
-#: is absent until its first failure, and then appears at 1 (prometheus-client creates a
-#: child on first ``labels(...).inc()``); a series another process initialised at 0 at
-#: start is the other shape, in :data:`SCENARIOS`. Values: ``_`` is no sample.
+#: A process that counted its first failure before its first scrape: the series appears
+#: at 1 (``process_start_time_seconds`` says it started 10 s before); a series initialised
+#: at 0 at start is the other shape, in :data:`SCENARIOS`. Values: ``_`` is no sample.
 FIRST_FAILURE: dict[str, dict[str, Any]] = {
     "CuraflowJobsFailed": {
         "series": [
@@ -139,8 +138,9 @@ FIRST_FAILURE: dict[str, dict[str, Any]] = {
             ),
             (
                 'curaflow_jobs_terminal_total{business_status="success",status="succeeded",trigger="protocol",instance="w1"}',
-                "0+1x15",
+                "_x5 0+1x10",
             ),
+            ('process_start_time_seconds{instance="w1"}', "_x5 290x10"),
         ],
         "at": "8m",
         "labels": {"severity": "page"},
@@ -149,7 +149,8 @@ FIRST_FAILURE: dict[str, dict[str, Any]] = {
     "CuraflowSourceAccessRefused": {
         "series": [
             ('curaflow_cells_terminal_total{reason="auth_failed",state="failed",instance="w2"}', "_x3 1x10"),
-            ('curaflow_cells_terminal_total{reason="",state="submitted",instance="w2"}', "0+1x13"),
+            ('curaflow_cells_terminal_total{reason="",state="submitted",instance="w2"}', "_x3 0+1x10"),
+            ('process_start_time_seconds{instance="w2"}', "_x3 170x10"),
         ],
         "at": "6m",
         "labels": {"severity": "page", "reason": "auth_failed"},
@@ -161,7 +162,11 @@ FIRST_FAILURE: dict[str, dict[str, Any]] = {
                 'curaflow_delivery_results_total{route="tg",kind="telegram",result="rejected",instance="w1"}',
                 "_x3 1x10",
             ),
-            ('curaflow_delivery_results_total{route="tg",kind="telegram",result="delivered",instance="w1"}', "0+1x13"),
+            (
+                'curaflow_delivery_results_total{route="tg",kind="telegram",result="delivered",instance="w1"}',
+                "_x3 0+1x10",
+            ),
+            ('process_start_time_seconds{instance="w1"}', "_x3 170x10"),
         ],
         "at": "6m",
         "labels": {"severity": "warning", "route": "tg"},
@@ -174,6 +179,155 @@ FIRST_FAILURE: dict[str, dict[str, Any]] = {
         "silent_at": "2m",
     },
 }
+
+
+#: The counter alerts: (alert, alerted series, window in minutes, labels they fire with).
+COUNTER_ALERTS = (
+    (
+        "CuraflowJobsFailed",
+        'curaflow_jobs_terminal_total{business_status="failed",status="failed",trigger="schedule",instance="w1"}',
+        15,
+        {"severity": "page"},
+    ),
+    (
+        "CuraflowSourceAccessRefused",
+        'curaflow_cells_terminal_total{reason="auth_failed",state="failed",instance="w1"}',
+        30,
+        {"severity": "page", "reason": "auth_failed"},
+    ),
+    (
+        "CuraflowDeliveriesRefused",
+        'curaflow_delivery_results_total{route="hook",kind="webhook",result="rejected",instance="w1"}',
+        30,
+        {"severity": "warning", "route": "hook"},
+    ),
+)
+START = 'process_start_time_seconds{instance="w1"}'
+#: A process that started a day before the scenario.
+LONG_AGO = "-86400x240"
+
+
+def counter_cases() -> list[dict[str, Any]]:
+    """Each counter alert under missed scrapes, an outage, counter resets and restarts.
+
+    A failure counted long ago never pages again, whatever happens to the scrapes; a
+    failure counted by a restarted process pages once, whether its series comes back at
+    0 and steps to 1, at a higher value, or at the very value it had before the restart.
+    """
+    cases: list[dict[str, Any]] = []
+    for alert, series, w, labels in COUNTER_ALERTS:
+        cases += [
+            {  # one failed scrape (a GC pause, a SIGSTOP, a scrape timeout) of a process with an old failure
+                "name": f"{alert}: a missed scrape",
+                "alert": alert,
+                "series": [(series, "1x119 stale 1x100"), (START, LONG_AGO)],
+                "expect": [(f"{t}m", None) for t in (119, 120, 121, 125, 120 + w, 121 + w, 130 + w, 200)],
+            },
+            {  # Prometheus (or the process's network) away 30 minutes, longer than the lookback
+                "name": f"{alert}: Prometheus away",
+                "alert": alert,
+                "series": [(series, "1x59 _x30 1x100"), (START, LONG_AGO)],
+                "expect": [(f"{t}m", None) for t in (90, 91, 95, 90 + w, 91 + w, 150)],
+            },
+            {  # a failure right after a missed scrape
+                "name": f"{alert}: a failure after a missed scrape",
+                "alert": alert,
+                "series": [(series, "0x29 stale 0x4 1x60"), (START, LONG_AGO)],
+                "expect": [("35m", None), ("36m", labels), (f"{35 + w}m", labels), (f"{36 + w + 5}m", None)],
+            },
+            {  # a restart: the counter resets to 0 (initialised at start), no new failure
+                "name": f"{alert}: a restart resets the counter",
+                "alert": alert,
+                "series": [(series, "2x59 _x2 0x100"), (START, "-86400x59 _x2 3650x100")],
+                "expect": [(f"{t}m", None) for t in (61, 62, 65, 60 + w, 90, 150)],
+            },
+            {  # a restart and a failure before the first scrape: back at 1, below the old value
+                "name": f"{alert}: a restart, back at 1",
+                "alert": alert,
+                "series": [(series, "2x59 _x2 1x100"), (START, "-86400x59 _x2 3650x100")],
+                "expect": [("61m", None), ("62m", labels), (f"{60 + w}m", labels), (f"{62 + w + 3}m", None)],
+            },
+            {  # a restart and as many failures before its first scrape as the old process had counted
+                "name": f"{alert}: a restart, back at the same value",
+                "alert": alert,
+                "series": [(series, "1x59 _x2 1x100"), (START, "-86400x59 _x2 3650x100")],
+                "expect": [("61m", None), ("62m", labels), (f"{60 + w}m", labels), (f"{62 + w + 3}m", None)],
+            },
+            {  # a brand-new process (a new instance) whose first scrape shows a failure
+                "name": f"{alert}: a new process, first scrape at 1",
+                "alert": alert,
+                "series": [
+                    (series, "1x59 stale"),
+                    (START, "-86400x59 stale"),
+                    (series.replace('instance="w1"', 'instance="w9"'), "_x61 1x100"),
+                    ('process_start_time_seconds{instance="w9"}', "_x61 3650x100"),
+                ],
+                "expect": [("60m", None), ("61m", labels), (f"{60 + w}m", labels), (f"{62 + w + 3}m", None)],
+            },
+        ]
+    return cases
+
+
+#: The gauge alerts under one missed scrape: it neither pages nor delays a page.
+GAUGE_CASES: list[dict[str, Any]] = [
+    {
+        "name": "CuraflowJobsStuck: a missed scrape inside its for",
+        "alert": "CuraflowJobsStuck",
+        "series": [('curaflow_jobs_stuck{why="no_heartbeat",instance="w1"}', "0 0 1x3 stale 1x15")],
+        "expect": [("6m", None), ("7m", {"severity": "page", "why": "no_heartbeat"})],
+    },
+    {
+        "name": "CuraflowCallbackDeadLetters: a missed scrape, an outage, a restart",
+        "alert": "CuraflowCallbackDeadLetters",
+        "series": [
+            ('curaflow_callback_dead_letters{instance="api"}', "2x10 stale 2x10 _x10 2x30"),
+            ('curaflow_callback_dead_letters{instance="w1"}', "2x10 stale 2x10 _x5 2x35"),
+        ],
+        "expect": [(f"{t}m", None) for t in (10, 11, 12, 21, 25, 32, 33, 40, 60)],
+    },
+    {
+        "name": "CuraflowCallbackDeadLetters: a dead letter after a prune",
+        "alert": "CuraflowCallbackDeadLetters",
+        "series": [('curaflow_callback_dead_letters{instance="api"}', "10x9 5x10 6x40")],
+        "expect": [("15m", None), ("21m", {"severity": "warning"}), ("52m", None)],
+    },
+    {
+        "name": "CuraflowOldestOpenJob: a missed scrape inside its for",
+        "alert": "CuraflowOldestOpenJob",
+        "series": [('curaflow_oldest_open_job_age_seconds{instance="api"}', "7000+60x6 stale 7480+60x20")],
+        "expect": [("6m", None), ("10m", {"severity": "warning"})],
+    },
+    {
+        "name": "CuraflowNoWorker: one missed scrape of the only worker",
+        "alert": "CuraflowNoWorker",
+        "series": [('curaflow_worker_up{instance="w1"}', "1x10 stale 1x10")],
+        "expect": [(f"{t}m", None) for t in (10, 11, 12, 13)],
+    },
+    {
+        "name": "CuraflowLedgerGaugesStale: a missed scrape inside its for",
+        "alert": "CuraflowLedgerGaugesStale",
+        "series": [
+            ('curaflow_ledger_gauges_age_seconds{instance="api"}', "10x4 10+60x12"),
+            ('curaflow_ledger_gauges_age_seconds{instance="w1"}', "10x4 10+60x2 stale 250+60x8"),
+        ],
+        "expect": [("8m", None), ("9m", {"severity": "warning"})],
+    },
+    {
+        "name": "CuraflowLedgerGaugesStale: the fresh process misses a scrape",
+        "alert": "CuraflowLedgerGaugesStale",
+        "series": [
+            ('curaflow_ledger_gauges_age_seconds{instance="api"}', "10+60x20"),
+            ('curaflow_ledger_gauges_age_seconds{instance="w1"}', "10x9 stale 10x2 stale stale 10x6"),
+        ],
+        "expect": [(f"{t}m", None) for t in (10, 11, 12, 13, 14, 15, 16, 17)],
+    },
+    {
+        "name": "CuraflowSourceCoolingDown: a missed scrape inside its for",
+        "alert": "CuraflowSourceCoolingDown",
+        "series": [('curaflow_source_cooldown_seconds{account="default",instance="w1"}', "0x3 900-1x8 stale 890-1x20")],
+        "expect": [("12m", None), ("14m", {"severity": "warning", "account": "default"})],
+    },
+]
 
 
 def rules() -> list[dict[str, Any]]:
@@ -243,30 +397,31 @@ def test_promtool_accepts_the_rules_and_the_scrape_config() -> None:
         assert done.returncode == 0, done.stdout + done.stderr
 
 
-def promtool_scenarios(tmp_path: Path, scenarios: dict[str, dict[str, Any]]) -> subprocess.CompletedProcess[str]:
-    """``promtool test rules`` of the shipped rules: each alert silent at ``silent_at``, firing at ``at``."""
+def promtool_cases(tmp_path: Path, cases: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    """``promtool test rules`` of the shipped rules, one test group per case.
+
+    A case is ``{"alert", "series": [(series, values)], "expect": [(eval_time, labels | None)]}``:
+    at each time the alert fires with exactly those labels (and its rendered
+    annotations), or, for None, is silent.
+    """
     assert PROMTOOL is not None
     annotations = {r["alert"]: r.get("annotations", {}) for r in rules()}
     tests = []
-    for alert, case in scenarios.items():
-        labels = case["labels"]
+    for case in cases:
+        alert = case["alert"]
+        checks = []
+        for eval_time, labels in case["expect"]:
+            expected = []
+            if labels is not None:
+                rendered = {k: render(v, labels) for k, v in annotations[alert].items()}
+                expected = [{"exp_labels": labels, "exp_annotations": rendered}]
+            checks.append({"eval_time": eval_time, "alertname": alert, "exp_alerts": expected})
         tests.append(
             {
+                "name": case.get("name", alert),
                 "interval": "1m",
                 "input_series": [{"series": s, "values": v} for s, v in case["series"]],
-                "alert_rule_test": [
-                    {"eval_time": case["silent_at"], "alertname": alert, "exp_alerts": []},
-                    {
-                        "eval_time": case["at"],
-                        "alertname": alert,
-                        "exp_alerts": [
-                            {
-                                "exp_labels": labels,
-                                "exp_annotations": {k: render(v, labels) for k, v in annotations[alert].items()},
-                            }
-                        ],
-                    },
-                ],
+                "alert_rule_test": checks,
             }
         )
     shutil.copy(RULES, tmp_path / "alerts.yml")
@@ -274,6 +429,15 @@ def promtool_scenarios(tmp_path: Path, scenarios: dict[str, dict[str, Any]]) -> 
     return subprocess.run(
         [PROMTOOL, "test", "rules", "alerts.test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
+
+
+def promtool_scenarios(tmp_path: Path, scenarios: dict[str, dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    """``promtool test rules`` of the shipped rules: each alert silent at ``silent_at``, firing at ``at``."""
+    cases = [
+        {"alert": alert, "series": case["series"], "expect": [(case["silent_at"], None), (case["at"], case["labels"])]}
+        for alert, case in scenarios.items()
+    ]
+    return promtool_cases(tmp_path, cases)
 
 
 @needs_promtool
@@ -286,6 +450,20 @@ def test_each_alert_fires_on_its_scenario_and_not_before(tmp_path: Path) -> None
 def test_the_counter_alerts_fire_on_a_processs_first_failure(tmp_path: Path) -> None:
     """A counter series that appears at 1 (no 0 before it) is a failure: ``increase()`` alone reads 0."""
     done = promtool_scenarios(tmp_path, FIRST_FAILURE)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_the_counter_alerts_never_page_on_missed_scrapes_and_page_once_after_a_restart(tmp_path: Path) -> None:
+    """Stale samples, an outage, resets and restarts: a page only for a failure within the window."""
+    done = promtool_cases(tmp_path, counter_cases())
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_the_gauge_alerts_ride_out_a_missed_scrape(tmp_path: Path) -> None:
+    """One failed scrape neither pages nor resets a pending ``for:``; a prune then a dead letter still pages."""
+    done = promtool_cases(tmp_path, GAUGE_CASES)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -341,3 +519,22 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
         key = (name, tuple(sorted(labels.items())))
         assert key in after, key
         assert after[key] == before.get(key, 0.0)  # created at 0; a value already counted is kept
+
+
+def test_every_process_exports_its_start_time_for_the_counter_alerts() -> None:
+    """The counter alerts join ``process_start_time_seconds`` of the same target (prometheus-client's
+    process collector, in the default registry the API's ``/metrics`` and a worker's metrics port serve)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from curaflow.observability.metrics import render_latest
+
+    body, _ = render_latest()
+    names = {family.name for family in text_string_to_metric_families(body.decode())}
+    assert "process_start_time_seconds" in names
+    other = {
+        name
+        for rule in rules()
+        for name in re.findall(r"\b([a-z_]+_seconds)\b", rule["expr"])
+        if not name.startswith(("curaflow_", "temporal_"))
+    }
+    assert other == {"process_start_time_seconds"}

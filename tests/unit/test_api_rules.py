@@ -18,7 +18,7 @@ from curaflow.jobs.pushes import Verdict, classify_answer, push_headers, sweep_i
 from curaflow.protocol import models
 from curaflow.protocol.errors import PROTOCOL_CODES
 from curaflow.protocol.projection import job_path
-from curaflow.protocol.schemas import protocol_schema
+from curaflow.protocol.schemas import protocol_schema, upstream_schema
 from tests.schema import expected_schema, validate
 
 
@@ -73,7 +73,16 @@ def test_the_published_schema_is_valid_and_extended() -> None:
     defs = schema["$defs"]
     for name in ("JobEnvelope", "JobPage", "EventPage", "AckRequest", "AckResult", "ErrorResponse", "AuthError"):
         assert name in defs
-    assert "target_selector" in defs["JobTypeDeclaration"]["properties"]["features"]["items"]["enum"]
+    upstream = upstream_schema()
+    Draft202012Validator.check_schema(upstream)
+    # the closed features enum is upstream's; the selector is declared in the extension member
+    features = defs["JobTypeDeclaration"]["properties"]["features"]
+    assert features == upstream["$defs"]["JobTypeDeclaration"]["properties"]["features"]
+    assert "extended_features" in defs["JobTypeDeclaration"]["properties"]
+    # every upstream shape is in the published schema, which only adds to it
+    for name, shape in upstream["$defs"].items():
+        assert set(shape.get("required", [])) <= set(defs[name].get("required", [])) | {"query"}, name
+        assert set(shape.get("properties", {})) <= set(defs[name].get("properties", {})), name
     validate({"target_id": "demo"}, "CandidateSearchParams")
     validate({"query": {"tags": ["a"]}}, "CandidateSearchParams")
     with pytest.raises(AssertionError):
@@ -171,5 +180,5 @@ async def test_an_unexpected_exception_is_a_protocol_500_logged_once() -> None:
     assert response.json() == {"error": {"code": "internal_error", "message": "internal error", "retryable": False}}
     assert "secret internal detail" not in response.text
     outcome = [entry for entry in logs if entry.get("http_status") == 500]
-    assert [entry["event"] for entry in outcome] == ["schedule.job_rejected", "Job API request failed"]
+    assert [entry["event"] for entry in outcome] == ["api.request_failed", "Job API request failed"]
     assert outcome[0]["code"] == "internal_error" and outcome[0]["provider"] == "probe"

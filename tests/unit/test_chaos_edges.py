@@ -22,7 +22,7 @@ def test_an_edge_finding_fails_the_scenario_and_other_scenarios_have_no_edge_che
 
 
 def test_edges_runs_in_the_full_mode_and_the_quick_run_is_unchanged() -> None:
-    assert set(plans(quick=True)) == {"kills", "postgres", "temporal", "cancel_kills"}
+    assert set(plans(quick=True)) == {"kills", "postgres", "temporal", "pg_hang", "cancel_kills"}
     assert plans(quick=False)["edges"].jobs == len(EDGE_CASES)
 
 

@@ -292,3 +292,33 @@ def test_the_env_example_holds_only_refused_secrets() -> None:
     values = dict(line.split("=", 1) for line in example.read_text().splitlines() if line and not line.startswith("#"))
     for name in ("CURAFLOW_API_TOKEN", "CURAFLOW_DB_PASSWORD", "TEMPORAL_DB_PASSWORD"):
         assert values[name].startswith("change-me"), name
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "field"),
+    [
+        ("CURAFLOW_RETENTION__DAYS", "abc", "retention.days"),
+        ("CURAFLOW_DATABASE__POOL_MAX_SIZE", "many", "database.pool_max_size"),
+        ("CURAFLOW_ROUTES__OUT__KIND", "nope", "routes.out"),
+    ],
+)
+def test_an_invalid_value_from_the_environment_names_its_variable_not_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, field: str
+) -> None:
+    config = tmp_path / "curaflow.toml"
+    config.write_text('[retention]\ndays = 3\n[routes.out]\nkind = "directory"\npath = "out"\n')
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as err:
+        load_settings(config)
+    message = str(err.value)
+    assert f"  - {field}: " in message and f"(environment variable {variable})" in message, message
+    assert str(config) not in message  # the file holds no error
+
+
+def test_an_invalid_value_in_the_file_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [k for k in os.environ if k.startswith("CURAFLOW_")]:
+        monkeypatch.delenv(name)
+    config = tmp_path / "curaflow.toml"
+    config.write_text('[retention]\ndays = "x"\n')
+    with pytest.raises(ConfigError, match=rf"retention\.days: .* \(in {re.escape(str(config))}\)"):
+        load_settings(config)

@@ -24,9 +24,10 @@ from PIL import Image, ImageFile
 from bench.chaos import bombs
 from curaflow.artifacts import ArtifactStore, Refused, verify_image
 from curaflow.domain.models import Work, WorkPage
+from curaflow.sources.animation import Animation, AnimationBroken, UnusableAnimation, encode_gif
 from curaflow.sources.decoding import DecodeBudget, DecodeStopped, OverBudget
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
-from curaflow.sources.ugoira import UgoiraBroken, UgoiraError, encode_gif, parse_metadata
+from curaflow.sources.pixiv.ugoira import parse_metadata
 
 
 @pytest.fixture
@@ -216,14 +217,14 @@ def test_a_zip_that_is_not_one_is_the_works_and_a_cut_zip_is_retried(tmp_path: P
     frames = ugoira_frames_zip(zip_path, [(40, 40)] * 3)
     whole = zip_path.read_bytes()
     zip_path.write_bytes(whole[: len(whole) - 30])  # the central directory is cut off
-    with pytest.raises(UgoiraBroken):
+    with pytest.raises(AnimationBroken):
         encode_gif(zip_path, ugoira(frames), dest)
     zip_path.write_bytes(b'{"error": "not a zip"}')
-    with pytest.raises(UgoiraError):
+    with pytest.raises(UnusableAnimation):
         encode_gif(zip_path, ugoira(frames), dest)
     zip_path.write_bytes(whole)
     missing = [*frames, {"file": "000009.jpg", "delay": 50}]
-    with pytest.raises(UgoiraError, match="not in the zip"):
+    with pytest.raises(UnusableAnimation, match="not in the zip"):
         encode_gif(zip_path, ugoira(missing), dest)
 
 
@@ -317,11 +318,9 @@ async def test_a_work_listing_no_page_is_the_works_never_an_empty_artifact(tmp_p
 async def test_an_animation_a_source_built_without_frames_is_the_works_before_its_zip_is_fetched(
     tmp_path: Path,
 ) -> None:
-    from curaflow.sources.ugoira import UgoiraMetadata
-
-    source = OneFile(b"never asked", UgoiraMetadata(zip_url="https://i.pximg.net/z.zip", frames=[]))
+    source = OneFile(b"never asked", Animation(zip_url="https://i.pximg.net/z.zip", frames=[]))
     with pytest.raises(WorkUnavailable) as caught:
         await ArtifactStore(tmp_path).fetch(source, WORK, "job", "t")  # type: ignore[arg-type]
     assert caught.value.kind == UnavailableKind.UNUSABLE_ANIMATION
-    with pytest.raises(UgoiraError, match="no frames"):
-        encode_gif(tmp_path / "absent.zip", UgoiraMetadata(zip_url="https://x/z.zip", frames=[]), tmp_path / "o.gif")
+    with pytest.raises(UnusableAnimation, match="no frames"):
+        encode_gif(tmp_path / "absent.zip", Animation(zip_url="https://x/z.zip", frames=[]), tmp_path / "o.gif")

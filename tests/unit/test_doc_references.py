@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from curaflow.moved import MOVED_MODULES, MOVED_NAMES
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
 DOTTED = re.compile(r"`((?:curaflow|workflows|activities|bench)(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
@@ -41,11 +43,28 @@ def resolves(name: str) -> bool:
     return False
 
 
+def moved(name: str) -> bool:
+    """A former import path (it still resolves, through :mod:`curaflow.moved`, with a warning)."""
+    if any(name == old or name.startswith(old + ".") for old in MOVED_MODULES):
+        return True
+    package, _, attr = name.rpartition(".")
+    return attr in MOVED_NAMES.get(package, {})
+
+
+def moved_table() -> str:
+    """The one place the docs cite former paths: the "Moved paths" table of docs/http-api.md."""
+    text = (ROOT / "docs" / "http-api.md").read_text()
+    return text[text.index("**Moved paths**") :].split("\n## ", 1)[0]
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
 def test_every_dotted_name_resolves(doc: Path) -> None:
-    names = sorted(set(DOTTED.findall(doc.read_text())))
-    broken = [name for name in names if not resolves(name)]
-    assert not broken, f"{doc.name} cites names that do not resolve: {broken}"
+    text = doc.read_text()
+    if doc.name == "http-api.md":
+        text = text.replace(moved_table(), "")
+    names = sorted(set(DOTTED.findall(text)))
+    broken = [name for name in names if moved(name) or not resolves(name)]
+    assert not broken, f"{doc.name} cites names that do not resolve (or only by a former path): {broken}"
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)

@@ -7,7 +7,7 @@ import pytest
 from curaflow.domain.messages import RouteRef, TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
 from curaflow.domain.verdicts import no_candidate_verdict
-from curaflow.sources.frontier import fingerprint, lasting
+from curaflow.sources.pixiv.frontier import fingerprint, lasting
 
 
 def spec(**kw: object) -> TargetSpec:
@@ -81,3 +81,22 @@ def test_a_young_work_below_min_bookmarks_never_lasts_without_a_settling_day() -
 )
 def test_a_cap_reached_with_results_left_is_scan_capped(report: CandidateReport | None, reason: str) -> None:
     assert no_candidate_verdict(report, max_examined=1000) == reason
+
+
+def test_a_stored_frontier_is_read_as_written_and_an_unreadable_one_is_a_fresh_start() -> None:
+    from datetime import UTC, datetime
+
+    from curaflow.sources.pixiv.frontier import Frontier, key, read, settled_before
+
+    # The JSON the version before the seam wrote (no field a later version added).
+    mark = {"work_id": "7", "create_date": "2025-02-04T20:30:05+09:00", "index": 3}
+    stored = {"sort": "date_desc", "head": mark, "known": mark, "sweep": None, "revisit": 0}
+    got = read(stored, "date_desc")
+    assert got.known is not None and (got.known.work_id, got.known.index) == ("7", 3) and got.tally == {}
+    # Nothing stored, another sort's, another shape: the walk starts afresh (pages, never a duplicate).
+    for other in (None, {}, {**stored, "sort": "date_asc"}, {"sort": "date_desc", "known": "7"}, {"pages": 3}):
+        assert read(other, "date_desc") == Frontier(sort="date_desc")
+    # The key is the fingerprint; rankings keep no frontier.
+    assert key(spec()) == fingerprint(spec())
+    assert key(spec(query=TargetQuery(mode="ranking"))) is None
+    assert settled_before(datetime(2025, 3, 10, 1, 0, tzinfo=UTC)) == "2025-03-03"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 
-from curaflow.domain.reasons import REASONS, TerminalReason, no_candidate_reason, protocol_code_for, user_message
+from curaflow.domain.reasons import REASONS, TerminalReason, protocol_code_for, user_message
 from curaflow.protocol.errors import PROTOCOL_CODES
 
 SCHEMA = resources.files("curaflow.protocol") / "schema"
@@ -41,25 +41,6 @@ def test_messages_exist_in_both_languages() -> None:
     for reason in TerminalReason:
         assert user_message(reason, "en") and user_message(reason, "zh")
         assert reason.value not in user_message(reason, "en")
-
-
-def test_no_candidate_classification() -> None:
-    assert no_candidate_reason(0, {}) == "no_candidate"
-    assert no_candidate_reason(30, {"duplicate": 30}) == "duplicate_exhausted"
-    assert no_candidate_reason(30, {"duplicate": 15, "filtered:r18": 15}) == "filter_exhausted"
-    assert no_candidate_reason(30, {"filtered:min_bookmarks": 30}) == "filter_exhausted"
-    assert no_candidate_reason(30, {"unavailable": 20, "filtered:ai": 10}) == "no_candidate"
-
-
-def test_filter_exhausted_only_when_a_filter_rejected_something() -> None:
-    # Only refusals, or duplicates plus an unavailable work: no filter to relax.
-    assert no_candidate_reason(3, {"refused": 3}) == "no_candidate"
-    assert no_candidate_reason(3, {"duplicate": 2, "refused": 1}) == "no_candidate"
-    assert no_candidate_reason(3, {"duplicate": 2, "unavailable": 1}) == "no_candidate"
-    assert no_candidate_reason(3, {"invalid": 3}) == "no_candidate"
-    assert no_candidate_reason(3, {"excluded": 3}) == "no_candidate"
-    assert no_candidate_reason(3, {"duplicate": 1, "filtered:ai": 1, "refused": 1}) == "filter_exhausted"
-    assert "filters" not in user_message("no_candidate")  # its remedy is the query, not the filters
 
 
 def test_no_message_of_a_failure_a_retry_cannot_fix_tells_to_retry_later() -> None:

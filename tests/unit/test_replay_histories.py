@@ -58,6 +58,17 @@ def test_histories_of_both_trampoline_shapes_are_kept() -> None:
     assert shapes == {True, False}
 
 
+def test_histories_before_and_after_the_source_heartbeat_are_kept() -> None:
+    """Jobs admitted before a source step's heartbeat timeout was the lease (no marker, no
+    ``source_heartbeat_timeout_ms``) replay as before; jobs after it carry the marker."""
+    from workflows.job import SOURCE_HEARTBEAT
+
+    shapes = {
+        SOURCE_HEARTBEAT in patches(path) for path in HISTORIES if job_history(path) and "core-v2" in patches(path)
+    }
+    assert shapes == {True, False}
+
+
 def workflow_type(path: Path) -> str:
     first = json.loads(path.read_text())["events"][0]
     return str(first["workflowExecutionStartedEventAttributes"]["workflowType"]["name"])
@@ -132,3 +143,25 @@ def test_histories_of_failed_jobs_failing_their_execution_are_kept(name: str, ki
     assert failure["applicationFailureInfo"]["nonRetryable"] is True
     detail = failure["applicationFailureInfo"]["details"]["payloads"][0]["data"]
     assert json.loads(base64.b64decode(detail))["status"] == kind.removeprefix("job_")
+
+
+def test_histories_of_a_two_target_cancel_before_and_after_the_cancel_rule_are_kept() -> None:
+    """The same two-target job cancelled once one cell delivered and while the other's send
+    was out: recorded before the rule (finish said ``succeeded``: the execution completed)
+    and after it (``cancelled``: Canceled). No workflow code changed — the end follows the
+    ``finish`` local activity's recorded result — so both replay (the parametrized test)."""
+    by_name = {path.stem: path for path in HISTORIES}
+    ends = {}
+    for name in ("job_cancel_two_targets_v2", "job_cancel_two_targets_v3"):
+        events = json.loads(by_name[name].read_text())["events"]
+        signals = [
+            e["workflowExecutionSignaledEventAttributes"]["signalName"]
+            for e in events
+            if "workflowExecutionSignaledEventAttributes" in e
+        ]
+        assert "cancel" in signals, name
+        ends[name] = events[-1]["eventType"]
+    assert ends == {
+        "job_cancel_two_targets_v2": "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED",
+        "job_cancel_two_targets_v3": "EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED",
+    }

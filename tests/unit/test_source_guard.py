@@ -213,6 +213,31 @@ async def test_a_download_that_never_ends_is_a_download_timeout(tmp_path: Path) 
     assert owner(raised.value) == Owner.SOURCE
 
 
+async def test_a_timeout_message_says_the_measured_duration(tmp_path: Path) -> None:
+    # Seen from outside: "an image page took over 121.0 s" for an attempt that lasted at
+    # most 41 s — a TimeoutError that was not the guard's limit, reported as if it were.
+    async def gives_up() -> None:
+        await asyncio.sleep(0.1)
+        raise TimeoutError("the source's own connect timeout")
+
+    with pytest.raises(SourceError) as raised:
+        await ArtifactStore(tmp_path).fetch(guard(Hostile(body=gives_up), timeout_s=120.0), still_work(), "job", "t")
+    message = str(raised.value)
+    assert raised.value.reason == TerminalReason.DOWNLOAD_TIMEOUT
+    assert "took over" not in message and "121.0" not in message, message
+    assert "timed out after 0.1 s" in message or "timed out after 0.2 s" in message, message
+
+    # The guard's own limit: named, with the time it measured.
+    async def trickle() -> AsyncIterator[bytes]:
+        while True:
+            yield b"\0"
+            await asyncio.sleep(0.05)
+
+    with pytest.raises(SourceError) as raised:
+        await ArtifactStore(tmp_path).fetch(guard(Hostile(chunks=trickle), timeout_s=0.2), still_work(), "job", "t")
+    assert "took over 1.2 s (cut after 1.2 s)" in str(raised.value), str(raised.value)
+
+
 def test_the_activities_use_every_source_guarded(tmp_path: Path) -> None:
     from activities.deps import ActivityDeps
     from curaflow.sources.gate import MemoryGate
@@ -281,3 +306,48 @@ async def test_a_page_url_no_request_can_be_made_for_is_the_works_before_the_sou
         await ArtifactStore(tmp_path).fetch(guard(Hostile(chunks=chunks, body=opening)), work, "job", "t")
     assert raised.value.kind == UnavailableKind.UNUSABLE_URL
     assert asked == []
+
+
+class Remembering(Hostile):
+    """A source keeping a frontier: its key and the frontier it leaves are as told."""
+
+    def __init__(self, *, key: Any = "k", left: Any = None) -> None:
+        async def page(cursor: str | None) -> SourcePage:
+            return SourcePage(works=[Work(work_id="w1")])
+
+        super().__init__(page=page)
+        self._key, self._left = key, left
+
+    def frontier_key(self, target: TargetSpec) -> str | None:
+        if isinstance(self._key, Exception):
+            raise self._key
+        return self._key  # type: ignore[no-any-return]
+
+    async def scan(self, target: TargetSpec, request: ScanRequest, checkpoint: ScanState | None = None) -> ScanState:
+        state = await super().scan(target, request, checkpoint)
+        state.frontier = self._left
+        return state
+
+
+@pytest.mark.parametrize(
+    "left",
+    [["not", "an", "object"], {"a": float("nan")}, {"a": "\x00"}, {"a": object()}, {(1, 2): "tuple key"}, "text"],
+    ids=["list", "nan", "nul", "object", "tuple-key", "text"],
+)
+async def test_a_frontier_the_ledger_cannot_store_is_dropped_never_a_failure(left: Any) -> None:
+    # A frontier is advisory: losing it costs pages; it never fails the scan.
+    state = await guard(Remembering(left=left)).scan(TARGET, request(frontier={}))  # type: ignore[arg-type]
+    assert state.frontier is None and [w.work_id for w in state.candidates] == ["w1"]
+
+
+async def test_a_frontier_of_json_is_kept_as_the_source_left_it() -> None:
+    left = {"format": "mine/1", "pages": [1, 2], "note": "ok"}
+    state = await guard(Remembering(left=left)).scan(TARGET, request(frontier={}))  # type: ignore[arg-type]
+    assert state.frontier == left
+
+
+@pytest.mark.parametrize("key", [KeyError("query"), 42], ids=["raises", "not-text"])
+def test_a_frontier_key_the_source_gets_wrong_is_the_sources_failure(key: Any) -> None:
+    with pytest.raises(SourceError) as raised:
+        guard(Remembering(key=key)).frontier_key(TARGET)  # type: ignore[arg-type]
+    assert owner(raised.value) == Owner.SOURCE and raised.value.retryable

@@ -1,4 +1,4 @@
-"""Ugoira metadata and the frames → animated GIF conversion, with their bounds (pure, on disk)."""
+"""Pixiv's ugoira metadata, and the generic frames → animated GIF conversion with its bounds (pure, on disk)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ import pytest
 from PIL import Image
 
 from bench.chaos import bombs
-from curaflow.sources import ugoira
+from curaflow.sources import animation
+from curaflow.sources.animation import UnusableAnimation, encode_gif
 from curaflow.sources.decoding import DecodeBudget, OverBudget
-from curaflow.sources.ugoira import UgoiraError, UnrecognisedMetadata, encode_gif, parse_metadata
+from curaflow.sources.pixiv.ugoira import UnrecognisedMetadata, parse_metadata
 
 
 def answer(frames: list[dict[str, Any]]) -> dict[str, Any]:
@@ -33,7 +34,7 @@ def frames_zip(path: Path, count: int, size: tuple[int, int] = (32, 24)) -> Path
 def test_metadata_gives_the_zip_and_each_frames_delay() -> None:
     meta = parse_metadata(answer([{"file": "000000.jpg", "delay": 70}, {"file": "000001.jpg", "delay": 5}]))
     assert meta.zip_url == "https://i.pximg.net/z/1_ugoira600x600.zip"
-    assert meta.delays_ms == [70, ugoira.MIN_DELAY_MS]  # a delay below what viewers honour is raised
+    assert meta.delays_ms == [70, animation.MIN_DELAY_MS]  # a delay below what viewers honour is raised
 
 
 @pytest.mark.parametrize(
@@ -47,7 +48,7 @@ def test_metadata_gives_the_zip_and_each_frames_delay() -> None:
     ids=["no-frames", "path-in-name", "delay-not-a-number", "no-zip"],
 )
 def test_metadata_that_is_not_a_usable_animation_is_refused(body: dict[str, Any]) -> None:
-    with pytest.raises(UgoiraError):
+    with pytest.raises(UnusableAnimation):
         parse_metadata(body)
 
 
@@ -71,16 +72,16 @@ def test_bounds_missing_frames_and_broken_zips_are_refused_and_leave_no_file(
     dest = tmp_path / "1_ugoira.gif"
     three = frames_zip(tmp_path / "f.zip", 3)
     missing = parse_metadata(answer([{"file": f"{i:06d}.jpg", "delay": 50} for i in range(4)]))
-    with pytest.raises(UgoiraError, match="not in the zip"):
+    with pytest.raises(UnusableAnimation, match="not in the zip"):
         encode_gif(three, missing, dest)
     meta = parse_metadata(answer([{"file": f"{i:06d}.jpg", "delay": 50} for i in range(3)]))
     with pytest.raises(OverBudget, match="pixels"):
         encode_gif(three, meta, dest, meter=DecodeBudget(max_pixels=32 * 24 * 3 - 1).meter())
-    monkeypatch.setattr(ugoira, "MAX_FRAME_BYTES", 10)
+    monkeypatch.setattr(animation, "MAX_FRAME_BYTES", 10)
     with pytest.raises(OverBudget, match="bytes"):
         encode_gif(three, meta, dest)
     (tmp_path / "bad.zip").write_bytes(b"not a zip")
-    with pytest.raises(UgoiraError, match="not a zip"):
+    with pytest.raises(UnusableAnimation, match="not a zip"):
         encode_gif(tmp_path / "bad.zip", meta, dest)
     assert not dest.exists() and not list(tmp_path.glob(".*.part"))
 
@@ -89,7 +90,7 @@ def test_bounds_missing_frames_and_broken_zips_are_refused_and_leave_no_file(
 @pytest.mark.parametrize("seed", range(6))
 def test_metadata_of_the_app_api_s_shape_describing_no_animation_is_the_work_s(kind: str, seed: int) -> None:
     body = bombs.unusable_metadata(random.Random(seed), kind, "https://i.pximg.net/img-zip-ugoira/1_ugoira600x600.zip")
-    with pytest.raises(UgoiraError) as caught:
+    with pytest.raises(UnusableAnimation) as caught:
         parse_metadata(body)
     assert not isinstance(caught.value, UnrecognisedMetadata)
 

@@ -9,8 +9,10 @@ from curaflow.domain.verdicts import (
     NON_RETRYABLE_TYPES,
     FailureKind,
     FinishCause,
+    PendingStep,
     StepFailure,
     attempt_budget,
+    budget_cause,
     cell_verdict,
     delivery_verdict,
     failure_reason,
@@ -34,15 +36,17 @@ def timeout(step: str, timeout_type: str, *, first: bool = False) -> StepFailure
 
 
 # Every timeout type × step (DESIGN.md decision 8): a delivery that timed out was
-# abandoned; the first search that never left its queue was queued too long; anything
-# else stopped making progress.
+# abandoned; a source step that timed out waiting in its queue — the first, a retry, a
+# later pass — was queued too long (no worker held it: never a stall); a held step that
+# stopped beating stalled.
 TIMEOUT_TABLE = [
     ("search", "SCHEDULE_TO_START", True, R.QUEUED_TOO_LONG),
-    ("search", "SCHEDULE_TO_START", False, R.STALLED_NO_HEARTBEAT),
+    ("search", "SCHEDULE_TO_START", False, R.QUEUED_TOO_LONG),
+    ("acquire", "SCHEDULE_TO_START", False, R.QUEUED_TOO_LONG),
     ("search", "START_TO_CLOSE", True, R.STALLED_NO_HEARTBEAT),
     ("search", "HEARTBEAT", True, R.STALLED_NO_HEARTBEAT),
     ("search", "SCHEDULE_TO_CLOSE", False, R.STALLED_NO_HEARTBEAT),
-    ("fetch", "SCHEDULE_TO_START", False, R.STALLED_NO_HEARTBEAT),
+    ("fetch", "SCHEDULE_TO_START", False, R.QUEUED_TOO_LONG),
     ("fetch", "START_TO_CLOSE", False, R.STALLED_NO_HEARTBEAT),
     ("fetch", "HEARTBEAT", False, R.STALLED_NO_HEARTBEAT),
     ("fetch", "SCHEDULE_TO_CLOSE", False, R.STALLED_NO_HEARTBEAT),
@@ -94,8 +98,14 @@ CAUSE_TABLE = [
     ("queued_too_long", "pending", "queued", False, R.QUEUED_TOO_LONG),
     ("queued_too_long", "pending", "searching", False, R.STALLED_NO_HEARTBEAT),  # a step already ran
     ("queued_too_long", "pending", "queued", True, R.CANCELLED_BY_CONSUMER),
-    ("stalled", "artifact_ready", "delivering", False, R.STALLED_NO_HEARTBEAT),
+    # A stall after the work was handed to its routes is the delivery's (reference §5.4,
+    # §8: the stall sweep leaves delivery cells alone, the rollup abandons them) — as a
+    # delivery step that timed out in the workflow is.
+    ("stalled", "artifact_ready", "delivering", False, R.DELIVERY_ABANDONED),
+    ("stalled", "delivery_pending", "delivering", False, R.DELIVERY_ABANDONED),
     ("stalled", "artifact_ready", "delivering", True, R.CANCELLED_BY_CONSUMER),
+    ("stalled", "selected", "fetching", False, R.STALLED_NO_HEARTBEAT),
+    ("stalled", "pending", "searching", False, R.STALLED_NO_HEARTBEAT),
     ("terminated", "pending", "searching", False, R.EXECUTION_TERMINATED),
     ("terminated", "pending", "searching", True, R.CANCELLED_BY_CONSUMER),
     ("timed_out", "selected", "fetching", False, R.EXECUTION_TIMEOUT),
@@ -120,6 +130,120 @@ def test_a_real_failure_keeps_its_reason_whatever_stopped_the_job() -> None:
     assert cell_verdict(state="selected", stage="fetching", cause="cancelled", failure=stalled) == (
         R.CANCELLED_BY_CONSUMER
     )
+
+
+# The deadline owns every failure that happens after it passed (the job finishes for its
+# deadline): a step whose attempt failed after the workflow stopped it at the deadline —
+# a download the deadline cut, wherever the attempt was — or a Temporal timeout of a
+# step's budget beside the deadline.
+DEADLINE_TABLE = [
+    (app("acquire", "download_timeout", retry_state="CANCEL_REQUESTED"), "deadline", R.EXECUTION_TIMEOUT),
+    (app("acquire", "remote_http_error", retry_state="CANCEL_REQUESTED"), "deadline", R.EXECUTION_TIMEOUT),
+    (
+        app("acquire", "storage_full", non_retryable=True, retry_state="CANCEL_REQUESTED"),
+        "deadline",
+        R.EXECUTION_TIMEOUT,
+    ),
+    (app("deliver", "delivery_failed", retry_state="CANCEL_REQUESTED"), "deadline", R.EXECUTION_TIMEOUT),
+    (timeout("acquire", "HEARTBEAT"), "deadline", R.EXECUTION_TIMEOUT),
+    (timeout("acquire", "SCHEDULE_TO_START", first=True), "deadline", R.EXECUTION_TIMEOUT),
+    (timeout("acquire", "SCHEDULE_TO_START"), "deadline", R.EXECUTION_TIMEOUT),
+    # ... a failure Temporal reported before any stop keeps its own reason
+    (app("acquire", "download_timeout", retry_state="MAXIMUM_ATTEMPTS_REACHED"), "deadline", R.DOWNLOAD_TIMEOUT),
+    (app("acquire", "auth_failed", non_retryable=True, retry_state="NON_RETRYABLE_FAILURE"), "deadline", R.AUTH_FAILED),
+    (timeout("deliver", "HEARTBEAT"), "deadline", R.DELIVERY_ABANDONED),  # a delivery's, not a budget's
+    # ... and without the deadline, nothing changes
+    (app("acquire", "download_timeout", retry_state="CANCEL_REQUESTED"), "completed", R.DOWNLOAD_TIMEOUT),
+    (timeout("acquire", "HEARTBEAT"), "completed", R.STALLED_NO_HEARTBEAT),
+]
+
+
+@pytest.mark.parametrize(("failure", "cause", "expected"), DEADLINE_TABLE)
+def test_the_deadline_owns_what_happens_after_it(failure: StepFailure, cause: str, expected: TerminalReason) -> None:
+    assert cell_verdict(state="selected", stage="fetching", cause=cause, failure=failure) == expected
+
+
+MIN = 60_000
+T0 = 1_000_000_000_000
+
+
+def cause_at(
+    now: int,
+    *,
+    deadline: int | None = 30 * MIN,
+    started: int | None = 0,
+    progress: int | None = 0,
+    pending: list[PendingStep] | None = None,
+) -> FinishCause | None:
+    """``budget_cause`` for a job created at T0 (times in ms after T0), queued 30 min, stall 15 min."""
+    return budget_cause(
+        now_ms=T0 + now,
+        deadline_at_ms=None if deadline is None else T0 + deadline,
+        created_at_ms=T0,
+        started_at_ms=None if started is None else T0 + started,
+        last_progress_ms=None if progress is None else T0 + progress,
+        queued_budget_ms=30 * MIN,
+        stall_budget_ms=15 * MIN,
+        deadline_grace_ms=10_000,
+        pending=pending,
+    )
+
+
+def held(beat: int) -> PendingStep:
+    return PendingStep(held=True, last_beat_ms=T0 + beat)
+
+
+WAITING_SERVED = PendingStep(held=False, queue_served=True)
+WAITING_UNSERVED = PendingStep(held=False, queue_served=False)
+
+
+def in_backoff(until: int) -> PendingStep:
+    return PendingStep(held=False, backoff_until_ms=T0 + until)
+
+
+BUDGET_TABLE = [
+    # (now, kwargs, expected)
+    (10 * MIN, {}, None),  # nothing ran out
+    (16 * MIN, {}, FinishCause.STALLED),  # no progress for the stall budget (ledger only)
+    (16 * MIN, {"pending": []}, FinishCause.STALLED),  # Temporal: no step pending at all
+    (16 * MIN, {"pending": [WAITING_UNSERVED]}, FinishCause.STALLED),  # waiting for no worker
+    # Stall budgets count only time a step was held by a worker or waited unserved:
+    (16 * MIN, {"pending": [WAITING_SERVED]}, None),  # queued behind others in a backlog
+    (16 * MIN, {"pending": [in_backoff(17 * MIN)]}, None),  # Temporal's retry backoff
+    (16 * MIN, {"pending": [held(15 * MIN)]}, None),  # a held step beating in Temporal
+    (16 * MIN, {"pending": [held(0)]}, FinishCause.STALLED),  # held, silent past the budget
+    (16 * MIN, {"pending": [in_backoff(15 * MIN), WAITING_UNSERVED]}, FinishCause.STALLED),
+    # The deadline first, then a stall: the deadline owns it (a worker lost while it passed).
+    (31 * MIN, {"deadline": 10 * MIN}, FinishCause.DEADLINE),
+    (16 * MIN, {"deadline": 15 * MIN}, FinishCause.DEADLINE),  # stall ran out at 15: a tie
+    # within the deadline's grace, the stall ran out after it (at 16 min)
+    (16 * MIN + 1_000, {"deadline": 15 * MIN + 55_000, "progress": MIN}, FinishCause.DEADLINE),
+    # A stall that ran out before the deadline is the stall
+    (16 * MIN, {"deadline": 15 * MIN + 30_000}, FinishCause.STALLED),
+    # Past the deadline alone: the workflow's timer first, then the reconciler.
+    (30 * MIN + 5_000, {"pending": [held(30 * MIN)]}, None),
+    (30 * MIN + 10_000, {"pending": [held(30 * MIN)]}, FinishCause.DEADLINE),
+    (30 * MIN + 10_000, {"pending": [WAITING_SERVED]}, FinishCause.DEADLINE),  # queued or not: over
+    # Never started: the queued budget, then the deadline owns what comes after it
+    (31 * MIN, {"started": None, "progress": None, "deadline": 60 * MIN}, FinishCause.QUEUED_TOO_LONG),
+    (31 * MIN, {"started": None, "progress": None, "deadline": 29 * MIN}, FinishCause.DEADLINE),
+    (31 * MIN, {"started": None, "progress": None, "deadline": None}, FinishCause.QUEUED_TOO_LONG),
+]
+
+
+@pytest.mark.parametrize(("now", "kw", "expected"), BUDGET_TABLE)
+def test_which_budget_ended_a_job(now: int, kw: dict[str, object], expected: FinishCause | None) -> None:
+    assert cause_at(now, **kw) == expected  # type: ignore[arg-type]
+
+
+def test_a_retried_step_that_timed_out_in_its_queue_was_queued_not_stalled() -> None:
+    # The step ran once (the cell's stage moved), failed, and its retry then waited in a
+    # busy source queue past its schedule-to-start budget: no worker held it.
+    retried = timeout("acquire", "SCHEDULE_TO_START", first=True)
+    assert cell_verdict(state="pending", stage="searching", cause="completed", failure=retried) == R.QUEUED_TOO_LONG
+    # A held step that stopped beating is a stall.
+    held = timeout("acquire", "HEARTBEAT", first=True)
+    assert cell_verdict(state="pending", stage="searching", cause="completed", failure=held) == R.STALLED_NO_HEARTBEAT
 
 
 def test_reasons_reported_by_old_executions_are_applied_as_given() -> None:

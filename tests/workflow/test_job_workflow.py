@@ -266,6 +266,26 @@ async def test_a_cancel_reports_the_route_that_got_the_work(env: Env) -> None:
     assert [(d.route, d.status) for d in state.deliveries] == [("a", "delivered")]
 
 
+async def test_a_cancel_that_stops_one_target_of_two_ends_the_job_cancelled(env: Env) -> None:
+    # One target delivered, the other's send is out and never answers: the cancel stopped
+    # that one, so the job is cancelled (never succeeded), the execution Canceled, and
+    # the delivery that landed is reported.
+    env.fakes.on("deliver", "t1", Act("ok"), route="a").on("deliver", "t2", Act("hang"), route="b")
+    handle = await env.start(env.job({"t1": ["a"], "t2": ["b"]}))
+    while len(env.fakes.deliveries) < 1 or "deliver" not in env.fakes.steps("t2"):
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.2)  # t2's send is out
+
+    await handle.signal("cancel", {"reason": "enough"})
+
+    assert await env.closed(handle) == WorkflowExecutionStatus.CANCELED
+    state = await result_of(handle)
+    assert (state.status, state.business_status) == ("cancelled", "partial_success")
+    reasons = {c.target_id: (c.state, c.reason) for c in state.cells}
+    assert reasons == {"t1": ("submitted", None), "t2": ("failed", "cancelled_by_consumer")}
+    assert ("t1", "a", "delivered") in [(d.target_id, d.route, d.status) for d in state.deliveries]
+
+
 async def test_a_send_already_out_is_finished_and_the_job_reports_it(env: Env) -> None:
     env.fakes.on("deliver", "t", Act("slow", seconds=1.5), route="a")
     handle = await env.start(env.job())

@@ -65,9 +65,17 @@ from curaflow.outbound import (
     url_problem,
 )
 from curaflow.outbound.destinations import IPNetwork
+from curaflow.sources.animation import Animation, UnusableAnimation
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.gate import Gate
-from curaflow.sources.ugoira import UgoiraError, UgoiraMetadata, UnrecognisedMetadata, parse_metadata
+from curaflow.sources.pixiv.ugoira import UnrecognisedMetadata, parse_metadata
+
+#: What to do about a restricted account (logged with ``source.account_restricted``).
+RESTRICTED_HINT = (
+    "Pixiv answered 'Your access is currently restricted.': the account's requests are paused "
+    "(pixiv.restriction_pause_ms). Sign in at pixiv.net with this account to read the notice, or move "
+    "the target to another account; lift the pause with `curaflow accounts resume ACCOUNT`."
+)
 
 # Public constants of Pixiv's iOS app, shipped by every client library (pixivpy, gallery-dl).
 CLIENT_ID = "MOBrBDS8blbauoSck0ZfDbtuzpyT"
@@ -446,6 +454,7 @@ class PixivClient:
                     + (f"; its requests are paused for {pause_s:.0f} s" if pause_s else ""),
                     retryable=False,
                     status=response.status_code,
+                    hint=RESTRICTED_HINT,
                 )
             if response.status_code >= 400 or text is not None or not isinstance(body, dict):
                 status = response.status_code
@@ -519,21 +528,21 @@ class PixivClient:
         body = await self._get(f"{self.api_url}/v1/illust/detail", {"illust_id": work_id}, work_id=work_id)
         return parse_work(body["illust"])
 
-    async def ugoira_metadata(self, work_id: str) -> UgoiraMetadata:
+    async def ugoira_metadata(self, work_id: str) -> Animation:
         """``GET /v1/ugoira/metadata``: an animated work's frames zip and frame delays.
 
         Raises:
             WorkUnavailable: the work is gone, private or restricted; or the answer is the
                 app-api's metadata and describes no usable animation
-                (:class:`~curaflow.sources.ugoira.UgoiraError`: ``unusable_animation``).
+                (:class:`~curaflow.sources.animation.UnusableAnimation`: ``unusable_animation``).
             SourceError: classified failure; ``metadata_failed`` (retried) when the answer
                 is not the app-api's metadata object
-                (:class:`~curaflow.sources.ugoira.UnrecognisedMetadata`: never the work's).
+                (:class:`~curaflow.sources.pixiv.ugoira.UnrecognisedMetadata`: never the work's).
         """
         body = await self._get(f"{self.api_url}/v1/ugoira/metadata", {"illust_id": work_id}, work_id=work_id)
         try:
             return parse_metadata(body)
-        except UgoiraError as err:
+        except UnusableAnimation as err:
             raise WorkUnavailable(work_id, f"ugoira: {err}", UnavailableKind.UNUSABLE_ANIMATION) from None
         except UnrecognisedMetadata as err:
             raise SourceError(TerminalReason.METADATA_FAILED, f"pixiv ugoira metadata of {work_id}: {err}") from None
@@ -655,7 +664,7 @@ class PixivClient:
         async with self.open_image(url) as response:
             yield ImageDownload(self, response)
 
-    async def animation(self, work: Work) -> UgoiraMetadata | None:
+    async def animation(self, work: Work) -> Animation | None:
         """An ugoira's frames zip and delays (:meth:`ugoira_metadata`); None unless
         ``work.kind == "ugoira"`` (the source's own type word).
 

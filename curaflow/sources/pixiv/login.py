@@ -25,12 +25,9 @@ unset. Failures are one :class:`LoginError` whose ``kind`` says what to do.
 from __future__ import annotations
 
 import base64
-import contextlib
 import hashlib
 import json
-import os
 import secrets
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +35,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 
+from curaflow.paths import private_dir, write_private
 from curaflow.sources.pixiv.client import CLIENT_ID, CLIENT_SECRET, PIXIV_API_URL, PIXIV_AUTH_URL
 
 LOGIN_PATH = "/web/v1/login"
@@ -279,28 +277,12 @@ def stored_user(state_dir: Path, account: str) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else None
 
 
-def _write_private(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically, readable by its owner only (0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path.parent, 0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
 def store_token(state_dir: Path, account: str, info: PixivAccountInfo) -> Path:
-    """Store the account's refresh token (mode 0600) and who it belongs to; returns the token's path."""
+    """Store the account's refresh token (mode 0600, in private directories) and who it
+    belongs to; returns the token's path."""
+    private_dir(state_dir)
     path = token_path(state_dir, account)
-    _write_private(path, info.refresh_token + "\n")
+    write_private(path, info.refresh_token + "\n")
     user = {"name": info.user_name, "account": info.account, "id": info.user_id}
-    _write_private(path.with_name(f"{account}{USER_SUFFIX}"), json.dumps(user, ensure_ascii=False) + "\n")
+    write_private(path.with_name(f"{account}{USER_SUFFIX}"), json.dumps(user, ensure_ascii=False) + "\n")
     return path

@@ -33,10 +33,11 @@ walk reaches the cap too is a middle part of the day out of reach: the day and t
 of its works reached are recorded (``report.skipped_days``, reported through
 ``on_skipped_day``) and the scan goes on with the next day. Other sorts end at the cap.
 
-The target's frontier (:mod:`curaflow.sources.frontier`): a scan given the
-target's stored :class:`~curaflow.sources.frontier.Frontier` reads only what can hold
-something new — the head of a ``date_desc`` query, then the first part not fully known —
-and leaves the next frontier in ``ScanCheckpoint.frontier``. Its page selection is kept
+The target's frontier (:mod:`curaflow.sources.pixiv.frontier`): a scan given the
+target's stored :class:`~curaflow.sources.pixiv.frontier.Frontier` reads only what can
+hold something new — the head of a ``date_desc`` query, then the first part not fully
+known — and leaves the next frontier's JSON in ``ScanCheckpoint.frontier`` (what the
+ledger stores). Its page selection is kept
 to three hooks: :func:`_frontier_page` (a fetched page), :func:`_jump` (where the walk
 continues) and the verdict of each examined work.
 
@@ -57,7 +58,6 @@ from curaflow.domain.fallback import WANT
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import SkippedDay, Work
 from curaflow.domain.reasons import TerminalReason
-from curaflow.sources import frontier as fr
 from curaflow.sources.base import KnownHook, PageHook, ScanState, SkippedDayHook
 
 __all__ = [
@@ -71,6 +71,7 @@ __all__ = [
     "scan",
 ]
 from curaflow.sources.errors import SourceError
+from curaflow.sources.pixiv import frontier as fr
 from curaflow.sources.pixiv.client import MAX_OFFSET, InvalidWork, PixivClient, offset_of, parse_work
 from curaflow.sources.pixiv.filters import protocol_reason, reject_reason
 
@@ -485,14 +486,14 @@ async def scan(
         unavailable: works this cell already found unavailable (rejected as such).
         on_skipped_day: called once for each day the source cannot page fully.
         frontier: the target's frontier for this fingerprint (an empty
-            :class:`~curaflow.sources.frontier.Frontier` when none is stored yet; None:
-            keep none). Used when the scan starts (a resumed checkpoint keeps its walk).
+            :class:`~curaflow.sources.pixiv.frontier.Frontier` when none is stored yet;
+            None: keep none). Used when the scan starts (a resumed checkpoint keeps its walk).
         settled_before: the day (``YYYY-MM-DD``, UTC) before which a ``min_bookmarks``
-            rejection is lasting (:func:`curaflow.sources.frontier.lasting`).
+            rejection is lasting (:func:`curaflow.sources.pixiv.frontier.lasting`).
 
     Returns:
         The final checkpoint: ``candidates`` in rank order, the ``report`` and, with a
-        frontier, the ``frontier`` it leaves for the next job.
+        frontier, the ``frontier`` it leaves for the next job (its JSON, as stored).
 
     Raises:
         SourceError: a source call failed (the attempt fails; the checkpoint survives).
@@ -541,5 +542,6 @@ async def scan(
     cp.candidates = cp.candidates[:scan_limit]
     if cp.walk is not None:
         capped = not cp.exhausted and not cp.candidates and cp.examined >= max_examined
-        cp.frontier = fr.advance(cp.walk, capped=capped, exhausted=cp.exhausted)
+        cp.frontier = fr.advance(cp.walk, capped=capped, exhausted=cp.exhausted).model_dump(mode="json")
+        cp.report.known = fr.known_tally(cp.walk)
     return cp

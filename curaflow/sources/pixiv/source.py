@@ -4,8 +4,9 @@ One :class:`PixivSource` per account and worker process: its
 :class:`~curaflow.sources.pixiv.client.PixivClient` behind the account's rate gate
 (:class:`~curaflow.ledger.gates.LedgerGate` from the worker, keyed by the account's
 source task queue, so spacing and cooldown hold across processes and restarts), and Pixiv's scan
-(:mod:`curaflow.sources.pixiv.scan`: date windows past offset 5000, crowded days, the
-scan frontier).
+(:mod:`curaflow.sources.pixiv.scan`: date windows past offset 5000, crowded days) with
+its scan frontier (:mod:`curaflow.sources.pixiv.frontier`: the fingerprint a target's
+frontier is stored under, what the stored JSON means, when a bookmark count has settled).
 
 Where requests go (:func:`endpoints`): with a refresh token, Pixiv's app-api and auth
 host (or ``pixiv.api_url`` / ``auth_url``) and Pixiv's image host (or
@@ -17,14 +18,16 @@ clients are shared by every account of the process.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import Work
 from curaflow.outbound import Outbound, configured, parse_networks
 from curaflow.sources.base import Animation, Download, ScanRequest, ScanState, SourcePolicy
+from curaflow.sources.pixiv import frontier as fr
 from curaflow.sources.pixiv.client import PIXIV_API_URL, PIXIV_AUTH_URL, PixivClient, image_destinations
 from curaflow.sources.pixiv.config import PixivSourceConfig
 from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
@@ -84,26 +87,49 @@ class PixivSource:
         name: the account's id.
         client: its app-api client (behind its gate).
         policy: its limits (:meth:`~curaflow.sources.pixiv.config.PixivSourceConfig.policy`).
+        clock: the time now (UTC; tests pass a fixed one): when a bookmark count settled.
     """
 
     kind = "pixiv"
 
-    def __init__(self, name: str, client: PixivClient, policy: SourcePolicy) -> None:
+    def __init__(
+        self,
+        name: str,
+        client: PixivClient,
+        policy: SourcePolicy,
+        *,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self.name = name
         self.client = client
         self.policy = policy
+        self._clock = clock
+
+    def frontier_key(self, target: TargetSpec) -> str | None:
+        """The target's fingerprint (:func:`curaflow.sources.pixiv.frontier.key`: account,
+        work type, query, filters, routes); None for a target whose scans keep no frontier
+        (rankings)."""
+        return fr.key(target)
 
     def restore(self, saved: dict[str, Any]) -> ScanState:
         """A saved :class:`~curaflow.sources.pixiv.scan.ScanCheckpoint`."""
         return ScanCheckpoint.model_validate(saved)
 
     async def scan(self, target: TargetSpec, request: ScanRequest, checkpoint: ScanState | None = None) -> ScanState:
-        """Pixiv's scan (:func:`curaflow.sources.pixiv.scan.scan`) of ``target``."""
+        """Pixiv's scan (:func:`curaflow.sources.pixiv.scan.scan`) of ``target``.
+
+        The stored frontier (``request.frontier``) is read by
+        :func:`curaflow.sources.pixiv.frontier.read` (unreadable or of another sort: a
+        fresh start), and a ``min_bookmarks`` rejection is lasting for works created
+        before :func:`~curaflow.sources.pixiv.frontier.settled_before` now.
+        """
         resumed = (
             checkpoint
             if checkpoint is None or isinstance(checkpoint, ScanCheckpoint)
             else ScanCheckpoint.model_validate(checkpoint.model_dump())
         )
+        keeps = request.frontier is not None and fr.applies(target)
+        frontier = fr.read(request.frontier, target.query.sort) if keeps else None
         return await scan(
             self.client,
             target,
@@ -115,8 +141,8 @@ class PixivSource:
             on_page=request.on_page,
             checkpoint=resumed,
             max_examined=request.max_examined,
-            frontier=request.frontier,
-            settled_before=request.settled_before,
+            frontier=frontier,
+            settled_before=fr.settled_before(self._clock()),
         )
 
     async def work(self, work_id: str) -> Work:

@@ -1,10 +1,14 @@
-"""The scan frontier of a target: what it has already examined, so a job re-reads only what can hold something new.
+"""Pixiv's scan frontier of a target: what it has already examined, so a job re-reads only what can hold something new.
 
 Without it every job of a long-lived target scans from page 1 and skips what was delivered:
-after N deliveries a job reads about ⌈N/30⌉ search pages. The frontier is
-remembered per target and *fingerprint* (:func:`fingerprint`: account, work type, query,
-filters and routes — change any of them and the target starts afresh) in the ledger
-(:mod:`curaflow.ledger.frontiers`), and read by the scan (:mod:`curaflow.sources.pixiv.scan`).
+after N deliveries a job reads about ⌈N/30⌉ search pages. The frontier is Pixiv's own
+memory of a target (the seam: :attr:`curaflow.sources.base.ScanRequest.frontier`): the
+ledger stores it as opaque JSON per target and *fingerprint* (:func:`fingerprint`:
+account, work type, query, filters and routes — change any of them and the target starts
+afresh; :mod:`curaflow.ledger.frontiers`), and only this module reads it (:func:`read`),
+driven by Pixiv's scan (:mod:`curaflow.sources.pixiv.scan`). Its words are the app-api's
+paging: 30 works a page (:data:`PAGE`), offsets up to 5000, ``end_date`` / ``start_date``
+windows.
 
 **What is remembered** (:class:`Frontier`), as :class:`Mark` s — works the target examined,
 with where they sit in the walk:
@@ -22,6 +26,11 @@ with where they sit in the walk:
   from there instead of reading the same stretch again (case 2). A scan from the sweep
   moves it to just before the candidate it finds; a scan that reaches the end of the
   results clears it, so the works it passed over are read again by the next sweep.
+
+* ``tally``: the known run's works by the verdict that ruled each out. A scan that
+  passes over the run reports them (:func:`known_tally`, ``CandidateReport.known``), so
+  the cell's tally — and the reason it ends with, :mod:`curaflow.domain.tally` — is the
+  one a scan reading them again would give: identical state, identical reason.
 
 **How a job walks** (:class:`FrontierWalk`, kept in the scan checkpoint):
 
@@ -54,6 +63,11 @@ work forgotten after ``pixiv.unavailable_ttl_ms``, a work another job held and t
 released. Ranking mode
 keeps no frontier (a ranking holds at most 500 works and changes daily).
 
+**Stored format.** What the ledger holds is :class:`Frontier`'s JSON
+(``model_dump(mode="json")``), the format rows of ``scan_frontiers`` were written in before
+the frontier moved behind the source seam: :func:`read` reads them unchanged. A row this
+version cannot read, or one of another sort, is a fresh start (pages, never a duplicate).
+
 Pure module (no I/O): the scan and the tests drive it.
 """
 
@@ -61,7 +75,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -82,6 +97,7 @@ LASTING_REASONS = frozenset(
         "duplicate",
         "refused",
         "unavailable",
+        "unusable",
         "invalid",
         "filtered:work_type",
         "filtered:ai",
@@ -122,6 +138,10 @@ class Frontier(BaseModel):
         sweep: where a capped scan stopped beyond ``known``.
         revisit: ``popular_desc``: the offset of the page of the known part the next job
             reads again (in turn from the top).
+        tally: the works of the known run by the reason word that ruled each out
+            (``duplicate``, ``refused``, ``filtered:r18`` …): a scan that does not read
+            the run again reports them as known (``CandidateReport.known``), so its
+            tally — and its cell's reason — is the one a scan reading them would give.
     """
 
     sort: str
@@ -129,6 +149,7 @@ class Frontier(BaseModel):
     known: Mark | None = None
     sweep: Mark | None = None
     revisit: int = 0
+    tally: dict[str, int] = Field(default_factory=dict)
 
 
 class FrontierWalk(BaseModel):
@@ -160,6 +181,13 @@ class FrontierWalk(BaseModel):
         first / known_end / last / before_candidate / candidate_seen / clean: the
             segment's first examined work, the end of its run of lasting rejections (while
             ``clean``), its last examined work, the last one before its first candidate.
+        run_tally / clean_tally / head_tally: the reason words of the works of the run
+            ``run_top``–``run_end``, of the clean run up to ``known_end``, and of the head
+            works from ``head_top`` down to ``plan.head`` (what :func:`advance` adds to
+            the frontier's tally).
+        revisit_tally: the lasting verdicts of works of the known run read again (the
+            ``revisit`` page): not counted twice (:func:`known_tally`).
+        skipped_known: the walk passed over the known run without reading it.
     """
 
     plan: Frontier
@@ -185,6 +213,11 @@ class FrontierWalk(BaseModel):
     before_candidate: Mark | None = None
     candidate_seen: bool = False
     clean: bool = True
+    run_tally: dict[str, int] = Field(default_factory=dict)
+    clean_tally: dict[str, int] = Field(default_factory=dict)
+    head_tally: dict[str, int] = Field(default_factory=dict)
+    revisit_tally: dict[str, int] = Field(default_factory=dict)
+    skipped_known: bool = False
 
     def work_in_head(self, work_id: str) -> bool:
         """Whether the verdict on ``work_id`` belongs to the head (consumed once)."""
@@ -244,6 +277,59 @@ def fingerprint(target: TargetSpec) -> str:
 def applies(target: TargetSpec) -> bool:
     """Whether ``target``'s scans keep a frontier: tag searches in a known sort."""
     return target.query.mode == "search" and target.query.sort in (*DATE_SORTS, "popular_desc")
+
+
+def key(target: TargetSpec) -> str | None:
+    """The key ``target``'s frontier is stored under: its :func:`fingerprint`, or None when
+    its scans keep no frontier (:func:`applies`: rankings, unknown sorts)."""
+    return fingerprint(target) if applies(target) else None
+
+
+def read(stored: dict[str, Any] | None, sort: str) -> Frontier:
+    """The frontier a scan in ``sort`` starts from, read from what the ledger stored.
+
+    Args:
+        stored: the stored JSON (:class:`Frontier`'s, as every version wrote it), or None
+            / ``{}`` when nothing is stored yet.
+        sort: the target's sort.
+
+    Returns:
+        The stored frontier; a fresh one (the walk's start) when nothing is stored, the
+        stored one is of another sort, or it is not a shape this version reads — a
+        frontier is advisory: losing it costs pages, never a duplicate.
+    """
+    if stored:
+        try:
+            frontier = Frontier.model_validate(stored)
+        except ValueError:
+            frontier = None
+        if frontier is not None and frontier.sort == sort:
+            return frontier
+    return Frontier(sort=sort)
+
+
+def describe(stored: dict[str, Any]) -> str | None:
+    """One line for operators (``curaflow frontiers list``): the sort, the head, the end of
+    the known run, a capped scan's stop; None when ``stored`` is not a frontier of this
+    module's shape."""
+    try:
+        frontier = Frontier.model_validate(stored)
+    except ValueError:
+        return None
+
+    def mark(m: Mark | None) -> str:
+        return f"{m.work_id} ({m.day or m.index})" if m is not None else "-"
+
+    return (
+        f"{frontier.sort}: head {mark(frontier.head)}, known up to {mark(frontier.known)}, "
+        f"capped scan stopped at {mark(frontier.sweep)}"
+    )
+
+
+def settled_before(now: datetime) -> str:
+    """The day (``YYYY-MM-DD``, UTC) before which a work has settled its bookmarks at ``now``
+    (:data:`SETTLE_DAYS` earlier; :func:`lasting`)."""
+    return (now.astimezone(UTC) - timedelta(days=SETTLE_DAYS)).date().isoformat()
 
 
 def lasting(reason: str | None, work: Work, settled_before: str | None) -> bool:
@@ -312,6 +398,7 @@ def begin(
 
 def _land(walk: FrontierWalk, mark: Mark, sort: str, max_offset: int) -> FrontierWalk:
     walk.phase = "segment"
+    walk.skipped_known = True
     walk.segment = "sweep" if walk.plan.sweep is not None else "known"
     walk.skip = mark
     walk.landing = True
@@ -376,6 +463,7 @@ def on_page(
                 if start.work_id in listed[i:]:
                     # The mark is on this page too: go on after it, no jump needed.
                     walk.phase = "segment"
+                    walk.skipped_known = True
                     walk.segment = "sweep" if walk.plan.sweep is not None else "known"
                     walk.skip = start
                     return PageStep(works=head + works_in[listed.index(start.work_id) + 1 :])
@@ -443,15 +531,25 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     if walk.work_in_head(work.work_id):
         if not held:
             walk.head_top = None  # the head cannot move above a work that may change
-        elif walk.head_top is None:
-            walk.head_top = mark
+            walk.head_tally = {}
+        else:
+            assert reason is not None
+            if walk.head_top is None:
+                walk.head_top, walk.head_tally = mark, {}
+            _count(walk.head_tally, reason)
+            if walk.revisit_at is not None:  # a work of the known run, read again
+                _count(walk.revisit_tally, reason)
         return
     if walk.segment == "fresh" and not walk.candidate_seen and reason is not None:
         if held:
+            if walk.run_top is None:
+                walk.run_tally = {}
             walk.run_top = walk.run_top or mark
             walk.run_end = mark
+            _count(walk.run_tally, reason)
         else:
             walk.run_top = walk.run_end = None
+            walk.run_tally = {}
     if walk.first is None:
         walk.first = mark
     walk.last = mark
@@ -460,9 +558,34 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     elif not walk.candidate_seen:
         walk.before_candidate = mark
     if walk.clean and held:
+        assert reason is not None
         walk.known_end = mark
+        _count(walk.clean_tally, reason)
     elif not held:
         walk.clean = False
+
+
+def _count(tally: dict[str, int], reason: str, n: int = 1) -> None:
+    tally[reason] = tally.get(reason, 0) + n
+
+
+def _merge(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    merged = dict(a)
+    for reason, n in b.items():
+        _count(merged, reason, n)
+    return dict(sorted(merged.items()))
+
+
+def known_tally(walk: FrontierWalk) -> dict[str, int]:
+    """The works of the known run the walk passed over without reading, by reason word.
+
+    The frontier's tally of its known run, less the verdicts of the run's works the walk
+    read again (the ``revisit`` page); empty when the walk did not pass over the run.
+    """
+    if not walk.skipped_known:
+        return {}
+    left = {reason: n - walk.revisit_tally.get(reason, 0) for reason, n in walk.plan.tally.items()}
+    return {reason: n for reason, n in sorted(left.items()) if n > 0}
 
 
 def tail_pass(walk: FrontierWalk) -> None:
@@ -495,8 +618,10 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
         new = Frontier(sort=sort)
         if sort == "date_desc":
             new.head, new.known = walk.run_top, walk.run_end
+            new.tally = dict(sorted(walk.run_tally.items())) if walk.run_end is not None else {}
         elif walk.known_end is not None:
             new.known = walk.known_end
+            new.tally = dict(sorted(walk.clean_tally.items()))
         if capped and walk.last is not None and walk.last != new.known:
             new.sweep = walk.last
             if sort == "date_desc" and new.head is None:
@@ -510,9 +635,11 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
         return new  # the scan ended before the known run: nothing else learnt
     if sort == "date_desc" and walk.head_entered and walk.head_top is not None:
         new.head = walk.head_top
+        new.tally = _merge(new.tally, walk.head_tally)
     if walk.segment == "known":
         if walk.known_end is not None:
             new.known = walk.known_end
+            new.tally = _merge(new.tally, walk.clean_tally)
         if capped and walk.last is not None and not walk.clean:
             new.sweep = walk.last
     elif walk.segment == "sweep":

@@ -1,0 +1,127 @@
+"""Which artifact store holds which cell's files, until that store's worker deleted them.
+
+Workers share no disk: the files of a fetched artifact are in the artifacts directory of
+the process that fetched it (its *store*, :meth:`curaflow.artifacts.ArtifactStore.identity`),
+and only a process on that host can delete them. So the fetch records the holding
+(:func:`hold`, before its first byte) and the retention pass of every worker deletes the
+folders its own store holds for pruned jobs, then forgets them (:func:`release`). A prune
+run anywhere (``curaflow prune``, another worker) reports the folders still held by other
+stores (:func:`pending`): they go at those stores' next pass.
+
+Tables ``artifact_stores`` and ``artifact_holdings`` (migration 0042).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import asyncpg
+
+from curaflow.artifacts import ArtifactStore
+from curaflow.ledger.db import now_ms
+
+#: Folders deleted per batch of a release (one query, one delete).
+RELEASE_BATCH = 500
+
+
+@dataclass(frozen=True)
+class PendingStore:
+    """Folders of pruned jobs a store still holds.
+
+    Attributes:
+        store_id / label: the store (``host:path`` of its artifacts directory; None for a
+            store whose worker never ran a retention pass since it held them).
+        folders: cells' folders still to delete there.
+        seen_at_ms: the store's worker's last retention pass (epoch ms, UTC), or None.
+    """
+
+    store_id: str
+    label: str | None
+    folders: int
+    seen_at_ms: int | None
+
+
+async def hold(pool: asyncpg.Pool | asyncpg.Connection, store_id: str, job_id: str, target_id: str) -> None:
+    """Record that ``store_id`` writes the artifact folder of cell ``(job_id, target_id)``
+    (idempotent: a retried fetch records nothing new)."""
+    await pool.execute(
+        """INSERT INTO artifact_holdings (job_id, target_id, store_id, held_at) VALUES ($1, $2, $3, $4)
+           ON CONFLICT DO NOTHING""",
+        job_id,
+        target_id,
+        store_id,
+        now_ms(),
+    )
+
+
+async def register_store(pool: asyncpg.Pool, store: ArtifactStore, at_ms: int | None = None) -> None:
+    """Name ``store`` in ``artifact_stores`` and note its worker's pass (``seen_at``)."""
+    store_id, label = await asyncio.to_thread(store.identity)
+    await pool.execute(
+        """INSERT INTO artifact_stores (store_id, label, seen_at) VALUES ($1, $2, $3)
+           ON CONFLICT (store_id) DO UPDATE SET label = EXCLUDED.label, seen_at = EXCLUDED.seen_at""",
+        store_id,
+        label,
+        now_ms() if at_ms is None else at_ms,
+    )
+
+
+async def release(pool: asyncpg.Pool, store: ArtifactStore) -> int:
+    """Delete the folders ``store`` holds for pruned jobs, then forget them.
+
+    A folder is deleted before its row (a failure leaves a row to retry, never a file
+    nothing points to). Returns how many folders were deleted.
+    """
+    store_id, _ = await asyncio.to_thread(store.identity)
+    removed = 0
+    while True:
+        rows = await pool.fetch(
+            """SELECT h.job_id, h.target_id FROM artifact_holdings h JOIN jobs j USING (job_id)
+               WHERE h.store_id = $1 AND j.pruned_at IS NOT NULL LIMIT $2""",
+            store_id,
+            RELEASE_BATCH,
+        )
+        if not rows:
+            return removed
+        cells = [(r["job_id"], r["target_id"]) for r in rows]
+        await asyncio.to_thread(_delete, store, cells)
+        await pool.execute(
+            """DELETE FROM artifact_holdings h USING unnest($2::text[], $3::text[]) AS c(job_id, target_id)
+               WHERE h.store_id = $1 AND h.job_id = c.job_id AND h.target_id = c.target_id""",
+            store_id,
+            [c[0] for c in cells],
+            [c[1] for c in cells],
+        )
+        removed += len(cells)
+        if len(rows) < RELEASE_BATCH:
+            return removed
+
+
+async def pending(pool: asyncpg.Pool) -> list[PendingStore]:
+    """Every store that still holds folders of pruned jobs, most folders first."""
+    rows = await pool.fetch(
+        """SELECT h.store_id, s.label, s.seen_at, count(*) AS folders
+           FROM artifact_holdings h JOIN jobs j USING (job_id) LEFT JOIN artifact_stores s USING (store_id)
+           WHERE j.pruned_at IS NOT NULL
+           GROUP BY h.store_id, s.label, s.seen_at ORDER BY folders DESC, h.store_id"""
+    )
+    return [PendingStore(r["store_id"], r["label"], int(r["folders"]), r["seen_at"]) for r in rows]
+
+
+async def unheld(conn: asyncpg.Connection, job_ids: list[str]) -> set[tuple[str, str]]:
+    """Cells of ``job_ids`` with an artifact and no holding (fetched before holdings were
+    recorded): their folder can only be looked for where the prune runs."""
+    rows = await conn.fetch(
+        """SELECT c.job_id, c.target_id FROM cells c
+           WHERE c.job_id = ANY($1::text[]) AND c.artifact IS NOT NULL
+             AND NOT EXISTS (SELECT 1 FROM artifact_holdings h
+                             WHERE h.job_id = c.job_id AND h.target_id = c.target_id)""",
+        job_ids,
+    )
+    return {(r["job_id"], r["target_id"]) for r in rows}
+
+
+def _delete(store: ArtifactStore, cells: list[tuple[str, str]]) -> None:
+    for job_id, target_id in cells:
+        store.delete(job_id, target_id)

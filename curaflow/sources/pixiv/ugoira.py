@@ -1,0 +1,62 @@
+"""Ugoira (Pixiv's animated works): the app-api's metadata read as an :class:`~curaflow.sources.animation.Animation`.
+
+An ugoira (``illust.type == "ugoira"``) is not its cover image: the app-api's
+``GET /v1/ugoira/metadata?illust_id=<id>`` answers ``{"ugoira_metadata": {"zip_urls":
+{"medium": <zip>}, "frames": [{"file": "000000.jpg", "delay": <ms>}, …]}}`` (reference
+``pixiv-and-delivery-apis.md``; the downloaders users know — gallery-dl, PixivUtil2 —
+fetch the same zip). The zip holds one JPEG per frame; the delays are per frame, in
+milliseconds. What becomes of the animation then (one animated GIF, its bounds) is
+generic: :mod:`curaflow.sources.animation`.
+
+Whose failure: metadata of the app-api's shape that describes no animation — the work's
+(:class:`~curaflow.sources.animation.UnusableAnimation`); an answer that is not the
+app-api's metadata object — the source's (:class:`UnrecognisedMetadata`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from curaflow.outbound import url_problem
+from curaflow.sources.animation import FRAME_NAME, Animation, AnimationFrame, UnusableAnimation, clamp_delay
+
+
+class UnrecognisedMetadata(ValueError):
+    """The answer is not the app-api's ``ugoira_metadata`` object: the source answered
+    something curaflow does not recognise (the source's failure, never the work's)."""
+
+
+def parse_metadata(body: Any) -> Animation:
+    """Parse an app-api ``/v1/ugoira/metadata`` answer.
+
+    Raises:
+        UnrecognisedMetadata: the answer holds no ``ugoira_metadata`` object.
+        UnusableAnimation: it does, and it describes no usable animation: no zip URL, or
+            one that is not an ``https`` URL a request can be made for
+            (:func:`~curaflow.outbound.url_problem`); no frames; a frame name that is not
+            a plain file name; a frame without a delay in ms.
+
+    How many frames an animation may have is the decode budget's
+    (:class:`~curaflow.sources.decoding.DecodeBudget`), checked before the zip is fetched.
+    """
+    meta = body.get("ugoira_metadata") if isinstance(body, dict) else None
+    if not isinstance(meta, dict):
+        raise UnrecognisedMetadata("no ugoira_metadata object in the answer")
+    urls = meta.get("zip_urls")
+    zip_url = (urls.get("medium") or urls.get("original")) if isinstance(urls, dict) else None
+    if not isinstance(zip_url, str) or not zip_url.startswith("https://"):
+        raise UnusableAnimation("no frames zip URL")
+    if (problem := url_problem(zip_url)) is not None:
+        raise UnusableAnimation(f"the frames zip URL is {problem}")
+    raw = meta.get("frames")
+    if not isinstance(raw, list) or not raw:
+        raise UnusableAnimation("no frames")
+    frames = []
+    for item in raw:
+        name, delay = (item.get("file"), item.get("delay")) if isinstance(item, dict) else (None, None)
+        if not isinstance(name, str) or not FRAME_NAME.match(name) or name.startswith("."):
+            raise UnusableAnimation(f"frame file name {name!r} is not a plain file name")
+        if not isinstance(delay, int) or isinstance(delay, bool):
+            raise UnusableAnimation(f"frame {name}: delay {delay!r} is not a number of ms")
+        frames.append(AnimationFrame(file=name, delay_ms=clamp_delay(delay)))
+    return Animation(zip_url=zip_url, frames=frames)

@@ -1,0 +1,115 @@
+"""The service commands exit with the documented status (docs/operations.md, "Exit status").
+
+``2``: the process could not start — its configuration is invalid or incomplete, a port it
+is told to listen on is taken, or Temporal / PostgreSQL does not answer at start; ``3`` is
+kept for a background loop that could not recover (``tests/integration/test_supervision.py``).
+Real ``curaflow api`` / ``curaflow worker`` processes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tomli_w
+
+from curaflow.cli.common import EXIT_CANNOT_START
+from tests.services import free_port
+from tests.support import short_id
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def run(tmp_path: Path, *args: str, database_url: str, temporal_address: str, **config: object) -> tuple[int, str]:
+    """Run ``curaflow <args>`` to its end; returns its exit status and output."""
+    path = tmp_path / f"exit-{short_id()}.toml"
+    path.write_text(tomli_w.dumps({"state_dir": str(tmp_path / "state"), **config}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
+    env.update(
+        DATABASE_URL=database_url,
+        TEMPORAL_ADDRESS=temporal_address,
+        CURAFLOW_CONFIG=str(path),
+        CURAFLOW_API_TOKEN="exit-status-token",
+    )
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "curaflow"), *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+@pytest.fixture
+def taken_port() -> object:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        yield sock.getsockname()[1]
+
+
+def test_the_api_exits_2_when_its_port_is_taken(
+    tmp_path: Path, taken_port: int, database_url: str, temporal_address: str
+) -> None:
+    code, output = run(
+        tmp_path,
+        "api",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(taken_port),
+        database_url=database_url,
+        temporal_address=temporal_address,
+    )
+    assert code == EXIT_CANNOT_START == 2, output
+    assert f"127.0.0.1:{taken_port}" in output and "in use" in output, output
+
+
+def test_the_api_exits_2_when_postgresql_does_not_answer_at_start(tmp_path: Path, temporal_address: str) -> None:
+    nowhere = f"postgresql://curaflow@127.0.0.1:{free_port()}/curaflow"
+    code, output = run(
+        tmp_path,
+        "api",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
+        database_url=nowhere,
+        temporal_address=temporal_address,
+    )
+    assert code == EXIT_CANNOT_START, output
+    assert "did not start" in output, output
+
+
+def test_a_worker_exits_2_when_its_metrics_port_is_taken(
+    tmp_path: Path, taken_port: int, database_url: str, temporal_address: str
+) -> None:
+    code, output = run(
+        tmp_path,
+        "worker",
+        database_url=database_url,
+        temporal_address=temporal_address,
+        temporal={"task_queue": f"exit-{short_id()}"},
+        observability={"metrics_host": "127.0.0.1", "metrics_port": taken_port},
+    )
+    assert code == EXIT_CANNOT_START, output
+    assert f"127.0.0.1:{taken_port}" in output and "in use" in output, output
+
+
+def test_a_worker_exits_2_when_postgresql_does_not_answer_at_start(tmp_path: Path, temporal_address: str) -> None:
+    nowhere = f"postgresql://curaflow@127.0.0.1:{free_port()}/curaflow"
+    code, output = run(
+        tmp_path,
+        "worker",
+        database_url=nowhere,
+        temporal_address=temporal_address,
+        temporal={"task_queue": f"exit-{short_id()}"},
+    )
+    assert code == EXIT_CANNOT_START, output
+    assert "PostgreSQL" in output, output
