@@ -138,6 +138,7 @@ class AcquireActivity:
                         max_fallback_stages=inp.max_fallback_stages,
                     ),
                     opened=searched.opened,
+                    store_held=searched.held,
                 )
         finally:
             progress.cancel()

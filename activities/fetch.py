@@ -76,7 +76,7 @@ class FetchActivity:
         """
         return await self.run(inp)
 
-    async def run(self, inp: FetchInput, *, opened: CellSnapshot | None = None) -> CellUpdate:
+    async def run(self, inp: FetchInput, *, opened: CellSnapshot | None = None, store_held: bool = False) -> CellUpdate:
         """The fetch step (see :meth:`fetch`).
 
         Args:
@@ -85,6 +85,8 @@ class FetchActivity:
                 second step is opened then, and the caller bounds the requests by the
                 job's deadline. None: open the step here; its requests end by the job's
                 deadline at the latest (:func:`~curaflow.outbound.attempt_deadline`).
+            store_held: the binding already recorded this process's store as the cell's holder
+                (:class:`~curaflow.ledger.cells.Carry`): no statement of its own here.
         """
         deps = self.deps
         target = inp.target
@@ -131,7 +133,9 @@ class FetchActivity:
 
                     # Before the first byte: this host's store holds the cell's folder until its
                     # own retention pass deletes it (workers share no disk).
-                    await hold(deps.pool, deps.store.identity()[0], inp.job_id, target.target_id)
+                    if not store_held:
+                        await hold(deps.pool, deps.store.identity()[0], inp.job_id, target.target_id)
+                        store_held = True  # the cell's folder: a rebind to the next candidate writes the same one
                     held: dict[int, bytes] = {}
                     try:
                         artifact = await deps.store.fetch(

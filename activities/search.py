@@ -68,6 +68,7 @@ class Searched(NamedTuple):
     update: CellUpdate
     opened: CellSnapshot | None = None
     deadline_at_ms: int | None = None
+    held: bool = False  # the binding recorded this process's store as the cell's holder
 
 
 @dataclass
@@ -230,7 +231,11 @@ class SearchActivity:
                 target,
                 result.candidates,
                 result.report,
-                carry=ledger.Carry(inp.heartbeat_interval_ms * 2, deps.identity) if carry else None,
+                carry=(
+                    ledger.Carry(inp.heartbeat_interval_ms * 2, deps.identity, deps.store.identity()[0])
+                    if carry
+                    else None
+                ),
             )
             cell = binding.cell
             assert cell is not None
@@ -240,7 +245,7 @@ class SearchActivity:
                 )
             if cell.state != CellState.PENDING or cell.work_id is not None:
                 if binding.opened:
-                    return Searched(CellUpdate(cell=cell), opened=cell)
+                    return Searched(CellUpdate(cell=cell), opened=cell, held=binding.held)
                 return Searched(barrier_update(cell, binding.barrier) if binding.barrier else CellUpdate(cell=cell))
             if not (result.exhausted or not result.candidates or result.examined >= policy.max_examined):
                 return None

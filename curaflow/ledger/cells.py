@@ -25,6 +25,7 @@ from curaflow.ledger import frontiers
 from curaflow.ledger.artifacts import copy_pages_sql
 from curaflow.ledger.db import jsonable, now_ms
 from curaflow.ledger.events import NOTIFY_CHANNEL, event_body, push_appended
+from curaflow.ledger.holdings import hold_sql
 from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
 
 LIVE_INTENT_STATES = ("reserved", "sending", "delivered", "duplicate", "unknown")
@@ -425,10 +426,13 @@ class Renewal(NamedTuple):
 class Carry:
     """The binding carries its step on into the fetch (``acquire``): the cell's lease is
     renewed for ``lease_ms`` (held by ``owner``) in the binding's own statement, instead
-    of the step ending."""
+    of the step ending; with ``store_id``, the same statement records that this artifact
+    store will write the cell's folder (the fetch's :func:`curaflow.ledger.holdings.hold`,
+    before its first byte)."""
 
     lease_ms: int
     owner: str
+    store_id: str | None = None
 
 
 class Binding(NamedTuple):
@@ -438,6 +442,7 @@ class Binding(NamedTuple):
     bound: bool = False  # this call bound a work (False: none could be, or the cell was adopted)
     barrier: Barrier | None = None  # with ``Carry``: the job's barrier at the binding
     opened: bool = False  # with ``Carry``: the step goes on into the fetch
+    held: bool = False  # with ``Carry.store_id``: the holding was recorded by the binding
 
 
 async def bind_work(
@@ -572,19 +577,23 @@ async def _bind(
         jsonable(report),
         now,
     ]
-    step, barrier = "", "NULL"
+    step, barrier, held = "", "NULL", ""
     if isinstance(lease, Carry):
         # Carried on: renewed, and the job's barrier judged on the row this transaction
         # locked (as continue_step does).
         step = ", lease_until = $9, lease_owner = $10, heartbeat_at = $8"
         barrier = f"(SELECT {barrier_sql('j', '$8')} FROM jobs j WHERE j.job_id = $1)"
         args += [now + lease.lease_ms, lease.owner]
+        if lease.store_id is not None:
+            held = f"WITH held AS ({hold_sql('$1', '$2', '$11', '$8')})"
+            args.append(lease.store_id)
     elif lease:
         # The step ends with the binding (as end_lease: kept while a delivery is sending).
         step = """, lease_until = CASE WHEN s.sending THEN c.lease_until END,
                      lease_owner = CASE WHEN s.sending THEN c.lease_owner END"""
     updated = await conn.fetchrow(
-        f"""UPDATE cells c SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
+        f"""{held}
+           UPDATE cells c SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
                work = $5, candidates = $6, candidate_report = $7, attempt_count = c.attempt_count + 1,
                updated_at = $8{step}
            FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
@@ -598,7 +607,7 @@ async def _bind(
     found = barrier_of(updated)
     if found is not None and isinstance(lease, Carry):
         await end_lease(conn, job_id, target.target_id)  # the step stops here: the workflow decides
-    return Binding(cell, bound=True, barrier=found, opened=isinstance(lease, Carry) and found is None)
+    return Binding(cell, bound=True, barrier=found, opened=isinstance(lease, Carry) and found is None, held=bool(held))
 
 
 async def rebind_next(
