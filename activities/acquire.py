@@ -11,10 +11,14 @@ checkpoints and heartbeats, so nothing about resuming changes: a
 retried attempt adopts the binding the dead one made (search never re-ranks) and
 continues the download from the pages already on disk.
 
-Between the halves it tells the workflow that the cell bound its work (the
-``cell_progress`` signal, best effort): the ``status`` query, the ``JobStatus`` search
-attribute and the UI's details then say ``running`` / ``fetching`` while the download
-runs, as ``GET /jobs/{id}`` does, instead of waiting for the step's result.
+Once the cell bound its work it tells the workflow so (the ``cell_progress`` signal,
+best effort) when the download is still running :data:`PROGRESS_SIGNAL_DELAY_S` later:
+the ``status`` query, the ``JobStatus`` search attribute and the UI's details then say
+``running`` / ``fetching`` while a download runs, as ``GET /jobs/{id}`` does, instead of
+waiting for the step's result. A download over before that sends nothing — the step's
+result carries the cell a moment later anyway, and the signal would cost the job four
+history events (the signal and the workflow task it wakes), a billable action and a
+workflow activation for a state nobody could see.
 
 Stops after the search half when the cell ended (``no_candidate``), when another
 fallback stage should run (``retry_stage``), or when the job is behind a barrier (a
@@ -24,6 +28,7 @@ recorded cancel, its deadline): the workflow then decides.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from temporalio import activity
 
@@ -44,9 +49,13 @@ from curaflow.outbound import attempt_deadline
 
 log = get_logger("curaflow.acquire")
 
-#: How long the progress signal may hold the step up (it is best effort: the ledger
-#: already holds the binding, and the step's result carries the cell anyway).
+#: How long the progress signal may take (it is best effort: the ledger already holds
+#: the binding, and the step's result carries the cell anyway).
 PROGRESS_SIGNAL_TIMEOUT_S = 5.0
+#: A download still running this long after the binding is signalled to the workflow
+#: (seconds): what Temporal shows lags the ledger by at most this, the granularity of
+#: heartbeats (they reach Temporal at most once a second, :mod:`activities.heartbeat`).
+PROGRESS_SIGNAL_DELAY_S = 1.0
 
 
 class AcquireActivity:
@@ -70,7 +79,8 @@ class AcquireActivity:
             ApplicationError: as ``search`` and ``fetch`` (typed by reason code).
 
         Every source request of the attempt ends by the job's deadline at the latest
-        (:func:`~curaflow.outbound.attempt_deadline`). **The deadline owns every failure
+        (:func:`~curaflow.outbound.attempt_deadline`; the deadline comes with the step's
+        opening, :class:`~curaflow.ledger.cells.StepOpened`). **The deadline owns every failure
         that happens after it passed**: an attempt that fails once the job's deadline has
         passed — a download or a search page the deadline cut, a decode, a ledger write,
         wherever the attempt was — does not raise its failure (it would be taken for the
@@ -78,15 +88,15 @@ class AcquireActivity:
         (``deadline_passed``), as a step opened behind it does, and the cell's reason is
         the deadline's (:func:`curaflow.domain.verdicts.cell_verdict`).
         """
-        deadline = await deadline_of(self._deps.pool, inp.job_id)
         async with covering_beats():  # from the first second: a source step's heartbeat timeout is short
-            with attempt_deadline(deadline):
-                try:
-                    return await self._acquire(inp)
-                except Exception as err:
-                    if deadline is None or now_ms() < deadline:
-                        raise
-                    return await self._behind_deadline(inp, err)
+            try:
+                return await self._acquire(inp)
+            except Exception as err:
+                # Read only when the attempt failed: a happy path has it from the step.
+                deadline = await deadline_of(self._deps.pool, inp.job_id)
+                if deadline is None or now_ms() < deadline:
+                    raise
+                return await self._behind_deadline(inp, err)
 
     async def _behind_deadline(self, inp: AcquireInput, err: Exception) -> CellUpdate:
         """The attempt failed after the job's deadline: report the barrier, not the failure."""
@@ -114,23 +124,34 @@ class AcquireActivity:
             or found.cell.work_id is None
         ):
             return found
-        await self._progress(found.cell)
-        return await self._fetch.run(
-            FetchInput(
-                job_id=inp.job_id,
-                target=inp.target,
-                heartbeat_interval_ms=inp.heartbeat_interval_ms,
-                fallback_stage=inp.fallback_stage,
-                max_fallback_stages=inp.max_fallback_stages,
-            ),
-            opened=searched.opened,
-        )
+        # The download runs in this task (its cancellation is the activity's); the
+        # signal waits beside it and is dropped once the download is over.
+        progress = asyncio.create_task(self._progress(found.cell, after_s=PROGRESS_SIGNAL_DELAY_S))
+        try:
+            with attempt_deadline(searched.deadline_at_ms):
+                return await self._fetch.run(
+                    FetchInput(
+                        job_id=inp.job_id,
+                        target=inp.target,
+                        heartbeat_interval_ms=inp.heartbeat_interval_ms,
+                        fallback_stage=inp.fallback_stage,
+                        max_fallback_stages=inp.max_fallback_stages,
+                    ),
+                    opened=searched.opened,
+                    store_held=searched.held,
+                )
+        finally:
+            progress.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await progress
 
-    async def _progress(self, cell: CellSnapshot) -> None:
-        """Signal ``cell_progress`` to this step's execution; a failure is logged, never raised."""
+    async def _progress(self, cell: CellSnapshot, *, after_s: float = 0.0) -> None:
+        """Signal ``cell_progress`` to this step's execution after ``after_s`` seconds; a
+        failure is logged, never raised."""
         client = self._deps.client
         if client is None:
             return
+        await asyncio.sleep(after_s)
         info = activity.info()
         handle = client.get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
         try:

@@ -73,7 +73,6 @@ from curaflow.ledger import route_gates
 from curaflow.ledger.artifacts import ArtifactNotInLedger, restore_artifact
 from curaflow.ledger.cells import Barrier
 from curaflow.ledger.deliveries import SendClaim
-from curaflow.ledger.jobs import deadline_of
 from curaflow.ledger.records import load_cell
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -203,7 +202,7 @@ class DeliverActivity:
             raise permanent(TerminalReason.CONFIGURATION_ERROR, str(err)) from err
 
         async with deps.pool.acquire() as conn, conn.transaction():
-            cell, barrier = await ledger_cells.start_step(
+            cell, barrier, deadline_ms, _ = await ledger_cells.start_step(
                 conn,
                 inp.job_id,
                 target.target_id,
@@ -230,7 +229,7 @@ class DeliverActivity:
                 artifact = await self._restore(inp, artifact, transfer, lease_ms)
                 async with deps.pool.acquire() as conn, conn.transaction():
                     claim = await self._claim(conn, inp, route, opened=None)
-            return await self._send(inp, route, cell, claim, artifact, lease_ms)
+            return await self._send(inp, route, cell, claim, artifact, lease_ms, deadline_ms)
         finally:
             if transfer is not None:
                 await asyncio.to_thread(deps.store.discard_transfer, transfer)
@@ -312,8 +311,10 @@ class DeliverActivity:
         claim: SendClaim,
         artifact: Artifact | None,
         lease_ms: int,
+        deadline_ms: int | None,
     ) -> CellUpdate:
-        """Act on the claim: send ``artifact`` when it says ``send`` (module doc, 2–3)."""
+        """Act on the claim: send ``artifact`` when it says ``send`` (module doc, 2–3);
+        ``deadline_ms``: the job's deadline (epoch ms) the step read when it opened."""
         deps = self.deps
         target = inp.target
         if claim.decision == "ambiguous":
@@ -375,7 +376,6 @@ class DeliverActivity:
             parts_done=list(claim.remote_ids or []),
             on_part=record_part,
         )
-        deadline_ms = await deadline_of(deps.pool, inp.job_id)
         async with Heartbeater(
             deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
         ) as hb:

@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
+from temporalio import activity
 from temporalio.client import Client
 
 from curaflow.artifacts import ArtifactStore
 from curaflow.config import Settings
 from curaflow.ledger.db import create_pool
 from curaflow.ledger.gates import LedgerGate
+from curaflow.ledger.statements import BACKGROUND, StatementCounter
 from curaflow.outbound import Destinations, Outbound, data, parse_networks
 from curaflow.routes import Route, RouteContext, UnsupportedRoute, build_route
 from curaflow.sources.base import Source
@@ -128,10 +130,12 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
     Pixiv's replay mode without ``pixiv.api_url`` or a replay server raises there.
     """
     assert settings.database.url, "database.url must be set for a worker"
+    counter = StatementCounter(activity_step, export=True) if settings.observability.ledger_statement_metrics else None
     pool = await create_pool(
         settings.database.url,
         min_size=settings.database.pool_min_size,
         max_size=settings.database.pool_max_size,
+        counter=counter,
         **settings.database.pool_bounds(),
     )
     assert settings.artifacts_dir is not None
@@ -145,6 +149,12 @@ async def open_deps(settings: Settings, client: Client | None, *, replay_url: st
         store=store,
         sources=source_context(settings, pool, replay_url=replay_url),
     )
+
+
+def activity_step() -> str:
+    """The step a ledger statement belongs to: the running activity's type (a local
+    activity's too), else ``background`` (:mod:`curaflow.ledger.statements`)."""
+    return activity.info().activity_type if activity.in_activity() else BACKGROUND
 
 
 def source_context(settings: Settings, pool: asyncpg.Pool, *, replay_url: str | None = None) -> SourceContext:

@@ -46,8 +46,9 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.tally import SOURCE_ANSWER_KINDS
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
-from curaflow.ledger.artifacts import store_artifact
+from curaflow.ledger.artifacts import held_pages, store_artifact
 from curaflow.ledger.holdings import hold
+from curaflow.outbound import attempt_deadline
 from curaflow.paths import PathEscape
 from curaflow.sources.errors import SourceError, WorkUnavailable
 
@@ -75,23 +76,28 @@ class FetchActivity:
         """
         return await self.run(inp)
 
-    async def run(self, inp: FetchInput, *, opened: CellSnapshot | None = None) -> CellUpdate:
+    async def run(self, inp: FetchInput, *, opened: CellSnapshot | None = None, store_held: bool = False) -> CellUpdate:
         """The fetch step (see :meth:`fetch`).
 
         Args:
             opened: the cell as the search half of the same ``acquire`` attempt left it,
                 its step still open (:meth:`activities.search.SearchActivity.run`); no
-                second step is opened then. None: open the step here.
+                second step is opened then, and the caller bounds the requests by the
+                job's deadline. None: open the step here; its requests end by the job's
+                deadline at the latest (:func:`~curaflow.outbound.attempt_deadline`).
+            store_held: the binding already recorded this process's store as the cell's holder
+                (:class:`~curaflow.ledger.cells.Carry`): no statement of its own here.
         """
         deps = self.deps
         target = inp.target
         info = activity.info()
         lease_ms = inp.heartbeat_interval_ms * 2
+        deadline: int | None = None
         if opened is not None:
             cell: CellSnapshot | None = opened
         else:
             async with deps.pool.acquire() as conn, conn.transaction():
-                cell, barrier = await ledger.start_step(
+                cell, barrier, deadline, _ = await ledger.start_step(
                     conn,
                     inp.job_id,
                     target.target_id,
@@ -109,83 +115,96 @@ class FetchActivity:
         source = source_of(deps, target.account)
         policy = source.policy
 
-        async with Heartbeater(
-            deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
-        ) as hb:
-            while True:
-                if is_terminal(cell.state) or cell.state != CellState.SELECTED or cell.work is None:
-                    # Nothing (more) to fetch: the attempt ends here, and with it the lease
-                    # its step took (``lease_active`` means an attempt runs).
-                    async with deps.pool.acquire() as conn:
-                        await ledger.end_lease(conn, inp.job_id, target.target_id)
-                    return CellUpdate(cell=cell)
-                work = cell.work
+        with attempt_deadline(deadline):
+            async with Heartbeater(
+                deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
+            ) as hb:
+                while True:
+                    if is_terminal(cell.state) or cell.state != CellState.SELECTED or cell.work is None:
+                        # Nothing (more) to fetch: the attempt ends here, and with it the lease
+                        # its step took (``lease_active`` means an attempt runs).
+                        async with deps.pool.acquire() as conn:
+                            await ledger.end_lease(conn, inp.job_id, target.target_id)
+                        return CellUpdate(cell=cell)
+                    work = cell.work
 
-                async def progress(done: int, total: int, work_id: str = work.work_id) -> None:
-                    hb.update(stage="fetching", work_id=work_id, pages_done=done, pages_total=total)
+                    async def progress(done: int, total: int, work_id: str = work.work_id) -> None:
+                        hb.update(stage="fetching", work_id=work_id, pages_done=done, pages_total=total)
 
-                # Before the first byte: this host's store holds the cell's folder until its
-                # own retention pass deletes it (workers share no disk).
-                await hold(deps.pool, deps.store.identity()[0], inp.job_id, target.target_id)
-                try:
-                    artifact = await deps.store.fetch(source, work, inp.job_id, target.target_id, on_page=progress)
-                except WorkUnavailable as err:
-                    activity.logger.info(
-                        "candidate unavailable, moving on",
-                        extra={
-                            "job_id": inp.job_id,
-                            "target_id": target.target_id,
-                            "work_id": work.work_id,
-                            "why": err.why,
-                            "kind": str(err.kind),
-                        },
-                    )
-                    deps.store.delete(inp.job_id, target.target_id)
-                    async with deps.pool.acquire() as conn, conn.transaction():
-                        await memory.remember_unavailable(
-                            conn,
-                            gate=deps.settings.source_task_queue(target.account),
-                            work_type=work.work_type,
-                            work_id=work.work_id,
-                            why=err.why,
-                            job_id=inp.job_id,
-                            ttl_ms=policy.unavailable_ttl_ms,
-                            unusable=str(err.kind) in SOURCE_ANSWER_KINDS,
+                    # Before the first byte: this host's store holds the cell's folder until its
+                    # own retention pass deletes it (workers share no disk).
+                    if not store_held:
+                        await hold(deps.pool, deps.store.identity()[0], inp.job_id, target.target_id)
+                        store_held = True  # the cell's folder: a rebind to the next candidate writes the same one
+                    held: dict[int, bytes] = {}
+                    try:
+                        artifact = await deps.store.fetch(
+                            source, work, inp.job_id, target.target_id, on_page=progress, held=held
                         )
-                        nxt = await ledger.rebind_next(conn, inp.job_id, target, work.work_id, err.why, str(err.kind))
-                        assert nxt is not None
-                        if nxt.state == CellState.PENDING and nxt.work_id is None:
-                            return await end_unbound(
+                    except WorkUnavailable as err:
+                        activity.logger.info(
+                            "candidate unavailable, moving on",
+                            extra={
+                                "job_id": inp.job_id,
+                                "target_id": target.target_id,
+                                "work_id": work.work_id,
+                                "why": err.why,
+                                "kind": str(err.kind),
+                            },
+                        )
+                        deps.store.delete(inp.job_id, target.target_id)
+                        async with deps.pool.acquire() as conn, conn.transaction():
+                            await memory.remember_unavailable(
                                 conn,
-                                inp.job_id,
-                                target,
-                                nxt,
-                                fallback_pass=inp.fallback_stage,
-                                max_passes=inp.max_fallback_stages,
-                                max_examined=policy.max_examined,
+                                gate=deps.settings.source_task_queue(target.account),
+                                work_type=work.work_type,
+                                work_id=work.work_id,
+                                why=err.why,
+                                job_id=inp.job_id,
+                                ttl_ms=policy.unavailable_ttl_ms,
+                                unusable=str(err.kind) in SOURCE_ANSWER_KINDS,
                             )
-                    cell = nxt
-                    continue
-                except SourceError as err:
-                    raise source_failure(err, info.attempt, rate_limit_base_s=policy.rate_limit_base_s) from err
-                except PathEscape as err:  # ids are validated at the source: a bug, never retried
-                    raise permanent(TerminalReason.INTERNAL_ERROR, str(err)) from err
-                except OSError as err:
-                    if err.errno not in DISK_FULL:
-                        raise
-                    # curaflow's own disk: no retry within the job frees it. Pages already
-                    # complete stay on disk for a later attempt once space is freed.
-                    raise permanent(
-                        TerminalReason.STORAGE_FULL, f"artifact store: {err.strerror or 'no space left on device'}"
-                    ) from err
-                # Before the cell is ready: a deliver attempt on any process can then read it.
-                await store_artifact(deps.pool, inp.job_id, target.target_id, artifact)
-                async with deps.pool.acquire() as conn, conn.transaction():
-                    ready = await ledger.artifact_ready(
-                        conn, inp.job_id, target.target_id, work.work_id, artifact.model_dump(mode="json")
-                    )
-                if ready is None:
-                    raise permanent(
-                        TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
-                    )
-                return CellUpdate(cell=ready)
+                            nxt = await ledger.rebind_next(
+                                conn, inp.job_id, target, work.work_id, err.why, str(err.kind)
+                            )
+                            assert nxt is not None
+                            if nxt.state == CellState.PENDING and nxt.work_id is None:
+                                return await end_unbound(
+                                    conn,
+                                    inp.job_id,
+                                    target,
+                                    nxt,
+                                    fallback_pass=inp.fallback_stage,
+                                    max_passes=inp.max_fallback_stages,
+                                    max_examined=policy.max_examined,
+                                )
+                        cell = nxt
+                        continue
+                    except SourceError as err:
+                        raise source_failure(err, info.attempt, rate_limit_base_s=policy.rate_limit_base_s) from err
+                    except PathEscape as err:  # ids are validated at the source: a bug, never retried
+                        raise permanent(TerminalReason.INTERNAL_ERROR, str(err)) from err
+                    except OSError as err:
+                        if err.errno not in DISK_FULL:
+                            raise
+                        # curaflow's own disk: no retry within the job frees it. Pages already
+                        # complete stay on disk for a later attempt once space is freed.
+                        raise permanent(
+                            TerminalReason.STORAGE_FULL, f"artifact store: {err.strerror or 'no space left on device'}"
+                        ) from err
+                    # The ledger's copy, before or with the cell's move to ready: a deliver
+                    # attempt on any process can then read it. A work whose pages are all
+                    # still in memory is copied by the move's own statement (no statement or
+                    # transaction of its own, no file read again); any other first.
+                    pages = held_pages(artifact, held)
+                    if pages is None:
+                        await store_artifact(deps.pool, inp.job_id, target.target_id, artifact, held=held)
+                    async with deps.pool.acquire() as conn, conn.transaction():
+                        ready = await ledger.artifact_ready(
+                            conn, inp.job_id, target.target_id, work.work_id, artifact, pages=pages
+                        )
+                    if ready is None:
+                        raise permanent(
+                            TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
+                        )
+                    return CellUpdate(cell=ready)

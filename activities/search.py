@@ -53,6 +53,7 @@ from curaflow.ledger import frontiers
 from curaflow.ledger import remembered as memory
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
+from curaflow.outbound import attempt_deadline
 from curaflow.sources.base import ScanRequest, ScanState, Source
 from curaflow.sources.errors import SourceError
 
@@ -66,6 +67,8 @@ class Searched(NamedTuple):
 
     update: CellUpdate
     opened: CellSnapshot | None = None
+    deadline_at_ms: int | None = None
+    held: bool = False  # the binding recorded this process's store as the cell's holder
 
 
 @dataclass
@@ -123,32 +126,36 @@ class SearchActivity:
             The cell update and, only with ``continues``, a cell ``selected`` by the
             binding and no barrier, the full cell whose step is still open.
         """
-        ended = await self._open(inp)
+        ended, opened = await self._open(inp)
         if ended is not None:
             return ended
         lease_ms = inp.heartbeat_interval_ms * 2
-        async with Heartbeater(
-            self.deps.pool, inp.job_id, inp.target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
-        ) as hb:
-            plan = await self._prepare(inp, hb)
-            while True:
-                result = await self._scan(inp, plan)
-                searched = await self._bind(inp, plan, result, carry=continues)
-                if searched is not None:
-                    return searched
-                # Every candidate was bound by concurrent jobs in the meantime: keep paging.
-                plan.checkpoint = result.model_copy(update={"candidates": []})
+        deadline = opened.deadline_at_ms
+        # Every source request of the step ends by the job's deadline, read with its opening.
+        with attempt_deadline(deadline):
+            async with Heartbeater(
+                self.deps.pool, inp.job_id, inp.target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
+            ) as hb:
+                plan = await self._prepare(inp, hb, opened)
+                while True:
+                    result = await self._scan(inp, plan)
+                    searched = await self._bind(inp, plan, result, carry=continues)
+                    if searched is not None:
+                        return searched._replace(deadline_at_ms=deadline)
+                    # Every candidate was bound by concurrent jobs in the meantime: keep paging.
+                    plan.checkpoint = result.model_copy(update={"candidates": []})
 
-    async def _open(self, inp: SearchInput) -> Searched | None:
-        """Open the step; a :class:`Searched` when the attempt goes no further (a barrier,
-        a cell already bound or ended), None when it scans.
+    async def _open(self, inp: SearchInput) -> tuple[Searched | None, ledger.StepOpened]:
+        """Open the step: what it found (the job's deadline, whether its cell has anything
+        to resume) and a :class:`Searched` when the attempt goes no further (a barrier, a
+        cell already bound or ended), None when it scans.
 
         Raises:
             ApplicationError: ``internal_error`` when the cell is not in the ledger.
         """
         deps, target = self.deps, inp.target
         async with deps.pool.acquire() as conn, conn.transaction():
-            cell, barrier = await ledger.start_step(
+            opened = await ledger.start_step(
                 conn,
                 inp.job_id,
                 target.target_id,
@@ -157,25 +164,31 @@ class SearchActivity:
                 lease_ms=inp.heartbeat_interval_ms * 2,
                 owner=deps.identity,
             )
+        cell, barrier = opened.cell, opened.barrier
         if cell is None:
             raise permanent(
                 TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
             )
         if barrier is not None:
-            return Searched(barrier_update(cell, barrier))
+            return Searched(barrier_update(cell, barrier)), opened
         if is_terminal(cell.state) or cell.work_id is not None:
-            return Searched(CellUpdate(cell=cell))
-        return None
+            return Searched(CellUpdate(cell=cell)), opened
+        return None, opened
 
-    async def _prepare(self, inp: SearchInput, hb: Heartbeater) -> _Plan:
-        """The source, where its scan resumes and what it starts from, the scan's request."""
+    async def _prepare(self, inp: SearchInput, hb: Heartbeater, opened: ledger.StepOpened) -> _Plan:
+        """The source, where its scan resumes and what it starts from, the scan's request
+        (nothing read when there is nothing to resume: :func:`~curaflow.ledger.cells.resume_needed`)."""
         deps, target = self.deps, inp.target
         source = source_of(deps, target.account)
         try:
             key = source.frontier_key(target) if source.policy.keeps_frontier else None
         except SourceError as err:  # the source's own bug (the guard): retried as its failure
             raise _failure(err, inp, source) from err
-        resume = await ledger.search_resume(deps.pool, inp.job_id, target.target_id, key)
+        resume = (
+            await ledger.search_resume(deps.pool, inp.job_id, target.target_id, key)
+            if ledger.resume_needed(opened, key)
+            else ledger.SearchResume(set(), None)
+        )
         saved = resume.checkpoint
         checkpoint = source.restore(saved["scan"]) if saved and saved.get("stage") == inp.fallback_stage else None
         # Pass N may keep base × (N+1) candidates (cap 100), prefetching 5 × (N+1).
@@ -218,7 +231,11 @@ class SearchActivity:
                 target,
                 result.candidates,
                 result.report,
-                carry=ledger.Carry(inp.heartbeat_interval_ms * 2, deps.identity) if carry else None,
+                carry=(
+                    ledger.Carry(inp.heartbeat_interval_ms * 2, deps.identity, deps.store.identity()[0])
+                    if carry
+                    else None
+                ),
             )
             cell = binding.cell
             assert cell is not None
@@ -228,7 +245,7 @@ class SearchActivity:
                 )
             if cell.state != CellState.PENDING or cell.work_id is not None:
                 if binding.opened:
-                    return Searched(CellUpdate(cell=cell), opened=cell)
+                    return Searched(CellUpdate(cell=cell), opened=cell, held=binding.held)
                 return Searched(barrier_update(cell, binding.barrier) if binding.barrier else CellUpdate(cell=cell))
             if not (result.exhausted or not result.candidates or result.examined >= policy.max_examined):
                 return None

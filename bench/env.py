@@ -53,7 +53,7 @@ class Services:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.postgres = EmbeddedPostgres(root / "pg")
-        self.temporal = TemporalDevServer(log_file=root / "temporal.log")
+        self.temporal = TemporalDevServer(log_file=root / "temporal.log", metrics_port=0)
         self.database_url = ""
         self.replay_url = ""
         self._replay: subprocess.Popen[bytes] | None = None

@@ -32,7 +32,7 @@ Scenario = Callable[[Services, bool], Awaitable[Result | list[Result]]]
 
 def scenarios() -> dict[str, Scenario]:
     """Scenario name → runner, in the order they run."""
-    from bench.scenarios import api, history, liveness, scale, throughput
+    from bench.scenarios import api, burst, history, liveness, scale, throughput
 
     return {
         "throughput": throughput.run,
@@ -41,6 +41,7 @@ def scenarios() -> dict[str, Scenario]:
         "stall": liveness.stall,
         "scale": scale.run,
         "history": history.run,
+        "burst": burst.run,
     }
 
 
@@ -96,8 +97,11 @@ def print_table(results: list[Result], console: Console) -> None:
         console.print(table)
 
 
-async def run_all(quick: bool, json_path: Path | None, only: list[str] | None = None) -> list[Result]:
-    """Run the scenarios (all, or those named in ``only``); returns their results."""
+async def run_all(
+    quick: bool, json_path: Path | None, only: list[str] | None = None
+) -> tuple[list[Result], dict[str, Any]]:
+    """Run the scenarios (all, or those named in ``only``); returns their results and the
+    document written as JSON."""
     console = Console()
     root = Path(tempfile.mkdtemp(prefix="curaflow-bench-"))
     started = datetime.now(UTC)
@@ -137,4 +141,18 @@ async def run_all(quick: bool, json_path: Path | None, only: list[str] | None = 
     for path in paths:
         path.write_text(json.dumps(document, indent=2, ensure_ascii=False))
     console.print(f"results written to {', '.join(str(p) for p in paths)}")
-    return results
+    return results, document
+
+
+def print_comparison(document: dict[str, Any], reference: Path, console: Console) -> int:
+    """Print every figure of ``document`` against the run kept in ``reference``
+    (:mod:`bench.compare`); returns how many moved the wrong way."""
+    from bench.compare import compare, regressions, render
+
+    rows = compare(document, json.loads(reference.read_text()))
+    console.print(f"[bold]against {reference.name}[/bold] (changes under 5 % are 'same')")
+    for line in render(rows):
+        print(line)
+    worse = regressions(rows)
+    console.print(f"{len(worse)} figure(s) moved the wrong way" if worse else "no figure moved the wrong way")
+    return len(worse)

@@ -326,6 +326,7 @@ class ArtifactStore:
         target_id: str,
         *,
         on_page: ProgressHook | None = None,
+        held: dict[int, bytes] | None = None,
     ) -> Artifact:
         """Download every page of ``work`` from ``source``; pages already complete on disk are kept.
 
@@ -333,6 +334,11 @@ class ArtifactStore:
             source: the work's source (its :meth:`~curaflow.sources.base.Source.download`
                 and :meth:`~curaflow.sources.base.Source.animation`).
             on_page: awaited with ``(pages_done, pages_total)`` after each page.
+            held: filled with the bytes of each page this call downloaded that fits in one
+                write batch (:data:`WRITE_BATCH`: it was in memory whole anyway), while
+                they total at most :data:`HELD_BYTES` — so the ledger's copy of a small
+                work is made without reading its files again
+                (:func:`curaflow.ledger.artifacts.store_artifact`).
 
         Returns:
             The complete :class:`~curaflow.domain.models.Artifact`.
@@ -363,18 +369,21 @@ class ArtifactStore:
             if dest in kept:
                 files.append(await asyncio.to_thread(describe, dest, page.index))
             else:
-                files.append(await self._download(source, page.url, dest, page.index))
+                files.append(await self._download(source, page.url, dest, page.index, held))
             if on_page is not None:
                 await on_page(len(files), len(work.pages))
         return Artifact(work_id=work.work_id, files=files)
 
-    async def _download(self, source: FileSource, url: str, dest: Path, page: int) -> ArtifactFile:
+    async def _download(
+        self, source: FileSource, url: str, dest: Path, page: int, held: dict[int, bytes] | None = None
+    ) -> ArtifactFile:
         """Stream one page to a temporary file next to ``dest``; complete it (module doc).
 
         The event loop only moves bytes: the file work runs in threads, batched so a page
         that fits in one :data:`WRITE_BATCH` costs a single thread hop (create, write,
         fsync, decode check, rename, hash — :class:`_PartFile`), so heartbeats and
-        workflow tasks are never held up by the disk.
+        workflow tasks are never held up by the disk. Such a page's bytes go into
+        ``held`` once complete (:meth:`fetch`).
         """
         part = _PartFile(dest)
         received = 0
@@ -403,6 +412,8 @@ class ArtifactStore:
                 raise WorkUnavailable(dest.name.split("_", 1)[0], f"page {page}: {done.why}", done.kind)
             if isinstance(done, str):
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image incomplete after {received} bytes: {done}")
+            if held is not None and received == batched and sum(map(len, held.values())) + received <= HELD_BYTES:
+                held[page] = b"".join(pending)  # never written in a batch before: the whole page
             return done
         finally:
             if not part.settled:  # also when cancelled before ``finish`` left the executor's queue
@@ -546,6 +557,8 @@ class ArtifactStore:
 #: Bytes collected from the response before one write in a thread (fewer thread hops
 #: than one per 64 KiB chunk; bounded memory per download).
 WRITE_BATCH = 1024 * 1024
+#: The most page bytes one fetch keeps in memory for the ledger's copy (:meth:`ArtifactStore.fetch`).
+HELD_BYTES = 8 * WRITE_BATCH
 
 
 def _prepare(folder: Path, dests: list[Path]) -> set[Path]:

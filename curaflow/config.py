@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -186,7 +186,7 @@ class DatabaseSettings(_Section):
     acquire_timeout_ms: int = Field(default=30_000, ge=100)
     statement_timeout_ms: int = Field(default=30_000, ge=100)
 
-    def pool_bounds(self, cap_ms: int | None = None) -> dict[str, float]:
+    def pool_bounds(self, cap_ms: int | None = None) -> PoolBounds:
         """The timeouts of :func:`curaflow.ledger.db.create_pool`, seconds, each at most ``cap_ms``."""
 
         def bound(ms: int) -> float:
@@ -197,6 +197,14 @@ class DatabaseSettings(_Section):
             "acquire_timeout_s": bound(self.acquire_timeout_ms),
             "statement_timeout_s": bound(self.statement_timeout_ms),
         }
+
+
+class PoolBounds(TypedDict):
+    """The timeouts of :func:`curaflow.ledger.db.create_pool`, seconds."""
+
+    connect_timeout_s: float
+    acquire_timeout_s: float
+    statement_timeout_s: float
 
 
 class ApiSettings(_Section):
@@ -488,6 +496,11 @@ class ObservabilitySettings(_Section):
         ledger_gauges_interval_ms: how often each process re-reads the ledger gauges
             (:mod:`curaflow.ledger.gauges`).
         ledger_gauges_window_ms: the window of ``curaflow_deliveries`` (24 h).
+        ledger_statement_metrics: a worker counts every ledger statement and transaction
+            by the step that sent it (``curaflow_ledger_statements_total`` /
+            ``curaflow_ledger_transactions_total``, :mod:`curaflow.ledger.statements`);
+            a few microseconds per statement, so off by default (``curaflow bench`` turns
+            it on).
     """
 
     log_level: str = "INFO"
@@ -499,6 +512,7 @@ class ObservabilitySettings(_Section):
     tracing: bool = False
     ledger_gauges_interval_ms: int = Field(default=15_000, ge=100)
     ledger_gauges_window_ms: int = Field(default=86_400_000, ge=60_000)
+    ledger_statement_metrics: bool = False
 
 
 class SupervisionSettings(_Section):

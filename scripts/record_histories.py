@@ -26,7 +26,9 @@ and the UI's download):
   one cell delivered, while the other's webhook send is out to a receiver that never
   answers: the cancel cuts it and stops that cell, so ``job_status`` says ``cancelled`` and
   the execution ends Canceled (``_v3``); recorded before that rule (``_v2``), the same job
-  said ``succeeded`` and completed. The workflow code is the same: both replay.
+  said ``succeeded`` and completed. The workflow code is the same: both replay;
+* ``job_quick``: a protocol job whose download is over before the ``cell_progress``
+  signal is due (no request spacing): the shape of most jobs, without the signal.
 
 Files recorded before core v2 (``*_v1.json`` and the unsuffixed files of 2026-11) stay:
 they prove that executions started before the upgrade still replay (``workflows/job_v1.py``).
@@ -171,6 +173,19 @@ async def record(tmp: Path, suffix: str) -> dict[str, str]:
                     raise
                 except Exception as err:  # noqa: BLE001 - cancelled/failed runs are recorded too
                     print(f"{name}: ended with {type(err).__name__}")
+        finally:
+            stop.set()
+            await worker
+        # A worker without request spacing: the download ends before the progress signal is due.
+        quick_path = tmp / "curaflow-quick.toml"
+        quick_path.write_text(tomli_w.dumps({**config, "pixiv": {"replay_min_interval_ms": 0}}))
+        quick = load_settings(quick_path)
+        await asyncio.sleep(3)  # past the slot the spaced gate handed out last
+        stop = asyncio.Event()
+        worker = asyncio.create_task(run_worker(quick, stop))
+        try:
+            ids["job_quick"] = (await Admitter(quick, pool, client).admit(task("rec-quick", ["オリジナル"]))).job_id
+            await asyncio.wait_for(client.get_workflow_handle(ids["job_quick"]).result(), timeout=60)
         finally:
             stop.set()
             await worker

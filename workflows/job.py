@@ -34,7 +34,9 @@ exception is a bug and fails the workflow task, so the execution waits for a fix
 worker and replays.
 
 Executions started before this shape replay :mod:`workflows.job_v1` (no ``core-v2``
-patch marker in their history).
+patch marker in their history). Executions started from ``core-v3`` on take every later
+change with that one marker (:data:`CORE_V3`); those with ``core-v2`` and no ``core-v3``
+keep the shape they were started with, one ``workflow.patched`` call per change.
 
 Deterministic and sandbox-clean: imports only pure modules and activity definitions.
 """
@@ -92,6 +94,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.submission import NOT_AN_OBJECT, Submission, read_submission
 
 CORE_V2 = "core-v2"
+#: The shape of executions started from this version on, under one marker: every patch
+#: below (``source-heartbeat``, ``explicit-submission``, ``cell-progress``,
+#: ``failed-execution``, ``reporting-run``) without a marker of its own — each marker costs
+#: a history event and the SDK's ``TemporalChangeVersion`` upsert, on every job — and the
+#: deadline timer left to expire with the execution instead of cancelled (one event less
+#: per job that ends in time).
+CORE_V3 = "core-v3"
 #: A source step's heartbeat timeout is the source-queue lease (``Budgets.source_heartbeat_timeout_ms``):
 #: a step taken by a frozen process's poll is back in the queue within it.
 SOURCE_HEARTBEAT = "source-heartbeat"
@@ -173,11 +182,20 @@ class JobWorkflow:
         self._pusher = EventPusher(inp.job_id, inp.callback_policy if inp.callback else None)
 
     def _legacy(self) -> JobV1 | None:
-        """The core v1 orchestration for executions whose history predates core v2."""
+        """The core v1 orchestration for executions whose history predates core v2.
+
+        Decides the execution's shape once (:data:`CORE_V3`, else ``core-v2``, else v1): a
+        new execution records only the ``core-v3`` marker."""
         if self._version is None:
-            self._version = 2 if workflow.patched(CORE_V2) else 1
+            self._version = 3 if workflow.patched(CORE_V3) else 2 if workflow.patched(CORE_V2) else 1
             self._v1 = JobV1(self._inp) if self._version == 1 and self._inp is not None else None
         return self._v1
+
+    def _has(self, patch: str) -> bool:
+        """Whether a change made after core v2 applies: always from ``core-v3`` on, else
+        by its own marker (executions started between core v2 and core v3)."""
+        self._legacy()
+        return self._version == 3 or workflow.patched(patch)
 
     # ---- queries and signals ----------------------------------------------------
 
@@ -228,7 +246,7 @@ class JobWorkflow:
     def cell_progress(self, cell: CellSnapshot) -> None:
         """A cell's step moved on inside one activity (``acquire`` bound a work and fetches
         it): the live state follows the ledger without waiting for the step's result."""
-        if self._inp is None or self._phase != Phase.RUNNING or not workflow.patched(CELL_PROGRESS):
+        if self._inp is None or self._phase != Phase.RUNNING or not self._has(CELL_PROGRESS):
             return
         current = self._cells.get(cell.target_id)
         if current is None or is_terminal(current.state) or current.state != CellState.PENDING:
@@ -352,7 +370,7 @@ class JobWorkflow:
         if submission.refusal is not None:
             await workflow.wait_condition(workflow.all_handlers_finished)
             raise refusal(submission.refusal)
-        if submission.mixed and not workflow.patched(EXPLICIT_SUBMISSION):
+        if submission.mixed and not self._has(EXPLICIT_SUBMISSION):
             assert submission.job_input is not None  # started before the explicit resolution
             self._submission = Submission(job_input=submission.job_input)
             self._begin(submission.job_input)
@@ -372,7 +390,7 @@ class JobWorkflow:
             with contextlib.suppress(asyncio.CancelledError):
                 await workflow.wait_condition(lambda: self._temporal_cancel)
             raise CancelledError("cancelled_by_consumer")
-        if str(final.status) in JOB_FAILURE_TYPES and workflow.patched(FAILED_EXECUTION):
+        if str(final.status) in JOB_FAILURE_TYPES and self._has(FAILED_EXECUTION):
             # The UI lists a failed job as Failed, not as a green Completed; the final
             # state travels in the failure's details (curaflow.domain.job_failure).
             raise job_failure(final)
@@ -389,7 +407,7 @@ class JobWorkflow:
                 raise
             self._begin(admitted.job_input)
             attributes = list(job_search_attributes(admitted.job_input))
-            if admitted.final is not None and workflow.patched(REPORTING_RUN):
+            if admitted.final is not None and self._has(REPORTING_RUN):
                 # A run another client added under an ended job's id (Temporal's default
                 # reuse policy): it reports the job, it is not the job — no JobStatus, so
                 # the list queries keep listing the job's own run only.
@@ -414,7 +432,14 @@ class JobWorkflow:
         def settled() -> bool:
             return self._phase != Phase.RUNNING or all(t.done() for t in cells) or _bug(cells) is not None
 
-        if not settled():
+        if not settled() and self._version == 3:
+            # The timer is never cancelled: an execution that ends before it leaves it
+            # pending (no ``TIMER_CANCELED`` event); one that fires later does nothing.
+            deadline = asyncio.create_task(workflow.sleep(remaining_s, summary="job deadline"))
+            await workflow.wait_condition(lambda: settled() or deadline.done())
+            if deadline.done():
+                self._stop(FinishCause.DEADLINE)
+        elif not settled():
             try:
                 await workflow.wait_condition(settled, timeout=remaining_s, timeout_summary="job deadline")
             except TimeoutError:
@@ -555,11 +580,7 @@ class JobWorkflow:
             task_queue=queue,
         )
         config["summary"] = summary
-        if (
-            step == "acquire"
-            and inp.budgets.source_heartbeat_timeout_ms is not None
-            and workflow.patched(SOURCE_HEARTBEAT)
-        ):
+        if step == "acquire" and inp.budgets.source_heartbeat_timeout_ms is not None and self._has(SOURCE_HEARTBEAT):
             config["heartbeat_timeout"] = timedelta(milliseconds=inp.budgets.source_step_heartbeat_timeout_ms())
         try:
             if isinstance(arg, AcquireInput):

@@ -91,6 +91,12 @@ class TemporalDevServer:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def metrics_url(self) -> str | None:
+        """The server's Prometheus endpoint when :attr:`metrics_port` is known (its
+        ``action`` counter counts what Temporal Cloud bills; ``curaflow bench`` reads it)."""
+        return f"http://127.0.0.1:{self.metrics_port}/metrics" if self.metrics_port else None
+
+    @property
     def ui_url(self) -> str | None:
         """The Web UI URL, or None when headless."""
         return f"http://127.0.0.1:{self.ui_port}" if self.ui_port else None

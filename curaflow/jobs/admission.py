@@ -36,7 +36,7 @@ from curaflow.config import Settings, TargetConfig
 from curaflow.domain.execution import job_workflow
 from curaflow.domain.messages import JobIdentity, JobInput, TargetQuery, TargetSpec
 from curaflow.ledger.db import now_ms
-from curaflow.ledger.jobs import NewJob, find_existing, insert_job, mark_workflow_started, workflow_input
+from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started, workflow_input
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Beat, Supervisor
@@ -305,42 +305,42 @@ class Admitter:
                 received=workflow_type,
             )
 
-        inp: JobInput | None = None
         async with self.pool.acquire() as conn:
-            existing = await find_existing(conn, job_id, task.idempotency_key)
-            if existing is None:
-                created_at = now_ms()
-                deadline = task.deadline_ms or self.settings.budgets.default_deadline_ms
-                inp = JobInput(
-                    job_id=job_id,
-                    job_type=task.job_type,
-                    plan_id=target.id,
-                    trigger=trigger,  # type: ignore[arg-type]
-                    created_at_ms=created_at,
-                    deadline_at_ms=created_at + deadline,
-                    targets=[spec],
-                    budgets=self.settings.budgets_model(),
-                    max_fallback_stages=1,
-                    source_task_queues=self.settings.source_task_queues(),
-                    callback=task.callback_url is not None,
-                    callback_policy=self.settings.push_policy(),
-                    identity=JobIdentity(
-                        idempotency_key=task.idempotency_key, params=task.params if store_params else None
-                    ),
-                )
-                row = await insert_job(
-                    conn,
-                    NewJob(
-                        job_input=inp,
-                        idempotency_key=task.idempotency_key,
-                        correlation_id=task.correlation_id,
-                        callback_url=task.callback_url,
-                        labels=task.labels,
-                        params=task.params if store_params else None,
-                    ),
-                )
-            else:
-                row = existing
+            # Inserted at once — one statement less for a new job than reading first; a
+            # replay finds the job its key or id already names (insert_job's conflict path).
+            created_at = now_ms()
+            deadline = task.deadline_ms or self.settings.budgets.default_deadline_ms
+            inp: JobInput | None = JobInput(
+                job_id=job_id,
+                job_type=task.job_type,
+                plan_id=target.id,
+                trigger=trigger,  # type: ignore[arg-type]
+                created_at_ms=created_at,
+                deadline_at_ms=created_at + deadline,
+                targets=[spec],
+                budgets=self.settings.budgets_model(),
+                max_fallback_stages=1,
+                source_task_queues=self.settings.source_task_queues(),
+                callback=task.callback_url is not None,
+                callback_policy=self.settings.push_policy(),
+                identity=JobIdentity(
+                    idempotency_key=task.idempotency_key, params=task.params if store_params else None
+                ),
+            )
+            assert inp is not None
+            row = await insert_job(
+                conn,
+                NewJob(
+                    job_input=inp,
+                    idempotency_key=task.idempotency_key,
+                    correlation_id=task.correlation_id,
+                    callback_url=task.callback_url,
+                    labels=task.labels,
+                    params=task.params if store_params else None,
+                ),
+            )
+        if not row.created:
+            inp = None  # a replay: the workflow argument is the first admission's
         record = row.record
         if row.created:
             metrics.record_admitted(trigger, record.job_type)

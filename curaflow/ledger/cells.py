@@ -9,6 +9,7 @@ the row untouched and returns the cell as it is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -17,12 +18,14 @@ import asyncpg
 
 from curaflow.domain.cells import TERMINAL_STATES, CellStage, CellState, check_transition, is_terminal
 from curaflow.domain.messages import RouteRef, TargetSpec
-from curaflow.domain.models import CandidateReport, CellSnapshot, Work
+from curaflow.domain.models import Artifact, CandidateReport, CellSnapshot, Work
 from curaflow.domain.projection import open_stage
 from curaflow.domain.reasons import user_message
 from curaflow.ledger import frontiers
+from curaflow.ledger.artifacts import copy_pages_sql
 from curaflow.ledger.db import jsonable, now_ms
 from curaflow.ledger.events import NOTIFY_CHANNEL, event_body, push_appended
+from curaflow.ledger.holdings import hold_sql
 from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
 
 LIVE_INTENT_STATES = ("reserved", "sending", "delivered", "duplicate", "unknown")
@@ -62,8 +65,9 @@ async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | No
     """Lock the job row for the rest of the transaction; None if the job is unknown.
 
     The row has ``job_id``, ``started_at``, ``cancel_requested_at``, ``completed_at``,
-    ``deadline_at`` and the job's ``barrier`` now (:func:`barrier_sql`; read it with
-    :func:`barrier_of`).
+    ``deadline_at``, the job's ``barrier`` now (:func:`barrier_sql`; read it with
+    :func:`barrier_of`), and what the stage rule needs of the job row: ``last_stage`` and
+    ``cells``, the number of its cells (:func:`sole_cell_stage`).
 
     Read other rows (a cell's state) in a later statement, never in this one: under READ
     COMMITTED a statement that waited for the lock still reads other rows as they were
@@ -71,7 +75,7 @@ async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | No
     """
     return await conn.fetchrow(
         f"""SELECT job_id, started_at, cancel_requested_at, completed_at, deadline_at,
-                  {barrier_sql("jobs", "$2")} AS barrier
+                  {barrier_sql("jobs", "$2")} AS barrier, last_stage, cardinality(target_ids) AS cells
            FROM jobs WHERE job_id = $1 FOR UPDATE""",
         job_id,
         now_ms(),
@@ -90,28 +94,58 @@ _SET_STAGE_SQL = """SELECT o_seq, o_type, o_at, o_payload, o_callback_url, o_cor
 _TERMINAL_STATE_NAMES = sorted(str(s) for s in TERMINAL_STATES)
 
 
+class StageFacts(NamedTuple):
+    """What the stage rule reads of a job, when the caller already holds it: the stage
+    ``jobs.last_stage`` records and the stages of the job's open cells."""
+
+    last_stage: str | None
+    open_stages: list[str]
+
+
+def sole_cell_stage(job: asyncpg.Record | Mapping[str, Any] | None, cell: CellSnapshot | None) -> StageFacts | None:
+    """The stage facts of a job with one cell, from what the caller's transaction already
+    holds — the locked job row (``last_stage``, ``cells``: :func:`lock_job`) and that cell
+    as the caller's statement wrote it — so :func:`sync_job_stage` reads nothing. None for
+    a job of several cells (their stages are read) or when either is missing.
+
+    Only rows the transaction locked or wrote are used (the rule of :func:`lock_job`).
+    """
+    if job is None or cell is None or job["cells"] != 1:
+        return None
+    return StageFacts(job["last_stage"], [] if is_terminal(cell.state) else [cell.stage])
+
+
 async def sync_job_stage(
-    conn: asyncpg.Connection, job_id: str, *, started: bool = False, at: int | None = None
+    conn: asyncpg.Connection,
+    job_id: str,
+    *,
+    started: bool = False,
+    at: int | None = None,
+    known: StageFacts | None = None,
 ) -> None:
     """Emit ``job.progress`` when the job-level stage changed (job row must be locked).
 
     The job-level stage is decided by :func:`curaflow.domain.projection.open_stage`, the
     rule ``GET /jobs/{id}`` shows, from the open cells' stages read here (a statement of
-    its own, after the caller's lock, so it sees every committed cell). ``jobs.last_stage``
-    holds the stage of the job's last ``job.progress`` event; when the stage moved, or
-    with ``started`` (the job's first step, ``job.started`` appended first), one more
-    statement writes it and appends the events. Pushes of a job with a ``callback_url``
-    are enqueued in the same transaction.
+    its own, after the caller's lock, so it sees every committed cell) — or given as
+    ``known`` by a caller that holds them (a job of one cell: :func:`sole_cell_stage`).
+    ``jobs.last_stage`` holds the stage of the job's last ``job.progress`` event; when
+    the stage moved, or with ``started`` (the job's first step, ``job.started`` appended
+    first), one more statement writes it and appends the events. Pushes of a job with a
+    ``callback_url`` are enqueued in the same transaction.
 
     Args:
         at: the events' time, epoch ms (default now); :func:`start_step` passes the time
             it wrote as ``started_at`` (reference §4.3: ``job.started`` is at ``started_at``).
+        known: the stage facts, when the caller holds them (no statement reads them).
     """
-    row = await conn.fetchrow(_STAGES_SQL, job_id, _TERMINAL_STATE_NAMES)
-    if row is None:
-        return
-    stage = open_stage(row["stages"])
-    if not started and (stage is None or stage == row["last_stage"]):
+    if known is None:
+        row = await conn.fetchrow(_STAGES_SQL, job_id, _TERMINAL_STATE_NAMES)
+        if row is None:
+            return
+        known = StageFacts(row["last_stage"], list(row["stages"]))
+    stage = open_stage(known.open_stages)
+    if not started and (stage is None or stage == known.last_stage):
         return
     rows = await conn.fetch(
         _SET_STAGE_SQL,
@@ -140,6 +174,19 @@ def barrier_of(job: asyncpg.Record) -> Barrier | None:
     return Barrier(job["barrier"]) if job["barrier"] else None
 
 
+class StepOpened(NamedTuple):
+    """What :func:`start_step` found: the cell (None when the job or cell is unknown), the
+    job's barrier (set: the step must not run) and its deadline (epoch ms, UTC; None
+    when unknown or unset) — the bound of the attempt's exchanges
+    (:func:`curaflow.outbound.attempt_deadline`), read with the step."""
+
+    cell: CellSnapshot | None
+    barrier: Barrier | None
+    deadline_at_ms: int | None = None
+    #: The cell holds a saved search checkpoint (:func:`search_resume` has one to read).
+    checkpointed: bool = False
+
+
 async def start_step(
     conn: asyncpg.Connection,
     job_id: str,
@@ -149,7 +196,7 @@ async def start_step(
     attempt: int,
     lease_ms: int,
     owner: str,
-) -> tuple[CellSnapshot | None, Barrier | None]:
+) -> StepOpened:
     """Open an activity attempt on a cell: mark the job started, take the cell's lease.
 
     The first step of a job sets ``started_at``, moves the job to ``running`` and appends
@@ -159,8 +206,10 @@ async def start_step(
 
     Two statements: the job row is locked, judged (:func:`barrier_sql`) and written with
     the cell row in one; ``job.started`` and ``job.progress`` follow in one
-    (:func:`sync_job_stage`). Only the rows the first statement locks or updates are read
-    in it, so both are current even when it waited for the lock (:func:`lock_job`).
+    (:func:`sync_job_stage`), only when they are due. Only the rows the first statement
+    locks or updates are read in it, so both are current even when it waited for the
+    lock (:func:`lock_job`); for a job of one cell they are all the stage rule needs
+    (:func:`sole_cell_stage`).
 
     Args:
         stage: the stage this activity works in.
@@ -172,14 +221,16 @@ async def start_step(
         owner: the worker identity holding the lease.
 
     Returns:
-        ``(cell, barrier)``; cell None when the job or cell is unknown; barrier set when
-        the step must not run (then nothing was changed).
+        ``(cell, barrier, deadline_at_ms)`` (:class:`StepOpened`); cell None when the job
+        or cell is unknown; barrier set when the step must not run (then nothing was
+        changed).
     """
     now = now_ms()
     # One statement: lock the job row, judge its barrier and, only without one (and while
     # the job is open), write the job row and the cell row.
     row = await conn.fetchrow(
-        f"""WITH j AS (SELECT job_id, started_at, completed_at, {barrier_sql("jobs", "$3")} AS barrier
+        f"""WITH j AS (SELECT job_id, started_at, completed_at, {barrier_sql("jobs", "$3")} AS barrier,
+                              last_stage, cardinality(target_ids) AS cells, deadline_at
                        FROM jobs WHERE job_id = $1 FOR UPDATE),
                 go AS (SELECT job_id, started_at FROM j WHERE completed_at IS NULL AND barrier IS NULL),
                 job AS (UPDATE jobs t SET attempt = GREATEST(t.attempt, $2),
@@ -188,8 +239,9 @@ async def start_step(
                 cell AS (UPDATE cells SET stage = CASE WHEN state = ANY($8::text[]) THEN stage ELSE $5 END,
                                           lease_until = $6, lease_owner = $7, heartbeat_at = $3, updated_at = $3
                          WHERE job_id = $1 AND target_id = $4 AND EXISTS (SELECT 1 FROM go)
-                         RETURNING {CELL_COLUMNS})
-           SELECT j.barrier, EXISTS (SELECT 1 FROM job) AS opened, job.prev_started, cell.*
+                         RETURNING {CELL_COLUMNS}, search_checkpoint IS NOT NULL AS checkpointed)
+           SELECT j.barrier, j.last_stage AS job_last_stage, j.cells AS job_cells, j.deadline_at AS job_deadline_at,
+                  EXISTS (SELECT 1 FROM job) AS opened, job.prev_started, cell.*
            FROM j LEFT JOIN job ON true LEFT JOIN cell ON true""",
         job_id,
         attempt,
@@ -201,11 +253,14 @@ async def start_step(
         _TERMINAL_STATE_NAMES,
     )
     if row is None:
-        return None, None
+        return StepOpened(None, None)
+    deadline = row["job_deadline_at"]
     if not row["opened"]:
-        return await load_cell(conn, job_id, target_id), barrier_of(row)
-    await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=now)
-    return (cell_from_row(row) if row["target_id"] is not None else None), None
+        return StepOpened(await load_cell(conn, job_id, target_id), barrier_of(row), deadline)
+    cell = cell_from_row(row) if row["target_id"] is not None else None
+    job = {"cells": row["job_cells"], "last_stage": row["job_last_stage"]}
+    await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=now, known=sole_cell_stage(job, cell))
+    return StepOpened(cell, None, deadline, bool(row["checkpointed"]))
 
 
 async def continue_step(
@@ -291,7 +346,10 @@ async def search_resume(
     """The works this cell released as unavailable (a later pass skips them), the saved
     search checkpoint and, with ``frontier_key``, the target's stored scan frontier
     (:mod:`curaflow.ledger.frontiers`, the source's JSON), in one statement (own short
-    transaction)."""
+    transaction).
+
+    A search with no frontier to read, whose cell never bound a work (none released) and
+    holds no checkpoint, has nothing to resume and skips this read (:func:`resume_needed`)."""
     frontier = frontiers.stored_sql("$2", "$3") if frontier_key is not None else "NULL::jsonb"
     row = await pool.fetchrow(
         f"""SELECT c.search_checkpoint,
@@ -313,6 +371,39 @@ async def search_resume(
     )
 
 
+def resume_needed(opened: StepOpened, frontier_key: str | None) -> bool:
+    """Whether a search step opened as ``opened`` has anything :func:`search_resume` would
+    find: the target's stored frontier (``frontier_key``), works its cell released (only a
+    cell that bound a work releases one) or a saved checkpoint."""
+    if frontier_key is not None:
+        return True
+    return opened.cell is not None and (opened.cell.attempt > 0 or opened.checkpointed)
+
+
+_RESERVE = "curaflow_reserve_work($1::text[], $2::text[], $3::text[], $4, $5, $6, $7, $8)"
+#: The cell locked and read, and — only while it is bindable (open, no work) — the
+#: reservation, in one statement after the job's lock (so the cell row is current).
+_LOCK_CELL_AND_RESERVE = f"""
+WITH c AS (SELECT state, work_id FROM cells WHERE job_id = $6 AND target_id = $7 FOR UPDATE)
+SELECT c.state, c.work_id,
+       CASE WHEN c.work_id IS NULL AND NOT (c.state = ANY($9::text[])) THEN {_RESERVE} END AS reserved
+FROM c"""
+
+
+def _reserve_args(job_id: str, target_id: str, work: Work, routes: list[RouteRef]) -> list[Any]:
+    routes = list({r.name: r for r in routes}.values())
+    return [
+        [intent_key(r.name, work.work_type, work.work_id, job_id, target_id) for r in routes],
+        [r.name for r in routes],
+        [r.kind for r in routes],
+        work.work_type,
+        work.work_id,
+        job_id,
+        target_id,
+        now_ms(),
+    ]
+
+
 async def _reserve(conn: asyncpg.Connection, job_id: str, target_id: str, work: Work, routes: list[RouteRef]) -> bool:
     """Reserve ``work`` on every route, all or none; False if any route holds it live.
 
@@ -320,30 +411,28 @@ async def _reserve(conn: asyncpg.Connection, job_id: str, target_id: str, work: 
     intents and turns a unique violation into False, rolling back its own inserts. A route
     named twice counts once (one ``INSERT … ON CONFLICT`` cannot touch a key twice).
     """
-    routes = list({r.name: r for r in routes}.values())
-    return bool(
-        await conn.fetchval(
-            "SELECT curaflow_reserve_work($1::text[], $2::text[], $3::text[], $4, $5, $6, $7, $8)",
-            [intent_key(r.name, work.work_type, work.work_id, job_id, target_id) for r in routes],
-            [r.name for r in routes],
-            [r.kind for r in routes],
-            work.work_type,
-            work.work_id,
-            job_id,
-            target_id,
-            now_ms(),
-        )
-    )
+    return bool(await conn.fetchval(f"SELECT {_RESERVE}", *_reserve_args(job_id, target_id, work, routes)))
+
+
+class Renewal(NamedTuple):
+    """The lease an ``acquire`` step renews when its binding carries the step on into the
+    fetch (:func:`bind_and_continue`): its length (ms) and holder."""
+
+    lease_ms: int
+    owner: str
 
 
 @dataclass(frozen=True)
 class Carry:
     """The binding carries its step on into the fetch (``acquire``): the cell's lease is
     renewed for ``lease_ms`` (held by ``owner``) in the binding's own statement, instead
-    of the step ending."""
+    of the step ending; with ``store_id``, the same statement records that this artifact
+    store will write the cell's folder (the fetch's :func:`curaflow.ledger.holdings.hold`,
+    before its first byte)."""
 
     lease_ms: int
     owner: str
+    store_id: str | None = None
 
 
 class Binding(NamedTuple):
@@ -353,6 +442,7 @@ class Binding(NamedTuple):
     bound: bool = False  # this call bound a work (False: none could be, or the cell was adopted)
     barrier: Barrier | None = None  # with ``Carry``: the job's barrier at the binding
     opened: bool = False  # with ``Carry``: the step goes on into the fetch
+    held: bool = False  # with ``Carry.store_id``: the holding was recorded by the binding
 
 
 async def bind_work(
@@ -436,11 +526,19 @@ async def _bind(
     job = await lock_job(conn, job_id)
     if job is None:
         return Binding(None)
-    row = await conn.fetchrow(
-        "SELECT state, work_id FROM cells WHERE job_id = $1 AND target_id = $2 FOR UPDATE",
-        job_id,
-        target.target_id,
-    )
+    if candidates:  # the cell's lock and the first candidate's reservation in one statement
+        row = await conn.fetchrow(
+            _LOCK_CELL_AND_RESERVE,
+            *_reserve_args(job_id, target.target_id, candidates[0], target.routes),
+            _TERMINAL_STATE_NAMES,
+        )
+    else:
+        row = await conn.fetchrow(
+            """SELECT state, work_id, NULL::boolean AS reserved FROM cells
+               WHERE job_id = $1 AND target_id = $2 FOR UPDATE""",
+            job_id,
+            target.target_id,
+        )
     if row is None:
         return Binding(None)
     if is_terminal(row["state"]) or row["work_id"] is not None:
@@ -448,7 +546,8 @@ async def _bind(
     bound: Work | None = None
     remaining: list[Work] = []
     for i, work in enumerate(candidates):
-        if await _reserve(conn, job_id, target.target_id, work, target.routes):
+        reserved = row["reserved"] if i == 0 else await _reserve(conn, job_id, target.target_id, work, target.routes)
+        if reserved:
             bound = work
             remaining = candidates[i + 1 :]
             break
@@ -478,19 +577,23 @@ async def _bind(
         jsonable(report),
         now,
     ]
-    step, barrier = "", "NULL"
+    step, barrier, held = "", "NULL", ""
     if isinstance(lease, Carry):
         # Carried on: renewed, and the job's barrier judged on the row this transaction
         # locked (as continue_step does).
         step = ", lease_until = $9, lease_owner = $10, heartbeat_at = $8"
         barrier = f"(SELECT {barrier_sql('j', '$8')} FROM jobs j WHERE j.job_id = $1)"
         args += [now + lease.lease_ms, lease.owner]
+        if lease.store_id is not None:
+            held = f"WITH held AS ({hold_sql('$1', '$2', '$11', '$8')})"
+            args.append(lease.store_id)
     elif lease:
         # The step ends with the binding (as end_lease: kept while a delivery is sending).
         step = """, lease_until = CASE WHEN s.sending THEN c.lease_until END,
                      lease_owner = CASE WHEN s.sending THEN c.lease_owner END"""
     updated = await conn.fetchrow(
-        f"""UPDATE cells c SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
+        f"""{held}
+           UPDATE cells c SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
                work = $5, candidates = $6, candidate_report = $7, attempt_count = c.attempt_count + 1,
                updated_at = $8{step}
            FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
@@ -499,11 +602,12 @@ async def _bind(
            RETURNING {_C_COLUMNS}, {barrier} AS barrier""",
         *args,
     )
-    await sync_job_stage(conn, job_id)  # changes the job row only: ``updated`` is the cell as it is
+    cell = cell_from_row(updated)
+    await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))  # changes the job row only
     found = barrier_of(updated)
     if found is not None and isinstance(lease, Carry):
         await end_lease(conn, job_id, target.target_id)  # the step stops here: the workflow decides
-    return Binding(cell_from_row(updated), bound=True, barrier=found, opened=isinstance(lease, Carry) and found is None)
+    return Binding(cell, bound=True, barrier=found, opened=isinstance(lease, Carry) and found is None, held=bool(held))
 
 
 async def rebind_next(
@@ -570,11 +674,23 @@ _READY_FROM = sorted(str(s) for s in CellState if check_transition(s, CellState.
 
 
 async def artifact_ready(
-    conn: asyncpg.Connection, job_id: str, target_id: str, work_id: str, artifact: dict[str, Any]
+    conn: asyncpg.Connection,
+    job_id: str,
+    target_id: str,
+    work_id: str,
+    artifact: Artifact | dict[str, Any],
+    *,
+    pages: tuple[list[int], list[bytes]] | None = None,
 ) -> CellSnapshot | None:
     """``selected → artifact_ready`` for the bound work, storing the artifact description,
     and the end of the fetch step: the cell's lease is released in the same statement
     (as :func:`end_lease`: not while a delivery of the cell is in flight).
+
+    Args:
+        pages: the artifact's pages as ``(numbers, bytes)``, each of one chunk
+            (:func:`curaflow.ledger.artifacts.held_pages`): the ledger's copy is written by
+            the same statement, so the cell is never ready without it (a caller passing
+            None copied the artifact first: :func:`curaflow.ledger.artifacts.store_artifact`).
 
     Returns:
         The cell afterwards; unchanged (reloaded, its lease released all the same) when
@@ -584,8 +700,11 @@ async def artifact_ready(
     job = await lock_job(conn, job_id)
     if job is None:
         return None
+    held = artifact if isinstance(artifact, Artifact) else None
+    copy = f"WITH {copy_pages_sql('$1', '$2', '$3', '$7', '$8')}" if pages is not None else ""
     updated = await conn.fetchrow(
-        f"""UPDATE cells c SET state = 'artifact_ready', stage = 'delivering', artifact = $4, updated_at = $5,
+        f"""{copy}
+            UPDATE cells c SET state = 'artifact_ready', stage = 'delivering', artifact = $4, updated_at = $5,
                    lease_until = CASE WHEN s.sending THEN c.lease_until END,
                    lease_owner = CASE WHEN s.sending THEN c.lease_owner END
             FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
@@ -595,15 +714,17 @@ async def artifact_ready(
         job_id,
         target_id,
         work_id,
-        artifact,
+        held.model_dump(mode="json") if held is not None else artifact,
         now_ms(),
         _READY_FROM,
+        *(pages or ()),
     )
     if updated is None:
         await end_lease(conn, job_id, target_id)
         return await load_cell(conn, job_id, target_id)
-    await sync_job_stage(conn, job_id)  # changes the job row only
-    return cell_from_row(updated)
+    cell = cell_from_row(updated, artifact=held)
+    await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))  # changes the job row only
+    return cell
 
 
 #: For each terminal state, the states a cell may reach it from
@@ -621,7 +742,8 @@ async def finish_cell(
     reason: str | None = None,
     message: str | None = None,
     *,
-    locked: bool = False,
+    locked: bool | asyncpg.Record = False,
+    end_attempt: bool = False,
 ) -> CellSnapshot | None:
     """Move a cell to a terminal ``state`` with its reason, if the FSM allows it.
 
@@ -633,14 +755,22 @@ async def finish_cell(
 
     Args:
         locked: the caller already holds the job row lock in this transaction
-            (:func:`lock_job`); otherwise it is taken here.
+            (:func:`lock_job`): True, or the row :func:`lock_job` returned (the stage rule
+            then reads nothing for a job of one cell); otherwise it is taken here.
+        end_attempt: the caller's attempt ends with this call: the cell's lease is
+            released also when the cell was terminal already (a beat the attempt sent
+            while its request was out may have leased it again); a cell that moves is
+            released by the move itself.
 
     Returns:
         The cell afterwards (unchanged when the FSM refused), or None when the job or
         the cell is unknown.
     """
-    if not locked and await lock_job(conn, job_id) is None:
-        return None
+    job = locked if isinstance(locked, asyncpg.Record) else None
+    if not locked:
+        job = await lock_job(conn, job_id)
+        if job is None:
+            return None
     now = now_ms()
     row = await conn.fetchrow(
         f"""UPDATE cells SET state = $3, stage = 'done', terminal_reason_code = $4,
@@ -657,6 +787,8 @@ async def finish_cell(
         _FINISH_FROM[state],
     )
     if row is None:
+        if end_attempt:
+            await end_lease(conn, job_id, target_id)
         return await load_cell(conn, job_id, target_id)
     if state != CellState.SUBMITTED:
         # Never sent → released (another job may deliver the work); maybe landed (in
@@ -671,8 +803,9 @@ async def finish_cell(
             target_id,
             now,
         )
-    await sync_job_stage(conn, job_id)
-    return cell_from_row(row)
+    cell = cell_from_row(row)
+    await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))
+    return cell
 
 
 async def set_fallback_pass(conn: asyncpg.Connection, job_id: str, target_id: str, fallback_pass: int) -> None:

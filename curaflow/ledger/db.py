@@ -21,11 +21,13 @@ import contextlib
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
 from typing import Any
 
 import asyncpg
+
+from curaflow.ledger.statements import StatementCounter
 
 MIGRATION_LOCK_KEY = 0x6375726166  # "curaf"
 #: Bound of migrating (waiting for another process's migration included), seconds: a
@@ -162,6 +164,7 @@ async def create_pool(
     connect_timeout_s: float = 5.0,
     acquire_timeout_s: float = 30.0,
     statement_timeout_s: float = 30.0,
+    counter: StatementCounter | None = None,
 ) -> asyncpg.Pool:
     """Open the process's connection pool with JSON codecs for ``json``/``jsonb``.
 
@@ -177,6 +180,8 @@ async def create_pool(
         statement_timeout_s: one statement, client side (``command_timeout``) and server
             side (``statement_timeout``, so the server stops work nobody waits for).
             :func:`migrate` lifts both for its own statements.
+        counter: counts every statement of the pool's connections
+            (:mod:`curaflow.ledger.statements`); None → not counted.
 
     Raises:
         OSError / asyncpg.PostgresError / TimeoutError: the database is unreachable.
@@ -192,7 +197,7 @@ async def create_pool(
         max_inactive_connection_lifetime=300.0,
         connect=None,
         setup=None,
-        init=_init_connection,
+        init=_init_connection if counter is None else _counting_init(counter),
         reset=_reset_connection,
         loop=None,
         command_timeout=statement_timeout_s,
@@ -201,6 +206,14 @@ async def create_pool(
     )
     await asyncio.wait_for(pool, timeout=connect_timeout_s + acquire_timeout_s)
     return pool
+
+
+def _counting_init(counter: StatementCounter) -> Callable[[asyncpg.Connection], Awaitable[None]]:
+    async def init(conn: asyncpg.Connection) -> None:
+        await _init_connection(conn)
+        counter.attach(conn)
+
+    return init
 
 
 async def _reset_connection(conn: asyncpg.Connection) -> None:

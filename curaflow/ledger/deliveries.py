@@ -191,7 +191,7 @@ async def record_delivered(
     :func:`curaflow.ledger.remembered.hold_work`), in the same statement: they only
     touch rows that exist. Returns the cell snapshot afterwards.
     """
-    await lock_job(conn, job_id)
+    job = await lock_job(conn, job_id)
     # One statement: record this intent and read the statuses of the cell's live intents
     # as they are afterwards (the CTE's update is not visible to the outer query: merged).
     rows = await conn.fetch(
@@ -220,18 +220,22 @@ async def record_delivered(
         target_id,
     )
     statuses = [r["status"] for r in rows]
-    cell: CellSnapshot | None
-    if statuses and all(s in CONFIRMED for s in statuses):
-        if all(s == "duplicate" for s in statuses):
-            cell = await finish_cell(conn, job_id, target_id, CellState.DUPLICATE, "duplicate_exhausted", locked=True)
-        else:
-            cell = await finish_cell(conn, job_id, target_id, CellState.SUBMITTED, locked=True)
-    else:
-        cell = await load_cell(conn, job_id, target_id)
+    locked = job if job is not None else True
     # The sending attempt ends here: a beat it sent while its request was out may have
     # leased the cell again after the cell ended (another route failed for good).
+    if statuses and all(s in CONFIRMED for s in statuses):
+        duplicate_only = all(s == "duplicate" for s in statuses)
+        return await finish_cell(
+            conn,
+            job_id,
+            target_id,
+            CellState.DUPLICATE if duplicate_only else CellState.SUBMITTED,
+            "duplicate_exhausted" if duplicate_only else None,
+            locked=locked,
+            end_attempt=True,
+        )
     await end_lease(conn, job_id, target_id)
-    return cell
+    return await load_cell(conn, job_id, target_id)
 
 
 async def record_failed(
@@ -262,7 +266,7 @@ async def record_failed(
             for good, the intent ends ``unknown``, not ``failed``, so the work is never
             delivered to this route by another job.
     """
-    await lock_job(conn, job_id)
+    job = await lock_job(conn, job_id)
     status = "unknown" if unknown else ("failed" if permanent else "reserved")
     await conn.execute(
         """UPDATE delivery_intents
@@ -276,10 +280,9 @@ async def record_failed(
         now_ms(),
         ambiguous,
     )
-    cell: CellSnapshot | None
+    # The attempt ends here, as in record_delivered.
     if permanent or unknown:
-        cell = await finish_cell(conn, job_id, target_id, CellState.FAILED, reason, locked=True)
-    else:
-        cell = await load_cell(conn, job_id, target_id)
-    await end_lease(conn, job_id, target_id)  # the attempt ends here, as in record_delivered
-    return cell
+        locked = job if job is not None else True
+        return await finish_cell(conn, job_id, target_id, CellState.FAILED, reason, locked=locked, end_attempt=True)
+    await end_lease(conn, job_id, target_id)
+    return await load_cell(conn, job_id, target_id)

@@ -42,17 +42,22 @@ class PendingStore:
     seen_at_ms: int | None
 
 
+def hold_sql(job: str, target: str, store: str, at: str) -> str:
+    """The ``INSERT`` of :func:`hold` for a statement to carry as a common table expression
+    (``WITH held AS (…)``): the binding that carries an ``acquire`` step on into its fetch
+    records the holding in its own statement (:func:`curaflow.ledger.cells.bind_search`).
+
+    Args:
+        job / target / store / at: SQL of the values (parameters such as ``$1``).
+    """
+    return f"""INSERT INTO artifact_holdings (job_id, target_id, store_id, held_at)
+               VALUES ({job}, {target}, {store}, {at}) ON CONFLICT DO NOTHING"""
+
+
 async def hold(pool: asyncpg.Pool | asyncpg.Connection, store_id: str, job_id: str, target_id: str) -> None:
     """Record that ``store_id`` writes the artifact folder of cell ``(job_id, target_id)``
     (idempotent: a retried fetch records nothing new)."""
-    await pool.execute(
-        """INSERT INTO artifact_holdings (job_id, target_id, store_id, held_at) VALUES ($1, $2, $3, $4)
-           ON CONFLICT DO NOTHING""",
-        job_id,
-        target_id,
-        store_id,
-        now_ms(),
-    )
+    await pool.execute(hold_sql("$1", "$2", "$3", "$4"), job_id, target_id, store_id, now_ms())
 
 
 async def register_store(pool: asyncpg.Pool, store: ArtifactStore, at_ms: int | None = None) -> None:

@@ -96,12 +96,18 @@ async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
     record = admitted_record(new)
     response = {"job": project_job(record, now_ms())}
     async with conn.transaction():
+        # One statement: the job row and, only when it was created, its cells.
         inserted = await conn.fetchval(
-            """INSERT INTO jobs (job_id, job_type, plan_id, schedule_id, trigger, idempotency_key,
-                   correlation_id, callback_url, labels, params, target_ids, workflow_input,
-                   created_at, updated_at, deadline_at, occurrence_date, admission_response, occurrence_at)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15, $16, $17)
-               ON CONFLICT DO NOTHING RETURNING job_id""",
+            """WITH job AS (
+                   INSERT INTO jobs (job_id, job_type, plan_id, schedule_id, trigger, idempotency_key,
+                       correlation_id, callback_url, labels, params, target_ids, workflow_input,
+                       created_at, updated_at, deadline_at, occurrence_date, admission_response, occurrence_at)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15, $16, $17)
+                   ON CONFLICT DO NOTHING RETURNING job_id),
+               cell AS (
+                   INSERT INTO cells (job_id, target_id, position, created_at, updated_at)
+                   SELECT job.job_id, t, p - 1, $13, $13 FROM job, unnest($11::text[]) WITH ORDINALITY AS u(t, p))
+               SELECT job_id FROM job""",
             inp.job_id,
             inp.job_type,
             inp.plan_id,
@@ -124,13 +130,6 @@ async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
             existing = await find_existing(conn, inp.job_id, new.idempotency_key)
             assert existing is not None, "insert conflicted but no job found"
             return existing
-        await conn.execute(
-            """INSERT INTO cells (job_id, target_id, position, created_at, updated_at)
-               SELECT $1, t, p - 1, $3, $3 FROM unnest($2::text[]) WITH ORDINALITY AS u(t, p)""",
-            inp.job_id,
-            [t.target_id for t in inp.targets],
-            inp.created_at_ms,
-        )
         await append_event(conn, inp.job_id, "job.accepted", at=inp.created_at_ms)
         return AdmissionRow(record=record, created=True, response=response, params=new.params)
 
@@ -198,8 +197,9 @@ async def request_cancel(conn: asyncpg.Connection, job_id: str, reason: str) -> 
 async def deadline_of(pool: asyncpg.Pool, job_id: str) -> int | None:
     """The job's deadline (``jobs.deadline_at``, epoch ms UTC), None when unknown or unset.
 
-    Read by a step before it talks to a third party, so no exchange outlives the job
-    (:func:`curaflow.outbound.attempt_deadline`).
+    The steps have it from their opening (:class:`curaflow.ledger.cells.StepOpened`); read
+    here where that is not at hand (an ``acquire`` attempt that failed: the deadline
+    owns a failure after it passed).
     """
     value = await pool.fetchval("SELECT deadline_at FROM jobs WHERE job_id = $1", job_id)
     return int(value) if value is not None else None

@@ -29,8 +29,15 @@ INTENT_COLUMNS = (
 REPORTED_INTENT = "(d.status <> 'released' OR d.work_id = c.work_id)"
 
 
-def cell_from_row(row: asyncpg.Record | dict[str, Any], deliveries: list[RouteDelivery] | None = None) -> CellSnapshot:
-    """Build a :class:`CellSnapshot` from a ``cells`` row (columns of :data:`CELL_COLUMNS`)."""
+def cell_from_row(
+    row: asyncpg.Record | dict[str, Any],
+    deliveries: list[RouteDelivery] | None = None,
+    *,
+    artifact: Artifact | None = None,
+) -> CellSnapshot:
+    """Build a :class:`CellSnapshot` from a ``cells`` row (columns of :data:`CELL_COLUMNS`);
+    ``artifact``: the row's artifact as the caller holds it (it just wrote it), not read
+    back from the row (a work of many pages costs a validation of every file)."""
     return CellSnapshot(
         target_id=row["target_id"],
         state=row["state"],
@@ -43,7 +50,7 @@ def cell_from_row(row: asyncpg.Record | dict[str, Any], deliveries: list[RouteDe
         attempt=row["attempt_count"],
         fallback_pass=row["fallback_stage"],  # the column keeps reference §5.5's name
         candidate_report=CandidateReport.model_validate(row["candidate_report"]) if row["candidate_report"] else None,
-        artifact=Artifact.model_validate(row["artifact"]) if row["artifact"] else None,
+        artifact=artifact or (Artifact.model_validate(row["artifact"]) if row["artifact"] else None),
         deliveries=deliveries or [],
         updated_at=row["updated_at"],
     )
@@ -54,32 +61,29 @@ async def load_cells(conn: asyncpg.Connection, job_id: str) -> list[CellSnapshot
     return (await _load_cells(conn, job_id))[0]
 
 
+#: Each cell's reported intents (:data:`INTENT_COLUMNS`, :data:`REPORTED_INTENT`) as one
+#: JSON array in order of creation, read with the cell in the same statement.
+_CELL_INTENTS = f"""COALESCE((SELECT jsonb_agg(jsonb_build_object(
+                                 'route', d.route, 'status', d.status, 'idempotency_key', d.idempotency_key,
+                                 'remote_id', d.remote_id, 'attempts', d.attempts, 'last_error', d.last_error,
+                                 'work_id', d.work_id,
+                                 'parts_posted', CASE WHEN jsonb_typeof(d.remote_ids) = 'array'
+                                                      THEN jsonb_array_length(d.remote_ids) ELSE 0 END)
+                                 ORDER BY d.id)
+                              FROM delivery_intents d
+                              WHERE d.job_id = c.job_id AND d.target_id = c.target_id AND {REPORTED_INTENT}),
+                             '[]'::jsonb) AS intents"""
+
+
 async def _load_cells(conn: asyncpg.Connection, job_id: str) -> tuple[list[CellSnapshot], int | None, int | None]:
-    """Cells with intents, plus the latest ``heartbeat_at`` and ``lease_until`` over them."""
-    rows = await conn.fetch(f"SELECT {CELL_COLUMNS} FROM cells WHERE job_id = $1 ORDER BY position", job_id)
-    intents = await conn.fetch(
-        f"""SELECT d.target_id, {INTENT_COLUMNS} FROM delivery_intents d
-            JOIN cells c ON c.job_id = d.job_id AND c.target_id = d.target_id
-            WHERE d.job_id = $1 AND {REPORTED_INTENT} ORDER BY d.id""",
-        job_id,
+    """Cells with intents (one statement), plus the latest ``heartbeat_at`` and
+    ``lease_until`` over them."""
+    rows = await conn.fetch(
+        f"SELECT {CELL_COLUMNS}, {_CELL_INTENTS} FROM cells c WHERE c.job_id = $1 ORDER BY c.position", job_id
     )
-    by_target: dict[str, list[RouteDelivery]] = {}
-    for i in intents:
-        by_target.setdefault(i["target_id"], []).append(
-            RouteDelivery(
-                route=i["route"],
-                status=i["status"],
-                idempotency_key=i["idempotency_key"],
-                remote_id=i["remote_id"],
-                attempts=i["attempts"],
-                last_error=i["last_error"],
-                work_id=i["work_id"],
-                parts_posted=i["parts_posted"],
-            )
-        )
     heartbeats = [r["heartbeat_at"] for r in rows if r["heartbeat_at"] is not None]
     leases = [r["lease_until"] for r in rows if r["lease_until"] is not None]
-    cells = [cell_from_row(r, by_target.get(r["target_id"])) for r in rows]
+    cells = [cell_from_row(r, [RouteDelivery(**i) for i in r["intents"]]) for r in rows]
     return cells, max(heartbeats, default=None), max(leases, default=None)
 
 

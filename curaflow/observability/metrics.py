@@ -132,6 +132,18 @@ BACKGROUND_ERRORS = Counter(
     "followed by a restart with backoff); see curaflow.observability.supervision.",
     ["loop"],
 )
+LEDGER_STATEMENTS = Counter(
+    "curaflow_ledger_statements_total",
+    "Statements this process sent to the ledger, by the step that sent them (activity type; "
+    "'background' outside activities). Counted only with observability.ledger_statement_metrics.",
+    ["step"],
+)
+LEDGER_TRANSACTIONS = Counter(
+    "curaflow_ledger_transactions_total",
+    "Ledger transactions (BEGIN … COMMIT, or one statement outside such a block) by step; "
+    "counted only with observability.ledger_statement_metrics.",
+    ["step"],
+)
 _WORKER_UP: list[Gauge] = []
 
 
@@ -364,6 +376,14 @@ def record_account_paused(account: str) -> None:
 def record_refusal(route: str, kind: str) -> None:
     """Count a work a route refused for good."""
     ROUTE_REFUSALS.labels(route=route, kind=kind).inc()
+
+
+@_safe
+def record_ledger_statement(step: str, transaction: bool) -> None:
+    """One ledger statement sent by ``step`` (``transaction``: it opened one)."""
+    LEDGER_STATEMENTS.labels(step=step).inc()
+    if transaction:
+        LEDGER_TRANSACTIONS.labels(step=step).inc()
 
 
 @_safe

@@ -1,8 +1,9 @@
 """Can the frozen core v1 orchestration (``workflows/job_v1.py``) be retired?
 
-An execution of ``JobWorkflow`` replays ``job_v1`` when its history holds no ``core-v2``
-patch marker (``workflow.patched("core-v2")``, recorded by the first workflow task of
-every execution started on core v2 or later). ``job_v1`` — and the ``search`` / ``fetch``
+An execution of ``JobWorkflow`` replays ``job_v1`` when its history holds neither a
+``core-v2`` nor a ``core-v3`` patch marker (``workflow.patched``, recorded by the first
+workflow task of every execution started on core v2 or later: ``core-v2`` alone before
+core v3, ``core-v3`` alone since). ``job_v1`` — and the ``search`` / ``fetch``
 activity registrations only it calls — may be deleted once no such execution can be
 replayed again: none is open, and none closed is still within the namespace's retention
 (a query on a closed execution, ``temporal workflow reset`` or the UI's stack trace
@@ -21,8 +22,8 @@ from datetime import datetime
 from temporalio.api.history.v1 import History
 from temporalio.client import Client, WorkflowHistory
 
-#: The ``workflow.patched`` id that separates core v1 executions from core v2 ones.
-CORE_V2_PATCH = "core-v2"
+#: The ``workflow.patched`` ids of which a core v2 (or later) execution records one.
+CORE_PATCHES = frozenset({"core-v2", "core-v3"})
 #: The marker name the SDK records for ``workflow.patched``.
 PATCH_MARKER = "core_patch"
 
@@ -65,12 +66,12 @@ def history_patches(history: History) -> set[str]:
 
 
 def replays_core_v1(history: History) -> bool:
-    """True unless ``history`` proves core v2: it holds no ``core-v2`` marker.
+    """True unless ``history`` proves core v2 or later: it holds no ``core-v2`` or ``core-v3`` marker.
 
     Conservative: an execution started on core v2 whose first workflow task has not yet
     completed (seconds after its start) also counts, until its marker is recorded.
     """
-    return CORE_V2_PATCH not in history_patches(history)
+    return not (CORE_PATCHES & history_patches(history))
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ class LegacyExecution:
 async def legacy_executions(
     client: Client, *, started_before: datetime | None = None, include_closed: bool = False, limit: int = 10_000
 ) -> list[LegacyExecution]:
-    """The executions of :func:`legacy_query` whose history holds no ``core-v2`` marker.
+    """The executions of :func:`legacy_query` whose history holds no ``core-v2`` or ``core-v3`` marker.
 
     Reads each listed execution's history (one ``GetWorkflowExecutionHistory`` per
     execution): bound the list with ``started_before`` on a busy namespace.

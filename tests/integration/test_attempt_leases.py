@@ -58,7 +58,7 @@ async def _delivered_cell(stack: Stack, deps: ActivityDeps, tmp_path: Path) -> D
     async with deps.pool.acquire() as conn, conn.transaction():
         await cells.bind_work(conn, job_id, target, [work], CandidateReport())
         await cells.artifact_ready(conn, job_id, "demo", work.work_id, {"work_id": work.work_id, "files": []})
-        cell, _ = await cells.start_step(
+        cell, *_ = await cells.start_step(
             conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner="w1"
         )
         claim = await deliveries.claim_send(conn, job_id, "demo", target.routes[0].name, opened=cell)

@@ -23,11 +23,12 @@ import asyncpg
 import pytest
 
 from curaflow.domain.cells import CellStage, CellState
-from curaflow.domain.messages import RouteRef, TargetSpec
+from curaflow.domain.messages import JobInput, RouteRef, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
 from curaflow.ledger import cells, deliveries, gates
-from curaflow.ledger.db import create_pool, session_lock
+from curaflow.ledger.db import create_pool, now_ms, session_lock
 from curaflow.ledger.finish import finish_job
+from curaflow.ledger.jobs import NewJob, insert_job
 from tests.support import ledger_job, waiting_for_a_lock
 
 pytestmark = pytest.mark.integration
@@ -173,7 +174,7 @@ async def test_a_step_locks_judges_and_writes_in_one_statement(ledger_pool: asyn
     async with ledger_pool.acquire() as conn:
         with conn.query_logger(lambda record: seen.append(record.query)):
             async with conn.transaction():
-                cell, barrier = await cells.start_step(
+                cell, barrier, *_ = await cells.start_step(
                     conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="w1"
                 )
     assert barrier is None and cell is not None
@@ -181,10 +182,11 @@ async def test_a_step_locks_judges_and_writes_in_one_statement(ledger_pool: asyn
     lease = await ledger_pool.fetchrow("SELECT lease_owner, lease_until FROM cells WHERE job_id = $1", job_id)
     assert lease["lease_owner"] == "w1" and lease["lease_until"] is not None
     work = _work_statements(seen)
-    # The lock with the barrier and one write of both rows; the open cells' stages read
-    # (the stage is decided in Python); then job.started and job.progress in one call.
+    # The lock with the barrier and one write of both rows, which also holds all the
+    # stage rule needs of a job of one cell (its last stage and that cell); then
+    # job.started and job.progress in one call.
     assert not [q for q in work if q.startswith("UPDATE cells") or q.startswith("UPDATE jobs")], work
-    assert len(work) == 3, work
+    assert len(work) == 2, work
     row = await ledger_pool.fetchrow("SELECT started_at, attempt, last_stage FROM jobs WHERE job_id = $1", job_id)
     assert row["started_at"] is not None and row["attempt"] == 1 and row["last_stage"] == "searching"
     events = await ledger_pool.fetch("SELECT type, payload FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
@@ -199,6 +201,35 @@ async def test_a_step_locks_judges_and_writes_in_one_statement(ledger_pool: asyn
     assert await ledger_pool.fetchval("SELECT count(*) FROM job_events WHERE job_id = $1", job_id) == 3
 
 
+async def test_the_stage_of_a_job_of_several_cells_is_read_once_per_transition(ledger_pool: asyncpg.Pool) -> None:
+    """A job of two cells: the other cell's stage is read (its own statement, after the
+    lock); the job's stage is the least advanced open cell's."""
+    route = RouteRef(name="a", kind="directory")
+    now = now_ms()
+    inp = JobInput(
+        job_id=f"demo@manual-two-{uuid.uuid4().hex[:8]}",
+        plan_id="demo",
+        created_at_ms=now,
+        deadline_at_ms=now + 3_600_000,
+        targets=[TargetSpec(target_id="one", routes=[route]), TargetSpec(target_id="two", routes=[route])],
+    )
+    async with ledger_pool.acquire() as conn:
+        await insert_job(conn, NewJob(job_input=inp))
+    opened = {}
+    for target_id, stage in (("one", CellStage.SEARCHING), ("two", CellStage.FETCHING)):
+        seen: list[str] = []
+        async with ledger_pool.acquire() as conn:
+            with conn.query_logger(lambda record, seen=seen: seen.append(record.query)):
+                async with conn.transaction():
+                    opened[target_id] = await cells.start_step(
+                        conn, inp.job_id, target_id, stage=stage, attempt=1, lease_ms=60_000, owner="w1"
+                    )
+        reads = [q for q in _work_statements(seen) if q.startswith("SELECT j.last_stage")]
+        assert len(reads) == 1, seen
+    assert await ledger_pool.fetchval("SELECT last_stage FROM jobs WHERE job_id = $1", inp.job_id) == "searching"
+    assert opened["one"].deadline_at_ms == inp.deadline_at_ms  # read with the step, for the attempt's bound
+
+
 @pytest.mark.parametrize("barrier", ["cancelled", "deadline"])
 async def test_a_step_behind_a_barrier_writes_nothing(ledger_pool: asyncpg.Pool, barrier: str) -> None:
     target = TargetSpec(target_id="demo", routes=[RouteRef(name="a", kind="directory")])
@@ -206,7 +237,7 @@ async def test_a_step_behind_a_barrier_writes_nothing(ledger_pool: asyncpg.Pool,
     column = "cancel_requested_at" if barrier == "cancelled" else "deadline_at"
     await ledger_pool.execute(f"UPDATE jobs SET {column} = 1 WHERE job_id = $1", job_id)
     async with ledger_pool.acquire() as conn, conn.transaction():
-        cell, found = await cells.start_step(
+        cell, found, *_ = await cells.start_step(
             conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="w1"
         )
     assert found == barrier and cell is not None and cell.state == CellState.PENDING
@@ -319,7 +350,7 @@ async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: 
     claimed: list[str] = []
 
     async def claim(conn: asyncpg.Connection) -> deliveries.SendClaim:
-        cell, barrier = await cells.start_step(
+        cell, barrier, *_ = await cells.start_step(
             conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner="w1"
         )
         assert cell is not None and barrier is None
@@ -327,10 +358,10 @@ async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: 
 
     send = await _logged(ledger_pool, claimed, claim)
     assert send.decision == "send" and send.idempotency_key
-    # The step (lock, barrier, both rows); the job stage (read, then job.started: this is
-    # the job's first step); the intent read; the intent `sending` with the cell
-    # `delivery_pending`. No second lock, no second stage sync.
-    assert len(_work_statements(claimed)) == 5, _work_statements(claimed)
+    # The step (lock, barrier, both rows, and what the stage rule needs of a job of one
+    # cell); job.started (this is the job's first step); the intent read; the intent
+    # `sending` with the cell `delivery_pending`. No second lock, no stage read.
+    assert len(_work_statements(claimed)) == 4, _work_statements(claimed)
     row = await ledger_pool.fetchrow(
         "SELECT d.status, d.attempts, d.sent_at, c.state FROM delivery_intents d JOIN cells c USING (job_id, target_id)"
         " WHERE d.job_id = $1",
@@ -343,18 +374,18 @@ async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: 
         ledger_pool, recorded, lambda conn: deliveries.record_delivered(conn, job_id, "demo", send.idempotency_key)
     )
     assert cell.state == CellState.SUBMITTED
-    # The lock; the intent written with every live intent's status read back; the cell
-    # ended (returning itself); the job stage (read: no open cell, nothing to write); the
-    # attempt's lease released.
-    assert len(_work_statements(recorded)) == 5, _work_statements(recorded)
+    # The lock (with what the stage rule needs of a job of one cell); the intent written
+    # with every live intent's status read back; the cell ended, its lease released by the
+    # same statement (returning itself). No stage read: no cell is open, nothing to write.
+    assert len(_work_statements(recorded)) == 3, _work_statements(recorded)
 
     finished_log: list[str] = []
     finished = await _logged(ledger_pool, finished_log, lambda conn: finish_job(conn, job_id), transaction=False)
     assert finished is not None and finished.outcome is not None
     assert finished.record.business_status == "success"
-    # The job locked and read (job, cells, intents); the job, leases and outcome written
-    # in one statement; the terminal event.
-    assert len(_work_statements(finished_log)) == 5, _work_statements(finished_log)
+    # The job locked and read, its cells read with their intents; the job, leases and
+    # outcome written in one statement; the terminal event.
+    assert len(_work_statements(finished_log)) == 4, _work_statements(finished_log)
     events = [
         r["type"] for r in await ledger_pool.fetch("SELECT type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
     ]
@@ -408,7 +439,7 @@ async def test_a_receipt_ends_the_attempt_even_after_its_cell_ended(ledger_pool:
     claims = {}
     for route in routes:
         async with ledger_pool.acquire() as conn, conn.transaction():
-            cell, _ = await cells.start_step(
+            cell, *_ = await cells.start_step(
                 conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner=route.name
             )
             claims[route.name] = await deliveries.claim_send(conn, job_id, "demo", route.name, opened=cell)

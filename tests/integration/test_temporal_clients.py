@@ -512,6 +512,7 @@ async def test_the_cli_update_with_start_is_idempotent_and_refuses_another_task(
 
 
 async def test_while_a_cell_fetches_the_query_the_search_attribute_and_the_details_say_running(env: Env) -> None:
+    from activities.acquire import PROGRESS_SIGNAL_DELAY_S
     from tests.support import eventually
 
     submitted = task(f"live-{short_id()}")
@@ -524,8 +525,14 @@ async def test_while_a_cell_fetches_the_query_the_search_attribute_and_the_detai
             return bool(job.get("status") == "running" and job.get("progress", {}).get("stage") == "fetching")
 
         await eventually(fetching, timeout_s=30, what="GET says running/fetching")
-        state = await handle.query(JobWorkflow.status)
-        assert (state.status, state.stage) == ("running", "fetching")
+
+        async def live() -> bool:
+            # The download outlasts the progress signal's delay: the workflow follows the
+            # ledger within it (activities.acquire.PROGRESS_SIGNAL_DELAY_S).
+            state = await handle.query(JobWorkflow.status)
+            return (state.status, state.stage) == ("running", "fetching")
+
+        await eventually(live, timeout_s=PROGRESS_SIGNAL_DELAY_S + 5, what="the status query says running/fetching")
 
         async def listed() -> bool:
             query = f'WorkflowId = "{handle.id}" AND ExecutionStatus = "Running" AND JobStatus = "running"'

@@ -67,7 +67,7 @@ def test_the_frozen_copy_imports_no_live_rule(module: object) -> None:
     assert live == [], f"{module.__name__} imports live rules: {live}"  # type: ignore[attr-defined]
 
 
-V1_HISTORIES = [p for p in HISTORIES if job_history(p) and "core-v2" not in patches(p)]
+V1_HISTORIES = [p for p in HISTORIES if job_history(p) and not patches(p) & {"core-v2", "core-v3"}]
 
 
 def test_there_are_histories_of_executions_started_before_core_v2() -> None:

@@ -35,10 +35,18 @@ def test_there_are_recorded_histories_of_each_workflow() -> None:
     assert types == {"JobWorkflow", "ScheduledJobWorkflow", "EventPushWorkflow"}
 
 
-def test_histories_of_both_job_shapes_are_kept() -> None:
-    """Executions started before core v2 (no patch marker) and after it both replay."""
-    shapes = {"v2" if patches(path) >= {"core-v2"} else "v1" for path in HISTORIES if job_history(path)}
-    assert shapes == {"v1", "v2"}
+def test_histories_of_every_job_shape_are_kept() -> None:
+    """Executions started before core v2 (no patch marker), after it (``core-v2``, one
+    marker per later change) and from core v3 on (``core-v3`` alone) all replay."""
+
+    def shape(path: Path) -> str:
+        found = patches(path)
+        return "v3" if "core-v3" in found else "v2" if "core-v2" in found else "v1"
+
+    assert {shape(path) for path in HISTORIES if job_history(path)} == {"v1", "v2", "v3"}
+    for path in HISTORIES:
+        if job_history(path) and shape(path) == "v3":
+            assert patches(path) == {"core-v3"}, path.name  # one marker for every change since core v2
 
 
 def test_histories_of_both_trampoline_shapes_are_kept() -> None:

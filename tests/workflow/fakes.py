@@ -5,8 +5,9 @@ server with activities that follow a per-test script instead of doing I/O. Each 
 (``search``, ``fetch``, ``deliver``) is scripted per target (and route) as a list of
 :class:`Act` s consumed one per attempt; every call is recorded.
 
-``acquire`` runs ``search`` then ``fetch`` and, between them, signals ``cell_progress``
-to its execution with the bound cell, as the real one does. ``admit`` (the local
+``acquire`` runs ``search`` then ``fetch`` and, when the fetch is still running after
+:data:`PROGRESS_DELAY_S`, signals ``cell_progress`` to its execution with the bound cell,
+as the real one does after its own delay. ``admit`` (the local
 activity of a Task start and of the ``admission`` update) answers like the ledger's
 admission would (:meth:`Fakes.admit_as`): a key's first Task creates the job, the same
 Task again replays it, another Task under the key is refused ``idempotency_conflict``,
@@ -57,6 +58,10 @@ from curaflow.domain.projection import job_stage, job_status
 from curaflow.domain.verdicts import cell_verdict
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.task import validate_task
+
+#: Seconds a fetch runs before the fake ``acquire`` signals ``cell_progress`` (the real
+#: one waits ``activities.acquire.PROGRESS_SIGNAL_DELAY_S``; shorter here, for speed).
+PROGRESS_DELAY_S = 0.2
 
 
 @dataclass
@@ -227,7 +232,8 @@ class Fakes:
         @activity.defn(name="acquire")
         async def acquire(inp: AcquireInput) -> CellUpdate:
             """``search`` then ``fetch`` of the cell, each following its own script, with the
-            ``cell_progress`` signal between them (as the real one)."""
+            ``cell_progress`` signal sent only when the fetch is still running after
+            :data:`PROGRESS_DELAY_S` (as the real one, after its own delay)."""
             found = await search(SearchInput.model_validate(inp.model_dump()))
             if (
                 found.cancel_requested
@@ -239,8 +245,18 @@ class Fakes:
                 return found
             info = activity.info()
             handle = client_of().get_workflow_handle(info.workflow_id or "", run_id=info.workflow_run_id)
-            await handle.signal("cell_progress", found.cell)
-            return await fetch(FetchInput(job_id=inp.job_id, target=inp.target))
+
+            async def progress() -> None:
+                await asyncio.sleep(PROGRESS_DELAY_S)
+                await handle.signal("cell_progress", found.cell)
+
+            signal = asyncio.create_task(progress())
+            try:
+                return await fetch(FetchInput(job_id=inp.job_id, target=inp.target))
+            finally:
+                signal.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await signal
 
         @activity.defn(name="deliver")
         async def deliver(inp: DeliverInput) -> CellUpdate:

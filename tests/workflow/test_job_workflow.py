@@ -8,6 +8,7 @@ landed being reported under a cancel, and a send already out being finished.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from typing import Any
@@ -45,6 +46,25 @@ async def test_every_step_runs_then_the_job_finishes(env: Env) -> None:
     assert state.status == "succeeded"
     assert {(d.route, d.status) for d in state.deliveries} == {("a", "delivered"), ("b", "delivered")}
     assert await env.events(handle, EventType.EVENT_TYPE_TIMER_FIRED) == []
+
+
+async def test_a_new_execution_records_one_patch_marker_and_leaves_its_deadline_timer(env: Env) -> None:
+    """What a job costs Temporal: one patch marker for every change since core v2 (each
+    marker also costs the SDK's ``TemporalChangeVersion`` upsert), and the deadline timer
+    of a job that ends in time is left to expire with the execution, not cancelled."""
+    handle = await env.start(env.job())
+    assert (await handle.result()).status == "succeeded"
+    history = await handle.fetch_history()
+    patches = [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and e.marker_recorded_event_attributes.marker_name == "core_patch"
+    ]
+    assert patches == ["core-v3"]
+    assert await env.events(handle, EventType.EVENT_TYPE_TIMER_STARTED) != []
+    assert await env.events(handle, EventType.EVENT_TYPE_TIMER_CANCELED) == []
+    assert len(history.events) <= 23, "\n".join(EventType.Name(e.event_type) for e in history.events)
 
 
 # ---- the deadline is a barrier ---------------------------------------------------------
