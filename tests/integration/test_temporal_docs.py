@@ -23,6 +23,7 @@ import pytest
 from temporalio.client import Client
 
 from curaflow.devstack.temporal import temporal_binary
+from curaflow.domain.messages import JobState
 from curaflow.jobs.submit import start_job
 from curaflow.temporal.connection import connect
 from tests.fakes.replay import ReplayServer
@@ -201,7 +202,14 @@ async def running_job(env: Env) -> str:
         job = (await env.http.get(f"/jobs/{handle.id}")).json()
         return bool(job.get("progress", {}).get("stage") == "fetching")
 
+    async def shown_fetching() -> bool:
+        # Temporal's live state follows the ledger by up to the cell_progress delay
+        # (docs/temporal.md): a download still running after a second is signalled.
+        state = await handle.query("status", result_type=JobState)
+        return state.stage == "fetching"
+
     await eventually(fetching, timeout_s=30, what=f"{handle.id} fetching")
+    await eventually(shown_fetching, timeout_s=30, what=f"{handle.id} shown fetching in Temporal")
     return key
 
 
