@@ -139,14 +139,15 @@ async def connect(
 
 
 #: What a refused TLS connection most likely means, by what the SDK's error says.
-_RESET = ("connectionreset", "connection reset", "broken pipe", "unexpected eof", "handshake")
+_RESET = ("connectionreset", "connection reset", "connection closed", "broken pipe", "unexpected eof", "handshake")
 _UNTRUSTED = ("unknownissuer", "unknown issuer", "invalidcertificate", "certificate verify", "badcertificate")
 
 
 def refusal_hint(error: str, described: str) -> str | None:
     """A sentence saying what a refused connection most likely means (None when nothing
     useful can be said). A server that requires a client certificate resets the
-    connection during the TLS handshake, which the SDK reports only as ``ConnectionReset``.
+    connection during the TLS handshake, which the SDK reports as ``ConnectionReset`` or, when
+    the reset lands after the transport connected, as a cancelled call on a "connection closed".
 
     Args:
         error: the SDK's error text.
