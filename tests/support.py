@@ -262,6 +262,11 @@ class Stack:
             "database": {"url": database_url, "pool_max_size": 4},
             "api": {"token": API_TOKEN, "cancel_wait_ms": 5000},
             "budgets": {"heartbeat_interval_ms": 1000},
+            # A killed or frozen source-queue owner is replaced within the lease plus a
+            # standby poll, and a source step it held is back in the queue within the
+            # lease (the step's heartbeat timeout, never under its 5 s floor): 5.5 s
+            # instead of the defaults' 12 s, for every test that kills a worker.
+            "pixiv": {"source_lease_ms": 5000, "source_standby_poll_ms": 500},
             "delivery": {"retry_initial_interval_ms": 100, "retry_max_interval_ms": 500},
             "reconcile_interval_ms": 500,
             "observability": {"log_level": "INFO"},

@@ -1,9 +1,11 @@
-"""Retention frees every host: a simulated year of hourly jobs on three hosts with no shared disk.
+"""Retention frees every host: a hundred simulated days of hourly jobs on three hosts with no shared disk.
 
 Each host (worker) has an artifacts directory of its own; the source-queue owner — the
-host that fetches — changes every 30 days. Every simulated day each host runs its
-``retention`` pass (:func:`curaflow.ledger.retention.prune_tick`, 30 days) with the
-simulation's clock; on day 200 a ``curaflow prune`` also runs from a fourth machine. The
+host that fetches — changes every 10 days. Every simulated day each host runs its
+``retention`` pass (:func:`curaflow.ledger.retention.prune_tick`, 10 days) with the
+simulation's clock; on day 55 a ``curaflow prune`` also runs from a fourth machine. Ten
+windows and ten changes of owner (each host fetches three or four terms, idle between
+them): what a year of 30-day windows shows, at a quarter of the jobs. The
 disk of every host stays flat at the window's size, a host that stopped fetching ends
 with nothing, and the prune run elsewhere reports what is pending where. Real PostgreSQL
 (a database of its own), real files.
@@ -27,9 +29,9 @@ from tests.support import short_id
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 HOUR_MS = 3_600_000
-DAYS = 365
-RETENTION_DAYS = 30
-OWNER_TERM_DAYS = 30
+DAYS = 100
+RETENTION_DAYS = 10
+OWNER_TERM_DAYS = 10
 FILE_BYTES = 10_000
 #: The simulation's epoch: 2024-01-01 00:00 UTC (ms).
 START_MS = 1_704_067_200_000
@@ -101,11 +103,13 @@ async def finished_jobs(pool: asyncpg.Pool, store: ArtifactStore, job_ids: list[
 
 
 def owner_of(day: int) -> int:
-    """The host that fetches on ``day`` (the source-queue owner changes every 30 days)."""
+    """The host that fetches on ``day`` (the source-queue owner changes every ``OWNER_TERM_DAYS``)."""
     return (day // OWNER_TERM_DAYS) % 3
 
 
-async def test_a_year_of_hourly_jobs_on_three_hosts_keeps_every_disk_flat(own_db: asyncpg.Pool, tmp_path: Path) -> None:
+async def test_a_hundred_days_of_hourly_jobs_on_three_hosts_keep_every_disk_flat(
+    own_db: asyncpg.Pool, tmp_path: Path
+) -> None:
     hosts = [ArtifactStore(tmp_path / f"host{i}" / "artifacts") for i in range(3)]
     elsewhere = ArtifactStore(tmp_path / "admin-box" / "artifacts")
     peak = [(0, 0)] * 3
@@ -117,7 +121,7 @@ async def test_a_year_of_hourly_jobs_on_three_hosts_keeps_every_disk_flat(own_db
             [START_MS + (day * 24 + hour) * HOUR_MS for hour in range(24)],
         )
         now = START_MS + (day + 1) * DAY_MS
-        if day == 200:
+        if day == 55:
             report = await prune(own_db, now - RETENTION_DAYS * DAY_MS, store=elsewhere)
             assert report.jobs > 0 and report.files_removed == {}  # none of them is on this machine
             assert sum(int(str(p["folders"])) for p in report.files_pending) == report.artifacts
@@ -135,7 +139,8 @@ async def test_a_year_of_hourly_jobs_on_three_hosts_keeps_every_disk_flat(own_db
     assert await holdings.pending(own_db) == []
     assert await own_db.fetchval("SELECT count(*) FROM artifact_holdings") == RETENTION_DAYS * 24
     print(
-        "a year of hourly jobs, 3 hosts, retention 30 days, owner every 30 days, 10 kB per job: "
+        f"{DAYS} days of hourly jobs, 3 hosts, retention {RETENTION_DAYS} days, owner every {OWNER_TERM_DAYS} days, "
+        "10 kB per job: "
         + "; ".join(
             f"host{i} peak {p[0]} folders / {p[1] / 1e6:.1f} MB, end {f[0]} / {f[1] / 1e6:.1f} MB"
             for i, (p, f) in enumerate(zip(peak, final, strict=True))

@@ -1,7 +1,7 @@
 """The suite's module order (``tests/conftest.py`` ``LONGEST_FIRST``) names modules that exist, once each.
 
 A module renamed or removed would silently fall back to collection order, and the two
-processes of ``pytest -n 2`` would no longer finish together.
+processes of ``pytest -n 3`` would no longer finish together.
 """
 
 from __future__ import annotations
