@@ -1,6 +1,6 @@
 """``curaflow upgrade-check``: can the frozen core v1 orchestration be retired?
 
-Lists the ``JobWorkflow`` executions whose history holds no ``core-v2`` marker
+Lists the ``JobWorkflow`` executions whose history holds neither a ``core-v2`` nor a ``core-v3`` marker
 (:mod:`curaflow.temporal.upgrades`). Exit status: 0 when there is none (``job_v1`` and the ``search``
 / ``fetch`` registrations may go), 1 when some remain (listed), 2 for a usage error
 (no ``TEMPORAL_ADDRESS``, a start time that is not ISO 8601); a Temporal that is
@@ -81,7 +81,9 @@ def upgrade_check(
     if as_json:
         print(json.dumps({"query": query, "retirable": not found, "executions": found}, indent=2))
     elif not found:
-        out_console.print(f"job_v1 can be retired: no execution without the core-v2 marker ({query})", highlight=False)
+        out_console.print(
+            f"job_v1 can be retired: no execution without a core-v2 or core-v3 marker ({query})", highlight=False
+        )
     else:
         out_console.print(
             f"job_v1 cannot be retired: {len(found)} execution(s) may replay it ({query})", highlight=False
