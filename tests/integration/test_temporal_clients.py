@@ -487,10 +487,14 @@ async def test_the_cli_update_with_start_is_idempotent_and_refuses_another_task(
         )  # fmt: skip
 
     documented = ("--id-reuse-policy", "RejectDuplicate")
-    first = await asyncio.to_thread(update_with_start, same, *documented)
-    assert first.returncode == 0, first.stderr
-    refused = await asyncio.to_thread(update_with_start, other, *documented)
-    assert refused.returncode != 0 and "idempotency" in (refused.stdout + refused.stderr)
+    env.replay.faults.slow_images_s = 3.0  # the job is still running when the other Task arrives
+    try:
+        first = await asyncio.to_thread(update_with_start, same, *documented)
+        assert first.returncode == 0, first.stderr
+        refused = await asyncio.to_thread(update_with_start, other, *documented)
+        assert refused.returncode != 0 and "idempotency" in (refused.stdout + refused.stderr)
+    finally:
+        env.replay.faults.slow_images_s = 0.0
     await env.stack.wait_terminal(job_id)
     await closed_status(env.client, job_id)
     again = await asyncio.to_thread(update_with_start, same, *documented)
