@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import inspect
 import os
 import time
@@ -24,6 +25,7 @@ from urllib.parse import quote
 import asyncpg
 import httpx
 import tomli_w
+from temporalio.client import Client
 
 from curaflow.api.app import create_app
 from curaflow.config import Settings, load_settings
@@ -36,6 +38,7 @@ from curaflow.ledger.jobs import NewJob, insert_job
 from curaflow.ledger.records import load_job
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.temporal.connection import connect, connect_configured
+from tests.fakes.replay import ReplayServer
 
 API_TOKEN = "test-token-not-a-secret"
 
@@ -494,3 +497,43 @@ class InProcessWorker:
             await self._stack.aclose()
         if self._deps is not None:
             await close_deps(self._deps)
+
+
+@dataclasses.dataclass
+class DemoStack:
+    """A worker and the API serving a ``demo`` target that delivers to a directory
+    (``out``), over the Pixiv replay, with a Temporal client: what the Temporal-facing
+    modules (clients, callers, job identity, the docs' commands) share per module."""
+
+    stack: Stack
+    http: httpx.AsyncClient
+    client: Client
+    address: str
+    out: Path
+    replay: ReplayServer
+
+
+@contextlib.asynccontextmanager
+async def demo_stack(tmp: Path, temporal_address: str, database_url: str) -> AsyncIterator[DemoStack]:
+    """Start a :class:`DemoStack` under ``tmp``; stops its processes and the replay on exit."""
+    replay = await ReplayServer().start()
+    route = f"out-{short_id()}"
+    stack = Stack(
+        tmp,
+        temporal_address,
+        database_url,
+        {
+            "pixiv": {"api_url": replay.url},
+            "routes": {route: {"kind": "directory", "path": str(tmp / "out")}},
+            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [route]}],
+        },
+    )
+    try:
+        await stack.start_worker()
+        http = await stack.start_api()
+        client = await connect(temporal_address)
+        yield DemoStack(stack, http, client, temporal_address, tmp / "out", replay)
+    finally:
+        replay.faults.slow_images_s = 0.0
+        await stack.stop()
+        await replay.stop()

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -28,14 +27,12 @@ from temporalio.worker import Worker
 from curaflow.domain.messages import JobState
 from curaflow.jobs.submit import start_job
 from curaflow.process.worker import sandbox_runner
-from curaflow.temporal.connection import connect
 from curaflow.temporal.namespace import ensure_nexus_endpoint
 from examples.child_job import OneNewWork, OneNewWorkInput, OneNewWorkResult
 from examples.nexus_caller import TeamStep, TeamStepInput, TeamStepResult
 from tests.conftest import CALLERS_NAMESPACE
-from tests.fakes.replay import ReplayServer
 from tests.nexus_callers import CancelJobCaller
-from tests.support import Stack, closed_status, eventually, short_id
+from tests.support import DemoStack, closed_status, demo_stack, eventually, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -43,60 +40,43 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
-class Env:
-    stack: Stack
-    http: httpx.AsyncClient
-    client: Client
+class Env(DemoStack):
+    """The module's stack, a Nexus endpoint to its queue, and workers of the callers'
+    workflows: a parent in this namespace, a team's step in ``curaflow-callers``."""
+
     callers: Client
-    address: str
     endpoint: str
     parent_queue: str
     caller_queue: str
-    replay: ReplayServer
 
 
 @pytest.fixture(scope="module")
 async def env(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
 ) -> AsyncIterator[Env]:
-    tmp = tmp_path_factory.mktemp("callers")
-    replay = await ReplayServer().start()
-    out = f"out-{short_id()}"
-    stack = Stack(
-        tmp,
-        temporal_address,
-        database_url,
-        {
-            "pixiv": {"api_url": replay.url},
-            "routes": {out: {"kind": "directory", "path": str(tmp / "out")}},
-            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
-        },
-    )
-    await stack.start_worker()
-    http = await stack.start_api()
-    client = await connect(temporal_address)
-    endpoint = f"curaflow-jobs-{stack.suffix}"
-    created, problem = await ensure_nexus_endpoint(
-        client, endpoint, task_queue=stack.task_queue, deadline=time.monotonic() + 30
-    )
-    assert created and problem is None, problem
-    callers = await Client.connect(
-        temporal_address, namespace=CALLERS_NAMESPACE, data_converter=pydantic_data_converter
-    )
-    parents = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
-    parent_queue, caller_queue = f"parents-{stack.suffix}", f"team-{stack.suffix}"
-    async with (
-        Worker(parents, task_queue=parent_queue, workflows=[OneNewWork], workflow_runner=sandbox_runner()),
-        Worker(
-            callers, task_queue=caller_queue, workflows=[TeamStep, CancelJobCaller], workflow_runner=sandbox_runner()
-        ),
-    ):
-        try:
-            yield Env(stack, http, client, callers, temporal_address, endpoint, parent_queue, caller_queue, replay)
-        finally:
-            replay.faults.slow_images_s = 0.0
-            await stack.stop()
-            await replay.stop()
+    async with demo_stack(tmp_path_factory.mktemp("callers"), temporal_address, database_url) as demo:
+        endpoint = f"curaflow-jobs-{demo.stack.suffix}"
+        created, problem = await ensure_nexus_endpoint(
+            demo.client, endpoint, task_queue=demo.stack.task_queue, deadline=time.monotonic() + 30
+        )
+        assert created and problem is None, problem
+        callers = await Client.connect(
+            temporal_address, namespace=CALLERS_NAMESPACE, data_converter=pydantic_data_converter
+        )
+        parents = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
+        parent_queue, caller_queue = f"parents-{demo.stack.suffix}", f"team-{demo.stack.suffix}"
+        async with (
+            Worker(parents, task_queue=parent_queue, workflows=[OneNewWork], workflow_runner=sandbox_runner()),
+            Worker(
+                callers,
+                task_queue=caller_queue,
+                workflows=[TeamStep, CancelJobCaller],
+                workflow_runner=sandbox_runner(),
+            ),
+        ):
+            yield Env(
+                **vars(demo), callers=callers, endpoint=endpoint, parent_queue=parent_queue, caller_queue=caller_queue
+            )
 
 
 @pytest.fixture(autouse=True)

@@ -23,17 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobState
 from curaflow.jobs.submit import start_job
 from curaflow.protocol.errors import ProtocolError
-from tests.fakes.replay import ReplayServer
-from tests.support import Stack, closed_status, eventually, job_in_stage, short_id
+from tests.support import DemoStack, closed_status, demo_stack, eventually, job_in_stage, short_id
 from workflows.job import JobWorkflow
 
 pytestmark = pytest.mark.integration
@@ -42,42 +40,15 @@ ROOT = Path(__file__).resolve().parents[2]
 NOTHING = ["no-such-tag-anywhere"]
 
 
-@dataclass
-class Env:
-    stack: Stack
-    http: httpx.AsyncClient
-    client: Client
-    address: str
-    replay: ReplayServer
+Env = DemoStack
 
 
 @pytest.fixture(scope="module")
 async def env(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
 ) -> AsyncIterator[Env]:
-    tmp = tmp_path_factory.mktemp("identity")
-    replay = await ReplayServer().start()
-    out = f"out-{short_id()}"
-    stack = Stack(
-        tmp,
-        temporal_address,
-        database_url,
-        {
-            "pixiv": {"api_url": replay.url},
-            "routes": {out: {"kind": "directory", "path": str(tmp / "out")}},
-            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
-        },
-    )
-    await stack.start_worker()
-    http = await stack.start_api()
-    from curaflow.temporal.connection import connect
-
-    client = await connect(temporal_address)
-    try:
-        yield Env(stack, http, client, temporal_address, replay)
-    finally:
-        await stack.stop()
-        await replay.stop()
+    async with demo_stack(tmp_path_factory.mktemp("identity"), temporal_address, database_url) as env:
+        yield env
 
 
 @pytest.fixture(autouse=True)

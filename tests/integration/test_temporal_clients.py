@@ -13,13 +13,11 @@ import json
 import subprocess
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 
@@ -27,50 +25,21 @@ from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.jobs.submit import JOB_START_OPTIONS, job_id_for, start_job
 from curaflow.protocol.models import Task
-from tests.fakes.replay import ReplayServer
-from tests.support import Stack, closed_status, short_id
+from tests.support import DemoStack, closed_status, demo_stack, short_id
 from workflows.job import JobWorkflow
 
 pytestmark = pytest.mark.integration
 
 
-@dataclass
-class Env:
-    stack: Stack
-    http: httpx.AsyncClient
-    client: Client
-    address: str
-    out: Path
-    replay: ReplayServer
+Env = DemoStack
 
 
 @pytest.fixture(scope="module")
 async def env(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
 ) -> AsyncIterator[Env]:
-    tmp = tmp_path_factory.mktemp("tclients")
-    replay = await ReplayServer().start()
-    out = f"out-{short_id()}"
-    stack = Stack(
-        tmp,
-        temporal_address,
-        database_url,
-        {
-            "pixiv": {"api_url": replay.url},
-            "routes": {out: {"kind": "directory", "path": str(tmp / "out")}},
-            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
-        },
-    )
-    await stack.start_worker()
-    http = await stack.start_api()
-    from curaflow.temporal.connection import connect
-
-    client = await connect(temporal_address)
-    try:
-        yield Env(stack, http, client, temporal_address, tmp / "out", replay)
-    finally:
-        await stack.stop()
-        await replay.stop()
+    async with demo_stack(tmp_path_factory.mktemp("tclients"), temporal_address, database_url) as env:
+        yield env
 
 
 def task(key: str, **params: Any) -> Task:

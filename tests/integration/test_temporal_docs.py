@@ -18,16 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from temporalio.client import Client
 
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.messages import JobState
 from curaflow.jobs.submit import start_job
-from curaflow.temporal.connection import connect
-from tests.fakes.replay import ReplayServer
-from tests.support import Stack, eventually, short_id
+from tests.support import DemoStack, demo_stack, eventually, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -47,12 +43,8 @@ def commands(block: str) -> list[str]:
 
 
 @dataclass
-class Env:
-    stack: Stack
-    http: httpx.AsyncClient
-    client: Client
-    address: str
-    replay: ReplayServer
+class Env(DemoStack):
+    """The module's stack, with the page's commands made to run on it."""
 
     def localise(self, text: str, key: str) -> str:
         """The page's text with this test's address, task queue and idempotency key."""
@@ -74,27 +66,8 @@ class Env:
 async def env(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
 ) -> AsyncIterator[Env]:
-    tmp = tmp_path_factory.mktemp("tdocs")
-    replay = await ReplayServer().start()
-    out = f"out-{short_id()}"
-    stack = Stack(
-        tmp,
-        temporal_address,
-        database_url,
-        {
-            "pixiv": {"api_url": replay.url},
-            "routes": {out: {"kind": "directory", "path": str(tmp / "out")}},
-            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [out]}],
-        },
-    )
-    await stack.start_worker()
-    http = await stack.start_api()
-    client = await connect(temporal_address)
-    try:
-        yield Env(stack, http, client, temporal_address, replay)
-    finally:
-        await stack.stop()
-        await replay.stop()
+    async with demo_stack(tmp_path_factory.mktemp("tdocs"), temporal_address, database_url) as demo:
+        yield Env(**vars(demo))
 
 
 def test_the_page_has_the_commands_this_test_runs() -> None:
