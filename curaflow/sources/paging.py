@@ -67,7 +67,14 @@ PageFetch = Callable[[TargetSpec, str | None], Awaitable[SourcePage]]
 RejectRule = Callable[[Work, TargetSpec, set[str]], str | None]
 
 
-def _examine(cp: ScanState, work: Work, reason: str | None) -> None:
+def count_examined(cp: ScanState, work: Work, reason: str | None) -> None:
+    """Count one examined work in ``cp``: a candidate (``reason`` None) or a rejection.
+
+    The one tally of a scan, for every source: ``examined`` +1; a candidate joins
+    ``candidates``; a rejection counts in ``report.rejected`` and ``report.reasons`` and,
+    up to :data:`FILTERED_CAP`, is listed in ``report.filtered`` with its protocol word;
+    any reason but ``duplicate`` (and any candidate) clears ``all_duplicates``.
+    """
     cp.examined += 1
     if reason is None:
         cp.candidates.append(work)
@@ -154,7 +161,7 @@ async def scan_pages(
                 reason = "unavailable"
             else:
                 reason = reject(work, target, excluded)
-            _examine(cp, work, reason)
+            count_examined(cp, work, reason)
             if reason is None:
                 held.add(work.work_id)
         cp.report.fetched = cp.examined

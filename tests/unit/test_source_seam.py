@@ -36,7 +36,7 @@ GENERIC = [
     ),
     "curaflow/ledger/frontiers.py",
     "curaflow/domain/models.py",
-    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "activities").glob("*.py")),
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "activities").rglob("*.py")),
 ]
 #: A generic thing described as Pixiv's.
 PIXIV_PHRASES = re.compile(r"\ba pixiv (account|illustration)|\bpixiv accounts? or|ugoirametadata", re.IGNORECASE)
@@ -96,4 +96,4 @@ def test_a_generic_module_imports_defines_and_describes_nothing_as_pixivs(path: 
 def test_pixivs_scan_frontier_lives_with_pixiv() -> None:
     assert not (ROOT / "curaflow/sources/frontier.py").exists()
     assert not (ROOT / "curaflow/sources/ugoira.py").exists()
-    assert (ROOT / "curaflow/sources/pixiv/frontier.py").is_file()
+    assert (ROOT / "curaflow/sources/pixiv/frontier/__init__.py").is_file()  # a package of Pixiv's own

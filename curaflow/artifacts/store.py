@@ -36,210 +36,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import hashlib
-import io
 import math
-import mmap
 import os
-import re
 import shutil
 import socket
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from PIL import Image, ImageSequence, UnidentifiedImageError
-
+from curaflow.artifacts.files import HELD_BYTES, WRITE_BATCH, _PartFile, _prepare, describe
+from curaflow.artifacts.images import IMAGE_MAX_PIXELS, Refused
+from curaflow.artifacts.names import page_suffix, safe_name
 from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import time_left
 from curaflow.paths import inside
 from curaflow.sources.animation import MAX_ZIP_BYTES, Animation, AnimationBroken, UnusableAnimation, encode_gif
 from curaflow.sources.base import FileSource
-from curaflow.sources.decoding import FRAME_MAX_PIXELS, DecodeBudget, DecodeMeter, DecodeStopped, OverBudget, gif_frames
+from curaflow.sources.decoding import DecodeBudget, DecodeStopped, OverBudget
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 
 T = TypeVar("T")
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9@._-]")
-MIME_BY_EXT = {
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".gif": "image/gif",
-    ".webp": "image/webp",
-}
-
 ProgressHook = Callable[[int, int], Awaitable[None]]
-
-
-_SUFFIX = re.compile(r"\.[a-z0-9]{1,5}")
-
-
-def safe_name(value: str) -> str:
-    """A filesystem-safe rendering of an id (unsafe characters become ``_``; never ``.`` or ``..``)."""
-    name = _UNSAFE.sub("_", value)[:200]
-    return name.replace(".", "_") if set(name) <= {"."} else name
-
-
-def page_suffix(url: str) -> str:
-    """The file extension of a page URL (``.png``), lower case; ``.jpg`` when it has none
-    or one that is not a plain short extension."""
-    suffix = Path(url.split("?", 1)[0]).suffix.lower()
-    return suffix if _SUFFIX.fullmatch(suffix) else ".jpg"
-
-
-#: Pixel formats a page may have (what Pillow identifies from the bytes, whatever the URL says).
-IMAGE_FORMATS = {"PNG": ".png", "JPEG": ".jpg", "GIF": ".gif", "WEBP": ".webp"}
-#: Default of ``outbound.image_max_pixels``: the largest frame verified (pixels decoded at
-#: once; Pillow holds 4 bytes per pixel of an RGB(A) image, so 40 MP is ~160 MB).
-IMAGE_MAX_PIXELS = FRAME_MAX_PIXELS
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A page that can never be delivered as a verified image: the work is unavailable,
-    not retried.
-
-    Attributes:
-        why: what was seen.
-        kind: ``not_an_image``, ``over_budget`` or ``undecodable``
-            (:class:`~curaflow.sources.errors.UnavailableKind`).
-    """
-
-    why: str
-    kind: UnavailableKind = UnavailableKind.NOT_AN_IMAGE
-
-
-def decoded_pixels(image: Image.Image) -> int:
-    """Pixels the full decode of one frame of ``image`` holds at once (a JPEG decodes at
-    1/8 scale through ``draft``; an animated GIF, APNG or WebP frame on its whole canvas)."""
-    w, h = image.size
-    if image.format == "JPEG":
-        return max(1, -(-w // 8)) * max(1, -(-h // 8))
-    return w * h
-
-
-def frame_count(image: Image.Image, path: Path, meter: DecodeMeter) -> int:
-    """How many frames decoding ``image`` (opened from ``path``) decodes, from its headers
-    (no pixel decoded): a GIF's by walking its blocks (at most one over the budget's frame
-    bound), an APNG's from its ``acTL``, an animated WebP's from its container, else 1."""
-    if image.format == "GIF":
-        with open(path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size == 0:
-                return 0
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
-                return gif_frames(view, meter.budget.max_frames, meter)
-    return max(1, int(getattr(image, "n_frames", 1)))
-
-
-#: The last bytes of a whole file of each format (PNG's IEND chunk, JPEG's EOI, GIF's trailer).
-_ENDINGS = {"PNG": b"\x00\x00\x00\x00IEND\xaeB`\x82", "JPEG": b"\xff\xd9", "GIF": b";"}
-
-
-def whole_by_framing(path: Path, fmt: str) -> bool:
-    """True when ``path`` ends as a whole file of ``fmt`` ends (PNG: the IEND chunk; JPEG:
-    EOI, trailing zero bytes allowed; GIF: the trailer; WebP: the RIFF length is the
-    file's): a transfer cut short does not, so a page whole by its framing that does not
-    decode is what the image host holds (the work's), and any other is maybe the
-    transfer's (retried)."""
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
-        head = fh.read(12)
-        fh.seek(max(0, size - 64))
-        tail = fh.read()
-    if fmt == "WEBP":
-        return (
-            head[:4] == b"RIFF"
-            and head[8:12] == b"WEBP"
-            and int.from_bytes(head[4:8], "little") + 8 in (size, size - 1)
-        )
-    ending = _ENDINGS.get(fmt)
-    if ending is None:
-        return False
-    return (tail.rstrip(b"\x00") if fmt == "JPEG" else tail).endswith(ending)
-
-
-def verify_image(
-    path: Path,
-    suffix: str | None = None,
-    *,
-    max_pixels: int | None = None,
-    budget: DecodeBudget | None = None,
-    meter: DecodeMeter | None = None,
-) -> str | Refused | None:
-    """Decode ``path`` fully, within its decode budget; None when it is a whole image.
-
-    Args:
-        path: the file.
-        suffix: unused, kept for callers that pass the destination's extension (the
-            format is told from the bytes, never from the name).
-        max_pixels: the largest frame decoded (:func:`decoded_pixels`); overrides the
-            budget's ``frame_max_pixels``.
-        budget: the decode budget (default :class:`~curaflow.sources.decoding.DecodeBudget`()).
-        meter: the decode's account (default: a fresh one of ``budget``); the caller's,
-            to stop the decode from another thread.
-
-    Returns:
-        None: a whole PNG, JPEG, GIF or WebP; a :class:`Refused` when the bytes are not
-        one of those images (``not_an_image``), the decode is over its budget
-        (``over_budget``: refused from the headers before anything is decoded — every
-        frame of an animation counted — or at the frame that crossed it), or the file is
-        whole by its framing and does not decode (``undecodable``); a ``str`` when the
-        image is broken or short and not whole by its framing (another download may
-        succeed).
-
-    Raises:
-        DecodeStopped: ``meter`` was stopped, or its deadline passed.
-
-    Header first (``Image.open`` reads no pixel data) and the frames counted, then Pillow
-    ``verify()`` (structure, PNG CRCs), then a full ``load()`` of every frame, each
-    charged to the meter before it is decoded. Blocking: call it in a thread.
-    """
-    del suffix
-    if meter is None:
-        budget = budget or DecodeBudget()
-        if max_pixels is not None:
-            budget = dataclasses.replace(budget, frame_max_pixels=max_pixels)
-        meter = budget.meter()
-    fmt: str | None = None
-    try:
-        with meter.running():
-            with Image.open(path) as image:
-                fmt = image.format
-                if fmt not in IMAGE_FORMATS:
-                    return Refused(f"not an image Pillow verifies (format {fmt})")
-                frames = frame_count(image, path, meter)
-                w, h = image.size
-                largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if fmt == "JPEG" else (w, h)
-                meter.plan(frames=frames, pixels=frames * decoded_pixels(image), largest=largest)
-                image.verify()
-            with Image.open(path) as image:
-                if image.format == "JPEG":
-                    image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
-                for frame in ImageSequence.Iterator(image):
-                    meter.frame(frame.width * frame.height)
-                    frame.load()
-                meter.check()
-    except OverBudget as err:
-        return Refused(err.why, UnavailableKind.OVER_BUDGET)
-    except Image.DecompressionBombError as err:
-        return Refused(f"too large to verify: {err}", UnavailableKind.OVER_BUDGET)
-    except UnidentifiedImageError:
-        return Refused("not an image")
-    except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
-        if fmt is not None and whole_by_framing(path, fmt):
-            return Refused(
-                f"whole {fmt} that does not decode: {type(err).__name__}: {err}", UnavailableKind.UNDECODABLE
-            )
-        return f"{type(err).__name__}: {err}"
-    return None
 
 
 #: The root's folder of per-attempt copies of artifacts fetched by another process (never
@@ -552,141 +374,3 @@ class ArtifactStore:
                     shutil.rmtree(folder, ignore_errors=True)
                     removed += 1
         return removed
-
-
-#: Bytes collected from the response before one write in a thread (fewer thread hops
-#: than one per 64 KiB chunk; bounded memory per download).
-WRITE_BATCH = 1024 * 1024
-#: The most page bytes one fetch keeps in memory for the ledger's copy (:meth:`ArtifactStore.fetch`).
-HELD_BYTES = 8 * WRITE_BATCH
-
-
-def _prepare(folder: Path, dests: list[Path]) -> set[Path]:
-    """Create the cell's folder; the pages already complete on disk (blocking)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    return {dest for dest in dests if dest.exists()}
-
-
-class _PartFile:
-    """The temporary file a page is streamed into, next to ``dest`` (blocking methods:
-    call them in a thread).
-
-    Created on the first write; hashed as it is written (the complete file is not read
-    again). :meth:`finish` writes the rest, fsyncs, decode-checks and renames it to
-    ``dest``; :meth:`discard` removes what a failed download left.
-    """
-
-    def __init__(self, dest: Path) -> None:
-        self.dest = dest
-        self.completed = False
-        self._discarded = False
-        # A write in a thread can outlive its cancelled caller: the caller's discard then
-        # waits for it, and a write that starts after a discard fails without a file.
-        self._lock = threading.Lock()
-        self._fh: io.BufferedWriter | None = None
-        self._tmp: Path | None = None
-        self._digest = hashlib.sha256()
-        self._size = 0
-
-    def write(self, chunks: list[bytes]) -> None:
-        """Append ``chunks`` (creates the temporary file on the first call)."""
-        with self._lock:
-            self._write(chunks)
-
-    def _write(self, chunks: list[bytes]) -> None:
-        if self._discarded:
-            raise OSError(f"{self.dest.name}: the download was discarded")
-        if self._fh is None:
-            fd, tmp = tempfile.mkstemp(prefix=f".{self.dest.name}.", suffix=".part", dir=self.dest.parent)
-            self._tmp = Path(tmp)
-            self._fh = os.fdopen(fd, "wb")
-        for chunk in chunks:
-            self._fh.write(chunk)
-            self._digest.update(chunk)
-            self._size += len(chunk)
-
-    def _complete(self, chunks: list[bytes], page: int, meter: DecodeMeter) -> ArtifactFile | Refused | str:
-        """Write the last ``chunks``, fsync, decode-check under ``meter``; if whole, rename
-        to ``dest`` and describe it, else return why it is not (call with the lock held)."""
-        self._write(chunks)
-        assert self._fh is not None and self._tmp is not None
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
-        self._fh.close()
-        problem = verify_image(self._tmp, meter=meter)
-        if problem is not None:
-            return problem
-        os.replace(self._tmp, self.dest)
-        self.completed = True
-        return describe(self.dest, page, sha256=self._digest.hexdigest(), size=self._size)
-
-    def finish(self, chunks: list[bytes], page: int, *, meter: DecodeMeter) -> ArtifactFile | Refused | str:
-        """Write the last ``chunks`` and complete the file (fsync, decode check under
-        ``meter``, rename to ``dest``; returns its description), or discard it and return
-        why it is not whole: the whole fate of the file in one thread hop, so a caller
-        cancelled meanwhile has nothing to clean up (and never races the thread).
-
-        Raises:
-            DecodeStopped: ``meter`` was stopped (the file is discarded)."""
-        with self._lock:
-            try:
-                return self._complete(chunks, page, meter)
-            finally:
-                if not self.completed:
-                    self._discard()
-
-    def discard(self) -> None:
-        """Close and remove the temporary file, if any (waits for a write under way)."""
-        with self._lock:
-            self._discard()
-
-    @property
-    def settled(self) -> bool:
-        """True once the file was completed or discarded (nothing left to clean up)."""
-        return self.completed or self._discarded
-
-    def _discard(self) -> None:
-        self._discarded = True
-        try:
-            if self._fh is not None:
-                with contextlib.suppress(OSError):  # a buffered write failing again (disk full)
-                    self._fh.close()
-        finally:
-            if self._tmp is not None:
-                self._tmp.unlink(missing_ok=True)
-
-
-def describe(path: Path, page: int, *, sha256: str | None = None, size: int | None = None) -> ArtifactFile:
-    """Size, hash, MIME type and pixel size of a complete file (blocking).
-
-    ``width`` / ``height`` are None when Pillow cannot open the file as an image — not an
-    image, or one over twice ``PIL.Image.MAX_IMAGE_PIXELS`` (a decompression bomb, which
-    :func:`verify_image` accepts on its length).
-
-    Args:
-        sha256 / size: the file's digest (hex) and length in bytes when the caller
-            computed them while writing; else the file is read to compute them.
-    """
-    if sha256 is None or size is None:
-        digest = hashlib.sha256()
-        size = 0
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1024 * 1024), b""):
-                digest.update(block)
-                size += len(block)
-        sha256 = digest.hexdigest()
-    width = height = None
-    try:
-        with Image.open(path) as image:
-            width, height = image.size
-    except (OSError, ValueError, Image.DecompressionBombError):
-        pass  # not an image, or one too large for Pillow to open (accepted on its length)
-    return ArtifactFile(
-        path=str(path),
-        bytes=size,
-        mime=MIME_BY_EXT.get(path.suffix.lower(), "application/octet-stream"),
-        width=width,
-        height=height,
-        sha256=sha256,
-        page=page,
-    )

@@ -1,0 +1,303 @@
+"""The ``deliver`` activity itself: open the step, find the artifact, claim the send, send,
+and record the answer.
+
+See :mod:`activities.deliver` (steps 0–3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.deliver.recording import DeliveryRecords
+from activities.deliver.sending import SendCut, _cut_by_deadline, _execution_gone, _finish_or_cut, _guarded, _outlive
+from activities.deps import ActivityDeps
+from activities.errors import barrier_update, permanent, route_failure
+from activities.heartbeat import Heartbeater
+from curaflow.domain.cells import CellStage, CellState, is_terminal
+from curaflow.domain.messages import CellUpdate, DeliverInput
+from curaflow.domain.models import Artifact, CellSnapshot
+from curaflow.domain.reasons import TerminalReason
+from curaflow.ledger import cells as ledger_cells
+from curaflow.ledger import deliveries as ledger
+from curaflow.ledger.artifacts import ArtifactNotInLedger, restore_artifact
+from curaflow.ledger.cells import Barrier
+from curaflow.ledger.deliveries import SendClaim
+from curaflow.ledger.records import load_cell
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
+from curaflow.outbound import attempt_deadline, in_flight
+from curaflow.routes import UnsupportedRoute
+from curaflow.routes.base import DeliveryRequest, Route, RouteError
+
+log = get_logger("curaflow.deliver")
+
+
+class DeliverActivity(DeliveryRecords):
+    """Holds the worker's :class:`~activities.deps.ActivityDeps` for the ``deliver`` activity."""
+
+    def __init__(self, deps: ActivityDeps) -> None:
+        self.deps = deps
+
+    @activity.defn(name="deliver")
+    async def deliver(self, inp: DeliverInput) -> CellUpdate:
+        """Deliver the cell's work on ``inp.route``.
+
+        Returns:
+            The cell afterwards (``submitted`` once every route confirmed).
+
+        Raises:
+            ApplicationError: typed by reason code; ``delivery_rejected`` /
+                ``delivery_unknown`` / ``configuration_error`` are non-retryable;
+                ``delivery_failed`` is retried (``next_retry_delay`` from ``retry_after``).
+        """
+        deps = self.deps
+        target = inp.target
+        info = activity.info()
+        lease_ms = inp.heartbeat_interval_ms * 2
+        try:
+            route = deps.route(inp.route.name)
+        except UnsupportedRoute as err:
+            async with deps.pool.acquire() as conn, conn.transaction():
+                await ledger_cells.finish_cell(
+                    conn, inp.job_id, target.target_id, CellState.FAILED, TerminalReason.CONFIGURATION_ERROR
+                )
+            raise permanent(TerminalReason.CONFIGURATION_ERROR, str(err)) from err
+
+        async with deps.pool.acquire() as conn, conn.transaction():
+            cell, barrier, deadline_ms, _ = await ledger_cells.start_step(
+                conn,
+                inp.job_id,
+                target.target_id,
+                stage=CellStage.DELIVERING,
+                attempt=info.attempt,
+                lease_ms=lease_ms,
+                owner=deps.identity,
+            )
+            if cell is None:
+                raise permanent(TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} not in the ledger")
+            if barrier is not None:
+                return barrier_update(cell, barrier)
+            held = cell.artifact is None or await asyncio.to_thread(deps.store.holds, cell.artifact)
+            if held:
+                claim = await self._claim(conn, inp, route, opened=cell)
+        transfer: Path | None = None
+        artifact = cell.artifact
+        try:
+            if not held:
+                # Fetched by another process (host): deliver the ledger's copy. Copied
+                # before the claim, so a failed copy never leaves the intent ``sending``.
+                assert artifact is not None
+                transfer = await asyncio.to_thread(deps.store.transfer_folder)
+                artifact = await self._restore(inp, artifact, transfer, lease_ms)
+                async with deps.pool.acquire() as conn, conn.transaction():
+                    claim = await self._claim(conn, inp, route, opened=None)
+            return await self._send(inp, route, cell, claim, artifact, lease_ms, deadline_ms)
+        finally:
+            if transfer is not None:
+                await asyncio.to_thread(deps.store.discard_transfer, transfer)
+
+    async def _restore(self, inp: DeliverInput, artifact: Artifact, folder: Path, lease_ms: int) -> Artifact:
+        """The ledger's copy of ``artifact`` written into ``folder`` (heartbeating meanwhile).
+
+        Raises:
+            ApplicationError: ``delivery_failed`` (retried) when the ledger has no whole
+                copy — an artifact fetched by an older worker that did not copy it: a
+                retry may land on the process that holds the files.
+        """
+        deps = self.deps
+        target = inp.target
+        async with Heartbeater(deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms):
+            try:
+                restored = await restore_artifact(deps.pool, inp.job_id, target.target_id, artifact, folder)
+            except ArtifactNotInLedger as err:
+                async with deps.pool.acquire() as conn:
+                    await ledger_cells.end_lease(conn, inp.job_id, target.target_id)
+                raise ApplicationError(
+                    f"artifact not held by this worker and not in the ledger: {err}",
+                    type=str(TerminalReason.DELIVERY_FAILED),
+                ) from err
+        log.info(
+            "artifact.restored_from_ledger",
+            job_id=inp.job_id,
+            target_id=target.target_id,
+            route=inp.route.name,
+            work_id=artifact.work_id,
+            files=len(artifact.files),
+            bytes=sum(f.bytes for f in artifact.files),
+        )
+        return restored
+
+    async def _claim(
+        self, conn: asyncpg.Connection, inp: DeliverInput, route: Route, *, opened: CellSnapshot | None
+    ) -> SendClaim:
+        """Claim the send in the caller's transaction (:func:`curaflow.ledger.deliveries.claim_send`);
+        an attempt with nothing to send releases the lease its step took, an ambiguous
+        intent is recorded ``delivery_unknown``."""
+        target = inp.target
+        claim = await ledger.claim_send(
+            conn, inp.job_id, target.target_id, route.name, ambiguous_ok=route.resend_safe, opened=opened
+        )
+        if claim.decision not in ("send", "ambiguous"):
+            # Nothing to send: the attempt ends here (its step took the cell's lease).
+            await ledger_cells.end_lease(conn, inp.job_id, target.target_id)
+        if claim.decision == "ambiguous":
+            await ledger.record_failed(
+                conn,
+                inp.job_id,
+                target.target_id,
+                claim.idempotency_key or "",
+                reason=TerminalReason.DELIVERY_UNKNOWN,
+                error="a previous attempt's request may have landed; not re-sent (on_ambiguous=fail)",
+                permanent=True,
+                unknown=True,
+            )
+        if claim.decision == "paused":
+            # Nothing is sent on a route paused as broken; the work is not used up.
+            await ledger.record_failed(
+                conn,
+                inp.job_id,
+                target.target_id,
+                claim.idempotency_key or "",
+                reason=TerminalReason.ROUTE_PAUSED,
+                error=f"not sent: the route is paused ({claim.pause_reason})",
+                permanent=True,
+                ambiguous=claim.was_sending,
+            )
+        return claim
+
+    async def _send(
+        self,
+        inp: DeliverInput,
+        route: Route,
+        cell: CellSnapshot,
+        claim: SendClaim,
+        artifact: Artifact | None,
+        lease_ms: int,
+        deadline_ms: int | None,
+    ) -> CellUpdate:
+        """Act on the claim: send ``artifact`` when it says ``send`` (module doc, 2–3);
+        ``deadline_ms``: the job's deadline (epoch ms) the step read when it opened."""
+        deps = self.deps
+        target = inp.target
+        if claim.decision == "ambiguous":
+            raise permanent(TerminalReason.DELIVERY_UNKNOWN, "delivery outcome unknown; not re-sent")
+        if claim.decision == "paused":
+            metrics.record_delivery_result(route.name, inp.route.kind, "paused")
+            log.error(
+                "route.paused_not_sent",
+                job_id=inp.job_id,
+                target_id=target.target_id,
+                route=route.name,
+                pause_reason=claim.pause_reason,
+                paused_for_s=round(claim.wait_ms / 1000),
+                hint=f"the route is paused as broken; fix it, then `curaflow routes resume {route.name}`",
+            )
+            raise permanent(
+                TerminalReason.ROUTE_PAUSED,
+                f"route {route.name} is paused for another {claim.wait_ms / 1000:.0f} s ({claim.pause_reason}); "
+                "nothing was sent",
+            )
+        if claim.decision == "cooling":
+            raise ApplicationError(
+                f"route {route.name} waits out a global or IP-level rate limit for another "
+                f"{claim.wait_ms / 1000:.1f} s; nothing was sent",
+                type=str(TerminalReason.DELIVERY_FAILED),
+                next_retry_delay=timedelta(milliseconds=max(1, claim.wait_ms)),
+            )
+        if claim.decision != "send":
+            async with deps.pool.acquire() as conn:
+                current = await load_cell(conn, inp.job_id, target.target_id)
+            assert current is not None
+            delivery = None
+            if claim.decision == "done" and current.work_id:
+                delivery = self._report(inp, current.work_id, "delivered", claim.remote_id)
+            return CellUpdate(
+                cell=current,
+                cancel_requested=claim.decision == "cancelled",
+                deadline_passed=claim.decision == "deadline",
+                delivery=delivery,
+            )
+        if cell.work is None or artifact is None:
+            raise permanent(TerminalReason.INTERNAL_ERROR, "cell has no fetched artifact to deliver")
+
+        key = claim.idempotency_key or ""
+        parts_posted: list[Any] = list(claim.remote_ids or [])
+
+        async def record_part(parts: list[Any]) -> None:
+            await ledger.record_part(deps.pool, key, parts)
+            parts_posted[:] = parts
+
+        request = DeliveryRequest(
+            job_id=inp.job_id,
+            target_id=target.target_id,
+            route=route.name,
+            idempotency_key=key,
+            work=cell.work,
+            artifact=artifact,
+            attempt=claim.attempts + 1,
+            parts_done=list(claim.remote_ids or []),
+            on_part=record_part,
+        )
+        async with Heartbeater(
+            deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
+        ) as hb:
+            hb.update(stage="delivering", route=route.name, work_id=cell.work.work_id)
+            metrics.record_delivery_attempt(route.name, inp.route.kind)
+            with attempt_deadline(deadline_ms), in_flight() as flight:
+                # The task copies the context: every exchange of the send ends by the
+                # deadline, and tells `flight` whether a request of it is out.
+                send = asyncio.ensure_future(_guarded(route, request))
+            cancelled = False
+            try:
+                receipt = await asyncio.shield(send)
+            except asyncio.CancelledError:
+                # The request is out: give its answer CANCEL_GRACE_S to arrive and record
+                # the truth; a send still hanging then is cut, its outcome unknown. When
+                # the job's execution is gone (terminated, timed out, reset) nothing waits
+                # for this attempt but the reconciler, which waits for its lease: the send
+                # ends by its own limits (the route's timeout, the job's deadline).
+                cancelled = True
+                try:
+                    receipt = await (_outlive(send) if _execution_gone() else _finish_or_cut(send, route.name, flight))
+                except SendCut as err:
+                    await self._record_cut(inp, request, err, posted=bool(parts_posted))
+                    raise asyncio.CancelledError() from err
+                except RouteError as err:
+                    # Stopped by the cancel, not by the budget: the job's finish ends the cell.
+                    await self._record_error(inp, request, err, max_attempts=None, posted=bool(parts_posted))
+                    raise asyncio.CancelledError() from err
+            except RouteError as err:
+                if _cut_by_deadline(err):
+                    # The job is over, not the route at fault: the barrier's path, as at
+                    # the opening of a step (the finish gives the cell its reason).
+                    cut = await self._record_cut(inp, request, err, posted=bool(parts_posted))
+                    return barrier_update(cut, Barrier.DEADLINE)
+                recorded = await self._record_error(
+                    inp, request, err, max_attempts=inp.max_attempts, posted=bool(parts_posted)
+                )
+                verdict = recorded.verdict
+                if verdict.outcome == "unknown":
+                    raise ApplicationError(
+                        str(err), type=str(TerminalReason.DELIVERY_UNKNOWN), non_retryable=True
+                    ) from err
+                if verdict.final and verdict.outcome == "partial":
+                    raise permanent(verdict.reason, f"part of the work was posted, then: {err}") from err
+                if verdict.final and not err.permanent:
+                    raise permanent(verdict.reason, f"no delivery attempt left: {err}") from err
+                raise route_failure(err, recorded.delay_ms) from err
+        if receipt.duplicate and claim.attempts > 0:
+            # "Already had it" after an earlier send of this very key: that send landed.
+            receipt.duplicate = False
+            receipt.remote_status = receipt.remote_status or "replayed"
+        updated = await self._record_receipt(inp, request, receipt)
+        if cancelled and not (is_terminal(updated.state) and updated.state == CellState.SUBMITTED):
+            raise asyncio.CancelledError()
+        status = "duplicate" if receipt.duplicate else "delivered"
+        return CellUpdate(cell=updated, delivery=self._report(inp, request.work.work_id, status, receipt.remote_id))

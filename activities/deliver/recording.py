@@ -1,0 +1,221 @@
+"""What a deliver attempt records of its send: the receipt, a send cut by the job's stop, a
+failed send as its verdict decides (with what it means for the route).
+
+See :mod:`activities.deliver` (step 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from temporalio import activity
+
+from activities.deps import ActivityDeps
+from curaflow.domain.cells import CellState
+from curaflow.domain.messages import DeliverInput
+from curaflow.domain.models import CellSnapshot, DeliveryReport
+from curaflow.domain.reasons import Owner
+from curaflow.domain.verdicts import DeliveryVerdict, delivery_verdict
+from curaflow.ledger import deliveries as ledger
+from curaflow.ledger import remembered as memory
+from curaflow.ledger import route_gates
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
+
+log = get_logger("curaflow.deliver")
+
+
+class DeliveryRecords:
+    """The recording half of :class:`~activities.deliver.activity.DeliverActivity` (its base):
+    each record is one ledger transaction, with the metrics and the log line it owes."""
+
+    deps: ActivityDeps
+
+    @staticmethod
+    def _report(inp: DeliverInput, work_id: str, status: str, remote_id: str | None) -> DeliveryReport:
+        return DeliveryReport(
+            target_id=inp.target.target_id, route=inp.route.name, work_id=work_id, status=status, remote_id=remote_id
+        )
+
+    async def _record_receipt(
+        self, inp: DeliverInput, request: DeliveryRequest, receipt: DeliveryReceipt
+    ) -> CellSnapshot:
+        deps = self.deps
+        metrics.record_delivery_result(
+            inp.route.name, inp.route.kind, "duplicate" if receipt.duplicate else "delivered"
+        )
+        async with deps.pool.acquire() as conn, conn.transaction():
+            cell = await ledger.record_delivered(
+                conn,
+                inp.job_id,
+                inp.target.target_id,
+                request.idempotency_key,
+                duplicate=receipt.duplicate,
+                remote_id=receipt.remote_id,
+                remote_ids=receipt.remote_ids or None,
+                remote_status=receipt.remote_status,
+            )
+        assert isinstance(cell, CellSnapshot)
+        if cell.state == CellState.SUBMITTED and inp.target.storage_mode == "cache":
+            deps.store.delete(inp.job_id, inp.target.target_id)
+        return cell
+
+    async def _record_cut(
+        self, inp: DeliverInput, request: DeliveryRequest, err: RouteError, *, posted: bool = False
+    ) -> CellSnapshot:
+        """Record a send cut by the job's stop (a cancel, the deadline): the intent back to
+        ``reserved``, the cell left open for the job's finish — possibly delivered when a
+        request had left (``err.ambiguous``) or part of the work is at the route
+        (``posted``), so the finish reports it ``unknown``; else it is released (nothing
+        left: a connect or a TLS handshake that never completed)."""
+        ambiguous = err.ambiguous or posted
+        metrics.record_delivery_result(inp.route.name, inp.route.kind, "unknown" if ambiguous else "failed")
+        async with self.deps.pool.acquire() as conn, conn.transaction():
+            cell = await ledger.record_failed(
+                conn,
+                inp.job_id,
+                inp.target.target_id,
+                request.idempotency_key,
+                reason=err.reason,
+                error=str(err),
+                permanent=False,
+                ambiguous=ambiguous,
+            )
+        assert isinstance(cell, CellSnapshot)
+        return cell
+
+    async def _record_error(
+        self,
+        inp: DeliverInput,
+        request: DeliveryRequest,
+        err: RouteError,
+        *,
+        max_attempts: int | None,
+        posted: bool = False,
+    ) -> Recorded:
+        """Record a failed send as :func:`~curaflow.domain.verdicts.delivery_verdict` decides,
+        with what it means for the route (:mod:`curaflow.ledger.route_gates`), in one
+        transaction: a refusal of the work remembered, or the work held back from the route
+        after the route refused the request; a receiver's refusal counted in the route's
+        streak (which may pause the route and lift the streak's refusals); a rate limit
+        counted for its backoff.
+
+        Args:
+            max_attempts: the attempt budget, or None when the send was stopped by a cancel
+                (the budget does not end the cell then; the job's finish does).
+            posted: part of the work is already at the route (parts recorded by this or
+                an earlier attempt): a final failure is then partial, never a refusal.
+        """
+        deps = self.deps
+        route = deps.route(inp.route.name)
+        attempt = activity.info().attempt
+        verdict = delivery_verdict(
+            reason=err.reason,
+            permanent=err.permanent,
+            ambiguous=err.ambiguous,
+            resend_safe=route.resend_safe,
+            attempt=attempt,
+            max_attempts=max_attempts if max_attempts is not None else attempt + 1,
+            posted=posted,
+        )
+        metrics.record_delivery_result(inp.route.name, inp.route.kind, verdict.outcome)
+        policy = deps.settings.delivery
+        work = request.work
+        refused = verdict.remember_refusal
+        held_until = 0
+        delay_ms: int | None = None
+        pause: route_gates.Pause | None = None
+        async with deps.pool.acquire() as conn, conn.transaction():
+            await ledger.record_failed(
+                conn,
+                inp.job_id,
+                inp.target.target_id,
+                request.idempotency_key,
+                reason=verdict.reason,
+                error=str(err),
+                permanent=verdict.final and not verdict.unknown,
+                unknown=verdict.unknown,
+                ambiguous=err.ambiguous,
+            )
+            remembered = {
+                "route": inp.route.name,
+                "work_type": work.work_type,
+                "work_id": work.work_id,
+                "reason": str(err.reason),
+                "error": str(err),
+                "job_id": inp.job_id,
+                "target_id": inp.target.target_id,
+            }
+            if refused:
+                await memory.remember_refusal(conn, **remembered)
+            elif verdict.hold:
+                held_until = await memory.hold_work(conn, **remembered, hold_ms=policy.route_hold_ms)
+            if err.rate_limited and not verdict.final:
+                stated = err.retry_after_s * 1000 if err.retry_after_s else None
+                delay_ms = await route_gates.rate_limited(
+                    conn, route=inp.route.name, stated_ms=stated, route_wide=err.route_wide
+                )
+            if verdict.outcome == "rejected" and err.answer:
+                pause = await route_gates.count_refusal(
+                    conn,
+                    route=inp.route.name,
+                    work_type=work.work_type,
+                    work_id=work.work_id,
+                    answer=err.answer,
+                    threshold=policy.refusal_streak,
+                    pause_ms=policy.route_pause_ms,
+                )
+        fields = {
+            "job_id": inp.job_id,
+            "target_id": inp.target.target_id,
+            "route": inp.route.name,
+            "work_id": work.work_id,
+            "error": str(err),
+        }
+        if pause is not None:
+            metrics.record_route_paused(inp.route.name, inp.route.kind)
+            log.error(
+                "route.paused",
+                **fields,
+                works=[w[1] for w in pause.works],
+                restored=pause.restored,
+                paused_for_s=round(policy.route_pause_ms / 1000),
+                hint=f"the route refused {len(pause.works)} different works in a row with the same answer: it is "
+                "broken, not the works (their refusals were lifted). Fix the route, then "
+                f"`curaflow routes resume {inp.route.name}`",
+            )
+        elif refused:
+            metrics.record_refusal(inp.route.name, inp.route.kind)
+            log.warning(
+                "route.work_refused",
+                **fields,
+                hint="the work is not offered to this route again; after fixing the receiver, clear it with "
+                f"`curaflow refusals clear {inp.route.name} {work.work_id}`",
+            )
+        elif verdict.final and (verdict.owner == Owner.ROUTE or verdict.outcome == "partial"):
+            log.error(
+                "route.failed",
+                **fields,
+                reason=str(verdict.reason),
+                outcome=verdict.outcome,
+                held_until=held_until or None,
+                hint="the route's receiver failed or refused the request (the work is not refused for good"
+                + ("; it is held back from this route for a while" if held_until else "")
+                + "); fix the route"
+                + ("; what it already posted is kept and never posted again" if verdict.outcome == "partial" else ""),
+            )
+        return Recorded(verdict, delay_ms)
+
+
+@dataclass
+class Recorded:
+    """What :meth:`DeliverActivity._record_error` recorded.
+
+    Attributes:
+        verdict: the delivery verdict.
+        delay_ms: the wait before the next attempt for a rate limit (None: not one).
+    """
+
+    verdict: DeliveryVerdict
+    delay_ms: int | None = None

@@ -1,0 +1,106 @@
+"""A send as the deliver activity runs it: how long one that is out may still answer after a
+cancel or the deadline (:data:`CANCEL_GRACE_S`), when it is cut (:class:`SendCut`), when
+it is outlived (the execution is gone), and any unexpected failure of a route made a
+:class:`~curaflow.routes.base.RouteError`.
+
+See :mod:`activities.deliver` (step 2).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from temporalio import activity
+
+from curaflow.domain.reasons import TerminalReason
+from curaflow.outbound import InFlight, TimeLimitExceeded
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, Route, RouteError
+
+#: How long a send that is out when the attempt is cancelled (a consumer cancel, the
+#: job's deadline) may still take to answer, seconds: an answer that lands in time is
+#: recorded as it is; after it the send is cut and its outcome is unknown.
+CANCEL_GRACE_S = 1.0
+
+
+class SendCut(RouteError):
+    """A send still out :data:`CANCEL_GRACE_S` after a cancel or the deadline reached the
+    attempt, cut by it. Not a route failure: nothing is judged from it (no verdict, no
+    refusal); the intent is remembered as possibly delivered and the job's finish ends
+    the cell with the barrier's reason (``cancelled_by_consumer``, ``execution_timeout``)."""
+
+
+async def _finish_or_cut(
+    send: asyncio.Future[DeliveryReceipt], route: str, flight: InFlight | None = None
+) -> DeliveryReceipt:
+    """``send``'s receipt if it ends within :data:`CANCEL_GRACE_S`, else cut it.
+
+    Args:
+        flight: the send's requests that are out (:func:`curaflow.outbound.in_flight`);
+            None: assume one is.
+
+    Raises:
+        RouteError: the send failed within the grace.
+        SendCut: it was still going and was cut: *ambiguous* when a request of it had
+            started to leave (it may have landed; the ledger reports the intent
+            ``unknown`` when the job ends, never ``delivered`` or ``released``), not when
+            it was cut before sending (connecting, a TLS handshake that never completes).
+    """
+    done, _ = await asyncio.wait({send}, timeout=CANCEL_GRACE_S)
+    if not done:
+        send.cancel()
+        with contextlib.suppress(asyncio.CancelledError, RouteError):
+            await send
+        out = flight is None or flight.out > 0
+        raise SendCut(
+            TerminalReason.DELIVERY_FAILED,
+            f"route {route}: the send was cut {CANCEL_GRACE_S:.0f} s after the job was stopped; "
+            + ("outcome unknown" if out else "nothing had left"),
+            ambiguous=out,
+        )
+    return send.result()
+
+
+def _execution_gone() -> bool:
+    """Whether this attempt was cancelled because its workflow execution no longer exists
+    (Temporal answered its heartbeat "not found": terminated, timed out, reset)."""
+    details = activity.cancellation_details()
+    return details is not None and details.not_found
+
+
+async def _outlive(send: asyncio.Future[DeliveryReceipt]) -> DeliveryReceipt:
+    """``send``'s receipt, however long it takes within its own bounds; a cancellation of
+    this attempt meanwhile is not passed on to the send."""
+    while True:
+        try:
+            return await asyncio.shield(send)
+        except asyncio.CancelledError:
+            if send.done():
+                return send.result()
+
+
+def _cut_by_deadline(err: RouteError) -> bool:
+    """Whether ``err`` is a request the job's deadline cut (the outbound layer's
+    :class:`~curaflow.outbound.TimeLimitExceeded` with ``by_deadline``)."""
+    cause = err.__cause__
+    return isinstance(cause, TimeLimitExceeded) and cause.by_deadline
+
+
+async def _guarded(route: Route, request: DeliveryRequest) -> DeliveryReceipt:
+    """``route.deliver``, with any unexpected failure made a :class:`RouteError`.
+
+    A failure the route did not classify may have happened after the request left, so it
+    is ambiguous (the work stays blocked on the route) and permanent (retrying a bug does
+    not help). Only the exception's type is kept: its text may carry a secret URL.
+    """
+    try:
+        return await route.deliver(request)
+    except RouteError:
+        raise
+    except Exception as err:
+        raise RouteError(
+            TerminalReason.INTERNAL_ERROR,
+            f"route {route.name} failed unexpectedly: {type(err).__name__}",
+            permanent=True,
+            ambiguous=True,
+        ) from err

@@ -1,0 +1,157 @@
+"""A page's file on disk: the temporary file it is streamed into, completed only once whole
+(fsynced, decode-checked, renamed), and the description of a complete file. Blocking:
+run in a thread."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import tempfile
+import threading
+from pathlib import Path
+
+from PIL import Image
+
+from curaflow.artifacts.images import Refused, verify_image
+from curaflow.artifacts.names import MIME_BY_EXT
+from curaflow.domain.models import ArtifactFile
+from curaflow.sources.decoding import DecodeMeter
+
+#: Bytes collected from the response before one write in a thread (fewer thread hops
+#: than one per 64 KiB chunk; bounded memory per download).
+WRITE_BATCH = 1024 * 1024
+#: The most page bytes one fetch keeps in memory for the ledger's copy (:meth:`ArtifactStore.fetch`).
+HELD_BYTES = 8 * WRITE_BATCH
+
+
+def _prepare(folder: Path, dests: list[Path]) -> set[Path]:
+    """Create the cell's folder; the pages already complete on disk (blocking)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return {dest for dest in dests if dest.exists()}
+
+
+class _PartFile:
+    """The temporary file a page is streamed into, next to ``dest`` (blocking methods:
+    call them in a thread).
+
+    Created on the first write; hashed as it is written (the complete file is not read
+    again). :meth:`finish` writes the rest, fsyncs, decode-checks and renames it to
+    ``dest``; :meth:`discard` removes what a failed download left.
+    """
+
+    def __init__(self, dest: Path) -> None:
+        self.dest = dest
+        self.completed = False
+        self._discarded = False
+        # A write in a thread can outlive its cancelled caller: the caller's discard then
+        # waits for it, and a write that starts after a discard fails without a file.
+        self._lock = threading.Lock()
+        self._fh: io.BufferedWriter | None = None
+        self._tmp: Path | None = None
+        self._digest = hashlib.sha256()
+        self._size = 0
+
+    def write(self, chunks: list[bytes]) -> None:
+        """Append ``chunks`` (creates the temporary file on the first call)."""
+        with self._lock:
+            self._write(chunks)
+
+    def _write(self, chunks: list[bytes]) -> None:
+        if self._discarded:
+            raise OSError(f"{self.dest.name}: the download was discarded")
+        if self._fh is None:
+            fd, tmp = tempfile.mkstemp(prefix=f".{self.dest.name}.", suffix=".part", dir=self.dest.parent)
+            self._tmp = Path(tmp)
+            self._fh = os.fdopen(fd, "wb")
+        for chunk in chunks:
+            self._fh.write(chunk)
+            self._digest.update(chunk)
+            self._size += len(chunk)
+
+    def _complete(self, chunks: list[bytes], page: int, meter: DecodeMeter) -> ArtifactFile | Refused | str:
+        """Write the last ``chunks``, fsync, decode-check under ``meter``; if whole, rename
+        to ``dest`` and describe it, else return why it is not (call with the lock held)."""
+        self._write(chunks)
+        assert self._fh is not None and self._tmp is not None
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+        self._fh.close()
+        problem = verify_image(self._tmp, meter=meter)
+        if problem is not None:
+            return problem
+        os.replace(self._tmp, self.dest)
+        self.completed = True
+        return describe(self.dest, page, sha256=self._digest.hexdigest(), size=self._size)
+
+    def finish(self, chunks: list[bytes], page: int, *, meter: DecodeMeter) -> ArtifactFile | Refused | str:
+        """Write the last ``chunks`` and complete the file (fsync, decode check under
+        ``meter``, rename to ``dest``; returns its description), or discard it and return
+        why it is not whole: the whole fate of the file in one thread hop, so a caller
+        cancelled meanwhile has nothing to clean up (and never races the thread).
+
+        Raises:
+            DecodeStopped: ``meter`` was stopped (the file is discarded)."""
+        with self._lock:
+            try:
+                return self._complete(chunks, page, meter)
+            finally:
+                if not self.completed:
+                    self._discard()
+
+    def discard(self) -> None:
+        """Close and remove the temporary file, if any (waits for a write under way)."""
+        with self._lock:
+            self._discard()
+
+    @property
+    def settled(self) -> bool:
+        """True once the file was completed or discarded (nothing left to clean up)."""
+        return self.completed or self._discarded
+
+    def _discard(self) -> None:
+        self._discarded = True
+        try:
+            if self._fh is not None:
+                with contextlib.suppress(OSError):  # a buffered write failing again (disk full)
+                    self._fh.close()
+        finally:
+            if self._tmp is not None:
+                self._tmp.unlink(missing_ok=True)
+
+
+def describe(path: Path, page: int, *, sha256: str | None = None, size: int | None = None) -> ArtifactFile:
+    """Size, hash, MIME type and pixel size of a complete file (blocking).
+
+    ``width`` / ``height`` are None when Pillow cannot open the file as an image — not an
+    image, or one over twice ``PIL.Image.MAX_IMAGE_PIXELS`` (a decompression bomb, which
+    :func:`verify_image` accepts on its length).
+
+    Args:
+        sha256 / size: the file's digest (hex) and length in bytes when the caller
+            computed them while writing; else the file is read to compute them.
+    """
+    if sha256 is None or size is None:
+        digest = hashlib.sha256()
+        size = 0
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1024 * 1024), b""):
+                digest.update(block)
+                size += len(block)
+        sha256 = digest.hexdigest()
+    width = height = None
+    try:
+        with Image.open(path) as image:
+            width, height = image.size
+    except (OSError, ValueError, Image.DecompressionBombError):
+        pass  # not an image, or one too large for Pillow to open (accepted on its length)
+    return ArtifactFile(
+        path=str(path),
+        bytes=size,
+        mime=MIME_BY_EXT.get(path.suffix.lower(), "application/octet-stream"),
+        width=width,
+        height=height,
+        sha256=sha256,
+        page=page,
+    )

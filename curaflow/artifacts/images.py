@@ -1,0 +1,162 @@
+"""Whether a fetched page is a deliverable image: decoded fully within its decode budget
+(:func:`verify_image`), or refused as the work's (:class:`Refused`), or broken and maybe the
+transfer's. Blocking: run in a thread."""
+
+from __future__ import annotations
+
+import dataclasses
+import mmap
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from PIL import Image, ImageSequence, UnidentifiedImageError
+
+from curaflow.sources.decoding import FRAME_MAX_PIXELS, DecodeBudget, DecodeMeter, OverBudget, gif_frames
+from curaflow.sources.errors import UnavailableKind
+
+#: Pixel formats a page may have (what Pillow identifies from the bytes, whatever the URL says).
+IMAGE_FORMATS = {"PNG": ".png", "JPEG": ".jpg", "GIF": ".gif", "WEBP": ".webp"}
+#: Default of ``outbound.image_max_pixels``: the largest frame verified (pixels decoded at
+#: once; Pillow holds 4 bytes per pixel of an RGB(A) image, so 40 MP is ~160 MB).
+IMAGE_MAX_PIXELS = FRAME_MAX_PIXELS
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A page that can never be delivered as a verified image: the work is unavailable,
+    not retried.
+
+    Attributes:
+        why: what was seen.
+        kind: ``not_an_image``, ``over_budget`` or ``undecodable``
+            (:class:`~curaflow.sources.errors.UnavailableKind`).
+    """
+
+    why: str
+    kind: UnavailableKind = UnavailableKind.NOT_AN_IMAGE
+
+
+def decoded_pixels(image: Image.Image) -> int:
+    """Pixels the full decode of one frame of ``image`` holds at once (a JPEG decodes at
+    1/8 scale through ``draft``; an animated GIF, APNG or WebP frame on its whole canvas)."""
+    w, h = image.size
+    if image.format == "JPEG":
+        return max(1, -(-w // 8)) * max(1, -(-h // 8))
+    return w * h
+
+
+def frame_count(image: Image.Image, path: Path, meter: DecodeMeter) -> int:
+    """How many frames decoding ``image`` (opened from ``path``) decodes, from its headers
+    (no pixel decoded): a GIF's by walking its blocks (at most one over the budget's frame
+    bound), an APNG's from its ``acTL``, an animated WebP's from its container, else 1."""
+    if image.format == "GIF":
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return 0
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+                return gif_frames(view, meter.budget.max_frames, meter)
+    return max(1, int(getattr(image, "n_frames", 1)))
+
+
+#: The last bytes of a whole file of each format (PNG's IEND chunk, JPEG's EOI, GIF's trailer).
+_ENDINGS = {"PNG": b"\x00\x00\x00\x00IEND\xaeB`\x82", "JPEG": b"\xff\xd9", "GIF": b";"}
+
+
+def whole_by_framing(path: Path, fmt: str) -> bool:
+    """True when ``path`` ends as a whole file of ``fmt`` ends (PNG: the IEND chunk; JPEG:
+    EOI, trailing zero bytes allowed; GIF: the trailer; WebP: the RIFF length is the
+    file's): a transfer cut short does not, so a page whole by its framing that does not
+    decode is what the image host holds (the work's), and any other is maybe the
+    transfer's (retried)."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(12)
+        fh.seek(max(0, size - 64))
+        tail = fh.read()
+    if fmt == "WEBP":
+        return (
+            head[:4] == b"RIFF"
+            and head[8:12] == b"WEBP"
+            and int.from_bytes(head[4:8], "little") + 8 in (size, size - 1)
+        )
+    ending = _ENDINGS.get(fmt)
+    if ending is None:
+        return False
+    return (tail.rstrip(b"\x00") if fmt == "JPEG" else tail).endswith(ending)
+
+
+def verify_image(
+    path: Path,
+    suffix: str | None = None,
+    *,
+    max_pixels: int | None = None,
+    budget: DecodeBudget | None = None,
+    meter: DecodeMeter | None = None,
+) -> str | Refused | None:
+    """Decode ``path`` fully, within its decode budget; None when it is a whole image.
+
+    Args:
+        path: the file.
+        suffix: unused, kept for callers that pass the destination's extension (the
+            format is told from the bytes, never from the name).
+        max_pixels: the largest frame decoded (:func:`decoded_pixels`); overrides the
+            budget's ``frame_max_pixels``.
+        budget: the decode budget (default :class:`~curaflow.sources.decoding.DecodeBudget`()).
+        meter: the decode's account (default: a fresh one of ``budget``); the caller's,
+            to stop the decode from another thread.
+
+    Returns:
+        None: a whole PNG, JPEG, GIF or WebP; a :class:`Refused` when the bytes are not
+        one of those images (``not_an_image``), the decode is over its budget
+        (``over_budget``: refused from the headers before anything is decoded — every
+        frame of an animation counted — or at the frame that crossed it), or the file is
+        whole by its framing and does not decode (``undecodable``); a ``str`` when the
+        image is broken or short and not whole by its framing (another download may
+        succeed).
+
+    Raises:
+        DecodeStopped: ``meter`` was stopped, or its deadline passed.
+
+    Header first (``Image.open`` reads no pixel data) and the frames counted, then Pillow
+    ``verify()`` (structure, PNG CRCs), then a full ``load()`` of every frame, each
+    charged to the meter before it is decoded. Blocking: call it in a thread.
+    """
+    del suffix
+    if meter is None:
+        budget = budget or DecodeBudget()
+        if max_pixels is not None:
+            budget = dataclasses.replace(budget, frame_max_pixels=max_pixels)
+        meter = budget.meter()
+    fmt: str | None = None
+    try:
+        with meter.running():
+            with Image.open(path) as image:
+                fmt = image.format
+                if fmt not in IMAGE_FORMATS:
+                    return Refused(f"not an image Pillow verifies (format {fmt})")
+                frames = frame_count(image, path, meter)
+                w, h = image.size
+                largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if fmt == "JPEG" else (w, h)
+                meter.plan(frames=frames, pixels=frames * decoded_pixels(image), largest=largest)
+                image.verify()
+            with Image.open(path) as image:
+                if image.format == "JPEG":
+                    image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
+                for frame in ImageSequence.Iterator(image):
+                    meter.frame(frame.width * frame.height)
+                    frame.load()
+                meter.check()
+    except OverBudget as err:
+        return Refused(err.why, UnavailableKind.OVER_BUDGET)
+    except Image.DecompressionBombError as err:
+        return Refused(f"too large to verify: {err}", UnavailableKind.OVER_BUDGET)
+    except UnidentifiedImageError:
+        return Refused("not an image")
+    except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
+        if fmt is not None and whole_by_framing(path, fmt):
+            return Refused(
+                f"whole {fmt} that does not decode: {type(err).__name__}: {err}", UnavailableKind.UNDECODABLE
+            )
+        return f"{type(err).__name__}: {err}"
+    return None

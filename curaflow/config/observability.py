@@ -1,0 +1,41 @@
+"""The ``[observability]`` section: logs, metrics and tracing."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from curaflow.config.base import Section
+
+
+class ObservabilitySettings(Section):
+    """Logs, metrics and tracing.
+
+    Attributes:
+        metrics_port: a worker serves curaflow's Prometheus metrics on this port
+            (``/metrics``); None → not served. The API serves them on its own port.
+        temporal_metrics_port: a worker's Temporal SDK runtime serves its own Prometheus
+            metrics (``temporal_*``) on this port; None → not exported.
+        metrics_host: bind address of both metrics endpoints.
+        otlp_endpoint: OTLP/HTTP base URL of the trace collector (``http://otel:4318``);
+            None → ``OTEL_EXPORTER_OTLP_ENDPOINT`` or the exporter's default.
+        tracing: enable OpenTelemetry tracing (FastAPI + Temporal interceptor).
+        ledger_gauges_interval_ms: how often each process re-reads the ledger gauges
+            (:mod:`curaflow.ledger.gauges`).
+        ledger_gauges_window_ms: the window of ``curaflow_deliveries`` (24 h).
+        ledger_statement_metrics: a worker counts every ledger statement and transaction
+            by the step that sent it (``curaflow_ledger_statements_total`` /
+            ``curaflow_ledger_transactions_total``, :mod:`curaflow.ledger.statements`);
+            a few microseconds per statement, so off by default (``curaflow bench`` turns
+            it on).
+    """
+
+    log_level: str = "INFO"
+    log_json: bool = True
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    temporal_metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    metrics_host: str = "0.0.0.0"
+    otlp_endpoint: str | None = None
+    tracing: bool = False
+    ledger_gauges_interval_ms: int = Field(default=15_000, ge=100)
+    ledger_gauges_window_ms: int = Field(default=86_400_000, ge=60_000)
+    ledger_statement_metrics: bool = False

@@ -1,0 +1,136 @@
+"""What a failed step means: the facts the workflow saw (:class:`StepFailure`), the reason
+they give the cell, who owns it, what Temporal must not retry and how many attempts a
+step gets."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel
+
+from curaflow.domain.reasons import REASONS, Owner, TerminalReason, parse_reason, reason_info
+
+R = TerminalReason
+Step = Literal["search", "fetch", "acquire", "deliver"]
+
+
+class FailureKind(StrEnum):
+    """What kind of failure Temporal reported for a step."""
+
+    APPLICATION = "application"  # the activity raised an ApplicationError (typed by reason code)
+    TIMEOUT = "timeout"  # a Temporal timeout (see StepFailure.timeout_type)
+    CANCELLED = "cancelled"  # the activity was cancelled (by this workflow)
+    OTHER = "other"  # anything else Temporal reported (server error, terminated activity …)
+
+
+class StepFailure(BaseModel):
+    """Facts about a step of a cell that ended in a failure, as the workflow saw them.
+
+    Attributes:
+        step: ``acquire`` (``search`` then ``fetch``) | ``deliver`` (``search`` / ``fetch``
+            for executions started before core v2).
+        kind: the failure kind.
+        error_type: the ``ApplicationError.type`` (a reason code) for ``application``.
+        non_retryable: the ``ApplicationError`` was non-retryable.
+        timeout_type: for ``timeout``: ``SCHEDULE_TO_START`` | ``START_TO_CLOSE`` |
+            ``HEARTBEAT`` | ``SCHEDULE_TO_CLOSE`` (Temporal's ``TimeoutType`` names).
+        retry_state: Temporal's ``RetryState`` name of the activity when it gave up
+            (``MAXIMUM_ATTEMPTS_REACHED``, ``NON_RETRYABLE_FAILURE``, ``TIMEOUT`` …).
+        first_step: the step was the cell's first (nothing of the cell ran before).
+        route: the route of a ``deliver`` step.
+        message: the failure's message (diagnostics only; never shown to consumers).
+    """
+
+    step: Step
+    kind: FailureKind
+    error_type: str | None = None
+    non_retryable: bool = False
+    timeout_type: str | None = None
+    retry_state: str | None = None
+    first_step: bool = False
+    route: str | None = None
+    message: str = ""
+
+    @property
+    def owner(self) -> Owner:
+        """Who caused the failure: the owner of its reason (:func:`owner_of`)."""
+        reason = failure_reason(self)
+        return owner_of(reason) if reason is not None else Owner.CURAFLOW
+
+
+def owner_of(reason: str | None) -> Owner:
+    """Who caused a failure with ``reason`` (the catalogue's owner; ``curaflow`` for a
+    reason that is not a failure's or is unknown: nothing else can be blamed)."""
+    return reason_info(reason).owner or Owner.CURAFLOW
+
+
+#: Reasons that mean the retry budget is spent: final for the step by definition.
+EXHAUSTION_REASONS: frozenset[TerminalReason] = frozenset({R.DELIVERY_ABANDONED})
+
+#: ``ApplicationError`` types Temporal must not retry: every reason the catalogue marks
+#: not retryable, plus the exhaustion reasons.
+NON_RETRYABLE_TYPES: list[str] = sorted(
+    {str(r) for r, info in REASONS.items() if not info.retryable} | {str(r) for r in EXHAUSTION_REASONS}
+)
+
+
+def failure_reason(failure: StepFailure) -> TerminalReason | None:
+    """The reason a failed step gives its cell, or None when the failure is a cancellation
+    (the finish cause then decides: the workflow cancelled the step itself).
+
+    Rules (reference §5.4, §8):
+
+    * ``application``: the error type is the reason; a ``deliver`` whose retries ran out
+      (``MAXIMUM_ATTEMPTS_REACHED`` on a retryable type) is ``delivery_abandoned``;
+    * ``timeout``: a ``deliver`` that timed out is ``delivery_abandoned``; a source step
+      (``acquire``, ``search``, ``fetch``) that waited in its queue past its
+      ``schedule_to_start`` budget — the cell's first step, a retry of it after a fault,
+      a later pass — is ``queued_too_long``: no worker held it, so it never stalled
+      (stall budgets count only time a step was held by a worker); a held step that
+      stopped beating (``HEARTBEAT``, ``START_TO_CLOSE`` …) is ``stalled_no_heartbeat``;
+    * ``other``: ``internal_error``.
+    """
+    if failure.kind == FailureKind.CANCELLED:
+        return None
+    if failure.kind == FailureKind.APPLICATION:
+        if (
+            failure.step == "deliver"
+            and failure.retry_state == "MAXIMUM_ATTEMPTS_REACHED"
+            and not failure.non_retryable
+        ):
+            return R.DELIVERY_ABANDONED
+        return parse_reason(failure.error_type)
+    if failure.kind == FailureKind.TIMEOUT:
+        if failure.step == "deliver":
+            return R.DELIVERY_ABANDONED
+        if failure.timeout_type == "SCHEDULE_TO_START":
+            return R.QUEUED_TOO_LONG
+        return R.STALLED_NO_HEARTBEAT
+    return R.INTERNAL_ERROR
+
+
+#: Reasons of a step's budget running out (a Temporal timeout of a search or fetch).
+BUDGET_REASONS: frozenset[TerminalReason] = frozenset({R.QUEUED_TOO_LONG, R.STALLED_NO_HEARTBEAT})
+
+
+def ended_by_deadline(failure: StepFailure) -> bool:
+    """Whether a failed step of a job that finished for its deadline is the deadline's.
+
+    True when the step's attempt failed after the workflow asked to stop it
+    (``retry_state`` ``CANCEL_REQUESTED``: Temporal took no retry because a cancel was
+    pending — at the deadline, wherever the attempt was: a download the deadline cut,
+    a decode, a ledger write), or when a Temporal timeout of the step's budget
+    (:data:`BUDGET_REASONS`) stands beside the deadline: both say time ran out, and the
+    deadline wins. A delivery that timed out keeps ``delivery_abandoned``, and an
+    application failure Temporal reported before any stop keeps its reason.
+    """
+    if failure.retry_state == "CANCEL_REQUESTED":
+        return True
+    return failure.kind == FailureKind.TIMEOUT and failure_reason(failure) in BUDGET_REASONS
+
+
+def attempt_budget(step: Step, *, delivery_max_attempts: int, source_max_attempts: int) -> int:
+    """Attempts Temporal makes of one step: ``deliver`` gets the delivery budget, a source
+    step (``acquire``, ``search``, ``fetch``) the source budget (reference §8)."""
+    return delivery_max_attempts if step == "deliver" else source_max_attempts

@@ -1,0 +1,113 @@
+"""The reason of a cell still open when its job finishes: why the job finishes
+(:class:`FinishCause`), the failure the workflow saw, a recorded cancel."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from curaflow.domain.cells import CellStage, CellState
+from curaflow.domain.reasons import TerminalReason, parse_reason
+from curaflow.domain.verdicts.failures import StepFailure, ended_by_deadline, failure_reason
+
+R = TerminalReason
+
+
+class FinishCause(StrEnum):
+    """Why a job is being finished.
+
+    ``completed`` / ``cancelled`` / ``deadline`` are the workflow's (through the
+    ``finish`` activity); the others are the reconciler's, for jobs no workflow can
+    finish (DESIGN.md decision 13).
+    """
+
+    COMPLETED = "completed"  # every cell task ended on its own
+    CANCELLED = "cancelled"  # a consumer cancel, by any path
+    DEADLINE = "deadline"  # the job's deadline passed
+    QUEUED_TOO_LONG = "queued_too_long"  # admitted, never started within the queued budget
+    STALLED = "stalled"  # started, no heartbeat within the stall budget, execution running
+    TERMINATED = "terminated"  # an operator terminated the execution
+    TIMED_OUT = "timed_out"  # Temporal closed the execution at its execution timeout
+    WORKFLOW_FAILED = "workflow_failed"  # the execution failed (or closed without finishing)
+
+
+#: Reasons that mean "stopped", not "failed on its own": a recorded consumer cancel is
+#: what stopped the cell, so the cancel is its reason.
+STOPPED_REASONS: frozenset[TerminalReason] = frozenset(
+    {R.QUEUED_TOO_LONG, R.STALLED_NO_HEARTBEAT, R.EXECUTION_TIMEOUT, R.DELIVERY_ABANDONED, R.EXECUTION_TERMINATED}
+)
+
+#: The default reason of an open cell for each finish cause (no failure fact).
+CAUSE_REASONS: dict[FinishCause, TerminalReason] = {
+    FinishCause.CANCELLED: R.CANCELLED_BY_CONSUMER,
+    FinishCause.DEADLINE: R.EXECUTION_TIMEOUT,
+    FinishCause.QUEUED_TOO_LONG: R.QUEUED_TOO_LONG,
+    FinishCause.STALLED: R.STALLED_NO_HEARTBEAT,
+    FinishCause.TERMINATED: R.EXECUTION_TERMINATED,
+    FinishCause.TIMED_OUT: R.EXECUTION_TIMEOUT,
+    FinishCause.WORKFLOW_FAILED: R.INTERNAL_ERROR,
+}
+
+
+def cell_verdict(
+    *,
+    state: str,
+    stage: str,
+    cause: FinishCause | str,
+    failure: StepFailure | None = None,
+    reported_reason: str | None = None,
+    cancel_requested: bool = False,
+) -> TerminalReason:
+    """The terminal reason of a cell that is still open when its job finishes.
+
+    Args:
+        state: the cell's ledger state (non-terminal).
+        stage: the cell's ledger stage; ``queued`` means no step of it ever started.
+        cause: why the job finishes (:class:`FinishCause`).
+        failure: what the workflow saw of the cell's failed step, if one failed.
+        reported_reason: a reason decided by a workflow started before this module
+            existed (its ``finish`` input carried reasons, not facts); applied as given.
+        cancel_requested: the ledger holds a consumer cancel of the job.
+
+    Returns:
+        The reason. Precedence: the failure's own reason (a real failure that ended the
+        cell before the job stopped stays its reason) — except that **the deadline owns
+        every failure that happens after it passed**: when the job finishes for its
+        deadline, a failure that ended after the workflow stopped the step, or a
+        Temporal timeout of a step's budget (:func:`ended_by_deadline`), is the
+        deadline's, and likewise **a cancel owns a failure that ended after it stopped
+        the step** (retry state ``CANCEL_REQUESTED``: only the cancel kept Temporal from
+        retrying it — a send whose own timeout fired within the cancel's grace); else
+        the cause's default (a *stall* of a cell whose work was already
+        handed to its routes is ``delivery_abandoned``, reference §5.4 and §8); then a
+        cancel recorded in the ledger turns a *stopped* reason (:data:`STOPPED_REASONS`)
+        into ``cancelled_by_consumer``; and ``queued_too_long`` by a cause, for a cell that
+        already ran a step, becomes ``stalled_no_heartbeat`` (a step that timed out
+        waiting in its queue stays ``queued_too_long``: it was waiting, not held).
+    """
+    cause = FinishCause(cause)
+    in_delivery = state in (CellState.ARTIFACT_READY, CellState.DELIVERY_PENDING)
+    reason: TerminalReason | None = None
+    if reported_reason is not None:
+        reason = parse_reason(reported_reason)
+    elif failure is not None and not (
+        (cause == FinishCause.DEADLINE and ended_by_deadline(failure))
+        or (cause == FinishCause.CANCELLED and failure.retry_state == "CANCEL_REQUESTED")
+    ):
+        reason = failure_reason(failure)
+    if reason is None:
+        if cause == FinishCause.COMPLETED:
+            # A cell task ended without a terminal transition or a failure: only a
+            # delivery can stop like that (its intents were never confirmed).
+            reason = R.DELIVERY_ABANDONED if in_delivery else R.INTERNAL_ERROR
+        elif cause == FinishCause.STALLED and in_delivery:
+            # A delivery already handed off keeps its own lifecycle (reference §8: the
+            # stall sweep leaves delivery cells alone; §5.4: the rollup abandons them).
+            reason = R.DELIVERY_ABANDONED
+        else:
+            reason = CAUSE_REASONS[cause]
+    if (cancel_requested or cause == FinishCause.CANCELLED) and reason in STOPPED_REASONS:
+        reason = R.CANCELLED_BY_CONSUMER
+    queued_step = failure is not None and failure.timeout_type == "SCHEDULE_TO_START"
+    if reason == R.QUEUED_TOO_LONG and stage != CellStage.QUEUED and not queued_step:
+        reason = R.STALLED_NO_HEARTBEAT
+    return reason

@@ -1,0 +1,36 @@
+"""A cell's lease: extended by each beat of the attempt holding it, released when it ends."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from curaflow.ledger.db import now_ms
+
+
+async def heartbeat(pool: asyncpg.Pool, job_id: str, target_id: str, lease_ms: int) -> None:
+    """Extend a cell's lease and stamp ``heartbeat_at`` (own short transaction)."""
+    now = now_ms()
+    await pool.execute(
+        """UPDATE cells SET heartbeat_at = $3, lease_until = $4
+           WHERE job_id = $1 AND target_id = $2""",
+        job_id,
+        target_id,
+        now,
+        now + lease_ms,
+    )
+
+
+async def end_lease(conn: asyncpg.Connection, job_id: str, target_id: str) -> None:
+    """Release a cell's lease at the end of an activity attempt.
+
+    The lease stays while another route's delivery of the same cell is in flight
+    (an intent ``sending``): that attempt still holds the cell.
+    """
+    await conn.execute(
+        """UPDATE cells SET lease_until = NULL, lease_owner = NULL
+           WHERE job_id = $1 AND target_id = $2
+             AND NOT EXISTS (SELECT 1 FROM delivery_intents d
+                             WHERE d.job_id = $1 AND d.target_id = $2 AND d.status = 'sending')""",
+        job_id,
+        target_id,
+    )

@@ -1,0 +1,54 @@
+"""Reserving a work on every route of a target, all or none (DESIGN.md decision 6): the
+delivery intents' keys and the reservation statement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from curaflow.domain.messages import RouteRef
+from curaflow.domain.models import Work
+from curaflow.ledger.db import now_ms
+
+#: The intent states that hold a work on a route: a reservation no other job may take.
+LIVE_INTENT_STATES = ("reserved", "sending", "delivered", "duplicate", "unknown")
+
+
+def intent_key(route: str, work_type: str, work_id: str, job_id: str, target_id: str) -> str:
+    """The stable delivery idempotency key (DESIGN.md decision 6)."""
+    return f"curaflow:{route}:{work_type}:{work_id}:{job_id}:{target_id}"
+
+
+_RESERVE = "curaflow_reserve_work($1::text[], $2::text[], $3::text[], $4, $5, $6, $7, $8)"
+#: The cell locked and read, and — only while it is bindable (open, no work) — the
+#: reservation, in one statement after the job's lock (so the cell row is current).
+LOCK_CELL_AND_RESERVE = f"""
+WITH c AS (SELECT state, work_id FROM cells WHERE job_id = $6 AND target_id = $7 FOR UPDATE)
+SELECT c.state, c.work_id,
+       CASE WHEN c.work_id IS NULL AND NOT (c.state = ANY($9::text[])) THEN {_RESERVE} END AS reserved
+FROM c"""
+
+
+def reserve_args(job_id: str, target_id: str, work: Work, routes: list[RouteRef]) -> list[Any]:
+    routes = list({r.name: r for r in routes}.values())
+    return [
+        [intent_key(r.name, work.work_type, work.work_id, job_id, target_id) for r in routes],
+        [r.name for r in routes],
+        [r.kind for r in routes],
+        work.work_type,
+        work.work_id,
+        job_id,
+        target_id,
+        now_ms(),
+    ]
+
+
+async def reserve(conn: asyncpg.Connection, job_id: str, target_id: str, work: Work, routes: list[RouteRef]) -> bool:
+    """Reserve ``work`` on every route, all or none; False if any route holds it live.
+
+    One statement: the function ``curaflow_reserve_work`` (migration 0031) inserts the
+    intents and turns a unique violation into False, rolling back its own inserts. A route
+    named twice counts once (one ``INSERT … ON CONFLICT`` cannot touch a key twice).
+    """
+    return bool(await conn.fetchval(f"SELECT {_RESERVE}", *reserve_args(job_id, target_id, work, routes)))

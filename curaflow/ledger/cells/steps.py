@@ -1,0 +1,135 @@
+"""Opening an activity attempt on a cell (:func:`start_step`) and carrying it on into the
+next stage (:func:`continue_step`), each judged against the job's barrier."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import asyncpg
+
+from curaflow.domain.cells import CellStage
+from curaflow.domain.models import CellSnapshot
+from curaflow.ledger.cells.barriers import Barrier, barrier_of, barrier_sql
+from curaflow.ledger.cells.rows import TERMINAL_STATE_NAMES
+from curaflow.ledger.cells.stage import sole_cell_stage, sync_job_stage
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
+
+
+class StepOpened(NamedTuple):
+    """What :func:`start_step` found: the cell (None when the job or cell is unknown), the
+    job's barrier (set: the step must not run) and its deadline (epoch ms, UTC; None
+    when unknown or unset) — the bound of the attempt's exchanges
+    (:func:`curaflow.outbound.attempt_deadline`), read with the step."""
+
+    cell: CellSnapshot | None
+    barrier: Barrier | None
+    deadline_at_ms: int | None = None
+    #: The cell holds a saved search checkpoint (:func:`search_resume` has one to read).
+    checkpointed: bool = False
+
+
+async def start_step(
+    conn: asyncpg.Connection,
+    job_id: str,
+    target_id: str,
+    *,
+    stage: CellStage,
+    attempt: int,
+    lease_ms: int,
+    owner: str,
+) -> StepOpened:
+    """Open an activity attempt on a cell: mark the job started, take the cell's lease.
+
+    The first step of a job sets ``started_at``, moves the job to ``running`` and appends
+    ``job.started``. The cell's ``stage`` moves forward only while it is non-terminal. A
+    job that is already terminal is left untouched. A job behind a barrier (a recorded
+    consumer cancel, or its deadline passed) opens no step: the caller does no work.
+
+    Two statements: the job row is locked, judged (:func:`barrier_sql`) and written with
+    the cell row in one; ``job.started`` and ``job.progress`` follow in one
+    (:func:`sync_job_stage`), only when they are due. Only the rows the first statement
+    locks or updates are read in it, so both are current even when it waited for the
+    lock (:func:`lock_job`); for a job of one cell they are all the stage rule needs
+    (:func:`sole_cell_stage`).
+
+    Args:
+        stage: the stage this activity works in.
+        attempt: the activity's Temporal attempt number. ``Job.attempt`` (``jobs.attempt``)
+            is the highest one any step of the job reached: 0 before the first step, 1
+            while no step was retried, never lower than it was (a retried search followed
+            by a first delivery attempt stays 2).
+        lease_ms: lease length; the heartbeat timeout of the activity.
+        owner: the worker identity holding the lease.
+
+    Returns:
+        ``(cell, barrier, deadline_at_ms)`` (:class:`StepOpened`); cell None when the job
+        or cell is unknown; barrier set when the step must not run (then nothing was
+        changed).
+    """
+    now = now_ms()
+    # One statement: lock the job row, judge its barrier and, only without one (and while
+    # the job is open), write the job row and the cell row.
+    row = await conn.fetchrow(
+        f"""WITH j AS (SELECT job_id, started_at, completed_at, {barrier_sql("jobs", "$3")} AS barrier,
+                              last_stage, cardinality(target_ids) AS cells, deadline_at
+                       FROM jobs WHERE job_id = $1 FOR UPDATE),
+                go AS (SELECT job_id, started_at FROM j WHERE completed_at IS NULL AND barrier IS NULL),
+                job AS (UPDATE jobs t SET attempt = GREATEST(t.attempt, $2),
+                               started_at = COALESCE(t.started_at, $3), updated_at = $3
+                        FROM go WHERE t.job_id = go.job_id RETURNING go.started_at AS prev_started),
+                cell AS (UPDATE cells SET stage = CASE WHEN state = ANY($8::text[]) THEN stage ELSE $5 END,
+                                          lease_until = $6, lease_owner = $7, heartbeat_at = $3, updated_at = $3
+                         WHERE job_id = $1 AND target_id = $4 AND EXISTS (SELECT 1 FROM go)
+                         RETURNING {CELL_COLUMNS}, search_checkpoint IS NOT NULL AS checkpointed)
+           SELECT j.barrier, j.last_stage AS job_last_stage, j.cells AS job_cells, j.deadline_at AS job_deadline_at,
+                  EXISTS (SELECT 1 FROM job) AS opened, job.prev_started, cell.*
+           FROM j LEFT JOIN job ON true LEFT JOIN cell ON true""",
+        job_id,
+        attempt,
+        now,
+        target_id,
+        str(stage),
+        now + lease_ms,
+        owner,
+        TERMINAL_STATE_NAMES,
+    )
+    if row is None:
+        return StepOpened(None, None)
+    deadline = row["job_deadline_at"]
+    if not row["opened"]:
+        return StepOpened(await load_cell(conn, job_id, target_id), barrier_of(row), deadline)
+    cell = cell_from_row(row) if row["target_id"] is not None else None
+    job = {"cells": row["job_cells"], "last_stage": row["job_last_stage"]}
+    await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=now, known=sole_cell_stage(job, cell))
+    return StepOpened(cell, None, deadline, bool(row["checkpointed"]))
+
+
+async def continue_step(
+    conn: asyncpg.Connection, job_id: str, target_id: str, *, lease_ms: int, owner: str
+) -> Barrier | None:
+    """Carry an open step on into the next stage inside the same activity attempt.
+
+    ``acquire`` binds a work and goes on to fetch it without opening a second step
+    (:func:`start_step`): in the binding's transaction (the job row locked by
+    :func:`bind_work`), this renews the cell's lease and reads the job's barrier, in one
+    statement. The cell's stage already moved with the binding (``fetching``). A new
+    binding does the same in its own ``UPDATE`` (:func:`bind_search`); this is for a cell
+    an attempt adopts already bound.
+
+    Returns:
+        The job's barrier (a recorded cancel, its deadline passed), or None: the caller
+        goes on only without one.
+    """
+    now = now_ms()
+    job = await conn.fetchrow(
+        f"""WITH cell AS (UPDATE cells SET lease_until = $3, lease_owner = $4, heartbeat_at = $5
+                         WHERE job_id = $1 AND target_id = $2 RETURNING job_id)
+           SELECT {barrier_sql("j", "$5")} AS barrier FROM jobs j WHERE j.job_id = $1""",
+        job_id,
+        target_id,
+        now + lease_ms,
+        owner,
+        now,
+    )
+    return barrier_of(job) if job is not None else None

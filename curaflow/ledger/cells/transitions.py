@@ -1,0 +1,178 @@
+"""A bound cell's moves after its binding: ``artifact_ready`` (the end of the fetch), a
+terminal state (:func:`finish_cell`), the fallback pass a cell is about to run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+from curaflow.domain.cells import TERMINAL_STATES, CellState, check_transition
+from curaflow.domain.models import Artifact, CellSnapshot
+from curaflow.domain.reasons import user_message
+from curaflow.ledger.artifacts import copy_pages_sql
+from curaflow.ledger.cells.barriers import lock_job
+from curaflow.ledger.cells.leases import end_lease
+from curaflow.ledger.cells.rows import C_COLUMNS
+from curaflow.ledger.cells.stage import sole_cell_stage, sync_job_stage
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
+
+#: The states a cell may reach ``artifact_ready`` from (:func:`curaflow.domain.cells.check_transition`).
+_READY_FROM = sorted(str(s) for s in CellState if check_transition(s, CellState.ARTIFACT_READY))
+
+
+async def artifact_ready(
+    conn: asyncpg.Connection,
+    job_id: str,
+    target_id: str,
+    work_id: str,
+    artifact: Artifact | dict[str, Any],
+    *,
+    pages: tuple[list[int], list[bytes]] | None = None,
+) -> CellSnapshot | None:
+    """``selected → artifact_ready`` for the bound work, storing the artifact description,
+    and the end of the fetch step: the cell's lease is released in the same statement
+    (as :func:`end_lease`: not while a delivery of the cell is in flight).
+
+    Args:
+        pages: the artifact's pages as ``(numbers, bytes)``, each of one chunk
+            (:func:`curaflow.ledger.artifacts.held_pages`): the ledger's copy is written by
+            the same statement, so the cell is never ready without it (a caller passing
+            None copied the artifact first: :func:`curaflow.ledger.artifacts.store_artifact`).
+
+    Returns:
+        The cell afterwards; unchanged (reloaded, its lease released all the same) when
+        it no longer holds ``work_id`` or cannot move to ``artifact_ready``; None when
+        the job or the cell is unknown.
+    """
+    job = await lock_job(conn, job_id)
+    if job is None:
+        return None
+    held = artifact if isinstance(artifact, Artifact) else None
+    copy = f"WITH {copy_pages_sql('$1', '$2', '$3', '$7', '$8')}" if pages is not None else ""
+    updated = await conn.fetchrow(
+        f"""{copy}
+            UPDATE cells c SET state = 'artifact_ready', stage = 'delivering', artifact = $4, updated_at = $5,
+                   lease_until = CASE WHEN s.sending THEN c.lease_until END,
+                   lease_owner = CASE WHEN s.sending THEN c.lease_owner END
+            FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
+                                 AND d.status = 'sending') AS sending) s
+            WHERE c.job_id = $1 AND c.target_id = $2 AND c.work_id = $3 AND c.state = ANY($6::text[])
+            RETURNING {C_COLUMNS}""",
+        job_id,
+        target_id,
+        work_id,
+        held.model_dump(mode="json") if held is not None else artifact,
+        now_ms(),
+        _READY_FROM,
+        *(pages or ()),
+    )
+    if updated is None:
+        await end_lease(conn, job_id, target_id)
+        return await load_cell(conn, job_id, target_id)
+    cell = cell_from_row(updated, artifact=held)
+    await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))  # changes the job row only
+    return cell
+
+
+#: For each terminal state, the states a cell may reach it from
+#: (:func:`curaflow.domain.cells.check_transition`, the FSM that owns the rule).
+_FINISH_FROM = {
+    state: sorted(str(s) for s in CellState if check_transition(s, state)) for state in sorted(TERMINAL_STATES)
+}
+
+
+async def finish_cell(
+    conn: asyncpg.Connection,
+    job_id: str,
+    target_id: str,
+    state: CellState,
+    reason: str | None = None,
+    message: str | None = None,
+    *,
+    locked: bool | asyncpg.Record = False,
+    end_attempt: bool = False,
+) -> CellSnapshot | None:
+    """Move a cell to a terminal ``state`` with its reason, if the FSM allows it.
+
+    A cell that is already terminal keeps its state (a submitted cell is never
+    downgraded). Reserved intents of a cell that ends without delivery are released so
+    another job may deliver that work later. ``message`` defaults to the reason's
+    user-facing sentence. The move is one ``UPDATE`` guarded by the states the FSM
+    allows it from (:data:`_FINISH_FROM`), returning the cell.
+
+    Args:
+        locked: the caller already holds the job row lock in this transaction
+            (:func:`lock_job`): True, or the row :func:`lock_job` returned (the stage rule
+            then reads nothing for a job of one cell); otherwise it is taken here.
+        end_attempt: the caller's attempt ends with this call: the cell's lease is
+            released also when the cell was terminal already (a beat the attempt sent
+            while its request was out may have leased it again); a cell that moves is
+            released by the move itself.
+
+    Returns:
+        The cell afterwards (unchanged when the FSM refused), or None when the job or
+        the cell is unknown.
+    """
+    job = locked if isinstance(locked, asyncpg.Record) else None
+    if not locked:
+        job = await lock_job(conn, job_id)
+        if job is None:
+            return None
+    now = now_ms()
+    row = await conn.fetchrow(
+        f"""UPDATE cells SET state = $3, stage = 'done', terminal_reason_code = $4,
+               terminal_reason_message = $5, updated_at = $6, completed_at = $6,
+               lease_until = NULL, lease_owner = NULL
+           WHERE job_id = $1 AND target_id = $2 AND state = ANY($7::text[])
+           RETURNING {CELL_COLUMNS}""",
+        job_id,
+        target_id,
+        str(state),
+        reason,
+        (message or (user_message(reason) if reason else None)),
+        now,
+        _FINISH_FROM[state],
+    )
+    if row is None:
+        if end_attempt:
+            await end_lease(conn, job_id, target_id)
+        return await load_cell(conn, job_id, target_id)
+    if state != CellState.SUBMITTED:
+        # Never sent → released (another job may deliver the work); maybe landed (in
+        # flight now, or an earlier request's outcome never learnt) → unknown, which
+        # keeps the work blocked on that route.
+        await conn.execute(
+            """UPDATE delivery_intents
+               SET status = CASE WHEN status = 'sending' OR maybe_delivered THEN 'unknown' ELSE 'released' END,
+                   updated_at = $3
+               WHERE job_id = $1 AND target_id = $2 AND status IN ('reserved', 'sending')""",
+            job_id,
+            target_id,
+            now,
+        )
+    cell = cell_from_row(row)
+    await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))
+    return cell
+
+
+async def set_fallback_pass(conn: asyncpg.Connection, job_id: str, target_id: str, fallback_pass: int) -> None:
+    """Record the fallback pass a cell is about to run (scheduled jobs only; column
+    ``cells.fallback_stage``, named after reference §5.5; only while the cell is
+    ``pending``), and end the step that decided it: the cell's lease is released in the
+    same statement, by :func:`end_lease`'s rule."""
+    await conn.execute(
+        """UPDATE cells c SET fallback_stage = CASE WHEN c.state = 'pending' THEN $3 ELSE c.fallback_stage END,
+                  search_checkpoint = CASE WHEN c.state = 'pending' THEN NULL ELSE c.search_checkpoint END,
+                  updated_at = $4,
+                  lease_until = CASE WHEN s.sending THEN c.lease_until END,
+                  lease_owner = CASE WHEN s.sending THEN c.lease_owner END
+           FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
+                                AND d.status = 'sending') AS sending) s
+           WHERE c.job_id = $1 AND c.target_id = $2""",
+        job_id,
+        target_id,
+        fallback_pass,
+        now_ms(),
+    )

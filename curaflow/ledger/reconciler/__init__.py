@@ -1,0 +1,91 @@
+"""The reconciler: nothing admitted is ever lost, no job stays open forever.
+
+The second (and last) writer of terminal state (DESIGN.md decision 13): it finishes
+only jobs no workflow can finish — never started, execution closed, no worker. It runs
+in the API process and in every worker; each tick runs under a PostgreSQL advisory lock
+held for the whole tick, so one process ticks at a time. It asks Temporal what happened
+(visibility and describe), it does not infer it from budgets. Each tick, over open jobs
+(``completed_at IS NULL``), using each job's own budgets (stored with its workflow
+input):
+
+1. **unstarted workflow**: admitted in the ledger but ``workflow_started_at`` is null
+   for more than a few seconds (a crash between insert and start) → start it;
+2. **closed execution**: Temporal lists the job's execution as terminated, timed out or
+   failed (closed within the last :data:`CLOSED_WINDOW_MS`) → finish with that cause
+   (``execution_terminated`` / ``execution_timeout`` / ``internal_error``) once no
+   attempt of the job holds a live lease (a send already out lands and is recorded
+   first, so the outcome record reports it); an operator's terminate converges within
+   a tick of its attempts ending, not after the stall budget;
+3. **cancel with no worker**: a consumer cancel recorded more than
+   :data:`CANCEL_GRACE_MS` ago, no live lease, and Temporal says no workflow can act on
+   it (the execution does not exist or is closed, or its workflow task has waited for a
+   worker longer than the grace) → finish ``cancelled``;
+4. **budgets**, each checked with Temporal first (a closed execution converges with its
+   close cause): past ``deadline_at`` (plus :data:`DEADLINE_GRACE_MS`) with no live
+   lease → ``execution_timeout``; never started, older than the queued budget →
+   ``queued_too_long``; started, no progress within the stall budget →
+   ``stalled_no_heartbeat`` (a cell whose work was handed to its routes:
+   ``delivery_abandoned``). Which budget ended the job is decided by
+   :func:`curaflow.domain.verdicts.budget_cause`: the one that ran out first, the
+   deadline owning any that ran out after it passed; the stall budget counts only time a
+   step was held by a worker or waited in a queue no live worker serves — a step Temporal
+   reports held and beating, in its retry backoff, or queued behind others on a served
+   queue (:func:`served_queues`) is not stalled.
+
+The reasons come from :func:`curaflow.domain.verdicts.cell_verdict` (a cancel recorded
+in the ledger makes a stopped cell ``cancelled_by_consumer``). When a worker later runs
+the workflow, its steps find the job terminal and it adopts that verdict.
+
+One concern per module, every name imported from here:
+:mod:`~curaflow.ledger.reconciler.ticks` (:func:`tick`: the rules under the lock;
+:func:`run_forever`: the supervised loop), :mod:`~curaflow.ledger.reconciler.executions`
+(what Temporal says of an execution; the closed executions a tick looks at) and
+:mod:`~curaflow.ledger.reconciler.convergence` (:func:`converge`: a job finished on behalf
+of no workflow; :func:`converge_unserved_cancel`: rule 3 for one job).
+"""
+
+from __future__ import annotations
+
+from curaflow.ledger.reconciler.convergence import CANCEL_GRACE_MS, converge, converge_unserved_cancel
+from curaflow.ledger.reconciler.executions import (
+    CLOSE_CAUSES,
+    CLOSED_WINDOW_MS,
+    SOURCE_ACTIVITIES,
+    SOURCE_QUEUE_MARK,
+    Execution,
+    PendingActivity,
+    closed_executions_query,
+    describe_execution,
+)
+from curaflow.ledger.reconciler.ticks import (
+    DEADLINE_GRACE_MS,
+    LOCK_KEY,
+    START_GRACE_MS,
+    StartHook,
+    TickReport,
+    run_forever,
+    served_queues,
+    tick,
+)
+
+__all__ = [
+    "CANCEL_GRACE_MS",
+    "CLOSED_WINDOW_MS",
+    "CLOSE_CAUSES",
+    "DEADLINE_GRACE_MS",
+    "LOCK_KEY",
+    "SOURCE_ACTIVITIES",
+    "SOURCE_QUEUE_MARK",
+    "START_GRACE_MS",
+    "Execution",
+    "PendingActivity",
+    "StartHook",
+    "TickReport",
+    "closed_executions_query",
+    "converge",
+    "converge_unserved_cancel",
+    "describe_execution",
+    "run_forever",
+    "served_queues",
+    "tick",
+]

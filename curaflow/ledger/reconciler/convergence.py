@@ -1,0 +1,84 @@
+"""Finishing a job on behalf of no workflow: :func:`converge` (a cause given), and rule 3 for
+one job with a recorded cancel (:func:`converge_unserved_cancel`).
+
+See :mod:`curaflow.ledger.reconciler`.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+from temporalio.client import Client
+
+from curaflow.domain.projection import job_status
+from curaflow.domain.verdicts import FinishCause
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.finish import FinishedJob, finish_job
+from curaflow.ledger.reconciler.executions import describe_execution
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
+
+#: A recorded cancel a live workflow has not acted on within this long, with no worker to
+#: act on it, is converged here.
+CANCEL_GRACE_MS = 3_000
+
+
+log = get_logger("curaflow.reconciler")
+
+
+async def converge(pool: asyncpg.Pool | asyncpg.Connection, job_id: str, cause: FinishCause) -> FinishedJob | None:
+    """Finish ``job_id`` for ``cause`` on behalf of no workflow (logs and counts the first time).
+
+    Returns:
+        The finished job (``outcome`` None when it was already terminal), or None when the
+        job is unknown.
+    """
+    if isinstance(pool, asyncpg.Pool):
+        async with pool.acquire() as conn:
+            finished = await finish_job(conn, job_id, cause=cause)
+    else:
+        finished = await finish_job(pool, job_id, cause=cause)
+    if finished is not None and finished.outcome is not None:
+        rec = finished.record
+        log.warning("reconciler.converged", job_id=job_id, cause=str(cause))
+        fields = {k: v for k, v in finished.outcome.items() if k != "event"}
+        log.info("schedule.outcome", **fields)
+        metrics.record_reconciled(str(cause))
+        metrics.record_terminal(
+            status=str(job_status(rec.cells)),
+            business_status=rec.business_status,
+            trigger=rec.trigger,
+            created_at_ms=rec.created_at,
+            completed_at_ms=rec.completed_at,
+            cells=rec.cells,
+        )
+    return finished
+
+
+async def converge_unserved_cancel(
+    pool: asyncpg.Pool | asyncpg.Connection, client: Client, job_id: str, *, created_at: int = 0
+) -> bool:
+    """Rule 3 for one job with a recorded cancel: finish it when no workflow can act on it.
+
+    No workflow can act when Temporal says the execution does not exist or is closed, or
+    its workflow task has waited for a worker for :data:`CANCEL_GRACE_MS` or more. The
+    HTTP cancel calls this while it waits, so a consumer's cancel of a job no worker
+    serves is answered ``cancelled`` within the grace instead of after a reconcile
+    interval.
+
+    Returns:
+        True when this call finished the job.
+    """
+    execution = await describe_execution(client, job_id, now_ms())
+    closed = execution.closed_cause_for(created_at)
+    running = execution.exists and execution.close_cause is None
+    if running and execution.waiting_for_worker_ms < CANCEL_GRACE_MS:
+        return False  # a workflow is acting on the cancel (or will, once its worker picks it up)
+    if execution.close_cause is not None and closed is None:
+        return False  # an earlier run under this id closed; the job's own run is not started yet
+    finished = await converge(pool, job_id, closed or FinishCause.CANCELLED)
+    return finished is not None and finished.outcome is not None
+
+
+async def _finish(conn: asyncpg.Connection, job_id: str, cause: FinishCause) -> bool:
+    finished = await converge(conn, job_id, cause)
+    return finished is not None and finished.outcome is not None

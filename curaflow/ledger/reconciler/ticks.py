@@ -1,0 +1,247 @@
+"""The reconciler's tick: the four rules over open jobs under the advisory lock, and the
+supervised loop that runs it.
+
+See :mod:`curaflow.ledger.reconciler`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import asyncpg
+from temporalio.client import Client
+
+from curaflow.domain.verdicts import FinishCause, PendingStep, budget_cause
+from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
+from curaflow.ledger.gates import DB_NOW_MS
+from curaflow.ledger.reconciler.convergence import CANCEL_GRACE_MS, _finish, converge_unserved_cancel
+from curaflow.ledger.reconciler.executions import _closed_executions, describe_execution
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
+from curaflow.observability.supervision import Supervisor
+
+LOCK_KEY = 0x63757261726563  # "curarec"
+START_GRACE_MS = 5_000
+#: After its deadline, a job no live attempt holds is the reconciler's: the workflow's own
+#: timer normally ends it within moments, so this only acts when no worker runs it.
+DEADLINE_GRACE_MS = 10_000
+
+
+log = get_logger("curaflow.reconciler")
+
+StartHook = Callable[[str], Awaitable[None]]
+
+
+@dataclass
+class TickReport:
+    """What one tick did (job ids per rule)."""
+
+    started: list[str] = field(default_factory=list)
+    closed: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+    queued_too_long: list[str] = field(default_factory=list)
+    stalled: list[str] = field(default_factory=list)
+    deadline: list[str] = field(default_factory=list)
+
+
+async def served_queues(conn: asyncpg.Connection) -> set[str]:
+    """Source task queues a live worker process serves now: the lease row is unexpired
+    (database clock) and its owner's connection is still there (one statement)."""
+    rows = await conn.fetch(
+        f"""SELECT task_queue FROM source_queue_leases l WHERE l.expires_at > {DB_NOW_MS}
+            AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = l.backend_pid)"""
+    )
+    return {r["task_queue"] for r in rows}
+
+
+_BUDGET = "(workflow_input->'budgets'->>'{name}')::bigint"
+_LIVE = "NOT EXISTS (SELECT 1 FROM cells c WHERE c.job_id = j.job_id AND c.lease_until > $1::bigint)"
+
+
+async def tick(
+    pool: asyncpg.Pool, start: StartHook | None, client: Client | None = None, *, limit: int = 100
+) -> TickReport:
+    """Run one reconciliation pass; returns an empty report if another process holds the lock.
+
+    The lock is held for this pass only, and its session is bounded: a process that
+    hangs holding it loses it after :data:`~curaflow.ledger.db.LEADER_IDLE_MS` without a
+    statement (:func:`~curaflow.ledger.db.session_lock`'s ``idle_timeout_ms``).
+
+    Args:
+        pool: ledger pool.
+        start: starts a job's workflow (None: rule 1 is skipped).
+        client: Temporal client (None: rules 2–3 are skipped and rule 4 trusts the budgets).
+        limit: most jobs per rule.
+
+    Raises:
+        asyncpg / Temporal errors: the caller's loop logs them and tries again next tick.
+    """
+    report = TickReport()
+    async with session_lock(pool, LOCK_KEY, idle_timeout_ms=LEADER_IDLE_MS) as conn:
+        if conn is None:
+            return report
+        await _tick(conn, pool, start, client, limit, report)
+    return report
+
+
+async def _tick(
+    conn: asyncpg.Connection,
+    pool: asyncpg.Pool,
+    start: StartHook | None,
+    client: Client | None,
+    limit: int,
+    report: TickReport,
+) -> None:
+    now = now_ms()
+    if start is not None:
+        rows = await conn.fetch(
+            f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND workflow_started_at IS NULL
+                AND created_at <= $1::bigint - {START_GRACE_MS} ORDER BY created_at LIMIT {limit}""",
+            now,
+        )
+        for r in rows:
+            try:
+                await start(r["job_id"])
+                report.started.append(r["job_id"])
+                metrics.record_reconciler_start()
+            except Exception as err:  # noqa: BLE001 - keep converging the others
+                log.warning("reconciler.start_failed", job_id=r["job_id"], error=type(err).__name__)
+
+    seen: set[str] = set()
+    if client is not None:
+        closed = await _closed_executions(client, now)
+        if closed:
+            # Only once no attempt of the job holds a live lease: an attempt outlives a
+            # terminate until its heartbeat hears of it, and a send already out finishes and
+            # records what it did — converging before would report it ``unknown`` and let
+            # the receipt contradict the outcome record afterwards.
+            rows = await conn.fetch(
+                f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL
+                    AND job_id = ANY($2::text[]) AND {_LIVE}""",
+                now,
+                list(closed),
+            )
+            for r in rows:
+                _, closed_at = closed[r["job_id"]]
+                if closed_at < r["created_at"]:
+                    continue  # an earlier run under this id (a refused submission), not the job's
+                # The latest run decides: a job may have been started again under its id.
+                execution = await describe_execution(client, r["job_id"], now)
+                cause_now = execution.closed_cause_for(r["created_at"])
+                if cause_now is None:
+                    continue
+                seen.add(r["job_id"])
+                if await _finish(conn, r["job_id"], cause_now):
+                    report.closed.append(r["job_id"])
+        cancels = await conn.fetch(
+            f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL AND cancel_requested_at IS NOT NULL
+                AND cancel_requested_at <= $1::bigint - {CANCEL_GRACE_MS} AND {_LIVE}
+                ORDER BY cancel_requested_at LIMIT {limit}""",
+            now,
+        )
+        for r in cancels:
+            if r["job_id"] in seen:
+                continue
+            seen.add(r["job_id"])
+            if await converge_unserved_cancel(conn, client, r["job_id"], created_at=r["created_at"]):
+                report.cancelled.append(r["job_id"])
+
+    facts = (
+        "job_id, created_at, started_at, deadline_at, "
+        "COALESCE((SELECT max(heartbeat_at) FROM cells c WHERE c.job_id = j.job_id), started_at) AS last_progress, "
+        f"{_BUDGET.format(name='queued_timeout_ms')} AS queued_budget, "
+        f"{_BUDGET.format(name='stall_timeout_ms')} AS stall_budget"
+    )
+    overdue = await conn.fetch(
+        f"""SELECT {facts} FROM jobs j WHERE completed_at IS NULL AND deadline_at IS NOT NULL
+            AND deadline_at <= $1::bigint - {DEADLINE_GRACE_MS} AND {_LIVE}
+            ORDER BY created_at LIMIT {limit}""",
+        now,
+    )
+    queued = await conn.fetch(
+        f"""SELECT {facts} FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
+            AND created_at <= $1::bigint - {_BUDGET.format(name="queued_timeout_ms")} AND {_LIVE}
+            ORDER BY created_at LIMIT {limit}""",
+        now,
+    )
+    stalled = await conn.fetch(
+        f"""SELECT {facts} FROM jobs j WHERE completed_at IS NULL AND started_at IS NOT NULL
+            AND COALESCE((SELECT max(heartbeat_at) FROM cells c WHERE c.job_id = j.job_id), started_at)
+                <= $1::bigint - {_BUDGET.format(name="stall_timeout_ms")}
+            AND {_LIVE} ORDER BY created_at LIMIT {limit}""",
+        now,
+    )
+    buckets = {
+        FinishCause.DEADLINE: report.deadline,
+        FinishCause.QUEUED_TOO_LONG: report.queued_too_long,
+        FinishCause.STALLED: report.stalled,
+    }
+    served: set[str] | None = None
+    for r in (*overdue, *queued, *stalled):
+        job_id = r["job_id"]
+        if job_id in seen:
+            continue
+        seen.add(job_id)
+        pending: list[PendingStep] | None = None
+        close_cause: FinishCause | None = None
+        if client is not None:
+            execution = await describe_execution(client, job_id, now)
+            close_cause = execution.closed_cause_for(r["created_at"])
+            if close_cause is None and execution.exists:
+                if served is None:
+                    served = await served_queues(conn)
+                pending = execution.pending(served)
+        ended = close_cause or budget_cause(
+            now_ms=now,
+            deadline_at_ms=r["deadline_at"],
+            created_at_ms=r["created_at"],
+            started_at_ms=r["started_at"],
+            last_progress_ms=r["last_progress"],
+            queued_budget_ms=_budget(r["queued_budget"]),
+            stall_budget_ms=_budget(r["stall_budget"]),
+            deadline_grace_ms=DEADLINE_GRACE_MS,
+            pending=pending,
+        )
+        if ended is None:
+            continue  # a step is held, in its backoff or queued behind others: not stalled
+        if await _finish(conn, job_id, ended):
+            buckets.get(ended, report.closed).append(job_id)
+
+
+def _budget(value: int | None) -> int:
+    """A job's stored budget (ms); a job stored without one never runs out of it."""
+    return value if value is not None else 2**62
+
+
+async def run_forever(
+    pool: asyncpg.Pool,
+    start: StartHook | None,
+    interval_s: float,
+    stop: asyncio.Event,
+    client: Client | Callable[[], Client | None] | None = None,
+    *,
+    supervisor: Supervisor | None = None,
+) -> None:
+    """Tick every ``interval_s`` seconds until ``stop`` is set, as the supervised loop ``reconciler``.
+
+    Any exception of a tick — a PostgreSQL outage, asyncpg's ``InterfaceError``, a
+    Temporal ``RPCError``, a bug — is logged, counted in
+    ``curaflow_background_errors_total{loop="reconciler"}`` and followed by a restart with
+    backoff (:mod:`curaflow.observability.supervision`); a reconciler that cannot recover fails the
+    process through ``supervisor``.
+
+    Args:
+        client: the Temporal client, or a callable returning it (None while the process
+            has no connection yet).
+        supervisor: the process's supervisor (None: a private one with the default
+            policy, which never fails a process).
+    """
+
+    async def one_tick() -> None:
+        current = client() if callable(client) else client
+        await tick(pool, start, current)
+
+    sup = supervisor or Supervisor(stop)
+    await sup.run_every("reconciler", interval_s, one_tick)

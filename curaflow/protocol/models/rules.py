@@ -1,0 +1,230 @@
+"""The Task's admission rules: those of reference §1.5 ("Other Task fields",
+then the ``candidate_search`` params) plus curaflow's own, in the original's order:
+pydantic validates fields in declaration order, so the first entry of
+``ValidationError.errors()`` is the first rule the body breaks ("first failure wins";
+:func:`curaflow.protocol.task.validate_task` turns it into the protocol error). Every
+rule raises a :class:`~pydantic_core.PydanticCustomError` of type ``invalid_params``
+with the rule's sentence; pydantic's own errors (a missing member, a wrong type) get
+the sentence of their member from :data:`RULES`. Two rules have their own protocol
+answer: ``unsupported_protocol_version`` and ``unsupported_job_type``.
+
+Curaflow rules the original lacks, because the ledger must be able to store what it
+admits and the API to address it: ``deadline_ms`` is at most :data:`MAX_DEADLINE_MS`
+(7 days), no stored string may contain a NUL character or a lone surrogate
+(:func:`curaflow.protocol.keys.storable`), and the idempotency key holds no control
+character (:mod:`curaflow.protocol.keys`, the one reading of a key). Values are
+normalised as the original does: keys, tags, ids and the account trimmed, an empty
+``correlation_id`` dropped, ``scan_limit`` capped at :data:`MAX_SCAN_LIMIT`.
+
+Each ``check_*`` is the before-validator of one member of
+:class:`curaflow.protocol.models.tasks.Task` or its params.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+from pydantic_core import PydanticCustomError
+
+from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS, supported_job_types
+from curaflow.protocol.keys import MAX_KEY_LENGTH, key_refusal, normalise_key, storable
+
+MAX_CORRELATION_LENGTH = 200
+MAX_CALLBACK_LENGTH = 2000
+MIN_DEADLINE_MS = 1000
+MAX_DEADLINE_MS = 7 * 24 * 3600 * 1000
+MAX_TAGS = 20
+MAX_TAG_LENGTH = 100
+MAX_EXCLUDE = 100
+MAX_EXCLUDE_ID_LENGTH = 100
+MAX_ACCOUNT_LENGTH = 100
+MAX_SCAN_LIMIT = 100
+EXCLUDE_KINDS = ("work", "candidate", "tag")
+
+#: The sentence of each member's rule (``detail.field`` → message), used for pydantic's
+#: own errors (missing member, wrong type) at that member.
+RULES: dict[str, str] = {
+    "protocol_version": "protocol_version is required",
+    "idempotency_key": (
+        "idempotency_key must be a non-blank string without control characters (line breaks, tabs, NUL…)"
+    ),
+    "correlation_id": f"correlation_id must be a string of at most {MAX_CORRELATION_LENGTH} characters",
+    "callback_url": f"callback_url must be a string of at most {MAX_CALLBACK_LENGTH} characters",
+    "deadline_ms": f"deadline_ms must be an integer from {MIN_DEADLINE_MS} to {MAX_DEADLINE_MS}",
+    "labels": "labels must be an object of string values",
+    "params": "params must be an object",
+    "params.target_id": "params.target_id must be a non-blank string",
+    "params.source": "params.source must be an object",
+    "params.source.platform": 'params.source.platform must be "pixiv"',
+    "params.source.account": (
+        f"params.source.account must be a non-blank string of at most {MAX_ACCOUNT_LENGTH} characters"
+    ),
+    "params.query": "params.query must be an object",
+    "params.query.tags": f"params.query.tags must be an array of 1-{MAX_TAGS} tags",
+    "params.query.expand": "params.query.expand must be a boolean",
+    "params.constraints": "params.constraints must be an object",
+    "params.constraints.exclude": (
+        "each exclude item needs kind work|candidate|tag and a non-blank id "
+        f"of at most {MAX_EXCLUDE_ID_LENGTH} characters"
+    ),
+    "params.constraints.limit": "params.constraints.limit must be an integer >= 1",
+    "params.constraints.scan_limit": "params.constraints.scan_limit must be an integer >= 1",
+    "params.constraints.work_types": "params.constraints.work_types must be an array of non-empty strings",
+}
+
+
+def _nonblank(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() != "" and storable(value)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def refuse(field: str, message: str | None = None) -> PydanticCustomError:
+    """The ``invalid_params`` error of ``field``: ``message``, else its sentence in :data:`RULES`."""
+    return PydanticCustomError("invalid_params", message or RULES[field])
+
+
+def check_protocol_version(value: Any) -> Any:
+    """The rule of ``protocol_version``: a supported version (else ``unsupported_protocol_version``)."""
+    if value is None:
+        raise refuse("protocol_version")
+    if not isinstance(value, str) or value not in SUPPORTED_PROTOCOL_VERSIONS:
+        raise PydanticCustomError("unsupported_protocol_version", "unsupported protocol_version")
+    return value
+
+
+def check_job_type(value: Any) -> Any:
+    """The rule of ``job_type``: one of the supported job types (else ``unsupported_job_type``)."""
+    if not isinstance(value, str) or value not in supported_job_types():
+        raise PydanticCustomError("unsupported_job_type", "unsupported job_type")
+    return value
+
+
+def check_idempotency_key(value: Any) -> Any:
+    """The rule of ``idempotency_key``: read as :mod:`curaflow.protocol.keys` reads it; normalised."""
+    # The one reading of a key (curaflow.protocol.keys), shared with the lookup and the legacy shim.
+    if not isinstance(value, str):
+        raise refuse("idempotency_key")
+    key = normalise_key(value)
+    refused = key_refusal(key)
+    if refused == "length":
+        raise refuse("idempotency_key", f"idempotency_key must be at most {MAX_KEY_LENGTH} characters")
+    if refused is not None:
+        raise refuse("idempotency_key")
+    return key
+
+
+def check_correlation_id(value: Any) -> Any:
+    """The rule of ``correlation_id``: storable, at most :data:`MAX_CORRELATION_LENGTH`; empty becomes None."""
+    if value is not None and (not storable(value) or len(value) > MAX_CORRELATION_LENGTH):
+        raise refuse("correlation_id")
+    return value or None  # an empty correlation id is not stored
+
+
+def check_callback_url(value: Any) -> Any:
+    """The rule of ``callback_url``: an http(s) URL httpx can send to, at most :data:`MAX_CALLBACK_LENGTH`."""
+    if value is None:
+        return None
+    if not storable(value) or len(value) > MAX_CALLBACK_LENGTH:
+        raise refuse("callback_url")
+    try:
+        parts = urlsplit(value)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+        _ = parts.port  # raises ValueError for a port outside 0..65535 or not a number
+        # The pushes are sent with httpx: a URL it cannot parse (an IPv4 host with an
+        # octal or out-of-range part, 0177.0.0.2 or 256.0.0.1; a broken IPv6 literal)
+        # could never be pushed to, so it is refused here, like any other bad URL.
+        valid = valid and bool(httpx.URL(value).host)
+    except (ValueError, httpx.InvalidURL):
+        valid = False
+    if not valid:
+        raise refuse("callback_url", "callback_url must be an http(s) URL")
+    return value
+
+
+def check_deadline_ms(value: Any) -> Any:
+    """The rule of ``deadline_ms``: an integer from :data:`MIN_DEADLINE_MS` to :data:`MAX_DEADLINE_MS`."""
+    if value is not None and (not _is_int(value) or not MIN_DEADLINE_MS <= value <= MAX_DEADLINE_MS):
+        raise refuse("deadline_ms")
+    return value
+
+
+def check_labels(value: Any) -> Any:
+    """The rule of ``labels``: an object of storable strings."""
+    if value is not None and (
+        not isinstance(value, dict) or not all(storable(k) and storable(v) for k, v in value.items())
+    ):
+        raise refuse("labels")
+    return value
+
+
+def check_target_id(value: Any) -> Any:
+    """The rule of ``params.target_id``: a non-blank string (trimmed); an explicit null is refused."""
+    # Only called for a member that is present: an explicit null is refused too.
+    if not _nonblank(value):
+        raise refuse("params.target_id")
+    return value.strip()
+
+
+def check_account(value: Any) -> Any:
+    """The rule of ``params.source.account``: non-blank, at most :data:`MAX_ACCOUNT_LENGTH` (trimmed)."""
+    if value is None:
+        return None
+    if not _nonblank(value) or len(value) > MAX_ACCOUNT_LENGTH:
+        raise refuse("params.source.account")
+    return value.strip()
+
+
+def check_tags(value: Any) -> Any:
+    """The rule of ``params.query.tags``: 1 to :data:`MAX_TAGS` non-blank tags (trimmed)."""
+    if not isinstance(value, list) or not 1 <= len(value) <= MAX_TAGS:
+        raise refuse("params.query.tags")
+    for tag in value:
+        if not _nonblank(tag) or len(tag) > MAX_TAG_LENGTH:
+            raise refuse(
+                "params.query.tags", f"each tag must be a non-blank string of at most {MAX_TAG_LENGTH} characters"
+            )
+    return [tag.strip() for tag in value]
+
+
+def check_exclude(value: Any) -> Any:
+    """The rule of ``params.constraints.exclude``: at most :data:`MAX_EXCLUDE` items, each kind and id."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > MAX_EXCLUDE:
+        raise refuse(
+            "params.constraints.exclude", f"params.constraints.exclude must be an array of at most {MAX_EXCLUDE} items"
+        )
+    items = []
+    for item in value:
+        if (
+            not isinstance(item, dict)
+            or item.get("kind") not in EXCLUDE_KINDS
+            or not _nonblank(item.get("id"))
+            or len(item["id"]) > MAX_EXCLUDE_ID_LENGTH
+        ):
+            raise refuse("params.constraints.exclude")
+        items.append({"kind": item["kind"], "id": item["id"].strip()})
+    return items
+
+
+def check_work_types(value: Any) -> Any:
+    """The rule of ``params.constraints.work_types``: non-empty storable strings."""
+    if value is not None and (not isinstance(value, list) or not all(storable(w) and w != "" for w in value)):
+        raise refuse("params.constraints.work_types")
+    return value
+
+
+def check_positive(field: str) -> Any:
+    """The check of an integer member ``field`` that must be ≥ 1 when present."""
+
+    def check(value: Any) -> Any:
+        if value is not None and (not _is_int(value) or value < 1):
+            raise refuse(field)
+        return value
+
+    return check

@@ -1,0 +1,57 @@
+"""Reading an app-api answer: its JSON (every string cleaned), the error its body states
+whatever the HTTP status, the reason a failed answer is classified as."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.text import loads_clean
+from curaflow.outbound import AnswerTooLarge
+from curaflow.sources.errors import SourceError
+from curaflow.sources.pixiv.client.constants import RATE_LIMIT_MARK
+
+
+def error_text(body: Any) -> str | None:
+    """The error an app-api body states (``{"error": …}``: a string, or an object's
+    ``message`` / ``user_message`` / ``reason``), or None when it states none."""
+    if not isinstance(body, dict) or "error" not in body or not body["error"]:
+        return None
+    err = body["error"]
+    if isinstance(err, str):
+        return err
+    if isinstance(err, dict):
+        parts = [str(err.get(k) or "") for k in ("message", "user_message", "reason")]
+        return " ".join(p for p in parts if p) or "error"
+    return str(err)
+
+
+def json_body(response: httpx.Response) -> Any:
+    """The answer's JSON with every string cleaned (:func:`~curaflow.domain.text.loads_clean`); None if not JSON."""
+    try:
+        return loads_clean(response.text)
+    except ValueError:
+        return None
+
+
+def too_large(err: AnswerTooLarge) -> SourceError:
+    """An API answer over ``outbound.page_max_bytes``: ``remote_http_error``, not retried."""
+    # The same request gets the same answer: retrying only costs the account's gate.
+    return SourceError(
+        TerminalReason.REMOTE_HTTP_ERROR,
+        f"pixiv answered more than {err.limit} bytes (outbound.page_max_bytes); the answer was dropped",
+        retryable=False,
+    )
+
+
+def reason_for_status(status: int, body: Any) -> TerminalReason:
+    """The reason of a failed answer: ``rate_limited`` (HTTP 429 or the body's "Rate Limit"),
+    else ``remote_http_error``."""
+    text = (error_text(body) or "").lower()
+    if status == 429 or RATE_LIMIT_MARK in text:
+        return TerminalReason.RATE_LIMITED
+    if status >= 500:
+        return TerminalReason.REMOTE_HTTP_ERROR
+    return TerminalReason.REMOTE_HTTP_ERROR

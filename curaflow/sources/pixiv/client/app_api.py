@@ -1,0 +1,310 @@
+"""The app-api client itself: the account's access token (the refresh-token grant) and the
+API calls (search, ranking, paging, a work's detail, an ugoira's metadata)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+
+from curaflow.domain.models import Work
+from curaflow.domain.reasons import TerminalReason
+from curaflow.outbound import AnswerTooLarge, Limits, Outbound, as_outbound, configured
+from curaflow.sources.animation import Animation, UnusableAnimation
+from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
+from curaflow.sources.gate import Gate
+from curaflow.sources.pixiv.client.answers import error_text, json_body, reason_for_status, too_large
+from curaflow.sources.pixiv.client.constants import (
+    CLIENT_ID,
+    CLIENT_SECRET,
+    DOWNLOAD_MAX_BYTES,
+    DOWNLOAD_TIMEOUT_S,
+    OAUTH_MARKS,
+    PAGE_MAX_BYTES,
+    PIXIV_API_URL,
+    PIXIV_AUTH_URL,
+    REFRESH_MARGIN_S,
+    RESTRICTED_HINT,
+    RESTRICTED_MARK,
+    app_headers,
+    image_destinations,
+    refresh_margin_s,
+)
+from curaflow.sources.pixiv.client.images import ImageRequests
+from curaflow.sources.pixiv.client.works import parse_work
+from curaflow.sources.pixiv.ugoira import UnrecognisedMetadata, parse_metadata
+
+
+class PixivClient(ImageRequests):
+    """Async Pixiv app-api client.
+
+    Args:
+        http: the API's outbound client (a plain ``httpx.AsyncClient`` is wrapped,
+            limited to ``api_url`` / ``auth_url``).
+        images: the image host's outbound client (None: ``http``, limited by
+            :func:`image_destinations`).
+        request_timeout_s / page_max_bytes: total time (s) and largest answer (bytes)
+            of one API or auth request.
+        download_timeout_s / download_max_bytes: total time (s) and largest body
+            (bytes) of one image.
+        refresh_token: the account's refresh token (any non-empty string in replay mode).
+        api_url / auth_url: base URLs (Pixiv's or the replay server's).
+        image_referer: ``Referer`` sent with image requests (i.pximg.net answers 403
+            without it).
+        gate: the account's rate gate, passed before every request (None: no gate).
+        image_host: where Pixiv's image host ``https://i.pximg.net`` is reached (None:
+            itself). Works keep Pixiv's canonical image URLs — also in replay mode, where
+            the replay answers them like Pixiv — and each request is mapped onto
+            ``<image_host>/<path>`` at the moment it is sent (:meth:`image_url`), so a
+            fetch that a dead worker began resumes through another worker's own replay
+            server (``http://127.0.0.1:<its port>/i``).
+        clock: monotonic seconds, for the access token's expiry (tests pass a fake one).
+    """
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient | Outbound,
+        *,
+        refresh_token: str,
+        api_url: str = PIXIV_API_URL,
+        auth_url: str = PIXIV_AUTH_URL,
+        image_referer: str = "https://app-api.pixiv.net/",
+        gate: Gate | None = None,
+        image_host: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        images: httpx.AsyncClient | Outbound | None = None,
+        request_timeout_s: float = 30.0,
+        page_max_bytes: int = PAGE_MAX_BYTES,
+        download_timeout_s: float = DOWNLOAD_TIMEOUT_S,
+        download_max_bytes: int = DOWNLOAD_MAX_BYTES,
+    ) -> None:
+        self._clock = clock
+        self.image_host = image_host.rstrip("/") if image_host else None
+        self._refresh_token = refresh_token
+        self.api_url = api_url.rstrip("/")
+        self.auth_url = auth_url.rstrip("/")
+        self._out = as_outbound(http, configured(self.api_url, self.auth_url))
+        self._images = as_outbound(images or self._out.http, image_destinations(self.image_host))
+        self._api_limits = Limits(time_s=request_timeout_s, max_bytes=page_max_bytes)
+        self._image_limits = Limits(time_s=download_timeout_s, max_bytes=download_max_bytes)
+        self.image_referer = image_referer
+        self._gate = gate
+        self._access_token: str | None = None
+        self._expires_at = 0.0
+        self._margin_s = float(REFRESH_MARGIN_S)
+        self._auth_lock = asyncio.Lock()
+
+    # ---- auth ---------------------------------------------------------------------
+
+    async def authenticate(self, *, force: bool = False) -> str:
+        """Return a valid access token, refreshing it when missing, near expiry or forced.
+
+        Raises:
+            SourceError: ``auth_failed`` (non-retryable) on HTTP 400 ``invalid_grant``;
+                ``network_error`` / ``remote_http_error`` (retryable) otherwise.
+        """
+        async with self._auth_lock:
+            if not force and self._access_token and self._clock() < self._expires_at - self._margin_s:
+                return self._access_token
+            await self._pass_gate()
+            try:
+                response = await self._out.request(
+                    "POST",
+                    f"{self.auth_url}/auth/token",
+                    limits=self._api_limits,
+                    data={
+                        "client_id": CLIENT_ID,
+                        "client_secret": CLIENT_SECRET,
+                        "grant_type": "refresh_token",
+                        "refresh_token": self._refresh_token,
+                        "get_secure_url": "1",
+                        "include_policy": "true",
+                    },
+                    headers=app_headers(),
+                )
+            except AnswerTooLarge as err:
+                raise too_large(err) from err
+            except httpx.HTTPError as err:
+                raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv auth: {type(err).__name__}") from err
+            body = json_body(response)
+            await self._check_rate_limit(response, body)
+            if response.status_code == 400 or (isinstance(body, dict) and body.get("error") == "invalid_grant"):
+                raise SourceError(
+                    TerminalReason.AUTH_FAILED,
+                    "pixiv refresh token rejected (invalid_grant)",
+                    retryable=False,
+                    status=response.status_code,
+                )
+            if response.status_code >= 400 or not isinstance(body, dict) or "access_token" not in body:
+                reason = reason_for_status(response.status_code, body)
+                raise SourceError(
+                    reason, f"pixiv auth answered HTTP {response.status_code}", status=response.status_code
+                )
+            await self._gate_ok()
+            self._access_token = str(body["access_token"])
+            lifetime = float(body.get("expires_in") or 3600)
+            self._margin_s = refresh_margin_s(lifetime)
+            self._expires_at = self._clock() + lifetime
+            if body.get("refresh_token"):
+                self._refresh_token = str(body["refresh_token"])
+            return self._access_token
+
+    def expire_access_token(self) -> None:
+        """Forget the access token's lifetime so the next call refreshes it (tests, ops)."""
+        self._expires_at = 0.0
+
+    # ---- requests -----------------------------------------------------------------
+
+    async def _get(
+        self, url: str, params: dict[str, Any] | None = None, *, work_id: str | None = None
+    ) -> dict[str, Any]:
+        """GET an app-api URL with auth, error-body detection and one refresh on OAuth errors.
+
+        Raises:
+            SourceError: classified failure.
+            WorkUnavailable: a work-level refusal (404, restricted) when ``work_id`` is given.
+        """
+        refreshed = False
+        while True:
+            token = await self.authenticate()
+            await self._pass_gate()
+            headers = {**app_headers(), "Authorization": f"Bearer {token}"}
+            try:
+                response = await self._out.request("GET", url, params=params, headers=headers, limits=self._api_limits)
+            except AnswerTooLarge as err:
+                raise too_large(err) from err
+            except httpx.TimeoutException as err:
+                raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv timeout: {type(err).__name__}") from err
+            except httpx.HTTPError as err:
+                raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv network: {type(err).__name__}") from err
+            body = json_body(response)
+            text = error_text(body)
+            lowered = (text or "").lower()
+            await self._check_rate_limit(response, body)
+            if text is not None and any(m in lowered for m in OAUTH_MARKS):
+                if refreshed:
+                    raise SourceError(
+                        TerminalReason.AUTH_FAILED, "pixiv rejected a fresh access token", retryable=False
+                    )
+                refreshed = True
+                await self.authenticate(force=True)
+                continue
+            if work_id is not None and (response.status_code in (403, 404) or RESTRICTED_MARK in lowered):
+                raise WorkUnavailable(work_id, text or f"HTTP {response.status_code}")
+            if RESTRICTED_MARK in lowered:
+                # Not one work: the account. Retrying cannot lift it; pause the account.
+                pause_s = await self._gate.restricted() if self._gate is not None else None
+                raise SourceError(
+                    TerminalReason.ACCOUNT_RESTRICTED,
+                    "pixiv answered 'Your access is currently restricted.' (HTTP "
+                    f"{response.status_code}): the account is restricted"
+                    + (f"; its requests are paused for {pause_s:.0f} s" if pause_s else ""),
+                    retryable=False,
+                    status=response.status_code,
+                    hint=RESTRICTED_HINT,
+                )
+            if response.status_code >= 400 or text is not None or not isinstance(body, dict):
+                status = response.status_code
+                # A 2xx that is not the app-api's JSON object (not JSON, nested too deep
+                # to parse) is the source's glitch, retried like a 5xx; a 4xx is final.
+                garbled = status < 400 and text is None
+                raise SourceError(
+                    reason_for_status(status, body),
+                    f"pixiv answered HTTP {status}"
+                    + (f": {text[:200]}" if text else ", not a JSON object" if garbled else ""),
+                    retryable=status >= 500 or status == 429 or garbled,
+                    status=status,
+                )
+            await self._gate_ok()
+            return body
+
+    async def search_illust(
+        self,
+        word: str,
+        *,
+        search_target: str = "partial_match_for_tags",
+        sort: str = "date_desc",
+        duration: str | None = None,
+        start_date: str | None = None,
+        end_date: str | None = None,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        """``GET /v1/search/illust``: one page (30 works) of a tag search.
+
+        Returns:
+            The raw page ``{illusts, next_url, search_span_limit?}``.
+        """
+        params: dict[str, Any] = {
+            "word": word,
+            "search_target": search_target,
+            "sort": sort,
+            "filter": "for_ios",
+        }
+        if duration:
+            params["duration"] = duration
+        if start_date:
+            params["start_date"] = start_date
+        if end_date:
+            params["end_date"] = end_date
+        if offset:
+            params["offset"] = offset
+        return await self._get(f"{self.api_url}/v1/search/illust", params)
+
+    async def ranking(self, mode: str = "day", date: str | None = None, offset: int = 0) -> dict[str, Any]:
+        """``GET /v1/illust/ranking``: one page of a ranking."""
+        params: dict[str, Any] = {"mode": mode, "filter": "for_ios"}
+        if date:
+            params["date"] = date
+        if offset:
+            params["offset"] = offset
+        return await self._get(f"{self.api_url}/v1/illust/ranking", params)
+
+    async def follow(self, next_url: str) -> dict[str, Any]:
+        """Fetch the page a ``next_url`` names (its query string is re-sent as parameters)."""
+        parts = urlsplit(next_url)
+        params = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        return await self._get(f"{self.api_url}{parts.path}", params)
+
+    async def illust_detail(self, work_id: str) -> Work:
+        """``GET /v1/illust/detail``.
+
+        Raises:
+            WorkUnavailable: the work is gone, private or restricted.
+            SourceError: classified failure.
+        """
+        body = await self._get(f"{self.api_url}/v1/illust/detail", {"illust_id": work_id}, work_id=work_id)
+        return parse_work(body["illust"])
+
+    async def ugoira_metadata(self, work_id: str) -> Animation:
+        """``GET /v1/ugoira/metadata``: an animated work's frames zip and frame delays.
+
+        Raises:
+            WorkUnavailable: the work is gone, private or restricted; or the answer is the
+                app-api's metadata and describes no usable animation
+                (:class:`~curaflow.sources.animation.UnusableAnimation`: ``unusable_animation``).
+            SourceError: classified failure; ``metadata_failed`` (retried) when the answer
+                is not the app-api's metadata object
+                (:class:`~curaflow.sources.pixiv.ugoira.UnrecognisedMetadata`: never the work's).
+        """
+        body = await self._get(f"{self.api_url}/v1/ugoira/metadata", {"illust_id": work_id}, work_id=work_id)
+        try:
+            return parse_metadata(body)
+        except UnusableAnimation as err:
+            raise WorkUnavailable(work_id, f"ugoira: {err}", UnavailableKind.UNUSABLE_ANIMATION) from None
+        except UnrecognisedMetadata as err:
+            raise SourceError(TerminalReason.METADATA_FAILED, f"pixiv ugoira metadata of {work_id}: {err}") from None
+
+    async def animation(self, work: Work) -> Animation | None:
+        """An ugoira's frames zip and delays (:meth:`ugoira_metadata`); None unless
+        ``work.kind == "ugoira"`` (the source's own type word).
+
+        Raises:
+            WorkUnavailable / SourceError: as :meth:`ugoira_metadata`.
+        """
+        if work.kind != "ugoira":
+            return None
+        return await self.ugoira_metadata(work.work_id)

@@ -1,0 +1,68 @@
+"""What the client presents itself as and where it may go: the public constants of Pixiv's
+iOS app, the app-api's addresses and paging bounds, the marks of its error bodies, the
+default outbound limits, and the app's request headers."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+
+from curaflow.outbound import Destinations, Origin, configured, data
+from curaflow.outbound.destinations import IPNetwork
+
+#: What to do about a restricted account (logged with ``source.account_restricted``).
+RESTRICTED_HINT = (
+    "Pixiv answered 'Your access is currently restricted.': the account's requests are paused "
+    "(pixiv.restriction_pause_ms). Sign in at pixiv.net with this account to read the notice, or move "
+    "the target to another account; lift the pause with `curaflow accounts resume ACCOUNT`."
+)
+
+# Public constants of Pixiv's iOS app, shipped by every client library (pixivpy, gallery-dl).
+CLIENT_ID = "MOBrBDS8blbauoSck0ZfDbtuzpyT"
+CLIENT_SECRET = "lsACyCD94FhDUtGTXi3QzcFE2uU1hqtDaKeqrdwj"
+HASH_SECRET = "28c1fdd170a5204386cb1313c7077b34f83e4aaf4aa829ce78c231e05b0bae2c"
+USER_AGENT = "PixivIOSApp/7.13.3 (iOS 14.6; iPhone13,2)"
+PIXIV_API_URL = "https://app-api.pixiv.net"
+PIXIV_AUTH_URL = "https://oauth.secure.pixiv.net"
+#: Pixiv's image host: the URLs a bound work stores, in real and in replay mode.
+PIXIV_IMAGE_HOSTS = ("i.pximg.net",)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+REFRESH_MARGIN_S = 300
+PAGE_SIZE = 30
+MAX_OFFSET = 5000
+
+RATE_LIMIT_MARK = "rate limit"
+RESTRICTED_MARK = "your access is currently restricted"
+OAUTH_MARKS = ("oauth", "access token", "invalid_grant")
+MiB = 1024 * 1024
+#: Defaults of the outbound limits (``outbound.*`` settings).
+PAGE_MAX_BYTES = 4 * MiB
+DOWNLOAD_MAX_BYTES = 64 * MiB
+DOWNLOAD_TIMEOUT_S = 120.0
+
+
+def image_destinations(image_host: str | None, private_networks: tuple[IPNetwork, ...] = ()) -> Destinations:
+    """Where image requests may go: the configured ``image_host`` (the operator's), else
+    Pixiv's image host on its default port, its resolved address checked at connect time."""
+    if image_host:
+        return configured(image_host)
+    return data(tuple(Origin(host, 443) for host in PIXIV_IMAGE_HOSTS), private_networks)
+
+
+def refresh_margin_s(expires_in_s: float) -> float:
+    """How long before an access token's expiry it is refreshed: 5 min, or a tenth of a short lifetime."""
+    return min(REFRESH_MARGIN_S, expires_in_s / 10)
+
+
+def app_headers() -> dict[str, str]:
+    """The iOS app's headers of every app-api and auth request, with ``X-Client-Time`` (now,
+    UTC) and its ``X-Client-Hash`` (MD5 of the time and :data:`HASH_SECRET`)."""
+    client_time = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S+00:00")
+    return {
+        "User-Agent": USER_AGENT,
+        "App-OS": "ios",
+        "App-OS-Version": "14.6",
+        "Accept-Language": "en-us",
+        "X-Client-Time": client_time,
+        "X-Client-Hash": hashlib.md5((client_time + HASH_SECRET).encode()).hexdigest(),
+    }

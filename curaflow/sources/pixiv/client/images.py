@@ -1,0 +1,162 @@
+"""Image requests: a work's image URL mapped onto the image host it may be fetched from,
+the streaming GET of an image, and the download the Source protocol reads
+(:class:`~curaflow.sources.base.Download`)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
+
+import httpx
+
+from curaflow.domain.reasons import TerminalReason
+from curaflow.outbound import AnswerTooLarge, DestinationRefused, Limits, Outbound, iter_capped, url_problem
+from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
+from curaflow.sources.pixiv.client.constants import LOOPBACK_HOSTS, PIXIV_IMAGE_HOSTS, USER_AGENT
+from curaflow.sources.pixiv.client.gated import GatedRequests
+
+
+class ImageRequests(GatedRequests):
+    """The image half of :class:`~curaflow.sources.pixiv.client.PixivClient` (which sets
+    the attributes below)."""
+
+    image_host: str | None
+    image_referer: str
+    _images: Outbound
+    _image_limits: Limits
+
+    def image_url(self, url: str) -> str:
+        """Where to GET the image ``url`` of a work: itself, or its copy on ``image_host``.
+
+        With ``image_host`` set, ``https://i.pximg.net/<path>`` becomes
+        ``<image_host>/<path>``, and so does a loopback replay URL
+        ``http://127.0.0.1:<port>/i/<path>`` (stored by versions before canonical URLs):
+        never the port of whichever process bound the work.
+
+        The path stays strictly under the image host (and under ``image_host``'s own
+        path): a URL that is not one a request can be made for
+        (:func:`~curaflow.outbound.url_problem`: too long, whitespace or unprintable
+        characters, not a URL, a dot-segment — raw, percent-encoded, behind a backslash),
+        or whose path is not absolute or has an empty segment, is refused.
+
+        Raises:
+            DestinationRefused: the URL names a host other than Pixiv's image host (a
+                work's URLs are the source's data: only its image host may be fetched),
+                or is not a usable URL (above).
+        """
+        problem = url_problem(url)
+        if problem is not None:
+            raise DestinationRefused(f"image URL refused: {problem}")
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        query = f"?{parts.query}" if parts.query else ""
+        path = parts.path
+        if not path.startswith("/") or "//" in path or parts.fragment:
+            raise DestinationRefused("image URL refused: its path is not a plain absolute path")
+        if host in PIXIV_IMAGE_HOSTS and parts.scheme == "https" and parts.port in (None, 443):
+            return url if self.image_host is None else f"{self.image_host}{path}{query}"
+        if self.image_host is not None and host in LOOPBACK_HOSTS and path.startswith("/i/"):
+            return f"{self.image_host}{path[2:]}{query}"
+        raise DestinationRefused(f"image URL host {host!r} is not the source's image host")
+
+    def image_request(self, url: str) -> httpx.Request:
+        """Build a GET for an image URL with the app's ``Referer`` (mapped by :meth:`image_url`).
+
+        Raises:
+            DestinationRefused: as :meth:`image_url`, or a URL httpx cannot build a request for.
+        """
+        try:
+            return self._images.build_request(
+                "GET",
+                self.image_url(url),
+                headers={"Referer": self.image_referer, "User-Agent": USER_AGENT, "Accept-Encoding": "identity"},
+            )
+        except (httpx.InvalidURL, ValueError) as err:
+            raise DestinationRefused(f"image URL refused: {type(err).__name__}") from None
+
+    @contextlib.asynccontextmanager
+    async def open_image(self, url: str) -> AsyncIterator[httpx.Response]:
+        """Open a streaming GET of an image; the ``async with`` block reads the body
+        (:meth:`image_chunks`) under the download's total time limit.
+
+        Raises:
+            SourceError: ``download_failed`` / ``download_timeout`` (also when the time
+                runs out inside the block); rate limits as ``rate_limited``. Any other
+                answer (another 4xx, a 5xx) is the host's, retried.
+            WorkUnavailable: HTTP 403/404/410 for the image (``gone``); an image URL the
+                client may not request (:meth:`image_url`), an address the guard refuses,
+                or HTTP 414 URI Too Long (``unusable_url``); a body over
+                ``download_max_bytes`` (``too_large``).
+        """
+        work_id = url.rsplit("/", 1)[-1].split("_", 1)[0][:64] if isinstance(url, str) else "?"
+        try:
+            request = self.image_request(url)
+        except DestinationRefused as err:
+            raise WorkUnavailable(work_id, str(err), UnavailableKind.UNUSABLE_URL) from None
+        await self._pass_gate()
+        try:
+            async with self._images.stream(request, self._image_limits) as response:
+                if response.status_code == 429:
+                    await self._check_rate_limit(response, None)
+                if response.status_code in (403, 404, 410):
+                    raise WorkUnavailable(work_id, f"image HTTP {response.status_code}")
+                if response.status_code == 414:  # the URL, the work's data, is what the host refused
+                    raise WorkUnavailable(work_id, "image HTTP 414 (URI too long)", UnavailableKind.UNUSABLE_URL)
+                if response.status_code >= 400:
+                    raise SourceError(
+                        TerminalReason.DOWNLOAD_FAILED,
+                        f"image HTTP {response.status_code}",
+                        status=response.status_code,
+                    )
+                if not 200 <= response.status_code < 300:
+                    raise WorkUnavailable(work_id, f"image HTTP {response.status_code} (redirects are not followed)")
+                await self._gate_ok()
+                yield response
+        except DestinationRefused as err:
+            raise WorkUnavailable(work_id, f"image host refused: {err}", UnavailableKind.UNUSABLE_URL) from None
+        except AnswerTooLarge as err:
+            raise WorkUnavailable(
+                work_id,
+                f"an image page is larger than {err.limit} bytes (outbound.download_max_bytes)",
+                UnavailableKind.TOO_LARGE,
+            ) from None
+        except httpx.TimeoutException as err:
+            raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"image timeout: {err}") from err
+        except httpx.HTTPError as err:
+            raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image request: {type(err).__name__}") from err
+
+    def image_chunks(self, response: httpx.Response) -> AsyncIterator[bytes]:
+        """The body of an image opened by :meth:`open_image`, within ``download_max_bytes``."""
+        return iter_capped(response, self._image_limits.max_bytes)
+
+    # ---- the Source protocol's download half (curaflow.sources.base) -------------
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str) -> AsyncIterator[ImageDownload]:
+        """:meth:`open_image` as a :class:`~curaflow.sources.base.Download`: the announced
+        length (``Content-Length`` when it is a number) and the body's chunks.
+
+        Raises:
+            SourceError / WorkUnavailable: as :meth:`open_image`.
+        """
+        async with self.open_image(url) as response:
+            yield ImageDownload(self, response)
+
+
+class ImageDownload:
+    """One image being downloaded by :meth:`PixivClient.download`.
+
+    Attributes:
+        expected_bytes: ``Content-Length`` when the image host sent a number, else None.
+    """
+
+    def __init__(self, client: ImageRequests, response: httpx.Response) -> None:
+        self._client = client
+        self._response = response
+        length = response.headers.get("content-length")
+        self.expected_bytes = int(length) if length is not None and length.isdigit() else None
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        """The body within ``download_max_bytes`` (:meth:`PixivClient.image_chunks`)."""
+        return self._client.image_chunks(self._response)

@@ -1,0 +1,118 @@
+"""Works as the app-api sends them: a work id's shape, an ``illust`` object parsed into a
+:class:`~curaflow.domain.models.Work` (or refused as :class:`InvalidWork`), a restricted
+placeholder, a ``next_url``'s offset."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from curaflow.domain.models import Work, WorkPage
+from curaflow.domain.text import clean_optional, clean_text
+
+#: A Pixiv work id: a positive decimal integer without leading zeros that fits a bigint.
+WORK_ID = re.compile(r"[1-9][0-9]{0,18}")
+MAX_WORK_ID = 2**63 - 1
+
+
+def is_work_id(value: str) -> bool:
+    """True when ``value`` has the shape of a Pixiv work id (``126872003``).
+
+    ASCII digits only, no sign, no leading zero, at most 2**63 - 1. Anything else (a path
+    such as ``../../x`` or ``/tmp/x``, whitespace, full-width digits) is refused: the id
+    becomes part of file names, idempotency keys and URLs.
+    """
+    return bool(WORK_ID.fullmatch(value)) and int(value) <= MAX_WORK_ID
+
+
+class InvalidWork(ValueError):
+    """An ``illust`` object that cannot be used: an id not of Pixiv's shape, or broken fields.
+
+    Attributes:
+        raw_id: the id as the source sent it (cleaned, at most 64 characters), for logs.
+    """
+
+    def __init__(self, raw_id: Any, why: str) -> None:
+        self.raw_id = clean_text(str(raw_id))[:64]
+        super().__init__(f"invalid work {self.raw_id!r}: {why}")
+
+
+def parse_work(illust: dict[str, Any]) -> Work:
+    """Convert one app-api ``illust`` object into a :class:`~curaflow.domain.models.Work`.
+
+    Multi-page works list every page from ``meta_pages``; single-page works use
+    ``meta_single_page.original_image_url``. Text fields are cleaned
+    (:func:`~curaflow.domain.text.clean_text`).
+
+    Raises:
+        InvalidWork: the id is not of Pixiv's shape (:func:`is_work_id`), or a field does
+            not have its type; such a work is never used.
+    """
+    raw_id = illust.get("id") if isinstance(illust, dict) else None
+    work_id = str(raw_id) if isinstance(raw_id, int | str) and not isinstance(raw_id, bool) else ""
+    if not is_work_id(work_id):
+        raise InvalidWork(raw_id, "the id is not a Pixiv work id")
+    try:
+        return _parse_work(illust, work_id)
+    except (TypeError, ValueError, KeyError, AttributeError) as err:
+        raise InvalidWork(raw_id, f"{type(err).__name__} in its fields") from None
+
+
+def _parse_work(illust: dict[str, Any], work_id: str) -> Work:
+    pages: list[WorkPage] = []
+    page_count = int(illust.get("page_count") or 1)
+    if page_count > 1 and illust.get("meta_pages"):
+        for i, page in enumerate(illust["meta_pages"]):
+            urls = page.get("image_urls") or {}
+            url = urls.get("original") or urls.get("large") or ""
+            pages.append(WorkPage(index=i, url=url))
+    else:
+        url = (illust.get("meta_single_page") or {}).get("original_image_url") or (
+            (illust.get("image_urls") or {}).get("large") or ""
+        )
+        pages.append(WorkPage(index=0, url=url, width=illust.get("width"), height=illust.get("height")))
+    if pages and pages[0].width is None:
+        pages[0].width = illust.get("width")
+        pages[0].height = illust.get("height")
+    for page in pages:
+        page.url = clean_text(str(page.url))
+    user = illust.get("user") or {}
+    author = user.get("name")
+    create_date = illust.get("create_date")
+    return Work(
+        work_id=work_id,
+        work_type="illustration",
+        kind=clean_text(str(illust.get("type") or "illust")),
+        title=clean_text(str(illust.get("title") or "")),
+        url=f"https://www.pixiv.net/artworks/{work_id}",
+        tags=[clean_text(str(t["name"])) for t in illust.get("tags") or [] if t.get("name")],
+        create_date=clean_optional(str(create_date)) if create_date is not None else None,
+        page_count=page_count,
+        width=illust.get("width"),
+        height=illust.get("height"),
+        x_restrict=int(illust.get("x_restrict") or 0),
+        ai_type=int(illust.get("illust_ai_type") or 0),
+        total_bookmarks=int(illust.get("total_bookmarks") or 0),
+        visible=bool(illust.get("visible", True)),
+        author=clean_text(str(author)) if author is not None else None,
+        pages=pages,
+    )
+
+
+def is_placeholder(work: Work) -> bool:
+    """True for a restricted placeholder (``visible: false`` or a limit_* image)."""
+    if not work.visible:
+        return True
+    return any("limit_" in p.url.rsplit("/", 1)[-1] for p in work.pages)
+
+
+def offset_of(next_url: str | None) -> int:
+    """The ``offset`` query parameter of a ``next_url`` (0 when absent)."""
+    if not next_url:
+        return 0
+    values = parse_qs(urlsplit(next_url).query).get("offset")
+    try:
+        return int(values[-1]) if values else 0
+    except ValueError:
+        return 0

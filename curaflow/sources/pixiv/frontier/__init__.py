@@ -1,0 +1,112 @@
+"""Pixiv's scan frontier of a target: what it has already examined, so a job re-reads only what can hold something new.
+
+Without it every job of a long-lived target scans from page 1 and skips what was delivered:
+after N deliveries a job reads about ⌈N/30⌉ search pages. The frontier is Pixiv's own
+memory of a target (the seam: :attr:`curaflow.sources.base.ScanRequest.frontier`): the
+ledger stores it as opaque JSON per target and *fingerprint* (:func:`fingerprint`:
+account, work type, query, filters and routes — change any of them and the target starts
+afresh; :mod:`curaflow.ledger.frontiers`), and only this module reads it (:func:`read`),
+driven by Pixiv's scan (:mod:`curaflow.sources.pixiv.scan`). Its words are the app-api's
+paging: 30 works a page (:data:`PAGE`), offsets up to 5000, ``end_date`` / ``start_date``
+windows.
+
+**What is remembered** (:class:`Frontier`), as :class:`Mark` s — works the target examined,
+with where they sit in the walk:
+
+* ``known``: the end of the *known run*, the stretch of the walk from its start over which
+  every work was ruled out for a *lasting* reason (:func:`lasting`): delivered or held on
+  a route, refused by a route, unavailable, invalid, or rejected by a filter on what a
+  work cannot change (type, AI, R-18, pages, dates; bookmarks only once the work is older
+  than the settling age, :data:`SETTLE_DAYS`). A candidate, a work excluded by one task or
+  a young work below ``min_bookmarks`` ends the run: the next job reads it again.
+* ``head`` (``date_desc`` only): the newest work of the known run. New works appear above
+  it, so every job reads the head of the query first, down to ``head``, then jumps.
+* ``sweep``: where a scan that reached ``pixiv.max_examined`` without a candidate stopped,
+  beyond ``known`` (the run was broken by works that may change): the next job goes on
+  from there instead of reading the same stretch again (case 2). A scan from the sweep
+  moves it to just before the candidate it finds; a scan that reaches the end of the
+  results clears it, so the works it passed over are read again by the next sweep.
+
+* ``tally``: the known run's works by the verdict that ruled each out. A scan that
+  passes over the run reports them (:func:`known_tally`, ``CandidateReport.known``), so
+  the cell's tally — and the reason it ends with, :mod:`curaflow.domain.tally` — is the
+  one a scan reading them again would give: identical state, identical reason.
+
+**How a job walks** (:class:`FrontierWalk`, kept in the scan checkpoint):
+
+* ``date_desc``: from the top (the head) until the first work at or below ``head``; then
+  on from ``sweep`` or else ``known``: after it on the same page when it is listed there,
+  else a jump — the same query with ``end_date`` = the mark's day, at ``offset`` = the
+  mark's place among that day's works. ``date_asc`` jumps at once (nothing new appears
+  before the start of an ascending walk). ``popular_desc`` first reads one page of the
+  known part again, in turn from the top (``revisit``), then jumps to ``offset`` = the
+  mark's place in the whole list (≤ 5000: the app-api pages no further). Offsets are
+  exact (the app-api accepts any ``offset``; pixivpy #153).
+* **Landing check.** A work deleted (or hidden) above the mark moves the mark up, so the
+  landing page could start past works never examined. Date sorts compare by creation
+  time: a landing page that starts after the mark steps back 30 places until it starts
+  at or before it (deletions cost a page, never a skipped work). Works at or before the
+  mark on the landing page are not examined again. ``popular_desc`` has no such key; the
+  revisit page covers it: a work that moved up into the known part — a climber, or a
+  work shifted by deletions above the mark — is read within ⌈known / 30⌉ jobs.
+* Everything else the scan does is unchanged: filters, the ledger's ``known`` hook (every
+  work read is judged as before; the frontier only decides which pages are read),
+  checkpoints and resume, the 5000-offset window moves.
+
+**Limits, by design.** The frontier only says where to start reading; a work is delivered
+only if the ledger says it is new, so a stale frontier can skip works but never
+duplicate one. What it may pass over: for ``popular_desc``, a work that moved into the
+known part, until the revisit reaches its page; a work inside the known run whose
+lasting reason was lifted later: a refusal or an unavailable work cleared by an operator
+(clearing them resets every frontier, :mod:`curaflow.ledger.remembered`), an unavailable
+work forgotten after ``pixiv.unavailable_ttl_ms``, a work another job held and then
+released. Ranking mode
+keeps no frontier (a ranking holds at most 500 works and changes daily).
+
+**Stored format.** What the ledger holds is :class:`Frontier`'s JSON
+(``model_dump(mode="json")``), the format rows of ``scan_frontiers`` were written in before
+the frontier moved behind the source seam: :func:`read` reads them unchanged. A row this
+version cannot read, or one of another sort, is a fresh start (pages, never a duplicate).
+
+Pure package (no I/O): the scan and the tests drive it. One concern per module, every
+name imported from here: :mod:`~curaflow.sources.pixiv.frontier.models` (the stored
+frontier, a scan's walk, the walk's order), :mod:`~curaflow.sources.pixiv.frontier.stored`
+(the fingerprint, the key, reading and describing the stored JSON),
+:mod:`~curaflow.sources.pixiv.frontier.rules` (which verdicts last),
+:mod:`~curaflow.sources.pixiv.frontier.walk` (where a scan starts, what it makes of a
+page) and :mod:`~curaflow.sources.pixiv.frontier.learning` (the verdicts a walk records,
+the frontier it leaves).
+"""
+
+from __future__ import annotations
+
+from curaflow.sources.pixiv.frontier.learning import advance, known_tally, observe, tail_pass
+from curaflow.sources.pixiv.frontier.models import DATE_SORTS, PAGE, Frontier, FrontierWalk, Jump, Mark, PageStep
+from curaflow.sources.pixiv.frontier.rules import LASTING_REASONS, SETTLE_DAYS, lasting, settled_before
+from curaflow.sources.pixiv.frontier.stored import applies, describe, fingerprint, key, read
+from curaflow.sources.pixiv.frontier.walk import begin, on_page
+
+__all__ = [
+    "DATE_SORTS",
+    "LASTING_REASONS",
+    "PAGE",
+    "SETTLE_DAYS",
+    "Frontier",
+    "FrontierWalk",
+    "Jump",
+    "Mark",
+    "PageStep",
+    "advance",
+    "applies",
+    "begin",
+    "describe",
+    "fingerprint",
+    "key",
+    "known_tally",
+    "lasting",
+    "observe",
+    "on_page",
+    "read",
+    "settled_before",
+    "tail_pass",
+]

@@ -1,0 +1,140 @@
+"""What a walk learns: the verdicts it records and the frontier it leaves for the next job.
+
+See :mod:`curaflow.sources.pixiv.frontier` ("What is remembered").
+"""
+
+from __future__ import annotations
+
+from curaflow.domain.models import Work
+from curaflow.sources.pixiv.frontier.models import DATE_SORTS, PAGE, Frontier, FrontierWalk, Mark, _key
+from curaflow.sources.pixiv.frontier.rules import lasting
+
+
+def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
+    """Record the scan's verdict on ``work`` (None: a candidate)."""
+    mark = Mark(work_id=work.work_id, create_date=work.create_date, index=walk.places.pop(work.work_id, 0))
+    held = lasting(reason, work, walk.settled_before)
+    if walk.work_in_head(work.work_id):
+        if not held:
+            walk.head_top = None  # the head cannot move above a work that may change
+            walk.head_tally = {}
+        else:
+            assert reason is not None
+            if walk.head_top is None:
+                walk.head_top, walk.head_tally = mark, {}
+            _count(walk.head_tally, reason)
+            if walk.revisit_at is not None:  # a work of the known run, read again
+                _count(walk.revisit_tally, reason)
+        return
+    if walk.segment == "fresh" and not walk.candidate_seen and reason is not None:
+        if held:
+            if walk.run_top is None:
+                walk.run_tally = {}
+            walk.run_top = walk.run_top or mark
+            walk.run_end = mark
+            _count(walk.run_tally, reason)
+        else:
+            walk.run_top = walk.run_end = None
+            walk.run_tally = {}
+    if walk.first is None:
+        walk.first = mark
+    walk.last = mark
+    if reason is None:
+        walk.candidate_seen = True
+    elif not walk.candidate_seen:
+        walk.before_candidate = mark
+    if walk.clean and held:
+        assert reason is not None
+        walk.known_end = mark
+        _count(walk.clean_tally, reason)
+    elif not held:
+        walk.clean = False
+
+
+def _count(tally: dict[str, int], reason: str, n: int = 1) -> None:
+    tally[reason] = tally.get(reason, 0) + n
+
+
+def _merge(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    merged = dict(a)
+    for reason, n in b.items():
+        _count(merged, reason, n)
+    return dict(sorted(merged.items()))
+
+
+def known_tally(walk: FrontierWalk) -> dict[str, int]:
+    """The works of the known run the walk passed over without reading, by reason word.
+
+    The frontier's tally of its known run, less the verdicts of the run's works the walk
+    read again (the ``revisit`` page); empty when the walk did not pass over the run.
+    """
+    if not walk.skipped_known:
+        return {}
+    left = {reason: n - walk.revisit_tally.get(reason, 0) for reason, n in walk.plan.tally.items()}
+    return {reason: n for reason, n in sorted(left.items()) if n > 0}
+
+
+def tail_pass(walk: FrontierWalk) -> None:
+    """The scan reads a crowded day from its other end: places there are not the walk's."""
+    walk.clean = False
+
+
+def _later(a: Mark, b: Mark, sort: str) -> bool:
+    """True when ``a`` comes after ``b`` in the walk's order."""
+    if sort in DATE_SORTS:
+        ka, kb = _key(a.create_date, a.work_id), _key(b.create_date, b.work_id)
+        return ka < kb if sort == "date_desc" else ka > kb
+    return a.index > b.index
+
+
+def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
+    """The frontier a finished scan leaves for the target's next job.
+
+    Args:
+        walk: the scan's walk.
+        capped: the scan stopped at ``pixiv.max_examined`` without a candidate.
+        exhausted: the scan read the source to its end.
+
+    Returns:
+        The new frontier (see the module doc for the rules).
+    """
+    plan = walk.plan
+    sort = plan.sort
+    if walk.segment == "fresh" and walk.phase == "segment":
+        new = Frontier(sort=sort)
+        if sort == "date_desc":
+            new.head, new.known = walk.run_top, walk.run_end
+            new.tally = dict(sorted(walk.run_tally.items())) if walk.run_end is not None else {}
+        elif walk.known_end is not None:
+            new.known = walk.known_end
+            new.tally = dict(sorted(walk.clean_tally.items()))
+        if capped and walk.last is not None and walk.last != new.known:
+            new.sweep = walk.last
+            if sort == "date_desc" and new.head is None:
+                new.head = walk.first  # nothing lasting above the stop: the head is where this walk began
+        return new
+    new = plan.model_copy(deep=True)
+    if walk.revisit_at is not None:
+        ahead = walk.revisit_at + PAGE
+        new.revisit = ahead if plan.known is not None and ahead + PAGE <= plan.known.index else 0
+    if walk.phase in ("head", "revisit") and not walk.head_entered:
+        return new  # the scan ended before the known run: nothing else learnt
+    if sort == "date_desc" and walk.head_entered and walk.head_top is not None:
+        new.head = walk.head_top
+        new.tally = _merge(new.tally, walk.head_tally)
+    if walk.segment == "known":
+        if walk.known_end is not None:
+            new.known = walk.known_end
+            new.tally = _merge(new.tally, walk.clean_tally)
+        if capped and walk.last is not None and not walk.clean:
+            new.sweep = walk.last
+    elif walk.segment == "sweep":
+        if capped and walk.last is not None:
+            new.sweep = walk.last
+        elif walk.candidate_seen and walk.before_candidate is not None:
+            new.sweep = walk.before_candidate
+    if exhausted:
+        new.sweep = None
+    if new.sweep is not None and new.known is not None and not _later(new.sweep, new.known, sort):
+        new.sweep = None
+    return new

@@ -1,0 +1,170 @@
+"""The frontier's models: what the ledger stores of a target's walk, what a scan keeps of it.
+
+:class:`Mark` (a work examined and its place), :class:`Frontier` (the stored memory),
+:class:`FrontierWalk` (a scan's progress against it, in the scan checkpoint),
+:class:`Jump` and :class:`PageStep` (what the walk does next); the app-api's page size
+and the walk's order by creation time. See :mod:`curaflow.sources.pixiv.frontier`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from curaflow.domain.models import Work
+
+#: The app-api's page size.
+PAGE = 30
+#: Sorts that walk by creation time (a mark is found again by its day and time).
+DATE_SORTS = ("date_desc", "date_asc")
+
+
+class Mark(BaseModel):
+    """A work the target examined, and where it sits in the walk.
+
+    Attributes:
+        work_id: the work's id.
+        create_date: its creation time as the source lists it (date sorts order by it).
+        index: date sorts: its place (0-based) among its day's works in the walk's order;
+            ``popular_desc``: its place in the whole result list.
+    """
+
+    work_id: str
+    create_date: str | None = None
+    index: int = 0
+
+    @property
+    def day(self) -> str:
+        """The mark's day (``YYYY-MM-DD``)."""
+        return (self.create_date or "")[:10]
+
+
+class Frontier(BaseModel):
+    """What a target has examined of one query (stored per target and fingerprint).
+
+    Attributes:
+        sort: the walk's order (``date_desc`` | ``date_asc`` | ``popular_desc``).
+        head: ``date_desc``: the newest work of the known run.
+        known: the last work of the known run.
+        sweep: where a capped scan stopped beyond ``known``.
+        revisit: ``popular_desc``: the offset of the page of the known part the next job
+            reads again (in turn from the top).
+        tally: the works of the known run by the reason word that ruled each out
+            (``duplicate``, ``refused``, ``filtered:r18`` …): a scan that does not read
+            the run again reports them as known (``CandidateReport.known``), so its
+            tally — and its cell's reason — is the one a scan reading them would give.
+    """
+
+    sort: str
+    head: Mark | None = None
+    known: Mark | None = None
+    sweep: Mark | None = None
+    revisit: int = 0
+    tally: dict[str, int] = Field(default_factory=dict)
+
+
+class FrontierWalk(BaseModel):
+    """A scan's progress against its target's frontier (part of the scan checkpoint).
+
+    Attributes:
+        plan: the frontier the scan started from.
+        settled_before: see :func:`lasting`.
+        phase: ``head`` (``date_desc``: reading new works above ``plan.head``),
+            ``revisit`` (``popular_desc``: reading one page of the known part again) or
+            ``segment`` (from the jump on, or the whole walk of a fresh frontier).
+        revisit_at: the offset of the page the ``revisit`` phase read.
+        segment: where the segment started: ``fresh`` (the walk's start: no frontier),
+            ``known`` or ``sweep``.
+        skip: works at or before this mark are not examined (the landing's own page).
+        landing: the next page fetched is the jump's landing page (it is checked).
+        stepped_back: landing pages refetched 30 places earlier.
+        pass_start: the next page starts a pass (offsets and day places restart).
+        day / day_start: the day of the last listed work and the place in the pass of
+            its day's first work (None: not seen in this pass).
+        places: the place (:attr:`Mark.index`) of each listed work not yet examined.
+        head_ids: works of the head still to examine (their verdicts belong to the head).
+        head_top / head_entered: the newest head work from which every head work down to
+            ``plan.head`` was ruled out for good (the head may move up to it), whether the
+            walk reached ``plan.head``.
+        run_top / run_end: a fresh ``date_desc`` walk: the run of lasting rejections that
+            ends where its first candidate is (or where it stopped); it becomes the head
+            and the known run, and what lies above it the head.
+        first / known_end / last / before_candidate / candidate_seen / clean: the
+            segment's first examined work, the end of its run of lasting rejections (while
+            ``clean``), its last examined work, the last one before its first candidate.
+        run_tally / clean_tally / head_tally: the reason words of the works of the run
+            ``run_top``–``run_end``, of the clean run up to ``known_end``, and of the head
+            works from ``head_top`` down to ``plan.head`` (what :func:`advance` adds to
+            the frontier's tally).
+        revisit_tally: the lasting verdicts of works of the known run read again (the
+            ``revisit`` page): not counted twice (:func:`known_tally`).
+        skipped_known: the walk passed over the known run without reading it.
+    """
+
+    plan: Frontier
+    settled_before: str | None = None
+    phase: Literal["head", "revisit", "segment"] = "segment"
+    segment: Literal["fresh", "known", "sweep"] = "fresh"
+    revisit_at: int | None = None
+    skip: Mark | None = None
+    landing: bool = False
+    stepped_back: int = 0
+    pass_start: bool = True
+    day: str | None = None
+    day_start: int | None = None
+    places: dict[str, int] = Field(default_factory=dict)
+    head_ids: list[str] = Field(default_factory=list)
+    head_top: Mark | None = None
+    head_entered: bool = False
+    run_top: Mark | None = None
+    run_end: Mark | None = None
+    first: Mark | None = None
+    known_end: Mark | None = None
+    last: Mark | None = None
+    before_candidate: Mark | None = None
+    candidate_seen: bool = False
+    clean: bool = True
+    run_tally: dict[str, int] = Field(default_factory=dict)
+    clean_tally: dict[str, int] = Field(default_factory=dict)
+    head_tally: dict[str, int] = Field(default_factory=dict)
+    revisit_tally: dict[str, int] = Field(default_factory=dict)
+    skipped_known: bool = False
+
+    def work_in_head(self, work_id: str) -> bool:
+        """Whether the verdict on ``work_id`` belongs to the head (consumed once)."""
+        if work_id in self.head_ids:
+            self.head_ids.remove(work_id)
+            return True
+        return self.phase in ("head", "revisit")
+
+
+class Jump(BaseModel):
+    """Where the walk continues: the same query from ``mark``.
+
+    Attributes:
+        window: date sorts: the date window (``end_date`` for ``date_desc``,
+            ``start_date`` for ``date_asc``: the mark's day); empty otherwise.
+        offset: the offset of the landing page (the mark's place, at most 5000).
+    """
+
+    window: dict[str, str] = Field(default_factory=dict)
+    offset: int = 0
+
+
+class PageStep(BaseModel):
+    """What the frontier makes of a fetched page.
+
+    Attributes:
+        works: the page's works to examine (in order).
+        refetch: ask again at this offset instead (a landing page that started too late).
+        jump: after ``works``, continue there (the head reached the known run).
+    """
+
+    works: list[Work]
+    refetch: int | None = None
+    jump: Jump | None = None
+
+
+def _key(create_date: str | None, work_id: str) -> tuple[str, int]:
+    return (create_date or "", int(work_id))

@@ -1,0 +1,55 @@
+"""Which verdicts on a work hold for later jobs of the same fingerprint (the known run's rule).
+
+See :mod:`curaflow.sources.pixiv.frontier` ("What is remembered").
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from curaflow.domain.models import Work
+
+#: A work below ``min_bookmarks`` counts as ruled out for good once it is this old (days):
+#: a work gathers most of its bookmarks in its first days.
+SETTLE_DAYS = 7
+
+
+#: Rejections that hold whatever happens later (see the module doc).
+LASTING_REASONS = frozenset(
+    {
+        "duplicate",
+        "refused",
+        "unavailable",
+        "unusable",
+        "invalid",
+        "filtered:work_type",
+        "filtered:ai",
+        "filtered:r18",
+        "filtered:page_count",
+        "filtered:date",
+    }
+)
+
+
+def settled_before(now: datetime) -> str:
+    """The day (``YYYY-MM-DD``, UTC) before which a work has settled its bookmarks at ``now``
+    (:data:`SETTLE_DAYS` earlier; :func:`lasting`)."""
+    return (now.astimezone(UTC) - timedelta(days=SETTLE_DAYS)).date().isoformat()
+
+
+def lasting(reason: str | None, work: Work, settled_before: str | None) -> bool:
+    """Whether a verdict on ``work`` holds for later jobs of the same fingerprint.
+
+    Args:
+        reason: the scan's rejection word, None for a candidate (never lasting).
+        settled_before: works created before this day (``YYYY-MM-DD``, UTC) have settled
+            bookmark counts: a ``min_bookmarks`` rejection of one is lasting. None: never.
+    """
+    if reason is None:
+        return False
+    if reason in LASTING_REASONS:
+        return True
+    if reason == "filtered:min_bookmarks" and settled_before:
+        day = (work.create_date or "")[:10]
+        return bool(day) and day < settled_before
+    return False

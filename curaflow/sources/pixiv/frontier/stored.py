@@ -1,0 +1,85 @@
+"""A target's frontier as the ledger keeps it: its key (the fingerprint) and its stored JSON.
+
+See :mod:`curaflow.sources.pixiv.frontier` ("Stored format").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from curaflow.domain.messages import TargetSpec
+from curaflow.sources.pixiv.frontier.models import DATE_SORTS, Frontier, Mark
+
+
+def fingerprint(target: TargetSpec) -> str:
+    """The identity of what a target's scan sees: change any part and the frontier starts afresh.
+
+    Covers the account (what it may see, what is unavailable to it), the work type, every
+    query field, every filter and the routes (what counts as delivered); not the
+    candidate bound, nor a task's own exclusions.
+
+    Returns:
+        A hex SHA-256 of the canonical JSON of those fields.
+    """
+    view = {
+        "account": target.account,
+        "work_type": target.work_type,
+        "query": target.query.model_dump(mode="json"),
+        "filters": target.filters.model_dump(mode="json"),
+        "routes": sorted(r.name for r in target.routes),
+    }
+    return hashlib.sha256(json.dumps(view, sort_keys=True, ensure_ascii=True).encode()).hexdigest()
+
+
+def applies(target: TargetSpec) -> bool:
+    """Whether ``target``'s scans keep a frontier: tag searches in a known sort."""
+    return target.query.mode == "search" and target.query.sort in (*DATE_SORTS, "popular_desc")
+
+
+def key(target: TargetSpec) -> str | None:
+    """The key ``target``'s frontier is stored under: its :func:`fingerprint`, or None when
+    its scans keep no frontier (:func:`applies`: rankings, unknown sorts)."""
+    return fingerprint(target) if applies(target) else None
+
+
+def read(stored: dict[str, Any] | None, sort: str) -> Frontier:
+    """The frontier a scan in ``sort`` starts from, read from what the ledger stored.
+
+    Args:
+        stored: the stored JSON (:class:`Frontier`'s, as every version wrote it), or None
+            / ``{}`` when nothing is stored yet.
+        sort: the target's sort.
+
+    Returns:
+        The stored frontier; a fresh one (the walk's start) when nothing is stored, the
+        stored one is of another sort, or it is not a shape this version reads — a
+        frontier is advisory: losing it costs pages, never a duplicate.
+    """
+    if stored:
+        try:
+            frontier = Frontier.model_validate(stored)
+        except ValueError:
+            frontier = None
+        if frontier is not None and frontier.sort == sort:
+            return frontier
+    return Frontier(sort=sort)
+
+
+def describe(stored: dict[str, Any]) -> str | None:
+    """One line for operators (``curaflow frontiers list``): the sort, the head, the end of
+    the known run, a capped scan's stop; None when ``stored`` is not a frontier of this
+    module's shape."""
+    try:
+        frontier = Frontier.model_validate(stored)
+    except ValueError:
+        return None
+
+    def mark(m: Mark | None) -> str:
+        return f"{m.work_id} ({m.day or m.index})" if m is not None else "-"
+
+    return (
+        f"{frontier.sort}: head {mark(frontier.head)}, known up to {mark(frontier.known)}, "
+        f"capped scan stopped at {mark(frontier.sweep)}"
+    )

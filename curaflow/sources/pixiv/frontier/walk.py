@@ -1,0 +1,179 @@
+"""How a scan walks against its target's frontier: where it starts, what it makes of each page.
+
+See :mod:`curaflow.sources.pixiv.frontier` ("How a job walks").
+"""
+
+from __future__ import annotations
+
+from curaflow.domain.models import Work
+from curaflow.sources.pixiv.frontier.models import DATE_SORTS, PAGE, Frontier, FrontierWalk, Jump, Mark, PageStep, _key
+
+
+def _passed(work: Work, mark: Mark, sort: str) -> bool:
+    """True when ``work`` comes at or before ``mark`` in the walk's order (date sorts)."""
+    here, there = _key(work.create_date, work.work_id), _key(mark.create_date, mark.work_id)
+    return here >= there if sort == "date_desc" else here <= there
+
+
+def _jump_to(mark: Mark, sort: str, max_offset: int) -> Jump:
+    if sort in DATE_SORTS:
+        key = "end_date" if sort == "date_desc" else "start_date"
+        return Jump(window={key: mark.day}, offset=min(mark.index, max_offset))
+    return Jump(offset=min(mark.index, max_offset))
+
+
+def begin(
+    frontier: Frontier | None, sort: str, *, max_offset: int, settled_before: str | None = None
+) -> tuple[FrontierWalk, Jump | None]:
+    """Start a scan's walk from ``frontier``.
+
+    Args:
+        frontier: the target's stored frontier (None, or another sort's: afresh).
+        sort: the target's sort.
+        max_offset: the source's deepest offset (5000).
+        settled_before: see :func:`lasting`.
+
+    Returns:
+        The walk, and where to jump before the first page (None: start at the top).
+    """
+    plan = frontier if frontier is not None and frontier.sort == sort else Frontier(sort=sort)
+    walk = FrontierWalk(plan=plan, settled_before=settled_before)
+    start = plan.sweep or plan.known
+    if start is None or (sort == "date_desc" and plan.head is None):
+        return walk, None
+    if sort == "date_desc":
+        walk.phase = "head"
+        return walk, None
+    if sort not in DATE_SORTS and start.index >= PAGE:
+        walk.phase = "revisit"
+        walk.revisit_at = plan.revisit if plan.revisit + PAGE <= start.index else 0
+        return walk, Jump(offset=walk.revisit_at)
+    return _land(walk, start, sort, max_offset), _jump_to(start, sort, max_offset)
+
+
+def _land(walk: FrontierWalk, mark: Mark, sort: str, max_offset: int) -> FrontierWalk:
+    walk.phase = "segment"
+    walk.skipped_known = True
+    walk.segment = "sweep" if walk.plan.sweep is not None else "known"
+    walk.skip = mark
+    walk.landing = True
+    walk.pass_start = True
+    return walk
+
+
+def on_page(
+    walk: FrontierWalk, works: list[Work], *, sort: str, offset: int, window_day: str | None, max_offset: int
+) -> PageStep:
+    """Apply the frontier to a fetched page (before the scan's own skipping).
+
+    Args:
+        walk: the scan's walk (updated in place).
+        works: the page's works as listed.
+        sort: the target's sort.
+        offset: the offset the page was asked at.
+        window_day: the day the pass's date window starts on (``end_date`` for
+            ``date_desc``, ``start_date`` for ``date_asc``), None without one.
+        max_offset: the source's deepest offset.
+
+    Returns:
+        What to examine, and whether to refetch or jump.
+    """
+    if walk.landing:
+        back = _landing_check(walk, works, sort=sort, offset=offset)
+        if back is not None:
+            walk.stepped_back += 1
+            return PageStep(works=[], refetch=back)
+    if walk.pass_start:
+        walk.day, walk.day_start = None, None
+    walk.places = {}
+    for i, work in enumerate(works):
+        walk.places[work.work_id] = _place(walk, work, sort=sort, at=offset + i, window_day=window_day)
+    walk.pass_start = False
+    if walk.landing:
+        walk.landing = False
+        works = _after_mark(walk, works, sort)
+    elif walk.skip is not None and sort in DATE_SORTS:
+        works = [w for w in works if not _passed(w, walk.skip, sort)]
+    if walk.phase == "revisit":
+        start = walk.plan.sweep or walk.plan.known
+        walk.head_ids = [w.work_id for w in works]
+        walk.head_entered = True
+        if start is None:  # cannot happen (a revisit needs a mark): walk on
+            walk.phase = "segment"
+            return PageStep(works=works)
+        _land(walk, start, sort, max_offset)
+        return PageStep(works=works, jump=_jump_to(start, sort, max_offset))
+    if walk.phase == "head" and walk.plan.head is not None:
+        works_in = works
+        for i, work in enumerate(works):
+            if _passed(work, walk.plan.head, sort):
+                walk.head_entered = True
+                head, works = works[:i], []
+                walk.head_ids = [w.work_id for w in head]
+                start = walk.plan.sweep or walk.plan.known
+                if start is None:  # a head without a run: walk on from here
+                    walk.phase, walk.segment = "segment", "known"
+                    return PageStep(works=head)
+                listed = [w.work_id for w in works_in]
+                if start.work_id in listed[i:]:
+                    # The mark is on this page too: go on after it, no jump needed.
+                    walk.phase = "segment"
+                    walk.skipped_known = True
+                    walk.segment = "sweep" if walk.plan.sweep is not None else "known"
+                    walk.skip = start
+                    return PageStep(works=head + works_in[listed.index(start.work_id) + 1 :])
+                _land(walk, start, sort, max_offset)
+                return PageStep(works=head, jump=_jump_to(start, sort, max_offset))
+        walk.head_ids = [w.work_id for w in works]
+    return PageStep(works=works)
+
+
+def _landing_check(walk: FrontierWalk, works: list[Work], *, sort: str, offset: int) -> int | None:
+    """The offset to ask again at when the landing page may have started past unexamined works.
+
+    An empty landing page steps back whatever the sort: the frontier knows works stood
+    there, so either enough of them went away (the page before holds the rest) or the
+    source answered an empty page it should not have (a struggling backend's answer is
+    never taken for the end of results; the page before leads on with the source's own
+    ``next_url``, whose empty answer is then the source's failure).
+    """
+    mark = walk.skip
+    if mark is not None and offset > 0 and not works:
+        return max(0, offset - PAGE)
+    if mark is None or offset <= 0 or sort not in DATE_SORTS:
+        return None  # popular_desc: no key to compare; the revisit pages cover shifts
+    if not works or not _passed(works[0], mark, sort):
+        return max(0, offset - PAGE)
+    return None
+
+
+def _after_mark(walk: FrontierWalk, works: list[Work], sort: str) -> list[Work]:
+    """The landing page's works after the mark (those at or before it were examined before)."""
+    mark = walk.skip
+    if mark is None:
+        return works
+    if sort in DATE_SORTS:
+        return [w for w in works if not _passed(w, mark, sort)]
+    ids = [w.work_id for w in works]
+    if mark.work_id in ids:
+        return works[ids.index(mark.work_id) + 1 :]
+    return works
+
+
+def _place(walk: FrontierWalk, work: Work, *, sort: str, at: int, window_day: str | None) -> int:
+    """A listed work's :attr:`Mark.index`: its place in its day (date sorts) or in the list."""
+    if sort not in DATE_SORTS:
+        return at
+    day = (work.create_date or "")[:10]
+    if day != walk.day:
+        first_of_pass = walk.day is None
+        walk.day = day
+        if first_of_pass:
+            # A pass lists from the start of its first day, unless it landed on a day
+            # other than its window's (works of that day were deleted): place unknown.
+            walk.day_start = 0 if (window_day is None or window_day == day) else None
+        else:
+            walk.day_start = at
+    if walk.day_start is None:
+        return 0  # unknown: landing at the day's start is slower, never wrong
+    return at - walk.day_start

@@ -1,0 +1,70 @@
+"""Where a Pixiv scan is: :class:`ScanCheckpoint` (persisted after every page) and
+:class:`TailPass` (the second walk over a crowded day).
+
+See :mod:`curaflow.sources.pixiv.scan`.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from curaflow.sources.base import ScanState
+from curaflow.sources.pixiv import frontier as fr
+
+
+class TailPass(BaseModel):
+    """The second walk over a crowded day, from its other end.
+
+    Attributes:
+        day: the day (``YYYY-MM-DD``).
+        stop_date / stop_id: the last work the first walk fetched on that day; the tail
+            takes the works before it in the reversed order, and stops there.
+        reached: works of the day fetched so far by both walks.
+    """
+
+    day: str
+    stop_date: str
+    stop_id: int
+    reached: int = 0
+
+
+class ScanCheckpoint(ScanState):
+    """Where a Pixiv scan is; persisted after every page.
+
+    The fields every source keeps are :class:`~curaflow.sources.base.ScanState`'s
+    (``next_url`` is the app-api's ``next_url``; only its ``offset`` is read). Pixiv's own:
+
+    Attributes:
+        window: date window overrides after a 5000-offset restart.
+        seen_ids: ids of the previous page (a page that shifted by a new upload repeats
+            some of them; they are not examined twice).
+        last_day / last_day_ids: the day of the latest examined work and the ids
+            examined on it.
+        boundary_day / boundary_ids: after a window move, the day the window restarted
+            on and the ids of that day fetched before the move (skipped until the scan
+            leaves the day).
+        window_moves / skipped_days: 5000-offset restarts, and days that alone held more
+            than the API can page from both ends (a middle part could not be reached).
+        tail: while a crowded day is read from its other end (see the module doc).
+        pass_first_day / count_day / day_count: the day of the first work of the current
+            pass of the walk, and how many works of the latest day this pass fetched.
+        walk: the scan against the target's frontier (None: no frontier kept).
+        next_from_source: ``next_url`` is the source's own (the previous page promised
+            more works), not a page curaflow chose (a frontier jump or re-read), so an
+            empty answer to it is the source's failure (:func:`check_page`).
+    """
+
+    window: dict[str, str] = Field(default_factory=dict)
+    seen_ids: list[str] = Field(default_factory=list)
+    last_day: str | None = None
+    last_day_ids: list[str] = Field(default_factory=list)
+    boundary_day: str | None = None
+    boundary_ids: list[str] = Field(default_factory=list)
+    window_moves: int = 0
+    skipped_days: list[str] = Field(default_factory=list)
+    tail: TailPass | None = None
+    pass_first_day: str | None = None
+    count_day: str | None = None
+    day_count: int = 0
+    walk: fr.FrontierWalk | None = None
+    next_from_source: bool = True

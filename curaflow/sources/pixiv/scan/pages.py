@@ -1,0 +1,142 @@
+"""One page of a scan: fetched, checked, parsed, handed to the frontier, and where the next
+page is.
+
+See :mod:`curaflow.sources.pixiv.scan`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from curaflow.domain.messages import TargetSpec
+from curaflow.domain.models import Work
+from curaflow.domain.reasons import TerminalReason
+from curaflow.sources.base import SkippedDayHook
+from curaflow.sources.errors import SourceError
+from curaflow.sources.pixiv import frontier as fr
+from curaflow.sources.pixiv.client import MAX_OFFSET, InvalidWork, PixivClient, offset_of, parse_work
+from curaflow.sources.pixiv.scan.checkpoint import ScanCheckpoint
+from curaflow.sources.pixiv.scan.days import _count_days, _day, _move_window, _new_pass, _start_tail, _tail_page
+from curaflow.sources.pixiv.scan.retrieval import _request
+
+
+def check_page(page: dict[str, Any], *, promised: bool) -> None:
+    """Refuse an answer that cannot be taken for the end of results (the source's failure).
+
+    Only the source says where its results end: a page without ``next_url``. An answer
+    without an ``illusts`` list is not a page of results, and a page a ``next_url``
+    promised that holds no work at all is a struggling backend's answer (Pixiv and its
+    replay only send a ``next_url`` when more works follow). Either fails the attempt as
+    a retryable ``remote_http_error``; the retry asks the same page again.
+
+    Args:
+        page: the decoded answer.
+        promised: the request followed a ``next_url`` of the previous page, or is the
+            first page of results the target's frontier already saw works in.
+
+    Raises:
+        SourceError: ``remote_http_error``, retryable.
+    """
+    illusts = page.get("illusts")
+    if not isinstance(illusts, list):
+        raise SourceError(TerminalReason.REMOTE_HTTP_ERROR, "pixiv answered HTTP 200 without an illusts list")
+    if promised and not illusts:
+        raise SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR,
+            "pixiv answered an empty page where more works were promised (by the previous page's next_url, "
+            "or by the works this target already examined in these results)",
+        )
+
+
+def _parse_page(cp: ScanCheckpoint, page: dict[str, Any]) -> list[Work]:
+    """The page's works; those the source should never have sent are counted ``invalid``."""
+    works: list[Work] = []
+    for illust in page.get("illusts") or []:
+        try:
+            works.append(parse_work(illust))
+        except InvalidWork:
+            cp.examined += 1
+            cp.all_duplicates = False
+            cp.report.rejected += 1
+            cp.report.reasons["invalid"] = cp.report.reasons.get("invalid", 0) + 1
+    return works
+
+
+def _offset_url(offset: int) -> str:
+    """A ``next_url`` that carries only ``offset`` (the rest of a request is the retrieval view)."""
+    return f"https://app-api.pixiv.net/v1/search/illust?offset={offset}"
+
+
+def _frontier_page(cp: ScanCheckpoint, target: TargetSpec, works: list[Work], offset: int) -> fr.PageStep | None:
+    """The frontier's view of a fetched page (None: the scan keeps no frontier)."""
+    if cp.walk is None:
+        return None
+    sort = target.query.sort
+    key = "end_date" if sort == "date_desc" else "start_date"
+    window_day = cp.window.get(key) if sort in fr.DATE_SORTS else None
+    return fr.on_page(cp.walk, works, sort=sort, offset=offset, window_day=window_day, max_offset=MAX_OFFSET)
+
+
+def _jump(cp: ScanCheckpoint, jump: fr.Jump) -> None:
+    """Continue the walk at the frontier's mark: its day's window, at its offset."""
+    cp.window = dict(jump.window)
+    cp.boundary_day, cp.boundary_ids = None, []
+    _new_pass(cp)
+    cp.started = True
+    cp.next_url, cp.next_from_source = _offset_url(jump.offset), False
+    cp.pages_done = False
+
+
+async def _fetch_page(
+    client: PixivClient, target: TargetSpec, cp: ScanCheckpoint, on_skipped_day: SkippedDayHook | None = None
+) -> None:
+    """Fetch the next page into ``cp.pending`` and decide where the page after it is.
+
+    Raises:
+        SourceError: the answer is not a page of results, or a page a ``next_url``
+            promised came back empty (:func:`check_page`).
+    """
+    promised = cp.started and cp.next_url is not None and cp.next_from_source
+    if not cp.started and not cp.window and cp.walk is not None and (cp.walk.plan.head or cp.walk.plan.known):
+        # The first page of results the target's frontier has already seen works in.
+        promised = True
+    offset = offset_of(cp.next_url) if cp.started else 0
+    page = await _request(client, target, cp)
+    check_page(page, promised=promised)
+    cp.started = True
+    cp.pages += 1
+    sort = target.query.sort
+    works = _parse_page(cp, page)
+    next_url = page.get("next_url")
+    if cp.tail is not None:
+        _tail_page(cp, sort, works, next_url, on_skipped_day)
+        return
+    step = _frontier_page(cp, target, works, offset)
+    if step is not None and step.refetch is not None:
+        cp.pending = []
+        cp.next_url, cp.next_from_source = _offset_url(step.refetch), False
+        return
+    skip = set(cp.seen_ids) | set(cp.boundary_ids)
+    cp.pending = [w for w in (step.works if step is not None else works) if w.work_id not in skip]
+    if cp.boundary_day and any(
+        (_day(w) < cp.boundary_day if sort == "date_desc" else _day(w) > cp.boundary_day) for w in works if _day(w)
+    ):
+        cp.boundary_day, cp.boundary_ids = None, []  # the scan has left the boundary day
+    cp.seen_ids = [w.work_id for w in works]
+    _count_days(cp, works)
+    if step is not None and step.jump is not None:
+        _jump(cp, step.jump)
+        return
+    if next_url and offset_of(next_url) > MAX_OFFSET:
+        # The API answers HTTP 400 past offset 5000: move the date window instead.
+        if target.query.mode == "search" and sort in ("date_desc", "date_asc") and (works or cp.last_day):
+            if works and cp.pass_first_day == _day(works[-1]) and _day(works[-1]):
+                _start_tail(cp, works[-1])  # this whole pass was one day: read its other end
+            else:
+                _move_window(cp, sort, works)
+        else:
+            cp.next_url = None
+            cp.pages_done = True
+    else:
+        cp.next_url, cp.next_from_source = next_url, True
+        cp.pages_done = not next_url
