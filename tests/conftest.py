@@ -79,11 +79,11 @@ def compile_project(root: Path) -> None:
 #: after these; the unit tests (quick) end the run.
 LONGEST_FIRST = (
     "tests/integration/test_liveness.py",
-    "tests/chaos/test_chaos_quick.py",
     "tests/integration/test_scaleout.py",
-    "tests/integration/test_ledger_hang.py",
+    "tests/chaos/test_chaos_quick.py",
     "tests/integration/test_cli_run.py",
     "tests/integration/test_source_jobs.py",
+    "tests/integration/test_ledger_hang.py",
     "tests/integration/test_budget_truth.py",
     "tests/integration/test_core_truth.py",
     "tests/integration/test_supervision.py",
@@ -125,10 +125,19 @@ LONGEST_FIRST = (
     "tests/workflow/test_cancel_resume.py",
     "tests/integration/test_api_auth_logs.py",
     "tests/integration/test_lease_meaning.py",
+    "tests/unit/test_alerts.py",
     "tests/workflow/test_admission.py",
     "tests/integration/test_temporal_tls.py",
     "tests/integration/test_observability.py",
     "tests/integration/test_source_attribution.py",
+    "tests/integration/test_main_job.py",
+    "tests/workflow/test_live_state.py",
+    "tests/workflow/test_retries.py",
+    "tests/ui/test_docs_offline.py",
+    "tests/integration/test_delivery_attribution.py",
+    "tests/integration/test_api_events.py",
+    "tests/integration/test_upgrade_check.py",
+    "tests/integration/test_unusable_works.py",
 )
 
 

@@ -4,6 +4,8 @@
   fault mode, served from the test process so that every worker process of a stack
   talks to the same one and the test sees every request;
 * config builders for Telegram / Discord / webhook routes pointing at the fakes;
+* :class:`Fakes` and :class:`SharedEnv`: the third parties and the one worker a job-level
+  module shares among its tests (the fixtures are ``tests/integration/conftest.py``'s);
 * :func:`start_scheduled`: start a ``JobWorkflow`` directly (as a schedule would) with
   fallback stages;
 * ledger look-ups.
@@ -16,12 +18,14 @@ import itertools
 import os
 import subprocess
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 
 from curaflow.domain.messages import JobInput, TargetSpec
+from curaflow.domain.models import JobRecord
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started
 from curaflow.temporal.connection import connect, start_job_workflow
@@ -46,6 +50,89 @@ def discord_route(fake: FakeDiscord, **extra: Any) -> dict[str, Any]:
 
 def webhook_route(receiver: WebhookReceiver, path: str = "/hook") -> dict[str, Any]:
     return {"kind": "webhook", "url": receiver.url + path, "secret": whsec()}
+
+
+@dataclass
+class Fakes:
+    """The third parties of a job-level module, on 127.0.0.1: the Pixiv replay, the Telegram
+    Bot API, a Discord webhook and a signed-webhook receiver."""
+
+    replay: ReplayServer
+    telegram: FakeTelegram
+    discord: FakeDiscord
+    webhook: WebhookReceiver
+
+    @classmethod
+    async def start(cls) -> Fakes:
+        return cls(
+            await ReplayServer().start(),
+            await FakeTelegram().start(),
+            await FakeDiscord().start(),
+            await WebhookReceiver(whsec()).start(),
+        )
+
+    def reset(self) -> None:
+        """Forget what each fake saw and drop its script and faults (before each test)."""
+        for fake in (self.replay, self.telegram, self.discord, self.webhook):
+            fake.reset()
+
+    async def stop(self) -> None:
+        for fake in (self.replay, self.telegram, self.discord, self.webhook):
+            await fake.stop()
+
+
+@dataclass
+class SharedEnv:
+    """One worker process and one set of :class:`Fakes` for a job-level module's tests.
+
+    Each test runs on a *slot* of its own: a target whose id is the slot, its routes (named
+    by :meth:`route`) and, where the module says so, a Pixiv account of the same name. The
+    module builds the configuration from the slots (its ``shared_config(env)``); the
+    fixtures that start and reset it are ``shared_env`` and ``env``
+    (``tests/integration/conftest.py``).
+    """
+
+    fakes: Fakes
+    root: Path
+    suffix: str = field(default_factory=short_id)
+    _stack: Stack | None = None
+
+    @property
+    def stack(self) -> Stack:
+        assert self._stack is not None, "the shared worker starts after shared_config"
+        return self._stack
+
+    @property
+    def replay(self) -> ReplayServer:
+        return self.fakes.replay
+
+    @property
+    def telegram(self) -> FakeTelegram:
+        return self.fakes.telegram
+
+    @property
+    def discord(self) -> FakeDiscord:
+        return self.fakes.discord
+
+    @property
+    def webhook(self) -> WebhookReceiver:
+        return self.fakes.webhook
+
+    def route(self, slot: str, kind: str | None = None) -> str:
+        """The name of the slot's route (of ``kind``, when the slot has several)."""
+        return f"{slot}-{kind}-{self.suffix}" if kind else f"{slot}-{self.suffix}"
+
+    def out(self, slot: str) -> Path:
+        """Where a slot's directory route delivers, when the module gives it one there."""
+        return self.root / slot / "delivered"
+
+    def task(self, slot: str, tags: list[str] | None = None, **params: Any) -> dict[str, Any]:
+        """A Task on the slot's target (the query's tags default to ``オリジナル``)."""
+        return self.stack.task(target_id=slot, query={"tags": tags or ["オリジナル"]}, **params)
+
+    async def run(self, slot: str, tags: list[str] | None = None, **params: Any) -> JobRecord:
+        """Admit a job on the slot's target and wait for its end (at most 120 s)."""
+        return await self.stack.wait_terminal(await self.stack.admit(self.task(slot, tags, **params)), timeout_s=120)
 
 
 def spec_for(stack: Stack, target_id: str = "demo") -> TargetSpec:

@@ -283,6 +283,13 @@ class Stack:
         self.http: httpx.AsyncClient | None = None
         self.pool: asyncpg.Pool | None = None
 
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        """Merge ``config`` into this stack's configuration file: workers started from now
+        on read it (the running ones keep what they started with)."""
+        self.config = deep_merge(self.config, config)
+        self.config_path.write_text(tomli_w.dumps(self.config))
+        self.settings = load_settings(self.config_path)
+
     # ---- processes ----------------------------------------------------------------
 
     def worker_env(self) -> dict[str, str]:
@@ -349,8 +356,8 @@ class Stack:
         return self.pool
 
     async def stop(self) -> None:
-        for worker in self.workers:
-            await asyncio.to_thread(worker.stop)
+        # all at once: each drains on its own (a second or more), none waits for another
+        await asyncio.gather(*(asyncio.to_thread(worker.stop) for worker in self.workers))
         if self.http is not None:
             await self.http.aclose()
         if self.api is not None:

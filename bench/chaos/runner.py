@@ -21,7 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.chaos.scenarios import RUNNERS, Plan, Scenario, ScenarioResult, plans, scenario_config
+from bench.chaos.scenarios import QUICK_PIXIV, RUNNERS, Plan, Scenario, ScenarioResult, plans, scenario_config
 from bench.chaos.stack import ChaosStack
 from bench.runner import RESULTS_DIR, machine
 
@@ -250,6 +250,8 @@ async def run_chaos(
     def config_of(names: list[str]) -> Any:
         def build(stack: ChaosStack) -> dict[str, Any]:
             config: dict[str, Any] = {"routes": {}, "targets": []}
+            if quick:
+                config["pixiv"] = dict(QUICK_PIXIV)
             for name in names:
                 part = scenario_config(
                     name, selected[name], stack.receiver_url, stack.root, stack.hostile_url, stack.internal_url

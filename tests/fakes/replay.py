@@ -91,7 +91,9 @@ class Faults(ReplayScript):
         deleted_works: ids no search lists any more (deleted since they were recorded).
         search_delay_s: delay before answering a search or ranking request, seconds.
         slow_images_s: pause in the middle of every image body while > 0 (read per
-            request, so a test can change it live), and of a ``"slow"`` image, seconds.
+            request, so a test can change it live; set back to 0, it also ends the pauses
+            in flight: a test releases the downloads it held), and of a ``"slow"`` image
+            (1 s when 0), seconds.
         truncate_images: cut every image body in half (``Content-Length`` stays the
             full size).
         token_ttl_s: ``expires_in`` of issued access tokens.
@@ -192,12 +194,14 @@ class Faults(ReplayScript):
         if fault not in ("truncate", "slow", "chunked"):
             return Response(content=body, media_type=media_type), fault or ""
         delay = (self.slow_images_s or 1.0) if fault == "slow" else 0.0
+        live = self.slow_images_s > 0  # a pause of slow_images_s ends when it is set back to 0
 
         async def stream() -> AsyncIterator[bytes]:
             half = len(body) // 2
             yield body[:half]
-            if delay:
-                await asyncio.sleep(delay)
+            ends = time.monotonic() + delay
+            while time.monotonic() < ends and not (live and self.slow_images_s <= 0):
+                await asyncio.sleep(min(0.05, ends - time.monotonic()))
             if fault != "truncate":
                 yield body[half:]
 

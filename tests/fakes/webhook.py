@@ -41,7 +41,7 @@ class Received:
 
 @dataclass
 class Reply:
-    """A scripted answer."""
+    """A scripted answer, sent after ``delay_s`` (at once when the receiver stops)."""
 
     status: int = 200
     body: Any = field(default_factory=lambda: {"status": "accepted"})
@@ -74,6 +74,7 @@ class WebhookReceiver:
         self.script: dict[str, list[Reply]] = {}
         self.refuse_works: set[str] = set()
         self.arrived = asyncio.Event()
+        self._stopping = asyncio.Event()
         app = FastAPI()
 
         @app.get("/_fake/received")
@@ -122,7 +123,10 @@ class WebhookReceiver:
             queue = self.script.get("/" + path) or []
             reply = queue.pop(0) if queue else Reply()
             if reply.delay_s:
-                await asyncio.sleep(reply.delay_s)
+                # held for delay_s, or until the receiver stops: a request a test left held
+                # (its worker killed, frozen or cancelled) does not hold up the test's end
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopping.wait(), reply.delay_s)
             if reply.body is None:
                 return Response(status_code=reply.status)
             return JSONResponse(reply.body, status_code=reply.status)
@@ -156,6 +160,8 @@ class WebhookReceiver:
         return self
 
     async def stop(self) -> None:
+        """Answer every held request at once, then stop serving."""
+        self._stopping.set()
         await self.server.stop()
 
 

@@ -6,17 +6,14 @@ Discord are the fakes of ``tests/fakes`` (their wire formats and limits).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from tests.fakes.discord import FakeDiscord
 from tests.fakes.telegram import FakeTelegram, TgReply
-from tests.integration.test_delivery_jobs import run_job
-from tests.jobs_support import ReplayServer, curaflow, discord_route, intents, ordered, telegram_route
-from tests.support import Stack, shared_stack, short_id
+from tests.jobs_support import Fakes, SharedEnv, curaflow, discord_route, intents, ordered, telegram_route
+from tests.support import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -39,60 +36,30 @@ async def refusals(stack: Stack, route: str, *, held: bool = False) -> int:
     )
 
 
-@dataclass
-class Env:
-    stack: Stack
-    replay: ReplayServer
-    telegram: FakeTelegram
-    discord: FakeDiscord
-    suffix: str
-
-    def route(self, slot: str) -> str:
-        return f"{slot}-{self.suffix}"
-
-    async def run(self, slot: str, tag: str) -> Any:
-        return await run_job(self.stack, [tag], target_id=slot)
+#: Each test's slot → its one route's config (one worker for the module).
+SLOTS: dict[str, Callable[[Fakes], dict[str, Any]]] = {
+    "size": lambda f: discord_route(f.discord),
+    "resumed": lambda f: telegram_route(f.telegram),
+    "partial": lambda f: telegram_route(f.telegram),
+}
 
 
-@pytest.fixture(scope="module")
-async def module_env(
-    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
-) -> AsyncIterator[Env]:
-    """One worker process for the module; each test on a target (its slot) and a route of its own."""
-    replay = await ReplayServer().start()
-    telegram = await FakeTelegram().start()
-    discord = await FakeDiscord().start()
-    suffix = short_id()
-    slots = {"size": discord_route(discord), "resumed": telegram_route(telegram), "partial": telegram_route(telegram)}
-    config = {
-        "pixiv": replay.config(),
-        "routes": {f"{slot}-{suffix}": route for slot, route in slots.items()},
-        "targets": [{"id": slot, "query": {"tags": ["オリジナル"]}, "routes": [f"{slot}-{suffix}"]} for slot in slots],
+def shared_config(env: SharedEnv) -> dict[str, Any]:
+    """The module's worker: a target per slot, with its one route (``env.route(slot)``)."""
+    return {
+        "pixiv": env.replay.config(),
+        "routes": {env.route(slot): route(env.fakes) for slot, route in SLOTS.items()},
+        "targets": [{"id": slot, "query": {"tags": ["オリジナル"]}, "routes": [env.route(slot)]} for slot in SLOTS],
     }
-    try:
-        tmp = tmp_path_factory.mktemp("attribution")
-        async with shared_stack(tmp, temporal_address, database_url, config) as stack:
-            yield Env(stack, replay, telegram, discord, suffix)
-    finally:
-        for fake in (replay, telegram, discord):
-            await fake.stop()
 
 
-@pytest.fixture
-def env(module_env: Env) -> Env:
-    """The module's worker; the fakes reset."""
-    for fake in (module_env.replay, module_env.telegram, module_env.discord):
-        fake.reset()
-    return module_env
-
-
-async def test_a_receivers_size_limit_never_consumes_the_work(env: Env) -> None:
+async def test_a_receivers_size_limit_never_consumes_the_work(env: SharedEnv) -> None:
     # The server's limit is lower than the route says (its boost lapsed): 413 / 40005.
     discord, stack, dc = env.discord, env.stack, env.route("size")
     discord.max_request_bytes = 1024
     [work_id] = ordered("ゆずソフト")
 
-    record = await env.run("size", "ゆずソフト")
+    record = await env.run("size", ["ゆずソフト"])
     cell = record.cells[0]
     assert (cell.state, cell.reason) == ("failed", "route_refused")
     assert record.business_status == "failed"  # alertable: someone must fix the route
@@ -103,15 +70,15 @@ async def test_a_receivers_size_limit_never_consumes_the_work(env: Env) -> None:
     discord.max_request_bytes = 10 * 1024 * 1024  # the route is fixed and resumed: the same work goes
     resumed = await curaflow("routes", "resume", dc, stack=stack)
     assert resumed.returncode == 0, resumed.stderr
-    again = await env.run("size", "ゆずソフト")
+    again = await env.run("size", ["ゆずソフト"])
     assert (again.cells[0].state, again.cells[0].work_id) == ("submitted", work_id)
 
 
-async def test_a_partly_posted_album_is_resumed_after_the_rate_limit(env: Env) -> None:
+async def test_a_partly_posted_album_is_resumed_after_the_rate_limit(env: SharedEnv) -> None:
     telegram, stack, tg = env.telegram, env.stack, env.route("resumed")
     telegram.script["sendMediaGroup"] = [TgReply("partial", posted=1, retry_after=1), TgReply("429", retry_after=1)]
 
-    record = await env.run("resumed", ALBUM_TAG)
+    record = await env.run("resumed", [ALBUM_TAG])
     assert record.cells[0].state == "submitted", record.cells[0].reason
     pages = pages_in_chat(telegram)
     assert len(pages) == 3 == len(set(pages))  # page 0 once, not re-sent by either retry
@@ -119,13 +86,13 @@ async def test_a_partly_posted_album_is_resumed_after_the_rate_limit(env: Env) -
     assert [len(part) for part in intent["remote_ids"]] == [3]  # remote ids per item
 
 
-async def test_a_partial_post_is_reported_partial_and_never_posted_again(env: Env) -> None:
+async def test_a_partial_post_is_reported_partial_and_never_posted_again(env: SharedEnv) -> None:
     # Page 0 is posted, then a rate limit; the retry finds the chat gone (a broken route).
     telegram, stack, tg = env.telegram, env.stack, env.route("partial")
     telegram.script["sendMediaGroup"] = [TgReply("partial", posted=1, retry_after=1), TgReply("chat_not_found")]
     [work_id] = ordered(ALBUM_TAG)
 
-    record = await env.run("partial", ALBUM_TAG)
+    record = await env.run("partial", [ALBUM_TAG])
     cell = record.cells[0]
     assert (cell.state, cell.reason) == ("failed", "delivery_partial")
     assert [d.status for d in cell.delivery_reports()] == ["partial"]
@@ -134,6 +101,6 @@ async def test_a_partial_post_is_reported_partial_and_never_posted_again(env: En
     assert intent["status"] == "unknown" and intent["remote_ids"] == [[None]]
     assert await refusals(stack, tg) == 0  # nothing for `curaflow refusals clear` to re-open
 
-    again = await env.run("partial", ALBUM_TAG)  # the chat works again
+    again = await env.run("partial", [ALBUM_TAG])  # the chat works again
     assert again.cells[0].work_id != work_id  # the work stays blocked on that route
     assert len(pages_in_chat(telegram)) == 1  # page 0 was never posted again

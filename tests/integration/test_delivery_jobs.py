@@ -12,8 +12,7 @@ test that kills a worker has a stack of its own.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +20,19 @@ import pytest
 
 from curaflow.protocol.projection import project_job
 from tests.conftest import StackFactory
-from tests.fakes.discord import FakeDiscord
-from tests.fakes.telegram import FakeTelegram, TgReply
-from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.fakes.telegram import TgReply
+from tests.fakes.webhook import Reply
 from tests.jobs_support import (
+    Fakes,
     ReplayServer,
+    SharedEnv,
     discord_route,
     intents,
     ordered,
     telegram_route,
     webhook_route,
 )
-from tests.support import Stack, eventually, shared_stack, short_id, whsec
+from tests.support import Stack, eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -67,14 +67,6 @@ def names() -> tuple[str, str]:
     return f"tg-{short_id()}", f"hook-{short_id()}"
 
 
-@dataclass
-class Fakes:
-    replay: ReplayServer
-    telegram: FakeTelegram
-    discord: FakeDiscord
-    webhook: WebhookReceiver
-
-
 RouteKinds = Callable[[Fakes], dict[str, dict[str, Any]]]
 
 #: Each test's target (its slot) → its routes (kind → route config) and target fields.
@@ -103,75 +95,19 @@ SLOTS: dict[str, tuple[RouteKinds, dict[str, Any]]] = {
 }
 
 
-@dataclass
-class Env:
-    """The module's worker and fakes; :meth:`route` names a test's route, :meth:`run` runs its job."""
-
-    stack: Stack
-    fakes: Fakes
-    suffix: str
-
-    def route(self, slot: str, kind: str) -> str:
-        return f"{slot}-{kind}-{self.suffix}"
-
-    async def run(self, slot: str, tags: list[str] | None = None) -> Any:
-        return await run_job(self.stack, tags, target_id=slot)
-
-
-@pytest.fixture(scope="module")
-async def env(
-    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
-) -> AsyncIterator[Env]:
-    fakes = Fakes(
-        await ReplayServer().start(),
-        await FakeTelegram().start(),
-        await FakeDiscord().start(),
-        await WebhookReceiver(whsec()).start(),
-    )
-    suffix = short_id()
+def shared_config(env: SharedEnv) -> dict[str, Any]:
+    """The module's worker: a target per slot, with its routes (``env.route(slot, kind)``)."""
     routes: dict[str, Any] = {}
     targets = []
     for slot, (kinds, target) in SLOTS.items():
-        mine = {f"{slot}-{kind}-{suffix}": route for kind, route in kinds(fakes).items()}
+        mine = {env.route(slot, kind): route for kind, route in kinds(env.fakes).items()}
         routes.update(mine)
         targets.append({"id": slot, "query": {"tags": ["オリジナル"]}, "routes": list(mine), **target})
-    config = {"pixiv": fakes.replay.config(), "routes": routes, "targets": targets}
-    try:
-        async with shared_stack(tmp_path_factory.mktemp("delivery"), temporal_address, database_url, config) as stack:
-            yield Env(stack, fakes, suffix)
-    finally:
-        for fake in (fakes.replay, fakes.telegram, fakes.discord, fakes.webhook):
-            await fake.stop()
+    return {"pixiv": env.replay.config(), "routes": routes, "targets": targets}
 
 
-@pytest.fixture(autouse=True)
-def fresh_fakes(env: Env) -> None:
-    """Each test starts with fakes that saw nothing and have no script."""
-    for fake in (env.fakes.replay, env.fakes.telegram, env.fakes.discord, env.fakes.webhook):
-        fake.reset()
-
-
-@pytest.fixture
-def replay(env: Env) -> ReplayServer:
-    return env.fakes.replay
-
-
-@pytest.fixture
-def telegram(env: Env) -> FakeTelegram:
-    return env.fakes.telegram
-
-
-@pytest.fixture
-def discord(env: Env) -> FakeDiscord:
-    return env.fakes.discord
-
-
-@pytest.fixture
-def webhook(env: Env) -> WebhookReceiver:
-    return env.fakes.webhook
-
-
-async def test_a_7000x5400_image_goes_as_a_document(env: Env, replay: ReplayServer, telegram: FakeTelegram) -> None:
+async def test_a_7000x5400_image_goes_as_a_document(env: SharedEnv) -> None:
+    replay, telegram = env.replay, env.telegram
     [work_id] = ordered("ゆずソフト")
     replay.faults.image_sizes = {work_id: (7000, 5400)}  # served at full size
     stack = env.stack
@@ -189,7 +125,8 @@ async def test_a_7000x5400_image_goes_as_a_document(env: Env, replay: ReplayServ
     assert intent["remote_id"] == str(message_id) and intent["remote_ids"] == [[message_id]]
 
 
-async def test_a_3_page_work_goes_as_one_album(env: Env, replay: ReplayServer, telegram: FakeTelegram) -> None:
+async def test_a_3_page_work_goes_as_one_album(env: SharedEnv) -> None:
+    telegram = env.telegram
     stack = env.stack
     tg = env.route("album", "tg")
     record = await env.run("album", ["描き方"])
@@ -204,7 +141,8 @@ async def test_a_3_page_work_goes_as_one_album(env: Env, replay: ReplayServer, t
     assert intent["remote_ids"] == [[m["message_id"] for m in telegram.messages]]
 
 
-async def test_a_429_with_retry_after_is_honoured(env: Env, replay: ReplayServer, telegram: FakeTelegram) -> None:
+async def test_a_429_with_retry_after_is_honoured(env: SharedEnv) -> None:
+    telegram = env.telegram
     telegram.script["*"] = [TgReply("429", retry_after=2)]
     stack = env.stack
     tg = env.route("retry-after", "tg")
@@ -219,9 +157,8 @@ async def test_a_429_with_retry_after_is_honoured(env: Env, replay: ReplayServer
     assert (intent["status"], intent["attempts"]) == ("delivered", 2)
 
 
-async def test_an_ambiguous_telegram_timeout_does_not_produce_a_second_post(
-    env: Env, replay: ReplayServer, telegram: FakeTelegram
-) -> None:
+async def test_an_ambiguous_telegram_timeout_does_not_produce_a_second_post(env: SharedEnv) -> None:
+    telegram = env.telegram
     telegram.script["*"] = [TgReply("stall", stall_s=3)]  # posted, answer held past the timeout
     stack = env.stack
     tg = env.route("ambiguous", "tg")
@@ -243,9 +180,8 @@ async def test_an_ambiguous_telegram_timeout_does_not_produce_a_second_post(
     assert len(telegram.messages) == 1
 
 
-async def test_on_ambiguous_retry_re_sends_at_least_once(
-    env: Env, replay: ReplayServer, telegram: FakeTelegram
-) -> None:
+async def test_on_ambiguous_retry_re_sends_at_least_once(env: SharedEnv) -> None:
+    telegram = env.telegram
     telegram.script["*"] = [TgReply("stall", stall_s=3)]
     record = await env.run("ambiguous-retry", ["ゆずソフト"])
 
@@ -253,11 +189,10 @@ async def test_on_ambiguous_retry_re_sends_at_least_once(
     assert len(telegram.messages) == 2  # at least once: the operator chose duplicates over gaps
 
 
-async def test_two_routes_where_one_fails_permanently(
-    env: Env, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
-) -> None:
+async def test_two_routes_where_one_fails_permanently(env: SharedEnv) -> None:
     # Telegram answers once the webhook got its request: a cell that failed for good
     # releases its routes' unsent intents, so the other order would send nothing there.
+    telegram, webhook = env.telegram, env.webhook
     telegram.script["*"] = [TgReply("chat_not_found", after=webhook.arrived)] * 5
     stack = env.stack
     tg = env.route("one-fails", "tg")
@@ -276,9 +211,8 @@ async def test_two_routes_where_one_fails_permanently(
     assert record.business_status == "failed"
 
 
-async def test_a_long_album_resumes_at_the_first_unconfirmed_chunk(
-    env: Env, replay: ReplayServer, telegram: FakeTelegram
-) -> None:
+async def test_a_long_album_resumes_at_the_first_unconfirmed_chunk(env: SharedEnv) -> None:
+    telegram = env.telegram
     telegram.script["sendMediaGroup"] = [TgReply("ok"), TgReply("429", retry_after=1)]
     stack = env.stack
     tg = env.route("long-album", "tg")
@@ -292,7 +226,8 @@ async def test_a_long_album_resumes_at_the_first_unconfirmed_chunk(
     assert telegram.violations == []
 
 
-async def test_discord_delivery_records_the_message_id(env: Env, replay: ReplayServer, discord: FakeDiscord) -> None:
+async def test_discord_delivery_records_the_message_id(env: SharedEnv) -> None:
+    discord = env.discord
     stack = env.stack
     name = env.route("discord", "dc")
     record = await env.run("discord", ["描き方"])
@@ -305,9 +240,8 @@ async def test_discord_delivery_records_the_message_id(env: Env, replay: ReplayS
     assert intent["remote_id"] == discord.messages[0]["id"]
 
 
-async def test_storage_mode_cache_deletes_artifacts_once_every_route_confirmed(
-    env: Env, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
-) -> None:
+async def test_storage_mode_cache_deletes_artifacts_once_every_route_confirmed(env: SharedEnv) -> None:
+    telegram, webhook = env.telegram, env.webhook
     record = await env.run("cache")
 
     assert record.cells[0].state == "submitted"
@@ -317,9 +251,8 @@ async def test_storage_mode_cache_deletes_artifacts_once_every_route_confirmed(
     assert len(telegram.messages) >= 1 and len(webhook.received) == 1
 
 
-async def test_cache_mode_keeps_artifacts_while_a_route_has_not_confirmed(
-    env: Env, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
-) -> None:
+async def test_cache_mode_keeps_artifacts_while_a_route_has_not_confirmed(env: SharedEnv) -> None:
+    telegram = env.telegram
     telegram.script["*"] = [TgReply("blocked")]
     record = await env.run("cache-kept")
 
@@ -328,10 +261,9 @@ async def test_cache_mode_keeps_artifacts_while_a_route_has_not_confirmed(
     assert all(Path(f.path).exists() for f in record.cells[0].artifact.files)
 
 
-async def test_done_when_telegram_and_webhook_exactly_once(
-    env: Env, replay: ReplayServer, telegram: FakeTelegram, webhook: WebhookReceiver
-) -> None:
+async def test_done_when_telegram_and_webhook_exactly_once(env: SharedEnv) -> None:
     """The issue's "done when", as a test: two routes, three jobs, one 429."""
+    telegram, webhook = env.telegram, env.webhook
     stack = env.stack
     tg = env.route("exactly-once", "tg")
     hook = env.route("exactly-once", "hook")
@@ -362,9 +294,8 @@ async def test_done_when_telegram_and_webhook_exactly_once(
     assert "UNIQUE" in index and "(route, work_type, work_id)" in index
 
 
-async def test_webhook_pending_answer_is_retried_with_the_same_key(
-    env: Env, replay: ReplayServer, webhook: WebhookReceiver
-) -> None:
+async def test_webhook_pending_answer_is_retried_with_the_same_key(env: SharedEnv) -> None:
+    webhook = env.webhook
     webhook.script["/p"] = [Reply(202, {"status": "queued"})]
     record = await env.run("pending")
 
@@ -374,10 +305,11 @@ async def test_webhook_pending_answer_is_retried_with_the_same_key(
 
 
 async def test_a_worker_killed_mid_send_is_ambiguous_and_never_re_posts(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+    env: SharedEnv, make_stack: StackFactory
 ) -> None:
     # The worker dies while Telegram is answering: the retry on another worker finds the
     # intent still ``sending`` and, with on_ambiguous = fail, refuses to post again.
+    replay, telegram = env.replay, env.telegram
     telegram.script["*"] = [TgReply("stall", stall_s=4)]
     tg, _ = names()
     stack = routes_stack(make_stack, replay, {tg: telegram_route(telegram, timeout_ms=30_000)}, tags=["ゆずソフト"])

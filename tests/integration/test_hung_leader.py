@@ -36,7 +36,7 @@ HUNG_LEADER = textwrap.dedent(
     import asyncpg
     from curaflow.ledger import reconciler
 
-    reconciler.LEADER_IDLE_MS = 1_500
+    reconciler.ticks.LEADER_IDLE_MS = 1_500  # the module whose tick reads it
 
     async def main() -> None:
         pool = await asyncpg.create_pool(sys.argv[1], min_size=1, max_size=2)

@@ -13,7 +13,6 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -34,9 +33,10 @@ LEDGER_TIMEOUT_S = 2.0
 SLACK_S = 2.0
 
 
-@pytest.fixture
-def own_pg(tmp_path: Path) -> Iterator[RestartablePostgres]:
-    pg = RestartablePostgres(tmp_path / "pg" / "data", cleanup_mode="delete")
+@pytest.fixture(scope="module")
+def own_pg(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestartablePostgres]:
+    """The module's PostgreSQL (each test leaves it running: it resumes or restarts what it broke)."""
+    pg = RestartablePostgres(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
     pg.start()
     try:
         yield pg
@@ -44,8 +44,13 @@ def own_pg(tmp_path: Path) -> Iterator[RestartablePostgres]:
         pg.close()
 
 
-@pytest.fixture
-async def api(tmp_path: Path, temporal_address: str, own_pg: RestartablePostgres) -> AsyncIterator[ApiProcess]:
+@pytest.fixture(scope="module")
+async def api(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, own_pg: RestartablePostgres
+) -> AsyncIterator[ApiProcess]:
+    """One ``curaflow api`` process on :func:`own_pg` for the module: each test starts from
+    an API that already rode out the faults of the tests before it."""
+    tmp_path = tmp_path_factory.mktemp("api")
     out = f"out-{short_id()}"
     config: dict[str, Any] = {
         "api": {"token": API_TOKEN, "ledger_timeout_ms": int(LEDGER_TIMEOUT_S * 1000)},

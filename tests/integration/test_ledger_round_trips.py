@@ -465,8 +465,8 @@ async def test_job_started_is_at_the_jobs_started_at(
     however late the event is appended after the step's own clock read."""
     target = TargetSpec(target_id="demo", routes=[RouteRef(name="a", kind="directory")])
     job_id = await _new_job(ledger_pool, target)
-    clock = itertools.count(cells.now_ms(), 5)  # every read of the clock 5 ms later
-    monkeypatch.setattr(cells, "now_ms", lambda: next(clock))
+    clock = itertools.count(cells.steps.now_ms(), 5)  # every read of the step's clock 5 ms later
+    monkeypatch.setattr(cells.steps, "now_ms", lambda: next(clock))
     async with ledger_pool.acquire() as conn, conn.transaction():
         await cells.start_step(conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="w")
     started_at = await ledger_pool.fetchval("SELECT started_at FROM jobs WHERE job_id = $1", job_id)

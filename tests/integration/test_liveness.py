@@ -68,6 +68,9 @@ async def test_sigkill_mid_search_resumes_from_the_checkpoint(
 
     await eventually(checkpointed, what="first page checkpointed")
     worker.kill()
+    # The next worker sends at once (the gate still holds page 2 until 4 s after page 1):
+    # the rest of the job (page 2, the image) does not wait 4 s per request.
+    stack.reconfigure({"pixiv": {"replay_min_interval_ms": 0}})
     await stack.start_worker()
     record = await stack.wait_terminal(job_id, 60)
 

@@ -528,7 +528,7 @@ async def test_a_page_that_fails_its_check_leaves_no_file_of_it_or_of_the_next(
     def verify(path: Path, suffix: str | None = None, **kw: Any) -> object:
         return "broken: page 1" if path.name.startswith(f".{work.work_id}_p1") else real_verify(path, suffix, **kw)
 
-    monkeypatch.setattr(artifacts, "verify_image", verify)
+    monkeypatch.setattr(artifacts.files, "verify_image", verify)
     store = ArtifactStore(tmp_path)
     with pytest.raises(SourceError) as caught:
         await store.fetch(replay.client(), work, "job", "t")
@@ -536,7 +536,7 @@ async def test_a_page_that_fails_its_check_leaves_no_file_of_it_or_of_the_next(
     left = sorted(p.name for p in store.folder("job", "t").iterdir())
     assert left == [f"{work.work_id}_p0{Path(work.pages[0].url).suffix}"], left  # page 0 whole; nothing of 1 or 2
 
-    monkeypatch.setattr(artifacts, "verify_image", real_verify)
+    monkeypatch.setattr(artifacts.files, "verify_image", real_verify)
     artifact = await store.fetch(replay.client(), work, "job", "t")  # the retry keeps page 0
     assert len(artifact.files) == 3
 
@@ -577,7 +577,7 @@ async def test_a_download_cancelled_before_its_completion_ran_leaves_no_file(
     """A busy executor may still hold the completion when the activity is cancelled: the
     job never runs, so the download itself must remove what earlier batches wrote."""
     work = await fetched_work(replay, "126879163")
-    monkeypatch.setattr(artifacts, "WRITE_BATCH", 1024)  # the file exists before the last hop
+    monkeypatch.setattr(artifacts.store, "WRITE_BATCH", 1024)  # the file exists before the last hop
     real_to_thread = asyncio.to_thread
 
     async def to_thread(func: Any, /, *args: Any, **kwargs: Any) -> Any:

@@ -8,8 +8,7 @@ pages); job-level cases run real Temporal, real PostgreSQL and real worker proce
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +18,8 @@ import pytest
 from curaflow.routes.base import RouteError
 from tests.fakes.discord import DcReply, FakeDiscord
 from tests.fakes.telegram import FakeTelegram, TgReply
-from tests.fakes.webhook import WebhookReceiver
-from tests.integration.test_delivery_jobs import run_job
 from tests.integration.test_routes import dc_route, make_request, tg_route
-from tests.jobs_support import ReplayServer, curaflow, intents, ordered, telegram_route, webhook_route
-from tests.support import Stack, shared_stack, short_id, whsec
+from tests.jobs_support import Fakes, SharedEnv, curaflow, intents, ordered, telegram_route, webhook_route
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -92,60 +88,25 @@ async def test_a_discord_gateway_page_is_ambiguous(tmp_path: Path, discord: Fake
     assert len(discord.messages) == 1
 
 
-@dataclass
-class Env:
-    stack: Stack
-    replay: ReplayServer
-    telegram: FakeTelegram
-    webhook: WebhookReceiver
-    suffix: str
-
-    def route(self, slot: str) -> str:
-        return f"{slot}-{self.suffix}"
-
-    async def run(self, slot: str, tags: list[str] | None = None) -> Any:
-        return await run_job(self.stack, tags, target_id=slot)
+#: The job-level tests' slots → their one route's config (one worker for them all).
+SLOTS: dict[str, Callable[[Fakes], dict[str, Any]]] = {
+    "gateway": lambda f: telegram_route(f.telegram),
+    "refused": lambda f: webhook_route(f.webhook),
+    "refusing": lambda f: webhook_route(f.webhook, "/refusing"),
+    "other": lambda f: webhook_route(f.webhook, "/other"),
+}
 
 
-@pytest.fixture(scope="module")
-async def module_env(
-    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
-) -> AsyncIterator[Env]:
-    """One worker process for the module's job-level tests, each on targets (slots) and
-    routes of its own."""
-    replay = await ReplayServer().start()
-    telegram = await FakeTelegram().start()
-    webhook = await WebhookReceiver(whsec()).start()
-    suffix = short_id()
-    slots = {
-        "gateway": telegram_route(telegram),
-        "refused": webhook_route(webhook),
-        "refusing": webhook_route(webhook, "/refusing"),
-        "other": webhook_route(webhook, "/other"),
+def shared_config(env: SharedEnv) -> dict[str, Any]:
+    """The job-level tests' worker: a target per slot, with its one route (``env.route(slot)``)."""
+    return {
+        "pixiv": env.replay.config(),
+        "routes": {env.route(slot): route(env.fakes) for slot, route in SLOTS.items()},
+        "targets": [{"id": slot, "query": {"tags": ["オリジナル"]}, "routes": [env.route(slot)]} for slot in SLOTS],
     }
-    config = {
-        "pixiv": replay.config(),
-        "routes": {f"{slot}-{suffix}": route for slot, route in slots.items()},
-        "targets": [{"id": slot, "query": {"tags": ["オリジナル"]}, "routes": [f"{slot}-{suffix}"]} for slot in slots],
-    }
-    try:
-        tmp = tmp_path_factory.mktemp("route-failures")
-        async with shared_stack(tmp, temporal_address, database_url, config) as stack:
-            yield Env(stack, replay, telegram, webhook, suffix)
-    finally:
-        for fake in (replay, telegram, webhook):
-            await fake.stop()
 
 
-@pytest.fixture
-def env(module_env: Env) -> Env:
-    """The module's worker; the fakes reset."""
-    for fake in (module_env.replay, module_env.telegram, module_env.webhook):
-        fake.reset()
-    return module_env
-
-
-async def test_a_telegram_502_after_the_post_does_not_post_twice(env: Env) -> None:
+async def test_a_telegram_502_after_the_post_does_not_post_twice(env: SharedEnv) -> None:
     telegram, stack, tg = env.telegram, env.stack, env.route("gateway")
     telegram.script["*"] = [TgReply("gateway_502")]  # posted, then nginx's HTML 502
     record = await env.run("gateway", ["ゆずソフト"])
@@ -160,7 +121,7 @@ async def test_a_telegram_502_after_the_post_does_not_post_twice(env: Env) -> No
 # ---- 7. a route's refusal of a work is remembered ---------------------------------------
 
 
-async def test_a_refused_work_is_not_offered_to_that_route_again(env: Env) -> None:
+async def test_a_refused_work_is_not_offered_to_that_route_again(env: SharedEnv) -> None:
     webhook, stack, hook = env.webhook, env.stack, env.route("refused")
     w1, w2, w3 = ordered("オリジナル")[:3]
     webhook.refuse_works = {w1}  # 422 for this one work, every time
@@ -187,7 +148,7 @@ async def test_a_refused_work_is_not_offered_to_that_route_again(env: Env) -> No
     assert webhook.works() == [w1, w2, w3, w1]
 
 
-async def test_a_refusal_on_one_route_leaves_other_routes_free(env: Env) -> None:
+async def test_a_refusal_on_one_route_leaves_other_routes_free(env: SharedEnv) -> None:
     w1 = ordered("オリジナル")[0]
     env.webhook.refuse_works = {w1}
     assert (await env.run("refusing")).cells[0].reason == "delivery_rejected"

@@ -14,19 +14,25 @@ as an operator runs them. One worker process serves the module
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from curaflow.ledger import route_gates
-from tests.fakes.discord import DcReply, FakeDiscord
-from tests.fakes.telegram import FakeTelegram
-from tests.fakes.webhook import WebhookReceiver
+from tests.fakes.discord import DcReply
 from tests.integration.test_delivery_jobs import run_job
-from tests.jobs_support import ReplayServer, curaflow, discord_route, intents, ordered, telegram_route, webhook_route
-from tests.support import Stack, shared_stack, short_id, whsec
+from tests.jobs_support import (
+    Fakes,
+    SharedEnv,
+    curaflow,
+    discord_route,
+    intents,
+    ordered,
+    telegram_route,
+    webhook_route,
+)
+from tests.support import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -46,14 +52,6 @@ def cell_of(record: Any) -> tuple[str, str | None, str | None]:
     return cell.state, cell.reason, cell.work_id
 
 
-@dataclass
-class Fakes:
-    replay: ReplayServer
-    telegram: FakeTelegram
-    discord: FakeDiscord
-    webhook: WebhookReceiver
-
-
 #: Each test's target (its slot) → its one route's config.
 SLOTS: dict[str, Callable[[Fakes], dict[str, Any]]] = {
     "streak": lambda f: telegram_route(f.telegram, message_thread_id=999),
@@ -67,72 +65,19 @@ SLOTS: dict[str, Callable[[Fakes], dict[str, Any]]] = {
 }
 
 
-@dataclass
-class Env:
-    stack: Stack
-    fakes: Fakes
-    suffix: str
-
-    def route(self, slot: str) -> str:
-        return f"{slot}-{self.suffix}"
-
-
-@pytest.fixture(scope="module")
-async def env(
-    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
-) -> AsyncIterator[Env]:
-    fakes = Fakes(
-        await ReplayServer().start(),
-        await FakeTelegram().start(),
-        await FakeDiscord().start(),
-        await WebhookReceiver(whsec()).start(),
-    )
-    suffix = short_id()
-    config = {
-        "pixiv": fakes.replay.config(),
-        "routes": {f"{slot}-{suffix}": route(fakes) for slot, route in SLOTS.items()},
-        "targets": [{"id": slot, "query": {"tags": ["オリジナル"]}, "routes": [f"{slot}-{suffix}"]} for slot in SLOTS],
+def shared_config(env: SharedEnv) -> dict[str, Any]:
+    """The module's worker: a target per slot, with its one route (``env.route(slot)``)."""
+    return {
+        "pixiv": env.replay.config(),
+        "routes": {env.route(slot): route(env.fakes) for slot, route in SLOTS.items()},
+        "targets": [{"id": slot, "query": {"tags": ["オリジナル"]}, "routes": [env.route(slot)]} for slot in SLOTS],
     }
-    try:
-        async with shared_stack(tmp_path_factory.mktemp("refusals"), temporal_address, database_url, config) as stack:
-            yield Env(stack, fakes, suffix)
-    finally:
-        for fake in (fakes.replay, fakes.telegram, fakes.discord, fakes.webhook):
-            await fake.stop()
 
 
-@pytest.fixture(autouse=True)
-def fresh_fakes(env: Env) -> None:
-    """Each test starts with fakes that saw nothing and have no script."""
-    for fake in (env.fakes.replay, env.fakes.telegram, env.fakes.discord, env.fakes.webhook):
-        fake.reset()
-
-
-@pytest.fixture
-def replay(env: Env) -> ReplayServer:
-    return env.fakes.replay
-
-
-@pytest.fixture
-def telegram(env: Env) -> FakeTelegram:
-    return env.fakes.telegram
-
-
-@pytest.fixture
-def discord(env: Env) -> FakeDiscord:
-    return env.fakes.discord
-
-
-@pytest.fixture
-def webhook(env: Env) -> WebhookReceiver:
-    return env.fakes.webhook
-
-
-async def test_an_unknown_telegram_refusal_never_burns_works_and_a_streak_pauses_the_route(
-    env: Env, telegram: FakeTelegram
-) -> None:
+async def test_an_unknown_telegram_refusal_never_burns_works_and_a_streak_pauses_the_route(env: SharedEnv) -> None:
     # The route posts into forum topic 999, which no longer exists: Telegram answers
     # 400 "Bad Request: message thread not found", a wording no list of curaflow names.
+    telegram = env.telegram
     telegram.threads = {"1"}
     w1, w2, w3 = ordered("オリジナル")[:3]
     stack, tg = env.stack, env.route("streak")
@@ -182,8 +127,9 @@ async def test_an_unknown_telegram_refusal_never_burns_works_and_a_streak_pauses
     ids=["thread-not-found", "TOPIC_CLOSED"],
 )
 async def test_a_telegram_topic_refusal_is_the_routes_failure(
-    env: Env, telegram: FakeTelegram, threads: set[str], closed: set[str], thread_id: int
+    env: SharedEnv, threads: set[str], closed: set[str], thread_id: int
 ) -> None:
+    telegram = env.telegram
     telegram.threads, telegram.closed_threads = threads, closed
     [work_id] = ordered("ゆずソフト")
     slot = f"topic-{thread_id}"
@@ -196,9 +142,8 @@ async def test_a_telegram_topic_refusal_is_the_routes_failure(
     assert row["until"] is not None  # held back for a while, never refused for good
 
 
-async def test_a_telegram_album_over_the_request_limit_is_split_under_it(
-    env: Env, replay: ReplayServer, telegram: FakeTelegram
-) -> None:
+async def test_a_telegram_album_over_the_request_limit_is_split_under_it(env: SharedEnv) -> None:
+    replay, telegram = env.replay, env.telegram
     [work_id] = ordered(ALBUM_TAG)
     replay.faults.image_sizes = {work_id: (2000, 2000)}  # pages of 89, 94 and 127 KB: 310 KB together
     telegram.max_request_bytes = 250_000  # the Bot API server takes at most this per request
@@ -213,11 +158,10 @@ async def test_a_telegram_album_over_the_request_limit_is_split_under_it(
     assert [len(part) for part in intent["remote_ids"]] == [2, 1]
 
 
-async def test_a_413_of_the_whole_request_never_makes_the_next_job_send_the_same_work(
-    env: Env, replay: ReplayServer, telegram: FakeTelegram
-) -> None:
+async def test_a_413_of_the_whole_request_never_makes_the_next_job_send_the_same_work(env: SharedEnv) -> None:
     # The Bot API server in front takes less than the route says: the first work's
     # request is refused whole (413), the route's failure; the next job sends another work.
+    replay, telegram = env.replay, env.telegram
     w1, w2 = ordered("オリジナル")[:2]
     replay.faults.image_sizes = {w1: (6000, 6000)}
     telegram.max_request_bytes = 160_000  # w1 is one PNG of 173 KB; w2 albums of 11 pages of 13 KB
@@ -236,12 +180,11 @@ async def test_a_413_of_the_whole_request_never_makes_the_next_job_send_the_same
     assert await remembered(stack, tg) == []
 
 
-async def test_a_receiver_refusing_every_work_is_paused_and_its_refusals_are_restored(
-    env: Env, webhook: WebhookReceiver
-) -> None:
+async def test_a_receiver_refusing_every_work_is_paused_and_its_refusals_are_restored(env: SharedEnv) -> None:
     # A receiver that answers 422 ("the work's content") to everything: each answer alone
     # blames the work, but three different works in a row with the same answer is a
     # broken receiver; the refusals it recorded are lifted.
+    webhook = env.webhook
     w1, w2, w3 = ordered("オリジナル")[:3]
     webhook.refuse_works = set(ordered("オリジナル"))
     stack, hook = env.stack, env.route("all-refused")
@@ -260,9 +203,8 @@ async def test_a_receiver_refusing_every_work_is_paused_and_its_refusals_are_res
 
 
 @pytest.mark.parametrize("kind", ["429_no_delay", "html_429"])
-async def test_a_discord_rate_limit_without_a_delay_backs_off_for_seconds(
-    env: Env, discord: FakeDiscord, kind: str
-) -> None:
+async def test_a_discord_rate_limit_without_a_delay_backs_off_for_seconds(env: SharedEnv, kind: str) -> None:
+    discord = env.discord
     discord.script = [DcReply(kind)]
     stack, dc = env.stack, env.route(f"discord-{kind}")
 

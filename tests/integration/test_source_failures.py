@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +34,8 @@ from tests.conftest import StackFactory
 from tests.fakes.pximg import FakeImageHost
 from tests.fakes.replay import Faults
 from tests.integration.test_source_jobs import protocol_error, source_stack, task
-from tests.jobs_support import ReplayServer, curaflow, ordered, start_scheduled
-from tests.support import Stack, ledger_job, shared_stack, short_id
+from tests.jobs_support import ReplayServer, SharedEnv, curaflow, ordered, start_scheduled
+from tests.support import ledger_job, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -344,67 +343,35 @@ SLOTS: dict[str, dict[str, Any]] = {
 }
 
 
-def slot_out(root: Path, slot: str) -> Path:
-    """Where a slot's directory route delivers (a few folders deep: no escape reaches ``root``)."""
-    return root / slot / "r1" / "r2" / "r3" / "delivered"
+def slot_out(env: SharedEnv, slot: str) -> Path:
+    """Where a slot's directory route delivers (a few folders deep: no escape reaches ``env.root``)."""
+    return env.root / slot / "r1" / "r2" / "r3" / "delivered"
 
 
-@dataclass
-class Env:
-    stack: Stack
-    replay: ReplayServer
-    root: Path
-
-    def out(self, slot: str) -> Path:
-        return slot_out(self.root, slot)
-
-    async def run(self, slot: str, tags: list[str] | None = None) -> Any:
-        body = self.stack.task(target_id=slot, query={"tags": tags or ["オリジナル"]})
-        return await self.stack.wait_terminal(await self.stack.admit(body))
-
-
-@pytest.fixture(scope="module")
-async def module_env(
-    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
-) -> AsyncIterator[Env]:
-    """One worker process for the job-level tests on the default settings, each on a target,
-    a Pixiv account (its gate and memory of unavailable works) and a route of its own."""
-    root = tmp_path_factory.mktemp("source-failures")
-    replay = await ReplayServer().start()
-    suffix = short_id()
-    config = {
-        "pixiv": replay.config(accounts={slot: {} for slot in SLOTS}),
-        "routes": {f"{slot}-{suffix}": {"kind": "directory", "path": str(slot_out(root, slot))} for slot in SLOTS},
+def shared_config(env: SharedEnv) -> dict[str, Any]:
+    """The job-level tests on the default settings: per slot a target, a Pixiv account (its
+    gate and memory of unavailable works) and a directory route (``slot_out``)."""
+    return {
+        "pixiv": env.replay.config(accounts={slot: {} for slot in SLOTS}),
+        "routes": {env.route(slot): {"kind": "directory", "path": str(slot_out(env, slot))} for slot in SLOTS},
         "targets": [
-            {"id": slot, "account": slot, "query": {"tags": ["オリジナル"]}, "routes": [f"{slot}-{suffix}"], **target}
+            {"id": slot, "account": slot, "query": {"tags": ["オリジナル"]}, "routes": [env.route(slot)], **target}
             for slot, target in SLOTS.items()
         ],
     }
-    try:
-        async with shared_stack(root, temporal_address, database_url, config) as stack:
-            yield Env(stack, replay, root)
-    finally:
-        await replay.stop()
-
-
-@pytest.fixture
-def shared(module_env: Env) -> Env:
-    """The module's worker; the replay without faults or requests."""
-    module_env.replay.reset()
-    return module_env
 
 
 # ---- 4. fallback stages never rescan an exhausted source -------------------------------
 
 
-async def test_an_exhausted_source_ends_a_scheduled_cell_at_once(shared: Env) -> None:
+async def test_an_exhausted_source_ends_a_scheduled_cell_at_once(env: SharedEnv) -> None:
     # 廃墟 lists three works and no next page: two get delivered, one is AI (filtered).
-    stack, replay = shared.stack, shared.replay
+    stack, replay = env.stack, env.replay
     works = ordered("廃墟")
     assert len(works) == 3
     replay.faults.mutate = {works[2]: {"illust_ai_type": 2}}
     for _ in range(2):
-        done = await shared.run("exhausted", ["廃墟"])
+        done = await env.run("exhausted", ["廃墟"])
         assert done.cells[0].state == "submitted"
     before = len(replay.faults.of("search"))
 
@@ -462,12 +429,12 @@ async def test_a_restricted_account_is_its_own_reason_and_pauses_the_account(
 # ---- 8. unavailable works are remembered -----------------------------------------------
 
 
-async def test_an_unavailable_work_is_not_fetched_again_by_later_jobs(shared: Env) -> None:
-    stack, replay, account = shared.stack, shared.replay, "unavailable"  # the slot's own account
+async def test_an_unavailable_work_is_not_fetched_again_by_later_jobs(env: SharedEnv) -> None:
+    stack, replay, account = env.stack, env.replay, "unavailable"  # the slot's own account
     w1, w2, w3 = ordered("オリジナル")[:3]
     replay.faults.missing_works = {w1}  # its image answers 404
-    first = await shared.run("unavailable")
-    second = await shared.run("unavailable")
+    first = await env.run("unavailable")
+    second = await env.run("unavailable")
 
     assert (first.cells[0].state, first.cells[0].work_id) == ("submitted", w2)
     assert (second.cells[0].state, second.cells[0].work_id) == ("submitted", w3)
@@ -484,25 +451,25 @@ async def test_an_unavailable_work_is_not_fetched_again_by_later_jobs(shared: En
     ]
     assert (await curaflow("unavailable", "clear", w1, "--account", account, stack=stack)).returncode == 0
     replay.faults.missing_works = set()
-    third = await shared.run("unavailable")
+    third = await env.run("unavailable")
     assert (third.cells[0].state, third.cells[0].work_id) == ("submitted", w1)
 
 
 # ---- 12.4 untrusted data from the source ------------------------------------------------
 
 
-async def test_hostile_work_ids_never_leave_their_roots(shared: Env) -> None:
+async def test_hostile_work_ids_never_leave_their_roots(env: SharedEnv) -> None:
     first, second, third = ordered("オリジナル")[:3]
-    tmp_path = shared.root / "hostile-ids"  # the slot's own folder: its route delivers under it
+    tmp_path = env.root / "hostile-ids"  # the slot's own folder: its route delivers under it
     absolute = str(tmp_path / "abs-escaped-2")
-    shared.replay.faults.mutate = {first: {"id": "../../../escaped-1"}, second: {"id": absolute}}
-    root = shared.out("hostile-ids")
-    record = await shared.run("hostile-ids")
+    env.replay.faults.mutate = {first: {"id": "../../../escaped-1"}, second: {"id": absolute}}
+    root = slot_out(env, "hostile-ids")
+    record = await env.run("hostile-ids")
 
     cell = record.cells[0]
     assert (cell.state, cell.work_id) == ("submitted", third)
     assert cell.candidate_report is not None and cell.candidate_report.reasons.get("invalid") == 2
-    assert [p for p in shared.root.rglob("*") if "escaped" in p.name] == []
+    assert [p for p in env.root.rglob("*") if "escaped" in p.name] == []
     assert sorted(p.name for p in root.iterdir()) == [third]
 
 

@@ -12,8 +12,6 @@ that needs other ``[pixiv]`` settings or kills a worker has a stack of its own.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +21,8 @@ from curaflow.ledger.gates import read_gate
 from curaflow.protocol.projection import project_job
 from curaflow.sources.pixiv.replay.data import DeepSet
 from tests.conftest import StackFactory
-from tests.jobs_support import ReplayServer, gaps, ordered, start_scheduled
-from tests.support import Stack, eventually, shared_stack, short_id
+from tests.jobs_support import ReplayServer, SharedEnv, gaps, ordered, start_scheduled
+from tests.support import Stack, eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -71,51 +69,18 @@ SLOTS: dict[str, dict[str, Any]] = {
 }
 
 
-@dataclass
-class Env:
-    """The module's worker and replay; a slot's target id is the slot."""
-
-    stack: Stack
-    replay: ReplayServer
-    root: Path
-
-    def out(self, slot: str) -> Path:
-        """Where the slot's directory route delivers."""
-        return self.root / slot / "delivered"
-
-    def task(self, slot: str, tags: list[str] | None = None, **params: Any) -> dict[str, Any]:
-        return self.stack.task(target_id=slot, query={"tags": tags or ["オリジナル"]}, **params)
-
-    async def run(self, slot: str, tags: list[str] | None = None, **params: Any) -> Any:
-        return await self.stack.wait_terminal(await self.stack.admit(self.task(slot, tags, **params)), timeout_s=120)
-
-
-@pytest.fixture(scope="module")
-async def env(
-    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
-) -> AsyncIterator[Env]:
-    root = tmp_path_factory.mktemp("sources")
-    replay = await ReplayServer().start()
-    suffix = short_id()
-    routes = {f"{slot}-{suffix}": {"kind": "directory", "path": str(root / slot / "delivered")} for slot in SLOTS}
+def shared_config(env: SharedEnv) -> dict[str, Any]:
+    """The module's worker: per slot a target, a Pixiv account and a directory route
+    (delivering to ``env.out(slot)``)."""
     targets = [
-        {"id": slot, "account": slot, "query": {"tags": ["オリジナル"]}, "routes": [f"{slot}-{suffix}"], **target}
+        {"id": slot, "account": slot, "query": {"tags": ["オリジナル"]}, "routes": [env.route(slot)], **target}
         for slot, target in SLOTS.items()
     ]
-    pixiv = replay.config(max_examined=10_000, accounts={slot: {} for slot in SLOTS})  # deep scans page on
-    config = {"pixiv": pixiv, "routes": routes, "targets": targets}
-    try:
-        async with shared_stack(root, temporal_address, database_url, config) as stack:
-            yield Env(stack, replay, root)
-    finally:
-        await replay.stop()
-
-
-@pytest.fixture
-def shared(env: Env) -> Env:
-    """The module's worker, its replay without faults or requests."""
-    env.replay.reset()
-    return env
+    return {
+        "pixiv": env.replay.config(max_examined=10_000, accounts={slot: {} for slot in SLOTS}),  # deep scans page on
+        "routes": {env.route(slot): {"kind": "directory", "path": str(env.out(slot))} for slot in SLOTS},
+        "targets": targets,
+    }
 
 
 async def test_access_token_expires_mid_job_and_is_refreshed(
@@ -183,22 +148,22 @@ async def test_rate_limit_that_never_ends_is_quota_exceeded(
     assert first_gap >= 0.09 and second_gap >= 0.19
 
 
-async def test_invalid_grant_is_auth_error_after_exactly_one_token_request(shared: Env) -> None:
-    shared.replay.faults.auth = ["invalid_grant"] * 10
-    stack = shared.stack
-    record = await shared.run("grant")
+async def test_invalid_grant_is_auth_error_after_exactly_one_token_request(env: SharedEnv) -> None:
+    env.replay.faults.auth = ["invalid_grant"] * 10
+    stack = env.stack
+    record = await env.run("grant")
 
     assert (record.cells[0].state, record.cells[0].reason) == ("failed", "auth_failed")
     assert (await stack.attempts(record.job_id))["acquire"] == 1  # not retried
     error = protocol_error(record)
     assert error["code"] == "auth_error" and error["retryable"] is False
-    assert shared.replay.faults.requests == ["auth"]  # no retry storm
+    assert env.replay.faults.requests == ["auth"]  # no retry storm
 
 
-async def test_deep_search_crosses_the_5000_offset_boundary(shared: Env) -> None:
+async def test_deep_search_crosses_the_5000_offset_boundary(env: SharedEnv) -> None:
     deep = DeepSet(tag="deep-tag", count=5400, per_day=97, popular_ranks=frozenset({5150}))
-    shared.replay.faults.deep = deep
-    record = await shared.run("deep", ["deep-tag"])
+    env.replay.faults.deep = deep
+    record = await env.run("deep", ["deep-tag"])
 
     cell = record.cells[0]
     assert cell.state == "submitted" and cell.work_id == deep.work_id(5150)
@@ -206,20 +171,20 @@ async def test_deep_search_crosses_the_5000_offset_boundary(shared: Env) -> None
     assert report is not None
     assert report.fetched == 5151 and report.rejected == 5150  # none skipped, none counted twice
     assert report.reasons == {"filtered:min_bookmarks": 5150}
-    searches = shared.replay.faults.of("search")
+    searches = env.replay.faults.of("search")
     assert all(e.status == 200 and int(e.params.get("offset", 0)) <= 5000 for e in searches)
     assert any("end_date" in e.params for e in searches)
 
 
-async def test_unavailable_works_are_skipped_with_a_reason_and_the_scan_moves_on(shared: Env) -> None:
+async def test_unavailable_works_are_skipped_with_a_reason_and_the_scan_moves_on(env: SharedEnv) -> None:
     first, second, third, fourth = ordered("オリジナル")[:4]
     # the first work is listed as a restricted placeholder (visible:false, limit_* image),
     # the second answers 403 for its image, the third 404: the fourth is delivered.
-    faults = shared.replay.faults
+    faults = env.replay.faults
     faults.restricted_works = {first}
     faults.forbidden_works = {second}
     faults.missing_works = {third}
-    record = await shared.run("unavailable")
+    record = await env.run("unavailable")
 
     cell = record.cells[0]
     assert cell.state == "submitted" and cell.work_id == fourth
@@ -228,15 +193,15 @@ async def test_unavailable_works_are_skipped_with_a_reason_and_the_scan_moves_on
     assert report.reasons["unavailable"] == 3
     reasons = {f["work_id"]: f["reason"] for f in report.filtered}
     assert reasons[first] == reasons[second] == reasons[third] == "unavailable"
-    pool = await shared.stack.ledger()
+    pool = await env.stack.ledger()
     rows = await pool.fetch("SELECT work_id, status FROM delivery_intents WHERE job_id = $1", record.job_id)
     assert {r["work_id"]: r["status"] for r in rows} == {second: "released", third: "released", fourth: "delivered"}
 
 
-async def test_candidate_report_is_stored_on_the_cell(shared: Env) -> None:
+async def test_candidate_report_is_stored_on_the_cell(env: SharedEnv) -> None:
     works = ordered("風景")
-    shared.replay.faults.mutate = {works[0]: {"illust_ai_type": 2}, works[1]: {"x_restrict": 1}}
-    record = await shared.run("report", ["風景"], constraints={"scan_limit": 1})
+    env.replay.faults.mutate = {works[0]: {"illust_ai_type": 2}, works[1]: {"x_restrict": 1}}
+    record = await env.run("report", ["風景"], constraints={"scan_limit": 1})
 
     cell = record.cells[0]
     report = cell.candidate_report
@@ -252,27 +217,27 @@ async def test_candidate_report_is_stored_on_the_cell(shared: Env) -> None:
     ]
 
 
-async def test_multi_page_work_is_fetched_whole_with_the_referer(shared: Env) -> None:
-    shared.replay.faults.images = [None, "truncate"]  # page 2 arrives cut short once
-    record = await shared.run("pages", ["描き方"])
+async def test_multi_page_work_is_fetched_whole_with_the_referer(env: SharedEnv) -> None:
+    env.replay.faults.images = [None, "truncate"]  # page 2 arrives cut short once
+    record = await env.run("pages", ["描き方"])
 
     cell = record.cells[0]
     assert cell.state == "submitted" and cell.work_id == "126879163"
     assert cell.artifact is not None and [f.page for f in cell.artifact.files] == [0, 1, 2]
-    images = shared.replay.faults.of("image")
+    images = env.replay.faults.of("image")
     assert len(images) == 4  # p0, p1 (cut), p1 again, p2: a complete page is never fetched twice
     assert all(e.referer == "https://app-api.pixiv.net/" for e in images)
-    delivered = sorted(p.name for p in (shared.out("pages") / "126879163").iterdir())
+    delivered = sorted(p.name for p in (env.out("pages") / "126879163").iterdir())
     assert delivered == ["126879163_p0.jpg", "126879163_p1.jpg", "126879163_p2.jpg", "manifest.json"]
 
 
 # ---- fallback stages -------------------------------------------------------------------
 
 
-async def test_scheduled_job_widens_the_scan_in_a_fallback_pass(shared: Env) -> None:
+async def test_scheduled_job_widens_the_scan_in_a_fallback_pass(env: SharedEnv) -> None:
     w1, w2 = ordered("オリジナル")[:2]
-    shared.replay.faults.forbidden_works = {w1}
-    stack = shared.stack
+    env.replay.faults.forbidden_works = {w1}
+    stack = env.stack
     record = await stack.wait_terminal(await start_scheduled(stack, stages=3, target_id="fallback"))
 
     cell = record.cells[0]
@@ -287,42 +252,42 @@ async def test_scheduled_job_widens_the_scan_in_a_fallback_pass(shared: Env) -> 
     assert statuses == {w1: "released", w2: "delivered"}
 
 
-async def test_protocol_job_has_no_fallback_pass(shared: Env) -> None:
-    shared.replay.faults.forbidden_works = {ordered("オリジナル")[0]}
-    record = await shared.run("no-fallback", constraints={"scan_limit": 1})
+async def test_protocol_job_has_no_fallback_pass(env: SharedEnv) -> None:
+    env.replay.faults.forbidden_works = {ordered("オリジナル")[0]}
+    record = await env.run("no-fallback", constraints={"scan_limit": 1})
 
     assert record.cells[0].state == "no_candidate" and record.cells[0].fallback_pass == 0
-    assert len(shared.replay.faults.of("search")) == 1
+    assert len(env.replay.faults.of("search")) == 1
 
 
-async def test_fallback_passes_stop_at_the_maximum(shared: Env) -> None:
+async def test_fallback_passes_stop_at_the_maximum(env: SharedEnv) -> None:
     # The six newest works answer 403 for their images: each pass binds candidates that
     # all turn out unavailable, and the next, wider pass goes deeper (1, then 2, then 3
     # candidates) until the third and last pass.
-    shared.replay.faults.forbidden_works = set(ordered("オリジナル")[:6])
-    stack = shared.stack
+    env.replay.faults.forbidden_works = set(ordered("オリジナル")[:6])
+    stack = env.stack
     record = await stack.wait_terminal(await start_scheduled(stack, stages=3, target_id="fallback-max"))
 
     cell = record.cells[0]
     assert (cell.state, cell.reason, cell.fallback_pass) == ("no_candidate", "no_candidate", 2)
-    assert len(shared.replay.faults.of("search")) == 3
-    assert len(shared.replay.faults.of("image")) == 6  # every forbidden work requested once, none twice
+    assert len(env.replay.faults.of("search")) == 3
+    assert len(env.replay.faults.of("image")) == 6  # every forbidden work requested once, none twice
 
 
-async def test_a_pass_that_exhausted_the_source_is_not_repeated(shared: Env) -> None:
+async def test_a_pass_that_exhausted_the_source_is_not_repeated(env: SharedEnv) -> None:
     # ゆずソフト has one work; it is filtered out, and the source has no next page: no
     # wider pass can find anything, so the cell ends at once.
-    stack = shared.stack
+    stack = env.stack
     record = await stack.wait_terminal(await start_scheduled(stack, stages=3, target_id="exhausted"))
 
     cell = record.cells[0]
     assert (cell.state, cell.reason, cell.fallback_pass) == ("no_candidate", "filter_exhausted", 0)
-    assert len(shared.replay.faults.of("search")) == 1
+    assert len(env.replay.faults.of("search")) == 1
 
 
-async def test_all_duplicates_end_at_once_as_duplicate_exhausted(shared: Env) -> None:
-    stack = shared.stack
-    first = await shared.run("duplicates", ["ゆずソフト"])
+async def test_all_duplicates_end_at_once_as_duplicate_exhausted(env: SharedEnv) -> None:
+    stack = env.stack
+    first = await env.run("duplicates", ["ゆずソフト"])
     assert first.cells[0].state == "submitted"
 
     record = await stack.wait_terminal(await start_scheduled(stack, stages=3, target_id="duplicates"))
@@ -330,7 +295,7 @@ async def test_all_duplicates_end_at_once_as_duplicate_exhausted(shared: Env) ->
     cell = record.cells[0]
     assert (cell.state, cell.reason, cell.fallback_pass) == ("no_candidate", "duplicate_exhausted", 0)
     assert record.business_status == "duplicate_only"
-    assert len(shared.replay.faults.of("search")) == 2  # one per job: no stage burnt
+    assert len(env.replay.faults.of("search")) == 2  # one per job: no stage burnt
 
 
 # ---- one gate per account across processes -------------------------------------

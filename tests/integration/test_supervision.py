@@ -26,6 +26,7 @@ from curaflow.ledger import reconciler
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import append_event
 from curaflow.ledger.jobs import NewJob, insert_job
+from curaflow.ledger.reconciler import ticks as reconciler_ticks
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
 from tests.services import free_port, start_api_process
@@ -198,7 +199,7 @@ async def test_the_reconciler_loop_survives_an_exception_of_any_type(
             raise asyncpg.InterfaceError("cannot perform operation: connection is closed")
         return await real_tick(pool, start, *args, **kw)
 
-    monkeypatch.setattr(reconciler, "tick", flaky_tick)
+    monkeypatch.setattr(reconciler_ticks, "tick", flaky_tick)  # the module whose run_forever calls it
     job_id = f"sup-{short_id()}@manual-x"
     created = now_ms() - 60_000  # admitted a minute ago, its workflow never started
     inp = JobInput(

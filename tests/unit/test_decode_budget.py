@@ -277,7 +277,7 @@ async def test_an_ugoira_zip_over_its_byte_limit_is_the_works_not_a_failed_downl
 
     zip_path = tmp_path / "z.zip"
     frames = ugoira_frames_zip(zip_path, [(40, 40)] * 3)
-    monkeypatch.setattr(artifacts, "MAX_ZIP_BYTES", 100)
+    monkeypatch.setattr(artifacts.store, "MAX_ZIP_BYTES", 100)
     with pytest.raises(WorkUnavailable) as caught:
         await ArtifactStore(tmp_path / "a").fetch(OneFile(zip_path.read_bytes(), ugoira(frames)), WORK, "j", "t")  # type: ignore[arg-type]
     assert caught.value.kind == UnavailableKind.TOO_LARGE
