@@ -45,8 +45,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Mapping
 from datetime import timedelta
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from temporalio import workflow
@@ -116,12 +118,14 @@ FAILED_EXECUTION = "failed-execution"
 REPORTING_RUN = "reporting-run"
 #: The search attributes that say a job's state: only the job's own run carries them.
 JOB_STATE_ATTRIBUTES = frozenset({JOB_STATUS.name, BUSINESS_STATUS.name})
-STAGE_OF: dict[Step, str] = {
-    "acquire": "searching",
-    "search": "searching",
-    "fetch": "fetching",
-    "deliver": "delivering",
-}
+STAGE_OF: Mapping[Step, str] = MappingProxyType(
+    {
+        "acquire": "searching",
+        "search": "searching",
+        "fetch": "fetching",
+        "deliver": "delivering",
+    }
+)
 
 
 class Phase(StrEnum):

@@ -73,14 +73,14 @@ ATTEMPT_GRACE = timedelta(minutes=5)
 JOB_STATUS = SearchAttributeKey.for_keyword("JobStatus")
 BUSINESS_STATUS = SearchAttributeKey.for_keyword("BusinessStatus")
 
-NON_RETRYABLE_TYPES = [
+NON_RETRYABLE_TYPES = (
     AUTH_FAILED,
     CONFIGURATION_ERROR,
     INTERNAL_ERROR,
     DELIVERY_REJECTED,
     DELIVERY_UNKNOWN,
     DELIVERY_ABANDONED,
-]
+)
 
 
 def frozen_job_status(cells: list[CellSnapshot]) -> str:

@@ -18,8 +18,9 @@ Deterministic and sandbox-clean: pure functions over pydantic messages.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from types import MappingProxyType
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -31,7 +32,9 @@ with workflow.unsafe.imports_passed_through():
 # ---- cells (curaflow.domain.cells) ----------------------------------------------------
 
 TERMINAL_STATES: frozenset[str] = frozenset({"submitted", "no_candidate", "duplicate", "failed"})
-STAGE_ORDER: dict[str, int] = {"queued": 0, "searching": 1, "fetching": 2, "delivering": 3, "done": 4}
+STAGE_ORDER: Mapping[str, int] = MappingProxyType(
+    {"queued": 0, "searching": 1, "fetching": 2, "delivering": 3, "done": 4}
+)
 
 
 def is_terminal(state: str) -> bool:

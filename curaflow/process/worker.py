@@ -43,7 +43,7 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
-from temporalio.worker import Worker, WorkerDeploymentConfig
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities import build_activities
@@ -106,6 +106,14 @@ def sandbox_runner() -> SandboxedWorkflowRunner:
     )
 
 
+def workflow_runner(settings: Settings) -> WorkflowRunner:
+    """The runner of this worker's workflows: :func:`sandbox_runner` when
+    ``temporal.workflow_sandbox`` is set, else the SDK's unsandboxed runner (the
+    default: the suite checks the workflow code in the sandbox; a production worker
+    saves the sandbox's CPU per job — :class:`~curaflow.config.TemporalSettings`)."""
+    return sandbox_runner() if settings.temporal.workflow_sandbox else UnsandboxedWorkflowRunner()
+
+
 def heartbeat_throttle(settings: Settings) -> timedelta:
     """The SDK's heartbeat throttle: as often as activities heartbeat
     (:func:`activities.heartbeat.heartbeat_beat_s`), so a cancel reaches a running
@@ -151,7 +159,7 @@ def build_workers(client: Client, settings: Settings, deps: ActivityDeps) -> lis
             activities=main_acts,
             nexus_service_handlers=[JobServiceHandler(settings, deps.pool)],
             interceptors=interceptors_for_worker(deps.pool),
-            workflow_runner=sandbox_runner(),
+            workflow_runner=workflow_runner(settings),
             sticky_queue_schedule_to_start_timeout=timedelta(
                 milliseconds=settings.temporal.sticky_schedule_to_start_ms
             ),
