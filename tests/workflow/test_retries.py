@@ -26,7 +26,10 @@ TYPES = [*sorted(str(r) for r in REASONS), "a_new_kind_of_failure"]
 
 def budgets() -> Budgets:
     return Budgets(
-        heartbeat_interval_ms=500,
+        # A heartbeat timeout (twice this) far above the time an attempt takes: some sixty
+        # attempts start at once, and on a loaded machine one of them may wait over a
+        # second for the event loop — a timed-out attempt would be retried, as it should.
+        heartbeat_interval_ms=5_000,
         queued_timeout_ms=5_000,
         stall_timeout_ms=5_000,
         retry_initial_interval_ms=50,
