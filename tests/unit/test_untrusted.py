@@ -199,3 +199,61 @@ def test_emoji_in_ascii_only_json_take_the_fast_path(monkeypatch: pytest.MonkeyP
     monkeypatch.undo()
     broken = page.replace("\\ude0a", "", 1)  # one high surrogate left alone
     assert "\ufffd" in json.dumps(text.loads_clean(broken), ensure_ascii=False)
+
+
+_JSON_VALUES = st.recursive(
+    _TRICKY | st.integers() | st.floats() | st.booleans() | st.none(),
+    lambda c: st.lists(c) | st.dictionaries(_TRICKY, c),
+)
+
+
+@given(_JSON_VALUES, st.booleans())
+@example(2**64 + 1, True)  # beyond 64 bits: orjson would read a float
+@example(-(2**63) - 1, True)
+@example(10**18, True)
+@example(float("nan"), True)  # NaN / Infinity: the standard library reads them, orjson refuses
+@example([float("inf"), float("-inf")], True)
+@example("\ud83d", True)  # a lone surrogate escape
+@example({"a": 1.0000000000000002, "b": 5e-324, "c": 1.7976931348623157e308}, True)
+def test_parse_json_reads_what_the_standard_library_reads(value: object, ascii_only: bool) -> None:
+    """``parse_json`` gives ``json.loads``'s result — value and types — on any text."""
+    from curaflow.domain.text import parse_json
+
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    expected, got = json.loads(text), parse_json(text)
+    # NaN != NaN: compare the documents as the standard library writes them back
+    assert json.dumps(got) == json.dumps(expected)
+    assert type(got) is type(expected)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"a": 1, "a": 2}', "1e400", '{"id": 123456789012345678901234567890}', "[1, 2.5]"],
+)
+def test_parse_json_edges_read_as_the_standard_library_reads_them(text: str) -> None:
+    """Duplicate keys (the last wins), a number out of range, a long integer."""
+    from curaflow.domain.text import parse_json
+
+    assert parse_json(text) == json.loads(text)
+
+
+def test_nesting_too_deep_for_either_parser_is_a_malformed_answer() -> None:
+    """Over orjson's 1 024 levels the standard library decides (and refuses beyond its
+    recursion limit); ``loads_clean`` calls that a malformed answer, never a crash."""
+    from curaflow.domain.text import loads_clean, parse_json
+
+    deep = "[" * 5000 + "]" * 5000
+    with pytest.raises(RecursionError):
+        parse_json(deep)
+    with pytest.raises(ValueError, match="nested too deep"):
+        loads_clean(deep)
+
+
+@pytest.mark.parametrize("text", ["", "{", "NaNx", "\ufeff{}", '{"a": 1,}', "[1] 2"])
+def test_parse_json_refuses_what_the_standard_library_refuses(text: str) -> None:
+    from curaflow.domain.text import parse_json
+
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    with pytest.raises(json.JSONDecodeError):
+        parse_json(text)
