@@ -119,6 +119,7 @@ class BenchStack:
         self.config_path.write_text(tomli_w.dumps(self.config))
         self.settings: Settings = load_settings(self.config_path)
         self.workers: list[WorkerProcess] = []
+        self.started = 0
         self.api_process: subprocess.Popen[bytes] | None = None
         self.api_url = ""
         self.pool: asyncpg.Pool | None = None
@@ -140,7 +141,10 @@ class BenchStack:
 
     async def start_worker(self, env_extra: dict[str, str] | None = None) -> WorkerProcess:
         """Start a worker process and wait until it polls."""
-        log = self.dir / f"worker-{len(self.workers) + 1}.log"
+        # A log of its own for every worker ever started here (one stopped and cleared
+        # from ``workers`` must not lend its "worker.started" line to the next).
+        self.started += 1
+        log = self.dir / f"worker-{self.started}.log"
         worker = WorkerProcess({**self.env(), **(env_extra or {})}, log).start()
         self.workers.append(worker)
         deadline = time.monotonic() + 60

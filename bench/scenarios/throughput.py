@@ -16,6 +16,11 @@ timed from the first start to the last result:
   them with fsync, copy them to a route directory — with no ledger, domain rules or
   projection: what curaflow's own machinery costs.
 
+A full run has :data:`ROUNDS` rounds of ``N`` jobs per engine, interleaved (curaflow, same
+I/O, no-op; then no-op, same I/O, curaflow), each round's curaflow jobs on targets of their
+own: the speed of a shared VM drifts within minutes, and interleaving makes every engine see
+the same minutes. Rates are over the rounds' summed time; the per-round ratios are reported.
+
 Also measured: CPU per job (user + system) of the worker, the Temporal server and
 PostgreSQL; and the load-independent counts of every job of the run (the same on a busy
 machine as on an idle one): its history (events by type, workflow tasks, signals,
@@ -151,7 +156,8 @@ class Meter:
         }
 
 
-async def run_curaflow(stack: BenchStack, n: int) -> tuple[Run, list[str]]:
+async def run_curaflow(stack: BenchStack, n: int, targets: list[str]) -> tuple[Run, list[str]]:
+    """Admit ``n`` one-cell jobs spread over ``targets`` and wait for them all."""
     assert stack.pool is not None
     # Admission has a pool of its own, counted: its statements are part of a job's cost
     # (the API's, in production).
@@ -159,7 +165,6 @@ async def run_curaflow(stack: BenchStack, n: int) -> tuple[Run, list[str]]:
     pool = await create_pool(stack.services.database_url, min_size=2, max_size=20, counter=admission)
     admitter = Admitter(stack.settings, pool, stack.client)
     gate = asyncio.Semaphore(50)
-    targets = [t.id for t in stack.settings.targets]
     worker_metrics = f"http://127.0.0.1:{stack.settings.observability.metrics_port}/metrics"
     statements_before = await scrape(worker_metrics, "curaflow_ledger_statements_total")
     transactions_before = await scrape(worker_metrics, "curaflow_ledger_transactions_total")
@@ -282,24 +287,88 @@ def job_path(per_step: dict[str, float]) -> float:
     return round(sum(v for k, v in per_step.items() if k != "background"), 2)
 
 
+#: Rounds of a full run. Each engine runs ``n`` jobs per round, in the order curaflow,
+#: same I/O, no-op in even rounds and the reverse in odd ones, so a machine that speeds up
+#: or slows down through the run (a shared VM does, by up to half within minutes) moves
+#: every engine alike and the in-run ratios stay comparable.
+ROUNDS = 2
+
+
 async def run(services: Services, quick: bool) -> Result:
     n = 30 if quick else 200
-    stack = BenchStack(services, "throughput", config(n, str(services.root / f"routes-{uuid.uuid4().hex[:6]}")))
+    rounds = 1 if quick else ROUNDS
+    # Each round's curaflow jobs go to targets of their own, as fresh as the first round's.
+    stack = BenchStack(
+        services, "throughput", config(n * rounds, str(services.root / f"routes-{uuid.uuid4().hex[:6]}"))
+    )
+    targets = [t.id for t in stack.settings.targets]
+    per_round = len(targets) // rounds
+    runs: dict[str, list[Run]] = {"curaflow": [], "same_io": [], "noop": []}
     await stack.open()
     try:
-        await stack.start_worker()
-        await run_curaflow(stack, 4)  # warm-up: imports, sandbox, connection pools
-        ours, _ = await run_curaflow(stack, n)
-        for worker in stack.workers:
-            await asyncio.to_thread(worker.stop)
-        stack.workers.clear()
-        await run_baseline(stack, 4, io=False)
-        bare = await run_baseline(stack, n, io=False)
-        await run_baseline(stack, 4, io=True)
-        same_io = await run_baseline(stack, n, io=True)
+        for r in range(rounds):
+            order = ["curaflow", "same_io", "noop"]
+            for engine in order if r % 2 == 0 else order[::-1]:
+                if engine == "curaflow":
+                    own = targets[r * per_round : (r + 1) * per_round]
+                    await stack.start_worker()
+                    await run_curaflow(stack, 4, own)  # warm-up: imports, connection pools
+                    runs[engine].append((await run_curaflow(stack, n, own))[0])
+                    for worker in stack.workers:
+                        await asyncio.to_thread(worker.stop)
+                    stack.workers.clear()
+                else:
+                    io = engine == "same_io"
+                    await run_baseline(stack, 4, io=io)
+                    runs[engine].append(await run_baseline(stack, n, io=io))
     finally:
         await stack.close()
-    return result(n, ours, bare, same_io)
+    report = result(n, combine(runs["curaflow"]), combine(runs["noop"]), combine(runs["same_io"]))
+    report.params["rounds"] = rounds
+    report.metrics["rounds"] = [
+        {
+            "curaflow_jobs_per_s": round(ours.jobs_per_s, 2),
+            "same_io_jobs_per_s": round(same_io.jobs_per_s, 2),
+            "ratio_vs_same_io": round(ours.jobs_per_s / same_io.jobs_per_s, 3),
+            "cpu_vs_same_io": round(ours.total_cpu_ms / same_io.total_cpu_ms, 3),
+            "cpu_ms_per_job": {
+                name: {"worker": e.worker_cpu_ms, "temporal": e.server_cpu_ms, "postgres": e.postgres_cpu_ms}
+                for name, e in (("curaflow", ours), ("same_io", same_io))
+            },
+        }
+        for ours, same_io in zip(runs["curaflow"], runs["same_io"], strict=True)
+    ]
+    return report
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def _mean_map(maps: list[dict[str, float] | None]) -> dict[str, float] | None:
+    present = [m for m in maps if m is not None]
+    if not present:
+        return None
+    keys = sorted({k for m in present for k in m})
+    return {k: round(_mean([m.get(k, 0.0) for m in present]), 2) for k in keys}
+
+
+def combine(runs: list[Run]) -> Run:
+    """One engine's rounds as one run: jobs per second over the rounds' summed time (each
+    round runs the same number of jobs), CPU and counts per job as the rounds' means."""
+    return Run(
+        len(runs) / sum(1 / r.jobs_per_s for r in runs),
+        round(_mean([r.worker_cpu_ms for r in runs]), 1),
+        round(_mean([r.server_cpu_ms for r in runs]), 1),
+        round(_mean([r.postgres_cpu_ms for r in runs]), 1),
+        sum(r.succeeded for r in runs),
+        counts=mean_counts(r.counts for r in runs if r.counts is not None),
+        server_actions=_mean_map([r.server_actions for r in runs]),
+        statements=_mean_map([r.statements for r in runs]),
+        transactions=_mean_map([r.transactions for r in runs]),
+        gate_slots=round(_mean([r.gate_slots for r in runs]), 2),
+        pages=round(_mean([r.pages for r in runs]), 2),
+    )
 
 
 def result(n: int, ours: Run, bare: Run, same_io: Run) -> Result:
