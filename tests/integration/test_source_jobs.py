@@ -11,6 +11,7 @@ that needs other ``[pixiv]`` settings or kills a worker has a stack of its own.
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -321,13 +322,16 @@ async def test_one_gate_per_account_across_worker_processes(
 
     # every app-api request of the account, from any process, left ≥ 300 ms after the
     # previous one. Measured here at arrival, so one request's transit delay (a fresh
-    # connection, a busy host) shortens the next gap a little: allow for that, and require
-    # the typical gap to be the full interval. The token request is left out: it goes to
-    # Pixiv's OAuth host over a fresh connection, and its late arrival after its own gate
-    # slot made the gap to the first search look short (0.08–0.26 s) on a loaded machine.
+    # connection, a busy host) lengthens the gap before it and shortens the one after it
+    # by as much (0.499 s then 0.091 s, seen on an idle machine): any two consecutive gaps
+    # still span two intervals, and two requests let through together would make a pair
+    # span one. The typical gap is the full interval. The token request is left out: it
+    # goes to Pixiv's OAuth host over a fresh connection, and its late arrival after its
+    # own gate slot made the gap to the first search look short (0.08–0.26 s).
     api_requests = [e for e in replay.faults.log if e.kind != "auth"]
     spacing = gaps([e.at for e in api_requests])
-    assert min(spacing) >= 0.15, sorted(spacing)[:5]  # 0.185 s seen at a load average of 11
+    pairs = [a + b for a, b in itertools.pairwise(spacing)]
+    assert min(pairs) >= 0.55, (spacing, pairs)
     assert sorted(spacing)[len(spacing) // 2] >= 0.27, sorted(spacing)
     owners = [i for i in (1, 2) if "source_queue.owned" in stack.worker_log(i)]
     assert owners == [1], owners  # one process serves the account's queue
@@ -340,7 +344,7 @@ async def test_one_gate_per_account_across_worker_processes(
     assert "source_queue.owned" in stack.worker_log(2)
     api_requests = [e for e in replay.faults.log if e.kind != "auth"]
     after_takeover = gaps([e.at for e in api_requests[before - 1 :]])
-    assert min(after_takeover) >= 0.2, sorted(after_takeover)[:5]
+    assert min(after_takeover[:1] + [a + b for a, b in itertools.pairwise(after_takeover)]) >= 0.55, after_takeover
 
 
 async def test_cooldown_survives_a_worker_restart(
