@@ -324,14 +324,16 @@ async def test_one_gate_per_account_across_worker_processes(
     # previous one. Measured here at arrival, so one request's transit delay (a fresh
     # connection, a busy host) lengthens the gap before it and shortens the one after it
     # by as much (0.499 s then 0.091 s, seen on an idle machine): any two consecutive gaps
-    # still span two intervals, and two requests let through together would make a pair
-    # span one. The typical gap is the full interval. The token request is left out: it
+    # still span about two intervals (0.524 s seen on a loaded one: the first of three
+    # requests 76 ms later on its way than the third), where two requests let through
+    # together would make a pair span one. The typical gap is the full interval (two
+    # processes gating apart would halve it). The token request is left out: it
     # goes to Pixiv's OAuth host over a fresh connection, and its late arrival after its
     # own gate slot made the gap to the first search look short (0.08–0.26 s).
     api_requests = [e for e in replay.faults.log if e.kind != "auth"]
     spacing = gaps([e.at for e in api_requests])
     pairs = [a + b for a, b in itertools.pairwise(spacing)]
-    assert min(pairs) >= 0.55, (spacing, pairs)
+    assert min(pairs) >= 0.45, (spacing, pairs)
     assert sorted(spacing)[len(spacing) // 2] >= 0.27, sorted(spacing)
     owners = [i for i in (1, 2) if "source_queue.owned" in stack.worker_log(i)]
     assert owners == [1], owners  # one process serves the account's queue
@@ -344,7 +346,7 @@ async def test_one_gate_per_account_across_worker_processes(
     assert "source_queue.owned" in stack.worker_log(2)
     api_requests = [e for e in replay.faults.log if e.kind != "auth"]
     after_takeover = gaps([e.at for e in api_requests[before - 1 :]])
-    assert min(after_takeover[:1] + [a + b for a, b in itertools.pairwise(after_takeover)]) >= 0.55, after_takeover
+    assert min(after_takeover[:1] + [a + b for a, b in itertools.pairwise(after_takeover)]) >= 0.45, after_takeover
 
 
 async def test_cooldown_survives_a_worker_restart(
