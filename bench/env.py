@@ -23,9 +23,10 @@ import tomli_w
 from temporalio.client import Client
 
 from curaflow.config import Settings, load_settings
+from curaflow.devstack.ports import free_port
 from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.processes import WorkerProcess, child_env, die_with_parent
-from curaflow.devstack.temporal import TemporalDevServer, free_port
+from curaflow.devstack.temporal import TemporalDevServer
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.temporal.connection import connect, ensure_search_attributes
 

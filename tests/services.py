@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -23,14 +22,10 @@ from typing import Any
 import httpx
 import tomli_w
 
+from curaflow.devstack.ports import free_port
 from tests.support import eventually, short_id
 
-
-def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["free_port"]
 
 
 @dataclass

@@ -36,9 +36,10 @@ import httpx
 import tomli_w
 from temporalio.client import Client
 
+from curaflow.devstack.ports import free_port
 from curaflow.devstack.postgres import RestartablePostgres
 from curaflow.devstack.processes import child_env, die_with_parent
-from curaflow.devstack.temporal import TemporalDevServer, free_port
+from curaflow.devstack.temporal import TemporalDevServer
 from curaflow.ledger.db import create_pool, migrate, now_ms
 from curaflow.temporal.connection import connect, ensure_search_attributes
 

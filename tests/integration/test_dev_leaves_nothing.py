@@ -92,7 +92,7 @@ def test_nothing_curaflow_dev_started_outlives_it(tmp_path: Path, how: str) -> N
 
 
 def test_every_port_curaflow_dev_listens_on_is_an_option_and_named_at_start(tmp_path: Path) -> None:
-    from curaflow.devstack.temporal import free_port
+    from curaflow.devstack.ports import free_port
 
     pinned = {option: free_port() for option in PORT_OPTIONS}
     dev = started(tmp_path, *(x for option, port in pinned.items() for x in (option, str(port))), "--workers", "2")

@@ -21,8 +21,8 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from curaflow.config import load_settings
+from curaflow.devstack.ports import free_port
 from curaflow.devstack.processes import die_with_parent
-from curaflow.devstack.temporal import free_port
 from curaflow.domain.messages import Budgets, JobInput, TargetSpec
 from curaflow.ledger.db import create_pool, migrate, now_ms
 from curaflow.ledger.events import append_event

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from temporalio.client import Client
 
+from curaflow.devstack.ports import free_port
 from curaflow.devstack.processes import WorkerProcess
-from curaflow.devstack.temporal import free_port
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from tests.conftest import StackFactory

@@ -19,7 +19,7 @@ import pytest
 from PIL import Image
 
 from curaflow.artifacts import ArtifactStore
-from curaflow.devstack.temporal import free_port
+from curaflow.devstack.ports import free_port
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger.gates import read_gate
