@@ -39,6 +39,7 @@ from curaflow.ledger.records import load_job
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.temporal.connection import connect, connect_configured
 from tests.fakes.replay import ReplayServer
+from tests.zygote import worker_process
 
 API_TOKEN = "test-token-not-a-secret"
 
@@ -306,7 +307,7 @@ class Stack:
         """
         n = len(self.workers) + 1
         log = self.tmp / f"worker-{self.suffix}-{n}.log"
-        worker = WorkerProcess(self.worker_env(), log, wrapper=wrapper).start()
+        worker = worker_process(self.worker_env(), log, wrapper=wrapper)
         self.workers.append(worker)
         if wait:
 

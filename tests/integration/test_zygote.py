@@ -1,0 +1,50 @@
+"""The suite's forked workers (tests/zygote.py) are separate processes with the surface of
+a spawned one: their own environment, directory and log, an exit status, signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from curaflow.devstack.ports import free_port
+from curaflow.devstack.processes import child_env
+from tests.zygote import ForkedWorkerProcess, Zygote
+
+
+def test_a_forked_worker_reads_its_own_environment_and_exits_with_its_status(tmp_path: Path) -> None:
+    config = tmp_path / "broken.toml"
+    config.write_text("this is = not [toml\n")
+    log = tmp_path / "worker.log"
+    worker = ForkedWorkerProcess(child_env(CURAFLOW_CONFIG=str(config)), log, cwd=tmp_path).start()
+    assert worker.process is not None
+    assert worker.process.wait(60) == 2  # an invalid configuration: status 2, as the command's
+    assert "curaflow worker:" in log.read_text() and "broken.toml" in log.read_text()
+    assert oct(log.stat().st_mode & 0o777) == "0o600"
+    assert not worker.alive()
+
+
+def test_a_forked_worker_can_be_stopped_killed_and_waited_for(tmp_path: Path) -> None:
+    # A "Temporal" and "PostgreSQL" that accept connections and never answers: the worker waits on it.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", free_port()))
+        silent.listen(8)
+        host, port = silent.getsockname()
+        env = child_env(TEMPORAL_ADDRESS=f"{host}:{port}", DATABASE_URL=f"postgresql://u@{host}:{port}/db")
+        env.pop("CURAFLOW_CONFIG", None)
+        worker = ForkedWorkerProcess(env, tmp_path / "w.log", cwd=tmp_path).start()
+        assert worker.process is not None and worker.alive()
+        with pytest.raises(subprocess.TimeoutExpired):
+            worker.process.wait(0.5)
+        pid = worker.pid
+        assert pid is not None and pid != os.getpid() and Path(f"/proc/{pid}").exists()
+        worker.pause()
+        assert Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "T"  # stopped
+        worker.kill()
+        assert worker.process.returncode == -signal.SIGKILL
+        assert not Path(f"/proc/{pid}").exists()  # reaped by the zygote
+    assert Zygote.enabled()

@@ -1,0 +1,293 @@
+"""Worker processes for the suite, forked from a process that has already imported them.
+
+A worker process spends about a second of CPU importing its modules (temporalio's
+protobufs, pydantic models, httpx) before it does anything; the suite starts ~130 of
+them. A *zygote* — one per test process, started on first use — imports
+:mod:`curaflow.process.worker` once and then forks on request, as gunicorn's
+``preload_app`` does: each child is a real, separate worker process with its own
+environment, working directory, log file, pid and signals, and runs the worker's own
+:func:`curaflow.process.worker.main` from its start (settings, logging, connections,
+Temporal workers). Only the imports are shared.
+
+The zygote has no thread when it forks (it serves requests on one thread, ``selectors``)
+and reaps its children; a test's :class:`ForkedProcess` gets the exit status over the
+request's connection. A worker under a wrapper command (``unshare -m``) and the tests of
+the command line itself (exit statuses, ``curaflow dev``, the README) still spawn a fresh
+interpreter.
+
+Protocol (one Unix-socket connection per child): the test sends one JSON line
+``{"env": {...}, "cwd": str | null, "log": str | null}``; the zygote answers ``{"pid": n}``
+and, when the child has ended, ``{"returncode": n}`` (``-signal`` when a signal ended
+it, as :attr:`subprocess.Popen.returncode`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from pathlib import Path
+from typing import Any
+
+from curaflow.devstack.processes import WorkerProcess, die_with_parent
+
+#: Environment switch: ``CURAFLOW_TEST_FORK_WORKERS=0`` spawns every worker afresh.
+SWITCH = "CURAFLOW_TEST_FORK_WORKERS"
+
+
+class ForkedProcess:
+    """The :class:`subprocess.Popen` surface the suite uses, for a child of the zygote.
+
+    ``pid``, ``returncode``, ``poll()``, ``wait(timeout)`` (seconds; raises
+    :class:`subprocess.TimeoutExpired`), ``send_signal``, ``terminate``, ``kill``.
+    """
+
+    def __init__(self, conn: socket.socket, pid: int) -> None:
+        self._conn = conn
+        self._buffer = b""
+        self.pid = pid
+        self.returncode: int | None = None
+        self.args = ["<forked worker>", str(pid)]
+
+    def _read(self, timeout: float | None) -> None:
+        self._conn.settimeout(timeout)
+        try:
+            while b"\n" not in self._buffer:
+                chunk = self._conn.recv(4096)
+                if not chunk:  # the zygote died: its children died with it (SIGTERM)
+                    self.returncode = -signal.SIGTERM
+                    return
+                self._buffer += chunk
+        except (TimeoutError, BlockingIOError):
+            return
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        self.returncode = int(json.loads(line)["returncode"])
+        self._conn.close()
+
+    def poll(self) -> int | None:
+        """The exit status, or None while the child runs."""
+        if self.returncode is None:
+            self._read(0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait up to ``timeout`` seconds (None: for ever) for the child to end."""
+        if self.returncode is None:
+            self._read(timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        """Signal the child, unless it has been seen to end (its pid may be reused)."""
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class ForkedWorkerProcess(WorkerProcess):
+    """A :class:`WorkerProcess` forked by this test process's zygote (same surface)."""
+
+    def start(self) -> ForkedWorkerProcess:
+        self.process = Zygote.spawn(self.env, self.log_file, self.cwd)  # type: ignore[assignment]
+        return self
+
+
+def worker_process(env: dict[str, str], log: Path | None, wrapper: list[str] | None = None) -> WorkerProcess:
+    """A started worker process: forked by the zygote, or spawned afresh under ``wrapper``
+    or when ``CURAFLOW_TEST_FORK_WORKERS=0``."""
+    if wrapper or not Zygote.enabled():
+        return WorkerProcess(env, log, wrapper=wrapper).start()
+    return ForkedWorkerProcess(env, log).start()
+
+
+class Zygote:
+    """The zygote of this test process (started on first :meth:`spawn`)."""
+
+    _lock = threading.Lock()
+    _process: subprocess.Popen[bytes] | None = None
+    _path: Path | None = None
+
+    @classmethod
+    def enabled(cls) -> bool:
+        return os.environ.get(SWITCH, "1") != "0" and sys.platform == "linux"
+
+    @classmethod
+    def _ensure(cls) -> Path:
+        with cls._lock:
+            if cls._process is not None and cls._process.poll() is None and cls._path is not None:
+                return cls._path
+            directory = Path(tempfile.mkdtemp(prefix="curaflow-zygote-"))
+            path = directory / "zygote.sock"
+            ready = directory / "ready"
+            cls._process = subprocess.Popen(
+                [sys.executable, "-u", "-m", "tests.zygote", str(path), str(ready)],
+                cwd=Path(__file__).resolve().parent.parent,
+                preexec_fn=die_with_parent,
+            )
+            atexit.register(cls._stop)
+            for _ in range(600):  # up to 60 s: the imports
+                if ready.exists():
+                    break
+                if cls._process.poll() is not None:
+                    raise RuntimeError(f"the worker zygote exited ({cls._process.returncode})")
+                threading.Event().wait(0.1)
+            else:
+                raise RuntimeError("the worker zygote did not start within 60 s")
+            cls._path = path
+            return path
+
+    @classmethod
+    def _stop(cls) -> None:
+        if cls._process is not None and cls._process.poll() is None:
+            cls._process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                cls._process.wait(10)
+
+    @classmethod
+    def spawn(cls, env: dict[str, str], log: Path | None, cwd: Path | None) -> ForkedProcess:
+        """Fork a worker with ``env``, its output appended to ``log``, in ``cwd``."""
+        path = cls._ensure()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(str(path))
+        request = {"env": env, "log": str(log) if log else None, "cwd": str(cwd) if cwd else None}
+        conn.sendall(json.dumps(request).encode() + b"\n")
+        buffer = b""
+        conn.settimeout(30)
+        while b"\n" not in buffer:
+            chunk = conn.recv(4096)
+            if not chunk:
+                raise RuntimeError("the worker zygote closed the connection before forking")
+            buffer += chunk
+        line, _, rest = buffer.partition(b"\n")
+        process = ForkedProcess(conn, int(json.loads(line)["pid"]))
+        process._buffer = rest
+        return process
+
+
+# ---- the zygote itself ----------------------------------------------------------------
+
+
+def _child(request: dict[str, Any], closing: list[socket.socket]) -> None:  # pragma: no cover - in the child
+    code = 1
+    try:
+        for sock in closing:
+            sock.close()
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        die_with_parent()
+        os.environ.clear()
+        os.environ.update(request["env"])
+        if request["cwd"]:
+            os.chdir(request["cwd"])
+        if request["log"]:
+            fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.fchmod(fd, 0o600)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.close(fd)
+        from curaflow.process import worker
+
+        worker.main()  # ends the process itself (os._exit)
+        code = 0
+    except SystemExit as exit_:
+        if isinstance(exit_.code, int) or exit_.code is None:
+            code = exit_.code or 0
+        else:
+            print(exit_.code, file=sys.stderr)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    except BaseException:  # noqa: BLE001 - as the interpreter does: a traceback, status 1
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _serve(path: str, ready: str) -> None:  # pragma: no cover - the zygote process
+    import curaflow.process.worker  # noqa: F401 - the point: imported once, before any fork
+
+    assert threading.active_count() == 1, "a zygote must not hold threads when it forks"
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(wake_r, selectors.EVENT_READ, "wake")
+    children: dict[int, socket.socket] = {}
+    pending: dict[socket.socket, bytes] = {}
+    Path(ready).touch()
+    while True:
+        for key, _ in selector.select():
+            if key.data == "accept":
+                conn, _addr = listener.accept()
+                pending[conn] = b""
+                selector.register(conn, selectors.EVENT_READ, "request")
+            elif key.data == "request":
+                conn = key.fileobj  # type: ignore[assignment]
+                chunk = conn.recv(1 << 20)
+                if not chunk:
+                    selector.unregister(conn)
+                    pending.pop(conn, None)
+                    conn.close()
+                    continue
+                pending[conn] += chunk
+                if b"\n" not in pending[conn]:
+                    continue
+                selector.unregister(conn)
+                request = json.loads(pending.pop(conn).partition(b"\n")[0])
+                others = [listener, *pending, *children.values()]
+                pid = os.fork()
+                if pid == 0:
+                    selector.close()
+                    os.close(wake_r)
+                    os.close(wake_w)
+                    _child(request, [*others, conn])
+                children[pid] = conn
+                with contextlib.suppress(OSError):
+                    conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+            else:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 4096)
+                while children:
+                    try:
+                        pid, status = os.waitpid(-1, os.WNOHANG)
+                    except ChildProcessError:
+                        break
+                    if pid == 0:
+                        break
+                    conn = children.pop(pid, None)
+                    if conn is not None:
+                        code = os.waitstatus_to_exitcode(status)
+                        with contextlib.suppress(OSError):
+                            conn.sendall(json.dumps({"returncode": code}).encode() + b"\n")
+                        conn.close()
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], sys.argv[2])
