@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,11 @@ def test_a_forked_worker_can_be_stopped_killed_and_waited_for(tmp_path: Path) ->
         pid = worker.pid
         assert pid is not None and pid != os.getpid() and Path(f"/proc/{pid}").exists()
         worker.pause()
-        assert Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "T"  # stopped
+        stat = Path(f"/proc/{pid}/stat")
+        deadline = time.monotonic() + 10  # a signal is delivered when the child next runs
+        while stat.read_text().split(") ")[1][0] != "T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stat.read_text().split(") ")[1][0] == "T"  # stopped
         worker.kill()
         assert worker.process.returncode == -signal.SIGKILL
         assert not Path(f"/proc/{pid}").exists()  # reaped by the zygote
