@@ -21,7 +21,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.chaos.scenarios import QUICK_PIXIV, RUNNERS, Plan, Scenario, ScenarioResult, plans, scenario_config
+from bench.chaos.harness import Scenario
+from bench.chaos.plan import QUICK_PIXIV, Plan
+from bench.chaos.records import ScenarioResult
+from bench.chaos.scenarios import RUNNERS, plans, scenario_config
 from bench.chaos.stack import ChaosStack
 from bench.runner import RESULTS_DIR, machine
 

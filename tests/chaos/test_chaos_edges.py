@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.chaos.scenarios import EDGE_CASES
+from bench.chaos.edges import EDGE_CASES
 
 pytestmark = pytest.mark.chaos
 

@@ -233,7 +233,7 @@ def party_stack(
 
 # A receiver trickling its body after a 200 ends its job expired by its deadline, every
 # send cut at the route's timeout and reported unknown: the chaos suite's own check
-# (bench/chaos/scenarios.py, case "receiver streams its 200 at 1 KiB/s"; tests/chaos).
+# (bench/chaos/edges.py, case "receiver streams its 200 at 1 KiB/s"; tests/chaos).
 
 
 @pytest.mark.parametrize("kind", ["webhook", "telegram"])

@@ -103,7 +103,7 @@ def test_views_are_read_from_the_receiver_log_directories_and_both_job_shapes(tm
 
 
 def test_a_cancelled_job_may_fail_only_on_its_own() -> None:
-    from bench.chaos.scenarios import failed_on_its_own
+    from bench.chaos.harness import failed_on_its_own
 
     assert failed_on_its_own("failed", "delivery_failed")  # the route refused: the truth
     assert not failed_on_its_own("failed", "delivery_abandoned")  # a stop: the cancel was lost

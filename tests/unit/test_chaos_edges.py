@@ -9,8 +9,10 @@ from pathlib import Path
 import httpx
 from typer.testing import CliRunner
 
+from bench.chaos.edges import EDGE_CASES, edges_config
 from bench.chaos.hostile import State, create_hostile_app
-from bench.chaos.scenarios import EDGE_CASES, ScenarioResult, edges_config, plans
+from bench.chaos.records import ScenarioResult
+from bench.chaos.scenarios import plans
 
 
 def test_an_edge_finding_fails_the_scenario_and_other_scenarios_have_no_edge_checks() -> None:
