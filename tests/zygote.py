@@ -102,8 +102,14 @@ class ForkedProcess:
 class ForkedWorkerProcess(WorkerProcess):
     """A :class:`WorkerProcess` forked by this test process's zygote (same surface)."""
 
+    def __init__(
+        self, env: dict[str, str], log_file: Path | None = None, cwd: Path | None = None, zygote: Zygote | None = None
+    ) -> None:
+        super().__init__(env, log_file, cwd)
+        self.zygote = zygote or ZYGOTE
+
     def start(self) -> ForkedWorkerProcess:
-        self.process = Zygote.spawn(self.env, self.log_file, self.cwd)  # type: ignore[assignment]
+        self.process = self.zygote.spawn(self.env, self.log_file, self.cwd)  # type: ignore[assignment]
         return self
 
 
@@ -116,52 +122,53 @@ def worker_process(env: dict[str, str], log: Path | None, wrapper: list[str] | N
 
 
 class Zygote:
-    """The zygote of this test process (started on first :meth:`spawn`)."""
+    """A zygote process (started on first :meth:`spawn`); :data:`ZYGOTE` is this test
+    process's."""
 
-    _lock = threading.Lock()
-    _process: subprocess.Popen[bytes] | None = None
-    _path: Path | None = None
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.process: subprocess.Popen[bytes] | None = None
+        self._path: Path | None = None
 
-    @classmethod
-    def enabled(cls) -> bool:
+    @staticmethod
+    def enabled() -> bool:
+        """Whether workers are forked (Linux, unless ``CURAFLOW_TEST_FORK_WORKERS=0``)."""
         return os.environ.get(SWITCH, "1") != "0" and sys.platform == "linux"
 
-    @classmethod
-    def _ensure(cls) -> Path:
-        with cls._lock:
-            if cls._process is not None and cls._process.poll() is None and cls._path is not None:
-                return cls._path
+    def _ensure(self) -> Path:
+        with self._lock:
+            if self.process is not None and self.process.poll() is None and self._path is not None:
+                return self._path
             directory = Path(tempfile.mkdtemp(prefix="curaflow-zygote-"))
             path = directory / "zygote.sock"
             ready = directory / "ready"
-            cls._process = subprocess.Popen(
+            self.process = subprocess.Popen(
                 [sys.executable, "-u", "-m", "tests.zygote", str(path), str(ready)],
                 cwd=Path(__file__).resolve().parent.parent,
                 preexec_fn=die_with_parent,
             )
-            atexit.register(cls._stop)
+            atexit.register(self.stop)
             for _ in range(600):  # up to 60 s: the imports
                 if ready.exists():
                     break
-                if cls._process.poll() is not None:
-                    raise RuntimeError(f"the worker zygote exited ({cls._process.returncode})")
+                if self.process.poll() is not None:
+                    raise RuntimeError(f"the worker zygote exited ({self.process.returncode})")
                 threading.Event().wait(0.1)
             else:
                 raise RuntimeError("the worker zygote did not start within 60 s")
-            cls._path = path
+            self._path = path
             return path
 
-    @classmethod
-    def _stop(cls) -> None:
-        if cls._process is not None and cls._process.poll() is None:
-            cls._process.terminate()
+    def stop(self) -> None:
+        """SIGTERM the zygote (it wakes and SIGTERMs its children) and wait up to 10 s."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
-                cls._process.wait(10)
+                self.process.wait(10)
 
-    @classmethod
-    def spawn(cls, env: dict[str, str], log: Path | None, cwd: Path | None) -> ForkedProcess:
+    def spawn(self, env: dict[str, str], log: Path | None, cwd: Path | None) -> ForkedProcess:
         """Fork a worker with ``env``, its output appended to ``log``, in ``cwd``."""
-        path = cls._ensure()
+        path = self._ensure()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(str(path))
         request = {"env": env, "log": str(log) if log else None, "cwd": str(cwd) if cwd else None}
@@ -177,6 +184,10 @@ class Zygote:
         process = ForkedProcess(conn, int(json.loads(line)["pid"]))
         process._buffer = rest
         return process
+
+
+#: This test process's zygote.
+ZYGOTE = Zygote()
 
 
 # ---- the zygote itself ----------------------------------------------------------------
@@ -232,14 +243,24 @@ def _serve(path: str, ready: str) -> None:  # pragma: no cover - the zygote proc
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    children: dict[int, socket.socket] = {}
+
+    def leave(*_: object) -> None:
+        # A child stopped by its test (SIGSTOP) would keep its parent-death SIGTERM pending
+        # for ever: wake every child, then ask it to stop.
+        for pid in children:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGTERM)
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, leave)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wake_r, selectors.EVENT_READ, "wake")
-    children: dict[int, socket.socket] = {}
     pending: dict[socket.socket, bytes] = {}
     Path(ready).touch()
     while True:

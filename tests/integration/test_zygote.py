@@ -30,7 +30,7 @@ def test_a_forked_worker_reads_its_own_environment_and_exits_with_its_status(tmp
 
 
 def test_a_forked_worker_can_be_stopped_killed_and_waited_for(tmp_path: Path) -> None:
-    # A "Temporal" and "PostgreSQL" that accept connections and never answers: the worker waits on it.
+    # A "Temporal" and "PostgreSQL" that accept connections and never answer: the worker waits on them.
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", free_port()))
         silent.listen(8)
@@ -38,18 +38,51 @@ def test_a_forked_worker_can_be_stopped_killed_and_waited_for(tmp_path: Path) ->
         env = child_env(TEMPORAL_ADDRESS=f"{host}:{port}", DATABASE_URL=f"postgresql://u@{host}:{port}/db")
         env.pop("CURAFLOW_CONFIG", None)
         worker = ForkedWorkerProcess(env, tmp_path / "w.log", cwd=tmp_path).start()
-        assert worker.process is not None and worker.alive()
-        with pytest.raises(subprocess.TimeoutExpired):
-            worker.process.wait(0.5)
-        pid = worker.pid
-        assert pid is not None and pid != os.getpid() and Path(f"/proc/{pid}").exists()
-        worker.pause()
-        stat = Path(f"/proc/{pid}/stat")
-        deadline = time.monotonic() + 10  # a signal is delivered when the child next runs
-        while stat.read_text().split(") ")[1][0] != "T" and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert stat.read_text().split(") ")[1][0] == "T"  # stopped
-        worker.kill()
-        assert worker.process.returncode == -signal.SIGKILL
-        assert not Path(f"/proc/{pid}").exists()  # reaped by the zygote
+        try:
+            assert worker.process is not None and worker.alive()
+            with pytest.raises(subprocess.TimeoutExpired):
+                worker.process.wait(0.5)
+            pid = worker.pid
+            assert pid is not None and pid != os.getpid() and Path(f"/proc/{pid}").exists()
+            worker.pause()
+            stat = Path(f"/proc/{pid}/stat")
+            deadline = time.monotonic() + 10  # a signal is delivered when the child next runs
+            while stat.read_text().split(") ")[1][0] != "T" and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert stat.read_text().split(") ")[1][0] == "T"  # stopped
+            worker.kill()
+            assert worker.process.returncode == -signal.SIGKILL
+            assert not Path(f"/proc/{pid}").exists()  # reaped by the zygote
+        finally:
+            worker.kill()  # never leave a stopped child behind, whatever failed
     assert Zygote.enabled()
+
+
+def test_a_zygote_that_stops_ends_its_children_even_a_stopped_one(tmp_path: Path) -> None:
+    zygote = Zygote()
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", free_port()))
+        silent.listen(8)
+        host, port = silent.getsockname()
+        env = child_env(TEMPORAL_ADDRESS=f"{host}:{port}", DATABASE_URL=f"postgresql://u@{host}:{port}/db")
+        env.pop("CURAFLOW_CONFIG", None)
+        running = ForkedWorkerProcess(env, tmp_path / "a.log", cwd=tmp_path, zygote=zygote).start()
+        stopped = ForkedWorkerProcess(env, tmp_path / "b.log", cwd=tmp_path, zygote=zygote).start()
+        try:
+            stopped.pause()
+            zygote.stop()
+            assert zygote.process is not None and zygote.process.returncode == 0
+            for worker in (running, stopped):
+                pid = worker.pid
+                assert pid is not None
+                deadline = time.monotonic() + 30
+                while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                # Ended (a zombie until init reaps it, at most): never left stopped.
+                assert (
+                    not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] == "Z"
+                )
+        finally:
+            for worker in (running, stopped):
+                if worker.pid and Path(f"/proc/{worker.pid}").exists():
+                    os.kill(worker.pid, signal.SIGKILL)
