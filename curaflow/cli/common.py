@@ -19,16 +19,12 @@ from curaflow.config import ConfigError, Settings, load_settings, warn_budget_fa
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info, with_services
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.observability.logs import get_logger
-from curaflow.temporal.connection import TemporalConnectError, connect_configured
+from curaflow.observability.supervision import EXIT_CANNOT_START
+from curaflow.temporal.connection import TemporalConnectError, connect_configured, temporal_refusal
 
 err_console = Console(stderr=True)
 out_console = Console(soft_wrap=True)  # long ids and paths stay whole when piped
 
-#: Exit status of a service command (``api``, ``worker``, ``dev``) that could not start:
-#: its configuration is invalid or incomplete, a port it must listen on is taken, or
-#: Temporal / PostgreSQL did not answer at start (docs/operations.md, "Exit status"; 3,
-#: a background loop that could not recover, is ``curaflow.observability.supervision.EXIT_LOOP_FAILED``).
-EXIT_CANNOT_START = 2
 
 ConfigOption = typer.Option(None, "--config", "-c", help="TOML configuration file (default: $CURAFLOW_CONFIG).")
 
@@ -46,13 +42,6 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """Print ``message`` on stderr as one line (never wrapped, no markup) and exit ``code``."""
     err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
-
-
-def temporal_refusal(err: RPCError, where: str) -> str:
-    """One line for a request Temporal refused: ``Temporal at HOST:PORT (namespace N)
-    refused the request: NOT_FOUND: Namespace x is not found.``"""
-    status = err.status.name if err.status is not None else "error"
-    return f"Temporal at {where} refused the request: {status}: {err.message}".replace("\n", " ")
 
 
 @contextlib.contextmanager

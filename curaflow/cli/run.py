@@ -172,7 +172,7 @@ async def run_job(
         if dead_worker is not None:
             err_console.print(f"[red]the embedded worker exited; its log ({dead_worker}) ends with:[/red]")
             for line in dead_worker.read_text(errors="replace").splitlines()[-15:]:
-                err_console.print(line, markup=False, highlight=False)
+                err_console.print(line, markup=False, highlight=False, soft_wrap=True)  # a log line stays whole
             err_console.print("[yellow]the job continues on the next stack start[/yellow]")
             return 1
         err_console.print(f"[yellow]gave up waiting after {timeout_s:.0f}s; the job continues[/yellow]")

@@ -13,7 +13,6 @@ from typing import Any
 
 import typer
 from pydantic import SecretStr
-from temporalio.service import RPCError
 
 from curaflow.cli.common import (
     EXIT_CANNOT_START,
@@ -23,7 +22,6 @@ from curaflow.cli.common import (
     out_console,
     settings_or_exit,
     temporal_errors,
-    temporal_refusal,
     temporal_where,
 )
 from curaflow.cli.pixiv import describe_source
@@ -215,21 +213,15 @@ def dev(
 
 def worker(config: Path | None = ConfigOption) -> None:
     """Run one worker against TEMPORAL_ADDRESS and DATABASE_URL (same as `python worker.py`)."""
-    from curaflow.observability.supervision import LoopFailed
-    from curaflow.process.worker import run_worker
+    from curaflow.process.worker import run_process
 
     settings = settings_or_exit(config)
     configure_logging(settings.observability.log_level, settings.observability.log_json)
-    try:
-        asyncio.run(run_worker(settings))
-    except LoopFailed as err:
-        fail(f"a background loop could not recover: {err}", EXIT_LOOP_FAILED)
-    except CannotListen as err:  # it could not start: its metrics port is taken
-        fail(f"{err}: pick another observability.metrics_port", EXIT_CANNOT_START)
-    except RuntimeError as err:  # it could not start (Temporal or PostgreSQL unreachable …)
-        fail(str(err).replace("\n", " "), EXIT_CANNOT_START)
-    except RPCError as err:
-        fail(temporal_refusal(err, temporal_where(settings)), EXIT_CANNOT_START)
+    code, message = run_process(settings)
+    if message:
+        fail(message, code)
+    if code:
+        raise typer.Exit(code)
 
 
 def api(

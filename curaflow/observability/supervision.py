@@ -48,6 +48,10 @@ log = get_logger("curaflow.observability.supervision")
 
 #: Exit status of a process whose background loop could not recover (2 is configuration).
 EXIT_LOOP_FAILED = 3
+#: Exit status of a service process (``api``, ``worker``, ``dev``) that could not start:
+#: its configuration is invalid or incomplete, a port it must listen on is taken, or
+#: Temporal / PostgreSQL did not answer at start (docs/operations.md, "Exit status").
+EXIT_CANNOT_START = 2
 #: After a failure, a process that has not finished its graceful shutdown within this
 #: many seconds is ended with :func:`os._exit` (a hung shutdown must not keep it alive).
 HARD_EXIT_AFTER_S = 60.0

@@ -43,6 +43,7 @@ from typing import Any
 
 from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkerDeploymentConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
@@ -59,6 +60,7 @@ from curaflow.ledger.retention import prune_tick
 from curaflow.observability.logs import configure_logging, get_logger
 from curaflow.observability.metrics import initialise_series, set_worker_up
 from curaflow.observability.supervision import (
+    EXIT_CANNOT_START,
     EXIT_LOOP_FAILED,
     Beat,
     LoopFailed,
@@ -69,12 +71,12 @@ from curaflow.observability.supervision import (
 from curaflow.observability.tracing import flush_tracing, setup_tracing
 from curaflow.paths import secure_state_dir
 from curaflow.process.health_server import health_app
-from curaflow.process.httpserver import BackgroundServer
+from curaflow.process.httpserver import BackgroundServer, CannotListen
 from curaflow.process.readiness import check_ledger, check_temporal, readiness
 from curaflow.process.source_queues import LeaseFence, SourceQueueOwner
 from curaflow.process.telemetry import interceptors_for_worker, temporal_runtime
 from curaflow.schedules import watch_forever
-from curaflow.temporal.connection import connect_configured, start_job_workflow
+from curaflow.temporal.connection import connect_configured, start_job_workflow, temporal_refusal
 from curaflow.temporal.namespace import prepare_namespace
 from workflows.event_push import EventPushWorkflow
 from workflows.job import JobWorkflow
@@ -259,6 +261,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         LoopFailed: a background loop did not recover within ``supervision.fatal_after_ms``,
             or a Temporal worker stopped polling (``Worker.run`` ended).
         CannotListen: the metrics port is taken.
+        asyncio.CancelledError: (SIGINT/SIGTERM handled here) a signal came while it was
+            still starting; nothing ran yet, and the start is abandoned at once.
     """
     if not settings.temporal.address or not settings.database.url:
         raise RuntimeError("a worker needs TEMPORAL_ADDRESS and DATABASE_URL (or run `curaflow dev`)")
@@ -267,10 +271,24 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
     warn_budget_fallbacks(settings, log)
     own_stop = stop is None
     stop = stop or asyncio.Event()
+    starting = [True]
     if own_stop:
         loop = asyncio.get_running_loop()
+        this = asyncio.current_task()
+
+        def on_signal() -> None:
+            assert stop is not None
+            stop.set()
+            # Still starting (connecting to Temporal or the ledger, which may take their
+            # whole connect timeout): nothing runs yet, so the start is abandoned at once
+            # (the task's CancelledError; run_process: status 0) instead of after it. No
+            # await lies between the Temporal workers' first poll and starting[0] = False,
+            # so a started worker always drains.
+            if starting[0] and this is not None:
+                this.cancel()
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
 
     def failed(reason: str) -> None:
         assert stop is not None
@@ -299,70 +317,78 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
         from curaflow.sources.pixiv.replay.app import create_replay_app
 
         replay = await BackgroundServer(create_replay_app()).start()
-    try:
-        deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
-        await migrate(deps.pool)
-    except LEDGER_ERRORS as err:  # it cannot start: the CLI's exit status 2, with the reason
-        raise RuntimeError(
-            f"the ledger (PostgreSQL at DATABASE_URL) or the artifact store could not be opened at start: "
-            f"{type(err).__name__}: {err}"
-        ) from err
+    try:  # a start that fails (or is stopped) stops the replay server it started
+        try:
+            deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
+            await migrate(deps.pool)
+        except LEDGER_ERRORS as err:  # it cannot start: the CLI's exit status 2, with the reason
+            raise RuntimeError(
+                f"the ledger (PostgreSQL at DATABASE_URL) or the artifact store could not be opened at start: "
+                f"{type(err).__name__}: {err}"
+            ) from err
 
-    owners = dict(zip(settings.source_configs(), source_queue_owners(client, settings, deps, stop), strict=True))
+        owners = dict(zip(settings.source_configs(), source_queue_owners(client, settings, deps, stop), strict=True))
 
-    async def ready() -> tuple[int, dict[str, Any]]:
-        ledger, temporal = await asyncio.gather(check_ledger(deps.pool), check_temporal(client))
-        checks: dict[str, dict[str, Any]] = {"ledger": ledger, "temporal": temporal, **supervisor.checks()}
-        if supervisor.failure:
-            checks["process"] = {"ok": False, "detail": f"failed: {supervisor.failure}"}
-        return readiness("curaflow-worker", checks)
+        async def ready() -> tuple[int, dict[str, Any]]:
+            ledger, temporal = await asyncio.gather(check_ledger(deps.pool), check_temporal(client))
+            checks: dict[str, dict[str, Any]] = {"ledger": ledger, "temporal": temporal, **supervisor.checks()}
+            if supervisor.failure:
+                checks["process"] = {"ok": False, "detail": f"failed: {supervisor.failure}"}
+            return readiness("curaflow-worker", checks)
 
-    if obs.metrics_port is not None:
-        # Bound now, so a taken port stops the worker at start with a clear error.
-        first = BackgroundServer(health_app(ready), obs.metrics_host, obs.metrics_port)
-        supervisor.loop("health_server", serve_health(first, lambda: health_app(ready), stop))
+        if obs.metrics_port is not None:
+            # Bound now, so a taken port stops the worker at start with a clear error.
+            first = BackgroundServer(health_app(ready), obs.metrics_host, obs.metrics_port)
+            supervisor.loop("health_server", serve_health(first, lambda: health_app(ready), stop))
 
-    async def start(job_id: str) -> None:
-        from curaflow.ledger.jobs import mark_workflow_started, workflow_input
+        async def start(job_id: str) -> None:
+            from curaflow.ledger.jobs import mark_workflow_started, workflow_input
 
-        async with deps.pool.acquire() as conn:
-            inp = await workflow_input(conn, job_id)
-        if inp is not None:
-            await start_job_workflow(client, inp, settings.temporal.task_queue)
             async with deps.pool.acquire() as conn:
-                await mark_workflow_started(conn, job_id)
+                inp = await workflow_input(conn, job_id)
+            if inp is not None:
+                await start_job_workflow(client, inp, settings.temporal.task_queue)
+                async with deps.pool.acquire() as conn:
+                    await mark_workflow_started(conn, job_id)
 
-    workers = build_workers(client, settings, deps)
-    polling = {worker: supervisor.critical(f"temporal_worker:{worker.task_queue}", worker.run()) for worker in workers}
-    for account, owner in owners.items():
-        supervisor.loop(f"source_queue:{account}", owner.run, describe=owner.check)
-    interval_s = settings.reconcile_interval_ms / 1000
-    supervisor.every("temporal", TEMPORAL_PROBE_S, lambda: probe_temporal(client), timeout_s=TEMPORAL_PROBE_S * 2)
-    # The gauges' own loop never raises ("a metric must never take a process down");
-    # supervised, not fatal, so it shows in /ready and a death would be seen.
-    supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(deps.pool, settings, stop), fatal=False)
-    # Every worker, retention.days or not: its own disk holds files only it can delete (of
-    # jobs this pass prunes, or that `curaflow prune` / another worker pruned).
-    days = settings.retention.days
-    supervisor.every(
-        "retention", settings.retention.interval_ms / 1000, lambda: prune_tick(deps.pool, deps.store, days)
-    )
-    loops = [
-        asyncio.create_task(run_forever(deps.pool, start, interval_s, stop, client, supervisor=supervisor)),
-        asyncio.create_task(watch_forever(deps.pool, client, settings, interval_s, stop, supervisor=supervisor)),
-        asyncio.create_task(run_push_sweeper(deps.pool, client, settings, stop, interval_s, supervisor=supervisor)),
-    ]
-    log.info(
-        "worker.started",
-        task_queue=settings.temporal.task_queue,
-        source_queues=sorted(settings.source_task_queues().values()),
-        replay=replay.url if replay else None,
-        metrics_port=obs.metrics_port,
-        temporal_metrics_port=obs.temporal_metrics_port,
-        schedules=[p.id for p in settings.schedules],
-    )
-    initialise_series((name, route.kind) for name, route in settings.routes.items())
-    set_worker_up(True)
+        workers = build_workers(client, settings, deps)
+        polling = {
+            worker: supervisor.critical(f"temporal_worker:{worker.task_queue}", worker.run()) for worker in workers
+        }
+        for account, owner in owners.items():
+            supervisor.loop(f"source_queue:{account}", owner.run, describe=owner.check)
+        interval_s = settings.reconcile_interval_ms / 1000
+        supervisor.every("temporal", TEMPORAL_PROBE_S, lambda: probe_temporal(client), timeout_s=TEMPORAL_PROBE_S * 2)
+        # The gauges' own loop never raises ("a metric must never take a process down");
+        # supervised, not fatal, so it shows in /ready and a death would be seen.
+        supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(deps.pool, settings, stop), fatal=False)
+        # Every worker, retention.days or not: its own disk holds files only it can delete (of
+        # jobs this pass prunes, or that `curaflow prune` / another worker pruned).
+        days = settings.retention.days
+        supervisor.every(
+            "retention", settings.retention.interval_ms / 1000, lambda: prune_tick(deps.pool, deps.store, days)
+        )
+        loops = [
+            asyncio.create_task(run_forever(deps.pool, start, interval_s, stop, client, supervisor=supervisor)),
+            asyncio.create_task(watch_forever(deps.pool, client, settings, interval_s, stop, supervisor=supervisor)),
+            asyncio.create_task(run_push_sweeper(deps.pool, client, settings, stop, interval_s, supervisor=supervisor)),
+        ]
+        log.info(
+            "worker.started",
+            task_queue=settings.temporal.task_queue,
+            source_queues=sorted(settings.source_task_queues().values()),
+            replay=replay.url if replay else None,
+            metrics_port=obs.metrics_port,
+            temporal_metrics_port=obs.temporal_metrics_port,
+            schedules=[p.id for p in settings.schedules],
+        )
+        initialise_series((name, route.kind) for name, route in settings.routes.items())
+        set_worker_up(True)
+        starting[0] = False
+    except BaseException:
+        if replay is not None:
+            await replay.stop()
+        raise
     try:
         await stop.wait()
     finally:
@@ -440,12 +466,41 @@ def serve_health(
     return body
 
 
+def run_process(settings: Settings) -> tuple[int, str | None]:
+    """Run this process's worker to its end; the one owner of how a worker process ends.
+
+    Both entry points (``curaflow worker`` and ``python -m curaflow.process.worker`` /
+    ``python worker.py``) print the message on stderr and exit with the status.
+
+    Returns:
+        ``(exit status, message or None)``: 0 after SIGINT/SIGTERM (also when it came
+        while starting); :data:`EXIT_CANNOT_START` (2) when it could not start — Temporal
+        or PostgreSQL unreachable or refusing, its metrics port taken;
+        :data:`EXIT_LOOP_FAILED` (3) when a background loop could not recover
+        (docs/operations.md, "Exit status").
+    """
+    try:
+        asyncio.run(run_worker(settings))
+    except LoopFailed as err:
+        return EXIT_LOOP_FAILED, f"a background loop could not recover: {err}"
+    except CannotListen as err:  # it could not start: its metrics port is taken
+        return EXIT_CANNOT_START, f"{err}: pick another observability.metrics_port"
+    except RuntimeError as err:  # it could not start (Temporal or PostgreSQL unreachable …)
+        return EXIT_CANNOT_START, str(err).replace("\n", " ")
+    except RPCError as err:
+        where = f"{settings.temporal.address} (namespace {settings.temporal.namespace})"
+        return EXIT_CANNOT_START, temporal_refusal(err, where)
+    except asyncio.CancelledError:
+        # SIGINT/SIGTERM while starting (run_worker abandons the start): a requested stop.
+        log.info("worker.stopped", while_starting=True)
+    return 0, None
+
+
 def main(config: str | None = None) -> None:
     """Load settings and run a worker until SIGINT/SIGTERM (``python worker.py``).
 
-    An invalid configuration, or Temporal / the database missing or unreachable, is
-    printed on stderr and exits with status 2 (no traceback); a background loop that
-    could not recover (:mod:`curaflow.observability.supervision`) exits with status 3. The process
+    An invalid configuration is printed on stderr and exits with status 2; the rest of
+    the exit status and its message is :func:`run_process`'s (no traceback). The process
     leaves without interpreter teardown (see :func:`curaflow.cli.main.main`: the Temporal
     client's native threads would otherwise abort it after a clean shutdown).
     """
@@ -454,17 +509,16 @@ def main(config: str | None = None) -> None:
 
     from curaflow.config import ConfigError, load_settings
 
-    code = 0
     try:
         settings = load_settings(config)
-        configure_logging(settings.observability.log_level, settings.observability.log_json)
-        asyncio.run(run_worker(settings))
-    except LoopFailed as err:
-        print(f"curaflow worker: a background loop could not recover: {err}", file=sys.stderr)
-        code = EXIT_LOOP_FAILED
-    except (ConfigError, RuntimeError) as err:
+    except ConfigError as err:
         print(f"curaflow worker: {err}", file=sys.stderr)
-        code = 2
+        code = EXIT_CANNOT_START
+    else:
+        configure_logging(settings.observability.log_level, settings.observability.log_json)
+        code, message = run_process(settings)
+        if message:
+            print(f"curaflow worker: {message}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

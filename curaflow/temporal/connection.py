@@ -42,6 +42,13 @@ class ConfiguredTemporal(Protocol):
         ...
 
 
+def temporal_refusal(err: RPCError, where: str) -> str:
+    """One line for a request Temporal refused: ``Temporal at HOST:PORT (namespace N)
+    refused the request: NOT_FOUND: Namespace x is not found.``"""
+    status = err.status.name if err.status is not None else "error"
+    return f"Temporal at {where} refused the request: {status}: {err.message}".replace("\n", " ")
+
+
 class TemporalConnectError(RuntimeError):
     """A Temporal client could not connect; ``str()`` names the address and TLS options."""
 

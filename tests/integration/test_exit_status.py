@@ -25,7 +25,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def run(tmp_path: Path, *args: str, database_url: str, temporal_address: str, **config: object) -> tuple[int, str]:
-    """Run ``curaflow <args>`` to its end; returns its exit status and output."""
+    """Run ``curaflow <args>`` (``python -m …`` when ``args`` start with ``-m``) to its end;
+    returns its exit status and output."""
     path = tmp_path / f"exit-{short_id()}.toml"
     path.write_text(tomli_w.dumps({"state_dir": str(tmp_path / "state"), **config}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
@@ -35,8 +36,9 @@ def run(tmp_path: Path, *args: str, database_url: str, temporal_address: str, **
         CURAFLOW_CONFIG=str(path),
         CURAFLOW_API_TOKEN="exit-status-token",
     )
+    command = [sys.executable, *args] if args[0] == "-m" else [str(Path(sys.executable).parent / "curaflow"), *args]
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "curaflow"), *args],
+        command,
         env=env,
         cwd=tmp_path,
         capture_output=True,
@@ -87,12 +89,15 @@ def test_the_api_exits_2_when_postgresql_does_not_answer_at_start(tmp_path: Path
     assert "did not start" in output, output
 
 
+@pytest.mark.parametrize("entry", ["curaflow worker", "python -m curaflow.process.worker"])
 def test_a_worker_exits_2_when_its_metrics_port_is_taken(
-    tmp_path: Path, taken_port: int, database_url: str, temporal_address: str
+    tmp_path: Path, taken_port: int, database_url: str, temporal_address: str, entry: str
 ) -> None:
+    # Both entry points end the same way (curaflow.process.worker.run_process): a line, no
+    # traceback (the module's own entry printed one and exited 1).
     code, output = run(
         tmp_path,
-        "worker",
+        *(["worker"] if entry == "curaflow worker" else ["-m", "curaflow.process.worker"]),
         database_url=database_url,
         temporal_address=temporal_address,
         temporal={"task_queue": f"exit-{short_id()}"},
@@ -100,6 +105,7 @@ def test_a_worker_exits_2_when_its_metrics_port_is_taken(
     )
     assert code == EXIT_CANNOT_START, output
     assert f"127.0.0.1:{taken_port}" in output and "in use" in output, output
+    assert "Traceback" not in output, output
 
 
 def test_a_worker_exits_2_when_postgresql_does_not_answer_at_start(tmp_path: Path, temporal_address: str) -> None:
@@ -113,3 +119,40 @@ def test_a_worker_exits_2_when_postgresql_does_not_answer_at_start(tmp_path: Pat
     )
     assert code == EXIT_CANNOT_START, output
     assert "PostgreSQL" in output, output
+
+
+def test_a_worker_stopped_while_it_connects_exits_at_once(tmp_path: Path, database_url: str) -> None:
+    # A "Temporal" that accepts the connection and never answers: the worker is connecting
+    # (up to its connect timeout, 30 s) when the SIGTERM comes; it must not wait that out.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", free_port()))
+        silent.listen(8)
+        silent.settimeout(60)
+        path = tmp_path / "w.toml"
+        path.write_text(tomli_w.dumps({"state_dir": str(tmp_path / "state")}))
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
+        env.update(
+            DATABASE_URL=database_url,
+            TEMPORAL_ADDRESS=f"127.0.0.1:{silent.getsockname()[1]}",
+            CURAFLOW_CONFIG=str(path),
+        )
+        worker = subprocess.Popen(
+            [str(Path(sys.executable).parent / "curaflow"), "worker"],
+            env=env,
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            held, _ = silent.accept()  # it is connecting now
+            with held:
+                worker.terminate()
+                code = worker.wait(10)
+                output = worker.stdout.read() if worker.stdout else ""
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait(10)
+    assert code == 0, output
+    assert "worker.stopped" in output and "while_starting" in output, output
