@@ -20,7 +20,7 @@ from curaflow.devstack.stack import EmbeddedStack, read_stack_info, with_service
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import EXIT_CANNOT_START
-from curaflow.temporal.connection import TemporalConnectError, connect_configured, temporal_refusal
+from curaflow.temporal.connection import TemporalConnectError, connect_configured, describe_service, temporal_refusal
 
 err_console = Console(stderr=True)
 out_console = Console(soft_wrap=True)  # long ids and paths stay whole when piped
@@ -76,7 +76,7 @@ async def check_namespace(client: Client) -> None:
 
 def temporal_where(settings: Settings) -> str:
     """``HOST:PORT (namespace N)`` of the settings' Temporal service."""
-    return f"{settings.temporal.address} (namespace {settings.temporal.namespace})"
+    return describe_service(settings.temporal.address, settings.temporal.namespace)
 
 
 @dataclass

@@ -76,7 +76,12 @@ from curaflow.process.readiness import check_ledger, check_temporal, readiness
 from curaflow.process.source_queues import LeaseFence, SourceQueueOwner
 from curaflow.process.telemetry import interceptors_for_worker, temporal_runtime
 from curaflow.schedules import watch_forever
-from curaflow.temporal.connection import connect_configured, start_job_workflow, temporal_refusal
+from curaflow.temporal.connection import (
+    connect_configured,
+    describe_service,
+    start_job_workflow,
+    temporal_refusal,
+)
 from curaflow.temporal.namespace import prepare_namespace
 from workflows.event_push import EventPushWorkflow
 from workflows.job import JobWorkflow
@@ -488,7 +493,7 @@ def run_process(settings: Settings) -> tuple[int, str | None]:
     except RuntimeError as err:  # it could not start (Temporal or PostgreSQL unreachable …)
         return EXIT_CANNOT_START, str(err).replace("\n", " ")
     except RPCError as err:
-        where = f"{settings.temporal.address} (namespace {settings.temporal.namespace})"
+        where = describe_service(settings.temporal.address, settings.temporal.namespace)
         return EXIT_CANNOT_START, temporal_refusal(err, where)
     except asyncio.CancelledError:
         # SIGINT/SIGTERM while starting (run_worker abandons the start): a requested stop.

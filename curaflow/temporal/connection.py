@@ -42,6 +42,11 @@ class ConfiguredTemporal(Protocol):
         ...
 
 
+def describe_service(address: str | None, namespace: str) -> str:
+    """``HOST:PORT (namespace N)``: a Temporal service as messages name it."""
+    return f"{address} (namespace {namespace})"
+
+
 def temporal_refusal(err: RPCError, where: str) -> str:
     """One line for a request Temporal refused: ``Temporal at HOST:PORT (namespace N)
     refused the request: NOT_FOUND: Namespace x is not found.``"""
