@@ -95,12 +95,24 @@ class BackgroundServer:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> BackgroundServer:
-        """Start serving; returns once the server accepts connections."""
+        """Start serving; returns once the server accepts connections.
+
+        Cancelled while starting (a process asked to stop), it lets the server finish its
+        start-up and stops it the normal way before re-raising: a uvicorn cancelled inside
+        its lifespan start-up logs a traceback.
+        """
         self._task = asyncio.create_task(self.server.serve(sockets=[self.sock]))
-        while not self.server.started:
-            if self._task.done():
-                self._task.result()
-            await asyncio.sleep(0.01)
+        try:
+            while not self.server.started:
+                if self._task.done():
+                    self._task.result()
+                await asyncio.sleep(0.01)
+        except asyncio.CancelledError:
+            while not self.server.started and not self._task.done():
+                await asyncio.sleep(0.01)
+            with contextlib.suppress(Exception):
+                await self.stop()
+            raise
         return self
 
     async def serving(self) -> None:

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import errno
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from curaflow.config import Settings
 from curaflow.ledger.db import LEDGER_ERRORS
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
+from curaflow.process.httpserver import CannotListen
 
 log = get_logger("curaflow.process.telemetry")
 CELL_ACTIVITIES = ("search", "fetch", "deliver")
@@ -132,6 +134,9 @@ def temporal_runtime(settings: Settings, host: str | None = None) -> Any:
 
     Args:
         host: overrides ``observability.metrics_host``.
+
+    Raises:
+        CannotListen: the SDK could not serve its metrics on that address (a taken port).
     """
     port = settings.observability.temporal_metrics_port
     if port is None:
@@ -142,12 +147,15 @@ def temporal_runtime(settings: Settings, host: str | None = None) -> Any:
         bind = host if host is not None else settings.observability.metrics_host
         if ":" in bind and not bind.startswith("["):
             bind = f"[{bind}]"
-        _state["runtime"] = Runtime(
-            telemetry=TelemetryConfig(
-                metrics=PrometheusConfig(bind_address=f"{bind}:{port}", durations_as_seconds=True),
-                global_tags={"service": "curaflow-worker"},
+        try:
+            _state["runtime"] = Runtime(
+                telemetry=TelemetryConfig(
+                    metrics=PrometheusConfig(bind_address=f"{bind}:{port}", durations_as_seconds=True),
+                    global_tags={"service": "curaflow-worker"},
+                )
             )
-        )
+        except ValueError as err:  # the SDK's core could not bind its exporter (a taken port …)
+            raise CannotListen(bind, port, OSError(errno.EADDRINUSE, str(err))) from err
     return _state["runtime"]
 
 

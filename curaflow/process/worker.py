@@ -290,134 +290,159 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             # await lies between the Temporal workers' first poll and starting[0] = False,
             # so a started worker always drains.
             if starting[0] and this is not None:
+                starting[0] = False  # once: a second signal must not cut the clean-up short
                 this.cancel()
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
 
-    def failed(reason: str) -> None:
-        assert stop is not None
-        stop.set()
-        if own_stop:  # this is the process: a shutdown hung on the fault must not keep it alive
-            arm_hard_exit()
-
-    supervisor = Supervisor(stop, SupervisionPolicy.from_settings(settings), on_fatal=failed)
-    if settings.state_dir.exists() or (settings.artifacts_dir or settings.state_dir).is_relative_to(settings.state_dir):
-        secure_state_dir(settings.state_dir)  # tokens, logs, artifacts: the owner's alone (0700)
-    precompile_workflows()
-    setup_tracing(
-        "curaflow-worker",
-        enabled=settings.observability.tracing,
-        otlp_endpoint=settings.observability.otlp_endpoint,
-    )
-    obs = settings.observability
-    client = await connect_configured(settings.temporal, runtime=temporal_runtime(settings))
-    await prepare_namespace(
-        client,
-        retention=timedelta(days=settings.temporal.namespace_retention_days),
-        timeout_s=settings.temporal.setup_timeout_ms / 1000,
-    )
-    replay: BackgroundServer | None = None
-    if settings.pixiv.replay and not settings.pixiv.api_url:
-        from curaflow.sources.pixiv.replay.app import create_replay_app
-
-        replay = await BackgroundServer(create_replay_app()).start()
-    try:  # a start that fails (or is stopped) stops the replay server it started
-        try:
-            deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
-            await migrate(deps.pool)
-        except LEDGER_ERRORS as err:  # it cannot start: the CLI's exit status 2, with the reason
-            raise RuntimeError(
-                f"the ledger (PostgreSQL at DATABASE_URL) or the artifact store could not be opened at start: "
-                f"{type(err).__name__}: {err}"
-            ) from err
-
-        owners = dict(zip(settings.source_configs(), source_queue_owners(client, settings, deps, stop), strict=True))
-
-        async def ready() -> tuple[int, dict[str, Any]]:
-            ledger, temporal = await asyncio.gather(check_ledger(deps.pool), check_temporal(client))
-            checks: dict[str, dict[str, Any]] = {"ledger": ledger, "temporal": temporal, **supervisor.checks()}
-            if supervisor.failure:
-                checks["process"] = {"ok": False, "detail": f"failed: {supervisor.failure}"}
-            return readiness("curaflow-worker", checks)
-
-        if obs.metrics_port is not None:
-            # Bound now, so a taken port stops the worker at start with a clear error.
-            first = BackgroundServer(health_app(ready), obs.metrics_host, obs.metrics_port)
-            supervisor.loop("health_server", serve_health(first, lambda: health_app(ready), stop))
-
-        async def start(job_id: str) -> None:
-            from curaflow.ledger.jobs import mark_workflow_started, workflow_input
-
-            async with deps.pool.acquire() as conn:
-                inp = await workflow_input(conn, job_id)
-            if inp is not None:
-                await start_job_workflow(client, inp, settings.temporal.task_queue)
-                async with deps.pool.acquire() as conn:
-                    await mark_workflow_started(conn, job_id)
-
-        workers = build_workers(client, settings, deps)
-        polling = {
-            worker: supervisor.critical(f"temporal_worker:{worker.task_queue}", worker.run()) for worker in workers
-        }
-        for account, owner in owners.items():
-            supervisor.loop(f"source_queue:{account}", owner.run, describe=owner.check)
-        interval_s = settings.reconcile_interval_ms / 1000
-        supervisor.every("temporal", TEMPORAL_PROBE_S, lambda: probe_temporal(client), timeout_s=TEMPORAL_PROBE_S * 2)
-        # The gauges' own loop never raises ("a metric must never take a process down");
-        # supervised, not fatal, so it shows in /ready and a death would be seen.
-        supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(deps.pool, settings, stop), fatal=False)
-        # Every worker, retention.days or not: its own disk holds files only it can delete (of
-        # jobs this pass prunes, or that `curaflow prune` / another worker pruned).
-        days = settings.retention.days
-        supervisor.every(
-            "retention", settings.retention.interval_ms / 1000, lambda: prune_tick(deps.pool, deps.store, days)
-        )
-        loops = [
-            asyncio.create_task(run_forever(deps.pool, start, interval_s, stop, client, supervisor=supervisor)),
-            asyncio.create_task(watch_forever(deps.pool, client, settings, interval_s, stop, supervisor=supervisor)),
-            asyncio.create_task(run_push_sweeper(deps.pool, client, settings, stop, interval_s, supervisor=supervisor)),
-        ]
-        log.info(
-            "worker.started",
-            task_queue=settings.temporal.task_queue,
-            source_queues=sorted(settings.source_task_queues().values()),
-            replay=replay.url if replay else None,
-            metrics_port=obs.metrics_port,
-            temporal_metrics_port=obs.temporal_metrics_port,
-            schedules=[p.id for p in settings.schedules],
-        )
-        initialise_series((name, route.kind) for name, route in settings.routes.items())
-        set_worker_up(True)
-        starting[0] = False
-    except BaseException:
-        if replay is not None:
-            await replay.stop()
-        raise
     try:
-        await stop.wait()
-    finally:
-        stop.set()  # the source-queue owners shut their workers down too, at the same time
-        set_worker_up(False)
-        # Every Temporal worker drains (its activities finish, or are cancelled after the
-        # graceful timeout and end) before the pool closes: an activity still running
-        # would otherwise fail on the closed pool ("pool is closing") mid-send.
-        drain_s = settings.temporal.graceful_shutdown_ms / 1000 + SHUTDOWN_MARGIN_S
-        await asyncio.gather(*(shutdown_worker(w, drain_s) for w, state in polling.items() if state.running))
-        await supervisor.close(grace_s=drain_s)
-        for task in loops:
-            task.cancel()
-        await asyncio.gather(*loops, return_exceptions=True)
-        flush_tracing()
+
+        def failed(reason: str) -> None:
+            assert stop is not None
+            stop.set()
+            if own_stop:  # this is the process: a shutdown hung on the fault must not keep it alive
+                arm_hard_exit()
+
+        supervisor = Supervisor(stop, SupervisionPolicy.from_settings(settings), on_fatal=failed)
+        if settings.state_dir.exists() or (settings.artifacts_dir or settings.state_dir).is_relative_to(
+            settings.state_dir
+        ):
+            secure_state_dir(settings.state_dir)  # tokens, logs, artifacts: the owner's alone (0700)
+        precompile_workflows()
+        setup_tracing(
+            "curaflow-worker",
+            enabled=settings.observability.tracing,
+            otlp_endpoint=settings.observability.otlp_endpoint,
+        )
+        obs = settings.observability
+        client = await connect_configured(settings.temporal, runtime=temporal_runtime(settings))
+        await prepare_namespace(
+            client,
+            retention=timedelta(days=settings.temporal.namespace_retention_days),
+            timeout_s=settings.temporal.setup_timeout_ms / 1000,
+        )
+        replay: BackgroundServer | None = None
+        if settings.pixiv.replay and not settings.pixiv.api_url:
+            from curaflow.sources.pixiv.replay.app import create_replay_app
+
+            replay = BackgroundServer(create_replay_app())
+        try:  # a start that fails (or is stopped) stops the replay server it started
+            if replay is not None:
+                await replay.start()
+            try:
+                deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
+                await migrate(deps.pool)
+            except LEDGER_ERRORS as err:  # it cannot start: the CLI's exit status 2, with the reason
+                raise RuntimeError(
+                    f"the ledger (PostgreSQL at DATABASE_URL) or the artifact store could not be opened at start: "
+                    f"{type(err).__name__}: {err}"
+                ) from err
+
+            owners = dict(
+                zip(settings.source_configs(), source_queue_owners(client, settings, deps, stop), strict=True)
+            )
+
+            async def ready() -> tuple[int, dict[str, Any]]:
+                ledger, temporal = await asyncio.gather(check_ledger(deps.pool), check_temporal(client))
+                checks: dict[str, dict[str, Any]] = {"ledger": ledger, "temporal": temporal, **supervisor.checks()}
+                if supervisor.failure:
+                    checks["process"] = {"ok": False, "detail": f"failed: {supervisor.failure}"}
+                return readiness("curaflow-worker", checks)
+
+            if obs.metrics_port is not None:
+                # Bound now, so a taken port stops the worker at start with a clear error.
+                first = BackgroundServer(health_app(ready), obs.metrics_host, obs.metrics_port)
+                supervisor.loop("health_server", serve_health(first, lambda: health_app(ready), stop))
+
+            async def start(job_id: str) -> None:
+                from curaflow.ledger.jobs import mark_workflow_started, workflow_input
+
+                async with deps.pool.acquire() as conn:
+                    inp = await workflow_input(conn, job_id)
+                if inp is not None:
+                    await start_job_workflow(client, inp, settings.temporal.task_queue)
+                    async with deps.pool.acquire() as conn:
+                        await mark_workflow_started(conn, job_id)
+
+            workers = build_workers(client, settings, deps)
+            polling = {
+                worker: supervisor.critical(f"temporal_worker:{worker.task_queue}", worker.run()) for worker in workers
+            }
+            for account, owner in owners.items():
+                supervisor.loop(f"source_queue:{account}", owner.run, describe=owner.check)
+            interval_s = settings.reconcile_interval_ms / 1000
+            supervisor.every(
+                "temporal", TEMPORAL_PROBE_S, lambda: probe_temporal(client), timeout_s=TEMPORAL_PROBE_S * 2
+            )
+            # The gauges' own loop never raises ("a metric must never take a process down");
+            # supervised, not fatal, so it shows in /ready and a death would be seen.
+            supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(deps.pool, settings, stop), fatal=False)
+            # Every worker, retention.days or not: its own disk holds files only it can delete (of
+            # jobs this pass prunes, or that `curaflow prune` / another worker pruned).
+            days = settings.retention.days
+            supervisor.every(
+                "retention", settings.retention.interval_ms / 1000, lambda: prune_tick(deps.pool, deps.store, days)
+            )
+            loops = [
+                asyncio.create_task(run_forever(deps.pool, start, interval_s, stop, client, supervisor=supervisor)),
+                asyncio.create_task(
+                    watch_forever(deps.pool, client, settings, interval_s, stop, supervisor=supervisor)
+                ),
+                asyncio.create_task(
+                    run_push_sweeper(deps.pool, client, settings, stop, interval_s, supervisor=supervisor)
+                ),
+            ]
+            log.info(
+                "worker.started",
+                task_queue=settings.temporal.task_queue,
+                source_queues=sorted(settings.source_task_queues().values()),
+                replay=replay.url if replay else None,
+                metrics_port=obs.metrics_port,
+                temporal_metrics_port=obs.temporal_metrics_port,
+                schedules=[p.id for p in settings.schedules],
+            )
+            initialise_series((name, route.kind) for name, route in settings.routes.items())
+            set_worker_up(True)
+            starting[0] = False
+        except BaseException:
+            if replay is not None:
+                with contextlib.suppress(Exception):
+                    await replay.stop()
+            raise
         try:
-            await asyncio.wait_for(close_deps(deps), 10)
-        except Exception:  # noqa: BLE001 - a broken ledger connection must not block the exit
-            deps.pool.terminate()
-        if replay is not None:
-            await replay.stop()
-        log.info("worker.stopped", failure=supervisor.failure)
-    if supervisor.failure is not None:
-        raise LoopFailed(supervisor.failure)
+            await stop.wait()
+        finally:
+            stop.set()  # the source-queue owners shut their workers down too, at the same time
+            set_worker_up(False)
+            # Every Temporal worker drains (its activities finish, or are cancelled after the
+            # graceful timeout and end) before the pool closes: an activity still running
+            # would otherwise fail on the closed pool ("pool is closing") mid-send.
+            drain_s = settings.temporal.graceful_shutdown_ms / 1000 + SHUTDOWN_MARGIN_S
+            await asyncio.gather(*(shutdown_worker(w, drain_s) for w, state in polling.items() if state.running))
+            await supervisor.close(grace_s=drain_s)
+            for task in loops:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+            flush_tracing()
+            try:
+                await asyncio.wait_for(close_deps(deps), 10)
+            except Exception:  # noqa: BLE001 - a broken ledger connection must not block the exit
+                deps.pool.terminate()
+            if replay is not None:
+                await replay.stop()
+            log.info("worker.stopped", failure=supervisor.failure)
+        if supervisor.failure is not None:
+            raise LoopFailed(supervisor.failure)
+
+    finally:
+        if own_stop:
+            # From here the process is leaving: a late signal must not kill it with its
+            # default action between the loop's close and the exit (nor write to the
+            # loop's closed wake-up pipe).
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, signal.SIG_IGN)
 
 
 #: Time a worker's shutdown may take beyond its graceful timeout: cancelled activities
@@ -488,8 +513,9 @@ def run_process(settings: Settings) -> tuple[int, str | None]:
         asyncio.run(run_worker(settings))
     except LoopFailed as err:
         return EXIT_LOOP_FAILED, f"a background loop could not recover: {err}"
-    except CannotListen as err:  # it could not start: its metrics port is taken
-        return EXIT_CANNOT_START, f"{err}: pick another observability.metrics_port"
+    except CannotListen as err:  # it could not start: a metrics port is taken
+        option = "temporal_metrics_port" if err.port == settings.observability.temporal_metrics_port else "metrics_port"
+        return EXIT_CANNOT_START, f"{err}: pick another observability.{option}"
     except RuntimeError as err:  # it could not start (Temporal or PostgreSQL unreachable …)
         return EXIT_CANNOT_START, str(err).replace("\n", " ")
     except RPCError as err:

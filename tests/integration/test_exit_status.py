@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,9 +90,10 @@ def test_the_api_exits_2_when_postgresql_does_not_answer_at_start(tmp_path: Path
     assert "did not start" in output, output
 
 
+@pytest.mark.parametrize("option", ["metrics_port", "temporal_metrics_port"])
 @pytest.mark.parametrize("entry", ["curaflow worker", "python -m curaflow.process.worker"])
 def test_a_worker_exits_2_when_its_metrics_port_is_taken(
-    tmp_path: Path, taken_port: int, database_url: str, temporal_address: str, entry: str
+    tmp_path: Path, taken_port: int, database_url: str, temporal_address: str, entry: str, option: str
 ) -> None:
     # Both entry points end the same way (curaflow.process.worker.run_process): a line, no
     # traceback (the module's own entry printed one and exited 1).
@@ -101,10 +103,11 @@ def test_a_worker_exits_2_when_its_metrics_port_is_taken(
         database_url=database_url,
         temporal_address=temporal_address,
         temporal={"task_queue": f"exit-{short_id()}"},
-        observability={"metrics_host": "127.0.0.1", "metrics_port": taken_port},
+        observability={"metrics_host": "127.0.0.1", option: taken_port},
     )
     assert code == EXIT_CANNOT_START, output
     assert f"127.0.0.1:{taken_port}" in output and "in use" in output, output
+    assert f"observability.{option}" in output, output
     assert "Traceback" not in output, output
 
 
@@ -156,3 +159,42 @@ def test_a_worker_stopped_while_it_connects_exits_at_once(tmp_path: Path, databa
                 worker.wait(10)
     assert code == 0, output
     assert "worker.stopped" in output and "while_starting" in output, output
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+def test_a_worker_stopped_while_its_replay_server_starts_exits_0_without_a_traceback(
+    tmp_path: Path, database_url: str, temporal_address: str, signals: int
+) -> None:
+    # Right after the namespace is ready the worker starts the recorded Pixiv replay (on by
+    # default): a stop there cancelled uvicorn inside its lifespan start-up (a traceback),
+    # and a second signal cut the clean-up short.
+    path = tmp_path / "w.toml"
+    path.write_text(tomli_w.dumps({"state_dir": str(tmp_path / "state"), "temporal": {"task_queue": short_id()}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
+    env.update(DATABASE_URL=database_url, TEMPORAL_ADDRESS=temporal_address, CURAFLOW_CONFIG=str(path))
+    log = tmp_path / "worker.log"
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            [str(Path(sys.executable).parent / "curaflow"), "worker"],
+            env=env,
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "temporal.namespace_ready" not in log.read_text(errors="replace"):
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.002)
+        for _ in range(signals):
+            worker.terminate()
+            time.sleep(0.002)
+        code = worker.wait(20)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(10)
+    output = log.read_text(errors="replace")
+    assert code == 0, output
+    assert "Traceback" not in output, output
+    assert "worker.stopped" in output, output
