@@ -3,11 +3,13 @@ a spawned one: their own environment, directory and log, an exit status, signals
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,19 @@ import pytest
 from curaflow.devstack.ports import free_port
 from curaflow.devstack.processes import child_env
 from tests.zygote import ForkedWorkerProcess, Zygote
+
+
+@contextlib.contextmanager
+def silent_services() -> Iterator[dict[str, str]]:
+    """A worker's environment whose "Temporal" and "PostgreSQL" accept connections and
+    never answer: the worker waits on them until it is signalled."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", free_port()))
+        silent.listen(8)
+        host, port = silent.getsockname()
+        env = child_env(TEMPORAL_ADDRESS=f"{host}:{port}", DATABASE_URL=f"postgresql://u@{host}:{port}/db")
+        env.pop("CURAFLOW_CONFIG", None)
+        yield env
 
 
 def test_a_forked_worker_reads_its_own_environment_and_exits_with_its_status(tmp_path: Path) -> None:
@@ -30,13 +45,7 @@ def test_a_forked_worker_reads_its_own_environment_and_exits_with_its_status(tmp
 
 
 def test_a_forked_worker_can_be_stopped_killed_and_waited_for(tmp_path: Path) -> None:
-    # A "Temporal" and "PostgreSQL" that accept connections and never answer: the worker waits on them.
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", free_port()))
-        silent.listen(8)
-        host, port = silent.getsockname()
-        env = child_env(TEMPORAL_ADDRESS=f"{host}:{port}", DATABASE_URL=f"postgresql://u@{host}:{port}/db")
-        env.pop("CURAFLOW_CONFIG", None)
+    with silent_services() as env:
         worker = ForkedWorkerProcess(env, tmp_path / "w.log", cwd=tmp_path).start()
         try:
             assert worker.process is not None and worker.alive()
@@ -60,12 +69,7 @@ def test_a_forked_worker_can_be_stopped_killed_and_waited_for(tmp_path: Path) ->
 
 def test_a_zygote_that_stops_ends_its_children_even_a_stopped_one(tmp_path: Path) -> None:
     zygote = Zygote()
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", free_port()))
-        silent.listen(8)
-        host, port = silent.getsockname()
-        env = child_env(TEMPORAL_ADDRESS=f"{host}:{port}", DATABASE_URL=f"postgresql://u@{host}:{port}/db")
-        env.pop("CURAFLOW_CONFIG", None)
+    with silent_services() as env:
         running = ForkedWorkerProcess(env, tmp_path / "a.log", cwd=tmp_path, zygote=zygote).start()
         stopped = ForkedWorkerProcess(env, tmp_path / "b.log", cwd=tmp_path, zygote=zygote).start()
         try:
