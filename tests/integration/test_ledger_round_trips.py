@@ -159,6 +159,35 @@ async def test_reserve_hands_out_no_slot_while_paused_or_cooling(ledger_pool: as
     assert state is not None and state.requests == 1  # neither refusal took a slot
 
 
+async def _wal_syncs(pool: asyncpg.Pool) -> int:
+    """WAL flushes of the whole cluster so far (the pool's one backend's pending counts
+    flushed first: PostgreSQL reports them when the backend goes idle)."""
+    await pool.execute("SELECT pg_stat_force_next_flush()")
+    return int(await pool.fetchval("SELECT wal_sync FROM pg_stat_wal"))
+
+
+async def test_a_slot_does_not_wait_for_a_wal_flush_but_a_rate_limit_does(database_url: str) -> None:
+    # Every source request takes a slot: its commit is asynchronous (pacing, told to no
+    # one), while what protects the account — a rate limit's cooldown — waits for the flush.
+    gate = f"gate-{uuid.uuid4().hex[:8]}"
+    pool = await create_pool(database_url, min_size=1, max_size=1)  # one backend
+    try:
+        before = await _wal_syncs(pool)
+        for _ in range(40):
+            await gates.reserve(pool, gate, 0)
+        slots = await _wal_syncs(pool) - before
+        before = await _wal_syncs(pool)
+        for _ in range(40):
+            await gates.penalize(pool, gate, base_ms=1, cap_ms=1)
+        durable = await _wal_syncs(pool) - before
+        assert durable >= 40, durable  # the control: each synchronous commit flushed
+        assert slots <= 10, slots  # 40 slots: a background flush or two at most
+        state = await gates.read_gate(pool, gate)
+        assert state is not None and state.requests == 40 and state.rate_limits == 40
+    finally:
+        await pool.close()
+
+
 async def _new_job(pool: asyncpg.Pool, target: TargetSpec) -> str:
     return await ledger_job(pool, target, label="trips")
 
