@@ -50,17 +50,24 @@ _RUNNING: ContextVar[list[int] | None] = ContextVar("curaflow_heartbeaters", def
 async def covering_beats(beat_s: float = CANCEL_PROBE_S) -> AsyncIterator[None]:
     """Heartbeat Temporal every ``beat_s`` seconds for the whole activity, wherever no
     :class:`Heartbeater` runs (before the first, between two): a step whose heartbeat
-    timeout is short (a source step's: the source-queue lease) must beat from its first
-    second to its last, or it is timed out while it works. The first beat goes out at once.
+    timeout is short (a source step's: the source-queue lease, at least 5 s) must beat from
+    its first second to its last, or it is timed out while it works.
+
+    The first beat goes out ``beat_s`` after the start, not at once: Temporal times the
+    heartbeat timeout from the activity's start (a frozen process that polled it is still
+    timed out within the lease), a cancel requested while the step runs reaches it at
+    the next beat either way, and a step shorter than ``beat_s`` — most of them — then
+    costs no heartbeat call at all (one gRPC call and a write of the activity's state on the Temporal
+    server per job before; docs/performance.md).
     """
     running = [0]
     token = _RUNNING.set(running)
 
     async def beat() -> None:
         while True:
+            await asyncio.sleep(beat_s)
             if running[0] == 0:
                 activity.heartbeat()
-            await asyncio.sleep(beat_s)
 
     task = asyncio.create_task(beat())
     try:
