@@ -334,9 +334,15 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
                 await migrate(deps.pool)
             except LEDGER_ERRORS as err:  # it cannot start: the CLI's exit status 2, with the reason
+                # A connect that timed out says nothing of its own (asyncpg raises a bare TimeoutError).
+                detail = str(err) or (
+                    f"no answer within {settings.database.connect_timeout_ms} ms (database.connect_timeout_ms)"
+                    if isinstance(err, TimeoutError)
+                    else "no detail"
+                )
                 raise RuntimeError(
                     f"the ledger (PostgreSQL at DATABASE_URL) or the artifact store could not be opened at start: "
-                    f"{type(err).__name__}: {err}"
+                    f"{type(err).__name__}: {detail}"
                 ) from err
 
             owners = dict(

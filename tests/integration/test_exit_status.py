@@ -124,6 +124,25 @@ def test_a_worker_exits_2_when_postgresql_does_not_answer_at_start(tmp_path: Pat
     assert "PostgreSQL" in output, output
 
 
+def test_a_worker_facing_a_silent_postgresql_says_it_got_no_answer(tmp_path: Path, temporal_address: str) -> None:
+    # A PostgreSQL that takes the connection and never answers: asyncpg's connect times out
+    # with a bare TimeoutError, and the line said "TimeoutError: " and nothing more.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", free_port()))
+        silent.listen(8)
+        code, output = run(
+            tmp_path,
+            "worker",
+            database_url=f"postgresql://curaflow@127.0.0.1:{silent.getsockname()[1]}/curaflow",
+            temporal_address=temporal_address,
+            temporal={"task_queue": f"exit-{short_id()}"},
+            database={"connect_timeout_ms": 300, "acquire_timeout_ms": 300},
+        )
+    assert code == EXIT_CANNOT_START, output
+    assert "TimeoutError: no answer within 300 ms (database.connect_timeout_ms)" in output, output
+    assert "Traceback" not in output, output
+
+
 def test_a_worker_stopped_while_it_connects_exits_at_once(tmp_path: Path, database_url: str) -> None:
     # A "Temporal" that accepts the connection and never answers: the worker is connecting
     # (up to its connect timeout, 30 s) when the SIGTERM comes; it must not wait that out.
