@@ -35,7 +35,7 @@ from temporalio import activity
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update
 from activities.fetch import FetchActivity
-from activities.heartbeat import covering_beats
+from activities.heartbeat import covering_beats, heartbeat_beat_s
 from activities.search import SearchActivity
 from curaflow.domain.cells import is_terminal
 from curaflow.domain.messages import AcquireInput, CellUpdate, FetchInput, SearchInput
@@ -88,7 +88,8 @@ class AcquireActivity:
         (``deadline_passed``), as a step opened behind it does, and the cell's reason is
         the deadline's (:func:`curaflow.domain.verdicts.cell_verdict`).
         """
-        async with covering_beats():  # from the first second: a source step's heartbeat timeout is short
+        # From the first beat: a source step's heartbeat timeout is short (and the budget's own may be shorter).
+        async with covering_beats(heartbeat_beat_s(inp.heartbeat_interval_ms / 1000)):
             try:
                 return await self._acquire(inp)
             except Exception as err:
