@@ -195,8 +195,9 @@ class BenchStack:
             base_url=self.api_url, headers={"Authorization": f"Bearer {API_TOKEN}"}, timeout=60, **kwargs
         )
 
-    async def wait_terminal(self, job_ids: list[str], timeout_s: float = 600) -> float:
-        """Wait until every job is terminal in the ledger; returns the monotonic time it happened."""
+    async def wait_terminal(self, job_ids: list[str], timeout_s: float = 600, every_s: float = 0.02) -> float:
+        """Wait until every job is terminal in the ledger, counting every ``every_s`` seconds;
+        returns the monotonic time it was seen."""
         assert self.pool is not None
         deadline = time.monotonic() + timeout_s
         while True:
@@ -207,7 +208,7 @@ class BenchStack:
                 return time.monotonic()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(job_ids) - done} of {len(job_ids)} jobs not terminal")
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(every_s)
 
     async def close(self) -> None:
         for worker in self.workers:

@@ -2,11 +2,13 @@
 
 curaflow: N one-cell jobs (replay source, directory route) admitted through the shared
 admission code, all at once (50 admissions in flight), timed from the first admission
-to the last job terminal in the ledger. Targets use the ranking (all 61 recorded works)
-and at most 25 jobs share a route, so every job can get a work of its own.
+to the last job terminal in the ledger (counted every :data:`WAIT_POLL_S`). Targets use
+the ranking (all 61 recorded works) and at most 25 jobs share a route, so every job can
+get a work of its own.
 
 Baselines, each with its own worker process, started the same way (50 starts in flight),
-timed from the first start to the last result:
+timed from the first start to the last job's ``finish`` activity (the worker prints a line
+for each; the waiting costs neither engine's Temporal server anything, see :data:`WAIT_POLL_S`):
 
 * **no-op engine** (:mod:`bench.bare`): the same activity round trips as curaflow's first
   design (search and fetch on a source queue, deliver, finish), all no-ops — what the
@@ -41,6 +43,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
+from typing import IO
 
 import httpx
 
@@ -55,6 +58,12 @@ from curaflow.jobs.admission import Admitter
 from curaflow.ledger.db import create_pool
 from curaflow.ledger.statements import StatementCounter
 
+#: How often the scenario counts curaflow's terminal jobs in the ledger (seconds). Waiting
+#: costs the engine measured: a count every 20 ms charged curaflow's PostgreSQL ~0.8 ms
+#: of CPU per job; one result long poll per workflow (how the baselines were waited
+#: for) charged the Temporal server up to ~7 ms per curaflow job, and a visibility count
+#: ten times a second ~4 ms per job of either engine (docs/performance.md).
+WAIT_POLL_S = 0.1
 PER_TARGET = 25
 SOURCE_CONCURRENCY = 4
 
@@ -185,7 +194,7 @@ async def run_curaflow(stack: BenchStack, n: int, targets: list[str]) -> tuple[R
     started = time.monotonic()
     try:
         job_ids = await asyncio.gather(*(admit(i) for i in range(n)))
-        finished = await stack.wait_terminal(list(job_ids))
+        finished = await stack.wait_terminal(list(job_ids), every_s=WAIT_POLL_S)
         cpu = meter.per_job_ms(n)
     finally:
         await pool.close()
@@ -222,6 +231,23 @@ async def run_curaflow(stack: BenchStack, n: int, targets: list[str]) -> tuple[R
     return run, list(job_ids)
 
 
+def finished_lines(stdout: IO[bytes], n: int) -> float:
+    """Read a baseline worker's stdout until ``n`` ``finished <workflow id>`` lines (its
+    ``finish`` activity prints one per job); returns the monotonic time of the last.
+    Blocking: run it in a thread.
+
+    Raises:
+        RuntimeError: the worker's output ended first (it exited).
+    """
+    seen = 0
+    while seen < n:
+        line = stdout.readline()
+        if not line:
+            raise RuntimeError(f"the baseline worker's output ended after {seen} of {n} jobs")
+        seen += line.startswith(b"finished ")
+    return time.monotonic()
+
+
 async def run_baseline(stack: BenchStack, n: int, io: bool) -> Run:
     """Run ``n`` jobs of the no-op (``io=False``) or same-I/O (``io=True``) baseline."""
     assert stack.client is not None
@@ -251,11 +277,12 @@ async def run_baseline(stack: BenchStack, n: int, io: bool) -> Run:
         started = time.monotonic()
         handles = await asyncio.gather(*(start(i) for i in range(n)))
         try:
-            await asyncio.wait_for(asyncio.gather(*(h.result() for h in handles)), 600)  # type: ignore[attr-defined]
+            finished = await asyncio.wait_for(asyncio.to_thread(finished_lines, proc.stdout, n), 600)
         except TimeoutError:
             raise RuntimeError(f"{module} jobs did not finish; worker log: {stack.dir / f'{queue}.log'}") from None
-        rate = n / (time.monotonic() - started)
+        rate = n / (finished - started)
         cpu = meter.per_job_ms(n)
+        await asyncio.gather(*(h.result() for h in handles))  # type: ignore[attr-defined]  # closed, or raises
         actions = server_actions(await scrape(stack.services.temporal.metrics_url, "action"), actions_before, n)
         counts = await job_counts(stack, [h.id for h in handles])  # type: ignore[attr-defined]
         return Run(rate, cpu["worker"], cpu["server"], cpu["postgres"], n, counts=counts, server_actions=actions)
