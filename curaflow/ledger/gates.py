@@ -121,7 +121,14 @@ async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int) -> Slot:
         A :class:`Slot`: wait ``wait_ms`` then send, or (``paused_ms > 0``) do not send
         because the account is paused, or (``cooldown_ms > 0``) do not send at all
         because the account is cooling down after a rate limit.
+
+    Raises:
+        ValueError: given a connection inside a transaction: the asynchronous commit
+            would then be the whole transaction's, and a ledger fact written in it could
+            be lost in a crash.
     """
+    if isinstance(pool, asyncpg.Connection) and pool.is_in_transaction():
+        raise ValueError("a rate-gate slot is its own transaction (its commit is asynchronous)")
     interval = max(0, interval_ms)
     row = await pool.fetchrow(_RESERVE, gate, interval)
     assert row is not None

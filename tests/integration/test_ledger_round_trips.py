@@ -188,6 +188,17 @@ async def test_a_slot_does_not_wait_for_a_wal_flush_but_a_rate_limit_does(databa
         await pool.close()
 
 
+async def test_a_slot_is_never_taken_inside_another_transaction(ledger_pool: asyncpg.Pool) -> None:
+    # Its asynchronous commit would become the enclosing transaction's: a ledger fact
+    # written beside it could be lost in a crash.
+    gate = f"gate-{uuid.uuid4().hex[:8]}"
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        with pytest.raises(ValueError, match="its own transaction"):
+            await gates.reserve(conn, gate, 0)  # type: ignore[arg-type]
+        assert await conn.fetchval("SHOW synchronous_commit") == "on"
+    assert await gates.read_gate(ledger_pool, gate) is None
+
+
 async def _new_job(pool: asyncpg.Pool, target: TargetSpec) -> str:
     return await ledger_job(pool, target, label="trips")
 
