@@ -29,7 +29,12 @@ machine as on an idle one): its history (events by type, workflow tasks, signals
 upserts, markers, timers) and billable Temporal actions (:mod:`bench.counts`, whose doc
 states the counting rule), the Temporal server's own ``action`` counter (heartbeats
 included), and the ledger statements and transactions per job by step (the worker's
-``curaflow_ledger_statements_total``, the admission's counted in this process).
+``curaflow_ledger_statements_total``, the admission's counted in this process). Statements
+are counted on a batch of their own (:data:`STATEMENT_JOBS` jobs, after the rounds, on a
+worker started with ``observability.ledger_statement_metrics``): counting hooks every
+statement of the worker (asyncpg's query logger), ~3 % of its CPU by a profile — a cost
+production workers do not pay (the setting is off by default) and the rounds must not
+charge.
 Targets (docs/performance.md): vs the same I/O ≥ 0.9, total CPU per one-cell job ≤ 1.1×
 the same-I/O engine's, ≤ 24 history events and ≤ 40 ledger statements per one-cell job.
 """
@@ -72,11 +77,19 @@ SOURCE_CONCURRENCY = 4
 COUNTED_JOBS = 200
 
 
-def config(n: int, root: str) -> dict[str, object]:
-    targets = math.ceil(n / PER_TARGET)
+#: Jobs of the batch whose ledger statements are counted (see the module doc).
+STATEMENT_JOBS = 50
+#: The setting that makes a worker count its statements (``CURAFLOW_*`` environment).
+COUNTING_ENV = {"CURAFLOW_OBSERVABILITY__LEDGER_STATEMENT_METRICS": "true"}
+
+
+def config(targets: int, root: str) -> dict[str, object]:
+    """The scenario's configuration with ``targets`` ranking targets, each routed to a
+    directory of its own (at most :data:`PER_TARGET` jobs per target)."""
     return {
-        # The worker counts its ledger statements by step and serves them on /metrics.
-        "observability": {"metrics_port": free_port(), "metrics_host": "127.0.0.1", "ledger_statement_metrics": True},
+        # The worker serves its metrics; it counts its ledger statements only when told
+        # (COUNTING_ENV).
+        "observability": {"metrics_port": free_port(), "metrics_host": "127.0.0.1"},
         "pixiv": {"replay_max_concurrency": SOURCE_CONCURRENCY},
         "routes": {f"out{i}": {"kind": "directory", "path": f"{root}/out{i}"} for i in range(targets)},
         "targets": [
@@ -165,12 +178,17 @@ class Meter:
         }
 
 
-async def run_curaflow(stack: BenchStack, n: int, targets: list[str]) -> tuple[Run, list[str]]:
-    """Admit ``n`` one-cell jobs spread over ``targets`` and wait for them all."""
+async def run_curaflow(stack: BenchStack, n: int, targets: list[str], *, count: bool = False) -> tuple[Run, list[str]]:
+    """Admit ``n`` one-cell jobs spread over ``targets`` and wait for them all.
+
+    Args:
+        count: also count the ledger statements (the worker must have been started with
+            :data:`COUNTING_ENV`); else the run's ``statements`` / ``transactions`` are None.
+    """
     assert stack.pool is not None
     # Admission has a pool of its own, counted: its statements are part of a job's cost
     # (the API's, in production).
-    admission = StatementCounter()
+    admission = StatementCounter() if count else None
     pool = await create_pool(stack.services.database_url, min_size=2, max_size=20, counter=admission)
     admitter = Admitter(stack.settings, pool, stack.client)
     gate = asyncio.Semaphore(50)
@@ -201,10 +219,15 @@ async def run_curaflow(stack: BenchStack, n: int, targets: list[str]) -> tuple[R
     actions_after = await scrape(stack.services.temporal.metrics_url, "action")
     # The last transitions of a job may be counted after the ledger shows it terminal.
     await asyncio.sleep(0.5)
-    statements = by_step(await scrape(worker_metrics, "curaflow_ledger_statements_total"), statements_before, n)
-    transactions = by_step(await scrape(worker_metrics, "curaflow_ledger_transactions_total"), transactions_before, n)
-    statements["admission"] = round(admission.totals()[0] / n, 2)
-    transactions["admission"] = round(admission.totals()[1] / n, 2)
+    statements: dict[str, float] | None = None
+    transactions: dict[str, float] | None = None
+    if admission is not None:
+        statements = by_step(await scrape(worker_metrics, "curaflow_ledger_statements_total"), statements_before, n)
+        transactions = by_step(
+            await scrape(worker_metrics, "curaflow_ledger_transactions_total"), transactions_before, n
+        )
+        statements["admission"] = round(admission.totals()[0] / n, 2)
+        transactions["admission"] = round(admission.totals()[1] / n, 2)
     succeeded = await stack.pool.fetchval(
         "SELECT count(*) FROM jobs WHERE job_id = ANY($1::text[]) AND business_status = 'success'", list(job_ids)
     )
@@ -324,12 +347,19 @@ ROUNDS = 2
 async def run(services: Services, quick: bool) -> Result:
     n = 30 if quick else 200
     rounds = 1 if quick else ROUNDS
-    # Each round's curaflow jobs go to targets of their own, as fresh as the first round's.
+    counted_jobs = n if quick else STATEMENT_JOBS
+    # Each round's curaflow jobs go to targets of their own, as fresh as the first round's;
+    # so do the jobs whose statements are counted.
+    per_round = math.ceil(n / PER_TARGET)
     stack = BenchStack(
-        services, "throughput", config(n * rounds, str(services.root / f"routes-{uuid.uuid4().hex[:6]}"))
+        services,
+        "throughput",
+        config(
+            per_round * rounds + math.ceil(counted_jobs / PER_TARGET),
+            str(services.root / f"routes-{uuid.uuid4().hex[:6]}"),
+        ),
     )
     targets = [t.id for t in stack.settings.targets]
-    per_round = len(targets) // rounds
     runs: dict[str, list[Run]] = {"curaflow": [], "same_io": [], "noop": []}
     await stack.open()
     try:
@@ -348,10 +378,12 @@ async def run(services: Services, quick: bool) -> Result:
                     io = engine == "same_io"
                     await run_baseline(stack, 4, io=io)
                     runs[engine].append(await run_baseline(stack, n, io=io))
+        counted = await count_statements(stack, counted_jobs, targets[per_round * rounds :])
     finally:
         await stack.close()
-    report = result(n, combine(runs["curaflow"]), combine(runs["noop"]), combine(runs["same_io"]))
+    report = result(n, combine(runs["curaflow"]), combine(runs["noop"]), combine(runs["same_io"]), counted)
     report.params["rounds"] = rounds
+    report.params["jobs_statements_counted_on"] = counted_jobs
     report.metrics["rounds"] = [
         {
             "curaflow_jobs_per_s": round(ours.jobs_per_s, 2),
@@ -366,6 +398,19 @@ async def run(services: Services, quick: bool) -> Result:
         for ours, same_io in zip(runs["curaflow"], runs["same_io"], strict=True)
     ]
     return report
+
+
+async def count_statements(stack: BenchStack, n: int, targets: list[str]) -> Run:
+    """Run ``n`` jobs on a worker that counts its ledger statements (its CPU is not a
+    figure of the scenario: the counting hooks every statement)."""
+    await stack.start_worker(env_extra=COUNTING_ENV)
+    try:
+        await run_curaflow(stack, 4, targets)  # warm-up, as a round's
+        return (await run_curaflow(stack, n, targets, count=True))[0]
+    finally:
+        for worker in stack.workers:
+            await asyncio.to_thread(worker.stop)
+        stack.workers.clear()
 
 
 def _mean(values: list[float]) -> float:
@@ -398,14 +443,16 @@ def combine(runs: list[Run]) -> Run:
     )
 
 
-def result(n: int, ours: Run, bare: Run, same_io: Run) -> Result:
-    """The scenario's report from its three runs (figures, then targets)."""
+def result(n: int, ours: Run, bare: Run, same_io: Run, counted: Run | None = None) -> Result:
+    """The scenario's report from its three runs (figures, then targets); the ledger
+    statements from ``counted`` (the batch whose statements were counted; default ``ours``)."""
+    counted = counted or ours
     ratio = ours.jobs_per_s / bare.jobs_per_s
     ratio_io = ours.jobs_per_s / same_io.jobs_per_s
     cpu_ratio = ours.total_cpu_ms / same_io.total_cpu_ms if same_io.total_cpu_ms else float("nan")
     counts = ours.counts or JobCounts()
-    statements = ours.statements or {}
-    transactions = ours.transactions or {}
+    statements = counted.statements or {}
+    transactions = counted.transactions or {}
 
     def cpu(run: Run) -> dict[str, float]:
         return {
@@ -441,10 +488,10 @@ def result(n: int, ours: Run, bare: Run, same_io: Run) -> Result:
             "history_events_per_job": round(counts.events, 2),
             "billable_actions_per_job": round(counts.actions, 2),
             "ledger_statements_per_job": job_path(statements),
-            "ledger_statements_one_page_work": one_page(job_path(statements), ours),
+            "ledger_statements_one_page_work": one_page(job_path(statements), counted),
             "ledger_transactions_per_job": job_path(transactions),
-            "rate_gate_slots_per_job": ours.gate_slots,
-            "pages_per_job": ours.pages,
+            "rate_gate_slots_per_job": counted.gate_slots,
+            "pages_per_job": counted.pages,
             "ledger_statements_by_step": statements,
             "ledger_transactions_by_step": transactions,
             "temporal_per_job": {
@@ -460,7 +507,7 @@ def result(n: int, ours: Run, bare: Run, same_io: Run) -> Result:
             Check("history events per one-cell job", round(counts.events, 2), "<=", TARGET_EVENTS),
             Check(
                 "ledger statements per one-cell job (one-page work)",
-                one_page(job_path(statements), ours),
+                one_page(job_path(statements), counted),
                 "<=",
                 TARGET_STATEMENTS,
             ),

@@ -29,3 +29,19 @@ def test_one_round_is_itself() -> None:
     one = Run(8.0, 90.0, 60.0, 15.0, 30, counts=JobCounts(events=23))
     assert combine([one]).jobs_per_s == pytest.approx(8.0)
     assert combine([one]).total_cpu_ms == one.total_cpu_ms
+
+
+def test_statements_come_from_the_counted_batch_and_cpu_from_the_rounds() -> None:
+    # The rounds run on workers that do not count their statements (counting costs the
+    # worker CPU); the counted batch's statements, slots and pages are the ones reported.
+    from bench.scenarios.throughput import result
+
+    rounds = Run(10.0, 70.0, 50.0, 10.0, 200, counts=JobCounts(events=23))
+    counted = Run(4.0, 99.0, 99.0, 99.0, 50, statements={"acquire": 30.0, "admission": 5.0}, gate_slots=5.0, pages=4.0)
+    same_io = Run(11.0, 60.0, 60.0, 0.0, 200)
+    report = result(200, rounds, Run(20.0, 20.0, 40.0), same_io, counted)
+    assert report.metrics["cpu_ms_per_job"]["curaflow"]["total"] == 130.0
+    assert report.metrics["cpu_vs_same_io"] == round(130 / 120, 3)
+    assert report.metrics["ledger_statements_per_job"] == 35.0
+    assert report.metrics["ledger_statements_one_page_work"] == 32.0  # 3 slots beyond one search page and one image
+    assert (report.metrics["rate_gate_slots_per_job"], report.metrics["pages_per_job"]) == (5.0, 4.0)
