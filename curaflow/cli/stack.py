@@ -242,6 +242,7 @@ def api(
     import uvicorn
 
     from curaflow.api.app import create_app
+    from curaflow.ledger.db import LEDGER_ERRORS, check_answers, open_failure
     from curaflow.observability.supervision import arm_hard_exit
 
     settings = settings_or_exit(config)
@@ -267,6 +268,19 @@ def api(
         sock = bind_socket(listen_host, listen_port)
     except CannotListen as err:
         err_console.print(f"[red]{err}: pick another with --port (or api.port)[/red]")
+        raise typer.Exit(EXIT_CANNOT_START) from None
+    # PostgreSQL is asked once before the server starts: a ledger that refuses or never
+    # answers is told in one line (the lifespan's failure is a traceback in uvicorn's log).
+    try:
+        asyncio.run(check_answers(settings.database.url, settings.database.pool_bounds()))
+    except LEDGER_ERRORS as err:
+        sock.close()
+        err_console.print(
+            "the API did not start: the ledger (PostgreSQL at DATABASE_URL) could not be opened: "
+            f"{open_failure(err, settings.database.connect_timeout_ms)}",
+            style="red",
+            markup=False,
+        )
         raise typer.Exit(EXIT_CANNOT_START) from None
     app = create_app(settings, on_fatal=failed)
     server_config = uvicorn.Config(

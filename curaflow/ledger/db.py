@@ -27,6 +27,7 @@ from typing import Any
 
 import asyncpg
 
+from curaflow.config.database import PoolBounds
 from curaflow.ledger.statements import StatementCounter
 
 MIGRATION_LOCK_KEY = 0x6375726166  # "curaf"
@@ -51,6 +52,38 @@ LEDGER_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.InterfaceError,
     asyncpg.exceptions.InternalClientError,
 )
+
+
+def open_failure(err: BaseException, connect_timeout_ms: int) -> str:
+    """``"<type>: <detail>"`` of an error opening the ledger, for an operator's one line.
+
+    asyncpg's connect that got no answer (a PostgreSQL that takes the connection and never
+    speaks) raises a bare ``TimeoutError``: it reads "no answer within N ms
+    (database.connect_timeout_ms)".
+
+    Args:
+        err: one of :data:`LEDGER_ERRORS` (or any exception).
+        connect_timeout_ms: the connect timeout that was used (``database.connect_timeout_ms``).
+    """
+    detail = str(err) or (
+        f"no answer within {connect_timeout_ms} ms (database.connect_timeout_ms)"
+        if isinstance(err, TimeoutError)
+        else "no detail"
+    )
+    return f"{type(err).__name__}: {detail}"
+
+
+async def check_answers(url: str, bounds: PoolBounds) -> None:
+    """Open one connection to the ledger as :func:`create_pool` would, and close it: a
+    process's check before it starts serving (``curaflow api``).
+
+    Raises:
+        one of :data:`LEDGER_ERRORS`: PostgreSQL refused, did not answer within
+            ``bounds["connect_timeout_s"]`` (a bare ``TimeoutError``), or refused the login.
+    """
+    pool = await create_pool(url, min_size=1, max_size=1, **bounds)
+    await pool.close()
+
 
 #: asyncpg's classes that mean "the ledger cannot serve this call now; the same call
 #: later may succeed" (see :func:`is_unavailable`). By SQLSTATE class: 08 connection

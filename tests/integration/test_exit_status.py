@@ -88,6 +88,30 @@ def test_the_api_exits_2_when_postgresql_does_not_answer_at_start(tmp_path: Path
     )
     assert code == EXIT_CANNOT_START, output
     assert "did not start" in output, output
+    assert "ConnectionRefusedError" in output and "Traceback" not in output, output
+
+
+def test_the_api_facing_a_silent_postgresql_says_it_got_no_answer(tmp_path: Path, temporal_address: str) -> None:
+    # A PostgreSQL that takes the connection and never answers: one line that says so, no
+    # traceback of the lifespan (it said "see the error above" under uvicorn's traceback).
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", free_port()))
+        silent.listen(8)
+        code, output = run(
+            tmp_path,
+            "api",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(free_port()),
+            database_url=f"postgresql://curaflow@127.0.0.1:{silent.getsockname()[1]}/curaflow",
+            temporal_address=temporal_address,
+            database={"connect_timeout_ms": 300, "acquire_timeout_ms": 300},
+        )
+    assert code == EXIT_CANNOT_START, output
+    assert "the API did not start" in output, output
+    assert "TimeoutError: no answer within 300 ms (database.connect_timeout_ms)" in output, output
+    assert "Traceback" not in output, output
 
 
 @pytest.mark.parametrize("option", ["metrics_port", "temporal_metrics_port"])
