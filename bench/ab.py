@@ -52,7 +52,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    out = args.out or Path(tempfile.mkdtemp(prefix="ab-bench-"))
+    # Absolute: each checkout runs with its own working directory.
+    out = (args.out or Path(tempfile.mkdtemp(prefix="ab-bench-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     sides = {"this": ROOT, "other": args.other.resolve()}
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
