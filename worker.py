@@ -6,11 +6,15 @@ The worker hosts JobWorkflow and its activities (see ``curaflow/process/worker.p
 whole embedded stack instead, use ``curaflow dev``.
 """
 
-import argparse
-
-from curaflow.process.worker import main
-
 if __name__ == "__main__":
+    from curaflow.process.launch import stop_quietly_until_started
+
+    stop_quietly_until_started()  # a stop while the worker's modules load: status 0, no traceback
+
+    import argparse
+
+    from curaflow.process.worker import main
+
     parser = argparse.ArgumentParser(description="Run a curaflow worker (JobWorkflow + activities).")
     parser.add_argument("--config", help="TOML configuration file (default: $CURAFLOW_CONFIG)")
     main(parser.parse_args().config)

@@ -1,51 +1,17 @@
-"""The ``curaflow`` command (typer): one verb per module under ``curaflow/cli``."""
+"""The ``curaflow`` console entry point; the commands are :mod:`curaflow.cli.app`'s.
+
+This module imports nothing heavy: a service command (``worker``, ``api``, ``dev``) asked
+to stop while the command line's modules load leaves with status 0
+(:func:`curaflow.process.launch.stop_quietly_until_started`).
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 
-import typer
-
-from curaflow.cli.bench import bench
-from curaflow.cli.chaos import chaos
-from curaflow.cli.jobs import cancel, events, status, submit
-from curaflow.cli.pixiv import app as pixiv_app
-from curaflow.cli.prune import prune
-from curaflow.cli.remembered import accounts_app, frontiers_app, refusals_app, routes_app, unavailable_app
-from curaflow.cli.run import run
-from curaflow.cli.schedules import app as schedules_app
-from curaflow.cli.stack import api, dev, temporal_setup, worker
-from curaflow.cli.upgrades import upgrade_check
-
-app = typer.Typer(
-    name="curaflow",
-    help="Durable candidate-search jobs on Temporal + PostgreSQL.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="markdown",  # docstrings wrap; `code` renders as code
-)
-app.command()(run)
-app.command()(dev)
-app.command()(worker)
-app.command()(api)
-app.command()(submit)
-app.command()(status)
-app.command()(cancel)
-app.command()(events)
-app.command()(bench)
-app.command()(chaos)
-app.command()(prune)
-app.command("temporal-setup")(temporal_setup)
-app.command("upgrade-check")(upgrade_check)
-app.add_typer(schedules_app, name="schedules")
-app.add_typer(refusals_app, name="refusals")
-app.add_typer(unavailable_app, name="unavailable")
-app.add_typer(accounts_app, name="accounts")
-app.add_typer(routes_app, name="routes")
-app.add_typer(pixiv_app, name="pixiv")
-app.add_typer(frontiers_app, name="frontiers")
+#: The commands that run a service until SIGINT/SIGTERM (docs/operations.md, "Exit status").
+SERVICE_COMMANDS = ("worker", "api", "dev")
 
 
 def main() -> None:
@@ -57,8 +23,14 @@ def main() -> None:
     issue 300). Every command closes what it opened before it returns, so its exit status
     is kept and the teardown skipped (output flushed first).
     """
+    if len(sys.argv) > 1 and sys.argv[1] in SERVICE_COMMANDS:
+        from curaflow.process.launch import stop_quietly_until_started
+
+        stop_quietly_until_started()
     code = 0
     try:
+        from curaflow.cli.app import app  # about a second of imports
+
         app()
     except SystemExit as done:
         if isinstance(done.code, str):

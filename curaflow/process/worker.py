@@ -33,6 +33,11 @@ Entry points: ``python worker.py`` (repository root) and ``curaflow worker``.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # ``python -m curaflow.process.worker``: a stop while the modules load
+    from curaflow.process.launch import stop_quietly_until_started
+
+    stop_quietly_until_started()
+
 import asyncio
 import contextlib
 import signal

@@ -9,6 +9,7 @@ Real ``curaflow api`` / ``curaflow worker`` processes.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -241,3 +242,53 @@ def test_a_worker_stopped_while_its_replay_server_starts_exits_0_without_a_trace
     assert code == 0, output
     assert "Traceback" not in output, output
     assert "worker.stopped" in output, output
+
+
+def _loading(pid: int) -> bool | None:
+    """True once the process maps pydantic's native core: its heavy imports are under way
+    (curaflow's own start-up installs its handlers before them)."""
+    try:
+        return True if "_pydantic_core" in Path(f"/proc/{pid}/maps").read_text() else None
+    except OSError:
+        return None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    "entry", ["curaflow worker", "python -m curaflow.process.worker", "python worker.py", "curaflow api"]
+)
+def test_a_service_stopped_while_it_loads_its_modules_exits_0_without_a_traceback(
+    tmp_path: Path, database_url: str, temporal_address: str, entry: str, sig: signal.Signals
+) -> None:
+    # The second or so of imports before a process installs its own handlers: SIGTERM
+    # killed it (status -15, nothing cleaned up), SIGINT printed a KeyboardInterrupt
+    # traceback. Nothing ran yet: it leaves as a stop request later does (status 0).
+    path = tmp_path / "s.toml"
+    path.write_text(tomli_w.dumps({"state_dir": str(tmp_path / "state"), "temporal": {"task_queue": short_id()}}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
+    env.update(
+        DATABASE_URL=database_url,
+        TEMPORAL_ADDRESS=temporal_address,
+        CURAFLOW_CONFIG=str(path),
+        CURAFLOW_API_TOKEN="exit-status-token",
+    )
+    exe = str(Path(sys.executable).parent / "curaflow")
+    command = {
+        "curaflow worker": [exe, "worker"],
+        "python -m curaflow.process.worker": [sys.executable, "-m", "curaflow.process.worker"],
+        "python worker.py": [sys.executable, str(Path(__file__).resolve().parents[2] / "worker.py")],
+        "curaflow api": [exe, "api", "--host", "127.0.0.1", "--port", str(free_port())],
+    }[entry]
+    proc = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not _loading(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        proc.send_signal(sig)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, output
+    assert "Traceback" not in output, output

@@ -9,7 +9,7 @@ from typing import Any
 from typer.testing import CliRunner
 
 from bench.compare import compare, direction, figures, regressions, render
-from curaflow.cli.main import app
+from curaflow.cli.app import app
 
 
 def run(jobs_per_s: float, worker_ms: float, events: float, statements: float, *, met: bool) -> dict[str, Any]:

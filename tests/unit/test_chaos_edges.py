@@ -29,7 +29,7 @@ def test_edges_runs_in_the_full_mode_and_the_quick_run_is_unchanged() -> None:
 
 
 def test_quick_with_only_edges_is_refused_rather_than_running_nothing() -> None:
-    from curaflow.cli.main import app
+    from curaflow.cli.app import app
 
     result = CliRunner().invoke(app, ["chaos", "--quick", "--only", "edges"])
     assert result.exit_code == 2 and "full mode only" in result.output
