@@ -50,11 +50,27 @@ def inside(root: Path, *parts: str) -> Path:
         if not part or Path(part).is_absolute() or "\x00" in part:
             raise PathEscape(f"refused path component {part!r} under {root}")
     candidate = root.joinpath(*parts)
+    if len(parts) == 1 and _plain_name(parts[0]):
+        # One name, no separator, not a dot name: it lies under the root unless it is a
+        # symbolic link (resolved below). One lstat instead of resolving both paths (a
+        # walk of every component, twice: ~20 per job, on the event loop).
+        try:
+            if not stat.S_ISLNK(os.lstat(candidate).st_mode):
+                return candidate
+        except FileNotFoundError:
+            return candidate
+        except OSError:
+            pass  # the root is not a directory, … : the full check says what
     base = root.resolve()
     resolved = candidate.resolve()
     if resolved == base or not resolved.is_relative_to(base):
         raise PathEscape(f"{candidate} is outside {root}")
     return candidate
+
+
+def _plain_name(part: str) -> bool:
+    """True for one path component: no separator, not ``.`` or ``..``."""
+    return part not in (".", "..") and os.sep not in part and (os.altsep is None or os.altsep not in part)
 
 
 def private_dir(path: Path) -> Path:

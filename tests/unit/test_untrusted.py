@@ -257,3 +257,22 @@ def test_parse_json_refuses_what_the_standard_library_refuses(text: str) -> None
         json.loads(text)
     with pytest.raises(json.JSONDecodeError):
         parse_json(text)
+
+
+def test_a_name_that_is_a_symbolic_link_out_of_the_root_is_refused(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "kept.png").write_bytes(b"x")
+    (root / "out.png").symlink_to(outside / "secret.png")
+    (root / "dir").symlink_to(outside)
+    (root / "in.png").symlink_to(root / "kept.png")
+    assert inside(root, "kept.png") == root / "kept.png"
+    assert inside(root, "new.png") == root / "new.png"  # not there yet
+    assert inside(root, "in.png") == root / "in.png"  # a link that stays under the root
+    assert inside(tmp_path / "not-yet", "a.png") == tmp_path / "not-yet" / "a.png"
+    for name in ("out.png", "dir", ".", ".."):
+        with pytest.raises(PathEscape):
+            inside(root, name)
+    with pytest.raises(PathEscape):
+        inside(root, "dir", "x.png")
