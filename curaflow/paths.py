@@ -50,17 +50,23 @@ def inside(root: Path, *parts: str) -> Path:
         if not part or Path(part).is_absolute() or "\x00" in part:
             raise PathEscape(f"refused path component {part!r} under {root}")
     candidate = root.joinpath(*parts)
-    if len(parts) == 1 and _plain_name(parts[0]):
-        # One name, no separator, not a dot name: it lies under the root unless it is a
-        # symbolic link (resolved below). One lstat instead of resolving both paths (a
-        # walk of every component, twice: ~20 per job, on the event loop).
-        try:
-            if not stat.S_ISLNK(os.lstat(candidate).st_mode):
-                return candidate
-        except FileNotFoundError:
+    if all(_plain_name(part) for part in parts):
+        # Names without a separator, none a dot name: the path lies under the root unless
+        # one of them is a symbolic link (then the full check below). One lstat a name
+        # instead of resolving both paths (every component, twice: ~90 µs against ~20,
+        # ~20 calls a job, on the event loop).
+        path = root
+        for part in parts:
+            path = path / part
+            try:
+                if stat.S_ISLNK(os.lstat(path).st_mode):
+                    break
+            except FileNotFoundError:
+                return candidate  # nothing below it exists yet: no link to follow
+            except OSError:
+                break  # a name under a file, …: the full check says what
+        else:
             return candidate
-        except OSError:
-            pass  # the root is not a directory, … : the full check says what
     base = root.resolve()
     resolved = candidate.resolve()
     if resolved == base or not resolved.is_relative_to(base):

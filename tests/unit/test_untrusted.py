@@ -274,5 +274,13 @@ def test_a_name_that_is_a_symbolic_link_out_of_the_root_is_refused(tmp_path: Pat
     for name in ("out.png", "dir", ".", ".."):
         with pytest.raises(PathEscape):
             inside(root, name)
-    with pytest.raises(PathEscape):
-        inside(root, "dir", "x.png")
+    (outside / "sub").mkdir()
+    (root / "real").mkdir()
+    (root / "real" / "up").symlink_to(outside)
+    assert inside(root, "real", "x.png") == root / "real" / "x.png"
+    assert inside(root, "real", "new", "x.png") == root / "real" / "new" / "x.png"
+    for parts in (("dir", "x.png"), ("dir", "sub"), ("real", "up", "x.png"), ("real", "..", "..", "x")):
+        with pytest.raises(PathEscape):
+            inside(root, *parts)
+    (root / "file").write_bytes(b"")
+    assert inside(root, "file", "x.png") == root / "file" / "x.png"  # under the root (a write fails later)
