@@ -4,7 +4,8 @@
 
 Runs ``curaflow bench --only SCENARIO`` alternately in this checkout ("this") and in
 ``OTHER_CHECKOUT`` ("other", e.g. a clean worktree of ``main`` with its own ``.venv``), one
-run of each per round, so both see the same hours of the machine; then prints, for every
+run of each per round — the side that runs first alternates from round to round — so both
+see the same hours of the machine; then prints, for every
 figure, the median of each side and their ratio, and the machine's load average when each
 run started. The runs' JSON files are kept in ``--out`` (default: a new temporary
 directory). Each checkout runs its own ``curaflow`` (``<checkout>/.venv/bin/curaflow``).
@@ -43,6 +44,15 @@ def run_once(checkout: Path, out: Path, only: str, quick: bool) -> dict[str, Any
     return document
 
 
+def run_order(sides: dict[str, Path], round_: int) -> list[tuple[str, Path]]:
+    """The sides of round ``round_`` (from 1) in the order they run: as given in odd
+    rounds, reversed in even ones. With a fixed order the first run of each round measured
+    the lower in-run ratio in 7 of 8 pairs on 2026-12-04, whichever checkout it was
+    (docs/performance.md)."""
+    items = list(sides.items())
+    return items if round_ % 2 else items[::-1]
+
+
 def main() -> None:
     """Parse the options, run the rounds, print the medians."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -59,7 +69,7 @@ def main() -> None:
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
     loads: dict[str, list[str]] = {name: [] for name in sides}
     for round_ in range(1, args.runs + 1):
-        for name, checkout in sides.items():
+        for name, checkout in run_order(sides, round_):
             document = run_once(checkout, out / f"{name}-{round_}.json", args.only, args.quick)
             runs[name].append(figures(document))
             loads[name].append(" ".join(f"{x:.1f}" for x in document["load_average_at_start"]))

@@ -45,3 +45,16 @@ def test_statements_come_from_the_counted_batch_and_cpu_from_the_rounds() -> Non
     assert report.metrics["ledger_statements_per_job"] == 35.0
     assert report.metrics["ledger_statements_one_page_work"] == 32.0  # 3 slots beyond one search page and one image
     assert (report.metrics["rate_gate_slots_per_job"], report.metrics["pages_per_job"]) == (5.0, 4.0)
+
+
+def test_the_ab_runs_alternate_which_side_goes_first() -> None:
+    from pathlib import Path
+
+    from bench.ab import run_order
+
+    sides = {"this": Path("/a"), "other": Path("/b")}
+    assert [[name for name, _ in run_order(sides, r)] for r in (1, 2, 3)] == [
+        ["this", "other"],
+        ["other", "this"],
+        ["this", "other"],
+    ]
