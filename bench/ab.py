@@ -47,7 +47,7 @@ def run_once(checkout: Path, out: Path, only: str, quick: bool) -> dict[str, Any
 def run_order(sides: dict[str, Path], round_: int) -> list[tuple[str, Path]]:
     """The sides of round ``round_`` (from 1) in the order they run: as given in odd
     rounds, reversed in even ones. With a fixed order the first run of each round measured
-    the lower in-run ratio in 7 of 8 pairs on 2026-12-04, whichever checkout it was
+    the lower in-run ratio in 8 of 9 pairs on 2026-12-04, whichever checkout it was
     (docs/performance.md)."""
     items = list(sides.items())
     return items if round_ % 2 else items[::-1]
