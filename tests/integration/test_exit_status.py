@@ -26,9 +26,9 @@ from tests.support import short_id
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def run(tmp_path: Path, *args: str, database_url: str, temporal_address: str, **config: object) -> tuple[int, str]:
-    """Run ``curaflow <args>`` (``python -m …`` when ``args`` start with ``-m``) to its end;
-    returns its exit status and output."""
+def service_env(tmp_path: Path, *, database_url: str, temporal_address: str, **config: object) -> dict[str, str]:
+    """The environment of a service process: these services, a config file of ``config``
+    (with its own state directory), an API token; nothing of this process's CURAFLOW_*."""
     path = tmp_path / f"exit-{short_id()}.toml"
     path.write_text(tomli_w.dumps({"state_dir": str(tmp_path / "state"), **config}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
@@ -38,6 +38,13 @@ def run(tmp_path: Path, *args: str, database_url: str, temporal_address: str, **
         CURAFLOW_CONFIG=str(path),
         CURAFLOW_API_TOKEN="exit-status-token",
     )
+    return env
+
+
+def run(tmp_path: Path, *args: str, database_url: str, temporal_address: str, **config: object) -> tuple[int, str]:
+    """Run ``curaflow <args>`` (``python -m …`` when ``args`` start with ``-m``) to its end;
+    returns its exit status and output."""
+    env = service_env(tmp_path, database_url=database_url, temporal_address=temporal_address, **config)
     command = [sys.executable, *args] if args[0] == "-m" else [str(Path(sys.executable).parent / "curaflow"), *args]
     done = subprocess.run(
         command,
@@ -175,14 +182,7 @@ def test_a_worker_stopped_while_it_connects_exits_at_once(tmp_path: Path, databa
         silent.bind(("127.0.0.1", free_port()))
         silent.listen(8)
         silent.settimeout(60)
-        path = tmp_path / "w.toml"
-        path.write_text(tomli_w.dumps({"state_dir": str(tmp_path / "state")}))
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
-        env.update(
-            DATABASE_URL=database_url,
-            TEMPORAL_ADDRESS=f"127.0.0.1:{silent.getsockname()[1]}",
-            CURAFLOW_CONFIG=str(path),
-        )
+        env = service_env(tmp_path, database_url=database_url, temporal_address=f"127.0.0.1:{silent.getsockname()[1]}")
         worker = subprocess.Popen(
             [str(Path(sys.executable).parent / "curaflow"), "worker"],
             env=env,
@@ -263,14 +263,8 @@ def test_a_service_stopped_while_it_loads_its_modules_exits_0_without_a_tracebac
     # The second or so of imports before a process installs its own handlers: SIGTERM
     # killed it (status -15, nothing cleaned up), SIGINT printed a KeyboardInterrupt
     # traceback. Nothing ran yet: it leaves as a stop request later does (status 0).
-    path = tmp_path / "s.toml"
-    path.write_text(tomli_w.dumps({"state_dir": str(tmp_path / "state"), "temporal": {"task_queue": short_id()}}))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
-    env.update(
-        DATABASE_URL=database_url,
-        TEMPORAL_ADDRESS=temporal_address,
-        CURAFLOW_CONFIG=str(path),
-        CURAFLOW_API_TOKEN="exit-status-token",
+    env = service_env(
+        tmp_path, database_url=database_url, temporal_address=temporal_address, temporal={"task_queue": short_id()}
     )
     exe = str(Path(sys.executable).parent / "curaflow")
     command = {
