@@ -43,11 +43,11 @@ def inside(root: Path, *parts: str) -> Path:
         The joined path (not resolved: symbolic links inside the root are kept as given).
 
     Raises:
-        PathEscape: a part is absolute, or the resolved result is ``root`` itself or
-            outside it.
+        PathEscape: a part is empty, absolute, holds NUL or cannot be a file name (a
+            lone surrogate), or the resolved result is ``root`` itself or outside it.
     """
     for part in parts:
-        if not part or Path(part).is_absolute() or "\x00" in part:
+        if not part or Path(part).is_absolute() or "\x00" in part or not _encodable(part):
             raise PathEscape(f"refused path component {part!r} under {root}")
     candidate = root.joinpath(*parts)
     if all(_plain_name(part) for part in parts):
@@ -72,6 +72,16 @@ def inside(root: Path, *parts: str) -> Path:
     if resolved == base or not resolved.is_relative_to(base):
         raise PathEscape(f"{candidate} is outside {root}")
     return candidate
+
+
+def _encodable(part: str) -> bool:
+    """True when ``part`` can be a file name here (a lone surrogate, as JSON's ``"\\ud800"``
+    decodes to, cannot: every file call on it would raise ``UnicodeEncodeError``)."""
+    try:
+        os.fsencode(part)
+    except UnicodeError:
+        return False
+    return True
 
 
 def _plain_name(part: str) -> bool:

@@ -242,7 +242,7 @@ def api(
     import uvicorn
 
     from curaflow.api.app import create_app
-    from curaflow.ledger.db import LEDGER_ERRORS, check_answers, open_failure
+    from curaflow.ledger.db import OPEN_ERRORS, check_answers, open_failure
     from curaflow.observability.supervision import arm_hard_exit
 
     settings = settings_or_exit(config)
@@ -273,13 +273,14 @@ def api(
     # answers is told in one line (the lifespan's failure is a traceback in uvicorn's log).
     try:
         asyncio.run(check_answers(settings.database.url, settings.database.pool_bounds()))
-    except LEDGER_ERRORS as err:
+    except OPEN_ERRORS as err:
         sock.close()
         err_console.print(
             "the API did not start: the ledger (PostgreSQL at DATABASE_URL) could not be opened: "
             f"{open_failure(err, settings.database.connect_timeout_ms)}",
             style="red",
             markup=False,
+            soft_wrap=True,  # one line in a log, whatever the width
         )
         raise typer.Exit(EXIT_CANNOT_START) from None
     app = create_app(settings, on_fatal=failed)
@@ -294,11 +295,11 @@ def api(
         loop="asyncio",
     )
     server = uvicorn.Server(server_config)
-    try:
+    # uvicorn ends a failed start-up with sys.exit(3) (our status 2 below); after a graceful
+    # shutdown it raises the stop signal again, which the handler it found
+    # (curaflow.process.launch) turns into SystemExit(0): the checks below still decide.
+    with contextlib.suppress(SystemExit):
         server.run(sockets=[sock])
-    except SystemExit:  # uvicorn ends a failed start-up with sys.exit(3): that is our status 2
-        if server.started:
-            raise
     if not server.started:  # its start-up failed (PostgreSQL unreachable …): the log says why
         err_console.print("[red]the API did not start: see the error above[/red]")
         raise typer.Exit(EXIT_CANNOT_START)

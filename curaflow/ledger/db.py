@@ -54,6 +54,12 @@ LEDGER_ERRORS: tuple[type[Exception], ...] = (
 )
 
 
+#: What opening the ledger at a process's start raises that is not curaflow's bug: one of
+#: :data:`LEDGER_ERRORS`, or a DATABASE_URL asyncpg cannot use (``ValueError``: "Invalid
+#: IPv6 URL", a port that is not a number; ``OverflowError``: a port over 65535).
+OPEN_ERRORS: tuple[type[Exception], ...] = (*LEDGER_ERRORS, ValueError, OverflowError)
+
+
 def open_failure(err: BaseException, connect_timeout_ms: int) -> str:
     """``"<type>: <detail>"`` of an error opening the ledger, for an operator's one line.
 
@@ -78,8 +84,9 @@ async def check_answers(url: str, bounds: PoolBounds) -> None:
     process's check before it starts serving (``curaflow api``).
 
     Raises:
-        one of :data:`LEDGER_ERRORS`: PostgreSQL refused, did not answer within
-            ``bounds["connect_timeout_s"]`` (a bare ``TimeoutError``), or refused the login.
+        one of :data:`OPEN_ERRORS`: PostgreSQL refused, did not answer within
+            ``bounds["connect_timeout_s"]`` (a bare ``TimeoutError``) or refused the login;
+            or ``url`` is not one asyncpg can use.
     """
     pool = await create_pool(url, min_size=1, max_size=1, **bounds)
     await pool.close()

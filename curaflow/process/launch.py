@@ -16,6 +16,10 @@ from types import FrameType
 
 
 def _leave(signum: int, frame: FrameType | None) -> None:
+    # A second signal while the interpreter shuts down (threading's, atexit's) must not
+    # kill it (-15) nor raise again inside that shutdown: from here both are ignored.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     raise SystemExit(0)
 
 

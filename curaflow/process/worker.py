@@ -58,7 +58,7 @@ from activities.heartbeat import heartbeat_beat_s
 from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.jobs.nexus import JobServiceHandler
 from curaflow.jobs.pushes import run_push_sweeper
-from curaflow.ledger.db import LEDGER_ERRORS, migrate, open_failure
+from curaflow.ledger.db import OPEN_ERRORS, migrate, open_failure
 from curaflow.ledger.gauges import run_ledger_gauges
 from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger.retention import prune_tick
@@ -338,7 +338,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             try:
                 deps = await open_deps(settings, client, replay_url=replay.url if replay else None)
                 await migrate(deps.pool)
-            except LEDGER_ERRORS as err:  # it cannot start: the CLI's exit status 2, with the reason
+            except OPEN_ERRORS as err:  # it cannot start: the CLI's exit status 2, with the reason
                 raise RuntimeError(
                     f"the ledger (PostgreSQL at DATABASE_URL) or the artifact store could not be opened at start: "
                     f"{open_failure(err, settings.database.connect_timeout_ms)}"

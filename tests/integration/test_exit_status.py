@@ -8,6 +8,7 @@ Real ``curaflow api`` / ``curaflow worker`` processes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -97,6 +98,58 @@ def test_the_api_exits_2_when_postgresql_does_not_answer_at_start(tmp_path: Path
     assert code == EXIT_CANNOT_START, output
     assert "did not start" in output, output
     assert "ConnectionRefusedError" in output and "Traceback" not in output, output
+
+
+@pytest.mark.parametrize(
+    "url", ["postgresql://curaflow@[::1/curaflow", "postgresql://curaflow@127.0.0.1:99999/curaflow"]
+)
+@pytest.mark.parametrize("command", ["api", "worker"])
+def test_a_database_url_that_cannot_be_used_is_one_line_and_status_2(
+    tmp_path: Path, temporal_address: str, url: str, command: str
+) -> None:
+    # asyncpg refuses these URLs with ValueError / OverflowError, outside the errors of a
+    # PostgreSQL that is down: both services printed a traceback and exited 1.
+    args = [command, "--host", "127.0.0.1", "--port", str(free_port())] if command == "api" else [command]
+    code, output = run(
+        tmp_path, *args, database_url=url, temporal_address=temporal_address, temporal={"task_queue": short_id()}
+    )
+    assert code == EXIT_CANNOT_START, output
+    assert "could not be opened" in output and "Traceback" not in output, output
+    assert len([line for line in output.splitlines() if "could not be opened" in line]) == 1, output
+
+
+def test_a_running_api_stopped_by_sigterm_exits_0_after_its_graceful_shutdown(
+    tmp_path: Path, database_url: str, temporal_address: str
+) -> None:
+    # uvicorn shuts down, then raises the signal again with the handler it found: the
+    # default one killed the process (-15) after a clean shutdown.
+    port = free_port()
+    env = service_env(tmp_path, database_url=database_url, temporal_address=temporal_address)
+    exe = str(Path(sys.executable).parent / "curaflow")
+    proc = subprocess.Popen(
+        [exe, "api", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline, serving = time.monotonic() + 60, False
+        while not serving and time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+                conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                serving = conn.recv(64).startswith(b"HTTP/1.1 200")
+            time.sleep(0.1)
+        assert serving, "the API never answered /health"
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, output
+    assert "Traceback" not in output, output
 
 
 def test_the_api_facing_a_silent_postgresql_says_it_got_no_answer(tmp_path: Path, temporal_address: str) -> None:
@@ -279,6 +332,9 @@ def test_a_service_stopped_while_it_loads_its_modules_exits_0_without_a_tracebac
         while not _loading(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
         proc.send_signal(sig)
+        time.sleep(0.02)  # a second one while it leaves (a supervisor's, an impatient operator's)
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(sig)
         output, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

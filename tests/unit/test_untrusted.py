@@ -271,7 +271,7 @@ def test_a_name_that_is_a_symbolic_link_out_of_the_root_is_refused(tmp_path: Pat
     assert inside(root, "new.png") == root / "new.png"  # not there yet
     assert inside(root, "in.png") == root / "in.png"  # a link that stays under the root
     assert inside(tmp_path / "not-yet", "a.png") == tmp_path / "not-yet" / "a.png"
-    for name in ("out.png", "dir", ".", ".."):
+    for name in ("out.png", "dir", ".", "..", "\ud800"):  # a lone surrogate is no file name
         with pytest.raises(PathEscape):
             inside(root, name)
     (outside / "sub").mkdir()
@@ -279,7 +279,13 @@ def test_a_name_that_is_a_symbolic_link_out_of_the_root_is_refused(tmp_path: Pat
     (root / "real" / "up").symlink_to(outside)
     assert inside(root, "real", "x.png") == root / "real" / "x.png"
     assert inside(root, "real", "new", "x.png") == root / "real" / "new" / "x.png"
-    for parts in (("dir", "x.png"), ("dir", "sub"), ("real", "up", "x.png"), ("real", "..", "..", "x")):
+    for parts in (
+        ("dir", "x.png"),
+        ("dir", "sub"),
+        ("real", "up", "x.png"),
+        ("real", "..", "..", "x"),
+        ("new", "\ud800"),
+    ):
         with pytest.raises(PathEscape):
             inside(root, *parts)
     (root / "file").write_bytes(b"")
