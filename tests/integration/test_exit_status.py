@@ -152,29 +152,6 @@ def test_a_running_api_stopped_by_sigterm_exits_0_after_its_graceful_shutdown(
     assert "Traceback" not in output, output
 
 
-def test_the_api_facing_a_silent_postgresql_says_it_got_no_answer(tmp_path: Path, temporal_address: str) -> None:
-    # A PostgreSQL that takes the connection and never answers: one line that says so, no
-    # traceback of the lifespan (it said "see the error above" under uvicorn's traceback).
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", free_port()))
-        silent.listen(8)
-        code, output = run(
-            tmp_path,
-            "api",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(free_port()),
-            database_url=f"postgresql://curaflow@127.0.0.1:{silent.getsockname()[1]}/curaflow",
-            temporal_address=temporal_address,
-            database={"connect_timeout_ms": 300, "acquire_timeout_ms": 300},
-        )
-    assert code == EXIT_CANNOT_START, output
-    assert "the API did not start" in output, output
-    assert "TimeoutError: no answer within 300 ms (database.connect_timeout_ms)" in output, output
-    assert "Traceback" not in output, output
-
-
 @pytest.mark.parametrize("option", ["metrics_port", "temporal_metrics_port"])
 @pytest.mark.parametrize("entry", ["curaflow worker", "python -m curaflow.process.worker"])
 def test_a_worker_exits_2_when_its_metrics_port_is_taken(
@@ -209,15 +186,20 @@ def test_a_worker_exits_2_when_postgresql_does_not_answer_at_start(tmp_path: Pat
     assert "PostgreSQL" in output, output
 
 
-def test_a_worker_facing_a_silent_postgresql_says_it_got_no_answer(tmp_path: Path, temporal_address: str) -> None:
+@pytest.mark.parametrize("command", ["api", "worker"])
+def test_a_service_facing_a_silent_postgresql_says_it_got_no_answer(
+    tmp_path: Path, temporal_address: str, command: str
+) -> None:
     # A PostgreSQL that takes the connection and never answers: asyncpg's connect times out
-    # with a bare TimeoutError, and the line said "TimeoutError: " and nothing more.
+    # with a bare TimeoutError. The worker's line said "TimeoutError: " and nothing more; the
+    # API said "see the error above" under the lifespan's traceback.
+    args = [command, "--host", "127.0.0.1", "--port", str(free_port())] if command == "api" else [command]
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", free_port()))
         silent.listen(8)
         code, output = run(
             tmp_path,
-            "worker",
+            *args,
             database_url=f"postgresql://curaflow@127.0.0.1:{silent.getsockname()[1]}/curaflow",
             temporal_address=temporal_address,
             temporal={"task_queue": f"exit-{short_id()}"},
@@ -226,6 +208,7 @@ def test_a_worker_facing_a_silent_postgresql_says_it_got_no_answer(tmp_path: Pat
     assert code == EXIT_CANNOT_START, output
     assert "TimeoutError: no answer within 300 ms (database.connect_timeout_ms)" in output, output
     assert "Traceback" not in output, output
+    assert command != "api" or "the API did not start" in output, output
 
 
 def test_a_worker_stopped_while_it_connects_exits_at_once(tmp_path: Path, database_url: str) -> None:
