@@ -42,6 +42,11 @@ def service_env(tmp_path: Path, *, database_url: str, temporal_address: str, **c
     return env
 
 
+def start(tmp_path: Path, command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """Start ``command`` in ``tmp_path`` with ``env``, its output (stdout and stderr) piped as text."""
+    return subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 def run(tmp_path: Path, *args: str, database_url: str, temporal_address: str, **config: object) -> tuple[int, str]:
     """Run ``curaflow <args>`` (``python -m …`` when ``args`` start with ``-m``) to its end;
     returns its exit status and output."""
@@ -126,14 +131,7 @@ def test_a_running_api_stopped_by_sigterm_exits_0_after_its_graceful_shutdown(
     port = free_port()
     env = service_env(tmp_path, database_url=database_url, temporal_address=temporal_address)
     exe = str(Path(sys.executable).parent / "curaflow")
-    proc = subprocess.Popen(
-        [exe, "api", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start(tmp_path, [exe, "api", "--host", "127.0.0.1", "--port", str(port)], env)
     try:
         deadline, serving = time.monotonic() + 60, False
         while not serving and time.monotonic() < deadline and proc.poll() is None:
@@ -219,14 +217,7 @@ def test_a_worker_stopped_while_it_connects_exits_at_once(tmp_path: Path, databa
         silent.listen(8)
         silent.settimeout(60)
         env = service_env(tmp_path, database_url=database_url, temporal_address=f"127.0.0.1:{silent.getsockname()[1]}")
-        worker = subprocess.Popen(
-            [str(Path(sys.executable).parent / "curaflow"), "worker"],
-            env=env,
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+        worker = start(tmp_path, [str(Path(sys.executable).parent / "curaflow"), "worker"], env)
         try:
             held, _ = silent.accept()  # it is connecting now
             with held:
@@ -309,7 +300,7 @@ def test_a_service_stopped_while_it_loads_its_modules_exits_0_without_a_tracebac
         "python worker.py": [sys.executable, str(Path(__file__).resolve().parents[2] / "worker.py")],
         "curaflow api": [exe, "api", "--host", "127.0.0.1", "--port", str(free_port())],
     }[entry]
-    proc = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start(tmp_path, command, env)
     try:
         deadline = time.monotonic() + 30
         while not _loading(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
