@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import http.cookiejar
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -168,8 +169,24 @@ async def iter_capped(response: httpx.Response, max_bytes: int | None) -> AsyncI
         yield chunk
 
 
+class _KeepsNoCookies(http.cookiejar.CookieJar):
+    """A cookie jar that keeps nothing: no party curaflow talks to needs a cookie (Pixiv's
+    app-api and the bots' APIs authenticate by token, image hosts by ``Referer``, receivers
+    by signature), and a jar that kept them would let any party grow every later request
+    to it (and the client's memory) with each answer, and carry one job's state into the
+    next. ``Set-Cookie`` is ignored without being parsed."""
+
+    def set_cookie(self, cookie: http.cookiejar.Cookie) -> None:
+        return None
+
+    def extract_cookies(self, response: Any, request: Any) -> None:
+        return None
+
+
 class Outbound:
     """The outbound client of one purpose (the source, one route, the pushes).
+
+    The client it builds keeps no cookie (:class:`_KeepsNoCookies`).
 
     Args:
         destinations: what it may reach.
@@ -192,6 +209,7 @@ class Outbound:
             limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=min(20, max_connections))
             http = httpx.AsyncClient(
                 transport=guarded_transport(destinations, limits),
+                cookies=_KeepsNoCookies(),
                 timeout=httpx.Timeout(None, connect=connect_timeout_s),
                 follow_redirects=False,
                 trust_env=False,

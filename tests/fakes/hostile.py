@@ -8,7 +8,7 @@ else by ``default``, then closes the connection.
 
 Behaviours (``kind``):
 
-* ``"ok"``: ``status`` with ``body`` (``content_type``), framed by ``Content-Length``;
+* ``"ok"``: ``status`` with ``body`` (``content_type``, and ``headers``), framed by ``Content-Length``;
 * ``"trickle_body"``: the headers at once (no length, close-delimited), then ``body``
   repeated, ``chunk`` bytes every ``interval_s`` — for ever when ``total`` is None;
 * ``"slow_headers"``: the status line and headers one byte every ``interval_s``;
@@ -41,6 +41,7 @@ class Behaviour:
     interval_s: float = 1.0
     total: int | None = None
     length: bool = False
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -138,7 +139,10 @@ class HostileParty:
             await reader.read()  # until the client goes away
             return
         if b.kind == "ok":
-            head = f"content-type: {b.content_type}\r\ncontent-length: {len(b.body)}\r\nconnection: close\r\n\r\n"
+            extra = "".join(f"{name}: {value}\r\n" for name, value in b.headers)
+            head = (
+                f"content-type: {b.content_type}\r\n{extra}content-length: {len(b.body)}\r\nconnection: close\r\n\r\n"
+            )
             await self._write(writer, conn, status + head.encode())
             await self._write(writer, conn, b.body)
             return

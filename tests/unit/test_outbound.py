@@ -7,8 +7,10 @@ a party that trickles, never ends, answers 100 MB or resolves where it should no
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
@@ -154,6 +156,41 @@ async def test_origins_compare_host_and_port_and_refuse_port_zero(party: Hostile
             await out.request("POST", url, limits=Limits(time_s=5))
     assert party.connections == []
     await out.aclose()
+
+
+async def test_a_party_setting_cookies_never_sees_them_again(party: HostileParty) -> None:
+    # Nobody curaflow talks to needs a cookie; a kept one would grow every later request
+    # to the party (and the client) by each answer, and carry one job's state into the next.
+    party.script = [
+        Behaviour("ok", headers=(("set-cookie", f"s{i}={'x' * 100}; Path=/"), ("set-cookie", f"t{i}=y")))
+        for i in range(3)
+    ]
+    out = trusted(party)
+    for _ in range(3):
+        answer = await out.request("GET", f"{party.url}/x", limits=Limits(time_s=5))
+        assert answer.status_code == 200
+    assert [c.headers.get("cookie") for c in party.connections] == [None, None, None]
+    assert len(out.http.cookies.jar) == 0
+    await out.aclose()
+
+
+def test_every_client_of_a_process_verifies_tls_with_one_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Building a TLS context loads the CA bundle (~20 ms of CPU); every route has a client.
+    Outbound(configured("https://hooks.example.org/"))  # the process's context exists from here on
+    loads: list[object] = []
+    original = ssl.SSLContext.load_verify_locations
+
+    def counted(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loads.append(args or kwargs)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    clients = [Outbound(configured(f"https://hooks{i}.example.org/")) for i in range(3)]
+    assert loads == []
+    contexts = {id(c.http._transport._pool._ssl_context) for c in clients}  # type: ignore[attr-defined]
+    assert len(contexts) == 1
+    context = clients[0].http._transport._pool._ssl_context  # type: ignore[attr-defined]
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
 
 
 def test_allow_list_entries() -> None:
