@@ -17,6 +17,7 @@ and :func:`secure_state_dir` (the state directory and what curaflow keeps at its
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import stat
 import tempfile
@@ -45,6 +46,9 @@ def inside(root: Path, *parts: str) -> Path:
     Raises:
         PathEscape: a part is empty, absolute, holds NUL or cannot be a file name (a
             lone surrogate), or the resolved result is ``root`` itself or outside it.
+        OSError: the path cannot be resolved — ``ELOOP`` for a loop of symbolic links
+            (the disk's state, not the data's: a caller treats it as a filesystem
+            refusing, as any other ``OSError`` of its disk).
     """
     for part in parts:
         if not part or Path(part).is_absolute() or "\x00" in part or not _encodable(part):
@@ -67,8 +71,11 @@ def inside(root: Path, *parts: str) -> Path:
                 break  # a name under a file, …: the full check says what
         else:
             return candidate
-    base = root.resolve()
-    resolved = candidate.resolve()
+    try:
+        base = root.resolve()
+        resolved = candidate.resolve()
+    except RuntimeError as err:  # Python < 3.13 reports a loop of symbolic links so
+        raise OSError(errno.ELOOP, f"{candidate}: {err}") from None
     if resolved == base or not resolved.is_relative_to(base):
         raise PathEscape(f"{candidate} is outside {root}")
     return candidate

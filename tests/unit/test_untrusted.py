@@ -8,6 +8,7 @@ characters before it is stored or sent.
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 from curaflow.artifacts import ArtifactStore, safe_name
 from curaflow.domain.models import Artifact, ArtifactFile, Work, WorkPage
+from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_json, clean_text
 from curaflow.paths import PathEscape, inside
 from curaflow.routes.base import DeliveryRequest, RouteError
@@ -140,6 +142,34 @@ def test_the_directory_route_refuses_a_path_outside_its_root(tmp_path: Path) -> 
             asyncio.run(route.deliver(request))
         assert caught.value.permanent
     assert [p for p in tmp_path.rglob("*") if "escaped" in p.name] == []
+
+
+def test_a_loop_of_symbolic_links_is_the_disk_refusing_not_a_crash(tmp_path: Path) -> None:
+    # A loop under a route's directory (or the artifacts directory) is the disk's state:
+    # an OSError (ELOOP, as Python 3.13 reports it), which the directory route calls a
+    # retryable delivery_failed — not a RuntimeError out of the route.
+    root = tmp_path / "out"
+    root.mkdir()
+    (root / "a").symlink_to(root / "b")
+    (root / "b").symlink_to(root / "a")
+    with pytest.raises(OSError) as caught:
+        inside(root, "a", "x.png")
+    assert caught.value.errno == errno.ELOOP
+    src = tmp_path / "src.png"
+    src.write_bytes(b"x")
+    (root / "1").symlink_to(root / "2")
+    (root / "2").symlink_to(root / "1")
+    request = DeliveryRequest(
+        job_id="j",
+        target_id="t",
+        route="out",
+        idempotency_key="k",
+        work=hostile_work("1"),
+        artifact=Artifact(work_id="1", files=[ArtifactFile(path=str(src), bytes=1, mime="image/png")]),
+    )
+    with pytest.raises(RouteError) as refused:
+        asyncio.run(DirectoryRoute("out", root).deliver(request))
+    assert refused.value.reason == TerminalReason.DELIVERY_FAILED and not refused.value.permanent
 
 
 def test_the_artifact_store_refuses_a_path_outside_its_root(tmp_path: Path) -> None:
