@@ -169,6 +169,11 @@ async def iter_capped(response: httpx.Response, max_bytes: int | None) -> AsyncI
         yield chunk
 
 
+#: Headers of a streamed answer that do not describe the body :meth:`Outbound.send` returns
+#: (already decoded, and cut to ``keep_bytes``).
+_REBUILT_WITHOUT = (b"content-encoding", b"transfer-encoding", b"content-length")
+
+
 class _KeepsNoCookies(http.cookiejar.CookieJar):
     """A cookie jar that keeps nothing: no party curaflow talks to needs a cookie (Pixiv's
     app-api and the bots' APIs authenticate by token, image hosts by ``Referer``, receivers
@@ -258,11 +263,9 @@ class Outbound:
                     break
                 kept.append(chunk)
                 size += len(chunk)
-            headers = [
-                (k, v)
-                for k, v in response.headers.multi_items()
-                if k.lower() not in ("content-encoding", "transfer-encoding", "content-length")
-            ]
+            # The answer's header bytes as they came: decoded text (a receiver's UTF-8 or
+            # Latin-1 value) would be encoded again as ASCII and raise.
+            headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _REBUILT_WITHOUT]
             return httpx.Response(
                 response.status_code,
                 headers=headers,

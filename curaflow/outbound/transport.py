@@ -14,20 +14,20 @@ from the socket it keeps).
 :func:`guarded_transport` is ``httpx.AsyncHTTPTransport`` with its connection pool built
 on that backend (httpx has no public parameter for the backend; the pool is httpcore's
 public ``AsyncConnectionPool``). Environment proxies are not used: a proxy would connect
-on our behalf past the check. Every transport of a process verifies certificates with one
-TLS context (:func:`tls_context`): building one loads the system's CA bundle, ~20 ms of
-CPU, and each route has a client of its own.
+on our behalf past the check. The transports built on one thread verify certificates with
+one TLS context (:func:`tls_context`): building one loads the system's CA bundle, ~20 ms
+of CPU, and each route has a client of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import ipaddress
 import select
 import socket
 import ssl
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -167,21 +167,30 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
-@functools.cache
+#: This thread's TLS client context (:func:`tls_context`).
+_THREAD = threading.local()
+
+
 def tls_context() -> ssl.SSLContext:
-    """The process's one TLS client context: httpx's defaults (the system's CA bundle via
+    """This thread's TLS client context: httpx's defaults (the system's CA bundle via
     certifi, hostname checks, TLS 1.2 or newer), environment variables ignored.
 
-    Built on first use and shared by every transport (:func:`guarded_transport`): loading
-    the CA bundle costs ~20 ms of CPU a context, and an ``ssl.SSLContext`` may serve any
-    number of connections. Nothing may change it after it is built.
+    Built on first use and shared by every transport built on the thread
+    (:func:`guarded_transport`): loading the CA bundle costs ~20 ms of CPU a context, and
+    a worker or an API process builds all its clients on its event loop's thread. One per
+    thread, not per process: httpcore sets the context's ALPN list before each TLS
+    connection (``set_alpn_protocols``, the same ``http/1.1`` every time here), and
+    OpenSSL does not guard that against a handshake on the same context in another thread.
     """
-    return httpx.create_ssl_context(trust_env=False)
+    context: ssl.SSLContext | None = getattr(_THREAD, "context", None)
+    if context is None:
+        context = _THREAD.context = httpx.create_ssl_context(trust_env=False)
+    return context
 
 
 def guarded_transport(destinations: Destinations, limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
     """An ``httpx.AsyncHTTPTransport`` whose connections go through :class:`GuardedBackend`,
-    verifying certificates with the process's :func:`tls_context`."""
+    verifying certificates with this thread's :func:`tls_context`."""
     context = tls_context()
     transport = httpx.AsyncHTTPTransport(verify=context, limits=limits, trust_env=False)
     transport._pool = httpcore.AsyncConnectionPool(

@@ -8,7 +8,8 @@ else by ``default``, then closes the connection.
 
 Behaviours (``kind``):
 
-* ``"ok"``: ``status`` with ``body`` (``content_type``, and ``headers``), framed by ``Content-Length``;
+* ``"ok"``: ``status`` with ``body`` (``content_type``, and ``headers``: UTF-8, a lone
+  surrogate ``"\\udcff"`` (0xFF) for a raw byte), framed by ``Content-Length``;
 * ``"trickle_body"``: the headers at once (no length, close-delimited), then ``body``
   repeated, ``chunk`` bytes every ``interval_s`` — for ever when ``total`` is None;
 * ``"slow_headers"``: the status line and headers one byte every ``interval_s``;
@@ -143,7 +144,8 @@ class HostileParty:
             head = (
                 f"content-type: {b.content_type}\r\n{extra}content-length: {len(b.body)}\r\nconnection: close\r\n\r\n"
             )
-            await self._write(writer, conn, status + head.encode())
+            # UTF-8, with a lone surrogate standing for a raw byte ("\udcff": 0xFF).
+            await self._write(writer, conn, status + head.encode("utf-8", "surrogateescape"))
             await self._write(writer, conn, b.body)
             return
         if b.kind == "slow_headers":

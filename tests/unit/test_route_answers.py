@@ -331,6 +331,27 @@ async def test_a_webhook_request_that_never_left_is_not_ambiguous(tmp_path: Path
     assert not err.ambiguous and not err.permanent
 
 
+# ---- Any route ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("route_of", "body"),
+    [
+        (telegram, {"ok": True, "result": {"message_id": 7}}),
+        (discord, {"id": "1234", "channel_id": "9"}),
+        (webhook, {"status": "accepted"}),
+    ],
+)
+async def test_an_acceptance_with_header_bytes_that_are_not_ascii_is_delivered(
+    tmp_path: Path, route_of: Callable[[httpx.AsyncClient], Any], body: Any
+) -> None:
+    # A receiver's header in UTF-8 or Latin-1 (a proxy's, a server name) is no reason to
+    # doubt its acceptance: the work was delivered, not blocked on the route.
+    headers = [(b"content-type", b"application/json"), (b"server", "zürich ☕".encode()), (b"x-raw", b"\xe9t\xe9")]
+    receipt = await deliver(route_of, lambda _r: httpx.Response(200, headers=headers, json=body), tmp_path)
+    assert not receipt.duplicate
+
+
 def test_answers_are_plain_json() -> None:
     # the scripted answers above are the platforms' envelopes (a sanity check of the fixtures)
     assert json.loads(tg_answer(400, "x")(httpx.Request("POST", "https://t")).content)["ok"] is False
