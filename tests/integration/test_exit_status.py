@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,9 +43,25 @@ def service_env(tmp_path: Path, *, database_url: str, temporal_address: str, **c
     return env
 
 
-def start(tmp_path: Path, command: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
-    """Start ``command`` in ``tmp_path`` with ``env``, its output (stdout and stderr) piped as text."""
-    return subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+@contextlib.contextmanager
+def running(tmp_path: Path, command: list[str], env: dict[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """``command`` started in ``tmp_path`` with ``env``, its output (stdout and stderr) piped
+    as text; killed at the block's end if it still runs (a failed check leaves no process)."""
+    proc = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def left_quietly(proc: subprocess.Popen[str]) -> str:
+    """Wait (60 s at most) for ``proc`` to leave: status 0 and no traceback. Returns its output."""
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, output
+    assert "Traceback" not in output, output
+    return output
 
 
 def run(tmp_path: Path, *args: str, database_url: str, temporal_address: str, **config: object) -> tuple[int, str]:
@@ -131,8 +148,7 @@ def test_a_running_api_stopped_by_sigterm_exits_0_after_its_graceful_shutdown(
     port = free_port()
     env = service_env(tmp_path, database_url=database_url, temporal_address=temporal_address)
     exe = str(Path(sys.executable).parent / "curaflow")
-    proc = start(tmp_path, [exe, "api", "--host", "127.0.0.1", "--port", str(port)], env)
-    try:
+    with running(tmp_path, [exe, "api", "--host", "127.0.0.1", "--port", str(port)], env) as proc:
         deadline, serving = time.monotonic() + 60, False
         while not serving and time.monotonic() < deadline and proc.poll() is None:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
@@ -141,13 +157,7 @@ def test_a_running_api_stopped_by_sigterm_exits_0_after_its_graceful_shutdown(
             time.sleep(0.1)
         assert serving, "the API never answered /health"
         proc.send_signal(signal.SIGTERM)
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, output
-    assert "Traceback" not in output, output
+        left_quietly(proc)
 
 
 @pytest.mark.parametrize("option", ["metrics_port", "temporal_metrics_port"])
@@ -217,18 +227,12 @@ def test_a_worker_stopped_while_it_connects_exits_at_once(tmp_path: Path, databa
         silent.listen(8)
         silent.settimeout(60)
         env = service_env(tmp_path, database_url=database_url, temporal_address=f"127.0.0.1:{silent.getsockname()[1]}")
-        worker = start(tmp_path, [str(Path(sys.executable).parent / "curaflow"), "worker"], env)
-        try:
+        with running(tmp_path, [str(Path(sys.executable).parent / "curaflow"), "worker"], env) as worker:
             held, _ = silent.accept()  # it is connecting now
             with held:
                 worker.terminate()
-                code = worker.wait(10)
-                output = worker.stdout.read() if worker.stdout else ""
-        finally:
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait(10)
-    assert code == 0, output
+                worker.wait(10)  # at once, not after the connect timeout
+                output = left_quietly(worker)
     assert "worker.stopped" in output and "while_starting" in output, output
 
 
@@ -300,8 +304,7 @@ def test_a_service_stopped_while_it_loads_its_modules_exits_0_without_a_tracebac
         "python worker.py": [sys.executable, str(Path(__file__).resolve().parents[2] / "worker.py")],
         "curaflow api": [exe, "api", "--host", "127.0.0.1", "--port", str(free_port())],
     }[entry]
-    proc = start(tmp_path, command, env)
-    try:
+    with running(tmp_path, command, env) as proc:
         deadline = time.monotonic() + 30
         while not _loading(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
@@ -309,10 +312,4 @@ def test_a_service_stopped_while_it_loads_its_modules_exits_0_without_a_tracebac
         time.sleep(0.02)  # a second one while it leaves (a supervisor's, an impatient operator's)
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(sig)
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, output
-    assert "Traceback" not in output, output
+        left_quietly(proc)
