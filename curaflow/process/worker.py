@@ -76,6 +76,7 @@ from curaflow.observability.supervision import (
 from curaflow.observability.tracing import flush_tracing, setup_tracing
 from curaflow.paths import secure_state_dir
 from curaflow.process.health_server import health_app
+from curaflow.process.heap import settle_heap
 from curaflow.process.httpserver import BackgroundServer, CannotListen
 from curaflow.process.readiness import check_ledger, check_temporal, readiness
 from curaflow.process.source_queues import LeaseFence, SourceQueueOwner
@@ -408,6 +409,8 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 schedules=[p.id for p in settings.schedules],
             )
             initialise_series((name, route.kind) for name, route in settings.routes.items())
+            if own_stop:  # the process itself (not a caller's event loop): its start-up heap is settled
+                settle_heap()
             set_worker_up(True)
             starting[0] = False
         except BaseException:

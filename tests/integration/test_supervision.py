@@ -351,3 +351,51 @@ async def test_a_worker_rides_out_a_temporal_outage_and_says_so(
         assert worker.alive()
     finally:
         await asyncio.to_thread(server.stop)
+
+
+async def test_a_worker_process_settles_its_heap_once_started_and_serves_jobs(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    # As the process (its own SIGINT/SIGTERM), the worker freezes its start-up heap and makes
+    # young collections rarer (curaflow.process.heap) before it serves; on a caller's loop
+    # (a stop event given: a test, an embedding program) it leaves the caller's collector alone.
+    import gc
+    import os
+    import signal
+
+    from curaflow.process.heap import YOUNG_THRESHOLD
+    from curaflow.process.worker import run_worker
+
+    stack = make_stack(config(tmp_path, replay))
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    threshold, frozen = gc.get_threshold(), gc.get_freeze_count()
+
+    def up() -> bool:
+        return REGISTRY.get_sample_value("curaflow_worker_up") == 1.0
+
+    stop = asyncio.Event()
+    embedded = asyncio.create_task(run_worker(stack.settings, stop))
+    try:
+        await eventually(up, timeout_s=30, what="the embedded worker up")
+        assert (gc.get_threshold(), gc.get_freeze_count()) == (threshold, frozen)
+    finally:
+        stop.set()
+        await embedded
+
+    process = asyncio.create_task(run_worker(stack.settings))
+    try:
+        await eventually(up, timeout_s=30, what="the worker up")
+        assert gc.get_freeze_count() > frozen
+        assert gc.get_threshold() == (YOUNG_THRESHOLD, *threshold[1:])
+        http = await stack.start_api()
+        resp = await http.post("/jobs", json=stack.task(target_id="demo"))
+        assert resp.status_code == 202, resp.text
+        record = await stack.wait_terminal(resp.json()["job"]["job_id"])
+        assert record.business_status == "success"
+    finally:
+        os.kill(os.getpid(), signal.SIGTERM)  # the worker's own handler: a graceful stop
+        await asyncio.wait_for(process, 60)
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)

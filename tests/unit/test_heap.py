@@ -1,0 +1,38 @@
+"""The worker's collector settings (curaflow.process.heap): what :func:`settle_heap` does to
+a process's collector, in a process of its own (it changes the whole interpreter)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+SCRIPT = """
+import gc, json
+from curaflow.process.heap import YOUNG_THRESHOLD, settle_heap
+before = {"frozen": gc.get_freeze_count(), "threshold": gc.get_threshold()}
+settle_heap()
+after = {"frozen": gc.get_freeze_count(), "threshold": gc.get_threshold()}
+
+class Node:
+    def __init__(self):
+        self.other = None
+
+def cycles(n):
+    for _ in range(n):
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+
+cycles(1000)  # garbage made after the start is still found and freed
+print(json.dumps({"before": before, "after": after, "young": YOUNG_THRESHOLD, "collected": gc.collect()}))
+"""
+
+
+def test_settle_heap_freezes_the_start_and_makes_young_collections_rarer() -> None:
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, check=True, timeout=60)
+    facts = json.loads(out.stdout)
+    assert facts["before"]["frozen"] == 0
+    assert facts["after"]["frozen"] > 1_000  # the modules, classes and objects of the start
+    assert facts["after"]["threshold"] == [facts["young"], *facts["before"]["threshold"][1:]]
+    assert facts["after"]["threshold"][0] > facts["before"]["threshold"][0]
+    assert facts["collected"] >= 2_000  # two objects a cycle, and their __dict__s
