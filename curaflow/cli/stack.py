@@ -244,6 +244,7 @@ def api(
     from curaflow.api.app import create_app
     from curaflow.ledger.db import OPEN_ERRORS, check_answers, open_failure
     from curaflow.observability.supervision import arm_hard_exit
+    from curaflow.process.heap import settle_heap
 
     settings = settings_or_exit(config)
     if insecure:
@@ -295,6 +296,7 @@ def api(
         loop="asyncio",
     )
     server = uvicorn.Server(server_config)
+    settle_heap()  # started: the app and its modules are built (curaflow.process.heap)
     # uvicorn ends a failed start-up with sys.exit(3) (our status 2 below); after a graceful
     # shutdown it raises the stop signal again, which the handler it found
     # (curaflow.process.launch) turns into SystemExit(0): the checks below still decide.
