@@ -363,7 +363,7 @@ async def test_a_worker_process_settles_its_heap_once_started_and_serves_jobs(
     import os
     import signal
 
-    from curaflow.process.heap import YOUNG_THRESHOLD
+    from curaflow.process.heap import THRESHOLDS
     from curaflow.process.worker import run_worker
 
     stack = make_stack(config(tmp_path, replay))
@@ -386,7 +386,7 @@ async def test_a_worker_process_settles_its_heap_once_started_and_serves_jobs(
     try:
         await eventually(up, timeout_s=30, what="the worker up")
         assert gc.get_freeze_count() > frozen
-        assert gc.get_threshold() == (YOUNG_THRESHOLD, *threshold[1:])
+        assert gc.get_threshold() == THRESHOLDS
         http = await stack.start_api()
         resp = await http.post("/jobs", json=stack.task(target_id="demo"))
         assert resp.status_code == 202, resp.text
