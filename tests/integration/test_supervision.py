@@ -393,7 +393,8 @@ async def test_a_worker_process_settles_its_heap_once_started_and_serves_jobs(
         record = await stack.wait_terminal(resp.json()["job"]["job_id"])
         assert record.business_status == "success"
     finally:
-        os.kill(os.getpid(), signal.SIGTERM)  # the worker's own handler: a graceful stop
+        if not process.done():  # its handler is installed: a graceful stop (else: its own error below)
+            os.kill(os.getpid(), signal.SIGTERM)
         await asyncio.wait_for(process, 60)
         gc.unfreeze()
         gc.set_threshold(*threshold)
