@@ -18,7 +18,8 @@ is):
 * and the older ones *not* rarer: a middle collection every 3 young ones and a full one
   after each middle one (CPython still holds a full collection back until the objects
   waiting for it reach a quarter of those that survived the last), so cyclic garbage
-  waits about as many allocations as with the defaults (~70 000) before it is found.
+  waits no more allocations than with the defaults before a full collection may find
+  it (30 000 against 70 000).
   With the young threshold alone, a worker holding 10 000 jobs in flight kept 470 MiB
   instead of 253 (garbage not found yet); with these, 254.
 
