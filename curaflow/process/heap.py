@@ -23,6 +23,10 @@ is):
   With the young threshold alone, a worker holding 10 000 jobs in flight kept 470 MiB
   instead of 253 (garbage not found yet); with these, 254.
 
+The thresholds were measured on CPython 3.11's generational collector (3.12 and 3.13 keep
+its meaning); 3.14's collector is incremental and reads them otherwise, so there only the
+freeze is done and its own thresholds stay (:data:`TUNED`).
+
 Nothing is kept that would otherwise be freed: reference counting frees what it always
 did; only cycles among objects allocated after the start wait for the collection that
 finds them. Measured in docs/performance.md ("The collector settled").
@@ -31,6 +35,7 @@ finds them. Measured in docs/performance.md ("The collector settled").
 from __future__ import annotations
 
 import gc
+import sys
 
 from curaflow.observability.logs import get_logger
 
@@ -40,11 +45,14 @@ log = get_logger("curaflow.process.heap")
 #: young collections between two middle ones, middle collections between two full ones
 #: (CPython's defaults: 700, 10, 10).
 THRESHOLDS = (10_000, 3, 1)
+#: Whether :data:`THRESHOLDS` are set: on the generational collector they were measured on
+#: (before CPython 3.14's incremental one).
+TUNED = sys.version_info < (3, 14)
 
 
 def settle_heap() -> int:
-    """Collect once, freeze what survives, and set :data:`THRESHOLDS`; logs
-    ``process.heap_settled`` with the frozen objects and the thresholds.
+    """Collect once, freeze what survives, and set :data:`THRESHOLDS` (when :data:`TUNED`);
+    logs ``process.heap_settled`` with the frozen objects and the thresholds in force.
 
     Call it once per process, after start-up (imports, clients, workers built) and before
     the work begins.
@@ -54,7 +62,8 @@ def settle_heap() -> int:
     """
     gc.collect()
     gc.freeze()
-    gc.set_threshold(*THRESHOLDS)
+    if TUNED:
+        gc.set_threshold(*THRESHOLDS)
     frozen = gc.get_freeze_count()
-    log.info("process.heap_settled", frozen_objects=frozen, thresholds=list(THRESHOLDS))
+    log.info("process.heap_settled", frozen_objects=frozen, thresholds=list(gc.get_threshold()))
     return frozen
