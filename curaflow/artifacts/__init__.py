@@ -4,10 +4,10 @@ Only verified images are ever complete; what the store does and why is told in
 :mod:`~curaflow.artifacts.store`. One concern per module, every name imported from here:
 :mod:`~curaflow.artifacts.store` (:class:`ArtifactStore`: fetching a work's pages or its
 animation, the cell's folders, the transfer folders),
-:mod:`~curaflow.artifacts.images` (whether a page is a deliverable image: :func:`verify_image`,
-:class:`Refused`), :mod:`~curaflow.artifacts.files` (a page's temporary file until it is
-whole, :func:`describe`) and :mod:`~curaflow.artifacts.names` (safe names, extensions, MIME
-types).
+:mod:`~curaflow.artifacts.images` (whether a page is a deliverable image: :func:`check_image`
+and :func:`verify_image`, :class:`Verified`, :class:`Refused`),
+:mod:`~curaflow.artifacts.files` (a page's temporary file until it is whole,
+:func:`describe`) and :mod:`~curaflow.artifacts.names` (safe names, extensions, MIME types).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from curaflow.artifacts.images import (
     IMAGE_FORMATS,
     IMAGE_MAX_PIXELS,
     Refused,
+    Verified,
+    check_image,
     decoded_pixels,
     frame_count,
     verify_image,
@@ -37,7 +39,9 @@ __all__ = [
     "ArtifactStore",
     "ProgressHook",
     "Refused",
+    "Verified",
     "_PartFile",
+    "check_image",
     "decoded_pixels",
     "describe",
     "frame_count",

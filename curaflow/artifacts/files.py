@@ -14,7 +14,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from curaflow.artifacts.images import Refused, verify_image
+from curaflow.artifacts.images import Refused, Verified, check_image
 from curaflow.artifacts.names import MIME_BY_EXT
 from curaflow.domain.models import ArtifactFile
 from curaflow.sources.decoding import DecodeMeter
@@ -78,12 +78,12 @@ class _PartFile:
         self._fh.flush()
         os.fsync(self._fh.fileno())
         self._fh.close()
-        problem = verify_image(self._tmp, meter=meter)
-        if problem is not None:
-            return problem
+        checked = check_image(self._tmp, meter=meter)
+        if not isinstance(checked, Verified):
+            return checked
         os.replace(self._tmp, self.dest)
         self.completed = True
-        return describe(self.dest, page, sha256=self._digest.hexdigest(), size=self._size)
+        return describe(self.dest, page, sha256=self._digest.hexdigest(), size=self._size, pixels=checked)
 
     def finish(self, chunks: list[bytes], page: int, *, meter: DecodeMeter) -> ArtifactFile | Refused | str:
         """Write the last ``chunks`` and complete the file (fsync, decode check under
@@ -121,7 +121,9 @@ class _PartFile:
                 self._tmp.unlink(missing_ok=True)
 
 
-def describe(path: Path, page: int, *, sha256: str | None = None, size: int | None = None) -> ArtifactFile:
+def describe(
+    path: Path, page: int, *, sha256: str | None = None, size: int | None = None, pixels: Verified | None = None
+) -> ArtifactFile:
     """Size, hash, MIME type and pixel size of a complete file (blocking).
 
     ``width`` / ``height`` are None when Pillow cannot open the file as an image — not an
@@ -131,6 +133,8 @@ def describe(path: Path, page: int, *, sha256: str | None = None, size: int | No
     Args:
         sha256 / size: the file's digest (hex) and length in bytes when the caller
             computed them while writing; else the file is read to compute them.
+        pixels: the size :func:`~curaflow.artifacts.images.check_image` read when it
+            verified the file; else Pillow opens it again for its size.
     """
     if sha256 is None or size is None:
         digest = hashlib.sha256()
@@ -141,11 +145,14 @@ def describe(path: Path, page: int, *, sha256: str | None = None, size: int | No
                 size += len(block)
         sha256 = digest.hexdigest()
     width = height = None
-    try:
-        with Image.open(path) as image:
-            width, height = image.size
-    except (OSError, ValueError, Image.DecompressionBombError):
-        pass  # not an image, or one too large for Pillow to open (accepted on its length)
+    if pixels is not None:
+        width, height = pixels.width, pixels.height
+    else:
+        try:
+            with Image.open(path) as image:
+                width, height = image.size
+        except (OSError, ValueError, Image.DecompressionBombError):
+            pass  # not an image, or one too large for Pillow to open (accepted on its length)
     return ArtifactFile(
         path=str(path),
         bytes=size,

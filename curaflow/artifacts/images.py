@@ -86,6 +86,18 @@ def whole_by_framing(path: Path, fmt: str) -> bool:
     return (tail.rstrip(b"\x00") if fmt == "JPEG" else tail).endswith(ending)
 
 
+@dataclass(frozen=True)
+class Verified:
+    """A page :func:`check_image` decoded whole.
+
+    Attributes:
+        width / height: its size in pixels (the first frame's, as ``Image.open`` reads it).
+    """
+
+    width: int
+    height: int
+
+
 def verify_image(
     path: Path,
     suffix: str | None = None,
@@ -94,12 +106,24 @@ def verify_image(
     budget: DecodeBudget | None = None,
     meter: DecodeMeter | None = None,
 ) -> str | Refused | None:
-    """Decode ``path`` fully, within its decode budget; None when it is a whole image.
+    """:func:`check_image`, None for a whole image (the other arguments and answers are its)."""
+    del suffix
+    checked = check_image(path, max_pixels=max_pixels, budget=budget, meter=meter)
+    return None if isinstance(checked, Verified) else checked
+
+
+def check_image(
+    path: Path,
+    *,
+    max_pixels: int | None = None,
+    budget: DecodeBudget | None = None,
+    meter: DecodeMeter | None = None,
+) -> Verified | str | Refused:
+    """Decode ``path`` fully, within its decode budget; :class:`Verified` (with its size)
+    when it is a whole image.
 
     Args:
-        path: the file.
-        suffix: unused, kept for callers that pass the destination's extension (the
-            format is told from the bytes, never from the name).
+        path: the file (the format is told from its bytes, never from its name).
         max_pixels: the largest frame decoded (:func:`decoded_pixels`); overrides the
             budget's ``frame_max_pixels``.
         budget: the decode budget (default :class:`~curaflow.sources.decoding.DecodeBudget`()).
@@ -107,7 +131,7 @@ def verify_image(
             to stop the decode from another thread.
 
     Returns:
-        None: a whole PNG, JPEG, GIF or WebP; a :class:`Refused` when the bytes are not
+        :class:`Verified`: a whole PNG, JPEG, GIF or WebP; a :class:`Refused` when the bytes are not
         one of those images (``not_an_image``), the decode is over its budget
         (``over_budget``: refused from the headers before anything is decoded — every
         frame of an animation counted — or at the frame that crossed it), or the file is
@@ -122,13 +146,13 @@ def verify_image(
     ``verify()`` (structure, PNG CRCs), then a full ``load()`` of every frame, each
     charged to the meter before it is decoded. Blocking: call it in a thread.
     """
-    del suffix
     if meter is None:
         budget = budget or DecodeBudget()
         if max_pixels is not None:
             budget = dataclasses.replace(budget, frame_max_pixels=max_pixels)
         meter = budget.meter()
     fmt: str | None = None
+    size = (0, 0)
     try:
         with meter.running():
             with Image.open(path) as image:
@@ -136,7 +160,7 @@ def verify_image(
                 if fmt not in IMAGE_FORMATS:
                     return Refused(f"not an image Pillow verifies (format {fmt})")
                 frames = frame_count(image, path, meter)
-                w, h = image.size
+                w, h = size = image.size
                 largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if fmt == "JPEG" else (w, h)
                 meter.plan(frames=frames, pixels=frames * decoded_pixels(image), largest=largest)
                 image.verify()
@@ -159,4 +183,4 @@ def verify_image(
                 f"whole {fmt} that does not decode: {type(err).__name__}: {err}", UnavailableKind.UNDECODABLE
             )
         return f"{type(err).__name__}: {err}"
-    return None
+    return Verified(*size)

@@ -69,6 +69,19 @@ _LONE_SURROGATE_ESCAPE = re.compile(
 )
 
 
+#: One pass for both escape checks, and for an escaped backslash (``\\``, group 1), which
+#: makes the second inexact: the leftmost match decides. Every backslash before an escaped
+#: one starts a genuine escape, so a risky or lone-surrogate escape found first is real
+#: (the text needs its walk); an escaped backslash found first sends the text to the two
+#: checks above, done the slow way. Three passes over a 130 KB search page took ~240 µs,
+#: this one ~90 µs.
+_ESCAPE_TO_CHECK = re.compile(
+    r"\\(?:(\\)|[bf]|u(?:00[0-1][0-9a-fA-F]|007[fF]|00[89][0-9a-fA-F]"
+    r"|[dD](?:[89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    r"|[c-fC-F][0-9a-fA-F]{2}(?<!\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}))))"
+)
+
+
 def _surrogates_paired(text: str, value: Any) -> bool:
     """True when no string or key of ``value`` (parsed from ``text``) holds a lone surrogate.
 
@@ -131,7 +144,14 @@ def loads_clean(text: str) -> Any:
     try:
         value = parse_json(text)
         raw = ("\x7f" in text) if text.isascii() else (_BAD.search(text) is not None)
-        nothing_to_clean = not raw and _RISKY_ESCAPE.search(text) is None and _surrogates_paired(text, value)
+        if raw:
+            return clean_json(value)
+        found = _ESCAPE_TO_CHECK.search(text)
+        if found is None:
+            return value
+        if found.group(1) is None:
+            return clean_json(value)
+        nothing_to_clean = _RISKY_ESCAPE.search(text) is None and _surrogates_paired(text, value)
         return value if nothing_to_clean else clean_json(value)
     except RecursionError:
         raise ValueError("JSON nested too deep") from None

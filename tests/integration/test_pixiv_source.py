@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from PIL import Image
 
 from curaflow import artifacts
 from curaflow.artifacts import ArtifactStore
@@ -404,6 +405,9 @@ async def test_multi_page_work_fetches_every_page_with_the_referer(replay: Repla
     artifact = await store.fetch(replay.client(), work, "job", "t")
     assert [f.page for f in artifact.files] == [0, 1, 2]
     assert all(Path(f.path).stat().st_size == f.bytes > 0 and f.width and f.height for f in artifact.files)
+    for f in artifact.files:  # the size the decode check read is the file's
+        with Image.open(f.path) as image:
+            assert (f.width, f.height) == image.size
     images = replay.faults.of("image")
     assert len(images) == 3 and all(e.referer == "https://app-api.pixiv.net/" for e in images)
 
@@ -523,12 +527,12 @@ async def test_a_page_that_fails_its_check_leaves_no_file_of_it_or_of_the_next(
     replay: Replay, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     work = await fetched_work(replay, "126879163")  # 3 pages
-    real_verify = artifacts.verify_image
+    real_check = artifacts.check_image
 
-    def verify(path: Path, suffix: str | None = None, **kw: Any) -> object:
-        return "broken: page 1" if path.name.startswith(f".{work.work_id}_p1") else real_verify(path, suffix, **kw)
+    def check(path: Path, **kw: Any) -> object:
+        return "broken: page 1" if path.name.startswith(f".{work.work_id}_p1") else real_check(path, **kw)
 
-    monkeypatch.setattr(artifacts.files, "verify_image", verify)
+    monkeypatch.setattr(artifacts.files, "check_image", check)
     store = ArtifactStore(tmp_path)
     with pytest.raises(SourceError) as caught:
         await store.fetch(replay.client(), work, "job", "t")
@@ -536,7 +540,7 @@ async def test_a_page_that_fails_its_check_leaves_no_file_of_it_or_of_the_next(
     left = sorted(p.name for p in store.folder("job", "t").iterdir())
     assert left == [f"{work.work_id}_p0{Path(work.pages[0].url).suffix}"], left  # page 0 whole; nothing of 1 or 2
 
-    monkeypatch.setattr(artifacts.files, "verify_image", real_verify)
+    monkeypatch.setattr(artifacts.files, "check_image", real_check)
     artifact = await store.fetch(replay.client(), work, "job", "t")  # the retry keeps page 0
     assert len(artifact.files) == 3
 

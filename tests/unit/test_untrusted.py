@@ -89,6 +89,53 @@ def test_parse_work_cleans_the_text_it_keeps() -> None:
     assert (work.title, work.tags, work.author, work.create_date) == ("x\ufffd", ["t"], "n\ufffd", "2025")
 
 
+def test_parse_work_reads_every_page_and_refuses_what_is_not_a_field() -> None:
+    """A multi-page work: every page in order (original, else large), page 0 with the
+    work's size, URLs cleaned. A page URL that is not text, or a size that is not a
+    number, makes the work invalid (it is never used), as a broken id does."""
+    pages = [
+        {"image_urls": {"original": "https://i.pximg.net/a_p0.png\x00"}},
+        {"image_urls": {"large": "https://i.pximg.net/a_p1.jpg"}},
+        {"image_urls": {}},
+    ]
+    work = parse_work(illust(page_count=3, meta_pages=pages, width=640, height="480"))
+    assert [(p.index, p.url) for p in work.pages] == [
+        (0, "https://i.pximg.net/a_p0.png"),
+        (1, "https://i.pximg.net/a_p1.jpg"),
+        (2, ""),
+    ]
+    assert (work.pages[0].width, work.pages[0].height, work.pages[1].width) == (640, 480, None)
+    single = parse_work(illust())
+    assert [(p.index, p.url, p.width, p.height) for p in single.pages] == [
+        (0, "https://i.pximg.net/img-original/img/x/126872003_p0.png", 10, 10)
+    ]
+    for broken in (
+        illust(page_count=2, meta_pages=[{"image_urls": {"original": 5}}, *pages]),
+        illust(meta_single_page={"original_image_url": ["https://i.pximg.net/x.png"]}),
+        illust(page_count=3, meta_pages=pages, width="wide"),
+        illust(page_count=3, meta_pages="pages"),
+    ):
+        with pytest.raises(InvalidWork):
+            parse_work(broken)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://i.pximg.net/a b.png",
+        "https://i.pximg.net/a\u3000b.png",  # ideographic space
+        "https://i.pximg.net/a\u2028b.png",  # line separator
+        "https://i.pximg.net/a\x1cb.png",  # a separator C0 code that str.isspace counts
+        "https://i.pximg.net/a\u202eb.png",  # right-to-left override: a format character
+    ],
+)
+def test_a_url_holding_whitespace_or_an_unprintable_character_is_never_requested(url: str) -> None:
+    from curaflow.outbound.destinations import url_problem
+
+    assert url_problem(url) == "a URL holding whitespace or an unprintable character"
+    assert url_problem("https://i.pximg.net/img-original/img/2024/01/01/00/00/00/1_p0.jpg") is None
+
+
 def test_errors_from_third_parties_carry_clean_text() -> None:
     for err in (
         SourceError("remote_http_error", "pixiv said \ud83d\x00"),  # type: ignore[arg-type]
@@ -196,6 +243,9 @@ _TRICKY = st.text(
 @example({"\ude0a": "x"})
 @example(["\U0001f60a", "\udfff"])  # a valid pair (an emoji) beside a lone one
 @example("\\ud83d\ude0a")  # an escaped backslash, then a lone low surrogate: no pair
+@example("\\\x08")  # an escaped backslash, then a control to clean
+@example("\ud83d\\")  # a lone surrogate, then an escaped backslash
+@example(["\\", "\U0001f60a"])  # an escaped backslash, then a valid pair: nothing to clean
 def test_the_fast_json_path_cleans_exactly_like_the_walk(value: object) -> None:
     """``loads_clean`` skips the walk only when nothing could change: same result either way."""
     import json

@@ -8,7 +8,7 @@ import re
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from curaflow.domain.models import Work, WorkPage
+from curaflow.domain.models import Work
 from curaflow.domain.text import clean_optional, clean_text
 
 #: A Pixiv work id: a positive decimal integer without leading zeros that fits a bigint.
@@ -60,44 +60,51 @@ def parse_work(illust: dict[str, Any]) -> Work:
 
 
 def _parse_work(illust: dict[str, Any], work_id: str) -> Work:
-    pages: list[WorkPage] = []
+    # One validation of the whole work (its pages as plain dicts, built in pydantic-core):
+    # a model per page and an attribute set per page cost ~0.4 ms a 30-work search page.
     page_count = int(illust.get("page_count") or 1)
+    width, height = illust.get("width"), illust.get("height")
+    pages: list[dict[str, Any]]
     if page_count > 1 and illust.get("meta_pages"):
+        pages = []
         for i, page in enumerate(illust["meta_pages"]):
             urls = page.get("image_urls") or {}
-            url = urls.get("original") or urls.get("large") or ""
-            pages.append(WorkPage(index=i, url=url))
+            pages.append({"index": i, "url": _page_url(urls.get("original") or urls.get("large") or "")})
     else:
         url = (illust.get("meta_single_page") or {}).get("original_image_url") or (
             (illust.get("image_urls") or {}).get("large") or ""
         )
-        pages.append(WorkPage(index=0, url=url, width=illust.get("width"), height=illust.get("height")))
-    if pages and pages[0].width is None:
-        pages[0].width = illust.get("width")
-        pages[0].height = illust.get("height")
-    for page in pages:
-        page.url = clean_text(str(page.url))
+        pages = [{"index": 0, "url": _page_url(url)}]
+    pages[0]["width"], pages[0]["height"] = width, height
     user = illust.get("user") or {}
     author = user.get("name")
     create_date = illust.get("create_date")
-    return Work(
-        work_id=work_id,
-        work_type="illustration",
-        kind=clean_text(str(illust.get("type") or "illust")),
-        title=clean_text(str(illust.get("title") or "")),
-        url=f"https://www.pixiv.net/artworks/{work_id}",
-        tags=[clean_text(str(t["name"])) for t in illust.get("tags") or [] if t.get("name")],
-        create_date=clean_optional(str(create_date)) if create_date is not None else None,
-        page_count=page_count,
-        width=illust.get("width"),
-        height=illust.get("height"),
-        x_restrict=int(illust.get("x_restrict") or 0),
-        ai_type=int(illust.get("illust_ai_type") or 0),
-        total_bookmarks=int(illust.get("total_bookmarks") or 0),
-        visible=bool(illust.get("visible", True)),
-        author=clean_text(str(author)) if author is not None else None,
-        pages=pages,
+    return Work.model_validate(
+        {
+            "work_id": work_id,
+            "work_type": "illustration",
+            "kind": clean_text(str(illust.get("type") or "illust")),
+            "title": clean_text(str(illust.get("title") or "")),
+            "url": f"https://www.pixiv.net/artworks/{work_id}",
+            "tags": [clean_text(str(t["name"])) for t in illust.get("tags") or [] if t.get("name")],
+            "create_date": clean_optional(str(create_date)) if create_date is not None else None,
+            "page_count": page_count,
+            "width": width,
+            "height": height,
+            "x_restrict": int(illust.get("x_restrict") or 0),
+            "ai_type": int(illust.get("illust_ai_type") or 0),
+            "total_bookmarks": int(illust.get("total_bookmarks") or 0),
+            "visible": bool(illust.get("visible", True)),
+            "author": clean_text(str(author)) if author is not None else None,
+            "pages": pages,
+        }
     )
+
+
+def _page_url(url: Any) -> Any:
+    """A page's URL cleaned (:func:`clean_text`); anything but text is left for the
+    model's validation to refuse."""
+    return clean_text(url) if isinstance(url, str) else url
 
 
 def is_placeholder(work: Work) -> bool:
