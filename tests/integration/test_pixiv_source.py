@@ -129,6 +129,24 @@ async def test_a_short_lived_token_is_refreshed_a_tenth_of_its_lifetime_early(re
     assert replay.faults.requests.count("auth") == 2
 
 
+@pytest.mark.parametrize("advertised", ["soon", None, -5, 0.5, [3600], {"s": 3600}, True, "1e999"])
+async def test_a_token_lifetime_curaflow_cannot_use_costs_no_refresh_storm(replay: Replay, advertised: Any) -> None:
+    """An ``expires_in`` that is not a usable lifetime (text, missing, negative, a second,
+    a list, a boolean, endless) is read as Pixiv's 3600 s, kept within 60 s .. 1 day: the
+    token is neither refreshed before every request (an auth call each, on the account's
+    gate) nor a crash of the call; a token the answer outlived is refreshed by the OAuth
+    error as before."""
+    replay.faults.token_ttl_s = advertised  # what the answer says
+    replay.faults.token_lifetime_s = 3600  # how long the token is really good for
+    clock = FakeClock()
+    client = replay.client(clock=clock)
+    for _ in range(3):
+        page = await client.search_illust("風景")
+        assert page["illusts"]
+        clock.advance(10)
+    assert replay.faults.requests.count("auth") == 1
+
+
 async def test_token_rejected_early_is_refreshed_once_and_the_call_retried(replay: Replay) -> None:
     replay.faults.search = ["oauth"]
     client = replay.client()

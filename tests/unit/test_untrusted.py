@@ -120,6 +120,44 @@ def test_parse_work_reads_every_page_and_refuses_what_is_not_a_field() -> None:
 
 
 @pytest.mark.parametrize(
+    ("expires_in", "lifetime"),
+    [
+        (3600, 3600.0),
+        ("3600", 3600.0),
+        (1800.5, 1800.5),
+        (5, 60.0),  # a few seconds: refreshed at most once a minute
+        (10**6, 86_400.0),  # longer than a day: refreshed daily all the same
+        (10**400, 86_400.0),  # beyond a float
+        ("1e999", 86_400.0),
+        (float("inf"), 86_400.0),
+        (None, 3600.0),
+        (0, 3600.0),
+        (-5, 3600.0),
+        (float("nan"), 3600.0),
+        ("soon", 3600.0),
+        (True, 3600.0),
+        ([3600], 3600.0),
+        ({"s": 3600}, 3600.0),
+    ],
+)
+def test_a_token_lifetime_is_a_number_within_bounds_or_pixivs(expires_in: object, lifetime: float) -> None:
+    from curaflow.sources.pixiv.client import token_lifetime_s
+
+    assert token_lifetime_s(expires_in) == lifetime
+
+
+@pytest.mark.parametrize("field", ["x_restrict", "illust_ai_type", "total_bookmarks", "page_count", "width"])
+@pytest.mark.parametrize("number", [float("inf"), float("-inf"), float("nan")])
+def test_a_number_no_integer_holds_makes_the_work_invalid_not_a_crash(field: str, number: float) -> None:
+    """``1e999`` or ``Infinity`` in a source's JSON reads as an infinite float (the
+    standard library's parser; orjson refuses them): a field of the work that cannot be
+    its integer makes the work invalid (never used, counted), never an ``OverflowError``
+    out of the page's parse."""
+    with pytest.raises(InvalidWork):
+        parse_work(illust(**{field: number}))
+
+
+@pytest.mark.parametrize(
     "url",
     [
         "https://i.pximg.net/a b.png",

@@ -67,6 +67,7 @@ from curaflow.sources.pixiv.client.constants import (
     MiB,
     image_destinations,
     refresh_margin_s,
+    token_lifetime_s,
 )
 from curaflow.sources.pixiv.client.images import ImageDownload
 from curaflow.sources.pixiv.client.works import (
@@ -110,4 +111,5 @@ __all__ = [
     "offset_of",
     "parse_work",
     "refresh_margin_s",
+    "token_lifetime_s",
 ]

@@ -33,6 +33,7 @@ from curaflow.sources.pixiv.client.constants import (
     app_headers,
     image_destinations,
     refresh_margin_s,
+    token_lifetime_s,
 )
 from curaflow.sources.pixiv.client.images import ImageRequests
 from curaflow.sources.pixiv.client.works import parse_work
@@ -146,7 +147,7 @@ class PixivClient(ImageRequests):
                 )
             await self._gate_ok()
             self._access_token = str(body["access_token"])
-            lifetime = float(body.get("expires_in") or 3600)
+            lifetime = token_lifetime_s(body.get("expires_in"))
             self._margin_s = refresh_margin_s(lifetime)
             self._expires_at = self._clock() + lifetime
             if body.get("refresh_token"):

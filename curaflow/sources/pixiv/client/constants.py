@@ -5,6 +5,7 @@ default outbound limits, and the app's request headers."""
 from __future__ import annotations
 
 import hashlib
+import math
 from datetime import UTC, datetime
 
 from curaflow.outbound import Destinations, Origin, configured, data
@@ -47,6 +48,34 @@ def image_destinations(image_host: str | None, private_networks: tuple[IPNetwork
     if image_host:
         return configured(image_host)
     return data(tuple(Origin(host, 443) for host in PIXIV_IMAGE_HOSTS), private_networks)
+
+
+#: An access token's lifetime when the auth answer's ``expires_in`` is not one curaflow can
+#: use (Pixiv's is 3600 s), and the bounds of one it can (seconds).
+DEFAULT_TOKEN_LIFETIME_S = 3600.0
+MIN_TOKEN_LIFETIME_S = 60.0
+MAX_TOKEN_LIFETIME_S = 86_400.0
+
+
+def token_lifetime_s(expires_in: object) -> float:
+    """How long (seconds) to keep an access token, from the auth answer's ``expires_in``.
+
+    A positive number, or text of one, kept within :data:`MIN_TOKEN_LIFETIME_S` ..
+    :data:`MAX_TOKEN_LIFETIME_S`: a lifetime of a second would refresh the token before
+    every request (an auth call each, through the account's rate gate), an endless one
+    never ahead of its expiry (the OAuth error then refreshes it, one retried call).
+    Anything else — missing, zero or negative, NaN, a boolean, a list, text that is no
+    number — is :data:`DEFAULT_TOKEN_LIFETIME_S`: an answer not understood costs nothing.
+    """
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int | float | str):
+        return DEFAULT_TOKEN_LIFETIME_S
+    try:
+        value = float(expires_in)
+    except (ValueError, OverflowError):  # text that is no number; an integer beyond a float
+        return DEFAULT_TOKEN_LIFETIME_S if isinstance(expires_in, str) else MAX_TOKEN_LIFETIME_S
+    if math.isnan(value) or value <= 0:
+        return DEFAULT_TOKEN_LIFETIME_S
+    return min(MAX_TOKEN_LIFETIME_S, max(MIN_TOKEN_LIFETIME_S, value))
 
 
 def refresh_margin_s(expires_in_s: float) -> float:

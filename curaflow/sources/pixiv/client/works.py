@@ -55,7 +55,8 @@ def parse_work(illust: dict[str, Any]) -> Work:
         raise InvalidWork(raw_id, "the id is not a Pixiv work id")
     try:
         return _parse_work(illust, work_id)
-    except (TypeError, ValueError, KeyError, AttributeError) as err:
+    except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:
+        # OverflowError: an infinite number (``1e999`` in the JSON) where an integer goes.
         raise InvalidWork(raw_id, f"{type(err).__name__} in its fields") from None
 
 
