@@ -54,6 +54,7 @@ class Connection:
     headers: dict[str, str] = field(default_factory=dict)
     closed: float | None = None
     written: int = 0
+    body: bytes = b""
 
 
 @dataclass
@@ -116,7 +117,7 @@ class HostileParty:
                 if name.strip().lower() == b"content-length":
                     length = int(value.strip())
             if length:
-                await reader.readexactly(length)
+                conn.body = await reader.readexactly(length)
             path = conn.request_line.split(" ")[1] if " " in conn.request_line else "/"
             behaviour = self.script.pop(0) if self.script else self._behaviour(path)
             await self._answer(behaviour, writer, conn, reader)

@@ -8,10 +8,12 @@ run real Temporal, real PostgreSQL and real worker processes.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import httpx
 import pytest
@@ -157,6 +159,60 @@ async def test_a_trickling_search_page_is_cut_by_the_request_timeout(
     assert caught.value.reason == TerminalReason.NETWORK_ERROR and caught.value.retryable
     assert time.monotonic() - started < 3.0
     await all_closed(party)
+
+
+@pytest.mark.parametrize("token", [None, 12345, "", "a b", "tok\nX-Injected: 1", ["a"], {"t": "a"}])
+async def test_an_auth_answer_without_a_usable_access_token_is_retried_and_never_sent(
+    party: HostileParty, http: httpx.AsyncClient, token: object
+) -> None:
+    # Pixiv would answer a request bearing "None" with an OAuth error, then the refresh
+    # gives "None" again: `auth_failed`, the account's refresh token blamed for an answer
+    # nobody recognised. An access token that is not one (text without whitespace or
+    # controls) is the source's glitch: retried, and no request is made with it.
+    body = json.dumps({"access_token": token, "refresh_token": "r", "expires_in": 3600}).encode()
+    party.paths = {"/auth/token": Behaviour(body=body), "/v1/search/illust": Behaviour(body=b'{"illusts": []}')}
+    with pytest.raises(SourceError) as caught:
+        await asyncio.wait_for(source(party, http).search_illust("tag"), 10)
+    assert caught.value.retryable and caught.value.reason != TerminalReason.AUTH_FAILED
+    assert "access token" in str(caught.value)
+    assert party.requests("/v1/search") == []
+
+
+@pytest.mark.parametrize("rotated", [{"r": 1}, 12345, "", "a b", "r\n2", ["r2"]])
+async def test_a_rotated_refresh_token_that_is_not_one_keeps_the_current(
+    party: HostileParty, http: httpx.AsyncClient, rotated: object
+) -> None:
+    # Kept, the garbage would be sent at the next refresh: invalid_grant, `auth_failed`.
+    body = json.dumps({"access_token": "a", "refresh_token": rotated, "expires_in": 3600}).encode()
+    party.paths = {"/auth/token": Behaviour(body=body), "/v1/search/illust": Behaviour(body=b'{"illusts": []}')}
+    client = source(party, http)
+    await client.search_illust("tag")
+    await client.authenticate(force=True)
+    sent = [parse_qs(c.body.decode())["refresh_token"] for c in party.requests("/auth/token")]
+    assert sent == [["r"], ["r"]]
+    good = json.dumps({"access_token": "a", "refresh_token": "r2", "expires_in": 3600}).encode()
+    party.paths["/auth/token"] = Behaviour(body=good)
+    await client.authenticate(force=True)
+    await client.authenticate(force=True)
+    assert parse_qs(party.requests("/auth/token")[-1].body.decode())["refresh_token"] == ["r2"]  # a real one is adopted
+
+
+@pytest.mark.parametrize("rotated", [{"r": 1}, 12345, "a b", "r\n2", ["r2"]])
+async def test_a_login_answer_whose_refresh_token_is_not_one_stores_nothing(
+    party: HostileParty, http: httpx.AsyncClient, tmp_path: Path, rotated: object
+) -> None:
+    # `curaflow pixiv refresh` stores the answer's refresh token for the account: stored,
+    # "{'r': 1}" would replace a working token with one no refresh accepts.
+    from curaflow.sources.pixiv.login import LoginError, refresh
+
+    body = {"access_token": "a", "refresh_token": rotated, "expires_in": 3600, "user": {"id": "1", "name": "n"}}
+    party.paths = {"/auth/token": Behaviour(body=json.dumps(body).encode())}
+    with pytest.raises(LoginError) as caught:
+        await refresh(http, "r", auth_url=party.url)
+    assert caught.value.kind == "unexpected" and "nothing was stored" in caught.value.message
+    body["refresh_token"] = "r2"
+    party.paths = {"/auth/token": Behaviour(body=json.dumps(body).encode())}
+    assert (await refresh(http, "r", auth_url=party.url)).refresh_token == "r2"
 
 
 # ---- the image host: time, bytes, destination, content ----------------------------------

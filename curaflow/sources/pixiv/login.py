@@ -36,7 +36,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 
 from curaflow.paths import private_dir, write_private
-from curaflow.sources.pixiv.client import CLIENT_ID, CLIENT_SECRET, PIXIV_API_URL, PIXIV_AUTH_URL
+from curaflow.sources.pixiv.client import CLIENT_ID, CLIENT_SECRET, PIXIV_API_URL, PIXIV_AUTH_URL, usable_token
 
 LOGIN_PATH = "/web/v1/login"
 REDIRECT_URI = "https://app-api.pixiv.net/web/v1/users/auth/pixiv/callback"
@@ -181,6 +181,13 @@ async def _token_request(http: httpx.AsyncClient, auth_url: str | None, form: di
             f"Pixiv's token endpoint answered HTTP {response.status_code}"
             + (f": {_pixiv_message(body)}" if _pixiv_message(body) else "")
             + "; try again later",
+        )
+    if usable_token(body["refresh_token"]) is None:
+        # Stored, it would replace the account's token with one no refresh accepts.
+        raise LoginError(
+            "unexpected",
+            "Pixiv's token endpoint answered a refresh token curaflow cannot use (not text of "
+            "printable ASCII); nothing was stored, try again later",
         )
     return body
 

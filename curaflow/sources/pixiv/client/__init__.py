@@ -68,6 +68,7 @@ from curaflow.sources.pixiv.client.constants import (
     image_destinations,
     refresh_margin_s,
     token_lifetime_s,
+    usable_token,
 )
 from curaflow.sources.pixiv.client.images import ImageDownload
 from curaflow.sources.pixiv.client.works import (
@@ -112,4 +113,5 @@ __all__ = [
     "parse_work",
     "refresh_margin_s",
     "token_lifetime_s",
+    "usable_token",
 ]

@@ -34,6 +34,7 @@ from curaflow.sources.pixiv.client.constants import (
     image_destinations,
     refresh_margin_s,
     token_lifetime_s,
+    usable_token,
 )
 from curaflow.sources.pixiv.client.images import ImageRequests
 from curaflow.sources.pixiv.client.works import parse_work
@@ -145,13 +146,23 @@ class PixivClient(ImageRequests):
                 raise SourceError(
                     reason, f"pixiv auth answered HTTP {response.status_code}", status=response.status_code
                 )
+            access = usable_token(body["access_token"])
+            if access is None:
+                # Not the refresh token's fault: sent on, it would be refused twice and
+                # blamed on the account (auth_failed). The source's glitch, retried.
+                raise SourceError(
+                    TerminalReason.REMOTE_HTTP_ERROR,
+                    "pixiv auth answered an access token curaflow cannot use (not text of printable ASCII)",
+                    status=response.status_code,
+                )
             await self._gate_ok()
-            self._access_token = str(body["access_token"])
+            self._access_token = access
             lifetime = token_lifetime_s(body.get("expires_in"))
             self._margin_s = refresh_margin_s(lifetime)
             self._expires_at = self._clock() + lifetime
-            if body.get("refresh_token"):
-                self._refresh_token = str(body["refresh_token"])
+            rotated = usable_token(body.get("refresh_token"))
+            if rotated is not None:  # anything else keeps the current one
+                self._refresh_token = rotated
             return self._access_token
 
     def expire_access_token(self) -> None:

@@ -78,6 +78,21 @@ def token_lifetime_s(expires_in: object) -> float:
     return min(MAX_TOKEN_LIFETIME_S, max(MIN_TOKEN_LIFETIME_S, value))
 
 
+#: The longest token of an auth answer taken (characters; Pixiv's are ~43).
+MAX_TOKEN_CHARS = 4096
+
+
+def usable_token(value: object) -> str | None:
+    """``value`` when it can be a token of Pixiv's auth answer (``access_token``,
+    ``refresh_token``): text of printable ASCII without a space, 1 to
+    :data:`MAX_TOKEN_CHARS` characters; else None. A token goes into a header and a form:
+    anything else (null, a number, a list, text with whitespace or a control) is an answer
+    not understood, never sent on (RFC 6750 §2.1: a bearer token is ``b64token``)."""
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_TOKEN_CHARS:
+        return None
+    return value if value.isascii() and value.isprintable() and " " not in value else None
+
+
 def refresh_margin_s(expires_in_s: float) -> float:
     """How long before an access token's expiry it is refreshed: 5 min, or a tenth of a short lifetime."""
     return min(REFRESH_MARGIN_S, expires_in_s / 10)
