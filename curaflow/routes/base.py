@@ -110,6 +110,23 @@ class DeliveryReceipt:
     remote_status: str | None = None
 
 
+#: Longest remote id kept from a receiver's answer (characters; a Discord snowflake is 20).
+REMOTE_ID_MAX = 128
+
+
+def remote_id_of(value: object) -> str | None:
+    """The id a receiver's answer gives what it created, as kept on the receipt: an
+    integer (not a boolean) as its digits, text of printable ASCII of 1 to
+    :data:`REMOTE_ID_MAX` characters as is; else None — the delivery is confirmed all the
+    same (the answer said so), its id unknown. An object, a list, huge or unprintable text
+    (a lone surrogate the ledger cannot store) is never recorded as an id."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str) and 0 < len(value) <= REMOTE_ID_MAX and value.isascii() and value.isprintable():
+        return value
+    return None
+
+
 _HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
 
 

@@ -52,7 +52,7 @@ from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
-from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings, remote_id_of
 from curaflow.routes.caption import build_caption, escape_markdown
 from curaflow.routes.chunks import packed_chunks
 from curaflow.routes.registry import RouteContext, register_route
@@ -236,7 +236,7 @@ class DiscordRoute:
                     f"discord: HTTP {status} without the created message; outcome unknown",
                     ambiguous=True,
                 )
-            return str(body["id"])
+            return remote_id_of(body["id"])
         raise classify(status, body, response.headers.get("retry-after"), response.headers.get("x-ratelimit-scope"))
 
 

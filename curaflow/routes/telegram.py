@@ -246,6 +246,15 @@ def classify(
     )
 
 
+def _message_id(message: object) -> int | None:
+    """The ``message_id`` of a posted ``Message`` (Bot API: an Integer), or None when the
+    answer's item has none curaflow can read (not an object, no id, an id of another type)."""
+    if not isinstance(message, dict):
+        return None
+    value = message.get("message_id")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def album_parts(files: list[ArtifactFile], room: int) -> list[list[ArtifactFile]]:
     """The requests a work's pages go in: albums of at most :data:`ALBUM_MAX`, split
     evenly (:func:`~curaflow.routes.chunks.balanced_chunks`), and an album whose files
@@ -355,7 +364,9 @@ class TelegramRoute:
             remote_id=str(first) if first is not None else None, remote_ids=done, remote_status="sent"
         )
 
-    async def _send_part(self, chunk: list[ArtifactFile], caption: str, *, as_photo: bool) -> tuple[list[int], bool]:
+    async def _send_part(
+        self, chunk: list[ArtifactFile], caption: str, *, as_photo: bool
+    ) -> tuple[list[int | None], bool]:
         """Send one part in the work's shape; returns its message ids and the shape for the rest."""
         if as_photo:
             try:
@@ -364,7 +375,7 @@ class TelegramRoute:
                 log.info("telegram.photo_refused", route=self.name, description=str(refused))
         return await self._send(chunk, caption, as_photo=False), False
 
-    async def _send(self, chunk: list[ArtifactFile], caption: str, *, as_photo: bool) -> list[int]:
+    async def _send(self, chunk: list[ArtifactFile], caption: str, *, as_photo: bool) -> list[int | None]:
         blobs = await asyncio.to_thread(lambda: [Path(f.path).read_bytes() for f in chunk])
         data: dict[str, str] = {}
         if self.config.disable_notification:
@@ -393,8 +404,12 @@ class TelegramRoute:
                 uploads[f"file{i}"] = (Path(f.path).name, blob, f.mime)
             data["media"] = json.dumps(media, ensure_ascii=False)
         result = await self._call(method, data, uploads, photo=as_photo)
+        # `ok: true` is Telegram's word that the request was done: every file of the chunk
+        # is posted, whatever the answer's messages look like. An id curaflow cannot read
+        # is unknown (None), as a partly posted album's are; never a failure or a re-post.
         messages = result if isinstance(result, list) else [result]
-        return [int(m["message_id"]) for m in messages if isinstance(m, dict) and "message_id" in m]
+        ids = [_message_id(m) for m in messages][: len(chunk)]
+        return ids + [None] * (len(chunk) - len(ids))
 
     async def _call(
         self, method: str, data: dict[str, str], uploads: dict[str, tuple[str, bytes, str]], *, photo: bool

@@ -49,7 +49,14 @@ from standardwebhooks.webhooks import Webhook
 from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
-from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings, header_value
+from curaflow.routes.base import (
+    DeliveryReceipt,
+    DeliveryRequest,
+    RouteError,
+    RouteSettings,
+    header_value,
+    remote_id_of,
+)
 from curaflow.routes.registry import RouteContext, register_route
 
 
@@ -232,7 +239,7 @@ class WebhookRoute:
             return None, None
         word = data.get("status")
         remote = data.get("id") or data.get("remote_id")
-        return (str(word).lower() if isinstance(word, str) else None), (str(remote) if remote else None)
+        return (str(word).lower() if isinstance(word, str) else None), remote_id_of(remote)
 
 
 def classify(status: int, retry_after: str | None) -> RouteError:

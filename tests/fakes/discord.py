@@ -84,11 +84,13 @@ class DcRequest:
 class DcReply:
     """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``429_no_delay``, ``429_global``,
     ``html_429``, ``404``, ``500``, ``stall``, ``gateway_502``, ``gateway_504``, ``413``,
-    ``html_413``."""
+    ``html_413``, ``odd_id`` (the message is posted; its answer's ``id`` is ``message_id``,
+    a shape curaflow has never seen)."""
 
     kind: str = "ok"
     retry_after: float = 0.5
     stall_s: float = 3.0
+    message_id: Any = None
 
 
 @dataclass
@@ -206,6 +208,8 @@ class FakeDiscord:
             return HTMLResponse(GATEWAY_PAGES[reply.kind], status_code=int(reply.kind[-3:]))
         if not entry.wait:
             return Response(status_code=204)
+        if reply.kind == "odd_id":
+            return JSONResponse({**message, "id": reply.message_id})
         return JSONResponse(message)
 
     def _check(self, entry: DcRequest) -> tuple[dict[str, Any], str, int] | None:

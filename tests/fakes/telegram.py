@@ -103,7 +103,9 @@ class TgReply:
     ``html_500``, ``partial`` (an album whose first ``posted`` items are posted, then
     Telegram's ``400 Bad Request: failed to send message #<posted> with the error message
     "Too Many Requests: retry after <retry_after>"``), ``too_large`` (``413 Request Entity
-    Too Large``).
+    Too Large``), ``odd_result`` (the messages are posted; the answer is ``{"ok": true,
+    "result": <result>}``, or, when ``result`` is None, the posted messages with their
+    ``message_id`` set to ``message_id`` — a shape curaflow has never seen).
 
     ``after``: answer only once this event is set (at most 5 s), to order this answer
     after something another fake saw.
@@ -115,6 +117,8 @@ class TgReply:
     migrate_to: str = "-1009999999999"
     after: asyncio.Event | None = None
     posted: int = 1
+    result: Any = None
+    message_id: Any = None
 
 
 def _fail(code: int, description: str, parameters: dict[str, Any] | None = None) -> JSONResponse:
@@ -340,6 +344,12 @@ class FakeTelegram:
             await asyncio.sleep(reply.stall_s)
         if reply.kind in ("gateway_502", "gateway_504"):
             return HTMLResponse(GATEWAY_PAGES[reply.kind], status_code=int(reply.kind[-3:]))
+        if reply.kind == "odd_result":
+            if reply.result is not None:
+                return JSONResponse({"ok": True, "result": reply.result})
+            posted = result if isinstance(result, list) else [result]
+            odd = [{**m, "message_id": reply.message_id} for m in posted]
+            return JSONResponse({"ok": True, "result": odd if isinstance(result, list) else odd[0]})
         return JSONResponse({"ok": True, "result": result})
 
     def _check(self, entry: TgRequest) -> tuple[str, str] | None:

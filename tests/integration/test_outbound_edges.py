@@ -100,6 +100,23 @@ async def test_a_webhook_body_trickled_after_200_is_cut_by_the_route_timeout(
     await all_closed(party)
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [b'{"id": {"x": 1}}', b'{"id": ["a"]}', b'{"id": true}', b'{"id": "\\ud800"}', b'{"remote_id": "a\\u0000b"}']
+    + [b'{"id": "' + b"7" * 5000 + b'"}'],
+    ids=["object", "list", "boolean", "lone-surrogate", "nul", "huge"],
+)
+async def test_a_webhook_id_that_is_not_one_is_a_delivery_with_no_id(
+    party: HostileParty, http: httpx.AsyncClient, tmp_path: Path, answer: bytes
+) -> None:
+    # A 2xx is the receiver's word that it has the work; an id of another shape is not
+    # kept (text of a dict, 5 000 digits, or a lone surrogate the ledger refuses when the
+    # receipt is recorded, after the delivery: a failure then, and a resend).
+    party.default = Behaviour(body=answer)
+    receipt = await _webhook(party, http).deliver(make_request(tmp_path, [(64, 64)]))
+    assert receipt.remote_id is None and receipt.remote_status == "200"
+
+
 def _webhook(party: HostileParty, http: httpx.AsyncClient) -> Any:
     return WebhookRoute("hook", party.url + "/hook", whsec(), http, timeout_s=10)
 
