@@ -102,8 +102,14 @@ async def test_a_webhook_body_trickled_after_200_is_cut_by_the_route_timeout(
 
 @pytest.mark.parametrize(
     "answer",
-    [b'{"id": {"x": 1}}', b'{"id": ["a"]}', b'{"id": true}', b'{"id": "\\ud800"}', b'{"remote_id": "a\\u0000b"}']
-    + [b'{"id": "' + b"7" * 5000 + b'"}'],
+    [
+        b'{"id": {"x": 1}}',
+        b'{"id": ["a"]}',
+        b'{"id": true}',
+        b'{"id": "\\ud800"}',
+        b'{"remote_id": "a\\u0000b"}',
+        b'{"id": "' + b"7" * 5000 + b'"}',
+    ],
     ids=["object", "list", "boolean", "lone-surrogate", "nul", "huge"],
 )
 async def test_a_webhook_id_that_is_not_one_is_a_delivery_with_no_id(
