@@ -88,8 +88,10 @@ def parse_retry_after(value: object, *, now: datetime | None = None) -> float | 
     """
     if value is None or isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
-        seconds = float(value)
+    if isinstance(value, int):
+        seconds = float(max(-1, min(value, MAX_STATED_S)))  # 400 digits: no OverflowError
+    elif isinstance(value, float):
+        seconds = value
     elif not isinstance(value, str):
         return None
     else:

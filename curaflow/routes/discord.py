@@ -225,7 +225,7 @@ class DiscordRoute:
         status = response.status_code
         try:
             body = response.json() if response.content else None
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON; nested deeper than the parser recurses
             body = None
         if 200 <= status < 300:
             if status == 204:

@@ -437,7 +437,7 @@ class TelegramRoute:
             status = response.status_code
             try:
                 body = response.json()
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON; nested deeper than the parser recurses
                 body = None
             if not isinstance(body, dict) or "ok" not in body:
                 # Not the Bot API's answer: a gateway's page (HTML) or garbage.
@@ -454,14 +454,17 @@ class TelegramRoute:
                 return body.get("result")
             raw_params = body.get("parameters")
             params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
-            if params.get("migrate_to_chat_id"):
+            migrated = params.get("migrate_to_chat_id")
+            # Followed only to a chat id of Telegram's shape (Bot API: an Integer); any
+            # other value is an answer not understood: the refusal below, the chat kept.
+            if isinstance(migrated, int) and not isinstance(migrated, bool) and migrated != 0:
                 log.warning(
                     "telegram.chat_migrated",
                     route=self.name,
-                    new_chat_id=str(params["migrate_to_chat_id"]),
+                    new_chat_id=str(migrated),
                     hint="update chat_id in the route's configuration",
                 )
-                self.chat_id = str(params["migrate_to_chat_id"])
+                self.chat_id = str(migrated)
                 continue
             raw_code, raw_description = body.get("error_code"), body.get("description")
             # An error code or description of another shape is an answer of an unknown

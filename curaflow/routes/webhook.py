@@ -233,7 +233,7 @@ class WebhookRoute:
             return None, None
         try:
             data = response.json()
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON; nested deeper than the parser recurses
             return None, None
         if not isinstance(data, dict):
             return None, None

@@ -114,11 +114,17 @@ class TgReply:
     kind: str = "ok"
     retry_after: int = 1
     stall_s: float = 3.0
-    migrate_to: str = "-1009999999999"
+    migrate_to: Any = "-1009999999999"
     after: asyncio.Event | None = None
     posted: int = 1
     result: Any = None
     message_id: Any = None
+
+
+def _chat_id_or_as_is(value: Any) -> Any:
+    """A chat id given as text is sent as Telegram sends one (an Integer); anything else as
+    given (a test's answer of a shape Telegram never sent)."""
+    return int(value) if isinstance(value, str) and value.lstrip("-").isdigit() else value
 
 
 def _fail(code: int, description: str, parameters: dict[str, Any] | None = None) -> JSONResponse:
@@ -305,11 +311,12 @@ class FakeTelegram:
         if reply.kind == "photo_invalid":
             return _fail(400, "Bad Request: PHOTO_INVALID_DIMENSIONS")
         if reply.kind == "migrate":
-            self.chats.add(reply.migrate_to)
+            if isinstance(reply.migrate_to, str):
+                self.chats.add(reply.migrate_to)
             return _fail(
                 400,
                 "Bad Request: group chat was upgraded to a supergroup chat",
-                {"migrate_to_chat_id": int(reply.migrate_to)},
+                {"migrate_to_chat_id": _chat_id_or_as_is(reply.migrate_to)},
             )
         chat_id = entry.fields.get("chat_id", "")
         if not chat_id:

@@ -123,6 +123,24 @@ async def test_a_webhook_id_that_is_not_one_is_a_delivery_with_no_id(
     assert receipt.remote_id is None and receipt.remote_status == "200"
 
 
+DEEP = b"[" * 5000 + b"]" * 5000  # 10 KB, under the answers' read limit; deeper than json.loads recurses
+
+
+async def test_a_2xx_nested_too_deep_to_parse_is_read_as_an_answer_not_a_crash(
+    party: HostileParty, http: httpx.AsyncClient, tmp_path: Path
+) -> None:
+    # RecursionError out of response.json() was curaflow's internal_error, permanent: for
+    # the webhook a 2xx is the receiver's word that it has the work (delivered); for the
+    # chat routes a 2xx they cannot read is their own ambiguous answer, as any unreadable one.
+    party.default = Behaviour(body=b'{"ok": true, "result": ' + DEEP + b"}")
+    receipt = await _webhook(party, http).deliver(make_request(tmp_path, [(64, 64)]))
+    assert receipt.remote_status == "200" and receipt.remote_id is None
+    for route in (_telegram(party, http), _discord(party, http)):
+        with pytest.raises(RouteError) as caught:
+            await route.deliver(make_request(tmp_path, [(64, 64)]))
+        assert caught.value.ambiguous and caught.value.reason != TerminalReason.INTERNAL_ERROR, route
+
+
 def _webhook(party: HostileParty, http: httpx.AsyncClient) -> Any:
     return WebhookRoute("hook", party.url + "/hook", whsec(), http, timeout_s=10)
 
@@ -255,6 +273,20 @@ async def test_a_trickling_jpeg_is_cut_by_the_download_time_limit(
     assert time.monotonic() - started < 3.0
     assert list(store.folder("j", "t").iterdir()) == []
     await all_closed(party)
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308, 304, 300])
+async def test_an_image_host_answering_a_redirect_is_the_hosts_retried_failure_not_the_works(
+    party: HostileParty, http: httpx.AsyncClient, tmp_path: Path, status: int
+) -> None:
+    # A 3xx (a maintenance page, a moved CDN) is documented nowhere as the work's: read
+    # as `gone`, every work of the account was remembered unavailable while it lasted.
+    party.default = Behaviour(status=status, body=b"", headers=(("location", "https://i.pximg.net/maintenance.html"),))
+    with pytest.raises(SourceError) as caught:
+        await asyncio.wait_for(ArtifactStore(tmp_path).fetch(source(party, http), work_with(CANONICAL), "j", "t"), 10)
+    assert not isinstance(caught.value, WorkUnavailable)
+    assert caught.value.retryable and caught.value.reason == TerminalReason.DOWNLOAD_FAILED
+    assert f"HTTP {status}" in str(caught.value)
 
 
 async def test_an_endless_image_stops_at_the_byte_limit(

@@ -259,6 +259,21 @@ async def test_migrated_chat_is_followed(tmp_path: Path, telegram: FakeTelegram,
     assert telegram.posted("-1005555") and route.chat_id == "-1005555"
 
 
+@pytest.mark.parametrize("odd", [True, {"id": -100123}, [-100123], "not a chat", 1.5], ids=str)
+async def test_a_migration_to_a_chat_id_that_is_not_one_is_refused_and_the_chat_kept(
+    tmp_path: Path, telegram: FakeTelegram, http: Any, odd: Any
+) -> None:
+    # Followed, chat_id became "True" or "{'id': -100123}" for the rest of the worker's
+    # life (routes are kept per process): every later delivery went to no chat.
+    telegram.script["sendPhoto"] = [TgReply("migrate", migrate_to=odd)]
+    route = tg_route(telegram, http)
+    with pytest.raises(RouteError):
+        await route.deliver(make_request(tmp_path, [(800, 600)]))
+    assert route.chat_id == CHAT and len(telegram.requests) == 1
+    await route.deliver(make_request(tmp_path, [(800, 600)]))  # the next goes where it went
+    assert telegram.requests[-1].fields["chat_id"] == CHAT and len(telegram.messages) == 1
+
+
 async def test_ambiguity_policy_decides_resend_safety(telegram: FakeTelegram, http: Any) -> None:
     assert tg_route(telegram, http).resend_safe is False
     assert tg_route(telegram, http, on_ambiguous="retry").resend_safe is True

@@ -57,6 +57,16 @@ def test_what_is_not_a_delay_is_none(value: str | float | None) -> None:
     assert parse_retry_after(value, now=NOW) is None
 
 
+def test_a_delay_beyond_any_wait_is_the_longest_one_never_a_crash() -> None:
+    # A Discord or Telegram JSON body's integer of 400 digits made float() raise
+    # OverflowError out of the route: curaflow's internal_error for a plain rate limit.
+    from curaflow.domain.ratelimit import MAX_STATED_S
+
+    assert parse_retry_after(10**400, now=NOW) == parse_retry_after(10**20, now=NOW) == float(MAX_STATED_S)
+    assert parse_retry_after(-(10**400), now=NOW) is None  # no delay, as -1
+    assert parse_retry_after("9" * 400, now=NOW) is None  # text that reads infinite, as "inf"
+
+
 def test_the_first_usable_delay_wins() -> None:
     assert first_retry_after(2.5, "10", default=1.0) == 2.5
     assert first_retry_after(None, "10", default=1.0) == 10.0

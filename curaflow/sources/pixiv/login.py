@@ -170,7 +170,7 @@ async def _token_request(http: httpx.AsyncClient, auth_url: str | None, form: di
         ) from err
     try:
         body: Any = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON; nested deeper than the parser recurses
         body = None
     if response.status_code == 400 and isinstance(body, dict) and body.get("error") == "invalid_grant":
         message = _pixiv_message(body)

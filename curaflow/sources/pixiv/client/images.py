@@ -110,7 +110,13 @@ class ImageRequests(GatedRequests):
                         status=response.status_code,
                     )
                 if not 200 <= response.status_code < 300:
-                    raise WorkUnavailable(work_id, f"image HTTP {response.status_code} (redirects are not followed)")
+                    # A 3xx is documented nowhere as the work's (a maintenance page, a
+                    # moved host): the host's, retried; redirects are never followed.
+                    raise SourceError(
+                        TerminalReason.DOWNLOAD_FAILED,
+                        f"image HTTP {response.status_code} (redirects are not followed)",
+                        status=response.status_code,
+                    )
                 await self._gate_ok()
                 yield response
         except DestinationRefused as err:
