@@ -89,6 +89,56 @@ async def run_scan(client: PixivClient, spec: TargetSpec, **kw: Any) -> tuple[Sc
     return result, offered
 
 
+class _NextUrlClient:
+    """A client whose every search page holds the same 30 recorded works and a ``next_url``
+    of the given shape (a cursor where Pixiv sends an offset, or no URL at all)."""
+
+    def __init__(self, next_url: object) -> None:
+        self.next_url = next_url
+        self.offsets: list[int] = []
+
+    async def search_illust(self, word: str, *, offset: int = 0, **kw: Any) -> dict[str, Any]:
+        self.offsets.append(offset)
+        if len(self.offsets) > 20:
+            raise AssertionError(f"the scan asked {len(self.offsets)} pages at offsets {sorted(set(self.offsets))}")
+        await asyncio.sleep(0)
+        return {"illusts": list(recorded_works()[:30]), "next_url": self.next_url}
+
+
+@pytest.mark.parametrize(
+    "next_url",
+    [
+        "https://app-api.pixiv.net/v1/search/illust?word=a&cursor=c2",
+        "https://app-api.pixiv.net/v1/search/illust?word=a&offset=0",
+        "https://app-api.pixiv.net/v1/search/illust?word=a&offset=x",
+        "http://[::1/v1?offset=30",
+        5,
+        True,
+        {"offset": 30},
+    ],
+    ids=["cursor", "offset-0", "offset-text", "broken-url", "number", "boolean", "object"],
+)
+async def test_a_next_url_that_does_not_move_past_its_page_is_the_sources_failure_not_a_loop(
+    next_url: object,
+) -> None:
+    # Followed, a next_url without a usable offset asked page 0 again and again (its works
+    # all seen, the scan never advanced): the account's rate budget spent until the
+    # attempt's timeout. An answer not understood costs one attempt.
+    client = _NextUrlClient(next_url)
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return dict.fromkeys(ids, "duplicate")  # every work delivered already: the scan reads on
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    spec = target(query={"tags": ["a"]}, scan_limit=100)
+    with pytest.raises(SourceError) as caught:
+        await asyncio.wait_for(scan(client, spec, known=known, on_page=on_page, scan_limit=100), 10)  # type: ignore[arg-type]
+    assert caught.value.retryable and caught.value.reason == TerminalReason.REMOTE_HTTP_ERROR
+    assert client.offsets == [0]
+
+
 # ---- auth ----------------------------------------------------------------------------
 
 

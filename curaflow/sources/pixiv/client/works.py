@@ -115,12 +115,13 @@ def is_placeholder(work: Work) -> bool:
     return any("limit_" in p.url.rsplit("/", 1)[-1] for p in work.pages)
 
 
-def offset_of(next_url: str | None) -> int:
-    """The ``offset`` query parameter of a ``next_url`` (0 when absent)."""
-    if not next_url:
+def offset_of(next_url: object) -> int:
+    """The ``offset`` query parameter of a ``next_url`` (0 when absent, or when the
+    ``next_url`` is not text of a URL with a decimal ``offset``)."""
+    if not next_url or not isinstance(next_url, str):
         return 0
-    values = parse_qs(urlsplit(next_url).query).get("offset")
     try:
-        return int(values[-1]) if values else 0
-    except ValueError:
+        values = parse_qs(urlsplit(next_url).query).get("offset")
+        return int(values[-1]) if values and values[-1].isascii() and values[-1].isdigit() else 0
+    except ValueError:  # not a URL (an unclosed IPv6 bracket …)
         return 0

@@ -11,6 +11,7 @@ from typing import Any
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import Work
 from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.text import clean_text
 from curaflow.sources.base import SkippedDayHook
 from curaflow.sources.errors import SourceError
 from curaflow.sources.pixiv import frontier as fr
@@ -108,6 +109,14 @@ async def _fetch_page(
     sort = target.query.sort
     works = _parse_page(cp, page)
     next_url = page.get("next_url")
+    if next_url and offset_of(next_url) <= offset:
+        # A next page that is not past this one (a cursor where Pixiv sends an offset, no
+        # URL, no offset): followed, the same page came back for ever. An answer not
+        # understood costs this attempt (the retry reads the page again).
+        raise SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR,
+            f"pixiv's next_url does not move past offset {offset}: {clean_text(str(next_url))[:200]!r}",
+        )
     if cp.tail is not None:
         _tail_page(cp, sort, works, next_url, on_skipped_day)
         return
