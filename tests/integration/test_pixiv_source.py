@@ -139,6 +139,44 @@ async def test_a_next_url_that_does_not_move_past_its_page_is_the_sources_failur
     assert client.offsets == [0]
 
 
+class _DatedClient:
+    """A client whose one search page holds 30 recorded works, their ``create_date`` set
+    to ``create_date``, and no next page."""
+
+    def __init__(self, create_date: object) -> None:
+        self.create_date = create_date
+
+    async def search_illust(self, word: str, *, offset: int = 0, **kw: Any) -> dict[str, Any]:
+        works = [{**w, "create_date": self.create_date} for w in recorded_works()[:30]]
+        return {"illusts": works, "next_url": None}
+
+
+@pytest.mark.parametrize("create_date", ["1736470800", 1736470800, "2025/02/04 00:00", None])
+async def test_a_date_sorted_page_without_dates_curaflow_reads_keeps_nothing_and_is_retried(
+    create_date: object,
+) -> None:
+    # The frontier stored such a date as a day and every later job asked Pixiv for
+    # start_date=1736470800: HTTP 400, remote_http_error for good. A popularity search
+    # does not order by the date: its works are read, their date unknown.
+    pages: list[ScanCheckpoint] = []
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {}
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        pages.append(cp)
+
+    for sort in ("date_desc", "date_asc"):
+        dated = target(query={"tags": ["a"], "sort": sort}, scan_limit=5)
+        with pytest.raises(SourceError) as caught:
+            await scan(_DatedClient(create_date), dated, known=known, on_page=on_page, scan_limit=5)  # type: ignore[arg-type]
+        assert caught.value.retryable and "creation date" in str(caught.value)
+        assert pages == []
+    popular = target(query={"tags": ["a"], "sort": "popular_desc"}, scan_limit=5)
+    result = await scan(_DatedClient(create_date), popular, known=known, on_page=on_page, scan_limit=5)  # type: ignore[arg-type]
+    assert result.report.fetched >= 5 and all(w.create_date is None for w in result.candidates)
+
+
 # ---- auth ----------------------------------------------------------------------------
 
 

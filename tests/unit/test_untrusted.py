@@ -84,9 +84,39 @@ def test_anything_else_is_not_a_work_id(bad: str) -> None:
 
 def test_parse_work_cleans_the_text_it_keeps() -> None:
     work = parse_work(
-        illust(title="x\ud83d\x00", tags=[{"name": "t\x1b"}], user={"name": "n\udc00"}, create_date="2025\x00")
+        illust(
+            title="x\ud83d\x00",
+            tags=[{"name": "t\x1b"}],
+            user={"name": "n\udc00"},
+            create_date="2025-02-04T00:00:00+09:00\x00",
+        )
     )
-    assert (work.title, work.tags, work.author, work.create_date) == ("x\ufffd", ["t"], "n\ufffd", "2025")
+    assert (work.title, work.tags, work.author, work.create_date) == (
+        "x\ufffd",
+        ["t"],
+        "n\ufffd",
+        "2025-02-04T00:00:00+09:00",
+    )
+
+
+@pytest.mark.parametrize(
+    ("raw", "kept"),
+    [
+        ("2025-02-04T00:00:00+09:00", "2025-02-04T00:00:00+09:00"),
+        ("2025-02-04", "2025-02-04"),
+        ("2025-02-04 00:00:00", "2025-02-04 00:00:00"),
+        ("1736470800", None),  # epoch seconds: no day of ours
+        (1736470800, None),
+        ("2025-13-40T00:00:00", None),
+        ("04/02/2025", None),
+        ("2025-02-04X", None),
+        ("", None),
+        (None, None),
+        (["2025-02-04"], None),
+    ],
+)
+def test_a_creation_date_is_kept_only_when_it_reads_as_an_iso_date(raw: object, kept: str | None) -> None:
+    assert parse_work(illust(create_date=raw)).create_date == kept
 
 
 def test_parse_work_reads_every_page_and_refuses_what_is_not_a_field() -> None:

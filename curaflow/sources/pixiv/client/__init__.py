@@ -77,6 +77,7 @@ from curaflow.sources.pixiv.client.works import (
     InvalidWork,
     is_placeholder,
     is_work_id,
+    iso_create_date,
     offset_of,
     parse_work,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "image_destinations",
     "is_placeholder",
     "is_work_id",
+    "iso_create_date",
     "offset_of",
     "parse_work",
     "refresh_margin_s",

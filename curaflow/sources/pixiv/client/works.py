@@ -5,11 +5,12 @@ placeholder, a ``next_url``'s offset."""
 from __future__ import annotations
 
 import re
+from datetime import date
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from curaflow.domain.models import Work
-from curaflow.domain.text import clean_optional, clean_text
+from curaflow.domain.text import clean_text
 
 #: A Pixiv work id: a positive decimal integer without leading zeros that fits a bigint.
 WORK_ID = re.compile(r"[1-9][0-9]{0,18}")
@@ -79,7 +80,6 @@ def _parse_work(illust: dict[str, Any], work_id: str) -> Work:
     pages[0]["width"], pages[0]["height"] = width, height
     user = illust.get("user") or {}
     author = user.get("name")
-    create_date = illust.get("create_date")
     return Work.model_validate(
         {
             "work_id": work_id,
@@ -88,7 +88,7 @@ def _parse_work(illust: dict[str, Any], work_id: str) -> Work:
             "title": clean_text(str(illust.get("title") or "")),
             "url": f"https://www.pixiv.net/artworks/{work_id}",
             "tags": [clean_text(str(t["name"])) for t in illust.get("tags") or [] if t.get("name")],
-            "create_date": clean_optional(str(create_date)) if create_date is not None else None,
+            "create_date": iso_create_date(illust.get("create_date")),
             "page_count": page_count,
             "width": width,
             "height": height,
@@ -106,6 +106,23 @@ def _page_url(url: Any) -> Any:
     """A page's URL cleaned (:func:`clean_text`); anything but text is left for the
     model's validation to refuse."""
     return clean_text(url) if isinstance(url, str) else url
+
+
+def iso_create_date(value: object) -> str | None:
+    """A work's ``create_date`` when it is one curaflow reads — text of an ISO 8601 date
+    or date-time (``2025-02-04T00:00:00+09:00``, as the app-api sends), cleaned — else
+    None (unknown). Date-sorted scans order works and page by its text and its first ten
+    characters (its day); a date of another shape is never taken for one."""
+    if not isinstance(value, str):
+        return None
+    text = clean_text(value).strip()
+    if len(text) < 10 or (len(text) > 10 and text[10] not in "T "):
+        return None
+    try:
+        date.fromisoformat(text[:10])
+    except ValueError:
+        return None
+    return text
 
 
 def is_placeholder(work: Work) -> bool:

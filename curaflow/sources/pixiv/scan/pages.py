@@ -15,7 +15,14 @@ from curaflow.domain.text import clean_text
 from curaflow.sources.base import SkippedDayHook
 from curaflow.sources.errors import SourceError
 from curaflow.sources.pixiv import frontier as fr
-from curaflow.sources.pixiv.client import MAX_OFFSET, InvalidWork, PixivClient, offset_of, parse_work
+from curaflow.sources.pixiv.client import (
+    MAX_OFFSET,
+    InvalidWork,
+    PixivClient,
+    iso_create_date,
+    offset_of,
+    parse_work,
+)
 from curaflow.sources.pixiv.scan.checkpoint import ScanCheckpoint
 from curaflow.sources.pixiv.scan.days import _count_days, _day, _move_window, _new_pass, _start_tail, _tail_page
 from curaflow.sources.pixiv.scan.retrieval import _request
@@ -104,6 +111,17 @@ async def _fetch_page(
     offset = offset_of(cp.next_url) if cp.started else 0
     page = await _request(client, target, cp)
     check_page(page, promised=promised)
+    if target.query.mode == "search" and target.query.sort in fr.DATE_SORTS:
+        undated = [i for i in page["illusts"] if isinstance(i, dict) and iso_create_date(i.get("create_date")) is None]
+        if undated:
+            # A date-sorted walk pages, windows and remembers by the works' days: a date it
+            # does not read would be stored (the frontier, the checkpoint) and asked of the
+            # source at every later job. Nothing of this page is kept; the attempt is retried.
+            raise SourceError(
+                TerminalReason.REMOTE_HTTP_ERROR,
+                f"pixiv listed {len(undated)} work(s) of a date-sorted search without a creation date curaflow "
+                f"reads (e.g. {clean_text(str(undated[0].get('create_date')))[:40]!r})",
+            )
     cp.started = True
     cp.pages += 1
     sort = target.query.sort
