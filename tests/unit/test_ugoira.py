@@ -42,14 +42,26 @@ def test_metadata_gives_the_zip_and_each_frames_delay() -> None:
     [
         answer([]),
         answer([{"file": "../../etc/passwd", "delay": 10}]),
-        answer([{"file": "000000.jpg", "delay": "10"}]),
+        answer([{"file": "000000.jpg", "delay": "ten"}]),
+        answer([{"file": "000000.jpg", "delay": None}]),
+        answer([{"file": "000000.jpg", "delay": float("nan")}]),
         {"ugoira_metadata": {"zip_urls": {}, "frames": [{"file": "000000.jpg", "delay": 10}]}},
     ],
-    ids=["no-frames", "path-in-name", "delay-not-a-number", "no-zip"],
+    ids=["no-frames", "path-in-name", "delay-not-a-number", "no-delay", "delay-nan", "no-zip"],
 )
 def test_metadata_that_is_not_a_usable_animation_is_refused(body: dict[str, Any]) -> None:
     with pytest.raises(UnusableAnimation):
         parse_metadata(body)
+
+
+def test_a_delay_or_a_zip_written_another_way_is_read_not_the_work_refused() -> None:
+    # A delay of 100.0 or "100", or a zip under a size key never seen, made the work an
+    # unusable animation, remembered for the account: every ugoira once the format drifts.
+    meta = parse_metadata(answer([{"file": "000000.jpg", "delay": 100.0}, {"file": "000001.jpg", "delay": "120"}]))
+    assert meta.delays_ms == [100, 120]
+    other = {"ugoira_metadata": {"zip_urls": {"1920x1080": "https://i.pximg.net/z/1_ugoira1920x1080.zip"}}}
+    other["ugoira_metadata"]["frames"] = [{"file": "000000.jpg", "delay": 80}]  # type: ignore[index]
+    assert parse_metadata(other).zip_url == "https://i.pximg.net/z/1_ugoira1920x1080.zip"
 
 
 def test_frames_become_one_looping_gif_with_the_delays(tmp_path: Path) -> None:

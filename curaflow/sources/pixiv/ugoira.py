@@ -15,6 +15,7 @@ app-api's metadata object — the source's (:class:`UnrecognisedMetadata`).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from curaflow.outbound import url_problem
@@ -34,7 +35,8 @@ def parse_metadata(body: Any) -> Animation:
         UnusableAnimation: it does, and it describes no usable animation: no zip URL, or
             one that is not an ``https`` URL a request can be made for
             (:func:`~curaflow.outbound.url_problem`); no frames; a frame name that is not
-            a plain file name; a frame without a delay in ms.
+            a plain file name; a frame without a delay in ms (an integer, or a number
+            written as a float or as decimal text).
 
     How many frames an animation may have is the decode budget's
     (:class:`~curaflow.sources.decoding.DecodeBudget`), checked before the zip is fetched.
@@ -43,7 +45,7 @@ def parse_metadata(body: Any) -> Animation:
     if not isinstance(meta, dict):
         raise UnrecognisedMetadata("no ugoira_metadata object in the answer")
     urls = meta.get("zip_urls")
-    zip_url = (urls.get("medium") or urls.get("original")) if isinstance(urls, dict) else None
+    zip_url = _zip_url(urls) if isinstance(urls, dict) else None
     if not isinstance(zip_url, str) or not zip_url.startswith("https://"):
         raise UnusableAnimation("no frames zip URL")
     if (problem := url_problem(zip_url)) is not None:
@@ -56,7 +58,32 @@ def parse_metadata(body: Any) -> Animation:
         name, delay = (item.get("file"), item.get("delay")) if isinstance(item, dict) else (None, None)
         if not isinstance(name, str) or not FRAME_NAME.match(name) or name.startswith("."):
             raise UnusableAnimation(f"frame file name {name!r} is not a plain file name")
-        if not isinstance(delay, int) or isinstance(delay, bool):
+        ms = _delay_ms(delay)
+        if ms is None:
             raise UnusableAnimation(f"frame {name}: delay {delay!r} is not a number of ms")
-        frames.append(AnimationFrame(file=name, delay_ms=clamp_delay(delay)))
+        frames.append(AnimationFrame(file=name, delay_ms=clamp_delay(ms)))
     return Animation(zip_url=zip_url, frames=frames)
+
+
+def _zip_url(urls: dict[str, Any]) -> Any:
+    """The frames zip of ``zip_urls``: ``medium`` (what the app-api sends), else
+    ``original``, else the first ``https`` URL under another size's key (a key curaflow
+    has not seen is still the zip of the same frames)."""
+    for key in ("medium", "original"):
+        if urls.get(key):
+            return urls[key]
+    return next((v for v in urls.values() if isinstance(v, str) and v.startswith("https://")), None)
+
+
+def _delay_ms(delay: Any) -> int | None:
+    """A frame's delay in ms: an integer, or a number written otherwise — a float
+    (``100.0``), decimal text (``"100"``) — rounded; None for anything else (no delay)."""
+    if isinstance(delay, bool):
+        return None
+    if isinstance(delay, int):
+        return delay
+    if isinstance(delay, float):
+        return round(delay) if math.isfinite(delay) else None
+    if isinstance(delay, str) and delay.strip().isascii() and delay.strip().isdigit():
+        return int(delay.strip())
+    return None
