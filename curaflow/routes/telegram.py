@@ -191,7 +191,7 @@ class _PartlyPosted(Exception):
 #: "failed to send message #N with the error message \"Too Many Requests: retry after 8\"").
 RATE_LIMIT_TEXT = re.compile(r"too many requests(?:: retry after (\d+(?:\.\d+)?))?", re.IGNORECASE)
 #: An album posted up to item N (0-based) and failed there: items 0..N-1 are in the chat.
-FAILED_ITEM = re.compile(r"failed to send message #(\d+)", re.IGNORECASE)
+FAILED_ITEM = re.compile(r"failed to send message #(\d{1,4})\b", re.IGNORECASE)  # an album has 10
 
 
 def classify(

@@ -256,6 +256,36 @@ async def test_a_login_answer_whose_refresh_token_is_not_one_stores_nothing(
     assert (await refresh(http, "r", auth_url=party.url)).refresh_token == "r2"
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [b'{"error": "Something new"}', b'{"error": {"message": "Temporarily unavailable"}}', b'{"error": {"x": 1}}'],
+)
+async def test_a_200_carrying_an_error_never_seen_is_retried_not_final(
+    party: HostileParty, http: httpx.AsyncClient, answer: bytes
+) -> None:
+    # A 200 is no refusal Pixiv documents: with an error text curaflow does not recognise
+    # it was a final remote_http_error, the job's search failed on its first answer.
+    party.paths = {"/auth/token": Behaviour(body=TOKEN), "/v1/search/illust": Behaviour(body=answer)}
+    with pytest.raises(SourceError) as caught:
+        await asyncio.wait_for(source(party, http).search_illust("tag"), 10)
+    assert caught.value.retryable and caught.value.reason == TerminalReason.REMOTE_HTTP_ERROR
+
+
+async def test_odd_answers_of_the_app_api_are_the_sources_retried_failure_never_a_crash(
+    party: HostileParty, http: httpx.AsyncClient
+) -> None:
+    # An illust detail without its illust raised KeyError; a JSON answer declaring a
+    # charset that is no text codec raised out of response.text.
+    party.paths = {"/auth/token": Behaviour(body=TOKEN), "/v1/illust/detail": Behaviour(body=b"{}")}
+    with pytest.raises(SourceError) as caught:
+        await asyncio.wait_for(source(party, http).illust_detail("4242"), 10)
+    assert caught.value.retryable and "illust object" in str(caught.value)
+    party.paths["/v1/search/illust"] = Behaviour(
+        body=b'{"illusts": [], "next_url": null}', content_type="application/json; charset=rot13"
+    )
+    assert (await asyncio.wait_for(source(party, http).search_illust("tag"), 10))["illusts"] == []
+
+
 # ---- the image host: time, bytes, destination, content ----------------------------------
 
 

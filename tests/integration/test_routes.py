@@ -274,6 +274,17 @@ async def test_a_migration_to_a_chat_id_that_is_not_one_is_refused_and_the_chat_
     assert telegram.requests[-1].fields["chat_id"] == CHAT and len(telegram.messages) == 1
 
 
+async def test_an_album_failure_naming_an_item_beyond_any_album_is_the_routes_answer_not_a_crash(
+    tmp_path: Path, telegram: FakeTelegram, http: Any
+) -> None:
+    # "failed to send message #<5000 digits>": int() raised ValueError (too many digits),
+    # curaflow's permanent internal_error; no album has more than 10 items.
+    from curaflow.routes.telegram import FAILED_ITEM
+
+    assert FAILED_ITEM.search("Bad Request: failed to send message #" + "9" * 5000) is None
+    assert FAILED_ITEM.search('Bad Request: failed to send message #2 with the error message "x"') is not None
+
+
 async def test_ambiguity_policy_decides_resend_safety(telegram: FakeTelegram, http: Any) -> None:
     assert tg_route(telegram, http).resend_safe is False
     assert tg_route(telegram, http, on_ambiguous="retry").resend_safe is True

@@ -31,7 +31,11 @@ def error_text(body: Any) -> str | None:
 def json_body(response: httpx.Response) -> Any:
     """The answer's JSON with every string cleaned (:func:`~curaflow.domain.text.loads_clean`); None if not JSON."""
     try:
-        return loads_clean(response.text)
+        text = response.text
+    except Exception:  # noqa: BLE001 - a declared charset that is no text codec (base64, rot13)
+        text = response.content.decode("utf-8", "replace")  # JSON is UTF-8 (RFC 8259 §8.1)
+    try:
+        return loads_clean(text)
     except ValueError:
         return None
 

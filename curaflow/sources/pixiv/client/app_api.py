@@ -222,13 +222,14 @@ class PixivClient(ImageRequests):
             if response.status_code >= 400 or text is not None or not isinstance(body, dict):
                 status = response.status_code
                 # A 2xx that is not the app-api's JSON object (not JSON, nested too deep
-                # to parse) is the source's glitch, retried like a 5xx; a 4xx is final.
+                # to parse), or that carries an error text none of the marks above
+                # recognised, is the source's glitch, retried like a 5xx; a 4xx is final.
                 garbled = status < 400 and text is None
                 raise SourceError(
                     reason_for_status(status, body),
                     f"pixiv answered HTTP {status}"
                     + (f": {text[:200]}" if text else ", not a JSON object" if garbled else ""),
-                    retryable=status >= 500 or status == 429 or garbled,
+                    retryable=status >= 500 or status == 429 or status < 400,
                     status=status,
                 )
             await self._gate_ok()
@@ -289,7 +290,12 @@ class PixivClient(ImageRequests):
             SourceError: classified failure.
         """
         body = await self._get(f"{self.api_url}/v1/illust/detail", {"illust_id": work_id}, work_id=work_id)
-        return parse_work(body["illust"])
+        illust = body.get("illust")
+        if not isinstance(illust, dict):  # an answer of another shape: the source's, retried
+            raise SourceError(
+                TerminalReason.REMOTE_HTTP_ERROR, "pixiv answered an illust detail without an illust object"
+            )
+        return parse_work(illust)
 
     async def ugoira_metadata(self, work_id: str) -> Animation:
         """``GET /v1/ugoira/metadata``: an animated work's frames zip and frame delays.
