@@ -122,10 +122,6 @@ async def _fetch_page(
                 f"pixiv listed {len(undated)} work(s) of a date-sorted search without a creation date curaflow "
                 f"reads (e.g. {clean_text(str(undated[0].get('create_date')))[:40]!r})",
             )
-    cp.started = True
-    cp.pages += 1
-    sort = target.query.sort
-    works = _parse_page(cp, page)
     next_url = page.get("next_url")
     if next_url and offset_of(next_url) <= offset:
         # A next page that is not past this one (a cursor where Pixiv sends an offset, no
@@ -135,6 +131,10 @@ async def _fetch_page(
             TerminalReason.REMOTE_HTTP_ERROR,
             f"pixiv's next_url does not move past offset {offset}: {clean_text(str(next_url))[:200]!r}",
         )
+    cp.started = True
+    cp.pages += 1
+    sort = target.query.sort
+    works = _parse_page(cp, page)
     if cp.tail is not None:
         _tail_page(cp, sort, works, next_url, on_skipped_day)
         return
