@@ -26,8 +26,10 @@ from importlib import resources
 from typing import Any
 
 import asyncpg
+import orjson
 
 from curaflow.config.database import PoolBounds
+from curaflow.domain.text import parse_json
 from curaflow.ledger.statements import StatementCounter
 
 MIGRATION_LOCK_KEY = 0x6375726166  # "curaf"
@@ -151,10 +153,36 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+#: orjson options of :func:`dump_jsonb`: a datetime or a dataclass is refused (as the
+#: standard library refuses it) instead of written in orjson's own way.
+_ORJSON_REFUSED = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def dump_jsonb(value: Any) -> str:
+    """The text of a ``jsonb`` parameter: orjson (~0.6 µs for a work, against ~5.7 µs for
+    ``json.dumps``: ~13 values a job), and ``json.dumps(value, ensure_ascii=False)`` for
+    what orjson refuses — an integer beyond 64 bits, a key that is not a string, a lone
+    surrogate (which the standard library writes and asyncpg then refuses to encode) —
+    so every value the standard library wrote reads back the same from ``jsonb``.
+
+    One difference: a float NaN or infinity is written ``null``; the standard library
+    wrote ``NaN``, which PostgreSQL refuses (the statement failed).
+
+    Raises:
+        TypeError: a value JSON cannot hold (a set, a datetime, a dataclass…), as
+            ``json.dumps`` raises it.
+    """
+    try:
+        return orjson.dumps(value, option=_ORJSON_REFUSED).decode()
+    except TypeError:
+        return json.dumps(value, ensure_ascii=False)
+
+
 async def _init_connection(conn: asyncpg.Connection) -> None:
-    await conn.set_type_codec(
-        "jsonb", encoder=lambda v: json.dumps(v, ensure_ascii=False), decoder=json.loads, schema="pg_catalog"
-    )
+    # jsonb is read with orjson where it reads as json.loads does (parse_json), and
+    # written by dump_jsonb. A json column keeps its text as written (the admission's
+    # frozen response, an event push's body): it stays with the standard library.
+    await conn.set_type_codec("jsonb", encoder=dump_jsonb, decoder=parse_json, schema="pg_catalog")
     await conn.set_type_codec(
         "json", encoder=lambda v: json.dumps(v, ensure_ascii=False), decoder=json.loads, schema="pg_catalog"
     )

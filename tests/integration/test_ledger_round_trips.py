@@ -512,3 +512,45 @@ async def test_job_started_is_at_the_jobs_started_at(
     started_at = await ledger_pool.fetchval("SELECT started_at FROM jobs WHERE job_id = $1", job_id)
     at = await ledger_pool.fetchval("SELECT at FROM job_events WHERE job_id = $1 AND type = 'job.started'", job_id)
     assert at == started_at
+
+
+#: Values of every shape a jsonb parameter is given, and those only the standard library
+#: writes (an integer beyond 64 bits, keys that are not strings): each reads back from
+#: ``jsonb`` as the standard library's text of it does (the codec before orjson).
+_JSONB_VALUES = [
+    {"work_id": "126839080", "tags": ["オリジナル", "emoji 🎨", 'quote " and \\'], "pages": [{"index": 0, "w": None}]},
+    {"big": 2**70, "negative": -(2**64), "float": 1.5, "tiny": 5e-324, "huge": 1e308, "flag": True},
+    {1: "int key", None: "null key", 2.5: "float key"},
+    [1, "two", [3, {"four": 4}], [], {}],
+    "text",
+    12345678901234567890123,
+]
+
+
+@pytest.mark.parametrize("value", _JSONB_VALUES, ids=range(len(_JSONB_VALUES)))
+async def test_a_jsonb_value_reads_back_as_the_standard_library_wrote_it(
+    ledger_pool: asyncpg.Pool, value: object
+) -> None:
+    import json
+
+    read = await ledger_pool.fetchval("SELECT $1::jsonb", value)
+    # What the standard library's text becomes in jsonb, read by the standard library.
+    text = await ledger_pool.fetchval("SELECT $1::text::jsonb::text", json.dumps(value, ensure_ascii=False))
+    expected = json.loads(text)
+    assert read == expected
+    assert json.dumps(read, sort_keys=True) == json.dumps(expected, sort_keys=True)  # the same types too
+
+
+async def test_jsonb_refuses_what_json_cannot_hold_and_writes_nan_as_null(ledger_pool: asyncpg.Pool) -> None:
+    import datetime
+
+    for refused in ({"when": datetime.datetime(2026, 12, 5, tzinfo=datetime.UTC)}, {"ids": {1, 2}}):
+        # The standard library's refusal, as asyncpg reports an argument it cannot encode.
+        with pytest.raises(asyncpg.DataError, match="is not JSON serializable"):
+            await ledger_pool.fetchval("SELECT $1::jsonb", refused)
+    # PostgreSQL refuses NaN in jsonb: it is written null (the standard library wrote
+    # NaN, and the statement failed).
+    assert await ledger_pool.fetchval("SELECT $1::jsonb", {"x": float("nan"), "y": float("inf")}) == {
+        "x": None,
+        "y": None,
+    }
