@@ -45,7 +45,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from curaflow.artifacts.files import HELD_BYTES, WRITE_BATCH, _PartFile, _prepare, describe
 from curaflow.artifacts.images import IMAGE_MAX_PIXELS, Refused
@@ -71,6 +71,26 @@ TRANSFER_DIR = ".transfer"
 #: Age after which a transfer folder is an abandoned one (seconds): longer than any
 #: attempt lives (a job's deadline is 30 min by default, an attempt's grace 5 min).
 TRANSFER_MAX_AGE_S = 24 * 3600.0
+
+
+class _Received(NamedTuple):
+    """A page streamed into its part file (:meth:`ArtifactStore._receive`), not complete yet.
+
+    Attributes:
+        pending: the bytes not written yet (the last batch).
+        received: the page's bytes.
+        whole: every byte is in ``pending`` (the page fit in one write batch).
+    """
+
+    part: _PartFile
+    pending: list[bytes]
+    received: int
+    whole: bool
+
+    async def discard(self) -> None:
+        """Remove the part file (a page received and never completed)."""
+        if not self.part.settled:
+            await asyncio.to_thread(self.part.discard)
 
 
 #: The file in an artifacts directory that names it (:meth:`ArtifactStore.identity`).
@@ -187,25 +207,62 @@ class ArtifactStore:
             raise WorkUnavailable(work.work_id, "the work lists no page and no animation", UnavailableKind.NO_FILE)
         kept = await asyncio.to_thread(_prepare, folder, dests)
         files: list[ArtifactFile] = []
-        for page, dest in zip(work.pages, dests, strict=True):
-            if dest in kept:
-                files.append(await asyncio.to_thread(describe, dest, page.index))
-            else:
-                files.append(await self._download(source, page.url, dest, page.index, held))
+
+        async def done(file: ArtifactFile) -> None:
+            files.append(file)
             if on_page is not None:
                 await on_page(len(files), len(work.pages))
+
+        # A page's completion (fsync, decode check, rename: a thread hop of milliseconds)
+        # runs while the next page downloads; pages complete in order, one at a time, and
+        # the first failure in page order is the one raised.
+        completing: asyncio.Task[ArtifactFile] | None = None
+        try:
+            for page, dest in zip(work.pages, dests, strict=True):
+                if dest in kept:
+                    described = await asyncio.to_thread(describe, dest, page.index)
+                    if completing is not None:
+                        await done(await completing)
+                        completing = None
+                    await done(described)
+                    continue
+                try:
+                    received = await self._receive(source, page.url, dest, page.index)
+                except Exception:
+                    if completing is not None:  # the earlier page's failure comes first
+                        await completing
+                    raise
+                if completing is not None:
+                    try:
+                        file = await completing
+                    except BaseException:
+                        await received.discard()
+                        raise
+                    completing = None
+                    await done(file)
+                completing = asyncio.create_task(self._complete(received, page.index, held))
+            if completing is not None:
+                await done(await completing)
+                completing = None
+        finally:
+            if completing is not None:  # cancelled, or a page failed meanwhile: nothing left behind
+                completing.cancel()
+                with contextlib.suppress(BaseException):
+                    await completing
         return Artifact(work_id=work.work_id, files=files)
 
-    async def _download(
-        self, source: FileSource, url: str, dest: Path, page: int, held: dict[int, bytes] | None = None
-    ) -> ArtifactFile:
-        """Stream one page to a temporary file next to ``dest``; complete it (module doc).
+    async def _receive(self, source: FileSource, url: str, dest: Path, page: int) -> _Received:
+        """Stream one page into a temporary file next to ``dest`` (the part :meth:`_complete`
+        completes), the last batch of bytes kept in memory; the part is discarded if this
+        fails.
 
         The event loop only moves bytes: the file work runs in threads, batched so a page
-        that fits in one :data:`WRITE_BATCH` costs a single thread hop (create, write,
-        fsync, decode check, rename, hash — :class:`_PartFile`), so heartbeats and
-        workflow tasks are never held up by the disk. Such a page's bytes go into
-        ``held`` once complete (:meth:`fetch`).
+        that fits in one :data:`WRITE_BATCH` costs a single thread hop at its completion
+        (create, write, fsync, decode check, rename, hash — :class:`_PartFile`), so
+        heartbeats and workflow tasks are never held up by the disk.
+
+        Raises:
+            SourceError: ``download_failed`` (a body cut short or empty), or the source's.
         """
         part = _PartFile(dest)
         received = 0
@@ -226,16 +283,37 @@ class ArtifactStore:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image truncated: {received} of {expected} bytes")
             if received == 0:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
+            return _Received(part, pending, received, received == batched)
+        except BaseException:
+            if not part.settled:  # also when cancelled while a batch was being written
+                await asyncio.to_thread(part.discard)
+            raise
+
+    async def _complete(self, got: _Received, page: int, held: dict[int, bytes] | None) -> ArtifactFile:
+        """Complete a received page (module doc): its file, or the page's failure (the
+        part discarded). Such a page's bytes go into ``held`` when it was in memory whole
+        (:meth:`fetch`).
+
+        Raises:
+            SourceError: ``download_failed`` (broken and not whole by its framing) /
+                ``download_timeout`` (the decode was stopped by the job's deadline).
+            WorkUnavailable: the page is the work's failure (not an image, over the decode
+                budget, undecodable).
+        """
+        part = got.part
+        try:
             try:
-                done = await self._decoding(part.finish, pending, page)
+                done = await self._decoding(part.finish, got.pending, page)
             except DecodeStopped as err:
                 raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"page {page}: {err}") from None
             if isinstance(done, Refused):
-                raise WorkUnavailable(dest.name.split("_", 1)[0], f"page {page}: {done.why}", done.kind)
+                raise WorkUnavailable(part.dest.name.split("_", 1)[0], f"page {page}: {done.why}", done.kind)
             if isinstance(done, str):
-                raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image incomplete after {received} bytes: {done}")
-            if held is not None and received == batched and sum(map(len, held.values())) + received <= HELD_BYTES:
-                held[page] = b"".join(pending)  # never written in a batch before: the whole page
+                raise SourceError(
+                    TerminalReason.DOWNLOAD_FAILED, f"image incomplete after {got.received} bytes: {done}"
+                )
+            if held is not None and got.whole and sum(map(len, held.values())) + got.received <= HELD_BYTES:
+                held[page] = b"".join(got.pending)  # never written in a batch before: the whole page
             return done
         finally:
             if not part.settled:  # also when cancelled before ``finish`` left the executor's queue

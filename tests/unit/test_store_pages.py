@@ -1,0 +1,159 @@
+"""A work's pages in the artifact store: a page completes (fsync, decode check, rename, in
+a thread) while the next page downloads, and nothing of that changes what a fetch
+returns or raises.
+
+* The next page is asked of the source while the page before it is still being checked
+  (a source slot is not held by the disk and the decoder).
+* Pages complete in order; the first failure in page order is the one raised, and no
+  part file of a page that was received but never completed is left behind — after a
+  page's failure, after a download's failure, and after a cancel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+import curaflow.artifacts.files as files_module
+from curaflow.artifacts import ArtifactStore
+from curaflow.domain.models import Work, WorkPage
+from curaflow.domain.reasons import TerminalReason
+from curaflow.sources.errors import SourceError, WorkUnavailable
+
+
+def png(shade: int) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 6), (shade, shade, shade)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def work(pages: int) -> Work:
+    return Work(
+        work_id="42",
+        url="https://www.pixiv.net/artworks/42",
+        page_count=pages,
+        pages=[WorkPage(index=i, url=f"https://i.pximg.net/img-original/42_p{i}.png") for i in range(pages)],
+    )
+
+
+class Pages:
+    """A source of a work's pages: ``bodies[i]`` for page ``i`` (an exception is raised
+    instead of answering); every request is logged, with an event set per page asked."""
+
+    def __init__(self, bodies: list[bytes | Exception], *, stall: int | None = None) -> None:
+        self.bodies = bodies
+        self.asked: list[int] = []
+        self.asked_event = [threading.Event() for _ in bodies]
+        self.stall = stall  # a page whose body never ends (a cancel must reach it)
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str) -> AsyncIterator[Any]:
+        page = int(url.rsplit("_p", 1)[1].split(".")[0])
+        self.asked.append(page)
+        self.asked_event[page].set()
+        body = self.bodies[page]
+        if isinstance(body, Exception):
+            raise body
+        data: bytes = body
+        stall = self.stall == page
+
+        class Body:
+            expected_bytes = None if stall else len(data)
+
+            async def chunks(self) -> AsyncIterator[bytes]:
+                yield data[:4]
+                if stall:
+                    await asyncio.Event().wait()
+                yield data[4:]
+
+        yield Body()
+
+    async def animation(self, work: Work) -> Any:
+        return None
+
+
+def left_behind(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*") if p.is_file() and p.name != ".store-id")
+
+
+@pytest.fixture
+def slow_check(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Page 0's decode check waits (in its thread) until the source was asked for page 1,
+    or 5 s; records whether it saw that request."""
+    seen: dict[str, Any] = {"source": None, "overlapped": None}
+    check = files_module.check_image
+
+    def waiting(path: Path, **kwargs: Any) -> Any:
+        if "_p0." in path.name and seen["source"] is not None:
+            seen["overlapped"] = seen["source"].asked_event[1].wait(5)
+        return check(path, **kwargs)
+
+    monkeypatch.setattr(files_module, "check_image", waiting)
+    return seen
+
+
+async def test_the_next_page_downloads_while_a_page_is_checked(tmp_path: Path, slow_check: dict[str, Any]) -> None:
+    source = Pages([png(10), png(20), png(30)])
+    slow_check["source"] = source
+    progress: list[tuple[int, int]] = []
+
+    async def on_page(done: int, total: int) -> None:
+        progress.append((done, total))
+
+    artifact = await ArtifactStore(tmp_path).fetch(source, work(3), "job@x", "t", on_page=on_page)  # type: ignore[arg-type]
+
+    assert slow_check["overlapped"] is True  # page 1 was asked while page 0 was being checked
+    assert [f.page for f in artifact.files] == [0, 1, 2]
+    assert [Path(f.path).read_bytes() for f in artifact.files] == [png(10), png(20), png(30)]
+    assert progress == [(1, 3), (2, 3), (3, 3)]
+    assert left_behind(tmp_path) == ["42_p0.png", "42_p1.png", "42_p2.png"]
+
+
+async def test_a_pages_failure_is_raised_and_the_next_page_received_meanwhile_is_discarded(tmp_path: Path) -> None:
+    source = Pages([b"not an image at all", png(20), png(30)])
+
+    with pytest.raises(WorkUnavailable, match="page 0"):
+        await ArtifactStore(tmp_path).fetch(source, work(3), "job@x", "t")  # type: ignore[arg-type]
+
+    assert 2 not in source.asked  # nothing asked after the failure was known
+    assert left_behind(tmp_path) == []
+
+
+async def test_the_first_failure_in_page_order_is_raised(tmp_path: Path) -> None:
+    # Page 0 is not an image (the work's failure); page 1's download fails meanwhile.
+    source = Pages([b"not an image at all", SourceError(TerminalReason.DOWNLOAD_FAILED, "reset by peer")])
+
+    with pytest.raises(WorkUnavailable, match="page 0"):
+        await ArtifactStore(tmp_path).fetch(source, work(2), "job@x", "t")  # type: ignore[arg-type]
+    assert left_behind(tmp_path) == []
+
+    # The other way round: page 0 completes, page 1's download fails: the download's failure.
+    source = Pages([png(10), SourceError(TerminalReason.DOWNLOAD_FAILED, "reset by peer")])
+    with pytest.raises(SourceError, match="reset by peer"):
+        await ArtifactStore(tmp_path / "b").fetch(source, work(2), "job@x", "t")  # type: ignore[arg-type]
+    assert left_behind(tmp_path / "b") == ["42_p0.png"]  # a complete page is kept for the retry
+
+
+async def test_a_cancel_during_a_download_leaves_no_part_and_no_task(tmp_path: Path) -> None:
+    source = Pages([png(10), png(20), png(30)], stall=1)
+    store = ArtifactStore(tmp_path)
+    fetch = asyncio.create_task(store.fetch(source, work(3), "job@x", "t"))  # type: ignore[arg-type]
+    while 1 not in source.asked:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    before = asyncio.all_tasks()
+    fetch.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await fetch
+    await asyncio.sleep(0)
+    assert not [t for t in before - {fetch} if not t.done() and t is not asyncio.current_task()]
+    assert all(not name.endswith(".part") for name in left_behind(tmp_path))
+    assert 2 not in source.asked
