@@ -11,7 +11,8 @@ image is **decoded fully**: Pillow's ``verify()`` and a full
 ``load()`` (every frame of an animation), run in a thread so the event loop keeps
 heartbeating. Framing alone cannot prove a body whole — a close-delimited body cut
 short, or a ``Content-Length`` that is itself too small, both end "cleanly". Only then
-is the file (fsynced first) renamed. All file work runs in threads, so a slow disk never holds up heartbeats. A short
+is the file (fsynced first) renamed. All file work runs in threads, so a slow disk never holds up heartbeats,
+and a page's completion runs while the next page downloads (:meth:`ArtifactStore.fetch`). A short
 or undecodable body is a ``download_failed`` error (retried) and leaves no file behind.
 
 **Only verified images are ever complete** (the format is told from the bytes, never
