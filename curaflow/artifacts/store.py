@@ -94,6 +94,29 @@ class _Received(NamedTuple):
             await asyncio.to_thread(self.part.discard)
 
 
+async def _settle(
+    receiving: asyncio.Task[_Received] | None,
+    completing: asyncio.Task[ArtifactFile] | None,
+    completed: _Received | None,
+) -> None:
+    """What a fetch leaves when it stops early (a failure, a cancel): its download and its
+    page's completion stopped, and their part files removed — a page received but never
+    completed, and the one whose completion was stopped before it ran its own cleanup.
+    A cancel of the caller meanwhile is not swallowed."""
+    tasks = [t for t in (receiving, completing) if t is not None]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks)
+    for task in tasks:
+        if not task.cancelled():
+            task.exception()  # retrieved: it was raised already, or it is the later failure
+    if receiving is not None and not receiving.cancelled() and receiving.exception() is None:
+        await receiving.result().discard()
+    if completed is not None:
+        await completed.discard()
+
+
 #: The file in an artifacts directory that names it (:meth:`ArtifactStore.identity`).
 STORE_ID_FILE = ".store-id"
 
@@ -215,41 +238,37 @@ class ArtifactStore:
                 await on_page(len(files), len(work.pages))
 
         # A page's completion (fsync, decode check, rename: a thread hop of milliseconds)
-        # runs while the next page downloads; pages complete in order, one at a time, and
-        # the first failure in page order is the one raised.
+        # runs while the next page downloads; pages complete in order, one at a time. The
+        # first failure in page order is the one raised: an earlier page's failure stops the
+        # download under way at once, and nothing received is left behind.
         completing: asyncio.Task[ArtifactFile] | None = None
+        completed: _Received | None = None  # what ``completing`` completes
+        receiving: asyncio.Task[_Received] | None = None
         try:
             for page, dest in zip(work.pages, dests, strict=True):
                 if dest in kept:
-                    described = await asyncio.to_thread(describe, dest, page.index)
                     if completing is not None:
-                        await done(await completing)
-                        completing = None
-                    await done(described)
-                    continue
-                try:
-                    received = await self._receive(source, page.url, dest, page.index)
-                except Exception:
-                    if completing is not None:  # the earlier page's failure comes first
-                        await completing
-                    raise
-                if completing is not None:
-                    try:
                         file = await completing
-                    except BaseException:
-                        await received.discard()
-                        raise
-                    completing = None
+                        completing = completed = None
+                        await done(file)
+                    await done(await asyncio.to_thread(describe, dest, page.index))
+                    continue
+                receiving = asyncio.create_task(self._receive(source, page.url, dest, page.index))
+                if completing is not None:
+                    await asyncio.wait((completing, receiving), return_when=asyncio.FIRST_COMPLETED)
+                    file = await completing  # its failure first, whatever the download does
+                    completing = completed = None
                     await done(file)
+                received = await receiving
+                receiving = None
                 completing = asyncio.create_task(self._complete(received, page.index, held))
+                completed = received
             if completing is not None:
-                await done(await completing)
-                completing = None
+                file = await completing
+                completing = completed = None
+                await done(file)
         finally:
-            if completing is not None:  # cancelled, or a page failed meanwhile: nothing left behind
-                completing.cancel()
-                with contextlib.suppress(BaseException):
-                    await completing
+            await _settle(receiving, completing, completed)
         return Artifact(work_id=work.work_id, files=files)
 
     async def _receive(self, source: FileSource, url: str, dest: Path, page: int) -> _Received:

@@ -76,10 +76,11 @@ def target(**kw: Any) -> TargetSpec:
 
 async def run_scan(client: PixivClient, spec: TargetSpec, **kw: Any) -> tuple[ScanCheckpoint, list[str]]:
     offered: list[str] = []
+    duplicates = set(kw.pop("duplicates", ()))  # the helper's own argument, not scan()'s
 
     async def known(ids: list[str]) -> dict[str, str]:
         offered.extend(ids)
-        return {work_id: "duplicate" for work_id in set(kw.pop("duplicates", set())) & set(ids)}
+        return {work_id: "duplicate" for work_id in duplicates & set(ids)}
 
     async def on_page(cp: ScanCheckpoint) -> None:
         return None

@@ -4,9 +4,10 @@ returns or raises.
 
 * The next page is asked of the source while the page before it is still being checked
   (a source slot is not held by the disk and the decoder).
-* Pages complete in order; the first failure in page order is the one raised, and no
-  part file of a page that was received but never completed is left behind — after a
-  page's failure, after a download's failure, and after a cancel.
+* Pages complete in order; the first failure in page order is the one raised — at once,
+  not after the download under way — and no part file of a page that was received but
+  never completed is left behind: after a page's failure, a download's failure, a cancel,
+  or a progress hook that fails.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from PIL import Image
 
 import curaflow.artifacts.files as files_module
 from curaflow.artifacts import ArtifactStore
+from curaflow.artifacts.files import WRITE_BATCH
 from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.reasons import TerminalReason
 from curaflow.sources.errors import SourceError, WorkUnavailable
@@ -32,6 +34,14 @@ from curaflow.sources.errors import SourceError, WorkUnavailable
 def png(shade: int) -> bytes:
     buf = io.BytesIO()
     Image.new("RGB", (8, 6), (shade, shade, shade)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def big_png() -> bytes:
+    """A PNG over one write batch: its part file is on disk as soon as it is received."""
+    buf = io.BytesIO()
+    Image.frombytes("RGB", (800, 800), bytes(range(256)) * 7500).save(buf, format="PNG", compress_level=0)
+    assert len(buf.getvalue()) > WRITE_BATCH
     return buf.getvalue()
 
 
@@ -157,3 +167,50 @@ async def test_a_cancel_during_a_download_leaves_no_part_and_no_task(tmp_path: P
     assert not [t for t in before - {fetch} if not t.done() and t is not asyncio.current_task()]
     assert all(not name.endswith(".part") for name in left_behind(tmp_path))
     assert 2 not in source.asked
+
+
+class Boom(Exception):
+    pass
+
+
+async def test_a_failing_progress_hook_leaves_no_part_of_the_next_page(tmp_path: Path) -> None:
+    async def on_page(done: int, total: int) -> None:
+        raise Boom
+
+    with pytest.raises(Boom):
+        await ArtifactStore(tmp_path).fetch(Pages([png(10), big_png()]), work(2), "job@x", "t", on_page=on_page)  # type: ignore[arg-type]
+    assert [n for n in left_behind(tmp_path) if n.endswith(".part")] == []
+
+
+async def test_a_cancel_in_the_progress_hook_leaves_no_part_of_the_next_page(tmp_path: Path) -> None:
+    entered = asyncio.Event()
+
+    async def on_page(done: int, total: int) -> None:
+        entered.set()
+        await asyncio.Event().wait()
+
+    source = Pages([png(10), big_png()])
+    fetch = asyncio.create_task(ArtifactStore(tmp_path).fetch(source, work(2), "job@x", "t", on_page=on_page))  # type: ignore[arg-type]
+    await asyncio.wait_for(entered.wait(), 10)
+    await asyncio.sleep(0.05)
+    fetch.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await fetch
+    assert [n for n in left_behind(tmp_path) if n.endswith(".part")] == []
+
+
+async def test_a_kept_pages_failure_does_not_come_before_an_earlier_pages(tmp_path: Path) -> None:
+    folder = ArtifactStore(tmp_path).folder("job@x", "t")
+    folder.mkdir(parents=True)
+    (folder / "42_p1.png").mkdir()  # "complete on disk", and unreadable as a file
+
+    with pytest.raises(WorkUnavailable, match="page 0"):
+        await ArtifactStore(tmp_path).fetch(Pages([b"not an image at all", png(20)]), work(2), "job@x", "t")  # type: ignore[arg-type]
+
+
+async def test_a_pages_failure_stops_the_download_under_way(tmp_path: Path) -> None:
+    source = Pages([b"not an image at all", png(20)], stall=1)  # page 1's body never ends
+
+    with pytest.raises(WorkUnavailable, match="page 0"):
+        await asyncio.wait_for(ArtifactStore(tmp_path).fetch(source, work(2), "job@x", "t"), 5)  # type: ignore[arg-type]
+    assert left_behind(tmp_path) == []
