@@ -102,10 +102,23 @@ async def _settle(
     """What a fetch leaves when it stops early (a failure, a cancel): its download and its
     page's completion stopped, and their part files removed — a page received but never
     completed, and the one whose completion was stopped before it ran its own cleanup.
-    A cancel of the caller meanwhile is not swallowed."""
+
+    A cancel of the caller meanwhile waits for this cleanup and is raised after it; a
+    second one stops it (what is left then is the children's own cleanup)."""
     tasks = [t for t in (receiving, completing) if t is not None]
     for task in tasks:
         task.cancel()
+    try:
+        await _stopped(tasks, receiving, completed)
+    except asyncio.CancelledError:
+        await _stopped(tasks, receiving, completed)
+        raise
+
+
+async def _stopped(
+    tasks: list[asyncio.Task[Any]], receiving: asyncio.Task[_Received] | None, completed: _Received | None
+) -> None:
+    """Wait for the stopped ``tasks`` and remove what they received (:func:`_settle`; idempotent)."""
     if tasks:
         await asyncio.wait(tasks)
     for task in tasks:

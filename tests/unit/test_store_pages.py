@@ -214,3 +214,61 @@ async def test_a_pages_failure_stops_the_download_under_way(tmp_path: Path) -> N
     with pytest.raises(WorkUnavailable, match="page 0"):
         await asyncio.wait_for(ArtifactStore(tmp_path).fetch(source, work(2), "job@x", "t"), 5)  # type: ignore[arg-type]
     assert left_behind(tmp_path) == []
+
+
+def part_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*.part"))
+
+
+def _in_settle(task: asyncio.Task[Any]) -> bool:
+    """True while ``task`` awaits inside the store's cleanup (``_settle``)."""
+    coro: Any = task.get_coro()
+    while coro is not None:
+        if getattr(getattr(coro, "cr_code", None), "co_name", "") == "_settle":
+            return True
+        coro = getattr(coro, "cr_await", None)
+    return False
+
+
+async def test_one_cancel_during_the_cleanup_of_a_pages_failure_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = Pages([b"not an image at all", big_png()])
+    received = threading.Event()
+    check = files_module.check_image
+
+    def waiting(path: Path, **kwargs: Any) -> Any:
+        if "_p0." in path.name:
+            received.wait(5)  # page 0's check fails only once page 1 is received
+        return check(path, **kwargs)
+
+    monkeypatch.setattr(files_module, "check_image", waiting)
+    before = asyncio.all_tasks()
+    fetch = asyncio.create_task(ArtifactStore(tmp_path).fetch(source, work(2), "job@x", "t"))  # type: ignore[arg-type]
+    while not part_files(tmp_path) or 1 not in source.asked:
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.05)
+    received.set()
+    for _ in range(100_000):  # one cancel, while the fetch cleans up after page 0's failure
+        if fetch.done() or _in_settle(fetch):
+            fetch.cancel()
+            break
+        await asyncio.sleep(0)
+    with pytest.raises(BaseException):  # noqa: B017 - the cancel or page 0's failure, as it lands
+        await fetch
+    assert [t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()] == []
+    assert part_files(tmp_path) == []
+
+
+async def test_one_cancel_at_any_moment_after_a_pages_failure_leaves_nothing(tmp_path: Path) -> None:
+    for i in range(120):
+        folder = tmp_path / str(i)
+        source = Pages([b"not an image at all", big_png(), big_png()])
+        before = asyncio.all_tasks()
+        fetch = asyncio.create_task(ArtifactStore(folder).fetch(source, work(3), "job@x", "t"))  # type: ignore[arg-type]
+        await asyncio.sleep(i * 0.0002)
+        fetch.cancel()
+        with pytest.raises(BaseException):  # noqa: B017 - the cancel or page 0's failure, as it lands
+            await fetch
+        left = [t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()]
+        assert (i, left, part_files(folder)) == (i, [], [])
