@@ -349,8 +349,7 @@ class ArtifactStore:
                 held[page] = b"".join(got.pending)  # never written in a batch before: the whole page
             return done
         finally:
-            if not part.settled:  # also when cancelled before ``finish`` left the executor's queue
-                await asyncio.to_thread(part.discard)
+            await got.discard()  # also when cancelled before ``finish`` left the executor's queue
 
     async def _fetch_animation(
         self, source: FileSource, work: Work, meta: Animation, folder: Path, on_page: ProgressHook | None
