@@ -13,10 +13,13 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
+from typing import Any
 
+import pytest
 from PIL import Image
 
 from curaflow.artifacts import verify_image
+from curaflow.artifacts.images import Verified, check_image
 
 
 def refused(problem: object) -> bool:
@@ -80,3 +83,29 @@ def test_an_image_within_the_bound_is_verified_and_a_broken_one_retried(tmp_path
     problem = verify_image(cut)
     assert isinstance(problem, str)  # short: another download may succeed
     assert refused(verify_image(good, max_pixels=100_000))
+
+
+def test_a_jpeg_is_decoded_from_its_one_open_and_a_cut_one_still_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pillow's ``verify()`` of a JPEG checks nothing, so a JPEG is opened once and fully
+    decoded from that open; a PNG (CRCs checked by ``verify()``) is opened twice. Cut in
+    half, either is still short (a ``str``: another download may succeed)."""
+    opened: list[str] = []
+    real_open = Image.open
+
+    def counting_open(fp: Any, *args: Any, **kwargs: Any) -> Image.Image:
+        opened.append(Path(fp).suffix)
+        return real_open(fp, *args, **kwargs)
+
+    monkeypatch.setattr(Image, "open", counting_open)
+    for name, fmt in (("a_p0.jpg", "JPEG"), ("b_p0.png", "PNG")):
+        good = tmp_path / name
+        Image.new("RGB", (640, 480), (10, 20, 30)).save(good, format=fmt)
+        opened.clear()
+        checked = check_image(good)
+        assert checked == Verified(640, 480)
+        assert len(opened) == (1 if fmt == "JPEG" else 2), (fmt, opened)
+        cut = tmp_path / f"cut_{name}"
+        cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+        assert isinstance(check_image(cut), str), fmt

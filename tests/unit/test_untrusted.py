@@ -27,6 +27,11 @@ from curaflow.routes.directory import DirectoryRoute
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.pixiv.client import InvalidWork, is_work_id, parse_work
 
+#: Text a source may put in a field: any character, with the ones cleaning changes often.
+_TEXT_OF_A_FIELD = st.text(
+    st.characters() | st.sampled_from(["\x00", "\x07", "\x1b", "\x7f", "\x85", "\ud83d", "\udc00", "\U0001f60a"])
+)
+
 
 def illust(**fields: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
@@ -117,6 +122,38 @@ def test_parse_work_cleans_the_text_it_keeps() -> None:
 )
 def test_a_creation_date_is_kept_only_when_it_reads_as_an_iso_date(raw: object, kept: str | None) -> None:
     assert parse_work(illust(create_date=raw)).create_date == kept
+
+
+@given(st.sampled_from(["title", "type", "create_date", "author", "tag", "url"]), _TEXT_OF_A_FIELD)
+@example("title", "broken \ud83d emoji\x00 and a \x07bell")
+@example("tag", "tag\udc00\x1b[31m")
+@example("url", "https://i.pximg.net/a_p0.png\x00")
+@example("create_date", "2025-02-04T00:00:00+09:00\x7f")
+def test_a_work_read_from_a_cleaned_answer_is_the_work_the_cleaning_parse_gives(field: str, value: str) -> None:
+    """The scan hands ``parse_work`` answers read with ``loads_clean`` and says so
+    (``cleaned=True``: no text cleaned twice). Whatever text a field holds, the work is the
+    one the parse that cleans every field again makes of the same answer, and every text
+    it keeps is clean."""
+    from curaflow.domain.text import loads_clean
+
+    fields: dict[str, Any] = {
+        "title": {"title": value},
+        "type": {"type": value},
+        "create_date": {"create_date": value},
+        "author": {"user": {"name": value}},
+        "tag": {"tags": [{"name": "a"}, {"name": value}]},
+        "url": {"meta_single_page": {"original_image_url": value}},
+    }[field]
+    answer = loads_clean(json.dumps(illust(**fields)))
+    try:
+        work = parse_work(answer)
+    except InvalidWork:
+        with pytest.raises(InvalidWork):
+            parse_work(answer, cleaned=True)
+        return
+    assert parse_work(answer, cleaned=True) == work
+    texts = [work.kind, work.title, work.author or "", work.create_date or "", *work.tags, *(p.url for p in work.pages)]
+    assert [clean_text(t) for t in texts] == texts
 
 
 def test_parse_work_reads_every_page_and_refuses_what_is_not_a_field() -> None:

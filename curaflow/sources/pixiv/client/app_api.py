@@ -295,7 +295,7 @@ class PixivClient(ImageRequests):
             raise SourceError(
                 TerminalReason.REMOTE_HTTP_ERROR, "pixiv answered an illust detail without an illust object"
             )
-        return parse_work(illust)
+        return parse_work(illust, cleaned=True)  # read by _get with its strings cleaned
 
     async def ugoira_metadata(self, work_id: str) -> Animation:
         """``GET /v1/ugoira/metadata``: an animated work's frames zip and frame delays.

@@ -57,11 +57,12 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
 
 
 def _parse_page(cp: ScanCheckpoint, page: dict[str, Any]) -> list[Work]:
-    """The page's works; those the source should never have sent are counted ``invalid``."""
+    """The page's works; those the source should never have sent are counted ``invalid``.
+    ``page`` is an app-api answer, read with its strings cleaned (``PixivClient._get``)."""
     works: list[Work] = []
     for illust in page.get("illusts") or []:
         try:
-            works.append(parse_work(illust))
+            works.append(parse_work(illust, cleaned=True))
         except InvalidWork:
             cp.examined += 1
             cp.all_duplicates = False
