@@ -36,10 +36,11 @@ pytestmark = pytest.mark.integration
 #: separately), acquire (the step with ``job.started``; one rate-gate slot per source
 #: request — the search page and each image page; the ledger's memory of the page's
 #: works; the binding that carries the step on; the artifact's copy with the move to
-#: ``artifact_ready``), deliver (the step with the claim; the receipt that ends the
+#: ``artifact_ready`` — the binding and the move each write the job's stage in their own
+#: statement, a job of one cell), deliver (the step with the claim; the receipt that ends the
 #: cell), finish (the job read and written, ``job.succeeded``).
 ADMISSION = 4
-ACQUIRE_BEFORE_PAGES = 16
+ACQUIRE_BEFORE_PAGES = 14
 DELIVER = 10
 FINISH = 6
 

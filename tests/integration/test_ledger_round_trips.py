@@ -27,6 +27,7 @@ from curaflow.domain.messages import JobInput, RouteRef, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
 from curaflow.ledger import cells, deliveries, gates
 from curaflow.ledger.db import create_pool, now_ms, session_lock
+from curaflow.ledger.events import render_event
 from curaflow.ledger.finish import finish_job
 from curaflow.ledger.jobs import NewJob, insert_job
 from tests.support import ledger_job, waiting_for_a_lock
@@ -554,3 +555,78 @@ async def test_jsonb_refuses_what_json_cannot_hold_and_writes_nan_as_null(ledger
         "x": None,
         "y": None,
     }
+
+
+@pytest.mark.parametrize("targets", [1, 2])
+async def test_a_move_writes_the_job_stage_it_makes_in_its_own_statement(
+    ledger_pool: asyncpg.Pool, targets: int
+) -> None:
+    """Binding a work and ``artifact_ready``: for a job of one cell, the move of the cell
+    and the job's stage (``jobs.last_stage``, ``job.progress`` and its push) are one
+    statement — what the stage rule needs is known before it is sent; for a job of
+    several cells the other cells' stages are read after the move, in a statement of its
+    own, as before. Either way the ledger records the stage the projection shows, each
+    appended event is pushed to the job's callback, and a move that does not happen (the
+    cell no longer holds the work) writes no stage."""
+    route = RouteRef(name="a", kind="directory")
+    now = now_ms()
+    ids = ["one", "two"][:targets]
+    inp = JobInput(
+        job_id=f"demo@manual-moves-{uuid.uuid4().hex[:8]}",
+        plan_id="demo",
+        created_at_ms=now,
+        deadline_at_ms=now + 3_600_000,
+        targets=[TargetSpec(target_id=t, routes=[route]) for t in ids],
+    )
+    async with ledger_pool.acquire() as conn:
+        await insert_job(conn, NewJob(job_input=inp, callback_url="https://consumer.example/hook"))
+    for t in ids:
+        async with ledger_pool.acquire() as conn, conn.transaction():
+            await cells.start_step(
+                conn, inp.job_id, t, stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="w"
+            )
+    work = Work(work_id=f"w{uuid.uuid4().hex[:8]}")
+    target = inp.targets[0]
+
+    async def stage_and_events() -> tuple[str | None, list[str]]:
+        last = await ledger_pool.fetchval("SELECT last_stage FROM jobs WHERE job_id = $1", inp.job_id)
+        rows = await ledger_pool.fetch(
+            "SELECT payload FROM job_events WHERE job_id = $1 AND type = 'job.progress' ORDER BY seq", inp.job_id
+        )
+        return last, [r["payload"]["progress"]["stage"] for r in rows]
+
+    bound: list[str] = []
+    await _logged(ledger_pool, bound, lambda conn: cells.bind_work(conn, inp.job_id, target, [work], CandidateReport()))
+    ready: list[str] = []
+    await _logged(
+        ledger_pool,
+        ready,
+        lambda conn: cells.artifact_ready(
+            conn, inp.job_id, "one", work.work_id, {"work_id": work.work_id, "files": []}
+        ),
+    )
+    if targets == 1:
+        assert await stage_and_events() == ("delivering", ["searching", "fetching", "delivering"])
+        for seen in (bound, ready):
+            statements = _work_statements(seen)
+            assert not [q for q in statements if q.startswith("SELECT o_seq")], statements  # no call of its own
+            assert len([q for q in statements if "curaflow_set_job_stage" in q]) == 1, statements
+    else:  # the least advanced open cell's stage: "two" is still searching
+        assert await stage_and_events() == ("searching", ["searching"])
+        for seen in (bound, ready):
+            assert len([q for q in _work_statements(seen) if q.startswith("SELECT j.last_stage")]) == 1, seen
+    # Every event is pushed as the API serves it (the push of a folded stage write too).
+    pushed = await ledger_pool.fetch("SELECT seq, body FROM event_pushes WHERE job_id = $1 ORDER BY seq", inp.job_id)
+    appended = await ledger_pool.fetch(
+        "SELECT seq, type, at, payload FROM job_events WHERE job_id = $1 ORDER BY seq", inp.job_id
+    )
+    assert [p["body"] for p in pushed] == [
+        render_event(inp.job_id, e["seq"], e["type"], e["at"], e["payload"], None) for e in appended
+    ]
+
+    # The cell no longer holds the work: nothing moves, no stage is written.
+    before = await stage_and_events()
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        cell = await cells.artifact_ready(conn, inp.job_id, "one", "999", {"work_id": "999", "files": []})
+    assert cell is not None and cell.state == CellState.ARTIFACT_READY and cell.work_id == work.work_id
+    assert await stage_and_events() == before

@@ -113,8 +113,8 @@ BIND = [
     "BEGIN;",
     "SELECT job_id, started_at",  # the job row lock
     "WITH c AS",  # the cell's lock and the first candidate's reservation
-    "UPDATE cells c SET state = 'selected'",  # the binding, with the step's end or carry
-    "SELECT o_seq",
+    # the binding, with the step's end or carry, and the job's stage (one cell: it is known)
+    "WITH moved AS (UPDATE cells c SET state = 'selected'",
     "WITH gone AS",  # the frontier the scan left
     "COMMIT;",
 ]
@@ -144,7 +144,7 @@ async def test_the_statements_of_a_search_step(deps: tuple[Stack, ActivityDeps])
     target = _target(stack, ["オリジナル"])
     first, log = await _search(opened, target)
     assert first.update.cell.state == CellState.SELECTED, first
-    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 13
+    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 12
     assert log.count("UPDATE cells SET lease_until = NULL") == 0  # the binding ended the step ...
     lease = await opened.pool.fetchrow(
         "SELECT lease_owner, lease_until FROM cells WHERE target_id = $1", target.target_id
@@ -154,7 +154,7 @@ async def test_the_statements_of_a_search_step(deps: tuple[Stack, ActivityDeps])
     # The next job of the target reads the frontier the first left, in the same statement.
     again, log = await _search(opened, target)
     assert again.update.cell.state == CellState.SELECTED, again
-    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 13
+    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *BIND], log.steps()  # 12
 
     # Nothing found: the cell ends in the transaction that stored the report.
     nothing, log = await _search(opened, _target(stack, ["zz-none"]))
@@ -164,7 +164,7 @@ async def test_the_statements_of_a_search_step(deps: tuple[Stack, ActivityDeps])
     # acquire's search half: the binding renews the lease and reads the barrier itself.
     carried, log = await _search(opened, _target(stack, ["オリジナル"]), continues=True)
     assert carried.opened is not None and carried.held, carried
-    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *CARRIED], log.steps()  # 13
+    assert _shape(log) == [*OPEN, *RESUME, *PAGE, *CARRIED], log.steps()  # 12
     assert log.count("lease_until = $9") == 1
 
 

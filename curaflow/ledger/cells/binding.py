@@ -8,14 +8,21 @@ from typing import Any, NamedTuple
 
 import asyncpg
 
-from curaflow.domain.cells import CellState, is_terminal
+from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import CandidateReport, CellSnapshot, Work
 from curaflow.ledger.cells.barriers import Barrier, barrier_of, barrier_sql, lock_job
 from curaflow.ledger.cells.leases import end_lease
 from curaflow.ledger.cells.reservations import LOCK_CELL_AND_RESERVE, reserve, reserve_args
 from curaflow.ledger.cells.rows import C_COLUMNS, TERMINAL_STATE_NAMES
-from curaflow.ledger.cells.stage import sole_cell_stage, sync_job_stage
+from curaflow.ledger.cells.stage import (
+    moved_with_stage,
+    push_staged,
+    sole_cell_move,
+    stage_args,
+    stage_due,
+    sync_job_stage,
+)
 from curaflow.ledger.cells.steps import continue_step
 from curaflow.ledger.db import jsonable, now_ms
 from curaflow.ledger.holdings import hold_sql
@@ -189,7 +196,8 @@ async def _bind(
         jsonable(report),
         now,
     ]
-    step, barrier, held = "", "NULL", ""
+    step, barrier = "", "NULL"
+    held: list[str] = []
     if isinstance(lease, Carry):
         # Carried on: renewed, and the job's barrier judged on the row this transaction
         # locked (as continue_step does).
@@ -197,25 +205,35 @@ async def _bind(
         barrier = f"(SELECT {barrier_sql('j', '$8')} FROM jobs j WHERE j.job_id = $1)"
         args += [now + lease.lease_ms, lease.owner]
         if lease.store_id is not None:
-            held = f"WITH held AS ({hold_sql('$1', '$2', '$11', '$8')})"
+            held = [f"held AS ({hold_sql('$1', '$2', '$11', '$8')})"]
             args.append(lease.store_id)
     elif lease:
         # The step ends with the binding (as end_lease: kept while a delivery is sending).
         step = """, lease_until = CASE WHEN s.sending THEN c.lease_until END,
                      lease_owner = CASE WHEN s.sending THEN c.lease_owner END"""
-    updated = await conn.fetchrow(
-        f"""{held}
-           UPDATE cells c SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
+    move = f"""UPDATE cells c SET state = 'selected', stage = 'fetching', work_id = $3, work_type = $4,
                work = $5, candidates = $6, candidate_report = $7, attempt_count = c.attempt_count + 1,
                updated_at = $8{step}
            FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
                                 AND d.status = 'sending') AS sending) s
            WHERE c.job_id = $1 AND c.target_id = $2
-           RETURNING {C_COLUMNS}, {barrier} AS barrier""",
-        *args,
-    )
+           RETURNING {C_COLUMNS}, {barrier} AS barrier, c.job_id AS moved_job_id"""
+    # A job of one cell: its stage after the binding is known now, and written by the same
+    # statement (sole_cell_move); a job of several reads its cells after.
+    facts = sole_cell_move(job, str(CellStage.FETCHING))
+    stage = stage_due(facts) if facts is not None else None
+    if stage is not None:
+        n = len(args)
+        sql = moved_with_stage(held, move, at="$8", stage=f"${n + 1}", progress=f"${n + 2}", channel=f"${n + 3}")
+        args += stage_args(stage)
+    else:
+        sql = f"WITH {', '.join(held)} {move}" if held else move
+    updated = await conn.fetchrow(sql, *args)
     cell = cell_from_row(updated)
-    await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))  # changes the job row only
+    if stage is not None:
+        await push_staged(conn, job_id, updated["stage_events"])
+    elif facts is None:
+        await sync_job_stage(conn, job_id)  # changes the job row only
     found = barrier_of(updated)
     if found is not None and isinstance(lease, Carry):
         await end_lease(conn, job_id, target.target_id)  # the step stops here: the workflow decides

@@ -47,6 +47,67 @@ def sole_cell_stage(job: asyncpg.Record | Mapping[str, Any] | None, cell: CellSn
     return StageFacts(job["last_stage"], [] if is_terminal(cell.state) else [cell.stage])
 
 
+def sole_cell_move(job: asyncpg.Record | Mapping[str, Any], cell_stage: str) -> StageFacts | None:
+    """The stage facts of a job with one cell once the caller's next statement moves that
+    cell to the open stage ``cell_stage`` — from the locked job row (``last_stage``,
+    ``cells``: :func:`lock_job`) and what the statement writes, known before it is sent —
+    or None for a job of several cells (their stages are read after the move:
+    :func:`sync_job_stage`)."""
+    if job["cells"] != 1:
+        return None
+    return StageFacts(job["last_stage"], [cell_stage])
+
+
+def stage_due(facts: StageFacts) -> str | None:
+    """The stage :func:`sync_job_stage` writes for ``facts`` (without ``started``): the
+    rule's stage (:func:`~curaflow.domain.projection.open_stage`) when it is not the one
+    ``jobs.last_stage`` records, else None (nothing to write)."""
+    stage = open_stage(facts.open_stages)
+    return None if stage is None or stage == facts.last_stage else stage
+
+
+def moved_with_stage(ctes: list[str], move: str, *, at: str, stage: str, progress: str, channel: str) -> str:
+    """One statement: ``move`` — an ``UPDATE cells … RETURNING …`` of a job's sole cell,
+    after the ``ctes`` it uses — and, only when it moved the cell, the job's stage write
+    (``curaflow_set_job_stage`` with the stage :func:`stage_due` decided: ``jobs.last_stage``
+    and ``job.progress``). The statement returns the moved row and ``stage_events``, the
+    events appended (a ``jsonb`` array of the function's rows, for :func:`push_staged`);
+    no row when the cell did not move (then nothing was written). ``at`` … ``channel``
+    are the statement's parameters (``$n``) of the events' time (epoch ms), the stage,
+    the ``job.progress`` body and the NOTIFY channel (:func:`stage_args`).
+
+    The function's statements run after ``move`` in the same transaction: it writes only
+    the job row this transaction locked (:func:`lock_job`) and the job's events, which
+    ``move`` does not touch, and reads nothing ``move`` writes — so this is
+    :func:`sync_job_stage` after ``move``, one round trip fewer. ``move`` must return
+    ``c.job_id AS moved_job_id`` (the call is made for each row it returns: none, or one).
+    """
+    staged = (
+        f"staged AS (SELECT s.* FROM moved CROSS JOIN LATERAL curaflow_set_job_stage("
+        f"moved.moved_job_id, {at}, {stage}, NULL, {progress}, {channel}) s)"
+    )
+    return (
+        f"WITH {', '.join([*ctes, f'moved AS ({move})', staged])} "
+        "SELECT moved.*, (SELECT COALESCE(jsonb_agg(to_jsonb(staged) ORDER BY staged.o_seq), '[]'::jsonb) "
+        "FROM staged) AS stage_events FROM moved"
+    )
+
+
+def stage_args(stage: str) -> list[Any]:
+    """The parameters :func:`moved_with_stage` adds after ``at``: the stage, the
+    ``job.progress`` body and the NOTIFY channel (in this order)."""
+    return [stage, event_body("job.progress"), NOTIFY_CHANNEL]
+
+
+async def push_staged(conn: asyncpg.Connection, job_id: str, events: list[dict[str, Any]] | None) -> None:
+    """Enqueue the pushes of the events a :func:`moved_with_stage` statement appended
+    (:func:`push_appended`: only for a job with a ``callback_url``)."""
+    for e in events or []:
+        await push_appended(
+            conn, job_id, e["o_type"], e["o_seq"], e["o_at"], e["o_payload"], e["o_callback_url"], e["o_correlation_id"]
+        )
+
+
 async def sync_job_stage(
     conn: asyncpg.Connection,
     job_id: str,

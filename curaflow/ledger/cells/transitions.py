@@ -7,14 +7,22 @@ from typing import Any
 
 import asyncpg
 
-from curaflow.domain.cells import TERMINAL_STATES, CellState, check_transition
+from curaflow.domain.cells import TERMINAL_STATES, CellStage, CellState, check_transition
 from curaflow.domain.models import Artifact, CellSnapshot
 from curaflow.domain.reasons import user_message
 from curaflow.ledger.artifacts import copy_pages_sql
 from curaflow.ledger.cells.barriers import lock_job
 from curaflow.ledger.cells.leases import end_lease
 from curaflow.ledger.cells.rows import C_COLUMNS
-from curaflow.ledger.cells.stage import sole_cell_stage, sync_job_stage
+from curaflow.ledger.cells.stage import (
+    moved_with_stage,
+    push_staged,
+    sole_cell_move,
+    sole_cell_stage,
+    stage_args,
+    stage_due,
+    sync_job_stage,
+)
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
 
@@ -50,16 +58,15 @@ async def artifact_ready(
     if job is None:
         return None
     held = artifact if isinstance(artifact, Artifact) else None
-    copy = f"WITH {copy_pages_sql('$1', '$2', '$3', '$7', '$8')}" if pages is not None else ""
-    updated = await conn.fetchrow(
-        f"""{copy}
-            UPDATE cells c SET state = 'artifact_ready', stage = 'delivering', artifact = $4, updated_at = $5,
+    ctes = [copy_pages_sql("$1", "$2", "$3", "$7", "$8")] if pages is not None else []
+    move = f"""UPDATE cells c SET state = 'artifact_ready', stage = 'delivering', artifact = $4, updated_at = $5,
                    lease_until = CASE WHEN s.sending THEN c.lease_until END,
                    lease_owner = CASE WHEN s.sending THEN c.lease_owner END
             FROM (SELECT EXISTS (SELECT 1 FROM delivery_intents d WHERE d.job_id = $1 AND d.target_id = $2
                                  AND d.status = 'sending') AS sending) s
             WHERE c.job_id = $1 AND c.target_id = $2 AND c.work_id = $3 AND c.state = ANY($6::text[])
-            RETURNING {C_COLUMNS}""",
+            RETURNING {C_COLUMNS}, c.job_id AS moved_job_id"""
+    args: list[Any] = [
         job_id,
         target_id,
         work_id,
@@ -67,12 +74,26 @@ async def artifact_ready(
         now_ms(),
         _READY_FROM,
         *(pages or ()),
-    )
+    ]
+    # A job of one cell: its stage after the move is known now, and written by the same
+    # statement when it moves (sole_cell_move); a job of several reads its cells after.
+    facts = sole_cell_move(job, str(CellStage.DELIVERING))
+    stage = stage_due(facts) if facts is not None else None
+    if stage is not None:
+        n = len(args)
+        sql = moved_with_stage(ctes, move, at="$5", stage=f"${n + 1}", progress=f"${n + 2}", channel=f"${n + 3}")
+        args += stage_args(stage)
+    else:
+        sql = f"WITH {', '.join(ctes)} {move}" if ctes else move
+    updated = await conn.fetchrow(sql, *args)
     if updated is None:
         await end_lease(conn, job_id, target_id)
         return await load_cell(conn, job_id, target_id)
     cell = cell_from_row(updated, artifact=held)
-    await sync_job_stage(conn, job_id, known=sole_cell_stage(job, cell))  # changes the job row only
+    if stage is not None:
+        await push_staged(conn, job_id, updated["stage_events"])
+    elif facts is None:
+        await sync_job_stage(conn, job_id)  # changes the job row only
     return cell
 
 
