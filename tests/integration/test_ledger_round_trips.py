@@ -597,6 +597,20 @@ async def test_a_move_writes_the_job_stage_it_makes_in_its_own_statement(
 
     bound: list[str] = []
     await _logged(ledger_pool, bound, lambda conn: cells.bind_work(conn, inp.job_id, target, [work], CandidateReport()))
+
+    # A move that does not happen (the cell does not hold that work) while a stage is due:
+    # the statement that would carry the write moves nothing and writes no stage.
+    before = await stage_and_events()
+    missed: list[str] = []
+    cell = await _logged(
+        ledger_pool,
+        missed,
+        lambda conn: cells.artifact_ready(conn, inp.job_id, "one", "999", {"work_id": "999", "files": []}),
+    )
+    assert cell is not None and cell.state == CellState.SELECTED and cell.work_id == work.work_id
+    assert await stage_and_events() == before
+    assert len([q for q in missed if "curaflow_set_job_stage" in q]) == (1 if targets == 1 else 0), missed
+
     ready: list[str] = []
     await _logged(
         ledger_pool,
@@ -623,10 +637,3 @@ async def test_a_move_writes_the_job_stage_it_makes_in_its_own_statement(
     assert [p["body"] for p in pushed] == [
         render_event(inp.job_id, e["seq"], e["type"], e["at"], e["payload"], None) for e in appended
     ]
-
-    # The cell no longer holds the work: nothing moves, no stage is written.
-    before = await stage_and_events()
-    async with ledger_pool.acquire() as conn, conn.transaction():
-        cell = await cells.artifact_ready(conn, inp.job_id, "one", "999", {"work_id": "999", "files": []})
-    assert cell is not None and cell.state == CellState.ARTIFACT_READY and cell.work_id == work.work_id
-    assert await stage_and_events() == before
