@@ -16,7 +16,11 @@ from curaflow.sources.decoding import FRAME_MAX_PIXELS, DecodeBudget, DecodeMete
 from curaflow.sources.errors import UnavailableKind
 
 #: Pixel formats a page may have (what Pillow identifies from the bytes, whatever the URL says).
-IMAGE_FORMATS = {"PNG": ".png", "JPEG": ".jpg", "GIF": ".gif", "WEBP": ".webp"}
+#: ``MPO`` is a JPEG that carries more pictures after its first (CIPA DC-007: a stereo pair,
+#: a phone's depth or gain map): what any JPEG reader shows is its first picture.
+IMAGE_FORMATS = {"PNG": ".png", "JPEG": ".jpg", "MPO": ".jpg", "GIF": ".gif", "WEBP": ".webp"}
+#: The formats Pillow decodes with libjpeg, at 1/8 scale through ``draft``.
+JPEG_FORMATS = frozenset({"JPEG", "MPO"})
 #: Default of ``outbound.image_max_pixels``: the largest frame verified (pixels decoded at
 #: once; Pillow holds 4 bytes per pixel of an RGB(A) image, so 40 MP is ~160 MB).
 IMAGE_MAX_PIXELS = FRAME_MAX_PIXELS
@@ -38,10 +42,11 @@ class Refused:
 
 
 def decoded_pixels(image: Image.Image) -> int:
-    """Pixels the full decode of one frame of ``image`` holds at once (a JPEG decodes at
-    1/8 scale through ``draft``; an animated GIF, APNG or WebP frame on its whole canvas)."""
+    """Pixels the full decode of one frame of ``image`` holds at once (a JPEG or each picture
+    of an MPO decodes at 1/8 scale through ``draft``; an animated GIF, APNG or WebP frame on
+    its whole canvas)."""
     w, h = image.size
-    if image.format == "JPEG":
+    if image.format in JPEG_FORMATS:
         return max(1, -(-w // 8)) * max(1, -(-h // 8))
     return w * h
 
@@ -60,7 +65,7 @@ def frame_count(image: Image.Image, path: Path, meter: DecodeMeter) -> int:
 
 
 #: The last bytes of a whole file of each format (PNG's IEND chunk, JPEG's EOI, GIF's trailer).
-_ENDINGS = {"PNG": b"\x00\x00\x00\x00IEND\xaeB`\x82", "JPEG": b"\xff\xd9", "GIF": b";"}
+_ENDINGS = {"PNG": b"\x00\x00\x00\x00IEND\xaeB`\x82", "JPEG": b"\xff\xd9", "MPO": b"\xff\xd9", "GIF": b";"}
 
 
 def whole_by_framing(path: Path, fmt: str) -> bool:
@@ -83,7 +88,7 @@ def whole_by_framing(path: Path, fmt: str) -> bool:
     ending = _ENDINGS.get(fmt)
     if ending is None:
         return False
-    return (tail.rstrip(b"\x00") if fmt == "JPEG" else tail).endswith(ending)
+    return (tail.rstrip(b"\x00") if fmt in JPEG_FORMATS else tail).endswith(ending)
 
 
 @dataclass(frozen=True)
@@ -112,16 +117,32 @@ def verify_image(
     return None if isinstance(checked, Verified) else checked
 
 
-def _load_frames(image: Image.Image, meter: DecodeMeter) -> None:
-    """Decode every frame of ``image`` (freshly opened: nothing read of its pixels yet),
-    each charged to ``meter`` first; a JPEG at 1/8 scale (``draft``: libjpeg still reads
-    every coefficient of the file); then the meter's deadline is checked."""
-    if image.format == "JPEG":
-        image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
-    for frame in ImageSequence.Iterator(image):
-        meter.frame(frame.width * frame.height)
-        frame.load()
+def _load_frames(image: Image.Image, meter: DecodeMeter, path: Path) -> None:
+    """Decode every frame of ``image`` (opened from ``path``, nothing read of its pixels
+    yet), each charged to ``meter`` first; a JPEG at 1/8 scale (``draft``: libjpeg still
+    reads every coefficient of the file), and each picture of an MPO too, each from an open
+    of its own (Pillow drafts an image once: a later picture would be decoded at the first
+    one's scale into a buffer of its own size, and read as truncated); then the meter's
+    deadline is checked."""
+    if image.format == "MPO":
+        for index in range(max(1, int(getattr(image, "n_frames", 1)))):
+            with Image.open(path) as picture:
+                picture.seek(index)
+                _load_jpeg(picture, meter)
+    elif image.format == "JPEG":
+        _load_jpeg(image, meter)
+    else:
+        for frame in ImageSequence.Iterator(image):
+            meter.frame(frame.width * frame.height)
+            frame.load()
     meter.check()
+
+
+def _load_jpeg(image: Image.Image, meter: DecodeMeter) -> None:
+    """Decode the current picture of a JPEG or MPO at 1/8 scale, charged to ``meter`` first."""
+    image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
+    meter.frame(image.width * image.height)
+    image.load()
 
 
 def check_image(
@@ -143,8 +164,8 @@ def check_image(
             to stop the decode from another thread.
 
     Returns:
-        :class:`Verified`: a whole PNG, JPEG, GIF or WebP; a :class:`Refused` when the bytes are not
-        one of those images (``not_an_image``), the decode is over its budget
+        :class:`Verified`: a whole PNG, JPEG (an MPO: every picture), GIF or WebP; a
+        :class:`Refused` when the bytes are not one of those images (``not_an_image``), the decode is over its budget
         (``over_budget``: refused from the headers before anything is decoded — every
         frame of an animation counted — or at the frame that crossed it), or the file is
         whole by its framing and does not decode (``undecodable``); a ``str`` when the
@@ -174,18 +195,18 @@ def check_image(
                     return Refused(f"not an image Pillow verifies (format {fmt})")
                 frames = frame_count(image, path, meter)
                 w, h = size = image.size
-                largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if fmt == "JPEG" else (w, h)
+                largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if fmt in JPEG_FORMATS else (w, h)
                 meter.plan(frames=frames, pixels=frames * decoded_pixels(image), largest=largest)
-                if fmt == "JPEG":
-                    # Pillow's verify() of a JPEG checks nothing (ImageFile.verify only
-                    # closes the file): the full decode is the whole check, made on this
-                    # open (a second open cost ~30 µs a page).
-                    _load_frames(image, meter)
+                if fmt in JPEG_FORMATS:
+                    # Pillow's verify() of a JPEG or MPO checks nothing (ImageFile.verify
+                    # only closes the file): the full decode is the whole check, made on
+                    # this open (a second open cost ~30 µs a page).
+                    _load_frames(image, meter, path)
                 else:
                     image.verify()
-            if fmt != "JPEG":
+            if fmt not in JPEG_FORMATS:
                 with Image.open(path) as image:
-                    _load_frames(image, meter)
+                    _load_frames(image, meter, path)
     except OverBudget as err:
         return Refused(err.why, UnavailableKind.OVER_BUDGET)
     except Image.DecompressionBombError as err:

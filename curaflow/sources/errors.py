@@ -61,7 +61,7 @@ class UnavailableKind(StrEnum):
       a path not strictly under the image host's prefix, not a URL, too long
       (:data:`~curaflow.sources.base.MAX_URL_CHARS`), answered 414;
     * ``too_large`` — a page or a frames zip over its byte limit;
-    * ``not_an_image`` — a page that is no PNG, JPEG, GIF or WebP (by its bytes);
+    * ``not_an_image`` — a page that is no PNG, JPEG (an MPO included), GIF or WebP (by its bytes);
     * ``undecodable`` — a page whole by its own framing (PNG's IEND, JPEG's EOI, …) that
       does not decode: the image host holds these bytes;
     * ``over_budget`` — decoding it would cost more than the decode budget (pixels over

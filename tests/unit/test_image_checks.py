@@ -19,7 +19,9 @@ import pytest
 from PIL import Image
 
 from curaflow.artifacts import verify_image
-from curaflow.artifacts.images import Verified, check_image
+from curaflow.artifacts.images import Refused, Verified, check_image
+from curaflow.sources.decoding import DecodeBudget
+from curaflow.sources.errors import UnavailableKind
 
 
 def refused(problem: object) -> bool:
@@ -109,3 +111,24 @@ def test_a_jpeg_is_decoded_from_its_one_open_and_a_cut_one_still_retried(
         cut = tmp_path / f"cut_{name}"
         cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
         assert isinstance(check_image(cut), str), fmt
+
+
+def test_a_jpeg_carrying_more_pictures_is_verified_picture_by_picture(tmp_path: Path) -> None:
+    """A JPEG with more pictures after its first (MPO: a phone's depth or gain map, a stereo
+    pair) is what any JPEG reader shows as its first picture: a deliverable image, verified
+    picture by picture at 1/8 scale — until 2026-12-05 it was refused as not an image, the
+    work lost for a file shape curaflow did not know. Cut inside its last picture, it is
+    short (retried); its pictures count against the decode budget."""
+    mpo = tmp_path / "a_p0.jpg"
+    first, second = Image.new("RGB", (1600, 1200), (10, 20, 30)), Image.new("RGB", (400, 300), (90, 90, 90))
+    first.save(mpo, format="MPO", save_all=True, append_images=[second])
+    with Image.open(mpo) as opened:
+        assert (opened.format, getattr(opened, "n_frames", 1)) == ("MPO", 2)
+    meter = DecodeBudget().meter()
+    assert check_image(mpo, meter=meter) == Verified(1600, 1200)
+    assert (meter.frames, meter.pixels) == (2, 200 * 150 + 50 * 38)  # each picture at 1/8 scale
+    cut = tmp_path / "cut_p0.jpg"
+    cut.write_bytes(mpo.read_bytes()[:-200])
+    assert isinstance(check_image(cut), str)
+    refused = check_image(mpo, budget=DecodeBudget(max_frames=1))
+    assert isinstance(refused, Refused) and refused.kind == UnavailableKind.OVER_BUDGET
