@@ -47,8 +47,9 @@ MAX_FRAME_BYTES = 16 * 1024 * 1024
 MIN_DELAY_MS, MAX_DELAY_MS = 20, 655_350
 #: A frame's file name in the zip: a plain file name.
 FRAME_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-#: Formats a frame may have (what Pillow identifies from its bytes).
-FRAME_FORMATS = frozenset({"JPEG", "PNG", "GIF", "WEBP"})
+#: Formats a frame may have (what Pillow identifies from its bytes; ``MPO`` is a JPEG that
+#: carries more pictures after its first, which is the frame).
+FRAME_FORMATS = frozenset({"JPEG", "MPO", "PNG", "GIF", "WEBP"})
 #: The first bytes of a zip (a local file header, or the end record of an empty one).
 ZIP_SIGNATURES = (b"PK\x03\x04", b"PK\x05\x06")
 

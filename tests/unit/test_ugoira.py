@@ -78,6 +78,23 @@ def test_frames_become_one_looping_gif_with_the_delays(tmp_path: Path) -> None:
     assert not list(tmp_path.glob(".*.part"))
 
 
+def test_a_frame_that_is_a_jpeg_carrying_more_pictures_is_a_frame(tmp_path: Path) -> None:
+    """A frame written as an MPO (a JPEG with more pictures after its first) is a JPEG
+    frame: its first picture. It made the work an unusable animation until 2026-12-05."""
+    zipped = tmp_path / "f.zip"
+    with zipfile.ZipFile(zipped, "w") as archive:
+        for i in range(2):
+            buf = io.BytesIO()
+            first = Image.new("RGB", (32, 24), (40 * i, 90, 200))
+            first.save(buf, "MPO", save_all=True, append_images=[Image.new("RGB", (8, 6))])
+            archive.writestr(f"{i:06d}.jpg", buf.getvalue())
+    meta = parse_metadata(answer([{"file": f"{i:06d}.jpg", "delay": 100} for i in range(2)]))
+    dest = tmp_path / "1_ugoira.gif"
+    assert encode_gif(zipped, meta, dest) == (32, 24)
+    with Image.open(dest) as gif:
+        assert (gif.format, gif.n_frames) == ("GIF", 2)
+
+
 def test_bounds_missing_frames_and_broken_zips_are_refused_and_leave_no_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
