@@ -42,9 +42,9 @@ class Refused:
 
 
 def decoded_pixels(image: Image.Image) -> int:
-    """Pixels the full decode of one frame of ``image`` holds at once (a JPEG or each picture
-    of an MPO decodes at 1/8 scale through ``draft``; an animated GIF, APNG or WebP frame on
-    its whole canvas)."""
+    """Pixels the full decode of one frame of ``image`` holds at once (a JPEG, or an MPO's
+    first picture, decodes at 1/8 scale through ``draft``; an animated GIF, APNG or WebP
+    frame on its whole canvas)."""
     w, h = image.size
     if image.format in JPEG_FORMATS:
         return max(1, -(-w // 8)) * max(1, -(-h // 8))
@@ -54,13 +54,16 @@ def decoded_pixels(image: Image.Image) -> int:
 def frame_count(image: Image.Image, path: Path, meter: DecodeMeter) -> int:
     """How many frames decoding ``image`` (opened from ``path``) decodes, from its headers
     (no pixel decoded): a GIF's by walking its blocks (at most one over the budget's frame
-    bound), an APNG's from its ``acTL``, an animated WebP's from its container, else 1."""
+    bound), an APNG's from its ``acTL``, an animated WebP's from its container, else 1 (an
+    MPO too: its first picture is the one decoded)."""
     if image.format == "GIF":
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size == 0:
                 return 0
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
                 return gif_frames(view, meter.budget.max_frames, meter)
+    if image.format == "MPO":
+        return 1  # its first picture (_load_frames)
     return max(1, int(getattr(image, "n_frames", 1)))
 
 
@@ -117,32 +120,21 @@ def verify_image(
     return None if isinstance(checked, Verified) else checked
 
 
-def _load_frames(image: Image.Image, meter: DecodeMeter, path: Path) -> None:
-    """Decode every frame of ``image`` (opened from ``path``, nothing read of its pixels
-    yet), each charged to ``meter`` first; a JPEG at 1/8 scale (``draft``: libjpeg still
-    reads every coefficient of the file), and each picture of an MPO too, each from an open
-    of its own (Pillow drafts an image once: a later picture would be decoded at the first
-    one's scale into a buffer of its own size, and read as truncated); then the meter's
-    deadline is checked."""
-    if image.format == "MPO":
-        for index in range(max(1, int(getattr(image, "n_frames", 1)))):
-            with Image.open(path) as picture:
-                picture.seek(index)
-                _load_jpeg(picture, meter)
-    elif image.format == "JPEG":
-        _load_jpeg(image, meter)
+def _load_frames(image: Image.Image, meter: DecodeMeter) -> None:
+    """Decode every frame of ``image`` (freshly opened: nothing read of its pixels yet),
+    each charged to ``meter`` first; a JPEG at 1/8 scale (``draft``: libjpeg still reads
+    every coefficient of the file), an MPO's first picture the same way (the one a reader
+    shows: the pictures after it are a depth or gain map, a stereo pair's other eye); then
+    the meter's deadline is checked."""
+    if image.format in JPEG_FORMATS:
+        image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
+        meter.frame(image.width * image.height)
+        image.load()
     else:
         for frame in ImageSequence.Iterator(image):
             meter.frame(frame.width * frame.height)
             frame.load()
     meter.check()
-
-
-def _load_jpeg(image: Image.Image, meter: DecodeMeter) -> None:
-    """Decode the current picture of a JPEG or MPO at 1/8 scale, charged to ``meter`` first."""
-    image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
-    meter.frame(image.width * image.height)
-    image.load()
 
 
 def check_image(
@@ -164,13 +156,13 @@ def check_image(
             to stop the decode from another thread.
 
     Returns:
-        :class:`Verified`: a whole PNG, JPEG (an MPO: every picture), GIF or WebP; a
-        :class:`Refused` when the bytes are not one of those images (``not_an_image``), the decode is over its budget
-        (``over_budget``: refused from the headers before anything is decoded — every
-        frame of an animation counted — or at the frame that crossed it), or the file is
-        whole by its framing and does not decode (``undecodable``); a ``str`` when the
-        image is broken or short and not whole by its framing (another download may
-        succeed).
+        :class:`Verified`: a whole PNG, JPEG (an MPO: its first picture, the file whole by
+        its framing), GIF or WebP; a :class:`Refused` when the bytes are not one of those
+        images (``not_an_image``), the decode is over its budget (``over_budget``: refused
+        from the headers before anything is decoded — every frame of an animation counted
+        — or at the frame that crossed it), or the file is whole by its framing and does
+        not decode (``undecodable``); a ``str`` when the image is broken or short and not
+        whole by its framing (another download may succeed).
 
     Raises:
         DecodeStopped: ``meter`` was stopped, or its deadline passed.
@@ -201,12 +193,16 @@ def check_image(
                     # Pillow's verify() of a JPEG or MPO checks nothing (ImageFile.verify
                     # only closes the file): the full decode is the whole check, made on
                     # this open (a second open cost ~30 µs a page).
-                    _load_frames(image, meter, path)
+                    _load_frames(image, meter)
                 else:
                     image.verify()
             if fmt not in JPEG_FORMATS:
                 with Image.open(path) as image:
-                    _load_frames(image, meter, path)
+                    _load_frames(image, meter)
+            if fmt == "MPO" and not whole_by_framing(path, fmt):
+                # Its first picture decoded; the pictures after it are what a cut transfer
+                # loses first, and decoding them is not the check (see _load_frames).
+                return "an MPO whose last picture is cut short (no JPEG end at the end of the file)"
     except OverBudget as err:
         return Refused(err.why, UnavailableKind.OVER_BUDGET)
     except Image.DecompressionBombError as err:
