@@ -156,8 +156,8 @@ def check_image(
             to stop the decode from another thread.
 
     Returns:
-        :class:`Verified`: a whole PNG, JPEG (an MPO: its first picture, the file whole by
-        its framing), GIF or WebP; a :class:`Refused` when the bytes are not one of those
+        :class:`Verified`: a whole PNG, JPEG (an MPO: its first picture), GIF or WebP; a
+        :class:`Refused` when the bytes are not one of those
         images (``not_an_image``), the decode is over its budget (``over_budget``: refused
         from the headers before anything is decoded — every frame of an animation counted
         — or at the frame that crossed it), or the file is whole by its framing and does
@@ -199,10 +199,6 @@ def check_image(
             if fmt not in JPEG_FORMATS:
                 with Image.open(path) as image:
                     _load_frames(image, meter)
-            if fmt == "MPO" and not whole_by_framing(path, fmt):
-                # Its first picture decoded; the pictures after it are what a cut transfer
-                # loses first, and decoding them is not the check (see _load_frames).
-                return "an MPO whose last picture is cut short (no JPEG end at the end of the file)"
     except OverBudget as err:
         return Refused(err.why, UnavailableKind.OVER_BUDGET)
     except Image.DecompressionBombError as err:
