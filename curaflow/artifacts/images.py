@@ -41,12 +41,22 @@ class Refused:
     kind: UnavailableKind = UnavailableKind.NOT_AN_IMAGE
 
 
+def at_eighth(image: Image.Image) -> bool:
+    """Whether decoding ``image`` holds 1/8 of its pixels: a baseline JPEG (or an MPO's
+    first picture) decoded through ``draft``, where libjpeg scales each block as it reads
+    it. A progressive one is not: libjpeg keeps every coefficient of the picture at full
+    size until its last scan (2 bytes a coefficient), whatever the output's scale — a
+    1.6 KB file claiming 13 000 px square took ~1 GB when it was counted at 1/8."""
+    return image.format in JPEG_FORMATS and not image.info.get("progressive")
+
+
 def decoded_pixels(image: Image.Image) -> int:
-    """Pixels the full decode of one frame of ``image`` holds at once (a JPEG, or an MPO's
-    first picture, decodes at 1/8 scale through ``draft``; an animated GIF, APNG or WebP
-    frame on its whole canvas)."""
+    """Pixels the full decode of one frame of ``image`` holds at once (a baseline JPEG, or
+    an MPO's first picture, decodes at 1/8 scale through ``draft``: :func:`at_eighth`; a
+    progressive one at its full size; an animated GIF, APNG or WebP frame on its whole
+    canvas)."""
     w, h = image.size
-    if image.format in JPEG_FORMATS:
+    if at_eighth(image):
         return max(1, -(-w // 8)) * max(1, -(-h // 8))
     return w * h
 
@@ -122,13 +132,14 @@ def verify_image(
 
 def _load_frames(image: Image.Image, meter: DecodeMeter) -> None:
     """Decode every frame of ``image`` (freshly opened: nothing read of its pixels yet),
-    each charged to ``meter`` first; a JPEG at 1/8 scale (``draft``: libjpeg still reads
-    every coefficient of the file), an MPO's first picture the same way (the one a reader
-    shows: the pictures after it are a depth or gain map, a stereo pair's other eye); then
-    the meter's deadline is checked."""
+    each charged to ``meter`` first (:func:`decoded_pixels`); a JPEG's output at 1/8
+    scale (``draft``: libjpeg still reads every coefficient of the file), an MPO's first
+    picture the same way (the one a reader shows: the pictures after it are a depth or
+    gain map, a stereo pair's other eye); then the meter's deadline is checked."""
     if image.format in JPEG_FORMATS:
+        held = decoded_pixels(image)  # before draft: a progressive picture's full size
         image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
-        meter.frame(image.width * image.height)
+        meter.frame(held)
         image.load()
     else:
         for frame in ImageSequence.Iterator(image):
@@ -187,7 +198,7 @@ def check_image(
                     return Refused(f"not an image Pillow verifies (format {fmt})")
                 frames = frame_count(image, path, meter)
                 w, h = size = image.size
-                largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if fmt in JPEG_FORMATS else (w, h)
+                largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if at_eighth(image) else (w, h)
                 meter.plan(frames=frames, pixels=frames * decoded_pixels(image), largest=largest)
                 if fmt in JPEG_FORMATS:
                     # Pillow's verify() of a JPEG or MPO checks nothing (ImageFile.verify

@@ -7,7 +7,9 @@ that can be delivered (the work is unavailable).
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -136,3 +138,52 @@ def test_a_jpeg_carrying_more_pictures_is_verified_by_its_first(tmp_path: Path) 
     pictures = [Image.new("RGB", (64, 48), (i * 40, 0, 0)) for i in range(5)]
     pictures[0].save(many, format="MPO", save_all=True, append_images=pictures[1:])
     assert check_image(many) == Verified(64, 48)
+
+
+def _picture(fmt: str, **options: Any) -> bytes:
+    """A 64x64 noisy JPEG, or an MPO with that picture first."""
+    first = Image.frombytes("RGB", (64, 64), os.urandom(64 * 64 * 3))
+    buf = io.BytesIO()
+    if fmt == "MPO":
+        first.save(buf, "MPO", save_all=True, append_images=[Image.new("RGB", (16, 16))], **options)
+    else:
+        first.save(buf, "JPEG", **options)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["JPEG", "MPO"])
+def test_a_small_progressive_picture_claiming_13000_square_is_refused_before_it_allocates(
+    tmp_path: Path, fmt: str
+) -> None:
+    """A progressive JPEG is not decoded at 1/8 of its size: libjpeg keeps every coefficient
+    of the picture at full size (2 bytes × 3 components × 169 M here) whatever ``draft``
+    scales the output to. Counted at 1/8, ~1.6 KB claiming 13 000 px square was verified
+    after ~940 MiB (found by a break-it pass, 2026-12-05); counted at its size, it is over
+    the frame bound before anything is decoded."""
+    data = _picture(fmt, progressive=True, subsampling=0)
+    sof = data.index(b"\xff\xc2")
+    path = tmp_path / "p0.jpg"
+    path.write_bytes(data[: sof + 5] + struct.pack(">HH", 13000, 13000) + data[sof + 9 :])
+    code = (
+        "import resource, json, warnings\n"
+        "warnings.simplefilter('ignore')\n"
+        "from pathlib import Path\n"
+        "from curaflow.artifacts.images import check_image\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        f"checked = check_image(Path({str(path)!r}))\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print(json.dumps({'checked': repr(checked), 'grew_kib': after - before}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    result = json.loads(out.stdout)
+    assert result["checked"].startswith("Refused(") and "OVER_BUDGET" in result["checked"], result
+    assert result["grew_kib"] < 64 * 1024, result
+
+
+def test_a_progressive_picture_is_charged_its_full_size_a_baseline_one_an_eighth(tmp_path: Path) -> None:
+    for progressive, charged in ((False, 200 * 150), (True, 1600 * 1200)):
+        path = tmp_path / f"p{int(progressive)}_p0.jpg"
+        Image.new("RGB", (1600, 1200), (10, 20, 30)).save(path, "JPEG", progressive=progressive)
+        meter = DecodeBudget().meter()
+        assert check_image(path, meter=meter) == Verified(1600, 1200)
+        assert meter.pixels == charged, progressive
