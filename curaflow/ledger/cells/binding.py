@@ -15,14 +15,7 @@ from curaflow.ledger.cells.barriers import Barrier, barrier_of, barrier_sql, loc
 from curaflow.ledger.cells.leases import end_lease
 from curaflow.ledger.cells.reservations import LOCK_CELL_AND_RESERVE, reserve, reserve_args
 from curaflow.ledger.cells.rows import C_COLUMNS, TERMINAL_STATE_NAMES
-from curaflow.ledger.cells.stage import (
-    moved_with_stage,
-    push_staged,
-    sole_cell_move,
-    stage_args,
-    stage_due,
-    sync_job_stage,
-)
+from curaflow.ledger.cells.stage import finish_move, plan_move
 from curaflow.ledger.cells.steps import continue_step
 from curaflow.ledger.db import jsonable, now_ms
 from curaflow.ledger.holdings import hold_sql
@@ -219,21 +212,11 @@ async def _bind(
            WHERE c.job_id = $1 AND c.target_id = $2
            RETURNING {C_COLUMNS}, {barrier} AS barrier, c.job_id AS moved_job_id"""
     # A job of one cell: its stage after the binding is known now, and written by the same
-    # statement (sole_cell_move); a job of several reads its cells after.
-    facts = sole_cell_move(job, str(CellStage.FETCHING))
-    stage = stage_due(facts) if facts is not None else None
-    if stage is not None:
-        n = len(args)
-        sql = moved_with_stage(held, move, at="$8", stage=f"${n + 1}", progress=f"${n + 2}", channel=f"${n + 3}")
-        args += stage_args(stage)
-    else:
-        sql = f"WITH {', '.join(held)} {move}" if held else move
-    updated = await conn.fetchrow(sql, *args)
+    # statement (plan_move); a job of several reads its cells after.
+    plan = plan_move(job, str(CellStage.FETCHING), held, move, args, at="$8")
+    updated = await conn.fetchrow(plan.sql, *plan.args)
     cell = cell_from_row(updated)
-    if stage is not None:
-        await push_staged(conn, job_id, updated["stage_events"])
-    elif facts is None:
-        await sync_job_stage(conn, job_id)  # changes the job row only
+    await finish_move(conn, job_id, plan, updated)
     found = barrier_of(updated)
     if found is not None and isinstance(lease, Carry):
         await end_lease(conn, job_id, target.target_id)  # the step stops here: the workflow decides

@@ -74,7 +74,7 @@ def moved_with_stage(ctes: list[str], move: str, *, at: str, stage: str, progres
     events appended (a ``jsonb`` array of the function's rows, for :func:`push_staged`);
     no row when the cell did not move (then nothing was written). ``at`` … ``channel``
     are the statement's parameters (``$n``) of the events' time (epoch ms), the stage,
-    the ``job.progress`` body and the NOTIFY channel (:func:`stage_args`).
+    the ``job.progress`` body and the NOTIFY channel (:func:`plan_move` passes them).
 
     The function's statements run after ``move`` in the same transaction: it writes only
     the job row this transaction locked (:func:`lock_job`) and the job's events, which
@@ -93,10 +93,49 @@ def moved_with_stage(ctes: list[str], move: str, *, at: str, stage: str, progres
     )
 
 
-def stage_args(stage: str) -> list[Any]:
-    """The parameters :func:`moved_with_stage` adds after ``at``: the stage, the
-    ``job.progress`` body and the NOTIFY channel (in this order)."""
-    return [stage, event_body("job.progress"), NOTIFY_CHANNEL]
+class StageMove(NamedTuple):
+    """The statement that moves a job's cell (:func:`plan_move`), and what follows it.
+
+    Attributes:
+        sql / args: the statement and its parameters.
+        folded: the statement also writes the job's stage (a job of one cell, a stage
+            due): the pushes of its events follow (:func:`finish_move`).
+        read_after: a job of several cells: its stage is read and written after the move.
+    """
+
+    sql: str
+    args: list[Any]
+    folded: bool
+    read_after: bool
+
+
+def plan_move(
+    job: asyncpg.Record | Mapping[str, Any], cell_stage: str, ctes: list[str], move: str, args: list[Any], *, at: str
+) -> StageMove:
+    """The statement of a cell's move to the open stage ``cell_stage`` — ``move``, an
+    ``UPDATE cells … RETURNING …, c.job_id AS moved_job_id``, after the ``ctes`` it uses,
+    with ``args`` — that also writes the job's stage when the stage rule can be applied
+    before it is sent (:func:`sole_cell_move`, :func:`stage_due`: :func:`moved_with_stage`);
+    ``at`` is the parameter (``$n``) of the move's time, epoch ms. Pass the row it returns
+    to :func:`finish_move`."""
+    facts = sole_cell_move(job, cell_stage)
+    stage = stage_due(facts) if facts is not None else None
+    if stage is None:
+        sql = f"WITH {', '.join(ctes)} {move}" if ctes else move
+        return StageMove(sql, args, folded=False, read_after=facts is None)
+    n = len(args)
+    sql = moved_with_stage(ctes, move, at=at, stage=f"${n + 1}", progress=f"${n + 2}", channel=f"${n + 3}")
+    return StageMove(sql, [*args, stage, event_body("job.progress"), NOTIFY_CHANNEL], folded=True, read_after=False)
+
+
+async def finish_move(conn: asyncpg.Connection, job_id: str, plan: StageMove, row: asyncpg.Record) -> None:
+    """After a :func:`plan_move` statement moved the cell (``row``: what it returned): the
+    pushes of the stage events it appended, or — a job of several cells — the stage read
+    and written now (:func:`sync_job_stage`; it changes the job row only)."""
+    if plan.folded:
+        await push_staged(conn, job_id, row["stage_events"])
+    elif plan.read_after:
+        await sync_job_stage(conn, job_id)
 
 
 async def push_staged(conn: asyncpg.Connection, job_id: str, events: list[dict[str, Any]] | None) -> None:

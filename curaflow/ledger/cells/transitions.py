@@ -15,12 +15,9 @@ from curaflow.ledger.cells.barriers import lock_job
 from curaflow.ledger.cells.leases import end_lease
 from curaflow.ledger.cells.rows import C_COLUMNS
 from curaflow.ledger.cells.stage import (
-    moved_with_stage,
-    push_staged,
-    sole_cell_move,
+    finish_move,
+    plan_move,
     sole_cell_stage,
-    stage_args,
-    stage_due,
     sync_job_stage,
 )
 from curaflow.ledger.db import now_ms
@@ -76,24 +73,14 @@ async def artifact_ready(
         *(pages or ()),
     ]
     # A job of one cell: its stage after the move is known now, and written by the same
-    # statement when it moves (sole_cell_move); a job of several reads its cells after.
-    facts = sole_cell_move(job, str(CellStage.DELIVERING))
-    stage = stage_due(facts) if facts is not None else None
-    if stage is not None:
-        n = len(args)
-        sql = moved_with_stage(ctes, move, at="$5", stage=f"${n + 1}", progress=f"${n + 2}", channel=f"${n + 3}")
-        args += stage_args(stage)
-    else:
-        sql = f"WITH {', '.join(ctes)} {move}" if ctes else move
-    updated = await conn.fetchrow(sql, *args)
+    # statement when it moves (plan_move); a job of several reads its cells after.
+    plan = plan_move(job, str(CellStage.DELIVERING), ctes, move, args, at="$5")
+    updated = await conn.fetchrow(plan.sql, *plan.args)
     if updated is None:
         await end_lease(conn, job_id, target_id)
         return await load_cell(conn, job_id, target_id)
     cell = cell_from_row(updated, artifact=held)
-    if stage is not None:
-        await push_staged(conn, job_id, updated["stage_events"])
-    elif facts is None:
-        await sync_job_stage(conn, job_id)  # changes the job row only
+    await finish_move(conn, job_id, plan, updated)
     return cell
 
 
