@@ -41,22 +41,61 @@ class Refused:
     kind: UnavailableKind = UnavailableKind.NOT_AN_IMAGE
 
 
-def at_eighth(image: Image.Image) -> bool:
-    """Whether decoding ``image`` holds 1/8 of its pixels: a baseline JPEG (or an MPO's
-    first picture) decoded through ``draft``, where libjpeg scales each block as it reads
-    it. A progressive one is not: libjpeg keeps every coefficient of the picture at full
-    size until its last scan (2 bytes a coefficient), whatever the output's scale — a
-    1.6 KB file claiming 13 000 px square took ~1 GB when it was counted at 1/8."""
-    return image.format in JPEG_FORMATS and not image.info.get("progressive")
+#: Start-of-frame markers (SOF0–SOF15 but DHT, JPG and DAC), whose 6th byte is the frame's
+#: component count (ITU T.81 B.2.2).
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 
 
-def decoded_pixels(image: Image.Image) -> int:
-    """Pixels the full decode of one frame of ``image`` holds at once (a baseline JPEG, or
-    an MPO's first picture, decodes at 1/8 scale through ``draft``: :func:`at_eighth`; a
-    progressive one at its full size; an animated GIF, APNG or WebP frame on its whole
-    canvas)."""
+def one_scan(path: Path) -> bool:
+    """Whether the JPEG at ``path`` (or an MPO's first picture) is read in one scan: its
+    first start-of-scan holds every component of its frame (ITU T.81 B.2.3; a sequential
+    frame has each component in exactly one scan). Markers are walked from the start by
+    their lengths — an APP segment's contents (an EXIF thumbnail's own scan) are skipped —
+    up to the first scan; anything else read (no SOI, no frame before the scan, a file
+    that ends first) answers False."""
+    with open(path, "rb") as fh:
+        if fh.read(2) != b"\xff\xd8":
+            return False
+        components = None
+        for _ in range(4096):
+            if fh.read(1) != b"\xff":
+                return False
+            marker = fh.read(1)
+            while marker == b"\xff":  # fill bytes
+                marker = fh.read(1)
+            if not marker or marker[0] in (0x00, 0xD9):
+                return False
+            if marker[0] == 0x01 or 0xD0 <= marker[0] <= 0xD8:  # no length: TEM, RSTn, SOI
+                continue
+            size = int.from_bytes(fh.read(2), "big")
+            body = fh.read(max(0, size - 2))
+            if size < 2 or len(body) != size - 2:
+                return False
+            if marker[0] in _SOF and len(body) >= 6:
+                components = body[5]
+            elif marker[0] == 0xDA:
+                return components is not None and len(body) >= 1 and body[0] == components
+    return False
+
+
+def at_eighth(image: Image.Image, path: Path) -> bool:
+    """Whether decoding ``image`` (opened from ``path``) holds 1/8 of its pixels: a
+    sequential JPEG (or an MPO's first picture) read in one scan (:func:`one_scan`) and
+    decoded through ``draft``, where libjpeg scales each block as it reads it. Any other
+    JPEG is not: for a progressive one, or one whose components come in scans of their
+    own, libjpeg keeps every coefficient of the picture at full size until its last scan
+    (2 bytes a coefficient), whatever the output's scale — 1.6 KB claiming 13 000 px square
+    took ~1 GB when it was counted at 1/8."""
+    return image.format in JPEG_FORMATS and not image.info.get("progressive") and one_scan(path)
+
+
+def decoded_pixels(image: Image.Image, path: Path) -> int:
+    """Pixels the full decode of one frame of ``image`` (opened from ``path``) holds at once
+    (a JPEG read in one scan, or such an MPO's first picture, at 1/8 scale through
+    ``draft``: :func:`at_eighth`; any other JPEG at its full size; an animated GIF, APNG or
+    WebP frame on its whole canvas)."""
     w, h = image.size
-    if at_eighth(image):
+    if at_eighth(image, path):
         return max(1, -(-w // 8)) * max(1, -(-h // 8))
     return w * h
 
@@ -130,14 +169,14 @@ def verify_image(
     return None if isinstance(checked, Verified) else checked
 
 
-def _load_frames(image: Image.Image, meter: DecodeMeter) -> None:
+def _load_frames(image: Image.Image, meter: DecodeMeter, held: int) -> None:
     """Decode every frame of ``image`` (freshly opened: nothing read of its pixels yet),
-    each charged to ``meter`` first (:func:`decoded_pixels`); a JPEG's output at 1/8
-    scale (``draft``: libjpeg still reads every coefficient of the file), an MPO's first
-    picture the same way (the one a reader shows: the pictures after it are a depth or
-    gain map, a stereo pair's other eye); then the meter's deadline is checked."""
+    each charged to ``meter`` first (a JPEG: ``held``, its :func:`decoded_pixels`); a
+    JPEG's output at 1/8 scale (``draft``: libjpeg still reads every coefficient of the
+    file), an MPO's first picture the same way (the one a reader shows: the pictures after
+    it are a depth or gain map, a stereo pair's other eye); then the meter's deadline is
+    checked."""
     if image.format in JPEG_FORMATS:
-        held = decoded_pixels(image)  # before draft: a progressive picture's full size
         image.draft(image.mode, (max(1, image.width // 8), max(1, image.height // 8)))
         meter.frame(held)
         image.load()
@@ -198,18 +237,19 @@ def check_image(
                     return Refused(f"not an image Pillow verifies (format {fmt})")
                 frames = frame_count(image, path, meter)
                 w, h = size = image.size
-                largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if at_eighth(image) else (w, h)
-                meter.plan(frames=frames, pixels=frames * decoded_pixels(image), largest=largest)
+                largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if at_eighth(image, path) else (w, h)
+                held = largest[0] * largest[1]  # decoded_pixels, the file read once
+                meter.plan(frames=frames, pixels=frames * held, largest=largest)
                 if fmt in JPEG_FORMATS:
                     # Pillow's verify() of a JPEG or MPO checks nothing (ImageFile.verify
                     # only closes the file): the full decode is the whole check, made on
                     # this open (a second open cost ~30 µs a page).
-                    _load_frames(image, meter)
+                    _load_frames(image, meter, held)
                 else:
                     image.verify()
             if fmt not in JPEG_FORMATS:
                 with Image.open(path) as image:
-                    _load_frames(image, meter)
+                    _load_frames(image, meter, held)
     except OverBudget as err:
         return Refused(err.why, UnavailableKind.OVER_BUDGET)
     except Image.DecompressionBombError as err:

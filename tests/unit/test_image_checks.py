@@ -21,7 +21,7 @@ import pytest
 from PIL import Image
 
 from curaflow.artifacts import verify_image
-from curaflow.artifacts.images import Verified, check_image
+from curaflow.artifacts.images import Verified, check_image, one_scan
 from curaflow.sources.decoding import DecodeBudget
 
 
@@ -159,22 +159,63 @@ def _picture(fmt: str, **options: Any) -> bytes:
     return buf.getvalue()
 
 
+def _scans_of_their_own(data: bytes) -> bytes:
+    """``data`` (a sequential three-component JPEG) with its scan rewritten to hold its first
+    component only: what libjpeg then reads as a file whose components come in scans of
+    their own."""
+    sos = data.index(b"\xff\xda")
+    length = struct.unpack(">H", data[sos + 2 : sos + 4])[0]
+    count = data[sos + 4]
+    first = data[sos + 5 : sos + 7]
+    spectral = data[sos + 5 + 2 * count : sos + 2 + length]  # Ss, Se, Ah/Al
+    return data[:sos] + b"\xff\xda" + struct.pack(">H", 8) + b"\x01" + first + spectral + data[sos + 2 + length :]
+
+
 @pytest.mark.parametrize("fmt", ["JPEG", "MPO"])
-def test_a_small_progressive_picture_claiming_13000_square_is_refused_before_it_allocates(
-    tmp_path: Path, fmt: str
+@pytest.mark.parametrize("shape", ["progressive", "scans"])
+def test_a_small_picture_claiming_13000_square_in_several_scans_is_refused_before_it_allocates(
+    tmp_path: Path, fmt: str, shape: str
 ) -> None:
-    """A progressive JPEG is not decoded at 1/8 of its size: libjpeg keeps every coefficient
-    of the picture at full size (2 bytes × 3 components × 169 M here) whatever ``draft``
-    scales the output to. Counted at 1/8, ~1.6 KB claiming 13 000 px square was verified
-    after ~940 MiB (found by a break-it pass, 2026-12-05); counted at its size, it is over
-    the frame bound before anything is decoded."""
-    data = _picture(fmt, progressive=True, subsampling=0)
-    sof = data.index(b"\xff\xc2")
+    """A JPEG read in several scans — progressive, or a sequential one whose components
+    come in scans of their own — is not decoded at 1/8 of its size: libjpeg keeps every
+    coefficient of the picture at full size (2 bytes × 3 components × 169 M here) whatever
+    ``draft`` scales the output to. Counted at 1/8, ~1.6 KB claiming 13 000 px square was
+    verified after ~940 MiB (found by a break-it pass, 2026-12-05); counted at its size, it
+    is over the frame bound before anything is decoded."""
+    data = _picture(fmt, progressive=shape == "progressive", subsampling=0)
+    if shape == "scans":
+        data = _scans_of_their_own(data)
+    sof = data.index(b"\xff\xc2" if shape == "progressive" else b"\xff\xc0")
     path = tmp_path / "p0.jpg"
     path.write_bytes(data[: sof + 5] + struct.pack(">HH", 13000, 13000) + data[sof + 9 :])
+    with pytest.warns(Image.DecompressionBombWarning), Image.open(path) as image:  # Pillow's own warning
+        assert (image.format, image.size) == (fmt, (13000, 13000))
     result = checked_in_a_process(path)
     assert result["checked"].startswith("Refused(") and "OVER_BUDGET" in result["checked"], result
     assert result["grew_kib"] < 64 * 1024, result
+
+
+def test_one_scan_reads_the_markers_not_what_an_app_segment_holds(tmp_path: Path) -> None:
+    """A photo's EXIF thumbnail is a whole JPEG, scan included, inside an APP1 segment: it
+    is skipped by its length, so the picture itself is still one scan (charged 1/8)."""
+    thumbnail = _picture("JPEG")
+    photo = io.BytesIO()
+    Image.new("RGB", (1600, 1200), (10, 20, 30)).save(photo, "JPEG")
+    app1 = b"Exif\x00\x00" + thumbnail
+    data = photo.getvalue()
+    path = tmp_path / "exif_p0.jpg"
+    path.write_bytes(data[:2] + b"\xff\xe1" + struct.pack(">H", len(app1) + 2) + app1 + data[2:])
+    assert one_scan(path)
+    meter = DecodeBudget().meter()
+    assert check_image(path, meter=meter) == Verified(1600, 1200)
+    assert meter.pixels == 200 * 150
+    separate = tmp_path / "separate_p0.jpg"
+    separate.write_bytes(_scans_of_their_own(data))
+    assert not one_scan(separate)
+    for broken in (b"", b"\xff\xd8", b"\xff\xd8\xff\xe1\x00", b"\x89PNG\r\n", data[:20]):
+        cut = tmp_path / "cut_p0.jpg"
+        cut.write_bytes(broken)
+        assert not one_scan(cut), broken
 
 
 def test_a_progressive_picture_is_charged_its_full_size_a_baseline_one_an_eighth(tmp_path: Path) -> None:
