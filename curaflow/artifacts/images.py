@@ -5,6 +5,7 @@ transfer's. Blocking: run in a thread."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import mmap
 import os
 from dataclasses import dataclass
@@ -12,7 +13,15 @@ from pathlib import Path
 
 from PIL import Image, ImageSequence, UnidentifiedImageError
 
-from curaflow.sources.decoding import FRAME_MAX_PIXELS, DecodeBudget, DecodeMeter, OverBudget, gif_frames
+from curaflow.sources.decoding import (
+    FRAME_MAX_PIXELS,
+    PNG_SIGNATURE,
+    DecodeBudget,
+    DecodeMeter,
+    OverBudget,
+    gif_frames,
+    png_without_bad_ancillary,
+)
 from curaflow.sources.errors import UnavailableKind
 
 #: Pixel formats a page may have (what Pillow identifies from the bytes, whatever the URL says).
@@ -220,18 +229,37 @@ def check_image(
     Header first (``Image.open`` reads no pixel data) and the frames counted, then Pillow
     ``verify()`` (structure, PNG CRCs) and a full ``load()`` of every frame from a second
     open, each charged to the meter before it is decoded; a JPEG, whose ``verify()``
-    checks nothing, is decoded from its first open. Blocking: call it in a thread.
+    checks nothing, is decoded from its first open. A PNG refused only for wrong CRCs on
+    ancillary chunks (which libpng, and so a browser, drops with a warning) is checked
+    again without them (:func:`~curaflow.sources.decoding.png_without_bad_ancillary`);
+    the page itself is left as it came. Blocking: call it in a thread.
     """
     if meter is None:
         budget = budget or DecodeBudget()
         if max_pixels is not None:
             budget = dataclasses.replace(budget, frame_max_pixels=max_pixels)
         meter = budget.meter()
+    checked = _check(path, path, meter)
+    if isinstance(checked, Verified):
+        return checked
+    # A PNG Pillow refused for an ancillary chunk's CRC alone is checked again without
+    # those chunks (what libpng, and so a browser, shows); the page itself is untouched.
+    with open(path, "rb") as fh:
+        head = fh.read(len(PNG_SIGNATURE))
+        repaired = png_without_bad_ancillary(head + fh.read()) if head == PNG_SIGNATURE else None
+    if repaired is None:
+        return checked
+    return _check(io.BytesIO(repaired), path, meter)
+
+
+def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verified | str | Refused:
+    """:func:`check_image` of the bytes of ``source`` (``path``'s, or a copy of them);
+    ``path`` is the page for what is read of its file alone (a JPEG's markers, its ending)."""
     fmt: str | None = None
     size = (0, 0)
     try:
         with meter.running():
-            with Image.open(path) as image:
+            with Image.open(source) as image:
                 fmt = image.format
                 if fmt not in IMAGE_FORMATS:
                     return Refused(f"not an image Pillow verifies (format {fmt})")
@@ -248,7 +276,9 @@ def check_image(
                 else:
                     image.verify()
             if fmt not in JPEG_FORMATS:
-                with Image.open(path) as image:
+                if isinstance(source, io.BytesIO):
+                    source.seek(0)
+                with Image.open(source) as image:
                     _load_frames(image, meter, held)
     except OverBudget as err:
         return Refused(err.why, UnavailableKind.OVER_BUDGET)

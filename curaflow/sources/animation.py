@@ -37,7 +37,7 @@ from pathlib import Path
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel
 
-from curaflow.sources.decoding import DecodeBudget, DecodeMeter, OverBudget
+from curaflow.sources.decoding import DecodeBudget, DecodeMeter, OverBudget, png_without_bad_ancillary
 
 #: A frames zip larger than this is refused (bytes).
 MAX_ZIP_BYTES = 64 * 1024 * 1024
@@ -105,10 +105,16 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, i
         AnimationBroken: the member cannot be read from the zip.
     """
     try:
-        with archive.open(info) as fh, Image.open(fh) as image:
-            if image.format not in FRAME_FORMATS:
-                raise UnusableAnimation(f"frame {info.filename} is not an image ({image.format})")
-            return image.size
+        try:
+            with archive.open(info) as fh, Image.open(fh) as image:
+                return _frame_format_size(info, image)
+        except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+            with archive.open(info) as fh:
+                repaired = png_without_bad_ancillary(fh.read(MAX_FRAME_BYTES + 1))
+            if repaired is None:
+                raise
+            with Image.open(io.BytesIO(repaired)) as image:
+                return _frame_format_size(info, image)
     except UnidentifiedImageError:
         raise UnusableAnimation(f"frame {info.filename} is not an image") from None
     except Image.DecompressionBombError as err:
@@ -117,6 +123,33 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, i
         raise AnimationBroken(f"frame {info.filename} cannot be read from the zip: {err}") from None
     except (OSError, ValueError, SyntaxError) as err:
         raise UnusableAnimation(f"frame {info.filename} has no readable header: {type(err).__name__}") from None
+
+
+def _frame_format_size(info: zipfile.ZipInfo, image: Image.Image) -> tuple[int, int]:
+    if image.format not in FRAME_FORMATS:
+        raise UnusableAnimation(f"frame {info.filename} is not an image ({image.format})")
+    return image.size
+
+
+def _decoded(data: bytes) -> Image.Image:
+    """The frame ``data`` opened and decoded; a PNG with a wrong CRC on an ancillary chunk
+    alone is decoded without that chunk, as libpng shows it
+    (:func:`~curaflow.sources.decoding.png_without_bad_ancillary`).
+
+    Raises:
+        OSError, ValueError, SyntaxError, Image.DecompressionBombError: as ``Image.open`` / ``load``.
+    """
+    try:
+        image = Image.open(io.BytesIO(data))
+        image.load()
+        return image
+    except (OSError, ValueError, SyntaxError):
+        repaired = png_without_bad_ancillary(data)
+        if repaired is None:
+            raise
+    image = Image.open(io.BytesIO(repaired))
+    image.load()
+    return image
 
 
 def encode_gif(zip_path: Path, meta: Animation, dest: Path, *, meter: DecodeMeter | None = None) -> tuple[int, int]:
@@ -182,8 +215,7 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
             except (zipfile.BadZipFile, EOFError) as err:  # a CRC that does not match: maybe the transfer
                 raise AnimationBroken(f"frame {name} cannot be read from the zip: {err}") from None
             try:
-                image = Image.open(io.BytesIO(data))
-                image.load()
+                image = _decoded(data)
             except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
                 raise UnusableAnimation(f"frame {name} cannot be decoded: {type(err).__name__}") from None
             rgb = image.convert("RGB")

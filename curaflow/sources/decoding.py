@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -265,3 +266,42 @@ def gif_frames(data: bytes | memoryview, limit: int, meter: DecodeMeter | None =
             if length == 0:
                 break
     return frames
+
+
+#: The first bytes of every PNG file (PNG spec 5.2).
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_without_bad_ancillary(data: bytes) -> bytes | None:
+    """``data`` (a PNG) without its ancillary chunks whose CRC is wrong, or None when there
+    is none to drop or the file is not for it: not a PNG, cut inside a chunk, no ``IEND``,
+    or a critical chunk's CRC wrong.
+
+    An ancillary chunk (its type's first letter lower case: a text, a colour profile, a
+    time) with a wrong CRC is discarded with a warning by libpng's default (``png_set_crc_action``:
+    ``PNG_CRC_DEFAULT``), which is what browsers show; a critical chunk's (``IHDR``,
+    ``PLTE``, ``IDAT``, ``IEND``) is an error there too (PNG spec 5.3–5.4). Pillow refuses
+    the file for either."""
+    if not data.startswith(PNG_SIGNATURE):
+        return None
+    kept: list[memoryview] = []
+    dropped = False
+    view = memoryview(data)
+    at = len(PNG_SIGNATURE)
+    while at + 12 <= len(data):
+        length = int.from_bytes(view[at : at + 4], "big")
+        end = at + 12 + length
+        if end > len(data):
+            return None
+        kind = bytes(view[at + 4 : at + 8])
+        right = zlib.crc32(view[at + 4 : end - 4]) == int.from_bytes(view[end - 4 : end], "big")
+        if right:
+            kept.append(view[at:end])
+        elif kind[0] & 0x20:  # ancillary
+            dropped = True
+        else:
+            return None
+        at = end
+        if kind == b"IEND":
+            return PNG_SIGNATURE + b"".join(kept) if dropped else None
+    return None

@@ -225,3 +225,68 @@ def test_a_progressive_picture_is_charged_its_full_size_a_baseline_one_an_eighth
         meter = DecodeBudget().meter()
         assert check_image(path, meter=meter) == Verified(1600, 1200)
         assert meter.pixels == charged, progressive
+
+
+def _png_chunks(data: bytes) -> list[tuple[bytes, bytes, bytes]]:
+    """The chunks of a PNG: (type, data, stored CRC), in order."""
+    chunks, at = [], 8
+    while at < len(data):
+        (length,) = struct.unpack(">I", data[at : at + 4])
+        kind, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
+        chunks.append((kind, body, data[at + 8 + length : at + 12 + length]))
+        at += 12 + length
+    return chunks
+
+
+def _png_of(chunks: list[tuple[bytes, bytes, bytes]]) -> bytes:
+    return b"\x89PNG\r\n\x1a\n" + b"".join(struct.pack(">I", len(body)) + k + body + crc for k, body, crc in chunks)
+
+
+def _png_with_text(where: str, bad_crc_of: bytes) -> bytes:
+    """A 640x480 PNG with a ``tEXt`` chunk before its pixels (``where="head"``) or after
+    them (``"tail"``), the CRC of the chunk of type ``bad_crc_of`` wrong."""
+    buf = io.BytesIO()
+    Image.new("RGB", (640, 480), (10, 20, 30)).save(buf, "PNG")
+    chunks = _png_chunks(buf.getvalue())
+    text = b"Comment\x00made by a phone"
+    chunk = (b"tEXt", text, struct.pack(">I", zlib.crc32(b"tEXt" + text)))
+    chunks.insert(1 if where == "head" else len(chunks) - 1, chunk)
+    return _png_of(
+        [
+            (kind, body, struct.pack(">I", zlib.crc32(kind + body) ^ 1) if kind == bad_crc_of else crc)
+            for kind, body, crc in chunks
+        ]
+    )
+
+
+@pytest.mark.parametrize("where", ["head", "tail"])
+def test_a_png_whose_ancillary_chunk_has_a_wrong_crc_is_verified(tmp_path: Path, where: str) -> None:
+    """An ancillary chunk (a text, a colour profile: its type's first letter lower case,
+    PNG spec 5.4) with a wrong CRC is what libpng — and so every browser — drops with a
+    warning, showing the picture: a deliverable image. Pillow refuses the whole file, so
+    until 2026-12-06 such a page was refused, its work lost for good (``not_an_image``
+    before the pixels, ``undecodable`` after them) for a shape readers accept."""
+    path = tmp_path / "p0.png"
+    path.write_bytes(_png_with_text(where, b"tEXt"))
+    with pytest.raises((SyntaxError, OSError)), Image.open(path) as image:  # Pillow's own verdict on the file
+        image.verify()
+    meter = DecodeBudget().meter()
+    assert check_image(path, meter=meter) == Verified(640, 480)
+    assert (meter.frames, meter.pixels) == (1, 640 * 480)
+    assert path.read_bytes() == _png_with_text(where, b"tEXt")  # the page itself is untouched
+
+
+@pytest.mark.parametrize("critical", [b"IHDR", b"IDAT"])
+def test_a_png_whose_critical_chunk_has_a_wrong_crc_is_still_not_verified(tmp_path: Path, critical: bytes) -> None:
+    """A critical chunk (header, pixels) with a wrong CRC is an error for libpng too: the
+    page is not verified, whatever ancillary chunk beside it is also wrong."""
+    path = tmp_path / "p0.png"
+    path.write_bytes(_png_with_text("head", critical))
+    assert not isinstance(check_image(path), Verified)
+    data = _png_chunks(_png_with_text("head", critical))
+    both = [(k, b, struct.pack(">I", zlib.crc32(k + b) ^ 1) if k == b"tEXt" else c) for k, b, c in data]
+    path.write_bytes(_png_of(both))
+    assert not isinstance(check_image(path), Verified)
+    cut = tmp_path / "cut_p0.png"
+    cut.write_bytes(_png_with_text("tail", b"tEXt")[:-40])  # cut short: retried, as any page
+    assert isinstance(check_image(cut), str)

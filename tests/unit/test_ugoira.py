@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from PIL import Image
+from PIL.PngImagePlugin import PngInfo
 
 from bench.chaos import bombs
 from curaflow.sources import animation
@@ -93,6 +94,36 @@ def test_a_frame_that_is_a_jpeg_carrying_more_pictures_is_a_frame(tmp_path: Path
     assert encode_gif(zipped, meta, dest) == (32, 24)
     with Image.open(dest) as gif:
         assert (gif.format, gif.n_frames) == ("GIF", 2)
+
+
+def _png_frame(shade: int, *, bad_crc_of: bytes) -> bytes:
+    """A 32x24 PNG frame with a text chunk before its pixels, the CRC of the chunk of type
+    ``bad_crc_of`` wrong."""
+    info = PngInfo()
+    info.add_text("Comment", "frame")
+    buf = io.BytesIO()
+    Image.new("RGB", (32, 24), (shade, 90, 200)).save(buf, "PNG", pnginfo=info)
+    data = bytearray(buf.getvalue())
+    at = data.index(bad_crc_of) - 4
+    end = at + 12 + int.from_bytes(data[at : at + 4], "big")
+    data[end - 1] ^= 1
+    return bytes(data)
+
+
+def test_a_png_frame_whose_ancillary_chunk_has_a_wrong_crc_is_a_frame(tmp_path: Path) -> None:
+    """A PNG frame with a wrong CRC on an ancillary chunk (a text) is what libpng shows
+    (the chunk dropped): a frame. Pillow refuses to open it, so until 2026-12-06 it made
+    the work an unusable animation, lost for good."""
+    meta = parse_metadata(answer([{"file": f"{i:06d}.png", "delay": 100} for i in range(2)]))
+    zipped = tmp_path / "f.zip"
+    with zipfile.ZipFile(zipped, "w") as archive:
+        for i in range(2):
+            archive.writestr(f"{i:06d}.png", _png_frame(40 * i, bad_crc_of=b"tEXt"))
+    dest = tmp_path / "1_ugoira.gif"
+    assert encode_gif(zipped, meta, dest) == (32, 24)
+    with Image.open(dest) as gif:
+        assert (gif.format, gif.n_frames) == ("GIF", 2)
+        assert gif.convert("RGB").getpixel((0, 0)) == (0, 90, 200)
 
 
 def test_bounds_missing_frames_and_broken_zips_are_refused_and_leave_no_file(
