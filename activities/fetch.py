@@ -48,6 +48,7 @@ from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.artifacts import held_pages, store_artifact
 from curaflow.ledger.holdings import hold
+from curaflow.observability.metrics import record_unrecognised_answer
 from curaflow.outbound import attempt_deadline
 from curaflow.paths import PathEscape
 from curaflow.sources.errors import SourceError, WorkUnavailable
@@ -142,16 +143,25 @@ class FetchActivity:
                             source, work, inp.job_id, target.target_id, on_page=progress, held=held
                         )
                     except WorkUnavailable as err:
-                        activity.logger.info(
-                            "candidate unavailable, moving on",
-                            extra={
-                                "job_id": inp.job_id,
-                                "target_id": target.target_id,
-                                "work_id": work.work_id,
-                                "why": err.why,
-                                "kind": str(err.kind),
-                            },
-                        )
+                        remembered_ms = policy.memory_ms(err.recognised)
+                        facts = {
+                            "job_id": inp.job_id,
+                            "target_id": target.target_id,
+                            "account": target.account,
+                            "work_id": work.work_id,
+                            "why": err.why,
+                            "kind": str(err.kind),
+                            "remembered_ms": remembered_ms,
+                        }
+                        if err.recognised:
+                            activity.logger.info("candidate unavailable, moving on", extra=facts)
+                        else:
+                            # The same answer would come for any work: counted (an alert
+                            # watches it), the work held back briefly, not for the week.
+                            activity.logger.warning(
+                                "source.answer_unrecognised: the work is held back briefly, moving on", extra=facts
+                            )
+                            record_unrecognised_answer(target.account, str(err.kind))
                         deps.store.delete(inp.job_id, target.target_id)
                         async with deps.pool.acquire() as conn, conn.transaction():
                             await memory.remember_unavailable(
@@ -161,7 +171,7 @@ class FetchActivity:
                                 work_id=work.work_id,
                                 why=err.why,
                                 job_id=inp.job_id,
-                                ttl_ms=policy.unavailable_ttl_ms,
+                                ttl_ms=remembered_ms,
                                 unusable=str(err.kind) in SOURCE_ANSWER_KINDS,
                             )
                             nxt = await ledger.rebind_next(

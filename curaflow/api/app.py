@@ -192,7 +192,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
         background = await create_pool(settings.database.url, min_size=1, max_size=2, **settings.database.pool_bounds())
         await migrate(background)
         app.state.pool = pool
-        initialise_series((name, route.kind) for name, route in settings.routes.items())
+        initialise_series(((name, route.kind) for name, route in settings.routes.items()), settings.source_configs())
         stop = asyncio.Event()
 
         def failed(reason: str) -> None:

@@ -44,10 +44,16 @@ class Refused:
         why: what was seen.
         kind: ``not_an_image``, ``over_budget`` or ``undecodable``
             (:class:`~curaflow.sources.errors.UnavailableKind`).
+        recognised: what the bytes show is the work's own (an image over the budget, a
+            whole image that does not decode); False for bytes that are no image Pillow
+            verifies — an HTML or JSON page, a format not known here — which an image
+            host or a proxy may answer for any work while it lasts
+            (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`).
     """
 
     why: str
     kind: UnavailableKind = UnavailableKind.NOT_AN_IMAGE
+    recognised: bool = True
 
 
 #: Start-of-frame markers (SOF0–SOF15 but DHT, JPG and DAC), whose 6th byte is the frame's
@@ -262,7 +268,7 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
             with Image.open(source) as image:
                 fmt = image.format
                 if fmt not in IMAGE_FORMATS:
-                    return Refused(f"not an image Pillow verifies (format {fmt})")
+                    return Refused(f"not an image Pillow verifies (format {fmt})", recognised=False)
                 frames = frame_count(image, path, meter)
                 w, h = size = image.size
                 largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if at_eighth(image, path) else (w, h)
@@ -285,7 +291,7 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
     except Image.DecompressionBombError as err:
         return Refused(f"too large to verify: {err}", UnavailableKind.OVER_BUDGET)
     except UnidentifiedImageError:
-        return Refused("not an image")
+        return Refused("not an image", recognised=False)
     except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
         if fmt is not None and whole_by_framing(path, fmt):
             return Refused(

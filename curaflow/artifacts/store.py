@@ -55,7 +55,14 @@ from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import time_left
 from curaflow.paths import inside
-from curaflow.sources.animation import MAX_ZIP_BYTES, Animation, AnimationBroken, UnusableAnimation, encode_gif
+from curaflow.sources.animation import (
+    MAX_ZIP_BYTES,
+    Animation,
+    AnimationBroken,
+    NotAZip,
+    UnusableAnimation,
+    encode_gif,
+)
 from curaflow.sources.base import FileSource
 from curaflow.sources.decoding import DecodeBudget, DecodeStopped, OverBudget
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
@@ -340,7 +347,9 @@ class ArtifactStore:
             except DecodeStopped as err:
                 raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"page {page}: {err}") from None
             if isinstance(done, Refused):
-                raise WorkUnavailable(part.dest.name.split("_", 1)[0], f"page {page}: {done.why}", done.kind)
+                raise WorkUnavailable(
+                    part.dest.name.split("_", 1)[0], f"page {page}: {done.why}", done.kind, recognised=done.recognised
+                )
             if isinstance(done, str):
                 raise SourceError(
                     TerminalReason.DOWNLOAD_FAILED, f"image incomplete after {got.received} bytes: {done}"
@@ -373,7 +382,10 @@ class ArtifactStore:
                     await self._decoding(encode_gif, zip_path, meta, dest)
                 except UnusableAnimation as err:
                     raise WorkUnavailable(
-                        work.work_id, f"animation: {err}", UnavailableKind.UNUSABLE_ANIMATION
+                        work.work_id,
+                        f"animation: {err}",
+                        UnavailableKind.UNUSABLE_ANIMATION,
+                        recognised=not isinstance(err, NotAZip),
                     ) from None
                 except OverBudget as err:
                     raise WorkUnavailable(work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET) from None

@@ -115,6 +115,15 @@ SOURCE_ACCOUNT_PAUSED = Counter(
     "Times a Pixiv account was paused because Pixiv answered 'Your access is currently restricted.'.",
     ["account"],
 )
+SOURCE_UNRECOGNISED_ANSWERS = Counter(
+    "curaflow_source_unrecognised_answers_total",
+    "Works skipped on an answer of the source not recognised as the work's (the image host "
+    "answering 403, a page that is no image): the same answer would come for any work while it "
+    "lasts, so each such work is held back for pixiv.unrecognised_hold_ms only.",
+    ["account", "kind"],
+)
+#: The kinds an unrecognised answer is counted under (:class:`~curaflow.sources.errors.UnavailableKind`).
+UNRECOGNISED_ANSWER_KINDS = ("gone", "not_an_image", "unusable_animation")
 ROUTE_REFUSALS = Counter(
     "curaflow_route_refusals_total",
     "Works a route refused for good; each is remembered and not offered to that route again.",
@@ -237,7 +246,7 @@ DELIVERY_RESULT_VALUES = ("delivered", "duplicate", "failed", "rejected", "unkno
 
 
 @_safe
-def initialise_series(routes: Iterable[tuple[str, str]] = ()) -> None:
+def initialise_series(routes: Iterable[tuple[str, str]] = (), accounts: Iterable[str] = ()) -> None:
     """Create at 0 the labelled counter series the alert rules watch, at process start.
 
     prometheus-client creates a labelled series on its first ``inc()``, at 1; Prometheus'
@@ -246,10 +255,12 @@ def initialise_series(routes: Iterable[tuple[str, str]] = ()) -> None:
     existing from the start (a failure counted before the process's first scrape is caught
     by its ``process_start_time_seconds`` term instead). Created here: failed jobs by every
     protocol status a ``failed`` business status can have and every trigger, the alerted
-    cell reasons, every delivery result of every configured route.
+    cell reasons, every delivery result of every configured route, every kind of an
+    unrecognised source answer of every configured account.
 
     Args:
         routes: ``(route name, route kind)`` of the configured routes.
+        accounts: the configured source accounts (Pixiv's, ``default`` included).
     """
     for status in FAILED_JOB_STATUSES:
         for trigger in TRIGGERS:
@@ -260,6 +271,9 @@ def initialise_series(routes: Iterable[tuple[str, str]] = ()) -> None:
         for result in DELIVERY_RESULT_VALUES:
             DELIVERY_RESULTS.labels(route=route, kind=kind, result=result)
         ROUTE_PAUSES.labels(route=route, kind=kind)
+    for account in accounts:
+        for kind in UNRECOGNISED_ANSWER_KINDS:
+            SOURCE_UNRECOGNISED_ANSWERS.labels(account=account, kind=kind)
 
 
 @_safe
@@ -370,6 +384,13 @@ def record_skipped_day(account: str) -> None:
 def record_account_paused(account: str) -> None:
     """Count an account paused after Pixiv restricted it."""
     SOURCE_ACCOUNT_PAUSED.labels(account=account).inc()
+
+
+@_safe
+def record_unrecognised_answer(account: str, kind: str) -> None:
+    """Count a work skipped on a source answer not recognised as the work's (``kind``: the
+    :class:`~curaflow.sources.errors.UnavailableKind` it was raised with)."""
+    SOURCE_UNRECOGNISED_ANSWERS.labels(account=account, kind=kind).inc()
 
 
 @_safe

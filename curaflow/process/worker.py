@@ -408,7 +408,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 temporal_metrics_port=obs.temporal_metrics_port,
                 schedules=[p.id for p in settings.schedules],
             )
-            initialise_series((name, route.kind) for name, route in settings.routes.items())
+            initialise_series(
+                ((name, route.kind) for name, route in settings.routes.items()), settings.source_configs()
+            )
             if own_stop:  # the process itself (not a caller's event loop): its start-up heap is settled
                 settle_heap()
             set_worker_up(True)

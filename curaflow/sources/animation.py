@@ -58,6 +58,12 @@ class UnusableAnimation(ValueError):
     """The animation or its zip describes no usable animation (a permanent fact of the work)."""
 
 
+class NotAZip(UnusableAnimation):
+    """What the frames zip's URL answered is no zip at all (an HTML or JSON page): an
+    answer an image host or a proxy may give for any work while it lasts, not recognised
+    as the work's (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`)."""
+
+
 class AnimationBroken(Exception):
     """The frames zip is cut short or fails its CRC: maybe the transfer (retried)."""
 
@@ -187,7 +193,7 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
         archive = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError) as err:
         if not _is_zip(zip_path):
-            raise UnusableAnimation("the frames zip is not a zip") from None
+            raise NotAZip("the frames zip is not a zip") from None
         raise AnimationBroken(f"the frames zip cannot be read (cut short?): {err}") from None
     with archive:
         entries = {info.filename: info for info in archive.infolist()}

@@ -145,6 +145,8 @@ class SourcePolicy:
         max_examined: most works one scan examines (a scan that reaches it without a
             candidate is ``scan_capped``).
         unavailable_ttl_ms: how long a work found unavailable is skipped by later jobs.
+        unrecognised_hold_ms: how long instead when the answer was not recognised as the
+            work's (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`).
         rate_limit_base_s: first step of the cooldown ladder when a rate limit carries
             no cooldown from the gate (s).
         keeps_frontier: the scan reads and leaves a scan frontier (the source's own
@@ -155,8 +157,17 @@ class SourcePolicy:
     concurrency: int = 1
     max_examined: int = 1000
     unavailable_ttl_ms: int = 7 * 86_400_000
+    unrecognised_hold_ms: int = 3_600_000
     rate_limit_base_s: float = 60.0
     keeps_frontier: bool = False
+
+    def memory_ms(self, recognised: bool) -> int:
+        """How long later scans skip a work found unavailable (ms; 0: not at all): the
+        source's ``unavailable_ttl_ms`` when the answer was recognised as the work's, else
+        ``unrecognised_hold_ms``, never longer (the one owner of this rule)."""
+        if recognised:
+            return self.unavailable_ttl_ms
+        return min(self.unrecognised_hold_ms, self.unavailable_ttl_ms)
 
 
 class Download(Protocol):
@@ -272,6 +283,8 @@ class SourceConfig(BaseModel):
         max_concurrency: source activities of the instance at once.
         max_examined: most works one scan examines.
         unavailable_ttl_ms: how long a work found unavailable is skipped by later jobs.
+        unrecognised_hold_ms: how long instead when the answer was not recognised as the
+            work's (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`).
         rate_limit_base_ms / rate_limit_cap_ms: the cooldown ladder of its gate.
     """
 
@@ -282,6 +295,7 @@ class SourceConfig(BaseModel):
     max_concurrency: int = Field(default=1, ge=1)
     max_examined: int = Field(default=1000, ge=1)
     unavailable_ttl_ms: int = Field(default=7 * 86_400_000, ge=0)
+    unrecognised_hold_ms: int = Field(default=3_600_000, ge=0)
     rate_limit_base_ms: int = Field(default=LADDER_BASE_MS, ge=1)
     rate_limit_cap_ms: int = Field(default=LADDER_CAP_MS, ge=1)
 
@@ -291,5 +305,6 @@ class SourceConfig(BaseModel):
             concurrency=self.max_concurrency,
             max_examined=self.max_examined,
             unavailable_ttl_ms=self.unavailable_ttl_ms,
+            unrecognised_hold_ms=self.unrecognised_hold_ms,
             rate_limit_base_s=self.rate_limit_base_ms / 1000,
         )

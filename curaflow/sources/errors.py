@@ -56,12 +56,15 @@ class UnavailableKind(StrEnum):
     timeout, a body cut short) is never one of these: it is a retried ``SourceError``.
 
     * ``gone`` — the source says so: deleted, private, restricted, an image answering
-      403/404/410 (the default: what a source means when it raises without a kind);
+      404/410 (the default: what a source means when it raises without a kind); an image
+      or a detail answering a bare 403 too, not recognised as the work's (held briefly:
+      :attr:`WorkUnavailable.recognised`);
     * ``unusable_url`` — a file URL of the work the source may not request: another host,
       a path not strictly under the image host's prefix, not a URL, too long
       (:data:`~curaflow.sources.base.MAX_URL_CHARS`), answered 414;
     * ``too_large`` — a page or a frames zip over its byte limit;
-    * ``not_an_image`` — a page that is no PNG, JPEG (an MPO included), GIF or WebP (by its bytes);
+    * ``not_an_image`` — a page that is no PNG, JPEG (an MPO included), GIF or WebP (by its
+      bytes; not recognised as the work's, held briefly);
     * ``undecodable`` — a page whole by its own framing (PNG's IEND, JPEG's EOI, …) that
       does not decode: the image host holds these bytes;
     * ``over_budget`` — decoding it would cost more than the decode budget (pixels over
@@ -93,11 +96,24 @@ class WorkUnavailable(Exception):
         work_id: the work (as the raiser knows it; for messages).
         why: what was seen, cleaned.
         kind: why, as a word (:class:`UnavailableKind`; ``gone`` when not given).
+        recognised: the answer says something positive about this work (an image or a
+            detail answering 404, a "restricted" detail, the page's own bytes over a
+            bound …): the work is remembered unavailable for the source's
+            ``unavailable_ttl_ms``. False for an answer that would come for any work
+            while it lasts — the image host answering 403 (what it answers a request it
+            refuses: a missing ``Referer``, a hotlink rule, a blocked caller), a page that
+            is no image (an HTML or JSON page where the image was): the work is skipped
+            in this job and held back for ``unrecognised_hold_ms`` only
+            (:class:`~curaflow.sources.base.SourcePolicy`), so an hour of a refusing
+            host never costs a week of works.
     """
 
-    def __init__(self, work_id: str, why: str, kind: UnavailableKind = UnavailableKind.GONE) -> None:
+    def __init__(
+        self, work_id: str, why: str, kind: UnavailableKind = UnavailableKind.GONE, *, recognised: bool = True
+    ) -> None:
         why = clean_text(why)
         super().__init__(clean_text(f"work {work_id} unavailable: {why}"))
         self.work_id = work_id
         self.why = why
         self.kind = UnavailableKind(kind)
+        self.recognised = recognised

@@ -51,12 +51,15 @@ class FakeImageHost:
         script: framing faults consumed one per image request, front to back.
         bodies: raw bytes answered for a page (``"<id>_p<N>"``) instead of its picture
             (a hostile or broken image the host serves with a correct framing).
+        refused: pages (``"<id>_p<N>"``) answered ``403 Forbidden`` whatever the request
+            carries (a host whose hotlink rule changed, a CDN that blocks the caller).
         requests: every request answered.
     """
 
     faults: Faults
     script: list[str | None] = field(default_factory=list)
     bodies: dict[str, bytes] = field(default_factory=dict)
+    refused: set[str] = field(default_factory=set)
     requests: list[ImageRequest] = field(default_factory=list)
     _server: asyncio.Server | None = None
     _port: int = 0
@@ -110,6 +113,10 @@ class FakeImageHost:
             writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nContent-Type: text/plain\r\n\r\nNot Found")
             return True
         page = int(match.group(2))
+        if f"{match.group(1)}_p{page}" in self.refused:
+            self._log(path, referer, 403, None)
+            writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 9\r\nContent-Type: text/plain\r\n\r\nForbidden")
+            return True
         fmt = "png" if name.endswith(".png") else "jpeg"
         width, height = self.faults.image_size(work, page)
         body = self.bodies.get(f"{match.group(1)}_p{page}") or await asyncio.to_thread(

@@ -118,8 +118,20 @@ CASES: dict[str, tuple[Case, str]] = {
 }
 
 
+#: Answers of the image host that say nothing positive about the work (case → its kind).
+UNRECOGNISED: dict[str, tuple[Case, str]] = {
+    "image-host-answering-403": (lambda r, h, w: h.refused.add(f"{w}_p0"), "gone"),
+    "html-page-answered-200": (
+        lambda r, h, w: h.bodies.__setitem__(f"{w}_p0", b"<!doctype html><title>Maintenance</title>" + b" " * 512),
+        "not_an_image",
+    ),
+}
+
+#: How long such an answer holds the work back (``pixiv.unrecognised_hold_ms`` of the module's stack).
+HOLD_MS = 90_000
+
 #: Each case's slot: its target, Pixiv account and route (``u<i>``).
-SLOTS = {case: f"u{i}" for i, case in enumerate(CASES)}
+SLOTS = {case: f"u{i}" for i, case in enumerate([*CASES, *UNRECOGNISED])}
 
 
 @dataclass
@@ -140,7 +152,10 @@ async def module_env(
     suffix = short_id()
     slots = list(SLOTS.values())
     config = {
-        "pixiv": replay.config(image_url=image_host.url, accounts={slot: {} for slot in slots}),
+        "pixiv": {
+            **replay.config(image_url=image_host.url, accounts={slot: {} for slot in slots}),
+            "unrecognised_hold_ms": HOLD_MS,
+        },
         "routes": {f"{slot}-{suffix}": {"kind": "directory", "path": str(root / slot / "delivered")} for slot in slots},
         "targets": [
             {"id": slot, "account": slot, "query": {"tags": [TAG]}, "routes": [f"{slot}-{suffix}"]} for slot in slots
@@ -161,6 +176,7 @@ def env(module_env: Env) -> Env:
     host = module_env.image_host
     host.script.clear()
     host.bodies.clear()
+    host.refused.clear()
     host.requests.clear()
     return module_env
 
@@ -190,3 +206,36 @@ async def test_a_work_the_source_cannot_deliver_is_unavailable_and_the_next_is_d
     )
     assert len(rows) == 1, rows
     assert not (env.root / slot / "delivered" / first).exists()
+
+
+@pytest.mark.parametrize("case", list(UNRECOGNISED))
+async def test_an_answer_not_recognised_as_the_works_holds_it_back_briefly_not_for_the_week(
+    env: Env, case: str
+) -> None:
+    """An image host that answers ``403`` (i.pximg.net's answer to a request it refuses:
+    a missing ``Referer``, a changed hotlink rule, a blocked caller) or a page that is no
+    image (a proxy's or a maintenance page) says nothing positive about the work: the
+    same answer would come for every work while it lasts. Until 2026-12-06 each such work
+    was remembered unavailable for the account for ``pixiv.unavailable_ttl_ms`` (7 days):
+    an hour of a refusing host cost every work its jobs examined for a week. Now the
+    work is skipped in this job (the next is delivered) and held back for
+    ``pixiv.unrecognised_hold_ms`` only, then asked again."""
+    first, second = ordered(TAG)[:2]
+    make_unusable, kind = UNRECOGNISED[case]
+    make_unusable(env.replay, env.image_host, first)
+    stack, slot = env.stack, SLOTS[case]
+    body = stack.task(target_id=slot, query={"tags": [TAG]}, deadline_ms=120_000)
+    record = await stack.wait_terminal(await stack.admit(body))
+
+    assert record.business_status == "success", record
+    cell = record.cells[0]
+    assert (cell.state, cell.work_id) == ("submitted", second)
+    report = cell.candidate_report
+    assert report is not None and {"work_id": first, "reason": "unavailable"} in report.filtered
+    assert report.unavailable == {kind: 1}, report
+    [row] = await (await stack.ledger()).fetch(
+        "SELECT seen_at, until FROM unavailable_works WHERE gate = $1 AND work_id = $2",
+        stack.settings.source_task_queue(slot),
+        first,
+    )
+    assert row["until"] - row["seen_at"] == HOLD_MS, dict(row)  # not 7 days

@@ -114,6 +114,22 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "labels": {"severity": "warning", "route": "hook"},
         "silent_at": "2m",
     },
+    "CuraflowSourceAnswersUnrecognised": {
+        "series": [
+            (
+                'curaflow_source_unrecognised_answers_total{account="default",kind="gone",instance="w1"}',
+                "_x3 1x10",
+            ),
+            (
+                'curaflow_source_unrecognised_answers_total{account="default",kind="not_an_image",instance="w1"}',
+                "_x3 0x10",
+            ),
+            ('process_start_time_seconds{instance="w1"}', "_x3 170x10"),
+        ],
+        "at": "6m",
+        "labels": {"severity": "warning", "account": "default", "kind": "gone"},
+        "silent_at": "2m",
+    },
     "CuraflowRoutePaused": {
         "series": [
             ('curaflow_route_pauses_total{route="tg",kind="telegram",instance="w1"}', "0x3 1x10"),
@@ -200,6 +216,12 @@ COUNTER_ALERTS = (
         'curaflow_delivery_results_total{route="hook",kind="webhook",result="rejected",instance="w1"}',
         30,
         {"severity": "warning", "route": "hook"},
+    ),
+    (
+        "CuraflowSourceAnswersUnrecognised",
+        'curaflow_source_unrecognised_answers_total{account="default",kind="not_an_image",instance="w1"}',
+        30,
+        {"severity": "warning", "account": "default", "kind": "not_an_image"},
     ),
 )
 START = 'process_start_time_seconds{instance="w1"}'
@@ -492,14 +514,20 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
     from curaflow.observability import metrics
 
     registry = CollectorRegistry()
-    for counter in (metrics.JOBS_TERMINAL, metrics.CELLS_TERMINAL, metrics.DELIVERY_RESULTS, metrics.ROUTE_PAUSES):
+    for counter in (
+        metrics.JOBS_TERMINAL,
+        metrics.CELLS_TERMINAL,
+        metrics.DELIVERY_RESULTS,
+        metrics.ROUTE_PAUSES,
+        metrics.SOURCE_UNRECOGNISED_ANSWERS,
+    ):
         registry.register(counter)
     before = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(generate_latest(registry).decode())
         for s in family.samples
     }
-    metrics.initialise_series([("hook", "webhook"), ("tg", "telegram")])
+    metrics.initialise_series([("hook", "webhook"), ("tg", "telegram")], ["default", "second"])
     after = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(generate_latest(registry).decode())
@@ -514,6 +542,8 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
         ("curaflow_delivery_results_total", {"route": "tg", "kind": "telegram", "result": "rejected"}),
         ("curaflow_delivery_results_total", {"route": "hook", "kind": "webhook", "result": "unknown"}),
         ("curaflow_route_pauses_total", {"route": "tg", "kind": "telegram"}),
+        ("curaflow_source_unrecognised_answers_total", {"account": "second", "kind": "gone"}),
+        ("curaflow_source_unrecognised_answers_total", {"account": "default", "kind": "not_an_image"}),
     ]
     for name, labels in expected:
         key = (name, tuple(sorted(labels.items())))

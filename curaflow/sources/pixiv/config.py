@@ -65,9 +65,15 @@ class PixivSettings(_Section):
             access is currently restricted." to one of its searches (default 1 h): its
             jobs end ``account_restricted`` at once instead of asking again. Lift it
             earlier with ``curaflow accounts resume ACCOUNT``.
-        unavailable_ttl_ms: how long a work found unavailable when fetched (404, 403/410,
-            deleted, restricted) is skipped by later jobs of the account without being
+        unavailable_ttl_ms: how long a work found unavailable when fetched (an image
+            answering 404/410, a detail answering 404 or "restricted", a page over the
+            decode budget …) is skipped by later jobs of the account without being
             requested (default 7 days; 0 forgets at once).
+        unrecognised_hold_ms: how long a work is held back instead when the answer says
+            nothing positive about it — the image host answering 403 (what it answers a
+            request it refuses), a page that is no image (an HTML or JSON answer): the
+            same answer would come for every work while it lasts (default 1 h, at most
+            ``unavailable_ttl_ms``).
     """
 
     refresh_token: SecretStr | None = None
@@ -88,6 +94,7 @@ class PixivSettings(_Section):
     source_lease_ms: int = Field(default=10_000, ge=400)
     restriction_pause_ms: int = Field(default=3_600_000, ge=0)
     unavailable_ttl_ms: int = Field(default=7 * 86_400_000, ge=0)
+    unrecognised_hold_ms: int = Field(default=3_600_000, ge=0)
 
     @property
     def replay(self) -> bool:
@@ -113,6 +120,7 @@ class PixivSettings(_Section):
                 max_concurrency=acct.max_concurrency,
                 max_examined=self.max_examined,
                 unavailable_ttl_ms=self.unavailable_ttl_ms,
+                unrecognised_hold_ms=self.unrecognised_hold_ms,
                 rate_limit_base_ms=self.rate_limit_base_ms,
                 rate_limit_cap_ms=self.rate_limit_cap_ms,
                 replay=replay,
@@ -160,6 +168,7 @@ class PixivSourceConfig(SourceConfig):
             concurrency=self.replay_max_concurrency if self.replay else self.max_concurrency,
             max_examined=self.max_examined,
             unavailable_ttl_ms=self.unavailable_ttl_ms,
+            unrecognised_hold_ms=self.unrecognised_hold_ms,
             rate_limit_base_s=self.rate_limit_base_ms / 1000,
             keeps_frontier=True,
         )

@@ -206,7 +206,10 @@ class PixivClient(ImageRequests):
                 await self.authenticate(force=True)
                 continue
             if work_id is not None and (response.status_code in (403, 404) or RESTRICTED_MARK in lowered):
-                raise WorkUnavailable(work_id, text or f"HTTP {response.status_code}")
+                # A 404 or the "restricted" words are about the work; a bare 403 is the
+                # API refusing the request (held back briefly, not the week).
+                recognised = response.status_code == 404 or RESTRICTED_MARK in lowered
+                raise WorkUnavailable(work_id, text or f"HTTP {response.status_code}", recognised=recognised)
             if RESTRICTED_MARK in lowered:
                 # Not one work: the account. Retrying cannot lift it; pause the account.
                 pause_s = await self._gate.restricted() if self._gate is not None else None

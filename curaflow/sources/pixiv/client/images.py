@@ -84,7 +84,8 @@ class ImageRequests(GatedRequests):
             SourceError: ``download_failed`` / ``download_timeout`` (also when the time
                 runs out inside the block); rate limits as ``rate_limited``. Any other
                 answer (another 4xx, a 5xx) is the host's, retried.
-            WorkUnavailable: HTTP 403/404/410 for the image (``gone``); an image URL the
+            WorkUnavailable: HTTP 404/410 for the image (``gone``), 403 (``gone``, not
+                recognised as the work's: the host refuses the request); an image URL the
                 client may not request (:meth:`image_url`), an address the guard refuses,
                 or HTTP 414 URI Too Long (``unusable_url``); a body over
                 ``download_max_bytes`` (``too_large``).
@@ -99,8 +100,12 @@ class ImageRequests(GatedRequests):
             async with self._images.stream(request, self._image_limits) as response:
                 if response.status_code == 429:
                     await self._check_rate_limit(response, None)
-                if response.status_code in (403, 404, 410):
+                if response.status_code in (404, 410):
                     raise WorkUnavailable(work_id, f"image HTTP {response.status_code}")
+                if response.status_code == 403:  # i.pximg.net's answer to a request it refuses
+                    raise WorkUnavailable(
+                        work_id, "image HTTP 403 (the image host refused the request)", recognised=False
+                    )
                 if response.status_code == 414:  # the URL, the work's data, is what the host refused
                     raise WorkUnavailable(work_id, "image HTTP 414 (URI too long)", UnavailableKind.UNUSABLE_URL)
                 if response.status_code >= 400:

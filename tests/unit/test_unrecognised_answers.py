@@ -1,0 +1,97 @@
+"""Which answers of Pixiv say something positive about a work (``WorkUnavailable.recognised``).
+
+A work found unavailable is skipped by the account's later jobs for
+``pixiv.unavailable_ttl_ms`` (7 days) only when the answer is about the work itself; an
+answer that would come for any work while it lasts — the image host's ``403`` (what
+i.pximg.net answers a request it refuses), a page that is no image, a bare ``403`` of the
+API — holds the work back for ``pixiv.unrecognised_hold_ms`` (1 h) instead
+(``SourcePolicy.memory_ms``). The client runs against ``httpx.MockTransport`` answering
+the app-api's token and one scripted answer per request.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from pathlib import Path
+
+import httpx
+import pytest
+from PIL import Image
+
+from curaflow.artifacts.images import Refused, check_image
+from curaflow.sources.base import SourcePolicy
+from curaflow.sources.errors import UnavailableKind, WorkUnavailable
+from curaflow.sources.pixiv.client import PixivClient
+
+IMAGE = "https://i.pximg.net/img-original/img/2025/01/01/00/00/00/123_p0.png"
+
+
+def client(status: int, body: bytes = b"") -> PixivClient:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/auth/token"):
+            token = {"access_token": "a", "refresh_token": "r", "expires_in": 3600, "user": {"id": "1"}}
+            return httpx.Response(200, json=token)
+        return httpx.Response(status, content=body, headers={"Content-Type": "text/html"})
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    return PixivClient(http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test")
+
+
+@pytest.mark.parametrize(
+    ("status", "recognised"),
+    [(404, True), (410, True), (403, False)],
+)
+async def test_an_images_answer_is_the_works_only_when_it_says_so(status: int, recognised: bool) -> None:
+    with pytest.raises(WorkUnavailable) as raised:
+        async with client(status, b"Forbidden").download(IMAGE):
+            pass
+    assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.GONE, recognised)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "recognised"),
+    [
+        (404, {"error": {"user_message": "", "message": "", "reason": ""}}, True),
+        (400, {"error": {"user_message": "Your access is currently restricted.", "message": ""}}, True),
+        (403, {"error": {"user_message": "", "message": "", "reason": ""}}, False),
+    ],
+)
+async def test_a_details_answer_is_the_works_only_when_it_says_so(
+    status: int, body: dict[str, object], recognised: bool
+) -> None:
+    with pytest.raises(WorkUnavailable) as raised:
+        await client(status, json.dumps(body).encode()).illust_detail("123")
+    assert raised.value.recognised is recognised
+
+
+def test_a_page_that_is_no_image_is_not_recognised_as_the_works(tmp_path: Path) -> None:
+    page = tmp_path / "123_p0.png"
+    page.write_bytes(b"<!doctype html><title>Maintenance</title>" + b" " * 512)
+    checked = check_image(page)
+    assert isinstance(checked, Refused) and (checked.kind, checked.recognised) == (UnavailableKind.NOT_AN_IMAGE, False)
+    bmp = tmp_path / "124_p0.png"
+    Image.new("RGB", (8, 8)).save(bmp, format="BMP")  # an image, in a format not verified here
+    checked = check_image(bmp)
+    assert isinstance(checked, Refused) and checked.recognised is False
+    # A whole PNG (IEND, right CRCs) whose pixels do not inflate: the host holds these bytes.
+    pixels = b"not zlib at all" * 8
+    header = struct.pack(">IIBBBBB", 8, 8, 8, 2, 0, 0, 0)
+    whole_but_broken = tmp_path / "125_p0.png"
+    whole_but_broken.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+    )
+    checked = check_image(whole_but_broken)
+    assert isinstance(checked, Refused) and (checked.kind, checked.recognised) == (UnavailableKind.UNDECODABLE, True)
+
+
+def chunk(kind: bytes, payload: bytes) -> bytes:
+    return struct.pack(">I", len(payload)) + kind + payload + struct.pack(">I", zlib.crc32(kind + payload))
+
+
+def test_a_hold_is_never_longer_than_what_the_source_remembers() -> None:
+    policy = SourcePolicy(unavailable_ttl_ms=7 * 86_400_000, unrecognised_hold_ms=3_600_000)
+    assert (policy.memory_ms(True), policy.memory_ms(False)) == (7 * 86_400_000, 3_600_000)
+    assert SourcePolicy(unavailable_ttl_ms=1000, unrecognised_hold_ms=3_600_000).memory_ms(False) == 1000
+    assert SourcePolicy(unavailable_ttl_ms=0).memory_ms(False) == 0  # 0 remembers nothing
