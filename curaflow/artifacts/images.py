@@ -250,9 +250,9 @@ def check_image(
         return checked
     # A PNG Pillow refused for an ancillary chunk's CRC alone is checked again without
     # those chunks (what libpng, and so a browser, shows); the page itself is untouched.
-    with open(path, "rb") as fh:
+    with meter.running(), open(path, "rb") as fh:
         head = fh.read(len(PNG_SIGNATURE))
-        repaired = png_without_bad_ancillary(head + fh.read()) if head == PNG_SIGNATURE else None
+        repaired = png_without_bad_ancillary(head + fh.read(), meter.check) if head == PNG_SIGNATURE else None
     if repaired is None:
         return checked
     return _check(io.BytesIO(repaired), path, meter)

@@ -102,13 +102,14 @@ def _is_zip(path: Path) -> bool:
         return fh.read(4) in ZIP_SIGNATURES
 
 
-def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, int]:
+def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMeter) -> tuple[int, int]:
     """A frame's (width, height) from its header (no pixel decoded).
 
     Raises:
         UnusableAnimation: the member is not an image of :data:`FRAME_FORMATS`.
         OverBudget: Pillow's own bomb bound refuses its size.
         AnimationBroken: the member cannot be read from the zip.
+        DecodeStopped: ``meter`` was stopped while a PNG's chunks were walked.
     """
     try:
         try:
@@ -116,7 +117,7 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> tuple[int, i
                 return _frame_format_size(info, image)
         except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
             with archive.open(info) as fh:
-                repaired = png_without_bad_ancillary(fh.read(MAX_FRAME_BYTES + 1))
+                repaired = png_without_bad_ancillary(fh.read(MAX_FRAME_BYTES + 1), meter.check)
             if repaired is None:
                 raise
             with Image.open(io.BytesIO(repaired)) as image:
@@ -137,7 +138,7 @@ def _frame_format_size(info: zipfile.ZipInfo, image: Image.Image) -> tuple[int, 
     return image.size
 
 
-def _decoded(data: bytes) -> Image.Image:
+def _decoded(data: bytes, meter: DecodeMeter) -> Image.Image:
     """The frame ``data`` opened and decoded; a PNG with a wrong CRC on an ancillary chunk
     alone is decoded without that chunk, as libpng shows it
     (:func:`~curaflow.sources.decoding.png_without_bad_ancillary`).
@@ -150,7 +151,7 @@ def _decoded(data: bytes) -> Image.Image:
         image.load()
         return image
     except (OSError, ValueError, SyntaxError):
-        repaired = png_without_bad_ancillary(data)
+        repaired = png_without_bad_ancillary(data, meter.check)
         if repaired is None:
             raise
     image = Image.open(io.BytesIO(repaired))
@@ -204,7 +205,7 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
                 raise UnusableAnimation(f"frame {frame.file} is not in the zip")
             if info.file_size > MAX_FRAME_BYTES:
                 raise OverBudget(f"frame {frame.file} is {info.file_size} bytes, over {MAX_FRAME_BYTES}")
-            sizes.append(_frame_size(archive, info))
+            sizes.append(_frame_size(archive, info, meter))
             meter.check()
         width, height = sizes[0]
         largest = max(sizes, key=lambda s: s[0] * s[1])
@@ -221,7 +222,7 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
             except (zipfile.BadZipFile, EOFError) as err:  # a CRC that does not match: maybe the transfer
                 raise AnimationBroken(f"frame {name} cannot be read from the zip: {err}") from None
             try:
-                image = _decoded(data)
+                image = _decoded(data, meter)
             except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
                 raise UnusableAnimation(f"frame {name} cannot be decoded: {type(err).__name__}") from None
             rgb = image.convert("RGB")

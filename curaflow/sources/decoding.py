@@ -270,38 +270,69 @@ def gif_frames(data: bytes | memoryview, limit: int, meter: DecodeMeter | None =
 
 #: The first bytes of every PNG file (PNG spec 5.2).
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: Most chunks a PNG may have for wrong CRCs of its ancillary chunks to be forgiven: a
+#: 64 MiB image written in libpng's 8 KiB ``IDAT`` chunks has 8 192; a file of millions of
+#: empty chunks is not walked (its verdict stands).
+PNG_MAX_CHUNKS = 65_536
+#: An APNG's frames: a wrong CRC there loses a frame of the animation, never forgiven.
+_APNG_FRAME_CHUNKS = frozenset({b"fcTL", b"fdAT"})
 
 
-def png_without_bad_ancillary(data: bytes) -> bytes | None:
+def png_without_bad_ancillary(data: bytes, check: Callable[[], None] | None = None) -> bytes | None:
     """``data`` (a PNG) without its ancillary chunks whose CRC is wrong, or None when there
-    is none to drop or the file is not for it: not a PNG, cut inside a chunk, no ``IEND``,
-    or a critical chunk's CRC wrong.
+    is none to drop or the file is not one libpng would then read: not a PNG, ``IHDR`` not
+    first, a chunk type that is not four ASCII letters, a chunk between two ``IDAT``
+    chunks, cut inside a chunk, no ``IEND``, more than :data:`PNG_MAX_CHUNKS` chunks, or a
+    wrong CRC on a critical chunk (``IHDR``, ``PLTE``, ``IDAT``, ``IEND``) or on an APNG
+    frame's (``fcTL``, ``fdAT``).
 
     An ancillary chunk (its type's first letter lower case: a text, a colour profile, a
-    time) with a wrong CRC is discarded with a warning by libpng's default (``png_set_crc_action``:
-    ``PNG_CRC_DEFAULT``), which is what browsers show; a critical chunk's (``IHDR``,
-    ``PLTE``, ``IDAT``, ``IEND``) is an error there too (PNG spec 5.3–5.4). Pillow refuses
-    the file for either."""
+    time) with a wrong CRC is discarded with a warning by libpng's default
+    (``png_set_crc_action``: ``PNG_CRC_DEFAULT``), which is what browsers show; a critical
+    chunk's is an error there too (PNG spec 5.3–5.4). Pillow refuses the file for either.
+
+    Args:
+        data: the file's bytes.
+        check: called every 4 096 chunks (a decode meter's ``check``: it raises to stop).
+
+    Raises:
+        whatever ``check`` raises.
+    """
     if not data.startswith(PNG_SIGNATURE):
         return None
-    kept: list[memoryview] = []
-    dropped = False
     view = memoryview(data)
+    dropped: list[tuple[int, int]] = []
     at = len(PNG_SIGNATURE)
-    while at + 12 <= len(data):
+    pixels = "before"  # where the walk is against the IDAT run: before, in, after
+    for count in range(PNG_MAX_CHUNKS):
+        if check is not None and count % 4096 == 0:
+            check()
+        if at + 12 > len(data):
+            return None
         length = int.from_bytes(view[at : at + 4], "big")
         end = at + 12 + length
-        if end > len(data):
-            return None
         kind = bytes(view[at + 4 : at + 8])
-        right = zlib.crc32(view[at + 4 : end - 4]) == int.from_bytes(view[end - 4 : end], "big")
-        if right:
-            kept.append(view[at:end])
-        elif kind[0] & 0x20:  # ancillary
-            dropped = True
-        else:
+        if length > 0x7FFFFFFF or end > len(data) or not kind.isalpha() or (count == 0) != (kind == b"IHDR"):
             return None
+        if kind == b"IDAT":
+            if pixels == "after":
+                return None
+            pixels = "in"
+        elif pixels == "in":
+            pixels = "after"
+        if zlib.crc32(view[at + 4 : end - 4]) != int.from_bytes(view[end - 4 : end], "big"):
+            if not kind[0] & 0x20 or kind in _APNG_FRAME_CHUNKS:
+                return None
+            dropped.append((at, end))
         at = end
         if kind == b"IEND":
-            return PNG_SIGNATURE + b"".join(kept) if dropped else None
+            if not dropped:
+                return None
+            kept = bytearray()
+            since = 0
+            for start, stop in dropped:
+                kept += view[since:start]
+                since = stop
+            kept += view[since:at]
+            return bytes(kept)
     return None

@@ -13,6 +13,7 @@ import os
 import struct
 import subprocess
 import sys
+import zipfile
 import zlib
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,9 @@ from PIL import Image
 
 from curaflow.artifacts import verify_image
 from curaflow.artifacts.images import Verified, check_image, one_scan
-from curaflow.sources.decoding import DecodeBudget
+from curaflow.sources.animation import UnusableAnimation, encode_gif
+from curaflow.sources.decoding import PNG_MAX_CHUNKS, DecodeBudget, png_without_bad_ancillary
+from curaflow.sources.pixiv.ugoira import parse_metadata
 
 
 def refused(problem: object) -> bool:
@@ -290,3 +293,92 @@ def test_a_png_whose_critical_chunk_has_a_wrong_crc_is_still_not_verified(tmp_pa
     cut = tmp_path / "cut_p0.png"
     cut.write_bytes(_png_with_text("tail", b"tEXt")[:-40])  # cut short: retried, as any page
     assert isinstance(check_image(cut), str)
+
+
+def _chunk(kind: bytes, body: bytes, *, good: bool = True) -> bytes:
+    return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) ^ (0 if good else 1))
+
+
+def _noisy_png_chunks() -> list[tuple[bytes, bytes, bytes]]:
+    buf = io.BytesIO()
+    Image.effect_noise((64, 48), 60).convert("RGB").save(buf, "PNG")
+    return _png_chunks(buf.getvalue())
+
+
+def _shape(name: str) -> bytes:
+    """A 64x48 PNG of a shape libpng refuses, its one ancillary chunk's CRC wrong."""
+    chunks = _noisy_png_chunks()
+    ihdr, pixels = chunks[0][1], b"".join(body for kind, body, _ in chunks if kind == b"IDAT")
+    text = _chunk(b"tEXt", b"Comment\x00x", good=False)
+    sig = b"\x89PNG\r\n\x1a\n"
+    if name == "between-idats":  # libpng: "Not enough image data"
+        half = len(pixels) // 2
+        return (
+            sig
+            + _chunk(b"IHDR", ihdr)
+            + _chunk(b"IDAT", pixels[:half])
+            + text
+            + _chunk(b"IDAT", pixels[half:])
+            + _chunk(b"IEND", b"")
+        )
+    if name == "type-not-letters":  # libpng: "invalid chunk type"
+        return (
+            sig
+            + _chunk(b"IHDR", ihdr)
+            + _chunk(b"1bcd", b"x", good=False)
+            + _chunk(b"IDAT", pixels)
+            + _chunk(b"IEND", b"")
+        )
+    if name == "before-ihdr":  # libpng: "missing IHDR"
+        return sig + text + _chunk(b"IHDR", ihdr) + _chunk(b"IDAT", pixels) + _chunk(b"IEND", b"")
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize("shape", ["between-idats", "type-not-letters", "before-ihdr"])
+def test_forgiving_an_ancillary_crc_never_verifies_a_shape_libpng_refuses(tmp_path: Path, shape: str) -> None:
+    """Dropping the chunk whose CRC is wrong must not make a file libpng refuses readable:
+    a text between two ``IDAT`` chunks (dropped, the pixels would join up), a chunk type
+    that is not letters, a chunk before ``IHDR``. Found by a break-it pass on the first
+    version, which verified all three."""
+    path = tmp_path / "p0.png"
+    path.write_bytes(_shape(shape))
+    assert not isinstance(check_image(path), Verified)
+    zipped = tmp_path / "f.zip"
+    with zipfile.ZipFile(zipped, "w") as archive:
+        archive.writestr("000000.png", _shape(shape))
+    meta = parse_metadata(
+        {
+            "ugoira_metadata": {
+                "zip_urls": {"medium": "https://i.pximg.net/z/1_ugoira600x600.zip"},
+                "frames": [{"file": "000000.png", "delay": 100}],
+            }
+        }
+    )
+    with pytest.raises(UnusableAnimation):
+        encode_gif(zipped, meta, tmp_path / "1_ugoira.gif")
+
+
+def _many_chunks(count: int, *, last_good: bool) -> bytes:
+    """A PNG claiming 13 000 px square, a tiny ``IDAT``, then ``count`` empty ancillary chunks."""
+    head = (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", struct.pack(">IIBBBBB", 13000, 13000, 8, 2, 0, 0, 0))
+        + _chunk(b"IDAT", zlib.compress(b"\0" * 100))
+    )
+    return head + _chunk(b"zzZz", b"") * count + _chunk(b"zzZz", b"", good=last_good) + _chunk(b"IEND", b"")
+
+
+def test_the_walk_of_a_pngs_chunks_is_bounded_and_stoppable(tmp_path: Path) -> None:
+    """Millions of empty chunks (64 MiB, the download bound) are not walked one Python object
+    each: the first version grew ~1.4 GiB and ran ~10 s of uncharged CPU that a cancel could
+    not stop. Past :data:`PNG_MAX_CHUNKS` the file's verdict stands; the walk calls the
+    meter's check as it goes."""
+    page = tmp_path / "p0.png"
+    page.write_bytes(_many_chunks(64 * 1024 * 1024 // 12, last_good=False))
+    result = checked_in_a_process(page)
+    assert result["checked"].startswith("Refused(") and "OVER_BUDGET" in result["checked"], result
+    assert result["grew_kib"] < 160 * 1024, result  # the file read once, and one copy at most
+    checks: list[int] = []
+    assert png_without_bad_ancillary(_many_chunks(20_000, last_good=False), lambda: checks.append(1)) is not None
+    assert len(checks) >= 20_000 // 4096
+    assert png_without_bad_ancillary(_many_chunks(PNG_MAX_CHUNKS, last_good=False)) is None
