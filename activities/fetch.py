@@ -173,6 +173,7 @@ class FetchActivity:
                                 job_id=inp.job_id,
                                 ttl_ms=remembered_ms,
                                 unusable=str(err.kind) in SOURCE_ANSWER_KINDS,
+                                held=not err.recognised,
                             )
                             nxt = await ledger.rebind_next(
                                 conn, inp.job_id, target, work.work_id, err.why, str(err.kind)

@@ -14,8 +14,9 @@ outcome's message in both languages). Reason words and what they count:
 
 * ``duplicate``: delivered before (or held by another job) on one of the target's routes;
 * ``refused``: a route of the target refused the work for good;
-* ``held``: a route of the target holds the work back for a while (a refusal that did
-  not name the work: the route's, lifted at its ``until``);
+* ``held``: the work is held back for a while — by a route of the target (a refusal
+  that did not name the work: the route's, lifted at its ``until``) or by the account (an
+  answer of the source not recognised as the work's: ``pixiv.unrecognised_hold_ms``);
 * ``unavailable``: the work cannot be had (deleted, private, restricted, 404, too large,
   undecodable, over the decode budget …: ``CandidateReport.unavailable`` counts each
   kind, :class:`~curaflow.sources.errors.UnavailableKind`);
@@ -60,7 +61,7 @@ SOURCE_ANSWER_KINDS = frozenset({"unusable_url", "not_an_image", "no_file"})
 _PARTS: tuple[tuple[str, str, str], ...] = (
     ("delivered", "{n} already delivered", "{n} 件已投递过"),
     ("refused", "{n} refused by a route", "{n} 件被路由拒绝过"),
-    ("held", "{n} held back by a route for now", "{n} 件暂时被路由搁置"),
+    ("held", "{n} held back for now", "{n} 件暂时被搁置"),
     ("unavailable", "{n} unavailable", "{n} 件无法获取"),
     ("unusable", "{n} unusable as the source sent them", "{n} 件来源返回的内容无法使用"),
     ("excluded", "{n} excluded by the task", "{n} 件被任务排除"),

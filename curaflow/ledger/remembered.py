@@ -91,7 +91,8 @@ async def known_works(
     Args:
         routes: the target's routes: a live intent (``duplicate``), a refusal
             (``refused``) or a hold not yet over (``held``) on any of them rejects the
-            work.
+            work; so does a hold of the account (``held``: a work skipped on an answer
+            not recognised as its own, :func:`remember_unavailable`).
         gate: the target's account's gate key, its source task queue (unavailability
             is per account).
         now: the current time in epoch ms (default: now).
@@ -113,7 +114,7 @@ async def known_works(
            WHERE route = ANY($1::text[]) AND work_type = $3 AND work_id = ANY($4::text[])
              AND (until IS NULL OR until > $5)
            UNION ALL
-           SELECT work_id, CASE WHEN unusable THEN 4 ELSE 3 END FROM unavailable_works
+           SELECT work_id, CASE WHEN held THEN 2 WHEN unusable THEN 4 ELSE 3 END FROM unavailable_works
            WHERE gate = $2 AND work_type = $3 AND work_id = ANY($4::text[]) AND until > $5""",
         routes,
         gate,
@@ -220,23 +221,33 @@ async def remember_unavailable(
     job_id: str,
     ttl_ms: int,
     unusable: bool = False,
+    held: bool = False,
 ) -> None:
     """Remember that ``work_id`` was unavailable to the account of ``gate`` for ``ttl_ms`` (0: not at all).
+
+    A row already there keeps the later ``until`` and, with it, what it says: a hold
+    never shortens or softens what is known of the work.
 
     Args:
         unusable: the work is unusable as the source sent it (its kind is one of
             :data:`curaflow.domain.tally.SOURCE_ANSWER_KINDS`): later scans count it
             ``unusable``.
+        held: the answer was not recognised as the work's
+            (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`): later scans
+            are told ``held``, a verdict that does not last (a scan frontier does not
+            move past it for good).
     """
     if ttl_ms <= 0:
         return
     now = now_ms()
     await conn.execute(
-        """INSERT INTO unavailable_works (gate, work_type, work_id, why, job_id, seen_at, until, unusable)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+        """INSERT INTO unavailable_works (gate, work_type, work_id, why, job_id, seen_at, until, unusable, held)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
            ON CONFLICT (gate, work_type, work_id) DO UPDATE
              SET why = EXCLUDED.why, job_id = EXCLUDED.job_id, seen_at = EXCLUDED.seen_at,
-                 until = greatest(unavailable_works.until, EXCLUDED.until), unusable = EXCLUDED.unusable""",
+                 until = greatest(unavailable_works.until, EXCLUDED.until), unusable = EXCLUDED.unusable,
+                 held = CASE WHEN EXCLUDED.until >= unavailable_works.until THEN EXCLUDED.held
+                             ELSE unavailable_works.held END""",
         gate,
         work_type,
         work_id,
@@ -245,6 +256,7 @@ async def remember_unavailable(
         now,
         now + ttl_ms,
         unusable,
+        held,
     )
 
 

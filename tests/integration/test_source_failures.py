@@ -504,6 +504,50 @@ async def test_broken_text_from_the_source_is_cleaned_before_storage(
     assert "broken \ufffd emoji and a bell" in manifest
 
 
+async def test_a_work_held_on_an_unrecognised_answer_is_answered_held_a_verdict_that_does_not_last(
+    ledger_pool: Any,
+) -> None:
+    """A work skipped on an answer not recognised as its own (the image host's 403, a page
+    that is no image) is held back for the account, and later scans are told ``held``:
+    a verdict the scan frontier does not keep, so a tag search's frontier never moves past
+    the work for good while it is held. Told ``unavailable`` (a lasting verdict), a work
+    held for an hour was skipped by the frontier for ever (2026-12-06)."""
+    from curaflow.domain.models import Work
+    from curaflow.ledger import remembered as memory
+    from curaflow.ledger.db import now_ms
+    from curaflow.sources.pixiv.frontier import lasting
+
+    gate = f"q-{short_id()}-source-default"
+    async with ledger_pool.acquire() as conn:
+        for work_id, held in (("21", True), ("22", False)):
+            await memory.remember_unavailable(
+                conn,
+                gate=gate,
+                work_type="illustration",
+                work_id=work_id,
+                why="x",
+                job_id="j",
+                ttl_ms=60_000,
+                held=held,
+            )
+    known = await memory.known_works(
+        ledger_pool, routes=[], gate=gate, work_type="illustration", work_ids=["21", "22"], now=now_ms()
+    )
+    assert known == {"21": "held", "22": "unavailable"}
+    assert not lasting(known["21"], Work(work_id="21"), None) and lasting(known["22"], Work(work_id="22"), None)
+    async with ledger_pool.acquire() as conn:  # a later answer about the work itself outlasts the hold
+        await memory.remember_unavailable(
+            conn, gate=gate, work_type="illustration", work_id="21", why="404", job_id="j", ttl_ms=600_000
+        )
+        await memory.remember_unavailable(  # and a hold never shortens or softens what is known
+            conn, gate=gate, work_type="illustration", work_id="22", why="403", job_id="j", ttl_ms=1_000, held=True
+        )
+    again = await memory.known_works(
+        ledger_pool, routes=[], gate=gate, work_type="illustration", work_ids=["21", "22"], now=now_ms()
+    )
+    assert again == {"21": "unavailable", "22": "unavailable"}
+
+
 async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> None:
     from curaflow.domain.messages import RouteRef
     from curaflow.domain.models import CandidateReport, Work

@@ -237,7 +237,7 @@ async def test_multi_page_work_is_fetched_whole_with_the_referer(env: SharedEnv)
 
 async def test_scheduled_job_widens_the_scan_in_a_fallback_pass(env: SharedEnv) -> None:
     w1, w2 = ordered("オリジナル")[:2]
-    env.replay.faults.forbidden_works = {w1}
+    env.replay.faults.missing_works = {w1}  # its image answers 404: the work's (a 403 only holds it back)
     stack = env.stack
     record = await stack.wait_terminal(await start_scheduled(stack, stages=3, target_id="fallback"))
 

@@ -234,8 +234,13 @@ async def test_an_answer_not_recognised_as_the_works_holds_it_back_briefly_not_f
     assert report is not None and {"work_id": first, "reason": "unavailable"} in report.filtered
     assert report.unavailable == {kind: 1}, report
     [row] = await (await stack.ledger()).fetch(
-        "SELECT seen_at, until FROM unavailable_works WHERE gate = $1 AND work_id = $2",
+        "SELECT seen_at, until, held FROM unavailable_works WHERE gate = $1 AND work_id = $2",
         stack.settings.source_task_queue(slot),
         first,
     )
-    assert row["until"] - row["seen_at"] == HOLD_MS, dict(row)  # not 7 days
+    assert row["until"] - row["seen_at"] == HOLD_MS and row["held"], dict(row)  # not 7 days
+    # The next job is told the work is held (a verdict no scan frontier keeps), not gone.
+    again = await stack.wait_terminal(await stack.admit(stack.task(target_id=slot, query={"tags": [TAG]})))
+    later = again.cells[0].candidate_report
+    assert later is not None and {"work_id": first, "reason": "other"} in later.filtered, later
+    assert later.known.get("held", 0) + later.reasons.get("held", 0) == 1, later

@@ -60,7 +60,9 @@ known part, until the revisit reaches its page; a work inside the known run whos
 lasting reason was lifted later: a refusal or an unavailable work cleared by an operator
 (clearing them resets every frontier, :mod:`curaflow.ledger.remembered`), an unavailable
 work forgotten after ``pixiv.unavailable_ttl_ms``, a work another job held and then
-released. Ranking mode
+released. (A work the account only *holds* back — skipped on an answer not recognised as
+its own, ``pixiv.unrecognised_hold_ms`` — is told ``held``, which does not last: the
+frontier never moves past it for good.) Ranking mode
 keeps no frontier (a ranking holds at most 500 works and changes daily).
 
 **Stored format.** What the ledger holds is :class:`Frontier`'s JSON
