@@ -45,7 +45,8 @@ class Refused:
         kind: ``not_an_image``, ``over_budget`` or ``undecodable``
             (:class:`~curaflow.sources.errors.UnavailableKind`).
         recognised: what the bytes show is the work's own (an image over the budget, a
-            whole image that does not decode); False for bytes that are no image Pillow
+            whole image that does not decode), stated where it is seen; False (the
+            default) for bytes that are no image Pillow
             verifies — an HTML or JSON page, a format not known here — which an image
             host or a proxy may answer for any work while it lasts
             (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`).
@@ -53,7 +54,7 @@ class Refused:
 
     why: str
     kind: UnavailableKind = UnavailableKind.NOT_AN_IMAGE
-    recognised: bool = True
+    recognised: bool = False
 
 
 #: Start-of-frame markers (SOF0–SOF15 but DHT, JPG and DAC), whose 6th byte is the frame's
@@ -287,15 +288,17 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
                 with Image.open(source) as image:
                     _load_frames(image, meter, held)
     except OverBudget as err:
-        return Refused(err.why, UnavailableKind.OVER_BUDGET)
+        return Refused(err.why, UnavailableKind.OVER_BUDGET, recognised=True)
     except Image.DecompressionBombError as err:
-        return Refused(f"too large to verify: {err}", UnavailableKind.OVER_BUDGET)
+        return Refused(f"too large to verify: {err}", UnavailableKind.OVER_BUDGET, recognised=True)
     except UnidentifiedImageError:
         return Refused("not an image", recognised=False)
     except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
         if fmt is not None and whole_by_framing(path, fmt):
             return Refused(
-                f"whole {fmt} that does not decode: {type(err).__name__}: {err}", UnavailableKind.UNDECODABLE
+                f"whole {fmt} that does not decode: {type(err).__name__}: {err}",
+                UnavailableKind.UNDECODABLE,
+                recognised=True,
             )
         return f"{type(err).__name__}: {err}"
     return Verified(*size)

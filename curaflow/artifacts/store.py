@@ -248,7 +248,9 @@ class ArtifactStore:
         if animation is not None:
             return await self._fetch_animation(source, work, animation, folder, on_page)
         if not work.pages:  # nothing to deliver is never an artifact
-            raise WorkUnavailable(work.work_id, "the work lists no page and no animation", UnavailableKind.NO_FILE)
+            raise WorkUnavailable(
+                work.work_id, "the work lists no page and no animation", UnavailableKind.NO_FILE, recognised=True
+            )
         kept = await asyncio.to_thread(_prepare, folder, dests)
         files: list[ArtifactFile] = []
 
@@ -370,11 +372,15 @@ class ArtifactStore:
         dest = inside(folder, f"{work.work_id}_ugoira.gif")
         if not (await asyncio.to_thread(_prepare, folder, [dest])):
             if not meta.frames:
-                raise WorkUnavailable(work.work_id, "animation: no frames", UnavailableKind.UNUSABLE_ANIMATION)
+                raise WorkUnavailable(
+                    work.work_id, "animation: no frames", UnavailableKind.UNUSABLE_ANIMATION, recognised=True
+                )
             try:  # more frames than a decode may have: refused before the zip is fetched
                 self.budget.meter().plan(frames=len(meta.frames), pixels=0)
             except OverBudget as err:
-                raise WorkUnavailable(work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET) from None
+                raise WorkUnavailable(
+                    work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET, recognised=True
+                ) from None
             zip_path = inside(folder, f"{work.work_id}_ugoira.zip")
             try:
                 await self._download_zip(source, meta.zip_url, zip_path, work.work_id)
@@ -388,7 +394,9 @@ class ArtifactStore:
                         recognised=not isinstance(err, NotAZip),
                     ) from None
                 except OverBudget as err:
-                    raise WorkUnavailable(work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET) from None
+                    raise WorkUnavailable(
+                        work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET, recognised=True
+                    ) from None
                 except AnimationBroken as err:
                     raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"animation of {work.work_id}: {err}") from None
                 except DecodeStopped as err:
@@ -418,6 +426,7 @@ class ArtifactStore:
                         work_id,
                         f"frames zip is {expected} bytes, over the limit of {MAX_ZIP_BYTES}",
                         UnavailableKind.TOO_LARGE,
+                        recognised=True,
                     )
                 out = await asyncio.to_thread(open, tmp, "wb")
                 try:
@@ -430,6 +439,7 @@ class ArtifactStore:
                                 work_id,
                                 f"frames zip over the limit of {MAX_ZIP_BYTES} bytes",
                                 UnavailableKind.TOO_LARGE,
+                                recognised=True,
                             )
                         pending.append(chunk)
                         batched += len(chunk)

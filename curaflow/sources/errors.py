@@ -98,8 +98,9 @@ class WorkUnavailable(Exception):
         kind: why, as a word (:class:`UnavailableKind`; ``gone`` when not given).
         recognised: the answer says something positive about this work (an image or a
             detail answering 404, a "restricted" detail, the page's own bytes over a
-            bound …): the work is remembered unavailable for the source's
-            ``unavailable_ttl_ms``. False for an answer that would come for any work
+            bound …), as the raiser states it (never by default): the work is remembered
+            unavailable for the source's ``unavailable_ttl_ms``. False (the default: a
+            source that does not say) for an answer that would come for any work
             while it lasts — the image host answering 403 (what it answers a request it
             refuses: a missing ``Referer``, a hotlink rule, a blocked caller), a page that
             is no image (an HTML or JSON page where the image was): the work is skipped
@@ -109,7 +110,7 @@ class WorkUnavailable(Exception):
     """
 
     def __init__(
-        self, work_id: str, why: str, kind: UnavailableKind = UnavailableKind.GONE, *, recognised: bool = True
+        self, work_id: str, why: str, kind: UnavailableKind = UnavailableKind.GONE, *, recognised: bool = False
     ) -> None:
         why = clean_text(why)
         super().__init__(clean_text(f"work {work_id} unavailable: {why}"))

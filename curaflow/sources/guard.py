@@ -115,6 +115,7 @@ class _Body:
                     self._work_id,
                     f"an image page is larger than {self._max} bytes (outbound.download_max_bytes)",
                     UnavailableKind.TOO_LARGE,
+                    recognised=True,
                 )
             yield bytes(chunk)
 
@@ -216,7 +217,10 @@ class GuardedSource:
         problem = url_problem(url)
         if problem is not None:  # the work's data: no request can be made for it
             raise WorkUnavailable(
-                str(url).rsplit("/", 1)[-1][:64], f"page URL refused: {problem}", UnavailableKind.UNUSABLE_URL
+                str(url).rsplit("/", 1)[-1][:64],
+                f"page URL refused: {problem}",
+                UnavailableKind.UNUSABLE_URL,
+                recognised=True,
             )
         # The source's own limit (the same, and the job's deadline) fires first when it keeps it.
         budget = time_left(self._timeout_s) + GRACE_S

@@ -315,7 +315,9 @@ class PixivClient(ImageRequests):
         try:
             return parse_metadata(body)
         except UnusableAnimation as err:
-            raise WorkUnavailable(work_id, f"ugoira: {err}", UnavailableKind.UNUSABLE_ANIMATION) from None
+            raise WorkUnavailable(
+                work_id, f"ugoira: {err}", UnavailableKind.UNUSABLE_ANIMATION, recognised=True
+            ) from None
         except UnrecognisedMetadata as err:
             raise SourceError(TerminalReason.METADATA_FAILED, f"pixiv ugoira metadata of {work_id}: {err}") from None
 

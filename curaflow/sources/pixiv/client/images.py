@@ -94,20 +94,22 @@ class ImageRequests(GatedRequests):
         try:
             request = self.image_request(url)
         except DestinationRefused as err:
-            raise WorkUnavailable(work_id, str(err), UnavailableKind.UNUSABLE_URL) from None
+            raise WorkUnavailable(work_id, str(err), UnavailableKind.UNUSABLE_URL, recognised=True) from None
         await self._pass_gate()
         try:
             async with self._images.stream(request, self._image_limits) as response:
                 if response.status_code == 429:
                     await self._check_rate_limit(response, None)
                 if response.status_code in (404, 410):
-                    raise WorkUnavailable(work_id, f"image HTTP {response.status_code}")
+                    raise WorkUnavailable(work_id, f"image HTTP {response.status_code}", recognised=True)
                 if response.status_code == 403:  # i.pximg.net's answer to a request it refuses
                     raise WorkUnavailable(
                         work_id, "image HTTP 403 (the image host refused the request)", recognised=False
                     )
                 if response.status_code == 414:  # the URL, the work's data, is what the host refused
-                    raise WorkUnavailable(work_id, "image HTTP 414 (URI too long)", UnavailableKind.UNUSABLE_URL)
+                    raise WorkUnavailable(
+                        work_id, "image HTTP 414 (URI too long)", UnavailableKind.UNUSABLE_URL, recognised=True
+                    )
                 if response.status_code >= 400:
                     raise SourceError(
                         TerminalReason.DOWNLOAD_FAILED,
@@ -125,12 +127,15 @@ class ImageRequests(GatedRequests):
                 await self._gate_ok()
                 yield response
         except DestinationRefused as err:
+            # The URL passed image_url: what is refused now is where the host's name led
+            # (an address the guard refuses, say) — the network's answer, not the work's.
             raise WorkUnavailable(work_id, f"image host refused: {err}", UnavailableKind.UNUSABLE_URL) from None
         except AnswerTooLarge as err:
             raise WorkUnavailable(
                 work_id,
                 f"an image page is larger than {err.limit} bytes (outbound.download_max_bytes)",
                 UnavailableKind.TOO_LARGE,
+                recognised=True,
             ) from None
         except httpx.TimeoutException as err:
             raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"image timeout: {err}") from err
