@@ -118,7 +118,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "series": [
             (
                 'curaflow_source_unrecognised_answers_total{account="default",kind="gone",instance="w1"}',
-                "_x3 1x10",
+                "_x3 1x2 3x10",
             ),
             (
                 'curaflow_source_unrecognised_answers_total{account="default",kind="not_an_image",instance="w1"}',
@@ -128,7 +128,7 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         ],
         "at": "6m",
         "labels": {"severity": "warning", "account": "default", "kind": "gone"},
-        "silent_at": "2m",
+        "silent_at": "4m",
     },
     "CuraflowRoutePaused": {
         "series": [
@@ -197,31 +197,36 @@ FIRST_FAILURE: dict[str, dict[str, Any]] = {
 }
 
 
-#: The counter alerts: (alert, alerted series, window in minutes, labels they fire with).
+#: The counter alerts: (alert, alerted series, window in minutes, labels they fire with, the count
+#: within the window that fires them).
 COUNTER_ALERTS = (
     (
         "CuraflowJobsFailed",
         'curaflow_jobs_terminal_total{business_status="failed",status="failed",trigger="schedule",instance="w1"}',
         15,
         {"severity": "page"},
+        1,
     ),
     (
         "CuraflowSourceAccessRefused",
         'curaflow_cells_terminal_total{reason="auth_failed",state="failed",instance="w1"}',
         30,
         {"severity": "page", "reason": "auth_failed"},
+        1,
     ),
     (
         "CuraflowDeliveriesRefused",
         'curaflow_delivery_results_total{route="hook",kind="webhook",result="rejected",instance="w1"}',
         30,
         {"severity": "warning", "route": "hook"},
+        1,
     ),
     (
         "CuraflowSourceAnswersUnrecognised",
         'curaflow_source_unrecognised_answers_total{account="default",kind="not_an_image",instance="w1"}',
         30,
         {"severity": "warning", "account": "default", "kind": "not_an_image"},
+        3,
     ),
 )
 START = 'process_start_time_seconds{instance="w1"}'
@@ -237,51 +242,51 @@ def counter_cases() -> list[dict[str, Any]]:
     0 and steps to 1, at a higher value, or at the very value it had before the restart.
     """
     cases: list[dict[str, Any]] = []
-    for alert, series, w, labels in COUNTER_ALERTS:
+    for alert, series, w, labels, n in COUNTER_ALERTS:
         cases += [
             {  # one failed scrape (a GC pause, a SIGSTOP, a scrape timeout) of a process with an old failure
                 "name": f"{alert}: a missed scrape",
                 "alert": alert,
-                "series": [(series, "1x119 stale 1x100"), (START, LONG_AGO)],
+                "series": [(series, f"{n}x119 stale {n}x100"), (START, LONG_AGO)],
                 "expect": [(f"{t}m", None) for t in (119, 120, 121, 125, 120 + w, 121 + w, 130 + w, 200)],
             },
             {  # Prometheus (or the process's network) away 30 minutes, longer than the lookback
                 "name": f"{alert}: Prometheus away",
                 "alert": alert,
-                "series": [(series, "1x59 _x30 1x100"), (START, LONG_AGO)],
+                "series": [(series, f"{n}x59 _x30 {n}x100"), (START, LONG_AGO)],
                 "expect": [(f"{t}m", None) for t in (90, 91, 95, 90 + w, 91 + w, 150)],
             },
             {  # a failure right after a missed scrape
                 "name": f"{alert}: a failure after a missed scrape",
                 "alert": alert,
-                "series": [(series, "0x29 stale 0x4 1x60"), (START, LONG_AGO)],
+                "series": [(series, f"0x29 stale 0x4 {n}x60"), (START, LONG_AGO)],
                 "expect": [("35m", None), ("36m", labels), (f"{35 + w}m", labels), (f"{36 + w + 5}m", None)],
             },
             {  # a restart: the counter resets to 0 (initialised at start), no new failure
                 "name": f"{alert}: a restart resets the counter",
                 "alert": alert,
-                "series": [(series, "2x59 _x2 0x100"), (START, "-86400x59 _x2 3650x100")],
+                "series": [(series, f"{2 * n}x59 _x2 0x100"), (START, "-86400x59 _x2 3650x100")],
                 "expect": [(f"{t}m", None) for t in (61, 62, 65, 60 + w, 90, 150)],
             },
             {  # a restart and a failure before the first scrape: back at 1, below the old value
                 "name": f"{alert}: a restart, back at 1",
                 "alert": alert,
-                "series": [(series, "2x59 _x2 1x100"), (START, "-86400x59 _x2 3650x100")],
+                "series": [(series, f"{2 * n}x59 _x2 {n}x100"), (START, "-86400x59 _x2 3650x100")],
                 "expect": [("61m", None), ("62m", labels), (f"{60 + w}m", labels), (f"{62 + w + 3}m", None)],
             },
             {  # a restart and as many failures before its first scrape as the old process had counted
                 "name": f"{alert}: a restart, back at the same value",
                 "alert": alert,
-                "series": [(series, "1x59 _x2 1x100"), (START, "-86400x59 _x2 3650x100")],
+                "series": [(series, f"{n}x59 _x2 {n}x100"), (START, "-86400x59 _x2 3650x100")],
                 "expect": [("61m", None), ("62m", labels), (f"{60 + w}m", labels), (f"{62 + w + 3}m", None)],
             },
             {  # a brand-new process (a new instance) whose first scrape shows a failure
                 "name": f"{alert}: a new process, first scrape at 1",
                 "alert": alert,
                 "series": [
-                    (series, "1x59 stale"),
+                    (series, f"{n}x59 stale"),
                     (START, "-86400x59 stale"),
-                    (series.replace('instance="w1"', 'instance="w9"'), "_x61 1x100"),
+                    (series.replace('instance="w1"', 'instance="w9"'), f"_x61 {n}x100"),
                     ('process_start_time_seconds{instance="w9"}', "_x61 3650x100"),
                 ],
                 "expect": [("60m", None), ("61m", labels), (f"{60 + w}m", labels), (f"{62 + w + 3}m", None)],
