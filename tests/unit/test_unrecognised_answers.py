@@ -95,3 +95,18 @@ def test_a_hold_is_never_longer_than_what_the_source_remembers() -> None:
     assert (policy.memory_ms(True), policy.memory_ms(False)) == (7 * 86_400_000, 3_600_000)
     assert SourcePolicy(unavailable_ttl_ms=1000, unrecognised_hold_ms=3_600_000).memory_ms(False) == 1000
     assert SourcePolicy(unavailable_ttl_ms=0).memory_ms(False) == 0  # 0 remembers nothing
+
+
+async def test_ugoira_metadata_describing_no_animation_is_not_recognised_as_the_works() -> None:
+    """A frame without a delay, no frames, a zip URL that is none: what a renamed field of
+    the app-api would look like for every ugoira. Until 2026-12-06 each such work was
+    remembered unusable for the week; now it is skipped and held back briefly."""
+    body = {
+        "ugoira_metadata": {
+            "zip_urls": {"medium": "https://i.pximg.net/img-zip-ugoira/img/1_ugoira600x600.zip"},
+            "frames": [{"file": "000000.jpg", "duration": 80}],
+        }
+    }
+    with pytest.raises(WorkUnavailable) as raised:
+        await client(200, json.dumps(body).encode()).ugoira_metadata("123")
+    assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.UNUSABLE_ANIMATION, False)

@@ -306,7 +306,8 @@ class PixivClient(ImageRequests):
         Raises:
             WorkUnavailable: the work is gone, private or restricted; or the answer is the
                 app-api's metadata and describes no usable animation
-                (:class:`~curaflow.sources.animation.UnusableAnimation`: ``unusable_animation``).
+                (:class:`~curaflow.sources.animation.UnusableAnimation`: ``unusable_animation``,
+                not recognised as the work's: held back briefly).
             SourceError: classified failure; ``metadata_failed`` (retried) when the answer
                 is not the app-api's metadata object
                 (:class:`~curaflow.sources.pixiv.ugoira.UnrecognisedMetadata`: never the work's).
@@ -315,9 +316,10 @@ class PixivClient(ImageRequests):
         try:
             return parse_metadata(body)
         except UnusableAnimation as err:
-            raise WorkUnavailable(
-                work_id, f"ugoira: {err}", UnavailableKind.UNUSABLE_ANIMATION, recognised=True
-            ) from None
+            # The metadata's shape, a frame without a delay, a zip URL that is none: what a
+            # renamed field or a changed API would look like for every ugoira — skipped,
+            # held back briefly, never the week (the brief's "missing delay").
+            raise WorkUnavailable(work_id, f"ugoira: {err}", UnavailableKind.UNUSABLE_ANIMATION) from None
         except UnrecognisedMetadata as err:
             raise SourceError(TerminalReason.METADATA_FAILED, f"pixiv ugoira metadata of {work_id}: {err}") from None
 
