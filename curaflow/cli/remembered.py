@@ -11,8 +11,10 @@ accounts and routes.
   a global rate limit, its current refusal streak; ``curaflow routes resume ROUTE`` lifts
   the pause and the cooldown and releases the works held back from it, once the route
   was fixed.
-* ``curaflow unavailable list [--json]`` — works found gone (404, 403, deleted) and
-  skipped without a request until their time runs out (``pixiv.unavailable_ttl_ms``);
+* ``curaflow unavailable list [--json]`` — works found gone (404, deleted) and skipped
+  without a request until their time runs out (``pixiv.unavailable_ttl_ms``), and works
+  only *held* back on an answer not recognised as theirs (a 403, a page that is no image:
+  ``pixiv.unrecognised_hold_ms``; column ``as``, ``held`` in JSON);
   ``curaflow unavailable clear [WORK_ID] [--account A]`` forgets them now.
 * ``curaflow frontiers list [--json]`` — each target's scan frontier: how far its jobs
   know its results (the source's own memory, stored as it left it; Pixiv's is described
@@ -210,9 +212,10 @@ def unavailable_list(
     if as_json:
         _print_json(rows)
         return
-    table = Table("account", "work", "seen", "skipped until", "why")
+    table = Table("account", "work", "seen", "skipped until", "as", "why")
     for r in rows:
-        table.add_row(r["account"], r["work_id"], _when(r["seen_at"]), _when(r["until"]), (r["why"] or "")[:60])
+        kind = "held" if r["held"] else "unavailable"
+        table.add_row(r["account"], r["work_id"], _when(r["seen_at"]), _when(r["until"]), kind, (r["why"] or "")[:60])
     out_console.print(table)
 
 

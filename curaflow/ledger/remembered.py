@@ -63,7 +63,8 @@ class Refusal:
 @dataclass
 class Unavailable:
     """An ``unavailable_works`` row (``gate``: the account's source task queue; ``until``:
-    when it is forgotten)."""
+    when it is forgotten; ``held``: only held back, on an answer not recognised as the
+    work's)."""
 
     gate: str
     work_type: str
@@ -72,6 +73,7 @@ class Unavailable:
     job_id: str | None
     seen_at: int
     until: int
+    held: bool = False
 
 
 async def known_works(
@@ -304,7 +306,7 @@ async def clear_refusals(
 async def list_unavailable(conn: asyncpg.Connection | asyncpg.Pool, *, now: int | None = None) -> list[Unavailable]:
     """Works remembered as unavailable and not yet forgotten, newest first."""
     rows = await conn.fetch(
-        """SELECT gate, work_type, work_id, why, job_id, seen_at, until FROM unavailable_works
+        """SELECT gate, work_type, work_id, why, job_id, seen_at, until, held FROM unavailable_works
            WHERE until > $1 ORDER BY seen_at DESC, work_id""",
         now if now is not None else now_ms(),
     )

@@ -534,6 +534,8 @@ async def test_a_work_held_on_an_unrecognised_answer_is_answered_held_a_verdict_
         ledger_pool, routes=[], gate=gate, work_type="illustration", work_ids=["21", "22"], now=now_ms()
     )
     assert known == {"21": "held", "22": "unavailable"}
+    listed = {r.work_id: r.held for r in await memory.list_unavailable(ledger_pool) if r.gate == gate}
+    assert listed == {"21": True, "22": False}  # what `curaflow unavailable list` shows
     assert not lasting(known["21"], Work(work_id="21"), None) and lasting(known["22"], Work(work_id="22"), None)
     async with ledger_pool.acquire() as conn:  # a later answer about the work itself outlasts the hold
         await memory.remember_unavailable(
