@@ -176,7 +176,7 @@ class FetchActivity:
                                 held=not err.recognised,
                             )
                             nxt = await ledger.rebind_next(
-                                conn, inp.job_id, target, work.work_id, err.why, str(err.kind)
+                                conn, inp.job_id, target, work.work_id, err.why, str(err.kind), err.recognised
                             )
                             assert nxt is not None
                             if nxt.state == CellState.PENDING and nxt.work_id is None:

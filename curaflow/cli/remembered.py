@@ -15,7 +15,8 @@ accounts and routes.
   without a request until their time runs out (``pixiv.unavailable_ttl_ms``), and works
   only *held* back on an answer not recognised as theirs (a 403, a page that is no image:
   ``pixiv.unrecognised_hold_ms``; column ``as``, ``held`` in JSON);
-  ``curaflow unavailable clear [WORK_ID] [--account A]`` forgets them now.
+  ``curaflow unavailable clear [WORK_ID] [--account A] [--held]`` forgets them now
+  (``--held``: only the held ones, once the way to the source is fixed);
 * ``curaflow frontiers list [--json]`` — each target's scan frontier: how far its jobs
   know its results (the source's own memory, stored as it left it; Pixiv's is described
   by :func:`curaflow.sources.pixiv.frontier.describe`); ``curaflow frontiers reset
@@ -223,13 +224,16 @@ def unavailable_list(
 def unavailable_clear(
     work_id: str | None = typer.Argument(None, help="The work; omit to clear every one (of --account)."),
     account: str | None = typer.Option(None, "--account", help="Only this Pixiv account."),
+    held: bool = typer.Option(
+        False, "--held", help="Only works held back on an answer not recognised as theirs (after fixing the source)."
+    ),
     config: Path | None = ConfigOption,
 ) -> None:
     """Forget unavailable works now: the next job requests them again."""
 
     async def body(settings: Settings, pool: asyncpg.Pool) -> int:
         gate = settings.source_task_queue(account) if account else None
-        return await memory.clear_unavailable(pool, work_id=work_id, gate=gate)
+        return await memory.clear_unavailable(pool, work_id=work_id, gate=gate, held_only=held)
 
     cleared = _run(config, body)
     out_console.print(f"cleared {cleared} unavailable work{'s' if cleared != 1 else ''}")

@@ -97,6 +97,9 @@ class CandidateReport(BaseModel):
             ``over_budget``, ``unusable_animation``, ``no_file``); each is also one ``unavailable``
             of ``reasons``. Works a scan skipped as remembered unavailable are in
             ``reasons`` only.
+        unrecognised: of ``unavailable``, the works found so on an answer not recognised
+            as the work's (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`),
+            by the same kinds: the source's answers, which the tally counts ``unusable``.
     """
 
     fetched: int = 0
@@ -109,6 +112,7 @@ class CandidateReport(BaseModel):
     exhausted: bool = False
     skipped_days: list[SkippedDay] = Field(default_factory=list)
     unavailable: dict[str, int] = Field(default_factory=dict)
+    unrecognised: dict[str, int] = Field(default_factory=dict)
 
 
 class ArtifactFile(BaseModel):

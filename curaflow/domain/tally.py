@@ -14,13 +14,18 @@ outcome's message in both languages). Reason words and what they count:
 
 * ``duplicate``: delivered before (or held by another job) on one of the target's routes;
 * ``refused``: a route of the target refused the work for good;
-* ``held``: the work is held back for a while — by a route of the target (a refusal
-  that did not name the work: the route's, lifted at its ``until``) or by the account (an
-  answer of the source not recognised as the work's: ``pixiv.unrecognised_hold_ms``);
+* ``held``: a route of the target holds the work back for a while (a refusal that did
+  not name the work: the route's, lifted at its ``until``);
 * ``unavailable``: the work cannot be had (deleted, private, restricted, 404, too large,
   undecodable, over the decode budget …: ``CandidateReport.unavailable`` counts each
   kind, :class:`~curaflow.sources.errors.UnavailableKind`);
-* ``unusable``, ``invalid`` and the unavailable kinds of :data:`SOURCE_ANSWER_KINDS`:
+* ``released``: a work this cell bound and released as unavailable, met again by a
+  later pass of the same cell — counted ``unavailable``, a verdict that does not last
+  (what lasts is the account's memory of it, read as ``unavailable`` first);
+* ``unusable``, ``invalid``, ``unrecognised`` (a work the account holds back on an
+  answer not recognised as the work's: ``pixiv.unrecognised_hold_ms``), the unavailable
+  kinds of :data:`SOURCE_ANSWER_KINDS` and the kinds counted in
+  ``CandidateReport.unrecognised``:
   what the source sent for the work cannot be used at all — a file URL curaflow may not
   request (another host, not under the image prefix), a page that is no image, no file
   listed, an id or fields not of the source's shape. One such work is skipped like any
@@ -49,7 +54,7 @@ from curaflow.domain.models import CandidateReport
 from curaflow.domain.reasons import TALLY_REASONS, parse_reason, user_message
 
 #: Reason words of works whose only fault is what the source sent for them.
-UNUSABLE_WORDS = frozenset({"unusable", "invalid"})
+UNUSABLE_WORDS = frozenset({"unusable", "invalid", "unrecognised"})
 
 #: Kinds of unavailable work (:class:`~curaflow.sources.errors.UnavailableKind`) that are
 #: what the source sent rather than the work itself: counted ``unusable``. Recognised
@@ -61,7 +66,7 @@ SOURCE_ANSWER_KINDS = frozenset({"unusable_url", "not_an_image", "no_file"})
 _PARTS: tuple[tuple[str, str, str], ...] = (
     ("delivered", "{n} already delivered", "{n} 件已投递过"),
     ("refused", "{n} refused by a route", "{n} 件被路由拒绝过"),
-    ("held", "{n} held back for now", "{n} 件暂时被搁置"),
+    ("held", "{n} held back by a route for now", "{n} 件暂时被路由搁置"),
     ("unavailable", "{n} unavailable", "{n} 件无法获取"),
     ("unusable", "{n} unusable as the source sent them", "{n} 件来源返回的内容无法使用"),
     ("excluded", "{n} excluded by the task", "{n} 件被任务排除"),
@@ -126,12 +131,17 @@ class Tally(BaseModel):
         counts: dict[str, int] = {}
         for words in (report.reasons, report.known):
             for word, n in words.items():
+                word = "unavailable" if word == "released" else word
                 counts[word] = counts.get(word, 0) + max(0, n)
-        # Works fetched and found unusable as the source sent them: each is one
-        # ``unavailable`` of ``reasons`` and one of its kind in ``unavailable``.
+        # Works fetched and found unusable as the source sent them, or on an answer not
+        # recognised as theirs: each is one ``unavailable`` of ``reasons`` and one of its
+        # kind in ``unavailable`` (and, for the latter, in ``unrecognised``).
         answers = min(
             counts.get("unavailable", 0),
-            sum(max(0, n) for kind, n in report.unavailable.items() if kind in SOURCE_ANSWER_KINDS),
+            sum(
+                max(0, n) if kind in SOURCE_ANSWER_KINDS else min(max(0, n), max(0, report.unrecognised.get(kind, 0)))
+                for kind, n in report.unavailable.items()
+            ),
         )
         if answers:
             counts["unavailable"] -= answers

@@ -93,15 +93,16 @@ async def known_works(
     Args:
         routes: the target's routes: a live intent (``duplicate``), a refusal
             (``refused``) or a hold not yet over (``held``) on any of them rejects the
-            work; so does a hold of the account (``held``: a work skipped on an answer
-            not recognised as its own, :func:`remember_unavailable`).
+            work.
         gate: the target's account's gate key, its source task queue (unavailability
             is per account).
         now: the current time in epoch ms (default: now).
 
     Returns:
         work id → ``duplicate`` | ``refused`` | ``held`` | ``unavailable`` | ``unusable``
-        (remembered unavailable for what the source sent, :func:`remember_unavailable`); when several
+        (remembered unavailable for what the source sent, :func:`remember_unavailable`) |
+        ``unrecognised`` (held back by the account on an answer not recognised as the
+        work's: the source's answer, a verdict that does not last); when several
         hold, the first of that order wins (reference §1.1: a work held on a route is a
         duplicate).
     """
@@ -116,7 +117,7 @@ async def known_works(
            WHERE route = ANY($1::text[]) AND work_type = $3 AND work_id = ANY($4::text[])
              AND (until IS NULL OR until > $5)
            UNION ALL
-           SELECT work_id, CASE WHEN held THEN 2 WHEN unusable THEN 4 ELSE 3 END FROM unavailable_works
+           SELECT work_id, CASE WHEN held THEN 5 WHEN unusable THEN 4 ELSE 3 END FROM unavailable_works
            WHERE gate = $2 AND work_type = $3 AND work_id = ANY($4::text[]) AND until > $5""",
         routes,
         gate,
@@ -132,7 +133,7 @@ async def known_works(
 
 
 #: :func:`known_works`' reason words by rank (lower wins).
-_REASONS = ("duplicate", "refused", "held", "unavailable", "unusable")
+_REASONS = ("duplicate", "refused", "held", "unavailable", "unusable", "unrecognised")
 
 
 async def remember_refusal(
@@ -227,8 +228,9 @@ async def remember_unavailable(
 ) -> None:
     """Remember that ``work_id`` was unavailable to the account of ``gate`` for ``ttl_ms`` (0: not at all).
 
-    A row already there keeps the later ``until`` and, with it, what it says: a hold
-    never shortens or softens what is known of the work.
+    A row already there keeps the later ``until``. A hold never replaces a live verdict
+    about the work itself (its reason, whether it is ``unusable``, that it lasts): it is
+    dropped then; anything else replaces what the row says.
 
     Args:
         unusable: the work is unusable as the source sent it (its kind is one of
@@ -236,8 +238,8 @@ async def remember_unavailable(
             ``unusable``.
         held: the answer was not recognised as the work's
             (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`): later scans
-            are told ``held``, a verdict that does not last (a scan frontier does not
-            move past it for good).
+            are told ``unrecognised``, a verdict that does not last (a scan frontier does
+            not move past it for good).
     """
     if ttl_ms <= 0:
         return
@@ -248,8 +250,8 @@ async def remember_unavailable(
            ON CONFLICT (gate, work_type, work_id) DO UPDATE
              SET why = EXCLUDED.why, job_id = EXCLUDED.job_id, seen_at = EXCLUDED.seen_at,
                  until = greatest(unavailable_works.until, EXCLUDED.until), unusable = EXCLUDED.unusable,
-                 held = CASE WHEN EXCLUDED.until >= unavailable_works.until THEN EXCLUDED.held
-                             ELSE unavailable_works.held END""",
+                 held = EXCLUDED.held
+             WHERE NOT EXCLUDED.held OR unavailable_works.held OR unavailable_works.until <= EXCLUDED.seen_at""",
         gate,
         work_type,
         work_id,
@@ -314,20 +316,26 @@ async def list_unavailable(conn: asyncpg.Connection | asyncpg.Pool, *, now: int 
 
 
 async def clear_unavailable(
-    conn: asyncpg.Connection | asyncpg.Pool, *, work_id: str | None = None, gate: str | None = None
+    conn: asyncpg.Connection | asyncpg.Pool,
+    *,
+    work_id: str | None = None,
+    gate: str | None = None,
+    held_only: bool = False,
 ) -> int:
-    """Forget unavailable works (one work and/or one account's gate; all when both are None).
+    """Forget unavailable works (one work and/or one account's gate; all when both are None;
+    only the works held back on an answer not recognised as theirs with ``held_only``).
 
-    Every target's scan frontier is forgotten with them when any was cleared, as with
-    :func:`clear_refusals`.
+    Every target's scan frontier is forgotten with them when a lasting verdict was
+    cleared, as with :func:`clear_refusals`; a hold never let a frontier pass a work.
     """
     rows = await conn.fetch(
         """WITH cleared AS (
              DELETE FROM unavailable_works WHERE ($1::text IS NULL OR work_id = $1)
-               AND ($2::text IS NULL OR gate = $2) RETURNING work_id),
-           frontiers AS (DELETE FROM scan_frontiers WHERE EXISTS (SELECT 1 FROM cleared))
+               AND ($2::text IS NULL OR gate = $2) AND (held OR NOT $3) RETURNING work_id, held),
+           frontiers AS (DELETE FROM scan_frontiers WHERE EXISTS (SELECT 1 FROM cleared WHERE NOT held))
            SELECT work_id FROM cleared""",
         work_id,
         gate,
+        held_only,
     )
     return len(rows)

@@ -122,8 +122,19 @@ SOURCE_UNRECOGNISED_ANSWERS = Counter(
     "lasts, so each such work is held back for pixiv.unrecognised_hold_ms only.",
     ["account", "kind"],
 )
-#: The kinds an unrecognised answer is counted under (:class:`~curaflow.sources.errors.UnavailableKind`).
-UNRECOGNISED_ANSWER_KINDS = ("gone", "not_an_image", "unusable_animation")
+#: The kinds an unrecognised answer is counted under: any of
+#: :class:`~curaflow.sources.errors.UnavailableKind` (a source kind that does not say
+#: whether an answer is the work's raises any of them).
+UNRECOGNISED_ANSWER_KINDS = (
+    "gone",
+    "unusable_url",
+    "too_large",
+    "not_an_image",
+    "undecodable",
+    "over_budget",
+    "unusable_animation",
+    "no_file",
+)
 ROUTE_REFUSALS = Counter(
     "curaflow_route_refusals_total",
     "Works a route refused for good; each is remembered and not offered to that route again.",

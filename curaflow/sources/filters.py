@@ -56,9 +56,12 @@ def reject_reason(
 
 def protocol_reason(reason: str) -> str:
     """Map a rejection word onto ``duplicate | excluded | invalid | unavailable | other``
-    (``unusable``, what the source sent for a work that cannot be used, is ``invalid``)."""
+    (``unusable``, what the source sent for a work that cannot be used, is ``invalid``;
+    ``released`` and ``unrecognised``, a work that cannot be had for now, ``unavailable``)."""
     if reason in ("duplicate", "excluded", "unavailable", "invalid"):
         return reason
     if reason == "unusable":
         return "invalid"
+    if reason in ("released", "unrecognised"):  # could not be had: this cell released it, or it is held back
+        return "unavailable"
     return "other"

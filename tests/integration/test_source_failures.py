@@ -508,7 +508,7 @@ async def test_a_work_held_on_an_unrecognised_answer_is_answered_held_a_verdict_
     ledger_pool: Any,
 ) -> None:
     """A work skipped on an answer not recognised as its own (the image host's 403, a page
-    that is no image) is held back for the account, and later scans are told ``held``:
+    that is no image) is held back for the account, and later scans are told ``unrecognised``:
     a verdict the scan frontier does not keep, so a tag search's frontier never moves past
     the work for good while it is held. Told ``unavailable`` (a lasting verdict), a work
     held for an hour was skipped by the frontier for ever (2026-12-06)."""
@@ -533,7 +533,7 @@ async def test_a_work_held_on_an_unrecognised_answer_is_answered_held_a_verdict_
     known = await memory.known_works(
         ledger_pool, routes=[], gate=gate, work_type="illustration", work_ids=["21", "22"], now=now_ms()
     )
-    assert known == {"21": "held", "22": "unavailable"}
+    assert known == {"21": "unrecognised", "22": "unavailable"}
     listed = {r.work_id: r.held for r in await memory.list_unavailable(ledger_pool) if r.gate == gate}
     assert listed == {"21": True, "22": False}  # what `curaflow unavailable list` shows
     assert not lasting(known["21"], Work(work_id="21"), None) and lasting(known["22"], Work(work_id="22"), None)
@@ -548,6 +548,112 @@ async def test_a_work_held_on_an_unrecognised_answer_is_answered_held_a_verdict_
         ledger_pool, routes=[], gate=gate, work_type="illustration", work_ids=["21", "22"], now=now_ms()
     )
     assert again == {"21": "unavailable", "22": "unavailable"}
+
+
+async def _remember(pool: Any, gate: str, work_id: str, why: str, ttl_ms: int, **flags: bool) -> None:
+    from curaflow.ledger import remembered as memory
+
+    async with pool.acquire() as conn:
+        await memory.remember_unavailable(
+            conn, gate=gate, work_type="illustration", work_id=work_id, why=why, job_id="j", ttl_ms=ttl_ms, **flags
+        )
+
+
+async def test_a_hold_never_replaces_a_live_verdict_about_the_work(ledger_pool: Any) -> None:
+    """Two jobs of one account meet the same work: one with an answer about the work (a
+    404, a URL off the image host), the other with one that is not (a page that is no
+    image, a 403). The hold is dropped: until 2026-12-06 it rewrote the row's other columns
+    (a week's ``unavailable`` read ``unusable`` — a cell could end ``source_unusable`` —
+    or the reverse), and with a hold as long as the memory it softened the 404 into a hold
+    a frontier does not keep (found by a break-it pass)."""
+    from curaflow.ledger import remembered as memory
+    from curaflow.ledger.db import now_ms
+
+    gate = f"q-{short_id()}-source-default"
+    week, hour = 7 * 86_400_000, 3_600_000
+    await _remember(ledger_pool, gate, "31", "image HTTP 404", week)
+    await _remember(ledger_pool, gate, "31", "page 1: not an image", hour, unusable=True, held=True)
+    await _remember(ledger_pool, gate, "32", "page URL refused", week, unusable=True)
+    await _remember(ledger_pool, gate, "32", "image HTTP 403", hour, held=True)
+    await _remember(ledger_pool, gate, "33", "image HTTP 404", 600_000)
+    await _remember(ledger_pool, gate, "33", "image HTTP 403", 600_000, held=True)  # a hold as long as the memory
+    await _remember(ledger_pool, gate, "34", "image HTTP 403", hour, held=True)
+    await _remember(ledger_pool, gate, "34", "image HTTP 404", week)  # an answer about the work replaces a hold
+    known = await memory.known_works(
+        ledger_pool, routes=[], gate=gate, work_type="illustration", work_ids=["31", "32", "33", "34"], now=now_ms()
+    )
+    assert known == {"31": "unavailable", "32": "unusable", "33": "unavailable", "34": "unavailable"}
+    rows = {r.work_id: r for r in await memory.list_unavailable(ledger_pool) if r.gate == gate}
+    assert {w: (r.why, r.held) for w, r in rows.items()} == {
+        "31": ("image HTTP 404", False),
+        "32": ("page URL refused", False),
+        "33": ("image HTTP 404", False),
+        "34": ("image HTTP 404", False),
+    }
+
+
+async def test_clearing_held_works_keeps_the_scan_frontiers(ledger_pool: Any) -> None:
+    """After fixing the way to the image host an operator clears the holds
+    (``curaflow unavailable clear --held``): a held work never let a frontier pass it, so
+    no target's frontier is forgotten — until 2026-12-06 every target rescanned from the
+    top. Clearing a lasting verdict still resets them."""
+    from curaflow.ledger import frontiers
+    from curaflow.ledger import remembered as memory
+
+    gate, target = f"q-{short_id()}-source-default", f"t-{short_id()}"
+    async with ledger_pool.acquire() as conn:
+        await frontiers.save_frontier(conn, target, "fp", {"sort": "date_desc"}, job_id="j")
+    await _remember(ledger_pool, gate, "41", "image HTTP 403", 3_600_000, held=True)
+    await _remember(ledger_pool, gate, "42", "image HTTP 404", 3_600_000)
+    assert await memory.clear_unavailable(ledger_pool, gate=gate, held_only=True) == 1
+    assert await frontiers.load_frontier(ledger_pool, target, "fp") is not None
+    assert [r.work_id for r in await memory.list_unavailable(ledger_pool) if r.gate == gate] == ["42"]
+    assert await memory.clear_unavailable(ledger_pool, gate=gate) == 1
+    assert await frontiers.load_frontier(ledger_pool, target, "fp") is None
+
+
+async def test_a_work_this_cell_released_is_not_a_lasting_verdict_in_its_next_pass() -> None:
+    """A later pass of a cell skips the works the cell released, and the account's memory
+    says what lasts. A released work with no memory of it (a hold over, or
+    ``unrecognised_hold_ms = 0``) was told ``unavailable`` — lasting — so the frontier
+    passed it for good (found by a break-it pass, 2026-12-06); it is ``released`` now,
+    counted unavailable, and the frontier stops before it."""
+    from curaflow.sources.pixiv.frontier import Frontier
+
+    faults = Faults(deep=DeepSet(tag="t", count=60, per_day=100))
+    deep = faults.deep
+    assert deep is not None
+    server = await BackgroundServer(create_replay_app(faults)).start()
+    spec = TargetSpec(target_id="t", query=TargetQuery(tags=["t"]), scan_limit=1)
+    delivered = {deep.work_id(r) for r in range(5)}
+    released = deep.work_id(5)
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {i: "duplicate" for i in ids if i in delivered}
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+            client = PixivClient(http, refresh_token="r", api_url=server.url, auth_url=server.url)
+            result = await scan(
+                client,
+                spec,
+                scan_limit=1,
+                known=known,
+                on_page=on_page,
+                max_examined=100,
+                frontier=Frontier(sort="date_desc"),
+                unavailable={released},
+            )
+    finally:
+        await server.stop()
+    assert [w.work_id for w in result.candidates] == [deep.work_id(6)]
+    assert result.report.reasons.get("released") == 1
+    assert {"work_id": released, "reason": "unavailable"} in result.report.filtered
+    frontier = Frontier.model_validate(result.frontier)
+    assert frontier.known is None or frontier.known.work_id != released, frontier  # never past it
 
 
 async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> None:

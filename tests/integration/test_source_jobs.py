@@ -254,7 +254,7 @@ async def test_scheduled_job_widens_the_scan_in_a_fallback_pass(env: SharedEnv) 
 
 
 async def test_protocol_job_has_no_fallback_pass(env: SharedEnv) -> None:
-    env.replay.faults.forbidden_works = {ordered("オリジナル")[0]}
+    env.replay.faults.missing_works = {ordered("オリジナル")[0]}  # 404: the work's (a 403 is the source's)
     record = await env.run("no-fallback", constraints={"scan_limit": 1})
 
     assert record.cells[0].state == "no_candidate" and record.cells[0].fallback_pass == 0
@@ -262,10 +262,10 @@ async def test_protocol_job_has_no_fallback_pass(env: SharedEnv) -> None:
 
 
 async def test_fallback_passes_stop_at_the_maximum(env: SharedEnv) -> None:
-    # The six newest works answer 403 for their images: each pass binds candidates that
+    # The six newest works answer 404 for their images: each pass binds candidates that
     # all turn out unavailable, and the next, wider pass goes deeper (1, then 2, then 3
     # candidates) until the third and last pass.
-    env.replay.faults.forbidden_works = set(ordered("オリジナル")[:6])
+    env.replay.faults.missing_works = set(ordered("オリジナル")[:6])
     stack = env.stack
     record = await stack.wait_terminal(await start_scheduled(stack, stages=3, target_id="fallback-max"))
 

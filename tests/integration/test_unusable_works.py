@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from bench.chaos import bombs
+from curaflow.domain.tally import cell_message
 from curaflow.sources.pixiv.replay.data import recorded_works
 from tests.fakes.pximg import FakeImageHost
 from tests.jobs_support import ReplayServer, ordered
@@ -131,7 +132,7 @@ UNRECOGNISED: dict[str, tuple[Case, str]] = {
 HOLD_MS = 90_000
 
 #: Each case's slot: its target, Pixiv account and route (``u<i>``).
-SLOTS = {case: f"u{i}" for i, case in enumerate([*CASES, *UNRECOGNISED])}
+SLOTS = {case: f"u{i}" for i, case in enumerate([*CASES, *UNRECOGNISED, *(f"outage-{c}" for c in UNRECOGNISED)])}
 
 
 @dataclass
@@ -232,15 +233,38 @@ async def test_an_answer_not_recognised_as_the_works_holds_it_back_briefly_not_f
     assert (cell.state, cell.work_id) == ("submitted", second)
     report = cell.candidate_report
     assert report is not None and {"work_id": first, "reason": "unavailable"} in report.filtered
-    assert report.unavailable == {kind: 1}, report
+    assert report.unavailable == {kind: 1} and report.unrecognised == {kind: 1}, report
     [row] = await (await stack.ledger()).fetch(
         "SELECT seen_at, until, held FROM unavailable_works WHERE gate = $1 AND work_id = $2",
         stack.settings.source_task_queue(slot),
         first,
     )
     assert row["until"] - row["seen_at"] == HOLD_MS and row["held"], dict(row)  # not 7 days
-    # The next job is told the work is held (a verdict no scan frontier keeps), not gone.
+    # The next job is told the work is held back on an unrecognised answer (a verdict no
+    # scan frontier keeps), not gone.
     again = await stack.wait_terminal(await stack.admit(stack.task(target_id=slot, query={"tags": [TAG]})))
     later = again.cells[0].candidate_report
-    assert later is not None and {"work_id": first, "reason": "other"} in later.filtered, later
-    assert later.known.get("held", 0) + later.reasons.get("held", 0) == 1, later
+    assert later is not None and {"work_id": first, "reason": "unavailable"} in later.filtered, later
+    assert later.known.get("unrecognised", 0) + later.reasons.get("unrecognised", 0) == 1, later
+
+
+@pytest.mark.parametrize("case", list(UNRECOGNISED))
+async def test_an_image_host_refusing_every_work_fails_the_cell_as_the_sources_not_no_new_content(
+    env: Env, case: str
+) -> None:
+    """Every work of the search meets the same unrecognised answer (an image host refusing
+    curaflow, a proxy's page): the cell ends ``source_unusable`` — a failure, whose message
+    says the source's answers changed, not the works — not ``no_candidate`` with "N
+    unavailable … widen the query" (found by a break-it pass, 2026-12-06). The next job,
+    while the works are held, says the same."""
+    works = ordered(TAG)
+    make_unusable, _ = UNRECOGNISED[case]
+    for work in works:
+        make_unusable(env.replay, env.image_host, work)
+    stack, slot = env.stack, SLOTS[f"outage-{case}"]
+    for _ in range(2):
+        record = await stack.wait_terminal(await stack.admit(stack.task(target_id=slot, query={"tags": [TAG]})))
+        cell = record.cells[0]
+        assert (cell.state, cell.reason) == ("failed", "source_unusable"), (cell, cell.candidate_report)
+        message = cell_message(cell.state, cell.reason, cell.candidate_report) or ""
+        assert "unusable" in message and "widen" not in message, message

@@ -60,7 +60,7 @@ VERDICT_TABLE = [
     (report(5, {"unusable": 4, "unavailable": 1}), R.NO_CANDIDATE),
     (report(5, {"unusable": 4, "duplicate": 1}), R.NO_CANDIDATE),
     (report(1, {"unusable": 1}, known={"duplicate": 30}), R.NO_CANDIDATE),
-    (report(3, {"held": 3}), R.NO_CANDIDATE),  # held back (by a route, or the account): for now
+    (report(3, {"held": 3}), R.NO_CANDIDATE),  # held back by a route: the route's, for now
     (report(3, {"something_new": 3}), R.NO_CANDIDATE),  # a word not known here: never the source's
     # the scan cap
     (report(1000, {"duplicate": 1000}), R.SCAN_CAPPED),
@@ -164,7 +164,7 @@ WORDS = [
 CLAIMS = {
     "already delivered": "delivered",
     "refused by a route": "refused",
-    "held back for now": "held",
+    "held back by a route": "held",
     "for another reason": "other",
     "unavailable": "unavailable",
     "unusable": "unusable",

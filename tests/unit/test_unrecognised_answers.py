@@ -110,3 +110,9 @@ async def test_ugoira_metadata_describing_no_animation_is_not_recognised_as_the_
     with pytest.raises(WorkUnavailable) as raised:
         await client(200, json.dumps(body).encode()).ugoira_metadata("123")
     assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.UNUSABLE_ANIMATION, False)
+
+
+def test_every_kind_an_unrecognised_answer_may_carry_is_counted_from_the_start() -> None:
+    from curaflow.observability.metrics import UNRECOGNISED_ANSWER_KINDS
+
+    assert set(UNRECOGNISED_ANSWER_KINDS) == {kind.value for kind in UnavailableKind}

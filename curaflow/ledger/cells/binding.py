@@ -230,13 +230,15 @@ async def rebind_next(
     work_id: str,
     skip_reason: str,
     kind: str = "gone",
+    recognised: bool = True,
 ) -> CellSnapshot | None:
     """Provisional release of an unavailable bound work, then bind the next candidate.
 
     Only a cell still ``selected`` with ``work_id`` is released (reference §1.1): its
     reserved intents become ``released`` and the skip is counted in the candidate report
     (``unavailable``, and its ``kind`` — :class:`~curaflow.sources.errors.UnavailableKind`
-    — in ``unavailable``). The stored remaining candidates are then tried in order.
+    — in ``unavailable``; and in ``unrecognised`` when the answer was not ``recognised`` as
+    the work's). The stored remaining candidates are then tried in order.
 
     Returns:
         The cell: ``selected`` with the next work, or ``pending`` with no work when the
@@ -269,6 +271,8 @@ async def rebind_next(
     report.rejected += 1
     report.reasons["unavailable"] = report.reasons.get("unavailable", 0) + 1
     report.unavailable[kind] = report.unavailable.get(kind, 0) + 1
+    if not recognised:
+        report.unrecognised[kind] = report.unrecognised.get(kind, 0) + 1
     report.filtered.append({"work_id": work_id, "reason": "unavailable"})
     candidates = [Work.model_validate(w) for w in (row["candidates"] or [])]
     await conn.execute(

@@ -104,7 +104,7 @@ async def scan(
             if work.work_id in ruled_out:
                 reason: str | None = ruled_out[work.work_id]
             elif work.work_id in gone:
-                reason = "unavailable"
+                reason = "released"  # this cell released it; what lasts is the account's memory, read first
             else:
                 reason = reject_reason(work, target, excluded)
             _examine(cp, work, reason)
