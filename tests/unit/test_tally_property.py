@@ -27,7 +27,7 @@ from tests.fakes.replay import Faults
 
 TAG = "tally-property"
 #: Verdicts the ledger may hold on a work (None: nothing, the filters decide).
-VERDICTS = [None, "duplicate", "refused", "unavailable", "unusable"]
+VERDICTS = [None, "duplicate", "refused", "unavailable", "unusable", "held", "unrecognised"]
 
 
 async def scans(

@@ -20,7 +20,10 @@ with where they sit in the walk:
   than the settling age, :data:`SETTLE_DAYS`). A candidate, a work excluded by one task or
   a young work below ``min_bookmarks`` ends the run: the next job reads it again.
 * ``head`` (``date_desc`` only): the newest work of the known run. New works appear above
-  it, so every job reads the head of the query first, down to ``head``, then jumps.
+  it, so every job reads the head of the query first, down to ``head``, then jumps. Every
+  work above ``head`` is read by every job: new works, and those whose verdict does not
+  last (``held``, ``unrecognised``, ``released``), which a fresh walk leaves above the run
+  it keeps and a head phase never moves ``head`` over.
 * ``sweep``: where a scan that reached ``pixiv.max_examined`` without a candidate stopped,
   beyond ``known`` (the run was broken by works that may change): the next job goes on
   from there instead of reading the same stretch again (case 2). A scan from the sweep
@@ -34,14 +37,14 @@ with where they sit in the walk:
 
 **How a job walks** (:class:`FrontierWalk`, kept in the scan checkpoint):
 
-* ``date_desc``: from the top (the head) until the first work at or below ``head``; then
-  on from ``sweep`` or else ``known``: after it on the same page when it is listed there,
-  else a jump — the same query with ``end_date`` = the mark's day, at ``offset`` = the
-  mark's place among that day's works. ``date_asc`` jumps at once (nothing new appears
-  before the start of an ascending walk). ``popular_desc`` first reads one page of the
-  known part again, in turn from the top (``revisit``), then jumps to ``offset`` = the
-  mark's place in the whole list (≤ 5000: the app-api pages no further). Offsets are
-  exact (the app-api accepts any ``offset``; pixivpy #153).
+* ``date_desc``: from the top until the first work at or below ``head`` (as old or older,
+  never a newer one); then on from ``sweep`` or else ``known``: after it on the same page
+  when it is listed there, else a jump — the same query with ``end_date`` = the mark's
+  day, at ``offset`` = the mark's place among that day's works. ``date_asc`` jumps at
+  once (nothing new appears before the start of an ascending walk). ``popular_desc`` first
+  reads one page of the known part again, in turn from the top (``revisit``), then jumps
+  to ``offset`` = the mark's place in the whole list (≤ 5000: the app-api pages no
+  further). Offsets are exact (the app-api accepts any ``offset``; pixivpy #153).
 * **Landing check.** A work deleted (or hidden) above the mark moves the mark up, so the
   landing page could start past works never examined. Date sorts compare by creation
   time: a landing page that starts after the mark steps back 30 places until it starts

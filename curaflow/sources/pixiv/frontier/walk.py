@@ -15,6 +15,15 @@ def _passed(work: Work, mark: Mark, sort: str) -> bool:
     return here >= there if sort == "date_desc" else here <= there
 
 
+def _reached(work: Work, mark: Mark) -> bool:
+    """True when ``work`` is ``mark`` or comes after it in a ``date_desc`` walk (as old or older).
+
+    The head phase reads every work above the head, new or read before: it stops at the
+    first work at or below it, never at a newer one (the converse of :func:`_passed`).
+    """
+    return _key(work.create_date, work.work_id) <= _key(mark.create_date, mark.work_id)
+
+
 def _jump_to(mark: Mark, sort: str, max_offset: int) -> Jump:
     if sort in DATE_SORTS:
         key = "end_date" if sort == "date_desc" else "start_date"
@@ -106,7 +115,7 @@ def on_page(
     if walk.phase == "head" and walk.plan.head is not None:
         works_in = works
         for i, work in enumerate(works):
-            if _passed(work, walk.plan.head, sort):
+            if _reached(work, walk.plan.head):
                 walk.head_entered = True
                 head, works = works[:i], []
                 walk.head_ids = [w.work_id for w in head]

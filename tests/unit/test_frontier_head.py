@@ -1,0 +1,120 @@
+"""A ``date_desc`` frontier's head: every work above it is read by every later scan.
+
+New works appear at the top of a ``date_desc`` walk, and works whose verdict does not last
+(``held``, ``unrecognised``, ``released``) stay above the head: the head phase reads the
+query from its top down to the head. It once stopped at the first work *newer* than the
+head (the comparison of the landing check, which asks the converse), so a later scan read
+nothing above the head: new works were never found and works held back vanished from the
+tally. The other sorts are run alongside: they must agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+from curaflow.domain.tally import Tally
+from curaflow.sources.pixiv.client import PixivClient
+from curaflow.sources.pixiv.frontier import Frontier
+from curaflow.sources.pixiv.replay.app import create_replay_app
+from curaflow.sources.pixiv.replay.data import DeepSet
+from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
+from tests.fakes.replay import Faults
+
+TAG = "frontier-head"
+SORTS = ["date_desc", "date_asc", "popular_desc"]
+
+
+async def _scans(
+    sort: str, sets: list[DeepSet], verdicts: dict[str, str], released: set[str] | None = None
+) -> list[tuple[list[str], Tally, Frontier]]:
+    """One scan per result set, each from the frontier the previous one left."""
+    faults = Faults(deep=sets[0])
+    app = create_replay_app(faults)
+    query = TargetQuery(tags=[TAG], sort=sort)  # type: ignore[arg-type]
+    target = TargetSpec(target_id="t", query=query, filters=TargetFilters(), scan_limit=1)
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {i: verdicts[i] for i in ids if i in verdicts}
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    seen: list[tuple[list[str], Tally, Frontier]] = []
+    frontier = Frontier(sort=sort)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://replay") as http:
+        client = PixivClient(http, refresh_token="r", api_url="http://replay", auth_url="http://replay")
+        for deep in sets:
+            faults.deep = deep
+            result = await scan(
+                client,
+                target,
+                scan_limit=1,
+                known=known,
+                on_page=on_page,
+                unavailable=released,
+                frontier=frontier,
+                settled_before="2100-01-01",
+            )
+            assert result.frontier is not None
+            frontier = Frontier.model_validate(result.frontier)
+            seen.append(([w.work_id for w in result.candidates], Tally.of(result.report), frontier))
+    return seen
+
+
+@pytest.mark.parametrize("sort", SORTS)
+def test_works_new_since_the_last_scan_are_found(sort: str) -> None:
+    # 80 works, all delivered; then a new day of 40 works (ids and dates of the 80 unchanged).
+    old = DeepSet(tag=TAG, count=80, per_day=40, last_day="2025-02-04")
+    new = DeepSet(tag=TAG, count=120, per_day=40, last_day="2025-02-05")
+    delivered = dict.fromkeys((old.work_id(r) for r in range(old.count)), "duplicate")
+    (first, _, frontier), (second, _, _) = asyncio.run(_scans(sort, [old, old, new], delivered))[1:]
+    assert first == []
+    added = [new.work_id(r) for r in range(new.count - old.count)]  # newest first
+    if sort == "date_desc":
+        assert frontier.head is not None and frontier.head.work_id == old.work_id(0)
+        assert second == [added[0]]  # read from the top of the query, down to the head
+    elif sort == "date_asc":
+        assert second == [added[-1]]  # the first work after the known run
+    else:
+        assert len(second) == 1 and second[0] in added  # found by the revisit of the known part
+
+
+def test_the_head_moves_up_over_new_works_ruled_out_for_good() -> None:
+    old = DeepSet(tag=TAG, count=80, per_day=40, last_day="2025-02-04")
+    new = DeepSet(tag=TAG, count=120, per_day=40, last_day="2025-02-05")
+    delivered = dict.fromkeys((new.work_id(r) for r in range(new.count)), "duplicate")
+    seen = asyncio.run(_scans("date_desc", [old, new, new], delivered))
+    assert [s[0] for s in seen] == [[], [], []]
+    assert [s[1].found for s in seen] == [80, 120, 120]
+    assert [s[1].delivered for s in seen] == [80, 120, 120]
+    head = seen[1][2].head
+    assert head is not None and head.work_id == new.work_id(0)
+    assert seen[2][1].examined < 30  # the third scan passes over the known run
+
+
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize("verdict", ["held", "unrecognised", "released"])
+@pytest.mark.parametrize("rank", [0, 1, 3])
+def test_a_verdict_that_does_not_last_is_read_again_by_every_scan(sort: str, verdict: str, rank: int) -> None:
+    deep = DeepSet(tag=TAG, count=5, per_day=40)
+    verdicts = dict.fromkeys((deep.work_id(r) for r in range(deep.count)), "duplicate")
+    released = None
+    if verdict == "released":
+        del verdicts[deep.work_id(rank)]
+        released = {deep.work_id(rank)}
+    else:
+        verdicts[deep.work_id(rank)] = verdict
+    seen = asyncio.run(_scans(sort, [deep] * 3, verdicts, released))
+    first = seen[0][1]
+    assert first.examined == 5 and first.delivered == 4
+    for ids, tally, _ in seen:
+        assert ids == []
+        assert tally.found == 5
+        assert tally.model_copy(update={"examined": 0, "known": 0}) == first.model_copy(
+            update={"examined": 0, "known": 0}
+        )
+    assert seen[1][1].examined >= 1  # the work that may change is read again
