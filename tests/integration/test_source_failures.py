@@ -511,7 +511,7 @@ async def test_a_work_held_on_an_unrecognised_answer_is_answered_held_a_verdict_
     that is no image) is held back for the account, and later scans are told ``unrecognised``:
     a verdict the scan frontier does not keep, so a tag search's frontier never moves past
     the work for good while it is held. Told ``unavailable`` (a lasting verdict), a work
-    held for an hour was skipped by the frontier for ever (2026-12-06)."""
+    held for an hour was skipped by the frontier for ever (2026-12-05)."""
     from curaflow.domain.models import Work
     from curaflow.ledger import remembered as memory
     from curaflow.ledger.db import now_ms
@@ -562,7 +562,7 @@ async def _remember(pool: Any, gate: str, work_id: str, why: str, ttl_ms: int, *
 async def test_a_hold_never_replaces_a_live_verdict_about_the_work(ledger_pool: Any) -> None:
     """Two jobs of one account meet the same work: one with an answer about the work (a
     404, a URL off the image host), the other with one that is not (a page that is no
-    image, a 403). The hold is dropped: until 2026-12-06 it rewrote the row's other columns
+    image, a 403). The hold is dropped: until 2026-12-05 it rewrote the row's other columns
     (a week's ``unavailable`` read ``unusable`` — a cell could end ``source_unusable`` —
     or the reverse), and with a hold as long as the memory it softened the 404 into a hold
     a frontier does not keep (found by a break-it pass)."""
@@ -595,7 +595,7 @@ async def test_a_hold_never_replaces_a_live_verdict_about_the_work(ledger_pool: 
 async def test_clearing_held_works_keeps_the_scan_frontiers(ledger_pool: Any) -> None:
     """After fixing the way to the image host an operator clears the holds
     (``curaflow unavailable clear --held``): a held work never let a frontier pass it, so
-    no target's frontier is forgotten — until 2026-12-06 every target rescanned from the
+    no target's frontier is forgotten — until 2026-12-05 every target rescanned from the
     top. Clearing a lasting verdict still resets them."""
     from curaflow.ledger import frontiers
     from curaflow.ledger import remembered as memory
@@ -616,7 +616,7 @@ async def test_a_work_this_cell_released_is_not_a_lasting_verdict_in_its_next_pa
     """A later pass of a cell skips the works the cell released, and the account's memory
     says what lasts. A released work with no memory of it (a hold over, or
     ``unrecognised_hold_ms = 0``) was told ``unavailable`` — lasting — so the frontier
-    passed it for good (found by a break-it pass, 2026-12-06); it is ``released`` now,
+    passed it for good (found by a break-it pass, 2026-12-05); it is ``released`` now,
     counted unavailable, and the frontier stops before it."""
     from curaflow.sources.pixiv.frontier import Frontier
 

@@ -216,7 +216,7 @@ async def test_an_answer_not_recognised_as_the_works_holds_it_back_briefly_not_f
     """An image host that answers ``403`` (i.pximg.net's answer to a request it refuses:
     a missing ``Referer``, a changed hotlink rule, a blocked caller) or a page that is no
     image (a proxy's or a maintenance page) says nothing positive about the work: the
-    same answer would come for every work while it lasts. Until 2026-12-06 each such work
+    same answer would come for every work while it lasts. Until 2026-12-05 each such work
     was remembered unavailable for the account for ``pixiv.unavailable_ttl_ms`` (7 days):
     an hour of a refusing host cost every work its jobs examined for a week. Now the
     work is skipped in this job (the next is delivered) and held back for
@@ -255,7 +255,7 @@ async def test_an_image_host_refusing_every_work_fails_the_cell_as_the_sources_n
     """Every work of the search meets the same unrecognised answer (an image host refusing
     curaflow, a proxy's page): the cell ends ``source_unusable`` — a failure, whose message
     says the source's answers changed, not the works — not ``no_candidate`` with "N
-    unavailable … widen the query" (found by a break-it pass, 2026-12-06). The next job,
+    unavailable … widen the query" (found by a break-it pass, 2026-12-05). The next job,
     while the works are held, says the same."""
     works = ordered(TAG)
     make_unusable, _ = UNRECOGNISED[case]

@@ -267,7 +267,7 @@ def test_a_png_whose_ancillary_chunk_has_a_wrong_crc_is_verified(tmp_path: Path,
     """An ancillary chunk (a text, a colour profile: its type's first letter lower case,
     PNG spec 5.4) with a wrong CRC is what libpng — and so every browser — drops with a
     warning, showing the picture: a deliverable image. Pillow refuses the whole file, so
-    until 2026-12-06 such a page was refused, its work lost for good (``not_an_image``
+    until 2026-12-05 such a page was refused, its work lost for good (``not_an_image``
     before the pixels, ``undecodable`` after them) for a shape readers accept."""
     path = tmp_path / "p0.png"
     path.write_bytes(_png_with_text(where, b"tEXt"))

@@ -112,7 +112,7 @@ def _png_frame(shade: int, *, bad_crc_of: bytes) -> bytes:
 
 def test_a_png_frame_whose_ancillary_chunk_has_a_wrong_crc_is_a_frame(tmp_path: Path) -> None:
     """A PNG frame with a wrong CRC on an ancillary chunk (a text) is what libpng shows
-    (the chunk dropped): a frame. Pillow refuses to open it, so until 2026-12-06 it made
+    (the chunk dropped): a frame. Pillow refuses to open it, so until 2026-12-05 it made
     the work an unusable animation, lost for good."""
     meta = parse_metadata(answer([{"file": f"{i:06d}.png", "delay": 100} for i in range(2)]))
     zipped = tmp_path / "f.zip"

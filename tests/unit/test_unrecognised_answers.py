@@ -99,7 +99,7 @@ def test_a_hold_is_never_longer_than_what_the_source_remembers() -> None:
 
 async def test_ugoira_metadata_describing_no_animation_is_not_recognised_as_the_works() -> None:
     """A frame without a delay, no frames, a zip URL that is none: what a renamed field of
-    the app-api would look like for every ugoira. Until 2026-12-06 each such work was
+    the app-api would look like for every ugoira. Until 2026-12-05 each such work was
     remembered unusable for the week; now it is skipped and held back briefly."""
     body = {
         "ugoira_metadata": {
