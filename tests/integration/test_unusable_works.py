@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from bench.chaos import bombs
+from curaflow.domain.models import CandidateReport
 from curaflow.domain.tally import cell_message
 from curaflow.sources.pixiv.replay.data import recorded_works
 from tests.fakes.pximg import FakeImageHost
@@ -182,22 +183,29 @@ def env(module_env: Env) -> Env:
     return module_env
 
 
-@pytest.mark.parametrize("case", list(CASES))
-async def test_a_work_the_source_cannot_deliver_is_unavailable_and_the_next_is_delivered_in_the_same_job(
-    env: Env, case: str
-) -> None:
+async def skipped_then_next_delivered(env: Env, slot: str, make_unusable: Case) -> tuple[str, CandidateReport]:
+    """Make the tag's first work unusable by ``make_unusable``, run a job of ``slot`` and
+    check its first work was skipped as unavailable and the second delivered in the same
+    job; the first work's id and the cell's candidate report."""
     first, second = ordered(TAG)[:2]
-    make_unusable, kind = CASES[case]
     make_unusable(env.replay, env.image_host, first)
-    stack, slot = env.stack, SLOTS[case]
-    body = stack.task(target_id=slot, query={"tags": [TAG]}, deadline_ms=120_000)
-    record = await stack.wait_terminal(await stack.admit(body))
-
+    body = env.stack.task(target_id=slot, query={"tags": [TAG]}, deadline_ms=120_000)
+    record = await env.stack.wait_terminal(await env.stack.admit(body))
     assert record.business_status == "success", record
     cell = record.cells[0]
     assert (cell.state, cell.work_id) == ("submitted", second)
     report = cell.candidate_report
     assert report is not None and {"work_id": first, "reason": "unavailable"} in report.filtered
+    return first, report
+
+
+@pytest.mark.parametrize("case", list(CASES))
+async def test_a_work_the_source_cannot_deliver_is_unavailable_and_the_next_is_delivered_in_the_same_job(
+    env: Env, case: str
+) -> None:
+    make_unusable, kind = CASES[case]
+    first, report = await skipped_then_next_delivered(env, SLOTS[case], make_unusable)
+    stack, slot = env.stack, SLOTS[case]
     assert report.unavailable == {kind: 1}, report
     # remembered for the account: the next job does not ask for it again
     rows = await (await stack.ledger()).fetch(
@@ -221,18 +229,9 @@ async def test_an_answer_not_recognised_as_the_works_holds_it_back_briefly_not_f
     an hour of a refusing host cost every work its jobs examined for a week. Now the
     work is skipped in this job (the next is delivered) and held back for
     ``pixiv.unrecognised_hold_ms`` only, then asked again."""
-    first, second = ordered(TAG)[:2]
     make_unusable, kind = UNRECOGNISED[case]
-    make_unusable(env.replay, env.image_host, first)
+    first, report = await skipped_then_next_delivered(env, SLOTS[case], make_unusable)
     stack, slot = env.stack, SLOTS[case]
-    body = stack.task(target_id=slot, query={"tags": [TAG]}, deadline_ms=120_000)
-    record = await stack.wait_terminal(await stack.admit(body))
-
-    assert record.business_status == "success", record
-    cell = record.cells[0]
-    assert (cell.state, cell.work_id) == ("submitted", second)
-    report = cell.candidate_report
-    assert report is not None and {"work_id": first, "reason": "unavailable"} in report.filtered
     assert report.unavailable == {kind: 1} and report.unrecognised == {kind: 1}, report
     [row] = await (await stack.ledger()).fetch(
         "SELECT seen_at, until, held FROM unavailable_works WHERE gate = $1 AND work_id = $2",
