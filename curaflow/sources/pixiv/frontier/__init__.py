@@ -23,7 +23,20 @@ with where they sit in the walk:
   it, so every job reads the head of the query first, down to ``head``, then jumps. Every
   work above ``head`` is read by every job: new works, and those whose verdict does not
   last (``held``, ``unrecognised``, ``released``), which a fresh walk leaves above the run
-  it keeps and a head phase never moves ``head`` over.
+  it keeps and a head phase never moves ``head`` over. A head phase moves ``head`` up only
+  over a head region it examined *whole*: every work listed from its start down to the old
+  ``head`` examined (a scan capped partway moves nothing), its pages read without a gap
+  (each head page is asked one place early: its first work must be the last of the page
+  before; when it is not — works deleted between the two pages — the head stays, and the
+  next job reads the region again).
+* ``head_sweep`` / ``head_run`` (``date_desc``): where a scan capped in the head phase
+  stopped, above ``head``, and the newest work of the lasting run (read without a gap)
+  that ends there. The next job's head phase goes on after ``head_sweep`` (a landing
+  checked as below) instead of reading the same top again; once a head phase reaches
+  ``head``, both are cleared and ``head`` moves up to the lasting run ending at it —
+  up to ``head_run`` when the resumed phase met only lasting verdicts. Works above
+  ``head_sweep`` stay above ``head``: the jobs after read them again from the top. A
+  ``head_sweep`` at or below ``head`` is ignored (the phase starts at the top).
 * ``sweep``: where a scan that reached ``pixiv.max_examined`` without a candidate stopped,
   beyond ``known`` (the run was broken by works that may change): the next job goes on
   from there instead of reading the same stretch again (case 2). A scan from the sweep
@@ -37,8 +50,9 @@ with where they sit in the walk:
 
 **How a job walks** (:class:`FrontierWalk`, kept in the scan checkpoint):
 
-* ``date_desc``: from the top until the first work at or below ``head`` (as old or older,
-  never a newer one); then on from ``sweep`` or else ``known``: after it on the same page
+* ``date_desc``: from the top (or after ``head_sweep``) until the first work at or below
+  ``head`` (as old or older, never a newer one), each head page one place before the
+  offset the source gives (see ``head``); then on from ``sweep`` or else ``known``: after it on the same page
   when it is listed there, else a jump — the same query with ``end_date`` = the mark's
   day, at ``offset`` = the mark's place among that day's works. ``date_asc`` jumps at
   once (nothing new appears before the start of an ascending walk). ``popular_desc`` first
@@ -52,6 +66,13 @@ with where they sit in the walk:
   mark on the landing page are not examined again. ``popular_desc`` has no such key; the
   revisit page covers it: a work that moved up into the known part — a climber, or a
   work shifted by deletions above the mark — is read within ⌈known / 30⌉ jobs.
+* **Cost.** ``date_asc`` and ``popular_desc`` read at most 2 pages a job (plus a page per
+  landing step back). ``date_desc`` reads the works above ``head`` — ⌈above / 29⌉ pages,
+  then the landing page — and ``head`` cannot rise above the oldest work whose verdict
+  does not last: new works since the last job, and everything newer than a young work
+  below ``min_bookmarks`` (the last :data:`SETTLE_DAYS` days of the query), a work held,
+  unrecognised, released, excluded by a task or a candidate not delivered, are read by
+  every job. ``pixiv.max_examined`` bounds a job; the next goes on from ``head_sweep``.
 * Everything else the scan does is unchanged: filters, the ledger's ``known`` hook (every
   work read is judged as before; the frontier only decides which pages are read),
   checkpoints and resume, the 5000-offset window moves.

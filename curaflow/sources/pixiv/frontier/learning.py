@@ -15,7 +15,9 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     mark = Mark(work_id=work.work_id, create_date=work.create_date, index=walk.places.pop(work.work_id, 0))
     held = lasting(reason, work, walk.settled_before)
     if walk.work_in_head(work.work_id):
+        walk.head_stop = mark
         if not held:
+            walk.head_broken = True
             walk.head_top = None  # the head cannot move above a work that may change
             walk.head_tally = {}
         else:
@@ -75,8 +77,11 @@ def known_tally(walk: FrontierWalk) -> dict[str, int]:
 
 
 def tail_pass(walk: FrontierWalk) -> None:
-    """The scan reads a crowded day from its other end: places there are not the walk's."""
+    """The scan reads a crowded day from its other end: places there are not the walk's,
+    nor is its listing the head's (a head phase that reads one does not move the head)."""
     walk.clean = False
+    if walk.phase == "head":
+        walk.head_whole = False
 
 
 def _later(a: Mark, b: Mark, sort: str) -> bool:
@@ -117,11 +122,10 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
     if walk.revisit_at is not None:
         ahead = walk.revisit_at + PAGE
         new.revisit = ahead if plan.known is not None and ahead + PAGE <= plan.known.index else 0
+    if sort == "date_desc" and plan.head is not None:
+        _advance_head(walk, new, capped=capped, exhausted=exhausted)
     if walk.phase in ("head", "revisit") and not walk.head_entered:
         return new  # the scan ended before the known run: nothing else learnt
-    if sort == "date_desc" and walk.head_entered and walk.head_top is not None:
-        new.head = walk.head_top
-        new.tally = _merge(new.tally, walk.head_tally)
     if walk.segment == "known":
         if walk.known_end is not None:
             new.known = walk.known_end
@@ -138,3 +142,33 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
     if new.sweep is not None and new.known is not None and not _later(new.sweep, new.known, sort):
         new.sweep = None
     return new
+
+
+def _advance_head(walk: FrontierWalk, new: Frontier, *, capped: bool, exhausted: bool) -> None:
+    """What a ``date_desc`` head phase leaves: the head, and where a capped one stopped.
+
+    The head moves up only over a head region examined whole: every work listed from the
+    phase's start (the top, or ``plan.head_sweep``) down to ``plan.head`` examined, its
+    pages read without a gap, to the newest work of the lasting run that ends at
+    ``plan.head`` — carried over from the capped jobs before (``plan.head_run``) when this
+    one resumed below their stop and met only lasting verdicts. A head phase the cap
+    stopped leaves where it stopped (``head_sweep``) and the lasting run ending there
+    (``head_run``): the next job reads on from there, not the same top again.
+    """
+    plan = walk.plan
+    run: Mark | None = None
+    run_tally: dict[str, int] = {}
+    if walk.head_whole:
+        if walk.head_resumed and not walk.head_broken and plan.head_run is not None:
+            run, run_tally = plan.head_run, _merge(plan.head_run_tally, walk.head_tally)
+        elif walk.head_top is not None:
+            run, run_tally = walk.head_top, dict(sorted(walk.head_tally.items()))
+    done = walk.head_entered and not walk.head_ids  # every head work down to plan.head examined
+    if done or exhausted:
+        new.head_sweep, new.head_run, new.head_run_tally = None, None, {}
+        if done and run is not None:
+            new.head = run
+            new.tally = _merge(new.tally, run_tally)
+    elif capped and walk.head_stop is not None:
+        new.head_sweep, new.head_run = walk.head_stop, run
+        new.head_run_tally = run_tally if run is not None else {}

@@ -48,6 +48,12 @@ class Frontier(BaseModel):
         head: ``date_desc``: the newest work of the known run.
         known: the last work of the known run.
         sweep: where a capped scan stopped beyond ``known``.
+        head_sweep: ``date_desc``: where a scan capped in the head phase stopped, above
+            ``head``: the next job's head phase goes on from there instead of the top.
+        head_run / head_run_tally: the newest work of the run of lasting verdicts, read
+            without a gap, that ends at ``head_sweep`` (None: the stop was not lasting), and
+            its works by reason word: the head moves up to it once a later head phase reads
+            from ``head_sweep`` down to ``head`` with lasting verdicts only.
         revisit: ``popular_desc``: the offset of the page of the known part the next job
             reads again (in turn from the top).
         tally: the works of the known run by the reason word that ruled each out
@@ -60,6 +66,9 @@ class Frontier(BaseModel):
     head: Mark | None = None
     known: Mark | None = None
     sweep: Mark | None = None
+    head_sweep: Mark | None = None
+    head_run: Mark | None = None
+    head_run_tally: dict[str, int] = Field(default_factory=dict)
     revisit: int = 0
     tally: dict[str, int] = Field(default_factory=dict)
 
@@ -87,6 +96,14 @@ class FrontierWalk(BaseModel):
         head_top / head_entered: the newest head work from which every head work down to
             ``plan.head`` was ruled out for good (the head may move up to it), whether the
             walk reached ``plan.head``.
+        head_whole: every head page was listed without a gap after the one before it (the
+            last work of a page is listed again at the start of the next; the first page is
+            the top, or the landing page of ``plan.head_sweep``). False in a checkpoint
+            written before the field existed: that walk does not move the head.
+        head_edge: the last work listed on the previous head page (None: no page yet).
+        head_stop: the last head work examined (a capped head phase's ``head_sweep``).
+        head_resumed / head_broken: the head phase started from ``plan.head_sweep``; it
+            examined a head work whose verdict does not last.
         run_top / run_end: a fresh ``date_desc`` walk: the run of lasting rejections that
             ends where its first candidate is (or where it stopped); it becomes the head
             and the known run, and what lies above it the head.
@@ -117,6 +134,11 @@ class FrontierWalk(BaseModel):
     head_ids: list[str] = Field(default_factory=list)
     head_top: Mark | None = None
     head_entered: bool = False
+    head_whole: bool = False
+    head_edge: str | None = None
+    head_stop: Mark | None = None
+    head_resumed: bool = False
+    head_broken: bool = False
     run_top: Mark | None = None
     run_end: Mark | None = None
     first: Mark | None = None
@@ -159,11 +181,17 @@ class PageStep(BaseModel):
         works: the page's works to examine (in order).
         refetch: ask again at this offset instead (a landing page that started too late).
         jump: after ``works``, continue there (the head reached the known run).
+        repeated: the page's first works listed again from the previous page (not in
+            ``works``: examined there).
+        overlap: ask the next page this many places before the offset the source gives
+            (``date_desc`` head pages: one, so its first work proves there was no gap).
     """
 
     works: list[Work]
     refetch: int | None = None
     jump: Jump | None = None
+    repeated: int = 0
+    overlap: int = 0
 
 
 def _key(create_date: str | None, work_id: str) -> tuple[str, int]:

@@ -69,8 +69,8 @@ def read(stored: dict[str, Any] | None, sort: str) -> Frontier:
 
 def describe(stored: dict[str, Any]) -> str | None:
     """One line for operators (``curaflow frontiers list``): the sort, the head, the end of
-    the known run, a capped scan's stop; None when ``stored`` is not a frontier of this
-    module's shape."""
+    the known run, a capped scan's stop (and a capped head phase's, when set); None when
+    ``stored`` is not a frontier of this module's shape."""
     try:
         frontier = Frontier.model_validate(stored)
     except ValueError:
@@ -79,7 +79,10 @@ def describe(stored: dict[str, Any]) -> str | None:
     def mark(m: Mark | None) -> str:
         return f"{m.work_id} ({m.day or m.index})" if m is not None else "-"
 
-    return (
+    line = (
         f"{frontier.sort}: head {mark(frontier.head)}, known up to {mark(frontier.known)}, "
         f"capped scan stopped at {mark(frontier.sweep)}"
     )
+    if frontier.head_sweep is not None:
+        line += f", capped head phase stopped at {mark(frontier.head_sweep)}"
+    return line

@@ -52,6 +52,20 @@ def begin(
         return walk, None
     if sort == "date_desc":
         walk.phase = "head"
+        walk.head_whole = True
+        resume = plan.head_sweep
+        if (
+            resume is not None
+            and plan.head is not None
+            and _key(resume.create_date, resume.work_id) > _key(plan.head.create_date, plan.head.work_id)
+        ):
+            # A capped head phase stopped there: go on below it (the works above stay above
+            # the head, read again from the top once the head phase is done).
+            walk.skip = resume
+            walk.head_resumed = True
+            walk.landing = True
+            walk.pass_start = True
+            return walk, _jump_to(resume, sort, max_offset)
         return walk, None
     if sort not in DATE_SORTS and start.index >= PAGE:
         walk.phase = "revisit"
@@ -92,6 +106,7 @@ def on_page(
         if back is not None:
             walk.stepped_back += 1
             return PageStep(works=[], refetch=back)
+    listed_in = works
     if walk.pass_start:
         walk.day, walk.day_start = None, None
     walk.places = {}
@@ -113,6 +128,18 @@ def on_page(
         _land(walk, start, sort, max_offset)
         return PageStep(works=works, jump=_jump_to(start, sort, max_offset))
     if walk.phase == "head" and walk.plan.head is not None:
+        repeated = 0
+        if walk.head_ids:
+            walk.head_whole = False  # works of the last page went unexamined (never expected)
+        if walk.head_edge is not None:
+            ids = [w.work_id for w in listed_in]
+            if walk.head_edge in ids:
+                repeated = ids.index(walk.head_edge) + 1
+                after = set(ids[repeated:])
+                works = [w for w in works if w.work_id in after]
+            else:
+                walk.head_whole = False  # the page may start past works never listed
+        walk.head_edge = listed_in[-1].work_id if listed_in else None
         works_in = works
         for i, work in enumerate(works):
             if _reached(work, walk.plan.head):
@@ -122,7 +149,7 @@ def on_page(
                 start = walk.plan.sweep or walk.plan.known
                 if start is None:  # a head without a run: walk on from here
                     walk.phase, walk.segment = "segment", "known"
-                    return PageStep(works=head)
+                    return PageStep(works=head, repeated=repeated)
                 listed = [w.work_id for w in works_in]
                 if start.work_id in listed[i:]:
                     # The mark is on this page too: go on after it, no jump needed.
@@ -130,10 +157,11 @@ def on_page(
                     walk.skipped_known = True
                     walk.segment = "sweep" if walk.plan.sweep is not None else "known"
                     walk.skip = start
-                    return PageStep(works=head + works_in[listed.index(start.work_id) + 1 :])
+                    return PageStep(works=head + works_in[listed.index(start.work_id) + 1 :], repeated=repeated)
                 _land(walk, start, sort, max_offset)
-                return PageStep(works=head, jump=_jump_to(start, sort, max_offset))
+                return PageStep(works=head, jump=_jump_to(start, sort, max_offset), repeated=repeated)
         walk.head_ids = [w.work_id for w in works]
+        return PageStep(works=works, repeated=repeated, overlap=1)
     return PageStep(works=works)
 
 

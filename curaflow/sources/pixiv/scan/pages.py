@@ -151,7 +151,7 @@ async def _fetch_page(
     ):
         cp.boundary_day, cp.boundary_ids = None, []  # the scan has left the boundary day
     cp.seen_ids = [w.work_id for w in works]
-    _count_days(cp, works)
+    _count_days(cp, works[step.repeated :] if step is not None else works)
     if step is not None and step.jump is not None:
         _jump(cp, step.jump)
         return
@@ -166,5 +166,9 @@ async def _fetch_page(
             cp.next_url = None
             cp.pages_done = True
     else:
+        if next_url and step is not None and step.overlap:
+            # Ask the next page one place early: its first work, the last of this page,
+            # proves that no work moved up between the two pages unread.
+            next_url = _offset_url(max(offset + 1, offset_of(next_url) - step.overlap))
         cp.next_url, cp.next_from_source = next_url, True
         cp.pages_done = not next_url
