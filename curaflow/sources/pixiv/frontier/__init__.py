@@ -111,7 +111,7 @@ from curaflow.sources.pixiv.frontier.learning import advance, known_tally, obser
 from curaflow.sources.pixiv.frontier.models import DATE_SORTS, PAGE, Frontier, FrontierWalk, Jump, Mark, PageStep
 from curaflow.sources.pixiv.frontier.rules import LASTING_REASONS, SETTLE_DAYS, lasting, settled_before
 from curaflow.sources.pixiv.frontier.stored import applies, describe, fingerprint, key, read
-from curaflow.sources.pixiv.frontier.walk import begin, on_page
+from curaflow.sources.pixiv.frontier.walk import begin, on_page, repeated_on
 
 __all__ = [
     "DATE_SORTS",
@@ -134,6 +134,7 @@ __all__ = [
     "observe",
     "on_page",
     "read",
+    "repeated_on",
     "settled_before",
     "tail_pass",
 ]

@@ -84,8 +84,25 @@ def _land(walk: FrontierWalk, mark: Mark, sort: str, max_offset: int) -> Frontie
     return walk
 
 
+def repeated_on(walk: FrontierWalk, listed: list[str]) -> int:
+    """How many of the first items ``listed`` on a ``date_desc`` head page (their ids, in
+    order, works the source should never have sent included) the previous head page
+    listed already: that page's last item — the next is asked one place early — and
+    anything before it. The scan neither parses nor counts them again."""
+    if walk.phase != "head" or walk.plan.head is None or walk.head_edge is None or walk.head_edge not in listed:
+        return 0
+    return listed.index(walk.head_edge) + 1
+
+
 def on_page(
-    walk: FrontierWalk, works: list[Work], *, sort: str, offset: int, window_day: str | None, max_offset: int
+    walk: FrontierWalk,
+    works: list[Work],
+    *,
+    sort: str,
+    offset: int,
+    window_day: str | None,
+    max_offset: int,
+    listed: list[str] | None = None,
 ) -> PageStep:
     """Apply the frontier to a fetched page (before the scan's own skipping).
 
@@ -97,6 +114,9 @@ def on_page(
         window_day: the day the pass's date window starts on (``end_date`` for
             ``date_desc``, ``start_date`` for ``date_asc``), None without one.
         max_offset: the source's deepest offset.
+        listed: the ids of every item the source listed on the page, in order, works it
+            should never have sent included (None: ``works``'); ``works`` may start after
+            those :func:`repeated_on` counted, ``offset`` being the first one's.
 
     Returns:
         What to examine, and whether to refetch or jump.
@@ -131,15 +151,15 @@ def on_page(
         repeated = 0
         if walk.head_ids:
             walk.head_whole = False  # works of the last page went unexamined (never expected)
+        ids = listed if listed is not None else [w.work_id for w in listed_in]
         if walk.head_edge is not None:
-            ids = [w.work_id for w in listed_in]
             if walk.head_edge in ids:
                 repeated = ids.index(walk.head_edge) + 1
                 after = set(ids[repeated:])
                 works = [w for w in works if w.work_id in after]
             else:
                 walk.head_whole = False  # the page may start past works never listed
-        walk.head_edge = listed_in[-1].work_id if listed_in else None
+        walk.head_edge = ids[-1] if ids else None  # an item never parsed is an edge too
         works_in = works
         for i, work in enumerate(works):
             if _reached(work, walk.plan.head):

@@ -56,11 +56,18 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
         )
 
 
-def _parse_page(cp: ScanCheckpoint, page: dict[str, Any]) -> list[Work]:
-    """The page's works; those the source should never have sent are counted ``invalid``.
-    ``page`` is an app-api answer, read with its strings cleaned (``PixivClient._get``)."""
+def _listed(page: dict[str, Any]) -> list[str]:
+    """The ids of every item of the page, in order (an item that is no object: its type)."""
+    return [str(i.get("id")) if isinstance(i, dict) else type(i).__name__ for i in page.get("illusts") or []]
+
+
+def _parse_page(cp: ScanCheckpoint, page: dict[str, Any], skip: int = 0) -> list[Work]:
+    """The page's works after its first ``skip`` items (listed by the page before:
+    :func:`~curaflow.sources.pixiv.frontier.repeated_on`); those the source should never
+    have sent are counted ``invalid``. ``page`` is an app-api answer, read with its strings
+    cleaned (``PixivClient._get``)."""
     works: list[Work] = []
-    for illust in page.get("illusts") or []:
+    for illust in (page.get("illusts") or [])[skip:]:
         try:
             works.append(parse_work(illust, cleaned=True))
         except InvalidWork:
@@ -76,14 +83,18 @@ def _offset_url(offset: int) -> str:
     return f"https://app-api.pixiv.net/v1/search/illust?offset={offset}"
 
 
-def _frontier_page(cp: ScanCheckpoint, target: TargetSpec, works: list[Work], offset: int) -> fr.PageStep | None:
+def _frontier_page(
+    cp: ScanCheckpoint, target: TargetSpec, works: list[Work], offset: int, listed: list[str] | None = None
+) -> fr.PageStep | None:
     """The frontier's view of a fetched page (None: the scan keeps no frontier)."""
     if cp.walk is None:
         return None
     sort = target.query.sort
     key = "end_date" if sort == "date_desc" else "start_date"
     window_day = cp.window.get(key) if sort in fr.DATE_SORTS else None
-    return fr.on_page(cp.walk, works, sort=sort, offset=offset, window_day=window_day, max_offset=MAX_OFFSET)
+    return fr.on_page(
+        cp.walk, works, sort=sort, offset=offset, window_day=window_day, max_offset=MAX_OFFSET, listed=listed
+    )
 
 
 def _jump(cp: ScanCheckpoint, jump: fr.Jump) -> None:
@@ -135,11 +146,13 @@ async def _fetch_page(
     cp.started = True
     cp.pages += 1
     sort = target.query.sort
-    works = _parse_page(cp, page)
+    listed = _listed(page)
+    repeated = fr.repeated_on(cp.walk, listed) if cp.walk is not None and cp.tail is None else 0
+    works = _parse_page(cp, page, repeated)
     if cp.tail is not None:
         _tail_page(cp, sort, works, next_url, on_skipped_day)
         return
-    step = _frontier_page(cp, target, works, offset)
+    step = _frontier_page(cp, target, works, offset + repeated, listed)
     if step is not None and step.refetch is not None:
         cp.pending = []
         cp.next_url, cp.next_from_source = _offset_url(step.refetch), False
@@ -151,7 +164,7 @@ async def _fetch_page(
     ):
         cp.boundary_day, cp.boundary_ids = None, []  # the scan has left the boundary day
     cp.seen_ids = [w.work_id for w in works]
-    _count_days(cp, works[step.repeated :] if step is not None else works)
+    _count_days(cp, works)  # the items the page before listed were never parsed
     if step is not None and step.jump is not None:
         _jump(cp, step.jump)
         return
