@@ -105,6 +105,29 @@ async def test_a_long_history_costs_at_most_two_search_pages_per_job(
         assert cell.candidate_report is not None and cell.candidate_report.fetched <= 60
 
 
+async def test_a_date_desc_target_finds_the_works_new_since_its_last_job(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    """Every work of a ``date_desc`` query delivered, the target's frontier built; a day of
+    new works appears: the next job delivers the newest of them. Until 2026-12-05 the head
+    phase stopped at the first work newer than the frontier's head, so every later
+    ``date_desc`` job of a target read nothing above it and ended ``duplicate_exhausted``
+    with 100 new works waiting."""
+    stack, old, query = history_stack(make_stack, tmp_path, replay, sort="date_desc", count=300)
+    await seed(stack, old, range(old.count))
+    await stack.start_worker()
+    first, _ = await run_job(stack, replay, query)
+    assert (first.cells[0].state, first.cells[0].reason) == ("no_candidate", "duplicate_exhausted")
+    new = DeepSet(tag=TAG, count=400, per_day=100, last_day="2025-02-05")  # the same 300 works, and a day more
+    assert [new.work_id(r) for r in range(100, 400)] == [old.work_id(r) for r in range(300)]
+    replay.faults.deep = new
+    for n in range(3):
+        record, pages = await run_job(stack, replay, query)
+        cell = record.cells[0]
+        assert (cell.state, cell.work_id) == ("submitted", new.work_id(n)), (cell.state, cell.reason, pages)
+        assert pages <= 2, f"job {n} read {pages} search pages"
+
+
 async def test_deleted_and_restricted_works_are_neither_skipped_nor_repeated(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
 ) -> None:
