@@ -21,8 +21,9 @@ from curaflow.sources.pixiv.client import PixivClient
 from curaflow.sources.pixiv.frontier import Frontier
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from curaflow.sources.pixiv.replay.data import DeepSet
-from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
+from curaflow.sources.pixiv.scan import ScanCheckpoint
 from tests.fakes.replay import Faults
+from tests.frontier_support import scan_for_one
 
 TAG = "frontier-head"
 SORTS = ["date_desc", "date_asc", "popular_desc"]
@@ -49,16 +50,7 @@ async def _scans(
         client = PixivClient(http, refresh_token="r", api_url="http://replay", auth_url="http://replay")
         for deep in sets:
             faults.deep = deep
-            result = await scan(
-                client,
-                target,
-                scan_limit=1,
-                known=known,
-                on_page=on_page,
-                unavailable=released,
-                frontier=frontier,
-                settled_before="2100-01-01",
-            )
+            result = await scan_for_one(client, target, known, unavailable=released, frontier=frontier)
             assert result.frontier is not None
             frontier = Frontier.model_validate(result.frontier)
             seen.append(([w.work_id for w in result.candidates], Tally.of(result.report), frontier))

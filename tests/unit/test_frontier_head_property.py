@@ -22,8 +22,8 @@ from curaflow.sources.pixiv.client import PixivClient
 from curaflow.sources.pixiv.frontier import Frontier
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from curaflow.sources.pixiv.replay.data import DeepSet
-from curaflow.sources.pixiv.scan import scan
 from tests.fakes.replay import Faults
+from tests.frontier_support import scan_for_one
 
 TAG = "frontier-head-property"
 PER_DAY = 5
@@ -65,16 +65,7 @@ async def _run(base: int, arrivals: list[int], by_rank_from_bottom: dict[int, st
 
             res = []
             for fr_in in (frontier, None):
-                r = await scan(
-                    client,
-                    target,
-                    scan_limit=1,
-                    known=known,
-                    on_page=on_page,
-                    max_examined=cap,
-                    frontier=fr_in,
-                    settled_before="2100-01-01",
-                )
+                r = await scan_for_one(client, target, known, max_examined=cap, frontier=fr_in)
                 res.append(r)
             with_fr, without = res
             frontier = Frontier.model_validate(with_fr.frontier)
@@ -134,29 +125,12 @@ async def _capped(old: int, total: int, ruled: dict[int, str | None], cap: int, 
             frontier: Frontier | None = Frontier(sort="date_desc") if keep else None
             if keep:
                 faults.deep = before
-                r = await scan(
-                    client,
-                    target,
-                    scan_limit=1,
-                    known=known,
-                    on_page=on_page,
-                    frontier=frontier,
-                    settled_before="2100-01-01",
-                )
+                r = await scan_for_one(client, target, known, frontier=frontier)
                 assert not r.candidates
                 frontier = Frontier.model_validate(r.frontier)
             faults.deep = full
             for _ in range(jobs):
-                r = await scan(
-                    client,
-                    target,
-                    scan_limit=1,
-                    known=known,
-                    on_page=on_page,
-                    max_examined=cap if keep else 100_000,
-                    frontier=frontier,
-                    settled_before="2100-01-01",
-                )
+                r = await scan_for_one(client, target, known, max_examined=cap if keep else 100_000, frontier=frontier)
                 if keep:
                     frontier = Frontier.model_validate(r.frontier)
                 delivered.update(w.work_id for w in r.candidates)
