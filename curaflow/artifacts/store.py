@@ -372,9 +372,9 @@ class ArtifactStore:
         dest = inside(folder, f"{work.work_id}_ugoira.gif")
         if not (await asyncio.to_thread(_prepare, folder, [dest])):
             if not meta.frames:
-                raise WorkUnavailable(
-                    work.work_id, "animation: no frames", UnavailableKind.UNUSABLE_ANIMATION, recognised=True
-                )
+                # What a source describes as an animation without frames: not recognised as
+                # the work's (Pixiv's own metadata parser says the same, held briefly).
+                raise WorkUnavailable(work.work_id, "animation: no frames", UnavailableKind.UNUSABLE_ANIMATION)
             try:  # more frames than a decode may have: refused before the zip is fetched
                 self.budget.meter().plan(frames=len(meta.frames), pixels=0)
             except OverBudget as err:

@@ -21,8 +21,9 @@ import pytest
 from PIL import Image
 
 from curaflow.artifacts.images import Refused, check_image
+from curaflow.domain.reasons import TerminalReason
 from curaflow.sources.base import SourcePolicy
-from curaflow.sources.errors import UnavailableKind, WorkUnavailable
+from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.pixiv.client import PixivClient
 
 IMAGE = "https://i.pximg.net/img-original/img/2025/01/01/00/00/00/123_p0.png"
@@ -116,3 +117,20 @@ def test_every_kind_an_unrecognised_answer_may_carry_is_counted_from_the_start()
     from curaflow.observability.metrics import UNRECOGNISED_ANSWER_KINDS
 
     assert set(UNRECOGNISED_ANSWER_KINDS) == {kind.value for kind in UnavailableKind}
+
+
+async def test_an_image_hosts_rate_limit_in_a_403_is_a_rate_limit_not_a_hold() -> None:
+    """Pixiv words its rate limit in the body, often with HTTP 403 (reference §2.5): from the
+    image host too it is the account's cooldown, not a work held back (found by a review,
+    2026-12-05: every work of a search was held while the limit lasted and the gate never
+    backed off). A 403 with any other body is still a hold; a huge body is not read."""
+    limited = json.dumps({"error": {"message": "Rate Limit"}}).encode()
+    with pytest.raises(SourceError) as raised:
+        async with client(403, limited).download(IMAGE):
+            pass
+    assert raised.value.reason == TerminalReason.RATE_LIMITED
+    for body in (b"Forbidden", b"{" * 100_000, json.dumps({"error": {"message": "Forbidden"}}).encode()):
+        with pytest.raises(WorkUnavailable) as held:
+            async with client(403, body).download(IMAGE):
+                pass
+        assert held.value.recognised is False

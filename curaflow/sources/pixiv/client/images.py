@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.text import loads_clean
 from curaflow.outbound import AnswerTooLarge, DestinationRefused, Limits, Outbound, iter_capped, url_problem
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.pixiv.client.constants import LOOPBACK_HOSTS, PIXIV_IMAGE_HOSTS, USER_AGENT
@@ -103,6 +104,8 @@ class ImageRequests(GatedRequests):
                 if response.status_code in (404, 410):
                     raise WorkUnavailable(work_id, f"image HTTP {response.status_code}", recognised=True)
                 if response.status_code == 403:  # i.pximg.net's answer to a request it refuses
+                    # … or Pixiv's rate limit, which it words in the body whatever the status.
+                    await self._check_rate_limit(response, await _small_json(response))
                     raise WorkUnavailable(
                         work_id, "image HTTP 403 (the image host refused the request)", recognised=False
                     )
@@ -158,6 +161,24 @@ class ImageRequests(GatedRequests):
         """
         async with self.open_image(url) as response:
             yield ImageDownload(self, response)
+
+
+#: The most of an image host's error answer read to find what it says (bytes).
+ERROR_BODY_BYTES = 16_384
+
+
+async def _small_json(response: httpx.Response) -> object:
+    """The JSON of a streamed error answer from its first :data:`ERROR_BODY_BYTES` (None when
+    it is not JSON, or longer): never more is read, whatever ``Content-Length`` says."""
+    data = bytearray()
+    async for chunk in response.aiter_bytes():
+        data += chunk
+        if len(data) > ERROR_BODY_BYTES:
+            return None
+    try:
+        return loads_clean(bytes(data).decode("utf-8", "replace"))  # JSON is UTF-8 (RFC 8259 §8.1)
+    except ValueError:
+        return None
 
 
 class ImageDownload:
