@@ -181,8 +181,6 @@ class PageStep(BaseModel):
         works: the page's works to examine (in order).
         refetch: ask again at this offset instead (a landing page that started too late).
         jump: after ``works``, continue there (the head reached the known run).
-        repeated: the page's first works listed again from the previous page (not in
-            ``works``: examined there).
         overlap: ask the next page this many places before the offset the source gives
             (``date_desc`` head pages: one, so its first work proves there was no gap).
     """
@@ -190,7 +188,6 @@ class PageStep(BaseModel):
     works: list[Work]
     refetch: int | None = None
     jump: Jump | None = None
-    repeated: int = 0
     overlap: int = 0
 
 

@@ -148,14 +148,12 @@ def on_page(
         _land(walk, start, sort, max_offset)
         return PageStep(works=works, jump=_jump_to(start, sort, max_offset))
     if walk.phase == "head" and walk.plan.head is not None:
-        repeated = 0
         if walk.head_ids:
             walk.head_whole = False  # works of the last page went unexamined (never expected)
         ids = listed if listed is not None else [w.work_id for w in listed_in]
         if walk.head_edge is not None:
             if walk.head_edge in ids:
-                repeated = ids.index(walk.head_edge) + 1
-                after = set(ids[repeated:])
+                after = set(ids[ids.index(walk.head_edge) + 1 :])
                 works = [w for w in works if w.work_id in after]
             else:
                 walk.head_whole = False  # the page may start past works never listed
@@ -169,7 +167,7 @@ def on_page(
                 start = walk.plan.sweep or walk.plan.known
                 if start is None:  # a head without a run: walk on from here
                     walk.phase, walk.segment = "segment", "known"
-                    return PageStep(works=head, repeated=repeated)
+                    return PageStep(works=head)
                 listed = [w.work_id for w in works_in]
                 if start.work_id in listed[i:]:
                     # The mark is on this page too: go on after it, no jump needed.
@@ -177,11 +175,11 @@ def on_page(
                     walk.skipped_known = True
                     walk.segment = "sweep" if walk.plan.sweep is not None else "known"
                     walk.skip = start
-                    return PageStep(works=head + works_in[listed.index(start.work_id) + 1 :], repeated=repeated)
+                    return PageStep(works=head + works_in[listed.index(start.work_id) + 1 :])
                 _land(walk, start, sort, max_offset)
-                return PageStep(works=head, jump=_jump_to(start, sort, max_offset), repeated=repeated)
+                return PageStep(works=head, jump=_jump_to(start, sort, max_offset))
         walk.head_ids = [w.work_id for w in works]
-        return PageStep(works=works, repeated=repeated, overlap=1)
+        return PageStep(works=works, overlap=1)
     return PageStep(works=works)
 
 
