@@ -80,9 +80,13 @@ class BareWorkflow:
         return spec.cells
 
 
-async def serve(address: str, task_queue: str, source_queue: str, source_concurrency: int) -> None:
-    """Serve the baseline's main and source task queues until SIGTERM."""
-    from curaflow.process.worker import sandbox_runner
+async def serve(
+    address: str, task_queue: str, source_queue: str, source_concurrency: int, sandbox: bool = False
+) -> None:
+    """Serve the baseline's main and source task queues until SIGTERM; its workflows in the
+    SDK's sandbox only when ``sandbox`` (``--workflow-sandbox``: as curaflow's worker in the
+    same run, :func:`curaflow.process.worker.runner_for`)."""
+    from curaflow.process.worker import runner_for
     from curaflow.temporal.connection import connect
 
     client = await connect(address)
@@ -95,7 +99,7 @@ async def serve(address: str, task_queue: str, source_queue: str, source_concurr
         task_queue=task_queue,
         workflows=[BareWorkflow],
         activities=[bare_noop],
-        workflow_runner=sandbox_runner(),
+        workflow_runner=runner_for(sandbox=sandbox),
     )
     source = Worker(
         client, task_queue=source_queue, activities=[bare_noop], max_concurrent_activities=source_concurrency
@@ -111,8 +115,13 @@ def main() -> None:
     parser.add_argument("--task-queue", required=True)
     parser.add_argument("--source-queue", required=True)
     parser.add_argument("--source-concurrency", type=int, default=4)
+    parser.add_argument(
+        "--workflow-sandbox",
+        action="store_true",
+        help="run the workflows in the SDK's sandbox (as curaflow's worker does when temporal.workflow_sandbox is set)",
+    )
     args = parser.parse_args()
-    asyncio.run(serve(args.address, args.task_queue, args.source_queue, args.source_concurrency))
+    asyncio.run(serve(args.address, args.task_queue, args.source_queue, args.source_concurrency, args.workflow_sandbox))
 
 
 if __name__ == "__main__":

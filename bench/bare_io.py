@@ -172,9 +172,13 @@ class BareIOWorkflow:
         return await workflow.execute_activity_method(BareIOActivities.finish, where, **OPTIONS)
 
 
-async def serve(address: str, task_queue: str, source_queue: str, concurrency: int, replay: str, root: str) -> None:
-    """Serve the baseline's main and source task queues until SIGTERM."""
-    from curaflow.process.worker import sandbox_runner
+async def serve(
+    address: str, task_queue: str, source_queue: str, concurrency: int, replay: str, root: str, sandbox: bool = False
+) -> None:
+    """Serve the baseline's main and source task queues until SIGTERM; its workflows in the
+    SDK's sandbox only when ``sandbox`` (``--workflow-sandbox``: as curaflow's worker in the
+    same run, :func:`curaflow.process.worker.runner_for`)."""
+    from curaflow.process.worker import runner_for
     from curaflow.temporal.connection import connect
 
     client = await connect(address)
@@ -188,7 +192,7 @@ async def serve(address: str, task_queue: str, source_queue: str, concurrency: i
         task_queue=task_queue,
         workflows=[BareIOWorkflow],
         activities=[acts.deliver, acts.finish],
-        workflow_runner=sandbox_runner(),
+        workflow_runner=runner_for(sandbox=sandbox),
     )
     source = Worker(
         client, task_queue=source_queue, activities=[acts.search, acts.fetch], max_concurrent_activities=concurrency
@@ -207,8 +211,23 @@ def main() -> None:
     parser.add_argument("--source-concurrency", type=int, default=4)
     parser.add_argument("--replay", required=True)
     parser.add_argument("--dir", required=True)
+    parser.add_argument(
+        "--workflow-sandbox",
+        action="store_true",
+        help="run the workflows in the SDK's sandbox (as curaflow's worker does when temporal.workflow_sandbox is set)",
+    )
     args = parser.parse_args()
-    asyncio.run(serve(args.address, args.task_queue, args.source_queue, args.source_concurrency, args.replay, args.dir))
+    asyncio.run(
+        serve(
+            args.address,
+            args.task_queue,
+            args.source_queue,
+            args.source_concurrency,
+            args.replay,
+            args.dir,
+            args.workflow_sandbox,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -57,6 +57,7 @@ from bench.bare_io import BareIOSpec
 from bench.counts import JobCounts, delta, history_counts, label_value, mean_counts, parse_metrics
 from bench.env import BenchStack, Services, cpu_seconds, postgres_pids
 from bench.result import Check, Result
+from curaflow.config import Settings
 from curaflow.devstack.ports import free_port
 from curaflow.devstack.processes import die_with_parent
 from curaflow.jobs.admission import Admitter
@@ -271,16 +272,30 @@ def finished_lines(stdout: IO[bytes], n: int) -> float:
     return time.monotonic()
 
 
+def baseline_command(
+    module: str, settings: Settings, address: str, queue: str, source: str, extra: list[str]
+) -> list[str]:
+    """The command of a baseline worker (``module``: ``bench.bare`` or ``bench.bare_io``) on
+    ``queue`` / ``source``, with ``extra`` arguments: its workflows run as curaflow's worker
+    runs its own in the same run — in the SDK's sandbox only when ``settings`` set
+    ``temporal.workflow_sandbox`` (``--workflow-sandbox``). A baseline in the sandbox beside
+    an unsandboxed curaflow worker paid ~8 ms of CPU a job that curaflow did not (the
+    sandbox re-imports the workflow's module for every run): the ratios flattered curaflow."""
+    args = [sys.executable, "-m", module, "--address", address, "--task-queue", queue,
+            "--source-queue", source, "--source-concurrency", str(SOURCE_CONCURRENCY), *extra]  # fmt: skip
+    if settings.temporal.workflow_sandbox:
+        args.append("--workflow-sandbox")
+    return args
+
+
 async def run_baseline(stack: BenchStack, n: int, io: bool) -> Run:
     """Run ``n`` jobs of the no-op (``io=False``) or same-I/O (``io=True``) baseline."""
     assert stack.client is not None
     queue = f"{stack.task_queue}-{'io' if io else 'bare'}-{uuid.uuid4().hex[:4]}"
     source = f"{queue}-source"
     module = "bench.bare_io" if io else "bench.bare"
-    args = [sys.executable, "-m", module, "--address", stack.services.temporal.address, "--task-queue", queue,
-            "--source-queue", source, "--source-concurrency", str(SOURCE_CONCURRENCY)]  # fmt: skip
-    if io:
-        args += ["--replay", stack.services.replay_url, "--dir", str(stack.dir / f"bare-io-{queue}")]
+    io_args = ["--replay", stack.services.replay_url, "--dir", str(stack.dir / f"bare-io-{queue}")] if io else []
+    args = baseline_command(module, stack.settings, stack.services.temporal.address, queue, source, io_args)
     log = open(stack.dir / f"{queue}.log", "ab")  # noqa: SIM115 - closed with the process
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, preexec_fn=die_with_parent)
     try:

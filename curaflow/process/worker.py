@@ -124,7 +124,14 @@ def workflow_runner(settings: Settings) -> WorkflowRunner:
     ``temporal.workflow_sandbox`` is set, else the SDK's unsandboxed runner (the
     default: the suite checks the workflow code in the sandbox; a production worker
     saves the sandbox's CPU per job — :class:`~curaflow.config.TemporalSettings`)."""
-    return sandbox_runner() if settings.temporal.workflow_sandbox else UnsandboxedWorkflowRunner()
+    return runner_for(sandbox=settings.temporal.workflow_sandbox)
+
+
+def runner_for(*, sandbox: bool) -> WorkflowRunner:
+    """:func:`sandbox_runner` when ``sandbox``, else the SDK's unsandboxed runner — the
+    one choice :func:`workflow_runner` makes, also taken by the benchmark's baseline
+    workers so that they run their workflows as curaflow's worker does."""
+    return sandbox_runner() if sandbox else UnsandboxedWorkflowRunner()
 
 
 def heartbeat_throttle(settings: Settings) -> timedelta:
