@@ -193,7 +193,7 @@ class SearchActivity:
         checkpoint = source.restore(saved["scan"]) if saved and saved.get("stage") == inp.fallback_stage else None
         # Pass N may keep base × (N+1) candidates (cap 100), prefetching 5 × (N+1).
         scan_limit, want = pass_bounds(target.scan_limit, inp.fallback_stage)
-        hooks = _Hooks(deps, inp, hb)
+        hooks = _Hooks(deps, inp, hb, released_unrecognised=resume.unrecognised)
         request = ScanRequest(
             scan_limit=scan_limit,
             want=want,
@@ -265,14 +265,23 @@ class _Hooks:
     """The ledger hooks of one attempt's scan: what the ledger rules out, a day the source
     cannot page fully, the checkpoint after a page."""
 
-    def __init__(self, deps: ActivityDeps, inp: SearchInput, hb: Heartbeater) -> None:
+    def __init__(
+        self,
+        deps: ActivityDeps,
+        inp: SearchInput,
+        hb: Heartbeater,
+        *,
+        released_unrecognised: frozenset[str] = frozenset(),
+    ) -> None:
         self._deps = deps
         self._inp = inp
         self._hb = hb
         self._routes = [r.name for r in inp.target.routes]
+        self._released_unrecognised = released_unrecognised
 
     async def known(self, ids: list[str]) -> dict[str, str]:
-        """The works of ``ids`` the ledger rules out for this target, by reason word."""
+        """The works of ``ids`` the ledger rules out for this target, by reason word (a work
+        this cell released on an answer not recognised as its own: ``unrecognised``)."""
         target = self._inp.target
         return await memory.known_works(
             self._deps.pool,
@@ -280,6 +289,7 @@ class _Hooks:
             gate=self._deps.settings.source_task_queue(target.account),
             work_type=target.work_type,
             work_ids=ids,
+            released_unrecognised=self._released_unrecognised,
         )
 
     def skipped_day(self, day: SkippedDay) -> None:

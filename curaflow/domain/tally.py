@@ -21,7 +21,9 @@ outcome's message in both languages). Reason words and what they count:
   kind, :class:`~curaflow.sources.errors.UnavailableKind`);
 * ``released``: a work this cell bound and released as unavailable, met again by a
   later pass of the same cell — counted ``unavailable``, a verdict that does not last
-  (what lasts is the account's memory of it, read as ``unavailable`` first);
+  (what lasts is the account's memory of it, read as ``unavailable`` first). A work the
+  cell released on an answer not recognised as the work's is told ``unrecognised``
+  instead, held back or not (:func:`curaflow.ledger.remembered.known_works`);
 * ``unusable``, ``invalid``, ``unrecognised`` (a work the account holds back on an
   answer not recognised as the work's: ``pixiv.unrecognised_hold_ms``), the unavailable
   kinds of :data:`SOURCE_ANSWER_KINDS` and the kinds counted in

@@ -31,6 +31,7 @@ parties is cleaned before it is stored.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import asyncpg
@@ -84,6 +85,7 @@ async def known_works(
     work_type: str,
     work_ids: list[str],
     now: int | None = None,
+    released_unrecognised: Collection[str] = (),
 ) -> dict[str, str]:
     """Works of ``work_ids`` the ledger rules out for a target, with the reason word.
 
@@ -97,14 +99,19 @@ async def known_works(
         gate: the target's account's gate key, its source task queue (unavailability
             is per account).
         now: the current time in epoch ms (default: now).
+        released_unrecognised: works the scanning cell itself released on an answer not
+            recognised as theirs (:func:`~curaflow.ledger.cells.search_resume`): told
+            ``unrecognised`` like a work the account holds back, also once no hold is
+            left (``pixiv.unrecognised_hold_ms = 0``, or a hold over before the cell's next
+            pass) — what the cell met was the source's answer, not the work's fault.
 
     Returns:
         work id → ``duplicate`` | ``refused`` | ``held`` | ``unavailable`` | ``unusable``
         (remembered unavailable for what the source sent, :func:`remember_unavailable`) |
-        ``unrecognised`` (held back by the account on an answer not recognised as the
-        work's: the source's answer, a verdict that does not last); when several
-        hold, the first of that order wins (reference §1.1: a work held on a route is a
-        duplicate).
+        ``unrecognised`` (held back by the account, or released by the scanning cell, on
+        an answer not recognised as the work's: the source's answer, a verdict that does
+        not last); when several hold, the first of that order wins (reference §1.1: a
+        work held on a route is a duplicate).
     """
     if not work_ids:
         return {}
@@ -129,11 +136,14 @@ async def known_works(
     best: dict[str, int] = {}
     for row in rows:
         best[row["work_id"]] = min(row["rank"], best.get(row["work_id"], len(_REASONS)))
+    for work_id in set(work_ids).intersection(released_unrecognised):  # ranked as the account's hold of it
+        best[work_id] = min(_UNRECOGNISED, best.get(work_id, len(_REASONS)))
     return {work_id: _REASONS[rank] for work_id, rank in best.items()}
 
 
 #: :func:`known_works`' reason words by rank (lower wins).
 _REASONS = ("duplicate", "refused", "held", "unavailable", "unusable", "unrecognised")
+_UNRECOGNISED = _REASONS.index("unrecognised")
 
 
 async def remember_refusal(

@@ -656,6 +656,47 @@ async def test_a_work_this_cell_released_is_not_a_lasting_verdict_in_its_next_pa
     assert frontier.known is None or frontier.known.work_id != released, frontier  # never past it
 
 
+async def test_a_release_remembers_whether_the_answer_was_the_works(ledger_pool: Any) -> None:
+    """The cell's next pass is told a work it released on an answer not recognised as the
+    work's ``unrecognised`` — the source's answer — whether or not the account still holds
+    it back (here it does not: nothing is remembered for the account); a work released on
+    a recognised answer, or by a release written before migration 0045, is only
+    ``released`` (skipped, counted unavailable), as before."""
+    from curaflow.domain.messages import RouteRef
+    from curaflow.domain.models import CandidateReport, Work
+    from curaflow.ledger import cells
+    from curaflow.ledger import remembered as memory
+
+    target = TargetSpec(target_id="t", routes=[RouteRef(name=f"r-{short_id()}", kind="directory")])
+    gate = f"q-{short_id()}-source-default"
+    job_id = await ledger_job(ledger_pool, target, label="release")
+    works = [Work(work_id=w) for w in ("51", "52", "53", "54")]
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        bound = await cells.bind_search(conn, job_id, target, works, CandidateReport(fetched=4))
+        assert bound.cell is not None and bound.cell.work_id == "51"
+        nxt = await cells.rebind_next(conn, job_id, target, "51", "image HTTP 403", "gone", False)
+        assert nxt is not None and nxt.work_id == "52"
+        nxt = await cells.rebind_next(conn, job_id, target, "52", "image HTTP 404", "gone", True)
+        assert nxt is not None and nxt.work_id == "53"
+        # A release as the version before 0045 wrote it (no word on the answer).
+        await conn.execute(
+            """UPDATE delivery_intents SET status = 'released', last_error = 'image HTTP 403'
+               WHERE job_id = $1 AND work_id = '53'""",
+            job_id,
+        )
+    resume = await cells.search_resume(ledger_pool, job_id, "t")
+    assert (resume.released, resume.unrecognised) == ({"51", "52", "53"}, {"51"})
+    known = await memory.known_works(
+        ledger_pool,
+        routes=[r.name for r in target.routes],
+        gate=gate,
+        work_type="illustration",
+        work_ids=["51", "52", "53", "54"],
+        released_unrecognised=resume.unrecognised,
+    )
+    assert known == {"51": "unrecognised"}  # 52 and 53: the scan's `released`
+
+
 async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> None:
     from curaflow.domain.messages import RouteRef
     from curaflow.domain.models import CandidateReport, Work

@@ -275,6 +275,28 @@ async def test_fallback_passes_stop_at_the_maximum(env: SharedEnv) -> None:
     assert len(env.replay.faults.of("image")) == 6  # every forbidden work requested once, none twice
 
 
+async def test_a_scheduled_cell_released_on_unrecognised_answers_fails_as_the_sources_with_no_hold(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    """The six newest works' images answer a bare ``403`` (not recognised as the works':
+    what the image host answers any request it refuses) and nothing holds them back
+    (``pixiv.unrecognised_hold_ms = 0``, as when a hold ends between two passes of one
+    job). Each later pass met the works its cell released only as ``released`` —
+    counted unavailable, the works' — and the cell ended ``no_candidate`` with "widen the
+    query"; the release now remembers the answer was not recognised, so the last pass
+    counts those works as the source's too and the cell fails ``source_unusable``."""
+    replay.faults.forbidden_works = set(ordered("オリジナル")[:6])
+    stack, _ = source_stack(make_stack, tmp_path, replay, pixiv={"unrecognised_hold_ms": 0}, target={"scan_limit": 1})
+    await stack.start_worker()
+    record = await stack.wait_terminal(await start_scheduled(stack, stages=3), timeout_s=120)
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason, cell.fallback_pass) == ("failed", "source_unusable", 2), cell
+    report = cell.candidate_report
+    assert report is not None and report.reasons.get("unrecognised") == 3, report  # released by passes 0 and 1
+    assert len(replay.faults.of("image")) == 6  # every work requested once, none twice
+
+
 async def test_a_pass_that_exhausted_the_source_is_not_repeated(env: SharedEnv) -> None:
     # ゆずソフト has one work; it is filtered out, and the source has no next page: no
     # wider pass can find anything, so the cell ends at once.

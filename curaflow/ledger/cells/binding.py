@@ -238,7 +238,16 @@ async def rebind_next(
     reserved intents become ``released`` and the skip is counted in the candidate report
     (``unavailable``, and its ``kind`` — :class:`~curaflow.sources.errors.UnavailableKind`
     — in ``unavailable``; and in ``unrecognised`` when the answer was not ``recognised`` as
-    the work's). The stored remaining candidates are then tried in order.
+    the work's). The released intents keep whether it was (``release_unrecognised``,
+    migration 0045): the cell's later passes are told such a work ``unrecognised``, the
+    source's answer, however long the account holds it back
+    (:func:`~curaflow.ledger.cells.search_resume`,
+    :func:`~curaflow.ledger.remembered.known_works`). The stored remaining candidates are
+    then tried in order.
+
+    Args:
+        recognised: the answer was recognised as the work's
+            (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`).
 
     Returns:
         The cell: ``selected`` with the next work, or ``pending`` with no work when the
@@ -258,13 +267,15 @@ async def rebind_next(
     if row["state"] != CellState.SELECTED or row["work_id"] != work_id:
         return await load_cell(conn, job_id, target.target_id)
     await conn.execute(
-        """UPDATE delivery_intents SET status = 'released', last_error = $4, updated_at = $5
+        """UPDATE delivery_intents SET status = 'released', last_error = $4, updated_at = $5,
+               release_unrecognised = $6
            WHERE job_id = $1 AND target_id = $2 AND work_id = $3 AND status = 'reserved'""",
         job_id,
         target.target_id,
         work_id,
         skip_reason,
         now_ms(),
+        not recognised,
     )
     report = CandidateReport.model_validate(row["candidate_report"] or {})
     report.selected = None

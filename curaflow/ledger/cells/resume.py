@@ -27,15 +27,20 @@ class SearchResume(NamedTuple):
     released: set[str]  # works this cell bound and released as unavailable (skipped)
     checkpoint: dict[str, Any] | None  # the saved scan position, or None
     frontier: dict[str, Any] | None = None  # the target's stored scan frontier, or None
+    # Of ``released``, the works released on an answer not recognised as theirs.
+    unrecognised: frozenset[str] = frozenset()
 
 
 async def search_resume(
     pool: asyncpg.Pool, job_id: str, target_id: str, frontier_key: str | None = None
 ) -> SearchResume:
-    """The works this cell released as unavailable (a later pass skips them), the saved
-    search checkpoint and, with ``frontier_key``, the target's stored scan frontier
-    (:mod:`curaflow.ledger.frontiers`, the source's JSON), in one statement (own short
-    transaction).
+    """The works this cell released as unavailable (a later pass skips them) and, of
+    those, the ones released on an answer not recognised as theirs (``unrecognised``:
+    the intents' ``release_unrecognised``, written by
+    :func:`~curaflow.ledger.cells.rebind_next`; false on intents released before
+    migration 0045), the saved search checkpoint and, with ``frontier_key``, the target's
+    stored scan frontier (:mod:`curaflow.ledger.frontiers`, the source's JSON), in one
+    statement (own short transaction).
 
     A search with no frontier to read, whose cell never bound a work (none released) and
     holds no checkpoint, has nothing to resume and skips this read (:func:`resume_needed`)."""
@@ -44,6 +49,9 @@ async def search_resume(
         f"""SELECT c.search_checkpoint,
                   ARRAY(SELECT DISTINCT d.work_id FROM delivery_intents d
                         WHERE d.job_id = $1 AND d.target_id = $2 AND d.status = 'released') AS released,
+                  ARRAY(SELECT DISTINCT d.work_id FROM delivery_intents d
+                        WHERE d.job_id = $1 AND d.target_id = $2 AND d.status = 'released'
+                          AND d.release_unrecognised) AS unrecognised,
                   {frontier} AS frontier
            FROM cells c WHERE c.job_id = $1 AND c.target_id = $2""",
         job_id,
@@ -57,6 +65,7 @@ async def search_resume(
         set(row["released"]),
         checkpoint if isinstance(checkpoint, dict) else None,
         stored if isinstance(stored, dict) else None,
+        frozenset(row["unrecognised"]),
     )
 
 

@@ -86,7 +86,8 @@ lasting reason was lifted later: a refusal or an unavailable work cleared by an 
 work forgotten after ``pixiv.unavailable_ttl_ms``, a work another job held and then
 released. (A work the account only *holds* back — skipped on an answer not recognised as
 its own, ``pixiv.unrecognised_hold_ms`` — is told ``unrecognised``, and a work its own
-cell released is ``released`` in the cell's next pass: neither lasts, so the
+cell released is ``released`` in the cell's next pass (``unrecognised`` when released on
+such an answer, however long the hold): neither lasts, so the
 frontier never moves past it for good.) Ranking mode
 keeps no frontier (a ranking holds at most 500 works and changes daily).
 
