@@ -22,7 +22,9 @@ curaflow additions for delivery routes that are not TelePost:
   ``no_candidate`` (retryable: the next job may find one);
 * ``source_unusable``: every work a search ruled out was unusable as the source sent it
   (a file URL curaflow may not request, a page that is no image, no file listed, an id or
-  fields not of the source's shape): the source's answers changed. A source failure
+  fields not of the source's shape, an answer not recognised as the work's) — or every
+  one not delivered before, when the source refused at least one (an answer not
+  recognised as the work's): the source's answers changed. A source failure
   (owner ``source``, protocol ``source_error``, alertable), never "no new content";
   decided from the cell's tally (:func:`curaflow.domain.verdicts.no_candidate_verdict`);
 * ``route_paused``: the route refused several different works in a row with the same
@@ -177,9 +179,9 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         Origin.ACQUISITION,
         True,
         "source_error",
-        "来源返回的作品全部无法使用（如图片地址不在其图片服务器上）：是来源的回答变了；请检查来源及其图片服务器设置（pixiv.image_url）。",
-        "Every work the source returned was unusable (e.g. image URLs off its image host): its answers changed, "
-        "not the works; check the source and its image host setting (pixiv.image_url).",
+        "来源返回的新作品全部无法使用（如图片地址不在其图片服务器上，或被其拒绝）：是来源的回答变了；请检查来源及其图片服务器设置（pixiv.image_url）。",
+        "Every new work the source returned was unusable (e.g. image URLs off its image host, or refused by it): its "
+        "answers changed, not the works; check the source and its image host (pixiv.image_url).",
         owner=Owner.SOURCE,
     ),
     R.DOWNLOAD_TIMEOUT: ReasonInfo(

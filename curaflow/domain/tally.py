@@ -31,8 +31,10 @@ outcome's message in both languages). Reason words and what they count:
   what the source sent for the work cannot be used at all — a file URL curaflow may not
   request (another host, not under the image prefix), a page that is no image, no file
   listed, an id or fields not of the source's shape. One such work is skipped like any
-  unavailable one; a search whose every work ruled out was one is the source's failure
-  (:func:`curaflow.domain.verdicts.no_candidate_verdict`). ``unusable`` is how later
+  unavailable one; a search whose every work ruled out was one is the source's failure,
+  and so is one whose every work not delivered before was, when at least one met an
+  answer not recognised as its own (:attr:`Tally.unrecognised`;
+  :func:`curaflow.domain.verdicts.no_candidate_verdict`). ``unusable`` is how later
   scans count such a work remembered for the account;
 * ``excluded``: the task excluded it;
 * ``filtered:<filter>``: one of the target's filters rejected it.
@@ -85,6 +87,11 @@ class Tally(BaseModel):
             not read again (the frontier's known run).
         delivered / refused / held / unavailable / unusable / excluded: works rejected
             for each reason (examined and known together; see the module doc).
+        unrecognised: of ``unusable``, the works met on an answer not recognised as
+            theirs (word ``unrecognised``, or fetched and counted in
+            ``CandidateReport.unrecognised``): the source refusing them, an answer that
+            would come for any work while it lasts. A part of ``unusable``, not a
+            category of its own (not in :attr:`rejected`).
         other: works rejected for a reason word this module does not know (never taken
             for one that names an owner or a remedy).
         filtered: works a filter rejected, per filter name (``min_bookmarks``, ``ai`` …).
@@ -101,6 +108,7 @@ class Tally(BaseModel):
     held: int = 0
     unavailable: int = 0
     unusable: int = 0
+    unrecognised: int = 0
     excluded: int = 0
     other: int = 0
     filtered: dict[str, int] = Field(default_factory=dict)
@@ -137,31 +145,37 @@ class Tally(BaseModel):
                 counts[word] = counts.get(word, 0) + max(0, n)
         # Works fetched and found unusable as the source sent them, or on an answer not
         # recognised as theirs: each is one ``unavailable`` of ``reasons`` and one of its
-        # kind in ``unavailable`` (and, for the latter, in ``unrecognised``).
+        # kind in ``unavailable`` (and, for the latter, in ``unrecognised``: counted by the
+        # word ``unrecognised``, the rest ``unusable``).
+        fetched = {kind: max(0, n) for kind, n in report.unavailable.items()}
+        refused = {kind: min(n, max(0, report.unrecognised.get(kind, 0))) for kind, n in fetched.items()}
         answers = min(
             counts.get("unavailable", 0),
-            sum(
-                max(0, n) if kind in SOURCE_ANSWER_KINDS else min(max(0, n), max(0, report.unrecognised.get(kind, 0)))
-                for kind, n in report.unavailable.items()
-            ),
+            sum(n if kind in SOURCE_ANSWER_KINDS else refused[kind] for kind, n in fetched.items()),
         )
         if answers:
+            unrecognised = min(answers, sum(refused.values()))
             counts["unavailable"] -= answers
-            counts["unusable"] = counts.get("unusable", 0) + answers
+            counts["unrecognised"] = counts.get("unrecognised", 0) + unrecognised
+            counts["unusable"] = counts.get("unusable", 0) + answers - unrecognised
         return tally_of_words(counts, examined=report.fetched, known=sum(max(0, n) for n in report.known.values()))
 
 
 def tally_of_words(counts: Mapping[str, int], *, examined: int, known: int = 0) -> Tally:
     """A :class:`Tally` from counts by reason word (a word unknown here counts as ``other``:
-    it is never taken for a duplicate, a filter or the source's failure)."""
+    it is never taken for a duplicate, a filter or the source's failure; ``unrecognised``
+    counts ``unusable`` and, of it, ``unrecognised``)."""
     filtered: dict[str, int] = {}
     named = {"duplicate": 0, "refused": 0, "held": 0, "unavailable": 0, "unusable": 0, "excluded": 0, "other": 0}
+    unrecognised = 0
     for word, n in counts.items():
         if word.startswith("filtered:"):
             name = word.split(":", 1)[1] or "other"
             filtered[name] = filtered.get(name, 0) + n
         elif word in UNUSABLE_WORDS:
             named["unusable"] += n
+            if word == "unrecognised":
+                unrecognised += n
         elif word in named:
             named[word] += n
         else:
@@ -175,6 +189,7 @@ def tally_of_words(counts: Mapping[str, int], *, examined: int, known: int = 0) 
         held=named["held"],
         unavailable=named["unavailable"],
         unusable=named["unusable"],
+        unrecognised=unrecognised,
         excluded=named["excluded"],
         other=named["other"],
         filtered=dict(sorted(filtered.items())),

@@ -133,7 +133,17 @@ UNRECOGNISED: dict[str, tuple[Case, str]] = {
 HOLD_MS = 90_000
 
 #: Each case's slot: its target, Pixiv account and route (``u<i>``).
-SLOTS = {case: f"u{i}" for i, case in enumerate([*CASES, *UNRECOGNISED, *(f"outage-{c}" for c in UNRECOGNISED)])}
+SLOTS = {
+    case: f"u{i}"
+    for i, case in enumerate(
+        [
+            *CASES,
+            *UNRECOGNISED,
+            *(f"outage-{c}" for c in UNRECOGNISED),
+            *(f"delivered-then-{c}" for c in UNRECOGNISED),
+        ]
+    )
+}
 
 
 @dataclass
@@ -267,3 +277,29 @@ async def test_an_image_host_refusing_every_work_fails_the_cell_as_the_sources_n
         assert (cell.state, cell.reason) == ("failed", "source_unusable"), (cell, cell.candidate_report)
         message = cell_message(cell.state, cell.reason, cell.candidate_report) or ""
         assert "unusable" in message and "widen" not in message, message
+
+
+@pytest.mark.parametrize("case", list(UNRECOGNISED))
+async def test_works_delivered_before_and_the_rest_refused_by_the_source_fail_the_cell_as_the_sources(
+    env: Env, case: str
+) -> None:
+    """The tag's first work was delivered by an earlier job; then the image host refuses
+    curaflow (or a proxy answers its page) for every work. The next job's search finds the
+    first delivered before and the other meets the answer: the cell ended ``no_candidate``
+    with "… widen the query" — a wider query only finds more new works meeting the same
+    answer. Every new work met the source's refusal: it ends ``source_unusable``, in the
+    job that met the answer and in the next, while the work is held."""
+    stack, slot = env.stack, SLOTS[f"delivered-then-{case}"]
+    first, second = ordered(TAG)[:2]
+    delivered = await stack.wait_terminal(await stack.admit(stack.task(target_id=slot, query={"tags": [TAG]})))
+    assert (delivered.business_status, delivered.cells[0].work_id) == ("success", first), delivered
+    make_unusable, _ = UNRECOGNISED[case]
+    for work in (first, second):
+        make_unusable(env.replay, env.image_host, work)
+    for _ in range(2):
+        record = await stack.wait_terminal(await stack.admit(stack.task(target_id=slot, query={"tags": [TAG]})))
+        cell = record.cells[0]
+        assert (cell.state, cell.reason) == ("failed", "source_unusable"), (cell, cell.candidate_report)
+        message = cell_message(cell.state, cell.reason, cell.candidate_report) or ""
+        assert "1 already delivered" in message and "1 unusable" in message, message
+        assert "widen" not in message, message

@@ -61,6 +61,31 @@ VERDICT_TABLE = [
     (report(5, {"unusable": 4, "duplicate": 1}), R.NO_CANDIDATE),
     (report(1, {"unusable": 1}, known={"duplicate": 30}), R.NO_CANDIDATE),
     (report(3, {"held": 3}), R.NO_CANDIDATE),  # held back by a route: the route's, for now
+    # every new work (not delivered before) refused by the source: the source's failure,
+    # never "widen the query" — a delivered work was ruled out without asking the source
+    (report(2, {"duplicate": 1, "unrecognised": 1}), R.SOURCE_UNUSABLE),
+    (report(1, {"unrecognised": 1}, known={"duplicate": 30}), R.SOURCE_UNUSABLE),
+    (
+        report(3, {"duplicate": 2, "unavailable": 1}, unavailable={"gone": 1}, unrecognised={"gone": 1}),
+        R.SOURCE_UNUSABLE,
+    ),
+    (
+        report(
+            4, {"duplicate": 2, "unavailable": 2}, unavailable={"not_an_image": 2}, unrecognised={"not_an_image": 2}
+        ),
+        R.SOURCE_UNUSABLE,
+    ),
+    (report(3, {"duplicate": 1, "unrecognised": 1, "unusable": 1}), R.SOURCE_UNUSABLE),  # every new one the source's
+    (report(1000, {"duplicate": 999, "unrecognised": 1}), R.SOURCE_UNUSABLE),  # capped: the same state, the same
+    # ... but not the works' own answers among duplicates, nor anything else among them
+    (report(3, {"duplicate": 2, "unavailable": 1}, unavailable={"gone": 1}), R.NO_CANDIDATE),  # a 404: the work's
+    (report(3, {"duplicate": 2, "unavailable": 1}, unavailable={"unusable_url": 1}), R.NO_CANDIDATE),  # recognised
+    (report(2, {"duplicate": 1, "released": 1}), R.NO_CANDIDATE),  # released on a recognised answer
+    (report(3, {"duplicate": 1, "unrecognised": 1, "unavailable": 1}), R.NO_CANDIDATE),
+    (report(3, {"duplicate": 1, "unrecognised": 1, "refused": 1}), R.NO_CANDIDATE),
+    (report(3, {"duplicate": 1, "unrecognised": 1, "held": 1}), R.NO_CANDIDATE),
+    (report(3, {"duplicate": 1, "unrecognised": 1, "excluded": 1}), R.NO_CANDIDATE),
+    (report(3, {"duplicate": 1, "unrecognised": 1, "filtered:ai": 1}), R.FILTER_EXHAUSTED),
     (report(3, {"something_new": 3}), R.NO_CANDIDATE),  # a word not known here: never the source's
     # the scan cap
     (report(1000, {"duplicate": 1000}), R.SCAN_CAPPED),
@@ -79,6 +104,31 @@ def test_the_source_answer_kinds_are_kinds_of_unavailable_work() -> None:
     assert {str(k) for k in UnavailableKind} >= SOURCE_ANSWER_KINDS
     tally = Tally.of(report(6, {"unavailable": 6}, unavailable={"unusable_url": 2, "gone": 4}))
     assert (tally.unusable, tally.unavailable) == (2, 4)
+
+
+def test_the_tally_counts_the_answers_not_recognised_as_the_works_among_the_unusable() -> None:
+    tally = Tally.of(
+        report(
+            6,
+            {"unavailable": 3, "unrecognised": 1, "duplicate": 2},
+            unavailable={"not_an_image": 2, "unusable_url": 1},
+            unrecognised={"not_an_image": 2},
+        )
+    )
+    assert (tally.unusable, tally.unrecognised, tally.delivered, tally.unavailable) == (4, 3, 2, 0)
+    assert tally.rejected == 6  # a part of ``unusable``, never counted twice
+
+
+def test_works_delivered_before_and_the_rest_refused_by_the_source_is_the_sources_failure() -> None:
+    """Two works found: one delivered before, the other met an answer not recognised as
+    its own (the image host's 403). It ended ``no_candidate`` with "widen the query": a
+    wider query finds more new works that meet the same answer."""
+    found = report(2, {"duplicate": 1, "unavailable": 1}, unavailable={"gone": 1}, unrecognised={"gone": 1})
+    reason = no_candidate_verdict(found, max_examined=1000)
+    assert (reason, no_candidate_state(reason)) == (R.SOURCE_UNUSABLE, CellState.FAILED)
+    message = cell_message(CellState.FAILED, reason, found) or ""
+    assert "1 already delivered" in message and "1 unusable" in message and "widen" not in message, message
+    assert "new work" in message, message  # not "every work …": one was delivered
 
 
 def test_a_source_whose_every_answer_was_unusable_is_a_failure_not_no_new_content() -> None:

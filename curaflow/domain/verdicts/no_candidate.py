@@ -28,10 +28,18 @@ def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -
 
         * ``no_candidate`` when the search found no work at all (the message says so);
         * ``source_unusable`` when every work ruled out was unusable for a reason that
-          is the source's (``unusable`` / ``invalid``: an image URL on another host,
-          fields not of the source's shape) and none for any other reason — the works
-          tried one after another were all unusable, and nothing else was learnt: the
-          source is broken, a failure (alertable), never "no new content";
+          is the source's (``unusable`` / ``invalid`` / ``unrecognised``: an image URL on
+          another host, fields not of the source's shape, an answer not recognised as
+          the work's) and none for any other reason — the works tried one after another
+          were all unusable, and nothing else was learnt: the source is broken, a
+          failure (alertable), never "no new content"; and so when every *new* work
+          (every work not delivered before) was unusable so and at least one of them met
+          an answer not recognised as its own (``Tally.unrecognised``: the image host
+          refusing curaflow, a proxy's page) — a work delivered before was ruled out
+          without asking the source, so it says nothing of the source's answers, and a
+          wider query would only find more new works meeting the same refusal. Works
+          delivered before and works unusable only on answers recognised as the
+          works' own (an image URL off the host) go on to the rules below;
         * ``scan_capped`` when the scan stopped at ``max_examined`` while the source had
           more (``exhausted`` false): what it saw says nothing about the rest, and the
           target's frontier makes the next job go on from there;
@@ -40,7 +48,8 @@ def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -
           something and the filters and duplicates together account for at least half
           of the rejections;
         * otherwise ``no_candidate`` (works refused by a route, unavailable, excluded,
-          unusable among others): relaxing a filter would change nothing.
+          unusable among others, or among duplicates with none refused by the source):
+          relaxing a filter would change nothing.
     """
     if report is None:
         return R.NO_CANDIDATE
@@ -49,6 +58,8 @@ def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -
         return R.NO_CANDIDATE
     if tally.unusable > 0 and tally.unusable == tally.rejected:
         return R.SOURCE_UNUSABLE
+    if tally.unrecognised > 0 and tally.unusable + tally.delivered == tally.rejected:
+        return R.SOURCE_UNUSABLE  # every new work unusable, the source refusing at least one
     if not report.exhausted and report.fetched >= max_examined > 0:
         return R.SCAN_CAPPED
     total = tally.rejected
