@@ -156,15 +156,15 @@ class FetchActivity:
                         if err.recognised:
                             activity.logger.info("candidate unavailable, moving on", extra=facts)
                         else:
-                            # The same answer would come for any work: counted (an alert
-                            # watches it), the work held back briefly, not for the week.
+                            # The same answer would come for any work: the work held back
+                            # briefly, not for the week (counted once committed, below).
                             activity.logger.warning(
                                 "source.answer_unrecognised: the work is held back briefly, moving on", extra=facts
                             )
-                            record_unrecognised_answer(target.account, str(err.kind))
                         deps.store.delete(inp.job_id, target.target_id)
+                        ended: CellUpdate | None = None
                         async with deps.pool.acquire() as conn, conn.transaction():
-                            await memory.remember_unavailable(
+                            written = await memory.remember_unavailable(
                                 conn,
                                 gate=deps.settings.source_task_queue(target.account),
                                 work_type=work.work_type,
@@ -180,7 +180,7 @@ class FetchActivity:
                             )
                             assert nxt is not None
                             if nxt.state == CellState.PENDING and nxt.work_id is None:
-                                return await end_unbound(
+                                ended = await end_unbound(
                                     conn,
                                     inp.job_id,
                                     target,
@@ -189,6 +189,13 @@ class FetchActivity:
                                     max_passes=inp.max_fallback_stages,
                                     max_examined=policy.max_examined,
                                 )
+                        if not err.recognised and (written or remembered_ms <= 0):
+                            # Committed: one count per hold remembered (an alert watches
+                            # it) — none for an attempt whose transaction failed (its
+                            # retry counts) nor for a hold a live verdict outlasted.
+                            record_unrecognised_answer(target.account, str(err.kind))
+                        if ended is not None:
+                            return ended
                         cell = nxt
                         continue
                     except SourceError as err:

@@ -235,7 +235,7 @@ async def remember_unavailable(
     ttl_ms: int,
     unusable: bool = False,
     held: bool = False,
-) -> None:
+) -> bool:
     """Remember that ``work_id`` was unavailable to the account of ``gate`` for ``ttl_ms`` (0: not at all).
 
     A row already there keeps the later ``until``. A hold never replaces a live verdict
@@ -250,11 +250,16 @@ async def remember_unavailable(
             (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`): later scans
             are told ``unrecognised``, a verdict that does not last (a scan frontier does
             not move past it for good).
+
+    Returns:
+        Whether the row was written (inserted, or what it says replaced): False for
+        ``ttl_ms`` 0 and for a hold dropped before a live verdict about the work — from
+        the statement's own result, in the caller's transaction (true once it commits).
     """
     if ttl_ms <= 0:
-        return
+        return False
     now = now_ms()
-    await conn.execute(
+    status = await conn.execute(
         """INSERT INTO unavailable_works (gate, work_type, work_id, why, job_id, seen_at, until, unusable, held)
            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
            ON CONFLICT (gate, work_type, work_id) DO UPDATE
@@ -272,6 +277,7 @@ async def remember_unavailable(
         unusable,
         held,
     )
+    return str(status).rsplit(" ", 1)[-1] != "0"  # "INSERT 0 <rows>": 0 when the update's WHERE dropped it
 
 
 async def list_refusals(conn: asyncpg.Connection | asyncpg.Pool, route: str | None = None) -> list[Refusal]:

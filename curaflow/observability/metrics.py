@@ -119,7 +119,8 @@ SOURCE_UNRECOGNISED_ANSWERS = Counter(
     "curaflow_source_unrecognised_answers_total",
     "Works skipped on an answer of the source not recognised as the work's (the image host "
     "answering 403, a page that is no image): the same answer would come for any work while it "
-    "lasts, so each such work is held back for pixiv.unrecognised_hold_ms only.",
+    "lasts, so each such work is held back for pixiv.unrecognised_hold_ms only. Counted once the hold "
+    "is committed: once per hold, none for a hold a live verdict about the work outlasts.",
     ["account", "kind"],
 )
 #: The kinds an unrecognised answer is counted under: any of
@@ -400,7 +401,10 @@ def record_account_paused(account: str) -> None:
 @_safe
 def record_unrecognised_answer(account: str, kind: str) -> None:
     """Count a work skipped on a source answer not recognised as the work's (``kind``: the
-    :class:`~curaflow.sources.errors.UnavailableKind` it was raised with)."""
+    :class:`~curaflow.sources.errors.UnavailableKind` it was raised with). The ``fetch``
+    activity calls it once the transaction remembering the hold committed and only when
+    the hold was written (:func:`curaflow.ledger.remembered.remember_unavailable`), or
+    holds are off: a retried attempt does not count the same hold twice."""
     SOURCE_UNRECOGNISED_ANSWERS.labels(account=account, kind=kind).inc()
 
 
