@@ -76,7 +76,8 @@ VERDICT_TABLE = [
         R.SOURCE_UNUSABLE,
     ),
     (report(3, {"duplicate": 1, "unrecognised": 1, "unusable": 1}), R.SOURCE_UNUSABLE),  # every new one the source's
-    (report(1000, {"duplicate": 999, "unrecognised": 1}), R.SOURCE_UNUSABLE),  # capped: the same state, the same
+    # capped among duplicates: one refused work says little of the works not read yet
+    (report(1000, {"duplicate": 999, "unrecognised": 1}), R.SCAN_CAPPED),
     # ... but not the works' own answers among duplicates, nor anything else among them
     (report(3, {"duplicate": 2, "unavailable": 1}, unavailable={"gone": 1}), R.NO_CANDIDATE),  # a 404: the work's
     (report(3, {"duplicate": 2, "unavailable": 1}, unavailable={"unusable_url": 1}), R.NO_CANDIDATE),  # recognised

@@ -32,17 +32,20 @@ def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -
           another host, fields not of the source's shape, an answer not recognised as
           the work's) and none for any other reason — the works tried one after another
           were all unusable, and nothing else was learnt: the source is broken, a
-          failure (alertable), never "no new content"; and so when every *new* work
-          (every work not delivered before) was unusable so and at least one of them met
-          an answer not recognised as its own (``Tally.unrecognised``: the image host
-          refusing curaflow, a proxy's page) — a work delivered before was ruled out
-          without asking the source, so it says nothing of the source's answers, and a
-          wider query would only find more new works meeting the same refusal. Works
-          delivered before and works unusable only on answers recognised as the
-          works' own (an image URL off the host) go on to the rules below;
+          failure (alertable), never "no new content";
         * ``scan_capped`` when the scan stopped at ``max_examined`` while the source had
           more (``exhausted`` false): what it saw says nothing about the rest, and the
           target's frontier makes the next job go on from there;
+        * ``source_unusable`` also when every *new* work (every work not delivered
+          before) was unusable so and at least one of them met an answer not recognised
+          as its own (``Tally.unrecognised``: the image host refusing curaflow, a
+          proxy's page) — a work delivered before was ruled out without asking the
+          source, so it says nothing of the source's answers, and a wider query would
+          only find more new works meeting the same refusal. After ``scan_capped``: in a
+          capped scan of duplicates, one refused work says little of the works not read
+          yet, which the next job reads. Works delivered before and works unusable only
+          on answers recognised as the works' own (an image URL off the host) go on to
+          the rules below;
         * ``duplicate_exhausted`` when every work found was ruled out as delivered before;
         * ``filter_exhausted`` ("relax the target's filters") only when a filter rejected
           something and the filters and duplicates together account for at least half
@@ -58,10 +61,10 @@ def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -
         return R.NO_CANDIDATE
     if tally.unusable > 0 and tally.unusable == tally.rejected:
         return R.SOURCE_UNUSABLE
-    if tally.unrecognised > 0 and tally.unusable + tally.delivered == tally.rejected:
-        return R.SOURCE_UNUSABLE  # every new work unusable, the source refusing at least one
     if not report.exhausted and report.fetched >= max_examined > 0:
         return R.SCAN_CAPPED
+    if tally.unrecognised > 0 and tally.unusable + tally.delivered == tally.rejected:
+        return R.SOURCE_UNUSABLE  # every new work unusable, the source refusing at least one
     total = tally.rejected
     if total == 0:
         return R.NO_CANDIDATE
