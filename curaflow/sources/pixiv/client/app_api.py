@@ -23,6 +23,7 @@ from curaflow.sources.pixiv.client.constants import (
     CLIENT_SECRET,
     DOWNLOAD_MAX_BYTES,
     DOWNLOAD_TIMEOUT_S,
+    INVALID_GRANT,
     OAUTH_MARKS,
     PAGE_MAX_BYTES,
     PIXIV_API_URL,
@@ -106,8 +107,10 @@ class PixivClient(ImageRequests):
         """Return a valid access token, refreshing it when missing, near expiry or forced.
 
         Raises:
-            SourceError: ``auth_failed`` (non-retryable) on HTTP 400 ``invalid_grant``;
-                ``network_error`` / ``remote_http_error`` (retryable) otherwise.
+            SourceError: ``auth_failed`` (non-retryable) only for an answer whose
+                ``error`` is ``invalid_grant`` (Pixiv's refusal of the refresh token, HTTP
+                400); ``rate_limited`` for a rate limit; ``network_error`` /
+                ``remote_http_error`` (retryable) for anything else, any other 400 included.
         """
         async with self._auth_lock:
             if not force and self._access_token and self._clock() < self._expires_at - self._margin_s:
@@ -134,7 +137,10 @@ class PixivClient(ImageRequests):
                 raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv auth: {type(err).__name__}") from err
             body = json_body(response)
             await self._check_rate_limit(response, body)
-            if response.status_code == 400 or (isinstance(body, dict) and body.get("error") == "invalid_grant"):
+            if isinstance(body, dict) and body.get("error") == INVALID_GRANT:
+                # Only the grant's own error blames the account's refresh token. Any other
+                # 400 — another OAuth error (``invalid_request``, ``invalid_client``: the
+                # app's), a proxy's page, an empty body — is the source's, retried below.
                 raise SourceError(
                     TerminalReason.AUTH_FAILED,
                     "pixiv refresh token rejected (invalid_grant)",

@@ -33,6 +33,9 @@ PAGE_SIZE = 30
 MAX_OFFSET = 5000
 
 RATE_LIMIT_MARK = "rate limit"
+#: The token endpoint's ``error`` when it refuses the refresh token (RFC 6749 §5.2): the
+#: one auth answer that is the account's (``auth_failed``); every other is the source's.
+INVALID_GRANT = "invalid_grant"
 RESTRICTED_MARK = "your access is currently restricted"
 OAUTH_MARKS = ("oauth", "access token", "invalid_grant")
 MiB = 1024 * 1024

@@ -1,0 +1,83 @@
+"""An answer of Pixiv's that curaflow does not recognise costs one attempt, never the
+account, the work or the target (DESIGN.md "Attribution before judgement"; the source's
+side of "Safe defaults at the edges").
+
+The client runs against ``httpx.MockTransport``: the token endpoint and the app-api answer
+what each test scripts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from curaflow.domain.reasons import TerminalReason
+from curaflow.sources.errors import SourceError
+from curaflow.sources.gate import MemoryGate
+from curaflow.sources.pixiv.client import PixivClient
+
+TOKEN = {"access_token": "a", "refresh_token": "r", "expires_in": 3600}
+INVALID_GRANT = {
+    "has_error": True,
+    "errors": {"system": {"message": "Invalid refresh token", "code": 1508}},
+    "error": "invalid_grant",
+}
+#: What the app-api answers an access token it does not accept (pixivpy's issues).
+OAUTH_ERROR = {
+    "error": {
+        "user_message": "",
+        "message": "Error occurred at the OAuth process. Please check your Access Token to fix this. "
+        "Error Message: invalid_grant",
+        "reason": "",
+        "user_message_details": {},
+    }
+}
+
+
+def client(
+    auth: Callable[[], httpx.Response], api: Callable[[], httpx.Response] | None = None, gate: MemoryGate | None = None
+) -> tuple[PixivClient, list[str]]:
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.path)
+        if request.url.path.endswith("/auth/token"):
+            return auth()
+        assert api is not None
+        return api()
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    return PixivClient(http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test", gate=gate), seen
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        httpx.Response(400, json={"error": "invalid_request"}),  # another OAuth error than the grant's
+        httpx.Response(400, json={"error": "invalid_client"}),  # the app's client id retired: every account
+        httpx.Response(400, html="<html><body>400 Bad Request</body></html>"),  # a proxy's page
+        httpx.Response(400, content=b""),
+        httpx.Response(400, json={"has_error": True, "errors": {"system": {"message": "Try again", "code": 9}}}),
+    ],
+)
+async def test_a_token_answer_not_recognised_as_invalid_grant_is_the_sources_and_retried(
+    answer: httpx.Response,
+) -> None:
+    """Until 2026-12-06 every HTTP 400 of the token endpoint was ``auth_failed``: the job
+    ended at once, not retried, its message telling the operator to replace a refresh
+    token nothing said was wrong."""
+    pixiv, _ = client(lambda: answer)
+    with pytest.raises(SourceError) as raised:
+        await pixiv.authenticate()
+    assert raised.value.reason == TerminalReason.REMOTE_HTTP_ERROR
+    assert raised.value.retryable is True
+
+
+async def test_invalid_grant_is_still_the_accounts_after_one_token_request() -> None:
+    pixiv, seen = client(lambda: httpx.Response(400, json=INVALID_GRANT))
+    with pytest.raises(SourceError) as raised:
+        await pixiv.authenticate()
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.AUTH_FAILED, False)
+    assert seen == ["/auth/token"]
