@@ -244,11 +244,14 @@ async def test_token_rejected_early_is_refreshed_once_and_the_call_retried(repla
     assert replay.faults.requests == ["auth", "search", "auth", "search"]
 
 
-async def test_token_rejected_twice_is_auth_failed(replay: Replay) -> None:
+async def test_a_fresh_token_rejected_again_is_the_sources_and_retried(replay: Replay) -> None:
+    """The token endpoint has just accepted the refresh token: a second OAuth error is the
+    app-api's, retried — until 2026-12-06 ``auth_failed``, the account's token blamed."""
     replay.faults.search = ["oauth", "oauth"]
     with pytest.raises(SourceError) as caught:
         await replay.client().search_illust("風景")
-    assert caught.value.reason == TerminalReason.AUTH_FAILED and not caught.value.retryable
+    assert caught.value.reason == TerminalReason.REMOTE_HTTP_ERROR and caught.value.retryable
+    assert replay.faults.requests == ["auth", "search", "auth", "search"]
 
 
 async def test_invalid_grant_is_auth_failed_after_one_token_request(replay: Replay) -> None:

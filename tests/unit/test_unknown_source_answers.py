@@ -81,3 +81,23 @@ async def test_invalid_grant_is_still_the_accounts_after_one_token_request() -> 
         await pixiv.authenticate()
     assert (raised.value.reason, raised.value.retryable) == (TerminalReason.AUTH_FAILED, False)
     assert seen == ["/auth/token"]
+
+
+async def test_an_access_token_refused_right_after_its_refresh_is_the_sources() -> None:
+    """The token endpoint has just accepted the refresh token: the account's token is good.
+    An app-api that still refuses the fresh access token (its replicas lagging, a changed
+    wording) is the source's, retried — until 2026-12-06 it was ``auth_failed``, not
+    retried, the operator told to replace the account's refresh token."""
+    pixiv, seen = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(400, json=OAUTH_ERROR))
+    with pytest.raises(SourceError) as raised:
+        await pixiv.search_illust("tag")
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
+    assert seen == ["/auth/token", "/v1/search/illust", "/auth/token", "/v1/search/illust"]
+
+
+async def test_an_access_token_refused_then_a_refresh_token_refused_is_the_accounts() -> None:
+    answers = iter([httpx.Response(200, json=TOKEN), httpx.Response(400, json=INVALID_GRANT)])
+    pixiv, _ = client(lambda: next(answers), lambda: httpx.Response(400, json=OAUTH_ERROR))
+    with pytest.raises(SourceError) as raised:
+        await pixiv.search_illust("tag")
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.AUTH_FAILED, False)

@@ -182,6 +182,10 @@ class PixivClient(ImageRequests):
     ) -> dict[str, Any]:
         """GET an app-api URL with auth, error-body detection and one refresh on OAuth errors.
 
+        An OAuth error (:data:`OAUTH_MARKS`) refreshes the access token once and asks
+        again; refused again, the answer is the source's (``remote_http_error``, retried):
+        only the token endpoint's ``invalid_grant`` (:meth:`authenticate`) is the account's.
+
         Raises:
             SourceError: classified failure.
             WorkUnavailable: a work-level refusal (404, restricted) when ``work_id`` is given.
@@ -205,8 +209,16 @@ class PixivClient(ImageRequests):
             await self._check_rate_limit(response, body)
             if text is not None and any(m in lowered for m in OAUTH_MARKS):
                 if refreshed:
+                    # The token endpoint has just accepted the refresh token: the account's
+                    # token is good. An app-api still refusing the fresh access token (its
+                    # replicas lagging, a wording that merely mentions OAuth) is the
+                    # source's, and costs this attempt — never ``auth_failed``, which tells
+                    # the operator to replace the account's token.
                     raise SourceError(
-                        TerminalReason.AUTH_FAILED, "pixiv rejected a fresh access token", retryable=False
+                        TerminalReason.REMOTE_HTTP_ERROR,
+                        f"pixiv refused an access token it had just issued (HTTP {response.status_code}): "
+                        f"{(text or '')[:200]}",
+                        status=response.status_code,
                     )
                 refreshed = True
                 await self.authenticate(force=True)
