@@ -57,7 +57,8 @@ class UnavailableKind(StrEnum):
 
     * ``gone`` — the source says so: deleted, private, restricted, an image answering
       404/410 (the default: what a source means when it raises without a kind); an image
-      or a detail answering a bare 403 too, not recognised as the work's (held briefly:
+      or a detail answering a bare 403 too, or a detail's 404 that is not the source's own
+      error answer (an HTML page, an empty body), not recognised as the work's (held briefly:
       :attr:`WorkUnavailable.recognised`);
     * ``unusable_url`` — a file URL of the work the source may not request: another host,
       a path not strictly under the image host's prefix, not a URL, too long

@@ -246,7 +246,7 @@ async def test_token_rejected_early_is_refreshed_once_and_the_call_retried(repla
 
 async def test_a_fresh_token_rejected_again_is_the_sources_and_retried(replay: Replay) -> None:
     """The token endpoint has just accepted the refresh token: a second OAuth error is the
-    app-api's, retried — until 2026-12-06 ``auth_failed``, the account's token blamed."""
+    app-api's, retried — until 2026-12-05 ``auth_failed``, the account's token blamed."""
     replay.faults.search = ["oauth", "oauth"]
     with pytest.raises(SourceError) as caught:
         await replay.client().search_illust("風景")

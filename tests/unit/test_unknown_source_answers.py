@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from curaflow.domain.reasons import TerminalReason
-from curaflow.sources.errors import SourceError
+from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv.client import PixivClient
 
@@ -65,7 +65,7 @@ def client(
 async def test_a_token_answer_not_recognised_as_invalid_grant_is_the_sources_and_retried(
     answer: httpx.Response,
 ) -> None:
-    """Until 2026-12-06 every HTTP 400 of the token endpoint was ``auth_failed``: the job
+    """Until 2026-12-05 every HTTP 400 of the token endpoint was ``auth_failed``: the job
     ended at once, not retried, its message telling the operator to replace a refresh
     token nothing said was wrong."""
     pixiv, _ = client(lambda: answer)
@@ -86,7 +86,7 @@ async def test_invalid_grant_is_still_the_accounts_after_one_token_request() -> 
 async def test_an_access_token_refused_right_after_its_refresh_is_the_sources() -> None:
     """The token endpoint has just accepted the refresh token: the account's token is good.
     An app-api that still refuses the fresh access token (its replicas lagging, a changed
-    wording) is the source's, retried — until 2026-12-06 it was ``auth_failed``, not
+    wording) is the source's, retried — until 2026-12-05 it was ``auth_failed``, not
     retried, the operator told to replace the account's refresh token."""
     pixiv, seen = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(400, json=OAUTH_ERROR))
     with pytest.raises(SourceError) as raised:
@@ -101,3 +101,30 @@ async def test_an_access_token_refused_then_a_refresh_token_refused_is_the_accou
     with pytest.raises(SourceError) as raised:
         await pixiv.search_illust("tag")
     assert (raised.value.reason, raised.value.retryable) == (TerminalReason.AUTH_FAILED, False)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        httpx.Response(404, html="<html><body><h1>404 Not Found</h1>nginx</body></html>"),  # a moved path, a proxy
+        httpx.Response(404, content=b""),
+        httpx.Response(404, json={"detail": "Not Found"}),  # a JSON of another shape than the app-api's
+    ],
+)
+async def test_a_404_not_in_the_app_apis_words_is_not_recognised_as_the_works(answer: httpx.Response) -> None:
+    """A 404 is the work's only when it is the app-api's error object: an HTML 404 is what
+    a moved endpoint or a proxy answers for every work, and remembered for the week it cost
+    every ugoira its jobs met (until 2026-12-05)."""
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: answer)
+    for call in (pixiv.illust_detail, pixiv.ugoira_metadata):
+        with pytest.raises(WorkUnavailable) as raised:
+            await call("123")
+        assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.GONE, False)
+
+
+async def test_the_app_apis_404_is_still_the_works() -> None:
+    body = {"error": {"user_message": "Page not found", "message": "", "reason": "", "user_message_details": {}}}
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(404, json=body))
+    with pytest.raises(WorkUnavailable) as raised:
+        await pixiv.ugoira_metadata("123")
+    assert raised.value.recognised is True

@@ -28,6 +28,26 @@ def error_text(body: Any) -> str | None:
     return str(err)
 
 
+#: The fields of the app-api's error object (``{"error": {"user_message", "message",
+#: "reason", "user_message_details"}}``); an error answer of the app-api has at least one.
+APP_API_ERROR_FIELDS = ("user_message", "message", "reason", "user_message_details")
+
+
+def is_app_api_error(body: Any) -> bool:
+    """Whether ``body`` is the app-api's own error answer: a JSON object whose ``error`` is
+    an object with at least one of :data:`APP_API_ERROR_FIELDS`.
+
+    Only such an answer may be read as the app-api speaking about what was asked (a work's
+    404): a 404 of another shape — an HTML page, an empty body, another JSON — is what a
+    moved endpoint or a proxy answers for every request (DESIGN.md "Attribution before
+    judgement": recognise positively only what lets you blame the work).
+    """
+    if not isinstance(body, dict):
+        return False
+    err = body.get("error")
+    return isinstance(err, dict) and any(field in err for field in APP_API_ERROR_FIELDS)
+
+
 def json_body(response: httpx.Response) -> Any:
     """The answer's JSON with every string cleaned (:func:`~curaflow.domain.text.loads_clean`); None if not JSON."""
     try:

@@ -17,7 +17,13 @@ from curaflow.outbound import AnswerTooLarge, Limits, Outbound, as_outbound, con
 from curaflow.sources.animation import Animation, UnusableAnimation
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.gate import Gate
-from curaflow.sources.pixiv.client.answers import error_text, json_body, reason_for_status, too_large
+from curaflow.sources.pixiv.client.answers import (
+    error_text,
+    is_app_api_error,
+    json_body,
+    reason_for_status,
+    too_large,
+)
 from curaflow.sources.pixiv.client.constants import (
     CLIENT_ID,
     CLIENT_SECRET,
@@ -188,7 +194,10 @@ class PixivClient(ImageRequests):
 
         Raises:
             SourceError: classified failure.
-            WorkUnavailable: a work-level refusal (404, restricted) when ``work_id`` is given.
+            WorkUnavailable: a work-level refusal when ``work_id`` is given: recognised as
+                the work's for the app-api's own 404 (:func:`is_app_api_error`) or the
+                "restricted" words; not recognised (held back briefly) for a bare 403 or a
+                404 of another shape.
         """
         refreshed = False
         while True:
@@ -224,9 +233,11 @@ class PixivClient(ImageRequests):
                 await self.authenticate(force=True)
                 continue
             if work_id is not None and (response.status_code in (403, 404) or RESTRICTED_MARK in lowered):
-                # A 404 or the "restricted" words are about the work; a bare 403 is the
-                # API refusing the request (held back briefly, not the week).
-                recognised = response.status_code == 404 or RESTRICTED_MARK in lowered
+                # The app-api's own 404 or the "restricted" words are about the work; a bare
+                # 403, or a 404 not in the app-api's words (an HTML page, an empty body: a
+                # moved endpoint, a proxy — what every work would get), is the API refusing
+                # the request: held back briefly, not the week.
+                recognised = (response.status_code == 404 and is_app_api_error(body)) or RESTRICTED_MARK in lowered
                 raise WorkUnavailable(work_id, text or f"HTTP {response.status_code}", recognised=recognised)
             if RESTRICTED_MARK in lowered:
                 # Not one work: the account. Retrying cannot lift it; pause the account.
