@@ -4,7 +4,7 @@ Retries belong to Temporal (DESIGN.md decision 5): an activity raises
 ``ApplicationError(type=<reason code>)``; permanent failures are ``non_retryable``; every
 delay is :mod:`curaflow.domain.ratelimit`'s, expressed as ``next_retry_delay``: a source
 rate limit waits the account's cooldown ladder (60 s doubling per attempt up to 15 min, a
-``Retry-After`` as the floor — reference ``pixiv-and-delivery-apis.md`` §2.5); a route's
+``Retry-After`` as the floor up to the cap — reference ``pixiv-and-delivery-apis.md`` §2.5); a route's
 rate limit waits the delay the receiver stated, exactly, or the backoff of a limit that
 stated none (``retry_delay_ms``, counted per route by
 :func:`curaflow.ledger.route_gates.rate_limited`).

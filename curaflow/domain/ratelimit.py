@@ -4,7 +4,8 @@ definition each; pure).
 **Ladder** (reference ``pixiv-and-delivery-apis.md`` §2.5, PixivFlow's client kit): the
 ``n``-th consecutive rate limit cools down ``base × 2^(n-1)`` — 60 s, 120 s, 240 s …
 capped at 15 min by default — with the delay the source asked for (``Retry-After``) as
-the floor. Used by the account gates (:mod:`curaflow.sources.gate`, the ledger's
+the floor, up to the same cap (a longer stated delay costs one request after the cap,
+never the account for a week). Used by the account gates (:mod:`curaflow.sources.gate`, the ledger's
 ``source_gates``) and by an activity without a gate (its attempt number is the step):
 :func:`cooldown_ms`.
 
@@ -54,10 +55,18 @@ def ladder_ms(step: int, base_ms: int = LADDER_BASE_MS, cap_ms: int = LADDER_CAP
 def cooldown_ms(
     step: int, retry_after_ms: float | None = None, *, base_ms: int = LADDER_BASE_MS, cap_ms: int = LADDER_CAP_MS
 ) -> int:
-    """The cooldown after the ``step``-th consecutive rate limit: the ladder's step, or
-    the source's ``Retry-After`` when that is longer (at most :data:`MAX_STATED_S`).
-    Milliseconds."""
-    stated = min(retry_after_ms, MAX_STATED_S * 1000) if retry_after_ms and math.isfinite(retry_after_ms) else 0
+    """The cooldown of a source account after the ``step``-th consecutive rate limit: the
+    ladder's step, or the source's ``Retry-After`` when that is longer — **at most
+    ``cap_ms``** (the ladder's cap). Milliseconds.
+
+    A stated delay beyond the cap (a week, a date in year 9999) is not waited: it would
+    stop every job of the account for as long as the answer said, on the word of a header
+    of a form never seen from the source. The account asks again after the cap instead —
+    one request; a limit still running answers it and the ladder climbs (DESIGN.md "Safe
+    defaults at the edges": the unknown costs one attempt, never an account). Not finite,
+    zero or negative: no delay stated.
+    """
+    stated = min(retry_after_ms, cap_ms) if retry_after_ms and math.isfinite(retry_after_ms) else 0
     return int(max(ladder_ms(step, base_ms, cap_ms), stated))
 
 

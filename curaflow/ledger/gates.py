@@ -161,7 +161,7 @@ async def penalize(
     """Record a rate limit: climb the ladder and start the cooldown.
 
     The cooldown is ``base × 2^(penalty-1)`` (60 s, 120 s, 240 s … capped at 15 min by
-    default) with the source's ``Retry-After`` as a floor. The next slot is pushed past it.
+    default) with the source's ``Retry-After`` as a floor, up to the cap. The next slot is pushed past it.
 
     Returns:
         The cooldown in milliseconds from now.

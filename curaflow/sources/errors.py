@@ -17,7 +17,7 @@ class SourceError(Exception):
         retryable: whether another attempt may succeed.
         retry_after_s: a delay the source asked for (``Retry-After``), if any.
         cooldown_s: the exact wait before another attempt, decided by the account's rate
-            gate (its cooldown ladder with ``Retry-After`` as the floor); when set it is
+            gate (its cooldown ladder with ``Retry-After`` as the floor, up to the ladder's cap); when set it is
             the activity's ``next_retry_delay``.
         status: the HTTP status, if there was a response.
         hint: what the operator can do about it, in the source's own words (e.g. how to

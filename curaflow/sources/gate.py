@@ -10,7 +10,8 @@ PixivFlow's client kit):
   moves the next slot to an interval after it really left;
 * **cooldown ladder**: a rate limit ("Rate Limit" body, HTTP 429) starts a cooldown of
   60 s, doubling with every further rate limit up to 15 min, with the source's
-  ``Retry-After`` as the floor; while it runs no request of the account leaves — callers
+  ``Retry-After`` as the floor up to the cap (:func:`~curaflow.domain.ratelimit.cooldown_ms`);
+  while it runs no request of the account leaves — callers
   get a ``rate_limited`` :class:`~curaflow.sources.errors.SourceError` whose
   ``cooldown_s`` becomes the activity's ``next_retry_delay``, so the wait happens in
   Temporal, not in a sleeping worker slot;

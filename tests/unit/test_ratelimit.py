@@ -8,6 +8,8 @@ from email.utils import format_datetime
 import pytest
 
 from curaflow.domain.ratelimit import (
+    LADDER_BASE_MS,
+    LADDER_CAP_MS,
     MAX_STATED_S,
     cooldown_ms,
     first_retry_after,
@@ -124,5 +126,17 @@ def test_an_absurd_stated_delay_is_read_as_the_longest_a_job_may_wait(value: str
     assert seconds == MAX_STATED_S
     delay = retry_delay_ms(3, seconds * 1000)
     assert timedelta(milliseconds=delay) == timedelta(seconds=MAX_STATED_S)
-    assert cooldown_ms(3, seconds * 1000) == MAX_STATED_S * 1000
-    assert retry_delay_ms(1, 1e23) == cooldown_ms(1, 1e23) == MAX_STATED_S * 1000  # a caller's own number too
+    assert retry_delay_ms(1, 1e23) == MAX_STATED_S * 1000  # a caller's own number too
+    # A source account's cooldown takes a stated delay only up to its ladder's cap
+    # (test_a_source_cooldown_takes_a_stated_delay_only_up_to_the_ladders_cap).
+    assert cooldown_ms(3, seconds * 1000) == cooldown_ms(1, 1e23) == LADDER_CAP_MS
+
+
+def test_a_source_cooldown_takes_a_stated_delay_only_up_to_the_ladders_cap() -> None:
+    """A ``Retry-After`` of a week cooled the account down for the week: every job of the
+    account ended ``rate_limited`` meanwhile (until 2026-12-06). A longer limit now costs
+    one more request after the cap (its answer climbs the ladder again)."""
+    assert cooldown_ms(1, 7 * 86_400_000) == LADDER_CAP_MS
+    assert cooldown_ms(1, 600_000) == 600_000  # within the cap: the floor, as before
+    assert cooldown_ms(1, 7 * 86_400_000, base_ms=1_000, cap_ms=30_000) == 30_000
+    assert cooldown_ms(1, float("nan")) == cooldown_ms(1, -5.0) == LADDER_BASE_MS

@@ -8,6 +8,7 @@ what each test scripts.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import httpx
@@ -128,3 +129,21 @@ async def test_the_app_apis_404_is_still_the_works() -> None:
     with pytest.raises(WorkUnavailable) as raised:
         await pixiv.ugoira_metadata("123")
     assert raised.value.recognised is True
+
+
+@pytest.mark.parametrize("retry_after", ["604800", "99999999999", "Fri, 31 Dec 9999 23:59:59 GMT", "86400.5"])
+async def test_a_stated_delay_beyond_the_ladders_cap_does_not_cool_the_account_down_for_longer(
+    retry_after: str,
+) -> None:
+    """A ``Retry-After`` of a week (or a date in year 9999) on a rate limit cooled the
+    account down for a week: every job of the account ended ``rate_limited`` meanwhile
+    (until 2026-12-06). A stated delay is the cooldown's floor up to the ladder's cap; a
+    longer limit costs one more request after the cap, and the ladder climbs."""
+    gate = MemoryGate(cap_ms=900_000)
+    limited = httpx.Response(429, json={"error": {"message": "Rate Limit"}}, headers={"Retry-After": retry_after})
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: limited, gate=gate)
+    with pytest.raises(SourceError) as raised:
+        await pixiv.search_illust("tag")
+    assert raised.value.reason == TerminalReason.RATE_LIMITED
+    assert raised.value.cooldown_s is not None and raised.value.cooldown_s <= 900.0 + 1e-6  # monotonic float sums
+    assert json.dumps(raised.value.cooldown_s)  # a number a next_retry_delay can hold
