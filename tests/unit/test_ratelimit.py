@@ -134,7 +134,7 @@ def test_an_absurd_stated_delay_is_read_as_the_longest_a_job_may_wait(value: str
 
 def test_a_source_cooldown_takes_a_stated_delay_only_up_to_the_ladders_cap() -> None:
     """A ``Retry-After`` of a week cooled the account down for the week: every job of the
-    account ended ``rate_limited`` meanwhile (until 2026-12-06). A longer limit now costs
+    account ended ``rate_limited`` meanwhile (until 2026-12-05). A longer limit now costs
     one more request after the cap (its answer climbs the ladder again)."""
     assert cooldown_ms(1, 7 * 86_400_000) == LADDER_CAP_MS
     assert cooldown_ms(1, 600_000) == 600_000  # within the cap: the floor, as before

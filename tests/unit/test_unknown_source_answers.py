@@ -137,7 +137,7 @@ async def test_a_stated_delay_beyond_the_ladders_cap_does_not_cool_the_account_d
 ) -> None:
     """A ``Retry-After`` of a week (or a date in year 9999) on a rate limit cooled the
     account down for a week: every job of the account ended ``rate_limited`` meanwhile
-    (until 2026-12-06). A stated delay is the cooldown's floor up to the ladder's cap; a
+    (until 2026-12-05). A stated delay is the cooldown's floor up to the ladder's cap; a
     longer limit costs one more request after the cap, and the ladder climbs."""
     gate = MemoryGate(cap_ms=900_000)
     limited = httpx.Response(429, json={"error": {"message": "Rate Limit"}}, headers={"Retry-After": retry_after})
