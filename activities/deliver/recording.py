@@ -154,7 +154,11 @@ class DeliveryRecords:
             if err.rate_limited and not verdict.final:
                 stated = err.retry_after_s * 1000 if err.retry_after_s else None
                 delay_ms = await route_gates.rate_limited(
-                    conn, route=inp.route.name, stated_ms=stated, route_wide=err.route_wide
+                    conn,
+                    route=inp.route.name,
+                    stated_ms=stated,
+                    route_wide=err.route_wide,
+                    cap_ms=policy.route_pause_ms,
                 )
             if verdict.outcome == "rejected" and err.answer:
                 pause = await route_gates.count_refusal(

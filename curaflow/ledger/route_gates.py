@@ -174,15 +174,20 @@ async def count_refusal(
     return Pause(until=until, works=works, restored=int(restored[0]["n"]), reason=reason)
 
 
-async def rate_limited(conn: asyncpg.Connection, *, route: str, stated_ms: float | None, route_wide: bool) -> int:
+async def rate_limited(
+    conn: asyncpg.Connection, *, route: str, stated_ms: float | None, route_wide: bool, cap_ms: int
+) -> int:
     """Count a rate limit of ``route`` in the caller's transaction; returns the wait
     before the next attempt in ms (:func:`~curaflow.domain.ratelimit.retry_delay_ms`: the
     stated delay, else the backoff at the route's step). A ``route_wide`` limit makes
-    the whole route wait it (``cooldown_until``)."""
+    the whole route wait it (``cooldown_until``), at most ``cap_ms`` (the route's pause,
+    ``delivery.route_pause_ms``): a route-wide delay stated beyond it — a week in a
+    proxy's ``Retry-After`` — would hold every send of the route, each job of its targets
+    expiring meanwhile; past the cap a send costs one more attempt, answered again."""
     gate = await _locked(conn, route)
     step = gate.rate_limits + 1
     delay = retry_delay_ms(step, stated_ms)
-    cooldown = max(gate.cooldown_until, gate.now + delay) if route_wide else gate.cooldown_until
+    cooldown = max(gate.cooldown_until, gate.now + min(delay, max(0, cap_ms))) if route_wide else gate.cooldown_until
     await conn.execute(
         f"""UPDATE route_gates SET rate_limits = $2, cooldown_until = $3, updated_at = {DB_NOW_MS}
             WHERE route = $1""",

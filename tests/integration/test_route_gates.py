@@ -114,9 +114,38 @@ async def test_a_rate_limit_without_a_delay_climbs_per_route_and_a_global_one_ho
 ) -> None:
     route = f"dc-{short_id()}"
     async with ledger_pool.acquire() as conn:
-        delays = [await route_gates.rate_limited(conn, route=route, stated_ms=None, route_wide=False) for _ in range(3)]
+        delays = [
+            await route_gates.rate_limited(conn, route=route, stated_ms=None, route_wide=False, cap_ms=60_000)
+            for _ in range(3)
+        ]
         assert delays == [UNSTATED_BASE_MS, 2 * UNSTATED_BASE_MS, 4 * UNSTATED_BASE_MS]
-        assert await route_gates.rate_limited(conn, route=route, stated_ms=1_500, route_wide=False) == 1_500
-        wide = await route_gates.rate_limited(conn, route=route, stated_ms=None, route_wide=True)
+        assert (
+            await route_gates.rate_limited(conn, route=route, stated_ms=1_500, route_wide=False, cap_ms=60_000) == 1_500
+        )
+        wide = await route_gates.rate_limited(conn, route=route, stated_ms=None, route_wide=True, cap_ms=60_000)
     gate = await route_gates.read_gate(ledger_pool, route)
     assert gate is not None and gate.rate_limits == 5 and 0 < gate.cooldown_ms <= wide
+
+
+async def test_a_route_wide_limit_stating_a_week_holds_the_route_no_longer_than_a_pause(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    """A route-wide limit (Discord's ``global``, a 429 that is not the platform's JSON: a
+    proxy's) stating an absurd delay — a week — held every send of the route for the week,
+    each job of its targets ending expired meanwhile. The route's cooldown is at most
+    ``delivery.route_pause_ms``, what a broken route costs; the send that met it still
+    waits what was stated (its own retry, bounded by its job's deadline)."""
+    route = f"dc-{short_id()}"
+    week_ms = 7 * 24 * 3_600_000
+    async with ledger_pool.acquire() as conn:
+        delay = await route_gates.rate_limited(conn, route=route, stated_ms=week_ms, route_wide=True, cap_ms=3_600_000)
+    assert delay == week_ms
+    gate = await route_gates.read_gate(ledger_pool, route)
+    assert gate is not None and 3_500_000 < gate.cooldown_ms <= 3_600_000
+    # A limit within the cap is kept as stated, and a later shorter one never shortens it.
+    route2 = f"dc-{short_id()}"
+    async with ledger_pool.acquire() as conn:
+        await route_gates.rate_limited(conn, route=route2, stated_ms=600_000, route_wide=True, cap_ms=3_600_000)
+        await route_gates.rate_limited(conn, route=route2, stated_ms=1_000, route_wide=True, cap_ms=3_600_000)
+    gate2 = await route_gates.read_gate(ledger_pool, route2)
+    assert gate2 is not None and 590_000 < gate2.cooldown_ms <= 600_000
