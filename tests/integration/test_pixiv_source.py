@@ -116,15 +116,21 @@ class _NextUrlClient:
         5,
         True,
         {"offset": 30},
+        "https://app-api.pixiv.net/v1/search/illust?word=a&offset=60",
+        "https://app-api.pixiv.net/v1/search/illust?word=a&offset=999999999",
     ],
-    ids=["cursor", "offset-0", "offset-text", "broken-url", "number", "boolean", "object"],
+    ids=["cursor", "offset-0", "offset-text", "broken-url", "number", "boolean", "object", "skips-a-page", "far"],
 )
+@pytest.mark.parametrize("sort", ["date_desc", "popular_desc"])
 async def test_a_next_url_that_does_not_move_past_its_page_is_the_sources_failure_not_a_loop(
-    next_url: object,
+    next_url: object, sort: str
 ) -> None:
     # Followed, a next_url without a usable offset asked page 0 again and again (its works
     # all seen, the scan never advanced): the account's rate budget spent until the
-    # attempt's timeout. An answer not understood costs one attempt.
+    # attempt's timeout. One that leaps past the page's works skipped them unread (a page
+    # further) or, past the app-api's last offset, ended the scan as if the results had
+    # ended: `exhausted`, "no new works" (until 2026-12-05). An answer not understood
+    # costs one attempt.
     client = _NextUrlClient(next_url)
 
     async def known(ids: list[str]) -> dict[str, str]:
@@ -133,7 +139,7 @@ async def test_a_next_url_that_does_not_move_past_its_page_is_the_sources_failur
     async def on_page(cp: ScanCheckpoint) -> None:
         return None
 
-    spec = target(query={"tags": ["a"]}, scan_limit=100)
+    spec = target(query={"tags": ["a"], "sort": sort}, scan_limit=100)
     with pytest.raises(SourceError) as caught:
         await asyncio.wait_for(scan(client, spec, known=known, on_page=on_page, scan_limit=100), 10)  # type: ignore[arg-type]
     assert caught.value.retryable and caught.value.reason == TerminalReason.REMOTE_HTTP_ERROR

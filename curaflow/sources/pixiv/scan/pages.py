@@ -17,6 +17,7 @@ from curaflow.sources.errors import SourceError
 from curaflow.sources.pixiv import frontier as fr
 from curaflow.sources.pixiv.client import (
     MAX_OFFSET,
+    PAGE_SIZE,
     InvalidWork,
     PixivClient,
     iso_create_date,
@@ -142,6 +143,16 @@ async def _fetch_page(
         raise SourceError(
             TerminalReason.REMOTE_HTTP_ERROR,
             f"pixiv's next_url does not move past offset {offset}: {clean_text(str(next_url))[:200]!r}",
+        )
+    if next_url and offset_of(next_url) > offset + max(PAGE_SIZE, len(page["illusts"])):
+        # A next page past the works this one listed (Pixiv's is this page's offset plus
+        # its 30 places): followed, the places between were never read, and an offset
+        # past the app-api's last ended the scan as if its results had ended (exhausted,
+        # "no new works"). Not understood: this attempt's, retried.
+        raise SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR,
+            f"pixiv's next_url leaps from offset {offset} past the page's "
+            f"{len(page['illusts'])} works: {clean_text(str(next_url))[:200]!r}",
         )
     cp.started = True
     cp.pages += 1
