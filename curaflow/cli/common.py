@@ -34,13 +34,22 @@ def settings_or_exit(config: Path | None) -> Settings:
     try:
         return load_settings(config)
     except ConfigError as err:
-        err_console.print(f"[red]{err}[/red]")
+        error(str(err))
         raise typer.Exit(EXIT_CANNOT_START) from None
 
 
-def fail(message: str, code: int = 1) -> NoReturn:
-    """Print ``message`` on stderr as one line (never wrapped, no markup) and exit ``code``."""
+def error(message: str) -> None:
+    """Print ``message`` on stderr in red as one line (never wrapped), **without markup**:
+    a message holds text of others — an exception's, a third party's answer, a path —
+    whose square brackets rich would take for style tags and drop (``pip install
+    'curaflow[embedded]'`` printed as ``'curaflow'``), or obey."""
     err_console.print(message, style="red", markup=False, highlight=False, soft_wrap=True)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print ``message`` on stderr as one line (never wrapped, no markup: :func:`error`)
+    and exit ``code``."""
+    error(message)
     raise typer.Exit(code)
 
 
@@ -110,7 +119,7 @@ async def services(settings: Settings, *, status: str = "starting the embedded s
                 with err_console.status(status):
                     await stack.__aenter__()
             except (RuntimeError, FileNotFoundError) as err:  # e.g. the [embedded] extra is not installed
-                err_console.print(f"the embedded stack did not start: {err}", style="red", markup=False)
+                error(f"the embedded stack did not start: {err}")
                 raise typer.Exit(2) from None
             settings = stack.settings
     elif not settings.temporal.address or not settings.database.url:

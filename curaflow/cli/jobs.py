@@ -28,7 +28,7 @@ import typer
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.cli.common import ConfigOption, err_console, error, out_console, settings_or_exit
 from curaflow.client import (
     ApiUnreachable,
     CuraflowClient,
@@ -85,14 +85,14 @@ def _run(config: Path | None, api_url: str | None, action: Callable[[CuraflowCli
         code = asyncio.run(main())
     except ProtocolRefusal as err:
         detail = f" {json.dumps(err.detail, ensure_ascii=False)}" if err.detail else ""
-        err_console.print(f"[red]refused ({err.http_status}): {err.code}: {err.error.message or ''}{detail}[/red]")
+        error(f"refused ({err.http_status}): {err.code}: {err.error.message or ''}{detail}")
         code = 2
     except UnauthorizedError as err:
         hint = "the API has no token configured" if err.endpoint_disabled else "check CURAFLOW_API_TOKEN"
-        err_console.print(f"[red]{err.http_status} {err.text} ({hint})[/red]")
+        error(f"{err.http_status} {err.text} ({hint})")
         code = 3
     except (ApiUnreachable, UnexpectedResponse) as err:
-        err_console.print(f"[red]{err}[/red] (is the API running? --api-url {url})")
+        error(f"{err} (is the API running? --api-url {url})")
         code = 3
     except KeyboardInterrupt:
         code = 130

@@ -46,7 +46,7 @@ import asyncpg
 import typer
 from rich.table import Table
 
-from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
+from curaflow.cli.common import ConfigOption, err_console, error, out_console, settings_or_exit
 from curaflow.config import Settings
 from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.stack import read_stack_info
@@ -297,7 +297,7 @@ def accounts_resume(
 
     resumed = _run(config, body)
     if resumed is None:
-        err_console.print(f"[red]unknown account {account!r}[/red]")
+        error(f"unknown account {account!r}")
         raise typer.Exit(2)
     out_console.print(f"account {account} resumed" if resumed else f"account {account} was not paused")
     if not resumed:
@@ -367,7 +367,7 @@ def routes_resume(
 
     answer = _run(config, body)
     if answer is None:
-        err_console.print(f"[red]unknown route {route!r}[/red]")
+        error(f"unknown route {route!r}")
         raise typer.Exit(2)
     resumed, released = answer
     works = f"{released} held work{'s' if released != 1 else ''} released"

@@ -23,7 +23,7 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
-from curaflow.cli.common import ConfigOption, err_console, out_console, services, settings_or_exit
+from curaflow.cli.common import ConfigOption, err_console, error, out_console, services, settings_or_exit
 from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
 from curaflow.domain.models import JobRecord
@@ -96,7 +96,7 @@ def pick_target(settings: Settings, target: str | None) -> str:
         return target
     eligible = [t.id for t in settings.targets if t.accept_jobs]
     if len(eligible) != 1:
-        err_console.print(f"[red]several targets accept jobs ({', '.join(eligible)}); choose one with --target[/red]")
+        error(f"several targets accept jobs ({', '.join(eligible)}); choose one with --target")
         raise typer.Exit(2)
     return eligible[0]
 
@@ -170,7 +170,7 @@ async def run_job(
             out_console.print(f"error: {job['error']['code']} — {job['error'].get('message', '')}")
     if record.completed_at is None:
         if dead_worker is not None:
-            err_console.print(f"[red]the embedded worker exited; its log ({dead_worker}) ends with:[/red]")
+            error(f"the embedded worker exited; its log ({dead_worker}) ends with:")
             for line in dead_worker.read_text(errors="replace").splitlines()[-15:]:
                 err_console.print(line, markup=False, highlight=False, soft_wrap=True)  # a log line stays whole
             err_console.print("[yellow]the job continues on the next stack start[/yellow]")

@@ -18,6 +18,7 @@ from curaflow.cli.common import (
     EXIT_CANNOT_START,
     ConfigOption,
     err_console,
+    error,
     fail,
     out_console,
     settings_or_exit,
@@ -90,8 +91,8 @@ class DevPorts:
 async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
     """Run the embedded stack in the foreground until SIGINT/SIGTERM."""
     if read_stack_info(settings.state_dir) is not None:
-        err_console.print(f"[red]a curaflow dev stack already runs on {settings.state_dir}[/red]")
-        raise typer.Exit(1)
+        error(f"a curaflow dev stack already runs on {settings.state_dir}")
+        raise typer.Exit(EXIT_CANNOT_START)
     taken = [
         f"port {port} ({what}) is in use: pick another with {option}"
         for what, host, port, option in ports.options(settings, workers)
@@ -99,7 +100,7 @@ async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
     ]
     if taken:
         for line in taken:
-            err_console.print(f"[red]{line}[/red]")
+            error(f"{line}")
         raise typer.Exit(EXIT_CANNOT_START)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -124,7 +125,7 @@ async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
         with err_console.status("starting Temporal, PostgreSQL, workers and the API"):
             await stack.__aenter__()
     except (RuntimeError, OSError) as err:  # a port taken since the check, a server that died
-        err_console.print(f"[red]the dev stack did not start: {err}[/red]")
+        error(f"the dev stack did not start: {err}")
         err_console.print(f"logs: {stack.log_dir}")
         raise typer.Exit(EXIT_CANNOT_START) from None
     try:
@@ -163,7 +164,7 @@ async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
             await stack.__aexit__(None, None, None)
         out_console.print("stopped.")
     if stack.api_failure is not None:
-        err_console.print(f"[red]the API's background loop could not recover: {stack.api_failure}[/red]")
+        error(f"the API's background loop could not recover: {stack.api_failure}")
         raise typer.Exit(EXIT_LOOP_FAILED)
 
 
@@ -268,7 +269,7 @@ def api(
         # uvicorn start-up failure every other cause would share).
         sock = bind_socket(listen_host, listen_port)
     except CannotListen as err:
-        err_console.print(f"[red]{err}: pick another with --port (or api.port)[/red]")
+        error(f"{err}: pick another with --port (or api.port)")
         raise typer.Exit(EXIT_CANNOT_START) from None
     # PostgreSQL is asked once before the server starts: a ledger that refuses or never
     # answers is told in one line (the lifespan's failure is a traceback in uvicorn's log).
@@ -306,7 +307,7 @@ def api(
         err_console.print("[red]the API did not start: see the error above[/red]")
         raise typer.Exit(EXIT_CANNOT_START)
     if app.state.failure is not None:
-        err_console.print(f"[red]a background loop could not recover: {app.state.failure}[/red]")
+        error(f"a background loop could not recover: {app.state.failure}")
         raise typer.Exit(EXIT_LOOP_FAILED)
 
 

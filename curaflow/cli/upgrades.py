@@ -20,6 +20,7 @@ import typer
 from curaflow.cli.common import (
     ConfigOption,
     err_console,
+    error,
     out_console,
     settings_or_exit,
     temporal_errors,
@@ -56,7 +57,7 @@ def upgrade_check(
         try:
             before = datetime.fromisoformat(started_before)
         except ValueError:
-            err_console.print(f"[red]--started-before: not an ISO 8601 time: {started_before!r}[/red]")
+            error(f"--started-before: not an ISO 8601 time: {started_before!r}")
             raise typer.Exit(2) from None
         before = before if before.tzinfo is not None else before.replace(tzinfo=UTC)
         before = before.astimezone(UTC)

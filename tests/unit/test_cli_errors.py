@@ -1,0 +1,40 @@
+"""Error messages of the command line keep the text they quote (rich markup off)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from curaflow.cli import common
+from curaflow.cli.app import app
+
+
+def test_an_error_keeps_square_brackets_of_the_text_it_quotes(capsys: pytest.CaptureFixture[str]) -> None:
+    common.error("not installed: pip install 'curaflow[embedded]' ([link=http://x]here[/link])")
+    err = capsys.readouterr().err
+    assert "pip install 'curaflow[embedded]'" in err
+    assert "[link=http://x]here[/link]" in err  # a third party's text is printed, never obeyed
+
+
+def test_curaflow_dev_that_cannot_start_names_the_extra_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`curaflow dev` without the embedded extra said ``pip install 'curaflow'``: rich took
+    ``[embedded]`` of the exception's text for a style tag (a newcomer's finding)."""
+    from curaflow.devstack import stack as devstack
+
+    async def missing(self: object) -> object:
+        raise RuntimeError(
+            "the embedded PostgreSQL (pgserver) is not installed: pip install 'curaflow[embedded]'"
+            " (or set DATABASE_URL and TEMPORAL_ADDRESS)"
+        )
+
+    monkeypatch.setattr(devstack.EmbeddedStack, "__aenter__", missing)
+    monkeypatch.chdir(tmp_path)
+    ports = ["--temporal-port", "0", "--ui-port", "0", "--api-port", "0", "--temporal-http-port", "0"]
+    ports += ["--temporal-metrics-port", "0", "--worker-metrics-port", "0", "--replay-port", "0"]
+    result = CliRunner().invoke(app, ["dev", *ports])
+    assert result.exit_code == 2, result.output
+    assert "pip install 'curaflow[embedded]'" in result.output
