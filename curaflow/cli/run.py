@@ -146,6 +146,7 @@ async def run_job(
         assert record is not None
         job = project_job(record, now_ms())
         outcome = await svc.pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", admission.job_id)
+        own_stack = svc.stack is not None  # stopped on return: nothing runs the job until the next start
         dead_worker = (
             svc.stack.workers[0].log_file
             if svc.stack is not None and not any(w.alive() for w in svc.stack.workers)
@@ -175,7 +176,10 @@ async def run_job(
                 err_console.print(line, markup=False, highlight=False, soft_wrap=True)  # a log line stays whole
             err_console.print("[yellow]the job continues on the next stack start[/yellow]")
             return 1
-        err_console.print(f"[yellow]gave up waiting after {timeout_s:.0f}s; the job continues[/yellow]")
+        where = " on the next stack start (`curaflow run` or `curaflow dev` here)" if own_stack else ""
+        err_console.print(
+            f"gave up waiting after {timeout_s:g}s; the job continues{where}", style="yellow", markup=False
+        )
         return 1
     return 0 if job["status"] == "succeeded" else 1
 
@@ -185,7 +189,11 @@ def run(
     target: str | None = typer.Option(None, "--target", help="Configured target id (default: the only one)."),
     as_json: bool = typer.Option(False, "--json", help="Print the outcome record as JSON."),
     key: str | None = typer.Option(None, "--idempotency-key", help="Idempotency key (default: a new one)."),
-    timeout: float = typer.Option(900.0, help="Seconds to wait for the job to finish."),
+    timeout: float = typer.Option(
+        900.0,
+        min=1.0,
+        help="Seconds to wait for the job to finish (at least 1); the job itself goes on.",
+    ),
     config: Path | None = ConfigOption,
 ) -> None:
     """Run one candidate_search job to its outcome (starts the embedded stack if needed)."""

