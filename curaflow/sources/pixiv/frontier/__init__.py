@@ -59,6 +59,17 @@ with where they sit in the walk:
   reads one page of the known part again, in turn from the top (``revisit``), then jumps
   to ``offset`` = the mark's place in the whole list (≤ 5000: the app-api pages no
   further). Offsets are exact (the app-api accepts any ``offset``; pixivpy #153).
+* **Seams.** The offsets are live: a work deleted (or hidden) above the current place
+  between two page requests moves the work first on the next page onto the page already
+  read. The head phase checks its pages (``head``); the ``segment`` — the fresh walk,
+  the walk after the jump, a sweep's continuation — asks each page after the first one
+  place early while it has seen no candidate (a place it passes may become part of
+  ``known``, a fresh walk's run or the ``sweep``): the page must list the previous
+  page's last item again, or (date sorts, that work gone too) start at or before it by
+  creation time; else it is asked again one place earlier, then 29 places earlier at each
+  further step (date sorts down to offset 0; ``popular_desc`` two steps, its revisit
+  covering a larger shift). So the frontier never records as examined a place no page
+  read. After a candidate nothing further is recorded, and pages are the source's own.
 * **Landing check.** A work deleted (or hidden) above the mark moves the mark up, so the
   landing page could start past works never examined. Date sorts compare by creation
   time: a landing page that starts after the mark steps back 30 places until it starts
@@ -67,7 +78,10 @@ with where they sit in the walk:
   revisit page covers it: a work that moved up into the known part — a climber, or a
   work shifted by deletions above the mark — is read within ⌈known / 30⌉ jobs.
 * **Cost.** ``date_asc`` and ``popular_desc`` read at most 2 pages a job (plus a page per
-  landing step back). ``date_desc`` reads the works above ``head`` — ⌈above / 29⌉ pages,
+  landing step back, and a page per seam step back: a work deleted above the current
+  place between two of the job's pages). A walk's pages after its first before a
+  candidate hold 29 new works, not 30 (a fresh walk over N works: about ⌈(N − 30) / 29⌉ +
+  1 pages). ``date_desc`` reads the works above ``head`` — ⌈above / 29⌉ pages,
   then the landing page — and ``head`` cannot rise above the oldest work whose verdict
   does not last: new works since the last job, and everything newer than a young work
   below ``min_bookmarks`` (the last :data:`SETTLE_DAYS` days of the query), a work held,

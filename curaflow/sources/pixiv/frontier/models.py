@@ -117,6 +117,15 @@ class FrontierWalk(BaseModel):
         revisit_tally: the lasting verdicts of works of the known run read again (the
             ``revisit`` page): not counted twice (:func:`known_tally`).
         skipped_known: the walk passed over the known run without reading it.
+        seam_id / seam / seam_back: ``segment`` pages before the first candidate: the last
+            item listed on the previous page (its id; a work the source should never have
+            sent included) and its last work, when the next page was asked one place
+            early (None: the next page is not checked — the first of a pass, a landing
+            page, or after a candidate); the step backs taken at that seam. The next page
+            must list the item again (date sorts: or start at or before that work), else
+            it is asked again earlier (:func:`on_page`), so the walk never records a place
+            as examined that it did not read. None in a checkpoint written before the
+            fields existed: its next page is not checked (as before).
     """
 
     plan: Frontier
@@ -152,6 +161,9 @@ class FrontierWalk(BaseModel):
     head_tally: dict[str, int] = Field(default_factory=dict)
     revisit_tally: dict[str, int] = Field(default_factory=dict)
     skipped_known: bool = False
+    seam_id: str | None = None
+    seam: Mark | None = None
+    seam_back: int = 0
 
     def work_in_head(self, work_id: str) -> bool:
         """Whether the verdict on ``work_id`` belongs to the head (consumed once)."""
@@ -182,7 +194,8 @@ class PageStep(BaseModel):
         refetch: ask again at this offset instead (a landing page that started too late).
         jump: after ``works``, continue there (the head reached the known run).
         overlap: ask the next page this many places before the offset the source gives
-            (``date_desc`` head pages: one, so its first work proves there was no gap).
+            (one: ``date_desc`` head pages, and ``segment`` pages before the first
+            candidate; its first item, the last of this page, proves there was no gap).
     """
 
     works: list[Work]

@@ -76,6 +76,7 @@ def begin(
 
 def _land(walk: FrontierWalk, mark: Mark, sort: str, max_offset: int) -> FrontierWalk:
     walk.phase = "segment"
+    walk.seam_id, walk.seam = None, None  # a landing page is checked by its mark instead
     walk.skipped_known = True
     walk.segment = "sweep" if walk.plan.sweep is not None else "known"
     walk.skip = mark
@@ -85,13 +86,20 @@ def _land(walk: FrontierWalk, mark: Mark, sort: str, max_offset: int) -> Frontie
 
 
 def repeated_on(walk: FrontierWalk, listed: list[str]) -> int:
-    """How many of the first items ``listed`` on a ``date_desc`` head page (their ids, in
-    order, works the source should never have sent included) the previous head page
-    listed already: that page's last item — the next is asked one place early — and
-    anything before it. The scan neither parses nor counts them again."""
-    if walk.phase != "head" or walk.plan.head is None or walk.head_edge is None or walk.head_edge not in listed:
+    """How many of the first items ``listed`` on a page asked one place early (a
+    ``date_desc`` head page, or a ``segment`` page after one whose seam is checked; their
+    ids, in order, works the source should never have sent included) the previous page
+    listed already: that page's last item and anything before it. The scan neither parses
+    nor counts them again."""
+    if walk.phase == "head" and walk.plan.head is not None:
+        edge = walk.head_edge
+    elif walk.phase == "segment" and not walk.landing and not walk.pass_start:
+        edge = walk.seam_id
+    else:
+        edge = None
+    if edge is None or edge not in listed:
         return 0
-    return listed.index(walk.head_edge) + 1
+    return listed.index(edge) + 1
 
 
 def on_page(
@@ -127,6 +135,14 @@ def on_page(
             walk.stepped_back += 1
             return PageStep(works=[], refetch=back)
     listed_in = works
+    if walk.phase == "segment" and walk.seam_id is not None and not walk.pass_start:
+        back = _seam_check(walk, works, sort=sort, offset=offset, listed=listed)
+        if back is not None:
+            walk.seam_back += 1
+            return PageStep(works=[], refetch=back)
+        if walk.seam is not None and sort in DATE_SORTS:
+            works = listed_in = [w for w in works if not _passed(w, walk.seam, sort)]
+    walk.seam_id, walk.seam, walk.seam_back = None, None, 0
     if walk.pass_start:
         walk.day, walk.day_start = None, None
     walk.places = {}
@@ -167,7 +183,7 @@ def on_page(
                 start = walk.plan.sweep or walk.plan.known
                 if start is None:  # a head without a run: walk on from here
                     walk.phase, walk.segment = "segment", "known"
-                    return PageStep(works=head)
+                    return PageStep(works=head, overlap=_seam_after(walk, ids, works_in))
                 listed = [w.work_id for w in works_in]
                 if start.work_id in listed[i:]:
                     # The mark is on this page too: go on after it, no jump needed.
@@ -175,12 +191,58 @@ def on_page(
                     walk.skipped_known = True
                     walk.segment = "sweep" if walk.plan.sweep is not None else "known"
                     walk.skip = start
-                    return PageStep(works=head + works_in[listed.index(start.work_id) + 1 :])
+                    overlap = _seam_after(walk, ids, works_in)
+                    return PageStep(works=head + works_in[listed.index(start.work_id) + 1 :], overlap=overlap)
                 _land(walk, start, sort, max_offset)
                 return PageStep(works=head, jump=_jump_to(start, sort, max_offset))
         walk.head_ids = [w.work_id for w in works]
         return PageStep(works=works, overlap=1)
+    if walk.phase == "segment":
+        ids = listed if listed is not None else [w.work_id for w in listed_in]
+        return PageStep(works=works, overlap=_seam_after(walk, ids, listed_in))
     return PageStep(works=works)
+
+
+def _seam_after(walk: FrontierWalk, ids: list[str], works: list[Work]) -> int:
+    """Whether the page after this ``segment`` page is asked one place early (returned:
+    the overlap), its seam remembered to check it: while the walk has seen no candidate,
+    a place it passes may be recorded as examined (the known run, a fresh walk's run, a
+    sweep), so the boundary must be read without a gap. After a candidate nothing
+    further is recorded: the next page is the source's own."""
+    if walk.candidate_seen or not ids:
+        walk.seam_id, walk.seam = None, None
+        return 0
+    walk.seam_id = ids[-1]
+    last = works[-1] if works else None
+    walk.seam = Mark(work_id=last.work_id, create_date=last.create_date) if last is not None else None
+    return 1
+
+
+def _seam_check(
+    walk: FrontierWalk, works: list[Work], *, sort: str, offset: int, listed: list[str] | None
+) -> int | None:
+    """The offset to ask a ``segment`` page again at, when it may start past works no page
+    read (works above deleted or hidden between the two requests moved them up onto the
+    page before, after it was read); None: it starts at or before the seam.
+
+    The page was asked one place early: it lists the previous page's last item again
+    (:func:`repeated_on` left it out of ``works``), or — date sorts, that item gone
+    too — starts at or before that page's last work by creation time. Otherwise it is
+    asked again one place earlier (one work moved up: the usual case, a page more), then
+    :data:`PAGE` − 1 places earlier at each further step (up to 29 works moved up a
+    step), down to offset 0. ``popular_desc`` has no order key: it stops after two steps
+    (the item may have moved in the ranking instead), and the revisit of the known part
+    covers what a larger shift moves up. Once the walk has seen a candidate nothing past
+    it is recorded: no step back.
+    """
+    ids = listed if listed is not None else [w.work_id for w in works]
+    if walk.seam_id in ids:
+        return None
+    if walk.seam is not None and sort in DATE_SORTS and works and _passed(works[0], walk.seam, sort):
+        return None
+    if walk.candidate_seen or offset <= 0 or (sort not in DATE_SORTS and walk.seam_back >= 2):
+        return None
+    return max(0, offset - (1 if walk.seam_back == 0 else PAGE - 1))
 
 
 def _landing_check(walk: FrontierWalk, works: list[Work], *, sort: str, offset: int) -> int | None:
