@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
+from rich.text import Text
 
 from curaflow.cli.common import ConfigOption, err_console, error, out_console, services, settings_or_exit
 from curaflow.cli.pixiv import describe_source
@@ -38,14 +40,18 @@ from curaflow.protocol.task import validate_task
 POLL_S = 0.2
 
 
-def progress_table(record: JobRecord, job: dict[str, Any]) -> Table:
-    """A rich table of the job's cells (target, state, stage, work, reason)."""
-    table = Table(title=f"{record.job_id} — {job['status']} ({job['progress']['stage']})", expand=False)
+def progress_table(record: JobRecord, job: dict[str, Any]) -> Group:
+    """The job's id on a line of its own (whole, never wrapped into the table's title),
+    then a rich table of its cells (target, state, stage, work, reason) titled with its
+    status and stage. Every value is text, never markup."""
+    table = Table(title=Text(f"{job['status']} ({job['progress']['stage']})"), expand=False)
     for column in ("target", "state", "stage", "work", "reason"):
         table.add_column(column)
     for cell in record.cells:
-        table.add_row(cell.target_id, str(cell.state), cell.stage, cell.work_id or "", cell.reason or "")
-    return table
+        table.add_row(
+            *(Text(v) for v in (cell.target_id, str(cell.state), cell.stage, cell.work_id or "", cell.reason or ""))
+        )
+    return Group(Text(f"job {record.job_id}", overflow="fold"), table)
 
 
 def print_refusal(err: ProtocolError) -> None:

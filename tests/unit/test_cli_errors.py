@@ -56,3 +56,21 @@ def test_curaflow_run_refuses_a_timeout_under_a_second_before_starting_anything(
     result = CliRunner().invoke(app, ["run", "--tags", "a", "--timeout", timeout])
     assert result.exit_code == 2, result.output
     assert "timeout" in result.output
+
+
+def test_the_progress_shows_the_job_id_whole_on_its_own_line() -> None:
+    """In an 80-column terminal the id wrapped in the table's title, cut in the middle."""
+    import io
+
+    from rich.console import Console
+
+    from curaflow.cli.run import progress_table
+    from curaflow.ledger.records import JobRecord
+
+    job_id = "demo@manual-cli-223b962f-65e1-4c33-a110-2bbca04facd4"
+    record = JobRecord.model_construct(job_id=job_id, cells=[])
+    out = io.StringIO()
+    Console(file=out, width=60).print(progress_table(record, {"status": "succeeded", "progress": {"stage": "done"}}))
+    lines = out.getvalue().splitlines()
+    assert f"job {job_id}" in "".join(lines[:2])
+    assert any("succeeded (done)" in line for line in lines)
