@@ -147,3 +147,26 @@ async def test_a_stated_delay_beyond_the_ladders_cap_does_not_cool_the_account_d
     assert raised.value.reason == TerminalReason.RATE_LIMITED
     assert raised.value.cooldown_s is not None and raised.value.cooldown_s <= 900.0 + 1e-6  # monotonic float sums
     assert json.dumps(raised.value.cooldown_s)  # a number a next_retry_delay can hold
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # Google-style API error (Cloud Endpoints, an API gateway, a proxy): the most common
+        # JSON error object there is, with a `message` field of its own.
+        {"error": {"code": 404, "message": "Requested entity was not found.", "status": "NOT_FOUND"}},
+        {"error": {"message": "Not Found"}},
+        {"error": {"reason": "route not found"}},
+    ],
+)
+async def test_a_generic_json_error_object_is_not_the_app_apis_404(body: dict[str, object]) -> None:
+    """Only the app-api's own error object blames the work for the week. Its
+    ``user_message``, ``message`` and ``reason`` come together in every answer of it (the
+    replay, pixivpy's issues); a JSON error that merely has a ``message`` — what any
+    gateway or proxy answers for every request — is not recognised (until 2026-12-05 one
+    such field sufficed, the work remembered for the week)."""
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(404, json=body))
+    for call in (pixiv.illust_detail, pixiv.ugoira_metadata):
+        with pytest.raises(WorkUnavailable) as raised:
+            await call("123")
+        assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.GONE, False)

@@ -29,23 +29,27 @@ def error_text(body: Any) -> str | None:
 
 
 #: The fields of the app-api's error object (``{"error": {"user_message", "message",
-#: "reason", "user_message_details"}}``); an error answer of the app-api has at least one.
-APP_API_ERROR_FIELDS = ("user_message", "message", "reason", "user_message_details")
+#: "reason", "user_message_details"}}``) that an error answer of the app-api always holds
+#: (empty or not; ``user_message_details`` and other fields beside them are no matter).
+#: ``user_message`` is the app-api's own word; ``message`` alone is any gateway's.
+APP_API_ERROR_FIELDS = ("user_message", "message", "reason")
 
 
 def is_app_api_error(body: Any) -> bool:
     """Whether ``body`` is the app-api's own error answer: a JSON object whose ``error`` is
-    an object with at least one of :data:`APP_API_ERROR_FIELDS`.
+    an object holding every one of :data:`APP_API_ERROR_FIELDS` (others beside them allowed).
 
     Only such an answer may be read as the app-api speaking about what was asked (a work's
     404): a 404 of another shape — an HTML page, an empty body, another JSON — is what a
     moved endpoint or a proxy answers for every request (DESIGN.md "Attribution before
-    judgement": recognise positively only what lets you blame the work).
+    judgement": recognise positively only what lets you blame the work). One field is not
+    enough: ``{"error": {"message": …}}`` is the commonest JSON error there is (an API
+    gateway's, a proxy's) — until 2026-12-05 it made the work unavailable for the week.
     """
     if not isinstance(body, dict):
         return False
     err = body.get("error")
-    return isinstance(err, dict) and any(field in err for field in APP_API_ERROR_FIELDS)
+    return isinstance(err, dict) and all(field in err for field in APP_API_ERROR_FIELDS)
 
 
 def json_body(response: httpx.Response) -> Any:
