@@ -170,3 +170,34 @@ async def test_a_generic_json_error_object_is_not_the_app_apis_404(body: dict[st
         with pytest.raises(WorkUnavailable) as raised:
             await call("123")
         assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.GONE, False)
+
+
+async def test_calls_refused_one_token_together_refresh_it_once() -> None:
+    """Calls of one account that met the same refused access token refresh it once: the
+    first refreshes, the others take the token it got. Each refreshing on its own asked the
+    token endpoint once per call — and since a fresh token refused again is retried
+    (2026-12-05), once per call of every retry — and a token refreshed by one call could be
+    replaced under another before it asked again (its second refusal: the attempt lost)."""
+    import asyncio
+
+    issued: list[str] = []
+
+    def token() -> httpx.Response:
+        issued.append(f"t{len(issued)}")
+        return httpx.Response(200, json={**TOKEN, "access_token": issued[-1]})
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.01)  # the calls' requests are in flight together
+        if request.url.path.endswith("/auth/token"):
+            return token()
+        if request.headers["authorization"] != f"Bearer {issued[-1]}":
+            return httpx.Response(400, json=OAUTH_ERROR)  # only the newest token is good
+        return httpx.Response(200, json={"illusts": [], "next_url": None})
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    pixiv = PixivClient(http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test")
+    await pixiv.authenticate()
+    issued.append("t-rotated")  # the app-api no longer takes t0: every call meets a refusal
+    pages = await asyncio.gather(*(pixiv.search_illust("tag") for _ in range(4)))
+    assert [p["illusts"] for p in pages] == [[]] * 4
+    assert issued == ["t0", "t-rotated", "t2"]  # one refresh for the four calls

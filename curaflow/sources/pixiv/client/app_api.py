@@ -109,8 +109,13 @@ class PixivClient(ImageRequests):
 
     # ---- auth ---------------------------------------------------------------------
 
-    async def authenticate(self, *, force: bool = False) -> str:
+    async def authenticate(self, *, force: bool = False, refused: str | None = None) -> str:
         """Return a valid access token, refreshing it when missing, near expiry or forced.
+
+        ``refused``: the access token the app-api just refused — refreshed only while it is
+        still the current one: calls that met the same refusal together refresh it once,
+        the others taking the token the first one got (each refreshing on its own asked
+        the token endpoint once per call, and replaced a token another call had just got).
 
         Raises:
             SourceError: ``auth_failed`` (non-retryable) only for an answer whose
@@ -119,8 +124,9 @@ class PixivClient(ImageRequests):
                 ``remote_http_error`` (retryable) for anything else, any other 400 included.
         """
         async with self._auth_lock:
-            if not force and self._access_token and self._clock() < self._expires_at - self._margin_s:
-                return self._access_token
+            token = self._access_token
+            if token and not force and token != refused and self._clock() < self._expires_at - self._margin_s:
+                return token
             await self._pass_gate()
             try:
                 response = await self._out.request(
@@ -230,7 +236,7 @@ class PixivClient(ImageRequests):
                         status=response.status_code,
                     )
                 refreshed = True
-                await self.authenticate(force=True)
+                await self.authenticate(refused=token)
                 continue
             if work_id is not None and (response.status_code in (403, 404) or RESTRICTED_MARK in lowered):
                 # The app-api's own 404 or the "restricted" words are about the work; a bare
