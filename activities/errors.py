@@ -19,11 +19,11 @@ from temporalio.exceptions import ApplicationError
 
 from curaflow.domain.messages import CellUpdate
 from curaflow.domain.models import CellSnapshot
-from curaflow.domain.ratelimit import LADDER_BASE_MS, cooldown_ms
+from curaflow.domain.ratelimit import cooldown_ms
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger.cells import Barrier
 from curaflow.routes.base import RouteError
-from curaflow.sources.base import Source
+from curaflow.sources.base import Source, SourcePolicy
 from curaflow.sources.errors import SourceError
 from curaflow.sources.registry import UnsupportedSource
 
@@ -31,14 +31,13 @@ if TYPE_CHECKING:
     from activities.deps import ActivityDeps
 
 
-def source_failure(
-    err: SourceError, attempt: int, *, rate_limit_base_s: float = LADDER_BASE_MS / 1000
-) -> ApplicationError:
+def source_failure(err: SourceError, attempt: int, *, policy: SourcePolicy | None = None) -> ApplicationError:
     """The ``ApplicationError`` for a failed source call on attempt ``attempt``.
 
     A rate limit waits the cooldown the account's gate decided (``err.cooldown_s``: its
     ladder across every job of the account, persisted in the ledger); without a gate
-    the ladder climbs with the activity's attempt number instead.
+    the ladder climbs with the activity's attempt number instead, from the instance's
+    ``policy`` (its ladder's base and cap, as its gate's; default: the ladder's defaults).
     """
     delay = None
     if err.reason == TerminalReason.RATE_LIMITED:
@@ -46,7 +45,9 @@ def source_failure(
             delay = timedelta(seconds=max(0.001, err.cooldown_s))
         else:
             retry_ms = err.retry_after_s * 1000 if err.retry_after_s else None
-            delay = timedelta(milliseconds=cooldown_ms(attempt, retry_ms, base_ms=int(rate_limit_base_s * 1000)))
+            ladder = policy or SourcePolicy()
+            base_ms, cap_ms = int(ladder.rate_limit_base_s * 1000), int(ladder.rate_limit_cap_s * 1000)
+            delay = timedelta(milliseconds=cooldown_ms(attempt, retry_ms, base_ms=base_ms, cap_ms=cap_ms))
     return ApplicationError(
         str(err),
         type=str(err.reason),

@@ -199,7 +199,7 @@ class FetchActivity:
                         cell = nxt
                         continue
                     except SourceError as err:
-                        raise source_failure(err, info.attempt, rate_limit_base_s=policy.rate_limit_base_s) from err
+                        raise source_failure(err, info.attempt, policy=policy) from err
                     except PathEscape as err:  # ids are validated at the source: a bug, never retried
                         raise permanent(TerminalReason.INTERNAL_ERROR, str(err)) from err
                     except OSError as err:

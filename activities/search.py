@@ -323,7 +323,7 @@ def _failure(err: SourceError, inp: SearchInput, source: Source) -> ApplicationE
     """The activity's failure for the source's ``err`` (a restricted instance logged first)."""
     if err.reason == TerminalReason.ACCOUNT_RESTRICTED:
         _restricted(err, inp.job_id, inp.target.target_id, inp.target.account)
-    return source_failure(err, activity.info().attempt, rate_limit_base_s=source.policy.rate_limit_base_s)
+    return source_failure(err, activity.info().attempt, policy=source.policy)
 
 
 def _restricted(err: SourceError, job_id: str, target_id: str, account: str) -> None:

@@ -147,8 +147,9 @@ class SourcePolicy:
         unavailable_ttl_ms: how long a work found unavailable is skipped by later jobs.
         unrecognised_hold_ms: how long instead when the answer was not recognised as the
             work's (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`).
-        rate_limit_base_s: first step of the cooldown ladder when a rate limit carries
-            no cooldown from the gate (s).
+        rate_limit_base_s / rate_limit_cap_s: first step and cap of the cooldown ladder
+            when a rate limit carries no cooldown from the gate (s): the instance's own,
+            as its gate's (a stated ``Retry-After`` is waited up to the cap).
         keeps_frontier: the scan reads and leaves a scan frontier (the source's own
             memory of a target, stored by the ledger per target and
             :meth:`Source.frontier_key`; module doc).
@@ -159,6 +160,7 @@ class SourcePolicy:
     unavailable_ttl_ms: int = 7 * 86_400_000
     unrecognised_hold_ms: int = 3_600_000
     rate_limit_base_s: float = 60.0
+    rate_limit_cap_s: float = LADDER_CAP_MS / 1000
     keeps_frontier: bool = False
 
     def memory_ms(self, recognised: bool) -> int:
@@ -307,4 +309,5 @@ class SourceConfig(BaseModel):
             unavailable_ttl_ms=self.unavailable_ttl_ms,
             unrecognised_hold_ms=self.unrecognised_hold_ms,
             rate_limit_base_s=self.rate_limit_base_ms / 1000,
+            rate_limit_cap_s=self.rate_limit_cap_ms / 1000,
         )

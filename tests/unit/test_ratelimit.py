@@ -140,3 +140,23 @@ def test_a_source_cooldown_takes_a_stated_delay_only_up_to_the_ladders_cap() -> 
     assert cooldown_ms(1, 600_000) == 600_000  # within the cap: the floor, as before
     assert cooldown_ms(1, 7 * 86_400_000, base_ms=1_000, cap_ms=30_000) == 30_000
     assert cooldown_ms(1, float("nan")) == cooldown_ms(1, -5.0) == LADDER_BASE_MS
+
+
+def test_a_rate_limit_without_a_gate_keeps_the_accounts_own_cap() -> None:
+    """A source's rate limit that carries no cooldown from a gate (a source without one)
+    climbs the ladder with the attempt number — within the instance's configured
+    ``rate_limit_cap_ms``, the same cap its gate keeps (2026-12-05: a stated delay is waited
+    only up to the ladder's cap). The activities took the default cap of 15 min whatever
+    was configured: a 5-min cap waited a stated 15 min, a 1-h cap cut a stated 30 min."""
+    from datetime import timedelta
+
+    from activities.errors import source_failure
+    from curaflow.domain.reasons import TerminalReason
+    from curaflow.sources.base import SourceConfig
+    from curaflow.sources.errors import SourceError
+
+    for cap_ms, stated_s, waited in ((300_000, 900, 300), (3_600_000, 1800, 1800)):
+        policy = SourceConfig(kind="x", rate_limit_cap_ms=cap_ms).policy()
+        err = SourceError(TerminalReason.RATE_LIMITED, "429", retry_after_s=stated_s)
+        failure = source_failure(err, 1, policy=policy)
+        assert failure.next_retry_delay == timedelta(seconds=waited), cap_ms

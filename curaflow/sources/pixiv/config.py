@@ -170,5 +170,6 @@ class PixivSourceConfig(SourceConfig):
             unavailable_ttl_ms=self.unavailable_ttl_ms,
             unrecognised_hold_ms=self.unrecognised_hold_ms,
             rate_limit_base_s=self.rate_limit_base_ms / 1000,
+            rate_limit_cap_s=self.rate_limit_cap_ms / 1000,
             keeps_frontier=True,
         )
