@@ -180,14 +180,18 @@ async def rate_limited(
     """Count a rate limit of ``route`` in the caller's transaction; returns the wait
     before the next attempt in ms (:func:`~curaflow.domain.ratelimit.retry_delay_ms`: the
     stated delay, else the backoff at the route's step). A ``route_wide`` limit makes
-    the whole route wait it (``cooldown_until``), at most ``cap_ms`` (the route's pause,
-    ``delivery.route_pause_ms``): a route-wide delay stated beyond it — a week in a
-    proxy's ``Retry-After`` — would hold every send of the route, each job of its targets
-    expiring meanwhile; past the cap a send costs one more attempt, answered again."""
+    the whole route wait it (``cooldown_until``) — it and the send's own wait at most
+    ``cap_ms`` (the route's pause, ``delivery.route_pause_ms``): a route-wide delay stated
+    beyond it (a week in a proxy's ``Retry-After``) would hold every send of the route,
+    each job of its targets expiring meanwhile; past the cap a send costs one more
+    attempt, answered again. A limit of one send (a Telegram flood wait of hours) is
+    waited as stated: it holds that send only."""
     gate = await _locked(conn, route)
     step = gate.rate_limits + 1
     delay = retry_delay_ms(step, stated_ms)
-    cooldown = max(gate.cooldown_until, gate.now + min(delay, max(0, cap_ms))) if route_wide else gate.cooldown_until
+    if route_wide:
+        delay = min(delay, max(0, cap_ms))
+    cooldown = max(gate.cooldown_until, gate.now + delay) if route_wide else gate.cooldown_until
     await conn.execute(
         f"""UPDATE route_gates SET rate_limits = $2, cooldown_until = $3, updated_at = {DB_NOW_MS}
             WHERE route = $1""",

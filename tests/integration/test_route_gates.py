@@ -133,13 +133,15 @@ async def test_a_route_wide_limit_stating_a_week_holds_the_route_no_longer_than_
     """A route-wide limit (Discord's ``global``, a 429 that is not the platform's JSON: a
     proxy's) stating an absurd delay — a week — held every send of the route for the week,
     each job of its targets ending expired meanwhile. The route's cooldown is at most
-    ``delivery.route_pause_ms``, what a broken route costs; the send that met it still
-    waits what was stated (its own retry, bounded by its job's deadline)."""
+    ``delivery.route_pause_ms``, what a broken route costs, and so is the wait of the send
+    that met it (a review: each job then met the 429 again and waited the week itself)."""
     route = f"dc-{short_id()}"
     week_ms = 7 * 24 * 3_600_000
     async with ledger_pool.acquire() as conn:
         delay = await route_gates.rate_limited(conn, route=route, stated_ms=week_ms, route_wide=True, cap_ms=3_600_000)
-    assert delay == week_ms
+        # ... and so does the send that met it; a limit of one send is waited as stated.
+        one = await route_gates.rate_limited(conn, route=route, stated_ms=week_ms, route_wide=False, cap_ms=3_600_000)
+    assert delay == 3_600_000 and one == week_ms
     gate = await route_gates.read_gate(ledger_pool, route)
     assert gate is not None and 3_500_000 < gate.cooldown_ms <= 3_600_000
     # A limit within the cap is kept as stated, and a later shorter one never shortens it.
