@@ -446,7 +446,9 @@ def create_hostile_app(state: State, replay_url: str, internal_url: str, log_pat
             if turn == 2:
                 state.source_faults.append("empty 200")
                 return page([], None, word)
-            return page(works[20:30], None, word)
+            # From the place asked: page 1's last work first when asked one place early
+            # (the scan checks that nothing moved up unread between the two pages).
+            return page(works[19:30] if offset % 30 else works[20:30], None, word)
         return page(works[30:40], None, word)
 
     @app.get("/v1/illust/detail")

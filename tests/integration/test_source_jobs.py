@@ -106,7 +106,7 @@ async def test_access_token_expires_mid_job_and_is_refreshed(
     log = replay.faults.log
     assert [e.kind for e in log if e.kind != "image"] == ["auth", "search", "search", "auth", "search"]
     oauth = [e for e in log if e.error and "OAuth" in e.error]
-    assert len(oauth) == 1 and oauth[0].params.get("offset") == "30"
+    assert len(oauth) == 1 and oauth[0].params.get("offset") == "29"  # page 2, asked one place early
     assert log[-1].status == 200
 
 

@@ -228,3 +228,54 @@ def test_the_sweep_continuation_does_not_pass_over_a_work_a_deletion_skipped(sor
     seen = asyncio.run(_jobs(sort, verdicts, jobs))
     assert seen[0].frontier.sweep is not None, _story(seen)
     assert [boundary] in [s.candidates for s in seen[1:]], _story(seen)
+
+
+class _OffsetBlindClient:
+    """A source whose pages never meet: page 0 lists works A, every later offset lists the
+    same works B (it ignores the offset asked), none of them A's last, each newer than it."""
+
+    def __init__(self) -> None:
+        self.offsets: list[int] = []
+        base = {"type": "illust", "page_count": 1, "width": 10, "height": 10, "tags": [], "total_bookmarks": 0}
+        url = {"meta_single_page": {"original_image_url": "https://i.pximg.net/img-original/img/x_p0.png"}}
+        self.a = [{**base, **url, "id": 5000 - i, "create_date": f"2025-01-{20 - i // 2:02d}T00:00:00+09:00"}
+                  for i in range(30)]  # fmt: skip
+        self.b = [{**base, **url, "id": 9000 - i, "create_date": "2025-02-01T00:00:00+09:00"} for i in range(30)]
+
+    async def search_illust(self, word: str, *, offset: int = 0, **kw: Any) -> dict[str, Any]:
+        self.offsets.append(offset)
+        if len(self.offsets) > 60:
+            raise AssertionError(f"the scan asked {len(self.offsets)} pages: {self.offsets}")
+        await asyncio.sleep(0)
+        if offset == 0:
+            return {"illusts": self.a, "next_url": "https://app-api.pixiv.net/v1/search/illust?word=w&offset=30"}
+        more = offset < 150
+        next_url = f"https://app-api.pixiv.net/v1/search/illust?word=w&offset={offset + 30}" if more else None
+        return {"illusts": self.b, "next_url": next_url}
+
+
+@pytest.mark.parametrize("sort", SORTS)
+async def test_a_source_whose_pages_never_meet_costs_a_few_pages_not_the_job(sort: str) -> None:
+    """The hostile source of the chaos suite answers the same page whatever offset is asked:
+    each step back landed on a page the seam passes, and the next page failed it again —
+    the scan asked the same pages until the job's deadline. Now a scan takes at most
+    MAX_SEAM_STEPS step backs, goes on past the seam it could not check and records
+    nothing as examined from there."""
+    from curaflow.sources.pixiv.frontier.models import MAX_SEAM_STEPS
+
+    client = _OffsetBlindClient()
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return dict.fromkeys(ids, "duplicate")
+
+    spec = TargetSpec(target_id="t", query=TargetQuery(tags=["w"], sort=sort), filters=TargetFilters(), scan_limit=1)
+    cp = await asyncio.wait_for(
+        scan(client, spec, known=known, on_page=_nothing, scan_limit=1, frontier=Frontier(sort=sort)),  # type: ignore[arg-type]
+        10,
+    )
+    assert cp.exhausted
+    assert len(client.offsets) <= 2 * MAX_SEAM_STEPS + 8, client.offsets
+    stored = Frontier.model_validate(cp.frontier)
+    b_ids = {str(w["id"]) for w in client.b}
+    for mark in (stored.known, stored.head, stored.sweep):
+        assert mark is None or mark.work_id not in b_ids, stored

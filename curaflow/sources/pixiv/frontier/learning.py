@@ -28,6 +28,12 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
             if walk.revisit_at is not None:  # a work of the known run, read again
                 _count(walk.revisit_tally, reason)
         return
+    if walk.seam_gap:
+        # Past a seam the walk could not check (``FrontierWalk.seam_gap``): a place here may
+        # lie past works no page read, so nothing is recorded as examined; a candidate
+        # still counts as one.
+        walk.candidate_seen = walk.candidate_seen or reason is None
+        return
     if walk.segment == "fresh" and not walk.candidate_seen and reason is not None:
         if held:
             if walk.run_top is None:

@@ -16,6 +16,9 @@ from curaflow.domain.models import Work
 
 #: The app-api's page size.
 PAGE = 30
+#: Step backs at unchecked seams one scan takes (:attr:`FrontierWalk.seam_steps`) before it
+#: goes on past the next one without checking it, recording nothing from there.
+MAX_SEAM_STEPS = 8
 #: Sorts that walk by creation time (a mark is found again by its day and time).
 DATE_SORTS = ("date_desc", "date_asc")
 
@@ -126,6 +129,14 @@ class FrontierWalk(BaseModel):
             it is asked again earlier (:func:`on_page`), so the walk never records a place
             as examined that it did not read. None in a checkpoint written before the
             fields existed: its next page is not checked (as before).
+        seam_steps / seam_gap: the step backs the whole scan took (at most
+            :data:`MAX_SEAM_STEPS`), and whether it went on past a seam it could not
+            check — a source whose pages never list the previous page's last item (one
+            that ignores the offset it is asked) would otherwise be asked the same pages
+            for ever, each step back landing on a page the seam passes and the next page
+            failing it again. From a gap on, the walk records nothing as examined: no
+            fresh run, no known run, no sweep past it (:func:`observe`); the next job
+            reads from there.
     """
 
     plan: Frontier
@@ -164,6 +175,8 @@ class FrontierWalk(BaseModel):
     seam_id: str | None = None
     seam: Mark | None = None
     seam_back: int = 0
+    seam_steps: int = 0
+    seam_gap: bool = False
 
     def work_in_head(self, work_id: str) -> bool:
         """Whether the verdict on ``work_id`` belongs to the head (consumed once)."""

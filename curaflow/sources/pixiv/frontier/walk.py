@@ -6,7 +6,17 @@ See :mod:`curaflow.sources.pixiv.frontier` ("How a job walks").
 from __future__ import annotations
 
 from curaflow.domain.models import Work
-from curaflow.sources.pixiv.frontier.models import DATE_SORTS, PAGE, Frontier, FrontierWalk, Jump, Mark, PageStep, _key
+from curaflow.sources.pixiv.frontier.models import (
+    DATE_SORTS,
+    MAX_SEAM_STEPS,
+    PAGE,
+    Frontier,
+    FrontierWalk,
+    Jump,
+    Mark,
+    PageStep,
+    _key,
+)
 
 
 def _passed(work: Work, mark: Mark, sort: str) -> bool:
@@ -242,6 +252,12 @@ def _seam_check(
         return None
     if walk.candidate_seen or offset <= 0 or (sort not in DATE_SORTS and walk.seam_back >= 2):
         return None
+    if walk.seam_steps >= MAX_SEAM_STEPS:
+        # The source's pages never meet (it ignores the offset asked, or keeps moving):
+        # go on, and record nothing as examined from this unchecked seam on.
+        walk.seam_gap, walk.clean = True, False
+        return None
+    walk.seam_steps += 1
     return max(0, offset - (1 if walk.seam_back == 0 else PAGE - 1))
 
 
