@@ -366,7 +366,10 @@ async def test_a_request_that_leaves_late_still_spaces_the_next_one(ledger_pool:
     await blocker
     await gate.acquire()
     gap = time.monotonic() - second_left
-    assert gap >= 0.29, gap  # before: the third slot was 300 ms after the second *slot* (~50 ms here)
+    # Before: the third slot was 300 ms after the second *slot* (~50 ms here). The slots are
+    # the database's clock in whole milliseconds, the gap this process's: allow 20 ms (a
+    # clean CI read 289.97 ms once under load).
+    assert gap >= 0.28, gap
 
 
 async def _logged(pool: asyncpg.Pool, seen: list[str], body, *, transaction: bool = True):  # type: ignore[no-untyped-def]
