@@ -36,12 +36,14 @@ COUNT = 100
 @dataclass
 class Job:
     """One job of the target: its cap, the works (by place in the walk's order, ``0``
-    first) deleted after its first page (the app-api's offsets are live), and the
-    checkpoint after which its attempt fails, to be resumed from that checkpoint with
-    ``strip`` left out of its walk (as a checkpoint of an older version)."""
+    first) deleted before it starts (since the last job) and after its first page (the
+    app-api's offsets are live), and the checkpoint after which its attempt fails, to be
+    resumed from that checkpoint with ``strip`` left out of its walk (as a checkpoint of
+    an older version)."""
 
     cap: int = 1000
     deleted_after_first_page: set[int] = field(default_factory=set)
+    deleted_before: set[int] = field(default_factory=set)
     interrupted_after: int | None = None
     strip: tuple[str, ...] = ()
 
@@ -98,6 +100,7 @@ async def _jobs(
         client = PixivClient(http, refresh_token="r", api_url="http://replay", auth_url="http://replay")
         for job in jobs:
             handed: set[int] = set()
+            faults.deleted_works |= {_id(sort, deep, p) for p in job.deleted_before}
 
             async def known(ids: list[str], handed: set[int] = handed) -> dict[str, str]:
                 found = {}

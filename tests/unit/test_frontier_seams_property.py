@@ -55,3 +55,39 @@ def test_capped_jobs_deliver_every_candidate_while_works_are_deleted_between_pag
     seen = asyncio.run(_jobs(sort, ruled, jobs, until_idle=sort != "popular_desc"))
     delivered = {p for s in seen for p in s.candidates}
     assert delivered == candidates, [(s.candidates, s.pages) for s in seen]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_popular_desc_jobs_deliver_every_candidate_while_works_are_deleted_between_jobs(data) -> None:
+    # popular_desc lands at the known mark's place k: works deleted above it since the
+    # last job move the works after it up into the known part, over the landing page; its
+    # revisit cycle reads the known part again whole ([0, k)), so each is found within a
+    # cycle. Before 2026-12-05c the places from the last multiple of 30 up to k (all of
+    # them when k < 30: no revisit) were never read again: a work moved there behind a
+    # known run that stays put (a work held back after it) was lost — about one example
+    # in eight of these. A few works not delivered before follow each other from a place
+    # ``near``, a work held back after them, some others anywhere; delivered works above
+    # ``near`` are deleted between jobs.
+    cap = data.draw(st.integers(61, 120), label="cap")
+    near = data.draw(st.integers(1, 75), label="near")
+    run = data.draw(st.integers(2, 4), label="run")
+    after = near + run + data.draw(st.integers(0, 2), label="gap")
+    verdicts = data.draw(st.dictionaries(st.integers(0, COUNT - 1), st.sampled_from(VERDICTS), max_size=4))
+    verdicts |= {p: None for p in range(near, near + run)}
+    verdicts[after] = data.draw(st.sampled_from(["held", "unrecognised"]), label="after")
+    ruled = {p: v for p in range(COUNT) if (v := verdicts.get(p, "duplicate")) is not None}
+    candidates = {p for p in range(COUNT) if p not in ruled}
+    lasting = sorted(p for p, v in ruled.items() if v in ("duplicate", "refused") and p < near)
+    deletions = data.draw(
+        st.lists(
+            st.sets(st.sampled_from(lasting), min_size=min(2, len(lasting)), max_size=5) if lasting else st.just(set()),
+            min_size=2,
+            max_size=8,
+        )
+    )
+    jobs = [Job(cap=cap, deleted_before=gone) for gone in deletions]
+    jobs += [Job(cap=cap)] * (2 * len(candidates) + COUNT // cap + 4 + COUNT // 30 + 2)
+    seen = asyncio.run(_jobs("popular_desc", ruled, jobs))
+    delivered = {p for s in seen for p in s.candidates}
+    assert delivered == candidates, [(s.candidates, s.pages) for s in seen]

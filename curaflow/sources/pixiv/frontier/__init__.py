@@ -56,9 +56,12 @@ with where they sit in the walk:
   when it is listed there, else a jump — the same query with ``end_date`` = the mark's
   day, at ``offset`` = the mark's place among that day's works. ``date_asc`` jumps at
   once (nothing new appears before the start of an ascending walk). ``popular_desc`` first
-  reads one page of the known part again, in turn from the top (``revisit``), then jumps
-  to ``offset`` = the mark's place in the whole list (≤ 5000: the app-api pages no
-  further). Offsets are exact (the app-api accepts any ``offset``; pixivpy #153).
+  reads one page of the known part again, in turn from the top (``revisit``; the cycle's
+  last page ends at the mark, so it covers the known part whole), then jumps to
+  ``offset`` = the mark's place in the whole list (≤ 5000: the app-api pages no further);
+  a known run shorter than a page is read again by every job on the page at offset 0,
+  which holds the mark's place too: the walk goes on after the mark there. Offsets are
+  exact (the app-api accepts any ``offset``; pixivpy #153).
 * **Seams.** The offsets are live: a work deleted (or hidden) above the current place
   between two page requests moves the work first on the next page onto the page already
   read. The head phase checks its pages (``head``); the ``segment`` — the fresh walk,
@@ -76,7 +79,8 @@ with where they sit in the walk:
   at or before it (deletions cost a page, never a skipped work). Works at or before the
   mark on the landing page are not examined again. ``popular_desc`` has no such key; the
   revisit page covers it: a work that moved up into the known part — a climber, or a
-  work shifted by deletions above the mark — is read within ⌈known / 30⌉ jobs.
+  work shifted by deletions above the mark over the landing — is read within ⌈known / 30⌉
+  jobs (every job when the known run is shorter than a page).
 * **Cost.** ``date_asc`` and ``popular_desc`` read at most 2 pages a job (plus a page per
   landing step back, and a page per seam step back: a work deleted above the current
   place between two of the job's pages). A walk's pages after its first before a
@@ -126,7 +130,7 @@ from curaflow.sources.pixiv.frontier.learning import advance, known_tally, obser
 from curaflow.sources.pixiv.frontier.models import DATE_SORTS, PAGE, Frontier, FrontierWalk, Jump, Mark, PageStep
 from curaflow.sources.pixiv.frontier.rules import LASTING_REASONS, SETTLE_DAYS, lasting, settled_before
 from curaflow.sources.pixiv.frontier.stored import applies, describe, fingerprint, key, read
-from curaflow.sources.pixiv.frontier.walk import begin, on_page, repeated_on
+from curaflow.sources.pixiv.frontier.walk import begin, on_page, repeated_on, revisit_offset
 
 __all__ = [
     "DATE_SORTS",
@@ -150,6 +154,7 @@ __all__ = [
     "on_page",
     "read",
     "repeated_on",
+    "revisit_offset",
     "settled_before",
     "tail_pass",
 ]

@@ -126,8 +126,10 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
         return new
     new = plan.model_copy(deep=True)
     if walk.revisit_at is not None:
+        # The next page of the cycle (walk.revisit_offset keeps its last page ending at
+        # the mark), or the top again once this page reached the mark.
         ahead = walk.revisit_at + PAGE
-        new.revisit = ahead if plan.known is not None and ahead + PAGE <= plan.known.index else 0
+        new.revisit = ahead if plan.known is not None and ahead < plan.known.index else 0
     if sort == "date_desc" and plan.head is not None:
         _advance_head(walk, new, capped=capped, exhausted=exhausted)
     if walk.phase in ("head", "revisit") and not walk.head_entered:

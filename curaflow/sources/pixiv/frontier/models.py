@@ -58,7 +58,8 @@ class Frontier(BaseModel):
             its works by reason word: the head moves up to it once a later head phase reads
             from ``head_sweep`` down to ``head`` with lasting verdicts only.
         revisit: ``popular_desc``: the offset of the page of the known part the next job
-            reads again (in turn from the top).
+            reads again (in turn from the top; a page past ``known.index − 30`` is read
+            there, so the cycle's last page ends at the mark: :func:`revisit_offset`).
         tally: the works of the known run by the reason word that ruled each out
             (``duplicate``, ``refused``, ``filtered:r18`` …): a scan that does not read
             the run again reports them as known (``CandidateReport.known``), so its

@@ -77,11 +77,32 @@ def begin(
             walk.pass_start = True
             return walk, _jump_to(resume, sort, max_offset)
         return walk, None
-    if sort not in DATE_SORTS and start.index >= PAGE:
-        walk.phase = "revisit"
-        walk.revisit_at = plan.revisit if plan.revisit + PAGE <= start.index else 0
-        return walk, Jump(offset=walk.revisit_at)
+    if sort not in DATE_SORTS:
+        revisit = revisit_offset(plan)
+        if revisit is not None:
+            walk.phase = "revisit"
+            walk.revisit_at = revisit
+            return walk, Jump(offset=revisit)
     return _land(walk, start, sort, max_offset), _jump_to(start, sort, max_offset)
+
+
+def revisit_offset(plan: Frontier) -> int | None:
+    """The offset of the known page a ``popular_desc`` job reads again (None: none).
+
+    The known run's mark is at place ``k``: a job lands there, and works deleted above it
+    since the last job move the works after it up, over the landing, into ``[0, k)``. The
+    revisit pages cover ``[0, k)`` whole, one a job in turn: ``plan.revisit`` (0, 30, 60
+    …), the cycle's last page starting at ``k − 30`` so that it ends at the mark (before
+    2026-12-05c the places from the last multiple of 30 up to ``k`` were never read
+    again). A known run shorter than a page is read again by every job on the page at
+    offset 0, which holds the mark's place too: the job goes on after the mark on that
+    page (:func:`on_page`), no landing page of its own. No known run, or one of a single
+    work (``k`` = 0): nothing lies above the landing, no revisit.
+    """
+    known = plan.known
+    if known is None or known.index <= 0:
+        return None
+    return max(0, min(plan.revisit, known.index - PAGE))
 
 
 def _land(walk: FrontierWalk, mark: Mark, sort: str, max_offset: int) -> FrontierWalk:
@@ -171,8 +192,19 @@ def on_page(
         if start is None:  # cannot happen (a revisit needs a mark): walk on
             walk.phase = "segment"
             return PageStep(works=works)
-        _land(walk, start, sort, max_offset)
-        return PageStep(works=works, jump=_jump_to(start, sort, max_offset))
+        ids = listed if listed is not None else [w.work_id for w in works]
+        cut = _mark_on_revisit(works, start, offset=offset, listed=ids)
+        if cut is None:
+            _land(walk, start, sort, max_offset)
+            return PageStep(works=works, jump=_jump_to(start, sort, max_offset))
+        # The mark's place is on this page (a known run shorter than a page): the works
+        # after it are the segment's, as the landing page there would have given them.
+        walk.head_ids = walk.head_ids[:cut]
+        walk.phase = "segment"
+        walk.skipped_known = True
+        walk.segment = "sweep" if walk.plan.sweep is not None else "known"
+        walk.skip = start
+        return PageStep(works=works, overlap=_seam_after(walk, ids, works))
     if walk.phase == "head" and walk.plan.head is not None:
         if walk.head_ids:
             walk.head_whole = False  # works of the last page went unexamined (never expected)
@@ -211,6 +243,29 @@ def on_page(
         ids = listed if listed is not None else [w.work_id for w in listed_in]
         return PageStep(works=works, overlap=_seam_after(walk, ids, listed_in))
     return PageStep(works=works)
+
+
+def _mark_on_revisit(works: list[Work], mark: Mark, *, offset: int, listed: list[str]) -> int | None:
+    """How many of a ``popular_desc`` revisit page's ``works`` are the known part's, when
+    the page holds the place of ``mark`` (where the walk goes on); None when it does not
+    (the walk jumps to the mark).
+
+    Up to the mark when the page lists it (works deleted above moved it up: those after
+    it are the segment's; works that climbed above it are the known part's), else up to
+    its place (the works from there on are what the landing page at its place would
+    list). A revisit page ends at or before the known mark's place unless the known run
+    is shorter than a page (the page at offset 0), so this only reads a mark near its
+    place: one that climbed far up the ranking is passed by, never followed back into
+    the known run.
+    """
+    place = mark.index - offset
+    if not 0 <= place < len(listed):
+        return None
+    ids = [w.work_id for w in works]
+    if mark.work_id in ids:
+        return ids.index(mark.work_id) + 1
+    before = set(listed[:place])
+    return sum(1 for w in works if w.work_id in before)
 
 
 def _seam_after(walk: FrontierWalk, ids: list[str], works: list[Work]) -> int:

@@ -1,0 +1,82 @@
+"""``popular_desc``'s revisit covers the whole known run, and a small cap still progresses.
+
+A popularity sort has no creation-time key to land by: a job lands at the known mark's
+place ``k`` in the list, and works deleted above it since the last job move the works
+after the mark up into the known part, over the landing. Each job reads one known page
+again, in turn (the revisit cycle), so such a work is found again. Until 2026-12-05 the
+cycle visited only the full pages below ``k`` (offsets 0, 30 … while ``offset + 30 ≤ k``):
+places from the last multiple of 30 up to ``k`` were never read again, nor any place
+below ``k`` when ``k < 30`` (no revisit at all) — a work moved there was lost to the
+target. And the revisit page's works counted against ``pixiv.max_examined``: below 30 no
+job got past it, so such a target never progressed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from curaflow.sources.pixiv.frontier import PAGE, Frontier, Mark, advance, begin, revisit_offset
+from tests.unit.test_frontier_seams import COUNT, Job, _jobs, _story
+
+SORT = "popular_desc"
+
+
+def _ruled(candidates: set[int], held: set[int]) -> dict[int, str]:
+    return {p: ("held" if p in held else "duplicate") for p in range(COUNT) if p not in candidates}
+
+
+def test_a_work_moved_into_the_tail_of_the_known_run_is_read_again() -> None:
+    # The first job delivers place 40 (the known run ends at 39). Three delivered works
+    # above are deleted before the second job: places 40 and 41 move to 37 and 38, and
+    # the landing at offset 39 starts at place 42. Place 43 is held back (not lasting),
+    # so the known run stays short of 60 (its mark at 42, now place 39): only the page at
+    # offset 0 was ever read again, never place 38 — the work first at 41 was lost.
+    jobs = [Job(), Job(deleted_before={0, 1, 2})] + [Job()] * 6
+    seen = asyncio.run(_jobs(SORT, _ruled({40, 41}, {43}), jobs))
+    assert seen[0].candidates == [40], _story(seen)
+    assert [41] in [s.candidates for s in seen], _story(seen)
+
+
+def test_a_work_moved_over_a_known_mark_below_one_page_is_read_again() -> None:
+    # The first job delivers place 10 (the known run ends at 9). Three delivered works
+    # above are deleted before the second job: the landing at offset 9 started at place
+    # 12, past place 11 (now 8), and with a known run shorter than a page no job read
+    # it again.
+    jobs = [Job(), Job(deleted_before={0, 1, 2})] + [Job()] * 3
+    seen = asyncio.run(_jobs(SORT, _ruled({10, 11}, {13}), jobs))
+    assert seen[0].candidates == [10], _story(seen)
+    assert seen[1].candidates == [11], _story(seen)
+
+
+def test_the_revisit_cycle_ends_one_page_before_the_mark() -> None:
+    # A known run ending at place 100: the cycle reads the pages at 0, 30, 60 and 70 (the
+    # last one ends at the mark), then starts again; every job lands at the mark after it.
+    frontier = Frontier(sort=SORT, known=Mark(work_id="1", index=100))
+    offsets = []
+    for _ in range(6):
+        walk, jump = begin(frontier, SORT, max_offset=5000)
+        assert jump is not None and walk.phase == "revisit"
+        offsets.append(jump.offset)
+        frontier = advance(walk, capped=False, exhausted=False)
+    assert offsets == [0, 30, 60, 70, 0, 30]
+    assert all(offset + PAGE <= 100 for offset in offsets)
+
+
+def test_a_stored_revisit_past_the_tail_reads_the_tail() -> None:
+    # A frontier stored by an earlier version whose known run since moved back (works
+    # deleted): its revisit offset is past the last full page; the job reads the page
+    # ending at the mark.
+    frontier = Frontier(sort=SORT, known=Mark(work_id="1", index=50), revisit=30)
+    _, jump = begin(frontier, SORT, max_offset=5000)
+    assert jump is not None and jump.offset == 20
+
+
+def test_a_known_run_shorter_than_a_page_is_read_again_on_the_landing_page() -> None:
+    # Its end is on the first page: every job reads the run again there and goes on after
+    # it on the same page (1 page, as the landing at the run's end read before).
+    assert revisit_offset(Frontier(sort=SORT, known=Mark(work_id="1", index=12), revisit=30)) == 0
+    assert revisit_offset(Frontier(sort=SORT, known=Mark(work_id="1", index=0))) is None
+    assert revisit_offset(Frontier(sort=SORT, sweep=Mark(work_id="1", index=40))) is None
+    seen = asyncio.run(_jobs(SORT, _ruled({10, 11, 12}, set()), [Job()] * 4))
+    assert [(s.candidates, s.pages) for s in seen] == [([10], 1), ([11], 1), ([12], 1), ([], 4)], _story(seen)
+    assert [s.frontier.known.index for s in seen if s.frontier.known] == [9, 10, 11, 99]
