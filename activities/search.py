@@ -247,7 +247,7 @@ class SearchActivity:
                 if binding.opened:
                     return Searched(CellUpdate(cell=cell), opened=cell, held=binding.held)
                 return Searched(barrier_update(cell, binding.barrier) if binding.barrier else CellUpdate(cell=cell))
-            if not (result.exhausted or not result.candidates or result.examined >= policy.max_examined):
+            if not (result.exhausted or not result.candidates or result.capped(policy.max_examined)):
                 return None
             update = await end_unbound(
                 conn,

@@ -85,6 +85,9 @@ class ScanState(BaseModel):
         next_url: the source's cursor of the next page (a URL, an offset, a token; None
             before the first page and after the last).
         examined / pages: works examined and pages fetched so far.
+        uncapped: of ``examined``, the works that do not count against ``max_examined``:
+            a source's own re-reading of works examined before (Pixiv's ``popular_desc``
+            revisit page); 0 for the generic scan. See :meth:`capped`.
         candidates: eligible works, in rank order.
         report: what the scan saw (stored on the cell).
         all_duplicates: every work examined was a duplicate so far.
@@ -105,6 +108,12 @@ class ScanState(BaseModel):
     report: CandidateReport = Field(default_factory=CandidateReport)
     all_duplicates: bool = True
     frontier: dict[str, Any] | None = None
+    uncapped: int = 0
+
+    def capped(self, max_examined: int) -> bool:
+        """Whether the scan has examined ``max_examined`` works that count against the
+        cap (``examined`` less ``uncapped``): it examines no further work."""
+        return self.examined - self.uncapped >= max_examined
 
 
 @dataclass

@@ -136,7 +136,7 @@ async def scan_pages(
     excluded = set(target.exclude_work_ids)
     gone = request.unavailable or set()
     want = min(request.scan_limit, request.want if request.want is not None else WANT)
-    while len(cp.candidates) < want and cp.examined < request.max_examined:
+    while len(cp.candidates) < want and not cp.capped(request.max_examined):
         if not cp.pending:
             if cp.pages_done:
                 cp.exhausted = True
@@ -147,7 +147,7 @@ async def scan_pages(
         held = {w.work_id for w in cp.candidates}
         ruled_out = await request.known([w.work_id for w in batch if WORK_ID.fullmatch(w.work_id)])
         for i, work in enumerate(batch):
-            if cp.examined >= request.max_examined or len(cp.candidates) >= request.scan_limit:
+            if cp.capped(request.max_examined) or len(cp.candidates) >= request.scan_limit:
                 cp.pending = batch[i:]
                 break
             if not WORK_ID.fullmatch(work.work_id) or work.work_id in held:
@@ -167,7 +167,7 @@ async def scan_pages(
         cp.report.fetched = cp.examined
         cp.report.pages = cp.pages
         cp.exhausted = cp.pages_done and not cp.pending
-        if not cp.exhausted and len(cp.candidates) < want and cp.examined < request.max_examined:
+        if not cp.exhausted and len(cp.candidates) < want and not cp.capped(request.max_examined):
             await request.on_page(cp)
     cp.report.fetched = cp.examined
     cp.report.pages = cp.pages

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from curaflow.sources.pixiv.frontier import PAGE, Frontier, Mark, advance, begin, revisit_offset
 from tests.unit.test_frontier_seams import COUNT, Job, _jobs, _story
 
@@ -80,3 +82,29 @@ def test_a_known_run_shorter_than_a_page_is_read_again_on_the_landing_page() -> 
     seen = asyncio.run(_jobs(SORT, _ruled({10, 11, 12}, set()), [Job()] * 4))
     assert [(s.candidates, s.pages) for s in seen] == [([10], 1), ([11], 1), ([12], 1), ([], 4)], _story(seen)
     assert [s.frontier.known.index for s in seen if s.frontier.known] == [9, 10, 11, 99]
+
+
+@pytest.mark.parametrize("cap", [1, 2, 10, 29, 45])
+def test_a_cap_below_two_pages_still_progresses(cap: int) -> None:
+    # The first job (uncapped) delivers place 40: the known run ends at 39, and every job
+    # after reads a known page again. Places 41-99 are new. Capped at fewer works than
+    # that page holds, each job still examines ``cap`` works after the mark (the page read
+    # again is not counted) and delivers the next place: 2 pages a job. (Capped at one
+    # work, a job examines only the work its predecessor delivered, right after the mark,
+    # and the next one the new work: every other job delivers, as for date sorts.)
+    jobs = [Job()] + [Job(cap=cap)] * 6
+    seen = asyncio.run(_jobs(SORT, _ruled(set(range(40, COUNT)), set()), jobs))
+    delivered = [[], [41], [], [42], [], [43]] if cap == 1 else [[41], [42], [43], [44], [45], [46]]
+    assert [s.candidates for s in seen] == [[40], *delivered], _story(seen)
+    assert [s.pages for s in seen[1:]] == [2] * 6, _story(seen)
+
+
+def test_a_capped_job_examines_the_cap_after_the_page_read_again() -> None:
+    # Everything up to place 99 delivered but place 95; known run ends at 39 (the first
+    # job delivered 40). Capped at 20, a job reads its revisit page (30 works) and 20 works
+    # after the mark, then ends capped: the next goes on from where it stopped (the last
+    # reads to the end of the results).
+    jobs = [Job()] + [Job(cap=20)] * 4
+    seen = asyncio.run(_jobs(SORT, _ruled({40, 95}, set()), jobs))
+    assert [s.candidates for s in seen] == [[40], [], [], [95], []], _story(seen)
+    assert [s.frontier.known.index for s in seen if s.frontier.known] == [39, 59, 79, 94, 99], _story(seen)

@@ -91,6 +91,9 @@ with where they sit in the walk:
   below ``min_bookmarks`` (the last :data:`SETTLE_DAYS` days of the query), a work held,
   unrecognised, released, excluded by a task or a candidate not delivered, are read by
   every job. ``pixiv.max_examined`` bounds a job; the next goes on from ``head_sweep``.
+  The works of the ``popular_desc`` revisit page are not counted against it
+  (:func:`read_again`): a job examines ``max_examined`` works after the known run, any
+  cap, and at most one page more.
 * Everything else the scan does is unchanged: filters, the ledger's ``known`` hook (every
   work read is judged as before; the frontier only decides which pages are read),
   checkpoints and resume, the 5000-offset window moves.
@@ -130,7 +133,7 @@ from curaflow.sources.pixiv.frontier.learning import advance, known_tally, obser
 from curaflow.sources.pixiv.frontier.models import DATE_SORTS, PAGE, Frontier, FrontierWalk, Jump, Mark, PageStep
 from curaflow.sources.pixiv.frontier.rules import LASTING_REASONS, SETTLE_DAYS, lasting, settled_before
 from curaflow.sources.pixiv.frontier.stored import applies, describe, fingerprint, key, read
-from curaflow.sources.pixiv.frontier.walk import begin, on_page, repeated_on, revisit_offset
+from curaflow.sources.pixiv.frontier.walk import begin, on_page, read_again, repeated_on, revisit_offset
 
 __all__ = [
     "DATE_SORTS",
@@ -153,6 +156,7 @@ __all__ = [
     "observe",
     "on_page",
     "read",
+    "read_again",
     "repeated_on",
     "revisit_offset",
     "settled_before",

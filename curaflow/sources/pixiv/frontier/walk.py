@@ -116,6 +116,24 @@ def _land(walk: FrontierWalk, mark: Mark, sort: str, max_offset: int) -> Frontie
     return walk
 
 
+def read_again(walk: FrontierWalk, work_id: str | None = None) -> bool:
+    """Whether the scan reads again what the target examined before, which does not count
+    against ``pixiv.max_examined``: ``work_id``, a work of the ``popular_desc`` revisit
+    page not examined yet (None: the page being parsed is the revisit page).
+
+    The revisit is the frontier's own upkeep — one known page a job, in turn, so that no
+    work moved up into the known run is lost — not the search for new works the cap
+    bounds: counted, a cap below a page left every job inside it (no job ever reached
+    the works after the known run) and one below two pages every other job capped
+    without a candidate. A job so examines at most one page more than the cap.
+    """
+    if walk.revisit_at is None:
+        return False
+    if work_id is None:
+        return walk.phase == "revisit"
+    return work_id in walk.head_ids
+
+
 def repeated_on(walk: FrontierWalk, listed: list[str]) -> int:
     """How many of the first items ``listed`` on a page asked one place early (a
     ``date_desc`` head page, or a ``segment`` page after one whose seam is checked; their

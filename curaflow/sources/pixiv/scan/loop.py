@@ -29,6 +29,8 @@ def _examine(cp: ScanCheckpoint, work: Work, reason: str | None) -> None:
         cp.last_day, cp.last_day_ids = day, []
     cp.last_day_ids.append(work.work_id)
     if cp.walk is not None:
+        if fr.read_again(cp.walk, work.work_id):
+            cp.uncapped += 1  # the revisit page: not counted against max_examined
         fr.observe(cp.walk, work, reason)
     count_examined(cp, work, reason)
 
@@ -60,7 +62,8 @@ async def scan(
             it for good) or ``unavailable`` (found gone by an earlier job).
         on_page: awaited with the checkpoint after each page that another page follows.
         checkpoint: the resume point of a previous attempt.
-        max_examined: most works examined in one scan.
+        max_examined: most works examined in one scan (those a ``popular_desc`` frontier
+            reads again on its revisit page are not counted: ``cp.uncapped``).
         want: stop once this many candidates are held (default ``min(scan_limit, WANT)``).
         unavailable: works this cell already found unavailable (rejected as such).
         on_skipped_day: called once for each day the source cannot page fully.
@@ -85,7 +88,7 @@ async def scan(
     excluded = set(target.exclude_work_ids)
     gone = unavailable or set()
     want = min(scan_limit, want if want is not None else WANT)
-    while len(cp.candidates) < want and cp.examined < max_examined:
+    while len(cp.candidates) < want and not cp.capped(max_examined):
         if not cp.pending:
             if not cp.pages_done and not cp.started and _empty_window(target, cp):
                 cp.pages_done = True  # the window moved past the target's dates: nothing left
@@ -98,7 +101,7 @@ async def scan(
         ids = [w.work_id for w in batch]
         ruled_out = await known(ids)
         for i, work in enumerate(batch):
-            if cp.examined >= max_examined or len(cp.candidates) >= scan_limit:
+            if cp.capped(max_examined) or len(cp.candidates) >= scan_limit:
                 cp.pending = batch[i:]
                 break
             if work.work_id in ruled_out:
@@ -111,7 +114,7 @@ async def scan(
         cp.report.fetched = cp.examined
         cp.report.pages = cp.pages
         cp.exhausted = cp.pages_done and not cp.pending
-        if not cp.exhausted and len(cp.candidates) < want and cp.examined < max_examined:
+        if not cp.exhausted and len(cp.candidates) < want and not cp.capped(max_examined):
             # More works follow: checkpoint so a retried attempt resumes there. A scan
             # that ends here is bound right away; nothing to resume.
             await on_page(cp)
@@ -120,7 +123,7 @@ async def scan(
     cp.report.exhausted = cp.exhausted
     cp.candidates = cp.candidates[:scan_limit]
     if cp.walk is not None:
-        capped = not cp.exhausted and not cp.candidates and cp.examined >= max_examined
+        capped = not cp.exhausted and not cp.candidates and cp.capped(max_examined)
         cp.frontier = fr.advance(cp.walk, capped=capped, exhausted=cp.exhausted).model_dump(mode="json")
         cp.report.known = fr.known_tally(cp.walk)
     return cp

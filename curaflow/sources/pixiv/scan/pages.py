@@ -68,11 +68,13 @@ def _parse_page(cp: ScanCheckpoint, page: dict[str, Any], skip: int = 0) -> list
     have sent are counted ``invalid``. ``page`` is an app-api answer, read with its strings
     cleaned (``PixivClient._get``)."""
     works: list[Work] = []
+    again = cp.walk is not None and fr.read_again(cp.walk)
     for illust in (page.get("illusts") or [])[skip:]:
         try:
             works.append(parse_work(illust, cleaned=True))
         except InvalidWork:
             cp.examined += 1
+            cp.uncapped += again
             cp.all_duplicates = False
             cp.report.rejected += 1
             cp.report.reasons["invalid"] = cp.report.reasons.get("invalid", 0) + 1
