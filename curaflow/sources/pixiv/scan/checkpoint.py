@@ -50,8 +50,9 @@ class ScanCheckpoint(ScanState):
             pass of the walk, and how many works of the latest day this pass fetched.
         walk: the scan against the target's frontier (None: no frontier kept).
         next_from_source: ``next_url`` is the source's own (the previous page promised
-            more works), not a page curaflow chose (a frontier jump or re-read), so an
-            empty answer to it is the source's failure (:func:`check_page`).
+            more works) or a seam's page asked again earlier (it stands before such a
+            page), not a page curaflow chose (a frontier jump or a landing page asked
+            again), so an empty answer to it is the source's failure (:func:`check_page`).
     """
 
     window: dict[str, str] = Field(default_factory=dict)

@@ -62,23 +62,32 @@ def _listed(page: dict[str, Any]) -> list[str]:
     return [str(i.get("id")) if isinstance(i, dict) else type(i).__name__ for i in page.get("illusts") or []]
 
 
-def _parse_page(cp: ScanCheckpoint, page: dict[str, Any], skip: int = 0) -> list[Work]:
+def _parse_page(page: dict[str, Any], skip: int = 0) -> tuple[list[Work], int]:
     """The page's works after its first ``skip`` items (listed by the page before:
-    :func:`~curaflow.sources.pixiv.frontier.repeated_on`); those the source should never
-    have sent are counted ``invalid``. ``page`` is an app-api answer, read with its strings
-    cleaned (``PixivClient._get``)."""
+    :func:`~curaflow.sources.pixiv.frontier.repeated_on`), and how many items of it the
+    source should never have sent (counted ``invalid`` by :func:`_count_invalid` once the
+    page is taken, never for a page asked again). ``page`` is an app-api answer, read with
+    its strings cleaned (``PixivClient._get``)."""
     works: list[Work] = []
-    again = cp.walk is not None and fr.read_again(cp.walk)
+    invalid = 0
     for illust in (page.get("illusts") or [])[skip:]:
         try:
             works.append(parse_work(illust, cleaned=True))
         except InvalidWork:
-            cp.examined += 1
-            cp.uncapped += again
-            cp.all_duplicates = False
-            cp.report.rejected += 1
-            cp.report.reasons["invalid"] = cp.report.reasons.get("invalid", 0) + 1
-    return works
+            invalid += 1
+    return works, invalid
+
+
+def _count_invalid(cp: ScanCheckpoint, invalid: int, *, again: bool) -> None:
+    """Count ``invalid`` items of a page the scan took as examined rejections (``again``:
+    the ``popular_desc`` revisit page, not counted against ``pixiv.max_examined``)."""
+    if not invalid:
+        return
+    cp.examined += invalid
+    cp.uncapped += invalid if again else 0
+    cp.all_duplicates = False
+    cp.report.rejected += invalid
+    cp.report.reasons["invalid"] = cp.report.reasons.get("invalid", 0) + invalid
 
 
 def _offset_url(offset: int) -> str:
@@ -161,15 +170,23 @@ async def _fetch_page(
     sort = target.query.sort
     listed = _listed(page)
     repeated = fr.repeated_on(cp.walk, listed) if cp.walk is not None and cp.tail is None else 0
-    works = _parse_page(cp, page, repeated)
+    works, invalid = _parse_page(page, repeated)
     if cp.tail is not None:
+        _count_invalid(cp, invalid, again=False)
         _tail_page(cp, sort, works, next_url, on_skipped_day)
         return
+    again = cp.walk is not None and fr.read_again(cp.walk)
     step = _frontier_page(cp, target, works, offset + repeated, listed)
     if step is not None and step.refetch is not None:
+        # The page is asked again (its items are counted then, once). A seam's page asked
+        # earlier stands before a page the source promised: its empty answer is the
+        # source's failure, never the end of results. A landing page's is not (the
+        # landing steps back over an empty page: works above the mark went away).
         cp.pending = []
-        cp.next_url, cp.next_from_source = _offset_url(step.refetch), False
+        cp.next_url = _offset_url(step.refetch)
+        cp.next_from_source = cp.walk is not None and not cp.walk.landing
         return
+    _count_invalid(cp, invalid, again=again)
     skip = set(cp.seen_ids) | set(cp.boundary_ids)
     cp.pending = [w for w in (step.works if step is not None else works) if w.work_id not in skip]
     if cp.boundary_day and any(
