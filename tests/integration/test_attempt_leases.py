@@ -19,13 +19,14 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.deliver import DeliverActivity
-from activities.deps import ActivityDeps, close_deps, open_deps
+from activities.deps import ActivityDeps
 from activities.fetch import FetchActivity
 from curaflow.domain.cells import CellStage, CellState
 from curaflow.domain.messages import DeliverInput, FetchInput, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
 from curaflow.ledger import cells, deliveries
 from tests.conftest import StackFactory
+from tests.deps_support import opened_deps
 from tests.fakes.replay import ReplayServer
 from tests.support import Stack, ledger_job, short_id
 
@@ -34,19 +35,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 async def deps(make_stack: StackFactory, tmp_path: Path, replay: ReplayServer) -> AsyncIterator[tuple[Stack, Any]]:
-    out = f"out-{short_id()}"
-    stack = make_stack(
-        {
-            "pixiv": replay.config(),
-            "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
-            "targets": [{"id": "demo", "query": {"tags": ["x"]}, "routes": [out]}],
-        }
-    )
-    opened = await open_deps(stack.settings, None, replay_url=replay.url)
-    try:
-        yield stack, opened
-    finally:
-        await close_deps(opened)
+    async with opened_deps(make_stack, tmp_path, replay) as opened:
+        yield opened
 
 
 async def _delivered_cell(stack: Stack, deps: ActivityDeps, tmp_path: Path) -> DeliverInput:

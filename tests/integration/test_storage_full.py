@@ -17,7 +17,6 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.deps import close_deps, open_deps
 from activities.fetch import FetchActivity
 from curaflow import artifacts
 from curaflow.domain.messages import FetchInput, TargetSpec
@@ -28,27 +27,17 @@ from curaflow.ledger import cells
 from curaflow.sources.pixiv.client import parse_work
 from curaflow.sources.pixiv.replay.data import recorded_works
 from tests.conftest import StackFactory
+from tests.deps_support import opened_deps
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, ledger_job, short_id
+from tests.support import Stack, ledger_job
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 async def deps(make_stack: StackFactory, tmp_path: Path, replay: ReplayServer) -> AsyncIterator[tuple[Stack, Any]]:
-    out = f"out-{short_id()}"
-    stack = make_stack(
-        {
-            "pixiv": replay.config(),
-            "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
-            "targets": [{"id": "demo", "query": {"tags": ["x"]}, "routes": [out]}],
-        }
-    )
-    opened = await open_deps(stack.settings, None, replay_url=replay.url)
-    try:
-        yield stack, opened
-    finally:
-        await close_deps(opened)
+    async with opened_deps(make_stack, tmp_path, replay) as opened:
+        yield opened
 
 
 async def test_a_full_artifact_disk_is_storage_full_at_once(

@@ -11,7 +11,6 @@ failed, retried by Temporal, must not count the same hold twice.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,6 @@ import pytest
 from prometheus_client import REGISTRY
 from temporalio.testing import ActivityEnvironment
 
-from activities.deps import close_deps, open_deps
 from activities.fetch import FetchActivity
 from curaflow.domain.messages import FetchInput, TargetSpec
 from curaflow.domain.models import CandidateReport
@@ -28,36 +26,16 @@ from curaflow.ledger import remembered as memory
 from curaflow.sources.pixiv.client import parse_work
 from curaflow.sources.pixiv.replay.data import recorded_works
 from tests.conftest import StackFactory
+from tests.deps_support import opened_deps
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, ledger_job, short_id
+from tests.support import Stack, ledger_job
 
 pytestmark = pytest.mark.integration
 
 
-@asynccontextmanager
-async def opened_stack(
-    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer, **pixiv: Any
-) -> AsyncIterator[tuple[Stack, Any]]:
-    """A stack's configuration (``[pixiv]`` fields ``pixiv`` over the replay's) and a
-    worker's dependencies opened on it."""
-    out = f"out-{short_id()}"
-    stack = make_stack(
-        {
-            "pixiv": {**replay.config(), **pixiv},
-            "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
-            "targets": [{"id": "demo", "query": {"tags": ["x"]}, "routes": [out]}],
-        }
-    )
-    opened = await open_deps(stack.settings, None, replay_url=replay.url)
-    try:
-        yield stack, opened
-    finally:
-        await close_deps(opened)
-
-
 @pytest.fixture
 async def deps(make_stack: StackFactory, tmp_path: Path, replay: ReplayServer) -> AsyncIterator[tuple[Stack, Any]]:
-    async with opened_stack(make_stack, tmp_path, replay) as opened:
+    async with opened_deps(make_stack, tmp_path, replay) as opened:
         yield opened
 
 
@@ -146,7 +124,7 @@ async def test_with_holds_off_each_committed_answer_is_counted(
     """``pixiv.unrecognised_hold_ms = 0`` remembers nothing, yet the answers still say the
     source refuses curaflow: each is counted once its transaction committed, so the alert
     does not go blind when holds are off."""
-    async with opened_stack(make_stack, tmp_path, replay, unrecognised_hold_ms=0) as (stack, opened):
+    async with opened_deps(make_stack, tmp_path, replay, unrecognised_hold_ms=0) as (stack, opened):
         job_id, target, _ = await bound_work_refused(stack, opened, replay)
         before = counted()
         update = await ActivityEnvironment().run(
