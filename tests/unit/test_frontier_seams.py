@@ -282,3 +282,13 @@ async def test_a_source_whose_pages_never_meet_costs_a_few_pages_not_the_job(sor
     b_ids = {str(w["id"]) for w in client.b}
     for mark in (stored.known, stored.head, stored.sweep):
         assert mark is None or mark.work_id not in b_ids, stored
+
+
+async def test_a_date_desc_head_that_fills_most_of_a_small_cap_still_progresses_a_place_a_job() -> None:
+    """Cap 6, a held work at place 4: each job reads places 0–4 again (above its head: that
+    verdict does not last) and one place more, so place 28 comes in the 24th job — slowly,
+    never lost (the example a clean CI's property run drew)."""
+    ruled = {p: v for p in range(COUNT) if (v := {4: "held", 28: None}.get(p, "duplicate")) is not None}
+    seen = await _jobs("date_desc", ruled, [Job(cap=6)] * 30)
+    delivered = [i for i, s in enumerate(seen) if s.candidates]
+    assert [c for s in seen for c in s.candidates] == [28] and len(delivered) == 1 and delivered[0] <= 23

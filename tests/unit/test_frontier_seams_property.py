@@ -46,7 +46,11 @@ def test_capped_jobs_deliver_every_candidate_while_works_are_deleted_between_pag
         st.lists(st.sets(st.sampled_from(lasting), max_size=3) if lasting else st.just(set()), min_size=1, max_size=12)
     )
     jobs = [Job(cap=cap, deleted_after_first_page=gone) for gone in deletions]
-    jobs += [Job(cap=cap)] * (2 * len(candidates) + COUNT // cap + 4)
+    # At least one place a job: a date_desc job reads every work above its head again (a
+    # verdict there does not last), which may leave one place of a small cap for the rest
+    # (cap 6, a held work at place 4: 5 places re-read a job — a clean CI found that 22
+    # jobs did not reach place 28). The jobs stop once one reads to the end and finds nothing.
+    jobs += [Job(cap=cap)] * (2 * len(candidates) + (COUNT if sort == "date_desc" else COUNT // cap) + 4)
     # date sorts: until a job reads to the end and finds nothing. popular_desc finds a
     # work moved up into its known part (a deletion between the revisit page and the
     # landing page, or between jobs) when its revisit page reaches it: a whole cycle more
