@@ -158,7 +158,7 @@ class DeliveryRecords:
                     route=inp.route.name,
                     stated_ms=stated,
                     route_wide=err.route_wide,
-                    cap_ms=policy.route_pause_ms,
+                    cap_ms=policy.route_rate_limit_cap_ms,
                 )
             if verdict.outcome == "rejected" and err.answer:
                 pause = await route_gates.count_refusal(

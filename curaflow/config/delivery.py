@@ -1,10 +1,17 @@
-"""The ``[delivery]`` section: retry budgets of deliveries and source calls, route refusals."""
+"""The ``[delivery]`` section: retry budgets of deliveries and source calls, route refusals
+and route-wide rate limits."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from curaflow.config.base import Section
+
+#: ``delivery.route_rate_limit_cap_ms``'s default, floor and ceiling (ms): see
+#: :class:`DeliverySettings`.
+ROUTE_RATE_LIMIT_CAP_MS = 3_600_000
+ROUTE_RATE_LIMIT_CAP_FLOOR_MS = 60_000
+ROUTE_RATE_LIMIT_CAP_CEILING_MS = 86_400_000
 
 
 class DeliverySettings(Section):
@@ -18,6 +25,15 @@ class DeliverySettings(Section):
             answer before curaflow pauses it as broken (and lifts those refusals).
         route_pause_ms: how long such a pause lasts (``curaflow routes resume`` lifts it
             sooner).
+        route_rate_limit_cap_ms: the longest a route-wide rate limit (Discord's
+            ``"global": true``, a 429 that is not the platform's own answer: a proxy's,
+            Cloudflare's) holds the route and the send that met it, whatever delay it
+            stated (:func:`curaflow.ledger.route_gates.rate_limited`); past it a send
+            costs one attempt, answered again if the limit still runs. A
+            limit of one send (a Telegram flood wait) is waited as stated. Default 1 h,
+            at least 1 min (a shorter cap would ask again into a limit stated longer,
+            each early 429 prolonging it: Discord counts them toward its invalid-request
+            limit), at most 24 h (beyond, a route-wide limit outlasts the jobs it holds).
         route_hold_ms: how long a work is held back from a route after the route
             refused the request (twice as long for each hold in a row, at most 24 h);
             0: never held.
@@ -30,4 +46,17 @@ class DeliverySettings(Section):
     max_connections: int = Field(default=100, ge=1)
     refusal_streak: int = Field(default=3, ge=2)
     route_pause_ms: int = Field(default=3_600_000, ge=1_000)
+    route_rate_limit_cap_ms: int = ROUTE_RATE_LIMIT_CAP_MS
     route_hold_ms: int = Field(default=3_600_000, ge=0)
+
+    @field_validator("route_rate_limit_cap_ms")
+    @classmethod
+    def _cap_between_floor_and_ceiling(cls, value: int) -> int:
+        if not ROUTE_RATE_LIMIT_CAP_FLOOR_MS <= value <= ROUTE_RATE_LIMIT_CAP_CEILING_MS:
+            raise ValueError(
+                f"{value} is not between {ROUTE_RATE_LIMIT_CAP_FLOOR_MS} (1 min) and "
+                f"{ROUTE_RATE_LIMIT_CAP_CEILING_MS} (24 h) milliseconds: the longest a route-wide rate limit "
+                "holds a route (below a minute, sends ask again into a limit stated longer; beyond a day, "
+                "it outlasts the jobs it holds)"
+            )
+        return value

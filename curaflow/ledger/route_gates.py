@@ -20,7 +20,9 @@ streak, its pause and its rate-limit cooldown. The one owner of "is this route b
   receiver's stated delay exactly, else a backoff from 5 s), reset by a confirmed
   delivery; a *global or IP-level* limit (Discord's ``global``, Cloudflare's block) also
   sets ``cooldown_until``: every send of the route waits it out (``claim_send`` answers
-  ``cooling``).
+  ``cooling``), at most ``delivery.route_rate_limit_cap_ms`` — a setting of its own, not
+  the pause's (``delivery.route_pause_ms``): how long a broken route rests and how long a
+  ban stated by a third party is believed are two decisions.
 
 A row is written only when a send fails (and reset when one succeeds after a failure), so
 a route that delivers costs nothing here. Times are epoch milliseconds on the database
@@ -181,7 +183,7 @@ async def rate_limited(
     before the next attempt in ms (:func:`~curaflow.domain.ratelimit.retry_delay_ms`: the
     stated delay, else the backoff at the route's step). A ``route_wide`` limit makes
     the whole route wait it (``cooldown_until``) — it and the send's own wait at most
-    ``cap_ms`` (the route's pause, ``delivery.route_pause_ms``): a route-wide delay stated
+    ``cap_ms`` (``delivery.route_rate_limit_cap_ms``, 1 h): a route-wide delay stated
     beyond it (a week in a proxy's ``Retry-After``) would hold every send of the route,
     each job of its targets expiring meanwhile; past the cap a send costs one more
     attempt, answered again. A limit of one send (a Telegram flood wait of hours) is

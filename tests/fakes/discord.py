@@ -19,7 +19,9 @@ created, the answer is held past the client's timeout), ``gateway_502`` /
 JSON 40005) and ``html_413`` (Cloudflare's HTML ``413 Request Entity Too Large`` page);
 undeclared delays: ``429_no_delay`` (Discord's 429 body without ``retry_after`` and no
 ``Retry-After``), ``429_global`` (``"global": true``, no delay) and ``html_429``
-(Cloudflare's "Error 1015 — You are being rate limited" page).
+(Cloudflare's "Error 1015 — You are being rate limited" page); ``429_global_stated`` is
+Discord's global limit stating its delay (``retry_after``, ``"global": true``,
+``X-RateLimit-Scope: global`` and ``Retry-After``).
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ class DcRequest:
 @dataclass
 class DcReply:
     """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``429_no_delay``, ``429_global``,
-    ``html_429``, ``404``, ``500``, ``stall``, ``gateway_502``, ``gateway_504``, ``413``,
+    ``429_global_stated``, ``html_429``, ``404``, ``500``, ``stall``, ``gateway_502``, ``gateway_504``, ``413``,
     ``html_413``, ``odd_id`` (the message is posted; its answer's ``id`` is ``message_id``,
     a shape curaflow has never seen)."""
 
@@ -168,6 +170,12 @@ class FakeDiscord:
                     "X-RateLimit-Reset-After": str(reply.retry_after),
                     "X-RateLimit-Bucket": "fakebucket",
                 },
+            )
+        if reply.kind == "429_global_stated":
+            return JSONResponse(
+                {"message": "You are being rate limited.", "retry_after": reply.retry_after, "global": True},
+                status_code=429,
+                headers={"Retry-After": str(max(1, round(reply.retry_after))), "X-RateLimit-Scope": "global"},
             )
         if reply.kind in ("429_no_delay", "429_global"):
             return JSONResponse(

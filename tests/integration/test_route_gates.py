@@ -127,14 +127,14 @@ async def test_a_rate_limit_without_a_delay_climbs_per_route_and_a_global_one_ho
     assert gate is not None and gate.rate_limits == 5 and 0 < gate.cooldown_ms <= wide
 
 
-async def test_a_route_wide_limit_stating_a_week_holds_the_route_no_longer_than_a_pause(
+async def test_a_route_wide_limit_stating_a_week_holds_the_route_no_longer_than_its_cap(
     ledger_pool: asyncpg.Pool,
 ) -> None:
     """A route-wide limit (Discord's ``global``, a 429 that is not the platform's JSON: a
     proxy's) stating an absurd delay — a week — held every send of the route for the week,
     each job of its targets ending expired meanwhile. The route's cooldown is at most
-    ``delivery.route_pause_ms``, what a broken route costs, and so is the wait of the send
-    that met it (a review: each job then met the 429 again and waited the week itself)."""
+    ``cap_ms`` (``delivery.route_rate_limit_cap_ms``), and so is the wait of the send that
+    met it (a review: each job then met the 429 again and waited the week itself)."""
     route = f"dc-{short_id()}"
     week_ms = 7 * 24 * 3_600_000
     async with ledger_pool.acquire() as conn:

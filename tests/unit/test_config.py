@@ -197,3 +197,19 @@ def test_a_refresh_token_is_used_without_the_whitespace_around_it(monkeypatch: p
 def test_a_refresh_token_with_whitespace_inside_is_refused_naming_the_setting() -> None:
     with pytest.raises(ConfigError, match=r"pixiv\.accounts\.second\.refresh_token"):
         load_settings(pixiv={"accounts": {"second": {"refresh_token": "tok 123"}}})
+
+
+@pytest.mark.parametrize("value", [0, 59_999, 86_400_001, 7 * 86_400_000])
+def test_the_route_wide_rate_limit_cap_is_refused_below_a_minute_or_beyond_a_day(value: int) -> None:
+    with pytest.raises(ConfigError, match=r"delivery\.route_rate_limit_cap_ms: .*between 60000 \(1 min\) and 86400000"):
+        load_settings(delivery={"route_rate_limit_cap_ms": value})
+
+
+def test_the_route_wide_rate_limit_cap_is_its_own_setting_not_the_refusal_pause() -> None:
+    # One setting, one decision: the pause after refusals never moves the rate-limit cap.
+    default = load_settings().delivery
+    assert default.route_rate_limit_cap_ms == 3_600_000 == default.route_pause_ms
+    shorter = load_settings(delivery={"route_pause_ms": 60_000}).delivery
+    assert shorter.route_rate_limit_cap_ms == 3_600_000
+    both = load_settings(delivery={"route_pause_ms": 60_000, "route_rate_limit_cap_ms": 60_000}).delivery
+    assert both.route_rate_limit_cap_ms == 60_000
