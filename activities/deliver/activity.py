@@ -142,7 +142,13 @@ class DeliverActivity(DeliveryRecords):
         intent is recorded ``delivery_unknown``."""
         target = inp.target
         claim = await ledger.claim_send(
-            conn, inp.job_id, target.target_id, route.name, ambiguous_ok=route.resend_safe, opened=opened
+            conn,
+            inp.job_id,
+            target.target_id,
+            route.name,
+            rate_limit_cap_ms=self.deps.settings.delivery.route_rate_limit_cap_ms,
+            ambiguous_ok=route.resend_safe,
+            opened=opened,
         )
         if claim.decision not in ("send", "ambiguous"):
             # Nothing to send: the attempt ends here (its step took the cell's lease).

@@ -28,8 +28,11 @@ class DeliverySettings(Section):
         route_rate_limit_cap_ms: the longest a route-wide rate limit (Discord's
             ``"global": true``, a 429 that is not the platform's own answer: a proxy's,
             Cloudflare's) holds the route and the send that met it, whatever delay it
-            stated (:func:`curaflow.ledger.route_gates.rate_limited`); past it a send
-            costs one attempt, answered again if the limit still runs. A
+            stated (:func:`curaflow.ledger.route_gates.rate_limited`), and the longest a
+            route's cooldown read from the ledger still holds (one written before the
+            cap, or under a larger one, is brought back to it by the claim that reads it:
+            :func:`curaflow.ledger.deliveries.claim_send`); past it a send costs one
+            attempt, answered again if the limit still runs. A
             limit of one send (a Telegram flood wait) is waited as stated. Default 1 h,
             at least 1 min (a shorter cap would ask again into a limit stated longer,
             each early 429 prolonging it: Discord counts them toward its invalid-request

@@ -63,6 +63,7 @@ async def claim_send(
     target_id: str,
     route: str,
     *,
+    rate_limit_cap_ms: int,
     ambiguous_ok: bool = False,
     opened: CellSnapshot | None = None,
 ) -> SendClaim:
@@ -73,7 +74,18 @@ async def claim_send(
     yet sent is never sent after a cancel, nor after the job's deadline (the ledger's
     barriers, :func:`curaflow.ledger.cells.barrier_sql`).
 
+    The route's gate (:mod:`curaflow.ledger.route_gates`) is read in the statement that
+    reads the intent. Its rate-limit cooldown holds at most ``rate_limit_cap_ms`` from
+    now, whatever the row says: a cooldown written before the cap existed (a proxy's
+    week believed whole) or under a larger cap is **mended** in the same statement (a
+    data-modifying CTE that touches the row only then), not only read shorter — read
+    shorter and left a week ahead, it would hold another cap at each claim, for the whole
+    week. The pause (``paused_until``: a broken route, for ``delivery.route_pause_ms``)
+    is no stated delay and is never shortened.
+
     Args:
+        rate_limit_cap_ms: the longest a route-wide rate limit holds the route
+            (``delivery.route_rate_limit_cap_ms``).
         ambiguous_ok: the route tolerates re-sending after an unknown outcome (webhooks
             carry a stable idempotency key; ``on_ambiguous = "retry"``).
         opened: the cell as :func:`~curaflow.ledger.cells.start_step` returned it earlier
@@ -94,17 +106,25 @@ async def claim_send(
     else:
         state, stage, barrier = opened.state, opened.stage, None
     # The route's gate (curaflow.ledger.route_gates) is read in the same statement: a
-    # route that never failed has no row and costs nothing more.
+    # route that never failed has no row and costs nothing more. Its cooldown is read at
+    # most the cap ahead, and a row further ahead is mended by `mend` (which writes
+    # nothing, and takes no lock, unless the row is beyond the cap; the outer query reads
+    # the row as it was, hence the LEAST).
     intent = await conn.fetchrow(
-        f"""SELECT d.idempotency_key, d.status, d.attempts, d.remote_id, d.remote_ids,
-                   GREATEST(0, COALESCE(g.paused_until, 0) - {DB_NOW_MS}) AS paused_ms, g.pause_reason,
-                   GREATEST(0, COALESCE(g.cooldown_until, 0) - {DB_NOW_MS}) AS cooldown_ms
-            FROM delivery_intents d LEFT JOIN route_gates g ON g.route = d.route
+        f"""WITH clock AS (SELECT {DB_NOW_MS} AS now),
+           mend AS (
+               UPDATE route_gates SET cooldown_until = clock.now + $4, updated_at = clock.now FROM clock
+               WHERE route = $3 AND cooldown_until > clock.now + $4)
+           SELECT d.idempotency_key, d.status, d.attempts, d.remote_id, d.remote_ids,
+                   GREATEST(0, COALESCE(g.paused_until, 0) - clock.now) AS paused_ms, g.pause_reason,
+                   LEAST(GREATEST(0, COALESCE(g.cooldown_until, 0) - clock.now), $4) AS cooldown_ms
+            FROM clock, delivery_intents d LEFT JOIN route_gates g ON g.route = d.route
             WHERE d.job_id = $1 AND d.target_id = $2 AND d.route = $3 AND d.status <> 'released'
             ORDER BY d.id DESC LIMIT 1 FOR UPDATE OF d""",
         job_id,
         target_id,
         route,
+        max(0, rate_limit_cap_ms),
     )
     if intent is None:
         return SendClaim("closed")

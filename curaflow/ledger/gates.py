@@ -94,12 +94,22 @@ async def _locked_row(conn: asyncpg.Connection, gate: str) -> asyncpg.Record:
 #: (:func:`penalize`) and a pause (:func:`pause`) stay synchronous: they protect the account.
 #: The ``WITH`` query calls a volatile function, so PostgreSQL evaluates it (all of it) once
 #: rather than folding it into the insert ("WITH Queries", PostgreSQL 12 and later).
+#:
+#: The cooldown holds at most the ladder's cap (``$3``) from now: a row further ahead
+#: (written before ``cooldown_ms`` capped a stated ``Retry-After``, or under a larger
+#: cap) is mended here — its cooldown, and the next slot :func:`penalize` pushed past it,
+#: brought back to the cap — rather than only read shorter (left a week ahead, it would
+#: hold another cap at each request, the whole week). The pause (``paused_until``: the
+#: source restricted the account) is not a rate limit and is never shortened. ``EXCLUDED.
+#: updated_at`` is ``clock.now``; every ``SET`` expression reads the row as it was.
 _RESERVE = f"""
 WITH clock AS (SELECT {DB_NOW_MS} AS now, set_config('synchronous_commit', 'off', true) AS commit_mode)
 INSERT INTO source_gates AS g (gate, next_at, requests, updated_at)
 SELECT $1, clock.now + $2, 1, clock.now FROM clock
 ON CONFLICT (gate) DO UPDATE SET
-    next_at = CASE WHEN g.paused_until > EXCLUDED.updated_at OR g.cooldown_until > EXCLUDED.updated_at
+    cooldown_until = least(g.cooldown_until, EXCLUDED.updated_at + $3),
+    next_at = CASE WHEN g.cooldown_until > EXCLUDED.updated_at + $3 THEN least(g.next_at, EXCLUDED.updated_at + $3)
+                   WHEN g.paused_until > EXCLUDED.updated_at OR g.cooldown_until > EXCLUDED.updated_at
                    THEN g.next_at ELSE greatest(EXCLUDED.updated_at, g.next_at) + $2 END,
     requests = g.requests + CASE WHEN g.paused_until > EXCLUDED.updated_at
                                    OR g.cooldown_until > EXCLUDED.updated_at THEN 0 ELSE 1 END,
@@ -107,7 +117,7 @@ ON CONFLICT (gate) DO UPDATE SET
 RETURNING g.next_at, g.cooldown_until, g.penalty, g.paused_until, g.updated_at AS now"""
 
 
-async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int) -> Slot:
+async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int, *, cap_ms: int = LADDER_CAP_MS) -> Slot:
     """Take the next request slot of ``gate``, ``interval_ms`` after the previous one.
 
     One statement (:data:`_RESERVE`): every source request of every worker passes here,
@@ -116,6 +126,9 @@ async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int) -> Slot:
     Args:
         gate: the gate's key (the account's source task queue name).
         interval_ms: minimum spacing between two requests of this gate.
+        cap_ms: the cooldown ladder's cap (the account's ``rate_limit_cap_ms``): a
+            cooldown in the row further ahead than that from now is brought back to it
+            (:data:`_RESERVE`).
 
     Returns:
         A :class:`Slot`: wait ``wait_ms`` then send, or (``paused_ms > 0``) do not send
@@ -130,7 +143,7 @@ async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int) -> Slot:
     if isinstance(pool, asyncpg.Connection) and pool.is_in_transaction():
         raise ValueError("a rate-gate slot is its own transaction (its commit is asynchronous)")
     interval = max(0, interval_ms)
-    row = await pool.fetchrow(_RESERVE, gate, interval)
+    row = await pool.fetchrow(_RESERVE, gate, interval, max(1, cap_ms))
     assert row is not None
     now = row["now"]
     if row["paused_until"] > now:
@@ -162,6 +175,8 @@ async def penalize(
 
     The cooldown is ``base × 2^(penalty-1)`` (60 s, 120 s, 240 s … capped at 15 min by
     default) with the source's ``Retry-After`` as a floor, up to the cap. The next slot is pushed past it.
+    A longer cooldown already in the row is kept, but at most ``cap_ms`` from now (one
+    written before the cap, or under a larger one: as :func:`reserve` reads it).
 
     Returns:
         The cooldown in milliseconds from now.
@@ -171,16 +186,18 @@ async def penalize(
         now = row["now"]
         penalty = row["penalty"] + 1
         cooldown = cooldown_ms(penalty, retry_after_ms, base_ms=base_ms, cap_ms=cap_ms)
-        until = max(row["cooldown_until"], now + cooldown)
+        mended = row["cooldown_until"] > now + max(0, cap_ms)  # the next slot was pushed past it too
+        until = max(min(row["cooldown_until"], now + max(0, cap_ms)), now + cooldown)
         await conn.execute(
             """UPDATE source_gates SET penalty = $2, successes = 0, cooldown_until = $3,
-                   next_at = greatest(next_at, $3), rate_limits = rate_limits + 1,
-                   last_rate_limit_at = $4, updated_at = $4
+                   next_at = greatest(CASE WHEN $5 THEN least(next_at, $3) ELSE next_at END, $3),
+                   rate_limits = rate_limits + 1, last_rate_limit_at = $4, updated_at = $4
                WHERE gate = $1""",
             gate,
             penalty,
             until,
             now,
+            mended,
         )
         return until - now
 
@@ -288,7 +305,7 @@ class LedgerGate:
 
     async def acquire(self) -> None:
         """Take a slot in the ledger and sleep until it comes (see :class:`Gate`)."""
-        slot = await reserve(self.pool, self.key, self.min_interval_ms)
+        slot = await reserve(self.pool, self.key, self.min_interval_ms, cap_ms=self.cap_ms)
         self._penalty = slot.penalty
         if slot.paused_ms > 0:
             raise paused(slot.paused_ms)

@@ -22,7 +22,11 @@ streak, its pause and its rate-limit cooldown. The one owner of "is this route b
   sets ``cooldown_until``: every send of the route waits it out (``claim_send`` answers
   ``cooling``), at most ``delivery.route_rate_limit_cap_ms`` — a setting of its own, not
   the pause's (``delivery.route_pause_ms``): how long a broken route rests and how long a
-  ban stated by a third party is believed are two decisions.
+  ban stated by a third party is believed are two decisions. The cap bounds what is
+  read as well as what is written: a cooldown further ahead in the row (written before
+  the cap, or under a larger one) holds at most the cap from the claim that reads it,
+  which mends the row; a pause is never shortened (it is the operator's setting, not a
+  third party's word).
 
 A row is written only when a send fails (and reset when one succeeds after a failure), so
 a route that delivers costs nothing here. Times are epoch milliseconds on the database
@@ -187,13 +191,19 @@ async def rate_limited(
     beyond it (a week in a proxy's ``Retry-After``) would hold every send of the route,
     each job of its targets expiring meanwhile; past the cap a send costs one more
     attempt, answered again. A limit of one send (a Telegram flood wait of hours) is
-    waited as stated: it holds that send only."""
+    waited as stated: it holds that send only. A cooldown already in the row beyond
+    ``cap_ms`` from now is written back at most that far (as
+    :func:`curaflow.ledger.deliveries.claim_send` reads it)."""
     gate = await _locked(conn, route)
     step = gate.rate_limits + 1
     delay = retry_delay_ms(step, stated_ms)
+    cap = max(0, cap_ms)
     if route_wide:
-        delay = min(delay, max(0, cap_ms))
-    cooldown = max(gate.cooldown_until, gate.now + delay) if route_wide else gate.cooldown_until
+        delay = min(delay, cap)
+    # A cooldown in the row further ahead than the cap (written before it, or under a
+    # larger one) is kept only up to the cap from now, as claim_send reads it.
+    kept = min(gate.cooldown_until, gate.now + cap)
+    cooldown = max(kept, gate.now + delay) if route_wide else kept
     await conn.execute(
         f"""UPDATE route_gates SET rate_limits = $2, cooldown_until = $3, updated_at = {DB_NOW_MS}
             WHERE route = $1""",

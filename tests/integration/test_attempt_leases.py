@@ -21,6 +21,7 @@ from temporalio.testing import ActivityEnvironment
 from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps
 from activities.fetch import FetchActivity
+from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS
 from curaflow.domain.cells import CellStage, CellState
 from curaflow.domain.messages import DeliverInput, FetchInput, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
@@ -51,7 +52,9 @@ async def _delivered_cell(stack: Stack, deps: ActivityDeps, tmp_path: Path) -> D
         cell, *_ = await cells.start_step(
             conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner="w1"
         )
-        claim = await deliveries.claim_send(conn, job_id, "demo", target.routes[0].name, opened=cell)
+        claim = await deliveries.claim_send(
+            conn, job_id, "demo", target.routes[0].name, rate_limit_cap_ms=ROUTE_RATE_LIMIT_CAP_MS, opened=cell
+        )
     async with deps.pool.acquire() as conn, conn.transaction():
         await deliveries.record_delivered(conn, job_id, "demo", claim.idempotency_key or "")
     return DeliverInput(job_id=job_id, target=target, route=target.routes[0], heartbeat_interval_ms=1000)

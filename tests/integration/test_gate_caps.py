@@ -1,4 +1,5 @@
-"""How long a rate limit may hold a route.
+"""How long a rate limit may hold a route or an account: the cap of what is written, and
+of what is read.
 
 * A route-wide rate limit (Discord's ``"global": true``, a proxy's 429 for the whole
   route) holds the route, and the send that met it, at most
@@ -7,6 +8,13 @@
   lengthening it changed how long a global ban held the route. The deliver activity runs
   here in the test process (``ActivityEnvironment``) with a worker's real dependencies,
   the fake Discord answering.
+* A cooldown written before the caps existed (a row a week ahead: a proxy's
+  ``Retry-After`` believed whole) holds no longer than the cap from when it is read, on a
+  route (``claim_send``, the deliver step's claim) and on an account (``gates.reserve``,
+  every source request's slot) — and the row is mended there, in the statement that reads
+  it: a row read shorter but left a week ahead would hold another cap at each read, the
+  whole week. A pause — a broken route's, a restricted account's — is not a rate limit's
+  stated delay and keeps its time (``curaflow routes resume`` / ``accounts resume``).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
+import asyncpg
 import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
@@ -25,7 +34,9 @@ from activities.deps import ActivityDeps, close_deps, open_deps
 from curaflow.domain.cells import CellState
 from curaflow.domain.messages import AcquireInput, DeliverInput
 from curaflow.jobs.admission import Admitter
-from curaflow.ledger import route_gates
+from curaflow.ledger import gates, route_gates
+from curaflow.ledger.gates import LedgerGate
+from curaflow.sources.errors import SourceError
 from tests.conftest import StackFactory
 from tests.fakes.discord import DcReply, FakeDiscord
 from tests.fakes.replay import ReplayServer
@@ -36,6 +47,7 @@ pytestmark = pytest.mark.integration
 
 HOUR_MS = 3_600_000
 WEEK_S = 7 * 24 * 3600
+WEEK_MS = WEEK_S * 1000
 
 
 @pytest.fixture
@@ -112,3 +124,115 @@ async def test_a_global_rate_limit_holds_the_route_its_own_cap_whatever_the_refu
     assert err.next_retry_delay == timedelta(milliseconds=held_ms)
     gate = await route_gates.read_gate(deps.pool, route)
     assert gate is not None and held_ms - 60_000 < gate.cooldown_ms <= held_ms
+
+
+async def test_a_route_cooldown_written_a_week_ahead_holds_only_the_cap_from_when_it_is_read(
+    stacks: Any, discord: FakeDiscord
+) -> None:
+    # A row written before the cap existed: the route cooling down for a week.
+    stack, deps, route = await stacks({"route_rate_limit_cap_ms": 600_000})
+    inp = await deliver_input(stack, deps)
+    await deps.pool.execute(
+        "INSERT INTO route_gates (route, cooldown_until) VALUES ($1, $2)", route, await db_now(deps.pool) + WEEK_MS
+    )
+    err = await deliver_failing(deps, inp)
+    assert discord.requests == []  # nothing sent: the route cools down, but not for the week
+    assert err.next_retry_delay is not None
+    assert 590_000 < err.next_retry_delay / timedelta(milliseconds=1) <= 600_000
+    # The row is mended, not only read shorter: a row left a week ahead would hold the
+    # route another cap at each read, for the whole week.
+    gate = await route_gates.read_gate(deps.pool, route)
+    assert gate is not None and 590_000 < gate.cooldown_ms <= 600_000
+    # A rate limit of one send meeting the mended row keeps it as it is.
+    async with deps.pool.acquire() as conn:
+        await route_gates.rate_limited(conn, route=route, stated_ms=1_000, route_wide=False, cap_ms=600_000)
+    again = await route_gates.read_gate(deps.pool, route)
+    assert again is not None and again.cooldown_until == gate.cooldown_until
+
+
+async def test_a_route_limit_meeting_a_cooldown_a_week_ahead_keeps_only_the_cap(stacks: Any) -> None:
+    # The other writer of the row: a rate limit counted while a week-long cooldown (written
+    # before the cap) is still in the row kept the week, route-wide or not.
+    _, deps, route = await stacks({})
+    for wide in (False, True):
+        await deps.pool.execute(
+            """INSERT INTO route_gates (route, cooldown_until) VALUES ($1, $2)
+               ON CONFLICT (route) DO UPDATE SET cooldown_until = EXCLUDED.cooldown_until""",
+            route,
+            await db_now(deps.pool) + WEEK_MS,
+        )
+        async with deps.pool.acquire() as conn:
+            await route_gates.rate_limited(conn, route=route, stated_ms=5_000, route_wide=wide, cap_ms=600_000)
+        gate = await route_gates.read_gate(deps.pool, route)
+        assert gate is not None and 590_000 < gate.cooldown_ms <= 600_000, wide
+
+
+async def test_a_route_pause_is_not_a_rate_limit_and_keeps_its_time(stacks: Any, discord: FakeDiscord) -> None:
+    # A pause (a broken route: refusals in a row, for delivery.route_pause_ms, which may
+    # be long on purpose) is no delay a third party stated: it holds until its end or
+    # `curaflow routes resume`.
+    stack, deps, route = await stacks({"route_rate_limit_cap_ms": 600_000})
+    inp = await deliver_input(stack, deps)
+    week_ahead = await db_now(deps.pool) + WEEK_MS
+    await deps.pool.execute(
+        "INSERT INTO route_gates (route, paused_until, pause_reason) VALUES ($1, $2, 'broken')", route, week_ahead
+    )
+    err = await deliver_failing(deps, inp)
+    assert err.non_retryable and err.type == "route_paused" and discord.requests == []
+    gate = await route_gates.read_gate(deps.pool, route)
+    assert gate is not None and gate.paused_until == week_ahead
+
+
+async def legacy_account(pool: asyncpg.Pool, **columns: int) -> str:
+    """A ``source_gates`` row as written before the caps: ``columns`` a week ahead."""
+    key = f"gate-{short_id()}"
+    until = await db_now(pool) + WEEK_MS
+    names = ", ".join(columns)
+    values = ", ".join(f"${i + 2}" for i in range(len(columns)))
+    await pool.execute(
+        f"INSERT INTO source_gates (gate, {names}) VALUES ($1, {values})", key, *[until for _ in columns]
+    )
+    return key
+
+
+async def test_an_account_cooldown_written_a_week_ahead_holds_only_the_cap_from_when_it_is_read(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    # Penalize wrote the stated week into both the cooldown and the next slot.
+    key = await legacy_account(ledger_pool, cooldown_until=1, next_at=1)
+    gate = LedgerGate(ledger_pool, key, min_interval_ms=1_000, cap_ms=900_000)
+    with pytest.raises(SourceError) as raised:
+        await gate.acquire()
+    assert raised.value.reason == "rate_limited"
+    assert raised.value.cooldown_s is not None and 890 < raised.value.cooldown_s <= 900
+    # mended in the slot's statement: the cooldown and the next slot at most the cap ahead
+    state = await gates.read_gate(ledger_pool, key)
+    assert state is not None and state.requests == 0
+    assert 890_000 < state.cooldown_until - state.now <= 900_000
+    assert state.next_at <= state.cooldown_until
+
+
+async def test_an_account_limit_meeting_a_cooldown_a_week_ahead_keeps_only_the_cap(ledger_pool: asyncpg.Pool) -> None:
+    key = await legacy_account(ledger_pool, cooldown_until=1, next_at=1)
+    cooldown = await gates.penalize(ledger_pool, key, base_ms=60_000, cap_ms=900_000)
+    assert 890_000 < cooldown <= 900_000
+    state = await gates.read_gate(ledger_pool, key)
+    assert state is not None and state.next_at == state.cooldown_until  # the next slot with it
+
+
+async def test_an_account_pause_is_not_a_rate_limit_and_keeps_its_time(ledger_pool: asyncpg.Pool) -> None:
+    # Paused: the source restricted the account (pixiv.restriction_pause_ms) — until its
+    # end or `curaflow accounts resume`, whatever the rate-limit cap.
+    key = await legacy_account(ledger_pool, paused_until=1)
+    before = await gates.read_gate(ledger_pool, key)
+    gate = LedgerGate(ledger_pool, key, min_interval_ms=0, cap_ms=900_000)
+    with pytest.raises(SourceError) as raised:
+        await gate.acquire()
+    assert raised.value.reason == "account_restricted"
+    after = await gates.read_gate(ledger_pool, key)
+    assert before is not None and after is not None and after.paused_until == before.paused_until
+
+
+async def db_now(pool: asyncpg.Pool) -> int:
+    """The database's clock, epoch ms (the gates' clock)."""
+    return int(await pool.fetchval("SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"))

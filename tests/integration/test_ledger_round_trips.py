@@ -22,6 +22,7 @@ from contextlib import nullcontext
 import asyncpg
 import pytest
 
+from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS
 from curaflow.domain.cells import CellStage, CellState
 from curaflow.domain.messages import JobInput, RouteRef, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
@@ -398,7 +399,9 @@ async def test_a_delivered_cell_and_its_finish_cost_few_statements(ledger_pool: 
             conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner="w1"
         )
         assert cell is not None and barrier is None
-        return await deliveries.claim_send(conn, job_id, "demo", route.name, opened=cell)
+        return await deliveries.claim_send(
+            conn, job_id, "demo", route.name, rate_limit_cap_ms=ROUTE_RATE_LIMIT_CAP_MS, opened=cell
+        )
 
     send = await _logged(ledger_pool, claimed, claim)
     assert send.decision == "send" and send.idempotency_key
@@ -486,7 +489,9 @@ async def test_a_receipt_ends_the_attempt_even_after_its_cell_ended(ledger_pool:
             cell, *_ = await cells.start_step(
                 conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner=route.name
             )
-            claims[route.name] = await deliveries.claim_send(conn, job_id, "demo", route.name, opened=cell)
+            claims[route.name] = await deliveries.claim_send(
+                conn, job_id, "demo", route.name, rate_limit_cap_ms=ROUTE_RATE_LIMIT_CAP_MS, opened=cell
+            )
     a, b = (claims[r.name].idempotency_key or "" for r in routes)
     async with ledger_pool.acquire() as conn, conn.transaction():
         failed = await deliveries.record_failed(

@@ -47,7 +47,10 @@ class PixivSettings(_Section):
             gate: at least this long between two requests, across all worker processes).
         rate_limit_base_ms / rate_limit_cap_ms: first step and cap of the rate-limit
             cooldown ladder (60 s doubling per consecutive rate limit up to 15 min;
-            ``Retry-After`` is the floor). Shared by every job of the account.
+            ``Retry-After`` is the floor up to the cap). Shared by every job of the
+            account. A cooldown in the ledger further ahead than the cap (written before
+            it, or under a larger one) holds at most the cap from the next request's slot
+            (:func:`curaflow.ledger.gates.reserve`).
         rate_limit_decay_after: consecutive successful requests after which the ladder
             starts again at its first step.
         max_examined: most works one scan looks at (deep scans page past the 5000
