@@ -17,7 +17,7 @@ from PIL import Image
 from curaflow.artifacts.images import Refused, Verified, check_image
 from curaflow.artifacts.names import MIME_BY_EXT
 from curaflow.domain.models import ArtifactFile
-from curaflow.sources.decoding import DecodeMeter
+from curaflow.sources.decoding import DecodeMeter, pillow_defers
 
 #: Bytes collected from the response before one write in a thread (fewer thread hops
 #: than one per 64 KiB chunk; bounded memory per download).
@@ -126,9 +126,10 @@ def describe(
 ) -> ArtifactFile:
     """Size, hash, MIME type and pixel size of a complete file (blocking).
 
-    ``width`` / ``height`` are None when Pillow cannot open the file as an image — not an
-    image, or one over twice ``PIL.Image.MAX_IMAGE_PIXELS`` (a decompression bomb, which
-    :func:`verify_image` accepts on its length).
+    ``width`` / ``height`` are None when Pillow cannot open the file as an image (its
+    headers only: Pillow's own size guard defers to the decode budget, which
+    :func:`~curaflow.artifacts.images.check_image` applied, and its warnings are ignored:
+    :func:`~curaflow.sources.decoding.pillow_defers`).
 
     Args:
         sha256 / size: the file's digest (hex) and length in bytes when the caller
@@ -148,11 +149,12 @@ def describe(
     if pixels is not None:
         width, height = pixels.width, pixels.height
     else:
+        pillow_defers()
         try:
             with Image.open(path) as image:
                 width, height = image.size
-        except (OSError, ValueError, Image.DecompressionBombError):
-            pass  # not an image, or one too large for Pillow to open (accepted on its length)
+        except (OSError, ValueError):
+            pass  # not an image
     return ArtifactFile(
         path=str(path),
         bytes=size,

@@ -4,12 +4,15 @@ transfer's. Blocking: run in a thread."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import mmap
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, TypeVar, cast
 
 from PIL import Image, ImageSequence, UnidentifiedImageError
 
@@ -19,7 +22,9 @@ from curaflow.sources.decoding import (
     DecodeBudget,
     DecodeMeter,
     OverBudget,
-    gif_frames,
+    gif_layout,
+    opening_layout,
+    png_chunks,
     png_without_bad_ancillary,
 )
 from curaflow.sources.errors import UnavailableKind
@@ -30,6 +35,7 @@ from curaflow.sources.errors import UnavailableKind
 IMAGE_FORMATS = {"PNG": ".png", "JPEG": ".jpg", "MPO": ".jpg", "GIF": ".gif", "WEBP": ".webp"}
 #: The formats Pillow decodes with libjpeg, at 1/8 scale through ``draft``.
 JPEG_FORMATS = frozenset({"JPEG", "MPO"})
+T = TypeVar("T")
 #: Default of ``outbound.image_max_pixels``: the largest frame verified (pixels decoded at
 #: once; Pillow holds 4 bytes per pixel of an RGB(A) image, so 40 MP is ~160 MB).
 IMAGE_MAX_PIXELS = FRAME_MAX_PIXELS
@@ -116,17 +122,32 @@ def decoded_pixels(image: Image.Image, path: Path) -> int:
     return w * h
 
 
+#: Files smaller than this are read whole rather than mapped (a map costs ~10 µs more).
+_MAP_MIN_BYTES = 256 * 1024
+
+
+def _mapped(file: Path | BinaryIO, read: Callable[[memoryview], T], empty: T) -> T:
+    """``read`` of the bytes of ``file`` (a path, or a file open for reading): mapped, not
+    copied, or read whole under :data:`_MAP_MIN_BYTES`; ``empty`` for an empty file."""
+    with open(file, "rb") if isinstance(file, Path) else contextlib.nullcontext(file) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return empty
+        if size < _MAP_MIN_BYTES:
+            fh.seek(0)
+            with memoryview(fh.read()) as view:
+                return read(view)
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
+            return read(view)
+
+
 def frame_count(image: Image.Image, path: Path, meter: DecodeMeter) -> int:
     """How many frames decoding ``image`` (opened from ``path``) decodes, from its headers
     (no pixel decoded): a GIF's by walking its blocks (at most one over the budget's frame
     bound), an APNG's from its ``acTL``, an animated WebP's from its container, else 1 (an
     MPO too: its first picture is the one decoded)."""
     if image.format == "GIF":
-        with open(path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size == 0:
-                return 0
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped, memoryview(mapped) as view:
-                return gif_frames(view, meter.budget.max_frames, meter)
+        return _mapped(path, lambda view: gif_layout(view, meter.budget.max_frames, meter)[0], 0)
     if image.format == "MPO":
         return 1  # its first picture (_load_frames)
     return max(1, int(getattr(image, "n_frames", 1)))
@@ -225,10 +246,14 @@ def check_image(
         :class:`Verified`: a whole PNG, JPEG (an MPO: its first picture), GIF or WebP; a
         :class:`Refused` when the bytes are not one of those
         images (``not_an_image``), the decode is over its budget (``over_budget``: refused
-        from the headers before anything is decoded — every frame of an animation counted
-        — or at the frame that crossed it), or the file is whole by its framing and does
-        not decode (``undecodable``); a ``str`` when the image is broken or short and not
-        whole by its framing (another download may succeed).
+        from the headers before anything is decoded — every frame of an animation counted,
+        a GIF's or WebP's canvas read from its bytes before Pillow opens it — or at the
+        frame that crossed it), or the file is whole by its framing and does not decode
+        (``undecodable``; a PNG too whose CRCs are right but whose structure libpng
+        refuses: :func:`~curaflow.sources.decoding.png_chunks`); a ``str`` when the image
+        is broken or short and not whole by its framing (another download may succeed).
+        A JPEG's scan data is checked as far as libjpeg refuses it (its warnings are not
+        visible through Pillow: DESIGN "Image checks").
 
     Raises:
         DecodeStopped: ``meter`` was stopped, or its deadline passed.
@@ -239,7 +264,9 @@ def check_image(
     checks nothing, is decoded from its first open. A PNG refused only for wrong CRCs on
     ancillary chunks (which libpng, and so a browser, drops with a warning) is checked
     again without them (:func:`~curaflow.sources.decoding.png_without_bad_ancillary`);
-    the page itself is left as it came. Blocking: call it in a thread.
+    the page itself is left as it came. Pillow's own size guard and warnings defer to the
+    budget (:func:`~curaflow.sources.decoding.pillow_defers`): the verdict is the same
+    whatever the warning filters. Blocking: call it in a thread.
     """
     if meter is None:
         budget = budget or DecodeBudget()
@@ -260,19 +287,37 @@ def check_image(
 
 
 def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verified | str | Refused:
-    """:func:`check_image` of the bytes of ``source`` (``path``'s, or a copy of them);
-    ``path`` is the page for what is read of its file alone (a JPEG's markers, its ending)."""
+    """:func:`check_image` of the bytes of ``source`` (``path``'s, opened once here, or a copy
+    of them: a PNG without its ancillary chunks whose CRC is wrong); ``path`` is the page for
+    what is read of its file alone (a JPEG's markers, its ending)."""
     fmt: str | None = None
     size = (0, 0)
+    own = isinstance(source, Path)  # the page's file (opened once here), not a copy of its bytes
     try:
-        with meter.running():
-            with Image.open(source) as image:
+        with meter.running(), contextlib.ExitStack() as opened:
+            fh: BinaryIO = opened.enter_context(open(path, "rb")) if own else cast(BinaryIO, source)
+            layout = None
+            if own:
+                # What Pillow allocates as it opens the file (a GIF's or a WebP's canvas) is
+                # planned from the bytes first: Pillow's own guard defers to the budget.
+                head = fh.read(12)
+                if head[:3] == b"GIF" or (head[:4] == b"RIFF" and head[8:] == b"WEBP"):
+                    layout = _mapped(fh, lambda view: opening_layout(view, meter), None)
+                if layout is not None:
+                    frames, canvas = layout
+                    meter.plan(frames=frames, pixels=frames * canvas[0] * canvas[1], largest=canvas)
+                fh.seek(0)
+            with Image.open(fh) as image:
                 fmt = image.format
                 if fmt not in IMAGE_FORMATS:
                     return Refused(f"not an image Pillow verifies (format {fmt})", recognised=False)
-                frames = frame_count(image, path, meter)
                 w, h = size = image.size
-                largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if at_eighth(image, path) else (w, h)
+                if fmt == "GIF" and layout is not None:
+                    frames, canvas = layout  # every frame is decoded on the canvas they grow
+                    largest = (max(w, canvas[0]), max(h, canvas[1]))
+                else:
+                    frames = frame_count(image, path, meter)
+                    largest = (max(1, -(-w // 8)), max(1, -(-h // 8))) if at_eighth(image, path) else (w, h)
                 held = largest[0] * largest[1]  # decoded_pixels, the file read once
                 meter.plan(frames=frames, pixels=frames * held, largest=largest)
                 if fmt in JPEG_FORMATS:
@@ -283,14 +328,17 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
                 else:
                     image.verify()
             if fmt not in JPEG_FORMATS:
-                if isinstance(source, io.BytesIO):
-                    source.seek(0)
-                with Image.open(source) as image:
+                fh.seek(0)
+                with Image.open(fh) as image:
                     _load_frames(image, meter, held)
+            if fmt == "PNG" and own:
+                # Pillow read every CRC (verify): a structure libpng refuses is what the file
+                # holds (a copy without bad ancillary chunks was walked as libpng reads it).
+                refused = _mapped(fh, lambda view: png_chunks(view, meter.check), None)
+                if isinstance(refused, str):
+                    return Refused(f"whole PNG that libpng refuses: {refused}", UnavailableKind.UNDECODABLE, True)
     except OverBudget as err:
         return Refused(err.why, UnavailableKind.OVER_BUDGET, recognised=True)
-    except Image.DecompressionBombError as err:
-        return Refused(f"too large to verify: {err}", UnavailableKind.OVER_BUDGET, recognised=True)
     except UnidentifiedImageError:
         return Refused("not an image", recognised=False)
     except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:

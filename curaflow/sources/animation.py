@@ -37,7 +37,7 @@ from pathlib import Path
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel
 
-from curaflow.sources.decoding import DecodeBudget, DecodeMeter, OverBudget, png_without_bad_ancillary
+from curaflow.sources.decoding import DecodeBudget, DecodeMeter, OverBudget, opening_layout, png_without_bad_ancillary
 
 #: A frames zip larger than this is refused (bytes).
 MAX_ZIP_BYTES = 64 * 1024 * 1024
@@ -103,15 +103,24 @@ def _is_zip(path: Path) -> bool:
 
 
 def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMeter) -> tuple[int, int]:
-    """A frame's (width, height) from its header (no pixel decoded).
+    """A frame's (width, height) from its header (no pixel decoded); a GIF's or a WebP's
+    canvas is planned from its bytes before Pillow opens it
+    (:func:`~curaflow.sources.decoding.opening_layout`: Pillow allocates it as it opens
+    the file).
 
     Raises:
         UnusableAnimation: the member is not an image of :data:`FRAME_FORMATS`.
-        OverBudget: Pillow's own bomb bound refuses its size.
+        OverBudget: the frame's canvas is over the frame bound.
         AnimationBroken: the member cannot be read from the zip.
-        DecodeStopped: ``meter`` was stopped while a PNG's chunks were walked.
+        DecodeStopped: ``meter`` was stopped while a PNG's chunks or a GIF's blocks were walked.
     """
     try:
+        with archive.open(info) as fh:
+            head = fh.read(30)
+            data = head + fh.read(MAX_FRAME_BYTES + 1) if head[:3] == b"GIF" else head
+        layout = opening_layout(data, meter)
+        if layout is not None:
+            meter.plan(frames=1, pixels=0, largest=layout[1])  # only its first frame is decoded
         try:
             with archive.open(info) as fh, Image.open(fh) as image:
                 return _frame_format_size(info, image)
@@ -124,8 +133,6 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
                 return _frame_format_size(info, image)
     except UnidentifiedImageError:
         raise UnusableAnimation(f"frame {info.filename} is not an image") from None
-    except Image.DecompressionBombError as err:
-        raise OverBudget(f"frame {info.filename}: {err}") from None
     except (zipfile.BadZipFile, EOFError) as err:
         raise AnimationBroken(f"frame {info.filename} cannot be read from the zip: {err}") from None
     except (OSError, ValueError, SyntaxError) as err:
@@ -144,7 +151,7 @@ def _decoded(data: bytes, meter: DecodeMeter) -> Image.Image:
     (:func:`~curaflow.sources.decoding.png_without_bad_ancillary`).
 
     Raises:
-        OSError, ValueError, SyntaxError, Image.DecompressionBombError: as ``Image.open`` / ``load``.
+        OSError, ValueError, SyntaxError: as ``Image.open`` / ``load``.
     """
     try:
         image = Image.open(io.BytesIO(data))
@@ -223,7 +230,7 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
                 raise AnimationBroken(f"frame {name} cannot be read from the zip: {err}") from None
             try:
                 image = _decoded(data, meter)
-            except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as err:
+            except (OSError, ValueError, SyntaxError) as err:
                 raise UnusableAnimation(f"frame {name} cannot be decoded: {type(err).__name__}") from None
             rgb = image.convert("RGB")
             return rgb if size is None or rgb.size == size else rgb.resize(size)

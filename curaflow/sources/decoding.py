@@ -18,7 +18,7 @@ settings ``outbound.image_max_pixels`` / ``decode_max_pixels`` / ``decode_max_fr
 
 **Checked before and during.** :meth:`DecodeMeter.plan` is given what the headers say —
 every frame's and every zip member's header, read without decoding a pixel (a GIF's
-frames are counted by walking its blocks: :func:`gif_frames`) — and refuses a file over
+frames are counted by walking its blocks: :func:`gif_layout`) — and refuses a file over
 the budget before any pixel is decoded. :meth:`DecodeMeter.frame` is charged before each
 frame is decoded, so a file whose headers lied, or whose frames cost more CPU than their
 pixels promise, stops at the next frame. A single frame is never interrupted: its cost is
@@ -36,16 +36,35 @@ for a single frame, which the frame bound already gives.
 Exceeding the budget is the work's failure (:class:`OverBudget`: the work is
 unavailable, :class:`~curaflow.sources.errors.UnavailableKind` ``over_budget``); a stop is
 nobody's (:class:`DecodeStopped`: the attempt ends as its cancel or deadline says).
+
+**The only owner of "too large", and of the verdict.** Pillow has a decompression-bomb
+guard of its own (``PIL.Image.MAX_IMAGE_PIXELS``: a ``DecompressionBombWarning`` past
+~89 M pixels, an error past twice that) that looks at the full size as a file is opened:
+it refused a JPEG the budget decodes at 1/8 and an operator's raised
+``image_max_pixels``, and its warning became an error under ``-W error``. It is switched
+off (:func:`pillow_defers`, when this module is imported and as every decode starts):
+every size it looked at before Pillow allocates is planned here first — the frame's size
+from the header, a GIF's canvas as its frames grow it and a WebP's canvas from their bytes
+before Pillow opens them (:func:`opening_layout`). Pillow's other warnings (an EXIF it
+cannot read, an invalid APNG it reads as a still image, a transparency it drops while
+converting) are about what it goes on to do anyway: they are ignored while curaflow
+decodes, so ``-W error`` or ``PYTHONWARNINGS`` never changes a verdict.
 """
 
 from __future__ import annotations
 
+import re
+import struct
 import threading
 import time
+import warnings
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from PIL import Image
 
 from curaflow.outbound.settings import OutboundSettings
 
@@ -57,6 +76,30 @@ MAX_FRAMES = _DEFAULTS.decode_max_frames
 MAX_CPU_S = _DEFAULTS.decode_max_cpu_ms / 1000
 #: How many GIF sub-blocks are walked between two checks of the meter.
 _WALK_CHECK_EVERY = 65_536
+#: The warnings filter :func:`pillow_defers` keeps first: whatever Pillow's own modules warn.
+_PILLOW_MODULES = r"PIL(\.|$)"
+_PILLOW_QUIET = ("ignore", None, Warning, re.compile(_PILLOW_MODULES), 0)
+_QUIETING = threading.Lock()
+
+
+def pillow_defers() -> None:
+    """Make Pillow defer to the decode budget (module doc): its own decompression-bomb
+    guard off (``PIL.Image.MAX_IMAGE_PIXELS = None``), and a filter ignoring the warnings
+    Pillow's modules emit first in :data:`warnings.filters` (put back if a
+    ``warnings.simplefilter`` or a ``catch_warnings`` moved it).
+
+    Called when this module is imported and as every decode starts
+    (:meth:`DecodeMeter.running`); cheap when nothing changed (one comparison). Process
+    wide: every decode of untrusted bytes in curaflow is planned by the budget first, and
+    Pillow's warnings would only say what it goes on to do anyway.
+    """
+    Image.MAX_IMAGE_PIXELS = None
+    if warnings.filters[:1] != [_PILLOW_QUIET]:
+        with _QUIETING:
+            warnings.filterwarnings("ignore", category=Warning, module=_PILLOW_MODULES)
+
+
+pillow_defers()
 
 
 class OverBudget(Exception):
@@ -140,7 +183,9 @@ class DecodeMeter:
 
     @contextmanager
     def running(self) -> Iterator[DecodeMeter]:
-        """Count the CPU time the calling thread spends inside (the decoding thread)."""
+        """Count the CPU time the calling thread spends inside (the decoding thread); Pillow
+        defers to the budget meanwhile (:func:`pillow_defers`)."""
+        pillow_defers()
         start = self.clock()
         self._since = start
         try:
@@ -227,21 +272,28 @@ class DecodeMeter:
             )
 
 
-def gif_frames(data: bytes | memoryview, limit: int, meter: DecodeMeter | None = None) -> int:
+def gif_layout(data: bytes | memoryview, limit: int, meter: DecodeMeter | None = None) -> tuple[int, tuple[int, int]]:
     """The frames (image descriptors) of a GIF, counted by walking its blocks without
-    decoding any (at most ``limit + 1``: counting stops once over ``limit``).
+    decoding any (at most ``limit + 1``: counting stops once over ``limit``), and the canvas
+    they are decoded on: the logical screen grown to every frame counted that extends past
+    it (Pillow grows its canvas so, and fills a frame's extent as it seeks to the frame).
 
     Args:
         data: the file's bytes (a ``memoryview`` of a mapped file is not copied).
         limit: the most frames wanted.
         meter: checked every 65 536 sub-blocks (a GIF of one-byte sub-blocks is long to walk).
 
+    Returns:
+        ``(frames, (width, height))``; ``(0, (0, 0))`` for fewer than the 13 bytes of a
+        header and screen.
+
     A structure that ends early or holds an unknown block ends the count: the decode
     itself then finds what is wrong.
     """
     size = len(data)
     if size < 13:
-        return 0
+        return 0, (0, 0)
+    width, height = int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
     flags = data[10]
     at = 13 + (3 << ((flags & 7) + 1) if flags & 0x80 else 0)
     frames = steps = 0
@@ -250,13 +302,18 @@ def gif_frames(data: bytes | memoryview, limit: int, meter: DecodeMeter | None =
         if block == 0x21:  # extension: introducer, label, sub-blocks
             at += 2
         elif block == 0x2C:  # image: descriptor, local colour table, LZW code size, sub-blocks
+            if at + 10 > size:
+                return frames + 1, (width, height)
             frames += 1
-            if frames > limit or at + 10 > size:
-                return frames
+            x0, y0 = int.from_bytes(data[at + 1 : at + 3], "little"), int.from_bytes(data[at + 3 : at + 5], "little")
+            w, h = int.from_bytes(data[at + 5 : at + 7], "little"), int.from_bytes(data[at + 7 : at + 9], "little")
+            width, height = max(width, x0 + w), max(height, y0 + h)
+            if frames > limit:
+                return frames, (width, height)
             local = data[at + 9]
             at += 10 + (3 << ((local & 7) + 1) if local & 0x80 else 0) + 1
         else:  # the trailer, or not a GIF block
-            return frames
+            return frames, (width, height)
         while at < size:
             length = data[at]
             at += 1 + length
@@ -265,7 +322,42 @@ def gif_frames(data: bytes | memoryview, limit: int, meter: DecodeMeter | None =
                 meter.check()
             if length == 0:
                 break
-    return frames
+    return frames, (width, height)
+
+
+def webp_canvas(head: bytes | memoryview) -> tuple[int, int] | None:
+    """A WebP's canvas (width, height) from its first 30 bytes, as Pillow reads it before
+    libwebp allocates it: the ``VP8X`` canvas, else the ``VP8`` / ``VP8L`` picture's size
+    (WebP container spec); None when those bytes say neither."""
+    head = bytes(head[:30])
+    chunk = head[12:16]
+    if chunk == b"VP8X" and len(head) >= 30:
+        return int.from_bytes(head[24:27], "little") + 1, int.from_bytes(head[27:30], "little") + 1
+    if chunk == b"VP8 " and len(head) >= 30 and head[23:26] == b"\x9d\x01\x2a":
+        return int.from_bytes(head[26:28], "little") & 0x3FFF, int.from_bytes(head[28:30], "little") & 0x3FFF
+    if chunk == b"VP8L" and len(head) >= 25 and head[20] == 0x2F:
+        bits = int.from_bytes(head[21:25], "little")
+        return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    return None
+
+
+def opening_layout(data: bytes | memoryview, meter: DecodeMeter) -> tuple[int, tuple[int, int]] | None:
+    """What Pillow allocates for the image in ``data`` before a frame is charged, read from
+    the bytes before Pillow opens it: a GIF's frames and canvas (:func:`gif_layout`: Pillow
+    fills a frame's extent as it opens the file or seeks to the frame), a WebP's canvas
+    (libwebp allocates it, twice, as Pillow opens the file; its frames are counted once
+    open). The caller plans it (:meth:`DecodeMeter.plan`) before ``Image.open``.
+
+    Returns:
+        ``(frames, canvas)`` of a GIF, ``(1, canvas)`` of a WebP, None for another format
+        (opening a PNG or a JPEG reads its headers only).
+    """
+    if bytes(data[:6]) in (b"GIF87a", b"GIF89a"):
+        return gif_layout(data, meter.budget.max_frames, meter)
+    if bytes(data[:4]) == b"RIFF" and bytes(data[8:12]) == b"WEBP":
+        canvas = webp_canvas(data)
+        return None if canvas is None else (1, canvas)
+    return None
 
 
 #: The first bytes of every PNG file (PNG spec 5.2).
@@ -276,15 +368,89 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 PNG_MAX_CHUNKS = 65_536
 #: An APNG's frames: a wrong CRC there loses a frame of the animation, never forgiven.
 _APNG_FRAME_CHUNKS = frozenset({b"fcTL", b"fdAT"})
+#: The critical chunks libpng knows (PNG spec 4.3, 11.2); any other critical chunk (its
+#: type's first letter upper case) is an error there ("unhandled critical chunk").
+_PNG_CRITICAL = frozenset({b"IHDR", b"PLTE", b"IDAT", b"IEND"})
+_ASCII_LETTERS = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+#: A chunk's length and type (PNG spec 5.3).
+_CHUNK_HEAD = struct.Struct(">I4s")
+
+
+class PngChunk(NamedTuple):
+    """One chunk of a PNG walked by :func:`png_chunks`: its bytes are ``data[start:end]``
+    (length, type, data, CRC); ``crc_ok`` whether its CRC matches (None: not computed)."""
+
+    start: int
+    end: int
+    kind: bytes
+    crc_ok: bool | None
+
+
+def png_chunks(
+    data: bytes | memoryview, check: Callable[[], None] | None = None, *, crcs: bool = False
+) -> list[PngChunk] | str | None:
+    """The chunks of a PNG up to its ``IEND``, walked by their lengths as libpng reads them.
+
+    Args:
+        data: the file's bytes (a ``memoryview`` of a mapped file is not copied).
+        check: called every 4 096 chunks (a decode meter's ``check``: it raises to stop).
+        crcs: compute each chunk's CRC (``PngChunk.crc_ok``).
+
+    Returns:
+        the chunks; or a ``str``, why libpng refuses the file's structure whatever its
+        CRCs say (libpng 1.6 ``png_read_info`` / ``png_read_end``, PNG spec 5.3, 5.6): a
+        chunk before ``IHDR``, a second ``IHDR``, a chunk type that is not four ASCII
+        letters, a critical chunk it does not know, ``IDAT`` chunks that are not
+        consecutive; or None when the walk says nothing of that — not a PNG, cut inside a
+        chunk or before ``IEND``, a length over 2^31 − 1, more than
+        :data:`PNG_MAX_CHUNKS` chunks.
+
+    Raises:
+        whatever ``check`` raises.
+    """
+    if bytes(data[: len(PNG_SIGNATURE)]) != PNG_SIGNATURE:
+        return None
+    view = memoryview(data)
+    chunks: list[PngChunk] = []
+    at = len(PNG_SIGNATURE)
+    pixels = "before"  # where the walk is against the IDAT run: before, in, after
+    for count in range(PNG_MAX_CHUNKS):
+        if check is not None and count % 4096 == 0:
+            check()
+        if at + 12 > len(view):
+            return None
+        length, kind = _CHUNK_HEAD.unpack_from(view, at)
+        end = at + 12 + length
+        if not _ASCII_LETTERS.issuperset(kind):
+            return f"chunk type {kind!r} is not four ASCII letters"
+        if count == 0 and kind != b"IHDR":
+            return f"{kind.decode()} before IHDR"
+        if count > 0 and kind == b"IHDR":
+            return "a second IHDR"
+        if not kind[0] & 0x20 and kind not in _PNG_CRITICAL:
+            return f"unknown critical chunk {kind.decode()}"
+        if kind == b"IDAT":
+            if pixels == "after":
+                return "IDAT chunks not consecutive"
+            pixels = "in"
+        elif pixels == "in":
+            pixels = "after"
+        if length > 0x7FFFFFFF or end > len(view):
+            return None
+        crc_ok = zlib.crc32(view[at + 4 : end - 4]) == int.from_bytes(view[end - 4 : end], "big") if crcs else None
+        chunks.append(PngChunk(at, end, kind, crc_ok))
+        at = end
+        if kind == b"IEND":
+            return chunks
+    return None
 
 
 def png_without_bad_ancillary(data: bytes, check: Callable[[], None] | None = None) -> bytes | None:
     """``data`` (a PNG) without its ancillary chunks whose CRC is wrong, or None when there
-    is none to drop or the file is not one libpng would then read: not a PNG, ``IHDR`` not
-    first, a chunk type that is not four ASCII letters, a chunk between two ``IDAT``
-    chunks, cut inside a chunk, no ``IEND``, more than :data:`PNG_MAX_CHUNKS` chunks, or a
-    wrong CRC on a critical chunk (``IHDR``, ``PLTE``, ``IDAT``, ``IEND``) or on an APNG
-    frame's (``fcTL``, ``fdAT``).
+    is none to drop or the file is not one libpng would then read: not walked whole by
+    :func:`png_chunks` (not a PNG, a structure libpng refuses, cut inside a chunk, no
+    ``IEND``, more than :data:`PNG_MAX_CHUNKS` chunks), or a wrong CRC on a critical chunk
+    (``IHDR``, ``PLTE``, ``IDAT``, ``IEND``) or on an APNG frame's (``fcTL``, ``fdAT``).
 
     An ancillary chunk (its type's first letter lower case: a text, a colour profile, a
     time) with a wrong CRC is discarded with a warning by libpng's default
@@ -298,41 +464,17 @@ def png_without_bad_ancillary(data: bytes, check: Callable[[], None] | None = No
     Raises:
         whatever ``check`` raises.
     """
-    if not data.startswith(PNG_SIGNATURE):
+    chunks = png_chunks(data, check, crcs=True)
+    if not isinstance(chunks, list):
+        return None
+    dropped = [c for c in chunks if not c.crc_ok]
+    if not dropped or any(not c.kind[0] & 0x20 or c.kind in _APNG_FRAME_CHUNKS for c in dropped):
         return None
     view = memoryview(data)
-    dropped: list[tuple[int, int]] = []
-    at = len(PNG_SIGNATURE)
-    pixels = "before"  # where the walk is against the IDAT run: before, in, after
-    for count in range(PNG_MAX_CHUNKS):
-        if check is not None and count % 4096 == 0:
-            check()
-        if at + 12 > len(data):
-            return None
-        length = int.from_bytes(view[at : at + 4], "big")
-        end = at + 12 + length
-        kind = bytes(view[at + 4 : at + 8])
-        if length > 0x7FFFFFFF or end > len(data) or not kind.isalpha() or (count == 0) != (kind == b"IHDR"):
-            return None
-        if kind == b"IDAT":
-            if pixels == "after":
-                return None
-            pixels = "in"
-        elif pixels == "in":
-            pixels = "after"
-        if zlib.crc32(view[at + 4 : end - 4]) != int.from_bytes(view[end - 4 : end], "big"):
-            if not kind[0] & 0x20 or kind in _APNG_FRAME_CHUNKS:
-                return None
-            dropped.append((at, end))
-        at = end
-        if kind == b"IEND":
-            if not dropped:
-                return None
-            kept = bytearray()
-            since = 0
-            for start, stop in dropped:
-                kept += view[since:start]
-                since = stop
-            kept += view[since:at]
-            return bytes(kept)
-    return None
+    kept = bytearray()
+    since = 0
+    for chunk in dropped:
+        kept += view[since : chunk.start]
+        since = chunk.end
+    kept += view[since : chunks[-1].end]
+    return bytes(kept)

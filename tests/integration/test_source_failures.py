@@ -164,8 +164,8 @@ async def test_an_image_cut_short_inside_valid_framing_is_not_fetched(
 
 
 async def test_a_page_too_large_to_verify_is_never_stored(source: Replay, tmp_path: Path) -> None:
-    # A 15 000 × 15 000 PNG (225 M pixels: over twice Pillow's MAX_IMAGE_PIXELS, a
-    # "decompression bomb") of a few KiB. Its size cannot be verified in bounded memory,
+    # A 15 000 × 15 000 PNG (225 M pixels: over the frame bound, outbound.image_max_pixels,
+    # a "decompression bomb") of a few KiB. Its size cannot be verified in bounded memory,
     # so it is refused by its header: the work is unavailable (the cell moves on), and it
     # was never "accepted on its length" and delivered unverified.
     work_id = "126839103"  # one PNG page
