@@ -84,12 +84,19 @@ def _id(sort: str, deep: DeepSet, place: int) -> str:
 
 
 async def _jobs(
-    sort: str, verdicts: dict[int, str], jobs: list[Job], *, keep: bool = True, until_idle: bool = False
+    sort: str,
+    verdicts: dict[int, str],
+    jobs: list[Job],
+    *,
+    keep: bool = True,
+    until_idle: bool = False,
+    deep: DeepSet | None = None,
 ) -> list[Seen]:
     """Run ``jobs`` of one target, each from the frontier the last one left (``keep``) or
     from none; a work not in ``verdicts`` is a candidate until a job delivers it.
-    ``until_idle``: stop after a job that read to the end of the results and found none."""
-    deep = _deep()
+    ``until_idle``: stop after a job that read to the end of the results and found none.
+    ``deep``: the result set (default: :data:`COUNT` works on one day)."""
+    deep = deep or _deep()
     faults = Faults(deep=deep)
     app = create_replay_app(faults)
     target = TargetSpec(target_id="t", query=TargetQuery(tags=[TAG], sort=sort), filters=TargetFilters(), scan_limit=1)  # type: ignore[arg-type]

@@ -94,6 +94,10 @@ with where they sit in the walk:
   The works of the ``popular_desc`` revisit page are not counted against it
   (:func:`read_again`): a job examines ``max_examined`` works after the known run, any
   cap, and at most one page more.
+* **Crowded days.** The scan's second walk over a day deeper than offset 5000 reads it
+  from its far end: its works move no mark until it meets the first walk's stop (the
+  places between are unread); their lasting verdicts join the runs once the walk goes on
+  past the day (:func:`tail_pass`, :func:`tail_done`).
 * Everything else the scan does is unchanged: filters, the ledger's ``known`` hook (every
   work read is judged as before; the frontier only decides which pages are read),
   checkpoints and resume, the 5000-offset window moves.
@@ -129,7 +133,7 @@ the frontier it leaves).
 
 from __future__ import annotations
 
-from curaflow.sources.pixiv.frontier.learning import advance, known_tally, observe, tail_pass
+from curaflow.sources.pixiv.frontier.learning import advance, known_tally, observe, tail_done, tail_pass
 from curaflow.sources.pixiv.frontier.models import DATE_SORTS, PAGE, Frontier, FrontierWalk, Jump, Mark, PageStep
 from curaflow.sources.pixiv.frontier.rules import LASTING_REASONS, SETTLE_DAYS, lasting, settled_before
 from curaflow.sources.pixiv.frontier.stored import applies, describe, fingerprint, key, read
@@ -160,5 +164,6 @@ __all__ = [
     "repeated_on",
     "revisit_offset",
     "settled_before",
+    "tail_done",
     "tail_pass",
 ]

@@ -14,6 +14,9 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     """Record the scan's verdict on ``work`` (None: a candidate)."""
     mark = Mark(work_id=work.work_id, create_date=work.create_date, index=walk.places.pop(work.work_id, 0))
     held = lasting(reason, work, walk.settled_before)
+    if _in_tail(walk, work):
+        _observe_in_tail(walk, work, reason, held)
+        return
     if walk.work_in_head(work.work_id):
         walk.head_stop = mark
         if not held:
@@ -28,6 +31,8 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
             if walk.revisit_at is not None:  # a work of the known run, read again
                 _count(walk.revisit_tally, reason)
         return
+    if walk.tail_tally and walk.tail_stop is None and not walk.tail_left:
+        _after_tail(walk, held)
     if walk.seam_gap:
         # Past a seam the walk could not check (``FrontierWalk.seam_gap``): a place here may
         # lie past works no page read, so nothing is recorded as examined; a candidate
@@ -82,12 +87,90 @@ def known_tally(walk: FrontierWalk) -> dict[str, int]:
     return {reason: n for reason, n in sorted(left.items()) if n > 0}
 
 
-def tail_pass(walk: FrontierWalk) -> None:
-    """The scan reads a crowded day from its other end: places there are not the walk's,
-    nor is its listing the head's (a head phase that reads one does not move the head)."""
-    walk.clean = False
+def tail_pass(walk: FrontierWalk, stop: Work) -> None:
+    """The scan reads a crowded day from its other end, up to ``stop`` (the last work the
+    first walk listed on it).
+
+    That second walk reads the day's far end first: until it reaches ``stop`` the places
+    between are not read, so its works move no mark (:func:`observe`: a mark there would
+    record them as examined — before 2026-12-05e a fresh ``date_desc`` walk whose first
+    candidate lay there set ``known`` past them, and a capped scan its sweep); their
+    lasting verdicts join the runs once the day is read (:func:`tail_done`). Nor is its
+    listing the head's: a head phase that reads one does not move the head.
+    """
+    walk.tail_stop = Mark(work_id=stop.work_id, create_date=stop.create_date)
+    walk.tail_tally = {}
     if walk.phase == "head":
         walk.head_whole = False
+
+
+def tail_done(walk: FrontierWalk, *, whole: bool, left: list[str]) -> None:
+    """The crowded day's second walk ended (``whole``: it reached the first walk's stop, the
+    day read entirely; else a middle part no walk reaches was left, reported as a skipped
+    day); the walk goes on with the next day once the works of its last page (``left``,
+    their ids) are examined.
+
+    A run of lasting verdicts the second walk did not break goes on over the day once the
+    walk examines a lasting work after it: the day's verdicts (``tail_tally``) then join the
+    run — a fresh walk's run, and the known run only when the day was read whole (the
+    middle of a day out of reach ends it, as it always did). Until then no mark lies past
+    the first walk's stop: a scan that ends here leaves the day's far end to be read again.
+    """
+    if walk.tail_stop is None:
+        return
+    if not whole:
+        walk.clean = False
+    walk.tail_stop, walk.tail_left = None, list(left)
+
+
+def _in_tail(walk: FrontierWalk, work: Work) -> bool:
+    """Whether ``work`` was listed by a crowded day's second walk (it comes after the
+    first walk's stop in the walk's order, or is left from its last page)."""
+    if work.work_id in walk.tail_left:
+        walk.tail_left.remove(work.work_id)
+        return True
+    stop = walk.tail_stop
+    if stop is None:
+        return False
+    here, there = _key(work.create_date, work.work_id), _key(stop.create_date, stop.work_id)
+    return here < there if walk.plan.sort == "date_desc" else here > there
+
+
+def _observe_in_tail(walk: FrontierWalk, work: Work, reason: str | None, held: bool) -> None:
+    """A verdict on a work of a crowded day's second walk: no mark moves (the places
+    between it and the first walk's stop are not read yet); a verdict that does not last
+    breaks the runs, a lasting one waits in ``tail_tally`` (:func:`tail_done`)."""
+    head = walk.work_in_head(work.work_id)
+    if walk.seam_gap:
+        walk.candidate_seen = walk.candidate_seen or reason is None
+        return
+    if head:
+        if not held:  # the head cannot move above a work that may change (nor does it, the
+            walk.head_broken = True  # listing being the day's other end: tail_pass)
+            walk.head_top, walk.head_tally = None, {}
+        return
+    if reason is None:
+        walk.candidate_seen = True
+    if not held:
+        walk.clean = False
+        walk.tail_tally = {}
+        if walk.segment == "fresh" and not walk.candidate_seen:
+            walk.run_top = walk.run_end = None
+            walk.run_tally = {}
+        return
+    assert reason is not None
+    _count(walk.tail_tally, reason)
+
+
+def _after_tail(walk: FrontierWalk, held: bool) -> None:
+    """The first work examined after a crowded day's second walk ended (:func:`tail_done`):
+    a lasting one carries the runs the day did not break over it, with the day's verdicts."""
+    if held:
+        if walk.segment == "fresh" and not walk.candidate_seen and walk.run_end is not None:
+            walk.run_tally = _merge(walk.run_tally, walk.tail_tally)
+        if walk.clean:
+            walk.clean_tally = _merge(walk.clean_tally, walk.tail_tally)
+    walk.tail_tally = {}
 
 
 def _later(a: Mark, b: Mark, sort: str) -> bool:

@@ -138,6 +138,15 @@ class FrontierWalk(BaseModel):
             failing it again. From a gap on, the walk records nothing as examined: no
             fresh run, no known run, no sweep past it (:func:`observe`); the next job
             reads from there.
+        tail_stop / tail_tally / tail_left: while a crowded day is read from its other end (the
+            scan's second walk over it, :func:`tail_pass`), the work where the first walk
+            stopped, and the lasting verdicts of the works read since. That walk reads the
+            day's far end first, the places between it and ``tail_stop`` not read yet: its
+            works move no mark (no run, known run, sweep or head stop is taken there), their
+            verdicts wait in ``tail_tally`` and join the runs only once the day is read to
+            ``tail_stop`` (:func:`tail_done`); ``tail_left``: the works of that walk's last
+            page still to examine once it ended. None in a checkpoint written before the
+            fields existed: its works are taken as before.
     """
 
     plan: Frontier
@@ -178,6 +187,9 @@ class FrontierWalk(BaseModel):
     seam_back: int = 0
     seam_steps: int = 0
     seam_gap: bool = False
+    tail_stop: Mark | None = None
+    tail_tally: dict[str, int] = Field(default_factory=dict)
+    tail_left: list[str] = Field(default_factory=list)
 
     def work_in_head(self, work_id: str) -> bool:
         """Whether the verdict on ``work_id`` belongs to the head (consumed once)."""

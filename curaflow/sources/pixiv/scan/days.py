@@ -80,7 +80,7 @@ def _start_tail(cp: ScanCheckpoint, last: Work) -> None:
     cp.boundary_day, cp.boundary_ids = None, []
     _new_pass(cp)
     if cp.walk is not None:
-        fr.tail_pass(cp.walk)
+        fr.tail_pass(cp.walk, last)
 
 
 def _end_tail(cp: ScanCheckpoint, sort: str, *, whole: bool, on_skipped_day: SkippedDayHook | None) -> None:
@@ -93,6 +93,8 @@ def _end_tail(cp: ScanCheckpoint, sort: str, *, whole: bool, on_skipped_day: Ski
         cp.report.skipped_days.append(skipped)
         if on_skipped_day is not None:
             on_skipped_day(skipped)
+    if cp.walk is not None:
+        fr.tail_done(cp.walk, whole=whole, left=[w.work_id for w in cp.pending])
     key = "end_date" if sort == "date_desc" else "start_date"
     cp.window = {**cp.window, key: _shift_day(tail.day, -1 if sort == "date_desc" else 1)}
     cp.window_moves += 1

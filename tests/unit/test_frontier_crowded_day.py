@@ -1,0 +1,106 @@
+"""A crowded day's second walk never makes the frontier record works no page read.
+
+A day holding more works than one walk pages (offsets stop at 5000) is read from its other
+end once the walk reaches the offset cap: the same query restricted to the day, in the
+reverse order, up to the work where the first walk stopped (:mod:`curaflow.sources.pixiv.scan`).
+That second walk reads the day's far end first: the works between the first walk's stop and
+the second walk's current place are not read yet. A mark the frontier takes there (the known
+run's end, a fresh ``date_desc`` walk's run, the sweep) would record them as examined: before
+2026-12-05e a fresh walk whose first candidate lay in the second walk set ``known`` past
+them. Scans run against the replay app in process; the ``known`` hook records every work
+handed to a scan for examination (what a page really read).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from curaflow.sources.pixiv.frontier import Frontier, Mark
+from curaflow.sources.pixiv.replay.data import DeepSet
+from tests.unit.test_frontier_seams import Job, Seen, _jobs, _place
+
+TAG = "frontier-seams"
+#: One day of 5 200 works: the first walk reads places 0–5 029 (offsets stop at 5000), the
+#: second walk reads from place 5 199 back towards 5 030.
+DAY = DeepSet(tag=TAG, count=5200, per_day=5200, last_day="2025-02-04")
+DATE_SORTS = ["date_desc", "date_asc"]
+
+
+def _recorded(sort: str, frontier: Frontier) -> set[int]:
+    """The places the frontier records as examined (the walk's order, 0 first): from the
+    walk's start (``date_desc``: its head) to the farthest of ``known`` and ``sweep``."""
+    ends = [m for m in (frontier.known, frontier.sweep) if m is not None]
+    if not ends:
+        return set()
+    at = lambda mark: _place(sort, DAY, mark.work_id)  # noqa: E731
+    start = at(frontier.head) if sort == "date_desc" and frontier.head is not None else 0
+    return set(range(start, max(at(m) for m in ends) + 1))
+
+
+def _unread_recorded(sort: str, seen: list[Seen]) -> list[tuple[int, list[int]]]:
+    """Per job: the places its frontier records as examined that no page of it or of an
+    earlier job read (the first few)."""
+    read: set[int] = set()
+    out = []
+    for i, s in enumerate(seen):
+        read |= s.handed
+        out.append((i, sorted(_recorded(sort, s.frontier) - read)[:5]))
+    return [(i, unread) for i, unread in out if unread]
+
+
+def _ruled_out_but(*candidates: int) -> dict[int, str]:
+    return {p: "duplicate" for p in range(DAY.count) if p not in candidates}
+
+
+@pytest.mark.slow  # pages through a day of 5 200 works, twice
+@pytest.mark.parametrize("sort", DATE_SORTS)
+def test_a_first_candidate_on_the_crowded_days_far_end_records_nothing_unread(sort: str) -> None:
+    # Places 5150 and 5100 are new. The fresh walk reads places 0–5029, then the day from
+    # its far end: 5199 … 5151 (delivered before), 5150 — its candidate. Places 5030–5149
+    # were never read: the frontier it leaves must not record them (before: the run of the
+    # fresh date_desc walk ended at 5151). The next job delivers 5100.
+    seen = asyncio.run(_jobs(sort, _ruled_out_but(5150, 5100), [Job(cap=20_000)] * 2, deep=DAY))
+    assert [s.candidates for s in seen] == [[5150], [5100]]
+    assert not _unread_recorded(sort, seen), [(s.frontier.head, s.frontier.known, s.frontier.sweep) for s in seen]
+
+
+@pytest.mark.slow  # pages through a day of 5 200 works
+@pytest.mark.parametrize("sort", DATE_SORTS)
+def test_a_scan_capped_on_the_crowded_days_far_end_records_nothing_unread(sort: str) -> None:
+    # Everything delivered before but place 5100. The fresh walk examines places 0–5029,
+    # then 30 works of the far end (5199 … 5170) and reaches its cap: places 5030–5169
+    # were never read, and neither the known run nor the sweep may pass over them.
+    seen = asyncio.run(_jobs(sort, _ruled_out_but(5100), [Job(cap=5060)], deep=DAY))
+    assert seen[0].candidates == []
+    assert not _unread_recorded(sort, seen), (seen[0].frontier.known, seen[0].frontier.sweep)
+
+
+def test_the_recorded_region_reads_the_marks_by_their_place() -> None:
+    # the helper itself: date_desc from its head, date_asc from the start
+    mark = lambda p: Mark(work_id=DAY.work_id(p))  # noqa: E731
+    assert _recorded("date_desc", Frontier(sort="date_desc", head=mark(3), known=mark(5))) == {3, 4, 5}
+    assert _recorded("date_desc", Frontier(sort="date_desc", head=mark(3), known=mark(5), sweep=mark(7))) == set(
+        range(3, 8)
+    )
+    asc = lambda p: Mark(work_id=DAY.work_id(DAY.count - 1 - p))  # noqa: E731
+    assert _recorded("date_asc", Frontier(sort="date_asc", known=asc(2))) == {0, 1, 2}
+
+
+@pytest.mark.slow  # pages through a day of 5 200 works
+def test_a_crowded_day_read_whole_carries_the_run_over_it() -> None:
+    # The crowded day (places 0–5199) is delivered before; the day before it holds places
+    # 5200–5299, 5250 and 5280 new. The fresh walk reads the day from both ends, whole, then
+    # the day before up to 5250: its run of lasting verdicts goes on over the whole day
+    # (every place of it read), so the next job jumps past the day and delivers 5280 on
+    # its head page, the landing page and one more — and the known run's tally counts the
+    # whole day once.
+    two_days = DeepSet(tag=TAG, count=5300, per_day=5200, last_day="2025-02-04")
+    ruled = {p: "duplicate" for p in range(two_days.count) if p not in (5250, 5280)}
+    seen = asyncio.run(_jobs("date_desc", ruled, [Job(cap=20_000)] * 2, deep=two_days))
+    assert [s.candidates for s in seen] == [[5250], [5280]]
+    first = seen[0].frontier
+    assert first.known is not None and _place("date_desc", two_days, first.known.work_id) == 5249
+    assert first.tally == {"duplicate": 5250}
+    assert seen[1].pages == 3
