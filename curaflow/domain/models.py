@@ -76,6 +76,11 @@ class CandidateReport(BaseModel):
 
     Attributes:
         fetched: works examined at the source.
+        read_again: of ``fetched``, works the source read again that do not count
+            against its ``max_examined`` (Pixiv's ``popular_desc`` revisit page:
+            ``ScanState.uncapped``); what the pass examined anew is ``fetched`` less
+            these (:func:`~curaflow.domain.fallback.reached_cap`). 0 in a report stored
+            before the field existed.
         selected: the work id bound to the cell, if any.
         rejected: works examined and not eligible.
         reasons: rejection counts by reason word (``duplicate``, ``excluded``,
@@ -103,6 +108,7 @@ class CandidateReport(BaseModel):
     """
 
     fetched: int = 0
+    read_again: int = 0
     selected: str | None = None
     rejected: int = 0
     reasons: dict[str, int] = Field(default_factory=dict)

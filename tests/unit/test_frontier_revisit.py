@@ -108,3 +108,27 @@ def test_a_capped_job_examines_the_cap_after_the_page_read_again() -> None:
     seen = asyncio.run(_jobs(SORT, _ruled({40, 95}, set()), jobs))
     assert [s.candidates for s in seen] == [[40], [], [], [95], []], _story(seen)
     assert [s.frontier.known.index for s in seen if s.frontier.known] == [39, 59, 79, 94, 99], _story(seen)
+
+
+async def test_the_page_read_again_does_not_end_the_fallback_passes() -> None:
+    """The fallback decision and the cap's verdict count the works a pass examined anew,
+    not the ``popular_desc`` revisit page's (which do not count against the cap either):
+    before, a pass that read its revisit page (30 works) and two works after the mark —
+    its candidate among them — reported fetched 32, so at a cap of 10 a candidate found
+    unavailable at fetch time got no wider pass, and the cell ended ``scan_capped`` ("examined
+    pixiv.max_examined works without finding a new one") though it examined 2."""
+    from curaflow.domain.fallback import another_pass
+    from curaflow.domain.reasons import TerminalReason
+    from curaflow.domain.verdicts import no_candidate_verdict
+
+    seen = await _jobs(SORT, _ruled({40, 41}, set()), [Job(), Job(cap=10)])
+    assert [s.candidates for s in seen] == [[40], [41]], _story(seen)
+    report = seen[1].report
+    assert report.fetched == 32 and report.read_again == 30, report
+    args = {"fallback_pass": 0, "max_passes": 3, "scan_limit": 1, "max_examined": 10}
+    assert another_pass(report=report, **args)  # type: ignore[arg-type]
+    assert no_candidate_verdict(report, max_examined=10) != TerminalReason.SCAN_CAPPED
+    # a pass capped after its revisit page still ends the passes (and says so)
+    capped = report.model_copy(update={"fetched": 40})
+    assert not another_pass(report=capped, **args)  # type: ignore[arg-type]
+    assert no_candidate_verdict(capped, max_examined=10) == TerminalReason.SCAN_CAPPED

@@ -21,6 +21,7 @@ import httpx
 import pytest
 
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+from curaflow.domain.models import CandidateReport
 from curaflow.sources.pixiv.client import PixivClient
 from curaflow.sources.pixiv.frontier import Frontier
 from curaflow.sources.pixiv.replay.app import create_replay_app
@@ -50,13 +51,15 @@ class Job:
 
 @dataclass
 class Seen:
-    """What one job did: its candidate, the works handed to it, its pages, the frontier it left."""
+    """What one job did: its candidate, the works handed to it, its pages, the frontier it
+    left, its candidate report."""
 
     candidates: list[int]
     handed: set[int]
     pages: int
     frontier: Frontier
     exhausted: bool = False
+    report: CandidateReport = field(default_factory=CandidateReport)
 
 
 class Interrupted(Exception):
@@ -145,7 +148,7 @@ async def _jobs(
             if keep:
                 assert result.frontier is not None
                 frontier = Frontier.model_validate(result.frontier)
-            out.append(Seen(found, handed, pages, frontier or Frontier(sort=sort), result.exhausted))
+            out.append(Seen(found, handed, pages, frontier or Frontier(sort=sort), result.exhausted, result.report))
             if until_idle and not found and result.exhausted:
                 break
     return out

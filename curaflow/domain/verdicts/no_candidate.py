@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from curaflow.domain.cells import CellState
+from curaflow.domain.fallback import reached_cap
 from curaflow.domain.models import CandidateReport
 from curaflow.domain.reasons import NO_CONTENT_REASONS, TerminalReason
 from curaflow.domain.tally import Tally
@@ -35,7 +36,10 @@ def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -
           failure (alertable), never "no new content";
         * ``scan_capped`` when the scan stopped at ``max_examined`` while the source had
           more (``exhausted`` false): what it saw says nothing about the rest, and the
-          target's frontier makes the next job go on from there;
+          target's frontier makes the next job go on from there. The works it examined
+          anew count, not those a source read again off the cap
+          (:func:`~curaflow.domain.fallback.reached_cap`, as
+          :func:`~curaflow.domain.fallback.another_pass` decides);
         * ``source_unusable`` also when every *new* work (every work not delivered
           before) was unusable so and at least one of them met an answer not recognised
           as its own (``Tally.unrecognised``: the image host refusing curaflow, a
@@ -61,7 +65,7 @@ def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -
         return R.NO_CANDIDATE
     if tally.unusable > 0 and tally.unusable == tally.rejected:
         return R.SOURCE_UNUSABLE
-    if not report.exhausted and report.fetched >= max_examined > 0:
+    if not report.exhausted and reached_cap(report, max_examined):
         return R.SCAN_CAPPED
     if tally.unrecognised > 0 and tally.unusable + tally.delivered == tally.rejected:
         return R.SOURCE_UNUSABLE  # every new work unusable, the source refusing at least one

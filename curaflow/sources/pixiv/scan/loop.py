@@ -111,14 +111,14 @@ async def scan(
             else:
                 reason = reject_reason(work, target, excluded)
             _examine(cp, work, reason)
-        cp.report.fetched = cp.examined
+        cp.report.fetched, cp.report.read_again = cp.examined, cp.uncapped
         cp.report.pages = cp.pages
         cp.exhausted = cp.pages_done and not cp.pending
         if not cp.exhausted and len(cp.candidates) < want and not cp.capped(max_examined):
             # More works follow: checkpoint so a retried attempt resumes there. A scan
             # that ends here is bound right away; nothing to resume.
             await on_page(cp)
-    cp.report.fetched = cp.examined
+    cp.report.fetched, cp.report.read_again = cp.examined, cp.uncapped
     cp.report.pages = cp.pages
     cp.report.exhausted = cp.exhausted
     cp.candidates = cp.candidates[:scan_limit]
