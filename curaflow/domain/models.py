@@ -77,10 +77,11 @@ class CandidateReport(BaseModel):
     Attributes:
         fetched: works examined at the source.
         read_again: of ``fetched``, works the source read again that do not count
-            against its ``max_examined`` (Pixiv's ``popular_desc`` revisit page:
-            ``ScanState.uncapped``); what the pass examined anew is ``fetched`` less
-            these (:func:`~curaflow.domain.fallback.reached_cap`). 0 in a report stored
-            before the field existed.
+            against its ``max_examined`` (Pixiv's ``popular_desc`` revisit page, up to a
+            page of a ``date_desc`` head examined before: ``ScanState.uncapped``); what
+            the pass examined anew is ``fetched`` less these
+            (:func:`~curaflow.domain.fallback.reached_cap`). 0 in a report stored before
+            the field existed.
         selected: the work id bound to the cell, if any.
         rejected: works examined and not eligible.
         reasons: rejection counts by reason word (``duplicate``, ``excluded``,

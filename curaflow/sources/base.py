@@ -87,7 +87,8 @@ class ScanState(BaseModel):
         examined / pages: works examined and pages fetched so far.
         uncapped: of ``examined``, the works that do not count against ``max_examined``:
             a source's own re-reading of works examined before (Pixiv's ``popular_desc``
-            revisit page); 0 for the generic scan. See :meth:`capped`.
+            revisit page, up to a page of a ``date_desc`` head); 0 for the generic scan.
+            See :meth:`capped`.
         candidates: eligible works, in rank order.
         report: what the scan saw (stored on the cell).
         all_duplicates: every work examined was a duplicate so far.

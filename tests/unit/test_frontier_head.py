@@ -110,3 +110,34 @@ def test_a_verdict_that_does_not_last_is_read_again_by_every_scan(sort: str, ver
             update={"examined": 0, "known": 0}
         )
     assert seen[1][1].examined >= 1  # the work that may change is read again
+
+
+async def test_works_new_above_the_head_count_against_the_cap() -> None:
+    """The head phase's works read again (an earlier job examined them) do not count against
+    ``pixiv.max_examined``, up to a page a job; works new since the last job do: a job
+    capped among them examined ``max_examined`` new places, none read again."""
+    old = DeepSet(tag=TAG, count=80, per_day=10, last_day="2025-02-04")
+    new = DeepSet(tag=TAG, count=90, per_day=10, last_day="2025-02-05")  # 10 works more, on top
+    verdicts = dict.fromkeys((new.work_id(r) for r in range(new.count)), "duplicate") | {old.work_id(2): "held"}
+    faults = Faults(deep=old)
+    app = create_replay_app(faults)
+    target = TargetSpec(target_id="t", query=TargetQuery(tags=[TAG], sort="date_desc"), filters=TargetFilters())
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {i: verdicts[i] for i in ids if i in verdicts}
+
+    reports = []
+    frontier = Frontier(sort="date_desc")
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://replay") as http:
+        client = PixivClient(http, refresh_token="r", api_url="http://replay", auth_url="http://replay")
+        for deep, cap in [(old, 1000), (new, 6), (new, 6)]:
+            faults.deep = deep
+            result = await scan_for_one(client, target, known, frontier=frontier, max_examined=cap)
+            assert result.frontier is not None
+            frontier = Frontier.model_validate(result.frontier)
+            reports.append(result.report)
+    # the first job reads all 80 (the head below the held work); the second meets the 10
+    # new works on top and is capped after 6 of them; the third reads the other 4 and the
+    # 3 old ones above the head again (not counted: before, the cap stopped it at the
+    # second of them), and reaches the end of the results after the known run
+    assert [(r.fetched, r.read_again, r.exhausted) for r in reports] == [(80, 0, True), (6, 0, False), (7, 3, True)]

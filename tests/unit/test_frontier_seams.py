@@ -294,11 +294,14 @@ async def test_a_source_whose_pages_never_meet_costs_a_few_pages_not_the_job(sor
         assert mark is None or mark.work_id not in b_ids, stored
 
 
-async def test_a_date_desc_head_that_fills_most_of_a_small_cap_still_progresses_a_place_a_job() -> None:
+async def test_a_date_desc_head_read_again_within_a_page_leaves_the_cap_to_new_places() -> None:
     """Cap 6, a held work at place 4: each job reads places 0–4 again (above its head: that
-    verdict does not last) and one place more, so place 28 comes in the 24th job — slowly,
-    never lost (the example a clean CI's property run drew)."""
+    verdict does not last), which an earlier job examined. Counted against the cap, they
+    left one place a job for the rest: place 28 came in the 24th job (the example a clean
+    CI's property run drew). Up to a page of them is not counted (as popular_desc's page
+    read again): each job examines 6 new places, and place 28 comes in the 5th."""
     ruled = {p: v for p in range(COUNT) if (v := {4: "held", 28: None}.get(p, "duplicate")) is not None}
-    seen = await _jobs("date_desc", ruled, [Job(cap=6)] * 30)
-    delivered = [i for i, s in enumerate(seen) if s.candidates]
-    assert [c for s in seen for c in s.candidates] == [28] and len(delivered) == 1 and delivered[0] <= 23
+    seen = await _jobs("date_desc", ruled, [Job(cap=6)] * 6)
+    assert [s.candidates for s in seen] == [[], [], [], [], [28], []], _story(seen)
+    assert [(s.report.fetched, s.report.read_again) for s in seen[:4]] == [(6, 0)] + [(11, 5)] * 3
+    assert [s.pages for s in seen[:4]] == [1] * 4, _story(seen)  # the known mark on the head page: as before

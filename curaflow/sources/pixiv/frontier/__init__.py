@@ -43,6 +43,10 @@ with where they sit in the walk:
   moves it to just before the candidate it finds; a scan that reaches the end of the
   results clears it, so the works it passed over are read again by the next sweep.
 
+* ``seen`` (``date_desc``): the newest work from which every place down to ``head`` was
+  examined by some job (the top of the last head phase that read it whole, or of the
+  fresh walk): the head works at or below it are read again, not new (:func:`read_again`).
+
 * ``tally``: the known run's works by the verdict that ruled each out. A scan that
   passes over the run reports them (:func:`known_tally`, ``CandidateReport.known``), so
   the cell's tally — and the reason it ends with, :mod:`curaflow.domain.tally` — is the
@@ -93,7 +97,9 @@ with where they sit in the walk:
   every job. ``pixiv.max_examined`` bounds a job; the next goes on from ``head_sweep``.
   The works of the ``popular_desc`` revisit page are not counted against it
   (:func:`read_again`): a job examines ``max_examined`` works after the known run, any
-  cap, and at most one page more.
+  cap, and at most one page more. Nor is up to a page of a ``date_desc`` head's works some
+  job examined before (at or below ``seen``, :attr:`Frontier.seen`): works new since
+  count, and the head beyond that page does (it has no bound of its own).
 * **Crowded days.** The scan's second walk over a day deeper than offset 5000 reads it
   from its far end: its works move no mark until it meets the first walk's stop (the
   places between are unread); their lasting verdicts join the runs once the walk goes on

@@ -19,6 +19,7 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
         return
     if walk.work_in_head(work.work_id):
         walk.head_stop = mark
+        walk.head_first = walk.head_first or mark
         if not held:
             walk.head_broken = True
             walk.head_top = None  # the head cannot move above a work that may change
@@ -198,6 +199,7 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
         new = Frontier(sort=sort)
         if sort == "date_desc":
             new.head, new.known = walk.run_top, walk.run_end
+            new.seen = walk.first  # the top: read from there down to the run without a gap
             new.tally = dict(sorted(walk.run_tally.items())) if walk.run_end is not None else {}
         elif walk.known_end is not None:
             new.known = walk.known_end
@@ -206,6 +208,8 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
             new.sweep = walk.last
             if sort == "date_desc" and new.head is None:
                 new.head = walk.first  # nothing lasting above the stop: the head is where this walk began
+        if new.head is None:
+            new.seen = None
         return new
     new = plan.model_copy(deep=True)
     if walk.revisit_at is not None:
@@ -244,7 +248,9 @@ def _advance_head(walk: FrontierWalk, new: Frontier, *, capped: bool, exhausted:
     ``plan.head`` — carried over from the capped jobs before (``plan.head_run``) when this
     one resumed below their stop and met only lasting verdicts. A head phase the cap
     stopped leaves where it stopped (``head_sweep``) and the lasting run ending there
-    (``head_run``): the next job reads on from there, not the same top again.
+    (``head_run``): the next job reads on from there, not the same top again. A phase that
+    read from the top without a gap down to the head, or down to ``plan.seen``, moves
+    ``seen`` up to the top (:func:`~curaflow.sources.pixiv.frontier.walk.read_again`).
     """
     plan = walk.plan
     run: Mark | None = None
@@ -263,3 +269,14 @@ def _advance_head(walk: FrontierWalk, new: Frontier, *, capped: bool, exhausted:
     elif capped and walk.head_stop is not None:
         new.head_sweep, new.head_run = walk.head_stop, run
         new.head_run_tally = run_tally if run is not None else {}
+    if walk.head_whole and not walk.head_resumed and walk.head_first is not None:
+        # Read from the top without a gap down to the head, or down to ``plan.seen``
+        # (examined before down to the head): every place from the top down was examined.
+        stop, seen = walk.head_stop, plan.seen
+        reached_seen = (
+            stop is not None
+            and seen is not None
+            and _key(stop.create_date, stop.work_id) <= _key(seen.create_date, seen.work_id)
+        )
+        if done or reached_seen:
+            new.seen = walk.head_first

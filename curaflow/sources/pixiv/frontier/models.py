@@ -57,6 +57,11 @@ class Frontier(BaseModel):
             without a gap, that ends at ``head_sweep`` (None: the stop was not lasting), and
             its works by reason word: the head moves up to it once a later head phase reads
             from ``head_sweep`` down to ``head`` with lasting verdicts only.
+        seen: ``date_desc``: the newest work a job examined from which every place down to
+            ``head`` was examined by some job (the top of the last head phase that read its
+            region whole, or of the fresh walk): a head work at or below it is read again,
+            not a new place (:func:`read_again`). None: every head work counts as new (a
+            frontier stored before the field existed, until its next whole head phase).
         revisit: ``popular_desc``: the offset of the page of the known part the next job
             reads again (in turn from the top; a page past ``known.index − 30`` is read
             there, so the cycle's last page ends at the mark: :func:`revisit_offset`).
@@ -73,6 +78,7 @@ class Frontier(BaseModel):
     head_sweep: Mark | None = None
     head_run: Mark | None = None
     head_run_tally: dict[str, int] = Field(default_factory=dict)
+    seen: Mark | None = None
     revisit: int = 0
     tally: dict[str, int] = Field(default_factory=dict)
 
@@ -106,6 +112,10 @@ class FrontierWalk(BaseModel):
             written before the field existed: that walk does not move the head.
         head_edge: the last work listed on the previous head page (None: no page yet).
         head_stop: the last head work examined (a capped head phase's ``head_sweep``).
+        head_first: the first head work examined (the top, unless the phase resumed):
+            ``Frontier.seen`` once the phase read its region whole.
+        reread: head works read again that did not count against ``pixiv.max_examined``
+            (at most :data:`PAGE` a job: :func:`read_again`).
         head_resumed / head_broken: the head phase started from ``plan.head_sweep``; it
             examined a head work whose verdict does not last.
         run_top / run_end: a fresh ``date_desc`` walk: the run of lasting rejections that
@@ -167,6 +177,8 @@ class FrontierWalk(BaseModel):
     head_whole: bool = False
     head_edge: str | None = None
     head_stop: Mark | None = None
+    head_first: Mark | None = None
+    reread: int = 0
     head_resumed: bool = False
     head_broken: bool = False
     run_top: Mark | None = None

@@ -116,22 +116,40 @@ def _land(walk: FrontierWalk, mark: Mark, sort: str, max_offset: int) -> Frontie
     return walk
 
 
-def read_again(walk: FrontierWalk, work_id: str | None = None) -> bool:
+def read_again(walk: FrontierWalk, work: Work | None = None) -> bool:
     """Whether the scan reads again what the target examined before, which does not count
-    against ``pixiv.max_examined``: ``work_id``, a work of the ``popular_desc`` revisit
-    page not examined yet (None: the page being parsed is the revisit page).
+    against ``pixiv.max_examined``: ``work``, a work about to be examined (None: the page
+    being parsed, for its items that are no work).
 
-    The revisit is the frontier's own upkeep — one known page a job, in turn, so that no
-    work moved up into the known run is lost — not the search for new works the cap
-    bounds: counted, a cap below a page left every job inside it (no job ever reached
-    the works after the known run) and one below two pages every other job capped
-    without a candidate. A job so examines at most one page more than the cap.
+    * ``popular_desc``: the works of the revisit page (one known page a job, in turn, so
+      that no work moved up into the known run is lost) — the frontier's own upkeep, not
+      the search for new works the cap bounds. Counted, a cap below a page left every job
+      inside it (no job ever reached the works after the known run) and one below two
+      pages every other job capped without a candidate.
+    * ``date_desc``: works of the head phase at or below ``plan.seen`` (a place some job
+      examined: not a new one), the first :data:`PAGE` of them a job (this call counts
+      them, ``walk.reread``). Every job reads the works above the head again, their
+      verdicts not lasting; counted, a head region near the cap left the job a place or
+      two after it (cap 6, a held work at place 4: one place a job, before 2026-12-05e).
+      Works new since the last job (above ``seen``) count; beyond a page the head region
+      counts too — it has no bound of its own (the last 7 days of a query with
+      ``min_bookmarks``), and the cap is what bounds a job.
+
+    A job so examines at most one page more than the cap, whatever the sort.
     """
-    if walk.revisit_at is None:
+    if walk.revisit_at is not None:
+        if work is None:
+            return walk.phase == "revisit"
+        return work.work_id in walk.head_ids
+    seen, head = walk.plan.seen, walk.plan.head
+    if work is None or walk.plan.sort != "date_desc" or seen is None or head is None or walk.reread >= PAGE:
         return False
-    if work_id is None:
-        return walk.phase == "revisit"
-    return work_id in walk.head_ids
+    if not (walk.phase == "head" or work.work_id in walk.head_ids):
+        return False
+    if _key(work.create_date, work.work_id) > _key(seen.create_date, seen.work_id):
+        return False  # new since the last whole read of the head region
+    walk.reread += 1
+    return True
 
 
 def repeated_on(walk: FrontierWalk, listed: list[str]) -> int:

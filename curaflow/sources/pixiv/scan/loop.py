@@ -29,8 +29,8 @@ def _examine(cp: ScanCheckpoint, work: Work, reason: str | None) -> None:
         cp.last_day, cp.last_day_ids = day, []
     cp.last_day_ids.append(work.work_id)
     if cp.walk is not None:
-        if fr.read_again(cp.walk, work.work_id):
-            cp.uncapped += 1  # the revisit page: not counted against max_examined
+        if fr.read_again(cp.walk, work):
+            cp.uncapped += 1  # read again (a known page, the head): not counted against max_examined
         fr.observe(cp.walk, work, reason)
     count_examined(cp, work, reason)
 
@@ -62,8 +62,9 @@ async def scan(
             it for good) or ``unavailable`` (found gone by an earlier job).
         on_page: awaited with the checkpoint after each page that another page follows.
         checkpoint: the resume point of a previous attempt.
-        max_examined: most works examined in one scan (those a ``popular_desc`` frontier
-            reads again on its revisit page are not counted: ``cp.uncapped``).
+        max_examined: most works examined in one scan (those the frontier reads again —
+            ``popular_desc``'s revisit page, up to a page of a ``date_desc`` head examined
+            before — are not counted: ``cp.uncapped``, :func:`~curaflow.sources.pixiv.frontier.read_again`).
         want: stop once this many candidates are held (default ``min(scan_limit, WANT)``).
         unavailable: works this cell already found unavailable (rejected as such).
         on_skipped_day: called once for each day the source cannot page fully.
