@@ -76,6 +76,9 @@ MAX_FRAMES = _DEFAULTS.decode_max_frames
 MAX_CPU_S = _DEFAULTS.decode_max_cpu_ms / 1000
 #: How many GIF sub-blocks are walked between two checks of the meter.
 _WALK_CHECK_EVERY = 65_536
+#: The bytes that start a GIF block (extension, image descriptor, trailer): Pillow skips
+#: any other byte where a block is due (GifImagePlugin ``_seek``), and so does :func:`gif_layout`.
+_GIF_BLOCK = re.compile(rb"[\x21\x2c\x3b]")
 #: The warnings filter :func:`pillow_defers` keeps first: whatever Pillow's own modules warn.
 _PILLOW_MODULES = r"PIL(\.|$)"
 _PILLOW_QUIET = ("ignore", None, Warning, re.compile(_PILLOW_MODULES), 0)
@@ -287,8 +290,10 @@ def gif_layout(data: bytes | memoryview, limit: int, meter: DecodeMeter | None =
         ``(frames, (width, height))``; ``(0, (0, 0))`` for fewer than the 13 bytes of a
         header and screen.
 
-    A structure that ends early or holds an unknown block ends the count: the decode
-    itself then finds what is wrong.
+    The blocks are walked as Pillow reads them: a byte that starts no block (neither an
+    extension, an image nor the trailer) is skipped and the walk goes on to the next block,
+    so a frame hidden behind stray bytes is counted and grows the canvas. A structure that
+    ends early ends the count: the decode itself then finds what is wrong.
     """
     size = len(data)
     if size < 13:
@@ -312,8 +317,16 @@ def gif_layout(data: bytes | memoryview, limit: int, meter: DecodeMeter | None =
                 return frames, (width, height)
             local = data[at + 9]
             at += 10 + (3 << ((local & 7) + 1) if local & 0x80 else 0) + 1
-        else:  # the trailer, or not a GIF block
+        elif block == 0x3B:  # the trailer
             return frames, (width, height)
+        else:
+            # A byte that starts no block is skipped by Pillow, which reads on to the next
+            # block (GifImagePlugin ``_seek``): the frames behind it are decoded, so counted.
+            found = _GIF_BLOCK.search(data, at + 1)
+            if found is None:
+                return frames, (width, height)
+            at = found.start()
+            continue
         while at < size:
             length = data[at]
             at += 1 + length

@@ -155,6 +155,26 @@ def test_a_gif_whose_frames_grow_its_canvas_is_refused_before_pillow_allocates(
     assert "OVER_BUDGET" in result["checked"] and result["grew_kib"] < 64 * 1024, result
 
 
+@pytest.mark.parametrize("stray", [b"\x00", b"\xff" * 300], ids=["one-byte", "a-run"])
+def test_a_gif_hiding_a_growing_frame_behind_bytes_that_start_no_block_is_refused_before_pillow_allocates(
+    tmp_path: Path, decoded: list[tuple[int, int]], stray: bytes
+) -> None:
+    """Pillow skips a byte that starts no GIF block (GifImagePlugin ``_seek``) and reads the
+    frames after it; the walk of the blocks stopped there, so a second frame behind one
+    stray byte growing the canvas to 20 000 px square was not planned: Pillow filled its
+    extent as it seeked to it (1.5 GB, 1.7 s of CPU) before the frame was charged."""
+    head, _ = bombs._gif_parts((1, 1))
+    path = tmp_path / "stray_p0.gif"
+    gif = _gif_growing((100, 100), [(1, 1), (20_000, 20_000)])
+    second = gif.index(b"\x21\xf9", len(head) + 1)
+    path.write_bytes(gif[:second] + stray + gif[second:])
+    checked = check_image(path)
+    assert over_budget_by_the_setting(checked), checked
+    assert decoded == []
+    result = checked_in_a_process(path)
+    assert "OVER_BUDGET" in result["checked"] and result["grew_kib"] < 64 * 1024, result
+
+
 def _webp_claiming(canvas: tuple[int, int]) -> bytes:
     """An animated WebP of two 16×16 frames whose ``VP8X`` claims ``canvas``."""
     buf = io.BytesIO()
