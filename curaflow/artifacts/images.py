@@ -157,6 +157,23 @@ def frame_count(image: Image.Image, path: Path, meter: DecodeMeter) -> int:
 _ENDINGS = {"PNG": b"\x00\x00\x00\x00IEND\xaeB`\x82", "JPEG": b"\xff\xd9", "MPO": b"\xff\xd9", "GIF": b";"}
 
 
+#: The first bytes of each format a page may have (PNG spec 5.2; JPEG's SOI and a marker,
+#: ITU T.81 B.1.1.2; GIF's header; a RIFF container of WebP: the WebP container spec).
+_SIGNATURES = ((PNG_SIGNATURE, "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"))
+
+
+def signed_format(path: Path) -> str | None:
+    """The format (a key of :data:`IMAGE_FORMATS`) the first bytes of ``path`` sign, or
+    None: what a page is when Pillow refuses it as it opens it (a WebP libwebp refuses, a
+    GIF cut inside its first image descriptor), so that its verdict is read from its
+    framing (:func:`whole_by_framing`) as for an image that fails later."""
+    with open(path, "rb") as fh:
+        head = fh.read(12)
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WEBP"
+    return next((fmt for signature, fmt in _SIGNATURES if head.startswith(signature)), None)
+
+
 def whole_by_framing(path: Path, fmt: str) -> bool:
     """True when ``path`` ends as a whole file of ``fmt`` ends (PNG: the IEND chunk; JPEG:
     EOI, trailing zero bytes allowed; GIF: the trailer; WebP: the RIFF length is the
@@ -252,6 +269,9 @@ def check_image(
         (``undecodable``; a PNG too whose CRCs are right but whose structure libpng
         refuses: :func:`~curaflow.sources.decoding.png_chunks`); a ``str`` when the image
         is broken or short and not whole by its framing (another download may succeed).
+        A file Pillow refuses as it opens it is judged by the format its first bytes sign
+        (:func:`signed_format`) the same way; only bytes signing none of them are
+        ``not_an_image``.
         A JPEG's scan data is checked as far as libjpeg refuses it (its warnings are not
         visible through Pillow: DESIGN "Image checks").
 
@@ -339,14 +359,19 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
                     return Refused(f"whole PNG that libpng refuses: {refused}", UnavailableKind.UNDECODABLE, True)
     except OverBudget as err:
         return Refused(err.why, UnavailableKind.OVER_BUDGET, recognised=True)
-    except UnidentifiedImageError:
-        return Refused("not an image", recognised=False)
     except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
+        # Pillow refused the file as it opened it: its format is its signature's, and its
+        # verdict that of any image that does not decode (whole by its framing or not).
+        fmt = fmt or signed_format(path)
+        if fmt is None and isinstance(err, UnidentifiedImageError):
+            return Refused("not an image", recognised=False)
         if fmt is not None and whole_by_framing(path, fmt):
             return Refused(
                 f"whole {fmt} that does not decode: {type(err).__name__}: {err}",
                 UnavailableKind.UNDECODABLE,
                 recognised=True,
             )
+        if isinstance(err, UnidentifiedImageError):  # its message names the file, not what is wrong
+            return f"a {fmt} that Pillow cannot open, not whole by its framing"
         return f"{type(err).__name__}: {err}"
     return Verified(*size)

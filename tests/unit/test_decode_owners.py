@@ -297,6 +297,39 @@ def test_an_ugoira_frame_pillow_warns_about_is_encoded_under_warnings_as_errors(
         assert encode_gif(archive, meta, tmp_path / "b.gif") == (16, 16)
 
 
+def _webp_whose_bitstream_is_not_its_canvas() -> bytes:
+    """A whole WebP (its RIFF length is the file's) whose ``VP8X`` canvas is 16×16 and whose
+    ``VP8`` picture claims 16 383 px square: libwebp refuses it as Pillow opens it."""
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64), (9, 9, 9)).save(buf, "WEBP")
+    vp8 = bytearray(buf.getvalue()[12:])
+    assert vp8[:4] == b"VP8 "
+    struct.pack_into("<HH", vp8, 14, 16_383, 16_383)
+    vp8x = b"VP8X" + struct.pack("<I", 10) + bytes(4) + (15).to_bytes(3, "little") * 2
+    body = b"WEBP" + vp8x + bytes(vp8)
+    return b"RIFF" + struct.pack("<I", len(body)) + body
+
+
+def test_a_whole_image_pillow_cannot_open_is_the_works_and_a_cut_one_retried(tmp_path: Path) -> None:
+    """The verdict of a page Pillow refuses as it opens it is read from its signature and
+    its framing, as for one that fails later: a whole WebP libwebp refuses was answered
+    as maybe the transfer's (retried every attempt, the work never told unavailable), and a
+    GIF cut inside its first image descriptor as no image (``not_an_image``: held back,
+    never retried) — a short download blamed on the work."""
+    whole = tmp_path / "lying_p0.webp"
+    whole.write_bytes(_webp_whose_bitstream_is_not_its_canvas())
+    checked = check_image(whole)
+    assert isinstance(checked, Refused) and checked.kind == UnavailableKind.UNDECODABLE, checked
+    assert checked.recognised
+    gif = _gif_growing((10, 10), [(5, 5)])
+    cut = tmp_path / "cut_p0.gif"
+    cut.write_bytes(gif[: gif.index(b"\x2c", 13) + 5])
+    assert isinstance(check_image(cut), str)
+    page = tmp_path / "page_p0.html"
+    page.write_bytes(b"<html>rate limited</html>")
+    assert check_image(page) == Refused("not an image", recognised=False)
+
+
 # ---- item 4: a PNG libpng refuses is not verified ----------------------------------------
 
 
