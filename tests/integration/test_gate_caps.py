@@ -19,6 +19,7 @@ of what is read.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -236,3 +237,51 @@ async def test_an_account_pause_is_not_a_rate_limit_and_keeps_its_time(ledger_po
 async def db_now(pool: asyncpg.Pool) -> int:
     """The database's clock, epoch ms (the gates' clock)."""
     return int(await pool.fetchval("SELECT (extract(epoch from clock_timestamp()) * 1000)::bigint"))
+
+
+async def test_a_route_paused_and_cooling_down_a_week_ahead_keeps_its_pause_and_only_the_caps_cooldown(
+    stacks: Any, discord: FakeDiscord
+) -> None:
+    # Both columns a week ahead: the claim answers the pause (its time kept) and mends the
+    # cooldown to the cap in the same statement.
+    stack, deps, route = await stacks({"route_rate_limit_cap_ms": 600_000})
+    inp = await deliver_input(stack, deps)
+    week_ahead = await db_now(deps.pool) + WEEK_MS
+    await deps.pool.execute(
+        """INSERT INTO route_gates (route, paused_until, pause_reason, cooldown_until, rate_limits)
+           VALUES ($1, $2, 'broken', $2, 3)""",
+        route,
+        week_ahead,
+    )
+    err = await deliver_failing(deps, inp)
+    assert err.non_retryable and err.type == "route_paused" and discord.requests == []
+    gate = await route_gates.read_gate(deps.pool, route)
+    assert gate is not None and gate.paused_until == week_ahead
+    assert 590_000 < gate.cooldown_ms <= 600_000 and gate.rate_limits == 3
+
+
+async def test_workers_with_different_caps_mend_an_account_row_once_and_never_lengthen_it(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    # Paused and cooling down a week ahead (a restricted account whose last answer stated
+    # a week), two workers' slots at once, one with a cap of 1 h and one of 24 h: the pause
+    # keeps its time, the cooldown and the next slot end at most an hour ahead whichever
+    # ran first — the 24 h worker never writes them back further — and no slot is counted.
+    key = await legacy_account(ledger_pool, paused_until=1, cooldown_until=1, next_at=1)
+    await ledger_pool.execute("UPDATE source_gates SET penalty = 4, rate_limits = 9 WHERE gate = $1", key)
+    before = await gates.read_gate(ledger_pool, key)
+    slots = await asyncio.gather(
+        *(gates.reserve(ledger_pool, key, 1_000, cap_ms=cap) for cap in (HOUR_MS, 24 * HOUR_MS) * 4)
+    )
+    assert all(s.paused_ms > 0 and s.wait_ms == 0 for s in slots)
+    after = await gates.read_gate(ledger_pool, key)
+    assert before is not None and after is not None
+    assert after.paused_until == before.paused_until
+    assert after.cooldown_until - after.now <= HOUR_MS and after.next_at <= after.cooldown_until
+    assert (after.requests, after.penalty, after.rate_limits) == (0, 4, 9)
+    # Lifted by an operator, the cooldown (mended) still holds the next slot, at most the cap.
+    assert await gates.resume(ledger_pool, key)
+    with pytest.raises(SourceError) as raised:
+        await LedgerGate(ledger_pool, key, min_interval_ms=1_000, cap_ms=24 * HOUR_MS).acquire()
+    assert raised.value.reason == "rate_limited"
+    assert raised.value.cooldown_s is not None and raised.value.cooldown_s <= HOUR_MS / 1000
