@@ -50,6 +50,7 @@ from curaflow.cli.common import ConfigOption, err_console, error, out_console, s
 from curaflow.config import Settings
 from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.stack import read_stack_info
+from curaflow.domain.ratelimit import cooldown_left_ms
 from curaflow.ledger import frontiers as ledger_frontiers
 from curaflow.ledger import gates as ledger_gates
 from curaflow.ledger import remembered as memory
@@ -256,13 +257,16 @@ def accounts_list(
         for account, queue in settings.source_task_queues().items():
             gate = await ledger_gates.read_gate(pool, queue)
             now = gate.now if gate else 0
+            # What is held (a cooldown written before the cap holds at most the cap from now).
+            cap_ms = int(settings.source_configs()[account].policy().rate_limit_cap_s * 1000)
+            cooling = cooldown_left_ms(gate.cooldown_until, now, cap_ms) if gate else 0
             rows.append(
                 {
                     "account": account,
                     "gate": queue,
                     "paused_until": gate.paused_until if gate and gate.paused_until > now else None,
                     "pause_reason": gate.pause_reason if gate and gate.paused_until > now else None,
-                    "cooldown_until": gate.cooldown_until if gate and gate.cooldown_until > now else None,
+                    "cooldown_until": now + cooling if cooling else None,
                     "requests": gate.requests if gate else 0,
                     "rate_limits": gate.rate_limits if gate else 0,
                 }
@@ -322,13 +326,16 @@ def routes_list(
                 holds[refusal.route] = holds.get(refusal.route, 0) + 1
         for name, route in settings.routes.items():
             gate = await route_gates.read_gate(pool, name)
+            # What is held: a cooldown written before the cap holds at most the cap from now.
+            cap_ms = settings.delivery.route_rate_limit_cap_ms
+            cooling = cooldown_left_ms(gate.cooldown_until, gate.now, cap_ms) if gate else 0
             rows.append(
                 {
                     "route": name,
                     "kind": route.kind,
                     "paused_until": gate.paused_until if gate and gate.paused_ms else None,
                     "pause_reason": gate.pause_reason if gate and gate.paused_ms else None,
-                    "cooldown_until": gate.cooldown_until if gate and gate.cooldown_ms else None,
+                    "cooldown_until": gate.now + cooling if gate and cooling else None,
                     "streak": {"answer": gate.streak_answer, "works": [w[1] for w in gate.streak_works]}
                     if gate and gate.streak_answer
                     else None,

@@ -70,6 +70,22 @@ def cooldown_ms(
     return int(max(ladder_ms(step, base_ms, cap_ms), stated))
 
 
+def cooldown_left_ms(cooldown_until: int, now: int, cap_ms: int) -> int:
+    """How long a rate-limit cooldown stored in the ledger still holds, in ms: what is left
+    of it (``cooldown_until`` and ``now``: epoch ms on the database clock), **at most
+    ``cap_ms``** — a cooldown written before the cap existed, or under a larger one (a
+    proxy's week believed whole), holds at most the cap from now; 0 when it has ended.
+
+    The rule of every reader of a stored cooldown: the ledger's statements that decide a
+    send or a request apply it in SQL and mend the row (``claim_send``, ``gates._RESERVE``),
+    the reports (``curaflow accounts list`` / ``routes list``, the
+    ``curaflow_source_cooldown_seconds`` gauge) through this function, so what they show
+    is what is held. A pause (an operator's setting, not a third party's word) is never
+    capped.
+    """
+    return max(0, min(cooldown_until - now, max(0, cap_ms)))
+
+
 def retry_delay_ms(
     step: int, stated_ms: float | None = None, *, base_ms: int = UNSTATED_BASE_MS, cap_ms: int = LADDER_CAP_MS
 ) -> int:

@@ -59,6 +59,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from curaflow.config import DEFAULT_QUEUED_MS, DEFAULT_STALL_MS, Settings
+from curaflow.domain.ratelimit import cooldown_left_ms
 from curaflow.observability.logs import get_logger
 from curaflow.observability.metrics import LEDGER_GAUGE_FAMILIES
 
@@ -70,6 +71,8 @@ FINAL_DELIVERY_STATUSES = ("delivered", "duplicate", "failed", "unknown")
 #: Slack after a budget before an open job counts as stuck (timers and the reconciler's tick).
 STUCK_GRACE_MS = 60_000
 STATEMENT_TIMEOUT = "5s"
+#: The cap of an account given none (``read_snapshot``'s ``cooldown_caps_ms``): the row as it is.
+UNCAPPED_MS = 2**62
 
 
 @dataclass
@@ -94,6 +97,7 @@ async def read_snapshot(
     routes: Iterable[str] = (),
     window_ms: int = 86_400_000,
     grace_ms: int = STUCK_GRACE_MS,
+    cooldown_caps_ms: dict[str, int] | None = None,
 ) -> LedgerSnapshot:
     """Read the gauges' values from the ledger in one read-only transaction.
 
@@ -102,6 +106,10 @@ async def read_snapshot(
         routes: configured route names; each gets a zero for every final status.
         window_ms: the deliveries' window.
         grace_ms: slack after a budget before a job counts as stuck.
+        cooldown_caps_ms: account → its cooldown ladder's cap (``rate_limit_cap_ms``): the
+            cooldown shown is what is held, at most the cap
+            (:func:`~curaflow.domain.ratelimit.cooldown_left_ms`); an account without one
+            is shown uncapped.
 
     Raises:
         asyncpg.PostgresError / OSError: the ledger cannot be read (the caller keeps
@@ -161,9 +169,7 @@ async def read_snapshot(
                       (SELECT count(*) FROM event_pushes WHERE status = 'pending') AS pending"""
         )
         gates = await conn.fetch(
-            "SELECT gate, GREATEST(0, cooldown_until - $2) AS left_ms FROM source_gates WHERE gate = ANY($1::text[])",
-            list(accounts.values()),
-            now_ms,
+            "SELECT gate, cooldown_until FROM source_gates WHERE gate = ANY($1::text[])", list(accounts.values())
         )
         intents = await conn.fetch(
             """SELECT route, status, count(*) AS n FROM delivery_intents
@@ -171,7 +177,12 @@ async def read_snapshot(
             now_ms - window_ms,
             list(FINAL_DELIVERY_STATUSES),
         )
-    by_gate = {r["gate"]: int(r["left_ms"]) for r in gates}
+    until = {r["gate"]: int(r["cooldown_until"]) for r in gates}
+    caps = cooldown_caps_ms or {}
+    left_ms = {
+        account: cooldown_left_ms(until.get(gate, 0), now_ms, caps.get(account, UNCAPPED_MS))
+        for account, gate in accounts.items()
+    }
     deliveries = {(route, status): 0 for route in routes for status in FINAL_DELIVERY_STATUSES}
     for r in intents:
         deliveries[(r["route"], r["status"])] = int(r["n"])
@@ -184,7 +195,7 @@ async def read_snapshot(
         stuck={why: int(jobs[why]) for why in STUCK_WHY},
         dead_letters=int(pushes["dead"]),
         pushes_pending=int(pushes["pending"]),
-        cooldown_s={account: by_gate.get(gate, 0) / 1000 for account, gate in accounts.items()},
+        cooldown_s={account: left / 1000 for account, left in left_ms.items()},
         deliveries=deliveries,
     )
 
@@ -249,6 +260,10 @@ async def refresh(gauges: LedgerGauges, pool: asyncpg.Pool, settings: Settings) 
             accounts=settings.source_task_queues(),
             routes=settings.routes.keys(),
             window_ms=settings.observability.ledger_gauges_window_ms,
+            cooldown_caps_ms={
+                account: int(config.policy().rate_limit_cap_s * 1000)
+                for account, config in settings.source_configs().items()
+            },
         )
     gauges.snapshot = snap
     return snap

@@ -20,6 +20,7 @@ of what is read.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
@@ -37,11 +38,12 @@ from curaflow.domain.messages import AcquireInput, DeliverInput
 from curaflow.jobs.admission import Admitter
 from curaflow.ledger import gates, route_gates
 from curaflow.ledger.gates import LedgerGate
+from curaflow.ledger.gauges import LedgerGauges, refresh
 from curaflow.sources.errors import SourceError
 from tests.conftest import StackFactory
 from tests.fakes.discord import DcReply, FakeDiscord
 from tests.fakes.replay import ReplayServer
-from tests.jobs_support import discord_route
+from tests.jobs_support import curaflow, discord_route
 from tests.support import Stack, short_id
 
 pytestmark = pytest.mark.integration
@@ -285,3 +287,34 @@ async def test_workers_with_different_caps_mend_an_account_row_once_and_never_le
         await LedgerGate(ledger_pool, key, min_interval_ms=1_000, cap_ms=24 * HOUR_MS).acquire()
     assert raised.value.reason == "rate_limited"
     assert raised.value.cooldown_s is not None and raised.value.cooldown_s <= HOUR_MS / 1000
+
+
+async def test_the_reports_show_a_cooldown_written_a_week_ahead_as_what_is_held(stacks: Any) -> None:
+    # `curaflow routes list` / `accounts list` and the account's cooldown gauge read the
+    # row: a week written before the caps showed a week while the claim and the slot hold
+    # at most the cap — a report saying more than what happens. Each applies the same rule
+    # (cooldown_left_ms).
+    stack, deps, route = await stacks({"route_rate_limit_cap_ms": 600_000})
+    account_cap_ms = stack.settings.pixiv.rate_limit_cap_ms  # the ladder's cap: 15 min by default
+    now = await db_now(deps.pool)
+    await deps.pool.execute("INSERT INTO route_gates (route, cooldown_until) VALUES ($1, $2)", route, now + WEEK_MS)
+    gate = stack.settings.source_task_queue("default")
+    await deps.pool.execute(
+        """INSERT INTO source_gates (gate, cooldown_until, next_at) VALUES ($1, $2, $2)
+           ON CONFLICT (gate) DO UPDATE SET cooldown_until = $2, next_at = $2""",
+        gate,
+        now + WEEK_MS,
+    )
+
+    listed = await curaflow("routes", "list", "--json", stack=stack)
+    assert listed.returncode == 0, listed.stderr
+    [row] = [r for r in json.loads(listed.stdout) if r["route"] == route]
+    assert now < row["cooldown_until"] <= await db_now(deps.pool) + 600_000
+
+    accounts = await curaflow("accounts", "list", "--json", stack=stack)
+    assert accounts.returncode == 0, accounts.stderr
+    [acc] = [r for r in json.loads(accounts.stdout) if r["account"] == "default"]
+    assert now < acc["cooldown_until"] <= await db_now(deps.pool) + account_cap_ms
+
+    snap = await refresh(LedgerGauges(), deps.pool, stack.settings)
+    assert 0 < snap.cooldown_s["default"] <= account_cap_ms / 1000

@@ -11,6 +11,7 @@ from curaflow.domain.ratelimit import (
     LADDER_BASE_MS,
     LADDER_CAP_MS,
     MAX_STATED_S,
+    cooldown_left_ms,
     cooldown_ms,
     first_retry_after,
     ladder_ms,
@@ -160,3 +161,17 @@ def test_a_rate_limit_without_a_gate_keeps_the_accounts_own_cap() -> None:
         err = SourceError(TerminalReason.RATE_LIMITED, "429", retry_after_s=stated_s)
         failure = source_failure(err, 1, policy=policy)
         assert failure.next_retry_delay == timedelta(seconds=waited), cap_ms
+
+
+@pytest.mark.parametrize(
+    ("until", "cap", "left"),
+    [
+        (1_000 + 7 * 86_400_000, 900_000, 900_000),  # a week written before the cap: the cap
+        (1_000 + 60_000, 900_000, 60_000),  # within the cap: what is left
+        (1_000, 900_000, 0),  # ended now
+        (0, 900_000, 0),  # never set (a row's default)
+        (1_000 + 60_000, 0, 0),  # a cap of nothing holds nothing
+    ],
+)
+def test_a_stored_cooldown_holds_what_is_left_of_it_at_most_the_cap(until: int, cap: int, left: int) -> None:
+    assert cooldown_left_ms(until, 1_000, cap) == left
