@@ -68,7 +68,8 @@ def test_hostile_parties_cost_only_their_own_attempt_and_are_blamed_right(tmp_pa
     # the rate-limiting receiver has the work once, after its 429 and its 503
     assert checks["not_delivered_once"] == 0 and sum(edges["hook_requests"].values()) >= 3, r["edge_findings"]
     # the source's 500, 500, empty 200 was asked again, not taken as the end of results
-    # (page 2 is asked one place early, at 29: its first work must be page 1's last)
+    # (page 2 is asked one place early, at 29: its first work must be page 1's last; the
+    # empty 200 is stepped back over — page 1 asked again, then page 2 — since 2026-12-05f)
     page_two = sum(n for asked, n in edges["searches"].items() if asked.startswith("source@") and asked != "source@0")
     assert edges["source_faults"] == ["500", "500", "empty 200"] and page_two >= 4, edges["searches"]
     # an unknown refusal is the route's: the job fails route_refused, no work is refused for good

@@ -70,13 +70,21 @@ async def scan_with_retries(replay: Replay, attempts: int = 6) -> tuple[ScanChec
 
 @pytest.mark.parametrize(
     "faults",
-    [[None, None, "500", "500", "empty"], [None, "503", "empty"], [None, None, "empty"], [None, None, "no_illusts"]],
+    [
+        [None, None, "500", "500", "empty", "empty"],
+        [None, "503", "empty", "empty"],
+        [None, None, "empty", "empty"],
+        [None, None, "no_illusts"],
+    ],
     ids=["500-500-empty", "503-empty", "empty", "no-illusts"],
 )
 async def test_an_empty_page_where_more_were_promised_is_a_source_failure(
     source: Replay,
     faults: list[str | None],
 ) -> None:
+    # An empty page after the first is asked a page earlier first (the results may have
+    # shrunk past its place: works deleted above moved the rest up, since 2026-12-05f):
+    # the page before, asked again, answers empty too — the source failed.
     source.faults.deep = SIX_PAGES
     source.faults.search = list(faults)
 
@@ -87,6 +95,20 @@ async def test_an_empty_page_where_more_were_promised_is_a_source_failure(
     assert errors and all(e.retryable for e in errors)
     assert errors[-1].reason == TerminalReason.REMOTE_HTTP_ERROR
     assert "next_url" in str(errors[-1]) or "illusts" in str(errors[-1])
+
+
+async def test_a_lone_empty_page_where_more_were_promised_costs_a_page_not_an_attempt(source: Replay) -> None:
+    # The page at 60 answers empty once. Results that shrank past its place look the same,
+    # so the page before is asked again (2026-12-05f): it lists the same works and promises
+    # the same page, which the source now answers. No attempt failed, nothing was lost.
+    source.faults.deep = SIX_PAGES
+    source.faults.search = [None, None, "empty"]
+
+    result, errors = await scan_with_retries(source)
+
+    assert [w.work_id for w in result.candidates] == [SIX_PAGES.work_id(60)]
+    assert errors == []
+    assert [int(e.params.get("offset") or 0) for e in source.faults.of("search")] == [0, 30, 60, 30, 60]
 
 
 async def test_an_empty_first_page_is_still_an_empty_result(source: Replay) -> None:

@@ -53,6 +53,10 @@ class ScanCheckpoint(ScanState):
             more works) or a seam's page asked again earlier (it stands before such a
             page), not a page curaflow chose (a frontier jump or a landing page asked
             again), so an empty answer to it is the source's failure (:func:`check_page`).
+        stepped_over: the offset of the last page of this pass that came back empty where
+            the page before promised it, and that the scan stepped back over (the results
+            shrank: :func:`~curaflow.sources.pixiv.scan.pages._step_back_over_empty`); an
+            empty page at or before it is the source's failure. None: none this pass.
     """
 
     window: dict[str, str] = Field(default_factory=dict)
@@ -69,3 +73,4 @@ class ScanCheckpoint(ScanState):
     day_count: int = 0
     walk: fr.FrontierWalk | None = None
     next_from_source: bool = True
+    stepped_over: int | None = None

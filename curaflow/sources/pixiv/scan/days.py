@@ -52,6 +52,7 @@ def _new_pass(cp: ScanCheckpoint) -> None:
     cp.started = False
     cp.next_url = None
     cp.seen_ids = []
+    cp.stepped_over = None
     cp.pass_first_day, cp.count_day, cp.day_count = None, None, 0
     if cp.walk is not None:
         cp.walk.pass_start = True

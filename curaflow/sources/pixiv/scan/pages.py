@@ -119,6 +119,50 @@ def _jump(cp: ScanCheckpoint, jump: fr.Jump) -> None:
     cp.pages_done = False
 
 
+def _ask_again(cp: ScanCheckpoint, offset: int, *, promised: bool) -> None:
+    """Ask a page again at ``offset`` instead of going on (nothing of the page just
+    fetched is examined; its items are counted on the answer taken). ``promised``: it
+    stands before a page the source promised, so its empty answer is the source's failure
+    (:func:`check_page`), not the end of results."""
+    cp.pending = []
+    cp.next_url = _offset_url(offset)
+    cp.next_from_source = promised
+
+
+def _step_back_over_empty(cp: ScanCheckpoint, offset: int) -> int | None:
+    """Where to ask again when a page after the first of its pass, which the page before
+    promised (its ``next_url``; one place early at a seam of the frontier's walk), came
+    back empty; None: nowhere — the empty answer is the source's failure (:func:`check_page`).
+
+    Offsets are live: works deleted (or hidden) above the scan's place between two
+    requests move the later works up, and when the results now end before the place
+    asked, that page is empty although the page before promised it (31 works, places
+    0–29 read, two deleted above place 30: the page at 30 — at 29 one place early — lists
+    none). Taken for the source's failure, every retry asked the same empty page until
+    the job's deadline. The page a whole page (30 places) earlier is asked instead, as an
+    empty landing page steps back (``frontier.walk._landing_check``): it starts at or
+    before the previous page's last work's new place and lists the works that moved up;
+    what the previous page listed is neither examined nor counted again (the walk's seam
+    check and :func:`~curaflow.sources.pixiv.frontier.repeated_on`, else ``seen_ids``),
+    and its own ``next_url`` says whether more follow. That page stands before the one the
+    source promised: its empty answer is the source's failure.
+
+    Once per place (``cp.stepped_over``): an empty page asked at or before the place
+    already stepped back over is the source's failure — the page before, asked again,
+    promised the same page again (a backend answering empty pages, a hostile party),
+    so the scan fails the attempt (retried) after one step back instead of asking the two
+    pages for ever. A seam's page the walk already asks again (``seam_back``) is not
+    stepped back over either: it stands before the promised page. The first page of a
+    pass (offset 0, promised only by the frontier) has no page before it.
+    """
+    if offset <= 0 or (cp.stepped_over is not None and offset <= cp.stepped_over):
+        return None
+    if cp.walk is not None and cp.walk.seam_back > 0:
+        return None
+    cp.stepped_over = offset
+    return max(0, offset - PAGE_SIZE)
+
+
 async def _fetch_page(
     client: PixivClient, target: TargetSpec, cp: ScanCheckpoint, on_skipped_day: SkippedDayHook | None = None
 ) -> None:
@@ -134,6 +178,12 @@ async def _fetch_page(
         promised = True
     offset = offset_of(cp.next_url) if cp.started else 0
     page = await _request(client, target, cp)
+    if promised and page.get("illusts") == []:
+        back = _step_back_over_empty(cp, offset)
+        if back is not None:
+            cp.pages += 1
+            _ask_again(cp, back, promised=True)
+            return
     check_page(page, promised=promised)
     if target.query.mode == "search" and target.query.sort in fr.DATE_SORTS:
         undated = [i for i in page["illusts"] if isinstance(i, dict) and iso_create_date(i.get("create_date")) is None]
@@ -182,9 +232,7 @@ async def _fetch_page(
         # earlier stands before a page the source promised: its empty answer is the
         # source's failure, never the end of results. A landing page's is not (the
         # landing steps back over an empty page: works above the mark went away).
-        cp.pending = []
-        cp.next_url = _offset_url(step.refetch)
-        cp.next_from_source = cp.walk is not None and not cp.walk.landing
+        _ask_again(cp, step.refetch, promised=cp.walk is not None and not cp.walk.landing)
         return
     _count_invalid(cp, invalid, again=again)
     skip = set(cp.seen_ids) | set(cp.boundary_ids)
