@@ -368,9 +368,11 @@ async def test_a_request_that_leaves_late_still_spaces_the_next_one(ledger_pool:
     await gate.acquire()
     gap = time.monotonic() - second_left
     # Before: the third slot was 300 ms after the second *slot* (~50 ms here). The slots are
-    # the database's clock in whole milliseconds, the gap this process's: allow 20 ms (a
-    # clean CI read 289.97 ms once under load).
-    assert gap >= 0.28, gap
+    # the database's clock, the gap this process's, measured after the statement that
+    # records the late departure returned: on a loaded machine this process resumes late
+    # (a clean CI read 289.97 ms once, 256.9 ms once beside a property run). 200 ms still
+    # tells the rule from the ~50 ms it replaced.
+    assert gap >= 0.2, gap
 
 
 async def _logged(pool: asyncpg.Pool, seen: list[str], body, *, transaction: bool = True):  # type: ignore[no-untyped-def]
