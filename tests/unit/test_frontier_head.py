@@ -141,3 +141,57 @@ async def test_works_new_above_the_head_count_against_the_cap() -> None:
     # 3 old ones above the head again (not counted: before, the cap stopped it at the
     # second of them), and reaches the end of the results after the known run
     assert [(r.fetched, r.read_again, r.exhausted) for r in reports] == [(80, 0, True), (6, 0, False), (7, 3, True)]
+
+
+async def _held_on_top(cap: int, held: int, jobs: int) -> list[tuple[list[int], int, int]]:
+    """A target learns 80 works (all delivered but three, the first found then), then 10
+    new works arrive on top, the newest ``held`` of them held back (their verdict does not
+    last: read by every job), the rest delivered before; ``jobs`` jobs capped at ``cap``
+    follow. Per job: its candidates (ranks in the new set), ``fetched``, ``read_again``."""
+    old = DeepSet(tag=TAG, count=80, per_day=10, last_day="2025-02-04")
+    new = DeepSet(tag=TAG, count=90, per_day=10, last_day="2025-02-05")  # 10 works more, a day on top
+    verdicts = {new.work_id(r): "duplicate" for r in range(new.count)}
+    verdicts |= {new.work_id(r): "held" for r in range(held)}
+    for rank in (50, 55, 60):  # old ranks 40, 45, 50: after the known run
+        verdicts.pop(new.work_id(rank))
+    faults = Faults(deep=old)
+    app = create_replay_app(faults)
+    target = TargetSpec(target_id="t", query=TargetQuery(tags=[TAG], sort="date_desc"), filters=TargetFilters())
+    delivered: set[str] = set()
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {i: "duplicate" if i in delivered else verdicts[i] for i in ids if i in delivered or i in verdicts}
+
+    out = []
+    frontier = Frontier(sort="date_desc")
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://replay") as http:
+        client = PixivClient(http, refresh_token="r", api_url="http://replay", auth_url="http://replay")
+        for deep, job_cap in [(old, 1000)] + [(new, cap)] * jobs:
+            faults.deep = deep
+            result = await scan_for_one(client, target, known, frontier=frontier, max_examined=job_cap)
+            assert result.frontier is not None
+            frontier = Frontier.model_validate(result.frontier)
+            delivered.update(w.work_id for w in result.candidates)
+            found = [r for w in result.candidates if (r := new.rank_of(w.work_id)) is not None]
+            out.append((found, result.report.fetched, result.report.read_again))
+    return out
+
+
+@pytest.mark.parametrize(("cap", "held"), [(1, 2), (3, 6)])
+async def test_a_head_region_above_seen_longer_than_the_cap_is_read_again_once_some_jobs_read_it(
+    cap: int, held: int
+) -> None:
+    """Works held back on top of a ``date_desc`` head, at least as many as the cap (a whole
+    multiple of it): a job from the top is capped among them (the next goes on from its
+    stop, ``head_sweep``), and the job that goes on reaches the head capped too. Every place
+    from the top down to the head was then examined by those jobs, yet ``Frontier.seen``
+    only moved for a single head phase that read from the top to the head, which none
+    could within the cap: the held works stayed new places for ever, every job
+    ``scan_capped`` and the candidates after the known run never came (before: none of the
+    30 jobs delivered 55 or 60). Now the phases that went on from a stop carry the top of
+    the first: the held works are read again, and every job examines ``cap`` new places."""
+    seen = await _held_on_top(cap, held, 30)
+    delivered = [r for found, _, _ in seen for r in found]
+    assert delivered == [50, 55, 60], seen
+    # once every held work was examined, they are read again, uncounted, by every job
+    assert all(again == held for _, fetched, again in seen[-3:]), seen

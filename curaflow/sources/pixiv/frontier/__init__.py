@@ -44,8 +44,9 @@ with where they sit in the walk:
   results clears it, so the works it passed over are read again by the next sweep.
 
 * ``seen`` (``date_desc``): the newest work from which every place down to ``head`` was
-  examined by some job (the top of the last head phase that read it whole, or of the
-  fresh walk): the head works at or below it are read again, not new (:func:`read_again`).
+  examined by some job (the top of the last head phase that read it whole — alone, or
+  with the capped phases it went on from, ``head_sweep_top`` — or of the fresh walk): the
+  head works at or below it are read again, not new (:func:`read_again`).
 
 * ``tally``: the known run's works by the verdict that ruled each out. A scan that
   passes over the run reports them (:func:`known_tally`, ``CandidateReport.known``), so

@@ -261,22 +261,32 @@ def _advance_head(walk: FrontierWalk, new: Frontier, *, capped: bool, exhausted:
         elif walk.head_top is not None:
             run, run_tally = walk.head_top, dict(sorted(walk.head_tally.items()))
     done = walk.head_entered and not walk.head_ids  # every head work down to plan.head examined
+    # The top from which this phase, with the capped phases it went on from, read the head
+    # region without a gap (None: a gap, or a phase that went on from a stop no such chain
+    # left — a frontier stored before ``head_sweep_top``).
+    top = None
+    if walk.head_whole:
+        top = plan.head_sweep_top if walk.head_resumed else walk.head_first
     if done or exhausted:
-        new.head_sweep, new.head_run, new.head_run_tally = None, None, {}
+        new.head_sweep, new.head_run, new.head_run_tally, new.head_sweep_top = None, None, {}, None
         if done and run is not None:
             new.head = run
             new.tally = _merge(new.tally, run_tally)
     elif capped and walk.head_stop is not None:
         new.head_sweep, new.head_run = walk.head_stop, run
         new.head_run_tally = run_tally if run is not None else {}
-    if walk.head_whole and not walk.head_resumed and walk.head_first is not None:
+        new.head_sweep_top = top
+    if top is not None:
         # Read from the top without a gap down to the head, or down to ``plan.seen``
-        # (examined before down to the head): every place from the top down was examined.
+        # (examined before down to the head): every place from the top down was examined
+        # — by this phase, or by the phases capped inside the region it went on from.
         stop, seen = walk.head_stop, plan.seen
         reached_seen = (
             stop is not None
             and seen is not None
             and _key(stop.create_date, stop.work_id) <= _key(seen.create_date, seen.work_id)
         )
-        if done or reached_seen:
-            new.seen = walk.head_first
+        if (done or reached_seen) and (
+            seen is None or _key(top.create_date, top.work_id) >= _key(seen.create_date, seen.work_id)
+        ):
+            new.seen = top

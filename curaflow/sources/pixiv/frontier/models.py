@@ -57,11 +57,21 @@ class Frontier(BaseModel):
             without a gap, that ends at ``head_sweep`` (None: the stop was not lasting), and
             its works by reason word: the head moves up to it once a later head phase reads
             from ``head_sweep`` down to ``head`` with lasting verdicts only.
+        head_sweep_top: the top of the head phase that began from the top and stopped at
+            ``head_sweep`` when it, and every phase since that went on from a stop, read
+            its pages without a gap (None: not so, or no ``head_sweep``): the phase that
+            goes on from ``head_sweep`` down to ``head`` (or down to ``seen``) makes it
+            ``seen`` — capped phases between them examined every place from that top down.
         seen: ``date_desc``: the newest work a job examined from which every place down to
             ``head`` was examined by some job (the top of the last head phase that read its
             region whole, or of the fresh walk): a head work at or below it is read again,
             not a new place (:func:`read_again`). None: every head work counts as new (a
             frontier stored before the field existed, until its next whole head phase).
+            Phases capped inside the head region that go on from each other's stop
+            (``head_sweep``) read it whole together: the last of them sets ``seen`` to the
+            top of the first (``head_sweep_top``; before 2026-12-05f only a single phase
+            did, so works held back on top at least as many as the cap, a whole multiple of
+            it, stayed new places for ever and every job was capped among them).
         revisit: ``popular_desc``: the offset of the page of the known part the next job
             reads again (in turn from the top; a page past ``known.index − 30`` is read
             there, so the cycle's last page ends at the mark: :func:`revisit_offset`).
@@ -78,6 +88,7 @@ class Frontier(BaseModel):
     head_sweep: Mark | None = None
     head_run: Mark | None = None
     head_run_tally: dict[str, int] = Field(default_factory=dict)
+    head_sweep_top: Mark | None = None
     seen: Mark | None = None
     revisit: int = 0
     tally: dict[str, int] = Field(default_factory=dict)
