@@ -11,6 +11,7 @@ tally. The other sorts are run alongside: they must agree.
 from __future__ import annotations
 
 import asyncio
+from datetime import date, timedelta
 
 import httpx
 import pytest
@@ -143,16 +144,18 @@ async def test_works_new_above_the_head_count_against_the_cap() -> None:
     assert [(r.fetched, r.read_again, r.exhausted) for r in reports] == [(80, 0, True), (6, 0, False), (7, 3, True)]
 
 
-async def _held_on_top(cap: int, held: int, jobs: int) -> list[tuple[list[int], int, int]]:
-    """A target learns 80 works (all delivered but three, the first found then), then 10
-    new works arrive on top, the newest ``held`` of them held back (their verdict does not
-    last: read by every job), the rest delivered before; ``jobs`` jobs capped at ``cap``
-    follow. Per job: its candidates (ranks in the new set), ``fetched``, ``read_again``."""
+async def _held_on_top(cap: int, held: int, jobs: int, arrived: int = 10) -> list[tuple[list[int], int, int]]:
+    """A target learns 80 works (all delivered but three, the first found then), then
+    ``arrived`` new works (whole days of 10) arrive on top, the newest ``held`` of them held
+    back (their verdict does not last: read by every job), the rest delivered before;
+    ``jobs`` jobs capped at ``cap`` follow. Per job: its candidates (places in the new
+    set, newest first: the three at ``arrived`` + 40, 45 and 50), ``fetched``, ``read_again``."""
     old = DeepSet(tag=TAG, count=80, per_day=10, last_day="2025-02-04")
-    new = DeepSet(tag=TAG, count=90, per_day=10, last_day="2025-02-05")  # 10 works more, a day on top
+    last = (date(2025, 2, 4) + timedelta(days=arrived // 10)).isoformat()
+    new = DeepSet(tag=TAG, count=80 + arrived, per_day=10, last_day=last)
     verdicts = {new.work_id(r): "duplicate" for r in range(new.count)}
     verdicts |= {new.work_id(r): "held" for r in range(held)}
-    for rank in (50, 55, 60):  # old ranks 40, 45, 50: after the known run
+    for rank in (arrived + 40, arrived + 45, arrived + 50):  # old places 40, 45, 50: after the known run
         verdicts.pop(new.work_id(rank))
     faults = Faults(deep=old)
     app = create_replay_app(faults)
@@ -195,3 +198,19 @@ async def test_a_head_region_above_seen_longer_than_the_cap_is_read_again_once_s
     assert delivered == [50, 55, 60], seen
     # once every held work was examined, they are read again, uncounted, by every job
     assert all(again == held for _, fetched, again in seen[-3:]), seen
+
+
+async def test_a_head_phase_the_cap_ends_at_the_head_leaves_the_next_job_past_it() -> None:
+    """A head region of a page and the cap (31 works held back on top, cap 1): a job from
+    the top reads its page of them again uncounted and the last one new — the cap runs out
+    as the head phase ends, before any work past the head. The phase being done, its stop
+    was dropped: the next job read the same region to the same cap again, for ever (before:
+    none of 80 jobs delivered 85 or 90; the seams property's claim of a place a job). Now
+    the next job goes on from that stop (the region above it read again by the one after):
+    a place every other job."""
+    seen = await _held_on_top(1, 31, 80, arrived=40)
+    assert [r for found, _, _ in seen for r in found] == [80, 85, 90], seen
+    # the steady state: a job from the top reads the head again (30 uncounted, 1 counted),
+    # the next goes on past the head (one new place)
+    tail = [(fetched, again) for _, fetched, again in seen[-4:]]
+    assert sorted(tail) == [(1, 0), (1, 0), (31, 30), (31, 30)], seen

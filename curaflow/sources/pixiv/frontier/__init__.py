@@ -36,7 +36,10 @@ with where they sit in the walk:
   ``head``, both are cleared and ``head`` moves up to the lasting run ending at it —
   up to ``head_run`` when the resumed phase met only lasting verdicts. Works above
   ``head_sweep`` stay above ``head``: the jobs after read them again from the top. A
-  ``head_sweep`` at or below ``head`` is ignored (the phase starts at the top).
+  ``head_sweep`` at or below ``head`` is ignored (the phase starts at the top). A phase
+  the cap ends as it reaches ``head``, before any work past it, leaves its last head work
+  as ``head_sweep`` all the same: the next job goes on past the head instead of reading the
+  same head to the same cap.
 * ``sweep``: where a scan that reached ``pixiv.max_examined`` without a candidate stopped,
   beyond ``known`` (the run was broken by works that may change): the next job goes on
   from there instead of reading the same stretch again (case 2). A scan from the sweep

@@ -272,6 +272,20 @@ def _advance_head(walk: FrontierWalk, new: Frontier, *, capped: bool, exhausted:
         if done and run is not None:
             new.head = run
             new.tally = _merge(new.tally, run_tally)
+        stop, head = walk.head_stop, new.head
+        if (
+            done
+            and capped
+            and walk.first is None
+            and stop is not None
+            and head is not None
+            and _key(stop.create_date, stop.work_id) > _key(head.create_date, head.work_id)
+        ):
+            # The cap ran out as the head phase ended, before any work past the head: the
+            # next job goes on from its last head work (the region above it is read again
+            # by the job after), or it would read the same region to the same cap again
+            # — for ever, when the region is a page plus the cap (before 2026-12-05f).
+            new.head_sweep, new.head_sweep_top = stop, top
     elif capped and walk.head_stop is not None:
         new.head_sweep, new.head_run = walk.head_stop, run
         new.head_run_tally = run_tally if run is not None else {}

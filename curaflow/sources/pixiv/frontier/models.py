@@ -52,7 +52,9 @@ class Frontier(BaseModel):
         known: the last work of the known run.
         sweep: where a capped scan stopped beyond ``known``.
         head_sweep: ``date_desc``: where a scan capped in the head phase stopped, above
-            ``head``: the next job's head phase goes on from there instead of the top.
+            ``head``: the next job's head phase goes on from there instead of the top
+            (also when the cap ran out as the phase reached ``head``, before any work past
+            it: the next job then goes on past the head).
         head_run / head_run_tally: the newest work of the run of lasting verdicts, read
             without a gap, that ends at ``head_sweep`` (None: the stop was not lasting), and
             its works by reason word: the head moves up to it once a later head phase reads
