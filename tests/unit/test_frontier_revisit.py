@@ -132,3 +132,20 @@ async def test_the_page_read_again_does_not_end_the_fallback_passes() -> None:
     capped = report.model_copy(update={"fetched": 40})
     assert not another_pass(report=capped, **args)  # type: ignore[arg-type]
     assert no_candidate_verdict(capped, max_examined=10) == TerminalReason.SCAN_CAPPED
+
+
+@pytest.mark.parametrize("cap", [1, 2])
+def test_a_capped_stop_is_kept_after_works_above_a_known_mark_were_deleted(cap: int) -> None:
+    # The example the seams property drew at caps below 5 (its range then began at 5):
+    # places 6, 7 and 9 new, 8 held back after them, works above deleted between jobs (0
+    # and 1, then 5, 2, 3 and 4). The known mark stays where an earlier job left it, at
+    # index 2 of a list that has since lost six works above: 6 and 7, delivered, are now
+    # at 0 and 1, the held work 8 at 2 — the mark's own index. A job capped on 8 stopped
+    # there (its sweep), but a sweep was kept only when its index came after the known
+    # mark's, a comparison of places taken at different times: dropped, every later job
+    # read 8 again to its cap of 1 and 9 never came. The walk examines only works after
+    # the known mark, so where it stopped comes after it.
+    ruled = {p: v for p in range(COUNT) if (v := {6: None, 7: None, 8: "held", 9: None}.get(p, "duplicate"))}
+    gone = [{0, 1}, {0, 1}, {0, 1, 5}, {0, 1, 2}, {0, 1, 2, 3, 4}]
+    seen = asyncio.run(_jobs(SORT, ruled, [Job(cap=cap, deleted_before=g) for g in gone] + [Job(cap=cap)] * 6))
+    assert sorted(c for s in seen for c in s.candidates) == [6, 7, 9], _story(seen)

@@ -92,8 +92,11 @@ def test_popular_desc_jobs_deliver_every_candidate_while_works_are_deleted_betwe
     # known run that stays put (a work held back after it) was lost — about one example
     # in eight of these. A few works not delivered before follow each other from a place
     # ``near``, a work held back after them, some others anywhere; delivered works above
-    # ``near`` are deleted between jobs.
-    cap = data.draw(st.integers(5, 120), label="cap")
+    # ``near`` are deleted between jobs. Caps from 1: a job capped on the held work keeps
+    # its stop though its place fell to the stale known mark's (before 2026-12-05f it was
+    # dropped and no later job got past the held work: cap 1, the example kept in
+    # tests/unit/test_frontier_revisit.py).
+    cap = data.draw(st.integers(1, 120), label="cap")
     near = data.draw(st.integers(1, 75), label="near")
     run = data.draw(st.integers(2, 4), label="run")
     after = near + run + data.draw(st.integers(0, 2), label="gap")

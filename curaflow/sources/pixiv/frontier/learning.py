@@ -234,7 +234,14 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
             new.sweep = walk.before_candidate
     if exhausted:
         new.sweep = None
-    if new.sweep is not None and new.known is not None and not _later(new.sweep, new.known, sort):
+    # A sweep the known run overtook is dropped. ``popular_desc`` compares places, which
+    # works deleted above move: only marks of this walk's listing compare (the known run
+    # moved here). Else the sweep is this walk's stop, examined after the known mark — a
+    # place above the stale mark's once works above were deleted, and dropped before
+    # 2026-12-05f: a job capped on a held work there left the next to read it to the same
+    # cap again, for ever.
+    comparable = sort in DATE_SORTS or new.known != plan.known
+    if comparable and new.sweep is not None and new.known is not None and not _later(new.sweep, new.known, sort):
         new.sweep = None
     return new
 
