@@ -302,10 +302,10 @@ async def test_a_window_never_moves_past_the_targets_dates(source: Replay) -> No
 async def test_a_day_the_source_cannot_page_fully_is_reported(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
 ) -> None:
-    # 10 150 works on one day: 5010 from its oldest end are reachable, 5018 from its newest
-    # (pages asked one place early, 29 new works each, the last at offset 4988 reaches
-    # place 5017), 122 in the middle are not. The scan goes on with the day before and says
-    # which day it could not finish.
+    # 10 150 works on one day: 5018 from its newest end are reachable and 5018 from its
+    # oldest (both walks' pages asked one place early, 29 new works each, the last at
+    # offset 4988 reaches place 5017), 114 in the middle are not. The scan goes on with the
+    # day before and says which day it could not finish.
     deep = DeepSet(tag="busy-day", count=10_200, per_day=10_150, popular_ranks=frozenset({10_160}))
     replay.faults.deep = deep
     metrics_port = free_port()
@@ -324,11 +324,11 @@ async def test_a_day_the_source_cannot_page_fully_is_reported(
     assert (cell.state, cell.work_id) == ("submitted", deep.work_id(10_160))
     report = cell.candidate_report
     assert report is not None
-    assert [d.model_dump() for d in report.skipped_days] == [{"day": "2025-02-04", "reached": 10_028}]
+    assert [d.model_dump() for d in report.skipped_days] == [{"day": "2025-02-04", "reached": 10_036}]
     pool = await stack.ledger()
     outcome = await pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", record.job_id)
     [target] = outcome["cells"]["targets"]
-    assert target["candidate_report"]["skipped_days"] == [{"day": "2025-02-04", "reached": 10_028}]
+    assert target["candidate_report"]["skipped_days"] == [{"day": "2025-02-04", "reached": 10_036}]
     assert "source.day_not_fully_paged" in stack.worker_log()
     async with httpx.AsyncClient() as plain:
         text = (await plain.get(f"http://127.0.0.1:{metrics_port}/metrics")).text

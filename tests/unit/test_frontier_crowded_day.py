@@ -19,8 +19,10 @@ import httpx
 import pytest
 
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+from curaflow.domain.models import Work
 from curaflow.sources.pixiv.client import PixivClient
-from curaflow.sources.pixiv.frontier import Frontier, Mark
+from curaflow.sources.pixiv.frontier import Frontier, FrontierWalk, Mark, on_tail_page, repeated_on, tail_pass
+from curaflow.sources.pixiv.frontier.models import MAX_SEAM_STEPS
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from curaflow.sources.pixiv.replay.data import DeepSet
 from curaflow.sources.pixiv.scan import ScanCheckpoint
@@ -176,13 +178,6 @@ async def _deleted_between_far_end_pages(candidate: int, gone: int) -> tuple[lis
 
 
 @pytest.mark.slow  # pages through a day of 5 200 works
-@pytest.mark.xfail(
-    strict=True,
-    reason="the second walk over a crowded day follows the source's next_url, its seams unchecked, yet "
-    "its lasting verdicts join the run once it meets the first walk's stop: a work a deletion moved "
-    "over one of its page boundaries is recorded as examined (the fix asks its pages one place early "
-    "and checks them as the first walk's — the empty-seam rule's ground: not in this change)",
-)
 def test_a_deletion_between_the_far_end_pages_loses_no_work() -> None:
     # The second walk reads 5199 … 5170, then the work at 5199 (read, delivered before) is
     # deleted: the next page, at offset 30 of the day read from its far end, now starts at
@@ -191,3 +186,37 @@ def test_a_deletion_between_the_far_end_pages_loses_no_work() -> None:
     # verdicts covers the day: known at 5249, over 5169, which no job then reads.
     found, handed = asyncio.run(_deleted_between_far_end_pages(5169, 5199))
     assert 5169 in handed and [5169] in found, found
+
+
+def _day_work(i: int, sort: str) -> Work:
+    """The ``i``-th work of a crowded day's second walk (``sort``: the target's; that walk
+    lists the day in the reverse order, from its far end)."""
+    t = i if sort == "date_desc" else 999 - i  # the second walk of date_desc: oldest first
+    return Work(work_id=str(10_000 + t), create_date=f"2025-02-04T{t // 60:02d}:{t % 60:02d}:00+00:00")
+
+
+@pytest.mark.parametrize("sort", DATE_SORTS)
+def test_the_second_walks_pages_are_checked_at_their_seams(sort: str) -> None:
+    # The second walk's pages after its first are asked one place early and must list the
+    # page before's last item again: a work deleted above in between (its place 0) moves
+    # place 30 onto the page read, and the page at 29 starts past it — asked again at 28.
+    # Step backs share the scan's MAX_SEAM_STEPS; past it the walk goes on and records
+    # nothing further (seam_gap).
+    w = lambda i: _day_work(i, sort)  # noqa: E731
+    walk = FrontierWalk(plan=Frontier(sort=sort))
+    tail_pass(walk, w(500))  # the first walk's stop
+    walk.pass_start = True  # a new pass (the scan's _new_pass)
+    first = on_tail_page(walk, [w(i) for i in range(30)], sort=sort, offset=0)
+    assert (len(first.works), first.overlap, first.refetch) == (30, 1, None)
+    moved = [w(i) for i in range(30, 60)]  # asked at 29 once place 0 was deleted: starts at 30
+    assert repeated_on(walk, [x.work_id for x in moved], tail=True) == 0
+    assert on_tail_page(walk, moved, sort=sort, offset=29).refetch == 28
+    again = [w(i) for i in range(29, 59)]
+    skip = repeated_on(walk, [x.work_id for x in again], tail=True)
+    assert skip == 1
+    step = on_tail_page(walk, again[skip:], sort=sort, offset=28 + skip, listed=[x.work_id for x in again])
+    assert ([x.work_id for x in step.works], step.overlap) == ([w(i).work_id for i in range(30, 59)], 1)
+    walk.seam_steps = MAX_SEAM_STEPS  # the scan's step backs spent
+    past = [w(i) for i in range(70, 100)]
+    step = on_tail_page(walk, past, sort=sort, offset=57)
+    assert (step.refetch, walk.seam_gap, step.overlap) == (None, True, 0)

@@ -107,7 +107,9 @@ with where they sit in the walk:
 * **Crowded days.** The scan's second walk over a day deeper than offset 5000 reads it
   from its far end: its works move no mark until it meets the first walk's stop (the
   places between are unread); their lasting verdicts join the runs once the walk goes on
-  past the day (:func:`tail_pass`, :func:`tail_done`).
+  past the day (:func:`tail_pass`, :func:`tail_done`). Its pages are checked at their
+  seams as the segment's are (:func:`on_tail_page`): the day it reads to the first walk's
+  stop is taken as read whole.
 * Everything else the scan does is unchanged: filters, the ledger's ``known`` hook (every
   work read is judged as before; the frontier only decides which pages are read),
   checkpoints and resume, the 5000-offset window moves.
@@ -147,7 +149,7 @@ from curaflow.sources.pixiv.frontier.learning import advance, known_tally, obser
 from curaflow.sources.pixiv.frontier.models import DATE_SORTS, PAGE, Frontier, FrontierWalk, Jump, Mark, PageStep
 from curaflow.sources.pixiv.frontier.rules import LASTING_REASONS, SETTLE_DAYS, lasting, settled_before
 from curaflow.sources.pixiv.frontier.stored import applies, describe, fingerprint, key, read
-from curaflow.sources.pixiv.frontier.walk import begin, on_page, read_again, repeated_on, revisit_offset
+from curaflow.sources.pixiv.frontier.walk import begin, on_page, on_tail_page, read_again, repeated_on, revisit_offset
 
 __all__ = [
     "DATE_SORTS",
@@ -169,6 +171,7 @@ __all__ = [
     "lasting",
     "observe",
     "on_page",
+    "on_tail_page",
     "read",
     "read_again",
     "repeated_on",

@@ -97,7 +97,8 @@ def tail_pass(walk: FrontierWalk, stop: Work) -> None:
     record them as examined — before 2026-12-05e a fresh ``date_desc`` walk whose first
     candidate lay there set ``known`` past them, and a capped scan its sweep); their
     lasting verdicts join the runs once the day is read (:func:`tail_done`). Nor is its
-    listing the head's: a head phase that reads one does not move the head.
+    listing the head's: a head phase that reads one does not move the head. Its pages are
+    checked at their seams as the first walk's (:func:`~curaflow.sources.pixiv.frontier.walk.on_tail_page`).
     """
     walk.tail_stop = Mark(work_id=stop.work_id, create_date=stop.create_date)
     walk.tail_tally = {}

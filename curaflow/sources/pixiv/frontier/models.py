@@ -150,7 +150,8 @@ class FrontierWalk(BaseModel):
             early (None: the next page is not checked — the first of a pass, a landing
             page, or after a candidate); the step backs taken at that seam. The next page
             must list the item again (date sorts: or start at or before that work), else
-            it is asked again earlier (:func:`on_page`), so the walk never records a place
+            it is asked again earlier (:func:`on_page`; a crowded day's second walk:
+            :func:`on_tail_page`, in its reverse order), so the walk never records a place
             as examined that it did not read. None in a checkpoint written before the
             fields existed: its next page is not checked (as before).
         seam_steps / seam_gap: the step backs the whole scan took (at most

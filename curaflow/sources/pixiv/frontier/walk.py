@@ -152,13 +152,16 @@ def read_again(walk: FrontierWalk, work: Work | None = None) -> bool:
     return True
 
 
-def repeated_on(walk: FrontierWalk, listed: list[str]) -> int:
+def repeated_on(walk: FrontierWalk, listed: list[str], *, tail: bool = False) -> int:
     """How many of the first items ``listed`` on a page asked one place early (a
-    ``date_desc`` head page, or a ``segment`` page after one whose seam is checked; their
-    ids, in order, works the source should never have sent included) the previous page
-    listed already: that page's last item and anything before it. The scan neither parses
-    nor counts them again."""
-    if walk.phase == "head" and walk.plan.head is not None:
+    ``date_desc`` head page, a ``segment`` page after one whose seam is checked, or —
+    ``tail`` — a page of a crowded day's second walk after one whose seam is checked
+    (:func:`on_tail_page`); their ids, in order, works the source should never have sent
+    included) the previous page listed already: that page's last item and anything before
+    it. The scan neither parses nor counts them again."""
+    if tail:
+        edge = walk.seam_id if not walk.pass_start else None
+    elif walk.phase == "head" and walk.plan.head is not None:
         edge = walk.head_edge
     elif walk.phase == "segment" and not walk.landing and not walk.pass_start:
         edge = walk.seam_id
@@ -279,6 +282,55 @@ def on_page(
         ids = listed if listed is not None else [w.work_id for w in listed_in]
         return PageStep(works=works, overlap=_seam_after(walk, ids, listed_in))
     return PageStep(works=works)
+
+
+def on_tail_page(
+    walk: FrontierWalk, works: list[Work], *, sort: str, offset: int, listed: list[str] | None = None
+) -> PageStep:
+    """Check a page of a crowded day's second walk (the day read from its far end, in the
+    reverse order: :func:`~curaflow.sources.pixiv.frontier.learning.tail_pass`) as the
+    first walk's ``segment`` pages are checked.
+
+    That walk's lasting verdicts join the runs once it meets the first walk's stop
+    (:func:`~curaflow.sources.pixiv.frontier.learning.tail_done`): the day is then taken as
+    read whole, so a place between two of its pages must not be passed unread — a work
+    deleted (or hidden) above between two requests moves the work first on the next page
+    onto the page already read (before 2026-12-05g that walk followed the source's
+    ``next_url`` unchecked, and such a work was recorded as examined and lost). So, while
+    the walk is in its ``segment`` and has seen no candidate, each page after the first is
+    asked one place early and checked by :func:`_seam_check` — the same seam, step backs,
+    :data:`MAX_SEAM_STEPS` bound and seam gap (past which nothing further is recorded) as
+    the first walk's, in the reverse order. The head phase records nothing there
+    (:func:`~curaflow.sources.pixiv.frontier.learning.tail_pass`): its pages are the
+    source's own.
+
+    Args:
+        walk: the scan's walk (updated in place).
+        works: the page's works as listed, after those :func:`repeated_on` counted
+            (``tail=True``).
+        sort: the target's sort (the page is in the reverse order).
+        offset: the offset the page was asked at, in the day's reverse listing (the
+            first work's).
+        listed: the ids of every item the page listed, in order (None: ``works``').
+
+    Returns:
+        The works to examine, ``refetch`` (ask again there: the page may start past works
+        no page read), and ``overlap`` (1: ask the next page one place early).
+    """
+    order = "date_asc" if sort == "date_desc" else "date_desc"
+    if walk.seam_id is not None and not walk.pass_start:
+        back = _seam_check(walk, works, sort=order, offset=offset, listed=listed)
+        if back is not None:
+            walk.seam_back += 1
+            return PageStep(works=[], refetch=back)
+        if walk.seam is not None:
+            works = [w for w in works if not _passed(w, walk.seam, order)]
+    walk.seam_id, walk.seam, walk.seam_back = None, None, 0
+    walk.pass_start = False
+    if walk.phase != "segment" or walk.seam_gap:
+        return PageStep(works=works)
+    ids = listed if listed is not None else [w.work_id for w in works]
+    return PageStep(works=works, overlap=_seam_after(walk, ids, works))
 
 
 def _mark_on_revisit(works: list[Work], mark: Mark, *, offset: int, listed: list[str]) -> int | None:

@@ -32,6 +32,9 @@ about 10 000 works is read whole (its older part oldest first). Only when that s
 walk reaches the cap too is a middle part of the day out of reach: the day and the number
 of its works reached are recorded (``report.skipped_days``, reported through
 ``on_skipped_day``) and the scan goes on with the next day. Other sorts end at the cap.
+With a frontier, that second walk's pages are checked at their seams as the first walk's
+(:func:`~curaflow.sources.pixiv.frontier.on_tail_page`: each asked one place early, asked
+again earlier when it may start past works no page read).
 
 The target's frontier (:mod:`curaflow.sources.pixiv.frontier`): a scan given the
 target's stored :class:`~curaflow.sources.pixiv.frontier.Frontier` reads only what can

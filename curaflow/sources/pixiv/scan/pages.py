@@ -219,11 +219,24 @@ async def _fetch_page(
     cp.pages += 1
     sort = target.query.sort
     listed = _listed(page)
-    repeated = fr.repeated_on(cp.walk, listed) if cp.walk is not None and cp.tail is None else 0
+    repeated = fr.repeated_on(cp.walk, listed, tail=cp.tail is not None) if cp.walk is not None else 0
     works, invalid = _parse_page(page, repeated)
     if cp.tail is not None:
+        overlap = 0
+        if cp.walk is not None:
+            # The second walk's pages are checked at their seams as the first walk's are
+            # (fr.on_tail_page): a page asked again stands before the one the source promised.
+            tail_step = fr.on_tail_page(cp.walk, works, sort=sort, offset=offset + repeated, listed=listed)
+            if tail_step.refetch is not None:
+                _ask_again(cp, tail_step.refetch, promised=True)
+                return
+            works, overlap = tail_step.works, tail_step.overlap
         _count_invalid(cp, invalid, again=False)
         _tail_page(cp, sort, works, next_url, on_skipped_day)
+        if overlap and cp.tail is not None and cp.next_url:
+            # Ask the next page one place early: its first item, this page's last, proves
+            # that no work moved up between the two pages unread.
+            cp.next_url = _offset_url(max(offset + 1, offset_of(cp.next_url) - overlap))
         return
     again = cp.walk is not None and fr.read_again(cp.walk)
     step = _frontier_page(cp, target, works, offset + repeated, listed)
