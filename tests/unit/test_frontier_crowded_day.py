@@ -7,8 +7,11 @@ That second walk reads the day's far end first: the works between the first walk
 the second walk's current place are not read yet. A mark the frontier takes there (the known
 run's end, a fresh ``date_desc`` walk's run, the sweep) would record them as examined: before
 2026-12-05e a fresh walk whose first candidate lay in the second walk set ``known`` past
-them. Scans run against the replay app in process; the ``known`` hook records every work
-handed to a scan for examination (what a page really read).
+them. Its pages are checked at their seams as the first walk's (a deletion between two of
+them loses no work), and a job that stops inside it leaves where it stopped
+(``Frontier.tail_sweep``): the next job goes on from there, not from the far end again.
+Scans run against the replay app in process; the ``known`` hook records every work handed
+to a scan for examination (what a page really read).
 """
 
 from __future__ import annotations
@@ -21,7 +24,18 @@ import pytest
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.models import Work
 from curaflow.sources.pixiv.client import PixivClient
-from curaflow.sources.pixiv.frontier import Frontier, FrontierWalk, Mark, on_tail_page, repeated_on, tail_pass
+from curaflow.sources.pixiv.frontier import (
+    Frontier,
+    FrontierWalk,
+    Mark,
+    advance,
+    describe,
+    observe,
+    on_tail_page,
+    read,
+    repeated_on,
+    tail_pass,
+)
 from curaflow.sources.pixiv.frontier.models import MAX_SEAM_STEPS
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from curaflow.sources.pixiv.replay.data import DeepSet
@@ -116,24 +130,87 @@ def test_a_crowded_day_read_whole_carries_the_run_over_it() -> None:
 
 
 @pytest.mark.slow  # pages through a day of 5 200 works, then a few pages a job
-@pytest.mark.xfail(
-    strict=True,
-    reason="a job capped on a crowded day's far end records nothing there (the places between it and "
-    "the first walk's stop are unread), and the next job reads that end again from its far end: jobs "
-    "whose cap runs out there never get further (a tail mark of its own, read by the second walk with "
-    "its pages' seams checked, is the fix: not in this change)",
-)
 @pytest.mark.parametrize("sort", DATE_SORTS)
 @pytest.mark.parametrize("cap", [6, 31])
 def test_jobs_capped_on_the_crowded_days_far_end_get_further_each_time(sort: str, cap: int) -> None:
     # Everything delivered before but place 5100. The first job examines places 0–5017 and
-    # the far end's first works; each job after is capped at ``cap`` on the far end, which
-    # it reads from 5199 again: the same ``cap`` works every time, 5100 never reached
-    # (it lies 100 places from the far end: at most 100 / cap + 1 jobs, were each job to go
-    # on where the last stopped).
+    # the far end's first works; each job after is capped at ``cap`` on the far end and
+    # goes on where the last one stopped there (Frontier.tail_sweep): 5100 lies 100 places
+    # from the far end, at most 100 / cap + 1 jobs. Before 2026-12-05g each read the far
+    # end again from 5199: the same ``cap`` works every time, 5100 never reached. Nothing
+    # unread is recorded on the way.
     jobs = [Job(cap=5060)] + [Job(cap=cap)] * (100 // cap + 4)
     seen = asyncio.run(_jobs(sort, _ruled_out_but(5100), jobs, deep=DAY))
     assert [5100] in [s.candidates for s in seen], [(s.candidates, s.pages, len(s.handed)) for s in seen]
+    assert not _unread_recorded(sort, seen)
+
+
+#: The crowded day (places 0–5199 of a ``date_desc`` walk) and the day before (5200–5299).
+TWO_DAYS = DeepSet(tag=TAG, count=5300, per_day=5200, last_day="2025-02-04")
+
+
+def _recorded_past(sort: str, seen: list[Seen]) -> list[tuple[int, list[int]]]:
+    """Per job over :data:`TWO_DAYS`: the places up to its frontier's ``known`` / ``sweep``
+    that no page of it or of an earlier job read (the first few)."""
+    read: set[int] = set()
+    out = []
+    for i, s in enumerate(seen):
+        read |= s.handed
+        ends = [_place(sort, TWO_DAYS, m.work_id) for m in (s.frontier.known, s.frontier.sweep) if m is not None]
+        unread = sorted(set(range(max(ends) + 1)) - read)[:5] if ends else []
+        if unread:
+            out.append((i, unread))
+    return out
+
+
+@pytest.mark.slow  # pages through a day of 5 200 works, then a few pages a job
+def test_jobs_going_on_in_the_far_end_carry_the_run_over_the_day() -> None:
+    # The day and the day before, everything delivered but 5250 and 5280. The first job is
+    # capped on the far end, the next ones (cap 31) each go on where the last stopped, the
+    # one that meets the first walk's stop reads on into the day before: the run of lasting
+    # verdicts goes over the day, counted once (the far end's verdicts carried from job to
+    # job), and nothing unread is recorded on the way. (date_desc: the day before comes after.)
+    sort = "date_desc"
+    ruled = {p: "duplicate" for p in range(TWO_DAYS.count) if p not in (5250, 5280)}
+    seen = asyncio.run(_jobs(sort, ruled, [Job(cap=5060)] + [Job(cap=31)] * 12, deep=TWO_DAYS))
+    found = [s.candidates for s in seen]
+    assert [5250] in found and [5280] in found, found
+    assert not _recorded_past(sort, seen)
+    after = seen[found.index([5250])].frontier  # the job that found 5250 left known on 5249
+    assert after.known is not None and _place(sort, TWO_DAYS, after.known.work_id) == 5249
+    assert after.tally == {"duplicate": 5250} and after.tail_sweep is None
+
+
+@pytest.mark.slow  # pages through a day of 5 200 works, then a few pages a job
+def test_a_held_work_on_the_far_end_an_earlier_job_read_keeps_the_run_off_the_day() -> None:
+    # As above, but the work at 5150 is held (a verdict that does not last). The first job
+    # reads the far end down to 5158; the second goes on from there and reads 5150: the
+    # jobs that go on after it must not let the known run go over the day, though none of
+    # them reads 5150 again (the run they go on from is broken: Frontier.tail_run None).
+    sort = "date_desc"
+    ruled = {p: "duplicate" for p in range(TWO_DAYS.count) if p not in (5250, 5280)}
+    ruled[5150] = "held"
+    seen = asyncio.run(_jobs(sort, ruled, [Job(cap=5060)] + [Job(cap=31)] * 8, deep=TWO_DAYS))
+    first = seen[0].frontier.tail_sweep  # the first job stopped before 5150
+    assert first is not None and _place(sort, TWO_DAYS, first.work_id) > 5150
+    assert [5250] in [s.candidates for s in seen], [s.candidates for s in seen]
+    for s in seen:
+        known = s.frontier.known
+        assert known is None or _place(sort, TWO_DAYS, known.work_id) < 5150, (known, s.candidates)
+    assert not _recorded_past(sort, seen)
+
+
+@pytest.mark.slow  # pages through a day of 5 200 works, then a few pages a job
+@pytest.mark.parametrize("sort", DATE_SORTS)
+def test_works_deleted_on_the_far_end_between_jobs_move_the_landing_back(sort: str) -> None:
+    # Everything delivered but 5100. After the first job (capped on the far end) ten works
+    # it read there are deleted: the place the next job goes on from moved up by ten, its
+    # landing page starts past the stop and is asked a page earlier. 5100 is still
+    # reached, and nothing unread is recorded.
+    jobs = [Job(cap=5060), Job(cap=6, deleted_before=set(range(5190, 5200)))] + [Job(cap=6)] * 20
+    seen = asyncio.run(_jobs(sort, _ruled_out_but(5100), jobs, deep=DAY))
+    assert [5100] in [s.candidates for s in seen], [(s.candidates, s.pages) for s in seen]
+    assert not _unread_recorded(sort, seen)
 
 
 async def _deleted_between_far_end_pages(candidate: int, gone: int) -> tuple[list[list[int]], set[int]]:
@@ -204,7 +281,7 @@ def test_the_second_walks_pages_are_checked_at_their_seams(sort: str) -> None:
     # nothing further (seam_gap).
     w = lambda i: _day_work(i, sort)  # noqa: E731
     walk = FrontierWalk(plan=Frontier(sort=sort))
-    tail_pass(walk, w(500))  # the first walk's stop
+    tail_pass(walk, w(500), max_offset=5000)  # the first walk's stop
     walk.pass_start = True  # a new pass (the scan's _new_pass)
     first = on_tail_page(walk, [w(i) for i in range(30)], sort=sort, offset=0)
     assert (len(first.works), first.overlap, first.refetch) == (30, 1, None)
@@ -220,3 +297,40 @@ def test_the_second_walks_pages_are_checked_at_their_seams(sort: str) -> None:
     past = [w(i) for i in range(70, 100)]
     step = on_tail_page(walk, past, sort=sort, offset=57)
     assert (step.refetch, walk.seam_gap, step.overlap) == (None, True, 0)
+
+
+def test_a_frontier_or_checkpoint_from_before_the_tail_mark_reads_as_before() -> None:
+    # A stored frontier without tail_sweep / tail_run: the second walk starts at the far
+    # end. A checkpoint written during a second walk by a version that did not check its
+    # seams (no tail_gapless): its works leave no tail_sweep (its pages may hold a gap).
+    w = lambda i: _day_work(i, "date_desc")  # noqa: E731
+    plan = read(
+        {"sort": "date_desc", "known": {"work_id": w(600).work_id, "create_date": w(600).create_date}}, "date_desc"
+    )
+    assert (plan.tail_sweep, plan.tail_run) == (None, None)
+    walk = FrontierWalk(plan=plan, segment="known")
+    assert tail_pass(walk, w(500), max_offset=5000) is None
+    dumped = walk.model_dump(mode="json")
+    dumped.pop("tail_gapless")
+    old = FrontierWalk.model_validate(dumped)
+    old.places = {w(0).work_id: 0}
+    observe(old, w(0), "duplicate")
+    assert old.tail_last is None and advance(old, capped=True, exhausted=False).tail_sweep is None
+    walk.places = {w(0).work_id: 0}
+    observe(walk, w(0), "duplicate")  # the same walk, its seams checked: goes on there next
+    left = advance(walk, capped=True, exhausted=False)
+    assert left.tail_sweep == Mark(work_id=w(0).work_id, create_date=w(0).create_date, index=0)
+    assert left.tail_run == {"duplicate": 1}
+    assert "far end read to" in (describe(left.model_dump(mode="json")) or "")
+
+
+@pytest.mark.parametrize(("settled_before", "carried"), [("2025-03-01", True), ("2025-02-04", False), (None, False)])
+def test_a_date_asc_far_end_carries_its_run_only_for_a_day_long_over(settled_before: str | None, carried: bool) -> None:
+    # date_asc's far end is the day's newest works: a day not long over may gain works
+    # there, above the stop the walk goes on from: its run over the day is not carried.
+    w = lambda i: _day_work(i, "date_asc")  # noqa: E731
+    stop = Mark(work_id=w(10).work_id, create_date=w(10).create_date, index=10)
+    plan = Frontier(sort="date_asc", known=stop, tail_sweep=stop, tail_run={"duplicate": 11})
+    walk = FrontierWalk(plan=plan, segment="known", settled_before=settled_before)
+    assert tail_pass(walk, w(500), max_offset=5000) == 10
+    assert (walk.clean, walk.tail_tally) == ((True, {"duplicate": 11}) if carried else (False, {}))

@@ -109,7 +109,9 @@ with where they sit in the walk:
   places between are unread); their lasting verdicts join the runs once the walk goes on
   past the day (:func:`tail_pass`, :func:`tail_done`). Its pages are checked at their
   seams as the segment's are (:func:`on_tail_page`): the day it reads to the first walk's
-  stop is taken as read whole.
+  stop is taken as read whole. A job that ends inside it leaves its stop there
+  (``tail_sweep``, with the run it read, ``tail_run``): the next job's second walk over
+  that day goes on from it (:func:`tail_pass`), not from the far end again.
 * Everything else the scan does is unchanged: filters, the ledger's ``known`` hook (every
   work read is judged as before; the frontier only decides which pages are read),
   checkpoints and resume, the 5000-offset window moves.

@@ -15,7 +15,7 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     mark = Mark(work_id=work.work_id, create_date=work.create_date, index=walk.places.pop(work.work_id, 0))
     held = lasting(reason, work, walk.settled_before)
     if _in_tail(walk, work):
-        _observe_in_tail(walk, work, reason, held)
+        _observe_in_tail(walk, work, reason, held, mark)
         return
     if walk.work_in_head(work.work_id):
         walk.head_stop = mark
@@ -88,9 +88,9 @@ def known_tally(walk: FrontierWalk) -> dict[str, int]:
     return {reason: n for reason, n in sorted(left.items()) if n > 0}
 
 
-def tail_pass(walk: FrontierWalk, stop: Work) -> None:
+def tail_pass(walk: FrontierWalk, stop: Work, *, max_offset: int) -> int | None:
     """The scan reads a crowded day from its other end, up to ``stop`` (the last work the
-    first walk listed on it).
+    first walk listed on it); where that second walk starts.
 
     That second walk reads the day's far end first: until it reaches ``stop`` the places
     between are not read, so its works move no mark (:func:`observe`: a mark there would
@@ -99,11 +99,65 @@ def tail_pass(walk: FrontierWalk, stop: Work) -> None:
     lasting verdicts join the runs once the day is read (:func:`tail_done`). Nor is its
     listing the head's: a head phase that reads one does not move the head. Its pages are
     checked at their seams as the first walk's (:func:`~curaflow.sources.pixiv.frontier.walk.on_tail_page`).
+
+    A job that ended inside such a walk left its last work as ``Frontier.tail_sweep``
+    (:func:`advance`): when it lies on ``stop``'s day before ``stop`` (in the walk's
+    reverse order), the segment goes on after it — every place from the far end to it was
+    read — with the verdicts of those works (``Frontier.tail_run``; None: one did not last,
+    so the run cannot go over the day; nor can it for ``date_asc`` unless the day is
+    before ``settled_before``: works added to a day not long over land on its far end).
+    Before 2026-12-05g each job read the far end again from its first work, and jobs whose
+    cap ran out there never got further.
+
+    Args:
+        walk: the scan's walk (updated in place).
+        stop: the first walk's last work listed on the day.
+        max_offset: the source's deepest offset.
+
+    Returns:
+        The offset in the day's reverse listing to start at (the landing there: checked by
+        :func:`~curaflow.sources.pixiv.frontier.walk.on_tail_page`), or None: its far end (0).
     """
     walk.tail_stop = Mark(work_id=stop.work_id, create_date=stop.create_date)
     walk.tail_tally = {}
+    walk.tail_gapless, walk.tail_broken, walk.tail_last = True, False, None
+    walk.tail_skip, walk.tail_landing = None, False
     if walk.phase == "head":
         walk.head_whole = False
+        return None
+    resume = walk.plan.tail_sweep
+    if resume is None or resume.day != walk.tail_stop.day or not _before_stop(walk, resume):
+        return None
+    walk.tail_skip, walk.tail_landing = resume, True
+    # ``date_asc``'s far end is the day's newest works: a day not long over may still gain
+    # some there, above the stop this walk goes on from and unread — the run must not go
+    # over the day then (the sweep still goes on past it; the end of results clears it).
+    # ``date_desc``'s far end is the day's oldest: nothing is added there.
+    closed = walk.plan.sort == "date_desc" or (walk.settled_before is not None and resume.day < walk.settled_before)
+    if walk.plan.tail_run is None or not closed:
+        _break_tail(walk)  # a verdict the jobs before read there does not last, or may be missed
+    else:
+        walk.tail_tally = dict(walk.plan.tail_run)
+    return min(resume.index, max_offset) if resume.index > 0 else None
+
+
+def _before_stop(walk: FrontierWalk, mark: Mark) -> bool:
+    """Whether ``mark`` comes before the first walk's stop in the second walk's order."""
+    stop = walk.tail_stop
+    if stop is None:
+        return False
+    here, there = _key(mark.create_date, mark.work_id), _key(stop.create_date, stop.work_id)
+    return here < there if walk.plan.sort == "date_desc" else here > there
+
+
+def _break_tail(walk: FrontierWalk) -> None:
+    """A verdict of the second walk that does not last: the runs cannot go over the day."""
+    walk.tail_broken = True
+    walk.clean = False
+    walk.tail_tally = {}
+    if walk.segment == "fresh" and not walk.candidate_seen:
+        walk.run_top = walk.run_end = None
+        walk.run_tally = {}
 
 
 def tail_done(walk: FrontierWalk, *, whole: bool, left: list[str]) -> None:
@@ -122,6 +176,7 @@ def tail_done(walk: FrontierWalk, *, whole: bool, left: list[str]) -> None:
         return
     if not whole:
         walk.clean = False
+    walk.tail_finished = walk.tail_stop.day
     walk.tail_stop, walk.tail_left = None, list(left)
 
 
@@ -138,10 +193,12 @@ def _in_tail(walk: FrontierWalk, work: Work) -> bool:
     return here < there if walk.plan.sort == "date_desc" else here > there
 
 
-def _observe_in_tail(walk: FrontierWalk, work: Work, reason: str | None, held: bool) -> None:
+def _observe_in_tail(walk: FrontierWalk, work: Work, reason: str | None, held: bool, mark: Mark) -> None:
     """A verdict on a work of a crowded day's second walk: no mark moves (the places
     between it and the first walk's stop are not read yet); a verdict that does not last
-    breaks the runs, a lasting one waits in ``tail_tally`` (:func:`tail_done`)."""
+    breaks the runs, a lasting one waits in ``tail_tally`` (:func:`tail_done`). The last
+    work examined before any candidate, its pages read without a gap, is where the next
+    job's second walk goes on (``tail_last``, :func:`advance`)."""
     head = walk.work_in_head(work.work_id)
     if walk.seam_gap:
         walk.candidate_seen = walk.candidate_seen or reason is None
@@ -153,12 +210,10 @@ def _observe_in_tail(walk: FrontierWalk, work: Work, reason: str | None, held: b
         return
     if reason is None:
         walk.candidate_seen = True
+    elif walk.tail_gapless and not walk.candidate_seen and walk.phase == "segment":
+        walk.tail_last = mark
     if not held:
-        walk.clean = False
-        walk.tail_tally = {}
-        if walk.segment == "fresh" and not walk.candidate_seen:
-            walk.run_top = walk.run_end = None
-            walk.run_tally = {}
+        _break_tail(walk)
         return
     assert reason is not None
     _count(walk.tail_tally, reason)
@@ -211,6 +266,7 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
                 new.head = walk.first  # nothing lasting above the stop: the head is where this walk began
         if new.head is None:
             new.seen = None
+        _advance_tail(walk, new, exhausted=exhausted)
         return new
     new = plan.model_copy(deep=True)
     if walk.revisit_at is not None:
@@ -233,6 +289,7 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
             new.sweep = walk.last
         elif walk.candidate_seen and walk.before_candidate is not None:
             new.sweep = walk.before_candidate
+    _advance_tail(walk, new, exhausted=exhausted)
     if exhausted:
         new.sweep = None
     # A sweep the known run overtook is dropped. ``popular_desc`` compares places, which
@@ -245,6 +302,28 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
     if comparable and new.sweep is not None and new.known is not None and not _later(new.sweep, new.known, sort):
         new.sweep = None
     return new
+
+
+def _advance_tail(walk: FrontierWalk, new: Frontier, *, exhausted: bool) -> None:
+    """Where the next job's second walk over a crowded day goes on (``Frontier.tail_sweep``).
+
+    A scan that ended inside that walk (before it met the first walk's stop, or with works
+    of its last page unexamined) leaves its last work examined there before any candidate,
+    its pages read without a gap (``walk.tail_last``), and those works' verdicts while every
+    one lasted (``tail_run``, the stored run it went on from included). A second walk over
+    the day that ended, or a scan that read the source to its end, clears it; so does a
+    known run or sweep past it (the next job does not read that day's far end).
+    """
+    inside = walk.tail_stop is not None or bool(walk.tail_left)
+    if inside and walk.tail_last is not None:
+        new.tail_sweep = walk.tail_last
+        new.tail_run = None if walk.tail_broken else dict(sorted(walk.tail_tally.items()))
+    elif exhausted or (new.tail_sweep is not None and walk.tail_finished == new.tail_sweep.day):
+        new.tail_sweep, new.tail_run = None, None
+    sort = new.sort
+    for mark in (new.known, new.sweep):
+        if new.tail_sweep is not None and mark is not None and _later(mark, new.tail_sweep, sort):
+            new.tail_sweep, new.tail_run = None, None
 
 
 def _advance_head(walk: FrontierWalk, new: Frontier, *, capped: bool, exhausted: bool) -> None:

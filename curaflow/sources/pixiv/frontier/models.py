@@ -74,6 +74,18 @@ class Frontier(BaseModel):
             top of the first (``head_sweep_top``; before 2026-12-05f only a single phase
             did, so works held back on top at least as many as the cap, a whole multiple of
             it, stayed new places for ever and every job was capped among them).
+        tail_sweep / tail_run: a crowded day's second walk (the day read from its far end,
+            :func:`tail_pass`) that a job left before it met the first walk's stop: its last
+            work examined before any candidate, ``index`` its place from the day's far end
+            in that walk's reverse order — every place from the far end to it was read, its
+            pages' seams checked, by that job or by the jobs before it that went on from
+            each other's ``tail_sweep`` — and those works' verdicts by reason word when
+            every one lasted (None: one did not). The next job's second walk over that day
+            goes on after it (a landing checked as the first walk's), the run over the day
+            carried with ``tail_run``; cleared once a second walk over the day ends, or the
+            scan reaches the end of results. None in a frontier stored before the fields:
+            the second walk reads from the far end (as before 2026-12-05g, when jobs
+            capped there read the same far end again for ever).
         revisit: ``popular_desc``: the offset of the page of the known part the next job
             reads again (in turn from the top; a page past ``known.index − 30`` is read
             there, so the cycle's last page ends at the mark: :func:`revisit_offset`).
@@ -92,6 +104,8 @@ class Frontier(BaseModel):
     head_run_tally: dict[str, int] = Field(default_factory=dict)
     head_sweep_top: Mark | None = None
     seen: Mark | None = None
+    tail_sweep: Mark | None = None
+    tail_run: dict[str, int] | None = None
     revisit: int = 0
     tally: dict[str, int] = Field(default_factory=dict)
 
@@ -171,6 +185,16 @@ class FrontierWalk(BaseModel):
             ``tail_stop`` (:func:`tail_done`); ``tail_left``: the works of that walk's last
             page still to examine once it ended. None in a checkpoint written before the
             fields existed: its works are taken as before.
+        tail_gapless / tail_broken / tail_last / tail_finished: the second walk began
+            (:func:`tail_pass`) with its pages' seams checked (False in a checkpoint written
+            before the field: it leaves no ``Frontier.tail_sweep``); one of its works — or
+            the stored run it went on from (``Frontier.tail_run`` None) — had a verdict
+            that does not last; its last work examined before any candidate, with no seam
+            gap (``Frontier.tail_sweep`` when the scan ends inside that walk); the day
+            whose second walk ended in this scan (:func:`tail_done`).
+        tail_skip / tail_landing: the ``Frontier.tail_sweep`` the second walk goes on
+            after, and whether its next page is the landing there (checked: it must start
+            at or before the mark, else it is asked a page earlier).
     """
 
     plan: Frontier
@@ -216,6 +240,12 @@ class FrontierWalk(BaseModel):
     tail_stop: Mark | None = None
     tail_tally: dict[str, int] = Field(default_factory=dict)
     tail_left: list[str] = Field(default_factory=list)
+    tail_gapless: bool = False
+    tail_broken: bool = False
+    tail_last: Mark | None = None
+    tail_finished: str | None = None
+    tail_skip: Mark | None = None
+    tail_landing: bool = False
 
     def work_in_head(self, work_id: str) -> bool:
         """Whether the verdict on ``work_id`` belongs to the head (consumed once)."""

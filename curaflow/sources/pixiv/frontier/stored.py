@@ -69,7 +69,8 @@ def read(stored: dict[str, Any] | None, sort: str) -> Frontier:
 
 def describe(stored: dict[str, Any]) -> str | None:
     """One line for operators (``curaflow frontiers list``): the sort, the head, the end of
-    the known run, a capped scan's stop (and a capped head phase's, when set); None when
+    the known run, a capped scan's stop (and a capped head phase's, and where a crowded
+    day's second walk stopped, when set); None when
     ``stored`` is not a frontier of this module's shape."""
     try:
         frontier = Frontier.model_validate(stored)
@@ -85,4 +86,6 @@ def describe(stored: dict[str, Any]) -> str | None:
     )
     if frontier.head_sweep is not None:
         line += f", capped head phase stopped at {mark(frontier.head_sweep)}"
+    if frontier.tail_sweep is not None:
+        line += f", crowded day's far end read to {mark(frontier.tail_sweep)}"
     return line

@@ -318,6 +318,19 @@ def on_tail_page(
         no page read), and ``overlap`` (1: ask the next page one place early).
     """
     order = "date_asc" if sort == "date_desc" else "date_desc"
+    # Each work's place from the day's far end (a ``Frontier.tail_sweep``'s index; items
+    # the source should never have sent may make it early: the landing then reads more).
+    at = {w.work_id: offset + i for i, w in enumerate(works)}
+    mark = walk.tail_skip
+    if walk.tail_landing and mark is not None:
+        # Going on after the last job's stop in this walk (``Frontier.tail_sweep``): the
+        # landing page must start at or before it (works deleted on the far end's side
+        # move it up), else it is asked a page earlier — an empty one too.
+        if offset > 0 and (not works or not _passed(works[0], mark, order)):
+            walk.stepped_back += 1
+            return PageStep(works=[], refetch=max(0, offset - PAGE))
+        walk.tail_landing = False
+        works = [w for w in works if not _passed(w, mark, order)]
     if walk.seam_id is not None and not walk.pass_start:
         back = _seam_check(walk, works, sort=order, offset=offset, listed=listed)
         if back is not None:
@@ -327,6 +340,7 @@ def on_tail_page(
             works = [w for w in works if not _passed(w, walk.seam, order)]
     walk.seam_id, walk.seam, walk.seam_back = None, None, 0
     walk.pass_start = False
+    walk.places = {w.work_id: at[w.work_id] for w in works}
     if walk.phase != "segment" or walk.seam_gap:
         return PageStep(works=works)
     ids = listed if listed is not None else [w.work_id for w in works]

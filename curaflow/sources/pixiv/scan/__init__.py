@@ -34,7 +34,8 @@ of its works reached are recorded (``report.skipped_days``, reported through
 ``on_skipped_day``) and the scan goes on with the next day. Other sorts end at the cap.
 With a frontier, that second walk's pages are checked at their seams as the first walk's
 (:func:`~curaflow.sources.pixiv.frontier.on_tail_page`: each asked one place early, asked
-again earlier when it may start past works no page read).
+again earlier when it may start past works no page read), and a job that stops inside it
+leaves where it stopped for the next job's second walk over that day to go on from.
 
 The target's frontier (:mod:`curaflow.sources.pixiv.frontier`): a scan given the
 target's stored :class:`~curaflow.sources.pixiv.frontier.Frontier` reads only what can

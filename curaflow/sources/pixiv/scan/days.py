@@ -73,15 +73,22 @@ def _key(work: Work) -> tuple[str, int]:
     return (work.create_date or "", int(work.work_id))
 
 
-def _start_tail(cp: ScanCheckpoint, last: Work) -> None:
-    """The whole pass stayed on ``last``'s day up to the cap: read the rest of it from its other end."""
+def _start_tail(cp: ScanCheckpoint, last: Work) -> int | None:
+    """The whole pass stayed on ``last``'s day up to the cap: read the rest of it from its
+    other end. Returns the offset that walk starts at when the frontier has it go on where
+    the last job's stopped (:func:`~curaflow.sources.pixiv.frontier.tail_pass`; None: its
+    far end, offset 0)."""
     cp.tail = TailPass(
         day=_day(last), stop_date=last.create_date or "", stop_id=int(last.work_id), reached=cp.day_count
     )
     cp.boundary_day, cp.boundary_ids = None, []
     _new_pass(cp)
-    if cp.walk is not None:
-        fr.tail_pass(cp.walk, last)
+    if cp.walk is None:
+        return None
+    at = fr.tail_pass(cp.walk, last, max_offset=MAX_OFFSET)
+    if at is not None:
+        cp.tail.reached += at  # read by the jobs before, from the far end
+    return at
 
 
 def _end_tail(cp: ScanCheckpoint, sort: str, *, whole: bool, on_skipped_day: SkippedDayHook | None) -> None:

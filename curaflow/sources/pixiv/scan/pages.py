@@ -228,7 +228,9 @@ async def _fetch_page(
             # (fr.on_tail_page): a page asked again stands before the one the source promised.
             tail_step = fr.on_tail_page(cp.walk, works, sort=sort, offset=offset + repeated, listed=listed)
             if tail_step.refetch is not None:
-                _ask_again(cp, tail_step.refetch, promised=True)
+                # A landing page where the last job's second walk stopped is curaflow's
+                # choice (an empty one steps back); a seam's page stands before a promised one.
+                _ask_again(cp, tail_step.refetch, promised=not cp.walk.tail_landing)
                 return
             works, overlap = tail_step.works, tail_step.overlap
         _count_invalid(cp, invalid, again=False)
@@ -263,7 +265,11 @@ async def _fetch_page(
         # The API answers HTTP 400 past offset 5000: move the date window instead.
         if target.query.mode == "search" and sort in ("date_desc", "date_asc") and (works or cp.last_day):
             if works and cp.pass_first_day == _day(works[-1]) and _day(works[-1]):
-                _start_tail(cp, works[-1])  # this whole pass was one day: read its other end
+                at = _start_tail(cp, works[-1])  # this whole pass was one day: read its other end
+                if at is not None:
+                    # Where the last job's second walk over the day stopped (its landing checked).
+                    cp.started = True
+                    cp.next_url, cp.next_from_source = _offset_url(at), False
             else:
                 _move_window(cp, sort, works)
         else:
