@@ -34,6 +34,7 @@ from curaflow.sources.pixiv.frontier import (
     on_tail_page,
     read,
     repeated_on,
+    tail_done,
     tail_pass,
 )
 from curaflow.sources.pixiv.frontier.models import MAX_SEAM_STEPS
@@ -281,10 +282,12 @@ def test_the_second_walks_pages_are_checked_at_their_seams(sort: str) -> None:
     # nothing further (seam_gap).
     w = lambda i: _day_work(i, sort)  # noqa: E731
     walk = FrontierWalk(plan=Frontier(sort=sort))
+    observe(walk, w(900), "duplicate")  # a work of the first walk: the run
     tail_pass(walk, w(500), max_offset=5000)  # the first walk's stop
     walk.pass_start = True  # a new pass (the scan's _new_pass)
     first = on_tail_page(walk, [w(i) for i in range(30)], sort=sort, offset=0)
     assert (len(first.works), first.overlap, first.refetch) == (30, 1, None)
+    observe(walk, w(0), "duplicate")  # read before the gap below: its verdict waits
     moved = [w(i) for i in range(30, 60)]  # asked at 29 once place 0 was deleted: starts at 30
     assert repeated_on(walk, [x.work_id for x in moved], tail=True) == 0
     assert on_tail_page(walk, moved, sort=sort, offset=29).refetch == 28
@@ -297,6 +300,14 @@ def test_the_second_walks_pages_are_checked_at_their_seams(sort: str) -> None:
     past = [w(i) for i in range(70, 100)]
     step = on_tail_page(walk, past, sort=sort, offset=57)
     assert (step.refetch, walk.seam_gap, step.overlap) == (None, True, 0)
+    # Nothing from the gap on is recorded: the far end's verdicts read before it do not
+    # join the run once the walk goes on past the day.
+    observe(walk, w(70), "duplicate")
+    tail_done(walk, whole=True, left=[])
+    other_day = "2025-02-03" if sort == "date_desc" else "2025-02-05"
+    observe(walk, Work(work_id="1", create_date=f"{other_day}T12:00:00+00:00"), "duplicate")
+    left = advance(walk, capped=True, exhausted=False)
+    assert left.tally == {"duplicate": 1} and left.tail_sweep is None
 
 
 def test_a_frontier_or_checkpoint_from_before_the_tail_mark_reads_as_before() -> None:

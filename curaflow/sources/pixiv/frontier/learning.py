@@ -32,14 +32,14 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
             if walk.revisit_at is not None:  # a work of the known run, read again
                 _count(walk.revisit_tally, reason)
         return
-    if walk.tail_tally and walk.tail_stop is None and not walk.tail_left:
-        _after_tail(walk, held)
     if walk.seam_gap:
         # Past a seam the walk could not check (``FrontierWalk.seam_gap``): a place here may
-        # lie past works no page read, so nothing is recorded as examined; a candidate
-        # still counts as one.
+        # lie past works no page read, so nothing is recorded as examined (nor does a
+        # crowded day's tally join a run); a candidate still counts as one.
         walk.candidate_seen = walk.candidate_seen or reason is None
         return
+    if walk.tail_tally and walk.tail_stop is None and not walk.tail_left:
+        _after_tail(walk, held)
     if walk.segment == "fresh" and not walk.candidate_seen and reason is not None:
         if held:
             if walk.run_top is None:
