@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
 from curaflow.domain.messages import TargetSpec
 from curaflow.sources.pixiv.client import PixivClient
+from curaflow.sources.pixiv.replay.app import create_replay_app
 from curaflow.sources.pixiv.scan import KnownHook, ScanCheckpoint, scan
+from tests.fakes.replay import Faults
 
 
 async def _nothing(cp: ScanCheckpoint) -> None:
@@ -21,3 +25,14 @@ async def scan_for_one(
     ``extra``: the rest of :func:`~curaflow.sources.pixiv.scan.scan`'s keywords
     (``frontier``, ``max_examined``, ``unavailable``, ``checkpoint`` …)."""
     return await scan(client, target, scan_limit=1, known=known, on_page=on_page, settled_before="2100-01-01", **extra)
+
+
+async def scan_on_replay(
+    faults: Faults, target: TargetSpec, known: KnownHook, *, on_page: Any = _nothing, **extra: Any
+) -> ScanCheckpoint:
+    """:func:`scan_for_one` against the replay app over ``faults`` (in process, no socket):
+    a client of its own, the access token the replay's."""
+    app = create_replay_app(faults)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://replay") as http:
+        client = PixivClient(http, refresh_token="r", api_url="http://replay", auth_url="http://replay")
+        return await scan_for_one(client, target, known, on_page=on_page, **extra)

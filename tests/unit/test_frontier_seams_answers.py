@@ -15,18 +15,15 @@ report's ``fetched``, ``rejected`` and ``reasons`` — and the cap — twice.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
-import httpx
 import pytest
 
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.sources.errors import SourceError
-from curaflow.sources.pixiv.client import PixivClient
 from curaflow.sources.pixiv.frontier import Frontier
-from curaflow.sources.pixiv.replay.app import create_replay_app
-from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
+from curaflow.sources.pixiv.scan import ScanCheckpoint
 from tests.fakes.replay import Faults
+from tests.frontier_support import scan_on_replay
 from tests.unit.test_frontier_seams import SORTS, TAG, _deep, _id, _place
 
 
@@ -47,7 +44,6 @@ async def _scan(
     faults = faults or Faults(deep=deep)
     faults.search = list(search)
     faults.mutate = {_id(sort, deep, p): {"tags": 5} for p in invalid}
-    app = create_replay_app(faults)
     target = TargetSpec(target_id="t", query=TargetQuery(tags=[TAG], sort=sort), filters=TargetFilters(), scan_limit=1)  # type: ignore[arg-type]
     saved = [] if saved is None else saved
 
@@ -59,13 +55,10 @@ async def _scan(
             faults.deleted_works |= {_id(sort, deep, p) for p in deleted_after_first_page}
         saved.append(cp.model_copy(deep=True))
 
-    kw: dict[str, Any] = dict(scan_limit=1, known=known, on_page=on_page, settled_before="2100-01-01")
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://replay") as http:
-        client = PixivClient(http, refresh_token="r", api_url="http://replay", auth_url="http://replay")
-        if checkpoint is not None:
-            result = await scan(client, target, checkpoint=checkpoint, **kw)
-        else:
-            result = await scan(client, target, frontier=Frontier(sort=sort), **kw)
+    if checkpoint is not None:
+        result = await scan_on_replay(faults, target, known, on_page=on_page, checkpoint=checkpoint)
+    else:
+        result = await scan_on_replay(faults, target, known, on_page=on_page, frontier=Frontier(sort=sort))
     return result, saved, faults
 
 
