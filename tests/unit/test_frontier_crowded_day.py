@@ -345,3 +345,45 @@ def test_a_date_asc_far_end_carries_its_run_only_for_a_day_long_over(settled_bef
     walk = FrontierWalk(plan=plan, segment="known", settled_before=settled_before)
     assert tail_pass(walk, w(500), max_offset=5000) == 10
     assert (walk.clean, walk.tail_tally) == ((True, {"duplicate": 11}) if carried else (False, {}))
+
+
+@pytest.mark.parametrize("sort", DATE_SORTS)
+def test_a_candidate_on_the_far_end_leaves_the_run_read_before_it(sort: str) -> None:
+    # A job whose candidate lies on the far end leaves its last work before it as
+    # tail_sweep: tail_run is the verdicts of the works up to that mark, which all lasted —
+    # the candidate comes after it (the next job reads it again, delivered by then). Left
+    # None before, the next job's run could not go over the day and the job after read its
+    # far end again from the start.
+    w = lambda i: _day_work(i, sort)  # noqa: E731
+    walk = FrontierWalk(plan=Frontier(sort=sort, known=Mark(work_id=w(900).work_id, create_date=w(900).create_date)))
+    walk.segment = "known"
+    assert tail_pass(walk, w(500), max_offset=5000) is None
+    walk.places = {w(i).work_id: i for i in range(4)}
+    observe(walk, w(0), "duplicate")
+    observe(walk, w(1), "refused")
+    observe(walk, w(2), None)  # the candidate
+    observe(walk, w(3), "held")  # after it: the mark does not cover it
+    left = advance(walk, capped=False, exhausted=False)
+    assert left.tail_sweep == Mark(work_id=w(1).work_id, create_date=w(1).create_date, index=1)
+    assert left.tail_run == {"duplicate": 1, "refused": 1}
+    assert walk.clean is False  # this walk's own run still stops at its candidate
+
+
+@pytest.mark.slow  # pages through a day of 5 200 works, twice
+def test_jobs_after_a_candidate_on_the_far_end_carry_the_run_over_the_day() -> None:
+    # The day and the day before, everything delivered but 5150 (on the far end), 5250 and
+    # 5280. The first job finds 5150 and leaves the far end read to 5151; the second goes on
+    # from there (5150 delivered by then) to 5250: its run goes over the day, counted once,
+    # and the third jumps past the day (before: the second's run stopped before the day, and
+    # the third read the day again, first walk and far end).
+    sort = "date_desc"
+    ruled = {p: "duplicate" for p in range(TWO_DAYS.count) if p not in (5150, 5250, 5280)}
+    seen = asyncio.run(_jobs(sort, ruled, [Job(cap=20_000)] * 3, deep=TWO_DAYS))
+    assert [s.candidates for s in seen] == [[5150], [5250], [5280]]
+    first = seen[0].frontier.tail_sweep
+    assert first is not None and _place(sort, TWO_DAYS, first.work_id) == 5151
+    after = seen[1].frontier
+    assert after.known is not None and _place(sort, TWO_DAYS, after.known.work_id) == 5249, after.known
+    assert after.tally == {"duplicate": 5250} and after.tail_sweep is None
+    assert seen[2].pages == 3, [s.pages for s in seen]
+    assert not _recorded_past(sort, seen)

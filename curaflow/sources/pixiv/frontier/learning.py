@@ -208,9 +208,16 @@ def _observe_in_tail(walk: FrontierWalk, work: Work, reason: str | None, held: b
             walk.head_broken = True  # listing being the day's other end: tail_pass)
             walk.head_top, walk.head_tally = None, {}
         return
-    if reason is None:
+    if reason is None or walk.candidate_seen:
+        # A candidate (or a work after one): this walk's runs stop before it, but what the
+        # next job goes on from — ``tail_last``, the last work before it, and the verdicts up
+        # to there (``tail_tally``, ``tail_broken``) — is the works before it. Before
+        # 2026-12-05h a candidate there broke the carried run: the next job's run could not
+        # go over the day, and the job after read its far end again from its start.
         walk.candidate_seen = True
-    elif walk.tail_gapless and not walk.candidate_seen and walk.phase == "segment":
+        walk.clean = False
+        return
+    if walk.tail_gapless and walk.phase == "segment":
         walk.tail_last = mark
     if not held:
         _break_tail(walk)

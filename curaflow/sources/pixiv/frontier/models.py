@@ -178,7 +178,9 @@ class FrontierWalk(BaseModel):
             reads from there.
         tail_stop / tail_tally / tail_left: while a crowded day is read from its other end (the
             scan's second walk over it, :func:`tail_pass`), the work where the first walk
-            stopped, and the lasting verdicts of the works read since. That walk reads the
+            stopped, and the lasting verdicts of the works read since (up to its first
+            candidate: the works after it are no part of what the next job goes on
+            from). That walk reads the
             day's far end first, the places between it and ``tail_stop`` not read yet: its
             works move no mark (no run, known run, sweep or head stop is taken there), their
             verdicts wait in ``tail_tally`` and join the runs only once the day is read to
@@ -188,10 +190,12 @@ class FrontierWalk(BaseModel):
         tail_gapless / tail_broken / tail_last / tail_finished: the second walk began
             (:func:`tail_pass`) with its pages' seams checked (False in a checkpoint written
             before the field: it leaves no ``Frontier.tail_sweep``); one of its works — or
-            the stored run it went on from (``Frontier.tail_run`` None) — had a verdict
-            that does not last; its last work examined before any candidate, with no seam
-            gap (``Frontier.tail_sweep`` when the scan ends inside that walk); the day
-            whose second walk ended in this scan (:func:`tail_done`).
+            the stored run it went on from (``Frontier.tail_run`` None) — read before any
+            candidate had a verdict that does not last (a candidate stops this walk's runs
+            through ``clean``, not the run carried to the next job); its last work examined
+            before any candidate, with no seam gap (``Frontier.tail_sweep`` when the scan
+            ends inside that walk); the day whose second walk ended in this scan
+            (:func:`tail_done`).
         tail_skip / tail_landing: the ``Frontier.tail_sweep`` the second walk goes on
             after, and whether its next page is the landing there (checked: it must start
             at or before the mark, else it is asked a page earlier).
