@@ -369,6 +369,31 @@ def test_a_candidate_on_the_far_end_leaves_the_run_read_before_it(sort: str) -> 
     assert walk.clean is False  # this walk's own run still stops at its candidate
 
 
+@pytest.mark.parametrize("sort", DATE_SORTS)
+def test_a_far_end_mark_is_cleared_once_its_days_walk_ends_whatever_walks_follow(sort: str) -> None:
+    # The stored tail_sweep is on one crowded day; this job's second walk over that day ends
+    # (it met the first walk's stop), then a second walk over a later crowded day ends too.
+    # The mark is spent: the next job must not go on from it with its stale run (a held
+    # work's None kept the known run off the day for every job after, each reading the day
+    # again, while a later crowded day's walk ended in each).
+    w = lambda i: _day_work(i, sort)  # noqa: E731
+    other = "2025-02-03" if sort == "date_desc" else "2025-02-05"
+    later = lambda t: Work(work_id=str(20_000 + t), create_date=f"{other}T{t // 60:02d}:{t % 60:02d}:00+00:00")  # noqa: E731
+    mark = Mark(work_id=w(10).work_id, create_date=w(10).create_date, index=10)
+    plan = Frontier(sort=sort, known=Mark(work_id=w(900).work_id, create_date=w(900).create_date), tail_sweep=mark)
+    walk = FrontierWalk(plan=plan, segment="known", settled_before="2100-01-01")
+    assert tail_pass(walk, w(500), max_offset=5000) == 10  # goes on after the mark, its run broken
+    walk.places = {w(11).work_id: 11}
+    observe(walk, w(11), "duplicate")
+    tail_done(walk, whole=True, left=[])  # the day read to the first walk's stop
+    observe(walk, later(300), "duplicate")  # the next (crowded) day's first walk
+    assert tail_pass(walk, later(500) if sort == "date_desc" else later(100), max_offset=5000) is None
+    tail_done(walk, whole=True, left=[])  # its second walk ends too
+    observe(walk, later(0) if sort == "date_desc" else later(900), None)  # a candidate: no sweep
+    left = advance(walk, capped=False, exhausted=False)
+    assert (left.tail_sweep, left.tail_run) == (None, None)
+
+
 @pytest.mark.slow  # pages through a day of 5 200 works, twice
 def test_jobs_after_a_candidate_on_the_far_end_carry_the_run_over_the_day() -> None:
     # The day and the day before, everything delivered but 5150 (on the far end), 5250 and

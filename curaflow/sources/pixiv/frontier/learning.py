@@ -176,7 +176,13 @@ def tail_done(walk: FrontierWalk, *, whole: bool, left: list[str]) -> None:
         return
     if not whole:
         walk.clean = False
-    walk.tail_finished = walk.tail_stop.day
+    sweep = walk.plan.tail_sweep
+    if sweep is None or walk.tail_finished != sweep.day:
+        # The day of the stored ``Frontier.tail_sweep`` stays once its walk ended: a later
+        # crowded day's walk ending in the same scan does not bring the spent mark back
+        # (before 2026-12-05h it did, and a stale ``tail_run`` None kept the known run off
+        # that day for every job after, each reading the whole day again).
+        walk.tail_finished = walk.tail_stop.day
     walk.tail_stop, walk.tail_left = None, list(left)
 
 

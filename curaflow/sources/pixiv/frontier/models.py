@@ -194,8 +194,9 @@ class FrontierWalk(BaseModel):
             candidate had a verdict that does not last (a candidate stops this walk's runs
             through ``clean``, not the run carried to the next job); its last work examined
             before any candidate, with no seam gap (``Frontier.tail_sweep`` when the scan
-            ends inside that walk); the day whose second walk ended in this scan
-            (:func:`tail_done`).
+            ends inside that walk); the day whose second walk ended in this scan — the
+            ``Frontier.tail_sweep``'s day once its walk ended, whatever crowded days' walks
+            end after it (:func:`tail_done`).
         tail_skip / tail_landing: the ``Frontier.tail_sweep`` the second walk goes on
             after, and whether its next page is the landing there (checked: it must start
             at or before the mark, else it is asked a page earlier).
