@@ -412,3 +412,30 @@ def test_jobs_after_a_candidate_on_the_far_end_carry_the_run_over_the_day() -> N
     assert after.tally == {"duplicate": 5250} and after.tail_sweep is None
     assert seen[2].pages == 3, [s.pages for s in seen]
     assert not _recorded_past(sort, seen)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the second walk reads back over the known run when works added to the crowded day's near end "
+    "move the first walk's stop before the known mark; their verdicts join the tally again (fix: end the "
+    "second walk at the landing's mark when it lies past the first walk's last listed work, _start_tail)",
+)
+def test_the_second_walk_reading_back_over_the_known_run_counts_it_once() -> None:
+    # date_desc, the known run ends at work 600 of the crowded day (places counted from the
+    # day's oldest); works added at the day's newest end since put the first walk's last
+    # listed work at 610 (newer than the mark: the landing page lists nothing after it). The
+    # second walk reads the day from its oldest work up to 610: works 600–609 are the known
+    # run's, already in its tally.
+    sort = "date_desc"
+    w = lambda i: _day_work(i, sort)  # noqa: E731
+    known = Mark(work_id=w(600).work_id, create_date=w(600).create_date, index=5029)
+    walk = FrontierWalk(plan=Frontier(sort=sort, known=known, tally={"duplicate": 5030}), segment="known")
+    walk.skip, walk.skipped_known = known, True
+    assert tail_pass(walk, w(610), max_offset=5000) is None
+    for i in range(610):
+        walk.places[w(i).work_id] = i
+        observe(walk, w(i), "duplicate")
+    tail_done(walk, whole=True, left=[])
+    observe(walk, Work(work_id="1", create_date="2025-02-03T12:00:00+00:00"), "duplicate")
+    left = advance(walk, capped=True, exhausted=False)
+    assert left.tally == {"duplicate": 5030 + 600 + 1}
