@@ -16,10 +16,7 @@
 from __future__ import annotations
 
 import io
-import json
 import struct
-import subprocess
-import sys
 import warnings
 import zipfile
 import zlib
@@ -35,6 +32,7 @@ from curaflow.sources.animation import encode_gif
 from curaflow.sources.decoding import DecodeBudget
 from curaflow.sources.errors import UnavailableKind
 from curaflow.sources.pixiv.ugoira import parse_metadata
+from tests.unit.test_image_checks import checked_in_a_process
 
 
 @pytest.fixture
@@ -63,23 +61,6 @@ def flat_jpeg(width: int, height: int) -> bytes:
     assert data[scan:] == b"\x28\xa2\x8a" * 4 + b"\xff\xd9"  # what the pattern assumes
     head = data[: sof + 5] + struct.pack(">HH", height, width) + data[sof + 9 : scan]
     return head + b"\x28\xa2\x8a" * (width * height // 256) + b"\xff\xd9"
-
-
-def checked_in_a_process(path: Path, max_pixels: int | None = None) -> dict[str, Any]:
-    """``check_image(path)`` in a fresh process: its answer (``repr``) and how much its peak
-    RSS grew (KiB)."""
-    code = (
-        "import resource, json\n"
-        "from pathlib import Path\n"
-        "from curaflow.artifacts.images import check_image\n"
-        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        f"checked = check_image(Path({str(path)!r}), max_pixels={max_pixels!r})\n"
-        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(json.dumps({'checked': repr(checked), 'grew_kib': after - before}))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
-    result: dict[str, Any] = json.loads(out.stdout)
-    return result
 
 
 def over_budget_by_the_setting(checked: object, setting: str = "outbound.image_max_pixels") -> bool:

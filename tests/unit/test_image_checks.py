@@ -47,16 +47,17 @@ def png_claiming(path: Path, width: int, height: int) -> Path:
     return path
 
 
-def checked_in_a_process(path: Path) -> dict[str, Any]:
-    """``check_image(path)`` in a process of its own: its answer (``repr``) and how much its
-    peak RSS grew (KiB) — a fresh process, so the peak is the check's."""
+def checked_in_a_process(path: Path, max_pixels: int | None = None) -> dict[str, Any]:
+    """``check_image(path, max_pixels=...)`` in a process of its own: its answer (``repr``)
+    and how much its peak RSS grew (KiB) — a fresh process, so the peak is the check's.
+    The interpreter's warning filters are left as they start (the check's verdict does not
+    depend on them)."""
     code = (
-        "import resource, json, warnings\n"
-        "warnings.simplefilter('ignore')\n"
+        "import resource, json\n"
         "from pathlib import Path\n"
         "from curaflow.artifacts.images import check_image\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        f"checked = check_image(Path({str(path)!r}))\n"
+        f"checked = check_image(Path({str(path)!r}), max_pixels={max_pixels!r})\n"
         "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "print(json.dumps({'checked': repr(checked), 'grew_kib': after - before}))\n"
     )
