@@ -16,7 +16,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.deliver.recording import DeliveryRecords
-from activities.deliver.sending import SendCut, _cut_by_deadline, _execution_gone, _finish_or_cut, _guarded, _outlive
+from activities.deliver.sending import (
+    SendCut,
+    _cut_by_deadline,
+    _execution_gone,
+    _finish_or_cut,
+    _guarded,
+    _outlive,
+    _unless_stopped,
+)
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, route_failure
 from activities.heartbeat import Heartbeater
@@ -262,7 +270,7 @@ class DeliverActivity(DeliveryRecords):
                 send = asyncio.ensure_future(_guarded(route, request))
             cancelled = False
             try:
-                receipt = await asyncio.shield(send)
+                receipt = await _unless_stopped(send)
             except asyncio.CancelledError:
                 # The request is out: give its answer CANCEL_GRACE_S to arrive and record
                 # the truth; a send still hanging then is cut, its outcome unknown. When

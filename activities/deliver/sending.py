@@ -1,6 +1,7 @@
 """A send as the deliver activity runs it: how long one that is out may still answer after a
 cancel or the deadline (:data:`CANCEL_GRACE_S`), when it is cut (:class:`SendCut`), when
-it is outlived (the execution is gone), and any unexpected failure of a route made a
+it is outlived (the execution is gone), when a cancel is not passed on at all (an
+operator's pause: :func:`_unless_stopped`), and any unexpected failure of a route made a
 :class:`~curaflow.routes.base.RouteError`.
 
 See :mod:`activities.deliver` (step 2).
@@ -14,8 +15,11 @@ import contextlib
 from temporalio import activity
 
 from curaflow.domain.reasons import TerminalReason
+from curaflow.observability.logs import get_logger
 from curaflow.outbound import InFlight, TimeLimitExceeded
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, Route, RouteError
+
+log = get_logger("curaflow.deliver")
 
 #: How long a send that is out when the attempt is cancelled (a consumer cancel, the
 #: job's deadline) may still take to answer, seconds: an answer that lands in time is
@@ -59,6 +63,44 @@ async def _finish_or_cut(
             ambiguous=out,
         )
     return send.result()
+
+
+def _paused() -> bool:
+    """Whether this attempt's cancel is an operator's pause (``temporal activity pause``,
+    the UI's "Pause"), not the job being stopped.
+
+    Temporal's rule for a pause: a running attempt "will run until the next time it
+    fails, completes, or times out, at which point the pause will kick in" (the CLI's
+    ``activity pause`` help); the SDK still delivers it to the attempt as a cancel, with
+    ``activity.cancellation_details().paused``. A cancel of the job reads
+    ``cancel_requested``, which wins if both are set.
+    """
+    details = activity.cancellation_details()
+    return details is not None and details.paused and not details.cancel_requested
+
+
+async def _unless_stopped(send: asyncio.Future[DeliveryReceipt]) -> DeliveryReceipt:
+    """``send``'s receipt (or its :class:`RouteError`), as awaiting it shielded would; a
+    cancel of this attempt that is an operator's pause (:func:`_paused`) is not passed
+    on: the send goes on within its own bounds (the route's timeout, the job's deadline)
+    and this attempt ends as it would have without the pause — cutting it would leave a
+    request that may have landed, which an at-most-once route never sends again (the work
+    ``unknown`` there for good).
+
+    Raises:
+        asyncio.CancelledError: any other cancel (the job's cancel or deadline, a reset,
+            a heartbeat timeout, the worker's shutdown): the caller finishes or cuts the send.
+    """
+    while True:
+        try:
+            return await asyncio.shield(send)
+        except asyncio.CancelledError:
+            if send.done() and not send.cancelled():
+                return send.result()
+            if not _paused():
+                raise
+            info = activity.info()
+            log.info("deliver.paused_while_out", job_id=info.workflow_id, attempt=info.attempt)
 
 
 def _execution_gone() -> bool:

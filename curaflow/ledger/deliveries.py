@@ -31,7 +31,9 @@ class SendClaim:
 
     Attributes:
         decision: ``send`` (go ahead), ``done`` (already confirmed), ``ambiguous`` (a
-            previous attempt was in flight and its outcome is unknown), ``cancelled`` (the
+            previous attempt's request may have landed — it was left ``sending``, or it
+            was cut while out, ``maybe_delivered`` — and the route does not tolerate a
+            re-send), ``cancelled`` (the
             consumer cancelled the job: never send), ``deadline`` (the job's deadline
             passed: never send), ``closed`` (the cell is terminal or has no intent for
             this route), ``paused`` (the route is paused after a refusal streak: send
@@ -74,6 +76,15 @@ async def claim_send(
     yet sent is never sent after a cancel, nor after the job's deadline (the ledger's
     barriers, :func:`curaflow.ledger.cells.barrier_sql`).
 
+    **Owner of "may this intent be sent again"**: an intent whose request may have
+    landed — left ``sending`` by a dead attempt, or ``maybe_delivered`` (an attempt's
+    send was cut while out, or timed out after sending) — is sent again only on a route
+    that tolerates it (``ambiguous_ok``); elsewhere the decision is ``ambiguous``, never
+    ``send``, whatever stopped the attempt before: the job's cancel or deadline (whose
+    barrier ends the cell first), or a cancel that is not the job's — an operator's
+    ``temporal activity reset``, a heartbeat timeout, a worker's shutdown — after which
+    Temporal runs another attempt (an at-most-once route posted the work twice).
+
     The route's gate (:mod:`curaflow.ledger.route_gates`) is read in the statement that
     reads the intent. Its rate-limit cooldown holds at most ``rate_limit_cap_ms`` from
     now, whatever the row says: a cooldown written before the cap existed (a proxy's
@@ -115,7 +126,7 @@ async def claim_send(
            mend AS (
                UPDATE route_gates SET cooldown_until = clock.now + $4, updated_at = clock.now FROM clock
                WHERE route = $3 AND cooldown_until > clock.now + $4)
-           SELECT d.idempotency_key, d.status, d.attempts, d.remote_id, d.remote_ids,
+           SELECT d.idempotency_key, d.status, d.attempts, d.remote_id, d.remote_ids, d.maybe_delivered,
                    GREATEST(0, COALESCE(g.paused_until, 0) - clock.now) AS paused_ms, g.pause_reason,
                    LEAST(GREATEST(0, COALESCE(g.cooldown_until, 0) - clock.now), $4) AS cooldown_ms
             FROM clock, delivery_intents d LEFT JOIN route_gates g ON g.route = d.route
@@ -137,7 +148,7 @@ async def claim_send(
         return SendClaim("cancelled", key, attempts)
     if barrier == Barrier.DEADLINE:
         return SendClaim("deadline", key, attempts)
-    if status == "sending" and not ambiguous_ok:
+    if (status == "sending" or intent["maybe_delivered"]) and not ambiguous_ok:
         return SendClaim("ambiguous", key, attempts)
     if intent["paused_ms"] > 0:
         return SendClaim(
