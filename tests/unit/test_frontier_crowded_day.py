@@ -153,12 +153,20 @@ TWO_DAYS = DeepSet(tag=TAG, count=5300, per_day=5200, last_day="2025-02-04")
 def _recorded_past(sort: str, seen: list[Seen]) -> list[tuple[int, list[int]]]:
     """Per job over :data:`TWO_DAYS`: the places up to its frontier's ``known`` / ``sweep``
     that no page of it or of an earlier job read (the first few)."""
+    return _recorded_past_in(TWO_DAYS, sort, seen)
+
+
+def _recorded_past_in(deep: DeepSet, sort: str, seen: list[Seen]) -> list[tuple[int, list[int]]]:
+    """:func:`_recorded_past` over ``deep``, from the frontier's head (``date_desc``: the
+    works above it are read by every job)."""
     read: set[int] = set()
     out = []
     for i, s in enumerate(seen):
         read |= s.handed
-        ends = [_place(sort, TWO_DAYS, m.work_id) for m in (s.frontier.known, s.frontier.sweep) if m is not None]
-        unread = sorted(set(range(max(ends) + 1)) - read)[:5] if ends else []
+        ends = [_place(sort, deep, m.work_id) for m in (s.frontier.known, s.frontier.sweep) if m is not None]
+        head = s.frontier.head if sort == "date_desc" else None
+        start = _place(sort, deep, head.work_id) if head is not None else 0
+        unread = sorted(set(range(start, max(ends) + 1)) - read)[:5] if ends else []
         if unread:
             out.append((i, unread))
     return out
@@ -414,18 +422,14 @@ def test_jobs_after_a_candidate_on_the_far_end_carry_the_run_over_the_day() -> N
     assert not _recorded_past(sort, seen)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the second walk reads back over the known run when works added to the crowded day's near end "
-    "move the first walk's stop before the known mark; their verdicts join the tally again (fix: end the "
-    "second walk at the landing's mark when it lies past the first walk's last listed work, _start_tail)",
-)
 def test_the_second_walk_reading_back_over_the_known_run_counts_it_once() -> None:
     # date_desc, the known run ends at work 600 of the crowded day (places counted from the
     # day's oldest); works added at the day's newest end since put the first walk's last
     # listed work at 610 (newer than the mark: the landing page lists nothing after it). The
-    # second walk reads the day from its oldest work up to 610: works 600–609 are the known
-    # run's, already in its tally.
+    # second walk reads the day from its oldest work; works 600–609 are the known run's,
+    # already in its tally: handed to it (before 2026-12-05i the scan read up to 610), they
+    # are not counted again (5 641 for 5 631 before), and it now ends at the mark
+    # (tail_pass: test_the_second_walk_ends_at_the_landing_mark_past_the_first_walks_stop).
     sort = "date_desc"
     w = lambda i: _day_work(i, sort)  # noqa: E731
     known = Mark(work_id=w(600).work_id, create_date=w(600).create_date, index=5029)
@@ -439,3 +443,78 @@ def test_the_second_walk_reading_back_over_the_known_run_counts_it_once() -> Non
     observe(walk, Work(work_id="1", create_date="2025-02-03T12:00:00+00:00"), "duplicate")
     left = advance(walk, capped=True, exhausted=False)
     assert left.tally == {"duplicate": 5030 + 600 + 1}
+
+
+#: A crowded day of 5 220 works (places 0–5219 of a ``date_desc`` walk) and the day before
+#: (5220–5319); the day's 20 newest (0–19) are listed only from the second job on (uploaded
+#: between the jobs: the newest day still growing).
+GROWING = DeepSet(tag=TAG, count=5320, per_day=5220, last_day="2025-02-04")
+
+
+@pytest.mark.slow  # pages through a day of 5 200 works, twice
+def test_jobs_on_the_newest_crowded_day_growing_between_them_count_the_known_run_once() -> None:
+    # Everything delivered but 5170 (on the far end), 5270 and 5300. The first job reads
+    # the day's 5 200 works listed then: its first walk 20–5037 (the known run ends at 5037,
+    # the first walk's last: its mark's place 5017 in the day), then the far end down to
+    # 5170, its candidate (tail_sweep at 5171). Works 0–19 are added before the second job:
+    # its head reads them, its landing at the known mark (offset 5000) lists 5000–5029
+    # only, above the mark — and its second walk, going on from 5171, must end at the mark:
+    # 5030–5037 are the known run's, already counted (before 2026-12-05i it read them
+    # again, up to 5029, and the tally counted them twice: 5 278 for the 5 270 works
+    # 0–5269). The third job jumps past the day.
+    sort = "date_desc"
+    ruled = {p: "duplicate" for p in range(GROWING.count) if p not in (5170, 5270, 5300)}
+    jobs = [Job(cap=20_000, deleted_before=set(range(20))), Job(cap=20_000, added_before=set(range(20)))]
+    seen = asyncio.run(_jobs(sort, ruled, [*jobs, Job(cap=20_000)], deep=GROWING))
+    assert [s.candidates for s in seen] == [[5170], [5270], [5300]]
+    first = seen[0].frontier
+    assert first.known is not None and _place(sort, GROWING, first.known.work_id) == 5037
+    assert first.tally == {"duplicate": 5018}
+    after = seen[1].frontier
+    assert after.known is not None and _place(sort, GROWING, after.known.work_id) == 5269, after.known
+    assert after.tally == {"duplicate": 5270}, after.tally
+    assert after.tail_sweep is None
+    assert not seen[1].handed & set(range(5030, 5038))  # the known run, not read again
+    assert seen[2].pages == 3, [s.pages for s in seen]
+    assert not _recorded_past_in(GROWING, sort, seen)
+
+
+@pytest.mark.parametrize("sort", DATE_SORTS)
+@pytest.mark.parametrize("written_before", [False, True])
+def test_the_second_walk_ends_at_the_landing_mark_past_the_first_walks_stop(sort: str, written_before: bool) -> None:
+    # The known run ends at work 600 of the crowded day (in the second walk's order), past
+    # the first walk's last listed work, 610: date_desc's newest day grew at its near end;
+    # date_asc's oldest side lists works again (hidden, then shown). The second walk ends at
+    # the mark (the scan reads up to walk.tail_stop); a checkpoint written before, whose walk
+    # reads on to 610, hands 600–609 again: their verdicts are not counted again either, and
+    # a candidate among them still stops the run.
+    w = lambda i: _day_work(i, sort)  # noqa: E731
+    known = Mark(work_id=w(600).work_id, create_date=w(600).create_date, index=5029)
+    walk = FrontierWalk(plan=Frontier(sort=sort, known=known, tally={"duplicate": 5030}), segment="known")
+    walk.skip, walk.skipped_known = known, True
+    assert tail_pass(walk, w(610), max_offset=5000) is None
+    assert walk.tail_stop == Mark(work_id=w(600).work_id, create_date=w(600).create_date)
+    if written_before:
+        walk.tail_stop = Mark(work_id=w(610).work_id, create_date=w(610).create_date)
+    for i in range(610 if written_before else 600):
+        walk.places[w(i).work_id] = i
+        observe(walk, w(i), "duplicate")
+    tail_done(walk, whole=True, left=[])
+    other_day = "2025-02-03" if sort == "date_desc" else "2025-02-05"
+    after = Work(work_id="1" if sort == "date_desc" else "99999999", create_date=f"{other_day}T12:00:00+00:00")
+    observe(walk, after, "duplicate")
+    left = advance(walk, capped=True, exhausted=False)
+    assert left.tally == {"duplicate": 5030 + 600 + 1}
+    assert left.known is not None and left.known.work_id == after.work_id
+    # A candidate among the works read again: nothing past it joins the known run.
+    walk = FrontierWalk(plan=Frontier(sort=sort, known=known, tally={"duplicate": 5030}), segment="known")
+    walk.skip, walk.skipped_known = known, True
+    tail_pass(walk, w(610), max_offset=5000)
+    walk.tail_stop = Mark(work_id=w(610).work_id, create_date=w(610).create_date)
+    for i in range(610):
+        walk.places[w(i).work_id] = i
+        observe(walk, w(i), None if i == 605 else "duplicate")
+    tail_done(walk, whole=True, left=[])
+    observe(walk, after, "duplicate")
+    left = advance(walk, capped=False, exhausted=False)
+    assert left.known == known and left.tally == {"duplicate": 5030}

@@ -38,13 +38,15 @@ COUNT = 100
 class Job:
     """One job of the target: its cap, the works (by place in the walk's order, ``0``
     first) deleted before it starts (since the last job) and after its first page (the
-    app-api's offsets are live), and the checkpoint after which its attempt fails, to be
-    resumed from that checkpoint with ``strip`` left out of its walk (as a checkpoint of
-    an older version)."""
+    app-api's offsets are live), those listed again before it starts (``added_before``:
+    works deleted for the jobs before, as if uploaded since), and the checkpoint after
+    which its attempt fails, to be resumed from that checkpoint with ``strip`` left out of
+    its walk (as a checkpoint of an older version)."""
 
     cap: int = 1000
     deleted_after_first_page: set[int] = field(default_factory=set)
     deleted_before: set[int] = field(default_factory=set)
+    added_before: set[int] = field(default_factory=set)
     interrupted_after: int | None = None
     strip: tuple[str, ...] = ()
 
@@ -111,6 +113,7 @@ async def _jobs(
         for job in jobs:
             handed: set[int] = set()
             faults.deleted_works |= {_id(sort, deep, p) for p in job.deleted_before}
+            faults.deleted_works -= {_id(sort, deep, p) for p in job.added_before}
 
             async def known(ids: list[str], handed: set[int] = handed) -> dict[str, str]:
                 found = {}

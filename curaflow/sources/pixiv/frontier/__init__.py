@@ -111,7 +111,9 @@ with where they sit in the walk:
   seams as the segment's are (:func:`on_tail_page`): the day it reads to the first walk's
   stop is taken as read whole. A job that ends inside it leaves its stop there
   (``tail_sweep``, with the run it read, ``tail_run``): the next job's second walk over
-  that day goes on from it (:func:`tail_pass`), not from the far end again.
+  that day goes on from it (:func:`tail_pass`), not from the far end again. It ends at
+  the mark the segment landed after when that mark lies past the first walk's last listed
+  work (works added at the day's near end since): the places between are the known run's.
 * Everything else the scan does is unchanged: filters, the ledger's ``known`` hook (every
   work read is judged as before; the frontier only decides which pages are read),
   checkpoints and resume, the 5000-offset window moves.

@@ -32,6 +32,9 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
             if walk.revisit_at is not None:  # a work of the known run, read again
                 _count(walk.revisit_tally, reason)
         return
+    if _landed_past(walk, work):
+        _observe_landed_past(walk, reason)
+        return
     if walk.seam_gap:
         # Past a seam the walk could not check (``FrontierWalk.seam_gap``): a place here may
         # lie past works no page read, so nothing is recorded as examined (nor does a
@@ -63,6 +66,31 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
         _count(walk.clean_tally, reason)
     elif not held:
         walk.clean = False
+
+
+def _landed_past(walk: FrontierWalk, work: Work) -> bool:
+    """Whether ``work`` lies at or before the mark the segment landed after (its walk's
+    order, date sorts): the known run's end or the sweep, examined by the jobs before —
+    the known run's verdicts already in the frontier's tally.
+
+    The first walk never hands such a work (the landing page and the pages after it leave
+    them out: :func:`~curaflow.sources.pixiv.frontier.walk.on_page`), and since 2026-12-05i
+    a crowded day's second walk ends at that mark (:func:`tail_pass`); a second walk of a
+    checkpoint written before went on up to the first walk's last listed work, over them.
+    """
+    mark = walk.skip
+    if walk.phase != "segment" or walk.segment == "fresh" or mark is None or walk.plan.sort not in DATE_SORTS:
+        return False
+    here, there = _key(work.create_date, work.work_id), _key(mark.create_date, mark.work_id)
+    return here >= there if walk.plan.sort == "date_desc" else here <= there
+
+
+def _observe_landed_past(walk: FrontierWalk, reason: str | None) -> None:
+    """A verdict on a work of the known run or the sweep read again (:func:`_landed_past`):
+    nothing is recorded again (counted, its verdict joined the tally twice); a candidate
+    still stops the runs after it (the jobs before took it for ruled out)."""
+    if reason is None:
+        walk.candidate_seen, walk.clean = True, False
 
 
 def _count(tally: dict[str, int], reason: str, n: int = 1) -> None:
@@ -109,6 +137,15 @@ def tail_pass(walk: FrontierWalk, stop: Work, *, max_offset: int) -> int | None:
     Before 2026-12-05g each job read the far end again from its first work, and jobs whose
     cap ran out there never got further.
 
+    Where it ends (``walk.tail_stop``, which the scan reads up to): ``stop``, or — the
+    segment landed after a mark (the known run's end, the sweep) on the day past ``stop``
+    — that mark. Works added at the day's near end since the jobs before (the newest
+    ``date_desc`` day still growing; works listed again on a ``date_asc`` day's oldest
+    side) move the mark past the landing page (offset ``max_offset`` at most), which then
+    lists only works before it: the places from the mark to ``stop`` were examined by the
+    jobs before, the known run's verdicts in the frontier's tally. Before 2026-12-05i the
+    walk read on to ``stop``, over them, and the tally counted them twice.
+
     Args:
         walk: the scan's walk (updated in place).
         stop: the first walk's last work listed on the day.
@@ -119,12 +156,22 @@ def tail_pass(walk: FrontierWalk, stop: Work, *, max_offset: int) -> int | None:
         :func:`~curaflow.sources.pixiv.frontier.walk.on_tail_page`), or None: its far end (0).
     """
     walk.tail_stop = Mark(work_id=stop.work_id, create_date=stop.create_date)
+    stop_day = walk.tail_stop.day
     walk.tail_tally = {}
     walk.tail_gapless, walk.tail_broken, walk.tail_last = True, False, None
     walk.tail_skip, walk.tail_landing = None, False
     if walk.phase == "head":
         walk.head_whole = False
         return None
+    landed = walk.skip
+    if walk.segment != "fresh" and landed is not None and landed.day == stop_day and _before_stop(walk, landed):
+        # The segment landed after a mark past the first walk's last listed work (works
+        # added at the day's near end since — the newest day still growing, ``date_desc``
+        # — moved the mark past the landing page, offset 5000 at most): the places from the
+        # mark to ``stop`` are the known run's (or the sweep's), examined by the jobs before.
+        # This walk ends at the mark: read on to ``stop``, it counted the known run's
+        # verdicts again (before 2026-12-05i).
+        walk.tail_stop = Mark(work_id=landed.work_id, create_date=landed.create_date)
     resume = walk.plan.tail_sweep
     if resume is None or resume.day != walk.tail_stop.day or not _before_stop(walk, resume):
         return None
@@ -213,6 +260,9 @@ def _observe_in_tail(walk: FrontierWalk, work: Work, reason: str | None, held: b
         if not held:  # the head cannot move above a work that may change (nor does it, the
             walk.head_broken = True  # listing being the day's other end: tail_pass)
             walk.head_top, walk.head_tally = None, {}
+        return
+    if _landed_past(walk, work):
+        _observe_landed_past(walk, reason)
         return
     if reason is None or walk.candidate_seen:
         # A candidate (or a work after one): this walk's runs stop before it, but what the

@@ -178,7 +178,9 @@ class FrontierWalk(BaseModel):
             reads from there.
         tail_stop / tail_tally / tail_left: while a crowded day is read from its other end (the
             scan's second walk over it, :func:`tail_pass`), the work where the first walk
-            stopped, and the lasting verdicts of the works read since (up to its first
+            stopped — or the mark the segment landed after, when it lies past that work (the
+            places between examined by the jobs before): the scan reads up to it — and the
+            lasting verdicts of the works read since (up to its first
             candidate: the works after it are no part of what the next job goes on
             from). That walk reads the
             day's far end first, the places between it and ``tail_stop`` not read yet: its

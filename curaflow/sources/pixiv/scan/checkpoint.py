@@ -17,8 +17,10 @@ class TailPass(BaseModel):
 
     Attributes:
         day: the day (``YYYY-MM-DD``).
-        stop_date / stop_id: the last work the first walk fetched on that day; the tail
-            takes the works before it in the reversed order, and stops there.
+        stop_date / stop_id: the last work the first walk fetched on that day — or the
+            mark the frontier's walk landed after, when it lies past that work
+            (:func:`~curaflow.sources.pixiv.frontier.tail_pass`); the tail takes the works
+            before it in the reversed order, and stops there.
         reached: works of the day fetched so far by both walks.
     """
 

@@ -75,9 +75,11 @@ def _key(work: Work) -> tuple[str, int]:
 
 def _start_tail(cp: ScanCheckpoint, last: Work) -> int | None:
     """The whole pass stayed on ``last``'s day up to the cap: read the rest of it from its
-    other end. Returns the offset that walk starts at when the frontier has it go on where
-    the last job's stopped (:func:`~curaflow.sources.pixiv.frontier.tail_pass`; None: its
-    far end, offset 0)."""
+    other end, up to ``last`` — or up to the mark the walk landed after, when the frontier
+    ends the walk there (:func:`~curaflow.sources.pixiv.frontier.tail_pass`: the mark
+    lies past ``last``, the places between examined by the jobs before). Returns the
+    offset that walk starts at when the frontier has it go on where the last job's stopped
+    (None: its far end, offset 0)."""
     cp.tail = TailPass(
         day=_day(last), stop_date=last.create_date or "", stop_id=int(last.work_id), reached=cp.day_count
     )
@@ -86,6 +88,9 @@ def _start_tail(cp: ScanCheckpoint, last: Work) -> int | None:
     if cp.walk is None:
         return None
     at = fr.tail_pass(cp.walk, last, max_offset=MAX_OFFSET)
+    end = cp.walk.tail_stop
+    if end is not None and end.work_id != last.work_id:
+        cp.tail.stop_date, cp.tail.stop_id = end.create_date or "", int(end.work_id)
     if at is not None:
         cp.tail.reached += at  # read by the jobs before, from the far end
     return at
