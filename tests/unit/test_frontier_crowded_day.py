@@ -29,8 +29,10 @@ from curaflow.sources.pixiv.frontier import (
     FrontierWalk,
     Mark,
     advance,
+    begin,
     describe,
     observe,
+    on_page,
     on_tail_page,
     read,
     repeated_on,
@@ -518,3 +520,46 @@ def test_the_second_walk_ends_at_the_landing_mark_past_the_first_walks_stop(sort
     observe(walk, after, "duplicate")
     left = advance(walk, capped=False, exhausted=False)
     assert left.known == known and left.tally == {"duplicate": 5030}
+
+
+def test_a_head_phases_own_second_walk_keeps_the_far_end_mark() -> None:
+    # date_desc: the head (work 700 of the crowded day, counted from its oldest), the known
+    # run's end (650) and the far end read to work 10 by the jobs before (tail_sweep) lie on
+    # one day; more than 5 000 works were added above the head since, so the head phase's
+    # pass stays on the day to offset 5000 and reads it from its far end itself (recording
+    # nothing: tail_pass). The segment then lands at the known mark and finds its candidate
+    # (640) before its own second walk. The far-end mark is not spent: no walk that goes
+    # on from it ended (before, the head phase's walk ending cleared it, and the next job
+    # read the far end again from its start, its run not carried).
+    sort = "date_desc"
+    w = lambda i: _day_work(i, sort)  # noqa: E731
+    mark = lambda i, index=0: Mark(work_id=w(i).work_id, create_date=w(i).create_date, index=index)  # noqa: E731
+    plan = Frontier(
+        sort=sort,
+        head=mark(700),
+        known=mark(650, 5),
+        seen=mark(700),
+        tail_sweep=mark(10, 10),
+        tail_run={"duplicate": 11},
+        tally={"duplicate": 6},
+    )
+    walk, jump = begin(plan, sort, max_offset=5000, settled_before="2100-01-01")
+    assert walk.phase == "head" and jump is None
+    assert tail_pass(walk, w(900), max_offset=5000) is None  # the head phase's own second walk
+    for i in range(900):
+        walk.places[w(i).work_id] = i
+        observe(walk, w(i), "duplicate")
+    tail_done(walk, whole=True, left=[])
+    walk.pass_start = True  # the window moves to the day before
+    before = Work(work_id="1", create_date="2025-02-03T12:00:00+00:00")
+    step = on_page(walk, [before], sort=sort, offset=0, window_day="2025-02-03", max_offset=5000)
+    assert step.jump is not None and walk.phase == "segment"  # the head reached: land at known
+    landing = [w(i) for i in range(650, 620, -1)]
+    step = on_page(
+        walk, landing, sort=sort, offset=5, window_day=plan.known.day if plan.known else None, max_offset=5000
+    )
+    for work in step.works[:10]:
+        observe(walk, work, None if work.work_id == w(640).work_id else "duplicate")
+    left = advance(walk, capped=False, exhausted=False)
+    assert left.known == Mark(work_id=w(641).work_id, create_date=w(641).create_date, index=14)
+    assert (left.tail_sweep, left.tail_run) == (plan.tail_sweep, plan.tail_run)

@@ -213,6 +213,9 @@ def tail_done(walk: FrontierWalk, *, whole: bool, left: list[str]) -> None:
     day); the walk goes on with the next day once the works of its last page (``left``,
     their ids) are examined.
 
+    Only a ``segment`` walk's end spends the stored ``Frontier.tail_sweep`` of its day
+    (``tail_finished``, :func:`advance`): a head phase's second walk records nothing.
+
     A run of lasting verdicts the second walk did not break goes on over the day once the
     walk examines a lasting work after it: the day's verdicts (``tail_tally``) then join the
     run — a fresh walk's run, and the known run only when the day was read whole (the
@@ -224,11 +227,15 @@ def tail_done(walk: FrontierWalk, *, whole: bool, left: list[str]) -> None:
     if not whole:
         walk.clean = False
     sweep = walk.plan.tail_sweep
-    if sweep is None or walk.tail_finished != sweep.day:
+    if walk.phase == "segment" and (sweep is None or walk.tail_finished != sweep.day):
         # The day of the stored ``Frontier.tail_sweep`` stays once its walk ended: a later
         # crowded day's walk ending in the same scan does not bring the spent mark back
         # (before 2026-12-05h it did, and a stale ``tail_run`` None kept the known run off
-        # that day for every job after, each reading the whole day again).
+        # that day for every job after, each reading the whole day again). A head phase's
+        # own second walk (more than a walk's works added above the head on its day) goes
+        # on from no mark and records nothing: it spends none (before 2026-12-05i its end
+        # cleared the mark of its day, and a job whose segment ended before its own second
+        # walk there left the next to read the far end again from its start).
         walk.tail_finished = walk.tail_stop.day
     walk.tail_stop, walk.tail_left = None, list(left)
 

@@ -198,7 +198,8 @@ class FrontierWalk(BaseModel):
             before any candidate, with no seam gap (``Frontier.tail_sweep`` when the scan
             ends inside that walk); the day whose second walk ended in this scan — the
             ``Frontier.tail_sweep``'s day once its walk ended, whatever crowded days' walks
-            end after it (:func:`tail_done`).
+            end after it; the segment's walks only, a head phase's recording nothing
+            (:func:`tail_done`).
         tail_skip / tail_landing: the ``Frontier.tail_sweep`` the second walk goes on
             after, and whether its next page is the landing there (checked: it must start
             at or before the mark, else it is asked a page earlier).
