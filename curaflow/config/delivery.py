@@ -12,6 +12,10 @@ from curaflow.config.base import Section
 ROUTE_RATE_LIMIT_CAP_MS = 3_600_000
 ROUTE_RATE_LIMIT_CAP_FLOOR_MS = 60_000
 ROUTE_RATE_LIMIT_CAP_CEILING_MS = 86_400_000
+#: ``delivery.route_pause_ms``'s default, floor and ceiling (ms): see :class:`DeliverySettings`.
+ROUTE_PAUSE_MS = 3_600_000
+ROUTE_PAUSE_FLOOR_MS = 1_000
+ROUTE_PAUSE_CEILING_MS = 86_400_000
 
 
 class DeliverySettings(Section):
@@ -24,7 +28,13 @@ class DeliverySettings(Section):
         refusal_streak: different works a route may refuse in a row with the same
             answer before curaflow pauses it as broken (and lifts those refusals).
         route_pause_ms: how long such a pause lasts (``curaflow routes resume`` lifts it
-            sooner).
+            sooner). Default 1 h, at least 1 s, at most 24 h: the ceiling of
+            ``route_rate_limit_cap_ms`` and of a work's hold (``route_hold_ms``) — the
+            longest curaflow keeps anything from a route on its own. The pause rests a
+            route someone has to fix; once it ends, deliveries try the route again and a
+            route still broken is paused again after ``refusal_streak`` refusals. A
+            value beyond a day is a typo (a day with a zero too many is ten days) that
+            held the route, silently, until someone resumed it: refused at load.
         route_rate_limit_cap_ms: the longest a route-wide rate limit (Discord's
             ``"global": true``, a 429 that is not the platform's own answer: a proxy's,
             Cloudflare's) holds the route and the send that met it, whatever delay it
@@ -48,9 +58,20 @@ class DeliverySettings(Section):
     source_max_attempts: int = Field(default=10, ge=1)
     max_connections: int = Field(default=100, ge=1)
     refusal_streak: int = Field(default=3, ge=2)
-    route_pause_ms: int = Field(default=3_600_000, ge=1_000)
+    route_pause_ms: int = ROUTE_PAUSE_MS
     route_rate_limit_cap_ms: int = ROUTE_RATE_LIMIT_CAP_MS
     route_hold_ms: int = Field(default=3_600_000, ge=0)
+
+    @field_validator("route_pause_ms")
+    @classmethod
+    def _pause_between_floor_and_ceiling(cls, value: int) -> int:
+        if not ROUTE_PAUSE_FLOOR_MS <= value <= ROUTE_PAUSE_CEILING_MS:
+            raise ValueError(
+                f"{value} is not between {ROUTE_PAUSE_FLOOR_MS} (1 s) and {ROUTE_PAUSE_CEILING_MS} (24 h) "
+                "milliseconds: how long a route that keeps refusing stays paused (beyond a day, longer than "
+                "curaflow keeps anything from a route on its own; `curaflow routes resume` lifts it sooner)"
+            )
+        return value
 
     @field_validator("route_rate_limit_cap_ms")
     @classmethod

@@ -205,6 +205,19 @@ def test_the_route_wide_rate_limit_cap_is_refused_below_a_minute_or_beyond_a_day
         load_settings(delivery={"route_rate_limit_cap_ms": value})
 
 
+@pytest.mark.parametrize("value", [0, 999, 86_400_001, 864_000_000, 7 * 86_400_000])
+def test_the_refusal_pause_of_a_route_is_refused_below_a_second_or_beyond_a_day(value: int) -> None:
+    # 864 000 000 is a day (86 400 000) with one zero too many: 10 days. It held a broken
+    # route for as long, silently, where the rate-limit cap beside it is refused at load.
+    with pytest.raises(ConfigError, match=r"delivery\.route_pause_ms: .*between 1000 \(1 s\) and 86400000 \(24 h\)"):
+        load_settings(delivery={"route_pause_ms": value})
+
+
+@pytest.mark.parametrize("value", [1_000, 3_600_000, 86_400_000])
+def test_the_refusal_pause_of_a_route_may_be_anything_from_a_second_to_a_day(value: int) -> None:
+    assert load_settings(delivery={"route_pause_ms": value}).delivery.route_pause_ms == value
+
+
 def test_the_route_wide_rate_limit_cap_is_its_own_setting_not_the_refusal_pause() -> None:
     # One setting, one decision: the pause after refusals never moves the rate-limit cap.
     default = load_settings().delivery
