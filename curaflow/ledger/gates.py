@@ -2,7 +2,9 @@
 
 Every source request of an account first takes a *slot* here: the row's ``next_at`` is
 moved forward by the account's minimum interval under a row lock, so requests from any
-number of worker processes leave at least that interval apart. A rate limit climbs the
+number of worker processes leave at least that interval apart; a ``next_at`` further
+ahead than any queue of the account's requests (its database clock stepped back, a hand
+edit) is mended by the slot that reads it (:data:`_RESERVE`). A rate limit climbs the
 cooldown ladder (``penalty``) and sets ``cooldown_until``; while it lies in the future no
 slot is handed out. A restricted account ("Your access is currently restricted.") is
 *paused* (``paused_until``): no slot at all until then, and callers fail at once instead
@@ -100,8 +102,22 @@ async def _locked_row(conn: asyncpg.Connection, gate: str) -> asyncpg.Record:
 #: cap) is mended here — its cooldown, and the next slot :func:`penalize` pushed past it,
 #: brought back to the cap — rather than only read shorter (left a week ahead, it would
 #: hold another cap at each request, the whole week). The pause (``paused_until``: the
-#: source restricted the account) is not a rate limit and is never shortened. ``EXCLUDED.
-#: updated_at`` is ``clock.now``; every ``SET`` expression reads the row as it was.
+#: source restricted the account) is not a rate limit and is never shortened.
+#:
+#: The next slot, no cooldown or pause running, is handed out at most ``$3 + 2 × $4``
+#: ahead (the cap, and twice ``$4``: the *queue*, the account's concurrency × the interval
+#: — each request waiting for its slot holds one interval of it). Spacing alone never
+#: puts ``next_at`` further than one queue ahead (a rate limit's at most the cap, mended
+#: above); one beyond the cap and two queues — the database clock stepped back (a
+#: restored database, an NTP correction), a hand edit — was waited whole by the request
+#: that met it (asleep in its activity, heartbeating, until the job's deadline, every
+#: other request of the account queued behind it), and each later slot went an interval
+#: further. It is mended here: the slot is handed out one queue from now — behind every request that can still
+#: be waiting, so none of them is passed — and the requests after it queue behind it as
+#: always (their slots stay within the cap and two queues: none is mended again, no two
+#: share a slot). The cap is the margin for requests beyond the concurrency (a
+#: replaced worker's, still asleep). ``EXCLUDED.updated_at`` is ``clock.now``; every
+#: ``SET`` expression reads the row as it was.
 _RESERVE = f"""
 WITH clock AS (SELECT {DB_NOW_MS} AS now, set_config('synchronous_commit', 'off', true) AS commit_mode)
 INSERT INTO source_gates AS g (gate, next_at, requests, updated_at)
@@ -110,14 +126,18 @@ ON CONFLICT (gate) DO UPDATE SET
     cooldown_until = least(g.cooldown_until, EXCLUDED.updated_at + $3),
     next_at = CASE WHEN g.cooldown_until > EXCLUDED.updated_at + $3 THEN least(g.next_at, EXCLUDED.updated_at + $3)
                    WHEN g.paused_until > EXCLUDED.updated_at OR g.cooldown_until > EXCLUDED.updated_at
-                   THEN g.next_at ELSE greatest(EXCLUDED.updated_at, g.next_at) + $2 END,
+                   THEN g.next_at
+                   WHEN g.next_at > EXCLUDED.updated_at + $3 + 2 * $4::bigint THEN EXCLUDED.updated_at + $4::bigint + $2
+                   ELSE greatest(EXCLUDED.updated_at, g.next_at) + $2 END,
     requests = g.requests + CASE WHEN g.paused_until > EXCLUDED.updated_at
                                    OR g.cooldown_until > EXCLUDED.updated_at THEN 0 ELSE 1 END,
     updated_at = EXCLUDED.updated_at
 RETURNING g.next_at, g.cooldown_until, g.penalty, g.paused_until, g.updated_at AS now"""
 
 
-async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int, *, cap_ms: int = LADDER_CAP_MS) -> Slot:
+async def reserve(
+    pool: asyncpg.Pool, gate: str, interval_ms: int, *, cap_ms: int = LADDER_CAP_MS, waiters: int = 1
+) -> Slot:
     """Take the next request slot of ``gate``, ``interval_ms`` after the previous one.
 
     One statement (:data:`_RESERVE`): every source request of every worker passes here,
@@ -129,11 +149,17 @@ async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int, *, cap_ms: in
         cap_ms: the cooldown ladder's cap (the account's ``rate_limit_cap_ms``): a
             cooldown in the row further ahead than that from now is brought back to it
             (:data:`_RESERVE`).
+        waiters: how many requests of the gate may wait for their slots at once (the
+            account's concurrency): the queue they can form is ``waiters × interval_ms``,
+            and a next slot further ahead than ``cap_ms`` and two such queues (a database
+            clock stepped back, a hand edit: no state the gate writes) is handed out one
+            queue from now instead (:data:`_RESERVE`).
 
     Returns:
-        A :class:`Slot`: wait ``wait_ms`` then send, or (``paused_ms > 0``) do not send
-        because the account is paused, or (``cooldown_ms > 0``) do not send at all
-        because the account is cooling down after a rate limit.
+        A :class:`Slot`: wait ``wait_ms`` (at most ``cap_ms`` and two queues) then send,
+        or (``paused_ms > 0``) do not send because the account is paused, or
+        (``cooldown_ms > 0``) do not send at all because the account is cooling down
+        after a rate limit.
 
     Raises:
         ValueError: given a connection inside a transaction: the asynchronous commit
@@ -143,7 +169,7 @@ async def reserve(pool: asyncpg.Pool, gate: str, interval_ms: int, *, cap_ms: in
     if isinstance(pool, asyncpg.Connection) and pool.is_in_transaction():
         raise ValueError("a rate-gate slot is its own transaction (its commit is asynchronous)")
     interval = max(0, interval_ms)
-    row = await pool.fetchrow(_RESERVE, gate, interval, max(1, cap_ms))
+    row = await pool.fetchrow(_RESERVE, gate, interval, max(1, cap_ms), max(1, waiters) * interval)
     assert row is not None
     now = row["now"]
     if row["paused_until"] > now:
@@ -281,6 +307,9 @@ class LedgerGate:
         base_ms / cap_ms: first step and cap of the cooldown ladder.
         decay_after: consecutive successes that reset the ladder.
         pause_ms: how long a restricted account is paused.
+        concurrency: the account's requests that may wait for a slot at once (its source
+            activities at once, one request each): bounds the next slot read from the row
+            (:func:`reserve`'s ``waiters``).
     """
 
     def __init__(
@@ -293,6 +322,7 @@ class LedgerGate:
         cap_ms: int = LADDER_CAP_MS,
         decay_after: int = DECAY_AFTER,
         pause_ms: int = PAUSE_MS,
+        concurrency: int = 1,
     ) -> None:
         self.pool = pool
         self.key = key
@@ -301,11 +331,12 @@ class LedgerGate:
         self.cap_ms = cap_ms
         self.decay_after = decay_after
         self.pause_ms = pause_ms
+        self.concurrency = concurrency
         self._penalty = 0
 
     async def acquire(self) -> None:
         """Take a slot in the ledger and sleep until it comes (see :class:`Gate`)."""
-        slot = await reserve(self.pool, self.key, self.min_interval_ms, cap_ms=self.cap_ms)
+        slot = await reserve(self.pool, self.key, self.min_interval_ms, cap_ms=self.cap_ms, waiters=self.concurrency)
         self._penalty = slot.penalty
         if slot.paused_ms > 0:
             raise paused(slot.paused_ms)

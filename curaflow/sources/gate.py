@@ -99,6 +99,9 @@ class MemoryGate:
     Args:
         min_interval_ms / base_ms / cap_ms / decay_after / pause_ms: as for
             :class:`curaflow.ledger.gates.LedgerGate`.
+        concurrency: accepted as :class:`~curaflow.ledger.gates.LedgerGate` takes it, and
+            unused: the next slot here is on this process's monotonic clock, which never
+            steps back, and nothing else writes it.
         clock: monotonic seconds (tests pass a fake one to walk the ladder without waiting).
     """
 
@@ -110,6 +113,7 @@ class MemoryGate:
         cap_ms: int = LADDER_CAP_MS,
         decay_after: int = DECAY_AFTER,
         pause_ms: int = PAUSE_MS,
+        concurrency: int = 1,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.min_interval_ms = min_interval_ms

@@ -37,7 +37,7 @@ class UnsupportedSource(Exception):
     """The configured source kind (or instance name) has no implementation in this build."""
 
 
-#: ``gates(name, min_interval_ms=…, base_ms=…, cap_ms=…, decay_after=…, pause_ms=…)`` → the
+#: ``gates(name, min_interval_ms=…, base_ms=…, cap_ms=…, decay_after=…, pause_ms=…, concurrency=…)`` → the
 #: rate gate of instance ``name`` (the keyword arguments a factory leaves out keep the gate's defaults).
 GateFactory = Callable[..., "Gate"]
 
@@ -82,14 +82,21 @@ class SourceContext:
         cap_ms: int | None = None,
         decay_after: int | None = None,
         pause_ms: int | None = None,
+        concurrency: int | None = None,
     ) -> Gate:
         """The rate gate of instance ``name`` (:attr:`gates`); an argument left None keeps
-        the gate's default."""
-        extra = {
-            k: v
-            for k, v in (("base_ms", base_ms), ("cap_ms", cap_ms), ("decay_after", decay_after), ("pause_ms", pause_ms))
-            if v is not None
-        }
+        the gate's default (``concurrency``: 1). ``concurrency`` is the instance's source
+        activities at once (:attr:`curaflow.sources.base.SourcePolicy.concurrency`): the ledger's gate bounds the
+        next slot it reads by the queue they can form
+        (:func:`curaflow.ledger.gates.reserve`)."""
+        given = (
+            ("base_ms", base_ms),
+            ("cap_ms", cap_ms),
+            ("decay_after", decay_after),
+            ("pause_ms", pause_ms),
+            ("concurrency", concurrency),
+        )
+        extra = {k: v for k, v in given if v is not None}
         return self.gates(name, min_interval_ms=min_interval_ms, **extra)
 
     async def aclose(self) -> None:

@@ -218,7 +218,8 @@ def build_catalog_source(name: str, config: CatalogSourceConfig, context: Source
         await out.aclose()
 
     out = context.shared(f"catalog:{config.url}", lambda: Outbound(configured(config.url)), close)
-    return CatalogSource(name, config, out, context.gate(name, min_interval_ms=config.min_interval_ms))
+    gate = context.gate(name, min_interval_ms=config.min_interval_ms, concurrency=config.policy().concurrency)
+    return CatalogSource(name, config, out, gate)
 
 
 register_source("catalog", CatalogSourceConfig, build_catalog_source)

@@ -20,6 +20,7 @@ of what is read.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -318,3 +319,103 @@ async def test_the_reports_show_a_cooldown_written_a_week_ahead_as_what_is_held(
 
     snap = await refresh(LedgerGauges(), deps.pool, stack.settings)
     assert 0 < snap.cooldown_s["default"] <= account_cap_ms / 1000
+
+
+# ---- the next slot read from the ledger, no cooldown running --------------------------------
+#
+# A slot is the row's ``next_at``; the spacing alone never puts it further ahead than the
+# queue the account's requests can form (each request waiting holds one interval of it:
+# its concurrency × the interval), and a rate limit's at most the cap. One further ahead
+# with no cooldown — the database clock stepped back (a restored database, an NTP
+# correction), a hand edit — was waited whole by the request that met it, asleep in its
+# activity until the job's deadline, every other job of the account queued behind it;
+# and each later slot went an interval further. ``gates.reserve`` mends it in its one
+# statement: the slot is handed out behind the longest queue that can still be waiting.
+
+
+async def test_an_account_slot_a_week_ahead_without_a_cooldown_waits_one_queue_not_the_week(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    key = await legacy_account(ledger_pool, next_at=1)  # no cooldown, no pause
+    first = await gates.reserve(ledger_pool, key, 10_000, cap_ms=900_000)
+    assert (first.cooldown_ms, first.paused_ms) == (0, 0)
+    assert first.wait_ms <= 10_000  # behind the queue one request can form, not a week
+    state = await gates.read_gate(ledger_pool, key)
+    assert state is not None and state.next_at - state.now <= 20_000  # mended in the slot's statement
+    # The next request is spaced behind it, an interval later, not a week and an interval.
+    second = await gates.reserve(ledger_pool, key, 10_000, cap_ms=900_000)
+    assert 9_000 <= second.wait_ms - first.wait_ms <= 10_050, (first, second)
+    after = await gates.read_gate(ledger_pool, key)
+    assert after is not None and after.requests == 2
+
+
+async def test_a_mended_account_slot_keeps_the_spacing_of_requests_waiting_at_once(ledger_pool: asyncpg.Pool) -> None:
+    # Four requests of an account of concurrency 4 meet the week at once: the first is
+    # handed the slot behind the longest queue (4 × 10 s), the other three queue behind it,
+    # one interval apart — the mend never hands two of them the same slot.
+    key = await legacy_account(ledger_pool, next_at=1)
+    slots = await asyncio.gather(*(gates.reserve(ledger_pool, key, 10_000, cap_ms=60_000, waiters=4) for _ in range(4)))
+    waits = sorted(s.wait_ms for s in slots)
+    assert 39_000 <= waits[0] <= 40_000, waits
+    assert all(9_000 <= b - a <= 10_050 for a, b in itertools.pairwise(waits)), waits
+    state = await gates.read_gate(ledger_pool, key)
+    assert state is not None and state.requests == 4 and state.next_at - state.now <= 80_000
+
+
+async def test_a_queue_longer_than_the_cap_is_spacing_and_is_kept(ledger_pool: asyncpg.Pool) -> None:
+    # Real load is never mended: 20 requests waiting at once, 10 s apart, make a queue of
+    # 200 s, far beyond a cap of 1 s — every slot stays an interval after the one before.
+    key = f"gate-{short_id()}"
+    await gates.reserve(ledger_pool, key, 10_000, cap_ms=1_000, waiters=20)
+    opened = await gates.read_gate(ledger_pool, key)
+    assert opened is not None
+    slots = await asyncio.gather(
+        *(gates.reserve(ledger_pool, key, 10_000, cap_ms=1_000, waiters=20) for _ in range(20))
+    )
+    waits = sorted(s.wait_ms for s in slots)
+    assert all(9_000 <= b - a <= 10_050 for a, b in itertools.pairwise(waits)), waits
+    state = await gates.read_gate(ledger_pool, key)
+    assert state is not None and state.next_at == opened.next_at + 20 * 10_000
+
+
+async def test_a_slot_a_week_ahead_waits_out_a_cooldown_and_a_pause_then_is_mended(ledger_pool: asyncpg.Pool) -> None:
+    # While a cooldown or a pause holds the account no slot is handed out and the row's
+    # next slot is left as it is; the first slot after them is mended as any other.
+    key = await legacy_account(ledger_pool, next_at=1)
+    now = await db_now(ledger_pool)
+    await ledger_pool.execute(
+        "UPDATE source_gates SET cooldown_until = $2, paused_until = $2 WHERE gate = $1", key, now + 60_000
+    )
+    held = await gates.reserve(ledger_pool, key, 1_000, cap_ms=900_000)
+    assert held.paused_ms > 0 and held.wait_ms == 0
+    await ledger_pool.execute("UPDATE source_gates SET paused_until = 0 WHERE gate = $1", key)
+    cooling = await gates.reserve(ledger_pool, key, 1_000, cap_ms=900_000)
+    assert 0 < cooling.cooldown_ms <= 60_000 and cooling.wait_ms == 0
+    await ledger_pool.execute("UPDATE source_gates SET cooldown_until = 0 WHERE gate = $1", key)
+    slot = await gates.reserve(ledger_pool, key, 1_000, cap_ms=900_000)
+    assert (slot.cooldown_ms, slot.paused_ms) == (0, 0) and slot.wait_ms <= 1_000
+    state = await gates.read_gate(ledger_pool, key)
+    assert state is not None and state.requests == 1
+
+
+async def test_the_reports_show_an_account_held_only_by_its_next_slot_as_free(stacks: Any) -> None:
+    # `curaflow accounts list` and the cooldown gauge read the pause and the cooldown, not
+    # the next slot: with the slot a week ahead and neither, they say the account is free —
+    # true now that the slot holds a request at most one queue (here one interval).
+    stack, deps, _ = await stacks({})
+    gate = stack.settings.source_task_queue("default")
+    now = await db_now(deps.pool)
+    await deps.pool.execute(
+        """INSERT INTO source_gates (gate, next_at) VALUES ($1, $2)
+           ON CONFLICT (gate) DO UPDATE SET next_at = $2, cooldown_until = 0, paused_until = 0""",
+        gate,
+        now + WEEK_MS,
+    )
+    accounts = await curaflow("accounts", "list", "--json", stack=stack)
+    assert accounts.returncode == 0, accounts.stderr
+    [acc] = [r for r in json.loads(accounts.stdout) if r["account"] == "default"]
+    assert acc["cooldown_until"] is None and acc["paused_until"] is None
+    snap = await refresh(LedgerGauges(), deps.pool, stack.settings)
+    assert snap.cooldown_s["default"] == 0
+    slot = await gates.reserve(deps.pool, gate, 1_000, cap_ms=stack.settings.pixiv.rate_limit_cap_ms)
+    assert slot.wait_ms <= 1_000

@@ -9,6 +9,7 @@ import pytest
 import tomli_w
 
 from curaflow.config import ConfigError, Settings, load_settings
+from curaflow.ledger import gates as ledger_gates
 from curaflow.sources.base import SourceConfig
 from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv.config import PixivSourceConfig
@@ -176,3 +177,37 @@ def test_a_source_module_cannot_take_a_builtin_kind(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "source_modules: cannot import 'hijack_source'" in done.stdout
     assert "'pixiv' is already registered" in done.stdout
+
+
+@pytest.mark.parametrize(("pixiv", "concurrency"), [({"replay_max_concurrency": 3}, 3), ({"refresh_token": "t"}, 1)])
+async def test_an_accounts_gate_is_told_how_many_of_its_requests_may_wait_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pixiv: dict[str, Any], concurrency: int
+) -> None:
+    # The ledger's gate hands out no slot further ahead than the queue the account's
+    # requests can form (its concurrency × the interval, gates.reserve): the Pixiv source
+    # passes the account's concurrency (replay's in replay mode) to its gate, and the gate
+    # to every slot it takes.
+    settings = load(tmp_path, {"pixiv": pixiv})
+    config = settings.source_configs()["default"]
+    made: dict[str, Any] = {}
+
+    def factory(_name: str, **policy: Any) -> MemoryGate:
+        made.update(policy)
+        return MemoryGate(**policy)
+
+    context = SourceContext(settings.outbound, factory, replay_url="http://127.0.0.1:9")
+    try:
+        build_source("default", config, context)
+    finally:
+        await context.aclose()
+    assert made["concurrency"] == concurrency == config.policy().concurrency
+
+    taken: list[dict[str, Any]] = []
+
+    async def reserve(_pool: Any, _gate: str, _interval_ms: int, **kwargs: Any) -> ledger_gates.Slot:
+        taken.append(kwargs)
+        return ledger_gates.Slot(wait_ms=0)
+
+    monkeypatch.setattr(ledger_gates, "reserve", reserve)
+    await ledger_gates.LedgerGate(None, "q", min_interval_ms=made["min_interval_ms"], concurrency=concurrency).acquire()  # type: ignore[arg-type]
+    assert taken == [{"cap_ms": ledger_gates.LedgerGate(None, "q", min_interval_ms=0).cap_ms, "waiters": concurrency}]  # type: ignore[arg-type]

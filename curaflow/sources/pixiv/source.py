@@ -171,6 +171,7 @@ def build_pixiv_source(name: str, config: PixivSourceConfig, context: SourceCont
         cap_ms=config.rate_limit_cap_ms,
         decay_after=config.rate_limit_decay_after,
         pause_ms=config.restriction_pause_ms,
+        concurrency=config.policy().concurrency,
     )
     limits = context.outbound
     client = PixivClient(
