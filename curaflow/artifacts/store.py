@@ -247,10 +247,8 @@ class ArtifactStore:
         animation = await source.animation(work)
         if animation is not None:
             return await self._fetch_animation(source, work, animation, folder, on_page)
-        if not work.pages:  # nothing to deliver is never an artifact
-            raise WorkUnavailable(
-                work.work_id, "the work lists no page and no animation", UnavailableKind.NO_FILE, recognised=True
-            )
+        if not work.pages:  # nothing to deliver is never an artifact; what the source listed, held briefly
+            raise WorkUnavailable(work.work_id, "the work lists no page and no animation", UnavailableKind.NO_FILE)
         kept = await asyncio.to_thread(_prepare, folder, dests)
         files: list[ArtifactFile] = []
 

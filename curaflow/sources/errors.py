@@ -5,6 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.tally import SOURCE_ANSWER_KINDS
 from curaflow.domain.text import clean_text
 
 
@@ -61,8 +62,10 @@ class UnavailableKind(StrEnum):
       error answer (an HTML page, an empty body), not recognised as the work's (held briefly:
       :attr:`WorkUnavailable.recognised`);
     * ``unusable_url`` — a file URL of the work the source may not request: another host,
-      a path not strictly under the image host's prefix, not a URL, too long
-      (:data:`~curaflow.sources.base.MAX_URL_CHARS`), answered 414;
+      a path not strictly under the image host's prefix, not a URL (none at all: a
+      listing without its image field), too long
+      (:data:`~curaflow.sources.base.MAX_URL_CHARS`), answered 414 (never recognised as
+      the work's, below);
     * ``too_large`` — a page or a frames zip over its byte limit;
     * ``not_an_image`` — a page that is no PNG, JPEG (an MPO included), GIF or WebP (by its
       bytes; not recognised as the work's, held briefly);
@@ -74,6 +77,10 @@ class UnavailableKind(StrEnum):
       shape that describes no animation (no frames, a frame without a delay, a zip URL
       that is not one, a frame missing from a whole zip, a frame that does not decode);
     * ``no_file`` — the work lists no page and is no animation: nothing to deliver.
+
+    ``unusable_url``, ``not_an_image`` and ``no_file`` are what the source *answered* for
+    the work (:data:`~curaflow.domain.tally.SOURCE_ANSWER_KINDS`), never recognised as the
+    work's own (:attr:`WorkUnavailable.recognised`).
     """
 
     GONE = "gone"
@@ -107,7 +114,14 @@ class WorkUnavailable(Exception):
             is no image (an HTML or JSON page where the image was): the work is skipped
             in this job and held back for ``unrecognised_hold_ms`` only
             (:class:`~curaflow.sources.base.SourcePolicy`), so an hour of a refusing
-            host never costs a week of works.
+            host never costs a week of works. **Never true for a kind of
+            :data:`~curaflow.domain.tally.SOURCE_ANSWER_KINDS`** (``unusable_url``,
+            ``not_an_image``, ``no_file``), whatever the raiser says: a URL off the image
+            host or of another shape, no URL at all, no file listed, a page that is no
+            image are what the source answered — a renamed field, a moved image host, a
+            tampered answer give it for every work — not a fact of the work (DESIGN.md
+            "Work-owned failures and the decode budget"; until 2026-12-05 a listing
+            without its image field cost every work its jobs examined for the week).
     """
 
     def __init__(
@@ -118,4 +132,4 @@ class WorkUnavailable(Exception):
         self.work_id = work_id
         self.why = why
         self.kind = UnavailableKind(kind)
-        self.recognised = recognised
+        self.recognised = recognised and self.kind.value not in SOURCE_ANSWER_KINDS

@@ -26,8 +26,9 @@ stops growing. :func:`guarded` wraps every instance the activities use
 * a download is asked only for a URL a request can be made for
   (:func:`~curaflow.outbound.url_problem`: text, at most
   :data:`~curaflow.outbound.MAX_URL_CHARS` characters, no whitespace or unprintable
-  character, ``http(s)`` with a host, no dot-segment): another is the work's data, so the
-  work is unavailable (``unusable_url``) — never a retried download.
+  character, ``http(s)`` with a host, no dot-segment): another is what the source answered
+  for the work, so the work is unavailable (``unusable_url``, held back briefly: never
+  recognised as the work's) — never a retried download.
 """
 
 from __future__ import annotations
@@ -215,12 +216,9 @@ class GuardedSource:
     @contextlib.asynccontextmanager
     async def download(self, url: str) -> AsyncIterator[_Body]:
         problem = url_problem(url)
-        if problem is not None:  # the work's data: no request can be made for it
+        if problem is not None:  # what the source answered for the work: no request can be made for it
             raise WorkUnavailable(
-                str(url).rsplit("/", 1)[-1][:64],
-                f"page URL refused: {problem}",
-                UnavailableKind.UNUSABLE_URL,
-                recognised=True,
+                str(url).rsplit("/", 1)[-1][:64], f"page URL refused: {problem}", UnavailableKind.UNUSABLE_URL
             )
         # The source's own limit (the same, and the job's deadline) fires first when it keeps it.
         budget = time_left(self._timeout_s) + GRACE_S

@@ -127,6 +127,16 @@ UNRECOGNISED: dict[str, tuple[Case, str]] = {
         lambda r, h, w: h.bodies.__setitem__(f"{w}_p0", b"<!doctype html><title>Maintenance</title>" + b" " * 512),
         "not_an_image",
     ),
+    # What the source answered for the work, not the work (2026-12-05: each was remembered
+    # unusable for the week — a renamed image field cost every work its jobs examined).
+    "listing-without-its-image-field": (
+        lambda r, h, w: r.faults.mutate.__setitem__(w, {"meta_single_page": {}, "image_urls": {}, "meta_pages": []}),
+        "unusable_url",
+    ),
+    "image-url-on-an-internal-host": (
+        lambda r, h, w: r.faults.mutate.__setitem__(w, single_page(f"https://169.254.169.254/latest/{w}_p0.png")),
+        "unusable_url",
+    ),
 }
 
 #: How long such an answer holds the work back (``pixiv.unrecognised_hold_ms`` of the module's stack).

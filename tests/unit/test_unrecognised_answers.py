@@ -134,3 +134,43 @@ async def test_an_image_hosts_rate_limit_in_a_403_is_a_rate_limit_not_a_hold() -
             async with client(403, body).download(IMAGE):
                 pass
         assert held.value.recognised is False
+
+
+@pytest.mark.parametrize(
+    ("url", "status"),
+    [
+        ("https://169.254.169.254/latest/meta-data/123_p0.png", 200),  # an internal host
+        ("https://i-cf.pximg.net/img-original/img/2025/01/01/00/00/00/123_p0.png", 200),  # a host never seen
+        ("https://10.0.0.7/img-zip-ugoira/img/2025/01/01/00/00/00/123_ugoira600x600.zip", 200),  # a frames zip
+        ("", 200),  # the listing's image field renamed: no URL at all
+        ("https://i.pximg.net/img-original//123_p0.png", 200),  # a path of another shape
+        (IMAGE, 414),  # the host refusing the URL's length
+    ],
+    ids=["internal-host", "unknown-host", "zip-on-internal-host", "no-url", "empty-segment", "414"],
+)
+async def test_a_url_the_source_answered_is_not_recognised_as_the_works(url: str, status: int) -> None:
+    """A work's file URL is what the source answered for it, not the work: a host never
+    seen (Pixiv moving its image host, a tampered answer naming an internal service), a
+    renamed image field (no URL), a URL of another shape, a ``414`` — what every work would
+    get while the source answers so. Until 2026-12-05 each was remembered unusable for the
+    week (``recognised``): one answer of a new shape cost every work its jobs examined for
+    seven days. Held back for ``unrecognised_hold_ms`` now; nothing is requested."""
+    with pytest.raises(WorkUnavailable) as raised:
+        async with client(status, b"").download(url):
+            pass
+    assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.UNUSABLE_URL, False)
+
+
+async def test_a_work_listing_no_file_is_not_recognised_as_the_works(tmp_path: Path) -> None:
+    """A work listed without a page and without an animation: what a renamed field of the
+    source's listing would look like for every work — held back briefly, not the week."""
+    from curaflow.artifacts import ArtifactStore
+    from curaflow.domain.models import Work
+
+    class NoFiles:
+        async def animation(self, work: Work) -> None:
+            return None
+
+    with pytest.raises(WorkUnavailable) as raised:
+        await ArtifactStore(tmp_path).fetch(NoFiles(), Work(work_id="123", pages=[]), "job", "t")  # type: ignore[arg-type]
+    assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.NO_FILE, False)

@@ -88,14 +88,16 @@ class ImageRequests(GatedRequests):
             WorkUnavailable: HTTP 404/410 for the image (``gone``), 403 (``gone``, not
                 recognised as the work's: the host refuses the request); an image URL the
                 client may not request (:meth:`image_url`), an address the guard refuses,
-                or HTTP 414 URI Too Long (``unusable_url``); a body over
-                ``download_max_bytes`` (``too_large``).
+                or HTTP 414 URI Too Long (``unusable_url``: what the source answered, never
+                recognised as the work's); a body over ``download_max_bytes`` (``too_large``).
         """
         work_id = url.rsplit("/", 1)[-1].split("_", 1)[0][:64] if isinstance(url, str) else "?"
         try:
             request = self.image_request(url)
         except DestinationRefused as err:
-            raise WorkUnavailable(work_id, str(err), UnavailableKind.UNUSABLE_URL, recognised=True) from None
+            # What the source answered for the work (a host never seen, no URL at all, a
+            # path of another shape), not the work: held back briefly, never the week.
+            raise WorkUnavailable(work_id, str(err), UnavailableKind.UNUSABLE_URL) from None
         await self._pass_gate()
         try:
             async with self._images.stream(request, self._image_limits) as response:
@@ -109,10 +111,8 @@ class ImageRequests(GatedRequests):
                     raise WorkUnavailable(
                         work_id, "image HTTP 403 (the image host refused the request)", recognised=False
                     )
-                if response.status_code == 414:  # the URL, the work's data, is what the host refused
-                    raise WorkUnavailable(
-                        work_id, "image HTTP 414 (URI too long)", UnavailableKind.UNUSABLE_URL, recognised=True
-                    )
+                if response.status_code == 414:  # the URL the source answered is what the host refused
+                    raise WorkUnavailable(work_id, "image HTTP 414 (URI too long)", UnavailableKind.UNUSABLE_URL)
                 if response.status_code >= 400:
                     raise SourceError(
                         TerminalReason.DOWNLOAD_FAILED,
