@@ -59,7 +59,6 @@ from curaflow.sources.animation import (
     MAX_ZIP_BYTES,
     Animation,
     AnimationBroken,
-    NotAZip,
     UnusableAnimation,
     encode_gif,
 )
@@ -389,7 +388,7 @@ class ArtifactStore:
                         work.work_id,
                         f"animation: {err}",
                         UnavailableKind.UNUSABLE_ANIMATION,
-                        recognised=not isinstance(err, NotAZip),
+                        recognised=err.recognised,
                     ) from None
                 except OverBudget as err:
                     raise WorkUnavailable(

@@ -18,9 +18,11 @@ size (~1 byte per pixel) — and CPU time. **Every frame's header is read first*
 decoded), so a zip whose first frame is 1×1 and whose later frames are 13000×13000 is
 refused before anything is decoded; then each frame is charged as it is decoded.
 
-Whose failure: an animation without frames, a frame missing from a zip whose directory
-was read, a frame that does not decode although its CRC matched, a body that is no zip
-at all — the work's (:class:`UnusableAnimation`); over the budget — the work's
+Whose failure: a frame that is no image or does not decode although its CRC matched —
+the work's (:class:`UnusableAnimation`); an animation without frames, a frame missing from
+a zip whose directory was read (:class:`FrameNotInZip`), a body that is no zip at all
+(:class:`NotAZip`) — unusable, but not recognised as the work's (what the source answered
+would be the same for every work while it lasts); over the budget — the work's
 (:class:`~curaflow.sources.decoding.OverBudget`); a zip cut short or failing its CRC —
 maybe the transfer (:class:`AnimationBroken`, retried).
 """
@@ -55,13 +57,34 @@ ZIP_SIGNATURES = (b"PK\x03\x04", b"PK\x05\x06")
 
 
 class UnusableAnimation(ValueError):
-    """The animation or its zip describes no usable animation (a permanent fact of the work)."""
+    """The animation or its zip describes no usable animation.
+
+    Attributes:
+        recognised: the refusal is a fact of the work's own file (a frame in the whole
+            zip that is no image or does not decode: the host holds those bytes) — True;
+            False for a subclass naming an answer that would come for any work while it
+            lasts (:class:`NotAZip`, :class:`FrameNotInZip`). Read by the artifact store
+            as :attr:`~curaflow.sources.errors.WorkUnavailable.recognised`.
+    """
+
+    recognised = True
 
 
 class NotAZip(UnusableAnimation):
     """What the frames zip's URL answered is no zip at all (an HTML or JSON page): an
     answer an image host or a proxy may give for any work while it lasts, not recognised
     as the work's (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`)."""
+
+    recognised = False
+
+
+class FrameNotInZip(UnusableAnimation):
+    """The animation names a frame the whole zip does not hold: two answers of the source
+    disagreeing (the metadata's frame names, the image host's zip) — what a renamed frame
+    file or a zip of another size served for the URL would look like for every animated
+    work; not recognised as the work's (2026-12-05: it cost each such work the week)."""
+
+    recognised = False
 
 
 class AnimationBroken(Exception):
@@ -209,7 +232,7 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
         for frame in meta.frames:
             info = entries.get(frame.file)
             if info is None:
-                raise UnusableAnimation(f"frame {frame.file} is not in the zip")
+                raise FrameNotInZip(f"frame {frame.file} is not in the zip")
             if info.file_size > MAX_FRAME_BYTES:
                 raise OverBudget(f"frame {frame.file} is {info.file_size} bytes, over {MAX_FRAME_BYTES}")
             sizes.append(_frame_size(archive, info, meter))

@@ -324,3 +324,24 @@ async def test_an_animation_a_source_built_without_frames_is_the_works_before_it
     assert caught.value.kind == UnavailableKind.UNUSABLE_ANIMATION
     with pytest.raises(UnusableAnimation, match="no frames"):
         encode_gif(tmp_path / "absent.zip", Animation(zip_url="https://x/z.zip", frames=[]), tmp_path / "o.gif")
+
+
+async def test_a_whole_zip_lacking_a_frame_the_metadata_names_is_not_recognised_as_the_works(tmp_path: Path) -> None:
+    """The metadata (the app-api's answer) names frames the zip (the image host's) does not
+    hold: two answers of the source disagreeing — what a renamed frame file, or a zip of
+    another size served for the URL, would look like for every ugoira. Until 2026-12-05
+    each such work was remembered unusable for the week; now it is held back briefly. A
+    frame that is in the zip and does not decode stays the work's (the host holds it)."""
+    zip_path = tmp_path / "z.zip"
+    frames = ugoira_frames_zip(zip_path, [(40, 40)] * 3)
+    renamed = [{"file": f"{i}.jpg", "delay": 50} for i in range(3)]
+    with pytest.raises(WorkUnavailable) as caught:
+        await ArtifactStore(tmp_path / "a").fetch(OneFile(zip_path.read_bytes(), ugoira(renamed)), WORK, "j", "t")  # type: ignore[arg-type]
+    assert (caught.value.kind, caught.value.recognised) == (UnavailableKind.UNUSABLE_ANIMATION, False)
+
+    with zipfile.ZipFile(zip_path, "a") as archive:
+        archive.writestr("000003.jpg", b"\xff\xd8\xff\xe0 not a frame at all")
+    broken = [*frames, {"file": "000003.jpg", "delay": 50}]
+    with pytest.raises(WorkUnavailable) as caught:
+        await ArtifactStore(tmp_path / "b").fetch(OneFile(zip_path.read_bytes(), ugoira(broken)), WORK, "j", "t")  # type: ignore[arg-type]
+    assert (caught.value.kind, caught.value.recognised) == (UnavailableKind.UNUSABLE_ANIMATION, True)
