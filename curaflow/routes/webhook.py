@@ -12,8 +12,10 @@ only when the receiver says the work is the problem):
 
 =====================  =======================================================
 2xx                     delivered — unless the JSON body reports ``status``
-                        ``failed``/``rejected``/``error`` (the work refused for
-                        good) or ``pending``/``queued`` (retried with the same key)
+                        ``rejected`` (the work refused for good), ``failed`` /
+                        ``error`` (the receiver's own failure: ``route_refused``,
+                        the work held back, never refused) or ``pending`` /
+                        ``queued`` (retried with the same key)
 409                     the receiver already had it: duplicate
 415, 422                the receiver refuses this work (its type, its content):
                         ``delivery_rejected``, never retried
@@ -97,7 +99,14 @@ class WebhookRouteConfig(RouteSettings):
 #: Unsupported Media Type), its content (422 Unprocessable Content).
 WORK_STATUSES = (415, 422)
 
-FAILED_WORDS = {"failed", "rejected", "error"}
+#: A 2xx ``status`` by which a receiver refuses the work itself: the only word that names
+#: the act (DESIGN.md "Safe defaults at the edges": a 2xx saying ``rejected``).
+REJECTED_WORDS = {"rejected"}
+#: A 2xx ``status`` saying only that something failed: no work is named — JSend's
+#: ``error`` is the server's own failure, ``failed`` says no why — so it is the route's
+#: (``route_refused``: the work held back, the refusal streak), never the work refused
+#: for good (until 2026-12-05 both refused the work for good on the route).
+FAILED_WORDS = {"failed", "error"}
 PENDING_WORDS = {"pending", "queued"}
 
 
@@ -215,10 +224,19 @@ class WebhookRoute:
             return DeliveryReceipt(duplicate=True, remote_status="409")
         if 200 <= status < 300:
             word, remote_id = self._business_status(response)
-            if word in FAILED_WORDS:
+            if word in REJECTED_WORDS:
                 raise RouteError(
                     TerminalReason.DELIVERY_REJECTED,
                     f"webhook answered {status} with status {word!r}",
+                    permanent=True,
+                    answer=f"HTTP 2xx status {word}",
+                )
+            if word in FAILED_WORDS:
+                raise RouteError(
+                    TerminalReason.ROUTE_REFUSED,
+                    f"webhook answered {status} with status {word!r}: the receiver failed the request without "
+                    "naming the work (its own error); fix the receiver, or answer 'rejected' / 422 for a work "
+                    "it refuses",
                     permanent=True,
                     answer=f"HTTP 2xx status {word}",
                 )

@@ -384,8 +384,13 @@ def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str) -> 
         (Reply(201, {"status": "accepted", "id": "r-1"}), "delivered"),
         (Reply(200, None), "delivered"),
         (Reply(409, {"status": "duplicate"}), "duplicate"),
-        (Reply(200, {"status": "failed"}), "rejected"),
         (Reply(200, {"status": "rejected"}), "rejected"),
+        (Reply(200, {"status": "Rejected"}), "rejected"),
+        # A 2xx saying only that something failed names no work: the receiver's own error
+        # (JSend's "error" is a server-side failure), the route's — never the work refused
+        # for good (until 2026-12-05 both were).
+        (Reply(200, {"status": "error", "message": "database unavailable"}), "refused"),
+        (Reply(200, {"status": "failed"}), "refused"),
         (Reply(202, {"status": "queued"}), "retry"),
         (Reply(422, {"error": "bad content"}), "rejected"),
         (Reply(415, {"error": "unsupported type"}), "rejected"),
