@@ -58,9 +58,10 @@ class UnavailableKind(StrEnum):
 
     * ``gone`` — the source says so: deleted, private, restricted, an image answering
       404/410 (the default: what a source means when it raises without a kind); an image
-      or a detail answering a bare 403 too, or a detail's 404 that is not the source's own
-      error answer (an HTML page, an empty body), not recognised as the work's (held briefly:
-      :attr:`WorkUnavailable.recognised`);
+      or a detail answering a bare 403 too, a detail's 404 that is not the source's own
+      error answer (an HTML page, an empty body), or a detail answering Pixiv's
+      "restricted" words (what a restricted account gets for every request), not
+      recognised as the work's (held briefly: :attr:`WorkUnavailable.recognised`);
     * ``unusable_url`` — a file URL of the work the source may not request: another host,
       a path not strictly under the image host's prefix, not a URL (none at all: a
       listing without its image field), too long

@@ -17,7 +17,9 @@ The same code talks to Pixiv and to the replay server; only the base URLs differ
   its HTTP status: "Rate Limit" → ``rate_limited`` (HTTP 403 too), OAuth messages →
   refresh once (a fresh token refused again: ``remote_http_error``, retried), "Your
   access is currently restricted." → for a work-level call (detail) the work is
-  unavailable; for a search or ranking it is the *account* that is restricted:
+  unavailable but not recognised as the work's (held briefly: the words are what a
+  restricted account gets too; only the app-api's own 404 names the work); for a search
+  or ranking it is the *account* that is restricted:
   ``account_restricted`` (not retryable) and the account's gate is paused
   (``pixiv.restriction_pause_ms``), so no job of the account asks again meanwhile.
 * **Untrusted answers**: every string of every JSON answer is cleaned

@@ -239,11 +239,15 @@ class PixivClient(ImageRequests):
                 await self.authenticate(refused=token)
                 continue
             if work_id is not None and (response.status_code in (403, 404) or RESTRICTED_MARK in lowered):
-                # The app-api's own 404 or the "restricted" words are about the work; a bare
-                # 403, or a 404 not in the app-api's words (an HTML page, an empty body: a
-                # moved endpoint, a proxy — what every work would get), is the API refusing
-                # the request: held back briefly, not the week.
-                recognised = (response.status_code == 404 and is_app_api_error(body)) or RESTRICTED_MARK in lowered
+                # Only the app-api's own 404 is about the work (deleted, never existed). The
+                # "restricted" words are what a restricted *account* gets for every request
+                # too (the search's answer pauses the account, below), and a work the source
+                # restricts is listed as a placeholder — judged by the listing, before any
+                # request of it — so for a work listed whole they do not name the work; a
+                # bare 403, or a 404 not in the app-api's words (an HTML page, an empty body:
+                # a moved endpoint, a proxy — what every work would get), is the API refusing
+                # the request. Those are held back briefly, not the week.
+                recognised = response.status_code == 404 and is_app_api_error(body)
                 raise WorkUnavailable(work_id, text or f"HTTP {response.status_code}", recognised=recognised)
             if RESTRICTED_MARK in lowered:
                 # Not one work: the account. Retrying cannot lift it; pause the account.
