@@ -64,13 +64,20 @@ class DeliveryRecords:
     async def _record_cut(
         self, inp: DeliverInput, request: DeliveryRequest, err: RouteError, *, posted: bool = False
     ) -> CellSnapshot:
-        """Record a send cut by the job's stop (a cancel, the deadline): the intent back to
-        ``reserved``, the cell left open for the job's finish — possibly delivered when a
-        request had left (``err.ambiguous``) or part of the work is at the route
-        (``posted``), so the finish reports it ``unknown``; else it is released (nothing
-        left: a connect or a TLS handshake that never completed)."""
-        ambiguous = err.ambiguous or posted
-        metrics.record_delivery_result(inp.route.name, inp.route.kind, "unknown" if ambiguous else "failed")
+        """Record a send cut by a cancel (the job's stop, the deadline; or one that is not
+        the job's — a reset, the worker's shutdown — after which Temporal runs another
+        attempt): the intent back to ``reserved``, the cell left open.
+
+        Only a request that had left (``err.ambiguous``) is remembered as possibly
+        delivered (``maybe_delivered``, which :func:`~curaflow.ledger.deliveries.claim_send`
+        never sends again on an at-most-once route). Parts already posted (``posted``) are
+        no such request: they are confirmed (``remote_ids``), and a next attempt resumes
+        after them; if the job ends instead, its finish keeps the intent ``unknown`` for
+        them (:func:`~curaflow.ledger.cells.finish_cell`), never ``released``. Nothing
+        left and nothing posted (a connect or a TLS handshake that never completed): the
+        finish releases the work."""
+        ambiguous = err.ambiguous
+        metrics.record_delivery_result(inp.route.name, inp.route.kind, "unknown" if ambiguous or posted else "failed")
         async with self.deps.pool.acquire() as conn, conn.transaction():
             cell = await ledger.record_failed(
                 conn,

@@ -149,11 +149,14 @@ async def finish_cell(
         return await load_cell(conn, job_id, target_id)
     if state != CellState.SUBMITTED:
         # Never sent → released (another job may deliver the work); maybe landed (in
-        # flight now, or an earlier request's outcome never learnt) → unknown, which
-        # keeps the work blocked on that route.
+        # flight now, or an earlier request's outcome never learnt) or part of it posted
+        # (a multi-part send's confirmed parts, `remote_ids`) → unknown, which keeps the
+        # work blocked on that route (reported partial when parts are posted).
         await conn.execute(
             """UPDATE delivery_intents
-               SET status = CASE WHEN status = 'sending' OR maybe_delivered THEN 'unknown' ELSE 'released' END,
+               SET status = CASE WHEN status = 'sending' OR maybe_delivered
+                                      OR (jsonb_typeof(remote_ids) = 'array' AND jsonb_array_length(remote_ids) > 0)
+                                 THEN 'unknown' ELSE 'released' END,
                    updated_at = $3
                WHERE job_id = $1 AND target_id = $2 AND status IN ('reserved', 'sending')""",
             job_id,

@@ -1,0 +1,109 @@
+"""A multi-part send (a Telegram album, Discord messages) cut by a cancel that is not the
+job's — an operator's ``temporal activity reset``, the worker's shutdown — while nothing
+of its next part had left: the parts already posted are confirmed (``remote_ids``), the
+rest was never sent, and Temporal's next attempt resumes after them.
+
+``claim_send`` holds back an intent whose request may have landed (``maybe_delivered``)
+on an at-most-once route; a part known to be posted is not such a request, and must not
+make the resume a ``delivery_unknown`` (it did: the cut wrote ``maybe_delivered`` for
+posted parts). When the job ends instead, what is posted keeps the work blocked on the
+route (``unknown``, reported partial), never ``released`` for another job to post again.
+"""
+
+from __future__ import annotations
+
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+import asyncpg
+
+from activities.deliver import DeliveryRecords, SendCut
+from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS
+from curaflow.domain.cells import CellStage, CellState
+from curaflow.domain.messages import DeliverInput, RouteRef, TargetSpec
+from curaflow.domain.models import Artifact, CandidateReport, Work
+from curaflow.domain.reasons import TerminalReason
+from curaflow.ledger import cells, deliveries
+from curaflow.routes.base import DeliveryRequest
+from tests.support import ledger_job
+
+
+async def _claimed_with_a_part_posted(pool: asyncpg.Pool) -> tuple[DeliverInput, DeliveryRequest]:
+    route = RouteRef(name=f"tg-{uuid.uuid4().hex[:6]}", kind="telegram")
+    target = TargetSpec(target_id="demo", routes=[route])
+    work = Work(work_id=f"w{uuid.uuid4().hex[:8]}")
+    job_id = await ledger_job(pool, target, label="resume")
+    async with pool.acquire() as conn, conn.transaction():
+        await cells.bind_work(conn, job_id, target, [work], CandidateReport())
+        await cells.artifact_ready(conn, job_id, "demo", work.work_id, {"work_id": work.work_id, "files": []})
+    async with pool.acquire() as conn, conn.transaction():
+        cell, *_ = await cells.start_step(
+            conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner="w"
+        )
+        claim = await deliveries.claim_send(
+            conn, job_id, "demo", route.name, rate_limit_cap_ms=ROUTE_RATE_LIMIT_CAP_MS, opened=cell
+        )
+    assert claim.decision == "send"
+    key = claim.idempotency_key or ""
+    await deliveries.record_part(pool, key, [[101, 102]])  # the first album is in the chat
+    inp = DeliverInput(job_id=job_id, target=target, route=route)
+    request = DeliveryRequest(
+        job_id=job_id,
+        target_id="demo",
+        route=route.name,
+        idempotency_key=key,
+        work=work,
+        artifact=Artifact(work_id=work.work_id),
+    )
+    return inp, request
+
+
+async def _cut(pool: asyncpg.Pool, inp: DeliverInput, request: DeliveryRequest, *, out: bool) -> None:
+    records: Any = DeliveryRecords()
+    records.deps = SimpleNamespace(pool=pool)
+    cut = SendCut(TerminalReason.DELIVERY_FAILED, "cut", ambiguous=out)
+    await records._record_cut(inp, request, cut, posted=True)
+
+
+async def _claim_again(pool: asyncpg.Pool, inp: DeliverInput) -> deliveries.SendClaim:
+    async with pool.acquire() as conn, conn.transaction():
+        cell, barrier, *_ = await cells.start_step(
+            conn, inp.job_id, "demo", stage=CellStage.DELIVERING, attempt=2, lease_ms=60_000, owner="w"
+        )
+        assert barrier is None
+        return await deliveries.claim_send(
+            conn, inp.job_id, "demo", inp.route.name, rate_limit_cap_ms=ROUTE_RATE_LIMIT_CAP_MS, opened=cell
+        )
+
+
+async def test_a_cut_between_parts_resumes_after_the_posted_parts(ledger_pool: asyncpg.Pool) -> None:
+    inp, request = await _claimed_with_a_part_posted(ledger_pool)
+    await _cut(ledger_pool, inp, request, out=False)  # nothing of the second album had left
+
+    claim = await _claim_again(ledger_pool, inp)
+
+    assert claim.decision == "send", claim
+    assert claim.remote_ids == [[101, 102]]  # the next attempt sends only the second album
+
+
+async def test_a_cut_while_a_part_was_out_is_never_sent_again(ledger_pool: asyncpg.Pool) -> None:
+    inp, request = await _claimed_with_a_part_posted(ledger_pool)
+    await _cut(ledger_pool, inp, request, out=True)  # the second album may be in the chat
+
+    claim = await _claim_again(ledger_pool, inp)
+
+    assert claim.decision == "ambiguous", claim
+
+
+async def test_a_job_ending_after_a_cut_between_parts_keeps_the_work_blocked(ledger_pool: asyncpg.Pool) -> None:
+    inp, request = await _claimed_with_a_part_posted(ledger_pool)
+    await _cut(ledger_pool, inp, request, out=False)
+
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        await cells.finish_cell(conn, inp.job_id, "demo", CellState.FAILED, TerminalReason.CANCELLED_BY_CONSUMER)
+
+    status = await ledger_pool.fetchval(
+        "SELECT status FROM delivery_intents WHERE idempotency_key = $1", request.idempotency_key
+    )
+    assert status == "unknown"  # part of it is in the chat: never released to another job
