@@ -213,6 +213,30 @@ async def test_a_reset_during_a_webhook_send_sends_it_again_under_its_key(env: E
     assert await intent_status(env, job_id) == "delivered"
 
 
+async def test_a_send_that_fails_while_paused_is_retried_once_unpaused(env: Env) -> None:
+    # Paused while the send is out, the send is not cut: it fails by its own answer (a
+    # rate limit, nothing posted), the attempt fails as it would have, and the pause holds
+    # the next attempt until the operator unpauses — then the work is posted once.
+    answer = asyncio.Event()
+    env.telegram.script["*"] = [TgReply("429", after=answer), TgReply("ok")]
+    job_id = await submit(env, "tg")
+    step = await running_step(env, job_id, "deliver")
+    await telegram_request(env)
+
+    operator(env, "pause", job_id, step)
+    answer.set()
+    await asyncio.sleep(3)  # the 429 is recorded and the next attempt held by the pause
+    assert len(env.telegram.posted()) == 0
+    operator(env, "unpause", job_id, step)
+
+    record = await env.stack.wait_terminal(job_id, 30)
+    assert (record.cells[0].state, record.business_status) == ("submitted", "success"), record.cells[0]
+    sends = [r.method for r in env.telegram.requests if r.method.startswith("send")]
+    assert len(sends) == 2, sends  # the rate-limited one, then the one after the unpause
+    assert len({m.get("media_group_id", m["message_id"]) for m in env.telegram.posted()}) == 1  # posted once
+    assert await intent_status(env, job_id) == "delivered"
+
+
 async def telegram_request(env: Env) -> None:
     """Once the fake Telegram got a request (the send is out)."""
     for _ in range(200):
