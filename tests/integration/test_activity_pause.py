@@ -131,12 +131,9 @@ async def test_a_pause_during_a_send_lets_it_land_and_the_job_delivers(env: Env)
     # not cut (a job's cancel gives a send 1 s): the answer is recorded, the attempt
     # completes — the pause would only have held a next attempt — and the job delivers,
     # with no unpause.
-    env.hook.script["/slow"] = [Reply(200, {"status": "accepted"}, delay_s=4)]
-    job_id = await submit(env, "hook")
-    await asyncio.wait_for(env.hook.arrived.wait(), 20)
-    env.hook.arrived.clear()
+    job_id, step = await webhook_send_out(env)
 
-    operator(env, "pause", job_id, await running_step(env, job_id, "deliver"))
+    operator(env, "pause", job_id, step)
 
     record = await env.stack.wait_terminal(job_id, 30)
     assert (record.cells[0].state, record.business_status) == ("submitted", "success"), record.cells[0]
@@ -148,10 +145,7 @@ async def test_a_pause_during_a_telegram_send_lets_it_land_and_the_job_delivers(
     # Telegram has no idempotency key: a send cut while out is never sent again
     # (``on_ambiguous = "fail"``), so cutting it for a pause would end the work on the
     # route as unknown for good. The answer comes 4 s after the message was posted.
-    env.telegram.script["*"] = [TgReply("stall", stall_s=4)]
-    job_id = await submit(env, "tg")
-    step = await running_step(env, job_id, "deliver")
-    await telegram_request(env)
+    job_id, step = await telegram_send_out(env, TgReply("stall", stall_s=4))
 
     operator(env, "pause", job_id, step)
 
@@ -182,10 +176,7 @@ async def test_a_reset_during_a_telegram_send_never_posts_the_work_twice(env: En
     # post it again (it did: the intent went back to `reserved`, and only an intent left
     # `sending` was held back). The work ends `delivery_unknown` on the route, as a
     # timeout after sending does.
-    env.telegram.script["*"] = [TgReply("stall", stall_s=4)]
-    job_id = await submit(env, "tg")
-    step = await running_step(env, job_id, "deliver")
-    await telegram_request(env)
+    job_id, step = await telegram_send_out(env, TgReply("stall", stall_s=4))
 
     operator(env, "reset", job_id, step)
 
@@ -199,12 +190,9 @@ async def test_a_reset_during_a_telegram_send_never_posts_the_work_twice(env: En
 async def test_a_reset_during_a_webhook_send_sends_it_again_under_its_key(env: Env) -> None:
     # A webhook carries a stable idempotency key (``webhook-id``): a send that may have
     # landed is sent again under it, and the receiver keeps one.
-    env.hook.script["/slow"] = [Reply(200, {"status": "accepted"}, delay_s=4)]
-    job_id = await submit(env, "hook")
-    await asyncio.wait_for(env.hook.arrived.wait(), 20)
-    env.hook.arrived.clear()
+    job_id, step = await webhook_send_out(env)
 
-    operator(env, "reset", job_id, await running_step(env, job_id, "deliver"))
+    operator(env, "reset", job_id, step)
 
     record = await env.stack.wait_terminal(job_id, 30)
     assert record.cells[0].state == "submitted", record.cells[0]
@@ -218,10 +206,7 @@ async def test_a_send_that_fails_while_paused_is_retried_once_unpaused(env: Env)
     # rate limit, nothing posted), the attempt fails as it would have, and the pause holds
     # the next attempt until the operator unpauses — then the work is posted once.
     answer = asyncio.Event()
-    env.telegram.script["*"] = [TgReply("429", after=answer), TgReply("ok")]
-    job_id = await submit(env, "tg")
-    step = await running_step(env, job_id, "deliver")
-    await telegram_request(env)
+    job_id, step = await telegram_send_out(env, TgReply("429", after=answer), TgReply("ok"))
 
     operator(env, "pause", job_id, step)
     answer.set()
@@ -237,11 +222,25 @@ async def test_a_send_that_fails_while_paused_is_retried_once_unpaused(env: Env)
     assert await intent_status(env, job_id) == "delivered"
 
 
-async def telegram_request(env: Env) -> None:
-    """Once the fake Telegram got a request (the send is out)."""
+async def webhook_send_out(env: Env) -> tuple[str, str]:
+    """A job of the webhook target whose send is out (the receiver answers 4 s after it got
+    the request): its job id and its ``deliver`` step's activity id."""
+    env.hook.script["/slow"] = [Reply(200, {"status": "accepted"}, delay_s=4)]
+    job_id = await submit(env, "hook")
+    await asyncio.wait_for(env.hook.arrived.wait(), 20)
+    env.hook.arrived.clear()
+    return job_id, await running_step(env, job_id, "deliver")
+
+
+async def telegram_send_out(env: Env, *replies: TgReply) -> tuple[str, str]:
+    """A job of the Telegram target whose send is out (the fake Telegram got its request;
+    it answers with ``replies`` in turn): its job id and its ``deliver`` step's activity id."""
+    env.telegram.script["*"] = list(replies)
+    job_id = await submit(env, "tg")
+    step = await running_step(env, job_id, "deliver")
     for _ in range(200):
         if env.telegram.requests:
-            return
+            return job_id, step
         await asyncio.sleep(0.05)
     raise TimeoutError("no request reached the fake Telegram")
 
