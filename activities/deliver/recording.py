@@ -167,6 +167,8 @@ class DeliveryRecords:
                     route_wide=err.route_wide,
                     cap_ms=policy.route_rate_limit_cap_ms,
                 )
+                # What held the send, should the job end before its next attempt.
+                await ledger.hold_intent(conn, request.idempotency_key, delay_ms)
             if verdict.outcome == "rejected" and err.answer:
                 pause = await route_gates.count_refusal(
                     conn,

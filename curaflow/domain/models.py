@@ -12,6 +12,7 @@ from __future__ import annotations
 from pydantic import AliasChoices, BaseModel, Field
 
 from curaflow.domain.cells import CellState
+from curaflow.domain.holds import Hold
 
 
 class WorkPage(BaseModel):
@@ -235,6 +236,8 @@ class CellSnapshot(BaseModel):
     artifact: Artifact | None = None
     deliveries: list[RouteDelivery] = Field(default_factory=list)
     updated_at: int = 0
+    #: what held the cell when its job's finish ended it (:mod:`curaflow.domain.holds`).
+    held_by: Hold | None = None
 
     def delivery_reports(self) -> list[DeliveryReport]:
         """This cell's deliveries as :class:`DeliveryReport` s (``reserved`` → ``pending``)."""

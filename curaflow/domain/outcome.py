@@ -257,7 +257,9 @@ def outcome_message(cells: Sequence[CellSnapshot], status: BusinessStatus | str,
     if found is None:
         return message
     cell, reason = found
-    explained = cell_message(cell.state, reason, cell.candidate_report, lang) or user_message(reason, lang)
+    explained = cell_message(cell.state, reason, cell.candidate_report, lang, held=cell.held_by) or user_message(
+        reason, lang
+    )
     return f"{message}{'' if lang == 'zh' else ' '}{explained}"
 
 
@@ -339,6 +341,8 @@ def build_outcome_record(
                 "terminal_reason_code": cell.reason,
                 "terminal_reason_message": cell.reason_message,
                 "candidate_report": cell.candidate_report.model_dump() if cell.candidate_report else None,
+                # what held it when the job ended (curaflow.domain.holds), when something did
+                **({"held_by": cell.held_by.model_dump()} if cell.held_by is not None else {}),
             }
         )
     record["cells"] = {**cell_counts(cells), "targets": targets}

@@ -54,6 +54,7 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from curaflow.domain.cells import CellState
+from curaflow.domain.holds import Hold, hold_sentence
 from curaflow.domain.models import CandidateReport
 from curaflow.domain.reasons import TALLY_REASONS, parse_reason, user_message
 
@@ -235,8 +236,13 @@ def describe(tally: Tally, lang: str = "en") -> str:
     return text + "."
 
 
-def cell_message(state: str, reason: str | None, report: CandidateReport | None, lang: str = "en") -> str | None:
-    """The user message of a terminal cell: for a cell that ended for what its search
+def cell_message(
+    state: str, reason: str | None, report: CandidateReport | None, lang: str = "en", *, held: Hold | None = None
+) -> str | None:
+    """The user message of a terminal cell: for a cell a third party's wait held when its
+    job ended (``held``, :mod:`curaflow.domain.holds`), what held it — whose wait, until
+    when, what to do — instead of the reason's sentence, whose remedy (a longer deadline, a
+    narrower query, checking the bot) would not help; for a cell that ended for what its search
     found (:data:`~curaflow.domain.reasons.TALLY_REASONS`, not a work found duplicate at
     delivery), the tally's sentence (:func:`describe`) then the reason's; for any other,
     the reason's sentence alone. None for a cell without a reason.
@@ -246,9 +252,12 @@ def cell_message(state: str, reason: str | None, report: CandidateReport | None,
         reason: its terminal reason code.
         report: its candidate report (the tally).
         lang: ``"en"`` or ``"zh"``.
+        held: what held the cell when its job ended (``CellSnapshot.held_by``).
     """
     if reason is None:
         return None
+    if held is not None:
+        return hold_sentence(held, lang)
     sentence = user_message(reason, lang)
     if parse_reason(reason) not in TALLY_REASONS or state == CellState.DUPLICATE:
         return sentence

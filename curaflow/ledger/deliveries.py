@@ -303,7 +303,7 @@ async def record_failed(
         """UPDATE delivery_intents
            SET maybe_delivered = maybe_delivered OR $5,
                status = CASE WHEN $2 = 'failed' AND (maybe_delivered OR $5) THEN 'unknown' ELSE $2 END,
-               last_error = $3, updated_at = $4
+               last_error = $3, updated_at = $4, held_until = NULL
            WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')""",
         idempotency_key,
         status,
@@ -317,3 +317,18 @@ async def record_failed(
         return await finish_cell(conn, job_id, target_id, CellState.FAILED, reason, locked=locked, end_attempt=True)
     await end_lease(conn, job_id, target_id)
     return await load_cell(conn, job_id, target_id)
+
+
+async def hold_intent(conn: asyncpg.Connection, idempotency_key: str, delay_ms: int) -> None:
+    """Remember when the intent's next attempt may leave after its receiver rate-limited
+    the send (``held_until``: now + ``delay_ms`` on the database clock), in the caller's
+    transaction — after :func:`record_failed`, which clears it for any other failure. Only
+    the job's finish reads it, to say what held a cell it ends
+    (:func:`curaflow.domain.holds.held_by`). Written on a rate-limited failure only: a
+    delivery costs nothing more."""
+    await conn.execute(
+        f"""UPDATE delivery_intents SET held_until = {DB_NOW_MS} + $2
+            WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')""",
+        idempotency_key,
+        max(0, int(delay_ms)),
+    )

@@ -20,13 +20,17 @@ from typing import Any
 import asyncpg
 
 from curaflow.domain.cells import CellState, is_terminal
+from curaflow.domain.holds import Hold, RouteWait, held_by
 from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import build_outcome_record, business_status, is_alertable
 from curaflow.domain.projection import JobStatus, job_stage, job_status
+from curaflow.domain.reasons import CANCEL_REASONS
+from curaflow.domain.tally import cell_message
 from curaflow.domain.verdicts import FinishCause, StepFailure, cell_verdict
 from curaflow.ledger.cells import finish_cell
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import append_event
+from curaflow.ledger.gates import DB_NOW_MS
 from curaflow.ledger.records import load_job
 from curaflow.protocol.models import TERMINAL_EVENT_TYPES
 from curaflow.protocol.projection import project_job
@@ -78,8 +82,8 @@ async def finish_job(
             return None
         cancel_recorded = record.cancel_requested_at is not None and cause not in WORKFLOW_CAUSES
         open_cells = [c for c in record.cells if not is_terminal(c.state)]
-        for cell in open_cells:
-            reason = cell_verdict(
+        reasons = {
+            cell.target_id: cell_verdict(
                 state=cell.state,
                 stage=cell.stage,
                 cause=cause,
@@ -87,7 +91,17 @@ async def finish_job(
                 reported_reason=verdicts.get(cell.target_id),
                 cancel_requested=cancel_recorded,
             )
-            await finish_cell(conn, job_id, cell.target_id, CellState.FAILED, reason, locked=True)
+            for cell in open_cells
+        }
+        failing = [c for c in open_cells if reasons[c.target_id] not in CANCEL_REASONS]
+        holds = await _holds(conn, job_id, record.deadline_at) if failing else {}
+        for cell in open_cells:
+            reason = reasons[cell.target_id]
+            held = holds.get(cell.target_id) if cell in failing else None
+            message = cell_message(cell.state, reason, cell.candidate_report, held=held) if held else None
+            await finish_cell(
+                conn, job_id, cell.target_id, CellState.FAILED, reason, message, locked=True, held_by=held
+            )
         if open_cells:
             record = await load_job(conn, job_id)
             assert record is not None
@@ -139,3 +153,35 @@ async def finish_job(
             payload["error"] = job_body.get("error")
         await append_event(conn, job_id, TERMINAL_EVENT_TYPES[str(status)], payload, at=now)
         return FinishedJob(record=record, outcome=outcome if inserted else None)
+
+
+async def _holds(conn: asyncpg.Connection, job_id: str, deadline_at: int | None) -> dict[str, Hold]:
+    """What held each cell of ``job_id`` still waiting on a route when the job ended
+    (:func:`curaflow.domain.holds.held_by`): its undelivered intents' ``held_until`` (a
+    send its receiver rate-limited) and their routes' gates (a route-wide cooldown, a
+    pause), at the deadline — or now, when the job ends before it (Temporal refuses a
+    retry due after the execution's end). One statement, read only when a cell ends
+    failing at the finish: never on a job whose cells all ended on their own."""
+    rows = await conn.fetch(
+        f"""SELECT d.target_id, d.route, COALESCE(d.held_until, 0) AS held_until,
+                   COALESCE(g.cooldown_until, 0) AS cooldown_until, COALESCE(g.paused_until, 0) AS paused_until,
+                   {DB_NOW_MS} AS now
+            FROM delivery_intents d LEFT JOIN route_gates g ON g.route = d.route
+            WHERE d.job_id = $1 AND d.status IN ('reserved', 'sending')""",
+        job_id,
+    )
+    waits: dict[str, list[RouteWait]] = {}
+    now = 0
+    for r in rows:
+        now = r["now"]
+        waits.setdefault(r["target_id"], []).append(
+            RouteWait(
+                route=r["route"],
+                held_until=r["held_until"],
+                cooldown_until=r["cooldown_until"],
+                paused_until=r["paused_until"],
+            )
+        )
+    at = min(now, deadline_at) if deadline_at is not None else now
+    found = {target: held_by(w, at=at) for target, w in waits.items()}
+    return {target: hold for target, hold in found.items() if hold is not None}

@@ -6,6 +6,7 @@ from typing import Any
 
 import asyncpg
 
+from curaflow.domain.holds import Hold
 from curaflow.domain.models import (
     Artifact,
     CandidateReport,
@@ -17,7 +18,7 @@ from curaflow.domain.models import (
 
 CELL_COLUMNS = """target_id, position, state, stage, work_id, work_type, work, candidate_report,
     artifact, attempt_count, fallback_stage, terminal_reason_code, terminal_reason_message,
-    heartbeat_at, lease_until, updated_at"""
+    heartbeat_at, lease_until, updated_at, held_by"""
 STAGE_COLUMNS = "target_id, state, stage, updated_at"
 INTENT_COLUMNS = (
     "d.route, d.status, d.idempotency_key, d.remote_id, d.attempts, d.last_error, d.work_id, "
@@ -53,7 +54,14 @@ def cell_from_row(
         artifact=artifact or (Artifact.model_validate(row["artifact"]) if row["artifact"] else None),
         deliveries=deliveries or [],
         updated_at=row["updated_at"],
+        held_by=_held(row["held_by"]),
     )
+
+
+def _held(value: Any) -> Hold | None:
+    if not value:
+        return None
+    return Hold.model_validate_json(value) if isinstance(value, str) else Hold.model_validate(value)
 
 
 async def load_cells(conn: asyncpg.Connection, job_id: str) -> list[CellSnapshot]:

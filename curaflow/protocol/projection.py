@@ -148,6 +148,9 @@ def project_error(record: JobRecord, status: str) -> dict[str, Any] | None:
     owner = reason_info(reason).owner
     if owner is not None:  # who must act: the work, the route, the source, the account, curaflow
         detail["owner"] = str(owner)
+    if cell is not None and cell.held_by is not None:
+        # What held the cell when the job ended: the route whose receiver's wait outlasted it.
+        detail["held_by"] = cell.held_by.model_dump()
     if record.business_status and (len(record.cells) > 1 or any(c.landed() for c in record.cells)):
         detail["business_status"] = record.business_status
     detail["deliveries"] = [d.model_dump() for d in job_deliveries(record.cells)]

@@ -6,11 +6,14 @@ Discord are the fakes of ``tests/fakes`` (their wire formats and limits).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from curaflow.protocol.projection import project_job
+from tests.fakes.discord import DcReply
 from tests.fakes.telegram import FakeTelegram, TgReply
 from tests.jobs_support import Fakes, SharedEnv, curaflow, discord_route, intents, ordered, telegram_route
 from tests.support import Stack
@@ -41,6 +44,9 @@ SLOTS: dict[str, Callable[[Fakes], dict[str, Any]]] = {
     "size": lambda f: discord_route(f.discord),
     "resumed": lambda f: telegram_route(f.telegram),
     "partial": lambda f: telegram_route(f.telegram),
+    "flood": lambda f: telegram_route(f.telegram),
+    "flood_hours": lambda f: telegram_route(f.telegram),
+    "global": lambda f: discord_route(f.discord),
 }
 
 
@@ -104,3 +110,53 @@ async def test_a_partial_post_is_reported_partial_and_never_posted_again(env: Sh
     again = await env.run("partial", [ALBUM_TAG])  # the chat works again
     assert again.cells[0].work_id != work_id  # the work stays blocked on that route
     assert len(pages_in_chat(telegram)) == 1  # page 0 was never posted again
+
+
+async def held_report(stack: Stack, job_id: str) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    """What a consumer reads of an ended job: its deadline, ``GET /jobs/{id}``'s ``error``
+    (the terminal event carries the same) and the outcome record."""
+    pool = await stack.ledger()
+    record = await stack.wait_terminal(job_id)
+    assert record.deadline_at is not None
+    error = project_job(record, 0)["error"]
+    outcome = await pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", job_id)
+    return record.deadline_at, error, json.loads(outcome) if isinstance(outcome, str) else outcome
+
+
+@pytest.mark.parametrize(
+    ("slot", "reply", "kind", "code"),
+    [
+        # Telegram's flood wait on one send, waited as stated: past the deadline, within
+        # the execution's grace (the deadline ends the job) …
+        ("flood", TgReply("429", retry_after=300), "rate_limited", ("deadline_exceeded", "execution_timeout")),
+        # … or past the execution's end too (Temporal refuses the retry: the route's failure).
+        ("flood_hours", TgReply("429", retry_after=4 * 3600), "rate_limited", ("delivery_failed", "telegram_failed")),
+        # Discord's global limit: the whole route cools down (at most its cap, 1 h).
+        ("global", DcReply("429_global_stated", retry_after=4 * 3600), "cooling", None),
+    ],
+    ids=["telegram_flood_wait_past_the_deadline", "telegram_flood_wait_of_hours", "discord_global"],
+)
+async def test_a_job_ending_while_a_route_holds_the_delivery_says_what_held_it(
+    env: SharedEnv, slot: str, reply: Any, kind: str, code: tuple[str, str] | None
+) -> None:
+    route = env.route(slot)
+    if slot.startswith("flood"):
+        env.telegram.script["*"] = [reply] * 5
+    else:
+        env.discord.script = [reply] * 5
+
+    job_id = await env.stack.admit({**env.task(slot, ["ゆずソフト"]), "deadline_ms": 15_000})
+    deadline_at, error, outcome = await held_report(env.stack, job_id)
+
+    if code is not None:  # the protocol's code is unchanged
+        assert (error["code"], error["detail"]["internal_code"]) == code
+    # The report says what held the cell: the route, the kind of wait its receiver stated, until when.
+    held = error["detail"]["held_by"]
+    assert (held["owner"], held["name"], held["kind"]) == ("route", route, kind)
+    assert held["until"] > deadline_at  # it held the delivery past the deadline
+    target = outcome["cells"]["targets"][0]
+    for text in (error["message"], outcome["user_message"]["en"], target["error"]):
+        assert route in text and "rate limit" in text, text
+        assert "narrower query" not in text and "check the bot" not in text  # remedies that would not help
+    assert route in outcome["user_message"]["zh"] and "限流" in outcome["user_message"]["zh"]
+    assert target["held_by"] == held

@@ -8,6 +8,7 @@ from typing import Any
 import asyncpg
 
 from curaflow.domain.cells import TERMINAL_STATES, CellStage, CellState, check_transition
+from curaflow.domain.holds import Hold
 from curaflow.domain.models import Artifact, CellSnapshot
 from curaflow.domain.reasons import user_message
 from curaflow.ledger.artifacts import copy_pages_sql
@@ -101,6 +102,7 @@ async def finish_cell(
     *,
     locked: bool | asyncpg.Record = False,
     end_attempt: bool = False,
+    held_by: Hold | None = None,
 ) -> CellSnapshot | None:
     """Move a cell to a terminal ``state`` with its reason, if the FSM allows it.
 
@@ -118,6 +120,8 @@ async def finish_cell(
             released also when the cell was terminal already (a beat the attempt sent
             while its request was out may have leased it again); a cell that moves is
             released by the move itself.
+        held_by: what held the cell when its job ended it (the finish's
+            :func:`curaflow.domain.holds.held_by`), stored with it (``cells.held_by``).
 
     Returns:
         The cell afterwards (unchanged when the FSM refused), or None when the job or
@@ -132,7 +136,7 @@ async def finish_cell(
     row = await conn.fetchrow(
         f"""UPDATE cells SET state = $3, stage = 'done', terminal_reason_code = $4,
                terminal_reason_message = $5, updated_at = $6, completed_at = $6,
-               lease_until = NULL, lease_owner = NULL
+               lease_until = NULL, lease_owner = NULL, held_by = $8::jsonb
            WHERE job_id = $1 AND target_id = $2 AND state = ANY($7::text[])
            RETURNING {CELL_COLUMNS}""",
         job_id,
@@ -142,6 +146,7 @@ async def finish_cell(
         (message or (user_message(reason) if reason else None)),
         now,
         _FINISH_FROM[state],
+        held_by.model_dump() if held_by is not None else None,
     )
     if row is None:
         if end_attempt:
