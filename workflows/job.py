@@ -52,12 +52,11 @@ from types import MappingProxyType
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.acquire import AcquireActivity
     from activities.admit import AdmitActivity, refusal
-    from activities.deliver import DeliverActivity
     from activities.finish import UNKNOWN_JOB, FinishActivity
     from curaflow.domain.cells import CellState, is_terminal
     from curaflow.domain.job_failure import JOB_FAILURE_TYPES, job_failure
@@ -77,7 +76,7 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.models import CellSnapshot, DeliveryReport
     from curaflow.domain.presentation import BUSINESS_STATUS, JOB_STATUS, job_search_attributes
     from curaflow.domain.projection import TERMINAL_JOB_STATUSES, JobStatus, job_stage, job_status
-    from curaflow.domain.verdicts import FinishCause, Step, StepFailure
+    from curaflow.domain.verdicts import FailureKind, FinishCause, Step, StepFailure
     from curaflow.protocol.errors import ProtocolError
     from curaflow.protocol.models import Task
     from curaflow.protocol.task import identity_conflict, manual_job_id, validate_task
@@ -116,6 +115,12 @@ FAILED_EXECUTION = "failed-execution"
 #: A run another client added under an ended job's id reports the job without publishing
 #: ``JobStatus`` / ``BusinessStatus`` (it published them as if it were the job before).
 REPORTING_RUN = "reporting-run"
+#: Input from outside curaflow the SDK would fail the workflow task on for ever — a signal
+#: with more or fewer arguments than its handler takes, a step "completed" (``temporal
+#: activity complete``) with a result that is no ``CellUpdate`` — or a ``cell_progress``
+#: snapshot no ``acquire`` sends (a terminal cell): dropped, or the step counted as failed.
+#: Called only where such input arrived, so a job that never gets any records no marker.
+FOREIGN_INPUT = "foreign-input"
 #: The search attributes that say a job's state: only the job's own run carries them.
 JOB_STATE_ATTRIBUTES = frozenset({JOB_STATUS.name, BUSINESS_STATUS.name})
 STAGE_OF: Mapping[Step, str] = MappingProxyType(
@@ -237,26 +242,68 @@ class JobWorkflow:
         )
 
     @workflow.signal
-    async def cancel(self, req: Any = None) -> None:
-        """Cancel the job (any argument: none, ``{"reason": …}``, a string …); the execution
-        ends ``Canceled``. Ignored once the job is finishing."""
+    async def cancel(self, *args: Any) -> None:
+        """Cancel the job (any argument: none, ``{"reason": …}``, a string …; more than one
+        is foreign input, :data:`FOREIGN_INPUT`, and cancels too); the execution ends
+        ``Canceled``. Ignored once the job is finishing."""
+        if len(args) > 1:
+            self._foreign(f"cancel signal with {len(args)} arguments")
         legacy = self._legacy()
         if legacy is not None:
-            await legacy.cancel(req)
+            await legacy.cancel(args[0] if args else None)
             return
         self._request_cancel()
 
     @workflow.signal(name="cell_progress")
-    def cell_progress(self, cell: CellSnapshot) -> None:
+    def cell_progress(self, *args: Any) -> None:
         """A cell's step moved on inside one activity (``acquire`` bound a work and fetches
-        it): the live state follows the ledger without waiting for the step's result."""
+        it): the live state follows the ledger without waiting for the step's result.
+
+        Takes one :class:`CellSnapshot` of a cell still ``pending`` here. Anything else is
+        dropped: no argument or several (:data:`FOREIGN_INPUT`; they failed the workflow
+        task), one that is no snapshot (as the SDK dropped it), a terminal snapshot
+        (``acquire`` never sends one; :data:`FOREIGN_INPUT`). The snapshot is the live
+        state only until the step's result, the ledger's, replaces it."""
+        if len(args) != 1:
+            self._foreign(f"cell_progress signal with {len(args)} arguments")
+            return
+        try:
+            cell = CellSnapshot.model_validate(args[0])
+        except ValueError:  # pydantic's ValidationError: not a snapshot, dropped
+            workflow.logger.warning("cell_progress signal dropped: no cell snapshot")
+            return
         if self._inp is None or self._phase != Phase.RUNNING or not self._has(CELL_PROGRESS):
             return
         current = self._cells.get(cell.target_id)
         if current is None or is_terminal(current.state) or current.state != CellState.PENDING:
             return
+        if is_terminal(cell.state) and self._foreign(f"cell_progress signal with a {cell.state} cell", taken=True):
+            return
         self._cells[cell.target_id] = cell
         self._publish()
+
+    def _foreign(self, what: str, *, taken: bool = False) -> bool:
+        """Drop (True) input only a foreign client sends (:data:`FOREIGN_INPUT`).
+
+        Args:
+            taken: before :data:`FOREIGN_INPUT` the workflow took ``what`` as it came (a
+                terminal ``cell_progress`` snapshot); else it failed the workflow task.
+
+        Returns:
+            False when replaying a history recorded before :data:`FOREIGN_INPUT` in which
+            ``what`` was taken.
+
+        Raises:
+            TypeError: replaying a history recorded before :data:`FOREIGN_INPUT` in which
+                ``what`` failed the workflow task (no such history completes a task
+                after it: unreachable, kept so the old code path stays the old one).
+        """
+        if workflow.patched(FOREIGN_INPUT):
+            workflow.logger.warning("foreign input dropped: %s", what)
+            return True
+        if not taken:
+            raise TypeError(what)
+        return False
 
     @workflow.update(name="admission")
     async def admission(self, task: Any) -> JobState:
@@ -587,12 +634,27 @@ class JobWorkflow:
         if step == "acquire" and inp.budgets.source_heartbeat_timeout_ms is not None and self._has(SOURCE_HEARTBEAT):
             config["heartbeat_timeout"] = timedelta(milliseconds=inp.budgets.source_step_heartbeat_timeout_ms())
         try:
-            if isinstance(arg, AcquireInput):
-                update = await workflow.execute_activity_method(AcquireActivity.acquire, arg, **config)
-            else:
-                update = await workflow.execute_activity_method(DeliverActivity.deliver, arg, **config)
+            # Decoded here, not by the SDK: a result no worker of ours returned (``temporal
+            # activity complete`` with junk) failed the workflow task for ever.
+            # By name: a definition's return annotation would override ``result_type``.
+            raw = await workflow.execute_activity(step, arg, result_type=RawValue, **config)
         except ActivityError as err:
             self._failures.setdefault(tid, failure_facts(err, step, first=first, route=route))
+            return None
+        try:
+            update = workflow.payload_converter().from_payload(raw.payload, CellUpdate)
+        except Exception as err:  # noqa: BLE001 - any decode failure: the result is not ours
+            self._foreign(f"{step} step completed with a result that is no CellUpdate: {str(err)[:300]}")
+            self._failures.setdefault(
+                tid,
+                StepFailure(
+                    step=step,
+                    kind=FailureKind.OTHER,
+                    first_step=first,
+                    route=route,
+                    message=f"completed with a result that is no CellUpdate: {str(err)[:400]}",
+                ),
+            )
             return None
         self._apply(update)
         if update.cancel_requested:

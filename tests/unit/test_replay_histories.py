@@ -21,7 +21,7 @@ from temporalio.worker import Replayer
 from curaflow.process.worker import sandbox_runner
 from curaflow.temporal.connection import DATA_CONVERTER
 from workflows.event_push import EventPushWorkflow
-from workflows.job import JobWorkflow
+from workflows.job import FOREIGN_INPUT, JobWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
@@ -46,7 +46,8 @@ def test_histories_of_every_job_shape_are_kept() -> None:
     assert {shape(path) for path in HISTORIES if job_history(path)} == {"v1", "v2", "v3"}
     for path in HISTORIES:
         if job_history(path) and shape(path) == "v3":
-            assert patches(path) == {"core-v3"}, path.name  # one marker for every change since core v2
+            # one marker for every change since core v2; foreign input adds its own where it came
+            assert patches(path) - {FOREIGN_INPUT} == {"core-v3"}, path.name
 
 
 def test_histories_of_both_trampoline_shapes_are_kept() -> None:
@@ -165,3 +166,18 @@ def test_histories_of_a_two_target_cancel_before_and_after_the_cancel_rule_are_k
         "job_cancel_two_targets_v2": "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED",
         "job_cancel_two_targets_v3": "EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED",
     }
+
+
+def test_histories_of_foreign_input_are_kept() -> None:
+    """A job sent a forged terminal ``cell_progress`` snapshot (dropped) and one whose
+    ``acquire`` an operator completed with junk (the step counted as failed): both record
+    ``foreign-input`` where it came, and end."""
+    by_name = {path.stem: path for path in HISTORIES}
+    for name, last in (
+        ("job_foreign_input_core_v3", "workflowExecutionCompletedEventAttributes"),
+        ("job_foreign_result_core_v3", "workflowExecutionFailedEventAttributes"),
+    ):
+        assert patches(by_name[name]) == {"core-v3", FOREIGN_INPUT}, name
+        events = json.loads(by_name[name].read_text())["events"]
+        assert last in events[-1], name
+        assert not any("workflowTaskFailedEventAttributes" in event for event in events), name

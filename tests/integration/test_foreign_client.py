@@ -1,0 +1,279 @@
+"""A foreign Temporal client or an operator sends a running job what curaflow never sends.
+
+``temporal workflow signal`` / ``query`` / ``update`` with junk, ``temporal activity
+complete`` / ``fail`` / ``update-options`` on a running step. Whatever arrives, the job
+ends with the ledger's truthful outcome and no workflow task fails (a failed task fails
+again on every replay: the job would stay stuck until the execution timeout).
+DESIGN.md "Foreign input".
+
+One real worker process, the API in the test process, the Pixiv replay server and a
+webhook receiver in the test process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from curaflow.devstack.temporal import temporal_binary
+from tests.fakes.replay import ReplayServer
+from tests.fakes.webhook import WebhookReceiver
+from tests.support import Stack, job_in_stage, short_id, whsec
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@dataclass
+class Env:
+    stack: Stack
+    http: httpx.AsyncClient
+    replay: ReplayServer
+    hook: WebhookReceiver
+    client: Client
+    address: str
+
+
+@pytest.fixture(scope="module")
+async def env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    tmp = tmp_path_factory.mktemp("foreign")
+    replay = await ReplayServer().start()
+    hook = await WebhookReceiver(whsec()).start()
+    out, web = f"out-{short_id()}", f"hook-{short_id()}"
+    stack = Stack(
+        tmp,
+        temporal_address,
+        database_url,
+        {
+            "pixiv": {"api_url": replay.url},
+            "routes": {
+                out: {"kind": "directory", "path": str(tmp / "out")},
+                web: {"kind": "webhook", "url": hook.url + "/slow", "secret": whsec()},
+            },
+            "targets": [
+                {"id": "dir", "query": {"tags": ["オリジナル"]}, "routes": [out]},
+                {"id": "hook", "query": {"tags": ["風景"]}, "routes": [web]},
+            ],
+        },
+    )
+    await stack.start_worker()
+    http = await stack.start_api()
+    from curaflow.temporal.connection import connect
+
+    client = await connect(temporal_address)
+    try:
+        yield Env(stack, http, replay, hook, client, temporal_address)
+    finally:
+        await stack.stop()
+        await replay.stop()
+        await hook.stop()
+
+
+@pytest.fixture(autouse=True)
+def reset_faults(env: Env) -> None:
+    env.replay.faults.search_delay_s = 0.0
+    env.replay.faults.slow_images_s = 0.0
+    env.hook.script.clear()
+
+
+async def submit(env: Env, target: str) -> str:
+    response = await env.http.post("/jobs", json=env.stack.task(target_id=target))
+    assert response.status_code == 202, response.text
+    return response.json()["job"]["job_id"]
+
+
+async def running_step(env: Env, job_id: str, activity_type: str) -> str:
+    for _ in range(200):
+        try:
+            described = await env.client.get_workflow_handle(job_id).describe()
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                raise
+            await asyncio.sleep(0.1)
+            continue
+        for pending in described.raw_description.pending_activities:
+            if pending.activity_type.name == activity_type:
+                return str(pending.activity_id)
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"no pending {activity_type} in {job_id}")
+
+
+def cli(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [temporal_binary(), *args, "--address", env.address],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def task_failures(env: Env, job_id: str) -> list[str]:
+    """The causes of the failed workflow tasks in the job's history."""
+    failures = []
+    async for event in env.client.get_workflow_handle(job_id).fetch_history_events():
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED:
+            failures.append(event.workflow_task_failed_event_attributes.failure.message)
+    return failures
+
+
+async def downloading(env: Env, target: str = "dir") -> tuple[str, str]:
+    env.replay.faults.slow_images_s = 4
+    job_id = await submit(env, target)
+    await job_in_stage(env.http, job_id, "fetching")
+    return job_id, await running_step(env, job_id, "acquire")
+
+
+async def status(env: Env, job_id: str) -> dict[str, Any]:
+    """The ``status`` query's answer (a query times out while workflow tasks fail)."""
+    state = await env.client.get_workflow_handle(job_id).query("status", rpc_timeout=timedelta(seconds=10))
+    assert isinstance(state, dict)
+    return state
+
+
+async def ended(env: Env, job_id: str) -> Any:
+    """The job's ledger record once terminal; no workflow task of the job failed."""
+    env.replay.faults.slow_images_s = 0.0
+    record = await env.stack.wait_terminal(job_id, 40)
+    assert await task_failures(env, job_id) == []
+    return record
+
+
+def record_history(env: Env, job_id: str, name: str) -> None:
+    """Write the job's history to tests/histories (``CURAFLOW_RECORD_HISTORIES=1``)."""
+    if os.environ.get("CURAFLOW_RECORD_HISTORIES") != "1":
+        return
+    done = cli(env, "workflow", "show", "-w", job_id, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    (Path(__file__).resolve().parents[1] / "histories" / f"{name}.json").write_text(done.stdout)
+
+
+@pytest.mark.parametrize(
+    ("name", "inputs"),
+    [
+        ("cell_progress", ()),
+        ("cell_progress", ('{"target_id": "dir"}', '{"target_id": "dir"}')),
+        ("cancel", ("1", "2")),
+    ],
+    ids=["progress-none", "progress-two", "cancel-two"],
+)
+async def test_a_signal_with_too_many_or_too_few_arguments_fails_no_workflow_task(
+    env: Env, name: str, inputs: tuple[str, ...]
+) -> None:
+    # The SDK calls a handler with whatever arguments came: a TypeError failed the
+    # workflow task, on every replay — the job was stuck until the execution timeout
+    # (status queries timed out). Now such a signal is dropped (a cancel still cancels).
+    job_id, _ = await downloading(env)
+    args = ["workflow", "signal", "-w", job_id, "--name", name]
+    for value in inputs:
+        args += ["--input", value]
+    assert cli(env, *args).returncode == 0
+    assert (await status(env, job_id))["job_id"] == job_id
+    record = await ended(env, job_id)
+    expected = ("cancelled", "cancelled_by_consumer") if name == "cancel" else ("success", None)
+    assert (record.business_status, record.cells[0].reason) == expected, record.cells[0]
+
+
+async def test_a_forged_progress_snapshot_does_not_end_a_cell(env: Env) -> None:
+    # A client posing as the acquire step: a terminal snapshot made the live state say
+    # "submitted" / stage "finishing" during the download (and a deadline found every cell
+    # "terminal"). The acquire step only ever reports a cell that bound its work.
+    job_id, _ = await downloading(env)
+    forged = {"target_id": "dir", "state": "submitted", "stage": "done", "work_id": "1"}
+    assert (
+        cli(
+            env, "workflow", "signal", "-w", job_id, "--name", "cell_progress", "--input", json.dumps(forged)
+        ).returncode
+        == 0
+    )
+    state = await status(env, job_id)
+    assert (state["cells"][0]["state"], state["stage"]) != ("submitted", "finishing"), state
+    assert state["cells"][0]["work_id"] != "1", state
+    record = await ended(env, job_id)
+    assert (record.cells[0].state, record.business_status) == ("submitted", "success")
+    assert record.cells[0].work_id != "1"
+    record_history(env, job_id, "job_foreign_input_core_v3")
+
+
+@pytest.mark.parametrize("result", ['"junk"', "null", '{"cell": {"state": "nothing"}}'])
+async def test_a_step_completed_from_outside_with_junk_ends_the_job(env: Env, result: str) -> None:
+    # `temporal activity complete` with a result that is no CellUpdate: the SDK's decode
+    # failed the workflow task, on every replay (stuck until the execution timeout). Now
+    # the step counts as failed, like `temporal activity fail`: the ledger decides.
+    job_id, step = await downloading(env)
+    assert cli(env, "activity", "complete", "-w", job_id, "-a", step, "--result", result).returncode == 0
+    record = await ended(env, job_id)
+    assert (record.cells[0].state, record.cells[0].reason, record.business_status) == (
+        "failed",
+        "internal_error",
+        "failed",
+    ), record.cells[0]
+    assert [d.status for d in record.cells[0].deliveries] in ([], ["released"]), record.cells[0]
+    if result == '"junk"':
+        record_history(env, job_id, "job_foreign_result_core_v3")
+
+
+async def test_queries_and_updates_with_junk_answer_an_error_and_change_nothing(env: Env) -> None:
+    # Guard: a query's or an update's failure is the caller's; the job goes on.
+    job_id, _ = await downloading(env)
+    assert cli(env, "workflow", "query", "-w", job_id, "--type", "status", "--input", "1").returncode == 0
+    assert cli(env, "workflow", "query", "-w", job_id, "--type", "admission_answer").returncode != 0
+    answer = cli(env, "workflow", "query", "-w", job_id, "--type", "admission_answer", "--input", "1")
+    assert "invalid_params" in answer.stdout, answer.stdout
+    for inputs in ((), ("1", "2"), ('{"params": 5}',)):
+        args = ["workflow", "update", "execute", "-w", job_id, "--name", "admission"]
+        for value in inputs:
+            args += ["--input", value]
+        assert cli(env, *args).returncode != 0
+    assert cli(env, "workflow", "update", "execute", "-w", job_id, "--name", "nope", "--input", "{}").returncode != 0
+    assert cli(env, "workflow", "signal", "-w", job_id, "--name", "nope", "--input", '"x"').returncode == 0
+    assert cli(env, "workflow", "signal", "-w", job_id, "--name", "cell_progress", "--input", "1").returncode == 0
+    record = await ended(env, job_id)
+    assert (record.cells[0].state, record.business_status) == ("submitted", "success")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [("--heartbeat-timeout", "1s"), ("--retry-maximum-attempts", "1")],
+    ids=["heartbeat-1s", "one-attempt"],
+)
+async def test_a_download_whose_options_an_operator_changed_ends_truthfully(env: Env, options: tuple[str, str]) -> None:
+    # Guard: the step heartbeats every second, so a 1 s heartbeat timeout or a single
+    # attempt changes nothing of a download that goes well.
+    job_id, step = await downloading(env)
+    assert cli(env, "activity", "update-options", "-w", job_id, "-a", step, *options).returncode == 0
+    record = await ended(env, job_id)
+    assert (record.cells[0].state, record.business_status) == ("submitted", "success")
+
+
+@pytest.mark.parametrize("verb", ["complete", "fail"])
+async def test_an_acquire_ended_from_outside_ends_the_job_by_the_ledger(env: Env, verb: str) -> None:
+    # Guard: a result shaped like the real one but lying (a work bound that the step never
+    # bound), or a failure: the job does not take the operator's word for the cell — the
+    # deliver step and the finish read the ledger. The step's own attempt may still bind
+    # and store the work meanwhile: then that work is delivered; else the cell fails.
+    job_id, step = await downloading(env)
+    lie = {"cell": {"target_id": "dir", "state": "artifact_ready", "stage": "delivering", "work_id": "1"}}
+    extra = ("--result", json.dumps(lie)) if verb == "complete" else ("--reason", "operator says no")
+    assert cli(env, "activity", verb, "-w", job_id, "-a", step, *extra).returncode == 0
+    record = await ended(env, job_id)
+    cell = record.cells[0]
+    assert cell.work_id != "1", cell
+    if cell.state == "submitted":
+        assert ([d.status for d in cell.deliveries], record.business_status) == (["delivered"], "success"), cell
+    else:
+        assert (cell.state, cell.reason, record.business_status) == ("failed", "internal_error", "failed"), cell
+        assert [d.status for d in cell.deliveries] in ([], ["released"]), cell
