@@ -29,10 +29,12 @@ Deterministic and sandbox-clean: only pure modules are imported.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import (
+    ApplicationError,
     CancelledError,
     ChildWorkflowError,
     TerminatedError,
@@ -46,10 +48,11 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.job_failure import state_of
     from curaflow.domain.messages import JobState
     from curaflow.domain.occurrence import (
+        INVALID_OCCURRENCE_INPUT,
         AdmitOccurrenceInput,
         OccurrenceAdmission,
-        OccurrenceInput,
         OccurrenceResult,
+        read_occurrence_input,
     )
     from curaflow.domain.presentation import (
         SCHEDULE_ID,
@@ -82,8 +85,24 @@ class ScheduledJobWorkflow:
     """One occurrence of a recurring plan: admit the job, start it under its canonical id, wait."""
 
     @workflow.run
-    async def run(self, inp: OccurrenceInput) -> OccurrenceResult:
-        """Admit and run the occurrence's job; returns the job id and its final status."""
+    async def run(self, *args: Any) -> OccurrenceResult:
+        """Admit and run the occurrence's job; returns the job id and its final status.
+
+        Args:
+            args: one :class:`~curaflow.domain.occurrence.OccurrenceInput` (the schedule's
+                action). Read by :func:`~curaflow.domain.occurrence.read_occurrence_input`,
+                not by the SDK's decoder: input that is no plan (an operator's hand edit of
+                the action) used to fail the workflow task on every attempt — the
+                trampoline open for ever and every later time of the plan skipped behind it.
+
+        Raises:
+            ApplicationError: ``invalid_occurrence_input`` (non-retryable) for input that is
+                no plan; nothing is admitted. Same commands as before for a plan's input,
+                so no patch: a history of such input never completed a workflow task.
+        """
+        inp = read_occurrence_input(args)
+        if isinstance(inp, str):
+            raise ApplicationError(inp, type=INVALID_OCCURRENCE_INPUT, non_retryable=True)
         info = workflow.info()
         if inp.scheduled_at_ms is not None:
             scheduled = datetime.fromtimestamp(inp.scheduled_at_ms / 1000, tz=UTC)

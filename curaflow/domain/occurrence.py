@@ -17,11 +17,13 @@ activities and the CLI.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
+from typing import Any
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from curaflow.domain.messages import JobInput
 
@@ -62,6 +64,55 @@ class OccurrenceInput(BaseModel):
     task_queue: str
     version: int = SPEC_VERSION
     scheduled_at_ms: int | None = None
+
+
+#: The failure type of a trampoline started with input that is no :class:`OccurrenceInput`.
+INVALID_OCCURRENCE_INPUT = "invalid_occurrence_input"
+
+
+def read_occurrence_input(args: Sequence[Any]) -> OccurrenceInput | str:
+    """The trampoline's start arguments as an :class:`OccurrenceInput`, or why they are not one.
+
+    A schedule curaflow wrote passes exactly one JSON object of that shape; an operator's
+    hand edit of the action (``temporal schedule update --input …``, the UI) can pass
+    anything — another object, a string, ``null``, no argument, several, a payload of
+    another encoding (``RawValue``). Pure and total: never raises.
+
+    Args:
+        args: the decoded start arguments (JSON values, models or ``RawValue``).
+
+    Returns:
+        The plan's input, or a one-line problem naming what was received and how to
+        restore the action (``curaflow schedules sync``); the trampoline fails with it.
+    """
+    fix = "run `curaflow schedules sync` to restore the plan's action"
+    if len(args) != 1:
+        return f"the schedule's action passed {len(args)} arguments, not one plan; {fix}"
+    [value] = args
+    if isinstance(value, OccurrenceInput):
+        return value
+    if not isinstance(value, dict):
+        kind = "a payload that is not JSON" if hasattr(value, "payload") else f"a JSON {_json_type(value)}"
+        return f"the schedule's action passed {kind}, not a plan object; {fix}"
+    try:
+        return OccurrenceInput.model_validate(value)
+    except ValidationError as err:
+        fields = sorted({".".join(str(p) for p in e["loc"]) or "input" for e in err.errors()})[:5]
+        return f"the schedule's action passed an object that is no plan (fields: {', '.join(fields)}); {fix}"
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return type(value).__name__
 
 
 class AdmitOccurrenceInput(BaseModel):

@@ -140,6 +140,51 @@ def diff_plan(
     return changes
 
 
+def diff_schedule(desc: ScheduleDescription, wanted: Schedule) -> dict[str, Any]:
+    """What differs, outside the plan's input, between a schedule and the one curaflow builds:
+    field → ``(current, desired)``.
+
+    The fields Temporal gives back as written: the spec's time zone and jitter, the
+    policies (overlap, catch-up window, pause on failure), the action's workflow type,
+    id and task queue. An operator's ``temporal schedule update`` (or the UI's edit)
+    rewrites the whole schedule and resets what it does not name — the catch-up window
+    to a year, the time zone to UTC — while the action's input, which :func:`diff_plan`
+    compares, is passed again unchanged; ``sync`` used to print ``= id`` for it. The
+    calendars the server rewrote the cron strings into are not compared (see DESIGN.md
+    "Scheduled occurrences").
+    """
+    cur, want = desc.schedule, wanted
+    pairs: dict[str, tuple[Any, Any]] = {
+        "time_zone": (cur.spec.time_zone_name or "UTC", want.spec.time_zone_name or "UTC"),
+        "jitter": (cur.spec.jitter or timedelta(0), want.spec.jitter or timedelta(0)),
+        "overlap": (_name(cur.policy.overlap), _name(want.policy.overlap)),
+        "catchup_window": (cur.policy.catchup_window, want.policy.catchup_window),
+        "pause_on_failure": (cur.policy.pause_on_failure, want.policy.pause_on_failure),
+    }
+    action, wanted_action = cur.action, want.action
+    assert isinstance(wanted_action, ScheduleActionStartWorkflow)
+    if isinstance(action, ScheduleActionStartWorkflow):
+        pairs["workflow"] = (action.workflow, wanted_action.workflow)
+        pairs["workflow_id"] = (action.id, wanted_action.id)
+        pairs["action_task_queue"] = (action.task_queue, wanted_action.task_queue)
+    else:
+        pairs["action"] = (type(action).__name__, "ScheduleActionStartWorkflow")
+    return {key: pair for key, pair in pairs.items() if pair[0] != pair[1]}
+
+
+def _name(value: Any) -> Any:
+    return getattr(value, "name", value)
+
+
+async def _owned(desc: ScheduleDescription, task_queue: str) -> bool:
+    """Whether curaflow created the schedule for ``task_queue`` (its memo), whatever its action now holds."""
+    try:
+        memo = await desc.memo()
+    except (ValueError, TypeError, RuntimeError):  # a memo that does not decode is not ours
+        return False
+    return bool(memo.get(MEMO_TASK_QUEUE) == task_queue)
+
+
 async def owned_schedule_ids(client: Client, task_queue: str) -> list[str]:
     """Ids of the schedules curaflow created for ``task_queue`` (from the visibility store)."""
     ids: list[str] = []
@@ -198,12 +243,13 @@ async def sync_schedules(client: Client, settings: Settings, *, dry_run: bool = 
                 log.info("schedule.created", schedule_id=plan.id, cron=plan.cron, timezone=plan.timezone)
             continue
         current = await current_input(client, desc)
-        if current is None or current.task_queue != tq:
+        if (current is None or current.task_queue != tq) and not await _owned(desc, tq):
             raise ScheduleError(
                 f"schedule {plan.id!r} exists but is not a curaflow plan on task queue {tq!r}; "
                 "rename the plan or delete that schedule"
             )
         changes = diff_plan(current, desc.schedule.state.paused, desired, plan)
+        changes.update(diff_schedule(desc, build_schedule(settings, plan)))
         if not changes:
             out.append(Change(plan.id, "unchanged"))
             continue

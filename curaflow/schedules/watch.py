@@ -31,7 +31,7 @@ from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Supervisor
-from curaflow.schedules.sync import describe_schedule
+from curaflow.schedules.sync import current_input, describe_schedule
 
 WATCH_LOCK_KEY = 0x6375726177617463  # "curawatc"
 #: How far back one tick looks for dropped times (a watcher down longer names the
@@ -150,7 +150,20 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
         for plan in settings.schedules:
             desc = await describe_schedule(client, plan.id)
             if desc is None:
+                # deleted by hand (the UI, `temporal schedule delete`): the plan runs
+                # nothing until `sync` recreates it — said on every tick, not silently skipped
+                log.warning(
+                    "schedule.not_found",
+                    schedule_id=plan.id,
+                    detail="the configured plan has no Temporal Schedule; run `curaflow schedules sync`",
+                )
                 continue
+            if await current_input(client, desc) is None:
+                log.warning(
+                    "schedule.action_not_a_plan",
+                    schedule_id=plan.id,
+                    detail="the schedule's action was edited and its occurrences fail; run `curaflow schedules sync`",
+                )
             missed = desc.info.num_actions_missed_catchup_window
             skipped = desc.info.num_actions_skipped_overlap
             row = await conn.fetchrow(

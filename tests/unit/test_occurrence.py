@@ -149,3 +149,28 @@ def test_only_as_many_times_as_temporal_counted_are_named_the_latest() -> None:
     assert name_misses([1, 2, 3], missed_catchup=0, skipped=1, open_jobs=[]) == [(3, MissCause.OUTAGE)]
     assert name_misses([1, 2, 3], missed_catchup=0, skipped=0, open_jobs=[]) == []
     assert name_misses([], missed_catchup=2, skipped=1, open_jobs=[]) == []
+
+
+def test_the_trampoline_reads_its_input_and_says_what_is_wrong_with_junk() -> None:
+    """Input an operator's hand edit of the action can pass: never raises, names what came."""
+    from temporalio.api.common.v1 import Payload
+    from temporalio.common import RawValue
+
+    from curaflow.domain.occurrence import OccurrenceInput, read_occurrence_input
+
+    plan = {"schedule_id": "nightly", "cron": ["0 3 * * *"], "task_queue": "q"}
+    assert read_occurrence_input([plan]) == OccurrenceInput.model_validate(plan)
+    model = OccurrenceInput.model_validate(plan)
+    assert read_occurrence_input([model]) is model
+    for args, says in (
+        ([{"junk": 1}], "fields: cron, schedule_id, task_queue"),
+        (["junk"], "a JSON string"),
+        ([None], "a JSON null"),
+        ([[plan]], "a JSON array"),
+        ([], "0 arguments"),
+        ([plan, plan], "2 arguments"),
+        ([RawValue(Payload(metadata={"encoding": b"binary/plain"}, data=b"x"))], "not JSON"),
+    ):
+        problem = read_occurrence_input(args)
+        assert isinstance(problem, str) and says in problem, (args, problem)
+        assert "curaflow schedules sync" in problem

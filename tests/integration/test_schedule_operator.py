@@ -1,0 +1,277 @@
+"""What an operator does to curaflow's schedules with Temporal's own tools (the UI, the
+``temporal schedule`` CLI): trigger, backfill, hand edits of the spec or the action,
+delete. Real dev server, real PostgreSQL, a real worker process."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from curaflow import schedules as plans
+from tests.conftest import StackFactory
+from tests.integration.test_schedules import _cleanup, plan_config
+from tests.support import closed_status, eventually, short_id
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+async def temporal(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The ``temporal`` CLI against the session's dev server (exit 0 asserted)."""
+    done = await asyncio.to_thread(
+        subprocess.run,
+        ["temporal", *args, "--address", address],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+async def jobs_of(stack: Any, plan_id: str) -> list[Any]:
+    pool = await stack.ledger()
+    return await pool.fetch(
+        "SELECT job_id, created_at, occurrence_at, completed_at, workflow_input FROM jobs "
+        "WHERE schedule_id = $1 ORDER BY occurrence_at",
+        plan_id,
+    )
+
+
+def at(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def hand_update(address: str, plan_id: str, task_queue: str, *, cron: str, input_json: str) -> None:
+    """What an operator's ``temporal schedule update`` looks like: the whole schedule again."""
+    await temporal(
+        address,
+        "schedule",
+        "update",
+        "--schedule-id",
+        plan_id,
+        "--cron",
+        cron,
+        "--workflow-id",
+        f"{plan_id}@occurrence",
+        "--task-queue",
+        task_queue,
+        "--type",
+        "ScheduledJobWorkflow",
+        "--input",
+        input_json,
+    )
+
+
+async def test_triggers_and_backfills_run_each_nominal_time_once_with_its_own_id(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client, temporal_address: str
+) -> None:
+    """Guard. "Trigger now" twice in one minute is one job; a backfill of a past hour runs
+    each time of the spec as its own job, with its nominal time, and a second backfill
+    over times already run adds no job and no run. A job's deadline counts from its
+    admission, not from its nominal time (DESIGN.md "Scheduled occurrences")."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id, cron=["*/20 * * * *"], timezone="UTC"))
+    await stack.start_worker()
+    client = temporal_client
+    try:
+        await plans.sync_schedules(client, stack.settings)
+        before = datetime.now(UTC)
+        for _ in range(2):
+            await temporal(
+                temporal_address, "schedule", "trigger", "--schedule-id", plan_id, "--overlap-policy", "AllowAll"
+            )
+        now = datetime.now(UTC)
+        triggered = await eventually(lambda: _completed(stack, plan_id, 1), timeout_s=60, what="the triggered job")
+        if before.minute == now.minute:  # the two triggers fell in one minute: one occurrence
+            assert len(triggered) == 1
+        window = [
+            "--start-time",
+            at(int((now - timedelta(hours=1)).timestamp() * 1000)),
+            "--end-time",
+            at(int(now.timestamp() * 1000)),
+        ]
+        await temporal(
+            temporal_address, "schedule", "backfill", "--schedule-id", plan_id, *window, "--overlap-policy", "AllowAll"
+        )
+        spec_times = {
+            t
+            for t in range(
+                int((now - timedelta(hours=1)).timestamp() * 1000) // 1_200_000 * 1_200_000,
+                int(now.timestamp() * 1000),
+                1_200_000,
+            )
+            if now.timestamp() * 1000 - 3_600_000 <= t
+        }
+        rows = await eventually(
+            lambda: _completed(stack, plan_id, len(triggered) + len(spec_times)), timeout_s=90, what="backfilled jobs"
+        )
+        backfilled = [r for r in rows if r["occurrence_at"] in spec_times]
+        assert {r["occurrence_at"] for r in backfilled} == spec_times
+        pool = await stack.ledger()
+        for row in backfilled:
+            assert row["job_id"].endswith(
+                datetime.fromtimestamp(row["occurrence_at"] / 1000, UTC).strftime("%Y-%m-%dT%H%M+0000")
+            )
+            record = await pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", row["job_id"])
+            assert record["occurrence_at"] == at(row["occurrence_at"])
+            job_input = row["workflow_input"]
+            assert (
+                job_input["deadline_at_ms"] - job_input["created_at_ms"] == stack.settings.budgets.default_deadline_ms
+            )
+
+        # the same hour again: every time already has its job; nothing runs twice. (Wait for the
+        # trampolines to close first: one still open has the id the new one would get, and
+        # Temporal refuses that start — not the convergence this looks at.)
+        async def idle() -> int | None:
+            d = await client.get_schedule_handle(plan_id).describe()
+            return None if d.info.running_actions else d.info.num_actions
+
+        actions = await eventually(idle, timeout_s=30, what="the first backfill's trampolines closed")
+        await temporal(
+            temporal_address, "schedule", "backfill", "--schedule-id", plan_id, *window, "--overlap-policy", "AllowAll"
+        )
+
+        async def trampolines_done() -> list[str] | None:
+            d = await client.get_schedule_handle(plan_id).describe()
+            if d.info.num_actions < actions + len(spec_times) or d.info.running_actions:
+                return None
+            return [a.action.workflow_id for a in d.info.recent_actions][-len(spec_times) :]
+
+        again = await eventually(trampolines_done, timeout_s=60, what="second backfill's trampolines")
+        for wid in again:
+            result = await client.get_workflow_handle(wid).result()
+            assert result["duplicate"] is True
+        assert len(await jobs_of(stack, plan_id)) == len(rows)
+        for row in rows:
+            runs = [w async for w in client.list_workflows(f"WorkflowId = '{row['job_id']}'")]
+            assert len(runs) == 1, row["job_id"]
+    finally:
+        await _cleanup(client, plan_id)
+
+
+async def _completed(stack: Any, plan_id: str, n: int) -> list[Any] | None:
+    rows = await jobs_of(stack, plan_id)
+    return rows if len(rows) >= n and all(r["completed_at"] for r in rows) else None
+
+
+async def test_an_action_edited_to_junk_fails_its_occurrence_at_once_and_sync_restores_it(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client, temporal_address: str
+) -> None:
+    """An operator edits the action's input to something that is no plan: the occurrence's
+    trampoline fails at once with ``invalid_occurrence_input`` (it used to fail its
+    workflow task for ever: open, every later time skipped behind it), and ``sync``
+    sees the schedule as its own (memo) and restores the action."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id, cron=["0 3 * * *"], timezone="UTC"))
+    await stack.start_worker()
+    client = temporal_client
+    try:
+        await plans.sync_schedules(client, stack.settings)
+        for junk in ('{"junk": 1}', '"junk"', "null"):
+            await hand_update(temporal_address, plan_id, stack.task_queue, cron="0 3 * * *", input_json=junk)
+            seen = len((await client.get_schedule_handle(plan_id).describe()).info.recent_actions)
+            await temporal(
+                temporal_address, "schedule", "trigger", "--schedule-id", plan_id, "--overlap-policy", "AllowAll"
+            )
+
+            async def started(seen: int = seen) -> str | None:
+                recent = (await client.get_schedule_handle(plan_id).describe()).info.recent_actions
+                return recent[-1].action.workflow_id if len(recent) > seen else None
+
+            wid = await eventually(started, what="the trampoline")
+            assert await closed_status(client, wid, timeout_s=30) == WorkflowExecutionStatus.FAILED
+            with pytest.raises(WorkflowFailureError) as failed:
+                await client.get_workflow_handle(wid).result()
+            cause = failed.value.cause
+            assert isinstance(cause, ApplicationError) and cause.type == "invalid_occurrence_input", junk
+            assert "curaflow schedules sync" in cause.message
+        assert await jobs_of(stack, plan_id) == []
+
+        changes = await plans.sync_schedules(client, stack.settings, dry_run=True)
+        assert [c.action for c in changes] == ["update"]
+        assert "schedule_id" in changes[0].changes  # the whole plan differs
+        await plans.sync_schedules(client, stack.settings)
+        assert [c.action for c in await plans.sync_schedules(client, stack.settings)] == ["unchanged"]
+    finally:
+        await _cleanup(client, plan_id)
+
+
+async def test_a_hand_edited_schedule_is_a_change_sync_prints_and_restores(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client, temporal_address: str
+) -> None:
+    """``temporal schedule update`` with the plan's own input but another cron: Temporal resets
+    what the command does not name (time zone UTC, a catch-up window of a year). ``sync``
+    used to print ``= id``; it prints what differs and restores the plan's schedule."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id))  # 0 3 * * * Asia/Tokyo
+    client = temporal_client
+    try:
+        await plans.sync_schedules(client, stack.settings)
+        same_input = plans.occurrence_input(stack.settings, stack.settings.schedules[0]).model_dump_json()
+        await hand_update(temporal_address, plan_id, stack.task_queue, cron="5 * * * *", input_json=same_input)
+
+        [change] = await plans.sync_schedules(client, stack.settings, dry_run=True)
+        assert change.action == "update"
+        assert change.changes["time_zone"] == ("UTC", "Asia/Tokyo")
+        assert change.changes["catchup_window"] == (timedelta(days=365), timedelta(minutes=90))
+        assert "time_zone" in change.render()
+        await plans.sync_schedules(client, stack.settings)
+        desc = await client.get_schedule_handle(plan_id).describe()
+        assert desc.schedule.spec.time_zone_name == "Asia/Tokyo"
+        assert desc.schedule.policy.catchup_window == timedelta(minutes=90)
+        assert [c.action for c in await plans.sync_schedules(client, stack.settings)] == ["unchanged"]
+
+        # paused or unpaused by hand (the UI's toggle): a change sync prints, then restores
+        await temporal(temporal_address, "schedule", "toggle", "--schedule-id", plan_id, "--pause", "--reason", "x")
+        [change] = await plans.sync_schedules(client, stack.settings)
+        assert change.changes == {"paused": (True, False)}
+        assert (await client.get_schedule_handle(plan_id).describe()).schedule.state.paused is False
+    finally:
+        await _cleanup(client, plan_id)
+
+
+async def test_a_schedule_deleted_or_broken_by_hand_is_reported_by_the_watch_and_sync_recreates_it(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client, temporal_address: str
+) -> None:
+    """The watch used to skip a configured plan without a schedule in silence: the plan ran
+    nothing and nobody was told until someone ran ``sync``. It logs ``schedule.not_found``
+    (and ``schedule.action_not_a_plan`` for an action edited to junk) on every tick."""
+    from structlog.testing import capture_logs
+
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id))
+    client = temporal_client
+    pool = await stack.ledger()
+    try:
+        await plans.sync_schedules(client, stack.settings)
+        with capture_logs() as logs:
+            await plans.watch_tick(pool, client, stack.settings)
+        assert not [e for e in logs if e["log_level"] == "warning"]
+
+        await hand_update(temporal_address, plan_id, stack.task_queue, cron="0 3 * * *", input_json='{"junk": 1}')
+        with capture_logs() as logs:
+            await plans.watch_tick(pool, client, stack.settings)
+        assert [(e["event"], e["schedule_id"]) for e in logs if e["log_level"] == "warning"] == [
+            ("schedule.action_not_a_plan", plan_id)
+        ]
+
+        await temporal(temporal_address, "schedule", "delete", "--schedule-id", plan_id)
+        with capture_logs() as logs:
+            await plans.watch_tick(pool, client, stack.settings)
+        warned = [e for e in logs if e["log_level"] == "warning"]
+        assert [(e["event"], e["schedule_id"]) for e in warned] == [("schedule.not_found", plan_id)]
+        assert "curaflow schedules sync" in warned[0]["detail"]
+
+        assert [c.render() for c in await plans.sync_schedules(client, stack.settings)] == [f"+ {plan_id}"]
+        with capture_logs() as logs:
+            await plans.watch_tick(pool, client, stack.settings)
+        assert not [e for e in logs if e["log_level"] == "warning"]
+    finally:
+        await _cleanup(client, plan_id)
