@@ -181,3 +181,30 @@ def test_histories_of_foreign_input_are_kept() -> None:
         events = json.loads(by_name[name].read_text())["events"]
         assert last in events[-1], name
         assert not any("workflowTaskFailedEventAttributes" in event for event in events), name
+
+
+def test_histories_from_before_foreign_input_are_kept() -> None:
+    """Recorded on the commit before ``foreign-input``: a job that *took* a forged terminal
+    ``cell_progress`` snapshot (the live state said ``submitted``) and a job cancelled by a
+    ``cancel`` signal with its one argument. Neither records the marker; both replay on
+    today's code (:func:`test_recorded_history_replays`): the forged snapshot is taken
+    again, the cancel cancels again."""
+    by_name = {path.stem: path for path in HISTORIES}
+    forged = by_name["job_forged_progress_before_foreign_input_v3"]
+    cancelled = by_name["job_cancel_signal_before_foreign_input_v3"]
+    for path, last in (
+        (forged, "workflowExecutionCompletedEventAttributes"),
+        (cancelled, "workflowExecutionCanceledEventAttributes"),
+    ):
+        assert patches(path) == {"core-v3"}, path.name
+        assert last in json.loads(path.read_text())["events"][-1], path.name
+    signals = {
+        event["workflowExecutionSignaledEventAttributes"]["signalName"]: json.loads(
+            base64.b64decode(event["workflowExecutionSignaledEventAttributes"]["input"]["payloads"][0]["data"])
+        )
+        for path in (forged, cancelled)
+        for event in json.loads(path.read_text())["events"]
+        if "workflowExecutionSignaledEventAttributes" in event
+        and event["workflowExecutionSignaledEventAttributes"]["signalName"] in ("cell_progress", "cancel")
+    }
+    assert signals["cell_progress"]["state"] == "submitted" and signals["cancel"] == {"reason": "operator"}
