@@ -24,6 +24,23 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from curaflow.domain.cells import CellState
+from curaflow.domain.reasons import CANCEL_REASONS
+
+#: The states of a cell whose work waits for its routes (stored, not yet delivered
+#: everywhere): only there can a route's wait be what held it. A cell bound but still
+#: fetching keeps reserved intents too, but its download held it, not a route that cools
+#: down meanwhile (the deadline's remedy is the one that helps).
+WAITING_STATES: frozenset[str] = frozenset({CellState.ARTIFACT_READY, CellState.DELIVERY_PENDING})
+
+
+def may_be_held(state: str, reason: str) -> bool:
+    """Whether a route's wait may be named for a cell its job's finish ends in ``state``
+    with ``reason``: its work waits for its routes (:data:`WAITING_STATES`) and no
+    consumer or operator stopped it (:data:`~curaflow.domain.reasons.CANCEL_REASONS`:
+    the stop is what ended it, whatever a route was waiting for)."""
+    return state in WAITING_STATES and reason not in CANCEL_REASONS
+
 
 class Hold(BaseModel):
     """What held a cell, and until when.

@@ -20,11 +20,10 @@ from typing import Any
 import asyncpg
 
 from curaflow.domain.cells import CellState, is_terminal
-from curaflow.domain.holds import Hold, RouteWait, held_by
+from curaflow.domain.holds import Hold, RouteWait, held_by, may_be_held
 from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import build_outcome_record, business_status, is_alertable
 from curaflow.domain.projection import JobStatus, job_stage, job_status
-from curaflow.domain.reasons import CANCEL_REASONS
 from curaflow.domain.tally import cell_message
 from curaflow.domain.verdicts import FinishCause, StepFailure, cell_verdict
 from curaflow.ledger.cells import finish_cell
@@ -93,7 +92,7 @@ async def finish_job(
             )
             for cell in open_cells
         }
-        failing = [c for c in open_cells if reasons[c.target_id] not in CANCEL_REASONS]
+        failing = [c for c in open_cells if may_be_held(c.state, reasons[c.target_id])]
         holds = await _holds(conn, job_id, record.deadline_at) if failing else {}
         for cell in open_cells:
             reason = reasons[cell.target_id]
