@@ -167,8 +167,12 @@ class DeliveryRecords:
                     route_wide=err.route_wide,
                     cap_ms=policy.route_rate_limit_cap_ms,
                 )
-                # What held the send, should the job end before its next attempt.
-                await ledger.hold_intent(conn, request.idempotency_key, delay_ms)
+                # What held this send alone, should the job end before its next attempt.
+                # A route-wide limit is the route's cooldown (written above, at least as
+                # long): an intent's own time, read a moment later on the database's
+                # clock, ended a millisecond after it and named the wait "this send".
+                if not err.route_wide:
+                    await ledger.hold_intent(conn, request.idempotency_key, delay_ms)
             if verdict.outcome == "rejected" and err.answer:
                 pause = await route_gates.count_refusal(
                     conn,

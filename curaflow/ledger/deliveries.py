@@ -324,8 +324,9 @@ async def hold_intent(conn: asyncpg.Connection, idempotency_key: str, delay_ms: 
     the send (``held_until``: now + ``delay_ms`` on the database clock), in the caller's
     transaction — after :func:`record_failed`, which clears it for any other failure. Only
     the job's finish reads it, to say what held a cell it ends
-    (:func:`curaflow.domain.holds.held_by`). Written on a rate-limited failure only: a
-    delivery costs nothing more."""
+    (:func:`curaflow.domain.holds.held_by`). Written on a rate-limited failure of this
+    send alone (a route-wide limit is the route's ``cooldown_until``, which the finish
+    reads as ``cooling``): a delivery costs nothing more."""
     await conn.execute(
         f"""UPDATE delivery_intents SET held_until = {DB_NOW_MS} + $2
             WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')""",

@@ -6,18 +6,24 @@ no workflow. The end-to-end cases (a Telegram flood wait, Discord's global limit
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
+from typing import Any
 
 import asyncpg
 import pytest
+from temporalio.testing import ActivityEnvironment
 
-from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS
+from activities.deliver import DeliveryRecords
+from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS, DeliverySettings
 from curaflow.domain.cells import CellStage, CellState
-from curaflow.domain.messages import RouteRef, TargetSpec
-from curaflow.domain.models import CandidateReport, CellSnapshot, Work
+from curaflow.domain.messages import DeliverInput, RouteRef, TargetSpec
+from curaflow.domain.models import Artifact, CandidateReport, CellSnapshot, Work
+from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger import cells, deliveries, route_gates
 from curaflow.ledger.finish import finish_job
 from curaflow.ledger.gates import DB_NOW_MS
+from curaflow.routes.base import DeliveryRequest, RouteError
 from tests.support import ledger_job
 
 pytestmark = pytest.mark.integration
@@ -130,3 +136,42 @@ async def test_the_reconciler_finish_says_a_hold_as_the_workflow_finish_does(
     await _rate_limited(ledger_pool, job_id, await _claim(ledger_pool, job_id, a.name), 2 * HOUR_MS)
     cell = await _finish(ledger_pool, job_id, cause)
     assert (cell.held_by is not None) == held, cell
+
+
+@pytest.mark.parametrize(("route_wide", "kind"), [(True, "cooling"), (False, "rate_limited")])
+async def test_a_rate_limit_is_named_as_the_receiver_stated_it(
+    ledger_pool: asyncpg.Pool, route_wide: bool, kind: str
+) -> None:
+    # A route-wide limit (Discord's global one) cools the whole route down: the report says
+    # "cooling". The intent's own time, written a moment after the cooldown on the
+    # database's clock, ended a millisecond later and named it "this send" whenever the
+    # two statements were a millisecond apart (a loaded machine).
+    (route,) = _routes("a")
+    job_id = await _bound(ledger_pool, [route])
+    key = await _claim(ledger_pool, job_id, route.name)
+    work = (await ledger_pool.fetchrow("SELECT work_id FROM delivery_intents WHERE idempotency_key = $1", key))[0]
+    records: Any = DeliveryRecords()
+    records.deps = SimpleNamespace(
+        pool=ledger_pool,
+        route=lambda name: SimpleNamespace(name=name, resend_safe=False),
+        settings=SimpleNamespace(delivery=DeliverySettings()),
+    )
+    target = TargetSpec(target_id="demo", routes=[route])
+    request = DeliveryRequest(
+        job_id=job_id,
+        target_id="demo",
+        route=route.name,
+        idempotency_key=key,
+        work=Work(work_id=work),
+        artifact=Artifact(work_id=work),
+    )
+    err = RouteError(
+        TerminalReason.DELIVERY_FAILED, "429", retry_after_s=1800, rate_limited=True, route_wide=route_wide
+    )
+    await ActivityEnvironment().run(
+        records._record_error, DeliverInput(job_id=job_id, target=target, route=route), request, err, max_attempts=5
+    )
+    cell = await _finish(ledger_pool, job_id)
+    assert cell.held_by is not None and (cell.held_by.name, cell.held_by.kind) == (route.name, kind), cell.held_by
+    held_until = await ledger_pool.fetchval("SELECT held_until FROM delivery_intents WHERE idempotency_key = $1", key)
+    assert (held_until is None) == route_wide
