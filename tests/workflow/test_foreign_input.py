@@ -13,6 +13,7 @@ until its execution timeout. Here the patch is made to answer False for a new ex
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -66,3 +67,22 @@ async def test_a_job_whose_patch_answered_false_still_drops_input_that_failed_th
     await env.closed(handle, timeout_s=30)
     assert await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
     assert (await env.status(handle)).status == status
+
+
+async def test_a_job_that_gets_no_foreign_input_records_no_marker(env: Env) -> None:
+    # Guard: the acquire step's own cell_progress (a dict to the handler now) still moves
+    # the live state, and nothing records foreign-input.
+    env.fakes.on("fetch", "t", Act("held"))
+    handle = await env.start(env.job())
+    fetching = await env.status_until(handle, lambda s: s.stage == "fetching", "fetching")
+    assert (fetching.cells[0].state, fetching.cells[0].work_id) == ("selected", "w-t")
+    assert "stage *fetching*" in await env.details(handle)
+    env.fakes.release("fetch")
+    assert (await handle.result()).status == "succeeded"
+    markers = [
+        json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
+        for e in (await handle.fetch_history()).events
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and e.marker_recorded_event_attributes.marker_name == "core_patch"
+    ]
+    assert FOREIGN_INPUT not in markers and markers, markers
