@@ -176,3 +176,25 @@ async def test_a_work_listing_no_file_is_not_recognised_as_the_works(tmp_path: P
     with pytest.raises(WorkUnavailable) as raised:
         await ArtifactStore(tmp_path).fetch(NoFiles(), Work(work_id="123", pages=[]), "job", "t")  # type: ignore[arg-type]
     assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.NO_FILE, False)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "retryable"),
+    [
+        # What a proxy, a CDN or a moved endpoint answers for every request while it lasts:
+        # not the app-api speaking — one attempt, retried with backoff, never the job's end.
+        (400, b"<html><body>Bad Request</body></html>", True),
+        (401, b"<html><body>Unauthorized</body></html>", True),
+        (403, b"", True),
+        (404, b"<!doctype html><title>Not Found</title>", True),
+        (418, b'{"error": {"message": "teapot"}}', True),
+        # The app-api's own error object: it refused what was asked (final).
+        (400, b'{"error": {"user_message": "", "message": "invalid word", "reason": ""}}', False),
+    ],
+)
+async def test_a_searchs_4xx_ends_the_attempt_only_when_the_app_api_says_so(
+    status: int, body: bytes, retryable: bool
+) -> None:
+    with pytest.raises(SourceError) as raised:
+        await client(status, body).search_illust("風景")
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, retryable)

@@ -199,11 +199,13 @@ class PixivClient(ImageRequests):
         only the token endpoint's ``invalid_grant`` (:meth:`authenticate`) is the account's.
 
         Raises:
-            SourceError: classified failure.
+            SourceError: classified failure; a 4xx is final (``retryable`` False) only in
+                the app-api's own error object (:func:`is_app_api_error`), retried in any
+                other shape.
             WorkUnavailable: a work-level refusal when ``work_id`` is given: recognised as
-                the work's for the app-api's own 404 (:func:`is_app_api_error`) or the
-                "restricted" words; not recognised (held back briefly) for a bare 403 or a
-                404 of another shape.
+                the work's for the app-api's own 404 (:func:`is_app_api_error`); not
+                recognised (held back briefly) for a bare 403, a 404 of another shape or
+                the "restricted" words (a restricted account gets them for every request).
         """
         refreshed = False
         while True:
@@ -265,13 +267,18 @@ class PixivClient(ImageRequests):
                 status = response.status_code
                 # A 2xx that is not the app-api's JSON object (not JSON, nested too deep
                 # to parse), or that carries an error text none of the marks above
-                # recognised, is the source's glitch, retried like a 5xx; a 4xx is final.
+                # recognised, is the source's glitch, retried like a 5xx. A 4xx is final
+                # only in the app-api's own error object (it refused what was asked); a
+                # 4xx of another shape — an HTML page, an empty body, another JSON — is
+                # what a proxy, a CDN or a moved endpoint answers every request while it
+                # lasts: one attempt, retried with backoff (until 2026-12-05 it ended the
+                # job at its first answer).
                 garbled = status < 400 and text is None
                 raise SourceError(
                     reason_for_status(status, body),
                     f"pixiv answered HTTP {status}"
                     + (f": {text[:200]}" if text else ", not a JSON object" if garbled else ""),
-                    retryable=status >= 500 or status == 429 or status < 400,
+                    retryable=status >= 500 or status == 429 or status < 400 or not is_app_api_error(body),
                     status=status,
                 )
             await self._gate_ok()
