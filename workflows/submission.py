@@ -34,6 +34,7 @@ from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
     from curaflow.domain.messages import JobInput
+    from curaflow.domain.text import json_type_name
     from curaflow.protocol.errors import ProtocolError, invalid_params
     from curaflow.protocol.models import Task
 
@@ -77,7 +78,9 @@ def read_submission(args: Sequence[Any]) -> Submission:
         encoding = value.payload.metadata.get("encoding", b"").decode("utf-8", "replace")[:80]
         return Submission(refusal=invalid_params(NOT_AN_OBJECT, reason="workflow_input", encoding=encoding))
     if not isinstance(value, dict):
-        return Submission(refusal=invalid_params(NOT_AN_OBJECT, reason="workflow_input", received=type_name(value)))
+        return Submission(
+            refusal=invalid_params(NOT_AN_OBJECT, reason="workflow_input", received=json_type_name(value))
+        )
     try:
         job_input = JobInput.model_validate(value)
     except ValidationError:
@@ -85,18 +88,3 @@ def read_submission(args: Sequence[Any]) -> Submission:
     if TASK_ONLY_FIELDS & value.keys():
         return Submission(task=value, job_input=job_input, mixed=True)
     return Submission(job_input=job_input)
-
-
-def type_name(value: Any) -> str:
-    """The JSON type of a decoded value (``string``, ``number``, ``array``, ``null`` …)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return type(value).__name__

@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo
 from pydantic import BaseModel, Field, ValidationError
 
 from curaflow.domain.messages import JobInput
+from curaflow.domain.text import json_type_name
 
 #: How late Temporal may still start an occurrence (server down, schedule paused…);
 #: anything later is counted as missed, never back-filled.
@@ -92,27 +93,13 @@ def read_occurrence_input(args: Sequence[Any]) -> OccurrenceInput | str:
     if isinstance(value, OccurrenceInput):
         return value
     if not isinstance(value, dict):
-        kind = "a payload that is not JSON" if hasattr(value, "payload") else f"a JSON {_json_type(value)}"
+        kind = "a payload that is not JSON" if hasattr(value, "payload") else f"a JSON {json_type_name(value)}"
         return f"the schedule's action passed {kind}, not a plan object; {fix}"
     try:
         return OccurrenceInput.model_validate(value)
     except ValidationError as err:
         fields = sorted({".".join(str(p) for p in e["loc"]) or "input" for e in err.errors()})[:5]
         return f"the schedule's action passed an object that is no plan (fields: {', '.join(fields)}); {fix}"
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return type(value).__name__
 
 
 class AdmitOccurrenceInput(BaseModel):

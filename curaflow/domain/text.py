@@ -160,3 +160,20 @@ def loads_clean(text: str) -> Any:
 def clean_optional(value: str | None) -> str | None:
     """:func:`clean_text` for an optional string."""
     return None if value is None else clean_text(value)
+
+
+def json_type_name(value: Any) -> str:
+    """The JSON type of a decoded value, as an error message names what it received:
+    ``null``, ``boolean``, ``number``, ``string``, ``array``, else the Python type's name
+    (``dict`` for an object; any other type a decoder would not produce)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return type(value).__name__
