@@ -23,6 +23,7 @@ from activities.deliver.sending import (
     _finish_or_cut,
     _guarded,
     _outlive,
+    _recorded,
     _unless_stopped,
 )
 from activities.deps import ActivityDeps
@@ -293,9 +294,11 @@ class DeliverActivity(DeliveryRecords):
                     # the opening of a step (the finish gives the cell its reason).
                     cut = await self._record_cut(inp, request, err, posted=bool(parts_posted))
                     return barrier_update(cut, Barrier.DEADLINE)
-                recorded = await self._record_error(
-                    inp, request, err, max_attempts=inp.max_attempts, posted=bool(parts_posted)
+                recorded, stopped = await _recorded(
+                    self._record_error(inp, request, err, max_attempts=inp.max_attempts, posted=bool(parts_posted))
                 )
+                if stopped:
+                    raise asyncio.CancelledError() from err
                 verdict = recorded.verdict
                 if verdict.outcome == "unknown":
                     raise ApplicationError(
@@ -310,7 +313,8 @@ class DeliverActivity(DeliveryRecords):
             # "Already had it" after an earlier send of this very key: that send landed.
             receipt.duplicate = False
             receipt.remote_status = receipt.remote_status or "replayed"
-        updated = await self._record_receipt(inp, request, receipt)
+        updated, stopped = await _recorded(self._record_receipt(inp, request, receipt))
+        cancelled = cancelled or stopped
         if cancelled and not (is_terminal(updated.state) and updated.state == CellState.SUBMITTED):
             raise asyncio.CancelledError()
         status = "duplicate" if receipt.duplicate else "delivered"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
+from typing import TypeVar
 
 from temporalio import activity
 
@@ -20,6 +22,8 @@ from curaflow.outbound import InFlight, TimeLimitExceeded
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, Route, RouteError
 
 log = get_logger("curaflow.deliver")
+
+T = TypeVar("T")
 
 #: How long a send that is out when the attempt is cancelled (a consumer cancel, the
 #: job's deadline) may still take to answer, seconds: an answer that lands in time is
@@ -101,6 +105,28 @@ async def _unless_stopped(send: asyncio.Future[DeliveryReceipt]) -> DeliveryRece
                 raise
             info = activity.info()
             log.info("deliver.paused_while_out", job_id=info.workflow_id, attempt=info.attempt)
+
+
+async def _recorded(recording: Awaitable[T]) -> tuple[T, bool]:
+    """Run ``recording`` (what the ledger records of a send's answer) to its end, whatever
+    cancel reaches this attempt meanwhile; returns its result and whether a cancel that is
+    not an operator's pause (:func:`_paused`) came meanwhile (the caller then ends the
+    attempt as cancelled, after the answer is recorded).
+
+    The send's answer is a fact: a cancel passed on to its recording (a pause delivered as
+    the answer arrives — a worker thawed after a freeze gets both at once — or the job's
+    cancel) left the intent ``sending`` though the answer had come, and a later attempt
+    found it ambiguous (an at-most-once route's work ``unknown`` though it was delivered).
+    """
+    task = asyncio.ensure_future(recording)
+    stopped = False
+    while True:
+        try:
+            return await asyncio.shield(task), stopped
+        except asyncio.CancelledError:
+            if task.done() and not task.cancelled():
+                return task.result(), stopped
+            stopped = stopped or not _paused()
 
 
 def _execution_gone() -> bool:
