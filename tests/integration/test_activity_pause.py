@@ -6,124 +6,30 @@ the pause to the attempt as a cancel (``activity.cancellation_details().paused``
 pause is not the job being stopped: what the attempt has out goes on and is recorded,
 nothing is cut, and once unpaused the job ends as it would have without the pause.
 
-One real worker process, the API in the test process, the Pixiv replay server and a
-webhook receiver in the test process.
+The stack of :mod:`tests.operator_support` (a real worker process, the replay, a webhook
+receiver, the fake Telegram).
 """
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
 
-import httpx
 import pytest
-from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
-from curaflow.devstack.temporal import temporal_binary
-from tests.fakes.replay import ReplayServer
-from tests.fakes.telegram import FakeTelegram, TgReply
-from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.jobs_support import telegram_route
-from tests.support import Stack, job_in_stage, short_id, whsec
+from tests.fakes.telegram import TgReply
+from tests.fakes.webhook import Reply
+from tests.operator_support import OperatorEnv, cli, env, no_faults_left, running_step, submit
+from tests.support import job_in_stage
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-
-@dataclass
-class Env:
-    stack: Stack
-    http: httpx.AsyncClient
-    replay: ReplayServer
-    hook: WebhookReceiver
-    telegram: FakeTelegram
-    client: Client
-    address: str
-
-
-@pytest.fixture(scope="module")
-async def env(
-    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
-) -> AsyncIterator[Env]:
-    tmp = tmp_path_factory.mktemp("pause")
-    replay = await ReplayServer().start()
-    hook = await WebhookReceiver(whsec()).start()
-    telegram = await FakeTelegram().start()
-    out, web, tg = f"out-{short_id()}", f"hook-{short_id()}", f"tg-{short_id()}"
-    stack = Stack(
-        tmp,
-        temporal_address,
-        database_url,
-        {
-            "pixiv": {"api_url": replay.url},
-            "routes": {
-                out: {"kind": "directory", "path": str(tmp / "out")},
-                web: {"kind": "webhook", "url": hook.url + "/slow", "secret": whsec()},
-                tg: telegram_route(telegram),
-            },
-            "targets": [
-                {"id": "dir", "query": {"tags": ["オリジナル"]}, "routes": [out]},
-                {"id": "hook", "query": {"tags": ["風景"]}, "routes": [web]},
-                {"id": "tg", "query": {"tags": ["オリジナル"]}, "routes": [tg]},
-            ],
-        },
-    )
-    await stack.start_worker()
-    http = await stack.start_api()
-    from curaflow.temporal.connection import connect
-
-    client = await connect(temporal_address)
-    try:
-        yield Env(stack, http, replay, hook, telegram, client, temporal_address)
-    finally:
-        await stack.stop()
-        await replay.stop()
-        await hook.stop()
-        await telegram.stop()
-
-
-@pytest.fixture(autouse=True)
-def reset_faults(env: Env) -> None:
-    env.replay.faults.search_delay_s = 0.0
-    env.replay.faults.slow_images_s = 0.0
-    env.hook.script.clear()
-    env.telegram.reset()
-
-
-async def submit(env: Env, target: str) -> str:
-    response = await env.http.post("/jobs", json=env.stack.task(target_id=target))
-    assert response.status_code == 202, response.text
-    return response.json()["job"]["job_id"]
-
-
-async def running_step(env: Env, job_id: str, activity_type: str) -> str:
-    """The activity id of the job's pending ``activity_type`` step (the API starts a job's
-    execution in the background: it may not exist yet)."""
-    for _ in range(100):
-        try:
-            described = await env.client.get_workflow_handle(job_id).describe()
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            await asyncio.sleep(0.1)
-            continue
-        for pending in described.raw_description.pending_activities:
-            if pending.activity_type.name == activity_type:
-                return str(pending.activity_id)
-        await asyncio.sleep(0.1)
-    raise TimeoutError(f"no pending {activity_type} in {job_id}")
+Env = OperatorEnv
+__all__ = ["env", "no_faults_left"]  # the module's fixtures (tests.operator_support)
 
 
 def operator(env: Env, verb: str, job_id: str, activity_id: str) -> None:
-    subprocess.run(
-        [temporal_binary(), "activity", verb, "--address", env.address, "-w", job_id, "-a", activity_id],
-        check=True,
-        capture_output=True,
-        timeout=30,
-    )
+    done = cli(env, "activity", verb, "-w", job_id, "-a", activity_id)
+    assert done.returncode == 0, done.stderr
 
 
 async def test_a_pause_during_a_send_lets_it_land_and_the_job_delivers(env: Env) -> None:

@@ -6,119 +6,29 @@ ends with the ledger's truthful outcome and no workflow task fails (a failed tas
 again on every replay: the job would stay stuck until the execution timeout).
 DESIGN.md "Foreign input".
 
-One real worker process, the API in the test process, the Pixiv replay server and a
-webhook receiver in the test process.
+The stack of :mod:`tests.operator_support` (a real worker process, the replay, a webhook
+receiver, the fake Telegram).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import subprocess
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
-from curaflow.devstack.temporal import temporal_binary
-from tests.fakes.replay import ReplayServer
-from tests.fakes.webhook import WebhookReceiver
-from tests.support import Stack, job_in_stage, short_id, whsec
+from tests.operator_support import OperatorEnv, cli, env, no_faults_left, running_step, submit
+from tests.support import job_in_stage
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@dataclass
-class Env:
-    stack: Stack
-    http: httpx.AsyncClient
-    replay: ReplayServer
-    hook: WebhookReceiver
-    client: Client
-    address: str
-
-
-@pytest.fixture(scope="module")
-async def env(
-    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
-) -> AsyncIterator[Env]:
-    tmp = tmp_path_factory.mktemp("foreign")
-    replay = await ReplayServer().start()
-    hook = await WebhookReceiver(whsec()).start()
-    out, web = f"out-{short_id()}", f"hook-{short_id()}"
-    stack = Stack(
-        tmp,
-        temporal_address,
-        database_url,
-        {
-            "pixiv": {"api_url": replay.url},
-            "routes": {
-                out: {"kind": "directory", "path": str(tmp / "out")},
-                web: {"kind": "webhook", "url": hook.url + "/slow", "secret": whsec()},
-            },
-            "targets": [
-                {"id": "dir", "query": {"tags": ["オリジナル"]}, "routes": [out]},
-                {"id": "hook", "query": {"tags": ["風景"]}, "routes": [web]},
-            ],
-        },
-    )
-    await stack.start_worker()
-    http = await stack.start_api()
-    from curaflow.temporal.connection import connect
-
-    client = await connect(temporal_address)
-    try:
-        yield Env(stack, http, replay, hook, client, temporal_address)
-    finally:
-        await stack.stop()
-        await replay.stop()
-        await hook.stop()
-
-
-@pytest.fixture(autouse=True)
-def reset_faults(env: Env) -> None:
-    env.replay.faults.search_delay_s = 0.0
-    env.replay.faults.slow_images_s = 0.0
-    env.hook.script.clear()
-
-
-async def submit(env: Env, target: str) -> str:
-    response = await env.http.post("/jobs", json=env.stack.task(target_id=target))
-    assert response.status_code == 202, response.text
-    return response.json()["job"]["job_id"]
-
-
-async def running_step(env: Env, job_id: str, activity_type: str) -> str:
-    for _ in range(200):
-        try:
-            described = await env.client.get_workflow_handle(job_id).describe()
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            await asyncio.sleep(0.1)
-            continue
-        for pending in described.raw_description.pending_activities:
-            if pending.activity_type.name == activity_type:
-                return str(pending.activity_id)
-        await asyncio.sleep(0.1)
-    raise TimeoutError(f"no pending {activity_type} in {job_id}")
-
-
-def cli(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [temporal_binary(), *args, "--address", env.address],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+Env = OperatorEnv
+__all__ = ["env", "no_faults_left"]  # the module's fixtures (tests.operator_support)
 
 
 async def task_failures(env: Env, job_id: str) -> list[str]:
