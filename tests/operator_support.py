@@ -102,6 +102,11 @@ async def submit(env: OperatorEnv, target: str) -> str:
 
 
 async def running_step(env: OperatorEnv, job_id: str, activity_type: str) -> str:
+    """The activity id of the job's pending ``activity_type`` step (:func:`pending_step`)."""
+    return await pending_step(env.client, job_id, activity_type)
+
+
+async def pending_step(client: Client, job_id: str, activity_type: str) -> str:
     """The activity id of the job's pending ``activity_type`` step (the API starts a job's
     execution in the background: it may not exist yet).
 
@@ -110,7 +115,7 @@ async def running_step(env: OperatorEnv, job_id: str, activity_type: str) -> str
     """
     for _ in range(200):
         try:
-            described = await env.client.get_workflow_handle(job_id).describe()
+            described = await client.get_workflow_handle(job_id).describe()
         except RPCError as err:
             if err.status != RPCStatusCode.NOT_FOUND:
                 raise

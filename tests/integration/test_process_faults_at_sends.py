@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
-from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.ledger.reconciler.ticks import tick
@@ -33,6 +32,7 @@ from tests.fakes.replay import ReplayServer
 from tests.fakes.telegram import FakeTelegram, TgReply
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.jobs_support import intents, telegram_route, webhook_route
+from tests.operator_support import pending_step
 from tests.support import Stack, eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -56,20 +56,7 @@ def tg_stack(make_stack: StackFactory, replay: ReplayServer, telegram: FakeTeleg
 
 async def deliver_step(client: Client, job_id: str) -> str:
     """The activity id of the job's pending ``deliver`` step."""
-
-    async def pending() -> str | None:
-        try:
-            described = await client.get_workflow_handle(job_id).describe()
-        except RPCError as err:
-            if err.status != RPCStatusCode.NOT_FOUND:
-                raise
-            return None
-        for step in described.raw_description.pending_activities:
-            if step.activity_type.name == "deliver":
-                return str(step.activity_id)
-        return None
-
-    return await eventually(pending, timeout_s=30, interval_s=0.1, what="a pending deliver step")
+    return await pending_step(client, job_id, "deliver")
 
 
 def operator(address: str, verb: str, job_id: str, activity_id: str, *, unless_completed: bool = False) -> None:
