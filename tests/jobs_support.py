@@ -203,3 +203,19 @@ async def curaflow(*args: str, stack: Stack) -> subprocess.CompletedProcess[str]
     return await asyncio.to_thread(
         subprocess.run, [exe, *args], env=env, cwd=stack.tmp, capture_output=True, text=True, timeout=60
     )
+
+
+async def scheduled_jobs(stack: Any, plan_id: str, *, order: str = "created_at") -> list[Any]:
+    """The ledger's jobs of schedule ``plan_id`` (id, trigger, occurrence, times, the
+    workflow input), ordered by ``order``: ``created_at`` (admission) or ``occurrence_at``
+    (the nominal time)."""
+    if order not in ("created_at", "occurrence_at"):
+        raise ValueError(f"order by created_at or occurrence_at, not {order!r}")
+    pool = await stack.ledger()
+    return list(
+        await pool.fetch(
+            "SELECT job_id, trigger, schedule_id, occurrence_at, occurrence_date, created_at, completed_at, "
+            f"workflow_input FROM jobs WHERE schedule_id = $1 ORDER BY {order}",
+            plan_id,
+        )
+    )

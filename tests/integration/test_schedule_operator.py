@@ -17,6 +17,7 @@ from temporalio.exceptions import ApplicationError
 from curaflow import schedules as plans
 from tests.conftest import StackFactory
 from tests.integration.test_schedules import _cleanup, plan_config
+from tests.jobs_support import scheduled_jobs
 from tests.support import closed_status, eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -33,15 +34,6 @@ async def temporal(address: str, *args: str) -> subprocess.CompletedProcess[str]
     )
     assert done.returncode == 0, done.stderr
     return done
-
-
-async def jobs_of(stack: Any, plan_id: str) -> list[Any]:
-    pool = await stack.ledger()
-    return await pool.fetch(
-        "SELECT job_id, created_at, occurrence_at, completed_at, workflow_input FROM jobs "
-        "WHERE schedule_id = $1 ORDER BY occurrence_at",
-        plan_id,
-    )
 
 
 def at(ms: int) -> str:
@@ -148,7 +140,7 @@ async def test_triggers_and_backfills_run_each_nominal_time_once_with_its_own_id
         for wid in again:
             result = await client.get_workflow_handle(wid).result()
             assert result["duplicate"] is True
-        assert len(await jobs_of(stack, plan_id)) == len(rows)
+        assert len(await scheduled_jobs(stack, plan_id, order="occurrence_at")) == len(rows)
         for row in rows:
             runs = [w async for w in client.list_workflows(f"WorkflowId = '{row['job_id']}'")]
             assert len(runs) == 1, row["job_id"]
@@ -157,7 +149,7 @@ async def test_triggers_and_backfills_run_each_nominal_time_once_with_its_own_id
 
 
 async def _completed(stack: Any, plan_id: str, n: int) -> list[Any] | None:
-    rows = await jobs_of(stack, plan_id)
+    rows = await scheduled_jobs(stack, plan_id, order="occurrence_at")
     return rows if len(rows) >= n and all(r["completed_at"] for r in rows) else None
 
 
@@ -192,7 +184,7 @@ async def test_an_action_edited_to_junk_fails_its_occurrence_at_once_and_sync_re
             cause = failed.value.cause
             assert isinstance(cause, ApplicationError) and cause.type == "invalid_occurrence_input", junk
             assert "curaflow schedules sync" in cause.message
-        assert await jobs_of(stack, plan_id) == []
+        assert await scheduled_jobs(stack, plan_id, order="occurrence_at") == []
 
         changes = await plans.sync_schedules(client, stack.settings, dry_run=True)
         assert [c.action for c in changes] == ["update"]

@@ -22,7 +22,8 @@ from curaflow.domain.occurrence import occurrence_job_id
 from curaflow.ledger.jobs import NewJob, insert_job, workflow_input
 from tests.conftest import StackFactory
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, eventually, short_id, whsec
+from tests.jobs_support import scheduled_jobs
+from tests.support import eventually, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,15 +36,6 @@ def plan_config(tmp_path: Path, plan_id: str, **plan: Any) -> dict[str, Any]:
         "schedules": [{"id": plan_id, "cron": ["0 3 * * *"], "timezone": "Asia/Tokyo", "target_ids": ["demo"], **plan}],
         "max_fallback_passes": 2,
     }
-
-
-async def scheduled_jobs(stack: Stack, plan_id: str) -> list[Any]:
-    pool = await stack.ledger()
-    return await pool.fetch(
-        "SELECT job_id, trigger, schedule_id, occurrence_date, completed_at, workflow_input "
-        "FROM jobs WHERE schedule_id = $1 ORDER BY created_at",
-        plan_id,
-    )
 
 
 async def test_sync_is_idempotent_prints_updates_and_deletes(
