@@ -189,7 +189,10 @@ FIRST_FAILURE: dict[str, dict[str, Any]] = {
         "silent_at": "2m",
     },
     "CuraflowRoutePaused": {
-        "series": [('curaflow_route_pauses_total{route="dc",kind="discord",instance="w2"}', "_x3 1x10")],
+        "series": [
+            ('curaflow_route_pauses_total{route="dc",kind="discord",instance="w2"}', "_x3 1x10"),
+            ('process_start_time_seconds{instance="w2"}', "_x3 170x10"),
+        ],
         "at": "6m",
         "labels": {"severity": "page", "route": "dc"},
         "silent_at": "2m",
@@ -219,6 +222,13 @@ COUNTER_ALERTS = (
         'curaflow_delivery_results_total{route="hook",kind="webhook",result="rejected",instance="w1"}',
         30,
         {"severity": "warning", "route": "hook"},
+        1,
+    ),
+    (
+        "CuraflowRoutePaused",
+        'curaflow_route_pauses_total{route="tg",kind="telegram",instance="w1"}',
+        30,
+        {"severity": "page", "route": "tg"},
         1,
     ),
     (
@@ -380,6 +390,17 @@ def test_every_rule_names_only_metrics_curaflow_exports() -> None:
         assert names <= exported, (rule["alert"], names - exported)
         assert rule["labels"]["severity"] in ("page", "warning")
         assert "$value" not in json.dumps(rule.get("annotations", {}))
+
+
+def test_every_counter_alert_is_tried_under_missed_scrapes_and_restarts() -> None:
+    """An alert on a counter (a ``_total`` series) is one of :data:`COUNTER_ALERTS` and
+    :data:`FIRST_FAILURE`, so its expression meets the missed-scrape, outage and restart
+    cases; none uses ``unless … offset``, which pages on a scrape missed a window ago."""
+    counter_rules = {r["alert"] for r in rules() if any(n.endswith("_total") for n in metric_names(r["expr"]))}
+    assert counter_rules == {alert for alert, *_ in COUNTER_ALERTS}
+    # CuraflowSourceAnswersUnrecognised's scenario (SCENARIOS) is itself a first failure
+    assert counter_rules - {"CuraflowSourceAnswersUnrecognised"} <= set(FIRST_FAILURE)
+    assert not [r["alert"] for r in rules() if "offset" in r["expr"]]
 
 
 def test_the_alerts_the_issue_asks_for_exist() -> None:
