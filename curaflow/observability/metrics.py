@@ -98,6 +98,19 @@ SCHEDULE_MISSED = Counter(
     "while no job of the plan ran: Temporal or the workers were down).",
     ["schedule_id", "why"],
 )
+SCHEDULE_BROKEN = Gauge(
+    "curaflow_schedule_broken",
+    "1 while a configured plan's Temporal Schedule runs nothing of the plan, by why: not_found "
+    "(the schedule was deleted by hand) or action_not_a_plan (its action was edited so that every "
+    "occurrence fails); 0 otherwise. Set by the process whose schedule watch ran last "
+    "(curaflow.schedules.watch); `curaflow schedules sync` repairs both.",
+    ["schedule_id", "why"],
+)
+#: The causes a missed occurrence is counted under: every
+#: :class:`~curaflow.domain.occurrence.MissCause`.
+MISS_CAUSES = ("missed_catchup_window", "skipped_overlap", "skipped_outage")
+#: The values of ``curaflow_schedule_broken``'s ``why`` label.
+SCHEDULE_BROKEN_WHYS = ("not_found", "action_not_a_plan")
 SCHEDULE_START_LAG = Histogram(
     "curaflow_schedule_start_lag_seconds",
     "Delay between an occurrence's scheduled time and its job's admission.",
@@ -258,7 +271,9 @@ DELIVERY_RESULT_VALUES = ("delivered", "duplicate", "failed", "rejected", "unkno
 
 
 @_safe
-def initialise_series(routes: Iterable[tuple[str, str]] = (), accounts: Iterable[str] = ()) -> None:
+def initialise_series(
+    routes: Iterable[tuple[str, str]] = (), accounts: Iterable[str] = (), schedules: Iterable[str] = ()
+) -> None:
     """Create at 0 the labelled counter series the alert rules watch, at process start.
 
     prometheus-client creates a labelled series on its first ``inc()``, at 1; Prometheus'
@@ -268,11 +283,13 @@ def initialise_series(routes: Iterable[tuple[str, str]] = (), accounts: Iterable
     by its ``process_start_time_seconds`` term instead). Created here: failed jobs by every
     protocol status a ``failed`` business status can have and every trigger, the alerted
     cell reasons, every delivery result of every configured route, every kind of an
-    unrecognised source answer of every configured account.
+    unrecognised source answer of every configured account, every cause of a missed
+    occurrence of every configured plan.
 
     Args:
         routes: ``(route name, route kind)`` of the configured routes.
         accounts: the configured source accounts (Pixiv's, ``default`` included).
+        schedules: the configured plans' ids (a worker's: the schedule watch runs there).
     """
     for status in FAILED_JOB_STATUSES:
         for trigger in TRIGGERS:
@@ -286,6 +303,9 @@ def initialise_series(routes: Iterable[tuple[str, str]] = (), accounts: Iterable
     for account in accounts:
         for kind in UNRECOGNISED_ANSWER_KINDS:
             SOURCE_UNRECOGNISED_ANSWERS.labels(account=account, kind=kind)
+    for schedule_id in schedules:
+        for why in MISS_CAUSES:
+            SCHEDULE_MISSED.labels(schedule_id=schedule_id, why=why)
 
 
 @_safe
@@ -384,6 +404,21 @@ def record_missed(schedule_id: str, why: str, count: int) -> None:
     """Count occurrences a plan did not run (``why``: a :class:`~curaflow.domain.occurrence.MissCause`)."""
     if count > 0:
         SCHEDULE_MISSED.labels(schedule_id=schedule_id, why=why).inc(count)
+
+
+@_safe
+def set_schedule_broken(schedule_id: str, why: str | None) -> None:
+    """Set ``curaflow_schedule_broken`` of a plan: 1 for ``why`` (one of
+    :data:`SCHEDULE_BROKEN_WHYS`), 0 for the others; ``None``: the plan's schedule is whole."""
+    for each in SCHEDULE_BROKEN_WHYS:
+        SCHEDULE_BROKEN.labels(schedule_id=schedule_id, why=each).set(1 if each == why else 0)
+
+
+@_safe
+def clear_schedule_broken() -> None:
+    """Drop this process's ``curaflow_schedule_broken`` series: another process watches the
+    schedules now (its values, not this process's last ones, are the current state)."""
+    SCHEDULE_BROKEN.clear()
 
 
 @_safe

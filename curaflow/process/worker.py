@@ -416,7 +416,9 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 schedules=[p.id for p in settings.schedules],
             )
             initialise_series(
-                ((name, route.kind) for name, route in settings.routes.items()), settings.source_configs()
+                ((name, route.kind) for name, route in settings.routes.items()),
+                settings.source_configs(),
+                [plan.id for plan in settings.schedules],
             )
             if own_stop:  # the process itself (not a caller's event loop): its start-up heap is settled
                 settle_heap()

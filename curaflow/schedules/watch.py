@@ -11,7 +11,10 @@ the dropped times; :func:`curaflow.domain.occurrence.name_misses` gives each its
 is recorded once in ``schedule_misses`` (``curaflow schedules misses``), logged as
 ``schedule.occurrence_missed`` and counted in ``curaflow_schedule_occurrences_missed_total``,
 once across all processes (counters and the accounted-for horizon stored in the ledger,
-under an advisory lock).
+under an advisory lock). A plan whose schedule runs nothing of it — deleted by hand, its
+action edited to something that is no plan — is logged on every tick and exported as
+``curaflow_schedule_broken`` by the process holding the lock (alert
+``CuraflowScheduleBroken``).
 """
 
 from __future__ import annotations
@@ -146,6 +149,7 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
     found: list[Missed] = []
     async with session_lock(pool, WATCH_LOCK_KEY, idle_timeout_ms=LEADER_IDLE_MS) as conn:
         if conn is None:
+            metrics.clear_schedule_broken()  # the holder of the lock says what is broken
             return found
         for plan in settings.schedules:
             desc = await describe_schedule(client, plan.id)
@@ -157,6 +161,7 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
                     schedule_id=plan.id,
                     detail="the configured plan has no Temporal Schedule; run `curaflow schedules sync`",
                 )
+                metrics.set_schedule_broken(plan.id, "not_found")
                 continue
             if await current_input(client, desc) is None:
                 log.warning(
@@ -164,6 +169,9 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
                     schedule_id=plan.id,
                     detail="the schedule's action was edited and its occurrences fail; run `curaflow schedules sync`",
                 )
+                metrics.set_schedule_broken(plan.id, "action_not_a_plan")
+            else:
+                metrics.set_schedule_broken(plan.id, None)
             missed = desc.info.num_actions_missed_catchup_window
             skipped = desc.info.num_actions_skipped_overlap
             row = await conn.fetchrow(

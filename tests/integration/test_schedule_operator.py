@@ -15,6 +15,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError
 
 from curaflow import schedules as plans
+from curaflow.schedules.watch import WATCH_LOCK_KEY
 from tests.conftest import StackFactory
 from tests.integration.test_schedules import _cleanup, plan_config
 from tests.jobs_support import scheduled_jobs
@@ -234,8 +235,16 @@ async def test_a_schedule_deleted_or_broken_by_hand_is_reported_by_the_watch_and
 ) -> None:
     """The watch used to skip a configured plan without a schedule in silence: the plan ran
     nothing and nobody was told until someone ran ``sync``. It logs ``schedule.not_found``
-    (and ``schedule.action_not_a_plan`` for an action edited to junk) on every tick."""
+    (and ``schedule.action_not_a_plan`` for an action edited to junk) on every tick, and
+    exports ``curaflow_schedule_broken`` (alert ``CuraflowScheduleBroken``) while it lasts."""
+    from prometheus_client import REGISTRY
     from structlog.testing import capture_logs
+
+    def broken() -> dict[str, float | None]:
+        return {
+            why: REGISTRY.get_sample_value("curaflow_schedule_broken", {"schedule_id": plan_id, "why": why})
+            for why in ("not_found", "action_not_a_plan")
+        }
 
     plan_id = f"plan-{short_id()}"
     stack = make_stack(plan_config(tmp_path, plan_id))
@@ -246,6 +255,7 @@ async def test_a_schedule_deleted_or_broken_by_hand_is_reported_by_the_watch_and
         with capture_logs() as logs:
             await plans.watch_tick(pool, client, stack.settings)
         assert not [e for e in logs if e["log_level"] == "warning"]
+        assert broken() == {"not_found": 0.0, "action_not_a_plan": 0.0}
 
         await hand_update(temporal_address, plan_id, stack.task_queue, cron="0 3 * * *", input_json='{"junk": 1}')
         with capture_logs() as logs:
@@ -253,6 +263,7 @@ async def test_a_schedule_deleted_or_broken_by_hand_is_reported_by_the_watch_and
         assert [(e["event"], e["schedule_id"]) for e in logs if e["log_level"] == "warning"] == [
             ("schedule.action_not_a_plan", plan_id)
         ]
+        assert broken() == {"not_found": 0.0, "action_not_a_plan": 1.0}
 
         await temporal(temporal_address, "schedule", "delete", "--schedule-id", plan_id)
         with capture_logs() as logs:
@@ -260,10 +271,21 @@ async def test_a_schedule_deleted_or_broken_by_hand_is_reported_by_the_watch_and
         warned = [e for e in logs if e["log_level"] == "warning"]
         assert [(e["event"], e["schedule_id"]) for e in warned] == [("schedule.not_found", plan_id)]
         assert "curaflow schedules sync" in warned[0]["detail"]
+        assert broken() == {"not_found": 1.0, "action_not_a_plan": 0.0}
 
         assert [c.render() for c in await plans.sync_schedules(client, stack.settings)] == [f"+ {plan_id}"]
         with capture_logs() as logs:
             await plans.watch_tick(pool, client, stack.settings)
         assert not [e for e in logs if e["log_level"] == "warning"]
+        assert broken() == {"not_found": 0.0, "action_not_a_plan": 0.0}
+
+        # another process holds the watch's lock: this one's values are no longer the state
+        async with pool.acquire() as holder:
+            await holder.execute("SELECT pg_advisory_lock($1)", WATCH_LOCK_KEY)
+            try:
+                assert await plans.watch_tick(pool, client, stack.settings) == []
+            finally:
+                await holder.execute("SELECT pg_advisory_unlock($1)", WATCH_LOCK_KEY)
+        assert broken() == {"not_found": None, "action_not_a_plan": None}
     finally:
         await _cleanup(client, plan_id)

@@ -139,6 +139,31 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "labels": {"severity": "page", "route": "tg"},
         "silent_at": "2m",
     },
+    "CuraflowScheduleBroken": {
+        "series": [
+            ('curaflow_schedule_broken{schedule_id="nightly",why="not_found",instance="w1"}', "0x3 1x20"),
+            ('curaflow_schedule_broken{schedule_id="nightly",why="action_not_a_plan",instance="w1"}', "0x23"),
+            ('curaflow_schedule_broken{schedule_id="hourly",why="not_found",instance="w1"}', "0x23"),
+        ],
+        "at": "15m",
+        "labels": {"severity": "warning", "schedule_id": "nightly", "why": "not_found"},
+        "silent_at": "10m",
+    },
+    "CuraflowScheduleOccurrencesMissed": {
+        "series": [
+            (
+                'curaflow_schedule_occurrences_missed_total{schedule_id="nightly",why="skipped_outage",instance="w1"}',
+                "0x3 1x10",
+            ),
+            (
+                'curaflow_schedule_occurrences_missed_total{schedule_id="nightly",why="skipped_overlap",instance="w1"}',
+                "0x13",
+            ),
+        ],
+        "at": "6m",
+        "labels": {"severity": "warning", "schedule_id": "nightly", "why": "skipped_outage"},
+        "silent_at": "2m",
+    },
 }
 
 
@@ -197,6 +222,18 @@ FIRST_FAILURE: dict[str, dict[str, Any]] = {
         "labels": {"severity": "page", "route": "dc"},
         "silent_at": "2m",
     },
+    "CuraflowScheduleOccurrencesMissed": {
+        "series": [
+            (
+                'curaflow_schedule_occurrences_missed_total{schedule_id="nightly",why="skipped_overlap",instance="w2"}',
+                "_x3 1x10",
+            ),
+            ('process_start_time_seconds{instance="w2"}', "_x3 170x10"),
+        ],
+        "at": "6m",
+        "labels": {"severity": "warning", "schedule_id": "nightly", "why": "skipped_overlap"},
+        "silent_at": "2m",
+    },
 }
 
 
@@ -229,6 +266,13 @@ COUNTER_ALERTS = (
         'curaflow_route_pauses_total{route="tg",kind="telegram",instance="w1"}',
         30,
         {"severity": "page", "route": "tg"},
+        1,
+    ),
+    (
+        "CuraflowScheduleOccurrencesMissed",
+        'curaflow_schedule_occurrences_missed_total{schedule_id="nightly",why="skipped_outage",instance="w1"}',
+        60,
+        {"severity": "warning", "schedule_id": "nightly", "why": "skipped_outage"},
         1,
     ),
     (
@@ -363,6 +407,21 @@ GAUGE_CASES: list[dict[str, Any]] = [
         "alert": "CuraflowSourceCoolingDown",
         "series": [('curaflow_source_cooldown_seconds{account="default",instance="w1"}', "0x3 900-1x8 stale 890-1x20")],
         "expect": [("12m", None), ("14m", {"severity": "warning", "account": "default"})],
+    },
+    {  # the watch's lock moves to another worker: the first clears its series, the second sets its own
+        "name": "CuraflowScheduleBroken: the watch moves to another process inside its for",
+        "alert": "CuraflowScheduleBroken",
+        "series": [
+            ('curaflow_schedule_broken{schedule_id="nightly",why="not_found",instance="w1"}', "1x5 stale"),
+            ('curaflow_schedule_broken{schedule_id="nightly",why="not_found",instance="w2"}', "_x6 1x2 stale 1x12"),
+        ],
+        "expect": [("9m", None), ("11m", {"severity": "warning", "schedule_id": "nightly", "why": "not_found"})],
+    },
+    {  # repaired (`schedules sync`): the process holding the lock says 0
+        "name": "CuraflowScheduleBroken: repaired",
+        "alert": "CuraflowScheduleBroken",
+        "series": [('curaflow_schedule_broken{schedule_id="nightly",why="not_found",instance="w1"}', "1x15 0x10")],
+        "expect": [("14m", {"severity": "warning", "schedule_id": "nightly", "why": "not_found"}), ("18m", None)],
     },
 ]
 
@@ -546,6 +605,7 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
         metrics.DELIVERY_RESULTS,
         metrics.ROUTE_PAUSES,
         metrics.SOURCE_UNRECOGNISED_ANSWERS,
+        metrics.SCHEDULE_MISSED,
     ):
         registry.register(counter)
     before = {
@@ -553,7 +613,7 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
         for family in text_string_to_metric_families(generate_latest(registry).decode())
         for s in family.samples
     }
-    metrics.initialise_series([("hook", "webhook"), ("tg", "telegram")], ["default", "second"])
+    metrics.initialise_series([("hook", "webhook"), ("tg", "telegram")], ["default", "second"], ["nightly"])
     after = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(generate_latest(registry).decode())
@@ -573,6 +633,9 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
         # a source that does not say raises any kind; the image host's refused address is unusable_url
         ("curaflow_source_unrecognised_answers_total", {"account": "default", "kind": "unusable_url"}),
         ("curaflow_source_unrecognised_answers_total", {"account": "second", "kind": "no_file"}),
+        ("curaflow_schedule_occurrences_missed_total", {"schedule_id": "nightly", "why": "skipped_outage"}),
+        ("curaflow_schedule_occurrences_missed_total", {"schedule_id": "nightly", "why": "skipped_overlap"}),
+        ("curaflow_schedule_occurrences_missed_total", {"schedule_id": "nightly", "why": "missed_catchup_window"}),
     ]
     for name, labels in expected:
         key = (name, tuple(sorted(labels.items())))

@@ -174,3 +174,11 @@ def test_the_trampoline_reads_its_input_and_says_what_is_wrong_with_junk() -> No
         problem = read_occurrence_input(args)
         assert isinstance(problem, str) and says in problem, (args, problem)
         assert "curaflow schedules sync" in problem
+
+
+def test_every_miss_cause_is_a_series_of_the_missed_counter_from_a_workers_start() -> None:
+    """``CuraflowScheduleOccurrencesMissed`` reads each cause's series from 0
+    (:func:`curaflow.observability.metrics.initialise_series`)."""
+    from curaflow.observability.metrics import MISS_CAUSES
+
+    assert set(MISS_CAUSES) == {cause.value for cause in MissCause}
