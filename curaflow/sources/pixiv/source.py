@@ -143,6 +143,7 @@ class PixivSource:
             max_examined=request.max_examined,
             frontier=frontier,
             settled_before=fr.settled_before(self._clock()),
+            now=self._clock(),
         )
 
     async def work(self, work_id: str) -> Work:

@@ -7,6 +7,7 @@ See :mod:`curaflow.sources.pixiv.scan`.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 from curaflow.domain.fallback import WANT
 from curaflow.domain.messages import TargetSpec
@@ -49,6 +50,7 @@ async def scan(
     on_skipped_day: SkippedDayHook | None = None,
     frontier: fr.Frontier | None = None,
     settled_before: str | None = None,
+    now: datetime | None = None,
 ) -> ScanCheckpoint:
     """Run (or resume) the scan of ``target``.
 
@@ -73,13 +75,17 @@ async def scan(
             None: keep none). Used when the scan starts (a resumed checkpoint keeps its walk).
         settled_before: the day (``YYYY-MM-DD``, UTC) before which a ``min_bookmarks``
             rejection is lasting (:func:`curaflow.sources.pixiv.frontier.lasting`).
+        now: when the scan runs (None: the clock's): a target's ``duration`` reaches back
+            from it (:func:`~curaflow.sources.pixiv.scan.pages.outside_duration`).
 
     Returns:
         The final checkpoint: ``candidates`` in rank order, the ``report`` and, with a
         frontier, the ``frontier`` it leaves for the next job (its JSON, as stored).
 
     Raises:
-        SourceError: a source call failed (the attempt fails; the checkpoint survives).
+        SourceError: a source call failed, or an empty answer came where the scan knows a
+            work stands and nothing says it went (the attempt fails; the checkpoint
+            survives).
     """
     cp = checkpoint or ScanCheckpoint()
     if checkpoint is None and frontier is not None and fr.applies(target):
@@ -96,7 +102,7 @@ async def scan(
             if cp.pages_done:
                 cp.exhausted = True
                 break
-            await _fetch_page(client, target, cp, on_skipped_day)
+            await _fetch_page(client, target, cp, on_skipped_day, now)
             continue
         batch, cp.pending = cp.pending, []
         ids = [w.work_id for w in batch]

@@ -6,20 +6,23 @@ See :mod:`curaflow.sources.pixiv.scan`.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_text
+from curaflow.observability.logs import get_logger
 from curaflow.sources.base import SkippedDayHook
-from curaflow.sources.errors import SourceError
+from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.pixiv import frontier as fr
 from curaflow.sources.pixiv.client import (
     MAX_OFFSET,
     PAGE_SIZE,
     InvalidWork,
     PixivClient,
+    is_placeholder,
     iso_create_date,
     offset_of,
     parse_work,
@@ -27,6 +30,11 @@ from curaflow.sources.pixiv.client import (
 from curaflow.sources.pixiv.scan.checkpoint import ScanCheckpoint
 from curaflow.sources.pixiv.scan.days import _count_days, _day, _move_window, _new_pass, _start_tail, _tail_page
 from curaflow.sources.pixiv.scan.retrieval import _request
+
+log = get_logger("curaflow.source")
+
+#: The app-api's ``duration`` words and the days each reaches back from now.
+DURATION_DAYS = {"within_last_day": 1, "within_last_week": 7, "within_last_month": 30}
 
 
 def check_page(page: dict[str, Any], *, promised: bool) -> None:
@@ -163,14 +171,109 @@ def _step_back_over_empty(cp: ScanCheckpoint, offset: int) -> int | None:
     return max(0, offset - PAGE_SIZE)
 
 
+def outside_duration(mark: fr.Mark, duration: str | None, now: datetime) -> bool:
+    """True when ``mark``'s work lies, for certain, before the reach of the target's
+    ``duration`` at ``now`` (created more than its days and one more ago: the app-api
+    reckons the span in its own time zone and day): a search of the target lists it no
+    more. False whenever that is not known (no duration, a word not known, no readable
+    creation time)."""
+    days = DURATION_DAYS.get(duration or "")
+    if days is None or not mark.create_date:
+        return False
+    try:
+        created = datetime.fromisoformat(mark.create_date)
+    except ValueError:
+        return False
+    if created.tzinfo is None:
+        return False
+    return created < now.astimezone(UTC) - timedelta(days=days + 1)
+
+
+def _expected_on(cp: ScanCheckpoint, offset: int) -> fr.Mark | None:
+    """The work the page just asked must list unless the results ended (None: no such
+    work — an empty answer there may be the end of results as the source says).
+
+    * The first page of a query the frontier has examined works of (``date_desc``'s head
+      phase from the top; a walk without a head from the top): its head, else its known
+      run's end.
+    * A landing page at offset 0 (the landing stepped back to the start of its window, or
+      the mark is its day's first): the mark it lands after (the known run's end, the
+      sweep, a capped head phase's stop; a crowded day's far-end mark).
+    * The first page of a crowded day's second walk from its far end: the first walk's
+      last work of that day, read in this scan.
+    * The first page of a date window moved past offset 5000 to the day of the last work
+      fetched: that work.
+    """
+    walk = cp.walk
+    if cp.tail is not None:
+        if walk is not None and walk.tail_landing and offset == 0:
+            return walk.tail_skip
+        if not cp.started:
+            return fr.Mark(work_id=str(cp.tail.stop_id), create_date=cp.tail.stop_date or None)
+        return None
+    if walk is not None and walk.landing and cp.started and offset == 0:
+        return walk.skip
+    if not cp.started and not cp.window and walk is not None:
+        return walk.plan.head or walk.plan.known
+    if not cp.started and cp.boundary_day and cp.boundary_ids:
+        return fr.Mark(work_id=cp.boundary_ids[-1])
+    return None
+
+
+async def _corroborate_end(client: PixivClient, target: TargetSpec, expected: fr.Mark, now: datetime) -> str:
+    """Whether an empty answer to a page that must list ``expected`` (:func:`_expected_on`)
+    is the end of results: returns why (the work is gone, hidden or out of the target's
+    ``duration``), else raises.
+
+    Only something positive about the work says so: it lies outside the target's
+    ``duration`` (:func:`outside_duration`, no request), or its detail is the app-api's own
+    404 (:class:`~curaflow.sources.errors.WorkUnavailable` ``recognised``) or a placeholder
+    (a hidden work is listed by no search). A detail listing the work whole, or any answer
+    not recognised, leaves the empty answer the source's (a backend in an outage answers
+    ``illusts: []``): the attempt fails and is retried; the frontier, stored only with a
+    scan's report, is kept. One request, asked only on such an empty answer.
+
+    Raises:
+        SourceError: ``remote_http_error``, retryable — the empty answer is the source's
+            failure; or the detail request's own failure.
+    """
+    if outside_duration(expected, target.query.duration, now):
+        return "out_of_duration"
+    try:
+        work = await client.illust_detail(expected.work_id)
+    except WorkUnavailable as gone:
+        if gone.recognised:
+            return "gone"
+        raise SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR,
+            f"pixiv answered no works where work {expected.work_id} stood, and its detail said nothing "
+            f"curaflow recognises ({clean_text(gone.why)[:120]!r}): taken for the source's failure",
+        ) from gone
+    if is_placeholder(work):
+        return "hidden"
+    raise SourceError(
+        TerminalReason.REMOTE_HTTP_ERROR,
+        f"pixiv answered no works where work {expected.work_id} stands (its detail lists it whole): "
+        "the search failed, not the end of results",
+    )
+
+
 async def _fetch_page(
-    client: PixivClient, target: TargetSpec, cp: ScanCheckpoint, on_skipped_day: SkippedDayHook | None = None
+    client: PixivClient,
+    target: TargetSpec,
+    cp: ScanCheckpoint,
+    on_skipped_day: SkippedDayHook | None = None,
+    now: datetime | None = None,
 ) -> None:
     """Fetch the next page into ``cp.pending`` and decide where the page after it is.
 
+    ``now``: when the scan runs (None: the clock's), for :func:`outside_duration`.
+
     Raises:
-        SourceError: the answer is not a page of results, or a page a ``next_url``
-            promised came back empty (:func:`check_page`).
+        SourceError: the answer is not a page of results, a page a ``next_url``
+            promised came back empty (:func:`check_page`), or a page that must list a work
+            the scan knows of came back empty and nothing says the work went
+            (:func:`_corroborate_end`).
     """
     promised = cp.started and cp.next_url is not None and cp.next_from_source
     if not cp.started and not cp.window and cp.walk is not None and (cp.walk.plan.head or cp.walk.plan.known):
@@ -184,6 +287,13 @@ async def _fetch_page(
             cp.pages += 1
             _ask_again(cp, back, promised=True)
             return
+    expected = _expected_on(cp, offset) if page.get("illusts") == [] else None
+    if expected is not None:
+        # An empty answer where a work curaflow knows of stands: the end of results only
+        # once corroborated (owner _corroborate_end), else the source's failure.
+        why = await _corroborate_end(client, target, expected, now or datetime.now(UTC))
+        log.info("pixiv.empty_answer_taken_for_the_end", work_id=expected.work_id, why=why, offset=offset)
+        promised = False
     check_page(page, promised=promised)
     if target.query.mode == "search" and target.query.sort in fr.DATE_SORTS:
         undated = [i for i in page["illusts"] if isinstance(i, dict) and iso_create_date(i.get("create_date")) is None]

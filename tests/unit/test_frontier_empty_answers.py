@@ -1,0 +1,149 @@
+"""An empty answer where the frontier knows works stand is the end only once corroborated.
+
+A scan given its target's frontier asks pages that must hold works: the first page of a
+``date_desc`` query whose head it knows, and the landing page at the known run's end or at
+a capped scan's stop, stepped back down to offset 0 of its window while it starts past the
+mark. Before 2026-12-05j an empty answer there (a search backend in an outage answering
+``illusts: []``) was taken for the end of the results when it came at a landing's offset 0:
+the scan ended ``exhausted``, ``advance`` cleared the target's sweep (the next sweep read
+every work past the known run again) and the job reported no candidate. And the first
+page of a ``date_desc`` query was the source's failure whatever happened: a target whose
+results really emptied failed every job for ever.
+
+Now such an empty answer is the end only when something positive says so: the work the
+frontier expects there (its mark) is gone — the app-api's own 404 for its detail, or a
+placeholder — or lies outside the target's ``duration``. Otherwise it is the source's
+failure (``remote_http_error``, retried; the frontier, written only with a scan's report,
+is kept). A page with works, the steady state, asks nothing more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+
+from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+from curaflow.sources.errors import SourceError
+from curaflow.sources.pixiv.frontier import Frontier, Mark
+from curaflow.sources.pixiv.scan import ScanCheckpoint
+from curaflow.sources.pixiv.scan.pages import outside_duration
+from tests.fakes.replay import Faults
+from tests.frontier_support import scan_on_replay
+from tests.unit.test_frontier_seams import COUNT, SORTS, TAG, Job, _deep, _id, _jobs, _place, _ruled_out_but
+
+
+def _target(sort: str) -> TargetSpec:
+    return TargetSpec(target_id="t", query=TargetQuery(tags=[TAG], sort=sort), filters=TargetFilters(), scan_limit=1)  # type: ignore[arg-type]
+
+
+def _capped_frontier(sort: str) -> Frontier:
+    """The frontier after a job capped at 40 works, place 19 held back (not lasting), place
+    70 the only candidate: the known run ends at 18 and the sweep is at 39 (``date_desc``:
+    the run below the held work, head at 20 and known at 39)."""
+    verdicts = _ruled_out_but(70) | {19: "held"}
+    seen = asyncio.run(_jobs(sort, verdicts, [Job(cap=40)]))
+    frontier = seen[0].frontier
+    assert seen[0].candidates == [] and _mark(frontier) is not None
+    return frontier
+
+
+def _mark(frontier: Frontier) -> Mark | None:
+    """Where the next job lands."""
+    return frontier.sweep or frontier.known
+
+
+def _known(sort: str):  # type: ignore[no-untyped-def]
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {
+            w: ("held" if _place(sort, _deep(), w) == 19 else "duplicate")
+            for w in ids
+            if _place(sort, _deep(), w) != 70
+        }
+
+    return known
+
+
+def _scan(sort: str, frontier: Frontier, faults: Faults) -> ScanCheckpoint:
+    return asyncio.run(scan_on_replay(faults, _target(sort), _known(sort), frontier=frontier))
+
+
+def _first_search_of_the_landing(sort: str) -> int:
+    """How many searches a job asks before its landing: the head page (``date_desc``) and
+    the revisit page (``popular_desc``) come first."""
+    return 0 if sort == "date_asc" else 1
+
+
+@pytest.mark.parametrize("sort", SORTS)
+def test_an_outage_answering_empty_landing_pages_is_the_sources_failure_and_keeps_the_sweep(sort: str) -> None:
+    # From the landing on, every search answers an empty page (the backend in an
+    # outage). The landing steps back to offset 0, empty again: taken for the end of the
+    # results, the scan ended exhausted and left no sweep — the next sweep reread places
+    # 19 to 39. Now the sweep's work, asked by its detail, is still there: the source's
+    # failure, retried, and the retry (the outage over) goes on from there to place 70.
+    frontier = _capped_frontier(sort)
+    faults = Faults(deep=_deep())
+    faults.search = [None] * _first_search_of_the_landing(sort) + ["empty"] * 10
+    with pytest.raises(SourceError) as err:
+        _scan(sort, frontier, faults)
+    assert err.value.reason.value == "remote_http_error" and err.value.retryable
+    mark = _mark(frontier)
+    assert mark is not None and mark.work_id in str(err.value)
+    assert [e.params.get("illust_id") for e in faults.of("detail")] == [mark.work_id]
+    faults.search = []
+    result = _scan(sort, frontier, Faults(deep=_deep()))
+    assert [_place(sort, _deep(), w.work_id) for w in result.candidates] == [70]
+
+
+@pytest.mark.parametrize("sort", SORTS)
+def test_results_that_really_emptied_end_the_scan_once_the_expected_work_is_gone(sort: str) -> None:
+    # Every work of the query is deleted (searches list none, details answer the app-api's
+    # 404): the empty answer is the end of the results — no candidate, exhausted — for
+    # every sort. Before, a date_desc target's first page was the source's failure at
+    # every job for ever.
+    frontier = _capped_frontier(sort)
+    deep = _deep()
+    faults = Faults(deep=deep)
+    every = {_id(sort, deep, p) for p in range(COUNT)}
+    faults.deleted_works |= every
+    faults.missing_works |= every
+    result = _scan(sort, frontier, faults)
+    assert result.candidates == [] and result.exhausted
+    assert len(faults.of("detail")) == 1
+
+
+@pytest.mark.parametrize("sort", SORTS)
+def test_an_empty_answer_where_the_expected_work_is_a_placeholder_is_the_end(sort: str) -> None:
+    # The expected work is listed by its detail as a placeholder (hidden): search lists
+    # no such work, so the empty answer is the end of the results.
+    frontier = _capped_frontier(sort)
+    deep = _deep()
+    faults = Faults(deep=deep)
+    every = {_id(sort, deep, p) for p in range(COUNT)}
+    faults.deleted_works |= every
+    faults.mutate = {w: {"visible": False} for w in every}
+    result = _scan(sort, frontier, faults)
+    assert result.candidates == [] and result.exhausted
+
+
+@pytest.mark.parametrize("sort", SORTS)
+def test_pages_with_works_ask_no_detail(sort: str) -> None:
+    # The steady state: nothing more is asked.
+    frontier = _capped_frontier(sort)
+    faults = Faults(deep=_deep())
+    result = _scan(sort, frontier, faults)
+    assert [_place(sort, _deep(), w.work_id) for w in result.candidates] == [70]
+    assert faults.of("detail") == []
+
+
+def test_a_mark_outside_the_duration_is_recognised_with_a_days_slack() -> None:
+    now = datetime(2026, 12, 5, 12, tzinfo=UTC)
+    old = Mark(work_id="1", create_date="2026-11-27T10:00:00+09:00")
+    edge = Mark(work_id="1", create_date="2026-11-28T10:00:00+09:00")
+    assert outside_duration(old, "within_last_week", now)
+    assert not outside_duration(edge, "within_last_week", now)  # within the day's slack: not sure
+    assert not outside_duration(old, "within_last_month", now)
+    assert not outside_duration(old, None, now)
+    assert not outside_duration(Mark(work_id="1"), "within_last_day", now)  # no date: nothing known
+    assert not outside_duration(old, "within_last_fortnight", now)  # a word not known: nothing known
