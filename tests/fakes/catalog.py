@@ -88,6 +88,9 @@ class Catalog:
     gone: set[str] = field(default_factory=set)
     #: Fields of an item's answer replaced by odd values (a catalog changing its shapes).
     odd: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Pages answered with no results though more are promised (``has_more`` true): a
+    #: struggling backend.
+    empty_pages: set[int] = field(default_factory=set)
     log: list[Seen] = field(default_factory=list)
 
     def wire(self, item: Item, base: str) -> dict[str, Any]:
@@ -123,6 +126,8 @@ def create_catalog_app(catalog: Catalog, base: list[str]) -> FastAPI:
         found = [i for i in catalog.items if all(label in i.labels for label in labels)]
         found.sort(key=lambda i: i.posted, reverse=True)
         chunk = found[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+        if page in catalog.empty_pages:
+            return {"results": [], "page": page, "has_more": True}
         return {
             "results": [catalog.wire(i, base[0]) for i in chunk],
             "page": page,

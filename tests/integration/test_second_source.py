@@ -161,3 +161,39 @@ async def test_a_source_failing_on_a_shape_it_did_not_expect_is_the_sources_fail
     error = project_job(record, int(time.time() * 1000))["error"]
     assert error["code"] == "source_error" and error["retryable"] is True
     assert [s.query.get("page") for s in catalog.catalog.log if s.kind == "search"] == [["1"], ["1"]]
+
+
+async def test_an_empty_page_the_cursor_promised_costs_attempts_and_ends_as_the_sources_failure(
+    make_stack: StackFactory, tmp_path: Path, catalog: CatalogServer
+) -> None:
+    # The target keeps items with 40 hearts or more: page 1 (c100–c103) holds none, page 2
+    # starts with c104. The first job delivers c104 and stores the target's frontier. For
+    # the second, the catalog answers page 2 with no results though page 1 promised more
+    # (has_more): every attempt fails as the source's (retried from the checkpoint after
+    # page 1, never reading page 1 again, never a loop), the job ends failed with the
+    # source's reason once its attempts are spent, and the stored frontier is the first
+    # job's — never taken for the end of results ("no candidate").
+    extra = {
+        "delivery": {"source_max_attempts": 3, "retry_initial_interval_ms": 100},
+        "sources": {"shelf": {"kind": "catalog", "url": catalog.url, "min_interval_ms": 50, "keeps_frontier": True}},
+    }
+    stack, _ = catalog_stack(make_stack, tmp_path, catalog, extra, filters={"min_bookmarks": 40})
+    await stack.start_worker()
+    first = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["sky"]})))
+    assert (first.cells[0].state, first.cells[0].work_id) == ("submitted", "c104"), first
+    pool = await stack.ledger()
+    stored = await pool.fetch("SELECT target_id, frontier, job_id FROM scan_frontiers")
+    assert len(stored) == 1 and stored[0]["frontier"]["scans"] == 1, stored
+
+    catalog.catalog.empty_pages.add(2)
+    before = len(catalog.catalog.log)
+    record = await stack.wait_terminal(await stack.admit(stack.task(query={"tags": ["sky"]})))
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "remote_http_error"), record
+    assert REASONS[TerminalReason(cell.reason or "")].owner == Owner.SOURCE
+    error = project_job(record, int(time.time() * 1000))["error"]
+    assert error["code"] == "source_error" and error["retryable"] is True
+    pages = [s.query.get("page") for s in catalog.catalog.log[before:] if s.kind == "search"]
+    assert pages == [["1"], ["2"], ["2"], ["2"]], pages
+    assert await pool.fetch("SELECT target_id, frontier, job_id FROM scan_frontiers") == stored
