@@ -201,3 +201,69 @@ async def test_calls_refused_one_token_together_refresh_it_once() -> None:
     pages = await asyncio.gather(*(pixiv.search_illust("tag") for _ in range(4)))
     assert [p["illusts"] for p in pages] == [[]] * 4
     assert issued == ["t0", "t-rotated", "t2"]  # one refresh for the four calls
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        httpx.Response(200, json={"error": "invalid_grant"}),  # a success status: no OAuth error answer
+        httpx.Response(401, json=INVALID_GRANT),  # RFC 6749 §5.2: 401 is invalid_client's only
+        httpx.Response(403, json=INVALID_GRANT),  # a WAF in front of the endpoint
+        httpx.Response(500, json=INVALID_GRANT),  # the endpoint failing while it answers
+        httpx.Response(503, json={"error": "invalid_grant", "message": "maintenance"}),
+        httpx.Response(302, json=INVALID_GRANT, headers={"Location": "https://example.test/"}),
+    ],
+)
+async def test_invalid_grant_outside_an_oauth_error_answer_is_the_sources_and_retried(
+    answer: httpx.Response,
+) -> None:
+    """Only the token endpoint's OAuth error answer — HTTP 400 with ``error:
+    invalid_grant`` (RFC 6749 §5.2; Pixiv's, the reference §2.1) — refuses the refresh
+    token. The word in any other answer (a 5xx, a redirect, a 200, a 401/403 of a
+    firewall) is an answer curaflow never saw: until 2026-12-05 each was ``auth_failed``,
+    not retried, the job failed at once and the operator told to replace a refresh token
+    nothing had refused."""
+    gate = MemoryGate()
+    pixiv, seen = client(lambda: answer, gate=gate)
+    with pytest.raises(SourceError) as raised:
+        await pixiv.authenticate()
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
+    assert seen == ["/auth/token"]
+    assert (gate.penalty, gate._paused_until) == (0, 0.0)  # the account is not held either
+
+
+RESTRICTED = "Your access is currently restricted."
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        httpx.Response(200, json={"error": RESTRICTED}),  # an error that is text, not the app-api's object
+        httpx.Response(403, json={"error": {"message": RESTRICTED}}),  # a gateway's JSON error carrying the words
+        httpx.Response(502, json={"error": {"message": RESTRICTED, "code": 502}}),
+        httpx.Response(200, json={"illusts": [], "error": {"reason": RESTRICTED}}),
+    ],
+)
+async def test_the_restricted_words_outside_the_app_apis_error_pause_nothing(answer: httpx.Response) -> None:
+    """The account is paused (``pixiv.restriction_pause_ms``, every job of it failing
+    ``account_restricted``, not retried) only for the app-api's own error object saying
+    so (:func:`is_app_api_error`, as a work's 404 is judged). The words in another shape
+    — an error that is text, a gateway's JSON — are an answer curaflow never saw: one
+    retried attempt, the account untouched (until 2026-12-05 each paused it for the hour)."""
+    gate = MemoryGate()
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: answer, gate=gate)
+    with pytest.raises(SourceError) as raised:
+        await pixiv.search_illust("tag")
+    assert raised.value.reason == TerminalReason.REMOTE_HTTP_ERROR
+    assert raised.value.retryable is True
+    assert gate._paused_until == 0.0
+
+
+async def test_the_app_apis_restricted_answer_still_pauses_the_account() -> None:
+    body = {"error": {"user_message": RESTRICTED, "message": "", "reason": "", "user_message_details": {}}}
+    gate = MemoryGate()
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(403, json=body), gate=gate)
+    with pytest.raises(SourceError) as raised:
+        await pixiv.search_illust("tag")
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.ACCOUNT_RESTRICTED, False)
+    assert gate._paused_until > 0

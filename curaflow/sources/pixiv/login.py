@@ -37,6 +37,7 @@ import httpx
 
 from curaflow.paths import private_dir, write_private
 from curaflow.sources.pixiv.client import CLIENT_ID, CLIENT_SECRET, PIXIV_API_URL, PIXIV_AUTH_URL, usable_token
+from curaflow.sources.pixiv.client.answers import refuses_grant
 
 LOGIN_PATH = "/web/v1/login"
 REDIRECT_URI = "https://app-api.pixiv.net/web/v1/users/auth/pixiv/callback"
@@ -172,7 +173,7 @@ async def _token_request(http: httpx.AsyncClient, auth_url: str | None, form: di
         body: Any = response.json()
     except (ValueError, RecursionError):  # not JSON; nested deeper than the parser recurses
         body = None
-    if response.status_code == 400 and isinstance(body, dict) and body.get("error") == "invalid_grant":
+    if refuses_grant(response.status_code, body):  # the worker's rule: one owner of what refuses a grant
         message = _pixiv_message(body)
         raise LoginError("wrong_code" if form["grant_type"] == "authorization_code" else "rejected_token", message)
     if response.status_code != 200 or not isinstance(body, dict) or not body.get("refresh_token"):

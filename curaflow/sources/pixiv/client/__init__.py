@@ -7,16 +7,18 @@ The same code talks to Pixiv and to the replay server; only the base URLs differ
   token is refreshed 5 minutes before its ``expires_in`` (3600 s) runs out (a tenth of
   the lifetime for tokens shorter than 50 min), and once when an API call answers with
   an OAuth error (calls refused the same token together refresh it once);
-  ``invalid_grant`` at the token endpoint is ``auth_failed``
+  ``invalid_grant`` in an HTTP 400 of the token endpoint is ``auth_failed``
   (non-retryable), after exactly one token request; any other answer of it (another 400,
-  a page that is not Pixiv's JSON) is the source's ``remote_http_error``, retried.
+  a page that is not Pixiv's JSON, the word under another status) is the source's
+  ``remote_http_error``, retried (:func:`~curaflow.sources.pixiv.client.answers.refuses_grant`).
 * **Rate gate**: every request (token, API, image) first passes the account's
   :class:`~curaflow.sources.gate.Gate`; a rate limit climbs its cooldown ladder and the
   resulting cooldown travels on the error as ``cooldown_s``.
 * **Errors inside bodies**: every JSON answer is inspected for ``{"error": …}`` whatever
   its HTTP status: "Rate Limit" → ``rate_limited`` (HTTP 403 too), OAuth messages →
   refresh once (a fresh token refused again: ``remote_http_error``, retried), "Your
-  access is currently restricted." → for a work-level call (detail) the work is
+  access is currently restricted." (in the app-api's own error object:
+  :func:`~curaflow.sources.pixiv.client.answers.says_restricted`) → for a work-level call (detail) the work is
   unavailable but not recognised as the work's (held briefly: the words are what a
   restricted account gets too; only the app-api's own 404 names the work); for a search
   or ranking it is the *account* that is restricted:

@@ -11,7 +11,7 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import loads_clean
 from curaflow.outbound import AnswerTooLarge
 from curaflow.sources.errors import SourceError
-from curaflow.sources.pixiv.client.constants import RATE_LIMIT_MARK
+from curaflow.sources.pixiv.client.constants import INVALID_GRANT, RATE_LIMIT_MARK, RESTRICTED_MARK
 
 
 def error_text(body: Any) -> str | None:
@@ -50,6 +50,41 @@ def is_app_api_error(body: Any) -> bool:
         return False
     err = body.get("error")
     return isinstance(err, dict) and all(field in err for field in APP_API_ERROR_FIELDS)
+
+
+#: The HTTP status of an OAuth error answer of the token endpoint (RFC 6749 §5.2: 400;
+#: 401 is ``invalid_client``'s alone, never the grant's).
+OAUTH_ERROR_STATUS = 400
+
+
+def refuses_grant(status: int, body: Any) -> bool:
+    """Whether a token endpoint's answer refuses the grant itself — Pixiv's refusal of the
+    refresh token (or, at a login, of the code): HTTP 400 with a JSON object whose
+    ``error`` is ``invalid_grant`` (RFC 6749 §5.2; reference ``pixiv-and-delivery-apis.md``
+    §2.1, Pixiv's ``{"has_error": true, "errors": …, "error": "invalid_grant"}``).
+
+    The one answer that blames the account's credentials (``auth_failed``: not retried, the
+    operator told to log in again), so recognised positively, status and word together:
+    the word in any other answer — a 5xx or a 200 carrying it, a redirect, a firewall's
+    401 / 403 — is an answer never seen, the source's, retried (until 2026-12-05 the word
+    alone, whatever the status, ended every job of the account).
+    """
+    return status == OAUTH_ERROR_STATUS and isinstance(body, dict) and body.get("error") == INVALID_GRANT
+
+
+def says_restricted(body: Any) -> bool:
+    """Whether an app-api answer says the account is restricted: the app-api's own error
+    object (:func:`is_app_api_error`) whose text holds Pixiv's words
+    (:data:`~curaflow.sources.pixiv.client.constants.RESTRICTED_MARK`, "Your access is
+    currently restricted.").
+
+    What pauses the account (``pixiv.restriction_pause_ms``, every job of it failing
+    ``account_restricted``, not retried), so recognised positively, shape and words
+    together, as a work's 404 is: the words in another shape — an error that is text, a
+    gateway's ``{"error": {"message": …}}`` — are an answer never seen, the source's, one
+    retried attempt (until 2026-12-05 the words in any JSON error paused the account).
+    """
+    return is_app_api_error(body) and RESTRICTED_MARK in (error_text(body) or "").lower()
 
 
 def json_body(response: httpx.Response) -> Any:

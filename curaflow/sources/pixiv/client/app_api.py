@@ -22,6 +22,8 @@ from curaflow.sources.pixiv.client.answers import (
     is_app_api_error,
     json_body,
     reason_for_status,
+    refuses_grant,
+    says_restricted,
     too_large,
 )
 from curaflow.sources.pixiv.client.constants import (
@@ -29,7 +31,6 @@ from curaflow.sources.pixiv.client.constants import (
     CLIENT_SECRET,
     DOWNLOAD_MAX_BYTES,
     DOWNLOAD_TIMEOUT_S,
-    INVALID_GRANT,
     OAUTH_MARKS,
     PAGE_MAX_BYTES,
     PIXIV_API_URL,
@@ -118,10 +119,11 @@ class PixivClient(ImageRequests):
         the token endpoint once per call, and replaced a token another call had just got).
 
         Raises:
-            SourceError: ``auth_failed`` (non-retryable) only for an answer whose
-                ``error`` is ``invalid_grant`` (Pixiv's refusal of the refresh token, HTTP
-                400); ``rate_limited`` for a rate limit; ``network_error`` /
-                ``remote_http_error`` (retryable) for anything else, any other 400 included.
+            SourceError: ``auth_failed`` (non-retryable) only for an HTTP 400 whose
+                ``error`` is ``invalid_grant`` (Pixiv's refusal of the refresh token,
+                :func:`refuses_grant`); ``rate_limited`` for a rate limit;
+                ``network_error`` / ``remote_http_error`` (retryable) for anything else,
+                any other 400 and the word in any other status included.
         """
         async with self._auth_lock:
             token = self._access_token
@@ -149,10 +151,12 @@ class PixivClient(ImageRequests):
                 raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv auth: {type(err).__name__}") from err
             body = json_body(response)
             await self._check_rate_limit(response, body)
-            if isinstance(body, dict) and body.get("error") == INVALID_GRANT:
-                # Only the grant's own error blames the account's refresh token. Any other
-                # 400 — another OAuth error (``invalid_request``, ``invalid_client``: the
-                # app's), a proxy's page, an empty body — is the source's, retried below.
+            if refuses_grant(response.status_code, body):
+                # Only the grant's own error answer (HTTP 400, ``invalid_grant``) blames the
+                # account's refresh token. Any other answer — another OAuth error
+                # (``invalid_request``, ``invalid_client``: the app's), a proxy's page, an
+                # empty body, the word in a 5xx, a 200 or a redirect — is the source's,
+                # retried below.
                 raise SourceError(
                     TerminalReason.AUTH_FAILED,
                     "pixiv refresh token rejected (invalid_grant)",
@@ -206,6 +210,9 @@ class PixivClient(ImageRequests):
                 the work's for the app-api's own 404 (:func:`is_app_api_error`); not
                 recognised (held back briefly) for a bare 403, a 404 of another shape or
                 the "restricted" words (a restricted account gets them for every request).
+            SourceError ``account_restricted`` (not retryable, the account's gate paused)
+                only for the app-api's own error object saying the account is restricted
+                (:func:`says_restricted`); the words in another shape are retried.
         """
         refreshed = False
         while True:
@@ -251,8 +258,10 @@ class PixivClient(ImageRequests):
                 # the request. Those are held back briefly, not the week.
                 recognised = response.status_code == 404 and is_app_api_error(body)
                 raise WorkUnavailable(work_id, text or f"HTTP {response.status_code}", recognised=recognised)
-            if RESTRICTED_MARK in lowered:
+            if says_restricted(body):
                 # Not one work: the account. Retrying cannot lift it; pause the account.
+                # Only the app-api's own error object says so: the words in another shape
+                # are the source's, retried below.
                 pause_s = await self._gate.restricted() if self._gate is not None else None
                 raise SourceError(
                     TerminalReason.ACCOUNT_RESTRICTED,
