@@ -418,6 +418,13 @@ NO_CONTENT_REASONS: frozenset[str] = frozenset(
 TALLY_REASONS: frozenset[str] = NO_CONTENT_REASONS | {R.SOURCE_UNUSABLE}
 
 
+def is_reason(code: str | None) -> bool:
+    """Whether ``code`` is a reason of the catalogue (:class:`TerminalReason`): what an
+    activity raises as an ``ApplicationError`` type. Anything else (None, the class name
+    Temporal gives an exception that left an activity untyped) is not."""
+    return code is not None and code in TerminalReason._value2member_map_
+
+
 def parse_reason(code: str | None) -> TerminalReason:
     """Return the :class:`TerminalReason` for ``code``; unknown or missing → ``internal_error``.
 

@@ -20,13 +20,16 @@ over these rows; the worker builds one per source instance.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import asyncpg
 
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS, cooldown_ms
-from curaflow.sources.gate import DECAY_AFTER, LATE_S, PAUSE_MS, cooling_down, paused
+from curaflow.ledger.db import LEDGER_ERRORS
+from curaflow.sources.gate import DECAY_AFTER, LATE_S, PAUSE_MS, GateUnavailable, cooling_down, paused
 
 #: The database's wall clock in epoch milliseconds.
 DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
@@ -296,9 +299,30 @@ async def list_gates(pool: asyncpg.Pool | asyncpg.Connection) -> list[GateState]
     return [GateState(**dict(r)) for r in rows]
 
 
+@contextlib.contextmanager
+def _curaflows(gate: str, what: str) -> Iterator[None]:
+    """Raise a ledger error of the block (:data:`~curaflow.ledger.db.LEDGER_ERRORS`) as
+    :class:`~curaflow.sources.gate.GateUnavailable` (the error its ``__cause__``).
+
+    The gate runs inside a source's call: what the ledger raises there would otherwise
+    reach the source guard as the source's own failure (a pool or statement timeout, a
+    connection reset: "the source answered with an error"). One kind, one type, whatever
+    asyncpg or the socket raised.
+    """
+    try:
+        yield
+    except LEDGER_ERRORS as err:
+        raise GateUnavailable(
+            f"rate gate {gate!r}: the ledger failed to {what} ({type(err).__name__}: {err})"[:500]
+        ) from err
+
+
 class LedgerGate:
     """A source instance's rate gate in PostgreSQL: the policy of :mod:`curaflow.sources.gate`
     (spacing, cooldown ladder, decay, pause) over the ``source_gates`` row ``key``.
+
+    A ledger error of any of its methods is raised as
+    :class:`~curaflow.sources.gate.GateUnavailable` (curaflow's failure, never the source's).
 
     Args:
         pool: the ledger pool.
@@ -336,7 +360,10 @@ class LedgerGate:
 
     async def acquire(self) -> None:
         """Take a slot in the ledger and sleep until it comes (see :class:`Gate`)."""
-        slot = await reserve(self.pool, self.key, self.min_interval_ms, cap_ms=self.cap_ms, waiters=self.concurrency)
+        with _curaflows(self.key, "hand out a slot"):
+            slot = await reserve(
+                self.pool, self.key, self.min_interval_ms, cap_ms=self.cap_ms, waiters=self.concurrency
+            )
         self._penalty = slot.penalty
         if slot.paused_ms > 0:
             raise paused(slot.paused_ms)
@@ -348,23 +375,27 @@ class LedgerGate:
             # A late wake-up (a busy event loop) must not shorten the next gap: the next
             # slot is at least an interval after this request really leaves (as MemoryGate).
             if time.monotonic() - due >= LATE_S:
-                await hold_back(self.pool, self.key, self.min_interval_ms)
+                with _curaflows(self.key, "hold the next slot back"):
+                    await hold_back(self.pool, self.key, self.min_interval_ms)
 
     async def rate_limited(self, retry_after_s: float | None) -> float:
         """Climb the ladder in the ledger; returns the cooldown in seconds."""
         retry_ms = int(retry_after_s * 1000) if retry_after_s else None
-        cooldown_for_ms = await penalize(
-            self.pool, self.key, base_ms=self.base_ms, cap_ms=self.cap_ms, retry_after_ms=retry_ms
-        )
+        with _curaflows(self.key, "record a rate limit"):
+            cooldown_for_ms = await penalize(
+                self.pool, self.key, base_ms=self.base_ms, cap_ms=self.cap_ms, retry_after_ms=retry_ms
+            )
         self._penalty += 1
         return cooldown_for_ms / 1000
 
     async def restricted(self) -> float:
         """Pause the account in the ledger for ``pause_ms``; returns the pause in seconds."""
-        paused_ms = await pause(self.pool, self.key, pause_ms=self.pause_ms, reason="restricted")
+        with _curaflows(self.key, "pause the account"):
+            paused_ms = await pause(self.pool, self.key, pause_ms=self.pause_ms, reason="restricted")
         return paused_ms / 1000
 
     async def succeeded(self) -> None:
         """Count a success in the ledger, only while the account carries a penalty."""
         if self._penalty > 0:
-            await record_success(self.pool, self.key, decay_after=self.decay_after)
+            with _curaflows(self.key, "count a success"):
+                await record_success(self.pool, self.key, decay_after=self.decay_after)

@@ -48,6 +48,17 @@ PAUSE_MS = 3_600_000
 LATE_S = 0.005
 
 
+class GateUnavailable(Exception):
+    """The account's gate could not be read or written (its store, curaflow's ledger, failed:
+    unreachable, out of connections, a statement past its timeout, a connection reset).
+
+    curaflow's own failure under a source's call, never the source's: the source guard
+    (:mod:`curaflow.sources.guard`) passes it unchanged, the activity raises it as it is and
+    Temporal retries the attempt; the ledger's error is its ``__cause__``, so
+    :func:`curaflow.ledger.db.is_unavailable` reads it as an outage.
+    """
+
+
 class Gate(Protocol):
     """What a source's client needs from a rate gate."""
 

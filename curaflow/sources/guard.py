@@ -14,7 +14,8 @@ stops growing. :func:`guarded` wraps every instance the activities use
   ``download_failed`` from a download or an animation): its reason's owner is the
   source, never curaflow's ``internal_error``. What curaflow's own code raises through
   the source — the ledger hooks of a scan (``known``, ``on_page``), the store's code
-  inside a download block, PostgreSQL errors of the rate gate — passes unchanged;
+  inside a download block, any ledger failure of the rate gate
+  (:class:`~curaflow.sources.gate.GateUnavailable`) — passes unchanged;
 * a download is read within ``outbound.download_max_bytes`` (more: the work is
   unavailable, as a source's own byte cap says) and ``outbound.download_timeout_ms`` (plus a grace, so a
   source keeping the limit itself fails first; never past the job's deadline), whether
@@ -50,15 +51,19 @@ from curaflow.observability.logs import get_logger
 from curaflow.outbound import time_left, url_problem
 from curaflow.sources.base import Animation, ScanRequest, ScanState, Source, SourcePolicy
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
+from curaflow.sources.gate import GateUnavailable
 
 log = get_logger("curaflow.source")
 
 #: A source's own time limit fires before the guard's by this much (s).
 GRACE_S = 1.0
 
-#: Exceptions of curaflow's own services a source call may carry (the rate gate's
-#: PostgreSQL): never the source's failure.
-OWN_ERRORS: tuple[type[BaseException], ...] = (asyncpg.PostgresError, asyncpg.InterfaceError)
+#: Exceptions of curaflow's own services a source call may carry: never the source's
+#: failure. The rate gate raises every ledger failure as ``GateUnavailable``
+#: (:class:`curaflow.ledger.gates.LedgerGate`: a pool or statement timeout and a reset are
+#: ``OSError`` s, which a source's own code raises too, so the gate names them); asyncpg's
+#: own classes pass as before.
+OWN_ERRORS: tuple[type[BaseException], ...] = (GateUnavailable, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 T = TypeVar("T")
 

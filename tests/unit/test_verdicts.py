@@ -74,6 +74,58 @@ APPLICATION_TABLE = [
 ]
 
 
+# A deliver step whose retries ran out is the route's (``delivery_abandoned``) only when
+# its last attempt failed with a reason of the catalogue — what the activity raises for a
+# route's answer. Any other type is an exception curaflow's own code let out of the
+# activity (the ledger: a serialization failure, a deadlock, a connection reset, too many
+# connections, a statement timeout, a full disk; a bug): Temporal names it by its class,
+# retried it as it retries any such, and its last attempt is curaflow's, never the route's
+# (until 2026-12-05 it was ``delivery_abandoned``: "check the route's receiver").
+EXHAUSTED_DELIVERIES = [
+    ("delivery_failed", R.DELIVERY_ABANDONED),
+    ("telegram_failed", R.DELIVERY_ABANDONED),
+    ("rate_limited", R.DELIVERY_ABANDONED),
+    ("SerializationError", R.INTERNAL_ERROR),
+    ("DeadlockDetectedError", R.INTERNAL_ERROR),
+    ("ConnectionDoesNotExistError", R.INTERNAL_ERROR),
+    ("ConnectionResetError", R.INTERNAL_ERROR),
+    ("TooManyConnectionsError", R.INTERNAL_ERROR),
+    ("QueryCanceledError", R.INTERNAL_ERROR),
+    ("DiskFullError", R.INTERNAL_ERROR),
+    ("TimeoutError", R.INTERNAL_ERROR),
+    ("InterfaceError", R.INTERNAL_ERROR),
+    ("GateUnavailable", R.INTERNAL_ERROR),
+    ("KeyError", R.INTERNAL_ERROR),
+]
+
+
+@pytest.mark.parametrize(("error_type", "expected"), EXHAUSTED_DELIVERIES)
+def test_a_delivery_exhausted_by_curaflows_own_failure_is_not_the_routes(error_type: str, expected: R) -> None:
+    failure = app("deliver", error_type, retry_state="MAXIMUM_ATTEMPTS_REACHED")
+    assert failure_reason(failure) == expected
+    assert failure.owner == REASONS[expected].owner
+    # and so the cell's reason at the finish, whatever the cause that finished the job
+    assert cell_verdict(state="delivery_pending", stage="delivering", cause="completed", failure=failure) == expected
+
+
+def test_temporal_names_an_untyped_exception_by_its_class_which_is_no_reason() -> None:
+    """The premise of the rule above: what leaves an activity untyped reaches the workflow
+    as an ``ApplicationError`` whose type is the exception's class name, retryable."""
+    import asyncpg
+    from temporalio.api.failure.v1 import Failure
+    from temporalio.converter import DefaultFailureConverter, DefaultPayloadConverter
+
+    from curaflow.domain.reasons import is_reason
+    from curaflow.sources.gate import GateUnavailable
+
+    for err in (asyncpg.exceptions.SerializationError("x"), GateUnavailable("x"), ConnectionResetError()):
+        failure = Failure()
+        DefaultFailureConverter().to_failure(err, DefaultPayloadConverter(), failure)
+        info = failure.application_failure_info
+        assert (info.type, info.non_retryable) == (type(err).__name__, False)
+        assert not is_reason(info.type)
+
+
 @pytest.mark.parametrize(("failure", "expected"), APPLICATION_TABLE)
 def test_application_failures_carry_their_reason(failure: StepFailure, expected: TerminalReason) -> None:
     assert failure_reason(failure) == expected

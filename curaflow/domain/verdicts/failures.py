@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from curaflow.domain.reasons import REASONS, Owner, TerminalReason, parse_reason, reason_info
+from curaflow.domain.reasons import REASONS, Owner, TerminalReason, is_reason, parse_reason, reason_info
 
 R = TerminalReason
 Step = Literal["search", "fetch", "acquire", "deliver"]
@@ -82,7 +82,13 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
     Rules (reference §5.4, §8):
 
     * ``application``: the error type is the reason; a ``deliver`` whose retries ran out
-      (``MAXIMUM_ATTEMPTS_REACHED`` on a retryable type) is ``delivery_abandoned``;
+      (``MAXIMUM_ATTEMPTS_REACHED`` on a retryable type) is ``delivery_abandoned`` when
+      that type is a reason of the catalogue (what the activity raises for a route's
+      answer), else ``internal_error``: a type that is no reason is an exception curaflow's
+      own code let out of the activity — the ledger's (a serialization failure, a
+      deadlock, a reset connection, a statement timeout, a full disk), the rate gate's
+      ``GateUnavailable``, a bug — which Temporal names by its class and retries as any
+      other; its last attempt is curaflow's, never the route's (2026-12-05);
     * ``timeout``: a ``deliver`` that timed out is ``delivery_abandoned``; a source step
       (``acquire``, ``search``, ``fetch``) that waited in its queue past its
       ``schedule_to_start`` budget — the cell's first step, a retry of it after a fault,
@@ -98,6 +104,7 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
             failure.step == "deliver"
             and failure.retry_state == "MAXIMUM_ATTEMPTS_REACHED"
             and not failure.non_retryable
+            and is_reason(failure.error_type)
         ):
             return R.DELIVERY_ABANDONED
         return parse_reason(failure.error_type)
