@@ -7,7 +7,10 @@ to be unavailable (image 403/404; any failure that is the work's own: an unusabl
 animation, a page over the decode budget or undecodable —
 :class:`~curaflow.sources.errors.UnavailableKind`, counted by kind in the candidate
 report) is released, remembered for the source instance (its ``unavailable_ttl_ms``:
-later jobs skip it without a request) and the next
+later jobs skip it without a request; ``unrecognised_hold_ms`` for an answer not
+recognised as the work's — a file's 404/410 is the work's only once the source's detail
+of the work says it is gone, asked here and only here:
+:func:`~curaflow.sources.corroboration.corroborated`) and the next
 stored candidate is bound (provisional release, reference §1.1); a work unusable as the
 source sent it (:data:`~curaflow.domain.tally.SOURCE_ANSWER_KINDS`: an image URL it may
 not request, a page that is no image, no file listed) is remembered as such, counted
@@ -51,6 +54,7 @@ from curaflow.ledger.holdings import hold
 from curaflow.observability.metrics import record_unrecognised_answer
 from curaflow.outbound import attempt_deadline
 from curaflow.paths import PathEscape
+from curaflow.sources.corroboration import corroborated
 from curaflow.sources.errors import SourceError, WorkUnavailable
 
 #: ``errno`` values of a full artifact disk (no space, quota exceeded).
@@ -142,7 +146,10 @@ class FetchActivity:
                         artifact = await deps.store.fetch(
                             source, work, inp.job_id, target.target_id, on_page=progress, held=held
                         )
-                    except WorkUnavailable as err:
+                    except WorkUnavailable as raised:
+                        # A file's 404/410 is the work's only if the source's detail of the
+                        # work says it is gone (one request, only on this path).
+                        err = await corroborated(source, work.work_id, raised)
                         remembered_ms = policy.memory_ms(err.recognised)
                         facts = {
                             "job_id": inp.job_id,

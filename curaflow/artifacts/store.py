@@ -232,10 +232,11 @@ class ArtifactStore:
             SourceError: ``download_failed`` (a body cut short, or broken and not whole by
                 its framing: retried) / ``download_timeout`` (also the job's deadline
                 passing while a page decodes) / ``rate_limited``.
-            WorkUnavailable: the image answers 403/404, or a page or the animation is the
-                work's failure (:class:`~curaflow.sources.errors.UnavailableKind`: not an
-                image, over the decode budget, undecodable, an unusable animation, too
-                large).
+            WorkUnavailable: the image answers 403/404 (as the source raised it: a 404's
+                ``corroborate`` is settled by the ``fetch`` activity), or a page or the
+                animation is the work's failure
+                (:class:`~curaflow.sources.errors.UnavailableKind`: not an image, over the
+                decode budget, undecodable, an unusable animation, too large).
             PathEscape: a file name built from the work would leave the artifacts
                 directory (a work id that was never validated).
         """

@@ -13,7 +13,8 @@ accounts and routes.
   was fixed.
 * ``curaflow unavailable list [--json]`` — works found gone (404, deleted) and skipped
   without a request until their time runs out (``pixiv.unavailable_ttl_ms``), and works
-  only *held* back on an answer not recognised as theirs (a 403, a page that is no image:
+  only *held* back on an answer not recognised as theirs (a 403, an image 404 the work's
+  detail does not confirm, a page that is no image:
   ``pixiv.unrecognised_hold_ms``; column ``as``, ``held`` in JSON);
   ``curaflow unavailable clear [WORK_ID] [--account A] [--held]`` forgets them now
   (``--held``: only the held ones, once the way to the source is fixed);

@@ -20,7 +20,8 @@
   (image 403/404/410, deleted, "restricted" detail), per Pixiv account — keyed like the
   account's rate gate, by its source task queue (``gate``) — until
   ``pixiv.unavailable_ttl_ms`` later (``pixiv.unrecognised_hold_ms`` for an answer not
-  recognised as the work's: an image's bare 403, a page that is no image —
+  recognised as the work's: an image's bare 403, an image's 404/410 the work's detail does
+  not confirm (:mod:`curaflow.sources.corroboration`), a page that is no image —
   ``SourcePolicy.memory_ms``); later scans of the account reject it as
   ``unavailable`` without requesting it. Restricted placeholders need no memory: the
   listing itself shows them, at no cost.

@@ -131,7 +131,8 @@ SOURCE_ACCOUNT_PAUSED = Counter(
 SOURCE_UNRECOGNISED_ANSWERS = Counter(
     "curaflow_source_unrecognised_answers_total",
     "Works skipped on an answer of the source not recognised as the work's (the image host "
-    "answering 403, a page that is no image): the same answer would come for any work while it "
+    "answering 403, or 404/410 for a work its detail does not say is gone, a page that is no image): "
+    "the same answer would come for any work while it "
     "lasts, so each such work is held back for pixiv.unrecognised_hold_ms only. Counted once the hold "
     "is committed: once per hold, none for a hold a live verdict about the work outlasts.",
     ["account", "kind"],

@@ -210,7 +210,9 @@ class FileSource(Protocol):
 
         Raises:
             SourceError: ``download_failed`` / ``download_timeout`` / ``rate_limited``.
-            WorkUnavailable: the page is gone (403/404/410), on a host the source may not
+            WorkUnavailable: the page is gone (403/404/410: a 404/410 with
+                ``corroborate`` when only the work's description can say whose it is —
+                :mod:`curaflow.sources.corroboration`), on a host the source may not
                 fetch, or over the source's byte limit.
         """
         ...

@@ -56,12 +56,14 @@ class UnavailableKind(StrEnum):
     can say what happened to the works examined. A transient failure (network, 5xx, a
     timeout, a body cut short) is never one of these: it is a retried ``SourceError``.
 
-    * ``gone`` — the source says so: deleted, private, restricted, an image answering
-      404/410 (the default: what a source means when it raises without a kind); an image
-      or a detail answering a bare 403 too, a detail's 404 that is not the source's own
-      error answer (an HTML page, an empty body), or a detail answering Pixiv's
-      "restricted" words (what a restricted account gets for every request), not
-      recognised as the work's (held briefly: :attr:`WorkUnavailable.recognised`);
+    * ``gone`` — the source says so: deleted, private, restricted (the default: what a
+      source means when it raises without a kind); an image answering 404/410 too,
+      recognised as the work's only once the source's own detail of the work says it is
+      gone (:attr:`WorkUnavailable.corroborate`); an image or a detail answering a bare
+      403, a detail's 404 that is not the source's own error answer (an HTML page, an
+      empty body), or a detail answering Pixiv's "restricted" words (what a restricted
+      account gets for every request), not recognised as the work's (held briefly:
+      :attr:`WorkUnavailable.recognised`);
     * ``unusable_url`` — a file URL of the work the source may not request: another host,
       a path not strictly under the image host's prefix, not a URL (none at all: a
       listing without its image field), too long
@@ -105,9 +107,9 @@ class WorkUnavailable(Exception):
         work_id: the work (as the raiser knows it; for messages).
         why: what was seen, cleaned.
         kind: why, as a word (:class:`UnavailableKind`; ``gone`` when not given).
-        recognised: the answer says something positive about this work (an image or a
-            detail answering 404, a "restricted" detail, the page's own bytes over a
-            bound …), as the raiser states it (never by default): the work is remembered
+        recognised: the answer says something positive about this work (a detail
+            answering the app-api's own 404, the page's own bytes over a bound …), as
+            the raiser states it (never by default): the work is remembered
             unavailable for the source's ``unavailable_ttl_ms``. False (the default: a
             source that does not say) for an answer that would come for any work
             while it lasts — the image host answering 403 (what it answers a request it
@@ -123,14 +125,31 @@ class WorkUnavailable(Exception):
             tampered answer give it for every work — not a fact of the work (DESIGN.md
             "Work-owned failures and the decode budget"; until 2026-12-05 a listing
             without its image field cost every work its jobs examined for the week).
+        corroborate: the answer says the work's *file* is not there (an image host's
+            404/410, a frames zip's), which a misconfigured image mirror or proxy, a CDN
+            in a deploy or a moved path answers every work while it lasts: it is the
+            work's only when the source's own description of the work says the work is
+            gone (:meth:`~curaflow.sources.base.Source.work` raising a recognised
+            ``WorkUnavailable``), asked by
+            :func:`~curaflow.sources.corroboration.corroborated` once the answer came —
+            never on the way to a page that answers. ``recognised`` is False while it is
+            set, whatever the raiser says (2026-12-05: any image 404 cost the work the
+            week).
     """
 
     def __init__(
-        self, work_id: str, why: str, kind: UnavailableKind = UnavailableKind.GONE, *, recognised: bool = False
+        self,
+        work_id: str,
+        why: str,
+        kind: UnavailableKind = UnavailableKind.GONE,
+        *,
+        recognised: bool = False,
+        corroborate: bool = False,
     ) -> None:
         why = clean_text(why)
         super().__init__(clean_text(f"work {work_id} unavailable: {why}"))
         self.work_id = work_id
         self.why = why
         self.kind = UnavailableKind(kind)
-        self.recognised = recognised and self.kind.value not in SOURCE_ANSWER_KINDS
+        self.corroborate = corroborate and self.kind.value not in SOURCE_ANSWER_KINDS
+        self.recognised = recognised and not corroborate and self.kind.value not in SOURCE_ANSWER_KINDS

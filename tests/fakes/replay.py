@@ -77,6 +77,12 @@ class Faults(ReplayScript):
             (``slow_images_s`` pause mid-body), ``"429"``, ``"500"``.
         retry_after_s: a ``Retry-After`` header on rate-limit answers.
         missing_works: ids answering 404 (detail and images).
+        absent_images: ids whose images (pages, and an ugoira's frames zip) answer 404
+            while their detail answers the work alive: a mirror or a CDN missing the file
+            (a misconfigured image host, a deploy, a moved path), not the work gone.
+        detail_faults: per work id, what its ``/v1/illust/detail`` answers instead:
+            ``"503"`` (a proxy's HTML page), ``"404_html"`` (a 404 page not in the
+            app-api's words: a moved endpoint).
         forbidden_works: ids whose images answer 403 even with the Referer (private).
         restricted_works: ids listed as restricted placeholders; their detail answers
             "Your access is currently restricted." (HTTP 200) and their images 403.
@@ -108,6 +114,8 @@ class Faults(ReplayScript):
     images: list[str | None] = field(default_factory=list)
     retry_after_s: float | None = None
     missing_works: set[str] = field(default_factory=set)
+    absent_images: set[str] = field(default_factory=set)
+    detail_faults: dict[str, str] = field(default_factory=dict)
     forbidden_works: set[str] = field(default_factory=set)
     restricted_works: set[str] = field(default_factory=set)
     mutate: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -171,9 +179,14 @@ class Faults(ReplayScript):
                 return error(200, "", RESTRICTED)
             if work_id in self.missing_works:
                 return error(404, "", "該当作品は削除されたか、存在しない作品IDです。")
+            fault = self.detail_faults.get(work_id or "")
+            if fault == "503":
+                return HTMLResponse("<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>", 503)
+            if fault == "404_html":
+                return HTMLResponse("<html><body><h1>404 Not Found</h1>nginx</body></html>", 404)
             return None
         if kind == "image":
-            if work_id in self.missing_works:
+            if work_id in self.missing_works or work_id in self.absent_images:
                 return Response(status_code=404, content=b"Not Found")
             if work_id in self.forbidden_works or work_id in self.restricted_works:
                 return Response(status_code=403, content=b"Forbidden")

@@ -357,6 +357,43 @@ async def test_restricted_and_missing_works_are_unavailable(replay: Replay) -> N
     assert "restricted" in str(caught.value)
 
 
+async def test_an_image_404_is_the_works_only_as_its_detail_says_every_request_gated(replay: Replay) -> None:
+    """An image's 404 alone is never the work's (any mirror, CDN or moved path answers it
+    for every work): the detail asked for it decides, through the account's gate like
+    every request (auth, image, detail — each departure recorded)."""
+    from curaflow.sources.base import SourcePolicy
+    from curaflow.sources.corroboration import corroborated
+    from curaflow.sources.pixiv.source import PixivSource
+
+    departures: list[str] = []
+
+    class Recording(MemoryGate):
+        async def acquire(self) -> None:
+            await super().acquire()
+            departures.append("gate")
+
+    alive, gone = (parse_work(w) for w in recorded_works()[:2])
+    replay.faults.absent_images = {alive.work_id}
+    replay.faults.missing_works = {gone.work_id}
+    source = PixivSource("default", replay.client(gate=Recording(0)), SourcePolicy())
+    verdicts = {}
+    for work in (alive, gone):
+        with pytest.raises(WorkUnavailable) as raised:
+            async with source.download(work.pages[0].url):
+                pass
+        assert (raised.value.corroborate, raised.value.recognised) == (True, False)
+        verdicts[work.work_id] = (await corroborated(source, work.work_id, raised.value)).recognised
+    assert verdicts == {alive.work_id: False, gone.work_id: True}
+    assert [(e.kind, e.status) for e in replay.faults.log] == [
+        ("image", 404),
+        ("auth", 200),
+        ("detail", 200),
+        ("image", 404),
+        ("detail", 404),
+    ]
+    assert len(departures) == len(replay.faults.log)  # every request passed the gate
+
+
 # ---- search modes ----------------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from PIL import Image
 from curaflow.artifacts.images import Refused, check_image
 from curaflow.domain.reasons import TerminalReason
 from curaflow.sources.base import SourcePolicy
+from curaflow.sources.corroboration import corroborated
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.pixiv.client import PixivClient
 
@@ -41,14 +42,86 @@ def client(status: int, body: bytes = b"") -> PixivClient:
 
 
 @pytest.mark.parametrize(
-    ("status", "recognised"),
+    ("status", "corroborate"),
     [(404, True), (410, True), (403, False)],
 )
-async def test_an_images_answer_is_the_works_only_when_it_says_so(status: int, recognised: bool) -> None:
+async def test_an_images_answer_alone_is_never_the_works(status: int, corroborate: bool) -> None:
+    """A 404/410 says the file is not there — what a misconfigured mirror, a CDN in a
+    deploy or a moved path answers every work: the work's only once its detail says the
+    work is gone (``corroborate``; until 2026-12-05 it was the work's for the week). A 403
+    is the host refusing the request: never the work's."""
     with pytest.raises(WorkUnavailable) as raised:
         async with client(status, b"Forbidden").download(IMAGE):
             pass
-    assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.GONE, recognised)
+    assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.GONE, False)
+    assert raised.value.corroborate is corroborate
+
+
+class Detail:
+    """A source whose :meth:`work` answers as scripted (the rest of the protocol unused)."""
+
+    def __init__(self, answer: BaseException | None) -> None:
+        self.answer = answer
+        self.asked: list[str] = []
+
+    async def work(self, work_id: str) -> object:
+        self.asked.append(work_id)
+        if self.answer is not None:
+            raise self.answer
+        return object()
+
+
+FILE_404 = WorkUnavailable("123", "image HTTP 404", corroborate=True)
+
+
+@pytest.mark.parametrize(
+    ("detail", "recognised"),
+    [
+        (WorkUnavailable("123", "deleted", recognised=True), True),  # the app-api's own 404: the week
+        (None, False),  # the detail describes the work alive: the host's answer
+        (WorkUnavailable("123", "HTTP 404"), False),  # a 404 page not the app-api's: says nothing
+        (WorkUnavailable("123", "Your access is currently restricted."), False),
+        (SourceError(TerminalReason.REMOTE_HTTP_ERROR, "pixiv answered HTTP 503"), False),
+        (SourceError(TerminalReason.RATE_LIMITED, "rate limited", cooldown_s=60.0), False),
+        (SourceError(TerminalReason.NETWORK_ERROR, "pixiv timeout: ReadTimeout"), False),
+    ],
+)
+async def test_a_files_404_is_the_works_only_when_its_detail_says_it_is_gone(
+    detail: BaseException | None, recognised: bool
+) -> None:
+    source = Detail(detail)
+    settled = await corroborated(source, "123", FILE_404)  # type: ignore[arg-type]
+    assert source.asked == ["123"]
+    assert (settled.kind, settled.recognised, settled.corroborate) == (UnavailableKind.GONE, recognised, False)
+    assert settled.why.startswith("image HTTP 404")
+    policy = SourcePolicy()
+    assert policy.memory_ms(settled.recognised) == (
+        policy.unavailable_ttl_ms if recognised else policy.unrecognised_hold_ms
+    )
+
+
+async def test_an_answer_that_asks_no_corroboration_costs_no_request() -> None:
+    source = Detail(None)
+    for err in (
+        WorkUnavailable("123", "image HTTP 403", recognised=False),
+        WorkUnavailable("123", "too large", UnavailableKind.TOO_LARGE, recognised=True),
+    ):
+        assert await corroborated(source, "123", err) is err  # type: ignore[arg-type]
+    assert source.asked == []
+
+
+def test_a_raiser_cannot_claim_what_asks_corroboration() -> None:
+    claimed = WorkUnavailable("123", "image HTTP 404", recognised=True, corroborate=True)
+    assert (claimed.recognised, claimed.corroborate) == (False, True)
+    # what the source answered is never the work's, corroborated or not
+    url = WorkUnavailable("123", "refused", UnavailableKind.UNUSABLE_URL, corroborate=True)
+    assert (url.recognised, url.corroborate) == (False, False)
+
+
+async def test_what_curaflow_raises_while_asking_passes_unchanged() -> None:
+    """The gate's database failing is curaflow's, not an answer of the source."""
+    with pytest.raises(ConnectionResetError):
+        await corroborated(Detail(ConnectionResetError()), "123", FILE_404)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

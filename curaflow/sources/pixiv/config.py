@@ -68,15 +68,16 @@ class PixivSettings(_Section):
             access is currently restricted." to one of its searches (default 1 h): its
             jobs end ``account_restricted`` at once instead of asking again. Lift it
             earlier with ``curaflow accounts resume ACCOUNT``.
-        unavailable_ttl_ms: how long a work found unavailable when fetched (an image
-            answering 404/410, a detail answering 404 or "restricted", a page over the
-            decode budget …) is skipped by later jobs of the account without being
-            requested (default 7 days; 0 forgets at once).
+        unavailable_ttl_ms: how long a work found unavailable when fetched (a detail
+            answering the app-api's own 404 — also asked, and then only, when an image
+            answers 404/410 —, a page over the decode budget …) is skipped by later jobs
+            of the account without being requested (default 7 days; 0 forgets at once).
         unrecognised_hold_ms: how long a work is held back instead when the answer says
             nothing positive about it — the image host answering 403 (what it answers a
-            request it refuses), a page that is no image (an HTML or JSON answer): the
-            same answer would come for every work while it lasts (default 1 h, at most
-            ``unavailable_ttl_ms``).
+            request it refuses), or 404/410 for a work its detail does not say is gone
+            (a misconfigured ``image_url`` mirror, a CDN in a deploy), a page that is
+            no image (an HTML or JSON answer): the same answer would come for every work
+            while it lasts (default 1 h, at most ``unavailable_ttl_ms``).
     """
 
     refresh_token: SecretStr | None = None

@@ -85,7 +85,9 @@ class ImageRequests(GatedRequests):
             SourceError: ``download_failed`` / ``download_timeout`` (also when the time
                 runs out inside the block); rate limits as ``rate_limited``. Any other
                 answer (another 4xx, a 5xx) is the host's, retried.
-            WorkUnavailable: HTTP 404/410 for the image (``gone``), 403 (``gone``, not
+            WorkUnavailable: HTTP 404/410 for the image (``gone``, ``corroborate``: the
+                work's only once its detail says the work is gone,
+                :func:`~curaflow.sources.corroboration.corroborated`), 403 (``gone``, not
                 recognised as the work's: the host refuses the request); an image URL the
                 client may not request (:meth:`image_url`), an address the guard refuses,
                 or HTTP 414 URI Too Long (``unusable_url``: what the source answered, never
@@ -104,7 +106,11 @@ class ImageRequests(GatedRequests):
                 if response.status_code == 429:
                     await self._check_rate_limit(response, None)
                 if response.status_code in (404, 410):
-                    raise WorkUnavailable(work_id, f"image HTTP {response.status_code}", recognised=True)
+                    # The file is not at that path: what a deleted or private work's image
+                    # answers, and what a misconfigured mirror, a CDN in a deploy or a moved
+                    # path answers every work. The work's only if its detail says it is gone
+                    # (curaflow.sources.corroboration, asked by the fetch once this came).
+                    raise WorkUnavailable(work_id, f"image HTTP {response.status_code}", corroborate=True)
                 if response.status_code == 403:  # i.pximg.net's answer to a request it refuses
                     # … or Pixiv's rate limit, which it words in the body whatever the status.
                     await self._check_rate_limit(response, await _small_json(response))

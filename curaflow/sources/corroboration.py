@@ -1,0 +1,71 @@
+"""Whether a file's "not there" is the work's: the source's own description of the work decides.
+
+An image host's 404/410 (a page, an animated work's frames zip) says only that the file is
+not at that path. Pixiv's image host answers it for a work deleted or made private — and so
+does a misconfigured mirror or proxy (``pixiv.image_host``), a CDN during a deploy or a
+moved path, for every work while it lasts. Taken as the work's, each work fetched
+meanwhile was remembered unavailable for the week (``unavailable_ttl_ms``) and nothing
+was counted for the alert (until 2026-12-05).
+
+Rule (owner: :func:`corroborated`; DESIGN.md "Work-owned failures and the decode budget"):
+such an answer (:attr:`~curaflow.sources.errors.WorkUnavailable.corroborate`) is the
+work's only when the source, asked for the work itself (:meth:`Source.work
+<curaflow.sources.base.Source.work>`: Pixiv's ``/v1/illust/detail``, through the account's
+rate gate like every request), answers that the work is gone in words it recognises as the
+work's (a :class:`~curaflow.sources.errors.WorkUnavailable` with ``recognised``: the
+app-api's own 404 error object). Anything else — the work described alive, a detail not
+recognised as the work's (a proxy's 404 page, a bare 403, the "restricted" words), a
+detail that cannot be asked (a 5xx, a timeout, a rate limit: any
+:class:`~curaflow.sources.errors.SourceError`) — leaves it the host's answer: the work is
+held back for ``unrecognised_hold_ms`` and counted, never the week. The unknown is cheap:
+it costs one request and an hour, never a week.
+
+Cost: one request of the work's detail, asked only once a file answered 404/410 — nothing
+on the way of a page that answers.
+"""
+
+from __future__ import annotations
+
+from curaflow.sources.base import Source
+from curaflow.sources.errors import SourceError, WorkUnavailable
+
+__all__ = ["corroborated"]
+
+
+async def corroborated(source: Source, work_id: str, err: WorkUnavailable) -> WorkUnavailable:
+    """``err`` as the source's description of the work ``work_id`` settles it.
+
+    Args:
+        source: the source the work was fetched from (the same account and rate gate).
+        work_id: the work being fetched (the cell's, not one read from the file's URL).
+        err: what the fetch raised.
+
+    Returns:
+        ``err`` itself when it does not ask for corroboration
+        (:attr:`~curaflow.sources.errors.WorkUnavailable.corroborate` false); else a
+        ``WorkUnavailable`` of ``err``'s kind whose ``why`` says what the source answered
+        for the work: ``recognised`` only when :meth:`Source.work` raised a recognised
+        ``WorkUnavailable`` (the work is gone: its week), otherwise not (held briefly).
+
+    Raises:
+        Whatever :meth:`Source.work` raises other than ``SourceError`` /
+        ``WorkUnavailable``: curaflow's own failures (the gate's database), a cancel.
+    """
+    if not err.corroborate:
+        return err
+    try:
+        await source.work(work_id)
+    except WorkUnavailable as detail:
+        if detail.recognised:
+            return WorkUnavailable(work_id, f"{err.why}; its detail: {detail.why}", err.kind, recognised=True)
+        return WorkUnavailable(
+            work_id,
+            f"{err.why}; its detail answered what is not recognised as the work's ({detail.why[:200]})",
+            err.kind,
+        )
+    except SourceError as detail:
+        reason = getattr(detail.reason, "value", detail.reason)
+        return WorkUnavailable(
+            work_id, f"{err.why}; its detail could not be asked ({reason}: {detail})"[:500], err.kind
+        )
+    return WorkUnavailable(work_id, f"{err.why}, though its detail lists the work: the image host's answer", err.kind)
