@@ -8,16 +8,18 @@ transition and, for errors, into an ``ApplicationError`` for Temporal's retry po
 
 from __future__ import annotations
 
+import errno
 import re
 from abc import abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from curaflow.domain.models import Artifact, Work
+from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_text
 from curaflow.outbound.destinations import Destinations
@@ -204,6 +206,38 @@ class RouteError(Exception):
         self.route_wide = route_wide
         self.ambiguous = ambiguous
         self.answer = answer_key(answer) if answer is not None else None
+
+
+def read_pages(files: Sequence[ArtifactFile]) -> list[bytes]:
+    """The bytes of ``files`` (the artifact's pages, in the given order), read before a
+    request is built — the one way a route reads curaflow's own files.
+
+    An OS error reading one (the page vanished between the claim and the send — a
+    retention sweep, another process's cleanup —, too many open files under load, an I/O
+    error of curaflow's disk) is no answer of the route and nothing has left: a
+    :class:`RouteError` ``delivery_failed``, retried, *not* ambiguous and naming no
+    answer, so it never blocks the work on an at-most-once route (``delivery_unknown``)
+    nor counts in the route's refusal streak. The next attempt restores the artifact from
+    the ledger when this process no longer holds it (``deliver``'s ``store.holds``).
+    Before 2026-12-05 such an error escaped the route and was taken as one the route did
+    not classify (``internal_error``, ambiguous): the work ended ``unknown`` on Telegram
+    and Discord for good.
+
+    Raises:
+        RouteError: as above; its message names the page and the error, never the path.
+    """
+    blobs: list[bytes] = []
+    for f in files:
+        try:
+            blobs.append(Path(f.path).read_bytes())
+        except OSError as err:
+            name = errno.errorcode.get(err.errno, "an OS error") if err.errno is not None else "an OS error"
+            raise RouteError(
+                TerminalReason.DELIVERY_FAILED,
+                f"page {f.page} of the artifact could not be read ({name}: {err.strerror or type(err).__name__}); "
+                "nothing was sent, retried",
+            ) from err
+    return blobs
 
 
 class Route(Protocol):

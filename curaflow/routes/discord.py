@@ -52,7 +52,14 @@ from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
-from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings, remote_id_of
+from curaflow.routes.base import (
+    DeliveryReceipt,
+    DeliveryRequest,
+    RouteError,
+    RouteSettings,
+    read_pages,
+    remote_id_of,
+)
 from curaflow.routes.caption import build_caption, escape_markdown
 from curaflow.routes.chunks import packed_chunks
 from curaflow.routes.registry import RouteContext, register_route
@@ -190,7 +197,7 @@ class DiscordRoute:
         return DeliveryReceipt(remote_id=first, remote_ids=done, remote_status="sent")
 
     async def _post(self, files: list[ArtifactFile], content: str) -> str | None:
-        blobs = await asyncio.to_thread(lambda: [Path(f.path).read_bytes() for f in files])
+        blobs = await asyncio.to_thread(read_pages, files)
         payload: dict[str, Any] = {
             "content": content,
             "allowed_mentions": {"parse": []},

@@ -82,7 +82,7 @@ from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.observability.logs import get_logger
 from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
-from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings, read_pages
 from curaflow.routes.caption import build_caption, utf16_len
 from curaflow.routes.chunks import balanced_chunks, packed_chunks
 from curaflow.routes.registry import RouteContext, register_route
@@ -376,7 +376,7 @@ class TelegramRoute:
         return await self._send(chunk, caption, as_photo=False), False
 
     async def _send(self, chunk: list[ArtifactFile], caption: str, *, as_photo: bool) -> list[int | None]:
-        blobs = await asyncio.to_thread(lambda: [Path(f.path).read_bytes() for f in chunk])
+        blobs = await asyncio.to_thread(read_pages, chunk)
         data: dict[str, str] = {}
         if self.config.disable_notification:
             data["disable_notification"] = "true"

@@ -57,6 +57,7 @@ from curaflow.routes.base import (
     RouteError,
     RouteSettings,
     header_value,
+    read_pages,
     remote_id_of,
 )
 from curaflow.routes.registry import RouteContext, register_route
@@ -111,7 +112,12 @@ PENDING_WORDS = {"pending", "queued"}
 
 
 def build_body(request: DeliveryRequest, include_files: bool) -> dict[str, Any]:
-    """The JSON body of a delivery (schema_version 1)."""
+    """The JSON body of a delivery (schema_version 1).
+
+    Raises:
+        RouteError: a page could not be read (:func:`~curaflow.routes.base.read_pages`:
+            nothing sent, retried).
+    """
     work = request.work
     files = []
     for f in request.artifact.files:
@@ -127,7 +133,7 @@ def build_body(request: DeliveryRequest, include_files: bool) -> dict[str, Any]:
         if f.frame_delays_ms:  # an animation: each frame's delay, ms, in order
             entry["frame_delays_ms"] = f.frame_delays_ms
         if include_files:
-            entry["data_base64"] = base64.b64encode(Path(f.path).read_bytes()).decode()
+            entry["data_base64"] = base64.b64encode(read_pages([f])[0]).decode()
         files.append(entry)
     return {
         "type": "curaflow.delivery",
