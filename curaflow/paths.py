@@ -33,6 +33,13 @@ class PathEscape(ValueError):
     """A path built from data would leave its root."""
 
 
+class LinkEscape(PathEscape):
+    """A path built from data would leave its root only through a symbolic link already
+    on the disk (or a loop of them): the names themselves stay under it, so the disk's
+    state leads out, not the data (a destination's directory holds such a link: its
+    owner's doing, never the work's)."""
+
+
 def inside(root: Path, *parts: str) -> Path:
     """``root / parts[0] / …``, guaranteed to lie under ``root``.
 
@@ -45,7 +52,9 @@ def inside(root: Path, *parts: str) -> Path:
 
     Raises:
         PathEscape: a part is empty, absolute, holds NUL or cannot be a file name (a
-            lone surrogate), or the resolved result is ``root`` itself or outside it.
+            lone surrogate), or the resolved result is ``root`` itself or outside it —
+            :class:`LinkEscape` when the names alone stay under ``root`` and a symbolic
+            link on the disk leads out.
         OSError: the path cannot be resolved — ``ELOOP`` for a loop of symbolic links
             (the disk's state, not the data's: a caller treats it as a filesystem
             refusing, as any other ``OSError`` of its disk).
@@ -77,6 +86,9 @@ def inside(root: Path, *parts: str) -> Path:
     except RuntimeError as err:  # Python < 3.13 reports a loop of symbolic links so
         raise OSError(errno.ELOOP, f"{candidate}: {err}") from None
     if resolved == base or not resolved.is_relative_to(base):
+        named = Path(os.path.normpath(candidate))
+        if named != Path(os.path.normpath(root)) and named.is_relative_to(os.path.normpath(root)):
+            raise LinkEscape(f"{candidate} leads outside {root} through a symbolic link")
         raise PathEscape(f"{candidate} is outside {root}")
     return candidate
 

@@ -231,13 +231,20 @@ def read_pages(files: Sequence[ArtifactFile]) -> list[bytes]:
         try:
             blobs.append(Path(f.path).read_bytes())
         except OSError as err:
-            name = errno.errorcode.get(err.errno, "an OS error") if err.errno is not None else "an OS error"
-            raise RouteError(
-                TerminalReason.DELIVERY_FAILED,
-                f"page {f.page} of the artifact could not be read ({name}: {err.strerror or type(err).__name__}); "
-                "nothing was sent, retried",
-            ) from err
+            raise page_unreadable(f, err) from err
     return blobs
+
+
+def page_unreadable(f: ArtifactFile, err: OSError) -> RouteError:
+    """The failure of a page of the artifact curaflow cannot read (:func:`read_pages`'s
+    rule, for a route that streams a page instead of reading it whole): ``delivery_failed``,
+    retried, not ambiguous, no answer."""
+    name = errno.errorcode.get(err.errno, "an OS error") if err.errno is not None else "an OS error"
+    return RouteError(
+        TerminalReason.DELIVERY_FAILED,
+        f"page {f.page} of the artifact could not be read ({name}: {err.strerror or type(err).__name__}); "
+        "nothing was sent, retried",
+    )
 
 
 class Route(Protocol):

@@ -6,23 +6,35 @@ Layout under the route's path::
     <work_id>/manifest.json            written last; its presence means "delivered"
 
 Every path is checked to stay under the route's directory (:func:`curaflow.paths.inside`):
-a work id or file name that would leave it is refused for good (``delivery_rejected``).
+a work id or file name that would leave it is refused for good (``delivery_rejected``);
+a symbolic link of the directory that leads out of it is the directory's state, the
+route's (``route_refused``: the work held back, never refused).
 Each file is written to a temporary name in the same directory, given the route's file
 mode (``file_mode``, else what the process's umask gives a new file — the temporary file
 itself is private, ``0600``, as ``mkstemp`` makes it), flushed with ``fsync``
 and renamed into place (reference ``pixiv-and-delivery-apis.md`` §4.2), so a reader
 never sees a partial file and a crash leaves no half-delivered manifest. A manifest that
 already carries this delivery's idempotency key is an idempotent replay; one written by
-another delivery means the directory already has the work (duplicate).
+another delivery means the directory already has the work (duplicate). Only a manifest
+read whole as a JSON object decides so: one that is no regular file, no JSON object or
+not UTF-8 is ``route_refused`` (it says neither), an OS error reading it as any other.
+
+The directory's OS errors have one owner, :func:`os_failure`: those that may pass
+(:data:`PASSING_ERRORS`: ``EIO``, ``EMFILE``, ``EINTR`` …) are retried
+(``delivery_failed``); every other (``EROFS``, ``EACCES``, ``ENOSPC``, ``EDQUOT``, a
+file where the work's folder goes, ``ELOOP``, one never seen) is ``route_refused`` with
+the errno's name as its answer, so several works refused alike pause the route. A page
+of the artifact curaflow cannot read is none of the directory's: retried, like on every
+route (:func:`~curaflow.routes.base.page_unreadable`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import os
 import re
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
@@ -31,8 +43,8 @@ from pydantic import field_validator
 
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import Destinations
-from curaflow.paths import PathEscape, inside
-from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings
+from curaflow.paths import LinkEscape, PathEscape, inside
+from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings, page_unreadable
 from curaflow.routes.registry import RouteContext, register_route
 
 
@@ -121,24 +133,111 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
         raise
 
 
+class SourceUnreadable(Exception):
+    """:func:`atomic_copy` could not read its source (curaflow's own file, not the
+    destination's disk); the ``OSError`` is the cause."""
+
+
 def atomic_copy(src: Path, dest: Path, mode: int | None = None) -> None:
     """Copy ``src`` to ``dest`` via a temp file, fsync and rename.
 
     Args:
         mode: permission bits of the copy; None → :func:`new_file_mode`.
+
+    Raises:
+        SourceUnreadable: opening or reading ``src`` failed (nothing is left at ``dest``).
+        OSError: the destination's disk refused (its directory, the temp file, the rename).
     """
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     try:
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-            shutil.copyfileobj(inp, out, 1024 * 1024)
-            os.fchmod(out.fileno(), new_file_mode() if mode is None else mode)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        inp = open(src, "rb")  # noqa: SIM115 - closed below; opened first: its error is the source's
+    except OSError as err:
+        raise SourceUnreadable(str(src)) from err
+    with inp:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                while True:
+                    try:
+                        chunk = inp.read(1024 * 1024)
+                    except OSError as err:
+                        raise SourceUnreadable(str(src)) from err
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                os.fchmod(out.fileno(), new_file_mode() if mode is None else mode)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, dest)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+#: OS errors of the destination's disk that may pass by themselves (an interrupted call,
+#: a busy or stale handle, an I/O error of a network disk, this process out of files or
+#: memory): retried, ``delivery_failed``. Every other error — a read-only or full disk,
+#: no rights, a name in the way, a name too long, one never seen — refuses every work
+#: alike until someone fixes the directory: the route's (``route_refused``).
+PASSING_ERRORS = frozenset(
+    {
+        errno.EINTR,
+        errno.EAGAIN,
+        errno.EBUSY,
+        errno.EIO,
+        errno.ESTALE,
+        errno.ETIMEDOUT,
+        errno.EMFILE,
+        errno.ENFILE,
+        errno.ENOMEM,
+        errno.ENOLCK,
+        errno.EDEADLK,
+        errno.ETXTBSY,
+    }
+)
+#: Errors of a disk that is full: the hint says to free space.
+FULL_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def os_failure(err: OSError, doing: str) -> RouteError:
+    """The failure an OS error of the route's own directory means — the one owner of that
+    classification (DESIGN.md "Safe defaults at the edges: the delivery side"): an error
+    of :data:`PASSING_ERRORS` is retried (``delivery_failed``, no answer); any other —
+    ``EROFS``, ``EACCES``, ``ENOSPC``, ``ENOTDIR``, ``EEXIST`` of a file where a folder
+    goes, ``ELOOP``, an errno never seen — is ``route_refused`` with the errno's name as
+    its answer, so the work is held back (never refused: the work is not the cause) and
+    several works refused alike pause the route. Until 2026-12-05 every OS error was
+    retried through the attempt budget, job after job, with no pause and no alert.
+
+    Args:
+        err: the error.
+        doing: what was being done, for the message ("writing a page" …).
+    """
+    name = errno.errorcode.get(err.errno, f"errno {err.errno}") if err.errno is not None else type(err).__name__
+    said = err.strerror or type(err).__name__
+    if err.errno in PASSING_ERRORS:
+        return RouteError(TerminalReason.DELIVERY_FAILED, f"directory: {doing} failed: {said} ({name}); retried")
+    hint = (
+        "the route's disk is full: free space on it"
+        if err.errno in FULL_ERRORS
+        else "the route's directory refuses the write (its rights, a read-only disk, a name in the way): fix it"
+    )
+    return RouteError(
+        TerminalReason.ROUTE_REFUSED,
+        f"directory: {doing} failed: {said} ({name}); {hint}",
+        permanent=True,
+        answer=f"directory {name}",
+    )
+
+
+def _unreadable_manifest(what: str) -> RouteError:
+    return RouteError(
+        TerminalReason.ROUTE_REFUSED,
+        f"directory: the work's manifest.json is {what}: it says neither delivered nor not; move it away, or "
+        "delete it if the work is not there",
+        permanent=True,
+        answer="directory manifest unreadable",
+    )
 
 
 class DirectoryRoute:
@@ -163,17 +262,19 @@ class DirectoryRoute:
         folder = inside(self.path, request.work.work_id)
         targets = [(Path(f.path), inside(folder, Path(f.path).name)) for f in request.artifact.files]
         manifest_path = folder / "manifest.json"
-        if manifest_path.exists():
-            try:
-                existing = json.loads(manifest_path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                existing = {}
+        if os.path.lexists(manifest_path):
+            existing = self._manifest(manifest_path)
             if existing.get("idempotency_key") == request.idempotency_key:
                 return DeliveryReceipt(remote_id=str(manifest_path), remote_status="replayed")
             return DeliveryReceipt(duplicate=True, remote_id=str(manifest_path), remote_status="exists")
         files: list[dict[str, Any]] = []
         for f, (src, dest) in zip(request.artifact.files, targets, strict=True):
-            atomic_copy(src, dest, self.file_mode)
+            try:
+                atomic_copy(src, dest, self.file_mode)
+            except SourceUnreadable as err:
+                cause = err.__cause__
+                assert isinstance(cause, OSError)
+                raise page_unreadable(f, cause) from cause
             entry: dict[str, Any] = {
                 "name": dest.name,
                 "page": f.page,
@@ -208,20 +309,56 @@ class DirectoryRoute:
         atomic_write_bytes(manifest_path, json.dumps(manifest, ensure_ascii=False, indent=2).encode(), self.file_mode)
         return DeliveryReceipt(remote_id=str(manifest_path), remote_status="written")
 
+    @staticmethod
+    def _manifest(path: Path) -> dict[str, Any]:
+        """The manifest at ``path`` (it exists) as the JSON object it must be.
+
+        Raises:
+            RouteError: ``route_refused`` when it is no regular file or no JSON object
+                (:func:`_unreadable_manifest`); an OS error reading it as
+                :func:`os_failure` says. Only a manifest read whole decides "delivered".
+        """
+        if not path.is_file():
+            raise _unreadable_manifest("not a regular file")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise _unreadable_manifest("not UTF-8 text") from None
+        except OSError as err:
+            raise os_failure(err, "reading the work's manifest.json") from err
+        try:
+            existing = json.loads(text)
+        except (ValueError, RecursionError):
+            raise _unreadable_manifest("not JSON") from None
+        if not isinstance(existing, dict):
+            raise _unreadable_manifest("not a JSON object")
+        return existing
+
     async def deliver(self, request: DeliveryRequest) -> DeliveryReceipt:
         """Write the work's files and manifest.
 
         Raises:
-            RouteError: ``delivery_failed`` (retryable) when the filesystem refuses;
-                ``delivery_rejected`` (permanent) for a path that would leave the
-                directory.
+            RouteError: ``delivery_rejected`` (permanent) for a work id or file name that
+                would leave the directory; ``route_refused`` for a symbolic link of the
+                directory leading out of it, a ``manifest.json`` curaflow cannot read, or
+                an OS error of the directory that does not pass (:func:`os_failure`);
+                ``delivery_failed`` (retried) for one that may pass, or a page of the
+                artifact curaflow cannot read (:func:`~curaflow.routes.base.page_unreadable`).
         """
         try:
             return await asyncio.to_thread(self._deliver_sync, request)
+        except LinkEscape as err:
+            raise RouteError(
+                TerminalReason.ROUTE_REFUSED,
+                f"directory: {err}: a link in the route's directory leads out of it; remove it or point the route "
+                "at the directory it leads to",
+                permanent=True,
+                answer="directory symbolic link leads out",
+            ) from err
         except PathEscape as err:
             raise RouteError(TerminalReason.DELIVERY_REJECTED, f"directory: {err}", permanent=True) from err
         except OSError as err:
-            raise RouteError(TerminalReason.DELIVERY_FAILED, f"directory write failed: {err.strerror}") from err
+            raise os_failure(err, "writing the work") from err
 
 
 def build_directory_route(name: str, config: DirectoryRouteConfig, context: RouteContext) -> DirectoryRoute:

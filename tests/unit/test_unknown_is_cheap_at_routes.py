@@ -1,16 +1,21 @@
 """Answers nobody named, on the delivery side: each costs one attempt, never a work.
 
 Probes of the defaults the route tables leave (DESIGN.md "Safe defaults at the edges: the
-delivery side"): an OS error of curaflow's own disk before anything left, a 2xx of the Bot
-API's envelope of an unknown shape. The routes run against ``httpx.MockTransport``
+delivery side"): an OS error of curaflow's own disk before anything left, the directory
+route's disk (its manifest, its links, its errors), a 2xx of the Bot API's envelope of an
+unknown shape. The routes run against ``httpx.MockTransport``
 speaking the platforms' wire formats (:mod:`tests.unit.test_route_answers`).
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
@@ -18,7 +23,8 @@ import pytest
 from activities.deliver.sending import _guarded
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.verdicts import delivery_verdict
-from curaflow.routes.base import RouteError
+from curaflow.routes.base import DeliveryRequest, RouteError
+from curaflow.routes.directory import DirectoryRoute
 from tests.unit.test_route_answers import discord, request_of, telegram, webhook
 
 
@@ -62,3 +68,164 @@ async def test_an_artifact_page_unreadable_before_the_send_is_not_sent_and_retri
     verdict = verdict_of(err)
     assert not verdict.final and not verdict.unknown and not verdict.remember_refusal
     assert "page 1" in str(err) and "nothing was sent" in str(err)
+
+
+# ---- the directory route: the route's disk is the route's --------------------------------------
+
+
+def dir_request(tmp_path: Path, work_id: str = "4242") -> DeliveryRequest:
+    (tmp_path / "src").mkdir(exist_ok=True)
+    request = request_of(Path(tempfile.mkdtemp(dir=tmp_path / "src")))
+    work = request.work.model_copy(update={"work_id": work_id})
+    return DeliveryRequest(
+        job_id="j",
+        target_id="t",
+        route="out",
+        idempotency_key=f"curaflow:out:illustration:{work_id}:j:t",
+        work=work,
+        artifact=request.artifact.model_copy(update={"work_id": work_id}),
+    )
+
+
+async def dir_failure(tmp_path: Path, request: DeliveryRequest | None = None) -> RouteError:
+    route = DirectoryRoute("out", tmp_path / "out")
+    with pytest.raises(RouteError) as caught:
+        await _guarded(route, request or dir_request(tmp_path))
+    return caught.value
+
+
+def is_held_not_refused(err: RouteError) -> bool:
+    verdict = verdict_of(err, resend_safe=True)
+    return (
+        err.reason == TerminalReason.ROUTE_REFUSED
+        and err.answer is not None
+        and verdict.hold
+        and not verdict.remember_refusal
+        and not verdict.unknown
+    )
+
+
+def put_manifest(root: Path, how: str) -> None:
+    folder = root / "4242"
+    folder.mkdir(parents=True)
+    manifest = folder / "manifest.json"
+    if how == "a-directory":
+        manifest.mkdir()
+    elif how == "not-json":
+        manifest.write_bytes(b"\x00\x00\x00 half a manifest")
+    else:
+        manifest.write_text(how)
+
+
+@pytest.mark.parametrize(
+    "how", ["a-directory", "not-json", "[]", "null", '"x"'], ids=["a-directory", "not-json", "list", "null", "string"]
+)
+async def test_a_manifest_curaflow_cannot_read_is_never_a_delivery(tmp_path: Path, how: str) -> None:
+    # manifest.json is the directory's word "delivered"; one curaflow cannot read (a
+    # directory in its place, bytes that are no JSON object, an I/O error) says nothing:
+    # it was taken for "the directory already has the work" (duplicate: the intent
+    # delivered for good, nothing written) or crashed the route (internal_error).
+    put_manifest(tmp_path / "out", how)
+    err = await dir_failure(tmp_path)
+    assert is_held_not_refused(err), (err.reason, str(err))
+    assert "manifest" in str(err)
+
+
+async def test_a_manifest_that_cannot_be_read_for_an_os_error_is_never_a_delivery(tmp_path: Path) -> None:
+    put_manifest(tmp_path / "out", '{"idempotency_key": "another"}')
+    real = Path.read_text
+
+    def eio(self: Path, *args: Any, **kwargs: Any) -> str:
+        if self.name == "manifest.json":
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(self, *args, **kwargs)
+
+    with mock.patch.object(Path, "read_text", eio):
+        err = await dir_failure(tmp_path)
+    assert err.reason == TerminalReason.DELIVERY_FAILED and not err.permanent and not err.ambiguous
+
+
+async def test_a_readable_manifest_still_decides(tmp_path: Path) -> None:
+    route = DirectoryRoute("out", tmp_path / "out")
+    request = dir_request(tmp_path)
+    assert (await route.deliver(request)).remote_status == "written"
+    assert (await route.deliver(request)).remote_status == "replayed"
+    other = DeliveryRequest(**{**request.__dict__, "idempotency_key": "curaflow:out:illustration:4242:j2:t"})
+    assert (await route.deliver(other)).duplicate
+
+
+@pytest.mark.parametrize("where", ["work-folder", "page", "dangling"])
+async def test_a_symbolic_link_of_the_routes_directory_is_the_routes_not_the_works(tmp_path: Path, where: str) -> None:
+    # A link in the route's directory that leads out of it is the directory's state: the
+    # work's id is a plain name. It refused the work for good (delivery_rejected).
+    root, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    if where == "work-folder":
+        (root / "4242").symlink_to(elsewhere)
+    elif where == "page":
+        (root / "4242").mkdir()
+        (root / "4242" / "4242_p0.jpg").symlink_to(elsewhere / "x.jpg")
+    else:
+        (root / "4242").symlink_to(elsewhere / "gone")
+    err = await dir_failure(tmp_path)
+    assert is_held_not_refused(err), (err.reason, str(err))
+    assert not list(elsewhere.iterdir()), "nothing written outside the route's directory"
+
+
+@pytest.mark.parametrize("work_id", ["..", "a/../../x"])
+async def test_a_work_id_that_would_leave_the_directory_is_still_the_works(tmp_path: Path, work_id: str) -> None:
+    err = await dir_failure(tmp_path, dir_request(tmp_path, work_id))
+    assert err.reason == TerminalReason.DELIVERY_REJECTED and err.permanent
+
+
+def failing_mkstemp(code: int) -> Any:
+    def mkstemp(*_args: Any, **_kwargs: Any) -> Any:
+        raise OSError(code, os.strerror(code))
+
+    return mock.patch("curaflow.routes.directory.tempfile.mkstemp", mkstemp)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EDQUOT, errno.ENAMETOOLONG, errno.EFBIG, 200],
+    ids=["EROFS", "EACCES", "EPERM", "ENOSPC", "EDQUOT", "ENAMETOOLONG", "EFBIG", "an-errno-never-seen"],
+)
+async def test_the_routes_disk_refusing_is_the_routes_and_counted(tmp_path: Path, code: int) -> None:
+    # A disk that refuses (read-only, full, no rights) refuses every work alike: the
+    # route's (the work held back, the refusal streak pauses the route), not retried
+    # through the attempt budget job after job with no pause and no alert.
+    with failing_mkstemp(code):
+        first = await dir_failure(tmp_path)
+        second = await dir_failure(tmp_path, dir_request(tmp_path, "4343"))
+    assert is_held_not_refused(first), (first.reason, str(first))
+    assert first.answer == second.answer, "the same answer for every work: the streak counts it"
+
+
+async def test_a_work_folder_in_the_way_is_the_routes(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "4242").write_text("a file where the work's folder goes")
+    err = await dir_failure(tmp_path)
+    assert is_held_not_refused(err), (err.reason, str(err))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [errno.EIO, errno.EMFILE, errno.ENFILE, errno.EINTR, errno.EAGAIN, errno.ESTALE, errno.EBUSY, errno.ENOMEM],
+    ids=["EIO", "EMFILE", "ENFILE", "EINTR", "EAGAIN", "ESTALE", "EBUSY", "ENOMEM"],
+)
+async def test_an_os_error_that_may_pass_is_retried(tmp_path: Path, code: int) -> None:
+    with failing_mkstemp(code):
+        err = await dir_failure(tmp_path)
+    assert err.reason == TerminalReason.DELIVERY_FAILED and not err.permanent and not err.ambiguous
+    assert err.answer is None
+
+
+async def test_the_artifact_unreadable_is_not_the_routes_disk(tmp_path: Path) -> None:
+    # curaflow's own file gone: retried (the next attempt restores it), never a refusal
+    # of the route counted in its streak.
+    request = dir_request(tmp_path)
+    Path(request.artifact.files[0].path).unlink()
+    err = await dir_failure(tmp_path, request)
+    assert err.reason == TerminalReason.DELIVERY_FAILED and not err.permanent and err.answer is None
+    assert not (tmp_path / "out" / "4242" / "manifest.json").exists()

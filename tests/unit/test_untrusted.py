@@ -298,8 +298,9 @@ def test_the_directory_route_refuses_a_path_outside_its_root(tmp_path: Path) -> 
 
 def test_a_loop_of_symbolic_links_is_the_disk_refusing_not_a_crash(tmp_path: Path) -> None:
     # A loop under a route's directory (or the artifacts directory) is the disk's state:
-    # an OSError (ELOOP, as Python 3.13 reports it), which the directory route calls a
-    # retryable delivery_failed — not a RuntimeError out of the route.
+    # an OSError (ELOOP, as Python 3.13 reports it), which the directory route calls the
+    # route's refusal (route_refused: a loop does not pass by itself; the work held back,
+    # never refused) — not a RuntimeError out of the route.
     root = tmp_path / "out"
     root.mkdir()
     (root / "a").symlink_to(root / "b")
@@ -321,7 +322,7 @@ def test_a_loop_of_symbolic_links_is_the_disk_refusing_not_a_crash(tmp_path: Pat
     )
     with pytest.raises(RouteError) as refused:
         asyncio.run(DirectoryRoute("out", root).deliver(request))
-    assert refused.value.reason == TerminalReason.DELIVERY_FAILED and not refused.value.permanent
+    assert refused.value.reason == TerminalReason.ROUTE_REFUSED and refused.value.answer == "directory eloop"
 
 
 def test_the_artifact_store_refuses_a_path_outside_its_root(tmp_path: Path) -> None:
