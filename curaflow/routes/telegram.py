@@ -52,11 +52,13 @@ blocked bot, no rights, 401, 403, 404, 413,   curaflow does not know), never ret
 a wording or status never seen before, an     the work is not used up (held back from
 error of an unknown shape                     the route for a while)
 connect error, connect/write/pool timeout     retried (the request never reached Telegram)
-read timeout, broken response, unreadable 2xx *ambiguous*: the message may exist. Telegram
-gateway errors 502 / 504 (HTML or JSON),      has no idempotency key, so the route's
-any 5xx that is not the Bot API's JSON        ``on_ambiguous`` decides: ``fail`` (default,
-(an HTML page from the gateway)               at most once) or ``retry`` (at least once)
+read timeout, broken response, a 2xx that is *ambiguous*: the message may exist. Telegram
+not the Bot API's (``ok`` not a boolean),     has no idempotency key, so the route's
+gateway errors 502 / 504 (HTML or JSON),      ``on_ambiguous`` decides: ``fail`` (default,
+any 5xx that is not the Bot API's JSON        at most once) or ``retry`` (at least once)
+(an HTML page from the gateway)
 a 4xx / 429 that is not the Bot API's JSON    the route's / a rate limit, as above
+(``ok`` not a boolean included)
 ===========================================  ==========================================
 
 Gateway errors are ambiguous because the gateway in front of the Bot API answers them
@@ -439,8 +441,13 @@ class TelegramRoute:
                 body = response.json()
             except (ValueError, RecursionError):  # not JSON; nested deeper than the parser recurses
                 body = None
-            if not isinstance(body, dict) or "ok" not in body:
-                # Not the Bot API's answer: a gateway's page (HTML) or garbage.
+            if not isinstance(body, dict) or not isinstance(body.get("ok"), bool):
+                # Not the Bot API's answer: a gateway's page (HTML), garbage, or an envelope
+                # whose `ok` is no boolean (`"true"`, 1, null): a 2xx of it may follow a post
+                # (ambiguous), a 4xx of it blames no one but the route. Until 2026-12-05 any
+                # `ok` that was not `true` was read as the Bot API's refusal — a 2xx became
+                # route_refused (the work posted again after its hold) and a 4xx naming
+                # "file is too big" refused the work for good.
                 if 200 <= status < 300 or status >= 500:
                     what = "a gateway error" if status in GATEWAY_ERRORS else "an answer that is not the Bot API's"
                     raise RouteError(

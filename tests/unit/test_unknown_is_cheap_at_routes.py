@@ -229,3 +229,28 @@ async def test_the_artifact_unreadable_is_not_the_routes_disk(tmp_path: Path) ->
     err = await dir_failure(tmp_path, request)
     assert err.reason == TerminalReason.DELIVERY_FAILED and not err.permanent and err.answer is None
     assert not (tmp_path / "out" / "4242" / "manifest.json").exists()
+
+
+# ---- Telegram: a 2xx of the Bot API's envelope of an unknown shape ---------------------------------
+
+
+@pytest.mark.parametrize("ok", ["true", 1, None, [], {"x": 1}], ids=["string", "one", "null", "list", "object"])
+async def test_a_telegram_2xx_whose_ok_is_no_boolean_may_have_posted(tmp_path: Path, ok: Any) -> None:
+    # Only `ok: true` / `ok: false` are the Bot API's words. A 2xx whose `ok` is another
+    # value is an answer of an unknown shape that may follow a post: it was a refusal of
+    # the route (route_refused), and the work, held for an hour, was posted again.
+    body = {"ok": ok, "result": {"message_id": 7}}
+    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda _r: httpx.Response(200, json=body))) as http:
+        with pytest.raises(RouteError) as caught:
+            await telegram(http).deliver(request_of(tmp_path))
+    err = caught.value
+    assert err.ambiguous and err.reason != TerminalReason.ROUTE_REFUSED, (err.reason, str(err))
+    assert verdict_of(err).unknown  # at most once: never posted again
+
+
+async def test_a_telegram_4xx_whose_ok_is_no_boolean_is_the_routes(tmp_path: Path) -> None:
+    body = {"ok": "false", "error_code": 400, "description": "Bad Request: file is too big"}
+    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda _r: httpx.Response(400, json=body))) as http:
+        with pytest.raises(RouteError) as caught:
+            await telegram(http).deliver(request_of(tmp_path))
+    assert caught.value.reason == TerminalReason.ROUTE_REFUSED and not caught.value.ambiguous
