@@ -26,9 +26,10 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.deps import ActivityDeps
+from curaflow.domain.holds import HoldCaps
 from curaflow.domain.messages import CancelRequest, FinishInput, JobState
 from curaflow.domain.state import job_state
-from curaflow.ledger.finish import finish_job
+from curaflow.ledger.finish import finish_job, hold_caps
 from curaflow.ledger.jobs import request_cancel as ledger_request_cancel
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -45,6 +46,14 @@ class FinishActivity:
 
     def __init__(self, deps: ActivityDeps) -> None:
         self.deps = deps
+        self._caps: HoldCaps | None = None
+
+    @property
+    def caps(self) -> HoldCaps:
+        """The instance's cooldown caps, for the holds a finish names (built once)."""
+        if self._caps is None:
+            self._caps = hold_caps(self.deps.settings)
+        return self._caps
 
     @activity.defn(name="finish")
     async def finish(self, inp: FinishInput) -> JobState:
@@ -62,7 +71,7 @@ class FinishActivity:
         try:
             async with self.deps.pool.acquire() as conn:
                 finished = await finish_job(
-                    conn, inp.job_id, cause=inp.cause, failures=inp.failures, verdicts=inp.verdicts
+                    conn, inp.job_id, cause=inp.cause, failures=inp.failures, verdicts=inp.verdicts, caps=self.caps
                 )
         finally:
             beat.cancel()

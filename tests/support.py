@@ -214,11 +214,19 @@ def short_id() -> str:
     return uuid.uuid4().hex[:8]
 
 
-async def ledger_job(pool: asyncpg.Pool, target: TargetSpec, *, label: str, deadline_in_ms: int = 3_600_000) -> str:
+async def ledger_job(
+    pool: asyncpg.Pool,
+    target: TargetSpec,
+    *,
+    label: str,
+    deadline_in_ms: int = 3_600_000,
+    source_task_queues: dict[str, str] | None = None,
+) -> str:
     """Insert a job with one target straight into the ledger, with no workflow (ledger tests).
 
     Its id is ``demo@manual-<label>-<short id>``; it is closed when the test ends
-    (``tests/conftest.py`` ``leave_no_job_open``). Returns the job id.
+    (``tests/conftest.py`` ``leave_no_job_open``). ``source_task_queues`` (account → its
+    gate's key) is stored with it as admission stores it. Returns the job id.
     """
     now = now_ms()
     inp = JobInput(
@@ -227,6 +235,7 @@ async def ledger_job(pool: asyncpg.Pool, target: TargetSpec, *, label: str, dead
         created_at_ms=now,
         deadline_at_ms=now + deadline_in_ms,
         targets=[target],
+        source_task_queues=source_task_queues or {},
     )
     async with pool.acquire() as conn:
         await insert_job(conn, NewJob(job_input=inp))

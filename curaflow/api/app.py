@@ -38,6 +38,7 @@ from curaflow.api.openapi import build_openapi
 from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.jobs.admission import Admitter, WorkflowStarter
 from curaflow.ledger.db import LEDGER_ERRORS, create_pool, migrate
+from curaflow.ledger.finish import hold_caps
 from curaflow.ledger.gauges import run_ledger_gauges
 from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
@@ -227,6 +228,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
                 stop,
                 lambda: app.state.client,
                 supervisor=supervisor,
+                caps=hold_caps(settings),
             )
         )
         # The gauges' own loop never raises ("a metric must never take a process down");

@@ -2,16 +2,18 @@
 
 A send that its receiver rate-limited waits as the receiver stated (Telegram's flood wait
 of hours on one send: :func:`curaflow.ledger.route_gates.rate_limited`); a route-wide
-limit makes the whole route cool down; a route found broken is paused. When the job's
-deadline passes meanwhile — or Temporal refuses a retry due after the execution's end —
-the cell ends with the deadline's reason or the route's last failure, whose sentences
-("retry with a narrower query", "check the bot and the chat") hid what held it. The
-finish (:func:`curaflow.ledger.finish.finish_job`) gathers the facts from the ledger and
-asks :func:`held_by`; the answer is stored with the cell (``cells.held_by``) and said by
-:func:`hold_sentence` wherever the cell's message is built
-(:func:`curaflow.domain.tally.cell_message`), and shown structured in
-``GET /jobs/{id}``'s ``error.detail.held_by`` and the outcome record's targets. The
-reason code is unchanged (the protocol's code stays the deadline's or the route's).
+limit makes the whole route cool down; a route found broken is paused. A source
+account's gate refuses every request while it cools down after a rate limit or is paused
+after the source restricted it (:mod:`curaflow.ledger.gates`). When the job's deadline
+passes meanwhile — or Temporal refuses a retry due after the execution's end — the cell
+ends with the deadline's reason or the last failure, whose sentences ("retry with a
+narrower query", "check the bot and the chat") hid what held it. The finish
+(:func:`curaflow.ledger.finish.finish_job`) asks :func:`hold_scope` which holds may be
+named for a cell, gathers their facts from the ledger and asks :func:`held_by`; the answer
+is stored with the cell (``cells.held_by``) and said by :func:`hold_sentence` wherever the
+cell's message is built (:func:`curaflow.domain.tally.cell_message`), and shown structured
+in ``GET /jobs/{id}``'s ``error.detail.held_by`` and the outcome record's targets. The
+reason code is unchanged (the protocol's code stays the deadline's or the failure's).
 
 Pure module: no I/O.
 """
@@ -19,13 +21,14 @@ Pure module: no I/O.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel
 
 from curaflow.domain.cells import CellState
-from curaflow.domain.reasons import CANCEL_REASONS
+from curaflow.domain.reasons import CANCEL_REASONS, Owner, TerminalReason, reason_info
 
 #: The states of a cell whose work waits for its routes (stored, not yet delivered
 #: everywhere): only there can a route's wait be what held it. A cell bound but still
@@ -33,32 +36,118 @@ from curaflow.domain.reasons import CANCEL_REASONS
 #: down meanwhile (the deadline's remedy is the one that helps).
 WAITING_STATES: frozenset[str] = frozenset({CellState.ARTIFACT_READY, CellState.DELIVERY_PENDING})
 
+#: The states of a cell whose work still needs its source account (searching, or bound
+#: and fetching): only there can the account's gate be what held it. Once the work is
+#: stored the source is done with it.
+SOURCE_STATES: frozenset[str] = frozenset({CellState.PENDING, CellState.SELECTED})
 
-def may_be_held(state: str, reason: str) -> bool:
-    """Whether a route's wait may be named for a cell its job's finish ends in ``state``
-    with ``reason``: its work waits for its routes (:data:`WAITING_STATES`) and no
-    consumer or operator stopped it (:data:`~curaflow.domain.reasons.CANCEL_REASONS`:
-    the stop is what ended it, whatever a route was waiting for)."""
-    return state in WAITING_STATES and reason not in CANCEL_REASONS
+HoldOwner = Literal["route", "account"]
+
+
+@dataclass(frozen=True)
+class HoldScope:
+    """Whose holds may be named for a cell (:func:`hold_scope`).
+
+    Attributes:
+        owner: ``route`` (the cell's routes: its work waits for them) or ``account`` (its
+            source account: its work is not stored yet).
+        name: only this one's hold (the route whose own failure is the cell's reason);
+            None: any of the owner's.
+    """
+
+    owner: HoldOwner
+    name: str | None = None
+
+
+def hold_scope(
+    state: str,
+    reason: str,
+    *,
+    failure_step: str | None = None,
+    failure_route: str | None = None,
+    failure_reason: str | None = None,
+) -> HoldScope | None:
+    """Which hold may be named for a cell its job's finish ends in ``state`` with
+    ``reason``: only a hold that is what held the cell (DESIGN.md "What a job and its
+    cells end as").
+
+    * a consumer's or an operator's stop (:data:`~curaflow.domain.reasons.CANCEL_REASONS`)
+      is what ended the cell, whatever anything waited for: none;
+    * a cell whose work waits for its routes (:data:`WAITING_STATES`) may be held by a
+      route, one still needing its source (:data:`SOURCE_STATES`) by its account; any
+      other state by none;
+    * the reason is the job's stop (the deadline, a budget: no failure of the cell's own
+      is its reason, or the failure is the deadline's): the job stopped while the cell
+      waited, so any hold of the owner that lasted past the deadline held it;
+    * the reason is a failed step's own (``failure_reason`` equals it): only a hold of
+      that failure's owner explains it — the failing route's own wait (its retry refused
+      after the execution's end), the account's for a source step failing for the
+      account (its rate limit, its restriction). A failure of another owner (route a
+      gave up while route b waited; the source answered a 5xx while the account cooled
+      down) is what ended the cell, and the report keeps its reason's sentence.
+
+    Args:
+        failure_step / failure_route / failure_reason: the cell's failed step as the
+            workflow saw it (:class:`~curaflow.domain.verdicts.StepFailure`: its step,
+            its route, the reason it gives); None when no step of the cell failed.
+    """
+    if reason in CANCEL_REASONS:
+        return None
+    owner: HoldOwner
+    if state in WAITING_STATES:
+        owner = "route"
+    elif state in SOURCE_STATES:
+        owner = "account"
+    else:
+        return None
+    if failure_reason is None or failure_reason != reason or reason == TerminalReason.EXECUTION_TIMEOUT:
+        return HoldScope(owner)  # the job stopped while the cell waited
+    if owner == "route":
+        return HoldScope("route", failure_route) if failure_step == "deliver" and failure_route else None
+    if failure_step != "deliver" and reason_info(reason).owner == Owner.ACCOUNT:
+        return HoldScope("account")
+    return None
 
 
 class Hold(BaseModel):
     """What held a cell, and until when.
 
     Attributes:
-        owner: who held it: ``route`` (its receiver, or the route found broken).
-        name: the route's name.
+        owner: who held it: ``route`` (its receiver, or the route found broken) or
+            ``account`` (the source account the cell's search and download go through).
+        name: the route's name, or the account's (a target's ``account``).
         kind: ``rate_limited`` (the receiver rate-limited this send: its next attempt was
-            due at ``until``), ``cooling`` (the receiver's route-wide rate limit: every
-            send of the route waits until ``until``), ``paused`` (the route was paused as
-            broken until ``until``).
-        until: epoch ms (UTC, the database's clock).
+            due at ``until``), ``cooling`` (a route-wide rate limit of the receiver, or
+            the account's cooldown after a rate limit: every send of the route, every
+            request of the account waits until ``until``), ``paused`` (the route was
+            paused as broken, the account paused after the source restricted it, until
+            ``until``).
+        until: epoch ms (UTC, the database's clock): when the gate lets the next attempt
+            go — a cooldown at most its cap from when the finish read it, as the gate
+            reads it (:func:`curaflow.domain.ratelimit.cooldown_left_ms`).
     """
 
-    owner: Literal["route"] = "route"
+    owner: HoldOwner = "route"
     name: str
     kind: Literal["rate_limited", "cooling", "paused"]
     until: int
+
+
+@dataclass(frozen=True)
+class HoldCaps:
+    """The caps the gates read a stored cooldown with (the instance's settings), so a hold
+    is reported as the gate will hold it.
+
+    Attributes:
+        route_cooldown_ms: ``delivery.route_rate_limit_cap_ms`` (``claim_send`` reads a
+            route's cooldown at most this far ahead); None: as stored.
+        account_cooldown_ms: account → its ladder's cap (``rate_limit_cap_ms``:
+            ``gates.reserve`` reads its cooldown at most this far ahead); an account
+            absent: as stored.
+    """
+
+    route_cooldown_ms: int | None = None
+    account_cooldown_ms: dict[str, int] = field(default_factory=dict)
 
 
 class RouteWait(BaseModel):
@@ -67,7 +156,8 @@ class RouteWait(BaseModel):
     Attributes:
         route: the intent's route.
         held_until: its next attempt's time after a rate limit (0: none recorded).
-        cooldown_until / paused_until: the route's gate (0: none).
+        cooldown_until / paused_until: the route's gate (0: none; the cooldown as the
+            gate reads it, at most its cap ahead).
     """
 
     route: str
@@ -76,27 +166,53 @@ class RouteWait(BaseModel):
     paused_until: int = 0
 
 
-def held_by(waits: Iterable[RouteWait], *, at: int) -> Hold | None:
+class AccountWait(BaseModel):
+    """The facts of a cell's source account, as the finish reads them.
+
+    Attributes:
+        account: the target's account.
+        cooldown_until: the account's rate-limit cooldown (0: none; as the gate reads it,
+            at most its cap ahead).
+        rate_limited_at: when it met the rate limit that started it (0: unknown).
+        paused_until: the account's pause after the source restricted it (0: none).
+    """
+
+    account: str
+    cooldown_until: int = 0
+    rate_limited_at: int = 0
+    paused_until: int = 0
+
+
+def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldScope | None = None) -> Hold | None:
     """The hold that still held the cell at ``at`` (the job's deadline, or when it ended if
     sooner), or None.
 
     Of every wait lasting past ``at`` the longest is named; between equal ends a pause
-    (the operator's to lift) before a route-wide cooldown before a limit of the send
-    alone.
+    (the operator's to lift) before a cooldown before a limit of the send alone. A
+    cooldown the account met only after ``at`` (another job's request, read by a late
+    finish) held nothing then.
 
     Args:
-        waits: the cell's undelivered intents with their routes' gates.
+        waits: the cell's undelivered intents with their routes' gates, and its account.
         at: epoch ms.
+        scope: only holds of this owner (and name) (:func:`hold_scope`); None: any.
     """
     found: list[tuple[int, int, Hold]] = []
     for w in waits:
-        for rank, kind, until in (
-            (2, "paused", w.paused_until),
-            (1, "cooling", w.cooldown_until),
-            (0, "rate_limited", w.held_until),
-        ):
+        owner: HoldOwner
+        kinds: tuple[tuple[int, str, int], ...]
+        if isinstance(w, AccountWait):
+            owner, name = "account", w.account
+            started = w.rate_limited_at <= at
+            kinds = ((2, "paused", w.paused_until), (1, "cooling", w.cooldown_until if started else 0))
+        else:
+            owner, name = "route", w.route
+            kinds = ((2, "paused", w.paused_until), (1, "cooling", w.cooldown_until), (0, "rate_limited", w.held_until))
+        if scope is not None and (owner != scope.owner or (scope.name is not None and name != scope.name)):
+            continue
+        for rank, kind, until in kinds:
             if until and until > at:
-                found.append((until, rank, Hold(name=w.route, kind=kind, until=until)))  # type: ignore[arg-type]
+                found.append((until, rank, Hold(owner=owner, name=name, kind=kind, until=until)))  # type: ignore[arg-type]
     if not found:
         return None
     return max(found, key=lambda f: (f[0], f[1]))[2]
@@ -109,6 +225,8 @@ def _when(ms: int) -> str:
 def hold_sentence(hold: Hold, lang: str = "en") -> str:
     """The sentence saying what held the cell (``lang`` ``"en"`` or ``"zh"``): whose wait,
     of what kind, until when, and what to do."""
+    if hold.owner == "account":
+        return _account_sentence(hold, lang)
     when, name = _when(hold.until), hold.name
     if hold.kind == "rate_limited":
         if lang == "zh":
@@ -133,4 +251,29 @@ def hold_sentence(hold: Hold, lang: str = "en") -> str:
     return (
         f"Route {name} was paused as broken until {when}, so nothing was sent again. Fix the route, then run "
         f"curaflow routes resume {name}."
+    )
+
+
+def _account_sentence(hold: Hold, lang: str) -> str:
+    when, name = _when(hold.until), hold.name
+    if hold.kind == "paused":
+        if lang == "zh":
+            return (
+                f"来源账号 {name} 的访问被来源限制，其请求已暂停至 {when}；此后未再请求。"
+                f"请检查该账号（Pixiv：登录 pixiv.net 查看通知），然后运行 curaflow accounts resume {name}，"
+                "或让目标改用其他账号。"
+            )
+        return (
+            f"Source account {name} was paused until {when} after the source restricted its access, so nothing "
+            f"more was requested. Check the account (for Pixiv: sign in at pixiv.net and read the notice), then "
+            f"run curaflow accounts resume {name}, or move the target to another account."
+        )
+    if lang == "zh":
+        return (
+            f"来源账号 {name} 被限流，冷却至 {when}，已晚于任务的截止时间；其搜索与下载未能继续。"
+            "可等冷却结束，或降低该账号的请求频率。"
+        )
+    return (
+        f"Source account {name} was rate-limited: it cools down until {when}, past the job's deadline, so its "
+        "search and download could not go on. Let the cooldown pass, or lower the account's request rate."
     )

@@ -15,17 +15,18 @@ repeated finish writes nothing and returns the same job.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 
 from curaflow.domain.cells import CellState, is_terminal
-from curaflow.domain.holds import Hold, RouteWait, held_by, may_be_held
+from curaflow.domain.holds import AccountWait, Hold, HoldCaps, HoldScope, RouteWait, held_by, hold_scope
 from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import build_outcome_record, business_status, is_alertable
 from curaflow.domain.projection import JobStatus, job_stage, job_status
+from curaflow.domain.ratelimit import cooldown_left_ms
 from curaflow.domain.tally import cell_message
-from curaflow.domain.verdicts import FinishCause, StepFailure, cell_verdict
+from curaflow.domain.verdicts import FinishCause, StepFailure, cell_verdict, failure_reason
 from curaflow.ledger.cells import finish_cell
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import append_event
@@ -33,6 +34,9 @@ from curaflow.ledger.gates import DB_NOW_MS
 from curaflow.ledger.records import load_job
 from curaflow.protocol.models import TERMINAL_EVENT_TYPES
 from curaflow.protocol.projection import project_job
+
+if TYPE_CHECKING:
+    from curaflow.config import Settings
 
 #: Causes a workflow finishes with; it saw which barrier came first, so a cancel the
 #: ledger recorded after that does not change its verdicts.
@@ -59,6 +63,7 @@ async def finish_job(
     cause: FinishCause | str = FinishCause.COMPLETED,
     failures: dict[str, StepFailure] | None = None,
     verdicts: dict[str, str] | None = None,
+    caps: HoldCaps | None = None,
 ) -> FinishedJob | None:
     """Make ``job_id`` terminal (own transaction).
 
@@ -68,6 +73,8 @@ async def finish_job(
             ledger transition.
         verdicts: target id → a reason decided by an execution started before facts
             existed (applied as given).
+        caps: the instance's cooldown caps (:func:`hold_caps`), so a cooldown stored
+            beyond its cap is named as the gate holds it; None: as stored.
 
     Returns:
         The finished job, or None when the job is unknown.
@@ -92,11 +99,15 @@ async def finish_job(
             )
             for cell in open_cells
         }
-        failing = [c for c in open_cells if may_be_held(c.state, reasons[c.target_id])]
-        holds = await _holds(conn, job_id, record.deadline_at) if failing else {}
+        scopes = {
+            cell.target_id: scope
+            for cell in open_cells
+            if (scope := _scope(cell.state, reasons[cell.target_id], failures.get(cell.target_id))) is not None
+        }
+        holds = await _holds(conn, job_id, record.deadline_at, scopes, caps or HoldCaps()) if scopes else {}
         for cell in open_cells:
             reason = reasons[cell.target_id]
-            held = holds.get(cell.target_id) if cell in failing else None
+            held = holds.get(cell.target_id)
             message = cell_message(cell.state, reason, cell.candidate_report, held=held) if held else None
             await finish_cell(
                 conn, job_id, cell.target_id, CellState.FAILED, reason, message, locked=True, held_by=held
@@ -154,33 +165,95 @@ async def finish_job(
         return FinishedJob(record=record, outcome=outcome if inserted else None)
 
 
-async def _holds(conn: asyncpg.Connection, job_id: str, deadline_at: int | None) -> dict[str, Hold]:
-    """What held each cell of ``job_id`` still waiting on a route when the job ended
-    (:func:`curaflow.domain.holds.held_by`): its undelivered intents' ``held_until`` (a
-    send its receiver rate-limited) and their routes' gates (a route-wide cooldown, a
-    pause), at the deadline — or now, when the job ends before it (Temporal refuses a
-    retry due after the execution's end). One statement, read only when a cell ends
-    failing at the finish: never on a job whose cells all ended on their own."""
-    rows = await conn.fetch(
-        f"""SELECT d.target_id, d.route, COALESCE(d.held_until, 0) AS held_until,
-                   COALESCE(g.cooldown_until, 0) AS cooldown_until, COALESCE(g.paused_until, 0) AS paused_until,
-                   {DB_NOW_MS} AS now
-            FROM delivery_intents d LEFT JOIN route_gates g ON g.route = d.route
-            WHERE d.job_id = $1 AND d.status IN ('reserved', 'sending')""",
-        job_id,
+def hold_caps(settings: Settings) -> HoldCaps:
+    """The instance's cooldown caps, as its gates read a stored cooldown: the routes'
+    ``delivery.route_rate_limit_cap_ms`` and each source account's ladder cap
+    (``rate_limit_cap_ms``, through its policy)."""
+    return HoldCaps(
+        route_cooldown_ms=settings.delivery.route_rate_limit_cap_ms,
+        account_cooldown_ms={
+            account: int(config.policy().rate_limit_cap_s * 1000)
+            for account, config in settings.source_configs().items()
+        },
     )
-    waits: dict[str, list[RouteWait]] = {}
+
+
+def _scope(state: str, reason: str, failure: StepFailure | None) -> HoldScope | None:
+    """Which hold may be named for a cell (:func:`curaflow.domain.holds.hold_scope`, given
+    its failed step's facts)."""
+    own = failure_reason(failure) if failure is not None else None
+    return hold_scope(
+        state,
+        reason,
+        failure_step=failure.step if failure is not None else None,
+        failure_route=failure.route if failure is not None else None,
+        failure_reason=str(own) if own is not None else None,
+    )
+
+
+#: The facts :func:`_holds` reads, in one statement: the undelivered intents of the job's
+#: cells a route may hold (``$2``) with their routes' gates, and the source gates of the
+#: accounts of the cells an account may hold (``$3``) — the account's gate keyed by the
+#: job's stored ``source_task_queues`` (account → its queue: the gate's key), as its
+#: admission stored them and its workflow used them.
+_HOLD_FACTS = f"""
+WITH clock AS (SELECT {DB_NOW_MS} AS now)
+SELECT 'route' AS owner, d.target_id, d.route AS name, COALESCE(d.held_until, 0) AS held_until,
+       COALESCE(g.cooldown_until, 0) AS cooldown_until, COALESCE(g.paused_until, 0) AS paused_until,
+       0::bigint AS rate_limited_at, clock.now
+FROM clock, delivery_intents d LEFT JOIN route_gates g ON g.route = d.route
+WHERE d.job_id = $1 AND d.target_id = ANY($2::text[]) AND d.status IN ('reserved', 'sending')
+UNION ALL
+SELECT 'account', t.target ->> 'target_id', t.target ->> 'account', 0, g.cooldown_until, g.paused_until,
+       COALESCE(g.last_rate_limit_at, 0), clock.now
+FROM clock, jobs j
+     CROSS JOIN LATERAL jsonb_array_elements(COALESCE(j.workflow_input -> 'targets', '[]'::jsonb)) AS t(target)
+     JOIN source_gates g ON g.gate = j.workflow_input -> 'source_task_queues' ->> (t.target ->> 'account')
+WHERE j.job_id = $1 AND t.target ->> 'target_id' = ANY($3::text[])"""
+
+
+async def _holds(
+    conn: asyncpg.Connection, job_id: str, deadline_at: int | None, scopes: dict[str, HoldScope], caps: HoldCaps
+) -> dict[str, Hold]:
+    """What held each cell of ``job_id`` in ``scopes`` when the job ended
+    (:func:`curaflow.domain.holds.held_by`): for a cell a route may hold, its undelivered
+    intents' ``held_until`` (a send its receiver rate-limited) and their routes' gates (a
+    route-wide cooldown, a pause); for one its account may hold, the account's gate (its
+    cooldown, its pause) — at the deadline, or now when the job ends before it (Temporal
+    refuses a retry due after the execution's end). A cooldown is read as its gate reads
+    it, at most its cap from now (``caps``, :func:`~curaflow.domain.ratelimit.cooldown_left_ms`).
+    One statement, read only when a cell ends failing at the finish: never on a job whose
+    cells all ended on their own."""
+    routed = [t for t, s in scopes.items() if s.owner == "route"]
+    sourced = [t for t, s in scopes.items() if s.owner == "account"]
+    rows = await conn.fetch(_HOLD_FACTS, job_id, routed, sourced)
+    waits: dict[str, list[RouteWait | AccountWait]] = {}
     now = 0
     for r in rows:
         now = r["now"]
-        waits.setdefault(r["target_id"], []).append(
-            RouteWait(
-                route=r["route"],
+        if r["owner"] == "route":
+            cooling = _cooling(r["cooldown_until"], now, caps.route_cooldown_ms)
+            wait: RouteWait | AccountWait = RouteWait(
+                route=r["name"],
                 held_until=r["held_until"],
-                cooldown_until=r["cooldown_until"],
+                cooldown_until=cooling,
                 paused_until=r["paused_until"],
             )
-        )
+        else:
+            wait = AccountWait(
+                account=r["name"],
+                cooldown_until=_cooling(r["cooldown_until"], now, caps.account_cooldown_ms.get(r["name"])),
+                rate_limited_at=r["rate_limited_at"],
+                paused_until=r["paused_until"],
+            )
+        waits.setdefault(r["target_id"], []).append(wait)
     at = min(now, deadline_at) if deadline_at is not None else now
-    found = {target: held_by(w, at=at) for target, w in waits.items()}
+    found = {target: held_by(w, at=at, scope=scopes[target]) for target, w in waits.items()}
     return {target: hold for target, hold in found.items() if hold is not None}
+
+
+def _cooling(until: int, now: int, cap_ms: int | None) -> int:
+    """A stored cooldown's end as its gate reads it: at most ``cap_ms`` from ``now`` (None: as stored)."""
+    if cap_ms is None or until <= now:
+        return until
+    return now + cooldown_left_ms(until, now, cap_ms)

@@ -59,6 +59,7 @@ from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.jobs.nexus import JobServiceHandler
 from curaflow.jobs.pushes import run_push_sweeper
 from curaflow.ledger.db import OPEN_ERRORS, migrate, open_failure
+from curaflow.ledger.finish import hold_caps
 from curaflow.ledger.gauges import run_ledger_gauges
 from curaflow.ledger.reconciler import run_forever
 from curaflow.ledger.retention import prune_tick
@@ -398,7 +399,11 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                 "retention", settings.retention.interval_ms / 1000, lambda: prune_tick(deps.pool, deps.store, days)
             )
             loops = [
-                asyncio.create_task(run_forever(deps.pool, start, interval_s, stop, client, supervisor=supervisor)),
+                asyncio.create_task(
+                    run_forever(
+                        deps.pool, start, interval_s, stop, client, supervisor=supervisor, caps=hold_caps(settings)
+                    )
+                ),
                 asyncio.create_task(
                     watch_forever(deps.pool, client, settings, interval_s, stop, supervisor=supervisor)
                 ),

@@ -16,13 +16,16 @@ from temporalio.testing import ActivityEnvironment
 from activities.deliver import DeliveryRecords
 from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS, DeliverySettings
 from curaflow.domain.cells import CellStage, CellState
+from curaflow.domain.holds import HoldCaps
 from curaflow.domain.messages import DeliverInput, RouteRef, TargetSpec
 from curaflow.domain.models import Artifact, CandidateReport, CellSnapshot, Work
+from curaflow.domain.ratelimit import LADDER_CAP_MS
 from curaflow.domain.reasons import TerminalReason
-from curaflow.domain.verdicts import FinishCause
+from curaflow.domain.verdicts import FailureKind, FinishCause, StepFailure
 from curaflow.ledger import cells, deliveries, route_gates
-from curaflow.ledger.finish import finish_job
+from curaflow.ledger.finish import FinishedJob, finish_job
 from curaflow.ledger.gates import DB_NOW_MS
+from curaflow.protocol.projection import project_job
 from curaflow.routes.base import DeliveryRequest, RouteError
 from tests.support import ledger_job
 
@@ -67,11 +70,31 @@ async def _rate_limited(pool: asyncpg.Pool, job_id: str, key: str, delay_ms: int
         await deliveries.hold_intent(conn, key, delay_ms)
 
 
-async def _finish(pool: asyncpg.Pool, job_id: str, cause: FinishCause = FinishCause.DEADLINE) -> CellSnapshot:
+async def _finished(
+    pool: asyncpg.Pool,
+    job_id: str,
+    cause: FinishCause = FinishCause.DEADLINE,
+    *,
+    failure: StepFailure | None = None,
+    caps: HoldCaps | None = None,
+) -> FinishedJob:
     async with pool.acquire() as conn:
-        finished = await finish_job(conn, job_id, cause=cause)
+        finished = await finish_job(
+            conn, job_id, cause=cause, failures={"demo": failure} if failure else None, caps=caps
+        )
     assert finished is not None
-    return finished.record.cells[0]
+    return finished
+
+
+async def _finish(
+    pool: asyncpg.Pool,
+    job_id: str,
+    cause: FinishCause = FinishCause.DEADLINE,
+    *,
+    failure: StepFailure | None = None,
+    caps: HoldCaps | None = None,
+) -> CellSnapshot:
+    return (await _finished(pool, job_id, cause, failure=failure, caps=caps)).record.cells[0]
 
 
 async def _cooling(pool: asyncpg.Pool, route: str, ahead_ms: int) -> None:
@@ -175,3 +198,189 @@ async def test_a_rate_limit_is_named_as_the_receiver_stated_it(
     assert cell.held_by is not None and (cell.held_by.name, cell.held_by.kind) == (route.name, kind), cell.held_by
     held_until = await ledger_pool.fetchval("SELECT held_until FROM delivery_intents WHERE idempotency_key = $1", key)
     assert (held_until is None) == route_wide
+
+
+# ---- a cell held by another route than the one that failed it ----------------------------
+
+
+def _deliver_failure(route: str, error_type: str, retry_state: str) -> StepFailure:
+    """What the workflow saw of a ``deliver`` step of ``route`` that failed (its facts)."""
+    return StepFailure(
+        step="deliver", kind=FailureKind.APPLICATION, error_type=error_type, retry_state=retry_state, route=route
+    )
+
+
+async def test_a_cell_failed_by_one_route_does_not_name_the_wait_of_another(ledger_pool: asyncpg.Pool) -> None:
+    # Route a's sends ran out of attempts (the cell's reason: a's failure, delivery_abandoned);
+    # route b's receiver stated a wait of 2 h meanwhile. b's wait did not end the cell — a's
+    # failure did, whatever b waited for: naming b's wait instead said the report was b's.
+    a, b = _routes("a", "b")
+    job_id = await _bound(ledger_pool, [a, b])
+    await _rate_limited(ledger_pool, job_id, await _claim(ledger_pool, job_id, b.name), 2 * HOUR_MS)
+    failed = _deliver_failure(a.name, "delivery_failed", "MAXIMUM_ATTEMPTS_REACHED")
+    cell = await _finish(ledger_pool, job_id, FinishCause.DEADLINE, failure=failed)
+    assert (cell.state, cell.reason, cell.held_by) == (CellState.FAILED, "delivery_abandoned", None)
+    assert b.name not in (cell.reason_message or "")
+
+
+async def test_a_routes_own_failure_past_the_execution_names_its_own_wait(ledger_pool: asyncpg.Pool) -> None:
+    # Guard: route b's wait outlasted the execution (Temporal took no retry: b's failure,
+    # retry state TIMEOUT) — b's wait is what held the cell, and is named.
+    a, b = _routes("a", "b")
+    job_id = await _bound(ledger_pool, [a, b])
+    await _rate_limited(ledger_pool, job_id, await _claim(ledger_pool, job_id, b.name), 2 * HOUR_MS)
+    failed = _deliver_failure(b.name, "telegram_failed", "TIMEOUT")
+    cell = await _finish(ledger_pool, job_id, FinishCause.COMPLETED, failure=failed)
+    assert cell.reason == "telegram_failed"
+    assert cell.held_by is not None and (cell.held_by.name, cell.held_by.kind) == (b.name, "rate_limited")
+
+
+# ---- a route's cooldown stored beyond its cap --------------------------------------------
+
+
+async def test_a_route_cooldown_stored_beyond_the_cap_is_named_as_the_claim_holds_it(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    # A week written before the cap (never claimed since): the next claim holds the route
+    # at most the cap from now (claim_send), so the report says that, not the week.
+    (a,) = _routes("a")
+    job_id = await _bound(ledger_pool, [a])
+    await _cooling(ledger_pool, a.name, 7 * 24 * HOUR_MS)
+    cell = await _finish(ledger_pool, job_id, caps=HoldCaps(route_cooldown_ms=ROUTE_RATE_LIMIT_CAP_MS))
+    after = await _db_now(ledger_pool)
+    assert cell.held_by is not None and (cell.held_by.name, cell.held_by.kind) == (a.name, "cooling")
+    assert cell.held_by.until <= after + ROUTE_RATE_LIMIT_CAP_MS
+
+
+# ---- a cell its source account held -------------------------------------------------------
+
+
+async def _db_now(pool: asyncpg.Pool) -> int:
+    return int(await pool.fetchval(f"SELECT {DB_NOW_MS}"))
+
+
+async def _account_job(
+    pool: asyncpg.Pool, *, deadline_in_ms: int = HOUR_MS, stored: bool = False
+) -> tuple[str, str, str]:
+    """A one-cell job on an account of its own, its search started (or, with ``stored``,
+    its work stored); returns the job id, the account and its gate's key."""
+    account = f"acc-{uuid.uuid4().hex[:6]}"
+    gate = f"holds-source-{account}"
+    (route,) = _routes("a")
+    target = TargetSpec(target_id="demo", account=account, routes=[route])
+    job_id = await ledger_job(
+        pool, target, label="holds", deadline_in_ms=deadline_in_ms, source_task_queues={account: gate}
+    )
+    async with pool.acquire() as conn, conn.transaction():
+        if stored:
+            work = Work(work_id=f"w{uuid.uuid4().hex[:8]}")
+            await cells.bind_work(conn, job_id, target, [work], CandidateReport())
+            await cells.artifact_ready(conn, job_id, "demo", work.work_id, {"work_id": work.work_id, "files": []})
+        else:
+            await cells.start_step(
+                conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="acquire"
+            )
+    return job_id, account, gate
+
+
+async def _account_gate(
+    pool: asyncpg.Pool, gate: str, *, cooldown_ms: int = 0, paused_ms: int = 0, limited_in_ms: int = 0
+) -> None:
+    """The account's gate row: cooling down ``cooldown_ms`` and paused ``paused_ms`` from now
+    (0: not), its last rate limit ``limited_in_ms`` from now."""
+    await pool.execute(
+        f"""INSERT INTO source_gates (gate, cooldown_until, paused_until, pause_reason, last_rate_limit_at,
+                                      next_at, updated_at)
+            SELECT $1, CASE WHEN $2 > 0 THEN now + $2 ELSE 0 END, CASE WHEN $3 > 0 THEN now + $3 ELSE 0 END,
+                   CASE WHEN $3 > 0 THEN 'restricted' END, now + $4, 0, now
+            FROM (SELECT {DB_NOW_MS} AS now) clock""",
+        gate,
+        cooldown_ms,
+        paused_ms,
+        limited_in_ms,
+    )
+
+
+@pytest.mark.parametrize(
+    ("kind", "gate"),
+    [("cooling", {"cooldown_ms": 10 * 60_000}), ("paused", {"paused_ms": HOUR_MS})],
+)
+async def test_a_cell_its_account_held_past_the_deadline_names_the_account(
+    ledger_pool: asyncpg.Pool, kind: str, gate: dict[str, int]
+) -> None:
+    # The account's gate refused every request (a rate limit's cooldown, a pause after
+    # "Your access is currently restricted.") past the job's deadline: the cell read only
+    # "ran past its deadline … a narrower query". The finish finds the account's gate
+    # through the job's stored source queues and names it as it names a route.
+    job_id, account, key = await _account_job(ledger_pool)
+    await _account_gate(ledger_pool, key, **gate)
+    stored = await ledger_pool.fetchrow("SELECT cooldown_until, paused_until FROM source_gates WHERE gate = $1", key)
+    finished = await _finished(ledger_pool, job_id)
+    cell = finished.record.cells[0]
+    assert (cell.state, cell.reason) == (CellState.FAILED, "execution_timeout")  # the code is unchanged
+    held = cell.held_by
+    assert held is not None and (held.owner, held.name, held.kind) == ("account", account, kind), held
+    assert held.until == (stored["cooldown_until"] if kind == "cooling" else stored["paused_until"])
+    error = project_job(finished.record, 0)["error"]
+    assert error["detail"]["held_by"] == held.model_dump()
+    assert finished.outcome is not None
+    target = finished.outcome["cells"]["targets"][0]
+    assert target["held_by"] == held.model_dump()
+    for text in (cell.reason_message or "", error["message"], finished.outcome["user_message"]["en"]):
+        assert account in text and "narrower query" not in text, text
+    assert account in finished.outcome["user_message"]["zh"]
+
+
+async def test_an_account_cooldown_stored_beyond_its_cap_is_named_as_the_gate_holds_it(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    # A cooldown a week ahead (written before the ladder's cap): the gate holds the account
+    # at most the cap from the next request (gates.reserve) — the report says that.
+    job_id, account, key = await _account_job(ledger_pool)
+    await _account_gate(ledger_pool, key, cooldown_ms=7 * 24 * HOUR_MS)
+    cell = await _finish(ledger_pool, job_id, caps=HoldCaps(account_cooldown_ms={account: LADDER_CAP_MS}))
+    assert cell.held_by is not None and cell.held_by.kind == "cooling"
+    assert cell.held_by.until <= await _db_now(ledger_pool) + LADDER_CAP_MS
+
+
+async def test_an_account_does_not_hold_a_cell_whose_work_is_stored(ledger_pool: asyncpg.Pool) -> None:
+    # Guard: the work is stored, its source is done with it — the account cooling down
+    # meanwhile did not hold the cell (its routes may have).
+    job_id, account, key = await _account_job(ledger_pool, stored=True)
+    await _account_gate(ledger_pool, key, cooldown_ms=10 * 60_000)
+    cell = await _finish(ledger_pool, job_id)
+    assert (cell.reason, cell.held_by) == ("execution_timeout", None)
+    assert account not in (cell.reason_message or "")
+
+
+async def test_an_account_rate_limited_after_the_deadline_did_not_hold_the_cell(ledger_pool: asyncpg.Pool) -> None:
+    # Guard: the deadline passed a minute ago and the account met its rate limit (another
+    # job's request) only now — a late finish (the reconciler's) must not name it.
+    job_id, _, key = await _account_job(ledger_pool, deadline_in_ms=-60_000)
+    await _account_gate(ledger_pool, key, cooldown_ms=10 * 60_000)
+    cell = await _finish(ledger_pool, job_id, FinishCause.TIMED_OUT)
+    assert (cell.reason, cell.held_by) == ("execution_timeout", None)
+
+
+@pytest.mark.parametrize(("error_type", "held"), [("rate_limited", True), ("remote_http_error", False)])
+async def test_a_source_failure_names_the_accounts_hold_only_when_it_is_the_accounts(
+    ledger_pool: asyncpg.Pool, error_type: str, held: bool
+) -> None:
+    # Temporal took no retry of the search, due after the execution's end. Its last failure
+    # the account's rate limit: the account's cooldown held the cell. The source's own
+    # error (a 5xx) is the cell's reason, and the account's cooldown meanwhile is not it.
+    job_id, account, key = await _account_job(ledger_pool)
+    await _account_gate(ledger_pool, key, cooldown_ms=10 * 60_000)
+    failure = StepFailure(step="acquire", kind=FailureKind.APPLICATION, error_type=error_type, retry_state="TIMEOUT")
+    cell = await _finish(ledger_pool, job_id, FinishCause.COMPLETED, failure=failure)
+    assert cell.reason == error_type
+    assert (cell.held_by is not None) == held, cell.held_by
+    if held:
+        assert cell.held_by is not None and (cell.held_by.owner, cell.held_by.name) == ("account", account)
+
+
+async def test_a_cancel_is_what_stopped_a_cell_its_account_held(ledger_pool: asyncpg.Pool) -> None:
+    job_id, _, key = await _account_job(ledger_pool)
+    await _account_gate(ledger_pool, key, paused_ms=HOUR_MS)
+    cell = await _finish(ledger_pool, job_id, FinishCause.CANCELLED)
+    assert (cell.reason, cell.held_by) == ("cancelled_by_consumer", None)

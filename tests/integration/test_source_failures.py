@@ -22,7 +22,7 @@ from curaflow.artifacts import ArtifactStore
 from curaflow.devstack.ports import free_port
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.reasons import TerminalReason
-from curaflow.ledger.gates import read_gate
+from curaflow.ledger.gates import DB_NOW_MS, read_gate
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import MemoryGate
@@ -342,6 +342,7 @@ SLOTS: dict[str, dict[str, Any]] = {
     "exhausted": {"query": {"tags": ["廃墟"]}, "filters": {"exclude_ai": True}},
     "unavailable": {},
     "hostile-ids": {},
+    "cooling": {},
 }
 
 
@@ -426,6 +427,39 @@ async def test_a_restricted_account_is_its_own_reason_and_pauses_the_account(
     replay.faults.search = []
     after = await stack.wait_terminal(await stack.admit(task(stack)))
     assert after.cells[0].state == "submitted"
+
+
+async def test_a_job_its_account_held_past_the_deadline_names_the_account(env: SharedEnv) -> None:
+    # The slot's account cools down for 10 min (under the ladder's cap: as a rate limit
+    # leaves it); a job of 10 s meets it at its first request and Temporal retries the step
+    # after the cooldown, past the deadline. The job read only "ran past its deadline …
+    # a narrower query": the finish did not know the account's gate.
+    stack, account = env.stack, "cooling"  # the slot's own account
+    pool = await stack.ledger()
+    gate = stack.settings.source_task_queue(account)
+    await pool.execute(
+        f"""INSERT INTO source_gates (gate, cooldown_until, last_rate_limit_at, next_at, updated_at)
+            SELECT $1, now + 600000, now, now + 600000, now FROM (SELECT {DB_NOW_MS} AS now) clock
+            ON CONFLICT (gate) DO UPDATE SET cooldown_until = EXCLUDED.cooldown_until,
+                last_rate_limit_at = EXCLUDED.last_rate_limit_at, next_at = EXCLUDED.next_at""",
+        gate,
+    )
+    try:
+        record = await stack.wait_terminal(await stack.admit({**env.task("cooling"), "deadline_ms": 10_000}))
+    finally:
+        await pool.execute("UPDATE source_gates SET cooldown_until = 0, next_at = 0 WHERE gate = $1", gate)
+    assert env.replay.faults.of("search") == []  # the gate let no request leave
+
+    error = protocol_error(record)
+    assert (error["code"], error["detail"]["internal_code"]) == ("deadline_exceeded", "execution_timeout")
+    held = error["detail"]["held_by"]
+    assert (held["owner"], held["name"], held["kind"]) == ("account", account, "cooling")
+    assert record.deadline_at is not None and held["until"] > record.deadline_at
+    assert account in error["message"] and "narrower query" not in error["message"]
+    outcome = await pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", record.job_id)
+    outcome = json.loads(outcome) if isinstance(outcome, str) else outcome
+    assert outcome["cells"]["targets"][0]["held_by"] == held
+    assert account in outcome["user_message"]["en"] and account in outcome["user_message"]["zh"]
 
 
 # ---- 8. unavailable works are remembered -----------------------------------------------

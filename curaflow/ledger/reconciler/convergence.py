@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncpg
 from temporalio.client import Client
 
+from curaflow.domain.holds import HoldCaps
 from curaflow.domain.projection import job_status
 from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger.db import now_ms
@@ -25,8 +26,13 @@ CANCEL_GRACE_MS = 3_000
 log = get_logger("curaflow.reconciler")
 
 
-async def converge(pool: asyncpg.Pool | asyncpg.Connection, job_id: str, cause: FinishCause) -> FinishedJob | None:
+async def converge(
+    pool: asyncpg.Pool | asyncpg.Connection, job_id: str, cause: FinishCause, *, caps: HoldCaps | None = None
+) -> FinishedJob | None:
     """Finish ``job_id`` for ``cause`` on behalf of no workflow (logs and counts the first time).
+
+    ``caps``: the instance's cooldown caps (:func:`curaflow.ledger.finish.hold_caps`), so a
+    hold the finish names is the gate's (None: cooldowns as stored).
 
     Returns:
         The finished job (``outcome`` None when it was already terminal), or None when the
@@ -34,9 +40,9 @@ async def converge(pool: asyncpg.Pool | asyncpg.Connection, job_id: str, cause: 
     """
     if isinstance(pool, asyncpg.Pool):
         async with pool.acquire() as conn:
-            finished = await finish_job(conn, job_id, cause=cause)
+            finished = await finish_job(conn, job_id, cause=cause, caps=caps)
     else:
-        finished = await finish_job(pool, job_id, cause=cause)
+        finished = await finish_job(pool, job_id, cause=cause, caps=caps)
     if finished is not None and finished.outcome is not None:
         rec = finished.record
         log.warning("reconciler.converged", job_id=job_id, cause=str(cause))
@@ -55,7 +61,12 @@ async def converge(pool: asyncpg.Pool | asyncpg.Connection, job_id: str, cause: 
 
 
 async def converge_unserved_cancel(
-    pool: asyncpg.Pool | asyncpg.Connection, client: Client, job_id: str, *, created_at: int = 0
+    pool: asyncpg.Pool | asyncpg.Connection,
+    client: Client,
+    job_id: str,
+    *,
+    created_at: int = 0,
+    caps: HoldCaps | None = None,
 ) -> bool:
     """Rule 3 for one job with a recorded cancel: finish it when no workflow can act on it.
 
@@ -75,10 +86,10 @@ async def converge_unserved_cancel(
         return False  # a workflow is acting on the cancel (or will, once its worker picks it up)
     if execution.close_cause is not None and closed is None:
         return False  # an earlier run under this id closed; the job's own run is not started yet
-    finished = await converge(pool, job_id, closed or FinishCause.CANCELLED)
+    finished = await converge(pool, job_id, closed or FinishCause.CANCELLED, caps=caps)
     return finished is not None and finished.outcome is not None
 
 
-async def _finish(conn: asyncpg.Connection, job_id: str, cause: FinishCause) -> bool:
-    finished = await converge(conn, job_id, cause)
+async def _finish(conn: asyncpg.Connection, job_id: str, cause: FinishCause, caps: HoldCaps | None = None) -> bool:
+    finished = await converge(conn, job_id, cause, caps=caps)
     return finished is not None and finished.outcome is not None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import asyncpg
 from temporalio.client import Client
 
+from curaflow.domain.holds import HoldCaps
 from curaflow.domain.verdicts import FinishCause, PendingStep, budget_cause
 from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
 from curaflow.ledger.gates import DB_NOW_MS
@@ -61,7 +62,12 @@ _LIVE = "NOT EXISTS (SELECT 1 FROM cells c WHERE c.job_id = j.job_id AND c.lease
 
 
 async def tick(
-    pool: asyncpg.Pool, start: StartHook | None, client: Client | None = None, *, limit: int = 100
+    pool: asyncpg.Pool,
+    start: StartHook | None,
+    client: Client | None = None,
+    *,
+    limit: int = 100,
+    caps: HoldCaps | None = None,
 ) -> TickReport:
     """Run one reconciliation pass; returns an empty report if another process holds the lock.
 
@@ -74,6 +80,8 @@ async def tick(
         start: starts a job's workflow (None: rule 1 is skipped).
         client: Temporal client (None: rules 2–3 are skipped and rule 4 trusts the budgets).
         limit: most jobs per rule.
+        caps: the instance's cooldown caps, for the holds a finish names
+            (:func:`curaflow.ledger.finish.hold_caps`; None: cooldowns as stored).
 
     Raises:
         asyncpg / Temporal errors: the caller's loop logs them and tries again next tick.
@@ -82,7 +90,7 @@ async def tick(
     async with session_lock(pool, LOCK_KEY, idle_timeout_ms=LEADER_IDLE_MS) as conn:
         if conn is None:
             return report
-        await _tick(conn, pool, start, client, limit, report)
+        await _tick(conn, pool, start, client, limit, report, caps)
     return report
 
 
@@ -93,6 +101,7 @@ async def _tick(
     client: Client | None,
     limit: int,
     report: TickReport,
+    caps: HoldCaps | None = None,
 ) -> None:
     now = now_ms()
     if start is not None:
@@ -133,7 +142,7 @@ async def _tick(
                 if cause_now is None:
                     continue
                 seen.add(r["job_id"])
-                if await _finish(conn, r["job_id"], cause_now):
+                if await _finish(conn, r["job_id"], cause_now, caps):
                     report.closed.append(r["job_id"])
         cancels = await conn.fetch(
             f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL AND cancel_requested_at IS NOT NULL
@@ -145,7 +154,7 @@ async def _tick(
             if r["job_id"] in seen:
                 continue
             seen.add(r["job_id"])
-            if await converge_unserved_cancel(conn, client, r["job_id"], created_at=r["created_at"]):
+            if await converge_unserved_cancel(conn, client, r["job_id"], created_at=r["created_at"], caps=caps):
                 report.cancelled.append(r["job_id"])
 
     facts = (
@@ -206,7 +215,7 @@ async def _tick(
         )
         if ended is None:
             continue  # a step is held, in its backoff or queued behind others: not stalled
-        if await _finish(conn, job_id, ended):
+        if await _finish(conn, job_id, ended, caps):
             buckets.get(ended, report.closed).append(job_id)
 
 
@@ -223,6 +232,7 @@ async def run_forever(
     client: Client | Callable[[], Client | None] | None = None,
     *,
     supervisor: Supervisor | None = None,
+    caps: HoldCaps | None = None,
 ) -> None:
     """Tick every ``interval_s`` seconds until ``stop`` is set, as the supervised loop ``reconciler``.
 
@@ -237,11 +247,12 @@ async def run_forever(
             has no connection yet).
         supervisor: the process's supervisor (None: a private one with the default
             policy, which never fails a process).
+        caps: the instance's cooldown caps (:func:`curaflow.ledger.finish.hold_caps`).
     """
 
     async def one_tick() -> None:
         current = client() if callable(client) else client
-        await tick(pool, start, current)
+        await tick(pool, start, current, caps=caps)
 
     sup = supervisor or Supervisor(stop)
     await sup.run_every("reconciler", interval_s, one_tick)
