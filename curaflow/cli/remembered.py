@@ -23,8 +23,9 @@ accounts and routes.
   by :func:`curaflow.sources.pixiv.frontier.describe`); ``curaflow frontiers reset
   TARGET`` (or ``--all``) forgets it: the target's next job reads from the top.
 * ``curaflow accounts list [--json]`` — each Pixiv account's gate: paused (restricted by
-  Pixiv) until when, rate-limit cooldown; ``curaflow accounts resume ACCOUNT`` lifts a
-  pause once the account was checked.
+  Pixiv) until when, rate-limit cooldown, and, neither running, its next slot when it
+  lies ahead (a request waits for it: ``next_at``); ``curaflow accounts resume ACCOUNT``
+  lifts a pause once the account was checked.
 
 They only need the ledger: ``DATABASE_URL`` (``database.url``), else the running
 ``curaflow dev`` stack of the state directory, else the embedded PostgreSQL of the state
@@ -251,16 +252,28 @@ def accounts_list(
     as_json: bool = typer.Option(False, "--json", help="JSON rows instead of a table."),
     config: Path | None = ConfigOption,
 ) -> None:
-    """Each configured Pixiv account's gate: paused (restricted) until, cooling down until."""
+    """Each configured Pixiv account's gate: paused (restricted) until, cooling down until,
+    and (neither running) its next slot when a request would wait for it."""
 
     async def body(settings: Settings, pool: asyncpg.Pool) -> list[dict[str, Any]]:
         rows = []
+        configs = settings.source_configs()
         for account, queue in settings.source_task_queues().items():
             gate = await ledger_gates.read_gate(pool, queue)
             now = gate.now if gate else 0
-            # What is held (a cooldown written before the cap holds at most the cap from now).
-            cap_ms = int(settings.source_configs()[account].policy().rate_limit_cap_s * 1000)
+            # What is held (a cooldown written before the cap holds at most the cap from now;
+            # the next slot as the gate would hand it out now).
+            config = configs[account]
+            policy = config.policy()
+            cap_ms = int(policy.rate_limit_cap_s * 1000)
             cooling = cooldown_left_ms(gate.cooldown_until, now, cap_ms) if gate else 0
+            slot = (
+                ledger_gates.next_slot_at(
+                    gate, interval_ms=config.min_interval_ms, cap_ms=cap_ms, waiters=policy.concurrency
+                )
+                if gate
+                else None
+            )
             rows.append(
                 {
                     "account": account,
@@ -268,6 +281,7 @@ def accounts_list(
                     "paused_until": gate.paused_until if gate and gate.paused_until > now else None,
                     "pause_reason": gate.pause_reason if gate and gate.paused_until > now else None,
                     "cooldown_until": now + cooling if cooling else None,
+                    "next_at": slot,
                     "requests": gate.requests if gate else 0,
                     "rate_limits": gate.rate_limits if gate else 0,
                 }
@@ -278,11 +292,12 @@ def accounts_list(
     if as_json:
         _print_json(rows)
         return
-    table = Table("account", "paused until", "cooling down until", "requests", "rate limits")
+    table = Table("account", "paused until", "cooling down until", "next slot", "requests", "rate limits")
     for r in rows:
         paused = f"{_when(r['paused_until'])} ({r['pause_reason']})" if r["paused_until"] else ""
         cooling = _when(r["cooldown_until"]) if r["cooldown_until"] else ""
-        table.add_row(r["account"], paused, cooling, str(r["requests"]), str(r["rate_limits"]))
+        slot = _when(r["next_at"]) if r["next_at"] else ""
+        table.add_row(r["account"], paused, cooling, slot, str(r["requests"]), str(r["rate_limits"]))
     out_console.print(table)
 
 

@@ -138,6 +138,30 @@ ON CONFLICT (gate) DO UPDATE SET
 RETURNING g.next_at, g.cooldown_until, g.penalty, g.paused_until, g.updated_at AS now"""
 
 
+def next_slot_at(state: GateState, *, interval_ms: int, cap_ms: int, waiters: int = 1) -> int | None:
+    """The slot :func:`reserve` would hand a request of the gate now, when it is ahead of
+    now and no pause or cooldown runs (they refuse every request and are reported as
+    themselves), else None. Epoch ms, the database's clock (``state.now``).
+
+    The reports' copy of :data:`_RESERVE`'s rule for a next slot, no cooldown or pause
+    running (so ``curaflow accounts list`` shows what holds a request): the stored
+    ``next_at``, unless it lies beyond ``cap_ms`` and two queues (``waiters`` ×
+    ``interval_ms``) from now — no state the gate writes — where the slot is handed out
+    one queue from now.
+
+    Args:
+        state: the gate's row (:func:`read_gate`).
+        interval_ms / cap_ms / waiters: as :func:`reserve` takes them for the account.
+    """
+    now = state.now
+    if state.paused_until > now or state.cooldown_until > now:
+        return None
+    interval = max(0, interval_ms)
+    queue = max(1, waiters) * interval
+    slot = now + queue if state.next_at > now + max(1, cap_ms) + 2 * queue else max(now, state.next_at)
+    return slot if slot > now else None
+
+
 async def reserve(
     pool: asyncpg.Pool, gate: str, interval_ms: int, *, cap_ms: int = LADDER_CAP_MS, waiters: int = 1
 ) -> Slot:

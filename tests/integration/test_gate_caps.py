@@ -399,9 +399,10 @@ async def test_a_slot_a_week_ahead_waits_out_a_cooldown_and_a_pause_then_is_mend
 
 
 async def test_the_reports_show_an_account_held_only_by_its_next_slot_as_free(stacks: Any) -> None:
-    # `curaflow accounts list` and the cooldown gauge read the pause and the cooldown, not
-    # the next slot: with the slot a week ahead and neither, they say the account is free —
-    # true now that the slot holds a request at most one queue (here one interval).
+    # `curaflow accounts list` and the cooldown gauge read the pause and the cooldown: with
+    # the slot a week ahead and neither, they say the account is not cooling down — true
+    # now that the slot holds a request at most one queue (here, at an interval of 0 in
+    # replay mode, none: no next slot is shown either).
     stack, deps, _ = await stacks({})
     gate = stack.settings.source_task_queue("default")
     now = await db_now(deps.pool)
@@ -414,8 +415,45 @@ async def test_the_reports_show_an_account_held_only_by_its_next_slot_as_free(st
     accounts = await curaflow("accounts", "list", "--json", stack=stack)
     assert accounts.returncode == 0, accounts.stderr
     [acc] = [r for r in json.loads(accounts.stdout) if r["account"] == "default"]
-    assert acc["cooldown_until"] is None and acc["paused_until"] is None
+    assert acc["cooldown_until"] is None and acc["paused_until"] is None and acc["next_at"] is None
     snap = await refresh(LedgerGauges(), deps.pool, stack.settings)
     assert snap.cooldown_s["default"] == 0
     slot = await gates.reserve(deps.pool, gate, 1_000, cap_ms=stack.settings.pixiv.rate_limit_cap_ms)
     assert slot.wait_ms <= 1_000
+
+
+@pytest.mark.parametrize(("ahead_ms", "shown"), [(300_000, "stored"), (WEEK_MS, "one queue")])
+async def test_accounts_list_shows_the_next_slot_a_request_would_wait_for(
+    make_stack: StackFactory, replay: ReplayServer, ahead_ms: int, shown: str
+) -> None:
+    # The account's next slot 5 min ahead (a queue of requests, a rate limit's slot past
+    # its cooldown) holds the next request that long, while `accounts list` said nothing —
+    # the account looked free. It shows the slot the gate would hand out now: as stored
+    # within the cap and two queues, else one queue from now (gates._RESERVE mends it).
+    stack = make_stack(
+        {
+            "pixiv": {**replay.config(), "replay_min_interval_ms": 2_000, "replay_max_concurrency": 2},
+        }
+    )
+    pool = await stack.ledger()
+    gate = stack.settings.source_task_queue("default")
+    now = await db_now(pool)
+    await pool.execute(
+        """INSERT INTO source_gates (gate, next_at) VALUES ($1, $2)
+           ON CONFLICT (gate) DO UPDATE SET next_at = $2, cooldown_until = 0, paused_until = 0""",
+        gate,
+        now + ahead_ms,
+    )
+    accounts = await curaflow("accounts", "list", "--json", stack=stack)
+    assert accounts.returncode == 0, accounts.stderr
+    [acc] = [r for r in json.loads(accounts.stdout) if r["account"] == "default"]
+    assert acc["cooldown_until"] is None and acc["paused_until"] is None
+    if shown == "stored":
+        assert acc["next_at"] == now + ahead_ms
+    else:  # one queue: 2 requests × 2 s
+        assert now < acc["next_at"] <= await db_now(pool) + 4_000
+    table = await curaflow("accounts", "list", stack=stack)
+    assert "next slot" in table.stdout, table.stdout
+    # What the gate then hands out: that slot.
+    slot = await gates.reserve(pool, gate, 2_000, cap_ms=stack.settings.pixiv.rate_limit_cap_ms, waiters=2)
+    assert abs((await db_now(pool)) + slot.wait_ms - acc["next_at"]) < 2_000
