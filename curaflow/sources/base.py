@@ -39,9 +39,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import CandidateReport, SkippedDay, Work
@@ -282,6 +282,44 @@ class Source(FileSource, Protocol):
         ...
 
 
+#: The longest spacing of an account's requests (``min_interval_ms``, ms): a minute.
+#: Pixiv's own client spaces them a second apart (reference §2.5); beyond a minute a
+#: job's requests — a search's pages, each work's detail and pages — outlast its
+#: deadline (30 min by default), and a value a zero too many (600 000) held every job of
+#: the account, silently, until it expired.
+MIN_INTERVAL_CEILING_MS = 60_000
+#: The most source activities of an account at once (``max_concurrency``). Pixiv's own
+#: guidance is one (reference §2.5); the replay benchmarks run 40. Beyond 64 it is a
+#: typo, not a gate: each holds a worker's activity slot for the account's queue, and
+#: they wait for their slots in a queue of concurrency × interval.
+CONCURRENCY_CEILING = 64
+
+
+def _interval_within_bounds(value: int) -> int:
+    if not 0 <= value <= MIN_INTERVAL_CEILING_MS:
+        raise ValueError(
+            f"{value} is not between 0 and {MIN_INTERVAL_CEILING_MS} (1 min) milliseconds: the spacing of an "
+            "account's requests (Pixiv's own client uses 1000; beyond a minute a job's requests outlast its "
+            "deadline)"
+        )
+    return value
+
+
+def _concurrency_within_bounds(value: int) -> int:
+    if not 1 <= value <= CONCURRENCY_CEILING:
+        raise ValueError(
+            f"{value} is not between 1 and {CONCURRENCY_CEILING}: the source activities of an account at once "
+            "(Pixiv's own guidance is 1; more is a typo, not a gate)"
+        )
+    return value
+
+
+#: An account's request spacing (ms), validated: 0 … :data:`MIN_INTERVAL_CEILING_MS`.
+GateIntervalMs = Annotated[int, AfterValidator(_interval_within_bounds)]
+#: An account's concurrency, validated: 1 … :data:`CONCURRENCY_CEILING`.
+GateConcurrency = Annotated[int, AfterValidator(_concurrency_within_bounds)]
+
+
 class SourceConfig(BaseModel):
     """The configuration of one source instance (an entry of ``[sources.<name>]``).
 
@@ -293,8 +331,10 @@ class SourceConfig(BaseModel):
 
     Attributes:
         kind: the source kind.
-        min_interval_ms: spacing of the instance's requests (its gate, across processes).
-        max_concurrency: source activities of the instance at once.
+        min_interval_ms: spacing of the instance's requests (its gate, across processes);
+            0 … :data:`MIN_INTERVAL_CEILING_MS` (1 min), refused at load beyond.
+        max_concurrency: source activities of the instance at once; 1 …
+            :data:`CONCURRENCY_CEILING` (64), refused at load beyond.
         max_examined: most works one scan examines.
         unavailable_ttl_ms: how long a work found unavailable is skipped by later jobs.
         unrecognised_hold_ms: how long instead when the answer was not recognised as the
@@ -305,8 +345,8 @@ class SourceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: str
-    min_interval_ms: int = Field(default=0, ge=0)
-    max_concurrency: int = Field(default=1, ge=1)
+    min_interval_ms: GateIntervalMs = 0
+    max_concurrency: GateConcurrency = 1
     max_examined: int = Field(default=1000, ge=1)
     unavailable_ttl_ms: int = Field(default=7 * 86_400_000, ge=0)
     unrecognised_hold_ms: int = Field(default=3_600_000, ge=0)

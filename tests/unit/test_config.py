@@ -226,3 +226,71 @@ def test_the_route_wide_rate_limit_cap_is_its_own_setting_not_the_refusal_pause(
     assert shorter.route_rate_limit_cap_ms == 3_600_000
     both = load_settings(delivery={"route_pause_ms": 60_000, "route_rate_limit_cap_ms": 60_000}).delivery
     assert both.route_rate_limit_cap_ms == 60_000
+
+
+# ---- an account's gate: the spacing and the concurrency of its requests -------------------
+
+#: A ``[sources]`` kind of the tests (``tests/fakes/catalog_source.py``), registered by its module.
+CATALOG = {"source_modules": ["tests.fakes.catalog_source"]}
+
+
+@pytest.mark.parametrize(
+    ("section", "loc"),
+    [
+        ({"pixiv": {"min_interval_ms": "{v}"}}, r"pixiv\.min_interval_ms"),
+        ({"pixiv": {"replay_min_interval_ms": "{v}"}}, r"pixiv\.replay_min_interval_ms"),
+        ({"pixiv": {"accounts": {"second": {"min_interval_ms": "{v}"}}}}, r"pixiv\.accounts\.second\.min_interval_ms"),
+        (
+            {
+                **CATALOG,
+                "sources": {"shelf": {"kind": "catalog", "url": "http://127.0.0.1:9", "min_interval_ms": "{v}"}},
+            },
+            r"sources\.shelf: min_interval_ms",
+        ),
+    ],
+)
+@pytest.mark.parametrize("value", [-1, 60_001, 600_000, 86_400_000])
+def test_an_accounts_request_spacing_is_refused_beyond_a_minute(
+    section: dict[str, object], loc: str | None, value: int
+) -> None:
+    # 600 000 is a minute with a zero too many: every job of the account waited ten minutes
+    # a request, silently, until its deadline.
+    with pytest.raises(ConfigError, match=(loc or r"min_interval_ms") + r": .*between 0 and 60000 \(1 min\)"):
+        load_settings(**_with(section, value))
+
+
+@pytest.mark.parametrize(
+    ("section", "loc"),
+    [
+        ({"pixiv": {"replay_max_concurrency": "{v}"}}, r"pixiv\.replay_max_concurrency"),
+        ({"pixiv": {"accounts": {"second": {"max_concurrency": "{v}"}}}}, r"pixiv\.accounts\.second\.max_concurrency"),
+        (
+            {
+                **CATALOG,
+                "sources": {"shelf": {"kind": "catalog", "url": "http://127.0.0.1:9", "max_concurrency": "{v}"}},
+            },
+            r"sources\.shelf: max_concurrency",
+        ),
+    ],
+)
+@pytest.mark.parametrize("value", [0, 65, 1_000])
+def test_an_accounts_concurrency_is_refused_beyond_64(section: dict[str, object], loc: str | None, value: int) -> None:
+    with pytest.raises(ConfigError, match=(loc or r"max_concurrency") + r": .*between 1 and 64"):
+        load_settings(**_with(section, value))
+
+
+@pytest.mark.parametrize(("interval", "concurrency"), [(0, 1), (1_000, 1), (60_000, 64)])
+def test_an_accounts_gate_may_be_anything_within_its_bounds(interval: int, concurrency: int) -> None:
+    settings = load_settings(
+        pixiv={"accounts": {"second": {"min_interval_ms": interval, "max_concurrency": concurrency}}}
+    )
+    second = settings.pixiv.accounts["second"]
+    assert (second.min_interval_ms, second.max_concurrency) == (interval, concurrency)
+
+
+def _with(section: dict[str, object], value: int) -> dict[str, object]:
+    """``section`` with its ``"{v}"`` placeholder replaced by ``value``."""
+    return {
+        k: (_with(v, value) if isinstance(v, dict) else value if v == "{v}" else v)  # type: ignore[arg-type]
+        for k, v in section.items()
+    }

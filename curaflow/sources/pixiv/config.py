@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS
-from curaflow.sources.base import SourceConfig, SourcePolicy
+from curaflow.sources.base import GateConcurrency, GateIntervalMs, SourceConfig, SourcePolicy
 
 
 class _Section(BaseModel):
@@ -24,8 +24,8 @@ class PixivAccount(_Section):
     """One Pixiv account: its credentials and its rate gate."""
 
     refresh_token: SecretStr | None = None
-    min_interval_ms: int = Field(default=1000, ge=0)
-    max_concurrency: int = Field(default=1, ge=1)
+    min_interval_ms: GateIntervalMs = 1000
+    max_concurrency: GateConcurrency = 1
 
 
 class PixivSettings(_Section):
@@ -44,7 +44,10 @@ class PixivSettings(_Section):
             any worker.
         accounts: further accounts by id; ``default`` is always present.
         min_interval_ms: spacing of the ``default`` account's requests (every account's
-            gate: at least this long between two requests, across all worker processes).
+            gate: at least this long between two requests, across all worker processes);
+            at most a minute (:data:`~curaflow.sources.base.MIN_INTERVAL_CEILING_MS`), as
+            an account's ``min_interval_ms``; an account's ``max_concurrency`` and
+            ``replay_max_concurrency`` 1 … 64 (:data:`~curaflow.sources.base.CONCURRENCY_CEILING`).
         rate_limit_base_ms / rate_limit_cap_ms: first step and cap of the rate-limit
             cooldown ladder (60 s doubling per consecutive rate limit up to 15 min;
             ``Retry-After`` is the floor up to the cap). Shared by every job of the
@@ -85,15 +88,15 @@ class PixivSettings(_Section):
     auth_url: str | None = None
     image_url: str | None = None
     image_referer: str = "https://app-api.pixiv.net/"
-    min_interval_ms: int = Field(default=1000, ge=0)
+    min_interval_ms: GateIntervalMs = 1000
     request_timeout_ms: int = Field(default=30_000, ge=100)
     rate_limit_base_ms: int = Field(default=LADDER_BASE_MS, ge=1)
     rate_limit_cap_ms: int = Field(default=LADDER_CAP_MS, ge=1)
     rate_limit_decay_after: int = Field(default=20, ge=1)
     max_examined: int = Field(default=1000, ge=1)
     accounts: dict[str, PixivAccount] = Field(default_factory=dict)
-    replay_min_interval_ms: int = Field(default=0, ge=0)
-    replay_max_concurrency: int = Field(default=4, ge=1)
+    replay_min_interval_ms: GateIntervalMs = 0
+    replay_max_concurrency: GateConcurrency = 4
     source_standby_poll_ms: int = Field(default=2_000, ge=50)
     source_lease_ms: int = Field(default=10_000, ge=400)
     restriction_pause_ms: int = Field(default=3_600_000, ge=0)
@@ -157,7 +160,7 @@ class PixivSourceConfig(SourceConfig):
     kind: Literal["pixiv"] = "pixiv"
     refresh_token: SecretStr | None = None
     replay: bool = False
-    replay_max_concurrency: int = Field(default=4, ge=1)
+    replay_max_concurrency: GateConcurrency = 4
     api_url: str | None = None
     auth_url: str | None = None
     image_url: str | None = None
