@@ -152,14 +152,16 @@ def test_a_mark_outside_the_duration_is_recognised_with_a_days_slack() -> None:
 @pytest.mark.parametrize("sort", ["date_desc", "date_asc"])
 def test_an_invalid_item_of_a_landing_page_asked_again_is_counted_once(sort: str) -> None:
     # Places 0–4 are deleted before the next job: its landing page starts past the mark
-    # and is asked again a page earlier. Place 50, listed with a field not of Pixiv's
+    # and is asked again a page earlier. Place 50, listed with an id not of Pixiv's
     # shape, is on the landing page first asked and on the pages the walk reads after the
-    # step back: counted once, as the one item of the source's that was examined.
+    # step back: counted once, as the one item of the source's that was examined. (A work
+    # of Pixiv's id whose fields are not of its shape is examined at its place, as a work:
+    # the ledger's verdict on it first — here a duplicate.)
     frontier = _capped_frontier(sort)
     deep = _deep()
     faults = Faults(deep=deep)
     faults.deleted_works |= {_id(sort, deep, p) for p in range(5)}
-    faults.mutate = {_id(sort, deep, 50): {"tags": 5}}
+    faults.mutate = {_id(sort, deep, 50): {"id": "p50"}}
     result = _scan(sort, frontier, faults)
     assert [_place(sort, deep, w.work_id) for w in result.candidates] == [70]
     assert result.report.reasons.get("invalid") == 1, result.report.reasons

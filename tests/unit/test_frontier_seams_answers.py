@@ -39,11 +39,11 @@ async def _scan(
     saved: list[ScanCheckpoint] | None = None,
 ) -> tuple[ScanCheckpoint, list[ScanCheckpoint], Faults]:
     """One scan of a fresh target over 100 works, every one delivered before but
-    ``candidate``; ``invalid`` places are listed with a field not of Pixiv's shape."""
+    ``candidate``; ``invalid`` places are listed with an id not of Pixiv's shape."""
     deep = _deep()
     faults = faults or Faults(deep=deep)
     faults.search = list(search)
-    faults.mutate = {_id(sort, deep, p): {"tags": 5} for p in invalid}
+    faults.mutate = {_id(sort, deep, p): {"id": f"p{p}"} for p in invalid}
     target = TargetSpec(target_id="t", query=TargetQuery(tags=[TAG], sort=sort), filters=TargetFilters(), scan_limit=1)  # type: ignore[arg-type]
     saved = [] if saved is None else saved
 

@@ -45,7 +45,7 @@ from curaflow.sources.pixiv.client.constants import (
     usable_token,
 )
 from curaflow.sources.pixiv.client.images import ImageRequests
-from curaflow.sources.pixiv.client.works import parse_work
+from curaflow.sources.pixiv.client.works import InvalidWork, parse_work
 from curaflow.sources.pixiv.ugoira import UnrecognisedMetadata, parse_metadata
 
 
@@ -345,7 +345,8 @@ class PixivClient(ImageRequests):
 
         Raises:
             WorkUnavailable: the work is gone, private or restricted.
-            SourceError: classified failure.
+            SourceError: classified failure; ``remote_http_error`` (retried) for an
+                ``illust`` whose fields curaflow does not read (:class:`InvalidWork`).
         """
         body = await self._get(f"{self.api_url}/v1/illust/detail", {"illust_id": work_id}, work_id=work_id)
         illust = body.get("illust")
@@ -353,7 +354,14 @@ class PixivClient(ImageRequests):
             raise SourceError(
                 TerminalReason.REMOTE_HTTP_ERROR, "pixiv answered an illust detail without an illust object"
             )
-        return parse_work(illust, cleaned=True)  # read by _get with its strings cleaned
+        try:
+            return parse_work(illust, cleaned=True)  # read by _get with its strings cleaned
+        except InvalidWork as err:
+            # Fields curaflow does not recognise say nothing of the work (a shape never
+            # seen): the source's answer, retried — never a verdict on the work.
+            raise SourceError(
+                TerminalReason.REMOTE_HTTP_ERROR, f"pixiv answered an illust detail curaflow does not read: {err}"
+            ) from None
 
     async def ugoira_metadata(self, work_id: str) -> Animation:
         """``GET /v1/ugoira/metadata``: an animated work's frames zip and frame delays.

@@ -33,10 +33,14 @@ class InvalidWork(ValueError):
 
     Attributes:
         raw_id: the id as the source sent it (cleaned, at most 64 characters), for logs.
+        work_id: the work's id when it is of Pixiv's shape (:func:`is_work_id`: only the
+            fields are broken), else None — a scan still knows which work it passed
+            (:func:`~curaflow.sources.pixiv.scan.pages._parse_page`).
     """
 
-    def __init__(self, raw_id: Any, why: str) -> None:
+    def __init__(self, raw_id: Any, why: str, *, work_id: str | None = None) -> None:
         self.raw_id = clean_text(str(raw_id))[:64]
+        self.work_id = work_id
         super().__init__(f"invalid work {self.raw_id!r}: {why}")
 
 
@@ -53,8 +57,15 @@ def parse_work(illust: dict[str, Any], *, cleaned: bool = False) -> Work:
             (``PixivClient._get``) — so no text is cleaned again (~0.2 ms a 30-work page).
 
     Raises:
-        InvalidWork: the id is not of Pixiv's shape (:func:`is_work_id`), or a field does
-            not have its type; such a work is never used.
+        InvalidWork: the id is not of Pixiv's shape (:func:`is_work_id`), a field does not
+            have its type, or a field that decides what is delivered or a lasting filter
+            verdict holds a value the app-api never sends (``type`` other than
+            :data:`KNOWN_TYPES`; ``x_restrict`` / ``illust_ai_type`` outside
+            :data:`KNOWN_X_RESTRICT` / :data:`KNOWN_AI_TYPES`; a ``page_count`` /
+            ``total_bookmarks`` that is no count, a ``page_count`` below 1 or disagreeing
+            with ``meta_pages``, several pages with none listed; a ``visible`` that is no
+            boolean). Such a work is never used *in this job*: what the source sent is not
+            recognised, so it is no verdict on the work (the scan reads it again next job).
     """
     raw_id = illust.get("id") if isinstance(illust, dict) else None
     work_id = str(raw_id) if isinstance(raw_id, int | str) and not isinstance(raw_id, bool) else ""
@@ -64,18 +75,82 @@ def parse_work(illust: dict[str, Any], *, cleaned: bool = False) -> Work:
         return _parse_work(illust, work_id, _kept if cleaned else clean_text)
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:
         # OverflowError: an infinite number (``1e999`` in the JSON) where an integer goes.
-        raise InvalidWork(raw_id, f"{type(err).__name__} in its fields") from None
+        why = str(err)[:120] if type(err) is ValueError else f"{type(err).__name__} in its fields"
+        raise InvalidWork(raw_id, why, work_id=work_id) from None
+
+
+#: The ``type`` words of the app-api curaflow delivers (an illustration's pages, a manga's
+#: pages, an ugoira's animation). Another word — a kind of work never seen, whose listed
+#: image may be a cover of something else — is not read as any of them (:func:`parse_work`).
+KNOWN_TYPES = frozenset({"illust", "manga", "ugoira"})
+#: The app-api's ``x_restrict`` values: 0 all ages, 1 R-18, 2 R-18G.
+KNOWN_X_RESTRICT = frozenset({0, 1, 2})
+#: The app-api's ``illust_ai_type`` values: 0 not stated (works before the field), 1 not AI, 2 AI.
+KNOWN_AI_TYPES = frozenset({0, 1, 2})
+
+
+def _count(illust: dict[str, Any], field: str, missing: int) -> int:
+    """The count field ``field`` of an ``illust`` (``page_count``, ``total_bookmarks``,
+    ``x_restrict`` …): a JSON integer that is at least 0 (or one written as decimal text);
+    ``missing`` when the field is absent.
+
+    Raises:
+        ValueError: any other value — null, a word, a negative or fractional number, a
+            boolean: a value never seen, which read as 0 would decide a filter verdict that
+            lasts (``filtered:min_bookmarks`` of a null bookmark count) or what is delivered
+            where (an ``x_restrict`` of -1 read as all ages).
+    """
+    if field not in illust:
+        return missing
+    value = illust[field]
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    raise ValueError(f"{field} {str(value)[:20]!r} is not a count")
 
 
 def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str]) -> Work:
     # One validation of the whole work (its pages as plain dicts, built in pydantic-core):
     # a model per page and an attribute set per page cost ~0.4 ms a 30-work search page.
-    page_count = int(illust.get("page_count") or 1)
+    #
+    # Recognised positively (2026-12-05): a value that decides what curaflow delivers, or a
+    # filter verdict that lasts (the target's frontier passes such works for good), is read
+    # only when it is one the app-api sends; any other makes the work InvalidWork — skipped
+    # in this job, read again by the next (never a lasting verdict: frontier.rules).
+    kind = illust.get("type", "illust")
+    if kind not in KNOWN_TYPES:
+        raise ValueError(f"type {str(kind)[:20]!r} is not one curaflow delivers")
+    meta_pages = illust.get("meta_pages")
+    if meta_pages is not None and not isinstance(meta_pages, list):
+        raise ValueError("meta_pages is not a list")
+    listed = len(meta_pages) if meta_pages else 0
+    page_count = _count(illust, "page_count", max(listed, 1))
+    if page_count < 1:
+        raise ValueError("page_count is below 1")
+    if listed and page_count != listed:
+        # Which one is the work? Neither is known: a lasting filtered:page_count on the
+        # one, a partial delivery on the other.
+        raise ValueError(f"page_count {page_count} disagrees with the {listed} meta_pages")
+    if page_count > 1 and not listed:
+        # A work of several pages that lists none of them: its single image (the first
+        # page, or a sample of it) is not the work — delivered so, the work was a duplicate
+        # for ever with its other pages never sent.
+        raise ValueError(f"a work of {page_count} pages lists none in meta_pages")
+    x_restrict = _count(illust, "x_restrict", 0)
+    ai_type = _count(illust, "illust_ai_type", 0)
+    if x_restrict not in KNOWN_X_RESTRICT:
+        raise ValueError(f"x_restrict {x_restrict} is not one the app-api sends")
+    if ai_type not in KNOWN_AI_TYPES:
+        raise ValueError(f"illust_ai_type {ai_type} is not one the app-api sends")
+    visible = illust.get("visible", True)
+    if not isinstance(visible, bool):
+        raise ValueError("visible is not a boolean")
     width, height = illust.get("width"), illust.get("height")
     pages: list[dict[str, Any]]
-    if page_count > 1 and illust.get("meta_pages"):
+    if listed:
         pages = []
-        for i, page in enumerate(illust["meta_pages"]):
+        for i, page in enumerate(meta_pages or []):
             urls = page.get("image_urls") or {}
             pages.append({"index": i, "url": _page_url(urls.get("original") or urls.get("large") or "", clean)})
     else:
@@ -90,7 +165,7 @@ def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str
         {
             "work_id": work_id,
             "work_type": "illustration",
-            "kind": clean(str(illust.get("type") or "illust")),
+            "kind": kind,
             "title": clean(str(illust.get("title") or "")),
             "url": f"https://www.pixiv.net/artworks/{work_id}",
             "tags": [clean(str(t["name"])) for t in illust.get("tags") or [] if t.get("name")],
@@ -98,10 +173,10 @@ def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str
             "page_count": page_count,
             "width": width,
             "height": height,
-            "x_restrict": int(illust.get("x_restrict") or 0),
-            "ai_type": int(illust.get("illust_ai_type") or 0),
-            "total_bookmarks": int(illust.get("total_bookmarks") or 0),
-            "visible": bool(illust.get("visible", True)),
+            "x_restrict": x_restrict,
+            "ai_type": ai_type,
+            "total_bookmarks": _count(illust, "total_bookmarks", 0),
+            "visible": visible,
             "author": clean(str(author)) if author is not None else None,
             "pages": pages,
         }

@@ -15,10 +15,11 @@ with where they sit in the walk:
 
 * ``known``: the end of the *known run*, the stretch of the walk from its start over which
   every work was ruled out for a *lasting* reason (:func:`lasting`): delivered or held on
-  a route, refused by a route, unavailable, invalid, or rejected by a filter on what a
+  a route, refused by a route, unavailable, or rejected by a filter on what a
   work cannot change (type, AI, R-18, pages, dates; bookmarks only once the work is older
   than the settling age, :data:`SETTLE_DAYS`). A candidate, a work excluded by one task or
-  a young work below ``min_bookmarks`` ends the run: the next job reads it again.
+  a young work below ``min_bookmarks`` ends the run: the next job reads it again; so does
+  a work listed in a shape curaflow does not recognise (``invalid``: never lasting).
 * ``head`` (``date_desc`` only): the newest work of the known run. New works appear above
   it, so every job reads the head of the query first, down to ``head``, then jumps. Every
   work above ``head`` is read by every job: new works, and those whose verdict does not
@@ -149,7 +150,7 @@ the frontier it leaves).
 
 from __future__ import annotations
 
-from curaflow.sources.pixiv.frontier.learning import advance, known_tally, observe, tail_done, tail_pass
+from curaflow.sources.pixiv.frontier.learning import advance, known_tally, observe, tail_done, tail_pass, unreadable
 from curaflow.sources.pixiv.frontier.models import DATE_SORTS, PAGE, Frontier, FrontierWalk, Jump, Mark, PageStep
 from curaflow.sources.pixiv.frontier.rules import LASTING_REASONS, SETTLE_DAYS, lasting, settled_before
 from curaflow.sources.pixiv.frontier.stored import applies, describe, fingerprint, key, read
@@ -183,4 +184,5 @@ __all__ = [
     "settled_before",
     "tail_done",
     "tail_pass",
+    "unreadable",
 ]

@@ -68,6 +68,18 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
         walk.clean = False
 
 
+def unreadable(walk: FrontierWalk) -> None:
+    """The page just taken lists an item with no id curaflow reads: no mark can stand for
+    it, so the walk records nothing as examined from this page on — as past a seam it
+    could not check (``seam_gap``: no fresh run, known run, sweep or second-walk stop past
+    it; the next job reads from there), and a head phase under way moves no head
+    (``head_whole`` off). Costs pages, never a work (before 2026-12-05 such an item was
+    passed as ``invalid``, a lasting verdict)."""
+    walk.seam_gap, walk.clean = True, False
+    if walk.phase == "head":
+        walk.head_whole = False
+
+
 def _landed_past(walk: FrontierWalk, work: Work) -> bool:
     """Whether ``work`` lies at or before the mark the segment landed after (its walk's
     order, date sorts): the known run's end or the sweep, examined by the jobs before —

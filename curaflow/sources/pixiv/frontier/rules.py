@@ -14,14 +14,15 @@ from curaflow.domain.models import Work
 SETTLE_DAYS = 7
 
 
-#: Rejections that hold whatever happens later (see the module doc).
+#: Rejections that hold whatever happens later (see the module doc). Not ``invalid``: an
+#: item whose fields curaflow does not recognise says nothing of the work (a shape never
+#: seen; until 2026-12-05 it lasted, and the known run passed the work for good).
 LASTING_REASONS = frozenset(
     {
         "duplicate",
         "refused",
         "unavailable",
         "unusable",
-        "invalid",
         "filtered:work_type",
         "filtered:ai",
         "filtered:r18",

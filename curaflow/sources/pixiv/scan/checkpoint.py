@@ -59,10 +59,15 @@ class ScanCheckpoint(ScanState):
             the page before promised it, and that the scan stepped back over (the results
             shrank: :func:`~curaflow.sources.pixiv.scan.pages._step_back_over_empty`); an
             empty page at or before it is the source's failure. None: none this pass.
+        unread: ids of the fetched page's works whose fields curaflow does not recognise
+            (:class:`~curaflow.sources.pixiv.client.InvalidWork` with a Pixiv id): each is
+            in ``pending`` as a work of its id and creation date alone, examined
+            ``invalid`` — a verdict that does not last (:func:`_parse_page`).
     """
 
     window: dict[str, str] = Field(default_factory=dict)
     seen_ids: list[str] = Field(default_factory=list)
+    unread: list[str] = Field(default_factory=list)
     last_day: str | None = None
     last_day_ids: list[str] = Field(default_factory=list)
     boundary_day: str | None = None

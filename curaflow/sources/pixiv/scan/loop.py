@@ -115,6 +115,8 @@ async def scan(
                 reason: str | None = ruled_out[work.work_id]
             elif work.work_id in gone:
                 reason = "released"  # this cell released it; what lasts is the account's memory, read first
+            elif work.work_id in cp.unread:
+                reason = "invalid"  # fields not recognised (pages._parse_page): this job's, not lasting
             else:
                 reason = reject_reason(work, target, excluded)
             _examine(cp, work, reason)

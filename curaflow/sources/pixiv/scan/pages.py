@@ -70,25 +70,42 @@ def _listed(page: dict[str, Any]) -> list[str]:
     return [str(i.get("id")) if isinstance(i, dict) else type(i).__name__ for i in page.get("illusts") or []]
 
 
-def _parse_page(page: dict[str, Any], skip: int = 0) -> tuple[list[Work], int]:
+def _parse_page(page: dict[str, Any], skip: int = 0) -> tuple[list[Work], int, list[str]]:
     """The page's works after its first ``skip`` items (listed by the page before:
-    :func:`~curaflow.sources.pixiv.frontier.repeated_on`), and how many items of it the
-    source should never have sent (counted ``invalid`` by :func:`_count_invalid` once the
-    page is taken, never for a page asked again). ``page`` is an app-api answer, read with
-    its strings cleaned (``PixivClient._get``)."""
+    :func:`~curaflow.sources.pixiv.frontier.repeated_on`), how many items of it have no id
+    curaflow reads, and the ids of the works whose fields it does not recognise. ``page``
+    is an app-api answer, read with its strings cleaned (``PixivClient._get``).
+
+    A work whose fields do not parse (:class:`~curaflow.sources.pixiv.client.InvalidWork`
+    with a Pixiv id: ``tags`` as text, an ``x_restrict`` never seen …) stays in the listing
+    as a work of its id and creation date alone, at its place: the scan examines it as
+    ``invalid`` — a verdict that does not last (:data:`~curaflow.sources.pixiv.frontier.LASTING_REASONS`),
+    so the target's frontier never records the place as settled and the next job reads the
+    work again, as a held one (until 2026-12-05 ``invalid`` lasted: once the shape was read,
+    no later job of the target read the work). An item with no id curaflow reads is counted
+    ``invalid`` by :func:`_count_invalid` once the page is taken (never for a page asked
+    again), and the walk records nothing as examined from its page on
+    (:func:`~curaflow.sources.pixiv.frontier.unreadable`)."""
     works: list[Work] = []
     invalid = 0
+    unread: list[str] = []
     for illust in (page.get("illusts") or [])[skip:]:
         try:
             works.append(parse_work(illust, cleaned=True))
-        except InvalidWork:
-            invalid += 1
-    return works, invalid
+        except InvalidWork as err:
+            if err.work_id is None:
+                invalid += 1
+                continue
+            works.append(Work(work_id=err.work_id, create_date=iso_create_date(illust.get("create_date"))))
+            unread.append(err.work_id)
+    return works, invalid, unread
 
 
 def _count_invalid(cp: ScanCheckpoint, invalid: int, *, again: bool) -> None:
-    """Count ``invalid`` items of a page the scan took as examined rejections (``again``:
-    the ``popular_desc`` revisit page, not counted against ``pixiv.max_examined``)."""
+    """Count ``invalid`` items of a page the scan took, items with no id curaflow reads, as
+    examined rejections (``again``: the ``popular_desc`` revisit page, not counted against
+    ``pixiv.max_examined``); the walk records nothing as examined from here on
+    (:func:`~curaflow.sources.pixiv.frontier.unreadable`: no mark can stand for them)."""
     if not invalid:
         return
     cp.examined += invalid
@@ -96,6 +113,8 @@ def _count_invalid(cp: ScanCheckpoint, invalid: int, *, again: bool) -> None:
     cp.all_duplicates = False
     cp.report.rejected += invalid
     cp.report.reasons["invalid"] = cp.report.reasons.get("invalid", 0) + invalid
+    if cp.walk is not None:
+        fr.unreadable(cp.walk)
 
 
 def _offset_url(offset: int) -> str:
@@ -330,7 +349,7 @@ async def _fetch_page(
     sort = target.query.sort
     listed = _listed(page)
     repeated = fr.repeated_on(cp.walk, listed, tail=cp.tail is not None) if cp.walk is not None else 0
-    works, invalid = _parse_page(page, repeated)
+    works, invalid, cp.unread = _parse_page(page, repeated)
     if cp.tail is not None:
         overlap = 0
         if cp.walk is not None:

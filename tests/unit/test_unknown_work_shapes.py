@@ -1,0 +1,159 @@
+"""A work the source lists in a shape curaflow does not recognise costs one attempt, never
+the work, the target or a week (DESIGN.md "Work-owned failures and the decode budget",
+"The scan frontier of a target").
+
+Before 2026-12-05 an item of a search page whose fields did not parse (its ``tags`` as
+strings, an ``x_restrict`` of text …) was counted ``invalid`` — a verdict that lasted: the
+target's frontier took it into its known run, so once the shape was read again no later job
+of the target read the work; and values never seen were read as ones known (an
+``x_restrict`` of -1 as all ages, a ``total_bookmarks`` of null as 0 bookmarks — a lasting
+``filtered:min_bookmarks``, a ``page_count`` of 10**6 beside three listed pages — a lasting
+``filtered:page_count``, a multi-page work listed without its ``meta_pages`` as its first
+page alone — delivered so, and a duplicate for ever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+from curaflow.sources.pixiv.frontier import Frontier
+from curaflow.sources.pixiv.scan import ScanCheckpoint
+from tests.fakes.replay import Faults
+from tests.frontier_support import scan_on_replay
+from tests.unit.test_frontier_seams import SORTS, TAG, _deep, _id, _place
+
+#: Shapes of one item never seen: each made the work ``invalid``, a lasting verdict.
+UNREAD_SHAPES: dict[str, dict[str, Any]] = {
+    "tags as strings": {"tags": ["a", "b"]},
+    "user as text": {"user": "someone"},
+    "x_restrict as a word": {"x_restrict": "R-18"},
+    "width as a word": {"width": "wide"},
+    "x_restrict never seen": {"x_restrict": -1},
+    "type never seen": {"type": "novel"},
+    "page_count beside fewer pages": {"page_count": 10**6},
+    "an id not of pixiv's shape": {"id": -5},
+}
+
+
+def _target(sort: str, **filters: Any) -> TargetSpec:
+    return TargetSpec(
+        target_id="t",
+        query=TargetQuery(tags=[TAG], sort=sort),  # type: ignore[arg-type]
+        filters=TargetFilters(**filters),
+        scan_limit=1,
+    )
+
+
+def _jobs_over(sort: str, shaped: int, fields: dict[str, Any], jobs: int, **filters: Any) -> list[ScanCheckpoint]:
+    """Jobs of one target over 100 works, every work delivered before but ``shaped`` and
+    place 70: the first job sees ``shaped`` in ``fields``' shape, the later ones as
+    recorded. Each job delivers its candidate and starts from the frontier the last left."""
+    deep = _deep()
+    faults = Faults(deep=deep)
+    faults.mutate = {_id(sort, deep, shaped): fields}
+    delivered = {p for p in range(deep.count) if p not in (shaped, 70)}
+    frontier = Frontier(sort=sort)
+    out = []
+    for _ in range(jobs):
+
+        async def known(ids: list[str], delivered: set[int] = delivered) -> dict[str, str]:
+            return {w: "duplicate" for w in ids if _place(sort, deep, w) in delivered}
+
+        cp = asyncio.run(scan_on_replay(faults, _target(sort, **filters), known, frontier=frontier))
+        delivered |= {_place(sort, deep, w.work_id) for w in cp.candidates}
+        assert cp.frontier is not None
+        frontier = Frontier.model_validate(cp.frontier)
+        out.append(cp)
+        faults.mutate = {}
+    return out
+
+
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize("shape", list(UNREAD_SHAPES))
+def test_a_work_listed_in_a_shape_never_seen_is_read_again_by_the_next_job(sort: str, shape: str) -> None:
+    deep = _deep()
+    seen = _jobs_over(sort, 40, UNREAD_SHAPES[shape], 3)
+    first = seen[0]
+    assert [_place(sort, deep, w.work_id) for w in first.candidates] == [70]
+    assert first.report.reasons.get("invalid") == 1
+    found = [_place(sort, deep, w.work_id) for cp in seen[1:] for w in cp.candidates]
+    assert 40 in found, found
+
+
+def illust(**fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "id": 126872003,
+        "title": "t",
+        "type": "illust",
+        "tags": [{"name": "a"}],
+        "user": {"name": "u"},
+        "create_date": "2025-02-04T00:00:00+09:00",
+        "page_count": 1,
+        "width": 10,
+        "height": 10,
+        "x_restrict": 0,
+        "total_bookmarks": 5,
+        "visible": True,
+        "meta_single_page": {"original_image_url": "https://i.pximg.net/img-original/img/x/126872003_p0.png"},
+        "meta_pages": [],
+    }
+    return {**base, **fields}
+
+
+PAGES = [{"image_urls": {"original": f"https://i.pximg.net/img-original/img/x/126872003_p{i}.png"}} for i in range(3)]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"x_restrict": -1},  # read as 0: delivered to a target that refuses R-18
+        {"x_restrict": 3},
+        {"illust_ai_type": 3},  # read as not AI by exclude_ai
+        {"total_bookmarks": None},  # read as 0: a lasting filtered:min_bookmarks
+        {"total_bookmarks": -4},
+        {"page_count": 0},
+        {"page_count": -1},  # read as -1: under any max_page_count
+        {"page_count": 10**6, "meta_pages": PAGES},  # a lasting filtered:page_count beside 3 pages
+        {"page_count": 3},  # no meta_pages: its first page (or a sample) delivered as the work
+        {"page_count": 3, "meta_pages": None},
+        {"type": "novel"},  # its cover delivered as an illustration
+        {"type": ""},
+        {"type": None},
+        {"visible": "false"},  # read as visible
+        {"visible": None},
+    ],
+    ids=repr,
+)
+def test_a_value_never_seen_where_it_decides_a_delivery_or_a_lasting_verdict_is_not_read(
+    fields: dict[str, Any],
+) -> None:
+    from curaflow.sources.pixiv.client import InvalidWork, parse_work
+
+    with pytest.raises(InvalidWork) as raised:
+        parse_work(illust(**fields))
+    assert raised.value.work_id == "126872003"  # the scan still knows which work it passed
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},
+        {"x_restrict": 2, "illust_ai_type": 2},
+        {"page_count": "3", "meta_pages": PAGES},  # a count written as text
+        {"page_count": 3, "meta_pages": PAGES},
+        {"total_bookmarks": "12"},
+        {"sanity_level": -1, "restrict": 2},  # fields curaflow does not read
+        {"type": "manga"},
+        {"type": "ugoira"},
+    ],
+    ids=repr,
+)
+def test_the_app_apis_own_values_are_read(fields: dict[str, Any]) -> None:
+    from curaflow.sources.pixiv.client import parse_work
+
+    work = parse_work(illust(**fields))
+    assert len(work.pages) == work.page_count
