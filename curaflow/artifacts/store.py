@@ -63,6 +63,7 @@ from curaflow.sources.animation import (
     encode_gif,
 )
 from curaflow.sources.base import FileSource
+from curaflow.sources.corroboration import sized
 from curaflow.sources.decoding import DecodeBudget, DecodeStopped, OverBudget
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 
@@ -279,7 +280,10 @@ class ArtifactStore:
                     file = await completing  # its failure first, whatever the download does
                     completing = completed = None
                     await done(file)
-                received = await receiving
+                try:
+                    received = await receiving
+                except WorkUnavailable as err:  # over its limit: the work's only if the page may be
+                    raise sized(err, page.width, page.height) from None
                 receiving = None
                 completing = asyncio.create_task(self._complete(received, page.index, held))
                 completed = received
@@ -376,12 +380,16 @@ class ArtifactStore:
             try:  # more frames than a decode may have: refused before the zip is fetched
                 self.budget.meter().plan(frames=len(meta.frames), pixels=0)
             except OverBudget as err:
-                raise WorkUnavailable(
-                    work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET, recognised=True
-                ) from None
+                # What the metadata says, not the work's own bytes (a count never seen —
+                # 10**5 frames — would come so for every animated work): held briefly. The
+                # zip's own frames over the budget (encode_gif, below) are the work's.
+                raise WorkUnavailable(work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET) from None
             zip_path = inside(folder, f"{work.work_id}_ugoira.zip")
             try:
-                await self._download_zip(source, meta.zip_url, zip_path, work.work_id)
+                try:
+                    await self._download_zip(source, meta.zip_url, zip_path, work.work_id)
+                except WorkUnavailable as err:  # over its limit: the work's only if its frames may be
+                    raise sized(err, work.width, work.height, len(meta.frames)) from None
                 try:
                     await self._decoding(encode_gif, zip_path, meta, dest)
                 except UnusableAnimation as err:
@@ -424,7 +432,7 @@ class ArtifactStore:
                         work_id,
                         f"frames zip is {expected} bytes, over the limit of {MAX_ZIP_BYTES}",
                         UnavailableKind.TOO_LARGE,
-                        recognised=True,
+                        limit_bytes=MAX_ZIP_BYTES,
                     )
                 out = await asyncio.to_thread(open, tmp, "wb")
                 try:
@@ -437,7 +445,7 @@ class ArtifactStore:
                                 work_id,
                                 f"frames zip over the limit of {MAX_ZIP_BYTES} bytes",
                                 UnavailableKind.TOO_LARGE,
-                                recognised=True,
+                                limit_bytes=MAX_ZIP_BYTES,
                             )
                         pending.append(chunk)
                         batched += len(chunk)

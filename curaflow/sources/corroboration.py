@@ -29,7 +29,50 @@ from __future__ import annotations
 from curaflow.sources.base import Source
 from curaflow.sources.errors import SourceError, WorkUnavailable
 
-__all__ = ["corroborated"]
+__all__ = ["FRAMING_BYTES", "MAX_BYTES_PER_PIXEL", "corroborated", "sized"]
+
+#: The most bytes one pixel of a page can take in a file of the formats curaflow takes: a
+#: 16-bit RGBA PNG stored without compression (8 bytes, its filter byte a row aside); a
+#: compressed format is smaller, a JPEG, GIF or WebP far smaller.
+MAX_BYTES_PER_PIXEL = 8
+#: What a file of a page may hold beside its pixels (bytes): headers, a colour profile,
+#: EXIF and a thumbnail, a PNG's row filter bytes and chunk framing.
+FRAMING_BYTES = 4 * 1024 * 1024
+
+
+def sized(err: WorkUnavailable, width: object, height: object, frames: int = 1) -> WorkUnavailable:
+    """``err`` (``too_large``: a body over its byte limit) as the work's own size settles it.
+
+    Rule (owner; DESIGN.md "Work-owned failures and the decode budget"): a body over the
+    limit is the work's — remembered for ``unavailable_ttl_ms`` — only when ``frames``
+    images of ``width`` × ``height`` pixels, as the source describes the work, could be
+    that large (:data:`MAX_BYTES_PER_PIXEL` a pixel, :data:`FRAMING_BYTES` a frame, over
+    the limit). A body larger than any image of those dimensions could be, or a page whose
+    size the source does not give (a multi-page work's later pages, a size that is no
+    positive integer), is what the host sent — a broken mirror or proxy streaming the
+    same huge body for every work — held for ``unrecognised_hold_ms`` and counted, never
+    the week (until 2026-12-05 every body over the limit was the work's).
+
+    Args:
+        err: what the download raised; returned unchanged unless it is ``too_large`` with
+            its ``limit_bytes``.
+        width / height: the page's size as the source listed it (pixels; anything else:
+            unknown).
+        frames: the images the body holds (an animation's frames zip: its frames).
+    """
+    if str(err.kind) != "too_large" or err.limit_bytes is None:
+        return err
+    known = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (width, height))
+    most = frames * (MAX_BYTES_PER_PIXEL * width * height + FRAMING_BYTES) if known else 0  # type: ignore[operator]
+    if known and most > err.limit_bytes:
+        return WorkUnavailable(err.work_id, f"{err.why} (a work of {width}x{height} may be)", err.kind, recognised=True)
+    said = f"{width}x{height} pixels, at most {most} bytes" if known else "a size the source does not give"
+    return WorkUnavailable(
+        err.work_id,
+        f"{err.why}, for an image of {said}: the host's answer",
+        err.kind,
+        limit_bytes=err.limit_bytes,
+    )
 
 
 async def corroborated(source: Source, work_id: str, err: WorkUnavailable) -> WorkUnavailable:

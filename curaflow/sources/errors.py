@@ -69,7 +69,12 @@ class UnavailableKind(StrEnum):
       listing without its image field), too long
       (:data:`~curaflow.sources.base.MAX_URL_CHARS`), answered 414 (never recognised as
       the work's, below);
-    * ``too_large`` — a page or a frames zip over its byte limit;
+    * ``too_large`` — a page or a frames zip over its byte limit; the work's only when
+      an image of the size the source describes could be that large
+      (:func:`~curaflow.sources.corroboration.sized`, asked by the artifact store, which
+      knows the page): a body larger than any image of those dimensions could be is what
+      the host sent (a broken mirror streaming the same huge body for every work), held
+      briefly; never recognised by its raiser, which knows only the bytes;
     * ``not_an_image`` — a page that is no PNG, JPEG (an MPO included), GIF or WebP (by its
       bytes; not recognised as the work's, held briefly);
     * ``undecodable`` — a page whole by its own framing (PNG's IEND, JPEG's EOI, …) that
@@ -135,6 +140,9 @@ class WorkUnavailable(Exception):
             never on the way to a page that answers. ``recognised`` is False while it is
             set, whatever the raiser says (2026-12-05: any image 404 cost the work the
             week).
+        limit_bytes: for ``too_large``, the byte limit the body went over (None: not
+            said). The raiser's ``recognised`` is kept only with it; the artifact store
+            settles it by the page's size (:func:`~curaflow.sources.corroboration.sized`).
     """
 
     def __init__(
@@ -145,11 +153,20 @@ class WorkUnavailable(Exception):
         *,
         recognised: bool = False,
         corroborate: bool = False,
+        limit_bytes: int | None = None,
     ) -> None:
         why = clean_text(why)
         super().__init__(clean_text(f"work {work_id} unavailable: {why}"))
         self.work_id = work_id
         self.why = why
         self.kind = UnavailableKind(kind)
+        self.limit_bytes = limit_bytes
         self.corroborate = corroborate and self.kind.value not in SOURCE_ANSWER_KINDS
-        self.recognised = recognised and not corroborate and self.kind.value not in SOURCE_ANSWER_KINDS
+        self.recognised = (
+            recognised
+            and not corroborate
+            and self.kind.value not in SOURCE_ANSWER_KINDS
+            # A body over its limit, as its raiser saw it: the artifact store settles it
+            # by the page's size (curaflow.sources.corroboration.sized).
+            and not (self.kind is UnavailableKind.TOO_LARGE and limit_bytes is not None)
+        )

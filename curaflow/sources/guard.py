@@ -121,7 +121,7 @@ class _Body:
                     self._work_id,
                     f"an image page is larger than {self._max} bytes (outbound.download_max_bytes)",
                     UnavailableKind.TOO_LARGE,
-                    recognised=True,
+                    limit_bytes=self._max,  # the page's size settles it (corroboration.sized)
                 )
             yield bytes(chunk)
 

@@ -28,7 +28,7 @@ from curaflow.artifacts import ArtifactStore
 from curaflow.artifacts.files import WRITE_BATCH
 from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.reasons import TerminalReason
-from curaflow.sources.errors import SourceError, WorkUnavailable
+from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 
 
 def png(shade: int) -> bytes:
@@ -272,3 +272,39 @@ async def test_one_cancel_at_any_moment_after_a_pages_failure_leaves_nothing(tmp
             await fetch
         left = [t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()]
         assert (i, left, part_files(folder)) == (i, [], [])
+
+
+class _OverLimit(Pages):
+    """Every page's body is over a 64 MiB limit, as a broken mirror streams it."""
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str) -> AsyncIterator[Any]:
+        raise WorkUnavailable(
+            "42",
+            "an image page is larger than 67108864 bytes",
+            UnavailableKind.TOO_LARGE,
+            recognised=True,
+            limit_bytes=64 * 1024 * 1024,
+        )
+        yield  # pragma: no cover
+
+
+@pytest.mark.parametrize(
+    ("size", "recognised"),
+    [
+        ((1200, 1600), False),  # at most ~19 MB as an image: the body is the host's (until 2026-12-05: the week)
+        (None, False),  # a later page of a multi-page work: the source gives no size
+        ((0, 5), False),
+        ((10_000, 10_000), True),  # 800 MB as an uncompressed 16-bit RGBA PNG: it may be the work's
+    ],
+)
+async def test_a_body_over_the_limit_is_the_works_only_when_an_image_of_its_size_could_be_so_large(
+    tmp_path: Path, size: tuple[int, int] | None, recognised: bool
+) -> None:
+    one = work(1)
+    if size is not None:
+        one.pages[0].width, one.pages[0].height = size
+    with pytest.raises(WorkUnavailable) as raised:
+        await ArtifactStore(tmp_path).fetch(_OverLimit([b""]), one, "j", "t")
+    assert raised.value.kind == UnavailableKind.TOO_LARGE
+    assert raised.value.recognised is recognised

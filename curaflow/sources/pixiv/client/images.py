@@ -91,7 +91,10 @@ class ImageRequests(GatedRequests):
                 recognised as the work's: the host refuses the request); an image URL the
                 client may not request (:meth:`image_url`), an address the guard refuses,
                 or HTTP 414 URI Too Long (``unusable_url``: what the source answered, never
-                recognised as the work's); a body over ``download_max_bytes`` (``too_large``).
+                recognised as the work's); a body over ``download_max_bytes`` (``too_large``
+                with its ``limit_bytes``: the work's only once the artifact store finds an
+                image of the page's size could be so large,
+                :func:`~curaflow.sources.corroboration.sized`).
         """
         work_id = url.rsplit("/", 1)[-1].split("_", 1)[0][:64] if isinstance(url, str) else "?"
         try:
@@ -144,7 +147,7 @@ class ImageRequests(GatedRequests):
                 work_id,
                 f"an image page is larger than {err.limit} bytes (outbound.download_max_bytes)",
                 UnavailableKind.TOO_LARGE,
-                recognised=True,
+                limit_bytes=err.limit,
             ) from None
         except httpx.TimeoutException as err:
             raise SourceError(TerminalReason.DOWNLOAD_TIMEOUT, f"image timeout: {err}") from err
