@@ -108,6 +108,10 @@ class Heartbeater:
         """Replace progress details; they go out with the next heartbeat."""
         self._details.update(details)
 
+    def drop(self, key: str) -> None:
+        """Remove the detail ``key`` (if set) from the next heartbeats."""
+        self._details.pop(key, None)
+
     async def _loop(self) -> None:
         # A cancellation rides on a heartbeat's answer: beat often (module doc). The
         # ledger lease is extended once per interval.

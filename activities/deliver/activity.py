@@ -15,7 +15,7 @@ import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.deliver.recording import DeliveryRecords
+from activities.deliver.recording import DeliveryRecords, NotRecorded, until_recorded
 from activities.deliver.sending import (
     SendCut,
     _cut_by_deadline,
@@ -37,7 +37,7 @@ from curaflow.ledger import cells as ledger_cells
 from curaflow.ledger import deliveries as ledger
 from curaflow.ledger.artifacts import ArtifactNotInLedger, restore_artifact
 from curaflow.ledger.cells import Barrier
-from curaflow.ledger.deliveries import SendClaim
+from curaflow.ledger.deliveries import Answered, SendClaim
 from curaflow.ledger.records import load_cell
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -150,6 +150,7 @@ class DeliverActivity(DeliveryRecords):
         an attempt with nothing to send releases the lease its step took, an ambiguous
         intent is recorded ``delivery_unknown``."""
         target = inp.target
+        beats = activity.info().heartbeat_details
         claim = await ledger.claim_send(
             conn,
             inp.job_id,
@@ -158,6 +159,8 @@ class DeliverActivity(DeliveryRecords):
             rate_limit_cap_ms=self.deps.settings.delivery.route_rate_limit_cap_ms,
             ambiguous_ok=route.resend_safe,
             opened=opened,
+            # What the previous attempt's route answered and the ledger failed to record.
+            answered=Answered.parse(beats[0]) if beats else None,
         )
         if claim.decision not in ("send", "ambiguous"):
             # Nothing to send: the attempt ends here (its step took the cell's lease).
@@ -244,9 +247,15 @@ class DeliverActivity(DeliveryRecords):
 
         key = claim.idempotency_key or ""
         parts_posted: list[Any] = list(claim.remote_ids or [])
+        beating: list[Heartbeater] = []
 
         async def record_part(parts: list[Any]) -> None:
-            await ledger.record_part(deps.pool, key, parts)
+            # Confirmed by the route: recorded before the next part leaves, tried again
+            # while the ledger fails (NotRecorded stops the send: curaflow's failure).
+            answered = Answered(attempt=claim.attempts + 1, key=key, parts=list(parts))
+            await until_recorded(
+                lambda: ledger.record_part(deps.pool, key, parts), answered, hb=beating[0] if beating else None
+            )
             parts_posted[:] = parts
 
         request = DeliveryRequest(
@@ -260,10 +269,47 @@ class DeliverActivity(DeliveryRecords):
             parts_done=list(claim.remote_ids or []),
             on_part=record_part,
         )
+        try:
+            return await self._sent(inp, route, request, claim, lease_ms, deadline_ms, parts_posted, beating)
+        except NotRecorded as err:
+            # The route answered; the ledger failed to record it (every try): curaflow's
+            # failure. What the route answered is this attempt's last heartbeat, for the
+            # next attempt to record (claim_send); the ledger's error goes out as it is.
+            if err.answered is not None:
+                activity.heartbeat(err.answered.details())
+            log.error(
+                "deliver.answer_not_recorded",
+                job_id=inp.job_id,
+                target_id=target.target_id,
+                route=route.name,
+                error=type(err.__cause__).__name__,
+                kept=err.answered is not None,
+                hint="the route answered but curaflow's database failed to record it; the next attempt records it "
+                "(check the database)",
+            )
+            assert err.__cause__ is not None
+            raise err.__cause__ from None
+
+    async def _sent(
+        self,
+        inp: DeliverInput,
+        route: Route,
+        request: DeliveryRequest,
+        claim: SendClaim,
+        lease_ms: int,
+        deadline_ms: int | None,
+        parts_posted: list[Any],
+        beating: list[Heartbeater],
+    ) -> CellUpdate:
+        """Send ``request`` and record what the route answered (module doc, 2–3)."""
+        deps = self.deps
+        target = inp.target
+        assert request.work is not None
         async with Heartbeater(
             deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
         ) as hb:
-            hb.update(stage="delivering", route=route.name, work_id=cell.work.work_id)
+            beating.append(hb)
+            hb.update(stage="delivering", route=route.name, work_id=request.work.work_id)
             metrics.record_delivery_attempt(route.name, inp.route.kind)
             with attempt_deadline(deadline_ms), in_flight() as flight:
                 # The task copies the context: every exchange of the send ends by the
@@ -282,20 +328,32 @@ class DeliverActivity(DeliveryRecords):
                 try:
                     receipt = await (_outlive(send) if _execution_gone() else _finish_or_cut(send, route.name, flight))
                 except SendCut as err:
-                    await self._record_cut(inp, request, err, posted=bool(parts_posted))
+                    await self._record_cut(inp, request, err, posted=bool(parts_posted), parts=parts_posted, hb=hb)
                     raise asyncio.CancelledError() from err
                 except RouteError as err:
                     # Stopped by the cancel, not by the budget: the job's finish ends the cell.
-                    await self._record_error(inp, request, err, max_attempts=None, posted=bool(parts_posted))
+                    await self._record_error(
+                        inp, request, err, max_attempts=None, posted=bool(parts_posted), parts=parts_posted, hb=hb
+                    )
                     raise asyncio.CancelledError() from err
             except RouteError as err:
                 if _cut_by_deadline(err):
                     # The job is over, not the route at fault: the barrier's path, as at
                     # the opening of a step (the finish gives the cell its reason).
-                    cut = await self._record_cut(inp, request, err, posted=bool(parts_posted))
+                    cut = await self._record_cut(
+                        inp, request, err, posted=bool(parts_posted), parts=parts_posted, hb=hb
+                    )
                     return barrier_update(cut, Barrier.DEADLINE)
                 recorded, stopped = await _recorded(
-                    self._record_error(inp, request, err, max_attempts=inp.max_attempts, posted=bool(parts_posted))
+                    self._record_error(
+                        inp,
+                        request,
+                        err,
+                        max_attempts=inp.max_attempts,
+                        posted=bool(parts_posted),
+                        parts=parts_posted,
+                        hb=hb,
+                    )
                 )
                 if stopped:
                     raise asyncio.CancelledError() from err
@@ -318,4 +376,20 @@ class DeliverActivity(DeliveryRecords):
         if cancelled and not (is_terminal(updated.state) and updated.state == CellState.SUBMITTED):
             raise asyncio.CancelledError()
         status = "duplicate" if receipt.duplicate else "delivered"
+        if is_terminal(updated.state) and updated.state != CellState.SUBMITTED:
+            # Confirmed after its cell ended (another attempt found the intent `sending`
+            # after an operator's reset, another route failed for good): the verdict stands
+            # and the intent stays `unknown`, the receipt recorded on it (record_delivered).
+            status = "unknown"
+            log.warning(
+                "deliver.answered_late",
+                job_id=inp.job_id,
+                target_id=target.target_id,
+                route=route.name,
+                work_id=request.work.work_id,
+                remote_id=receipt.remote_id,
+                cell_reason=updated.reason,
+                hint="the route confirmed the work after its cell had ended; the job's report keeps its verdict "
+                "(the delivery `unknown`, with the route's id of what it received)",
+            )
         return CellUpdate(cell=updated, delivery=self._report(inp, request.work.work_id, status, receipt.remote_id))

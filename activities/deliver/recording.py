@@ -6,11 +6,16 @@ See :mod:`activities.deliver` (step 3).
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
+import asyncpg
 from temporalio import activity
 
 from activities.deps import ActivityDeps
+from activities.heartbeat import CANCEL_PROBE_S, Heartbeater
 from curaflow.domain.cells import CellState
 from curaflow.domain.messages import DeliverInput
 from curaflow.domain.models import CellSnapshot, DeliveryReport
@@ -19,11 +24,94 @@ from curaflow.domain.verdicts import DeliveryVerdict, delivery_verdict
 from curaflow.ledger import deliveries as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger import route_gates
+from curaflow.ledger.db import LEDGER_ERRORS
+from curaflow.ledger.deliveries import Answered
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
 
 log = get_logger("curaflow.deliver")
+
+T = TypeVar("T")
+
+#: Waits between the tries of recording what a send's route answered while the ledger
+#: fails (a PostgreSQL restart, a statement timeout, a pool with no connection to give),
+#: seconds: 6.3 s in all before the attempt gives up (:class:`NotRecorded`).
+RECORD_RETRY_S = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
+
+
+class NotRecorded(Exception):
+    """The ledger failed to record what a send's route answered, at every try
+    (:data:`RECORD_RETRY_S`). Curaflow's failure, never the route's: the deliver activity
+    lets the ledger's last error (``__cause__``) out as it is — Temporal retries it, and
+    its last attempt is ``internal_error`` (:func:`curaflow.domain.verdicts.failure_reason`).
+
+    Attributes:
+        answered: what the attempt knew of its send, kept in its last heartbeat for the
+            next attempt to record (:func:`curaflow.ledger.deliveries.claim_send`), or
+            None when the send may have landed unanswered (nothing to keep: the next
+            attempt's ``ambiguous`` is the truth).
+    """
+
+    def __init__(self, answered: Answered | None) -> None:
+        super().__init__("the ledger failed to record the route's answer")
+        self.answered = answered
+
+
+async def until_recorded(
+    record: Callable[[], Awaitable[T]], answered: Answered | None, *, hb: Heartbeater | None = None
+) -> T:
+    """``record()`` (one ledger transaction recording a send's answer), tried again after
+    each of :data:`RECORD_RETRY_S` while it fails on the ledger (:data:`LEDGER_ERRORS`).
+
+    The answer is a fact the route gave once: a ledger that fails between the answer and
+    its record (until 2026-12-05) left the intent ``sending``, and the next attempt took
+    it for a send that may have landed — an at-most-once route's work ``delivery_unknown``,
+    "check the route's receiver", though the route had answered. While it is retried
+    (and after), ``answered`` is the attempt's heartbeat details (through ``hb`` while a
+    :class:`Heartbeater` runs, else sent here every :data:`CANCEL_PROBE_S`), so an attempt
+    that dies meanwhile, or gives up, leaves it to the next. A success costs nothing more.
+
+    Raises:
+        NotRecorded: still failing after the last wait (its ``__cause__``: the last error).
+    """
+    waits = iter(RECORD_RETRY_S)
+    while True:
+        try:
+            result = await record()
+        except LEDGER_ERRORS as err:
+            wait = next(waits, None)
+            details = answered.details() if answered is not None else {}
+            if hb is not None and answered is not None:
+                hb.update(**details)
+            if wait is None:
+                raise NotRecorded(answered) from err
+            info = activity.info()
+            log.warning(
+                "deliver.record_retried",
+                job_id=info.workflow_id,
+                attempt=info.attempt,
+                error=type(err).__name__,
+                retry_in_s=wait,
+                hint="the ledger failed to record the route's answer; tried again (curaflow's database, not the route)",
+            )
+            await _beating(wait, details if hb is None else None)
+            continue
+        if hb is not None:
+            hb.drop("answered")
+        return result
+
+
+async def _beating(wait_s: float, details: dict[str, object] | None) -> None:
+    """Sleep ``wait_s`` seconds; with ``details``, heartbeat them at its start and every
+    :data:`CANCEL_PROBE_S` (None: a :class:`Heartbeater` beats meanwhile)."""
+    left = wait_s
+    while left > 0:
+        if details is not None:
+            activity.heartbeat(details)
+        step = min(left, CANCEL_PROBE_S / 2)
+        await asyncio.sleep(step)
+        left -= step
 
 
 class DeliveryRecords:
@@ -45,24 +133,55 @@ class DeliveryRecords:
         metrics.record_delivery_result(
             inp.route.name, inp.route.kind, "duplicate" if receipt.duplicate else "delivered"
         )
-        async with deps.pool.acquire() as conn, conn.transaction():
-            cell = await ledger.record_delivered(
-                conn,
-                inp.job_id,
-                inp.target.target_id,
-                request.idempotency_key,
-                duplicate=receipt.duplicate,
-                remote_id=receipt.remote_id,
-                remote_ids=receipt.remote_ids or None,
-                remote_status=receipt.remote_status,
-            )
+
+        async def record() -> object:
+            async with deps.pool.acquire() as conn, conn.transaction():
+                return await ledger.record_delivered(
+                    conn,
+                    inp.job_id,
+                    inp.target.target_id,
+                    request.idempotency_key,
+                    duplicate=receipt.duplicate,
+                    remote_id=receipt.remote_id,
+                    remote_ids=receipt.remote_ids or None,
+                    remote_status=receipt.remote_status,
+                )
+
+        answered = Answered(
+            attempt=request.attempt,
+            key=request.idempotency_key,
+            parts=receipt.remote_ids or None,
+            receipt={
+                "remote_id": receipt.remote_id,
+                "remote_ids": receipt.remote_ids or None,
+                "remote_status": receipt.remote_status,
+                "duplicate": receipt.duplicate,
+            },
+        )
+        cell = await until_recorded(record, answered)
         assert isinstance(cell, CellSnapshot)
         if cell.state == CellState.SUBMITTED and inp.target.storage_mode == "cache":
             deps.store.delete(inp.job_id, inp.target.target_id)
         return cell
 
+    @staticmethod
+    def _answered(request: DeliveryRequest, err: RouteError, parts: list[object] | None) -> Answered | None:
+        """What a send that failed with ``err`` leaves to the next attempt should the ledger
+        fail to record it: its confirmed ``parts``, when nothing of it may have landed
+        unanswered (``err`` not ambiguous); else None."""
+        if err.ambiguous:
+            return None
+        return Answered(attempt=request.attempt, key=request.idempotency_key, parts=list(parts or []))
+
     async def _record_cut(
-        self, inp: DeliverInput, request: DeliveryRequest, err: RouteError, *, posted: bool = False
+        self,
+        inp: DeliverInput,
+        request: DeliveryRequest,
+        err: RouteError,
+        *,
+        posted: bool = False,
+        parts: list[object] | None = None,
+        hb: Heartbeater | None = None,
     ) -> CellSnapshot:
         """Record a send cut by a cancel (the job's stop, the deadline; or one that is not
         the job's — a reset, the worker's shutdown — after which Temporal runs another
@@ -75,20 +194,28 @@ class DeliveryRecords:
         after them; if the job ends instead, its finish keeps the intent ``unknown`` for
         them (:func:`~curaflow.ledger.cells.finish_cell`), never ``released``. Nothing
         left and nothing posted (a connect or a TLS handshake that never completed): the
-        finish releases the work."""
+        finish releases the work.
+
+        ``parts``: the parts confirmed so far (what a next attempt resumes after, should
+        the ledger fail to record the cut: :func:`until_recorded`); ``hb``: the send's
+        heartbeater, when it still runs."""
         ambiguous = err.ambiguous
         metrics.record_delivery_result(inp.route.name, inp.route.kind, "unknown" if ambiguous or posted else "failed")
-        async with self.deps.pool.acquire() as conn, conn.transaction():
-            cell = await ledger.record_failed(
-                conn,
-                inp.job_id,
-                inp.target.target_id,
-                request.idempotency_key,
-                reason=err.reason,
-                error=str(err),
-                permanent=False,
-                ambiguous=ambiguous,
-            )
+
+        async def record() -> object:
+            async with self.deps.pool.acquire() as conn, conn.transaction():
+                return await ledger.record_failed(
+                    conn,
+                    inp.job_id,
+                    inp.target.target_id,
+                    request.idempotency_key,
+                    reason=err.reason,
+                    error=str(err),
+                    permanent=False,
+                    ambiguous=ambiguous,
+                )
+
+        cell = await until_recorded(record, self._answered(request, err, parts), hb=hb)
         assert isinstance(cell, CellSnapshot)
         return cell
 
@@ -100,6 +227,8 @@ class DeliveryRecords:
         *,
         max_attempts: int | None,
         posted: bool = False,
+        parts: list[object] | None = None,
+        hb: Heartbeater | None = None,
     ) -> Recorded:
         """Record a failed send as :func:`~curaflow.domain.verdicts.delivery_verdict` decides,
         with what it means for the route (:mod:`curaflow.ledger.route_gates`), in one
@@ -113,6 +242,8 @@ class DeliveryRecords:
                 (the budget does not end the cell then; the job's finish does).
             posted: part of the work is already at the route (parts recorded by this or
                 an earlier attempt): a final failure is then partial, never a refusal.
+            parts / hb: as in :meth:`_record_cut` (the recording is tried again while the
+                ledger fails, :func:`until_recorded`).
         """
         deps = self.deps
         route = deps.route(inp.route.name)
@@ -127,62 +258,90 @@ class DeliveryRecords:
             posted=posted,
         )
         metrics.record_delivery_result(inp.route.name, inp.route.kind, verdict.outcome)
-        policy = deps.settings.delivery
+
+        async def record() -> _Failure:
+            async with deps.pool.acquire() as conn, conn.transaction():
+                return await self._record_failure(conn, inp, request, err, verdict)
+
+        done = await until_recorded(record, self._answered(request, err, parts), hb=hb)
+        self._log_failure(inp, request, err, verdict, done)
+        return Recorded(verdict, done.delay_ms)
+
+    async def _record_failure(
+        self,
+        conn: asyncpg.Connection,
+        inp: DeliverInput,
+        request: DeliveryRequest,
+        err: RouteError,
+        verdict: DeliveryVerdict,
+    ) -> _Failure:
+        """The transaction of :meth:`_record_error` (on ``conn``): the intent, the refusal or
+        hold, the rate limit and the refusal streak."""
+        policy = self.deps.settings.delivery
         work = request.work
         refused = verdict.remember_refusal
         held_until = 0
         delay_ms: int | None = None
         pause: route_gates.Pause | None = None
-        async with deps.pool.acquire() as conn, conn.transaction():
-            await ledger.record_failed(
+        await ledger.record_failed(
+            conn,
+            inp.job_id,
+            inp.target.target_id,
+            request.idempotency_key,
+            reason=verdict.reason,
+            error=str(err),
+            permanent=verdict.final and not verdict.unknown,
+            unknown=verdict.unknown,
+            ambiguous=err.ambiguous,
+        )
+        remembered = {
+            "route": inp.route.name,
+            "work_type": work.work_type,
+            "work_id": work.work_id,
+            "reason": str(err.reason),
+            "error": str(err),
+            "job_id": inp.job_id,
+            "target_id": inp.target.target_id,
+        }
+        if refused:
+            await memory.remember_refusal(conn, **remembered)
+        elif verdict.hold:
+            held_until = await memory.hold_work(conn, **remembered, hold_ms=policy.route_hold_ms)
+        if err.rate_limited and not verdict.final:
+            stated = err.retry_after_s * 1000 if err.retry_after_s else None
+            delay_ms = await route_gates.rate_limited(
                 conn,
-                inp.job_id,
-                inp.target.target_id,
-                request.idempotency_key,
-                reason=verdict.reason,
-                error=str(err),
-                permanent=verdict.final and not verdict.unknown,
-                unknown=verdict.unknown,
-                ambiguous=err.ambiguous,
+                route=inp.route.name,
+                stated_ms=stated,
+                route_wide=err.route_wide,
+                cap_ms=policy.route_rate_limit_cap_ms,
             )
-            remembered = {
-                "route": inp.route.name,
-                "work_type": work.work_type,
-                "work_id": work.work_id,
-                "reason": str(err.reason),
-                "error": str(err),
-                "job_id": inp.job_id,
-                "target_id": inp.target.target_id,
-            }
-            if refused:
-                await memory.remember_refusal(conn, **remembered)
-            elif verdict.hold:
-                held_until = await memory.hold_work(conn, **remembered, hold_ms=policy.route_hold_ms)
-            if err.rate_limited and not verdict.final:
-                stated = err.retry_after_s * 1000 if err.retry_after_s else None
-                delay_ms = await route_gates.rate_limited(
-                    conn,
-                    route=inp.route.name,
-                    stated_ms=stated,
-                    route_wide=err.route_wide,
-                    cap_ms=policy.route_rate_limit_cap_ms,
-                )
-                # What held this send alone, should the job end before its next attempt.
-                # A route-wide limit is the route's cooldown (written above, at least as
-                # long): an intent's own time, read a moment later on the database's
-                # clock, ended a millisecond after it and named the wait "this send".
-                if not err.route_wide:
-                    await ledger.hold_intent(conn, request.idempotency_key, delay_ms)
-            if verdict.outcome == "rejected" and err.answer:
-                pause = await route_gates.count_refusal(
-                    conn,
-                    route=inp.route.name,
-                    work_type=work.work_type,
-                    work_id=work.work_id,
-                    answer=err.answer,
-                    threshold=policy.refusal_streak,
-                    pause_ms=policy.route_pause_ms,
-                )
+            # What held this send alone, should the job end before its next attempt.
+            # A route-wide limit is the route's cooldown (written above, at least as
+            # long): an intent's own time, read a moment later on the database's
+            # clock, ended a millisecond after it and named the wait "this send".
+            if not err.route_wide:
+                await ledger.hold_intent(conn, request.idempotency_key, delay_ms)
+        if verdict.outcome == "rejected" and err.answer:
+            pause = await route_gates.count_refusal(
+                conn,
+                route=inp.route.name,
+                work_type=work.work_type,
+                work_id=work.work_id,
+                answer=err.answer,
+                threshold=policy.refusal_streak,
+                pause_ms=policy.route_pause_ms,
+            )
+        return _Failure(held_until, delay_ms, pause)
+
+    def _log_failure(
+        self, inp: DeliverInput, request: DeliveryRequest, err: RouteError, verdict: DeliveryVerdict, done: _Failure
+    ) -> None:
+        """The metrics and the log line a recorded failure owes (:meth:`_record_error`)."""
+        policy = self.deps.settings.delivery
+        work = request.work
+        refused = verdict.remember_refusal
+        held_until, pause = done.held_until, done.pause
         fields = {
             "job_id": inp.job_id,
             "target_id": inp.target.target_id,
@@ -222,7 +381,15 @@ class DeliveryRecords:
                 + "); fix the route"
                 + ("; what it already posted is kept and never posted again" if verdict.outcome == "partial" else ""),
             )
-        return Recorded(verdict, delay_ms)
+
+
+@dataclass
+class _Failure:
+    """What the transaction of a failed send wrote (:meth:`DeliveryRecords._record_failure`)."""
+
+    held_until: int = 0
+    delay_ms: int | None = None
+    pause: route_gates.Pause | None = None
 
 
 @dataclass

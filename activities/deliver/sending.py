@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from temporalio import activity
 
+from activities.deliver.recording import NotRecorded
 from curaflow.domain.reasons import TerminalReason
 from curaflow.observability.logs import get_logger
 from curaflow.outbound import InFlight, TimeLimitExceeded
@@ -159,12 +160,15 @@ async def _guarded(route: Route, request: DeliveryRequest) -> DeliveryReceipt:
 
     A failure the route did not classify may have happened after the request left, so it
     is ambiguous (the work stays blocked on the route) and permanent (retrying a bug does
-    not help). Only the exception's type is kept: its text may carry a secret URL.
+    not help). Only the exception's type is kept: its text may carry a secret URL. A
+    part the route confirmed and the ledger failed to record (``on_part`` raising
+    :class:`~activities.deliver.recording.NotRecorded`) is no failure of the route: it
+    passes as it is.
     """
     try:
         return await route.deliver(request)
-    except RouteError:
-        raise
+    except (RouteError, NotRecorded):
+        raise  # NotRecorded: a part the route confirmed that the ledger failed to record: curaflow's
     except Exception as err:
         raise RouteError(
             TerminalReason.INTERNAL_ERROR,

@@ -26,11 +26,57 @@ CONFIRMED = ("delivered", "duplicate")
 
 
 @dataclass
+class Answered:
+    """What an attempt learnt of its send and could not record, the ledger failing
+    (kept in its last Temporal heartbeat, :mod:`activities.deliver.recording`): its send
+    had ended, nothing of it was out any more.
+
+    Attributes:
+        attempt: the intent's ``attempts`` once that attempt claimed it (its send's number).
+        key: the intent's idempotency key.
+        parts: the parts of a multi-part send confirmed by then (the route's ids; may be
+            empty: nothing of the work was posted).
+        receipt: the route's confirmation of the whole work (``remote_id``,
+            ``remote_ids``, ``remote_status``, ``duplicate``), or None: the send ended
+            without one (a part posted and then the ledger failed, or the route answered
+            a failure that proves nothing else landed).
+    """
+
+    attempt: int
+    key: str
+    parts: list[Any] | None = None
+    receipt: dict[str, Any] | None = None
+
+    @classmethod
+    def parse(cls, details: Any) -> Answered | None:
+        """The :class:`Answered` in a heartbeat's details (a dict with ``answered``), or None."""
+        found = details.get("answered") if isinstance(details, dict) else None
+        if not isinstance(found, dict):
+            return None
+        try:
+            receipt = found.get("receipt")
+            parts = found.get("parts")
+            return cls(
+                attempt=int(found["attempt"]),
+                key=str(found["key"]),
+                parts=list(parts) if isinstance(parts, list) else None,
+                receipt=dict(receipt) if isinstance(receipt, dict) else None,
+            )
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def details(self) -> dict[str, Any]:
+        """The heartbeat details that carry it (read back by :meth:`parse`)."""
+        return {"answered": {"attempt": self.attempt, "key": self.key, "parts": self.parts, "receipt": self.receipt}}
+
+
+@dataclass
 class SendClaim:
     """Outcome of :func:`claim_send`.
 
     Attributes:
-        decision: ``send`` (go ahead), ``done`` (already confirmed), ``ambiguous`` (a
+        decision: ``send`` (go ahead), ``done`` (already confirmed — or confirmed now,
+            from the previous attempt's :class:`Answered` receipt), ``ambiguous`` (a
             previous attempt's request may have landed — it was left ``sending``, or it
             was cut while out, ``maybe_delivered`` — and the route does not tolerate a
             re-send), ``cancelled`` (the
@@ -68,6 +114,7 @@ async def claim_send(
     rate_limit_cap_ms: int,
     ambiguous_ok: bool = False,
     opened: CellSnapshot | None = None,
+    answered: Answered | None = None,
 ) -> SendClaim:
     """Decide whether a delivery attempt may send, and mark the intent ``sending``.
 
@@ -103,6 +150,14 @@ async def claim_send(
             in this transaction with no barrier: the job row is locked and judged
             already (its deadline at the step's opening, milliseconds earlier), so
             neither is read again. None: lock and judge here.
+        answered: what the previous attempt learnt of its send and could not record (the
+            ledger failed: :class:`Answered`, from its last heartbeat). Trusted only for the
+            intent it names, still ``sending`` from that very send (``attempts`` equal to
+            its ``attempt``: no send was claimed since): a receipt is recorded now
+            (:func:`record_delivered`, decision ``done``); parts are written as confirmed,
+            and the intent is no request that may have landed — its send had ended — so it
+            is resumed after them, never ``ambiguous`` for it. Anything else of it is
+            ignored (the rule above holds).
     """
     if opened is None:
         job = await lock_job(conn, job_id)
@@ -144,11 +199,32 @@ async def claim_send(
         return SendClaim("done", key, attempts, intent["remote_id"])
     if is_terminal(state) or status in ("failed", "unknown"):
         return SendClaim("closed", key, attempts)
+    settled = answered is not None and status == "sending" and answered.key == key and answered.attempt == attempts
+    if settled and answered is not None and answered.receipt is not None:
+        # The route confirmed the work; the ledger failed to record it then. A fact, recorded
+        # whatever barrier came since (decision 7: a delivery that landed stays delivered).
+        receipt = answered.receipt
+        await record_delivered(
+            conn,
+            job_id,
+            target_id,
+            key,
+            duplicate=bool(receipt.get("duplicate")),
+            remote_id=receipt.get("remote_id"),
+            remote_ids=receipt.get("remote_ids") or None,
+            remote_status=receipt.get("remote_status"),
+        )
+        return SendClaim("done", key, attempts, receipt.get("remote_id"))
+    parts = answered.parts if settled and answered is not None and answered.parts else None
+    if parts is not None:
+        # Confirmed by the route, not recorded then: written now, whatever comes next.
+        await record_part(conn, key, parts)
     if barrier == Barrier.CANCELLED:
         return SendClaim("cancelled", key, attempts)
     if barrier == Barrier.DEADLINE:
         return SendClaim("deadline", key, attempts)
-    if (status == "sending" or intent["maybe_delivered"]) and not ambiguous_ok:
+    was_sending = status == "sending" and not settled
+    if (was_sending or intent["maybe_delivered"]) and not ambiguous_ok:
         return SendClaim("ambiguous", key, attempts)
     if intent["paused_ms"] > 0:
         return SendClaim(
@@ -157,17 +233,17 @@ async def claim_send(
             attempts,
             wait_ms=int(intent["paused_ms"]),
             pause_reason=intent["pause_reason"],
-            was_sending=status == "sending",
+            was_sending=was_sending,
         )
     if intent["cooldown_ms"] > 0:
-        return SendClaim("cooling", key, attempts, wait_ms=int(intent["cooldown_ms"]), was_sending=status == "sending")
+        return SendClaim("cooling", key, attempts, wait_ms=int(intent["cooldown_ms"]), was_sending=was_sending)
     pending = bool(check_transition(state, CellState.DELIVERY_PENDING))
     # One statement: the intent `sending` and, when the FSM allows it, the cell
     # `delivery_pending` (two rows this transaction holds; neither update reads the other).
     await conn.execute(
         """WITH intent AS (
                UPDATE delivery_intents SET status = 'sending', attempts = attempts + 1, sent_at = $4,
-                      updated_at = $4, maybe_delivered = maybe_delivered OR status = 'sending'
+                      updated_at = $4, maybe_delivered = maybe_delivered OR (status = 'sending' AND NOT $6)
                WHERE idempotency_key = $3)
            UPDATE cells SET state = 'delivery_pending', stage = 'delivering', updated_at = $4
            WHERE job_id = $1 AND target_id = $2 AND $5""",
@@ -176,10 +252,11 @@ async def claim_send(
         key,
         now_ms(),
         pending,
+        settled,
     )
     if pending and stage != CellStage.DELIVERING:  # the job-level stage moves only with the cell's
         await sync_job_stage(conn, job_id)
-    remote_ids = intent["remote_ids"] if isinstance(intent["remote_ids"], list) else None
+    remote_ids = parts or (intent["remote_ids"] if isinstance(intent["remote_ids"], list) else None)
     return SendClaim("send", key, attempts, remote_ids=remote_ids)
 
 
@@ -221,14 +298,29 @@ async def record_delivered(
     steps and the work's hold on the route (:mod:`curaflow.ledger.route_gates`,
     :func:`curaflow.ledger.remembered.hold_work`), in the same statement: they only
     touch rows that exist. Returns the cell snapshot afterwards.
+
+    **A receipt that comes after its cell ended** (the intent already closed: ``unknown``,
+    ``failed`` or ``released`` — e.g. an operator paused and then reset the step while
+    its send was out, the next attempt found the intent ``sending`` and ended the cell
+    ``delivery_unknown``, and the first send then landed) does not reopen the verdict:
+    the cell, the job's outcome record and its terminal event were written on what the
+    ledger knew then, once (decision 13). The intent is kept ``unknown`` — the status
+    the cell's end gives a send that may have landed, which keeps the work blocked on the
+    route, as it must be: it is there — and the receipt is recorded on it (``remote_id``,
+    ``remote_ids``, ``remote_status``, ``delivered_at``), so ``GET /jobs/{id}`` reports the
+    delivery ``unknown`` with the route's id of what it received. Intent and cell agree;
+    nothing else changes (DESIGN.md "A cancel that is not the job's").
     """
     job = await lock_job(conn, job_id)
     # One statement: record this intent and read the statuses of the cell's live intents
     # as they are afterwards (the CTE's update is not visible to the outer query: merged).
     rows = await conn.fetch(
         """WITH upd AS (
-               UPDATE delivery_intents SET status = $2, remote_id = $3, remote_ids = $4, remote_status = $5,
-                      delivered_at = $6, updated_at = $6, last_error = NULL
+               UPDATE delivery_intents
+                  SET status = CASE WHEN status IN ('reserved', 'sending') THEN $2 ELSE 'unknown' END,
+                      remote_id = $3, remote_ids = $4, remote_status = $5, delivered_at = $6, updated_at = $6,
+                      last_error = CASE WHEN status IN ('reserved', 'sending') THEN NULL
+                                        ELSE 'the route confirmed it after its cell ended (' || status || ')' END
                WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')
                RETURNING idempotency_key, status, route, work_type, work_id),
            gate AS (

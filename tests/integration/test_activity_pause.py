@@ -93,6 +93,32 @@ async def test_a_reset_during_a_telegram_send_never_posts_the_work_twice(env: En
     assert await intent_status(env, job_id) == "unknown"
 
 
+async def test_a_pause_then_a_reset_during_a_telegram_send_posts_once_and_reports_one_truth(env: Env) -> None:
+    # Paused, then reset while the send is out. Which comes first — the reset's cancel
+    # reaching the paused attempt (its send cut after the grace: the next attempt finds it
+    # possibly landed, `unknown`) or the send's answer (recorded: `delivered`) — is the
+    # server's timing (both measured). Either way the work is posted once, and intent,
+    # cell and the Job's deliveries say the same. A receipt that still comes after the
+    # cell ended keeps it so (`tests/integration/test_resume_after_cut.py`).
+    job_id, step = await telegram_send_out(env, TgReply("stall", stall_s=6))
+
+    operator(env, "pause", job_id, step)
+    operator(env, "reset", job_id, step)
+
+    await env.stack.wait_terminal(job_id, 30)
+    await asyncio.sleep(7)  # past the first send's answer, had it been awaited
+    sends = [r.method for r in env.telegram.requests if r.method.startswith("send")]
+    assert len(sends) == 1, sends
+    cell = (await env.stack.job(job_id)).cells[0]
+    job = (await env.http.get(f"/jobs/{job_id}")).json()
+    reported = [d["status"] for d in (job.get("result") or job.get("error", {}).get("detail", {}))["deliveries"]]
+    truth = (cell.state, cell.reason, await intent_status(env, job_id), reported)
+    assert truth in (
+        ("submitted", None, "delivered", ["delivered"]),
+        ("failed", "delivery_unknown", "unknown", ["unknown"]),
+    ), truth
+
+
 async def test_a_reset_during_a_webhook_send_sends_it_again_under_its_key(env: Env) -> None:
     # A webhook carries a stable idempotency key (``webhook-id``): a send that may have
     # landed is sent again under it, and the receiver keeps one.

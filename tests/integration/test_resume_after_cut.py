@@ -25,6 +25,7 @@ from curaflow.domain.messages import DeliverInput, RouteRef, TargetSpec
 from curaflow.domain.models import Artifact, CandidateReport, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger import cells, deliveries
+from curaflow.ledger.records import load_cell
 from curaflow.routes.base import DeliveryRequest
 from tests.support import ledger_job
 
@@ -107,3 +108,39 @@ async def test_a_job_ending_after_a_cut_between_parts_keeps_the_work_blocked(led
         "SELECT status FROM delivery_intents WHERE idempotency_key = $1", request.idempotency_key
     )
     assert status == "unknown"  # part of it is in the chat: never released to another job
+
+
+async def test_a_receipt_after_the_cell_ended_keeps_the_verdict_and_is_recorded(ledger_pool: asyncpg.Pool) -> None:
+    # An operator paused, then reset the step while its send was out: the next attempt
+    # found the intent `sending` and ended the cell `delivery_unknown`; the first send then
+    # landed. Its receipt moved the intent to `delivered` under the failed cell (the Job
+    # reported the delivery `delivered` in a job failed `delivery_unknown`). The verdict
+    # stands; the intent stays `unknown`, the route's ids recorded on it.
+    inp, request = await _claimed_with_a_part_posted(ledger_pool)
+    key = request.idempotency_key
+    async with ledger_pool.acquire() as conn, conn.transaction():  # what the next attempt records
+        await deliveries.record_failed(
+            conn,
+            inp.job_id,
+            "demo",
+            key,
+            reason=TerminalReason.DELIVERY_UNKNOWN,
+            error="x",
+            permanent=True,
+            unknown=True,
+        )
+
+    async with ledger_pool.acquire() as conn, conn.transaction():  # the first send's late receipt
+        cell = await deliveries.record_delivered(
+            conn, inp.job_id, "demo", key, remote_id="101", remote_ids=[[101, 102], [103]], remote_status="sent"
+        )
+
+    assert (cell.state, cell.reason) == ("failed", "delivery_unknown"), cell
+    row = await ledger_pool.fetchrow(
+        "SELECT status, remote_id, remote_ids FROM delivery_intents WHERE idempotency_key = $1", key
+    )
+    assert (row["status"], row["remote_id"], row["remote_ids"]) == ("unknown", "101", [[101, 102], [103]])
+    async with ledger_pool.acquire() as conn:
+        [reported] = (await load_cell(conn, inp.job_id, "demo", with_deliveries=True)).delivery_reports()
+    # an `unknown` intent with parts at the route is reported partial (`RouteDelivery.partial`)
+    assert (reported.status, reported.remote_id) == ("partial", "101")
