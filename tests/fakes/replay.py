@@ -82,7 +82,11 @@ class Faults(ReplayScript):
             (a misconfigured image host, a deploy, a moved path), not the work gone.
         detail_faults: per work id, what its ``/v1/illust/detail`` answers instead:
             ``"503"`` (a proxy's HTML page), ``"404_html"`` (a 404 page not in the
-            app-api's words: a moved endpoint).
+            app-api's words: a moved endpoint), ``"429"`` (a bare 429), ``"slow"``
+            (``detail_delay_s`` before the work's own answer), ``"huge"`` (a 40 MB JSON
+            answer), ``"other:<id>"`` (the detail of the work ``<id>``, a cache or a proxy
+            answering another work's; ``"other:~<id>"``: that work as a restricted
+            placeholder).
         forbidden_works: ids whose images answer 403 even with the Referer (private).
         restricted_works: ids listed as restricted placeholders; their detail answers
             "Your access is currently restricted." (HTTP 200) and their images 403.
@@ -96,6 +100,7 @@ class Faults(ReplayScript):
         deep: a synthetic deep result set (:class:`DeepSet`) for one tag.
         deleted_works: ids no search lists any more (deleted since they were recorded).
         search_delay_s: delay before answering a search or ranking request, seconds.
+        detail_delay_s: delay of a ``"slow"`` detail (``detail_faults``), seconds.
         slow_images_s: pause in the middle of every image body while > 0 (read per
             request, so a test can change it live; set back to 0, it also ends the pauses
             in flight: a test releases the downloads it held), and of a ``"slow"`` image
@@ -124,6 +129,7 @@ class Faults(ReplayScript):
     deep: DeepSet | None = None
     deleted_works: set[str] = field(default_factory=set)
     search_delay_s: float = 0.0
+    detail_delay_s: float = 0.0
     slow_images_s: float = 0.0
     truncate_images: bool = False
     token_ttl_s: int = 3600
@@ -184,6 +190,17 @@ class Faults(ReplayScript):
                 return HTMLResponse("<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>", 503)
             if fault == "404_html":
                 return HTMLResponse("<html><body><h1>404 Not Found</h1>nginx</body></html>", 404)
+            if fault == "429":
+                return Response(status_code=429, content=b"Too Many Requests")
+            if fault == "slow":
+                await asyncio.sleep(self.detail_delay_s)
+                return None
+            if fault == "huge":
+                return JSONResponse({"illust": {"id": int(work_id or 0)}, "pad": "x" * 40_000_000})
+            if fault is not None and fault.startswith("other:"):
+                other = fault.split(":", 1)[1]
+                placed = self.present(work_for_id(other.lstrip("~"), self.deep) or {})
+                return JSONResponse({"illust": placeholder(placed) if other.startswith("~") else placed})
             return None
         if kind == "image":
             if work_id in self.missing_works or work_id in self.absent_images:

@@ -165,3 +165,25 @@ def test_an_invalid_item_of_a_landing_page_asked_again_is_counted_once(sort: str
     result = _scan(sort, frontier, faults)
     assert [_place(sort, deep, w.work_id) for w in result.candidates] == [70]
     assert result.report.reasons.get("invalid") == 1, result.report.reasons
+
+
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize("answered", ["placeholder", "alive"])
+def test_a_detail_of_another_work_says_nothing_of_the_expected_one(sort: str, answered: str) -> None:
+    # The outage again, and the expected work's detail answers *another* work (a cache or
+    # a proxy keyed wrongly): a hidden placeholder of another work was taken for the
+    # expected work hidden — the end of the results: the scan ended exhausted, the sweep
+    # cleared. An answer about another work says nothing of this one: the source's
+    # failure, retried, the sweep kept.
+    frontier = _capped_frontier(sort)
+    mark = _mark(frontier)
+    assert mark is not None
+    deep = _deep()
+    other = next(w for w in (_id(sort, deep, p) for p in range(COUNT)) if w != mark.work_id)
+    faults = Faults(deep=deep)
+    faults.search = [None] * _first_search_of_the_landing(sort) + ["empty"] * 10
+    faults.detail_faults = {mark.work_id: f"other:{'~' if answered == 'placeholder' else ''}{other}"}
+    with pytest.raises(SourceError) as err:
+        _scan(sort, frontier, faults)
+    assert err.value.reason.value == "remote_http_error" and err.value.retryable
+    assert [e.params.get("illust_id") for e in faults.of("detail")] == [mark.work_id]

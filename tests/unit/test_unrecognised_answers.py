@@ -142,6 +142,57 @@ async def test_a_details_answer_is_the_works_only_when_it_says_so(
     assert raised.value.recognised is recognised
 
 
+@pytest.mark.parametrize("visible", [True, False])
+async def test_a_detail_describing_another_work_says_nothing_of_the_asked_one(visible: bool) -> None:
+    """A cache or a proxy keyed wrongly answers the detail of another work: alive, or a
+    placeholder. Until 2026-12-05 it was returned as the asked work's — another work's
+    placeholder made a scan take an empty answer for the end of results (the asked work
+    "hidden"). Now it is the source's failure, retried: nothing of the asked work."""
+    other = {
+        "id": 456,
+        "title": "t",
+        "type": "illust",
+        "visible": visible,
+        "user": {"id": 1, "name": "n", "account": "a"},
+        "tags": [],
+        "create_date": "2025-01-01T00:00:00+09:00",
+        "page_count": 1,
+        "width": 8,
+        "height": 8,
+        "meta_single_page": {"original_image_url": IMAGE.replace("123", "456")},
+        "meta_pages": [],
+        "image_urls": {"large": IMAGE.replace("123", "456")},
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/auth/token"):
+            token = {"access_token": "a", "refresh_token": "r", "expires_in": 3600, "user": {"id": "1"}}
+            return httpx.Response(200, json=token)
+        return httpx.Response(200, json={"illust": other})
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    pixiv = PixivClient(http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test")
+    with pytest.raises(SourceError) as raised:
+        await pixiv.illust_detail("123")
+    assert raised.value.reason == "remote_http_error" and raised.value.retryable
+    assert "456" in str(raised.value) and "123" in str(raised.value)
+    assert (await pixiv.illust_detail("456")).work_id == "456"  # its own detail, as before
+    # the fetch's corroboration: asked about 123 and told of another work, the image's
+    # 404 stays the host's (held), and its why does not say the work is listed
+    settled = await corroborated(PixivSourceOf(pixiv), "123", FILE_404)  # type: ignore[arg-type]
+    assert not settled.recognised and "could not be asked" in settled.why
+
+
+class PixivSourceOf:
+    """The one method :func:`corroborated` asks of a source, over a client."""
+
+    def __init__(self, pixiv: PixivClient) -> None:
+        self.pixiv = pixiv
+
+    async def work(self, work_id: str) -> object:
+        return await self.pixiv.illust_detail(work_id)
+
+
 def test_a_page_that_is_no_image_is_not_recognised_as_the_works(tmp_path: Path) -> None:
     page = tmp_path / "123_p0.png"
     page.write_bytes(b"<!doctype html><title>Maintenance</title>" + b" " * 512)

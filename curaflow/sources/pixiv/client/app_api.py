@@ -343,10 +343,18 @@ class PixivClient(ImageRequests):
     async def illust_detail(self, work_id: str) -> Work:
         """``GET /v1/illust/detail``.
 
+        Returns:
+            The work ``work_id`` as the detail describes it (its id checked: the answer is
+            about ``work_id`` and no other).
+
         Raises:
             WorkUnavailable: the work is gone, private or restricted.
-            SourceError: classified failure; ``remote_http_error`` (retried) for an
-                ``illust`` whose fields curaflow does not read (:class:`InvalidWork`).
+            SourceError: classified failure; ``remote_http_error`` (retried) for an answer
+                with no illust object, an ``illust`` whose fields curaflow does not read
+                (:class:`InvalidWork`), or one describing another work (a cache or a proxy
+                keyed wrongly: it says nothing of ``work_id``, alive, hidden or gone —
+                until 2026-12-05 another work's placeholder was taken for ``work_id``
+                hidden, the end of a scan's results).
         """
         body = await self._get(f"{self.api_url}/v1/illust/detail", {"illust_id": work_id}, work_id=work_id)
         illust = body.get("illust")
@@ -355,13 +363,20 @@ class PixivClient(ImageRequests):
                 TerminalReason.REMOTE_HTTP_ERROR, "pixiv answered an illust detail without an illust object"
             )
         try:
-            return parse_work(illust, cleaned=True)  # read by _get with its strings cleaned
+            work = parse_work(illust, cleaned=True)  # read by _get with its strings cleaned
         except InvalidWork as err:
             # Fields curaflow does not recognise say nothing of the work (a shape never
             # seen): the source's answer, retried — never a verdict on the work.
             raise SourceError(
                 TerminalReason.REMOTE_HTTP_ERROR, f"pixiv answered an illust detail curaflow does not read: {err}"
             ) from None
+        if work.work_id != str(work_id):
+            raise SourceError(
+                TerminalReason.REMOTE_HTTP_ERROR,
+                f"pixiv answered the detail of work {work.work_id} when asked for work "
+                f"{work_id}: an answer about another work says nothing of this one",
+            )
+        return work
 
     async def ugoira_metadata(self, work_id: str) -> Animation:
         """``GET /v1/ugoira/metadata``: an animated work's frames zip and frame delays.
