@@ -149,7 +149,10 @@ class FetchActivity:
                     except WorkUnavailable as raised:
                         # A file's 404/410 is the work's only if the source's detail of the
                         # work says it is gone (one request, only on this path).
-                        err = await corroborated(source, work.work_id, raised)
+                        try:
+                            err = await corroborated(source, work.work_id, raised)
+                        except SourceError as cut:  # the job's deadline cut the detail: no answer
+                            raise source_failure(cut, info.attempt, policy=policy) from cut
                         remembered_ms = policy.memory_ms(err.recognised)
                         facts = {
                             "job_id": inp.job_id,

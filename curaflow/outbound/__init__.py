@@ -19,6 +19,7 @@ from curaflow.outbound.client import (
     in_flight,
     is_truncated,
     iter_capped,
+    past_deadline,
     time_left,
 )
 from curaflow.outbound.destinations import (
@@ -61,6 +62,7 @@ __all__ = [
     "iter_capped",
     "parse_networks",
     "parse_origin",
+    "past_deadline",
     "time_left",
     "url_problem",
 ]

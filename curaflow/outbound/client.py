@@ -108,6 +108,14 @@ def time_left(limit_s: float) -> float:
     return max(0.0, min(limit_s, at - time.monotonic()))
 
 
+def past_deadline() -> bool:
+    """True when the current attempt runs under a job's deadline (:func:`attempt_deadline`)
+    and it has passed: whatever an exchange failed with now, the job's own bound cut it,
+    not the party's answer."""
+    at = _ATTEMPT_DEADLINE.get()
+    return at is not None and at <= time.monotonic()
+
+
 @dataclass(frozen=True)
 class Limits:
     """The bounds of one exchange.

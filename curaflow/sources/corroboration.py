@@ -26,10 +26,11 @@ on the way of a page that answers.
 
 from __future__ import annotations
 
+from curaflow.outbound import past_deadline
 from curaflow.sources.base import Source
 from curaflow.sources.errors import SourceError, WorkUnavailable
 
-__all__ = ["FRAMING_BYTES", "MAX_BYTES_PER_PIXEL", "corroborated", "sized"]
+__all__ = ["FRAMING_BYTES", "MAX_BYTES_PER_PIXEL", "corroborated", "cut_by_deadline", "sized"]
 
 #: The most bytes one pixel of a page can take in a file of the formats curaflow takes: a
 #: 16-bit RGBA PNG stored without compression (8 bytes, its filter byte a row aside); a
@@ -93,6 +94,11 @@ async def corroborated(source: Source, work_id: str, err: WorkUnavailable) -> Wo
     Raises:
         Whatever :meth:`Source.work` raises other than ``SourceError`` /
         ``WorkUnavailable``: curaflow's own failures (the gate's database), a cancel.
+        SourceError: the detail's, when the job's deadline cut it
+            (:func:`cut_by_deadline`): curaflow's own bound, no answer of the host's —
+            the caller fails the attempt as for any source call the deadline cuts
+            (until 2026-12-05 the work was held back and counted as the host's answer,
+            and the cell moved on to the next candidate).
     """
     if not err.corroborate:
         return err
@@ -107,8 +113,27 @@ async def corroborated(source: Source, work_id: str, err: WorkUnavailable) -> Wo
             err.kind,
         )
     except SourceError as detail:
+        if cut_by_deadline(detail):
+            raise
         reason = getattr(detail.reason, "value", detail.reason)
         return WorkUnavailable(
             work_id, f"{err.why}; its detail could not be asked ({reason}: {detail})"[:500], err.kind
         )
     return WorkUnavailable(work_id, f"{err.why}, though its detail lists the work: the image host's answer", err.kind)
+
+
+def cut_by_deadline(err: BaseException) -> bool:
+    """Whether ``err`` (a source call's failure) is the job's deadline cutting the call
+    rather than an answer: the attempt's deadline has passed
+    (:func:`~curaflow.outbound.past_deadline`), or an exchange in its causes was cut by
+    it (:class:`~curaflow.outbound.TimeLimitExceeded` ``by_deadline``)."""
+    if past_deadline():
+        return True
+    seen: BaseException | None = err
+    for _ in range(8):  # the chain of raise … from: a few links at most
+        if seen is None:
+            break
+        if getattr(seen, "by_deadline", False) is True:
+            return True
+        seen = seen.__cause__
+    return False

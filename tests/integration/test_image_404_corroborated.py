@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.fetch import FetchActivity
@@ -30,6 +31,7 @@ from curaflow.domain.messages import FetchInput, TargetSpec
 from curaflow.domain.models import CandidateReport
 from curaflow.ledger import cells
 from curaflow.ledger import remembered as memory
+from curaflow.ledger.records import load_cell
 from curaflow.sources.pixiv.client import parse_work
 from curaflow.sources.pixiv.replay.data import UGOIRA_DELAYS_MS, recorded_works
 from tests.conftest import StackFactory
@@ -166,3 +168,34 @@ async def test_a_fetch_whose_images_answer_asks_no_detail(deps: tuple[Stack, Any
     assert update.cell.state == "artifact_ready"
     assert replay.faults.of("detail") == []
     assert replay.faults.of("image")
+
+
+async def test_a_detail_the_jobs_deadline_cuts_is_no_answer_of_the_host(
+    deps: tuple[Stack, Any], replay: ReplayServer
+) -> None:
+    """The job's deadline passes while the detail is out (it answers in 30 s; the job has
+    3 s left). That cut is curaflow's own bound, not the image host's answer: the work
+    was held back for the hour and counted for the alert as an answer of the host's, the
+    cell moved on to the next candidate. Now the attempt fails as the source's call it
+    is (the job's deadline then ends the job), nothing remembered, nothing counted."""
+    _, opened = deps
+    raw = a_work(5)
+    wid = str(raw["id"])
+    replay.faults.absent_images = {wid}
+    replay.faults.detail_faults = {wid: "slow"}
+    replay.faults.detail_delay_s = 30
+    before = counted()
+    target = TargetSpec(target_id="demo", routes=opened.settings.route_refs(opened.settings.targets[0]))
+    job_id = await ledger_job(opened.pool, target, label="deadline", deadline_in_ms=3000)
+    async with opened.pool.acquire() as conn, conn.transaction():
+        await cells.bind_work(conn, job_id, target, [parse_work(raw)], CandidateReport())
+    with pytest.raises(ApplicationError) as raised:
+        await ActivityEnvironment().run(
+            FetchActivity(opened).fetch, FetchInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
+        )
+    assert raised.value.type == "network_error", raised.value
+    assert [r for r in await memory.list_unavailable(opened.pool) if r.job_id == job_id] == []
+    assert counted() == before
+    async with opened.pool.acquire() as conn:
+        cell = await load_cell(conn, job_id, "demo")
+    assert cell is not None and cell.work_id == wid  # still bound: not moved on

@@ -22,6 +22,9 @@ from PIL import Image
 
 from curaflow.artifacts.images import Refused, check_image
 from curaflow.domain.reasons import TerminalReason
+from curaflow.ledger.db import now_ms
+from curaflow.outbound import attempt_deadline
+from curaflow.outbound.errors import time_limit_error
 from curaflow.sources.base import SourcePolicy
 from curaflow.sources.corroboration import corroborated
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
@@ -98,6 +101,29 @@ async def test_a_files_404_is_the_works_only_when_its_detail_says_it_is_gone(
     assert policy.memory_ms(settled.recognised) == (
         policy.unavailable_ttl_ms if recognised else policy.unrecognised_hold_ms
     )
+
+
+def _timed_out(*, by_deadline: bool) -> SourceError:
+    """What the Pixiv client raises for a detail its time limit cut (the job's deadline
+    or the request's own limit)."""
+    cut = time_limit_error(2.0, True, None, by_deadline=by_deadline)
+    try:
+        raise SourceError(TerminalReason.NETWORK_ERROR, "pixiv timeout: TimeLimitAfterSending") from cut
+    except SourceError as err:
+        return err
+
+
+async def test_a_detail_the_jobs_deadline_cut_settles_nothing() -> None:
+    """The job's deadline cut the detail: curaflow's own bound, no answer of the host's —
+    raised for the caller to fail the attempt (until 2026-12-05 the work was held back and
+    counted as the host's answer). The request's own time limit is the source's: held."""
+    with pytest.raises(SourceError):
+        await corroborated(Detail(_timed_out(by_deadline=True)), "123", FILE_404)  # type: ignore[arg-type]
+    settled = await corroborated(Detail(_timed_out(by_deadline=False)), "123", FILE_404)  # type: ignore[arg-type]
+    assert not settled.recognised and "could not be asked" in settled.why
+    # the attempt's deadline already passed when the detail failed, whatever the failure
+    with attempt_deadline(now_ms() - 1), pytest.raises(SourceError):
+        await corroborated(Detail(SourceError(TerminalReason.NETWORK_ERROR, "x")), "123", FILE_404)  # type: ignore[arg-type]
 
 
 async def test_an_answer_that_asks_no_corroboration_costs_no_request() -> None:
