@@ -27,6 +27,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from curaflow.devstack.ports import free_port
 from curaflow.devstack.temporal import temporal_binary
 from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import WebhookReceiver
@@ -57,8 +58,9 @@ async def env(
     tmp = tmp_path_factory.mktemp("truth")
     replay = await ReplayServer().start()
     hook = await WebhookReceiver(whsec()).start()
-    blocker = tmp / "a-regular-file"
-    blocker.write_text("a directory route under a regular file can never write\n")
+    # a route that keeps failing without an answer: nothing listens on its port (not sent,
+    # retried); a directory under a regular file is route_refused at once since 2026-12-05
+    nobody = f"http://127.0.0.1:{free_port()}/hook"
     web, broken = f"hook-{short_id()}", f"broken-{short_id()}"
     stack = Stack(
         tmp,
@@ -72,7 +74,7 @@ async def env(
             "delivery": {"max_attempts": 1000},
             "routes": {
                 web: {"kind": "webhook", "url": hook.url + "/hook", "secret": whsec(), "timeout_ms": 8000},
-                broken: {"kind": "directory", "path": str(blocker / "out")},
+                broken: {"kind": "webhook", "url": nobody, "secret": whsec(), "timeout_ms": 8000},
             },
             "targets": [
                 {"id": "p1", "query": {"tags": ["オリジナル"]}, "routes": [web, broken]},
@@ -160,7 +162,7 @@ async def test_a_cancelled_job_reports_the_delivery_that_landed(env: Env, path: 
     await asyncio.wait_for(env.hook.arrived.wait(), 30)  # the webhook has the work
     pool = await env.stack.ledger()
 
-    async def hook_delivered() -> bool:  # its answer is recorded; the directory route keeps failing
+    async def hook_delivered() -> bool:  # its answer is recorded; the broken route keeps failing
         status = await pool.fetchval(
             "SELECT status FROM delivery_intents WHERE job_id = $1 AND route = $2", job_id, env.hook_route
         )
