@@ -1,14 +1,43 @@
-"""Reading a JSON request body with a size limit and a time limit, as protocol errors."""
+"""Reading a request's input — its JSON body, its query string — as protocol errors.
+
+One reading for every route that takes a body (``POST /jobs``, the ack, the legacy
+shim): the body is read only when it is JSON in UTF-8, and only when it has exactly one
+meaning. A body a parser could read in more than one way, or not as the client sent it,
+is refused with what was wrong (``detail.reason``) instead of being admitted as one
+reading of it:
+
+* **its label**: a ``Content-Type`` that is not JSON (``application/json`` or a
+  ``+json`` type) → ``415`` ``unsupported_media_type``; a ``charset`` other than UTF-8 →
+  ``415`` ``unsupported_charset`` (JSON is UTF-8, RFC 8259 §8.1: Latin-1 bytes read as
+  UTF-8 would admit other text than the client sent). No ``Content-Type`` is read as JSON;
+* **its bytes**: not UTF-8 → ``400`` ``not_utf8`` (with the offset); a leading UTF-8 byte
+  order mark is ignored (RFC 8259 §8.1 allows it);
+* **its grammar**: not JSON → ``400`` ``invalid_json`` (with line and column); nested too
+  deeply → ``400`` ``too_deep``;
+* **its meaning**: a member name twice in one object → ``400`` ``duplicate_member``
+  (parsers disagree on which one counts, RFC 8259 §4); ``NaN`` / ``Infinity`` (not JSON)
+  → ``400`` ``not_json_number``; a number no double can hold (``1e400``) or an integer of
+  more digits than Python reads (4300) → ``400`` ``number_out_of_range``.
+
+Unknown members are still ignored (reference §1.5) — but only once the body has one
+meaning. A query parameter given more than once is refused the same way
+(:func:`single_query_values`): ``400`` ``repeated_parameter``, ``detail.field`` naming it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
+from collections import Counter
 from typing import Any
 
 from fastapi import Request
 
 from curaflow.protocol.errors import ProtocolError, invalid_params
+
+_BOM = b"\xef\xbb\xbf"
+_UTF8_NAMES = ("utf-8", "utf8")
 
 
 class BodyTimeout(ProtocolError):
@@ -27,8 +56,123 @@ class BodyTimeout(ProtocolError):
         )
 
 
+class _Unreadable(ValueError):
+    """Raised from inside the JSON decoder's hooks: carries the refusal."""
+
+    def __init__(self, refusal: ProtocolError) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+def _refused(message: str, reason: str, *, http_status: int = 400, **detail: Any) -> ProtocolError:
+    return invalid_params(message, http_status=http_status, reason=reason, **detail)
+
+
+def media_type_refusal(content_type: str | None) -> ProtocolError | None:
+    """Why a body labelled ``content_type`` is not read as JSON, or None when it is.
+
+    Returns:
+        None for no label, ``application/json`` or ``application/*+json`` with no
+        ``charset`` or a UTF-8 one (any case); else the 415 ``invalid_params`` with
+        ``detail.reason`` ``unsupported_media_type`` or ``unsupported_charset``.
+    """
+    if content_type is None or not content_type.strip():
+        return None
+    media, _, params = content_type.partition(";")
+    media = media.strip().lower()
+    if media != "application/json" and not (media.startswith("application/") and media.endswith("+json")):
+        return _refused(
+            f"Content-Type {media or content_type.strip()!r} is not JSON: send the body as application/json",
+            "unsupported_media_type",
+            http_status=415,
+            content_type=content_type.strip()[:200],
+        )
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip('"').lower()
+            if charset not in _UTF8_NAMES:
+                return _refused(
+                    f"charset {charset!r} is not supported: send the body in UTF-8 (RFC 8259 §8.1)",
+                    "unsupported_charset",
+                    http_status=415,
+                    charset=charset[:100],
+                )
+    return None
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        name = next(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
+        raise _Unreadable(
+            _refused(
+                f"request body has the member {name!r} more than once in one object",
+                "duplicate_member",
+                member=name[:200],
+            )
+        )
+    return result
+
+
+def _constant(token: str) -> Any:
+    raise _Unreadable(_refused(f"request body holds {token}, which is not a JSON number", "not_json_number"))
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Unreadable(_too_large(text))
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:  # more digits than sys.get_int_max_str_digits()
+        raise _Unreadable(_too_large(text)) from None
+
+
+def _too_large(text: str) -> ProtocolError:
+    shown = text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
+    return _refused(f"request body holds the number {shown}, out of range", "number_out_of_range")
+
+
+def parse_json(raw: bytes) -> Any:
+    """Decode ``raw`` as one JSON text with exactly one meaning (see the module doc).
+
+    Raises:
+        ProtocolError: 400 ``invalid_params`` with ``detail.reason`` ``not_utf8``,
+            ``invalid_json``, ``too_deep``, ``duplicate_member``, ``not_json_number`` or
+            ``number_out_of_range``.
+    """
+    if raw.startswith(_BOM):
+        raw = raw[len(_BOM) :]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise _refused(
+            f"request body is not UTF-8: byte 0x{raw[err.start]:02x} at offset {err.start}",
+            "not_utf8",
+            offset=err.start,
+        ) from None
+    try:
+        return json.loads(text, object_pairs_hook=_object, parse_constant=_constant, parse_float=_float, parse_int=_int)
+    except _Unreadable as err:
+        raise err.refusal from None
+    except json.JSONDecodeError as err:
+        raise _refused(
+            f"request body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}",
+            "invalid_json",
+            line=err.lineno,
+            column=err.colno,
+        ) from None
+    except RecursionError:
+        raise _refused("request body is nested too deeply", "too_deep") from None
+
+
 async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empty: bool = False) -> Any:
-    """Decode the request body as JSON.
+    """Decode the request body as JSON (:func:`parse_json`, after its label: :func:`media_type_refusal`).
 
     Args:
         limit: largest accepted body in bytes.
@@ -38,11 +182,16 @@ async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empt
             sends less must not hold the request for ever.
 
     Raises:
-        ProtocolError: 413 ``invalid_params`` beyond ``limit``; 400 ``invalid_params``
-            when the body is not UTF-8 JSON; :class:`BodyTimeout` (408) when it is late.
+        ProtocolError: 415 ``invalid_params`` for a label that is not JSON in UTF-8 (before
+            any byte is read); 413 ``invalid_params`` beyond ``limit``; 400
+            ``invalid_params`` when the body is not one JSON text with one meaning
+            (:func:`parse_json`); :class:`BodyTimeout` (408) when it is late.
         starlette.requests.ClientDisconnect: the client went away mid-body (the error
             handlers log it as ``client_disconnected``, not as a server error).
     """
+    refusal = media_type_refusal(request.headers.get("content-type"))
+    if refusal is not None:
+        raise refusal
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ProtocolError("invalid_params", 413, f"request body larger than {limit} bytes", {"limit": limit})
@@ -64,9 +213,74 @@ async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empt
         if allow_empty:
             return None
         raise invalid_params("request body must be a JSON object")
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        raise invalid_params("request body is not valid JSON") from None
-    except RecursionError:
-        raise invalid_params("request body is nested too deeply") from None
+    return parse_json(raw)
+
+
+async def single_query_values(request: Request) -> None:
+    """Refuse a query parameter given more than once (a router dependency).
+
+    ``?limit=1&limit=600`` has two readings; the framework would silently take one.
+
+    Raises:
+        ProtocolError: 400 ``invalid_params``, ``detail.field`` the parameter,
+            ``detail.reason`` ``repeated_parameter``.
+    """
+    counts = Counter(name for name, _ in request.query_params.multi_items())
+    for name, count in counts.items():
+        if count > 1:
+            raise invalid_params(
+                f"query parameter {name!r} given {count} times; give it once",
+                field=name[:200],
+                reason="repeated_parameter",
+            )
+
+
+def json_refusal(accept: str | None) -> ProtocolError | None:
+    """Why an answer in ``application/json`` is not acceptable to ``accept``, or None when it is.
+
+    The most specific media range matching ``application/json`` decides (``application/json``,
+    then ``application/*``, then ``*/*``; RFC 9110 §12.5.1): JSON is refused when none
+    matches, or the deciding one has ``q=0``. No header, an empty one, or a ``q`` that is
+    no number (taken as 1) accept it.
+
+    Returns:
+        None, or the 406 ``invalid_params`` (``detail.reason`` ``not_acceptable``).
+    """
+    if accept is None or not accept.strip():
+        return None
+    ranks = {"application/json": 3, "application/*": 2, "*/*": 1}
+    best: tuple[int, float] | None = None
+    for entry in accept.split(","):
+        media, *params = entry.split(";")
+        rank = ranks.get(media.strip().lower())
+        if rank is None:
+            continue
+        quality = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = float(value.strip())
+                except ValueError:
+                    quality = 1.0
+        if best is None or rank > best[0]:
+            best = (rank, quality)
+    if best is not None and best[1] > 0:
+        return None
+    return invalid_params(
+        f"this API answers application/json only, which Accept {accept.strip()[:200]!r} refuses",
+        http_status=406,
+        reason="not_acceptable",
+    )
+
+
+async def accepts_json(request: Request) -> None:
+    """Refuse a request whose ``Accept`` refuses JSON, before it does anything (a router
+    dependency of the job surface; the probes ``/health`` and ``/ready`` answer any).
+
+    Raises:
+        ProtocolError: 406 from :func:`json_refusal`.
+    """
+    refusal = json_refusal(request.headers.get("accept"))
+    if refusal is not None:
+        raise refusal

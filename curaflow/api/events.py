@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curaflow.api.auth import require_token
-from curaflow.api.body import read_json
+from curaflow.api.body import accepts_json, read_json, single_query_values
 from curaflow.api.deps import LedgerPool, NotifierDep, SettingsDep
 from curaflow.api.jobs import literal_suffix, read_job, storable_id, unknown_job
 from curaflow.ledger.db import now_ms
@@ -46,7 +46,9 @@ from curaflow.ledger.events import ack_events, parse_event_id, read_events
 from curaflow.protocol.errors import invalid_params
 from curaflow.protocol.models import AckRequest, AckResult, EventPage
 
-events_router = APIRouter(dependencies=[Depends(require_token)], tags=["events"])
+events_router = APIRouter(
+    dependencies=[Depends(require_token), Depends(single_query_values), Depends(accepts_json)], tags=["events"]
+)
 
 DEFAULT_LIMIT = 200
 MAX_LIMIT = 500

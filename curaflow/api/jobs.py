@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curaflow.api.auth import require_token
+from curaflow.api.body import accepts_json, single_query_values
 from curaflow.api.deps import AdmitterDep, LedgerPool, NotifierDep, SettingsDep, TaskBody, TemporalClient
 from curaflow.jobs.cancellation import cancel_job
 from curaflow.ledger.db import now_ms
@@ -29,7 +30,9 @@ from curaflow.protocol.keys import key_refusal, normalise_key, storable
 from curaflow.protocol.models import Job, JobEnvelope, JobPage
 from curaflow.protocol.projection import project_job
 
-jobs_router = APIRouter(dependencies=[Depends(require_token)], tags=["jobs"])
+jobs_router = APIRouter(
+    dependencies=[Depends(require_token), Depends(single_query_values), Depends(accepts_json)], tags=["jobs"]
+)
 
 
 def unknown_job() -> ProtocolError:

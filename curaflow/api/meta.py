@@ -16,6 +16,7 @@ from temporalio.client import Client
 
 import curaflow
 from curaflow.api.auth import require_token
+from curaflow.api.body import accepts_json, single_query_values
 from curaflow.api.deps import SettingsDep, failure_of, pool_if_open, supervisor_of, temporal_of
 from curaflow.build import source_commit
 from curaflow.ledger.db import now_ms
@@ -25,7 +26,7 @@ from curaflow.protocol.errors import SUPPORTED_PROTOCOL_VERSIONS
 from curaflow.protocol.models import Capabilities, Health, Readiness
 
 open_router = APIRouter(tags=["meta"])
-protected_router = APIRouter(dependencies=[Depends(require_token)])
+protected_router = APIRouter(dependencies=[Depends(require_token), Depends(single_query_values), Depends(accepts_json)])
 
 #: The protocol features ``candidate_search`` jobs support (``GET /capabilities``): members
 #: of v1's closed ``features`` enum only, so the answer validates against the upstream schema.

@@ -27,9 +27,14 @@ DESCRIPTIONS = {
     401: "missing or wrong bearer token (legacy shape)",
     404: "unknown job (or unknown target on POST /jobs): invalid_params",
     405: "method not allowed",
+    406: "the Accept header refuses application/json (invalid_params, detail.reason not_acceptable)",
     408: "the request body did not arrive within api.body_timeout_ms (invalid_params; the connection is closed)",
     409: "idempotency_conflict, or ambiguous_target (invalid_params)",
     413: "request body larger than api.max_body_bytes (invalid_params)",
+    415: (
+        "the body is labelled as something other than JSON in UTF-8 (invalid_params, detail.reason "
+        "unsupported_media_type or unsupported_charset)"
+    ),
     500: "internal_error (internal text never leaks)",
     503: (
         "no API token configured: the endpoint fails closed (legacy shape AuthError); or the ledger "
@@ -56,8 +61,11 @@ _JOB_LINKS = {
     "ListEvents": {"operationId": "list_events", "parameters": {"job_id": "$response.body#/job/job_id"}},
     "CancelJob": {"operationId": "cancel_job", "parameters": {"job_id": "$response.body#/job/job_id"}},
 }
+#: What every protected route may answer besides its own: the token refused, an Accept that
+#: refuses JSON, the ledger unavailable, an internal error.
 _AUTH: dict[int, str | tuple[str, ...]] = {
     401: "AuthError",
+    406: "ErrorResponse",
     503: ("AuthError", "ErrorResponse"),
     500: "ErrorResponse",
 }
@@ -80,6 +88,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
             408: "ErrorResponse",
             409: "ErrorResponse",
             413: "ErrorResponse",
+            415: "ErrorResponse",
             **_AUTH,
         },
         body="Task",
@@ -98,6 +107,7 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
             404: "ErrorResponse",
             408: "ErrorResponse",
             413: "ErrorResponse",
+            415: "ErrorResponse",
             **_AUTH,
         },
         body="AckRequest",

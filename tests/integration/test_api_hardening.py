@@ -120,3 +120,140 @@ async def test_an_unreachable_ledger_is_a_retryable_error() -> None:
         True,
         "ledger_unavailable",
     )
+
+
+# ---- bodies a JSON parser would read more than one way, or not as sent -----------------------
+
+AMBIGUOUS_OR_UNREADABLE: list[tuple[str, bytes, dict[str, str], int, str]] = [
+    # (name, body, extra headers, status, detail.reason) — every one used to be admitted (202)
+    # or refused as "not valid JSON" without saying what was wrong
+    ("a member twice", raw_task('"dup"', extra=', "idempotency_key": "dup-other"'), {}, 400, "duplicate_member"),
+    ("a nested member twice", raw_task('"dupn"', '{"query": {"tags": ["a"], "tags": ["b"]}}'), {}, 400,
+     "duplicate_member"),
+    ("twice in an unknown member", raw_task('"dupu"', extra=', "x": {"a": 1, "a": 2}'), {}, 400, "duplicate_member"),
+    ("NaN", raw_task('"nan"', extra=', "x": NaN'), {}, 400, "not_json_number"),
+    ("-Infinity", raw_task('"inf"', extra=', "x": -Infinity'), {}, 400, "not_json_number"),
+    ("1e400", raw_task('"e400"', extra=', "x": 1e400'), {}, 400, "number_out_of_range"),
+    ("5000 digits", raw_task('"digits"', extra=', "deadline_ms": ' + "9" * 5000), {}, 400, "number_out_of_range"),
+    ("not UTF-8", raw_task('"nu"')[:-1] + b', "x": "\xff"}', {}, 400, "not_utf8"),
+    ("not JSON", b'{"protocol_version": "1",', {}, 400, "invalid_json"),
+    ("text/plain", raw_task('"tp"'), {"content-type": "text/plain"}, 415, "unsupported_media_type"),
+    ("a form", raw_task('"form"'), {"content-type": "application/x-www-form-urlencoded"}, 415,
+     "unsupported_media_type"),
+    # "cafÃ©" in Latin-1 is valid UTF-8 for "café": read as UTF-8 it was admitted with another tag
+    ("Latin-1", raw_task('"l1"', '{"query": {"tags": ["caf\u00c3\u00a9"]}}').decode().encode("latin-1"),
+     {"content-type": "application/json; charset=iso-8859-1"}, 415, "unsupported_charset"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "headers", "status", "reason"),
+    AMBIGUOUS_OR_UNREADABLE,
+    ids=[c[0] for c in AMBIGUOUS_OR_UNREADABLE],
+)
+async def test_a_body_read_more_than_one_way_or_not_as_sent_is_refused_saying_why(
+    make_stack: StackFactory, tmp_path: Path, name: str, body: bytes, headers: dict[str, str], status: int, reason: str
+) -> None:
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    pool = await stack.ledger()
+    before = await pool.fetchval("SELECT count(*) FROM jobs")
+
+    answer = await http.post("/jobs", content=body, headers={"content-type": "application/json", **headers})
+
+    assert answer.status_code == status, answer.text
+    error = answer.json()["error"]
+    assert (error["code"], error["detail"]["reason"]) == ("invalid_params", reason), error
+    assert await pool.fetchval("SELECT count(*) FROM jobs") == before  # nothing admitted
+    # the ack reads its body the same way
+    ack = await http.post(
+        "/jobs/nobody/events/ack", content=body, headers={"content-type": "application/json", **headers}
+    )
+    assert (ack.status_code, ack.json()["error"]["detail"]["reason"]) == (status, reason)
+
+
+@pytest.mark.parametrize(
+    ("name", "prefix", "content_type"),
+    [
+        ("a UTF-8 byte order mark", b"\xef\xbb\xbf", "application/json"),  # RFC 8259 §8.1: may be ignored
+        ("charset UTF-8", b"", "application/json; charset=UTF-8"),
+        ("a +json type", b"", "application/vnd.example+json"),
+        ("no Content-Type", b"", None),
+    ],
+)
+async def test_json_in_utf8_is_read_whatever_its_label_says(
+    make_stack: StackFactory, tmp_path: Path, name: str, prefix: bytes, content_type: str | None
+) -> None:
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    key = f"ok-{short_id()}"
+
+    headers = {"content-type": content_type} if content_type else {}
+    answer = await http.post("/jobs", content=prefix + raw_task(f'"{key}"'), headers=headers)
+
+    assert answer.status_code == 202, answer.text
+    assert answer.json()["job"]["idempotency_key"] == key
+
+
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/jobs?idempotency_key=a&idempotency_key=b", "idempotency_key"),
+        ("/jobs/demo@manual-x/events?limit=1&limit=600", "limit"),
+        ("/jobs/demo@manual-x/events?after=evt-1-1&after=evt-2-2", "after"),
+    ],
+)
+async def test_a_query_parameter_given_twice_is_refused(
+    make_stack: StackFactory, tmp_path: Path, path: str, field: str
+) -> None:
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+
+    answer = await http.get(path)
+
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert (error["code"], error["detail"]["field"], error["detail"]["reason"]) == (
+        "invalid_params",
+        field,
+        "repeated_parameter",
+    )
+
+
+# ---- Accept: the job surface answers JSON, and says so when JSON is refused ----------------
+
+
+@pytest.mark.parametrize(
+    ("accept", "status"),
+    [
+        ("text/html", 406),
+        ("application/xml, text/*;q=0.5", 406),
+        ("application/json;q=0, */*", 406),  # the most specific range decides (RFC 9110 §12.5.1)
+        ("application/json", 200),
+        ("application/json; charset=utf-8", 200),
+        ("text/html, application/*;q=0.1", 200),
+        ("*/*", 200),
+        ("", 200),
+    ],
+)
+async def test_an_accept_that_refuses_json_is_told_so(
+    make_stack: StackFactory, tmp_path: Path, accept: str, status: int
+) -> None:
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    job = (await http.post("/jobs", json=stack.task(key=f"a-{short_id()}", target_id="demo"))).json()["job"]
+
+    for path in ("/capabilities", f"/jobs/{job['job_id']}", f"/jobs/{job['job_id']}/events"):
+        answer = await http.get(path, headers={"accept": accept})
+        assert answer.status_code == status, (path, answer.text)
+        if status == 406:
+            error = answer.json()["error"]
+            assert (error["code"], error["detail"]["reason"]) == ("invalid_params", "not_acceptable")
+    # refused before anything is admitted
+    key = f"acc-{short_id()}"
+    admitted = await http.post("/jobs", json=stack.task(key=key, target_id="demo"), headers={"accept": accept})
+    assert admitted.status_code == (406 if status == 406 else 202), admitted.text
+    found = (await http.get("/jobs", params={"idempotency_key": key})).json()["jobs"]
+    assert len(found) == (0 if status == 406 else 1)
+    # the probes answer whatever a monitor accepts
+    assert (await http.get("/health", headers={"accept": accept})).status_code == 200

@@ -11,12 +11,13 @@ from starlette.requests import Request
 
 from curaflow import client
 from curaflow.api.app import create_app, request_context, sanitize_header
+from curaflow.api.body import json_refusal, media_type_refusal, parse_json
 from curaflow.api.openapi import OPERATIONS, build_openapi
 from curaflow.config import Settings
 from curaflow.domain.messages import CallbackPolicy
 from curaflow.jobs.pushes import Verdict, classify_answer, push_headers, sweep_idle_ms
 from curaflow.protocol import models
-from curaflow.protocol.errors import PROTOCOL_CODES
+from curaflow.protocol.errors import PROTOCOL_CODES, ProtocolError
 from curaflow.protocol.projection import job_path
 from curaflow.protocol.schemas import protocol_schema, upstream_schema
 from tests.schema import expected_schema, validate
@@ -109,7 +110,9 @@ def test_openapi_describes_every_route_with_the_protocol_schemas() -> None:
         assert ref.startswith("#/components/schemas/") and ref.rsplit("/", 1)[1] in components, ref
     submit = doc["paths"]["/jobs"]["post"]
     assert submit["requestBody"]["content"]["application/json"]["schema"]["$ref"].endswith("/Task")
-    assert set(submit["responses"]) == {"200", "202", "400", "401", "404", "408", "409", "413", "500", "503"}
+    assert set(submit["responses"]) == {
+        "200", "202", "400", "401", "404", "406", "408", "409", "413", "415", "500", "503"
+    }  # fmt: skip
     assert submit["responses"]["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/AuthError")
     assert "links" in submit["responses"]["202"]
     events = doc["paths"]["/jobs/{job_id}/events"]["get"]
@@ -182,3 +185,68 @@ async def test_an_unexpected_exception_is_a_protocol_500_logged_once() -> None:
     outcome = [entry for entry in logs if entry.get("http_status") == 500]
     assert [entry["event"] for entry in outcome] == ["api.request_failed", "Job API request failed"]
     assert outcome[0]["code"] == "internal_error" and outcome[0]["provider"] == "probe"
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b'{"a": 1, "a": 1}', "duplicate_member"),  # even the same value twice: one object, one member
+        (b'{"a": {"b": [{"c": 1, "c": 2}]}}', "duplicate_member"),
+        (b'{"a": NaN}', "not_json_number"),
+        (b'{"a": Infinity}', "not_json_number"),
+        (b'{"a": -1e309}', "number_out_of_range"),
+        (b'{"a": ' + b"1" * 4301 + b"}", "number_out_of_range"),
+        (b'{"a": "\xc3"}', "not_utf8"),
+        (b'{"a": }', "invalid_json"),
+        (b"[" * 100_000 + b"]" * 100_000, "too_deep"),
+    ],
+)
+def test_a_json_body_has_exactly_one_meaning_or_is_refused_saying_why(raw: bytes, reason: str) -> None:
+    with pytest.raises(ProtocolError) as refused:
+        parse_json(raw)
+    assert (refused.value.http_status, refused.value.detail["reason"]) == (400, reason)
+
+
+def test_a_json_body_that_means_one_thing_is_read() -> None:
+    assert parse_json(b'\xef\xbb\xbf{"a": [1, 2.5, 1e308, {"a": null}], "b": "\\u00e9"}') == {
+        "a": [1, 2.5, 1e308, {"a": None}],
+        "b": "\u00e9",
+    }
+
+
+@pytest.mark.parametrize(
+    ("content_type", "reason"),
+    [
+        (None, None),
+        ("", None),
+        ("application/json", None),
+        ('Application/JSON; Charset="UTF-8"', None),
+        ("application/problem+json;charset=utf8", None),
+        ("text/plain", "unsupported_media_type"),
+        ("multipart/form-data; boundary=x", "unsupported_media_type"),
+        ("application/json; charset=latin-1", "unsupported_charset"),
+        ("application/json; charset=utf-16", "unsupported_charset"),
+    ],
+)
+def test_only_json_in_utf8_is_read(content_type: str | None, reason: str | None) -> None:
+    refusal = media_type_refusal(content_type)
+    assert (refusal.detail["reason"] if refusal else None) == reason
+    assert refusal is None or refusal.http_status == 415
+
+
+@pytest.mark.parametrize(
+    ("accept", "acceptable"),
+    [
+        (None, True),
+        ("*/*", True),
+        ("application/json", True),
+        ("text/html, application/*;q=0.2", True),
+        ("application/json;q=nonsense", True),
+        ("text/html", False),
+        ("application/json;q=0", False),
+        ("application/json;q=0.0, */*", False),
+        ("*/*;q=0", False),
+    ],
+)
+def test_json_is_refused_only_by_an_accept_that_refuses_it(accept: str | None, acceptable: bool) -> None:
+    assert (json_refusal(accept) is None) is acceptable
