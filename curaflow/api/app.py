@@ -34,6 +34,7 @@ from curaflow.api.events import events_router
 from curaflow.api.jobs import jobs_router
 from curaflow.api.legacy import legacy_router
 from curaflow.api.meta import open_router, protected_router
+from curaflow.api.methods import MethodRules
 from curaflow.api.openapi import build_openapi
 from curaflow.config import Settings, warn_budget_fallbacks
 from curaflow.jobs.admission import Admitter, WorkflowStarter
@@ -271,6 +272,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
     app.add_api_route("/metrics", metrics_endpoint, methods=["GET"], tags=["meta"], include_in_schema=False)
     install_docs(app)
     instrument_app(app)
+    app.add_middleware(MethodRules, router=app.router)  # HEAD and OPTIONS on every path
     # Outermost: answers what escaped the routes, then logs every answer (the 500s too).
     app.add_middleware(ErrorBoundary, on_answered=_request_answered)
 

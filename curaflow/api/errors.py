@@ -2,7 +2,8 @@
 
 * :class:`~curaflow.protocol.errors.ProtocolError` → its HTTP status and
   ``{"error": Error}``;
-* unknown paths → 404 ``invalid_params``; wrong methods → 405 ``invalid_params``;
+* unknown paths → 404 ``invalid_params``; wrong methods → 405 ``invalid_params`` with
+  ``Allow`` (:func:`curaflow.api.methods.allowed_methods`);
 * request validation by the framework (query parameters) → 400 ``invalid_params``;
 * PostgreSQL unreachable, hung, restarting or out of connections, or not answering
   within ``api.ledger_timeout_ms`` (:func:`curaflow.ledger.db.is_unavailable`) → 503
@@ -38,6 +39,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from curaflow.api.methods import JobAddressOnly, allowed_methods
 from curaflow.ledger.db import is_unavailable
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError, error_body
@@ -177,7 +179,11 @@ def install_error_handlers(app: FastAPI) -> None:
         request.state.error_code = "invalid_params"
         message = {404: "not found", 405: "method not allowed"}.get(err.status_code, "request refused")
         code = "internal_error" if err.status_code >= 500 else "invalid_params"
-        return JSONResponse({"error": error_body(code, message)}, status_code=err.status_code)
+        headers = dict(err.headers or {})
+        if err.status_code == 405 and not isinstance(err, JobAddressOnly):
+            # RFC 9110 §15.5.6: the methods the path has (curaflow.api.methods, the one owner)
+            headers["Allow"] = allowed_methods(request.app.router, request.scope)
+        return JSONResponse({"error": error_body(code, message)}, status_code=err.status_code, headers=headers or None)
 
     @app.exception_handler(ClientDisconnect)
     async def _gone(request: Request, err: ClientDisconnect) -> Response:

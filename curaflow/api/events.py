@@ -35,12 +35,12 @@ import asyncpg
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curaflow.api.auth import require_token
 from curaflow.api.body import accepts_json, read_json, single_query_values
 from curaflow.api.deps import LedgerPool, NotifierDep, SettingsDep
 from curaflow.api.jobs import literal_suffix, read_job, storable_id, unknown_job
+from curaflow.api.methods import JobAddressOnly
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import ack_events, parse_event_id, read_events
 from curaflow.protocol.errors import invalid_params
@@ -155,7 +155,7 @@ async def ack_body(request: Request, settings: SettingsDep) -> AckRequest:
 async def ack(request: Request, job_id: str, pool: LedgerPool, settings: SettingsDep) -> dict[str, Any]:
     """Move the job's durable ack cursor forward to ``ack_through`` (see the module doc)."""
     if not literal_suffix(request, "/events/ack"):
-        raise StarletteHTTPException(405)  # POST /jobs/{id} or …/events with an encoded suffix
+        raise JobAddressOnly()  # POST /jobs/{id} or …/events with an encoded suffix
     request.state.log_fields = {"job_id": job_id}
     body = await ack_body(request, settings)  # after the suffix check: a wrong address reads no body
     if not await _job_exists(pool, job_id):

@@ -17,11 +17,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from curaflow.api.auth import require_token
 from curaflow.api.body import accepts_json, single_query_values
 from curaflow.api.deps import AdmitterDep, LedgerPool, NotifierDep, SettingsDep, TaskBody, TemporalClient
+from curaflow.api.methods import JobAddressOnly
 from curaflow.jobs.cancellation import cancel_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
@@ -135,7 +135,7 @@ async def cancel(
 ) -> dict[str, Any]:
     """Cancel the job (the request body is ignored); a terminal job is returned unchanged."""
     if not literal_suffix(request, "/cancel"):
-        raise StarletteHTTPException(405)  # POST /jobs/{id} with an id ending in /cancel
+        raise JobAddressOnly()  # POST /jobs/{id} with an id ending in /cancel
     if not storable_id(job_id):
         raise invalid_params(
             "unknown job",

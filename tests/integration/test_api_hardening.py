@@ -220,6 +220,52 @@ async def test_a_query_parameter_given_twice_is_refused(
     )
 
 
+# ---- methods: HEAD and OPTIONS everywhere, Allow on every 405 ------------------------------
+
+
+async def test_every_path_answers_head_and_options_and_names_its_methods(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    job = (await http.post("/jobs", json=stack.task(key=f"m-{short_id()}", target_id="demo"))).json()["job"]
+    job_path = f"/jobs/{job['job_id']}"
+    allowed = {
+        "/health": "GET, HEAD, OPTIONS",
+        "/ready": "GET, HEAD, OPTIONS",
+        "/capabilities": "GET, HEAD, OPTIONS",
+        "/jobs": "GET, HEAD, OPTIONS, POST",
+        job_path: "GET, HEAD, OPTIONS",
+        # ``…/cancel`` and ``…/events`` are also the addresses of jobs of those ids (GET)
+        f"{job_path}/cancel": "GET, HEAD, OPTIONS, POST",
+        f"{job_path}/events": "GET, HEAD, OPTIONS",
+        f"{job_path}/events/ack": "GET, HEAD, OPTIONS, POST",
+    }
+    for path, methods in allowed.items():
+        got = await http.get(path)
+        head = await http.head(path)
+        # RFC 9110 §9.3.2: HEAD is GET without the content
+        assert (head.status_code, head.headers["content-type"], head.content) == (
+            got.status_code,
+            got.headers["content-type"],
+            b"",
+        ), path
+        options = await http.options(path)
+        assert (options.status_code, options.headers["allow"]) == (204, methods), path
+        refused = await http.request("PATCH", path)
+        # RFC 9110 §15.5.6: a 405 names the methods the resource has
+        assert (refused.status_code, refused.headers["allow"]) == (405, methods), path
+        assert refused.json()["error"]["code"] == "invalid_params"
+    # POST /jobs/<a job id ending in %2Fcancel> is no cancel: the job answers GET only
+    encoded = await http.post(httpx.URL(f"{job_path}%2Fcancel"))
+    assert (encoded.status_code, encoded.headers["allow"]) == (405, "GET, HEAD, OPTIONS")
+    # without a token, HEAD is refused as GET is; OPTIONS names methods only
+    async with httpx.AsyncClient(base_url=stack.api.url if stack.api else "") as anonymous:
+        assert (await anonymous.head(job_path)).status_code == 401
+        assert (await anonymous.options(job_path)).status_code == 204
+        assert (await anonymous.options("/no/such/path")).status_code == 404
+
+
 # ---- Accept: the job surface answers JSON, and says so when JSON is refused ----------------
 
 
