@@ -93,9 +93,17 @@ class DeliverActivity(DeliveryRecords):
                 raise permanent(TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} not in the ledger")
             if barrier is not None:
                 return barrier_update(cell, barrier)
-            held = cell.artifact is None or await asyncio.to_thread(deps.store.holds, cell.artifact)
-            if held:
-                claim = await self._claim(conn, inp, route, opened=cell)
+            nothing = cell.work is None or cell.artifact is None
+            if cell.work is None or cell.artifact is None:
+                # Nothing fetched to send (a step ended from outside with a result that is
+                # not the ledger's): no intent is claimed, so none reads as possibly sent.
+                await ledger_cells.end_lease(conn, inp.job_id, target.target_id)
+            else:
+                held = await asyncio.to_thread(deps.store.holds, cell.artifact)
+                if held:
+                    claim = await self._claim(conn, inp, route, opened=cell)
+        if nothing:
+            raise permanent(TerminalReason.INTERNAL_ERROR, "cell has no fetched artifact to deliver")
         transfer: Path | None = None
         artifact = cell.artifact
         try:
@@ -242,9 +250,7 @@ class DeliverActivity(DeliveryRecords):
                 deadline_passed=claim.decision == "deadline",
                 delivery=delivery,
             )
-        if cell.work is None or artifact is None:
-            raise permanent(TerminalReason.INTERNAL_ERROR, "cell has no fetched artifact to deliver")
-
+        assert cell.work is not None and artifact is not None  # checked before the claim
         key = claim.idempotency_key or ""
         parts_posted: list[Any] = list(claim.remote_ids or [])
         beating: list[Heartbeater] = []
