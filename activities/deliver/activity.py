@@ -383,10 +383,9 @@ class DeliverActivity(DeliveryRecords):
             raise asyncio.CancelledError()
         status = "duplicate" if receipt.duplicate else "delivered"
         if is_terminal(updated.state) and updated.state != CellState.SUBMITTED:
-            # Confirmed after its cell ended (another attempt found the intent `sending`
-            # after an operator's reset, another route failed for good): the verdict stands
-            # and the intent stays `unknown`, the receipt recorded on it (record_delivered).
-            status = "unknown"
+            # Confirmed after its cell ended (another route failed for good, another attempt
+            # found the intent `sending` after an operator's reset): what landed is recorded
+            # (record_delivered); the cell's verdict, written once, stands.
             log.warning(
                 "deliver.answered_late",
                 job_id=inp.job_id,
@@ -395,7 +394,7 @@ class DeliverActivity(DeliveryRecords):
                 work_id=request.work.work_id,
                 remote_id=receipt.remote_id,
                 cell_reason=updated.reason,
-                hint="the route confirmed the work after its cell had ended; the job's report keeps its verdict "
-                "(the delivery `unknown`, with the route's id of what it received)",
+                hint="the route confirmed the work after its cell had ended: the delivery is recorded delivered; "
+                "the cell's verdict and the job's outcome record, written at its end, stand",
             )
         return CellUpdate(cell=updated, delivery=self._report(inp, request.work.work_id, status, receipt.remote_id))

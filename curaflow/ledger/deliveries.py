@@ -300,16 +300,13 @@ async def record_delivered(
     touch rows that exist. Returns the cell snapshot afterwards.
 
     **A receipt that comes after its cell ended** (the intent already closed: ``unknown``,
-    ``failed`` or ``released`` — e.g. an operator paused and then reset the step while
-    its send was out, the next attempt found the intent ``sending`` and ended the cell
-    ``delivery_unknown``, and the first send then landed) does not reopen the verdict:
-    the cell, the job's outcome record and its terminal event were written on what the
-    ledger knew then, once (decision 13). The intent is kept ``unknown`` — the status
-    the cell's end gives a send that may have landed, which keeps the work blocked on the
-    route, as it must be: it is there — and the receipt is recorded on it (``remote_id``,
-    ``remote_ids``, ``remote_status``, ``delivered_at``), so ``GET /jobs/{id}`` reports the
-    delivery ``unknown`` with the route's id of what it received. Intent and cell agree;
-    nothing else changes (DESIGN.md "A cancel that is not the job's").
+    ``failed`` or ``released`` — another route of the cell failed for good meanwhile, or an
+    operator paused and then reset the step while its send was out and the next attempt
+    ended the cell ``delivery_unknown``) records what landed: the intent ``delivered``
+    with the route's ids, its ``last_error`` saying it came after the cell's end, so
+    ``GET /jobs/{id}`` lists the route as having the work. The cell's verdict, the job's
+    outcome record and its terminal event were written once, on what the ledger knew then
+    (decision 13), and stay (DESIGN.md "A receipt that comes after its cell ended").
     """
     job = await lock_job(conn, job_id)
     # One statement: record this intent and read the statuses of the cell's live intents
@@ -317,8 +314,8 @@ async def record_delivered(
     rows = await conn.fetch(
         """WITH upd AS (
                UPDATE delivery_intents
-                  SET status = CASE WHEN status IN ('reserved', 'sending') THEN $2 ELSE 'unknown' END,
-                      remote_id = $3, remote_ids = $4, remote_status = $5, delivered_at = $6, updated_at = $6,
+                  SET status = $2, remote_id = $3, remote_ids = $4, remote_status = $5,
+                      delivered_at = $6, updated_at = $6,
                       last_error = CASE WHEN status IN ('reserved', 'sending') THEN NULL
                                         ELSE 'the route confirmed it after its cell ended (' || status || ')' END
                WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')

@@ -113,9 +113,8 @@ async def test_a_job_ending_after_a_cut_between_parts_keeps_the_work_blocked(led
 async def test_a_receipt_after_the_cell_ended_keeps_the_verdict_and_is_recorded(ledger_pool: asyncpg.Pool) -> None:
     # An operator paused, then reset the step while its send was out: the next attempt
     # found the intent `sending` and ended the cell `delivery_unknown`; the first send then
-    # landed. Its receipt moved the intent to `delivered` under the failed cell (the Job
-    # reported the delivery `delivered` in a job failed `delivery_unknown`). The verdict
-    # stands; the intent stays `unknown`, the route's ids recorded on it.
+    # landed. The cell's verdict stands; what landed is recorded — the intent delivered,
+    # the route's ids on it, the Job listing the route as having the work.
     inp, request = await _claimed_with_a_part_posted(ledger_pool)
     key = request.idempotency_key
     async with ledger_pool.acquire() as conn, conn.transaction():  # what the next attempt records
@@ -139,8 +138,7 @@ async def test_a_receipt_after_the_cell_ended_keeps_the_verdict_and_is_recorded(
     row = await ledger_pool.fetchrow(
         "SELECT status, remote_id, remote_ids FROM delivery_intents WHERE idempotency_key = $1", key
     )
-    assert (row["status"], row["remote_id"], row["remote_ids"]) == ("unknown", "101", [[101, 102], [103]])
+    assert (row["status"], row["remote_id"], row["remote_ids"]) == ("delivered", "101", [[101, 102], [103]])
     async with ledger_pool.acquire() as conn:
         [reported] = (await load_cell(conn, inp.job_id, "demo", with_deliveries=True)).delivery_reports()
-    # an `unknown` intent with parts at the route is reported partial (`RouteDelivery.partial`)
-    assert (reported.status, reported.remote_id) == ("partial", "101")
+    assert (reported.status, reported.remote_id) == ("delivered", "101")
