@@ -11,7 +11,13 @@ from curaflow.sources.pixiv.frontier.rules import lasting
 
 
 def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
-    """Record the scan's verdict on ``work`` (None: a candidate)."""
+    """Record the scan's verdict on ``work`` (None: a candidate).
+
+    A work whose date is placed by its neighbours (``walk.placed``) is recorded by
+    :func:`_observe_placed`: it breaks every run, and is never a mark."""
+    if work.work_id in walk.placed:
+        _observe_placed(walk, work, reason)
+        return
     mark = Mark(work_id=work.work_id, create_date=work.create_date, index=walk.places.pop(work.work_id, 0))
     held = lasting(reason, work, walk.settled_before)
     if _in_tail(walk, work):
@@ -66,6 +72,39 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
         _count(walk.clean_tally, reason)
     elif not held:
         walk.clean = False
+
+
+def _observe_placed(walk: FrontierWalk, work: Work, reason: str | None) -> None:
+    """A verdict on a work a date-sorted search listed without a creation date curaflow
+    reads (``FrontierWalk.placed``: its date placed by its neighbours', examined
+    ``invalid`` unless the ledger rules it out). Its place in the walk's order is not
+    known to the second, so it is taken as a verdict that does not last whatever it is —
+    the head, the known run, a fresh walk's run and a crowded day's run stop before it —
+    and it is never a mark (no ``first``, ``last``, stop or sweep): every mark stays at a
+    dated work before it, and the next job reads it again. Until 2026-12-05 such a work
+    failed its whole page, every attempt."""
+    walk.places.pop(work.work_id, None)
+    in_tail = work.work_id in walk.tail_left or walk.tail_stop is not None
+    if work.work_id in walk.tail_left:
+        walk.tail_left.remove(work.work_id)
+    in_head = walk.work_in_head(work.work_id)
+    if reason is None:
+        walk.candidate_seen = True  # (never so: a placed work is ``invalid`` or ruled out)
+    if walk.seam_gap:
+        return
+    if in_head:
+        walk.head_broken = True
+        walk.head_top, walk.head_tally = None, {}
+        return
+    if in_tail:
+        _break_tail(walk)
+        return
+    if walk.tail_tally and walk.tail_stop is None and not walk.tail_left:
+        _after_tail(walk, False)
+    if walk.segment == "fresh" and not walk.candidate_seen:
+        walk.run_top = walk.run_end = None
+        walk.run_tally = {}
+    walk.clean = False
 
 
 def unreadable(walk: FrontierWalk) -> None:

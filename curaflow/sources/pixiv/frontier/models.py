@@ -203,6 +203,12 @@ class FrontierWalk(BaseModel):
         tail_skip / tail_landing: the ``Frontier.tail_sweep`` the second walk goes on
             after, and whether its next page is the landing there (checked: it must start
             at or before the mark, else it is asked a page earlier).
+        placed: ids of the last page's works a date-sorted search listed without a creation
+            date curaflow reads (examined ``invalid``): their ``create_date`` is placed by
+            their neighbours', so no order is read from it — such a work is passed over at a
+            mark only when a dated work listed after it is, never ends a head phase, and is
+            never a mark nor part of a run (:func:`~curaflow.sources.pixiv.frontier.observe`):
+            the next job reads it again. Empty in a checkpoint written before the field.
     """
 
     plan: Frontier
@@ -254,6 +260,7 @@ class FrontierWalk(BaseModel):
     tail_finished: str | None = None
     tail_skip: Mark | None = None
     tail_landing: bool = False
+    placed: list[str] = Field(default_factory=list)
 
     def work_in_head(self, work_id: str) -> bool:
         """Whether the verdict on ``work_id`` belongs to the head (consumed once)."""

@@ -25,6 +25,35 @@ def _passed(work: Work, mark: Mark, sort: str) -> bool:
     return here >= there if sort == "date_desc" else here <= there
 
 
+def _drop_passed(works: list[Work], mark: Mark, sort: str, placed: list[str]) -> list[Work]:
+    """``works`` less those at or before ``mark`` in the walk's order (date sorts). A work
+    whose date is placed by its neighbours (``placed``: no order is read from it) is at or
+    before the mark only when a dated work listed after it is (the list is sorted: it
+    comes before that one); else it is kept — examined, never passed unread."""
+    keep: list[Work] = []
+    later_passed = False
+    for work in reversed(works):
+        if work.work_id in placed:
+            passed = later_passed
+        else:
+            passed = _passed(work, mark, sort)
+            later_passed = later_passed or passed
+        if not passed:
+            keep.append(work)
+    keep.reverse()
+    return keep
+
+
+def _starts_by(works: list[Work], mark: Mark, sort: str, placed: list[str]) -> bool:
+    """Whether the page ``works`` starts at or before ``mark`` (date sorts): its first work
+    is passed (:func:`_drop_passed`: a placed first work is when a dated work after it is)."""
+    if not works:
+        return False
+    if works[0].work_id not in placed:
+        return _passed(works[0], mark, sort)
+    return any(_passed(w, mark, sort) for w in works[1:] if w.work_id not in placed)
+
+
 def _reached(work: Work, mark: Mark) -> bool:
     """True when ``work`` is ``mark`` or comes after it in a ``date_desc`` walk (as old or older).
 
@@ -144,8 +173,8 @@ def read_again(walk: FrontierWalk, work: Work | None = None) -> bool:
     seen, head = walk.plan.seen, walk.plan.head
     if work is None or walk.plan.sort != "date_desc" or seen is None or head is None or walk.reread >= PAGE:
         return False
-    if not (walk.phase == "head" or work.work_id in walk.head_ids):
-        return False
+    if not (walk.phase == "head" or work.work_id in walk.head_ids) or work.work_id in walk.placed:
+        return False  # (a placed date says nothing of ``seen``: counted as new)
     if _key(work.create_date, work.work_id) > _key(seen.create_date, seen.work_id):
         return False  # new since the last whole read of the head region
     walk.reread += 1
@@ -211,7 +240,7 @@ def on_page(
             walk.seam_back += 1
             return PageStep(works=[], refetch=back)
         if walk.seam is not None and sort in DATE_SORTS:
-            works = listed_in = [w for w in works if not _passed(w, walk.seam, sort)]
+            works = listed_in = _drop_passed(works, walk.seam, sort, walk.placed)
     walk.seam_id, walk.seam, walk.seam_back = None, None, 0
     if walk.pass_start:
         walk.day, walk.day_start = None, None
@@ -223,7 +252,7 @@ def on_page(
         walk.landing = False
         works = _after_mark(walk, works, sort)
     elif walk.skip is not None and sort in DATE_SORTS:
-        works = [w for w in works if not _passed(w, walk.skip, sort)]
+        works = _drop_passed(works, walk.skip, sort, walk.placed)
     if walk.phase == "revisit":
         start = walk.plan.sweep or walk.plan.known
         walk.head_ids = [w.work_id for w in works]
@@ -257,7 +286,9 @@ def on_page(
         walk.head_edge = ids[-1] if ids else None  # an item never parsed is an edge too
         works_in = works
         for i, work in enumerate(works):
-            if _reached(work, walk.plan.head):
+            if work.work_id not in walk.placed and _reached(work, walk.plan.head):
+                # (A work whose date is placed never ends the phase: the first dated work
+                # at or below the head does, and a placed one before it is a head work.)
                 walk.head_entered = True
                 head, works = works[:i], []
                 walk.head_ids = [w.work_id for w in head]
@@ -326,18 +357,18 @@ def on_tail_page(
         # Going on after the last job's stop in this walk (``Frontier.tail_sweep``): the
         # landing page must start at or before it (works deleted on the far end's side
         # move it up), else it is asked a page earlier — an empty one too.
-        if offset > 0 and (not works or not _passed(works[0], mark, order)):
+        if offset > 0 and not _starts_by(works, mark, order, walk.placed):
             walk.stepped_back += 1
             return PageStep(works=[], refetch=max(0, offset - PAGE))
         walk.tail_landing = False
-        works = [w for w in works if not _passed(w, mark, order)]
+        works = _drop_passed(works, mark, order, walk.placed)
     if walk.seam_id is not None and not walk.pass_start:
         back = _seam_check(walk, works, sort=order, offset=offset, listed=listed)
         if back is not None:
             walk.seam_back += 1
             return PageStep(works=[], refetch=back)
         if walk.seam is not None:
-            works = [w for w in works if not _passed(w, walk.seam, order)]
+            works = _drop_passed(works, walk.seam, order, walk.placed)
     walk.seam_id, walk.seam, walk.seam_back = None, None, 0
     walk.pass_start = False
     walk.places = {w.work_id: at[w.work_id] for w in works}
@@ -380,7 +411,9 @@ def _seam_after(walk: FrontierWalk, ids: list[str], works: list[Work]) -> int:
         walk.seam_id, walk.seam = None, None
         return 0
     walk.seam_id = ids[-1]
-    last = works[-1] if works else None
+    # The seam's work is the last dated one (a placed date is no order: the next page then
+    # starts after it, and is asked again earlier unless it lists ``seam_id`` again).
+    last = next((w for w in reversed(works) if w.work_id not in walk.placed), None)
     walk.seam = Mark(work_id=last.work_id, create_date=last.create_date) if last is not None else None
     return 1
 
@@ -405,7 +438,7 @@ def _seam_check(
     ids = listed if listed is not None else [w.work_id for w in works]
     if walk.seam_id in ids:
         return None
-    if walk.seam is not None and sort in DATE_SORTS and works and _passed(works[0], walk.seam, sort):
+    if walk.seam is not None and sort in DATE_SORTS and _starts_by(works, walk.seam, sort, walk.placed):
         return None
     if walk.candidate_seen or offset <= 0 or (sort not in DATE_SORTS and walk.seam_back >= 2):
         return None
@@ -432,7 +465,7 @@ def _landing_check(walk: FrontierWalk, works: list[Work], *, sort: str, offset: 
         return max(0, offset - PAGE)
     if mark is None or offset <= 0 or sort not in DATE_SORTS:
         return None  # popular_desc: no key to compare; the revisit pages cover shifts
-    if not works or not _passed(works[0], mark, sort):
+    if not _starts_by(works, mark, sort, walk.placed):
         return max(0, offset - PAGE)
     return None
 
@@ -443,7 +476,7 @@ def _after_mark(walk: FrontierWalk, works: list[Work], sort: str) -> list[Work]:
     if mark is None:
         return works
     if sort in DATE_SORTS:
-        return [w for w in works if not _passed(w, mark, sort)]
+        return _drop_passed(works, mark, sort, walk.placed)
     ids = [w.work_id for w in works]
     if mark.work_id in ids:
         return works[ids.index(mark.work_id) + 1 :]
@@ -454,6 +487,8 @@ def _place(walk: FrontierWalk, work: Work, *, sort: str, at: int, window_day: st
     """A listed work's :attr:`Mark.index`: its place in its day (date sorts) or in the list."""
     if sort not in DATE_SORTS:
         return at
+    if work.work_id in walk.placed:
+        return 0  # never a mark; its placed day moves no day's start
     day = (work.create_date or "")[:10]
     if day != walk.day:
         first_of_pass = walk.day is None

@@ -63,11 +63,17 @@ class ScanCheckpoint(ScanState):
             (:class:`~curaflow.sources.pixiv.client.InvalidWork` with a Pixiv id): each is
             in ``pending`` as a work of its id and creation date alone, examined
             ``invalid`` — a verdict that does not last (:func:`_parse_page`).
+        placed: ids of the fetched page's works a date-sorted search listed without a
+            creation date curaflow reads (also in ``unread``): their date is placed by
+            their neighbours', for the day's bookkeeping only — they never meet a crowded
+            day's stop (:func:`~curaflow.sources.pixiv.scan.days._tail_page`), and the walk
+            is told (``FrontierWalk.placed``).
     """
 
     window: dict[str, str] = Field(default_factory=dict)
     seen_ids: list[str] = Field(default_factory=list)
     unread: list[str] = Field(default_factory=list)
+    placed: list[str] = Field(default_factory=list)
     last_day: str | None = None
     last_day_ids: list[str] = Field(default_factory=list)
     boundary_day: str | None = None

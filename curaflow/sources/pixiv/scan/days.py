@@ -118,13 +118,18 @@ def _end_tail(cp: ScanCheckpoint, sort: str, *, whole: bool, on_skipped_day: Ski
 def _tail_page(
     cp: ScanCheckpoint, sort: str, works: list[Work], next_url: str | None, on_skipped_day: SkippedDayHook | None
 ) -> None:
-    """Take the works of a tail page that the first walk did not reach; end the tail where it met it."""
+    """Take the works of a tail page that the first walk did not reach; end the tail where it
+    met it (at a dated work: a work whose date was placed by its neighbours, ``cp.placed``,
+    may lie on either side of the stop — it is taken, and the dated work after it decides)."""
     tail = cp.tail
     assert tail is not None
     stop = (tail.stop_date, tail.stop_id)
     keep: list[Work] = []
     met = False
     for work in works:
+        if work.work_id in cp.placed:
+            keep.append(work)
+            continue
         if (_key(work) >= stop) if sort == "date_desc" else (_key(work) <= stop):
             met = True
             break

@@ -70,11 +70,35 @@ def _listed(page: dict[str, Any]) -> list[str]:
     return [str(i.get("id")) if isinstance(i, dict) else type(i).__name__ for i in page.get("illusts") or []]
 
 
-def _parse_page(page: dict[str, Any], skip: int = 0) -> tuple[list[Work], int, list[str]]:
+def _placed_dates(illusts: list[Any]) -> dict[int, str]:
+    """Where a date-sorted page's items without a ``create_date`` curaflow reads stand:
+    for each such object's position on the page, the creation date of the nearest item
+    before it that has one (else the nearest after it). The page is sorted by creation
+    date, so the item's own date lies between its neighbours'; the date placed is only
+    its day's bookkeeping (days counted, a date window moved), never an order the
+    frontier compares (:attr:`~curaflow.sources.pixiv.frontier.FrontierWalk.placed`).
+    Empty when no item of the page is dated (:func:`_fetch_page` refuses such a page)."""
+    dates = [iso_create_date(i.get("create_date")) if isinstance(i, dict) else None for i in illusts]
+    placed: dict[int, str] = {}
+    before: str | None = None
+    for i, item in enumerate(illusts):
+        if dates[i] is not None:
+            before = dates[i]
+        elif isinstance(item, dict):
+            after = next((d for d in dates[i + 1 :] if d is not None), None)
+            if before is not None or after is not None:
+                placed[i] = before or after or ""
+    return placed
+
+
+def _parse_page(
+    page: dict[str, Any], skip: int = 0, *, dated: bool = False
+) -> tuple[list[Work], int, list[str], list[str]]:
     """The page's works after its first ``skip`` items (listed by the page before:
     :func:`~curaflow.sources.pixiv.frontier.repeated_on`), how many items of it have no id
-    curaflow reads, and the ids of the works whose fields it does not recognise. ``page``
-    is an app-api answer, read with its strings cleaned (``PixivClient._get``).
+    curaflow reads, the ids of the works whose fields it does not recognise, and (``dated``:
+    a date-sorted search) the ids of those listed without a creation date it reads.
+    ``page`` is an app-api answer, read with its strings cleaned (``PixivClient._get``).
 
     A work whose fields do not parse (:class:`~curaflow.sources.pixiv.client.InvalidWork`
     with a Pixiv id: ``tags`` as text, an ``x_restrict`` never seen …) stays in the listing
@@ -85,20 +109,38 @@ def _parse_page(page: dict[str, Any], skip: int = 0) -> tuple[list[Work], int, l
     no later job of the target read the work). An item with no id curaflow reads is counted
     ``invalid`` by :func:`_count_invalid` once the page is taken (never for a page asked
     again), and the walk records nothing as examined from its page on
-    (:func:`~curaflow.sources.pixiv.frontier.unreadable`)."""
+    (:func:`~curaflow.sources.pixiv.frontier.unreadable`).
+
+    ``dated``: a work without a ``create_date`` curaflow reads (another format, a number,
+    none) is examined ``invalid`` as well, its date placed by its neighbours
+    (:func:`_placed_dates`); its id is in the fourth list, which the walk is told
+    (``FrontierWalk.placed``). Until 2026-12-05 such a work failed the whole page, every
+    attempt: one of them failed every date-sorted job of its target for as long as Pixiv
+    listed it so."""
     works: list[Work] = []
     invalid = 0
     unread: list[str] = []
-    for illust in (page.get("illusts") or [])[skip:]:
+    undated: list[str] = []
+    illusts = page.get("illusts") or []
+    placed = _placed_dates(illusts) if dated else {}
+    for at, illust in enumerate(illusts):
+        if at < skip:
+            continue
         try:
-            works.append(parse_work(illust, cleaned=True))
+            work = parse_work(illust, cleaned=True)
         except InvalidWork as err:
             if err.work_id is None:
                 invalid += 1
                 continue
-            works.append(Work(work_id=err.work_id, create_date=iso_create_date(illust.get("create_date"))))
+            work = Work(work_id=err.work_id, create_date=iso_create_date(illust.get("create_date")))
             unread.append(err.work_id)
-    return works, invalid, unread
+        if at in placed:
+            work = work.model_copy(update={"create_date": placed[at]})
+            undated.append(work.work_id)
+            if work.work_id not in unread:
+                unread.append(work.work_id)
+        works.append(work)
+    return works, invalid, unread, undated
 
 
 def _count_invalid(cp: ScanCheckpoint, invalid: int, *, again: bool) -> None:
@@ -314,17 +356,17 @@ async def _fetch_page(
         log.info("pixiv.empty_answer_taken_for_the_end", work_id=expected.work_id, why=why, offset=offset)
         promised = False
     check_page(page, promised=promised)
-    if target.query.mode == "search" and target.query.sort in fr.DATE_SORTS:
-        undated = [i for i in page["illusts"] if isinstance(i, dict) and iso_create_date(i.get("create_date")) is None]
-        if undated:
-            # A date-sorted walk pages, windows and remembers by the works' days: a date it
-            # does not read would be stored (the frontier, the checkpoint) and asked of the
-            # source at every later job. Nothing of this page is kept; the attempt is retried.
-            raise SourceError(
-                TerminalReason.REMOTE_HTTP_ERROR,
-                f"pixiv listed {len(undated)} work(s) of a date-sorted search without a creation date curaflow "
-                f"reads (e.g. {clean_text(str(undated[0].get('create_date')))[:40]!r})",
-            )
+    dated = target.query.mode == "search" and target.query.sort in fr.DATE_SORTS
+    objects = [i for i in page["illusts"] if isinstance(i, dict)]
+    if dated and objects and not any(iso_create_date(i.get("create_date")) is not None for i in objects):
+        # A date-sorted walk pages, windows and remembers by the works' days: a page with no
+        # date curaflow reads is no page of that walk (the source's failure, retried). A
+        # work undated among dated ones is placed by them (_parse_page).
+        raise SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR,
+            f"pixiv listed a page of a date-sorted search without one creation date curaflow reads (e.g. "
+            f"{clean_text(str(objects[0].get('create_date')))[:40]!r})",
+        )
     next_url = page.get("next_url")
     if next_url and offset_of(next_url) <= offset:
         # A next page that is not past this one (a cursor where Pixiv sends an offset, no
@@ -349,7 +391,9 @@ async def _fetch_page(
     sort = target.query.sort
     listed = _listed(page)
     repeated = fr.repeated_on(cp.walk, listed, tail=cp.tail is not None) if cp.walk is not None else 0
-    works, invalid, cp.unread = _parse_page(page, repeated)
+    works, invalid, cp.unread, cp.placed = _parse_page(page, repeated, dated=dated)
+    if cp.walk is not None:
+        cp.walk.placed = list(cp.placed)
     if cp.tail is not None:
         overlap = 0
         if cp.walk is not None:
@@ -394,7 +438,9 @@ async def _fetch_page(
         # The API answers HTTP 400 past offset 5000: move the date window instead.
         if target.query.mode == "search" and sort in ("date_desc", "date_asc") and (works or cp.last_day):
             if works and cp.pass_first_day == _day(works[-1]) and _day(works[-1]):
-                at = _start_tail(cp, works[-1])  # this whole pass was one day: read its other end
+                # This whole pass was one day: read its other end, up to its last dated work (a
+                # placed one has no place the second walk could stop at).
+                at = _start_tail(cp, next((w for w in reversed(works) if w.work_id not in cp.placed), works[-1]))
                 if at is not None:
                     # Where the last job's second walk over the day stopped (its landing checked).
                     cp.started = True
