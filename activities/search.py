@@ -80,12 +80,15 @@ class _Plan:
         request: the scan's bounds and ledger hooks.
         checkpoint: where this pass's scan resumes (None: from the start).
         frontier_key: the key the target's frontier is stored under (None: none kept).
+        hooks: the scan's ledger hooks (they count the items of its pages curaflow does
+            not read once committed: :meth:`_Hooks.count_invalid`).
     """
 
     source: Source
     request: ScanRequest
     checkpoint: ScanState | None
     frontier_key: str | None
+    hooks: _Hooks
 
 
 class SearchActivity:
@@ -140,6 +143,7 @@ class SearchActivity:
                 while True:
                     result = await self._scan(inp, plan)
                     searched = await self._bind(inp, plan, result, carry=continues)
+                    plan.hooks.count_invalid(result)  # committed with the binding
                     if searched is not None:
                         return searched._replace(deadline_at_ms=deadline)
                     # Every candidate was bound by concurrent jobs in the meantime: keep paging.
@@ -206,7 +210,9 @@ class SearchActivity:
             # the stored frontier ({}: none stored yet).
             frontier=(resume.frontier or {}) if key is not None and checkpoint is None else None,
         )
-        return _Plan(source, request, checkpoint, key)
+        # The resumed checkpoint's invalid items were counted once it was saved.
+        hooks.invalid_counted = _invalid(checkpoint)
+        return _Plan(source, request, checkpoint, key, hooks)
 
     async def _scan(self, inp: SearchInput, plan: _Plan) -> ScanState:
         """Run (or resume) the source's scan.
@@ -278,6 +284,7 @@ class _Hooks:
         self._hb = hb
         self._routes = [r.name for r in inp.target.routes]
         self._released_unrecognised = released_unrecognised
+        self.invalid_counted = 0
 
     async def known(self, ids: list[str]) -> dict[str, str]:
         """The works of ``ids`` the ledger rules out for this target, by reason word (a work
@@ -317,6 +324,24 @@ class _Hooks:
             {"stage": inp.fallback_stage, "scan": cp.model_dump(mode="json")},
         )
         self._hb.update(stage="searching", pages=cp.pages, examined=cp.examined, candidates=len(cp.candidates))
+        self.count_invalid(cp)  # committed with the checkpoint
+
+    def count_invalid(self, cp: ScanState) -> None:
+        """Count the items of the scan's pages in a shape curaflow does not read (its
+        ``invalid`` rejections, :func:`~curaflow.observability.metrics.record_invalid_listed`)
+        not counted yet — called once ``cp`` is committed (a checkpoint saved, the result
+        bound): an attempt retried from the last checkpoint reads the pages after it
+        again, and counts them then, once. Until 2026-12-05 they fed the cell's tally only
+        (a renamed field on every item showed as jobs ending ``source_unusable``)."""
+        total = _invalid(cp)
+        if total > self.invalid_counted:
+            metrics.record_invalid_listed(self._inp.target.account, total - self.invalid_counted)
+        self.invalid_counted = max(self.invalid_counted, total)
+
+
+def _invalid(cp: ScanState | None) -> int:
+    """The scan's ``invalid`` rejections so far (0: no scan)."""
+    return cp.report.reasons.get("invalid", 0) if cp is not None else 0
 
 
 def _failure(err: SourceError, inp: SearchInput, source: Source) -> ApplicationError:

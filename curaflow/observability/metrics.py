@@ -134,7 +134,10 @@ SOURCE_UNRECOGNISED_ANSWERS = Counter(
     "answering 403, or 404/410 for a work its detail does not say is gone, a page that is no image): "
     "the same answer would come for any work while it "
     "lasts, so each such work is held back for pixiv.unrecognised_hold_ms only. Counted once the hold "
-    "is committed: once per hold, none for a hold a live verdict about the work outlasts.",
+    "is committed: once per hold, none for a hold a live verdict about the work outlasts. Kind "
+    "'invalid': items of a search page in a shape curaflow does not read (a renamed field, an id not "
+    "of the source's shape, a value never seen), each examined 'invalid' for its job, counted once "
+    "the scan's checkpoint or result holding it is committed.",
     ["account", "kind"],
 )
 #: The kinds an unrecognised answer is counted under: any of
@@ -150,6 +153,9 @@ UNRECOGNISED_ANSWER_KINDS = (
     "unusable_animation",
     "no_file",
 )
+#: The kind the items of a search page curaflow does not read are counted under
+#: (:func:`record_invalid_listed`): the cell tally's word for them.
+INVALID_LISTED_KIND = "invalid"
 ROUTE_REFUSALS = Counter(
     "curaflow_route_refusals_total",
     "Works a route refused for good; each is remembered and not offered to that route again.",
@@ -302,7 +308,7 @@ def initialise_series(
             DELIVERY_RESULTS.labels(route=route, kind=kind, result=result)
         ROUTE_PAUSES.labels(route=route, kind=kind)
     for account in accounts:
-        for kind in UNRECOGNISED_ANSWER_KINDS:
+        for kind in (*UNRECOGNISED_ANSWER_KINDS, INVALID_LISTED_KIND):
             SOURCE_UNRECOGNISED_ANSWERS.labels(account=account, kind=kind)
     for schedule_id in schedules:
         for why in MISS_CAUSES:
@@ -442,6 +448,17 @@ def record_unrecognised_answer(account: str, kind: str) -> None:
     the hold was written (:func:`curaflow.ledger.remembered.remember_unavailable`), or
     holds are off: a retried attempt does not count the same hold twice."""
     SOURCE_UNRECOGNISED_ANSWERS.labels(account=account, kind=kind).inc()
+
+
+@_safe
+def record_invalid_listed(account: str, items: int) -> None:
+    """Count ``items`` items of search pages of ``account`` in a shape curaflow does not read
+    (the scan's ``invalid`` rejections: a renamed field on every item shows here, not only as
+    jobs ending ``source_unusable``), under kind :data:`INVALID_LISTED_KIND`. The ``search``
+    activity calls it once the checkpoint or the result holding them is committed, for
+    those not counted before (:class:`activities.search._Hooks`): once per examination."""
+    if items > 0:
+        SOURCE_UNRECOGNISED_ANSWERS.labels(account=account, kind=INVALID_LISTED_KIND).inc(items)
 
 
 @_safe

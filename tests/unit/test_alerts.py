@@ -633,6 +633,8 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
         # a source that does not say raises any kind; the image host's refused address is unusable_url
         ("curaflow_source_unrecognised_answers_total", {"account": "default", "kind": "unusable_url"}),
         ("curaflow_source_unrecognised_answers_total", {"account": "second", "kind": "no_file"}),
+        # items of a search page curaflow does not read (the scan's invalid rejections)
+        ("curaflow_source_unrecognised_answers_total", {"account": "default", "kind": "invalid"}),
         ("curaflow_schedule_occurrences_missed_total", {"schedule_id": "nightly", "why": "skipped_outage"}),
         ("curaflow_schedule_occurrences_missed_total", {"schedule_id": "nightly", "why": "skipped_overlap"}),
         ("curaflow_schedule_occurrences_missed_total", {"schedule_id": "nightly", "why": "missed_catchup_window"}),
