@@ -187,3 +187,81 @@ def test_a_detail_of_another_work_says_nothing_of_the_expected_one(sort: str, an
         _scan(sort, frontier, faults)
     assert err.value.reason.value == "remote_http_error" and err.value.retryable
     assert [e.params.get("illust_id") for e in faults.of("detail")] == [mark.work_id]
+
+
+def _edited(sort: str, tags: list[dict[str, object]], **fields: object) -> Faults:
+    """Every work of the query edited so that search lists none of them (the replay's
+    search reads the recorded tags: they are taken out of its listing), their details
+    alive with ``tags`` and ``fields``."""
+    deep = _deep()
+    faults = Faults(deep=deep)
+    every = {_id(sort, deep, p) for p in range(COUNT)}
+    faults.deleted_works |= every
+    faults.mutate = {w: {"tags": tags, **fields} for w in every}
+    return faults
+
+
+@pytest.mark.parametrize("sort", SORTS)
+def test_an_expected_work_whose_tags_no_longer_match_the_query_is_the_end(sort: str) -> None:
+    # The works' tags were edited: the query lists none of them, and the expected work's
+    # detail lists it alive. Before, the empty answer was the source's failure at every
+    # job of the target until an operator reset its frontier. Its detail shows no tag,
+    # translation, title or caption holding the query's word: it no longer matches — the
+    # end of the results.
+    frontier = _capped_frontier(sort)
+    faults = _edited(sort, [{"name": "風景", "translated_name": "landscape"}])
+    result = _scan(sort, frontier, faults)
+    assert result.candidates == [] and result.exhausted
+    assert len(faults.of("detail")) == 1
+
+
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize(
+    "still",
+    [
+        {"tags": [{"name": f"{TAG}-fanart", "translated_name": None}]},
+        {"tags": [{"name": "x", "translated_name": TAG.upper()}]},
+        {"tags": [{"name": "x", "translated_name": None}], "title": f"my {TAG}"},
+        {"tags": [{"name": "x", "translated_name": None}], "caption": f"<b>{TAG}</b>"},
+        {"tags": [{"name": "x", "translated_name": None}], "title": "ｆｒｏｎｔｉｅｒ－ｓｅａｍｓ"},
+        {"tags": "not a list"},
+    ],
+    ids=["partial-tag", "translation", "title", "caption", "full-width", "tags-unread"],
+)
+def test_an_expected_work_that_could_still_match_leaves_the_empty_answer_the_sources(
+    sort: str, still: dict[str, object]
+) -> None:
+    # Anything that could still match the query's word (a tag holding it, its translation,
+    # the title or caption, in another width or case) or tags curaflow does not read: not
+    # certain — the empty answer stays the source's failure, retried.
+    frontier = _capped_frontier(sort)
+    fields = dict(still)
+    tags = fields.pop("tags")
+    faults = _edited(sort, tags, **fields)  # type: ignore[arg-type]
+    with pytest.raises(SourceError) as err:
+        _scan(sort, frontier, faults)
+    assert err.value.reason.value == "remote_http_error" and err.value.retryable
+
+
+@pytest.mark.parametrize(
+    ("query", "texts", "gone"),
+    [
+        ({"tags": ["猫", "犬"]}, ["風景", "landscape"], True),
+        ({"tags": ["猫", "犬"]}, ["子犬"], False),  # one word of an AND query still there: not known
+        ({"tags": ["猫", "犬"], "relation": "or"}, ["風景"], True),
+        ({"tags": ["猫 -犬"]}, ["風景"], False),  # an excluded word: not known
+        ({"tags": ["(猫 OR 犬)"]}, ["風景"], True),
+        ({"tags": ["Cat"], "search_target": "exact_match_for_tags"}, ["cats"], False),
+        ({"tags": ["cat"], "search_target": "title_and_caption"}, ["風景"], True),
+        ({"tags": []}, ["風景"], False),
+        ({"tags": ["猫"]}, None, False),  # texts not read
+        ({"tags": ["猫"], "mode": "ranking"}, ["風景"], False),
+    ],
+)
+def test_no_longer_matching_is_recognised_only_when_certain(
+    query: dict[str, object], texts: list[str] | None, gone: bool
+) -> None:
+    from curaflow.sources.pixiv.scan.pages import no_longer_matches
+
+    target = TargetSpec(target_id="t", query=TargetQuery.model_validate(query), filters=TargetFilters())
+    assert no_longer_matches(target, texts) is gone

@@ -87,6 +87,7 @@ from curaflow.sources.pixiv.client.works import (
     iso_create_date,
     offset_of,
     parse_work,
+    search_texts,
 )
 
 __all__ = [
@@ -121,6 +122,7 @@ __all__ = [
     "offset_of",
     "parse_work",
     "refresh_margin_s",
+    "search_texts",
     "token_lifetime_s",
     "usable_token",
 ]

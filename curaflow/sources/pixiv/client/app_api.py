@@ -45,7 +45,7 @@ from curaflow.sources.pixiv.client.constants import (
     usable_token,
 )
 from curaflow.sources.pixiv.client.images import ImageRequests
-from curaflow.sources.pixiv.client.works import InvalidWork, parse_work
+from curaflow.sources.pixiv.client.works import InvalidWork, parse_work, search_texts
 from curaflow.sources.pixiv.ugoira import UnrecognisedMetadata, parse_metadata
 
 
@@ -341,7 +341,13 @@ class PixivClient(ImageRequests):
         return await self._get(f"{self.api_url}{parts.path}", params)
 
     async def illust_detail(self, work_id: str) -> Work:
-        """``GET /v1/illust/detail``.
+        """``GET /v1/illust/detail``: the work (see :meth:`illust_detail_texts`)."""
+        work, _ = await self.illust_detail_texts(work_id)
+        return work
+
+    async def illust_detail_texts(self, work_id: str) -> tuple[Work, list[str] | None]:
+        """``GET /v1/illust/detail``, with what a search may match the work by
+        (:func:`~curaflow.sources.pixiv.client.search_texts`: None when not read).
 
         Returns:
             The work ``work_id`` as the detail describes it (its id checked: the answer is
@@ -376,7 +382,7 @@ class PixivClient(ImageRequests):
                 f"pixiv answered the detail of work {work.work_id} when asked for work "
                 f"{work_id}: an answer about another work says nothing of this one",
             )
-        return work
+        return work, search_texts(illust)
 
     async def ugoira_metadata(self, work_id: str) -> Animation:
         """``GET /v1/ugoira/metadata``: an animated work's frames zip and frame delays.

@@ -211,6 +211,35 @@ def iso_create_date(value: object, clean: Callable[[str], str] = clean_text) -> 
     return text
 
 
+def search_texts(illust: dict[str, Any]) -> list[str] | None:
+    """What a search of the app-api may match an ``illust`` by: its tags' ``name`` and
+    ``translated_name``, its ``title`` and its ``caption`` (cleaned); None when one of them
+    is not of the app-api's shape (``tags`` not a list of objects, a text field that is no
+    text): what could match is then not known."""
+    tags = illust.get("tags")
+    if tags is None:
+        tags = []
+    if not isinstance(tags, list):
+        return None
+    texts: list[str] = []
+    for tag in tags:
+        if not isinstance(tag, dict):
+            return None
+        for field in ("name", "translated_name"):
+            value = tag.get(field)
+            if value is not None and not isinstance(value, str):
+                return None
+            if value:
+                texts.append(clean_text(value))
+    for field in ("title", "caption"):
+        value = illust.get(field)
+        if value is not None and not isinstance(value, str):
+            return None
+        if value:
+            texts.append(clean_text(value))
+    return texts
+
+
 def is_placeholder(work: Work) -> bool:
     """True for a restricted placeholder (``visible: false`` or a limit_* image)."""
     if not work.visible:

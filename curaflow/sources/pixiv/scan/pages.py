@@ -6,6 +6,7 @@ See :mod:`curaflow.sources.pixiv.scan`.
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -281,6 +282,37 @@ def _expected_on(cp: ScanCheckpoint, offset: int) -> fr.Mark | None:
     return None
 
 
+def _folded(text: str) -> str:
+    """``text`` as a search compares it, loosely: NFKC (full-width and half-width forms
+    alike) and case-folded."""
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+def no_longer_matches(target: TargetSpec, texts: list[str] | None) -> bool:
+    """True when a work whose detail shows ``texts`` (its tags' names and translations,
+    title and caption: :func:`~curaflow.sources.pixiv.client.search_texts`) can match no
+    search of ``target``, for certain; False whenever that is not known.
+
+    Conservative, whatever the target's ``search_target`` (exact tags, partial tags, title
+    and caption — the loosest of them is assumed, and every text is read for each): the
+    work no longer matches only when none of the query's words (its tags split on spaces,
+    ``OR`` and brackets left out, compared NFKC and case-folded) is part of any of those
+    texts. A word still there, in any text, in any width or case, leaves it unknown
+    (Pixiv may match by it); so does a query with an excluded word (``-word``: a work that
+    gained it no longer matches, which these texts cannot tell apart from Pixiv's own
+    matching), no positive word, texts not read (None), or a ranking."""
+    if target.query.mode != "search" or texts is None:
+        return False
+    words = [w.strip("()") for tag in target.query.tags for w in tag.split() if w not in ("OR", "or")]
+    if any(w.startswith("-") for w in words):
+        return False
+    words = [_folded(w) for w in words if w]
+    if not words:
+        return False
+    folded = [_folded(t) for t in texts]
+    return not any(w in t for w in words for t in folded)
+
+
 async def _corroborate_end(client: PixivClient, target: TargetSpec, expected: fr.Mark, now: datetime) -> str:
     """Whether an empty answer to a page that must list ``expected`` (:func:`_expected_on`)
     is the end of results: returns why (the work is gone, hidden or out of the target's
@@ -288,11 +320,14 @@ async def _corroborate_end(client: PixivClient, target: TargetSpec, expected: fr
 
     Only something positive about the work says so: it lies outside the target's
     ``duration`` (:func:`outside_duration`, no request), or its detail is the app-api's own
-    404 (:class:`~curaflow.sources.errors.WorkUnavailable` ``recognised``) or a placeholder
-    (a hidden work is listed by no search). A detail listing the work whole, or any answer
-    not recognised, leaves the empty answer the source's (a backend in an outage answers
-    ``illusts: []``): the attempt fails and is retried; the frontier, stored only with a
-    scan's report, is kept. One request, asked only on such an empty answer.
+    404 (:class:`~curaflow.sources.errors.WorkUnavailable` ``recognised``), a placeholder
+    (a hidden work is listed by no search), or a work alive whose tags, title and caption
+    hold none of the query's words (:func:`no_longer_matches`: its tags edited — until
+    2026-12-05 every job of such a target failed until an operator reset its frontier). A
+    detail listing the work whole that could still match, or any answer not recognised,
+    leaves the empty answer the source's (a backend in an outage answers ``illusts: []``):
+    the attempt fails and is retried; the frontier, stored only with a scan's report, is
+    kept. One request, asked only on such an empty answer.
 
     Raises:
         SourceError: ``remote_http_error``, retryable — the empty answer is the source's
@@ -301,7 +336,7 @@ async def _corroborate_end(client: PixivClient, target: TargetSpec, expected: fr
     if outside_duration(expected, target.query.duration, now):
         return "out_of_duration"
     try:
-        work = await client.illust_detail(expected.work_id)
+        work, texts = await client.illust_detail_texts(expected.work_id)
     except WorkUnavailable as gone:
         if gone.recognised:
             return "gone"
@@ -312,6 +347,8 @@ async def _corroborate_end(client: PixivClient, target: TargetSpec, expected: fr
         ) from gone
     if is_placeholder(work):
         return "hidden"
+    if no_longer_matches(target, texts):
+        return "no_longer_matches"
     raise SourceError(
         TerminalReason.REMOTE_HTTP_ERROR,
         f"pixiv answered no works where work {expected.work_id} stands (its detail lists it whole): "
