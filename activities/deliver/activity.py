@@ -256,13 +256,18 @@ class DeliverActivity(DeliveryRecords):
         beating: list[Heartbeater] = []
 
         async def record_part(parts: list[Any]) -> None:
-            # Confirmed by the route: recorded before the next part leaves, tried again
-            # while the ledger fails (NotRecorded stops the send: curaflow's failure).
+            # Confirmed by the route: known to this attempt at once (a cancel may cut the
+            # record below; the cut or failure recorded then writes them), recorded before
+            # the next part leaves, tried again while the ledger fails (NotRecorded stops
+            # the send: curaflow's failure). Not published while the send goes on (live).
+            parts_posted[:] = parts
             answered = Answered(attempt=claim.attempts + 1, key=key, parts=list(parts))
             await until_recorded(
-                lambda: ledger.record_part(deps.pool, key, parts), answered, hb=beating[0] if beating else None
+                lambda: ledger.record_part(deps.pool, key, parts),
+                answered,
+                hb=beating[0] if beating else None,
+                live=True,
             )
-            parts_posted[:] = parts
 
         request = DeliveryRequest(
             job_id=inp.job_id,

@@ -59,7 +59,11 @@ class NotRecorded(Exception):
 
 
 async def until_recorded(
-    record: Callable[[], Awaitable[T]], answered: Answered | None, *, hb: Heartbeater | None = None
+    record: Callable[[], Awaitable[T]],
+    answered: Answered | None,
+    *,
+    hb: Heartbeater | None = None,
+    live: bool = False,
 ) -> T:
     """``record()`` (one ledger transaction recording a send's answer), tried again after
     each of :data:`RECORD_RETRY_S` while it fails on the ledger (:data:`LEDGER_ERRORS`).
@@ -72,6 +76,14 @@ async def until_recorded(
     :class:`Heartbeater` runs, else sent here every :data:`CANCEL_PROBE_S`), so an attempt
     that dies meanwhile, or gives up, leaves it to the next. A success costs nothing more.
 
+    ``live``: the send is still going — a part of it confirmed, its next part waiting for
+    this record. Its answer is then *not* published while retried: a next attempt trusts a
+    published :class:`Answered` as a send that has ended and sends the rest, while this
+    attempt (frozen past its heartbeat timeout, cut off from Temporal, reset) would post
+    the rest too once the record succeeds — an at-most-once route's parts posted twice.
+    It is carried out by :class:`NotRecorded` only, once the send stopped; the caller
+    keeps the confirmed parts for any cut or failure it records meanwhile.
+
     Raises:
         NotRecorded: still failing after the last wait (its ``__cause__``: the last error).
     """
@@ -81,8 +93,8 @@ async def until_recorded(
             result = await record()
         except LEDGER_ERRORS as err:
             wait = next(waits, None)
-            details = answered.details() if answered is not None else {}
-            if hb is not None and answered is not None:
+            details = answered.details() if answered is not None and not live else {}
+            if hb is not None and answered is not None and not live:
                 hb.update(**details)
             if wait is None:
                 raise NotRecorded(answered) from err
@@ -196,14 +208,19 @@ class DeliveryRecords:
         left and nothing posted (a connect or a TLS handshake that never completed): the
         finish releases the work.
 
-        ``parts``: the parts confirmed so far (what a next attempt resumes after, should
-        the ledger fail to record the cut: :func:`until_recorded`); ``hb``: the send's
-        heartbeater, when it still runs."""
+        ``parts``: the parts the route confirmed so far — written on the intent in the
+        cut's transaction (a cancel may have cut a part's own record: the part is at the
+        route, and an intent with no parts and nothing out would be released, the work
+        offered and posted again), and what a next attempt resumes after, should the ledger
+        fail to record the cut (:func:`until_recorded`); ``hb``: the send's heartbeater,
+        when it still runs."""
         ambiguous = err.ambiguous
         metrics.record_delivery_result(inp.route.name, inp.route.kind, "unknown" if ambiguous or posted else "failed")
 
         async def record() -> object:
             async with self.deps.pool.acquire() as conn, conn.transaction():
+                if parts:  # confirmed by the route, perhaps not recorded yet (a part's record cut)
+                    await ledger.record_part(conn, request.idempotency_key, list(parts))
                 return await ledger.record_failed(
                     conn,
                     inp.job_id,
@@ -261,6 +278,8 @@ class DeliveryRecords:
 
         async def record() -> _Failure:
             async with deps.pool.acquire() as conn, conn.transaction():
+                if parts:  # confirmed by the route, perhaps not recorded yet (a part's record cut)
+                    await ledger.record_part(conn, request.idempotency_key, list(parts))
                 return await self._record_failure(conn, inp, request, err, verdict)
 
         done = await until_recorded(record, self._answered(request, err, parts), hb=hb)

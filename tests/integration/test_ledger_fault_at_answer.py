@@ -33,7 +33,7 @@ from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer, ordered
 from tests.fakes.telegram import FakeTelegram, TgReply
 from tests.jobs_support import intents, telegram_route
-from tests.support import Stack, short_id
+from tests.support import Stack, eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -164,3 +164,33 @@ async def test_a_refusal_the_ledger_failed_to_record_is_sent_again_not_unknown(
     assert (cell.state, cell.reason, record.business_status) == ("submitted", None, "success"), cell
     assert len(sends(telegram)) == 2 and posts(telegram) == 1, sends(telegram)
     assert (await intents(await stack.ledger(), record.job_id))[tg]["status"] == "delivered"
+
+
+async def test_a_part_whose_record_a_cancel_cut_is_kept_and_never_posted_again(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+) -> None:
+    # The first part of an album is posted; recording it fails for longer than the
+    # attempt tries; the job is cancelled (POST /jobs/{id}/cancel) meanwhile. The part is
+    # at Telegram: the intent must say so (never `released`, which offers the work again),
+    # and the next job of the target must not post it again.
+    [work_id] = ordered(ALBUM_TAG)
+    replay.faults.image_sizes = {work_id: (2000, 2000)}
+    telegram.max_request_bytes = 250_000
+    tg = f"tg-{short_id()}"
+    stack = tg_stack(make_stack, replay, telegram, tg, max_request_bytes=250_000)
+    http = await stack.start_api()
+    pool = await stack.ledger()
+    async with ledger_fails(pool, tg, PART, times=LONGER):
+        await stack.start_worker()
+        job_id = await stack.admit(stack.task(target_id="album", query={"tags": [ALBUM_TAG]}))
+        await eventually(lambda: "sendMediaGroup" in sends(telegram), what="the first part posted")
+        assert (await http.post(f"/jobs/{job_id}/cancel")).status_code in (200, 202)
+        await stack.wait_terminal(job_id, timeout_s=90)
+
+    rows = await pool.fetch("SELECT status, remote_ids FROM delivery_intents WHERE job_id = $1", job_id)
+    assert [r["status"] for r in rows] == ["unknown"], [dict(r) for r in rows]
+    assert [len(part) for part in rows[0]["remote_ids"]] == [2], [dict(r) for r in rows]
+
+    again = await stack.admit(stack.task(target_id="album", query={"tags": [ALBUM_TAG]}))
+    await stack.wait_terminal(again, timeout_s=90)
+    assert sends(telegram) == ["sendMediaGroup"], sends(telegram)  # never posted again
