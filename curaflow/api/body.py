@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from collections import Counter
 from typing import Any
 
@@ -37,6 +38,8 @@ from fastapi import Request
 from curaflow.protocol.errors import ProtocolError, invalid_params
 
 _BOM = b"\xef\xbb\xbf"
+#: A qvalue (RFC 9110 §12.4.2): 0 to 1, at most three decimals.
+_QVALUE = re.compile(r"0(\.[0-9]{0,3})?|1(\.0{0,3})?")
 _UTF8_NAMES = ("utf-8", "utf8")
 
 
@@ -241,7 +244,7 @@ def json_refusal(accept: str | None) -> ProtocolError | None:
     The most specific media range matching ``application/json`` decides (``application/json``,
     then ``application/*``, then ``*/*``; RFC 9110 §12.5.1): JSON is refused when none
     matches, or the deciding one has ``q=0``. No header, an empty one, or a ``q`` that is
-    no number (taken as 1) accept it.
+    no qvalue (``nonsense``, ``nan``, ``-1``, ``inf``: taken as 1) accept it.
 
     Returns:
         None, or the 406 ``invalid_params`` (``detail.reason`` ``not_acceptable``).
@@ -259,10 +262,9 @@ def json_refusal(accept: str | None) -> ProtocolError | None:
         for param in params:
             name, _, value = param.partition("=")
             if name.strip().lower() == "q":
-                try:
-                    quality = float(value.strip())
-                except ValueError:
-                    quality = 1.0
+                # Only a qvalue is read (RFC 9110 §12.4.2); float() also reads "nan",
+                # "-1", "inf", which refused JSON for junk ("nan" compares false to 0).
+                quality = float(value.strip()) if _QVALUE.fullmatch(value.strip()) else 1.0
         if best is None or rank > best[0]:
             best = (rank, quality)
     if best is not None and best[1] > 0:

@@ -242,6 +242,17 @@ def test_only_json_in_utf8_is_read(content_type: str | None, reason: str | None)
         ("application/json", True),
         ("text/html, application/*;q=0.2", True),
         ("application/json;q=nonsense", True),
+        # Not qvalues (RFC 9110 §12.4.2: 0 to 1, three decimals at most) — junk, taken as 1
+        # like any q that is no number: float() reads them, which refused JSON for "nan".
+        ("application/json;q=nan", True),
+        ("application/json;q=NaN, text/html", True),
+        ("application/json;q=-1", True),
+        ("application/json;q=1e-9", True),
+        ("*/*;q=infinity", True),
+        ("application/json;q=0.000", False),
+        ("application/json;q=0.001", True),
+        ("application/json; charset=utf-8", True),
+        ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", True),
         ("text/html", False),
         ("application/json;q=0", False),
         ("application/json;q=0.0, */*", False),
