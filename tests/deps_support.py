@@ -9,6 +9,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+from prometheus_client import REGISTRY
+
 from activities.deps import close_deps, open_deps
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
@@ -35,3 +38,17 @@ async def opened_deps(
         yield stack, opened
     finally:
         await close_deps(opened)
+
+
+@pytest.fixture
+async def deps(make_stack: StackFactory, tmp_path: Path, replay: ReplayServer) -> AsyncIterator[tuple[Stack, Any]]:
+    """:func:`opened_deps` over the replay's own settings, as a fixture (import it into the module)."""
+    async with opened_deps(make_stack, tmp_path, replay) as opened:
+        yield opened
+
+
+def unrecognised_count(kind: str, account: str = "default") -> float:
+    """This process's ``curaflow_source_unrecognised_answers_total`` of ``account`` and
+    ``kind`` (0 before the first count)."""
+    value = REGISTRY.get_sample_value("curaflow_source_unrecognised_answers_total", {"account": account, "kind": kind})
+    return value or 0.0

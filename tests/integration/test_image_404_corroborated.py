@@ -17,12 +17,9 @@ store on disk.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
@@ -34,29 +31,15 @@ from curaflow.ledger import remembered as memory
 from curaflow.ledger.records import load_cell
 from curaflow.sources.pixiv.client import parse_work
 from curaflow.sources.pixiv.replay.data import UGOIRA_DELAYS_MS, recorded_works
-from tests.conftest import StackFactory
-from tests.deps_support import opened_deps
+from tests.deps_support import deps, unrecognised_count
 from tests.fakes.replay import ReplayServer
 from tests.support import Stack, ledger_job
 
 pytestmark = pytest.mark.integration
+__all__ = ["deps"]  # the module's fixture (tests.deps_support)
 
 WEEK_MS = 7 * 86_400_000
 HOUR_MS = 3_600_000
-
-
-@pytest.fixture
-async def deps(make_stack: StackFactory, tmp_path: Path, replay: ReplayServer) -> AsyncIterator[tuple[Stack, Any]]:
-    async with opened_deps(make_stack, tmp_path, replay) as opened:
-        yield opened
-
-
-def counted() -> float:
-    """The unrecognised-answer counter of the stack's account, kind ``gone``."""
-    value = REGISTRY.get_sample_value(
-        "curaflow_source_unrecognised_answers_total", {"account": "default", "kind": "gone"}
-    )
-    return value or 0.0
 
 
 async def fetched(opened: Any, raw: dict[str, Any], label: str) -> tuple[str, memory.Unavailable]:
@@ -88,12 +71,12 @@ async def test_an_image_404_of_a_work_its_detail_says_alive_is_held_briefly_and_
     raw = a_work(0)
     wid = str(raw["id"])
     replay.faults.absent_images = {wid}
-    before = counted()
+    before = unrecognised_count("gone")
     _, row = await fetched(opened, raw, "alive")
     assert row.held, row
     assert row.until - row.seen_at <= HOUR_MS
     assert "image HTTP 404" in (row.why or "")
-    assert counted() == before + 1
+    assert unrecognised_count("gone") == before + 1
     # the detail was asked once, after the image's 404, and answered the work alive
     kinds = [(e.kind, e.status) for e in replay.faults.log if e.kind in ("image", "detail")]
     assert kinds == [("image", 404), ("detail", 200)]
@@ -108,11 +91,11 @@ async def test_an_image_404_of_a_work_its_detail_says_gone_is_remembered_the_wee
     raw = a_work(1)
     wid = str(raw["id"])
     replay.faults.missing_works = {wid}  # its images and its detail answer 404
-    before = counted()
+    before = unrecognised_count("gone")
     _, row = await fetched(opened, raw, "gone")
     assert not row.held, row
     assert row.until - row.seen_at >= WEEK_MS - 60_000
-    assert counted() == before
+    assert unrecognised_count("gone") == before
     assert [e.kind for e in replay.faults.log if e.kind == "detail"] == ["detail"]
 
 
@@ -127,11 +110,11 @@ async def test_an_image_404_whose_detail_cannot_be_asked_is_held_briefly(
     wid = str(raw["id"])
     replay.faults.absent_images = {wid}
     replay.faults.detail_faults = {wid: fault}
-    before = counted()
+    before = unrecognised_count("gone")
     _, row = await fetched(opened, raw, f"detail-{fault}")
     assert row.held, row
     assert row.until - row.seen_at <= HOUR_MS
-    assert counted() == before + 1
+    assert unrecognised_count("gone") == before + 1
 
 
 async def test_a_frames_zip_404_of_an_ugoira_its_detail_says_alive_is_held_briefly(
@@ -146,11 +129,11 @@ async def test_a_frames_zip_404_of_an_ugoira_its_detail_says_alive_is_held_brief
     frames = [{"file": f"{i:06d}.jpg", "delay": d} for i, d in enumerate(UGOIRA_DELAYS_MS)]
     replay.faults.ugoira[wid] = {"ugoira_metadata": {"zip_urls": {"medium": url}, "frames": frames}}
     replay.faults.absent_images = {wid}
-    before = counted()
+    before = unrecognised_count("gone")
     _, row = await fetched(opened, raw, "zip")
     assert row.held, row
     assert row.until - row.seen_at <= HOUR_MS
-    assert counted() == before + 1
+    assert unrecognised_count("gone") == before + 1
     asked = [(e.kind, e.status, e.path.rsplit(".", 1)[-1]) for e in replay.faults.log if e.kind in ("image", "detail")]
     assert asked == [("image", 404, "zip"), ("detail", 200, "/v1/illust/detail")]
 
@@ -184,7 +167,7 @@ async def test_a_detail_the_jobs_deadline_cuts_is_no_answer_of_the_host(
     replay.faults.absent_images = {wid}
     replay.faults.detail_faults = {wid: "slow"}
     replay.faults.detail_delay_s = 30
-    before = counted()
+    before = unrecognised_count("gone")
     target = TargetSpec(target_id="demo", routes=opened.settings.route_refs(opened.settings.targets[0]))
     job_id = await ledger_job(opened.pool, target, label="deadline", deadline_in_ms=3000)
     async with opened.pool.acquire() as conn, conn.transaction():
@@ -195,7 +178,7 @@ async def test_a_detail_the_jobs_deadline_cuts_is_no_answer_of_the_host(
         )
     assert raised.value.type == "network_error", raised.value
     assert [r for r in await memory.list_unavailable(opened.pool) if r.job_id == job_id] == []
-    assert counted() == before
+    assert unrecognised_count("gone") == before
     async with opened.pool.acquire() as conn:
         cell = await load_cell(conn, job_id, "demo")
     assert cell is not None and cell.work_id == wid  # still bound: not moved on

@@ -10,36 +10,20 @@ real dependencies (PostgreSQL, the replay source over HTTP).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY
 from temporalio.testing import ActivityEnvironment
 
 from activities.search import SearchActivity
 from curaflow.domain.messages import SearchInput, TargetQuery, TargetSpec
 from curaflow.ledger import cells
-from tests.conftest import StackFactory
-from tests.deps_support import opened_deps
+from tests.deps_support import deps, unrecognised_count
 from tests.fakes.replay import ReplayServer, ordered
 from tests.support import Stack, ledger_job
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def deps(make_stack: StackFactory, tmp_path: Path, replay: ReplayServer) -> AsyncIterator[tuple[Stack, Any]]:
-    async with opened_deps(make_stack, tmp_path, replay) as opened:
-        yield opened
-
-
-def counted() -> float:
-    value = REGISTRY.get_sample_value(
-        "curaflow_source_unrecognised_answers_total", {"account": "default", "kind": "invalid"}
-    )
-    return value or 0.0
+__all__ = ["deps"]  # the module's fixture (tests.deps_support)
 
 
 async def test_items_a_search_page_lists_in_a_shape_never_seen_are_counted_once(
@@ -65,16 +49,16 @@ async def test_items_a_search_page_lists_in_a_shape_never_seen_are_counted_once(
         return await bind_search(*args, **kw)
 
     monkeypatch.setattr(cells, "bind_search", fails_once)
-    before = counted()
+    before = unrecognised_count("invalid")
     job_id = await ledger_job(opened.pool, target, label="invalid-items")
     inp = SearchInput(job_id=job_id, target=target, heartbeat_interval_ms=10_000)
     with pytest.raises(RuntimeError):
         await ActivityEnvironment().run(SearchActivity(opened).search, inp)
-    assert counted() == before
+    assert unrecognised_count("invalid") == before
     update = await ActivityEnvironment().run(SearchActivity(opened).search, inp)
     assert update.cell.work_id == third
     report = await opened.pool.fetchval(
         "SELECT candidate_report FROM cells WHERE job_id = $1 AND target_id = $2", job_id, target.target_id
     )
     assert report["reasons"].get("invalid") == 2, report
-    assert counted() == before + 2
+    assert unrecognised_count("invalid") == before + 2

@@ -10,12 +10,10 @@ failed, retried by Temporal, must not count the same hold twice.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import REGISTRY
 from temporalio.testing import ActivityEnvironment
 
 from activities.fetch import FetchActivity
@@ -26,25 +24,12 @@ from curaflow.ledger import remembered as memory
 from curaflow.sources.pixiv.client import parse_work
 from curaflow.sources.pixiv.replay.data import recorded_works
 from tests.conftest import StackFactory
-from tests.deps_support import opened_deps
+from tests.deps_support import deps, opened_deps, unrecognised_count
 from tests.fakes.replay import ReplayServer
 from tests.support import Stack, ledger_job
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-async def deps(make_stack: StackFactory, tmp_path: Path, replay: ReplayServer) -> AsyncIterator[tuple[Stack, Any]]:
-    async with opened_deps(make_stack, tmp_path, replay) as opened:
-        yield opened
-
-
-def counted() -> float:
-    """The counter's value for the stack's account and the kind a bare 403 carries."""
-    value = REGISTRY.get_sample_value(
-        "curaflow_source_unrecognised_answers_total", {"account": "default", "kind": "gone"}
-    )
-    return value or 0.0
+__all__ = ["deps"]  # the module's fixture (tests.deps_support)
 
 
 async def bound_work_refused(stack: Stack, opened: Any, replay: ReplayServer) -> tuple[str, TargetSpec, str]:
@@ -76,14 +61,14 @@ async def test_a_retried_attempt_counts_the_hold_once(
         return await rebind_next(*args, **kw)
 
     monkeypatch.setattr(cells, "rebind_next", fails_once)
-    before = counted()
+    before = unrecognised_count("gone")
     inp = FetchInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
     with pytest.raises(RuntimeError):
         await ActivityEnvironment().run(FetchActivity(opened).fetch, inp)
-    assert counted() == before  # rolled back: nothing remembered, nothing counted
+    assert unrecognised_count("gone") == before  # rolled back: nothing remembered, nothing counted
     update = await ActivityEnvironment().run(FetchActivity(opened).fetch, inp)  # Temporal's retry
     assert update.cell.work_id is None  # released: no candidate left
-    assert counted() == before + 1
+    assert unrecognised_count("gone") == before + 1
     [row] = [r for r in await memory.list_unavailable(opened.pool) if r.work_id == work_id and r.job_id == job_id]
     assert row.held
 
@@ -106,12 +91,12 @@ async def test_an_answer_a_live_verdict_outlasts_is_not_counted_as_a_hold(
             job_id="another",
             ttl_ms=600_000,
         )
-    before = counted()
+    before = unrecognised_count("gone")
     update = await ActivityEnvironment().run(
         FetchActivity(opened).fetch, FetchInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
     )
     assert update.cell.work_id is None
-    assert counted() == before
+    assert unrecognised_count("gone") == before
     rows = [r for r in await memory.list_unavailable(opened.pool) if r.work_id == work_id]
     assert [(r.job_id, r.held) for r in rows if r.gate == stack.settings.source_task_queue("default")] == [
         ("another", False)
@@ -126,10 +111,10 @@ async def test_with_holds_off_each_committed_answer_is_counted(
     does not go blind when holds are off."""
     async with opened_deps(make_stack, tmp_path, replay, unrecognised_hold_ms=0) as (stack, opened):
         job_id, target, _ = await bound_work_refused(stack, opened, replay)
-        before = counted()
+        before = unrecognised_count("gone")
         update = await ActivityEnvironment().run(
             FetchActivity(opened).fetch, FetchInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
         )
         assert update.cell.work_id is None
-        assert counted() == before + 1
+        assert unrecognised_count("gone") == before + 1
         assert not [r for r in await memory.list_unavailable(opened.pool) if r.job_id == job_id]
