@@ -25,6 +25,7 @@ from curaflow.sources.pixiv.scan import ScanCheckpoint
 from tests.fakes.replay import Faults
 from tests.frontier_support import scan_on_replay
 from tests.unit.test_frontier_seams import SORTS, TAG, _deep, _id, _place
+from tests.unit.test_untrusted import illust as listed
 
 #: Shapes of one item never seen: each made the work ``invalid``, a lasting verdict.
 UNREAD_SHAPES: dict[str, dict[str, Any]] = {
@@ -85,23 +86,8 @@ def test_a_work_listed_in_a_shape_never_seen_is_read_again_by_the_next_job(sort:
 
 
 def illust(**fields: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {
-        "id": 126872003,
-        "title": "t",
-        "type": "illust",
-        "tags": [{"name": "a"}],
-        "user": {"name": "u"},
-        "create_date": "2025-02-04T00:00:00+09:00",
-        "page_count": 1,
-        "width": 10,
-        "height": 10,
-        "x_restrict": 0,
-        "total_bookmarks": 5,
-        "visible": True,
-        "meta_single_page": {"original_image_url": "https://i.pximg.net/img-original/img/x/126872003_p0.png"},
-        "meta_pages": [],
-    }
-    return {**base, **fields}
+    """The listing test_untrusted builds, with every field a lasting verdict reads given."""
+    return listed(**{"x_restrict": 0, "total_bookmarks": 5, "visible": True, "meta_pages": [], **fields})
 
 
 PAGES = [{"image_urls": {"original": f"https://i.pximg.net/img-original/img/x/126872003_p{i}.png"}} for i in range(3)]
