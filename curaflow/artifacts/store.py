@@ -283,7 +283,8 @@ class ArtifactStore:
                 try:
                     received = await receiving
                 except WorkUnavailable as err:  # over its limit: the work's only if the page may be
-                    raise sized(err, page.width, page.height) from None
+                    head = work.pages[0]  # a page of no listed size is taken to be the first page's
+                    raise sized(err, page.width, page.height, first=(head.width, head.height)) from None
                 receiving = None
                 completing = asyncio.create_task(self._complete(received, page.index, held))
                 completed = received

@@ -41,16 +41,28 @@ MAX_BYTES_PER_PIXEL = 8
 FRAMING_BYTES = 4 * 1024 * 1024
 
 
-def sized(err: WorkUnavailable, width: object, height: object, frames: int = 1) -> WorkUnavailable:
+def sized(
+    err: WorkUnavailable,
+    width: object,
+    height: object,
+    frames: int = 1,
+    *,
+    first: tuple[object, object] | None = None,
+) -> WorkUnavailable:
     """``err`` (``too_large``: a body over its byte limit) as the work's own size settles it.
 
     Rule (owner; DESIGN.md "Work-owned failures and the decode budget"): a body over the
     limit is the work's — remembered for ``unavailable_ttl_ms`` — only when ``frames``
     images of ``width`` × ``height`` pixels, as the source describes the work, could be
     that large (:data:`MAX_BYTES_PER_PIXEL` a pixel, :data:`FRAMING_BYTES` a frame, over
-    the limit). A body larger than any image of those dimensions could be, or a page whose
-    size the source does not give (a multi-page work's later pages, a size that is no
-    positive integer), is what the host sent — a broken mirror or proxy streaming the
+    the limit). A page whose size the source does not give (Pixiv lists page 0's alone) is
+    taken to be the size of the work's first page (``first``), when that one is given:
+    the pages of one work are usually one size, so a later page over the limit is the
+    work's when its first page is large enough that a page of its size could be (until
+    2026-12-05 it was always the host's: a work's huge later page was held an hour and
+    downloaded to the limit again every hour). A body larger than any image of those
+    dimensions could be, or a page of no size given (nor its first page's; a size that is
+    no positive integer), is what the host sent — a broken mirror or proxy streaming the
     same huge body for every work — held for ``unrecognised_hold_ms`` and counted, never
     the week (until 2026-12-05 every body over the limit was the work's).
 
@@ -60,10 +72,15 @@ def sized(err: WorkUnavailable, width: object, height: object, frames: int = 1) 
         width / height: the page's size as the source listed it (pixels; anything else:
             unknown).
         frames: the images the body holds (an animation's frames zip: its frames).
+        first: the size of the work's first page (width, height, pixels), standing for a
+            page whose own size is not given; None: not known.
     """
     if str(err.kind) != "too_large" or err.limit_bytes is None:
         return err
-    known = all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (width, height))
+    known = _positive(width, height)
+    if not known and first is not None and _positive(*first):
+        width, height = first
+        known = True
     most = frames * (MAX_BYTES_PER_PIXEL * width * height + FRAMING_BYTES) if known else 0  # type: ignore[operator]
     if known and most > err.limit_bytes:
         return WorkUnavailable(err.work_id, f"{err.why} (a work of {width}x{height} may be)", err.kind, recognised=True)
@@ -74,6 +91,11 @@ def sized(err: WorkUnavailable, width: object, height: object, frames: int = 1) 
         err.kind,
         limit_bytes=err.limit_bytes,
     )
+
+
+def _positive(*values: object) -> bool:
+    """Every value a positive int (a size in pixels as a source may list it)."""
+    return all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values)
 
 
 async def corroborated(source: Source, work_id: str, err: WorkUnavailable) -> WorkUnavailable:

@@ -308,3 +308,41 @@ async def test_a_body_over_the_limit_is_the_works_only_when_an_image_of_its_size
         await ArtifactStore(tmp_path).fetch(_OverLimit([b""]), one, "j", "t")
     assert raised.value.kind == UnavailableKind.TOO_LARGE
     assert raised.value.recognised is recognised
+
+
+class _LaterPageOverLimit(Pages):
+    """Page 0 answers an image; every later page's body is over a 64 MiB limit."""
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str) -> AsyncIterator[Any]:
+        if url.endswith("_p0.png"):
+            async with super().download(url) as body:
+                yield body
+            return
+        async with _OverLimit([]).download(url) as body:
+            yield body  # pragma: no cover
+
+
+@pytest.mark.parametrize(
+    ("first", "own", "recognised"),
+    [
+        # Pixiv lists page 0's size alone: a later page is taken to be of that size. Until
+        # 2026-12-05 it was always the host's: a huge page held an hour, fetched every hour.
+        ((10_000, 10_000), None, True),
+        ((1200, 1600), None, False),  # a page of page 0's size is at most ~19 MB: the host's
+        (None, None, False),  # no size at all: the host's
+        ((10_000, 10_000), (1200, 1600), False),  # the page's own size, when listed, decides
+    ],
+)
+async def test_a_later_page_over_the_limit_is_judged_by_the_first_pages_size(
+    tmp_path: Path, first: tuple[int, int] | None, own: tuple[int, int] | None, recognised: bool
+) -> None:
+    two = work(2)
+    if first is not None:
+        two.pages[0].width, two.pages[0].height = first
+    if own is not None:
+        two.pages[1].width, two.pages[1].height = own
+    with pytest.raises(WorkUnavailable) as raised:
+        await ArtifactStore(tmp_path).fetch(_LaterPageOverLimit([png(1), b""]), two, "j", "t")
+    assert raised.value.kind == UnavailableKind.TOO_LARGE
+    assert raised.value.recognised is recognised, raised.value.why
