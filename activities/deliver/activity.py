@@ -242,8 +242,11 @@ class DeliverActivity(DeliveryRecords):
                 current = await load_cell(conn, inp.job_id, target.target_id)
             assert current is not None
             delivery = None
-            if claim.decision == "done" and current.work_id:
-                delivery = self._report(inp, current.work_id, "delivered", claim.remote_id)
+            if claim.decision == "done":
+                # Confirmed: perhaps only now, from the previous attempt's answer (claim_send).
+                await self._confirmed(inp, current)
+                if current.work_id:
+                    delivery = self._report(inp, current.work_id, "delivered", claim.remote_id)
             return CellUpdate(
                 cell=current,
                 cancel_requested=claim.decision == "cancelled",

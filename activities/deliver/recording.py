@@ -172,9 +172,23 @@ class DeliveryRecords:
         )
         cell = await until_recorded(record, answered)
         assert isinstance(cell, CellSnapshot)
-        if cell.state == CellState.SUBMITTED and inp.target.storage_mode == "cache":
-            deps.store.delete(inp.job_id, inp.target.target_id)
+        await self._confirmed(inp, cell)
         return cell
+
+    async def _confirmed(self, inp: DeliverInput, cell: CellSnapshot) -> None:
+        """What a recorded delivery owes this process's disk, whichever path recorded it:
+        this attempt's receipt (:meth:`_record_receipt`), or the previous attempt's, from
+        its heartbeat (:class:`Answered`, recorded by the claim:
+        :func:`~curaflow.ledger.deliveries.claim_send`'s ``done``) — the one owner.
+
+        Rule: ``storage_mode = "cache"`` removes the cell's artifact folder
+        (:meth:`~curaflow.artifacts.ArtifactStore.delete`) once the cell is ``submitted``
+        (every route confirmed); ``persistent`` keeps it. The ledger's copy goes with the
+        job's finish either way. Until 2026-12-05 only this attempt's receipt removed it: a
+        receipt recorded by the next attempt left the files on the disk for good.
+        Idempotent (a folder already gone is no error); blocking work runs in a thread."""
+        if cell.state == CellState.SUBMITTED and inp.target.storage_mode == "cache":
+            await asyncio.to_thread(self.deps.store.delete, inp.job_id, inp.target.target_id)
 
     @staticmethod
     def _answered(request: DeliveryRequest, err: RouteError, parts: list[object] | None) -> Answered | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -88,6 +89,7 @@ def tg_stack(make_stack: StackFactory, replay: ReplayServer, telegram: FakeTeleg
             "targets": [
                 {"id": "demo", "query": {"tags": TAGS}, "routes": [tg]},
                 {"id": "album", "query": {"tags": [ALBUM_TAG]}, "routes": [tg]},
+                {"id": "cache", "query": {"tags": TAGS}, "routes": [tg], "storage_mode": "cache"},
             ],
         }
     )
@@ -123,6 +125,24 @@ async def test_a_receipt_the_ledger_failed_to_record_is_recorded(
     assert (intent["status"], intent["attempts"]) == ("delivered", 1), dict(intent)  # sent once
     assert intent["remote_id"] is not None
     assert len(sends(telegram)) == 1 and posts(telegram) == 1, sends(telegram)
+
+
+async def test_a_receipt_the_next_attempt_recorded_deletes_the_cached_artifact(
+    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram
+) -> None:
+    # storage_mode = "cache": the worker's files go once every route confirmed. The receipt
+    # is recorded by the next attempt (from the heartbeat's `answered`): until 2026-12-05
+    # that path skipped the deletion, and the files stayed on the worker's disk for good.
+    tg = f"tg-{short_id()}"
+    stack = tg_stack(make_stack, replay, telegram, tg)
+    async with ledger_fails(await stack.ledger(), tg, RECEIPT, times=LONGER):
+        record = await run(stack, "cache", TAGS)
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("submitted", None), cell
+    assert cell.artifact is not None and cell.artifact.files
+    assert [f.path for f in cell.artifact.files if Path(f.path).exists()] == []
+    assert len(sends(telegram)) == 1, sends(telegram)
 
 
 @pytest.mark.parametrize("times", [1, LONGER], ids=["once", "longer"])
