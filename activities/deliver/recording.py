@@ -25,7 +25,8 @@ from curaflow.ledger import deliveries as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger import route_gates
 from curaflow.ledger.db import LEDGER_ERRORS
-from curaflow.ledger.deliveries import Answered
+from curaflow.ledger.deliveries import AlreadyRecorded, Answered
+from curaflow.ledger.records import load_cell
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError
@@ -235,16 +236,20 @@ class DeliveryRecords:
             async with self.deps.pool.acquire() as conn, conn.transaction():
                 if parts:  # confirmed by the route, perhaps not recorded yet (a part's record cut)
                     await ledger.record_part(conn, request.idempotency_key, list(parts))
-                return await ledger.record_failed(
-                    conn,
-                    inp.job_id,
-                    inp.target.target_id,
-                    request.idempotency_key,
-                    reason=err.reason,
-                    error=str(err),
-                    permanent=False,
-                    ambiguous=ambiguous,
-                )
+                try:
+                    return await ledger.record_failed(
+                        conn,
+                        inp.job_id,
+                        inp.target.target_id,
+                        request.idempotency_key,
+                        reason=err.reason,
+                        error=str(err),
+                        permanent=False,
+                        ambiguous=ambiguous,
+                        send=request.attempt,
+                    )
+                except AlreadyRecorded:  # a try whose commit was not acknowledged: recorded
+                    return await load_cell(conn, inp.job_id, inp.target.target_id)
 
         cell = await until_recorded(record, self._answered(request, err, parts), hb=hb)
         assert isinstance(cell, CellSnapshot)
@@ -309,24 +314,42 @@ class DeliveryRecords:
         verdict: DeliveryVerdict,
     ) -> _Failure:
         """The transaction of :meth:`_record_error` (on ``conn``): the intent, the refusal or
-        hold, the rate limit and the refusal streak."""
+        hold, the rate limit and the refusal streak — once per send: the intent's record is
+        a compare-and-set on the send (:func:`~curaflow.ledger.deliveries.record_failed`'s
+        ``send``), and a try that finds it recorded already (the commit of an earlier try
+        whose acknowledgement was lost) counts nothing again; it answers the wait the
+        count made (:func:`~curaflow.ledger.route_gates.counted_delay`)."""
         policy = self.deps.settings.delivery
         work = request.work
         refused = verdict.remember_refusal
         held_until = 0
         delay_ms: int | None = None
         pause: route_gates.Pause | None = None
-        await ledger.record_failed(
-            conn,
-            inp.job_id,
-            inp.target.target_id,
-            request.idempotency_key,
-            reason=verdict.reason,
-            error=str(err),
-            permanent=verdict.final and not verdict.unknown,
-            unknown=verdict.unknown,
-            ambiguous=err.ambiguous,
-        )
+        rate_limited = err.rate_limited and not verdict.final
+        stated = err.retry_after_s * 1000 if err.retry_after_s else None
+        try:
+            await ledger.record_failed(
+                conn,
+                inp.job_id,
+                inp.target.target_id,
+                request.idempotency_key,
+                reason=verdict.reason,
+                error=str(err),
+                permanent=verdict.final and not verdict.unknown,
+                unknown=verdict.unknown,
+                ambiguous=err.ambiguous,
+                send=request.attempt,
+            )
+        except AlreadyRecorded:
+            if rate_limited:
+                delay_ms = await route_gates.counted_delay(
+                    conn,
+                    route=inp.route.name,
+                    stated_ms=stated,
+                    route_wide=err.route_wide,
+                    cap_ms=policy.route_rate_limit_cap_ms,
+                )
+            return _Failure(delay_ms=delay_ms)
         remembered = {
             "route": inp.route.name,
             "work_type": work.work_type,
@@ -340,8 +363,7 @@ class DeliveryRecords:
             await memory.remember_refusal(conn, **remembered)
         elif verdict.hold:
             held_until = await memory.hold_work(conn, **remembered, hold_ms=policy.route_hold_ms)
-        if err.rate_limited and not verdict.final:
-            stated = err.retry_after_s * 1000 if err.retry_after_s else None
+        if rate_limited:
             delay_ms = await route_gates.rate_limited(
                 conn,
                 route=inp.route.name,

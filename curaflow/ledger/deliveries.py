@@ -358,6 +358,19 @@ async def record_delivered(
     return await load_cell(conn, job_id, target_id)
 
 
+class AlreadyRecorded(Exception):
+    """:func:`record_failed` with ``send``: the intent is no longer ``sending`` from that
+    send — its answer is recorded already (a transaction that committed and whose
+    acknowledgement was lost, tried again: :func:`activities.deliver.recording.until_recorded`),
+    or something since took the intent from it (the job's finish, a later attempt's
+    claim). Nothing was written; the caller's transaction may go on."""
+
+    def __init__(self, idempotency_key: str, send: int) -> None:
+        super().__init__(f"intent {idempotency_key}: the answer of send {send} is recorded already")
+        self.idempotency_key = idempotency_key
+        self.send = send
+
+
 async def record_failed(
     conn: asyncpg.Connection,
     job_id: str,
@@ -369,6 +382,7 @@ async def record_failed(
     permanent: bool,
     unknown: bool = False,
     ambiguous: bool = False,
+    send: int | None = None,
 ) -> Any:
     """Record a failed attempt; the attempt ends with it (the cell's lease is released as
     in :func:`record_delivered`).
@@ -385,21 +399,38 @@ async def record_failed(
             is remembered on the intent (``maybe_delivered``): if the delivery later fails
             for good, the intent ends ``unknown``, not ``failed``, so the work is never
             delivered to this route by another job.
+        send: the send whose answer this is (its number: the intent's ``attempts`` once its
+            attempt claimed it, :attr:`curaflow.routes.base.DeliveryRequest.attempt`), or
+            None (no send: a claim that sends nothing). **Owner of "one send, one
+            recording"** (2026-12-05): with ``send`` the statement is a compare-and-set —
+            it writes only while the intent is ``sending`` from that very send — so a
+            recording tried again after its commit's acknowledgement was lost writes
+            nothing, and the caller counts nothing for the route (its rate-limit step,
+            its refusal streak, the work's refusal or hold) a second time.
+
+    Raises:
+        AlreadyRecorded: with ``send``, when the intent is not ``sending`` from it
+            (nothing written).
     """
     job = await lock_job(conn, job_id)
     status = "unknown" if unknown else ("failed" if permanent else "reserved")
-    await conn.execute(
+    written = await conn.fetchval(
         """UPDATE delivery_intents
            SET maybe_delivered = maybe_delivered OR $5,
                status = CASE WHEN $2 = 'failed' AND (maybe_delivered OR $5) THEN 'unknown' ELSE $2 END,
                last_error = $3, updated_at = $4, held_until = NULL
-           WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')""",
+           WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')
+             AND ($6::int IS NULL OR (status = 'sending' AND attempts = $6))
+           RETURNING true""",
         idempotency_key,
         status,
         clean_text(error)[:2000],
         now_ms(),
         ambiguous,
+        send,
     )
+    if send is not None and not written:
+        raise AlreadyRecorded(idempotency_key, send)
     # The attempt ends here, as in record_delivered.
     if permanent or unknown:
         locked = job if job is not None else True

@@ -214,6 +214,18 @@ async def rate_limited(
     return delay
 
 
+async def counted_delay(
+    conn: asyncpg.Connection, *, route: str, stated_ms: float | None, route_wide: bool, cap_ms: int
+) -> int:
+    """The wait :func:`rate_limited` returned for the route's last counted rate limit (its
+    step as the row stands; nothing written): what a recording tried again after its
+    commit's acknowledgement was lost answers, the limit counted once
+    (:class:`curaflow.ledger.deliveries.AlreadyRecorded`). Milliseconds."""
+    gate = await read_gate(conn, route)
+    delay = retry_delay_ms(max(1, gate.rate_limits if gate is not None else 0), stated_ms)
+    return min(delay, max(0, cap_ms)) if route_wide else delay
+
+
 async def read_gate(conn: asyncpg.Connection | asyncpg.Pool, route: str) -> RouteGate | None:
     """The route's row (diagnostics, ``curaflow routes``), or None when it never failed."""
     row = await conn.fetchrow(f"SELECT {_COLUMNS} FROM route_gates WHERE route = $1", route)
