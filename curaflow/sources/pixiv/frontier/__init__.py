@@ -21,7 +21,8 @@ with where they sit in the walk:
   a young work below ``min_bookmarks`` ends the run: the next job reads it again; so does
   a work listed in a shape curaflow does not recognise (``invalid``: never lasting) —
   one a date-sorted search lists without a creation date curaflow reads is also never a
-  mark, its place in the order unknown (``FrontierWalk.placed``).
+  mark, its place in the order unknown (``FrontierWalk.placed``); nor is an item with no
+  id curaflow reads, the runs stopping before it (:func:`unreadable`).
 * ``head`` (``date_desc`` only): the newest work of the known run. New works appear above
   it, so every job reads the head of the query first, down to ``head``, then jumps. Every
   work above ``head`` is read by every job: new works, and those whose verdict does not

@@ -14,7 +14,13 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     """Record the scan's verdict on ``work`` (None: a candidate).
 
     A work whose date is placed by its neighbours (``walk.placed``) is recorded by
-    :func:`_observe_placed`: it breaks every run, and is never a mark."""
+    :func:`_observe_placed`: it breaks every run, and is never a mark. An item with no id
+    curaflow reads listed just before ``work`` (:func:`unreadable`) breaks them first."""
+    if walk.unread_next or work.work_id in walk.unread_before:
+        walk.unread_next = False
+        if work.work_id in walk.unread_before:
+            walk.unread_before.remove(work.work_id)
+        _break_before(walk, work)
     if work.work_id in walk.placed:
         _observe_placed(walk, work, reason)
         return
@@ -107,16 +113,57 @@ def _observe_placed(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     walk.clean = False
 
 
-def unreadable(walk: FrontierWalk) -> None:
-    """The page just taken lists an item with no id curaflow reads: no mark can stand for
-    it, so the walk records nothing as examined from this page on — as past a seam it
-    could not check (``seam_gap``: no fresh run, known run, sweep or second-walk stop past
-    it; the next job reads from there), and a head phase under way moves no head
-    (``head_whole`` off). Costs pages, never a work (before 2026-12-05 such an item was
-    passed as ``invalid``, a lasting verdict)."""
-    walk.seam_gap, walk.clean = True, False
-    if walk.phase == "head":
-        walk.head_whole = False
+def unreadable(walk: FrontierWalk, before: list[str], trailing: bool) -> None:
+    """The page just taken lists items with no id curaflow reads (each counted ``invalid``):
+    where they stand among its works to examine.
+
+    No mark can stand for such an item, so it is taken as a verdict that does not last at
+    its place — as a held work, or one listed undated (:func:`_observe_placed`): the head,
+    the known run, a fresh walk's run and a crowded day's run stop before it
+    (:func:`_break_before`, when the work after it is examined), so the next job reads it
+    again whatever it is, while the walk's marks — ``last``, a capped scan's ``sweep``, a
+    head or second-walk stop — are dated works on either side of it and move on past it as
+    past a held work (the end of results clears the sweep: the next sweep reads it again).
+
+    Until 2026-12-05 such an item made the walk record nothing from its page on
+    (``seam_gap``): a scan capped there left no sweep past it, and when more than
+    ``pixiv.max_examined`` works ruled out followed it every job of the target read the same
+    page to the same cap, without a candidate, for as long as Pixiv listed the item so
+    (before that morning it was passed as ``invalid``, a lasting verdict).
+
+    Args:
+        walk: the scan's walk (updated in place).
+        before: ids of the page's works to examine that such an item is listed just before
+            (after the work to examine before them, or the page's start).
+        trailing: one is listed after the page's last work to examine: it stands before the
+            next work examined, whatever page lists it.
+    """
+    walk.unread_before = [*walk.unread_before, *before]
+    walk.unread_next = walk.unread_next or trailing
+
+
+def _break_before(walk: FrontierWalk, work: Work) -> None:
+    """An item with no id curaflow reads stood just before ``work`` (:func:`unreadable`):
+    every run ``work`` would join stops before it, as before a work listed undated
+    (:func:`_observe_placed`) — the head's when ``work`` is a head work, a crowded day's
+    second walk's when it is one of its works, else the fresh walk's run and the known run
+    (``clean``). Nothing is consumed: ``work`` is then examined as any other."""
+    if walk.seam_gap:
+        return
+    if work.work_id in walk.head_ids or walk.phase in ("head", "revisit"):
+        walk.head_broken = True
+        walk.head_top, walk.head_tally = None, {}
+        return
+    placed_in_tail = work.work_id in walk.placed and walk.tail_stop is not None  # (as _observe_placed)
+    if work.work_id in walk.tail_left or placed_in_tail or _after_stop(walk, work):
+        _break_tail(walk)  # (also the first walk's runs: conservative for a first-walk work)
+        return
+    if walk.tail_tally and walk.tail_stop is None and not walk.tail_left:
+        _after_tail(walk, False)
+    if walk.segment == "fresh" and not walk.candidate_seen:
+        walk.run_top = walk.run_end = None
+        walk.run_tally = {}
+    walk.clean = False
 
 
 def _landed_past(walk: FrontierWalk, work: Work) -> bool:
@@ -297,6 +344,12 @@ def _in_tail(walk: FrontierWalk, work: Work) -> bool:
     if work.work_id in walk.tail_left:
         walk.tail_left.remove(work.work_id)
         return True
+    return _after_stop(walk, work)
+
+
+def _after_stop(walk: FrontierWalk, work: Work) -> bool:
+    """Whether ``work`` comes after the first walk's stop (``walk.tail_stop``) in the walk's
+    order: a work of a crowded day's second walk under way."""
     stop = walk.tail_stop
     if stop is None:
         return False

@@ -209,6 +209,18 @@ class FrontierWalk(BaseModel):
             mark only when a dated work listed after it is, never ends a head phase, and is
             never a mark nor part of a run (:func:`~curaflow.sources.pixiv.frontier.observe`):
             the next job reads it again. Empty in a checkpoint written before the field.
+        edge_unread: items with no id curaflow reads listed after the previous page's edge
+            (``head_edge`` / ``seam_id``: its last item with one), asked again with it on the
+            next page and passed over there (:func:`repeated_on`). 0 in a checkpoint written
+            before the field (the edge was the last item whatever it was).
+        unread_before / unread_next: where the items of the pages taken with no id curaflow
+            reads stand (:func:`~curaflow.sources.pixiv.frontier.unreadable`): the ids of
+            the works to examine that such an item is listed just before, and whether one
+            is listed after the last of them (it stands before the next work examined,
+            whatever page lists it). Each breaks every run there, as a verdict that does
+            not last, when that work is examined (:func:`~curaflow.sources.pixiv.frontier.observe`).
+            Empty / False in a checkpoint written before the fields (such a page then set
+            ``seam_gap``).
     """
 
     plan: Frontier
@@ -261,6 +273,9 @@ class FrontierWalk(BaseModel):
     tail_skip: Mark | None = None
     tail_landing: bool = False
     placed: list[str] = Field(default_factory=list)
+    edge_unread: int = 0
+    unread_before: list[str] = Field(default_factory=list)
+    unread_next: bool = False
 
     def work_in_head(self, work_id: str) -> bool:
         """Whether the verdict on ``work_id`` belongs to the head (consumed once)."""

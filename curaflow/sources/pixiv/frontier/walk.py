@@ -186,8 +186,10 @@ def repeated_on(walk: FrontierWalk, listed: list[str], *, tail: bool = False) ->
     ``date_desc`` head page, a ``segment`` page after one whose seam is checked, or —
     ``tail`` — a page of a crowded day's second walk after one whose seam is checked
     (:func:`on_tail_page`); their ids, in order, works the source should never have sent
-    included) the previous page listed already: that page's last item and anything before
-    it. The scan neither parses nor counts them again."""
+    included) the previous page listed already: that page's last item with an id curaflow
+    reads and anything before it, and the items of no id it listed after that one (at most
+    ``walk.edge_unread``: asked again with it, :func:`_edge`). The scan neither parses nor
+    counts them again."""
     if tail:
         edge = walk.seam_id if not walk.pass_start else None
     elif walk.phase == "head" and walk.plan.head is not None:
@@ -198,7 +200,11 @@ def repeated_on(walk: FrontierWalk, listed: list[str], *, tail: bool = False) ->
         edge = None
     if edge is None or edge not in listed:
         return 0
-    return listed.index(edge) + 1
+    n = listed.index(edge) + 1
+    for _ in range(walk.edge_unread):
+        if n < len(listed) and listed[n] == "":
+            n += 1
+    return n
 
 
 def on_page(
@@ -283,7 +289,12 @@ def on_page(
                 works = [w for w in works if w.work_id in after]
             else:
                 walk.head_whole = False  # the page may start past works never listed
-        walk.head_edge = ids[-1] if ids else None  # an item never parsed is an edge too
+        # The edge is the page's last item with an id curaflow reads (a work never parsed is
+        # one too); items of no id after it are asked again with it (:func:`_edge`).
+        walk.head_edge, overlap = _edge(ids)
+        walk.edge_unread = overlap - 1
+        if walk.head_edge is None:
+            walk.head_whole = False  # no item of the page can prove the next one starts after it
         works_in = works
         for i, work in enumerate(works):
             if work.work_id not in walk.placed and _reached(work, walk.plan.head):
@@ -308,7 +319,7 @@ def on_page(
                 _land(walk, start, sort, max_offset)
                 return PageStep(works=head, jump=_jump_to(start, sort, max_offset))
         walk.head_ids = [w.work_id for w in works]
-        return PageStep(works=works, overlap=1)
+        return PageStep(works=works, overlap=overlap)
     if walk.phase == "segment":
         ids = listed if listed is not None else [w.work_id for w in listed_in]
         return PageStep(works=works, overlap=_seam_after(walk, ids, listed_in))
@@ -401,21 +412,44 @@ def _mark_on_revisit(works: list[Work], mark: Mark, *, offset: int, listed: list
     return sum(1 for w in works if w.work_id in before)
 
 
+def _edge(ids: list[str]) -> tuple[str | None, int]:
+    """A page's edge — its last listed item with an id curaflow reads (``ids``: the page's
+    listing, ``""`` for an item of no such id, :func:`~curaflow.sources.pixiv.frontier.unreadable`)
+    — and how many places early the next page is asked so that it lists the edge again:
+    one, and one more for each item of no id after the edge (those are asked again with it,
+    and passed over unparsed by :func:`repeated_on`). ``(None, 1)`` when no item of the
+    page has an id: nothing on it can prove the next page starts after it.
+
+    Such an item is no edge: ``""`` proves nothing (before 2026-12-05 the listing held
+    ``"None"`` for it, and another item of no id on the next page passed for it)."""
+    for back, item in enumerate(reversed(ids)):
+        if item:
+            return item, back + 1
+    return None, 1
+
+
 def _seam_after(walk: FrontierWalk, ids: list[str], works: list[Work]) -> int:
-    """Whether the page after this ``segment`` page is asked one place early (returned:
-    the overlap), its seam remembered to check it: while the walk has seen no candidate,
+    """Whether the page after this ``segment`` page is asked early (returned: the overlap,
+    :func:`_edge`), its seam remembered to check it: while the walk has seen no candidate,
     a place it passes may be recorded as examined (the known run, a fresh walk's run, a
     sweep), so the boundary must be read without a gap. After a candidate nothing
-    further is recorded: the next page is the source's own."""
+    further is recorded: the next page is the source's own. A page of items with no id
+    curaflow reads alone has no edge: the walk records nothing past it (``seam_gap``)."""
+    edge, overlap = _edge(ids)
+    walk.edge_unread = overlap - 1
     if walk.candidate_seen or not ids:
         walk.seam_id, walk.seam = None, None
         return 0
-    walk.seam_id = ids[-1]
+    if edge is None:
+        walk.seam_id, walk.seam = None, None
+        walk.seam_gap, walk.clean = True, False
+        return 0
+    walk.seam_id = edge
     # The seam's work is the last dated one (a placed date is no order: the next page then
     # starts after it, and is asked again earlier unless it lists ``seam_id`` again).
     last = next((w for w in reversed(works) if w.work_id not in walk.placed), None)
     walk.seam = Mark(work_id=last.work_id, create_date=last.create_date) if last is not None else None
-    return 1
+    return overlap
 
 
 def _seam_check(
@@ -425,7 +459,7 @@ def _seam_check(
     read (works above deleted or hidden between the two requests moved them up onto the
     page before, after it was read); None: it starts at or before the seam.
 
-    The page was asked one place early: it lists the previous page's last item again
+    The page was asked early (:func:`_edge`): it lists the previous page's last item with an id again
     (:func:`repeated_on` left it out of ``works``), or — date sorts, that item gone
     too — starts at or before that page's last work by creation time. Otherwise it is
     asked again one place earlier (one work moved up: the usual case, a page more), then

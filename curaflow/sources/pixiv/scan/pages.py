@@ -20,10 +20,12 @@ from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.pixiv import frontier as fr
 from curaflow.sources.pixiv.client import (
     MAX_OFFSET,
+    MAX_WORK_ID,
     PAGE_SIZE,
     InvalidWork,
     PixivClient,
     is_placeholder,
+    is_work_id,
     iso_create_date,
     offset_of,
     parse_work,
@@ -67,8 +69,38 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
 
 
 def _listed(page: dict[str, Any]) -> list[str]:
-    """The ids of every item of the page, in order (an item that is no object: its type)."""
-    return [str(i.get("id")) if isinstance(i, dict) else type(i).__name__ for i in page.get("illusts") or []]
+    """The ids of every item of the page, in order; ``""`` for an item with no id curaflow
+    reads (:func:`~curaflow.sources.pixiv.client.is_work_id`; one that is no object), as
+    :func:`~curaflow.sources.pixiv.client.parse_work` reads it: such an item proves no
+    page seam (before 2026-12-05 its listing was ``"None"`` or its type's name, and another
+    such item passed for it)."""
+    ids = []
+    for item in page.get("illusts") or []:
+        raw = item.get("id") if isinstance(item, dict) else None
+        if type(raw) is int and 0 < raw <= MAX_WORK_ID:
+            ids.append(str(raw))  # Pixiv's own: no pattern to match
+            continue
+        wid = str(raw) if isinstance(raw, int | str) and not isinstance(raw, bool) else ""
+        ids.append(wid if is_work_id(wid) else "")
+    return ids
+
+
+def _unread_places(listed: list[str], skip: int, pending: list[Work]) -> tuple[list[str], bool]:
+    """Where a page's items with no id curaflow reads (``""`` in ``listed``, after its first
+    ``skip``) stand among the works it hands to examine (``pending``): the ids of those
+    such an item is listed before (after the work to examine before them, or the page's
+    start — works not to examine between them change nothing), and whether one is listed
+    after the last of them (:func:`~curaflow.sources.pixiv.frontier.unreadable`)."""
+    to_examine = {w.work_id for w in pending}
+    before: list[str] = []
+    gap = False
+    for item in listed[skip:]:
+        if item == "":
+            gap = True
+        elif gap and item in to_examine:
+            before.append(item)
+            gap = False
+    return before, gap
 
 
 def _placed_dates(illusts: list[Any]) -> dict[int, str]:
@@ -109,8 +141,9 @@ def _parse_page(
     work again, as a held one (until 2026-12-05 ``invalid`` lasted: once the shape was read,
     no later job of the target read the work). An item with no id curaflow reads is counted
     ``invalid`` by :func:`_count_invalid` once the page is taken (never for a page asked
-    again), and the walk records nothing as examined from its page on
-    (:func:`~curaflow.sources.pixiv.frontier.unreadable`).
+    again), and the walk is told where it stands (:func:`_unread_places`,
+    :func:`~curaflow.sources.pixiv.frontier.unreadable`: the runs stop before it, the
+    marks go on past it as past a held work).
 
     ``dated``: a work without a ``create_date`` curaflow reads (another format, a number,
     none) is examined ``invalid`` as well, its date placed by its neighbours
@@ -144,11 +177,13 @@ def _parse_page(
     return works, invalid, unread, undated
 
 
-def _count_invalid(cp: ScanCheckpoint, invalid: int, *, again: bool) -> None:
+def _count_invalid(cp: ScanCheckpoint, invalid: int, *, again: bool, listed: list[str], skip: int) -> None:
     """Count ``invalid`` items of a page the scan took, items with no id curaflow reads, as
     examined rejections (``again``: the ``popular_desc`` revisit page, not counted against
-    ``pixiv.max_examined``); the walk records nothing as examined from here on
-    (:func:`~curaflow.sources.pixiv.frontier.unreadable`: no mark can stand for them)."""
+    ``pixiv.max_examined``), and tell the walk where they stand among ``cp.pending``
+    (``listed``: the page's listing, its first ``skip`` items the page before's;
+    :func:`_unread_places`, :func:`~curaflow.sources.pixiv.frontier.unreadable`: no mark
+    can stand for them, every run stops before them). Call once ``cp.pending`` is set."""
     if not invalid:
         return
     cp.examined += invalid
@@ -157,7 +192,8 @@ def _count_invalid(cp: ScanCheckpoint, invalid: int, *, again: bool) -> None:
     cp.report.rejected += invalid
     cp.report.reasons["invalid"] = cp.report.reasons.get("invalid", 0) + invalid
     if cp.walk is not None:
-        fr.unreadable(cp.walk)
+        before, trailing = _unread_places(listed, skip, cp.pending)
+        fr.unreadable(cp.walk, before, trailing)
 
 
 def _offset_url(offset: int) -> str:
@@ -443,8 +479,8 @@ async def _fetch_page(
                 _ask_again(cp, tail_step.refetch, promised=not cp.walk.tail_landing)
                 return
             works, overlap = tail_step.works, tail_step.overlap
-        _count_invalid(cp, invalid, again=False)
         _tail_page(cp, sort, works, next_url, on_skipped_day)
+        _count_invalid(cp, invalid, again=False, listed=listed, skip=repeated)
         if overlap and cp.tail is not None and cp.next_url:
             # Ask the next page one place early: its first item, this page's last, proves
             # that no work moved up between the two pages unread.
@@ -459,9 +495,9 @@ async def _fetch_page(
         # landing steps back over an empty page: works above the mark went away).
         _ask_again(cp, step.refetch, promised=cp.walk is not None and not cp.walk.landing)
         return
-    _count_invalid(cp, invalid, again=again)
     skip = set(cp.seen_ids) | set(cp.boundary_ids)
     cp.pending = [w for w in (step.works if step is not None else works) if w.work_id not in skip]
+    _count_invalid(cp, invalid, again=again, listed=listed, skip=repeated)
     if cp.boundary_day and any(
         (_day(w) < cp.boundary_day if sort == "date_desc" else _day(w) > cp.boundary_day) for w in works if _day(w)
     ):
