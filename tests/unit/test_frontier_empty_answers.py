@@ -256,6 +256,22 @@ def test_an_expected_work_that_could_still_match_leaves_the_empty_answer_the_sou
         ({"tags": []}, ["風景"], False),
         ({"tags": ["猫"]}, None, False),  # texts not read
         ({"tags": ["猫"], "mode": "ranking"}, ["風景"], False),
+        # The query's syntax in full width, quoted or marked, and texts as the detail gives
+        # them (a caption is HTML): a word still there leaves it unknown, never the end.
+        ({"tags": ["（東方 OR 艦これ）"]}, ["東方"], False),
+        ({"tags": ["東方 ＯＲ 艦これ"]}, ["艦これ"], False),
+        ({"tags": ["－艦これ"]}, ["東方"], False),  # an excluded word, in full width
+        ({"tags": ["−艦これ"]}, ["東方"], False),  # ... with a minus sign
+        ({"tags": ['"東方"']}, ["東方"], False),
+        ({"tags": ["#東方"]}, ["東方"], False),
+        ({"tags": ["【東方】"]}, ["東方"], False),
+        ({"tags": ["a&b"]}, ["a&amp;b"], False),  # a caption's entity
+        ({"tags": ["東方"]}, ["&#26481;&#26041;"], False),
+        ({"tags": ["東方"]}, ["東\u200b方"], False),  # a zero-width space in a text
+        ({"tags": ["〜"]}, ["～"], False),  # no word left once its marks are read off
+        ({"tags": ["（東方 OR 艦これ）"]}, ["風景"], True),
+        ({"tags": ["#東方"]}, ["風景"], True),
+        ({"tags": ["a&b"]}, ["a&amp;c"], True),
     ],
 )
 def test_no_longer_matching_is_recognised_only_when_certain(

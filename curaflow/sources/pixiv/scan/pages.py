@@ -6,6 +6,7 @@ See :mod:`curaflow.sources.pixiv.scan`.
 
 from __future__ import annotations
 
+import html
 import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -320,8 +321,41 @@ def _expected_on(cp: ScanCheckpoint, offset: int) -> fr.Mark | None:
 
 def _folded(text: str) -> str:
     """``text`` as a search compares it, loosely: NFKC (full-width and half-width forms
-    alike) and case-folded."""
-    return unicodedata.normalize("NFKC", text).casefold()
+    alike), case-folded, with no format characters (zero-width spaces and joiners,
+    Unicode category Cf)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return "".join(c for c in folded if unicodedata.category(c) != "Cf")
+
+
+def _marks(c: str) -> bool:
+    """True for a punctuation or symbol character (Unicode categories P* and S*): brackets,
+    quotes, ``#`` and such, which a query's word may carry as syntax."""
+    return unicodedata.category(c)[0] in "PS"
+
+
+def _query_words(target: TargetSpec) -> list[str] | None:
+    """The words of ``target``'s query as :func:`no_longer_matches` compares them: each tag
+    :func:`_folded` first (so a full-width bracket, ``ＯＲ`` or minus is its ASCII form), split
+    on whitespace (an ideographic space too), ``or`` left out and the punctuation and
+    symbols at a word's ends read off (``(``, ``（``, ``【``, quotes, ``#``: a word kept
+    shorter only matches more); a word of marks alone is left out. None when a word
+    excludes (it begins with a dash of any kind, ``-``, ``－``, ``−``): such a query is
+    never judged."""
+    words: list[str] = []
+    for tag in target.query.tags:
+        for word in _folded(tag).split():
+            if word == "or":
+                continue
+            if unicodedata.category(word[0]) == "Pd" or word[0] == "\u2212":
+                return None
+            start, end = 0, len(word)
+            while start < end and _marks(word[start]):
+                start += 1
+            while end > start and _marks(word[end - 1]):
+                end -= 1
+            if start < end:
+                words.append(word[start:end])
+    return words
 
 
 def no_longer_matches(target: TargetSpec, texts: list[str] | None) -> bool:
@@ -331,21 +365,23 @@ def no_longer_matches(target: TargetSpec, texts: list[str] | None) -> bool:
 
     Conservative, whatever the target's ``search_target`` (exact tags, partial tags, title
     and caption — the loosest of them is assumed, and every text is read for each): the
-    work no longer matches only when none of the query's words (its tags split on spaces,
-    ``OR`` and brackets left out, compared NFKC and case-folded) is part of any of those
-    texts. A word still there, in any text, in any width or case, leaves it unknown
-    (Pixiv may match by it); so does a query with an excluded word (``-word``: a work that
-    gained it no longer matches, which these texts cannot tell apart from Pixiv's own
-    matching), no positive word, texts not read (None), or a ranking."""
+    work no longer matches only when none of the query's words (:func:`_query_words`: its
+    tags NFKC and case-folded, split on spaces, ``OR`` left out, the brackets, quotes and
+    other marks at a word's ends read off) is part of any of those texts (each compared
+    :func:`_folded`, as given and with its HTML character references read — a caption is
+    HTML). A word still there, in any text, in any width or case, leaves it unknown (Pixiv
+    may match by it); so does a query with an excluded word (``-word``, in any width: a
+    work that gained it no longer matches, which these texts cannot tell apart from
+    Pixiv's own matching), no positive word, texts not read (None), or a ranking. Until
+    2026-12-05 the words were split before they were folded: a query in full-width
+    brackets (``（東方 OR 艦これ）``) or with a full-width minus took a work still tagged
+    ``東方`` for gone, the end of results."""
     if target.query.mode != "search" or texts is None:
         return False
-    words = [w.strip("()") for tag in target.query.tags for w in tag.split() if w not in ("OR", "or")]
-    if any(w.startswith("-") for w in words):
-        return False
-    words = [_folded(w) for w in words if w]
+    words = _query_words(target)
     if not words:
         return False
-    folded = [_folded(t) for t in texts]
+    folded = [_folded(t) for t in texts] + [_folded(html.unescape(t)) for t in texts]
     return not any(w in t for w in words for t in folded)
 
 
