@@ -123,3 +123,42 @@ def test_an_item_with_no_id_is_never_a_pages_edge() -> None:
     assert fr.repeated_on(walk, ["11", "", "10"]) == 2
     assert fr.repeated_on(walk, ["11", "10", ""]) == 1  # an item of no id after a new work is new
     assert fr.repeated_on(walk, ["", "", "10"]) == 0  # no edge there: the seam check steps back
+
+
+def _jobs_over(sort: str, unread: set[int], candidate: int, *, cap: int, jobs: int) -> int | None:
+    """The 0-based job that finds ``candidate`` when every place of ``unread`` is listed
+    with no id, each job capped at ``cap`` works (None: not found in ``jobs`` jobs)."""
+    deep = _deep()
+    faults = Faults(deep=deep)
+    faults.mutate = {_id(sort, deep, p): {"id": None} for p in unread}
+    delivered = {p for p in range(deep.count) if p != candidate and p not in unread}
+    frontier = Frontier(sort=sort)
+    for job in range(jobs):
+
+        async def known(ids: list[str]) -> dict[str, str]:
+            return {w: "duplicate" for w in ids if _place(sort, deep, w) in delivered}
+
+        cp = asyncio.run(scan_on_replay(faults, _target(sort), known, frontier=frontier, max_examined=cap))
+        if [_place(sort, deep, w.work_id) for w in cp.candidates] == [candidate]:
+            return job
+        assert cp.frontier is not None
+        frontier = Frontier.model_validate(cp.frontier)
+    return None
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (2026-12-05): as many items of no id side by side as the cap, or one every "
+    "few works, still stop the sweep — every job reads the same works to the cap",
+)
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize(
+    "unread",
+    [{40, 41, 42, 43, 44}, set(range(3, 100, 7))],
+    ids=["as-many-as-the-cap-together", "one-every-seven"],
+)
+def test_items_of_no_id_together_or_dense_do_not_stop_the_sweep(sort: str, unread: set[int]) -> None:
+    # 100 works, cap 5, the candidate at place 90: with one such item the candidate is
+    # found in about 20 jobs; with five side by side (or one every seven works) never in
+    # 40 — the frontier stops moving after a few jobs, for every sort.
+    assert _jobs_over(sort, unread, 90, cap=5, jobs=40) is not None
