@@ -99,10 +99,14 @@ async def check_answers(url: str, bounds: PoolBounds) -> None:
 #: exception, 53 insufficient resources (too many connections, out of memory, disk full),
 #: 57 operator intervention (shutdown, crash, cannot connect now, database dropped, idle
 #: session timeout, query canceled — a statement timeout), 58 system error (PostgreSQL's
-#: own I/O); and the sessions PostgreSQL ended (25P03 idle in transaction, 25P04
+#: own I/O); 40 transaction rollback (40001 serialization failure, 40P01 deadlock detected,
+#: 40003 statement completion unknown: PostgreSQL rolled the transaction back because of
+#: another one, and says to retry it — all but 40002, a deferred constraint, which a retry
+#: meets again); and the sessions PostgreSQL ended (25P03 idle in transaction, 25P04
 #: transaction timeout).
 UNAVAILABLE_SERVER_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.TransactionRollbackError,
     asyncpg.exceptions.InsufficientResourcesError,
     asyncpg.exceptions.OperatorInterventionError,
     asyncpg.exceptions.PostgresSystemError,
@@ -118,8 +122,11 @@ UNAVAILABLE_CLIENT_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.InterfaceError,
     asyncpg.exceptions.InternalClientError,
 )
-#: ``InterfaceError``s that are a bug or a configuration, never an outage.
+#: Errors of those classes that are a bug, a configuration or a refused statement, never
+#: an outage: ``InterfaceError``s of the client's configuration or features, and a
+#: deferred constraint refused at commit (40002).
 NOT_AN_OUTAGE: tuple[type[Exception], ...] = (
+    asyncpg.exceptions.TransactionIntegrityConstraintViolationError,
     asyncpg.exceptions.ClientConfigurationError,
     asyncpg.exceptions.UnsupportedClientFeatureError,
     asyncpg.exceptions.UnsupportedServerFeatureError,
@@ -128,7 +135,8 @@ NOT_AN_OUTAGE: tuple[type[Exception], ...] = (
 
 def is_unavailable(err: BaseException) -> bool:
     """Whether ``err`` means the ledger could not serve a call now (PostgreSQL unreachable,
-    hung, restarting, out of connections or resources; the connection broke mid-call).
+    hung, restarting, out of connections or resources; the connection broke mid-call; the
+    transaction rolled back by a serialization failure or a deadlock).
 
     The one classification of asyncpg's, the socket's and the bounded waits' errors: the
     API answers such an error 503 ``ledger_unavailable`` with ``Retry-After``

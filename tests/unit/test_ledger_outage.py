@@ -44,6 +44,11 @@ OUTAGES: list[BaseException] = [
     X.PostgresIOError("could not read block"),
     X.IdleInTransactionSessionTimeoutError("terminating connection due to idle-in-transaction timeout"),
     X.TransactionTimeoutError("terminating connection due to transaction timeout"),
+    # PostgreSQL rolled the transaction back because of another one: the same call may succeed
+    X.SerializationError("could not serialize access due to concurrent update"),
+    X.DeadlockDetectedError("deadlock detected"),
+    X.StatementCompletionUnknownError("statement completion unknown"),
+    X.TransactionRollbackError("transaction rollback"),
     ConnectionRefusedError(111, "Connection refused"),
     ConnectionResetError(104, "Connection reset by peer"),
     BrokenPipeError(32, "Broken pipe"),
@@ -55,6 +60,7 @@ OUTAGES: list[BaseException] = [
 
 NOT_OUTAGES: list[BaseException] = [
     X.UniqueViolationError("duplicate key value violates unique constraint"),
+    X.TransactionIntegrityConstraintViolationError("a deferred constraint refused at commit"),
     X.PostgresSyntaxError("syntax error"),
     X.UndefinedColumnError("column does not exist"),
     X.DataError("invalid input"),
