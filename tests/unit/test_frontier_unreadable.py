@@ -105,6 +105,19 @@ def test_the_item_is_read_once_it_becomes_readable(sort: str) -> None:
     assert found.count(40) == 1
 
 
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize("unread", [3, 29, 30])
+def test_an_uncapped_walk_reads_the_item_again_once_it_becomes_readable(sort: str, unread: int) -> None:
+    # Uncapped, every job reads on to the end of results: the item, listed with no id to the
+    # first three jobs, is found by the fourth. On date_desc it was found by none (60 jobs):
+    # at place 29 — the last of its page — its break was taken before the page's first work
+    # (the known run then went over it), and just above the head's mark (3, 30) no work after
+    # it was examined in the head phase, so the head moved up over it.
+    seen = _jobs(sort, unread, NO_ID["no id"], set(), cap=1000, jobs=5, readable_from=3)
+    found = [job for job, (places, _) in enumerate(seen) if unread in places]
+    assert found == [3], found
+
+
 def test_an_item_with_no_id_is_never_a_pages_edge() -> None:
     # A page ending with an item of no id: the next page is asked early enough to list the
     # last item with an id again (the edge), the item of no id after it passed over with it

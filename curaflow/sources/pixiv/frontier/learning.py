@@ -15,7 +15,14 @@ def observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
 
     A work whose date is placed by its neighbours (``walk.placed``) is recorded by
     :func:`_observe_placed`: it breaks every run, and is never a mark. An item with no id
-    curaflow reads listed just before ``work`` (:func:`unreadable`) breaks them first."""
+    curaflow reads listed just before ``work`` (:func:`unreadable`) breaks them first; one
+    listed just after it (``walk.unread_after``) stands before the next work examined."""
+    _observe(walk, work, reason)
+    if walk.unread_after is not None and work.work_id == walk.unread_after:
+        walk.unread_after, walk.unread_next = None, True
+
+
+def _observe(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     if walk.unread_next or work.work_id in walk.unread_before:
         walk.unread_next = False
         if work.work_id in walk.unread_before:
@@ -113,7 +120,7 @@ def _observe_placed(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     walk.clean = False
 
 
-def unreadable(walk: FrontierWalk, before: list[str], trailing: bool) -> None:
+def unreadable(walk: FrontierWalk, before: list[str], trailing: bool, last: str | None = None) -> None:
     """The page just taken lists items with no id curaflow reads (each counted ``invalid``):
     where they stand among its works to examine.
 
@@ -137,9 +144,17 @@ def unreadable(walk: FrontierWalk, before: list[str], trailing: bool) -> None:
             (after the work to examine before them, or the page's start).
         trailing: one is listed after the page's last work to examine: it stands before the
             next work examined, whatever page lists it.
+        last: the page's last work to examine (None: none) — the item stands after it, so
+            it breaks the runs only once that work is examined (``walk.unread_after``): set
+            before the page's works are examined, a trailing item broke them before the
+            page's first work instead, and the runs went on over it (until 2026-12-05,
+            evening: a work unreadable at a page's end, read again once readable by no job).
     """
     walk.unread_before = [*walk.unread_before, *before]
-    walk.unread_next = walk.unread_next or trailing
+    if trailing and last is not None:
+        walk.unread_after = last
+    elif trailing:
+        walk.unread_next = True
 
 
 def _break_before(walk: FrontierWalk, work: Work) -> None:
@@ -516,7 +531,7 @@ def _advance_head(walk: FrontierWalk, new: Frontier, *, capped: bool, exhausted:
     plan = walk.plan
     run: Mark | None = None
     run_tally: dict[str, int] = {}
-    if walk.head_whole:
+    if walk.head_whole and not walk.unread_at_head:
         if walk.head_resumed and not walk.head_broken and plan.head_run is not None:
             run, run_tally = plan.head_run, _merge(plan.head_run_tally, walk.head_tally)
         elif walk.head_top is not None:

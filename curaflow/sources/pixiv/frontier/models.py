@@ -213,6 +213,15 @@ class FrontierWalk(BaseModel):
             (``head_edge`` / ``seam_id``: its last item with one), asked again with it on the
             next page and passed over there (:func:`repeated_on`). 0 in a checkpoint written
             before the field (the edge was the last item whatever it was).
+        unread_after: the work to examine such an item is listed just after (the last of its
+            page's): once it is examined, the item stands before the next one
+            (``unread_next``). None in a checkpoint written before the field.
+        unread_at_head: a ``date_desc`` head phase reached ``plan.head`` with such an item
+            listed between its last head work and the head's mark: no work after it is
+            examined in the phase, so nothing breaks the head's run there — the head does
+            not move this job (:func:`~curaflow.sources.pixiv.frontier.learning._advance_head`).
+            Until 2026-12-05 (evening) the head moved up over the item, and once readable it
+            was never read again. False in a checkpoint written before the field.
         unread_before / unread_next: where the items of the pages taken with no id curaflow
             reads stand (:func:`~curaflow.sources.pixiv.frontier.unreadable`): the ids of
             the works to examine that such an item is listed just before, and whether one
@@ -276,6 +285,8 @@ class FrontierWalk(BaseModel):
     edge_unread: int = 0
     unread_before: list[str] = Field(default_factory=list)
     unread_next: bool = False
+    unread_at_head: bool = False
+    unread_after: str | None = None
 
     def work_in_head(self, work_id: str) -> bool:
         """Whether the verdict on ``work_id`` belongs to the head (consumed once)."""

@@ -207,6 +207,18 @@ def repeated_on(walk: FrontierWalk, listed: list[str], *, tail: bool = False) ->
     return n
 
 
+def _unread_before(ids: list[str], works: list[Work], i: int, *, carried: bool) -> bool:
+    """Whether an item with no id curaflow reads (``""`` in the page's ``ids``) is listed
+    just before ``works[i]``: after ``works[i - 1]`` — or, for the page's first work to
+    examine, anywhere before it on the page or after the last work examined on the pages
+    before (``carried``: ``FrontierWalk.unread_next``)."""
+    at = ids.index(works[i].work_id) if works[i].work_id in ids else len(ids)
+    if i == 0:
+        return carried or "" in ids[:at]
+    after = ids.index(works[i - 1].work_id) + 1 if works[i - 1].work_id in ids else 0
+    return "" in ids[after:at]
+
+
 def on_page(
     walk: FrontierWalk,
     works: list[Work],
@@ -301,6 +313,7 @@ def on_page(
                 # (A work whose date is placed never ends the phase: the first dated work
                 # at or below the head does, and a placed one before it is a head work.)
                 walk.head_entered = True
+                walk.unread_at_head = _unread_before(ids, works, i, carried=walk.unread_next)
                 head, works = works[:i], []
                 walk.head_ids = [w.work_id for w in head]
                 start = walk.plan.sweep or walk.plan.known

@@ -194,7 +194,7 @@ def _count_invalid(cp: ScanCheckpoint, invalid: int, *, again: bool, listed: lis
     cp.report.reasons["invalid"] = cp.report.reasons.get("invalid", 0) + invalid
     if cp.walk is not None:
         before, trailing = _unread_places(listed, skip, cp.pending)
-        fr.unreadable(cp.walk, before, trailing)
+        fr.unreadable(cp.walk, before, trailing, cp.pending[-1].work_id if cp.pending else None)
 
 
 def _offset_url(offset: int) -> str:
