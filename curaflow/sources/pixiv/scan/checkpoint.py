@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from curaflow.sources.base import ScanState
 from curaflow.sources.pixiv import frontier as fr
+from curaflow.sources.pixiv.client.constants import PAGE_SIZE
 
 
 class TailPass(BaseModel):
@@ -28,6 +29,13 @@ class TailPass(BaseModel):
     stop_date: str
     stop_id: int
     reached: int = 0
+
+
+#: Most items with no id curaflow reads one scan with a frontier examines without counting
+#: them against ``pixiv.max_examined`` (a page of them): so the works after them are
+#: examined and the sweep moves past them, while a job still reads at most about one page
+#: more than its cap allows (decision 2026-12-05k).
+UNREAD_FREE = PAGE_SIZE
 
 
 class ScanCheckpoint(ScanState):
@@ -68,6 +76,10 @@ class ScanCheckpoint(ScanState):
             their neighbours', for the day's bookkeeping only — they never meet a crowded
             day's stop (:func:`~curaflow.sources.pixiv.scan.days._tail_page`), and the walk
             is told (``FrontierWalk.placed``).
+        unread_free: items with no id curaflow reads this scan examined ``invalid`` without
+            counting them against ``pixiv.max_examined`` — the first
+            :data:`UNREAD_FREE` of them, with a frontier walk (:meth:`capped`;
+            ``scan.pages._count_invalid``). 0 in a checkpoint written before the field.
     """
 
     window: dict[str, str] = Field(default_factory=dict)
@@ -87,3 +99,12 @@ class ScanCheckpoint(ScanState):
     walk: fr.FrontierWalk | None = None
     next_from_source: bool = True
     stepped_over: int | None = None
+    unread_free: int = 0
+
+    def capped(self, max_examined: int) -> bool:
+        """Whether the scan has examined ``max_examined`` works that count against the
+        cap: ``examined`` less ``uncapped`` (read again) and less ``unread_free`` (items
+        with no id curaflow reads, up to :data:`UNREAD_FREE` a scan — decision 2026-12-05k:
+        such an item can be no sweep mark, so a job whose cap they spent recorded no
+        progress and the next read the same items to the same cap, for ever)."""
+        return self.examined - self.uncapped - self.unread_free >= max_examined

@@ -31,7 +31,7 @@ from curaflow.sources.pixiv.client import (
     offset_of,
     parse_work,
 )
-from curaflow.sources.pixiv.scan.checkpoint import ScanCheckpoint
+from curaflow.sources.pixiv.scan.checkpoint import UNREAD_FREE, ScanCheckpoint
 from curaflow.sources.pixiv.scan.days import _count_days, _day, _move_window, _new_pass, _start_tail, _tail_page
 from curaflow.sources.pixiv.scan.retrieval import _request
 
@@ -189,6 +189,10 @@ def _count_invalid(cp: ScanCheckpoint, invalid: int, *, again: bool, listed: lis
         return
     cp.examined += invalid
     cp.uncapped += invalid if again else 0
+    if cp.walk is not None and not again:
+        # Not counted against the cap, up to a page of them a scan: no mark can stand for
+        # such an item, so a cap they spent left no sweep past them (decision 2026-12-05k).
+        cp.unread_free += min(invalid, max(0, UNREAD_FREE - cp.unread_free))
     cp.all_duplicates = False
     cp.report.rejected += invalid
     cp.report.reasons["invalid"] = cp.report.reasons.get("invalid", 0) + invalid
