@@ -201,3 +201,25 @@ def test_items_of_no_id_once_readable_are_each_found_once(sort: str) -> None:
         assert cp.frontier is not None
         frontier = Frontier.model_validate(cp.frontier)
     assert sorted(found) == sorted(unread)
+
+
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize("unread", [range(30, 60), range(35, 66)], ids=["a-whole-page", "31-side-by-side"])
+def test_a_page_of_items_with_no_id_after_the_edge_is_not_asked_again_and_again(sort: str, unread: range) -> None:
+    # The page asked one place early lists the last page's edge, then only items of no id:
+    # the next page, asked at the least one place on, can never list that edge again, so
+    # before 2026-12-05 (night) the seam check stepped back to the page before and on
+    # again, MAX_SEAM_STEPS times each job — 21 search requests where 4 pages hold the
+    # results, and each of those items counted ``invalid`` twice. Such a page has no edge
+    # (as a page of them alone): the walk records nothing past it, at once.
+    deep = _deep()
+    faults = Faults(deep=deep)
+    faults.mutate = {_id(sort, deep, p): {"id": None} for p in unread}
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return dict.fromkeys(ids, "duplicate")
+
+    cp = asyncio.run(scan_on_replay(faults, _target(sort), known, frontier=Frontier(sort=sort), max_examined=1000))
+    searches = sum(1 for e in faults.log if e.kind == "search")
+    assert searches <= 6, [e.params.get("offset") for e in faults.log if e.kind == "search"]
+    assert cp.report.reasons.get("invalid", 0) == len(unread)

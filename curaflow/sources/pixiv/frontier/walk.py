@@ -447,8 +447,15 @@ def _seam_after(walk: FrontierWalk, ids: list[str], works: list[Work]) -> int:
     a place it passes may be recorded as examined (the known run, a fresh walk's run, a
     sweep), so the boundary must be read without a gap. After a candidate nothing
     further is recorded: the next page is the source's own. A page of items with no id
-    curaflow reads alone has no edge: the walk records nothing past it (``seam_gap``)."""
+    curaflow reads alone has no edge: the walk records nothing past it (``seam_gap``) — nor
+    has one whose only item with such an id is its first (the last page's edge, listed again,
+    then only items of no id): the next page is asked one place on at the least, so it can
+    never list that edge again, and its seam check stepped back and on again
+    :data:`MAX_SEAM_STEPS` times each job, two requests and each item counted twice a step
+    (until 2026-12-05, night; decision 2026-12-05k)."""
     edge, overlap = _edge(ids)
+    if edge is not None and len(ids) > 1 and overlap >= len(ids):
+        edge = None
     walk.edge_unread = overlap - 1
     if walk.candidate_seen or not ids:
         walk.seam_id, walk.seam = None, None
