@@ -112,12 +112,7 @@ def _observe_placed(walk: FrontierWalk, work: Work, reason: str | None) -> None:
     if in_tail:
         _break_tail(walk)
         return
-    if walk.tail_tally and walk.tail_stop is None and not walk.tail_left:
-        _after_tail(walk, False)
-    if walk.segment == "fresh" and not walk.candidate_seen:
-        walk.run_top = walk.run_end = None
-        walk.run_tally = {}
-    walk.clean = False
+    _break_runs(walk)
 
 
 def unreadable(walk: FrontierWalk, before: list[str], trailing: bool, last: str | None = None) -> None:
@@ -173,6 +168,13 @@ def _break_before(walk: FrontierWalk, work: Work) -> None:
     if work.work_id in walk.tail_left or placed_in_tail or _after_stop(walk, work):
         _break_tail(walk)  # (also the first walk's runs: conservative for a first-walk work)
         return
+    _break_runs(walk)
+
+
+def _break_runs(walk: FrontierWalk) -> None:
+    """A verdict that does not last stands here, outside the head and a crowded day's second
+    walk: a first walk's run after a crowded day's stop ends (:func:`_after_tail`), and a
+    fresh walk's run and the known run (``clean``) stop before it."""
     if walk.tail_tally and walk.tail_stop is None and not walk.tail_left:
         _after_tail(walk, False)
     if walk.segment == "fresh" and not walk.candidate_seen:
