@@ -17,7 +17,7 @@ from temporalio.service import RPCError
 
 from curaflow.config import ConfigError, Settings, load_settings, warn_budget_fallbacks
 from curaflow.devstack.stack import EmbeddedStack, read_stack_info, with_services
-from curaflow.ledger.db import create_pool, migrate
+from curaflow.ledger.db import OPEN_ERRORS, create_pool, is_unavailable, migrate, open_failure
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import EXIT_CANNOT_START
 from curaflow.temporal.connection import TemporalConnectError, connect_configured, describe_service, temporal_refusal
@@ -88,6 +88,79 @@ def temporal_where(settings: Settings) -> str:
     return describe_service(settings.temporal.address, settings.temporal.namespace)
 
 
+#: Exit status of a command that reads or writes only the ledger (``refusals``,
+#: ``unavailable``, ``frontiers``, ``accounts``, ``routes``, ``prune``, ``schedules
+#: misses``) when the ledger could not be reached: not 1, which several of them give
+#: for "nothing to clear / resume", nor 2 (configuration or usage errors). The same
+#: number as the HTTP client commands' "API unreachable".
+EXIT_LEDGER_UNREACHABLE = 3
+
+#: Where a command's ledger is, as :func:`open_ledger`'s message names it.
+LEDGER_CONFIGURED = "PostgreSQL at DATABASE_URL / database.url"
+
+
+def running_dev_ledger(settings: Settings) -> str:
+    """How :func:`open_ledger` names the PostgreSQL of the ``curaflow dev`` running on the
+    settings' state directory."""
+    return f"the PostgreSQL of the curaflow dev running on {settings.state_dir}"
+
+
+def ledger_went_away(err: BaseException) -> bool:
+    """Whether ``err``, escaping a command's ledger calls, is the ledger going away under
+    them (:func:`curaflow.ledger.db.is_unavailable`) rather than a bug or a refused
+    statement. A plain ``OSError`` counts only as a socket's (``ConnectionError``) or a
+    bounded wait's (``TimeoutError``): a command may touch files too (``prune`` deletes
+    artifact folders), and a refused file is no ledger outage."""
+    if isinstance(err, OSError) and not isinstance(err, ConnectionError | TimeoutError):
+        return False
+    return is_unavailable(err)
+
+
+def ledger_unreachable(
+    err: BaseException, settings: Settings, where: str, code: int, what: str = "could not be reached"
+) -> NoReturn:
+    """Say in one line that the ledger at ``where`` ``what`` (with the error:
+    :func:`curaflow.ledger.db.open_failure`) and exit ``code``."""
+    fail(f"the ledger ({where}) {what}: {open_failure(err, settings.database.connect_timeout_ms)}", code)
+
+
+@contextlib.asynccontextmanager
+async def open_ledger(
+    settings: Settings, url: str, *, where: str, code: int, max_size: int = 2
+) -> AsyncIterator[asyncpg.Pool]:
+    """A pool on the ledger at ``url``, migrated, for one command; closed on exit.
+
+    The one way a command opens the ledger. Its waits are the configured ones
+    (``database.connect_timeout_ms`` …: :meth:`~curaflow.config.database.DatabaseSettings.pool_bounds`).
+    A ledger that refuses, never answers, or goes away under the command's calls
+    (:func:`ledger_went_away`) ends the command with one line naming ``where`` and the
+    error, and exit status ``code`` — never a traceback.
+
+    Args:
+        where: how the message names the ledger (:data:`LEDGER_CONFIGURED`, the running
+            ``curaflow dev``'s PostgreSQL …).
+        code: the command's exit status for an unreachable ledger
+            (:data:`EXIT_LEDGER_UNREACHABLE`, or 1 for ``curaflow run``, as for Temporal).
+
+    Raises:
+        typer.Exit: ``code``, the ledger could not be reached.
+    """
+    try:
+        pool = await create_pool(url, min_size=1, max_size=max_size, **settings.database.pool_bounds())
+    except OPEN_ERRORS as err:
+        ledger_unreachable(err, settings, where, code)
+    try:
+        await migrate(pool)
+        yield pool
+    except Exception as err:
+        if isinstance(err, OPEN_ERRORS) and ledger_went_away(err):
+            # a statement timeout, a restart, a dropped connection under the command
+            ledger_unreachable(err, settings, where, code, "failed under the command")
+        raise
+    finally:
+        await pool.close()
+
+
 @dataclass
 class Services:
     """Connections of a CLI command: the effective settings, ledger pool, Temporal client."""
@@ -109,8 +182,10 @@ async def services(settings: Settings, *, status: str = "starting the embedded s
     """
     warn_budget_fallbacks(settings, get_logger("curaflow.cli"))
     stack: EmbeddedStack | None = None
+    where = LEDGER_CONFIGURED
     if settings.embedded:
         info = read_stack_info(settings.state_dir)
+        where = running_dev_ledger(settings) if info is not None else "the embedded PostgreSQL"
         if info is not None:
             settings = with_services(settings, info.temporal_address, info.database_url)
         else:
@@ -125,18 +200,14 @@ async def services(settings: Settings, *, status: str = "starting the embedded s
     elif not settings.temporal.address or not settings.database.url:
         err_console.print("[red]set both TEMPORAL_ADDRESS and DATABASE_URL, or neither (embedded stack)[/red]")
         raise typer.Exit(2)
-    pool = None
     try:
         assert settings.database.url and settings.temporal.address
-        pool = await create_pool(settings.database.url, min_size=1, max_size=4, **settings.database.pool_bounds())
-        await migrate(pool)
-        with temporal_errors(temporal_where(settings)):
-            client = await connect_configured(settings.temporal)
-            await check_namespace(client)
-        yield Services(settings=settings, pool=pool, client=client, stack=stack)
+        async with open_ledger(settings, settings.database.url, where=where, code=1, max_size=4) as pool:
+            with temporal_errors(temporal_where(settings)):
+                client = await connect_configured(settings.temporal)
+                await check_namespace(client)
+            yield Services(settings=settings, pool=pool, client=client, stack=stack)
     finally:
-        if pool is not None:
-            await pool.close()
         if stack is not None:
             with err_console.status("stopping the embedded stack"):
                 await stack.__aexit__(None, None, None)

@@ -1,7 +1,8 @@
 """``curaflow prune``: the retention policy applied to the ledger and the artifact store.
 
 What is pruned and what is never touched: :mod:`curaflow.ledger.retention`.
-Exit status: 0 on success, 2 for a usage error (no age given and no ``retention.days``).
+Exit status: 0 on success, 2 for a usage error (no age given and no ``retention.days``),
+3 when the ledger could not be reached (:func:`curaflow.cli.common.open_ledger`).
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ accounts and routes.
 They only need the ledger: ``DATABASE_URL`` (``database.url``), else the running
 ``curaflow dev`` stack of the state directory, else the embedded PostgreSQL of the state
 directory, started for the command. Exit status: 0 on success, 1 when there was nothing
-to clear or resume, 2 for configuration or usage errors.
+to clear or resume, 2 for configuration or usage errors, 3 when the ledger could not be
+reached (one line naming it and the error: :func:`curaflow.cli.common.open_ledger`).
 """
 
 from __future__ import annotations
@@ -48,7 +49,18 @@ import asyncpg
 import typer
 from rich.table import Table
 
-from curaflow.cli.common import ConfigOption, err_console, error, out_console, settings_or_exit
+from curaflow.cli.common import (
+    EXIT_LEDGER_UNREACHABLE,
+    LEDGER_CONFIGURED,
+    ConfigOption,
+    err_console,
+    error,
+    fail,
+    open_ledger,
+    out_console,
+    running_dev_ledger,
+    settings_or_exit,
+)
 from curaflow.config import Settings
 from curaflow.devstack.postgres import EmbeddedPostgres
 from curaflow.devstack.stack import read_stack_info
@@ -57,7 +69,6 @@ from curaflow.ledger import frontiers as ledger_frontiers
 from curaflow.ledger import gates as ledger_gates
 from curaflow.ledger import remembered as memory
 from curaflow.ledger import route_gates
-from curaflow.ledger.db import create_pool, migrate
 from curaflow.observability.logs import configure_logging
 from curaflow.sources.pixiv.frontier import describe as describe_pixiv_frontier
 
@@ -74,22 +85,28 @@ routes_app = typer.Typer(
 
 @contextlib.asynccontextmanager
 async def ledger_pool(settings: Settings) -> AsyncIterator[asyncpg.Pool]:
-    """A pool on the ledger: the configured database, a running ``curaflow dev``, or the embedded one."""
+    """A pool on the ledger: the configured database, a running ``curaflow dev``, or the
+    embedded one (started for the command). A ledger that cannot be reached ends the
+    command with one line and :data:`~curaflow.cli.common.EXIT_LEDGER_UNREACHABLE`
+    (:func:`~curaflow.cli.common.open_ledger`)."""
     postgres: EmbeddedPostgres | None = None
     url = settings.database.url
+    where = LEDGER_CONFIGURED
     if not url:
         info = read_stack_info(settings.state_dir)
         if info is not None:
-            url = info.database_url
+            url, where = info.database_url, running_dev_ledger(settings)
         else:
             postgres = EmbeddedPostgres(settings.state_dir / "pg")
-            url = await asyncio.to_thread(postgres.start)
-    pool = await create_pool(url, min_size=1, max_size=2)
+            where = f"the embedded PostgreSQL in {settings.state_dir / 'pg'}"
+            try:
+                url = await asyncio.to_thread(postgres.start)
+            except (RuntimeError, FileNotFoundError) as err:  # e.g. the [embedded] extra is not installed
+                fail(f"the ledger ({where}) did not start: {err}", EXIT_LEDGER_UNREACHABLE)
     try:
-        await migrate(pool)
-        yield pool
+        async with open_ledger(settings, url, where=where, code=EXIT_LEDGER_UNREACHABLE) as pool:
+            yield pool
     finally:
-        await pool.close()
         if postgres is not None:
             await asyncio.to_thread(postgres.stop)
 

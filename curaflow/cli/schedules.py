@@ -4,8 +4,10 @@ The plans come from ``[[schedules]]`` in the configuration; the logic is in
 :mod:`curaflow.schedules`. The commands talk to the configured Temporal service
 (``TEMPORAL_ADDRESS``) or to the running ``curaflow dev`` stack of the state directory;
 they never start a stack of their own (a schedule on a throw-away server would be lost).
-Exit status: 0 on success, 1 when Temporal refused (unknown schedule…), 2 for
-configuration or usage errors.
+Exit status: 0 on success, 1 when Temporal refused (unknown schedule…) or could not be
+reached, 2 for configuration or usage errors; ``misses``, which reads only the ledger, 3
+when the ledger could not be reached (as the other ledger commands:
+:func:`curaflow.cli.common.open_ledger`).
 """
 
 from __future__ import annotations
