@@ -79,7 +79,7 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.verdicts import FailureKind, FinishCause, Step, StepFailure
     from curaflow.protocol.errors import ProtocolError
     from curaflow.protocol.models import Task
-    from curaflow.protocol.task import identity_conflict, manual_job_id, validate_task
+    from curaflow.protocol.task import identity_conflict, manual_job_id, validate_task, workflow_id_conflict
     from curaflow.temporal.refusals import refusal_details
     from workflows.details import render_details
     from workflows.event_push import EventPusher
@@ -121,6 +121,12 @@ REPORTING_RUN = "reporting-run"
 #: snapshot no ``acquire`` sends (a terminal cell): dropped, or the step counted as failed.
 #: Called only where such input arrived, so a job that never gets any records no marker.
 FOREIGN_INPUT = "foreign-input"
+#: A ``JobInput`` of a job whose id is not the execution's (a copy of a job's input started
+#: under a fresh id: the UI's "start workflow like this one", a copied ``--input``) is
+#: refused with ``invalid_params`` (``detail.field: workflow_id``), as a Task under another
+#: id is; before, the copy ran the job's steps and finished it. Called only for such an
+#: input, so a job's own execution records no marker.
+OWN_JOB_ONLY = "own-job-only"
 #: The search attributes that say a job's state: only the job's own run carries them.
 JOB_STATE_ATTRIBUTES = frozenset({JOB_STATUS.name, BUSINESS_STATUS.name})
 STAGE_OF: Mapping[Step, str] = MappingProxyType(
@@ -155,9 +161,10 @@ class JobWorkflow:
 
     Started with a Task, it admits it first (the ``admit`` activity, the admission of
     ``POST /jobs``); until then it holds no job (``status`` answers stage ``admitting``).
-    Any other input — none, two arguments, a non-object, an undecodable payload — fails
+    Any other input — none, two arguments, a non-object, an undecodable payload, a
+    ``JobInput`` of a job whose id is not the workflow id (:data:`OWN_JOB_ONLY`) — fails
     the execution at once with ``invalid_params`` (never the workflow task), so no input
-    makes a zombie or blocks the id. The input is taken untyped (``*args``) and resolved
+    makes a zombie, blocks the id or runs another execution's job. The input is taken untyped (``*args``) and resolved
     by :func:`workflows.submission.read_submission`.
     """
 
@@ -169,8 +176,13 @@ class JobWorkflow:
         self._pusher: EventPusher | None = None
         self._admitted = False  # the job of this execution is known (admitted, or started admitted)
         self._refused: ApplicationError | None = None  # admission refused this execution's Task
-        if self._submission.task is None and self._submission.job_input is not None:
-            self._begin(self._submission.job_input)
+        admitted = self._submission.job_input
+        if self._submission.task is None and admitted is not None:
+            other = workflow_id_conflict(admitted.job_id, workflow.info().workflow_id)
+            if other is not None and workflow.patched(OWN_JOB_ONLY):
+                self._submission = Submission(refusal=other)
+            else:
+                self._begin(admitted)
         self._deliveries: dict[tuple[str, str], DeliveryReport] = {}
         self._failures: dict[str, StepFailure] = {}
         self._phase = Phase.RUNNING

@@ -43,7 +43,7 @@ from curaflow.observability.supervision import Beat, Supervisor
 from curaflow.outbound.destinations import parse_origin, url_port
 from curaflow.protocol.errors import invalid_params
 from curaflow.protocol.keys import manual_job_id
-from curaflow.protocol.task import ValidatedTask, identity_conflict, validate_task
+from curaflow.protocol.task import ValidatedTask, identity_conflict, validate_task, workflow_id_conflict
 from curaflow.temporal.connection import start_job_workflow
 
 log = get_logger("curaflow.jobs.admission")
@@ -290,13 +290,8 @@ class Admitter:
         check_task_against(self.settings, target, task)
         spec = effective_target(self.settings, target, task)
         job_id = manual_job_id(target.id, task.idempotency_key)
-        if workflow_id is not None and workflow_id != job_id:
-            raise invalid_params(
-                f"the workflow id must be the job id {job_id!r}",
-                field="workflow_id",
-                expected=job_id,
-                received=workflow_id,
-            )
+        if workflow_id is not None and (conflict := workflow_id_conflict(job_id, workflow_id)) is not None:
+            raise conflict
         if workflow_type is not None and workflow_type != job_workflow(task.job_type):
             raise invalid_params(
                 f"a {task.job_type} job runs as {job_workflow(task.job_type)}, not {workflow_type}",

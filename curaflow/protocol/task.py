@@ -138,6 +138,29 @@ def validate_task(body: Any) -> ValidatedTask:
     )
 
 
+def workflow_id_conflict(job_id: str, workflow_id: str) -> ProtocolError | None:
+    """Whether an execution under ``workflow_id`` may run job ``job_id``: only the job's own
+    execution, whose workflow id is the job id (DESIGN.md decision 1).
+
+    The one rule for both ways an execution is handed a job: a Task admitted for it
+    (:meth:`curaflow.jobs.admission.Admitter.admit`) and a job's ``JobInput`` it was
+    started with (``JobWorkflow``; a copy of another execution's input under a fresh id).
+
+    Args:
+        job_id: the job's id (the Task's, or the ``JobInput``'s).
+        workflow_id: the id of the execution handed the job.
+
+    Returns:
+        None when they are the same; else ``invalid_params`` (400) with ``detail.field:
+        workflow_id``, ``expected`` (the job id) and ``received`` (the workflow id).
+    """
+    if workflow_id == job_id:
+        return None
+    return invalid_params(
+        f"the workflow id must be the job id {job_id!r}", field="workflow_id", expected=job_id, received=workflow_id
+    )
+
+
 def identity_conflict(
     job_id: str,
     *,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -25,7 +26,7 @@ from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.jobs.submit import JOB_START_OPTIONS, job_id_for, start_job
 from curaflow.protocol.models import Task
-from tests.support import DemoStack, closed_status, demo_stack, short_id
+from tests.support import DemoStack, closed_status, demo_stack, job_in_stage, short_id
 from workflows.job import JobWorkflow
 
 pytestmark = pytest.mark.integration
@@ -316,6 +317,72 @@ async def test_a_stale_job_input_fails_fast_and_does_not_poison_the_id(env: Env)
     assert later.status_code == 202
     record = await env.stack.wait_terminal(job_id, 60)
     assert record.cells[0].state == "submitted"
+
+
+async def started_input(env: Env, job_id: str) -> dict[str, Any]:
+    """The input the job's execution was started with, as the UI and ``workflow show`` list it."""
+    async for event in env.client.get_workflow_handle(job_id).fetch_history_events():
+        [payload] = event.workflow_execution_started_event_attributes.input.payloads
+        return dict(json.loads(payload.data))
+    raise AssertionError(f"{job_id}: no history")
+
+
+async def activity_events(env: Env, workflow_id: str) -> list[str]:
+    """The steps (activities, local activities) the execution ran or scheduled."""
+    names = []
+    async for event in env.client.get_workflow_handle(workflow_id).fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            names.append(event.activity_task_scheduled_event_attributes.activity_type.name)
+        elif event.HasField("marker_recorded_event_attributes") and (
+            event.marker_recorded_event_attributes.marker_name == "core_local_activity"
+        ):
+            names.append("local activity")
+    return names
+
+
+@pytest.mark.parametrize("job", ["running", "ended"])
+async def test_a_copy_of_a_jobs_input_under_another_id_is_refused_and_leaves_the_job_alone(env: Env, job: str) -> None:
+    """The UI's "start workflow like this one" (or a copied ``--input``) under a fresh id:
+    the copy ran the job's steps and finished it — a cancel of the copy ended the job
+    ``cancelled`` while the job's own run completed, and a copy of an ended job published
+    a ``JobStatus`` under an id that is no job. A Task under another id is refused
+    (``workflow_id``); the job's ``JobInput`` is now refused the same way, at once."""
+    key = f"copy-{short_id()}"
+    if job == "running":
+        env.replay.faults.slow_images_s = 4.0
+    answer = await env.http.post("/jobs", json=task(key).model_dump(mode="json", exclude_none=True))
+    assert answer.status_code == 202, answer.text
+    job_id = answer.json()["job"]["job_id"]
+    if job == "running":
+        await job_in_stage(env.http, job_id, "fetching", timeout_s=30)
+    else:
+        await env.stack.wait_terminal(job_id, 60)
+    copy_id = f"copy-of-{short_id()}"
+
+    await env.client.start_workflow(
+        "JobWorkflow", await started_input(env, job_id), id=copy_id, task_queue=env.stack.task_queue
+    )
+
+    cause = await refused_start(env, copy_id)
+    assert (cause.type, cause.details[0]["detail"]["field"]) == ("invalid_params", "workflow_id"), cause
+    assert (cause.details[0]["detail"]["expected"], cause.details[0]["detail"]["received"]) == (job_id, copy_id)
+    assert await activity_events(env, copy_id) == []  # no step of the job, no finish
+    env.replay.faults.slow_images_s = 0.0
+    record = await env.stack.wait_terminal(job_id, 60)
+    assert (record.business_status, [d.status for d in record.cells[0].deliveries]) == ("success", ["delivered"])
+    final = JobState.model_validate(await env.client.get_workflow_handle(job_id).result())
+    assert (final.status, final.deliveries[0].status) == ("succeeded", "delivered")
+    if job == "ended":
+        record_history(env, copy_id, "job_input_under_another_id_core_v3")
+
+
+def record_history(env: Env, workflow_id: str, name: str) -> None:
+    """Write the execution's history to tests/histories (``CURAFLOW_RECORD_HISTORIES=1``)."""
+    if os.environ.get("CURAFLOW_RECORD_HISTORIES") != "1":
+        return
+    done = cli(env, "show", "-w", workflow_id, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    (Path(__file__).resolve().parents[1] / "histories" / f"{name}.json").write_text(done.stdout)
 
 
 # ---- any language: the temporal CLI (a Go client) ----------------------------------------

@@ -21,7 +21,7 @@ from temporalio.worker import Replayer
 from curaflow.process.worker import sandbox_runner
 from curaflow.temporal.connection import DATA_CONVERTER
 from workflows.event_push import EventPushWorkflow
-from workflows.job import FOREIGN_INPUT, JobWorkflow
+from workflows.job import FOREIGN_INPUT, OWN_JOB_ONLY, JobWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
@@ -47,7 +47,7 @@ def test_histories_of_every_job_shape_are_kept() -> None:
     for path in HISTORIES:
         if job_history(path) and shape(path) == "v3":
             # one marker for every change since core v2; foreign input adds its own where it came
-            assert patches(path) - {FOREIGN_INPUT} == {"core-v3"}, path.name
+            assert patches(path) - {FOREIGN_INPUT, OWN_JOB_ONLY} == {"core-v3"}, path.name
 
 
 def test_histories_of_both_trampoline_shapes_are_kept() -> None:
@@ -208,3 +208,32 @@ def test_histories_from_before_foreign_input_are_kept() -> None:
         and event["workflowExecutionSignaledEventAttributes"]["signalName"] in ("cell_progress", "cancel")
     }
     assert signals["cell_progress"]["state"] == "submitted" and signals["cancel"] == {"reason": "operator"}
+
+
+def test_histories_of_a_job_input_under_another_id_are_kept() -> None:
+    """A copy of a job's ``JobInput`` started under another workflow id: recorded before
+    ``own-job-only`` it ran the job's steps (``acquire``, the ``finish`` local activity)
+    and completed — it replays so on today's code (:func:`test_recorded_history_replays`);
+    from the patch on it records the marker, runs nothing and fails ``invalid_params``
+    (``workflow_id``)."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = by_name["job_input_under_another_id_before_refusal_core_v3"]
+    assert patches(before) == {"core-v3"}
+    events = json.loads(before.read_text())["events"]
+    started = events[0]["workflowExecutionStartedEventAttributes"]
+    job_input = json.loads(base64.b64decode(started["input"]["payloads"][0]["data"]))
+    assert job_input["job_id"] != started["workflowId"]
+    scheduled = [
+        e["activityTaskScheduledEventAttributes"]["activityType"]["name"]
+        for e in events
+        if "activityTaskScheduledEventAttributes" in e
+    ]
+    assert scheduled == ["acquire"] and "workflowExecutionCompletedEventAttributes" in events[-1]
+
+    after = json.loads(by_name["job_input_under_another_id_core_v3"].read_text())["events"]
+    assert patches(by_name["job_input_under_another_id_core_v3"]) == {OWN_JOB_ONLY, "core-v3"}
+    assert not any("activityTaskScheduledEventAttributes" in e for e in after)
+    failure = after[-1]["workflowExecutionFailedEventAttributes"]["failure"]
+    assert failure["applicationFailureInfo"]["type"] == "invalid_params"
+    detail = json.loads(base64.b64decode(failure["applicationFailureInfo"]["details"]["payloads"][0]["data"]))
+    assert detail["detail"]["field"] == "workflow_id"

@@ -185,3 +185,21 @@ async def test_a_start_that_is_not_one_json_object_fails_at_once(
     assert cause.details[0]["detail"] == {"reason": "workflow_input", **detail}
     assert env.fakes.admits == [] and env.fakes.steps() == []
     assert await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []  # never the task
+
+
+async def test_a_job_input_under_an_id_that_is_not_its_job_id_is_refused_at_once(env: Env) -> None:
+    # A copy of a job's input under a fresh id (the UI's "start workflow like this one"):
+    # it ran the job's steps and finished the job. Refused now, as a Task under another id.
+    inp = env.job()
+    env.fakes.jobs[inp.job_id] = inp
+    copy_id = f"copy-{short_id()}"
+    handle = await env.client.start_workflow("JobWorkflow", inp, id=copy_id, task_queue=env.queue)
+
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and (cause.type, cause.non_retryable) == ("invalid_params", True)
+    assert cause.details[0]["detail"] == {"field": "workflow_id", "expected": inp.job_id, "received": copy_id}
+    assert env.fakes.steps() == [] and env.fakes.finishes == [] and env.fakes.cancels == []
+    assert await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
+    assert "JobStatus" not in await env.search_attributes(handle)
