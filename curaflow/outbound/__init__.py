@@ -11,6 +11,7 @@ owner: DESIGN "The outbound layer"; the rules are in :mod:`.client`,
 
 from curaflow.outbound.client import (
     ANSWER_KEEP_BYTES,
+    ROUTE_ANSWER_KEEP_BYTES,
     InFlight,
     Limits,
     Outbound,
@@ -43,6 +44,7 @@ from curaflow.outbound.errors import (
 __all__ = [
     "ANSWER_KEEP_BYTES",
     "MAX_URL_CHARS",
+    "ROUTE_ANSWER_KEEP_BYTES",
     "AnswerTooLarge",
     "DestinationRefused",
     "Destinations",

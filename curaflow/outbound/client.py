@@ -44,8 +44,19 @@ from curaflow.outbound.destinations import Destinations
 from curaflow.outbound.errors import DestinationRefused, time_limit_error, too_large_error
 from curaflow.outbound.transport import guarded_transport
 
-#: Bytes of a receiver's answer kept by default (status words and ids fit in far less).
+#: Bytes of an answer kept when only its status and first words matter (a callback
+#: push's receiver: its status decides).
 ANSWER_KEEP_BYTES = 16 * 1024
+#: Bytes of a route's answer kept: a route reads what the receiver did from it whole — a
+#: Telegram album's answer is every ``Message`` posted, about 17 KB for 10 photos in a
+#: forum topic and about 44 KB at the platform's limits (a caption of 1024 units escaped
+#: as ``\uXXXX``, chat and topic titles of 128 characters), a Discord
+#: message's every attachment and its content. An answer cut shorter is no JSON, which a
+#: route must take for an unknown outcome: until 2026-12-05 routes kept
+#: :data:`ANSWER_KEEP_BYTES`, and a 10-photo album posted in a topic ended
+#: ``delivery_unknown`` on an at-most-once route. Still a bound: an endless or huge answer
+#: costs at most this much memory per send, the rest never read.
+ROUTE_ANSWER_KEEP_BYTES = 256 * 1024
 #: Read size of a streamed body.
 CHUNK_BYTES = 64 * 1024
 

@@ -51,7 +51,7 @@ from pydantic import Field, SecretStr, model_validator
 from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
-from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
+from curaflow.outbound import ROUTE_ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import (
     DeliveryReceipt,
     DeliveryRequest,
@@ -143,7 +143,7 @@ class DiscordRoute:
         config: the route's configuration.
         http: the route's outbound client (a plain ``httpx.AsyncClient`` is wrapped,
             limited to the webhook URL). ``timeout_ms`` bounds each request's total
-            time; answers are read up to :data:`~curaflow.outbound.ANSWER_KEEP_BYTES`.
+            time; answers are read up to :data:`~curaflow.outbound.ROUTE_ANSWER_KEEP_BYTES`.
     """
 
     kind = "discord"
@@ -219,7 +219,7 @@ class DiscordRoute:
                 params=params,
                 data={"payload_json": json.dumps(payload, ensure_ascii=False)},
                 files=uploads,
-                limits=Limits(time_s=self._timeout, keep_bytes=ANSWER_KEEP_BYTES),
+                limits=Limits(time_s=self._timeout, keep_bytes=ROUTE_ANSWER_KEEP_BYTES),
             )
         except NOT_SENT as err:
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: {type(err).__name__}; not sent") from err

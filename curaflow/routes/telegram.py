@@ -83,7 +83,7 @@ from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.observability.logs import get_logger
-from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
+from curaflow.outbound import ROUTE_ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings, read_pages
 from curaflow.routes.caption import build_caption, utf16_len
 from curaflow.routes.chunks import balanced_chunks, packed_chunks
@@ -292,7 +292,7 @@ class TelegramRoute:
         config: the route's configuration.
         http: the route's outbound client (a plain ``httpx.AsyncClient`` is wrapped,
             limited to ``api_url``). ``timeout_ms`` bounds each request's total time;
-            answers are read up to :data:`~curaflow.outbound.ANSWER_KEEP_BYTES`.
+            answers are read up to :data:`~curaflow.outbound.ROUTE_ANSWER_KEEP_BYTES`.
     """
 
     kind = "telegram"
@@ -424,7 +424,7 @@ class TelegramRoute:
                     f"{self._base}/{method}",
                     data=data,
                     files=uploads,
-                    limits=Limits(time_s=self._timeout, keep_bytes=ANSWER_KEEP_BYTES),
+                    limits=Limits(time_s=self._timeout, keep_bytes=ROUTE_ANSWER_KEEP_BYTES),
                 )
             except NOT_SENT as err:
                 raise RouteError(

@@ -50,7 +50,7 @@ from standardwebhooks.webhooks import Webhook
 
 from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
-from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
+from curaflow.outbound import ROUTE_ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import (
     DeliveryReceipt,
     DeliveryRequest,
@@ -69,7 +69,8 @@ class WebhookRouteConfig(RouteSettings):
     Attributes:
         secret: ``whsec_<base64>`` signing secret (or any string, used as raw bytes).
         timeout_ms: total time of one request (connect, send, the answer); the
-            answer is read up to 16 KiB.
+            answer is read up to 256 KiB
+            (:data:`~curaflow.outbound.ROUTE_ANSWER_KEEP_BYTES`).
         include_files: inline each artifact file in the JSON body, base64-encoded
             (``files[].data_base64``); without it the body only describes the files.
     """
@@ -167,7 +168,7 @@ class WebhookRoute:
             plain ``httpx.AsyncClient`` is wrapped, limited to the route's URL).
         timeout_s: total time of one request, seconds (connect, send, answer;
             :class:`~curaflow.outbound.Limits`); the answer is read up to
-            :data:`~curaflow.outbound.ANSWER_KEEP_BYTES`.
+            :data:`~curaflow.outbound.ROUTE_ANSWER_KEEP_BYTES`.
         include_files: inline the artifact bytes.
     """
 
@@ -212,7 +213,7 @@ class WebhookRoute:
                 self.url,
                 content=body.encode(),
                 headers=headers,
-                limits=Limits(time_s=self.timeout_s, keep_bytes=ANSWER_KEEP_BYTES),
+                limits=Limits(time_s=self.timeout_s, keep_bytes=ROUTE_ANSWER_KEEP_BYTES),
             )
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as err:
             # Nothing left: no connection (or no TLS session) to send it on.

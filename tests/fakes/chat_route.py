@@ -20,7 +20,7 @@ import httpx
 from pydantic import Field, SecretStr
 
 from curaflow.domain.reasons import TerminalReason
-from curaflow.outbound import ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, configured
+from curaflow.outbound import ROUTE_ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, configured
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings, header_value
 from curaflow.routes.caption import build_caption
 from curaflow.routes.registry import RouteContext, register_route
@@ -62,7 +62,7 @@ class ChatRoute:
         self._url = f"{config.url.rstrip('/')}/api/rooms/{config.room}/posts"
         self._token = config.token.get_secret_value()
         self._out = out
-        self._limits = Limits(time_s=config.timeout_ms / 1000, keep_bytes=ANSWER_KEEP_BYTES)
+        self._limits = Limits(time_s=config.timeout_ms / 1000, keep_bytes=ROUTE_ANSWER_KEEP_BYTES)
 
     async def deliver(self, request: DeliveryRequest) -> DeliveryReceipt:
         """Post the work's pages with its caption.

@@ -3,10 +3,14 @@
 ``POST /bot<token>/<method>`` with ``multipart/form-data`` (parsed by python-multipart,
 as a real server would) or JSON; answers with the real envelopes
 ``{"ok": true, "result": …}`` and ``{"ok": false, "error_code", "description",
-"parameters"}``. It checks every request against Telegram's documented limits and
-answers like Telegram when one is broken (``PHOTO_INVALID_DIMENSIONS``, caption too
-long, album of the wrong size, mixed media …), recording each breach in
-:attr:`FakeTelegram.violations` so a test can assert none happened.
+"parameters"}``, compact and with every character outside ASCII escaped, as the Bot API
+writes them; a posted message is the whole ``Message`` Telegram answers (the bot or the
+channel as sender, the chat with its title, a photo's every ``PhotoSize``, a caption's
+entities, in a forum topic the topic's creation under ``reply_to_message``), so an answer
+is as long as Telegram's (an album of 10 photos in a topic: about 17 KB). It checks every
+request against Telegram's documented limits and answers like Telegram when one is
+broken (``PHOTO_INVALID_DIMENSIONS``, caption too long, album of the wrong size, mixed
+media …), recording each breach in :attr:`FakeTelegram.violations` so a test can assert none happened.
 
 Forum topics (``message_thread_id``): when :attr:`FakeTelegram.threads` is set, a thread
 not in it answers ``400 Bad Request: message thread not found`` and one in
@@ -29,10 +33,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import hashlib
 import io
 import json
+import re
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -59,8 +65,22 @@ GATEWAY_PAGES = {
 }
 
 
+#: The fake's bot, as the Bot API names it in a message's ``from``.
+BOT = {"id": 7123456789, "is_bot": True, "first_name": "curaflow fake", "username": "curaflow_fake_bot"}
+#: What Telegram marks in a caption as an entity: links and hashtags.
+ENTITIES = re.compile(r"https?://\S+|#\w+")
+
+
 def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
+
+
+class BotApiJSON(JSONResponse):
+    """A JSON answer as the Bot API writes one: compact, every character outside ASCII
+    written as a ``\\uXXXX`` escape (a caption of 1024 units of Japanese is 6 KB of it)."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode()
 
 
 @dataclass
@@ -127,11 +147,11 @@ def _chat_id_or_as_is(value: Any) -> Any:
     return int(value) if isinstance(value, str) and value.lstrip("-").isdigit() else value
 
 
-def _fail(code: int, description: str, parameters: dict[str, Any] | None = None) -> JSONResponse:
+def _fail(code: int, description: str, parameters: dict[str, Any] | None = None) -> BotApiJSON:
     body: dict[str, Any] = {"ok": False, "error_code": code, "description": description}
     if parameters:
         body["parameters"] = parameters
-    return JSONResponse(body, status_code=code)
+    return BotApiJSON(body, status_code=code)
 
 
 class FakeTelegram:
@@ -161,9 +181,13 @@ class FakeTelegram:
         self.requests: list[TgRequest] = []
         self.messages: list[dict[str, Any]] = []
         self.violations: list[str] = []
+        #: The body of every answer, in order (what Telegram would have written).
+        self.answers: list[bytes] = []
         self.script: dict[str, list[TgReply]] = {}
         self._next_id = 100
-        self._group = 9000
+        self._group = 13849305719287536  # Telegram's media_group_id: 17 digits
+        self.chat_title = "イラスト収集"
+        self.topic_name = "pixiv ランキング"
         app = FastAPI()
 
         @app.post("/bot{token}/{method}")
@@ -204,6 +228,7 @@ class FakeTelegram:
         self.requests.clear()
         self.messages.clear()
         self.violations.clear()
+        self.answers.clear()
         self.script.clear()
         self.chats, self.blocked = set(self._chats), set(self._blocked)
         self.threads, self.closed_threads, self.max_request_bytes = None, set(), None
@@ -284,6 +309,7 @@ class FakeTelegram:
         self.requests.append(entry)
         response = await self._answer(entry, token)
         entry.status = response.status_code
+        self.answers.append(bytes(response.body))
         return response
 
     async def _answer(self, entry: TgRequest, token: str) -> Response:
@@ -292,7 +318,7 @@ class FakeTelegram:
         if entry.method not in ("sendPhoto", "sendDocument", "sendAnimation", "sendMediaGroup", "getMe"):
             return _fail(404, "Not Found")
         if entry.method == "getMe":
-            return JSONResponse({"ok": True, "result": {"id": 123456, "is_bot": True, "first_name": "fake"}})
+            return BotApiJSON({"ok": True, "result": {"id": 123456, "is_bot": True, "first_name": "fake"}})
         reply = self._reply_for(entry.method)
         if reply.after is not None:
             with contextlib.suppress(TimeoutError):
@@ -353,11 +379,11 @@ class FakeTelegram:
             return HTMLResponse(GATEWAY_PAGES[reply.kind], status_code=int(reply.kind[-3:]))
         if reply.kind == "odd_result":
             if reply.result is not None:
-                return JSONResponse({"ok": True, "result": reply.result})
+                return BotApiJSON({"ok": True, "result": reply.result})
             posted = result if isinstance(result, list) else [result]
             odd = [{**m, "message_id": reply.message_id} for m in posted]
-            return JSONResponse({"ok": True, "result": odd if isinstance(result, list) else odd[0]})
-        return JSONResponse({"ok": True, "result": result})
+            return BotApiJSON({"ok": True, "result": odd if isinstance(result, list) else odd[0]})
+        return BotApiJSON({"ok": True, "result": result})
 
     def _check(self, entry: TgRequest) -> tuple[str, str] | None:
         """(Telegram's description, our note) for a request breaking a limit, else None."""
@@ -409,49 +435,125 @@ class FakeTelegram:
                 return "Bad Request: unused files", f"files not referenced: {sorted(set(entry.files) - used)}"
         return None
 
-    def _message(self, chat_id: str) -> dict[str, Any]:
+    def _message(self, chat_id: str, thread: str | None = None) -> dict[str, Any]:
+        """A ``Message`` as the Bot API returns a bot's post: the bot as ``from`` (a
+        channel's post names the channel as ``sender_chat`` instead), the chat with its
+        title, and in a forum topic (``message_thread_id``) the topic's id and the service
+        message that created it as ``reply_to_message`` — Telegram puts it under every
+        message of a topic."""
         self._next_id += 1
-        chat_type = "channel" if chat_id.startswith("-100") else "private"
-        return {"message_id": self._next_id, "date": int(time.time()), "chat": {"id": int(chat_id), "type": chat_type}}
+        message: dict[str, Any] = {"message_id": self._next_id}
+        if not chat_id.startswith("-100"):
+            chat: dict[str, Any] = {"id": _chat_id_or_as_is(chat_id), "first_name": "Reader", "type": "private"}
+        elif thread is None:
+            chat = {"id": int(chat_id), "title": self.chat_title, "username": "curaflow_fake", "type": "channel"}
+            message["sender_chat"] = chat
+        else:
+            chat = {"id": int(chat_id), "title": self.chat_title, "is_forum": True, "type": "supergroup"}
+        if "sender_chat" not in message:
+            message["from"] = BOT
+        message["chat"] = chat
+        message["date"] = int(time.time())
+        if thread is not None:
+            topic = _chat_id_or_as_is(thread)
+            message["message_thread_id"] = topic
+            message["reply_to_message"] = {
+                "message_id": topic,
+                "from": {"id": 5551234567, "is_bot": False, "first_name": "Admin", "username": "fake_admin"},
+                "chat": chat,
+                "date": int(time.time()) - 86_400,
+                "message_thread_id": topic,
+                "forum_topic_created": {"name": self.topic_name, "icon_color": 7322096},
+                "is_topic_message": True,
+            }
+            message["is_topic_message"] = True
+        return message
 
-    def _file(self, upload: Upload) -> dict[str, Any]:
-        return {"file_id": f"F{upload.sha256[:24]}", "file_unique_id": upload.sha256[:16], "file_size": upload.size}
+    def _file(self, upload: Upload, size: str = "") -> dict[str, Any]:
+        """A file's ids as the Bot API writes them: a ``file_id`` of 83 URL-safe base64
+        characters (different for each size of a photo), a ``file_unique_id`` of 16."""
+        digest = base64.urlsafe_b64encode(hashlib.sha512(f"{upload.sha256}{size}".encode()).digest()).decode()
+        return {"file_id": ("AgACAgIAAxkDAAI" + digest)[:83], "file_unique_id": "AQAD" + digest[83:95]}
+
+    def _photo_sizes(self, upload: Upload) -> list[dict[str, Any]]:
+        """The ``PhotoSize`` s Telegram makes of an uploaded photo: one per bound (90, 320,
+        800, 1280, 2560 pixels on the longer side) up to the first the photo fits in, never
+        larger than the photo (``photo.sizes`` of a 591x1280 upload: 42x90, 148x320,
+        369x800, 591x1280)."""
+        w, h = upload.width or 1, upload.height or 1
+        sizes = []
+        for mark, bound in zip("smxyw", (90, 320, 800, 1280, 2560), strict=True):
+            scale = min(1.0, bound / max(w, h))
+            side_w, side_h = max(1, round(w * scale)), max(1, round(h * scale))
+            share = side_w * side_h / (w * h)
+            sizes.append(
+                {
+                    **self._file(upload, mark),
+                    "file_size": max(1, int(upload.size * share)),
+                    "width": side_w,
+                    "height": side_h,
+                }
+            )
+            if scale == 1.0:
+                break
+        return sizes
+
+    def _document(self, upload: Upload) -> dict[str, Any]:
+        document: dict[str, Any] = {"file_name": upload.filename, "mime_type": upload.content_type}
+        if upload.width and upload.height:
+            thumb = self._photo_sizes(upload)[min(1, len(self._photo_sizes(upload)) - 1)]
+            document["thumbnail"] = thumb
+            document["thumb"] = thumb  # the field's former name, still sent
+        return {**document, **self._file(upload, "d"), "file_size": upload.size}
+
+    def _caption(self, message: dict[str, Any], caption: str) -> None:
+        """The caption and the entities Telegram finds in it (links, hashtags), offsets
+        and lengths in UTF-16 code units."""
+        message["caption"] = caption
+        entities = []
+        for match in ENTITIES.finditer(caption):
+            kind = "url" if match.group(0).startswith("http") else "hashtag"
+            offset = utf16_len(caption[: match.start()])
+            entities.append({"offset": offset, "length": utf16_len(match.group(0)), "type": kind})
+        if entities:
+            message["caption_entities"] = entities
 
     def _post(self, entry: TgRequest, chat_id: str, limit: int | None = None) -> Any:
+        thread = entry.fields.get("message_thread_id")
         if entry.method == "sendMediaGroup":
             self._group += 1
             out = []
             for m in entry.media[:limit]:
                 upload = entry.files[str(m["media"]).removeprefix("attach://")]
-                message = self._message(chat_id)
+                message = self._message(chat_id, thread)
                 message["media_group_id"] = str(self._group)
                 if m["type"] == "photo":
-                    message["photo"] = [{**self._file(upload), "width": upload.width, "height": upload.height}]
+                    message["photo"] = self._photo_sizes(upload)
                 else:
-                    message["document"] = {**self._file(upload), "file_name": upload.filename}
+                    message["document"] = self._document(upload)
                 if m.get("caption"):
-                    message["caption"] = m["caption"]
+                    self._caption(message, m["caption"])
                 self.messages.append(message)
                 out.append(message)
             return out
-        message = self._message(chat_id)
+        message = self._message(chat_id, thread)
         if entry.method == "sendPhoto":
-            upload = entry.files["photo"]
-            message["photo"] = [{**self._file(upload), "width": upload.width, "height": upload.height}]
+            message["photo"] = self._photo_sizes(entry.files["photo"])
         elif entry.method == "sendAnimation":
             upload = entry.files["animation"]
             message["animation"] = {
-                **self._file(upload),
+                **self._file(upload, "a"),
+                "file_size": upload.size,
                 "width": upload.width,
                 "height": upload.height,
+                "duration": 1,
                 "file_name": upload.filename,
                 "mime_type": upload.content_type,
             }
         else:
-            upload = entry.files["document"]
-            message["document"] = {**self._file(upload), "file_name": upload.filename}
+            message["document"] = self._document(entry.files["document"])
         if entry.fields.get("caption"):
-            message["caption"] = entry.fields["caption"]
+            self._caption(message, entry.fields["caption"])
         self.messages.append(message)
         return message
 

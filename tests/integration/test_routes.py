@@ -501,3 +501,28 @@ async def test_a_redirect_from_a_discord_webhook_is_the_routes_failure(tmp_path:
             await DiscordRoute("dc", config, http).deliver(make_request(tmp_path, [(100, 100)]))
     assert caught.value.reason == TerminalReason.ROUTE_REFUSED and caught.value.permanent
     assert hits == []  # never followed
+
+
+async def test_an_album_of_ten_in_a_forum_topic_is_confirmed_by_its_whole_answer(
+    tmp_path: Path, telegram: FakeTelegram, http: Any
+) -> None:
+    # Telegram's answer to an album is every Message it posted, each with its photo's
+    # sizes, the chat and — in a forum topic — the topic's creation under
+    # `reply_to_message`: about 17 KB for 10 photos (44 KB with the longest caption
+    # and titles Telegram takes). Cut at the 16 KiB the routes kept,
+    # it was no JSON, read as "not the Bot API's answer": ambiguous, and on an
+    # at-most-once route the posted album ended `delivery_unknown`, blocked there for good.
+    telegram.threads = {"7"}
+    parts: list[list[Any]] = []
+
+    async def on_part(done: list[Any]) -> None:
+        parts[:] = done
+
+    request = make_request(tmp_path, [(2600, 1800)] * 10, title="夏の終わりの夕焼けと少女", on_part=on_part)
+    request.work.tags = ["オリジナル", "風景", "夕焼け", "女の子", "空", "雲", "制服", "夏", "背景", "創作"]
+    receipt = await tg_route(telegram, http, message_thread_id=7).deliver(request)
+    [sent] = telegram.requests
+    assert len(sent.media) == 10 and telegram.violations == []
+    assert len(telegram.answers[-1]) > 16 * 1024  # Telegram's answer, as long as it is
+    ids = [m["message_id"] for m in telegram.messages]
+    assert receipt.remote_ids == [ids] and parts == [ids] and receipt.remote_id == str(ids[0])
