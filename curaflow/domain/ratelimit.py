@@ -22,12 +22,18 @@ Temporal's retry is the only retry (the delay becomes ``next_retry_delay``).
 **Retry-After** (RFC 9110 §10.2.3): either delay-seconds or an HTTP-date; both forms are
 read (the date relative to ``now``; a date in the past means "now"). Decimal seconds
 are accepted too (some APIs send them); anything else, negative or not finite, is no
-delay at all.
+delay at all. A ``Retry-After`` sent twice (a proxy in front of the receiver adding its
+own) reaches curaflow as one value joined by ``", "`` (RFC 9110 §5.3; httpx's
+``headers.get``): a list whose every item is a delay is the longest it states — never
+earlier than any of them (until 2026-12-05 it was no delay, and the backoff came back
+after 5 s, 10 s … however long the receiver had asked); a list with an item that is no
+delay is none.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
@@ -102,7 +108,8 @@ def parse_retry_after(value: object, *, now: datetime | None = None) -> float | 
     """The delay a ``Retry-After`` value asks for, in seconds (see the module doc).
 
     Args:
-        value: the header's text (delay-seconds or an HTTP-date), or a number of seconds
+        value: the header's text (delay-seconds or an HTTP-date; the header sent twice:
+            the longest delay of the list), or a number of seconds
             (as in the JSON bodies of Discord and Telegram); any other value (an object,
             a list: a third party's answer of an unknown shape) is no delay.
         now: the reference time of an HTTP-date (default: the current time, UTC).
@@ -123,6 +130,8 @@ def parse_retry_after(value: object, *, now: datetime | None = None) -> float | 
         text = value.strip()
         if not text:
             return None
+        if "," in text and (listed := _listed(text, now)) is not None:
+            return listed
         try:
             seconds = float(text)
         except ValueError:
@@ -130,6 +139,21 @@ def parse_retry_after(value: object, *, now: datetime | None = None) -> float | 
     if not math.isfinite(seconds) or seconds < 0:
         return None
     return min(seconds, float(MAX_STATED_S))
+
+
+#: One item of a ``Retry-After`` list: delay-seconds (decimal accepted) or an IMF-fixdate
+#: (RFC 9110 §5.6.7: the form a sender must use; its comma is not the list's).
+_LIST_ITEM = r"(?:\d+(?:\.\d+)?|[A-Za-z]{3}, \d{2} [A-Za-z]{3} \d{4} \d{2}:\d{2}:\d{2} GMT)"
+_LIST = re.compile(rf"{_LIST_ITEM}(?:[ \t]*,[ \t]*{_LIST_ITEM})+")
+
+
+def _listed(text: str, now: datetime | None) -> float | None:
+    """The longest delay of a ``Retry-After`` sent more than once (``"120, 120"``, two
+    dates joined), or None when ``text`` is no such list (module doc)."""
+    if not _LIST.fullmatch(text):
+        return None
+    delays = [parse_retry_after(item, now=now) for item in re.findall(_LIST_ITEM, text)]
+    return None if any(d is None for d in delays) else max(d for d in delays if d is not None)
 
 
 def _until(text: str, now: datetime | None) -> float | None:

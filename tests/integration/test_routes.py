@@ -460,6 +460,12 @@ async def test_webhook_retry_after_header_is_honoured(tmp_path: Path, http: Any)
     async def busy() -> Response:
         return Response(status_code=429, headers={"Retry-After": "12"})
 
+    @app.post("/twice")
+    async def busy_twice() -> Response:  # a proxy in front added its own Retry-After
+        answer = Response(status_code=429)
+        answer.raw_headers += [(b"retry-after", b"12"), (b"retry-after", b"12")]
+        return answer
+
     @app.post("/dated")
     async def busy_until() -> Response:  # RFC 9110's other form: an HTTP-date
         later = datetime.now(UTC) + timedelta(seconds=40)
@@ -472,6 +478,10 @@ async def test_webhook_retry_after_header_is_honoured(tmp_path: Path, http: Any)
         dated = WebhookRoute("hook", server.url + "/dated", whsec(), http)
         with pytest.raises(RouteError) as until:
             await dated.deliver(make_request(tmp_path, [(100, 100)]))
+        twice = WebhookRoute("hook", server.url + "/twice", whsec(), http)
+        with pytest.raises(RouteError) as repeated:
+            await twice.deliver(make_request(tmp_path, [(100, 100)]))
+    assert repeated.value.retry_after_s == 12 and repeated.value.rate_limited
     assert caught.value.retry_after_s == 12 and not caught.value.permanent
     assert until.value.retry_after_s is not None and 35 <= until.value.retry_after_s <= 40
 

@@ -60,6 +60,33 @@ def test_what_is_not_a_delay_is_none(value: str | float | None) -> None:
     assert parse_retry_after(value, now=NOW) is None
 
 
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("120, 120", 120.0),  # the same header twice (a proxy adding its own): one value, joined
+        ("5,7", 7.0),
+        ("30, 1.5", 30.0),
+        (
+            f"{format_datetime(NOW + timedelta(seconds=30), usegmt=True)}, "
+            f"{format_datetime(NOW + timedelta(seconds=90), usegmt=True)}",
+            90.0,
+        ),
+        (f"20, {format_datetime(NOW + timedelta(seconds=60), usegmt=True)}", 60.0),
+    ],
+)
+def test_a_retry_after_sent_twice_is_the_longest_delay_it_states(value: str, seconds: float) -> None:
+    # HTTP clients join a field sent twice with ", " (RFC 9110 §5.3; httpx's
+    # `headers.get`). Read as no delay, the receiver's stated wait was ignored: the
+    # backoff came back after 5 s, 10 s, 20 s …, each early retry spending an attempt of
+    # the budget and prolonging the ban.
+    assert parse_retry_after(value, now=NOW) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("value", ["120, soon", "5, -3", ", 5", "5,", "5,, 7", "inf, 5"])
+def test_a_list_with_an_item_that_is_no_delay_is_no_delay(value: str) -> None:
+    assert parse_retry_after(value, now=NOW) is None
+
+
 def test_a_delay_beyond_any_wait_is_the_longest_one_never_a_crash() -> None:
     # A Discord or Telegram JSON body's integer of 400 digits made float() raise
     # OverflowError out of the route: curaflow's internal_error for a plain rate limit.
