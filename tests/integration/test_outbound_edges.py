@@ -157,7 +157,7 @@ def _discord(party: HostileParty, http: httpx.AsyncClient) -> Any:
 
 
 @pytest.mark.parametrize("make_route", [_webhook, _telegram, _discord], ids=["webhook", "telegram", "discord"])
-async def test_a_100_mb_receiver_answer_is_read_only_to_a_few_kib(
+async def test_a_100_mb_receiver_answer_is_read_only_to_its_bound(
     party: HostileParty, http: httpx.AsyncClient, tmp_path: Path, make_route: Any
 ) -> None:
     party.default = Behaviour("huge", total=100 * MiB, length=True, body=b'{"ok": true, "result": "' + b"x" * 4000)
