@@ -12,6 +12,14 @@ A send is one outbound exchange (:mod:`curaflow.outbound`): its total time is
 ``callback_timeout_ms``, however slowly the receiver sends its headers or body, and the
 activity heartbeats every second while it is out, so a cancel reaches it and a slow
 receiver costs exactly one counted attempt, never a heartbeat timeout.
+
+**The answer is the status line.** Its verdict (:func:`curaflow.jobs.pushes.classify_answer`)
+and ``Retry-After`` are read from the status and headers; once they are in, the body is
+read only to keep the connection (at most :data:`~curaflow.outbound.ANSWER_KEEP_BYTES`),
+and a body that never ends or is cut mid-way changes nothing: a receiver that said 200
+has the event (before, such an answer was retried as a timeout, sent again up to
+``callback_max_attempts`` times and then reported dead-lettered; a 410 so answered was
+retried instead of dead-lettered).
 """
 
 from __future__ import annotations
@@ -62,25 +70,27 @@ class PushActivity:
             push.body,
             datetime.now(UTC),
         )
+        client = self.deps.client_for("pushes")
+        answer: httpx.Response | None = None
+        body_error: str | None = None
         try:
             async with _beating():
-                response = await self.deps.client_for("pushes").request(
-                    "POST",
-                    push.url,
-                    content=push.body.encode(),
-                    headers=headers,
-                    limits=Limits(time_s=timeout_s, keep_bytes=ANSWER_KEEP_BYTES),
-                )
+                request = client.build_request("POST", push.url, content=push.body.encode(), headers=headers)
+                async with client.stream(request, Limits(time_s=timeout_s)) as response:
+                    answer = response  # the status line and headers are in: they are the answer
+                    await _drain(response)
         except DestinationRefused as err:
             return None, f"destination refused: {err}", None, Verdict.DEAD
-        except httpx.TimeoutException as err:
-            return None, f"timeout: {err}", None, None
-        except httpx.HTTPError as err:
-            return None, f"transport: {type(err).__name__}", None, None
         except Exception as err:  # noqa: BLE001 - any failure to send counts as a failed send
-            return None, f"unsendable: {type(err).__name__}", None, None
-        error = None if response.is_success else f"HTTP {response.status_code}"
-        return response.status_code, error, parse_retry_after(response.headers.get("retry-after")), None
+            if answer is None:
+                return None, _failure(err), None, None
+            # The receiver answered; only reading its body failed (it never ended, was cut
+            # mid-way): the status stands, the body plays no part in the verdict.
+            body_error = f"answer body unread: {_failure(err)}"
+        error = None if answer.is_success else f"HTTP {answer.status_code}"
+        if error is not None and body_error is not None:
+            error = f"{error}; {body_error}"
+        return answer.status_code, error, parse_retry_after(answer.headers.get("retry-after")), None
 
     @activity.defn(name="push_events")
     async def push_events(self, inp: PushInput) -> PushReport:
@@ -142,6 +152,26 @@ class PushActivity:
                 type="callback_failed",
                 next_retry_delay=delay,
             )
+
+
+def _failure(err: Exception) -> str:
+    """A short description of a failed exchange (no URL: it is the consumer's)."""
+    if isinstance(err, httpx.TimeoutException):
+        return f"timeout: {err}"
+    if isinstance(err, httpx.HTTPError):
+        return f"transport: {type(err).__name__}"
+    return f"unsendable: {type(err).__name__}"
+
+
+async def _drain(response: httpx.Response) -> None:
+    """Read up to :data:`~curaflow.outbound.ANSWER_KEEP_BYTES` of a push's answer, so a
+    receiver that answers briefly keeps its connection for the next push; a longer body
+    is left unread (its connection is closed). Raises what reading raises."""
+    read = 0
+    async for chunk in response.aiter_raw():
+        read += len(chunk)
+        if read > ANSWER_KEEP_BYTES:
+            return
 
 
 @contextlib.asynccontextmanager

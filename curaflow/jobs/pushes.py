@@ -72,6 +72,9 @@ class Verdict(StrEnum):
 def classify_answer(status: int | None) -> Verdict:
     """Classify the answer to one push (``None``: no answer — timeout or transport error).
 
+    The answer is its status line alone: once the status arrived, what the body does (never
+    ending, cut mid-way) does not change it (:mod:`activities.push_events`).
+
     2xx and 409 ("already recorded") are delivered; 429, 5xx and no answer are retried;
     every other status (other 4xx, 1xx/3xx: redirects are not followed) is dead-lettered.
     """

@@ -15,6 +15,8 @@ Behaviours (``kind``):
 * ``"slow_headers"``: the status line and headers one byte every ``interval_s``;
 * ``"huge"``: ``total`` bytes of ``body`` repeated as fast as the reader takes them
   (``Content-Length`` sent when ``length`` is set);
+* ``"cut_body"``: ``status`` and a ``Content-Length`` of twice ``body``, then ``body``
+  alone and the connection closed (an answer cut mid-body);
 * ``"hang"``: read the request, never answer.
 
 ``connections`` records every connection: when it opened and closed (monotonic s), the
@@ -167,6 +169,10 @@ class HostileParty:
                 await self._write(writer, conn, piece)
                 sent += len(piece)
                 await asyncio.sleep(b.interval_s)
+            return
+        if b.kind == "cut_body":
+            head = f"content-type: {b.content_type}\r\ncontent-length: {2 * len(b.body)}\r\n\r\n"
+            await self._write(writer, conn, status + head.encode() + b.body)
             return
         if b.kind == "huge":
             total = b.total or 0

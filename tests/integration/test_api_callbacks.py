@@ -268,3 +268,34 @@ async def test_pushes_are_signed_like_the_webhook_route(shared: Stack, webhook: 
     got = webhook.at("/signed")
     assert got and all(r.signature_ok for r in got)  # verified with the standardwebhooks library
     assert [r.headers["webhook-id"] for r in got] == [r.headers["idempotency-key"] for r in got]
+
+
+async def test_the_status_line_is_the_answer_whatever_the_body_does(shared: Stack) -> None:
+    # A push is judged by its status alone (2xx / 409 delivered, 4xx dead, 429 / 5xx
+    # retried). Once the status line and headers are in, a body that never ends (cut by
+    # the 1 s callback timeout) or is cut mid-way changes nothing: the receiver said 200,
+    # so the event is delivered once — not sent again up to callback_max_attempts times
+    # and then reported dead-lettered — and a 410 trickled after its status is dead at once.
+    party = await HostileParty(
+        script=[
+            Behaviour("trickle_body", status=200, chunk=1, interval_s=0.2, body=b" "),
+            Behaviour("cut_body", status=200, body=b'{"ok": true}'),
+            Behaviour("trickle_body", status=410, chunk=1, interval_s=0.2, body=b" "),
+        ],
+        default=Behaviour("ok", body=b'{"ok": true}'),
+    ).start()
+    try:
+        stack = shared
+        assert stack.http is not None
+        body = stack.task(query={"tags": ["オリジナル"]})
+        body["callback_url"] = party.url + "/body"
+        job_id = (await stack.http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+        states = await wait_settled(stack, job_id)
+        got = [(s["status"], s["attempts"], s["last_status"]) for s in states]
+        assert got[:3] == [("delivered", 1, 200), ("delivered", 1, 200), ("dead", 1, 410)], got
+        assert all(s == ("delivered", 1, 200) for s in got[3:]) and len(got) > 3, got
+        keys = [c.headers.get("idempotency-key") for c in party.connections]
+        assert keys == [s["event_id"] for s in states]  # each event sent once, in order
+    finally:
+        await party.stop()
