@@ -17,11 +17,15 @@
    signal take (DESIGN.md decisions 7 and 13);
 4. it waits (up to ``api.cancel_wait_ms``) for the job to become terminal, woken by the
    job's terminal event (LISTEN/NOTIFY) or the end of the execution — the workflow
-   stops its steps and finishes the job. The ledger is converged here only when Temporal
-   says the execution does not exist (admitted, never started). A job whose execution
-   exists but that no worker serves is the reconciler's: while it waits, the handler
-   asks it (:func:`curaflow.ledger.reconciler.converge_unserved_cancel`, which finishes
-   the job once Temporal shows no workflow can act on the cancel);
+   stops its steps and finishes the job. A job no workflow can finish is the
+   reconciler's, through its one function
+   (:func:`curaflow.ledger.reconciler.converge_unserved_cancel`), asked at once when
+   Temporal has no open execution to cancel and while the handler waits otherwise: an
+   execution that does not exist (admitted, never started) ends the job ``cancelled``;
+   one that closed (terminated, timed out) ends it with its close cause; one whose
+   workflow no worker serves ends it ``cancelled`` — each only once no attempt of the
+   job holds a live lease (a send out when the execution closed lands and is recorded
+   first, so the report says it landed);
 5. it returns the job as the ledger then holds it: ``cancelled`` (or ``succeeded``
    when a delivery landed before the cancel reached it), or still ``running`` with
    ``progress.stage = "cancelling"`` when an in-flight step has not yet stopped.
@@ -100,10 +104,17 @@ async def cancel_job(
         except RPCError as err:
             exists = err.status != RPCStatusCode.NOT_FOUND
             log.info("cancel.workflow_not_cancellable", job_id=job_id, error=err.message, exists=exists)
-    if not exists:
-        # No execution, so no workflow can finish it: converge here (the workflow, if it
-        # is started later, finds the job terminal and adopts it).
+    if not exists and client is None:
+        # Never started, and Temporal is unreachable: converge here (the workflow, if it is
+        # started later, finds the job terminal and adopts it).
         await converge(pool, job_id, FinishCause.CANCELLED)
+    elif not exists and client is not None:
+        # No open execution: none that ever existed (converged here, at once), or one
+        # that closed — terminated, timed out — whose job is converged with its own
+        # cause once no attempt of it holds a lease (a send out at the terminate lands
+        # and is recorded first): the reconciler's rule, through its one function.
+        if not await converge_unserved_cancel(pool, client, job_id, created_at=record.created_at):
+            await _wait_terminal(pool, client, job_id, wait_s, notifier, record.created_at)
     else:
         await _wait_terminal(pool, client, job_id, wait_s, notifier, record.created_at)
     async with pool.acquire() as conn:

@@ -332,6 +332,41 @@ async def test_a_terminate_while_a_send_is_out_waits_for_it_and_reports_what_lan
         assert "delivered" not in str(job.get("deliveries")), job
 
 
+async def test_a_consumer_cancel_after_a_terminate_waits_for_the_send_that_is_out(env: Env) -> None:
+    """An operator terminates the job while its send is out, and its consumer, seeing it
+    hang, cancels it over HTTP at once. The execution is closed: no workflow acts on the
+    cancel, so the job is converged — but only once the send that is out has ended, and
+    with the cause Temporal gives (the terminate), as the reconciler converges it. Before,
+    the HTTP cancel finished the job at once (``cancelled_by_consumer``, the delivery
+    ``unknown``) while the receiver took the work a moment later."""
+    from tests.fakes.webhook import Reply
+
+    env.hook.script["/hook"] = [Reply(delay_s=4.0)]
+    env.hook.arrived.clear()
+    job_id = await submit(env, "demo")
+    await asyncio.wait_for(env.hook.arrived.wait(), 30)  # the send is out
+
+    await env.client.get_workflow_handle(job_id).terminate(reason="operator: during a send")
+    cancelled = await env.http.post(f"/jobs/{job_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    await env.stack.wait_terminal(job_id, 30)
+    await eventually(
+        lambda: any(job_id in answered for answered in env.hook.answered),
+        timeout_s=30,
+        what="the receiver answered the send",
+    )
+    job = (await env.http.get(f"/jobs/{job_id}")).json()
+    pool = await env.stack.ledger()
+    intents = await pool.fetch("SELECT status FROM delivery_intents WHERE job_id = $1", job_id)
+    assert [r["status"] for r in intents] == ["delivered"]
+    assert job["status"] == "succeeded", job
+    assert [d["status"] for d in job["result"]["deliveries"]] == ["delivered"], job
+    outcome = await pool.fetchval("SELECT record::text FROM outcomes WHERE job_id = $1", job_id)
+    assert "unknown" not in outcome, outcome
+    events = (await env.http.get(f"/jobs/{job_id}/events")).json()["events"]
+    assert events[-1]["type"] == "job.succeeded" and events[-1]["payload"]["job"] == job
+
+
 # ---- 5. a worker killed during finish costs a heartbeat timeout, not a minute ----------
 
 

@@ -46,7 +46,13 @@ of no workflow; :func:`converge_unserved_cancel`: rule 3 for one job).
 
 from __future__ import annotations
 
-from curaflow.ledger.reconciler.convergence import CANCEL_GRACE_MS, converge, converge_unserved_cancel
+from curaflow.ledger.reconciler.convergence import (
+    CANCEL_GRACE_MS,
+    NO_LIVE_ATTEMPT,
+    attempt_live,
+    converge,
+    converge_unserved_cancel,
+)
 from curaflow.ledger.reconciler.executions import (
     CLOSE_CAUSES,
     CLOSED_WINDOW_MS,
@@ -74,6 +80,7 @@ __all__ = [
     "CLOSE_CAUSES",
     "DEADLINE_GRACE_MS",
     "LOCK_KEY",
+    "NO_LIVE_ATTEMPT",
     "SOURCE_ACTIVITIES",
     "SOURCE_QUEUE_MARK",
     "START_GRACE_MS",
@@ -81,6 +88,7 @@ __all__ = [
     "PendingActivity",
     "StartHook",
     "TickReport",
+    "attempt_live",
     "closed_executions_query",
     "converge",
     "converge_unserved_cancel",

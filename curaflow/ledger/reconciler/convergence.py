@@ -60,6 +60,20 @@ async def converge(
     return finished
 
 
+#: SQL predicate (the job's row aliased ``j``, ``$1`` the current time in epoch ms): no
+#: activity attempt of the job holds a live cell lease. A job no workflow serves is
+#: finished only then — an attempt outlives a terminate until its heartbeat hears of it,
+#: and a send already out lands and is recorded first, so the outcome reports it.
+NO_LIVE_ATTEMPT = "NOT EXISTS (SELECT 1 FROM cells c WHERE c.job_id = j.job_id AND c.lease_until > $1::bigint)"
+
+
+async def attempt_live(pool: asyncpg.Pool | asyncpg.Connection, job_id: str) -> bool:
+    """Whether an activity attempt of ``job_id`` holds a live cell lease now (the negation
+    of :data:`NO_LIVE_ATTEMPT`, for one job)."""
+    held = await pool.fetchval(f"SELECT NOT ({NO_LIVE_ATTEMPT}) FROM jobs j WHERE j.job_id = $2", now_ms(), job_id)
+    return held is True
+
+
 async def converge_unserved_cancel(
     pool: asyncpg.Pool | asyncpg.Connection,
     client: Client,
@@ -74,7 +88,10 @@ async def converge_unserved_cancel(
     its workflow task has waited for a worker for :data:`CANCEL_GRACE_MS` or more. The
     HTTP cancel calls this while it waits, so a consumer's cancel of a job no worker
     serves is answered ``cancelled`` within the grace instead of after a reconcile
-    interval.
+    interval. As every convergence, it waits for the job's attempts
+    (:data:`NO_LIVE_ATTEMPT`): a send that was out when the execution closed lands and is
+    recorded first; and a closed execution finishes the job with its close cause
+    (``execution_terminated`` …), a missing one with the cancel.
 
     Returns:
         True when this call finished the job.
@@ -86,6 +103,8 @@ async def converge_unserved_cancel(
         return False  # a workflow is acting on the cancel (or will, once its worker picks it up)
     if execution.close_cause is not None and closed is None:
         return False  # an earlier run under this id closed; the job's own run is not started yet
+    if await attempt_live(pool, job_id):
+        return False  # an attempt still runs (a send out when the execution closed): it is recorded first
     finished = await converge(pool, job_id, closed or FinishCause.CANCELLED, caps=caps)
     return finished is not None and finished.outcome is not None
 

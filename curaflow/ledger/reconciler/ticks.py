@@ -17,7 +17,12 @@ from curaflow.domain.holds import HoldCaps
 from curaflow.domain.verdicts import FinishCause, PendingStep, budget_cause
 from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
 from curaflow.ledger.gates import DB_NOW_MS
-from curaflow.ledger.reconciler.convergence import CANCEL_GRACE_MS, _finish, converge_unserved_cancel
+from curaflow.ledger.reconciler.convergence import (
+    CANCEL_GRACE_MS,
+    NO_LIVE_ATTEMPT,
+    _finish,
+    converge_unserved_cancel,
+)
 from curaflow.ledger.reconciler.executions import _closed_executions, describe_execution
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -58,7 +63,7 @@ async def served_queues(conn: asyncpg.Connection) -> set[str]:
 
 
 _BUDGET = "(workflow_input->'budgets'->>'{name}')::bigint"
-_LIVE = "NOT EXISTS (SELECT 1 FROM cells c WHERE c.job_id = j.job_id AND c.lease_until > $1::bigint)"
+_LIVE = NO_LIVE_ATTEMPT
 
 
 async def tick(
