@@ -162,7 +162,7 @@ async def record(tmp: Path, suffix: str) -> dict[str, str]:
             ids["job_refused_input"] = "demo@manual-rec-no-input"
             await client.start_workflow("JobWorkflow", id=ids["job_refused_input"], task_queue="record")
             ids["job_cancel_two_targets"] = await cancel_after_first_delivery(settings, client, pool)
-            ids["event_push"] = f"{ids['job_succeeded']}/push-events"
+            ids["event_push"] = f"push-events:{ids['job_succeeded']}"
             await client.start_workflow(
                 "EventPushWorkflow", PushInput(job_id=ids["job_succeeded"]), id=ids["event_push"], task_queue="record"
             )

@@ -4,7 +4,7 @@
   ``finish``, one ``push_events`` run at a time;
 * ``EventPushWorkflow``: the same ``push_events`` activity for events written while no
   job workflow serves the job (started by the sweeper of :mod:`curaflow.jobs.pushes`,
-  workflow id ``<job_id>/push-events``).
+  workflow id ``push-events:<job_id>``).
 
 Deterministic and sandbox-clean: imports only pure modules.
 """

@@ -31,7 +31,7 @@ How it works:
    reconciler or the HTTP cancel converging the ledger, or a workflow that was
    terminated — are found by the **sweeper** (:func:`run_push_sweeper`, in every worker
    process): pending events nobody touched for a while get an ``EventPushWorkflow``
-   (id ``<job_id>/push-events``) running the same activity.
+   (id ``push-events:<job_id>``, :func:`push_workflow_id`) running the same activity.
 
 Push never changes the job and never moves the consumer's ack cursor: push and pull are
 independent, ``unacked`` still counts a pushed event.
@@ -122,9 +122,21 @@ def sign_push(headers: dict[str, str], secret: str, event_id: str, body: str, at
     return signed
 
 
+#: Prefix of a push run's workflow id. No job id can begin with it: every job id begins
+#: with a target or schedule id (``[A-Za-z0-9_-]``, :data:`curaflow.config.ID_PATTERN`)
+#: followed by ``@``, and ``:`` is neither.
+PUSH_WORKFLOW_PREFIX = "push-events:"
+
+
 def push_workflow_id(job_id: str) -> str:
-    """Workflow id of the sweeper's push run of ``job_id``."""
-    return f"{job_id}/push-events"
+    """Workflow id of the sweeper's push run of ``job_id``: ``push-events:<job_id>``.
+
+    It can never be a job's id (:data:`PUSH_WORKFLOW_PREFIX`). It used to be
+    ``<job_id>/push-events`` — the id of the job whose idempotency key is the other's key
+    plus ``/push-events``: that job's start attached to the push run (``USE_EXISTING``)
+    and the job never ran, or a push run was added under that job's id after it ended.
+    """
+    return f"{PUSH_WORKFLOW_PREFIX}{job_id}"
 
 
 def sweep_idle_ms(policy: CallbackPolicy) -> int:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from curaflow.jobs.pushes import push_workflow_id
+from curaflow.jobs.pushes import push_workflow_id, sweep_once
 from curaflow.ledger.event_pushes import push_states
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
@@ -111,6 +111,43 @@ async def test_events_written_without_a_workflow_are_pushed_by_the_sweeper(
     assert described.workflow_type == "EventPushWorkflow"
     status = await closed_status(temporal_client, push_workflow_id(job_id), timeout_s=10)
     assert status == WorkflowExecutionStatus.COMPLETED
+
+
+async def test_a_push_run_never_takes_the_id_of_another_job(
+    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver, temporal_client: Client
+) -> None:
+    # A key may hold "/": the job of key "K/push-events" must run its own JobWorkflow even
+    # while the sweeper's push run of the job of key "K" is open. Before, that run's id was
+    # "<job of K>/push-events" — the other job's id — so the new job's start attached to
+    # the push run (USE_EXISTING) and the job never ran.
+    stack = make_stack(callback_config(tmp_path))
+    http = await stack.start_api()  # no worker: the push run stays open
+    key = f"k-{short_id()}"
+    body = stack.task(key=key, query={"tags": ["オリジナル"]})
+    body["callback_url"] = webhook.url + "/collide"
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    async def workflow_started(job: str) -> bool:
+        return (await stack.job(job)).workflow_started_at is not None
+
+    await eventually(lambda: workflow_started(job_id), interval_s=0.05, what="the workflow started")
+    await temporal_client.get_workflow_handle(job_id).terminate(reason="test: no workflow serves this job")
+    assert (await http.post(f"/jobs/{job_id}/cancel")).json()["status"] == "cancelled"
+    pool = await stack.ledger()
+    await pool.execute("UPDATE event_pushes SET updated_at = 0 WHERE job_id = $1", job_id)  # stale now
+    assert job_id in await sweep_once(pool, temporal_client, stack.settings)
+
+    other = stack.task(key=f"{key}/push-events", query={"tags": ["オリジナル"]})
+    answer = await http.post("/jobs", json=other)
+    assert answer.status_code == 202, answer.text
+    other_id = answer.json()["job"]["job_id"]
+    assert other_id != job_id
+    await eventually(lambda: workflow_started(other_id), interval_s=0.05, what="the other job's workflow started")
+    described = await temporal_client.get_workflow_handle(other_id).describe()
+    assert described.workflow_type == "JobWorkflow", described.workflow_type
+    pushing = await temporal_client.get_workflow_handle(push_workflow_id(job_id)).describe()
+    assert pushing.workflow_type == "EventPushWorkflow"
+    await temporal_client.get_workflow_handle(push_workflow_id(job_id)).terminate(reason="test: done")
 
 
 # ---- the outbound layer: signed, bounded, guarded pushes ---------------------------------
