@@ -327,6 +327,10 @@ class DeliveryRecords:
         pause: route_gates.Pause | None = None
         rate_limited = err.rate_limited and not verdict.final
         stated = err.retry_after_s * 1000 if err.retry_after_s else None
+        # A receiver that is unavailable (a 5xx) and stated when to come back is waited as
+        # it asked (route_failure's next_retry_delay), like a rate limit: remembered on
+        # the intent in the recording's own statement, so a job ending in the wait names it.
+        unavailable = stated if stated is not None and not err.rate_limited and not verdict.final else None
         try:
             await ledger.record_failed(
                 conn,
@@ -339,6 +343,7 @@ class DeliveryRecords:
                 unknown=verdict.unknown,
                 ambiguous=err.ambiguous,
                 send=request.attempt,
+                unavailable_ms=int(unavailable) if unavailable is not None else None,
             )
         except AlreadyRecorded:
             if rate_limited:

@@ -1,7 +1,8 @@
 """What held a cell when its job ended: a third party's stated wait the report must name.
 
 A send that its receiver rate-limited waits as the receiver stated (Telegram's flood wait
-of hours on one send: :func:`curaflow.ledger.route_gates.rate_limited`); a route-wide
+of hours on one send: :func:`curaflow.ledger.route_gates.rate_limited`), and so does one
+its receiver answered it is unavailable (a 5xx) with a ``Retry-After``; a route-wide
 limit makes the whole route cool down; a route found broken is paused. A source
 account's gate refuses every request while it cools down after a rate limit or is paused
 after the source restricted it (:mod:`curaflow.ledger.gates`). When the job's deadline
@@ -42,6 +43,18 @@ WAITING_STATES: frozenset[str] = frozenset({CellState.ARTIFACT_READY, CellState.
 SOURCE_STATES: frozenset[str] = frozenset({CellState.PENDING, CellState.SELECTED})
 
 HoldOwner = Literal["route", "account"]
+
+#: What a receiver asked of one send (``delivery_intents.held_kind``): ``rate_limited`` (a
+#: rate limit, 429 or the platform's flood wait) or ``unavailable`` (a 5xx with a
+#: ``Retry-After``: the receiver is down and said when to come back).
+SendHoldKind = Literal["rate_limited", "unavailable"]
+
+#: Every :attr:`Hold.kind` (the public ``held_by.kind``). The protocol is additive-only
+#: and ``held_by`` lives in the error's free-form ``detail``: a kind may be added (the
+#: message says it in words); a reader meeting one it does not know — a later build's,
+#: during a rolling upgrade — drops the structured hold
+#: (:func:`curaflow.ledger.records.load_cells`), never the cell.
+HoldKind = Literal["rate_limited", "unavailable", "cooling", "paused"]
 
 
 @dataclass(frozen=True)
@@ -117,7 +130,9 @@ class Hold(BaseModel):
             ``account`` (the source account the cell's search and download go through).
         name: the route's name, or the account's (a target's ``account``).
         kind: ``rate_limited`` (the receiver rate-limited this send: its next attempt was
-            due at ``until``), ``cooling`` (a route-wide rate limit of the receiver, or
+            due at ``until``), ``unavailable`` (the receiver answered this send it is
+            unavailable — a 5xx — and asked to be tried again at ``until``; added
+            2026-12-05), ``cooling`` (a route-wide rate limit of the receiver, or
             the account's cooldown after a rate limit: every send of the route, every
             request of the account waits until ``until``), ``paused`` (the route was
             paused as broken, the account paused after the source restricted it, until
@@ -129,7 +144,7 @@ class Hold(BaseModel):
 
     owner: HoldOwner = "route"
     name: str
-    kind: Literal["rate_limited", "cooling", "paused"]
+    kind: HoldKind
     until: int
 
 
@@ -155,13 +170,17 @@ class RouteWait(BaseModel):
 
     Attributes:
         route: the intent's route.
-        held_until: its next attempt's time after a rate limit (0: none recorded).
+        held_until: its next attempt's time after its receiver stated a wait for the send
+            (0: none recorded).
+        held_kind: what that wait was (``delivery_intents.held_kind``; a row written
+            before the column: a rate limit).
         cooldown_until / paused_until: the route's gate (0: none; the cooldown as the
             gate reads it, at most its cap ahead).
     """
 
     route: str
     held_until: int = 0
+    held_kind: SendHoldKind = "rate_limited"
     cooldown_until: int = 0
     paused_until: int = 0
 
@@ -188,7 +207,8 @@ def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldSco
     sooner), or None.
 
     Of every wait lasting past ``at`` the longest is named; between equal ends a pause
-    (the operator's to lift) before a cooldown before a limit of the send alone. A
+    (the operator's to lift) before a cooldown before a wait of the send alone (a rate
+    limit, or the receiver unavailable). A
     cooldown the account met only after ``at`` (another job's request, read by a late
     finish) held nothing then.
 
@@ -207,7 +227,7 @@ def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldSco
             kinds = ((2, "paused", w.paused_until), (1, "cooling", w.cooldown_until if started else 0))
         else:
             owner, name = "route", w.route
-            kinds = ((2, "paused", w.paused_until), (1, "cooling", w.cooldown_until), (0, "rate_limited", w.held_until))
+            kinds = ((2, "paused", w.paused_until), (1, "cooling", w.cooldown_until), (0, w.held_kind, w.held_until))
         if scope is not None and (owner != scope.owner or (scope.name is not None and name != scope.name)):
             continue
         for rank, kind, until in kinds:
@@ -238,6 +258,17 @@ def hold_sentence(hold: Hold, lang: str = "en") -> str:
             f"Route {name}'s receiver rate-limited this send: its next attempt had to wait until {when}, "
             "past the job's deadline, so it was not sent again. Let the rate limit pass, or send to the route "
             "less often."
+        )
+    if hold.kind == "unavailable":
+        if lang == "zh":
+            return (
+                f"路由 {name} 的接收方回复此次发送时表示暂时不可用，并要求在 {when} 之后再试，已晚于任务的截止时间；"
+                "未再发送。请在该时间之后、接收方恢复后重试。"
+            )
+        return (
+            f"Route {name}'s receiver answered this send that it was unavailable and asked to be tried again at "
+            f"{when}, past the job's deadline, so it was not sent again. Retry after that time, once the receiver "
+            "is back up."
         )
     if hold.kind == "cooling":
         if lang == "zh":

@@ -9,7 +9,7 @@ Pure module: imported by workflows through the sandbox pass-through.
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, ValidationError, ValidatorFunctionWrapHandler, field_validator
 
 from curaflow.domain.cells import CellState
 from curaflow.domain.holds import Hold
@@ -238,6 +238,18 @@ class CellSnapshot(BaseModel):
     updated_at: int = 0
     #: what held the cell when its job's finish ended it (:mod:`curaflow.domain.holds`).
     held_by: Hold | None = None
+
+    @field_validator("held_by", mode="wrap")
+    @classmethod
+    def _readable_hold(cls, value: object, handler: ValidatorFunctionWrapHandler) -> Hold | None:
+        """A hold this build cannot read — a kind a later build added
+        (:data:`~curaflow.domain.holds.HoldKind`), in a payload or a row read during a
+        rolling upgrade — is dropped, never the snapshot: the cell's message, written with
+        the hold, still says it."""
+        try:
+            return handler(value)  # type: ignore[no-any-return]
+        except ValidationError:
+            return None
 
     def delivery_reports(self) -> list[DeliveryReport]:
         """This cell's deliveries as :class:`DeliveryReport` s (``reserved`` → ``pending``)."""

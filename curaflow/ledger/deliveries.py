@@ -383,6 +383,7 @@ async def record_failed(
     unknown: bool = False,
     ambiguous: bool = False,
     send: int | None = None,
+    unavailable_ms: int | None = None,
 ) -> Any:
     """Record a failed attempt; the attempt ends with it (the cell's lease is released as
     in :func:`record_delivered`).
@@ -407,6 +408,14 @@ async def record_failed(
             recording tried again after its commit's acknowledgement was lost writes
             nothing, and the caller counts nothing for the route (its rate-limit step,
             its refusal streak, the work's refusal or hold) a second time.
+        unavailable_ms: the wait the receiver asked of this send while it is unavailable
+            (a 5xx with a ``Retry-After``, ms; the next attempt waits it:
+            :func:`activities.errors.route_failure`), remembered in the same statement
+            (``held_until`` = now + it on the database clock, ``held_kind``
+            ``unavailable``) for the job's finish to name
+            (:func:`curaflow.domain.holds.held_by`) — no statement added. None: no such
+            wait; any earlier one is cleared (a rate limit's is written after this, by
+            :func:`hold_intent`).
 
     Raises:
         AlreadyRecorded: with ``send``, when the intent is not ``sending`` from it
@@ -415,10 +424,12 @@ async def record_failed(
     job = await lock_job(conn, job_id)
     status = "unknown" if unknown else ("failed" if permanent else "reserved")
     written = await conn.fetchval(
-        """UPDATE delivery_intents
+        f"""UPDATE delivery_intents
            SET maybe_delivered = maybe_delivered OR $5,
                status = CASE WHEN $2 = 'failed' AND (maybe_delivered OR $5) THEN 'unknown' ELSE $2 END,
-               last_error = $3, updated_at = $4, held_until = NULL
+               last_error = $3, updated_at = $4,
+               held_until = {DB_NOW_MS} + $7::bigint,
+               held_kind = CASE WHEN $7::bigint IS NULL THEN NULL ELSE 'unavailable' END
            WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')
              AND ($6::int IS NULL OR (status = 'sending' AND attempts = $6))
            RETURNING true""",
@@ -428,6 +439,7 @@ async def record_failed(
         now_ms(),
         ambiguous,
         send,
+        max(0, int(unavailable_ms)) if unavailable_ms is not None and not (permanent or unknown) else None,
     )
     if send is not None and not written:
         raise AlreadyRecorded(idempotency_key, send)
@@ -441,14 +453,15 @@ async def record_failed(
 
 async def hold_intent(conn: asyncpg.Connection, idempotency_key: str, delay_ms: int) -> None:
     """Remember when the intent's next attempt may leave after its receiver rate-limited
-    the send (``held_until``: now + ``delay_ms`` on the database clock), in the caller's
-    transaction — after :func:`record_failed`, which clears it for any other failure. Only
-    the job's finish reads it, to say what held a cell it ends
+    the send (``held_until``: now + ``delay_ms`` on the database clock, ``held_kind``
+    ``rate_limited``), in the caller's transaction — after :func:`record_failed`, which
+    clears it for any other failure (and writes a receiver's ``unavailable`` wait itself).
+    Only the job's finish reads it, to say what held a cell it ends
     (:func:`curaflow.domain.holds.held_by`). Written on a rate-limited failure of this
     send alone (a route-wide limit is the route's ``cooldown_until``, which the finish
     reads as ``cooling``): a delivery costs nothing more."""
     await conn.execute(
-        f"""UPDATE delivery_intents SET held_until = {DB_NOW_MS} + $2
+        f"""UPDATE delivery_intents SET held_until = {DB_NOW_MS} + $2, held_kind = 'rate_limited'
             WHERE idempotency_key = $1 AND status NOT IN ('delivered', 'duplicate')""",
         idempotency_key,
         max(0, int(delay_ms)),

@@ -199,12 +199,13 @@ def _scope(state: str, reason: str, failure: StepFailure | None) -> HoldScope | 
 _HOLD_FACTS = f"""
 WITH clock AS (SELECT {DB_NOW_MS} AS now)
 SELECT 'route' AS owner, d.target_id, d.route AS name, COALESCE(d.held_until, 0) AS held_until,
+       COALESCE(d.held_kind, 'rate_limited') AS held_kind,
        COALESCE(g.cooldown_until, 0) AS cooldown_until, COALESCE(g.paused_until, 0) AS paused_until,
        0::bigint AS rate_limited_at, clock.now
 FROM clock, delivery_intents d LEFT JOIN route_gates g ON g.route = d.route
 WHERE d.job_id = $1 AND d.target_id = ANY($2::text[]) AND d.status IN ('reserved', 'sending')
 UNION ALL
-SELECT 'account', t.target ->> 'target_id', t.target ->> 'account', 0, g.cooldown_until, g.paused_until,
+SELECT 'account', t.target ->> 'target_id', t.target ->> 'account', 0, NULL, g.cooldown_until, g.paused_until,
        COALESCE(g.last_rate_limit_at, 0), clock.now
 FROM clock, jobs j
      CROSS JOIN LATERAL jsonb_array_elements(COALESCE(j.workflow_input -> 'targets', '[]'::jsonb)) AS t(target)
@@ -217,7 +218,8 @@ async def _holds(
 ) -> dict[str, Hold]:
     """What held each cell of ``job_id`` in ``scopes`` when the job ended
     (:func:`curaflow.domain.holds.held_by`): for a cell a route may hold, its undelivered
-    intents' ``held_until`` (a send its receiver rate-limited) and their routes' gates (a
+    intents' ``held_until`` and ``held_kind`` (a send its receiver rate-limited, or
+    answered it is unavailable with a ``Retry-After``) and their routes' gates (a
     route-wide cooldown, a pause); for one its account may hold, the account's gate (its
     cooldown, its pause) — at the deadline, or now when the job ends before it (Temporal
     refuses a retry due after the execution's end). A cooldown is read as its gate reads
@@ -236,6 +238,7 @@ async def _holds(
             wait: RouteWait | AccountWait = RouteWait(
                 route=r["name"],
                 held_until=r["held_until"],
+                held_kind=r["held_kind"] if r["held_kind"] == "unavailable" else "rate_limited",
                 cooldown_until=cooling,
                 paused_until=r["paused_until"],
             )

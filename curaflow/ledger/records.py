@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import asyncpg
+from pydantic import ValidationError
 
 from curaflow.domain.holds import Hold
 from curaflow.domain.models import (
@@ -59,9 +60,15 @@ def cell_from_row(
 
 
 def _held(value: Any) -> Hold | None:
+    """The stored ``cells.held_by``, or None. A hold this build cannot read — a kind a later
+    build added (:data:`curaflow.domain.holds.HoldKind`), read during a rolling upgrade —
+    is dropped, not the cell: the cell's message, written with it, still says it."""
     if not value:
         return None
-    return Hold.model_validate_json(value) if isinstance(value, str) else Hold.model_validate(value)
+    try:
+        return Hold.model_validate_json(value) if isinstance(value, str) else Hold.model_validate(value)
+    except ValidationError:
+        return None
 
 
 async def load_cells(conn: asyncpg.Connection, job_id: str) -> list[CellSnapshot]:

@@ -41,11 +41,13 @@ class Received:
 
 @dataclass
 class Reply:
-    """A scripted answer, sent after ``delay_s`` (at once when the receiver stops)."""
+    """A scripted answer, sent after ``delay_s`` (at once when the receiver stops), with
+    ``headers`` (e.g. a ``Retry-After``)."""
 
     status: int = 200
     body: Any = field(default_factory=lambda: {"status": "accepted"})
     delay_s: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 class WebhookReceiver:
@@ -128,8 +130,8 @@ class WebhookReceiver:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), reply.delay_s)
             if reply.body is None:
-                return Response(status_code=reply.status)
-            return JSONResponse(reply.body, status_code=reply.status)
+                return Response(status_code=reply.status, headers=reply.headers)
+            return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)
 
         self.server = BackgroundServer(app, host, port)
 

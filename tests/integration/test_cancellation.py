@@ -22,7 +22,7 @@ from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.messages import JobState
 from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, activity_attempts, closed_status, job_in_stage, short_id, whsec
+from tests.support import Stack, activity_attempts, closed_status, eventually, job_in_stage, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -177,6 +177,34 @@ async def test_cancel_during_a_send_that_does_not_answer_cuts_it_and_reports_it_
     pool = await env.stack.ledger()
     status = await pool.fetchval("SELECT status FROM delivery_intents WHERE job_id = $1", job_id)
     assert status == "unknown"
+
+
+async def test_cancel_while_the_receiver_asked_to_come_back_later_ends_now(env: Env) -> None:
+    # Guard: the receiver answered 503 with a Retry-After of 10 min (within the job's
+    # 30 min deadline), which the delivery waits as asked (recorded on its intent). A
+    # cancel meanwhile ends the job within the API's cancel wait, not after the 10 min:
+    # nothing is out, nothing is sent again, the intent is released, and a cancel names
+    # no hold.
+    env.hook.script["/slow"] = [Reply(503, {"error": "down for maintenance"}, headers={"Retry-After": "600"})]
+    job_id = await submit(env, "hook")
+    await asyncio.wait_for(env.hook.arrived.wait(), 20)
+    env.hook.arrived.clear()
+    pool = await env.stack.ledger()
+    await eventually(  # the 503 is recorded: the delivery waits out the stated hour
+        lambda: pool.fetchval(
+            "SELECT last_error IS NOT NULL AND status = 'reserved' FROM delivery_intents WHERE job_id = $1", job_id
+        ),
+        what="the 503 recorded on the intent",
+    )
+
+    response = await env.http.post(f"/jobs/{job_id}/cancel")
+
+    job = response.json()
+    assert_cancelled(job)  # converged within api.cancel_wait_ms (8 s), not the 10 min
+    assert "held_by" not in job["error"]["detail"]
+    assert await closed_status(env.client, job_id) == WorkflowExecutionStatus.CANCELED
+    await assert_cancelled_outcome(env, job_id)
+    assert len([r for r in env.hook.received if job_id in r.headers["webhook-id"]]) == 1
 
 
 async def test_cancel_signal_from_the_temporal_cli(env: Env, temporal_address: str) -> None:

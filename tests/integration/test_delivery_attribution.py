@@ -1,7 +1,8 @@
 """Delivery failures judged from their owner, at job level.
 
-Real Temporal, real PostgreSQL, real worker processes; Pixiv is the replay, Telegram and
-Discord are the fakes of ``tests/fakes`` (their wire formats and limits).
+Real Temporal, real PostgreSQL, real worker processes; Pixiv is the replay, Telegram,
+Discord and a signed-webhook receiver are the fakes of ``tests/fakes`` (their wire formats
+and limits).
 """
 
 from __future__ import annotations
@@ -15,7 +16,17 @@ import pytest
 from curaflow.protocol.projection import project_job
 from tests.fakes.discord import DcReply
 from tests.fakes.telegram import FakeTelegram, TgReply
-from tests.jobs_support import Fakes, SharedEnv, curaflow, discord_route, intents, ordered, telegram_route
+from tests.fakes.webhook import Reply
+from tests.jobs_support import (
+    Fakes,
+    SharedEnv,
+    curaflow,
+    discord_route,
+    intents,
+    ordered,
+    telegram_route,
+    webhook_route,
+)
 from tests.support import Stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -47,6 +58,9 @@ SLOTS: dict[str, Callable[[Fakes], dict[str, Any]]] = {
     "flood": lambda f: telegram_route(f.telegram),
     "flood_hours": lambda f: telegram_route(f.telegram),
     "global": lambda f: discord_route(f.discord),
+    "unavailable": lambda f: webhook_route(f.webhook, "/unavailable"),
+    "unavailable_hours": lambda f: webhook_route(f.webhook, "/unavailable_hours"),
+    "unavailable_short": lambda f: webhook_route(f.webhook, "/unavailable_short"),
 }
 
 
@@ -160,3 +174,63 @@ async def test_a_job_ending_while_a_route_holds_the_delivery_says_what_held_it(
         assert "narrower query" not in text and "check the bot" not in text  # remedies that would not help
     assert route in outcome["user_message"]["zh"] and "限流" in outcome["user_message"]["zh"]
     assert target["held_by"] == held
+
+
+def unavailable(retry_after_s: int) -> Reply:
+    """A receiver down for maintenance: ``503`` with the ``Retry-After`` it asks for."""
+    return Reply(503, {"error": "down for maintenance"}, headers={"Retry-After": str(retry_after_s)})
+
+
+@pytest.mark.parametrize(
+    ("slot", "retry_after_s", "code"),
+    [
+        # The receiver's stated wait ends past the deadline, within the execution's grace:
+        # the deadline ends the job …
+        ("unavailable", 300, ("deadline_exceeded", "execution_timeout")),
+        # … or past the execution's end too (Temporal refuses the retry: the route's failure).
+        ("unavailable_hours", 4 * 3600, ("delivery_failed", "delivery_failed")),
+    ],
+    ids=["webhook_503_past_the_deadline", "webhook_503_of_hours"],
+)
+async def test_a_job_ending_while_its_receiver_asked_to_come_back_later_says_so(
+    env: SharedEnv, slot: str, retry_after_s: int, code: tuple[str, str]
+) -> None:
+    # A receiver answering 503 with a Retry-After is waited as it asked, like a rate
+    # limit; the report named no hold ("use a longer deadline", or the route's failure),
+    # though the receiver had asked curaflow to come back later.
+    route = env.route(slot)
+    env.webhook.script[f"/{slot}"] = [unavailable(retry_after_s)] * 5
+
+    job_id = await env.stack.admit({**env.task(slot, ["ゆずソフト"]), "deadline_ms": 15_000})
+    deadline_at, error, outcome = await held_report(env.stack, job_id)
+
+    assert (error["code"], error["detail"]["internal_code"]) == code  # the protocol's code is unchanged
+    assert len(env.webhook.received) == 1  # the wait was kept: nothing was sent again
+    held = error["detail"]["held_by"]
+    assert (held["owner"], held["name"], held["kind"]) == ("route", route, "unavailable")
+    assert held["until"] > deadline_at
+    target = outcome["cells"]["targets"][0]
+    for text in (error["message"], outcome["user_message"]["en"], target["error"]):
+        assert route in text and "unavailable" in text, text
+        assert "rate limit" not in text and "rate-limit" not in text, text  # not a rate limit
+        assert "longer deadline" not in text and "narrower query" not in text, text  # remedies that would not help
+    zh = outcome["user_message"]["zh"]
+    assert route in zh and "不可用" in zh and "限流" not in zh
+    assert target["held_by"] == held
+
+
+async def test_a_receiver_back_within_the_deadline_gets_the_work_once(env: SharedEnv) -> None:
+    # Guard: a 503 whose stated wait ends before the deadline is waited, then the work
+    # goes once; the job names no hold and its intent keeps none.
+    hook = env.route("unavailable_short")
+    env.webhook.script["/unavailable_short"] = [unavailable(2)]
+
+    record = await env.run("unavailable_short", ["ゆずソフト"])
+
+    cell = record.cells[0]
+    assert (cell.state, cell.held_by) == ("submitted", None), cell
+    first, second = env.webhook.received
+    assert second.at - first.at >= 2.0  # the stated wait, not the backoff
+    assert env.webhook.works() == [cell.work_id] * 2  # the 503, then the one accepted
+    intent = (await intents(await env.stack.ledger(), record.job_id))[hook]
+    assert intent["status"] == "delivered"

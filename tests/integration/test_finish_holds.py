@@ -16,15 +16,18 @@ from temporalio.testing import ActivityEnvironment
 from activities.deliver import DeliveryRecords
 from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS, DeliverySettings
 from curaflow.domain.cells import CellStage, CellState
-from curaflow.domain.holds import HoldCaps
+from curaflow.domain.holds import Hold, HoldCaps
 from curaflow.domain.messages import DeliverInput, RouteRef, TargetSpec
 from curaflow.domain.models import Artifact, CandidateReport, CellSnapshot, Work
 from curaflow.domain.ratelimit import LADDER_CAP_MS
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.verdicts import FailureKind, FinishCause, StepFailure
 from curaflow.ledger import cells, deliveries, route_gates
+from curaflow.ledger.db import create_pool
 from curaflow.ledger.finish import FinishedJob, finish_job
 from curaflow.ledger.gates import DB_NOW_MS
+from curaflow.ledger.records import load_cells
+from curaflow.ledger.statements import StatementCounter
 from curaflow.protocol.projection import project_job
 from curaflow.routes.base import DeliveryRequest, RouteError
 from tests.support import ledger_job
@@ -161,21 +164,23 @@ async def test_the_reconciler_finish_says_a_hold_as_the_workflow_finish_does(
     assert (cell.held_by is not None) == held, cell
 
 
-@pytest.mark.parametrize(("route_wide", "kind"), [(True, "cooling"), (False, "rate_limited")])
-async def test_a_rate_limit_is_named_as_the_receiver_stated_it(
-    ledger_pool: asyncpg.Pool, route_wide: bool, kind: str
-) -> None:
-    # A route-wide limit (Discord's global one) cools the whole route down: the report says
-    # "cooling". The intent's own time, written a moment after the cooldown on the
-    # database's clock, ended a millisecond later and named it "this send" whenever the
-    # two statements were a millisecond apart (a loaded machine).
-    (route,) = _routes("a")
-    job_id = await _bound(ledger_pool, [route])
-    key = await _claim(ledger_pool, job_id, route.name)
-    work = (await ledger_pool.fetchrow("SELECT work_id FROM delivery_intents WHERE idempotency_key = $1", key))[0]
+async def _answered(
+    pool: asyncpg.Pool, err: RouteError, *, max_attempts: int = 5, key: tuple[str, RouteRef] | None = None
+) -> tuple[str, str]:
+    """A one-cell job on one route whose send answered ``err``, recorded as the deliver
+    attempt records it (``DeliveryRecords._record_error``, attempt 1 of ``max_attempts``);
+    with ``key`` (a job and its route), that job's next send instead. Returns the job id
+    and the intent's key."""
+    if key is None:
+        (route,) = _routes("a")
+        job_id = await _bound(pool, [route])
+    else:
+        job_id, route = key
+    idem = await _claim(pool, job_id, route.name)
+    work = (await pool.fetchrow("SELECT work_id FROM delivery_intents WHERE idempotency_key = $1", idem))[0]
     records: Any = DeliveryRecords()
     records.deps = SimpleNamespace(
-        pool=ledger_pool,
+        pool=pool,
         route=lambda name: SimpleNamespace(name=name, resend_safe=False),
         settings=SimpleNamespace(delivery=DeliverySettings()),
     )
@@ -184,20 +189,145 @@ async def test_a_rate_limit_is_named_as_the_receiver_stated_it(
         job_id=job_id,
         target_id="demo",
         route=route.name,
-        idempotency_key=key,
+        idempotency_key=idem,
         work=Work(work_id=work),
         artifact=Artifact(work_id=work),
+        attempt=await pool.fetchval("SELECT attempts FROM delivery_intents WHERE idempotency_key = $1", idem),
     )
+    await ActivityEnvironment().run(
+        records._record_error,
+        DeliverInput(job_id=job_id, target=target, route=route),
+        request,
+        err,
+        max_attempts=max_attempts,
+    )
+    return job_id, idem
+
+
+async def _held_of(pool: asyncpg.Pool, key: str) -> tuple[int | None, str | None]:
+    row = await pool.fetchrow("SELECT held_until, held_kind FROM delivery_intents WHERE idempotency_key = $1", key)
+    return row["held_until"], row["held_kind"]
+
+
+@pytest.mark.parametrize(("route_wide", "kind"), [(True, "cooling"), (False, "rate_limited")])
+async def test_a_rate_limit_is_named_as_the_receiver_stated_it(
+    ledger_pool: asyncpg.Pool, route_wide: bool, kind: str
+) -> None:
+    # A route-wide limit (Discord's global one) cools the whole route down: the report says
+    # "cooling". The intent's own time, written a moment after the cooldown on the
+    # database's clock, ended a millisecond later and named it "this send" whenever the
+    # two statements were a millisecond apart (a loaded machine).
     err = RouteError(
         TerminalReason.DELIVERY_FAILED, "429", retry_after_s=1800, rate_limited=True, route_wide=route_wide
     )
-    await ActivityEnvironment().run(
-        records._record_error, DeliverInput(job_id=job_id, target=target, route=route), request, err, max_attempts=5
-    )
+    job_id, key = await _answered(ledger_pool, err)
+    route = await ledger_pool.fetchval("SELECT route FROM delivery_intents WHERE idempotency_key = $1", key)
     cell = await _finish(ledger_pool, job_id)
-    assert cell.held_by is not None and (cell.held_by.name, cell.held_by.kind) == (route.name, kind), cell.held_by
-    held_until = await ledger_pool.fetchval("SELECT held_until FROM delivery_intents WHERE idempotency_key = $1", key)
+    assert cell.held_by is not None and (cell.held_by.name, cell.held_by.kind) == (route, kind), cell.held_by
+    held_until, held_kind = await _held_of(ledger_pool, key)
     assert (held_until is None) == route_wide
+    assert held_kind == (None if route_wide else "rate_limited")
+
+
+# ---- a receiver that is unavailable and said when to come back ----------------------------
+
+
+async def test_a_receiver_unavailable_past_the_deadline_is_named_as_it_asked(ledger_pool: asyncpg.Pool) -> None:
+    # A 503 with a Retry-After of 30 min: the next attempt waits it (route_failure), and
+    # only a rate limit's wait was remembered — the job ending in it said "a longer
+    # deadline". Now the wait is on the intent, with its kind, in the recording's own
+    # statement, and the report names the receiver's unavailability, not a rate limit.
+    err = RouteError(TerminalReason.DELIVERY_FAILED, "webhook answered HTTP 503", retry_after_s=1800)
+    before = await _db_now(ledger_pool)
+    job_id, key = await _answered(ledger_pool, err)
+    held_until, held_kind = await _held_of(ledger_pool, key)
+    assert held_kind == "unavailable" and held_until is not None
+    assert before + 1800_000 <= held_until <= await _db_now(ledger_pool) + 1800_000
+    route = await ledger_pool.fetchval("SELECT route FROM delivery_intents WHERE idempotency_key = $1", key)
+    finished = await _finished(ledger_pool, job_id)
+    cell = finished.record.cells[0]
+    assert (cell.reason, cell.held_by) == (
+        "execution_timeout",
+        Hold(name=route, kind="unavailable", until=held_until),
+    )
+    assert project_job(finished.record, 0)["error"]["detail"]["held_by"]["kind"] == "unavailable"
+    assert "unavailable" in (cell.reason_message or "") and "rate limit" not in (cell.reason_message or "")
+
+
+@pytest.mark.parametrize(
+    ("err", "max_attempts"),
+    [
+        # no stated wait: Temporal's backoff, nothing the receiver asked
+        (RouteError(TerminalReason.DELIVERY_FAILED, "webhook answered HTTP 503"), 5),
+        # the last attempt: no next one to wait for
+        (RouteError(TerminalReason.DELIVERY_FAILED, "webhook answered HTTP 503", retry_after_s=1800), 1),
+        # a refusal for good carries no wait
+        (
+            RouteError(TerminalReason.ROUTE_REFUSED, "webhook answered HTTP 401", permanent=True, answer="HTTP 401"),
+            5,
+        ),
+    ],
+    ids=["503_without_retry_after", "503_on_the_last_attempt", "401"],
+)
+async def test_a_failure_with_no_wait_to_keep_holds_nothing(
+    ledger_pool: asyncpg.Pool, err: RouteError, max_attempts: int
+) -> None:
+    job_id, key = await _answered(ledger_pool, err, max_attempts=max_attempts)
+    assert await _held_of(ledger_pool, key) == (None, None)
+    assert (await _finish(ledger_pool, job_id)).held_by is None
+
+
+async def test_the_next_answer_replaces_a_receivers_stated_wait(ledger_pool: asyncpg.Pool) -> None:
+    # A 503 with a Retry-After, then the retry met a 500 with none: the wait is over, and
+    # the report no longer names it. A rate limit after it is named a rate limit.
+    unavailable = RouteError(TerminalReason.DELIVERY_FAILED, "webhook answered HTTP 503", retry_after_s=1800)
+    job_id, key = await _answered(ledger_pool, unavailable)
+    name = await ledger_pool.fetchval("SELECT route FROM delivery_intents WHERE idempotency_key = $1", key)
+    route = RouteRef(name=name, kind="directory")
+    plain = RouteError(TerminalReason.DELIVERY_FAILED, "webhook answered HTTP 500")
+    await _answered(ledger_pool, plain, key=(job_id, route))
+    assert await _held_of(ledger_pool, key) == (None, None)
+    limited = RouteError(TerminalReason.DELIVERY_FAILED, "429", retry_after_s=1800, rate_limited=True)
+    await _answered(ledger_pool, limited, key=(job_id, route))
+    assert (await _held_of(ledger_pool, key))[1] == "rate_limited"
+    cell = await _finish(ledger_pool, job_id)
+    assert cell.held_by is not None and cell.held_by.kind == "rate_limited"
+
+
+async def test_a_receivers_stated_wait_costs_no_statement(ledger_pool: asyncpg.Pool, database_url: str) -> None:
+    # The wait is written by the statement that records the failure: a 503 with a
+    # Retry-After costs the ledger what one without costs (and a delivery nothing more:
+    # test_job_statements.py).
+    counter = StatementCounter()
+    pool = await create_pool(database_url, min_size=1, max_size=1, counter=counter)
+    try:
+        costs = []
+        for stated in (None, 1800, None):
+            before = counter.totals()
+            err = RouteError(TerminalReason.DELIVERY_FAILED, "webhook answered HTTP 503", retry_after_s=stated)
+            _, key = await _answered(pool, err)
+            after = counter.totals()
+            costs.append((after[0] - before[0], after[1] - before[1]))
+            assert (await _held_of(pool, key))[1] == ("unavailable" if stated else None)
+    finally:
+        await pool.close()
+    assert costs[0] == costs[1] == costs[2], costs
+
+
+async def test_a_stored_hold_of_a_later_builds_kind_is_read_without_it(ledger_pool: asyncpg.Pool) -> None:
+    # Additive: a kind a later build writes (a rolling upgrade) costs the structured hold
+    # only — the job and its cells are read, the cell's message still says it.
+    (route,) = _routes("a")
+    job_id = await _bound(ledger_pool, [route])
+    await _finish(ledger_pool, job_id)
+    await ledger_pool.execute(
+        """UPDATE cells SET held_by = '{"owner": "route", "name": "x", "kind": "a-later-kind", "until": 1}'::jsonb
+           WHERE job_id = $1""",
+        job_id,
+    )
+    async with ledger_pool.acquire() as conn:
+        (cell,) = await load_cells(conn, job_id)
+    assert (cell.state, cell.held_by) == (CellState.FAILED, None)
 
 
 # ---- a cell held by another route than the one that failed it ----------------------------

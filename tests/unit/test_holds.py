@@ -76,3 +76,37 @@ def test_an_accounts_hold_says_the_account_and_until_when(kind: str, lang: str) 
     assert "second" in text and "2026-" in text and "Route" not in text and "路由" not in text
     if kind == "paused":
         assert "curaflow accounts resume second" in text
+
+
+def test_a_receiver_unavailable_is_named_as_it_asked_not_as_a_rate_limit() -> None:
+    # A 5xx with a Retry-After: the intent's wait is recorded with its kind, and named so.
+    down = RouteWait(route="hook", held_until=AT + 600_000, held_kind="unavailable")
+    assert held_by([down], at=AT) == Hold(name="hook", kind="unavailable", until=AT + 600_000)
+    assert held_by([down], at=AT + 600_000) is None  # over by then: it held nothing
+    # the route's own cooldown outlasting it is the longer wait
+    cooling = down.model_copy(update={"cooldown_until": AT + 900_000})
+    assert held_by([cooling], at=AT) == Hold(name="hook", kind="cooling", until=AT + 900_000)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_receiver_unavailable_says_so_in_words_of_its_own(lang: str) -> None:
+    until = 1_796_000_000_000
+    text = hold_sentence(Hold(name="hook", kind="unavailable", until=until), lang)
+    limited = hold_sentence(Hold(name="hook", kind="rate_limited", until=until), lang)
+    assert "hook" in text and "2026-" in text and text != limited
+    if lang == "zh":
+        assert "不可用" in text and "限流" not in text
+    else:
+        assert "unavailable" in text and "rate limit" not in text and "rate-limit" not in text
+
+
+def test_a_hold_of_a_kind_this_build_does_not_know_drops_the_hold_not_the_cell() -> None:
+    # The protocol is additive: a later build may add a kind (a rolling upgrade reads its
+    # rows and payloads); the snapshot is read, without the structured hold.
+    from curaflow.domain.models import CellSnapshot
+
+    later = {"owner": "route", "name": "hook", "kind": "a-later-kind", "until": AT}
+    cell = CellSnapshot.model_validate({"target_id": "demo", "reason_message": "said", "held_by": later})
+    assert (cell.held_by, cell.reason_message) == (None, "said")
+    known = {**later, "kind": "unavailable"}
+    assert CellSnapshot.model_validate({"target_id": "demo", "held_by": known}).held_by == Hold.model_validate(known)
