@@ -26,7 +26,7 @@ from curaflow.domain.outcome import build_outcome_record, business_status, is_al
 from curaflow.domain.projection import JobStatus, job_stage, job_status
 from curaflow.domain.ratelimit import cooldown_left_ms
 from curaflow.domain.tally import cell_message
-from curaflow.domain.verdicts import FinishCause, StepFailure, cell_verdict, failure_reason
+from curaflow.domain.verdicts import FinishCause, StepFailure, cancel_stopped, cell_verdict, failure_reason
 from curaflow.ledger.cells import finish_cell
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import append_event
@@ -37,10 +37,6 @@ from curaflow.protocol.projection import project_job
 
 if TYPE_CHECKING:
     from curaflow.config import Settings
-
-#: Causes a workflow finishes with; it saw which barrier came first, so a cancel the
-#: ledger recorded after that does not change its verdicts.
-WORKFLOW_CAUSES = frozenset({FinishCause.COMPLETED, FinishCause.CANCELLED, FinishCause.DEADLINE})
 
 
 @dataclass
@@ -64,6 +60,7 @@ async def finish_job(
     failures: dict[str, StepFailure] | None = None,
     verdicts: dict[str, str] | None = None,
     caps: HoldCaps | None = None,
+    closed_at_ms: int | None = None,
 ) -> FinishedJob | None:
     """Make ``job_id`` terminal (own transaction).
 
@@ -75,6 +72,10 @@ async def finish_job(
             existed (applied as given).
         caps: the instance's cooldown caps (:func:`hold_caps`), so a cooldown stored
             beyond its cap is named as the gate holds it; None: as stored.
+        closed_at_ms: when Temporal closed the execution (epoch ms UTC) when ``cause``
+            was read from that close (the reconciler); a consumer cancel recorded after
+            it stopped nothing and leaves the close's reasons
+            (:func:`curaflow.domain.verdicts.cancel_stopped`). None: no close.
 
     Returns:
         The finished job, or None when the job is unknown.
@@ -86,7 +87,7 @@ async def finish_job(
         record = await load_job(conn, job_id, for_update=True)
         if record is None:
             return None
-        cancel_recorded = record.cancel_requested_at is not None and cause not in WORKFLOW_CAUSES
+        cancel_recorded = cancel_stopped(cause, record.cancel_requested_at, closed_at_ms)
         open_cells = [c for c in record.cells if not is_terminal(c.state)]
         reasons = {
             cell.target_id: cell_verdict(

@@ -431,3 +431,85 @@ async def stack_client(address: str) -> Client:
     from curaflow.temporal.connection import connect
 
     return await connect(address)
+
+
+@pytest.mark.parametrize(
+    ("order", "reason", "status", "code"),
+    [
+        ("terminate-then-cancel", "execution_terminated", "cancelled", "cancelled_by_consumer"),
+        ("timeout-then-cancel", "execution_timeout", "expired", "deadline_exceeded"),
+        # The rule it keeps: a cancel recorded before the close is what stopped the job.
+        ("cancel-then-terminate", "cancelled_by_consumer", "cancelled", "cancelled_by_consumer"),
+    ],
+)
+async def test_a_consumer_cancel_after_the_execution_closed_keeps_the_close_as_the_reason(
+    env: Env, order: str, reason: str, status: str, code: str
+) -> None:
+    """Temporal closed the job's execution (an operator's terminate, the execution timeout)
+    while an attempt still held its cell's lease; then the consumer, seeing the job hang,
+    cancels it over HTTP. The cancel stopped nothing — the execution was already closed —
+    so the job ends as the close made it end: ``execution_terminated`` (job cancelled) or
+    ``execution_timeout`` (job expired), as docs/http-api.md says ("A consumer's
+    ``POST /jobs/{id}/cancel`` of such a job changes neither"). Before, the cancel recorded
+    on the way rewrote the close's reason into ``cancelled_by_consumer`` once the lease
+    ended, and a timed-out job was reported cancelled, not expired. A cancel recorded
+    before the close still is the job's reason."""
+    from datetime import timedelta
+
+    from curaflow.domain.presentation import job_search_attributes
+    from curaflow.jobs.admission import Admitter
+    from curaflow.ledger.jobs import mark_workflow_started
+
+    pool = await env.stack.ledger()
+    body = env.stack.task(target_id="demo")
+    admission = await Admitter(env.stack.settings, pool, None).admit(body, start=False)
+    inp = admission.job_input
+    assert inp is not None
+    # An attempt of the job holds its cell's lease (a worker frozen in a step, a send out).
+    await pool.execute(
+        "UPDATE cells SET lease_until = $2 WHERE job_id = $1", inp.job_id, int(time.time() * 1000) + 600_000
+    )
+    handle = await env.client.start_workflow(
+        "JobWorkflow",
+        inp,
+        id=inp.job_id,
+        task_queue=f"unserved-{short_id()}",  # no worker: the execution makes no step
+        execution_timeout=timedelta(seconds=2) if order.startswith("timeout") else None,
+        search_attributes=job_search_attributes(inp),
+    )
+    async with pool.acquire() as conn:
+        await mark_workflow_started(conn, inp.job_id)
+
+    async def cancel() -> asyncio.Task[httpx.Response]:
+        sent = asyncio.create_task(env.http.post(f"/jobs/{inp.job_id}/cancel"))
+        await eventually(
+            lambda: pool.fetchval("SELECT cancel_requested_at IS NOT NULL FROM jobs WHERE job_id = $1", inp.job_id),
+            timeout_s=10,
+            what="the cancel recorded",
+        )
+        return sent
+
+    if order.startswith("cancel"):
+        cancelled = await cancel()
+        await asyncio.sleep(0.05)  # the close comes strictly after the cancel, on every clock
+    if "terminate" in order:
+        await handle.terminate(reason="operator: wrong query")
+    expected = WorkflowExecutionStatus.TIMED_OUT if order.startswith("timeout") else WorkflowExecutionStatus.TERMINATED
+    assert await closed_status(env.client, inp.job_id) == expected
+    if not order.startswith("cancel"):
+        cancelled = await cancel()
+    assert (await env.stack.job(inp.job_id)).completed_at is None  # the lease holds the convergence
+    await pool.execute("UPDATE cells SET lease_until = NULL WHERE job_id = $1", inp.job_id)  # the attempt ended
+    answered = await cancelled
+    assert answered.status_code == 200, answered.text
+
+    record = await env.stack.wait_terminal(inp.job_id, 30)
+    assert (record.cells[0].state, record.cells[0].reason) == ("failed", reason), record.cells[0]
+    job = (await env.http.get(f"/jobs/{inp.job_id}")).json()
+    assert (job["status"], job["error"]["code"], job["error"]["detail"]["internal_code"]) == (
+        status,
+        code,
+        reason,
+    ), job
+    events = (await env.http.get(f"/jobs/{inp.job_id}/events")).json()["events"]
+    assert events[-1]["type"] == f"job.{status}", [e["type"] for e in events]

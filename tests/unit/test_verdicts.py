@@ -13,6 +13,7 @@ from curaflow.domain.verdicts import (
     StepFailure,
     attempt_budget,
     budget_cause,
+    cancel_stopped,
     cell_verdict,
     delivery_verdict,
     failure_reason,
@@ -395,3 +396,41 @@ def test_a_route_refusing_the_request_holds_the_work_back_and_never_refuses_it()
     assert not verdict("route_refused", ambiguous=True, resend_safe=False).hold  # type: ignore[attr-defined]
     # a route that is down (retries ran out) is not a refusal: nothing held
     assert not verdict("delivery_failed", permanent=False, attempt=3).hold  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("cause", "cancel_at", "closed_at", "expected"),
+    [
+        # No cancel recorded: nothing to weigh.
+        ("terminated", None, 1_000, False),
+        ("queued_too_long", None, None, False),
+        # A workflow's cause already says which barrier came first.
+        ("completed", 500, None, False),
+        ("cancelled", 500, None, False),
+        ("deadline", 500, None, False),
+        # Temporal's close: the cancel is the stop's reason only if it came first.
+        ("terminated", 500, 1_000, True),
+        ("terminated", 1_000, 1_000, True),
+        ("terminated", 1_500, 1_000, False),
+        ("timed_out", 500, 1_000, True),
+        ("timed_out", 1_500, 1_000, False),
+        # A budget: the reconciler stops the job now, after any recorded cancel.
+        ("queued_too_long", 1_500, None, True),
+        ("stalled", 1_500, None, True),
+    ],
+)
+def test_a_cancel_recorded_after_the_close_stopped_nothing(
+    cause: str, cancel_at: int | None, closed_at: int | None, expected: bool
+) -> None:
+    assert cancel_stopped(cause, cancel_at, closed_at) is expected
+
+
+def test_a_timed_out_run_cancelled_afterwards_stays_expired() -> None:
+    late = cancel_stopped("timed_out", 1_500, 1_000)
+    assert cell_verdict(state="selected", stage="fetching", cause="timed_out", cancel_requested=late) == (
+        R.EXECUTION_TIMEOUT
+    )
+    early = cancel_stopped("timed_out", 500, 1_000)
+    assert cell_verdict(state="selected", stage="fetching", cause="timed_out", cancel_requested=early) == (
+        R.CANCELLED_BY_CONSUMER
+    )

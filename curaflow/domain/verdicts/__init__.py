@@ -54,7 +54,14 @@ from curaflow.domain.verdicts.failures import (
     failure_reason,
     owner_of,
 )
-from curaflow.domain.verdicts.finish import CAUSE_REASONS, STOPPED_REASONS, FinishCause, cell_verdict
+from curaflow.domain.verdicts.finish import (
+    CAUSE_REASONS,
+    STOPPED_REASONS,
+    WORKFLOW_CAUSES,
+    FinishCause,
+    cancel_stopped,
+    cell_verdict,
+)
 from curaflow.domain.verdicts.no_candidate import no_candidate_state, no_candidate_verdict
 
 __all__ = [
@@ -64,6 +71,7 @@ __all__ = [
     "NON_RETRYABLE_TYPES",
     "REFUSAL_REASONS",
     "STOPPED_REASONS",
+    "WORKFLOW_CAUSES",
     "DeliveryVerdict",
     "FailureKind",
     "FinishCause",
@@ -72,6 +80,7 @@ __all__ = [
     "StepFailure",
     "attempt_budget",
     "budget_cause",
+    "cancel_stopped",
     "cell_verdict",
     "delivery_verdict",
     "ended_by_deadline",

@@ -30,6 +30,40 @@ class FinishCause(StrEnum):
     WORKFLOW_FAILED = "workflow_failed"  # the execution failed (or closed without finishing)
 
 
+#: Causes a workflow finishes with; it saw which barrier came first, so a cancel the
+#: ledger recorded after that does not change its verdicts.
+WORKFLOW_CAUSES = frozenset({FinishCause.COMPLETED, FinishCause.CANCELLED, FinishCause.DEADLINE})
+
+
+def cancel_stopped(cause: FinishCause | str, cancel_requested_at_ms: int | None, closed_at_ms: int | None) -> bool:
+    """Whether the consumer cancel the ledger holds is what stopped a job finished for
+    ``cause`` (the ``cancel_requested`` of :func:`cell_verdict`).
+
+    A workflow's cause already says which barrier came first (:data:`WORKFLOW_CAUSES`):
+    never. A cause the reconciler found — a budget, or Temporal's close of the execution
+    (``terminated``, ``timed_out``, ``workflow_failed``) — is the cancel's only when the
+    cancel was recorded before the execution closed: a cancel recorded after it (a
+    consumer's ``POST /jobs/{id}/cancel`` of a job whose run an operator had terminated
+    or Temporal had timed out) stopped nothing, and the job ends as the close made it end
+    (``execution_terminated``, ``execution_timeout``: expired, not cancelled). Until
+    2026-12-05 any recorded cancel turned those reasons into ``cancelled_by_consumer``.
+
+    Args:
+        cause: why the job finishes.
+        cancel_requested_at_ms: when the ledger recorded the consumer cancel (epoch ms
+            UTC), None when it holds none.
+        closed_at_ms: when Temporal closed the execution (epoch ms UTC, its close time),
+            for a cause read from that close; None when the cause is no close (a budget:
+            the reconciler stops the job now, after any recorded cancel).
+
+    Returns:
+        True when the recorded cancel is the stop's reason.
+    """
+    if cancel_requested_at_ms is None or FinishCause(cause) in WORKFLOW_CAUSES:
+        return False
+    return closed_at_ms is None or cancel_requested_at_ms <= closed_at_ms
+
+
 #: Reasons that mean "stopped", not "failed on its own": a recorded consumer cancel is
 #: what stopped the cell, so the cancel is its reason.
 STOPPED_REASONS: frozenset[TerminalReason] = frozenset(

@@ -27,12 +27,20 @@ log = get_logger("curaflow.reconciler")
 
 
 async def converge(
-    pool: asyncpg.Pool | asyncpg.Connection, job_id: str, cause: FinishCause, *, caps: HoldCaps | None = None
+    pool: asyncpg.Pool | asyncpg.Connection,
+    job_id: str,
+    cause: FinishCause,
+    *,
+    caps: HoldCaps | None = None,
+    closed_at_ms: int | None = None,
 ) -> FinishedJob | None:
     """Finish ``job_id`` for ``cause`` on behalf of no workflow (logs and counts the first time).
 
     ``caps``: the instance's cooldown caps (:func:`curaflow.ledger.finish.hold_caps`), so a
-    hold the finish names is the gate's (None: cooldowns as stored).
+    hold the finish names is the gate's (None: cooldowns as stored). ``closed_at_ms``: when
+    Temporal closed the execution, for a cause read from that close (epoch ms UTC; a
+    consumer cancel recorded after it stopped nothing,
+    :func:`curaflow.domain.verdicts.cancel_stopped`); None for any other cause.
 
     Returns:
         The finished job (``outcome`` None when it was already terminal), or None when the
@@ -40,9 +48,9 @@ async def converge(
     """
     if isinstance(pool, asyncpg.Pool):
         async with pool.acquire() as conn:
-            finished = await finish_job(conn, job_id, cause=cause, caps=caps)
+            finished = await finish_job(conn, job_id, cause=cause, caps=caps, closed_at_ms=closed_at_ms)
     else:
-        finished = await finish_job(pool, job_id, cause=cause, caps=caps)
+        finished = await finish_job(pool, job_id, cause=cause, caps=caps, closed_at_ms=closed_at_ms)
     if finished is not None and finished.outcome is not None:
         rec = finished.record
         log.warning("reconciler.converged", job_id=job_id, cause=str(cause))
@@ -91,7 +99,9 @@ async def converge_unserved_cancel(
     interval. As every convergence, it waits for the job's attempts
     (:data:`NO_LIVE_ATTEMPT`): a send that was out when the execution closed lands and is
     recorded first; and a closed execution finishes the job with its close cause
-    (``execution_terminated`` …), a missing one with the cancel.
+    (``execution_terminated`` …), a missing one with the cancel. A cancel recorded after
+    the execution closed stopped nothing: the close's reasons stand (a timed-out run's
+    job ends expired, not cancelled; :func:`curaflow.domain.verdicts.cancel_stopped`).
 
     Returns:
         True when this call finished the job.
@@ -105,10 +115,18 @@ async def converge_unserved_cancel(
         return False  # an earlier run under this id closed; the job's own run is not started yet
     if await attempt_live(pool, job_id):
         return False  # an attempt still runs (a send out when the execution closed): it is recorded first
-    finished = await converge(pool, job_id, closed or FinishCause.CANCELLED, caps=caps)
+    closed_at = execution.closed_at_ms if closed is not None else None
+    finished = await converge(pool, job_id, closed or FinishCause.CANCELLED, caps=caps, closed_at_ms=closed_at)
     return finished is not None and finished.outcome is not None
 
 
-async def _finish(conn: asyncpg.Connection, job_id: str, cause: FinishCause, caps: HoldCaps | None = None) -> bool:
-    finished = await converge(conn, job_id, cause, caps=caps)
+async def _finish(
+    conn: asyncpg.Connection,
+    job_id: str,
+    cause: FinishCause,
+    caps: HoldCaps | None = None,
+    *,
+    closed_at_ms: int | None = None,
+) -> bool:
+    finished = await converge(conn, job_id, cause, caps=caps, closed_at_ms=closed_at_ms)
     return finished is not None and finished.outcome is not None

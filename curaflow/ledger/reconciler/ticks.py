@@ -147,7 +147,7 @@ async def _tick(
                 if cause_now is None:
                     continue
                 seen.add(r["job_id"])
-                if await _finish(conn, r["job_id"], cause_now, caps):
+                if await _finish(conn, r["job_id"], cause_now, caps, closed_at_ms=execution.closed_at_ms):
                     report.closed.append(r["job_id"])
         cancels = await conn.fetch(
             f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL AND cancel_requested_at IS NOT NULL
@@ -200,9 +200,11 @@ async def _tick(
         seen.add(job_id)
         pending: list[PendingStep] | None = None
         close_cause: FinishCause | None = None
+        close_time: int | None = None
         if client is not None:
             execution = await describe_execution(client, job_id, now)
             close_cause = execution.closed_cause_for(r["created_at"])
+            close_time = execution.closed_at_ms if close_cause is not None else None
             if close_cause is None and execution.exists:
                 if served is None:
                     served = await served_queues(conn)
@@ -220,7 +222,7 @@ async def _tick(
         )
         if ended is None:
             continue  # a step is held, in its backoff or queued behind others: not stalled
-        if await _finish(conn, job_id, ended, caps):
+        if await _finish(conn, job_id, ended, caps, closed_at_ms=close_time):
             buckets.get(ended, report.closed).append(job_id)
 
 
