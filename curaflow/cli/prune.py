@@ -18,6 +18,7 @@ import typer
 from curaflow.artifacts import ArtifactStore
 from curaflow.cli.common import ConfigOption, err_console, out_console, settings_or_exit
 from curaflow.cli.remembered import ledger_pool
+from curaflow.config.checks import MAX_SETTING_DAYS
 from curaflow.ledger import retention
 from curaflow.ledger.db import now_ms
 from curaflow.observability.logs import configure_logging
@@ -28,6 +29,7 @@ def prune(
         None,
         "--older-than-days",
         min=1,
+        max=MAX_SETTING_DAYS,
         help="Prune jobs that finished more than N days ago (default: retention.days).",
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Count what would be pruned; change nothing."),

@@ -312,7 +312,9 @@ def api(
 
 
 def temporal_setup(
-    timeout: float = typer.Option(120.0, help="Seconds to wait for Temporal to come up and accept the setup."),
+    timeout: float = typer.Option(
+        120.0, min=0.0, help="Seconds to wait for Temporal to come up and accept the setup (0: one try)."
+    ),
     config: Path | None = ConfigOption,
 ) -> None:
     """Register the namespace (`TEMPORAL_NAMESPACE`), curaflow's search attributes and the jobs' Nexus endpoint.

@@ -25,6 +25,10 @@ DEFAULT_HEARTBEAT_MS = 30_000
 #: apart, ``activities.heartbeat.CANCEL_PROBE_S``) must be missed before it is timed out.
 SOURCE_HEARTBEAT_FLOOR_MS = 5_000
 DEFAULT_DEADLINE_MS = 1_800_000
+#: The largest budget used as given, ms (365 days, as every duration setting:
+#: :data:`curaflow.config.checks.MAX_SETTING_MS`); beyond it the timers a budget sets
+#: overflow, so the default is used and named in a warning, as for a value below the floor.
+BUDGET_CEILING_MS = 365 * 86_400_000
 
 
 def resolve_budget(value: Any, default: int, floor: int = BUDGET_FLOOR_MS) -> int:
@@ -36,12 +40,12 @@ def resolve_budget(value: Any, default: int, floor: int = BUDGET_FLOOR_MS) -> in
         floor: the smallest accepted value in ms.
 
     Returns:
-        ``int(value)`` when it is a finite number ≥ ``floor``; otherwise ``default``
-        (not the floor).
+        ``int(value)`` when it is a finite number from ``floor`` to :data:`BUDGET_CEILING_MS`;
+        otherwise ``default`` (not the floor, nor the ceiling).
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
         return default
-    if not math.isfinite(value) or value < floor:
+    if not math.isfinite(value) or value < floor or value > BUDGET_CEILING_MS:
         return default
     return int(value)
 
@@ -54,8 +58,8 @@ class BudgetFallback:
         field: the setting's dotted name (``budgets.queued_timeout_ms``).
         value: the configured value, as configured.
         used_ms: the value in effect, ms.
-        why: ``below_floor`` (the default is used), ``not_a_number`` (the default is
-            used) or ``not_an_integer`` (truncated).
+        why: ``below_floor`` or ``above_ceiling`` (the default is used), ``not_a_number``
+            (the default is used) or ``not_an_integer`` (truncated).
     """
 
     field: str
@@ -71,6 +75,8 @@ def budget_fallback(field: str, value: Any, default: int, floor: int = BUDGET_FL
         return BudgetFallback(field, value, used, "not_a_number")
     if value < floor:
         return BudgetFallback(field, value, used, "below_floor")
+    if value > BUDGET_CEILING_MS:
+        return BudgetFallback(field, value, used, "above_ceiling")
     if value != used:
         return BudgetFallback(field, value, used, "not_an_integer")
     return None
@@ -124,6 +130,7 @@ class HasBudgets(Protocol):
 
 _WHY = {
     "below_floor": "is below the {floor} ms floor: the default {used} ms is used",
+    "above_ceiling": "is beyond 365 days: the default {used} ms is used",
     "not_a_number": "is not a number: the default {used} ms is used",
     "not_an_integer": "is not an integer: {used} ms is used",
 }

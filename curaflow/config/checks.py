@@ -1,18 +1,43 @@
 """Validation across sections: the rules no single section can check on its own (names that
-must be unique or well-formed, targets and schedules naming what exists, no example secret)."""
+must be unique or well-formed, targets and schedules naming what exists, no example secret,
+every duration one its parts can honour)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Protocol
+
+from pydantic import BaseModel
 
 from curaflow.config.base import ID_PATTERN
 from curaflow.config.schedules import ScheduleConfig
 from curaflow.config.targets import TargetConfig
+from curaflow.protocol.models import MAX_DEADLINE_MS
 
 #: How every secret of the env example begins (``deploy/curaflow.env.example``): a process
 #: refuses to start with one, so a copied example never runs as a production secret.
 EXAMPLE_SECRET_PREFIX = "change-me"
+
+#: The longest duration any ``*_ms`` setting may give, ms (365 days). Every such setting is
+#: a timeout, an interval, a hold or a pause: beyond a year it is a unit slip, and far beyond
+#: it the parts that honour it break when first used (``datetime.timedelta`` overflows past
+#: ~2.7 million years, PostgreSQL's ``interval`` arithmetic past ~178 million years).
+MAX_SETTING_MS = 365 * 86_400_000
+#: The longest a ``*_days`` setting may give (100 years; ``retention.days``: the cut-off
+#: ``now - days`` must stay a timestamp PostgreSQL holds).
+MAX_SETTING_DAYS = 36_500
+#: PostgreSQL's own ceiling of a timeout parameter (``statement_timeout`` is an int of ms:
+#: https://www.postgresql.org/docs/current/runtime-config-client.html); the pool sets it
+#: on every session, so a larger value refused every connection.
+PG_MAX_TIMEOUT_MS = 2_147_483_647
+#: Settings with a ceiling of their own, by dotted name, with the rule's source.
+OWN_CEILINGS: dict[str, tuple[int, str]] = {
+    "database.statement_timeout_ms": (PG_MAX_TIMEOUT_MS, "PostgreSQL's statement_timeout is an int of ms"),
+    "budgets.default_deadline_ms": (
+        MAX_DEADLINE_MS,
+        "the largest deadline_ms a task may ask: curaflow.protocol.models.MAX_DEADLINE_MS",
+    ),
+}
 
 
 class ConfiguredNames(Protocol):
@@ -97,3 +122,56 @@ def check_references(settings: ConfiguredNames) -> None:
     for name in settings.routes:
         if not ID_PATTERN.match(name):
             raise ValueError(f"route name {name!r} must match [A-Za-z0-9_-]{{1,64}}")
+
+
+def _durations(model: BaseModel, prefix: str) -> Iterator[tuple[str, int, int, str]]:
+    """``(dotted name, value, ceiling, why)`` of every integer ``*_ms`` and ``*_days`` field
+    of ``model`` and of the models, mappings and lists it holds."""
+    for key, field in type(model).model_fields.items():
+        value = getattr(model, key)
+        name = f"{prefix}{key}"
+        if field.annotation is Any:  # a budget: its own rule (resolve_budget), never refused
+            continue
+        if isinstance(value, int) and not isinstance(value, bool):
+            if name in OWN_CEILINGS:
+                yield (name, value, *OWN_CEILINGS[name])
+            elif key.endswith("_ms"):
+                yield name, value, MAX_SETTING_MS, "365 days"
+            elif key == "days" or key.endswith("_days"):
+                yield name, value, MAX_SETTING_DAYS, "100 years"
+        else:
+            yield from _nested(value, name)
+
+
+def _nested(value: Any, name: str) -> Iterator[tuple[str, int, int, str]]:
+    if isinstance(value, BaseModel):
+        yield from _durations(value, f"{name}.")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _nested(item, f"{name}.{key}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _nested(item, f"{name}[{index}]")
+
+
+def check_durations(settings: BaseModel) -> None:
+    """Refuse every duration the parts that honour it cannot: each integer ``*_ms`` setting
+    at most :data:`MAX_SETTING_MS`, each ``*_days`` at most :data:`MAX_SETTING_DAYS`, a
+    setting of :data:`OWN_CEILINGS` at most its own — in every section, route, source and
+    account, whatever its kind. (A budget of ``[budgets]`` given as any value is no integer
+    field here: it falls back to its default with a warning, reference §8 —
+    :func:`curaflow.config.budgets.resolve_budget`.)
+
+    Args:
+        settings: the loaded settings (any model: the walk reads its fields).
+
+    Raises:
+        ValueError: naming every setting beyond its ceiling, with the ceiling.
+    """
+    found = [
+        f"{name} is {value}: at most {ceiling} ({why})"
+        for name, value, ceiling, why in _durations(settings, "")
+        if value > ceiling
+    ]
+    if found:
+        raise ValueError("; ".join(found))
