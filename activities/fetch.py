@@ -102,7 +102,7 @@ class FetchActivity:
             cell: CellSnapshot | None = opened
         else:
             async with deps.pool.acquire() as conn, conn.transaction():
-                cell, barrier, deadline, _ = await ledger.start_step(
+                cell, barrier, deadline, *_ = await ledger.start_step(
                     conn,
                     inp.job_id,
                     target.target_id,

@@ -7,7 +7,8 @@ small step each:
 1. :meth:`SearchActivity._open` — opens the step in the ledger (job ``started`` on the
    first step of the job, cell stage ``searching``, the cell's lease); a job behind a
    barrier, or a cell already bound or ended (a resumed attempt never re-ranks), stops
-   here;
+   here — a job that had already ended, whose id another run holds, says so too
+   (``CellUpdate.ended_in_another_run``: the asking run only reports the job);
 2. :meth:`SearchActivity._prepare` — reads in one statement where the scan resumes (the
    checkpoint of this pass, the works the cell released) and, for a source that keeps
    frontiers, the target's stored frontier (the source's own JSON under its
@@ -56,6 +57,7 @@ from curaflow.observability.logs import get_logger
 from curaflow.outbound import attempt_deadline
 from curaflow.sources.base import ScanRequest, ScanState, Source
 from curaflow.sources.errors import SourceError
+from curaflow.temporal.job_runs import held_by_another_run
 
 log = get_logger("curaflow.source")
 
@@ -174,10 +176,24 @@ class SearchActivity:
                 TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
             )
         if barrier is not None:
-            return Searched(barrier_update(cell, barrier)), opened
-        if is_terminal(cell.state) or cell.work_id is not None:
-            return Searched(CellUpdate(cell=cell)), opened
-        return None, opened
+            update = barrier_update(cell, barrier)
+        elif is_terminal(cell.state) or cell.work_id is not None:
+            update = CellUpdate(cell=cell)
+        else:
+            return None, opened
+        if opened.ended and await self._held_by_another_run():
+            update = update.model_copy(update={"ended_in_another_run": True})
+        return Searched(update), opened
+
+    async def _held_by_another_run(self) -> bool:
+        """The job ended before this step opened: whether another run of its id holds it
+        (this execution is then a run added under an ended job's id; see
+        :func:`~curaflow.temporal.job_runs.held_by_another_run`). False without a Temporal
+        client (no run to compare)."""
+        info = activity.info()
+        if self.deps.client is None or not info.workflow_id or not info.workflow_run_id:
+            return False
+        return await held_by_another_run(self.deps.client, info.workflow_id, info.workflow_run_id)
 
     async def _prepare(self, inp: SearchInput, hb: Heartbeater, opened: ledger.StepOpened) -> _Plan:
         """The source, where its scan resumes and what it starts from, the scan's request

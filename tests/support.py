@@ -14,6 +14,7 @@ import base64
 import contextlib
 import dataclasses
 import inspect
+import json
 import os
 import time
 import uuid
@@ -208,6 +209,21 @@ async def terminal_job(http: httpx.AsyncClient, job_id: str, timeout_s: float = 
 def whsec(seed: str = "curaflow-test") -> str:
     """A Standard Webhooks secret for tests."""
     return "whsec_" + base64.b64encode(seed.encode().ljust(24, b"_")).decode()
+
+
+def recorded_history(shown: str) -> str:
+    """A history as ``temporal workflow show -o json`` printed it, every failure's
+    ``stackTrace`` emptied: it names the recording machine's paths, and replay never reads
+    it (as ``scripts/record_histories.py`` writes them)."""
+
+    def strip(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: ("" if k == "stackTrace" else strip(v)) for k, v in node.items()}
+        if isinstance(node, list):
+            return [strip(v) for v in node]
+        return node
+
+    return json.dumps(strip(json.loads(shown)), indent=1, ensure_ascii=False) + "\n"
 
 
 def short_id() -> str:

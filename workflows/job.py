@@ -127,6 +127,14 @@ FOREIGN_INPUT = "foreign-input"
 #: id is; before, the copy ran the job's steps and finished it. Called only for such an
 #: input, so a job's own execution records no marker.
 OWN_JOB_ONLY = "own-job-only"
+#: A run started with a job's ``JobInput`` whose first step finds the job ended in the ledger
+#: and held by another run of its id (``CellUpdate.ended_in_another_run``: a ``temporal
+#: workflow reset`` of a closed HTTP job's run, a start under its id with Temporal's default
+#: reuse policy) only reports the job, as :data:`REPORTING_RUN` does for a Task: it publishes
+#: no ``JobStatus`` / ``BusinessStatus`` (and drops the ``JobStatus`` it was started with),
+#: so the list queries name the job once; before, it published ``running`` then the job's end.
+#: Called only where that result arrived, so a job's own execution records no marker.
+JOB_INPUT_REPORTING_RUN = "job-input-reporting-run"
 #: The search attributes that say a job's state: only the job's own run carries them.
 JOB_STATE_ATTRIBUTES = frozenset({JOB_STATUS.name, BUSINESS_STATUS.name})
 STAGE_OF: Mapping[Step, str] = MappingProxyType(
@@ -667,12 +675,25 @@ class JobWorkflow:
                 ),
             )
             return None
+        if update.ended_in_another_run and not self._reporting and workflow.patched(JOB_INPUT_REPORTING_RUN):
+            self._report_only()
         self._apply(update)
         if update.cancel_requested:
             self._request_cancel()
         if update.deadline_passed:
             self._stop(FinishCause.DEADLINE)
         return update
+
+    def _report_only(self) -> None:
+        """This run was added under the id of a job that ended (:data:`JOB_INPUT_REPORTING_RUN`):
+        from now on it publishes no job state, and the state it was started with (an HTTP
+        start's ``JobStatus = queued``, copied by a reset) is removed — before anything else
+        was published, as the step's result is applied after this."""
+        self._reporting = True
+        carried = workflow.info().typed_search_attributes
+        stale = [key.value_unset() for key in (JOB_STATUS, BUSINESS_STATUS) if carried.get(key) is not None]
+        if stale:
+            workflow.upsert_search_attributes(stale)
 
     def _apply(self, update: CellUpdate) -> None:
         cell = update.cell

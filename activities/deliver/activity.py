@@ -80,7 +80,7 @@ class DeliverActivity(DeliveryRecords):
             raise permanent(TerminalReason.CONFIGURATION_ERROR, str(err)) from err
 
         async with deps.pool.acquire() as conn, conn.transaction():
-            cell, barrier, deadline_ms, _ = await ledger_cells.start_step(
+            cell, barrier, deadline_ms, *_ = await ledger_cells.start_step(
                 conn,
                 inp.job_id,
                 target.target_id,

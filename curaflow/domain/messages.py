@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 from curaflow.domain.models import CellSnapshot, DeliveryReport
 from curaflow.domain.projection import JobStatus
@@ -277,6 +277,11 @@ class CellUpdate(BaseModel):
             activity opened or carried on its step: it went no further, and the
             workflow stops the job.
         delivery: ``deliver`` only: the route's delivery afterwards.
+        ended_in_another_run: the job had already ended in the ledger when the step
+            opened (it did nothing) and another run of its id holds it
+            (:func:`curaflow.temporal.job_runs.held_by_another_run`): the execution that
+            asked is a run added under an ended job's id, which only reports the job.
+            Absent (False) in results recorded before it existed.
     """
 
     cell: CellSnapshot
@@ -284,11 +289,21 @@ class CellUpdate(BaseModel):
     cancel_requested: bool = False
     deadline_passed: bool = False
     delivery: DeliveryReport | None = None
+    ended_in_another_run: bool = False
 
     @field_validator("cell")
     @classmethod
     def _brief(cls, cell: CellSnapshot) -> CellSnapshot:
         return cell.brief()
+
+    @model_serializer(mode="wrap")
+    def _without_unset_flag(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """``ended_in_another_run`` is written only when set: every other step result keeps
+        the bytes it had (a job's history does not grow)."""
+        data = handler(self)
+        if isinstance(data, dict) and not self.ended_in_another_run:
+            data.pop("ended_in_another_run", None)
+        return data
 
 
 class FinishInput(BaseModel):

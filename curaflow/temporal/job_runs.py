@@ -24,11 +24,14 @@ plain start, a child workflow started without ``REJECT_DUPLICATE``) adds a run u
 closed job id, and no server setting refuses it. Such a run admits its Task, finds the
 job ended and reports it (``workflows.job``: it publishes no ``JobStatus``, so the list
 queries stay exact); docs/temporal.md tells every client to start with
-``RejectDuplicate``.
+``RejectDuplicate``. A run started with the job's ``JobInput`` instead (such a start with
+a copied input, or ``temporal workflow reset`` of the job's closed run) learns it from its
+first step, which asks :func:`held_by_another_run`, and reports the job the same way.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -36,7 +39,7 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExec
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from curaflow.domain.execution import JOB_TYPE
+from curaflow.domain.execution import JOB_STATUS, JOB_TYPE
 
 T = TypeVar("T")
 
@@ -71,6 +74,34 @@ def held_a_job(described: WorkflowExecutionDescription) -> bool:
     it admitted its Task; a run that refused its Task, or stopped before admitting it,
     never has it."""
     return described.typed_search_attributes.get(JOB_TYPE) is not None
+
+
+async def held_by_another_run(client: Client, job_id: str, run_id: str) -> bool:
+    """Whether a run of ``job_id`` other than ``run_id`` holds the job: it carries the
+    ``JobStatus`` search attribute, which only the job's own run publishes — so the
+    documented list queries (docs/temporal.md) already name the job by that run.
+
+    Asked only by a step that found its job already ended in the ledger
+    (:func:`curaflow.ledger.cells.start_step`): for a run added under an ended job's id (a
+    ``temporal workflow reset`` of the job's closed run, a start with Temporal's default
+    reuse policy) it answers True, and that run only reports the job
+    (``workflows.job``, ``job-input-reporting-run``). For the job's own run — one the
+    reconciler ended in the ledger while it waited for a worker (queued too long, past its
+    deadline) — it answers False (no other run, or only a run that held no job), and that
+    run publishes the job's end as the job's.
+
+    One visibility list of the id's runs (a handful). Visibility is eventually consistent,
+    but the other run was listed with its ``JobStatus`` from its start, long before a run
+    could be added after it closed.
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer the list (the
+            step's attempt fails and is retried).
+    """
+    async for execution in client.list_workflows(f"WorkflowId = {json.dumps(job_id)}"):
+        if execution.run_id != run_id and execution.typed_search_attributes.get(JOB_STATUS) is not None:
+            return True
+    return False
 
 
 async def start_run(client: Client, job_id: str, start: Callable[[WorkflowIDReusePolicy], Awaitable[T]]) -> T:

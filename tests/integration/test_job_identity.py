@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import gc
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -27,11 +28,12 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
 from curaflow.devstack.temporal import temporal_binary
+from curaflow.domain.execution import BUSINESS_STATUS, JOB_STATUS
 from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobState
 from curaflow.jobs.submit import start_job
 from curaflow.protocol.errors import ProtocolError
-from tests.support import DemoStack, closed_status, demo_stack, eventually, job_in_stage, short_id
+from tests.support import DemoStack, closed_status, demo_stack, eventually, job_in_stage, recorded_history, short_id
 from workflows.job import JobWorkflow
 
 pytestmark = pytest.mark.integration
@@ -86,8 +88,6 @@ async def snapshot(env: Env, job_id: str) -> Snapshot:
     ]
     runs = tuple(sorted(listed_runs))
     attributes = described.typed_search_attributes
-    from curaflow.domain.execution import JOB_STATUS
-
     return Snapshot(
         runs=runs,
         run_id=described.run_id,
@@ -384,3 +384,130 @@ async def test_a_reset_job_goes_on_in_its_new_run_and_the_old_run_stays_terminat
     # The open and failed lists: neither run (the job succeeded).
     for query in doc_list_queries().values():
         assert await listed(env, query, [handle.id]) == set()
+
+
+# ---- a run added under an ended HTTP job's id (its JobInput) ----------------------------
+
+
+async def runs_listed(env: Env, query: str, job_id: str) -> list[str]:
+    """The run ids ``query`` lists under ``job_id`` (every run, not only the latest)."""
+    scoped = f"({query}) AND WorkflowId = {json.dumps(job_id)}"
+    return sorted([w.run_id async for w in env.client.list_workflows(scoped)])
+
+
+async def job_input_of(env: Env, job_id: str, run_id: str) -> dict[str, Any]:
+    """The input ``run_id`` was started with (a job admitted over HTTP: its ``JobInput``)."""
+    async for event in env.client.get_workflow_handle(job_id, run_id=run_id).fetch_history_events():
+        [payload] = event.workflow_execution_started_event_attributes.input.payloads
+        return dict(json.loads(payload.data))
+    raise AssertionError(f"{job_id}: no history")
+
+
+def record_history(env: Env, workflow_id: str, name: str) -> None:
+    """Write the latest run's history to tests/histories (``CURAFLOW_RECORD_HISTORIES=1``)."""
+    if os.environ.get("CURAFLOW_RECORD_HISTORIES") != "1":
+        return
+    done = cli(env, "show", "-w", workflow_id, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    (ROOT / "tests" / "histories" / f"{name}.json").write_text(recorded_history(done.stdout))
+
+
+@pytest.mark.parametrize(("how", "end"), [("reset", "failed"), ("start", "failed"), ("reset", "succeeded")])
+async def test_a_run_added_under_an_ended_http_jobs_id_reports_it_and_the_failed_list_names_it_once(
+    env: Env, how: str, end: str
+) -> None:
+    """``temporal workflow reset --type FirstWorkflowTask`` of a failed job admitted over
+    HTTP, or a start under its id with its ``JobInput`` and Temporal's default reuse
+    policy: the new run replayed the job from the ledger and published ``JobStatus =
+    failed``, so the failed jobs' list named the job twice. It now only reports the job —
+    its result is the job's, it carries no ``JobStatus`` — and the ledger is untouched (a
+    delivered job is not delivered again)."""
+    failed_query = next(q for what, q in doc_list_queries().items() if "failed jobs" in what)
+    body = (
+        task(f"added-{how}-{short_id()}", query={"tags": NOTHING}) if end == "failed" else task(f"added-{short_id()}")
+    )
+    answer = await env.http.post("/jobs", json=body)
+    assert answer.status_code == 202, answer.text
+    job_id = answer.json()["job"]["job_id"]
+    await env.stack.wait_terminal(job_id, 60)
+    closed = WorkflowExecutionStatus.FAILED if end == "failed" else WorkflowExecutionStatus.COMPLETED
+    assert await closed_status(env.client, job_id) == closed
+    own = (await env.client.get_workflow_handle(job_id).describe()).run_id
+    report = (await env.http.get(f"/jobs/{job_id}")).json()
+    pool = await env.stack.ledger()
+    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+    delivered = sorted(p.name for p in env.out.rglob("*"))
+    await eventually(
+        lambda: runs_listed(env, f'JobStatus = "{end}"', job_id), timeout_s=15, what="the job's run listed"
+    )
+
+    if how == "reset":
+        done = await asyncio.to_thread(
+            cli, env, "reset", "-w", job_id, "--type", "FirstWorkflowTask", "--reason", "operator: test"
+        )
+        assert done.returncode == 0, done.stderr
+    else:
+        await env.client.start_workflow(
+            "JobWorkflow", await job_input_of(env, job_id, own), id=job_id, task_queue=env.stack.task_queue
+        )
+    added = env.client.get_workflow_handle(job_id)
+    if end == "failed":
+        with pytest.raises(WorkflowFailureError) as ended:
+            await added.result()
+        state = state_of(ended.value)
+    else:
+        state = JobState.model_validate(await added.result())
+    assert state is not None and (state.status, state.job_id) == (end, job_id)
+    described = await added.describe()
+    assert described.run_id != own and described.status == closed
+    if (how, end) == ("reset", "failed"):
+        record_history(env, job_id, "job_input_added_run_core_v3")
+
+    async def both_closed() -> bool:
+        runs = [w async for w in env.client.list_workflows(f"WorkflowId = {json.dumps(job_id)}")]
+        return len(runs) == 2 and all(w.close_time is not None for w in runs)
+
+    await eventually(both_closed, timeout_s=15, what="both runs closed in visibility")
+    assert await runs_listed(env, failed_query, job_id) == ([own] if end == "failed" else [])
+    assert await runs_listed(env, f'JobStatus = "{end}"', job_id) == [own]
+    assert described.typed_search_attributes.get(JOB_STATUS) is None
+    assert described.typed_search_attributes.get(BUSINESS_STATUS) is None
+    # The ledger and the HTTP report: as they were (no new event, nothing written, nothing sent).
+    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
+    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events
+    assert sorted(p.name for p in env.out.rglob("*")) == delivered
+
+
+async def test_a_jobs_own_run_that_finds_it_ended_by_the_reconciler_still_publishes_its_end(env: Env) -> None:
+    """The reconciler ends a job whose run waited for a worker (its queued budget); when a
+    worker takes the run, its first step finds the job ended — but no other run holds it:
+    this is the job's own run, and it publishes the job's end, so the failed jobs' list
+    names the job (once, by this run)."""
+    from curaflow.domain.verdicts import FinishCause
+    from curaflow.jobs.admission import Admitter
+    from curaflow.ledger.reconciler import converge
+    from curaflow.temporal.connection import start_job_workflow
+
+    failed_query = next(q for what, q in doc_list_queries().items() if "failed jobs" in what)
+    pool = await env.stack.ledger()
+    admission = await Admitter(env.stack.settings, pool, None).admit(task(f"late-{short_id()}"))
+    inp = admission.job_input
+    assert inp is not None
+    finished = await converge(pool, inp.job_id, FinishCause.QUEUED_TOO_LONG)
+    assert finished is not None and finished.outcome is not None
+    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", inp.job_id)
+
+    handle = await start_job_workflow(env.client, inp, env.stack.task_queue)
+    with pytest.raises(WorkflowFailureError) as ended:
+        await handle.result()
+    state = state_of(ended.value)
+    assert state is not None and state.status == "expired"  # queued_too_long
+    attributes = (await handle.describe()).typed_search_attributes
+    assert (attributes.get(JOB_STATUS), attributes.get(BUSINESS_STATUS)) == ("expired", state.business_status)
+    own = (await handle.describe()).run_id
+
+    async def listed_once() -> bool:
+        return await runs_listed(env, failed_query, inp.job_id) == [own]
+
+    await eventually(listed_once, timeout_s=15, what="the job's own run in the failed list")
+    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", inp.job_id) == events

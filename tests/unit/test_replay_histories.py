@@ -21,7 +21,7 @@ from temporalio.worker import Replayer
 from curaflow.process.worker import sandbox_runner
 from curaflow.temporal.connection import DATA_CONVERTER
 from workflows.event_push import EventPushWorkflow
-from workflows.job import FOREIGN_INPUT, OWN_JOB_ONLY, JobWorkflow
+from workflows.job import FOREIGN_INPUT, JOB_INPUT_REPORTING_RUN, OWN_JOB_ONLY, JobWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
@@ -46,8 +46,9 @@ def test_histories_of_every_job_shape_are_kept() -> None:
     assert {shape(path) for path in HISTORIES if job_history(path)} == {"v1", "v2", "v3"}
     for path in HISTORIES:
         if job_history(path) and shape(path) == "v3":
-            # one marker for every change since core v2; foreign input adds its own where it came
-            assert patches(path) - {FOREIGN_INPUT, OWN_JOB_ONLY} == {"core-v3"}, path.name
+            # one marker for every change since core v2; the changes asked only where their
+            # input came (foreign input, a copy's JobInput, a run added under an ended job) add their own
+            assert patches(path) - {FOREIGN_INPUT, OWN_JOB_ONLY, JOB_INPUT_REPORTING_RUN} == {"core-v3"}, path.name
 
 
 def test_histories_of_both_trampoline_shapes_are_kept() -> None:
@@ -114,6 +115,24 @@ def test_a_cell_payload_keeps_the_field_names_histories_hold() -> None:
     [back] = converter.from_payloads([payload], [CellSnapshot])
     assert back.fallback_pass == 2
     assert CellSnapshot.model_validate({"target_id": "t", "fallback_pass": 3}).fallback_pass == 3
+
+
+def test_a_step_result_writes_the_another_run_flag_only_when_set() -> None:
+    """``CellUpdate.ended_in_another_run`` is new: a result without it keeps the bytes every
+    step result had (a normal job's history does not grow), and results recorded before it
+    decode as False."""
+    from curaflow.domain.messages import CellUpdate
+    from curaflow.domain.models import CellSnapshot
+
+    converter = DATA_CONVERTER.payload_converter
+    plain = CellUpdate(cell=CellSnapshot(target_id="t"))
+    [payload] = converter.to_payloads([plain])
+    assert set(json.loads(payload.data)) == {"cell", "retry_stage", "cancel_requested", "deadline_passed", "delivery"}
+    [back] = converter.from_payloads([payload], [CellUpdate])
+    assert back.ended_in_another_run is False
+    [flagged] = converter.to_payloads([plain.model_copy(update={"ended_in_another_run": True})])
+    assert json.loads(flagged.data)["ended_in_another_run"] is True
+    assert converter.from_payloads([flagged], [CellUpdate])[0].ended_in_another_run is True
 
 
 def test_histories_of_the_temporal_client_shapes_are_kept() -> None:
@@ -237,3 +256,58 @@ def test_histories_of_a_job_input_under_another_id_are_kept() -> None:
     assert failure["applicationFailureInfo"]["type"] == "invalid_params"
     detail = json.loads(base64.b64decode(failure["applicationFailureInfo"]["details"]["payloads"][0]["data"]))
     assert detail["detail"]["field"] == "workflow_id"
+
+
+def state_upserts(events: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Each ``JobStatus`` / ``BusinessStatus`` upsert of a history (None: unset), in order."""
+    found = []
+    for event in events:
+        attrs = event.get("upsertWorkflowSearchAttributesEventAttributes")
+        if not isinstance(attrs, dict):
+            continue
+        fields = attrs["searchAttributes"]["indexedFields"]
+        said = {
+            name: json.loads(base64.b64decode(value["data"])) if value.get("data") else None
+            for name, value in fields.items()
+            if name in ("JobStatus", "BusinessStatus")
+        }
+        if said:
+            found.append(said)
+    return found
+
+
+def test_histories_of_a_run_added_under_an_ended_http_jobs_id_are_kept() -> None:
+    """``temporal workflow reset --type FirstWorkflowTask`` of a failed job admitted over
+    HTTP (its input a ``JobInput``): recorded before ``job-input-reporting-run``, the new
+    run published ``running`` then ``failed`` (the failed jobs' list named the job twice) —
+    it replays so on today's code (:func:`test_recorded_history_replays`); from the patch on
+    it records the marker, removes the ``queued`` it was started with and publishes no job
+    state. Both ran the one ``acquire`` (it found the job ended) and the ``finish`` marker,
+    and fail ``job_failed`` as the job did."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = by_name["job_input_added_run_before_reporting_core_v3"]
+    after = by_name["job_input_added_run_core_v3"]
+    assert (patches(before), patches(after)) == ({"core-v3"}, {"core-v3", JOB_INPUT_REPORTING_RUN})
+    shapes = {}
+    for path in (before, after):
+        events = json.loads(path.read_text())["events"]
+        started = events[0]["workflowExecutionStartedEventAttributes"]
+        job_input = json.loads(base64.b64decode(started["input"]["payloads"][0]["data"]))
+        assert job_input["job_id"] == started["workflowId"], path.name  # the job's own input, under its id
+        assert any("workflowTaskFailedEventAttributes" in e for e in events), path.name  # the reset
+        scheduled = [
+            e["activityTaskScheduledEventAttributes"]["activityType"]["name"]
+            for e in events
+            if "activityTaskScheduledEventAttributes" in e
+        ]
+        assert scheduled == ["acquire"], path.name
+        failure = events[-1]["workflowExecutionFailedEventAttributes"]["failure"]
+        assert failure["applicationFailureInfo"]["type"] == "job_failed", path.name
+        shapes[path.stem] = state_upserts(events)
+    assert shapes == {
+        "job_input_added_run_before_reporting_core_v3": [
+            {"JobStatus": "running"},
+            {"JobStatus": "failed", "BusinessStatus": "no_candidate"},
+        ],
+        "job_input_added_run_core_v3": [{"JobStatus": None}],
+    }

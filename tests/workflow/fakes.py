@@ -77,12 +77,24 @@ class Act:
             ``deadline_found`` (the ledger says the deadline passed: did no work),
             ``next_pass`` (``search`` only: nothing bindable in this pass, another
             fallback pass should run), ``no_candidate`` (``search`` only: the cell ends
-            ``no_candidate``), ``held`` (heartbeat until the test calls
+            ``no_candidate``), ``ended_in_another_run`` (``search`` only: the job had
+            ended ``no_candidate`` before the step opened, and another run of its id
+            holds it), ``held`` (heartbeat until the test calls
             :meth:`Fakes.release` for the step, then ``ok``; a cancel stops it as ``hang``).
     """
 
     kind: Literal[
-        "ok", "fail", "hang", "held", "silent", "slow", "cancel_found", "deadline_found", "next_pass", "no_candidate"
+        "ok",
+        "fail",
+        "hang",
+        "held",
+        "silent",
+        "slow",
+        "cancel_found",
+        "deadline_found",
+        "next_pass",
+        "no_candidate",
+        "ended_in_another_run",
     ] = "ok"
     error_type: str = "network_error"
     non_retryable: bool = False
@@ -205,11 +217,11 @@ class Fakes:
                 return CellUpdate(cell=fakes._cell(tid), deadline_passed=True)
             if act.kind == "next_pass":
                 return CellUpdate(cell=fakes._cell(tid), retry_stage=True)
-            if act.kind == "no_candidate":
+            if act.kind in ("no_candidate", "ended_in_another_run"):
                 fakes.cells[tid] = fakes._cell(tid).model_copy(
                     update={"state": CellState.NO_CANDIDATE, "stage": "done", "reason": "no_candidate"}
                 )
-                return CellUpdate(cell=fakes.cells[tid])
+                return CellUpdate(cell=fakes.cells[tid], ended_in_another_run=act.kind == "ended_in_another_run")
             work = Work(work_id=f"w-{tid}", title="scripted")
             fakes.cells[tid] = fakes._cell(tid).model_copy(
                 update={"state": CellState.SELECTED, "stage": "fetching", "work_id": work.work_id, "work": work}

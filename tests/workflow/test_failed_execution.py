@@ -8,6 +8,9 @@ the ``status`` query answers, and the search attributes say.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
@@ -82,3 +85,61 @@ async def test_a_job_whose_every_cell_found_nothing_new_fails_unalerted_as_no_ca
     assert cause.type == "job_failed"
     assert (state.business_status, state.alertable, state.cells[0].reason) == ("no_candidate", False, "no_candidate")
     assert env.fakes.steps() == ["search"]  # nothing to fetch or deliver
+
+
+async def patches_and_state_upserts(handle: object) -> tuple[list[str], list[dict[str, Any]]]:
+    """The patch ids the execution recorded and each ``JobStatus`` / ``BusinessStatus``
+    upsert it made (name → value, None for an unset), in order."""
+    patches: list[str] = []
+    upserts: list[dict[str, Any]] = []
+    async for event in handle.fetch_history_events():  # type: ignore[attr-defined]
+        if event.HasField("marker_recorded_event_attributes"):
+            attrs = event.marker_recorded_event_attributes
+            if attrs.marker_name == "core_patch":
+                patches.append(json.loads(attrs.details["patch-data"].payloads[0].data)["id"])
+        elif event.HasField("upsert_workflow_search_attributes_event_attributes"):
+            fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+            said = {
+                name: json.loads(payload.data) if payload.data else None
+                for name, payload in fields.items()
+                if name in ("JobStatus", "BusinessStatus")
+            }
+            if said:
+                upserts.append(said)
+    return patches, upserts
+
+
+async def test_a_run_added_under_an_ended_jobs_id_with_its_job_input_reports_it_and_publishes_no_state(
+    env: Env,
+) -> None:
+    """A run started with a job's ``JobInput`` after the job ended (a reset of the job's
+    closed run, a start under its id with Temporal's default reuse policy): its first step
+    finds the job ended and held by another run. Before ``job-input-reporting-run`` it
+    published ``running`` and the job's end, so the failed jobs' list named the job twice;
+    now it ends as the job did and carries no ``JobStatus`` (the ``queued`` it was started
+    with is removed before anything else is said)."""
+    env.fakes.on("search", "t", Act("ended_in_another_run"))
+    handle = await env.start(env.job())
+
+    cause, state = await failure_of(env, handle)
+
+    assert (cause.type, state.status, state.business_status) == ("job_failed", "failed", "no_candidate")
+    assert state == await env.status(handle)
+    attributes = await env.search_attributes(handle)
+    assert "JobStatus" not in attributes and "BusinessStatus" not in attributes
+    assert attributes["JobType"] == "candidate_search"
+    patches, upserts = await patches_and_state_upserts(handle)
+    assert patches == ["core-v3", "job-input-reporting-run"]
+    assert upserts == [{"JobStatus": None}]
+    assert env.fakes.steps() == ["search"]
+
+
+async def test_a_job_that_finds_nothing_records_no_reporting_marker(env: Env) -> None:
+    """The normal path pays nothing for the rule above: one marker, the state published."""
+    env.fakes.on("search", "t", Act("no_candidate"))
+    handle = await env.start(env.job())
+    await failure_of(env, handle)
+
+    patches, upserts = await patches_and_state_upserts(handle)
+    assert patches == ["core-v3"]
+    assert upserts == [{"JobStatus": "running"}, {"JobStatus": "failed", "BusinessStatus": "no_candidate"}]

@@ -4,7 +4,8 @@ A live execution that started before a patch sees ``workflow.patched(<id>)`` ans
 for it; here the answer is made False for new executions too (an unsandboxed worker, the
 SDK's function replaced for the test), so the old branch of each patch runs live on the
 fake activities — the frozen core v1 orchestration (``core-v2``, :mod:`workflows.job_v1`)
-and the behaviours before ``failed-execution``, ``cell-progress`` and ``reporting-run``. The recorded histories
+and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-run`` and
+``job-input-reporting-run``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -21,7 +22,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.workflow.fakes import Act
 from tests.workflow.harness import Env, workers
-from workflows.job import CELL_PROGRESS, CORE_V2, CORE_V3, FAILED_EXECUTION, REPORTING_RUN
+from workflows.job import CELL_PROGRESS, CORE_V2, CORE_V3, FAILED_EXECUTION, JOB_INPUT_REPORTING_RUN, REPORTING_RUN
 
 pytestmark = pytest.mark.integration
 
@@ -130,3 +131,21 @@ async def test_before_reporting_run_a_run_reporting_an_ended_job_published_its_s
         attributes = await env.search_attributes(handle)
 
     assert (attributes["JobStatus"], attributes["BusinessStatus"]) == ("succeeded", "success")
+
+
+async def test_before_job_input_reporting_run_a_run_added_with_the_job_input_published_its_state(
+    unpatched: Unpatched,
+) -> None:
+    """A run started with an ended job's ``JobInput`` (a reset, a start under its id), whose
+    first step found the job ended and held by another run, published ``running`` and the
+    job's end before ``job-input-reporting-run``: the failed jobs' list named the job twice."""
+    from temporalio.client import WorkflowFailureError
+
+    async with unpatched(JOB_INPUT_REPORTING_RUN) as env:
+        env.fakes.on("search", "t", Act("ended_in_another_run"))
+        handle = await env.start(env.job())
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        attributes = await env.search_attributes(handle)
+
+    assert (attributes["JobStatus"], attributes["BusinessStatus"]) == ("failed", "no_candidate")

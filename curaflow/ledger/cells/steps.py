@@ -27,6 +27,8 @@ class StepOpened(NamedTuple):
     deadline_at_ms: int | None = None
     #: The cell holds a saved search checkpoint (:func:`search_resume` has one to read).
     checkpointed: bool = False
+    #: The job had already ended (``jobs.completed_at`` set): nothing was opened.
+    ended: bool = False
 
 
 async def start_step(
@@ -65,7 +67,7 @@ async def start_step(
     Returns:
         ``(cell, barrier, deadline_at_ms)`` (:class:`StepOpened`); cell None when the job
         or cell is unknown; barrier set when the step must not run (then nothing was
-        changed).
+        changed); ``ended`` set when the job was already terminal (nothing changed either).
     """
     now = now_ms()
     # One statement: lock the job row, judge its barrier and, only without one (and while
@@ -83,6 +85,7 @@ async def start_step(
                          WHERE job_id = $1 AND target_id = $4 AND EXISTS (SELECT 1 FROM go)
                          RETURNING {CELL_COLUMNS}, search_checkpoint IS NOT NULL AS checkpointed)
            SELECT j.barrier, j.last_stage AS job_last_stage, j.cells AS job_cells, j.deadline_at AS job_deadline_at,
+                  j.completed_at IS NOT NULL AS job_ended,
                   EXISTS (SELECT 1 FROM job) AS opened, job.prev_started, cell.*
            FROM j LEFT JOIN job ON true LEFT JOIN cell ON true""",
         job_id,
@@ -98,7 +101,8 @@ async def start_step(
         return StepOpened(None, None)
     deadline = row["job_deadline_at"]
     if not row["opened"]:
-        return StepOpened(await load_cell(conn, job_id, target_id), barrier_of(row), deadline)
+        cell = await load_cell(conn, job_id, target_id)
+        return StepOpened(cell, barrier_of(row), deadline, ended=bool(row["job_ended"]))
     cell = cell_from_row(row) if row["target_id"] is not None else None
     job = {"cells": row["job_cells"], "last_stage": row["job_last_stage"]}
     await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=now, known=sole_cell_stage(job, cell))
