@@ -26,7 +26,7 @@ from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.jobs.submit import JOB_START_OPTIONS, job_id_for, start_job
 from curaflow.protocol.models import Task
-from tests.support import DemoStack, closed_status, demo_stack, job_in_stage, short_id
+from tests.support import DemoStack, closed_status, demo_stack, job_in_stage, recorded_history, short_id
 from workflows.job import JobWorkflow
 
 pytestmark = pytest.mark.integration
@@ -382,7 +382,7 @@ def record_history(env: Env, workflow_id: str, name: str) -> None:
         return
     done = cli(env, "show", "-w", workflow_id, "-o", "json")
     assert done.returncode == 0, done.stderr
-    (Path(__file__).resolve().parents[1] / "histories" / f"{name}.json").write_text(done.stdout)
+    (Path(__file__).resolve().parents[1] / "histories" / f"{name}.json").write_text(recorded_history(done.stdout))
 
 
 # ---- any language: the temporal CLI (a Go client) ----------------------------------------
