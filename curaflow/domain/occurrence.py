@@ -214,12 +214,32 @@ class MissCause(StrEnum):
       time: the previous occurrence ran longer than the interval;
     * ``skipped_outage`` — Temporal skipped the time (its overlap policy) while no job of
       the plan was open: the server was down and caught up one time only, or the
-      previous occurrence's trampoline waited for a worker — an outage, not an overlap.
+      previous occurrence's trampoline waited for a worker — an outage, not an overlap;
+    * ``configuration_error`` — Temporal started the time, but the worker that admitted
+      it has none of the plan's targets configured (workers with different
+      configurations, or a plan removed from the configuration whose schedule was not
+      synced): the trampoline failed and no job exists. Named by the admission
+      (:func:`~curaflow.schedules.admit.admit_occurrence`), never by :func:`name_misses`.
     """
 
     CATCHUP_WINDOW = "missed_catchup_window"
     OVERLAP = "skipped_overlap"
     OUTAGE = "skipped_outage"
+    CONFIGURATION_ERROR = "configuration_error"
+
+
+#: One minute in ms: an occurrence is its nominal time to the minute (its job id).
+MINUTE_MS = 60_000
+
+
+def occurrence_minute_ms(scheduled_at_ms: int) -> int:
+    """The nominal time of an occurrence as its job id names it: epoch ms, to the minute.
+
+    Triggers within one minute are one occurrence (:func:`occurrence_job_id` drops the
+    seconds); a miss named for an occurrence the watch never saw dropped (the admission
+    refused it) is recorded under this time, so each such occurrence is named once.
+    """
+    return scheduled_at_ms - scheduled_at_ms % MINUTE_MS
 
 
 def name_misses(

@@ -94,23 +94,27 @@ SCHEDULE_OCCURRENCES = Counter(
 SCHEDULE_MISSED = Counter(
     "curaflow_schedule_occurrences_missed_total",
     "Occurrences a plan did not run: missed_catchup_window (later than the 90 min catch-up "
-    "window), skipped_overlap (a job of the plan was still running) or skipped_outage (skipped "
-    "while no job of the plan ran: Temporal or the workers were down).",
+    "window), skipped_overlap (a job of the plan was still running), skipped_outage (skipped "
+    "while no job of the plan ran: Temporal or the workers were down) or configuration_error "
+    "(started, but none of its targets is configured on the worker that admitted it).",
     ["schedule_id", "why"],
 )
 SCHEDULE_BROKEN = Gauge(
     "curaflow_schedule_broken",
-    "1 while a configured plan's Temporal Schedule runs nothing of the plan, by why: not_found "
+    "1 while a plan's Temporal Schedule runs nothing of the plan, by why: not_found "
     "(the schedule was deleted by hand) or action_not_a_plan (its action was edited so that every "
-    "occurrence fails); 0 otherwise. Set by the process whose schedule watch ran last "
-    "(curaflow.schedules.watch); `curaflow schedules sync` repairs both.",
+    "occurrence fails) — `curaflow schedules sync` repairs both — or configuration_error (an "
+    "occurrence of the last hour found none of its targets configured on the worker that admitted "
+    "it: workers with different configurations, or a plan removed from the configuration and not "
+    "synced); 0 otherwise. Set by the process whose schedule watch ran last "
+    "(curaflow.schedules.watch).",
     ["schedule_id", "why"],
 )
 #: The causes a missed occurrence is counted under: every
 #: :class:`~curaflow.domain.occurrence.MissCause`.
-MISS_CAUSES = ("missed_catchup_window", "skipped_overlap", "skipped_outage")
+MISS_CAUSES = ("missed_catchup_window", "skipped_overlap", "skipped_outage", "configuration_error")
 #: The values of ``curaflow_schedule_broken``'s ``why`` label.
-SCHEDULE_BROKEN_WHYS = ("not_found", "action_not_a_plan")
+SCHEDULE_BROKEN_WHYS = ("not_found", "action_not_a_plan", "configuration_error")
 SCHEDULE_START_LAG = Histogram(
     "curaflow_schedule_start_lag_seconds",
     "Delay between an occurrence's scheduled time and its job's admission.",

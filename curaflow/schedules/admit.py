@@ -16,14 +16,17 @@ from curaflow.config import Settings, TargetConfig
 from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.domain.occurrence import (
     AdmitOccurrenceInput,
+    MissCause,
     OccurrenceAdmission,
     legacy_occurrence_job_id,
     occurrence_job_id,
+    occurrence_minute_ms,
 )
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started, workflow_input
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
+from curaflow.schedules.watch import record_misses
 
 log = get_logger("curaflow.schedules")
 
@@ -47,6 +50,26 @@ class OccurrenceConfigError(Exception):
     """An occurrence cannot run with the live configuration (no known target)."""
 
 
+async def _name_unadmitted(
+    conn: asyncpg.Connection, schedule_id: str, scheduled_at_ms: int, job_id: str, problem: str
+) -> None:
+    """Name an occurrence Temporal started that cannot be admitted: a miss of cause
+    ``configuration_error`` under its nominal minute, recorded, logged and counted once."""
+    nominal = occurrence_minute_ms(scheduled_at_ms)
+    cause = MissCause.CONFIGURATION_ERROR
+    if not await record_misses(conn, schedule_id, [(nominal, cause)], now_ms()):
+        return  # named before (another trampoline of the same minute)
+    metrics.record_missed(schedule_id, str(cause), 1)
+    at = datetime.fromtimestamp(nominal / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
+    log.warning(
+        "schedule.occurrence_missed",
+        schedule_id=schedule_id,
+        job_id=job_id,
+        dropped=[{"at": at, "why": str(cause)}],
+        detail=problem,
+    )
+
+
 async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOccurrenceInput) -> OccurrenceAdmission:
     """Insert an occurrence's job into the ledger if absent.
 
@@ -64,7 +87,10 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
         already existed.
 
     Raises:
-        OccurrenceConfigError: none of the targets is configured.
+        OccurrenceConfigError: none of the targets is configured on this worker. The
+            occurrence is then a named miss (``schedule_misses``, ``configuration_error``:
+            ``schedule.occurrence_missed``, ``curaflow_schedule_occurrences_missed_total``),
+            once per nominal minute: Temporal started it, so the watch never sees it dropped.
     """
     occ = req.occurrence
     scheduled = datetime.fromtimestamp(req.scheduled_at_ms / 1000, tz=UTC)
@@ -87,7 +113,13 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
         if unknown:
             log.warning("schedule.unknown_targets", schedule_id=occ.schedule_id, job_id=job_id, target_ids=unknown)
         if not targets:
-            raise OccurrenceConfigError(f"schedule {occ.schedule_id!r}: none of the targets {wanted} is configured")
+            problem = (
+                f"schedule {occ.schedule_id!r}: none of the targets {wanted} is configured on this worker "
+                "(workers with different configurations, or a plan removed from the configuration "
+                "and not synced: `curaflow schedules sync`)"
+            )
+            await _name_unadmitted(conn, occ.schedule_id, req.scheduled_at_ms, job_id, problem)
+            raise OccurrenceConfigError(problem)
         created_at = now_ms()
         inp = JobInput(
             job_id=job_id,

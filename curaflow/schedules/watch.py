@@ -133,6 +133,56 @@ async def dropped_times(
     return dropped, [(r["created_at"], r["completed_at"]) for r in rows]
 
 
+#: How long a plan counts as broken (``curaflow_schedule_broken{why="configuration_error"}``)
+#: after an occurrence of it could not be admitted (ms): the missed-occurrence alert's window.
+UNADMITTED_WINDOW_MS = 3600 * 1000
+CONFIGURATION_ERROR = str(MissCause.CONFIGURATION_ERROR)
+#: The plans this process does not configure that it last exported as broken (the holder
+#: of the watch's lock only): set back to 0 once their window passed.
+_unconfigured_broken: set[str] = set()
+
+
+async def unadmitted_plans(conn: asyncpg.Connection, since_ms: int) -> set[str]:
+    """Plans with an occurrence recorded since ``since_ms`` (epoch ms) that no worker could
+    admit (a miss of cause ``configuration_error``), configured here or not."""
+    rows = await conn.fetch(
+        "SELECT DISTINCT schedule_id FROM schedule_misses WHERE why = $1 AND recorded_at >= $2",
+        CONFIGURATION_ERROR,
+        since_ms,
+    )
+    return {r["schedule_id"] for r in rows}
+
+
+async def record_misses(
+    conn: asyncpg.Connection, schedule_id: str, named: list[tuple[int, MissCause]], now: int
+) -> list[int]:
+    """Record named misses of one plan in ``schedule_misses``, each nominal time once.
+
+    The one writer of the table: the watch (times Temporal dropped) and the admission
+    (times it started that no worker could admit, :class:`MissCause.CONFIGURATION_ERROR`).
+
+    Args:
+        named: ``(nominal time epoch ms UTC, cause)``.
+        now: the record's time (epoch ms).
+
+    Returns:
+        The nominal times recorded by this call (not named before): the caller logs and
+        counts those only, so a time named twice is counted once.
+    """
+    if not named:
+        return []
+    rows = await conn.fetch(
+        """INSERT INTO schedule_misses (schedule_id, nominal_at, why, recorded_at)
+           SELECT $1, t, w, $4 FROM unnest($2::bigint[], $3::text[]) AS u(t, w)
+           ON CONFLICT DO NOTHING RETURNING nominal_at""",
+        schedule_id,
+        [t for t, _ in named],
+        [str(c) for _, c in named],
+        now,
+    )
+    return sorted(r["nominal_at"] for r in rows)
+
+
 async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> list[Missed]:
     """Compare Temporal's missed/skipped counters with the ledger's; name and report the increase.
 
@@ -150,7 +200,16 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
     async with session_lock(pool, WATCH_LOCK_KEY, idle_timeout_ms=LEADER_IDLE_MS) as conn:
         if conn is None:
             metrics.clear_schedule_broken()  # the holder of the lock says what is broken
+            _unconfigured_broken.clear()
             return found
+        unadmitted = await unadmitted_plans(conn, now_ms() - UNADMITTED_WINDOW_MS)
+        configured = {plan.id for plan in settings.schedules}
+        # a plan this process does not configure (another worker's, or removed and not
+        # synced) whose occurrences no worker could admit: said too, while it lasts
+        for schedule_id in sorted((unadmitted | _unconfigured_broken) - configured):
+            metrics.set_schedule_broken(schedule_id, CONFIGURATION_ERROR if schedule_id in unadmitted else None)
+        _unconfigured_broken.clear()
+        _unconfigured_broken.update(unadmitted - configured)
         for plan in settings.schedules:
             desc = await describe_schedule(client, plan.id)
             if desc is None:
@@ -170,6 +229,14 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
                     detail="the schedule's action was edited and its occurrences fail; run `curaflow schedules sync`",
                 )
                 metrics.set_schedule_broken(plan.id, "action_not_a_plan")
+            elif plan.id in unadmitted:
+                log.warning(
+                    "schedule.occurrences_not_admitted",
+                    schedule_id=plan.id,
+                    detail="an occurrence of the last hour found none of its targets configured on the worker "
+                    "that admitted it (`curaflow schedules misses`); give every worker the same configuration",
+                )
+                metrics.set_schedule_broken(plan.id, CONFIGURATION_ERROR)
             else:
                 metrics.set_schedule_broken(plan.id, None)
             missed = desc.info.num_actions_missed_catchup_window
@@ -208,16 +275,7 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
                     now,
                     max(start, min(horizon, now - SETTLE_MS)),
                 )
-                if named:
-                    await conn.execute(
-                        """INSERT INTO schedule_misses (schedule_id, nominal_at, why, recorded_at)
-                           SELECT $1, t, w, $4 FROM unnest($2::bigint[], $3::text[]) AS u(t, w)
-                           ON CONFLICT DO NOTHING""",
-                        plan.id,
-                        [t for t, _ in named],
-                        [str(c) for t, c in named],
-                        now,
-                    )
+                await record_misses(conn, plan.id, named, now)
             if not (new_missed or new_skipped):
                 continue
             by_cause = {cause: sum(1 for _, c in named if c == cause) for cause in MissCause}
