@@ -3,7 +3,9 @@
 :func:`configure_logging` routes both structlog and the standard ``logging`` module
 (Temporal's SDK, uvicorn) through one JSON renderer on stderr. Values of keys that look
 like secrets (``token``, ``secret``, ``authorization``, ``password``,
-``refresh_token``) are replaced by ``"***"`` before rendering.
+``refresh_token``) are replaced by ``"***"`` before rendering. A line logged with
+``exc_info`` (structlog's or the standard library's) carries the exception's traceback as
+text in its ``exception`` field — still one line: JSON escapes its line breaks.
 
 A line's ``event`` is exactly the message its caller wrote, so operators can match it
 exactly (``event = "candidate_exhaustion"``): Temporal's ``activity.logger`` and
@@ -56,9 +58,14 @@ def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
+    # A JSON line renders exc_info as the traceback's text in the one field `exception`
+    # (JSONRenderer alone wrote the exception's repr, or for the standard library's
+    # records a tuple ending "<traceback object at 0x…>": the traceback was lost); the
+    # console renderer prints the traceback itself.
+    tracebacks: list[Any] = [structlog.processors.format_exc_info] if json_lines else []
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *tracebacks, renderer],
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter)

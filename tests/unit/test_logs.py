@@ -46,3 +46,43 @@ def test_workflow_log_lines_carry_no_context_in_the_message() -> None:
     script += "configure_logging('INFO', True)\nprint(workflow.logger.workflow_info_on_message)\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False"
+
+
+TRACEBACK_SCRIPT = textwrap.dedent(
+    """
+    import logging
+    from curaflow.observability.logs import configure_logging, get_logger
+
+    configure_logging("INFO", True)
+
+    def deep_in_the_code() -> None:
+        raise ValueError("the cause\\nwith a second line")
+
+    try:
+        deep_in_the_code()
+    except ValueError as err:
+        get_logger("curaflow.api").error("api.internal_error", error="ValueError", exc_info=err)
+        # the SDK's and uvicorn's lines: the standard library's logger, exc_info=True
+        logging.getLogger("temporalio.activity").warning("Completing activity as failed", exc_info=True)
+    """
+)
+
+
+def test_a_json_log_line_carries_the_traceback_of_its_exception() -> None:
+    """``exc_info`` (structlog's and the standard library's) is rendered as the traceback in
+    one field of the one line: it was written as the exception's repr (structlog's
+    ``api.internal_error``) or a tuple ending ``<traceback object at 0x…>`` (Temporal's
+    lines), the traceback lost — an operator could not tell where an internal error came from."""
+    done = subprocess.run(
+        [sys.executable, "-c", TRACEBACK_SCRIPT], capture_output=True, text=True, timeout=60, check=True
+    )
+    raw = done.stderr.splitlines()
+    lines = [json.loads(line) for line in raw]  # every line is one JSON object: nothing spilled
+    assert [line["event"] for line in lines] == ["api.internal_error", "Completing activity as failed"]
+    for line in lines:
+        assert "exc_info" not in line
+        trace = line["exception"]
+        assert trace.startswith("Traceback (most recent call last):")
+        assert "in deep_in_the_code" in trace
+        assert trace.rstrip().endswith("ValueError: the cause\nwith a second line")
+    assert "<traceback object" not in done.stderr
