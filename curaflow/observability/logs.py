@@ -5,7 +5,9 @@
 like secrets (``token``, ``secret``, ``authorization``, ``password``,
 ``refresh_token``) are replaced by ``"***"`` before rendering. A line logged with
 ``exc_info`` (structlog's or the standard library's) carries the exception's traceback as
-text in its ``exception`` field — still one line: JSON escapes its line breaks.
+text in its ``exception`` field — still one line: JSON escapes its line breaks. No
+traceback, JSON or console, shows the values of a frame's variables (a token a variable
+holds would be written out).
 
 A line's ``event`` is exactly the message its caller wrote, so operators can match it
 exactly (``event = "candidate_exhaustion"``): Temporal's ``activity.logger`` and
@@ -42,8 +44,13 @@ def configure_logging(level: str = "INFO", json_lines: bool = True) -> None:
         json_lines: one JSON object per line (default); False renders for a console.
     """
     global _configured
+    # A console traceback shows files, lines and code, never a frame's variables: structlog's
+    # default shows them (rich's show_locals), and a token held by a variable (the Pixiv
+    # client's headers) was written out by any failure logged there with exc_info.
     renderer: Any = (
-        structlog.processors.JSONRenderer(ensure_ascii=False) if json_lines else structlog.dev.ConsoleRenderer()
+        structlog.processors.JSONRenderer(ensure_ascii=False)
+        if json_lines
+        else structlog.dev.ConsoleRenderer(exception_formatter=structlog.dev.RichTracebackFormatter(show_locals=False))
     )
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,

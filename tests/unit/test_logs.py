@@ -13,6 +13,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import asyncio
@@ -86,3 +88,37 @@ def test_a_json_log_line_carries_the_traceback_of_its_exception() -> None:
         assert "in deep_in_the_code" in trace
         assert trace.rstrip().endswith("ValueError: the cause\nwith a second line")
     assert "<traceback object" not in done.stderr
+
+
+LOCALS_SCRIPT = textwrap.dedent(
+    """
+    import logging, sys
+    from curaflow.observability.logs import configure_logging, get_logger
+
+    configure_logging("INFO", sys.argv[1] == "json")
+
+    def refresh(refresh_token: str) -> None:
+        headers = {"Authorization": "Bearer access-TOKEN-9f3b"}
+        raise ConnectionError("pixiv's auth host went away")
+
+    try:
+        refresh("refresh-TOKEN-77aa")
+    except ConnectionError as err:
+        get_logger("curaflow.sources").error("background.loop_failed", exc_info=err)
+        logging.getLogger("temporalio.activity").warning("Completing activity as failed", exc_info=True)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["json", "console"])
+def test_a_logged_traceback_never_shows_the_values_of_a_frames_variables(mode: str) -> None:
+    """The console renderer printed rich tracebacks with every frame's locals: a token held
+    by a variable of a frame (the Pixiv client's headers, a refresh) was written to the log
+    by any failure logged with exc_info there — the Temporal SDK logs every failed activity
+    attempt so. A traceback names files, lines and code, never values of variables."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOCALS_SCRIPT, mode], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "in refresh" in done.stderr  # the frame is named
+    assert "auth host went away" in done.stderr
+    assert "TOKEN" not in done.stderr
