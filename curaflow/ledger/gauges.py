@@ -41,7 +41,12 @@ runs its few small queries in one read-only transaction under a 5 s statement ti
 on indexes (open jobs, dead pushes, recent intents).
 
 Several processes export the same values: aggregate with ``max`` (the alert rules in
-``deploy/prometheus/alerts.yml`` do).
+``deploy/prometheus/alerts.yml`` do). So a process whose reading is older than
+:func:`stale_after_s` (its refresh keeps failing: a partition, the statement timeout)
+exports only ``curaflow_ledger_gauges_age_seconds``: its last values, however old, would
+otherwise outvote the fresh ones of every other process (a ``curaflow_jobs_stuck 1`` of
+an hour ago paging on jobs long ended). With every process stale, the value gauges are
+absent and ``CuraflowLedgerGaugesStale`` says why.
 """
 
 from __future__ import annotations
@@ -73,6 +78,16 @@ STUCK_GRACE_MS = 60_000
 STATEMENT_TIMEOUT = "5s"
 #: The cap of an account given none (``read_snapshot``'s ``cooldown_caps_ms``): the row as it is.
 UNCAPPED_MS = 2**62
+#: Age (s) after which a process stops exporting its reading's values: the bound of
+#: ``CuraflowLedgerGaugesStale`` (an age above 120 s is no reading).
+STALE_AFTER_S = 120.0
+
+
+def stale_after_s(interval_ms: int) -> float:
+    """The age (s) after which a reading refreshed every ``interval_ms`` is stale:
+    :data:`STALE_AFTER_S`, or three intervals when that is longer (a process refreshing
+    every 5 minutes is not stale between its refreshes)."""
+    return max(STALE_AFTER_S, 3 * interval_ms / 1000)
 
 
 @dataclass
@@ -203,11 +218,17 @@ async def read_snapshot(
 class LedgerGauges(Collector):
     """A prometheus-client collector exporting the latest :class:`LedgerSnapshot`.
 
-    Until the first refresh it exports nothing (no made-up zeros).
+    Until the first refresh it exports nothing (no made-up zeros); once the snapshot is
+    older than ``stale_after`` seconds, only its age (see the module doc).
+
+    Args:
+        stale_after: seconds; :func:`run_ledger_gauges` sets :func:`stale_after_s` of the
+            configured interval.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, stale_after: float = STALE_AFTER_S) -> None:
         self.snapshot: LedgerSnapshot | None = None
+        self.stale_after = stale_after
 
     def describe(self) -> Iterator[Metric]:
         """The families this collector exports (their names, for the registry)."""
@@ -223,6 +244,11 @@ class LedgerGauges(Collector):
         if snap is None:
             return
         families = {f.name: f for f in self._families()}
+        age = max(0.0, time.monotonic() - snap.taken_monotonic)
+        families["curaflow_ledger_gauges_age_seconds"].add_metric([], age)  # type: ignore[attr-defined]
+        if age > self.stale_after:
+            yield from families.values()  # what this process no longer knows it does not say
+            return
         for status, n in snap.open_jobs.items():
             families["curaflow_jobs_open"].add_metric([status], n)  # type: ignore[attr-defined]
         families["curaflow_oldest_open_job_age_seconds"].add_metric([], snap.oldest_open_age_s)  # type: ignore[attr-defined]
@@ -234,8 +260,6 @@ class LedgerGauges(Collector):
             families["curaflow_source_cooldown_seconds"].add_metric([account], left)  # type: ignore[attr-defined]
         for (route, status), n in sorted(snap.deliveries.items()):
             families["curaflow_deliveries"].add_metric([route, status], n)  # type: ignore[attr-defined]
-        age = max(0.0, time.monotonic() - snap.taken_monotonic)
-        families["curaflow_ledger_gauges_age_seconds"].add_metric([], age)  # type: ignore[attr-defined]
         yield from families.values()
 
 
@@ -276,6 +300,7 @@ async def run_ledger_gauges(pool: asyncpg.Pool, settings: Settings, stop: asynci
     next tick; the snapshot's age shows it to Prometheus. Never raises.
     """
     gauges = install()
+    gauges.stale_after = stale_after_s(settings.observability.ledger_gauges_interval_ms)
     interval = settings.observability.ledger_gauges_interval_ms / 1000
     failing = False
     while not stop.is_set():

@@ -1,0 +1,67 @@
+"""A process's ledger gauges once its reading is old (no database: the collector alone).
+
+Every process with a ledger pool exports the same gauges, and the alert rules aggregate
+them with ``max``. A process that can no longer read the ledger (its refresh fails: a
+partition, the 5 s statement timeout under load) kept exporting its last reading for as
+long as it lived: ``curaflow_jobs_stuck 1`` from an hour ago outvoted the fresh 0 of every
+other process, and ``CuraflowJobsStuck`` paged on jobs that had ended, while
+``CuraflowLedgerGaugesStale`` (the *youngest* reading's age) stayed silent.
+"""
+
+from __future__ import annotations
+
+import time
+
+from prometheus_client import CollectorRegistry
+
+from curaflow.ledger import gauges as module
+from curaflow.ledger.gauges import LedgerGauges, LedgerSnapshot
+from curaflow.observability.metrics import LEDGER_GAUGE_FAMILIES
+
+AGE = "curaflow_ledger_gauges_age_seconds"
+
+
+def reading(age_s: float) -> LedgerSnapshot:
+    return LedgerSnapshot(
+        taken_at_ms=1_700_000_000_000,
+        taken_monotonic=time.monotonic() - age_s,
+        open_jobs={"queued": 0, "running": 2},
+        oldest_open_age_s=9000.0,
+        stuck={"past_deadline": 0, "queued_too_long": 0, "no_heartbeat": 1},
+        dead_letters=4,
+        pushes_pending=1,
+        cooldown_s={"default": 600.0},
+        deliveries={("out", "delivered"): 3},
+    )
+
+
+def exported(gauges: LedgerGauges) -> dict[str, list[float]]:
+    registry = CollectorRegistry()
+    registry.register(gauges)
+    return {family.name: [sample.value for sample in family.samples] for family in registry.collect()}
+
+
+def test_a_fresh_reading_exports_every_gauge() -> None:
+    gauges = LedgerGauges()
+    gauges.snapshot = reading(age_s=5)
+    families = exported(gauges)
+    assert set(families) == set(LEDGER_GAUGE_FAMILIES)
+    assert families["curaflow_jobs_stuck"] == [0, 0, 1]
+    assert families[AGE][0] >= 5
+
+
+def test_a_reading_older_than_the_bound_exports_only_its_age() -> None:
+    gauges = LedgerGauges()
+    gauges.snapshot = reading(age_s=121)  # CuraflowLedgerGaugesStale's bound: 120 s
+    families = exported(gauges)
+    # what this process does not know any more it does not say: only how old its reading is
+    assert {name: values for name, values in families.items() if values} == {AGE: families[AGE]}
+    assert families[AGE][0] > 120
+
+
+def test_the_bound_is_the_stale_alerts_unless_the_refresh_interval_is_longer() -> None:
+    # CuraflowLedgerGaugesStale reads an age above 120 s as no reading
+    assert module.STALE_AFTER_S == 120
+    assert module.stale_after_s(15_000) == 120
+    # three intervals: a process refreshing every 5 minutes is not stale between refreshes
+    assert module.stale_after_s(300_000) == 900
