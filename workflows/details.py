@@ -12,6 +12,9 @@ the embedded dev server ships and ``tests/ui`` drives, and the one ``docker-comp
 pins) renders user markdown without table support — a table's cells ran together
 (``demo submitteddone``) — and joins the lines of a nested list into one.
 
+Untrusted text — a work's title (the source's), a job id (the consumer's key) — shows as
+text: :func:`~curaflow.domain.text.markdown_text` / :func:`~curaflow.domain.text.markdown_code`.
+
 The text is shown through ``workflow.set_current_details``, which issues no command:
 changing it never affects the replay of a running execution.
 """
@@ -20,15 +23,26 @@ from __future__ import annotations
 
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.domain.models import CellSnapshot
+from curaflow.domain.text import markdown_code, markdown_text
 
 DETAILS_LIMIT = 8000
 
 
+#: The characters of a work's title the details show.
+TITLE_LIMIT = 60
+#: Characters that would end or break a link's destination, percent-encoded (the source
+#: names the URL; Pixiv's never holds them).
+_URL_ESCAPES = {ord(c): f"%{ord(c):02X}" for c in ' \t\n\r()<>\\`"'}
+
+
 def _cell_work(cell: CellSnapshot) -> str:
     if cell.work is not None:
-        title = cell.work.title.replace("|", "/").replace("[", "(").replace("]", ")")[:60]
+        # The source's text: shown as text on the bullet's one line (markdown_text), never
+        # markup of its own — a line break in a title added lines (a forged cell), a
+        # backtick, an asterisk or HTML changed what followed, a trailing backslash broke the link.
+        title = markdown_text(cell.work.title.replace("|", "/").replace("[", "(").replace("]", ")"), TITLE_LIMIT)
         label = f"{cell.work_id} {title}".strip()
-        return f"[{label}]({cell.work.url})" if cell.work.url else label
+        return f"[{label}]({cell.work.url.translate(_URL_ESCAPES)})" if cell.work.url else label
     return cell.work_id or ""
 
 
@@ -60,7 +74,7 @@ def open_note(job_id: str) -> str:
     outcome is then the ledger's (docs/temporal.md, "When Temporal closed the execution")."""
     return (
         f"_Live while this execution runs. Terminated or timed out, it stays as it stopped: "
-        f"the job's outcome is `curaflow status {job_id}` (`GET /jobs/{job_id}`)._"
+        f"the job's outcome is {markdown_code(f'curaflow status {job_id}')} ({markdown_code(f'GET /jobs/{job_id}')})._"
     )
 
 
@@ -76,7 +90,7 @@ def render_details(inp: JobInput, state: JobState) -> str:
         summarised as ``… N more cells``.
     """
     head = [
-        f"**{inp.job_type}** `{inp.job_id}` — status **{state.status}**, stage *{state.stage}*"
+        f"**{inp.job_type}** {markdown_code(inp.job_id)} — status **{state.status}**, stage *{state.stage}*"
         + (" — cancel requested" if state.cancel_requested and state.status not in ("cancelled",) else ""),
         "",
     ]

@@ -7,6 +7,8 @@ emoji arrives as a lone ``\\ud83d`` JSON escape and decodes to a code point no U
 encoder accepts: asyncpg raises ``DataError``, Temporal cannot serialise it), or control
 characters (terminal escapes in a title). :func:`clean_text` removes or replaces them;
 :func:`clean_json` applies it to every string and key of a parsed JSON document.
+:func:`markdown_text` and :func:`markdown_code` put such text into a line of markdown
+(the Temporal UI's details) as text, never markup.
 
 Rules: a surrogate code point (U+D800–U+DFFF; in a Python ``str`` decoded from JSON it is
 always unpaired, since valid pairs decode to one astral code point) becomes U+FFFD, the
@@ -155,6 +157,52 @@ def loads_clean(text: str) -> Any:
         return value if nothing_to_clean else clean_json(value)
     except RecursionError:
         raise ValueError("JSON nested too deep") from None
+
+
+#: What ends a line in some renderer or reader of a line of markdown: line feed, carriage
+#: return, tab, vertical tab, form feed, NEL (U+0085), the line and paragraph separators.
+_LINE_BREAKS = re.compile("[\t\n\x0b\x0c\r\x85\u2028\u2029]+")
+#: Bidi embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069): they reorder the
+#: rest of the line as shown, around text the line's author wrote.
+_BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
+#: ASCII punctuation markdown reads inline (emphasis, code, links, images, HTML, entities,
+#: tables): CommonMark §2.4 lets a backslash escape any ASCII punctuation.
+_MARKDOWN_INLINE = re.compile(r"([\\`*_~<>&!\[\]()|#])")
+
+
+def _one_line(value: str) -> str:
+    return _BIDI_CONTROLS.sub("", _LINE_BREAKS.sub(" ", value))
+
+
+def markdown_text(value: str, limit: int | None = None) -> str:
+    """``value`` as literal text inside one line of markdown (the Temporal UI's details).
+
+    Its line breaks become a space (it can start no line: no heading, bullet or quote of
+    its own), bidi controls are dropped (they reorder what follows on the line), it is
+    stripped and cut at ``limit`` characters, then every ASCII punctuation markdown reads
+    inline is backslash-escaped: it shows as written, adds no emphasis, code, link, image,
+    HTML or entity, and cannot escape the markup around it (a trailing backslash no longer
+    escapes a link's ``]``). The result is at most ``2 × limit`` characters.
+    """
+    text = _one_line(value).strip()
+    if limit is not None:
+        text = text[:limit]
+    return _MARKDOWN_INLINE.sub(r"\\\1", text)
+
+
+def markdown_code(value: str) -> str:
+    """``value`` as one inline code span of markdown, whatever it holds (CommonMark §6.1).
+
+    Line breaks become spaces and bidi controls are dropped (as :func:`markdown_text`); the
+    fence is one backtick longer than the longest run of backticks in ``value``, and a
+    space pads a value that starts or ends with a backtick, or with a space at both ends
+    (CommonMark strips one such space from each end): the span shows ``value`` exactly.
+    """
+    text = _one_line(value)
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    both_spaces = text.startswith(" ") and text.endswith(" ") and text.strip() != ""
+    pad = " " if text.startswith("`") or text.endswith("`") or both_spaces else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def clean_optional(value: str | None) -> str | None:

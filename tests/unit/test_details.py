@@ -9,6 +9,10 @@ is a line (target, state) followed by a top-level bullet list, one bullet per fi
 from __future__ import annotations
 
 import re
+from html import unescape
+
+import pytest
+from markdown_it import MarkdownIt
 
 from curaflow.domain.messages import JobInput, JobState, TargetSpec
 from curaflow.domain.models import CellSnapshot, RouteDelivery, Work
@@ -84,3 +88,71 @@ def test_an_open_jobs_details_say_where_its_outcome_is_read_if_the_execution_is_
     assert f"curaflow status {INP.job_id}" in live and "Terminated or timed out" in live
     final = render_details(INP, state())
     assert "curaflow status" not in final
+
+
+# --- untrusted text in the details --------------------------------------------------------
+# A work's title is the source's text (Pixiv's: cleaned of controls, line breaks kept) and a
+# job id holds the consumer's idempotency key (any character but controls). The details are
+# markdown the UI renders: neither may add a line, a heading, emphasis, code, an image or
+# HTML of its own, break the work's link, or run longer than a bullet. CommonMark
+# (markdown-it) stands for the UI's renderer.
+
+MD = MarkdownIt("commonmark")
+URL = "https://www.pixiv.net/artworks/126839080"
+
+
+def with_title(title: str) -> JobState:
+    done = state()
+    work = Work(work_id="126839080", title=title, url=URL)
+    return done.model_copy(update={"cells": [done.cells[0].model_copy(update={"work": work}), done.cells[1]]})
+
+
+def rendered(details: str) -> tuple[str, list[str]]:
+    """The HTML of ``details`` with every link's text replaced by ``LINK``, and the texts."""
+    html = MD.render(details)
+    inner = re.findall(r'<a href="[^"]*">(.*?)</a>', html, re.S)
+    assert not any("<" in text for text in inner)  # text only: no tag (HTML, code, emphasis) inside
+    texts = [unescape(text) for text in inner]
+    return re.sub(r'(<a href="[^"]*">).*?</a>', r"\1LINK</a>", html, flags=re.S), texts
+
+
+@pytest.mark.parametrize(
+    ("title", "shown"),
+    [
+        ("sky\n\n**other**: submitted\n\n- reason: forged", "sky **other**: submitted - reason: forged"),
+        ("# heading\r\n> quote\u2028next\u2029para\x85nel\tend", "# heading > quote next para nel end"),
+        ("a `b", "a `b"),  # a code span from here to the next backtick of the details
+        ("ends with a backslash\\", "ends with a backslash\\"),  # escaped the link's ]
+        ("<img src=x onerror=alert(1)> <b>bold</b>", "<img src=x onerror=alert(1)> <b>bold</b>"),
+        ("**strong** _em_ *em* ~~gone~~ &amp; &#65;", "**strong** _em_ *em* ~~gone~~ &amp; &#65;"),
+        ("![pic)(https://x/p.png)", "!(pic)(https://x/p.png)"),
+        ("\u202eevil\u202c \u2066isolated\u2069", "evil isolated"),  # no bidi reordering of the line
+        ("sky | sea [1]", "sky / sea (1)"),
+        ("x" * 100_000, "x" * 60),
+    ],
+)
+def test_a_works_title_shows_as_its_text_and_changes_nothing_else(title: str, shown: str) -> None:
+    html, texts = rendered(render_details(INP, with_title(title)))
+    plain_html, _ = rendered(render_details(INP, with_title("plain")))
+    assert html == plain_html  # the same lines, bullets and emphasis as for a plain title
+    assert texts == [f"126839080 {shown}"]
+
+
+def test_a_job_id_shows_as_code_whatever_its_key_holds() -> None:
+    job_id = "demo@manual-a`b ``c **d** <i>e</i> \\"
+    inp = INP.model_copy(update={"job_id": job_id})
+    open_job = state().model_copy(update={"business_status": None, "status": "running", "job_id": job_id})
+    html = MD.render(render_details(inp, open_job))
+    codes = [unescape(c) for c in re.findall(r"<code>(.*?)</code>", html, re.S)]
+    assert job_id in codes  # the head
+    assert f"curaflow status {job_id}" in codes  # the open note
+    assert "<strong>d</strong>" not in html and "<i>" not in html
+
+
+def test_a_works_url_stays_one_link_whatever_it_holds() -> None:
+    done = state()
+    work = Work(work_id="126839080", title="t", url="https://x.test/a b)(c<d>\\e`f")
+    cells = [done.cells[0].model_copy(update={"work": work}), done.cells[1]]
+    html, texts = rendered(render_details(INP, done.model_copy(update={"cells": cells})))
+    assert texts == ["126839080 t"]
+    assert 'href="https://x.test/a%20b%29%28c%3Cd%3E%5Ce%60f"' in html
