@@ -110,6 +110,10 @@ SCHEDULE_BROKEN = Gauge(
     "(curaflow.schedules.watch).",
     ["schedule_id", "why"],
 )
+#: The ``schedule_id`` label of an occurrence whose plan is not configured (a trampoline
+#: any Temporal client may start with any id, a plan removed before ``curaflow schedules
+#: sync``): one value, not one per id sent — no plan id has this shape (``ID_PATTERN``).
+UNCONFIGURED_PLAN = "(unconfigured)"
 #: The causes a missed occurrence is counted under: every
 #: :class:`~curaflow.domain.occurrence.MissCause`.
 MISS_CAUSES = ("missed_catchup_window", "skipped_overlap", "skipped_outage", "configuration_error")
@@ -403,11 +407,19 @@ def record_reconciler_start() -> None:
 
 
 @_safe
-def record_occurrence(schedule_id: str, result: str, lag_s: float | None = None) -> None:
-    """Count an occurrence admitted by the trampoline (``started`` | ``duplicate``)."""
-    SCHEDULE_OCCURRENCES.labels(schedule_id=schedule_id, result=result).inc()
+def record_occurrence(schedule_id: str, result: str, lag_s: float | None = None, *, configured: bool = True) -> None:
+    """Count an occurrence admitted by the trampoline (``started`` | ``duplicate``).
+
+    Args:
+        configured: ``schedule_id`` is a configured plan's; else the occurrence counts
+            under :data:`UNCONFIGURED_PLAN` (the id came from the trampoline's start
+            argument, which any client of the namespace writes: one series per id sent
+            grew every worker's metrics without bound).
+    """
+    label = schedule_id if configured else UNCONFIGURED_PLAN
+    SCHEDULE_OCCURRENCES.labels(schedule_id=label, result=result).inc()
     if lag_s is not None:
-        SCHEDULE_START_LAG.labels(schedule_id=schedule_id).observe(max(0.0, lag_s))
+        SCHEDULE_START_LAG.labels(schedule_id=label).observe(max(0.0, lag_s))
 
 
 @_safe

@@ -97,6 +97,8 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
     job_id, occurrence_date = occurrence_job_id(occ.schedule_id, scheduled, occ.timezone)
     legacy_id = legacy_occurrence_job_id(occ.schedule_id, scheduled, occ.timezone)
     lag_s = (now_ms() - req.scheduled_at_ms) / 1000
+    plan = next((p for p in settings.schedules if p.id == occ.schedule_id), None)
+    configured = plan is not None  # the metrics' label: a configured plan's id, or one value for any other
     async with pool.acquire() as conn:
         stored = await workflow_input(conn, job_id)
         if stored is None and legacy_id is not None:
@@ -104,9 +106,8 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
         if stored is not None:
             job_id = stored.job_id
             log.info("schedule.occurrence_duplicate", schedule_id=occ.schedule_id, job_id=job_id, lag_s=round(lag_s, 3))
-            metrics.record_occurrence(occ.schedule_id, "duplicate")
+            metrics.record_occurrence(occ.schedule_id, "duplicate", configured=configured)
             return OccurrenceAdmission(job_id=job_id, created=False, job_input=stored)
-        plan = next((p for p in settings.schedules if p.id == occ.schedule_id), None)
         wanted = list(plan.target_ids if plan is not None else occ.target_ids) or [t.id for t in settings.targets]
         targets = [t for t in (settings.target(tid) for tid in wanted) if t is not None]
         unknown = [tid for tid in wanted if settings.target(tid) is None]
@@ -139,13 +140,13 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
         if not row.created:  # lost a race with a concurrent trigger of the same minute
             stored = await workflow_input(conn, job_id)
             assert stored is not None
-            metrics.record_occurrence(occ.schedule_id, "duplicate")
+            metrics.record_occurrence(occ.schedule_id, "duplicate", configured=configured)
             return OccurrenceAdmission(job_id=job_id, created=False, job_input=stored)
         # The trampoline starts the workflow right after this activity: the reconciler
         # must not start a second, top-level one meanwhile.
         await mark_workflow_started(conn, job_id)
     metrics.record_admitted("schedule", inp.job_type)
-    metrics.record_occurrence(occ.schedule_id, "started", lag_s)
+    metrics.record_occurrence(occ.schedule_id, "started", lag_s, configured=configured)
     log.info(
         "schedule.occurrence_admitted",
         schedule_id=occ.schedule_id,
