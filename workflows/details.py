@@ -42,6 +42,10 @@ def _cell_work(cell: CellSnapshot) -> str:
         # backtick, an asterisk or HTML changed what followed, a trailing backslash broke the link.
         title = markdown_text(cell.work.title.replace("|", "/").replace("[", "(").replace("]", ")"), TITLE_LIMIT)
         label = f"{cell.work_id} {title}".strip()
+        if label.endswith("\\"):
+            # an escaped backslash right before the link's ] breaks the link in the Temporal
+            # UI's renderer (2.54.1; CommonMark reads it): a space keeps them apart
+            label += " "
         return f"[{label}]({cell.work.url.translate(_URL_ESCAPES)})" if cell.work.url else label
     return cell.work_id or ""
 
