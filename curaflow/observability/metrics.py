@@ -423,10 +423,17 @@ def record_occurrence(schedule_id: str, result: str, lag_s: float | None = None,
 
 
 @_safe
-def record_missed(schedule_id: str, why: str, count: int) -> None:
-    """Count occurrences a plan did not run (``why``: a :class:`~curaflow.domain.occurrence.MissCause`)."""
+def record_missed(schedule_id: str, why: str, count: int, *, configured: bool = True) -> None:
+    """Count occurrences a plan did not run (``why``: a :class:`~curaflow.domain.occurrence.MissCause`).
+
+    Args:
+        configured: ``schedule_id`` is a plan this process configures; else the misses
+            count under :data:`UNCONFIGURED_PLAN` (as :func:`record_occurrence`: the id of
+            an occurrence no worker could admit came from its trampoline's argument).
+    """
     if count > 0:
-        SCHEDULE_MISSED.labels(schedule_id=schedule_id, why=why).inc(count)
+        label = schedule_id if configured else UNCONFIGURED_PLAN
+        SCHEDULE_MISSED.labels(schedule_id=label, why=why).inc(count)
 
 
 @_safe

@@ -51,15 +51,17 @@ class OccurrenceConfigError(Exception):
 
 
 async def _name_unadmitted(
-    conn: asyncpg.Connection, schedule_id: str, scheduled_at_ms: int, job_id: str, problem: str
+    conn: asyncpg.Connection, schedule_id: str, scheduled_at_ms: int, job_id: str, problem: str, *, configured: bool
 ) -> None:
     """Name an occurrence Temporal started that cannot be admitted: a miss of cause
-    ``configuration_error`` under its nominal minute, recorded, logged and counted once."""
+    ``configuration_error`` under its nominal minute, recorded, logged and counted once
+    (under the plan's label when this process configures the plan, else under
+    :data:`~curaflow.observability.metrics.UNCONFIGURED_PLAN`; the log keeps the id)."""
     nominal = occurrence_minute_ms(scheduled_at_ms)
     cause = MissCause.CONFIGURATION_ERROR
     if not await record_misses(conn, schedule_id, [(nominal, cause)], now_ms()):
         return  # named before (another trampoline of the same minute)
-    metrics.record_missed(schedule_id, str(cause), 1)
+    metrics.record_missed(schedule_id, str(cause), 1, configured=configured)
     at = datetime.fromtimestamp(nominal / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
     log.warning(
         "schedule.occurrence_missed",
@@ -119,7 +121,7 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
                 "(workers with different configurations, or a plan removed from the configuration "
                 "and not synced: `curaflow schedules sync`)"
             )
-            await _name_unadmitted(conn, occ.schedule_id, req.scheduled_at_ms, job_id, problem)
+            await _name_unadmitted(conn, occ.schedule_id, req.scheduled_at_ms, job_id, problem, configured=configured)
             raise OccurrenceConfigError(problem)
         created_at = now_ms()
         inp = JobInput(

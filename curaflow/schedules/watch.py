@@ -137,9 +137,10 @@ async def dropped_times(
 #: after an occurrence of it could not be admitted (ms): the missed-occurrence alert's window.
 UNADMITTED_WINDOW_MS = 3600 * 1000
 CONFIGURATION_ERROR = str(MissCause.CONFIGURATION_ERROR)
-#: The plans this process does not configure that it last exported as broken (the holder
-#: of the watch's lock only): set back to 0 once their window passed.
-_unconfigured_broken: set[str] = set()
+#: Whether this process (the holder of the watch's lock) last exported
+#: ``curaflow_schedule_broken{schedule_id="(unconfigured)"}``: set back to 0 once the window
+#: of every such plan passed.
+_unconfigured_broken: dict[str, bool] = {"exported": False}
 
 
 async def unadmitted_plans(conn: asyncpg.Connection, since_ms: int) -> set[str]:
@@ -200,16 +201,26 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
     async with session_lock(pool, WATCH_LOCK_KEY, idle_timeout_ms=LEADER_IDLE_MS) as conn:
         if conn is None:
             metrics.clear_schedule_broken()  # the holder of the lock says what is broken
-            _unconfigured_broken.clear()
+            _unconfigured_broken["exported"] = False
             return found
         unadmitted = await unadmitted_plans(conn, now_ms() - UNADMITTED_WINDOW_MS)
         configured = {plan.id for plan in settings.schedules}
         # a plan this process does not configure (another worker's, or removed and not
-        # synced) whose occurrences no worker could admit: said too, while it lasts
-        for schedule_id in sorted((unadmitted | _unconfigured_broken) - configured):
-            metrics.set_schedule_broken(schedule_id, CONFIGURATION_ERROR if schedule_id in unadmitted else None)
-        _unconfigured_broken.clear()
-        _unconfigured_broken.update(unadmitted - configured)
+        # synced) whose occurrences no worker could admit: said too, while it lasts, under
+        # one label (the ids came from trampolines' arguments: `curaflow schedules misses`
+        # and the logs name them)
+        unconfigured = sorted(unadmitted - configured)
+        if unconfigured or _unconfigured_broken["exported"]:
+            metrics.set_schedule_broken(metrics.UNCONFIGURED_PLAN, CONFIGURATION_ERROR if unconfigured else None)
+            _unconfigured_broken["exported"] = bool(unconfigured)
+        if unconfigured:
+            log.warning(
+                "schedule.occurrences_not_admitted",
+                schedule_ids=unconfigured,
+                detail="occurrences of the last hour of plans this worker does not configure found none of "
+                "their targets configured on the worker that admitted them (`curaflow schedules misses`); "
+                "give every worker the same configuration and run `curaflow schedules sync`",
+            )
         for plan in settings.schedules:
             desc = await describe_schedule(client, plan.id)
             if desc is None:

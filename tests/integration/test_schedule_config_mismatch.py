@@ -72,31 +72,39 @@ async def test_an_occurrence_no_target_of_which_is_configured_where_it_is_admitt
         log = stack.worker_log(1)
         assert "schedule.occurrence_missed" in log and "configuration_error" in log
 
-        # and the plan is said broken by the watch's holder, whether it configures the plan or not
-        def broken(why: str) -> float | None:
-            return REGISTRY.get_sample_value("curaflow_schedule_broken", {"schedule_id": plan_id, "why": why})
+        # and the plan is said broken by the watch's holder, whether it configures the plan or
+        # not — under its id where it is configured, else under the one label of plans not
+        # configured (ids from trampolines' arguments never become label values)
+        def broken(label: str, why: str) -> float | None:
+            return REGISTRY.get_sample_value("curaflow_schedule_broken", {"schedule_id": label, "why": why})
 
-        for settings in (synced, stack.settings):
+        for settings, label in ((synced, plan_id), (stack.settings, metrics.UNCONFIGURED_PLAN)):
             metrics.clear_schedule_broken()
             await plans.watch_tick(pool, client, settings)
-            assert (broken("configuration_error"), broken("not_found")) == (1.0, 0.0)
+            assert (broken(label, "configuration_error"), broken(label, "not_found")) == (1.0, 0.0)
+        assert broken(plan_id, "configuration_error") is None  # the unconfigured view names no id
 
         # The same time admitted again where the targets are still missing (a second
         # trampoline of it, in this process): the same miss, named and counted once.
-        before = SCHEDULE_MISSED.labels(schedule_id=plan_id, why="configuration_error")._value.get()
+        # (counted under the one label: this worker's configuration has no such plan)
+        missed = SCHEDULE_MISSED.labels(schedule_id=metrics.UNCONFIGURED_PLAN, why="configuration_error")
+        before = missed._value.get()
         occurrence = plans.occurrence_input(synced, synced.schedules[0])
         request = AdmitOccurrenceInput(occurrence=occurrence, scheduled_at_ms=nominal_ms + 7)
         for _ in range(2):
             with pytest.raises(plans.OccurrenceConfigError):
                 await plans.admit_occurrence(pool, stack.settings, request)
-        assert SCHEDULE_MISSED.labels(schedule_id=plan_id, why="configuration_error")._value.get() == before
+        assert missed._value.get() == before
         assert len(await plans.list_misses(pool, plan_id)) == 1
         # a time not named yet: counted once in this process
         later = request.model_copy(update={"scheduled_at_ms": nominal_ms + 3_600_000})
         for _ in range(2):
             with pytest.raises(plans.OccurrenceConfigError):
                 await plans.admit_occurrence(pool, stack.settings, later)
-        assert SCHEDULE_MISSED.labels(schedule_id=plan_id, why="configuration_error")._value.get() == before + 1
+        assert missed._value.get() == before + 1
+        assert REGISTRY.get_sample_value(
+            "curaflow_schedule_occurrences_missed_total", {"schedule_id": plan_id, "why": "configuration_error"}
+        ) in (None, 0.0)  # no series of the id itself in this process
         assert [m.nominal_at for m in await plans.list_misses(pool, plan_id)] == [
             nominal_ms + 3_600_000,
             nominal_ms,
