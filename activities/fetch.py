@@ -22,6 +22,9 @@ excluded for this cell).
 
 A full artifact disk (``ENOSPC``, ``EDQUOT``) ends the cell at once with its own reason,
 ``storage_full`` (curaflow's, not retried: no retry within the job frees the disk).
+Any other refusal of the machine while a page or an animation is written or checked (an
+I/O error, too many open files: :func:`~curaflow.sources.decoding.machine_error`) is
+raised as it came and retried — curaflow's, never the work's nor the source's.
 
 A page is recorded complete only once it decodes fully (:mod:`curaflow.artifacts`): a
 download cut short inside valid framing fails the attempt (``download_failed``,

@@ -23,6 +23,7 @@ from curaflow.sources.decoding import (
     DecodeMeter,
     OverBudget,
     gif_layout,
+    machine_error,
     opening_layout,
     png_chunks,
     png_without_bad_ancillary,
@@ -277,6 +278,9 @@ def check_image(
 
     Raises:
         DecodeStopped: ``meter`` was stopped, or its deadline passed.
+        OSError: the machine refused a read of the file (an ``errno`` other than
+            ``EINVAL``: :func:`~curaflow.sources.decoding.machine_error`) — curaflow's,
+            never a verdict on the page.
 
     Header first (``Image.open`` reads no pixel data) and the frames counted, then Pillow
     ``verify()`` (structure, PNG CRCs) and a full ``load()`` of every frame from a second
@@ -360,6 +364,8 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
     except OverBudget as err:
         return Refused(err.why, UnavailableKind.OVER_BUDGET, recognised=True)
     except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
+        if machine_error(err):  # the disk's or the process's answer, not the bytes': curaflow's
+            raise
         # Pillow refused the file as it opened it: its format is its signature's, and its
         # verdict that of any image that does not decode (whole by its framing or not).
         fmt = fmt or signed_format(path)

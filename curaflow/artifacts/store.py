@@ -240,6 +240,9 @@ class ArtifactStore:
                 decode budget, undecodable, an unusable animation, too large).
             PathEscape: a file name built from the work would leave the artifacts
                 directory (a work id that was never validated).
+            OSError: the artifacts directory's disk or the process refused a write or a
+                read (a full disk, an I/O error, too many open files): curaflow's, never a
+                verdict on the work (:func:`~curaflow.sources.decoding.machine_error`).
         """
         folder = self.folder(job_id, target_id)
         # Every path is checked before the source is asked anything.

@@ -39,7 +39,14 @@ from pathlib import Path
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel
 
-from curaflow.sources.decoding import DecodeBudget, DecodeMeter, OverBudget, opening_layout, png_without_bad_ancillary
+from curaflow.sources.decoding import (
+    DecodeBudget,
+    DecodeMeter,
+    OverBudget,
+    machine_error,
+    opening_layout,
+    png_without_bad_ancillary,
+)
 
 #: A frames zip larger than this is refused (bytes).
 MAX_ZIP_BYTES = 64 * 1024 * 1024
@@ -147,7 +154,9 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
         try:
             with archive.open(info) as fh, Image.open(fh) as image:
                 return _frame_format_size(info, image)
-        except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+        except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
+            if machine_error(err):
+                raise
             with archive.open(info) as fh:
                 repaired = png_without_bad_ancillary(fh.read(MAX_FRAME_BYTES + 1), meter.check)
             if repaired is None:
@@ -159,6 +168,8 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
     except (zipfile.BadZipFile, EOFError) as err:
         raise AnimationBroken(f"frame {info.filename} cannot be read from the zip: {err}") from None
     except (OSError, ValueError, SyntaxError) as err:
+        if machine_error(err):  # the disk's answer reading the zip, not the frame's: curaflow's
+            raise
         raise UnusableAnimation(f"frame {info.filename} has no readable header: {type(err).__name__}") from None
 
 
@@ -210,6 +221,9 @@ def encode_gif(zip_path: Path, meta: Animation, dest: Path, *, meter: DecodeMete
         OverBudget: a frame over :data:`MAX_FRAME_BYTES`, or the decode over its budget.
         AnimationBroken: the zip is cut short, or a frame fails its CRC.
         DecodeStopped: ``meter`` was stopped, or its deadline passed.
+        OSError: the machine refused a read of the zip or the write of the GIF (an
+            ``errno``: :func:`~curaflow.sources.decoding.machine_error`; a full disk
+            too) — curaflow's, never the animation's.
     """
     meter = meter if meter is not None else DecodeBudget().meter()
     with meter.running():
@@ -223,6 +237,8 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
     try:
         archive = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError) as err:
+        if machine_error(err):  # the disk's answer, not the zip's (nor the transfer's): curaflow's
+            raise
         if not _is_zip(zip_path):
             raise NotAZip("the frames zip is not a zip") from None
         raise AnimationBroken(f"the frames zip cannot be read (cut short?): {err}") from None
@@ -254,6 +270,8 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
             try:
                 image = _decoded(data, meter)
             except (OSError, ValueError, SyntaxError) as err:
+                if machine_error(err):
+                    raise
                 raise UnusableAnimation(f"frame {name} cannot be decoded: {type(err).__name__}") from None
             rgb = image.convert("RGB")
             return rgb if size is None or rgb.size == size else rgb.resize(size)

@@ -53,6 +53,7 @@ decodes, so ``-W error`` or ``PYTHONWARNINGS`` never changes a verdict.
 
 from __future__ import annotations
 
+import errno
 import re
 import struct
 import threading
@@ -103,6 +104,24 @@ def pillow_defers() -> None:
 
 
 pillow_defers()
+
+
+def machine_error(err: BaseException) -> bool:
+    """Whether ``err``, met while a decode read a file of the artifacts directory, is the
+    machine's answer rather than the verdict of the bytes: an ``OSError`` the operating
+    system raised (it carries an ``errno``: an I/O error of the disk, a map the process may
+    not make, too many open files, a full disk), never Pillow's (its ``OSError`` for bytes
+    it cannot decode has none) nor zipfile's. ``EINVAL`` is excepted: a seek to a negative
+    offset that a file's header names raises it, so the bytes can cause it.
+
+    Such an error is curaflow's own: the check raises it as it came (the ``fetch``
+    activity retries it, or ends the cell ``storage_full`` for a full disk) and never
+    judges the page or the animation by it — not ``undecodable`` /
+    ``unusable_animation`` (the work refused for ``unavailable_ttl_ms``), nor a body
+    cut short (``download_failed``, the source's). Until 2026-12-05 a transient ``EIO``
+    while a whole page was read refused the work for the week.
+    """
+    return isinstance(err, OSError) and err.errno is not None and err.errno != errno.EINVAL
 
 
 class OverBudget(Exception):

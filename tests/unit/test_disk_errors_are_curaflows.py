@@ -1,0 +1,198 @@
+"""A failure of curaflow's own machine while a page or an animation is checked is never the
+work's verdict.
+
+The decode check reads the page's file from the artifacts directory (``open``, ``read``,
+``mmap``) and an animation's frames from the frames zip on that disk. The operating
+system can refuse any of those: an I/O error of the disk (``EIO``), a map the process
+may not make (``ENOMEM``: its map count or address space at its limit), too many open
+files (``EMFILE``). Pillow raises ``OSError`` for bytes it cannot decode too, so the
+check must tell them apart: the machine's answer carries an ``errno`` (Pillow's never
+does); it is raised as it came — the ``fetch`` activity retries it (``storage_full``
+for a full disk), curaflow's — and never becomes ``undecodable`` / ``unusable_animation``
+(the work refused for a week) nor ``download_failed`` (the source's). The only
+``errno`` bytes can cause is ``EINVAL``: a seek to a negative offset that a header
+names.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import errno
+import io
+import os
+import zipfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+
+import curaflow.artifacts.images as images
+from curaflow.artifacts import ArtifactStore
+from curaflow.artifacts.images import check_image
+from curaflow.domain.models import Work, WorkPage
+from curaflow.sources.animation import Animation, AnimationFrame, encode_gif
+from curaflow.sources.decoding import machine_error
+
+
+def big_png(path: Path) -> Path:
+    """A whole PNG over the size the check maps rather than reads (256 KiB)."""
+    Image.frombytes("RGB", (400, 400), os.urandom(400 * 400 * 3)).save(path, format="PNG", compress_level=0)
+    assert path.stat().st_size > 256 * 1024
+    return path
+
+
+class _FailingReads(io.FileIO):
+    """A file whose reads past its first bytes fail as a failing disk answers."""
+
+    def read(self, size: int = -1, /) -> bytes:
+        if self.tell() >= 64:
+            raise OSError(errno.EIO, "Input/output error")
+        return super().read(size)
+
+    def readinto(self, buffer: Any, /) -> int | None:  # type: ignore[override]
+        if self.tell() >= 64:
+            raise OSError(errno.EIO, "Input/output error")
+        return super().readinto(buffer)
+
+
+@pytest.fixture
+def eio_once(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """The first ``open`` of a page by the check gets a file whose reads fail with ``EIO``
+    (a transient disk error: later opens read the file as it is)."""
+    seen = {"opens": 0}
+
+    def opening(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        seen["opens"] += 1
+        if seen["opens"] == 1 and mode == "rb":
+            return io.BufferedReader(_FailingReads(file, "r"))
+        return builtins.open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(images, "open", opening, raising=False)
+    return seen
+
+
+def test_the_machine_s_errors_are_told_from_the_bytes() -> None:
+    assert machine_error(OSError(errno.EIO, "Input/output error"))
+    assert machine_error(OSError(errno.ENOMEM, "Cannot allocate memory"))
+    assert machine_error(OSError(errno.EMFILE, "Too many open files"))
+    assert machine_error(OSError(errno.ENOSPC, "No space left on device"))
+    assert not machine_error(OSError("broken data stream when reading image file"))  # Pillow's
+    assert not machine_error(OSError(errno.EINVAL, "Invalid argument"))  # a seek a header names
+    assert not machine_error(ValueError("x"))
+
+
+def test_an_io_error_reading_a_whole_page_is_raised_not_the_page_refused(tmp_path: Path, eio_once: Any) -> None:
+    page = big_png(tmp_path / "p0.png")
+    with pytest.raises(OSError) as caught:
+        check_image(page)
+    assert caught.value.errno == errno.EIO
+
+
+def test_a_map_the_process_may_not_make_is_raised_not_the_page_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = big_png(tmp_path / "p0.png")
+
+    def no_map(*_: Any, **__: Any) -> Any:
+        raise OSError(errno.ENOMEM, "Cannot allocate memory")
+
+    monkeypatch.setattr(images.mmap, "mmap", no_map)
+    with pytest.raises(OSError) as caught:
+        check_image(page)
+    assert caught.value.errno == errno.ENOMEM
+
+
+class _OnePage:
+    name = "fake"
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str) -> AsyncIterator[Any]:
+        data = self.body
+
+        class Body:
+            expected_bytes = len(data)
+
+            async def chunks(self) -> AsyncIterator[bytes]:
+                yield data
+
+        yield Body()
+
+    async def animation(self, work: Work) -> Any:
+        return None
+
+
+async def test_a_fetch_whose_check_meets_a_disk_error_raises_it_and_leaves_no_part(
+    tmp_path: Path, eio_once: Any
+) -> None:
+    body = big_png(tmp_path / "source.png").read_bytes()
+    work = Work(
+        work_id="42",
+        url="https://www.pixiv.net/artworks/42",
+        page_count=1,
+        pages=[WorkPage(index=0, url="https://i.pximg.net/img-original/42_p0.png")],
+    )
+    store = ArtifactStore(tmp_path / "artifacts")
+    with pytest.raises(OSError) as caught:
+        await store.fetch(_OnePage(body), work, "job@1", "t")
+    assert caught.value.errno == errno.EIO  # curaflow's (retried), not WorkUnavailable
+    assert [p.name for p in store.folder("job@1", "t").iterdir()] == []
+    # the same page is whole once the disk reads again
+    artifact = await store.fetch(_OnePage(body), work, "job@1", "t")
+    assert [f.bytes for f in artifact.files] == [len(body)]
+
+
+def frames(path: Path) -> tuple[Path, Animation]:
+    with zipfile.ZipFile(path, "w") as archive:
+        for i in range(2):
+            buf = io.BytesIO()
+            Image.new("RGB", (16, 12), (i * 90, 0, 0)).save(buf, format="PNG")
+            archive.writestr(f"{i:06d}.png", buf.getvalue())
+    meta = Animation(
+        zip_url="https://i.pximg.net/img-zip-ugoira/1_ugoira600x600.zip",
+        frames=[AnimationFrame(file=f"{i:06d}.png", delay_ms=100) for i in range(2)],
+    )
+    return path, meta
+
+
+def test_an_io_error_reading_the_frames_zip_is_raised_not_the_animation_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zip_path, meta = frames(tmp_path / "1_ugoira.zip")
+    opened = zipfile.ZipFile.open
+    calls = {"n": 0}
+
+    def failing_once(self: zipfile.ZipFile, *args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(errno.EIO, "Input/output error")
+        return opened(self, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", failing_once)
+    dest = tmp_path / "1_ugoira.gif"
+    with pytest.raises(OSError) as caught:
+        encode_gif(zip_path, meta, dest)
+    assert caught.value.errno == errno.EIO
+    assert not dest.exists()
+
+
+def test_a_frames_zip_the_disk_cannot_open_is_raised_not_the_transfer_blamed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zip_path, meta = frames(tmp_path / "1_ugoira.zip")
+    real = zipfile.ZipFile.__init__
+
+    def no_files_left(self: zipfile.ZipFile, *args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(zipfile.ZipFile, "__init__", no_files_left)
+    with pytest.raises(OSError) as caught:
+        encode_gif(zip_path, meta, tmp_path / "1_ugoira.gif")
+    assert caught.value.errno == errno.EMFILE
+    monkeypatch.setattr(zipfile.ZipFile, "__init__", real)
+    assert encode_gif(zip_path, meta, tmp_path / "1_ugoira.gif") == (16, 12)
