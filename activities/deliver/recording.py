@@ -22,8 +22,8 @@ from curaflow.domain.models import CellSnapshot, DeliveryReport
 from curaflow.domain.reasons import Owner
 from curaflow.domain.verdicts import DeliveryVerdict, delivery_verdict
 from curaflow.ledger import deliveries as ledger
+from curaflow.ledger import holdings, route_gates
 from curaflow.ledger import remembered as memory
-from curaflow.ledger import route_gates
 from curaflow.ledger.db import LEDGER_ERRORS
 from curaflow.ledger.deliveries import AlreadyRecorded, Answered
 from curaflow.ledger.records import load_cell
@@ -184,12 +184,27 @@ class DeliveryRecords:
 
         Rule: ``storage_mode = "cache"`` removes the cell's artifact folder
         (:meth:`~curaflow.artifacts.ArtifactStore.delete`) once the cell is ``submitted``
-        (every route confirmed); ``persistent`` keeps it. The ledger's copy goes with the
-        job's finish either way. Until 2026-12-05 only this attempt's receipt removed it: a
-        receipt recorded by the next attempt left the files on the disk for good.
-        Idempotent (a folder already gone is no error); blocking work runs in a thread."""
+        (every route confirmed) — this process's at once, and every other store's at its
+        worker's next retention pass (:func:`curaflow.ledger.holdings.done`: the host that
+        fetched may not be this one, workers share no disk); ``persistent`` keeps it. The
+        ledger's copy goes with the job's finish either way. Until 2026-12-05 only this
+        attempt's receipt removed it: a receipt recorded by the next attempt left the files
+        on the disk for good; and until the same day only this process's folder went: a
+        cell another host fetched kept its files on that host's disk for good. A ledger
+        error in the mark is logged, not raised (the delivery is recorded; the folder then
+        goes with the job's retention). Idempotent (a folder already gone is no error);
+        blocking work runs in a thread."""
         if cell.state == CellState.SUBMITTED and inp.target.storage_mode == "cache":
             await asyncio.to_thread(self.deps.store.delete, inp.job_id, inp.target.target_id)
+            try:
+                await holdings.done(self.deps.pool, inp.job_id, inp.target.target_id)
+            except LEDGER_ERRORS as err:
+                log.warning(
+                    "artifact.cache_release_unrecorded",
+                    job_id=inp.job_id,
+                    target_id=inp.target.target_id,
+                    error=f"{type(err).__name__}: {err}"[:300],
+                )
 
     @staticmethod
     def _answered(request: DeliveryRequest, err: RouteError, parts: list[object] | None) -> Answered | None:

@@ -4,11 +4,14 @@ Workers share no disk: the files of a fetched artifact are in the artifacts dire
 the process that fetched it (its *store*, :meth:`curaflow.artifacts.ArtifactStore.identity`),
 and only a process on that host can delete them. So the fetch records the holding
 (:func:`hold`, before its first byte) and the retention pass of every worker deletes the
-folders its own store holds for pruned jobs, then forgets them (:func:`release`). A prune
+folders its own store holds for pruned jobs, and for cells whose delivery made them
+garbage on every store (:func:`done`: ``storage_mode = "cache"``, the cell submitted —
+the host that delivered may not be the one that fetched), then forgets them
+(:func:`release`). A prune
 run anywhere (``curaflow prune``, another worker) reports the folders still held by other
 stores (:func:`pending`): they go at those stores' next pass.
 
-Tables ``artifact_stores`` and ``artifact_holdings`` (migration 0042).
+Tables ``artifact_stores`` and ``artifact_holdings`` (migration 0042; ``done_at``, 0048).
 """
 
 from __future__ import annotations
@@ -60,6 +63,20 @@ async def hold(pool: asyncpg.Pool | asyncpg.Connection, store_id: str, job_id: s
     await pool.execute(hold_sql("$1", "$2", "$3", "$4"), job_id, target_id, store_id, now_ms())
 
 
+async def done(pool: asyncpg.Pool | asyncpg.Connection, job_id: str, target_id: str) -> None:
+    """Record that the artifact folders of cell ``(job_id, target_id)`` are garbage on every
+    store that holds one (``storage_mode = "cache"`` and the cell ``submitted``): each
+    store's next retention pass deletes its folder (:func:`release`). Idempotent (one
+    statement; a cell no store holds records nothing)."""
+    await pool.execute(
+        """UPDATE artifact_holdings SET done_at = $3
+           WHERE job_id = $1 AND target_id = $2 AND done_at IS NULL""",
+        job_id,
+        target_id,
+        now_ms(),
+    )
+
+
 async def register_store(pool: asyncpg.Pool, store: ArtifactStore, at_ms: int | None = None) -> None:
     """Name ``store`` in ``artifact_stores`` and note its worker's pass (``seen_at``)."""
     store_id, label = await asyncio.to_thread(store.identity)
@@ -73,7 +90,8 @@ async def register_store(pool: asyncpg.Pool, store: ArtifactStore, at_ms: int | 
 
 
 async def release(pool: asyncpg.Pool, store: ArtifactStore) -> int:
-    """Delete the folders ``store`` holds for pruned jobs, then forget them.
+    """Delete the folders ``store`` holds for pruned jobs and for cells marked :func:`done`,
+    then forget them.
 
     A folder is deleted before its row (a failure leaves a row to retry, never a file
     nothing points to). Returns how many folders were deleted.
@@ -82,8 +100,12 @@ async def release(pool: asyncpg.Pool, store: ArtifactStore) -> int:
     removed = 0
     while True:
         rows = await pool.fetch(
-            """SELECT h.job_id, h.target_id FROM artifact_holdings h JOIN jobs j USING (job_id)
-               WHERE h.store_id = $1 AND j.pruned_at IS NOT NULL LIMIT $2""",
+            """(SELECT h.job_id, h.target_id FROM artifact_holdings h JOIN jobs j USING (job_id)
+                WHERE h.store_id = $1 AND j.pruned_at IS NOT NULL LIMIT $2)
+               UNION
+               (SELECT h.job_id, h.target_id FROM artifact_holdings h
+                WHERE h.store_id = $1 AND h.done_at IS NOT NULL LIMIT $2)
+               LIMIT $2""",
             store_id,
             RELEASE_BATCH,
         )

@@ -1,0 +1,123 @@
+"""``storage_mode = "cache"`` frees the disk of the host that fetched, whichever host delivered.
+
+Workers share no disk: the fetch writes the cell's files into its own artifacts directory
+and copies them into the ledger; a deliver attempt on another host restores that copy into
+a transfer folder of its own, removed after the send. The cell's files on the fetching host
+go too once the cell is ``submitted``: the delivery records that the cell's folders are no
+longer needed (``artifact_holdings.done_at``), and the fetching host's retention pass —
+which every worker runs, ``retention.days`` or not — deletes its folder. Until 2026-12-05
+only the delivering host's own folder was deleted: with two hosts, about half of the cache
+mode's folders stayed on the fetchers' disks for good.
+
+The activities run in the test process (``ActivityEnvironment``) with two workers' real
+dependencies — one ledger, the replay source over real HTTP, an artifacts directory each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.acquire import AcquireActivity
+from activities.deliver import DeliverActivity
+from activities.deps import ActivityDeps, close_deps, open_deps
+from activities.finish import FinishActivity
+from curaflow.domain.cells import CellState
+from curaflow.domain.messages import AcquireInput, DeliverInput, FinishInput
+from curaflow.jobs.admission import Admitter
+from curaflow.ledger.retention import prune_tick
+from tests.conftest import StackFactory
+from tests.fakes.replay import ReplayServer
+from tests.support import Stack, short_id
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+async def hosts(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> AsyncIterator[tuple[Stack, ActivityDeps, ActivityDeps]]:
+    """A stack with a ``cache`` and a ``persistent`` target, and two workers' dependencies,
+    each with an artifacts directory of its own (two hosts)."""
+    out = f"out-{short_id()}"
+    target = {"query": {"mode": "ranking"}, "routes": [out], "scan_limit": 30}
+    stack = make_stack(
+        {
+            "pixiv": replay.config(),
+            "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+            "targets": [
+                {"id": "cached", "storage_mode": "cache", **target},
+                {"id": "kept", "storage_mode": "persistent", **target},
+            ],
+        }
+    )
+    fetcher = await open_deps(stack.settings, None, replay_url=replay.url)
+    other = stack.settings.model_copy(update={"artifacts_dir": tmp_path / "other-host"})
+    deliverer = await open_deps(other, None, replay_url=replay.url)
+    try:
+        assert fetcher.store.identity()[0] != deliverer.store.identity()[0]
+        yield stack, fetcher, deliverer
+    finally:
+        await close_deps(deliverer)
+        await close_deps(fetcher)
+
+
+async def fetched_here_delivered_there(
+    stack: Stack, fetcher: ActivityDeps, deliverer: ActivityDeps, target_id: str
+) -> tuple[str, Path]:
+    """One job of ``target_id``: acquired by ``fetcher``, delivered by ``deliverer`` (from the
+    ledger's copy), finished. Returns the job id and the fetcher's folder of the cell."""
+    task = {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": f"cache-hosts-{short_id()}",
+        "params": {"target_id": target_id},
+    }
+    admitted = await Admitter(stack.settings, fetcher.pool, None).admit(task, start=False)
+    assert admitted.job_input is not None
+    job_id, target = admitted.job_id, admitted.job_input.targets[0]
+    acquired = await ActivityEnvironment().run(
+        AcquireActivity(fetcher).acquire, AcquireInput(job_id=job_id, target=target, heartbeat_interval_ms=30_000)
+    )
+    assert acquired.cell.state == CellState.ARTIFACT_READY
+    folder = fetcher.store.folder(job_id, target.target_id)
+    assert any(folder.iterdir())
+    delivered = await ActivityEnvironment().run(
+        DeliverActivity(deliverer).deliver,
+        DeliverInput(job_id=job_id, target=target, route=target.routes[0], heartbeat_interval_ms=30_000),
+    )
+    assert delivered.cell.state == CellState.SUBMITTED
+    final = await ActivityEnvironment().run(FinishActivity(deliverer).finish, FinishInput(job_id=job_id))
+    assert final.status == "succeeded"
+    return job_id, folder
+
+
+async def test_a_cached_cell_delivered_by_another_host_leaves_no_file_on_the_fetchers_disk(
+    hosts: tuple[Stack, ActivityDeps, ActivityDeps],
+) -> None:
+    stack, fetcher, deliverer = hosts
+    job_id, folder = await fetched_here_delivered_there(stack, fetcher, deliverer, "cached")
+    assert deliverer.store.folder(job_id, "cached").exists() is False  # nothing on the deliverer's disk
+
+    await prune_tick(deliverer.pool, deliverer.store, None)  # another host's pass: not its files
+    assert folder.exists()
+    await prune_tick(fetcher.pool, fetcher.store, None)  # the fetcher's own pass (no retention.days)
+
+    assert not folder.exists()
+    assert not folder.parent.exists()  # the job's folder too, once empty
+    held = await fetcher.pool.fetchval("SELECT count(*) FROM artifact_holdings WHERE job_id = $1", job_id)
+    assert held == 0  # forgotten once deleted: the next pass does nothing for it
+
+
+async def test_a_persistent_cell_keeps_its_files_on_the_fetchers_disk(
+    hosts: tuple[Stack, ActivityDeps, ActivityDeps],
+) -> None:
+    stack, fetcher, deliverer = hosts
+    _, folder = await fetched_here_delivered_there(stack, fetcher, deliverer, "kept")
+
+    await prune_tick(fetcher.pool, fetcher.store, None)
+
+    assert any(folder.iterdir())  # the artifacts directory is the archive: until retention
