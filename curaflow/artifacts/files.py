@@ -27,8 +27,18 @@ HELD_BYTES = 8 * WRITE_BATCH
 
 
 def _prepare(folder: Path, dests: list[Path]) -> set[Path]:
-    """Create the cell's folder; the pages already complete on disk (blocking)."""
+    """Create the cell's folder, remove the part files an earlier attempt left in it; the
+    pages already complete on disk (blocking).
+
+    A part file (``.<page>.<random>.part``, :class:`_PartFile`; ``.<name>.part`` of a
+    frames zip or a GIF) outlives its attempt only when the process died (SIGKILL, the
+    OOM killer): each death left its own, up to ``outbound.download_max_bytes`` each, in a
+    folder a persistent store keeps for good (until 2026-12-05). The attempt that calls
+    this holds the cell's lease: no other live attempt writes the folder.
+    """
     folder.mkdir(parents=True, exist_ok=True)
+    for leftover in folder.glob(".*.part"):
+        leftover.unlink(missing_ok=True)
     return {dest for dest in dests if dest.exists()}
 
 

@@ -214,7 +214,8 @@ class ArtifactStore:
         on_page: ProgressHook | None = None,
         held: dict[int, bytes] | None = None,
     ) -> Artifact:
-        """Download every page of ``work`` from ``source``; pages already complete on disk are kept.
+        """Download every page of ``work`` from ``source``; pages already complete on disk are
+        kept, part files a killed attempt left are removed (:func:`~curaflow.artifacts.files._prepare`).
 
         Args:
             source: the work's source (its :meth:`~curaflow.sources.base.Source.download`
@@ -504,7 +505,10 @@ class ArtifactStore:
     def sweep_transfers(self, older_than_s: float = TRANSFER_MAX_AGE_S) -> int:
         """Remove the transfer folders older than ``older_than_s`` (seconds since their
         last change): those of attempts whose process died before removing them. Run at
-        worker start (blocking); returns how many were removed."""
+        worker start and by every retention pass of the worker
+        (:func:`curaflow.ledger.retention.prune_tick`: a worker that was not started again
+        after such a death swept them never, until 2026-12-05). Blocking; returns how many
+        were removed."""
         parent = self.root / TRANSFER_DIR
         if not parent.is_dir():
             return 0

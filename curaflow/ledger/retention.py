@@ -193,6 +193,9 @@ async def prune_tick(
     With ``retention.days`` set: :func:`prune` with the cutoff ``now − days``, logged as
     ``retention.pruned`` when it removed anything. Without: only this store's folders of
     jobs a ``curaflow prune`` (or another worker) pruned are deleted (:func:`release_tick`).
+    Either way the store's transfer folders dead attempts left are swept
+    (:meth:`~curaflow.artifacts.ArtifactStore.sweep_transfers`, logged as
+    ``retention.transfers_swept``).
 
     Args:
         now: epoch ms (UTC) of the pass (default the clock; a simulation passes its own).
@@ -200,6 +203,9 @@ async def prune_tick(
     at = now_ms() if now is None else now
     if store is not None:
         await holdings.register_store(pool, store, at)
+        swept = await asyncio.to_thread(store.sweep_transfers)
+        if swept:
+            log.info("retention.transfers_swept", folders=swept)
     if days is None:
         return await release_tick(pool, store, now=at)
     report = await prune(pool, at - days * DAY_MS, store=store)

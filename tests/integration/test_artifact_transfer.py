@@ -13,6 +13,7 @@ import pytest
 from curaflow.artifacts import ArtifactStore
 from curaflow.domain.models import Artifact, ArtifactFile
 from curaflow.ledger.artifacts import CHUNK_BYTES, ArtifactNotInLedger, restore_artifact, store_artifact
+from curaflow.ledger.retention import prune_tick
 from tests.support import short_id
 
 pytestmark = pytest.mark.integration
@@ -106,4 +107,22 @@ def test_transfer_folders_left_by_dead_attempts_are_swept_not_live_ones(tmp_path
     os.utime(abandoned, (day_ago, day_ago))
 
     assert store.sweep_transfers() == 1
+    assert not abandoned.exists() and live.is_dir()
+
+
+async def test_a_running_workers_retention_pass_sweeps_transfer_folders_dead_attempts_left(
+    ledger_pool: asyncpg.Pool, tmp_path: Path
+) -> None:
+    # A worker killed mid-restore leaves its transfer folder; the sweep at the next start
+    # spares it (young then), and a worker that then runs for months never started again:
+    # until 2026-12-05 the folder stayed until some later restart. Every retention pass
+    # (every worker runs one, retention.days or not) sweeps too.
+    store = ArtifactStore(tmp_path / "artifacts")
+    abandoned, live = store.transfer_folder(), store.transfer_folder()
+    (abandoned / "1_p0.png").write_bytes(b"x" * 1024)
+    day_ago = time.time() - 25 * 3600
+    os.utime(abandoned, (day_ago, day_ago))
+
+    await prune_tick(ledger_pool, store, None)
+
     assert not abandoned.exists() and live.is_dir()

@@ -346,3 +346,22 @@ async def test_a_later_page_over_the_limit_is_judged_by_the_first_pages_size(
         await ArtifactStore(tmp_path).fetch(_LaterPageOverLimit([png(1), b""]), two, "j", "t")
     assert raised.value.kind == UnavailableKind.TOO_LARGE
     assert raised.value.recognised is recognised, raised.value.why
+
+
+async def test_part_files_a_killed_attempt_left_are_removed_by_the_next(tmp_path: Path) -> None:
+    # A process killed mid-fetch (SIGKILL, the OOM killer) leaves the part files of the page
+    # it was receiving and of the one it was completing (up to download_max_bytes each),
+    # under names of their own: until 2026-12-05 each crash added its parts to the cell's
+    # folder, which a persistent store keeps for good. The next attempt holds the cell's
+    # lease (no other attempt writes the folder): it removes them before its first byte.
+    store = ArtifactStore(tmp_path)
+    folder = store.folder("job@1", "t")
+    folder.mkdir(parents=True)
+    (folder / ".42_p0.png.k1ll3d.part").write_bytes(b"\x89PNG" + b"\0" * 4096)
+    (folder / ".42_p1.png.0ther1.part").write_bytes(b"\x89PNG")
+    (folder / ".42_ugoira.zip.part").write_bytes(b"PK")
+
+    artifact = await store.fetch(Pages([png(1), png(2)]), work(2), "job@1", "t")
+
+    assert len(artifact.files) == 2
+    assert left_behind(tmp_path) == ["42_p0.png", "42_p1.png"]
