@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import math
 import os
 import shutil
@@ -141,6 +142,53 @@ async def _stopped(
 STORE_ID_FILE = ".store-id"
 
 
+def _read_id(path: Path) -> str:
+    """The id in ``path``, or ``""`` when there is none (no file, or an empty one)."""
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return ""
+
+
+def _store_id(root: Path) -> str:
+    """The id of the artifacts directory ``root`` (:meth:`ArtifactStore.identity`),
+    created on first use (blocking).
+
+    The file is only ever written whole (a temporary file, fsynced, renamed over it), and
+    created under an exclusive ``flock`` of the directory, read again once the lock is
+    held: processes starting together on one directory (``curaflow dev --workers N``, a
+    volume mounted twice by mistake) all answer the one id the file keeps. Until
+    2026-12-05 the file was created empty and written after: a process starting meanwhile
+    read it empty and wrote an id of its own (two ids for one directory, the holdings
+    recorded under the lost one never released), or failed renaming the shared temporary
+    file. A file system that refuses the lock (``ENOLCK``: some network file systems)
+    creates it unlocked, as before.
+    """
+    path = root / STORE_ID_FILE
+    store_id = _read_id(path)  # the common case: named already, never rewritten
+    if store_id:
+        return store_id
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX)  # released with the descriptor
+        store_id = _read_id(path)
+        if not store_id:  # none yet, or an empty file an older version's interrupted write left
+            store_id = uuid.uuid4().hex
+            tmp = root / f"{STORE_ID_FILE}.{os.getpid()}.tmp"
+            try:
+                with open(tmp, "w", encoding="ascii") as fh:
+                    fh.write(store_id + "\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+        return store_id
+    finally:
+        os.close(fd)
+
+
 class ArtifactStore:
     """Downloads work pages into ``root`` and deletes them when no longer needed.
 
@@ -185,19 +233,7 @@ class ArtifactStore:
         """
         if self._identity is None:
             self.root.mkdir(parents=True, exist_ok=True)
-            path = self.root / STORE_ID_FILE
-            try:
-                with open(path, "x", encoding="ascii") as fh:
-                    fh.write(uuid.uuid4().hex + "\n")
-            except FileExistsError:
-                pass
-            store_id = path.read_text(encoding="ascii").strip()
-            if not store_id:  # an interrupted first write: a new id, written whole
-                store_id = uuid.uuid4().hex
-                tmp = path.with_suffix(".tmp")
-                tmp.write_text(store_id + "\n", encoding="ascii")
-                os.replace(tmp, path)
-            self._identity = (store_id, f"{socket.gethostname()}:{self.root.resolve()}")
+            self._identity = (_store_id(self.root), f"{socket.gethostname()}:{self.root.resolve()}")
         return self._identity
 
     def folder(self, job_id: str, target_id: str) -> Path:
