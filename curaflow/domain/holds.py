@@ -56,6 +56,16 @@ SendHoldKind = Literal["rate_limited", "unavailable"]
 #: (:func:`curaflow.ledger.records.load_cells`), never the cell.
 HoldKind = Literal["rate_limited", "unavailable", "cooling", "paused"]
 
+#: The kinds stored in ``cells.held_by``: those every build since migration 0046 reads
+#: there. A build of before 2026-12-05 reads that column with this closed list, and any
+#: other kind failed its whole read of the job (``GET /jobs/{id}``, a cancel, a schedule's
+#: ``follow``) during a rolling upgrade or after a rollback; a hold of a kind added since
+#: (``unavailable``) is stored in ``cells.held_by_added`` instead (migration 0048,
+#: :func:`curaflow.ledger.cells.finish_cell`), where only builds that know it look — a
+#: build of before reads no structured hold, the cell's message still says it. A kind
+#: added later goes there too, never here.
+KINDS_OF_0046: frozenset[str] = frozenset({"rate_limited", "cooling", "paused"})
+
 
 @dataclass(frozen=True)
 class HoldScope:

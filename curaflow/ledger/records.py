@@ -19,7 +19,7 @@ from curaflow.domain.models import (
 
 CELL_COLUMNS = """target_id, position, state, stage, work_id, work_type, work, candidate_report,
     artifact, attempt_count, fallback_stage, terminal_reason_code, terminal_reason_message,
-    heartbeat_at, lease_until, updated_at, held_by"""
+    heartbeat_at, lease_until, updated_at, held_by, held_by_added"""
 STAGE_COLUMNS = "target_id, state, stage, updated_at"
 INTENT_COLUMNS = (
     "d.route, d.status, d.idempotency_key, d.remote_id, d.attempts, d.last_error, d.work_id, "
@@ -55,14 +55,16 @@ def cell_from_row(
         artifact=artifact or (Artifact.model_validate(row["artifact"]) if row["artifact"] else None),
         deliveries=deliveries or [],
         updated_at=row["updated_at"],
-        held_by=_held(row["held_by"]),
+        held_by=_held(row["held_by_added"]) or _held(row["held_by"]),
     )
 
 
 def _held(value: Any) -> Hold | None:
-    """The stored ``cells.held_by``, or None. A hold this build cannot read — a kind a later
-    build added (:data:`curaflow.domain.holds.HoldKind`), read during a rolling upgrade —
-    is dropped, not the cell: the cell's message, written with it, still says it."""
+    """A stored hold (``cells.held_by_added``, else ``cells.held_by``:
+    :data:`curaflow.domain.holds.KINDS_OF_0046`), or None. A hold this build cannot read —
+    a kind a later build added (:data:`curaflow.domain.holds.HoldKind`), read during a
+    rolling upgrade — is dropped, not the cell: the cell's message, written with it, still
+    says it."""
     if not value:
         return None
     try:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import uuid
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 import pytest
+from pydantic import BaseModel
 from temporalio.testing import ActivityEnvironment
 
 from activities.deliver import DeliveryRecords
@@ -328,6 +329,57 @@ async def test_a_stored_hold_of_a_later_builds_kind_is_read_without_it(ledger_po
     async with ledger_pool.acquire() as conn:
         (cell,) = await load_cells(conn, job_id)
     assert (cell.state, cell.held_by) == (CellState.FAILED, None)
+
+
+class _HoldBefore47(BaseModel):
+    """``cells.held_by`` as every build before migration 0047 reads it (frozen copy of the
+    previous release's :class:`~curaflow.domain.holds.Hold`): a closed list of kinds, so
+    any other kind failed the whole read — ``GET /jobs/{id}``, a cancel, a schedule's
+    ``follow``, a retried ``finish`` — of such a build still running during a rolling
+    upgrade, or rolled back to."""
+
+    owner: Literal["route", "account"] = "route"
+    name: str
+    kind: Literal["rate_limited", "cooling", "paused"]
+    until: int
+
+
+def _read_before_47(value: Any) -> _HoldBefore47 | None:
+    """The previous release's ``ledger.records._held``, unchanged."""
+    if not value:
+        return None
+    return _HoldBefore47.model_validate_json(value) if isinstance(value, str) else _HoldBefore47.model_validate(value)
+
+
+@pytest.mark.parametrize(
+    ("err", "kind"),
+    [
+        (RouteError(TerminalReason.DELIVERY_FAILED, "webhook answered HTTP 503", retry_after_s=1800), "unavailable"),
+        (RouteError(TerminalReason.DELIVERY_FAILED, "429", retry_after_s=1800, rate_limited=True), "rate_limited"),
+    ],
+    ids=["unavailable", "rate_limited"],
+)
+async def test_a_hold_is_stored_where_the_previous_release_reads_it_without_failing(
+    ledger_pool: asyncpg.Pool, err: RouteError, kind: str
+) -> None:
+    # Rolling upgrade (or a rollback): the previous release's API and workers read
+    # cells.held_by with a closed list of kinds. A hold of a kind it lists stays where it
+    # reads it; one of a kind added since (unavailable) must not make it fail: it reads no
+    # structured hold there (the cell's message still says it), this build reads it whole.
+    job_id, key = await _answered(ledger_pool, err)
+    held_until = (await _held_of(ledger_pool, key))[0]
+    route = await ledger_pool.fetchval("SELECT route FROM delivery_intents WHERE idempotency_key = $1", key)
+    cell = await _finish(ledger_pool, job_id)
+    assert cell.held_by == Hold(name=route, kind=kind, until=held_until)
+    stored = await ledger_pool.fetchval("SELECT held_by FROM cells WHERE job_id = $1", job_id)
+    before = _read_before_47(stored)  # raised ValidationError for "unavailable"
+    if kind == "unavailable":
+        assert before is None
+    else:
+        assert before is not None and (before.name, before.kind, before.until) == (route, kind, held_until)
+    async with ledger_pool.acquire() as conn:
+        (again,) = await load_cells(conn, job_id)
+    assert again.held_by == cell.held_by
 
 
 # ---- a cell held by another route than the one that failed it ----------------------------

@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 
 from curaflow.domain.cells import TERMINAL_STATES, CellStage, CellState, check_transition
-from curaflow.domain.holds import Hold
+from curaflow.domain.holds import KINDS_OF_0046, Hold
 from curaflow.domain.models import Artifact, CellSnapshot
 from curaflow.domain.reasons import user_message
 from curaflow.ledger.artifacts import copy_pages_sql
@@ -121,7 +121,11 @@ async def finish_cell(
             while its request was out may have leased it again); a cell that moves is
             released by the move itself.
         held_by: what held the cell when its job ended it (the finish's
-            :func:`curaflow.domain.holds.held_by`), stored with it (``cells.held_by``).
+            :func:`curaflow.domain.holds.held_by`), stored with it: in ``cells.held_by``
+            when its kind is one every build since migration 0046 reads there
+            (:data:`~curaflow.domain.holds.KINDS_OF_0046`), else in
+            ``cells.held_by_added`` (migration 0048), so a build of before reads the
+            job without it instead of failing on it.
 
     Returns:
         The cell afterwards (unchanged when the FSM refused), or None when the job or
@@ -136,7 +140,7 @@ async def finish_cell(
     row = await conn.fetchrow(
         f"""UPDATE cells SET state = $3, stage = 'done', terminal_reason_code = $4,
                terminal_reason_message = $5, updated_at = $6, completed_at = $6,
-               lease_until = NULL, lease_owner = NULL, held_by = $8::jsonb
+               lease_until = NULL, lease_owner = NULL, held_by = $8::jsonb, held_by_added = $9::jsonb
            WHERE job_id = $1 AND target_id = $2 AND state = ANY($7::text[])
            RETURNING {CELL_COLUMNS}""",
         job_id,
@@ -146,7 +150,8 @@ async def finish_cell(
         (message or (user_message(reason) if reason else None)),
         now,
         _FINISH_FROM[state],
-        held_by.model_dump() if held_by is not None else None,
+        held_by.model_dump() if held_by is not None and held_by.kind in KINDS_OF_0046 else None,
+        held_by.model_dump() if held_by is not None and held_by.kind not in KINDS_OF_0046 else None,
     )
     if row is None:
         if end_attempt:
