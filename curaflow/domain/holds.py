@@ -60,7 +60,7 @@ HoldKind = Literal["rate_limited", "unavailable", "cooling", "paused"]
 #: there. A build of before 2026-12-05 reads that column with this closed list, and any
 #: other kind failed its whole read of the job (``GET /jobs/{id}``, a cancel, a schedule's
 #: ``follow``) during a rolling upgrade or after a rollback; a hold of a kind added since
-#: (``unavailable``) is stored in ``cells.held_by_added`` instead (migration 0048,
+#: (``unavailable``) is stored in ``cells.held_by_added`` instead (migration 0049,
 #: :func:`curaflow.ledger.cells.finish_cell`), where only builds that know it look — a
 #: build of before reads no structured hold, the cell's message still says it. A kind
 #: added later goes there too, never here.

@@ -124,7 +124,7 @@ async def finish_cell(
             :func:`curaflow.domain.holds.held_by`), stored with it: in ``cells.held_by``
             when its kind is one every build since migration 0046 reads there
             (:data:`~curaflow.domain.holds.KINDS_OF_0046`), else in
-            ``cells.held_by_added`` (migration 0048), so a build of before reads the
+            ``cells.held_by_added`` (migration 0049), so a build of before reads the
             job without it instead of failing on it.
 
     Returns:

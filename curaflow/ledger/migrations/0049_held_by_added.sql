@@ -1,4 +1,4 @@
--- curaflow ledger, version 48: a cell's hold of a kind added after version 46, kept where a build of before does not read it.
+-- curaflow ledger, version 49: a cell's hold of a kind added after version 46, kept where a build of before does not read it.
 -- cells.held_by_added: the hold the job's finish found on a cell it ended when its kind is
 -- not one of curaflow.domain.holds.KINDS_OF_0046 (today: 'unavailable', version 47). A
 -- build of before 2026-12-05 reads cells.held_by with a closed list of kinds and failed the
