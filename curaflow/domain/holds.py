@@ -54,7 +54,7 @@ SendHoldKind = Literal["rate_limited", "unavailable"]
 #: message says it in words); a reader meeting one it does not know — a later build's,
 #: during a rolling upgrade — drops the structured hold
 #: (:func:`curaflow.ledger.records.load_cells`), never the cell.
-HoldKind = Literal["rate_limited", "unavailable", "cooling", "paused"]
+HoldKind = Literal["rate_limited", "unavailable", "cooling", "paused", "spacing"]
 
 #: The kinds stored in ``cells.held_by``: those every build since migration 0046 reads
 #: there. A build of before 2026-12-05 reads that column with this closed list, and any
@@ -65,6 +65,11 @@ HoldKind = Literal["rate_limited", "unavailable", "cooling", "paused"]
 #: build of before reads no structured hold, the cell's message still says it. A kind
 #: added later goes there too, never here.
 KINDS_OF_0046: frozenset[str] = frozenset({"rate_limited", "cooling", "paused"})
+
+#: The source kinds (:attr:`~curaflow.domain.models.Work.kind`) a source downloads as one
+#: archive of frames, whatever its listed pages (Pixiv's ``ugoira``): such a work's
+#: download is counted as one request by :func:`least_requests`.
+ANIMATION_KINDS: frozenset[str] = frozenset({"ugoira"})
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,11 @@ class Hold(BaseModel):
             the account's cooldown after a rate limit: every send of the route, every
             request of the account waits until ``until``), ``paused`` (the route was
             paused as broken, the account paused after the source restricted it, until
-            ``until``).
+            ``until``), ``spacing`` (the account's request spacing, its
+            ``min_interval_ms``: the bound work's pages need one request each, and at
+            that spacing the last of them could not leave before ``until`` — counted
+            from the binding, whatever else the account served meanwhile; added
+            2026-12-05).
         until: epoch ms (UTC, the database's clock): when the gate lets the next attempt
             go — a cooldown at most its cap from when the finish read it, as the gate
             reads it (:func:`curaflow.domain.ratelimit.cooldown_left_ms`).
@@ -169,10 +178,15 @@ class HoldCaps:
         account_cooldown_ms: account → its ladder's cap (``rate_limit_cap_ms``:
             ``gates.reserve`` reads its cooldown at most this far ahead); an account
             absent: as stored.
+        account_spacing_ms: account → the spacing its gate keeps between two of its
+            requests (``min_interval_ms``, as its workers run it: the replay's in replay
+            mode); an account absent or 0: no spacing is named
+            (:func:`spacing_until`).
     """
 
     route_cooldown_ms: int | None = None
     account_cooldown_ms: dict[str, int] = field(default_factory=dict)
+    account_spacing_ms: dict[str, int] = field(default_factory=dict)
 
 
 class RouteWait(BaseModel):
@@ -204,12 +218,46 @@ class AccountWait(BaseModel):
             at most its cap ahead).
         rate_limited_at: when it met the rate limit that started it (0: unknown).
         paused_until: the account's pause after the source restricted it (0: none).
+        spacing_until: the earliest the account's spacing let the last request of the
+            cell's bound work leave (:func:`spacing_until`; 0: none — no work bound, or
+            no spacing).
     """
 
     account: str
     cooldown_until: int = 0
     rate_limited_at: int = 0
     paused_until: int = 0
+    spacing_until: int = 0
+
+
+def least_requests(kind: str, pages: int) -> int:
+    """The fewest source requests a work's download makes: one per listed page (every
+    request of an account — an image page too — passes its gate), one for an animation
+    (:data:`ANIMATION_KINDS`: its frames come in one archive). At least 1.
+
+    Args:
+        kind: the work's source kind (:attr:`~curaflow.domain.models.Work.kind`).
+        pages: its listed pages (``len(Work.pages)``, or ``Work.page_count`` when none
+            is listed).
+    """
+    return 1 if kind in ANIMATION_KINDS else max(1, pages)
+
+
+def spacing_until(bound_at: int, requests: int, interval_ms: int) -> int:
+    """The earliest the last of ``requests`` source requests of a work bound at
+    ``bound_at`` (epoch ms) can leave when the account's gate keeps ``interval_ms``
+    between two of its requests (``min_interval_ms``): its first at the binding at the
+    soonest, each next one an interval later. A lower bound, whatever else the account
+    served meanwhile (other jobs' requests only push it later) — so a value past the
+    job's deadline proves the spacing alone kept the download from ending by then.
+
+    Returns:
+        epoch ms; 0 when there is no spacing, no binding, or a single request (the
+        spacing holds nothing back from the first).
+    """
+    if interval_ms <= 0 or bound_at <= 0 or requests <= 1:
+        return 0
+    return bound_at + (requests - 1) * interval_ms
 
 
 def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldScope | None = None) -> Hold | None:
@@ -218,7 +266,7 @@ def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldSco
 
     Of every wait lasting past ``at`` the longest is named; between equal ends a pause
     (the operator's to lift) before a cooldown before a wait of the send alone (a rate
-    limit, or the receiver unavailable). A
+    limit, or the receiver unavailable) or the account's spacing. A
     cooldown the account met only after ``at`` (another job's request, read by a late
     finish) held nothing then.
 
@@ -234,7 +282,11 @@ def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldSco
         if isinstance(w, AccountWait):
             owner, name = "account", w.account
             started = w.rate_limited_at <= at
-            kinds = ((2, "paused", w.paused_until), (1, "cooling", w.cooldown_until if started else 0))
+            kinds = (
+                (2, "paused", w.paused_until),
+                (1, "cooling", w.cooldown_until if started else 0),
+                (0, "spacing", w.spacing_until),
+            )
         else:
             owner, name = "route", w.route
             kinds = ((2, "paused", w.paused_until), (1, "cooling", w.cooldown_until), (0, w.held_kind, w.held_until))
@@ -297,6 +349,19 @@ def hold_sentence(hold: Hold, lang: str = "en") -> str:
 
 def _account_sentence(hold: Hold, lang: str) -> str:
     when, name = _when(hold.until), hold.name
+    if hold.kind == "spacing":
+        if lang == "zh":
+            return (
+                f"来源账号 {name} 的请求之间须间隔其 min_interval_ms；所选作品的每一页各需一次请求，"
+                f"按此间隔最后一次请求最早也要到 {when} 才能发出，已晚于任务的截止时间；下载未能完成。"
+                "可给任务更长的 deadline_ms，或在来源允许时缩短该账号的 min_interval_ms。"
+            )
+        return (
+            f"Source account {name} spaces its requests min_interval_ms apart: the selected work needs one "
+            f"request per page, and at that spacing the last could not leave before {when}, past the job's "
+            "deadline, so its download could not finish. Give the job a longer deadline_ms, or shorten the "
+            "account's min_interval_ms if the source allows it."
+        )
     if hold.kind == "paused":
         if lang == "zh":
             return (

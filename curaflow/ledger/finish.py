@@ -20,8 +20,18 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from curaflow.domain.cells import CellState, is_terminal
-from curaflow.domain.holds import AccountWait, Hold, HoldCaps, HoldScope, RouteWait, held_by, hold_scope
-from curaflow.domain.models import JobRecord
+from curaflow.domain.holds import (
+    AccountWait,
+    Hold,
+    HoldCaps,
+    HoldScope,
+    RouteWait,
+    held_by,
+    hold_scope,
+    least_requests,
+    spacing_until,
+)
+from curaflow.domain.models import JobRecord, Work
 from curaflow.domain.outcome import build_outcome_record, business_status, is_alertable
 from curaflow.domain.projection import JobStatus, job_stage, job_status
 from curaflow.domain.ratelimit import cooldown_left_ms
@@ -105,7 +115,8 @@ async def finish_job(
             for cell in open_cells
             if (scope := _scope(cell.state, reasons[cell.target_id], failures.get(cell.target_id))) is not None
         }
-        holds = await _holds(conn, job_id, record.deadline_at, scopes, caps or HoldCaps()) if scopes else {}
+        works = {cell.target_id: cell.work for cell in open_cells}
+        holds = await _holds(conn, job_id, record.deadline_at, scopes, caps or HoldCaps(), works) if scopes else {}
         for cell in open_cells:
             reason = reasons[cell.target_id]
             held = holds.get(cell.target_id)
@@ -169,13 +180,15 @@ async def finish_job(
 def hold_caps(settings: Settings) -> HoldCaps:
     """The instance's cooldown caps, as its gates read a stored cooldown: the routes'
     ``delivery.route_rate_limit_cap_ms`` and each source account's ladder cap
-    (``rate_limit_cap_ms``, through its policy)."""
+    (``rate_limit_cap_ms``, through its policy); and each account's request spacing
+    (``min_interval_ms``, as its gate keeps it: the replay's in replay mode)."""
+    sources = settings.source_configs()
     return HoldCaps(
         route_cooldown_ms=settings.delivery.route_rate_limit_cap_ms,
         account_cooldown_ms={
-            account: int(config.policy().rate_limit_cap_s * 1000)
-            for account, config in settings.source_configs().items()
+            account: int(config.policy().rate_limit_cap_s * 1000) for account, config in sources.items()
         },
+        account_spacing_ms={account: config.min_interval_ms for account, config in sources.items()},
     )
 
 
@@ -196,18 +209,24 @@ def _scope(state: str, reason: str, failure: StepFailure | None) -> HoldScope | 
 #: cells a route may hold (``$2``) with their routes' gates, and the source gates of the
 #: accounts of the cells an account may hold (``$3``) — the account's gate keyed by the
 #: job's stored ``source_task_queues`` (account → its queue: the gate's key), as its
-#: admission stored them and its workflow used them.
+#: admission stored them and its workflow used them — with, for a cell bound and
+#: fetching (``selected``), when it bound its work (``bound_at``: its intents of that
+#: work were reserved by the binding's transaction).
 _HOLD_FACTS = f"""
 WITH clock AS (SELECT {DB_NOW_MS} AS now)
 SELECT 'route' AS owner, d.target_id, d.route AS name, COALESCE(d.held_until, 0) AS held_until,
        COALESCE(d.held_kind, 'rate_limited') AS held_kind,
        COALESCE(g.cooldown_until, 0) AS cooldown_until, COALESCE(g.paused_until, 0) AS paused_until,
-       0::bigint AS rate_limited_at, clock.now
+       0::bigint AS rate_limited_at, 0::bigint AS bound_at, clock.now
 FROM clock, delivery_intents d LEFT JOIN route_gates g ON g.route = d.route
 WHERE d.job_id = $1 AND d.target_id = ANY($2::text[]) AND d.status IN ('reserved', 'sending')
 UNION ALL
 SELECT 'account', t.target ->> 'target_id', t.target ->> 'account', 0, NULL, g.cooldown_until, g.paused_until,
-       COALESCE(g.last_rate_limit_at, 0), clock.now
+       COALESCE(g.last_rate_limit_at, 0),
+       COALESCE((SELECT min(d.created_at) FROM cells c
+                 JOIN delivery_intents d ON d.job_id = c.job_id AND d.target_id = c.target_id AND d.work_id = c.work_id
+                 WHERE c.job_id = $1 AND c.target_id = t.target ->> 'target_id' AND c.state = 'selected'), 0),
+       clock.now
 FROM clock, jobs j
      CROSS JOIN LATERAL jsonb_array_elements(COALESCE(j.workflow_input -> 'targets', '[]'::jsonb)) AS t(target)
      JOIN source_gates g ON g.gate = j.workflow_input -> 'source_task_queues' ->> (t.target ->> 'account')
@@ -215,7 +234,12 @@ WHERE j.job_id = $1 AND t.target ->> 'target_id' = ANY($3::text[])"""
 
 
 async def _holds(
-    conn: asyncpg.Connection, job_id: str, deadline_at: int | None, scopes: dict[str, HoldScope], caps: HoldCaps
+    conn: asyncpg.Connection,
+    job_id: str,
+    deadline_at: int | None,
+    scopes: dict[str, HoldScope],
+    caps: HoldCaps,
+    works: dict[str, Work | None] | None = None,
 ) -> dict[str, Hold]:
     """What held each cell of ``job_id`` in ``scopes`` when the job ended
     (:func:`curaflow.domain.holds.held_by`): for a cell a route may hold, its undelivered
@@ -244,11 +268,22 @@ async def _holds(
                 paused_until=r["paused_until"],
             )
         else:
+            work = (works or {}).get(r["target_id"])
+            spaced = (
+                spacing_until(
+                    r["bound_at"],
+                    least_requests(work.kind, len(work.pages) or work.page_count),
+                    caps.account_spacing_ms.get(r["name"], 0),
+                )
+                if work is not None
+                else 0
+            )
             wait = AccountWait(
                 account=r["name"],
                 cooldown_until=_cooling(r["cooldown_until"], now, caps.account_cooldown_ms.get(r["name"])),
                 rate_limited_at=r["rate_limited_at"],
                 paused_until=r["paused_until"],
+                spacing_until=spaced,
             )
         waits.setdefault(r["target_id"], []).append(wait)
     at = min(now, deadline_at) if deadline_at is not None else now

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from curaflow.domain.holds import AccountWait, Hold, HoldScope, RouteWait, held_by, hold_scope, hold_sentence
+from curaflow.domain.holds import (
+    AccountWait,
+    Hold,
+    HoldScope,
+    RouteWait,
+    held_by,
+    hold_scope,
+    hold_sentence,
+    least_requests,
+    spacing_until,
+)
 
 AT = 1_000_000
 
@@ -67,6 +77,63 @@ def test_an_accounts_cooldown_met_after_the_deadline_held_nothing_then() -> None
     # a pause outlasting the cooldown is the longer wait
     paused = early.model_copy(update={"paused_until": AT + 3_600_000})
     assert held_by([paused], at=AT) == Hold(owner="account", name="acc", kind="paused", until=AT + 3_600_000)
+
+
+@pytest.mark.parametrize(
+    ("kind", "pages", "requests"),
+    [
+        ("manga", 32, 32),  # one request per listed page
+        ("illust", 1, 1),
+        ("illust", 0, 1),  # at least one
+        ("ugoira", 1, 1),  # an animation: one archive of frames
+        ("ugoira", 40, 1),
+    ],
+)
+def test_a_works_download_asks_the_source_once_per_page_or_once_for_an_animation(
+    kind: str, pages: int, requests: int
+) -> None:
+    assert least_requests(kind, pages) == requests
+
+
+@pytest.mark.parametrize(
+    ("bound_at", "requests", "interval_ms", "until"),
+    [
+        (AT, 32, 1000, AT + 31_000),  # the first at the binding, each next an interval later
+        (AT, 1, 1000, 0),  # a single request: the spacing holds nothing back from it
+        (AT, 32, 0, 0),  # no spacing
+        (0, 32, 1000, 0),  # no binding known
+    ],
+)
+def test_the_accounts_spacing_is_a_lower_bound_from_the_binding(
+    bound_at: int, requests: int, interval_ms: int, until: int
+) -> None:
+    assert spacing_until(bound_at, requests, interval_ms) == until
+
+
+def test_an_accounts_spacing_is_named_only_when_it_alone_ends_past_the_deadline() -> None:
+    # The break-it pass's second job: 32 pages bound 27 s before the deadline, 1 s apart.
+    bound = AT - 27_000
+    spaced = AccountWait(account="default", spacing_until=spacing_until(bound, 32, 1000))
+    assert held_by([spaced], at=AT, scope=HoldScope("account")) == Hold(
+        owner="account", name="default", kind="spacing", until=bound + 31_000
+    )
+    # 20 pages fit before the deadline at that spacing: a slow download is not the gate's
+    fits = AccountWait(account="default", spacing_until=spacing_until(bound, 20, 1000))
+    assert held_by([fits], at=AT) is None
+    # a cooldown or a pause lasting longer is the longer wait
+    cooling = spaced.model_copy(update={"cooldown_until": AT + 600_000, "rate_limited_at": AT - 1})
+    assert held_by([cooling], at=AT) == Hold(owner="account", name="default", kind="cooling", until=AT + 600_000)
+    # a route's scope never names the account's spacing
+    assert held_by([spaced], at=AT, scope=HoldScope("route")) is None
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_accounts_spacing_says_so_in_words_of_its_own(lang: str) -> None:
+    until = 1_796_000_000_000
+    text = hold_sentence(Hold(owner="account", name="second", kind="spacing", until=until), lang)
+    cooling = hold_sentence(Hold(owner="account", name="second", kind="cooling", until=until), lang)
+    assert "second" in text and "2026-" in text and "min_interval_ms" in text and text != cooling
+    assert "Route" not in text and "路由" not in text and "rate-limited" not in text and "限流" not in text
 
 
 @pytest.mark.parametrize("kind", ["cooling", "paused"])

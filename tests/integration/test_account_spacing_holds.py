@@ -1,0 +1,64 @@
+"""A job whose download its account's request spacing kept past the deadline says so.
+
+Real Temporal, real PostgreSQL, a real worker process; Pixiv is the replay, run at a real
+account's pace (``min_interval_ms`` 1 s, one source activity at a time: the defaults of a
+Pixiv account), and the receiver is the signed-webhook fake of ``tests/fakes``.
+
+Found by a break-it pass (2026-12-05): two jobs on one target whose webhook answered
+``503`` with ``Retry-After: 600``, deadline 30 s. The first named its hold (the receiver
+unavailable); the second never sent anything and expired "retry with a longer
+deadline_ms or a narrower query", naming nothing. It had bound the next work — 32 pages,
+one request each through the account's gate, at least 31 s of spacing after its binding —
+and the deadline passed while the account's spacing held its download.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.test_delivery_attribution import held_report, unavailable
+from tests.jobs_support import SharedEnv, webhook_route
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+#: Each test's slot → its one route's config (one worker for the module).
+SLOTS = {"paced": lambda f: webhook_route(f.webhook, "/paced")}
+
+
+def shared_config(env: SharedEnv) -> dict[str, Any]:
+    """The module's worker: Pixiv's replay at a real account's pace."""
+    return {
+        "pixiv": env.replay.config(replay_min_interval_ms=1000, replay_max_concurrency=1),
+        "routes": {env.route(slot): route(env.fakes) for slot, route in SLOTS.items()},
+        "targets": [{"id": slot, "query": {"tags": ["オリジナル"]}, "routes": [env.route(slot)]} for slot in SLOTS],
+    }
+
+
+async def test_a_job_whose_download_the_accounts_spacing_held_past_the_deadline_says_so(env: SharedEnv) -> None:
+    route = env.route("paced")
+    env.webhook.script["/paced"] = [unavailable(600)] * 5
+
+    jobs = [await env.stack.admit({**env.task("paced"), "deadline_ms": 30_000}) for _ in range(2)]
+    reports = [await held_report(env.stack, job) for job in jobs]
+
+    # The one request the receiver got: the job that bound the first work (one page).
+    assert len(env.webhook.received) == 1
+    by_kind = {error["detail"]["held_by"]["kind"]: (deadline, error, outcome) for deadline, error, outcome in reports}
+    assert set(by_kind) == {"unavailable", "spacing"}, [r[1] for r in reports]
+    assert by_kind["unavailable"][1]["detail"]["held_by"]["name"] == route
+
+    # The other never sent: its work's 32 pages, one request a second through the account's
+    # gate, could not all be asked for before the deadline. The report says so.
+    deadline_at, error, outcome = by_kind["spacing"]
+    assert (error["code"], error["detail"]["internal_code"]) == ("deadline_exceeded", "execution_timeout")
+    held = error["detail"]["held_by"]
+    assert (held["owner"], held["name"], held["kind"]) == ("account", "default", "spacing")
+    assert held["until"] > deadline_at
+    target = outcome["cells"]["targets"][0]
+    assert target["held_by"] == held
+    for text in (error["message"], outcome["user_message"]["en"], target["error"]):
+        assert "default" in text and "min_interval_ms" in text, text
+        assert "narrower query" not in text, text  # the remedy that would not help
+    assert "default" in outcome["user_message"]["zh"] and "min_interval_ms" in outcome["user_message"]["zh"]
