@@ -26,7 +26,7 @@ from curaflow.domain.fallback import another_pass
 from curaflow.domain.messages import CellUpdate, TargetSpec
 from curaflow.domain.models import CandidateReport, CellSnapshot
 from curaflow.domain.reasons import TerminalReason
-from curaflow.domain.tally import cell_message
+from curaflow.domain.tally import DUPLICATE_WORDS, cell_message
 from curaflow.domain.verdicts import no_candidate_state, no_candidate_verdict
 from curaflow.ledger import cells as ledger
 
@@ -78,7 +78,7 @@ async def end_unbound(
 def _log_exhaustion(
     job_id: str, target_id: str, fallback_pass: int, reason: TerminalReason, report: CandidateReport
 ) -> None:
-    duplicates = report.reasons.get("duplicate", 0)
+    duplicates = sum(report.reasons.get(word, 0) for word in DUPLICATE_WORDS)
     activity.logger.info(
         "candidate_exhaustion",
         extra={

@@ -12,7 +12,12 @@ activities record on the cell (the scan counts every examined work by its reason
 ``fetch`` adds each bound work it found gone or unusable) and the finish reads (the
 outcome's message in both languages). Reason words and what they count:
 
-* ``duplicate``: delivered before (or held by another job) on one of the target's routes;
+* ``duplicate``: delivered before on one of the target's routes (or its delivery's
+  outcome never learnt: held there for good);
+* ``in_flight``: held by another open job on one of the target's routes (reserved or
+  being sent, not delivered): told as such ("being delivered by another job"), counted
+  like ``duplicate`` for the cell's reason, a verdict that does not last (the job may
+  release it: :func:`curaflow.ledger.remembered.known_works`);
 * ``refused``: a route of the target refused the work for good;
 * ``held``: a route of the target holds the work back for a while (a refusal that did
   not name the work: the route's, lifted at its ``until``);
@@ -61,6 +66,11 @@ from curaflow.domain.reasons import TALLY_REASONS, parse_reason, user_message
 #: Reason words of works whose only fault is what the source sent for them.
 UNUSABLE_WORDS = frozenset({"unusable", "invalid", "unrecognised"})
 
+#: Reason words of works ruled out as already on the target's routes: delivered
+#: (``duplicate``) or held by another open job (``in_flight``). Both count as duplicates
+#: for the cell's reason (:func:`curaflow.domain.verdicts.no_candidate_verdict`).
+DUPLICATE_WORDS = frozenset({"duplicate", "in_flight"})
+
 #: Kinds of unavailable work (:class:`~curaflow.sources.errors.UnavailableKind`) that are
 #: what the source sent rather than the work itself: counted ``unusable``. Recognised
 #: positively; any other kind (gone, too large, undecodable, over the decode budget, an
@@ -70,6 +80,7 @@ SOURCE_ANSWER_KINDS = frozenset({"unusable_url", "not_an_image", "no_file"})
 #: The order categories are listed in a message, with their sentence fragments (en, zh).
 _PARTS: tuple[tuple[str, str, str], ...] = (
     ("delivered", "{n} already delivered", "{n} 件已投递过"),
+    ("in_flight", "{n} being delivered by another job", "{n} 件正由另一个任务投递"),
     ("refused", "{n} refused by a route", "{n} 件被路由拒绝过"),
     ("held", "{n} held back by a route for now", "{n} 件暂时被路由搁置"),
     ("unavailable", "{n} unavailable", "{n} 件无法获取"),
@@ -86,8 +97,9 @@ class Tally(BaseModel):
         examined: works this scan looked at (``CandidateReport.fetched``).
         known: works earlier scans of the target ruled out for good that this scan did
             not read again (the frontier's known run).
-        delivered / refused / held / unavailable / unusable / excluded: works rejected
-            for each reason (examined and known together; see the module doc).
+        delivered / in_flight / refused / held / unavailable / unusable / excluded:
+            works rejected for each reason (examined and known together; see the module
+            doc; ``in_flight``: held by another open job, not delivered).
         unrecognised: of ``unusable``, the works met on an answer not recognised as
             theirs (word ``unrecognised``, or fetched and counted in
             ``CandidateReport.unrecognised``): the source refusing them, an answer that
@@ -105,6 +117,7 @@ class Tally(BaseModel):
     examined: int = 0
     known: int = 0
     delivered: int = 0
+    in_flight: int = 0
     refused: int = 0
     held: int = 0
     unavailable: int = 0
@@ -125,6 +138,7 @@ class Tally(BaseModel):
         """Works ruled out, whatever the reason."""
         return (
             self.delivered
+            + self.in_flight
             + self.refused
             + self.held
             + self.unavailable
@@ -133,6 +147,12 @@ class Tally(BaseModel):
             + self.other
             + sum(self.filtered.values())
         )
+
+    @property
+    def duplicates(self) -> int:
+        """Works ruled out as already on the target's routes: delivered before, or held by
+        another open job (:data:`DUPLICATE_WORDS`)."""
+        return self.delivered + self.in_flight
 
     @classmethod
     def of(cls, report: CandidateReport | None) -> Tally:
@@ -167,7 +187,16 @@ def tally_of_words(counts: Mapping[str, int], *, examined: int, known: int = 0) 
     it is never taken for a duplicate, a filter or the source's failure; ``unrecognised``
     counts ``unusable`` and, of it, ``unrecognised``)."""
     filtered: dict[str, int] = {}
-    named = {"duplicate": 0, "refused": 0, "held": 0, "unavailable": 0, "unusable": 0, "excluded": 0, "other": 0}
+    named = {
+        "duplicate": 0,
+        "in_flight": 0,
+        "refused": 0,
+        "held": 0,
+        "unavailable": 0,
+        "unusable": 0,
+        "excluded": 0,
+        "other": 0,
+    }
     unrecognised = 0
     for word, n in counts.items():
         if word.startswith("filtered:"):
@@ -186,6 +215,7 @@ def tally_of_words(counts: Mapping[str, int], *, examined: int, known: int = 0) 
         examined=examined,
         known=known,
         delivered=named["duplicate"],
+        in_flight=named["in_flight"],
         refused=named["refused"],
         held=named["held"],
         unavailable=named["unavailable"],

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from curaflow.domain.text import clean_text
-from curaflow.ledger.cells import LIVE_INTENT_STATES
+from curaflow.ledger.cells import IN_FLIGHT_INTENT_STATES, LIVE_INTENT_STATES
 from curaflow.ledger.db import now_ms
 
 #: Longest hold of a work on a route (ms): 24 h.
@@ -94,9 +94,11 @@ async def known_works(
     unavailable works together.
 
     Args:
-        routes: the target's routes: a live intent (``duplicate``), a refusal
-            (``refused``) or a hold not yet over (``held``) on any of them rejects the
-            work.
+        routes: the target's routes: a live intent (``duplicate`` when one of them is
+            final — ``delivered``, ``duplicate``, ``unknown`` —, else ``in_flight``: only
+            ``reserved`` / ``sending`` by another open job, which may still release it), a
+            refusal (``refused``) or a hold not yet over (``held``) on any of them rejects
+            the work.
         gate: the target's account's gate key, its source task queue (unavailability
             is per account).
         now: the current time in epoch ms (default: now).
@@ -107,25 +109,29 @@ async def known_works(
             pass) — what the cell met was the source's answer, not the work's fault.
 
     Returns:
-        work id → ``duplicate`` | ``refused`` | ``held`` | ``unavailable`` | ``unusable``
+        work id → ``duplicate`` | ``in_flight`` (held by another open job on a route, not
+        delivered: a verdict that does not last, so a scan frontier never passes it for
+        good — the job may release it) | ``refused`` | ``held`` | ``unavailable`` | ``unusable``
         (remembered unavailable for what the source sent, :func:`remember_unavailable`) |
         ``unrecognised`` (held back by the account, or released by the scanning cell, on
         an answer not recognised as the work's: the source's answer, a verdict that does
         not last); when several hold, the first of that order wins (reference §1.1: a
-        work held on a route is a duplicate).
+        work held on a route is a duplicate — ``in_flight`` counts as one for the cell's
+        verdict, :func:`curaflow.domain.verdicts.no_candidate_verdict`).
     """
     if not work_ids:
         return {}
     rows = await conn.fetch(
-        """SELECT DISTINCT work_id, 0 AS rank FROM delivery_intents
+        """SELECT DISTINCT work_id, CASE WHEN status = ANY($7::text[]) THEN 1 ELSE 0 END AS rank
+           FROM delivery_intents
            WHERE route = ANY($1::text[]) AND work_type = $3 AND work_id = ANY($4::text[])
              AND status = ANY($6::text[])
            UNION ALL
-           SELECT work_id, CASE WHEN until IS NULL THEN 1 ELSE 2 END FROM route_refusals
+           SELECT work_id, CASE WHEN until IS NULL THEN 2 ELSE 3 END FROM route_refusals
            WHERE route = ANY($1::text[]) AND work_type = $3 AND work_id = ANY($4::text[])
              AND (until IS NULL OR until > $5)
            UNION ALL
-           SELECT work_id, CASE WHEN held THEN 5 WHEN unusable THEN 4 ELSE 3 END FROM unavailable_works
+           SELECT work_id, CASE WHEN held THEN 6 WHEN unusable THEN 5 ELSE 4 END FROM unavailable_works
            WHERE gate = $2 AND work_type = $3 AND work_id = ANY($4::text[]) AND until > $5""",
         routes,
         gate,
@@ -133,6 +139,7 @@ async def known_works(
         work_ids,
         now if now is not None else now_ms(),
         list(LIVE_INTENT_STATES),
+        list(IN_FLIGHT_INTENT_STATES),
     )
     best: dict[str, int] = {}
     for row in rows:
@@ -143,7 +150,7 @@ async def known_works(
 
 
 #: :func:`known_works`' reason words by rank (lower wins).
-_REASONS = ("duplicate", "refused", "held", "unavailable", "unusable", "unrecognised")
+_REASONS = ("duplicate", "in_flight", "refused", "held", "unavailable", "unusable", "unrecognised")
 _UNRECOGNISED = _REASONS.index("unrecognised")
 
 

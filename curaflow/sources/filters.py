@@ -57,9 +57,12 @@ def reject_reason(
 def protocol_reason(reason: str) -> str:
     """Map a rejection word onto ``duplicate | excluded | invalid | unavailable | other``
     (``unusable``, what the source sent for a work that cannot be used, is ``invalid``;
-    ``released`` and ``unrecognised``, a work that cannot be had for now, ``unavailable``)."""
+    ``released`` and ``unrecognised``, a work that cannot be had for now, ``unavailable``;
+    ``in_flight``, a work another open job holds on a route, ``duplicate``)."""
     if reason in ("duplicate", "excluded", "unavailable", "invalid"):
         return reason
+    if reason == "in_flight":
+        return "duplicate"
     if reason == "unusable":
         return "invalid"
     if reason in ("released", "unrecognised"):  # could not be had: this cell released it, or it is held back

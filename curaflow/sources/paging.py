@@ -33,6 +33,7 @@ from curaflow.domain.fallback import WANT
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import Work
 from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.tally import DUPLICATE_WORDS
 from curaflow.sources.base import ScanRequest, ScanState
 from curaflow.sources.errors import SourceError
 from curaflow.sources.filters import protocol_reason, reject_reason
@@ -73,14 +74,15 @@ def count_examined(cp: ScanState, work: Work, reason: str | None) -> None:
     The one tally of a scan, for every source: ``examined`` +1; a candidate joins
     ``candidates``; a rejection counts in ``report.rejected`` and ``report.reasons`` and,
     up to :data:`FILTERED_CAP`, is listed in ``report.filtered`` with its protocol word;
-    any reason but ``duplicate`` (and any candidate) clears ``all_duplicates``.
+    any reason but ``duplicate`` or ``in_flight`` (a work another open job holds, counted
+    like a duplicate) — and any candidate — clears ``all_duplicates``.
     """
     cp.examined += 1
     if reason is None:
         cp.candidates.append(work)
         cp.all_duplicates = False
         return
-    if reason != "duplicate":
+    if reason not in DUPLICATE_WORDS:
         cp.all_duplicates = False
     cp.report.rejected += 1
     cp.report.reasons[reason] = cp.report.reasons.get(reason, 0) + 1

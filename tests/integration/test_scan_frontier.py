@@ -22,6 +22,7 @@ import pytest
 
 from bench.history import seed_deliveries
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+from curaflow.domain.models import Work
 from curaflow.ledger import frontiers
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.jobs import JobRecord
@@ -29,6 +30,7 @@ from curaflow.process.httpserver import BackgroundServer
 from curaflow.protocol.projection import project_job
 from curaflow.sources.pixiv.client import PixivClient
 from curaflow.sources.pixiv.frontier import Frontier, Mark
+from curaflow.sources.pixiv.frontier import lasting as fr_lasting
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from curaflow.sources.pixiv.replay.data import DeepSet
 from curaflow.sources.pixiv.scan import ScanCheckpoint, scan
@@ -306,3 +308,65 @@ async def test_lifting_a_refusal_or_an_unavailable_work_resets_the_frontiers(led
         )
         assert await memory.clear_unavailable(conn, work_id="6") == 1
         assert await frontiers.load_frontier(conn, target, "fp") is None
+
+
+@pytest.mark.parametrize(
+    ("status", "verdict", "lasts"),
+    [
+        ("reserved", "in_flight", False),
+        ("sending", "in_flight", False),
+        ("delivered", "duplicate", True),
+        ("duplicate", "duplicate", True),
+        ("unknown", "duplicate", True),
+    ],
+)
+async def test_a_work_another_open_job_holds_is_in_flight_a_verdict_that_does_not_last(
+    ledger_pool: asyncpg.Pool, status: str, verdict: str, lasts: bool
+) -> None:
+    # Until 2026-12-05 a work only reserved (or being sent) by another open job was told
+    # ``duplicate``, a lasting verdict: the frontier moved past it for good, and when that
+    # job released it (its send failed, its deadline passed, it was cancelled) no later
+    # job of the target read it again.
+    route = f"r-{short_id()}"
+    await seed_deliveries(
+        ledger_pool, target_id="other", routes={route: "directory"}, work_ids=["7"], job_id=f"j-{short_id()}"
+    )
+    async with ledger_pool.acquire() as conn:
+        await conn.execute("UPDATE delivery_intents SET status = $2 WHERE route = $1", route, status)
+        known = await memory.known_works(conn, routes=[route], gate="g", work_type="illustration", work_ids=["7"])
+        assert known == {"7": verdict}
+        assert fr_lasting(known["7"], Work(work_id="7", create_date="2020-01-01T00:00:00+09:00"), "2025-01-01") is lasts
+
+
+async def test_a_work_another_job_held_and_released_is_delivered_by_a_later_job(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    """Two jobs of one ``date_desc`` target at once: the first holds a work (reserved),
+    the second finds every other work delivered. The first releases it (its send failed):
+    a later job delivers it. Until 2026-12-05 the second job judged the held work
+    ``duplicate`` (lasting), its frontier passed over it, and no later job read it again."""
+    stack, deep, query = history_stack(make_stack, tmp_path, replay, sort="date_desc", count=60)
+    held = deep.work_id(40)
+    await seed(stack, deep, [r for r in range(deep.count) if r != 40])
+    other = f"other-{short_id()}"
+    (route,) = [r.name for r in stack.settings.route_refs(stack.settings.target("demo"))]  # type: ignore[arg-type]
+    pool = await stack.ledger()
+    await seed_deliveries(pool, target_id="demo", routes={route: "directory"}, work_ids=[held], job_id=other)
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE delivery_intents SET status = 'reserved', delivered_at = NULL WHERE job_id = $1", other
+        )
+    await stack.start_worker()
+
+    second, _ = await run_job(stack, replay, query)
+    cell = second.cells[0]
+    assert (cell.state, cell.reason) == ("no_candidate", "duplicate_exhausted"), cell
+    assert (
+        cell.reason_message is not None
+        and "59 already delivered, 1 being delivered by another job" in cell.reason_message
+    )
+
+    async with pool.acquire() as conn:  # the first job releases it
+        await conn.execute("UPDATE delivery_intents SET status = 'released' WHERE job_id = $1", other)
+    later, _ = await run_job(stack, replay, query)
+    assert (later.cells[0].state, later.cells[0].work_id) == ("submitted", held), later.cells[0]

@@ -782,5 +782,7 @@ async def test_what_the_ledger_remembers_and_for_how_long(ledger_pool: Any) -> N
         await cells.bind_work(conn, job_id, held, [Work(work_id="11")], CandidateReport())
     async with ledger_pool.acquire() as conn:  # refused again as well: the live intent still comes first
         await refuse(conn, "again")
-    assert await known([route], now) == {"11": "duplicate"}  # held on a route of the target: first of all
+    # held on a route of the target by an open job: first of all, told ``in_flight`` (not
+    # delivered: the job may release it; a verdict that does not last)
+    assert await known([route], now) == {"11": "in_flight"}
     assert await known([other], now) == {"11": "unavailable"}

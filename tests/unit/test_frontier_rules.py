@@ -49,6 +49,9 @@ def work(day: str) -> Work:
     ("reason", "day", "held"),
     [
         ("duplicate", "2025-01-10", True),
+        # held by another open job: it may release the work (its send failed, its deadline
+        # passed, it was cancelled), so the frontier must not move past it for good
+        ("in_flight", "2025-01-01", False),
         ("refused", "2025-01-10", True),
         ("unavailable", "2025-01-10", True),
         ("filtered:r18", "2025-01-10", True),

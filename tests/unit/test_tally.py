@@ -16,6 +16,7 @@ from curaflow.domain.tally import SOURCE_ANSWER_KINDS, Tally, cell_message, desc
 from curaflow.domain.verdicts import no_candidate_state, no_candidate_verdict
 from curaflow.protocol.models import Job
 from curaflow.protocol.projection import project_job
+from curaflow.sources.filters import protocol_reason
 
 R = TerminalReason
 
@@ -200,8 +201,28 @@ def test_a_duplicate_found_at_delivery_keeps_its_reason_sentence() -> None:
     assert cell_message(CellState.FAILED, R.AUTH_FAILED, bound) == user_message(R.AUTH_FAILED)
 
 
+def test_a_work_another_job_holds_is_told_as_such_and_counts_like_a_duplicate() -> None:
+    # Until 2026-12-05 a work only reserved by another open job was told "already delivered".
+    held = report(3, {"duplicate": 2, "in_flight": 1}, exhausted=True)
+    reason = no_candidate_verdict(held, max_examined=1000)
+    assert reason == R.DUPLICATE_EXHAUSTED
+    tally = Tally.of(held)
+    assert (tally.delivered, tally.in_flight, tally.rejected) == (2, 1, 3)
+    en = cell_message(CellState.NO_CANDIDATE, reason, held) or ""
+    assert en.startswith("The search found 3 works: 2 already delivered, 1 being delivered by another job."), en
+    zh = cell_message(CellState.NO_CANDIDATE, reason, held, "zh") or ""
+    assert "2 件已投递过，1 件正由另一个任务投递" in zh, zh
+    only = report(1, {"in_flight": 1}, exhausted=True)
+    assert no_candidate_verdict(only, max_examined=1000) == R.DUPLICATE_EXHAUSTED
+    assert "already delivered" not in (cell_message(CellState.NO_CANDIDATE, R.DUPLICATE_EXHAUSTED, only) or "")
+    filtered = report(4, {"in_flight": 1, "filtered:r18": 1, "refused": 2}, exhausted=True)
+    assert no_candidate_verdict(filtered, max_examined=1000) == R.FILTER_EXHAUSTED
+    assert protocol_reason("in_flight") == "duplicate"
+
+
 WORDS = [
     "duplicate",
+    "in_flight",
     "refused",
     "held",
     "unavailable",
@@ -214,6 +235,7 @@ WORDS = [
 ]
 CLAIMS = {
     "already delivered": "delivered",
+    "being delivered by another job": "in_flight",
     "refused by a route": "refused",
     "held back by a route": "held",
     "for another reason": "other",
@@ -246,4 +268,4 @@ def test_the_message_never_claims_what_did_not_happen(
         assert f"found {tally.found} work" in message
     # the "every work was already delivered" sentence only when every rejection was one
     if reason == R.DUPLICATE_EXHAUSTED:
-        assert tally.delivered == tally.rejected > 0
+        assert tally.delivered + tally.in_flight == tally.rejected > 0

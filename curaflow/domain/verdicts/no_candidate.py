@@ -50,7 +50,9 @@ def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -
           yet, which the next job reads. Works delivered before and works unusable only
           on answers recognised as the works' own (an image URL off the host) go on to
           the rules below;
-        * ``duplicate_exhausted`` when every work found was ruled out as delivered before;
+        * ``duplicate_exhausted`` when every work found was ruled out as delivered before
+          or held by another open job (``Tally.duplicates``: a work another job holds
+          counts like a duplicate here; its own words tell it in the message);
         * ``filter_exhausted`` ("relax the target's filters") only when a filter rejected
           something and the filters and duplicates together account for at least half
           of the rejections;
@@ -67,15 +69,15 @@ def no_candidate_verdict(report: CandidateReport | None, *, max_examined: int) -
         return R.SOURCE_UNUSABLE
     if not report.exhausted and reached_cap(report, max_examined):
         return R.SCAN_CAPPED
-    if tally.unrecognised > 0 and tally.unusable + tally.delivered == tally.rejected:
+    if tally.unrecognised > 0 and tally.unusable + tally.duplicates == tally.rejected:
         return R.SOURCE_UNUSABLE  # every new work unusable, the source refusing at least one
     total = tally.rejected
     if total == 0:
         return R.NO_CANDIDATE
-    if tally.delivered == total:
+    if tally.duplicates == total:
         return R.DUPLICATE_EXHAUSTED
     filtered = sum(tally.filtered.values())
-    if filtered > 0 and (filtered + tally.delivered) * 2 >= total:
+    if filtered > 0 and (filtered + tally.duplicates) * 2 >= total:
         return R.FILTER_EXHAUSTED
     return R.NO_CANDIDATE
 

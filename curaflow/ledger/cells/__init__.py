@@ -31,13 +31,14 @@ from curaflow.ledger.cells.binding import (
     rebind_next,
 )
 from curaflow.ledger.cells.leases import end_lease, heartbeat
-from curaflow.ledger.cells.reservations import LIVE_INTENT_STATES, intent_key
+from curaflow.ledger.cells.reservations import IN_FLIGHT_INTENT_STATES, LIVE_INTENT_STATES, intent_key
 from curaflow.ledger.cells.resume import SearchResume, resume_needed, save_checkpoint, search_resume
 from curaflow.ledger.cells.stage import StageFacts, sole_cell_stage, sync_job_stage
 from curaflow.ledger.cells.steps import StepOpened, continue_step, start_step
 from curaflow.ledger.cells.transitions import artifact_ready, finish_cell, set_fallback_pass
 
 __all__ = [
+    "IN_FLIGHT_INTENT_STATES",
     "LIVE_INTENT_STATES",
     "SPARE_CANDIDATES",
     "Barrier",

@@ -13,6 +13,11 @@ from curaflow.ledger.db import now_ms
 
 #: The intent states that hold a work on a route: a reservation no other job may take.
 LIVE_INTENT_STATES = ("reserved", "sending", "delivered", "duplicate", "unknown")
+#: Of :data:`LIVE_INTENT_STATES`, those not final: the work is held by an open job that
+#: may still release it (a failed send, a passed deadline, a cancellation). A scan tells
+#: such a work ``in_flight``, never the lasting ``duplicate``
+#: (:func:`curaflow.ledger.remembered.known_works`).
+IN_FLIGHT_INTENT_STATES = ("reserved", "sending")
 
 
 def intent_key(route: str, work_type: str, work_id: str, job_id: str, target_id: str) -> str:

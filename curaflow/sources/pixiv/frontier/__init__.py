@@ -14,8 +14,8 @@ windows.
 with where they sit in the walk:
 
 * ``known``: the end of the *known run*, the stretch of the walk from its start over which
-  every work was ruled out for a *lasting* reason (:func:`lasting`): delivered or held on
-  a route, refused by a route, unavailable, or rejected by a filter on what a
+  every work was ruled out for a *lasting* reason (:func:`lasting`): delivered on a route
+  (or its delivery's outcome never learnt), refused by a route, unavailable, or rejected by a filter on what a
   work cannot change (type, AI, R-18, pages, dates; bookmarks only once the work is older
   than the settling age, :data:`SETTLE_DAYS`). A candidate, a work excluded by one task or
   a young work below ``min_bookmarks`` ends the run: the next job reads it again; so does
@@ -26,7 +26,7 @@ with where they sit in the walk:
 * ``head`` (``date_desc`` only): the newest work of the known run. New works appear above
   it, so every job reads the head of the query first, down to ``head``, then jumps. Every
   work above ``head`` is read by every job: new works, and those whose verdict does not
-  last (``held``, ``unrecognised``, ``released``), which a fresh walk leaves above the run
+  last (``held``, ``in_flight``, ``unrecognised``, ``released``), which a fresh walk leaves above the run
   it keeps and a head phase never moves ``head`` over. A head phase moves ``head`` up only
   over a head region it examined *whole*: every work listed from its start down to the old
   ``head`` examined (a scan capped partway moves nothing), its pages read without a gap
@@ -101,7 +101,7 @@ with where they sit in the walk:
   then the landing page — and ``head`` cannot rise above the oldest work whose verdict
   does not last: new works since the last job, and everything newer than a young work
   below ``min_bookmarks`` (the last :data:`SETTLE_DAYS` days of the query), a work held,
-  unrecognised, released, excluded by a task or a candidate not delivered, are read by
+  in flight in another job, unrecognised, released, excluded by a task or a candidate not delivered, are read by
   every job. ``pixiv.max_examined`` bounds a job; the next goes on from ``head_sweep``.
   The works of the ``popular_desc`` revisit page are not counted against it
   (:func:`read_again`): a job examines ``max_examined`` works after the known run, any
@@ -128,8 +128,12 @@ duplicate one. What it may pass over: for ``popular_desc``, a work that moved in
 known part, until the revisit reaches its page; a work inside the known run whose
 lasting reason was lifted later: a refusal or an unavailable work cleared by an operator
 (clearing them resets every frontier, :mod:`curaflow.ledger.remembered`), an unavailable
-work forgotten after ``pixiv.unavailable_ttl_ms``, a work another job held and then
-released. (A work the account only *holds* back — skipped on an answer not recognised as
+work forgotten after ``pixiv.unavailable_ttl_ms``. Never a work another open job holds
+(reserved or being sent on one of the target's routes, not delivered): it is told
+``in_flight``, a verdict that does not last, so when that job releases it (its send
+failed, its deadline passed, it was cancelled) a later job reads it again — until
+2026-12-05 it was told ``duplicate`` and the frontier passed it for good when two jobs of
+a target ran at once. (A work the account only *holds* back — skipped on an answer not recognised as
 its own, ``pixiv.unrecognised_hold_ms`` — is told ``unrecognised``, and a work its own
 cell released is ``released`` in the cell's next pass (``unrecognised`` when released on
 such an answer, however long the hold): neither lasts, so the

@@ -16,7 +16,9 @@ SETTLE_DAYS = 7
 
 #: Rejections that hold whatever happens later (see the module doc). Not ``invalid``: an
 #: item whose fields curaflow does not recognise says nothing of the work (a shape never
-#: seen; until 2026-12-05 it lasted, and the known run passed the work for good).
+#: seen; until 2026-12-05 it lasted, and the known run passed the work for good). Not
+#: ``in_flight``: a work another open job holds (reserved, being sent) and may still
+#: release (until 2026-12-05 it was told ``duplicate``, and the known run passed it for good).
 LASTING_REASONS = frozenset(
     {
         "duplicate",

@@ -60,7 +60,8 @@ async def scan(
         known: given work ids, returns those the ledger rules out for this target
             with the reason word (one ledger query per page,
             :func:`~curaflow.ledger.remembered.known_works`): ``duplicate`` (already
-            delivered or reserved on one of its routes), ``refused`` (a route refused
+            delivered on one of its routes), ``in_flight`` (held there by another open
+            job), ``refused`` (a route refused
             it for good) or ``unavailable`` (found gone by an earlier job).
         on_page: awaited with the checkpoint after each page that another page follows.
         checkpoint: the resume point of a previous attempt.
