@@ -16,9 +16,16 @@ HTTP, by a schedule, by another client — so that it cannot start it as its chi
 3. returns the job's final state — whatever its status (``succeeded``, ``failed``,
    ``expired``, ``cancelled``): the follower reads the outcome, it is not failed by it.
 
-Cancelled (the follower's workflow was cancelled) with ``cancel_job``, it cancels the
-job through ``POST /jobs/{id}/cancel``'s path (:func:`curaflow.jobs.cancellation.cancel_job`),
-waits for the job to end, then ends cancelled.
+Cancelled by its follower — the follower's workflow was cancelled (``cancel_requested``),
+or is gone (``not_found``: terminated, timed out, reset; as a child's parent close policy
+``REQUEST_CANCEL``) — with ``cancel_job``, it cancels the job through
+``POST /jobs/{id}/cancel``'s path (:func:`curaflow.jobs.cancellation.cancel_job`), waits
+for the job to end, then ends cancelled. Any other cancel the SDK hands the attempt is
+not the follower's wish (:func:`follower_stopped`): the worker shutting down (a deploy),
+a late heartbeat, an operator's pause or reset of the activity. The job — which may be
+an HTTP caller's, a schedule's or another follower's too — runs on untouched; the
+attempt ends as Temporal expects (a pause or reset as the SDK reports it, else a
+retryable failure) and a next attempt follows the job again (its admission a replay).
 
 Cost: one ledger read per :data:`POLL_S` per follower while the job runs, and one
 heartbeat; nothing on the job's own path.
@@ -30,6 +37,7 @@ import asyncio
 import contextlib
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.deps import ActivityDeps
 from curaflow.domain.messages import FollowJob, JobState
@@ -43,6 +51,19 @@ from curaflow.temporal.refusals import as_failure
 
 #: Seconds between two reads of the followed job (and two heartbeats).
 POLL_S = 1.0
+#: The ``type`` of the retryable failure of an attempt stopped by a cancel that was not
+#: the follower's (:func:`follower_stopped`).
+FOLLOW_INTERRUPTED = "follow_interrupted"
+
+
+def follower_stopped() -> bool:
+    """Whether this attempt's cancel is its follower's: the follower's workflow asked for
+    it (``cancel_requested``, which wins when others are set too) or no longer exists
+    (``not_found``: terminated, timed out, reset). False for a cancel the worker or an
+    operator caused — the worker's shutdown, a heartbeat timeout or a failed heartbeat, a
+    pause, a reset of the activity — which must not cancel a job others may wait on."""
+    details = activity.cancellation_details()
+    return details is not None and (details.cancel_requested or details.not_found)
 
 
 class FollowActivity:
@@ -57,9 +78,12 @@ class FollowActivity:
 
         Raises:
             ApplicationError: the Task is refused (non-retryable, ``type`` = the protocol
-                code); ledger or Temporal errors are retried.
-            asyncio.CancelledError: the follower was cancelled (the job too, with
-                ``cancel_job``).
+                code); or a cancel that was not the follower's stopped the attempt
+                (retryable, ``type`` :data:`FOLLOW_INTERRUPTED`; the job untouched).
+                Ledger or Temporal errors are retried.
+            asyncio.CancelledError: the follower was cancelled or is gone (the job too,
+                with ``cancel_job``); or an operator paused or reset the activity (the job
+                untouched).
         """
         deps = self.deps
         try:
@@ -70,9 +94,17 @@ class FollowActivity:
         try:
             record = await self._terminal(job_id)
         except asyncio.CancelledError:
-            if inp.cancel_job:
-                await asyncio.shield(self._cancel(job_id))
-            raise
+            if follower_stopped():
+                if inp.cancel_job:
+                    await asyncio.shield(self._cancel(job_id))
+                raise
+            details = activity.cancellation_details()
+            if details is not None and (details.paused or details.reset):
+                raise  # the SDK reports it as the pause / reset: Temporal holds or restarts the attempt
+            raise ApplicationError(
+                f"stopped following job {job_id} ({_why(details)}); the job runs on, a next attempt follows it",
+                type=FOLLOW_INTERRUPTED,
+            ) from None
         return job_state(record)
 
     async def _terminal(self, job_id: str) -> JobRecord:
@@ -97,3 +129,12 @@ class FollowActivity:
                 return
             activity.heartbeat("cancelling")
             await asyncio.sleep(POLL_S)
+
+
+def _why(details: activity.ActivityCancellationDetails | None) -> str:
+    """What stopped the attempt, in words (the failure's message)."""
+    if details is not None and details.worker_shutdown:
+        return "the worker is shutting down"
+    if details is not None and details.timed_out:
+        return "its heartbeat timed out"
+    return "its heartbeat could not be recorded"

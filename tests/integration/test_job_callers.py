@@ -17,14 +17,20 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from temporalio.activity import ActivityCancellationDetails
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from curaflow.domain.messages import JobState
+from activities.follow import POLL_S, FollowActivity
+from curaflow.devstack.temporal import temporal_binary
+from curaflow.domain.messages import FollowJob, JobState
 from curaflow.jobs.submit import start_job
 from curaflow.process.worker import sandbox_runner
 from curaflow.temporal.namespace import ensure_nexus_endpoint
@@ -225,6 +231,91 @@ async def following(env: Env, parent_id: str) -> bool:
     """Whether the parent's ``follow_job`` activity is running (it attached to the job)."""
     described = await env.client.get_workflow_handle(parent_id).describe()
     return any(a.activity_type.name == "follow_job" for a in described.raw_description.pending_activities)
+
+
+async def follower_of_a_running_http_job(env: Env) -> tuple[str, str, str]:
+    """An HTTP job fetching slowly and a parent attached to it: (job id, parent id, the
+    parent's ``follow_job`` activity id)."""
+    env.replay.faults.slow_images_s = 30.0
+    body = task(f"follower-{short_id()}")
+    answer = await env.http.post("/jobs", json=body)
+    job_id = answer.json()["job"]["job_id"]
+    await fetching(env, job_id)
+    handle = await parent(env, body)
+    await eventually(lambda: following(env, handle.id), timeout_s=30, what="the parent follows the job")
+    described = await env.client.get_workflow_handle(handle.id).describe()
+    [follower] = [a for a in described.raw_description.pending_activities if a.activity_type.name == "follow_job"]
+    return job_id, handle.id, follower.activity_id
+
+
+def temporal_cli(env: Env, *args: str) -> None:
+    done = subprocess.run(
+        [temporal_binary(), *args, "--address", env.address], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
+async def test_pausing_the_parents_follower_leaves_the_job_running(env: Env) -> None:
+    # An operator pauses the parent's follow_job (the UI's "Pause"): the SDK hands the
+    # attempt the pause as a cancel. The job is the HTTP caller's as much as the parent's:
+    # it runs on, and once unpaused the parent gets its outcome.
+    job_id, parent_id, follower = await follower_of_a_running_http_job(env)
+    temporal_cli(env, "activity", "pause", "-w", parent_id, "-a", follower)
+    await eventually(lambda: follower_paused(env, parent_id), timeout_s=30, what="the follower paused")
+    await asyncio.sleep(2 * POLL_S)  # a cancel it passed on reaches the ledger within a poll
+
+    record = await env.stack.job(job_id)
+    assert (record.completed_at, record.cancel_requested_at) == (None, None), record
+    env.replay.faults.slow_images_s = 0.0
+    temporal_cli(env, "activity", "unpause", "-w", parent_id, "-a", follower)
+    result: OneNewWorkResult = await env.client.get_workflow_handle(parent_id, result_type=OneNewWorkResult).result()
+    assert (result.job_id, result.status) == (job_id, "succeeded")
+    assert (await env.http.get(f"/jobs/{job_id}")).json()["status"] == "succeeded"
+
+
+async def follower_paused(env: Env, parent_id: str) -> bool:
+    described = await env.client.get_workflow_handle(parent_id).describe()
+    return any(a.paused for a in described.raw_description.pending_activities)
+
+
+@pytest.mark.parametrize(
+    ("why", "cancels_the_job"),
+    [
+        ("cancel_requested", True),  # the parent was cancelled
+        ("not_found", True),  # the parent is gone: terminated, timed out, reset (as a child's REQUEST_CANCEL)
+        ("worker_shutdown", False),  # the worker running the follower stops (a deploy)
+        ("timed_out", False),  # its heartbeat was late: Temporal runs another attempt
+        ("paused", False),  # an operator's pause
+        ("reset", False),  # an operator's reset of the activity
+    ],
+)
+async def test_only_the_parents_own_cancel_cancels_the_followed_job(env: Env, why: str, cancels_the_job: bool) -> None:
+    env.replay.faults.slow_images_s = 30.0
+    body = task(f"follow-{why}-{short_id()}")
+    job_id = (await env.http.post("/jobs", json=body)).json()["job"]["job_id"]
+    await fetching(env, job_id)
+    pool = await env.stack.ledger()
+    deps = SimpleNamespace(settings=env.stack.settings, pool=pool, client=env.client)
+    activity_env = ActivityEnvironment()
+    follow = asyncio.ensure_future(activity_env.run(FollowActivity(deps).follow_job, FollowJob(task=body)))  # type: ignore[arg-type]
+    await asyncio.sleep(POLL_S)  # admitted, waiting
+    assert not follow.done()
+
+    activity_env.cancel(ActivityCancellationDetails(**{why: True}))
+    with pytest.raises((asyncio.CancelledError, ApplicationError)) as stopped:
+        await asyncio.wait_for(follow, 60)
+    if cancels_the_job:
+        await ended_cancelled_by_consumer(env, job_id)
+        return
+    # Not the parent's wish: the job runs on, and the attempt fails retryable (or as
+    # Temporal's pause / reset) so that a next attempt follows it again.
+    if isinstance(stopped.value, ApplicationError):
+        assert not stopped.value.non_retryable
+    await asyncio.sleep(2 * POLL_S)
+    record = await env.stack.job(job_id)
+    assert (record.completed_at, record.cancel_requested_at) == (None, None), record
+    env.replay.faults.slow_images_s = 0.0
+    assert (await env.stack.wait_terminal(job_id, 60)).business_status == "success"
 
 
 async def test_a_parent_of_an_ended_job_gets_its_outcome_and_adds_no_run(env: Env) -> None:
