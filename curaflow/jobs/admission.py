@@ -43,7 +43,13 @@ from curaflow.observability.supervision import Beat, Supervisor
 from curaflow.outbound.destinations import parse_origin, url_port
 from curaflow.protocol.errors import invalid_params
 from curaflow.protocol.keys import manual_job_id
-from curaflow.protocol.task import ValidatedTask, identity_conflict, validate_task, workflow_id_conflict
+from curaflow.protocol.task import (
+    ValidatedTask,
+    identity_conflict,
+    oversized_task,
+    validate_task,
+    workflow_id_conflict,
+)
 from curaflow.temporal.connection import start_job_workflow
 
 log = get_logger("curaflow.jobs.admission")
@@ -280,11 +286,17 @@ class Admitter:
             created the job (None on a replay; read it from the ledger).
 
         Raises:
-            ProtocolError: validation (protocol order), target resolution, a workflow id
+            ProtocolError: a Task not from ``POST /jobs`` larger than its body may be (413
+                ``invalid_params``, :func:`curaflow.protocol.task.oversized_task`),
+                validation (protocol order), target resolution, a workflow id
                 that is not the job id (``invalid_params``, ``detail.field: workflow_id``),
                 a workflow type that does not run the job type (``detail.field:
                 job_type``) or an idempotency conflict. Nothing is written.
         """
+        # POST /jobs measured its body before decoding it; any other way measures here.
+        measure = not isinstance(body, ValidatedTask) and trigger != "protocol"
+        if measure and (too_large := oversized_task(body, self.settings.api.max_body_bytes)) is not None:
+            raise too_large
         task = body if isinstance(body, ValidatedTask) else validate_task(body)
         target = resolve_target(self.settings, task)
         check_task_against(self.settings, target, task)

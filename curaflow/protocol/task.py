@@ -10,6 +10,7 @@ validation error into the protocol's answer (:func:`refusal`): the first failure
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,6 +105,36 @@ def refusal(err: ValidationError, body: Any) -> ProtocolError:
         return invalid_params("request body must be a JSON object")
     message = first["msg"] if kind == "invalid_params" else RULES.get(name, f"invalid {name}")
     return invalid_params(message, field=name)
+
+
+def oversized_task(body: Any, limit: int) -> ProtocolError | None:
+    """Whether a Task that did not come as a ``POST /jobs`` body is larger than that
+    body may be: ``POST /jobs`` refuses a body over ``api.max_body_bytes`` before reading
+    it (:func:`curaflow.api.body.read_json`), and a Task a Temporal client, a parent
+    workflow, the ``follow_job`` activity, the Nexus operation or ``curaflow run`` hands
+    the admission must not pass where that one is refused (its ``labels`` are the one
+    member no rule bounds, stored whole in the ledger).
+
+    Args:
+        body: the decoded Task (JSON values, or a ``Task``).
+        limit: the largest size in bytes (``api.max_body_bytes``).
+
+    Returns:
+        None when its compact UTF-8 JSON (``separators=(",", ":")``, no ASCII escaping —
+        never longer than the body that decoded to it, but for numbers written shorter
+        than Python writes them) is at most ``limit`` bytes; else the answer of
+        ``POST /jobs`` to such a body: 413 ``invalid_params`` with ``detail.limit``. A
+        body that is not JSON at all is left to :func:`validate_task`.
+    """
+    if isinstance(body, Task):
+        body = body.model_dump(mode="json", exclude_none=True)
+    try:
+        size = len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass"))
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if size <= limit:
+        return None
+    return ProtocolError("invalid_params", 413, f"task larger than {limit} bytes", {"limit": limit, "size": size})
 
 
 def validate_task(body: Any) -> ValidatedTask:

@@ -377,6 +377,30 @@ async def test_nexus_refusals_carry_the_protocol_code(env: Env) -> None:
     assert conflict.refused == "idempotency_conflict"
 
 
+async def test_a_task_larger_than_post_jobs_takes_is_refused_by_every_caller(env: Env) -> None:
+    # POST /jobs refuses a body over api.max_body_bytes (413 invalid_params); the same
+    # Task through Nexus, a child start or follow_job is refused alike — before, its
+    # labels (the one unbounded member) were stored in the ledger whole, up to
+    # Temporal's payload limit.
+    limit = env.stack.settings.api.max_body_bytes
+    big = task(f"big-{short_id()}")
+    big["labels"] = {"note": "x" * limit}
+    assert (await env.http.post("/jobs", json=big)).status_code == 413
+
+    through_nexus: TeamStepResult = await (await team_step(env, big)).result()
+    assert through_nexus.refused == "invalid_params" and str(limit) in (through_nexus.message or "")
+    as_child: OneNewWorkResult = await (await parent(env, {**big, "idempotency_key": f"big-{short_id()}"})).result()
+    assert as_child.refused == "invalid_params" and str(limit) in (as_child.message or "")
+    pool = await env.stack.ledger()
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM jobs WHERE idempotency_key LIKE 'big-%'") == 0
+
+    # A Task under the limit is admitted whatever the way.
+    fits = task(f"fits-{short_id()}")
+    fits["labels"] = {"note": "x" * (limit // 2)}
+    assert (await (await team_step(env, fits)).result()).status == "succeeded"
+
+
 async def test_the_same_key_twice_through_nexus_is_one_job_and_one_outcome(env: Env) -> None:
     env.replay.faults.slow_images_s = 3.0
     body = task(f"nexus-twice-{short_id()}")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from curaflow.protocol.errors import ProtocolError
-from curaflow.protocol.task import validate_task
+from curaflow.protocol.models import Task
+from curaflow.protocol.task import oversized_task, validate_task
 
 
 def task(**overrides: Any) -> dict[str, Any]:
@@ -121,3 +123,20 @@ def test_what_the_ledger_cannot_store_is_refused_not_a_500() -> None:
         assert refused(task(idempotency_key=key)).detail["field"] == "idempotency_key", repr(key)
     assert validate_task(task(idempotency_key="a/b?c#d%e\u2028f")).idempotency_key == "a/b?c#d%e\u2028f"
     assert validate_task(task(idempotency_key="order-1\r\n")).idempotency_key == "order-1"  # trimmed first
+
+
+def test_a_task_is_measured_as_its_compact_utf8_json() -> None:
+    # The rule POST /jobs applies to its body, for a Task that came another way
+    # (Temporal, a parent workflow, follow_job, Nexus, curaflow run).
+    body = task(labels={"note": "é" * 10})
+    size = len(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+    assert oversized_task(body, size) is None
+    refusal = oversized_task(body, size - 1)
+    assert refusal is not None
+    assert (refusal.code, refusal.http_status, refusal.detail) == (
+        "invalid_params",
+        413,
+        {"limit": size - 1, "size": size},
+    )
+    assert oversized_task(Task.model_validate(body), size) is None  # a Task measures as its JSON
+    assert oversized_task(object(), 1) is None  # not JSON: validation's to refuse
