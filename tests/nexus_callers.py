@@ -1,12 +1,15 @@
-"""A workflow the caller tests run beside the examples' (test-only; sandbox-clean):
-``CancelJobCaller`` calls the ``cancel_job`` operation of curaflow's Nexus service from
-the callers' namespace."""
+"""Workflows the caller tests run beside the examples' (test-only; sandbox-clean), in the
+callers' namespace: ``CancelJobCaller`` calls the ``cancel_job`` operation of curaflow's
+Nexus service; ``BoundedCaller`` calls ``start_job`` with the Nexus options a caller
+chooses (its schedule-to-close timeout, its cancellation type)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import NexusOperationError
 
 with workflow.unsafe.imports_passed_through():
     from curaflow.domain.messages import CancelJob, JobState
@@ -21,3 +24,25 @@ class CancelJobCaller:
     async def run(self, args: dict[str, Any]) -> JobState:
         jobs = workflow.create_nexus_client(service=JobService, endpoint=args["endpoint"])
         return await jobs.execute_operation(JobService.cancel_job, CancelJob(job_id=args["job_id"]))
+
+
+@workflow.defn(name="BoundedCaller")
+class BoundedCaller:
+    """Run the job of ``args["task"]`` with ``schedule_to_close_s`` and / or
+    ``cancellation_type`` (a ``NexusOperationCancellationType`` name); returns the job's
+    state, or ``{"failed": <the cause's class name>}`` when the operation did not
+    complete (timed out, cancelled)."""
+
+    @workflow.run
+    async def run(self, args: dict[str, Any]) -> dict[str, Any]:
+        jobs = workflow.create_nexus_client(service=JobService, endpoint=args["endpoint"])
+        options: dict[str, Any] = {}
+        if "schedule_to_close_s" in args:
+            options["schedule_to_close_timeout"] = timedelta(seconds=args["schedule_to_close_s"])
+        if "cancellation_type" in args:
+            options["cancellation_type"] = workflow.NexusOperationCancellationType[args["cancellation_type"]]
+        try:
+            state = await jobs.execute_operation(JobService.start_job, args["task"], **options)
+        except NexusOperationError as err:
+            return {"failed": type(err.cause).__name__}
+        return state.model_dump(mode="json")

@@ -37,7 +37,7 @@ from curaflow.temporal.namespace import ensure_nexus_endpoint
 from examples.child_job import OneNewWork, OneNewWorkInput, OneNewWorkResult
 from examples.nexus_caller import TeamStep, TeamStepInput, TeamStepResult
 from tests.conftest import CALLERS_NAMESPACE
-from tests.nexus_callers import CancelJobCaller
+from tests.nexus_callers import BoundedCaller, CancelJobCaller
 from tests.support import DemoStack, closed_status, demo_stack, eventually, short_id
 
 pytestmark = pytest.mark.integration
@@ -76,7 +76,7 @@ async def env(
             Worker(
                 callers,
                 task_queue=caller_queue,
-                workflows=[TeamStep, CancelJobCaller],
+                workflows=[TeamStep, CancelJobCaller, BoundedCaller],
                 workflow_runner=sandbox_runner(),
             ),
         ):
@@ -438,6 +438,45 @@ async def test_cancelling_the_nexus_caller_mid_fetch_cancels_the_job(env: Env) -
     with pytest.raises(WorkflowFailureError):
         await handle.result()
     assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+
+
+async def bounded(env: Env, body: dict[str, Any], **options: Any) -> Any:
+    """Start ``BoundedCaller`` for ``body`` with the Nexus ``options``; returns its handle."""
+    return await env.callers.start_workflow(
+        BoundedCaller.run,
+        {"endpoint": env.endpoint, "task": body, **options},
+        id=f"bounded-{short_id()}",
+        task_queue=env.caller_queue,
+    )
+
+
+async def test_a_caller_that_stops_waiting_leaves_the_job_running_and_its_key_answers_it(env: Env) -> None:
+    # What Nexus gives a handler no word of: the operation's schedule-to-close timeout,
+    # and the caller's run ending while the job runs (terminated here; timed out, or
+    # ended after a TRY_CANCEL / ABANDON, alike). The caller was told no outcome; the job
+    # runs to its end; the same Task again answers that end at once (docs/temporal.md).
+    env.replay.faults.slow_images_s = 30.0
+    timed, ended = task(f"nexus-s2c-{short_id()}"), task(f"nexus-term-{short_id()}")
+    # Long enough for the operation to start (a timeout before that starts nothing), far
+    # shorter than the job, held by its slow images until released below.
+    short = await bounded(env, timed, schedule_to_close_s=10)
+    gone = await bounded(env, ended)
+    await fetching(env, f"demo@manual-{timed['idempotency_key']}")
+    await fetching(env, f"demo@manual-{ended['idempotency_key']}")
+    assert await short.result() == {"failed": "TimeoutError"}
+    await gone.terminate(reason="test: the caller goes away")
+    await asyncio.sleep(2 * POLL_S)
+    for body in (timed, ended):
+        record = await env.stack.job(f"demo@manual-{body['idempotency_key']}")
+        assert (record.completed_at, record.cancel_requested_at) == (None, None), record
+
+    env.replay.faults.slow_images_s = 0.0
+    for body in (timed, ended):
+        job_id = f"demo@manual-{body['idempotency_key']}"
+        assert (await env.stack.wait_terminal(job_id, 60)).business_status == "success"
+        again: TeamStepResult = await (await team_step(env, body)).result()
+        assert (again.job_id, again.status) == (job_id, "succeeded")
+        assert len(await runs_of(env, job_id)) == 1
 
 
 async def test_the_cancel_job_operation_cancels_a_running_http_job(env: Env) -> None:
