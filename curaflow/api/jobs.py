@@ -136,13 +136,6 @@ async def cancel(
     """Cancel the job (the request body is ignored); a terminal job is returned unchanged."""
     if not literal_suffix(request, "/cancel"):
         raise JobAddressOnly()  # POST /jobs/{id} with an id ending in /cancel
-    if not storable_id(job_id):
-        raise invalid_params(
-            "unknown job",
-            http_status=404,
-            reason="unknown_job",
-            job_id=job_id.encode("utf-8", "replace").decode().replace("\x00", ""),
-        )
     job = await cancel_job(pool, client, job_id, wait_s=settings.api.cancel_wait_ms / 1000, notifier=notifier)
     request.state.log_fields = {"job_id": job_id, "status": job["status"]}
     return job

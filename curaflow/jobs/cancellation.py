@@ -1,8 +1,12 @@
 """Consumer cancel of a job: the HTTP entry into the one cancellation path.
 
-``POST /jobs/{id}/cancel`` (and ``curaflow cancel``) call :func:`cancel_job`:
+``POST /jobs/{id}/cancel`` (and ``curaflow cancel``), the Nexus ``cancel_job`` operation
+and a cancelled ``follow_job`` call :func:`cancel_job`:
 
-1. an unknown job → 404 ``invalid_params`` (``detail.reason: unknown_job``) — unless
+1. an unknown job → 404 ``invalid_params`` (``detail.reason: unknown_job``) — an id no
+   job can have (a NUL character or a lone surrogate: PostgreSQL text cannot hold it) at
+   once, before any ledger read, whoever asks (HTTP, the Nexus ``cancel_job`` operation,
+   ``follow_job``) — unless
    Temporal runs a ``JobWorkflow`` under that id that has not admitted its Task yet (a
    job just started from a Temporal client): that execution is sent the cancel (the
    workflow admits the Task, then takes the cancel path) and the handler waits for the
@@ -49,11 +53,20 @@ from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import CANCEL_GRACE_MS, converge, converge_unserved_cancel
 from curaflow.ledger.records import load_job
 from curaflow.observability.logs import get_logger
-from curaflow.protocol.errors import invalid_params
+from curaflow.protocol.errors import ProtocolError, invalid_params
+from curaflow.protocol.keys import storable
 from curaflow.protocol.projection import project_job
 
 CANCEL_REASON = "cancelled_by_consumer"
 log = get_logger("curaflow.cancel")
+
+
+def unknown_job(job_id: str) -> ProtocolError:
+    """The 404 ``invalid_params`` (``detail.reason: unknown_job``) of a cancel of a job no
+    one has; ``detail.job_id`` is the id as asked, made printable (a NUL dropped, a lone
+    surrogate replaced) so that the answer itself can be encoded and stored."""
+    printable = job_id.encode("utf-8", "replace").decode().replace("\x00", "")
+    return invalid_params("unknown job", http_status=404, reason="unknown_job", job_id=printable)
 
 
 async def _completed(pool: asyncpg.Pool, job_id: str) -> bool:
@@ -82,8 +95,11 @@ async def cancel_job(
         The protocol ``Job`` dict after the cancel.
 
     Raises:
-        ProtocolError: 404 ``invalid_params`` for an unknown job.
+        ProtocolError: 404 ``invalid_params`` for an unknown job (:func:`unknown_job`),
+            an id no job can have included.
     """
+    if not storable(job_id):
+        raise unknown_job(job_id)  # no ledger read could find it: it cannot be stored
     began = time.monotonic()
     async with pool.acquire() as conn:
         record = await load_job(conn, job_id)
@@ -91,7 +107,7 @@ async def cancel_job(
         record = await _cancel_before_admission(pool, client, job_id, wait_s)
         wait_s = max(0.0, wait_s - (time.monotonic() - began))
     if record is None:
-        raise invalid_params("unknown job", http_status=404, reason="unknown_job", job_id=job_id)
+        raise unknown_job(job_id)
     if record.completed_at is not None:
         return project_job(record, now_ms())
     async with pool.acquire() as conn:

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -34,6 +35,7 @@ from curaflow.domain.messages import FollowJob, JobState
 from curaflow.jobs.submit import start_job
 from curaflow.process.worker import sandbox_runner
 from curaflow.temporal.namespace import ensure_nexus_endpoint
+from curaflow.temporal.refusals import refusal_of
 from examples.child_job import OneNewWork, OneNewWorkInput, OneNewWorkResult
 from examples.nexus_caller import TeamStep, TeamStepInput, TeamStepResult
 from tests.conftest import CALLERS_NAMESPACE
@@ -493,6 +495,26 @@ async def test_the_cancel_job_operation_cancels_a_running_http_job(env: Env) -> 
     )
     assert state.job_id == job_id and state.cancel_requested
     await ended_cancelled_by_consumer(env, job_id)
+
+
+@pytest.mark.parametrize("job_id", ["demo@manual-nul\x00key", "no-such-job"])
+async def test_the_cancel_job_operation_refuses_an_id_no_job_has_at_once(env: Env, job_id: str) -> None:
+    # POST /jobs/{id}/cancel answers 404 unknown_job for an id no job can have (a NUL:
+    # PostgreSQL text cannot hold it) as for an id no job has. Through Nexus the NUL
+    # failed the handler's ledger read, a retryable internal error: the operation was
+    # retried until the caller's own timeout, the caller told only that.
+    with pytest.raises(WorkflowFailureError) as failed:
+        await env.callers.execute_workflow(
+            CancelJobCaller.run,
+            {"endpoint": env.endpoint, "job_id": job_id},
+            id=f"cancel-op-{short_id()}",
+            task_queue=env.caller_queue,
+            execution_timeout=timedelta(seconds=30),
+        )
+    refusal = refusal_of(failed.value)
+    assert refusal is not None, failed.value.cause
+    assert (refusal.code, refusal.http_status, refusal.detail["reason"]) == ("invalid_params", 404, "unknown_job")
+    assert "\x00" not in refusal.detail["job_id"]
 
 
 async def test_the_nexus_example_runs_a_job_from_another_namespace(env: Env) -> None:
