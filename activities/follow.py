@@ -17,8 +17,10 @@ HTTP, by a schedule, by another client — so that it cannot start it as its chi
    ``expired``, ``cancelled``): the follower reads the outcome, it is not failed by it.
 
 Cancelled by its follower — the follower's workflow was cancelled (``cancel_requested``),
-or is gone (``not_found``: terminated, timed out, reset; as a child's parent close policy
-``REQUEST_CANCEL``) — with ``cancel_job``, it cancels the job through
+or is gone (``not_found``: terminated, timed out; as a child's parent close policy
+``REQUEST_CANCEL``), unless it lives on in a newer run (a reset, a continue-as-new: that
+run decides, as a reset parent's child job runs on; :meth:`FollowActivity._lives_on`) —
+with ``cancel_job``, it cancels the job through
 ``POST /jobs/{id}/cancel``'s path (:func:`curaflow.jobs.cancellation.cancel_job`), waits
 for the job to end, then ends cancelled. Any other cancel the SDK hands the attempt is
 not the follower's wish (:func:`follower_stopped`): the worker shutting down (a deploy),
@@ -37,7 +39,9 @@ import asyncio
 import contextlib
 
 from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 from activities.deps import ActivityDeps
 from curaflow.domain.messages import FollowJob, JobState
@@ -58,8 +62,9 @@ FOLLOW_INTERRUPTED = "follow_interrupted"
 
 def follower_stopped() -> bool:
     """Whether this attempt's cancel is its follower's: the follower's workflow asked for
-    it (``cancel_requested``, which wins when others are set too) or no longer exists
-    (``not_found``: terminated, timed out, reset). False for a cancel the worker or an
+    it (``cancel_requested``, which wins when others are set too) or its run no longer
+    exists (``not_found``: terminated, timed out, reset — a reset's newer run is asked
+    apart, :meth:`FollowActivity._lives_on`). False for a cancel the worker or an
     operator caused — the worker's shutdown, a heartbeat timeout or a failed heartbeat, a
     pause, a reset of the activity — which must not cancel a job others may wait on."""
     details = activity.cancellation_details()
@@ -95,7 +100,7 @@ class FollowActivity:
             record = await self._terminal(job_id)
         except asyncio.CancelledError:
             if follower_stopped():
-                if inp.cancel_job:
+                if inp.cancel_job and not await asyncio.shield(self._lives_on()):
                     await asyncio.shield(self._cancel(job_id))
                 raise
             details = activity.cancellation_details()
@@ -117,6 +122,23 @@ class FollowActivity:
                 return record
             activity.heartbeat()
             await asyncio.sleep(POLL_S)
+
+    async def _lives_on(self) -> bool:
+        """Whether this attempt's workflow, gone as a run (``not_found``), goes on in a
+        newer run under its id — a reset (the UI's "Reset" terminates the run and starts
+        another), a continue-as-new. Asked only for ``not_found``: a cancel request is the
+        workflow's own. One describe; an answer Temporal does not give is "gone"."""
+        details = activity.cancellation_details()
+        if details is None or details.cancel_requested or not details.not_found or self.deps.client is None:
+            return False
+        info = activity.info()
+        if info.workflow_id is None:  # a standalone activity: no workflow to live on
+            return False
+        try:
+            described = await self.deps.client.get_workflow_handle(info.workflow_id).describe()
+        except RPCError:
+            return False
+        return described.status == WorkflowExecutionStatus.RUNNING and described.run_id != info.workflow_run_id
 
     async def _cancel(self, job_id: str) -> None:
         """Cancel the job on the follower's behalf and wait until it ended."""

@@ -275,6 +275,30 @@ async def test_pausing_the_parents_follower_leaves_the_job_running(env: Env) -> 
     assert (await env.http.get(f"/jobs/{job_id}")).json()["status"] == "succeeded"
 
 
+async def test_resetting_the_parent_leaves_the_followed_job_running(env: Env) -> None:
+    # An operator resets the parent (the UI's "Reset"): its run is terminated and a new
+    # one starts — as it does for a child job, whose parent's reset cancels nothing. The
+    # old run's follow_job hears "not found", as for a parent gone for good, and cancelled
+    # the HTTP caller's job; the new run then reported it cancelled.
+    job_id, parent_id, _ = await follower_of_a_running_http_job(env)
+    temporal_cli(env, "workflow", "reset", "-w", parent_id, "--type", "FirstWorkflowTask", "--reason", "test")
+    await asyncio.sleep(3 * POLL_S)  # the old run's follower hears of it at its next heartbeat
+
+    record = await env.stack.job(job_id)
+    assert (record.completed_at, record.cancel_requested_at) == (None, None), record
+    env.replay.faults.slow_images_s = 0.0
+    result: OneNewWorkResult = await env.client.get_workflow_handle(parent_id, result_type=OneNewWorkResult).result()
+    assert (result.job_id, result.status) == (job_id, "succeeded")
+    assert len(await runs_of(env, job_id)) == 1
+
+
+async def test_terminating_the_parent_cancels_the_job_it_follows(env: Env) -> None:
+    # Gone for good (no newer run): as a child's REQUEST_CANCEL, the followed job is cancelled.
+    job_id, parent_id, _ = await follower_of_a_running_http_job(env)
+    await env.client.get_workflow_handle(parent_id).terminate(reason="operator: test")
+    await ended_cancelled_by_consumer(env, job_id)
+
+
 async def follower_paused(env: Env, parent_id: str) -> bool:
     described = await env.client.get_workflow_handle(parent_id).describe()
     return any(a.paused for a in described.raw_description.pending_activities)
