@@ -1,7 +1,9 @@
 """Workflows the caller tests run beside the examples' (test-only; sandbox-clean), in the
 callers' namespace: ``CancelJobCaller`` calls the ``cancel_job`` operation of curaflow's
 Nexus service; ``BoundedCaller`` calls ``start_job`` with the Nexus options a caller
-chooses (its schedule-to-close timeout, its cancellation type)."""
+chooses (its schedule-to-close timeout, its cancellation type). And in curaflow's
+namespace: ``FollowingParent`` attaches to a job with ``follow_job`` on the task queue it
+is given (a queue a test serves with an activity worker of its own)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from temporalio.exceptions import NexusOperationError
 with workflow.unsafe.imports_passed_through():
     from curaflow.domain.messages import CancelJob, JobState
     from curaflow.temporal.nexus_service import JobService
+    from workflows.callers import follow_job
 
 
 @workflow.defn(name="CancelJobCaller")
@@ -46,3 +49,12 @@ class BoundedCaller:
         except NexusOperationError as err:
             return {"failed": type(err.cause).__name__}
         return state.model_dump(mode="json")
+
+
+@workflow.defn(name="FollowingParent")
+class FollowingParent:
+    """Attach to the job of ``args["task"]`` through ``follow_job`` on ``args["queue"]``."""
+
+    @workflow.run
+    async def run(self, args: dict[str, Any]) -> JobState:
+        return await follow_job(args["task"], task_queue=args["queue"])

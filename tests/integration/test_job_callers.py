@@ -39,8 +39,8 @@ from curaflow.temporal.refusals import refusal_of
 from examples.child_job import OneNewWork, OneNewWorkInput, OneNewWorkResult
 from examples.nexus_caller import TeamStep, TeamStepInput, TeamStepResult
 from tests.conftest import CALLERS_NAMESPACE
-from tests.nexus_callers import BoundedCaller, CancelJobCaller
-from tests.support import DemoStack, closed_status, demo_stack, eventually, short_id
+from tests.nexus_callers import BoundedCaller, CancelJobCaller, FollowingParent
+from tests.support import DemoStack, activity_attempts, closed_status, demo_stack, eventually, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +74,12 @@ async def env(
         parents = await Client.connect(temporal_address, data_converter=pydantic_data_converter)
         parent_queue, caller_queue = f"parents-{demo.stack.suffix}", f"team-{demo.stack.suffix}"
         async with (
-            Worker(parents, task_queue=parent_queue, workflows=[OneNewWork], workflow_runner=sandbox_runner()),
+            Worker(
+                parents,
+                task_queue=parent_queue,
+                workflows=[OneNewWork, FollowingParent],
+                workflow_runner=sandbox_runner(),
+            ),
             Worker(
                 callers,
                 task_queue=caller_queue,
@@ -297,6 +302,45 @@ async def test_terminating_the_parent_cancels_the_job_it_follows(env: Env) -> No
     job_id, parent_id, _ = await follower_of_a_running_http_job(env)
     await env.client.get_workflow_handle(parent_id).terminate(reason="operator: test")
     await ended_cancelled_by_consumer(env, job_id)
+
+
+async def test_a_worker_shutting_down_under_the_follower_leaves_the_job_running(env: Env) -> None:
+    # The follower's activity runs on a worker of its own queue, which shuts down (a
+    # deploy) with no grace: the SDK cancels the attempt (worker_shutdown). The job runs
+    # on; the next attempt, on the worker that replaces it, follows it to its success.
+    env.replay.faults.slow_images_s = 30.0
+    body = task(f"follow-shutdown-{short_id()}")
+    job_id = (await env.http.post("/jobs", json=body)).json()["job"]["job_id"]
+    await fetching(env, job_id)
+    deps = SimpleNamespace(settings=env.stack.settings, pool=await env.stack.ledger(), client=env.client)
+    queue = f"followers-{short_id()}"
+
+    def follower_worker() -> Worker:
+        return Worker(
+            env.client,
+            task_queue=queue,
+            activities=[FollowActivity(deps).follow_job],  # type: ignore[arg-type]
+            graceful_shutdown_timeout=timedelta(0),
+        )
+
+    async with follower_worker():
+        handle = await env.client.start_workflow(
+            FollowingParent.run,
+            {"task": body, "queue": queue},
+            id=f"following-{short_id()}",
+            task_queue=env.parent_queue,
+        )
+        await eventually(lambda: following(env, handle.id), timeout_s=30, what="the parent follows the job")
+        await asyncio.sleep(2 * POLL_S)  # the attempt is waiting, heartbeating
+    await asyncio.sleep(2 * POLL_S)
+    record = await env.stack.job(job_id)
+    assert (record.completed_at, record.cancel_requested_at) == (None, None), record
+
+    env.replay.faults.slow_images_s = 0.0
+    async with follower_worker():
+        state: JobState = await handle.result()
+    assert (state.job_id, str(state.status)) == (job_id, "succeeded")
+    assert (await activity_attempts(env.client, handle.id))["follow_job"] >= 2
 
 
 async def follower_paused(env: Env, parent_id: str) -> bool:
