@@ -127,6 +127,21 @@ class _Pool:
         self.closed = True
 
 
+def _opens(monkeypatch: pytest.MonkeyPatch) -> _Pool:
+    """Make ``open_ledger`` open a fake pool (returned) with nothing to migrate."""
+    pool = _Pool()
+
+    async def opened(*_args: object, **_kwargs: object) -> _Pool:
+        return pool
+
+    async def migrated(_pool: object) -> list[str]:
+        return []
+
+    monkeypatch.setattr(common, "create_pool", opened)
+    monkeypatch.setattr(common, "migrate", migrated)
+    return pool
+
+
 @pytest.mark.parametrize(
     "gone",
     [
@@ -139,16 +154,7 @@ class _Pool:
 def test_a_ledger_that_goes_away_under_the_command_is_said_in_one_line(
     gone: Exception, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pool = _Pool()
-
-    async def opened(*_args: object, **_kwargs: object) -> _Pool:
-        return pool
-
-    async def migrated(_pool: object) -> list[str]:
-        return []
-
-    monkeypatch.setattr(common, "create_pool", opened)
-    monkeypatch.setattr(common, "migrate", migrated)
+    pool = _opens(monkeypatch)
 
     async def command() -> None:
         async with common.open_ledger(load_settings(None), "postgresql://x@h/x", where="here", code=3):
@@ -171,14 +177,7 @@ def test_a_failure_that_is_no_ledger_outage_is_never_reported_as_one(
     """``prune`` deletes artifact folders: a refused file is no ledger outage (nor a bug,
     nor a refused statement) — it stays the error it is."""
 
-    async def opened(*_args: object, **_kwargs: object) -> _Pool:
-        return _Pool()
-
-    async def migrated(_pool: object) -> list[str]:
-        return []
-
-    monkeypatch.setattr(common, "create_pool", opened)
-    monkeypatch.setattr(common, "migrate", migrated)
+    _opens(monkeypatch)
 
     async def command() -> None:
         async with common.open_ledger(load_settings(None), "postgresql://x@h/x", where="here", code=3):

@@ -17,12 +17,10 @@ names.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import errno
 import io
 import os
 import zipfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from curaflow.artifacts.images import check_image
 from curaflow.domain.models import Work, WorkPage
 from curaflow.sources.animation import Animation, AnimationFrame, encode_gif
 from curaflow.sources.decoding import machine_error
+from tests.unit.test_decode_budget import OneFile
 
 
 def big_png(path: Path) -> Path:
@@ -105,28 +104,6 @@ def test_a_map_the_process_may_not_make_is_raised_not_the_page_refused(
     assert caught.value.errno == errno.ENOMEM
 
 
-class _OnePage:
-    name = "fake"
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
-
-    @contextlib.asynccontextmanager
-    async def download(self, url: str) -> AsyncIterator[Any]:
-        data = self.body
-
-        class Body:
-            expected_bytes = len(data)
-
-            async def chunks(self) -> AsyncIterator[bytes]:
-                yield data
-
-        yield Body()
-
-    async def animation(self, work: Work) -> Any:
-        return None
-
-
 async def test_a_fetch_whose_check_meets_a_disk_error_raises_it_and_leaves_no_part(
     tmp_path: Path, eio_once: Any
 ) -> None:
@@ -139,11 +116,11 @@ async def test_a_fetch_whose_check_meets_a_disk_error_raises_it_and_leaves_no_pa
     )
     store = ArtifactStore(tmp_path / "artifacts")
     with pytest.raises(OSError) as caught:
-        await store.fetch(_OnePage(body), work, "job@1", "t")
+        await store.fetch(OneFile(body), work, "job@1", "t")
     assert caught.value.errno == errno.EIO  # curaflow's (retried), not WorkUnavailable
     assert [p.name for p in store.folder("job@1", "t").iterdir()] == []
     # the same page is whole once the disk reads again
-    artifact = await store.fetch(_OnePage(body), work, "job@1", "t")
+    artifact = await store.fetch(OneFile(body), work, "job@1", "t")
     assert [f.bytes for f in artifact.files] == [len(body)]
 
 
