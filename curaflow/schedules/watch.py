@@ -208,19 +208,12 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
         # a plan this process does not configure (another worker's, or removed and not
         # synced) whose occurrences no worker could admit: said too, while it lasts, under
         # one label (the ids came from trampolines' arguments: `curaflow schedules misses`
-        # and the logs name them)
+        # and the admission's `schedule.occurrence_missed` warning name them)
         unconfigured = sorted(unadmitted - configured)
         if unconfigured or _unconfigured_broken["exported"]:
             metrics.set_schedule_broken(metrics.UNCONFIGURED_PLAN, CONFIGURATION_ERROR if unconfigured else None)
             _unconfigured_broken["exported"] = bool(unconfigured)
-        if unconfigured:
-            log.warning(
-                "schedule.occurrences_not_admitted",
-                schedule_ids=unconfigured,
-                detail="occurrences of the last hour of plans this worker does not configure found none of "
-                "their targets configured on the worker that admitted them (`curaflow schedules misses`); "
-                "give every worker the same configuration and run `curaflow schedules sync`",
-            )
+
         for plan in settings.schedules:
             desc = await describe_schedule(client, plan.id)
             if desc is None:
