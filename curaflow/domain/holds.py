@@ -54,7 +54,7 @@ SendHoldKind = Literal["rate_limited", "unavailable"]
 #: message says it in words); a reader meeting one it does not know — a later build's,
 #: during a rolling upgrade — drops the structured hold
 #: (:func:`curaflow.ledger.records.load_cells`), never the cell.
-HoldKind = Literal["rate_limited", "unavailable", "cooling", "paused", "spacing"]
+HoldKind = Literal["rate_limited", "unavailable", "cooling", "paused", "spacing", "busy"]
 
 #: The kinds stored in ``cells.held_by``: those every build since migration 0046 reads
 #: there. A build of before 2026-12-05 reads that column with this closed list, and any
@@ -155,10 +155,15 @@ class Hold(BaseModel):
             ``min_interval_ms``: the bound work's pages need one request each, and at
             that spacing the last of them could not leave before ``until`` — counted
             from the binding, whatever else the account served meanwhile; added
-            2026-12-05).
+            2026-12-05), ``busy`` (the account's source queue runs ``max_concurrency``
+            source steps at once, and every one was taken by another job's step from
+            before the deadline until ``until``, while the cell's step, never started,
+            waited in the queue behind them: :func:`busy_until`; added 2026-12-05).
         until: epoch ms (UTC, the database's clock): when the gate lets the next attempt
             go — a cooldown at most its cap from when the finish read it, as the gate
-            reads it (:func:`curaflow.domain.ratelimit.cooldown_left_ms`).
+            reads it (:func:`curaflow.domain.ratelimit.cooldown_left_ms`); for ``spacing``
+            and ``busy`` a lower bound (the earliest the last request could leave; when
+            the finish still saw every slot taken).
     """
 
     owner: HoldOwner = "route"
@@ -182,11 +187,15 @@ class HoldCaps:
             requests (``min_interval_ms``, as its workers run it: the replay's in replay
             mode); an account absent or 0: no spacing is named
             (:func:`spacing_until`).
+        account_concurrency: account → the source steps its queue's worker runs at once
+            (``max_concurrency``, as its workers run it: the replay's in replay mode); an
+            account absent: no busy queue is named (:func:`busy_until`).
     """
 
     route_cooldown_ms: int | None = None
     account_cooldown_ms: dict[str, int] = field(default_factory=dict)
     account_spacing_ms: dict[str, int] = field(default_factory=dict)
+    account_concurrency: dict[str, int] = field(default_factory=dict)
 
 
 class RouteWait(BaseModel):
@@ -221,6 +230,9 @@ class AccountWait(BaseModel):
         spacing_until: the earliest the account's spacing let the last request of the
             cell's bound work leave (:func:`spacing_until`; 0: none — no work bound, or
             no spacing).
+        busy_until: when the finish saw every slot of the account's source queue still
+            taken by other jobs' steps opened by the deadline, the cell's own step never
+            started (:func:`busy_until`; 0: not known so).
     """
 
     account: str
@@ -228,6 +240,7 @@ class AccountWait(BaseModel):
     rate_limited_at: int = 0
     paused_until: int = 0
     spacing_until: int = 0
+    busy_until: int = 0
 
 
 def least_requests(kind: str, pages: int) -> int:
@@ -260,13 +273,33 @@ def spacing_until(bound_at: int, requests: int, interval_ms: int) -> int:
     return bound_at + (requests - 1) * interval_ms
 
 
+def busy_until(*, started: bool, others: int, concurrency: int, seen_at: int) -> int:
+    """Until when (at least) the account's source queue was too busy to start the cell's
+    step: ``seen_at`` (epoch ms, when the finish read the queue) when the cell never had a
+    step opened (``started`` False: its first ``acquire`` waited in the queue, scheduled
+    and not started) and ``others`` — other jobs' steps on the same queue opened by the
+    job's deadline and still holding their cells at ``seen_at`` (source steps: the cell
+    still searching or fetching) — fill every one of the queue's ``concurrency`` slots
+    (``max_concurrency``: its worker runs that many at once, one process serving it,
+    decision 10). The slots were then all taken from the deadline (or before) until
+    ``seen_at``, and the cell's step could not start before one of them ended.
+
+    Positive knowledge only: a step that started (a retry, a later fallback pass — a
+    backoff is not a queue), a slot free or held by the job's own other cells, an unknown
+    concurrency (0) give 0. Pure.
+    """
+    if started or concurrency < 1 or others < concurrency or seen_at <= 0:
+        return 0
+    return seen_at
+
+
 def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldScope | None = None) -> Hold | None:
     """The hold that still held the cell at ``at`` (the job's deadline, or when it ended if
     sooner), or None.
 
     Of every wait lasting past ``at`` the longest is named; between equal ends a pause
     (the operator's to lift) before a cooldown before a wait of the send alone (a rate
-    limit, or the receiver unavailable) or the account's spacing. A
+    limit, or the receiver unavailable), the account's spacing or its busy queue. A
     cooldown the account met only after ``at`` (another job's request, read by a late
     finish) held nothing then.
 
@@ -286,6 +319,7 @@ def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldSco
                 (2, "paused", w.paused_until),
                 (1, "cooling", w.cooldown_until if started else 0),
                 (0, "spacing", w.spacing_until),
+                (0, "busy", w.busy_until),
             )
         else:
             owner, name = "route", w.route
@@ -349,6 +383,20 @@ def hold_sentence(hold: Hold, lang: str = "en") -> str:
 
 def _account_sentence(hold: Hold, lang: str) -> str:
     when, name = _when(hold.until), hold.name
+    if hold.kind == "busy":
+        if lang == "zh":
+            return (
+                f"来源账号 {name} 同时只运行其 max_concurrency 个来源步骤，"
+                "这些名额在任务截止前已全被其他任务的下载或搜索占用，"
+                f"到 {when} 仍未释放；本任务的搜索在该账号的队列中等待，始终未能开始。"
+                "可给任务更长的 deadline_ms，错开同一账号的任务，或让目标改用其他账号。"
+            )
+        return (
+            f"Source account {name} runs max_concurrency source steps at once, and every one was taken by another "
+            f"job's download or search from before the job's deadline until at least {when}, so this job's search "
+            "waited in the account's queue and never started. Give the job a longer deadline_ms, space out the "
+            "account's jobs, or move the target to another account."
+        )
     if hold.kind == "spacing":
         if lang == "zh":
             return (

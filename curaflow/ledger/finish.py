@@ -21,11 +21,13 @@ import asyncpg
 
 from curaflow.domain.cells import CellState, is_terminal
 from curaflow.domain.holds import (
+    SOURCE_STATES,
     AccountWait,
     Hold,
     HoldCaps,
     HoldScope,
     RouteWait,
+    busy_until,
     held_by,
     hold_scope,
     least_requests,
@@ -181,7 +183,8 @@ def hold_caps(settings: Settings) -> HoldCaps:
     """The instance's cooldown caps, as its gates read a stored cooldown: the routes'
     ``delivery.route_rate_limit_cap_ms`` and each source account's ladder cap
     (``rate_limit_cap_ms``, through its policy); and each account's request spacing
-    (``min_interval_ms``, as its gate keeps it: the replay's in replay mode)."""
+    (``min_interval_ms``, as its gate keeps it: the replay's in replay mode) and
+    concurrency (``max_concurrency``: the source steps its queue's worker runs at once)."""
     sources = settings.source_configs()
     return HoldCaps(
         route_cooldown_ms=settings.delivery.route_rate_limit_cap_ms,
@@ -189,6 +192,7 @@ def hold_caps(settings: Settings) -> HoldCaps:
             account: int(config.policy().rate_limit_cap_s * 1000) for account, config in sources.items()
         },
         account_spacing_ms={account: config.min_interval_ms for account, config in sources.items()},
+        account_concurrency={account: config.max_concurrency for account, config in sources.items()},
     )
 
 
@@ -211,13 +215,17 @@ def _scope(state: str, reason: str, failure: StepFailure | None) -> HoldScope | 
 #: job's stored ``source_task_queues`` (account → its queue: the gate's key), as its
 #: admission stored them and its workflow used them — with, for a cell bound and
 #: fetching (``selected``), when it bound its work (``bound_at``: its intents of that
-#: work were reserved by the binding's transaction).
+#: work were reserved by the binding's transaction); and, for a cell that never had a step
+#: opened (``started`` false: no ``heartbeat_at``), how many other open jobs' steps hold
+#: the same source queue (``others``: their cells still searching or fetching, leased at
+#: the read, their step opened — the cell's last move — by the deadline), found from the
+#: open jobs (the ``jobs_open`` index) and their stored ``source_task_queues``.
 _HOLD_FACTS = f"""
 WITH clock AS (SELECT {DB_NOW_MS} AS now)
 SELECT 'route' AS owner, d.target_id, d.route AS name, COALESCE(d.held_until, 0) AS held_until,
        COALESCE(d.held_kind, 'rate_limited') AS held_kind,
        COALESCE(g.cooldown_until, 0) AS cooldown_until, COALESCE(g.paused_until, 0) AS paused_until,
-       0::bigint AS rate_limited_at, 0::bigint AS bound_at, clock.now
+       0::bigint AS rate_limited_at, 0::bigint AS bound_at, true AS started, 0::bigint AS others, clock.now
 FROM clock, delivery_intents d LEFT JOIN route_gates g ON g.route = d.route
 WHERE d.job_id = $1 AND d.target_id = ANY($2::text[]) AND d.status IN ('reserved', 'sending')
 UNION ALL
@@ -226,11 +234,28 @@ SELECT 'account', t.target ->> 'target_id', t.target ->> 'account', 0, NULL, g.c
        COALESCE((SELECT min(d.created_at) FROM cells c
                  JOIN delivery_intents d ON d.job_id = c.job_id AND d.target_id = c.target_id AND d.work_id = c.work_id
                  WHERE c.job_id = $1 AND c.target_id = t.target ->> 'target_id' AND c.state = 'selected'), 0),
+       own.heartbeat_at IS NOT NULL,
+       CASE WHEN own.heartbeat_at IS NULL THEN
+           (SELECT count(*) FROM jobs o
+                CROSS JOIN LATERAL jsonb_array_elements(COALESCE(o.workflow_input -> 'targets', '[]'::jsonb))
+                    AS ot(target)
+                JOIN cells oc ON oc.job_id = o.job_id AND oc.target_id = ot.target ->> 'target_id'
+            WHERE o.completed_at IS NULL AND o.job_id <> $1
+              AND o.workflow_input -> 'source_task_queues' ->> (ot.target ->> 'account') = g.gate
+              AND oc.state = ANY($4::text[]) AND oc.lease_until > clock.now
+              AND oc.updated_at <= LEAST(clock.now, COALESCE(j.deadline_at, clock.now)))
+       ELSE 0 END,
        clock.now
 FROM clock, jobs j
      CROSS JOIN LATERAL jsonb_array_elements(COALESCE(j.workflow_input -> 'targets', '[]'::jsonb)) AS t(target)
      JOIN source_gates g ON g.gate = j.workflow_input -> 'source_task_queues' ->> (t.target ->> 'account')
+     JOIN cells own ON own.job_id = j.job_id AND own.target_id = t.target ->> 'target_id'
 WHERE j.job_id = $1 AND t.target ->> 'target_id' = ANY($3::text[])"""
+
+
+#: The states of a cell whose step holds its account's source queue while it is leased
+#: (:data:`curaflow.domain.holds.SOURCE_STATES`: searching, or bound and fetching).
+_SOURCE_STATE_NAMES = sorted(str(s) for s in SOURCE_STATES)
 
 
 async def _holds(
@@ -246,14 +271,16 @@ async def _holds(
     intents' ``held_until`` and ``held_kind`` (a send its receiver rate-limited, or
     answered it is unavailable with a ``Retry-After``) and their routes' gates (a
     route-wide cooldown, a pause); for one its account may hold, the account's gate (its
-    cooldown, its pause) — at the deadline, or now when the job ends before it (Temporal
+    cooldown, its pause), its spacing of the bound work's requests, and its source queue
+    busy with other jobs' steps while the cell's never started (:func:`busy_until`) — at
+    the deadline, or now when the job ends before it (Temporal
     refuses a retry due after the execution's end). A cooldown is read as its gate reads
     it, at most its cap from now (``caps``, :func:`~curaflow.domain.ratelimit.cooldown_left_ms`).
     One statement, read only when a cell ends failing at the finish: never on a job whose
     cells all ended on their own."""
     routed = [t for t, s in scopes.items() if s.owner == "route"]
     sourced = [t for t, s in scopes.items() if s.owner == "account"]
-    rows = await conn.fetch(_HOLD_FACTS, job_id, routed, sourced)
+    rows = await conn.fetch(_HOLD_FACTS, job_id, routed, sourced, _SOURCE_STATE_NAMES)
     waits: dict[str, list[RouteWait | AccountWait]] = {}
     now = 0
     for r in rows:
@@ -284,6 +311,12 @@ async def _holds(
                 rate_limited_at=r["rate_limited_at"],
                 paused_until=r["paused_until"],
                 spacing_until=spaced,
+                busy_until=busy_until(
+                    started=r["started"],
+                    others=r["others"],
+                    concurrency=caps.account_concurrency.get(r["name"], 0),
+                    seen_at=now,
+                ),
             )
         waits.setdefault(r["target_id"], []).append(wait)
     at = min(now, deadline_at) if deadline_at is not None else now

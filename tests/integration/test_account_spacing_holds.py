@@ -1,4 +1,5 @@
-"""A job whose download its account's request spacing kept past the deadline says so.
+"""A job its source account held past the deadline says so: its request spacing kept the
+download, or its source queue was busy with another job's step.
 
 Real Temporal, real PostgreSQL, a real worker process; Pixiv is the replay, run at a real
 account's pace (``min_interval_ms`` 1 s, one source activity at a time: the defaults of a
@@ -10,6 +11,10 @@ unavailable); the second never sent anything and expired "retry with a longer
 deadline_ms or a narrower query", naming nothing. It had bound the next work — 32 pages,
 one request each through the account's gate, at least 31 s of spacing after its binding —
 and the deadline passed while the account's spacing held its download.
+
+And a job whose step waited in the account's source queue (one source activity at a time)
+behind another job's download expired the same way, naming nothing: its ``acquire`` was
+never started, and the deadline passed while the other job held the account's one slot.
 """
 
 from __future__ import annotations
@@ -18,13 +23,23 @@ from typing import Any
 
 import pytest
 
+from curaflow.domain.models import CellSnapshot
 from tests.integration.test_delivery_attribution import held_report, unavailable
-from tests.jobs_support import SharedEnv, webhook_route
+from tests.jobs_support import SharedEnv, ordered, webhook_route
+from tests.support import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 #: Each test's slot → its one route's config (one worker for the module).
-SLOTS = {"paced": lambda f: webhook_route(f.webhook, "/paced")}
+SLOTS = {
+    "paced": lambda f: webhook_route(f.webhook, "/paced"),
+    "holder": lambda f: webhook_route(f.webhook, "/holder"),
+    "queued": lambda f: webhook_route(f.webhook, "/queued"),
+}
+
+#: A tag whose one recorded work has 88 pages: at one request a second, its download holds
+#: the account's one source slot for about 90 s.
+LONG_TAG = "ジニア先生"
 
 
 def shared_config(env: SharedEnv) -> dict[str, Any]:
@@ -62,3 +77,39 @@ async def test_a_job_whose_download_the_accounts_spacing_held_past_the_deadline_
         assert "default" in text and "min_interval_ms" in text, text
         assert "narrower query" not in text, text  # the remedy that would not help
     assert "default" in outcome["user_message"]["zh"] and "min_interval_ms" in outcome["user_message"]["zh"]
+
+
+async def test_a_job_whose_step_waited_behind_another_jobs_download_says_the_account_was_busy(
+    env: SharedEnv,
+) -> None:
+    stack = env.stack
+    [long_work] = ordered(LONG_TAG)
+    holder = await stack.admit({**env.task("holder", [LONG_TAG]), "deadline_ms": 40_000})
+
+    async def downloading() -> CellSnapshot | None:
+        cell = (await stack.job(holder)).cells[0]
+        return cell if cell.state == "selected" and cell.work_id == long_work else None
+
+    # The holder's acquire holds the account's one slot: it bound the 88-page work.
+    await eventually(downloading, timeout_s=30, what="the holder downloading its long work")
+    queued = await stack.admit({**env.task("queued", ["ゆずソフト"]), "deadline_ms": 6_000})
+    deadline_at, error, outcome = await held_report(stack, queued)
+
+    # The queued job's step was never started: the holder kept the slot past its deadline.
+    record = await stack.job(queued)
+    assert (record.started_at, record.cells[0].state) == (None, "failed"), record
+    assert (await stack.job(holder)).completed_at is None  # still holding the slot
+    assert (error["code"], error["detail"]["internal_code"]) == ("deadline_exceeded", "execution_timeout")
+    held = error["detail"].get("held_by")
+    assert held is not None, error
+    assert (held["owner"], held["name"], held["kind"]) == ("account", "default", "busy")
+    assert held["until"] > deadline_at
+    target = outcome["cells"]["targets"][0]
+    assert target["held_by"] == held
+    for text in (error["message"], outcome["user_message"]["en"], target["error"]):
+        assert "default" in text and "max_concurrency" in text and "another job" in text, text
+        assert "narrower query" not in text, text  # the remedy that would not help
+    zh = outcome["user_message"]["zh"]
+    assert "default" in zh and "max_concurrency" in zh and "其他任务" in zh, zh
+
+    await stack.wait_terminal(holder, timeout_s=60)  # the holder ends by its own deadline

@@ -566,3 +566,111 @@ async def test_a_cancel_is_what_stopped_a_cell_its_account_held(ledger_pool: asy
     await _account_gate(ledger_pool, key, paused_ms=HOUR_MS)
     cell = await _finish(ledger_pool, job_id, FinishCause.CANCELLED)
     assert (cell.reason, cell.held_by) == ("cancelled_by_consumer", None)
+
+
+# ---- a cell whose step waited in its account's source queue behind other jobs ---------------
+
+
+async def _queue_holder(
+    pool: asyncpg.Pool, account: str, gate: str, *, opened_ago_ms: int = 60_000, lease_ms: int = 60_000
+) -> str:
+    """Another job on ``account`` (its queue ``gate``) whose ``acquire`` holds the queue: its
+    step opened ``opened_ago_ms`` ago, its lease ``lease_ms`` ahead (negative: lapsed)."""
+    (route,) = _routes("h")
+    target = TargetSpec(target_id="demo", account=account, routes=[route])
+    job_id = await ledger_job(pool, target, label="holder", source_task_queues={account: gate})
+    async with pool.acquire() as conn, conn.transaction():
+        await cells.start_step(
+            conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="acquire"
+        )
+        await conn.execute(
+            f"""UPDATE cells SET updated_at = updated_at - $2, lease_until = {DB_NOW_MS} + $3
+                WHERE job_id = $1""",
+            job_id,
+            opened_ago_ms,
+            lease_ms,
+        )
+    return job_id
+
+
+async def _queued_job(pool: asyncpg.Pool, *, deadline_in_ms: int = -1000) -> tuple[str, str, str]:
+    """A one-cell job on an account of its own whose ``acquire`` never started (no step
+    opened), its deadline ``deadline_in_ms`` from now; returns the job id, the account and
+    its queue (its gate's key, the row present: other jobs asked the account before)."""
+    account = f"acc-{uuid.uuid4().hex[:6]}"
+    gate = f"holds-source-{account}"
+    (route,) = _routes("a")
+    target = TargetSpec(target_id="demo", account=account, routes=[route])
+    job_id = await ledger_job(
+        pool, target, label="queued", deadline_in_ms=deadline_in_ms, source_task_queues={account: gate}
+    )
+    await _account_gate(pool, gate)
+    return job_id, account, gate
+
+
+async def test_a_cell_queued_behind_another_jobs_step_past_the_deadline_names_the_busy_account(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    # Found 2026-12-05: a job's first acquire waited in its account's source queue (one
+    # source step at a time) behind another job's download, and the deadline passed: it
+    # expired "retry with a longer deadline_ms or a narrower query", naming nothing.
+    job_id, account, gate = await _queued_job(ledger_pool)
+    await _queue_holder(ledger_pool, account, gate)
+    finished = await _finished(ledger_pool, job_id, caps=HoldCaps(account_concurrency={account: 1}))
+    cell = finished.record.cells[0]
+    assert (cell.state, cell.reason) == (CellState.FAILED, "execution_timeout")  # the code is unchanged
+    held = cell.held_by
+    assert held is not None and (held.owner, held.name, held.kind) == ("account", account, "busy"), held
+    assert finished.record.deadline_at is not None and held.until > finished.record.deadline_at
+    error = project_job(finished.record, 0)["error"]
+    assert error["detail"]["held_by"] == held.model_dump()
+    assert finished.outcome is not None
+    assert finished.outcome["cells"]["targets"][0]["held_by"] == held.model_dump()
+    for text in (cell.reason_message or "", error["message"], finished.outcome["user_message"]["en"]):
+        assert account in text and "max_concurrency" in text and "narrower query" not in text, text
+    # A kind added since 0046: where the previous release reads no structured hold.
+    stored = await ledger_pool.fetchrow("SELECT held_by, held_by_added FROM cells WHERE job_id = $1", job_id)
+    assert stored["held_by"] is None and _read_before_47(stored["held_by"]) is None
+    assert stored["held_by_added"] is not None
+
+
+@pytest.mark.parametrize(
+    ("case", "concurrency"),
+    [
+        ("started", 1),  # the cell's own step opened once (a retry, a later pass): no queue proven
+        ("a_slot_free", 2),  # two slots, one taken: the step could have started
+        ("opened_after_the_deadline", 1),  # the holder took the slot after the deadline
+        ("lease_lapsed", 1),  # the holder's worker stopped beating: no live step
+        ("another_account", 1),  # the holder's queue is another account's
+        ("concurrency_unknown", 0),  # no caps for the account (the HTTP cancel's convergence)
+    ],
+)
+async def test_a_busy_account_is_named_only_when_other_jobs_held_every_slot(
+    ledger_pool: asyncpg.Pool, case: str, concurrency: int
+) -> None:
+    job_id, account, gate = await _queued_job(ledger_pool)
+    if case == "started":
+        async with ledger_pool.acquire() as conn, conn.transaction():
+            await conn.execute("UPDATE cells SET heartbeat_at = updated_at WHERE job_id = $1", job_id)
+    if case == "another_account":
+        other = f"acc-{uuid.uuid4().hex[:6]}"
+        await _queue_holder(ledger_pool, other, f"holds-source-{other}")
+    else:
+        await _queue_holder(
+            ledger_pool,
+            account,
+            gate,
+            opened_ago_ms=-1000 if case == "opened_after_the_deadline" else 60_000,
+            lease_ms=-1000 if case == "lease_lapsed" else 60_000,
+        )
+    caps = HoldCaps(account_concurrency={account: concurrency} if concurrency else {})
+    cell = await _finish(ledger_pool, job_id, caps=caps)
+    assert (cell.reason, cell.held_by) == ("execution_timeout", None)
+    assert "narrower query" in (cell.reason_message or "")
+
+
+async def test_a_cancel_is_what_stopped_a_cell_queued_behind_another_job(ledger_pool: asyncpg.Pool) -> None:
+    job_id, account, gate = await _queued_job(ledger_pool)
+    await _queue_holder(ledger_pool, account, gate)
+    cell = await _finish(ledger_pool, job_id, FinishCause.CANCELLED, caps=HoldCaps(account_concurrency={account: 1}))
+    assert (cell.reason, cell.held_by) == ("cancelled_by_consumer", None)

@@ -10,6 +10,7 @@ from curaflow.domain.holds import (
     Hold,
     HoldScope,
     RouteWait,
+    busy_until,
     held_by,
     hold_scope,
     hold_sentence,
@@ -177,3 +178,42 @@ def test_a_hold_of_a_kind_this_build_does_not_know_drops_the_hold_not_the_cell()
     assert (cell.held_by, cell.reason_message) == (None, "said")
     known = {**later, "kind": "unavailable"}
     assert CellSnapshot.model_validate({"target_id": "demo", "held_by": known}).held_by == Hold.model_validate(known)
+
+
+@pytest.mark.parametrize(
+    ("started", "others", "concurrency", "until"),
+    [
+        (False, 1, 1, AT),  # never started, the one slot another job's: busy until seen
+        (False, 2, 2, AT),  # every slot of two
+        (False, 1, 2, 0),  # a slot free: the step could have started
+        (True, 1, 1, 0),  # a step opened once (a retry, a later pass): a queue is not proven
+        (False, 0, 1, 0),  # nothing held the queue (no worker serves it: not the account's)
+        (False, 1, 0, 0),  # the account's concurrency unknown
+    ],
+)
+def test_an_accounts_queue_is_busy_only_when_other_jobs_held_every_slot(
+    started: bool, others: int, concurrency: int, until: int
+) -> None:
+    assert busy_until(started=started, others=others, concurrency=concurrency, seen_at=AT) == until
+
+
+def test_a_busy_queue_is_named_when_still_seen_past_the_deadline() -> None:
+    busy = AccountWait(account="default", busy_until=AT + 500)
+    assert held_by([busy], at=AT, scope=HoldScope("account")) == Hold(
+        owner="account", name="default", kind="busy", until=AT + 500
+    )
+    assert held_by([busy], at=AT + 500) is None  # the finish read it before the deadline: not proven
+    assert held_by([busy], at=AT, scope=HoldScope("route")) is None
+    # a cooldown lasting longer is the longer wait
+    cooling = busy.model_copy(update={"cooldown_until": AT + 600_000, "rate_limited_at": AT - 1})
+    assert held_by([cooling], at=AT) == Hold(owner="account", name="default", kind="cooling", until=AT + 600_000)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_busy_account_says_so_in_words_of_its_own(lang: str) -> None:
+    until = 1_796_000_000_000
+    text = hold_sentence(Hold(owner="account", name="second", kind="busy", until=until), lang)
+    spacing = hold_sentence(Hold(owner="account", name="second", kind="spacing", until=until), lang)
+    assert "second" in text and "2026-" in text and "max_concurrency" in text and text != spacing
+    assert "Route" not in text and "路由" not in text and "rate-limited" not in text and "限流" not in text
+    assert ("其他任务" if lang == "zh" else "another job") in text
