@@ -84,7 +84,7 @@ async def test_a_job_whose_step_waited_behind_another_jobs_download_says_the_acc
 ) -> None:
     stack = env.stack
     [long_work] = ordered(LONG_TAG)
-    holder = await stack.admit({**env.task("holder", [LONG_TAG]), "deadline_ms": 40_000})
+    holder = await stack.admit({**env.task("holder", [LONG_TAG]), "deadline_ms": 20_000})
 
     async def downloading() -> CellSnapshot | None:
         cell = (await stack.job(holder)).cells[0]
