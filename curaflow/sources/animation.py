@@ -21,20 +21,29 @@ refused before anything is decoded; then each frame is charged as it is decoded.
 Whose failure: a frame that is no image or does not decode although its CRC matched —
 the work's (:class:`UnusableAnimation`); an animation without frames, a frame missing from
 a zip whose directory was read (:class:`FrameNotInZip`), a body that is no zip at all
-(:class:`NotAZip`) — unusable, but not recognised as the work's (what the source answered
-would be the same for every work while it lasts); over the budget — the work's
-(:class:`~curaflow.sources.decoding.OverBudget`); a zip cut short or failing its CRC —
-maybe the transfer (:class:`AnimationBroken`, retried).
+(:class:`NotAZip`), a frame stored encrypted or in a way the zip reader does not implement
+(:class:`FrameNotReadable`) — unusable, but not recognised as the work's (what the source
+answered would be the same for every work while it lasts); over the budget — the work's
+(:class:`~curaflow.sources.decoding.OverBudget`); a zip cut short, failing its CRC or whose
+compressed stream breaks — maybe the transfer (:class:`AnimationBroken`, retried). Every
+read of a member goes through :func:`_member`, the one place zipfile's errors are
+classified (2026-12-05: a broken Deflate stream's ``zlib.error`` and an encrypted or
+Deflate64 frame's ``RuntimeError`` escaped, the fetch failing as curaflow's own error in
+every attempt and every job of the target).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
+import lzma
 import os
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel
@@ -94,8 +103,90 @@ class FrameNotInZip(UnusableAnimation):
     recognised = False
 
 
+class FrameNotReadable(UnusableAnimation):
+    """A frame of the zip is stored in a way the zip reader cannot open: encrypted, or by
+    a compression method or zip version it does not implement (Deflate64, which Windows'
+    own zip writes for large files; AES's method 99) — zipfile's ``RuntimeError`` /
+    ``NotImplementedError``. The host's packing, not the work: a change of it would come
+    so for every animated work, so it is not recognised as the work's."""
+
+    recognised = False
+
+
 class AnimationBroken(Exception):
-    """The frames zip is cut short or fails its CRC: maybe the transfer (retried)."""
+    """The frames zip is cut short, fails its CRC or its compressed stream breaks: maybe
+    the transfer (retried)."""
+
+
+#: What reading a member raises when its compressed bytes are broken (the checksum of the
+#: member is only checked at its end, so a broken stream shows first as its decompressor's
+#: error): the zip's reader, Deflate's, LZMA's (bzip2's is an ``OSError`` without errno,
+#: :class:`_MemberReader`).
+_STREAM_ERRORS = (zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError)
+
+
+class _MemberReader:
+    """A member of the zip opened for reading, whose decompression errors are
+    :class:`AnimationBroken` (a broken stream: maybe the transfer) whoever reads it —
+    Pillow opening the frame included (it lets an exception of another type through)."""
+
+    def __init__(self, fh: IO[bytes], name: str) -> None:
+        self._fh = fh
+        self._name = name
+
+    def _broken(self, err: BaseException) -> AnimationBroken:
+        return AnimationBroken(f"frame {self._name} cannot be read from the zip: {type(err).__name__}: {err}")
+
+    def read(self, size: int = -1) -> bytes:
+        try:
+            return self._fh.read(size)
+        except _STREAM_ERRORS as err:
+            raise self._broken(err) from None
+        except OSError as err:  # bzip2's broken stream has no errno; the disk's has one
+            if machine_error(err):
+                raise
+            raise self._broken(err) from None
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        try:  # a seek backwards reads the member again from its start
+            return self._fh.seek(offset, whence)
+        except _STREAM_ERRORS as err:
+            raise self._broken(err) from None
+        except OSError as err:
+            if machine_error(err):
+                raise
+            raise self._broken(err) from None
+
+    def tell(self) -> int:
+        return self._fh.tell()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fh, name)
+
+
+@contextlib.contextmanager
+def _member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Iterator[_MemberReader]:
+    """``info``'s member of ``archive`` opened for reading (:class:`_MemberReader`).
+
+    Raises:
+        FrameNotReadable: the member is encrypted, or stored by a method or a zip version
+            the reader does not implement.
+        AnimationBroken: its local header does not agree with the directory.
+    """
+    try:
+        fh = archive.open(info)
+    except RuntimeError as err:  # NotImplementedError is one
+        raise FrameNotReadable(f"frame {info.filename} cannot be opened from the zip: {err}") from None
+    except _STREAM_ERRORS as err:
+        raise AnimationBroken(f"frame {info.filename} cannot be read from the zip: {err}") from None
+    with fh:
+        yield _MemberReader(fh, info.filename)
 
 
 class AnimationFrame(BaseModel):
@@ -145,28 +236,30 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
         DecodeStopped: ``meter`` was stopped while a PNG's chunks or a GIF's blocks were walked.
     """
     try:
-        with archive.open(info) as fh:
+        with _member(archive, info) as fh:
             head = fh.read(30)
             data = head + fh.read(MAX_FRAME_BYTES + 1) if head[:3] == b"GIF" else head
         layout = opening_layout(data, meter)
         if layout is not None:
             meter.plan(frames=1, pixels=0, largest=layout[1])  # only its first frame is decoded
         try:
-            with archive.open(info) as fh, Image.open(fh) as image:
+            with _member(archive, info) as fh, Image.open(fh) as image:  # type: ignore[arg-type]
                 return _frame_format_size(info, image)
+        except (UnusableAnimation, AnimationBroken):
+            raise
         except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
             if machine_error(err):
                 raise
-            with archive.open(info) as fh:
+            with _member(archive, info) as fh:
                 repaired = png_without_bad_ancillary(fh.read(MAX_FRAME_BYTES + 1), meter.check)
             if repaired is None:
                 raise
             with Image.open(io.BytesIO(repaired)) as image:
                 return _frame_format_size(info, image)
+    except (UnusableAnimation, AnimationBroken):
+        raise
     except UnidentifiedImageError:
         raise UnusableAnimation(f"frame {info.filename} is not an image") from None
-    except (zipfile.BadZipFile, EOFError) as err:
-        raise AnimationBroken(f"frame {info.filename} cannot be read from the zip: {err}") from None
     except (OSError, ValueError, SyntaxError) as err:
         if machine_error(err):  # the disk's answer reading the zip, not the frame's: curaflow's
             raise
@@ -262,11 +355,8 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
             name = meta.frames[index].file
             w, h = sizes[index]
             meter.frame(w * h)
-            try:
-                with archive.open(entries[name]) as fh:
-                    data = fh.read(MAX_FRAME_BYTES + 1)
-            except (zipfile.BadZipFile, EOFError) as err:  # a CRC that does not match: maybe the transfer
-                raise AnimationBroken(f"frame {name} cannot be read from the zip: {err}") from None
+            with _member(archive, entries[name]) as fh:  # a CRC that does not match: AnimationBroken
+                data = fh.read(MAX_FRAME_BYTES + 1)
             try:
                 image = _decoded(data, meter)
             except (OSError, ValueError, SyntaxError) as err:
