@@ -12,6 +12,12 @@ An :class:`Outbound` wraps an ``httpx.AsyncClient`` built on the guarded transpo
   :class:`~curaflow.outbound.errors.TimeLimitExceeded` tells whether the request had
   started to leave (``sent``: the outcome is unknown). A cancel of the calling task
   (Temporal's, through a heartbeat) cancels the exchange the same way, at once.
+* **an answer whose body breaks**: once the status line and headers are in, a failure
+  reading the body (cut before its ``Content-Length``, a ``Content-Encoding`` its bytes are
+  not, the exchange's own time limit while it trickles) is raised as it came, carrying
+  that status and those headers (:func:`answer_head`): the caller decides whether the
+  status alone answers (a route's refusal does; a job's deadline carries none — the job's
+  stop, not the party's answer).
 * **bytes read**: ``max_bytes`` refuses a longer answer
   (:class:`~curaflow.outbound.errors.AnswerTooLarge`, at its ``Content-Length`` or as soon
   as the limit is crossed); ``keep_bytes`` keeps only the start of an answer and drops the
@@ -41,7 +47,7 @@ from typing import Any
 import httpx
 
 from curaflow.outbound.destinations import Destinations
-from curaflow.outbound.errors import DestinationRefused, time_limit_error, too_large_error
+from curaflow.outbound.errors import DestinationRefused, TimeLimitExceeded, time_limit_error, too_large_error
 from curaflow.outbound.transport import guarded_transport
 
 #: Bytes of an answer kept when only its status and first words matter (a callback
@@ -164,6 +170,20 @@ class _Trace:
             self._flight = None
 
 
+#: The attribute of an exchange's failure holding the answer's head (:func:`answer_head`).
+_HEAD_ATTRIBUTE = "curaflow_answer_head"
+
+
+def answer_head(err: BaseException) -> httpx.Response | None:
+    """The status and headers of the answer whose body ``err`` broke (:meth:`Outbound.send`:
+    cut mid-way, a ``Content-Encoding`` its bytes are not, the exchange's own time limit
+    while the body trickled), as a response with no body (:func:`is_truncated` true); None
+    when ``err`` came before an answer's head, or is the job's deadline
+    (``TimeLimitExceeded.by_deadline``)."""
+    head = getattr(err, _HEAD_ATTRIBUTE, None)
+    return head if isinstance(head, httpx.Response) else None
+
+
 def is_truncated(response: httpx.Response) -> bool:
     """Whether :meth:`Outbound.send` dropped the rest of ``response``'s body (``keep_bytes``)."""
     return bool(response.extensions.get("curaflow_truncated"))
@@ -269,29 +289,31 @@ class Outbound:
             DestinationRefused: the destination guard refused it (nothing sent).
             TimeLimitExceeded: the total time (or the job's deadline) ran out.
             AnswerTooLarge: over ``max_bytes``.
-            httpx.HTTPError: any other transport failure, as httpx raises it.
+            httpx.HTTPError: any other transport failure, as httpx raises it. A failure
+                met after the answer's status and headers came carries them
+                (:func:`answer_head`), unless the job's deadline cut it.
         """
-        async with self.stream(request, limits) as response:
-            kept: list[bytes] = []
-            size = 0
-            truncated = False
-            async for chunk in iter_capped(response, limits.max_bytes):
-                if limits.keep_bytes is not None and size + len(chunk) > limits.keep_bytes:
-                    kept.append(chunk[: limits.keep_bytes - size])
-                    truncated = True
-                    break
-                kept.append(chunk)
-                size += len(chunk)
-            # The answer's header bytes as they came: decoded text (a receiver's UTF-8 or
-            # Latin-1 value) would be encoded again as ASCII and raise.
-            headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _REBUILT_WITHOUT]
-            return httpx.Response(
-                response.status_code,
-                headers=headers,
-                content=b"".join(kept),
-                request=request,
-                extensions={"curaflow_truncated": truncated, "http_version": response.http_version.encode()},
-            )
+        head: httpx.Response | None = None
+        try:
+            async with self.stream(request, limits) as response:
+                head = response
+                kept: list[bytes] = []
+                size = 0
+                truncated = False
+                async for chunk in iter_capped(response, limits.max_bytes):
+                    if limits.keep_bytes is not None and size + len(chunk) > limits.keep_bytes:
+                        kept.append(chunk[: limits.keep_bytes - size])
+                        truncated = True
+                        break
+                    kept.append(chunk)
+                    size += len(chunk)
+                return _rebuilt(response, request, b"".join(kept), truncated)
+        except httpx.HTTPError as err:
+            # The status line and headers were in: they go with the failure, for the
+            # caller to judge (a job's deadline is no answer of the party's).
+            if head is not None and not (isinstance(err, TimeLimitExceeded) and err.by_deadline):
+                setattr(err, _HEAD_ATTRIBUTE, _rebuilt(head, request, b"", True))
+            raise
 
     @contextlib.asynccontextmanager
     async def stream(self, request: httpx.Request, limits: Limits) -> AsyncIterator[httpx.Response]:
@@ -331,6 +353,20 @@ class Outbound:
     async def aclose(self) -> None:
         """Close the underlying client and its connections."""
         await self.http.aclose()
+
+
+def _rebuilt(response: httpx.Response, request: httpx.Request, content: bytes, truncated: bool) -> httpx.Response:
+    """``response`` with ``content`` as its whole body (already decoded) and the header
+    bytes as they came: decoded text (a receiver's UTF-8 or Latin-1 value) would be
+    encoded again as ASCII and raise."""
+    headers = [(k, v) for k, v in response.headers.raw if k.lower() not in _REBUILT_WITHOUT]
+    return httpx.Response(
+        response.status_code,
+        headers=headers,
+        content=content,
+        request=request,
+        extensions={"curaflow_truncated": truncated, "http_version": response.http_version.encode()},
+    )
 
 
 def as_outbound(http: httpx.AsyncClient | Outbound, destinations: Destinations) -> Outbound:

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
+import httpx
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from curaflow.domain.models import Artifact, ArtifactFile, Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_text
+from curaflow.outbound import answer_head
 from curaflow.outbound.destinations import Destinations
 
 
@@ -245,6 +247,24 @@ def page_unreadable(f: ArtifactFile, err: OSError) -> RouteError:
         f"page {f.page} of the artifact could not be read ({name}: {err.strerror or type(err).__name__}); "
         "nothing was sent, retried",
     )
+
+
+def refusal_answered(err: httpx.HTTPError) -> httpx.Response | None:
+    """The answer a receiver gave before its body broke, when its status is no acceptance:
+    the status and headers (no body, :func:`curaflow.outbound.answer_head`) of a 3xx, 4xx,
+    429 or 5xx whose body was cut, undecodable, or trickled past the route's own time
+    limit — the one rule every route follows (DESIGN.md "Safe defaults at the edges: the
+    delivery side", 2026-12-05).
+
+    Such an answer is read by the route's classification as that status with a body that
+    is not the platform's (the route's refusal, a rate limit with its ``Retry-After``, a
+    gateway's 5xx); it was taken for a send whose outcome is unknown, which ends the work
+    ``delivery_unknown`` on an at-most-once route, blocked there for good, though the
+    receiver said no. None for a 2xx (what it posted is in the body: the outcome stays
+    unknown), a failure before any answer, and the job's deadline.
+    """
+    head = answer_head(err)
+    return head if head is not None and not 200 <= head.status_code < 300 else None
 
 
 class Route(Protocol):

@@ -31,7 +31,9 @@ size; ``50035`` Invalid Form Body whose errors name only the content or the file
 :data:`WORK_FIELDS`) → ``delivery_rejected`` (the work); **any other answer** — 401, 403,
 404 (``10015`` Unknown Webhook), 413 (``40005`` or Cloudflare's page), a form error about
 the route's own fields (``username``, ``thread_id``), a code or status never seen before,
-any 3xx (never followed) → ``route_refused`` (the route: the work is not used up);
+any 3xx (never followed) → ``route_refused`` (the route: the work is not used up); a
+non-2xx whose body broke after its status came (cut, undecodable, endless) is read as
+that status with a body that is not Discord's (:func:`~curaflow.routes.base.refusal_answered`);
 connect errors → retried; a timeout after sending → *ambiguous*, decided by
 ``on_ambiguous`` (``fail`` by default: at most once; ``retry``: at least once). Discord
 has no idempotency key. The webhook URL holds its token and is never logged.
@@ -58,6 +60,7 @@ from curaflow.routes.base import (
     RouteError,
     RouteSettings,
     read_pages,
+    refusal_answered,
     remote_id_of,
 )
 from curaflow.routes.caption import build_caption, escape_markdown
@@ -224,11 +227,14 @@ class DiscordRoute:
         except NOT_SENT as err:
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"discord: {type(err).__name__}; not sent") from err
         except httpx.HTTPError as err:
-            raise RouteError(
-                TerminalReason.DELIVERY_FAILED,
-                f"discord: {type(err).__name__} after the request was sent; outcome unknown",
-                ambiguous=True,
-            ) from err
+            refused = refusal_answered(err)  # a refusal whose body broke: read as one not Discord's
+            if refused is None:
+                raise RouteError(
+                    TerminalReason.DELIVERY_FAILED,
+                    f"discord: {type(err).__name__} after the request was sent; outcome unknown",
+                    ambiguous=True,
+                ) from err
+            response = refused
         status = response.status_code
         try:
             body = response.json() if response.content else None

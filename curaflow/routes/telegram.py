@@ -58,7 +58,8 @@ gateway errors 502 / 504 (HTML or JSON),      ``on_ambiguous`` decides: ``fail``
 any 5xx that is not the Bot API's JSON        at most once) or ``retry`` (at least once)
 (an HTML page from the gateway)
 a 4xx / 429 that is not the Bot API's JSON    the route's / a rate limit, as above
-(``ok`` not a boolean included)
+(``ok`` not a boolean included), or whose
+body broke (cut, undecodable, endless)
 ===========================================  ==========================================
 
 Gateway errors are ambiguous because the gateway in front of the Bot API answers them
@@ -84,7 +85,14 @@ from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.observability.logs import get_logger
 from curaflow.outbound import ROUTE_ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
-from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings, read_pages
+from curaflow.routes.base import (
+    DeliveryReceipt,
+    DeliveryRequest,
+    RouteError,
+    RouteSettings,
+    read_pages,
+    refusal_answered,
+)
 from curaflow.routes.caption import build_caption, utf16_len
 from curaflow.routes.chunks import balanced_chunks, packed_chunks
 from curaflow.routes.registry import RouteContext, register_route
@@ -431,11 +439,14 @@ class TelegramRoute:
                     TerminalReason.TELEGRAM_FAILED, f"telegram {method}: {type(err).__name__}; not sent"
                 ) from err
             except httpx.HTTPError as err:
-                raise RouteError(
-                    TerminalReason.TELEGRAM_FAILED,
-                    f"telegram {method}: {type(err).__name__} after the request was sent; outcome unknown",
-                    ambiguous=True,
-                ) from err
+                refused = refusal_answered(err)  # a refusal whose body broke: read as one not the Bot API's
+                if refused is None:
+                    raise RouteError(
+                        TerminalReason.TELEGRAM_FAILED,
+                        f"telegram {method}: {type(err).__name__} after the request was sent; outcome unknown",
+                        ambiguous=True,
+                    ) from err
+                response = refused
             status = response.status_code
             try:
                 body = response.json()

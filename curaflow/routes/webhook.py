@@ -33,6 +33,10 @@ any other answer        the receiver refuses the request itself (401, 403, 404,
 connect error, connect  retried (the request never left: not ambiguous)
 or pool timeout
 timeout after sending   retried with the same ``webhook-id`` (receivers dedupe)
+a status other than     that status: the body plays no part in it
+2xx whose body broke    (:func:`~curaflow.routes.base.refusal_answered`)
+(cut, undecodable,
+endless)
 =====================  =======================================================
 """
 
@@ -58,6 +62,7 @@ from curaflow.routes.base import (
     RouteSettings,
     header_value,
     read_pages,
+    refusal_answered,
     remote_id_of,
 )
 from curaflow.routes.registry import RouteContext, register_route
@@ -218,14 +223,14 @@ class WebhookRoute:
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as err:
             # Nothing left: no connection (or no TLS session) to send it on.
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"webhook: {type(err).__name__}; not sent") from err
-        except httpx.TimeoutException as err:
-            raise RouteError(
-                TerminalReason.DELIVERY_FAILED, f"webhook timeout: {type(err).__name__}", ambiguous=True
-            ) from err
         except httpx.HTTPError as err:
-            raise RouteError(
-                TerminalReason.DELIVERY_FAILED, f"webhook transport: {type(err).__name__}", ambiguous=True
-            ) from err
+            refused = refusal_answered(err)  # a refusal whose body broke: its status is the answer
+            if refused is None:
+                what = "timeout" if isinstance(err, httpx.TimeoutException) else "transport"
+                raise RouteError(
+                    TerminalReason.DELIVERY_FAILED, f"webhook {what}: {type(err).__name__}", ambiguous=True
+                ) from err
+            response = refused
         status = response.status_code
         if status == 409:
             return DeliveryReceipt(duplicate=True, remote_status="409")

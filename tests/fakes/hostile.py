@@ -12,11 +12,12 @@ Behaviours (``kind``):
   surrogate ``"\\udcff"`` (0xFF) for a raw byte), framed by ``Content-Length``;
 * ``"trickle_body"``: the headers at once (no length, close-delimited), then ``body``
   repeated, ``chunk`` bytes every ``interval_s`` — for ever when ``total`` is None;
+  ``headers`` sent too;
 * ``"slow_headers"``: the status line and headers one byte every ``interval_s``;
 * ``"huge"``: ``total`` bytes of ``body`` repeated as fast as the reader takes them
   (``Content-Length`` sent when ``length`` is set);
-* ``"cut_body"``: ``status`` and a ``Content-Length`` of twice ``body``, then ``body``
-  alone and the connection closed (an answer cut mid-body);
+* ``"cut_body"``: ``status`` (with ``headers``) and a ``Content-Length`` of twice
+  ``body``, then ``body`` alone and the connection closed (an answer cut mid-body);
 * ``"hang"``: read the request, never answer.
 
 ``connections`` records every connection: when it opened and closed (monotonic s), the
@@ -159,9 +160,12 @@ class HostileParty:
                 await asyncio.sleep(b.interval_s)
             await self._write(writer, conn, b.body)
             return
+        extra = "".join(f"{name}: {value}\r\n" for name, value in b.headers)
         if b.kind == "trickle_body":
             await self._write(
-                writer, conn, status + f"content-type: {b.content_type}\r\nconnection: close\r\n\r\n".encode()
+                writer,
+                conn,
+                status + f"content-type: {b.content_type}\r\n{extra}connection: close\r\n\r\n".encode(),
             )
             sent = 0
             while b.total is None or sent < b.total:
@@ -171,7 +175,7 @@ class HostileParty:
                 await asyncio.sleep(b.interval_s)
             return
         if b.kind == "cut_body":
-            head = f"content-type: {b.content_type}\r\ncontent-length: {2 * len(b.body)}\r\n\r\n"
+            head = f"content-type: {b.content_type}\r\n{extra}content-length: {2 * len(b.body)}\r\n\r\n"
             await self._write(writer, conn, status + head.encode() + b.body)
             return
         if b.kind == "huge":

@@ -1,0 +1,142 @@
+"""A receiver's status line came, then its body broke: the status is the answer.
+
+Probes of the delivery side's defaults (DESIGN.md "Safe defaults at the edges: the delivery
+side") on a real socket (:mod:`tests.fakes.hostile`): the status and headers of an answer
+arrived, then its body could not be read whole — cut before its ``Content-Length``, a
+``Content-Encoding`` its bytes are not, a body trickled past the route's own time limit.
+A refusal status (3xx, 4xx, 429) so answered is that refusal, read as an answer that is not
+the platform's JSON: the route's, or a rate limit with its ``Retry-After``. It was taken for
+a send whose outcome is unknown, which on an at-most-once route (Telegram's and Discord's
+default) ends the work ``delivery_unknown``, blocked on the route for good, though the
+receiver said it refused the request. A 2xx so answered may still have posted: ambiguous,
+as before.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from curaflow.domain.reasons import TerminalReason
+from curaflow.routes import DiscordRouteConfig, TelegramRouteConfig
+from curaflow.routes.base import RouteError
+from curaflow.routes.discord import DiscordRoute
+from curaflow.routes.telegram import TelegramRoute
+from curaflow.routes.webhook import WebhookRoute
+from tests.fakes.hostile import Behaviour, HostileParty
+from tests.support import whsec
+from tests.unit.test_route_answers import request_of
+from tests.unit.test_unknown_is_cheap_at_routes import verdict_of
+
+TIMEOUT_MS = 500
+
+
+@pytest.fixture
+async def party() -> AsyncIterator[HostileParty]:
+    p = await HostileParty().start()
+    try:
+        yield p
+    finally:
+        await p.stop()
+
+
+def telegram(party: HostileParty) -> TelegramRoute:
+    config = TelegramRouteConfig(bot_token=SecretStr("1:x"), chat_id="-100", api_url=party.url, timeout_ms=TIMEOUT_MS)
+    return TelegramRoute("tg", config, httpx.AsyncClient())
+
+
+def discord(party: HostileParty) -> DiscordRoute:
+    config = DiscordRouteConfig(url=SecretStr(party.url + "/api/webhooks/1/x"), timeout_ms=TIMEOUT_MS)
+    return DiscordRoute("dc", config, httpx.AsyncClient())
+
+
+def webhook(party: HostileParty) -> WebhookRoute:
+    return WebhookRoute("hook", party.url + "/hook", whsec(), httpx.AsyncClient(), timeout_s=TIMEOUT_MS / 1000)
+
+
+ROUTES = [telegram, discord, webhook]
+TG_REFUSAL = json.dumps({"ok": False, "error_code": 400, "description": "Bad Request: chat not found"}).encode()
+DC_REFUSAL = b'{"message": "Unknown Webhook", "code": 10015}'
+
+
+def broken(how: str, status: int, body: bytes, headers: tuple[tuple[str, str], ...] = ()) -> Behaviour:
+    """An answer of ``status`` whose body breaks ``how``."""
+    if how == "cut":  # closed before its Content-Length
+        return Behaviour("cut_body", status=status, body=body, headers=headers)
+    if how == "encoding":  # a Content-Encoding its bytes are not
+        return Behaviour(status=status, body=body, headers=(("content-encoding", "gzip"), *headers))
+    assert how == "endless"  # trickled past the route's own time limit
+    return Behaviour("trickle_body", status=status, body=b" ", chunk=1, interval_s=0.05, headers=headers)
+
+
+async def failure(route_of: Callable[[HostileParty], Any], party: HostileParty, tmp_path: Path) -> RouteError:
+    route = route_of(party)
+    with pytest.raises(RouteError) as caught:
+        await route.deliver(request_of(tmp_path))
+    return caught.value
+
+
+HOW = ["cut", "encoding", "endless"]
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("route_of", ROUTES, ids=["telegram", "discord", "webhook"])
+@pytest.mark.parametrize("status", [400, 403, 404, 302])
+async def test_a_refusal_whose_body_breaks_is_the_routes_not_an_unknown_outcome(
+    party: HostileParty, tmp_path: Path, route_of: Callable[[HostileParty], Any], status: int, how: str
+) -> None:
+    party.default = broken(how, status, TG_REFUSAL if route_of is telegram else DC_REFUSAL)
+    err = await failure(route_of, party, tmp_path)
+    assert not err.ambiguous, str(err)
+    assert err.reason == TerminalReason.ROUTE_REFUSED and err.permanent, (err.reason, str(err))
+    verdict = verdict_of(err, resend_safe=route_of is webhook)
+    assert not verdict.unknown and not verdict.remember_refusal and verdict.hold  # the work held, never blocked
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("route_of", ROUTES, ids=["telegram", "discord", "webhook"])
+async def test_a_rate_limit_whose_body_breaks_keeps_its_retry_after(
+    party: HostileParty, tmp_path: Path, route_of: Callable[[HostileParty], Any], how: str
+) -> None:
+    party.default = broken(how, 429, b'{"retry_after": 1}', headers=(("retry-after", "30"),))
+    err = await failure(route_of, party, tmp_path)
+    assert err.rate_limited and not err.ambiguous and not err.permanent, str(err)
+    assert err.retry_after_s == 30
+
+
+@pytest.mark.parametrize("how", HOW)
+async def test_a_webhook_duplicate_whose_body_breaks_is_a_duplicate(
+    party: HostileParty, tmp_path: Path, how: str
+) -> None:
+    party.default = broken(how, 409, b'{"status": "duplicate"}')
+    receipt = await webhook(party).deliver(request_of(tmp_path))
+    assert receipt.duplicate
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("route_of", ROUTES, ids=["telegram", "discord", "webhook"])
+async def test_an_acceptance_whose_body_breaks_may_have_posted(
+    party: HostileParty, tmp_path: Path, route_of: Callable[[HostileParty], Any], how: str
+) -> None:
+    # Guard: a 2xx whose body breaks is still an unknown outcome (Telegram's and Discord's
+    # answer is what says what was posted; a webhook's body may say rejected or pending).
+    party.default = broken(how, 200, b'{"ok": true, "result": {"message_id": 5}, "id": "5"}')
+    err = await failure(route_of, party, tmp_path)
+    assert err.ambiguous, str(err)
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("route_of", [telegram, discord], ids=["telegram", "discord"])
+async def test_a_server_error_whose_body_breaks_may_have_posted(
+    party: HostileParty, tmp_path: Path, route_of: Callable[[HostileParty], Any], how: str
+) -> None:
+    # Guard: a 5xx that is not the platform's JSON is a gateway's: ambiguous, as before.
+    party.default = broken(how, 500, b'{"ok": false, "error_code": 500, "description": "Internal"}')
+    err = await failure(route_of, party, tmp_path)
+    assert err.ambiguous, str(err)
