@@ -189,6 +189,24 @@ def is_truncated(response: httpx.Response) -> bool:
     return bool(response.extensions.get("curaflow_truncated"))
 
 
+def announced_length(response: httpx.Response) -> int | None:
+    """How many bytes the body of ``response`` will yield, as its headers announce it:
+    ``Content-Length`` when it is a number and counts those bytes — no
+    ``Content-Encoding`` but ``identity`` —, else None.
+
+    A party that content-encodes its answer although asked for ``identity`` (a mirror, a
+    CDN gzipping images) sends the *encoded* length, and httpx yields the decoded bytes:
+    compared with them, a whole body read as cut short (2026-12-05: every page of such an
+    image host was ``download_failed``, every attempt of every job). Whether such a body
+    is whole is then for its own framing to say (the image check, the zip's directory).
+    """
+    length = response.headers.get("content-length", "")
+    encodings = [e.strip().lower() for e in response.headers.get("content-encoding", "").split(",")]
+    if not length.isdigit() or any(e not in ("", "identity") for e in encodings):
+        return None
+    return int(length)
+
+
 async def iter_capped(response: httpx.Response, max_bytes: int | None) -> AsyncIterator[bytes]:
     """The decoded body of a streamed ``response``, refused past ``max_bytes``.
 

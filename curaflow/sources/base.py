@@ -186,7 +186,10 @@ class Download(Protocol):
     """One page's body being downloaded (inside :meth:`Source.download`'s block).
 
     Attributes:
-        expected_bytes: the length the source announced (``Content-Length``), or None.
+        expected_bytes: the length the source announced of the bytes :meth:`chunks`
+            yields, or None — never an encoded length for decoded bytes
+            (:func:`curaflow.outbound.announced_length`: the artifact store takes a body
+            of another length for one cut short).
     """
 
     expected_bytes: int | None

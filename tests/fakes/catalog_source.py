@@ -29,7 +29,7 @@ from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import clean_text, loads_clean
-from curaflow.outbound import AnswerTooLarge, Limits, Outbound, configured, iter_capped
+from curaflow.outbound import AnswerTooLarge, Limits, Outbound, announced_length, configured, iter_capped
 from curaflow.sources.base import Animation, ScanRequest, ScanState, SourceConfig, SourcePolicy
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import Gate
@@ -96,8 +96,7 @@ def parse_item(item: Any) -> Work:
 
 class _Body:
     def __init__(self, response: httpx.Response, max_bytes: int) -> None:
-        length = response.headers.get("content-length")
-        self.expected_bytes = int(length) if length is not None and length.isdigit() else None
+        self.expected_bytes = announced_length(response)
         self._response = response
         self._max = max_bytes
 

@@ -12,7 +12,15 @@ import httpx
 
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import loads_clean
-from curaflow.outbound import AnswerTooLarge, DestinationRefused, Limits, Outbound, iter_capped, url_problem
+from curaflow.outbound import (
+    AnswerTooLarge,
+    DestinationRefused,
+    Limits,
+    Outbound,
+    announced_length,
+    iter_capped,
+    url_problem,
+)
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.pixiv.client.constants import LOOPBACK_HOSTS, PIXIV_IMAGE_HOSTS, USER_AGENT
 from curaflow.sources.pixiv.client.gated import GatedRequests
@@ -194,14 +202,15 @@ class ImageDownload:
     """One image being downloaded by :meth:`PixivClient.download`.
 
     Attributes:
-        expected_bytes: ``Content-Length`` when the image host sent a number, else None.
+        expected_bytes: the bytes the body yields as the image host announced them
+            (:func:`~curaflow.outbound.announced_length`: ``Content-Length``, unless the
+            host content-encoded the body although asked for ``identity``), else None.
     """
 
     def __init__(self, client: ImageRequests, response: httpx.Response) -> None:
         self._client = client
         self._response = response
-        length = response.headers.get("content-length")
-        self.expected_bytes = int(length) if length is not None and length.isdigit() else None
+        self.expected_bytes = announced_length(response)
 
     def chunks(self) -> AsyncIterator[bytes]:
         """The body within ``download_max_bytes`` (:meth:`PixivClient.image_chunks`)."""
