@@ -12,9 +12,12 @@ stated none (``retry_delay_ms``, counted per route by
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from curaflow.domain.messages import CellUpdate
@@ -22,6 +25,8 @@ from curaflow.domain.models import CellSnapshot
 from curaflow.domain.ratelimit import cooldown_ms
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger.cells import Barrier
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
 from curaflow.routes.base import RouteError
 from curaflow.sources.base import Source, SourcePolicy
 from curaflow.sources.errors import SourceError
@@ -29,6 +34,8 @@ from curaflow.sources.registry import UnsupportedSource
 
 if TYPE_CHECKING:
     from activities.deps import ActivityDeps
+
+log = get_logger("curaflow.activities")
 
 
 def source_failure(err: SourceError, attempt: int, *, policy: SourcePolicy | None = None) -> ApplicationError:
@@ -91,15 +98,89 @@ def source_of(deps: ActivityDeps, name: str) -> Source:
     """The source instance ``name`` of a target (``TargetSpec.account``).
 
     Raises:
-        ApplicationError: ``configuration_error`` (not retryable) when no source of that
-            name is configured on this worker, or its kind is not registered here.
+        ApplicationError: ``configuration_mismatch`` (retryable, :func:`config_mismatch`)
+            when no source of that name is configured on this worker, or its kind is not
+            registered here: the job was admitted by a process that knows it, so another
+            worker — or this one, restarted with the same configuration — can run the step.
     """
     try:
         return deps.source(name)
     except KeyError:
-        raise permanent(
-            TerminalReason.CONFIGURATION_ERROR,
-            f"source {name!r} is not configured (no [sources] entry and no [pixiv] account of that name)",
+        raise config_mismatch(
+            "source",
+            name,
+            f"source {name!r} is not configured on this worker (no [sources] entry and no [pixiv] account "
+            "of that name)",
         ) from None
     except UnsupportedSource as err:
-        raise permanent(TerminalReason.CONFIGURATION_ERROR, f"source {name!r}: {err}") from None
+        raise config_mismatch("source", name, f"source {name!r}: {err}") from None
+
+
+@dataclass(frozen=True)
+class NextAttempt:
+    """When the step's next attempt comes, as its own retry policy says (Temporal's).
+
+    Attributes:
+        delay_ms: the wait before it (``initial_interval × backoff_coefficient^(attempt−1)``,
+            at most ``maximum_interval`` — Temporal's backoff, read from the policy the
+            workflow scheduled the step with); None when the attempt carries no policy.
+        last: this attempt is the step's last (``maximum_attempts`` reached): no next one.
+    """
+
+    delay_ms: int | None
+    last: bool
+
+
+def next_attempt() -> NextAttempt:
+    """The running attempt's :class:`NextAttempt`, from ``activity.info()``'s retry policy."""
+    info = activity.info()
+    policy = info.retry_policy
+    if policy is None:
+        return NextAttempt(None, False)
+    last = 0 < policy.maximum_attempts <= info.attempt
+    initial_ms = policy.initial_interval.total_seconds() * 1000
+    ceiling = policy.maximum_interval or policy.initial_interval * 100  # Temporal's default ceiling
+    delay = initial_ms * policy.backoff_coefficient ** max(0, info.attempt - 1)
+    return NextAttempt(max(1, int(min(delay, ceiling.total_seconds() * 1000))), last)
+
+
+def config_mismatch(kind: Literal["route", "source"], name: str, detail: str) -> ApplicationError:
+    """The failure of an attempt whose worker does not know the route or the source account
+    ``name`` the job names (``kind``): not configured in this process, or its kind not
+    registered here.
+
+    The job was admitted by a process that knows it (admission resolves a target's routes
+    and account from its configuration), so the processes' configurations differ — as they
+    do for a while in every rolling change. The unknown is cheap: this costs **one attempt**
+    of the step, never the cell — a retryable ``configuration_mismatch`` (the reason
+    catalogue owns that, :data:`curaflow.domain.verdicts.NON_RETRYABLE_TYPES` does not list
+    it), waited with the step's own backoff (:func:`next_attempt`, made explicit so the
+    report can say when it was due) so that Temporal hands the retry to whichever worker
+    polls then. Counted in ``curaflow_config_mismatch_total{kind, name}`` and
+    ``curaflow_config_mismatch_last_seconds`` (alert ``CuraflowConfigurationMismatch``)
+    and logged ``config.mismatch`` with the job and the attempt. The caller raises it
+    before the step touches the ledger (nothing claimed, no lease taken).
+    """
+    info = activity.info()
+    nxt = next_attempt()
+    metrics.record_config_mismatch(kind, name, time.time())
+    log.error(
+        "config.mismatch",
+        kind=kind,
+        name=name,
+        job_id=info.workflow_id,
+        activity=info.activity_type,
+        attempt=info.attempt,
+        last_attempt=nxt.last,
+        retry_in_s=None if nxt.delay_ms is None else round(nxt.delay_ms / 1000, 3),
+        error=detail,
+        hint=f"this worker does not know {kind} {name!r}, which the job names: the processes' configurations "
+        "differ (a rolling change not finished?); the attempt is retried, on any worker — give every worker and "
+        "the API the same configuration",
+    )
+    return ApplicationError(
+        f"{detail}; the processes' configurations differ: retried (one attempt used)",
+        type=str(TerminalReason.CONFIGURATION_MISMATCH),
+        non_retryable=False,
+        next_retry_delay=None if nxt.delay_ms is None else timedelta(milliseconds=nxt.delay_ms),
+    )

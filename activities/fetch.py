@@ -80,7 +80,9 @@ class FetchActivity:
 
         Raises:
             ApplicationError: ``download_failed`` / ``download_timeout`` /
-                ``rate_limited`` (retryable), ``internal_error`` when the cell is missing.
+                ``rate_limited`` (retryable), ``internal_error`` when the cell is missing,
+                ``configuration_mismatch`` (retryable, before the step opens) when this
+                worker does not know the target's account (:func:`~activities.errors.source_of`).
         """
         return await self.run(inp)
 
@@ -101,6 +103,9 @@ class FetchActivity:
         info = activity.info()
         lease_ms = inp.heartbeat_interval_ms * 2
         deadline: int | None = None
+        # A source this worker does not know costs this attempt before the step opens:
+        # nothing in the ledger changes, the retry may land where it is known.
+        source = source_of(deps, target.account)
         if opened is not None:
             cell: CellSnapshot | None = opened
         else:
@@ -120,7 +125,6 @@ class FetchActivity:
             raise permanent(
                 TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} cell {target.target_id} not in the ledger"
             )
-        source = source_of(deps, target.account)
         policy = source.policy
 
         with attempt_deadline(deadline):

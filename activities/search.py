@@ -113,7 +113,9 @@ class SearchActivity:
 
         Raises:
             ApplicationError: typed by reason code (``rate_limited`` with a cooldown
-                ``next_retry_delay``, ``auth_failed`` non-retryable, ``network_error`` …).
+                ``next_retry_delay``, ``auth_failed`` non-retryable, ``network_error`` …;
+                ``configuration_mismatch``, retryable, before the step opens, when this
+                worker does not know the target's account: :func:`~activities.errors.source_of`).
         """
         return (await self.run(inp)).update
 
@@ -131,6 +133,9 @@ class SearchActivity:
             The cell update and, only with ``continues``, a cell ``selected`` by the
             binding and no barrier, the full cell whose step is still open.
         """
+        # A source this worker does not know costs this attempt before the step opens:
+        # nothing in the ledger changes, the retry may land where it is known.
+        source_of(self.deps, inp.target.account)
         ended, opened = await self._open(inp)
         if ended is not None:
             return ended

@@ -27,7 +27,7 @@ from activities.deliver.sending import (
     _unless_stopped,
 )
 from activities.deps import ActivityDeps
-from activities.errors import barrier_update, permanent, route_failure
+from activities.errors import barrier_update, config_mismatch, next_attempt, permanent, route_failure
 from activities.heartbeat import Heartbeater
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.messages import CellUpdate, DeliverInput
@@ -37,6 +37,7 @@ from curaflow.ledger import cells as ledger_cells
 from curaflow.ledger import deliveries as ledger
 from curaflow.ledger.artifacts import ArtifactNotInLedger, restore_artifact
 from curaflow.ledger.cells import Barrier
+from curaflow.ledger.db import LEDGER_ERRORS
 from curaflow.ledger.deliveries import Answered, SendClaim
 from curaflow.ledger.records import load_cell
 from curaflow.observability import metrics
@@ -63,8 +64,10 @@ class DeliverActivity(DeliveryRecords):
 
         Raises:
             ApplicationError: typed by reason code; ``delivery_rejected`` /
-                ``delivery_unknown`` / ``configuration_error`` are non-retryable;
-                ``delivery_failed`` is retried (``next_retry_delay`` from ``retry_after``).
+                ``delivery_unknown`` are non-retryable; ``delivery_failed`` is retried
+                (``next_retry_delay`` from ``retry_after``), and so is
+                ``configuration_mismatch`` (this worker does not know the route: one
+                attempt, never the cell — :meth:`_unknown_route`).
         """
         deps = self.deps
         target = inp.target
@@ -73,11 +76,7 @@ class DeliverActivity(DeliveryRecords):
         try:
             route = deps.route(inp.route.name)
         except UnsupportedRoute as err:
-            async with deps.pool.acquire() as conn, conn.transaction():
-                await ledger_cells.finish_cell(
-                    conn, inp.job_id, target.target_id, CellState.FAILED, TerminalReason.CONFIGURATION_ERROR
-                )
-            raise permanent(TerminalReason.CONFIGURATION_ERROR, str(err)) from err
+            raise await self._unknown_route(inp, err) from None
 
         async with deps.pool.acquire() as conn, conn.transaction():
             cell, barrier, deadline_ms, *_ = await ledger_cells.start_step(
@@ -119,6 +118,27 @@ class DeliverActivity(DeliveryRecords):
         finally:
             if transfer is not None:
                 await asyncio.to_thread(deps.store.discard_transfer, transfer)
+
+    async def _unknown_route(self, inp: DeliverInput, err: UnsupportedRoute) -> ApplicationError:
+        """The failure of an attempt on a worker that does not know ``inp.route`` (not
+        configured here, or its kind not registered in this process): one attempt, never
+        the cell (:func:`activities.errors.config_mismatch`). Nothing is claimed and the
+        cell's lease is not taken; the reserved intent remembers when the next attempt is
+        due (:func:`curaflow.ledger.deliveries.hold_unknown_route`, not on the last
+        attempt), so a job whose deadline passes meanwhile says what held it. A ledger
+        that fails that write costs nothing more: the attempt fails as it would."""
+        failure = config_mismatch("route", inp.route.name, str(err))
+        nxt = next_attempt()
+        if nxt.delay_ms is not None and not nxt.last:
+            try:
+                await ledger.hold_unknown_route(
+                    self.deps.pool, inp.job_id, inp.target.target_id, inp.route.name, nxt.delay_ms
+                )
+            except LEDGER_ERRORS as write:
+                log.warning(
+                    "deliver.hold_not_recorded", job_id=inp.job_id, route=inp.route.name, error=type(write).__name__
+                )
+        return failure
 
     async def _restore(self, inp: DeliverInput, artifact: Artifact, folder: Path, lease_ms: int) -> Artifact:
         """The ledger's copy of ``artifact`` written into ``folder`` (heartbeating meanwhile).

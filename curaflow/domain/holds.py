@@ -44,17 +44,24 @@ SOURCE_STATES: frozenset[str] = frozenset({CellState.PENDING, CellState.SELECTED
 
 HoldOwner = Literal["route", "account"]
 
-#: What a receiver asked of one send (``delivery_intents.held_kind``): ``rate_limited`` (a
-#: rate limit, 429 or the platform's flood wait) or ``unavailable`` (a 5xx with a
-#: ``Retry-After``: the receiver is down and said when to come back).
-SendHoldKind = Literal["rate_limited", "unavailable"]
+#: Who a named hold is of (:attr:`Hold.owner`): a route's or an account's gate or answer,
+#: or curaflow itself — its processes' configurations differ (kind ``configuration``).
+HeldByOwner = Literal["route", "account", "curaflow"]
+
+#: What held one send (``delivery_intents.held_kind``): ``rate_limited`` (a rate limit, 429
+#: or the platform's flood wait) or ``unavailable`` (a 5xx with a ``Retry-After``: the
+#: receiver is down and said when to come back) — what its receiver asked —, or
+#: ``configuration`` (the worker that took the attempt does not know the route: the
+#: processes' configurations differ; the next attempt was due then —
+#: :func:`curaflow.ledger.deliveries.hold_unknown_route`, added 2026-12-05).
+SendHoldKind = Literal["rate_limited", "unavailable", "configuration"]
 
 #: Every :attr:`Hold.kind` (the public ``held_by.kind``). The protocol is additive-only
 #: and ``held_by`` lives in the error's free-form ``detail``: a kind may be added (the
 #: message says it in words); a reader meeting one it does not know — a later build's,
 #: during a rolling upgrade — drops the structured hold
 #: (:func:`curaflow.ledger.records.load_cells`), never the cell.
-HoldKind = Literal["rate_limited", "unavailable", "cooling", "paused", "spacing", "busy"]
+HoldKind = Literal["rate_limited", "unavailable", "cooling", "paused", "spacing", "busy", "configuration"]
 
 #: The kinds stored in ``cells.held_by``: those every build since migration 0046 reads
 #: there. A build of before 2026-12-05 reads that column with this closed list, and any
@@ -158,7 +165,11 @@ class Hold(BaseModel):
             2026-12-05), ``busy`` (the account's source queue runs ``max_concurrency``
             source steps at once, and every one was taken by another job's step from
             before the deadline until ``until``, while the cell's step, never started,
-            waited in the queue behind them: :func:`busy_until`; added 2026-12-05).
+            waited in the queue behind them: :func:`busy_until`; added 2026-12-05),
+            ``configuration`` (owner ``curaflow``, ``name`` the route: the worker that took
+            the send's last attempt does not know the route — the processes'
+            configurations differ, a rolling change not finished — and its next attempt was
+            due at ``until``; added 2026-12-05).
         until: epoch ms (UTC, the database's clock): when the gate lets the next attempt
             go — a cooldown at most its cap from when the finish read it, as the gate
             reads it (:func:`curaflow.domain.ratelimit.cooldown_left_ms`); for ``spacing``
@@ -166,7 +177,7 @@ class Hold(BaseModel):
             the finish still saw every slot taken).
     """
 
-    owner: HoldOwner = "route"
+    owner: HeldByOwner = "route"
     name: str
     kind: HoldKind
     until: int
@@ -328,7 +339,9 @@ def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldSco
             continue
         for rank, kind, until in kinds:
             if until and until > at:
-                found.append((until, rank, Hold(owner=owner, name=name, kind=kind, until=until)))  # type: ignore[arg-type]
+                # A route no worker that took the send knew is curaflow's own hold, not the route's.
+                held: HeldByOwner = "curaflow" if kind == "configuration" else owner
+                found.append((until, rank, Hold(owner=held, name=name, kind=kind, until=until)))  # type: ignore[arg-type]
     if not found:
         return None
     return max(found, key=lambda f: (f[0], f[1]))[2]
@@ -344,6 +357,17 @@ def hold_sentence(hold: Hold, lang: str = "en") -> str:
     if hold.owner == "account":
         return _account_sentence(hold, lang)
     when, name = _when(hold.until), hold.name
+    if hold.kind == "configuration":
+        if lang == "zh":
+            return (
+                f"处理此次发送的 curaflow worker 不认识路由 {name}（各进程的配置不一致，例如滚动更新尚未完成）；"
+                f"下一次尝试须等到 {when}，已晚于任务的截止时间；未发送。请让每个 worker 使用相同的配置后重新运行任务。"
+            )
+        return (
+            f"The curaflow worker that took this send does not know route {name} (the processes' configurations "
+            f"differ, as while a rolling change is not finished): its next attempt was due at {when}, past the "
+            "job's deadline, so nothing was sent. Give every worker the same configuration, then run the job again."
+        )
     if hold.kind == "rate_limited":
         if lang == "zh":
             return (

@@ -34,7 +34,14 @@ curaflow additions for delivery routes that are not TelePost:
   currently restricted." — the account, not one work. A retry cannot lift it, so it is
   not retryable; the account's requests are paused (``pixiv.restriction_pause_ms``) and
   an operator must look at the account. Protocol code ``auth_error`` (the closest of the
-  closed enum: "the operator must act before a retry can help").
+  closed enum: "the operator must act before a retry can help");
+* ``configuration_mismatch``: the worker that took a step does not know the route or the
+  source the job names (not configured there, or its kind not registered in that
+  process) — the processes' configurations differ, as they do for a while in every
+  rolling change. Retryable: each such attempt costs one attempt of the step, never the
+  cell, so a retry that lands on a worker that knows it goes on (the unknown is cheap);
+  the cell ends with it only when every attempt of the step met it. Owner ``curaflow``,
+  protocol ``internal_error``.
 
 Each reason carries its own short, actionable sentence in Chinese and English: what
 happened and what to do. ``retryable`` is the truth about the reason (can a
@@ -74,6 +81,7 @@ class TerminalReason(StrEnum):
     NETWORK_ERROR = "network_error"
     EXECUTION_TIMEOUT = "execution_timeout"
     CONFIGURATION_ERROR = "configuration_error"
+    CONFIGURATION_MISMATCH = "configuration_mismatch"
     INTERNAL_ERROR = "internal_error"
     QUEUED_TOO_LONG = "queued_too_long"
     STALLED_NO_HEARTBEAT = "stalled_no_heartbeat"
@@ -305,6 +313,16 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "internal_error",
         "配置有误（未知的账号或路由）；请修正配置后重试。",
         "The configuration is wrong (an unknown account or route); fix it, then retry.",
+        owner=Owner.CURAFLOW,
+    ),
+    R.CONFIGURATION_MISMATCH: ReasonInfo(
+        Origin.CONFIGURATION,
+        True,
+        "internal_error",
+        "处理此步骤的 worker 不认识任务的路由或账号（各进程配置不一致，如滚动更新中）；"
+        "请统一各 worker 的配置后重新运行任务。",
+        "The worker that took this step does not know the job's route or account (the processes' "
+        "configurations differ, as in a rolling change); give every worker the same configuration, then rerun.",
         owner=Owner.CURAFLOW,
     ),
     R.INTERNAL_ERROR: ReasonInfo(

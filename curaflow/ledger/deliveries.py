@@ -466,3 +466,24 @@ async def hold_intent(conn: asyncpg.Connection, idempotency_key: str, delay_ms: 
         idempotency_key,
         max(0, int(delay_ms)),
     )
+
+
+async def hold_unknown_route(
+    conn: asyncpg.Connection | asyncpg.Pool, job_id: str, target_id: str, route: str, delay_ms: int
+) -> None:
+    """Remember when the next attempt of a cell's send on ``route`` is due after an attempt
+    that met a worker not knowing the route (``held_until``: now + ``delay_ms`` on the
+    database clock, ``held_kind`` ``configuration``), on the cell's ``reserved`` intents of
+    that route only — nothing is claimed, no state changes, an intent whose request may be
+    out (``sending``) is left as it is. Only the job's finish reads it, to name what held a
+    cell its deadline ended (:func:`curaflow.domain.holds.held_by`, a hold of owner
+    ``curaflow``); the next attempt's own failure replaces it (:func:`record_failed`). One
+    statement, on the mismatch path only (:func:`activities.errors.config_mismatch`)."""
+    await conn.execute(
+        f"""UPDATE delivery_intents SET held_until = {DB_NOW_MS} + $4, held_kind = 'configuration'
+            WHERE job_id = $1 AND target_id = $2 AND route = $3 AND status = 'reserved'""",
+        job_id,
+        target_id,
+        route,
+        max(0, int(delay_ms)),
+    )

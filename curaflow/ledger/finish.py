@@ -290,7 +290,7 @@ async def _holds(
             wait: RouteWait | AccountWait = RouteWait(
                 route=r["name"],
                 held_until=r["held_until"],
-                held_kind=r["held_kind"] if r["held_kind"] == "unavailable" else "rate_limited",
+                held_kind=r["held_kind"] if r["held_kind"] in ("unavailable", "configuration") else "rate_limited",
                 cooldown_until=cooling,
                 paused_until=r["paused_until"],
             )

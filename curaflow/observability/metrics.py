@@ -175,6 +175,26 @@ ROUTE_PAUSES = Counter(
     "answer (curaflow.ledger.route_gates); each pause is counted once. Lift with `curaflow routes resume`.",
     ["route", "kind"],
 )
+CONFIG_MISMATCHES = Counter(
+    "curaflow_config_mismatch_total",
+    "Step attempts that met a route (kind 'route') or a source account (kind 'source') the job "
+    "names and this process does not know — not configured here, or its kind not registered in "
+    "this process: the processes' configurations differ (a rolling change). Each costs one "
+    "attempt of the step, retried with a backoff; the name is the job's own (from the "
+    "configuration of the process that admitted it).",
+    ["kind", "name"],
+)
+CONFIG_MISMATCH_LAST = Gauge(
+    "curaflow_config_mismatch_last_seconds",
+    "When this process last met a route or source account a job names and it does not know "
+    "(Unix time, seconds; kind 'route' | 'source'). A gauge, so the alert sees the first one of a "
+    "long-running process (a counter series born at 1 shows no increase).",
+    ["kind", "name"],
+)
+#: The values of ``curaflow_config_mismatch_total``'s ``kind`` label.
+CONFIG_MISMATCH_KINDS = ("route", "source")
+#: The longest ``name`` label value of a configuration mismatch (a longer name is cut).
+CONFIG_MISMATCH_NAME_MAX = 100
 BACKGROUND_ERRORS = Counter(
     "curaflow_background_errors_total",
     "Failures of a supervised background loop (each one logged as background.loop_failed and "
@@ -502,6 +522,18 @@ def record_ledger_statement(step: str, transaction: bool) -> None:
 def record_route_paused(route: str, kind: str) -> None:
     """Count a route paused for a refusal streak (once per pause)."""
     ROUTE_PAUSES.labels(route=route, kind=kind).inc()
+
+
+@_safe
+def record_config_mismatch(kind: str, name: str, at_s: float) -> None:
+    """Count one step attempt that met a route or source account the job names and this
+    process does not know (``kind``: ``route`` | ``source``; ``name``: the job's — a name of
+    the configuration of the process that admitted it, cut at
+    :data:`CONFIG_MISMATCH_NAME_MAX`), and remember when (``at_s``: Unix time, seconds) for
+    the alert ``CuraflowConfigurationMismatch``."""
+    label = name[:CONFIG_MISMATCH_NAME_MAX]
+    CONFIG_MISMATCHES.labels(kind=kind, name=label).inc()
+    CONFIG_MISMATCH_LAST.labels(kind=kind, name=label).set(at_s)
 
 
 @_safe

@@ -164,6 +164,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "labels": {"severity": "warning", "schedule_id": "nightly", "why": "skipped_outage"},
         "silent_at": "2m",
     },
+    # A long-running worker's first mismatch: the gauge's series appears with the time it
+    # was met (a counter's series born at 1 would show no increase).
+    "CuraflowConfigurationMismatch": {
+        "series": [
+            ('curaflow_config_mismatch_last_seconds{kind="route",name="hook-new",instance="w1"}', "_x3 180x10"),
+            ('curaflow_config_mismatch_last_seconds{kind="route",name="hook-old",instance="w2"}', "-3600x13"),
+        ],
+        "at": "6m",
+        "labels": {"severity": "page", "kind": "route", "name": "hook-new"},
+        "silent_at": "2m",
+    },
 }
 
 
@@ -416,6 +427,30 @@ GAUGE_CASES: list[dict[str, Any]] = [
             ('curaflow_schedule_broken{schedule_id="nightly",why="not_found",instance="w2"}', "_x6 1x2 stale 1x12"),
         ],
         "expect": [("9m", None), ("11m", {"severity": "warning", "schedule_id": "nightly", "why": "not_found"})],
+    },
+    {  # one missed scrape neither pages nor delays the page; the page clears 15 minutes after the last mismatch
+        "name": "CuraflowConfigurationMismatch: a missed scrape, then the rollout finished",
+        "alert": "CuraflowConfigurationMismatch",
+        "series": [
+            (
+                'curaflow_config_mismatch_last_seconds{kind="source",name="second",instance="w1"}',
+                "_x3 180x2 stale 300x30",
+            ),
+        ],
+        "expect": [
+            ("2m", None),
+            ("5m", {"severity": "page", "kind": "source", "name": "second"}),
+            ("6m", {"severity": "page", "kind": "source", "name": "second"}),
+            ("19m", {"severity": "page", "kind": "source", "name": "second"}),
+            ("21m", None),
+            ("30m", None),
+        ],
+    },
+    {  # the worker that met it restarted with the new configuration: its series is gone
+        "name": "CuraflowConfigurationMismatch: the old worker restarted",
+        "alert": "CuraflowConfigurationMismatch",
+        "series": [('curaflow_config_mismatch_last_seconds{kind="route",name="hook",instance="w1"}', "0x5 stale")],
+        "expect": [("4m", {"severity": "page", "kind": "route", "name": "hook"}), ("8m", None)],
     },
     {  # repaired (`schedules sync`): the process holding the lock says 0
         "name": "CuraflowScheduleBroken: repaired",

@@ -168,6 +168,30 @@ def test_a_receiver_unavailable_says_so_in_words_of_its_own(lang: str) -> None:
         assert "unavailable" in text and "rate limit" not in text and "rate-limit" not in text
 
 
+def test_a_route_no_worker_that_took_the_send_knew_is_curaflows_hold() -> None:
+    # The attempt met a worker without the route (a rolling change): the next attempt was
+    # due then; named as curaflow's, the route's name kept, never as the receiver's wait.
+    unknown = RouteWait(route="hook", held_until=AT + 600_000, held_kind="configuration")
+    assert held_by([unknown], at=AT) == Hold(owner="curaflow", name="hook", kind="configuration", until=AT + 600_000)
+    assert held_by([unknown], at=AT, scope=HoldScope("route", "hook")) is not None  # the route's cell's scope
+    assert held_by([unknown], at=AT, scope=HoldScope("route", "other")) is None
+    assert held_by([unknown], at=AT + 600_000) is None  # the next attempt came before: it held nothing
+    # the route's own pause outlasting it is the longer wait
+    paused = unknown.model_copy(update={"paused_until": AT + 900_000})
+    assert held_by([paused], at=AT) == Hold(name="hook", kind="paused", until=AT + 900_000)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_configuration_hold_says_so_in_words_of_its_own(lang: str) -> None:
+    until = 1_796_000_000_000
+    text = hold_sentence(Hold(owner="curaflow", name="hook", kind="configuration", until=until), lang)
+    assert "hook" in text and "2026-" in text
+    if lang == "zh":
+        assert "配置" in text and "限流" not in text
+    else:
+        assert "configuration" in text and "does not know route hook" in text and "rate limit" not in text
+
+
 def test_a_hold_of_a_kind_this_build_does_not_know_drops_the_hold_not_the_cell() -> None:
     # The protocol is additive: a later build may add a kind (a rolling upgrade reads its
     # rows and payloads); the snapshot is read, without the structured hold.

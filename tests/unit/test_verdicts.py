@@ -97,6 +97,8 @@ EXHAUSTED_DELIVERIES = [
     ("InterfaceError", R.INTERNAL_ERROR),
     ("GateUnavailable", R.INTERNAL_ERROR),
     ("KeyError", R.INTERNAL_ERROR),
+    # every attempt met a worker that does not know the route: the route was never asked
+    ("configuration_mismatch", R.CONFIGURATION_MISMATCH),
 ]
 
 

@@ -88,7 +88,10 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
       own code let out of the activity — the ledger's (a serialization failure, a
       deadlock, a reset connection, a statement timeout, a full disk), the rate gate's
       ``GateUnavailable``, a bug — which Temporal names by its class and retries as any
-      other; its last attempt is curaflow's, never the route's (2026-12-05);
+      other; its last attempt is curaflow's, never the route's (2026-12-05). A reason the
+      catalogue gives to curaflow (``configuration_mismatch``: every attempt landed on a
+      worker that does not know the route) keeps its own name when the retries ran out:
+      the route was never asked, so the delivery was not abandoned by it (2026-12-05);
     * ``timeout``: a ``deliver`` that timed out is ``delivery_abandoned``; a source step
       (``acquire``, ``search``, ``fetch``) that waited in its queue past its
       ``schedule_to_start`` budget — the cell's first step, a retry of it after a fault,
@@ -105,6 +108,7 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
             and failure.retry_state == "MAXIMUM_ATTEMPTS_REACHED"
             and not failure.non_retryable
             and is_reason(failure.error_type)
+            and owner_of(failure.error_type) != Owner.CURAFLOW
         ):
             return R.DELIVERY_ABANDONED
         return parse_reason(failure.error_type)
