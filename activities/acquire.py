@@ -32,6 +32,7 @@ import contextlib
 
 from temporalio import activity
 
+from activities.caller import require_own_job
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update
 from activities.fetch import FetchActivity
@@ -76,6 +77,8 @@ class AcquireActivity:
             / ``deadline_passed`` when the job is behind a barrier.
 
         Raises:
+            ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the calling
+                execution is not the job's own (:func:`activities.caller.require_own_job`).
             ApplicationError: as ``search`` and ``fetch`` (typed by reason code).
 
         Every source request of the attempt ends by the job's deadline at the latest
@@ -88,6 +91,7 @@ class AcquireActivity:
         (``deadline_passed``), as a step opened behind it does, and the cell's reason is
         the deadline's (:func:`curaflow.domain.verdicts.cell_verdict`).
         """
+        require_own_job(inp.job_id)
         # From the first beat: a source step's heartbeat timeout is short (and the budget's own may be shorter).
         async with covering_beats(heartbeat_beat_s(inp.heartbeat_interval_ms / 1000)):
             try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from activities.caller import require_own_job
 from activities.deps import ActivityDeps
 from activities.finish import job_state
 from curaflow.domain.messages import Admitted, SubmitInput
@@ -47,10 +48,13 @@ class AdmitActivity:
             replay: the execution reports it and runs nothing).
 
         Raises:
+            ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the calling
+                execution is not the job's own (:func:`activities.caller.require_own_job`).
             ApplicationError: non-retryable, ``type`` = the protocol code
                 (``invalid_params``, ``unsupported_protocol_version``,
                 ``idempotency_conflict``); ledger errors are retried.
         """
+        require_own_job(inp.workflow_id)  # the id the Task must be the job of is the caller's own
         deps = self.deps
         try:
             admission = await Admitter(deps.settings, deps.pool, None).admit(

@@ -41,6 +41,7 @@ import errno
 
 from temporalio import activity
 
+from activities.caller import require_own_job
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, source_failure, source_of
 from activities.heartbeat import Heartbeater
@@ -79,11 +80,14 @@ class FetchActivity:
             ``retry_stage`` set (another fallback stage should search again).
 
         Raises:
+            ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the calling
+                execution is not the job's own (:func:`activities.caller.require_own_job`).
             ApplicationError: ``download_failed`` / ``download_timeout`` /
                 ``rate_limited`` (retryable), ``internal_error`` when the cell is missing,
                 ``configuration_mismatch`` (retryable, before the step opens) when this
                 worker does not know the target's account (:func:`~activities.errors.source_of`).
         """
+        require_own_job(inp.job_id)
         return await self.run(inp)
 
     async def run(self, inp: FetchInput, *, opened: CellSnapshot | None = None, store_held: bool = False) -> CellUpdate:

@@ -25,6 +25,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.caller import require_own_job
 from activities.deps import ActivityDeps
 from curaflow.domain.holds import HoldCaps
 from curaflow.domain.messages import CancelRequest, FinishInput, JobState
@@ -63,10 +64,13 @@ class FinishActivity:
         after the heartbeat timeout the workflow gives it).
 
         Raises:
+            ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the calling
+                execution is not the job's own (:func:`activities.caller.require_own_job`).
             ApplicationError: ``unknown_job`` (non-retryable) when the ledger does not know
                 the job; ledger errors (connection lost …) fail the attempt and Temporal
                 retries it.
         """
+        require_own_job(inp.job_id)
         beat = asyncio.create_task(_heartbeat_every(0.5))
         try:
             async with self.deps.pool.acquire() as conn:
@@ -95,9 +99,16 @@ class FinishActivity:
 
     @activity.defn(name="request_cancel")
     async def request_cancel(self, inp: CancelRequest) -> None:
-        """Record the cancel in the ledger and ask Temporal to cancel this job's workflow."""
-        job_id = activity.info().workflow_id
-        assert job_id is not None, "request_cancel runs only inside a job's workflow"
+        """Record the cancel in the ledger and ask Temporal to cancel this job's workflow.
+
+        The job is the calling execution's own id.
+
+        Raises:
+            ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the
+                caller is no ``JobWorkflow`` (:func:`activities.caller.require_own_job`).
+        """
+        job_id = activity.info().workflow_id or ""
+        require_own_job(job_id)  # the job is the caller's own id: only JobWorkflow names one
         async with self.deps.pool.acquire() as conn:
             await ledger_request_cancel(conn, job_id, inp.reason)
         assert self.deps.client is not None

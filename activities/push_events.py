@@ -33,6 +33,7 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.caller import require_own_job
 from activities.deps import ActivityDeps
 from activities.heartbeat import CANCEL_PROBE_S
 from curaflow.domain.messages import PushInput, PushReport
@@ -100,12 +101,15 @@ class PushActivity:
             What this attempt settled (``busy`` when another attempt is sending).
 
         Raises:
+            ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the calling
+                execution is not the job's own (:func:`activities.caller.require_own_job`).
             ApplicationError: ``callback_failed`` (retryable) when an event must be
                 retried; ``next_retry_delay`` carries the receiver's ``Retry-After``, or
                 for a 429 without one the backoff of
                 :func:`curaflow.domain.ratelimit.retry_delay_ms` (capped at the policy's
                 largest backoff).
         """
+        require_own_job(inp.job_id, pushes=True)
         info = activity.info()
         owner = f"{self.deps.identity}:{info.workflow_id}:{info.activity_id}:{info.attempt}"
         policy = inp.policy

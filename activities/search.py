@@ -40,6 +40,7 @@ from typing import NamedTuple
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.caller import require_own_job
 from activities.deps import ActivityDeps
 from activities.errors import barrier_update, permanent, source_failure, source_of
 from activities.heartbeat import Heartbeater
@@ -112,11 +113,14 @@ class SearchActivity:
             ``retry_stage`` set when another fallback stage should run).
 
         Raises:
+            ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the calling
+                execution is not the job's own (:func:`activities.caller.require_own_job`).
             ApplicationError: typed by reason code (``rate_limited`` with a cooldown
                 ``next_retry_delay``, ``auth_failed`` non-retryable, ``network_error`` …;
                 ``configuration_mismatch``, retryable, before the step opens, when this
                 worker does not know the target's account: :func:`~activities.errors.source_of`).
         """
+        require_own_job(inp.job_id)
         return (await self.run(inp)).update
 
     async def run(self, inp: SearchInput, *, continues: bool = False) -> Searched:

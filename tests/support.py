@@ -27,10 +27,12 @@ import asyncpg
 import httpx
 import tomli_w
 from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 
 from curaflow.api.app import create_app
 from curaflow.config import Settings, load_settings
 from curaflow.devstack.processes import WorkerProcess, child_env
+from curaflow.domain.execution import JOB_WORKFLOW
 from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.domain.models import JobRecord
 from curaflow.jobs.admission import Admitter
@@ -224,6 +226,22 @@ def recorded_history(shown: str) -> str:
         return node
 
     return json.dumps(strip(json.loads(shown)), indent=1, ensure_ascii=False) + "\n"
+
+
+def job_env(job_id: str) -> ActivityEnvironment:
+    """An ``ActivityEnvironment`` whose activity runs as job ``job_id``'s own execution:
+    ``JobWorkflow`` under the job id, the only caller a job's activities serve
+    (:mod:`activities.caller`; the SDK's default, workflow ``test`` of type ``test``, is
+    refused ``foreign_caller``)."""
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, workflow_id=job_id, workflow_type=JOB_WORKFLOW)
+    return env
+
+
+async def run_as_job(fn: Callable[..., Awaitable[T]], inp: Any, *args: Any, **kwargs: Any) -> T:
+    """Run the activity ``fn(inp, *args, **kwargs)`` in this process as the step of job
+    ``inp.job_id`` its own execution schedules (:func:`job_env`); returns its result."""
+    return await job_env(inp.job_id).run(fn, inp, *args, **kwargs)
 
 
 def short_id() -> str:

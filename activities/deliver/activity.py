@@ -15,6 +15,7 @@ import asyncpg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.caller import require_own_job
 from activities.deliver.recording import DeliveryRecords, NotRecorded, until_recorded
 from activities.deliver.sending import (
     SendCut,
@@ -63,12 +64,15 @@ class DeliverActivity(DeliveryRecords):
             The cell afterwards (``submitted`` once every route confirmed).
 
         Raises:
+            ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the calling
+                execution is not the job's own (:func:`activities.caller.require_own_job`).
             ApplicationError: typed by reason code; ``delivery_rejected`` /
                 ``delivery_unknown`` are non-retryable; ``delivery_failed`` is retried
                 (``next_retry_delay`` from ``retry_after``), and so is
                 ``configuration_mismatch`` (this worker does not know the route: one
                 attempt, never the cell — :meth:`_unknown_route`).
         """
+        require_own_job(inp.job_id)
         deps = self.deps
         target = inp.target
         info = activity.info()

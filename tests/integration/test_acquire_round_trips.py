@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.testing import ActivityEnvironment
 
 from activities.acquire import AcquireActivity
 from activities.deps import ActivityDeps, close_deps, open_deps
@@ -29,7 +28,7 @@ from curaflow.domain.messages import AcquireInput, SearchInput, TargetQuery, Tar
 from curaflow.ledger.db import now_ms
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, eventually, ledger_job, short_id
+from tests.support import Stack, eventually, ledger_job, run_as_job, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -97,7 +96,7 @@ async def test_an_acquire_that_binds_a_work_opens_one_step(deps: tuple[Stack, Ac
     stack, opened = deps
     inp = await _job(stack, opened)
     async with Logged(opened, 3) as log:
-        update = await ActivityEnvironment().run(AcquireActivity(opened).acquire, inp)
+        update = await run_as_job(AcquireActivity(opened).acquire, inp)
     assert update.cell.state == CellState.ARTIFACT_READY, update
     assert log.count(STEP_OPENED) == 1, [q for q in log.queries if q.startswith(STEP_OPENED)]
     # The step ends with the artifact's own write (no separate release of the lease) ...
@@ -124,7 +123,7 @@ async def test_the_binding_carries_the_step_on_with_a_fresh_lease(
     stack, opened = deps
     inp = (await _job(stack, opened)).model_copy(update={"heartbeat_interval_ms": 5000})  # lease: 10 s
     replay.faults.search_delay_s = 1.5  # the search takes longer than any slack below
-    searched = await ActivityEnvironment().run(
+    searched = await run_as_job(
         SearchActivity(opened).run, SearchInput.model_validate(inp.model_dump()), continues=True
     )
     after = now_ms()
@@ -150,7 +149,7 @@ async def test_a_barrier_recorded_while_searching_stops_before_the_fetch(
         await opened.pool.execute(f"UPDATE jobs SET {column} = $2 WHERE job_id = $1", inp.job_id, now_ms())
 
     recorder = asyncio.create_task(record_meanwhile())
-    update = await ActivityEnvironment().run(AcquireActivity(opened).acquire, inp)
+    update = await run_as_job(AcquireActivity(opened).acquire, inp)
     await recorder
     assert (update.cancel_requested, update.deadline_passed) == (barrier == "cancel", barrier == "deadline"), update
     assert not [line for line in replay.log if "/i/" in line or "img-original" in line], replay.log

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.testing import ActivityEnvironment
 
 from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps
@@ -29,7 +28,7 @@ from curaflow.ledger import cells, deliveries
 from tests.conftest import StackFactory
 from tests.deps_support import opened_deps
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, ledger_job, short_id
+from tests.support import Stack, ledger_job, run_as_job, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +65,7 @@ async def test_an_attempt_with_nothing_to_send_releases_the_cell(
     stack, opened = deps
     inp = await _delivered_cell(stack, opened, tmp_path)
     # A retried attempt (the first one's result never reached the workflow).
-    update = await ActivityEnvironment().run(DeliverActivity(opened).deliver, inp)
+    update = await run_as_job(DeliverActivity(opened).deliver, inp)
     assert update.cell.state == CellState.SUBMITTED
     assert update.delivery is not None and update.delivery.status == "delivered"
     lease = await opened.pool.fetchrow("SELECT lease_until, lease_owner FROM cells WHERE job_id = $1", inp.job_id)
@@ -79,7 +78,7 @@ async def test_a_fetch_with_nothing_to_fetch_releases_the_cell(
     stack, opened = deps
     inp = await _delivered_cell(stack, opened, tmp_path)
     # A fetch attempt retried after the work was fetched and delivered: nothing to do.
-    update = await ActivityEnvironment().run(
+    update = await run_as_job(
         FetchActivity(opened).fetch, FetchInput(job_id=inp.job_id, target=inp.target, heartbeat_interval_ms=1000)
     )
     assert update.cell.state == CellState.SUBMITTED

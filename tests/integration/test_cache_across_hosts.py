@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from temporalio.testing import ActivityEnvironment
 
 from activities.acquire import AcquireActivity
 from activities.deliver import DeliverActivity
@@ -31,7 +30,7 @@ from curaflow.jobs.admission import Admitter
 from curaflow.ledger.retention import prune_tick
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, short_id
+from tests.support import Stack, run_as_job, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -79,18 +78,18 @@ async def fetched_here_delivered_there(
     admitted = await Admitter(stack.settings, fetcher.pool, None).admit(task, start=False)
     assert admitted.job_input is not None
     job_id, target = admitted.job_id, admitted.job_input.targets[0]
-    acquired = await ActivityEnvironment().run(
+    acquired = await run_as_job(
         AcquireActivity(fetcher).acquire, AcquireInput(job_id=job_id, target=target, heartbeat_interval_ms=30_000)
     )
     assert acquired.cell.state == CellState.ARTIFACT_READY
     folder = fetcher.store.folder(job_id, target.target_id)
     assert any(folder.iterdir())
-    delivered = await ActivityEnvironment().run(
+    delivered = await run_as_job(
         DeliverActivity(deliverer).deliver,
         DeliverInput(job_id=job_id, target=target, route=target.routes[0], heartbeat_interval_ms=30_000),
     )
     assert delivered.cell.state == CellState.SUBMITTED
-    final = await ActivityEnvironment().run(FinishActivity(deliverer).finish, FinishInput(job_id=job_id))
+    final = await run_as_job(FinishActivity(deliverer).finish, FinishInput(job_id=job_id))
     assert final.status == "succeeded"
     return job_id, folder
 

@@ -12,7 +12,6 @@ from typing import Any, Literal
 import asyncpg
 import pytest
 from pydantic import BaseModel
-from temporalio.testing import ActivityEnvironment
 
 from activities.deliver import DeliveryRecords
 from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS, DeliverySettings
@@ -31,7 +30,7 @@ from curaflow.ledger.records import load_cells
 from curaflow.ledger.statements import StatementCounter
 from curaflow.protocol.projection import project_job
 from curaflow.routes.base import DeliveryRequest, RouteError
-from tests.support import ledger_job
+from tests.support import ledger_job, run_as_job
 
 pytestmark = pytest.mark.integration
 
@@ -195,7 +194,7 @@ async def _answered(
         artifact=Artifact(work_id=work),
         attempt=await pool.fetchval("SELECT attempts FROM delivery_intents WHERE idempotency_key = $1", idem),
     )
-    await ActivityEnvironment().run(
+    await run_as_job(
         records._record_error,
         DeliverInput(job_id=job_id, target=target, route=route),
         request,

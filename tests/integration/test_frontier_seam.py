@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.testing import ActivityEnvironment
 
 from activities.deps import ActivityDeps, close_deps, open_deps
 from activities.search import SearchActivity
@@ -31,7 +30,7 @@ from curaflow.ledger import frontiers
 from tests.conftest import StackFactory
 from tests.fakes.catalog import CatalogServer
 from tests.fakes.replay import ReplayServer, ordered
-from tests.support import ledger_job, short_id
+from tests.support import ledger_job, run_as_job, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +50,7 @@ async def _search(deps: ActivityDeps, target: TargetSpec, *, checkpoint: dict[st
     if checkpoint is not None:
         await deps.pool.execute("UPDATE cells SET search_checkpoint = $2 WHERE job_id = $1", job_id, checkpoint)
     inp = SearchInput(job_id=job_id, target=target, heartbeat_interval_ms=10_000)
-    return await ActivityEnvironment().run(SearchActivity(deps).search, inp)
+    return await run_as_job(SearchActivity(deps).search, inp)
 
 
 async def _report(deps: ActivityDeps, update: Any) -> dict[str, Any]:

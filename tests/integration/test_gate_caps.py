@@ -29,7 +29,6 @@ from typing import Any
 import asyncpg
 import pytest
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 
 from activities.acquire import AcquireActivity
 from activities.deliver import DeliverActivity
@@ -45,7 +44,7 @@ from tests.conftest import StackFactory
 from tests.fakes.discord import DcReply, FakeDiscord
 from tests.fakes.replay import ReplayServer
 from tests.jobs_support import curaflow, discord_route
-from tests.support import Stack, short_id
+from tests.support import Stack, run_as_job, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +92,7 @@ async def deliver_input(stack: Stack, deps: ActivityDeps) -> DeliverInput:
     admitted = await Admitter(stack.settings, deps.pool, None).admit(task, start=False)
     assert admitted.job_input is not None
     job_id, target = admitted.job_id, admitted.job_input.targets[0]
-    acquired = await ActivityEnvironment().run(
+    acquired = await run_as_job(
         AcquireActivity(deps).acquire, AcquireInput(job_id=job_id, target=target, heartbeat_interval_ms=30_000)
     )
     assert acquired.cell.state == CellState.ARTIFACT_READY
@@ -103,7 +102,7 @@ async def deliver_input(stack: Stack, deps: ActivityDeps) -> DeliverInput:
 async def deliver_failing(deps: ActivityDeps, inp: DeliverInput) -> ApplicationError:
     """Run the deliver step once; it must fail (a rate limit): its error."""
     with pytest.raises(ApplicationError) as raised:
-        await ActivityEnvironment().run(DeliverActivity(deps).deliver, inp)
+        await run_as_job(DeliverActivity(deps).deliver, inp)
     return raised.value
 
 

@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 
 from activities.fetch import FetchActivity
 from curaflow.domain.messages import FetchInput, TargetSpec
@@ -33,7 +32,7 @@ from curaflow.sources.pixiv.client import parse_work
 from curaflow.sources.pixiv.replay.data import UGOIRA_DELAYS_MS, recorded_works
 from tests.deps_support import deps, unrecognised_count
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, ledger_job
+from tests.support import Stack, ledger_job, run_as_job
 
 pytestmark = pytest.mark.integration
 __all__ = ["deps"]  # the module's fixture (tests.deps_support)
@@ -50,7 +49,7 @@ async def fetched(opened: Any, raw: dict[str, Any], label: str) -> tuple[str, me
     work = parse_work(raw)
     async with opened.pool.acquire() as conn, conn.transaction():
         await cells.bind_work(conn, job_id, target, [work], CandidateReport())
-    update = await ActivityEnvironment().run(
+    update = await run_as_job(
         FetchActivity(opened).fetch, FetchInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
     )
     assert update.cell.work_id is None  # skipped: no candidate left
@@ -145,7 +144,7 @@ async def test_a_fetch_whose_images_answer_asks_no_detail(deps: tuple[Stack, Any
     job_id = await ledger_job(opened.pool, target, label="ok")
     async with opened.pool.acquire() as conn, conn.transaction():
         await cells.bind_work(conn, job_id, target, [parse_work(a_work(4))], CandidateReport())
-    update = await ActivityEnvironment().run(
+    update = await run_as_job(
         FetchActivity(opened).fetch, FetchInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
     )
     assert update.cell.state == "artifact_ready"
@@ -173,7 +172,7 @@ async def test_a_detail_the_jobs_deadline_cuts_is_no_answer_of_the_host(
     async with opened.pool.acquire() as conn, conn.transaction():
         await cells.bind_work(conn, job_id, target, [parse_work(raw)], CandidateReport())
     with pytest.raises(ApplicationError) as raised:
-        await ActivityEnvironment().run(
+        await run_as_job(
             FetchActivity(opened).fetch, FetchInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
         )
     assert raised.value.type == "network_error", raised.value

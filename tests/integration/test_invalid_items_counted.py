@@ -13,14 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from temporalio.testing import ActivityEnvironment
 
 from activities.search import SearchActivity
 from curaflow.domain.messages import SearchInput, TargetQuery, TargetSpec
 from curaflow.ledger import cells
 from tests.deps_support import deps, unrecognised_count
 from tests.fakes.replay import ReplayServer, ordered
-from tests.support import Stack, ledger_job
+from tests.support import Stack, ledger_job, run_as_job
 
 pytestmark = pytest.mark.integration
 __all__ = ["deps"]  # the module's fixture (tests.deps_support)
@@ -53,9 +52,9 @@ async def test_items_a_search_page_lists_in_a_shape_never_seen_are_counted_once(
     job_id = await ledger_job(opened.pool, target, label="invalid-items")
     inp = SearchInput(job_id=job_id, target=target, heartbeat_interval_ms=10_000)
     with pytest.raises(RuntimeError):
-        await ActivityEnvironment().run(SearchActivity(opened).search, inp)
+        await run_as_job(SearchActivity(opened).search, inp)
     assert unrecognised_count("invalid") == before
-    update = await ActivityEnvironment().run(SearchActivity(opened).search, inp)
+    update = await run_as_job(SearchActivity(opened).search, inp)
     assert update.cell.work_id == third
     report = await opened.pool.fetchval(
         "SELECT candidate_report FROM cells WHERE job_id = $1 AND target_id = $2", job_id, target.target_id

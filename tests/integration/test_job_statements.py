@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from temporalio.testing import ActivityEnvironment
 
 from activities.acquire import AcquireActivity
 from activities.deliver import DeliverActivity
@@ -27,7 +26,7 @@ from curaflow.jobs.admission import Admitter
 from curaflow.ledger.statements import StatementCounter
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, short_id
+from tests.support import Stack, run_as_job, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -78,18 +77,18 @@ async def one_job(stack: Stack, deps: ActivityDeps, step: list[str]) -> int:
     assert admitted.job_input is not None
     job_id, target = admitted.job_id, admitted.job_input.targets[0]
     step[0] = "acquire"
-    acquired = await ActivityEnvironment().run(
+    acquired = await run_as_job(
         AcquireActivity(deps).acquire, AcquireInput(job_id=job_id, target=target, heartbeat_interval_ms=30_000)
     )
     assert acquired.cell.state == CellState.ARTIFACT_READY
     step[0] = "deliver"
-    delivered = await ActivityEnvironment().run(
+    delivered = await run_as_job(
         DeliverActivity(deps).deliver,
         DeliverInput(job_id=job_id, target=target, route=target.routes[0], heartbeat_interval_ms=30_000),
     )
     assert delivered.cell.state == CellState.SUBMITTED
     step[0] = "finish"
-    final = await ActivityEnvironment().run(FinishActivity(deps).finish, FinishInput(job_id=job_id))
+    final = await run_as_job(FinishActivity(deps).finish, FinishInput(job_id=job_id))
     assert final.status == "succeeded"
     step[0] = "check"
     pages = await deps.pool.fetchval(

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.testing import ActivityEnvironment
 
 from activities.deps import ActivityDeps, close_deps, open_deps
 from activities.search import SearchActivity
@@ -34,7 +33,7 @@ from curaflow.domain.messages import SearchInput, TargetQuery, TargetSpec
 from curaflow.ledger import cells
 from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, ledger_job, short_id
+from tests.support import Stack, ledger_job, run_as_job, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -100,7 +99,7 @@ async def _search(deps: ActivityDeps, target: TargetSpec, *, continues: bool = F
     job_id = await ledger_job(deps.pool, target, label="search")
     inp = SearchInput(job_id=job_id, target=target, heartbeat_interval_ms=10_000)
     async with Logged(deps, 3) as log:
-        searched = await ActivityEnvironment().run(SearchActivity(deps).run, inp, continues=continues)
+        searched = await run_as_job(SearchActivity(deps).run, inp, continues=continues)
     return searched, log
 
 

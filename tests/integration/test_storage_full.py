@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment
 
 from activities.fetch import FetchActivity
 from curaflow import artifacts
@@ -29,7 +28,7 @@ from curaflow.sources.pixiv.replay.data import recorded_works
 from tests.conftest import StackFactory
 from tests.deps_support import opened_deps
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, ledger_job
+from tests.support import Stack, ledger_job, run_as_job
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +57,7 @@ async def test_a_full_artifact_disk_is_storage_full_at_once(
         await cells.bind_work(conn, job_id, target, [work], CandidateReport())
 
     with pytest.raises(ApplicationError) as caught:
-        await ActivityEnvironment().run(
+        await run_as_job(
             FetchActivity(opened).fetch, FetchInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
         )
     err = caught.value

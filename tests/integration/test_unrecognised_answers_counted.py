@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.testing import ActivityEnvironment
 
 from activities.fetch import FetchActivity
 from curaflow.domain.messages import FetchInput, TargetSpec
@@ -26,7 +25,7 @@ from curaflow.sources.pixiv.replay.data import recorded_works
 from tests.conftest import StackFactory
 from tests.deps_support import deps, opened_deps, unrecognised_count
 from tests.fakes.replay import ReplayServer
-from tests.support import Stack, ledger_job
+from tests.support import Stack, ledger_job, run_as_job
 
 pytestmark = pytest.mark.integration
 __all__ = ["deps"]  # the module's fixture (tests.deps_support)
@@ -64,9 +63,9 @@ async def test_a_retried_attempt_counts_the_hold_once(
     before = unrecognised_count("gone")
     inp = FetchInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
     with pytest.raises(RuntimeError):
-        await ActivityEnvironment().run(FetchActivity(opened).fetch, inp)
+        await run_as_job(FetchActivity(opened).fetch, inp)
     assert unrecognised_count("gone") == before  # rolled back: nothing remembered, nothing counted
-    update = await ActivityEnvironment().run(FetchActivity(opened).fetch, inp)  # Temporal's retry
+    update = await run_as_job(FetchActivity(opened).fetch, inp)  # Temporal's retry
     assert update.cell.work_id is None  # released: no candidate left
     assert unrecognised_count("gone") == before + 1
     [row] = [r for r in await memory.list_unavailable(opened.pool) if r.work_id == work_id and r.job_id == job_id]
@@ -92,7 +91,7 @@ async def test_an_answer_a_live_verdict_outlasts_is_not_counted_as_a_hold(
             ttl_ms=600_000,
         )
     before = unrecognised_count("gone")
-    update = await ActivityEnvironment().run(
+    update = await run_as_job(
         FetchActivity(opened).fetch, FetchInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
     )
     assert update.cell.work_id is None
@@ -112,7 +111,7 @@ async def test_with_holds_off_each_committed_answer_is_counted(
     async with opened_deps(make_stack, tmp_path, replay, unrecognised_hold_ms=0) as (stack, opened):
         job_id, target, _ = await bound_work_refused(stack, opened, replay)
         before = unrecognised_count("gone")
-        update = await ActivityEnvironment().run(
+        update = await run_as_job(
             FetchActivity(opened).fetch, FetchInput(job_id=job_id, target=target, heartbeat_interval_ms=1000)
         )
         assert update.cell.work_id is None
