@@ -47,7 +47,7 @@ from tests.conftest import StackFactory
 from tests.deps_support import opened_deps
 from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import WebhookReceiver
-from tests.support import Stack, eventually, ledger_job, short_id, whsec
+from tests.support import Stack, eventually, job_env, ledger_job, short_id, whsec
 
 pytestmark = pytest.mark.integration
 
@@ -62,10 +62,11 @@ async def deps(make_stack: StackFactory, tmp_path: Path, replay: ReplayServer) -
         yield opened
 
 
-def attempt(n: int, policy: RetryPolicy | None = POLICY) -> ActivityEnvironment:
-    """An environment running attempt ``n`` of a step scheduled with ``policy``."""
-    env = ActivityEnvironment()
-    env.info = dataclasses.replace(env.info, attempt=n, retry_policy=policy, workflow_id="j")
+def attempt(job_id: str, n: int, policy: RetryPolicy | None = POLICY) -> ActivityEnvironment:
+    """An environment running attempt ``n`` of job ``job_id``'s step scheduled with
+    ``policy``, as the job's own execution runs it (:func:`tests.support.job_env`)."""
+    env = job_env(job_id)
+    env.info = dataclasses.replace(env.info, attempt=n, retry_policy=policy)
     return env
 
 
@@ -113,7 +114,7 @@ async def test_a_route_this_worker_does_not_know_costs_one_attempt_not_the_cell(
     before = mismatches("route", route.name)
 
     with pytest.raises(ApplicationError) as failed:
-        await attempt(2).run(DeliverActivity(opened).deliver, inp)
+        await attempt(inp.job_id, 2).run(DeliverActivity(opened).deliver, inp)
 
     # Retryable, typed by the reason the catalogue owns, after the step's own backoff
     # (attempt 2 of 10 min doubling: 20 min) — not the cell's end.
@@ -148,7 +149,7 @@ async def test_the_last_attempt_leaves_no_hold(deps: tuple[Stack, ActivityDeps])
     route = RouteRef(name=f"hook-{short_id()}", kind="webhook")
     inp = await _waiting_cell(opened.pool, route)
     with pytest.raises(ApplicationError) as failed:
-        await attempt(12).run(DeliverActivity(opened).deliver, inp)
+        await attempt(inp.job_id, 12).run(DeliverActivity(opened).deliver, inp)
     assert (failed.value.type, failed.value.non_retryable) == ("configuration_mismatch", False)
     await _untouched(opened.pool, inp.job_id)
     kind = await opened.pool.fetchval("SELECT held_kind FROM delivery_intents WHERE job_id = $1", inp.job_id)
@@ -172,9 +173,9 @@ async def test_a_source_account_this_worker_does_not_know_costs_one_attempt(
     bound = dict(await opened.pool.fetchrow(cell, job_id))
     with pytest.raises(ApplicationError) as failed:
         if step == "search":
-            await attempt(1).run(SearchActivity(opened).search, SearchInput(job_id=job_id, target=target))
+            await attempt(job_id, 1).run(SearchActivity(opened).search, SearchInput(job_id=job_id, target=target))
         else:
-            await attempt(1).run(FetchActivity(opened).fetch, FetchInput(job_id=job_id, target=target))
+            await attempt(job_id, 1).run(FetchActivity(opened).fetch, FetchInput(job_id=job_id, target=target))
     assert (failed.value.type, failed.value.non_retryable) == ("configuration_mismatch", False), failed.value
     assert mismatches("source", account) == before + 1
     # Before the step opened: the cell as it was (no lease, no stage, no attempt counted).
