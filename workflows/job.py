@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.admit import AdmitActivity, refusal
     from activities.finish import UNKNOWN_JOB, FinishActivity
     from curaflow.domain.cells import CellState, is_terminal
+    from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES
     from curaflow.domain.job_failure import JOB_FAILURE_TYPES, job_failure
     from curaflow.domain.messages import (
         AcquireInput,
@@ -135,6 +136,16 @@ OWN_JOB_ONLY = "own-job-only"
 #: so the list queries name the job once; before, it published ``running`` then the job's end.
 #: Called only where that result arrived, so a job's own execution records no marker.
 JOB_INPUT_REPORTING_RUN = "job-input-reporting-run"
+#: curaflow's own search attributes (``JobStatus``, ``BusinessStatus``, ``JobType``,
+#: ``TargetIds``, ``ScheduleId``) that a run's starter set otherwise than curaflow starts a
+#: job (``temporal workflow start --search-attribute 'JobStatus="failed"'``, another SDK's
+#: ``search_attributes=``) are put right in the run's first workflow task: a Task's run
+#: carries none until it admits its Task, a ``JobInput``'s run the job's
+#: (:func:`~curaflow.domain.presentation.job_search_attributes`). Before, a refused run kept
+#: a forged ``JobType`` — it then looked like the job's own run and blocked its key — and a
+#: forged ``JobStatus`` put it in the failed jobs' list. Asked only where they differ, so a
+#: run started by curaflow records no marker.
+STARTER_ATTRIBUTES = "starter-attributes"
 #: The search attributes that say a job's state: only the job's own run carries them.
 JOB_STATE_ATTRIBUTES = frozenset({JOB_STATUS.name, BUSINESS_STATUS.name})
 STAGE_OF: Mapping[Step, str] = MappingProxyType(
@@ -436,6 +447,7 @@ class JobWorkflow:
         if legacy is not None:
             assert self._inp is not None
             return await legacy.run(self._inp)
+        self._own_attributes()
         submission = self._submission
         if submission.refusal is not None:
             await workflow.wait_condition(workflow.all_handlers_finished)
@@ -465,6 +477,23 @@ class JobWorkflow:
             # state travels in the failure's details (curaflow.domain.job_failure).
             raise job_failure(final)
         return final
+
+    def _own_attributes(self) -> None:
+        """Put right curaflow's search attributes its starter set otherwise than curaflow
+        starts this run (:data:`STARTER_ATTRIBUTES`): none for a Task (or a refused input),
+        the job's for an admitted ``JobInput``. One upsert, only where they differ."""
+        carried = workflow.info().typed_search_attributes
+        expected = job_search_attributes(self._inp) if self._inp is not None else None
+        changes = []
+        for key in CUSTOM_SEARCH_ATTRIBUTES:
+            want = expected.get(key) if expected is not None else None
+            if carried.get(key) != want:
+                changes.append(key.value_unset() if want is None else key.value_set(want))
+        if changes and workflow.patched(STARTER_ATTRIBUTES):
+            workflow.logger.warning(
+                "search attributes set by the starter put right: %s", ", ".join(c.key.name for c in changes)
+            )
+            workflow.upsert_search_attributes(changes)
 
     async def _job(self) -> JobState:
         if self._inp is None:

@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 
 from curaflow.devstack.temporal import temporal_binary
+from curaflow.domain.execution import BUSINESS_STATUS, JOB_STATUS, JOB_TYPE, SCHEDULE_ID, TARGET_IDS
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.jobs.submit import JOB_START_OPTIONS, job_id_for, start_job
 from curaflow.protocol.models import Task
@@ -614,3 +615,69 @@ async def test_start_job_of_an_invalid_task_raises_the_protocol_error_and_leaves
     assert nowhere.value.detail["reason"] == "unknown_target"
     job_id = f"no-such-target@manual-{unknown['idempotency_key']}"
     assert await closed_status(env.client, job_id, timeout_s=15) == WorkflowExecutionStatus.FAILED
+
+
+# ---- search attributes a starter set ----------------------------------------------------
+
+
+def forged(**values: Any) -> TypedSearchAttributes:
+    """curaflow's own search attributes as a foreign starter may set them at start
+    (``temporal workflow start --search-attribute 'JobStatus="failed"'``)."""
+    keys = {"JobStatus": JOB_STATUS, "BusinessStatus": BUSINESS_STATUS, "JobType": JOB_TYPE,
+            "TargetIds": TARGET_IDS, "ScheduleId": SCHEDULE_ID}  # fmt: skip
+    return TypedSearchAttributes([SearchAttributePair(keys[name], value) for name, value in values.items()])
+
+
+def owned(described: Any) -> dict[str, Any]:
+    """curaflow's own search attributes of a described run (the ones it carries)."""
+    carried = described.typed_search_attributes
+    keys = (JOB_STATUS, BUSINESS_STATUS, JOB_TYPE, TARGET_IDS, SCHEDULE_ID)
+    return {key.name: carried.get(key) for key in keys if carried.get(key) is not None}
+
+
+async def test_a_refused_run_keeps_no_job_attributes_its_starter_forged_and_its_key_stays_usable(env: Env) -> None:
+    # A refused Task started with JobType / JobStatus set by its starter: the run kept them
+    # — the failed jobs' list (ExecutionStatus = "Failed" AND JobStatus = "failed") named a
+    # run that held no job, and the JobType made it look like the job's own run, so every
+    # later start under the key (HTTP, start_job) answered "the job's run closed" and none
+    # ran: the job POST /jobs admitted stayed queued until the reconciler's queued budget.
+    key = f"forged-bad-{short_id()}"
+    job_id = f"demo@manual-{key}"
+    bad = {**task(key).model_dump(mode="json", exclude_none=True)}
+    bad["params"] = {"target_id": "demo", "constraints": {"limit": "many"}}
+    handle = await env.client.start_workflow(
+        JobWorkflow.run, bad, id=job_id, task_queue=env.stack.task_queue,
+        search_attributes=forged(JobType="candidate_search", JobStatus="failed", BusinessStatus="failed",
+                                 TargetIds=["demo"], ScheduleId="nightly"),
+        **JOB_START_OPTIONS,
+    )  # fmt: skip
+    with pytest.raises(WorkflowFailureError):
+        await handle.result()
+    record_history(env, job_id, "job_forged_attributes_refused_core_v3")
+    assert owned(await handle.describe()) == {}
+
+    good = await env.http.post("/jobs", json={**bad, "params": {"target_id": "demo"}})
+    assert good.status_code == 202, good.text
+    record = await env.stack.wait_terminal(job_id, 60)
+    assert (record.cells[0].state, record.business_status) == ("submitted", "success"), record.cells[0]
+
+
+async def test_a_jobs_run_carries_the_jobs_attributes_whatever_its_starter_set(env: Env) -> None:
+    # A valid Task started with a ScheduleId, a BusinessStatus and a JobStatus of its
+    # starter's: the job has no schedule, yet its run stayed in `ScheduleId = "nightly"`
+    # for good, and said `success` while it ran. The job's own values replace them.
+    key = f"forged-ok-{short_id()}"
+    handle = await env.client.start_workflow(
+        JobWorkflow.run, task(key), id=f"demo@manual-{key}", task_queue=env.stack.task_queue,
+        search_attributes=forged(JobStatus="succeeded", BusinessStatus="success", ScheduleId="nightly",
+                                 TargetIds=["elsewhere"], JobType="another_type"),
+        **JOB_START_OPTIONS,
+    )  # fmt: skip
+    assert (await handle.result()).status == "succeeded"
+    record_history(env, handle.id, "job_forged_attributes_core_v3")
+    assert owned(await handle.describe()) == {
+        "JobStatus": "succeeded",
+        "BusinessStatus": "success",
+        "JobType": "candidate_search",
+        "TargetIds": ["demo"],
+    }

@@ -21,7 +21,7 @@ from temporalio.worker import Replayer
 from curaflow.process.worker import sandbox_runner
 from curaflow.temporal.connection import DATA_CONVERTER
 from workflows.event_push import EventPushWorkflow
-from workflows.job import FOREIGN_INPUT, JOB_INPUT_REPORTING_RUN, OWN_JOB_ONLY, JobWorkflow
+from workflows.job import FOREIGN_INPUT, JOB_INPUT_REPORTING_RUN, OWN_JOB_ONLY, STARTER_ATTRIBUTES, JobWorkflow
 from workflows.scheduled import ScheduledJobWorkflow
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
@@ -47,8 +47,10 @@ def test_histories_of_every_job_shape_are_kept() -> None:
     for path in HISTORIES:
         if job_history(path) and shape(path) == "v3":
             # one marker for every change since core v2; the changes asked only where their
-            # input came (foreign input, a copy's JobInput, a run added under an ended job) add their own
-            assert patches(path) - {FOREIGN_INPUT, OWN_JOB_ONLY, JOB_INPUT_REPORTING_RUN} == {"core-v3"}, path.name
+            # input came (foreign input, a copy's JobInput, a run added under an ended job,
+            # search attributes its starter set) add their own
+            own = {FOREIGN_INPUT, OWN_JOB_ONLY, JOB_INPUT_REPORTING_RUN, STARTER_ATTRIBUTES}
+            assert patches(path) - own == {"core-v3"}, path.name
 
 
 def test_histories_of_both_trampoline_shapes_are_kept() -> None:
@@ -311,3 +313,49 @@ def test_histories_of_a_run_added_under_an_ended_http_jobs_id_are_kept() -> None
         ],
         "job_input_added_run_core_v3": [{"JobStatus": None}],
     }
+
+
+def owned_upserts(events: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Each upsert of curaflow's own search attributes in a history (None: unset), in order."""
+    names = ("JobStatus", "BusinessStatus", "JobType", "TargetIds", "ScheduleId")
+    found = []
+    for event in events:
+        attrs = event.get("upsertWorkflowSearchAttributesEventAttributes")
+        if not isinstance(attrs, dict):
+            continue
+        fields = attrs["searchAttributes"]["indexedFields"]
+        said = {
+            name: json.loads(base64.b64decode(value["data"])) if value.get("data") else None
+            for name, value in fields.items()
+            if name in names
+        }
+        if said:
+            found.append(said)
+    return found
+
+
+@pytest.mark.parametrize("shape", ["refused", "job"])
+def test_histories_of_runs_started_with_forged_attributes_are_kept(shape: str) -> None:
+    """A Task started with curaflow's search attributes set by its starter (``JobStatus``,
+    ``BusinessStatus``, ``JobType``, ``TargetIds``, ``ScheduleId``): recorded before
+    ``starter-attributes`` the run kept them — a refused run carried its forged ``JobType``
+    and ``JobStatus`` to its end, a job's run its forged ``ScheduleId`` — and replays so on
+    today's code (:func:`test_recorded_history_replays`); from the patch on the run records
+    the marker and removes them in its first workflow task, before its admission's own."""
+    by_name = {path.stem: path for path in HISTORIES}
+    middle = "refused_" if shape == "refused" else ""
+    before = by_name[f"job_forged_attributes_{middle}before_owning_core_v3"]
+    after = by_name[f"job_forged_attributes_{middle}core_v3"]
+    assert (patches(before), patches(after)) == ({"core-v3"}, {"core-v3", STARTER_ATTRIBUTES})
+    for path in (before, after):
+        started = json.loads(path.read_text())["events"][0]["workflowExecutionStartedEventAttributes"]
+        assert set(started["searchAttributes"]["indexedFields"]) >= {"JobStatus", "JobType", "ScheduleId"}
+    removed = dict.fromkeys(("BusinessStatus", "JobStatus", "JobType", "ScheduleId", "TargetIds"))
+    before_upserts = owned_upserts(json.loads(before.read_text())["events"])
+    after_upserts = owned_upserts(json.loads(after.read_text())["events"])
+    if shape == "refused":
+        assert (before_upserts, after_upserts) == ([], [removed])
+    else:
+        assert after_upserts[0] == removed
+        assert after_upserts[1] == {"JobStatus": "queued", "JobType": "candidate_search", "TargetIds": ["demo"]}
+        assert before_upserts == after_upserts[1:]
