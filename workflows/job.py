@@ -139,9 +139,10 @@ JOB_INPUT_REPORTING_RUN = "job-input-reporting-run"
 #: curaflow's own search attributes (``JobStatus``, ``BusinessStatus``, ``JobType``,
 #: ``TargetIds``, ``ScheduleId``) that a run's starter set otherwise than curaflow starts a
 #: job (``temporal workflow start --search-attribute 'JobStatus="failed"'``, another SDK's
-#: ``search_attributes=``) are put right in the run's first workflow task: a Task's run
-#: carries none until it admits its Task, a ``JobInput``'s run the job's
-#: (:func:`~curaflow.domain.presentation.job_search_attributes`). Before, a refused run kept
+#: ``search_attributes=``) are removed in the run's first workflow task: a Task's run
+#: carries none until it admits its Task (admission sets the job's), a ``JobInput``'s run
+#: none that differs from the job's (:func:`~curaflow.domain.presentation.job_search_attributes`).
+#: Before, a refused run kept
 #: a forged ``JobType`` — it then looked like the job's own run and blocked its key — and a
 #: forged ``JobStatus`` put it in the failed jobs' list. Asked only where they differ, so a
 #: run started by curaflow records no marker.
@@ -479,21 +480,27 @@ class JobWorkflow:
         return final
 
     def _own_attributes(self) -> None:
-        """Put right curaflow's search attributes its starter set otherwise than curaflow
-        starts this run (:data:`STARTER_ATTRIBUTES`): none for a Task (or a refused input),
-        the job's for an admitted ``JobInput``. One upsert, only where they differ."""
+        """Remove curaflow's search attributes its starter set otherwise than curaflow
+        starts this run (:data:`STARTER_ATTRIBUTES`): any for a Task (or a refused input),
+        admission sets the job's; for an admitted ``JobInput``, any that differs from the
+        job's. Only removed, never added: a ``JobType`` added to a run that may yet fail
+        (a stale ``JobInput`` the ledger does not know) would make it look like the job's
+        own run. One upsert, only where they differ.
+        """
         carried = workflow.info().typed_search_attributes
         expected = job_search_attributes(self._inp) if self._inp is not None else None
-        changes = []
-        for key in CUSTOM_SEARCH_ATTRIBUTES:
-            want = expected.get(key) if expected is not None else None
-            if carried.get(key) != want:
-                changes.append(key.value_unset() if want is None else key.value_set(want))
-        if changes and workflow.patched(STARTER_ATTRIBUTES):
+        forged = [
+            key
+            for key in CUSTOM_SEARCH_ATTRIBUTES
+            if carried.get(key) is not None and (expected is None or carried.get(key) != expected.get(key))
+        ]
+        if forged and workflow.patched(STARTER_ATTRIBUTES):
             workflow.logger.warning(
-                "search attributes set by the starter put right: %s", ", ".join(c.key.name for c in changes)
+                "search attributes set by the starter removed: %s", ", ".join(key.name for key in forged)
             )
-            workflow.upsert_search_attributes(changes)
+            workflow.upsert_search_attributes([key.value_unset() for key in forged])
+            if JOB_STATUS in forged and self._inp is not None:
+                self._published = ("", "")  # the admitted job publishes its own at once
 
     async def _job(self) -> JobState:
         if self._inp is None:
