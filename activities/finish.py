@@ -101,7 +101,11 @@ class FinishActivity:
     async def request_cancel(self, inp: CancelRequest) -> None:
         """Record the cancel in the ledger and ask Temporal to cancel this job's workflow.
 
-        The job is the calling execution's own id.
+        The job is the calling execution's own id. With ``inp.no_job`` (a run that holds no
+        job: a refused cron-scheduled start) only the asking run itself is cancelled — by
+        its run id — and nothing is written: its id may be an ended job's, whose row must
+        not change. A workflow cannot ask Temporal to cancel its own run (the request fails
+        "not found"), hence an activity.
 
         Raises:
             ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the
@@ -109,11 +113,13 @@ class FinishActivity:
         """
         job_id = activity.info().workflow_id or ""
         require_own_job(job_id)  # the job is the caller's own id: only JobWorkflow names one
-        async with self.deps.pool.acquire() as conn:
-            await ledger_request_cancel(conn, job_id, inp.reason)
+        if not inp.no_job:
+            async with self.deps.pool.acquire() as conn:
+                await ledger_request_cancel(conn, job_id, inp.reason)
         assert self.deps.client is not None
+        run_id = activity.info().workflow_run_id if inp.no_job else None
         try:
-            await self.deps.client.get_workflow_handle(job_id).cancel(reason=inp.reason)
+            await self.deps.client.get_workflow_handle(job_id, run_id=run_id).cancel(reason=inp.reason)
         except RPCError as err:
             if err.status not in (RPCStatusCode.ALREADY_EXISTS, RPCStatusCode.FAILED_PRECONDITION):
                 raise

@@ -78,7 +78,7 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.presentation import BUSINESS_STATUS, JOB_STATUS, job_search_attributes
     from curaflow.domain.projection import TERMINAL_JOB_STATUSES, JobStatus, job_stage, job_status
     from curaflow.domain.verdicts import FailureKind, FinishCause, Step, StepFailure
-    from curaflow.protocol.errors import ProtocolError
+    from curaflow.protocol.errors import ProtocolError, invalid_params
     from curaflow.protocol.models import Task
     from curaflow.protocol.task import identity_conflict, manual_job_id, validate_task, workflow_id_conflict
     from curaflow.temporal.refusals import refusal_details
@@ -88,6 +88,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.steps import (
         ADMIT_CONFIG,
         CANCEL_CONFIG,
+        CRON_CANCEL_CONFIG,
         failure_facts,
         finish_config,
         published_status,
@@ -147,6 +148,20 @@ JOB_INPUT_REPORTING_RUN = "job-input-reporting-run"
 #: forged ``JobStatus`` put it in the failed jobs' list. Asked only where they differ, so a
 #: run started by curaflow records no marker.
 STARTER_ATTRIBUTES = "starter-attributes"
+#: A run started with a cron schedule (``temporal workflow start --cron``, another SDK's
+#: ``cron_schedule=``) is refused (``invalid_params``, ``detail.field: cron_schedule``) in its
+#: first workflow task, before anything is written, and ends ``Canceled`` — the one end
+#: after which Temporal starts no next run of the schedule (a failed or completed run has
+#: its next one started with it). Before, the first run ran the job, and Temporal then
+#: added a run under the job id at every occurrence, for ever: each admitted the same Task,
+#: the same job, and only reported it, while an open run waiting for the next occurrence
+#: held the id (starts attached to it). Asked only for a run with a cron schedule.
+NO_CRON = "no-cron"
+#: What a refused cron start says (:data:`NO_CRON`).
+CRON_REFUSED = (
+    "a job runs once: a cron schedule would start it again under its id at every occurrence; "
+    "start it without one, and use curaflow's schedules for a recurring job"
+)
 #: The search attributes that say a job's state: only the job's own run carries them.
 JOB_STATE_ATTRIBUTES = frozenset({JOB_STATUS.name, BUSINESS_STATUS.name})
 STAGE_OF: Mapping[Step, str] = MappingProxyType(
@@ -196,6 +211,11 @@ class JobWorkflow:
         self._pusher: EventPusher | None = None
         self._admitted = False  # the job of this execution is known (admitted, or started admitted)
         self._refused: ApplicationError | None = None  # admission refused this execution's Task
+        self._cron = bool(workflow.info().cron_schedule) and workflow.patched(NO_CRON)
+        if self._cron:
+            self._submission = Submission(
+                refusal=invalid_params(CRON_REFUSED, field="cron_schedule", received=workflow.info().cron_schedule)
+            )
         admitted = self._submission.job_input
         if self._submission.task is None and admitted is not None:
             other = workflow_id_conflict(admitted.job_id, workflow.info().workflow_id)
@@ -452,6 +472,8 @@ class JobWorkflow:
         submission = self._submission
         if submission.refusal is not None:
             await workflow.wait_condition(workflow.all_handlers_finished)
+            if self._cron:
+                await self._end_schedule(submission.refusal)
             raise refusal(submission.refusal)
         if submission.mixed and not self._has(EXPLICIT_SUBMISSION):
             assert submission.job_input is not None  # started before the explicit resolution
@@ -478,6 +500,27 @@ class JobWorkflow:
             # state travels in the failure's details (curaflow.domain.job_failure).
             raise job_failure(final)
         return final
+
+    async def _end_schedule(self, refused: ProtocolError) -> None:
+        """End this cron-scheduled run ``Canceled`` (:data:`NO_CRON`): a failed run would have
+        the schedule's next run started with it. The run asks Temporal to cancel itself and
+        ends once the request arrives (``request_cancel`` with ``no_job``: nothing is written);
+        its current details say why (the cancel carries no message).
+
+        Raises:
+            asyncio.CancelledError: the cancel arrived (the SDK ends the run ``Canceled``).
+        """
+        workflow.logger.warning("cron-scheduled start refused: %s", refused.message)
+        workflow.set_current_details(
+            f"refused (`{refused.code}`, `cron_schedule`): {refused.message} — nothing was written, "
+            "and no next run of the schedule starts"
+        )
+        await workflow.execute_local_activity_method(
+            FinishActivity.request_cancel,
+            CancelRequest(reason="cron_schedule refused", no_job=True),
+            **CRON_CANCEL_CONFIG,
+        )
+        await workflow.wait_condition(lambda: False)
 
     def _own_attributes(self) -> None:
         """Remove curaflow's search attributes its starter set otherwise than curaflow

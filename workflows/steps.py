@@ -57,6 +57,13 @@ CANCEL_CONFIG = workflow.LocalActivityConfig(
     retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
     summary="record the cancel",
 )
+#: ``request_cancel`` of a run that holds no job (a refused cron-scheduled start): the same
+#: call, nothing recorded in the ledger.
+CRON_CANCEL_CONFIG = workflow.LocalActivityConfig(
+    start_to_close_timeout=CANCEL_ATTEMPT_TIMEOUT,
+    retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+    summary="refuse the cron schedule",
+)
 
 
 def finish_config(summary: str) -> workflow.LocalActivityConfig:

@@ -210,9 +210,26 @@ class PushReport(BaseModel):
 
 
 class CancelRequest(BaseModel):
-    """Argument of the ``cancel`` signal and of the ``request_cancel`` activity."""
+    """Argument of the ``cancel`` signal and of the ``request_cancel`` activity.
+
+    Attributes:
+        reason: the cancel's reason, recorded on the job.
+        no_job: the asking run holds no job (a refused cron-scheduled start,
+            ``workflows.job.NO_CRON``): nothing is recorded in the ledger, only Temporal is
+            asked to cancel that run. Written only when set, so the cancels every job
+            records keep their bytes.
+    """
 
     reason: str = "cancelled_by_consumer"
+    no_job: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_unset_flag(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """``no_job`` is written only when set."""
+        data = handler(self)
+        if isinstance(data, dict) and not self.no_job:
+            data.pop("no_job", None)
+        return data
 
 
 class SearchInput(BaseModel):

@@ -681,3 +681,35 @@ async def test_a_jobs_run_carries_the_jobs_attributes_whatever_its_starter_set(e
         "JobType": "candidate_search",
         "TargetIds": ["demo"],
     }
+
+
+async def test_a_cron_start_is_refused_at_once_and_adds_no_run_after_it(env: Env) -> None:
+    # `temporal workflow start --cron` of a Task: the first run ran the job; then Temporal
+    # added a run under the job id at every occurrence, for ever — each one only the same
+    # Task again (the same key is the same job: it reported the job, never a new one), and
+    # between them an open run held the id (starts attached to it, the admission update
+    # waited for the next occurrence). A job runs once: the start is refused, nothing is
+    # written, the chain ends with that run, and the id stays usable.
+    key = f"cron-{short_id()}"
+    job_id = f"demo@manual-{key}"
+    body = json.dumps(task(key).model_dump(mode="json", exclude_none=True))
+
+    started = await asyncio.to_thread(
+        cli, env, "start", "--type", "JobWorkflow", "--task-queue", env.stack.task_queue,
+        "--workflow-id", job_id, "--input", body, "--cron", "@every 2s",
+        "--id-reuse-policy", "RejectDuplicate",
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+
+    # The latest run of the id is the refused one: a cron run that closed any other way
+    # has its next run started with it, at once (that run would be the id's latest).
+    status = await closed_status(env.client, job_id, timeout_s=30)
+    assert status == WorkflowExecutionStatus.CANCELED, status
+    assert await job_row(env, job_id) is None
+    details = await env.client.get_workflow_handle(job_id).query("__temporal_workflow_metadata")
+    assert "cron_schedule" in str(details) and "invalid_params" in str(details), details
+    record_history(env, job_id, "job_cron_refused_core_v3")
+    # The id stays usable: the Task runs as one job under it.
+    handle = await start_job(env.client, task(key), task_queue=env.stack.task_queue)
+    assert (await handle.result()).status == "succeeded"
+    assert await executions(env, job_id) == 2

@@ -21,7 +21,14 @@ from temporalio.worker import Replayer
 from curaflow.process.worker import sandbox_runner
 from curaflow.temporal.connection import DATA_CONVERTER
 from workflows.event_push import EventPushWorkflow
-from workflows.job import FOREIGN_INPUT, JOB_INPUT_REPORTING_RUN, OWN_JOB_ONLY, STARTER_ATTRIBUTES, JobWorkflow
+from workflows.job import (
+    FOREIGN_INPUT,
+    JOB_INPUT_REPORTING_RUN,
+    NO_CRON,
+    OWN_JOB_ONLY,
+    STARTER_ATTRIBUTES,
+    JobWorkflow,
+)
 from workflows.scheduled import ScheduledJobWorkflow
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
@@ -49,7 +56,7 @@ def test_histories_of_every_job_shape_are_kept() -> None:
             # one marker for every change since core v2; the changes asked only where their
             # input came (foreign input, a copy's JobInput, a run added under an ended job,
             # search attributes its starter set) add their own
-            own = {FOREIGN_INPUT, OWN_JOB_ONLY, JOB_INPUT_REPORTING_RUN, STARTER_ATTRIBUTES}
+            own = {FOREIGN_INPUT, OWN_JOB_ONLY, JOB_INPUT_REPORTING_RUN, STARTER_ATTRIBUTES, NO_CRON}
             assert patches(path) - own == {"core-v3"}, path.name
 
 
@@ -359,3 +366,35 @@ def test_histories_of_runs_started_with_forged_attributes_are_kept(shape: str) -
         assert after_upserts[0] == removed
         assert after_upserts[1] == {"JobStatus": "queued", "JobType": "candidate_search", "TargetIds": ["demo"]}
         assert before_upserts == after_upserts[1:]
+
+
+def test_histories_of_a_cron_scheduled_start_are_kept() -> None:
+    """A Task started with a cron schedule: recorded before ``no-cron`` its first run
+    admitted the Task and ran the job to its end (Temporal then started the schedule's next
+    run) — it replays so on today's code (:func:`test_recorded_history_replays`); from the
+    patch on the run records the marker, runs no step, asks for its own cancel (the
+    ``request_cancel`` marker) and ends ``Canceled``, so no next run starts."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = json.loads(by_name["job_cron_before_refusal_core_v3"].read_text())["events"]
+    after = json.loads(by_name["job_cron_refused_core_v3"].read_text())["events"]
+    for events in (before, after):
+        assert events[0]["workflowExecutionStartedEventAttributes"]["cronSchedule"]
+    assert patches(by_name["job_cron_before_refusal_core_v3"]) == {"core-v3"}
+    assert "activityTaskScheduledEventAttributes" in json.dumps(before)
+    assert "workflowExecutionCompletedEventAttributes" in before[-1]
+    assert patches(by_name["job_cron_refused_core_v3"]) == {"core-v3", NO_CRON}
+    assert not any("activityTaskScheduledEventAttributes" in e for e in after)
+    assert any("workflowExecutionCancelRequestedEventAttributes" in e for e in after)
+    assert "workflowExecutionCanceledEventAttributes" in after[-1]
+
+
+def test_a_cancel_request_writes_the_no_job_flag_only_when_set() -> None:
+    """``CancelRequest.no_job`` is new: every cancel a job records keeps its bytes."""
+    from curaflow.domain.messages import CancelRequest
+
+    converter = DATA_CONVERTER.payload_converter
+    [plain] = converter.to_payloads([CancelRequest()])
+    assert json.loads(plain.data) == {"reason": "cancelled_by_consumer"}
+    [flagged] = converter.to_payloads([CancelRequest(reason="r", no_job=True)])
+    [back] = converter.from_payloads([flagged], [CancelRequest])
+    assert back.no_job and json.loads(flagged.data) == {"reason": "r", "no_job": True}
