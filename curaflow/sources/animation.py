@@ -10,7 +10,8 @@ Telegram's ``sendAnimation``, Discord and every image viewer show; the delays al
 into the directory route's manifest.
 
 Bounds (as for images, so a work can never exhaust a worker): the zip is at most
-:data:`MAX_ZIP_BYTES` (streamed to disk, never held in memory), each entry at most
+:data:`MAX_ZIP_BYTES` (streamed to disk, never held in memory) and lists at most
+:func:`max_zip_entries` entries (counted before zipfile reads its directory), each entry at most
 :data:`MAX_FRAME_BYTES` uncompressed, and the decode budget
 (:mod:`curaflow.sources.decoding`): frames, pixels summed over every frame — each frame
 decoded at its own size, and all of them held by the GIF encoder at the first frame's
@@ -22,7 +23,10 @@ Whose failure: a frame that is no image or does not decode although its CRC matc
 the work's (:class:`UnusableAnimation`); an animation without frames, a frame missing from
 a zip whose directory was read (:class:`FrameNotInZip`), a body that is no zip at all
 (:class:`NotAZip`), a frame stored encrypted or in a way the zip reader does not implement
-(:class:`FrameNotReadable`) — unusable, but not recognised as the work's (what the source
+(:class:`FrameNotReadable`), a central directory listing more entries than the frames may
+(:func:`max_zip_entries`, counted before zipfile reads it: it builds an object per entry)
+or one zipfile refuses as it opens the zip (:class:`UnreadableDirectory`) — unusable, but
+not recognised as the work's (what the source
 answered would be the same for every work while it lasts); over the budget — the work's
 (:class:`~curaflow.sources.decoding.OverBudget`); a zip cut short, failing its CRC or whose
 compressed stream breaks — maybe the transfer (:class:`AnimationBroken`, retried). Every
@@ -37,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import io
 import lzma
+import mmap
 import os
 import re
 import zipfile
@@ -70,6 +75,22 @@ FRAME_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 FRAME_FORMATS = frozenset({"JPEG", "MPO", "PNG", "GIF", "WEBP"})
 #: The first bytes of a zip (a local file header, or the end record of an empty one).
 ZIP_SIGNATURES = (b"PK\x03\x04", b"PK\x05\x06")
+#: The signature every central directory entry starts with (zipfile checks it per entry).
+CENTRAL_SIGNATURE = b"PK\x01\x02"
+#: Entries a frames zip may list besides two per frame (:func:`max_zip_entries`).
+ZIP_ENTRY_MARGIN = 16
+
+
+def max_zip_entries(frames: int) -> int:
+    """The most entries a frames zip of ``frames`` frames may list: two per frame and
+    :data:`ZIP_ENTRY_MARGIN` more. Pixiv's ugoira zip lists its frames alone; the margin
+    is another packer's folder entries, a manifest, and the ``__MACOSX/._<frame>`` copy a
+    Mac's archiver adds for each file. With ``frames`` at most ``outbound.decode_max_frames``
+    (planned before the zip is fetched), zipfile builds at most ~2 000 ``ZipInfo`` at the
+    default budget (~370 bytes each: under 1 MB) where the zip's byte cap alone let it
+    build 1.4 million (a 45 MiB directory of a million entries: ~360 MiB, 3.8 s of CPU).
+    """
+    return 2 * frames + ZIP_ENTRY_MARGIN
 
 
 class UnusableAnimation(ValueError):
@@ -109,6 +130,18 @@ class FrameNotReadable(UnusableAnimation):
     own zip writes for large files; AES's method 99) — zipfile's ``RuntimeError`` /
     ``NotImplementedError``. The host's packing, not the work: a change of it would come
     so for every animated work, so it is not recognised as the work's."""
+
+    recognised = False
+
+
+class UnreadableDirectory(UnusableAnimation):
+    """The frames zip's central directory is one curaflow does not read: it lists more
+    entries than the animation's frames may (:func:`max_zip_entries`, counted from the
+    bytes before zipfile reads it), or zipfile refuses it as it opens the zip (a zip
+    version it does not implement, a name flagged UTF-8 that is none). What the image host
+    served disagrees with the metadata, or is its packing: it would come so for every
+    animated work while it lasts, so it is not recognised as the work's (as
+    :class:`FrameNotInZip`)."""
 
     recognised = False
 
@@ -223,6 +256,31 @@ def _is_zip(path: Path) -> bool:
         return fh.read(4) in ZIP_SIGNATURES
 
 
+def _listed_entries(path: Path, limit: int) -> int:
+    """How many central directory entries the zip at ``path`` may list, counting up to
+    ``limit + 1``: the central directory signatures among its bytes.
+
+    Each entry zipfile builds as it opens a zip starts with :data:`CENTRAL_SIGNATURE` (it
+    refuses an entry without), so the count bounds what it builds whichever end record it
+    reads — the end record's own entry count is not read by zipfile (a record saying
+    65 535 let it build a million), and which record it reads (the ZIP64 one's place)
+    differs between Python releases. A frame's bytes hold the signature by chance once in
+    ~4 billion positions. One pass over the file in C (~10 ms for 64 MiB).
+
+    Raises:
+        OSError: the machine refused the read.
+    """
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return 0
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            count, at = 0, view.find(CENTRAL_SIGNATURE)
+            while at >= 0 and count <= limit:
+                count += 1
+                at = view.find(CENTRAL_SIGNATURE, at + 4)
+            return count
+
+
 def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMeter) -> tuple[int, int]:
     """A frame's (width, height) from its header (no pixel decoded); a GIF's or a WebP's
     canvas is planned from its bytes before Pillow opens it
@@ -309,8 +367,9 @@ def encode_gif(zip_path: Path, meta: Animation, dest: Path, *, meter: DecodeMete
         The animation's ``(width, height)`` (the first frame's; others are fitted to it).
 
     Raises:
-        UnusableAnimation: the body is no zip; a frame is missing from it, not an image, or
-            does not decode.
+        UnusableAnimation: the body is no zip; its directory lists more entries than
+            :func:`max_zip_entries` or cannot be read (:class:`UnreadableDirectory`); a
+            frame is missing from it, not an image, or does not decode.
         OverBudget: a frame over :data:`MAX_FRAME_BYTES`, or the decode over its budget.
         AnimationBroken: the zip is cut short, or a frame fails its CRC.
         DecodeStopped: ``meter`` was stopped, or its deadline passed.
@@ -327,6 +386,9 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
     if not meta.frames:  # an Animation a source built without frames
         raise UnusableAnimation("no frames")
     meter.plan(frames=len(meta.frames), pixels=0)
+    limit = max_zip_entries(len(meta.frames))
+    if _listed_entries(zip_path, limit) > limit:  # before zipfile builds an object per entry
+        raise UnreadableDirectory(f"the frames zip lists more than {limit} entries for {len(meta.frames)} frame(s)")
     try:
         archive = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError) as err:
@@ -335,6 +397,8 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
         if not _is_zip(zip_path):
             raise NotAZip("the frames zip is not a zip") from None
         raise AnimationBroken(f"the frames zip cannot be read (cut short?): {err}") from None
+    except (RuntimeError, UnicodeDecodeError) as err:  # NotImplementedError is a RuntimeError
+        raise UnreadableDirectory(f"the zip reader refuses the frames zip's directory: {err}") from None
     with archive:
         entries = {info.filename: info for info in archive.infolist()}
         sizes: list[tuple[int, int]] = []

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import io
 import random
+import struct
+import tracemalloc
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -235,4 +238,79 @@ def test_a_frame_whose_compressed_stream_breaks_is_retried_not_the_works(tmp_pat
     meta = parse_metadata(answer([{"file": f"{i:06d}.png", "delay": 50} for i in range(2)]))
     with pytest.raises(animation.AnimationBroken):
         encode_gif(path, meta, dest)
+    assert not dest.exists() and not list(tmp_path.glob(".*.part"))
+
+
+def _directory_bomb(path: Path, entries: int) -> Path:
+    """A zip of one stored JPEG frame ``000000.jpg`` whose central directory lists it
+    ``entries`` times (47 bytes an entry: a million fit in 45 MiB, under the zip's byte
+    cap); the end record's entry count says at most 65 535, which zipfile does not read."""
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), (0, 90, 200)).save(buf, "JPEG")
+    frame, name = buf.getvalue(), b"000000.jpg"
+    crc = zlib.crc32(frame)
+    local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0, crc, len(frame), len(frame), len(name), 0)
+    central = struct.pack(
+        "<4s6H3L5H2L", b"PK\x01\x02", 20, 20, 0, 0, 0, 0, crc, len(frame), len(frame), len(name), 0, 0, 0, 0, 0, 0
+    )
+    directory = (central + name) * entries
+    count = min(entries, 0xFFFF)
+    end = struct.pack(
+        "<4s4H2LH", b"PK\x05\x06", 0, 0, count, count, len(directory), len(local) + len(name) + len(frame), 0
+    )
+    path.write_bytes(local + name + frame + directory + end)
+    return path
+
+
+def test_a_zip_listing_far_more_entries_than_frames_is_refused_before_its_directory_is_read(tmp_path: Path) -> None:
+    # zipfile builds one ZipInfo per entry its central directory lists as it opens the zip
+    # (~370 bytes each, whatever the end record's count says): a frames zip listing a
+    # million tiny entries, 45 MiB under the 64 MiB cap, held ~360 MiB and 3.8 s of CPU in
+    # the worker before any frame was looked at. The zip is refused from its bytes first;
+    # what the image host served disagrees with the metadata's frames (a broken host or
+    # mirror could serve it for every work): unusable, not recognised as the work's.
+    dest = tmp_path / "1_ugoira.gif"
+    meta = parse_metadata(answer([{"file": "000000.jpg", "delay": 50}]))
+    ok = _directory_bomb(tmp_path / "ok.zip", animation.max_zip_entries(1))
+    assert encode_gif(ok, meta, dest) == (8, 8)  # a directory within the bound is read
+    bomb = _directory_bomb(tmp_path / "bomb.zip", 100_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(animation.UnreadableDirectory, match="entries") as caught:
+            encode_gif(bomb, meta, tmp_path / "2_ugoira.gif")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert caught.value.recognised is False
+    assert peak < 2 * 1024 * 1024  # 100 000 ZipInfo objects alone are ~37 MiB
+    assert not (tmp_path / "2_ugoira.gif").exists() and not list(tmp_path.glob(".*.part"))
+
+
+def _version_70(data: bytearray, at: int, central: bool) -> None:
+    if central:
+        data[at + 6] = 70  # version needed to extract: 7.0, which zipfile refuses as it opens
+
+
+def _bad_utf8_name(data: bytearray, at: int, central: bool) -> None:
+    if central:
+        data[at + 9] |= 0x08  # general purpose flag bit 11: the name is UTF-8
+        data[at + 46] = 0xFF  # and its first byte is none
+
+
+@pytest.mark.parametrize("mutate", [_version_70, _bad_utf8_name], ids=["zip-version", "name-not-utf8"])
+def test_a_directory_the_zip_reader_refuses_as_it_opens_is_unusable_and_not_recognised(
+    tmp_path: Path, mutate: Any
+) -> None:
+    # zipfile raises NotImplementedError (a version it does not implement) and
+    # UnicodeDecodeError (a name flagged UTF-8 that is not) while it reads the directory,
+    # as ZipFile() opens it: neither was caught there, so the fetch failed as curaflow's
+    # own error in every attempt. The host's packing, not the work's bytes, as a frame the
+    # reader cannot open: unusable, not recognised.
+    dest = tmp_path / "1_ugoira.gif"
+    path = frames_zip(tmp_path / "f.zip", 2)
+    path.write_bytes(_zip_headers(bytearray(path.read_bytes()), mutate))
+    meta = parse_metadata(answer([{"file": f"{i:06d}.jpg", "delay": 50} for i in range(2)]))
+    with pytest.raises(animation.UnreadableDirectory) as caught:
+        encode_gif(path, meta, dest)
+    assert caught.value.recognised is False
     assert not dest.exists() and not list(tmp_path.glob(".*.part"))
