@@ -14,6 +14,11 @@ from the run's seed), and the tests of the decode budget craft them
 * :func:`ugoira_zip` — an ugoira frames zip whose first frame is 1×1 and whose later
   frames are one large PNG (13000×13000 grey: ~160 KB compressed, 169 MB decoded, ~500 MB
   once converted to RGB): a check that reads only the first frame passes it;
+* :func:`many_marker_jpeg` / :func:`many_chunk_png` — a small JPEG or PNG whose
+  headers are padded with hundreds of thousands of empty segments or chunks: Pillow walks
+  them one by one in Python as it opens the file, a JPEG's ``APPn`` / ``COM`` kept each
+  (~130 bytes a 4-byte marker: a 64 MiB page held ~2 GiB and 16 s of CPU), a PNG's
+  unknown chunks ~100 bytes each;
 * :func:`unusable_metadata` — ``/v1/ugoira/metadata`` answers that are the app-api's
   shape but describe no usable animation (a zip URL that is not one, no frames, frames
   without delays).
@@ -25,6 +30,7 @@ import io
 import random
 import struct
 import zipfile
+import zlib
 from typing import Any
 
 from PIL import Image
@@ -70,6 +76,23 @@ def png(size: tuple[int, int], mode: str = "L") -> bytes:
     buf = io.BytesIO()
     Image.new(mode, size).save(buf, "PNG")
     return buf.getvalue()
+
+
+def many_marker_jpeg(markers: int, marker: bytes = b"\xff\xe1") -> bytes:
+    """An 8×8 JPEG with ``markers`` empty segments of ``marker`` (``APP1``: Pillow keeps
+    each in ``applist``) after its start of image."""
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), (0, 90, 200)).save(buf, "JPEG")
+    data = buf.getvalue()
+    return data[:2] + (marker + b"\x00\x02") * markers + data[2:]
+
+
+def many_chunk_png(chunks: int, kind: bytes = b"abCd") -> bytes:
+    """An 8×8 PNG with ``chunks`` empty ancillary chunks of ``kind`` (one curaflow and
+    Pillow do not know) after its ``IHDR``."""
+    data = png((8, 8), "RGB")
+    empty = struct.pack(">I", 0) + kind + struct.pack(">I", zlib.crc32(kind))
+    return data[:33] + empty * chunks + data[33:]
 
 
 def ugoira_zip(frames: int = 3, huge: tuple[int, int] = (13000, 13000)) -> tuple[bytes, list[dict[str, Any]]]:

@@ -298,8 +298,8 @@ def check_image(
             budget = dataclasses.replace(budget, frame_max_pixels=max_pixels)
         meter = budget.meter()
     checked = _check(path, path, meter)
-    if isinstance(checked, Verified):
-        return checked
+    if isinstance(checked, Verified) or (isinstance(checked, Refused) and checked.kind == UnavailableKind.OVER_BUDGET):
+        return checked  # a copy without bad ancillary chunks has the same frames and pixels
     # A PNG Pillow refused for an ancillary chunk's CRC alone is checked again without
     # those chunks (what libpng, and so a browser, shows); the page itself is untouched.
     with meter.running(), open(path, "rb") as fh:
@@ -308,6 +308,11 @@ def check_image(
     if repaired is None:
         return checked
     return _check(io.BytesIO(repaired), path, meter)
+
+
+#: The first bytes of a GIF, a JPEG and a PNG: what Pillow reads of them as it opens the
+#: file is walked from the bytes first (:func:`~curaflow.sources.decoding.opening_layout`).
+_WALKED_BEFORE_OPENING = (b"GIF", b"\xff\xd8\xff", PNG_SIGNATURE[:3])
 
 
 def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verified | str | Refused:
@@ -325,7 +330,7 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
                 # What Pillow allocates as it opens the file (a GIF's or a WebP's canvas) is
                 # planned from the bytes first: Pillow's own guard defers to the budget.
                 head = fh.read(12)
-                if head[:3] == b"GIF" or (head[:4] == b"RIFF" and head[8:] == b"WEBP"):
+                if head[:3] in _WALKED_BEFORE_OPENING or (head[:4] == b"RIFF" and head[8:] == b"WEBP"):
                     layout = _mapped(fh, lambda view: opening_layout(view, meter), None)
                 if layout is not None:
                     frames, canvas = layout

@@ -281,6 +281,12 @@ def _listed_entries(path: Path, limit: int) -> int:
             return count
 
 
+#: The first bytes of a GIF, a JPEG and a PNG: Pillow walks their blocks, segments or
+#: chunks in Python as it opens the frame, so the whole frame is walked first
+#: (:func:`~curaflow.sources.decoding.opening_layout`).
+_WALKED_BEFORE_OPENING = (b"GIF", b"\xff\xd8\xff", b"\x89PN")
+
+
 def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMeter) -> tuple[int, int]:
     """A frame's (width, height) from its header (no pixel decoded); a GIF's or a WebP's
     canvas is planned from its bytes before Pillow opens it
@@ -296,7 +302,7 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
     try:
         with _member(archive, info) as fh:
             head = fh.read(30)
-            data = head + fh.read(MAX_FRAME_BYTES + 1) if head[:3] == b"GIF" else head
+            data = head + fh.read(MAX_FRAME_BYTES + 1) if head[:3] in _WALKED_BEFORE_OPENING else head
         layout = opening_layout(data, meter)
         if layout is not None:
             meter.plan(frames=1, pixels=0, largest=layout[1])  # only its first frame is decoded

@@ -373,22 +373,90 @@ def webp_canvas(head: bytes | memoryview) -> tuple[int, int] | None:
     return None
 
 
+#: Most steps of Pillow's walk of a JPEG's segments before its first scan
+#: (:func:`jpeg_head_steps`): an ordinary file has 10–30 segments, an ICC profile split in
+#: 255 ``APP2`` adds 255, a 64 MiB XMP packet in 64 KiB ``APP1`` ~1 000. At the bound
+#: Pillow keeps ~8 MB of ``APPn`` segments and walks them in ~0.1 s of CPU.
+JPEG_MAX_HEAD_STEPS = 65_536
+#: A run of bytes Pillow skips one at a time between two JPEG segments: junk, or fill bytes.
+_JPEG_JUNK = re.compile(rb"[^\xff]+")
+_JPEG_FILL = re.compile(rb"\xff+")
+#: JPEG markers without a length (ITU T.81 B.1.1.3: TEM, RSTn, SOI, EOI).
+_JPEG_BARE = frozenset({0x01, *range(0xD0, 0xDA)})
+
+
+def jpeg_head_steps(data: bytes | memoryview, limit: int) -> int:
+    """How many steps Pillow's ``JpegImageFile._open`` takes through the segments of the
+    JPEG in ``data`` before its first scan (counting stops past ``limit``). Pillow walks
+    them in Python as it opens the file, one step a segment (an ``APPn`` or ``COM`` one
+    also kept in ``applist``) and one a byte of junk or fill between them; libjpeg reads
+    the rest in C. The walk follows each segment's length as Pillow does; it ends at the
+    first scan, a marker Pillow refuses, or the end of ``data``."""
+    size = len(data)
+    at, steps = 2, 0
+    while at < size and steps <= limit:
+        run = _JPEG_JUNK.match(data, at) if data[at] != 0xFF else _JPEG_FILL.match(data, at + 1)
+        if run is not None:  # skipped a byte at a time (a fill run: up to the marker's byte)
+            steps += run.end() - run.start()
+            at = run.end() if data[at] != 0xFF else run.end() - 1
+            continue
+        if at + 1 >= size:
+            break
+        marker = data[at + 1]
+        steps += 1
+        if marker == 0xDA or (0x02 <= marker < 0xC0):  # the first scan; what Pillow refuses
+            break
+        if marker == 0x00 or marker in _JPEG_BARE:
+            at += 2
+            continue
+        length = int.from_bytes(data[at + 2 : at + 4], "big")
+        at += 2 + max(length, 2)
+    return steps
+
+
+def png_chunk_count(data: bytes | memoryview, limit: int) -> int:
+    """How many chunks the PNG in ``data`` has up to its ``IEND`` (counting stops past
+    ``limit``), walked by their lengths: Pillow reads each in Python, those before the
+    pixels as it opens the file and those after as it finishes loading them. The walk
+    ends at ``IEND`` or where ``data`` ends."""
+    view = memoryview(data)
+    at, count = len(PNG_SIGNATURE), 0
+    while at + 12 <= len(view) and count <= limit:
+        length, kind = _CHUNK_HEAD.unpack_from(view, at)
+        count += 1
+        if kind == b"IEND":
+            break
+        at += 12 + length
+    return count
+
+
 def opening_layout(data: bytes | memoryview, meter: DecodeMeter) -> tuple[int, tuple[int, int]] | None:
     """What Pillow allocates for the image in ``data`` before a frame is charged, read from
     the bytes before Pillow opens it: a GIF's frames and canvas (:func:`gif_layout`: Pillow
     fills a frame's extent as it opens the file or seeks to the frame), a WebP's canvas
     (libwebp allocates it, twice, as Pillow opens the file; its frames are counted once
-    open). The caller plans it (:meth:`DecodeMeter.plan`) before ``Image.open``.
+    open); a JPEG's segments before its first scan and a PNG's chunks, which Pillow walks
+    one by one in Python (:func:`jpeg_head_steps`, :func:`png_chunk_count`: 4 MB of empty
+    ``APP1`` segments held ~130 MB and 1 s of CPU as it opened the file). The caller plans
+    it (:meth:`DecodeMeter.plan`) before ``Image.open``.
 
     Returns:
-        ``(frames, canvas)`` of a GIF, ``(1, canvas)`` of a WebP, None for another format
-        (opening a PNG or a JPEG reads its headers only).
+        ``(frames, canvas)`` of a GIF, ``(1, canvas)`` of a WebP, None for another format.
+
+    Raises:
+        OverBudget: a JPEG over :data:`JPEG_MAX_HEAD_STEPS` steps before its first scan, a
+            PNG over :data:`PNG_MAX_CHUNKS` chunks.
+        DecodeStopped: ``meter`` was stopped while a GIF's blocks were walked.
     """
     if bytes(data[:6]) in (b"GIF87a", b"GIF89a"):
         return gif_layout(data, meter.budget.max_frames, meter)
     if bytes(data[:4]) == b"RIFF" and bytes(data[8:12]) == b"WEBP":
         canvas = webp_canvas(data)
         return None if canvas is None else (1, canvas)
+    if bytes(data[:3]) == b"\xff\xd8\xff" and jpeg_head_steps(data, JPEG_MAX_HEAD_STEPS) > JPEG_MAX_HEAD_STEPS:
+        raise OverBudget(f"a JPEG of more than {JPEG_MAX_HEAD_STEPS} segments or skipped bytes before its first scan")
+    if bytes(data[:8]) == PNG_SIGNATURE and png_chunk_count(data, PNG_MAX_CHUNKS) > PNG_MAX_CHUNKS:
+        raise OverBudget(f"a PNG of more than {PNG_MAX_CHUNKS} chunks")
     return None
 
 

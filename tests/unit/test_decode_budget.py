@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import tracemalloc
 import zipfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -157,6 +158,62 @@ def test_a_page_whole_by_its_framing_that_does_not_decode_is_the_works_and_a_cut
 
 
 # ---- ugoira: every frame's header before any frame's pixels --------------------------------
+
+
+@pytest.mark.parametrize(
+    "bomb",
+    [
+        pytest.param(lambda: bombs.many_marker_jpeg(200_000), id="jpeg-200000-app-markers"),
+        pytest.param(lambda: bombs.many_marker_jpeg(200_000, b"\xff\xc4"), id="jpeg-200000-empty-dht"),
+        pytest.param(lambda: bombs.many_chunk_png(200_000), id="png-200000-unknown-chunks"),
+    ],
+)
+def test_a_page_whose_headers_pillow_walks_one_by_one_is_refused_before_it_opens(
+    tmp_path: Path, decoded: list[tuple[int, int]], bomb: Any
+) -> None:
+    # Pillow reads a JPEG's segments up to its first scan, and a PNG's chunks, one by one
+    # in Python as it opens the file (before any frame is charged), keeping every APPn /
+    # COM segment: 4 MB of empty APP1 markers held ~130 MB and 1 s of CPU, a 64 MiB page
+    # ~2 GiB and 16 s; 1 M unknown PNG chunks (11 MB) ~100 MB and 1.9 s. Counted from the
+    # bytes first, over the bound: over the budget, nothing opened.
+    path = tmp_path / "bomb_p0.img"
+    path.write_bytes(bomb())
+    tracemalloc.start()
+    try:
+        problem = verify_image(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert over_budget(problem), problem
+    assert decoded == []
+    assert peak < 2 * 1024 * 1024  # Pillow's walk of the JPEG's 200 000 APP1 kept ~26 MB
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        pytest.param(lambda: bombs.many_marker_jpeg(2_000, b"\xff\xe2"), id="jpeg-2000-app2"),
+        pytest.param(lambda: bombs.many_chunk_png(8_000, b"tIME"), id="png-8000-chunks"),
+    ],
+)
+def test_a_page_with_many_segments_within_the_bound_is_whole(tmp_path: Path, page: Any) -> None:
+    # An ICC profile split in 255 APP2 segments, 8 192 IDAT chunks of a 64 MiB PNG:
+    # headers longer than usual, far under the bound.
+    path = tmp_path / "p0.img"
+    path.write_bytes(page())
+    assert verify_image(path) is None
+
+
+def test_an_ugoira_frame_whose_headers_pillow_walks_one_by_one_is_refused_before_it_opens(
+    tmp_path: Path, decoded: list[tuple[int, int]]
+) -> None:
+    zip_path = tmp_path / "1_ugoira.zip"
+    with zipfile.ZipFile(zip_path, "w") as archive:
+        archive.writestr("000000.jpg", bombs.many_marker_jpeg(200_000))
+    dest = tmp_path / "1_ugoira.gif"
+    with pytest.raises(OverBudget, match="segments"):
+        encode_gif(zip_path, ugoira([{"file": "000000.jpg", "delay": 50}]), dest)
+    assert decoded == [] and not dest.exists()
 
 
 def ugoira(frames: list[dict[str, Any]]) -> Any:
