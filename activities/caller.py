@@ -41,7 +41,7 @@ def legacy_push_workflow_id(job_id: str) -> str:
 
 
 def foreign_caller(
-    job_id: str,
+    job_id: str | None,
     workflow_id: str | None,
     workflow_type: str | None,
     *,
@@ -51,7 +51,9 @@ def foreign_caller(
     ``job_id``, or None when it may.
 
     Args:
-        job_id: the job the activity's input names.
+        job_id: the job the activity's input names; for an activity whose job is the
+            calling execution's own id (``request_cancel``), that id — None when no
+            workflow called it.
         workflow_id / workflow_type: the calling execution (both None for a standalone
             activity, which no workflow started).
         pushes: the activity is ``push_events``, which the sweeper's
@@ -60,8 +62,14 @@ def foreign_caller(
 
     Returns:
         None for ``JobWorkflow`` under the id ``job_id`` (and, with ``pushes``, for
-        ``EventPushWorkflow`` under a push id of ``job_id``); else a sentence naming both ids.
+        ``EventPushWorkflow`` under a push id of ``job_id``); else a sentence naming both ids
+        (or saying it was called outside any workflow, naming no job, when ``job_id`` is None).
     """
+    if job_id is None:  # the job would have been the caller's own id, and there is no caller
+        return (
+            f"called outside any workflow (a standalone activity): it runs only for the job of its own "
+            f"{JOB_WORKFLOW} execution, and there is none: nothing done"
+        )
     if workflow_type == JOB_WORKFLOW and workflow_id == job_id:
         return None
     if (
@@ -71,7 +79,7 @@ def foreign_caller(
     ):
         return None
     if workflow_id is None:
-        caller = "a standalone activity (no workflow)"
+        caller = "a standalone activity, outside any workflow"
     else:
         caller = f"workflow {workflow_id!r} of type {workflow_type!r}"
     return (
@@ -80,8 +88,9 @@ def foreign_caller(
     )
 
 
-def require_own_job(job_id: str, *, pushes: bool = False) -> None:
-    """Fail this attempt unless the calling execution is job ``job_id``'s own (:func:`foreign_caller`).
+def require_own_job(job_id: str | None, *, pushes: bool = False) -> None:
+    """Fail this attempt unless the calling execution is job ``job_id``'s own (:func:`foreign_caller`;
+    ``job_id`` None: the job is the caller's own id and no workflow called).
 
     Called first by every activity that takes a job's input, before it reads or writes the
     ledger, so a foreign caller gets nothing done and learns nothing of the job.

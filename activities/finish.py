@@ -111,8 +111,10 @@ class FinishActivity:
             ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the
                 caller is no ``JobWorkflow`` (:func:`activities.caller.require_own_job`).
         """
-        job_id = activity.info().workflow_id or ""
-        require_own_job(job_id)  # the job is the caller's own id: only JobWorkflow names one
+        caller = activity.info().workflow_id  # None: a standalone activity, no job to name
+        require_own_job(caller)  # the job is the caller's own id: only JobWorkflow names one
+        assert caller is not None  # refused above: no workflow, no job
+        job_id = caller
         if not inp.no_job:
             async with self.deps.pool.acquire() as conn:
                 await ledger_request_cancel(conn, job_id, inp.reason)

@@ -11,6 +11,7 @@ The integration side (a real worker, foreign workflows and standalone activities
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 from temporalio.exceptions import ApplicationError
@@ -69,3 +70,25 @@ def test_a_refusal_is_non_retryable_and_typed() -> None:
         {"job_id": JOB, "workflow_id": "test", "workflow_type": "test", "activity_type": "unknown"},
     )
     asyncio.run(job_env(JOB).run(step))  # the job's own execution: nothing raised
+
+
+def test_request_cancel_run_outside_any_workflow_says_so_naming_no_job() -> None:
+    # request_cancel takes its job from the calling execution's id; a standalone activity
+    # (`temporal activity start`) has none, and the refusal named the job as ''.
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from activities.finish import FinishActivity
+    from curaflow.domain.messages import CancelRequest
+
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, workflow_id=None, workflow_type=None, workflow_run_id=None)
+    step = FinishActivity(cast(Any, SimpleNamespace())).request_cancel  # refused before any dependency is used
+    with pytest.raises(ApplicationError) as refused:
+        asyncio.run(env.run(step, CancelRequest()))
+    assert refused.value.type == FOREIGN_CALLER and refused.value.non_retryable
+    message = str(refused.value)
+    assert "outside any workflow" in message
+    assert "''" not in message and "job ''" not in message
+    assert refused.value.details[0]["job_id"] is None
+    assert foreign_caller(None, None, None) is not None
