@@ -31,6 +31,7 @@ from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES
 from curaflow.ledger.db import create_pool, migrate, now_ms
 from curaflow.temporal.connection import connect
 from tests.fakes.discord import FakeDiscord
+from tests.fakes.hostile import HostileParty
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.webhook import WebhookReceiver
 from tests.jobs_support import ReplayServer
@@ -312,6 +313,17 @@ async def discord() -> AsyncIterator[FakeDiscord]:
         yield fake
     finally:
         await fake.stop()
+
+
+@pytest.fixture
+async def party() -> AsyncIterator[HostileParty]:
+    """A hostile HTTP party on 127.0.0.1 (:class:`tests.fakes.hostile.HostileParty`): each
+    test scripts how it answers."""
+    p = await HostileParty().start()
+    try:
+        yield p
+    finally:
+        await p.stop()
 
 
 @pytest.fixture

@@ -45,15 +45,6 @@ TOKEN = b'{"access_token": "a", "refresh_token": "r", "expires_in": 3600}'
 
 
 @pytest.fixture
-async def party() -> AsyncIterator[HostileParty]:
-    p = await HostileParty().start()
-    try:
-        yield p
-    finally:
-        await p.stop()
-
-
-@pytest.fixture
 async def http() -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(timeout=httpx.Timeout(1.0)) as client:
         yield client

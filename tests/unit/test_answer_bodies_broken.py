@@ -15,7 +15,7 @@ as before.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,15 +35,6 @@ from tests.unit.test_route_answers import request_of
 from tests.unit.test_unknown_is_cheap_at_routes import verdict_of
 
 TIMEOUT_MS = 500
-
-
-@pytest.fixture
-async def party() -> AsyncIterator[HostileParty]:
-    p = await HostileParty().start()
-    try:
-        yield p
-    finally:
-        await p.stop()
 
 
 def telegram(party: HostileParty) -> TelegramRoute:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import gzip
 import io
-from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -22,15 +21,6 @@ from curaflow.sources.pixiv.client import PixivClient
 from tests.fakes.hostile import Behaviour, HostileParty
 
 CANONICAL = "https://i.pximg.net/img-original/img/2025/02/01/00/00/00/4242_p0.png"
-
-
-@pytest.fixture
-async def party() -> AsyncIterator[HostileParty]:
-    p = await HostileParty().start()
-    try:
-        yield p
-    finally:
-        await p.stop()
 
 
 def png() -> bytes:

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -37,15 +36,6 @@ from tests.fakes.hostile import Behaviour, HostileParty
 from tests.support import eventually
 
 LOOPBACK = parse_networks(["127.0.0.0/8"])
-
-
-@pytest.fixture
-async def party() -> AsyncIterator[HostileParty]:
-    p = await HostileParty().start()
-    try:
-        yield p
-    finally:
-        await p.stop()
 
 
 def trusted(party: HostileParty) -> Outbound:
