@@ -269,20 +269,7 @@ def test_histories_of_a_job_input_under_another_id_are_kept() -> None:
 
 def state_upserts(events: list[dict[str, object]]) -> list[dict[str, object]]:
     """Each ``JobStatus`` / ``BusinessStatus`` upsert of a history (None: unset), in order."""
-    found = []
-    for event in events:
-        attrs = event.get("upsertWorkflowSearchAttributesEventAttributes")
-        if not isinstance(attrs, dict):
-            continue
-        fields = attrs["searchAttributes"]["indexedFields"]
-        said = {
-            name: json.loads(base64.b64decode(value["data"])) if value.get("data") else None
-            for name, value in fields.items()
-            if name in ("JobStatus", "BusinessStatus")
-        }
-        if said:
-            found.append(said)
-    return found
+    return owned_upserts(events, names=("JobStatus", "BusinessStatus"))
 
 
 def test_histories_of_a_run_added_under_an_ended_http_jobs_id_are_kept() -> None:
@@ -322,9 +309,12 @@ def test_histories_of_a_run_added_under_an_ended_http_jobs_id_are_kept() -> None
     }
 
 
-def owned_upserts(events: list[dict[str, object]]) -> list[dict[str, object]]:
-    """Each upsert of curaflow's own search attributes in a history (None: unset), in order."""
-    names = ("JobStatus", "BusinessStatus", "JobType", "TargetIds", "ScheduleId")
+def owned_upserts(
+    events: list[dict[str, object]],
+    names: tuple[str, ...] = ("JobStatus", "BusinessStatus", "JobType", "TargetIds", "ScheduleId"),
+) -> list[dict[str, object]]:
+    """Each upsert of curaflow's own search attributes (``names``) in a history (None:
+    unset), in order."""
     found = []
     for event in events:
         attrs = event.get("upsertWorkflowSearchAttributesEventAttributes")
