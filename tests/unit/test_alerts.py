@@ -545,10 +545,18 @@ def promtool_cases(tmp_path: Path, cases: list[dict[str, Any]]) -> subprocess.Co
     A case is ``{"alert", "series": [(series, values)], "expect": [(eval_time, labels | None)]}``:
     at each time the alert fires with exactly those labels (and its rendered
     annotations), or, for None, is silent.
+
+    Each alert's cases run against the shipped file cut to that alert's rule (its group and
+    the group's settings kept): promtool evaluates every rule of its rule files at every
+    step of every test group, and no rule reads another's output (no recording rule, no
+    ``ALERTS``), so the other twelve rules only cost time — the counter cases' 49 groups
+    took 10 s against all thirteen, 2.5 s against their own. One promtool run reads every
+    alert's test file.
     """
     assert PROMTOOL is not None
+    shipped = yaml.safe_load(RULES.read_text())
     annotations = {r["alert"]: r.get("annotations", {}) for r in rules()}
-    tests = []
+    tests: dict[str, list[dict[str, Any]]] = {}
     for case in cases:
         alert = case["alert"]
         checks = []
@@ -558,7 +566,7 @@ def promtool_cases(tmp_path: Path, cases: list[dict[str, Any]]) -> subprocess.Co
                 rendered = {k: render(v, labels) for k, v in annotations[alert].items()}
                 expected = [{"exp_labels": labels, "exp_annotations": rendered}]
             checks.append({"eval_time": eval_time, "alertname": alert, "exp_alerts": expected})
-        tests.append(
+        tests.setdefault(alert, []).append(
             {
                 "name": case.get("name", alert),
                 "interval": "1m",
@@ -566,10 +574,19 @@ def promtool_cases(tmp_path: Path, cases: list[dict[str, Any]]) -> subprocess.Co
                 "alert_rule_test": checks,
             }
         )
-    shutil.copy(RULES, tmp_path / "alerts.yml")
-    (tmp_path / "alerts.test.yml").write_text(yaml.safe_dump({"rule_files": ["alerts.yml"], "tests": tests}))
+    files = []
+    for alert, groups in tests.items():
+        own = [
+            {**group, "rules": [r for r in group["rules"] if r.get("alert") == alert]}
+            for group in shipped["groups"]
+            if any(r.get("alert") == alert for r in group["rules"])
+        ]
+        assert own, f"{alert} is not in {RULES.name}"
+        (tmp_path / f"{alert}.yml").write_text(yaml.safe_dump({**shipped, "groups": own}))
+        (tmp_path / f"{alert}.test.yml").write_text(yaml.safe_dump({"rule_files": [f"{alert}.yml"], "tests": groups}))
+        files.append(f"{alert}.test.yml")
     return subprocess.run(
-        [PROMTOOL, "test", "rules", "alerts.test.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [PROMTOOL, "test", "rules", *files], cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
 
 
