@@ -85,6 +85,7 @@ LONGEST_FIRST = (
     "tests/integration/test_cli_run.py",
     "tests/integration/test_source_jobs.py",
     "tests/integration/test_ledger_hang.py",
+    "tests/integration/test_process_faults_at_sends.py",
     "tests/integration/test_budget_truth.py",
     "tests/integration/test_core_truth.py",
     "tests/integration/test_supervision.py",

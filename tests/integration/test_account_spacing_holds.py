@@ -1,16 +1,18 @@
 """A job its source account held past the deadline says so: its request spacing kept the
 download, or its source queue was busy with another job's step.
 
-Real Temporal, real PostgreSQL, a real worker process; Pixiv is the replay, run at a real
-account's pace (``min_interval_ms`` 1 s, one source activity at a time: the defaults of a
-Pixiv account), and the receiver is the signed-webhook fake of ``tests/fakes``.
+Real Temporal, real PostgreSQL, a real worker process; Pixiv is the replay, its account's
+requests spaced (``min_interval_ms``, :data:`INTERVAL_MS`) with one source activity at a
+time, and the receiver is the signed-webhook fake of ``tests/fakes``.
 
 Found by a break-it pass (2026-12-05): two jobs on one target whose webhook answered
 ``503`` with ``Retry-After: 600``, deadline 30 s. The first named its hold (the receiver
 unavailable); the second never sent anything and expired "retry with a longer
 deadline_ms or a narrower query", naming nothing. It had bound the next work — 32 pages,
 one request each through the account's gate, at least 31 s of spacing after its binding —
-and the deadline passed while the account's spacing held its download.
+and the deadline passed while the account's spacing held its download. The test keeps
+that proportion at a tenth of its time (the case took 30 s): 300 ms between requests,
+a 6 s deadline, so the 32-page download needs at least 9.3 s after its binding.
 
 And a job whose step waited in the account's source queue (one source activity at a time)
 behind another job's download expired the same way, naming nothing: its ``acquire`` was
@@ -36,16 +38,19 @@ SLOTS = {
     "holder": lambda f: webhook_route(f.webhook, "/holder"),
     "queued": lambda f: webhook_route(f.webhook, "/queued"),
 }
+#: The account's spacing (a real account's is 1 s) and the jobs' deadline: the second job's
+#: 32 pages take at least 31 intervals (9.3 s) after its binding, past the deadline.
+INTERVAL_MS, DEADLINE_MS = 300, 6_000
 
-#: A tag whose one recorded work has 88 pages: at one request a second, its download holds
-#: the account's one source slot for about 90 s.
+#: A tag whose one recorded work has 88 pages: at :data:`INTERVAL_MS` between requests,
+#: its download holds the account's one source slot for at least 26 s (87 intervals).
 LONG_TAG = "ジニア先生"
 
 
 def shared_config(env: SharedEnv) -> dict[str, Any]:
-    """The module's worker: Pixiv's replay at a real account's pace."""
+    """The module's worker: Pixiv's replay with its account's requests spaced."""
     return {
-        "pixiv": env.replay.config(replay_min_interval_ms=1000, replay_max_concurrency=1),
+        "pixiv": env.replay.config(replay_min_interval_ms=INTERVAL_MS, replay_max_concurrency=1),
         "routes": {env.route(slot): route(env.fakes) for slot, route in SLOTS.items()},
         "targets": [{"id": slot, "query": {"tags": ["オリジナル"]}, "routes": [env.route(slot)]} for slot in SLOTS],
     }
@@ -55,7 +60,7 @@ async def test_a_job_whose_download_the_accounts_spacing_held_past_the_deadline_
     route = env.route("paced")
     env.webhook.script["/paced"] = [unavailable(600)] * 5
 
-    jobs = [await env.stack.admit({**env.task("paced"), "deadline_ms": 30_000}) for _ in range(2)]
+    jobs = [await env.stack.admit({**env.task("paced"), "deadline_ms": DEADLINE_MS}) for _ in range(2)]
     reports = [await held_report(env.stack, job) for job in jobs]
 
     # The one request the receiver got: the job that bound the first work (one page).
@@ -64,8 +69,9 @@ async def test_a_job_whose_download_the_accounts_spacing_held_past_the_deadline_
     assert set(by_kind) == {"unavailable", "spacing"}, [r[1] for r in reports]
     assert by_kind["unavailable"][1]["detail"]["held_by"]["name"] == route
 
-    # The other never sent: its work's 32 pages, one request a second through the account's
-    # gate, could not all be asked for before the deadline. The report says so.
+    # The other never sent: its work's 32 pages, one request an interval through the
+    # account's gate, could not all be asked for before the deadline. The report says so.
+    assert 31 * INTERVAL_MS > DEADLINE_MS
     deadline_at, error, outcome = by_kind["spacing"]
     assert (error["code"], error["detail"]["internal_code"]) == ("deadline_exceeded", "execution_timeout")
     held = error["detail"]["held_by"]

@@ -527,9 +527,10 @@ async def test_a_caller_that_stops_waiting_leaves_the_job_running_and_its_key_an
     # runs to its end; the same Task again answers that end at once (docs/temporal.md).
     env.replay.faults.slow_images_s = 30.0
     timed, ended = task(f"nexus-s2c-{short_id()}"), task(f"nexus-term-{short_id()}")
-    # Long enough for the operation to start (a timeout before that starts nothing), far
-    # shorter than the job, held by its slow images until released below.
-    short = await bounded(env, timed, schedule_to_close_s=10)
+    # Long enough for the operation to start (a timeout before that starts nothing: the
+    # handler admits the job within a second), far shorter than the job, held by its slow
+    # images until released below. The test waits it out (10 s before: 13.6 s a run).
+    short = await bounded(env, timed, schedule_to_close_s=5)
     gone = await bounded(env, ended)
     await fetching(env, f"demo@manual-{timed['idempotency_key']}")
     await fetching(env, f"demo@manual-{ended['idempotency_key']}")

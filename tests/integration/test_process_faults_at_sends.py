@@ -25,6 +25,7 @@ import pytest
 from temporalio.client import Client
 
 from curaflow.devstack.temporal import temporal_binary
+from curaflow.ledger.reconciler import ticks
 from curaflow.ledger.reconciler.ticks import tick
 from curaflow.temporal.connection import connect
 from tests.conftest import StackFactory
@@ -192,15 +193,25 @@ async def test_a_webhook_send_whose_worker_is_killed_is_sent_again_under_its_key
 
 
 async def test_the_reconciler_names_the_rate_limit_of_a_job_whose_worker_died(
-    make_stack: StackFactory, replay: ReplayServer, telegram: FakeTelegram, temporal_address: str
+    make_stack: StackFactory,
+    replay: ReplayServer,
+    telegram: FakeTelegram,
+    temporal_address: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Telegram states a flood wait of 5 min; the worker dies in the wait; nothing runs
     # the workflow when the deadline passes, so the reconciler finishes the job: its
     # report names the route's limit, as the workflow's finish does.
+    # The reconciler's grace after a deadline (10 s) is the time it leaves the workflow's
+    # own timer to end the job; no worker runs the workflow here, so this test's ticks
+    # (the only reconciler it runs) leave it 1 s: the job is finished 1 s after its
+    # deadline instead of 10 s (the test took 25 s).
+    monkeypatch.setattr(ticks, "DEADLINE_GRACE_MS", 1_000)
     telegram.script["*"] = [TgReply("429", retry_after=300)]
     stack = tg_stack(make_stack, replay, telegram)
     doomed = await stack.start_worker()
-    job_id = await stack.admit({**stack.task(query={"tags": TAGS}), "deadline_ms": 15_000})
+    # long enough for the worker's start, the search, the download and the send (3 to 4 s)
+    job_id = await stack.admit({**stack.task(query={"tags": TAGS}), "deadline_ms": 10_000})
     pool = await stack.ledger()
 
     async def held() -> bool:
