@@ -41,13 +41,16 @@ class Received:
 
 @dataclass
 class Reply:
-    """A scripted answer, sent after ``delay_s`` (at once when the receiver stops), with
-    ``headers`` (e.g. a ``Retry-After``)."""
+    """A scripted answer, sent after ``delay_s`` (at once when the receiver stops, or when
+    ``released`` is set: a test that holds a request until it has seen what it waits for
+    lets it go then, rather than after the whole delay), with ``headers`` (e.g. a
+    ``Retry-After``)."""
 
     status: int = 200
     body: Any = field(default_factory=lambda: {"status": "accepted"})
     delay_s: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    released: asyncio.Event | None = None
 
 
 class WebhookReceiver:
@@ -127,8 +130,14 @@ class WebhookReceiver:
             if reply.delay_s:
                 # held for delay_s, or until the receiver stops: a request a test left held
                 # (its worker killed, frozen or cancelled) does not hold up the test's end
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), reply.delay_s)
+                ends = [asyncio.ensure_future(self._stopping.wait())]
+                if reply.released is not None:
+                    ends.append(asyncio.ensure_future(reply.released.wait()))
+                try:
+                    await asyncio.wait(ends, timeout=reply.delay_s, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for end in ends:
+                        end.cancel()
             if reply.body is None:
                 return Response(status_code=reply.status, headers=reply.headers)
             return JSONResponse(reply.body, status_code=reply.status, headers=reply.headers)

@@ -272,14 +272,17 @@ async def test_runs_not_started_are_named_by_nominal_time_and_real_cause(
 ) -> None:
     """A real Schedule (``@every 2s``): while no worker runs, the occurrence Temporal started
     waits and the next times are skipped — an outage, not an overlap; while the job runs
-    (a slow receiver), the times skipped are overlaps. Each dropped time is named; the
-    job's ``occurrence_at`` is its nominal time, not its late start."""
+    (a receiver holding its delivery until the test has seen an overlap named), the times
+    skipped are overlaps. Each dropped time is named; the job's ``occurrence_at`` is its
+    nominal time, not its late start."""
     plan_id = f"plan-{short_id()}"
     config = plan_config(tmp_path, plan_id, cron=["@every 2s"], timezone="UTC")
     route = f"hook-{short_id()}"
     config["routes"] = {route: {"kind": "webhook", "url": webhook.url + "/slow", "secret": whsec()}}
     config["targets"][0]["routes"] = [route]
-    webhook.script["/slow"] = [Reply(delay_s=8)]
+    # held until an overlap is named (it was 8 s whatever happened: 14.7 s a run)
+    answer = asyncio.Event()
+    webhook.script["/slow"] = [Reply(delay_s=60, released=answer)]
     stack = make_stack(config)
     client = temporal_client
     pool = await stack.ledger()
@@ -305,7 +308,7 @@ async def test_runs_not_started_are_named_by_nominal_time_and_real_cause(
         )
         assert {why for _, why in named()} == {"skipped_outage"}
         assert sum(m.skipped_overlap for m in seen) == 0
-        # a worker comes back; the first delivery takes 8 s: the times skipped meanwhile are overlaps.
+        # a worker comes back; the first delivery is held: the times skipped meanwhile are overlaps.
         # The worker's own watcher ticks too and may name them first: the ledger is asked, not `seen`.
         await stack.start_worker()
 
@@ -315,6 +318,7 @@ async def test_runs_not_started_are_named_by_nominal_time_and_real_cause(
 
         await eventually(overlap_named, timeout_s=60, interval_s=0.5, what="times skipped while the job ran")
         await client.get_schedule_handle(plan_id).pause()
+        answer.set()
         rows = await eventually(lambda: scheduled_jobs(stack, plan_id), what="the scheduled job")
         first = await stack.wait_terminal(rows[0]["job_id"])
         await tick()
