@@ -101,16 +101,28 @@ class ActivityDeps:
             )
         return self._sources[name]
 
-    def route(self, name: str) -> Route:
-        """The route ``name``.
+    def route(self, name: str, kind: str | None = None) -> Route:
+        """The route ``name`` — as the job names it, when ``kind`` is given.
+
+        Args:
+            name: the route's configured name.
+            kind: the kind the job's ``RouteRef`` gives it (fixed at admission from the
+                admitting process's configuration), or None to take this process's.
 
         Raises:
-            UnsupportedRoute: unknown name, or a kind not registered in this process.
+            UnsupportedRoute: unknown name, a kind not registered in this process, or the
+                name configured here as another kind than ``kind`` — a route whose kind
+                changed, this process still on the configuration before: a delivery here
+                would go where the job does not send it (2026-12-05).
         """
+        config = self.settings.routes.get(name)
+        if config is None:
+            raise UnsupportedRoute(f"route {name!r} is not configured on this worker")
+        if kind is not None and config.kind != kind:
+            raise UnsupportedRoute(
+                f"route {name!r} is a {config.kind} route on this worker, and the job names it as a {kind} route"
+            )
         if name not in self._routes:
-            config = self.settings.routes.get(name)
-            if config is None:
-                raise UnsupportedRoute(f"route {name!r} is not configured on this worker")
             context = RouteContext(http=self.client_for(f"route:{name}"))
             self._routes[name] = build_route(name, config, context)
         return self._routes[name]

@@ -78,7 +78,7 @@ class DeliverActivity(DeliveryRecords):
         info = activity.info()
         lease_ms = inp.heartbeat_interval_ms * 2
         try:
-            route = deps.route(inp.route.name)
+            route = deps.route(inp.route.name, inp.route.kind)
         except UnsupportedRoute as err:
             raise await self._unknown_route(inp, err) from None
 
@@ -125,7 +125,8 @@ class DeliverActivity(DeliveryRecords):
 
     async def _unknown_route(self, inp: DeliverInput, err: UnsupportedRoute) -> ApplicationError:
         """The failure of an attempt on a worker that does not know ``inp.route`` (not
-        configured here, or its kind not registered in this process): one attempt, never
+        configured here, configured here as another kind than the job names, or its kind
+        not registered in this process): one attempt, never
         the cell (:func:`activities.errors.config_mismatch`). Nothing is claimed and the
         cell's lease is not taken; the reserved intent remembers when the next attempt is
         due (:func:`curaflow.ledger.deliveries.hold_unknown_route`, not on the last

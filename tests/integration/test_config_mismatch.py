@@ -97,16 +97,23 @@ async def _untouched(pool: Any, job_id: str) -> None:
     assert [(r["status"], r["attempts"]) for r in statuses] == [("reserved", 0)]
 
 
-@pytest.mark.parametrize("why", ["not_configured", "kind_not_registered"])
+@pytest.mark.parametrize("why", ["not_configured", "kind_not_registered", "configured_as_another_kind"])
 async def test_a_route_this_worker_does_not_know_costs_one_attempt_not_the_cell(
-    deps: tuple[Stack, ActivityDeps], why: str, monkeypatch: pytest.MonkeyPatch
+    deps: tuple[Stack, ActivityDeps], why: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    _, opened = deps
+    stack, opened = deps
     route = RouteRef(name=f"hook-{short_id()}", kind="webhook")  # the new route: not in this worker's configuration
+    if why == "configured_as_another_kind":
+        # The route's name is this worker's, but the job names it as a webhook: the
+        # operator changed the route's kind, and this worker runs the configuration before
+        # (its directory). Delivering here would put the work where the job does not send it.
+        [configured] = stack.settings.route_refs(stack.settings.targets[0])
+        assert configured.kind == "directory"
+        route = RouteRef(name=configured.name, kind="webhook", task_queue=configured.task_queue)
     if why == "kind_not_registered":
         route = RouteRef(name=f"chat-{short_id()}", kind="chat")
 
-        def unregistered(name: str) -> Any:
+        def unregistered(name: str, kind: str | None = None) -> Any:
             raise UnsupportedRoute("route kind 'chat' is not registered (known: ['directory', …])")
 
         monkeypatch.setattr(opened, "route", unregistered)
@@ -122,6 +129,7 @@ async def test_a_route_this_worker_does_not_know_costs_one_attempt_not_the_cell(
     assert (err.type, err.non_retryable) == ("configuration_mismatch", False), err
     assert err.next_retry_delay == timedelta(minutes=20)
     await _untouched(opened.pool, inp.job_id)
+    assert not (tmp_path / "delivered").exists() or not any((tmp_path / "delivered").iterdir())
     assert mismatches("route", route.name) == before + 1
     # The reserved intent remembers when the next attempt is due, for the finish to name.
     held = await opened.pool.fetchrow(
