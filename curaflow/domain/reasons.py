@@ -15,6 +15,11 @@ curaflow additions for delivery routes that are not TelePost:
 * ``execution_terminated``: an operator terminated the job's Temporal execution; the
   reconciler converges the job at once (protocol ``cancelled_by_consumer``: a deliberate
   stop, not alertable);
+* ``execution_deleted``: an operator deleted the job's running Temporal execution
+  (``temporal workflow delete``, the UI's "Delete"): it was terminated and removed, so
+  Temporal keeps no run to say how it ended; the reconciler converges the job once no
+  attempt of it still runs (protocol ``cancelled_by_consumer``, as a terminate: a
+  deliberate stop, not alertable);
 * ``scan_capped``: a scan examined ``pixiv.max_examined`` works without finding one it
   could use while the source still had more (``exhausted: false``): neither exhaustion
   ("add tags") nor "nothing matched"; the target's scan frontier
@@ -88,6 +93,7 @@ class TerminalReason(StrEnum):
     DELIVERY_ABANDONED = "delivery_abandoned"
     CANCELLED_BY_CONSUMER = "cancelled_by_consumer"
     EXECUTION_TERMINATED = "execution_terminated"
+    EXECUTION_DELETED = "execution_deleted"
     ROUTE_REFUSED = "route_refused"
     ROUTE_PAUSED = "route_paused"
     DELIVERY_PARTIAL = "delivery_partial"
@@ -369,6 +375,14 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "运维人员在 Temporal 中终止了该任务的执行，之后没有再运行任何步骤。",
         "An operator terminated the job's execution in Temporal; nothing ran after that.",
     ),
+    R.EXECUTION_DELETED: ReasonInfo(
+        Origin.EXECUTION,
+        True,
+        "cancelled_by_consumer",
+        "运维人员在 Temporal 中删除了该任务正在运行的执行，之后没有再开始任何步骤；已送达的投递保留，未发出的已释放。",
+        "An operator deleted the job's running execution in Temporal; no step started after that. What was "
+        "delivered stays delivered; what was not sent is released.",
+    ),
     R.ROUTE_REFUSED: ReasonInfo(
         Origin.DELIVERY,
         False,
@@ -420,9 +434,9 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
 #: Reasons that make a terminal job ``expired`` rather than ``failed`` (reference §1.4).
 EXPIRY_REASONS: frozenset[str] = frozenset({R.QUEUED_TOO_LONG, R.STALLED_NO_HEARTBEAT, R.EXECUTION_TIMEOUT})
 
-#: Reasons of a cell stopped on purpose (a consumer's cancel, an operator's terminate):
-#: counted as cancelled, never alertable (reference §7.3, extended).
-CANCEL_REASONS: frozenset[str] = frozenset({R.CANCELLED_BY_CONSUMER, R.EXECUTION_TERMINATED})
+#: Reasons of a cell stopped on purpose (a consumer's cancel, an operator's terminate or
+#: delete of the execution): counted as cancelled, never alertable (reference §7.3, extended).
+CANCEL_REASONS: frozenset[str] = frozenset({R.CANCELLED_BY_CONSUMER, R.EXECUTION_TERMINATED, R.EXECUTION_DELETED})
 
 #: Reasons that count as "no new work" rather than a system failure.
 NO_CONTENT_REASONS: frozenset[str] = frozenset(

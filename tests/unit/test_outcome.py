@@ -210,6 +210,19 @@ def test_an_operators_terminate_is_a_deliberate_stop_not_an_alert() -> None:
     assert representative_cell(cells, "cancelled") is cells[0]
 
 
+def test_an_operators_delete_of_the_execution_is_a_deliberate_stop_not_an_alert() -> None:
+    from curaflow.domain.projection import job_status, representative_cell
+
+    cells = [cell("failed", "execution_deleted")]
+    assert classify_cell(cells[0]) == CellCategory.CANCELLED
+    assert job_status(cells) == "cancelled"
+    assert business_status(cells) == BusinessStatus.CANCELLED and not is_alertable(BusinessStatus.CANCELLED)
+    assert representative_cell(cells, "cancelled") is cells[0]
+    # what landed before (a send out at the deletion) is reported: partial, still no alert
+    landed = [partly("execution_deleted", ("hook", "delivered"), ("broken", "released"))]
+    assert business_status(landed) == BusinessStatus.PARTIAL_SUCCESS and job_status(landed) == "cancelled"
+
+
 def test_a_route_refusal_stays_alertable_even_when_another_route_got_the_work() -> None:
     cells = [partly("delivery_rejected", ("hook", "delivered"), ("tg", "failed"))]
     assert business_status(cells) == BusinessStatus.FAILED and is_alertable(BusinessStatus.FAILED)

@@ -163,6 +163,11 @@ CAUSE_TABLE = [
     ("stalled", "pending", "searching", False, R.STALLED_NO_HEARTBEAT),
     ("terminated", "pending", "searching", False, R.EXECUTION_TERMINATED),
     ("terminated", "pending", "searching", True, R.CANCELLED_BY_CONSUMER),
+    # an operator deleted the running execution: a stop on purpose, like a terminate; a
+    # deletion leaves no close time, so a recorded cancel is taken as the stop
+    ("deleted", "delivery_pending", "delivering", False, R.EXECUTION_DELETED),
+    ("deleted", "pending", "searching", False, R.EXECUTION_DELETED),
+    ("deleted", "pending", "searching", True, R.CANCELLED_BY_CONSUMER),
     ("timed_out", "selected", "fetching", False, R.EXECUTION_TIMEOUT),
     ("workflow_failed", "selected", "fetching", False, R.INTERNAL_ERROR),
     ("workflow_failed", "selected", "fetching", True, R.INTERNAL_ERROR),  # a bug is not a cancel

@@ -26,6 +26,7 @@ class FinishCause(StrEnum):
     QUEUED_TOO_LONG = "queued_too_long"  # admitted, never started within the queued budget
     STALLED = "stalled"  # started, no heartbeat within the stall budget, execution running
     TERMINATED = "terminated"  # an operator terminated the execution
+    DELETED = "deleted"  # an operator deleted the running execution: Temporal knows no run of the job
     TIMED_OUT = "timed_out"  # Temporal closed the execution at its execution timeout
     WORKFLOW_FAILED = "workflow_failed"  # the execution failed (or closed without finishing)
 
@@ -47,6 +48,9 @@ def cancel_stopped(cause: FinishCause | str, cancel_requested_at_ms: int | None,
     or Temporal had timed out) stopped nothing, and the job ends as the close made it end
     (``execution_terminated``, ``execution_timeout``: expired, not cancelled). Until
     2026-12-05 any recorded cancel turned those reasons into ``cancelled_by_consumer``.
+    A deleted execution (``deleted``) leaves no close time: a recorded cancel is taken as
+    the stop, as the reconciler's rule for a cancel no workflow can act on converges such
+    a job (``cancelled``).
 
     Args:
         cause: why the job finishes.
@@ -67,7 +71,14 @@ def cancel_stopped(cause: FinishCause | str, cancel_requested_at_ms: int | None,
 #: Reasons that mean "stopped", not "failed on its own": a recorded consumer cancel is
 #: what stopped the cell, so the cancel is its reason.
 STOPPED_REASONS: frozenset[TerminalReason] = frozenset(
-    {R.QUEUED_TOO_LONG, R.STALLED_NO_HEARTBEAT, R.EXECUTION_TIMEOUT, R.DELIVERY_ABANDONED, R.EXECUTION_TERMINATED}
+    {
+        R.QUEUED_TOO_LONG,
+        R.STALLED_NO_HEARTBEAT,
+        R.EXECUTION_TIMEOUT,
+        R.DELIVERY_ABANDONED,
+        R.EXECUTION_TERMINATED,
+        R.EXECUTION_DELETED,
+    }
 )
 
 #: The default reason of an open cell for each finish cause (no failure fact).
@@ -77,6 +88,7 @@ CAUSE_REASONS: dict[FinishCause, TerminalReason] = {
     FinishCause.QUEUED_TOO_LONG: R.QUEUED_TOO_LONG,
     FinishCause.STALLED: R.STALLED_NO_HEARTBEAT,
     FinishCause.TERMINATED: R.EXECUTION_TERMINATED,
+    FinishCause.DELETED: R.EXECUTION_DELETED,
     FinishCause.TIMED_OUT: R.EXECUTION_TIMEOUT,
     FinishCause.WORKFLOW_FAILED: R.INTERNAL_ERROR,
 }

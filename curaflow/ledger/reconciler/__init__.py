@@ -20,7 +20,14 @@ input):
    :data:`CANCEL_GRACE_MS` ago, no live lease, and Temporal says no workflow can act on
    it (the execution does not exist or is closed, or its workflow task has waited for a
    worker longer than the grace) → finish ``cancelled``;
-4. **budgets**, each checked with Temporal first (a closed execution converges with its
+4. **deleted execution**: a job that ran a step, whose execution Temporal does not know
+   under its id — an operator deleted it (``temporal workflow delete``, the UI's
+   "Delete"): visibility lists no run and a describe answers ``NOT_FOUND`` — → finish
+   ``execution_deleted`` once no attempt holds a live lease (a send out at the deletion
+   lands and is recorded first), and only when the namespace holds an execution of a job
+   this ledger knows (:func:`namespace_holds_jobs`): a process configured with another
+   namespace sees every job "not found" and ends nothing (``TickReport.unconfirmed``);
+5. **budgets**, each checked with Temporal first (a closed execution converges with its
    close cause): past ``deadline_at`` (plus :data:`DEADLINE_GRACE_MS`) with no live
    lease → ``execution_timeout``; never started, older than the queued budget →
    ``queued_too_long``; started, no progress within the stall budget →
@@ -39,7 +46,8 @@ the workflow, its steps find the job terminal and it adopts that verdict.
 One concern per module, every name imported from here:
 :mod:`~curaflow.ledger.reconciler.ticks` (:func:`tick`: the rules under the lock;
 :func:`run_forever`: the supervised loop), :mod:`~curaflow.ledger.reconciler.executions`
-(what Temporal says of an execution; the closed executions a tick looks at) and
+(what Temporal says of an execution; the closed executions a tick looks at; the jobs
+visibility lists and the namespace's witness) and
 :mod:`~curaflow.ledger.reconciler.convergence` (:func:`converge`: a job finished on behalf
 of no workflow; :func:`converge_unserved_cancel`: rule 3 for one job).
 """
@@ -58,10 +66,15 @@ from curaflow.ledger.reconciler.executions import (
     CLOSED_WINDOW_MS,
     SOURCE_ACTIVITIES,
     SOURCE_QUEUE_MARK,
+    WITNESS_SAMPLE,
+    WITNESS_SKEW_MS,
     Execution,
     PendingActivity,
     closed_executions_query,
     describe_execution,
+    latest_job_executions,
+    listed_executions,
+    namespace_holds_jobs,
 )
 from curaflow.ledger.reconciler.ticks import (
     DEADLINE_GRACE_MS,
@@ -84,6 +97,8 @@ __all__ = [
     "SOURCE_ACTIVITIES",
     "SOURCE_QUEUE_MARK",
     "START_GRACE_MS",
+    "WITNESS_SAMPLE",
+    "WITNESS_SKEW_MS",
     "Execution",
     "PendingActivity",
     "StartHook",
@@ -93,6 +108,9 @@ __all__ = [
     "converge",
     "converge_unserved_cancel",
     "describe_execution",
+    "latest_job_executions",
+    "listed_executions",
+    "namespace_holds_jobs",
     "run_forever",
     "served_queues",
     "tick",

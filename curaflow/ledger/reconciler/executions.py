@@ -1,8 +1,9 @@
 """What Temporal says of a job's execution: whether it exists, why a closed one's job must
-finish, how long its workflow task has waited for a worker, its pending steps; and the
-executions of jobs that closed without their job's finish.
+finish, how long its workflow task has waited for a worker, its pending steps; the
+executions of jobs that closed without their job's finish; which of a list of jobs
+visibility lists, and whether the namespace holds this ledger's jobs at all.
 
-See :mod:`curaflow.ledger.reconciler` (rules 2–4).
+See :mod:`curaflow.ledger.reconciler` (rules 2–5).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import asyncpg
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
@@ -160,8 +162,97 @@ def closed_executions_query(since: str) -> str:
     """The visibility query of jobs' executions that closed without their job's finish
     (terminated, timed out, failed) after ``since`` (``YYYY-MM-DDTHH:MM:SSZ``, UTC): every
     workflow type that runs jobs (:func:`curaflow.domain.execution.job_workflow_types`)."""
-    types = " OR ".join(f"WorkflowType = '{name}'" for name in job_workflow_types())
-    return f"({types}) AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') AND CloseTime > '{since}'"
+    return f"({_job_types()}) AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') AND CloseTime > '{since}'"
+
+
+#: How much later than the ledger recorded a job's start its execution may have started
+#: and still witness that a namespace holds this ledger's jobs (clocks of the ledger and
+#: of Temporal differ by this much at most).
+WITNESS_SKEW_MS = 60_000
+#: How many of the namespace's latest job executions :func:`namespace_holds_jobs` reads
+#: when none of the executions a tick looked up already witnesses it.
+WITNESS_SAMPLE = 50
+
+
+def _quotable(job_id: str) -> bool:
+    """Whether ``job_id`` can be quoted into a visibility query as it is (a single-quoted
+    string: no quote, no backslash, nothing unprintable); any other id is described."""
+    return job_id.isprintable() and "'" not in job_id and "\\" not in job_id and '"' not in job_id
+
+
+def _job_types() -> str:
+    return " OR ".join(f"WorkflowType = '{name}'" for name in job_workflow_types())
+
+
+async def listed_executions(client: Client, job_ids: list[str]) -> dict[str, int]:
+    """The job executions Temporal's visibility lists under ``job_ids`` (any status, any
+    run; one ``ListWorkflowExecutions``): job id → the start time of its earliest listed
+    run (epoch ms UTC).
+
+    An id it leaves out may still exist (visibility lags a start by a moment; an id that
+    cannot be quoted, :func:`_quotable`, is not asked): only :func:`describe_execution`
+    says an execution is not found.
+    """
+    quoted = [f"'{job_id}'" for job_id in job_ids if _quotable(job_id)]
+    if not quoted:
+        return {}
+    query = f"({_job_types()}) AND WorkflowId IN ({', '.join(quoted)})"
+    found: dict[str, int] = {}
+    async for execution in client.list_workflows(query):
+        started = int(execution.start_time.timestamp() * 1000)
+        found[execution.id] = min(found.get(execution.id, started), started)
+    return found
+
+
+async def latest_job_executions(client: Client, limit: int = WITNESS_SAMPLE) -> dict[str, int]:
+    """The namespace's latest ``limit`` job executions (any status), as
+    :func:`listed_executions` answers: job id → earliest listed start (epoch ms UTC)."""
+    found: dict[str, int] = {}
+    async for execution in client.list_workflows(f"({_job_types()})", limit=limit):
+        started = int(execution.start_time.timestamp() * 1000)
+        found[execution.id] = min(found.get(execution.id, started), started)
+    return found
+
+
+async def namespace_holds_jobs(conn: asyncpg.Connection, client: Client, listed: dict[str, int]) -> bool:
+    """Whether the client's namespace holds an execution of a job this ledger knows — the
+    proof that it is the namespace curaflow's jobs run in, before "not found" may be read
+    as "an operator deleted it" (:func:`~curaflow.ledger.reconciler.ticks.tick`'s rule
+    for deleted executions).
+
+    A process configured with another namespace (``temporal.namespace`` mistyped: the
+    worker registers it at start) finds every job's execution not found; such a namespace
+    holds none of this ledger's jobs. The witness: a job execution (``listed``, the
+    executions a tick already listed, else the namespace's latest
+    :data:`WITNESS_SAMPLE`) whose id is a job of this ledger that is marked started and
+    that started no later than the ledger recorded its start (plus
+    :data:`WITNESS_SKEW_MS`). Not told apart: another curaflow instance's namespace whose
+    job ids are this ledger's (the same targets and keys).
+
+    Args:
+        conn: a ledger connection.
+        client: the Temporal client whose namespace is judged.
+        listed: job id → earliest start (epoch ms) of executions already listed in it.
+
+    Returns:
+        True when a witness is found (at most one more ``ListWorkflowExecutions``).
+    """
+
+    async def witnessed(found: dict[str, int]) -> bool:
+        if not found:
+            return False
+        held = await conn.fetchval(
+            """SELECT EXISTS (SELECT 1 FROM unnest($1::text[], $2::bigint[]) AS e(job_id, started)
+                              JOIN jobs j ON j.job_id = e.job_id
+                              WHERE COALESCE(j.workflow_started_at, j.started_at) IS NOT NULL
+                                AND e.started <= COALESCE(j.workflow_started_at, j.started_at) + $3::bigint)""",
+            list(found),
+            list(found.values()),
+            WITNESS_SKEW_MS,
+        )
+        return held is True
+
+    return await witnessed(listed) or await witnessed(await latest_job_executions(client))
 
 
 async def _closed_executions(client: Client, now: int) -> dict[str, tuple[FinishCause, int]]:

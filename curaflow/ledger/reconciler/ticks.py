@@ -1,4 +1,4 @@
-"""The reconciler's tick: the four rules over open jobs under the advisory lock, and the
+"""The reconciler's tick: the five rules over open jobs under the advisory lock, and the
 supervised loop that runs it.
 
 See :mod:`curaflow.ledger.reconciler`.
@@ -21,9 +21,15 @@ from curaflow.ledger.reconciler.convergence import (
     CANCEL_GRACE_MS,
     NO_LIVE_ATTEMPT,
     _finish,
+    attempt_live,
     converge_unserved_cancel,
 )
-from curaflow.ledger.reconciler.executions import _closed_executions, describe_execution
+from curaflow.ledger.reconciler.executions import (
+    _closed_executions,
+    describe_execution,
+    listed_executions,
+    namespace_holds_jobs,
+)
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Supervisor
@@ -42,11 +48,18 @@ StartHook = Callable[[str], Awaitable[None]]
 
 @dataclass
 class TickReport:
-    """What one tick did (job ids per rule)."""
+    """What one tick did (job ids per rule).
+
+    ``deleted``: jobs ended because Temporal knows no execution under their id (rule 4);
+    ``unconfirmed``: jobs whose execution was not found in a namespace that holds none of
+    this ledger's jobs — not ended (:func:`~curaflow.ledger.reconciler.executions.namespace_holds_jobs`).
+    """
 
     started: list[str] = field(default_factory=list)
     closed: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    unconfirmed: list[str] = field(default_factory=list)
     queued_too_long: list[str] = field(default_factory=list)
     stalled: list[str] = field(default_factory=list)
     deadline: list[str] = field(default_factory=list)
@@ -83,7 +96,7 @@ async def tick(
     Args:
         pool: ledger pool.
         start: starts a job's workflow (None: rule 1 is skipped).
-        client: Temporal client (None: rules 2–3 are skipped and rule 4 trusts the budgets).
+        client: Temporal client (None: rules 2–4 are skipped and rule 5 trusts the budgets).
         limit: most jobs per rule.
         caps: the instance's cooldown caps, for the holds a finish names
             (:func:`curaflow.ledger.finish.hold_caps`; None: cooldowns as stored).
@@ -161,6 +174,7 @@ async def _tick(
             seen.add(r["job_id"])
             if await converge_unserved_cancel(conn, client, r["job_id"], created_at=r["created_at"], caps=caps):
                 report.cancelled.append(r["job_id"])
+        await _deleted_executions(conn, client, now, limit, report, seen, caps)
 
     facts = (
         "job_id, created_at, started_at, deadline_at, "
@@ -224,6 +238,62 @@ async def _tick(
             continue  # a step is held, in its backoff or queued behind others: not stalled
         if await _finish(conn, job_id, ended, caps, closed_at_ms=close_time):
             buckets.get(ended, report.closed).append(job_id)
+
+
+async def _deleted_executions(
+    conn: asyncpg.Connection,
+    client: Client,
+    now: int,
+    limit: int,
+    report: TickReport,
+    seen: set[str],
+    caps: HoldCaps | None,
+) -> None:
+    """Rule 4: a started job whose execution Temporal does not know — an operator deleted
+    it (``temporal workflow delete``, the UI) — ends ``execution_deleted``.
+
+    Only on positive answers: the job ran a step (``started_at``: its execution existed),
+    ``workflow_started_at`` is :data:`START_GRACE_MS` old, no consumer cancel is recorded
+    (rule 3 owns those), visibility does not list any run under its id and a describe of
+    the id answers ``NOT_FOUND`` (any other error fails the tick: nothing is inferred from
+    an outage, a timeout or a refusal), and the namespace holds this ledger's jobs at all
+    (:func:`~curaflow.ledger.reconciler.executions.namespace_holds_jobs`: a process
+    configured with another namespace ends nothing, its jobs go to
+    ``report.unconfirmed``). And, as every convergence, once no attempt of the job holds
+    a live lease (:data:`NO_LIVE_ATTEMPT`): a send out at the deletion lands and is
+    recorded first. The jobs whose last progress is oldest are looked at first, at most
+    ``limit`` per tick (one ``ListWorkflowExecutions``, one describe per job it leaves
+    out, at most one more list for the namespace's witness).
+    """
+    rows = await conn.fetch(
+        f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NOT NULL
+            AND workflow_started_at IS NOT NULL AND workflow_started_at <= $1::bigint - {START_GRACE_MS}
+            AND cancel_requested_at IS NULL AND {_LIVE}
+            ORDER BY COALESCE((SELECT max(heartbeat_at) FROM cells c WHERE c.job_id = j.job_id), started_at)
+            LIMIT {limit}""",
+        now,
+    )
+    candidates = [r["job_id"] for r in rows if r["job_id"] not in seen]
+    if not candidates:
+        return
+    listed = await listed_executions(client, candidates)
+    missing = [
+        job_id
+        for job_id in candidates
+        if job_id not in listed and not (await describe_execution(client, job_id, now)).exists
+    ]
+    if not missing:
+        return
+    if not await namespace_holds_jobs(conn, client, listed):
+        log.warning("reconciler.namespace_unconfirmed", namespace=client.namespace, not_found=len(missing))
+        report.unconfirmed.extend(missing)
+        return
+    for job_id in missing:
+        seen.add(job_id)
+        if await attempt_live(conn, job_id):
+            continue  # an attempt took a lease since: it is recorded first
+        if await _finish(conn, job_id, FinishCause.DELETED, caps):
+            report.deleted.append(job_id)
 
 
 def _budget(value: int | None) -> int:

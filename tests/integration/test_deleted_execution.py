@@ -1,0 +1,192 @@
+"""An operator deletes a running job's execution (``temporal workflow delete``, the UI).
+
+Deleting a running execution terminates it and removes every trace of it from Temporal:
+no run is left for the reconciler's closed-execution rule to find. Before, the job stayed
+``running`` in the ledger until its stall budget or deadline ran out and then ended
+``stalled_no_heartbeat`` / ``delivery_abandoned`` — a worker's fault that never
+happened. Now the reconciler recognises a started job whose execution Temporal positively
+does not know, once no attempt of it still holds a lease (a send out at the deletion lands
+and is recorded first), and ends it ``execution_deleted``.
+
+The guard: a process configured with the wrong namespace sees every job "not found". It
+ends nothing there: the namespace must hold an execution of a job this ledger knows.
+
+One real worker process, the API in the test process, the Pixiv replay server and a
+webhook receiver that holds its answer while the test deletes the execution.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.api.common.v1 import WorkflowExecution
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
+from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
+
+from curaflow.devstack.ports import free_port
+from curaflow.ledger.reconciler import TickReport, tick
+from curaflow.temporal.connection import connect
+from curaflow.temporal.namespace import prepare_namespace
+from tests.fakes.replay import ReplayServer
+from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.support import Stack, eventually, short_id, whsec
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@dataclass
+class Env:
+    stack: Stack
+    http: httpx.AsyncClient
+    hook: WebhookReceiver
+    client: Client
+    temporal_address: str
+
+
+@pytest.fixture(scope="module")
+async def env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    tmp = tmp_path_factory.mktemp("deleted")
+    replay = await ReplayServer().start()
+    hook = await WebhookReceiver(whsec()).start()
+    # a route nobody answers: its sends are not sent and retried, so its cell keeps a
+    # delivery open (between attempts no attempt holds a lease)
+    nobody = f"http://127.0.0.1:{free_port()}/hook"
+    web, broken = f"hook-{short_id()}", f"broken-{short_id()}"
+    stack = Stack(
+        tmp,
+        temporal_address,
+        database_url,
+        {
+            "pixiv": {"api_url": replay.url},
+            "delivery": {"max_attempts": 1000},
+            "routes": {
+                web: {"kind": "webhook", "url": hook.url + "/hook", "secret": whsec(), "timeout_ms": 8000},
+                broken: {"kind": "webhook", "url": nobody, "secret": whsec(), "timeout_ms": 8000},
+            },
+            "targets": [
+                {"id": "solo", "query": {"tags": ["風景"]}, "routes": [web]},
+                {"id": "pair", "query": {"tags": ["オリジナル"]}, "routes": [web, broken]},
+                {"id": "stuck", "query": {"tags": ["風景"]}, "routes": [broken]},
+            ],
+        },
+    )
+    await stack.start_worker()
+    http = await stack.start_api()
+    client = await connect(temporal_address)
+    try:
+        yield Env(stack, http, hook, client, temporal_address)
+    finally:
+        await stack.stop()
+        await replay.stop()
+        await hook.stop()
+
+
+async def submit(env: Env, target: str) -> str:
+    response = await env.http.post("/jobs", json=env.stack.task(target_id=target))
+    assert response.status_code == 202, response.text
+    return str(response.json()["job"]["job_id"])
+
+
+async def delete_execution(client: Client, job_id: str) -> None:
+    """What ``temporal workflow delete --workflow-id <job id>`` does (the UI's "Delete"):
+    the execution is terminated and removed, with its history and its visibility row."""
+    await client.workflow_service.delete_workflow_execution(
+        DeleteWorkflowExecutionRequest(
+            namespace=client.namespace, workflow_execution=WorkflowExecution(workflow_id=job_id)
+        )
+    )
+
+    async def gone() -> bool:
+        try:
+            await client.get_workflow_handle(job_id).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return True
+            raise
+        return False
+
+    await eventually(gone, timeout_s=30, interval_s=0.2, what=f"Temporal removed {job_id}'s execution")
+
+
+async def test_a_deleted_execution_converges_with_its_own_reason_after_the_send_that_was_out(env: Env) -> None:
+    # a job this ledger knows, in this namespace: the namespace is curaflow's
+    witness = await submit(env, "solo")
+    await env.stack.wait_terminal(witness, 60)
+
+    env.hook.script["/hook"] = [Reply(delay_s=4.0)]
+    env.hook.arrived.clear()
+    job_id = await submit(env, "pair")
+    await asyncio.wait_for(env.hook.arrived.wait(), 30)  # the send to the webhook is out
+
+    await delete_execution(env.client, job_id)
+    # The send lands 4 s after it left; the reconciler ticks every 0.5 s. The stall budget
+    # (minutes) and the deadline are far off: only the deletion rule ends the job here.
+    record = await env.stack.wait_terminal(job_id, 30)
+
+    pool = await env.stack.ledger()
+    intents = {
+        r["route"]: r["status"]
+        for r in await pool.fetch("SELECT route, status FROM delivery_intents WHERE job_id = $1", job_id)
+    }
+    web = next(r for r in intents if r.startswith("hook-"))
+    broken = next(r for r in intents if r.startswith("broken-"))
+    assert intents[web] == "delivered", intents  # what landed stays delivered
+    assert intents[broken] != "delivered" and intents[broken] not in ("pending", "sending"), intents
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "execution_deleted"), cell
+    assert "deleted" in (cell.reason_message or "").lower(), cell.reason_message
+
+    job = (await env.http.get(f"/jobs/{job_id}")).json()
+    assert job["status"] == "cancelled", job
+    assert job["error"]["code"] == "cancelled_by_consumer", job
+    assert job["error"]["detail"]["internal_code"] == "execution_deleted", job
+    assert "deleted" in job["error"]["message"].lower(), job
+    landed = {d["route"]: d["status"] for d in job["error"]["detail"]["deliveries"]}
+    assert landed[web] == "delivered", job
+    row = await pool.fetchrow("SELECT alertable, record FROM outcomes WHERE job_id = $1", job_id)
+    assert row["alertable"] is False
+    outcome = json.loads(row["record"]) if isinstance(row["record"], str) else row["record"]
+    assert "execution_deleted" in json.dumps(outcome), outcome
+    events = (await env.http.get(f"/jobs/{job_id}/events")).json()["events"]
+    assert events[-1]["type"] == "job.cancelled", [e["type"] for e in events]
+
+
+async def test_a_process_in_the_wrong_namespace_ends_nothing(env: Env) -> None:
+    """A reconciler whose client is in a namespace that holds none of this ledger's jobs
+    (a worker configured with a wrong ``temporal.namespace``: it registers that namespace
+    at start) finds every job's execution "not found". It must not take that for a
+    deletion: the job runs on in its own namespace."""
+    job_id = await submit(env, "stuck")
+    pool = await env.stack.ledger()
+    # its sends are tried and retried (nobody answers); between two attempts no lease is held
+    await eventually(
+        lambda: pool.fetchval("SELECT max(attempts) > 1 FROM delivery_intents WHERE job_id = $1", job_id),
+        timeout_s=60,
+        what="the job's sends are retried",
+    )
+    wrong = await connect(env.temporal_address, namespace=f"wrong-{short_id()}")
+    await prepare_namespace(wrong, timeout_s=60)
+
+    reports: list[TickReport] = []
+
+    async def judged() -> bool:
+        reports.append(await tick(pool, None, wrong))
+        return any(job_id in r.unconfirmed or job_id in r.deleted for r in reports)
+
+    await eventually(judged, timeout_s=30, interval_s=0.3, what="the wrong namespace's tick looked at the job")
+    assert all(job_id not in r.deleted for r in reports), reports
+    assert (await env.stack.job(job_id)).completed_at is None
+    assert (await env.client.get_workflow_handle(job_id).describe()).status is not None  # runs on
+
+    cancelled = await env.http.post(f"/jobs/{job_id}/cancel")
+    assert cancelled.status_code == 200, cancelled.text
+    await env.stack.wait_terminal(job_id, 30)
