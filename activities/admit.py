@@ -63,6 +63,7 @@ class AdmitActivity:
                 workflow_id=inp.workflow_id,
                 workflow_type=activity.info().workflow_type,
                 start=False,
+                run_limit=inp.run_limit,
             )
         except ProtocolError as err:
             raise refusal(err) from err

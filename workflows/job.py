@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.admit import AdmitActivity, refusal
     from activities.finish import UNKNOWN_JOB, FinishActivity
     from curaflow.domain.cells import CellState, is_terminal
-    from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES
+    from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, RUN_END_MARGIN, RunTimeout
     from curaflow.domain.job_failure import JOB_FAILURE_TYPES, job_failure
     from curaflow.domain.messages import (
         AcquireInput,
@@ -71,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
         FinishInput,
         JobInput,
         JobState,
+        RunLimit,
         SubmitInput,
         TargetSpec,
     )
@@ -79,7 +80,7 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.projection import TERMINAL_JOB_STATUSES, JobStatus, job_stage, job_status
     from curaflow.domain.verdicts import FailureKind, FinishCause, Step, StepFailure
     from curaflow.protocol.errors import ProtocolError, invalid_params
-    from curaflow.protocol.models import Task
+    from curaflow.protocol.models import MAX_DEADLINE_MS, Task
     from curaflow.protocol.task import identity_conflict, manual_job_id, validate_task, workflow_id_conflict
     from curaflow.temporal.refusals import refusal_details
     from workflows.details import render_details
@@ -157,6 +158,21 @@ STARTER_ATTRIBUTES = "starter-attributes"
 #: the same job, and only reported it, while an open run waiting for the next occurrence
 #: held the id (starts attached to it). Asked only for a run with a cron schedule.
 NO_CRON = "no-cron"
+#: A Task's run whose starter set a run or execution timeout that could end the run
+#: before the job's deadline (``run_timeout=``, ``execution_timeout=``, the CLI's
+#: ``--run-timeout`` / ``--execution-timeout``) tells admission when the run ends
+#: (:class:`~curaflow.domain.messages.RunLimit`): the job's deadline comes
+#: :data:`~curaflow.domain.execution.RUN_END_MARGIN` before it, so the job expires on its
+#: own, in its one run — or, when no deadline fits, the Task is refused (``invalid_params``,
+#: ``detail.field`` the timeout). Before, Temporal timed the run out mid-job: under a
+#: workflow retry policy it started another run under the job id, which admitted the same
+#: Task and ran the job again (each cut, each left ``JobStatus = running`` on a TimedOut
+#: run), and the report said the job "ran past its deadline" with its deadline still ahead.
+#: Asked only for a run whose limit is shorter than the longest deadline plus the margin,
+#: so a run started by ``start_job`` (7 days + 10 min) or curaflow records no marker.
+RUN_LIMIT = "run-limit"
+#: The run limits that can come before a job's deadline (:data:`RUN_LIMIT`).
+RUN_LIMIT_FLOOR = timedelta(milliseconds=MAX_DEADLINE_MS) + RUN_END_MARGIN
 #: What a refused cron start says (:data:`NO_CRON`).
 CRON_REFUSED = (
     "a job runs once: a cron schedule would start it again under its id at every occurrence; "
@@ -632,10 +648,9 @@ class JobWorkflow:
         Raises:
             ApplicationError: the refusal (non-retryable, ``type`` = protocol code).
         """
+        submitted = SubmitInput(task=task, workflow_id=workflow.info().workflow_id, run_limit=_run_limit())
         try:
-            return await workflow.execute_local_activity_method(
-                AdmitActivity.admit, SubmitInput(task=task, workflow_id=workflow.info().workflow_id), **ADMIT_CONFIG
-            )
+            return await workflow.execute_local_activity_method(AdmitActivity.admit, submitted, **ADMIT_CONFIG)
         except ActivityError as err:
             refused = err.cause
             if isinstance(refused, ApplicationError):
@@ -813,6 +828,25 @@ class JobWorkflow:
             if details != self._details:
                 self._details = details
                 workflow.set_current_details(details)
+
+
+def _run_limit() -> RunLimit | None:
+    """When Temporal closes this run by a timeout its starter set, if that may come before
+    the job's deadline and the run takes :data:`RUN_LIMIT`; else None. The execution
+    timeout is named when both end the run at once."""
+    info = workflow.info()
+    named: tuple[tuple[timedelta | None, RunTimeout], ...] = (
+        (info.execution_timeout, "execution_timeout"),
+        (info.run_timeout, "run_timeout"),
+    )
+    limits = [(t, name) for t, name in named if t]
+    if not limits:
+        return None
+    limit, name = min(limits, key=lambda pair: pair[0])
+    if limit >= RUN_LIMIT_FLOOR or not workflow.patched(RUN_LIMIT):
+        return None
+    ends_at = info.workflow_start_time + limit
+    return RunLimit(ends_at_ms=int(ends_at.timestamp() * 1000), timeout=name)
 
 
 def _bug(tasks: list[asyncio.Task[None]]) -> BaseException | None:

@@ -19,7 +19,7 @@ Pure module: imported by workflows through the sandbox pass-through.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from temporalio.common import SearchAttributeKey
 
@@ -84,6 +84,35 @@ SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTi
 EXECUTION_GRACE = timedelta(minutes=10)
 #: The shortest run a job's execution is given, however close its deadline.
 MIN_RUN = timedelta(seconds=1)
+
+
+#: What a job needs between its deadline and the moment Temporal closes its run: the
+#: steps in flight are stopped through their heartbeats (a live attempt hears a cancel
+#: within a second), a send out is given its cancel grace, then ``finish`` records the
+#: outcome. A Temporal client that starts a job with a run or execution timeout gets a
+#: deadline at least this much before it (:func:`run_bounded_deadline`).
+RUN_END_MARGIN = timedelta(seconds=30)
+#: The Temporal start options that close a run on their own: ``run_timeout`` (a workflow
+#: retry policy then starts another run) and ``execution_timeout``.
+RunTimeout = Literal["run_timeout", "execution_timeout"]
+
+
+def run_bounded_deadline(created_at_ms: int, deadline_at_ms: int, run_ends_at_ms: int | None) -> int:
+    """The deadline of a job admitted by a run that Temporal closes at ``run_ends_at_ms``
+    (epoch ms; None: no run or execution timeout): the job's own deadline, or
+    :data:`RUN_END_MARGIN` before the run's end when that comes first — so the job ends
+    itself, ``expired`` with a deadline that says when, instead of being timed out by
+    Temporal (a retry policy then runs the job again in a new run under its id, and the
+    report said it "ran past its deadline" with the deadline still ahead).
+
+    Returns:
+        The deadline (epoch ms); at most ``created_at_ms`` when the run leaves the job no
+        time at all (the caller refuses such a run).
+    """
+    if run_ends_at_ms is None:
+        return deadline_at_ms
+    bound = run_ends_at_ms - int(RUN_END_MARGIN.total_seconds() * 1000)
+    return min(deadline_at_ms, max(bound, created_at_ms))
 
 
 def execution_timeout(created_at_ms: int, deadline_at_ms: int) -> timedelta:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
+from curaflow.domain.execution import RunTimeout
 from curaflow.domain.models import CellSnapshot, DeliveryReport
 from curaflow.domain.projection import JobStatus
 from curaflow.domain.verdicts import FinishCause, StepFailure
@@ -367,6 +368,21 @@ class JobState(BaseModel):
     deliveries: list[DeliveryReport] = Field(default_factory=list)
 
 
+class RunLimit(BaseModel):
+    """When Temporal closes the run that admits a Task, by a timeout its starter set
+    (``workflows.job.RUN_LIMIT``): the job's deadline is bounded by it
+    (:func:`curaflow.domain.execution.run_bounded_deadline`).
+
+    Attributes:
+        ends_at_ms: the run's start plus the shorter of its run and execution timeouts
+            (epoch ms, UTC).
+        timeout: the start option that sets it: ``run_timeout`` or ``execution_timeout``.
+    """
+
+    ends_at_ms: int
+    timeout: RunTimeout
+
+
 class SubmitInput(BaseModel):
     """Argument of the ``admit`` activity: a Task a Temporal client started ``JobWorkflow`` with.
 
@@ -374,10 +390,21 @@ class SubmitInput(BaseModel):
         task: the Task exactly as the client sent it (plain JSON), validated by the same
             admission as ``POST /jobs``.
         workflow_id: the execution's workflow id; it must be the Task's job id.
+        run_limit: when Temporal closes the execution by a timeout its starter set, if
+            that could come before the job's deadline; None otherwise.
     """
 
     task: dict[str, Any]
     workflow_id: str
+    run_limit: RunLimit | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unset_limit(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """``run_limit`` is written only when set, so every other admission keeps its bytes."""
+        data = handler(self)
+        if isinstance(data, dict) and self.run_limit is None:
+            data.pop("run_limit", None)
+        return data
 
 
 class Admitted(BaseModel):

@@ -33,8 +33,8 @@ import httpx
 from temporalio.client import Client
 
 from curaflow.config import Settings, TargetConfig
-from curaflow.domain.execution import job_workflow
-from curaflow.domain.messages import JobIdentity, JobInput, TargetQuery, TargetSpec
+from curaflow.domain.execution import RUN_END_MARGIN, job_workflow, run_bounded_deadline
+from curaflow.domain.messages import JobIdentity, JobInput, RunLimit, TargetQuery, TargetSpec
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started, workflow_input
 from curaflow.observability import metrics
@@ -43,6 +43,7 @@ from curaflow.observability.supervision import Beat, Supervisor
 from curaflow.outbound.destinations import parse_origin, url_port
 from curaflow.protocol.errors import invalid_params
 from curaflow.protocol.keys import manual_job_id
+from curaflow.protocol.models import MIN_DEADLINE_MS
 from curaflow.protocol.task import (
     ValidatedTask,
     identity_conflict,
@@ -68,6 +69,27 @@ class Admission:
     body: dict[str, Any]
     replayed: bool
     job_input: JobInput | None = None
+
+
+async def refuse_run_limit(conn: asyncpg.Connection, job_id: str, limit: RunLimit, now: int) -> None:
+    """Refuse a new job whose run Temporal closes too soon for any deadline (see
+    :meth:`Admitter.admit`, ``run_limit``): the job would be timed out by Temporal, never
+    end itself. A job that already holds the id is answered as usual (it keeps its own
+    deadline): only a run that would create the job is refused.
+
+    Raises:
+        ProtocolError: ``invalid_params``, ``detail.field`` = ``limit.timeout``.
+    """
+    if await conn.fetchval("SELECT 1 FROM jobs WHERE job_id = $1", job_id):
+        return
+    needed_s = (MIN_DEADLINE_MS + int(RUN_END_MARGIN.total_seconds() * 1000)) // 1000
+    raise invalid_params(
+        f"Temporal closes this run {max(0, limit.ends_at_ms - now) // 1000} s from now ({limit.timeout}): a job "
+        f"needs at least {needed_s} s — its deadline, then {int(RUN_END_MARGIN.total_seconds())} s to end on its "
+        f"own; start it with a longer {limit.timeout}, or none (deadline_ms bounds the job)",
+        field=limit.timeout,
+        minimum_s=needed_s,
+    )
 
 
 def resolve_target(settings: Settings, task: ValidatedTask) -> TargetConfig:
@@ -263,6 +285,7 @@ class Admitter:
         workflow_type: str | None = None,
         start: bool = True,
         store_params: bool = True,
+        run_limit: RunLimit | None = None,
     ) -> Admission:
         """Admit a Task (a ``POST /jobs`` body, or what a Temporal client started with).
 
@@ -280,6 +303,12 @@ class Admitter:
                 stores no params, and a replay compares no params. The comparison is
                 skipped whenever either side has none, so a ``POST /jobs`` and a legacy
                 refetch with the same key converge on one job.
+            run_limit: when Temporal closes the submitting execution by a timeout its
+                starter set (Temporal clients): a job created here gets a deadline at
+                least :data:`~curaflow.domain.execution.RUN_END_MARGIN` before it
+                (:func:`~curaflow.domain.execution.run_bounded_deadline`), so it ends
+                itself instead of being timed out (and, under a workflow retry policy,
+                run again in a new run). A job that already exists keeps its deadline.
 
         Returns:
             The admission; ``job_input`` is the job's workflow argument when this call
@@ -291,7 +320,9 @@ class Admitter:
                 validation (protocol order), target resolution, a workflow id
                 that is not the job id (``invalid_params``, ``detail.field: workflow_id``),
                 a workflow type that does not run the job type (``detail.field:
-                job_type``) or an idempotency conflict. Nothing is written.
+                job_type``), a ``run_limit`` that leaves a new job less than the
+                shortest deadline (``detail.field``: ``run_timeout`` or
+                ``execution_timeout``) or an idempotency conflict. Nothing is written.
         """
         # POST /jobs measured its body before decoding it; any other way measures here.
         measure = not isinstance(body, ValidatedTask) and trigger != "protocol"
@@ -317,13 +348,18 @@ class Admitter:
             # replay finds the job its key or id already names (insert_job's conflict path).
             created_at = now_ms()
             deadline = task.deadline_ms or self.settings.budgets.default_deadline_ms
+            deadline_at = run_bounded_deadline(
+                created_at, created_at + deadline, run_limit.ends_at_ms if run_limit else None
+            )
+            if run_limit is not None and deadline_at - created_at < MIN_DEADLINE_MS:
+                await refuse_run_limit(conn, job_id, run_limit, created_at)
             inp: JobInput | None = JobInput(
                 job_id=job_id,
                 job_type=task.job_type,
                 plan_id=target.id,
                 trigger=trigger,  # type: ignore[arg-type]
                 created_at_ms=created_at,
-                deadline_at_ms=created_at + deadline,
+                deadline_at_ms=deadline_at,
                 targets=[spec],
                 budgets=self.settings.budgets_model(),
                 max_fallback_stages=1,

@@ -14,20 +14,37 @@ import os
 import subprocess
 import time
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
+from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 
 from curaflow.devstack.temporal import temporal_binary
-from curaflow.domain.execution import BUSINESS_STATUS, JOB_STATUS, JOB_TYPE, SCHEDULE_ID, TARGET_IDS
+from curaflow.domain.execution import (
+    BUSINESS_STATUS,
+    JOB_STATUS,
+    JOB_TYPE,
+    RUN_END_MARGIN,
+    SCHEDULE_ID,
+    TARGET_IDS,
+)
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.jobs.submit import JOB_START_OPTIONS, job_id_for, start_job
 from curaflow.protocol.models import Task
-from tests.support import DemoStack, closed_status, demo_stack, job_in_stage, recorded_history, short_id
+from tests.support import (
+    DemoStack,
+    closed_status,
+    demo_stack,
+    eventually,
+    job_in_stage,
+    recorded_history,
+    short_id,
+    terminal_job,
+)
 from workflows.job import JobWorkflow
 
 pytestmark = pytest.mark.integration
@@ -377,11 +394,12 @@ async def test_a_copy_of_a_jobs_input_under_another_id_is_refused_and_leaves_the
         record_history(env, copy_id, "job_input_under_another_id_core_v3")
 
 
-def record_history(env: Env, workflow_id: str, name: str) -> None:
-    """Write the execution's history to tests/histories (``CURAFLOW_RECORD_HISTORIES=1``)."""
+def record_history(env: Env, workflow_id: str, name: str, run_id: str | None = None) -> None:
+    """Write the execution's history (its latest run, or ``run_id``) to tests/histories
+    (``CURAFLOW_RECORD_HISTORIES=1``)."""
     if os.environ.get("CURAFLOW_RECORD_HISTORIES") != "1":
         return
-    done = cli(env, "show", "-w", workflow_id, "-o", "json")
+    done = cli(env, "show", "-w", workflow_id, *(("-r", run_id) if run_id else ()), "-o", "json")
     assert done.returncode == 0, done.stderr
     (Path(__file__).resolve().parents[1] / "histories" / f"{name}.json").write_text(recorded_history(done.stdout))
 
@@ -713,3 +731,70 @@ async def test_a_cron_start_is_refused_at_once_and_adds_no_run_after_it(env: Env
     handle = await start_job(env.client, task(key), task_queue=env.stack.task_queue)
     assert (await handle.result()).status == "succeeded"
     assert await executions(env, job_id) == 2
+
+
+# ---- timeouts a starter set --------------------------------------------------------------
+
+
+async def ended_job(env: Env, job_id: str, timeout_s: float) -> dict[str, Any]:
+    """``GET /jobs/{id}`` once the job exists (a Task's run admits it) and ended."""
+
+    async def ended() -> dict[str, Any] | None:
+        answer = await env.http.get(f"/jobs/{job_id}")
+        return None if answer.status_code == 404 else await terminal_job(env.http, job_id, timeout_s)
+
+    return await eventually(ended, timeout_s=timeout_s, what=f"{job_id} admitted")
+
+
+@pytest.mark.parametrize("timeout", ["run_timeout", "execution_timeout"])
+async def test_a_run_timeout_a_starter_set_bounds_the_jobs_deadline_and_the_job_runs_once(
+    env: Env, timeout: str
+) -> None:
+    # A Task started with a run timeout shorter than its deadline and a workflow retry
+    # policy: Temporal timed the run out mid-download and started another run under the
+    # job id, which admitted the same Task, found the job open and ran it again — three
+    # runs, each cut, each left `JobStatus = running` on a TimedOut run (the failed jobs'
+    # list named the job three times). With an execution timeout, no retry, but the job
+    # was reported "ran past its deadline" with its deadline still 30 min ahead. Now the
+    # job's deadline is the run's end less the time the job needs to end itself: it
+    # expires on its own, in its one run, and its deadline says when.
+    key = f"limit-{timeout[:3]}-{short_id()}"
+    job_id = f"demo@manual-{key}"
+    env.replay.faults.slow_images_s = 120.0  # the download outlasts the run
+    try:
+        handle = await env.client.start_workflow(
+            JobWorkflow.run, task(key), id=job_id, task_queue=env.stack.task_queue,
+            **{timeout: timedelta(seconds=36)},
+            retry_policy=RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1)),
+            **JOB_START_OPTIONS,
+        )  # fmt: skip
+        job = await ended_job(env, job_id, timeout_s=60)
+    finally:
+        env.replay.faults.slow_images_s = 0.0
+    started_ms = int((await handle.describe()).start_time.timestamp() * 1000)
+    assert job["status"] == "expired", job
+    assert job["deadline_at"] <= started_ms + 36_000 - int(RUN_END_MARGIN.total_seconds() * 1000), job
+    assert job["deadline_at"] <= job["updated_at"], job
+    assert await closed_status(env.client, job_id, timeout_s=30) == WorkflowExecutionStatus.FAILED
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    assert isinstance(failed.value.cause, ApplicationError) and failed.value.cause.type == "job_expired"
+    assert await executions(env, job_id) == 1
+    if timeout == "run_timeout":
+        record_history(env, job_id, "job_run_limit_core_v3")
+
+
+async def test_a_run_too_short_for_any_deadline_is_refused_and_the_id_stays_usable(env: Env) -> None:
+    key = f"limit-short-{short_id()}"
+    job_id = f"demo@manual-{key}"
+    handle = await env.client.start_workflow(
+        JobWorkflow.run, task(key), id=job_id, task_queue=env.stack.task_queue,
+        run_timeout=timedelta(seconds=20), **JOB_START_OPTIONS,
+    )  # fmt: skip
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    refused = failed.value.cause
+    assert isinstance(refused, ApplicationError) and refused.type == "invalid_params", refused
+    assert refused.details[0]["detail"]["field"] == "run_timeout", refused.details
+    assert await job_row(env, job_id) is None
+    await the_id_stays_usable(env, key)

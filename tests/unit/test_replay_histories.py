@@ -26,6 +26,7 @@ from workflows.job import (
     JOB_INPUT_REPORTING_RUN,
     NO_CRON,
     OWN_JOB_ONLY,
+    RUN_LIMIT,
     STARTER_ATTRIBUTES,
     JobWorkflow,
 )
@@ -55,8 +56,8 @@ def test_histories_of_every_job_shape_are_kept() -> None:
         if job_history(path) and shape(path) == "v3":
             # one marker for every change since core v2; the changes asked only where their
             # input came (foreign input, a copy's JobInput, a run added under an ended job,
-            # search attributes its starter set) add their own
-            own = {FOREIGN_INPUT, OWN_JOB_ONLY, JOB_INPUT_REPORTING_RUN, STARTER_ATTRIBUTES, NO_CRON}
+            # search attributes its starter set, a cron schedule, a short run timeout) add their own
+            own = {FOREIGN_INPUT, OWN_JOB_ONLY, JOB_INPUT_REPORTING_RUN, STARTER_ATTRIBUTES, NO_CRON, RUN_LIMIT}
             assert patches(path) - own == {"core-v3"}, path.name
 
 
@@ -388,3 +389,36 @@ def test_a_cancel_request_writes_the_no_job_flag_only_when_set() -> None:
     [flagged] = converter.to_payloads([CancelRequest(reason="r", no_job=True)])
     [back] = converter.from_payloads([flagged], [CancelRequest])
     assert back.no_job and json.loads(flagged.data) == {"reason": "r", "no_job": True}
+
+
+def test_histories_of_a_run_timeout_a_starter_set_are_kept() -> None:
+    """A Task started with a short run timeout and a workflow retry policy: recorded before
+    ``run-limit`` the run was timed out by Temporal in the middle of its download (a retry
+    then ran the job again in a new run) — it replays so on today's code
+    (:func:`test_recorded_history_replays`); from the patch on the run records the marker,
+    its job's deadline comes before the run's end, and the job expires in its one run (the
+    execution fails ``job_expired``, which no retry follows)."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = json.loads(by_name["job_run_limit_before_core_v3"].read_text())["events"]
+    after = json.loads(by_name["job_run_limit_core_v3"].read_text())["events"]
+    for events in (before, after):
+        started = events[0]["workflowExecutionStartedEventAttributes"]
+        assert started["workflowRunTimeout"] and started["retryPolicy"]
+    assert patches(by_name["job_run_limit_before_core_v3"]) == {"core-v3"}
+    assert "workflowExecutionTimedOutEventAttributes" in before[-1]
+    assert patches(by_name["job_run_limit_core_v3"]) == {"core-v3", RUN_LIMIT}
+    failed = after[-1]["workflowExecutionFailedEventAttributes"]["failure"]
+    assert failed["applicationFailureInfo"]["type"] == "job_expired"
+
+
+def test_a_submission_writes_the_run_limit_only_when_set() -> None:
+    """``SubmitInput.run_limit`` is new: every other admission keeps its bytes."""
+    from curaflow.domain.messages import RunLimit, SubmitInput
+
+    converter = DATA_CONVERTER.payload_converter
+    [plain] = converter.to_payloads([SubmitInput(task={"a": 1}, workflow_id="w")])
+    assert json.loads(plain.data) == {"task": {"a": 1}, "workflow_id": "w"}
+    limited = SubmitInput(task={}, workflow_id="w", run_limit=RunLimit(ends_at_ms=5, timeout="run_timeout"))
+    [payload] = converter.to_payloads([limited])
+    [back] = converter.from_payloads([payload], [SubmitInput])
+    assert back == limited
