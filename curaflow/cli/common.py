@@ -16,7 +16,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from curaflow.config import ConfigError, Settings, load_settings, warn_budget_fallbacks
-from curaflow.devstack.stack import EmbeddedStack, read_stack_info, with_services
+from curaflow.devstack.stack import EmbeddedStack, StackBusy, read_stack_info, with_services
 from curaflow.ledger.db import OPEN_ERRORS, create_pool, is_unavailable, migrate, open_failure
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import EXIT_CANNOT_START
@@ -179,6 +179,11 @@ async def services(settings: Settings, *, status: str = "starting the embedded s
     ``curaflow dev`` of the same state directory is used if there is one; otherwise an
     embedded stack (dev server, PostgreSQL, one worker) runs for the command's duration
     and is torn down afterwards.
+
+    Raises:
+        typer.Exit: 2 (``EXIT_CANNOT_START``) when the embedded stack cannot start — among
+            others when another command holds this state directory's stack
+            (:class:`~curaflow.devstack.stack.StackBusy`: the message names it and its pid).
     """
     warn_budget_fallbacks(settings, get_logger("curaflow.cli"))
     stack: EmbeddedStack | None = None
@@ -193,6 +198,12 @@ async def services(settings: Settings, *, status: str = "starting the embedded s
             try:
                 with err_console.status(status):
                     await stack.__aenter__()
+            except StackBusy as err:  # another `curaflow run` (or a `curaflow dev` still starting)
+                error(
+                    f"{err}. Run this command when it has ended — or keep `curaflow dev` running in "
+                    "this directory: every command here then uses its stack"
+                )
+                raise typer.Exit(EXIT_CANNOT_START) from None
             except (RuntimeError, FileNotFoundError) as err:  # e.g. the [embedded] extra is not installed
                 error(f"the embedded stack did not start: {err}")
                 raise typer.Exit(2) from None

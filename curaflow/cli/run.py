@@ -6,7 +6,8 @@ outcome is printed at the end (``--json``: the outcome record with the protocol 
 under ``job`` and where each delivery landed under ``deliveries``, on stdout). A refusal
 that needs no service (an unknown target, invalid tags) comes before the embedded stack
 starts. Exit status: 0 when the job succeeded, 1 otherwise, 2 for
-usage or configuration errors.
+usage or configuration errors and when the embedded stack cannot start (another
+command holding this state directory's among them: :class:`~curaflow.devstack.stack.StackBusy`).
 """
 
 from __future__ import annotations

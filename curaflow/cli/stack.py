@@ -27,7 +27,7 @@ from curaflow.cli.common import (
 )
 from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
-from curaflow.devstack.stack import EmbeddedStack, read_stack_info
+from curaflow.devstack.stack import EmbeddedStack, StackBusy, read_stack_info
 from curaflow.observability.logs import configure_logging
 from curaflow.observability.supervision import EXIT_LOOP_FAILED
 from curaflow.paths import private_dir
@@ -124,6 +124,9 @@ async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
     try:
         with err_console.status("starting Temporal, PostgreSQL, workers and the API"):
             await stack.__aenter__()
+    except StackBusy as err:  # a `curaflow run` with its own stack, or a dev starting at the same time
+        error(f"{err}. Start `curaflow dev` when it has ended")
+        raise typer.Exit(EXIT_CANNOT_START) from None
     except (RuntimeError, OSError) as err:  # a port taken since the check, a server that died
         error(f"the dev stack did not start: {err}")
         err_console.print(f"logs: {stack.log_dir}")

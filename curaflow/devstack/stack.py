@@ -6,15 +6,21 @@ the dev server also die with the parent process. State (Temporal's SQLite file a
 ledger's data directory) lives in ``settings.state_dir``, so a second run remembers what
 was delivered. While ``curaflow dev`` runs, ``<state_dir>/stack.json`` tells other
 commands where its services are, so ``curaflow run`` uses that stack instead of
-starting a second one on the same state.
+starting a second one on the same state. One stack at a time holds a state directory
+(:class:`StackLock` on ``<state_dir>/stack.lock``): a second command starting one there
+is told which command holds it (:class:`StackBusy`) before it starts anything — two dev
+servers on one ``temporal.db`` used to fail on SQLite's lock (``SQLITE_BUSY``) or worse.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
+import sys
+import time
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -29,6 +35,116 @@ from curaflow.paths import private_dir, secure_state_dir, write_private
 from curaflow.process.httpserver import BackgroundServer
 
 STACK_FILE = "stack.json"
+#: The embedded stack's hold on its state directory (:class:`StackLock`).
+LOCK_FILE = "stack.lock"
+
+
+class StackBusy(RuntimeError):
+    """Another live process holds the embedded stack of this state directory.
+
+    ``str()`` says which (``another curaflow command holds the embedded stack of
+    <state_dir>: curaflow run (pid 1234)``); the commands add what to do.
+
+    Attributes:
+        state_dir: the state directory.
+        pid: the holder's process id, None when it could not be read.
+        command: what the holder is (``curaflow run``, ``curaflow dev`` …), None when unknown.
+    """
+
+    def __init__(self, state_dir: Path, pid: int | None, command: str | None) -> None:
+        self.state_dir = state_dir
+        self.pid = pid
+        self.command = command
+        who = f"{command or 'a process'} (pid {pid if pid is not None else 'unknown'})"
+        super().__init__(f"another curaflow command holds the embedded stack of {state_dir}: {who}")
+
+
+def holder_name() -> str:
+    """What this process is, for :class:`StackLock`'s file: ``curaflow run``, ``curaflow dev`` …
+    (the program's name and its first argument when it is a sub-command, never options)."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+    verb = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else ""
+    return f"{name} {verb}".strip() if name == "curaflow" else name
+
+
+class StackLock:
+    """One embedded stack per state directory: an exclusive ``flock`` on
+    ``<state_dir>/stack.lock``, held from before its services start until after they stopped.
+
+    The kernel releases the lock when the holder's descriptor closes — at :meth:`release`
+    or when the process dies however it dies (SIGKILL too), so a lock is never stale. The
+    file names the holder (``{"pid": …, "command": …}``, mode 0600) for the message of the
+    process refused. The descriptor is not inherited by the stack's children (Python's
+    descriptors are not), so a dev server or worker left behind never holds it.
+
+    Args:
+        state_dir: the state directory (created private if missing).
+        command: what the holder is, for the refused (default :func:`holder_name`).
+    """
+
+    def __init__(self, state_dir: Path, command: str | None = None) -> None:
+        self.path = state_dir / LOCK_FILE
+        self.state_dir = state_dir
+        self.command = command or holder_name()
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock and write this process into the file (idempotent).
+
+        Raises:
+            StackBusy: another live process holds it (which one, when its file says).
+        """
+        if self._fd is not None:
+            return
+        private_dir(self.state_dir)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise self._busy() from None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "command": self.command}).encode(), 0)
+        self._fd = fd
+
+    def _busy(self, wait_s: float = 0.5) -> StackBusy:
+        """The refusal, naming the holder from its file. The holder writes it just after
+        taking the lock, over what a holder killed before its release left: read again for
+        up to ``wait_s`` while it is empty or names a process that is gone."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                held = json.loads(self.path.read_text())
+                pid, command = int(held["pid"]), str(held["command"])
+                if _alive(pid):
+                    return StackBusy(self.state_dir, pid, command)
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
+            if time.monotonic() >= deadline:
+                return StackBusy(self.state_dir, None, None)
+            time.sleep(0.05)
+
+    def release(self) -> None:
+        """Let the lock go (idempotent); the file stays, emptied: it names no holder."""
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, 0)
+            os.close(self._fd)
+            self._fd = None
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 @dataclass
@@ -137,6 +253,8 @@ class EmbeddedStack:
         #: Set when the in-process API's background loop could not recover.
         self.api_failed = asyncio.Event()
         self.api_failure: str | None = None
+        self.lock = StackLock(self.state_dir)
+        self._published = False
 
     async def __aenter__(self) -> EmbeddedStack:
         try:
@@ -205,10 +323,14 @@ class EmbeddedStack:
         The dev server gets the namespace, its search attributes and the jobs' Nexus
         endpoint (``temporal.nexus_endpoint``) as ``curaflow temporal-setup`` makes them;
         the dev server serves Nexus with no extra flag (``temporal`` CLI 1.9.1).
+
+        Raises:
+            StackBusy: another process holds this state directory's stack (nothing started).
         """
         # The owner's alone: tokens, stack.json (the database URL), temporal.db, the logs
         # (an upgrade from a version that created them 0755 / 0644 is tightened too).
         secure_state_dir(self.state_dir)
+        self.lock.acquire()  # before anything starts: StackBusy leaves the holder's services alone
         private_dir(self.log_dir)
         database_url = await asyncio.to_thread(self.postgres.start)
         self.temporal = TemporalDevServer(
@@ -248,12 +370,14 @@ class EmbeddedStack:
                 worker_metrics_urls=self.worker_metrics_urls or None,
             )
             write_private(self.state_dir / STACK_FILE, json.dumps(asdict(info), indent=2))
+            self._published = True
 
     async def stop(self) -> None:
-        """Stop everything this stack started (idempotent)."""
-        if self.publish:
+        """Stop everything this stack started (idempotent); the state directory's lock goes last."""
+        if self._published:  # only its own: a stack refused (StackBusy) leaves the holder's
             with contextlib.suppress(OSError):
                 (self.state_dir / STACK_FILE).unlink()
+            self._published = False
         if self.api is not None:
             await self.api.stop()
             self.api = None
@@ -267,6 +391,7 @@ class EmbeddedStack:
             await asyncio.to_thread(self.temporal.stop)
             self.temporal = None
         await asyncio.to_thread(self.postgres.stop)
+        self.lock.release()
 
 
 async def prepare_dev_server(settings: Settings) -> None:

@@ -186,3 +186,45 @@ def test_run_stops_waiting_when_the_embedded_worker_dies(tmp_path: Path) -> None
     assert "Address already in use" in result.stderr  # the end of its log says why
     assert elapsed < 90
     assert leftovers(tmp_path) == []
+
+
+def test_a_second_command_on_a_held_stack_names_the_holder_and_starts_nothing(tmp_path: Path) -> None:
+    """``curaflow run`` twice at once in one directory: the second used to start its own dev
+    server on the same ``temporal.db`` and exit 2 with "temporal dev server exited with 1;
+    see …/temporal.log" (SQLITE_BUSY in that log). Now the first holds the state
+    directory's lock (``.curaflow/stack.lock``): the second, and a ``curaflow dev``, exit 2
+    naming the holder and its pid, before anything starts. The holder here is another
+    process taking the same lock (a real second stack would take a minute); once it dies
+    (SIGKILL: no clean-up) the lock is free."""
+    state = tmp_path / ".curaflow"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from curaflow.devstack.stack import StackLock; "
+            "StackLock(Path(sys.argv[1]), 'curaflow run').acquire(); print('held', flush=True); time.sleep(600)",
+            str(state),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        for args in (("run", "--tags", "オリジナル"), ("dev", *FREE_PORTS)):
+            result = curaflow(*args, cwd=tmp_path)
+            assert result.returncode == 2, (args, result.stderr[-3000:])
+            assert (
+                f"another curaflow command holds the embedded stack of {state}: curaflow run (pid {holder.pid})"
+                in result.stderr
+            ), result.stderr[-3000:]
+            assert "Traceback" not in result.stderr
+        assert not (state / "temporal.db").exists() and not (state / "pg").exists()  # nothing started
+    finally:
+        holder.kill()
+        holder.wait(10)
+    assert leftovers(tmp_path) == []
+    from curaflow.devstack.stack import StackLock
+
+    lock = StackLock(state)
+    lock.acquire()  # the dead holder's lock went with it
+    lock.release()

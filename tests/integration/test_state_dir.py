@@ -52,7 +52,7 @@ async def test_an_embedded_stack_keeps_its_state_private_and_tightens_an_old_one
     async with EmbeddedStack(settings, workers=1, persist=True, publish=True):
         kept = private_files(state)
     # What an older version left: the directories 0755, the files 0644.
-    for path in [state, state / "logs", *state.glob("temporal.db*"), *(state / "logs").iterdir()]:
+    for path in [state, state / "logs", state / "stack.lock", *state.glob("temporal.db*"), *(state / "logs").iterdir()]:
         path.chmod(0o755 if path.is_dir() else 0o644)
 
     async with EmbeddedStack(settings, workers=1, persist=True, publish=True):
@@ -60,7 +60,9 @@ async def test_an_embedded_stack_keeps_its_state_private_and_tightens_an_old_one
         # A way through for PostgreSQL's own user when it is another (run as root).
         assert mode(state) == (0o711 if (state / "pg").stat().st_uid != os.geteuid() else 0o700)
         files = private_files(state)
-        assert {"stack.json", "temporal.db", "logs/temporal.log", "logs/worker-1.log"} <= set(files), files
+        assert {"stack.json", "stack.lock", "temporal.db", "logs/temporal.log", "logs/worker-1.log"} <= set(files), (
+            files
+        )
         wide = {name: oct(bits) for name, bits in files.items() if bits != 0o600}
         assert wide == {}, wide
     assert kept and all(bits == 0o600 for bits in kept.values()), kept  # and so on a first start
@@ -96,7 +98,7 @@ async def test_the_embedded_postgresql_outlives_its_first_checkpoint(tmp_path: P
 
 def private_files(state: Path) -> dict[str, int]:
     """Mode of every file curaflow keeps at the top of ``state`` and in its logs."""
-    files = [*state.glob("temporal.db*"), *(state / "logs").glob("*.log"), state / "stack.json"]
+    files = [*state.glob("temporal.db*"), *(state / "logs").glob("*.log"), state / "stack.json", state / "stack.lock"]
     modes = {}
     for p in files:
         with contextlib.suppress(FileNotFoundError):  # SQLite's journal comes and goes while Temporal writes
