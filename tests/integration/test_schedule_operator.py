@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import (
+    Client,
+    ScheduleActionExecutionStartWorkflow,
+    ScheduleActionResult,
+    ScheduleDescription,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+)
 from temporalio.exceptions import ApplicationError
 
 from curaflow import schedules as plans
@@ -68,7 +76,16 @@ async def test_triggers_and_backfills_run_each_nominal_time_once_with_its_own_id
     """Guard. "Trigger now" twice in one minute is one job; a backfill of a past hour runs
     each time of the spec as its own job, with its nominal time, and a second backfill
     over times already run adds no job and no run. A job's deadline counts from its
-    admission, not from its nominal time (DESIGN.md "Scheduled occurrences")."""
+    admission, not from its nominal time (DESIGN.md "Scheduled occurrences").
+
+    The hour backfilled ends half a minute before the triggers' minute, so none of its
+    times shares a job with a trigger (it used to end at the triggers' time: triggered in
+    the first minute of a time of the spec, 3 minutes an hour, the trigger and that time
+    were one job and the test waited for one more). Trampolines are waited for by their
+    own status, never the schedule's ``running_actions``: Temporal lists there only the
+    starts its overlap policy governs, never those of an ``AllowAll`` trigger or backfill
+    (server 1.32) — the wait before the second backfill waited for nothing, and under load
+    a trampoline of the first still ran: Temporal refused the second's start of that id."""
     plan_id = f"plan-{short_id()}"
     stack = make_stack(plan_config(tmp_path, plan_id, cron=["*/20 * * * *"], timezone="UTC"))
     await stack.start_worker()
@@ -80,31 +97,28 @@ async def test_triggers_and_backfills_run_each_nominal_time_once_with_its_own_id
             await temporal(
                 temporal_address, "schedule", "trigger", "--schedule-id", plan_id, "--overlap-policy", "AllowAll"
             )
-        now = datetime.now(UTC)
-        triggered = await eventually(lambda: _completed(stack, plan_id, 1), timeout_s=60, what="the triggered job")
-        if before.minute == now.minute:  # the two triggers fell in one minute: one occurrence
-            assert len(triggered) == 1
-        window = [
-            "--start-time",
-            at(int((now - timedelta(hours=1)).timestamp() * 1000)),
-            "--end-time",
-            at(int(now.timestamp() * 1000)),
-        ]
+        await eventually(lambda: _completed(stack, plan_id, 1), timeout_s=60, what="the triggered job")
+        fired = await eventually(
+            lambda: _trampolines_closed(client, plan_id), timeout_s=30, what="the triggers' trampolines closed"
+        )
+        # one job per minute triggered: two triggers in one minute are one job (in one second,
+        # Temporal starts one trampoline: the second has the first's id)
+        minutes = {a.scheduled_at.replace(second=0, microsecond=0) for a in fired.info.recent_actions}
+        triggered = await scheduled_jobs(stack, plan_id, order="occurrence_at")
+        assert len(triggered) == len(minutes) and all(r["completed_at"] for r in triggered)
+        # (end - 1 h, end]: neither bound is a time of the spec (they fall on :30 s), so
+        # Temporal's bounds and these agree; every time is before the triggers' minute.
+        end_ms = int(before.timestamp() * 1000) // 60_000 * 60_000 - 30_000
+        window = ["--start-time", at(end_ms - 3_600_000), "--end-time", at(end_ms)]
+        spec_times = {t for t in range(end_ms - 3_600_000, end_ms, 1_000) if t % 1_200_000 == 0}
+        assert len(spec_times) == 3
         await temporal(
             temporal_address, "schedule", "backfill", "--schedule-id", plan_id, *window, "--overlap-policy", "AllowAll"
         )
-        spec_times = {
-            t
-            for t in range(
-                int((now - timedelta(hours=1)).timestamp() * 1000) // 1_200_000 * 1_200_000,
-                int(now.timestamp() * 1000),
-                1_200_000,
-            )
-            if now.timestamp() * 1000 - 3_600_000 <= t
-        }
         rows = await eventually(
             lambda: _completed(stack, plan_id, len(triggered) + len(spec_times)), timeout_s=90, what="backfilled jobs"
         )
+        assert len(rows) == len(triggered) + len(spec_times)
         backfilled = [r for r in rows if r["occurrence_at"] in spec_times]
         assert {r["occurrence_at"] for r in backfilled} == spec_times
         pool = await stack.ledger()
@@ -122,20 +136,19 @@ async def test_triggers_and_backfills_run_each_nominal_time_once_with_its_own_id
         # the same hour again: every time already has its job; nothing runs twice. (Wait for the
         # trampolines to close first: one still open has the id the new one would get, and
         # Temporal refuses that start — not the convergence this looks at.)
-        async def idle() -> int | None:
-            d = await client.get_schedule_handle(plan_id).describe()
-            return None if d.info.running_actions else d.info.num_actions
-
-        actions = await eventually(idle, timeout_s=30, what="the first backfill's trampolines closed")
+        closed = await eventually(
+            lambda: _trampolines_closed(client, plan_id), timeout_s=30, what="the first backfill's trampolines closed"
+        )
+        actions = closed.info.num_actions
         await temporal(
             temporal_address, "schedule", "backfill", "--schedule-id", plan_id, *window, "--overlap-policy", "AllowAll"
         )
 
         async def trampolines_done() -> list[str] | None:
-            d = await client.get_schedule_handle(plan_id).describe()
-            if d.info.num_actions < actions + len(spec_times) or d.info.running_actions:
+            d = await _trampolines_closed(client, plan_id)
+            if d is None or d.info.num_actions < actions + len(spec_times):
                 return None
-            return [a.action.workflow_id for a in d.info.recent_actions][-len(spec_times) :]
+            return [_started(a).workflow_id for a in d.info.recent_actions][-len(spec_times) :]
 
         again = await eventually(trampolines_done, timeout_s=60, what="second backfill's trampolines")
         for wid in again:
@@ -152,6 +165,60 @@ async def test_triggers_and_backfills_run_each_nominal_time_once_with_its_own_id
 async def _completed(stack: Any, plan_id: str, n: int) -> list[Any] | None:
     rows = await scheduled_jobs(stack, plan_id, order="occurrence_at")
     return rows if len(rows) >= n and all(r["completed_at"] for r in rows) else None
+
+
+async def _trampolines_closed(client: Client, plan_id: str) -> ScheduleDescription | None:
+    """The schedule once every trampoline among its recent actions has closed, else None:
+    each trampoline's own status, not the schedule's ``running_actions``, which lists no
+    start of an ``AllowAll`` trigger or backfill (``test_running_actions_lists_no_allow_all_start``)."""
+    desc = await client.get_schedule_handle(plan_id).describe()
+    for action in desc.info.recent_actions:
+        started = _started(action)
+        handle = client.get_workflow_handle(started.workflow_id, run_id=started.first_execution_run_id)
+        if (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+            return None
+    return desc
+
+
+def _started(action: ScheduleActionResult) -> ScheduleActionExecutionStartWorkflow:
+    assert isinstance(action.action, ScheduleActionExecutionStartWorkflow)
+    return action.action
+
+
+async def test_running_actions_lists_no_allow_all_start(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client, temporal_address: str
+) -> None:
+    """What Temporal does, which the test above met: the trampolines an ``AllowAll``
+    backfill started run (no worker here) while the schedule's ``running_actions`` is
+    empty — so a wait on it for them to close waits for nothing, and a second backfill of
+    the same times then finds their ids still running (the server refuses those starts
+    and only logs it)."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id, cron=["*/20 * * * *"], timezone="UTC"))
+    client = temporal_client
+    trampolines: list[WorkflowHandle[Any, Any]] = []
+    try:
+        await plans.sync_schedules(client, stack.settings)
+        end_ms = int(datetime.now(UTC).timestamp() * 1000) // 60_000 * 60_000 - 30_000
+        window = ["--start-time", at(end_ms - 3_600_000), "--end-time", at(end_ms)]
+        await temporal(
+            temporal_address, "schedule", "backfill", "--schedule-id", plan_id, *window, "--overlap-policy", "AllowAll"
+        )
+
+        async def started() -> Any:
+            d = await client.get_schedule_handle(plan_id).describe()
+            return d if d.info.num_actions == 3 else None
+
+        desc = await eventually(started, timeout_s=30, what="the backfill's three trampolines")
+        trampolines = [client.get_workflow_handle(_started(a).workflow_id) for a in desc.info.recent_actions]
+        for handle in trampolines:
+            assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        assert desc.info.running_actions == []
+        assert await _trampolines_closed(client, plan_id) is None
+    finally:
+        await _cleanup(client, plan_id)
+        for handle in trampolines:  # nothing would ever run them
+            await handle.terminate("test over")
 
 
 async def test_an_action_edited_to_junk_fails_its_occurrence_at_once_and_sync_restores_it(
