@@ -117,18 +117,27 @@ class _PartFile:
 
     @property
     def settled(self) -> bool:
-        """True once the file was completed or discarded (nothing left to clean up)."""
+        """True once the file was completed or discarded: renamed, or removed — nothing of
+        it left on disk, so a caller may skip its own :meth:`discard` (no thread hop).
+
+        False while a discard in a thread is still removing it: a caller whose await of
+        that thread was cancelled discards again, which waits for the first (the lock),
+        and does not end with the file still there (until 2026-12-05 the flag was set
+        before the removal, and one cancel of a fetch landing then ended it with the part
+        file on disk and its removal running on)."""
         return self.completed or self._discarded
 
     def _discard(self) -> None:
-        self._discarded = True
         try:
             if self._fh is not None:
                 with contextlib.suppress(OSError):  # a buffered write failing again (disk full)
                     self._fh.close()
         finally:
-            if self._tmp is not None:
-                self._tmp.unlink(missing_ok=True)
+            try:
+                if self._tmp is not None:
+                    self._tmp.unlink(missing_ok=True)
+            finally:
+                self._discarded = True  # under the lock: a later write fails without a file
 
 
 def describe(

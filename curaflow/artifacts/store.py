@@ -97,7 +97,11 @@ class _Received(NamedTuple):
     whole: bool
 
     async def discard(self) -> None:
-        """Remove the part file (a page received and never completed)."""
+        """Remove the part file (a page received and never completed): nothing to do once
+        it is settled (gone: :attr:`_PartFile.settled`); else in a thread, which waits for a
+        removal or a completion already under way in another (the part's lock) — so a
+        caller whose earlier discard was cancelled mid-thread and that discards again ends
+        only once the file is gone (:func:`_settle`)."""
         if not self.part.settled:
             await asyncio.to_thread(self.part.discard)
 

@@ -365,3 +365,72 @@ async def test_part_files_a_killed_attempt_left_are_removed_by_the_next(tmp_path
 
     assert len(artifact.files) == 2
     assert left_behind(tmp_path) == ["42_p0.png", "42_p1.png"]
+
+
+class _Sent(Pages):
+    """Pages whose page 1 sets ``sent`` once its last byte was taken (and written)."""
+
+    def __init__(self, bodies: list[bytes | Exception]) -> None:
+        super().__init__(bodies)
+        self.sent = threading.Event()
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str) -> AsyncIterator[Any]:
+        async with super().download(url) as body:
+            if not url.endswith("_p1.png"):
+                yield body
+                return
+            sent = self.sent
+
+            class Signalled:
+                expected_bytes = body.expected_bytes
+
+                async def chunks(self) -> AsyncIterator[bytes]:
+                    async for chunk in body.chunks():
+                        yield chunk
+                    sent.set()
+
+            yield Signalled()
+
+
+async def test_one_cancel_while_a_part_file_is_removed_waits_for_its_removal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Page 0 fails once page 1 is received; the disk is slow removing page 1's part file,
+    # and the fetch is cancelled (once) meanwhile. Until 2026-12-05 the fetch ended at once,
+    # its part file still on disk and the thread removing it running on: the part counted
+    # as removed as soon as its removal began.
+    source = _Sent([b"not an image at all", big_png()])
+    check = files_module.check_image
+
+    def waiting(path: Path, **kwargs: Any) -> Any:
+        if "_p0." in path.name:
+            source.sent.wait(5)  # page 0's check fails only once page 1 is received
+        return check(path, **kwargs)
+
+    removing, removed = threading.Event(), threading.Event()
+    unlink = Path.unlink
+
+    def slow_unlink(self: Path, missing_ok: bool = False) -> None:
+        if self.name.startswith(".42_p1.png.") and self.name.endswith(".part"):
+            removing.set()
+            removed.wait(5)
+        unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(files_module, "check_image", waiting)
+    monkeypatch.setattr(Path, "unlink", slow_unlink)
+    before = asyncio.all_tasks()
+    fetch = asyncio.create_task(ArtifactStore(tmp_path).fetch(source, work(2), "job@x", "t"))  # type: ignore[arg-type]
+    assert await asyncio.to_thread(removing.wait, 5)
+    fetch.cancel()
+    for _ in range(1000):  # loop turns: a fetch that does not wait for the removal ends here
+        if fetch.done():
+            break
+        await asyncio.sleep(0)
+    ended_with = part_files(tmp_path) if fetch.done() else None
+    removed.set()
+    with pytest.raises(BaseException):  # noqa: B017 - the cancel or page 0's failure, as it lands
+        await fetch
+    assert ended_with in (None, [])  # never ended while its part file was on disk
+    assert [t for t in asyncio.all_tasks() - before if not t.done() and t is not asyncio.current_task()] == []
+    assert part_files(tmp_path) == []
