@@ -798,3 +798,39 @@ async def test_a_run_too_short_for_any_deadline_is_refused_and_the_id_stays_usab
     assert refused.details[0]["detail"]["field"] == "run_timeout", refused.details
     assert await job_row(env, job_id) is None
     await the_id_stays_usable(env, key)
+
+
+async def test_an_http_job_attached_to_a_task_run_that_refuses_its_task_runs_and_ends_truthfully(env: Env) -> None:
+    # A Temporal client starts a Task with a start delay; during the delay POST /jobs with
+    # the same key and other params is admitted (202) and its start attaches to the
+    # waiting run (conflict policy USE_EXISTING). When the delay ends the run admits ITS
+    # Task, finds the key's job with other params and fails `idempotency_conflict`. That
+    # run never held the HTTP job: the reconciler used to end the job `failed /
+    # internal_error` (a job nothing ran, reported failed). It starts the job's own run
+    # now, as for a job whose start never happened, and the job runs once.
+    key = f"delayed-{short_id()}"
+    job_id = f"demo@manual-{key}"
+    handle = await env.client.start_workflow(
+        JobWorkflow.run, task(key), id=job_id, task_queue=env.stack.task_queue,
+        start_delay=timedelta(seconds=4), **JOB_START_OPTIONS,
+    )  # fmt: skip
+    answer = await env.http.post("/jobs", json=task(key, query={"tags": ["風景"]}).model_dump(mode="json"))
+    assert answer.status_code == 202, answer.text
+    assert (answer.json()["job"]["job_id"], answer.json()["job"]["status"]) == (job_id, "queued")
+
+    with pytest.raises(WorkflowFailureError) as refused:
+        await handle.result()
+    cause = refused.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "idempotency_conflict", cause
+    job = await terminal_job(env.http, job_id, timeout_s=60)
+
+    assert job["status"] == "succeeded", job
+    assert (await job_row(env, job_id))["trigger"] != "temporal"
+    pool = await env.stack.ledger()
+    sends = await pool.fetch("SELECT work_id, status, attempts FROM delivery_intents WHERE job_id = $1", job_id)
+    assert sends and all(s["status"] == "delivered" for s in sends), sends
+    assert len({s["work_id"] for s in sends}) == len(sends)
+    latest = await env.client.get_workflow_handle(job_id).describe()
+    assert latest.run_id != handle.result_run_id and latest.status == WorkflowExecutionStatus.COMPLETED
+    first = await env.client.get_workflow_handle(job_id, run_id=handle.result_run_id).describe()
+    assert first.status == WorkflowExecutionStatus.FAILED

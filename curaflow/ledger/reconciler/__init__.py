@@ -15,7 +15,14 @@ input):
    (``execution_terminated`` / ``execution_timeout`` / ``internal_error``) once no
    attempt of the job holds a live lease (a send already out lands and is recorded
    first, so the outcome record reports it); an operator's terminate converges within
-   a tick of its attempts ending, not after the stall budget;
+   a tick of its attempts ending, not after the stall budget. Unless the closed run
+   never held the job (:meth:`Execution.closed_without_job`, :func:`run_held_a_job`)
+   and the job never started: its start attached to a Temporal client's Task run
+   (conflict policy ``USE_EXISTING``) that then refused its own Task
+   (``idempotency_conflict``) or stopped before admitting it — nothing ran the job, so
+   it is started again as rule 1 starts one (the start frees the id of such a run);
+   rules 3 and 5 read such a run as no verdict either (a recorded cancel ends the job
+   ``cancelled``; its budgets decide);
 3. **cancel with no worker**: a consumer cancel recorded more than
    :data:`CANCEL_GRACE_MS` ago, no live lease, and Temporal says no workflow can act on
    it (the execution does not exist or is closed, or its workflow task has waited for a
@@ -75,6 +82,7 @@ from curaflow.ledger.reconciler.executions import (
     latest_job_executions,
     listed_executions,
     namespace_holds_jobs,
+    run_held_a_job,
 )
 from curaflow.ledger.reconciler.ticks import (
     DEADLINE_GRACE_MS,
@@ -112,6 +120,7 @@ __all__ = [
     "listed_executions",
     "namespace_holds_jobs",
     "run_forever",
+    "run_held_a_job",
     "served_queues",
     "tick",
 ]

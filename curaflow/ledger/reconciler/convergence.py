@@ -82,6 +82,12 @@ async def attempt_live(pool: asyncpg.Pool | asyncpg.Connection, job_id: str) -> 
     return held is True
 
 
+async def never_started(pool: asyncpg.Pool | asyncpg.Connection, job_id: str) -> bool:
+    """Whether ``job_id`` never ran a step (``started_at`` is null): no run held it."""
+    started = await pool.fetchval("SELECT started_at IS NULL FROM jobs WHERE job_id = $1", job_id)
+    return started is True
+
+
 async def converge_unserved_cancel(
     pool: asyncpg.Pool | asyncpg.Connection,
     client: Client,
@@ -102,6 +108,10 @@ async def converge_unserved_cancel(
     (``execution_terminated`` …), a missing one with the cancel. A cancel recorded after
     the execution closed stopped nothing: the close's reasons stand (a timed-out run's
     job ends expired, not cancelled; :func:`curaflow.domain.verdicts.cancel_stopped`).
+    A run that closed without ever holding a job (the job's start attached to a Task run
+    that refused its own Task:
+    :meth:`~curaflow.ledger.reconciler.executions.Execution.closed_without_job`) is no
+    verdict on the job: nothing ran it, and the cancel ends it ``cancelled``.
 
     Returns:
         True when this call finished the job.
@@ -113,6 +123,8 @@ async def converge_unserved_cancel(
         return False  # a workflow is acting on the cancel (or will, once its worker picks it up)
     if execution.close_cause is not None and closed is None:
         return False  # an earlier run under this id closed; the job's own run is not started yet
+    if closed is not None and execution.closed_without_job(created_at) and await never_started(pool, job_id):
+        closed = None  # the run never held the job: nothing ran it, and the cancel ends it
     if await attempt_live(pool, job_id):
         return False  # an attempt still runs (a send out when the execution closed): it is recorded first
     closed_at = execution.closed_at_ms if closed is not None else None

@@ -13,11 +13,12 @@ from datetime import UTC, datetime
 
 import asyncpg
 from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from curaflow.domain.execution import job_workflow_types
+from curaflow.domain.execution import JOB_STATUS, job_workflow_types
 from curaflow.domain.verdicts import FinishCause, PendingStep
+from curaflow.temporal.job_runs import held_a_job
 
 #: How far back a tick looks for closed executions.
 CLOSED_WINDOW_MS = 3_600_000
@@ -44,11 +45,16 @@ class Execution:
         closed_at_ms: when it closed (epoch ms), else None.
         waiting_for_worker_ms: how long its pending workflow task has waited for a worker
             (0 when none waits or a worker holds it).
+        held_job: the run held a job (:func:`run_held_a_job`: it was started with an
+            admitted job, or admitted its Task); False for a closed run that refused its
+            own Task or stopped before admitting it — such a run never was the job's,
+            whatever start attached to it. Always True for a running one.
     """
 
     exists: bool
     close_cause: FinishCause | None = None
     closed_at_ms: int | None = None
+    held_job: bool = True
     waiting_for_worker_ms: int = 0
     steps: list[PendingActivity] = field(default_factory=list)
 
@@ -60,10 +66,27 @@ class Execution:
     def closed_cause_for(self, created_at_ms: int) -> FinishCause | None:
         """The close cause, if this execution closed after a job created at
         ``created_at_ms`` (an earlier run under the same id — say a refused submission —
-        is not the job's)."""
+        is not the job's; a job that never started whose run held no job:
+        :meth:`closed_without_job`, asked first)."""
         if self.close_cause is None or self.closed_at_ms is None or self.closed_at_ms < created_at_ms:
             return None
         return self.close_cause
+
+    def closed_without_job(self, created_at_ms: int) -> bool:
+        """Whether this execution closed after a job created at ``created_at_ms`` without
+        ever holding a job: the job's start attached to it while it was open (conflict
+        policy ``USE_EXISTING`` — a Temporal client's Task run waiting out its
+        ``start_delay``, or not yet admitted), and it then refused its own Task
+        (``idempotency_conflict``: the key's job has other params) or was stopped before
+        admitting it. Nothing ran the job: its close is no verdict on the job, which is to
+        be started again as a job whose start never happened is
+        (:mod:`curaflow.temporal.job_runs` frees the id of such a run)."""
+        return (
+            self.close_cause is not None
+            and self.closed_at_ms is not None
+            and self.closed_at_ms >= created_at_ms
+            and not self.held_job
+        )
 
 
 #: The ``task_queue`` word of a source queue (``<task_queue>-source-<account>``).
@@ -138,6 +161,15 @@ def _pending_activities(raw: object) -> list[PendingActivity]:
     return found
 
 
+def run_held_a_job(described: WorkflowExecutionDescription) -> bool:
+    """Whether a described run held a job: it carries ``JobType``
+    (:func:`curaflow.temporal.job_runs.held_a_job`: set at start for an admitted job,
+    upserted once a Task is admitted) or ``JobStatus`` (published by a job's own run as
+    soon as it holds the job — also by one a foreign client started with the job's input
+    and no search attributes). A run with neither ran no step of any job."""
+    return held_a_job(described) or described.typed_search_attributes.get(JOB_STATUS) is not None
+
+
 async def describe_execution(client: Client, job_id: str, now: int) -> Execution:
     """Ask Temporal about ``job_id``'s execution (one ``DescribeWorkflowExecution``)."""
     try:
@@ -149,7 +181,7 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
     if desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING:
         closed_at = int(desc.close_time.timestamp() * 1000) if desc.close_time else now
         cause = CLOSE_CAUSES.get(desc.status, FinishCause.WORKFLOW_FAILED)
-        return Execution(exists=True, close_cause=cause, closed_at_ms=closed_at)
+        return Execution(exists=True, close_cause=cause, closed_at_ms=closed_at, held_job=run_held_a_job(desc))
     task = desc.raw_description.pending_workflow_task
     waiting = 0
     if task.HasField("scheduled_time") and not task.HasField("started_time"):

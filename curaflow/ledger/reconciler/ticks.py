@@ -145,7 +145,7 @@ async def _tick(
             # records what it did — converging before would report it ``unknown`` and let
             # the receipt contradict the outcome record afterwards.
             rows = await conn.fetch(
-                f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL
+                f"""SELECT job_id, created_at, started_at FROM jobs j WHERE completed_at IS NULL
                     AND job_id = ANY($2::text[]) AND {_LIVE}""",
                 now,
                 list(closed),
@@ -156,6 +156,14 @@ async def _tick(
                     continue  # an earlier run under this id (a refused submission), not the job's
                 # The latest run decides: a job may have been started again under its id.
                 execution = await describe_execution(client, r["job_id"], now)
+                if r["started_at"] is None and execution.closed_without_job(r["created_at"]):
+                    # The job's start attached to a run that then refused its own Task (or
+                    # stopped before admitting it): nothing ran the job. Start it as rule 1
+                    # does; the start frees the id of a run that held no job.
+                    seen.add(r["job_id"])
+                    if start is not None and await _start_again(start, r["job_id"]):
+                        report.started.append(r["job_id"])
+                    continue
                 cause_now = execution.closed_cause_for(r["created_at"])
                 if cause_now is None:
                     continue
@@ -217,7 +225,9 @@ async def _tick(
         close_time: int | None = None
         if client is not None:
             execution = await describe_execution(client, job_id, now)
-            close_cause = execution.closed_cause_for(r["created_at"])
+            never_held = r["started_at"] is None and execution.closed_without_job(r["created_at"])
+            # A run that never held the job is no verdict on it: its budgets decide.
+            close_cause = None if never_held else execution.closed_cause_for(r["created_at"])
             close_time = execution.closed_at_ms if close_cause is not None else None
             if close_cause is None and execution.exists:
                 if served is None:
@@ -294,6 +304,20 @@ async def _deleted_executions(
             continue  # an attempt took a lease since: it is recorded first
         if await _finish(conn, job_id, FinishCause.DELETED, caps):
             report.deleted.append(job_id)
+
+
+async def _start_again(start: StartHook, job_id: str) -> bool:
+    """Start ``job_id`` through the start path of rule 1 (its stored ``JobInput``); a
+    failure is logged and tried again next tick (the closed run stays listed for
+    :data:`~curaflow.ledger.reconciler.executions.CLOSED_WINDOW_MS`)."""
+    try:
+        await start(job_id)
+    except Exception as err:  # noqa: BLE001 - keep converging the others
+        log.warning("reconciler.start_failed", job_id=job_id, error=type(err).__name__)
+        return False
+    log.warning("reconciler.started_again", job_id=job_id, reason="run_held_no_job")
+    metrics.record_reconciler_start()
+    return True
 
 
 def _budget(value: int | None) -> int:
