@@ -800,15 +800,19 @@ async def test_a_run_too_short_for_any_deadline_is_refused_and_the_id_stays_usab
     await the_id_stays_usable(env, key)
 
 
-async def test_an_http_job_attached_to_a_task_run_that_refuses_its_task_runs_and_ends_truthfully(env: Env) -> None:
+@pytest.mark.parametrize("ended", ["refused", "cancelled"])
+async def test_an_http_job_attached_to_a_task_run_that_never_held_it_runs_and_ends_truthfully(
+    env: Env, ended: str
+) -> None:
     # A Temporal client starts a Task with a start delay; during the delay POST /jobs with
     # the same key and other params is admitted (202) and its start attaches to the
     # waiting run (conflict policy USE_EXISTING). When the delay ends the run admits ITS
-    # Task, finds the key's job with other params and fails `idempotency_conflict`. That
-    # run never held the HTTP job: the reconciler used to end the job `failed /
-    # internal_error` (a job nothing ran, reported failed). It starts the job's own run
-    # now, as for a job whose start never happened, and the job runs once.
-    key = f"delayed-{short_id()}"
+    # Task, finds the key's job with other params and fails `idempotency_conflict` (or
+    # its client cancels it first: it fails before admitting anything). That run never
+    # held the HTTP job: the reconciler used to end the job `failed / internal_error` (a
+    # job nothing ran, reported failed). It starts the job's own run now, as for a job
+    # whose start never happened, and the job runs once.
+    key = f"delayed-{ended[:3]}-{short_id()}"
     job_id = f"demo@manual-{key}"
     handle = await env.client.start_workflow(
         JobWorkflow.run, task(key), id=job_id, task_queue=env.stack.task_queue,
@@ -817,11 +821,14 @@ async def test_an_http_job_attached_to_a_task_run_that_refuses_its_task_runs_and
     answer = await env.http.post("/jobs", json=task(key, query={"tags": ["風景"]}).model_dump(mode="json"))
     assert answer.status_code == 202, answer.text
     assert (answer.json()["job"]["job_id"], answer.json()["job"]["status"]) == (job_id, "queued")
+    if ended == "cancelled":
+        await handle.cancel()
 
     with pytest.raises(WorkflowFailureError) as refused:
         await handle.result()
-    cause = refused.value.cause
-    assert isinstance(cause, ApplicationError) and cause.type == "idempotency_conflict", cause
+    if ended == "refused":
+        cause = refused.value.cause
+        assert isinstance(cause, ApplicationError) and cause.type == "idempotency_conflict", cause
     job = await terminal_job(env.http, job_id, timeout_s=60)
 
     assert job["status"] == "succeeded", job
