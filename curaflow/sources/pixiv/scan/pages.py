@@ -40,14 +40,27 @@ log = get_logger("curaflow.source")
 #: The app-api's ``duration`` words and the days each reaches back from now.
 DURATION_DAYS = {"within_last_day": 1, "within_last_week": 7, "within_last_month": 30}
 
+#: The most items a page of results may list (a search's or a ranking's): ten of Pixiv's
+#: pages. Pixiv lists 30 works a page (:data:`~curaflow.sources.pixiv.client.PAGE_SIZE`,
+#: search and ranking alike: reference ``pixiv-and-delivery-apis.md`` §2.3, pixivpy's
+#: ``illust_ranking.json``); a page listing more is refused whole before any item is read
+#: (:func:`check_page`). The bytes of an answer are bounded (``outbound.page_max_bytes``,
+#: 4 MiB) but not its items: 4 MiB hold ~1.4 million ``{}``, each read by ``parse_work``
+#: on the worker's event loop (~1.5 s of CPU; a date-sorted page of undated objects was
+#: placed in quadratic time) — decision 2026-12-05, DESIGN.md "The source seam".
+MAX_PAGE_ITEMS = 10 * PAGE_SIZE
+
 
 def check_page(page: dict[str, Any], *, promised: bool) -> None:
-    """Refuse an answer that cannot be taken for the end of results (the source's failure).
+    """Refuse an answer that cannot be taken for the end of results, or for a page of
+    results at all (the source's failure).
 
     Only the source says where its results end: a page without ``next_url``. An answer
-    without an ``illusts`` list is not a page of results, and a page a ``next_url``
+    without an ``illusts`` list is not a page of results, nor is one listing more than
+    :data:`MAX_PAGE_ITEMS` items (Pixiv lists 30): it is refused before any item is read,
+    so nothing of it is examined, counted or blamed on a work. A page a ``next_url``
     promised that holds no work at all is a struggling backend's answer (Pixiv and its
-    replay only send a ``next_url`` when more works follow). Either fails the attempt as
+    replay only send a ``next_url`` when more works follow). Each fails the attempt as
     a retryable ``remote_http_error``; the retry asks the same page again.
 
     Args:
@@ -61,6 +74,13 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
     illusts = page.get("illusts")
     if not isinstance(illusts, list):
         raise SourceError(TerminalReason.REMOTE_HTTP_ERROR, "pixiv answered HTTP 200 without an illusts list")
+    if len(illusts) > MAX_PAGE_ITEMS:
+        raise SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR,
+            f"pixiv answered a page listing {len(illusts)} items, more than any page of results holds "
+            f"(Pixiv lists {PAGE_SIZE} a page; at most {MAX_PAGE_ITEMS} are read): taken for the source's "
+            "failure, no item of it read",
+        )
     if promised and not illusts:
         raise SourceError(
             TerminalReason.REMOTE_HTTP_ERROR,
