@@ -92,3 +92,48 @@ def test_the_bound_leaves_room_above_pixivs_page() -> None:
     # Pixiv's 30 (search, ranking); its recommended feed's 90 and any page size it may
     # adopt still pass — the bound only stops what no page of results is.
     assert MAX_PAGE_ITEMS >= 10 * PAGE_SIZE >= 3 * 90
+
+
+class Unread(list):  # type: ignore[type-arg]
+    """A ``meta_pages`` list that fails the test when any of its pages is read."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("a page of a work listing more than any work holds was read")
+
+    def __getitem__(self, at: Any) -> Any:
+        raise AssertionError("a page of a work listing more than any work holds was read")
+
+
+def _listing(pages: int, meta: list[Any] | None = None) -> dict[str, Any]:
+    page = {"image_urls": {"original": "https://i.pximg.net/img-original/img/x/126872003_p0.png"}}
+    return {
+        "id": 126872003,
+        "type": "manga",
+        "create_date": DATE,
+        "page_count": pages,
+        "meta_pages": meta if meta is not None else [page] * pages,
+    }
+
+
+@pytest.mark.parametrize("item", [{}, {"image_urls": {"original": "https://i.pximg.net/a_p0.png"}}], ids=repr)
+def test_a_work_listing_more_pages_than_any_work_holds_is_not_read(item: dict[str, Any]) -> None:
+    """4 MiB of ``meta_pages`` hold ~1.4 million ``{}``: until 2026-12-05 each became a page
+    of a *valid* work (~3.4 s of CPU in ``parse_work``; with real URLs ~55 000 pages a work,
+    every one carried in the scan's checkpoint and fetched). A work listing more than
+    :data:`~curaflow.sources.pixiv.client.works.MAX_WORK_PAGES` is a shape never seen:
+    ``InvalidWork`` with its id (``invalid`` for this job on a page, never lasting; a
+    detail's ``remote_http_error``, retried), decided before any page is read."""
+    from curaflow.sources.pixiv.client import InvalidWork, parse_work
+    from curaflow.sources.pixiv.client.works import MAX_WORK_PAGES
+
+    many = MAX_WORK_PAGES + 1
+    with pytest.raises(InvalidWork) as raised:
+        parse_work(_listing(many, Unread([item] * many)), cleaned=True)
+    assert raised.value.work_id == "126872003" and f"{many} meta_pages" in str(raised.value)
+    assert len(parse_work(_listing(MAX_WORK_PAGES), cleaned=True).pages) == MAX_WORK_PAGES
+
+
+def test_the_bound_of_a_works_pages_leaves_room_above_pixivs() -> None:
+    from curaflow.sources.pixiv.client.works import MAX_WORK_PAGES
+
+    assert MAX_WORK_PAGES >= 5 * 200  # Pixiv takes at most 200 images a work

@@ -63,7 +63,8 @@ def parse_work(illust: dict[str, Any], *, cleaned: bool = False) -> Work:
             :data:`KNOWN_TYPES`; ``x_restrict`` / ``illust_ai_type`` outside
             :data:`KNOWN_X_RESTRICT` / :data:`KNOWN_AI_TYPES`; a ``page_count`` /
             ``total_bookmarks`` that is no count, a ``page_count`` below 1 or disagreeing
-            with ``meta_pages``, several pages with none listed; a ``visible`` that is no
+            with ``meta_pages``, several pages with none listed, more than
+            :data:`MAX_WORK_PAGES` listed — refused before any is read; a ``visible`` that is no
             boolean). Such a work is never used *in this job*: what the source sent is not
             recognised, so it is no verdict on the work (the scan reads it again next job).
     """
@@ -83,6 +84,14 @@ def parse_work(illust: dict[str, Any], *, cleaned: bool = False) -> Work:
 #: pages, an ugoira's animation). Another word — a kind of work never seen, whose listed
 #: image may be a cover of something else — is not read as any of them (:func:`parse_work`).
 KNOWN_TYPES = frozenset({"illust", "manga", "ugoira"})
+#: The most pages a work may list in ``meta_pages`` (five times the 200 images Pixiv takes
+#: a work). A work listing more is a shape never seen (:func:`parse_work`), decided before
+#: any page is read: an answer is bounded in bytes (``outbound.page_max_bytes``) but not in
+#: items, and 4 MiB of ``meta_pages`` hold ~1.4 million ``{}`` — each became a page of a
+#: valid work until 2026-12-05 (~3.4 s of the worker's CPU, every page carried in the
+#: scan's checkpoint and fetched).
+MAX_WORK_PAGES = 1000
+
 #: The app-api's ``x_restrict`` values: 0 all ages, 1 R-18, 2 R-18G.
 KNOWN_X_RESTRICT = frozenset({0, 1, 2})
 #: The app-api's ``illust_ai_type`` values: 0 not stated (works before the field), 1 not AI, 2 AI.
@@ -125,6 +134,8 @@ def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str
     if meta_pages is not None and not isinstance(meta_pages, list):
         raise ValueError("meta_pages is not a list")
     listed = len(meta_pages) if meta_pages else 0
+    if listed > MAX_WORK_PAGES:
+        raise ValueError(f"{listed} meta_pages are more than any work holds (at most {MAX_WORK_PAGES} are read)")
     page_count = _count(illust, "page_count", max(listed, 1))
     if page_count < 1:
         raise ValueError("page_count is below 1")
