@@ -1,0 +1,171 @@
+"""What a Temporal client's start under a running job's id may do to the job.
+
+A Temporal client chooses its start's conflict and reuse policies: ``TERMINATE_EXISTING``
+(or the reuse policy ``TERMINATE_IF_RUNNING``) terminates the job's running run and starts
+another under the job id, with the same Task or another. A real worker, the API in the
+test process, the Pixiv replay and a webhook receiver that holds a send out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+
+from curaflow.jobs.submit import job_id_for
+from curaflow.protocol.models import Task
+from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.jobs_support import ReplayServer
+from tests.support import Stack, eventually, job_in_stage, short_id, terminal_job, whsec
+from workflows.job import JobWorkflow
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Env:
+    stack: Stack
+    http: httpx.AsyncClient
+    replay: ReplayServer
+    hook: WebhookReceiver
+    client: Client
+
+
+@pytest.fixture(scope="module")
+async def env(
+    tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
+) -> AsyncIterator[Env]:
+    tmp = tmp_path_factory.mktemp("policies")
+    replay = await ReplayServer().start()
+    hook = await WebhookReceiver(whsec()).start()
+    web = f"hook-{short_id()}"
+    stack = Stack(
+        tmp,
+        temporal_address,
+        database_url,
+        {
+            "pixiv": {"api_url": replay.url},
+            "routes": {web: {"kind": "webhook", "url": hook.url + "/hook", "secret": whsec(), "timeout_ms": 8000}},
+            "targets": [{"id": "demo", "query": {"tags": ["風景"]}, "routes": [web]}],
+        },
+    )
+    await stack.start_worker()
+    http = await stack.start_api()
+    from curaflow.temporal.connection import connect
+
+    client = await connect(temporal_address)
+    try:
+        yield Env(stack, http, replay, hook, client)
+    finally:
+        await stack.stop()
+        await replay.stop()
+        await hook.stop()
+
+
+def task(key: str, **params: Any) -> Task:
+    return Task.model_validate(
+        {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": key,
+            "params": {"target_id": "demo", **params},
+        }
+    )
+
+
+async def start(env: Env, submitted: Task, **policy: Any) -> Any:
+    return await env.client.start_workflow(
+        JobWorkflow.run,
+        submitted,
+        id=job_id_for(submitted),
+        task_queue=env.stack.task_queue,
+        **policy,
+    )
+
+
+async def admitted(env: Env, job_id: str) -> bool:
+    return (await env.http.get(f"/jobs/{job_id}")).status_code == 200
+
+
+POLICIES = {
+    "terminate-existing": {
+        "id_conflict_policy": WorkflowIDConflictPolicy.TERMINATE_EXISTING,
+        "id_reuse_policy": WorkflowIDReusePolicy.ALLOW_DUPLICATE,
+    },
+    "terminate-if-running": {"id_reuse_policy": WorkflowIDReusePolicy.TERMINATE_IF_RUNNING},
+}
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+@pytest.mark.parametrize(
+    "second",
+    [
+        pytest.param(
+            "same",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="defect: the new run's deliver claims the intent the terminated run's send still has out "
+                "(start_step takes the cell's lease unconditionally; claim_send re-sends a `sending` intent on "
+                "a route that tolerates ambiguity): the receiver gets the work twice",
+            ),
+        ),
+        "other",
+    ],
+)
+async def test_a_start_that_terminates_a_running_job_leaves_one_delivery_and_a_truthful_job(
+    env: Env, policy: str, second: str
+) -> None:
+    key = f"term-{policy[:6]}-{second}-{short_id()}"
+    first = task(key)
+    job_id = job_id_for(first)
+    env.hook.script["/hook"] = [Reply(delay_s=4.0)]
+    env.hook.arrived.clear()
+    handle = await start(env, first, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                         id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE)  # fmt: skip
+    await asyncio.wait_for(env.hook.arrived.wait(), 30)  # the first run's send is out
+
+    again = first if second == "same" else task(key, query={"tags": ["オリジナル"]})
+    later = await start(env, again, **POLICIES[policy])
+    assert later.result_run_id != handle.result_run_id
+    old = await env.client.get_workflow_handle(job_id, run_id=handle.result_run_id).describe()
+    assert old.status == WorkflowExecutionStatus.TERMINATED
+
+    job = await terminal_job(env.http, job_id, timeout_s=90)
+    await eventually(lambda: any(job_id in a for a in env.hook.answered), timeout_s=30, what="answered")
+    pool = await env.stack.ledger()
+    intents = await pool.fetch("SELECT work_id, status FROM delivery_intents WHERE job_id = $1", job_id)
+    posts = [r for r in env.hook.received if job_id in r.headers.get("webhook-id", "") or job_id in str(r.body)]
+    assert len({r.headers.get("webhook-id") for r in posts}) == len(posts), "a work sent twice"
+    assert all(r["status"] == "delivered" for r in intents), intents
+    assert job["status"] in ("succeeded", "cancelled"), job
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="defect: the reconciler judges the latest run (the refused Task's, which never held the job) and ends "
+    "a started job `failed / internal_error` (cause workflow_failed) instead of as its own run's terminate",
+)
+@pytest.mark.parametrize("policy", list(POLICIES))
+async def test_a_start_with_another_task_that_terminates_a_searching_job_ends_it_as_terminated(
+    env: Env, policy: str
+) -> None:
+    key = f"term-search-{policy[:6]}-{short_id()}"
+    first = task(key)
+    job_id = job_id_for(first)
+    env.replay.faults.search_delay_s = 30
+    try:
+        await start(env, first, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                    id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE)  # fmt: skip
+        await eventually(lambda: admitted(env, job_id), timeout_s=20, what=f"{job_id} admitted")
+        await job_in_stage(env.http, job_id, "searching")
+        await start(env, task(key, query={"tags": ["オリジナル"]}), **POLICIES[policy])
+        job = await terminal_job(env.http, job_id, timeout_s=60)
+    finally:
+        env.replay.faults.search_delay_s = 0
+    assert (job["status"], job["error"]["detail"]["internal_code"]) == ("cancelled", "execution_terminated"), job
