@@ -22,7 +22,10 @@ input):
    (``idempotency_conflict``) or stopped before admitting it — nothing ran the job, so
    it is started again as rule 1 starts one (the start frees the id of such a run);
    rules 3 and 5 read such a run as no verdict either (a recorded cancel ends the job
-   ``cancelled``; its budgets decide);
+   ``cancelled``; its budgets decide). When the latest run never held the job but an
+   earlier run of the id did — the job's own run, terminated by a client's start with
+   another Task (``TERMINATE_EXISTING`` / ``TERMINATE_IF_RUNNING``) whose run then
+   refused it — the earlier run's close is the verdict (:func:`describe_execution`);
 3. **cancel with no worker**: a consumer cancel recorded more than
    :data:`CANCEL_GRACE_MS` ago, no live lease, and Temporal says no workflow can act on
    it (the execution does not exist or is closed, or its workflow task has waited for a

@@ -16,7 +16,7 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from curaflow.domain.execution import JOB_STATUS, job_workflow_types
+from curaflow.domain.execution import JOB_STATUS, JOB_TYPE, job_workflow_types
 from curaflow.domain.verdicts import FinishCause, PendingStep
 from curaflow.temporal.job_runs import held_a_job
 
@@ -181,6 +181,14 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
     if desc.status is not None and desc.status != WorkflowExecutionStatus.RUNNING:
         closed_at = int(desc.close_time.timestamp() * 1000) if desc.close_time else now
         cause = CLOSE_CAUSES.get(desc.status, FinishCause.WORKFLOW_FAILED)
+        if not run_held_a_job(desc):
+            # The latest run never held the job. When an earlier run did — the job's own
+            # run, terminated by a client's start with another Task (conflict policy
+            # TERMINATE_EXISTING, reuse policy TERMINATE_IF_RUNNING) whose run then refused
+            # it — that run's close is the job's verdict, not the refusal's.
+            earlier = await _latest_run_that_held_a_job(client, job_id, now)
+            if earlier is not None:
+                return Execution(exists=True, close_cause=earlier[0], closed_at_ms=earlier[1])
         return Execution(exists=True, close_cause=cause, closed_at_ms=closed_at, held_job=run_held_a_job(desc))
     task = desc.raw_description.pending_workflow_task
     waiting = 0
@@ -188,6 +196,26 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
         since = task.original_scheduled_time if task.HasField("original_scheduled_time") else task.scheduled_time
         waiting = max(0, now - int(since.ToMilliseconds()))
     return Execution(exists=True, waiting_for_worker_ms=waiting, steps=_pending_activities(desc.raw_description))
+
+
+async def _latest_run_that_held_a_job(client: Client, job_id: str, now: int) -> tuple[FinishCause, int] | None:
+    """The close cause and close time (epoch ms) of the latest closed run of ``job_id`` that
+    held a job (:func:`run_held_a_job`), or None when none did (or the id cannot be quoted
+    into a visibility query, :func:`_quotable`). One ``ListWorkflowExecutions``, asked only
+    when the id's latest run is closed and never held the job."""
+    if not _quotable(job_id):
+        return None
+    latest: tuple[FinishCause, int] | None = None
+    async for run in client.list_workflows(f"({_job_types()}) AND WorkflowId = '{job_id}'"):
+        if run.status is None or run.status == WorkflowExecutionStatus.RUNNING:
+            continue
+        attributes = run.typed_search_attributes
+        if attributes.get(JOB_TYPE) is None and attributes.get(JOB_STATUS) is None:
+            continue
+        closed_at = int(run.close_time.timestamp() * 1000) if run.close_time else now
+        if latest is None or closed_at > latest[1]:
+            latest = (CLOSE_CAUSES.get(run.status, FinishCause.WORKFLOW_FAILED), closed_at)
+    return latest
 
 
 def closed_executions_query(since: str) -> str:
