@@ -108,8 +108,10 @@ POLICIES = {
     [
         pytest.param(
             "same",
+            # Not strict: the receiver holds the first send 4 s, and on a loaded machine the
+            # new run may reach its deliver only after that send landed (then it passes).
             marks=pytest.mark.xfail(
-                strict=True,
+                strict=False,
                 reason="defect: the new run's deliver claims the intent the terminated run's send still has out "
                 "(start_step takes the cell's lease unconditionally; claim_send re-sends a `sending` intent on "
                 "a route that tolerates ambiguity): the receiver gets the work twice",
