@@ -25,7 +25,7 @@ from tests.jobs_support import ReplayServer
 from tests.support import Stack, eventually, job_in_stage, short_id, terminal_job, whsec
 from workflows.job import JobWorkflow
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @dataclass
