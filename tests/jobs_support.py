@@ -14,15 +14,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import asyncpg
+import httpx
+from temporalio.client import Client
 
 from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.domain.models import JobRecord
@@ -219,3 +223,41 @@ async def scheduled_jobs(stack: Any, plan_id: str, *, order: str = "created_at")
             plan_id,
         )
     )
+
+
+@dataclass
+class WebhookEnv:
+    """A module's own stack (:func:`webhook_env`): the Pixiv replay, a signed-webhook
+    receiver, a worker and the API on the session's Temporal and PostgreSQL, and a
+    Temporal client of the session's server."""
+
+    stack: Stack
+    http: httpx.AsyncClient
+    replay: ReplayServer
+    hook: WebhookReceiver
+    client: Client
+    temporal_address: str
+
+
+@contextlib.asynccontextmanager
+async def webhook_env(
+    tmp: Path,
+    temporal_address: str,
+    database_url: str,
+    config: Callable[[WebhookReceiver], dict[str, Any]],
+) -> AsyncIterator[WebhookEnv]:
+    """Start a :class:`WebhookEnv` in ``tmp`` whose configuration is ``config(hook)`` (its
+    routes and targets, with the hook's URL) over ``pixiv.api_url`` set to the replay's;
+    everything it started is stopped on exit, a failed start included."""
+    replay = await ReplayServer().start()
+    hook = await WebhookReceiver(whsec()).start()
+    stack = Stack(tmp, temporal_address, database_url, {"pixiv": {"api_url": replay.url}, **config(hook)})
+    try:
+        await stack.start_worker()
+        http = await stack.start_api()
+        client = await connect(temporal_address)
+        yield WebhookEnv(stack, http, replay, hook, client, temporal_address)
+    finally:
+        await stack.stop()
+        await replay.stop()
+        await hook.stop()

@@ -20,10 +20,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
@@ -34,39 +32,27 @@ from curaflow.devstack.ports import free_port
 from curaflow.ledger.reconciler import TickReport, tick
 from curaflow.temporal.connection import connect
 from curaflow.temporal.namespace import prepare_namespace
-from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, eventually, short_id, whsec
+from tests.jobs_support import WebhookEnv, webhook_env
+from tests.support import eventually, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@dataclass
-class Env:
-    stack: Stack
-    http: httpx.AsyncClient
-    hook: WebhookReceiver
-    client: Client
-    temporal_address: str
+Env = WebhookEnv
 
 
 @pytest.fixture(scope="module")
 async def env(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
 ) -> AsyncIterator[Env]:
-    tmp = tmp_path_factory.mktemp("deleted")
-    replay = await ReplayServer().start()
-    hook = await WebhookReceiver(whsec()).start()
     # a route nobody answers: its sends are not sent and retried, so its cell keeps a
     # delivery open (between attempts no attempt holds a lease)
     nobody = f"http://127.0.0.1:{free_port()}/hook"
     web, broken = f"hook-{short_id()}", f"broken-{short_id()}"
-    stack = Stack(
-        tmp,
-        temporal_address,
-        database_url,
-        {
-            "pixiv": {"api_url": replay.url},
+
+    def config(hook: WebhookReceiver) -> dict[str, Any]:
+        return {
             "delivery": {"max_attempts": 1000},
             "routes": {
                 web: {"kind": "webhook", "url": hook.url + "/hook", "secret": whsec(), "timeout_ms": 8000},
@@ -77,17 +63,10 @@ async def env(
                 {"id": "pair", "query": {"tags": ["オリジナル"]}, "routes": [web, broken]},
                 {"id": "stuck", "query": {"tags": ["風景"]}, "routes": [broken]},
             ],
-        },
-    )
-    await stack.start_worker()
-    http = await stack.start_api()
-    client = await connect(temporal_address)
-    try:
-        yield Env(stack, http, hook, client, temporal_address)
-    finally:
-        await stack.stop()
-        await replay.stop()
-        await hook.stop()
+        }
+
+    async with webhook_env(tmp_path_factory.mktemp("deleted"), temporal_address, database_url, config) as opened:
+        yield opened
 
 
 async def submit(env: Env, target: str) -> str:

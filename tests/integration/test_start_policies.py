@@ -10,73 +10,40 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from curaflow.jobs.submit import job_id_for
 from curaflow.protocol.models import Task
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.jobs_support import ReplayServer
-from tests.support import Stack, eventually, job_in_stage, short_id, terminal_job, whsec
+from tests.integration.test_temporal_clients import task
+from tests.jobs_support import WebhookEnv, webhook_env
+from tests.support import eventually, job_in_stage, short_id, terminal_job, whsec
 from workflows.job import JobWorkflow
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@dataclass
-class Env:
-    stack: Stack
-    http: httpx.AsyncClient
-    replay: ReplayServer
-    hook: WebhookReceiver
-    client: Client
+Env = WebhookEnv
 
 
 @pytest.fixture(scope="module")
 async def env(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
 ) -> AsyncIterator[Env]:
-    tmp = tmp_path_factory.mktemp("policies")
-    replay = await ReplayServer().start()
-    hook = await WebhookReceiver(whsec()).start()
     web = f"hook-{short_id()}"
-    stack = Stack(
-        tmp,
-        temporal_address,
-        database_url,
-        {
-            "pixiv": {"api_url": replay.url},
+
+    def config(hook: WebhookReceiver) -> dict[str, Any]:
+        return {
             "routes": {web: {"kind": "webhook", "url": hook.url + "/hook", "secret": whsec(), "timeout_ms": 8000}},
             "targets": [{"id": "demo", "query": {"tags": ["風景"]}, "routes": [web]}],
-        },
-    )
-    await stack.start_worker()
-    http = await stack.start_api()
-    from curaflow.temporal.connection import connect
-
-    client = await connect(temporal_address)
-    try:
-        yield Env(stack, http, replay, hook, client)
-    finally:
-        await stack.stop()
-        await replay.stop()
-        await hook.stop()
-
-
-def task(key: str, **params: Any) -> Task:
-    return Task.model_validate(
-        {
-            "protocol_version": "1",
-            "job_type": "candidate_search",
-            "idempotency_key": key,
-            "params": {"target_id": "demo", **params},
         }
-    )
+
+    async with webhook_env(tmp_path_factory.mktemp("policies"), temporal_address, database_url, config) as opened:
+        yield opened
 
 
 async def start(env: Env, submitted: Task, **policy: Any) -> Any:
