@@ -92,9 +92,21 @@ class Heartbeater:
         job_id / target_id: the cell whose lease is extended.
         interval_s: heartbeat interval in seconds.
         lease_ms: lease length written with each heartbeat (the heartbeat timeout).
+        send: ``(idempotency_key, owner)`` of the send this attempt has out: each ledger
+            beat keeps that intent's send live too (:func:`curaflow.ledger.cells.heartbeat`).
     """
 
-    def __init__(self, pool: asyncpg.Pool, job_id: str, target_id: str, interval_s: float, lease_ms: int) -> None:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        job_id: str,
+        target_id: str,
+        interval_s: float,
+        lease_ms: int,
+        *,
+        send: tuple[str, str] | None = None,
+    ) -> None:
+        self._send = send
         self._pool = pool
         self._job_id = job_id
         self._target_id = target_id
@@ -124,7 +136,9 @@ class Heartbeater:
             if since_lease >= self._interval_s - 1e-6:
                 since_lease = 0.0
                 with contextlib.suppress(*LEDGER_ERRORS):
-                    await ledger_cells.heartbeat(self._pool, self._job_id, self._target_id, self._lease_ms)
+                    await ledger_cells.heartbeat(
+                        self._pool, self._job_id, self._target_id, self._lease_ms, send=self._send
+                    )
 
     async def __aenter__(self) -> Heartbeater:
         self._running = _RUNNING.get()

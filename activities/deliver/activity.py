@@ -49,6 +49,17 @@ from curaflow.routes.base import DeliveryRequest, Route, RouteError
 
 log = get_logger("curaflow.deliver")
 
+#: Longest wait between two claims while another attempt's send of the intent is out
+#: (``awaiting``), in seconds: its answer is read within this of being recorded.
+AWAIT_POLL_S = 0.5
+
+
+def attempt_owner() -> str:
+    """The running attempt as a send's owner in the ledger: ``<run id>:<activity id>:<attempt>``
+    (Temporal's ids; a new run of the job, and every retry, is another owner)."""
+    info = activity.info()
+    return f"{info.workflow_run_id}:{info.activity_id}:{info.attempt}"
+
 
 class DeliverActivity(DeliveryRecords):
     """Holds the worker's :class:`~activities.deps.ActivityDeps` for the ``deliver`` activity."""
@@ -118,6 +129,8 @@ class DeliverActivity(DeliveryRecords):
                 artifact = await self._restore(inp, artifact, transfer, lease_ms)
                 async with deps.pool.acquire() as conn, conn.transaction():
                     claim = await self._claim(conn, inp, route, opened=None)
+            if claim.decision == "awaiting":
+                claim = await self._await_other_send(inp, route, claim, lease_ms)
             return await self._send(inp, route, cell, claim, artifact, lease_ms, deadline_ms)
         finally:
             if transfer is not None:
@@ -176,12 +189,40 @@ class DeliverActivity(DeliveryRecords):
         )
         return restored
 
+    async def _await_other_send(self, inp: DeliverInput, route: Route, claim: SendClaim, lease_ms: int) -> SendClaim:
+        """Wait while another attempt's send of the intent is out, claiming again every
+        :data:`AWAIT_POLL_S` (heartbeating meanwhile: a cancel reaches this attempt), and
+        return the first claim that is not ``awaiting`` — ``done`` once that send's answer
+        is recorded, ``send`` / ``ambiguous`` once its attempt's lease lapsed unanswered,
+        ``cancelled`` / ``deadline`` at the job's barrier. A new run of the job meets it
+        while the run before still has its send out (a terminating start with the same
+        Task, a reset): that send's answer decides, the work is not sent twice."""
+        deps = self.deps
+        target = inp.target
+        log.info(
+            "deliver.awaiting_other_send",
+            job_id=inp.job_id,
+            target_id=target.target_id,
+            route=route.name,
+            lease_left_ms=claim.wait_ms,
+        )
+        async with Heartbeater(
+            deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
+        ) as hb:
+            hb.update(stage="delivering", route=route.name, awaiting="another attempt's send of this work")
+            while claim.decision == "awaiting":
+                await asyncio.sleep(min(AWAIT_POLL_S, max(claim.wait_ms, 1) / 1000))
+                async with deps.pool.acquire() as conn, conn.transaction():
+                    claim = await self._claim(conn, inp, route, opened=None)
+        return claim
+
     async def _claim(
         self, conn: asyncpg.Connection, inp: DeliverInput, route: Route, *, opened: CellSnapshot | None
     ) -> SendClaim:
         """Claim the send in the caller's transaction (:func:`curaflow.ledger.deliveries.claim_send`);
         an attempt with nothing to send releases the lease its step took, an ambiguous
-        intent is recorded ``delivery_unknown``."""
+        intent is recorded ``delivery_unknown``; ``awaiting`` keeps the lease (the attempt
+        waits, :meth:`_await_other_send`)."""
         target = inp.target
         beats = activity.info().heartbeat_details
         claim = await ledger.claim_send(
@@ -194,8 +235,10 @@ class DeliverActivity(DeliveryRecords):
             opened=opened,
             # What the previous attempt's route answered and the ledger failed to record.
             answered=Answered.parse(beats[0]) if beats else None,
+            owner=attempt_owner(),
+            lease_ms=inp.heartbeat_interval_ms * 2,
         )
-        if claim.decision not in ("send", "ambiguous"):
+        if claim.decision not in ("send", "ambiguous", "awaiting"):
             # Nothing to send: the attempt ends here (its step took the cell's lease).
             await ledger_cells.end_lease(conn, inp.job_id, target.target_id)
         if claim.decision == "ambiguous":
@@ -345,7 +388,12 @@ class DeliverActivity(DeliveryRecords):
         target = inp.target
         assert request.work is not None
         async with Heartbeater(
-            deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
+            deps.pool,
+            inp.job_id,
+            target.target_id,
+            inp.heartbeat_interval_ms / 1000,
+            lease_ms,
+            send=(request.idempotency_key, attempt_owner()),
         ) as hb:
             beating.append(hb)
             hb.update(stage="delivering", route=route.name, work_id=request.work.work_id)

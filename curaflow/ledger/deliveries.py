@@ -84,18 +84,21 @@ class SendClaim:
             passed: never send), ``closed`` (the cell is terminal or has no intent for
             this route), ``paused`` (the route is paused after a refusal streak: send
             nothing, the cell ends ``route_paused``), ``cooling`` (the route waits out a
-            global or IP-level rate limit: send nothing now, retry after ``wait_ms``).
-            Nothing is written for ``paused`` and ``cooling``.
+            global or IP-level rate limit: send nothing now, retry after ``wait_ms``),
+            ``awaiting`` (another attempt's send of this intent is out and that attempt is
+            live: wait for its answer — claim again within ``wait_ms``, when its lease
+            lapses at the latest — never send it twice). Nothing is written for
+            ``paused``, ``cooling`` and ``awaiting``.
         idempotency_key: the intent's stable key.
         attempts: sends recorded before this one.
         remote_ids: the parts confirmed by earlier attempts (multi-part routes resume
             after them; see :func:`record_part`).
-        wait_ms: how long the pause or the cooldown still lasts.
+        wait_ms: how long the pause, the cooldown or the other attempt's lease still lasts (ms).
         pause_reason: why the route is paused (:mod:`curaflow.ledger.route_gates`).
         was_sending: the intent was left ``sending`` by an attempt that may have sent it.
     """
 
-    decision: Literal["send", "done", "ambiguous", "cancelled", "deadline", "closed", "paused", "cooling"]
+    decision: Literal["send", "done", "ambiguous", "cancelled", "deadline", "closed", "paused", "cooling", "awaiting"]
     idempotency_key: str | None = None
     attempts: int = 0
     remote_id: str | None = None
@@ -115,6 +118,8 @@ async def claim_send(
     ambiguous_ok: bool = False,
     opened: CellSnapshot | None = None,
     answered: Answered | None = None,
+    owner: str | None = None,
+    lease_ms: int = 0,
 ) -> SendClaim:
     """Decide whether a delivery attempt may send, and mark the intent ``sending``.
 
@@ -131,6 +136,17 @@ async def claim_send(
     barrier ends the cell first), or a cancel that is not the job's — an operator's
     ``temporal activity reset``, a heartbeat timeout, a worker's shutdown — after which
     Temporal runs another attempt (an at-most-once route posted the work twice).
+
+    **Owner of "is another attempt's send of this intent still out"**: a claim writes the
+    attempt that sends (``owner``) and how long it is live (``send_until``: the database's
+    clock plus ``lease_ms``, extended by that attempt's ledger beats,
+    :func:`curaflow.ledger.cells.heartbeat`). An intent ``sending`` from another attempt
+    whose lease has not lapsed is ``awaiting``: that send is out, its answer will be
+    recorded — neither sent again nor judged ambiguous. This is what a new run of the job
+    meets (a client's start that terminated the running one with the same Task, a
+    ``temporal workflow reset``): until 2026-12-06 it sent the work a second time while the
+    first send was still out. A same-run retry meets a lapsed lease: Temporal retries an
+    attempt that stopped beating only after the heartbeat timeout, which is the lease.
 
     The route's gate (:mod:`curaflow.ledger.route_gates`) is read in the statement that
     reads the intent. Its rate-limit cooldown holds at most ``rate_limit_cap_ms`` from
@@ -158,6 +174,9 @@ async def claim_send(
             and the intent is no request that may have landed — its send had ended — so it
             is resumed after them, never ``ambiguous`` for it. Anything else of it is
             ignored (the rule above holds).
+        owner: the claiming attempt (``<run id>:<activity id>:<attempt>``); None (ledger
+            tests, callers of before): no attempt is named and no other one is waited for.
+        lease_ms: how long the claiming attempt is live without a beat (its heartbeat timeout).
     """
     if opened is None:
         job = await lock_job(conn, job_id)
@@ -182,6 +201,7 @@ async def claim_send(
                UPDATE route_gates SET cooldown_until = clock.now + $4, updated_at = clock.now FROM clock
                WHERE route = $3 AND cooldown_until > clock.now + $4)
            SELECT d.idempotency_key, d.status, d.attempts, d.remote_id, d.remote_ids, d.maybe_delivered,
+                   d.send_owner, GREATEST(0, COALESCE(d.send_until, 0) - clock.now) AS send_left_ms,
                    GREATEST(0, COALESCE(g.paused_until, 0) - clock.now) AS paused_ms, g.pause_reason,
                    LEAST(GREATEST(0, COALESCE(g.cooldown_until, 0) - clock.now), $4) AS cooldown_ms
             FROM clock, delivery_intents d LEFT JOIN route_gates g ON g.route = d.route
@@ -224,6 +244,9 @@ async def claim_send(
     if barrier == Barrier.DEADLINE:
         return SendClaim("deadline", key, attempts)
     was_sending = status == "sending" and not settled
+    if was_sending and owner is not None and intent["send_owner"] not in (None, owner) and intent["send_left_ms"] > 0:
+        # Another attempt's send is out and that attempt still beats: its answer decides.
+        return SendClaim("awaiting", key, attempts, wait_ms=int(intent["send_left_ms"]))
     if (was_sending or intent["maybe_delivered"]) and not ambiguous_ok:
         return SendClaim("ambiguous", key, attempts)
     if intent["paused_ms"] > 0:
@@ -241,9 +264,10 @@ async def claim_send(
     # One statement: the intent `sending` and, when the FSM allows it, the cell
     # `delivery_pending` (two rows this transaction holds; neither update reads the other).
     await conn.execute(
-        """WITH intent AS (
+        f"""WITH intent AS (
                UPDATE delivery_intents SET status = 'sending', attempts = attempts + 1, sent_at = $4,
-                      updated_at = $4, maybe_delivered = maybe_delivered OR (status = 'sending' AND NOT $6)
+                      updated_at = $4, maybe_delivered = maybe_delivered OR (status = 'sending' AND NOT $6),
+                      send_owner = $7, send_until = CASE WHEN $7::text IS NULL THEN NULL ELSE {DB_NOW_MS} + $8 END
                WHERE idempotency_key = $3)
            UPDATE cells SET state = 'delivery_pending', stage = 'delivering', updated_at = $4
            WHERE job_id = $1 AND target_id = $2 AND $5""",
@@ -253,6 +277,8 @@ async def claim_send(
         now_ms(),
         pending,
         settled,
+        owner,
+        max(0, lease_ms),
     )
     if pending and stage != CellStage.DELIVERING:  # the job-level stage moves only with the cell's
         await sync_job_stage(conn, job_id)

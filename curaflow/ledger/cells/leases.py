@@ -5,18 +5,42 @@ from __future__ import annotations
 import asyncpg
 
 from curaflow.ledger.db import now_ms
+from curaflow.ledger.gates import DB_NOW_MS
 
 
-async def heartbeat(pool: asyncpg.Pool, job_id: str, target_id: str, lease_ms: int) -> None:
-    """Extend a cell's lease and stamp ``heartbeat_at`` (own short transaction)."""
+async def heartbeat(
+    pool: asyncpg.Pool, job_id: str, target_id: str, lease_ms: int, *, send: tuple[str, str] | None = None
+) -> None:
+    """Extend a cell's lease and stamp ``heartbeat_at`` (one statement, own transaction).
+
+    Args:
+        lease_ms: how long the lease holds from now without another beat.
+        send: ``(idempotency_key, owner)`` of the send this attempt has out: its intent's
+            ``send_until`` is extended in the same statement, while it is still ``sending``
+            from that attempt (:func:`curaflow.ledger.deliveries.claim_send` waits for it).
+    """
     now = now_ms()
+    if send is None:
+        await pool.execute(
+            """UPDATE cells SET heartbeat_at = $3, lease_until = $4
+               WHERE job_id = $1 AND target_id = $2""",
+            job_id,
+            target_id,
+            now,
+            now + lease_ms,
+        )
+        return
     await pool.execute(
-        """UPDATE cells SET heartbeat_at = $3, lease_until = $4
+        f"""WITH send AS (UPDATE delivery_intents SET send_until = {DB_NOW_MS} + $5::bigint
+                          WHERE idempotency_key = $6 AND status = 'sending' AND send_owner = $7)
+           UPDATE cells SET heartbeat_at = $3, lease_until = $4
            WHERE job_id = $1 AND target_id = $2""",
         job_id,
         target_id,
         now,
         now + lease_ms,
+        lease_ms,
+        *send,
     )
 
 

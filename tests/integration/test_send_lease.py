@@ -1,0 +1,190 @@
+"""A send that is out belongs to the attempt that claimed it, while that attempt lives.
+
+A new run of a job (a Temporal client's start that terminated the running one with the
+same Task, an operator's ``temporal workflow reset``) schedules the ``deliver`` again while
+the run before still has its send out. Until 2026-12-06 the new attempt found the intent
+``sending``, took it for a send that may have landed and, on a route that tolerates a
+re-send (a webhook), sent the work a second time (``test_start_policies``); on a route that
+does not, it ended the cell ``delivery_unknown`` although the first send was about to be
+answered. Now the claim names its attempt and how long it is live
+(``delivery_intents.send_owner`` / ``send_until``, kept by its ledger beats), and another
+attempt's claim while it is live is ``awaiting``: it waits for that answer.
+
+The ledger's rule on the session's real PostgreSQL; the ``deliver`` activity in the test
+process with a worker's real dependencies (a directory route on disk).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from activities.deliver import DeliverActivity
+from activities.deps import ActivityDeps
+from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS
+from curaflow.domain.cells import CellStage, CellState
+from curaflow.domain.messages import DeliverInput, RouteRef, TargetSpec
+from curaflow.domain.models import CandidateReport, Work
+from curaflow.ledger import cells, deliveries
+from curaflow.ledger.deliveries import SendClaim
+from tests.deps_support import deps
+from tests.support import Stack, ledger_job, run_as_job, short_id
+
+pytestmark = pytest.mark.integration
+
+__all__ = ["deps"]  # the module's fixture (tests.deps_support)
+
+FIRST = "run-first:4:1"  # the run before's deliver attempt
+SECOND = "run-second:4:1"  # the new run's
+
+
+async def _bound(pool: asyncpg.Pool, route: RouteRef) -> str:
+    """A job whose one cell's work is fetched (no files): ready to deliver on ``route``."""
+    target = TargetSpec(target_id="demo", routes=[route])
+    job_id = await ledger_job(pool, target, label="lease")
+    work = Work(work_id=f"w{short_id()}")
+    async with pool.acquire() as conn, conn.transaction():
+        await cells.bind_work(conn, job_id, target, [work], CandidateReport())
+        await cells.artifact_ready(conn, job_id, "demo", work.work_id, {"work_id": work.work_id, "files": []})
+    return job_id
+
+
+async def _claim(
+    pool: asyncpg.Pool, job_id: str, route: RouteRef, owner: str | None, *, lease_ms: int = 60_000, tolerant: bool
+) -> SendClaim:
+    async with pool.acquire() as conn, conn.transaction():
+        cell, *_ = await cells.start_step(
+            conn, job_id, "demo", stage=CellStage.DELIVERING, attempt=1, lease_ms=60_000, owner="w"
+        )
+        return await deliveries.claim_send(
+            conn,
+            job_id,
+            "demo",
+            route.name,
+            rate_limit_cap_ms=ROUTE_RATE_LIMIT_CAP_MS,
+            ambiguous_ok=tolerant,
+            opened=cell,
+            owner=owner,
+            lease_ms=lease_ms,
+        )
+
+
+async def _intent(pool: asyncpg.Pool, job_id: str) -> dict[str, Any]:
+    row = await pool.fetchrow(
+        "SELECT status, attempts, maybe_delivered, send_owner, send_until FROM delivery_intents WHERE job_id = $1",
+        job_id,
+    )
+    assert row is not None
+    return dict(row)
+
+
+def _route(kind: str = "webhook") -> RouteRef:
+    return RouteRef(name=f"{kind[:3]}-{uuid.uuid4().hex[:6]}", kind=kind)
+
+
+@pytest.mark.parametrize("tolerant", [True, False], ids=["resend-safe", "at-most-once"])
+async def test_a_claim_waits_while_another_attempts_send_is_out(ledger_pool: asyncpg.Pool, tolerant: bool) -> None:
+    route = _route()
+    job_id = await _bound(ledger_pool, route)
+    first = await _claim(ledger_pool, job_id, route, FIRST, tolerant=tolerant)
+    assert first.decision == "send"
+    before = await _intent(ledger_pool, job_id)
+    assert (before["status"], before["attempts"], before["send_owner"]) == ("sending", 1, FIRST)
+
+    second = await _claim(ledger_pool, job_id, route, SECOND, tolerant=tolerant)
+
+    # Neither sent again (the webhook) nor judged ambiguous (an at-most-once route): waited.
+    assert second.decision == "awaiting", second
+    assert 0 < second.wait_ms <= 60_000
+    assert await _intent(ledger_pool, job_id) == before  # nothing written
+
+
+async def test_the_sending_attempt_itself_and_a_caller_naming_none_are_not_held(ledger_pool: asyncpg.Pool) -> None:
+    route = _route()
+    job_id = await _bound(ledger_pool, route)
+    assert (await _claim(ledger_pool, job_id, route, FIRST, tolerant=True)).decision == "send"
+    # The owner's own claim is no other attempt; a claim naming no attempt keeps the rule of before.
+    assert (await _claim(ledger_pool, job_id, route, FIRST, tolerant=True)).decision == "send"
+    assert (await _claim(ledger_pool, job_id, route, None, tolerant=False)).decision == "ambiguous"
+
+
+@pytest.mark.parametrize(("tolerant", "decision"), [(True, "send"), (False, "ambiguous")])
+async def test_once_the_sending_attempts_lease_lapsed_the_rule_of_before_holds(
+    ledger_pool: asyncpg.Pool, tolerant: bool, decision: str
+) -> None:
+    # The attempt stopped beating (a killed worker): Temporal retries it only after the
+    # heartbeat timeout, the lease; its send may have landed.
+    route = _route()
+    job_id = await _bound(ledger_pool, route)
+    await _claim(ledger_pool, job_id, route, FIRST, tolerant=tolerant)
+    await ledger_pool.execute("UPDATE delivery_intents SET send_until = send_until - 61000 WHERE job_id = $1", job_id)
+
+    second = await _claim(ledger_pool, job_id, route, SECOND, tolerant=tolerant)
+
+    assert second.decision == decision, second
+    if decision == "send":
+        intent = await _intent(ledger_pool, job_id)
+        assert (intent["attempts"], intent["maybe_delivered"], intent["send_owner"]) == (2, True, SECOND)
+
+
+async def test_the_sending_attempts_beats_keep_its_send_live(ledger_pool: asyncpg.Pool) -> None:
+    route = _route()
+    job_id = await _bound(ledger_pool, route)
+    first = await _claim(ledger_pool, job_id, route, FIRST, lease_ms=1, tolerant=True)
+    await asyncio.sleep(0.05)
+    # Another attempt's beat (the new run's, its cell lease) does not keep FIRST's send live.
+    await cells.heartbeat(ledger_pool, job_id, "demo", 60_000, send=(first.idempotency_key or "", SECOND))
+    assert (await _intent(ledger_pool, job_id))["send_until"] is not None
+    lapsed = await ledger_pool.fetchval(
+        "SELECT send_until < (extract(epoch from clock_timestamp()) * 1000)::bigint FROM delivery_intents "
+        "WHERE job_id = $1",
+        job_id,
+    )
+    assert lapsed
+    # Its own beat does.
+    await cells.heartbeat(ledger_pool, job_id, "demo", 60_000, send=(first.idempotency_key or "", FIRST))
+    assert (await _claim(ledger_pool, job_id, route, SECOND, tolerant=True)).decision == "awaiting"
+
+
+async def test_once_the_send_out_is_answered_the_waiting_claim_is_done(ledger_pool: asyncpg.Pool) -> None:
+    route = _route()
+    job_id = await _bound(ledger_pool, route)
+    first = await _claim(ledger_pool, job_id, route, FIRST, tolerant=True)
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        await deliveries.record_delivered(conn, job_id, "demo", first.idempotency_key or "", remote_id="r-1")
+
+    second = await _claim(ledger_pool, job_id, route, SECOND, tolerant=True)
+
+    assert (second.decision, second.remote_id) == ("done", "r-1")
+
+
+async def test_a_deliver_attempt_waits_for_the_send_another_run_has_out_and_sends_nothing(
+    deps: tuple[Stack, ActivityDeps], tmp_path: Path
+) -> None:
+    stack, opened = deps
+    settings = stack.settings
+    target = TargetSpec(target_id="demo", routes=settings.route_refs(settings.targets[0]))
+    route = target.routes[0]  # a directory route: at most once (a re-send is never safe)
+    job_id = await _bound(opened.pool, route)
+    first = await _claim(opened.pool, job_id, route, FIRST, tolerant=False)
+    assert first.decision == "send"
+
+    inp = DeliverInput(job_id=job_id, target=target, route=route, heartbeat_interval_ms=1000)
+    attempt = asyncio.ensure_future(run_as_job(DeliverActivity(opened).deliver, inp))
+    await asyncio.sleep(1.5)
+    assert not attempt.done()  # waiting (until 2026-12-06: ended `delivery_unknown` at once)
+    # The run before's send is answered and recorded.
+    async with opened.pool.acquire() as conn, conn.transaction():
+        await deliveries.record_delivered(conn, job_id, "demo", first.idempotency_key or "", remote_id="r-1")
+    update = await asyncio.wait_for(attempt, 10)
+
+    assert update.cell.state == CellState.SUBMITTED, update
+    assert update.delivery is not None and (update.delivery.status, update.delivery.remote_id) == ("delivered", "r-1")
+    assert not (tmp_path / "delivered").exists() or not any((tmp_path / "delivered").rglob("*"))  # sent nothing
+    intent = await _intent(opened.pool, job_id)
+    assert (intent["status"], intent["attempts"]) == ("delivered", 1)
