@@ -144,7 +144,7 @@ async def claim_send(
     whose lease has not lapsed is ``awaiting``: that send is out, its answer will be
     recorded — neither sent again nor judged ambiguous. This is what a new run of the job
     meets (a client's start that terminated the running one with the same Task, a
-    ``temporal workflow reset``): until 2026-12-06 it sent the work a second time while the
+    ``temporal workflow reset``): until 2026-12-05 it sent the work a second time while the
     first send was still out. A same-run retry meets a lapsed lease: Temporal retries an
     attempt that stopped beating only after the heartbeat timeout, which is the lease.
 

@@ -2,7 +2,7 @@
 
 A new run of a job (a Temporal client's start that terminated the running one with the
 same Task, an operator's ``temporal workflow reset``) schedules the ``deliver`` again while
-the run before still has its send out. Until 2026-12-06 the new attempt found the intent
+the run before still has its send out. Until 2026-12-05 the new attempt found the intent
 ``sending``, took it for a send that may have landed and, on a route that tolerates a
 re-send (a webhook), sent the work a second time (``test_start_policies``); on a route that
 does not, it ended the cell ``delivery_unknown`` although the first send was about to be
@@ -177,7 +177,7 @@ async def test_a_deliver_attempt_waits_for_the_send_another_run_has_out_and_send
     inp = DeliverInput(job_id=job_id, target=target, route=route, heartbeat_interval_ms=1000)
     attempt = asyncio.ensure_future(run_as_job(DeliverActivity(opened).deliver, inp))
     await asyncio.sleep(1.5)
-    assert not attempt.done()  # waiting (until 2026-12-06: ended `delivery_unknown` at once)
+    assert not attempt.done()  # waiting (until 2026-12-05: ended `delivery_unknown` at once)
     # The run before's send is answered and recorded.
     async with opened.pool.acquire() as conn, conn.transaction():
         await deliveries.record_delivered(conn, job_id, "demo", first.idempotency_key or "", remote_id="r-1")

@@ -130,7 +130,7 @@ async def test_a_start_that_terminates_a_running_job_leaves_one_delivery_and_a_t
 ) -> None:
     # The first run's send is out (the receiver holds its answer) when the start terminates
     # it. With the same Task the new run goes on with the job and reaches its deliver while
-    # that send is still out (until 2026-12-06 it sent the work again: the receiver had it
+    # that send is still out (until 2026-12-05 it sent the work again: the receiver had it
     # twice, ~60 ms apart); with another Task it refuses its Task. Either way the work
     # reaches the receiver once and the job's end is what landed.
     key = f"term-{policy[:6]}-{second}-{short_id()}"

@@ -4,7 +4,7 @@
 -- delivery_intents.send_until: epoch ms (the database's clock) until which that attempt is
 -- live: the claim's time plus the step's lease, extended by each ledger beat of the sending
 -- attempt (curaflow.ledger.cells.heartbeat). A claim by another attempt while it is live waits
--- for its answer instead of sending the work again: until 2026-12-06 a new run of the job
+-- for its answer instead of sending the work again: until 2026-12-05 a new run of the job
 -- (a client's start that terminated the running one with the same Task, a reset) re-sent an
 -- intent whose send was still out. NULL for intents claimed by a build of before: they keep the
 -- rule of before (the intent is one that may have landed).
