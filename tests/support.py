@@ -16,6 +16,7 @@ import dataclasses
 import inspect
 import json
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -32,6 +33,7 @@ from temporalio.testing import ActivityEnvironment
 from curaflow.api.app import create_app
 from curaflow.config import Settings, load_settings
 from curaflow.devstack.processes import WorkerProcess, child_env
+from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.execution import JOB_WORKFLOW
 from curaflow.domain.messages import JobInput, TargetSpec
 from curaflow.domain.models import JobRecord
@@ -242,6 +244,17 @@ async def run_as_job(fn: Callable[..., Awaitable[T]], inp: Any, *args: Any, **kw
     """Run the activity ``fn(inp, *args, **kwargs)`` in this process as the step of job
     ``inp.job_id`` its own execution schedules (:func:`job_env`); returns its result."""
     return await job_env(inp.job_id).run(fn, inp, *args, **kwargs)
+
+
+def temporal_workflow(address: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``temporal workflow <args> --address <address>`` (the CLI as an operator runs it);
+    its output captured as text, not checked (the caller reads ``returncode``)."""
+    return subprocess.run(
+        [temporal_binary(), "workflow", *args, "--address", address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def short_id() -> str:

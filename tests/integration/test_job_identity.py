@@ -33,7 +33,16 @@ from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobState
 from curaflow.jobs.submit import start_job
 from curaflow.protocol.errors import ProtocolError
-from tests.support import DemoStack, closed_status, demo_stack, eventually, job_in_stage, recorded_history, short_id
+from tests.support import (
+    DemoStack,
+    closed_status,
+    demo_stack,
+    eventually,
+    job_in_stage,
+    recorded_history,
+    short_id,
+    temporal_workflow,
+)
 from workflows.job import JobWorkflow
 
 pytestmark = pytest.mark.integration
@@ -137,12 +146,7 @@ async def ended_job(env: Env, end: str) -> tuple[str, dict[str, Any], str]:
 
 
 def cli(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [temporal_binary(), "workflow", *args, "--address", env.address],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return temporal_workflow(env.address, *args)
 
 
 ENDS = ["succeeded", "failed", "cancelled", "terminated"]

@@ -18,13 +18,12 @@ from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
-from curaflow.devstack.temporal import temporal_binary
 from curaflow.jobs.submit import job_id_for
 from curaflow.protocol.models import Task
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.integration.test_temporal_clients import task
 from tests.jobs_support import WebhookEnv, webhook_env
-from tests.support import eventually, job_in_stage, short_id, terminal_job, whsec
+from tests.support import eventually, job_in_stage, short_id, temporal_workflow, terminal_job, whsec
 from workflows.job import JobWorkflow
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -73,13 +72,7 @@ POLICIES = {
 
 
 def temporal_cli(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
-    """``temporal workflow <args>`` against the session's server (not checked)."""
-    return subprocess.run(
-        [temporal_binary(), "workflow", *args, "--address", env.temporal_address],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return temporal_workflow(env.temporal_address, *args)
 
 
 def posts(env: Env, job_id: str) -> list[Any]:

@@ -23,7 +23,6 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
 
-from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.execution import (
     BUSINESS_STATUS,
     JOB_STATUS,
@@ -43,6 +42,7 @@ from tests.support import (
     job_in_stage,
     recorded_history,
     short_id,
+    temporal_workflow,
     terminal_job,
 )
 from workflows.job import JobWorkflow
@@ -82,12 +82,7 @@ async def executions(env: Env, job_id: str) -> int:
 
 
 def cli(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [temporal_binary(), "workflow", *args, "--address", env.address],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return temporal_workflow(env.address, *args)
 
 
 # ---- Python, typed ----------------------------------------------------------------------
