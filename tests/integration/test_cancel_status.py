@@ -10,65 +10,43 @@ the other cell had delivered answered ``200 status: succeeded``; its events ende
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus
 
 from curaflow.domain.messages import JobInput
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started
 from curaflow.temporal.connection import connect, start_job_workflow
-from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.jobs_support import spec_for, webhook_route
+from tests.jobs_support import WebhookEnv, spec_for, webhook_env, webhook_route
 from tests.support import Stack, closed_status, eventually, short_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-@dataclass
-class Env:
-    stack: Stack
-    http: httpx.AsyncClient
-    hook: WebhookReceiver
-    client: Client
+Env = WebhookEnv
 
 
 @pytest.fixture(scope="module")
 async def env(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
 ) -> AsyncIterator[Env]:
-    tmp = tmp_path_factory.mktemp("cancelstatus")
-    replay = await ReplayServer().start()
-    hook = await WebhookReceiver("whsec_" + "Y3VyYWZsb3ctdGVzdF9fX19fX19f").start()
     fast, held = f"fast-{short_id()}", f"held-{short_id()}"
-    stack = Stack(
-        tmp,
-        temporal_address,
-        database_url,
-        {
-            "pixiv": {"api_url": replay.url},
+
+    def config(hook: WebhookReceiver) -> dict[str, Any]:
+        return {
             "api": {"cancel_wait_ms": 20_000},
             "routes": {fast: webhook_route(hook, "/fast"), held: webhook_route(hook, "/held")},
             "targets": [
                 {"id": "t1", "query": {"tags": ["オリジナル"]}, "routes": [fast]},
                 {"id": "t2", "query": {"tags": ["風景"]}, "routes": [held]},
             ],
-        },
-    )
-    await stack.start_worker()
-    http = await stack.start_api()
-    assert stack.settings.temporal.address
-    client = await connect(stack.settings.temporal.address)
-    try:
-        yield Env(stack, http, hook, client)
-    finally:
-        await stack.stop()
-        await replay.stop()
-        await hook.stop()
+        }
+
+    async with webhook_env(tmp_path_factory.mktemp("cancelstatus"), temporal_address, database_url, config) as opened:
+        yield opened
 
 
 async def start_two_target_job(stack: Stack) -> str:

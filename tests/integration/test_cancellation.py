@@ -14,27 +14,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.client import WorkflowExecutionStatus
 
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.messages import JobState
-from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, activity_attempts, closed_status, eventually, job_in_stage, short_id, whsec
+from tests.jobs_support import WebhookEnv, webhook_env
+from tests.support import activity_attempts, closed_status, eventually, job_in_stage, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @dataclass
-class Env:
-    stack: Stack
-    http: httpx.AsyncClient
-    replay: ReplayServer
-    hook: WebhookReceiver
-    out_dir: Path
-    client: Client
+class Env(WebhookEnv):
+    """:class:`~tests.jobs_support.WebhookEnv` with the directory route's folder."""
+
+    out_dir: Path = Path()
 
 
 @pytest.fixture(scope="module")
@@ -42,15 +38,10 @@ async def env(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
 ) -> AsyncIterator[Env]:
     tmp = tmp_path_factory.mktemp("cancel")
-    replay = await ReplayServer().start()
-    hook = await WebhookReceiver(whsec()).start()
     out, web = f"out-{short_id()}", f"hook-{short_id()}"
-    stack = Stack(
-        tmp,
-        temporal_address,
-        database_url,
-        {
-            "pixiv": {"api_url": replay.url},
+
+    def config(hook: WebhookReceiver) -> dict[str, Any]:
+        return {
             "api": {"cancel_wait_ms": 8000},
             "routes": {
                 out: {"kind": "directory", "path": str(tmp / "out")},
@@ -60,19 +51,10 @@ async def env(
                 {"id": "dir", "query": {"tags": ["オリジナル"]}, "routes": [out]},
                 {"id": "hook", "query": {"tags": ["風景"]}, "routes": [web]},
             ],
-        },
-    )
-    await stack.start_worker()
-    http = await stack.start_api()
-    from curaflow.temporal.connection import connect
+        }
 
-    client = await connect(temporal_address)
-    try:
-        yield Env(stack, http, replay, hook, tmp / "out", client)
-    finally:
-        await stack.stop()
-        await replay.stop()
-        await hook.stop()
+    async with webhook_env(tmp, temporal_address, database_url, config) as opened:
+        yield Env(**vars(opened), out_dir=tmp / "out")
 
 
 @pytest.fixture(autouse=True)

@@ -31,6 +31,7 @@ from curaflow.devstack.ports import free_port
 from curaflow.devstack.temporal import temporal_binary
 from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import WebhookReceiver
+from tests.jobs_support import WebhookEnv, webhook_env
 from tests.support import Stack, activity_attempts, closed_status, eventually, job_in_stage, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -40,34 +41,24 @@ WORK_ACTIVITIES = {"acquire", "search", "fetch", "deliver"}
 
 
 @dataclass
-class Env:
-    stack: Stack
-    http: httpx.AsyncClient
-    replay: ReplayServer
-    hook: WebhookReceiver
-    client: Client
-    hook_route: str
-    broken_route: str
-    temporal_address: str
+class Env(WebhookEnv):
+    """:class:`~tests.jobs_support.WebhookEnv` with the module's two routes' names."""
+
+    hook_route: str = ""
+    broken_route: str = ""
 
 
 @pytest.fixture(scope="module")
 async def env(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
 ) -> AsyncIterator[Env]:
-    tmp = tmp_path_factory.mktemp("truth")
-    replay = await ReplayServer().start()
-    hook = await WebhookReceiver(whsec()).start()
     # a route that keeps failing without an answer: nothing listens on its port (not sent,
     # retried); a directory under a regular file is route_refused at once since 2026-12-05
     nobody = f"http://127.0.0.1:{free_port()}/hook"
     web, broken = f"hook-{short_id()}", f"broken-{short_id()}"
-    stack = Stack(
-        tmp,
-        temporal_address,
-        database_url,
-        {
-            "pixiv": {"api_url": replay.url},
+
+    def config(hook: WebhookReceiver) -> dict[str, Any]:
+        return {
             "api": {"cancel_wait_ms": 8000},
             # The production default: a cancel reaches an activity only with a heartbeat.
             "budgets": {"heartbeat_interval_ms": 30_000},
@@ -80,19 +71,10 @@ async def env(
                 {"id": "p1", "query": {"tags": ["オリジナル"]}, "routes": [web, broken]},
                 {"id": "demo", "query": {"tags": ["風景"]}, "routes": [web]},
             ],
-        },
-    )
-    await stack.start_worker()
-    http = await stack.start_api()
-    from curaflow.temporal.connection import connect
+        }
 
-    client = await connect(temporal_address)
-    try:
-        yield Env(stack, http, replay, hook, client, web, broken, temporal_address)
-    finally:
-        await stack.stop()
-        await replay.stop()
-        await hook.stop()
+    async with webhook_env(tmp_path_factory.mktemp("truth"), temporal_address, database_url, config) as opened:
+        yield Env(**vars(opened), hook_route=web, broken_route=broken)
 
 
 @pytest.fixture(autouse=True)
