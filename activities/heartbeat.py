@@ -16,7 +16,8 @@ that is shorter (the worker's heartbeat throttle is set to match,
 :func:`heartbeat_throttle`): a cancel reaches an activity only in the answer to a
 heartbeat that is actually sent, so a cancel or the deadline stops a running step within
 about a second whatever the configured interval (reference
-``temporal-and-postgres-notes.md`` §F). The ledger lease is extended once per interval.
+``temporal-and-postgres-notes.md`` §F). The ledger lease is extended once per interval (a
+failed extension is tried again at the next Temporal heartbeat, not an interval later).
 The first heartbeat goes out one beat after the activity started: the step that opened
 the attempt already took the cell's lease, and a short activity costs no heartbeat.
 """
@@ -34,6 +35,7 @@ import asyncpg
 from temporalio import activity
 
 from curaflow.ledger import cells as ledger_cells
+from curaflow.ledger import deliveries as ledger_deliveries
 from curaflow.ledger.db import LEDGER_ERRORS
 
 #: Longest gap between two Temporal heartbeats of a running activity, in seconds: the
@@ -93,7 +95,9 @@ class Heartbeater:
         interval_s: heartbeat interval in seconds.
         lease_ms: lease length written with each heartbeat (the heartbeat timeout).
         send: ``(idempotency_key, owner)`` of the send this attempt has out: each ledger
-            beat keeps that intent's send live too (:func:`curaflow.ledger.cells.heartbeat`).
+            beat keeps that intent's send live too (:func:`curaflow.ledger.cells.heartbeat`),
+            and an exit by an exception releases it
+            (:func:`curaflow.ledger.deliveries.release_send`).
     """
 
     def __init__(
@@ -134,11 +138,14 @@ class Heartbeater:
             since_lease += beat
             activity.heartbeat(dict(self._details))
             if since_lease >= self._interval_s - 1e-6:
-                since_lease = 0.0
                 with contextlib.suppress(*LEDGER_ERRORS):
                     await ledger_cells.heartbeat(
                         self._pool, self._job_id, self._target_id, self._lease_ms, send=self._send
                     )
+                    # Only a beat that got through starts the next interval: one that failed
+                    # is tried again at the next Temporal beat, so one failure does not
+                    # lapse the lease (two intervals) of an attempt that lives.
+                    since_lease = 0.0
 
     async def __aenter__(self) -> Heartbeater:
         self._running = _RUNNING.get()
@@ -161,7 +168,11 @@ class Heartbeater:
             self._running[0] -= 1
         if exc is not None:
             # The attempt ends here (error or cancellation): release the cell's lease so
-            # the next attempt can tell a clean end from a lost attempt (heartbeat timeout).
+            # the next attempt can tell a clean end from a lost attempt (heartbeat timeout),
+            # and the send it kept live, whose answer it no longer records: a retry
+            # decides at once by the rule for a send that may have landed.
             with contextlib.suppress(*LEDGER_ERRORS):
                 async with self._pool.acquire() as conn:
                     await ledger_cells.end_lease(conn, self._job_id, self._target_id)
+                    if self._send is not None:
+                        await ledger_deliveries.release_send(conn, *self._send)

@@ -146,7 +146,8 @@ async def claim_send(
     meets (a client's start that terminated the running one with the same Task, a
     ``temporal workflow reset``): until 2026-12-05 it sent the work a second time while the
     first send was still out. A same-run retry meets a lapsed lease: Temporal retries an
-    attempt that stopped beating only after the heartbeat timeout, which is the lease.
+    attempt that stopped beating only after the heartbeat timeout, which is the lease, and
+    one that ended by an exception released its send as it ended (:func:`release_send`).
 
     The route's gate (:mod:`curaflow.ledger.route_gates`) is read in the statement that
     reads the intent. Its rate-limit cooldown holds at most ``rate_limit_cap_ms`` from
@@ -284,6 +285,26 @@ async def claim_send(
         await sync_job_stage(conn, job_id)
     remote_ids = parts or (intent["remote_ids"] if isinstance(intent["remote_ids"], list) else None)
     return SendClaim("send", key, attempts, remote_ids=remote_ids)
+
+
+async def release_send(conn: asyncpg.Connection | asyncpg.Pool, idempotency_key: str, owner: str) -> None:
+    """The attempt ``owner`` ended with its claimed send of ``idempotency_key`` still
+    ``sending`` (its answer not recorded: the ledger failed, a cancel came between the claim
+    and the send): nothing of it is out any more, so its lease ends now (own statement;
+    nothing is written unless the intent is still ``sending`` under ``owner``).
+
+    The intent stays ``sending``: a later claim finds a send that may have landed and
+    decides by that rule at once (:func:`claim_send`) — it waited for the ended attempt's
+    lease before (up to two heartbeat intervals) for an answer no one would record.
+    Called by the send's heartbeater at an exit by an exception
+    (:class:`activities.heartbeat.Heartbeater`).
+    """
+    await conn.execute(
+        """UPDATE delivery_intents SET send_until = NULL
+           WHERE idempotency_key = $1 AND status = 'sending' AND send_owner = $2 AND send_until IS NOT NULL""",
+        idempotency_key,
+        owner,
+    )
 
 
 async def record_part(conn: asyncpg.Connection | asyncpg.Pool, idempotency_key: str, parts: list[Any]) -> None:

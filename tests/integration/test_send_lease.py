@@ -23,9 +23,11 @@ from typing import Any
 
 import asyncpg
 import pytest
+from temporalio.testing import ActivityEnvironment
 
 from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps
+from activities.heartbeat import Heartbeater
 from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS
 from curaflow.domain.cells import CellStage, CellState
 from curaflow.domain.messages import DeliverInput, RouteRef, TargetSpec
@@ -188,3 +190,86 @@ async def test_a_deliver_attempt_waits_for_the_send_another_run_has_out_and_send
     assert not (tmp_path / "delivered").exists() or not any((tmp_path / "delivered").rglob("*"))  # sent nothing
     intent = await _intent(opened.pool, job_id)
     assert (intent["status"], intent["attempts"]) == ("delivered", 1)
+
+
+class _FlakyBeats:
+    """A ledger pool whose first ledger beat fails at once (a backend ended under it — a
+    PostgreSQL restart, a failover); every beat that gets through first reads how long
+    the send it keeps live had left (``left_ms``, the database's clock)."""
+
+    def __init__(self, pool: asyncpg.Pool, key: str) -> None:
+        self._pool = pool
+        self._key = key
+        self.failed = 0
+        self.left_ms: list[int] = []
+
+    async def execute(self, query: str, *args: Any) -> str:
+        if "send_until" in query and self.failed == 0:
+            self.failed += 1
+            raise asyncpg.exceptions.ConnectionDoesNotExistError("connection was closed in the middle of operation")
+        if "send_until" in query:
+            self.left_ms.append(
+                await self._pool.fetchval(
+                    "SELECT send_until - (extract(epoch from clock_timestamp()) * 1000)::bigint "
+                    "FROM delivery_intents WHERE idempotency_key = $1",
+                    self._key,
+                )
+            )
+        return str(await self._pool.execute(query, *args))
+
+    def acquire(self) -> Any:
+        return self._pool.acquire()
+
+
+async def test_one_failed_ledger_beat_does_not_lapse_the_send_of_a_live_attempt(ledger_pool: asyncpg.Pool) -> None:
+    # The lease is two intervals and the sending attempt beats once per interval: a beat
+    # that failed was tried again only an interval later — after the lease had lapsed
+    # (until 2026-12-05), when a new run's claim (polling every 0.5 s) took the send
+    # still out for one that may have landed: sent twice on a webhook, `delivery_unknown`
+    # on Telegram. A failed beat is tried again at the next Temporal beat.
+    route = _route()
+    job_id = await _bound(ledger_pool, route)
+    interval_s = 1.0
+    first = await _claim(ledger_pool, job_id, route, FIRST, lease_ms=int(interval_s * 2000), tolerant=True)
+    flaky = _FlakyBeats(ledger_pool, first.idempotency_key or "")
+
+    async def sending() -> None:
+        async with Heartbeater(
+            flaky,  # type: ignore[arg-type]
+            job_id,
+            "demo",
+            interval_s,
+            int(interval_s * 2000),
+            send=(first.idempotency_key or "", FIRST),
+        ):
+            await asyncio.sleep(interval_s * 2.6)
+
+    await ActivityEnvironment().run(sending)
+
+    assert flaky.failed == 1
+    assert flaky.left_ms, "no beat got through"
+    assert all(left > 0 for left in flaky.left_ms), f"the send's lease lapsed while its attempt beat: {flaky.left_ms}"
+
+
+@pytest.mark.parametrize("tolerant", [True, False], ids=["resend-safe", "at-most-once"])
+async def test_an_attempt_that_ended_with_its_send_unrecorded_is_not_waited_for(
+    ledger_pool: asyncpg.Pool, tolerant: bool
+) -> None:
+    # The attempt ended (its send's answer could not be recorded: the ledger failed, a
+    # cancel between the claim and the send) and Temporal retries it at once: nothing of
+    # it is out any more, so the retry decides by the rule of before, at once — until
+    # 2026-12-05 it waited for the ended attempt's lease (up to two heartbeat intervals,
+    # a minute by default) for an answer no one would record.
+    route = _route()
+    job_id = await _bound(ledger_pool, route)
+    first = await _claim(ledger_pool, job_id, route, FIRST, tolerant=tolerant)
+
+    async def failing() -> None:
+        async with Heartbeater(ledger_pool, job_id, "demo", 30.0, 60_000, send=(first.idempotency_key or "", FIRST)):
+            raise asyncpg.exceptions.QueryCanceledError("canceling statement due to statement timeout")
+
+    with pytest.raises(asyncpg.exceptions.QueryCanceledError):
+        await ActivityEnvironment().run(failing)
+
+    retry = await _claim(ledger_pool, job_id, route, SECOND, tolerant=tolerant)
+    assert retry.decision == ("send" if tolerant else "ambiguous"), retry
