@@ -7,6 +7,7 @@ See :mod:`activities.deliver` (steps 0–3).
 from __future__ import annotations
 
 import asyncio
+import secrets
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -55,10 +56,16 @@ AWAIT_POLL_S = 0.5
 
 
 def attempt_owner() -> str:
-    """The running attempt as a send's owner in the ledger: ``<run id>:<activity id>:<attempt>``
-    (Temporal's ids; a new run of the job, and every retry, is another owner)."""
+    """The running attempt as a send's owner in the ledger:
+    ``<run id>:<activity id>:<attempt>:<nonce>`` (Temporal's ids, for an operator to read; a
+    new run of the job and every retry is another owner). The random nonce keeps two
+    attempts apart whose ids are equal: ``temporal activity reset`` sets the attempt number
+    back to 1, so an attempt still sending after a heartbeat timeout and the first attempt
+    after a later reset would otherwise share an owner — and the second would take the
+    first's send for its own. Each claim draws one (:class:`~curaflow.ledger.deliveries.SendClaim`
+    carries the one that claimed to the send's heartbeater)."""
     info = activity.info()
-    return f"{info.workflow_run_id}:{info.activity_id}:{info.attempt}"
+    return f"{info.workflow_run_id}:{info.activity_id}:{info.attempt}:{secrets.token_hex(4)}"
 
 
 class DeliverActivity(DeliveryRecords):
@@ -393,7 +400,7 @@ class DeliverActivity(DeliveryRecords):
             target.target_id,
             inp.heartbeat_interval_ms / 1000,
             lease_ms,
-            send=(request.idempotency_key, attempt_owner()),
+            send=(request.idempotency_key, claim.owner) if claim.owner else None,
         ) as hb:
             beating.append(hb)
             hb.update(stage="delivering", route=route.name, work_id=request.work.work_id)

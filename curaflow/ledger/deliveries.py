@@ -96,6 +96,8 @@ class SendClaim:
         wait_ms: how long the pause, the cooldown or the other attempt's lease still lasts (ms).
         pause_reason: why the route is paused (:mod:`curaflow.ledger.route_gates`).
         was_sending: the intent was left ``sending`` by an attempt that may have sent it.
+        owner: with ``send``, the attempt written as the send's owner (the claim's
+            ``owner``): its beats keep the send live (:func:`curaflow.ledger.cells.heartbeat`).
     """
 
     decision: Literal["send", "done", "ambiguous", "cancelled", "deadline", "closed", "paused", "cooling", "awaiting"]
@@ -106,6 +108,7 @@ class SendClaim:
     wait_ms: int = 0
     pause_reason: str | None = None
     was_sending: bool = False
+    owner: str | None = None
 
 
 async def claim_send(
@@ -175,8 +178,9 @@ async def claim_send(
             and the intent is no request that may have landed — its send had ended — so it
             is resumed after them, never ``ambiguous`` for it. Anything else of it is
             ignored (the rule above holds).
-        owner: the claiming attempt (``<run id>:<activity id>:<attempt>``); None (ledger
-            tests, callers of before): no attempt is named and no other one is waited for.
+        owner: the claiming attempt (``<run id>:<activity id>:<attempt>:<nonce>``,
+            :func:`activities.deliver.activity.attempt_owner`); None (ledger tests, callers
+            of before): no attempt is named and no other one is waited for.
         lease_ms: how long the claiming attempt is live without a beat (its heartbeat timeout).
     """
     if opened is None:
@@ -284,7 +288,7 @@ async def claim_send(
     if pending and stage != CellStage.DELIVERING:  # the job-level stage moves only with the cell's
         await sync_job_stage(conn, job_id)
     remote_ids = parts or (intent["remote_ids"] if isinstance(intent["remote_ids"], list) else None)
-    return SendClaim("send", key, attempts, remote_ids=remote_ids)
+    return SendClaim("send", key, attempts, remote_ids=remote_ids, owner=owner)
 
 
 async def release_send(conn: asyncpg.Connection | asyncpg.Pool, idempotency_key: str, owner: str) -> None:

@@ -1,5 +1,5 @@
 -- curaflow ledger, version 50: which attempt has a delivery intent's send out, and until when.
--- delivery_intents.send_owner: the attempt that claimed the send (`<run id>:<activity id>:<attempt>`,
+-- delivery_intents.send_owner: the attempt that claimed the send (`<run id>:<activity id>:<attempt>:<nonce>`,
 -- activities.deliver), written with status 'sending' by curaflow.ledger.deliveries.claim_send.
 -- delivery_intents.send_until: epoch ms (the database's clock) until which that attempt is
 -- live: the claim's time plus the step's lease, extended by each ledger beat of the sending
