@@ -6,7 +6,11 @@ workflow's facts, the outcome record and the terminal event are written exactly 
 and logs the ``schedule.outcome`` line the first time. It returns the ledger's final
 :class:`~curaflow.domain.messages.JobState`, which the workflow adopts, so the
 ``status`` query and ``GET /jobs/{id}`` agree. It heartbeats, so a worker that dies
-while finishing costs a heartbeat timeout, not the step's whole time budget.
+while finishing costs a heartbeat timeout, not the step's whole time budget. A send of the
+job still out from an attempt the workflow stopped waiting for (the ledger's
+:class:`~curaflow.ledger.finish.SendStillOut`) makes the attempt fail retryably, its next
+one due within :data:`SEND_POLL_MS` (``next_retry_delay``: the workflow's retry policy
+and its code unchanged), until that send's answer is recorded or its lease lapses.
 
 ``request_cancel`` is the first thing every cancel path does in the workflow (the
 ``cancel`` signal, a Temporal cancel request, a cancel found in the ledger): it records
@@ -20,9 +24,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from datetime import timedelta
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.caller import require_own_job
@@ -30,7 +35,7 @@ from activities.deps import ActivityDeps
 from curaflow.domain.holds import HoldCaps
 from curaflow.domain.messages import CancelRequest, FinishInput, JobState
 from curaflow.domain.state import job_state
-from curaflow.ledger.finish import finish_job, hold_caps
+from curaflow.ledger.finish import SendStillOut, finish_job, hold_caps
 from curaflow.ledger.jobs import request_cancel as ledger_request_cancel
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -40,6 +45,19 @@ log = get_logger("curaflow.outcome")
 
 #: ``ApplicationError`` type of a ``finish`` for a job the ledger does not know.
 UNKNOWN_JOB = "unknown_job"
+
+#: ``ApplicationError`` type (retryable) of a ``finish`` attempt that found a send of the
+#: job still out from a live attempt (:class:`~curaflow.ledger.finish.SendStillOut`).
+SEND_STILL_OUT = "send_still_out"
+
+#: Longest wait before the next ``finish`` attempt while a send of the job is out (ms):
+#: the job ends within this of that send's answer being recorded. Each attempt costs the
+#: ledger one short read under the job row's lock.
+SEND_POLL_MS = 500
+
+#: Log ``finish.awaiting_send`` on the first attempt that waits and on every this many
+#: after it (a wait lasts at most the send's own bounds: its route's timeout, the deadline).
+_LOG_EVERY = 20
 
 
 class FinishActivity:
@@ -69,6 +87,9 @@ class FinishActivity:
             ApplicationError: ``unknown_job`` (non-retryable) when the ledger does not know
                 the job; ledger errors (connection lost …) fail the attempt and Temporal
                 retries it.
+            ApplicationError: ``send_still_out`` (retryable, ``next_retry_delay`` at most
+                :data:`SEND_POLL_MS`) while a send of the job is out from a live attempt
+                (:class:`~curaflow.ledger.finish.SendStillOut`): nothing written.
         """
         require_own_job(inp.job_id)
         beat = asyncio.create_task(_heartbeat_every(0.5))
@@ -77,6 +98,14 @@ class FinishActivity:
                 finished = await finish_job(
                     conn, inp.job_id, cause=inp.cause, failures=inp.failures, verdicts=inp.verdicts, caps=self.caps
                 )
+        except SendStillOut as out:
+            _awaiting(out)
+            raise ApplicationError(
+                str(out),
+                type=SEND_STILL_OUT,
+                next_retry_delay=timedelta(milliseconds=max(1, min(out.wait_ms, SEND_POLL_MS))),
+                category=ApplicationErrorCategory.BENIGN,  # a wait, not a failure: no warning per attempt
+            ) from None
         finally:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -127,6 +156,14 @@ class FinishActivity:
                 raise
             # A cancel is already pending (e.g. the consumer's own, racing this one).
             log.info("request_cancel.already_requested", job_id=job_id, status=err.status.name)
+
+
+def _awaiting(out: SendStillOut) -> None:
+    """Log that this finish waits for a send still out (the first waiting attempt, then
+    every :data:`_LOG_EVERY`)."""
+    attempt = activity.info().attempt
+    if attempt == 1 or attempt % _LOG_EVERY == 0:
+        log.info("finish.awaiting_send", job_id=out.job_id, attempt=attempt, lease_left_ms=out.wait_ms)
 
 
 async def _heartbeat_every(interval_s: float) -> None:

@@ -10,6 +10,17 @@ this module applies the answer and never rewrites it.
 Everything happens in one transaction under the job row lock; the outcome record and
 the terminal event are written exactly once (guarded by ``jobs.completed_at``), so a
 repeated finish writes nothing and returns the same job.
+
+**Owner of "does the job's end wait for a send still out"** (2026-12-05): a workflow's
+finish (cause ``completed``, no cancel recorded:
+:func:`curaflow.domain.verdicts.waits_for_sends`) of a job one of whose intents is
+``sending`` from an attempt whose send lease is live (``delivery_intents.send_until``,
+kept by that attempt's ledger beats) writes nothing and raises :class:`SendStillOut`: the
+workflow stopped waiting for that attempt (an operator timed it out, or completed or
+failed it by hand) while its send is out, and its answer is the job's truth — ended now,
+the job said ``delivery_unknown`` and the late 200 then made the intent ``delivered``.
+The caller finishes again once the answer is recorded or the lease lapses (the ``finish``
+activity retries, :mod:`activities.finish`); the deadline bounds the wait.
 """
 
 from __future__ import annotations
@@ -38,17 +49,51 @@ from curaflow.domain.outcome import build_outcome_record, business_status, is_al
 from curaflow.domain.projection import JobStatus, job_stage, job_status
 from curaflow.domain.ratelimit import cooldown_left_ms
 from curaflow.domain.tally import cell_message
-from curaflow.domain.verdicts import FinishCause, StepFailure, cancel_stopped, cell_verdict, failure_reason
+from curaflow.domain.verdicts import (
+    FinishCause,
+    StepFailure,
+    cancel_stopped,
+    cell_verdict,
+    failure_reason,
+    waits_for_sends,
+)
 from curaflow.ledger.cells import finish_cell
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.events import append_event
 from curaflow.ledger.gates import DB_NOW_MS
-from curaflow.ledger.records import load_job
+from curaflow.ledger.records import load_job, load_job_with
 from curaflow.protocol.models import TERMINAL_EVENT_TYPES
 from curaflow.protocol.projection import project_job
 
 if TYPE_CHECKING:
     from curaflow.config import Settings
+
+
+class SendStillOut(Exception):
+    """:func:`finish_job` found a send of the job still out from a live attempt (see the
+    module's doc): nothing was written (its transaction rolled back, the job row unlocked
+    for that attempt's recording). Finish again later.
+
+    Attributes:
+        job_id: the job.
+        wait_ms: how long, at most, until the last such send's lease lapses or the job's
+            deadline passes, whichever comes first (ms, the database's clock; > 0). Its
+            answer may be recorded sooner: the lease is kept while the attempt lives.
+    """
+
+    def __init__(self, job_id: str, wait_ms: int) -> None:
+        super().__init__(f"job {job_id}: a send is still out from a live attempt (at most {wait_ms} ms more)")
+        self.job_id = job_id
+        self.wait_ms = wait_ms
+
+
+#: The job's sends still out from a live attempt, read in the finish's job-row statement
+#: (no statement added; the ``delivery_intents_cell`` index): ms on the database's clock
+#: until the last lease of the job's intents ``sending`` lapses or the job's deadline
+#: passes, whichever first (NULL: none is live; <= 0: the deadline has passed).
+_SENDS_OUT = f"""(SELECT max(LEAST(d.send_until, COALESCE(j.deadline_at, d.send_until))) - {DB_NOW_MS}
+                  FROM delivery_intents d
+                  WHERE d.job_id = j.job_id AND d.status = 'sending' AND d.send_until > {DB_NOW_MS}) AS send_left_ms"""
 
 
 @dataclass
@@ -91,14 +136,29 @@ async def finish_job(
 
     Returns:
         The finished job, or None when the job is unknown.
+
+    Raises:
+        SendStillOut: ``cause`` waits for sends (:func:`~curaflow.domain.verdicts.waits_for_sends`)
+            and an intent of the open job is ``sending`` from a live attempt, before the
+            job's deadline: nothing written.
     """
     cause = FinishCause(cause)
     failures = failures or {}
     verdicts = verdicts or {}
+    waits = waits_for_sends(cause, None)  # a cause that may wait: its sends are read with the job
     async with conn.transaction():
-        record = await load_job(conn, job_id, for_update=True)
-        if record is None:
+        loaded = await load_job_with(conn, job_id, _SENDS_OUT if waits else "", for_update=True)
+        if loaded is None:
             return None
+        record, row = loaded
+        send_left_ms = row["send_left_ms"] if waits else None
+        if (
+            send_left_ms is not None
+            and send_left_ms > 0
+            and record.completed_at is None
+            and waits_for_sends(cause, record.cancel_requested_at)
+        ):
+            raise SendStillOut(job_id, int(send_left_ms))
         cancel_recorded = cancel_stopped(cause, record.cancel_requested_at, closed_at_ms)
         open_cells = [c for c in record.cells if not is_terminal(c.state)]
         reasons = {
@@ -127,8 +187,9 @@ async def finish_job(
                 conn, job_id, cell.target_id, CellState.FAILED, reason, message, locked=True, held_by=held
             )
         if open_cells:
-            record = await load_job(conn, job_id)
-            assert record is not None
+            reloaded = await load_job(conn, job_id)
+            assert reloaded is not None
+            record = reloaded
         if record.completed_at is not None:
             return FinishedJob(record=record, outcome=None)
         now = now_ms()

@@ -166,12 +166,30 @@ async def load_job(conn: asyncpg.Connection, job_id: str, *, for_update: bool = 
         for_update: lock the job row for the rest of the caller's transaction, as
             :func:`curaflow.ledger.cells.lock_job` does (the lock order: job row first).
     """
+    loaded = await load_job_with(conn, job_id, for_update=for_update)
+    return loaded[0] if loaded is not None else None
+
+
+async def load_job_with(
+    conn: asyncpg.Connection, job_id: str, extra: str = "", *, for_update: bool = False
+) -> tuple[JobRecord, asyncpg.Record] | None:
+    """:func:`load_job`, with ``extra`` read in the job row's statement (no statement added).
+
+    Args:
+        extra: SQL select-list items over the job's row (aliased ``j``), each named with
+            ``AS`` (e.g. a scalar subquery); empty: none.
+        for_update: as in :func:`load_job`.
+
+    Returns:
+        The job and its ``jobs`` row (``extra``'s values by their names), or None if unknown.
+    """
     lock = " FOR UPDATE" if for_update else ""
-    row = await conn.fetchrow(f"SELECT {JOB_COLUMNS} FROM jobs WHERE job_id = $1{lock}", job_id)
+    columns = f"{JOB_COLUMNS}, {extra}" if extra else JOB_COLUMNS
+    row = await conn.fetchrow(f"SELECT {columns} FROM jobs j WHERE j.job_id = $1{lock}", job_id)
     if row is None:
         return None
     cells, heartbeat_at, lease_until = await _load_cells(conn, job_id)
     record = job_from_row(row, cells)
     record.heartbeat_at = heartbeat_at
     record.lease_until = lease_until
-    return record
+    return record, row

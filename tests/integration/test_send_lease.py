@@ -8,7 +8,10 @@ re-send (a webhook), sent the work a second time (``test_start_policies``); on a
 does not, it ended the cell ``delivery_unknown`` although the first send was about to be
 answered. Now the claim names its attempt and how long it is live
 (``delivery_intents.send_owner`` / ``send_until``, kept by its ledger beats), and another
-attempt's claim while it is live is ``awaiting``: it waits for that answer.
+attempt's claim while it is live is ``awaiting``: it waits for that answer. The job's
+finish waits for it too (:class:`curaflow.ledger.finish.SendStillOut`): a workflow that
+stopped waiting for the sending attempt ends the job with that send's answer
+(``test_send_out_at_finish`` runs it with a real worker).
 
 The ledger's rule on the session's real PostgreSQL; the ``deliver`` activity in the test
 process with a worker's real dependencies (a directory route on disk).
@@ -32,8 +35,10 @@ from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS
 from curaflow.domain.cells import CellStage, CellState
 from curaflow.domain.messages import DeliverInput, RouteRef, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
+from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger import cells, deliveries
 from curaflow.ledger.deliveries import SendClaim
+from curaflow.ledger.finish import FinishedJob, SendStillOut, finish_job
 from tests.deps_support import deps
 from tests.support import Stack, ledger_job, run_as_job, short_id
 
@@ -273,3 +278,75 @@ async def test_an_attempt_that_ended_with_its_send_unrecorded_is_not_waited_for(
 
     retry = await _claim(ledger_pool, job_id, route, SECOND, tolerant=tolerant)
     assert retry.decision == ("send" if tolerant else "ambiguous"), retry
+
+
+# ---- the job's end waits for a send still out (curaflow.ledger.finish) -----------------
+
+
+async def _finish(pool: asyncpg.Pool, job_id: str, cause: FinishCause) -> FinishedJob | None:
+    async with pool.acquire() as conn:
+        return await finish_job(conn, job_id, cause=cause)
+
+
+async def test_a_workflows_finish_waits_for_a_send_out_from_a_live_attempt_and_ends_with_its_answer(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    # The workflow stopped waiting for the deliver attempt (an operator timed it out, or
+    # completed or failed it by hand) while its send is out. Until 2026-12-05 the finish
+    # ended the cell then (the intent `unknown`) and the late 200 made the intent
+    # `delivered` under a failed job.
+    route = _route()
+    job_id = await _bound(ledger_pool, route)
+    first = await _claim(ledger_pool, job_id, route, FIRST, tolerant=True)
+    before = await _intent(ledger_pool, job_id)
+
+    with pytest.raises(SendStillOut) as waited:
+        await _finish(ledger_pool, job_id, FinishCause.COMPLETED)
+
+    assert waited.value.job_id == job_id and 0 < waited.value.wait_ms <= 60_000
+    assert await _intent(ledger_pool, job_id) == before  # nothing written
+    assert await ledger_pool.fetchval("SELECT completed_at FROM jobs WHERE job_id = $1", job_id) is None
+    assert await ledger_pool.fetchval("SELECT count(*) FROM outcomes WHERE job_id = $1", job_id) == 0
+    # The send's answer comes and is recorded; the finish then ends the job with it.
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        await deliveries.record_delivered(conn, job_id, "demo", first.idempotency_key or "", remote_id="r-1")
+    finished = await _finish(ledger_pool, job_id, FinishCause.COMPLETED)
+
+    assert finished is not None and finished.outcome is not None
+    assert (finished.record.cells[0].state, finished.record.business_status) == ("submitted", "success")
+    assert [d["status"] for d in finished.outcome["deliveries"]] == ["delivered"]
+
+
+@pytest.mark.parametrize(
+    "stop",
+    ["cancel-cause", "deadline-cause", "cancel-recorded", "deadline-passed", "lease-lapsed", "reconciler"],
+)
+async def test_a_finish_at_a_barrier_or_after_the_lease_lapsed_ends_the_job_at_once(
+    ledger_pool: asyncpg.Pool, stop: str
+) -> None:
+    # The job's deadline and a consumer cancel end the job promptly (the step's own send
+    # was waited for by its cancellation); a send whose attempt stopped beating is no
+    # send out; the reconciler finishes only once no attempt holds a live cell lease.
+    route = _route()
+    job_id = await _bound(ledger_pool, route)
+    await _claim(ledger_pool, job_id, route, FIRST, tolerant=True)
+    cause = {
+        "cancel-cause": FinishCause.CANCELLED,
+        "deadline-cause": FinishCause.DEADLINE,
+        "reconciler": FinishCause.STALLED,
+    }.get(stop, FinishCause.COMPLETED)
+    if stop == "cancel-recorded":  # a consumer cancel recorded while the finish waits
+        await ledger_pool.execute("UPDATE jobs SET cancel_requested_at = created_at WHERE job_id = $1", job_id)
+    if stop == "deadline-passed":
+        await ledger_pool.execute("UPDATE jobs SET deadline_at = created_at WHERE job_id = $1", job_id)
+    if stop == "lease-lapsed":
+        await ledger_pool.execute(
+            "UPDATE delivery_intents SET send_until = send_until - 61000 WHERE job_id = $1", job_id
+        )
+
+    finished = await _finish(ledger_pool, job_id, cause)
+
+    assert finished is not None and finished.outcome is not None
+    assert finished.record.completed_at is not None
+    # What the send did is unknown: reported so, never delivered nor released.
+    assert (await _intent(ledger_pool, job_id))["status"] == "unknown"

@@ -17,6 +17,7 @@ from curaflow.domain.verdicts import (
     cell_verdict,
     delivery_verdict,
     failure_reason,
+    waits_for_sends,
 )
 
 R = TerminalReason
@@ -441,3 +442,13 @@ def test_a_timed_out_run_cancelled_afterwards_stays_expired() -> None:
     assert cell_verdict(state="selected", stage="fetching", cause="timed_out", cancel_requested=early) == (
         R.CANCELLED_BY_CONSUMER
     )
+
+
+@pytest.mark.parametrize("cause", list(FinishCause))
+@pytest.mark.parametrize("cancel_at", [None, 1_000])
+def test_only_a_workflows_completed_finish_with_no_cancel_waits_for_a_send_out(
+    cause: FinishCause, cancel_at: int | None
+) -> None:
+    # The deadline and a consumer cancel end the job at once; the reconciler's causes are
+    # finished only once no attempt holds a live lease (it never asks).
+    assert waits_for_sends(cause, cancel_at) is (cause == FinishCause.COMPLETED and cancel_at is None)

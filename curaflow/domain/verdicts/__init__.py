@@ -61,6 +61,7 @@ from curaflow.domain.verdicts.finish import (
     FinishCause,
     cancel_stopped,
     cell_verdict,
+    waits_for_sends,
 )
 from curaflow.domain.verdicts.no_candidate import no_candidate_state, no_candidate_verdict
 
@@ -89,4 +90,5 @@ __all__ = [
     "no_candidate_verdict",
     "owner_of",
     "step_alive",
+    "waits_for_sends",
 ]
