@@ -96,7 +96,13 @@ class FinishActivity:
         try:
             async with self.deps.pool.acquire() as conn:
                 finished = await finish_job(
-                    conn, inp.job_id, cause=inp.cause, failures=inp.failures, verdicts=inp.verdicts, caps=self.caps
+                    conn,
+                    inp.job_id,
+                    cause=inp.cause,
+                    failures=inp.failures,
+                    verdicts=inp.verdicts,
+                    caps=self.caps,
+                    by_workflow=True,
                 )
         except SendStillOut as out:
             _awaiting(out)

@@ -12,15 +12,15 @@ the terminal event are written exactly once (guarded by ``jobs.completed_at``), 
 repeated finish writes nothing and returns the same job.
 
 **Owner of "does the job's end wait for a send still out"** (2026-12-05): a workflow's
-finish (cause ``completed``, no cancel recorded:
-:func:`curaflow.domain.verdicts.waits_for_sends`) of a job one of whose intents is
+finish (``by_workflow``; cause ``completed`` or ``cancelled``, a consumer cancel recorded
+or not: :func:`curaflow.domain.verdicts.waits_for_sends`) of a job one of whose intents is
 ``sending`` from an attempt whose send lease is live (``delivery_intents.send_until``,
 kept by that attempt's ledger beats) writes nothing and raises :class:`SendStillOut`: the
 workflow stopped waiting for that attempt (an operator timed it out, or completed or
-failed it by hand) while its send is out, and its answer is the job's truth — ended now,
-the job said ``delivery_unknown`` and the late 200 then made the intent ``delivered``.
-The caller finishes again once the answer is recorded or the lease lapses (the ``finish``
-activity retries, :mod:`activities.finish`); the deadline bounds the wait.
+failed it by hand) while its send is out, which nothing cuts, and its answer is the job's
+truth — ended now, the job said ``delivery_unknown`` and the late 200 then made the intent
+``delivered``. The caller finishes again once the answer is recorded or the lease lapses
+(the ``finish`` activity retries, :mod:`activities.finish`); the deadline bounds the wait.
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ async def finish_job(
     verdicts: dict[str, str] | None = None,
     caps: HoldCaps | None = None,
     closed_at_ms: int | None = None,
+    by_workflow: bool = False,
 ) -> FinishedJob | None:
     """Make ``job_id`` terminal (own transaction).
 
@@ -133,31 +134,30 @@ async def finish_job(
             was read from that close (the reconciler); a consumer cancel recorded after
             it stopped nothing and leaves the close's reasons
             (:func:`curaflow.domain.verdicts.cancel_stopped`). None: no close.
+        by_workflow: the workflow's finish (the ``finish`` activity), which waits for a
+            send still out (:class:`SendStillOut`); False: the reconciler's (or any other
+            caller's), which never does.
 
     Returns:
         The finished job, or None when the job is unknown.
 
     Raises:
-        SendStillOut: ``cause`` waits for sends (:func:`~curaflow.domain.verdicts.waits_for_sends`)
-            and an intent of the open job is ``sending`` from a live attempt, before the
-            job's deadline: nothing written.
+        SendStillOut: the workflow's ``cause`` waits for sends
+            (:func:`~curaflow.domain.verdicts.waits_for_sends`) and an intent of the open
+            job is ``sending`` from a live attempt, before the job's deadline: nothing
+            written.
     """
     cause = FinishCause(cause)
     failures = failures or {}
     verdicts = verdicts or {}
-    waits = waits_for_sends(cause, None)  # a cause that may wait: its sends are read with the job
+    waits = waits_for_sends(cause, by_workflow=by_workflow)  # its sends are read with the job
     async with conn.transaction():
         loaded = await load_job_with(conn, job_id, _SENDS_OUT if waits else "", for_update=True)
         if loaded is None:
             return None
         record, row = loaded
         send_left_ms = row["send_left_ms"] if waits else None
-        if (
-            send_left_ms is not None
-            and send_left_ms > 0
-            and record.completed_at is None
-            and waits_for_sends(cause, record.cancel_requested_at)
-        ):
+        if send_left_ms is not None and send_left_ms > 0 and record.completed_at is None:
             raise SendStillOut(job_id, int(send_left_ms))
         cancel_recorded = cancel_stopped(cause, record.cancel_requested_at, closed_at_ms)
         open_cells = [c for c in record.cells if not is_terminal(c.state)]

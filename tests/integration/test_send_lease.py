@@ -283,25 +283,32 @@ async def test_an_attempt_that_ended_with_its_send_unrecorded_is_not_waited_for(
 # ---- the job's end waits for a send still out (curaflow.ledger.finish) -----------------
 
 
-async def _finish(pool: asyncpg.Pool, job_id: str, cause: FinishCause) -> FinishedJob | None:
+async def _finish(
+    pool: asyncpg.Pool, job_id: str, cause: FinishCause, *, by_workflow: bool = True
+) -> FinishedJob | None:
     async with pool.acquire() as conn:
-        return await finish_job(conn, job_id, cause=cause)
+        return await finish_job(conn, job_id, cause=cause, by_workflow=by_workflow)
 
 
+@pytest.mark.parametrize("cancel", ["none", "cancel-cause", "cancel-recorded"])
 async def test_a_workflows_finish_waits_for_a_send_out_from_a_live_attempt_and_ends_with_its_answer(
-    ledger_pool: asyncpg.Pool,
+    ledger_pool: asyncpg.Pool, cancel: str
 ) -> None:
     # The workflow stopped waiting for the deliver attempt (an operator timed it out, or
     # completed or failed it by hand) while its send is out. Until 2026-12-05 the finish
     # ended the cell then (the intent `unknown`) and the late 200 made the intent
-    # `delivered` under a failed job.
+    # `delivered` under a failed job — and a consumer cancel (the workflow's cause, or one
+    # recorded while the finish waited) still did so: nothing cuts that send.
     route = _route()
     job_id = await _bound(ledger_pool, route)
     first = await _claim(ledger_pool, job_id, route, FIRST, tolerant=True)
+    cause = FinishCause.CANCELLED if cancel == "cancel-cause" else FinishCause.COMPLETED
+    if cancel != "none":
+        await ledger_pool.execute("UPDATE jobs SET cancel_requested_at = created_at WHERE job_id = $1", job_id)
     before = await _intent(ledger_pool, job_id)
 
     with pytest.raises(SendStillOut) as waited:
-        await _finish(ledger_pool, job_id, FinishCause.COMPLETED)
+        await _finish(ledger_pool, job_id, cause)
 
     assert waited.value.job_id == job_id and 0 < waited.value.wait_ms <= 60_000
     assert await _intent(ledger_pool, job_id) == before  # nothing written
@@ -310,33 +317,33 @@ async def test_a_workflows_finish_waits_for_a_send_out_from_a_live_attempt_and_e
     # The send's answer comes and is recorded; the finish then ends the job with it.
     async with ledger_pool.acquire() as conn, conn.transaction():
         await deliveries.record_delivered(conn, job_id, "demo", first.idempotency_key or "", remote_id="r-1")
-    finished = await _finish(ledger_pool, job_id, FinishCause.COMPLETED)
+    finished = await _finish(ledger_pool, job_id, cause)
 
     assert finished is not None and finished.outcome is not None
-    assert (finished.record.cells[0].state, finished.record.business_status) == ("submitted", "success")
+    assert finished.record.cells[0].state == "submitted"
     assert [d["status"] for d in finished.outcome["deliveries"]] == ["delivered"]
+    if cancel == "none":
+        assert finished.record.business_status == "success"
 
 
 @pytest.mark.parametrize(
     "stop",
-    ["cancel-cause", "deadline-cause", "cancel-recorded", "deadline-passed", "lease-lapsed", "reconciler"],
+    ["deadline-cause", "deadline-passed", "lease-lapsed", "reconciler", "reconciler-cancel"],
 )
-async def test_a_finish_at_a_barrier_or_after_the_lease_lapsed_ends_the_job_at_once(
+async def test_a_finish_at_the_deadline_or_after_the_lease_lapsed_ends_the_job_at_once(
     ledger_pool: asyncpg.Pool, stop: str
 ) -> None:
-    # The job's deadline and a consumer cancel end the job promptly (the step's own send
-    # was waited for by its cancellation); a send whose attempt stopped beating is no
-    # send out; the reconciler finishes only once no attempt holds a live cell lease.
+    # The job's deadline ends the job promptly (the outbound layer cuts every send there);
+    # a send whose attempt stopped beating is no send out; the reconciler finishes only
+    # once no attempt holds a live cell lease (its own rule: it never asks).
     route = _route()
     job_id = await _bound(ledger_pool, route)
     await _claim(ledger_pool, job_id, route, FIRST, tolerant=True)
     cause = {
-        "cancel-cause": FinishCause.CANCELLED,
         "deadline-cause": FinishCause.DEADLINE,
         "reconciler": FinishCause.STALLED,
+        "reconciler-cancel": FinishCause.CANCELLED,
     }.get(stop, FinishCause.COMPLETED)
-    if stop == "cancel-recorded":  # a consumer cancel recorded while the finish waits
-        await ledger_pool.execute("UPDATE jobs SET cancel_requested_at = created_at WHERE job_id = $1", job_id)
     if stop == "deadline-passed":
         await ledger_pool.execute("UPDATE jobs SET deadline_at = created_at WHERE job_id = $1", job_id)
     if stop == "lease-lapsed":
@@ -344,7 +351,7 @@ async def test_a_finish_at_a_barrier_or_after_the_lease_lapsed_ends_the_job_at_o
             "UPDATE delivery_intents SET send_until = send_until - 61000 WHERE job_id = $1", job_id
         )
 
-    finished = await _finish(ledger_pool, job_id, cause)
+    finished = await _finish(ledger_pool, job_id, cause, by_workflow=not stop.startswith("reconciler"))
 
     assert finished is not None and finished.outcome is not None
     assert finished.record.completed_at is not None

@@ -445,10 +445,12 @@ def test_a_timed_out_run_cancelled_afterwards_stays_expired() -> None:
 
 
 @pytest.mark.parametrize("cause", list(FinishCause))
-@pytest.mark.parametrize("cancel_at", [None, 1_000])
-def test_only_a_workflows_completed_finish_with_no_cancel_waits_for_a_send_out(
-    cause: FinishCause, cancel_at: int | None
-) -> None:
-    # The deadline and a consumer cancel end the job at once; the reconciler's causes are
-    # finished only once no attempt holds a live lease (it never asks).
-    assert waits_for_sends(cause, cancel_at) is (cause == FinishCause.COMPLETED and cancel_at is None)
+@pytest.mark.parametrize("by_workflow", [True, False])
+def test_a_workflows_finish_but_at_the_deadline_waits_for_a_send_out(cause: FinishCause, by_workflow: bool) -> None:
+    # A consumer cancel — the workflow's cause, or one recorded while the finish waits —
+    # waits too: nothing cuts a send the workflow stopped waiting for, and its late answer
+    # contradicted the job ended before it (until 2026-12-05). The deadline ends the job at
+    # once (the outbound layer cuts every send there); the reconciler finishes only once no
+    # attempt holds a live lease (it never asks).
+    waits = by_workflow and cause in (FinishCause.COMPLETED, FinishCause.CANCELLED)
+    assert waits_for_sends(cause, by_workflow=by_workflow) is waits

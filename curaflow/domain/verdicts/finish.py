@@ -68,28 +68,32 @@ def cancel_stopped(cause: FinishCause | str, cancel_requested_at_ms: int | None,
     return closed_at_ms is None or cancel_requested_at_ms <= closed_at_ms
 
 
-def waits_for_sends(cause: FinishCause | str, cancel_requested_at_ms: int | None) -> bool:
+def waits_for_sends(cause: FinishCause | str, *, by_workflow: bool) -> bool:
     """Whether a job finished for ``cause`` waits for a send of it still out from a live
     attempt (an intent ``sending`` whose send lease has not lapsed, before the job's
     deadline: :func:`curaflow.ledger.finish.finish_job`) before it ends.
 
-    Only ``completed`` with no consumer cancel recorded: the workflow stopped waiting for
-    a step whose attempt still runs (an operator's ``temporal activity update-options``
-    that timed it out, a step completed or failed by hand) — that send's answer is the
-    job's truth and comes within the send's own bounds. Never at a barrier: the deadline
-    ends the job at once (the outbound layer cuts every send there), and a consumer cancel
-    — the workflow's ``cancelled``, or one recorded while the finish waits — ends it
-    promptly (the step's own send was already waited for by its cancellation, within
-    ``CANCEL_GRACE_S``). Never for the reconciler's causes: it finishes a job only once no
-    attempt holds a live cell lease (:data:`curaflow.ledger.reconciler.convergence.NO_LIVE_ATTEMPT`),
-    which a sending attempt's beats keep.
+    The workflow's finish for ``completed`` or ``cancelled``, a consumer cancel recorded
+    or not: the workflow stopped waiting for a step whose attempt still runs (an
+    operator's ``temporal activity update-options`` that timed it out, a step completed
+    or failed by hand; the attempt heard "not found" and lets its send end by its own
+    bounds, which nothing cuts) — that send's answer is the job's truth and comes within
+    the send's own bounds. Ended before it, the job said ``unknown`` and the late 200 then
+    made the intent ``delivered`` (until 2026-12-05 a consumer cancel, recorded during the
+    wait or the workflow's own, still ended the job so). A cancel's own steps were
+    cancelled and waited for (their sends cut within ``CANCEL_GRACE_S``): no send of them
+    is out then, and the cancel waits for nothing else. Never at the deadline: the outbound
+    layer cuts every send there, so the job ends at once. Never for the reconciler
+    (``by_workflow`` False): it finishes a job only once no attempt holds a live cell
+    lease (:data:`curaflow.ledger.reconciler.convergence.NO_LIVE_ATTEMPT`), which a sending
+    attempt's beats keep.
 
     Args:
         cause: why the job finishes.
-        cancel_requested_at_ms: when the ledger recorded the consumer cancel (epoch ms
-            UTC), None when it holds none.
+        by_workflow: the finish is the workflow's (the ``finish`` activity), not the
+            reconciler's.
     """
-    return FinishCause(cause) == FinishCause.COMPLETED and cancel_requested_at_ms is None
+    return by_workflow and FinishCause(cause) in (FinishCause.COMPLETED, FinishCause.CANCELLED)
 
 
 #: Reasons that mean "stopped", not "failed on its own": a recorded consumer cancel is
