@@ -16,7 +16,8 @@ that is shorter (the worker's heartbeat throttle is set to match,
 :func:`heartbeat_throttle`): a cancel reaches an activity only in the answer to a
 heartbeat that is actually sent, so a cancel or the deadline stops a running step within
 about a second whatever the configured interval (reference
-``temporal-and-postgres-notes.md`` §F). The ledger lease is extended once per interval (a
+``temporal-and-postgres-notes.md`` §F). The ledger lease is extended once per interval,
+measured on the monotonic clock (the first beat after a freeze extends it at once; a
 failed extension is tried again at the next Temporal heartbeat, not an interval later).
 The first heartbeat goes out one beat after the activity started: the step that opened
 the attempt already took the cell's lease, and a short activity costs no heartbeat.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from contextvars import ContextVar
 from types import TracebackType
@@ -131,13 +133,15 @@ class Heartbeater:
     async def _loop(self) -> None:
         # A cancellation rides on a heartbeat's answer: beat often (module doc). The
         # ledger lease is extended once per interval.
+        # The interval is measured on the monotonic clock, not counted in ticks: after the
+        # process was frozen (SIGSTOP, a paused VM, a blocked loop) the first tick extends
+        # the lease at once, not up to an interval later.
         beat = heartbeat_beat_s(self._interval_s)
-        since_lease = 0.0
+        leased_at = time.monotonic()
         while True:
             await asyncio.sleep(beat)
-            since_lease += beat
             activity.heartbeat(dict(self._details))
-            if since_lease >= self._interval_s - 1e-6:
+            if time.monotonic() - leased_at >= self._interval_s - 1e-6:
                 with contextlib.suppress(*LEDGER_ERRORS):
                     await ledger_cells.heartbeat(
                         self._pool, self._job_id, self._target_id, self._lease_ms, send=self._send
@@ -145,7 +149,7 @@ class Heartbeater:
                     # Only a beat that got through starts the next interval: one that failed
                     # is tried again at the next Temporal beat, so one failure does not
                     # lapse the lease (two intervals) of an attempt that lives.
-                    since_lease = 0.0
+                    leased_at = time.monotonic()
 
     async def __aenter__(self) -> Heartbeater:
         self._running = _RUNNING.get()
