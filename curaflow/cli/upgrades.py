@@ -6,6 +6,14 @@ Lists the ``JobWorkflow`` executions whose history holds neither a ``core-v2`` n
 (no ``TEMPORAL_ADDRESS``, a start time that is not ISO 8601); a Temporal that is
 unreachable, refuses the connection or the request (an unknown namespace) is one line on
 stderr and exit status 1.
+
+The answer is only about the namespace curaflow's jobs run in: a namespace without
+curaflow's search attributes, or — when the ledger is configured (``DATABASE_URL`` /
+``database.url``) — one that holds no execution of the ledger's jobs while the ledger
+holds a job whose execution it would still list (open, or ended within the namespace's
+retention), is not answered: one line on stderr naming it, exit status 1, as for a
+namespace that does not exist (until 2026-12-05 such a namespace answered "job_v1 can be
+retired", exit 0). A configured ledger that cannot be reached is one line and exit 1.
 """
 
 from __future__ import annotations
@@ -16,17 +24,72 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client
 
 from curaflow.cli.common import (
+    LEDGER_CONFIGURED,
     ConfigOption,
     err_console,
     error,
+    fail,
+    open_ledger,
     out_console,
     settings_or_exit,
     temporal_errors,
     temporal_where,
 )
+from curaflow.config import Settings
 from curaflow.observability.logs import configure_logging
+
+
+async def not_the_jobs_namespace(settings: Settings, client: Client) -> str | None:
+    """Why the client's namespace cannot be the one curaflow's jobs run in, or None.
+
+    Two witnesses, the first always, the second when the ledger is configured:
+
+    * curaflow's search attributes (:func:`curaflow.temporal.upgrades.missing_search_attributes`):
+      every worker registers them in its namespace at start;
+    * the ledger (:func:`curaflow.ledger.reconciler.namespace_holds_jobs`): while it
+      holds a job whose workflow started and that is open or ended within the namespace's
+      retention, the jobs' namespace lists an execution of one of its jobs.
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused a request.
+        typer.Exit: 1, the configured ledger could not be reached (one line).
+    """
+    from curaflow.ledger.db import now_ms
+    from curaflow.ledger.reconciler import namespace_holds_jobs
+    from curaflow.temporal.upgrades import missing_search_attributes
+
+    namespace = client.namespace
+    missing = await missing_search_attributes(client)
+    if missing:
+        return (
+            f"namespace {namespace!r} lacks curaflow's search attributes {missing}: curaflow's jobs never ran "
+            "there (a worker registers them at start), so its executions say nothing about job_v1; "
+            "set TEMPORAL_NAMESPACE (temporal.namespace) to the jobs' namespace"
+        )
+    if not settings.database.url:
+        return None
+    described = await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
+    ttl = described.config.workflow_execution_retention_ttl.ToTimedelta()
+    since = now_ms() - int(ttl.total_seconds() * 1000)
+    ledger = open_ledger(settings, settings.database.url, where=LEDGER_CONFIGURED, code=1)
+    async with ledger as pool, pool.acquire() as conn:
+        listed = await conn.fetchval(
+            """SELECT EXISTS (SELECT 1 FROM jobs
+                              WHERE COALESCE(workflow_started_at, started_at) IS NOT NULL
+                                AND (completed_at IS NULL OR completed_at > $1))""",
+            since,
+        )
+        if not listed or await namespace_holds_jobs(conn, client, {}):
+            return None
+    return (
+        f"namespace {namespace!r} holds none of the ledger's jobs ({LEDGER_CONFIGURED}), though the ledger "
+        "has jobs it would list: it is not the namespace they run in, and its executions say nothing "
+        "about job_v1; set TEMPORAL_NAMESPACE (temporal.namespace) to the jobs' namespace"
+    )
 
 
 def upgrade_check(
@@ -65,6 +128,8 @@ def upgrade_check(
 
     async def main() -> list[dict[str, str]]:
         client = await connect_configured(settings.temporal)
+        if (problem := await not_the_jobs_namespace(settings, client)) is not None:
+            fail(problem)
         found = await legacy_executions(client, started_before=before, include_closed=include_closed)
         return [
             {

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from temporalio.api.history.v1 import History
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowHistory
+
+from curaflow.temporal.connection import SEARCH_ATTRIBUTES
 
 #: The ``workflow.patched`` ids of which a core v2 (or later) execution records one.
 CORE_PATCHES = frozenset({"core-v2", "core-v3"})
@@ -109,3 +112,21 @@ async def legacy_executions(
             status = execution.status.name if execution.status is not None else "UNKNOWN"
             found.append(LegacyExecution(execution.id, execution.run_id, status, execution.start_time))
     return found
+
+
+async def missing_search_attributes(client: Client) -> list[str]:
+    """curaflow's search attributes the client's namespace does not list (sorted).
+
+    Every curaflow worker registers them in its namespace at start
+    (:func:`curaflow.temporal.namespace.ensure_search_attributes`): a namespace that
+    lacks one never ran curaflow's jobs, and an empty list of executions there says
+    nothing about the jobs' namespace (``TEMPORAL_NAMESPACE`` mistyped, the cluster's
+    ``default``).
+
+    Raises:
+        temporalio.service.RPCError: the namespace does not exist, or the request was refused.
+    """
+    answer = await client.operator_service.list_search_attributes(
+        ListSearchAttributesRequest(namespace=client.namespace)
+    )
+    return sorted(name for name in SEARCH_ATTRIBUTES if name not in answer.custom_attributes)
