@@ -11,8 +11,9 @@ The verbs use :class:`curaflow.client.CuraflowClient` against a running API:
 Output: human-readable by default; ``--json`` prints the protocol JSON on stdout (a Job,
 or one Event per line for ``events``). Progress displays go to stderr. Exit status: 0
 done (for ``submit --follow``: the job succeeded), 1 the followed job ended otherwise,
-2 the API refused the request or the configuration is invalid, 3 the API could not be
-reached or refused the token.
+2 the API refused the request, the configuration is invalid or ``submit`` has nothing
+to search for (neither ``--tags`` nor ``--target``), 3 the API could not be reached or
+refused the token.
 """
 
 from __future__ import annotations
@@ -92,7 +93,11 @@ def _run(config: Path | None, api_url: str | None, action: Callable[[CuraflowCli
         error(f"{err.http_status} {err.text} ({hint})")
         code = 3
     except (ApiUnreachable, UnexpectedResponse) as err:
-        error(f"{err} (is the API running? --api-url {url})")
+        where = "" if url in str(err) else f" at {url}"
+        error(
+            f"{err} (is the API running{where}? Start `curaflow dev` in this directory, or point --api-url / "
+            "CURAFLOW_API_URL at a running API)"
+        )
         code = 3
     except KeyboardInterrupt:
         code = 130
@@ -197,7 +202,19 @@ def submit(
     api_url: str | None = ApiUrlOption,
     config: Path | None = ConfigOption,
 ) -> None:
-    """Submit a candidate_search task to the API (202 accepted, 200 replayed)."""
+    """Submit a candidate_search task to the API (202 accepted, 200 replayed).
+
+    Exits 2 before sending anything when neither ``--tags`` nor ``--target`` is given:
+    the Task needs a query unless ``target_id`` names a configured target (the rule of
+    :class:`curaflow.protocol.models.tasks.CandidateSearchParams`, which the API answers
+    with ``params.query is required``).
+    """
+    if not tags and target is None:
+        error(
+            "nothing to search for: give --tags TAG (repeat for several; AND) or --target ID "
+            "(a configured target, run with its own query)"
+        )
+        raise typer.Exit(2)
 
     async def action(api: CuraflowClient) -> int:
         task = candidate_search_task(

@@ -165,15 +165,17 @@ async def test_cli_verbs(stack: Stack, tmp_path: Path) -> None:
     unchanged = await cli("cancel", job_id, "--json", "--api-url", url, env=env, cwd=tmp_path)
     assert unchanged.returncode == 0 and json.loads(unchanged.stdout)["status"] == "succeeded"
 
-    refused = await cli("submit", "--key", f"cli-{short_id()}", "--api-url", url, env=env, cwd=tmp_path)
-    assert refused.returncode == 2 and "invalid_params" in refused.stderr and "params.query" in refused.stderr
+    refused = await cli("submit", "--target", "nope", "--api-url", url, env=env, cwd=tmp_path)
+    assert refused.returncode == 2 and "invalid_params" in refused.stderr and "unknown_target" in refused.stderr
+    nothing = await cli("submit", "--key", f"cli-{short_id()}", "--api-url", url, env=env, cwd=tmp_path)
+    assert nothing.returncode == 2 and "--tags" in nothing.stderr and "--target" in nothing.stderr
     missing = await cli("status", "demo@manual-none", "--api-url", url, env=env, cwd=tmp_path)
     assert missing.returncode == 2 and "404" in missing.stderr
     denied = await cli("status", job_id, "--api-url", url, env=dict(env, CURAFLOW_API_TOKEN="nope"), cwd=tmp_path)
     assert denied.returncode == 3 and "unauthorized" in denied.stderr
     down = await cli("status", job_id, "--api-url", "http://127.0.0.1:9", env=env, cwd=tmp_path)
     assert down.returncode == 3 and "cannot reach" in down.stderr
-    assert "Traceback" not in refused.stderr + missing.stderr + denied.stderr + down.stderr
+    assert "Traceback" not in refused.stderr + nothing.stderr + missing.stderr + denied.stderr + down.stderr
 
 
 async def test_cli_finds_the_dev_stack_and_its_token(stack: Stack, tmp_path: Path) -> None:

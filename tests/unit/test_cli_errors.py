@@ -74,3 +74,39 @@ def test_the_progress_shows_the_job_id_whole_on_its_own_line() -> None:
     lines = out.getvalue().splitlines()
     assert f"job {job_id}" in "".join(lines[:2])
     assert any("succeeded (done)" in line for line in lines)
+
+
+def test_curaflow_submit_with_nothing_to_search_names_the_options_before_sending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``curaflow submit`` with neither ``--tags`` nor ``--target`` sent the Task and printed
+    the API's ``params.query is required``, naming a JSON field, not the option to give (a
+    newcomer's finding). The rule is the Task's (``curaflow.protocol.models.tasks``: a query
+    unless ``target_id`` names a configured target): refused before anything is sent."""
+    from curaflow import client as api_client
+
+    async def sent(*args: object, **kwargs: object) -> object:
+        raise AssertionError("nothing may be sent")
+
+    monkeypatch.setattr(api_client.CuraflowClient, "submit", sent)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["submit", "--api-url", "http://127.0.0.1:9"])
+    assert result.exit_code == 2, result.output
+    assert "--tags" in result.output and "--target" in result.output
+
+
+def test_an_unreachable_api_says_how_to_start_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``curaflow status`` with no ``curaflow dev`` running said only ``is the API running?
+    --api-url http://127.0.0.1:8080``: nothing said which command serves it (a newcomer's
+    finding, after stopping ``curaflow dev`` as the README says)."""
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CURAFLOW_API_URL", raising=False)
+    result = CliRunner().invoke(app, ["status", "demo@manual-x", "--api-url", f"http://127.0.0.1:{port}"])
+    assert result.exit_code == 3, result.output
+    assert "curaflow dev" in result.output
+    assert f"127.0.0.1:{port}" in result.output
