@@ -102,7 +102,10 @@ def pick_target(settings: Settings, target: str | None) -> str:
     if target:
         return target
     eligible = [t.id for t in settings.targets if t.accept_jobs]
-    if len(eligible) != 1:
+    if not eligible:
+        error("no configured target accepts jobs: every one has accept_jobs = false")
+        raise typer.Exit(2)
+    if len(eligible) > 1:
         error(f"several targets accept jobs ({', '.join(eligible)}); choose one with --target")
         raise typer.Exit(2)
     return eligible[0]
@@ -128,6 +131,11 @@ async def run_job(
         check_task_against(settings, resolved, task)
     except ProtocolError as err:
         print_refusal(err)
+        if (err.detail or {}).get("reason") == "unknown_target":
+            known = ", ".join(t.id for t in settings.targets) or "none"
+            error(
+                f"configured targets: {known} (--target takes one of them; add others as [[targets]] of --config FILE)"
+            )
         return 2
     err_console.print(describe_source(settings, resolved.account), markup=False, highlight=False, soft_wrap=True)
     async with services(settings) as svc:

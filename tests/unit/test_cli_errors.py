@@ -110,3 +110,40 @@ def test_an_unreachable_api_says_how_to_start_one(tmp_path: Path, monkeypatch: p
     assert result.exit_code == 3, result.output
     assert "curaflow dev" in result.output
     assert f"127.0.0.1:{port}" in result.output
+
+
+def test_curaflow_run_with_an_unknown_target_names_the_configured_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``curaflow run --target nope`` said ``unknown target 'nope'`` and nothing of the
+    targets there are (a newcomer's finding): with no configuration the only one is the
+    built-in ``demo``. Nothing starts."""
+    from curaflow.cli import run as run_cli
+
+    def started(*args: object, **kwargs: object) -> object:
+        raise AssertionError("nothing may start")
+
+    monkeypatch.setattr(run_cli, "services", started)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CURAFLOW_CONFIG", raising=False)
+    result = CliRunner().invoke(app, ["run", "--target", "nope"])
+    assert result.exit_code == 2, result.output
+    assert "unknown_target" in result.output
+    assert "configured targets: demo" in result.output
+
+
+def test_curaflow_run_with_no_target_accepting_jobs_does_not_speak_of_several(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no target accepting jobs, ``curaflow run`` said ``several targets accept jobs
+    (); choose one with --target``."""
+    config = tmp_path / "curaflow.toml"
+    config.write_text(
+        '[routes.out]\nkind = "directory"\npath = "out"\n\n'
+        '[[targets]]\nid = "t"\nquery = { tags = ["a"] }\nroutes = ["out"]\naccept_jobs = false\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["run", "--config", str(config)])
+    assert result.exit_code == 2, result.output
+    assert "several" not in result.output
+    assert "no configured target accepts jobs" in result.output
