@@ -239,6 +239,21 @@ class WebhookEnv:
     temporal_address: str
 
 
+def one_hook(timeout_ms: int = 20_000) -> Callable[[WebhookReceiver], dict[str, Any]]:
+    """A :func:`webhook_env` configuration: target ``demo`` (tags 風景) delivering to one
+    signed webhook route, named ``hook-<short id>``, at the receiver's ``/hook``, each
+    request bounded by ``timeout_ms`` (a receiver may hold a send that long)."""
+    web = f"hook-{short_id()}"
+
+    def config(hook: WebhookReceiver) -> dict[str, Any]:
+        return {
+            "routes": {web: {**webhook_route(hook), "timeout_ms": timeout_ms}},
+            "targets": [{"id": "demo", "query": {"tags": ["風景"]}, "routes": [web]}],
+        }
+
+    return config
+
+
 @contextlib.asynccontextmanager
 async def webhook_env(
     tmp: Path,

@@ -32,7 +32,7 @@ from curaflow.jobs.submit import job_id_for
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.integration.test_start_policies import first_send_out, posts, start
 from tests.integration.test_temporal_clients import task
-from tests.jobs_support import WebhookEnv, webhook_env
+from tests.jobs_support import WebhookEnv, one_hook, webhook_env
 from tests.operator_support import pending_step
 from tests.support import eventually, short_id, terminal_job, whsec
 
@@ -45,15 +45,7 @@ Env = WebhookEnv
 async def env(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
 ) -> AsyncIterator[Env]:
-    web = f"hook-{short_id()}"
-
-    def config(hook: WebhookReceiver) -> dict[str, Any]:
-        return {
-            "routes": {web: {"kind": "webhook", "url": hook.url + "/hook", "secret": whsec(), "timeout_ms": 20000}},
-            "targets": [{"id": "demo", "query": {"tags": ["風景"]}, "routes": [web]}],
-        }
-
-    async with webhook_env(tmp_path_factory.mktemp("send-out"), temporal_address, database_url, config) as opened:
+    async with webhook_env(tmp_path_factory.mktemp("send-out"), temporal_address, database_url, one_hook()) as opened:
         yield opened
 
 

@@ -20,10 +20,10 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from curaflow.jobs.submit import job_id_for
 from curaflow.protocol.models import Task
-from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.fakes.webhook import Reply
 from tests.integration.test_temporal_clients import task
-from tests.jobs_support import WebhookEnv, webhook_env
-from tests.support import eventually, job_in_stage, short_id, temporal_workflow, terminal_job, whsec
+from tests.jobs_support import WebhookEnv, one_hook, webhook_env
+from tests.support import eventually, job_in_stage, short_id, temporal_workflow, terminal_job
 from workflows.job import JobWorkflow
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -36,15 +36,7 @@ Env = WebhookEnv
 async def env(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
 ) -> AsyncIterator[Env]:
-    web = f"hook-{short_id()}"
-
-    def config(hook: WebhookReceiver) -> dict[str, Any]:
-        return {
-            "routes": {web: {"kind": "webhook", "url": hook.url + "/hook", "secret": whsec(), "timeout_ms": 20000}},
-            "targets": [{"id": "demo", "query": {"tags": ["風景"]}, "routes": [web]}],
-        }
-
-    async with webhook_env(tmp_path_factory.mktemp("policies"), temporal_address, database_url, config) as opened:
+    async with webhook_env(tmp_path_factory.mktemp("policies"), temporal_address, database_url, one_hook()) as opened:
         yield opened
 
 
