@@ -14,6 +14,10 @@ holds a job whose execution it would still list (open, or ended within the names
 retention), is not answered: one line on stderr naming it, exit status 1, as for a
 namespace that does not exist (until 2026-12-05 such a namespace answered "job_v1 can be
 retired", exit 0). A configured ledger that cannot be reached is one line and exit 1.
+Nor is a list of more executions than it examines (10 000, one history read each):
+one line saying how many it examined and to narrow the list with ``--started-before``,
+exit status 1 (:class:`curaflow.temporal.upgrades.ListingCut`; until 2026-12-05 the rest
+went unexamined and the answer could be "can be retired").
 """
 
 from __future__ import annotations
@@ -108,8 +112,9 @@ def upgrade_check(
 
     Exit 0 when none is open (nor closed, with `--include-closed`), 1 otherwise.
     """
+    from curaflow.temporal import upgrades
     from curaflow.temporal.connection import connect_configured
-    from curaflow.temporal.upgrades import legacy_executions, legacy_query
+    from curaflow.temporal.upgrades import ListingCut, legacy_query
 
     settings = settings_or_exit(config)
     if not settings.temporal.address:
@@ -130,7 +135,15 @@ def upgrade_check(
         client = await connect_configured(settings.temporal)
         if (problem := await not_the_jobs_namespace(settings, client)) is not None:
             fail(problem)
-        found = await legacy_executions(client, started_before=before, include_closed=include_closed)
+        try:
+            found = await upgrades.legacy_executions(client, started_before=before, include_closed=include_closed)
+        except ListingCut as cut:
+            query = legacy_query(started_before=before, include_closed=include_closed)
+            fail(
+                f"job_v1: no answer — more than {cut.examined} executions match ({query}); examined "
+                f"{cut.examined}, {len(cut.found)} of them may replay it: narrow the list with "
+                "--started-before (when the first core v2 worker served the task queue)"
+            )
         return [
             {
                 "workflow_id": e.workflow_id,

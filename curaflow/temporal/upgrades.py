@@ -87,6 +87,21 @@ class LegacyExecution:
     start_time: datetime  # UTC
 
 
+class ListingCut(Exception):
+    """The visibility list held more executions than :func:`legacy_executions` examines:
+    what it found is no answer for the namespace ("none left" would be said of part of it).
+
+    Attributes:
+        examined: how many listed executions were examined (the limit).
+        found: those of them that may replay ``job_v1``.
+    """
+
+    def __init__(self, examined: int, found: list[LegacyExecution]) -> None:
+        super().__init__(f"more than {examined} executions listed; examined {examined}")
+        self.examined = examined
+        self.found = found
+
+
 async def legacy_executions(
     client: Client, *, started_before: datetime | None = None, include_closed: bool = False, limit: int = 10_000
 ) -> list[LegacyExecution]:
@@ -101,11 +116,19 @@ async def legacy_executions(
         limit: at most this many listed executions are examined.
 
     Raises:
+        ListingCut: the list held more than ``limit`` executions (one more is listed to
+            know it): the rest were not examined, so no answer is given (until 2026-12-05
+            the listing stopped at the limit silently and a namespace of more executions
+            could be said to have none left).
         temporalio.service.RPCError: the list or a history read failed.
     """
     found: list[LegacyExecution] = []
+    examined = 0
     query = legacy_query(started_before=started_before, include_closed=include_closed)
-    async for execution in client.list_workflows(query, limit=limit):
+    async for execution in client.list_workflows(query, limit=limit + 1):
+        if examined == limit:
+            raise ListingCut(examined, found)
+        examined += 1
         handle = client.get_workflow_handle(execution.id, run_id=execution.run_id)
         history: WorkflowHistory = await handle.fetch_history()
         if replays_core_v1(History(events=history.events)):
