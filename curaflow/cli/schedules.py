@@ -60,6 +60,30 @@ def _address(settings: Settings) -> str:
     return info.temporal_address
 
 
+async def _served_by_curaflow(client: Client) -> None:
+    """Refuse a namespace no curaflow worker ever served: it lacks curaflow's search
+    attributes, which every worker (and ``curaflow temporal-setup``) registers at start
+    (:func:`curaflow.temporal.upgrades.missing_search_attributes`). Until 2026-12-05
+    ``schedules list`` there answered "no schedules" (exit 0) — a mistyped
+    ``TEMPORAL_NAMESPACE``, or the cluster's ``default`` while the workers run in
+    ``curaflow``, read as "none configured" — and ``sync`` failed on Temporal's "no
+    mapping defined for search attribute ScheduleId".
+
+    Raises:
+        plans.ScheduleError: the namespace lacks one of them (the command exits 1).
+        temporalio.service.RPCError: Temporal refused the request.
+    """
+    from curaflow.temporal.upgrades import missing_search_attributes
+
+    missing = await missing_search_attributes(client)
+    if missing:
+        raise plans.ScheduleError(
+            f"namespace {client.namespace!r} lacks curaflow's search attributes {missing}: no curaflow worker "
+            "serves it, so its schedules would start jobs nobody runs; set TEMPORAL_NAMESPACE "
+            "(temporal.namespace) to the workers' namespace, or prepare this one with `curaflow temporal-setup`"
+        )
+
+
 def _run(settings: Settings, body: Callable[[Client], Awaitable[T]]) -> T:
     # the command prints its own report; log lines only for warnings, as JSON on stderr
     configure_logging("WARNING", settings.observability.log_json)
@@ -71,6 +95,7 @@ def _run(settings: Settings, body: Callable[[Client], Awaitable[T]]) -> T:
         connection = settings.temporal.connection if settings.temporal.address else None
         client = await connect(address, settings.temporal.namespace, connection=connection)
         await check_namespace(client)
+        await _served_by_curaflow(client)
         return await body(client)
 
     try:
