@@ -28,10 +28,12 @@ Discord's JSON (Cloudflare's IP-level block, "error code: 1015") holds the whole
 (the gateway may have forwarded the request); a 4xx Discord says is about the content
 (:data:`WORK_CODES`: explicit content, automatic moderation, a file over the server's
 size; ``50035`` Invalid Form Body whose errors name only the content or the files,
-:data:`WORK_FIELDS`) → ``delivery_rejected`` (the work); **any other answer** — 401, 403,
-404 (``10015`` Unknown Webhook), 413 (``40005`` or Cloudflare's page), a form error about
-the route's own fields (``username``, ``thread_id``), a code or status never seen before,
-any 3xx (never followed) → ``route_refused`` (the route: the work is not used up); a
+:data:`WORK_FIELDS`), under a status a refusal of the content comes with
+(:data:`WORK_STATUSES`: 400, 403, 413) → ``delivery_rejected`` (the work); **any other
+answer** — 401, 403, 404 (``10015`` Unknown Webhook), 413 (``40005`` or Cloudflare's
+page), a form error about the route's own fields (``username``, ``thread_id``), a content
+code under another status (a 401, a 404: the webhook's), a code or status never seen
+before, any 3xx (never followed) → ``route_refused`` (the route: the work is not used up); a
 non-2xx whose body broke after its status came (cut, undecodable, endless) is read as
 that status with a body that is not Discord's (:func:`~curaflow.routes.base.refusal_answered`);
 connect errors → retried; a timeout after sending → *ambiguous*, decided by
@@ -128,6 +130,12 @@ FILE_RESERVE = 512
 #: explicit content, a file over the server's upload size, automatic moderation
 #: (message, title), the harmful links filter.
 WORK_CODES = frozenset({20009, 50045, 200000, 200001, 240000})
+#: The statuses a refusal of the content comes with (a bad request, a forbidden content, a
+#: payload too large): only under one of them may :data:`WORK_CODES` blame the work. A
+#: 401 (the webhook's token refused), a 404 (the webhook unknown), a 405 or a 409 speak of
+#: the webhook or the request whatever their body says — the route's (until 2026-12-06 a
+#: content code under any 4xx refused the work for good).
+WORK_STATUSES = frozenset({400, 403, 413})
 #: Fields of a ``50035`` Invalid Form Body that are the work's (built from its title and
 #: pages); an error on any other field (``username``, ``thread_id`` …) is the route's.
 WORK_FIELDS = re.compile(r"^(content|attachments|files\[\d+\]|file\d*|embeds)(\.|$)")
@@ -270,8 +278,9 @@ def _work_fields(errors: Any, prefix: str = "") -> list[str] | None:
 
 
 def is_the_works(body: Any) -> bool:
-    """Whether a Discord 4xx answer blames the content (:data:`WORK_CODES`, or a form
-    error naming only :data:`WORK_FIELDS`)."""
+    """Whether a Discord 4xx answer's body blames the content (:data:`WORK_CODES`, or a
+    form error naming only :data:`WORK_FIELDS`); :func:`classify` reads it only under
+    :data:`WORK_STATUSES`."""
     if not isinstance(body, dict):
         return False
     code = body.get("code")
@@ -319,7 +328,7 @@ def classify(status: int, body: Any, retry_after: str | None, scope: str | None 
         )
     if 500 <= status < 600:
         return RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP {status}{detail}")
-    if 400 <= status < 500 and is_the_works(body):
+    if status in WORK_STATUSES and is_the_works(body):
         return RouteError(
             TerminalReason.DELIVERY_REJECTED,
             f"discord: {answer}: Discord refuses this work's content",

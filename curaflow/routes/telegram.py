@@ -39,12 +39,14 @@ a rate limit, wherever Telegram writes it:    retried after that many seconds; w
 429, ``parameters.retry_after``, or "Too      a delay, after the backoff of
 Many Requests: retry after N" in a 400's      :func:`curaflow.domain.ratelimit.retry_delay_ms`
 description (a partly posted album)           (``telegram_failed``, the route's)
-``parameters.migrate_to_chat_id``             the chat became a supergroup: switch to the
-                                              new id and send again (once)
+the Bot API's 400 (``error_code`` 400) with   the chat became a supergroup: switch to the
+``parameters.migrate_to_chat_id`` a           new id and send again (once); in any other
+supergroup's id (``-100…``)                   answer, or to another id, never followed
 JSON 5xx other than 502/504                   retried (Telegram did not post it)
-a 400 naming the file itself                  ``delivery_rejected`` (the work), never
-(:data:`WORK_REFUSALS`: a page Telegram       retried; a photo Telegram cannot take as a
-cannot process, an animation it cannot        photo is first sent again as a document
+the Bot API's own 400 (``error_code`` 400)    ``delivery_rejected`` (the work), never
+naming the file itself                        retried; a photo Telegram cannot take as a
+(:data:`WORK_REFUSALS`: a page Telegram       photo is first sent again as a document
+cannot process, an animation it cannot
 play, a file too big for the chat)
 any other answer: "chat not found", "message  ``route_refused`` (the route: its chat,
 thread not found", ``TOPIC_CLOSED``, a        topic, bot, rights or limits, or an answer
@@ -60,6 +62,9 @@ any 5xx that is not the Bot API's JSON        at most once) or ``retry`` (at lea
 a 4xx / 429 that is not the Bot API's JSON    the route's / a rate limit, as above
 (``ok`` not a boolean included), or whose
 body broke (cut, undecodable, endless)
+``ok: false`` whose ``error_code`` is not     its HTTP status decides, its words name
+its HTTP status (another number, text, none:  nothing (never the work, a photo refused,
+a proxy rewriting statuses, a gateway's JSON) a gateway error or a migration)
 ===========================================  ==========================================
 
 Gateway errors are ambiguous because the gateway in front of the Bot API answers them
@@ -204,8 +209,21 @@ RATE_LIMIT_TEXT = re.compile(r"too many requests(?:: retry after (\d+(?:\.\d+)?)
 FAILED_ITEM = re.compile(r"failed to send message #(\d{1,4})\b", re.IGNORECASE)  # an album has 10
 
 
+def supergroup_id(value: object) -> bool:
+    """Whether ``value`` is a supergroup's chat id as the Bot API gives one (an Integer,
+    ``-100`` followed by the chat's own id): the one chat a group migrates to
+    (``parameters.migrate_to_chat_id``)."""
+    return isinstance(value, int) and not isinstance(value, bool) and str(value).startswith("-100") and value < -1000
+
+
 def classify(
-    code: int, description: str, params: dict[str, Any], retry_after: str | None, *, photo: bool
+    code: int,
+    description: str,
+    params: dict[str, Any],
+    retry_after: str | None,
+    *,
+    photo: bool,
+    recognised: bool = True,
 ) -> RouteError | None:
     """The failure a Bot API answer means (None: a photo Telegram refuses as a photo, to
     be sent again as a document), its reason naming the owner (module doc):
@@ -215,18 +233,21 @@ def classify(
       ``rate_limited``, with the delay Telegram stated (``retry_after`` header last), or
       none (the backoff of :func:`curaflow.domain.ratelimit.retry_delay_ms` then);
     * a 5xx → ``telegram_failed``, retried;
-    * a 400 whose description is in :data:`WORK_REFUSALS` → ``delivery_rejected`` (the
-      work);
+    * the Bot API's own 400 (``recognised``) whose description is in
+      :data:`WORK_REFUSALS` → ``delivery_rejected`` (the work);
     * anything else — a destination or permission message, 401, 403, 404, 413, a wording
       or a status never seen before — → ``route_refused`` (the route), its answer kept
       for the route's refusal streak.
 
     Args:
-        code: Telegram's ``error_code`` (or the HTTP status).
+        code: the HTTP status (the Bot API's ``error_code`` when ``recognised``).
         description: Telegram's ``description`` ("" when there is none).
         params: Telegram's ``parameters`` ({} when absent or not an object).
         retry_after: the ``Retry-After`` header, if any.
         photo: the request sent the page(s) as photos.
+        recognised: the answer is the Bot API's own refusal (``ok: false`` with an
+            ``error_code`` that is its HTTP status); False: an answer of another shape,
+            whose words never name the work nor a photo refused (2026-12-06).
     """
     text = f"telegram: {code} {description}".strip()
     lowered = description.lower()
@@ -238,9 +259,9 @@ def classify(
         )
     if 500 <= code < 600:
         return RouteError(TerminalReason.TELEGRAM_FAILED, text)
-    if photo and code == 400 and any(mark in lowered for mark in PHOTO_REFUSED):
+    if recognised and photo and code == 400 and any(mark in lowered for mark in PHOTO_REFUSED):
         return None
-    if code == 400 and any(mark in lowered for mark in WORK_REFUSALS):
+    if recognised and code == 400 and any(mark in lowered for mark in WORK_REFUSALS):
         return RouteError(
             TerminalReason.DELIVERY_REJECTED,
             f"{text}: Telegram cannot take this work's file",
@@ -467,15 +488,27 @@ class TelegramRoute:
                         "outcome unknown",
                         ambiguous=True,
                     )
-                self._raise_for(method, status, "(not the Bot API's answer)", {}, response, photo=False)
+                self._raise_for(
+                    method, status, "(not the Bot API's answer)", {}, response, photo=False, recognised=False
+                )
             if body.get("ok") is True:
                 return body.get("result")
             raw_params = body.get("parameters")
             params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+            raw_code, raw_description = body.get("error_code"), body.get("description")
+            # The Bot API's refusal carries its status as `error_code` (an Integer): one that
+            # does not — another number, text, none — is an answer of an unknown shape (a
+            # proxy rewriting statuses, a gateway's JSON), classified by the HTTP status with
+            # no word of it read as naming the work (`recognised`). Until 2026-12-06 a 200,
+            # a 403 or a 500 carrying "file is too big" refused the work for good, and a 400
+            # whose JSON said 502 was a gateway error (the work `unknown` for good).
+            recognised = isinstance(raw_code, int) and not isinstance(raw_code, bool) and raw_code == status
             migrated = params.get("migrate_to_chat_id")
-            # Followed only to a chat id of Telegram's shape (Bot API: an Integer); any
-            # other value is an answer not understood: the refusal below, the chat kept.
-            if isinstance(migrated, int) and not isinstance(migrated, bool) and migrated != 0:
+            # Followed only in the Bot API's own 400 and to a supergroup's id (the one chat
+            # a group migrates to, :func:`supergroup_id`); any other is an answer not
+            # understood: the refusal below, the chat kept. Until 2026-12-06 any answer (a
+            # 200, a 429, a 500) moved every later delivery of the process to any integer.
+            if recognised and status == 400 and supergroup_id(migrated):
                 log.warning(
                     "telegram.chat_migrated",
                     route=self.name,
@@ -484,12 +517,9 @@ class TelegramRoute:
                 )
                 self.chat_id = str(migrated)
                 continue
-            raw_code, raw_description = body.get("error_code"), body.get("description")
-            # An error code or description of another shape is an answer of an unknown
-            # shape: classified by the HTTP status, with no words (the route's, below).
-            code = raw_code if isinstance(raw_code, int) and not isinstance(raw_code, bool) else status
+            # A description of another shape is no words at all (the route's, below).
             description = raw_description if isinstance(raw_description, str) else ""
-            self._raise_for(method, code, description, params, response, photo=photo)
+            self._raise_for(method, status, description, params, response, photo=photo, recognised=recognised)
         raise RouteError(
             TerminalReason.ROUTE_REFUSED,
             f"telegram {method}: the chat migrated twice; set the route's chat_id to the supergroup's id",
@@ -506,7 +536,10 @@ class TelegramRoute:
         response: httpx.Response,
         *,
         photo: bool,
+        recognised: bool,
     ) -> NoReturn:
+        """Raise what the refusal ``code`` (the HTTP status) with ``description`` means
+        (:func:`classify`; ``recognised``: the answer is the Bot API's own refusal)."""
         text = f"telegram {method}: {code} {description}".strip()
         if code in GATEWAY_ERRORS:
             raise RouteError(
@@ -514,11 +547,12 @@ class TelegramRoute:
                 f"{text}: a gateway error; the request may have reached Telegram, outcome unknown",
                 ambiguous=True,
             )
-        error = classify(code, description, params, response.headers.get("retry-after"), photo=photo)
+        retry_after = response.headers.get("retry-after")
+        error = classify(code, description, params, retry_after, photo=photo, recognised=recognised)
         failed_at = FAILED_ITEM.search(description)
         if method == "sendMediaGroup" and failed_at is not None and int(failed_at.group(1)) > 0:
             # A photo refused inside a partly posted album: the work's page, as a refusal.
-            error = error or classify(code, description, params, None, photo=False)
+            error = error or classify(code, description, params, None, photo=False, recognised=recognised)
             assert error is not None
             raise _PartlyPosted(int(failed_at.group(1)), error)
         if error is None:
