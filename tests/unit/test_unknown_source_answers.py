@@ -267,3 +267,45 @@ async def test_the_app_apis_restricted_answer_still_pauses_the_account() -> None
         await pixiv.search_illust("tag")
     assert (raised.value.reason, raised.value.retryable) == (TerminalReason.ACCOUNT_RESTRICTED, False)
     assert gate._paused_until > 0
+
+
+def app_api_error(user_message: object, message: str) -> dict[str, object]:
+    return {"error": {"user_message": user_message, "message": message, "reason": "", "user_message_details": {}}}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        app_api_error("", "Not Found"),  # the app-api's own words for a path it does not serve
+        app_api_error("", "Something never seen"),
+        app_api_error("   ", ""),
+        app_api_error(None, "Not Found"),
+        app_api_error(["該当作品は削除されたか、存在しない作品IDです。"], ""),
+    ],
+    ids=["not-found", "unknown-message", "blank", "null", "a-list"],
+)
+async def test_an_app_api_404_with_no_word_to_its_user_is_not_the_works(body: dict[str, object]) -> None:
+    """The app-api's error object says a work is gone in its words to its user
+    (``user_message``, in the account's language); a 404 of that object with none — an
+    empty ``user_message`` and a ``message`` of the server's (its "Not Found" for a path
+    it does not serve, a wording never seen) — would come for every work while it lasts.
+    Until 2026-12-06 the object's shape alone made every work the detail or the ugoira
+    metadata was asked for gone for the week."""
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(404, json=body))
+    for call in (pixiv.illust_detail, pixiv.ugoira_metadata):
+        with pytest.raises(WorkUnavailable) as raised:
+            await call("123")
+        assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.GONE, False)
+
+
+@pytest.mark.parametrize(
+    "words", ["該当作品は削除されたか、存在しない作品IDです。", "Page not found", "작품이 삭제되었습니다"]
+)
+async def test_an_app_api_404_with_words_to_its_user_is_the_works_in_any_language(words: str) -> None:
+    pixiv, _ = client(
+        lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(404, json=app_api_error(words, ""))
+    )
+    for call in (pixiv.illust_detail, pixiv.ugoira_metadata):
+        with pytest.raises(WorkUnavailable) as raised:
+            await call("123")
+        assert raised.value.recognised is True

@@ -153,7 +153,14 @@ async def test_what_curaflow_raises_while_asking_passes_unchanged() -> None:
 @pytest.mark.parametrize(
     ("status", "body", "recognised"),
     [
-        (404, {"error": {"user_message": "", "message": "", "reason": ""}}, True),
+        (
+            404,
+            {"error": {"user_message": "該当作品は削除されたか、存在しない作品IDです。", "message": "", "reason": ""}},
+            True,
+        ),
+        # The app-api's object with no word to its user: what any path it does not serve
+        # answers every work (2026-12-06: it was the work's, the week).
+        (404, {"error": {"user_message": "", "message": "", "reason": ""}}, False),
         # The words a restricted account gets for every request: not the work's (a work
         # Pixiv restricts is listed as a placeholder and judged by its listing).
         (400, {"error": {"user_message": "Your access is currently restricted.", "message": ""}}, False),

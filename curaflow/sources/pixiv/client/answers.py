@@ -52,6 +52,32 @@ def is_app_api_error(body: Any) -> bool:
     return isinstance(err, dict) and all(field in err for field in APP_API_ERROR_FIELDS)
 
 
+#: The status of the app-api's answer that a work is not there (deleted, private, never
+#: existed): HTTP 404.
+GONE_STATUS = 404
+
+
+def says_gone(status: int, body: Any) -> bool:
+    """Whether a work's answer (its detail, its ugoira metadata) says the work is gone:
+    HTTP 404 in the app-api's own error object (:func:`is_app_api_error`) whose
+    ``user_message`` — the app-api's words to its user about what was asked, in the
+    account's language ("該当作品は削除されたか、存在しない作品IDです。", "Page not
+    found") — is text that says something.
+
+    What makes the work unavailable for the week, so recognised positively, status, shape
+    and words together — the words in any language (never matched: a wording is the
+    app-api's to change), but words there must be. The object with none (an empty or
+    blank ``user_message``, or one that is not text) beside a ``message`` of the server's
+    — its "Not Found" for a path it does not serve, a wording never seen — is what every
+    work would get while it lasts: not recognised, held back briefly (until 2026-12-06 the
+    object's shape alone made every work asked gone for the week).
+    """
+    if status != GONE_STATUS or not is_app_api_error(body):
+        return False
+    words = body["error"].get("user_message")
+    return isinstance(words, str) and bool(words.strip())
+
+
 #: The HTTP status of an OAuth error answer of the token endpoint (RFC 6749 §5.2: 400;
 #: 401 is ``invalid_client``'s alone, never the grant's).
 OAUTH_ERROR_STATUS = 400

@@ -23,6 +23,7 @@ from curaflow.sources.pixiv.client.answers import (
     json_body,
     reason_for_status,
     refuses_grant,
+    says_gone,
     says_restricted,
     too_large,
 )
@@ -207,9 +208,10 @@ class PixivClient(ImageRequests):
                 the app-api's own error object (:func:`is_app_api_error`), retried in any
                 other shape.
             WorkUnavailable: a work-level refusal when ``work_id`` is given: recognised as
-                the work's for the app-api's own 404 (:func:`is_app_api_error`); not
-                recognised (held back briefly) for a bare 403, a 404 of another shape or
-                the "restricted" words (a restricted account gets them for every request).
+                the work's for the app-api's own 404 with words to its user
+                (:func:`says_gone`); not recognised (held back briefly) for a bare 403, a
+                404 of another shape or without such words, or the "restricted" words (a
+                restricted account gets them for every request).
             SourceError ``account_restricted`` (not retryable, the account's gate paused)
                 only for the app-api's own error object saying the account is restricted
                 (:func:`says_restricted`); the words in another shape are retried.
@@ -248,7 +250,8 @@ class PixivClient(ImageRequests):
                 await self.authenticate(refused=token)
                 continue
             if work_id is not None and (response.status_code in (403, 404) or RESTRICTED_MARK in lowered):
-                # Only the app-api's own 404 is about the work (deleted, never existed). The
+                # Only the app-api's own 404 telling its user so is about the work (deleted,
+                # never existed: says_gone; its object without such words is the server's). The
                 # "restricted" words are what a restricted *account* gets for every request
                 # too (the search's answer pauses the account, below), and a work the source
                 # restricts is listed as a placeholder — judged by the listing, before any
@@ -256,7 +259,7 @@ class PixivClient(ImageRequests):
                 # bare 403, or a 404 not in the app-api's words (an HTML page, an empty body:
                 # a moved endpoint, a proxy — what every work would get), is the API refusing
                 # the request. Those are held back briefly, not the week.
-                recognised = response.status_code == 404 and is_app_api_error(body)
+                recognised = says_gone(response.status_code, body)
                 raise WorkUnavailable(work_id, text or f"HTTP {response.status_code}", recognised=recognised)
             if says_restricted(body):
                 # Not one work: the account. Retrying cannot lift it; pause the account.
