@@ -347,6 +347,24 @@ async def test_a_work_listing_no_file_is_not_recognised_as_the_works(tmp_path: P
         (418, b'{"error": {"message": "teapot"}}', True),
         # The app-api's own error object: it refused what was asked (final).
         (400, b'{"error": {"user_message": "", "message": "invalid word", "reason": ""}}', False),
+        (
+            400,
+            json.dumps({"error": {"user_message": "不正な値", "message": "", "reason": ""}}).encode(),
+            False,
+        ),
+        # The app-api's object under a status that says nothing of the request (it is
+        # forbidden now, not there, gone, a status never seen) with words never seen: one
+        # attempt, retried (until 2026-12-06 it ended the job at its first answer).
+        (403, b'{"error": {"user_message": "", "message": "Something never seen", "reason": ""}}', True),
+        (
+            403,
+            json.dumps({"error": {"user_message": "しばらく", "message": "", "reason": ""}}).encode(),
+            True,
+        ),
+        (404, b'{"error": {"user_message": "", "message": "Not Found", "reason": ""}}', True),
+        (405, b'{"error": {"user_message": "", "message": "Method Not Allowed", "reason": ""}}', True),
+        (410, b'{"error": {"user_message": "", "message": "Gone", "reason": ""}}', True),
+        (451, b'{"error": {"user_message": "", "message": "", "reason": "legal"}}', True),
     ],
 )
 async def test_a_searchs_4xx_ends_the_attempt_only_when_the_app_api_says_so(

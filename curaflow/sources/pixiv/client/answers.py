@@ -52,6 +52,26 @@ def is_app_api_error(body: Any) -> bool:
     return isinstance(err, dict) and all(field in err for field in APP_API_ERROR_FIELDS)
 
 
+#: The status by which the app-api refuses the request itself (400 Bad Request: a
+#: parameter it does not take — an offset past its limit, a word or a date it refuses).
+BAD_REQUEST_STATUS = 400
+
+
+def refuses_request(status: int, body: Any) -> bool:
+    """Whether an app-api answer refuses the request itself, so that asking again gets
+    the same answer: HTTP 400 in the app-api's own error object (:func:`is_app_api_error`),
+    whatever its words (``remote_http_error``, not retried: the job ends).
+
+    Any other 4xx — a 403, a 404, a 410, a status never seen — says nothing of the request
+    even in the app-api's object with words never seen (forbidden now, not there, a
+    maintenance): one attempt, retried with backoff like a 5xx (until 2026-12-06 the
+    object under any 4xx ended the job at its first answer). The answers that are the
+    account's or a work's are recognised before it (:func:`says_restricted`,
+    :func:`says_gone`, the OAuth marks, a rate limit).
+    """
+    return status == BAD_REQUEST_STATUS and is_app_api_error(body)
+
+
 #: The status of the app-api's answer that a work is not there (deleted, private, never
 #: existed): HTTP 404.
 GONE_STATUS = 404

@@ -19,10 +19,10 @@ from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailabl
 from curaflow.sources.gate import Gate
 from curaflow.sources.pixiv.client.answers import (
     error_text,
-    is_app_api_error,
     json_body,
     reason_for_status,
     refuses_grant,
+    refuses_request,
     says_gone,
     says_restricted,
     too_large,
@@ -204,9 +204,9 @@ class PixivClient(ImageRequests):
         only the token endpoint's ``invalid_grant`` (:meth:`authenticate`) is the account's.
 
         Raises:
-            SourceError: classified failure; a 4xx is final (``retryable`` False) only in
-                the app-api's own error object (:func:`is_app_api_error`), retried in any
-                other shape.
+            SourceError: classified failure; final (``retryable`` False) only for the
+                app-api's own 400 (:func:`refuses_request`: it refused the request
+                itself), retried for any other 4xx, in any shape.
             WorkUnavailable: a work-level refusal when ``work_id`` is given: recognised as
                 the work's for the app-api's own 404 with words to its user
                 (:func:`says_gone`); not recognised (held back briefly) for a bare 403, a
@@ -280,17 +280,19 @@ class PixivClient(ImageRequests):
                 # A 2xx that is not the app-api's JSON object (not JSON, nested too deep
                 # to parse), or that carries an error text none of the marks above
                 # recognised, is the source's glitch, retried like a 5xx. A 4xx is final
-                # only in the app-api's own error object (it refused what was asked); a
-                # 4xx of another shape — an HTML page, an empty body, another JSON — is
-                # what a proxy, a CDN or a moved endpoint answers every request while it
-                # lasts: one attempt, retried with backoff (until 2026-12-05 it ended the
-                # job at its first answer).
+                # only as the app-api's own 400 (refuses_request: it refused the request
+                # itself); a 4xx of another shape — an HTML page, an empty body, another
+                # JSON — is what a proxy, a CDN or a moved endpoint answers every request
+                # while it lasts, and the app-api's object under another 4xx (a 403, a 404,
+                # a 410 with words never seen) says nothing of the request: one attempt,
+                # retried with backoff (until 2026-12-05 the former, until 2026-12-06 the
+                # latter ended the job at its first answer).
                 garbled = status < 400 and text is None
                 raise SourceError(
                     reason_for_status(status, body),
                     f"pixiv answered HTTP {status}"
                     + (f": {text[:200]}" if text else ", not a JSON object" if garbled else ""),
-                    retryable=status >= 500 or status == 429 or status < 400 or not is_app_api_error(body),
+                    retryable=not refuses_request(status, body),
                     status=status,
                 )
             await self._gate_ok()
