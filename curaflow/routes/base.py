@@ -158,6 +158,16 @@ def answer_key(answer: str) -> str:
     return text[:ANSWER_KEY_MAX]
 
 
+#: Statuses by which HTTP itself says the request was not processed and may be sent again
+#: later: ``408 Request Timeout`` (RFC 9110 §15.5.9: the server — often a proxy in front of
+#: the receiver — closed the connection before it received the whole request) and ``425 Too
+#: Early`` (RFC 8470 §5.2: it will not risk processing a request that might be replayed).
+#: Every route retries them as it retries a 5xx — one attempt, never ambiguous (nothing was
+#: processed), no refusal counted; until 2026-12-06 they were ``route_refused`` (the cell
+#: failed unretried, the work held back from the route, three in a row paused it).
+SEND_AGAIN_STATUSES = frozenset({408, 425})
+
+
 class RouteError(Exception):
     """A delivery attempt that did not confirm.
 

@@ -57,6 +57,7 @@ from curaflow.domain.ratelimit import first_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import ROUTE_ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import (
+    SEND_AGAIN_STATUSES,
     DeliveryReceipt,
     DeliveryRequest,
     RouteError,
@@ -326,7 +327,7 @@ def classify(status: int, body: Any, retry_after: str | None, scope: str | None 
             f"discord: HTTP {status}, a gateway error; the request may have reached Discord, outcome unknown",
             ambiguous=True,
         )
-    if 500 <= status < 600:
+    if 500 <= status < 600 or status in SEND_AGAIN_STATUSES:
         return RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP {status}{detail}")
     if status in WORK_STATUSES and is_the_works(body):
         return RouteError(

@@ -91,6 +91,7 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.observability.logs import get_logger
 from curaflow.outbound import ROUTE_ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import (
+    SEND_AGAIN_STATUSES,
     DeliveryReceipt,
     DeliveryRequest,
     RouteError,
@@ -232,7 +233,8 @@ def classify(
       Many Requests: retry after N" in any description) → ``telegram_failed``,
       ``rate_limited``, with the delay Telegram stated (``retry_after`` header last), or
       none (the backoff of :func:`curaflow.domain.ratelimit.retry_delay_ms` then);
-    * a 5xx → ``telegram_failed``, retried;
+    * a 5xx, or HTTP's own "send it again" (:data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`:
+      408, 425) → ``telegram_failed``, retried;
     * the Bot API's own 400 (``recognised``) whose description is in
       :data:`WORK_REFUSALS` → ``delivery_rejected`` (the work);
     * anything else — a destination or permission message, 401, 403, 404, 413, a wording
@@ -257,7 +259,7 @@ def classify(
         return RouteError(
             TerminalReason.TELEGRAM_FAILED, f"{text} (rate limited)", retry_after_s=delay, rate_limited=True
         )
-    if 500 <= code < 600:
+    if 500 <= code < 600 or code in SEND_AGAIN_STATUSES:
         return RouteError(TerminalReason.TELEGRAM_FAILED, text)
     if recognised and photo and code == 400 and any(mark in lowered for mark in PHOTO_REFUSED):
         return None

@@ -56,6 +56,7 @@ from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import ROUTE_ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
 from curaflow.routes.base import (
+    SEND_AGAIN_STATUSES,
     DeliveryReceipt,
     DeliveryRequest,
     RouteError,
@@ -274,10 +275,11 @@ class WebhookRoute:
 
 def classify(status: int, retry_after: str | None) -> RouteError:
     """The failure a receiver's answer other than 2xx and 409 means (the module's
-    receiver contract): 429 → rate limited (its stated delay, or none); 5xx → retried
-    (502 / 504 ambiguous); :data:`WORK_STATUSES` → ``delivery_rejected`` (the work);
+    receiver contract): 429 → rate limited (its stated delay, or none); 5xx and HTTP's
+    own "send it again" (:data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`: 408, 425) →
+    retried (502 / 504 ambiguous); :data:`WORK_STATUSES` → ``delivery_rejected`` (the work);
     anything else → ``route_refused`` (the route: the work is not used up)."""
-    if status == 429 or 500 <= status < 600:
+    if status == 429 or 500 <= status < 600 or status in SEND_AGAIN_STATUSES:
         return RouteError(
             TerminalReason.DELIVERY_FAILED,
             f"webhook answered HTTP {status}",
