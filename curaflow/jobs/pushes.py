@@ -56,7 +56,7 @@ from curaflow.domain.messages import CallbackPolicy, PushInput
 from curaflow.ledger.event_pushes import stale_jobs
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Supervisor
-from curaflow.routes.base import header_value
+from curaflow.routes.base import SEND_AGAIN_STATUSES, header_value
 
 log = get_logger("curaflow.jobs.pushes")
 
@@ -75,14 +75,16 @@ def classify_answer(status: int | None) -> Verdict:
     The answer is its status line alone: once the status arrived, what the body does (never
     ending, cut mid-way) does not change it (:mod:`activities.push_events`).
 
-    2xx and 409 ("already recorded") are delivered; 429, 5xx and no answer are retried;
-    every other status (other 4xx, 1xx/3xx: redirects are not followed) is dead-lettered.
+    2xx and 409 ("already recorded") are delivered; 429, 5xx, HTTP's own "send it again"
+    (408, 425: :data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`, retried since 2026-12-06)
+    and no answer are retried; every other status (other 4xx, 1xx/3xx: redirects are not
+    followed) is dead-lettered (the original's rule, reference "Callbacks").
     """
     if status is None:
         return Verdict.RETRY
     if 200 <= status < 300 or status == 409:
         return Verdict.DELIVERED
-    if status == 429 or status >= 500:
+    if status == 429 or status >= 500 or status in SEND_AGAIN_STATUSES:
         return Verdict.RETRY
     return Verdict.DEAD
 

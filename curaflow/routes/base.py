@@ -162,7 +162,8 @@ def answer_key(answer: str) -> str:
 #: later: ``408 Request Timeout`` (RFC 9110 §15.5.9: the server — often a proxy in front of
 #: the receiver — closed the connection before it received the whole request) and ``425 Too
 #: Early`` (RFC 8470 §5.2: it will not risk processing a request that might be replayed).
-#: Every route retries them as it retries a 5xx — one attempt, never ambiguous (nothing was
+#: Every route, and a job's pushes to its callback URL (:func:`curaflow.jobs.pushes.classify_answer`),
+#: retry them as they retry a 5xx — one attempt, never ambiguous (nothing was
 #: processed), no refusal counted; until 2026-12-06 they were ``route_refused`` (the cell
 #: failed unretried, the work held back from the route, three in a row paused it).
 SEND_AGAIN_STATUSES = frozenset({408, 425})

@@ -32,6 +32,8 @@ from tests.schema import expected_schema, validate
         (429, Verdict.RETRY),
         (500, Verdict.RETRY),
         (503, Verdict.RETRY),
+        (408, Verdict.RETRY),  # HTTP's own "send it again" (routes.base.SEND_AGAIN_STATUSES): dead until 2026-12-06
+        (425, Verdict.RETRY),
         (None, Verdict.RETRY),
         (400, Verdict.DEAD),
         (404, Verdict.DEAD),
