@@ -4,9 +4,10 @@ The source's API and auth, the image host, the webhook / Telegram / Discord rout
 the consumers' callbacks each get an :class:`~curaflow.outbound.client.Outbound` (built
 by the worker, :mod:`activities.deps`). Per exchange it enforces a total time limit
 (never past the job's deadline), a byte limit on what is read, and the destination
-guard (origin allow-list, connect-time address check, no redirects). The policy and its
-owner: DESIGN "The outbound layer"; the rules are in :mod:`.client`,
-:mod:`.destinations` and :mod:`.transport`.
+guard (origin allow-list, connect-time address check, no redirects), and decodes a
+``Content-Encoding`` itself within those bytes. The policy and its owner: DESIGN "The
+outbound layer"; the rules are in :mod:`.client`, :mod:`.decoding`, :mod:`.destinations`
+and :mod:`.transport`.
 """
 
 from curaflow.outbound.client import (
@@ -41,6 +42,7 @@ from curaflow.outbound.errors import (
     TimeLimitAfterSending,
     TimeLimitBeforeSending,
     TimeLimitExceeded,
+    UnsupportedContentEncoding,
 )
 
 __all__ = [
@@ -57,6 +59,7 @@ __all__ = [
     "TimeLimitAfterSending",
     "TimeLimitBeforeSending",
     "TimeLimitExceeded",
+    "UnsupportedContentEncoding",
     "announced_length",
     "answer_head",
     "as_outbound",

@@ -14,14 +14,19 @@ An :class:`Outbound` wraps an ``httpx.AsyncClient`` built on the guarded transpo
   (Temporal's, through a heartbeat) cancels the exchange the same way, at once.
 * **an answer whose body breaks**: once the status line and headers are in, a failure
   reading the body (cut before its ``Content-Length``, a ``Content-Encoding`` its bytes are
-  not, the exchange's own time limit while it trickles) is raised as it came, carrying
-  that status and those headers (:func:`answer_head`): the caller decides whether the
-  status alone answers (a route's refusal does; a job's deadline carries none — the job's
-  stop, not the party's answer).
+  not or that curaflow does not decode, the exchange's own time limit while it trickles)
+  is raised as it came, carrying that status and those headers (:func:`answer_head`): the
+  caller decides whether the status alone answers (a route's refusal does; a job's
+  deadline carries none — the job's stop, not the party's answer).
 * **bytes read**: ``max_bytes`` refuses a longer answer
   (:class:`~curaflow.outbound.errors.AnswerTooLarge`, at its ``Content-Length`` or as soon
   as the limit is crossed); ``keep_bytes`` keeps only the start of an answer and drops the
-  rest unread (a receiver's answer: its status and first KiB are all that matter).
+  rest unread (a receiver's answer: its status and first KiB are all that matter). Both
+  count decoded bytes: a ``Content-Encoding`` is undone by curaflow from the raw body, a
+  bounded step at a time (:mod:`curaflow.outbound.decoding`), so an exchange holds no
+  more than its limit and a few steps whatever the compression ratio; a coding it does
+  not decode is refused (:class:`~curaflow.outbound.errors.UnsupportedContentEncoding`),
+  and no request asks for one (``Accept-Encoding``).
 * **destination**: the request's origin must be allowed before anything is sent, and the
   connection's address is checked when connecting
   (:mod:`curaflow.outbound.destinations`). Redirects are never followed.
@@ -46,6 +51,7 @@ from typing import Any
 
 import httpx
 
+from curaflow.outbound.decoding import ACCEPT_ENCODING, ask_only_decoded, content_codings, decoded_chunks
 from curaflow.outbound.destinations import Destinations
 from curaflow.outbound.errors import DestinationRefused, TimeLimitExceeded, time_limit_error, too_large_error
 from curaflow.outbound.transport import guarded_transport
@@ -63,7 +69,9 @@ ANSWER_KEEP_BYTES = 16 * 1024
 #: ``delivery_unknown`` on an at-most-once route. Still a bound: an endless or huge answer
 #: costs at most this much memory per send, the rest never read.
 ROUTE_ANSWER_KEEP_BYTES = 256 * 1024
-#: Read size of a streamed body (the transport's: httpcore reads at most 64 KiB at once).
+#: Read size of a streamed body (the transport's: httpcore reads at most 64 KiB at once),
+#: and the most a content-encoded body is decoded to at once, per coding
+#: (:mod:`curaflow.outbound.decoding`).
 CHUNK_BYTES = 64 * 1024
 
 _ATTEMPT_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("attempt_deadline", default=None)
@@ -176,10 +184,10 @@ _HEAD_ATTRIBUTE = "curaflow_answer_head"
 
 def answer_head(err: BaseException) -> httpx.Response | None:
     """The status and headers of the answer whose body ``err`` broke (:meth:`Outbound.send`:
-    cut mid-way, a ``Content-Encoding`` its bytes are not, the exchange's own time limit
-    while the body trickled), as a response with no body (:func:`is_truncated` true); None
-    when ``err`` came before an answer's head, or is the job's deadline
-    (``TimeLimitExceeded.by_deadline``)."""
+    cut mid-way, a ``Content-Encoding`` its bytes are not or that curaflow does not
+    decode, the exchange's own time limit while the body trickled), as a response with
+    no body (:func:`is_truncated` true); None when ``err`` came before an answer's head,
+    or is the job's deadline (``TimeLimitExceeded.by_deadline``)."""
     head = getattr(err, _HEAD_ATTRIBUTE, None)
     return head if isinstance(head, httpx.Response) else None
 
@@ -192,43 +200,47 @@ def is_truncated(response: httpx.Response) -> bool:
 def announced_length(response: httpx.Response) -> int | None:
     """How many bytes the body of ``response`` will yield, as its headers announce it:
     ``Content-Length`` when it is a number and counts those bytes — no
-    ``Content-Encoding`` but ``identity`` —, else None.
+    ``Content-Encoding`` but ``identity`` (:func:`~curaflow.outbound.decoding.content_codings`
+    empty) —, else None.
 
     A party that content-encodes its answer although asked for ``identity`` (a mirror, a
-    CDN gzipping images) sends the *encoded* length, and httpx yields the decoded bytes:
-    compared with them, a whole body read as cut short (2026-12-05: every page of such an
-    image host was ``download_failed``, every attempt of every job). Whether such a body
-    is whole is then for its own framing to say (the image check, the zip's directory).
+    CDN gzipping images) sends the *encoded* length, and :func:`iter_capped` yields the
+    decoded bytes: compared with them, a whole body read as cut short (2026-12-05: every
+    page of such an image host was ``download_failed``, every attempt of every job).
+    Whether such a body is whole is then for its own framing to say (the image check, the
+    zip's directory).
     """
     length = response.headers.get("content-length", "")
-    encodings = [e.strip().lower() for e in response.headers.get("content-encoding", "").split(",")]
-    if not length.isdigit() or any(e not in ("", "identity") for e in encodings):
+    if not length.isdigit() or content_codings(response.headers):
         return None
     return int(length)
 
 
 async def iter_capped(response: httpx.Response, max_bytes: int | None) -> AsyncIterator[bytes]:
-    """The decoded body of a streamed ``response``, refused past ``max_bytes``, in the
-    chunks httpx decodes it in (one per raw chunk the transport reads, at most 64 KiB).
+    """The decoded body of a streamed ``response``, refused past ``max_bytes`` (decoded
+    bytes), read raw and decoded by curaflow
+    (:func:`~curaflow.outbound.decoding.decoded_chunks`): an answer with no
+    ``Content-Encoding`` in the chunks the transport read (at most 64 KiB each, as they
+    came, never copied), an encoded one in chunks of at most :data:`CHUNK_BYTES`, each
+    decoded only when the one before was taken.
 
-    httpx decompresses each raw chunk whole, with no bound: a ``Content-Encoding: gzip``
-    answer may yield ~66 MB from one 64 KiB chunk before ``max_bytes`` can refuse it
-    (DESIGN "The outbound layer": 130 MiB of peak RSS per exchange, measured — the chunk
-    and zlib's output blocks joined into it; 194 MiB while the chunks were re-cut to
-    64 KiB, which copied each decoded chunk once more).
+    So a compression bomb is refused at ``max_bytes`` having held at most that and a few
+    steps (DESIGN "The outbound layer", 2026-12-06): httpx decoded each raw chunk whole
+    with no bound — one 64 KiB chunk of a 1000:1 gzip stream was ~64 MiB before the cap
+    could look at it, 130 MiB of peak RSS per exchange.
 
     Raises:
         AnswerTooLarge: ``Content-Length`` over the limit (nothing read), or the body
             crossed it.
+        UnsupportedContentEncoding: a coding curaflow does not decode (nothing read).
+        httpx.DecodingError: bytes that are not their coding, as httpx raises it.
     """
     if max_bytes is not None:
         length = response.headers.get("content-length", "")
         if length.isdigit() and int(length) > max_bytes:
             raise too_large_error(max_bytes, response.request)
     received = 0
-    # As httpx decodes them (a raw chunk of the transport's, up to 64 KiB, each): re-cut to
-    # a size, a chunk decoded from a content-encoded one was first copied whole (below).
-    async for chunk in response.aiter_bytes():
+    async for chunk in decoded_chunks(response, CHUNK_BYTES):
         received += len(chunk)
         if max_bytes is not None and received > max_bytes:
             raise too_large_error(max_bytes, response.request)
@@ -236,7 +248,8 @@ async def iter_capped(response: httpx.Response, max_bytes: int | None) -> AsyncI
 
 
 #: Headers of a streamed answer that do not describe the body :meth:`Outbound.send` returns
-#: (already decoded, and cut to ``keep_bytes``).
+#: (decoded by :func:`iter_capped`, and cut to ``keep_bytes``): the rebuilt response must
+#: not decode it again, nor check it against the encoded length.
 _REBUILT_WITHOUT = (b"content-encoding", b"transfer-encoding", b"content-length")
 
 
@@ -257,7 +270,10 @@ class _KeepsNoCookies(http.cookiejar.CookieJar):
 class Outbound:
     """The outbound client of one purpose (the source, one route, the pushes).
 
-    The client it builds keeps no cookie (:class:`_KeepsNoCookies`).
+    The client it builds keeps no cookie (:class:`_KeepsNoCookies`) and asks for the
+    content codings curaflow decodes
+    (:data:`~curaflow.outbound.decoding.ACCEPT_ENCODING`); whatever the client, a request
+    never asks for another (:meth:`stream`).
 
     Args:
         destinations: what it may reach.
@@ -281,6 +297,7 @@ class Outbound:
             http = httpx.AsyncClient(
                 transport=guarded_transport(destinations, limits),
                 cookies=_KeepsNoCookies(),
+                headers={"Accept-Encoding": ACCEPT_ENCODING},
                 timeout=httpx.Timeout(None, connect=connect_timeout_s),
                 follow_redirects=False,
                 trust_env=False,
@@ -316,6 +333,7 @@ class Outbound:
             DestinationRefused: the destination guard refused it (nothing sent).
             TimeLimitExceeded: the total time (or the job's deadline) ran out.
             AnswerTooLarge: over ``max_bytes``.
+            UnsupportedContentEncoding: a ``Content-Encoding`` curaflow does not decode.
             httpx.HTTPError: any other transport failure, as httpx raises it. A failure
                 met after the answer's status and headers came carries them
                 (:func:`answer_head`), unless the job's deadline cut it.
@@ -345,13 +363,16 @@ class Outbound:
     @contextlib.asynccontextmanager
     async def stream(self, request: httpx.Request, limits: Limits) -> AsyncIterator[httpx.Response]:
         """Open ``request`` as a streamed answer, the whole ``async with`` body under the
-        total time limit (read the body with :func:`iter_capped`).
+        total time limit (read the body with :func:`iter_capped`: httpx's decoding of
+        ``aiter_bytes`` has no bound). Its ``Accept-Encoding`` loses any coding curaflow
+        does not decode (:func:`~curaflow.outbound.decoding.ask_only_decoded`).
 
         Raises:
             as :meth:`send` (``TimeLimitExceeded`` at the exit of the block when the time
             ran out inside it).
         """
         self.check(request.url)
+        ask_only_decoded(request)
         trace = _Trace(_IN_FLIGHT.get())
         request.extensions = {**request.extensions, "trace": trace}
         budget = time_left(limits.time_s)

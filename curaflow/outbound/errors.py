@@ -7,6 +7,9 @@
   was out when the time ran out — the party may have acted on it (ambiguous).
 * :class:`AnswerTooLarge` is an ``httpx.DecodingError``: the answer was longer than the
   byte limit; what was read is dropped.
+* :class:`UnsupportedContentEncoding` is an ``httpx.DecodingError``: the answer is
+  content-encoded with a coding curaflow does not decode (:mod:`curaflow.outbound.decoding`):
+  the party's answer could not be read.
 
 Each carries ``limit`` (seconds or bytes) for the message; none quotes the URL (a route
 URL may hold a token).
@@ -53,6 +56,19 @@ class AnswerTooLarge(httpx.DecodingError):
     """
 
     limit: int = 0
+
+
+class UnsupportedContentEncoding(httpx.DecodingError):
+    """The answer is content-encoded with a coding curaflow does not decode — anything but
+    ``gzip``, ``x-gzip``, ``deflate`` and ``identity`` (:mod:`curaflow.outbound.decoding`):
+    the party's answer cannot be read. Raised when its body is read, after its status
+    and headers came (:func:`~curaflow.outbound.answer_head` gives them).
+
+    Attributes:
+        coding: the coding refused, as the answer named it (lower case).
+    """
+
+    coding: str = ""
 
 
 def time_limit_error(

@@ -3,7 +3,8 @@
 Probes of the delivery side's defaults (DESIGN.md "Safe defaults at the edges: the delivery
 side") on a real socket (:mod:`tests.fakes.hostile`): the status and headers of an answer
 arrived, then its body could not be read whole — cut before its ``Content-Length``, a
-``Content-Encoding`` its bytes are not, a body trickled past the route's own time limit.
+``Content-Encoding`` its bytes are not or that curaflow does not decode, a body trickled
+past the route's own time limit.
 A refusal status (3xx, 4xx, 429) so answered is that refusal, read as an answer that is not
 the platform's JSON: the route's, or a rate limit with its ``Retry-After``. It was taken for
 a send whose outcome is unknown, which on an at-most-once route (Telegram's and Discord's
@@ -62,6 +63,8 @@ def broken(how: str, status: int, body: bytes, headers: tuple[tuple[str, str], .
         return Behaviour("cut_body", status=status, body=body, headers=headers)
     if how == "encoding":  # a Content-Encoding its bytes are not
         return Behaviour(status=status, body=body, headers=(("content-encoding", "gzip"), *headers))
+    if how == "unknown_encoding":  # a Content-Encoding curaflow does not decode (curaflow.outbound.decoding)
+        return Behaviour(status=status, body=body, headers=(("content-encoding", "br"), *headers))
     assert how == "endless"  # trickled past the route's own time limit
     return Behaviour("trickle_body", status=status, body=b" ", chunk=1, interval_s=0.05, headers=headers)
 
@@ -73,7 +76,7 @@ async def failure(route_of: Callable[[HostileParty], Any], party: HostileParty, 
     return caught.value
 
 
-HOW = ["cut", "encoding", "endless"]
+HOW = ["cut", "encoding", "unknown_encoding", "endless"]
 
 
 @pytest.mark.parametrize("how", HOW)

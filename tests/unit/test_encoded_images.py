@@ -1,8 +1,8 @@
 """An image host that content-encodes its answer although asked for ``identity``.
 
 The client asks the image host for ``Accept-Encoding: identity``; a host (a mirror set as
-``pixiv.image_url``, a CDN in front of it) may gzip the answer all the same, and httpx
-decodes what ``Content-Encoding`` names. ``Content-Length`` then counts the encoded bytes,
+``pixiv.image_url``, a CDN in front of it) may gzip the answer all the same, and the outbound
+layer decodes what ``Content-Encoding`` names. ``Content-Length`` then counts the encoded bytes,
 not the image's: the length a download announces must be the length of what it yields,
 or the artifact store reads a whole image as "truncated" (``download_failed``), every
 attempt of every job, for every work the host serves.

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from typing import Any
 
 import httpx
@@ -226,18 +227,18 @@ def test_allow_list_entries() -> None:
     assert not parse_origin("hooks.example.org:*").matches(httpx.URL("https://hooks.example.org:0/x"))
 
 
-#: Run in a fresh interpreter: reads one raw chunk of a gzip stream decoding to ``argv[1]``
-#: bytes through ``iter_capped`` (a 1 MiB cap) and prints the peak RSS it added (bytes:
-#: Linux's ``VmHWM``, the process's own since its exec — ``ru_maxrss`` counts the forked
-#: parent's too).
-_GZIP_BOMB_READER = """
-import asyncio, re, sys, zlib
-import httpx
-from curaflow.outbound import AnswerTooLarge, iter_capped
+#: Run in a fresh interpreter against the party at ``argv[1]``: one exchange through
+#: curaflow's outbound layer — ``argv[2]`` ``send`` (``Outbound.request``, as the source's
+#: API and the routes read) or ``stream`` (``Outbound.stream`` and ``iter_capped``, as an
+#: image is downloaded) — of ``/bomb`` under a byte cap of ``argv[3]``, after one small
+#: encoded answer (``/small``) read whole; prints the peak RSS the bomb's exchange added
+#: (bytes: Linux's ``VmHWM``, the process's own since its exec — ``ru_maxrss`` counts the
+#: forked parent's too).
+_BOMB_READER = """
+import asyncio, re, sys
+from curaflow.outbound import AnswerTooLarge, Limits, Outbound, configured, iter_capped
 
-decoded = int(sys.argv[1])
-packer = zlib.compressobj(9, zlib.DEFLATED, 31)
-raw = packer.compress(bytes(decoded)) + packer.flush()
+url, mode, cap = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
 
 def peak():
@@ -245,38 +246,77 @@ def peak():
         return int(re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1)) * 1024
 
 
-class Raw(httpx.AsyncByteStream):
-    async def __aiter__(self):
-        yield raw
-
-
 async def main():
-    request = httpx.Request("GET", "https://i.example.net/img/1.png")
-    response = httpx.Response(200, headers={"content-encoding": "gzip"}, stream=Raw(), request=request)
+    out = Outbound(configured(url))
+    small = await out.request("GET", url + "/small", limits=Limits(time_s=30, max_bytes=cap))
+    assert small.content == b'{"ok": true}' * 1000, small.content[:100]
     before = peak()
     try:
-        async for _ in iter_capped(response, 1024 * 1024):
-            pass
+        if mode == "send":
+            await out.request("GET", url + "/bomb", limits=Limits(time_s=30, max_bytes=cap))
+        else:
+            request = out.build_request("GET", url + "/bomb")
+            async with out.stream(request, Limits(time_s=30)) as response:
+                async for _ in iter_capped(response, cap):
+                    pass
     except AnswerTooLarge:
-        pass
-    print(peak() - before)
+        grown = peak() - before
+    else:
+        raise SystemExit("the bomb was not refused")
+    await out.aclose()
+    print(grown)
 
 
 asyncio.run(main())
 """
 
 
-def test_a_gzip_bomb_holds_one_decoded_chunk_not_two() -> None:
-    # httpx decompresses each raw chunk whole (its decoders have no bound): a 64 KiB chunk
-    # of a 1000:1 gzip stream is ~64 MiB decoded before the byte cap can look at it, held
-    # twice at its peak as zlib joins its output blocks — what stays (DESIGN "The outbound
-    # layer"). Re-cut into 64 KiB pieces, it was copied whole once more first: 3x the
-    # decoded chunk (194 MiB of peak RSS against a local server), now 2x (130 MiB). Here a
-    # raw chunk of ~32 KiB decoding to 32 MiB, read in a fresh interpreter (its peak RSS is
-    # its own): 96 MiB before, 64 now.
-    decoded = 32 * 1024 * 1024
-    ran = subprocess.run(
-        [sys.executable, "-c", _GZIP_BOMB_READER, str(decoded)], capture_output=True, text=True, check=True
+def _packed(data: bytes, coding: str) -> bytes:
+    """``data`` encoded as one content coding: ``gzip``, ``deflate`` (zlib-wrapped, RFC 9110
+    §8.4.1.2) or ``raw-deflate`` (what some servers send as ``deflate``)."""
+    wbits = {"gzip": 31, "deflate": 15, "raw-deflate": -15}[coding]
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    return packer.compress(data) + packer.flush()
+
+
+def _bomb(decoded: int, codings: list[str]) -> bytes:
+    """Zeros of ``decoded`` bytes encoded by ``codings`` in the order applied (the outermost
+    last), packed a MiB at a time."""
+    wbits = {"gzip": 31, "deflate": 15, "raw-deflate": -15}[codings[0]]
+    packer = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    block = bytes(1 << 20)
+    body = b"".join(packer.compress(block) for _ in range(decoded >> 20)) + packer.flush()
+    for coding in codings[1:]:
+        body = _packed(body, coding)
+    return body
+
+
+BOMBS = {
+    "gzip": ["gzip"],
+    "deflate": ["deflate"],
+    "raw-deflate": ["raw-deflate"],
+    "gzip, gzip": ["gzip", "gzip"],  # nested: each layer multiplies
+}
+
+
+@pytest.mark.parametrize("mode", ["send", "stream"])
+@pytest.mark.parametrize("bomb", list(BOMBS))
+async def test_a_compression_bomb_is_refused_within_the_cap(party: HostileParty, bomb: str, mode: str) -> None:
+    # Until 2026-12-06 httpx decoded each raw chunk the transport read (up to 64 KiB) whole:
+    # a 64 KiB chunk of a 1000:1 stream was ~64 MiB decoded before the byte cap could look
+    # at it — 130 MiB of peak RSS per exchange. Decoded a bounded step at a time
+    # (curaflow.outbound.decoding), an exchange refused at its cap holds the cap and a few
+    # steps. Measured in a fresh interpreter, the party in this one.
+    cap = 1 << 20
+    label = bomb.replace("raw-deflate", "deflate")
+    party.paths["/small"] = Behaviour(
+        body=_packed(b'{"ok": true}' * 1000, "gzip"), headers=(("content-encoding", "gzip"),)
     )
-    grown = int(ran.stdout.strip())
-    assert grown < decoded * 2.5, grown
+    party.paths["/bomb"] = Behaviour(body=_bomb(64 << 20, BOMBS[bomb]), headers=(("content-encoding", label),))
+    ran = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _BOMB_READER, party.url, mode, str(cap), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    stdout, stderr = await ran.communicate()
+    assert ran.returncode == 0, stderr.decode()
+    grown = int(stdout.decode().strip())
+    assert grown < cap + (2 << 20), f"{grown / (1 << 20):.1f} MiB of peak RSS for a cap of 1 MiB"

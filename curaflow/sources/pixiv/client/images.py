@@ -186,9 +186,15 @@ ERROR_BODY_BYTES = 16_384
 
 async def _small_json(response: httpx.Response) -> object:
     """The JSON of a streamed error answer from its first :data:`ERROR_BODY_BYTES` (None when
-    it is not JSON, or longer): never more is read, whatever ``Content-Length`` says."""
+    it is not JSON, or longer): never more is read, whatever ``Content-Length`` says, nor
+    decoded than a step past it (:func:`~curaflow.outbound.iter_capped`; httpx's
+    ``aiter_bytes`` decodes a raw chunk whole).
+
+    Raises:
+        httpx.HTTPError: what reading the body raises (a coding curaflow does not decode).
+    """
     data = bytearray()
-    async for chunk in response.aiter_bytes():
+    async for chunk in iter_capped(response, None):
         data += chunk
         if len(data) > ERROR_BODY_BYTES:
             return None
