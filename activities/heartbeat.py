@@ -100,6 +100,8 @@ class Heartbeater:
             beat keeps that intent's send live too (:func:`curaflow.ledger.cells.heartbeat`),
             and an exit by an exception releases it
             (:func:`curaflow.ledger.deliveries.release_send`).
+        send_lease_ms: how long each beat keeps the send live, ms (None: ``lease_ms``):
+            :func:`activities.deliver.recording.send_lease_ms`.
     """
 
     def __init__(
@@ -111,8 +113,10 @@ class Heartbeater:
         lease_ms: int,
         *,
         send: tuple[str, str] | None = None,
+        send_lease_ms: int | None = None,
     ) -> None:
         self._send = send
+        self._send_lease_ms = send_lease_ms
         self._pool = pool
         self._job_id = job_id
         self._target_id = target_id
@@ -144,7 +148,12 @@ class Heartbeater:
             if time.monotonic() - leased_at >= self._interval_s - 1e-6:
                 with contextlib.suppress(*LEDGER_ERRORS):
                     await ledger_cells.heartbeat(
-                        self._pool, self._job_id, self._target_id, self._lease_ms, send=self._send
+                        self._pool,
+                        self._job_id,
+                        self._target_id,
+                        self._lease_ms,
+                        send=self._send,
+                        send_lease_ms=self._send_lease_ms,
                     )
                     # Only a beat that got through starts the next interval: one that failed
                     # is tried again at the next Temporal beat, so one failure does not

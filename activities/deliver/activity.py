@@ -17,7 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.caller import require_own_job
-from activities.deliver.recording import DeliveryRecords, NotRecorded, until_recorded
+from activities.deliver.recording import DeliveryRecords, NotRecorded, send_lease_ms, until_recorded
 from activities.deliver.sending import (
     SendCut,
     _cut_by_deadline,
@@ -243,7 +243,7 @@ class DeliverActivity(DeliveryRecords):
             # What the previous attempt's route answered and the ledger failed to record.
             answered=Answered.parse(beats[0]) if beats else None,
             owner=attempt_owner(),
-            lease_ms=inp.heartbeat_interval_ms * 2,
+            lease_ms=send_lease_ms(inp.heartbeat_interval_ms),
         )
         if claim.decision not in ("send", "ambiguous", "awaiting"):
             # Nothing to send: the attempt ends here (its step took the cell's lease).
@@ -401,6 +401,7 @@ class DeliverActivity(DeliveryRecords):
             inp.heartbeat_interval_ms / 1000,
             lease_ms,
             send=(request.idempotency_key, claim.owner) if claim.owner else None,
+            send_lease_ms=send_lease_ms(inp.heartbeat_interval_ms),
         ) as hb:
             beating.append(hb)
             hb.update(stage="delivering", route=route.name, work_id=request.work.work_id)
@@ -461,11 +462,14 @@ class DeliverActivity(DeliveryRecords):
                 if verdict.final and not err.permanent:
                     raise permanent(verdict.reason, f"no delivery attempt left: {err}") from err
                 raise route_failure(err, recorded.delay_ms) from err
-        if receipt.duplicate and claim.attempts > 0:
-            # "Already had it" after an earlier send of this very key: that send landed.
-            receipt.duplicate = False
-            receipt.remote_status = receipt.remote_status or "replayed"
-        updated, stopped = await _recorded(self._record_receipt(inp, request, receipt))
+            if receipt.duplicate and claim.attempts > 0:
+                # "Already had it" after an earlier send of this very key: that send landed.
+                receipt.duplicate = False
+                receipt.remote_status = receipt.remote_status or "replayed"
+            # Recorded while the send's heartbeater beats: its send stays out until its
+            # answer is recorded (send_lease_ms); a record that gives up (NotRecorded)
+            # releases it as the attempt ends, as a failure's does.
+            updated, stopped = await _recorded(self._record_receipt(inp, request, receipt, hb=hb))
         cancelled = cancelled or stopped
         if cancelled and not (is_terminal(updated.state) and updated.state == CellState.SUBMITTED):
             raise asyncio.CancelledError()

@@ -40,6 +40,34 @@ T = TypeVar("T")
 #: seconds: 6.3 s in all before the attempt gives up (:class:`NotRecorded`).
 RECORD_RETRY_S = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
 
+#: How long the recording of a send's answer may still hold its send out once the route
+#: answered, ms, when every write of the attempt fails fast (a PostgreSQL restart, a backend
+#: ended): the last ledger beat that got through may be one Temporal beat late
+#: (:data:`~activities.heartbeat.CANCEL_PROBE_S`, 1 s), the recording waits
+#: :data:`RECORD_RETRY_S` between its tries (6.3 s) and its seven tries take their round
+#: trips (1 s for them all): 8.3 s.
+RECORDING_HOLD_MS = round((CANCEL_PROBE_S + sum(RECORD_RETRY_S) + 1.0) * 1000)
+
+
+def send_lease_ms(interval_ms: int) -> int:
+    """How long a claimed send stays live without a beat of its attempt, ms (``send_until``:
+    :func:`curaflow.ledger.deliveries.claim_send`, :func:`curaflow.ledger.cells.heartbeat`),
+    for a heartbeat interval of ``interval_ms``: the step's lease (two intervals, the
+    heartbeat timeout) — never shorter than one interval (the next beat is due then) plus
+    :data:`RECORDING_HOLD_MS`.
+
+    Rule (2026-12-06): the send lease lives as long as its send's answer may still be
+    recorded by its attempt. The attempt's beats go on while it records
+    (:meth:`activities.deliver.activity.DeliverActivity._sent`), so a ledger that refuses
+    only the record (a lock, a statement timeout) never lapses it; a ledger that refuses
+    every write of the attempt extends nothing, and then the lease itself must outlast the
+    recording's retries — two intervals did not with an interval of a few seconds (the
+    configuration accepts 100 ms): another run's deliver took the send whose answer was
+    still being recorded and sent it again, the job's finish stopped waiting for it. The
+    default interval (30 s) keeps its 60 s lease; 1 s makes it 9.3 s.
+    """
+    return max(2 * interval_ms, interval_ms + RECORDING_HOLD_MS)
+
 
 class NotRecorded(Exception):
     """The ledger failed to record what a send's route answered, at every try
@@ -140,8 +168,15 @@ class DeliveryRecords:
         )
 
     async def _record_receipt(
-        self, inp: DeliverInput, request: DeliveryRequest, receipt: DeliveryReceipt
+        self, inp: DeliverInput, request: DeliveryRequest, receipt: DeliveryReceipt, *, hb: Heartbeater | None = None
     ) -> CellSnapshot:
+        """Record the receipt of a send (tried again while the ledger fails, :func:`until_recorded`;
+        ``hb``: the send's heartbeater, which beats meanwhile) and what a delivery owes
+        the disk (:meth:`_confirmed`); returns the cell afterwards.
+
+        Raises:
+            NotRecorded: the ledger failed every try.
+        """
         deps = self.deps
         metrics.record_delivery_result(
             inp.route.name, inp.route.kind, "duplicate" if receipt.duplicate else "delivered"
@@ -171,7 +206,7 @@ class DeliveryRecords:
                 "duplicate": receipt.duplicate,
             },
         )
-        cell = await until_recorded(record, answered)
+        cell = await until_recorded(record, answered, hb=hb)
         assert isinstance(cell, CellSnapshot)
         await self._confirmed(inp, cell)
         return cell

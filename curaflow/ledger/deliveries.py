@@ -148,9 +148,11 @@ async def claim_send(
     recorded — neither sent again nor judged ambiguous. This is what a new run of the job
     meets (a client's start that terminated the running one with the same Task, a
     ``temporal workflow reset``): until 2026-12-05 it sent the work a second time while the
-    first send was still out. A same-run retry meets a lapsed lease: Temporal retries an
-    attempt that stopped beating only after the heartbeat timeout, which is the lease, and
-    one that ended by an exception released its send as it ended (:func:`release_send`).
+    first send was still out. A same-run retry meets a lapsed lease or little of one:
+    Temporal retries an attempt that stopped beating only after the heartbeat timeout (two
+    intervals; the send lease is longer only for an interval under 8.3 s, where the retry
+    waits for its rest — the timed-out attempt may still be recording its answer), and one
+    that ended by an exception released its send as it ended (:func:`release_send`).
 
     The route's gate (:mod:`curaflow.ledger.route_gates`) is read in the statement that
     reads the intent. Its rate-limit cooldown holds at most ``rate_limit_cap_ms`` from
@@ -181,7 +183,9 @@ async def claim_send(
         owner: the claiming attempt (``<run id>:<activity id>:<attempt>:<nonce>``,
             :func:`activities.deliver.activity.attempt_owner`); None (ledger tests, callers
             of before): no attempt is named and no other one is waited for.
-        lease_ms: how long the claiming attempt is live without a beat (its heartbeat timeout).
+        lease_ms: how long the claimed send is live without a beat of its attempt (the
+            database's clock): :func:`activities.deliver.recording.send_lease_ms` — the
+            heartbeat timeout, never shorter than the recording of the send's answer.
     """
     if opened is None:
         job = await lock_job(conn, job_id)
@@ -299,7 +303,9 @@ async def release_send(conn: asyncpg.Connection | asyncpg.Pool, idempotency_key:
 
     The intent stays ``sending``: a later claim finds a send that may have landed and
     decides by that rule at once (:func:`claim_send`) — it waited for the ended attempt's
-    lease before (up to two heartbeat intervals) for an answer no one would record.
+    lease before (up to the send lease) for an answer no one would record. One try: a
+    release the ledger fails too leaves the lease to lapse (DESIGN.md "The send lease lives
+    as long as its send's answer is unrecorded": the wait decides nothing differently).
     Called by the send's heartbeater at an exit by an exception
     (:class:`activities.heartbeat.Heartbeater`).
     """

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +52,10 @@ FAILURE = "OLD.status = 'sending' AND NEW.status = 'reserved'"
 @contextlib.asynccontextmanager
 async def ledger_fails(
     pool: asyncpg.Pool, route: str, when: str, *, times: int, terminate: bool = False
-) -> AsyncIterator[None]:
+) -> AsyncIterator[Callable[[], Awaitable[int]]]:
     """The UPDATE of ``route``'s delivery intents matching ``when`` fails its first ``times``
-    runs: a statement timeout, or (``terminate``) the backend ended under the connection."""
+    runs: a statement timeout, or (``terminate``) the backend ended under the connection.
+    Yields ``tried()``: how many such UPDATEs ran so far (failed or not)."""
     name = f"ledger_fault_{uuid.uuid4().hex[:10]}"
     fail = (
         "PERFORM pg_terminate_backend(pg_backend_pid()); PERFORM pg_sleep(5);"
@@ -73,8 +74,12 @@ async def ledger_fails(
         f"""CREATE TRIGGER {name} BEFORE UPDATE ON delivery_intents FOR EACH ROW
             WHEN (NEW.route = '{route}' AND {when}) EXECUTE FUNCTION {name}()"""
     )
+
+    async def tried() -> int:
+        return int(await pool.fetchval(f"SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {name}"))
+
     try:
-        yield
+        yield tried
     finally:
         await pool.execute(f"DROP TRIGGER {name} ON delivery_intents")
         await pool.execute(f"DROP FUNCTION {name}()")

@@ -20,6 +20,7 @@ process with a worker's real dependencies (a directory route on disk).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.deliver import DeliverActivity
+from activities.deliver.recording import RECORD_RETRY_S
 from activities.deps import ActivityDeps
 from activities.heartbeat import Heartbeater
 from curaflow.config.delivery import ROUTE_RATE_LIMIT_CAP_MS
@@ -40,7 +42,8 @@ from curaflow.ledger import cells, deliveries
 from curaflow.ledger.deliveries import SendClaim
 from curaflow.ledger.finish import FinishedJob, SendStillOut, finish_job
 from tests.deps_support import deps
-from tests.support import Stack, ledger_job, run_as_job, short_id
+from tests.integration.test_ledger_fault_at_answer import LONGER, RECEIPT, ledger_fails
+from tests.support import Stack, eventually, ledger_job, run_as_job, short_id
 
 pytestmark = pytest.mark.integration
 
@@ -156,6 +159,22 @@ async def test_the_sending_attempts_beats_keep_its_send_live(ledger_pool: asyncp
     # Its own beat does.
     await cells.heartbeat(ledger_pool, job_id, "demo", 60_000, send=(first.idempotency_key or "", FIRST))
     assert (await _claim(ledger_pool, job_id, route, SECOND, tolerant=True)).decision == "awaiting"
+
+
+async def test_a_beat_after_the_sends_answer_is_recorded_leases_nothing_again(ledger_pool: asyncpg.Pool) -> None:
+    # The attempt records its send's answer while its heartbeater beats (since 2026-12-06):
+    # a beat under way as the receipt is recorded — which ends the cell and the attempt's
+    # lease — keeps neither the send nor the ended cell leased.
+    route = _route()
+    job_id = await _bound(ledger_pool, route)
+    key = (await _claim(ledger_pool, job_id, route, FIRST, tolerant=True)).idempotency_key or ""
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        await deliveries.record_delivered(conn, job_id, "demo", key, remote_id="r-1")
+
+    await cells.heartbeat(ledger_pool, job_id, "demo", 60_000, send=(key, FIRST))
+
+    cell = await ledger_pool.fetchrow("SELECT state, lease_until FROM cells WHERE job_id = $1", job_id)
+    assert cell is not None and (cell["state"], cell["lease_until"]) == ("submitted", None), dict(cell or {})
 
 
 async def test_once_the_send_out_is_answered_the_waiting_claim_is_done(ledger_pool: asyncpg.Pool) -> None:
@@ -357,3 +376,142 @@ async def test_a_finish_at_the_deadline_or_after_the_lease_lapsed_ends_the_job_a
     assert finished.record.completed_at is not None
     # What the send did is unknown: reported so, never delivered nor released.
     assert (await _intent(ledger_pool, job_id))["status"] == "unknown"
+
+
+# ---- the send stays out while its attempt still records the answer ---------------------
+
+#: The receipt's record fails this many times (fast: a statement timeout): its last failure
+#: comes 3.1 s after the route answered, and the try after it, 3.2 s later, records it
+#: (:data:`activities.deliver.recording.RECORD_RETRY_S`).
+RECEIPT_FAILS = len(RECORD_RETRY_S)
+#: The sending attempt's own ledger beats (its send's ``send_until`` extended).
+OWN_BEAT = (
+    "OLD.status = 'sending' AND NEW.status = 'sending' AND NEW.send_owner IS NOT DISTINCT FROM OLD.send_owner "
+    "AND NEW.send_until IS NOT NULL AND NEW.send_until IS DISTINCT FROM OLD.send_until"
+)
+#: A short heartbeat interval (two intervals: one second), as a test's or an impatient
+#: operator's configuration sets it; the configuration accepts 100 ms.
+SHORT_INTERVAL_MS = 500
+
+
+def _directory_step(stack: Stack) -> tuple[TargetSpec, RouteRef]:
+    settings = stack.settings
+    target = TargetSpec(target_id="demo", routes=settings.route_refs(settings.targets[0]))
+    return target, target.routes[0]  # a directory route: at most once
+
+
+async def _settled(attempt: asyncio.Future[Any]) -> None:
+    """A test that failed midway leaves no attempt behind (its recording runs to its end)."""
+    if not attempt.done():
+        attempt.cancel()
+    with contextlib.suppress(BaseException):
+        await asyncio.wait_for(attempt, 15)
+
+
+async def _delivered_once(pool: asyncpg.Pool, job_id: str, update: Any, tmp_path: Path) -> None:
+    assert update.cell.state == CellState.SUBMITTED, update
+    assert update.delivery is not None and update.delivery.status == "delivered", update
+    intent = await _intent(pool, job_id)
+    assert (intent["status"], intent["attempts"]) == ("delivered", 1), intent  # sent once
+    assert len(list((tmp_path / "delivered").rglob("manifest.json"))) == 1
+
+
+@pytest.mark.parametrize("outage", ["receipt", "every-write"])
+async def test_a_send_stays_out_while_its_attempt_still_records_the_answer(
+    deps: tuple[Stack, ActivityDeps], tmp_path: Path, outage: str
+) -> None:
+    # The route answered; the ledger fails the receipt's record and the attempt tries it
+    # again for up to 6.3 s. Until 2026-12-06 the recording ran after the send's
+    # heartbeater had stopped and the lease was two intervals: with a heartbeat interval
+    # of a few seconds it lapsed while the answer was still being recorded, and another
+    # run's deliver took the send (a webhook: sent again; elsewhere `delivery_unknown`),
+    # the job's finish stopped waiting (the delivery `unknown`). `every-write`: the
+    # attempt's own beats fail too (the ledger down for it) — the lease itself must
+    # outlast the recording's retries.
+    stack, opened = deps
+    target, route = _directory_step(stack)
+    job_id = await _bound(opened.pool, route)
+    inp = DeliverInput(job_id=job_id, target=target, route=route, heartbeat_interval_ms=SHORT_INTERVAL_MS)
+    async with contextlib.AsyncExitStack() as faults:
+        tried = await faults.enter_async_context(ledger_fails(opened.pool, route.name, RECEIPT, times=RECEIPT_FAILS))
+        if outage == "every-write":
+            await faults.enter_async_context(ledger_fails(opened.pool, route.name, OWN_BEAT, times=1_000_000))
+        attempt = asyncio.ensure_future(run_as_job(DeliverActivity(opened).deliver, inp))
+        try:
+
+            async def failed_enough() -> bool:
+                return await tried() >= RECEIPT_FAILS
+
+            await eventually(failed_enough, timeout_s=20, what="the receipt's record failing")
+            # More than three seconds since the answer (past two intervals); the attempt
+            # records it at its next try, 3.2 s on.
+            other = await _claim(opened.pool, job_id, route, SECOND, tolerant=True)
+            assert other.decision == "awaiting", f"another run's deliver took the send out: {other}"
+            with pytest.raises(SendStillOut):
+                await _finish(opened.pool, job_id, FinishCause.COMPLETED)
+            update = await asyncio.wait_for(attempt, 30)
+        finally:
+            await _settled(attempt)
+
+    await _delivered_once(opened.pool, job_id, update, tmp_path)
+
+
+async def test_a_send_stays_out_while_a_try_of_its_record_hangs(
+    deps: tuple[Stack, ActivityDeps], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A try that hangs (a statement waiting on a lock until the statement timeout, 30 s by
+    # default) outlasts any lease of a minute's order: the lease is extended while the
+    # attempt records, by its beats (which need none of the record's locks).
+    stack, opened = deps
+    target, route = _directory_step(stack)
+    job_id = await _bound(opened.pool, route)
+    entered, go_on = asyncio.Event(), asyncio.Event()
+    real = deliveries.record_delivered
+
+    async def hanging(*args: Any, **kwargs: Any) -> Any:
+        if not entered.is_set():
+            entered.set()
+            await go_on.wait()
+            raise asyncpg.exceptions.QueryCanceledError("canceling statement due to statement timeout")
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(deliveries, "record_delivered", hanging)
+    inp = DeliverInput(job_id=job_id, target=target, route=route, heartbeat_interval_ms=SHORT_INTERVAL_MS)
+    attempt = asyncio.ensure_future(run_as_job(DeliverActivity(opened).deliver, inp))
+    try:
+        await asyncio.wait_for(entered.wait(), 20)
+        at_answer = (await _intent(opened.pool, job_id))["send_until"]
+
+        async def extended() -> bool:
+            return bool((await _intent(opened.pool, job_id))["send_until"] > at_answer)
+
+        await eventually(extended, timeout_s=5, what="a beat extending the send while its answer is recorded")
+        assert (await _claim(opened.pool, job_id, route, SECOND, tolerant=True)).decision == "awaiting"
+        go_on.set()
+        update = await asyncio.wait_for(attempt, 30)
+    finally:
+        go_on.set()
+        await _settled(attempt)
+
+    await _delivered_once(opened.pool, job_id, update, tmp_path)
+
+
+async def test_an_attempt_that_gave_up_recording_its_receipt_releases_its_send(
+    deps: tuple[Stack, ActivityDeps],
+) -> None:
+    # The ledger failed every try of the receipt's record: the attempt ends (Temporal
+    # retries it; the receipt is its last heartbeat, which the retry records, whatever
+    # the lease). Nothing of its send is out any more and no one else will record its
+    # answer, so its lease ends with it, as after a failure's record gave up — until
+    # 2026-12-06 it held for the rest of the lease, and a new run's deliver or the job's
+    # finish waited for an answer no one would record.
+    stack, opened = deps
+    target, route = _directory_step(stack)
+    job_id = await _bound(opened.pool, route)
+    inp = DeliverInput(job_id=job_id, target=target, route=route, heartbeat_interval_ms=SHORT_INTERVAL_MS)
+    async with ledger_fails(opened.pool, route.name, RECEIPT, times=LONGER):
+        with pytest.raises(asyncpg.exceptions.QueryCanceledError):
+            await run_as_job(DeliverActivity(opened).deliver, inp)
+
+    intent = await _intent(opened.pool, job_id)
+    assert (intent["status"], intent["attempts"], intent["send_until"]) == ("sending", 1, None), intent

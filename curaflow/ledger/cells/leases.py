@@ -9,7 +9,13 @@ from curaflow.ledger.gates import DB_NOW_MS
 
 
 async def heartbeat(
-    pool: asyncpg.Pool, job_id: str, target_id: str, lease_ms: int, *, send: tuple[str, str] | None = None
+    pool: asyncpg.Pool,
+    job_id: str,
+    target_id: str,
+    lease_ms: int,
+    *,
+    send: tuple[str, str] | None = None,
+    send_lease_ms: int | None = None,
 ) -> None:
     """Extend a cell's lease and stamp ``heartbeat_at`` (one statement, own transaction).
 
@@ -17,7 +23,14 @@ async def heartbeat(
         lease_ms: how long the lease holds from now without another beat.
         send: ``(idempotency_key, owner)`` of the send this attempt has out: its intent's
             ``send_until`` is extended in the same statement, while it is still ``sending``
-            from that attempt (:func:`curaflow.ledger.deliveries.claim_send` waits for it).
+            from that attempt (:func:`curaflow.ledger.deliveries.claim_send` waits for it) —
+            and only then the cell's lease: once the send's answer is recorded (the
+            receipt ends the attempt's lease, :func:`curaflow.ledger.deliveries.record_delivered`)
+            a beat that was under way meanwhile leases nothing again.
+        send_lease_ms: how long the send holds from now (the database's clock) without
+            another beat; None: ``lease_ms``
+            (:func:`activities.deliver.recording.send_lease_ms` makes it outlast the
+            recording of the send's answer).
     """
     now = now_ms()
     if send is None:
@@ -32,14 +45,15 @@ async def heartbeat(
         return
     await pool.execute(
         f"""WITH send AS (UPDATE delivery_intents SET send_until = {DB_NOW_MS} + $5::bigint
-                          WHERE idempotency_key = $6 AND status = 'sending' AND send_owner = $7)
+                          WHERE idempotency_key = $6 AND status = 'sending' AND send_owner = $7
+                          RETURNING 1)
            UPDATE cells SET heartbeat_at = $3, lease_until = $4
-           WHERE job_id = $1 AND target_id = $2""",
+           WHERE job_id = $1 AND target_id = $2 AND EXISTS (SELECT 1 FROM send)""",
         job_id,
         target_id,
         now,
         now + lease_ms,
-        lease_ms,
+        lease_ms if send_lease_ms is None else send_lease_ms,
         *send,
     )
 
