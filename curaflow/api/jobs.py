@@ -71,7 +71,7 @@ async def read_job(pool: LedgerPool, job_id: str) -> dict[str, Any]:
         record = await load_job(conn, job_id)
     if record is None:
         raise unknown_job()
-    return project_job(record, now_ms())
+    return project_job(record)
 
 
 @jobs_router.post("/jobs", status_code=202, operation_id="submit_job", response_model=JobEnvelope)
@@ -113,7 +113,7 @@ async def find_jobs(
         job_id = await conn.fetchval("SELECT job_id FROM jobs WHERE idempotency_key = $1", key)
         record = await load_job(conn, job_id) if job_id else None
     now = now_ms()
-    return {"jobs": [project_job(record, now)] if record else [], "server_time": now}
+    return {"jobs": [project_job(record)] if record else [], "server_time": now}
 
 
 @jobs_router.get("/jobs/{job_id:path}", operation_id="get_job", response_model=Job, response_model_exclude_unset=True)

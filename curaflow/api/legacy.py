@@ -48,7 +48,6 @@ from curaflow.domain.cells import CellState
 from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import ledger_status
 from curaflow.jobs.admission import Admission, Admitter
-from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError
@@ -103,13 +102,13 @@ def slot_status(record: JobRecord, job: dict[str, Any]) -> str:
     return ledger_status(record.cells)
 
 
-def legacy_projection(record: JobRecord, request_id: str, now: int) -> dict[str, Any]:
+def legacy_projection(record: JobRecord, request_id: str) -> dict[str, Any]:
     """The camelCase status of reference §9.3, from the same ledger projection as ``GET /jobs/{id}``.
 
     With several targets the first cell speaks for the job (the original's manual slots
     have exactly one).
     """
-    job = project_job(record, now)
+    job = project_job(record)
     cell = record.cells[0] if record.cells else None
     status = slot_status(record, job)
     return {
@@ -237,4 +236,4 @@ async def refetch_status(
     ):
         return legacy_error(404, "unknown request")
     request.state.log_fields = {"job_id": record.job_id}
-    return legacy_json(legacy_projection(record, request_id, now_ms()))
+    return legacy_json(legacy_projection(record, request_id))

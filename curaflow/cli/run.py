@@ -31,7 +31,6 @@ from curaflow.cli.pixiv import describe_source
 from curaflow.config import Settings
 from curaflow.domain.models import JobRecord
 from curaflow.jobs.admission import Admitter, check_task_against, resolve_target
-from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
 from curaflow.observability.logs import configure_logging
 from curaflow.protocol.errors import ProtocolError
@@ -151,7 +150,7 @@ async def run_job(
                 async with svc.pool.acquire() as conn:
                     record = await load_job(conn, admission.job_id)
                 assert record is not None
-                job = project_job(record, now_ms())
+                job = project_job(record)
                 live.update(progress_table(record, job))
                 if record.completed_at is not None or time.monotonic() > deadline:
                     break
@@ -159,7 +158,7 @@ async def run_job(
                     break  # nobody left to run the job: say so instead of waiting out --timeout
                 await asyncio.sleep(POLL_S)
         assert record is not None
-        job = project_job(record, now_ms())
+        job = project_job(record)
         outcome = await svc.pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", admission.job_id)
         own_stack = svc.stack is not None  # stopped on return: nothing runs the job until the next start
         dead_worker = (

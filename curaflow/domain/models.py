@@ -283,8 +283,10 @@ class CellSnapshot(BaseModel):
 class JobRecord(BaseModel):
     """A job as the ledger holds it: the ``jobs`` row plus its cells.
 
-    Times are epoch ms (UTC) or None. ``heartbeat_at`` / ``lease_until`` are the latest
-    over the job's cells (each running activity heartbeats its own cell).
+    Times are epoch ms (UTC) or None. ``heartbeat_at`` is the latest over the job's
+    cells (each running activity heartbeats its own cell); ``lease_until`` the latest of
+    the cells' leases that were live when the job was read (judged by the ledger's read on
+    the database's clock, :func:`curaflow.ledger.records.load_job`), None when none was.
     """
 
     job_id: str

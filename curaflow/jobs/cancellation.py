@@ -47,7 +47,6 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.domain.verdicts import FinishCause
-from curaflow.ledger.db import now_ms
 from curaflow.ledger.jobs import request_cancel
 from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import CANCEL_GRACE_MS, converge, converge_unserved_cancel
@@ -109,7 +108,7 @@ async def cancel_job(
     if record is None:
         raise unknown_job(job_id)
     if record.completed_at is not None:
-        return project_job(record, now_ms())
+        return project_job(record)
     async with pool.acquire() as conn:
         await request_cancel(conn, job_id, CANCEL_REASON)
     exists = record.workflow_started_at is not None
@@ -136,7 +135,7 @@ async def cancel_job(
     async with pool.acquire() as conn:
         record = await load_job(conn, job_id)
     assert record is not None
-    return project_job(record, now_ms())
+    return project_job(record)
 
 
 async def _admitting(client: Client, job_id: str) -> bool:

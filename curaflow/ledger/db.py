@@ -157,8 +157,25 @@ def is_unavailable(err: BaseException) -> bool:
 
 
 def now_ms() -> int:
-    """Current wall-clock time in epoch milliseconds (UTC)."""
+    """This process's wall-clock time in epoch milliseconds (UTC).
+
+    Not for a time another process judges against its present — a lease, a heartbeat,
+    a barrier's deadline, a budget's start: those are the database's clock
+    (:data:`DB_NOW_MS`, docs/DESIGN.md "Ledger times are the database's clock"). Hosts'
+    clocks differ; the one PostgreSQL every process shares has one.
+    """
     return int(time.time() * 1000)
+
+
+#: The database's wall clock in epoch milliseconds (UTC), as a SQL expression: the one
+#: clock of every ledger time that one process writes and another judges against its
+#: present (docs/DESIGN.md "Ledger times are the database's clock") — a cell's lease and
+#: heartbeat, a step's start, a job's deadline barrier and budgets, the send lease, the
+#: rate gates, the source queue leases. Written inside the statement that needs it (no
+#: round trip of its own); ``clock_timestamp()``, not ``now()``: the time the statement
+#: runs, not its transaction's start. A statement reading it more than once takes it
+#: once (``WITH clock AS (SELECT DB_NOW_MS AS now)``) where the values must agree.
+DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 
 
 #: orjson options of :func:`dump_jsonb`: a datetime or a dataclass is refused (as the

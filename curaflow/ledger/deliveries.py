@@ -18,8 +18,7 @@ from curaflow.domain.cells import CellStage, CellState, check_transition, is_ter
 from curaflow.domain.models import CellSnapshot
 from curaflow.domain.text import clean_optional, clean_text
 from curaflow.ledger.cells import Barrier, barrier_of, end_lease, finish_cell, lock_job, sync_job_stage
-from curaflow.ledger.db import now_ms
-from curaflow.ledger.gates import DB_NOW_MS
+from curaflow.ledger.db import DB_NOW_MS, now_ms
 from curaflow.ledger.records import load_cell
 
 CONFIRMED = ("delivered", "duplicate")

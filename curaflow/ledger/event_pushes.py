@@ -13,6 +13,11 @@ Lifecycle of one row (one event of one job that declared a callback):
 * **settle** — :func:`record_push` marks the row ``delivered`` (2xx or 409), ``dead``
   (another 4xx at once, or the last allowed attempt failed) or releases it for a retry.
 
+Every time of a row is the database's clock (:data:`~curaflow.ledger.db.DB_NOW_MS`, read
+in the statement that writes or judges it): the claim is a lease another worker's pusher
+judges (docs/DESIGN.md "Ledger times are the database's clock"), and the sweep's idle
+time runs from ``updated_at``.
+
 Push state is separate from the consumer's ack cursor (``event_cursors``) and never
 changes the job: push and pull are independent (reference §4.7).
 """
@@ -24,7 +29,7 @@ from typing import Any
 
 import asyncpg
 
-from curaflow.ledger.db import now_ms
+from curaflow.ledger.db import DB_NOW_MS
 
 PENDING = "pending"
 DELIVERED = "delivered"
@@ -71,16 +76,16 @@ async def enqueue_push(
     conn: asyncpg.Connection, job_id: str, seq: int, event_id: str, url: str, event: dict[str, Any]
 ) -> None:
     """Record a pending push of ``event`` to ``url`` (inside the event's transaction)."""
-    now = now_ms()
     await conn.execute(
-        """INSERT INTO event_pushes (job_id, seq, event_id, url, body, created_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $6) ON CONFLICT DO NOTHING""",
+        f"""INSERT INTO event_pushes (job_id, seq, event_id, url, body, created_at, updated_at)
+            SELECT $1::text, $2::integer, $3::text, $4::text, $5::json, clock.now, clock.now
+            FROM (SELECT {DB_NOW_MS} AS now) clock
+            ON CONFLICT DO NOTHING""",
         job_id,
         seq,
         event_id,
         url,
         event,
-        now,
     )
 
 
@@ -103,18 +108,20 @@ async def claim_next(
         The claimed push (its ``attempts`` already counts this send), or an empty
         :class:`Claim` (``busy`` when another live attempt holds the oldest event).
     """
-    now = now_ms()
     dead = 0
     async with pool.acquire() as conn, conn.transaction():
         while True:
+            # The claim is judged and written on the database's clock, read here.
             row = await conn.fetchrow(
-                """SELECT seq, event_id, url, body::text AS body, attempts, claimed_by, claimed_until
+                f"""SELECT seq, event_id, url, body::text AS body, attempts, claimed_by, claimed_until,
+                          {DB_NOW_MS} AS now
                    FROM event_pushes WHERE job_id = $1 AND status = 'pending'
                    ORDER BY seq LIMIT 1 FOR UPDATE""",
                 job_id,
             )
             if row is None:
                 return Claim(push=None, dead=dead)
+            now = int(row["now"])
             if row["claimed_until"] is not None and row["claimed_until"] > now and row["claimed_by"] != owner:
                 return Claim(push=None, busy=True, dead=dead)
             if max_attempts is None or row["attempts"] < max_attempts:
@@ -161,18 +168,17 @@ async def record_push(
         http_status: the answer's status, None when no answer came.
         error: a short description of a failure.
     """
-    now = now_ms()
     await pool.execute(
-        """UPDATE event_pushes SET status = $3, last_status = $4, last_error = $5, claimed_by = NULL,
-                  claimed_until = NULL, updated_at = $6,
-                  completed_at = CASE WHEN $3 = 'pending' THEN NULL ELSE $6::bigint END
-           WHERE job_id = $1 AND seq = $2""",
+        f"""WITH clock AS (SELECT {DB_NOW_MS} AS now)
+           UPDATE event_pushes SET status = $3, last_status = $4, last_error = $5, claimed_by = NULL,
+                  claimed_until = NULL, updated_at = clock.now,
+                  completed_at = CASE WHEN $3 = 'pending' THEN NULL ELSE clock.now END
+           FROM clock WHERE job_id = $1 AND seq = $2""",
         push.job_id,
         push.seq,
         status,
         http_status,
         (error or "")[:500] or None,
-        now,
     )
 
 
@@ -183,13 +189,12 @@ async def stale_jobs(pool: asyncpg.Pool, idle_ms: int, limit: int = 50) -> list[
     ``idle_ms``: it was written while no workflow served the job (the reconciler or the
     HTTP cancel converged the ledger), or its job's workflow ended before pushing it.
     """
-    now = now_ms()
     rows = await pool.fetch(
-        """SELECT job_id FROM event_pushes
-           WHERE status = 'pending' AND updated_at <= $1::bigint - $2::bigint
-             AND (claimed_until IS NULL OR claimed_until <= $1::bigint)
-           GROUP BY job_id ORDER BY min(updated_at) LIMIT $3""",
-        now,
+        f"""WITH clock AS (SELECT {DB_NOW_MS} AS now)
+           SELECT job_id FROM event_pushes, clock
+           WHERE status = 'pending' AND updated_at <= clock.now - $1::bigint
+             AND (claimed_until IS NULL OR claimed_until <= clock.now)
+           GROUP BY job_id ORDER BY min(updated_at) LIMIT $2""",
         idle_ms,
         limit,
     )

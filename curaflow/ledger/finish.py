@@ -58,9 +58,8 @@ from curaflow.domain.verdicts import (
     waits_for_sends,
 )
 from curaflow.ledger.cells import finish_cell
-from curaflow.ledger.db import now_ms
+from curaflow.ledger.db import DB_NOW_MS, now_ms
 from curaflow.ledger.events import append_event
-from curaflow.ledger.gates import DB_NOW_MS
 from curaflow.ledger.records import load_job, load_job_with
 from curaflow.protocol.models import TERMINAL_EVENT_TYPES
 from curaflow.protocol.projection import project_job
@@ -230,7 +229,7 @@ async def finish_job(
                 "lease_until": None,
             }
         )
-        job_body = project_job(record, now)
+        job_body = project_job(record)
         payload: dict[str, Any] = {"job": job_body}
         if status == JobStatus.SUCCEEDED:
             payload["result"] = job_body.get("result")

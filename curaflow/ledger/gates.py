@@ -28,11 +28,8 @@ from dataclasses import dataclass
 import asyncpg
 
 from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS, cooldown_ms
-from curaflow.ledger.db import LEDGER_ERRORS
+from curaflow.ledger.db import DB_NOW_MS, LEDGER_ERRORS
 from curaflow.sources.gate import DECAY_AFTER, LATE_S, PAUSE_MS, GateUnavailable, cooling_down, paused
-
-#: The database's wall clock in epoch milliseconds.
-DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 
 
 @dataclass

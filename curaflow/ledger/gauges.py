@@ -65,12 +65,12 @@ from prometheus_client.registry import Collector
 
 from curaflow.config import DEFAULT_QUEUED_MS, DEFAULT_STALL_MS, Settings
 from curaflow.domain.ratelimit import cooldown_left_ms
+from curaflow.ledger.db import DB_NOW_MS
 from curaflow.observability.logs import get_logger
 from curaflow.observability.metrics import LEDGER_GAUGE_FAMILIES
 
 log = get_logger("curaflow.ledger.gauges")
 
-DB_NOW_MS = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 STUCK_WHY = ("past_deadline", "queued_too_long", "no_heartbeat")
 FINAL_DELIVERY_STATUSES = ("delivered", "duplicate", "failed", "unknown")
 #: Slack after a budget before an open job counts as stuck (timers and the reconciler's tick).

@@ -17,7 +17,7 @@ import asyncpg
 from curaflow.domain.messages import JobInput
 from curaflow.domain.models import CellSnapshot, JobRecord
 from curaflow.ledger.cells import lock_job
-from curaflow.ledger.db import jsonable, now_ms
+from curaflow.ledger.db import DB_NOW_MS, jsonable
 from curaflow.ledger.events import append_event
 from curaflow.ledger.records import JOB_COLUMNS, job_from_row, load_job
 from curaflow.protocol.projection import project_job
@@ -94,7 +94,7 @@ async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
     """
     inp = new.job_input
     record = admitted_record(new)
-    response = {"job": project_job(record, now_ms())}
+    response = {"job": project_job(record)}
     async with conn.transaction():
         # One statement: the job row and, only when it was created, its cells.
         inserted = await conn.fetchval(
@@ -153,16 +153,17 @@ async def find_existing(conn: asyncpg.Connection, job_id: str, idempotency_key: 
     if response is None:  # written before admission responses were stored
         full = await load_job(conn, row["job_id"])
         assert full is not None
-        response = {"job": project_job(full, now_ms())}
+        response = {"job": project_job(full)}
     return AdmissionRow(record=record, created=False, response=response, params=row["params"])
 
 
 async def mark_workflow_started(conn: asyncpg.Connection, job_id: str) -> None:
-    """Record that the job's workflow exists (the reconciler stops looking at it)."""
+    """Record that the job's workflow exists (the reconciler stops looking at it), at the
+    database's clock: the reconciler's start grace judges it (docs/DESIGN.md "Ledger times
+    are the database's clock")."""
     await conn.execute(
-        "UPDATE jobs SET workflow_started_at = COALESCE(workflow_started_at, $2) WHERE job_id = $1",
+        f"UPDATE jobs SET workflow_started_at = COALESCE(workflow_started_at, {DB_NOW_MS}) WHERE job_id = $1",
         job_id,
-        now_ms(),
     )
 
 
@@ -175,7 +176,8 @@ async def workflow_input(conn: asyncpg.Connection, job_id: str) -> JobInput | No
 async def request_cancel(conn: asyncpg.Connection, job_id: str, reason: str) -> bool:
     """Record a consumer cancel request (first one wins). Returns False for an unknown job.
 
-    ``cancel_requested_at`` (epoch ms, UTC) is read once the job row is held, so it never
+    ``cancel_requested_at`` (epoch ms, UTC, the database's clock: the reconciler's cancel
+    grace judges it) is read once the job row is held, so it never
     precedes a step the ledger let through before the cancel: a
     :func:`~curaflow.ledger.deliveries.claim_send` holding the row finishes first and
     its ``sent_at`` is earlier (the barrier order every reader compares against).
@@ -184,11 +186,10 @@ async def request_cancel(conn: asyncpg.Connection, job_id: str, reason: str) -> 
         if await lock_job(conn, job_id) is None:
             return False
         status = await conn.execute(
-            """UPDATE jobs SET cancel_requested_at = COALESCE(cancel_requested_at, $2),
-                              cancel_reason = COALESCE(cancel_reason, $3)
+            f"""UPDATE jobs SET cancel_requested_at = COALESCE(cancel_requested_at, {DB_NOW_MS}),
+                              cancel_reason = COALESCE(cancel_reason, $2)
                WHERE job_id = $1""",
             job_id,
-            now_ms(),
             reason,
         )
     return status.endswith("1")

@@ -16,6 +16,7 @@ from curaflow.domain.models import (
     RouteDelivery,
     Work,
 )
+from curaflow.ledger.db import DB_NOW_MS
 
 CELL_COLUMNS = """target_id, position, state, stage, work_id, work_type, work, candidate_report,
     artifact, attempt_count, fallback_stage, terminal_reason_code, terminal_reason_message,
@@ -93,13 +94,17 @@ _CELL_INTENTS = f"""COALESCE((SELECT jsonb_agg(jsonb_build_object(
 
 
 async def _load_cells(conn: asyncpg.Connection, job_id: str) -> tuple[list[CellSnapshot], int | None, int | None]:
-    """Cells with intents (one statement), plus the latest ``heartbeat_at`` and
-    ``lease_until`` over them."""
+    """Cells with intents (one statement), plus the latest ``heartbeat_at`` over them and
+    the latest ``lease_until`` of those live at the read — judged in the statement on the
+    database's clock, the clock the lease was written on (docs/DESIGN.md "Ledger times are
+    the database's clock"), not on the reading process's."""
     rows = await conn.fetch(
-        f"SELECT {CELL_COLUMNS}, {_CELL_INTENTS} FROM cells c WHERE c.job_id = $1 ORDER BY c.position", job_id
+        f"""SELECT {CELL_COLUMNS}, c.lease_until > {DB_NOW_MS} AS lease_live, {_CELL_INTENTS}
+            FROM cells c WHERE c.job_id = $1 ORDER BY c.position""",
+        job_id,
     )
     heartbeats = [r["heartbeat_at"] for r in rows if r["heartbeat_at"] is not None]
-    leases = [r["lease_until"] for r in rows if r["lease_until"] is not None]
+    leases = [r["lease_until"] for r in rows if r["lease_live"]]
     cells = [cell_from_row(r, [RouteDelivery(**i) for i in r["intents"]]) for r in rows]
     return cells, max(heartbeats, default=None), max(leases, default=None)
 

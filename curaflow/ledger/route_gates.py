@@ -30,7 +30,7 @@ streak, its pause and its rate-limit cooldown. The one owner of "is this route b
 
 A row is written only when a send fails (and reset when one succeeds after a failure), so
 a route that delivers costs nothing here. Times are epoch milliseconds on the database
-clock (:data:`~curaflow.ledger.gates.DB_NOW_MS`), as the accounts' gates.
+clock (:data:`~curaflow.ledger.db.DB_NOW_MS`), as the accounts' gates.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import asyncpg
 
 from curaflow.domain.ratelimit import retry_delay_ms
 from curaflow.domain.text import clean_text
-from curaflow.ledger.gates import DB_NOW_MS
+from curaflow.ledger.db import DB_NOW_MS
 
 
 @dataclass

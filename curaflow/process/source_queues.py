@@ -81,7 +81,7 @@ from temporalio.worker import (
     Worker,
 )
 
-from curaflow.ledger.gates import DB_NOW_MS
+from curaflow.ledger.db import DB_NOW_MS
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Beat
 

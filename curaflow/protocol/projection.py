@@ -12,7 +12,9 @@ Field rules follow reference §1.3 with the curaflow extensions of the protocol 
   are always present, possibly ``null``; ``idempotency_key`` / ``correlation_id`` are
   omitted when empty;
 * ``lease_active``: an activity attempt of this job is running and heartbeating
-  (a cell lease that has not expired) and the job is not terminal;
+  (a cell lease that had not expired when the ledger read the job — judged on the
+  database's clock, :attr:`JobRecord.lease_until`, whatever the reading process's clock
+  says) and the job is not terminal;
 * ``attempt``: the Temporal attempt number of the latest activity attempt (0 before any);
 * ``result`` (succeeded only): every submitted cell's delivered work with ``url``,
   matched ``tags`` and ``assets``, plus ``scanned`` and ``filtered``;
@@ -157,12 +159,12 @@ def project_error(record: JobRecord, status: str) -> dict[str, Any] | None:
     return error_body(code, message, detail=detail)
 
 
-def project_job(record: JobRecord, now_ms: int) -> dict[str, Any]:
-    """Build the protocol ``Job`` dict (``$defs/Job``) of ``record`` at ``now_ms``.
+def project_job(record: JobRecord) -> dict[str, Any]:
+    """Build the protocol ``Job`` dict (``$defs/Job``) of ``record``.
 
     Args:
-        record: the ledger job with its cells.
-        now_ms: the current time, epoch ms (UTC), for ``lease_active``.
+        record: the ledger job with its cells; its ``lease_until`` is a lease live at the
+            read (``lease_active``), judged by the ledger on the database's clock.
 
     Returns:
         A JSON-ready dict that validates against ``$defs/Job``.
@@ -190,7 +192,7 @@ def project_job(record: JobRecord, now_ms: int) -> dict[str, Any]:
     job["started_at"] = record.started_at
     job["heartbeat_at"] = record.heartbeat_at
     job["deadline_at"] = record.deadline_at
-    lease_active = not terminal and record.lease_until is not None and record.lease_until > now_ms
+    lease_active = not terminal and record.lease_until is not None
     job["lease_active"] = lease_active
     job["lease_expires_at"] = record.lease_until if lease_active else None
     job["attempt"] = record.attempt

@@ -51,7 +51,7 @@ def directory(tmp_path: Path) -> dict[str, Any]:
 
 
 def error_of(record: Any) -> dict[str, Any]:
-    job = project_job(record, int(time.time() * 1000))
+    job = project_job(record)
     return dict(job.get("error") or {})
 
 
@@ -112,7 +112,7 @@ async def test_a_deadline_that_passes_while_the_only_worker_is_dead_is_the_deadl
     assert (record.cells[0].state, record.cells[0].reason) == ("failed", "execution_timeout")
     error = error_of(record)
     assert error["code"] == "deadline_exceeded"
-    job = project_job(record, int(time.time() * 1000))
+    job = project_job(record)
     assert job["status"] == "expired"
 
 

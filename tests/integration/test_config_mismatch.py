@@ -147,7 +147,7 @@ async def test_a_route_this_worker_does_not_know_costs_one_attempt_not_the_cell(
     [cell] = finished.record.cells
     assert (cell.state, cell.reason) == ("failed", "execution_timeout")
     assert cell.held_by == Hold(owner="curaflow", name=route.name, kind="configuration", until=held["held_until"])
-    detail = project_job(finished.record, 0)["error"]["detail"]["held_by"]
+    detail = project_job(finished.record)["error"]["detail"]["held_by"]
     assert (detail["owner"], detail["kind"], detail["name"]) == ("curaflow", "configuration", route.name)
     assert "does not know route" in (cell.reason_message or "") and "same configuration" in (cell.reason_message or "")
 

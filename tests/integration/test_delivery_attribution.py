@@ -137,7 +137,7 @@ async def held_report(stack: Stack, job_id: str) -> tuple[int, dict[str, Any], d
     pool = await stack.ledger()
     record = await stack.wait_terminal(job_id)
     assert record.deadline_at is not None
-    error = project_job(record, 0)["error"]
+    error = project_job(record)["error"]
     outcome = await pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", job_id)
     return record.deadline_at, error, json.loads(outcome) if isinstance(outcome, str) else outcome
 

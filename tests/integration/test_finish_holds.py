@@ -23,9 +23,8 @@ from curaflow.domain.ratelimit import LADDER_CAP_MS
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.verdicts import FailureKind, FinishCause, StepFailure
 from curaflow.ledger import cells, deliveries, route_gates
-from curaflow.ledger.db import create_pool
+from curaflow.ledger.db import DB_NOW_MS, create_pool
 from curaflow.ledger.finish import FinishedJob, finish_job
-from curaflow.ledger.gates import DB_NOW_MS
 from curaflow.ledger.records import load_cells
 from curaflow.ledger.statements import StatementCounter
 from curaflow.protocol.projection import project_job
@@ -250,7 +249,7 @@ async def test_a_receiver_unavailable_past_the_deadline_is_named_as_it_asked(led
         "execution_timeout",
         Hold(name=route, kind="unavailable", until=held_until),
     )
-    assert project_job(finished.record, 0)["error"]["detail"]["held_by"]["kind"] == "unavailable"
+    assert project_job(finished.record)["error"]["detail"]["held_by"]["kind"] == "unavailable"
     assert "unavailable" in (cell.reason_message or "") and "rate limit" not in (cell.reason_message or "")
 
 
@@ -502,7 +501,7 @@ async def test_a_cell_its_account_held_past_the_deadline_names_the_account(
     held = cell.held_by
     assert held is not None and (held.owner, held.name, held.kind) == ("account", account, kind), held
     assert held.until == (stored["cooldown_until"] if kind == "cooling" else stored["paused_until"])
-    error = project_job(finished.record, 0)["error"]
+    error = project_job(finished.record)["error"]
     assert error["detail"]["held_by"] == held.model_dump()
     assert finished.outcome is not None
     target = finished.outcome["cells"]["targets"][0]
@@ -621,7 +620,7 @@ async def test_a_cell_queued_behind_another_jobs_step_past_the_deadline_names_th
     held = cell.held_by
     assert held is not None and (held.owner, held.name, held.kind) == ("account", account, "busy"), held
     assert finished.record.deadline_at is not None and held.until > finished.record.deadline_at
-    error = project_job(finished.record, 0)["error"]
+    error = project_job(finished.record)["error"]
     assert error["detail"]["held_by"] == held.model_dump()
     assert finished.outcome is not None
     assert finished.outcome["cells"]["targets"][0]["held_by"] == held.model_dump()

@@ -512,12 +512,13 @@ async def test_a_receipt_ends_the_attempt_even_after_its_cell_ended(ledger_pool:
 async def test_job_started_is_at_the_jobs_started_at(
     ledger_pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Reference §4.3: ``job.started`` (``job.execution_started``) is at ``started_at``,
-    however late the event is appended after the step's own clock read."""
+    """Reference §4.3: ``job.started`` (``job.execution_started``) is at ``started_at``
+    (the database's clock, read by the step's statement), however late the event is
+    appended after it and whatever the process's clock says."""
     target = TargetSpec(target_id="demo", routes=[RouteRef(name="a", kind="directory")])
     job_id = await _new_job(ledger_pool, target)
-    clock = itertools.count(cells.steps.now_ms(), 5)  # every read of the step's clock 5 ms later
-    monkeypatch.setattr(cells.steps, "now_ms", lambda: next(clock))
+    clock = itertools.count(now_ms() + 60_000, 5)  # the process's clock: a minute ahead, 5 ms later each read
+    monkeypatch.setattr(cells.stage, "now_ms", lambda: next(clock))
     async with ledger_pool.acquire() as conn, conn.transaction():
         await cells.start_step(conn, job_id, "demo", stage=CellStage.SEARCHING, attempt=1, lease_ms=60_000, owner="w")
     started_at = await ledger_pool.fetchval("SELECT started_at FROM jobs WHERE job_id = $1", job_id)

@@ -11,7 +11,6 @@ jobs would have left it. Each test counts the search requests the replay answere
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -227,7 +226,7 @@ async def test_a_scan_cap_is_its_own_reason_and_the_next_job_goes_on(
     assert (cell.state, cell.reason) == ("no_candidate", "scan_capped")
     assert cell.candidate_report is not None and cell.candidate_report.exhausted is False
     assert record.business_status == "no_candidate"  # not "duplicate_only": nothing says the query is spent
-    error = project_job(record, int(time.time() * 1000))["error"]
+    error = project_job(record)["error"]
     assert error["code"] == "no_candidate" and error["retryable"] is True
     assert "pixiv.max_examined" in error["message"] and "add tags" not in error["message"]
 

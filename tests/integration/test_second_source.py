@@ -13,7 +13,6 @@ the :class:`~curaflow.sources.base.Source` protocol alone.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -158,7 +157,7 @@ async def test_a_source_failing_on_a_shape_it_did_not_expect_is_the_sources_fail
     cell = record.cells[0]
     assert (cell.state, cell.reason) == ("failed", "remote_http_error"), record
     assert REASONS[TerminalReason(cell.reason or "")].owner == Owner.SOURCE
-    error = project_job(record, int(time.time() * 1000))["error"]
+    error = project_job(record)["error"]
     assert error["code"] == "source_error" and error["retryable"] is True
     assert [s.query.get("page") for s in catalog.catalog.log if s.kind == "search"] == [["1"], ["1"]]
 
@@ -196,7 +195,7 @@ async def test_an_empty_page_the_cursor_promised_costs_attempts_and_ends_as_the_
     cell = record.cells[0]
     assert (cell.state, cell.reason) == ("failed", "remote_http_error"), record
     assert REASONS[TerminalReason(cell.reason or "")].owner == Owner.SOURCE
-    error = project_job(record, int(time.time() * 1000))["error"]
+    error = project_job(record)["error"]
     assert error["code"] == "source_error" and error["retryable"] is True
     pages = [s.query.get("page") for s in catalog.catalog.log[before:] if s.kind == "search"]
     assert pages == [["1"], ["2"], ["2"], ["2"]], pages

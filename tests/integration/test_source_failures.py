@@ -22,7 +22,8 @@ from curaflow.artifacts import ArtifactStore
 from curaflow.devstack.ports import free_port
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.domain.reasons import TerminalReason
-from curaflow.ledger.gates import DB_NOW_MS, read_gate
+from curaflow.ledger.db import DB_NOW_MS
+from curaflow.ledger.gates import read_gate
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.sources.errors import SourceError, WorkUnavailable
 from curaflow.sources.gate import MemoryGate

@@ -12,7 +12,6 @@ that needs other ``[pixiv]`` settings or kills a worker has a stack of its own.
 from __future__ import annotations
 
 import itertools
-import time
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +51,7 @@ def task(stack: Stack, tags: list[str] | None = None, **params: Any) -> dict[str
 
 
 def protocol_error(record: Any) -> dict[str, Any]:
-    return project_job(record, int(time.time() * 1000))["error"]
+    return project_job(record)["error"]
 
 
 #: Each shared test's slot (its target, account and route) → its target's fields.
@@ -210,7 +209,7 @@ async def test_candidate_report_is_stored_on_the_cell(env: SharedEnv) -> None:
     assert report.selected == cell.work_id == works[2]
     assert (report.fetched, report.rejected) == (3, 2)
     assert report.reasons == {"filtered:ai": 1, "filtered:r18": 1}
-    job = project_job(record, int(time.time() * 1000))
+    job = project_job(record)
     assert job["result"]["scanned"] == 3
     assert job["result"]["filtered"] == [
         {"work_id": works[0], "reason": "other"},

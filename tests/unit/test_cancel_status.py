@@ -161,7 +161,7 @@ def test_a_cancel_at_any_step_of_any_cell_gives_one_answer(moments: list[Moment]
 
     # every reader says the same: the Job, its error, its terminal event, the stage
     record = finished(cells)
-    job = project_job(record, 4)
+    job = project_job(record)
     assert job["status"] == status.value
     assert TERMINAL_EVENT_TYPES[job["status"]] == f"job.{status.value}"
     assert job_stage(cells) == ("done" if status == JobStatus.SUCCEEDED else status.value)
@@ -183,7 +183,7 @@ def test_a_cancel_at_any_step_of_any_cell_gives_one_answer(moments: list[Moment]
 def test_the_reported_case_is_cancelled_with_what_landed() -> None:
     cells = [after_cancel(f"t{n}", moment) for n, moment in enumerate(REPORTED)]
     record = finished(cells)
-    job = project_job(record, 4)
+    job = project_job(record)
     assert job["status"] == "cancelled"
     assert job["error"]["code"] == "cancelled_by_consumer"
     assert job["error"]["detail"]["business_status"] == "partial_success"

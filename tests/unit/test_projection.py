@@ -58,7 +58,7 @@ def test_protocol_job_error_and_nullable_fields() -> None:
         cells=[cell("failed", "cancelled_by_consumer")],
     )
     record.cells[0].reason_message = "The job was cancelled."
-    job = project_job(record, now_ms=10)
+    job = project_job(record)
     assert job["status"] == "cancelled"
     assert job["error"] == {
         "code": "cancelled_by_consumer",
@@ -81,11 +81,11 @@ def test_terminal_status_waits_for_the_finish_commit(cells: list[CellSnapshot]) 
     """Every cell has its verdict but the finish (outcome + terminal event) has not
     committed: the job is still running, so a terminal status always comes with its event."""
     record = JobRecord(job_id="demo@manual-f", plan_id="demo", created_at=1, updated_at=2, cells=cells)
-    job = project_job(record, now_ms=10)
+    job = project_job(record)
     assert job["status"] == "running" and job["progress"]["stage"] == "finishing"
     assert "result" not in job and "error" not in job
 
-    done = project_job(record.model_copy(update={"completed_at": 3}), now_ms=10)
+    done = project_job(record.model_copy(update={"completed_at": 3}))
     assert done["status"] == job_status(cells) and done["progress"]["stage"] != "finishing"
 
 
@@ -109,5 +109,5 @@ def test_a_failed_jobs_error_names_who_caused_it(reason: str, owner: str | None)
         completed_at=3,
         cells=[cell(state, reason)],
     )
-    detail = project_job(record, now_ms=10)["error"]["detail"]
+    detail = project_job(record)["error"]["detail"]
     assert detail.get("owner") == owner

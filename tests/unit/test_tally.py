@@ -160,7 +160,7 @@ def test_a_source_whose_every_answer_was_unusable_is_a_failure_not_no_new_conten
     assert "5 unusable" in record["user_message"]["en"] and "source" in record["user_message"]["en"]
     from curaflow.domain.models import JobRecord
 
-    job = project_job(JobRecord(job_id="j", plan_id="p", created_at=1, updated_at=1, completed_at=2, cells=[cell]), 3)
+    job = project_job(JobRecord(job_id="j", plan_id="p", created_at=1, updated_at=1, completed_at=2, cells=[cell]))
     Job.model_validate(job)
     assert (job["status"], job["error"]["code"], job["error"]["detail"]["owner"]) == (
         "failed",

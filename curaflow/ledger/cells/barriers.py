@@ -9,21 +9,25 @@ from enum import StrEnum
 
 import asyncpg
 
-from curaflow.ledger.db import now_ms
+from curaflow.ledger.db import DB_NOW_MS
 
 
-def barrier_sql(job: str, now: str) -> str:
+def barrier_sql(job: str, now: str = DB_NOW_MS) -> str:
     """The barrier rule (DESIGN.md decision 13) as a SQL expression: ``'cancelled'`` when
     a consumer cancel is recorded (``cancel_requested_at``), ``'deadline'`` when the
-    job's ``deadline_at`` is at or before ``now`` (epoch ms), else NULL.
+    job's ``deadline_at`` is at or before now on the database's clock, else NULL.
 
     The one place the rule is written; every reader computes it under the job row lock
     (:func:`lock_job`, :func:`start_step`, :func:`continue_step`, and the binding that carries
-    a step on, :func:`bind_search`).
+    a step on, :func:`bind_search`), on the database's clock: a worker whose own clock is
+    behind opens no step past the deadline, one ahead does not stop a job before it
+    (docs/DESIGN.md "Ledger times are the database's clock").
 
     Args:
         job: the SQL alias of the ``jobs`` row.
-        now: a SQL expression for the time to judge at (a parameter such as ``$3``).
+        now: the database's clock as the statement reads it: :data:`DB_NOW_MS`, or a
+            column taken from it once (``clock.now``) when the statement writes the same
+            instant elsewhere. Never a process's clock.
     """
     return (
         f"(CASE WHEN {job}.cancel_requested_at IS NOT NULL THEN 'cancelled'"
@@ -45,10 +49,9 @@ async def lock_job(conn: asyncpg.Connection, job_id: str) -> asyncpg.Record | No
     """
     return await conn.fetchrow(
         f"""SELECT job_id, started_at, cancel_requested_at, completed_at, deadline_at,
-                  {barrier_sql("jobs", "$2")} AS barrier, last_stage, cardinality(target_ids) AS cells
+                  {barrier_sql("jobs")} AS barrier, last_stage, cardinality(target_ids) AS cells
            FROM jobs WHERE job_id = $1 FOR UPDATE""",
         job_id,
-        now_ms(),
     )
 
 

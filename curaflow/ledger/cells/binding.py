@@ -17,7 +17,7 @@ from curaflow.ledger.cells.reservations import LOCK_CELL_AND_RESERVE, reserve, r
 from curaflow.ledger.cells.rows import C_COLUMNS, TERMINAL_STATE_NAMES
 from curaflow.ledger.cells.stage import finish_move, plan_move
 from curaflow.ledger.cells.steps import continue_step
-from curaflow.ledger.db import jsonable, now_ms
+from curaflow.ledger.db import DB_NOW_MS, jsonable, now_ms
 from curaflow.ledger.holdings import hold_sql
 from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
 
@@ -193,10 +193,11 @@ async def _bind(
     held: list[str] = []
     if isinstance(lease, Carry):
         # Carried on: renewed, and the job's barrier judged on the row this transaction
-        # locked (as continue_step does).
-        step = ", lease_until = $9, lease_owner = $10, heartbeat_at = $8"
-        barrier = f"(SELECT {barrier_sql('j', '$8')} FROM jobs j WHERE j.job_id = $1)"
-        args += [now + lease.lease_ms, lease.owner]
+        # locked (as continue_step does). The lease and the barrier are the database's
+        # clock (docs/DESIGN.md "Ledger times are the database's clock"), read here.
+        step = f", lease_until = $9::bigint + {DB_NOW_MS}, lease_owner = $10, heartbeat_at = {DB_NOW_MS}"
+        barrier = f"(SELECT {barrier_sql('j')} FROM jobs j WHERE j.job_id = $1)"
+        args += [lease.lease_ms, lease.owner]
         if lease.store_id is not None:
             held = [f"held AS ({hold_sql('$1', '$2', '$11', '$8')})"]
             args.append(lease.store_id)

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncpg
 
-from curaflow.ledger.db import now_ms
-from curaflow.ledger.gates import DB_NOW_MS
+from curaflow.ledger.db import DB_NOW_MS
+
+#: A statement's one read of the database's clock (:data:`DB_NOW_MS`), joined as ``clock``:
+#: a cell's ``heartbeat_at`` and ``lease_until`` (and a send's ``send_until``) are that
+#: clock's, the one every process judges them on.
+_CLOCK = f"clock AS (SELECT {DB_NOW_MS} AS now)"
 
 
 async def heartbeat(
@@ -19,8 +23,14 @@ async def heartbeat(
 ) -> None:
     """Extend a cell's lease and stamp ``heartbeat_at`` (one statement, own transaction).
 
+    Both are the database's clock (:data:`~curaflow.ledger.db.DB_NOW_MS`), not this
+    process's: the reconciler (:data:`~curaflow.ledger.reconciler.NO_LIVE_ATTEMPT`), the
+    API (``lease_active``) and the stall budget judge them on it, whatever host they run
+    on (docs/DESIGN.md "Ledger times are the database's clock").
+
     Args:
-        lease_ms: how long the lease holds from now without another beat.
+        lease_ms: how long the lease holds from now (the database's clock) without
+            another beat.
         send: ``(idempotency_key, owner)`` of the send this attempt has out: its intent's
             ``send_until`` is extended in the same statement, while it is still ``sending``
             from that attempt (:func:`curaflow.ledger.deliveries.claim_send` waits for it) —
@@ -32,27 +42,26 @@ async def heartbeat(
             (:func:`activities.deliver.recording.send_lease_ms` makes it outlast the
             recording of the send's answer).
     """
-    now = now_ms()
     if send is None:
         await pool.execute(
-            """UPDATE cells SET heartbeat_at = $3, lease_until = $4
+            f"""WITH {_CLOCK}
+               UPDATE cells SET heartbeat_at = clock.now, lease_until = clock.now + $3::bigint FROM clock
                WHERE job_id = $1 AND target_id = $2""",
             job_id,
             target_id,
-            now,
-            now + lease_ms,
+            lease_ms,
         )
         return
     await pool.execute(
-        f"""WITH send AS (UPDATE delivery_intents SET send_until = {DB_NOW_MS} + $5::bigint
-                          WHERE idempotency_key = $6 AND status = 'sending' AND send_owner = $7
-                          RETURNING 1)
-           UPDATE cells SET heartbeat_at = $3, lease_until = $4
+        f"""WITH {_CLOCK},
+                send AS (UPDATE delivery_intents SET send_until = clock.now + $4::bigint FROM clock
+                         WHERE idempotency_key = $5 AND status = 'sending' AND send_owner = $6
+                         RETURNING 1)
+           UPDATE cells SET heartbeat_at = clock.now, lease_until = clock.now + $3::bigint FROM clock
            WHERE job_id = $1 AND target_id = $2 AND EXISTS (SELECT 1 FROM send)""",
         job_id,
         target_id,
-        now,
-        now + lease_ms,
+        lease_ms,
         lease_ms if send_lease_ms is None else send_lease_ms,
         *send,
     )

@@ -12,7 +12,7 @@ from curaflow.domain.models import CellSnapshot
 from curaflow.ledger.cells.barriers import Barrier, barrier_of, barrier_sql
 from curaflow.ledger.cells.rows import TERMINAL_STATE_NAMES
 from curaflow.ledger.cells.stage import sole_cell_stage, sync_job_stage
-from curaflow.ledger.db import now_ms
+from curaflow.ledger.db import DB_NOW_MS
 from curaflow.ledger.records import CELL_COLUMNS, cell_from_row, load_cell
 
 
@@ -61,7 +61,8 @@ async def start_step(
             is the highest one any step of the job reached: 0 before the first step, 1
             while no step was retried, never lower than it was (a retried search followed
             by a first delivery attempt stays 2).
-        lease_ms: lease length; the heartbeat timeout of the activity.
+        lease_ms: lease length from the database's clock (``lease_until`` and
+            ``heartbeat_at`` are that clock's); the heartbeat timeout of the activity.
         owner: the worker identity holding the lease.
 
     Returns:
@@ -69,31 +70,33 @@ async def start_step(
         or cell is unknown; barrier set when the step must not run (then nothing was
         changed); ``ended`` set when the job was already terminal (nothing changed either).
     """
-    now = now_ms()
     # One statement: lock the job row, judge its barrier and, only without one (and while
-    # the job is open), write the job row and the cell row.
+    # the job is open), write the job row and the cell row — at one read of the database's
+    # clock (the lease, the heartbeat, the start and the barrier's judgement of the deadline
+    # are the clock every process judges them on: docs/DESIGN.md "Ledger times are the
+    # database's clock").
     row = await conn.fetchrow(
-        f"""WITH j AS (SELECT job_id, started_at, completed_at, {barrier_sql("jobs", "$3")} AS barrier,
-                              last_stage, cardinality(target_ids) AS cells, deadline_at
-                       FROM jobs WHERE job_id = $1 FOR UPDATE),
-                go AS (SELECT job_id, started_at FROM j WHERE completed_at IS NULL AND barrier IS NULL),
+        f"""WITH j AS (SELECT job_id, started_at, completed_at, {barrier_sql("jobs", "clock.now")} AS barrier,
+                              last_stage, cardinality(target_ids) AS cells, deadline_at, clock.now
+                       FROM jobs, LATERAL (SELECT {DB_NOW_MS} AS now) clock WHERE job_id = $1 FOR UPDATE OF jobs),
+                go AS (SELECT job_id, started_at, now FROM j WHERE completed_at IS NULL AND barrier IS NULL),
                 job AS (UPDATE jobs t SET attempt = GREATEST(t.attempt, $2),
-                               started_at = COALESCE(t.started_at, $3), updated_at = $3
+                               started_at = COALESCE(t.started_at, go.now), updated_at = go.now
                         FROM go WHERE t.job_id = go.job_id RETURNING go.started_at AS prev_started),
-                cell AS (UPDATE cells SET stage = CASE WHEN state = ANY($8::text[]) THEN stage ELSE $5 END,
-                                          lease_until = $6, lease_owner = $7, heartbeat_at = $3, updated_at = $3
-                         WHERE job_id = $1 AND target_id = $4 AND EXISTS (SELECT 1 FROM go)
+                cell AS (UPDATE cells c SET stage = CASE WHEN c.state = ANY($7::text[]) THEN c.stage ELSE $4 END,
+                                            lease_until = go.now + $5::bigint, lease_owner = $6,
+                                            heartbeat_at = go.now, updated_at = go.now
+                         FROM go WHERE c.job_id = go.job_id AND c.target_id = $3
                          RETURNING {CELL_COLUMNS}, search_checkpoint IS NOT NULL AS checkpointed)
            SELECT j.barrier, j.last_stage AS job_last_stage, j.cells AS job_cells, j.deadline_at AS job_deadline_at,
-                  j.completed_at IS NOT NULL AS job_ended,
+                  j.completed_at IS NOT NULL AS job_ended, j.now AS clock_now,
                   EXISTS (SELECT 1 FROM job) AS opened, job.prev_started, cell.*
            FROM j LEFT JOIN job ON true LEFT JOIN cell ON true""",
         job_id,
         attempt,
-        now,
         target_id,
         str(stage),
-        now + lease_ms,
+        lease_ms,
         owner,
         TERMINAL_STATE_NAMES,
     )
@@ -105,7 +108,8 @@ async def start_step(
         return StepOpened(cell, barrier_of(row), deadline, ended=bool(row["job_ended"]))
     cell = cell_from_row(row) if row["target_id"] is not None else None
     job = {"cells": row["job_cells"], "last_stage": row["job_last_stage"]}
-    await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=now, known=sole_cell_stage(job, cell))
+    at = int(row["clock_now"])  # job.started is at the job's started_at
+    await sync_job_stage(conn, job_id, started=row["prev_started"] is None, at=at, known=sole_cell_stage(job, cell))
     return StepOpened(cell, None, deadline, bool(row["checkpointed"]))
 
 
@@ -125,15 +129,15 @@ async def continue_step(
         The job's barrier (a recorded cancel, its deadline passed), or None: the caller
         goes on only without one.
     """
-    now = now_ms()
     job = await conn.fetchrow(
-        f"""WITH cell AS (UPDATE cells SET lease_until = $3, lease_owner = $4, heartbeat_at = $5
-                         WHERE job_id = $1 AND target_id = $2 RETURNING job_id)
-           SELECT {barrier_sql("j", "$5")} AS barrier FROM jobs j WHERE j.job_id = $1""",
+        f"""WITH clock AS (SELECT {DB_NOW_MS} AS now),
+                cell AS (UPDATE cells SET lease_until = clock.now + $3::bigint, lease_owner = $4,
+                                          heartbeat_at = clock.now
+                         FROM clock WHERE job_id = $1 AND target_id = $2 RETURNING job_id)
+           SELECT {barrier_sql("j", "clock.now")} AS barrier FROM clock, jobs j WHERE j.job_id = $1""",
         job_id,
         target_id,
-        now + lease_ms,
+        lease_ms,
         owner,
-        now,
     )
     return barrier_of(job) if job is not None else None

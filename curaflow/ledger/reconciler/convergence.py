@@ -12,7 +12,7 @@ from temporalio.client import Client
 from curaflow.domain.holds import HoldCaps
 from curaflow.domain.projection import job_status
 from curaflow.domain.verdicts import FinishCause
-from curaflow.ledger.db import now_ms
+from curaflow.ledger.db import DB_NOW_MS, now_ms
 from curaflow.ledger.finish import FinishedJob, finish_job
 from curaflow.ledger.reconciler.executions import describe_execution
 from curaflow.observability import metrics
@@ -68,17 +68,19 @@ async def converge(
     return finished
 
 
-#: SQL predicate (the job's row aliased ``j``, ``$1`` the current time in epoch ms): no
-#: activity attempt of the job holds a live cell lease. A job no workflow serves is
+#: SQL predicate (the job's row aliased ``j``): no activity attempt of the job holds a cell
+#: lease live now on the database's clock, the clock the lease was written on
+#: (:func:`curaflow.ledger.cells.heartbeat`; docs/DESIGN.md "Ledger times are the
+#: database's clock"), whatever this process's clock says. A job no workflow serves is
 #: finished only then — an attempt outlives a terminate until its heartbeat hears of it,
 #: and a send already out lands and is recorded first, so the outcome reports it.
-NO_LIVE_ATTEMPT = "NOT EXISTS (SELECT 1 FROM cells c WHERE c.job_id = j.job_id AND c.lease_until > $1::bigint)"
+NO_LIVE_ATTEMPT = f"NOT EXISTS (SELECT 1 FROM cells c WHERE c.job_id = j.job_id AND c.lease_until > {DB_NOW_MS})"
 
 
 async def attempt_live(pool: asyncpg.Pool | asyncpg.Connection, job_id: str) -> bool:
     """Whether an activity attempt of ``job_id`` holds a live cell lease now (the negation
     of :data:`NO_LIVE_ATTEMPT`, for one job)."""
-    held = await pool.fetchval(f"SELECT NOT ({NO_LIVE_ATTEMPT}) FROM jobs j WHERE j.job_id = $2", now_ms(), job_id)
+    held = await pool.fetchval(f"SELECT NOT ({NO_LIVE_ATTEMPT}) FROM jobs j WHERE j.job_id = $1", job_id)
     return held is True
 
 

@@ -15,8 +15,7 @@ from temporalio.client import Client
 
 from curaflow.domain.holds import HoldCaps
 from curaflow.domain.verdicts import FinishCause, PendingStep, budget_cause
-from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
-from curaflow.ledger.gates import DB_NOW_MS
+from curaflow.ledger.db import DB_NOW_MS, LEADER_IDLE_MS, now_ms, session_lock
 from curaflow.ledger.reconciler.convergence import (
     CANCEL_GRACE_MS,
     NO_LIVE_ATTEMPT,
@@ -121,12 +120,14 @@ async def _tick(
     report: TickReport,
     caps: HoldCaps | None = None,
 ) -> None:
+    # This process's clock, for Temporal's answers only (a close's time, a task's wait):
+    # every ledger time is judged in SQL on the database's clock, the clock it was
+    # written on (docs/DESIGN.md "Ledger times are the database's clock").
     now = now_ms()
     if start is not None:
         rows = await conn.fetch(
             f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND workflow_started_at IS NULL
-                AND created_at <= $1::bigint - {START_GRACE_MS} ORDER BY created_at LIMIT {limit}""",
-            now,
+                AND created_at <= {DB_NOW_MS} - {START_GRACE_MS} ORDER BY created_at LIMIT {limit}"""
         )
         for r in rows:
             try:
@@ -146,8 +147,7 @@ async def _tick(
             # the receipt contradict the outcome record afterwards.
             rows = await conn.fetch(
                 f"""SELECT job_id, created_at, started_at FROM jobs j WHERE completed_at IS NULL
-                    AND job_id = ANY($2::text[]) AND {_LIVE}""",
-                now,
+                    AND job_id = ANY($1::text[]) AND {_LIVE}""",
                 list(closed),
             )
             for r in rows:
@@ -172,9 +172,8 @@ async def _tick(
                     report.closed.append(r["job_id"])
         cancels = await conn.fetch(
             f"""SELECT job_id, created_at FROM jobs j WHERE completed_at IS NULL AND cancel_requested_at IS NOT NULL
-                AND cancel_requested_at <= $1::bigint - {CANCEL_GRACE_MS} AND {_LIVE}
-                ORDER BY cancel_requested_at LIMIT {limit}""",
-            now,
+                AND cancel_requested_at <= {DB_NOW_MS} - {CANCEL_GRACE_MS} AND {_LIVE}
+                ORDER BY cancel_requested_at LIMIT {limit}"""
         )
         for r in cancels:
             if r["job_id"] in seen:
@@ -184,30 +183,29 @@ async def _tick(
                 report.cancelled.append(r["job_id"])
         await _deleted_executions(conn, client, now, limit, report, seen, caps)
 
+    # The budgets are judged on the database's clock (docs/DESIGN.md "Ledger times are the
+    # database's clock"): the heartbeats and the start they run from are that clock's.
     facts = (
-        "job_id, created_at, started_at, deadline_at, "
+        f"{DB_NOW_MS} AS db_now, job_id, created_at, started_at, deadline_at, "
         "COALESCE((SELECT max(heartbeat_at) FROM cells c WHERE c.job_id = j.job_id), started_at) AS last_progress, "
         f"{_BUDGET.format(name='queued_timeout_ms')} AS queued_budget, "
         f"{_BUDGET.format(name='stall_timeout_ms')} AS stall_budget"
     )
     overdue = await conn.fetch(
         f"""SELECT {facts} FROM jobs j WHERE completed_at IS NULL AND deadline_at IS NOT NULL
-            AND deadline_at <= $1::bigint - {DEADLINE_GRACE_MS} AND {_LIVE}
-            ORDER BY created_at LIMIT {limit}""",
-        now,
+            AND deadline_at <= {DB_NOW_MS} - {DEADLINE_GRACE_MS} AND {_LIVE}
+            ORDER BY created_at LIMIT {limit}"""
     )
     queued = await conn.fetch(
         f"""SELECT {facts} FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
-            AND created_at <= $1::bigint - {_BUDGET.format(name="queued_timeout_ms")} AND {_LIVE}
-            ORDER BY created_at LIMIT {limit}""",
-        now,
+            AND created_at <= {DB_NOW_MS} - {_BUDGET.format(name="queued_timeout_ms")} AND {_LIVE}
+            ORDER BY created_at LIMIT {limit}"""
     )
     stalled = await conn.fetch(
         f"""SELECT {facts} FROM jobs j WHERE completed_at IS NULL AND started_at IS NOT NULL
             AND COALESCE((SELECT max(heartbeat_at) FROM cells c WHERE c.job_id = j.job_id), started_at)
-                <= $1::bigint - {_BUDGET.format(name="stall_timeout_ms")}
-            AND {_LIVE} ORDER BY created_at LIMIT {limit}""",
-        now,
+                <= {DB_NOW_MS} - {_BUDGET.format(name="stall_timeout_ms")}
+            AND {_LIVE} ORDER BY created_at LIMIT {limit}"""
     )
     buckets = {
         FinishCause.DEADLINE: report.deadline,
@@ -234,7 +232,7 @@ async def _tick(
                     served = await served_queues(conn)
                 pending = execution.pending(served)
         ended = close_cause or budget_cause(
-            now_ms=now,
+            now_ms=int(r["db_now"]),
             deadline_at_ms=r["deadline_at"],
             created_at_ms=r["created_at"],
             started_at_ms=r["started_at"],
@@ -277,11 +275,10 @@ async def _deleted_executions(
     """
     rows = await conn.fetch(
         f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NOT NULL
-            AND workflow_started_at IS NOT NULL AND workflow_started_at <= $1::bigint - {START_GRACE_MS}
+            AND workflow_started_at IS NOT NULL AND workflow_started_at <= {DB_NOW_MS} - {START_GRACE_MS}
             AND cancel_requested_at IS NULL AND {_LIVE}
             ORDER BY COALESCE((SELECT max(heartbeat_at) FROM cells c WHERE c.job_id = j.job_id), started_at)
-            LIMIT {limit}""",
-        now,
+            LIMIT {limit}"""
     )
     candidates = [r["job_id"] for r in rows if r["job_id"] not in seen]
     if not candidates:
