@@ -4,10 +4,15 @@ The 16 codes and their default ``retryable`` come from
 ``curaflow/protocol/schema/error-mapping.json`` (vendored from ``shared/protocol/v1``,
 reference §2.2); a unit test checks this table against that file. Consumers branch only
 on ``code``.
+
+An ``Error`` is always encodable (:func:`encodable`): a refusal may name what the consumer
+sent (``detail.received``, ``detail.job_type``, ``detail.member`` …), and JSON's escapes let a
+consumer send a lone surrogate (``"\\ud800"``), which has no UTF-8 encoding.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from curaflow.domain.execution import JOB_WORKFLOWS
@@ -46,6 +51,29 @@ def default_retryable(code: str) -> bool:
     return PROTOCOL_CODES.get(code, False)
 
 
+#: A UTF-16 surrogate code point: in a Python string decoded from JSON, always a lone one
+#: (a pair decodes to the one character it encodes).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings — object keys included, at any
+    depth — replaced by U+FFFD (the replacement character), so that its JSON can be
+    encoded in UTF-8. Other values are returned as they are.
+
+    The one owner of "an error can always be answered": :func:`error_body` applies it to
+    the message and the detail (2026-12-06: ``protocol_version`` ``"\\ud800"`` was a 500,
+    its refusal echoing it in ``detail.received``).
+    """
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {encodable(key): encodable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encodable(item) for item in value]
+    return value
+
+
 def error_body(
     code: str,
     message: str | None = None,
@@ -62,14 +90,15 @@ def error_body(
         retryable: overrides the code's default.
 
     Returns:
-        ``{code, message?, retryable, detail?}``.
+        ``{code, message?, retryable, detail?}``; its strings are :func:`encodable` (a lone
+        surrogate the consumer sent, echoed in the detail, is U+FFFD).
     """
     body: dict[str, Any] = {"code": code}
     if message:
-        body["message"] = message
+        body["message"] = encodable(message)
     body["retryable"] = default_retryable(code) if retryable is None else retryable
     if detail:
-        body["detail"] = detail
+        body["detail"] = encodable(detail)
     return body
 
 

@@ -303,3 +303,39 @@ async def test_an_accept_that_refuses_json_is_told_so(
     assert len(found) == (0 if status == 406 else 1)
     # the probes answer whatever a monitor accepts
     assert (await http.get("/health", headers={"accept": accept})).status_code == 200
+
+
+# ---- a refusal that names what was sent can always be answered -------------------------------
+
+ECHOED_LONE_SURROGATES: list[tuple[str, bytes, str, dict[str, object]]] = [
+    # (name, body, code, what detail says) — each was a 500: the refusal echoed the consumer's
+    # value, and a lone surrogate has no UTF-8 encoding, so the answer itself could not be sent
+    ("protocol_version", b'{"protocol_version": "\\ud800", "job_type": "candidate_search", "idempotency_key": "s1"}',
+     "unsupported_protocol_version", {"received": "\ufffd", "supported": ["1"]}),
+    ("job_type", b'{"protocol_version": "1", "job_type": "x\\udfff", "idempotency_key": "s2"}',
+     "invalid_params", {"reason": "unsupported_job_type", "job_type": "x\ufffd", "supported": ["candidate_search"]}),
+    ("a member twice", raw_task('"s3"', extra=', "x": {"\\ud800": 1, "\\ud800": 2}'),
+     "invalid_params", {"reason": "duplicate_member", "member": "\ufffd"}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "code", "detail"), ECHOED_LONE_SURROGATES, ids=[c[0] for c in ECHOED_LONE_SURROGATES]
+)
+async def test_a_refusal_naming_a_lone_surrogate_is_answered_not_a_500(
+    make_stack: StackFactory, tmp_path: Path, name: str, body: bytes, code: str, detail: dict[str, object]
+) -> None:
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    pool = await stack.ledger()
+    before = await pool.fetchval("SELECT count(*) FROM jobs")
+
+    answer = await http.post("/jobs", content=body, headers={"content-type": "application/json"})
+
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert (error["code"], error["detail"]) == (code, detail)
+    assert await pool.fetchval("SELECT count(*) FROM jobs") == before
+    if name == "a member twice":  # the ack reads its body the same way
+        ack = await http.post("/jobs/nobody/events/ack", content=b'{"\\ud800": 1, "\\ud800": 2}')
+        assert (ack.status_code, ack.json()["error"]["detail"]) == (400, detail)

@@ -140,3 +140,20 @@ def test_a_task_is_measured_as_its_compact_utf8_json() -> None:
     )
     assert oversized_task(Task.model_validate(body), size) is None  # a Task measures as its JSON
     assert oversized_task(object(), 1) is None  # not JSON: validation's to refuse
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        task(protocol_version="\ud800"),
+        task(job_type="x\udfff"),
+        task(job_type={"\ud800": ["\udc00"]}),
+    ],
+)
+def test_a_refusal_naming_a_lone_surrogate_can_be_encoded(body: dict[str, Any]) -> None:
+    # the refusal echoes what was sent (detail.received / detail.job_type): it was a 500
+    answer = refused(body).body()
+
+    encoded = json.dumps(answer, ensure_ascii=False).encode("utf-8")
+
+    assert "\ufffd" in encoded.decode()
