@@ -10,6 +10,11 @@ reading of it:
   ``+json`` type) → ``415`` ``unsupported_media_type``; a ``charset`` other than UTF-8 →
   ``415`` ``unsupported_charset`` (JSON is UTF-8, RFC 8259 §8.1: Latin-1 bytes read as
   UTF-8 would admit other text than the client sent). No ``Content-Type`` is read as JSON;
+  a ``Content-Encoding`` other than ``identity`` (``gzip``, ``br`` …) → ``415``
+  ``unsupported_content_encoding`` with ``Accept-Encoding: identity`` (RFC 9110
+  §15.5.16): the body is read as it arrives, so a coded body would be read as other bytes
+  than the client meant — a gzip body refused as "not UTF-8", a JSON body labelled gzip
+  admitted although it says it is not JSON as it stands;
 * **its bytes**: not UTF-8 → ``400`` ``not_utf8`` (with the offset); a leading UTF-8 byte
   order mark is ignored (RFC 8259 §8.1 allows it);
 * **its grammar**: not JSON → ``400`` ``invalid_json`` (with line and column); nested too
@@ -104,6 +109,38 @@ def media_type_refusal(content_type: str | None) -> ProtocolError | None:
     return None
 
 
+class ContentCodingRefused(ProtocolError):
+    """A body in a content coding curaflow does not decode: 415 ``invalid_params``
+    (``detail.reason`` ``unsupported_content_encoding``), answered with
+    ``Accept-Encoding: identity`` — RFC 9110 §15.5.16: a 415 caused by a content coding
+    names the codings that would have been accepted (§12.5.3)."""
+
+    def __init__(self, coding: str) -> None:
+        self.headers = {"accept-encoding": "identity"}
+        super().__init__(
+            "invalid_params",
+            415,
+            f"Content-Encoding {coding[:100]!r} is not supported: send the body uncompressed (identity)",
+            {"reason": "unsupported_content_encoding", "content_encoding": coding[:100]},
+        )
+
+
+def coding_refusal(content_encoding: str | None) -> ProtocolError | None:
+    """Why a body sent with ``content_encoding`` is not read, or None when it is.
+
+    Returns:
+        None for no header, an empty one or ``identity`` alone (any case, RFC 9110
+        §8.4.1: the codings are listed in the order applied, ``identity`` means none);
+        else :class:`ContentCodingRefused` (415, ``Accept-Encoding: identity``).
+    """
+    if content_encoding is None:
+        return None
+    codings = [coding.strip().lower() for coding in content_encoding.split(",")]
+    if all(coding in ("", "identity") for coding in codings):
+        return None
+    return ContentCodingRefused(content_encoding.strip())
+
+
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result = dict(pairs)
     if len(result) != len(pairs):
@@ -185,14 +222,16 @@ async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empt
             sends less must not hold the request for ever.
 
     Raises:
-        ProtocolError: 415 ``invalid_params`` for a label that is not JSON in UTF-8 (before
-            any byte is read); 413 ``invalid_params`` beyond ``limit``; 400
-            ``invalid_params`` when the body is not one JSON text with one meaning
-            (:func:`parse_json`); :class:`BodyTimeout` (408) when it is late.
+        ProtocolError: 415 ``invalid_params`` for a label that is not JSON in UTF-8 or a
+            content coding other than ``identity`` (before any byte is read); 413
+            ``invalid_params`` beyond ``limit``; 400 ``invalid_params`` when the body is
+            not one JSON text with one meaning (:func:`parse_json`); :class:`BodyTimeout` (408) when it is late.
         starlette.requests.ClientDisconnect: the client went away mid-body (the error
             handlers log it as ``client_disconnected``, not as a server error).
     """
-    refusal = media_type_refusal(request.headers.get("content-type"))
+    refusal = media_type_refusal(request.headers.get("content-type")) or coding_refusal(
+        request.headers.get("content-encoding")
+    )
     if refusal is not None:
         raise refusal
     declared = request.headers.get("content-length")

@@ -74,6 +74,16 @@ def legacy_error(status: int, message: str) -> Response:
     return legacy_json({"status": "error", "error": message}, status)
 
 
+def body_refusal(err: ProtocolError) -> Response:
+    """A refusal of the request body (:func:`~curaflow.api.body.read_json`) in the legacy
+    shape: its status and message, and its headers — ``Connection: close`` of a ``408``
+    (the rest of the body may still come), ``Accept-Encoding`` of a ``415`` for a content
+    coding — as the job surface answers them (2026-12-06: they were dropped)."""
+    answer = legacy_error(err.http_status, err.message)
+    answer.headers.update(getattr(err, "headers", None) or {})
+    return answer
+
+
 def ledger_unavailable() -> Response:
     """503 in the legacy shape with ``Retry-After``: PostgreSQL could not be reached or did
     not answer within ``api.ledger_timeout_ms``. Nothing was lost; the same request may be
@@ -173,7 +183,7 @@ async def refetch(
     try:
         body = await read_json(request, settings.api.max_body_bytes, settings.api.body_timeout_ms)
     except ProtocolError as err:
-        return legacy_error(err.http_status, err.message)
+        return body_refusal(err)
     raw_id = body.get("requestId") if isinstance(body, dict) else None
     if not isinstance(raw_id, str) or not UUID_1_8.match(normalise_key(raw_id)):
         return legacy_error(400, "requestId must be a UUID")

@@ -33,7 +33,8 @@ DESCRIPTIONS = {
     413: "request body larger than api.max_body_bytes (invalid_params)",
     415: (
         "the body is labelled as something other than JSON in UTF-8 (invalid_params, detail.reason "
-        "unsupported_media_type or unsupported_charset)"
+        "unsupported_media_type or unsupported_charset), or sent in a content coding other than identity "
+        "(detail.reason unsupported_content_encoding, with Accept-Encoding: identity)"
     ),
     500: "internal_error (internal text never leaks)",
     503: (

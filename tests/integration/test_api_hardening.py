@@ -5,6 +5,9 @@ Every answer here also passes the schema check of :meth:`tests.support.Stack.sta
 
 from __future__ import annotations
 
+import asyncio
+import gzip
+import uuid
 from pathlib import Path
 
 import httpx
@@ -13,7 +16,7 @@ from fastapi import FastAPI
 
 from curaflow.api.errors import install_error_handlers
 from tests.conftest import StackFactory
-from tests.support import short_id, whsec
+from tests.support import API_TOKEN, short_id, whsec
 
 pytestmark = pytest.mark.integration
 
@@ -339,3 +342,82 @@ async def test_a_refusal_naming_a_lone_surrogate_is_answered_not_a_500(
     if name == "a member twice":  # the ack reads its body the same way
         ack = await http.post("/jobs/nobody/events/ack", content=b'{"\\ud800": 1, "\\ud800": 2}')
         assert (ack.status_code, ack.json()["error"]["detail"]) == (400, detail)
+
+
+# ---- a content coding: the body is read as sent, or refused saying why -----------------------
+
+CODINGS: list[tuple[str, bytes, str]] = [
+    # (name, body, Content-Encoding) — a gzip body was refused as "not UTF-8 at offset 1"; a
+    # JSON body labelled gzip or br was admitted: read otherwise than it said it was sent
+    ("gzip", gzip.compress(raw_task('"gz"')), "gzip"),
+    ("plain JSON labelled gzip", raw_task('"gz-lie"'), "gzip"),
+    ("br", raw_task('"br"'), "br"),
+    ("two codings", raw_task('"two"'), "identity, gzip"),
+    ("deflate", raw_task('"deflate"'), "Deflate"),
+]
+
+
+@pytest.mark.parametrize(("name", "body", "coding"), CODINGS, ids=[c[0] for c in CODINGS])
+async def test_a_content_coding_is_refused_saying_so(
+    make_stack: StackFactory, tmp_path: Path, name: str, body: bytes, coding: str
+) -> None:
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    pool = await stack.ledger()
+    before = await pool.fetchval("SELECT count(*) FROM jobs")
+    headers = {"content-type": "application/json", "content-encoding": coding}
+
+    for path in ("/jobs", "/jobs/nobody/events/ack"):
+        answer = await http.post(path, content=body, headers=headers)
+        assert answer.status_code == 415, (path, answer.text)
+        error = answer.json()["error"]
+        assert (error["code"], error["detail"]["reason"]) == ("invalid_params", "unsupported_content_encoding")
+        # RFC 9110 §15.5.16: a 415 for a content coding names the codings accepted
+        assert answer.headers["accept-encoding"] == "identity"
+    assert await pool.fetchval("SELECT count(*) FROM jobs") == before
+    # the legacy shim reads its body the same way, in its own shape
+    assert stack.api is not None
+    async with httpx.AsyncClient(base_url=stack.api.url, headers={"Authorization": f"Bearer {API_TOKEN}"}) as raw:
+        legacy = await raw.post(
+            "/internal/targets/demo/refetch", content=b'{"requestId": "' + str(uuid.uuid4()).encode() + b'"}',
+            headers=headers,
+        )  # fmt: skip
+    assert (legacy.status_code, legacy.headers["accept-encoding"]) == (415, "identity"), legacy.text
+    assert legacy.json()["status"] == "error"
+    assert await pool.fetchval("SELECT count(*) FROM jobs") == before
+
+
+async def test_identity_is_no_content_coding(make_stack: StackFactory, tmp_path: Path) -> None:
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    key = f"ident-{short_id()}"
+
+    answer = await http.post("/jobs", content=raw_task(f'"{key}"'), headers={"content-encoding": "Identity"})
+
+    assert answer.status_code == 202, answer.text
+
+
+async def test_the_legacy_shim_closes_the_connection_of_a_late_body(make_stack: StackFactory, tmp_path: Path) -> None:
+    # its 408 came without ``Connection: close``: a client reusing the connection had its next
+    # request read as the rest of the late body
+    cfg = config(tmp_path)
+    cfg["api"] = {**cfg["api"], "body_timeout_ms": 300}  # type: ignore[dict-item]
+    stack = make_stack(cfg)
+    await stack.start_api()
+    assert stack.api is not None
+    host, port = stack.api.url.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(
+            b"POST /internal/targets/demo/refetch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+            + API_TOKEN.encode()
+            + b'\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{"requestId": "'
+        )
+        await writer.drain()
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    finally:
+        writer.close()
+
+    lines = head.decode("latin-1").lower().split("\r\n")
+    assert lines[0].startswith("http/1.1 408"), lines
+    assert "connection: close" in lines, lines

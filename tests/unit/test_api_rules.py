@@ -11,7 +11,7 @@ from starlette.requests import Request
 
 from curaflow import client
 from curaflow.api.app import create_app, request_context, sanitize_header
-from curaflow.api.body import json_refusal, media_type_refusal, parse_json
+from curaflow.api.body import coding_refusal, json_refusal, media_type_refusal, parse_json
 from curaflow.api.openapi import OPERATIONS, build_openapi
 from curaflow.config import Settings
 from curaflow.domain.messages import CallbackPolicy
@@ -234,6 +234,28 @@ def test_only_json_in_utf8_is_read(content_type: str | None, reason: str | None)
     refusal = media_type_refusal(content_type)
     assert (refusal.detail["reason"] if refusal else None) == reason
     assert refusal is None or refusal.http_status == 415
+
+
+@pytest.mark.parametrize(
+    ("coding", "read"),
+    [
+        (None, True),
+        ("", True),
+        ("identity", True),
+        (" Identity ", True),
+        ("gzip", False),
+        ("x-gzip", False),
+        ("br", False),
+        ("identity, gzip", False),
+        ("gzip, identity", False),
+    ],
+)
+def test_a_body_in_a_content_coding_is_not_read(coding: str | None, read: bool) -> None:
+    refusal = coding_refusal(coding)
+    assert refusal is None if read else (refusal is not None)
+    if refusal is not None:
+        assert (refusal.http_status, refusal.detail["reason"]) == (415, "unsupported_content_encoding")
+        assert getattr(refusal, "headers", None) == {"accept-encoding": "identity"}
 
 
 @pytest.mark.parametrize(
