@@ -421,3 +421,18 @@ async def test_the_legacy_shim_closes_the_connection_of_a_late_body(make_stack: 
     lines = head.decode("latin-1").lower().split("\r\n")
     assert lines[0].startswith("http/1.1 408"), lines
     assert "connection: close" in lines, lines
+
+
+async def test_an_integer_written_as_6e4_is_the_integer(make_stack: StackFactory, tmp_path: Path) -> None:
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    key = f"e4-{short_id()}"
+    params = '{"target_id": "demo", "query": {"tags": ["a"]}, "constraints": {"limit": %s}}'
+
+    first = await http.post("/jobs", content=raw_task(f'"{key}"', params % "3.0", ', "deadline_ms": 6e4'))
+    replay = await http.post("/jobs", content=raw_task(f'"{key}"', params % "3", ', "deadline_ms": 60000'))
+
+    assert first.status_code == 202, first.text
+    job = first.json()["job"]
+    assert job["deadline_at"] - job["created_at"] == 60000
+    assert (replay.status_code, replay.content) == (200, first.content)  # one request, however written

@@ -157,3 +157,25 @@ def test_a_refusal_naming_a_lone_surrogate_can_be_encoded(body: dict[str, Any]) 
     encoded = json.dumps(answer, ensure_ascii=False).encode("utf-8")
 
     assert "\ufffd" in encoded.decode()
+
+
+@pytest.mark.parametrize("number", [60000.0, 6e4])
+def test_an_integer_written_with_a_fraction_or_an_exponent_is_an_integer(number: float) -> None:
+    # JSON has one number type: 6e4 and 60000.0 are the integer 60000 to the protocol's schema
+    # ("type": "integer" accepts any number whose fraction is zero) and to the original (a JS
+    # number); they were refused "deadline_ms must be an integer"
+    constraints = {"limit": number / 10000, "scan_limit": number / 1000}
+    validated = validate_task(task(deadline_ms=number, params={"query": {"tags": ["a"]}, "constraints": constraints}))
+    spelled_as_ints = validate_task(
+        task(deadline_ms=60000, params={"query": {"tags": ["a"]}, "constraints": {"limit": 6, "scan_limit": 60}})
+    )
+
+    assert validated.deadline_ms == 60000 and type(validated.deadline_ms) is int
+    # one request, however its numbers are written: a replay compares these params
+    assert validated.params == spelled_as_ints.params
+    assert json.dumps(validated.params) == json.dumps(spelled_as_ints.params)
+
+
+@pytest.mark.parametrize("number", [60000.5, True, "60000", -0.0, 1e300])
+def test_a_number_that_is_no_integer_in_range_is_still_refused(number: Any) -> None:
+    assert refused(task(deadline_ms=number)).detail["field"] == "deadline_ms"

@@ -79,8 +79,22 @@ def _nonblank(value: Any) -> bool:
     return isinstance(value, str) and value.strip() != "" and storable(value)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def whole_number(value: Any) -> int | None:
+    """``value`` as the integer it is, or None when it is no integer.
+
+    JSON has one number type: ``6e4`` and ``60000.0`` are the integer 60000 — to the
+    protocol's schema (JSON Schema's ``"type": "integer"`` is any number whose fraction
+    is zero) and to the original (a JavaScript number) — though Python's decoder reads
+    them as floats; they are taken as that ``int`` (2026-12-06: they were refused "must
+    be an integer", a Task the published schema accepts). A bool is no integer.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
 
 
 def refuse(field: str, message: str | None = None) -> PydanticCustomError:
@@ -147,10 +161,14 @@ def check_callback_url(value: Any) -> Any:
 
 
 def check_deadline_ms(value: Any) -> Any:
-    """The rule of ``deadline_ms``: an integer from :data:`MIN_DEADLINE_MS` to :data:`MAX_DEADLINE_MS`."""
-    if value is not None and (not _is_int(value) or not MIN_DEADLINE_MS <= value <= MAX_DEADLINE_MS):
+    """The rule of ``deadline_ms``: an integer (:func:`whole_number`) from :data:`MIN_DEADLINE_MS`
+    to :data:`MAX_DEADLINE_MS`; returns it as an ``int``."""
+    if value is None:
+        return None
+    number = whole_number(value)
+    if number is None or not MIN_DEADLINE_MS <= number <= MAX_DEADLINE_MS:
         raise refuse("deadline_ms")
-    return value
+    return number
 
 
 def check_labels(value: Any) -> Any:
@@ -220,11 +238,15 @@ def check_work_types(value: Any) -> Any:
 
 
 def check_positive(field: str) -> Any:
-    """The check of an integer member ``field`` that must be ≥ 1 when present."""
+    """The check of an integer member ``field`` (:func:`whole_number`) that must be ≥ 1 when
+    present; returns it as an ``int``."""
 
     def check(value: Any) -> Any:
-        if value is not None and (not _is_int(value) or value < 1):
+        if value is None:
+            return None
+        number = whole_number(value)
+        if number is None or number < 1:
             raise refuse(field)
-        return value
+        return number
 
     return check
