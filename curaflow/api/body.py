@@ -10,7 +10,9 @@ reading of it:
   ``+json`` type) → ``415`` ``unsupported_media_type``; a ``charset`` other than UTF-8 →
   ``415`` ``unsupported_charset`` (JSON is UTF-8, RFC 8259 §8.1: Latin-1 bytes read as
   UTF-8 would admit other text than the client sent). No ``Content-Type`` is read as JSON;
-  a ``Content-Encoding`` other than ``identity`` (``gzip``, ``br`` …) → ``415``
+  a ``Content-Type`` given twice with different values → ``400`` ``repeated_header``
+  (:func:`label_refusal`); a ``Content-Encoding`` other than ``identity`` (``gzip``, ``br``
+  …, on any of its lines) → ``415``
   ``unsupported_content_encoding`` with ``Accept-Encoding: identity`` (RFC 9110
   §15.5.16): the body is read as it arrives, so a coded body would be read as other bytes
   than the client meant — a gzip body refused as "not UTF-8", a JSON body labelled gzip
@@ -141,6 +143,32 @@ def coding_refusal(content_encoding: str | None) -> ProtocolError | None:
     return ContentCodingRefused(content_encoding.strip())
 
 
+def label_refusal(request: Request) -> ProtocolError | None:
+    """Why the body of ``request`` is not read as it is labelled, or None when it is.
+
+    Every line of a label counts (RFC 9110 §5.3): ``Content-Encoding`` is a list, so its
+    lines are one list (``identity`` then ``gzip`` is the coding ``gzip``);
+    ``Content-Type`` is one value, so two different ones label the body two ways → 400
+    ``invalid_params``, ``detail.reason`` ``repeated_header``, ``detail.field``
+    ``Content-Type`` (the same value twice is that value). 2026-12-06: the first line
+    alone was read, and a body labelled both JSON and text, or identity then gzip, was
+    admitted.
+
+    Returns:
+        None, the 400 above, :func:`media_type_refusal`'s or :func:`coding_refusal`'s.
+    """
+    types = list(dict.fromkeys(value.strip() for value in request.headers.getlist("content-type")))
+    if len(types) > 1:
+        return invalid_params(
+            "Content-Type given more than once with different values; give it once",
+            field="Content-Type",
+            reason="repeated_header",
+            values=[value[:200] for value in types[:5]],
+        )
+    codings = request.headers.getlist("content-encoding")
+    return media_type_refusal(types[0] if types else None) or coding_refusal(", ".join(codings) if codings else None)
+
+
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result = dict(pairs)
     if len(result) != len(pairs):
@@ -229,9 +257,7 @@ async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empt
         starlette.requests.ClientDisconnect: the client went away mid-body (the error
             handlers log it as ``client_disconnected``, not as a server error).
     """
-    refusal = media_type_refusal(request.headers.get("content-type")) or coding_refusal(
-        request.headers.get("content-encoding")
-    )
+    refusal = label_refusal(request)
     if refusal is not None:
         raise refusal
     declared = request.headers.get("content-length")

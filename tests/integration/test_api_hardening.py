@@ -436,3 +436,45 @@ async def test_an_integer_written_as_6e4_is_the_integer(make_stack: StackFactory
     job = first.json()["job"]
     assert job["deadline_at"] - job["created_at"] == 60000
     assert (replay.status_code, replay.content) == (200, first.content)  # one request, however written
+
+
+@pytest.mark.parametrize(
+    ("name", "headers", "status", "reason"),
+    [
+        # Content-Encoding is a list (RFC 9110 §8.4): two lines are "identity, gzip", a coding
+        ("a coding on a second line", [("content-encoding", "identity"), ("content-encoding", "gzip")], 415,
+         "unsupported_content_encoding"),
+        # Content-Type is one value (§8.3): two different ones label the body two ways; the
+        # first was taken
+        ("two media types", [("content-type", "application/json"), ("content-type", "text/plain")], 400,
+         "repeated_header"),
+        ("two charsets", [("content-type", "application/json"), ("content-type", "application/json; charset=latin1")],
+         400, "repeated_header"),
+    ],
+)  # fmt: skip
+async def test_a_body_labelled_on_two_lines_is_read_as_both_say(
+    make_stack: StackFactory, tmp_path: Path, name: str, headers: list[tuple[str, str]], status: int, reason: str
+) -> None:
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    pool = await stack.ledger()
+    before = await pool.fetchval("SELECT count(*) FROM jobs")
+
+    for path in ("/jobs", "/jobs/nobody/events/ack"):
+        answer = await http.post(path, content=raw_task(f'"two-{short_id()}"'), headers=headers)
+        assert answer.status_code == status, (path, answer.text)
+        error = answer.json()["error"]
+        assert (error["code"], error["detail"]["reason"]) == ("invalid_params", reason)
+        if reason == "repeated_header":
+            assert error["detail"]["field"] == "Content-Type"
+    assert await pool.fetchval("SELECT count(*) FROM jobs") == before
+
+
+async def test_the_same_label_twice_is_one_label(make_stack: StackFactory, tmp_path: Path) -> None:
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+
+    twice = [("content-type", "application/json"), ("content-type", "application/json")]
+    answer = await http.post("/jobs", content=raw_task(f'"same-{short_id()}"'), headers=twice)
+
+    assert answer.status_code == 202, answer.text
