@@ -84,6 +84,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, StreamingResponse
 
 from bench.chaos import bombs
+from curaflow.routes.base import SEND_AGAIN_STATUSES
 
 #: Search words the hostile source answers itself (``edges-<case>``).
 IMAGE_CASES = ("endless", "trickle", "json", "internal")
@@ -96,8 +97,9 @@ BOMBS = ("gif_frames", "gif_canvas", "ugoira_zip")
 BOMB_WORKS, ANIMATION_WORKS = 40, 44
 JPEG_HEAD = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
 #: 4xx statuses a receiver's unknown refusal is drawn from: every client error but those
-#: the routes read as something else (409 duplicate, 415 / 422 the work's, 429 a rate limit).
-REFUSAL_STATUSES = tuple(s for s in range(400, 452) if s not in (409, 415, 422, 429))
+#: the routes read as something else (409 duplicate, 415 / 422 the work's, 429 a rate limit,
+#: 408 / 425 HTTP's own "send it again": :data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`).
+REFUSAL_STATUSES = tuple(s for s in range(400, 452) if s not in (409, 415, 422, 429) and s not in SEND_AGAIN_STATUSES)
 #: Cloudflare's page when it blocks a client address for a while (error 1015).
 CLOUDFLARE_1015 = (
     "<!DOCTYPE html><html><head><title>Access denied | used Cloudflare to restrict access</title></head>"

@@ -105,6 +105,7 @@ async def test_the_hostile_parties_draw_unknown_refusals_and_undeclared_delays(t
         discord = [await http.post("/api/webhooks/6/nodelay", content=b"") for _ in range(3)]
     statuses = {a.status_code for a in refusals + telegram}
     assert statuses <= set(REFUSAL_STATUSES) and len(statuses) > 2  # several members of the class
+    assert not set(REFUSAL_STATUSES) & {408, 425}  # HTTP's own "send it again" is retried, no refusal
     assert len({r["words"] for r in state.refusals}) == 40  # a new wording each time
     assert all(a.json()["ok"] is False and a.json()["error_code"] == a.status_code for a in telegram)
     # 429 without Retry-After, an HTML 429, then accepted (webhook and Discord alike)
