@@ -22,7 +22,7 @@ class Plan:
             ``SIGKILL``, ``stop``).
         lead_s / tail_s: load before each fault, and after the last one recovered.
         cancel_within_s: a "random" cancel lands uniformly within this many seconds of
-            admission (the others: "early", within 1.5 s; "delivering", as soon as the
+            admission (the others: "early", within 50 ms; "delivering", as soon as the
             webhook receiver has the job's request).
         receiver_delay_ms: the webhook receiver answers the scenario's routes after a
             random delay up to this (a request stays out that long).
