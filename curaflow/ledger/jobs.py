@@ -181,7 +181,13 @@ async def request_cancel(conn: asyncpg.Connection, job_id: str, reason: str) -> 
     precedes a step the ledger let through before the cancel: a
     :func:`~curaflow.ledger.deliveries.claim_send` holding the row finishes first and
     its ``sent_at`` is earlier (the barrier order every reader compares against).
+
+    ``reason`` is recorded as given but for each NUL, written U+FFFD: PostgreSQL's
+    ``text`` holds no NUL, and a reason is any client's text (a job started before core
+    v2 records its ``cancel`` signal's argument) — refusing the write lost the cancel
+    (DESIGN.md "Foreign input").
     """
+    reason = reason.replace("\x00", "\ufffd")
     async with conn.transaction():
         if await lock_job(conn, job_id) is None:
             return False
