@@ -95,7 +95,7 @@ with workflow.unsafe.imports_passed_through():
         published_status,
         step_config,
     )
-    from workflows.submission import NOT_AN_OBJECT, Submission, read_submission
+    from workflows.submission import Submission, not_one_value, read_submission
 
 CORE_V2 = "core-v2"
 #: The shape of executions started from this version on, under one marker: every patch
@@ -373,9 +373,12 @@ class JobWorkflow:
         return False
 
     @workflow.update(name="admission")
-    async def admission(self, task: Any) -> JobState:
-        """Admit ``task`` as this execution's job, as ``POST /jobs`` does; the Temporal
-        clients' idempotent start (update-with-start: :func:`curaflow.jobs.submit.start_job`).
+    async def admission(self, *args: Any) -> JobState:
+        """Admit the Task ``args[0]`` as this execution's job, as ``POST /jobs`` does; the
+        Temporal clients' idempotent start (update-with-start: :func:`curaflow.jobs.submit.start_job`).
+
+        Takes its input untyped (``*args``): its validator (:meth:`_admission_input`) has
+        refused any other than one valid Task before the update is accepted.
 
         The Task this execution was started with is admitted once, by the execution
         itself; any other Task goes through the same admission (``admit``), which answers
@@ -390,6 +393,7 @@ class JobWorkflow:
                 ``{code, message, detail}``): ``idempotency_conflict``,
                 ``invalid_params`` …
         """
+        task: dict[str, Any] = args[0]
         await workflow.wait_condition(
             lambda: self._admitted or self._refused is not None or self._submission.refusal is not None
         )
@@ -404,9 +408,9 @@ class JobWorkflow:
         return self.status()
 
     @workflow.query(name="admission_answer")
-    def admission_answer(self, task: Any) -> AdmissionAnswer:
-        """What admission answers ``task`` for this job, read from the execution alone (no
-        I/O, so it answers on a closed run too: a worker replays it).
+    def admission_answer(self, *args: Any) -> AdmissionAnswer:
+        """What admission answers the Task ``args[0]`` for this job, read from the execution
+        alone (no I/O, so it answers on a closed run too: a worker replays it).
 
         The answer for a job whose run closed — Temporal refuses any start under its id
         (:mod:`curaflow.temporal.job_runs`), so :func:`curaflow.jobs.submit.start_job`,
@@ -419,13 +423,19 @@ class JobWorkflow:
         Returns:
             ``state`` (the job's state, final once the workflow finished it) when the Task
             is the job's; ``refusal`` (``{code, message, detail, http_status}``)
-            otherwise; neither when this run holds no job (it refused its own Task).
+            otherwise — ``invalid_params`` "request body must be a JSON object" for no
+            argument, several or an undecodable one (``detail.reason: query_input``), as
+            for one that is no object; neither when this run holds no job (it refused its
+            own Task).
         """
         inp = self._inp
         if inp is None:
             return AdmissionAnswer()
+        refused = not_one_value(args, "query_input")
+        if refused is not None:
+            return AdmissionAnswer(refusal=refusal_details(refused))
         try:
-            task_view = validate_task(task)
+            task_view = validate_task(args[0])
         except ProtocolError as err:
             return AdmissionAnswer(refusal=refusal_details(err))
         targets = [t.target_id for t in inp.targets]
@@ -459,10 +469,28 @@ class JobWorkflow:
         return None, None
 
     @admission.validator
-    def _admission_input(self, task: Any) -> None:
-        """Reject, without a trace in the history, an update input that is no Task at all."""
-        if not isinstance(task, dict):
-            raise ApplicationError(NOT_AN_OBJECT, type="invalid_params", non_retryable=True)
+    def _admission_input(self, *args: Any) -> None:
+        """Reject, without a trace in the history, an update input that is no valid Task
+        (DESIGN.md "Foreign input"). No patch: a validator runs only when the update
+        arrives, never on replay, so it changes no recorded history.
+
+        Raises:
+            ApplicationError: the protocol's refusal (``type`` = its code, details
+                ``{code, message, detail}``): ``invalid_params`` "request body must be a
+                JSON object" for no argument, several, an undecodable one
+                (``detail.reason: update_input``) or one that is no object; else
+                :func:`~curaflow.protocol.task.validate_task`'s first broken rule
+                (``invalid_params`` with ``detail.field``, ``unsupported_protocol_version``) —
+                what ``POST /jobs`` answers that body, and what admission would answer first.
+        """
+        try:
+            refused = not_one_value(args, "update_input")
+            if refused is None:
+                validate_task(args[0])
+        except ProtocolError as err:
+            refused = err
+        if refused is not None:
+            raise refusal(refused)
 
     # ---- main -------------------------------------------------------------------
 

@@ -62,6 +62,32 @@ class Submission:
     mixed: bool = False
 
 
+def not_one_value(args: Sequence[Any], reason: str) -> ProtocolError | None:
+    """The refusal of untyped handler input that is not exactly one decoded JSON value.
+
+    A handler taking ``*args`` without type hints gets whatever a client sent: no argument,
+    several, or a payload the worker's converter cannot decode (a
+    :class:`~temporalio.common.RawValue`, :class:`curaflow.temporal.connection.InputPayloadConverter`).
+
+    Args:
+        args: the handler's decoded arguments.
+        reason: ``detail.reason`` of the refusal — what the input was (``workflow_input``
+            for the start, ``update_input`` / ``query_input`` for ``admission`` /
+            ``admission_answer``).
+
+    Returns:
+        ``invalid_params`` "request body must be a JSON object" with ``detail.arguments``
+        (their number) or ``detail.encoding`` (the payload's, ≤ 80 characters); None for
+        one decoded value (``args[0]``, any JSON value). Never raises.
+    """
+    if len(args) != 1:
+        return invalid_params(NOT_AN_OBJECT, reason=reason, arguments=len(args))
+    if isinstance(args[0], RawValue):
+        encoding = args[0].payload.metadata.get("encoding", b"").decode("utf-8", "replace")[:80]
+        return invalid_params(NOT_AN_OBJECT, reason=reason, encoding=encoding)
+    return None
+
+
 def read_submission(args: Sequence[Any]) -> Submission:
     """Resolve ``JobWorkflow``'s positional input (see the module doc).
 
@@ -71,12 +97,10 @@ def read_submission(args: Sequence[Any]) -> Submission:
     Returns:
         The :class:`Submission`; never raises.
     """
-    if len(args) != 1:
-        return Submission(refusal=invalid_params(NOT_AN_OBJECT, reason="workflow_input", arguments=len(args)))
+    refused = not_one_value(args, "workflow_input")
+    if refused is not None:
+        return Submission(refusal=refused)
     [value] = args
-    if isinstance(value, RawValue):
-        encoding = value.payload.metadata.get("encoding", b"").decode("utf-8", "replace")[:80]
-        return Submission(refusal=invalid_params(NOT_AN_OBJECT, reason="workflow_input", encoding=encoding))
     if not isinstance(value, dict):
         return Submission(
             refusal=invalid_params(NOT_AN_OBJECT, reason="workflow_input", received=json_type_name(value))

@@ -140,19 +140,69 @@ async def test_queries_and_updates_with_junk_answer_an_error_and_change_nothing(
     # Guard: a query's or an update's failure is the caller's; the job goes on.
     job_id, _ = await downloading(env)
     assert cli(env, "workflow", "query", "-w", job_id, "--type", "status", "--input", "1").returncode == 0
-    assert cli(env, "workflow", "query", "-w", job_id, "--type", "admission_answer").returncode != 0
     answer = cli(env, "workflow", "query", "-w", job_id, "--type", "admission_answer", "--input", "1")
     assert "invalid_params" in answer.stdout, answer.stdout
-    for inputs in ((), ("1", "2"), ('{"params": 5}',)):
-        args = ["workflow", "update", "execute", "-w", job_id, "--name", "admission"]
-        for value in inputs:
-            args += ["--input", value]
-        assert cli(env, *args).returncode != 0
     assert cli(env, "workflow", "update", "execute", "-w", job_id, "--name", "nope", "--input", "{}").returncode != 0
     assert cli(env, "workflow", "signal", "-w", job_id, "--name", "nope", "--input", '"x"').returncode == 0
     assert cli(env, "workflow", "signal", "-w", job_id, "--name", "cell_progress", "--input", "1").returncode == 0
     record = await ended(env, job_id)
     assert (record.cells[0].state, record.business_status) == ("submitted", "success")
+
+
+#: Inputs of the ``admission`` update / ``admission_answer`` query that are no Task, as the
+#: CLI's arguments, and what the refusal names.
+NO_TASK = {
+    "none": ((), "request body must be a JSON object"),
+    "two": (("--input", "1", "--input", "2"), "request body must be a JSON object"),
+    "undecodable": (("--input-meta", "encoding=binary/weird", "--input", '"x"'), "request body must be a JSON object"),
+    "not-an-object": (("--input", "[1]"), "request body must be a JSON object"),
+    "empty": (("--input", "{}"), "protocol_version is required"),
+    "invalid-task": (("--input", '{"protocol_version": "1", "params": 5}'), "job_type"),
+    "version": (
+        ("--input", '{"protocol_version": "9", "job_type": "candidate_search", "idempotency_key": "k"}'),
+        "unsupported_protocol_version",
+    ),
+}
+
+
+async def updates_accepted(env: Env, job_id: str) -> int:
+    """How many ``admission`` updates the job's history accepted."""
+    accepted = 0
+    async for event in env.client.get_workflow_handle(job_id).fetch_history_events():
+        accepted += event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED
+    return accepted
+
+
+@pytest.mark.parametrize("case", list(NO_TASK))
+async def test_an_admission_update_that_is_no_task_is_refused_by_its_validator_and_leaves_no_trace(
+    env: Env, case: str
+) -> None:
+    # No argument, two, an undecodable payload: the caller got Python's TypeError or the
+    # SDK's "Failed decoding arguments". A JSON object that is no valid Task was accepted:
+    # the history recorded the update's whole input, an admit marker and the update's
+    # failure, for every such call. Now the validator refuses each with the protocol's
+    # refusal (as POST /jobs answers such a body), before anything is recorded.
+    inputs, says = NO_TASK[case]
+    job_id, _ = await downloading(env)
+    done = cli(env, "workflow", "update", "execute", "-w", job_id, "--name", "admission", *inputs)
+    assert done.returncode != 0
+    assert says in done.stderr and ("invalid_params" in done.stderr or "unsupported" in done.stderr), done.stderr
+    assert await updates_accepted(env, job_id) == 0
+    record = await ended(env, job_id)
+    assert (record.cells[0].state, record.business_status) == ("submitted", "success")
+
+
+@pytest.mark.parametrize("case", ["none", "two", "undecodable"])
+async def test_an_admission_answer_query_with_no_task_answers_the_refusal(env: Env, case: str) -> None:
+    # No argument, two, an undecodable payload: the query failed with Python's TypeError
+    # or "Failed decoding arguments"; now it answers invalid_params as for one argument
+    # that is no Task.
+    inputs, says = NO_TASK[case]
+    job_id, _ = await downloading(env)
+    done = cli(env, "workflow", "query", "-w", job_id, "--type", "admission_answer", *inputs)
+    assert done.returncode == 0, done.stderr
+    assert "invalid_params" in done.stdout and says in done.stdout, done.stdout
+    await ended(env, job_id)
 
 
 @pytest.mark.parametrize(
