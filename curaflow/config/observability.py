@@ -21,7 +21,9 @@ class ObservabilitySettings(Section):
         tracing: enable OpenTelemetry tracing (FastAPI + Temporal interceptor).
         ledger_gauges_interval_ms: how often each process re-reads the ledger gauges
             (:mod:`curaflow.ledger.gauges`).
-        ledger_gauges_window_ms: the window of ``curaflow_deliveries`` (24 h).
+        ledger_gauges_window_ms: the window of ``curaflow_deliveries`` (24 h); the lookback of
+            ``curaflow_deliveries_last_seconds`` and ``curaflow_schedule_missed_last_seconds``,
+            never less than 2 h (the alerts' windows: :data:`curaflow.ledger.gauges.LAST_LOOKBACK_MS`).
         ledger_statement_metrics: a worker counts every ledger statement and transaction
             by the step that sent it (``curaflow_ledger_statements_total`` /
             ``curaflow_ledger_transactions_total``, :mod:`curaflow.ledger.statements`);

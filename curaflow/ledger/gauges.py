@@ -27,9 +27,35 @@ metric                                     labels      value
 ``curaflow_deliveries``                    route,      delivery intents that reached a final status
                                            status      (delivered, duplicate, failed, unknown) within
                                                        the last ``ledger_gauges_window_ms`` (24 h)
+``curaflow_jobs_failed_last_seconds``                  when the last job ended with business status
+                                                       ``failed`` (``jobs.completed_at``)
+``curaflow_cells_failed_last_seconds``     reason      when a cell last ended with a reason an alert
+                                                       pages on (``auth_failed``,
+                                                       ``account_restricted``: ``cells.completed_at``)
+``curaflow_deliveries_last_seconds``       route,      when an intent last reached that final status
+                                           status      (``delivery_intents.updated_at``)
+``curaflow_route_paused_until_seconds``    route       the end of the route's pause, past or ahead
+                                                       (``route_gates.paused_until``; none once
+                                                       resumed)
+``curaflow_schedule_missed_last_seconds``  schedule_id, when the watch or the trampoline last named
+                                           why         a time the plan did not run
+                                                       (``schedule_misses.recorded_at``)
 ``curaflow_ledger_gauges_age_seconds``                 age of the snapshot (stale: the ledger is
                                                        unreachable from this process)
 =========================================  ==========  ===============================================
+
+The ``…_last_seconds`` / ``…_until_seconds`` gauges are Unix times (seconds) the ledger
+holds, and a series exists only for a fact the ledger holds (no series: never, or
+before the lookback). They are what the failure alerts read (``deploy/prometheus/alerts.yml``:
+``… > time() - window``): a fact is durable in the ledger the moment its transaction
+commits, whereas a counter lives in the memory of the process that counted it, and a
+process killed (SIGKILL, OOM, a lost host) before Prometheus' next scrape takes its
+increment with it — the page never came although the job had failed. Every process
+reads the same ledger, so any survivor (or the restarted process) reports it.
+``curaflow_deliveries_last_seconds`` and ``curaflow_schedule_missed_last_seconds`` look
+back ``ledger_gauges_window_ms``, at least :data:`LAST_LOOKBACK_MS` (longer than any
+alert's window); the others are the latest of all time, each one probe of an index
+(migration 0051).
 
 Why a periodic refresh rather than a query at scrape time: prometheus-client calls a
 collector synchronously in the exporter's thread (the worker's metrics server) or inside
@@ -37,8 +63,9 @@ the API's request handler, while the ledger is reached through asyncpg on the ev
 loop; a refresh on the loop keeps every scrape instant and never blocks the API or
 stalls a scrape on a slow database, at the price of values up to one interval old — and
 the snapshot's age is exported, so a broken refresh is itself alertable. Each refresh
-runs its few small queries in one read-only transaction under a 5 s statement timeout,
-on indexes (open jobs, dead pushes, recent intents).
+runs its four statements in one read-only transaction under a 5 s statement timeout,
+on indexes (open jobs, dead pushes, recent intents, failed jobs, refused cells, recent
+misses).
 
 Several processes export the same values: aggregate with ``max`` (the alert rules in
 ``deploy/prometheus/alerts.yml`` do). So a process whose reading is older than
@@ -53,6 +80,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -67,7 +95,7 @@ from curaflow.config import DEFAULT_QUEUED_MS, DEFAULT_STALL_MS, Settings
 from curaflow.domain.ratelimit import cooldown_left_ms
 from curaflow.ledger.db import DB_NOW_MS
 from curaflow.observability.logs import get_logger
-from curaflow.observability.metrics import LEDGER_GAUGE_FAMILIES
+from curaflow.observability.metrics import ALERTED_CELL_REASONS, LEDGER_GAUGE_FAMILIES, UNCONFIGURED_PLAN
 
 log = get_logger("curaflow.ledger.gauges")
 
@@ -81,6 +109,27 @@ UNCAPPED_MS = 2**62
 #: Age (s) after which a process stops exporting its reading's values: the bound of
 #: ``CuraflowLedgerGaugesStale`` (an age above 120 s is no reading).
 STALE_AFTER_S = 120.0
+#: The shortest lookback (ms) of the ``…_last_seconds`` gauges read within a window: two
+#: hours, longer than the longest alert window (1 h), whatever ``ledger_gauges_window_ms``.
+LAST_LOOKBACK_MS = 2 * 3_600_000
+#: Final statuses of a delivery intent an alert pages on (refused for good, outcome unknown).
+REFUSED_DELIVERY_STATUSES = ("failed", "unknown")
+
+
+#: One scalar subquery per alerted cell reason, with the reason as a constant so the
+#: planner proves the partial index ``cells_alerted_reasons`` (migration 0051) applies.
+_REFUSED_CELLS = ",\n                      ".join(
+    f"(SELECT max(completed_at) FROM cells WHERE terminal_reason_code = '{reason}') AS cells_{reason}"
+    for reason in ALERTED_CELL_REASONS
+)
+
+
+def _decoded(value: Any, empty: Any) -> Any:
+    """A jsonb value as the connection gives it: decoded by the ledger pool's codec
+    (:func:`curaflow.ledger.db.create_pool`), text on a bare connection; ``empty`` for NULL."""
+    if value is None:
+        return empty
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def stale_after_s(interval_ms: int) -> float:
@@ -103,6 +152,11 @@ class LedgerSnapshot:
     pushes_pending: int = 0
     cooldown_s: dict[str, float] = field(default_factory=dict)
     deliveries: dict[tuple[str, str], int] = field(default_factory=dict)
+    jobs_failed_last_s: float | None = None
+    cells_failed_last_s: dict[str, float] = field(default_factory=dict)
+    deliveries_last_s: dict[tuple[str, str], float] = field(default_factory=dict)
+    routes_paused_until_s: dict[str, float] = field(default_factory=dict)
+    schedule_missed_last_s: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 async def read_snapshot(
@@ -113,13 +167,19 @@ async def read_snapshot(
     window_ms: int = 86_400_000,
     grace_ms: int = STUCK_GRACE_MS,
     cooldown_caps_ms: dict[str, int] | None = None,
+    plans: Iterable[str] | None = None,
 ) -> LedgerSnapshot:
     """Read the gauges' values from the ledger in one read-only transaction.
 
     Args:
         accounts: account → its source gate (task queue name); every account gets a value.
         routes: configured route names; each gets a zero for every final status.
-        window_ms: the deliveries' window.
+        window_ms: the deliveries' window (the ``…_last_seconds`` of intents and misses
+            look back at least :data:`LAST_LOOKBACK_MS`).
+        plans: the configured plans' ids; a miss of any other id is reported under
+            :data:`~curaflow.observability.metrics.UNCONFIGURED_PLAN` (as the missed
+            counter: an id a trampoline's argument carried is no label value). None:
+            every id as it is.
         grace_ms: slack after a budget before a job counts as stuck.
         cooldown_caps_ms: account → its cooldown ladder's cap (``rate_limit_cap_ms``): the
             cooldown shown is what is held, at most the cap
@@ -172,25 +232,37 @@ async def read_snapshot(
                       min(created_at) AS oldest,
                       count(*) FILTER (WHERE stuck = 'past_deadline') AS past_deadline,
                       count(*) FILTER (WHERE stuck = 'queued_too_long') AS queued_too_long,
-                      count(*) FILTER (WHERE stuck = 'no_heartbeat') AS no_heartbeat
+                      count(*) FILTER (WHERE stuck = 'no_heartbeat') AS no_heartbeat,
+                      -- the failure alerts' facts, each one probe of a partial index (0051)
+                      (SELECT max(completed_at) FROM jobs WHERE business_status = 'failed') AS failed_last,
+                      {_REFUSED_CELLS}
                FROM judged""",
             DEFAULT_QUEUED_MS,
             DEFAULT_STALL_MS,
             grace_ms,
         )
         now_ms = int(jobs["now_ms"])
+        since = now_ms - max(window_ms, LAST_LOOKBACK_MS)
         pushes = await conn.fetchrow(
             """SELECT (SELECT count(*) FROM event_pushes WHERE status = 'dead') AS dead,
-                      (SELECT count(*) FROM event_pushes WHERE status = 'pending') AS pending"""
+                      (SELECT count(*) FROM event_pushes WHERE status = 'pending') AS pending,
+                      (SELECT jsonb_object_agg(route, paused_until) FROM route_gates WHERE paused_until > 0)
+                          AS paused,
+                      (SELECT jsonb_agg(jsonb_build_array(schedule_id, why, last)) FROM (
+                          SELECT schedule_id, why, max(recorded_at) AS last FROM schedule_misses
+                          WHERE recorded_at >= $1 GROUP BY schedule_id, why) m) AS missed""",
+            since,
         )
         gates = await conn.fetch(
             "SELECT gate, cooldown_until FROM source_gates WHERE gate = ANY($1::text[])", list(accounts.values())
         )
         intents = await conn.fetch(
-            """SELECT route, status, count(*) AS n FROM delivery_intents
-               WHERE updated_at >= $1 AND status = ANY($2::text[]) GROUP BY route, status""",
+            """SELECT route, status, count(*) FILTER (WHERE updated_at >= $1) AS n, max(updated_at) AS last
+               FROM delivery_intents
+               WHERE updated_at >= least($1, $3) AND status = ANY($2::text[]) GROUP BY route, status""",
             now_ms - window_ms,
             list(FINAL_DELIVERY_STATUSES),
+            since,
         )
     until = {r["gate"]: int(r["cooldown_until"]) for r in gates}
     caps = cooldown_caps_ms or {}
@@ -199,8 +271,16 @@ async def read_snapshot(
         for account, gate in accounts.items()
     }
     deliveries = {(route, status): 0 for route in routes for status in FINAL_DELIVERY_STATUSES}
+    deliveries_last: dict[tuple[str, str], float] = {}
     for r in intents:
-        deliveries[(r["route"], r["status"])] = int(r["n"])
+        if r["n"] or (r["route"], r["status"]) in deliveries:
+            deliveries[(r["route"], r["status"])] = int(r["n"])
+        deliveries_last[(r["route"], r["status"])] = int(r["last"]) / 1000
+    configured = None if plans is None else set(plans)
+    missed: dict[tuple[str, str], float] = {}
+    for schedule_id, why, last in _decoded(pushes["missed"], []):
+        key = (schedule_id if configured is None or schedule_id in configured else UNCONFIGURED_PLAN, why)
+        missed[key] = max(missed.get(key, 0.0), int(last) / 1000)
     oldest = jobs["oldest"]
     return LedgerSnapshot(
         taken_at_ms=now_ms,
@@ -212,6 +292,15 @@ async def read_snapshot(
         pushes_pending=int(pushes["pending"]),
         cooldown_s={account: left / 1000 for account, left in left_ms.items()},
         deliveries=deliveries,
+        jobs_failed_last_s=int(jobs["failed_last"]) / 1000 if jobs["failed_last"] is not None else None,
+        cells_failed_last_s={
+            reason: int(jobs[f"cells_{reason}"]) / 1000
+            for reason in ALERTED_CELL_REASONS
+            if jobs[f"cells_{reason}"] is not None
+        },
+        deliveries_last_s=deliveries_last,
+        routes_paused_until_s={route: int(until) / 1000 for route, until in _decoded(pushes["paused"], {}).items()},
+        schedule_missed_last_s=missed,
     )
 
 
@@ -260,6 +349,17 @@ class LedgerGauges(Collector):
             families["curaflow_source_cooldown_seconds"].add_metric([account], left)  # type: ignore[attr-defined]
         for (route, status), n in sorted(snap.deliveries.items()):
             families["curaflow_deliveries"].add_metric([route, status], n)  # type: ignore[attr-defined]
+        # the failure alerts' facts: a series only for a fact the ledger holds
+        if snap.jobs_failed_last_s is not None:
+            families["curaflow_jobs_failed_last_seconds"].add_metric([], snap.jobs_failed_last_s)  # type: ignore[attr-defined]
+        for reason, at in sorted(snap.cells_failed_last_s.items()):
+            families["curaflow_cells_failed_last_seconds"].add_metric([reason], at)  # type: ignore[attr-defined]
+        for (route, status), at in sorted(snap.deliveries_last_s.items()):
+            families["curaflow_deliveries_last_seconds"].add_metric([route, status], at)  # type: ignore[attr-defined]
+        for route, until in sorted(snap.routes_paused_until_s.items()):
+            families["curaflow_route_paused_until_seconds"].add_metric([route], until)  # type: ignore[attr-defined]
+        for (schedule_id, why), at in sorted(snap.schedule_missed_last_s.items()):
+            families["curaflow_schedule_missed_last_seconds"].add_metric([schedule_id, why], at)  # type: ignore[attr-defined]
         yield from families.values()
 
 
@@ -288,6 +388,7 @@ async def refresh(gauges: LedgerGauges, pool: asyncpg.Pool, settings: Settings) 
                 account: int(config.policy().rate_limit_cap_s * 1000)
                 for account, config in settings.source_configs().items()
             },
+            plans=[plan.id for plan in settings.schedules],
         )
     gauges.snapshot = snap
     return snap

@@ -248,6 +248,32 @@ LEDGER_GAUGE_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
         "Delivery intents that reached a final status within the window, by route and status.",
         ("route", "status"),
     ),
+    "curaflow_jobs_failed_last_seconds": (
+        "When the last job ended with business status failed (Unix time, seconds; read from the ledger: "
+        "no series while none did). What CuraflowJobsFailed reads.",
+        (),
+    ),
+    "curaflow_cells_failed_last_seconds": (
+        "When a cell last ended with this reason, for the reasons an alert pages on (auth_failed, "
+        "account_restricted; Unix time, seconds; read from the ledger).",
+        ("reason",),
+    ),
+    "curaflow_deliveries_last_seconds": (
+        "When a delivery intent of the route last reached this final status (delivered, duplicate, "
+        "failed: refused for good, unknown; Unix time, seconds; read from the ledger, looking back the "
+        "deliveries' window and at least 2 hours).",
+        ("route", "status"),
+    ),
+    "curaflow_route_paused_until_seconds": (
+        "The end of the route's pause as broken, ahead while it is paused (Unix time, seconds; read from "
+        "the ledger; no series once resumed).",
+        ("route",),
+    ),
+    "curaflow_schedule_missed_last_seconds": (
+        "When a time of the plan that started no job was last named, by why (Unix time, seconds; read "
+        "from the ledger's schedule_misses, looking back at least 2 hours).",
+        ("schedule_id", "why"),
+    ),
     "curaflow_ledger_gauges_age_seconds": (
         "Age of this process's ledger snapshot, seconds.",
         (),

@@ -29,7 +29,9 @@ from curaflow.ledger.events import append_event
 from curaflow.ledger.gauges import LedgerGauges, refresh
 from curaflow.ledger.jobs import NewJob, insert_job
 from tests.conftest import StackFactory
-from tests.support import eventually, short_id
+from tests.fakes.replay import ReplayServer
+from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.support import eventually, short_id, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -157,10 +159,44 @@ async def test_gauges_report_open_stuck_dead_letters_cooldowns_and_deliveries(ow
                 now - age,
             )
 
+    # the failure alerts' facts (curaflow.ledger.gauges: what any process reports of them)
+    failed = await add_job(pool, "failed", age_ms=HOUR, state="failed", started_at=now - HOUR)
+    async with pool.acquire() as conn:
+        await conn.execute(
+            """UPDATE jobs SET business_status = 'failed', completed_at = $2 WHERE job_id = $1""", failed, now - MIN
+        )
+        await conn.execute(
+            """UPDATE cells SET terminal_reason_code = 'auth_failed', completed_at = $2 WHERE job_id = $1""",
+            failed,
+            now - 2 * MIN,
+        )
+        await conn.execute(
+            "INSERT INTO route_gates (route, paused_until, pauses) VALUES ('out', $1, 1), ('resumed', 0, 2)", now + HOUR
+        )
+        for n, (plan, why, age) in enumerate(
+            [
+                ("nightly", "skipped_overlap", MIN),
+                ("nightly", "skipped_overlap", 3 * MIN),
+                ("stray", "configuration_error", 2 * MIN),  # no plan of the configuration's
+                ("nightly", "skipped_outage", 3 * 24 * HOUR),  # before the lookback
+            ]
+        ):
+            await conn.execute(
+                "INSERT INTO schedule_misses (schedule_id, nominal_at, why, recorded_at) VALUES ($1, $2, $3, $4)",
+                plan,
+                n,
+                why,
+                now - age,
+            )
+
     gauges = LedgerGauges()
-    settings = load_settings()  # one account (default), one route (out)
-    snap = await refresh(gauges, pool, settings)
-    await pool.release(owner)
+    settings = load_settings(
+        schedules=[{"id": "nightly", "cron": ["0 3 * * *"], "target_ids": []}]
+    )  # one account (default), one route (out), one plan
+    try:
+        snap = await refresh(gauges, pool, settings)
+    finally:
+        await pool.release(owner)
 
     assert snap.open_jobs == {"queued": 3, "running": 3}
     assert 2 * 3600 - 5 <= snap.oldest_open_age_s <= 2 * 3600 + 60
@@ -173,6 +209,15 @@ async def test_gauges_report_open_stuck_dead_letters_cooldowns_and_deliveries(ow
         ("out", "failed"): 1,
         ("out", "unknown"): 1,
     }
+    assert snap.jobs_failed_last_s == (now - MIN) / 1000
+    assert snap.cells_failed_last_s == {"auth_failed": (now - 2 * MIN) / 1000}
+    assert snap.deliveries_last_s == {(route, status): now / 1000 for route, status in snap.deliveries_last_s}
+    assert set(snap.deliveries_last_s) == {("out", s) for s in ("delivered", "failed", "unknown")}
+    assert snap.routes_paused_until_s == {"out": (now + HOUR) / 1000}  # a resumed route: none
+    assert snap.schedule_missed_last_s == {
+        ("nightly", "skipped_overlap"): (now - MIN) / 1000,
+        ("(unconfigured)", "configuration_error"): (now - 2 * MIN) / 1000,
+    }
 
     registry = CollectorRegistry()
     registry.register(gauges)
@@ -183,6 +228,8 @@ async def test_gauges_report_open_stuck_dead_letters_cooldowns_and_deliveries(ow
     assert re.search(r'curaflow_source_cooldown_seconds\{account="default"\} (8\d|90)\.', text)
     assert 'curaflow_deliveries{route="out",status="failed"} 1.0' in text
     assert re.search(r"curaflow_ledger_gauges_age_seconds \d", text)
+    assert re.search(r"curaflow_jobs_failed_last_seconds \d\.\d+e\+09", text)
+    assert re.search(r'curaflow_route_paused_until_seconds\{route="out"\} \d', text)
 
 
 async def scrape(url: str, needle: str, timeout_s: float = 30.0) -> str:
@@ -237,6 +284,51 @@ async def test_the_api_exports_the_gauges_and_no_worker_up_and_a_worker_exports_
     worker_text = await scrape(f"http://127.0.0.1:{port}/metrics", "curaflow_jobs_stuck{")
     assert "curaflow_worker_up 1.0" in worker_text
     assert f'curaflow_deliveries{{route="{out}",status="delivered"}}' in worker_text
+
+
+def sample(text: str, series: str) -> float | None:
+    """The value of one exposition line (``name{labels}`` exactly as written), or None."""
+    found = re.search(rf"^{re.escape(series)} (\S+)$", text, re.M)
+    return float(found.group(1)) if found else None
+
+
+async def test_a_failure_counted_by_a_worker_killed_before_its_scrape_is_reported_by_the_ledger(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer, webhook: WebhookReceiver
+) -> None:
+    """A worker ends a job failed and is killed (SIGKILL) before anything scraped it: its
+    count of the failure dies with it — the restarted worker's counter starts at 0, which is
+    all ``CuraflowJobsFailed`` used to read — while the ledger gauges of the restarted worker
+    report the failure (deploy/prometheus/alerts.yml reads them)."""
+    port = free_port()
+    hook = f"hook-{short_id()}"
+    stack = make_stack(
+        {
+            "pixiv": {"api_url": replay.url},
+            "observability": {"metrics_port": port, "metrics_host": "127.0.0.1", "ledger_gauges_interval_ms": 500},
+            "routes": {hook: {"kind": "webhook", "url": webhook.url + "/refuse", "secret": whsec()}},
+            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [hook]}],
+        }
+    )
+    webhook.script["/refuse"] = [Reply(400, {"error": "bad"})]  # the route refuses: the cell fails
+    worker = await stack.start_worker()
+    job_id = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
+    record = await stack.wait_terminal(job_id, 60)
+    worker.kill()  # nothing scraped it: its counters are gone
+    assert record.business_status == "failed"
+    pool = await stack.ledger()
+    completed_at = await pool.fetchval("SELECT completed_at FROM jobs WHERE job_id = $1", job_id)
+
+    await stack.start_worker()  # the same metrics port
+    text = await scrape(f"http://127.0.0.1:{port}/metrics", "curaflow_jobs_failed_last_seconds ")
+    failed = sample(text, "curaflow_jobs_failed_last_seconds")
+    assert failed is not None and failed >= completed_at / 1000  # this failure, or a later one
+    # what the counter alert read: the restarted process never counted it
+    counted = [
+        sample(text, f'curaflow_jobs_terminal_total{{business_status="failed",status="{s}",trigger="{t}"}}')
+        for s in ("failed", "expired")
+        for t in ("protocol", "temporal", "cli", "schedule")
+    ]
+    assert counted == [0.0] * 8, counted
 
 
 async def test_dev_stack_workers_expose_their_metrics(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from curaflow.observability.metrics import exported_metric_names
+from curaflow.observability.metrics import LEDGER_GAUGE_FAMILIES, exported_metric_names
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy" / "prometheus" / "alerts.yml"
@@ -32,16 +32,11 @@ needs_promtool = pytest.mark.skipif(
 
 #: alert → (input series, eval time, labels it fires with, an earlier time when it is silent)
 SCENARIOS: dict[str, dict[str, Any]] = {
+    # a job ended failed at 300 s (5m): the ledger's time of it, read by every process
     "CuraflowJobsFailed": {
         "series": [
-            (
-                'curaflow_jobs_terminal_total{business_status="failed",status="failed",trigger="schedule",instance="w1"}',
-                "0x5 1x10",
-            ),
-            (
-                'curaflow_jobs_terminal_total{business_status="success",status="succeeded",trigger="protocol",instance="w1"}',
-                "0+1x15",
-            ),
+            ('curaflow_jobs_failed_last_seconds{instance="api"}', "-86400x5 300x10"),
+            ('curaflow_jobs_failed_last_seconds{instance="w1"}', "-86400x5 300x10"),
         ],
         "at": "8m",
         "labels": {"severity": "page"},
@@ -68,8 +63,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     },
     "CuraflowSourceAccessRefused": {
         "series": [
-            ('curaflow_cells_terminal_total{reason="account_restricted",state="failed",instance="w1"}', "0x3 1x10"),
-            ('curaflow_cells_terminal_total{reason="",state="submitted",instance="w1"}', "0+1x13"),
+            ('curaflow_cells_failed_last_seconds{reason="account_restricted",instance="w1"}', "_x3 180x10"),
+            ('curaflow_cells_failed_last_seconds{reason="auth_failed",instance="w1"}', "-86400x13"),
         ],
         "at": "6m",
         "labels": {"severity": "page", "reason": "account_restricted"},
@@ -104,11 +99,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     },
     "CuraflowDeliveriesRefused": {
         "series": [
-            (
-                'curaflow_delivery_results_total{route="hook",kind="webhook",result="rejected",instance="w1"}',
-                "0x3 1x10",
-            ),
-            ('curaflow_delivery_results_total{route="hook",kind="webhook",result="delivered",instance="w1"}', "0+1x13"),
+            ('curaflow_deliveries_last_seconds{route="hook",status="failed",instance="w1"}', "_x3 180x10"),
+            ('curaflow_deliveries_last_seconds{route="hook",status="delivered",instance="w1"}', "0+60x13"),
+            ('curaflow_deliveries_last_seconds{route="tg",status="unknown",instance="w1"}', "-86400x13"),
         ],
         "at": "6m",
         "labels": {"severity": "warning", "route": "hook"},
@@ -132,8 +125,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     },
     "CuraflowRoutePaused": {
         "series": [
-            ('curaflow_route_pauses_total{route="tg",kind="telegram",instance="w1"}', "0x3 1x10"),
-            ('curaflow_route_pauses_total{route="hook",kind="webhook",instance="w1"}', "0x13"),
+            ('curaflow_route_paused_until_seconds{route="tg",instance="w1"}', "_x3 3780x10"),
+            ('curaflow_route_paused_until_seconds{route="hook",instance="w1"}', "-86400x13"),
         ],
         "at": "6m",
         "labels": {"severity": "page", "route": "tg"},
@@ -180,59 +173,9 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 
 #: A process that counted its first failure before its first scrape: the series appears
 #: at 1 (``process_start_time_seconds`` says it started 10 s before); a series initialised
-#: at 0 at start is the other shape, in :data:`SCENARIOS`. Values: ``_`` is no sample.
+#: at 0 at start is the other shape, in :data:`SCENARIOS`. Values: ``_`` is no sample. Only
+#: the alerts that still read a counter (a fact the ledger does not hold).
 FIRST_FAILURE: dict[str, dict[str, Any]] = {
-    "CuraflowJobsFailed": {
-        "series": [
-            (
-                'curaflow_jobs_terminal_total{business_status="failed",status="failed",trigger="schedule",instance="w1"}',
-                "_x5 1x10",
-            ),
-            (
-                'curaflow_jobs_terminal_total{business_status="success",status="succeeded",trigger="protocol",instance="w1"}',
-                "_x5 0+1x10",
-            ),
-            ('process_start_time_seconds{instance="w1"}', "_x5 290x10"),
-        ],
-        "at": "8m",
-        "labels": {"severity": "page"},
-        "silent_at": "4m",
-    },
-    "CuraflowSourceAccessRefused": {
-        "series": [
-            ('curaflow_cells_terminal_total{reason="auth_failed",state="failed",instance="w2"}', "_x3 1x10"),
-            ('curaflow_cells_terminal_total{reason="",state="submitted",instance="w2"}', "_x3 0+1x10"),
-            ('process_start_time_seconds{instance="w2"}', "_x3 170x10"),
-        ],
-        "at": "6m",
-        "labels": {"severity": "page", "reason": "auth_failed"},
-        "silent_at": "2m",
-    },
-    "CuraflowDeliveriesRefused": {
-        "series": [
-            (
-                'curaflow_delivery_results_total{route="tg",kind="telegram",result="rejected",instance="w1"}',
-                "_x3 1x10",
-            ),
-            (
-                'curaflow_delivery_results_total{route="tg",kind="telegram",result="delivered",instance="w1"}',
-                "_x3 0+1x10",
-            ),
-            ('process_start_time_seconds{instance="w1"}', "_x3 170x10"),
-        ],
-        "at": "6m",
-        "labels": {"severity": "warning", "route": "tg"},
-        "silent_at": "2m",
-    },
-    "CuraflowRoutePaused": {
-        "series": [
-            ('curaflow_route_pauses_total{route="dc",kind="discord",instance="w2"}', "_x3 1x10"),
-            ('process_start_time_seconds{instance="w2"}', "_x3 170x10"),
-        ],
-        "at": "6m",
-        "labels": {"severity": "page", "route": "dc"},
-        "silent_at": "2m",
-    },
     "CuraflowScheduleOccurrencesMissed": {
         "series": [
             (
@@ -248,37 +191,9 @@ FIRST_FAILURE: dict[str, dict[str, Any]] = {
 }
 
 
-#: The counter alerts: (alert, alerted series, window in minutes, labels they fire with, the count
-#: within the window that fires them).
+#: The counter alerts (the facts the ledger does not hold): (alert, alerted series, window in
+#: minutes, labels they fire with, the count within the window that fires them).
 COUNTER_ALERTS = (
-    (
-        "CuraflowJobsFailed",
-        'curaflow_jobs_terminal_total{business_status="failed",status="failed",trigger="schedule",instance="w1"}',
-        15,
-        {"severity": "page"},
-        1,
-    ),
-    (
-        "CuraflowSourceAccessRefused",
-        'curaflow_cells_terminal_total{reason="auth_failed",state="failed",instance="w1"}',
-        30,
-        {"severity": "page", "reason": "auth_failed"},
-        1,
-    ),
-    (
-        "CuraflowDeliveriesRefused",
-        'curaflow_delivery_results_total{route="hook",kind="webhook",result="rejected",instance="w1"}',
-        30,
-        {"severity": "warning", "route": "hook"},
-        1,
-    ),
-    (
-        "CuraflowRoutePaused",
-        'curaflow_route_pauses_total{route="tg",kind="telegram",instance="w1"}',
-        30,
-        {"severity": "page", "route": "tg"},
-        1,
-    ),
     (
         "CuraflowScheduleOccurrencesMissed",
         'curaflow_schedule_occurrences_missed_total{schedule_id="nightly",why="skipped_outage",instance="w1"}',
@@ -461,6 +376,188 @@ GAUGE_CASES: list[dict[str, Any]] = [
 ]
 
 
+#: The alerts on a fact the ledger holds: (alert, its gauge's series on the API, window in
+#: minutes, labels they fire with).
+LEDGER_FACT_ALERTS = (
+    ("CuraflowJobsFailed", 'curaflow_jobs_failed_last_seconds{instance="api"}', 15, {"severity": "page"}),
+    (
+        "CuraflowSourceAccessRefused",
+        'curaflow_cells_failed_last_seconds{reason="auth_failed",instance="api"}',
+        30,
+        {"severity": "page", "reason": "auth_failed"},
+    ),
+    (
+        "CuraflowDeliveriesRefused",
+        'curaflow_deliveries_last_seconds{route="hook",status="unknown",instance="api"}',
+        30,
+        {"severity": "warning", "route": "hook"},
+    ),
+    (
+        "CuraflowRoutePaused",
+        'curaflow_route_paused_until_seconds{route="tg",instance="api"}',
+        30,
+        {"severity": "page", "route": "tg"},
+    ),
+    (
+        "CuraflowScheduleOccurrencesMissed",
+        'curaflow_schedule_missed_last_seconds{schedule_id="nightly",why="skipped_overlap",instance="api"}',
+        60,
+        {"severity": "warning", "schedule_id": "nightly", "why": "skipped_overlap"},
+    ),
+)
+
+
+def ledger_fact_cases() -> list[dict[str, Any]]:
+    """Each alert on a ledger gauge under missed scrapes, an outage and restarts: a fact older
+    than the window never pages; a fact within it pages from the first reading that shows it
+    until the window has passed, whichever process reports it and whatever their scrapes do."""
+    cases: list[dict[str, Any]] = []
+    for alert, series, w, labels in LEDGER_FACT_ALERTS:
+        w2 = series.replace('instance="api"', 'instance="w2"')
+        cases += [
+            {  # an old fact, every scrape of it missed once, the API away, a worker restarted
+                "name": f"{alert}: an old fact, missed scrapes, an outage, a restart",
+                "alert": alert,
+                "series": [(series, "-86400x20 stale -86400x10 _x30 -86400x40"), (w2, "-86400x40 _x3 -86400x60")],
+                "expect": [(f"{t}m", None) for t in (20, 21, 22, 41, 43, 45, 61, 100)],
+            },
+            {  # a fact at 30m; the only reading process misses scrapes, restarts, then another reports it
+                "name": f"{alert}: a fresh fact through missed scrapes and a restart",
+                "alert": alert,
+                "series": [(series, "_x30 1800x3 stale 1800x2 _x3 1800x120"), (w2, f"_x{30 + w - 2} 1800x60")],
+                "expect": [
+                    ("29m", None),
+                    ("30m", labels),
+                    ("34m", labels),
+                    ("38m", labels),
+                    (f"{30 + w - 1}m", labels),
+                    (f"{30 + w + 1}m", None),
+                ],
+            },
+        ]
+    return cases
+
+
+#: A route resumed by an operator (``curaflow routes resume``): its pause leaves the ledger.
+ROUTE_RESUMED: dict[str, Any] = {
+    "name": "CuraflowRoutePaused: resumed",
+    "alert": "CuraflowRoutePaused",
+    "series": [('curaflow_route_paused_until_seconds{route="tg",instance="api"}', "_x3 3780x10 stale")],
+    "expect": [("12m", {"severity": "page", "route": "tg"}), ("16m", None)],
+}
+
+
+#: A fact the ledger holds whose counting process died before its next scrape (SIGKILL, OOM,
+#: a host lost): its counter never shows the increment — the target is gone, or its
+#: replacement starts at 0 — while the ledger gauges every surviving process exports
+#: (:mod:`curaflow.ledger.gauges`) show it. The failure happened at 300 s (5m); values are
+#: Unix seconds on the ledger's clock; ``_`` is no sample (no such fact: no series).
+W1_DIED = ('process_start_time_seconds{instance="w1"}', "-86400x5 stale")
+W1_RESTARTED = ('process_start_time_seconds{instance="w1"}', "-86400x5 _x2 410x80")
+LEDGER_FACTS: list[dict[str, Any]] = [
+    {
+        "name": "CuraflowJobsFailed: the worker that ended the job failed was killed; it restarts at 0",
+        "alert": "CuraflowJobsFailed",
+        "series": [
+            (
+                'curaflow_jobs_terminal_total{business_status="failed",status="failed",trigger="schedule",instance="w1"}',
+                "0x5 _x2 0x80",
+            ),
+            W1_RESTARTED,
+            ('curaflow_jobs_failed_last_seconds{instance="api"}', "-86400x5 300x80"),
+            ('curaflow_jobs_failed_last_seconds{instance="w1"}', "-86400x5 _x2 300x80"),
+        ],
+        "expect": [("4m", None), ("6m", {"severity": "page"}), ("19m", {"severity": "page"}), ("21m", None)],
+    },
+    {
+        "name": "CuraflowJobsFailed: the worker's host is lost; only the API remains",
+        "alert": "CuraflowJobsFailed",
+        "series": [
+            (
+                'curaflow_jobs_terminal_total{business_status="failed",status="expired",trigger="protocol",instance="w1"}',
+                "0x5 stale",
+            ),
+            W1_DIED,
+            ('curaflow_jobs_failed_last_seconds{instance="api"}', "_x5 300x80"),
+        ],
+        "expect": [("4m", None), ("6m", {"severity": "page"}), ("19m", {"severity": "page"}), ("21m", None)],
+    },
+    {
+        "name": "CuraflowSourceAccessRefused: the worker that failed the cell was killed",
+        "alert": "CuraflowSourceAccessRefused",
+        "series": [
+            ('curaflow_cells_terminal_total{reason="auth_failed",state="failed",instance="w1"}', "0x5 stale"),
+            W1_DIED,
+            ('curaflow_cells_failed_last_seconds{reason="auth_failed",instance="api"}', "_x5 300x80"),
+            ('curaflow_cells_failed_last_seconds{reason="account_restricted",instance="api"}', "-86400x85"),
+        ],
+        "expect": [
+            ("4m", None),
+            ("6m", {"severity": "page", "reason": "auth_failed"}),
+            ("34m", {"severity": "page", "reason": "auth_failed"}),
+            ("36m", None),
+        ],
+    },
+    {
+        "name": "CuraflowDeliveriesRefused: the worker that recorded the refusal was killed; it restarts at 0",
+        "alert": "CuraflowDeliveriesRefused",
+        "series": [
+            (
+                'curaflow_delivery_results_total{route="hook",kind="webhook",result="rejected",instance="w1"}',
+                "0x5 _x2 0x80",
+            ),
+            W1_RESTARTED,
+            ('curaflow_deliveries_last_seconds{route="hook",status="failed",instance="api"}', "_x5 300x80"),
+            ('curaflow_deliveries_last_seconds{route="hook",status="delivered",instance="api"}', "0+60x85"),
+        ],
+        "expect": [
+            ("4m", None),
+            ("6m", {"severity": "warning", "route": "hook"}),
+            ("34m", {"severity": "warning", "route": "hook"}),
+            ("36m", None),
+        ],
+    },
+    {
+        "name": "CuraflowRoutePaused: the worker that paused the route was killed",
+        "alert": "CuraflowRoutePaused",
+        "series": [
+            ('curaflow_route_pauses_total{route="tg",kind="telegram",instance="w1"}', "0x5 stale"),
+            W1_DIED,
+            # paused at 300 s for an hour (delivery.route_pause_ms)
+            ('curaflow_route_paused_until_seconds{route="tg",instance="api"}', "_x5 3900x120"),
+        ],
+        "expect": [
+            ("4m", None),
+            ("6m", {"severity": "page", "route": "tg"}),
+            ("59m", {"severity": "page", "route": "tg"}),
+            ("94m", {"severity": "page", "route": "tg"}),
+            ("96m", None),
+        ],
+    },
+    {
+        "name": "CuraflowScheduleOccurrencesMissed: the watch that named the miss was killed",
+        "alert": "CuraflowScheduleOccurrencesMissed",
+        "series": [
+            (
+                'curaflow_schedule_occurrences_missed_total{schedule_id="nightly",why="skipped_outage",instance="w1"}',
+                "0x5 stale",
+            ),
+            W1_DIED,
+            (
+                'curaflow_schedule_missed_last_seconds{schedule_id="nightly",why="skipped_outage",instance="api"}',
+                "_x5 300x80",
+            ),
+        ],
+        "expect": [
+            ("4m", None),
+            ("6m", {"severity": "warning", "schedule_id": "nightly", "why": "skipped_outage"}),
+            ("64m", {"severity": "warning", "schedule_id": "nightly", "why": "skipped_outage"}),
+            ("66m", None),
+        ],
+    },
+]
+
+
 def rules() -> list[dict[str, Any]]:
     document = yaml.safe_load(RULES.read_text())
     return [rule for group in document["groups"] for rule in group["rules"]]
@@ -499,7 +596,7 @@ def test_every_counter_alert_is_tried_under_missed_scrapes_and_restarts() -> Non
 
 def test_the_alerts_the_issue_asks_for_exist() -> None:
     by_metric = {name: rule["alert"] for rule in rules() for name in metric_names(rule["expr"])}
-    assert "curaflow_jobs_terminal_total" in by_metric  # failed outcomes
+    assert "curaflow_jobs_failed_last_seconds" in by_metric  # failed outcomes, from the ledger
     assert "curaflow_jobs_stuck" in by_metric  # stuck jobs
     assert "curaflow_callback_dead_letters" in by_metric  # dead letters
     assert "curaflow_oldest_open_job_age_seconds" in by_metric  # oldest open job
@@ -617,6 +714,33 @@ def test_the_counter_alerts_never_page_on_missed_scrapes_and_page_once_after_a_r
     """Stale samples, an outage, resets and restarts: a page only for a failure within the window."""
     done = promtool_cases(tmp_path, counter_cases())
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_a_fact_of_the_ledger_pages_when_the_process_that_counted_it_died_before_its_scrape(tmp_path: Path) -> None:
+    """The pager reads what the ledger holds, not what a process's memory counted: a process
+    killed between its count and Prometheus' next scrape loses the increment for good."""
+    done = promtool_cases(tmp_path, LEDGER_FACTS)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_the_ledger_fact_alerts_ride_out_missed_scrapes_outages_and_restarts(tmp_path: Path) -> None:
+    """A fact older than the window never pages; a fact within it pages for the window, once."""
+    done = promtool_cases(tmp_path, [*ledger_fact_cases(), ROUTE_RESUMED])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_every_alert_on_a_ledger_fact_reads_a_ledger_gauge() -> None:
+    """The alerts whose fact the ledger holds read the ledger (any process reports it), not a
+    counter a killed process takes with it; only the two counter alerts keep a counter."""
+    ledger = set(LEDGER_GAUGE_FAMILIES)
+    by_alert = {r["alert"]: metric_names(r["expr"]) for r in rules()}
+    for alert, *_ in LEDGER_FACT_ALERTS:
+        assert by_alert[alert] & ledger, alert
+    assert by_alert["CuraflowCallbackDeadLetters"] <= ledger
+    with_counter = {alert for alert, names in by_alert.items() if any(n.endswith("_total") for n in names)}
+    assert with_counter == {"CuraflowScheduleOccurrencesMissed", "CuraflowSourceAnswersUnrecognised"}
 
 
 @needs_promtool

@@ -32,6 +32,11 @@ def reading(age_s: float) -> LedgerSnapshot:
         pushes_pending=1,
         cooldown_s={"default": 600.0},
         deliveries={("out", "delivered"): 3},
+        jobs_failed_last_s=1_699_999_000.0,
+        cells_failed_last_s={"auth_failed": 1_699_999_000.0},
+        deliveries_last_s={("out", "failed"): 1_699_999_000.0},
+        routes_paused_until_s={"out": 1_700_003_600.0},
+        schedule_missed_last_s={("nightly", "skipped_overlap"): 1_699_999_000.0},
     )
 
 
@@ -47,7 +52,25 @@ def test_a_fresh_reading_exports_every_gauge() -> None:
     families = exported(gauges)
     assert set(families) == set(LEDGER_GAUGE_FAMILIES)
     assert families["curaflow_jobs_stuck"] == [0, 0, 1]
+    assert families["curaflow_jobs_failed_last_seconds"] == [1_699_999_000.0]
+    assert families["curaflow_route_paused_until_seconds"] == [1_700_003_600.0]
     assert families[AGE][0] >= 5
+
+
+def test_a_fact_the_ledger_does_not_hold_has_no_series() -> None:
+    """No failed job, no pause: no ``…_last_seconds`` series (a 0 would read as 1970, and an
+    alert's ``> time() - window`` must never meet a made-up time)."""
+    gauges = LedgerGauges()
+    gauges.snapshot = LedgerSnapshot(taken_at_ms=1_700_000_000_000, taken_monotonic=time.monotonic())
+    families = exported(gauges)
+    for name in (
+        "curaflow_jobs_failed_last_seconds",
+        "curaflow_cells_failed_last_seconds",
+        "curaflow_deliveries_last_seconds",
+        "curaflow_route_paused_until_seconds",
+        "curaflow_schedule_missed_last_seconds",
+    ):
+        assert families[name] == [], name
 
 
 def test_a_reading_older_than_the_bound_exports_only_its_age() -> None:
