@@ -90,29 +90,33 @@ MIN_RUN = timedelta(seconds=1)
 #: steps in flight are stopped through their heartbeats (a live attempt hears a cancel
 #: within a second), a send out is given its cancel grace, then ``finish`` records the
 #: outcome. A Temporal client that starts a job with a run or execution timeout gets a
-#: deadline at least this much before it (:func:`run_bounded_deadline`).
+#: deadline at least this much before it (:func:`run_deadline_bound`).
 RUN_END_MARGIN = timedelta(seconds=30)
 #: The Temporal start options that close a run on their own: ``run_timeout`` (a workflow
 #: retry policy then starts another run) and ``execution_timeout``.
 RunTimeout = Literal["run_timeout", "execution_timeout"]
 
 
-def run_bounded_deadline(created_at_ms: int, deadline_at_ms: int, run_ends_at_ms: int | None) -> int:
-    """The deadline of a job admitted by a run that Temporal closes at ``run_ends_at_ms``
-    (epoch ms; None: no run or execution timeout): the job's own deadline, or
-    :data:`RUN_END_MARGIN` before the run's end when that comes first — so the job ends
-    itself, ``expired`` with a deadline that says when, instead of being timed out by
-    Temporal (a retry policy then runs the job again in a new run under its id, and the
-    report said it "ran past its deadline" with the deadline still ahead).
+def run_deadline_bound(run_ends_at_ms: int | None) -> int | None:
+    """The latest deadline of a job admitted by a run that Temporal closes at
+    ``run_ends_at_ms`` (epoch ms, Temporal's clock; None: no run or execution timeout):
+    :data:`RUN_END_MARGIN` before the run's end — so the job ends itself, ``expired``
+    with a deadline that says when, instead of being timed out by Temporal (a retry
+    policy then runs the job again in a new run under its id, and the report said it
+    "ran past its deadline" with the deadline still ahead).
+
+    The job's deadline is then the earlier of its own (its creation plus ``deadline_ms``)
+    and this bound, never before its creation; a bound that leaves less than the
+    shortest deadline creates no job (the caller refuses the run). The admission's insert
+    applies it, with the creation read on the database's clock
+    (:class:`curaflow.ledger.jobs.NewJob` ``deadline_bound_ms``).
 
     Returns:
-        The deadline (epoch ms); at most ``created_at_ms`` when the run leaves the job no
-        time at all (the caller refuses such a run).
+        The bound (epoch ms), or None when the run is not limited.
     """
     if run_ends_at_ms is None:
-        return deadline_at_ms
-    bound = run_ends_at_ms - int(RUN_END_MARGIN.total_seconds() * 1000)
-    return min(deadline_at_ms, max(bound, created_at_ms))
+        return None
+    return run_ends_at_ms - int(RUN_END_MARGIN.total_seconds() * 1000)
 
 
 def execution_timeout(created_at_ms: int, deadline_at_ms: int) -> timedelta:

@@ -371,7 +371,7 @@ class JobState(BaseModel):
 class RunLimit(BaseModel):
     """When Temporal closes the run that admits a Task, by a timeout its starter set
     (``workflows.job.RUN_LIMIT``): the job's deadline is bounded by it
-    (:func:`curaflow.domain.execution.run_bounded_deadline`).
+    (:func:`curaflow.domain.execution.run_deadline_bound`).
 
     Attributes:
         ends_at_ms: the run's start plus the shorter of its run and execution timeouts

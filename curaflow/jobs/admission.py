@@ -33,15 +33,14 @@ import httpx
 from temporalio.client import Client
 
 from curaflow.config import Settings, TargetConfig
-from curaflow.domain.execution import RUN_END_MARGIN, job_workflow, run_bounded_deadline
+from curaflow.domain.execution import RUN_END_MARGIN, job_workflow, run_deadline_bound
 from curaflow.domain.messages import JobIdentity, JobInput, RunLimit, TargetQuery, TargetSpec
-from curaflow.ledger.db import now_ms
-from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started, workflow_input
+from curaflow.ledger.jobs import NewJob, RunTooShort, insert_job, mark_workflow_started, workflow_input
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Beat, Supervisor
 from curaflow.outbound.destinations import parse_origin, url_port
-from curaflow.protocol.errors import invalid_params
+from curaflow.protocol.errors import ProtocolError, invalid_params
 from curaflow.protocol.keys import manual_job_id
 from curaflow.protocol.models import MIN_DEADLINE_MS
 from curaflow.protocol.task import (
@@ -71,19 +70,22 @@ class Admission:
     job_input: JobInput | None = None
 
 
-async def refuse_run_limit(conn: asyncpg.Connection, job_id: str, limit: RunLimit, now: int) -> None:
-    """Refuse a new job whose run Temporal closes too soon for any deadline (see
+def run_limit_refusal(limit: RunLimit, now: int) -> ProtocolError:
+    """The refusal of a new job whose run Temporal closes too soon for any deadline (see
     :meth:`Admitter.admit`, ``run_limit``): the job would be timed out by Temporal, never
-    end itself. A job that already holds the id is answered as usual (it keeps its own
-    deadline): only a run that would create the job is refused.
+    end itself. Only a run that would create the job is refused (the ledger judges it,
+    :class:`curaflow.ledger.jobs.RunTooShort`): a job that already holds the id is
+    answered as usual (it keeps its own deadline).
 
-    Raises:
-        ProtocolError: ``invalid_params``, ``detail.field`` = ``limit.timeout``.
+    Args:
+        limit: when and by which timeout Temporal closes the run.
+        now: the database's time the insert judged it at (epoch ms).
+
+    Returns:
+        ``invalid_params``, ``detail.field`` = ``limit.timeout``.
     """
-    if await conn.fetchval("SELECT 1 FROM jobs WHERE job_id = $1", job_id):
-        return
     needed_s = (MIN_DEADLINE_MS + int(RUN_END_MARGIN.total_seconds() * 1000)) // 1000
-    raise invalid_params(
+    return invalid_params(
         f"Temporal closes this run {max(0, limit.ends_at_ms - now) // 1000} s from now ({limit.timeout}): a job "
         f"needs at least {needed_s} s — its deadline, then {int(RUN_END_MARGIN.total_seconds())} s to end on its "
         f"own; start it with a longer {limit.timeout}, or none (deadline_ms bounds the job)",
@@ -306,9 +308,10 @@ class Admitter:
             run_limit: when Temporal closes the submitting execution by a timeout its
                 starter set (Temporal clients): a job created here gets a deadline at
                 least :data:`~curaflow.domain.execution.RUN_END_MARGIN` before it
-                (:func:`~curaflow.domain.execution.run_bounded_deadline`), so it ends
-                itself instead of being timed out (and, under a workflow retry policy,
-                run again in a new run). A job that already exists keeps its deadline.
+                (:func:`~curaflow.domain.execution.run_deadline_bound`, judged against
+                the job's creation on the database's clock), so it ends itself instead
+                of being timed out (and, under a workflow retry policy, run again in a
+                new run). A job that already exists keeps its deadline.
 
         Returns:
             The admission; ``job_input`` is the job's workflow argument when this call
@@ -343,47 +346,42 @@ class Admitter:
                 received=workflow_type,
             )
 
+        # Dated by the insert, on the database's clock (docs/DESIGN.md "Ledger times are the
+        # database's clock"): these two times are stand-ins until then.
+        dated = JobInput(
+            job_id=job_id,
+            job_type=task.job_type,
+            plan_id=target.id,
+            trigger=trigger,  # type: ignore[arg-type]
+            created_at_ms=0,
+            deadline_at_ms=0,
+            targets=[spec],
+            budgets=self.settings.budgets_model(),
+            max_fallback_stages=1,
+            source_task_queues=self.settings.source_task_queues(),
+            callback=task.callback_url is not None,
+            callback_policy=self.settings.push_policy(),
+            identity=JobIdentity(idempotency_key=task.idempotency_key, params=task.params if store_params else None),
+        )
+        new = NewJob(
+            job_input=dated,
+            idempotency_key=task.idempotency_key,
+            correlation_id=task.correlation_id,
+            callback_url=task.callback_url,
+            labels=task.labels,
+            params=task.params if store_params else None,
+            deadline_ms=task.deadline_ms or self.settings.budgets.default_deadline_ms,
+            deadline_bound_ms=run_deadline_bound(run_limit.ends_at_ms if run_limit else None),
+        )
         async with self.pool.acquire() as conn:
             # Inserted at once — one statement less for a new job than reading first; a
             # replay finds the job its key or id already names (insert_job's conflict path).
-            created_at = now_ms()
-            deadline = task.deadline_ms or self.settings.budgets.default_deadline_ms
-            deadline_at = run_bounded_deadline(
-                created_at, created_at + deadline, run_limit.ends_at_ms if run_limit else None
-            )
-            if run_limit is not None and deadline_at - created_at < MIN_DEADLINE_MS:
-                await refuse_run_limit(conn, job_id, run_limit, created_at)
-            inp: JobInput | None = JobInput(
-                job_id=job_id,
-                job_type=task.job_type,
-                plan_id=target.id,
-                trigger=trigger,  # type: ignore[arg-type]
-                created_at_ms=created_at,
-                deadline_at_ms=deadline_at,
-                targets=[spec],
-                budgets=self.settings.budgets_model(),
-                max_fallback_stages=1,
-                source_task_queues=self.settings.source_task_queues(),
-                callback=task.callback_url is not None,
-                callback_policy=self.settings.push_policy(),
-                identity=JobIdentity(
-                    idempotency_key=task.idempotency_key, params=task.params if store_params else None
-                ),
-            )
-            assert inp is not None
-            row = await insert_job(
-                conn,
-                NewJob(
-                    job_input=inp,
-                    idempotency_key=task.idempotency_key,
-                    correlation_id=task.correlation_id,
-                    callback_url=task.callback_url,
-                    labels=task.labels,
-                    params=task.params if store_params else None,
-                ),
-            )
-        if not row.created:
-            inp = None  # a replay: the workflow argument is the first admission's
+            try:
+                row = await insert_job(conn, new)
+            except RunTooShort as short:
+                assert run_limit is not None
+                raise run_limit_refusal(run_limit, short.now_ms) from None
+        inp = row.job_input  # None on a replay: the workflow argument is the first admission's
         record = row.record
         if row.created:
             metrics.record_admitted(trigger, record.job_type)

@@ -4,12 +4,16 @@ Admission is durable before it is acknowledged (DESIGN.md decision 2): the job r
 cells and the ``job.accepted`` event are written in one transaction with an
 insert-if-absent on the job id and the idempotency key; the workflow is started after
 commit. The first admission's response body is frozen in ``admission_response`` so a
-replay answers with an identical body.
+replay answers with an identical body. The job's ``created_at`` and ``deadline_at`` are
+the database's clock, read by that insert (DESIGN.md "Ledger times are the database's
+clock").
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 import asyncpg
@@ -20,6 +24,7 @@ from curaflow.ledger.cells import lock_job
 from curaflow.ledger.db import DB_NOW_MS, jsonable
 from curaflow.ledger.events import append_event
 from curaflow.ledger.records import JOB_COLUMNS, job_from_row, load_job
+from curaflow.protocol.models.rules import MIN_DEADLINE_MS
 from curaflow.protocol.projection import project_job
 
 
@@ -29,10 +34,25 @@ class NewJob:
 
     Attributes:
         job_input: the workflow argument; stored so the reconciler can start a workflow
-            that was never started.
+            that was never started. Its ``created_at_ms`` / ``deadline_at_ms`` are written
+            as given unless ``deadline_ms`` is set.
         params: the normalised retrieval view (compared on replay), or None.
         occurrence_at: a scheduled job's nominal time, epoch ms (UTC); None for other
             jobs (their occurrence is the admission, ``created_at``).
+        deadline_ms: set by every admission (the API's, ``curaflow run``, the ``admit``
+            activity, a schedule's occurrence): the job is dated on the database's clock
+            (docs/DESIGN.md "Ledger times are the database's clock") — ``created_at`` is
+            the insert's own read of :data:`~curaflow.ledger.db.DB_NOW_MS` and
+            ``deadline_at`` that instant plus ``deadline_ms`` (ms), at most
+            ``deadline_bound_ms``; the job input's two times are replaced by them in
+            everything written and returned. None: the job input's times as given (the
+            tests' and benchmarks' fixtures).
+        deadline_bound_ms: the latest deadline (epoch ms, UTC): the end of the Temporal
+            run that admits the job less its margin
+            (:func:`curaflow.domain.execution.run_deadline_bound`); None: unbounded. A
+            bound that leaves a new job less than
+            :data:`~curaflow.protocol.models.rules.MIN_DEADLINE_MS` creates nothing
+            (:class:`RunTooShort`). Only with ``deadline_ms``.
     """
 
     job_input: JobInput
@@ -43,21 +63,45 @@ class NewJob:
     params: dict[str, Any] | None = None
     occurrence_date: str | None = None
     occurrence_at: int | None = None
+    deadline_ms: int | None = None
+    deadline_bound_ms: int | None = None
 
 
 @dataclass
 class AdmissionRow:
-    """A job found or created by :func:`insert_job`."""
+    """A job found or created by :func:`insert_job`.
+
+    Attributes:
+        job_input: the created job's workflow argument as written (its times the
+            insert's); None when the job already existed (read it with
+            :func:`workflow_input`).
+    """
 
     record: JobRecord
     created: bool
     response: dict[str, Any]
     params: dict[str, Any] | None
+    job_input: JobInput | None = None
 
 
-def admitted_record(new: NewJob) -> JobRecord:
-    """The job exactly as :func:`insert_job` writes it (queued, every cell pending)."""
+class RunTooShort(Exception):
+    """:func:`insert_job` created nothing: ``NewJob.deadline_bound_ms`` leaves the job less
+    than the shortest deadline, and no job holds its id or key.
+
+    Attributes:
+        now_ms: the database's time the insert judged it at (epoch ms, UTC).
+    """
+
+    def __init__(self, now_ms: int) -> None:
+        super().__init__(f"the run ends too soon for a deadline (database time {now_ms})")
+        self.now_ms = now_ms
+
+
+def admitted_record(new: NewJob, created_at: int | None = None, deadline_at: int | None = None) -> JobRecord:
+    """The job exactly as :func:`insert_job` writes it (queued, every cell pending), dated
+    ``created_at`` / ``deadline_at`` (epoch ms; None: the job input's)."""
     inp = new.job_input
+    created = inp.created_at_ms if created_at is None else created_at
     return JobRecord(
         job_id=inp.job_id,
         job_type=inp.job_type,
@@ -69,45 +113,99 @@ def admitted_record(new: NewJob) -> JobRecord:
         callback_url=new.callback_url,
         params=new.params,
         target_ids=[t.target_id for t in inp.targets],
-        created_at=inp.created_at_ms,
-        updated_at=inp.created_at_ms,
-        deadline_at=inp.deadline_at_ms,
+        created_at=created,
+        updated_at=created,
+        deadline_at=inp.deadline_at_ms if deadline_at is None else deadline_at,
         occurrence_date=new.occurrence_date,
         occurrence_at=new.occurrence_at,
-        cells=[CellSnapshot(target_id=t.target_id, updated_at=inp.created_at_ms) for t in inp.targets],
+        cells=[CellSnapshot(target_id=t.target_id, updated_at=created) for t in inp.targets],
     )
+
+
+#: Stand-ins for the admission's two times in the answer built before the insert (no
+#: time of a job is negative), and the ``format()`` arguments the insert puts there:
+#: ``created_at`` (the job's ``created_at``, ``updated_at``, ``progress.at``) and
+#: ``deadline_at``.
+_TIME_ARGUMENTS = {-1: "%1$s", -2: "%2$s"}
+
+
+def answer_template(new: NewJob) -> str:
+    """The frozen admission answer (``{"job": Job}``, the protocol projection of the job as
+    :func:`insert_job` writes it) as the text of a PostgreSQL ``format()`` string whose
+    first argument is the job's ``created_at`` and second its ``deadline_at`` (epoch ms;
+    ``null`` for a fixture without one): the insert fills them in from the database's
+    clock. Every other ``%`` is doubled; the text is what ``json.dumps`` writes
+    (``ensure_ascii=False``), so the stored answer decodes to the same dict, in the same
+    key order, as the projection of the dated job."""
+    return _template({"job": project_job(admitted_record(new, -1, -2))})
+
+
+def _template(value: Any) -> str:
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if type(value) is int:
+        return _TIME_ARGUMENTS.get(value) or str(value)
+    if isinstance(value, str):
+        return encode_basestring(value).replace("%", "%%")
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_template(str(k))}: {_template(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_template(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False).replace("%", "%%")
 
 
 async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
     """Create the job if absent (by job id and by idempotency key), in one transaction.
 
-    The first admission's answer is computed from what is written (no read-back) and
-    stored with the row, so a replay answers with the identical body.
+    One statement writes the job row, its cells and the first admission's answer (frozen
+    in ``admission_response``, so a replay answers with the identical body) and, with
+    ``new.deadline_ms``, dates the job on the database's clock (``NewJob``); then
+    ``job.accepted``. Nothing is read back: the answer returned is the one stored.
 
     Args:
         conn: a connection (the function opens its own transaction).
         new: the job to create.
 
     Returns:
-        The created job (``created=True``) or, when the id or key already existed, the
-        existing job with its frozen admission response.
+        The created job (``created=True``, with its workflow argument as written) or,
+        when the id or key already existed, the existing job with its frozen admission
+        response.
+
+    Raises:
+        RunTooShort: ``new.deadline_bound_ms`` leaves no deadline and no job holds the
+            id or key; nothing is written.
     """
     inp = new.job_input
-    record = admitted_record(new)
-    response = {"job": project_job(record)}
+    given = new.deadline_ms is None
     async with conn.transaction():
-        # One statement: the job row and, only when it was created, its cells.
-        inserted = await conn.fetchval(
-            """WITH job AS (
+        # One statement: one read of the database's clock dates the job; the job row, its
+        # cells (only when the job was created) and the answer carry it.
+        row = await conn.fetchrow(
+            f"""WITH clock AS (SELECT {DB_NOW_MS} AS now),
+               times AS (
+                   SELECT now, COALESCE($13::bigint, now) AS created_at,
+                          COALESCE($14::bigint, CASE WHEN $19::bigint IS NULL THEN now + $18::bigint
+                                                     ELSE LEAST(now + $18::bigint, GREATEST($19::bigint, now)) END)
+                              AS deadline_at
+                   FROM clock),
+               job AS (
                    INSERT INTO jobs (job_id, job_type, plan_id, schedule_id, trigger, idempotency_key,
                        correlation_id, callback_url, labels, params, target_ids, workflow_input,
                        created_at, updated_at, deadline_at, occurrence_date, admission_response, occurrence_at)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, $14, $15, $16, $17)
-                   ON CONFLICT DO NOTHING RETURNING job_id),
+                   SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11,
+                          $12::jsonb || jsonb_build_object('created_at_ms', created_at, 'deadline_at_ms', deadline_at),
+                          created_at, created_at, deadline_at, $15,
+                          format($16::text, created_at, COALESCE(deadline_at::text, 'null'))::json, $17
+                   FROM times WHERE $19::bigint IS NULL OR deadline_at - created_at >= $20::bigint
+                   ON CONFLICT DO NOTHING RETURNING job_id, created_at, deadline_at, admission_response),
                cell AS (
                    INSERT INTO cells (job_id, target_id, position, created_at, updated_at)
-                   SELECT job.job_id, t, p - 1, $13, $13 FROM job, unnest($11::text[]) WITH ORDINALITY AS u(t, p))
-               SELECT job_id FROM job""",
+                   SELECT job.job_id, t, p - 1, job.created_at, job.created_at
+                   FROM job, unnest($11::text[]) WITH ORDINALITY AS u(t, p))
+               SELECT times.now, job.job_id, job.created_at, job.deadline_at, job.admission_response
+               FROM times LEFT JOIN job ON true""",
             inp.job_id,
             inp.job_type,
             inp.plan_id,
@@ -120,18 +218,31 @@ async def insert_job(conn: asyncpg.Connection, new: NewJob) -> AdmissionRow:
             new.params,
             [t.target_id for t in inp.targets],
             jsonable(inp),
-            inp.created_at_ms,
-            inp.deadline_at_ms,
+            inp.created_at_ms if given else None,
+            inp.deadline_at_ms if given else None,
             new.occurrence_date,
-            response,
+            answer_template(new),
             new.occurrence_at,
+            new.deadline_ms,
+            None if given else new.deadline_bound_ms,
+            MIN_DEADLINE_MS,
         )
-        if inserted is None:
+        assert row is not None
+        if row["job_id"] is None:
             existing = await find_existing(conn, inp.job_id, new.idempotency_key)
+            if existing is None and not given and new.deadline_bound_ms is not None:
+                raise RunTooShort(row["now"])
             assert existing is not None, "insert conflicted but no job found"
             return existing
-        await append_event(conn, inp.job_id, "job.accepted", at=inp.created_at_ms)
-        return AdmissionRow(record=record, created=True, response=response, params=new.params)
+        created_at, deadline_at = row["created_at"], row["deadline_at"]
+        await append_event(conn, inp.job_id, "job.accepted", at=created_at)
+        return AdmissionRow(
+            record=admitted_record(new, created_at, deadline_at),
+            created=True,
+            response=row["admission_response"],
+            params=new.params,
+            job_input=inp.model_copy(update={"created_at_ms": created_at, "deadline_at_ms": deadline_at}),
+        )
 
 
 async def find_existing(conn: asyncpg.Connection, job_id: str, idempotency_key: str | None) -> AdmissionRow | None:

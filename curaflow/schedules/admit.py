@@ -82,7 +82,10 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
     nominal time (``jobs.occurrence_at``: the outcome's ``occurrence_at``). Targets are resolved from the
     live configuration: the plan's current ``target_ids`` if the plan is still
     configured, else those recorded at sync time; an empty list means every configured
-    target; unknown ids are skipped with a warning.
+    target; unknown ids are skipped with a warning. The job's ``created_at`` and deadline
+    (``budgets.default_deadline_ms`` later) are the database's clock, read by the insert
+    (docs/DESIGN.md "Ledger times are the database's clock"); the returned workflow
+    argument carries them.
 
     Returns:
         The admission; ``created=False`` and the stored workflow argument when the job
@@ -123,23 +126,28 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
             )
             await _name_unadmitted(conn, occ.schedule_id, req.scheduled_at_ms, job_id, problem, configured=configured)
             raise OccurrenceConfigError(problem)
-        created_at = now_ms()
-        inp = JobInput(
+        dated = JobInput(  # dated by the insert, on the database's clock: stand-in times until then
             job_id=job_id,
             plan_id=occ.schedule_id,
             schedule_id=occ.schedule_id,
             trigger="schedule",
-            created_at_ms=created_at,
-            deadline_at_ms=created_at + settings.budgets.default_deadline_ms,
+            created_at_ms=0,
+            deadline_at_ms=0,
             targets=[target_spec(settings, t) for t in targets],
             budgets=settings.budgets_model(),
             max_fallback_stages=max(1, settings.max_fallback_passes),
             source_task_queues=settings.source_task_queues(),
         )
         row = await insert_job(
-            conn, NewJob(job_input=inp, occurrence_date=occurrence_date, occurrence_at=req.scheduled_at_ms)
+            conn,
+            NewJob(
+                job_input=dated,
+                occurrence_date=occurrence_date,
+                occurrence_at=req.scheduled_at_ms,
+                deadline_ms=settings.budgets.default_deadline_ms,
+            ),
         )
-        if not row.created:  # lost a race with a concurrent trigger of the same minute
+        if row.job_input is None:  # lost a race with a concurrent trigger of the same minute
             stored = await workflow_input(conn, job_id)
             assert stored is not None
             metrics.record_occurrence(occ.schedule_id, "duplicate", configured=configured)
@@ -147,6 +155,7 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
         # The trampoline starts the workflow right after this activity: the reconciler
         # must not start a second, top-level one meanwhile.
         await mark_workflow_started(conn, job_id)
+    inp = row.job_input
     metrics.record_admitted("schedule", inp.job_type)
     metrics.record_occurrence(occ.schedule_id, "started", lag_s, configured=configured)
     log.info(

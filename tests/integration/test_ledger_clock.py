@@ -12,6 +12,13 @@ stuck until then); a worker behind the clock opened steps past the job's deadlin
 the lease is written and compared in SQL on the database's clock
 (:data:`curaflow.ledger.db.DB_NOW_MS`), as the send lease and the rate gates were.
 
+A job's ``created_at`` and ``deadline_at`` were the admitting process's clock (the API,
+``curaflow run``, a Temporal client's ``admit``, a schedule's occurrence): an admitter
+off by more than a job's deadline gave the barrier a job already expired, or one open
+its skew past its deadline. Now the admission's insert dates the job on the database's
+clock, and everything built after it (the workflow's argument, the frozen answer)
+carries those times.
+
 Each test plays two hosts in this process: :func:`host_clock` skews every wall-clock
 read of curaflow's own code (``now_ms``, wherever a module imported it) for the calls of
 one side, the other side reads the real clock. On the session's real PostgreSQL.
@@ -20,19 +27,31 @@ one side, the other side reads the real clock. On the session's real PostgreSQL.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
 
 from curaflow.api.jobs import read_job
+from curaflow.config import Settings
+from curaflow.config.schedules import ScheduleConfig
 from curaflow.domain.cells import CellStage
-from curaflow.domain.messages import RouteRef, TargetSpec
+from curaflow.domain.execution import RUN_END_MARGIN, job_workflow
+from curaflow.domain.messages import JobInput, RouteRef, RunLimit, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
+from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceInput
+from curaflow.jobs.admission import Admitter
 from curaflow.ledger import cells, db, event_pushes
 from curaflow.ledger.jobs import mark_workflow_started, request_cancel
 from curaflow.ledger.reconciler import attempt_live
+from curaflow.protocol.errors import ProtocolError
+from curaflow.routes import DirectoryRouteConfig
+from curaflow.schedules.admit import admit_occurrence
 from tests.support import ledger_job, short_id
 
 pytestmark = pytest.mark.integration
@@ -218,3 +237,162 @@ async def test_a_cancel_and_a_workflow_start_are_recorded_on_the_database_clock(
         "SELECT cancel_requested_at, workflow_started_at FROM jobs WHERE job_id = $1", job_id
     )
     assert before <= row["workflow_started_at"] <= row["cancel_requested_at"] <= after, (before, dict(row), after)
+
+
+# --- a job's created_at and deadline_at: the admission's insert reads the database's clock
+
+
+def _admitter(pool: asyncpg.Pool, tmp_path: Path) -> Admitter:
+    """The admission of ``POST /jobs``, ``curaflow run`` and the ``admit`` activity (the
+    default target ``demo``), writing only the ledger."""
+    return Admitter(Settings(state_dir=tmp_path, routes={"out": DirectoryRouteConfig(path=tmp_path)}), pool, None)
+
+
+async def _dated_on_the_database_clock(
+    pool: asyncpg.Pool, job_id: str, before: int, deadline_ms: int | None, job_input: JobInput | None
+) -> int:
+    """Assert the job's times are the database's: ``created_at`` read between ``before`` and
+    now on that clock, ``deadline_at`` its deadline after it (``deadline_ms``; None: any
+    later instant), and every copy of them — the stored workflow argument, the frozen
+    admission answer, ``job.accepted``, the cell, the argument the admission returned —
+    the same. Returns the deadline."""
+    after = await pool.fetchval(f"SELECT {db.DB_NOW_MS}")
+    row = await pool.fetchrow(
+        """SELECT created_at, updated_at, deadline_at, workflow_input, admission_response FROM jobs
+           WHERE job_id = $1""",
+        job_id,
+    )
+    assert row is not None
+    created, deadline = row["created_at"], row["deadline_at"]
+    assert before <= created <= after, (before, created, after)
+    if deadline_ms is not None:
+        assert deadline == created + deadline_ms, (created, deadline)
+    assert created < deadline
+    assert row["updated_at"] == created
+    stored = JobInput.model_validate(row["workflow_input"])
+    assert (stored.created_at_ms, stored.deadline_at_ms) == (created, deadline)
+    if job_input is not None:
+        assert job_input == stored
+    answer = row["admission_response"]["job"]
+    assert (answer["created_at"], answer["updated_at"], answer["deadline_at"]) == (created, created, deadline)
+    assert answer["progress"]["at"] == created
+    cell = await pool.fetchrow("SELECT created_at, updated_at FROM cells WHERE job_id = $1", job_id)
+    assert cell is not None and (cell["created_at"], cell["updated_at"]) == (created, created)
+    accepted = await pool.fetchval("SELECT at FROM job_events WHERE job_id = $1 AND type = 'job.accepted'", job_id)
+    assert accepted == created
+    return deadline
+
+
+def _task(key: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "protocol_version": "1",
+        "job_type": "candidate_search",
+        "idempotency_key": key,
+        "params": {"target_id": "demo"},
+        **extra,
+    }
+
+
+@pytest.mark.parametrize("skew_ms", [SKEW_MS, -SKEW_MS], ids=["ahead", "behind"])
+async def test_an_admitted_job_s_deadline_is_on_the_database_clock(
+    ledger_pool: asyncpg.Pool, tmp_path: Path, skew_ms: int
+) -> None:
+    """The API (or ``curaflow run``) on a host five minutes off admits a job with a
+    two-minute deadline: the deadline is two minutes after the admission on the clock
+    every judge reads — the database's barrier finds the job open (behind: it was past its
+    deadline at once; ahead: it stayed open five minutes after it should have ended) — and
+    a replay answers the first admission's body."""
+    admitter = _admitter(ledger_pool, tmp_path)
+    key = f"clock-{short_id()}"
+    before = await ledger_pool.fetchval(f"SELECT {db.DB_NOW_MS}")
+    # The answer is stored as a format() string the insert dates: text that reads as its
+    # directives, or as the stand-in times, is the consumer's, as sent.
+    task = _task(key, deadline_ms=120_000, correlation_id='-1 %1$s %2$s %% "-2" ü')
+    with host_clock(skew_ms):
+        admission = await admitter.admit(task, start=False)
+        replay = await admitter.admit(task, start=False)
+    assert admission.body["job"]["correlation_id"] == '-1 %1$s %2$s %% "-2" ü'
+    async with ledger_pool.acquire() as conn, conn.transaction():
+        job = await cells.lock_job(conn, admission.job_id)
+        assert job is not None and cells.barrier_of(job) is None
+    await _dated_on_the_database_clock(ledger_pool, admission.job_id, before, 120_000, admission.job_input)
+    assert not admission.replayed and replay.replayed
+    assert json.dumps(replay.body) == json.dumps(admission.body)
+    stored = await ledger_pool.fetchval("SELECT admission_response FROM jobs WHERE job_id = $1", admission.job_id)
+    assert json.dumps(stored) == json.dumps(admission.body)
+
+
+@pytest.mark.parametrize("skew_ms", [SKEW_MS, -SKEW_MS], ids=["ahead", "behind"])
+async def test_a_temporal_client_s_run_bounds_the_deadline_on_the_database_clock(
+    ledger_pool: asyncpg.Pool, tmp_path: Path, skew_ms: int
+) -> None:
+    """The ``admit`` activity of a Temporal client's start, on a worker five minutes off:
+    the run ends (Temporal's clock, here the database's) in four minutes, so the job's
+    deadline is that end less :data:`RUN_END_MARGIN` — judged from the database's now, not
+    the worker's (ahead, the worker found the run already over and refused the Task)."""
+    admitter = _admitter(ledger_pool, tmp_path)
+    key = f"clock-run-{short_id()}"
+    before = await ledger_pool.fetchval(f"SELECT {db.DB_NOW_MS}")
+    limit = RunLimit(ends_at_ms=before + 240_000, timeout="run_timeout")
+    with host_clock(skew_ms):
+        admission = await admitter.admit(
+            _task(key),
+            trigger="temporal",
+            workflow_id=f"demo@manual-{key}",
+            workflow_type=job_workflow("candidate_search"),
+            start=False,
+            run_limit=limit,
+        )
+    deadline = await _dated_on_the_database_clock(ledger_pool, admission.job_id, before, None, admission.job_input)
+    assert deadline == limit.ends_at_ms - int(RUN_END_MARGIN.total_seconds() * 1000)
+
+
+@pytest.mark.parametrize("skew_ms", [SKEW_MS, -SKEW_MS], ids=["ahead", "behind"])
+async def test_a_run_too_short_is_judged_on_the_database_clock(
+    ledger_pool: asyncpg.Pool, tmp_path: Path, skew_ms: int
+) -> None:
+    """A run that Temporal closes in 20 s leaves no deadline (its end less 30 s is past),
+    whatever the admitting worker's clock says (behind, it gave the job five minutes);
+    nothing is written, and the refusal says how soon the run closes."""
+    admitter = _admitter(ledger_pool, tmp_path)
+    key = f"clock-short-{short_id()}"
+    now = await ledger_pool.fetchval(f"SELECT {db.DB_NOW_MS}")
+    limit = RunLimit(ends_at_ms=now + 20_000, timeout="run_timeout")
+    with host_clock(skew_ms), pytest.raises(ProtocolError) as refused:
+        await admitter.admit(
+            _task(key),
+            trigger="temporal",
+            workflow_id=f"demo@manual-{key}",
+            workflow_type=job_workflow("candidate_search"),
+            start=False,
+            run_limit=limit,
+        )
+    assert refused.value.detail["field"] == "run_timeout", refused.value.detail
+    assert " 19 s from now" in refused.value.message or " 20 s from now" in refused.value.message, refused.value
+    assert await ledger_pool.fetchval("SELECT 1 FROM jobs WHERE job_id = $1", f"demo@manual-{key}") is None
+
+
+@pytest.mark.parametrize("skew_ms", [SKEW_MS, -SKEW_MS], ids=["ahead", "behind"])
+async def test_an_occurrence_s_deadline_is_on_the_database_clock(
+    ledger_pool: asyncpg.Pool, tmp_path: Path, skew_ms: int
+) -> None:
+    """The schedule trampoline's ``admit_occurrence`` on a worker five minutes off: the
+    occurrence's job is dated, and its default deadline (30 min) judged, on the database's
+    clock; the argument it returns (the job's workflow's) carries those times."""
+    plan = f"clock{short_id()}"
+    settings = Settings(
+        state_dir=tmp_path,
+        routes={"out": DirectoryRouteConfig(path=tmp_path)},
+        schedules=[ScheduleConfig(id=plan, cron=["0 3 * * *"])],
+    )
+    occurrence = OccurrenceInput(schedule_id=plan, cron=["0 3 * * *"], task_queue="curaflow")
+    at = int(datetime(2026, 12, 6, 3, tzinfo=UTC).timestamp() * 1000)
+    before = await ledger_pool.fetchval(f"SELECT {db.DB_NOW_MS}")
+    with host_clock(skew_ms):
+        admitted = await admit_occurrence(
+            ledger_pool, settings, AdmitOccurrenceInput(occurrence=occurrence, scheduled_at_ms=at, trampoline_id="t")
+        )
+    assert admitted.created
+    await _dated_on_the_database_clock(
+        ledger_pool, admitted.job_id, before, settings.budgets.default_deadline_ms, admitted.job_input
+    )
