@@ -178,7 +178,15 @@ TABLE_MIN_WIDTH = 120
 
 def render_schedules(views: list[plans.ScheduleView], console: Console) -> None:
     """Print the plans: a table on a wide terminal, one block of short lines per plan
-    below :data:`TABLE_MIN_WIDTH` columns (every value whole, readable in 80 columns)."""
+    below :data:`TABLE_MIN_WIDTH` columns (every value whole, readable in 80 columns); with
+    no plan at all, one line saying so and how to add one."""
+    if not views:
+        console.print(
+            "no schedules (add [[schedules]] to the config, then `curaflow schedules sync`)",
+            markup=False,
+            highlight=False,
+        )
+        return
     rows = []
     for v in views:
         state = "paused" if v.paused else "active"

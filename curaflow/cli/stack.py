@@ -90,8 +90,13 @@ class DevPorts:
 
 async def run_dev(settings: Settings, ports: DevPorts, workers: int) -> None:
     """Run the embedded stack in the foreground until SIGINT/SIGTERM."""
-    if read_stack_info(settings.state_dir) is not None:
-        error(f"a curaflow dev stack already runs on {settings.state_dir}")
+    running = read_stack_info(settings.state_dir)
+    if running is not None:
+        error(
+            f"a curaflow dev stack already runs on {settings.state_dir} (pid {running.pid}): "
+            "`curaflow run`, `submit`, `status` … in this directory use it; "
+            "stop it (Ctrl-C where it runs) to start another"
+        )
         raise typer.Exit(EXIT_CANNOT_START)
     taken = [
         f"port {port} ({what}) is in use: pick another with {option}"

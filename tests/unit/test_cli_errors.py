@@ -147,3 +147,34 @@ def test_curaflow_run_with_no_target_accepting_jobs_does_not_speak_of_several(
     assert result.exit_code == 2, result.output
     assert "several" not in result.output
     assert "no configured target accepts jobs" in result.output
+
+
+def test_a_second_curaflow_dev_names_the_running_one_and_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``curaflow dev`` while one already ran in the directory said only ``a curaflow dev
+    stack already runs on …/.curaflow`` (exit 2): not which process, nor that every command
+    there uses it, nor how to stop it (a newcomer's finding). Nothing starts."""
+    import json
+    import os
+
+    from curaflow.devstack import stack as devstack
+
+    async def started(self: object) -> object:
+        raise AssertionError("nothing may start")
+
+    monkeypatch.setattr(devstack.EmbeddedStack, "__aenter__", started)
+    state = tmp_path / ".curaflow"
+    state.mkdir()
+    info = {"pid": os.getpid(), "temporal_address": "127.0.0.1:7233", "database_url": "postgresql://x"}
+    (state / devstack.STACK_FILE).write_text(json.dumps(info))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CURAFLOW_CONFIG", raising=False)
+    ports = ["--temporal-port", "0", "--ui-port", "0", "--api-port", "0", "--temporal-http-port", "0"]
+    ports += ["--temporal-metrics-port", "0", "--worker-metrics-port", "0", "--replay-port", "0"]
+    result = CliRunner().invoke(app, ["dev", *ports])
+    assert result.exit_code == 2, result.output
+    output = " ".join(result.output.split())  # the console wraps long lines
+    assert f"pid {os.getpid()}" in output, output
+    assert "curaflow run" in output and "Ctrl-C" in output, output
+

@@ -72,3 +72,15 @@ def test_a_wide_terminal_gets_the_table_wrapped_never_cut() -> None:
     assert "…" not in text and "┃ id" in text
     for value in ("nightly-landscapes", "Europe/Paris", "cityscapes-at-night", "2026-12-04 02:00:00", "1234"):
         assert value in text, (value, text)
+
+
+def test_no_plans_says_so_and_how_to_add_one() -> None:
+    """With no schedules ``curaflow schedules list`` printed nothing at all (exit 0): a
+    newcomer could not tell an empty answer from a command that did nothing (a newcomer's
+    finding, after ``schedules sync`` had said ``no schedules configured``)."""
+    for width in (80, 160):
+        out = io.StringIO()
+        render_schedules([], Console(file=out, width=width, force_terminal=False, color_system=None))
+        text = out.getvalue()
+        assert "no schedules" in text, text
+        assert "[[schedules]]" in text and "curaflow schedules sync" in text, text
