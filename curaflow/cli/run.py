@@ -17,11 +17,13 @@ import json
 import signal
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Group
+from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -38,6 +40,21 @@ from curaflow.protocol.projection import project_job
 from curaflow.protocol.task import validate_task
 
 POLL_S = 0.2
+
+
+@contextmanager
+def live_progress(console: Console, *, transient: bool) -> Iterator[Live]:
+    """The live display of the job's progress on ``console`` (``transient``: erased at the
+    end, as under ``--json``), ending its line whatever ``console`` writes to.
+
+    Rich ends a live display with a newline on a terminal only: into a file or a pipe (a CI
+    log, ``2>&1 | tee``) the next line was glued to the table's last one
+    (``└──┘gave up waiting after 15s``).
+    """
+    with Live(console=console, refresh_per_second=8, transient=transient) as live:
+        yield live
+    if not transient and not console.is_terminal:
+        console.line()
 
 
 def progress_table(record: JobRecord, job: dict[str, Any]) -> Group:
@@ -145,7 +162,7 @@ async def run_job(
             return 2
         deadline = time.monotonic() + timeout_s
         record: JobRecord | None = None
-        with Live(console=err_console, refresh_per_second=8, transient=as_json) as live:
+        with live_progress(err_console, transient=as_json) as live:
             while True:
                 async with svc.pool.acquire() as conn:
                     record = await load_job(conn, admission.job_id)

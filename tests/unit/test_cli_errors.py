@@ -178,3 +178,26 @@ def test_a_second_curaflow_dev_names_the_running_one_and_what_to_do(
     assert f"pid {os.getpid()}" in output, output
     assert "curaflow run" in output and "Ctrl-C" in output, output
 
+
+def test_the_progress_table_ends_its_line_when_stderr_is_no_terminal() -> None:
+    """With stderr in a file or a pipe (a CI log, ``2>&1 | tee``), the next line was glued
+    to the table's last one: ``└──┘gave up waiting after 15s``, ``└──┘job …: succeeded``.
+    Rich's live display ends its output with a newline on a terminal only."""
+    import io
+
+    from rich.console import Console
+
+    from curaflow.cli.run import live_progress, progress_table
+    from curaflow.ledger.records import JobRecord
+
+    record = JobRecord.model_construct(job_id="demo@manual-x", cells=[])
+    for transient in (False, True):
+        out = io.StringIO()
+        console = Console(file=out, width=80, force_terminal=False, color_system=None)
+        with live_progress(console, transient=transient) as live:
+            live.update(progress_table(record, {"status": "running", "progress": {"stage": "searching"}}))
+        console.print("next")
+        text = out.getvalue()
+        assert text.endswith("\nnext\n") or text == "next\n", repr(text)
+        if not transient:
+            assert "running (searching)" in text, text
