@@ -88,12 +88,20 @@ def decoded_chunks(response: httpx.Response, step: int) -> AsyncIterator[bytes]:
     yields chunks of at most ``step`` bytes, each decoded only when asked for. A response
     read already (built with its content: ``httpx.MockTransport``'s) yields that content.
 
+    An answer with no body (:func:`_bodiless`: a HEAD's, a 1xx, 204 or 304, a
+    ``Content-Length`` of 0) has nothing to decode, whatever its ``Content-Encoding``: it is
+    ``aiter_raw()`` (no bytes), never refused.
+
     Raises:
-        UnsupportedContentEncoding: a coding curaflow does not decode (at once, nothing read).
+        UnsupportedContentEncoding: a coding curaflow does not decode (at once, nothing read)
+            on an answer that may have a body.
         httpx.DecodingError: bytes that are not their coding (zlib's error), as httpx raises it.
         httpx.HTTPError: what reading the raw body raises.
     """
     codings = content_codings(response.headers)
+    if codings and _bodiless(response):
+        # No byte to decode or misread: a HEAD's or a 304's coding even names a body not sent.
+        return response.aiter_raw()
     for coding in codings:
         if coding not in _WBITS:
             err = UnsupportedContentEncoding(
@@ -114,6 +122,18 @@ def decoded_chunks(response: httpx.Response, step: int) -> AsyncIterator[bytes]:
     return _decoding(response.aiter_raw(), inflaters, step)
 
 
+def _bodiless(response: httpx.Response) -> bool:
+    """Whether ``response`` has no body to decode: the answer to a HEAD, a 1xx, a 204 or a
+    304 (RFC 9110 §6.4.1: whatever its headers say, no content follows), or one whose
+    ``Content-Length`` is 0."""
+    return (
+        response.request.method == "HEAD"
+        or response.status_code < 200
+        or response.status_code in (204, 304)
+        or response.headers.get("content-length", "").strip() == "0"
+    )
+
+
 async def _decoding(raw: AsyncIterator[bytes], inflaters: list[_Inflater], step: int) -> AsyncIterator[bytes]:
     """``raw`` through ``inflaters`` (the outermost coding first), ``step`` bytes at most
     per chunk and per coding held at once."""
@@ -131,18 +151,29 @@ def _through(inflaters: list[_Inflater], at: int, data: bytes, step: int) -> Ite
         yield from _through(inflaters, at + 1, piece, step)
 
 
+#: How many bytes of a ``deflate`` answer that decoded to nothing yet are kept to read
+#: again as a raw deflate stream: the most one transport read gives (httpx's first call).
+_RAW_PROBE_BYTES = 65536
+
+
 class _Inflater:
     """One zlib stream of a coding (``gzip``, ``x-gzip`` or ``deflate``), decoded a step
     at a time.
 
-    ``deflate`` first reads the zlib format; if that fails before anything was decoded
-    from the first bytes fed, it starts again on them as a raw deflate stream — httpx's
-    fallback (``httpx._decoders.DeflateDecoder``: on an error of its first call).
+    ``deflate`` first reads the zlib format; if that fails before anything was decoded,
+    it starts again on the bytes fed as a raw deflate stream — httpx's fallback
+    (``httpx._decoders.DeflateDecoder``), which httpx tries on an error of its first call
+    only: a first raw chunk of one byte cannot fail (zlib judges its two-byte header with
+    the second), so the same answer was decoded or refused by how the transport cut it.
+    Here the fallback holds while nothing was decoded from the first
+    :data:`_RAW_PROBE_BYTES` fed (or the first call's bytes, were they more), however they
+    came.
     """
 
     def __init__(self, coding: str, request: httpx.Request) -> None:
         self._zlib = zlib.decompressobj(_WBITS[coding])
-        self._may_be_raw = coding == "deflate"
+        #: The bytes fed while the stream may still be raw deflate (None: it may not).
+        self._fed: bytearray | None = bytearray() if coding == "deflate" else None
         self._request = request
 
     def feed(self, data: bytes, step: int) -> Iterator[bytes]:
@@ -153,21 +184,24 @@ class _Inflater:
         Raises:
             httpx.DecodingError: ``data`` is not the rest of the stream (zlib's error).
         """
+        fed = self._fed
+        if fed is not None:
+            fed += data
         tail = data
         while not self._zlib.eof:
             try:
                 out = self._zlib.decompress(tail, step)
             except zlib.error as exc:
-                if not self._may_be_raw:
+                if fed is None:
                     raise httpx.DecodingError(str(exc), request=self._request) from exc
-                # Not the zlib format: a raw deflate stream, read from the first bytes.
-                self._may_be_raw = False
+                # Not the zlib format: a raw deflate stream, read from the first byte.
+                self._fed = None
                 self._zlib = zlib.decompressobj(-zlib.MAX_WBITS)
-                yield from self.feed(data, step)
+                yield from self.feed(bytes(fed), step)
                 return
             left = self._zlib.unconsumed_tail
             if out:
-                self._may_be_raw = False
+                fed = self._fed = None
                 yield out
             elif left and len(left) >= len(tail):
                 # zlib returns with input left only once its output is full: never here.
@@ -176,4 +210,5 @@ class _Inflater:
             # A full step may leave output inside zlib (a long match half copied): ask again.
             if not tail and len(out) < step:
                 break
-        self._may_be_raw = False  # httpx tries the raw format on its first call only
+        if fed is not None and len(fed) > _RAW_PROBE_BYTES:
+            self._fed = None  # so much and nothing decoded: the zlib format's, or nothing

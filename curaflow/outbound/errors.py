@@ -62,7 +62,8 @@ class UnsupportedContentEncoding(httpx.DecodingError):
     """The answer is content-encoded with a coding curaflow does not decode — anything but
     ``gzip``, ``x-gzip``, ``deflate`` and ``identity`` (:mod:`curaflow.outbound.decoding`):
     the party's answer cannot be read. Raised when its body is read, after its status
-    and headers came (:func:`~curaflow.outbound.answer_head` gives them).
+    and headers came (:func:`~curaflow.outbound.answer_head` gives them); never for an
+    answer with no body (a HEAD's, a 1xx, 204 or 304, ``Content-Length: 0``).
 
     Attributes:
         coding: the coding refused, as the answer named it (lower case).
