@@ -45,7 +45,7 @@ from curaflow.domain.execution import RUN_END_MARGIN, job_workflow
 from curaflow.domain.messages import JobInput, RouteRef, RunLimit, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
 from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceInput
-from curaflow.jobs.admission import Admitter
+from curaflow.jobs.admission import Admission, Admitter
 from curaflow.ledger import cells, db, event_pushes
 from curaflow.ledger.jobs import mark_workflow_started, request_cancel
 from curaflow.ledger.reconciler import attempt_live
@@ -248,6 +248,18 @@ def _admitter(pool: asyncpg.Pool, tmp_path: Path) -> Admitter:
     return Admitter(Settings(state_dir=tmp_path, routes={"out": DirectoryRouteConfig(path=tmp_path)}), pool, None)
 
 
+async def _admit_from_temporal(admitter: Admitter, key: str, limit: RunLimit) -> Admission:
+    """``key``'s Task admitted as a Temporal client's start does (``admit``, run ``limit``)."""
+    return await admitter.admit(
+        _task(key),
+        trigger="temporal",
+        workflow_id=f"demo@manual-{key}",
+        workflow_type=job_workflow("candidate_search"),
+        start=False,
+        run_limit=limit,
+    )
+
+
 async def _dated_on_the_database_clock(
     pool: asyncpg.Pool, job_id: str, before: int, deadline_ms: int | None, job_input: JobInput | None
 ) -> int:
@@ -335,14 +347,7 @@ async def test_a_temporal_client_s_run_bounds_the_deadline_on_the_database_clock
     before = await ledger_pool.fetchval(f"SELECT {db.DB_NOW_MS}")
     limit = RunLimit(ends_at_ms=before + 240_000, timeout="run_timeout")
     with host_clock(skew_ms):
-        admission = await admitter.admit(
-            _task(key),
-            trigger="temporal",
-            workflow_id=f"demo@manual-{key}",
-            workflow_type=job_workflow("candidate_search"),
-            start=False,
-            run_limit=limit,
-        )
+        admission = await _admit_from_temporal(admitter, key, limit)
     deadline = await _dated_on_the_database_clock(ledger_pool, admission.job_id, before, None, admission.job_input)
     assert deadline == limit.ends_at_ms - int(RUN_END_MARGIN.total_seconds() * 1000)
 
@@ -359,14 +364,7 @@ async def test_a_run_too_short_is_judged_on_the_database_clock(
     now = await ledger_pool.fetchval(f"SELECT {db.DB_NOW_MS}")
     limit = RunLimit(ends_at_ms=now + 20_000, timeout="run_timeout")
     with host_clock(skew_ms), pytest.raises(ProtocolError) as refused:
-        await admitter.admit(
-            _task(key),
-            trigger="temporal",
-            workflow_id=f"demo@manual-{key}",
-            workflow_type=job_workflow("candidate_search"),
-            start=False,
-            run_limit=limit,
-        )
+        await _admit_from_temporal(admitter, key, limit)
     assert refused.value.detail["field"] == "run_timeout", refused.value.detail
     assert " 19 s from now" in refused.value.message or " 20 s from now" in refused.value.message, refused.value
     assert await ledger_pool.fetchval("SELECT 1 FROM jobs WHERE job_id = $1", f"demo@manual-{key}") is None
