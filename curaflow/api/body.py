@@ -143,6 +143,22 @@ def coding_refusal(content_encoding: str | None) -> ProtocolError | None:
     return ContentCodingRefused(content_encoding.strip())
 
 
+def media_type_key(content_type: str) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """What a ``Content-Type`` value says, written one way: its type/subtype and each
+    parameter's name lower-cased, parameters' quotes and spaces dropped and their order
+    ignored, ``charset``'s value lower-cased (RFC 9110 §8.3.1, §5.6.6; RFC 2046 §4.1.2) —
+    so ``Application/JSON; charset="UTF-8"`` and ``application/json;charset=utf-8`` are one
+    label. Other parameters' values keep their case."""
+    media, _, params = content_type.partition(";")
+    pairs = []
+    for param in params.split(";"):
+        name, _, value = param.partition("=")
+        name, value = name.strip().lower(), value.strip().strip('"')
+        if name:
+            pairs.append((name, value.lower() if name == "charset" else value))
+    return media.strip().lower(), tuple(sorted(pairs))
+
+
 def label_refusal(request: Request) -> ProtocolError | None:
     """Why the body of ``request`` is not read as it is labelled, or None when it is.
 
@@ -150,14 +166,18 @@ def label_refusal(request: Request) -> ProtocolError | None:
     lines are one list (``identity`` then ``gzip`` is the coding ``gzip``);
     ``Content-Type`` is one value, so two different ones label the body two ways → 400
     ``invalid_params``, ``detail.reason`` ``repeated_header``, ``detail.field``
-    ``Content-Type`` (the same value twice is that value). 2026-12-06: the first line
+    ``Content-Type`` (the same value twice is that value, however written:
+    :func:`media_type_key`). 2026-12-06: the first line
     alone was read, and a body labelled both JSON and text, or identity then gzip, was
     admitted.
 
     Returns:
         None, the 400 above, :func:`media_type_refusal`'s or :func:`coding_refusal`'s.
     """
-    types = list(dict.fromkeys(value.strip() for value in request.headers.getlist("content-type")))
+    labels: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
+    for value in request.headers.getlist("content-type"):
+        labels.setdefault(media_type_key(value), value.strip())
+    types = list(labels.values())
     if len(types) > 1:
         return invalid_params(
             "Content-Type given more than once with different values; give it once",

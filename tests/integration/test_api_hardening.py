@@ -478,3 +478,12 @@ async def test_the_same_label_twice_is_one_label(make_stack: StackFactory, tmp_p
     answer = await http.post("/jobs", content=raw_task(f'"same-{short_id()}"'), headers=twice)
 
     assert answer.status_code == 202, answer.text
+    # The same media type written otherwise (RFC 9110 §8.3.1: type, subtype and a
+    # parameter's name are case-insensitive, so is charset's value; quotes and spaces are
+    # syntax): one label too — until 2026-12-06 a 400 repeated_header.
+    for other in ("Application/JSON", "application/json; charset=UTF-8", 'application/json;charset="utf-8"'):
+        alike = [("content-type", "application/json; charset=utf-8"), ("content-type", other)]
+        if other == "Application/JSON":
+            alike = [("content-type", "application/json"), ("content-type", other)]
+        answer = await http.post("/jobs", content=raw_task(f'"alike-{short_id()}"'), headers=alike)
+        assert answer.status_code == 202, (other, answer.text)
