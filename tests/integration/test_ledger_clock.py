@@ -27,6 +27,7 @@ one side, the other side reads the real clock. On the session's real PostgreSQL.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import sys
 from collections.abc import Awaitable, Callable, Iterator
@@ -60,21 +61,33 @@ pytestmark = pytest.mark.integration
 SKEW_MS = 5 * 60_000
 
 
+#: The real clock, read before any test patches it.
+_REAL_NOW_MS = db.now_ms
+#: The skew of the host the running code plays (a task keeps the value of the context it
+#: was created in: a worker started inside :func:`host_clock` stays on its host).
+_SKEW_MS: contextvars.ContextVar[int] = contextvars.ContextVar("host_skew_ms", default=0)
+
+
+def _host_now_ms() -> int:
+    return _REAL_NOW_MS() + _SKEW_MS.get()
+
+
 @contextlib.contextmanager
 def host_clock(skew_ms: int) -> Iterator[None]:
     """This process plays a host whose wall clock is ``skew_ms`` off: every module of
     curaflow (and of its activities) that reads :func:`curaflow.ledger.db.now_ms` reads it
-    skewed while the block runs."""
-    real = db.now_ms
-
-    def skewed() -> int:
-        return real() + skew_ms
-
-    with pytest.MonkeyPatch.context() as patch:
-        for name, module in list(sys.modules.items()):
-            if name.split(".")[0] in ("curaflow", "activities") and getattr(module, "now_ms", None) is real:
-                patch.setattr(module, "now_ms", skewed)
-        yield
+    skewed while the block runs — in this task and in every task created inside the block
+    (an in-process worker started there), while the outermost block lasts; a block inside
+    another plays another host for its own calls only."""
+    token = _SKEW_MS.set(skew_ms)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name, module in list(sys.modules.items()):
+                if name.split(".")[0] in ("curaflow", "activities") and getattr(module, "now_ms", None) is _REAL_NOW_MS:
+                    patch.setattr(module, "now_ms", _host_now_ms)
+            yield
+    finally:
+        _SKEW_MS.reset(token)
 
 
 Writer = Callable[[asyncpg.Pool, str, TargetSpec, int], Awaitable[None]]
