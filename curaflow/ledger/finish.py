@@ -58,7 +58,7 @@ from curaflow.domain.verdicts import (
     waits_for_sends,
 )
 from curaflow.ledger.cells import finish_cell
-from curaflow.ledger.db import DB_NOW_MS, now_ms
+from curaflow.ledger.db import DB_NOW_MS
 from curaflow.ledger.events import append_event
 from curaflow.ledger.records import load_job, load_job_with
 from curaflow.protocol.models import TERMINAL_EVENT_TYPES
@@ -151,7 +151,11 @@ async def finish_job(
     verdicts = verdicts or {}
     waits = waits_for_sends(cause, by_workflow=by_workflow)  # its sends are read with the job
     async with conn.transaction():
-        loaded = await load_job_with(conn, job_id, _SENDS_OUT if waits else "", for_update=True)
+        # The job's end is the database's clock, read with the job (docs/DESIGN.md "Ledger
+        # times are the database's clock"): its start is, so the outcome's duration is the
+        # job's own whatever the finishing host's clock says.
+        extra = f"{DB_NOW_MS} AS db_now" + (f", {_SENDS_OUT}" if waits else "")
+        loaded = await load_job_with(conn, job_id, extra, for_update=True)
         if loaded is None:
             return None
         record, row = loaded
@@ -191,7 +195,7 @@ async def finish_job(
             record = reloaded
         if record.completed_at is not None:
             return FinishedJob(record=record, outcome=None)
-        now = now_ms()
+        now = int(row["db_now"])
         status = job_status(record.cells)
         verdict = business_status(record.cells)
         outcome = build_outcome_record(

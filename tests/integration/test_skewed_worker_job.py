@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -138,3 +139,10 @@ async def test_a_job_on_a_skewed_worker_succeeds_and_reads_right(
     assert (at["job.accepted"], at["job.started"]) == (job["created_at"], job["started_at"]), (events, job)
     worker_times = [e["at"] for e in events[types.index("job.started") + 1 :]]
     assert worker_times and worker_times == sorted(worker_times), events
+    # The outcome record's duration is the job's own (both its ends on the database's
+    # clock): until 2026-12-06 its end was the worker's clock — 300 110 ms for a job of
+    # 0.3 s on a worker five minutes ahead, 0 (a negative duration floored) behind.
+    outcome = await pool.fetchval("SELECT record FROM outcomes WHERE job_id = $1", job_id)
+    completed_at = await pool.fetchval("SELECT completed_at FROM jobs WHERE job_id = $1", job_id)
+    assert job["started_at"] <= completed_at <= after, (job, completed_at, after)
+    assert 0 < outcome["duration_ms"] <= after - before, (outcome["duration_ms"], before, after)
