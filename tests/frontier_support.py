@@ -17,6 +17,22 @@ async def _nothing(cp: ScanCheckpoint) -> None:
     return None
 
 
+#: The replay app of each ``Faults`` a test scans over (by identity, the faults held so
+#: the identity stays theirs): one app for all of a test's scans, as one serves all the
+#: pages of a scan — its search results cached, its routes built once (FastAPI reads
+#: each endpoint's source lines when the app is built).
+_APPS: dict[int, tuple[Faults, Any]] = {}
+
+
+def _replay_app(faults: Faults) -> Any:
+    held = _APPS.get(id(faults))
+    if held is None or held[0] is not faults:
+        if len(_APPS) >= 8:
+            _APPS.clear()
+        held = _APPS[id(faults)] = (faults, create_replay_app(faults))
+    return held[1]
+
+
 async def scan_for_one(
     client: PixivClient, target: TargetSpec, known: KnownHook, *, on_page: Any = _nothing, **extra: Any
 ) -> ScanCheckpoint:
@@ -32,7 +48,7 @@ async def scan_on_replay(
 ) -> ScanCheckpoint:
     """:func:`scan_for_one` against the replay app over ``faults`` (in process, no socket):
     a client of its own, the access token the replay's."""
-    app = create_replay_app(faults)
+    app = _replay_app(faults)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://replay") as http:
         client = PixivClient(http, refresh_token="r", api_url="http://replay", auth_url="http://replay")
         return await scan_for_one(client, target, known, on_page=on_page, **extra)

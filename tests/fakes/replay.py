@@ -160,7 +160,9 @@ class Faults(ReplayScript):
 
     def listing(self, works: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
         """Deleted works are not listed; a popularity search ranks by the bookmarks as ``mutate`` d."""
-        works = [w for w in works if str(w["id"]) not in self.deleted_works]
+        if self.deleted_works:  # a work's id is an int in Pixiv's JSON, a str in a test's set
+            gone = self.deleted_works | {int(i) for i in self.deleted_works if i.isdigit()}
+            works = [w for w in works if w["id"] not in gone]
         if sort == "popular_desc" and any("total_bookmarks" in m for m in self.mutate.values()):
             works.sort(key=lambda w: (-int(self.present(w).get("total_bookmarks") or 0), -int(w["id"])))
         return works

@@ -14,6 +14,7 @@ Every sort is run: they must agree. Scans run against the replay app in process;
 from __future__ import annotations
 
 import asyncio
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,12 +126,15 @@ async def _jobs(
                         found[wid] = verdict
                 return found
 
-            saved: list[ScanCheckpoint] = []
+            saved: list[dict[str, Any]] = []  # the checkpoint the attempt failed after, as stored
+            pages_done = itertools.count(1)
 
-            async def on_page(cp: ScanCheckpoint, job: Job = job, saved: list[ScanCheckpoint] = saved) -> None:
+            async def on_page(
+                cp: ScanCheckpoint, job: Job = job, saved: list[dict[str, Any]] = saved, done: Any = pages_done
+            ) -> None:
                 faults.deleted_works |= {_id(sort, deep, p) for p in job.deleted_after_first_page}
-                saved.append(cp.model_copy(deep=True))
-                if len(saved) == job.interrupted_after:
+                if next(done) == job.interrupted_after:
+                    saved.append(cp.model_dump(mode="json"))
                     raise Interrupted
 
             before = sum(1 for e in faults.log if e.kind == "search")
@@ -140,7 +144,7 @@ async def _jobs(
             try:
                 result = await scan(client, target, on_page=on_page, **kw)
             except Interrupted:
-                dumped = saved[-1].model_dump(mode="json")
+                dumped = saved[-1]
                 for name in job.strip:
                     dumped["walk"].pop(name, None)
                 resumed = ScanCheckpoint.model_validate(dumped)
