@@ -11,8 +11,11 @@ registered, a second namespace for Nexus callers; nothing is downloaded); Postgr
 from __future__ import annotations
 
 import compileall
+import contextlib
 import hashlib
 import os
+import re
+import sys
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import timedelta
@@ -50,6 +53,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.basetemp = Path(tempfile.gettempdir()) / f"curaflow-pytest-{tag}"
     if "PYTEST_XDIST_WORKER" not in os.environ:
         compile_project(config.rootpath)
+        rewrite_tests_once(config)
 
 
 #: The project's packages the suite's child processes import (workers, ``curaflow`` commands,
@@ -72,6 +76,57 @@ def compile_project(root: Path) -> None:
                 compileall.compile_dir(root / name, quiet=2)
             except OSError:
                 return
+    if (root / "tests").is_dir():  # the suite's own helpers and fakes (test modules: below)
+        with contextlib.suppress(OSError):
+            compileall.compile_dir(root / "tests", quiet=2, rx=_REWRITTEN)
+
+
+#: The suite's modules pytest rewrites (their asserts explained) rather than imports.
+_REWRITTEN = re.compile(r"(^|/)(test_[^/]*|conftest)\.py$")
+
+
+def rewrite_tests_once(config: pytest.Config) -> None:
+    """Write pytest's rewritten bytecode of every test module and ``conftest.py`` once,
+    before the processes of ``-n`` start.
+
+    Each process collects every module; with ``PYTHONDONTWRITEBYTECODE`` set (as on CI)
+    pytest rewrites each of them in each process — parsing, rewriting and compiling ~240
+    modules, ~7 s of CPU a process of the ~11 its collection takes — and writes nothing,
+    though it reads a rewritten module's cache when there is one. This writes that cache
+    with pytest's own functions (private ones: when they move, this does nothing and the
+    processes rewrite as before); a module already written, or an unwritable checkout, is
+    left as it is.
+    """
+    if not sys.dont_write_bytecode or config.getvalue("assertmode") != "rewrite":
+        return  # pytest writes the cache itself, or rewrites nothing
+    try:
+        from _pytest.assertion import assertstate_key
+        from _pytest.assertion.rewrite import (
+            PYC_TAIL,
+            _read_pyc,
+            _rewrite_test,
+            _write_pyc,
+            get_cache_dir,
+            try_makedirs,
+        )
+    except ImportError:
+        return
+    state = config.stash.get(assertstate_key, None)
+    if state is None:
+        return
+    for path in sorted((config.rootpath / "tests").rglob("*.py")):
+        if not _REWRITTEN.search(path.as_posix()):
+            continue
+        cache = get_cache_dir(path)
+        pyc = cache / (path.name[:-3] + PYC_TAIL)
+        if _read_pyc(path, pyc) is not None:
+            continue
+        try:
+            source_hash, code = _rewrite_test(path, config)
+        except SyntaxError:
+            continue  # pytest reports it when it collects the module
+        if not try_makedirs(cache) or not _write_pyc(state, code, source_hash, pyc):
+            return
 
 
 #: Modules that take the longest, by their measured wall time (``pytest --durations``),
