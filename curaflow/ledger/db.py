@@ -249,6 +249,23 @@ class LedgerPool(asyncpg.Pool):
         await super().release(connection, timeout=RELEASE_TIMEOUT_S if timeout is None else timeout)
 
 
+def server_statement_timeout_ms(statement_timeout_s: float) -> int:
+    """The server's ``statement_timeout`` for a client-side bound of ``statement_timeout_s``
+    seconds, milliseconds: a tenth less, by 20 ms at least and 250 ms at most (at least 1).
+
+    The server stops a slow statement itself, and says so in its answer
+    (``QueryCanceledError``), before the client's bound runs out. When the client's bound
+    ran out first, asyncpg stopped the statement by a ``CancelRequest`` — sent on a
+    connection of its own, taken by the server whenever it arrives: a statement that had
+    ended meanwhile left the request to cancel the *next* statement of that connection,
+    another caller's, which failed at once for nothing (on a loaded machine a ``POST /jobs``
+    answered 503 in 4 ms; 1 of 14 such timeouts in 300 statements on the bound, measured
+    2026-12-06). The client's bound stays, for a server that does not answer at all.
+    """
+    margin = min(max(statement_timeout_s * 0.1, 0.02), 0.25)
+    return max(1, round((statement_timeout_s - margin) * 1000))
+
+
 async def create_pool(
     dsn: str,
     *,
@@ -271,7 +288,8 @@ async def create_pool(
         connect_timeout_s: one connection attempt (TCP/socket, startup, authentication).
         acquire_timeout_s: waiting for a pooled connection (a connect included).
         statement_timeout_s: one statement, client side (``command_timeout``) and server
-            side (``statement_timeout``, so the server stops work nobody waits for).
+            side (``statement_timeout``, so the server stops work nobody waits for; a
+            little earlier: :func:`server_statement_timeout_ms`).
             :func:`migrate` lifts both for its own statements.
         counter: counts every statement of the pool's connections
             (:mod:`curaflow.ledger.statements`); None → not counted.
@@ -295,7 +313,7 @@ async def create_pool(
         loop=None,
         command_timeout=statement_timeout_s,
         timeout=connect_timeout_s,
-        server_settings={"statement_timeout": str(int(statement_timeout_s * 1000))},
+        server_settings={"statement_timeout": str(server_statement_timeout_ms(statement_timeout_s))},
     )
     await asyncio.wait_for(pool, timeout=connect_timeout_s + acquire_timeout_s)
     return pool

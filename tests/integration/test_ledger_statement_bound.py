@@ -1,0 +1,62 @@
+"""A statement that outlasts the pool's bound is stopped by PostgreSQL itself, never by a
+cancel request that could land on the connection's next statement.
+
+asyncpg stops a statement whose client-side bound (``command_timeout``) ran out with a
+``CancelRequest`` sent on a connection of its own; the server takes it whenever it
+arrives, so when the statement had ended meanwhile the request cancelled the *next*
+statement on that pooled connection — another caller's, which failed at once with
+``QueryCanceledError`` (a ``POST /jobs`` answered 503 ``ledger_unavailable`` in 4 ms on a
+loaded machine). The server's own ``statement_timeout`` is therefore set a little below the
+client's bound (:func:`curaflow.ledger.db.server_statement_timeout_ms`): the server ends a
+slow statement in its answer, and the client's bound is left for a server that does not
+answer at all (``test_ledger_hang.py``).
+"""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from curaflow.ledger.db import create_pool, server_statement_timeout_ms
+
+pytestmark = pytest.mark.integration
+
+BOUND_S = 0.2
+
+
+def test_the_servers_bound_is_below_the_clients_by_a_tenth_within_20_to_250_ms() -> None:
+    assert server_statement_timeout_ms(0.2) == 180
+    assert server_statement_timeout_ms(0.1) == 80  # 20 ms at least
+    assert server_statement_timeout_ms(30.0) == 29_750  # 250 ms at most
+    assert server_statement_timeout_ms(2.0) == 1_800
+    assert server_statement_timeout_ms(0.001) == 1
+
+
+async def test_a_pools_connections_carry_the_servers_bound_below_the_clients(database_url: str) -> None:
+    pool = await create_pool(database_url, min_size=1, max_size=1, statement_timeout_s=BOUND_S)
+    try:
+        async with pool.acquire() as conn:
+            shown = await conn.fetchval("SHOW statement_timeout")
+        assert shown == "180ms", shown
+    finally:
+        await pool.close()
+
+
+async def test_statements_over_the_bound_end_by_the_servers_own_cancel_and_the_next_one_runs(
+    database_url: str,
+) -> None:
+    pool = await create_pool(database_url, min_size=1, max_size=1, statement_timeout_s=BOUND_S)
+    ended: list[str] = []
+    try:
+        for _ in range(15):
+            try:
+                await pool.execute(f"SELECT pg_sleep({BOUND_S + 0.01})")
+                ended.append("ran")
+            except asyncpg.QueryCanceledError:
+                ended.append("server")
+            except TimeoutError:
+                ended.append("client")  # a cancel request went out: it may hit the next statement
+            assert await pool.fetchval("SELECT 1") == 1  # the one connection's next statement
+    finally:
+        await pool.close()
+    assert ended == ["server"] * 15, ended
