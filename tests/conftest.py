@@ -130,7 +130,7 @@ def rewrite_tests_once(config: pytest.Config) -> None:
 
 
 #: Modules that take the longest, by their measured wall time (``pytest --durations``),
-#: longest first: they run first, so the processes of ``pytest -n 4`` finish together
+#: longest first: they run first, so the processes of ``pytest -n 5`` finish together
 #: (:func:`pytest_xdist_make_scheduler`). A module not listed keeps its collection order,
 #: after these; the unit tests (quick) end the run.
 LONGEST_FIRST = (
@@ -200,7 +200,7 @@ LONGEST_FIRST = (
 
 @pytest.hookimpl(optionalhook=True)  # without xdist (``-p no:xdist``) the hook is unknown
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``pytest -n 4`` hands out whole modules (``--dist loadfile``), in collection order.
+    """``pytest -n 5`` hands out whole modules (``--dist loadfile``), in collection order.
 
     A module's tests share its module-scoped worker and services in one process, and the
     longest modules, collected first (:data:`LONGEST_FIRST`), start first: the last
