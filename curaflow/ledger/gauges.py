@@ -104,6 +104,14 @@ FINAL_DELIVERY_STATUSES = ("delivered", "duplicate", "failed", "unknown")
 #: Slack after a budget before an open job counts as stuck (timers and the reconciler's tick).
 STUCK_GRACE_MS = 60_000
 STATEMENT_TIMEOUT = "5s"
+#: The reading's bound on the server: :data:`STATEMENT_TIMEOUT`, or the connection's own when
+#: that is lower — never lifted above the pool's, whose client-side bound must run out after
+#: the server's (:func:`curaflow.ledger.db.server_statement_timeout_ms`: a client-side cancel
+#: request can land on the connection's next statement).
+_BOUND_READ = f"""SELECT set_config('statement_timeout', CASE
+    WHEN current_setting('statement_timeout')::interval = interval '0' THEN '{STATEMENT_TIMEOUT}'
+    ELSE (extract(epoch FROM LEAST(current_setting('statement_timeout')::interval,
+                                   interval '{STATEMENT_TIMEOUT}')) * 1000)::bigint::text END, true)"""
 #: The cap of an account given none (``read_snapshot``'s ``cooldown_caps_ms``): the row as it is.
 UNCAPPED_MS = 2**62
 #: Age (s) after which a process stops exporting its reading's values: the bound of
@@ -191,7 +199,7 @@ async def read_snapshot(
             the previous snapshot).
     """
     async with conn.transaction(readonly=True):
-        await conn.execute(f"SET LOCAL statement_timeout = '{STATEMENT_TIMEOUT}'")
+        await conn.execute(_BOUND_READ)
         jobs = await conn.fetchrow(
             f"""WITH now AS (SELECT {DB_NOW_MS} AS ms),
                open AS (

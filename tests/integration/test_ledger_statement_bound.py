@@ -18,6 +18,7 @@ import asyncpg
 import pytest
 
 from curaflow.ledger.db import create_pool, server_statement_timeout_ms
+from curaflow.ledger.gauges import read_snapshot
 
 pytestmark = pytest.mark.integration
 
@@ -60,3 +61,18 @@ async def test_statements_over_the_bound_end_by_the_servers_own_cancel_and_the_n
     finally:
         await pool.close()
     assert ended == ["server"] * 15, ended
+
+
+@pytest.mark.parametrize(("bound_s", "shown"), [(1.0, "900ms"), (30.0, "5s")])
+async def test_the_gauges_reading_never_lifts_the_servers_bound_above_the_pools(
+    database_url: str, bound_s: float, shown: str
+) -> None:
+    # The reading bounds its transaction at 5 s: under a pool bounded lower it took 5 s,
+    # above the client's bound — a slow reading was stopped by a client-side cancel.
+    pool = await create_pool(database_url, min_size=1, max_size=1, statement_timeout_s=bound_s)
+    try:
+        async with pool.acquire() as conn, conn.transaction():
+            await read_snapshot(conn, accounts={})
+            assert await conn.fetchval("SHOW statement_timeout") == shown  # SET LOCAL lives to the end
+    finally:
+        await pool.close()
