@@ -221,6 +221,65 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 RELEASE_TIMEOUT_S = 0.5
 
 
+class LedgerConnection(asyncpg.Connection):
+    """A ledger connection that remembers whether one of its statements was stopped from the
+    client's side — its bound ran out (``TimeoutError``) or its caller was cancelled
+    (``CancelledError``) — so :class:`LedgerPool` closes it instead of pooling it again.
+
+    asyncpg stops such a statement with a ``CancelRequest`` sent on a connection of its own,
+    which PostgreSQL takes whenever it arrives: when the statement had ended meanwhile, the
+    request cancels the connection's *next* statement — another caller's, which fails at once
+    with ``QueryCanceledError`` (a ``POST /jobs`` answered 503 in 4 ms on a loaded machine).
+    The server's own bound runs out first (:func:`server_statement_timeout_ms`); when the
+    client's still did, or the caller was cancelled, no other caller gets the connection.
+    """
+
+    __slots__ = ("stopped_client_side",)
+
+    def _stopped(self) -> None:
+        self.stopped_client_side = True
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`asyncpg.Connection.execute`, remembering a client-side stop."""
+        try:
+            return await super().execute(*args, **kwargs)
+        except (TimeoutError, asyncio.CancelledError):
+            self._stopped()
+            raise
+
+    async def executemany(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`asyncpg.Connection.executemany`, remembering a client-side stop."""
+        try:
+            return await super().executemany(*args, **kwargs)
+        except (TimeoutError, asyncio.CancelledError):
+            self._stopped()
+            raise
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`asyncpg.Connection.fetch`, remembering a client-side stop."""
+        try:
+            return await super().fetch(*args, **kwargs)
+        except (TimeoutError, asyncio.CancelledError):
+            self._stopped()
+            raise
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`asyncpg.Connection.fetchrow`, remembering a client-side stop."""
+        try:
+            return await super().fetchrow(*args, **kwargs)
+        except (TimeoutError, asyncio.CancelledError):
+            self._stopped()
+            raise
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`asyncpg.Connection.fetchval`, remembering a client-side stop."""
+        try:
+            return await super().fetchval(*args, **kwargs)
+        except (TimeoutError, asyncio.CancelledError):
+            self._stopped()
+            raise
+
+
 class LedgerPool(asyncpg.Pool):
     """An asyncpg pool whose every wait is bounded: a PostgreSQL that stops answering
     fails calls instead of holding them.
@@ -228,7 +287,8 @@ class LedgerPool(asyncpg.Pool):
     * ``acquire()`` without a timeout waits at most ``acquire_timeout`` seconds (a new
       connection's connect included);
     * giving a connection back waits at most :data:`RELEASE_TIMEOUT_S` for an interrupted
-      statement's cancellation, then terminates the connection;
+      statement's cancellation, then terminates the connection; one whose statement was
+      stopped client side is terminated at once (:class:`LedgerConnection`);
     * statements are bounded by the pool's ``command_timeout`` (client side) and the
       server's ``statement_timeout`` (:func:`create_pool`).
 
@@ -245,7 +305,11 @@ class LedgerPool(asyncpg.Pool):
         return super().acquire(timeout=self.acquire_timeout if timeout is None else timeout)
 
     async def release(self, connection: Any, *, timeout: float | None = None) -> None:
-        """:meth:`asyncpg.Pool.release`, bounded by :data:`RELEASE_TIMEOUT_S` by default."""
+        """:meth:`asyncpg.Pool.release`, bounded by :data:`RELEASE_TIMEOUT_S` by default; a
+        connection one of whose statements was stopped client side is closed, not pooled
+        (:class:`LedgerConnection`)."""
+        if getattr(connection, "stopped_client_side", False) and not connection.is_closed():
+            connection.terminate()
         await super().release(connection, timeout=RELEASE_TIMEOUT_S if timeout is None else timeout)
 
 
@@ -300,7 +364,7 @@ async def create_pool(
     pool = LedgerPool(
         dsn,
         acquire_timeout=acquire_timeout_s,
-        connection_class=asyncpg.Connection,
+        connection_class=LedgerConnection,
         record_class=asyncpg.Record,
         min_size=min_size,
         max_size=max_size,

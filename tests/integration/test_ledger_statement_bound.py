@@ -14,6 +14,8 @@ answer at all (``test_ledger_hang.py``).
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 import pytest
 
@@ -43,9 +45,9 @@ async def test_a_pools_connections_carry_the_servers_bound_below_the_clients(dat
         await pool.close()
 
 
-async def test_statements_over_the_bound_end_by_the_servers_own_cancel_and_the_next_one_runs(
-    database_url: str,
-) -> None:
+async def test_statements_over_the_bound_never_cancel_the_connections_next_statement(database_url: str) -> None:
+    # The server's bound runs out first (the statement ends in its answer); when the
+    # client's still does (a starved server), the connection is closed, not pooled again.
     pool = await create_pool(database_url, min_size=1, max_size=1, statement_timeout_s=BOUND_S)
     ended: list[str] = []
     try:
@@ -56,11 +58,33 @@ async def test_statements_over_the_bound_end_by_the_servers_own_cancel_and_the_n
             except asyncpg.QueryCanceledError:
                 ended.append("server")
             except TimeoutError:
-                ended.append("client")  # a cancel request went out: it may hit the next statement
-            assert await pool.fetchval("SELECT 1") == 1  # the one connection's next statement
+                ended.append("client")
+            assert await pool.fetchval("SELECT 1") == 1, ended  # the one pooled connection's next statement
     finally:
         await pool.close()
-    assert ended == ["server"] * 15, ended
+    assert "ran" not in ended, ended
+
+
+@pytest.mark.parametrize("stopped", ["bound", "caller cancelled"])
+async def test_a_statement_stopped_client_side_closes_its_connection(database_url: str, stopped: str) -> None:
+    # A call's own bound below the server's, or a caller cancelled mid-statement: asyncpg
+    # sends a cancel request, so the connection is closed and the pool opens another.
+    pool = await create_pool(database_url, min_size=1, max_size=1, statement_timeout_s=5.0)
+    try:
+        async with pool.acquire() as conn:
+            pid = await conn.fetchval("SELECT pg_backend_pid()")
+            if stopped == "bound":
+                with pytest.raises(TimeoutError):
+                    await conn.execute("SELECT pg_sleep(2)", timeout=0.1)
+            else:
+                task = asyncio.ensure_future(conn.execute("SELECT pg_sleep(2)"))
+                await asyncio.sleep(0.2)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+        assert await pool.fetchval("SELECT pg_backend_pid()") != pid
+    finally:
+        await pool.close()
 
 
 @pytest.mark.parametrize(("bound_s", "shown"), [(1.0, "900ms"), (30.0, "5s")])
