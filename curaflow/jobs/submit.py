@@ -37,14 +37,13 @@ Pure helpers plus one thin start function; nothing here is needed by the worker.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDReusePolicy
-from temporalio.exceptions import WorkflowAlreadyStartedError
 
 from curaflow.domain.execution import JOB_TASK_TIMEOUT, job_workflow
 from curaflow.domain.messages import AdmissionAnswer, JobState
@@ -148,11 +147,8 @@ async def start_job(
             )
         except WorkflowUpdateFailedError as err:
             raise refused(err) from None
-        except WorkflowAlreadyStartedError:
-            # The operation's own handle holds the same refusal: retrieve it, or asyncio
-            # logs "Future exception was never retrieved" in the caller's process.
-            with contextlib.suppress(WorkflowAlreadyStartedError):
-                await operation.workflow_handle()
+        except BaseException:
+            retrieve_start_error(operation)
             raise
         return await operation.workflow_handle()
 
@@ -160,6 +156,22 @@ async def start_job(
         return await start_run(client, job_id, start)
     except JobRunClosed as closed:
         return await answer_from_run(client, job_id, closed.run_id, body)
+
+
+def retrieve_start_error(operation: WithStartWorkflowOperation[Any, Any]) -> None:
+    """Mark the error a failed update-with-start left in ``operation``'s handle as seen.
+
+    The SDK sets the operation's handle future to the start's error whenever the call fails
+    before Temporal answered the start (``WorkflowAlreadyStartedError``, an ``RPCError``, a
+    cancelled or timed-out call: ``temporalio.client`` ``_on_start_error``); nobody awaits
+    that future after a failed call, so asyncio logged "Future exception was never
+    retrieved" with the whole traceback in the caller's process. The call's own exception is
+    what the caller gets. The future is the SDK's private ``_workflow_handle``: when it
+    moves, this does nothing.
+    """
+    future = getattr(operation, "_workflow_handle", None)
+    if isinstance(future, asyncio.Future) and future.done() and not future.cancelled():
+        future.exception()
 
 
 async def answer_from_run(

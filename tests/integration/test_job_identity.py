@@ -25,12 +25,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.execution import BUSINESS_STATUS, JOB_STATUS
 from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobState
+from curaflow.jobs.submit import job_id_for as job_id_of
 from curaflow.jobs.submit import start_job
 from curaflow.protocol.errors import ProtocolError
 from tests.support import (
@@ -201,6 +207,64 @@ async def test_start_job_on_an_ended_job_leaves_no_error_unretrieved(env: Env) -
         await asyncio.sleep(0)
     finally:
         loop.set_exception_handler(previous)
+    assert seen == []
+
+
+def unretrieved_errors() -> tuple[list[str], Any]:
+    """What asyncio's exception handler is told (its "never retrieved" messages), and the
+    handler to put back."""
+    loop = asyncio.get_running_loop()
+    seen: list[str] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: seen.append(str(context.get("message"))))
+    return seen, previous
+
+
+async def test_a_start_refused_by_temporal_leaves_no_error_unretrieved(env: Env) -> None:
+    """Any failed start, not only an already-started one, left its operation's future
+    holding the error: a namespace Temporal does not know (an ``RPCError``)."""
+    from temporalio.client import Client
+    from temporalio.service import RPCError
+
+    stranger = await Client.connect(env.address, namespace=f"nowhere-{short_id()}")
+    seen, previous = unretrieved_errors()
+    try:
+        with pytest.raises(RPCError):
+            await start_job(stranger, task(f"nowhere-{short_id()}"), task_queue=env.stack.task_queue)
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        asyncio.get_running_loop().set_exception_handler(previous)
+    assert seen == []
+
+
+async def test_a_cancelled_start_leaves_no_error_unretrieved(env: Env) -> None:
+    """A caller cancelled while the start waits for a worker to admit the Task (a queue
+    nobody polls): the operation's future held the ``CancelledError`` — what the chaos
+    driver's process logged three times while the ledger hung."""
+    body = task(f"unpolled-{short_id()}")
+    raised: list[str] = []
+
+    async def cancelled_start() -> None:
+        starting = asyncio.create_task(start_job(env.client, body, task_queue=f"nobody-{short_id()}"))
+        await asyncio.sleep(1.0)
+        starting.cancel()
+        try:
+            await starting
+        except (asyncio.CancelledError, WorkflowUpdateRPCTimeoutOrCancelledError) as err:
+            raised.append(type(err).__name__)  # the SDK answers a cancelled RPC with its own error
+
+    seen, previous = unretrieved_errors()
+    try:
+        await cancelled_start()  # its frames, and the error's traceback through them, are gone
+        for _ in range(3):  # the finished task's callbacks still hold it for a turn of the loop
+            await asyncio.sleep(0)
+        gc.collect()
+    finally:
+        asyncio.get_running_loop().set_exception_handler(previous)
+        with contextlib.suppress(Exception):
+            await env.client.get_workflow_handle(job_id_of(body)).terminate(reason="test: nobody polls its queue")
+    assert raised in (["CancelledError"], ["WorkflowUpdateRPCTimeoutOrCancelledError"])
     assert seen == []
 
 
