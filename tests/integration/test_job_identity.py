@@ -38,6 +38,8 @@ from curaflow.domain.job_failure import state_of
 from curaflow.domain.messages import JobState
 from curaflow.jobs.submit import job_id_for as job_id_of
 from curaflow.jobs.submit import start_job
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.reconciler.executions import _closed_executions
 from curaflow.protocol.errors import ProtocolError
 from tests.support import (
     DemoStack,
@@ -208,6 +210,30 @@ async def test_start_job_on_an_ended_job_leaves_no_error_unretrieved(env: Env) -
     finally:
         loop.set_exception_handler(previous)
     assert seen == []
+
+
+async def test_the_reconciler_lists_only_closes_its_ledger_may_not_have_recorded(env: Env) -> None:
+    """Each reconciler tick lists the job executions closed in the last hour that the ledger
+    may not have recorded (terminated, timed out, failed without finishing its job). It listed
+    every business-failed job as well — a job that found nothing new ends ``failed``, so a
+    schedule's routine runs were read again on every tick, an hour's worth (their ledger
+    rows are complete: nothing to converge). Listed: a terminated job, and a run that failed
+    holding no job (a Temporal client's Task refused: no ``JobStatus``)."""
+    _, _, failed = await ended_job(env, "failed")
+    _, _, terminated = await ended_job(env, "terminated")
+    refused_id = f"refused-{short_id()}"
+    refused = await env.client.start_workflow(
+        "JobWorkflow", {"protocol_version": "1"}, id=refused_id, task_queue=env.stack.task_queue
+    )
+    with pytest.raises(WorkflowFailureError):
+        await refused.result()
+
+    async def listed() -> dict[str, Any] | None:
+        closed = await _closed_executions(env.client, now_ms())
+        return closed if terminated in closed and refused_id in closed else None
+
+    closed = await eventually(listed, timeout_s=15, what="the terminated and the refused runs listed")
+    assert failed not in closed
 
 
 def unretrieved_errors() -> tuple[list[str], Any]:

@@ -17,6 +17,7 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExec
 from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.domain.execution import JOB_STATUS, JOB_TYPE, job_workflow_types
+from curaflow.domain.projection import TERMINAL_JOB_STATUSES
 from curaflow.domain.verdicts import FinishCause, PendingStep
 from curaflow.temporal.job_runs import held_a_job
 
@@ -219,10 +220,24 @@ async def _latest_run_that_held_a_job(client: Client, job_id: str, now: int) -> 
 
 
 def closed_executions_query(since: str) -> str:
-    """The visibility query of jobs' executions that closed without their job's finish
-    (terminated, timed out, failed) after ``since`` (``YYYY-MM-DDTHH:MM:SSZ``, UTC): every
-    workflow type that runs jobs (:func:`curaflow.domain.execution.job_workflow_types`)."""
-    return f"({_job_types()}) AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') AND CloseTime > '{since}'"
+    """The visibility query of jobs' executions that may have closed without their job's
+    finish after ``since`` (``YYYY-MM-DDTHH:MM:SSZ``, UTC): every workflow type that runs jobs
+    (:func:`curaflow.domain.execution.job_workflow_types`), terminated, timed out, or failed
+    without publishing a terminal ``JobStatus``.
+
+    A run publishes a terminal ``JobStatus`` only from its finish's result, after the ledger
+    committed the outcome (``workflows.steps.published_status`` never does), so a failed run
+    that published one — a job that ended ``failed`` or ``expired``, as a schedule's job that
+    found nothing new does — has nothing to converge; until 2026-12-06 every one of them
+    closed in the last hour was listed again on each tick. A run with no ``JobStatus`` (one
+    that refused its Task, a reporting run) is still listed.
+    """
+    terminal = ", ".join(f"'{status}'" for status in sorted(TERMINAL_JOB_STATUSES))
+    job_status = JOB_STATUS.name
+    return (
+        f"({_job_types()}) AND CloseTime > '{since}' AND (ExecutionStatus IN ('Terminated', 'TimedOut') OR "
+        f"(ExecutionStatus = 'Failed' AND ({job_status} IS NULL OR {job_status} NOT IN ({terminal}))))"
+    )
 
 
 #: How much later than the ledger recorded a job's start its execution may have started
