@@ -313,4 +313,9 @@ class JobRecord(BaseModel):
     occurrence_date: str | None = None
     #: a scheduled job's nominal time (None: the occurrence is the admission, ``created_at``)
     occurrence_at: int | None = None
+    #: the query each target's cell ran, by target id (the ``query`` of the job's
+    #: ``TargetSpec`` s: ``tags``, ``relation``, ``search_target``, ``mode``), the recall
+    #: basis of a candidate (:func:`curaflow.protocol.projection.recall_basis`); empty
+    #: when not read.
+    queries: dict[str, dict[str, object]] = Field(default_factory=dict)
     cells: list[CellSnapshot] = Field(default_factory=list)

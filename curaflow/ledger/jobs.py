@@ -118,6 +118,7 @@ def admitted_record(new: NewJob, created_at: int | None = None, deadline_at: int
         deadline_at=inp.deadline_at_ms if deadline_at is None else deadline_at,
         occurrence_date=new.occurrence_date,
         occurrence_at=new.occurrence_at,
+        queries={t.target_id: t.query.model_dump(mode="json") for t in inp.targets},
         cells=[CellSnapshot(target_id=t.target_id, updated_at=created) for t in inp.targets],
     )
 

@@ -135,9 +135,17 @@ JOB_COLUMNS = """job_id, job_type, plan_id, schedule_id, trigger, idempotency_ke
     completed_at, deadline_at, attempt, cancel_requested_at, workflow_started_at, occurrence_date,
     occurrence_at"""
 
+#: The query each target's cell ran (the job's ``TargetSpec`` s in its stored workflow
+#: input), by target id: a candidate's recall basis (``JobRecord.queries``). Read with the
+#: job row by :func:`load_job_with`, not by the admission's identity lookup (no result).
+QUERIES_COLUMN = """(SELECT jsonb_object_agg(t.spec ->> 'target_id', t.spec -> 'query')
+        FROM jsonb_array_elements(COALESCE(workflow_input -> 'targets', '[]'::jsonb)) AS t(spec)
+        WHERE t.spec ? 'query') AS queries"""
+
 
 def job_from_row(row: asyncpg.Record, cells: list[CellSnapshot]) -> JobRecord:
-    """Build a :class:`JobRecord` from a ``jobs`` row and its cells."""
+    """Build a :class:`JobRecord` from a ``jobs`` row and its cells (its ``queries`` when
+    the row has the :data:`QUERIES_COLUMN`, else none)."""
     return JobRecord(
         job_id=row["job_id"],
         job_type=row["job_type"],
@@ -160,6 +168,7 @@ def job_from_row(row: asyncpg.Record, cells: list[CellSnapshot]) -> JobRecord:
         workflow_started_at=row["workflow_started_at"],
         occurrence_date=row["occurrence_date"],
         occurrence_at=row["occurrence_at"],
+        queries=row.get("queries") or {},
         cells=cells,
     )
 
@@ -189,7 +198,7 @@ async def load_job_with(
         The job and its ``jobs`` row (``extra``'s values by their names), or None if unknown.
     """
     lock = " FOR UPDATE" if for_update else ""
-    columns = f"{JOB_COLUMNS}, {extra}" if extra else JOB_COLUMNS
+    columns = f"{JOB_COLUMNS}, {QUERIES_COLUMN}, {extra}" if extra else f"{JOB_COLUMNS}, {QUERIES_COLUMN}"
     row = await conn.fetchrow(f"SELECT {columns} FROM jobs j WHERE j.job_id = $1{lock}", job_id)
     if row is None:
         return None

@@ -17,7 +17,8 @@ Field rules follow reference §1.3 with the curaflow extensions of the protocol 
   says) and the job is not terminal;
 * ``attempt``: the Temporal attempt number of the latest activity attempt (0 before any);
 * ``result`` (succeeded only): every submitted cell's delivered work with ``url``,
-  matched ``tags`` and ``assets``, plus ``scanned`` and ``filtered``;
+  ``tags`` — its recall basis, the seeds of the query the cell ran (:func:`recall_basis`)
+  — and ``assets``, plus ``scanned`` and ``filtered``;
 * ``error`` (failed / cancelled / expired only): ``{code, message, retryable,
   detail.internal_code, detail.owner}`` from the representative cell's terminal reason
   (``owner``: who caused the failure — ``work``, ``route``, ``source``, ``account`` or
@@ -32,6 +33,7 @@ Field rules follow reference §1.3 with the curaflow extensions of the protocol 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -62,7 +64,51 @@ def job_path(job_id: str) -> str:
     return f"/jobs/{quote(job_id, safe=PATH_SAFE)}"
 
 
-def _candidate(cell: CellSnapshot, query_tags: list[str]) -> dict[str, Any]:
+def recall_basis(query: Mapping[str, Any] | None, work_tags: Sequence[str]) -> list[dict[str, Any]]:
+    """A candidate's ``tags`` (``$defs/MatchedTag``): why the source answered the work — the
+    seed tags of the query its cell ran, each ``{tag, source: "seed", weight: 1.0}``.
+
+    Protocol v1, ``Candidate.tags``: "the producer must expose its recall basis", and with
+    ``expand`` "the recall basis MUST still be reported". The one owner of that rule:
+
+    * a tag search with ``relation`` ``and`` (the default, and a Task's query unless
+      ``expand`` with several tags): every seed — the source answered only works that
+      match each one;
+    * ``or``: the seeds the work matches as the search matched (``search_target``:
+      ``partial_match_for_tags`` — the default — a seed inside one of the work's tags,
+      ``exact_match_for_tags`` a whole tag, both ignoring case); when none does (the source
+      matched a translated tag name or, for ``title_and_caption``, the text, which the work
+      does not carry here), every seed: one of them recalled it;
+    * a ranking (``mode: ranking``) or no query: none — no tag recalled the work.
+
+    Never the work's other tags (until 2026-12-06 a Task that only named
+    ``params.target_id`` reported every tag of the work as a matched seed, and a seed the
+    source matched inside a tag — ``風`` in ``風景`` — reported no basis).
+
+    Args:
+        query: the cell's query (``TargetSpec.query`` as JSON: ``tags``, ``relation``,
+            ``search_target``, ``mode``), or None.
+        work_tags: the work's tags as the source gave them.
+
+    Returns:
+        The MatchedTag objects, in the query's order, each seed once.
+    """
+    if not query or query.get("mode", "search") != "search":
+        return []
+    seeds = list(dict.fromkeys(str(t) for t in query.get("tags") or [] if str(t).strip()))
+    if query.get("relation") == "or" and len(seeds) > 1:
+        names = [t.lower() for t in work_tags]
+        exact = query.get("search_target") == "exact_match_for_tags"
+
+        def matches(seed: str) -> bool:
+            word = seed.lower()
+            return word in names if exact else any(word in name for name in names)
+
+        seeds = [s for s in seeds if matches(s)] or seeds
+    return [{"tag": t, "source": "seed", "weight": 1.0} for t in seeds]
+
+
+def _candidate(cell: CellSnapshot, query: Mapping[str, Any] | None) -> dict[str, Any]:
     work = cell.work
     work_id = cell.work_id or (work.work_id if work else "")
     candidate: dict[str, Any] = {
@@ -74,9 +120,7 @@ def _candidate(cell: CellSnapshot, query_tags: list[str]) -> dict[str, Any]:
     if work is not None:
         if work.url:
             candidate["url"] = work.url
-        wanted = {t.lower() for t in query_tags}
-        matched = [t for t in work.tags if t.lower() in wanted]
-        candidate["tags"] = [{"tag": t, "source": "seed", "weight": 1.0} for t in matched]
+        candidate["tags"] = recall_basis(query, work.tags)
         if work.title:
             candidate["metadata"] = {"title": work.title, "author": work.author}
     assets = []
@@ -105,11 +149,8 @@ def _candidate(cell: CellSnapshot, query_tags: list[str]) -> dict[str, Any]:
 
 def project_result(record: JobRecord) -> dict[str, Any]:
     """``Result_CandidateSearch`` of a succeeded job (every submitted cell's work)."""
-    query_tags: list[str] = []
     params = record.params or {}
-    query = params.get("query") if isinstance(params, dict) else None
-    if isinstance(query, dict):
-        query_tags = [str(t) for t in query.get("tags", [])]
+    task_query = params.get("query") if isinstance(params, dict) else None
     candidates = []
     scanned = 0
     filtered: list[dict[str, str]] = []
@@ -126,10 +167,11 @@ def project_result(record: JobRecord) -> dict[str, Any]:
                     }
                 )
         if cell.state == CellState.SUBMITTED:
-            tags = query_tags
-            if not tags and cell.work is not None:
-                tags = cell.work.tags
-            candidates.append(_candidate(cell, tags))
+            # the query the cell ran; a record read without it: the Task's (AND, as admitted)
+            query = record.queries.get(cell.target_id)
+            if not isinstance(query, dict):
+                query = task_query if isinstance(task_query, dict) else None
+            candidates.append(_candidate(cell, query))
     if not scanned:
         scanned = len(candidates)
     deliveries = [d.model_dump() for d in job_deliveries(record.cells)]

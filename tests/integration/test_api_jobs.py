@@ -292,6 +292,17 @@ async def test_target_only_request_runs_the_target_as_configured(stack: Stack) -
     assert answer.status_code == 202, answer.text
     job = await terminal_job(http, answer.json()["job"]["job_id"])
     assert job["status"] == "succeeded"
+    # its candidate's recall basis is the target's seed tag, not every tag of the work
+    # (protocol v1 Candidate.tags; until 2026-12-06 each of the work's tags was a "seed")
+    seed = {"tag": "オリジナル", "source": "seed", "weight": 1.0}
+    assert [c["tags"] for c in job["result"]["candidates"]] == [[seed]]
+    events = (await http.get(job["events_url"])).json()["events"]
+    assert events[-1]["payload"]["result"]["candidates"][0]["tags"] == [seed]
+    # a seed the source matched inside a tag (Pixiv's partial match) is the basis too
+    partial = dict(body, idempotency_key=key + "-p", params={"target_id": "demo", "query": {"tags": ["オリジ"]}})
+    found = await terminal_job(http, (await http.post("/jobs", json=partial)).json()["job"]["job_id"])
+    assert found["status"] == "succeeded"
+    assert found["result"]["candidates"][0]["tags"] == [{"tag": "オリジ", "source": "seed", "weight": 1.0}]
     pool = await stack.ledger()
     stored = await pool.fetchrow(
         "SELECT params, workflow_input FROM jobs WHERE job_id = $1", answer.json()["job"]["job_id"]
