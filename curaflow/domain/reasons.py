@@ -373,7 +373,7 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         True,
         "cancelled_by_consumer",
         "运维人员在 Temporal 中终止了该任务的执行，之后没有再运行任何步骤。",
-        "An operator terminated the job's execution in Temporal; nothing ran after that.",
+        "An operator terminated the job's execution in Temporal; no step started after that.",
     ),
     R.EXECUTION_DELETED: ReasonInfo(
         Origin.EXECUTION,

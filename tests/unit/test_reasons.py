@@ -64,3 +64,16 @@ def test_no_message_of_a_failure_a_retry_cannot_fix_tells_to_retry_later() -> No
         )
         for lang, text in record["user_message"].items():
             assert "retry later" not in text.lower() and "稍后重试" not in text, (reason, lang, text)
+
+
+def test_a_terminate_s_sentence_claims_no_more_than_that_no_step_started() -> None:
+    """An operator's terminate stops the workflow, not a step already running: its send
+    runs on until it answers or its own timeout cuts it (measured: the send of a job
+    terminated while delivering heartbeat 19 s after the terminate and ended ``unknown``).
+    Until 2026-12-06 the English sentence said "nothing ran after that"; the Chinese one
+    always said no step ran after it."""
+    from curaflow.domain.reasons import REASONS, TerminalReason
+
+    info = REASONS[TerminalReason.EXECUTION_TERMINATED]
+    assert "nothing ran" not in info.message_en
+    assert info.message_en == "An operator terminated the job's execution in Temporal; no step started after that."
