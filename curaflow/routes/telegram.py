@@ -25,16 +25,17 @@ Referer):
 The returned ``message_id`` s are the delivery's remote ids: one list per album (part),
 one entry per item, in order, each recorded in the ledger as soon as Telegram confirmed
 it, so a retry resumes at the first unconfirmed item and never re-sends a confirmed one.
-An album Telegram posted only partly — ``400 failed to send message #N with the error
-message "…"``: items 0..N-1 are in the chat, their ids are not in the answer — is
-recorded as N items posted (``null`` ids) before the failure is raised: a retry sends
-only the rest of that album, and a delivery that ends there is reported ``partial``.
+An album Telegram posted only partly — the Bot API's own ``400`` (``error_code`` 400)
+``failed to send message #N with the error message "…"``: items 0..N-1 are in the chat,
+their ids are not in the answer — is recorded as N items posted (``null`` ids) before the
+failure is raised: a retry sends only the rest of that album, and a delivery that ends
+there is reported ``partial``. Those words in any other answer record nothing posted.
 
 How answers are classified (:func:`classify`; the work is blamed only for an answer
 recognised positively, :data:`WORK_REFUSALS`):
 
 ===========================================  ==========================================
-``{"ok": true, "result": …}``                 confirmed
+``{"ok": true, "result": …}`` in a 2xx        confirmed
 a rate limit, wherever Telegram writes it:    retried after that many seconds; without
 429, ``parameters.retry_after``, or "Too      a delay, after the backoff of
 Many Requests: retry after N" in a 400's      :func:`curaflow.domain.ratelimit.retry_delay_ms`
@@ -58,13 +59,16 @@ read timeout, broken response, a 2xx that is *ambiguous*: the message may exist.
 not the Bot API's (``ok`` not a boolean),     has no idempotency key, so the route's
 gateway errors 502 / 504 (HTML or JSON),      ``on_ambiguous`` decides: ``fail`` (default,
 any 5xx that is not the Bot API's JSON        at most once) or ``retry`` (at least once)
-(an HTML page from the gateway)
-a 4xx / 429 that is not the Bot API's JSON    the route's / a rate limit, as above
-(``ok`` not a boolean included), or whose
-body broke (cut, undecodable, endless)
+(an HTML page from the gateway, ``ok: true``
+under a 5xx)
+a 3xx / 4xx / 429 that is not the Bot API's   the route's / a rate limit, as above
+JSON (``ok`` not a boolean, ``ok: true``
+under it — never a delivery), or whose body
+broke (cut, undecodable, endless)
 ``ok: false`` whose ``error_code`` is not     its HTTP status decides, its words name
 its HTTP status (another number, text, none:  nothing (never the work, a photo refused,
-a proxy rewriting statuses, a gateway's JSON) a gateway error or a migration)
+a proxy rewriting statuses, a gateway's JSON) a gateway error, a migration or items of
+                                              an album posted)
 ===========================================  ==========================================
 
 Gateway errors are ambiguous because the gateway in front of the Bot API answers them
@@ -475,13 +479,19 @@ class TelegramRoute:
                 body = response.json()
             except (ValueError, RecursionError):  # not JSON; nested deeper than the parser recurses
                 body = None
-            if not isinstance(body, dict) or not isinstance(body.get("ok"), bool):
-                # Not the Bot API's answer: a gateway's page (HTML), garbage, or an envelope
-                # whose `ok` is no boolean (`"true"`, 1, null): a 2xx of it may follow a post
-                # (ambiguous), a 4xx of it blames no one but the route. Until 2026-12-05 any
-                # `ok` that was not `true` was read as the Bot API's refusal — a 2xx became
-                # route_refused (the work posted again after its hold) and a 4xx naming
-                # "file is too big" refused the work for good.
+            ok = body.get("ok") if isinstance(body, dict) else None
+            if not isinstance(body, dict) or not isinstance(ok, bool) or (ok and not 200 <= status < 300):
+                # Not the Bot API's answer: a gateway's page (HTML), garbage, an envelope
+                # whose `ok` is no boolean (`"true"`, 1, null), or `ok: true` under a status
+                # that is no acceptance (a 3xx, a 4xx, a 429, a 5xx: a proxy rewriting
+                # statuses, a cached page) — its status decides, as for `ok: false` whose
+                # `error_code` disagrees: a 2xx or a 5xx of it may follow a post
+                # (ambiguous), a 3xx or a 4xx of it blames no one but the route, a 429 is
+                # a rate limit. Until 2026-12-05 any `ok` that was not `true` was read as
+                # the Bot API's refusal — a 2xx became route_refused (the work posted again
+                # after its hold) and a 4xx naming "file is too big" refused the work for
+                # good; until 2026-12-06 `ok: true` under any status was a delivery (a 403,
+                # a 302 or a 500 reported the work delivered).
                 if 200 <= status < 300 or status >= 500:
                     what = "a gateway error" if status in GATEWAY_ERRORS else "an answer that is not the Bot API's"
                     raise RouteError(
@@ -551,7 +561,13 @@ class TelegramRoute:
             )
         retry_after = response.headers.get("retry-after")
         error = classify(code, description, params, retry_after, photo=photo, recognised=recognised)
-        failed_at = FAILED_ITEM.search(description)
+        # Items of an album are read as posted only from the Bot API's own 400 (its status
+        # and `error_code` agree: `recognised`): in any other answer those words name
+        # nothing — until 2026-12-06 a 403, a 200 or a 500 carrying them (or carrying no
+        # `error_code`) recorded items as posted that no answer of Telegram's said were:
+        # the next attempt sent only the rest (pages never delivered, the work reported
+        # delivered) or the failure ended the work `partial` (`unknown` there for good).
+        failed_at = FAILED_ITEM.search(description) if recognised and code == 400 else None
         if method == "sendMediaGroup" and failed_at is not None and int(failed_at.group(1)) > 0:
             # A photo refused inside a partly posted album: the work's page, as a refusal.
             error = error or classify(code, description, params, None, photo=False, recognised=recognised)

@@ -1,0 +1,119 @@
+"""Receivers' answers nobody named before 2026-12-06, each probed at the default it fell to.
+
+The project's rule (DESIGN.md "Safe defaults at the edges: the delivery side"): an answer
+curaflow does not recognise costs one attempt and is the route's; it never refuses the
+work for good, never blocks it, never reports a delivery that did not happen nor hides
+one that did. Each case below fell to a default that broke that rule:
+
+* Telegram's ``{"ok": true, …}`` under a status that is no acceptance (a 3xx, a 4xx, a
+  429, a 5xx) was read as the Bot API's "done": the work reported delivered on the word
+  of an answer whose status said otherwise;
+* Telegram's words "failed to send message #N" were read in any answer, the Bot API's
+  own 400 or not (a 403, a 200 or a 500 whose ``error_code`` disagreed, no
+  ``error_code`` at all): the album's first N items recorded as posted though nothing
+  said so — the next attempt sent only the rest (pages never delivered, the work
+  reported delivered), or the failure ended the work ``partial`` (``unknown`` on the
+  route for good).
+
+The routes run against ``httpx.MockTransport`` answering the platforms' wire formats
+(:mod:`tests.unit.test_route_answers`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from activities.deliver.sending import _guarded
+from curaflow.domain.reasons import Owner, TerminalReason
+from curaflow.domain.verdicts import delivery_verdict, owner_of
+from curaflow.routes.base import RouteError
+from tests.unit.test_route_answers import failure, request_of, telegram
+
+MESSAGE = {"message_id": 7, "chat": {"id": -100}, "date": 1}
+
+
+def answering(status: int, body: Any, headers: dict[str, str] | None = None) -> Any:
+    return lambda _r: httpx.Response(status, json=body, headers=headers or {})
+
+
+# ---- Telegram: "ok": true is the Bot API's "done" only in a 2xx -------------------------------
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 400, 403, 404, 409, 418, 429, 500, 503])
+async def test_a_telegram_ok_under_a_status_that_is_no_acceptance_is_never_a_delivery(
+    tmp_path: Path, status: int
+) -> None:
+    err = await failure(
+        telegram, answering(status, {"ok": True, "result": MESSAGE}, {"location": "https://elsewhere"}), tmp_path
+    )
+    assert owner_of(err.reason) != Owner.WORK and err.reason != TerminalReason.DELIVERY_REJECTED, str(err)
+    if status == 429:
+        assert err.rate_limited and not err.permanent
+    elif status >= 500:
+        # What it says cannot be known: the request may have reached Telegram.
+        assert err.ambiguous
+    else:
+        # Its status says the request was refused: the route's, the work held back.
+        assert err.reason == TerminalReason.ROUTE_REFUSED and not err.ambiguous and err.answer is not None
+
+
+async def test_a_telegram_ok_in_a_2xx_is_still_a_delivery(tmp_path: Path) -> None:
+    from tests.unit.test_route_answers import deliver
+
+    for status in (200, 201):
+        receipt = await deliver(telegram, answering(status, {"ok": True, "result": MESSAGE}), tmp_path)
+        assert receipt.remote_id == "7"
+
+
+# ---- Telegram: an album is partly posted only on the Bot API's own 400 -------------------------
+
+PARTLY = 'Bad Request: failed to send message #2 with the error message "PHOTO_INVALID_DIMENSIONS"'
+
+
+async def _album(tmp_path: Path, status: int, body: dict[str, Any]) -> tuple[RouteError, list[Any]]:
+    recorded: list[Any] = []
+
+    async def on_part(parts: list[Any]) -> None:
+        recorded.append(parts)
+
+    request = request_of(tmp_path, pages=4)
+    request.on_part = on_part
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answering(status, body))) as http:
+        with pytest.raises(RouteError) as caught:
+            await _guarded(telegram(http), request)
+    return caught.value, recorded
+
+
+@pytest.mark.parametrize(
+    ("status", "error_code"),
+    [(403, 400), (200, 400), (500, 400), (400, None), (400, "400"), (400, 403), (403, 403), (500, 500)],
+    ids=["403-says-400", "200-says-400", "500-says-400", "no-code", "code-text", "400-says-403", "403", "500"],
+)
+async def test_telegrams_words_for_a_partly_posted_album_in_another_answer_post_nothing(
+    tmp_path: Path, status: int, error_code: Any
+) -> None:
+    body: dict[str, Any] = {"ok": False, "description": PARTLY}
+    if error_code is not None:
+        body["error_code"] = error_code
+    err, recorded = await _album(tmp_path, status, body)
+    assert recorded == [], "no item is recorded posted on the word of an answer that is not the Bot API's 400"
+    verdict = delivery_verdict(
+        reason=err.reason,
+        permanent=err.permanent,
+        ambiguous=err.ambiguous,
+        resend_safe=False,
+        attempt=1,
+        max_attempts=5,
+        posted=bool(recorded),
+    )
+    assert verdict.outcome != "partial" and not verdict.remember_refusal, (verdict, str(err))
+
+
+async def test_the_bot_apis_own_400_still_says_an_album_was_partly_posted(tmp_path: Path) -> None:
+    err, recorded = await _album(tmp_path, 400, {"ok": False, "error_code": 400, "description": PARTLY})
+    assert recorded == [[[None, None]]], recorded
+    assert err.reason == TerminalReason.DELIVERY_REJECTED  # the item Telegram named is the work's page
