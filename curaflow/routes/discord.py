@@ -23,8 +23,9 @@ Classification (:func:`classify`; the reason names the failure's owner,
 ``retry_after`` (seconds, float) or ``Retry-After``, and without either after the backoff
 of :func:`curaflow.domain.ratelimit.retry_delay_ms`; a 429 that is ``global`` or not
 Discord's JSON (Cloudflare's IP-level block, "error code: 1015") holds the whole route
-(``route_wide``: the route cools down); Discord's own JSON 5xx → retried; a gateway error
-(502, 504) or any 5xx that is not Discord's JSON (Cloudflare's HTML page) → *ambiguous*
+(``route_wide``: the route cools down); Discord's own JSON 5xx (``{"code", "message"}``,
+:func:`is_discords_error`) → retried; a gateway error (502, 504) or any 5xx that is not
+Discord's error JSON (Cloudflare's HTML page, a proxy's JSON of another shape) → *ambiguous*
 (the gateway may have forwarded the request); a 4xx Discord says is about the content
 (:data:`WORK_CODES`: explicit content, automatic moderation, a file over the server's
 size; ``50035`` Invalid Form Body whose errors name only the content or the files,
@@ -278,6 +279,23 @@ def _work_fields(errors: Any, prefix: str = "") -> list[str] | None:
     return names
 
 
+def is_discords_error(body: Any) -> bool:
+    """Whether ``body`` (an answer's JSON, None when it is not JSON) has the shape of
+    Discord's own error: an object with an integer ``code`` and a text ``message`` (docs
+    "JSON Error Codes"; its 5xx say ``{"message": "500: Internal Server Error", "code": 0}``).
+
+    Only such a 5xx is Discord's word that the request failed before a message was made
+    (retried as not posted); a 5xx in any other JSON — ``{}``, ``{"error": …}``, a
+    ``message`` with no ``code`` — is a gateway's or a proxy's in front of Discord, which
+    may have forwarded the request: ambiguous, as its HTML pages are. Until 2026-12-06 any
+    JSON object was taken for Discord's, and such a 5xx was retried on an at-most-once
+    route too (a second post, reported as one delivery)."""
+    if not isinstance(body, dict):
+        return False
+    code = body.get("code")
+    return isinstance(code, int) and not isinstance(code, bool) and isinstance(body.get("message"), str)
+
+
 def is_the_works(body: Any) -> bool:
     """Whether a Discord 4xx answer's body blames the content (:data:`WORK_CODES`, or a
     form error naming only :data:`WORK_FIELDS`); :func:`classify` reads it only under
@@ -321,7 +339,7 @@ def classify(status: int, body: Any, retry_after: str | None, scope: str | None 
             rate_limited=True,
             route_wide=wide,
         )
-    if status in GATEWAY_ERRORS or (status >= 500 and not isinstance(body, dict)):
+    if status in GATEWAY_ERRORS or (status >= 500 and not is_discords_error(body)):
         return RouteError(
             TerminalReason.DELIVERY_FAILED,
             f"discord: HTTP {status}, a gateway error; the request may have reached Discord, outcome unknown",

@@ -13,7 +13,10 @@ one that did. Each case below fell to a default that broke that rule:
   ``error_code`` at all): the album's first N items recorded as posted though nothing
   said so — the next attempt sent only the rest (pages never delivered, the work
   reported delivered), or the failure ended the work ``partial`` (``unknown`` on the
-  route for good).
+  route for good);
+* a Discord 5xx whose JSON is not Discord's error (``{"code", "message"}``: a gateway's
+  or a proxy's JSON) was read as Discord's own — retried as a request Discord did not
+  post, on an at-most-once route too (a second post reported as one delivery).
 
 The routes run against ``httpx.MockTransport`` answering the platforms' wire formats
 (:mod:`tests.unit.test_route_answers`).
@@ -31,7 +34,7 @@ from activities.deliver.sending import _guarded
 from curaflow.domain.reasons import Owner, TerminalReason
 from curaflow.domain.verdicts import delivery_verdict, owner_of
 from curaflow.routes.base import RouteError
-from tests.unit.test_route_answers import failure, request_of, telegram
+from tests.unit.test_route_answers import discord, failure, request_of, telegram
 
 MESSAGE = {"message_id": 7, "chat": {"id": -100}, "date": 1}
 
@@ -117,3 +120,30 @@ async def test_the_bot_apis_own_400_still_says_an_album_was_partly_posted(tmp_pa
     err, recorded = await _album(tmp_path, 400, {"ok": False, "error_code": 400, "description": PARTLY})
     assert recorded == [[[None, None]]], recorded
     assert err.reason == TerminalReason.DELIVERY_REJECTED  # the item Telegram named is the work's page
+
+
+# ---- Discord: a 5xx is Discord's own (not posted) only in Discord's error JSON ----------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"error": "upstream connect error"},
+        {"message": "Service Unavailable"},
+        {"code": 0},
+        {"code": "0", "message": "x"},
+    ],
+    ids=["empty", "error", "message-only", "code-only", "code-text"],
+)
+@pytest.mark.parametrize("status", [500, 503, 520])
+async def test_a_discord_5xx_whose_json_is_not_discords_may_have_posted(
+    tmp_path: Path, status: int, body: dict[str, Any]
+) -> None:
+    err = await failure(discord, answering(status, body), tmp_path)
+    assert err.ambiguous and not err.permanent and owner_of(err.reason) != Owner.WORK, str(err)
+
+
+async def test_discords_own_5xx_is_still_retried_as_not_posted(tmp_path: Path) -> None:
+    err = await failure(discord, answering(500, {"message": "500: Internal Server Error", "code": 0}), tmp_path)
+    assert not err.ambiguous and not err.permanent and err.reason == TerminalReason.DELIVERY_FAILED
