@@ -17,7 +17,8 @@ never sees a partial file and a crash leaves no half-delivered manifest. A manif
 already carries this delivery's idempotency key is an idempotent replay; one written by
 another delivery means the directory already has the work (duplicate). Only a manifest
 read whole as a JSON object decides so: one that is no regular file, no JSON object or
-not UTF-8 is ``route_refused`` (it says neither), an OS error reading it as any other.
+not UTF-8 is ``route_refused`` (it says neither), an OS error looking for it or reading it
+as any other — only "no such file" says there is none.
 
 The directory's OS errors have one owner, :func:`os_failure`: those that may pass
 (:data:`PASSING_ERRORS`: ``EIO``, ``EMFILE``, ``EINTR`` …) are retried
@@ -262,7 +263,7 @@ class DirectoryRoute:
         folder = inside(self.path, request.work.work_id)
         targets = [(Path(f.path), inside(folder, Path(f.path).name)) for f in request.artifact.files]
         manifest_path = folder / "manifest.json"
-        if os.path.lexists(manifest_path):
+        if self._manifest_present(manifest_path):
             existing = self._manifest(manifest_path)
             if existing.get("idempotency_key") == request.idempotency_key:
                 return DeliveryReceipt(remote_id=str(manifest_path), remote_status="replayed")
@@ -308,6 +309,29 @@ class DirectoryRoute:
         }
         atomic_write_bytes(manifest_path, json.dumps(manifest, ensure_ascii=False, indent=2).encode(), self.file_mode)
         return DeliveryReceipt(remote_id=str(manifest_path), remote_status="written")
+
+    @staticmethod
+    def _manifest_present(path: Path) -> bool:
+        """Whether the work's ``manifest.json`` is at ``path`` (a link counts: the read
+        says what it is). Only the disk's "no such file" (``ENOENT``), or a name on the way
+        that is no folder (``ENOTDIR``: a file where the work's folder goes, which the write
+        then meets and names), says there is none.
+
+        Raises:
+            RouteError: any other error of the look (``EIO`` of a network disk, ``EACCES``,
+                an errno never seen), as :func:`os_failure` says — it tells nothing of
+                whether the directory has the work. Until 2026-12-06 it was "no manifest"
+                (``os.path.lexists`` answers False for every error): the work was written
+                again over a delivery the directory already had, its manifest replaced by
+                this delivery's, a duplicate reported delivered.
+        """
+        try:
+            os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except OSError as err:
+            raise os_failure(err, "looking for the work's manifest.json") from err
+        return True
 
     @staticmethod
     def _manifest(path: Path) -> dict[str, Any]:

@@ -16,7 +16,10 @@ one that did. Each case below fell to a default that broke that rule:
   route for good);
 * a Discord 5xx whose JSON is not Discord's error (``{"code", "message"}``: a gateway's
   or a proxy's JSON) was read as Discord's own — retried as a request Discord did not
-  post, on an at-most-once route too (a second post reported as one delivery).
+  post, on an at-most-once route too (a second post reported as one delivery);
+* the directory route took any OS error looking for ``manifest.json`` (``EIO`` of a
+  network disk, ``EACCES``) for "no manifest": the work written again over a delivery
+  the directory already had, its manifest replaced, a duplicate reported delivered.
 
 The routes run against ``httpx.MockTransport`` answering the platforms' wire formats
 (:mod:`tests.unit.test_route_answers`).
@@ -24,8 +27,11 @@ The routes run against ``httpx.MockTransport`` answering the platforms' wire for
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
@@ -34,7 +40,9 @@ from activities.deliver.sending import _guarded
 from curaflow.domain.reasons import Owner, TerminalReason
 from curaflow.domain.verdicts import delivery_verdict, owner_of
 from curaflow.routes.base import RouteError
+from curaflow.routes.directory import DirectoryRoute
 from tests.unit.test_route_answers import discord, failure, request_of, telegram
+from tests.unit.test_unknown_is_cheap_at_routes import dir_request
 
 MESSAGE = {"message_id": 7, "chat": {"id": -100}, "date": 1}
 
@@ -147,3 +155,35 @@ async def test_a_discord_5xx_whose_json_is_not_discords_may_have_posted(
 async def test_discords_own_5xx_is_still_retried_as_not_posted(tmp_path: Path) -> None:
     err = await failure(discord, answering(500, {"message": "500: Internal Server Error", "code": 0}), tmp_path)
     assert not err.ambiguous and not err.permanent and err.reason == TerminalReason.DELIVERY_FAILED
+
+
+# ---- the directory route: only "no such file" says there is no manifest -------------------------
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.EACCES, errno.ESTALE, 99999])
+async def test_a_manifest_the_disk_cannot_say_exists_is_never_written_over(tmp_path: Path, code: int) -> None:
+    route = DirectoryRoute("out", tmp_path / "out")
+    first = dir_request(tmp_path)
+    assert (await route.deliver(first)).remote_status == "written"
+    manifest = tmp_path / "out" / "4242" / "manifest.json"
+    before = manifest.read_bytes()
+    other = dir_request(tmp_path)
+    other.idempotency_key = "curaflow:out:illustration:4242:j2:t"
+    real = os.lstat
+
+    def failing(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if os.fspath(path).endswith("manifest.json"):
+            raise OSError(code, os.strerror(code) if code != 99999 else "never seen")
+        return real(path, *args, **kwargs)
+
+    with mock.patch("os.lstat", failing), pytest.raises(RouteError) as caught:
+        await _guarded(route, other)
+    err = caught.value
+    assert manifest.read_bytes() == before, "the delivery the directory has is not written over"
+    assert not err.ambiguous and owner_of(err.reason) != Owner.WORK, str(err)
+    if code in (errno.EIO, errno.ESTALE):
+        assert err.reason == TerminalReason.DELIVERY_FAILED and not err.permanent
+    else:
+        assert err.reason == TerminalReason.ROUTE_REFUSED and err.answer is not None
+    # The disk answering again: the directory's word decides (a duplicate, never "written").
+    assert (await route.deliver(other)).duplicate
