@@ -16,11 +16,11 @@ How it works:
    outbound layer (:mod:`curaflow.outbound`: ``callback_timeout_ms`` is the total time of
    one POST, 16 KiB of the answer are read, the destination is the allow-list's and its
    address is checked when connecting). :func:`classify_answer` decides: 2xx or 409 →
-   delivered; 429, 5xx, timeouts and transport errors → retried (the activity fails and
+   delivered; 429, 5xx, a redirect (never followed), timeouts and transport errors → retried (the activity fails and
    Temporal retries it with backoff, ``Retry-After`` honoured up to the cap, a 429
    without one waiting :func:`curaflow.domain.ratelimit.retry_delay_ms`'s backoff from
    5 s, never a constant); a
-   destination the guard refuses and any other answer → dead-lettered at once. An
+   destination the guard refuses and any other 4xx → dead-lettered at once. An
    event is sent at most ``max_attempts`` (8) times, each counted in the ledger when it
    is claimed — whatever way it then ends — then dead-lettered. A dead event never
    blocks the ones after it; a retried one does (events arrive in order).
@@ -75,18 +75,22 @@ def classify_answer(status: int | None) -> Verdict:
     The answer is its status line alone: once the status arrived, what the body does (never
     ending, cut mid-way) does not change it (:mod:`activities.push_events`).
 
-    2xx and 409 ("already recorded") are delivered; 429, 5xx, HTTP's own "send it again"
-    (408, 425: :data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`, retried since 2026-12-06)
-    and no answer are retried; every other status (other 4xx, 1xx/3xx: redirects are not
-    followed) is dead-lettered (the original's rule, reference "Callbacks").
+    2xx and 409 ("already recorded") are delivered; every other 4xx is dead-lettered at
+    once (the original's rule, reference §4.7: "other 4xx → dead-letter at once") but 429
+    and HTTP's own "send it again" (408, 425: :data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`,
+    retried since 2026-12-06); everything else — a 5xx, no answer, a redirect (never
+    followed) or any status outside 2xx / 4xx / 5xx — is retried: one of the event's
+    counted attempts, never the event (the unknown is cheap). Until 2026-12-06 a 1xx or a
+    3xx dead-lettered the event at once: a receiver behind a load balancer answering a
+    temporary redirect (a maintenance page, a failover) lost every push of that minute.
     """
     if status is None:
         return Verdict.RETRY
     if 200 <= status < 300 or status == 409:
         return Verdict.DELIVERED
-    if status == 429 or status >= 500 or status in SEND_AGAIN_STATUSES:
-        return Verdict.RETRY
-    return Verdict.DEAD
+    if 400 <= status < 500 and status != 429 and status not in SEND_AGAIN_STATUSES:
+        return Verdict.DEAD
+    return Verdict.RETRY
 
 
 def push_headers(job_id: str, event_id: str) -> dict[str, str]:

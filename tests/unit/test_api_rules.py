@@ -38,7 +38,7 @@ from tests.schema import expected_schema, validate
         (400, Verdict.DEAD),
         (404, Verdict.DEAD),
         (410, Verdict.DEAD),
-        (301, Verdict.DEAD),
+        (301, Verdict.RETRY),  # a redirect is never followed, and costs one attempt: dead until 2026-12-06
     ],
 )
 def test_callback_answers(status: int | None, verdict: Verdict) -> None:

@@ -19,7 +19,9 @@ one that did. Each case below fell to a default that broke that rule:
   post, on an at-most-once route too (a second post reported as one delivery);
 * the directory route took any OS error looking for ``manifest.json`` (``EIO`` of a
   network disk, ``EACCES``) for "no manifest": the work written again over a delivery
-  the directory already had, its manifest replaced, a duplicate reported delivered.
+  the directory already had, its manifest replaced, a duplicate reported delivered;
+* a job's push answered by a redirect (never followed) was dead-lettered at once: the
+  event lost for the consumer on one answer of a kind curaflow never follows.
 
 The routes run against ``httpx.MockTransport`` answering the platforms' wire formats
 (:mod:`tests.unit.test_route_answers`).
@@ -39,6 +41,7 @@ import pytest
 from activities.deliver.sending import _guarded
 from curaflow.domain.reasons import Owner, TerminalReason
 from curaflow.domain.verdicts import delivery_verdict, owner_of
+from curaflow.jobs.pushes import Verdict, classify_answer
 from curaflow.routes.base import RouteError
 from curaflow.routes.directory import DirectoryRoute
 from tests.unit.test_route_answers import discord, failure, request_of, telegram
@@ -187,3 +190,16 @@ async def test_a_manifest_the_disk_cannot_say_exists_is_never_written_over(tmp_p
         assert err.reason == TerminalReason.ROUTE_REFUSED and err.answer is not None
     # The disk answering again: the directory's word decides (a duplicate, never "written").
     assert (await route.deliver(other)).duplicate
+
+
+# ---- pushes: a redirect (never followed) costs one attempt, not the event ----------------------
+
+
+@pytest.mark.parametrize("status", [300, 301, 302, 303, 304, 307, 308, 399])
+def test_a_pushs_redirect_is_retried_not_dead_lettered(status: int) -> None:
+    assert classify_answer(status) == Verdict.RETRY
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 413, 422, 499])
+def test_a_pushs_4xx_is_still_dead_lettered_at_once(status: int) -> None:
+    assert classify_answer(status) == Verdict.DEAD
