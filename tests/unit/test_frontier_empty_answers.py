@@ -225,8 +225,34 @@ def test_an_expected_work_whose_tags_no_longer_match_the_query_is_the_end(sort: 
         {"tags": [{"name": "x", "translated_name": None}], "caption": f"<b>{TAG}</b>"},
         {"tags": [{"name": "x", "translated_name": None}], "title": "ｆｒｏｎｔｉｅｒ－ｓｅａｍｓ"},
         {"tags": "not a list"},
+        # Texts of a shape never seen say nothing of what the work matches by: a tag
+        # object of another key, tags or a title or caption null (or absent: below), a tag without its
+        # name or translation field, a work alive with no text at all. Until 2026-12-06
+        # each read as no text — the work "no longer matched", the outage's empty answer
+        # was the end of results (exhausted, the sweep cleared, no candidate).
+        {"tags": [{"tag": TAG}], "title": "untitled"},
+        {"tags": None, "title": "untitled"},
+        {"tags": [{"name": None, "translated_name": None}], "title": "untitled"},
+        {"tags": [{"name": "x"}], "title": "untitled"},
+        {"tags": [{"name": "x", "translated_name": None}], "title": None},
+        {"tags": [{"name": "x", "translated_name": None}], "caption": None},
+        {"tags": [], "title": ""},
     ],
-    ids=["partial-tag", "translation", "title", "caption", "full-width", "tags-unread"],
+    ids=[
+        "partial-tag",
+        "translation",
+        "title",
+        "caption",
+        "full-width",
+        "tags-unread",
+        "tag-of-another-key",
+        "tags-null",
+        "tag-without-name",
+        "tag-without-translation-field",
+        "title-null",
+        "caption-null",
+        "no-text-at-all",
+    ],
 )
 def test_an_expected_work_that_could_still_match_leaves_the_empty_answer_the_sources(
     sort: str, still: dict[str, object]
@@ -281,3 +307,40 @@ def test_no_longer_matching_is_recognised_only_when_certain(
 
     target = TargetSpec(target_id="t", query=TargetQuery.model_validate(query), filters=TargetFilters())
     assert no_longer_matches(target, texts) is gone
+
+
+_READ = {"title": "deep 1", "caption": "", "tags": [{"name": "風景", "translated_name": "landscape"}]}
+
+
+@pytest.mark.parametrize(
+    ("illust", "texts"),
+    [
+        (_READ, ["風景", "landscape", "deep 1"]),
+        ({**_READ, "tags": []}, ["deep 1"]),  # a work alive with no tag: judged by its title
+        ({**_READ, "caption": "<b>x</b>"}, ["風景", "landscape", "deep 1", "<b>x</b>"]),
+        # Not the app-api's shape: what the work matches by is not known.
+        ({k: v for k, v in _READ.items() if k != "tags"}, None),
+        ({k: v for k, v in _READ.items() if k != "title"}, None),
+        ({k: v for k, v in _READ.items() if k != "caption"}, None),
+        ({**_READ, "tags": [{"tag": "風景"}]}, None),
+        ({**_READ, "tags": [{"name": "風景"}]}, None),
+        ({**_READ, "tags": [{"name": "", "translated_name": None}]}, None),
+        ({**_READ, "tags": [{"name": 7, "translated_name": None}]}, None),
+        ({**_READ, "tags": [{"name": "風景", "translated_name": ["x"]}]}, None),
+        ({**_READ, "tags": ["風景"]}, None),
+        ({**_READ, "tags": {"name": "風景"}}, None),
+        ({**_READ, "title": None}, None),
+        ({**_READ, "tags": [], "title": ""}, None),  # no text at all: nothing to judge by
+    ],
+)
+def test_a_details_texts_are_read_only_in_the_app_apis_shape(
+    illust: dict[str, object], texts: list[str] | None
+) -> None:
+    # What a search may match a work by is read only from the app-api's shape: every tag
+    # an object with its name (text) and its translated_name (text or null), the title and
+    # the caption text. Anything else — a field absent or renamed, a tag of another shape —
+    # is not known (None), never "no text", which took a work still matching for one that
+    # no longer matches (until 2026-12-06).
+    from curaflow.sources.pixiv.client import search_texts
+
+    assert search_texts(illust) == texts

@@ -224,31 +224,37 @@ def iso_create_date(value: object, clean: Callable[[str], str] = clean_text) -> 
 
 def search_texts(illust: dict[str, Any]) -> list[str] | None:
     """What a search of the app-api may match an ``illust`` by: its tags' ``name`` and
-    ``translated_name``, its ``title`` and its ``caption`` (cleaned); None when one of them
-    is not of the app-api's shape (``tags`` not a list of objects, a text field that is no
-    text): what could match is then not known."""
+    ``translated_name``, its ``title`` and its ``caption`` (cleaned); None when they are
+    not read positively in the app-api's shape (reference ``pixiv-and-delivery-apis.md``
+    §2.3, pixivpy's ``illust_detail.json``): ``tags`` a list whose every item is an
+    object with its ``name`` (text, not empty) and its ``translated_name`` (text or null),
+    and ``title`` and ``caption`` text — every field present. Anything else (a field
+    absent, null or renamed, a tag object of another key, a tag without its name) says
+    nothing of what the work could match by, and neither does an answer with no text at
+    all (no tag and an empty title: a work alive has a title). Until 2026-12-06 an absent
+    field or a tag object of another key read as no text — the work "no longer matched"
+    (:func:`~curaflow.sources.pixiv.scan.pages.no_longer_matches`), and the search's
+    empty answer of an outage was taken for the end of results."""
     tags = illust.get("tags")
-    if tags is None:
-        tags = []
     if not isinstance(tags, list):
         return None
     texts: list[str] = []
     for tag in tags:
-        if not isinstance(tag, dict):
+        if not isinstance(tag, dict) or "translated_name" not in tag:
             return None
-        for field in ("name", "translated_name"):
-            value = tag.get(field)
-            if value is not None and not isinstance(value, str):
-                return None
-            if value:
-                texts.append(clean_text(value))
+        name, translated = tag.get("name"), tag.get("translated_name")
+        if not isinstance(name, str) or not name or (translated is not None and not isinstance(translated, str)):
+            return None
+        texts.append(clean_text(name))
+        if translated:
+            texts.append(clean_text(translated))
     for field in ("title", "caption"):
         value = illust.get(field)
-        if value is not None and not isinstance(value, str):
+        if not isinstance(value, str):
             return None
         if value:
             texts.append(clean_text(value))
-    return texts
+    return [t for t in texts if t] or None
 
 
 def is_placeholder(work: Work) -> bool:
