@@ -28,6 +28,7 @@ from curaflow.sources.decoding import (
     png_chunks,
     png_without_bad_ancillary,
 )
+from curaflow.sources.decoding import signed_format as signed_head
 from curaflow.sources.errors import UnavailableKind
 
 #: Pixel formats a page may have (what Pillow identifies from the bytes, whatever the URL says).
@@ -158,21 +159,14 @@ def frame_count(image: Image.Image, path: Path, meter: DecodeMeter) -> int:
 _ENDINGS = {"PNG": b"\x00\x00\x00\x00IEND\xaeB`\x82", "JPEG": b"\xff\xd9", "MPO": b"\xff\xd9", "GIF": b";"}
 
 
-#: The first bytes of each format a page may have (PNG spec 5.2; JPEG's SOI and a marker,
-#: ITU T.81 B.1.1.2; GIF's header; a RIFF container of WebP: the WebP container spec).
-_SIGNATURES = ((PNG_SIGNATURE, "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"))
-
-
 def signed_format(path: Path) -> str | None:
-    """The format (a key of :data:`IMAGE_FORMATS`) the first bytes of ``path`` sign, or
-    None: what a page is when Pillow refuses it as it opens it (a WebP libwebp refuses, a
-    GIF cut inside its first image descriptor), so that its verdict is read from its
-    framing (:func:`whole_by_framing`) as for an image that fails later."""
+    """The format (a key of :data:`IMAGE_FORMATS`) the first bytes of ``path`` sign
+    (:func:`~curaflow.sources.decoding.signed_format`), or None: what a page is when
+    Pillow refuses it as it opens it (a WebP libwebp refuses, a GIF cut inside its first
+    image descriptor), so that its verdict is read from its framing
+    (:func:`whole_by_framing`) as for an image that fails later."""
     with open(path, "rb") as fh:
-        head = fh.read(12)
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "WEBP"
-    return next((fmt for signature, fmt in _SIGNATURES if head.startswith(signature)), None)
+        return signed_head(fh.read(12))
 
 
 def whole_by_framing(path: Path, fmt: str) -> bool:

@@ -19,8 +19,10 @@ size (~1 byte per pixel) — and CPU time. **Every frame's header is read first*
 decoded), so a zip whose first frame is 1×1 and whose later frames are 13000×13000 is
 refused before anything is decoded; then each frame is charged as it is decoded.
 
-Whose failure: a frame that is no image or does not decode although its CRC matched —
-the work's (:class:`UnusableAnimation`); an animation without frames, a frame missing from
+Whose failure: a frame that signs a frame format and is none, or does not decode,
+although its CRC matched — the work's (:class:`UnusableAnimation`); a frame whose bytes
+sign no frame format at all (:class:`FrameNotAnImage`: a page, a format never seen), an
+animation without frames, a frame missing from
 a zip whose directory was read (:class:`FrameNotInZip`), a body that is no zip at all
 (:class:`NotAZip`), a frame stored encrypted or in a way the zip reader does not implement
 (:class:`FrameNotReadable`), a central directory listing more entries than the frames may
@@ -60,6 +62,7 @@ from curaflow.sources.decoding import (
     machine_error,
     opening_layout,
     png_without_bad_ancillary,
+    signed_format,
 )
 
 #: A frames zip larger than this is refused (bytes).
@@ -142,6 +145,18 @@ class UnreadableDirectory(UnusableAnimation):
     served disagrees with the metadata, or is its packing: it would come so for every
     animated work while it lasts, so it is not recognised as the work's (as
     :class:`FrameNotInZip`)."""
+
+    recognised = False
+
+
+class FrameNotAnImage(UnusableAnimation):
+    """A frame of the zip whose bytes sign none of the frame formats
+    (:func:`~curaflow.sources.decoding.signed_format`: an HTML or JSON page where the
+    frame was, a format never seen — a TIFF, an AVIF): what the host packed, which a
+    change of its packing would give every animated work while it lasts — as a page that
+    is no image (``not_an_image``), not recognised as the work's (2026-12-06: it cost the
+    work the week). A frame signing a frame format and not one (its CRC matched: the host
+    holds those bytes) stays the work's (:class:`UnusableAnimation`)."""
 
     recognised = False
 
@@ -294,7 +309,8 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
     the file).
 
     Raises:
-        UnusableAnimation: the member is not an image of :data:`FRAME_FORMATS`.
+        FrameNotAnImage: the member's first bytes sign no image format curaflow takes.
+        UnusableAnimation: the member signs one and is not an image of :data:`FRAME_FORMATS`.
         OverBudget: the frame's canvas is over the frame bound.
         AnimationBroken: the member cannot be read from the zip.
         DecodeStopped: ``meter`` was stopped while a PNG's chunks or a GIF's blocks were walked.
@@ -303,6 +319,8 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
         with _member(archive, info) as fh:
             head = fh.read(30)
             data = head + fh.read(MAX_FRAME_BYTES + 1) if head[:3] in _WALKED_BEFORE_OPENING else head
+        if signed_format(head) is None:
+            raise FrameNotAnImage(f"frame {info.filename} is no image of a frame format (by its first bytes)")
         layout = opening_layout(data, meter)
         if layout is not None:
             meter.plan(frames=1, pixels=0, largest=layout[1])  # only its first frame is decoded

@@ -462,6 +462,22 @@ def opening_layout(data: bytes | memoryview, meter: DecodeMeter) -> tuple[int, t
 
 #: The first bytes of every PNG file (PNG spec 5.2).
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: The first bytes of each image format curaflow takes (PNG spec 5.2; JPEG's SOI and a
+#: marker, ITU T.81 B.1.1.2 — an MPO starts as a JPEG; GIF's header); a WebP is a RIFF
+#: container of form ``WEBP`` (:func:`signed_format`).
+IMAGE_SIGNATURES = ((PNG_SIGNATURE, "PNG"), (b"\xff\xd8\xff", "JPEG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"))
+
+
+def signed_format(head: bytes) -> str | None:
+    """The image format (``PNG``, ``JPEG``, ``GIF``, ``WEBP``) a file's first bytes
+    (``head``, at least 12 of them when the file has them) sign, or None: bytes signing
+    none of them are no image curaflow takes, whatever else they are (an HTML or JSON
+    page, a format never seen)."""
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "WEBP"
+    return next((fmt for signature, fmt in IMAGE_SIGNATURES if head.startswith(signature)), None)
+
+
 #: Most chunks a PNG may have for wrong CRCs of its ancillary chunks to be forgiven: a
 #: 64 MiB image written in libpng's 8 KiB ``IDAT`` chunks has 8 192; a file of millions of
 #: empty chunks is not walked (its verdict stands).

@@ -314,3 +314,52 @@ def test_a_directory_the_zip_reader_refuses_as_it_opens_is_unusable_and_not_reco
         encode_gif(path, meta, dest)
     assert caught.value.recognised is False
     assert not dest.exists() and not list(tmp_path.glob(".*.part"))
+
+
+def _image_bytes(fmt: str) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), (200, 40, 40)).save(buf, fmt)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"<!DOCTYPE html><html><body>Service Unavailable</body></html>",
+        b'{"error": {"message": "not found"}}',
+        b"",
+        b"\x00\x00\x00\x1cftypavif\x00\x00\x00\x00avifmif1miaf" + b"\x00" * 64,  # a format never seen
+        _image_bytes("BMP"),
+        _image_bytes("TIFF"),
+    ],
+    ids=["html", "json", "empty", "avif-like", "bmp", "tiff"],
+)
+def test_a_frame_signing_no_format_curaflow_takes_is_not_recognised_as_the_works(tmp_path: Path, frame: bytes) -> None:
+    # A frame whose bytes sign none of the frame formats (a page where the frame was, a
+    # format never seen: what a change of the host's packing would give every animated
+    # work) is what the source answered, as a page that is no image is (not_an_image):
+    # unusable, held back briefly. Until 2026-12-06 it was the work's, the week.
+    path = tmp_path / "f.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("000000.jpg", frame)
+    meta = parse_metadata(answer([{"file": "000000.jpg", "delay": 50}]))
+    with pytest.raises(UnusableAnimation) as caught:
+        encode_gif(path, meta, tmp_path / "1_ugoira.gif")
+    assert caught.value.recognised is False, caught.value
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [b"\xff\xd8\xff\xe0 not a frame at all", b"\x89PNG\r\n\x1a\n" + b"\x00" * 40, b"GIF89a" + b"\x00" * 40],
+    ids=["jpeg", "png", "gif"],
+)
+def test_a_frame_signing_a_format_it_does_not_hold_is_the_works(tmp_path: Path, frame: bytes) -> None:
+    # Its CRC matched (the zip holds these bytes) and they sign a frame format without
+    # being one: the host holds a broken frame — the work's, as before.
+    path = tmp_path / "f.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("000000.jpg", frame)
+    meta = parse_metadata(answer([{"file": "000000.jpg", "delay": 50}]))
+    with pytest.raises(UnusableAnimation) as caught:
+        encode_gif(path, meta, tmp_path / "1_ugoira.gif")
+    assert caught.value.recognised is True, caught.value
