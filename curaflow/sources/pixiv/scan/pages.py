@@ -55,7 +55,11 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
     """Refuse an answer that cannot be taken for the end of results, or for a page of
     results at all (the source's failure).
 
-    Only the source says where its results end: a page without ``next_url``. An answer
+    Only the source says where its results end: a page whose ``next_url`` is ``null``
+    (the app-api's word for it); a page whose ``next_url`` is neither text nor ``null`` —
+    absent, empty, ``false``, a number, an object: a shape never seen — does not say where
+    its results go on and is refused (until 2026-12-06 it ended the scan after that page
+    as the end of the results: no candidate, the target's frontier settled). An answer
     without an ``illusts`` list is not a page of results, nor is one listing more than
     :data:`MAX_PAGE_ITEMS` items (Pixiv lists 30): it is refused before any item is read,
     so nothing of it is examined, counted or blamed on a work. A page a ``next_url``
@@ -86,6 +90,14 @@ def check_page(page: dict[str, Any], *, promised: bool) -> None:
             TerminalReason.REMOTE_HTTP_ERROR,
             "pixiv answered an empty page where more works were promised (by the previous page's next_url, "
             "or by the works this target already examined in these results)",
+        )
+    next_url = page.get("next_url", ...)
+    if not (next_url is None or (isinstance(next_url, str) and next_url)):
+        raise SourceError(
+            TerminalReason.REMOTE_HTTP_ERROR,
+            "pixiv answered a page whose next_url is neither a URL nor null "
+            f"({'absent' if next_url is ... else clean_text(repr(next_url))[:40]}): where its results go on "
+            "is not known, so they are not taken for ended",
         )
 
 
