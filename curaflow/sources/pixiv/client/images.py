@@ -5,13 +5,14 @@ the streaming GET of an image, and the download the Source protocol reads
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import httpx
 
 from curaflow.domain.reasons import TerminalReason
-from curaflow.domain.text import loads_clean
+from curaflow.domain.text import clean_text, loads_clean
 from curaflow.outbound import (
     AnswerTooLarge,
     DestinationRefused,
@@ -92,7 +93,8 @@ class ImageRequests(GatedRequests):
         Raises:
             SourceError: ``download_failed`` / ``download_timeout`` (also when the time
                 runs out inside the block); rate limits as ``rate_limited``. Any other
-                answer (another 4xx, a 5xx) is the host's, retried.
+                answer (another 4xx, a 5xx, a 3xx, a 206 whose ``Content-Range`` is not the
+                whole file: :func:`whole_range`) is the host's, retried.
             WorkUnavailable: HTTP 404/410 for the image (``gone``, ``corroborate``: the
                 work's only once its detail says the work is gone,
                 :func:`~curaflow.sources.corroboration.corroborated`), 403 (``gone``, not
@@ -144,6 +146,16 @@ class ImageRequests(GatedRequests):
                         f"image HTTP {response.status_code} (redirects are not followed)",
                         status=response.status_code,
                     )
+                if response.status_code == PARTIAL_STATUS and not whole_range(response.headers.get("content-range")):
+                    # Never asked for a range: a part of the file is a cache's or a proxy's
+                    # slice (a later part signs no image: until 2026-12-06 the page was
+                    # "not an image", the work held back). The host's answer, retried.
+                    raise SourceError(
+                        TerminalReason.DOWNLOAD_FAILED,
+                        "image HTTP 206: a part of the file where all of it was asked (Content-Range "
+                        f"{clean_text(str(response.headers.get('content-range')))[:60]!r})",
+                        status=response.status_code,
+                    )
                 await self._gate_ok()
                 yield response
         except DestinationRefused as err:
@@ -178,6 +190,23 @@ class ImageRequests(GatedRequests):
         """
         async with self.open_image(url) as response:
             yield ImageDownload(self, response)
+
+
+#: HTTP 206 Partial Content: an answer to a range request, which the client never makes.
+PARTIAL_STATUS = 206
+_BYTE_RANGE = re.compile(r"bytes ([0-9]{1,18})-([0-9]{1,18})/([0-9]{1,18})")
+
+
+def whole_range(content_range: str | None) -> bool:
+    """Whether a ``Content-Range`` (RFC 9110 §14.4) covers a whole file of known length:
+    ``bytes 0-<length - 1>/<length>``. Anything else — a later or a shorter part, an
+    unknown length (``/*``), an unsatisfied range, another unit, no header — is not the
+    whole file."""
+    match = _BYTE_RANGE.fullmatch((content_range or "").strip())
+    if match is None:
+        return False
+    first, last, length = (int(g) for g in match.groups())
+    return first == 0 and length > 0 and last == length - 1
 
 
 #: The most of an image host's error answer read to find what it says (bytes).
