@@ -143,3 +143,86 @@ def test_the_app_apis_own_values_are_read(fields: dict[str, Any]) -> None:
 
     work = parse_work(illust(**fields))
     assert len(work.pages) == work.page_count
+
+
+SAMPLE = "https://i.pximg.net/c/600x1200_90/img-master/img/2025/02/04/00/00/00/126872003_p0_master1200.jpg"
+LIMIT = "https://s.pximg.net/common/images/limit_sanity_level_360.png"
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"meta_single_page": {}, "image_urls": {"large": SAMPLE}},
+        {"meta_single_page": {"original": "https://i.pximg.net/x_p0.png"}, "image_urls": {"large": SAMPLE}},
+        {"meta_single_page": None, "image_urls": {"large": SAMPLE}},
+        {"type": "manga", "meta_single_page": {}, "image_urls": {"large": SAMPLE}},
+        {
+            "page_count": 2,
+            "meta_single_page": {},
+            "meta_pages": [
+                {"image_urls": {"original": "https://i.pximg.net/x_p0.png", "large": SAMPLE}},
+                {"image_urls": {"large": SAMPLE.replace("_p0", "_p1")}},
+            ],
+        },
+    ],
+    ids=["single-no-original", "single-original-renamed", "single-null", "manga", "multi-page-one-without-original"],
+)
+def test_a_page_listed_without_its_originals_url_is_never_its_sample(fields: dict[str, Any]) -> None:
+    # The app-api lists a page's original (meta_single_page.original_image_url,
+    # meta_pages[].image_urls.original) beside samples of it (image_urls.large: 600×1200).
+    # Until 2026-12-06 a page listed without its original was delivered as its sample —
+    # the work sent so, and a duplicate for ever, its original never sent. Now such a page
+    # has no URL curaflow fetches: the work is unusable as the source sent it
+    # (``unusable_url`` at its fetch, held back briefly, never the work's).
+    from curaflow.sources.pixiv.client import parse_work
+
+    work = parse_work(illust(**fields))
+    assert SAMPLE not in [p.url for p in work.pages] and "" in [p.url for p in work.pages]
+    assert all("master1200" not in p.url for p in work.pages)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"visible": False, "meta_single_page": {}, "image_urls": {"large": LIMIT}},
+        {"meta_single_page": {}, "image_urls": {"large": LIMIT}},  # a limit_* image alone says so too
+    ],
+)
+def test_a_restricted_placeholder_is_still_recognised(fields: dict[str, Any]) -> None:
+    from curaflow.sources.pixiv.client import is_placeholder, parse_work
+
+    assert is_placeholder(parse_work(illust(**fields)))
+
+
+def test_an_ugoiras_cover_is_no_page_delivered_and_keeps_its_listing() -> None:
+    # An ugoira is delivered from its frames zip, never its listed image: unchanged.
+    from curaflow.sources.pixiv.client import parse_work
+
+    work = parse_work(illust(type="ugoira", meta_single_page={}, image_urls={"large": SAMPLE}))
+    assert [p.url for p in work.pages] == [SAMPLE]
+
+
+async def test_a_work_listed_without_its_originals_url_costs_a_brief_hold_and_no_request(tmp_path: Any) -> None:
+    import httpx
+
+    from curaflow.artifacts.store import ArtifactStore
+    from curaflow.sources.base import SourcePolicy
+    from curaflow.sources.errors import UnavailableKind, WorkUnavailable
+    from curaflow.sources.guard import guarded
+    from curaflow.sources.pixiv.client import PixivClient, parse_work
+    from curaflow.sources.pixiv.source import PixivSource
+
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(str(request.url))
+        return httpx.Response(200, content=b"sample bytes")
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    client = PixivClient(http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test")
+    source = guarded(PixivSource("a", client, SourcePolicy()), download_max_bytes=1 << 20, download_timeout_s=10)
+    work = parse_work(illust(meta_single_page={}, image_urls={"large": SAMPLE}))
+    with pytest.raises(WorkUnavailable) as caught:
+        await ArtifactStore(tmp_path).fetch(source, work, "j", "t")
+    assert (caught.value.kind, caught.value.recognised) == (UnavailableKind.UNUSABLE_URL, False)
+    assert asked == []

@@ -157,9 +157,10 @@ def test_a_work_read_from_a_cleaned_answer_is_the_work_the_cleaning_parse_gives(
 
 
 def test_parse_work_reads_every_page_and_refuses_what_is_not_a_field() -> None:
-    """A multi-page work: every page in order (original, else large), page 0 with the
-    work's size, URLs cleaned. A page URL that is not text, or a size that is not a
-    number, makes the work invalid (it is never used), as a broken id does."""
+    """A multi-page work: every page in order (its original; none without it — never its
+    ``large`` sample, 2026-12-06), page 0 with the work's size, URLs cleaned. A page URL
+    that is not text, or a size that is not a number, makes the work invalid (it is never
+    used), as a broken id does."""
     pages = [
         {"image_urls": {"original": "https://i.pximg.net/a_p0.png\x00"}},
         {"image_urls": {"large": "https://i.pximg.net/a_p1.jpg"}},
@@ -168,7 +169,7 @@ def test_parse_work_reads_every_page_and_refuses_what_is_not_a_field() -> None:
     work = parse_work(illust(page_count=3, meta_pages=pages, width=640, height="480"))
     assert [(p.index, p.url) for p in work.pages] == [
         (0, "https://i.pximg.net/a_p0.png"),
-        (1, "https://i.pximg.net/a_p1.jpg"),
+        (1, ""),
         (2, ""),
     ]
     assert (work.pages[0].width, work.pages[0].height, work.pages[1].width) == (640, 480, None)

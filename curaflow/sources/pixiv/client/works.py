@@ -163,11 +163,12 @@ def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str
         pages = []
         for i, page in enumerate(meta_pages or []):
             urls = page.get("image_urls") or {}
-            pages.append({"index": i, "url": _page_url(urls.get("original") or urls.get("large") or "", clean)})
+            pages.append(
+                {"index": i, "url": _page_url(_original(urls.get("original"), urls.get("large"), kind), clean)}
+            )
     else:
-        url = (illust.get("meta_single_page") or {}).get("original_image_url") or (
-            (illust.get("image_urls") or {}).get("large") or ""
-        )
+        single = illust.get("meta_single_page") or {}
+        url = _original(single.get("original_image_url"), (illust.get("image_urls") or {}).get("large"), kind)
         pages = [{"index": 0, "url": _page_url(url, clean)}]
     pages[0]["width"], pages[0]["height"] = width, height
     user = illust.get("user") or {}
@@ -192,6 +193,30 @@ def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str
             "pages": pages,
         }
     )
+
+
+def _original(original: Any, sample: Any, kind: str) -> Any:
+    """A page's URL as the app-api lists it: its original (``meta_single_page``'s
+    ``original_image_url``, a ``meta_pages`` item's ``image_urls.original``).
+
+    Without it (absent, null, empty, renamed) the page has no URL curaflow fetches (``""``:
+    ``unusable_url`` at the fetch, what the source answered — held back briefly, never the
+    work's), never its sample (``image_urls.large``, 600×1200): delivered so, the work was
+    sent as a sample and a duplicate for ever, its original never sent (until 2026-12-06).
+    The sample stays the page's URL only where it is no page delivered: a restricted
+    placeholder's ``limit_*`` image (:func:`is_placeholder` reads it: the work is
+    ``unavailable`` before any request) and an ugoira's cover (the frames zip is what is
+    delivered)."""
+    if original:
+        return original
+    if kind == "ugoira" or _limit_image(sample):
+        return sample or ""
+    return ""
+
+
+def _limit_image(url: Any) -> bool:
+    """Whether ``url`` is one of Pixiv's ``limit_*`` images (a restricted placeholder's)."""
+    return isinstance(url, str) and "limit_" in url.rsplit("/", 1)[-1]
 
 
 def _page_url(url: Any, clean: Callable[[str], str] = clean_text) -> Any:
@@ -261,7 +286,7 @@ def is_placeholder(work: Work) -> bool:
     """True for a restricted placeholder (``visible: false`` or a limit_* image)."""
     if not work.visible:
         return True
-    return any("limit_" in p.url.rsplit("/", 1)[-1] for p in work.pages)
+    return any(_limit_image(p.url) for p in work.pages)
 
 
 def offset_of(next_url: object) -> int:
