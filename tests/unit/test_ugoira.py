@@ -322,6 +322,17 @@ def _image_bytes(fmt: str) -> bytes:
     return buf.getvalue()
 
 
+def one_frame_refusal(tmp_path: Path, frame: bytes) -> UnusableAnimation:
+    """What encoding a frames zip of the one frame ``frame`` refuses with."""
+    path = tmp_path / "f.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("000000.jpg", frame)
+    meta = parse_metadata(answer([{"file": "000000.jpg", "delay": 50}]))
+    with pytest.raises(UnusableAnimation) as caught:
+        encode_gif(path, meta, tmp_path / "1_ugoira.gif")
+    return caught.value
+
+
 @pytest.mark.parametrize(
     "frame",
     [
@@ -339,13 +350,7 @@ def test_a_frame_signing_no_format_curaflow_takes_is_not_recognised_as_the_works
     # format never seen: what a change of the host's packing would give every animated
     # work) is what the source answered, as a page that is no image is (not_an_image):
     # unusable, held back briefly. Until 2026-12-06 it was the work's, the week.
-    path = tmp_path / "f.zip"
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("000000.jpg", frame)
-    meta = parse_metadata(answer([{"file": "000000.jpg", "delay": 50}]))
-    with pytest.raises(UnusableAnimation) as caught:
-        encode_gif(path, meta, tmp_path / "1_ugoira.gif")
-    assert caught.value.recognised is False, caught.value
+    assert one_frame_refusal(tmp_path, frame).recognised is False
 
 
 @pytest.mark.parametrize(
@@ -356,10 +361,4 @@ def test_a_frame_signing_no_format_curaflow_takes_is_not_recognised_as_the_works
 def test_a_frame_signing_a_format_it_does_not_hold_is_the_works(tmp_path: Path, frame: bytes) -> None:
     # Its CRC matched (the zip holds these bytes) and they sign a frame format without
     # being one: the host holds a broken frame — the work's, as before.
-    path = tmp_path / "f.zip"
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("000000.jpg", frame)
-    meta = parse_metadata(answer([{"file": "000000.jpg", "delay": 50}]))
-    with pytest.raises(UnusableAnimation) as caught:
-        encode_gif(path, meta, tmp_path / "1_ugoira.gif")
-    assert caught.value.recognised is True, caught.value
+    assert one_frame_refusal(tmp_path, frame).recognised is True
