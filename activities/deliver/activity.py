@@ -68,6 +68,32 @@ def attempt_owner() -> str:
     return f"{info.workflow_run_id}:{info.activity_id}:{info.attempt}:{secrets.token_hex(4)}"
 
 
+def never_sent(claim: SendClaim | None) -> None:
+    """Say, in the attempt's last heartbeat, that its claimed send never left: the
+    transaction that claimed it (``claim.decision == "send"``) failed at its end — a
+    ``COMMIT`` whose acknowledgement the connection lost, so the claim's fate is unknown to
+    this attempt (PostgreSQL restarted or failed over, a proxy cut the connection) — and
+    nothing was sent, since a send leaves only once its claim committed.
+
+    The next attempt's claim resolves it by reading the intent, never by assuming
+    (:func:`curaflow.ledger.deliveries.claim_send`'s ``answered``): ``sending`` from that
+    very send (``attempts`` equal to ``claim.attempts + 1``) is a send that ended with
+    nothing posted beyond ``claim.remote_ids`` — sent, not ``ambiguous`` and not waited for;
+    anything else (the commit did not land, another claim came since) ignores it. Until
+    2026-12-06 the next attempt waited for this attempt's send lease and then took the
+    intent for a send that may have landed: on an at-most-once route the cell ended
+    ``delivery_unknown``, owner the route, for a work never sent.
+
+    Any other claim (``None``: none returned; or a decision that sends nothing) writes no
+    detail. Shape: :meth:`curaflow.ledger.deliveries.Answered.details`, parts the claim's
+    ``remote_ids`` (``[]`` for none); no receipt.
+    """
+    if claim is None or claim.decision != "send" or not claim.idempotency_key:
+        return
+    unsent = Answered(attempt=claim.attempts + 1, key=claim.idempotency_key, parts=list(claim.remote_ids or []))
+    activity.heartbeat(unsent.details())
+
+
 class DeliverActivity(DeliveryRecords):
     """Holds the worker's :class:`~activities.deps.ActivityDeps` for the ``deliver`` activity."""
 
@@ -100,29 +126,34 @@ class DeliverActivity(DeliveryRecords):
         except UnsupportedRoute as err:
             raise await self._unknown_route(inp, err) from None
 
-        async with deps.pool.acquire() as conn, conn.transaction():
-            cell, barrier, deadline_ms, *_ = await ledger_cells.start_step(
-                conn,
-                inp.job_id,
-                target.target_id,
-                stage=CellStage.DELIVERING,
-                attempt=info.attempt,
-                lease_ms=lease_ms,
-                owner=deps.identity,
-            )
-            if cell is None:
-                raise permanent(TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} not in the ledger")
-            if barrier is not None:
-                return barrier_update(cell, barrier)
-            nothing = cell.work is None or cell.artifact is None
-            if cell.work is None or cell.artifact is None:
-                # Nothing fetched to send (a step ended from outside with a result that is
-                # not the ledger's): no intent is claimed, so none reads as possibly sent.
-                await ledger_cells.end_lease(conn, inp.job_id, target.target_id)
-            else:
-                held = await asyncio.to_thread(deps.store.holds, cell.artifact)
-                if held:
-                    claim = await self._claim(conn, inp, route, opened=cell)
+        claim: SendClaim | None = None
+        try:
+            async with deps.pool.acquire() as conn, conn.transaction():
+                cell, barrier, deadline_ms, *_ = await ledger_cells.start_step(
+                    conn,
+                    inp.job_id,
+                    target.target_id,
+                    stage=CellStage.DELIVERING,
+                    attempt=info.attempt,
+                    lease_ms=lease_ms,
+                    owner=deps.identity,
+                )
+                if cell is None:
+                    raise permanent(TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} not in the ledger")
+                if barrier is not None:
+                    return barrier_update(cell, barrier)
+                nothing = cell.work is None or cell.artifact is None
+                if cell.work is None or cell.artifact is None:
+                    # Nothing fetched to send (a step ended from outside with a result that is
+                    # not the ledger's): no intent is claimed, so none reads as possibly sent.
+                    await ledger_cells.end_lease(conn, inp.job_id, target.target_id)
+                else:
+                    held = await asyncio.to_thread(deps.store.holds, cell.artifact)
+                    if held:
+                        claim = await self._claim(conn, inp, route, opened=cell)
+        except BaseException:
+            never_sent(claim)
+            raise
         if nothing:
             raise permanent(TerminalReason.INTERNAL_ERROR, "cell has no fetched artifact to deliver")
         transfer: Path | None = None
@@ -134,8 +165,13 @@ class DeliverActivity(DeliveryRecords):
                 assert artifact is not None
                 transfer = await asyncio.to_thread(deps.store.transfer_folder)
                 artifact = await self._restore(inp, artifact, transfer, lease_ms)
-                async with deps.pool.acquire() as conn, conn.transaction():
-                    claim = await self._claim(conn, inp, route, opened=None)
+                try:
+                    async with deps.pool.acquire() as conn, conn.transaction():
+                        claim = await self._claim(conn, inp, route, opened=None)
+                except BaseException:
+                    never_sent(claim)
+                    raise
+            assert claim is not None
             if claim.decision == "awaiting":
                 claim = await self._await_other_send(inp, route, claim, lease_ms)
             return await self._send(inp, route, cell, claim, artifact, lease_ms, deadline_ms)
@@ -213,14 +249,18 @@ class DeliverActivity(DeliveryRecords):
             route=route.name,
             lease_left_ms=claim.wait_ms,
         )
-        async with Heartbeater(
-            deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
-        ) as hb:
-            hb.update(stage="delivering", route=route.name, awaiting="another attempt's send of this work")
-            while claim.decision == "awaiting":
-                await asyncio.sleep(min(AWAIT_POLL_S, max(claim.wait_ms, 1) / 1000))
-                async with deps.pool.acquire() as conn, conn.transaction():
-                    claim = await self._claim(conn, inp, route, opened=None)
+        try:
+            async with Heartbeater(
+                deps.pool, inp.job_id, target.target_id, inp.heartbeat_interval_ms / 1000, lease_ms
+            ) as hb:
+                hb.update(stage="delivering", route=route.name, awaiting="another attempt's send of this work")
+                while claim.decision == "awaiting":
+                    await asyncio.sleep(min(AWAIT_POLL_S, max(claim.wait_ms, 1) / 1000))
+                    async with deps.pool.acquire() as conn, conn.transaction():
+                        claim = await self._claim(conn, inp, route, opened=None)
+        except BaseException:
+            never_sent(claim)  # after the heartbeater stopped: its beats carry no such detail
+            raise
         return claim
 
     async def _claim(
