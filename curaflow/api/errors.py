@@ -5,8 +5,9 @@
 * unknown paths → 404 ``invalid_params``; wrong methods → 405 ``invalid_params`` with
   ``Allow`` (:func:`curaflow.api.methods.allowed_methods`);
 * request validation by the framework (query parameters) → 400 ``invalid_params``;
-* PostgreSQL unreachable, hung, restarting or out of connections, rolling the
-  transaction back (a serialization failure, a deadlock), or not answering
+* PostgreSQL unreachable, hung, restarting, failing over (a standby refusing a write)
+  or out of connections, rolling the transaction back (a serialization failure, a
+  deadlock), timing out on a lock, answering any code of an outage class, or not answering
   within ``api.ledger_timeout_ms`` (:func:`curaflow.ledger.db.is_unavailable`) → 503
   ``internal_error`` with ``retryable: true``, ``detail.reason: ledger_unavailable`` and
   ``Retry-After`` (:data:`LEDGER_RETRY_AFTER_S`; nothing was written; try again);

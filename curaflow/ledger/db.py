@@ -94,25 +94,27 @@ async def check_answers(url: str, bounds: PoolBounds) -> None:
     await pool.close()
 
 
-#: asyncpg's classes that mean "the ledger cannot serve this call now; the same call
-#: later may succeed" (see :func:`is_unavailable`). By SQLSTATE class: 08 connection
-#: exception, 53 insufficient resources (too many connections, out of memory, disk full),
-#: 57 operator intervention (shutdown, crash, cannot connect now, database dropped, idle
-#: session timeout, query canceled — a statement timeout), 58 system error (PostgreSQL's
-#: own I/O); 40 transaction rollback (40001 serialization failure, 40P01 deadlock detected,
-#: 40003 statement completion unknown: PostgreSQL rolled the transaction back because of
-#: another one, and says to retry it — all but 40002, a deferred constraint, which a retry
-#: meets again); and the sessions PostgreSQL ended (25P03 idle in transaction, 25P04
-#: transaction timeout).
-UNAVAILABLE_SERVER_ERRORS: tuple[type[Exception], ...] = (
-    asyncpg.PostgresConnectionError,
-    asyncpg.exceptions.TransactionRollbackError,
-    asyncpg.exceptions.InsufficientResourcesError,
-    asyncpg.exceptions.OperatorInterventionError,
-    asyncpg.exceptions.PostgresSystemError,
-    asyncpg.exceptions.IdleInTransactionSessionTimeoutError,
-    asyncpg.exceptions.TransactionTimeoutError,
-)
+#: SQLSTATE classes (their first two characters) whose every code means "the ledger cannot
+#: serve this call now; the same call later may succeed" (see :func:`is_unavailable`): 08
+#: connection exception, 53 insufficient resources (too many connections, out of memory,
+#: disk full), 57 operator intervention (shutdown, crash, cannot connect now, database
+#: dropped, idle session timeout, query canceled — a statement timeout), 58 system error
+#: (PostgreSQL's own I/O); 40 transaction rollback (40001 serialization failure, 40P01
+#: deadlock detected, 40003 statement completion unknown: PostgreSQL rolled the transaction
+#: back because of another one, and says to retry it — all but 40002, a deferred
+#: constraint, which a retry meets again). Read from the error's SQLSTATE, not asyncpg's
+#: class: a code asyncpg has no class for (a newer server's) is ``UnknownPostgresError``,
+#: and its class says nothing (2026-12-06).
+UNAVAILABLE_SQLSTATE_CLASSES: frozenset[str] = frozenset({"08", "40", "53", "57", "58"})
+#: Codes of other classes that mean the same: the sessions PostgreSQL ended (25P03 idle in
+#: transaction, 25P04 transaction timeout); 25006 read-only SQL transaction — a write
+#: reaching a standby, what a failover answers until the address leads to the new primary;
+#: 55P03 lock not available — a ``lock_timeout`` the operator set ran out behind another
+#: transaction's lock (2026-12-06: the last two were a bug's 500).
+UNAVAILABLE_SQLSTATES: frozenset[str] = frozenset({"25P03", "25P04", "25006", "55P03"})
+#: Codes of those classes that are a refused statement, never an outage: a deferred
+#: constraint refused at commit (40002).
+NOT_AN_OUTAGE_SQLSTATES: frozenset[str] = frozenset({"40002"})
 #: Client-side: sockets and bounded waits (``OSError``, which ``TimeoutError`` and
 #: ``ConnectionError`` are), a connection or pool closed under the call
 #: (``InterfaceError``), the connection's protocol state broken by the server going away
@@ -122,35 +124,56 @@ UNAVAILABLE_CLIENT_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.InterfaceError,
     asyncpg.exceptions.InternalClientError,
 )
-#: Errors of those classes that are a bug, a configuration or a refused statement, never
-#: an outage: ``InterfaceError``s of the client's configuration or features, and a
-#: deferred constraint refused at commit (40002).
+#: Errors of those classes that are a bug or a configuration, never an outage:
+#: ``InterfaceError``s of the client's configuration or features.
 NOT_AN_OUTAGE: tuple[type[Exception], ...] = (
-    asyncpg.exceptions.TransactionIntegrityConstraintViolationError,
     asyncpg.exceptions.ClientConfigurationError,
     asyncpg.exceptions.UnsupportedClientFeatureError,
     asyncpg.exceptions.UnsupportedServerFeatureError,
 )
 
 
+def unavailable_sqlstate(code: object) -> bool:
+    """Whether the SQLSTATE ``code`` (five characters, as PostgreSQL sends it) means the
+    ledger could not serve a call now: its class is one of
+    :data:`UNAVAILABLE_SQLSTATE_CLASSES` or it is one of :data:`UNAVAILABLE_SQLSTATES`, and
+    it is none of :data:`NOT_AN_OUTAGE_SQLSTATES`. Anything that is not a five-character
+    string is not (False)."""
+    if not isinstance(code, str) or len(code) != 5:
+        return False
+    code = code.upper()
+    if code in NOT_AN_OUTAGE_SQLSTATES:
+        return False
+    return code[:2] in UNAVAILABLE_SQLSTATE_CLASSES or code in UNAVAILABLE_SQLSTATES
+
+
+def _unavailable_one(err: BaseException) -> bool:
+    if isinstance(err, NOT_AN_OUTAGE):
+        return False
+    if isinstance(err, asyncpg.PostgresError):
+        # Each asyncpg class carries its code; an UnknownPostgresError carries the server's.
+        return unavailable_sqlstate(getattr(err, "sqlstate", None))
+    return isinstance(err, UNAVAILABLE_CLIENT_ERRORS)
+
+
 def is_unavailable(err: BaseException) -> bool:
     """Whether ``err`` means the ledger could not serve a call now (PostgreSQL unreachable,
-    hung, restarting, out of connections or resources; the connection broke mid-call; the
-    transaction rolled back by a serialization failure or a deadlock).
+    hung, restarting, failing over, out of connections or resources; the connection broke
+    mid-call; the transaction rolled back by a serialization failure or a deadlock; a lock
+    timeout).
 
     The one classification of asyncpg's, the socket's and the bounded waits' errors: the
     API answers such an error 503 ``ledger_unavailable`` with ``Retry-After``
     (:func:`curaflow.api.errors.internal_error_response`); anything else (a constraint, a
     syntax error, a bug) is a 500. An error raised ``from`` such an error (its
-    ``__cause__``) counts as it. Classes: :data:`UNAVAILABLE_SERVER_ERRORS` and
-    :data:`UNAVAILABLE_CLIENT_ERRORS`, less :data:`NOT_AN_OUTAGE`.
+    ``__cause__``) counts as it. A PostgreSQL error is judged by its SQLSTATE
+    (:func:`unavailable_sqlstate`), whether asyncpg has a class for it or not; the
+    client's own by :data:`UNAVAILABLE_CLIENT_ERRORS`, less :data:`NOT_AN_OUTAGE`.
     """
     seen = 0
     current: BaseException | None = err
     while current is not None and seen < 8:
-        if isinstance(current, UNAVAILABLE_SERVER_ERRORS + UNAVAILABLE_CLIENT_ERRORS) and not isinstance(
-            current, NOT_AN_OUTAGE
-        ):
+        if _unavailable_one(current):
             return True
         current, seen = current.__cause__, seen + 1
     return False

@@ -49,6 +49,9 @@ OUTAGES: list[BaseException] = [
     X.DeadlockDetectedError("deadlock detected"),
     X.StatementCompletionUnknownError("statement completion unknown"),
     X.TransactionRollbackError("transaction rollback"),
+    # a failover's standby refusing a write; a lock_timeout (2026-12-06)
+    X.ReadOnlySQLTransactionError("cannot execute UPDATE in a read-only transaction"),
+    X.LockNotAvailableError("canceling statement due to lock timeout"),
     ConnectionRefusedError(111, "Connection refused"),
     ConnectionResetError(104, "Connection reset by peer"),
     BrokenPipeError(32, "Broken pipe"),
