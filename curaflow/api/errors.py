@@ -43,6 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from curaflow.api.methods import JobAddressOnly, allowed_methods
 from curaflow.ledger.db import is_unavailable
+from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError, error_body
 
@@ -87,6 +88,7 @@ def internal_error_response(request: Request, err: BaseException) -> JSONRespons
     if is_ledger_outage(err):
         # Nothing was written and nothing is lost: tell the consumer to try again.
         log.error("api.ledger_unavailable", path=request.url.path, error=type(err).__name__)
+        metrics.record_ledger_unavailable("api")
         body = error_body(
             "internal_error",
             "the ledger is unavailable; retry later",

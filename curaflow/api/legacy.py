@@ -49,6 +49,7 @@ from curaflow.domain.models import JobRecord
 from curaflow.domain.outcome import ledger_status
 from curaflow.jobs.admission import Admission, Admitter
 from curaflow.ledger.records import load_job
+from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.keys import manual_job_id, normalise_key, same_request_id
@@ -89,6 +90,7 @@ def ledger_unavailable() -> Response:
     not answer within ``api.ledger_timeout_ms``. Nothing was lost; the same request may be
     sent again (a refetch is idempotent by its ``requestId``), as on the job surface
     (:func:`curaflow.api.errors.internal_error_response`)."""
+    metrics.record_ledger_unavailable("api")
     answer = legacy_error(503, "the ledger is unavailable; retry later")
     answer.headers["Retry-After"] = str(LEDGER_RETRY_AFTER_S)
     return answer

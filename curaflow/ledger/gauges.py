@@ -93,9 +93,14 @@ from prometheus_client.registry import Collector
 
 from curaflow.config import DEFAULT_QUEUED_MS, DEFAULT_STALL_MS, Settings
 from curaflow.domain.ratelimit import cooldown_left_ms
-from curaflow.ledger.db import DB_NOW_MS
+from curaflow.ledger.db import DB_NOW_MS, is_unavailable
 from curaflow.observability.logs import get_logger
-from curaflow.observability.metrics import ALERTED_CELL_REASONS, LEDGER_GAUGE_FAMILIES, UNCONFIGURED_PLAN
+from curaflow.observability.metrics import (
+    ALERTED_CELL_REASONS,
+    LEDGER_GAUGE_FAMILIES,
+    UNCONFIGURED_PLAN,
+    record_ledger_unavailable,
+)
 
 log = get_logger("curaflow.ledger.gauges")
 
@@ -419,6 +424,8 @@ async def run_ledger_gauges(pool: asyncpg.Pool, settings: Settings, stop: asynci
                 log.info("metrics.ledger_gauges_recovered")
             failing = False
         except Exception as err:  # noqa: BLE001 - a metric must never take a process down
+            if is_unavailable(err):  # a bug of the query is no outage (it is logged all the same)
+                record_ledger_unavailable("gauges")
             if not failing:
                 log.warning("metrics.ledger_gauges_failed", error=type(err).__name__, detail=str(err)[:200])
             failing = True

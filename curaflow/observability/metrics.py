@@ -18,6 +18,7 @@ The ``record_*`` helpers are the only places that know label names; they never r
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -195,6 +196,17 @@ CONFIG_MISMATCH_LAST = Gauge(
 CONFIG_MISMATCH_KINDS = ("route", "source")
 #: The longest ``name`` label value of a configuration mismatch (a longer name is cut).
 CONFIG_MISMATCH_NAME_MAX = 100
+LEDGER_UNAVAILABLE_LAST = Gauge(
+    "curaflow_ledger_unavailable_last_seconds",
+    "When this process last failed on the ledger being unavailable (Unix time, seconds; "
+    "curaflow.ledger.db.is_unavailable): where 'api' (a request answered 503 ledger_unavailable), "
+    "'activity' (an activity attempt that ended on the ledger's error, retried by Temporal), "
+    "'gauges' (a refresh of the ledger gauges). A fact the ledger cannot hold; a gauge, so the "
+    "alert sees the first one of a long-running process.",
+    ["where"],
+)
+#: The values of ``curaflow_ledger_unavailable_last_seconds``'s ``where`` label.
+LEDGER_UNAVAILABLE_WHERE = ("api", "activity", "gauges")
 BACKGROUND_ERRORS = Counter(
     "curaflow_background_errors_total",
     "Failures of a supervised background loop (each one logged as background.loop_failed and "
@@ -560,6 +572,16 @@ def record_config_mismatch(kind: str, name: str, at_s: float) -> None:
     label = name[:CONFIG_MISMATCH_NAME_MAX]
     CONFIG_MISMATCHES.labels(kind=kind, name=label).inc()
     CONFIG_MISMATCH_LAST.labels(kind=kind, name=label).set(at_s)
+
+
+@_safe
+def record_ledger_unavailable(where: str, at_s: float | None = None) -> None:
+    """Remember when this process last failed on the ledger being unavailable (``where``:
+    one of :data:`LEDGER_UNAVAILABLE_WHERE`; ``at_s``: Unix time, seconds, default now), for
+    the alert ``CuraflowLedgerUnavailable``: a ledger that refuses writes (a full disk, a
+    standby after a failover) while it answers reads keeps the ledger gauges fresh and
+    every other alert silent."""
+    LEDGER_UNAVAILABLE_LAST.labels(where=where).set(time.time() if at_s is None else at_s)
 
 
 @_safe

@@ -24,6 +24,7 @@ from typing import Any
 import asyncpg
 import structlog
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import (
     ActivityInboundInterceptor,
     ExecuteActivityInput,
@@ -31,10 +32,11 @@ from temporalio.worker import (
 )
 
 from curaflow.config import Settings
-from curaflow.ledger.db import LEDGER_ERRORS
+from curaflow.ledger.db import LEDGER_ERRORS, is_unavailable
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.process.httpserver import CannotListen
+from curaflow.sources.gate import GateUnavailable
 
 log = get_logger("curaflow.process.telemetry")
 CELL_ACTIVITIES = ("search", "fetch", "deliver")
@@ -56,6 +58,33 @@ def _fields_of(arg: Any) -> dict[str, Any]:
     if route is not None and getattr(route, "name", None):
         fields["route"] = route.name
     return fields
+
+
+#: The ledger's own errors, as an activity lets them out (asyncpg's, the rate gate's).
+_LEDGERS_OWN: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+    GateUnavailable,
+)
+
+
+def ledger_failed(err: BaseException) -> bool:
+    """Whether an activity attempt ended on the ledger being unavailable: an exception let
+    out as it is (never an ``ApplicationError``, which types a source's or a route's answer
+    by reason), one of the ledger's own (:data:`_LEDGERS_OWN`, or raised ``from`` one) that
+    :func:`curaflow.ledger.db.is_unavailable` classifies as an outage. A bare socket error or
+    timeout is not counted here (a source's or the disk's may be one); a ledger that does not
+    answer at all stops the ledger gauges' refresh, which is counted."""
+    if isinstance(err, ApplicationError):
+        return False
+    seen = 0
+    current: BaseException | None = err
+    while current is not None and seen < 8:
+        if isinstance(current, _LEDGERS_OWN):
+            return is_unavailable(err)
+        current, seen = current.__cause__, seen + 1
+    return False
 
 
 class _Inbound(ActivityInboundInterceptor):
@@ -97,6 +126,8 @@ class _Inbound(ActivityInboundInterceptor):
                 return out
             except BaseException as err:
                 result = "cancelled" if type(err).__name__ in ("CancelledError",) else "error"
+                if ledger_failed(err):
+                    metrics.record_ledger_unavailable("activity")
                 raise
             finally:
                 metrics.record_activity(name, info.task_queue, None, result)

@@ -91,6 +91,16 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "labels": {"severity": "warning"},
         "silent_at": "4m",
     },
+    # The ledger failing every minute from 3 min on (a full disk: the gauges' reads still work).
+    "CuraflowLedgerUnavailable": {
+        "series": [
+            ('curaflow_ledger_unavailable_last_seconds{where="activity",instance="w1"}', "_x3 180+60x15"),
+            ('curaflow_ledger_unavailable_last_seconds{where="api",instance="api"}', "-86400x19"),
+        ],
+        "at": "14m",
+        "labels": {"severity": "page", "where": "activity"},
+        "silent_at": "8m",
+    },
     "CuraflowSourceCoolingDown": {
         "series": [('curaflow_source_cooldown_seconds{account="default",instance="w1"}', "0x3 900-1x20")],
         "at": "20m",
@@ -309,6 +319,12 @@ GAUGE_CASES: list[dict[str, Any]] = [
         "alert": "CuraflowNoWorker",
         "series": [('curaflow_worker_up{instance="w1"}', "1x10 stale 1x10")],
         "expect": [(f"{t}m", None) for t in (10, 11, 12, 13)],
+    },
+    {
+        "name": "CuraflowLedgerUnavailable: a blip of the ledger never pages",
+        "alert": "CuraflowLedgerUnavailable",
+        "series": [('curaflow_ledger_unavailable_last_seconds{where="api",instance="api"}', "_x3 180x10 stale 180x20")],
+        "expect": [(f"{t}m", None) for t in (5, 8, 10, 13, 14, 20, 30)],
     },
     {
         "name": "CuraflowLedgerGaugesStale: a missed scrape inside its for",
