@@ -5,8 +5,10 @@ moved forward by the account's minimum interval under a row lock, so requests fr
 number of worker processes leave at least that interval apart; a ``next_at`` further
 ahead than any queue of the account's requests (its database clock stepped back, a hand
 edit) is mended by the slot that reads it (:data:`_RESERVE`). A rate limit climbs the
-cooldown ladder (``penalty``) and sets ``cooldown_until``; while it lies in the future no
-slot is handed out. A restricted account ("Your access is currently restricted.") is
+cooldown ladder (``penalty``) once — its answers to the requests out with it keep the step
+(:func:`penalize`) — and sets ``cooldown_until``; while it lies in the future no slot is
+handed out, and a request that waited for its slot does not leave into it
+(:meth:`LedgerGate.acquire`). A restricted account ("Your access is currently restricted.") is
 *paused* (``paused_until``): no slot at all until then, and callers fail at once instead
 of waiting. All of it lives in PostgreSQL, so a restarted or replacement worker keeps
 the spacing, the cooldown and the pause (reference ``pixiv-and-delivery-apis.md`` §2.5).
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS, cooldown_ms
+from curaflow.domain.ratelimit import LADDER_BASE_MS, LADDER_CAP_MS, cooldown_left_ms, cooldown_ms
 from curaflow.ledger.db import DB_NOW_MS, LEDGER_ERRORS
 from curaflow.sources.gate import DECAY_AFTER, LATE_S, PAUSE_MS, GateUnavailable, cooling_down, paused
 
@@ -228,26 +230,39 @@ async def penalize(
     A longer cooldown already in the row is kept, but at most ``cap_ms`` from now (one
     written before the cap, or under a larger one: as :func:`reserve` reads it).
 
+    **One limit, one step**: a limit answered while a cooldown runs is the limit that
+    started it — no request of the gate leaves during a cooldown (:func:`reserve`, and
+    :meth:`LedgerGate.acquire` for a request that waited for its slot), so its request left
+    before — and keeps the step: the cooldown is floored by its stated delay (up to the
+    cap), the answer counted (``rate_limits``), the ladder not climbed, and
+    ``last_rate_limit_at`` stays when the limit started the cooldown (what the finish's
+    holds compare with the job's deadline). Until 2026-12-06
+    each answer climbed it, so ``n`` requests out together when the limit came cooled the
+    account down ``60 s × 2^(n-1)`` (four: 8 min; eight: the cap) instead of 60 s.
+
     Returns:
         The cooldown in milliseconds from now.
     """
     async with pool.acquire() as conn, conn.transaction():
         row = await _locked_row(conn, gate)
         now = row["now"]
-        penalty = row["penalty"] + 1
+        running = row["cooldown_until"] > now and row["penalty"] > 0  # this limit's cooldown already runs
+        penalty = row["penalty"] if running else row["penalty"] + 1
         cooldown = cooldown_ms(penalty, retry_after_ms, base_ms=base_ms, cap_ms=cap_ms)
         mended = row["cooldown_until"] > now + max(0, cap_ms)  # the next slot was pushed past it too
         until = max(min(row["cooldown_until"], now + max(0, cap_ms)), now + cooldown)
         await conn.execute(
             """UPDATE source_gates SET penalty = $2, successes = 0, cooldown_until = $3,
                    next_at = greatest(CASE WHEN $5 THEN least(next_at, $3) ELSE next_at END, $3),
-                   rate_limits = rate_limits + 1, last_rate_limit_at = $4, updated_at = $4
+                   rate_limits = rate_limits + 1, updated_at = $4,
+                   last_rate_limit_at = CASE WHEN $6 THEN COALESCE(last_rate_limit_at, $4) ELSE $4 END
                WHERE gate = $1""",
             gate,
             penalty,
             until,
             now,
             mended,
+            running,  # the limit met when it started its cooldown stays its time (the finish's holds)
         )
         return until - now
 
@@ -320,6 +335,22 @@ async def list_gates(pool: asyncpg.Pool | asyncpg.Connection) -> list[GateState]
     return [GateState(**dict(r)) for r in rows]
 
 
+def held(state: GateState, *, cap_ms: int) -> None:
+    """Raise what holds a request of the gate now — its pause, its cooldown (at most
+    ``cap_ms`` from now, :func:`~curaflow.domain.ratelimit.cooldown_left_ms`) — as
+    :meth:`LedgerGate.acquire` does for a slot refused; return when neither runs.
+
+    Raises:
+        SourceError: ``account_restricted`` (:func:`~curaflow.sources.gate.paused`) or
+            ``rate_limited`` with the cooldown (:func:`~curaflow.sources.gate.cooling_down`).
+    """
+    if state.paused_until > state.now:
+        raise paused(state.paused_until - state.now)
+    cooling = cooldown_left_ms(state.cooldown_until, state.now, cap_ms)
+    if cooling > 0:
+        raise cooling_down(cooling, state.penalty)
+
+
 @contextlib.contextmanager
 def _curaflows(gate: str, what: str) -> Iterator[None]:
     """Raise a ledger error of the block (:data:`~curaflow.ledger.db.LEDGER_ERRORS`) as
@@ -378,9 +409,21 @@ class LedgerGate:
         self.pause_ms = pause_ms
         self.concurrency = concurrency
         self._penalty = 0
+        #: How many rate limits and pauses this gate recorded: a request that waited for
+        #: its slot reads the row again before it leaves when it changed meanwhile.
+        self._decided = 0
 
     async def acquire(self) -> None:
-        """Take a slot in the ledger and sleep until it comes (see :class:`Gate`)."""
+        """Take a slot in the ledger and sleep until it comes (see :class:`Gate`).
+
+        A request that waited for its slot while this gate recorded a rate limit or a
+        pause (another request's answer, :meth:`rate_limited` / :meth:`restricted`) reads
+        the row again before it leaves, and does not leave into the cooldown or the pause
+        (:func:`held`; one statement, only then: the account's requests run in this one
+        process, the source queue's owner). Until 2026-12-06 it left at its slot: into
+        the cooldown, its answer climbing the ladder again, or into a restricted account.
+        """
+        decided = self._decided
         with _curaflows(self.key, "hand out a slot"):
             slot = await reserve(
                 self.pool, self.key, self.min_interval_ms, cap_ms=self.cap_ms, waiters=self.concurrency
@@ -393,6 +436,11 @@ class LedgerGate:
         if slot.wait_ms > 0:
             due = time.monotonic() + slot.wait_ms / 1000
             await asyncio.sleep(slot.wait_ms / 1000)
+            if self._decided != decided:  # a limit or a pause recorded while this request waited
+                with _curaflows(self.key, "read the gate again"):
+                    state = await read_gate(self.pool, self.key)
+                if state is not None:
+                    held(state, cap_ms=self.cap_ms)
             # A late wake-up (a busy event loop) must not shorten the next gap: the next
             # slot is at least an interval after this request really leaves (as MemoryGate).
             if time.monotonic() - due >= LATE_S:
@@ -407,12 +455,14 @@ class LedgerGate:
                 self.pool, self.key, base_ms=self.base_ms, cap_ms=self.cap_ms, retry_after_ms=retry_ms
             )
         self._penalty += 1
+        self._decided += 1
         return cooldown_for_ms / 1000
 
     async def restricted(self) -> float:
         """Pause the account in the ledger for ``pause_ms``; returns the pause in seconds."""
         with _curaflows(self.key, "pause the account"):
             paused_ms = await pause(self.pool, self.key, pause_ms=self.pause_ms, reason="restricted")
+        self._decided += 1
         return paused_ms / 1000
 
     async def succeeded(self) -> None:

@@ -10,8 +10,11 @@ PixivFlow's client kit):
   moves the next slot to an interval after it really left;
 * **cooldown ladder**: a rate limit ("Rate Limit" body, HTTP 429) starts a cooldown of
   60 s, doubling with every further rate limit up to 15 min, with the source's
-  ``Retry-After`` as the floor up to the cap (:func:`~curaflow.domain.ratelimit.cooldown_ms`);
-  while it runs no request of the account leaves — callers
+  ``Retry-After`` as the floor up to the cap (:func:`~curaflow.domain.ratelimit.cooldown_ms`).
+  One limit is one step: its answers to the requests that were out when it came (an
+  account of ``max_concurrency`` above 1) arrive while its cooldown runs and keep the
+  step. While it runs no request of the account leaves — not even one that took its
+  slot before and waited for it (a pause likewise) — callers
   get a ``rate_limited`` :class:`~curaflow.sources.errors.SourceError` whose
   ``cooldown_s`` becomes the activity's ``next_retry_delay``, so the wait happens in
   Temporal, not in a sleeping worker slot;
@@ -63,7 +66,8 @@ class Gate(Protocol):
     """What a source's client needs from a rate gate."""
 
     async def acquire(self) -> None:
-        """Wait for this request's slot.
+        """Wait for this request's slot — and do not leave into a cooldown or a pause the
+        gate recorded while this request waited for it.
 
         Raises:
             SourceError: ``rate_limited`` with ``cooldown_s`` when the account is cooling
@@ -77,7 +81,12 @@ class Gate(Protocol):
         ...
 
     async def rate_limited(self, retry_after_s: float | None) -> float:
-        """Record a rate limit; returns the cooldown in seconds (the next retry delay)."""
+        """Record a rate limit; returns the cooldown in seconds (the next retry delay).
+
+        One limit, one step of the ladder: an answer of it while its cooldown runs (a
+        request that left before the cooldown began) keeps the step, its stated delay a
+        floor of the cooldown up to the cap.
+        """
         ...
 
     async def succeeded(self) -> None:
@@ -152,17 +161,26 @@ class MemoryGate:
             self._next = slot + self.min_interval_ms / 1000
         if slot > now:
             await asyncio.sleep(slot - now)
+            # A limit or a pause recorded while this request waited for its slot (another
+            # request's answer): it does not leave into them (as LedgerGate).
+            now = self._clock()
+            if self._paused_until > now:
+                raise paused(int((self._paused_until - now) * 1000))
+            if self._cooldown_until > now:
+                raise cooling_down(int((self._cooldown_until - now) * 1000), self.penalty)
         # A late wake-up (a busy event loop) must not shorten the next gap: the next slot is
         # at least an interval after this request really leaves.
         self._next = max(self._next, self._clock() + self.min_interval_ms / 1000)
 
     async def rate_limited(self, retry_after_s: float | None) -> float:
-        """Climb the ladder; returns the cooldown in seconds."""
-        self.penalty += 1
+        """Climb the ladder — once per limit: an answer of it while its cooldown runs keeps
+        the step (as :func:`curaflow.ledger.gates.penalize`); returns the cooldown in seconds."""
+        now = self._clock()
+        if not (self._cooldown_until > now and self.penalty > 0):
+            self.penalty += 1
         self.successes = 0
         retry_ms = retry_after_s * 1000 if retry_after_s else None
         cooldown = cooldown_ms(self.penalty, retry_ms, base_ms=self.base_ms, cap_ms=self.cap_ms) / 1000
-        now = self._clock()
         self._cooldown_until = max(self._cooldown_until, now + cooldown)
         self._next = max(self._next, self._cooldown_until)
         return self._cooldown_until - now
