@@ -392,6 +392,41 @@ GAUGE_CASES: list[dict[str, Any]] = [
 ]
 
 
+#: A cooldown as the gauge shows it: what is left of it, counting down 60 s a minute from
+#: the ladder's step (60 s, 120 s, 240 s, 480 s, then the 900 s cap, ``curaflow.domain.ratelimit``);
+#: the account asks once when one ends, and a limit still running starts the next at once.
+#: ``900-60x14`` is one capped cooldown: 900, 840, … 60 (15 minutes).
+COOLDOWN = 'curaflow_source_cooldown_seconds{account="default",instance="w1"}'
+COOLING = {"severity": "warning", "account": "default"}
+COOLDOWN_CASES: list[dict[str, Any]] = [
+    {  # the account limited without end: the ladder climbs to its cap and stays there
+        "name": "CuraflowSourceCoolingDown: a rate limit that does not end, the ladder at its cap",
+        "alert": "CuraflowSourceCoolingDown",
+        "series": [(COOLDOWN, "0x3 60 120-60x1 240-60x3 480-60x7 " + " ".join(["900-60x14"] * 5))],
+        # the 480 s step starts at 11m: more than 5 minutes left from then on, for 10 minutes
+        "expect": [("10m", None), ("20m", None), ("21m", COOLING), ("40m", COOLING), ("60m", COOLING)],
+    },
+    {  # the same under a missed scrape inside the for, and one at the turn of a cooldown
+        "name": "CuraflowSourceCoolingDown: capped cooldowns under missed scrapes",
+        "alert": "CuraflowSourceCoolingDown",
+        "series": [(COOLDOWN, "0x3 900-60x4 stale 540-60x8 stale " + " ".join(["900-60x14"] * 3))],
+        "expect": [("13m", None), ("14m", COOLING), ("19m", COOLING), ("30m", COOLING)],
+    },
+    {  # a short streak: the 480 s step, then the account answers again
+        "name": "CuraflowSourceCoolingDown: one cooldown of 8 minutes",
+        "alert": "CuraflowSourceCoolingDown",
+        "series": [(COOLDOWN, "0x3 480-60x7 0x40")],
+        "expect": [(f"{t}m", None) for t in (5, 10, 13, 14, 20, 30)],
+    },
+    {  # one capped cooldown, then the account answers again: pages while it holds, then clears
+        "name": "CuraflowSourceCoolingDown: one capped cooldown, then it ends",
+        "alert": "CuraflowSourceCoolingDown",
+        "series": [(COOLDOWN, "0x3 900-60x14 0x40")],
+        "expect": [("13m", None), ("14m", COOLING), ("19m", COOLING), ("22m", None), ("30m", None)],
+    },
+]
+
+
 #: The alerts on a fact the ledger holds: (alert, its gauge's series on the API, window in
 #: minutes, labels they fire with).
 LEDGER_FACT_ALERTS = (
@@ -763,6 +798,15 @@ def test_every_alert_on_a_ledger_fact_reads_a_ledger_gauge() -> None:
 def test_the_gauge_alerts_ride_out_a_missed_scrape(tmp_path: Path) -> None:
     """One failed scrape neither pages nor resets a pending ``for:``; a prune then a dead letter still pages."""
     done = promtool_cases(tmp_path, GAUGE_CASES)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+@needs_promtool
+def test_the_cooldown_alert_pages_on_a_rate_limit_that_holds_the_account(tmp_path: Path) -> None:
+    """The gauge counts a cooldown down (60 s a minute) and the ladder caps one at 15 min: an
+    account kept in long cooldowns pages 10 minutes after the first of them began, however
+    the cooldowns follow one another; one short cooldown does not page, nor one that ended."""
+    done = promtool_cases(tmp_path, COOLDOWN_CASES)
     assert done.returncode == 0, done.stdout + done.stderr
 
 
