@@ -270,6 +270,16 @@ def counter_cases() -> list[dict[str, Any]]:
                 "series": [(series, f"{n}x59 _x2 {n}x100"), (START, "-86400x59 _x2 3650x100")],
                 "expect": [("61m", None), ("62m", labels), (f"{60 + w}m", labels), (f"{62 + w + 3}m", None)],
             },
+            {  # a restart back at the value it had (no step: only the start time tells), then a
+                # missed scrape, then Prometheus away 3 minutes: one page, not a page per gap
+                "name": f"{alert}: a restart back at the same value, then missed scrapes",
+                "alert": alert,
+                "series": [
+                    (series, f"{n}x59 _x2 {n}x4 stale {n}x10 _x3 {n}x100"),
+                    (START, "-86400x59 _x2 3650x4 stale 3650x10 _x3 3650x100"),
+                ],
+                "expect": [("62m", labels), ("66m", labels), ("67m", labels), ("80m", labels), (f"{60 + w}m", labels)],
+            },
             {  # a brand-new process (a new instance) whose first scrape shows a failure
                 "name": f"{alert}: a new process, first scrape at 1",
                 "alert": alert,
