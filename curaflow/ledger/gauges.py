@@ -41,7 +41,9 @@ metric                                     labels      value
                                            why         a time the plan did not run
                                                        (``schedule_misses.recorded_at``)
 ``curaflow_ledger_gauges_age_seconds``                 age of the snapshot (stale: the ledger is
-                                                       unreachable from this process)
+                                                       unreachable from this process); before
+                                                       the first, the time since the process
+                                                       began to read
 =========================================  ==========  ===============================================
 
 The ``…_last_seconds`` / ``…_until_seconds`` gauges are Unix times (seconds) the ledger
@@ -73,7 +75,8 @@ Several processes export the same values: aggregate with ``max`` (the alert rule
 exports only ``curaflow_ledger_gauges_age_seconds``: its last values, however old, would
 otherwise outvote the fresh ones of every other process (a ``curaflow_jobs_stuck 1`` of
 an hour ago paging on jobs long ended). With every process stale, the value gauges are
-absent and ``CuraflowLedgerGaugesStale`` says why.
+absent and ``CuraflowLedgerGaugesStale`` says why — also for a process that never read
+(its refresh failing from its start): its age is the time since it began to read.
 """
 
 from __future__ import annotations
@@ -320,17 +323,26 @@ async def read_snapshot(
 class LedgerGauges(Collector):
     """A prometheus-client collector exporting the latest :class:`LedgerSnapshot`.
 
-    Until the first refresh it exports nothing (no made-up zeros); once the snapshot is
-    older than ``stale_after`` seconds, only its age (see the module doc).
+    Until the first refresh it exports only ``curaflow_ledger_gauges_age_seconds``, the
+    seconds since it was created (when the process began to read: no value is made up);
+    once the snapshot is older than ``stale_after`` seconds, only its age (see the module
+    doc). A process whose refresh fails from its start exported nothing until 2026-12-06, so
+    ``CuraflowLedgerGaugesStale`` (the youngest reading's age) was silent while only such
+    processes ran, and the alerts on ledger facts were blind with nothing saying so.
 
     Args:
         stale_after: seconds; :func:`run_ledger_gauges` sets :func:`stale_after_s` of the
             configured interval.
+
+    Attributes:
+        started_monotonic: ``time.monotonic()`` at creation, the age's origin until the
+            first snapshot.
     """
 
     def __init__(self, stale_after: float = STALE_AFTER_S) -> None:
         self.snapshot: LedgerSnapshot | None = None
         self.stale_after = stale_after
+        self.started_monotonic = time.monotonic()
 
     def describe(self) -> Iterator[Metric]:
         """The families this collector exports (their names, for the registry)."""
@@ -343,9 +355,12 @@ class LedgerGauges(Collector):
     def collect(self) -> Iterator[Metric]:
         """The snapshot as gauge families (called by prometheus-client at scrape time)."""
         snap = self.snapshot
-        if snap is None:
-            return
         families = {f.name: f for f in self._families()}
+        if snap is None:  # never read: how long this process has tried, and nothing else
+            age = max(0.0, time.monotonic() - self.started_monotonic)
+            families["curaflow_ledger_gauges_age_seconds"].add_metric([], age)  # type: ignore[attr-defined]
+            yield from families.values()
+            return
         age = max(0.0, time.monotonic() - snap.taken_monotonic)
         families["curaflow_ledger_gauges_age_seconds"].add_metric([], age)  # type: ignore[attr-defined]
         if age > self.stale_after:

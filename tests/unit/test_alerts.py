@@ -354,6 +354,15 @@ GAUGE_CASES: list[dict[str, Any]] = [
         ],
         "expect": [(f"{t}m", None) for t in (10, 11, 12, 13, 14, 15, 16, 17)],
     },
+    {  # the only process restarted during an outage and never read: its age counts from its start
+        "name": "CuraflowLedgerGaugesStale: a process that never read",
+        "alert": "CuraflowLedgerGaugesStale",
+        "series": [
+            ('curaflow_ledger_gauges_age_seconds{instance="api"}', "10x4 10+60x3 stale"),
+            ('curaflow_ledger_gauges_age_seconds{instance="w1"}', "_x8 0+60x15"),
+        ],
+        "expect": [("8m", None), ("12m", None), ("13m", {"severity": "warning"}), ("20m", {"severity": "warning"})],
+    },
     {
         "name": "CuraflowSourceCoolingDown: a missed scrape inside its for",
         "alert": "CuraflowSourceCoolingDown",

@@ -88,3 +88,23 @@ def test_the_bound_is_the_stale_alerts_unless_the_refresh_interval_is_longer() -
     assert module.stale_after_s(15_000) == 120
     # three intervals: a process refreshing every 5 minutes is not stale between refreshes
     assert module.stale_after_s(300_000) == 900
+
+
+def test_a_process_that_never_read_the_ledger_exports_how_long_it_has_not() -> None:
+    """A process whose refresh fails from its start (the ledger unreachable or timing out
+    since it started, a role without rights on a table the reading needs) exported nothing
+    at all — not even an age — so ``CuraflowLedgerGaugesStale`` (the youngest reading's age)
+    stayed silent, and every alert on a ledger fact was blind with nothing saying so, as
+    long as such processes were the only ones running (all restarted during the outage).
+    Until its first reading it now exports only its age: the time since it began to read."""
+    gauges = LedgerGauges()
+    gauges.started_monotonic -= 300  # began to read five minutes ago, never succeeded
+    families = exported(gauges)
+    assert {name: values for name, values in families.items() if values} == {AGE: families[AGE]}
+    assert families[AGE][0] >= 300
+
+
+def test_a_process_that_just_began_to_read_is_not_stale() -> None:
+    families = exported(LedgerGauges())
+    assert {name: values for name, values in families.items() if values} == {AGE: families[AGE]}
+    assert families[AGE][0] < 120
