@@ -89,6 +89,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.steps import (
         ADMIT_CONFIG,
         CANCEL_CONFIG,
+        CANCELLED_END_CONFIG,
         CRON_CANCEL_CONFIG,
         failure_facts,
         finish_config,
@@ -171,6 +172,18 @@ NO_CRON = "no-cron"
 #: Asked only for a run whose limit is shorter than the longest deadline plus the margin,
 #: so a run started by ``start_job`` (7 days + 10 min) or curaflow records no marker.
 RUN_LIMIT = "run-limit"
+#: A run whose job ended ``cancelled`` without this run taking the cancel path — a run
+#: another client added under the id of a job that was cancelled or terminated (the
+#: ledger's ``cancelled / execution_terminated``: the documented ``temporal workflow start``
+#: with Temporal's default reuse policy, a ``temporal workflow reset`` of the job's closed
+#: run, ``start_job`` once the job's execution was deleted, a start with the job's
+#: ``JobInput``), or a job's own run that found it ended so — ends ``Canceled``, as the
+#: result contract says of a cancelled job: it asks Temporal to cancel this run
+#: (``request_cancel`` with ``no_job``: nothing is written in the ledger) and ends once the
+#: request arrives. Before, it completed with the cancelled state as its result, and the
+#: job id read as a green *Completed* in the UI, ``describe`` and ``result()``. Asked only
+#: where such a run ends, so every other run records no marker.
+CANCELLED_END = "cancelled-end"
 #: The run limits that can come before a job's deadline (:data:`RUN_LIMIT`).
 RUN_LIMIT_FLOOR = timedelta(milliseconds=MAX_DEADLINE_MS) + RUN_END_MARGIN
 #: What a refused cron start says (:data:`NO_CRON`).
@@ -539,11 +552,34 @@ class JobWorkflow:
             with contextlib.suppress(asyncio.CancelledError):
                 await workflow.wait_condition(lambda: self._temporal_cancel)
             raise CancelledError("cancelled_by_consumer")
+        if final.status == JobStatus.CANCELLED and workflow.patched(CANCELLED_END):
+            await self._end_canceled()
         if str(final.status) in JOB_FAILURE_TYPES and self._has(FAILED_EXECUTION):
             # The UI lists a failed job as Failed, not as a green Completed; the final
             # state travels in the failure's details (curaflow.domain.job_failure).
             raise job_failure(final)
         return final
+
+    async def _end_canceled(self) -> None:
+        """End this run ``Canceled``: its job ended ``cancelled``, and this run did not take
+        the cancel path (:data:`CANCELLED_END`). A cancel request already delivered (an
+        operator's, racing the end) is the one the SDK ends the run with; otherwise the run
+        asks Temporal to cancel itself — only this run, nothing written — and ends once the
+        request arrives.
+
+        Raises:
+            temporalio.exceptions.CancelledError: always (the SDK ends the run ``Canceled``,
+                a cancel having been requested).
+        """
+        if not self._temporal_cancel:
+            with contextlib.suppress(asyncio.CancelledError):
+                await workflow.execute_local_activity_method(
+                    FinishActivity.request_cancel,
+                    CancelRequest(reason="the job ended cancelled", no_job=True),
+                    **CANCELLED_END_CONFIG,
+                )
+                await workflow.wait_condition(lambda: False)
+        raise CancelledError("cancelled_by_consumer")
 
     async def _end_schedule(self, refused: ProtocolError) -> None:
         """End this cron-scheduled run ``Canceled`` (:data:`NO_CRON`): a failed run would have

@@ -65,6 +65,14 @@ CRON_CANCEL_CONFIG = workflow.LocalActivityConfig(
     summary="refuse the cron schedule",
 )
 
+#: ``request_cancel`` of a run whose job ended ``cancelled`` while the run did not take the
+#: cancel path (``workflows.job.CANCELLED_END``): only the run is cancelled, nothing recorded.
+CANCELLED_END_CONFIG = workflow.LocalActivityConfig(
+    start_to_close_timeout=CANCEL_ATTEMPT_TIMEOUT,
+    retry_policy=RetryPolicy(maximum_interval=timedelta(seconds=5)),
+    summary="end Canceled, as the job did",
+)
+
 
 def finish_config(summary: str) -> workflow.LocalActivityConfig:
     """``finish``: one ledger transaction; retried (with backoff) while the ledger is away."""

@@ -31,6 +31,8 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
+from temporalio.exceptions import CancelledError
+from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.execution import BUSINESS_STATUS, JOB_STATUS
@@ -605,3 +607,108 @@ async def test_a_jobs_own_run_that_finds_it_ended_by_the_reconciler_still_publis
 
     await eventually(listed_once, timeout_s=15, what="the job's own run in the failed list")
     assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", inp.job_id) == events
+
+
+# ---- a run added under the id of a job that ended cancelled -----------------------------
+
+
+async def http_job_ended(env: Env, end: str) -> str:
+    """A job admitted over HTTP that ended ``cancelled`` by the consumer's cancel, or was
+    terminated (the ledger's ``cancelled / execution_terminated``); its id."""
+    env.replay.faults.slow_images_s = 10.0
+    answer = await env.http.post("/jobs", json=task(f"http-{end}-{short_id()}"))
+    assert answer.status_code == 202, answer.text
+    job_id = str(answer.json()["job"]["job_id"])
+    await fetching(env, job_id)
+    if end == "cancelled":
+        assert (await env.http.post(f"/jobs/{job_id}/cancel")).status_code in (200, 202)
+    else:
+        await env.client.get_workflow_handle(job_id).terminate(reason="operator: test")
+    await env.stack.wait_terminal(job_id, 60)
+    env.replay.faults.slow_images_s = 0.0
+    assert (await env.http.get(f"/jobs/{job_id}")).json()["status"] == "cancelled"
+    return job_id
+
+
+@pytest.mark.parametrize(
+    ("how", "end"),
+    [
+        ("cli start", "cancelled"),
+        ("cli start", "terminated"),
+        ("reset", "cancelled"),
+        ("reset", "terminated"),
+        ("start_job after delete", "cancelled"),
+        ("job input start", "cancelled"),
+        ("job input start", "terminated"),
+    ],
+)
+async def test_a_run_added_under_the_id_of_a_cancelled_job_ends_canceled_as_the_job_did(
+    env: Env, how: str, end: str
+) -> None:
+    """A run another client adds under the id of a job that ended ``cancelled`` (a consumer's
+    cancel, or a terminate: the ledger's ``cancelled / execution_terminated``) — the
+    documented ``temporal workflow start`` with the Task and Temporal's default reuse
+    policy, a ``temporal workflow reset`` of the job's closed run, ``start_job`` once the
+    job's execution was deleted, a start with the job's ``JobInput`` — only reports the job.
+    It ended **Completed**, with the cancelled state as its result: the job id then read
+    as a green Completed in the UI, ``describe`` and ``result()``, where the ledger, ``GET
+    /jobs/{id}`` and the result contract (a cancelled job ends ``Canceled``) say cancelled.
+    It now ends Canceled, publishes no job state and changes nothing in the ledger."""
+    if how.startswith("job input"):
+        job_id = await http_job_ended(env, end)
+        body: dict[str, Any] = {}
+    else:
+        _key, body, job_id = await ended_job(env, end)
+    own = (await settled_snapshot(env, job_id)).run_id
+    report = (await env.http.get(f"/jobs/{job_id}")).json()
+    pool = await env.stack.ledger()
+    events = await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id)
+
+    if how == "cli start":
+        done = await asyncio.to_thread(
+            cli, env, "start", "--type", "JobWorkflow", "-w", job_id, "--task-queue", env.stack.task_queue,
+            "--input", json.dumps(body),
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    elif how == "reset":
+        done = await asyncio.to_thread(
+            cli, env, "reset", "-w", job_id, "--type", "FirstWorkflowTask", "--reason", "operator: test"
+        )
+        assert done.returncode == 0, done.stderr
+    elif how == "start_job after delete":
+        deleted = await asyncio.to_thread(cli, env, "delete", "-w", job_id, "--yes")
+        assert deleted.returncode == 0, deleted.stderr
+
+        async def gone() -> bool:
+            try:
+                await env.client.get_workflow_handle(job_id).describe()
+            except RPCError as err:
+                return err.status == RPCStatusCode.NOT_FOUND
+            return False
+
+        await eventually(gone, timeout_s=90, what=f"{job_id} deleted")  # a closed run: ~30 s
+        await start_job(env.client, body, task_queue=env.stack.task_queue)
+    else:
+        await env.client.start_workflow(
+            "JobWorkflow", await job_input_of(env, job_id, own), id=job_id, task_queue=env.stack.task_queue
+        )
+
+    added = env.client.get_workflow_handle(job_id)
+    with contextlib.suppress(WorkflowFailureError):
+        await added.result()
+    if end == "terminated" and how in ("cli start", "job input start"):
+        name = "job_reporting_cancelled" if how == "cli start" else "job_input_reporting_cancelled"
+        record_history(env, job_id, f"{name}_core_v3")
+    described = await added.describe()
+    assert described.run_id != own
+    assert described.status == WorkflowExecutionStatus.CANCELED, (how, end, described.status)
+    with pytest.raises(WorkflowFailureError) as ended:
+        await added.result()
+    assert isinstance(ended.value.cause, CancelledError)
+    assert described.typed_search_attributes.get(JOB_STATUS) is None
+    assert described.typed_search_attributes.get(BUSINESS_STATUS) is None
+    state = JobState.model_validate(await added.query(JobWorkflow.status))
+    assert (state.status, state.job_id) == ("cancelled", job_id)
+    # The ledger and the HTTP report: as they were.
+    assert (await env.http.get(f"/jobs/{job_id}")).json() == report
+    assert await pool.fetch("SELECT seq, type FROM job_events WHERE job_id = $1 ORDER BY seq", job_id) == events

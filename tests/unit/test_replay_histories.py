@@ -22,6 +22,7 @@ from curaflow.process.worker import sandbox_runner
 from curaflow.temporal.connection import DATA_CONVERTER
 from workflows.event_push import EventPushWorkflow
 from workflows.job import (
+    CANCELLED_END,
     FOREIGN_INPUT,
     JOB_INPUT_REPORTING_RUN,
     NO_CRON,
@@ -57,7 +58,15 @@ def test_histories_of_every_job_shape_are_kept() -> None:
             # one marker for every change since core v2; the changes asked only where their
             # input came (foreign input, a copy's JobInput, a run added under an ended job,
             # search attributes its starter set, a cron schedule, a short run timeout) add their own
-            own = {FOREIGN_INPUT, OWN_JOB_ONLY, JOB_INPUT_REPORTING_RUN, STARTER_ATTRIBUTES, NO_CRON, RUN_LIMIT}
+            own = {
+                FOREIGN_INPUT,
+                OWN_JOB_ONLY,
+                JOB_INPUT_REPORTING_RUN,
+                STARTER_ATTRIBUTES,
+                NO_CRON,
+                RUN_LIMIT,
+                CANCELLED_END,
+            }
             assert patches(path) - own == {"core-v3"}, path.name
 
 
@@ -377,6 +386,29 @@ def test_histories_of_a_cron_scheduled_start_are_kept() -> None:
     assert not any("activityTaskScheduledEventAttributes" in e for e in after)
     assert any("workflowExecutionCancelRequestedEventAttributes" in e for e in after)
     assert "workflowExecutionCanceledEventAttributes" in after[-1]
+
+
+@pytest.mark.parametrize("name", ["job_reporting_cancelled", "job_input_reporting_cancelled"])
+def test_histories_of_a_run_reporting_a_cancelled_job_are_kept(name: str) -> None:
+    """A run added under the id of a job that was terminated (the ledger's ``cancelled /
+    execution_terminated``) — a Task started with Temporal's default reuse policy, a start
+    with the job's ``JobInput``: recorded before ``cancelled-end`` it only reported the job
+    and *completed* with the cancelled state — it replays so on today's code
+    (:func:`test_recorded_history_replays`); from the patch on the run records the marker,
+    asks for its own cancel (the ``request_cancel`` marker, nothing written) and ends
+    ``Canceled``, as the job did. Neither publishes a job state."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = json.loads(by_name[f"{name}_before_end_core_v3"].read_text())["events"]
+    after = json.loads(by_name[f"{name}_core_v3"].read_text())["events"]
+    assert CANCELLED_END not in patches(by_name[f"{name}_before_end_core_v3"])
+    assert CANCELLED_END in patches(by_name[f"{name}_core_v3"])
+    result = before[-1]["workflowExecutionCompletedEventAttributes"]["result"]["payloads"][0]["data"]
+    assert json.loads(base64.b64decode(result))["status"] == "cancelled"
+    assert not any("workflowExecutionCancelRequestedEventAttributes" in e for e in before)
+    assert any("workflowExecutionCancelRequestedEventAttributes" in e for e in after)
+    assert "workflowExecutionCanceledEventAttributes" in after[-1]
+    for events in (before, after):
+        assert all(value is None for said in state_upserts(events) for value in said.values())
 
 
 def test_a_cancel_request_writes_the_no_job_flag_only_when_set() -> None:

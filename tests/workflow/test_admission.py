@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, CancelledError
 
 from curaflow.domain.cells import CellState
 from curaflow.domain.job_failure import state_of
@@ -154,8 +154,14 @@ async def test_a_task_of_a_job_that_already_ended_answers_its_final_state(
 
     handle = await start_job(env.client, body, task_queue=env.queue)  # the update answers the final state
 
-    if failure is None:
+    if status == "succeeded":
         assert JobState.model_validate(await handle.result()) == ended
+    elif status == "cancelled":  # the result contract: a cancelled job ends Canceled (it completed before)
+        with pytest.raises(WorkflowFailureError) as cancelled:
+            await handle.result()
+        assert isinstance(cancelled.value.cause, CancelledError)
+        assert len(env.fakes.cancels) == 1  # the run asked for its own cancel
+        assert JobState.model_validate(await handle.query("status")) == ended
     else:  # an ended job that failed fails this execution too (decision 15), its state in the failure
         with pytest.raises(WorkflowFailureError) as failed:
             await handle.result()

@@ -4,8 +4,8 @@ A live execution that started before a patch sees ``workflow.patched(<id>)`` ans
 for it; here the answer is made False for new executions too (an unsandboxed worker, the
 SDK's function replaced for the test), so the old branch of each patch runs live on the
 fake activities — the frozen core v1 orchestration (``core-v2``, :mod:`workflows.job_v1`)
-and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-run`` and
-``job-input-reporting-run``. The recorded histories
+and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-run``,
+``job-input-reporting-run`` and ``cancelled-end``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -22,7 +22,15 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.workflow.fakes import Act
 from tests.workflow.harness import Env, workers
-from workflows.job import CELL_PROGRESS, CORE_V2, CORE_V3, FAILED_EXECUTION, JOB_INPUT_REPORTING_RUN, REPORTING_RUN
+from workflows.job import (
+    CANCELLED_END,
+    CELL_PROGRESS,
+    CORE_V2,
+    CORE_V3,
+    FAILED_EXECUTION,
+    JOB_INPUT_REPORTING_RUN,
+    REPORTING_RUN,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -149,3 +157,28 @@ async def test_before_job_input_reporting_run_a_run_added_with_the_job_input_pub
         attributes = await env.search_attributes(handle)
 
     assert (attributes["JobStatus"], attributes["BusinessStatus"]) == ("failed", "no_candidate")
+
+
+async def test_before_cancelled_end_a_run_reporting_a_cancelled_job_completed(unpatched: Unpatched) -> None:
+    """A run added under the id of a job that ended ``cancelled`` completed with that state
+    before ``cancelled-end`` (the id read a green Completed); it now ends Canceled
+    (``tests/workflow/test_admission.py``)."""
+    from curaflow.domain.messages import JobState
+    from curaflow.jobs.submit import start_job
+    from curaflow.protocol.task import manual_job_id
+
+    async with unpatched(CANCELLED_END) as env:
+        key = f"k-cancelled-{env.queue}"
+        job_id = manual_job_id("t", key)
+        ended = JobState(job_id=job_id, status="cancelled", stage="done", business_status="cancelled")
+        env.fakes.admit_as(env.job(job_id=job_id, trigger="temporal"), final=ended)
+        task = {
+            "protocol_version": "1",
+            "job_type": "candidate_search",
+            "idempotency_key": key,
+            "params": {"target_id": "t"},
+        }
+        handle = await start_job(env.client, task, task_queue=env.queue)
+        assert JobState.model_validate(await handle.result()) == ended
+        assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
+        assert env.fakes.cancels == []
