@@ -233,12 +233,15 @@ async def test_gauges_report_open_stuck_dead_letters_cooldowns_and_deliveries(ow
 
 
 async def scrape(url: str, needle: str, timeout_s: float = 30.0) -> str:
+    """The exposition at ``url`` once one of its samples starts with ``needle`` (never a
+    ``# HELP`` / ``# TYPE`` line: a family is described before it has a sample — the ledger
+    gauges' before their first reading)."""
     async with httpx.AsyncClient(timeout=5) as http:
         seen = [""]
 
         async def scraped() -> str | None:
             seen[0] = (await http.get(url)).text
-            return seen[0] if needle in seen[0] else None
+            return seen[0] if any(line.startswith(needle) for line in seen[0].splitlines()) else None
 
         return await eventually(
             scraped,
