@@ -19,7 +19,8 @@ HTTP, by a schedule, by another client — so that it cannot start it as its chi
 Cancelled by its follower — the follower's workflow was cancelled (``cancel_requested``),
 or is gone (``not_found``: terminated, timed out; as a child's parent close policy
 ``REQUEST_CANCEL``), unless it lives on in a newer run (a reset, a continue-as-new: that
-run decides, as a reset parent's child job runs on; :meth:`FollowActivity._lives_on`) —
+run decides, as a reset parent's child job runs on — unlike a child job, which its
+parent's continue-as-new cancels; :meth:`FollowActivity._lives_on`) —
 with ``cancel_job``, it cancels the job through
 ``POST /jobs/{id}/cancel``'s path (:func:`curaflow.jobs.cancellation.cancel_job`), waits
 for the job to end, then ends cancelled. Any other cancel the SDK hands the attempt is

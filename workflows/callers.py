@@ -23,8 +23,13 @@ service, :mod:`curaflow.temporal.nexus_service`). Both helpers return the job's 
   ``REJECT_DUPLICATE``, parent close policy ``REQUEST_CANCEL``): the job shows as the
   parent's child in the UI, and cancelling (or terminating) the parent cancels the job —
   it ends ``cancelled``, its cells ``cancelled_by_consumer``, and the parent's
-  cancellation goes on. When the id already has a run — the job was started over HTTP,
-  by a schedule or by another client, or it already ended — Temporal refuses the child
+  cancellation goes on. So does every other close of the parent's run while the job
+  runs, **continue-as-new included** (Temporal applies the parent close policy then too;
+  a new run asking again is told ``cancelled``): await it before continuing as new, or
+  use :func:`follow_job`, whose job a continue-as-new leaves to the new run. A reset of
+  the parent cancels nothing: the job runs on and the new run attaches. When the id
+  already has a run — the job was started over HTTP, by a schedule or by another
+  client, or it already ended — Temporal refuses the child
   (``WorkflowAlreadyStartedError``) and the helper **attaches** to it instead
   (:func:`follow_job`): the same outcome, no second execution;
 * :func:`follow_job` attaches to the job of a Task whoever started it: the
