@@ -116,7 +116,9 @@ def sync(
     """Create, update and delete schedules to match the configuration; print the diff.
 
     Lines: `+ id` created, `~ id: field old → new` updated, `- id` deleted (no
-    longer configured), `= id` unchanged. Running it twice changes nothing the second time.
+    longer configured), `= id` unchanged; `(never runs: …)` after a plan whose schedule,
+    not paused, matches no future time (a cron's impossible date). Running it twice changes
+    nothing the second time.
 
     A configuration without any plan (often the wrong `--config`) deletes nothing
     unless `--allow-empty` is given: the command lists what it would delete and exits 2.
@@ -189,7 +191,7 @@ def render_schedules(views: list[plans.ScheduleView], console: Console) -> None:
         return
     rows = []
     for v in views:
-        state = "paused" if v.paused else "active"
+        state = "paused" if v.paused else ("active" if v.next_runs else "never runs")
         if not v.configured:
             state += " (not in config)"
         next_run = v.next_runs[0].strftime("%Y-%m-%d %H:%M:%S") if v.next_runs and not v.paused else "-"
@@ -291,7 +293,8 @@ def misses(
 ) -> None:
     """The occurrences a plan did not run, by nominal time (UTC) and cause: `skipped_overlap`
     (a job of the plan was still running), `skipped_outage` (none was: Temporal or the
-    workers were down), `missed_catchup_window` (more than 90 min late). Read from the
+    workers were down), `missed_catchup_window` (more than 90 min late), `configuration_error`
+    (started, but the worker that admitted it has none of its targets). Read from the
     ledger, where the workers' schedule watch records them."""
     settings = settings_or_exit(config)
     configure_logging("WARNING", settings.observability.log_json)

@@ -104,7 +104,8 @@ SCHEDULE_BROKEN = Gauge(
     "curaflow_schedule_broken",
     "1 while a plan's Temporal Schedule runs nothing of the plan, by why: not_found "
     "(the schedule was deleted by hand) or action_not_a_plan (its action was edited so that every "
-    "occurrence fails) — `curaflow schedules sync` repairs both — or configuration_error (an "
+    "occurrence fails) — `curaflow schedules sync` repairs both — or never_runs (not paused, and "
+    "no future time matches: a cron's impossible date, a spec emptied or ended by hand) or configuration_error (an "
     "occurrence of the last hour found none of its targets configured on the worker that admitted "
     "it: workers with different configurations, or a plan removed from the configuration and not "
     "synced); 0 otherwise. Set by the process whose schedule watch ran last "
@@ -119,7 +120,7 @@ UNCONFIGURED_PLAN = "(unconfigured)"
 #: :class:`~curaflow.domain.occurrence.MissCause`.
 MISS_CAUSES = ("missed_catchup_window", "skipped_overlap", "skipped_outage", "configuration_error")
 #: The values of ``curaflow_schedule_broken``'s ``why`` label.
-SCHEDULE_BROKEN_WHYS = ("not_found", "action_not_a_plan", "configuration_error")
+SCHEDULE_BROKEN_WHYS = ("not_found", "action_not_a_plan", "never_runs", "configuration_error")
 SCHEDULE_START_LAG = Histogram(
     "curaflow_schedule_start_lag_seconds",
     "Delay between an occurrence's scheduled time and its job's admission.",

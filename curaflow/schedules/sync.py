@@ -92,19 +92,41 @@ class Change:
     Attributes:
         action: ``create`` | ``update`` | ``delete`` | ``unchanged``.
         changes: for ``update``: field → ``(current, desired)``.
+        never_runs: the schedule as it now stands (after the change; as it would be for a
+            dry run's create or update: unknown, False) is not paused and matches no future
+            time — a cron at the edge of the calendar (``0 0 30 2 *``), a year gone by —
+            so the plan will never start an occurrence (:func:`never_runs`).
     """
 
     schedule_id: str
     action: str
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    never_runs: bool = False
 
     def render(self) -> str:
-        """``+ id``, ``- id``, ``~ id: field a → b; …`` or ``= id``."""
+        """``+ id``, ``- id``, ``~ id: field a → b; …`` or ``= id``; then, for a plan that will
+        never start an occurrence, `` (never runs: …)``."""
         mark = {"create": "+", "delete": "-", "update": "~", "unchanged": "="}[self.action]
         text = f"{mark} {self.schedule_id}"
         if self.changes:
             text += ": " + "; ".join(f"{k} {a!r} → {b!r}" for k, (a, b) in self.changes.items())
+        if self.never_runs:
+            text += f" ({NEVER_RUNS})"
         return text
+
+
+#: What ``sync`` and the watch say of a plan whose schedule will never start an occurrence.
+NEVER_RUNS = (
+    "never runs: its schedule matches no future time — check the cron's dates (the 30th of "
+    "February, the 31st of a 30-day month, a past year) in its time zone"
+)
+
+
+def never_runs(desc: ScheduleDescription) -> bool:
+    """Whether a schedule, not paused, will never start another action: Temporal gives it no
+    next action time (a spec that matches no future time, an end time gone by, its remaining
+    actions used up). A paused schedule keeps its next times: its pause is said as such."""
+    return not desc.schedule.state.paused and not desc.info.next_action_times
 
 
 async def current_input(client: Client, desc: ScheduleDescription) -> OccurrenceInput | None:
@@ -146,9 +168,16 @@ def diff_schedule(desc: ScheduleDescription, wanted: Schedule) -> dict[str, Any]
 
     The fields Temporal gives back as written: the spec's time zone and jitter, the
     policies (overlap, catch-up window, pause on failure), the action's workflow type,
-    id and task queue. An operator's ``temporal schedule update`` (or the UI's edit)
-    rewrites the whole schedule and resets what it does not name — the catch-up window
-    to a year, the time zone to UTC — while the action's input, which :func:`diff_plan`
+    id and task queue; and what stops a schedule without touching those (2026-12-06: an
+    edit with Temporal's tools that emptied the spec or set a count of remaining actions
+    read ``= id`` while the plan had stopped): the number of the spec's expressions
+    (``spec_expressions``: Temporal rewrites each cron string into exactly one calendar or
+    one interval, so a plan of *n* strings has *n*; an emptied spec has 0), its skip
+    calendars, start and end times, and the state's remaining actions
+    (``limited_actions``: the count left, None when unlimited). An operator's
+    ``temporal schedule update`` (or the UI's edit) rewrites the whole schedule and
+    resets what it does not name — the catch-up window to a year, the time zone to UTC —
+    while the action's input, which :func:`diff_plan`
     compares, is passed again unchanged; ``sync`` used to print ``= id`` for it. The
     calendars the server rewrote the cron strings into are not compared (see DESIGN.md
     "Scheduled occurrences").
@@ -160,6 +189,11 @@ def diff_schedule(desc: ScheduleDescription, wanted: Schedule) -> dict[str, Any]
         "overlap": (_name(cur.policy.overlap), _name(want.policy.overlap)),
         "catchup_window": (cur.policy.catchup_window, want.policy.catchup_window),
         "pause_on_failure": (cur.policy.pause_on_failure, want.policy.pause_on_failure),
+        "spec_expressions": (_expressions(cur.spec), _expressions(want.spec)),
+        "skip": (len(cur.spec.skip), len(want.spec.skip)),
+        "start_at": (cur.spec.start_at, want.spec.start_at),
+        "end_at": (cur.spec.end_at, want.spec.end_at),
+        "limited_actions": (_remaining(cur.state), _remaining(want.state)),
     }
     action, wanted_action = cur.action, want.action
     assert isinstance(wanted_action, ScheduleActionStartWorkflow)
@@ -170,6 +204,17 @@ def diff_schedule(desc: ScheduleDescription, wanted: Schedule) -> dict[str, Any]
     else:
         pairs["action"] = (type(action).__name__, "ScheduleActionStartWorkflow")
     return {key: pair for key, pair in pairs.items() if pair[0] != pair[1]}
+
+
+def _expressions(spec: ScheduleSpec) -> int:
+    """How many times-expressions a spec holds: its calendars, intervals and cron strings
+    (the server turns each cron string into one calendar or one interval)."""
+    return len(spec.calendars) + len(spec.intervals) + len(spec.cron_expressions)
+
+
+def _remaining(state: ScheduleState) -> int | None:
+    """The actions a schedule may still take, or None when they are not limited."""
+    return state.remaining_actions if state.limited_actions else None
 
 
 def _name(value: Any) -> Any:
@@ -204,6 +249,14 @@ async def describe_schedule(client: Client, schedule_id: str) -> ScheduleDescrip
         if err.status == RPCStatusCode.NOT_FOUND:
             return None
         raise
+
+
+async def _say_never_runs(client: Client, change: Change) -> None:
+    """Mark (and log) a change whose schedule, as written now, will never start an occurrence."""
+    desc = await describe_schedule(client, change.schedule_id)
+    if desc is not None and never_runs(desc):
+        change.never_runs = True
+        log.warning("schedule.never_runs", schedule_id=change.schedule_id, detail=NEVER_RUNS)
 
 
 async def sync_schedules(client: Client, settings: Settings, *, dry_run: bool = False) -> list[Change]:
@@ -241,6 +294,7 @@ async def sync_schedules(client: Client, settings: Settings, *, dry_run: bool = 
                 except Exception as err:
                     raise ScheduleError(f"cannot create schedule {plan.id!r}: {err}") from err
                 log.info("schedule.created", schedule_id=plan.id, cron=plan.cron, timezone=plan.timezone)
+                await _say_never_runs(client, out[-1])
             continue
         current = await current_input(client, desc)
         if (current is None or current.task_queue != tq) and not await _owned(desc, tq):
@@ -251,7 +305,9 @@ async def sync_schedules(client: Client, settings: Settings, *, dry_run: bool = 
         changes = diff_plan(current, desc.schedule.state.paused, desired, plan)
         changes.update(diff_schedule(desc, build_schedule(settings, plan)))
         if not changes:
-            out.append(Change(plan.id, "unchanged"))
+            out.append(Change(plan.id, "unchanged", never_runs=never_runs(desc)))
+            if out[-1].never_runs:
+                log.warning("schedule.never_runs", schedule_id=plan.id, cron=plan.cron, detail=NEVER_RUNS)
             continue
         out.append(Change(plan.id, "update", changes))
         if not dry_run:
@@ -262,6 +318,7 @@ async def sync_schedules(client: Client, settings: Settings, *, dry_run: bool = 
 
             await client.get_schedule_handle(plan.id).update(updater)
             log.info("schedule.updated", schedule_id=plan.id, changes=sorted(changes))
+            await _say_never_runs(client, out[-1])
     for sid in await owned_schedule_ids(client, tq):
         if sid in configured:
             continue

@@ -14,7 +14,8 @@ once across all processes (counters and the accounted-for horizon stored in the 
 under an advisory lock). A plan whose schedule runs nothing of it — deleted by hand, its
 action edited to something that is no plan — is logged on every tick and exported as
 ``curaflow_schedule_broken`` by the process holding the lock (alert
-``CuraflowScheduleBroken``).
+``CuraflowScheduleBroken``); so is one whose schedule, not paused, will never start
+another occurrence (``schedule.never_runs``: no next action time).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from curaflow.ledger.db import LEADER_IDLE_MS, now_ms, session_lock
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Supervisor
-from curaflow.schedules.sync import current_input, describe_schedule
+from curaflow.schedules.sync import NEVER_RUNS, current_input, describe_schedule, never_runs
 
 WATCH_LOCK_KEY = 0x6375726177617463  # "curawatc"
 #: How far back one tick looks for dropped times (a watcher down longer names the
@@ -233,6 +234,12 @@ async def watch_tick(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
                     detail="the schedule's action was edited and its occurrences fail; run `curaflow schedules sync`",
                 )
                 metrics.set_schedule_broken(plan.id, "action_not_a_plan")
+            elif never_runs(desc):
+                # not paused, and no next action time: a cron at the edge of the calendar
+                # (the 30th of February), a spec emptied or ended by hand, its remaining
+                # actions used up — the plan has stopped for good (2026-12-06: said nowhere)
+                log.warning("schedule.never_runs", schedule_id=plan.id, cron=plan.cron, detail=NEVER_RUNS)
+                metrics.set_schedule_broken(plan.id, "never_runs")
             elif plan.id in unadmitted:
                 log.warning(
                     "schedule.occurrences_not_admitted",
