@@ -22,6 +22,7 @@ from temporalio.client import (
     Client,
     Schedule,
     ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
     ScheduleDescription,
     ScheduleOverlapPolicy,
     SchedulePolicy,
@@ -273,7 +274,8 @@ async def sync_schedules(client: Client, settings: Settings, *, dry_run: bool = 
 
     Raises:
         ScheduleError: a schedule belongs to another task queue or application, or the
-            server refused a change.
+            server refused a change. A create that finds the schedule created meanwhile
+            (two syncs at once) is no error: the schedule is compared as it stands.
     """
     tq = settings.temporal.task_queue
     out: list[Change] = []
@@ -282,20 +284,29 @@ async def sync_schedules(client: Client, settings: Settings, *, dry_run: bool = 
         desired = occurrence_input(settings, plan)
         desc = await describe_schedule(client, plan.id)
         if desc is None:
-            out.append(Change(plan.id, "create"))
-            if not dry_run:
-                try:
-                    await client.create_schedule(
-                        plan.id,
-                        build_schedule(settings, plan),
-                        memo={MEMO_TASK_QUEUE: tq},
-                        search_attributes=TypedSearchAttributes([SearchAttributePair(SCHEDULE_ID, plan.id)]),
-                    )
-                except Exception as err:
-                    raise ScheduleError(f"cannot create schedule {plan.id!r}: {err}") from err
+            if dry_run:
+                out.append(Change(plan.id, "create"))
+                continue
+            try:
+                await client.create_schedule(
+                    plan.id,
+                    build_schedule(settings, plan),
+                    memo={MEMO_TASK_QUEUE: tq},
+                    search_attributes=TypedSearchAttributes([SearchAttributePair(SCHEDULE_ID, plan.id)]),
+                )
+            except ScheduleAlreadyRunningError:
+                # another sync (a second deploy) created it since the describe above: what
+                # stands now is compared like any existing schedule — `= id` when it is the plan's
+                desc = await describe_schedule(client, plan.id)
+                if desc is None:
+                    raise ScheduleError(f"cannot create schedule {plan.id!r}: created and deleted meanwhile") from None
+            except Exception as err:
+                raise ScheduleError(f"cannot create schedule {plan.id!r}: {err}") from err
+            else:
+                out.append(Change(plan.id, "create"))
                 log.info("schedule.created", schedule_id=plan.id, cron=plan.cron, timezone=plan.timezone)
                 await _say_never_runs(client, out[-1])
-            continue
+                continue
         current = await current_input(client, desc)
         if (current is None or current.task_queue != tq) and not await _owned(desc, tq):
             raise ScheduleError(

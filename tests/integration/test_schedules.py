@@ -107,6 +107,25 @@ async def test_sync_with_no_plan_configured_deletes_nothing_without_allow_empty(
         await _cleanup(client, plan_id)
 
 
+async def test_two_syncs_at_once_both_end_and_say_what_each_did(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client
+) -> None:
+    """Two deploys syncing the same new plan at once: both find no schedule, both create it;
+    the second's create used to fail (``cannot create schedule …: Schedule already running``,
+    exit 1, the plans after it not synced by that run) although the schedule it wanted exists."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id))
+    client = temporal_client
+    try:
+        results = await asyncio.gather(
+            plans.sync_schedules(client, stack.settings), plans.sync_schedules(client, stack.settings)
+        )
+        assert sorted(c.render() for [c] in results) == sorted([f"+ {plan_id}", f"= {plan_id}"])
+        assert [c.action for c in await plans.sync_schedules(client, stack.settings)] == ["unchanged"]
+    finally:
+        await _cleanup(client, plan_id)
+
+
 async def curaflow(*args: str, config: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_"))}
     env["CURAFLOW_CONFIG"] = str(config)
