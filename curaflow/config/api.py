@@ -73,6 +73,9 @@ class ApiSettings(Section):
             return None
         try:
             Webhook(value.get_secret_value())
-        except (ValueError, TypeError, RuntimeError):
+        # Whatever the library raises means the secret cannot sign: its classes are not all
+        # ValueErrors (an empty secret raised EmptyWebhookSecretError, an Exception: a
+        # traceback instead of a configuration error, until 2026-12-06).
+        except Exception:  # noqa: BLE001 - any refusal of the library is this refusal
             raise ValueError("callback secret must be 'whsec_' followed by base64") from None
         return value

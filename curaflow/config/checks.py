@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from curaflow.config.base import ID_PATTERN
 from curaflow.config.schedules import ScheduleConfig
 from curaflow.config.targets import TargetConfig
+from curaflow.domain.text import setting_text_problem
 from curaflow.protocol.models import MAX_DEADLINE_MS
 
 #: How every secret of the env example begins (``deploy/curaflow.env.example``): a process
@@ -38,6 +39,11 @@ OWN_CEILINGS: dict[str, tuple[int, str]] = {
         "the largest deadline_ms a task may ask: curaflow.protocol.models.MAX_DEADLINE_MS",
     ),
 }
+
+
+#: Text settings whose empty value is documented to mean something, by dotted name:
+#: ``temporal.nexus_endpoint = ""`` creates no Nexus endpoint (docs/configuration.md).
+BLANK_ALLOWED: frozenset[str] = frozenset({"temporal.nexus_endpoint"})
 
 
 class ConfiguredNames(Protocol):
@@ -175,3 +181,49 @@ def check_durations(settings: BaseModel) -> None:
     ]
     if found:
         raise ValueError("; ".join(found))
+
+
+def _texts(value: Any, name: str) -> Iterator[tuple[str, str]]:
+    """``(dotted name, text)`` of every text (``str`` or ``SecretStr``) in ``value`` and in
+    the models, mappings and lists it holds (a mapping's keys are names, checked by
+    :func:`check_references`)."""
+    if isinstance(value, SecretStr):
+        yield name, value.get_secret_value()
+    elif isinstance(value, str):
+        yield name, value
+    elif isinstance(value, BaseModel):
+        for key in type(value).model_fields:
+            yield from _texts(getattr(value, key), f"{name}.{key}" if name else key)
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _texts(item, f"{name}.{key}")
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _texts(item, f"{name}[{index}]")
+
+
+def check_text(settings: BaseModel) -> None:
+    """Refuse every text setting that is blank or holds a control character
+    (:func:`curaflow.domain.text.setting_text_problem`) — in every section, route, source,
+    account, target and schedule, whatever its kind, secrets included; only the settings
+    of :data:`BLANK_ALLOWED` may be empty. (A path setting is refused by its own field
+    before it becomes a ``Path``: :func:`curaflow.domain.text.setting_path`.)
+
+    Until 2026-12-06 such a value loaded and meant something else or nothing: an empty
+    ``api.host`` served on every interface, an empty route ``task_queue`` or Telegram
+    ``chat_id`` failed only at the first delivery, an ``api.token`` holding a NUL or a
+    newline matched no request, a tag ``""`` searched for nothing.
+
+    Args:
+        settings: the loaded settings (any model: the walk reads its fields).
+
+    Raises:
+        ValueError: naming every such setting (``api.token is empty``).
+    """
+    found = [
+        f"{name} {problem}"
+        for name, text in _texts(settings, "")
+        if (problem := setting_text_problem(text)) and not (name in BLANK_ALLOWED and text == "")
+    ]
+    if found:
+        raise ValueError("; ".join(found) + " (leave a setting out for its default)")

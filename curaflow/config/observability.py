@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Any
+
+from pydantic import Field, field_validator
 
 from curaflow.config.base import Section
+
+#: The log levels a process takes (``logging``'s names; ``observability.log_level``).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class ObservabilitySettings(Section):
     """Logs, metrics and tracing.
 
     Attributes:
+        log_level: one of :data:`LOG_LEVELS`, in any case (kept upper case); another word
+            is refused at load (until 2026-12-06 a worker failed on it only as it started).
         metrics_port: a worker serves curaflow's Prometheus metrics on this port
             (``/metrics``); None → not served. The API serves them on its own port.
         temporal_metrics_port: a worker's Temporal SDK runtime serves its own Prometheus
@@ -41,3 +48,12 @@ class ObservabilitySettings(Section):
     ledger_gauges_interval_ms: int = Field(default=15_000, ge=100)
     ledger_gauges_window_ms: int = Field(default=86_400_000, ge=60_000)
     ledger_statement_metrics: bool = False
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _known_level(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        if value.strip().upper() not in LOG_LEVELS:
+            raise ValueError(f"log level {value!r}: one of {', '.join(LOG_LEVELS)}")
+        return value.strip().upper()

@@ -21,7 +21,7 @@ from pydantic_settings import (
 
 from curaflow.config.api import ApiSettings
 from curaflow.config.budgets import SOURCE_HEARTBEAT_FLOOR_MS, BudgetSettings
-from curaflow.config.checks import check_durations, check_references, refuse_example_secrets
+from curaflow.config.checks import check_durations, check_references, check_text, refuse_example_secrets
 from curaflow.config.database import DatabaseSettings
 from curaflow.config.delivery import DeliverySettings
 from curaflow.config.environment import ConventionalEnv, CuraflowEnv, secret_files
@@ -34,6 +34,7 @@ from curaflow.config.targets import TargetConfig
 from curaflow.config.temporal import TemporalSettings
 from curaflow.config.tokens import read_stored_tokens
 from curaflow.domain.messages import Budgets, CallbackPolicy, RouteRef, TargetQuery
+from curaflow.domain.text import setting_path
 from curaflow.outbound.settings import OutboundSettings
 from curaflow.routes import DirectoryRouteConfig, RouteSettings
 from curaflow.sources.base import SourceConfig
@@ -119,6 +120,11 @@ class Settings(BaseSettings):
         before ``[routes]`` and ``[sources]`` are validated with the registered models."""
         return import_kind_modules(data)
 
+    @field_validator("state_dir", "artifacts_dir", mode="before")
+    @classmethod
+    def _path_given(cls, value: Any) -> Any:
+        return setting_path(value)
+
     @field_validator("routes", mode="before")
     @classmethod
     def _route_kinds(cls, value: Any) -> Any:
@@ -168,6 +174,7 @@ class Settings(BaseSettings):
             self.artifacts_dir = self.state_dir / "artifacts"
         self.artifacts_dir = self.artifacts_dir.expanduser().resolve()
         read_stored_tokens(self.pixiv, self.state_dir)
+        check_text(self)  # after the refresh tokens are read without the whitespace around them
         return self
 
     # ---- derived views -------------------------------------------------------

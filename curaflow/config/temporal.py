@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field, PrivateAttr, model_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from curaflow.config.base import Section
+from curaflow.domain.text import setting_path
 
 if TYPE_CHECKING:
     from curaflow.temporal.profile import TemporalConnection
@@ -80,6 +81,11 @@ class TemporalSettings(Section):
     build_id: str | None = Field(default=None, min_length=1)
 
     _connection: Any = PrivateAttr(default=None)
+
+    @field_validator("config_file", mode="before")
+    @classmethod
+    def _path_given(cls, value: Any) -> Any:
+        return setting_path(value)
 
     @model_validator(mode="after")
     def _versioning_complete(self) -> TemporalSettings:

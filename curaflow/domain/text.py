@@ -31,6 +31,51 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _BAD = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
+#: What a configured text may not hold: every C0 control (TAB, LF and CR included), DEL,
+#: the C1 controls and a lone surrogate — a token, a URL, a name, a queue or a path holding
+#: one cannot be sent in a header, stored, or shown as it was written.
+_SETTING_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def setting_text_problem(value: str) -> str | None:
+    """What is wrong with ``value`` as an operator's text setting, or None.
+
+    A setting is never blank — an empty or whitespace-only value would silently mean
+    something else (the current directory for a path, every interface for a host, the
+    default for a URL) or nothing usable (a token, a chat id) — and never holds a control
+    character (:data:`_SETTING_CONTROL`; a secret file's trailing newline is stripped
+    before this is asked, ``curaflow.config.environment``).
+
+    Returns:
+        ``"is empty"``, ``"is only whitespace"``, ``"holds a control character (U+0000 at
+        position 2)"``, or None when the text is fine.
+    """
+    if not value:
+        return "is empty"
+    if not value.strip():
+        return "is only whitespace (empty)"
+    found = _SETTING_CONTROL.search(value)
+    if found:
+        return f"holds a control character (U+{ord(found.group()):04X} at position {found.start()})"
+    return None
+
+
+def setting_path(value: Any) -> Any:
+    """A path setting's raw value, refused when it is blank or holds a control character
+    (:func:`setting_text_problem`) — ``Path("")`` is the current directory, which no
+    operator means by leaving a path empty. Other values are returned unchanged for the
+    field's own validation.
+
+    Raises:
+        ValueError: ``path is empty`` … (pydantic names the setting).
+    """
+    if isinstance(value, str):
+        problem = setting_text_problem(value)
+        if problem:
+            raise ValueError(f"path {problem}: give a directory or file, or leave the setting out")
+    return value
+
+
 def clean_text(value: str) -> str:
     """``value`` without NUL and control characters, lone surrogates replaced by U+FFFD.
 

@@ -150,12 +150,18 @@ def origin_of(url: str) -> Origin:
     """The origin a configured URL names (its host and the port it connects to).
 
     Raises:
-        ValueError: the URL has no host, or no port can be told (an unknown scheme).
+        ValueError: the URL has no host, no port can be told (an unknown scheme), or it
+            is no URL at all (``httpx.InvalidURL``: a control character, a port out of
+            range — until 2026-12-06 that escaped the settings' validation as a
+            traceback). The message never repeats the URL, which may carry a token.
     """
-    parsed = httpx.URL(url)
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as err:
+        raise ValueError(f"not a URL: {err}") from None
     port = url_port(parsed)
-    if not parsed.host or port <= 0:
-        raise ValueError(f"{parsed.scheme}://{parsed.host}: not an http(s) URL with a host and a port")
+    if not parsed.host or not 0 < port <= 65_535:
+        raise ValueError(f"{parsed.scheme}://{parsed.host}: not an http(s) URL with a host and a port (1…65535)")
     return Origin(parsed.host.lower(), port)
 
 

@@ -43,6 +43,7 @@ from typing import Any, Literal
 from pydantic import field_validator
 
 from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.text import setting_path
 from curaflow.outbound import Destinations
 from curaflow.paths import LinkEscape, PathEscape, inside
 from curaflow.routes.base import DeliveryReceipt, DeliveryRequest, RouteError, RouteSettings, page_unreadable
@@ -69,6 +70,11 @@ class DirectoryRouteConfig(RouteSettings):
     kind: Literal["directory"] = "directory"
     path: Path
     file_mode: str | None = None
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _path_given(cls, value: Any) -> Any:
+        return setting_path(value)
 
     @field_validator("path")
     @classmethod

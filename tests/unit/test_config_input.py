@@ -1,0 +1,132 @@
+"""What an operator's configuration may not silently mean: a text setting left empty or
+holding a control character, a setting read only when first used (``log_level``), a
+number outside what its part can take (a port, the pool sizes, a body limit), a name given
+twice (a schedule id, a target of a schedule). Each is refused when the settings load,
+with the setting named — never a traceback, never a different meaning (the current
+directory for an empty path, the main task queue for an empty one, every interface for an
+empty host, a token no HTTP header can carry)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from curaflow.config import ConfigError, load_settings
+
+SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+HOOK = f'[routes.h]\nkind = "webhook"\nurl = "https://hooks.example.org/h"\nsecret = "{SECRET}"\n'
+TARGET_H = '[[targets]]\nid = "demo"\nroutes = ["h"]\n'
+TARGET_T = TARGET_H.replace('"h"', '"t"')
+TARGET_D = TARGET_H.replace('"h"', '"d"')
+
+
+def load(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text, encoding="utf-8")
+    load_settings(path)
+
+
+@pytest.fixture(autouse=True)
+def _no_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("CURAFLOW_CONFIG", "TEMPORAL_ADDRESS", "DATABASE_URL", "CURAFLOW_API_TOKEN", "PIXIV_REFRESH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+
+
+BLANK_TEXT = [
+    # (TOML, the setting the error must name)
+    ('[api]\ntoken = ""\n', "api.token"),
+    ('[api]\ntoken = "   "\n', "api.token"),
+    ('[api]\nhost = ""\n', "api.host"),
+    ('[temporal]\ntask_queue = ""\n', "temporal.task_queue"),
+    ('[observability]\nmetrics_host = ""\n', "observability.metrics_host"),
+    ('[observability]\notlp_endpoint = " "\n', "observability.otlp_endpoint"),
+    ('[pixiv]\napi_url = ""\n', "pixiv.api_url"),
+    (
+        f'[routes.t]\nkind = "telegram"\nbot_token = ""\nchat_id = "-100123"\n{TARGET_T}',
+        "routes.t.bot_token",
+    ),
+    (
+        f'[routes.t]\nkind = "telegram"\nbot_token = "1:A"\nchat_id = ""\n{TARGET_T}',
+        "routes.t.chat_id",
+    ),
+    (
+        f'[routes.d]\nkind = "discord"\nurl = ""\n{TARGET_D}',
+        "routes.d.url",
+    ),
+    ('[routes.out]\nkind = "directory"\npath = "o"\ntask_queue = ""\n', "routes.out.task_queue"),
+    ('[[targets]]\nid = "demo"\nroutes = ["out"]\nquery = { tags = [""] }\n', "targets[0].query.tags[0]"),
+]
+
+
+@pytest.mark.parametrize(("text", "setting"), BLANK_TEXT)
+def test_a_text_setting_left_empty_is_refused_naming_it(tmp_path: Path, text: str, setting: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, text)
+    assert setting in str(err.value) and "empty" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "setting"),
+    [
+        ('[api]\ntoken = "ab\\u0000c"\n', "api.token"),
+        ('[temporal]\ntask_queue = "q\\u0000"\n', "temporal.task_queue"),
+        ('[api]\ntoken = "abc\\n"\n', "api.token"),
+    ],
+)
+def test_a_text_setting_holding_a_control_character_is_refused(tmp_path: Path, text: str, setting: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, text)
+    assert setting in str(err.value) and "control character" in str(err.value)
+
+
+@pytest.mark.parametrize("url", ["https://x.example/\\u001b[2J", "https://x.example:99999/h"])
+def test_a_route_url_that_is_no_url_is_a_configuration_error_not_a_traceback(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ConfigError, match=r"routes\.h2.*not (a URL|an http\(s\) URL with a host and a port)"):
+        load(tmp_path, f'{HOOK}{TARGET_H}[routes.h2]\nkind = "webhook"\nurl = "{url}"\nsecret = "{SECRET}"\n')
+
+
+@pytest.mark.parametrize(
+    ("text", "setting"),
+    [
+        ('state_dir = ""\n', "state_dir"),
+        ('artifacts_dir = " "\n', "artifacts_dir"),
+        ('[routes.out]\nkind = "directory"\npath = ""\n', "path"),
+        ('[temporal]\naddress = "x:7233"\nconfig_file = ""\n', "config_file"),
+    ],
+)
+def test_an_empty_path_is_refused_not_taken_for_the_current_directory(tmp_path: Path, text: str, setting: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, text)
+    assert setting in str(err.value) and "empty" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"{HOOK.replace(SECRET, '')}{TARGET_H}",
+        '[api]\ncallback_secret = ""\n',
+    ],
+)
+def test_an_empty_signing_secret_is_a_configuration_error_not_a_traceback(tmp_path: Path, text: str) -> None:
+    with pytest.raises(ConfigError, match="secret"):
+        load(tmp_path, text)
+
+
+def test_the_nexus_endpoint_keeps_its_documented_empty_value(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[temporal]\nnexus_endpoint = ""\n')
+    assert load_settings(path).temporal.nexus_endpoint == ""
+
+
+@pytest.mark.parametrize("level", ["LOUD", "", "verbose"])
+def test_an_unknown_log_level_is_refused_at_load(tmp_path: Path, level: str) -> None:
+    with pytest.raises(ConfigError, match=r"observability\.log_level"):
+        load(tmp_path, f'[observability]\nlog_level = "{level}"\n')
+
+
+@pytest.mark.parametrize(("level", "kept"), [("debug", "DEBUG"), ("Warning", "WARNING"), ("INFO", "INFO")])
+def test_a_log_level_is_read_whatever_its_case(tmp_path: Path, level: str, kept: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(f'[observability]\nlog_level = "{level}"\n')
+    assert load_settings(path).observability.log_level == kept
