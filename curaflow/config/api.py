@@ -6,6 +6,11 @@ from pydantic import Field, SecretStr, field_validator
 
 from curaflow.config.base import Section
 
+#: The smallest ``api.max_body_bytes``: room for a small Task. Below it (0, a negative
+#: number — loaded until 2026-12-06) every ``POST /jobs`` and every Task from Temporal,
+#: Nexus or ``curaflow run`` would be refused as too large.
+MIN_BODY_BYTES = 1024
+
 
 class ApiSettings(Section):
     """The HTTP job API.
@@ -25,7 +30,9 @@ class ApiSettings(Section):
         callback_max_attempts: sends of one event before it is dead-lettered (1..8).
         callback_retry_initial_interval_ms / callback_retry_max_interval_ms: backoff of
             the ``push_events`` activity's retries (doubling, capped).
-        max_body_bytes: largest accepted request body (413 beyond).
+        port: the API's TCP port, 1 … 65535.
+        max_body_bytes: largest accepted request body (413 beyond); at least
+            :data:`MIN_BODY_BYTES`.
         cancel_wait_ms: how long ``POST /jobs/{id}/cancel`` waits for in-flight work
             to stop before answering.
         start_concurrency: workflow starts in flight at once; an admission answers once
@@ -40,7 +47,7 @@ class ApiSettings(Section):
     """
 
     host: str = "127.0.0.1"
-    port: int = 8080
+    port: int = Field(default=8080, ge=1, le=65_535)
     token: SecretStr | None = None
     insecure: bool = False
     callback_allowed_hosts: list[str] = Field(default_factory=list)
@@ -49,7 +56,7 @@ class ApiSettings(Section):
     callback_max_attempts: int = Field(default=8, ge=1, le=8)
     callback_retry_initial_interval_ms: int = Field(default=1_000, ge=10)
     callback_retry_max_interval_ms: int = Field(default=60_000, ge=10)
-    max_body_bytes: int = 65_536
+    max_body_bytes: int = Field(default=65_536, ge=MIN_BODY_BYTES)
     cancel_wait_ms: int = Field(default=10_000, ge=0)
     start_concurrency: int = Field(default=8, ge=1)
     body_timeout_ms: int = Field(default=30_000, ge=100)

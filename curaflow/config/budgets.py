@@ -95,7 +95,7 @@ class BudgetSettings(Section):
     stall_timeout_ms: Any = DEFAULT_STALL_MS
     heartbeat_interval_ms: int = Field(default=DEFAULT_HEARTBEAT_MS, ge=100)
     default_deadline_ms: int = Field(default=DEFAULT_DEADLINE_MS, ge=1000)
-    test_only_floor_ms: int | None = None
+    test_only_floor_ms: int | None = Field(default=None, ge=0)
 
     @property
     def floor_ms(self) -> int:

@@ -87,8 +87,10 @@ def refuse_example_secrets(secrets: Iterable[tuple[str, str]]) -> None:
 def check_references(settings: ConfiguredNames) -> None:
     """Check the names across sections, in this order: target ids unique; each
     ``[sources]`` name well-formed and not a Pixiv account's; each target's ``account``
-    configured, its routes present, distinct and configured; each schedule's targets
-    configured; each route name well-formed.
+    configured, its routes present, distinct and configured; schedule ids unique (one
+    Temporal schedule per id: until 2026-12-06 a second plan of one id replaced the
+    first's cron at sync while occurrences were admitted with the first's targets); each
+    schedule's targets distinct and configured; each route name well-formed.
 
     Raises:
         ValueError: the first rule broken, naming the target, schedule, route or source.
@@ -121,7 +123,14 @@ def check_references(settings: ConfiguredNames) -> None:
                 raise ValueError(
                     f"target {target.id!r} names unknown route {route!r} (configured routes: {sorted(settings.routes)})"
                 )
+    plans = [s.id for s in settings.schedules]
+    plans_twice = sorted({i for i in plans if plans.count(i) > 1})
+    if plans_twice:
+        raise ValueError(f"duplicate schedule ids: {plans_twice}")
     for schedule in settings.schedules:
+        twice = sorted({t for t in schedule.target_ids if schedule.target_ids.count(t) > 1})
+        if twice:
+            raise ValueError(f"schedule {schedule.id!r} names target(s) {twice} more than once")
         for tid in schedule.target_ids:
             if tid not in ids:
                 raise ValueError(f"schedule {schedule.id!r} names unknown target {tid!r}")

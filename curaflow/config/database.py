@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from curaflow.config.base import Section
 
@@ -16,6 +16,9 @@ class DatabaseSettings(Section):
     that stops answering fails calls instead of holding them:
 
     Attributes:
+        pool_min_size / pool_max_size: the API's pool of connections (asyncpg's
+            ``min_size`` ≥ 0, ``max_size`` ≥ 1, min ≤ max: refused at load, where until
+            2026-12-06 they failed the API as it started).
         connect_timeout_ms: one connection attempt.
         acquire_timeout_ms: waiting for a pooled connection (a connect included).
         statement_timeout_ms: one statement (client side, and the server's
@@ -24,11 +27,19 @@ class DatabaseSettings(Section):
     """
 
     url: str | None = None
-    pool_min_size: int = 1
-    pool_max_size: int = 10
+    pool_min_size: int = Field(default=1, ge=0)
+    pool_max_size: int = Field(default=10, ge=1)
     connect_timeout_ms: int = Field(default=5_000, ge=100)
     acquire_timeout_ms: int = Field(default=30_000, ge=100)
     statement_timeout_ms: int = Field(default=30_000, ge=100)
+
+    @model_validator(mode="after")
+    def _pool_sizes_ordered(self) -> DatabaseSettings:
+        if self.pool_min_size > self.pool_max_size:
+            raise ValueError(
+                f"pool_min_size ({self.pool_min_size}) must not exceed pool_max_size ({self.pool_max_size})"
+            )
+        return self
 
     def pool_bounds(self, cap_ms: int | None = None) -> PoolBounds:
         """The timeouts of :func:`curaflow.ledger.db.create_pool`, seconds, each at most ``cap_ms``."""

@@ -130,3 +130,49 @@ def test_a_log_level_is_read_whatever_its_case(tmp_path: Path, level: str, kept:
     path = tmp_path / "c.toml"
     path.write_text(f'[observability]\nlog_level = "{level}"\n')
     assert load_settings(path).observability.log_level == kept
+
+
+SCHEDULE = '[[schedules]]\nid = "{id}"\ncron = "@daily"\ntarget_ids = {targets}\n'
+
+
+def test_two_schedules_with_one_id_are_refused(tmp_path: Path) -> None:
+    # one Temporal schedule per id: the second plan replaced the first's cron at sync,
+    # while its occurrences were admitted with the first plan's targets
+    text = SCHEDULE.format(id="n", targets='["demo"]') + SCHEDULE.format(id="n", targets="[]")
+    with pytest.raises(ConfigError, match=r"duplicate schedule ids: \['n'\]"):
+        load(tmp_path, text)
+
+
+def test_a_schedule_naming_a_target_twice_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"schedule 'n' names target\(s\) \['demo'\] more than once"):
+        load(tmp_path, SCHEDULE.format(id="n", targets='["demo", "demo"]'))
+
+
+@pytest.mark.parametrize(
+    ("text", "setting"),
+    [
+        ("[api]\nport = 0\n", "api.port"),
+        ("[api]\nport = -5\n", "api.port"),
+        ("[api]\nport = 70000\n", "api.port"),
+        ("[api]\nmax_body_bytes = -1\n", "api.max_body_bytes"),
+        ("[api]\nmax_body_bytes = 0\n", "api.max_body_bytes"),
+        ("[database]\npool_min_size = -1\n", "database.pool_min_size"),
+        ("[database]\npool_max_size = 0\n", "database.pool_max_size"),
+        ("[database]\npool_min_size = 20\npool_max_size = 5\n", "pool_min_size"),
+        ("[budgets]\ntest_only_floor_ms = -1\n", "budgets.test_only_floor_ms"),
+    ],
+)
+def test_a_number_its_part_cannot_take_is_refused_at_load(tmp_path: Path, text: str, setting: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, text)
+    assert setting in str(err.value)
+
+
+def test_the_edges_of_the_ranges_load(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        "[api]\nport = 65535\nmax_body_bytes = 1024\n"
+        "[database]\npool_min_size = 0\npool_max_size = 1\n[budgets]\ntest_only_floor_ms = 0\n"
+    )
+    settings = load_settings(path)
+    assert (settings.api.port, settings.database.pool_min_size, settings.database.pool_max_size) == (65535, 0, 1)
