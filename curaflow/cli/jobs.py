@@ -239,8 +239,20 @@ def submit(
     _run(config, api_url, action)
 
 
+def _job_id_given(value: str) -> str:
+    """A job id as given, refused when blank: no job has one, and ``/jobs/`` is the job
+    list (until 2026-12-06 ``curaflow status ''`` asked for it)."""
+    if not value.strip():
+        raise typer.BadParameter("a job id is never empty")
+    return value
+
+
+#: The job id argument of ``status``, ``cancel`` and ``events`` (exit 2 when blank).
+JobIdArgument = typer.Argument(..., help="The job id.", callback=_job_id_given)
+
+
 def status(
-    job_id: str = typer.Argument(..., help="The job id."),
+    job_id: str = JobIdArgument,
     as_json: bool = JsonOption,
     api_url: str | None = ApiUrlOption,
     config: Path | None = ConfigOption,
@@ -255,7 +267,7 @@ def status(
 
 
 def cancel(
-    job_id: str = typer.Argument(..., help="The job id."),
+    job_id: str = JobIdArgument,
     as_json: bool = JsonOption,
     api_url: str | None = ApiUrlOption,
     config: Path | None = ConfigOption,
@@ -270,7 +282,7 @@ def cancel(
 
 
 def events(
-    job_id: str = typer.Argument(..., help="The job id."),
+    job_id: str = JobIdArgument,
     follow: bool = typer.Option(False, "--follow", "-f", help="Long-poll until the terminal event."),
     ack: bool = typer.Option(False, "--ack", help="Acknowledge the events shown (moves the durable cursor)."),
     unacked: bool = typer.Option(False, "--unacked", help="Start after the durable ack cursor."),

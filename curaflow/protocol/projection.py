@@ -59,8 +59,13 @@ def job_path(job_id: str) -> str:
     """The job's path ``/jobs/<job_id>``, the id percent-encoded as one path segment.
 
     Ordinary ids (``demo@manual-key``) are unchanged; a ``/``, ``?``, ``#``, ``%``, space
-    or non-ASCII character of the idempotency key is encoded.
+    or non-ASCII character of the idempotency key is encoded. An id of dots only (``.``,
+    ``..``) has its dots encoded (``%2E``): unencoded it is a dot-segment an HTTP client
+    removes, and ``/jobs/./events`` asked for a job named ``events``, ``/jobs/..`` for
+    ``/`` (until 2026-12-06); the server decodes the segment back to the id.
     """
+    if job_id and not job_id.strip("."):
+        return "/jobs/" + "%2E" * len(job_id)
     return f"/jobs/{quote(job_id, safe=PATH_SAFE)}"
 
 
