@@ -8,8 +8,10 @@ Two kinds of destination (DESIGN "The outbound layer"):
 * **data** — a party other than the operator chose them: the image URLs a source sends,
   a consumer's ``callback_url``. Their origin must be on an allow-list (host **and**
   port), and every address the host resolves to is checked when connecting: a
-  loopback, private, link-local, multicast, reserved or unspecified address is refused
-  unless it lies in a network the operator listed (``outbound.private_networks``).
+  loopback, private, link-local, multicast, reserved or unspecified address — or an IPv6
+  address reaching such an IPv4 one (IPv4-mapped, NAT64), or of a prefix that carries one
+  curaflow does not judge (:func:`is_public`) — is never connected to unless it lies in a
+  network the operator listed (``outbound.private_networks``).
 
 Port 0 is never a destination. Redirects are never followed (a redirect would be a
 destination nobody checked).
@@ -174,13 +176,67 @@ def parse_networks(entries: list[str]) -> tuple[IPNetwork, ...]:
     return tuple(ipaddress.ip_network(e.strip(), strict=False) for e in entries)
 
 
+#: NAT64's well-known prefix (RFC 6052 §2.1): ``64:ff9b::a.b.c.d`` reaches the IPv4 host
+#: ``a.b.c.d`` through the network's NAT64 gateway (DNS64 answers such addresses for an
+#: IPv4-only name in an IPv6-only network).
+NAT64_PREFIX = ipaddress.IPv6Network("64:ff9b::/96")
+#: Networks no data destination reaches, whatever the running Python's ``is_global`` says:
+#: Python 3.11 (the image's) calls each of them global. IPv6 prefixes that carry an IPv4
+#: address curaflow does not translate — IPv4-compatible (``::/96``, deprecated, RFC 4291
+#: §2.5.5.1), IPv4-translated (``::ffff:0:0:0/96``, RFC 2765), a local-use NAT64 prefix
+#: (``64:ff9b:1::/48``, RFC 8215), 6to4 (``2002::/16``, deprecated by RFC 7526: the relay
+#: is reached, not the host) —, site-local (``fec0::/10``, deprecated, still routed where
+#: configured), IPv6 documentation (``3fff::/20``, RFC 9637), and the whole of the IETF's
+#: ``192.0.0.0/24`` (RFC 6890; 3.11 judges only its ``/29``).
+NOT_PUBLIC_NETWORKS: tuple[IPNetwork, ...] = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "::/96",
+        "::ffff:0:0:0/96",
+        "64:ff9b:1::/48",
+        "2002::/16",
+        "fec0::/10",
+        "3fff::/20",
+        "192.0.0.0/24",
+    )
+)
+
+
+def carried_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 ``address`` reaches: an IPv4-mapped address's
+    (``::ffff:a.b.c.d``, through the kernel) or a NAT64 one's (:data:`NAT64_PREFIX`, through
+    the network's gateway); None for any other address."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address in NAT64_PREFIX:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
 def is_public(address: IPAddress) -> bool:
-    """True for a globally routable unicast address (not loopback, private, link-local,
-    multicast, reserved, unspecified or shared; an IPv4-mapped IPv6 address is judged as
-    its IPv4 address)."""
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return address.is_global and not address.is_multicast
+    """True for a globally routable unicast address: not loopback, private, link-local,
+    site-local, multicast, reserved, unspecified, shared, documentation, nor in
+    :data:`NOT_PUBLIC_NETWORKS`. An IPv6 address that reaches an IPv4 host
+    (:func:`carried_ipv4`: IPv4-mapped, NAT64) is judged as that IPv4 address.
+
+    The rule is written out rather than left to ``ipaddress.is_global`` alone, whose table
+    differs between Python versions: on 3.11 a NAT64 address of ``169.254.169.254``
+    (``64:ff9b::a9fe:a9fe``), ``::127.0.0.1``, ``2002:7f00:1::1`` and ``fec0::1`` were
+    global, and a data destination resolving to one of them was connected to (until
+    2026-12-06).
+    """
+    carried = carried_ipv4(address)
+    if carried is not None:
+        address = carried
+    if any(address in net for net in NOT_PUBLIC_NETWORKS):
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and (address.is_site_local or address.is_reserved):
+        return False
+    return address.is_global and not (
+        address.is_multicast or address.is_private or address.is_reserved or address.is_link_local
+    )
 
 
 @dataclass(frozen=True)
@@ -208,11 +264,13 @@ class Destinations:
         return any(origin.matches(url) for origin in self.origins)
 
     def allows_address(self, address: IPAddress) -> bool:
-        """Whether a connection to ``address`` may be opened."""
+        """Whether a connection to ``address`` may be opened: a public one (:func:`is_public`),
+        or one in ``private_networks`` — it, or the IPv4 address it reaches
+        (:func:`carried_ipv4`: a listed ``10.0.0.0/8`` allows ``64:ff9b::a00:1``)."""
         if not self.check_addresses or is_public(address):
             return True
-        mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
-        return any(address in net or (mapped is not None and mapped in net) for net in self.private_networks)
+        carried = carried_ipv4(address)
+        return any(address in net or (carried is not None and carried in net) for net in self.private_networks)
 
 
 def configured(*urls: str | None) -> Destinations:
