@@ -54,7 +54,7 @@ import httpx
 from curaflow.outbound.decoding import ACCEPT_ENCODING, ask_only_decoded, content_codings, decoded_chunks
 from curaflow.outbound.destinations import Destinations
 from curaflow.outbound.errors import DestinationRefused, TimeLimitExceeded, time_limit_error, too_large_error
-from curaflow.outbound.transport import guarded_transport
+from curaflow.outbound.transport import GuardedBackend, guarded_transport
 
 #: Bytes of an answer kept when only its status and first words matter (a callback
 #: push's receiver: its status decides).
@@ -292,10 +292,12 @@ class Outbound:
         connect_timeout_s: float = 10.0,
     ) -> None:
         self.destinations = destinations
+        self._backend: GuardedBackend | None = None
         if http is None:
             limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=min(20, max_connections))
+            self._backend = GuardedBackend(destinations)
             http = httpx.AsyncClient(
-                transport=guarded_transport(destinations, limits),
+                transport=guarded_transport(destinations, limits, self._backend),
                 cookies=_KeepsNoCookies(),
                 headers={"Accept-Encoding": ACCEPT_ENCODING},
                 timeout=httpx.Timeout(None, connect=connect_timeout_s),
@@ -399,8 +401,11 @@ class Outbound:
         trace.ended()
 
     async def aclose(self) -> None:
-        """Close the underlying client and its connections."""
+        """Close the underlying client and its connections, and its resolver's threads
+        (:class:`~curaflow.outbound.transport.Resolver`) when it built one."""
         await self.http.aclose()
+        if self._backend is not None:
+            self._backend.resolver.close()
 
 
 def _rebuilt(response: httpx.Response, request: httpx.Request, content: bytes, truncated: bool) -> httpx.Response:

@@ -5,11 +5,14 @@ resolved address can be checked *and then used*: :class:`GuardedBackend` resolve
 host itself, keeps only the addresses the :class:`~curaflow.outbound.destinations.Destinations`
 allow, and connects to one of those addresses (never resolving the name a second time,
 so a name cannot resolve to a public address for the check and to 127.0.0.1 for the
-connection). TLS still verifies the certificate against the host *name*: httpcore passes
-the URL's host as ``server_hostname`` when it starts TLS on the stream. A TLS handshake
-cut from outside (a cancel, the total time limit) closes its connection
-(:class:`_ClosedOnCut`, which also answers the pool's "is this idle connection closed?"
-from the socket it keeps).
+connection). It looks the name up on threads of its own (:class:`Resolver`), one lookup
+of a name at a time, never on the event loop's default executor: a lookup no cancel
+stops, of a name whose DNS whoever owns it may make hang, holds one thread of its
+client's, not the process's file and connection work. TLS still verifies the
+certificate against the host *name*: httpcore passes the URL's host as
+``server_hostname`` when it starts TLS on the stream. A TLS handshake cut from outside
+(a cancel, the total time limit) closes its connection (:class:`_ClosedOnCut`, which
+also answers the pool's "is this idle connection closed?" from the socket it keeps).
 
 :func:`guarded_transport` is ``httpx.AsyncHTTPTransport`` with its connection pool built
 on that backend (httpx has no public parameter for the backend; the pool is httpcore's
@@ -22,7 +25,9 @@ of CPU, and each route has a client of its own.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import ipaddress
 import select
 import socket
@@ -100,8 +105,74 @@ def _readable(sock: socket.socket) -> bool:
     return bool(poller.poll(0))
 
 
+#: Threads of one data client's :class:`Resolver`: names looked up at once (one thread a
+#: name, however many exchanges wait for it). A data client reaches few names — Pixiv's
+#: image host, the callback allow-list's hosts.
+RESOLVER_THREADS = 8
+
+
+class Resolver:
+    """Looks up a data destination's name on threads of its own, one lookup of a name at a
+    time.
+
+    A lookup runs ``socket.getaddrinfo`` on a thread, which no cancel stops: an exchange
+    cut by its time limit returns, its lookup holds its thread until the system resolver
+    gives up (5 s a try and a server by default; a name whose authoritative server drops
+    queries is chosen by whoever owns it — a consumer's callback host). Until 2026-12-06
+    these lookups ran on the event loop's default executor, which the artifact store
+    writes every image chunk with and every configured destination resolves its name
+    with: enough pushes at once to a callback host whose DNS hangs stalled the worker's
+    files and connections for every owner. Now they run on :data:`RESOLVER_THREADS` threads
+    of the client's own, and the exchanges that want a name whose lookup is under way wait
+    for that lookup (each within its own time) instead of starting another: a name whose
+    DNS hangs holds one thread, whatever it is asked for.
+    """
+
+    def __init__(self, threads: int = RESOLVER_THREADS) -> None:
+        self._threads = threads
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pending: dict[tuple[asyncio.AbstractEventLoop, str, int], asyncio.Future[list[Any]]] = {}
+
+    async def lookup(self, host: str, port: int) -> list[Any]:
+        """``getaddrinfo(host, port, type=SOCK_STREAM)``'s answer; a cancel of the caller
+        leaves the lookup running for the others waiting for it.
+
+        Raises:
+            socket.gaierror: as ``getaddrinfo``.
+            RuntimeError: the resolver was closed.
+        """
+        loop = asyncio.get_running_loop()
+        key = (loop, host, port)
+        pending = self._pending.get(key)
+        if pending is None:
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=self._threads, thread_name_prefix="curaflow-resolver"
+                )
+            pending = loop.run_in_executor(
+                self._executor, functools.partial(socket.getaddrinfo, host, port, type=socket.SOCK_STREAM)
+            )
+            self._pending[key] = pending
+            pending.add_done_callback(functools.partial(self._settled, key))
+        return await asyncio.shield(pending)
+
+    def _settled(self, key: tuple[asyncio.AbstractEventLoop, str, int], future: asyncio.Future[list[Any]]) -> None:
+        if self._pending.get(key) is future:
+            del self._pending[key]
+        if not future.cancelled():
+            future.exception()  # retrieved: nobody may be waiting any more
+
+    def close(self) -> None:
+        """Stop taking lookups; those not started are dropped, a running one ends on its
+        thread (nothing stops ``getaddrinfo``)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+
 class GuardedBackend(httpcore.AsyncNetworkBackend):
-    """httpcore's default backend, connecting only to addresses ``destinations`` allow.
+    """httpcore's default backend, connecting only to addresses ``destinations`` allow; a
+    data destination's name is looked up by the backend's own :class:`Resolver`.
 
     Raises (from :meth:`connect_tcp`):
         DestinationRefused: port 0, no address resolved, or none allowed.
@@ -110,6 +181,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
     def __init__(self, destinations: Destinations) -> None:
         self._destinations = destinations
         self._inner = httpcore.AnyIOBackend()
+        self.resolver = Resolver()
 
     async def connect_tcp(
         self,
@@ -129,7 +201,7 @@ class GuardedBackend(httpcore.AsyncNetworkBackend):
                 )
             )
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            infos = await self.resolver.lookup(host, port)
         except socket.gaierror as err:
             raise httpcore.ConnectError(f"cannot resolve the host: {err.strerror}") from err
         allowed: list[str] = []
@@ -188,9 +260,12 @@ def tls_context() -> ssl.SSLContext:
     return context
 
 
-def guarded_transport(destinations: Destinations, limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
-    """An ``httpx.AsyncHTTPTransport`` whose connections go through :class:`GuardedBackend`,
-    verifying certificates with this thread's :func:`tls_context`."""
+def guarded_transport(
+    destinations: Destinations, limits: httpx.Limits, backend: GuardedBackend | None = None
+) -> httpx.AsyncHTTPTransport:
+    """An ``httpx.AsyncHTTPTransport`` whose connections go through ``backend`` (a new
+    :class:`GuardedBackend` of ``destinations`` when None), verifying certificates with
+    this thread's :func:`tls_context`."""
     context = tls_context()
     transport = httpx.AsyncHTTPTransport(verify=context, limits=limits, trust_env=False)
     transport._pool = httpcore.AsyncConnectionPool(
@@ -198,6 +273,6 @@ def guarded_transport(destinations: Destinations, limits: httpx.Limits) -> httpx
         max_connections=limits.max_connections,
         max_keepalive_connections=limits.max_keepalive_connections,
         keepalive_expiry=limits.keepalive_expiry,
-        network_backend=GuardedBackend(destinations),
+        network_backend=backend or GuardedBackend(destinations),
     )
     return transport

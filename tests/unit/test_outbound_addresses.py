@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import threading
 from typing import Any
 
 import httpcore
 import httpx
 import pytest
 
-from curaflow.outbound import DestinationRefused, Limits, Outbound, data, parse_networks
+from curaflow.outbound import DestinationRefused, Limits, Outbound, TimeLimitBeforeSending, data, parse_networks
 from curaflow.outbound.destinations import is_public
 from curaflow.outbound.transport import GuardedBackend
 
@@ -123,11 +124,10 @@ class _Resolver:
 
 
 def _stubbed(monkeypatch: pytest.MonkeyPatch, resolver: _Resolver, networks: list[str] | None = None) -> Outbound:
-    loop = asyncio.get_running_loop()
-    monkeypatch.setattr(loop, "getaddrinfo", resolver.getaddrinfo)
     out = Outbound(data(["hooks.example.org:8443"], parse_networks(networks or [])))
     backend = out.http._transport._pool._network_backend  # type: ignore[attr-defined]
     assert isinstance(backend, GuardedBackend)
+    monkeypatch.setattr(backend.resolver, "lookup", resolver.getaddrinfo)
     monkeypatch.setattr(backend._inner, "connect_tcp", resolver.connect_tcp)
     return out
 
@@ -174,3 +174,51 @@ async def test_the_name_is_resolved_once_and_the_checked_address_is_the_one_conn
     assert resolver.lookups == ["hooks.example.org"]
     assert resolver.connects == ["8.8.8.8"]
     await out.aclose()
+
+
+class _HangingDns:
+    """``socket.getaddrinfo`` for one name whose DNS never answers until released (a
+    consumer's authoritative server dropping queries: the system resolver waits its own
+    timeout, 5 s a try and a server); every other name as the system answers it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.release = threading.Event()
+        self.calls = 0
+        self._real = socket.getaddrinfo
+
+    def __call__(self, host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == self.name:
+            self.calls += 1
+            self.release.wait(30)
+            raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+        return self._real(host, *args, **kwargs)
+
+
+async def test_lookups_of_a_name_whose_dns_never_answers_hold_one_thread_of_their_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each exchange is cut at its own time, but a lookup on a thread cannot be: it holds
+    # its thread until the resolver gives up. Until 2026-12-06 data destinations looked
+    # names up on the event loop's default executor (min(32, CPUs + 4) threads), which the
+    # artifact store writes every image chunk with and every configured destination
+    # resolves its name with: one consumer's callback host whose DNS hangs, pushed to by
+    # enough jobs at once, stalled the worker's files and connections for every owner.
+    dns = _HangingDns("slow.hooks.example.org")
+    monkeypatch.setattr(socket, "getaddrinfo", dns)
+    out = Outbound(data(["slow.hooks.example.org"], ()))
+    try:
+        cut = await asyncio.gather(
+            *(
+                out.request("POST", "https://slow.hooks.example.org/cb", content=b"{}", limits=Limits(time_s=0.2))
+                for _ in range(40)
+            ),
+            return_exceptions=True,
+        )
+        assert all(isinstance(err, TimeLimitBeforeSending) for err in cut)
+        # The default executor still serves the rest of the process while the lookup hangs.
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: "done"), 10) == "done"
+        assert dns.calls == 1  # one lookup of the name at a time, however many exchanges wait for it
+    finally:
+        dns.release.set()
+        await out.aclose()
