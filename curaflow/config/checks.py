@@ -12,6 +12,7 @@ from pydantic import BaseModel, SecretStr
 from curaflow.config.base import ID_PATTERN
 from curaflow.config.schedules import ScheduleConfig
 from curaflow.config.targets import TargetConfig
+from curaflow.domain.execution import MAX_HEARTBEAT_INTERVAL_MS
 from curaflow.domain.text import setting_text_problem
 from curaflow.protocol.models import MAX_DEADLINE_MS
 
@@ -37,6 +38,11 @@ OWN_CEILINGS: dict[str, tuple[int, str]] = {
     "budgets.default_deadline_ms": (
         MAX_DEADLINE_MS,
         "the largest deadline_ms a task may ask: curaflow.protocol.models.MAX_DEADLINE_MS",
+    ),
+    "budgets.heartbeat_interval_ms": (
+        MAX_HEARTBEAT_INTERVAL_MS,
+        "a step's heartbeat timeout is twice it, and a step whose worker was lost at the deadline must be "
+        "given up within the execution's grace: curaflow.domain.execution.MAX_HEARTBEAT_INTERVAL_MS",
     ),
 }
 

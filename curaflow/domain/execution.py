@@ -80,27 +80,56 @@ CUSTOM_SEARCH_ATTRIBUTES: tuple[SearchAttributeKey[Any], ...] = (
 SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
 
 #: Grace after the job deadline before Temporal itself closes the run (a backstop for
-#: jobs no worker ever runs; the reconciler converges their ledger state).
+#: jobs no worker ever runs; the reconciler converges their ledger state). It holds the
+#: job's :func:`run_end_room_ms` for every heartbeat interval the configuration accepts
+#: (:data:`MAX_HEARTBEAT_INTERVAL_MS`).
 EXECUTION_GRACE = timedelta(minutes=10)
 #: The shortest run a job's execution is given, however close its deadline.
 MIN_RUN = timedelta(seconds=1)
 
 
-#: What a job needs between its deadline and the moment Temporal closes its run: the
-#: steps in flight are stopped through their heartbeats (a live attempt hears a cancel
+#: What a job needs between its deadline and the moment Temporal closes its run, besides
+#: the heartbeat timeout of a step whose worker was lost (:func:`run_end_room_ms`): the
+#: live steps in flight are stopped through their heartbeats (a live attempt hears a cancel
 #: within a second), a send out is given its cancel grace, then ``finish`` records the
-#: outcome. A Temporal client that starts a job with a run or execution timeout gets a
-#: deadline at least this much before it (:func:`run_deadline_bound`).
+#: outcome.
 RUN_END_MARGIN = timedelta(seconds=30)
 #: The Temporal start options that close a run on their own: ``run_timeout`` (a workflow
 #: retry policy then starts another run) and ``execution_timeout``.
 RunTimeout = Literal["run_timeout", "execution_timeout"]
+#: The longest ``budgets.heartbeat_interval_ms`` a configuration may set: its heartbeat
+#: timeout (twice it) plus :data:`RUN_END_MARGIN` fits in :data:`EXECUTION_GRACE`, so a
+#: step whose worker was lost at the deadline is given up before Temporal closes the run
+#: (``curaflow.config.checks.OWN_CEILINGS``; until 2026-12-06 any interval loaded).
+MAX_HEARTBEAT_INTERVAL_MS = int((EXECUTION_GRACE - RUN_END_MARGIN).total_seconds() * 1000) // 2
 
 
-def run_deadline_bound(run_ends_at_ms: int | None) -> int | None:
+def run_end_room_ms(heartbeat_timeout_ms: int) -> int:
+    """How long a job's run must still have after the job's deadline to end itself, ms.
+
+    At the deadline the workflow cancels its steps in flight and waits for them
+    (``WAIT_CANCELLATION_COMPLETED``). A cancel reaches an activity only in the answer to
+    one of its heartbeats: a step whose worker was lost (killed, frozen, cut off) hears
+    none, and Temporal gives it up only when its heartbeat timeout passes — up to that
+    long after the deadline. Then :data:`RUN_END_MARGIN` (the live steps' stop, a send's
+    cancel grace, ``finish``). Until 2026-12-06 the room was the margin alone (30 s), less
+    than a ``deliver`` step's heartbeat timeout (twice the 30 s heartbeat interval): a
+    worker lost while it held a step in a run a Temporal client limited left the job to be
+    timed out by Temporal before it ended itself — the execution ``TimedOut``, not failed
+    ``job_expired``, and under a workflow retry policy another run of the job's id.
+
+    Args:
+        heartbeat_timeout_ms: the longest heartbeat timeout of the job's steps
+            (:attr:`curaflow.domain.messages.Budgets.heartbeat_timeout_ms`: a source
+            step's is never longer).
+    """
+    return int(RUN_END_MARGIN.total_seconds() * 1000) + heartbeat_timeout_ms
+
+
+def run_deadline_bound(run_ends_at_ms: int | None, *, heartbeat_timeout_ms: int) -> int | None:
     """The latest deadline of a job admitted by a run that Temporal closes at
     ``run_ends_at_ms`` (epoch ms, Temporal's clock; None: no run or execution timeout):
-    :data:`RUN_END_MARGIN` before the run's end — so the job ends itself, ``expired``
+    :func:`run_end_room_ms` before the run's end — so the job ends itself, ``expired``
     with a deadline that says when, instead of being timed out by Temporal (a retry
     policy then runs the job again in a new run under its id, and the report said it
     "ran past its deadline" with the deadline still ahead).
@@ -111,12 +140,17 @@ def run_deadline_bound(run_ends_at_ms: int | None) -> int | None:
     applies it, with the creation read on the database's clock
     (:class:`curaflow.ledger.jobs.NewJob` ``deadline_bound_ms``).
 
+    Args:
+        run_ends_at_ms: when Temporal closes the run (epoch ms), or None.
+        heartbeat_timeout_ms: the longest heartbeat timeout of the job's steps, ms
+            (:func:`run_end_room_ms`).
+
     Returns:
         The bound (epoch ms), or None when the run is not limited.
     """
     if run_ends_at_ms is None:
         return None
-    return run_ends_at_ms - int(RUN_END_MARGIN.total_seconds() * 1000)
+    return run_ends_at_ms - run_end_room_ms(heartbeat_timeout_ms)
 
 
 def execution_timeout(created_at_ms: int, deadline_at_ms: int) -> timedelta:

@@ -33,7 +33,7 @@ import httpx
 from temporalio.client import Client
 
 from curaflow.config import Settings, TargetConfig
-from curaflow.domain.execution import RUN_END_MARGIN, job_workflow, run_deadline_bound
+from curaflow.domain.execution import job_workflow, run_deadline_bound, run_end_room_ms
 from curaflow.domain.messages import JobIdentity, JobInput, RunLimit, TargetQuery, TargetSpec
 from curaflow.ledger.jobs import NewJob, RunTooShort, insert_job, mark_workflow_started, workflow_input
 from curaflow.observability import metrics
@@ -70,7 +70,7 @@ class Admission:
     job_input: JobInput | None = None
 
 
-def run_limit_refusal(limit: RunLimit, now: int) -> ProtocolError:
+def run_limit_refusal(limit: RunLimit, now: int, *, room_ms: int) -> ProtocolError:
     """The refusal of a new job whose run Temporal closes too soon for any deadline (see
     :meth:`Admitter.admit`, ``run_limit``): the job would be timed out by Temporal, never
     end itself. Only a run that would create the job is refused (the ledger judges it,
@@ -80,14 +80,16 @@ def run_limit_refusal(limit: RunLimit, now: int) -> ProtocolError:
     Args:
         limit: when and by which timeout Temporal closes the run.
         now: the database's time the insert judged it at (epoch ms).
+        room_ms: what the job needs after its deadline to end itself
+            (:func:`~curaflow.domain.execution.run_end_room_ms` of its budgets).
 
     Returns:
         ``invalid_params``, ``detail.field`` = ``limit.timeout``.
     """
-    needed_s = (MIN_DEADLINE_MS + int(RUN_END_MARGIN.total_seconds() * 1000)) // 1000
+    needed_s = -(-(MIN_DEADLINE_MS + room_ms) // 1000)
     return invalid_params(
         f"Temporal closes this run {max(0, limit.ends_at_ms - now) // 1000} s from now ({limit.timeout}): a job "
-        f"needs at least {needed_s} s — its deadline, then {int(RUN_END_MARGIN.total_seconds())} s to end on its "
+        f"needs at least {needed_s} s — its deadline, then {-(-room_ms // 1000)} s to end on its "
         f"own; start it with a longer {limit.timeout}, or none (deadline_ms bounds the job)",
         field=limit.timeout,
         minimum_s=needed_s,
@@ -307,7 +309,9 @@ class Admitter:
                 refetch with the same key converge on one job.
             run_limit: when Temporal closes the submitting execution by a timeout its
                 starter set (Temporal clients): a job created here gets a deadline at
-                least :data:`~curaflow.domain.execution.RUN_END_MARGIN` before it
+                least :func:`~curaflow.domain.execution.run_end_room_ms` before it (the
+                heartbeat timeout of a step whose worker was lost, then
+                :data:`~curaflow.domain.execution.RUN_END_MARGIN`)
                 (:func:`~curaflow.domain.execution.run_deadline_bound`, judged against
                 the job's creation on the database's clock), so it ends itself instead
                 of being timed out (and, under a workflow retry policy, run again in a
@@ -371,7 +375,9 @@ class Admitter:
             labels=task.labels,
             params=task.params if store_params else None,
             deadline_ms=task.deadline_ms or self.settings.budgets.default_deadline_ms,
-            deadline_bound_ms=run_deadline_bound(run_limit.ends_at_ms if run_limit else None),
+            deadline_bound_ms=run_deadline_bound(
+                run_limit.ends_at_ms if run_limit else None, heartbeat_timeout_ms=dated.budgets.heartbeat_timeout_ms
+            ),
         )
         async with self.pool.acquire() as conn:
             # Inserted at once — one statement less for a new job than reading first; a
@@ -380,7 +386,9 @@ class Admitter:
                 row = await insert_job(conn, new)
             except RunTooShort as short:
                 assert run_limit is not None
-                raise run_limit_refusal(run_limit, short.now_ms) from None
+                raise run_limit_refusal(
+                    run_limit, short.now_ms, room_ms=run_end_room_ms(dated.budgets.heartbeat_timeout_ms)
+                ) from None
         inp = row.job_input  # None on a replay: the workflow argument is the first admission's
         record = row.record
         if row.created:

@@ -42,7 +42,7 @@ from curaflow.api.jobs import read_job
 from curaflow.config import Settings
 from curaflow.config.schedules import ScheduleConfig
 from curaflow.domain.cells import CellStage
-from curaflow.domain.execution import RUN_END_MARGIN, job_workflow
+from curaflow.domain.execution import job_workflow, run_end_room_ms
 from curaflow.domain.messages import JobInput, RouteRef, RunLimit, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
 from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceInput
@@ -353,8 +353,8 @@ async def test_a_temporal_client_s_run_bounds_the_deadline_on_the_database_clock
 ) -> None:
     """The ``admit`` activity of a Temporal client's start, on a worker five minutes off:
     the run ends (Temporal's clock, here the database's) in four minutes, so the job's
-    deadline is that end less :data:`RUN_END_MARGIN` — judged from the database's now, not
-    the worker's (ahead, the worker found the run already over and refused the Task)."""
+    deadline is that end less the job's room to end itself (:func:`run_end_room_ms`) —
+    judged from the database's now, not the worker's (ahead, the worker found the run already over and refused the Task)."""
     admitter = _admitter(ledger_pool, tmp_path)
     key = f"clock-run-{short_id()}"
     before = await ledger_pool.fetchval(f"SELECT {db.DB_NOW_MS}")
@@ -362,7 +362,8 @@ async def test_a_temporal_client_s_run_bounds_the_deadline_on_the_database_clock
     with host_clock(skew_ms):
         admission = await _admit_from_temporal(admitter, key, limit)
     deadline = await _dated_on_the_database_clock(ledger_pool, admission.job_id, before, None, admission.job_input)
-    assert deadline == limit.ends_at_ms - int(RUN_END_MARGIN.total_seconds() * 1000)
+    assert admission.job_input is not None
+    assert deadline == limit.ends_at_ms - run_end_room_ms(admission.job_input.budgets.heartbeat_timeout_ms)
 
 
 @pytest.mark.parametrize("skew_ms", [SKEW_MS, -SKEW_MS], ids=["ahead", "behind"])

@@ -27,9 +27,9 @@ from curaflow.domain.execution import (
     BUSINESS_STATUS,
     JOB_STATUS,
     JOB_TYPE,
-    RUN_END_MARGIN,
     SCHEDULE_ID,
     TARGET_IDS,
+    run_end_room_ms,
 )
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.jobs.submit import JOB_START_OPTIONS, job_id_for, start_job
@@ -768,7 +768,8 @@ async def test_a_run_timeout_a_starter_set_bounds_the_jobs_deadline_and_the_job_
         env.replay.faults.slow_images_s = 0.0
     started_ms = int((await handle.describe()).start_time.timestamp() * 1000)
     assert job["status"] == "expired", job
-    assert job["deadline_at"] <= started_ms + 36_000 - int(RUN_END_MARGIN.total_seconds() * 1000), job
+    room_ms = run_end_room_ms(env.stack.settings.budgets_model().heartbeat_timeout_ms)
+    assert job["deadline_at"] <= started_ms + 36_000 - room_ms, job
     assert job["deadline_at"] <= job["updated_at"], job
     assert await closed_status(env.client, job_id, timeout_s=30) == WorkflowExecutionStatus.FAILED
     with pytest.raises(WorkflowFailureError) as failed:
