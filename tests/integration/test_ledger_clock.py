@@ -354,7 +354,8 @@ async def test_a_temporal_client_s_run_bounds_the_deadline_on_the_database_clock
     """The ``admit`` activity of a Temporal client's start, on a worker five minutes off:
     the run ends (Temporal's clock, here the database's) in four minutes, so the job's
     deadline is that end less the job's room to end itself (:func:`run_end_room_ms`) —
-    judged from the database's now, not the worker's (ahead, the worker found the run already over and refused the Task)."""
+    judged from the database's now, not the worker's (ahead, the worker found the run
+    already over and refused the Task)."""
     admitter = _admitter(ledger_pool, tmp_path)
     key = f"clock-run-{short_id()}"
     before = await ledger_pool.fetchval(f"SELECT {db.DB_NOW_MS}")
