@@ -78,9 +78,12 @@ class DeliveryRequest:
             (``curaflow:<route>:<work_type>:<work_id>:<job_id>:<target_id>``).
         attempt: the number of sends recorded before this one, plus one.
         parts_done: for routes that send one work as several requests (a Telegram
-            album split into chunks of 10, several Discord messages): the remote ids of
-            the parts confirmed by earlier attempts, one entry per part in order. The
-            route resumes at the first part not in the list.
+            album split into chunks of 10, several Discord messages): the parts confirmed
+            by earlier attempts, one entry per part in order, each one element per page
+            it carries (the id of the message that carries it, None when unknown). The
+            route resumes at the first page not in the list — by pages, never by part
+            number, since an earlier attempt may have split under other limits
+            (:func:`~curaflow.routes.chunks.resumed_parts`).
         on_part: awaited with the whole list of confirmed parts after each part is
             confirmed; the ``deliver`` activity records it in the ledger before the next
             part leaves, so a retry never re-sends a confirmed part.
@@ -105,7 +108,9 @@ class DeliveryReceipt:
         duplicate: the destination already had this work (e.g. webhook HTTP 409).
         remote_id: the destination's id of what was created (the first message id …).
         remote_ids: every id when one delivery created several: one entry per part
-            (request) sent, each the list of message ids it created.
+            (request) sent, each one element per page it carried — the id of the message
+            that carries that page (Telegram: one message per item; Discord: the one
+            message of the request, repeated), None when the answer gave none.
     """
 
     duplicate: bool = False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -48,3 +48,53 @@ def packed_chunks(sizes: Sequence[int], max_items: int, max_bytes: int) -> list[
     if current:
         groups.append(current)
     return groups
+
+
+def resumed_parts(
+    items: Sequence[T],
+    posted: Sequence[int],
+    split: Callable[[Sequence[T]], list[list[T]]],
+    *,
+    partial_last: bool = False,
+) -> list[list[T]]:
+    """The parts a delivery resumed after ``posted`` sends: ``split(items)`` when the
+    recorded parts are its leading parts, else the recorded parts as they were followed by
+    ``split`` of the pages after them — so every page goes exactly once, whatever split
+    the earlier attempts used.
+
+    The split depends on the route's limits (``max_message_bytes``, ``max_request_bytes``),
+    which may differ between the attempt that posted the first parts and the one that
+    resumes (a worker with another configuration during a rolling change, a restart with
+    the lower limit a 413's message asks for). Read by part number under another split, a
+    resumed delivery skipped pages (a recorded part of one page taken for the current
+    split's part of ten: the work reported delivered with nine pages never posted) or
+    posted pages twice (until 2026-12-06).
+
+    Args:
+        items: every page of the work, in order.
+        posted: the number of pages each recorded part carries, in order (one entry per
+            part confirmed by earlier attempts; a route records one element per page).
+        split: the route's split of a run of pages into parts (its current limits).
+        partial_last: the last recorded part may carry fewer pages than the split's part
+            at its place (a Telegram album posted partly), the route sending the rest of
+            that part; otherwise a shorter recorded part is another split's.
+
+    Returns:
+        The parts, whose first ``len(posted)`` carry exactly the recorded pages when the
+        split is not the recorded one (the pages past the work's end, if the records
+        name more, are none).
+    """
+    parts = split(items)
+    if not posted:
+        return parts
+    n = len(posted)
+    lengths = [len(part) for part in parts]
+    last_fits = n <= len(parts) and (posted[-1] == lengths[n - 1] or (partial_last and 0 < posted[-1] < lengths[n - 1]))
+    if last_fits and all(posted[i] == lengths[i] for i in range(n - 1)):
+        return parts
+    resumed: list[list[T]] = []
+    start = 0
+    for count in posted:
+        resumed.append(list(items[start : start + count]))
+        start += count
+    return resumed + split(items[start:])

@@ -14,9 +14,14 @@ files plus ``payload_json`` and the multipart framing (:data:`REQUEST_RESERVE`,
 (10 MiB for a webhook; :func:`~curaflow.routes.chunks.packed_chunks`). A page over
 ``max_file_bytes``, or too big for a request even alone, is refused by curaflow before
 anything is sent (``over_route_limit``, owned by the work: its message says curaflow's
-limit refused it). Each message's id is recorded as soon as Discord confirmed it, so a
-retry continues with the first unconfirmed message and a confirmed one is never posted
-again.
+limit refused it). Each message's id is recorded as soon as Discord confirmed it — one
+element per page it carries (the message's id, None when Discord gave none) —, so a
+retry continues with the first unconfirmed page and a confirmed one is never posted
+again, whatever limits the attempt that posted it packed under
+(:func:`~curaflow.routes.chunks.resumed_parts`; until 2026-12-06 an entry was one per
+message and a retry under another ``max_message_bytes`` skipped or re-posted pages). An
+entry recorded before that (one id for the whole message) is read as one page: at worst
+the rest of that message is posted again, never left out.
 
 Classification (:func:`classify`; the reason names the failure's owner,
 :mod:`curaflow.domain.verdicts`): 2xx → confirmed; 429 → retried after the body's
@@ -68,7 +73,7 @@ from curaflow.routes.base import (
     remote_id_of,
 )
 from curaflow.routes.caption import build_caption, escape_markdown
-from curaflow.routes.chunks import packed_chunks
+from curaflow.routes.chunks import packed_chunks, resumed_parts
 from curaflow.routes.registry import RouteContext, register_route
 
 MiB = 1024 * 1024
@@ -194,7 +199,13 @@ class DiscordRoute:
                     f"over the route's max_message_bytes of {self.config.max_message_bytes} per request",
                     permanent=True,
                 )
-        groups = packed_chunks([f.bytes + FILE_RESERVE for f in files], FILES_MAX, room)
+        # Resumed by the pages each recorded message carries (one element per page), never
+        # by message number: an earlier attempt may have packed under other limits.
+        groups = resumed_parts(
+            files,
+            [len(entry) if isinstance(entry, list) else 1 for entry in request.parts_done],
+            lambda pages: self._pack(list(pages), room),
+        )
         done = list(request.parts_done)[: len(groups)]
         for index, group in enumerate(groups):
             if index < len(done):
@@ -202,12 +213,18 @@ class DiscordRoute:
             content = build_caption(
                 request.work, self.config.content_max, part=(index + 1, len(groups)), escape=escape_markdown
             )
-            message_id = await self._post([files[i] for i in group], content)
-            done.append([message_id] if message_id is not None else [])
+            message_id = await self._post(group, content)
+            done.append([message_id] * len(group))  # the message that carries each page
             if request.on_part is not None:
                 await request.on_part(list(done))
-        first = done[0][0] if done and done[0] else None
+        first = next((i for part in done if isinstance(part, list) for i in part if i is not None), None)
         return DeliveryReceipt(remote_id=first, remote_ids=done, remote_status="sent")
+
+    @staticmethod
+    def _pack(files: list[ArtifactFile], room: int) -> list[list[ArtifactFile]]:
+        """``files`` in order in messages of ≤ :data:`FILES_MAX` files within ``room`` bytes."""
+        groups = packed_chunks([f.bytes + FILE_RESERVE for f in files], FILES_MAX, room)
+        return [[files[i] for i in group] for group in groups]
 
     async def _post(self, files: list[ArtifactFile], content: str) -> str | None:
         blobs = await asyncio.to_thread(read_pages, files)

@@ -25,6 +25,10 @@ Referer):
 The returned ``message_id`` s are the delivery's remote ids: one list per album (part),
 one entry per item, in order, each recorded in the ledger as soon as Telegram confirmed
 it, so a retry resumes at the first unconfirmed item and never re-sends a confirmed one.
+A retry reads which pages are posted from those entries (one per page), never from part
+numbers: under other limits than the attempt that posted them (another
+``max_request_bytes``) the recorded parts stand as they were and the pages after them are
+split anew (:func:`~curaflow.routes.chunks.resumed_parts`).
 An album Telegram posted only partly — the Bot API's own ``400`` (``error_code`` 400)
 ``failed to send message #N with the error message "…"``: items 0..N-1 are in the chat,
 their ids are not in the answer — is recorded as N items posted (``null`` ids) before the
@@ -104,7 +108,7 @@ from curaflow.routes.base import (
     refusal_answered,
 )
 from curaflow.routes.caption import build_caption, utf16_len
-from curaflow.routes.chunks import balanced_chunks, packed_chunks
+from curaflow.routes.chunks import balanced_chunks, packed_chunks, resumed_parts
 from curaflow.routes.registry import RouteContext, register_route
 
 MiB = 1024 * 1024
@@ -366,7 +370,14 @@ class TelegramRoute:
                     f"over the route's max_request_bytes of {self.config.max_request_bytes}",
                     permanent=True,
                 )
-        parts = album_parts(files, room)
+        # Resumed by the pages each recorded part carries (one element per item), never by
+        # part number: an earlier attempt may have split the work under other limits.
+        parts = resumed_parts(
+            files,
+            [len(entry) for entry in request.parts_done],
+            lambda pages: album_parts(list(pages), room),
+            partial_last=True,
+        )
         # One shape per work, decided from all its files (not album by album); an
         # animation goes as sendAnimation, never as a photo (a photo shows one frame).
         as_photo = all(fits_photo(f, self.config) and not f.frame_delays_ms for f in files)

@@ -303,7 +303,7 @@ async def test_discord_posts_files_with_wait_and_records_the_message_id(
     assert sent.payload["allowed_mentions"] == {"parse": []}
     assert "https://www.pixiv.net/artworks/4242" in sent.payload["content"]
     assert receipt.remote_id == discord.messages[0]["id"]
-    assert receipt.remote_ids == [[discord.messages[0]["id"]]]
+    assert receipt.remote_ids == [[discord.messages[0]["id"]] * 3]  # the message carrying each page
     assert discord.violations == []
 
 
@@ -317,7 +317,7 @@ async def test_discord_a_created_message_whose_id_is_not_one_is_delivered_with_n
     discord.script = [DcReply("odd_id", message_id=odd)]
     receipt = await dc_route(discord, http).deliver(make_request(tmp_path, [(600, 800)]))
     assert len(discord.messages) == 1 and receipt.remote_status == "sent"
-    assert receipt.remote_ids == [[]] and receipt.remote_id is None
+    assert receipt.remote_ids == [[None]] and receipt.remote_id is None  # one page, its message's id unknown
 
 
 async def test_discord_splits_more_than_ten_files_and_resumes(tmp_path: Path, discord: FakeDiscord, http: Any) -> None:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from curaflow.domain.models import Work
 from curaflow.routes.caption import build_caption, cut, hashtag, utf16_len
-from curaflow.routes.chunks import balanced_chunks, packed_chunks
+from curaflow.routes.chunks import balanced_chunks, packed_chunks, resumed_parts
 
 
 def work(title: str = "夕焼けの街", tags: list[str] | None = None) -> Work:
@@ -131,3 +136,39 @@ def test_escaping_counts_against_the_limit() -> None:
         head = caption.split("\n")[0]
         assert head.endswith("…") or limit == 2000
         assert head.rstrip("…") == "\\*" * (len(head.rstrip("…")) // 2)  # never a lone, unescaped star
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=1, max_value=90), min_size=1, max_size=40),
+    first_room=st.integers(min_value=100, max_value=400),
+    then_room=st.integers(min_value=100, max_value=400),
+    confirmed=st.integers(min_value=0, max_value=40),
+    partial_last=st.booleans(),
+)
+def test_a_delivery_resumed_under_another_split_sends_every_page_once(
+    sizes: list[int], first_room: int, then_room: int, confirmed: int, partial_last: bool
+) -> None:
+    # The parts confirmed under one split, resumed under another (a worker with other
+    # limits): the recorded parts stand, every later page is in exactly one later part.
+    pages = list(range(len(sizes)))
+
+    def split(room: int) -> Callable[[Sequence[int]], list[list[int]]]:
+        def by(run: Sequence[int]) -> list[list[int]]:
+            return [[run[i] for i in group] for group in packed_chunks([sizes[p] for p in run], 10, room)]
+
+        return by
+
+    recorded = split(first_room)(pages)[:confirmed]
+    parts = resumed_parts(pages, [len(part) for part in recorded], split(then_room), partial_last=partial_last)
+    assert parts[: len(recorded)] == recorded
+    assert [p for part in parts for p in part] == pages
+    if first_room == then_room:
+        assert parts == split(then_room)(pages)  # the same split: resumed where it stopped
+
+
+def test_a_partly_posted_album_under_the_same_split_is_continued_in_its_part() -> None:
+    pages = list(range(14))
+    split = lambda run: balanced_chunks(list(run), 10)  # noqa: E731 - the album split
+    assert resumed_parts(pages, [3], split, partial_last=True) == [pages[:7], pages[7:]]
+    assert resumed_parts(pages, [3], split) == [pages[:3], pages[3:9], pages[9:]]  # another split's part
