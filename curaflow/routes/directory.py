@@ -13,7 +13,12 @@ Each file is written to a temporary name in the same directory, given the route'
 mode (``file_mode``, else what the process's umask gives a new file — the temporary file
 itself is private, ``0600``, as ``mkstemp`` makes it), flushed with ``fsync``
 and renamed into place (reference ``pixiv-and-delivery-apis.md`` §4.2), so a reader
-never sees a partial file and a crash leaves no half-delivered manifest. A manifest that
+never sees a partial file and a crash leaves no half-delivered manifest. The work's
+folder and the route's directory are synced after the manifest's rename, before the
+delivery is reported (:func:`sync_folder`): a crash or a power cut after the report no
+longer takes the renamed manifest back out of the directory (a manifest found — a
+replay, a duplicate — is synced alike before it is reported; an ``EIO`` there is one
+retried attempt, never a delivery). A manifest that
 already carries this delivery's idempotency key is an idempotent replay; one written by
 another delivery means the directory already has the work (duplicate). Only a manifest
 read whole as a JSON object decides so: one that is no regular file, no JSON object or
@@ -138,6 +143,44 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+#: Errors of a folder's sync that say this disk cannot sync it: a file system that does not
+#: sync a directory (``EINVAL``, ``EOPNOTSUPP``). The names in it are as durable as that disk
+#: makes them; nothing more can be done, and refusing the route for it would refuse its
+#: every work for good.
+_UNSYNCABLE = frozenset({errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP})
+#: Errors opening a folder to sync it that say this process may write in it but not open it
+#: (a drop-box directory, ``0333``): its names are left to the disk, as above.
+_UNOPENABLE = frozenset({errno.EACCES, errno.EPERM})
+
+
+def sync_folder(folder: Path) -> None:
+    """``fsync`` the folder ``folder``, so the names created and renamed in it are on the
+    disk, not only in the page cache (blocking).
+
+    A file's own ``fsync`` makes its bytes durable, not its name: until its folder is
+    synced, a crash or a power cut can take a renamed file back out of the folder.
+
+    Raises:
+        OSError: the open or the sync failed otherwise (``EIO``: the names may be lost;
+            ``ENOSPC``, ``EROFS`` …) — :func:`os_failure` says whose. A disk that does not
+            sync a directory (:data:`_UNSYNCABLE`) or a folder this process may not open
+            (:data:`_UNOPENABLE`) is no failure.
+    """
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as err:
+        if err.errno in _UNOPENABLE:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError as err:
+        if err.errno not in _UNSYNCABLE:
+            raise
+    finally:
+        os.close(fd)
 
 
 class SourceUnreadable(Exception):
@@ -271,6 +314,9 @@ class DirectoryRoute:
         manifest_path = folder / "manifest.json"
         if self._manifest_present(manifest_path):
             existing = self._manifest(manifest_path)
+            # What the directory has is on its disk before it is reported: a manifest
+            # renamed by an attempt that died (or met EIO) before syncing it.
+            self._sync_names(folder)
             if existing.get("idempotency_key") == request.idempotency_key:
                 return DeliveryReceipt(remote_id=str(manifest_path), remote_status="replayed")
             return DeliveryReceipt(duplicate=True, remote_id=str(manifest_path), remote_status="exists")
@@ -314,7 +360,20 @@ class DirectoryRoute:
             "files": files,
         }
         atomic_write_bytes(manifest_path, json.dumps(manifest, ensure_ascii=False, indent=2).encode(), self.file_mode)
+        self._sync_names(folder)
         return DeliveryReceipt(remote_id=str(manifest_path), remote_status="written")
+
+    def _sync_names(self, folder: Path) -> None:
+        """Sync the work's folder (the pages' and the manifest's renames) and the route's
+        directory (the folder's own name) before a delivery is reported
+        (:func:`sync_folder`). Until 2026-12-06 only each file's bytes were synced: a
+        crash or a power cut after the report could take the manifest back out of the
+        directory — the work recorded delivered for good, the directory without it.
+
+        Raises:
+            OSError: as :func:`sync_folder` (``EIO``: retried, never a delivery)."""
+        sync_folder(folder)
+        sync_folder(self.path)
 
     @staticmethod
     def _manifest_present(path: Path) -> bool:

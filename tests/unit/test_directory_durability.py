@@ -1,0 +1,140 @@
+"""The ``directory`` route reports a work delivered only once its names are on the disk.
+
+A file's bytes are fsynced before its rename, but a rename is a change of its *folder*:
+until the folder itself is synced, a crash or a power cut after the report can take the
+manifest (and the pages) back out of the directory — the ledger says ``delivered`` for
+good, the directory has nothing, and no one sends the work again. Probed by wrapping the
+OS calls only (``os.fsync`` / ``os.replace``), with the real errno where one fails.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from activities.deliver.sending import _guarded
+from curaflow.domain.reasons import TerminalReason
+from curaflow.routes.base import RouteError, answer_key
+from curaflow.routes.directory import DirectoryRoute
+from tests.unit.test_unknown_is_cheap_at_routes import dir_request
+
+
+class Disk:
+    """Records ``os.replace`` and ``os.fsync`` in order; a folder's sync may be made to fail."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.events: list[tuple[str, Any]] = []
+        self.fail_folder_sync: int | None = None  # an errno, raised by the next sync of a folder
+        real_replace, real_fsync = os.replace, os.fsync
+
+        def replace(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+            real_replace(src, dst, *args, **kwargs)
+            self.events.append(("replace", Path(dst).name))
+
+        def fsync(fd: Any) -> None:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode) and self.fail_folder_sync is not None:
+                code, self.fail_folder_sync = self.fail_folder_sync, None
+                raise OSError(code, os.strerror(code))
+            real_fsync(fd)
+            self.events.append(("fsync", info.st_ino))
+
+        monkeypatch.setattr(os, "replace", replace)
+        monkeypatch.setattr(os, "fsync", fsync)
+
+    def synced_after(self, folder: Path, renamed: str) -> bool:
+        """Whether ``folder`` was synced after the last rename to ``renamed`` (or at all,
+        when nothing was renamed)."""
+        ino = folder.stat().st_ino
+        names = [i for i, e in enumerate(self.events) if e == ("replace", renamed)]
+        start = names[-1] if names else -1
+        return any(e == ("fsync", ino) for e in self.events[start + 1 :])
+
+
+@pytest.fixture
+def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[Disk]:
+    yield Disk(monkeypatch)
+
+
+async def test_a_written_work_is_reported_only_once_its_folder_and_the_directory_are_synced(
+    tmp_path: Path, disk: Disk
+) -> None:
+    route = DirectoryRoute("out", tmp_path / "out")
+    receipt = await route.deliver(dir_request(tmp_path))
+    assert receipt.remote_status == "written"
+    root, folder = tmp_path / "out", tmp_path / "out" / "4242"
+    assert disk.synced_after(folder, "manifest.json"), "the manifest's rename synced before the report"
+    assert disk.synced_after(root, "manifest.json"), "the work's folder's own name synced before the report"
+
+
+async def test_a_replay_syncs_what_it_finds_before_reporting_it(tmp_path: Path, disk: Disk) -> None:
+    # An attempt killed between the manifest's rename and the report: the next finds the
+    # manifest of its own delivery — in the page cache, perhaps not yet on the disk.
+    route = DirectoryRoute("out", tmp_path / "out")
+    request = dir_request(tmp_path)
+    await route.deliver(request)
+    disk.events.clear()
+    assert (await route.deliver(request)).remote_status == "replayed"
+    assert disk.synced_after(tmp_path / "out" / "4242", "manifest.json")
+    assert disk.synced_after(tmp_path / "out", "manifest.json")
+
+
+async def test_an_io_error_syncing_the_folder_is_retried_never_reported_delivered(tmp_path: Path, disk: Disk) -> None:
+    # EIO at a folder's fsync: the names may not be on the disk although every call before
+    # succeeded — one retried attempt (delivery_failed), never a delivery.
+    route = DirectoryRoute("out", tmp_path / "out")
+    request = dir_request(tmp_path)
+    disk.fail_folder_sync = errno.EIO
+    with pytest.raises(RouteError) as caught:
+        await _guarded(route, request)
+    err = caught.value
+    assert err.reason == TerminalReason.DELIVERY_FAILED and not err.permanent and not err.ambiguous, (err.reason, err)
+    disk.events.clear()
+    assert (await route.deliver(request)).remote_status == "replayed"
+    assert disk.synced_after(tmp_path / "out" / "4242", "manifest.json")
+
+
+@pytest.mark.parametrize("code", [errno.EINVAL, errno.EOPNOTSUPP], ids=["EINVAL", "EOPNOTSUPP"])
+async def test_a_disk_that_cannot_sync_a_folder_still_delivers(tmp_path: Path, disk: Disk, code: int) -> None:
+    # Some file systems answer a directory's fsync "not supported": nothing more can be
+    # done there — the route is not refused for it (its every work would be, for good).
+    route = DirectoryRoute("out", tmp_path / "out")
+    disk.fail_folder_sync = code
+    assert (await route.deliver(dir_request(tmp_path))).remote_status == "written"
+
+
+async def test_a_route_directory_this_process_may_write_but_not_read_still_delivers(
+    tmp_path: Path, disk: Disk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A drop-box directory (0333: write and search, no read) cannot be opened to be synced
+    # (EACCES): the delivery worked before and still does; the work's own folder, which
+    # curaflow made, is synced.
+    root = tmp_path / "out"
+    root.mkdir()
+    real_open = os.open
+
+    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if flags & os.O_DIRECTORY and Path(path) == root:
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", open_)
+    route = DirectoryRoute("out", root)
+    assert (await route.deliver(dir_request(tmp_path))).remote_status == "written"
+    assert disk.synced_after(root / "4242", "manifest.json")
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS], ids=["ENOSPC", "EROFS"])
+async def test_a_folder_sync_the_disk_refuses_is_the_routes(tmp_path: Path, disk: Disk, code: int) -> None:
+    route = DirectoryRoute("out", tmp_path / "out")
+    disk.fail_folder_sync = code
+    with pytest.raises(RouteError) as caught:
+        await _guarded(route, dir_request(tmp_path))
+    err = caught.value
+    assert err.reason == TerminalReason.ROUTE_REFUSED and err.answer == answer_key(f"directory {errno.errorcode[code]}")
