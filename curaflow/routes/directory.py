@@ -21,8 +21,9 @@ replay, a duplicate — is synced alike before it is reported; an ``EIO`` there 
 retried attempt, never a delivery). A manifest that
 already carries this delivery's idempotency key is an idempotent replay; one written by
 another delivery means the directory already has the work (duplicate). Only a manifest
-read whole as a JSON object decides so: one that is no regular file, no JSON object or
-not UTF-8 is ``route_refused`` (it says neither), an OS error looking for it or reading it
+read whole as a JSON object decides so: one that is no regular file (judged by what was
+opened, not by a look before), no JSON object, not UTF-8 or over
+:data:`MANIFEST_MAX_BYTES` is ``route_refused`` (it says neither), an OS error looking for it or reading it
 as any other — only "no such file" says there is none.
 
 The directory's OS errors have one owner, :func:`os_failure`: those that may pass
@@ -41,6 +42,7 @@ import errno
 import json
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
@@ -181,6 +183,12 @@ def sync_folder(folder: Path) -> None:
             raise
     finally:
         os.close(fd)
+
+
+#: The most bytes of a ``manifest.json`` read (one MiB): a manifest curaflow writes is a
+#: few KiB (a page is one entry of ~200 bytes); a larger file at that name is none of its
+#: manifests, and is never read whole into the worker's memory.
+MANIFEST_MAX_BYTES = 1 << 20
 
 
 class SourceUnreadable(Exception):
@@ -403,18 +411,25 @@ class DirectoryRoute:
         """The manifest at ``path`` (it exists) as the JSON object it must be.
 
         Raises:
-            RouteError: ``route_refused`` when it is no regular file or no JSON object
+            RouteError: ``route_refused`` when it is no regular file (as opened), no JSON
+                object, not UTF-8 or over :data:`MANIFEST_MAX_BYTES`
                 (:func:`_unreadable_manifest`); an OS error reading it as
                 :func:`os_failure` says. Only a manifest read whole decides "delivered".
         """
-        if not path.is_file():
+        if not path.is_file():  # a device is never opened
             raise _unreadable_manifest("not a regular file")
         try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise _unreadable_manifest("not UTF-8 text") from None
+            body = DirectoryRoute._read_regular(path)
         except OSError as err:
             raise os_failure(err, "reading the work's manifest.json") from err
+        if body is None:
+            raise _unreadable_manifest("not a regular file")
+        if len(body) > MANIFEST_MAX_BYTES:
+            raise _unreadable_manifest(f"over {MANIFEST_MAX_BYTES} bytes")
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _unreadable_manifest("not UTF-8 text") from None
         try:
             existing = json.loads(text)
         except (ValueError, RecursionError):
@@ -422,6 +437,35 @@ class DirectoryRoute:
         if not isinstance(existing, dict):
             raise _unreadable_manifest("not a JSON object")
         return existing
+
+    @staticmethod
+    def _read_regular(path: Path) -> bytes | None:
+        """At most :data:`MANIFEST_MAX_BYTES` + 1 bytes of ``path``, judged by what was
+        opened: None when that is no regular file (a FIFO or a socket swapped in after the
+        look — opened without blocking, never read). Until 2026-12-06 the look and the read
+        were two calls on the name: a FIFO swapped in between blocked the read for good (an
+        executor thread lost, the attempt hung) or fed it a forged manifest, and a huge file
+        was read whole into memory.
+
+        Raises:
+            OSError: the open or the read failed (:func:`os_failure` says whose)."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError as err:
+            if err.errno == errno.ENXIO:  # a socket (or a device without its driver)
+                return None
+            raise
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            chunks: list[bytes] = []
+            left = MANIFEST_MAX_BYTES + 1
+            while left > 0 and (chunk := os.read(fd, min(left, 1 << 16))):
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
 
     async def deliver(self, request: DeliveryRequest) -> DeliveryReceipt:
         """Write the work's files and manifest.

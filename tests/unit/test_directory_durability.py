@@ -3,15 +3,21 @@
 A file's bytes are fsynced before its rename, but a rename is a change of its *folder*:
 until the folder itself is synced, a crash or a power cut after the report can take the
 manifest (and the pages) back out of the directory — the ledger says ``delivered`` for
-good, the directory has nothing, and no one sends the work again. Probed by wrapping the
-OS calls only (``os.fsync`` / ``os.replace``), with the real errno where one fails.
+good, the directory has nothing, and no one sends the work again. And the manifest that
+decides "delivered" is judged by what was opened (one regular file, bounded), not by a
+look at its name before. Probed by wrapping the OS calls only (``os.fsync`` /
+``os.replace`` / ``os.open`` / ``os.stat``), with the real errno where one fails, and a
+real FIFO.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import json
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,8 +27,8 @@ import pytest
 from activities.deliver.sending import _guarded
 from curaflow.domain.reasons import TerminalReason
 from curaflow.routes.base import RouteError, answer_key
-from curaflow.routes.directory import DirectoryRoute
-from tests.unit.test_unknown_is_cheap_at_routes import dir_request
+from curaflow.routes.directory import MANIFEST_MAX_BYTES, DirectoryRoute
+from tests.unit.test_unknown_is_cheap_at_routes import dir_failure, dir_request
 
 
 class Disk:
@@ -138,3 +144,60 @@ async def test_a_folder_sync_the_disk_refuses_is_the_routes(tmp_path: Path, disk
         await _guarded(route, dir_request(tmp_path))
     err = caught.value
     assert err.reason == TerminalReason.ROUTE_REFUSED and err.answer == answer_key(f"directory {errno.errorcode[code]}")
+
+
+# ---- the manifest read: one regular file, bounded -------------------------------------------------
+
+
+def mine(request: Any) -> bytes:
+    return json.dumps({"idempotency_key": request.idempotency_key}).encode()
+
+
+async def test_a_fifo_swapped_in_after_the_check_is_never_read_as_the_manifest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # manifest.json is a regular file when looked at, a FIFO when opened (swapped in
+    # between): its reader blocked for good on an open that no writer answers (an executor
+    # thread lost, the attempt hung), or read what a writer fed it — here this delivery's
+    # own key, a "replayed" delivery of a work the directory does not have.
+    request = dir_request(tmp_path)
+    folder = tmp_path / "out" / "4242"
+    folder.mkdir(parents=True)
+    manifest = folder / "manifest.json"
+    os.mkfifo(manifest)
+    regular = (tmp_path / "regular.json").resolve()
+    regular.write_bytes(mine(request))
+    real_stat = os.stat
+
+    def stat_(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if Path(path) == manifest:  # the check's view: the file before the swap
+            return real_stat(regular)
+        return real_stat(path, *args, **kwargs)
+
+    def feed() -> None:
+        with contextlib.suppress(OSError), open(manifest, "wb") as fifo:  # blocks until a reader opens
+            fifo.write(mine(request))
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    monkeypatch.setattr(os, "stat", stat_)
+    try:
+        err = await dir_failure(tmp_path, request)
+    finally:
+        monkeypatch.undo()
+        with contextlib.suppress(OSError):  # release a writer still waiting for a reader
+            os.close(os.open(manifest, os.O_RDONLY | os.O_NONBLOCK))
+        writer.join()
+    assert err.reason == TerminalReason.ROUTE_REFUSED and "manifest" in str(err), (err.reason, str(err))
+
+
+async def test_a_manifest_larger_than_any_curaflow_writes_is_not_read_whole(tmp_path: Path) -> None:
+    # A huge file at manifest.json (a link to a disk image, a log): read whole into the
+    # worker's memory. Refused unread past the bound: it is no manifest of curaflow's.
+    request = dir_request(tmp_path)
+    folder = tmp_path / "out" / "4242"
+    folder.mkdir(parents=True)
+    body = mine(request)[:-1] + b', "pad": "' + b"x" * MANIFEST_MAX_BYTES + b'"}'
+    (folder / "manifest.json").write_bytes(body)
+    err = await dir_failure(tmp_path, request)
+    assert err.reason == TerminalReason.ROUTE_REFUSED and "manifest" in str(err), (err.reason, str(err))

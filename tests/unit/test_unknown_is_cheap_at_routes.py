@@ -133,14 +133,14 @@ async def test_a_manifest_curaflow_cannot_read_is_never_a_delivery(tmp_path: Pat
 
 async def test_a_manifest_that_cannot_be_read_for_an_os_error_is_never_a_delivery(tmp_path: Path) -> None:
     put_manifest(tmp_path / "out", '{"idempotency_key": "another"}')
-    real = Path.read_text
+    real = os.read
 
-    def eio(self: Path, *args: Any, **kwargs: Any) -> str:
-        if self.name == "manifest.json":
+    def eio(fd: int, n: int) -> bytes:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("/manifest.json"):
             raise OSError(errno.EIO, os.strerror(errno.EIO))
-        return real(self, *args, **kwargs)
+        return real(fd, n)
 
-    with mock.patch.object(Path, "read_text", eio):
+    with mock.patch.object(os, "read", eio):
         err = await dir_failure(tmp_path)
     assert err.reason == TerminalReason.DELIVERY_FAILED and not err.permanent and not err.ambiguous
 
