@@ -18,7 +18,9 @@ folder and the route's directory are synced after the manifest's rename, before 
 delivery is reported (:func:`sync_folder`): a crash or a power cut after the report no
 longer takes the renamed manifest back out of the directory (a manifest found — a
 replay, a duplicate — is synced alike before it is reported; an ``EIO`` there is one
-retried attempt, never a delivery). A manifest that
+retried attempt, never a delivery). A delivery holds the work's folder while it writes
+it, and first removes the temporary files an attempt killed mid-write left there
+(:func:`_writing`). A manifest that
 already carries this delivery's idempotency key is an idempotent replay; one written by
 another delivery means the directory already has the work (duplicate). Only a manifest
 read whole as a JSON object decides so: one that is no regular file (judged by what was
@@ -38,12 +40,15 @@ route (:func:`~curaflow.routes.base.page_unreadable`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
+import fcntl
 import json
 import os
 import re
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -185,6 +190,10 @@ def sync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+#: The name of a temporary file :func:`atomic_copy` / :func:`atomic_write_bytes` write
+#: (``tempfile.mkstemp``'s eight characters between the target's name and ``.tmp``).
+_LEFTOVER = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
+
 #: The most bytes of a ``manifest.json`` read (one MiB): a manifest curaflow writes is a
 #: few KiB (a page is one entry of ~200 bytes); a larger file at that name is none of its
 #: manifests, and is never read whole into the worker's memory.
@@ -288,6 +297,58 @@ def os_failure(err: OSError, doing: str) -> RouteError:
     )
 
 
+def _remove_leftovers(folder: Path, names: set[str]) -> None:
+    """Remove the temporary files an earlier attempt left in the work's ``folder`` (blocking;
+    best effort: an error here is left to the writes that follow). Call it only holding
+    the folder alone (:func:`_writing`).
+
+    Only the names :func:`atomic_copy` and :func:`atomic_write_bytes` give them
+    (:data:`_LEFTOVER`) of the files this delivery writes (``names``): a file the
+    directory's owner named is never touched."""
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                left = _LEFTOVER.fullmatch(entry.name)
+                if left is not None and left["name"] in names and not entry.is_dir(follow_symlinks=False):
+                    os.unlink(entry.path)
+    except OSError:
+        pass
+
+
+@contextlib.contextmanager
+def _writing(folder: Path, names: set[str]) -> Iterator[None]:
+    """Hold the work's ``folder`` while a delivery writes it (blocking), after removing the
+    temporary files an earlier attempt left there when no one else is writing it.
+
+    Such a file outlives its attempt only when the process died mid-write (SIGKILL, the
+    OOM killer); until 2026-12-06 each death left one — a page's bytes — in the route's
+    directory for good. Every delivery holds a shared ``flock`` of the folder while it
+    writes (released with the descriptor, also by the kernel when its process dies); the
+    leftovers are removed only under an exclusive lock taken without waiting, so the
+    temporary file of a writer still alive — an attempt whose send lease lapsed while it
+    hung, a second route configured on the same path — is never one. A folder this process
+    cannot open or lock (``EACCES``, ``ENOLCK`` of some network file systems) is written
+    as before, nothing removed.
+    """
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pass  # another delivery is writing it (EWOULDBLOCK), or no locks here
+        else:
+            _remove_leftovers(folder, names)
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_SH)  # another's cleanup waits no more than its own removal
+        yield
+    finally:
+        os.close(fd)
+
+
 def _unreadable_manifest(what: str) -> RouteError:
     return RouteError(
         TerminalReason.ROUTE_REFUSED,
@@ -328,6 +389,14 @@ class DirectoryRoute:
             if existing.get("idempotency_key") == request.idempotency_key:
                 return DeliveryReceipt(remote_id=str(manifest_path), remote_status="replayed")
             return DeliveryReceipt(duplicate=True, remote_id=str(manifest_path), remote_status="exists")
+        folder.mkdir(parents=True, exist_ok=True)
+        with _writing(folder, {dest.name for _, dest in targets} | {manifest_path.name}):
+            return self._write_work(request, folder, targets, manifest_path)
+
+    def _write_work(
+        self, request: DeliveryRequest, folder: Path, targets: list[tuple[Path, Path]], manifest_path: Path
+    ) -> DeliveryReceipt:
+        """The work's files, then its manifest, then their names synced (:meth:`_deliver_sync`)."""
         files: list[dict[str, Any]] = []
         for f, (src, dest) in zip(request.artifact.files, targets, strict=True):
             try:

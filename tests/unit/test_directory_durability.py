@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 import stat
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -201,3 +203,51 @@ async def test_a_manifest_larger_than_any_curaflow_writes_is_not_read_whole(tmp_
     (folder / "manifest.json").write_bytes(body)
     err = await dir_failure(tmp_path, request)
     assert err.reason == TerminalReason.ROUTE_REFUSED and "manifest" in str(err), (err.reason, str(err))
+
+
+# ---- what a killed attempt left in the work's folder ----------------------------------------------
+
+
+async def test_the_temporary_files_a_killed_attempt_left_are_removed_by_the_next(tmp_path: Path) -> None:
+    # A worker killed (SIGKILL, the OOM killer) while it copied a page or wrote the
+    # manifest leaves its temporary file (mkstemp's name) in the work's folder. The next
+    # attempt wrote new ones beside it and the old stayed in the route's directory for
+    # good — one page's bytes a death, hidden by its leading dot.
+    request = dir_request(tmp_path)
+    folder = tmp_path / "out" / "4242"
+    folder.mkdir(parents=True)
+    names = [Path(f.path).name for f in request.artifact.files] + ["manifest.json"]
+    left = []
+    for name in names:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)  # as the route names them
+        os.write(fd, b"half a page")
+        os.close(fd)
+        left.append(Path(tmp))
+    theirs = [folder / ".notes.tmp", folder / f".{names[0]}.mine.tmp", folder / "draft.tmp"]
+    for path in theirs:
+        path.write_text("not curaflow's")
+    route = DirectoryRoute("out", tmp_path / "out")
+    assert (await route.deliver(request)).remote_status == "written"
+    assert not [p.name for p in left if p.exists()], "a killed attempt's temporary files removed"
+    assert all(p.exists() for p in theirs), "files curaflow did not name are left alone"
+    assert sorted(p.name for p in folder.iterdir() if p not in theirs) == sorted(names)
+
+
+async def test_the_temporary_file_of_a_live_writer_is_never_removed(tmp_path: Path) -> None:
+    # Another delivery writing the work's folder at this moment (a fenced attempt still
+    # alive, a second route configured on the same path): its temporary file is no
+    # leftover — removed, its rename would fail (ENOENT) and refuse the route.
+    request = dir_request(tmp_path)
+    folder = tmp_path / "out" / "4242"
+    folder.mkdir(parents=True)
+    name = Path(request.artifact.files[0].path).name
+    writer = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(writer, fcntl.LOCK_SH)  # what a delivery writing the folder holds
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+        os.close(fd)
+        route = DirectoryRoute("out", tmp_path / "out")
+        assert (await route.deliver(request)).remote_status == "written"
+        assert Path(tmp).exists()
+    finally:
+        os.close(writer)
