@@ -132,18 +132,47 @@ def new_file_mode() -> int:
     return 0o666 & ~process_umask()
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+#: Answers of a ``chmod`` from a disk that keeps no permissions of its own (FAT, exFAT:
+#: ``EPERM`` for a mode it cannot hold; some network shares and FUSE file systems).
+_NO_MODES = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
+
+
+def _set_mode(fd: int, mode: int | None, asked: bool) -> None:
+    """Give the file ``fd`` its permission bits (``mode``; None → :func:`new_file_mode`).
+
+    A mode no one asked for (``asked`` False: the route's ``file_mode`` unset) is what a new
+    file gets under the umask, as ``cp`` gives it — a disk that keeps no permissions
+    (:data:`_NO_MODES`) refuses it, and the file keeps the mode that disk gives. Until
+    2026-12-06 that refusal was the route's (``EPERM``: ``route_refused``): a route
+    directory on a FAT disk refused every work and paused, though every file could be
+    written.
+
+    Raises:
+        OSError: the disk refused a mode that was asked for (``file_mode``), or refused
+            otherwise.
+    """
+    try:
+        os.fchmod(fd, new_file_mode() if mode is None else mode)
+    except OSError as err:
+        if asked or err.errno not in _NO_MODES:
+            raise
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None, *, mode_asked: bool = True) -> None:
     """Write ``data`` to ``path`` via a temp file, fsync and rename.
 
     Args:
         mode: permission bits of the file; None → :func:`new_file_mode`.
+        mode_asked: the mode was asked for (the route's ``file_mode``); else a disk that
+            keeps no permissions gives its own (:func:`_set_mode`). None ``mode`` is never
+            asked for.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            os.fchmod(fh.fileno(), new_file_mode() if mode is None else mode)
+            _set_mode(fh.fileno(), mode, mode_asked and mode is not None)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -205,11 +234,12 @@ class SourceUnreadable(Exception):
     destination's disk); the ``OSError`` is the cause."""
 
 
-def atomic_copy(src: Path, dest: Path, mode: int | None = None) -> None:
+def atomic_copy(src: Path, dest: Path, mode: int | None = None, *, mode_asked: bool = True) -> None:
     """Copy ``src`` to ``dest`` via a temp file, fsync and rename.
 
     Args:
         mode: permission bits of the copy; None → :func:`new_file_mode`.
+        mode_asked: as :func:`atomic_write_bytes`.
 
     Raises:
         SourceUnreadable: opening or reading ``src`` failed (nothing is left at ``dest``).
@@ -232,7 +262,7 @@ def atomic_copy(src: Path, dest: Path, mode: int | None = None) -> None:
                     if not chunk:
                         break
                     out.write(chunk)
-                os.fchmod(out.fileno(), new_file_mode() if mode is None else mode)
+                _set_mode(out.fileno(), mode, mode_asked and mode is not None)
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, dest)
@@ -366,7 +396,8 @@ class DirectoryRoute:
         name: route name.
         path: the destination directory (absolute).
         file_mode: permission bits of delivered files (``0o640``); None → what the
-            process's umask gives a new file, read when the route is built.
+            process's umask gives a new file, read when the route is built (on a disk
+            that keeps no permissions, what that disk gives: :func:`_set_mode`).
     """
 
     kind = "directory"
@@ -376,6 +407,7 @@ class DirectoryRoute:
         self.name = name
         self.path = path
         self.file_mode = new_file_mode() if file_mode is None else file_mode
+        self._mode_asked = file_mode is not None
 
     def _deliver_sync(self, request: DeliveryRequest) -> DeliveryReceipt:
         folder = inside(self.path, request.work.work_id)
@@ -400,7 +432,7 @@ class DirectoryRoute:
         files: list[dict[str, Any]] = []
         for f, (src, dest) in zip(request.artifact.files, targets, strict=True):
             try:
-                atomic_copy(src, dest, self.file_mode)
+                atomic_copy(src, dest, self.file_mode, mode_asked=self._mode_asked)
             except SourceUnreadable as err:
                 cause = err.__cause__
                 assert isinstance(cause, OSError)
@@ -436,7 +468,12 @@ class DirectoryRoute:
             },
             "files": files,
         }
-        atomic_write_bytes(manifest_path, json.dumps(manifest, ensure_ascii=False, indent=2).encode(), self.file_mode)
+        atomic_write_bytes(
+            manifest_path,
+            json.dumps(manifest, ensure_ascii=False, indent=2).encode(),
+            self.file_mode,
+            mode_asked=self._mode_asked,
+        )
         self._sync_names(folder)
         return DeliveryReceipt(remote_id=str(manifest_path), remote_status="written")
 

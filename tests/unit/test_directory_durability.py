@@ -251,3 +251,40 @@ async def test_the_temporary_file_of_a_live_writer_is_never_removed(tmp_path: Pa
         assert Path(tmp).exists()
     finally:
         os.close(writer)
+
+
+# ---- a disk that keeps no permissions -----------------------------------------------------------
+
+
+def refusing_fchmod(monkeypatch: pytest.MonkeyPatch, code: int) -> None:
+    def fchmod(fd: int, mode: int) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "fchmod", fchmod)
+
+
+@pytest.mark.parametrize("code", [errno.EPERM, errno.EOPNOTSUPP], ids=["EPERM", "EOPNOTSUPP"])
+async def test_a_disk_that_keeps_no_permissions_still_takes_the_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    # A route directory on a FAT / exFAT disk (a USB drive, a camera card) answers a chmod
+    # to a mode it cannot keep with EPERM: every delivery was route_refused — the route
+    # paused, every work held back — though the files could be written. No mode was
+    # asked for (file_mode unset): the files keep the mode that disk gives, as cp's would.
+    refusing_fchmod(monkeypatch, code)
+    route = DirectoryRoute("out", tmp_path / "out")
+    assert (await route.deliver(dir_request(tmp_path))).remote_status == "written"
+    assert (tmp_path / "out" / "4242" / "manifest.json").is_file()
+
+
+async def test_a_mode_asked_for_that_the_disk_cannot_keep_is_the_routes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # file_mode set: the operator asked for it — a disk that cannot keep it refuses the
+    # route (its answer counted), nothing delivered without the mode asked.
+    refusing_fchmod(monkeypatch, errno.EPERM)
+    route = DirectoryRoute("out", tmp_path / "out", file_mode=0o640)
+    with pytest.raises(RouteError) as caught:
+        await _guarded(route, dir_request(tmp_path))
+    assert caught.value.reason == TerminalReason.ROUTE_REFUSED
+    assert not (tmp_path / "out" / "4242" / "manifest.json").exists()
