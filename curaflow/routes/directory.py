@@ -29,7 +29,8 @@ opened, not by a look before), no JSON object, not UTF-8 or over
 as any other — only "no such file" says there is none.
 
 The directory's OS errors have one owner, :func:`os_failure`: those that may pass
-(:data:`PASSING_ERRORS`: ``EIO``, ``EMFILE``, ``EINTR`` …) are retried
+(:data:`PASSING_ERRORS`: ``EIO``, ``EMFILE``, ``EINTR``, ``ENOENT`` of a name removed
+under the write …) are retried
 (``delivery_failed``); every other (``EROFS``, ``EACCES``, ``ENOSPC``, ``EDQUOT``, a
 file where the work's folder goes, ``ELOOP``, one never seen) is ``route_refused`` with
 the errno's name as its answer, so several works refused alike pause the route. A page
@@ -273,12 +274,15 @@ def atomic_copy(src: Path, dest: Path, mode: int | None = None, *, mode_asked: b
 
 #: OS errors of the destination's disk that may pass by themselves (an interrupted call,
 #: a busy or stale handle, an I/O error of a network disk, this process out of files or
-#: memory): retried, ``delivery_failed``. Every other error — a read-only or full disk,
+#: memory, a name removed under the write — ``ENOENT``: a consumer moved the work's folder
+#: away, the next attempt makes it again; route_refused until 2026-12-06): retried,
+#: ``delivery_failed``. Every other error — a read-only or full disk,
 #: no rights, a name in the way, a name too long, one never seen — refuses every work
 #: alike until someone fixes the directory: the route's (``route_refused``).
 PASSING_ERRORS = frozenset(
     {
         errno.EINTR,
+        errno.ENOENT,
         errno.EAGAIN,
         errno.EBUSY,
         errno.EIO,

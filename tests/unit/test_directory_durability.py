@@ -288,3 +288,32 @@ async def test_a_mode_asked_for_that_the_disk_cannot_keep_is_the_routes(
         await _guarded(route, dir_request(tmp_path))
     assert caught.value.reason == TerminalReason.ROUTE_REFUSED
     assert not (tmp_path / "out" / "4242" / "manifest.json").exists()
+
+
+# ---- a name removed under the write -------------------------------------------------------------
+
+
+async def test_the_works_folder_moved_away_mid_write_is_retried_not_the_routes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A consumer that takes each file as it lands moves the work's folder away while the
+    # route writes it: the rename meets ENOENT. Nothing is wrong with the route's directory
+    # (the next attempt makes the folder again): one retried attempt, never route_refused
+    # counted in the streak that pauses the route.
+    request = dir_request(tmp_path)
+    folder = tmp_path / "out" / "4242"
+    real_replace = os.replace
+    moved: list[Path] = []
+
+    def replace(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        if not moved:
+            moved.append(folder.rename(tmp_path / "taken"))
+        real_replace(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(RouteError) as caught:
+        await _guarded(DirectoryRoute("out", tmp_path / "out"), request)
+    err = caught.value
+    assert err.reason == TerminalReason.DELIVERY_FAILED and not err.permanent and err.answer is None, (err.reason, err)
+    monkeypatch.undo()
+    assert (await DirectoryRoute("out", tmp_path / "out").deliver(request)).remote_status == "written"
