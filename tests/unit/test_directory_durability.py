@@ -236,7 +236,7 @@ async def test_the_temporary_files_a_killed_attempt_left_are_removed_by_the_next
 async def test_the_temporary_file_of_a_live_writer_is_never_removed(tmp_path: Path) -> None:
     # Another delivery writing the work's folder at this moment (a fenced attempt still
     # alive, a second route configured on the same path): its temporary file is no
-    # leftover — removed, its rename would fail (ENOENT) and refuse the route.
+    # leftover — removed, its rename would fail (ENOENT), an attempt lost.
     request = dir_request(tmp_path)
     folder = tmp_path / "out" / "4242"
     folder.mkdir(parents=True)
