@@ -145,12 +145,30 @@ def _log_outcome(request: Request, status: int, elapsed_ms: float) -> None:
         # read, cancel or ack rejected no job (a client counting rejected jobs must not count them).
         rejected = (request.method, template) == ("POST", "/jobs")
         log.info("schedule.job_rejected" if rejected else "api.request_failed", code=code, stage=failed, **fields)
-        if status >= 500:
+        # A body cut by the server's own shutdown (server_stopping) is no failure of the API's.
+        if status >= 500 and getattr(request.state, "error_reason", None) != "server_stopping":
             log.error("Job API request failed", code=code, stage=failed, **fields)
     elif names and names[0]:
         log.info(names[0], **fields)
     else:
         log.info("api.request", **fields)
+
+
+def begin_shutdown(app: FastAPI) -> None:
+    """The server hosting ``app`` is stopping (:class:`curaflow.process.httpserver.StoppingServer`'s
+    ``on_stopping``): requests waiting on a job's events answer now with what the ledger
+    holds — a long poll its page (empty, as at its timeout), a cancel the job as it is —
+    and a request body still arriving gets :data:`curaflow.api.body.STOPPING_GRACE_S`
+    more, then a retryable 503 (``server_stopping``), instead of holding the graceful
+    shutdown for the rest of their wait (a long poll's ``wait_ms`` and
+    ``api.body_timeout_ms`` are up to 30 s, longer than a supervisor's usual stop timeout).
+
+    Safe before the lifespan started (nothing waits yet) and when called twice.
+    """
+    app.state.stopping.set()  # a body still trickling in is cut (curaflow.api.body.ServerStopping)
+    notifier = getattr(app.state, "notifier", None)
+    if notifier is not None:
+        notifier.release_waiters()
 
 
 def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = None) -> FastAPI:
@@ -261,6 +279,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
     )
     app.state.settings = settings
     app.state.failure = None
+    app.state.stopping = asyncio.Event()  # set by begin_shutdown
     app.state.supervisor = None
     install_error_handlers(app)
     app.include_router(open_router)

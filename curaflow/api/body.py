@@ -42,7 +42,7 @@ from typing import Any
 
 from fastapi import Request
 
-from curaflow.protocol.errors import ProtocolError, invalid_params
+from curaflow.protocol.errors import ProtocolError, error_body, invalid_params
 
 _BOM = b"\xef\xbb\xbf"
 #: A qvalue (RFC 9110 §12.4.2): 0 to 1, at most three decimals.
@@ -64,6 +64,73 @@ class BodyTimeout(ProtocolError):
             f"the request body did not arrive within {timeout_ms} ms",
             {"reason": "body_timeout", "timeout_ms": timeout_ms},
         )
+
+
+class ServerStopping(ProtocolError):
+    """The server began its shutdown while the body was still arriving: 503
+    ``internal_error``, retryable, ``detail.reason: server_stopping``, with ``Retry-After``
+    and ``Connection: close``. Nothing was read into the ledger; send the request again
+    (to another process, or to this one once it is back).
+    """
+
+    def __init__(self) -> None:
+        self.headers = {"connection": "close", "retry-after": str(STOPPING_RETRY_AFTER_S)}
+        super().__init__(
+            "internal_error",
+            503,
+            "the server is stopping and the request body had not all arrived; send it again",
+            {"reason": "server_stopping"},
+        )
+
+    def body(self) -> dict[str, Any]:
+        """``{"error": …}`` with ``retryable: true`` (``internal_error`` is not by default)."""
+        return {"error": error_body(self.code, self.message, retryable=True, detail=self.detail)}
+
+
+#: How long a body still arriving when the server begins its shutdown may take to arrive
+#: (seconds): a body on its way is read, one trickling in does not hold the shutdown.
+STOPPING_GRACE_S = 1.0
+#: ``Retry-After`` of :class:`ServerStopping`, seconds.
+STOPPING_RETRY_AFTER_S = 1
+
+
+async def _receive(request: Request, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ProtocolError("invalid_params", 413, f"request body larger than {limit} bytes", {"limit": limit})
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _receive_unless_stopping(request: Request, limit: int) -> bytes:
+    """:func:`_receive`, cut :data:`STOPPING_GRACE_S` after the app's ``state.stopping``
+    is set (:func:`curaflow.api.app.begin_shutdown`): a client trickling its body must
+    not hold the server's graceful shutdown for the rest of ``api.body_timeout_ms``.
+
+    Raises:
+        ServerStopping: the body had not all arrived by then.
+    """
+    app = request.scope.get("app")
+    stopping: asyncio.Event | None = getattr(getattr(app, "state", None), "stopping", None)
+    if stopping is None:
+        return await _receive(request, limit)
+    read = asyncio.ensure_future(_receive(request, limit))
+    stop = asyncio.ensure_future(stopping.wait())
+    try:
+        await asyncio.wait({read, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not read.done():
+            await asyncio.wait({read}, timeout=STOPPING_GRACE_S)
+    finally:  # also when this request is cancelled (api.body_timeout_ms): nothing outlives it
+        stop.cancel()
+        if not read.done():
+            read.cancel()
+            await asyncio.wait({read})  # raises no error of the read's: a CancelledError here is ours
+    if read.cancelled():  # cut above, the server stopping
+        raise ServerStopping()
+    return read.result()
 
 
 class _Unreadable(ValueError):
@@ -273,7 +340,9 @@ async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empt
         ProtocolError: 415 ``invalid_params`` for a label that is not JSON in UTF-8 or a
             content coding other than ``identity`` (before any byte is read); 413
             ``invalid_params`` beyond ``limit``; 400 ``invalid_params`` when the body is
-            not one JSON text with one meaning (:func:`parse_json`); :class:`BodyTimeout` (408) when it is late.
+            not one JSON text with one meaning (:func:`parse_json`); :class:`BodyTimeout` (408) when it is late;
+            :class:`ServerStopping` (503, retryable) when it is still arriving
+            :data:`STOPPING_GRACE_S` after the server began to stop.
         starlette.requests.ClientDisconnect: the client went away mid-body (the error
             handlers log it as ``client_disconnected``, not as a server error).
     """
@@ -283,20 +352,11 @@ async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empt
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise ProtocolError("invalid_params", 413, f"request body larger than {limit} bytes", {"limit": limit})
-    chunks: list[bytes] = []
-    size = 0
     try:
         async with asyncio.timeout(timeout_ms / 1000):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise ProtocolError(
-                        "invalid_params", 413, f"request body larger than {limit} bytes", {"limit": limit}
-                    )
-                chunks.append(chunk)
+            raw = await _receive_unless_stopping(request, limit)
     except TimeoutError:
         raise BodyTimeout(timeout_ms) from None
-    raw = b"".join(chunks)
     if not raw.strip():
         if allow_empty:
             return None

@@ -162,6 +162,7 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ProtocolError)
     async def _protocol(request: Request, err: ProtocolError) -> JSONResponse:
         request.state.error_code = err.code
+        request.state.error_reason = (err.detail or {}).get("reason")
         return protocol_response(err)
 
     @app.exception_handler(LegacyAuthError)

@@ -18,7 +18,9 @@ Reference §4.5–4.6, with the curaflow extensions of the protocol issue:
   waits until an event of the job commits — woken by ``LISTEN/NOTIFY`` through the
   process's :class:`~curaflow.ledger.listen.EventNotifier`, never a sleep loop — and
   answers with it, or with an empty page at the timeout. A terminal job answers at once
-  (its terminal event is its last).
+  (its terminal event is its last). A server that is stopping answers a waiting long
+  poll at once with the page it has
+  (:meth:`~curaflow.ledger.listen.EventNotifier.release_waiters`).
 
 Ack: the body ``{ack_through}`` is validated before the job lookup; the cursor moves
 forward only (an unknown or older id is a no-op that still answers 200); ack never
@@ -112,7 +114,9 @@ async def list_events(
                     correlation_id=correlation_id,
                 )
             remaining = deadline - time.monotonic()
-            if page.events or page.completed or remaining <= 0:
+            # A stopping server answers what it has (notifier.release_waiters): the consumer
+            # polls again, from another process, instead of holding the shutdown.
+            if page.events or page.completed or remaining <= 0 or notifier.closing:
                 break
             try:
                 await asyncio.wait_for(woken.wait(), timeout=remaining)

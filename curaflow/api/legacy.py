@@ -185,6 +185,7 @@ async def refetch(
     try:
         body = await read_json(request, settings.api.max_body_bytes, settings.api.body_timeout_ms)
     except ProtocolError as err:
+        request.state.error_reason = (err.detail or {}).get("reason")  # the request log's (app._log_outcome)
         return body_refusal(err)
     raw_id = body.get("requestId") if isinstance(body, dict) else None
     if not isinstance(raw_id, str) or not UUID_1_8.match(normalise_key(raw_id)):

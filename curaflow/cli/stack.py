@@ -31,7 +31,7 @@ from curaflow.devstack.stack import EmbeddedStack, StackBusy, read_stack_info
 from curaflow.observability.logs import configure_logging
 from curaflow.observability.supervision import EXIT_LOOP_FAILED
 from curaflow.paths import private_dir
-from curaflow.process.httpserver import CannotListen, bind_socket, port_in_use
+from curaflow.process.httpserver import CannotListen, StoppingServer, bind_socket, port_in_use
 
 
 def dev_token(settings: Settings) -> Settings:
@@ -250,7 +250,7 @@ def api(
     """
     import uvicorn
 
-    from curaflow.api.app import create_app
+    from curaflow.api.app import begin_shutdown, create_app
     from curaflow.ledger.db import OPEN_ERRORS, check_answers, open_failure
     from curaflow.observability.supervision import arm_hard_exit
     from curaflow.process.heap import settle_heap
@@ -264,7 +264,7 @@ def api(
         raise typer.Exit(EXIT_CANNOT_START)
     configure_logging(settings.observability.log_level, settings.observability.log_json)
 
-    server: uvicorn.Server | None = None
+    server: StoppingServer | None = None
 
     def failed(_reason: str) -> None:
         arm_hard_exit()
@@ -304,7 +304,8 @@ def api(
         # ("auto") would switch to uvloop whenever that package happens to be installed.
         loop="asyncio",
     )
-    server = uvicorn.Server(server_config)
+    # Told when its shutdown begins: long polls held open answer then, not at their timeout.
+    server = StoppingServer(server_config, on_stopping=lambda: begin_shutdown(app))
     settle_heap()  # started: the app and its modules are built (curaflow.process.heap)
     # uvicorn ends a failed start-up with sys.exit(3) (our status 2 below); after a graceful
     # shutdown it raises the stop signal again, which the handler it found

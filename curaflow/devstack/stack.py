@@ -356,10 +356,12 @@ class EmbeddedStack:
         for _ in range(self.n_workers):
             self.add_worker()
         if self.want_api:
-            from curaflow.api.app import create_app
+            from curaflow.api.app import begin_shutdown, create_app
 
-            self._api_app = create_app(self.settings, on_fatal=self._api_fatal)
-            self.api = await BackgroundServer(self._api_app, self.settings.api.host, self.api_port).start()
+            app = self._api_app = create_app(self.settings, on_fatal=self._api_fatal)
+            self.api = await BackgroundServer(
+                app, self.settings.api.host, self.api_port, on_stopping=lambda: begin_shutdown(app)
+            ).start()
         if self.publish:
             info = StackInfo(
                 pid=os.getpid(),

@@ -172,7 +172,9 @@ async def _wait_terminal(
     notifier: EventNotifier | None,
     created_at: int,
 ) -> None:
-    """Wait up to ``wait_s`` seconds for ``job_id`` to become terminal in the ledger.
+    """Wait up to ``wait_s`` seconds for ``job_id`` to become terminal in the ledger, or
+    until the server stops (``notifier.closing``: the cancel is recorded, the job is
+    answered as it is — as at the end of the wait).
 
     Every :data:`~curaflow.ledger.reconciler.CANCEL_GRACE_MS` without an answer, the
     reconciler is asked whether a workflow can act on the cancel at all.
@@ -187,7 +189,7 @@ async def _wait_terminal(
     with notifier.watch(job_id) as woken:
         while not await _completed(pool, job_id):
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or notifier.closing:  # a stopping server answers the job as it is
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(woken.wait(), min(remaining, grace_s))

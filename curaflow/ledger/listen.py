@@ -54,6 +54,8 @@ class EventNotifier:
         self.channel = channel
         self.ping_s = ping_s
         self._waiters: dict[str, set[asyncio.Event]] = {}
+        #: Set by :meth:`release_waiters`: the server is stopping, waiters answer now.
+        self.closing = False
         self._conn: asyncpg.Connection | None = None
         self._lost = asyncio.Event()
         self._stop = asyncio.Event()
@@ -95,6 +97,8 @@ class EventNotifier:
             reconnects). Clear it *before* each read to never miss a wake-up.
         """
         woken = asyncio.Event()
+        if self.closing:
+            woken.set()
         self._waiters.setdefault(job_id, set()).add(woken)
         try:
             yield woken
@@ -104,6 +108,17 @@ class EventNotifier:
                 waiters.discard(woken)
                 if not waiters:
                     self._waiters.pop(job_id, None)
+
+    def release_waiters(self) -> None:
+        """The server is stopping: wake every waiter, now and from now on (:attr:`closing`).
+
+        A request waiting on a job's events (a long poll, a cancel waiting for the job to
+        end) then answers with what the ledger holds, instead of holding the server's
+        graceful shutdown for the rest of its wait (up to 30 s). Listening goes on: the
+        connection is closed by :meth:`stop`, at the end of the shutdown.
+        """
+        self.closing = True
+        self._wake_all()
 
     @property
     def waiting(self) -> int:

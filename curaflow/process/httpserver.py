@@ -10,13 +10,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import uvicorn
 
 
-class _EmbeddedServer(uvicorn.Server):
+class StoppingServer(uvicorn.Server):
+    """A uvicorn server that tells its app when its shutdown begins.
+
+    uvicorn's graceful shutdown waits for every request in flight before the app's
+    lifespan hears of it: a request waiting on a timer of its own (a long poll) would hold
+    the process that long. ``on_stopping`` is called first — before the listeners close
+    and the connections are asked to end — so the app can answer such requests at once.
+
+    Args:
+        config: uvicorn's configuration.
+        on_stopping: called once, synchronously, when the shutdown begins (None: nothing).
+    """
+
+    def __init__(self, config: uvicorn.Config, on_stopping: Callable[[], None] | None = None) -> None:
+        super().__init__(config)
+        self.on_stopping = on_stopping
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """Call ``on_stopping``, then uvicorn's own shutdown."""
+        if self.on_stopping is not None:
+            self.on_stopping()
+        await super().shutdown(sockets)
+
+
+class _EmbeddedServer(StoppingServer):
     """A uvicorn server that leaves the process's signal handlers alone (its host owns them)."""
 
     @contextlib.contextmanager
@@ -80,18 +104,27 @@ class BackgroundServer:
         app: the ASGI application.
         host / port: where to listen (port 0 → a free port).
         log_level: uvicorn's log level.
+        on_stopping: called when the server's shutdown begins (:class:`StoppingServer`).
 
     Attributes:
         url: ``http://host:port`` once :meth:`start` returned.
     """
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0, *, log_level: str = "warning") -> None:
+    def __init__(
+        self,
+        app: Any,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        log_level: str = "warning",
+        on_stopping: Callable[[], None] | None = None,
+    ) -> None:
         self.app = app
         self.sock = bind_socket(host, port)
         self.host, self.port = self.sock.getsockname()[:2]
         self.url = f"http://{self.host}:{self.port}"
         config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=1)
-        self.server = _EmbeddedServer(config)
+        self.server = _EmbeddedServer(config, on_stopping)
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> BackgroundServer:
