@@ -31,7 +31,7 @@ from curaflow.devstack.stack import EmbeddedStack, StackBusy, read_stack_info
 from curaflow.observability.logs import configure_logging
 from curaflow.observability.supervision import EXIT_LOOP_FAILED
 from curaflow.paths import private_dir
-from curaflow.process.httpserver import CannotListen, StoppingServer, bind_socket, port_in_use
+from curaflow.process.httpserver import CannotListen, StoppingServer, bind_socket, bounded_http, port_in_use
 
 
 def dev_token(settings: Settings) -> Settings:
@@ -303,6 +303,8 @@ def api(
         # asyncio's own loop, as workers and the whole test suite: uvicorn's default
         # ("auto") would switch to uvloop whenever that package happens to be installed.
         loop="asyncio",
+        # A request head bounded in time (api.head_timeout_ms) and size: uvicorn's own waits for ever.
+        http=bounded_http(settings.api.head_timeout_ms / 1000),
     )
     # Told when its shutdown begins: long polls held open answer then, not at their timeout.
     server = StoppingServer(server_config, on_stopping=lambda: begin_shutdown(app))

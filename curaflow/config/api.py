@@ -40,6 +40,11 @@ class ApiSettings(Section):
         body_timeout_ms: longest time to receive a request body once its headers
             arrived; a body shorter than its ``Content-Length`` is answered 408 and the
             connection closed instead of holding a coroutine for ever.
+        head_timeout_ms: longest time to receive a request's head (request line and
+            headers) on a connection waiting for one — a new connection, or one kept
+            alive after an answer once the next request's first byte came; a head begun
+            and late is answered 408, a connection with none is closed
+            (:func:`curaflow.process.httpserver.bounded_http`).
         ledger_timeout_ms: the API's bound on each wait on PostgreSQL (connect, pool
             acquire, statement; each ``database.*_timeout_ms`` capped at it). A ledger
             that does not answer within it is answered ``503`` ``ledger_unavailable``
@@ -60,6 +65,7 @@ class ApiSettings(Section):
     cancel_wait_ms: int = Field(default=10_000, ge=0)
     start_concurrency: int = Field(default=8, ge=1)
     body_timeout_ms: int = Field(default=30_000, ge=100)
+    head_timeout_ms: int = Field(default=30_000, ge=100)
     ledger_timeout_ms: int = Field(default=2_000, ge=100)
 
     @field_validator("callback_allowed_hosts")

@@ -32,7 +32,7 @@ from curaflow.devstack.processes import WorkerProcess, child_env
 from curaflow.devstack.temporal import TemporalDevServer
 from curaflow.ledger.db import create_pool, migrate
 from curaflow.paths import private_dir, secure_state_dir, write_private
-from curaflow.process.httpserver import BackgroundServer
+from curaflow.process.httpserver import BackgroundServer, bounded_http
 
 STACK_FILE = "stack.json"
 #: The embedded stack's hold on its state directory (:class:`StackLock`).
@@ -360,7 +360,11 @@ class EmbeddedStack:
 
             app = self._api_app = create_app(self.settings, on_fatal=self._api_fatal)
             self.api = await BackgroundServer(
-                app, self.settings.api.host, self.api_port, on_stopping=lambda: begin_shutdown(app)
+                app,
+                self.settings.api.host,
+                self.api_port,
+                on_stopping=lambda: begin_shutdown(app),
+                http=bounded_http(self.settings.api.head_timeout_ms / 1000),
             ).start()
         if self.publish:
             info = StackInfo(

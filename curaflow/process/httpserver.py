@@ -9,11 +9,106 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import uvicorn
+
+#: The largest request head (request line and headers) an API server reads, bytes: 431 beyond.
+MAX_HEAD_BYTES = 65_536
+
+
+def _refusal(status: int, phrase: str, message: str) -> bytes:
+    """A whole HTTP/1.1 answer with a protocol ``Error`` body, closing the connection."""
+    body = json.dumps({"error": {"code": "invalid_params", "message": message, "retryable": False}}).encode()
+    return (
+        f"HTTP/1.1 {status} {phrase}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode() + body
+
+
+def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol (httptools) with the request head bounded in time and size.
+
+    uvicorn runs no timer while it waits for a head — on a new connection, or on a kept-alive
+    one once the next request's first byte came — and reads a head of any size: a client
+    could hold a connection (a descriptor) for ever with nothing, or one header line now and
+    then, and a few thousand such connections stopped the API answering anyone.
+
+    The protocol returned waits at most ``head_timeout_s`` for a whole head whenever it waits
+    for one: a connection that sent nothing is then closed; a head begun is answered ``408``
+    (a protocol ``Error``, ``Connection: close``). A head over ``max_head_bytes`` is answered
+    ``431``. Bodies are not heads: ``api.body_timeout_ms`` and ``api.max_body_bytes`` bound them.
+
+    Args:
+        head_timeout_s: longest wait for a whole head (``api.head_timeout_ms``), seconds.
+        max_head_bytes: largest head read.
+
+    Returns:
+        A protocol class for ``uvicorn.Config(http=...)``.
+    """
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class BoundedHttpToolsProtocol(HttpToolsProtocol):
+        _head_timer: asyncio.TimerHandle | None = None
+        _head_bytes = 0
+        _tail = b""  # the last bytes of the head so far: its end may span two reads
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._await_head()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._head_arrived()
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            if self._head_timer is not None:  # a head is awaited: measured before it is parsed
+                seen = self._tail + data
+                end = seen.find(b"\r\n\r\n")
+                self._head_bytes += len(data) if end < 0 else end + 4 - len(self._tail)
+                self._tail = seen[-3:]
+                if self._head_bytes > max_head_bytes:
+                    self._refuse(431, "Request Header Fields Too Large", f"request head over {max_head_bytes} bytes")
+                    return
+            super().data_received(data)
+
+        def on_headers_complete(self) -> None:
+            self._head_arrived()
+            super().on_headers_complete()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing() and not self.pipeline:
+                self._await_head()  # the next request's head (the keep-alive timer closes an idle one first)
+
+        def _await_head(self) -> None:
+            self._head_arrived()
+            self._head_bytes, self._tail = 0, b""
+            self._head_timer = self.loop.call_later(head_timeout_s, self._head_late)
+
+        def _head_arrived(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_late(self) -> None:
+            self._head_timer = None
+            if self.transport.is_closing() or (self.cycle is not None and not self.cycle.response_complete):
+                return
+            if self._head_bytes:
+                self._refuse(408, "Request Timeout", f"the request head did not arrive within {head_timeout_s:g} s")
+            else:
+                self.transport.close()
+
+        def _refuse(self, status: int, phrase: str, message: str) -> None:
+            self._head_arrived()
+            self.transport.write(_refusal(status, phrase, message))
+            self.transport.close()
+
+    return BoundedHttpToolsProtocol
 
 
 class StoppingServer(uvicorn.Server):
@@ -105,6 +200,7 @@ class BackgroundServer:
         host / port: where to listen (port 0 → a free port).
         log_level: uvicorn's log level.
         on_stopping: called when the server's shutdown begins (:class:`StoppingServer`).
+        http: uvicorn's HTTP protocol class (:func:`bounded_http`); None: uvicorn's own.
 
     Attributes:
         url: ``http://host:port`` once :meth:`start` returned.
@@ -118,12 +214,20 @@ class BackgroundServer:
         *,
         log_level: str = "warning",
         on_stopping: Callable[[], None] | None = None,
+        http: type[asyncio.Protocol] | None = None,
     ) -> None:
         self.app = app
         self.sock = bind_socket(host, port)
         self.host, self.port = self.sock.getsockname()[:2]
         self.url = f"http://{self.host}:{self.port}"
-        config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="on", timeout_graceful_shutdown=1)
+        config = uvicorn.Config(
+            app,
+            log_level=log_level,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=1,
+            http=http or "auto",
+        )
         self.server = _EmbeddedServer(config, on_stopping)
         self._task: asyncio.Task[None] | None = None
 

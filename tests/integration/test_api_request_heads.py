@@ -1,0 +1,132 @@
+"""A request's head (its request line and headers) is bounded in time and size.
+
+uvicorn reads a head for as long as it keeps coming: a connection that sends nothing, or
+trickles one header line every few seconds, was held for ever (no timer runs before the
+first request, nor once a request's first byte came), and a head of any size was read
+(2000 headers of 50 bytes answered 404). A client opening such connections by the
+thousand stopped the API answering anyone once the process ran out of descriptors.
+Now ``api.head_timeout_ms`` bounds the wait for a whole head — a connection with no
+request is closed, a head begun and not finished is answered ``408`` with
+``Connection: close`` — and a head over 64 KiB is answered ``431``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.services import ApiProcess, start_api_process
+from tests.support import API_TOKEN, short_id
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+#: Far beyond ``head_timeout_ms`` below: a connection still open then is held for ever.
+BOUND_S = 10
+
+
+def config(tmp_path: Path) -> dict[str, Any]:
+    out = f"out-{short_id()}"
+    return {
+        "api": {"head_timeout_ms": 1000},
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / "out")}},
+        "targets": [{"id": "demo", "routes": [out]}],
+    }
+
+
+async def until_closed(reader: asyncio.StreamReader) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    return await asyncio.wait_for(reader.read(), BOUND_S)
+
+
+async def test_heads_that_never_end_or_never_come_are_cut_and_huge_heads_refused(
+    tmp_path: Path, temporal_address: str, database_url: str
+) -> None:
+    api: ApiProcess = await start_api_process(
+        tmp_path, temporal_address=temporal_address, database_url=database_url, token=API_TOKEN, config=config(tmp_path)
+    )
+    try:
+        host, port = api.url.removeprefix("http://").split(":")
+        auth = f"Authorization: Bearer {API_TOKEN}\r\n"
+
+        # 1. a connection that never sends a request: closed, nothing answered
+        silent_reader, silent = await asyncio.open_connection(host, int(port))
+
+        # 2. a head trickling in, a line every 0.3 s, never ending: 408, then closed
+        slow_reader, slow = await asyncio.open_connection(host, int(port))
+        slow.write(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+
+        async def trickle() -> None:
+            for n in range(int(BOUND_S / 0.3)):
+                if slow.is_closing():
+                    return
+                slow.write(f"X-{n}: a\r\n".encode())
+                try:
+                    await slow.drain()
+                except ConnectionError:
+                    return
+                await asyncio.sleep(0.3)
+
+        trickling = asyncio.create_task(trickle())
+
+        # 3. a keep-alive connection: one request answered, then an idle one begun and left
+        kept_reader, kept = await asyncio.open_connection(host, int(port))
+        kept.write(f"GET /health HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode())
+        await kept.drain()
+        first = await asyncio.wait_for(kept_reader.readuntil(b"\r\n\r\n"), BOUND_S)
+        assert first.startswith(b"HTTP/1.1 200"), first
+        length = int(
+            next(v for k, _, v in (h.partition(b": ") for h in first.split(b"\r\n")) if k.lower() == b"content-length")
+        )
+        await kept_reader.readexactly(length)
+        kept.write(b"GET /health HTTP/1.1\r\n")  # the next request's head, never finished
+        await kept.drain()
+
+        # 4. a head of 2000 headers (~120 KB): 431
+        huge_reader, huge = await asyncio.open_connection(host, int(port))
+        headers = "".join(f"X-H{i}: {'v' * 50}\r\n" for i in range(2000))
+        huge.write(f"GET /jobs/abc HTTP/1.1\r\nHost: x\r\n{auth}{headers}\r\n".encode())
+        await huge.drain()
+
+        silent_answer = await until_closed(silent_reader)
+        slow_answer = await until_closed(slow_reader)
+        kept_answer = await until_closed(kept_reader)
+        huge_answer = await until_closed(huge_reader)
+        trickling.cancel()
+        for writer in (silent, slow, kept, huge):
+            writer.close()
+
+        assert silent_answer == b""
+        for answer, status in ((slow_answer, b"408"), (kept_answer, b"408"), (huge_answer, b"431")):
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 " + status), answer[:300]
+            assert b"connection: close" in head.lower(), answer[:300]
+            error = json.loads(body)["error"]
+            assert error["code"] == "invalid_params" and error["retryable"] is False, error
+
+        # the API answers others meanwhile and after, a full-size body included
+        reader, writer = await asyncio.open_connection(host, int(port))
+        task = json.dumps(
+            {
+                "protocol_version": "1",
+                "job_type": "candidate_search",
+                "idempotency_key": f"heads-{short_id()}",
+                "params": {"query": {"tags": ["a"]}},
+                "labels": {"pad": "p" * 60_000},
+            }
+        ).encode()
+        writer.write(
+            f"POST /jobs HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\n"
+            f"Content-Length: {len(task)}\r\n\r\n".encode()
+            + task
+        )
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
+        writer.close()
+        assert answer.startswith((b"HTTP/1.1 202", b"HTTP/1.1 400")), answer  # read, judged: not cut
+    finally:
+        text = api.stop()
+    assert "Traceback" not in text, text[-3000:]
