@@ -169,3 +169,35 @@ async def test_a_process_in_the_wrong_namespace_ends_nothing(env: Env) -> None:
     cancelled = await env.http.post(f"/jobs/{job_id}/cancel")
     assert cancelled.status_code == 200, cancelled.text
     await env.stack.wait_terminal(job_id, 30)
+
+
+async def test_the_namespace_is_witnessed_by_this_ledger_s_jobs_whatever_else_runs_there(env: Env) -> None:
+    """The proof that the namespace holds this ledger's jobs was looked for among the
+    namespace's latest job executions only: when the last :data:`WITNESS_SAMPLE` were
+    another ledger's (a namespace shared with another deployment, a Temporal client's
+    refused starts, the suite's other modules), a deleted execution was never taken for
+    deleted (``reconciler.namespace_unconfirmed`` on every tick). Now the ledger's own latest
+    started jobs are looked up too."""
+    from curaflow.ledger.reconciler.executions import WITNESS_SAMPLE, namespace_holds_jobs
+
+    job_id = await submit(env, "solo")
+    await env.stack.wait_terminal(job_id, 60)
+    foreign = [f"foreign-{short_id()}" for _ in range(WITNESS_SAMPLE + 1)]
+    queue = f"nobody-{short_id()}"  # no worker: they stay open, untouched
+    for workflow_id in foreign:
+        await env.client.start_workflow("JobWorkflow", {"protocol_version": "1"}, id=workflow_id, task_queue=queue)
+    try:
+
+        async def swamped() -> bool:
+            latest = [
+                w.id async for w in env.client.list_workflows("WorkflowType = 'JobWorkflow'", limit=WITNESS_SAMPLE)
+            ]
+            return set(latest) <= set(foreign) and len(latest) == WITNESS_SAMPLE
+
+        await eventually(swamped, timeout_s=30, interval_s=0.3, what="the latest job executions are all foreign")
+        pool = await env.stack.ledger()
+        async with pool.acquire() as conn:
+            assert await namespace_holds_jobs(conn, env.client, {}) is True
+    finally:
+        for workflow_id in foreign:
+            await env.client.get_workflow_handle(workflow_id).terminate(reason="test: foreign executions")

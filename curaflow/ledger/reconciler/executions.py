@@ -299,7 +299,8 @@ async def namespace_holds_jobs(conn: asyncpg.Connection, client: Client, listed:
     worker registers it at start) finds every job's execution not found; such a namespace
     holds none of this ledger's jobs. The witness: a job execution (``listed``, the
     executions a tick already listed, else the namespace's latest
-    :data:`WITNESS_SAMPLE`) whose id is a job of this ledger that is marked started and
+    :data:`WITNESS_SAMPLE`, else this ledger's latest :data:`WITNESS_SAMPLE` started jobs
+    looked up by id) whose id is a job of this ledger that is marked started and
     that started no later than the ledger recorded its start (plus
     :data:`WITNESS_SKEW_MS`). Not told apart: another curaflow instance's namespace whose
     job ids are this ledger's (the same targets and keys).
@@ -310,7 +311,8 @@ async def namespace_holds_jobs(conn: asyncpg.Connection, client: Client, listed:
         listed: job id → earliest start (epoch ms) of executions already listed in it.
 
     Returns:
-        True when a witness is found (at most one more ``ListWorkflowExecutions``).
+        True when a witness is found (at most two more ``ListWorkflowExecutions`` and one
+        statement, the second only when the namespace's latest witness nothing).
     """
 
     async def witnessed(found: dict[str, int]) -> bool:
@@ -327,7 +329,17 @@ async def namespace_holds_jobs(conn: asyncpg.Connection, client: Client, listed:
         )
         return held is True
 
-    return await witnessed(listed) or await witnessed(await latest_job_executions(client))
+    if await witnessed(listed) or await witnessed(await latest_job_executions(client)):
+        return True
+    # The namespace's latest may all be another ledger's (a namespace shared with another
+    # deployment, a Temporal client's refused starts): look up this ledger's own latest
+    # started jobs by id (2026-12-06; before, such a namespace never confirmed a deletion).
+    own = await conn.fetch(
+        """SELECT job_id FROM jobs WHERE workflow_started_at IS NOT NULL
+           ORDER BY workflow_started_at DESC LIMIT $1""",
+        WITNESS_SAMPLE,
+    )
+    return await witnessed(await listed_executions(client, [r["job_id"] for r in own]))
 
 
 async def _closed_executions(client: Client, now: int) -> dict[str, tuple[FinishCause, int]]:
