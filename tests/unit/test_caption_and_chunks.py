@@ -161,8 +161,14 @@ def test_a_delivery_resumed_under_another_split_sends_every_page_once(
 
     recorded = split(first_room)(pages)[:confirmed]
     parts = resumed_parts(pages, [len(part) for part in recorded], split(then_room), partial_last=partial_last)
-    assert parts[: len(recorded)] == recorded
     assert [p for part in parts for p in part] == pages
+    if recorded and partial_last:
+        # the last recorded part may be an album posted partly: the part at its place
+        # begins with its pages, and the route sends only the rest of that part
+        assert parts[: len(recorded) - 1] == recorded[:-1]
+        assert parts[len(recorded) - 1][: len(recorded[-1])] == recorded[-1]
+    else:
+        assert parts[: len(recorded)] == recorded
     if first_room == then_room:
         assert parts == split(then_room)(pages)  # the same split: resumed where it stopped
 
