@@ -309,3 +309,77 @@ async def test_an_app_api_404_with_words_to_its_user_is_the_works_in_any_languag
         with pytest.raises(WorkUnavailable) as raised:
             await call("123")
         assert raised.value.recognised is True
+
+
+def restricted_object() -> dict[str, object]:
+    return app_api_error(RESTRICTED, "")
+
+
+def rate_limit_object() -> dict[str, object]:
+    return app_api_error("", "Rate Limit")
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 599, 301, 302, 307])
+async def test_the_restricted_object_under_a_5xx_or_a_redirect_pauses_nothing(status: int) -> None:
+    """The app-api speaks of the account in a 2xx or a 4xx (its restricted object came with
+    HTTP 200 and 403, reference §2.3 and pixivpy #327); a 5xx is the server failing and a
+    3xx sends the request elsewhere — a cache or a gateway replaying a stale body of the
+    app-api's for every request while it lasts. Until 2026-12-06 the object under any status
+    paused the account for the hour (``account_restricted``, every job of it failing, not
+    retried): one retried attempt now, the account untouched."""
+    gate = MemoryGate()
+    answer = httpx.Response(status, json=restricted_object())
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: answer, gate=gate)
+    with pytest.raises(SourceError) as raised:
+        await pixiv.search_illust("tag")
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
+    assert gate._paused_until == 0.0
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 302])
+@pytest.mark.parametrize(
+    "body",
+    [rate_limit_object(), {"error": {"message": "Rate Limit"}}, {"error": "rate limit exceeded"}],
+    ids=["app-api-object", "message", "text"],
+)
+@pytest.mark.parametrize("endpoint", ["api", "token"])
+async def test_rate_limit_words_under_a_5xx_or_a_redirect_cool_nothing(
+    status: int, body: dict[str, object], endpoint: str
+) -> None:
+    """A rate limit is HTTP 429, or Pixiv's "Rate Limit" words in a 2xx or a 4xx (reference
+    §2.5: reported with 403 in the wild, returned as a result by pixivpy). The words under a
+    5xx or a redirect — an upstream's, a gateway's failure page — are an answer never seen:
+    until 2026-12-06 each climbed the account's cooldown ladder (60 s doubling to 15 min,
+    every job of the account held), and a run of them kept it at the cap. One retried
+    attempt now, the ladder untouched."""
+    gate = MemoryGate()
+    answer = httpx.Response(status, json=body)
+    if endpoint == "token":
+        pixiv, _ = client(lambda: answer, gate=gate)
+        call = pixiv.authenticate()
+    else:
+        pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: answer, gate=gate)
+        call = pixiv.search_illust("tag")
+    with pytest.raises(SourceError) as raised:
+        await call
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
+    assert raised.value.cooldown_s is None
+    assert gate.penalty == 0
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (403, rate_limit_object()),  # the reference's own (§2.5)
+        (200, rate_limit_object()),  # returned as a result (pixivpy #327)
+        (429, {}),
+        (429, rate_limit_object()),
+    ],
+)
+async def test_a_recognised_rate_limit_still_climbs_the_ladder(status: int, body: dict[str, object]) -> None:
+    gate = MemoryGate()
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(status, json=body), gate=gate)
+    with pytest.raises(SourceError) as raised:
+        await pixiv.search_illust("tag")
+    assert raised.value.reason == TerminalReason.RATE_LIMITED
+    assert raised.value.cooldown_s is not None and gate.penalty == 1

@@ -118,19 +118,52 @@ def refuses_grant(status: int, body: Any) -> bool:
     return status == OAUTH_ERROR_STATUS and isinstance(body, dict) and body.get("error") == INVALID_GRANT
 
 
-def says_restricted(body: Any) -> bool:
+def speaks_of_the_request(status: int) -> bool:
+    """Whether an answer of ``status`` may be the app-api speaking of what was asked — of
+    the account, its rate: a 2xx (pixivpy returns its error objects as results, pixivpy
+    #327) or a 4xx (its "Rate Limit" with 403, reference §2.5; its restricted object with
+    403). A 5xx is the server failing and a 3xx sends the request elsewhere: a body under
+    them — a cache, a gateway or a CDN replaying a stale answer of the app-api's for every
+    request while it lasts, an upstream's own limit — says nothing of the account.
+    """
+    return 200 <= status < 300 or 400 <= status < 500
+
+
+def says_rate_limit(status: int, body: Any) -> bool:
+    """Whether an answer is a rate limit of the account: HTTP 429 (RFC 6585 §4), whatever
+    its body, or Pixiv's words (:data:`~curaflow.sources.pixiv.client.constants.RATE_LIMIT_MARK`,
+    "Rate Limit") in a JSON error under a status in which the app-api speaks
+    (:func:`speaks_of_the_request`; reference §2.5: "classify by body, not status" — the
+    body of a 2xx or a 4xx).
+
+    What climbs the account's cooldown ladder (60 s doubling to the cap, every job of the
+    account held meanwhile), so recognised positively: the words under a 5xx or a redirect
+    are an answer never seen, the source's, one retried attempt (until 2026-12-06 they
+    cooled the account down).
+    """
+    if status == 429:
+        return True
+    return speaks_of_the_request(status) and RATE_LIMIT_MARK in (error_text(body) or "").lower()
+
+
+def says_restricted(status: int, body: Any) -> bool:
     """Whether an app-api answer says the account is restricted: the app-api's own error
     object (:func:`is_app_api_error`) whose text holds Pixiv's words
     (:data:`~curaflow.sources.pixiv.client.constants.RESTRICTED_MARK`, "Your access is
-    currently restricted.").
+    currently restricted."), under a status in which the app-api speaks
+    (:func:`speaks_of_the_request`: a 2xx or a 4xx).
 
     What pauses the account (``pixiv.restriction_pause_ms``, every job of it failing
-    ``account_restricted``, not retried), so recognised positively, shape and words
-    together, as a work's 404 is: the words in another shape — an error that is text, a
-    gateway's ``{"error": {"message": …}}`` — are an answer never seen, the source's, one
-    retried attempt (until 2026-12-05 the words in any JSON error paused the account).
+    ``account_restricted``, not retried), so recognised positively, status, shape and
+    words together, as a work's 404 is: the words in another shape — an error that is
+    text, a gateway's ``{"error": {"message": …}}`` — are an answer never seen, the
+    source's, one retried attempt (until 2026-12-05 the words in any JSON error paused the
+    account); so is the object under a 5xx or a redirect (until 2026-12-06 it paused the
+    account).
     """
-    return is_app_api_error(body) and RESTRICTED_MARK in (error_text(body) or "").lower()
+    return (
+        speaks_of_the_request(status) and is_app_api_error(body) and RESTRICTED_MARK in (error_text(body) or "").lower()
+    )
 
 
 def json_body(response: httpx.Response) -> Any:
@@ -156,11 +189,6 @@ def too_large(err: AnswerTooLarge) -> SourceError:
 
 
 def reason_for_status(status: int, body: Any) -> TerminalReason:
-    """The reason of a failed answer: ``rate_limited`` (HTTP 429 or the body's "Rate Limit"),
-    else ``remote_http_error``."""
-    text = (error_text(body) or "").lower()
-    if status == 429 or RATE_LIMIT_MARK in text:
-        return TerminalReason.RATE_LIMITED
-    if status >= 500:
-        return TerminalReason.REMOTE_HTTP_ERROR
-    return TerminalReason.REMOTE_HTTP_ERROR
+    """The reason of a failed answer: ``rate_limited`` for a rate limit
+    (:func:`says_rate_limit`), else ``remote_http_error``."""
+    return TerminalReason.RATE_LIMITED if says_rate_limit(status, body) else TerminalReason.REMOTE_HTTP_ERROR

@@ -261,7 +261,7 @@ class PixivClient(ImageRequests):
                 # the request. Those are held back briefly, not the week.
                 recognised = says_gone(response.status_code, body)
                 raise WorkUnavailable(work_id, text or f"HTTP {response.status_code}", recognised=recognised)
-            if says_restricted(body):
+            if says_restricted(response.status_code, body):
                 # Not one work: the account. Retrying cannot lift it; pause the account.
                 # Only the app-api's own error object says so: the words in another shape
                 # are the source's, retried below.

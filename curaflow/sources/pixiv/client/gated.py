@@ -11,8 +11,7 @@ from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.sources.errors import SourceError
 from curaflow.sources.gate import Gate
-from curaflow.sources.pixiv.client.answers import error_text
-from curaflow.sources.pixiv.client.constants import RATE_LIMIT_MARK
+from curaflow.sources.pixiv.client.answers import says_rate_limit
 
 
 class GatedRequests:
@@ -33,10 +32,11 @@ class GatedRequests:
         """Raise ``rate_limited`` (after climbing the gate's ladder) for a rate-limit answer.
 
         Pixiv reports rate limits in the body (``{"error": {"message": "Rate Limit"}}``),
-        often with HTTP 403, sometimes as HTTP 429: classify by body, then status.
+        often with HTTP 403, sometimes as HTTP 429: recognised by
+        :func:`~curaflow.sources.pixiv.client.answers.says_rate_limit` (429, or the words
+        in a 2xx or a 4xx — never under a 5xx or a redirect, which cool nothing).
         """
-        text = (error_text(body) or "").lower()
-        if RATE_LIMIT_MARK not in text and response.status_code != 429:
+        if not says_rate_limit(response.status_code, body):
             return
         retry_after = parse_retry_after(response.headers.get("retry-after"))
         cooldown = await self._gate.rate_limited(retry_after) if self._gate is not None else None
