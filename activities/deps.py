@@ -20,6 +20,7 @@ from curaflow.artifacts import ArtifactStore
 from curaflow.config import Settings
 from curaflow.ledger.db import create_pool
 from curaflow.ledger.gates import LedgerGate
+from curaflow.ledger.source_tokens import LedgerTokenStore
 from curaflow.ledger.statements import BACKGROUND, StatementCounter
 from curaflow.outbound import Destinations, Outbound, data, parse_networks
 from curaflow.routes import Route, RouteContext, UnsupportedRoute, build_route
@@ -172,12 +173,16 @@ def activity_step() -> str:
 def source_context(settings: Settings, pool: asyncpg.Pool, *, replay_url: str | None = None) -> SourceContext:
     """What the process's sources are built with: the ``[outbound]`` limits, a
     :class:`~curaflow.ledger.gates.LedgerGate` per instance (keyed by its source task queue),
-    the replay server's URL."""
+    the replay server's URL, a :class:`~curaflow.ledger.source_tokens.LedgerTokenStore` per
+    instance (an account's rotated refresh token, kept across restarts)."""
 
     def gates(name: str, **policy: Any) -> LedgerGate:
         return LedgerGate(pool, settings.source_task_queue(name), **policy)
 
-    return SourceContext(settings.outbound, gates, replay_url=replay_url)
+    def tokens(name: str) -> LedgerTokenStore:
+        return LedgerTokenStore(pool, settings.source_task_queue(name))
+
+    return SourceContext(settings.outbound, gates, replay_url=replay_url, tokens=tokens)
 
 
 async def close_deps(deps: ActivityDeps) -> None:

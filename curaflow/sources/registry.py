@@ -26,6 +26,7 @@ from curaflow.sources.base import Source, SourceConfig
 if TYPE_CHECKING:
     from curaflow.outbound.settings import OutboundSettings
     from curaflow.sources.gate import Gate
+    from curaflow.sources.tokens import TokenStore
 
 #: Modules that register the built-in source kinds.
 BUILTIN_MODULES = ("curaflow.sources.pixiv.source",)
@@ -55,11 +56,15 @@ class SourceContext:
             queue, so spacing and cooldown hold across processes).
         replay_url: the base URL of a replay server this process started (Pixiv's
             replay mode), else None.
+        tokens: makes an instance's store of rotated refresh tokens (the worker passes
+            the ledger's, :class:`curaflow.ledger.source_tokens.LedgerTokenStore`, keyed
+            as the gate is); None: a rotated token is kept in memory only (tools, tests).
     """
 
     outbound: OutboundSettings
     gates: GateFactory
     replay_url: str | None = None
+    tokens: Callable[[str], TokenStore] | None = None
     _shared: dict[str, Any] = field(default_factory=dict)
     _closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
@@ -98,6 +103,10 @@ class SourceContext:
         )
         extra = {k: v for k, v in given if v is not None}
         return self.gates(name, min_interval_ms=min_interval_ms, **extra)
+
+    def token_store(self, name: str) -> TokenStore | None:
+        """The store of instance ``name``'s rotated refresh token (:attr:`tokens`), or None."""
+        return self.tokens(name) if self.tokens is not None else None
 
     async def aclose(self) -> None:
         """Close what :meth:`shared` made (in reverse order)."""

@@ -188,6 +188,7 @@ def build_pixiv_source(name: str, config: PixivSourceConfig, context: SourceCont
         image_referer=config.image_referer,
         gate=gate,
         image_host=ends.image_host,
+        token_store=None if config.replay else context.token_store(name),
     )
     return PixivSource(name, client, config.policy())
 

@@ -48,6 +48,7 @@ from curaflow.sources.pixiv.client.constants import (
 from curaflow.sources.pixiv.client.images import ImageRequests
 from curaflow.sources.pixiv.client.works import InvalidWork, parse_work, search_texts
 from curaflow.sources.pixiv.ugoira import UnrecognisedMetadata, parse_metadata
+from curaflow.sources.tokens import TokenStore
 
 
 class PixivClient(ImageRequests):
@@ -74,6 +75,10 @@ class PixivClient(ImageRequests):
             fetch that a dead worker began resumes through another worker's own replay
             server (``http://127.0.0.1:<its port>/i``).
         clock: monotonic seconds, for the access token's expiry (tests pass a fake one).
+        token_store: where a refresh token Pixiv rotates is kept
+            (:mod:`curaflow.sources.tokens`): read before the first token request (a token
+            rotated from ``refresh_token`` is sent instead of it), written when the token
+            endpoint answers another refresh token than the one sent; None: memory only.
     """
 
     def __init__(
@@ -92,8 +97,13 @@ class PixivClient(ImageRequests):
         page_max_bytes: int = PAGE_MAX_BYTES,
         download_timeout_s: float = DOWNLOAD_TIMEOUT_S,
         download_max_bytes: int = DOWNLOAD_MAX_BYTES,
+        token_store: TokenStore | None = None,
     ) -> None:
         self._clock = clock
+        self._configured_token = refresh_token
+        self._tokens = token_store
+        self._tokens_read = token_store is None
+        self._unsaved_token: str | None = None
         self.image_host = image_host.rstrip("/") if image_host else None
         self._refresh_token = refresh_token
         self.api_url = api_url.rstrip("/")
@@ -125,11 +135,22 @@ class PixivClient(ImageRequests):
                 :func:`refuses_grant`); ``rate_limited`` for a rate limit;
                 ``network_error`` / ``remote_http_error`` (retryable) for anything else,
                 any other 400 and the word in any other status included.
+            TokenStoreUnavailable: the token store (the ledger) failed to read or write
+                a rotated refresh token (curaflow's failure, retried; the token stays in
+                memory and its write is tried again at the next call).
         """
         async with self._auth_lock:
+            await self._keep_rotated_token()
             token = self._access_token
             if token and not force and token != refused and self._clock() < self._expires_at - self._margin_s:
                 return token
+            if not self._tokens_read and self._tokens is not None:
+                # A token rotated from the configured one before a restart: the configured
+                # one may be revoked (RFC 6749 §6).
+                stored = usable_token(await self._tokens.load(self._configured_token))
+                if stored is not None:
+                    self._refresh_token = stored
+                self._tokens_read = True
             await self._pass_gate()
             try:
                 response = await self._out.request(
@@ -184,9 +205,23 @@ class PixivClient(ImageRequests):
             self._margin_s = refresh_margin_s(lifetime)
             self._expires_at = self._clock() + lifetime
             rotated = usable_token(body.get("refresh_token"))
-            if rotated is not None:  # anything else keeps the current one
+            if rotated is not None and rotated != self._refresh_token:  # anything else keeps the current one
                 self._refresh_token = rotated
+                self._unsaved_token = rotated
+            await self._keep_rotated_token()
             return self._access_token
+
+    async def _keep_rotated_token(self) -> None:
+        """Write a rotated refresh token not yet in the token store (a failed write is
+        tried again at the next :meth:`authenticate`: the token stays in memory).
+
+        Raises:
+            TokenStoreUnavailable: the store could not be written (the attempt is retried).
+        """
+        if self._unsaved_token is None or self._tokens is None:
+            return
+        await self._tokens.save(self._configured_token, self._unsaved_token)
+        self._unsaved_token = None
 
     def expire_access_token(self) -> None:
         """Forget the access token's lifetime so the next call refreshes it (tests, ops)."""
