@@ -44,7 +44,7 @@ from curaflow.ledger.gauges import run_ledger_gauges
 from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
 from curaflow.observability.logs import get_logger
-from curaflow.observability.metrics import initialise_series, render_latest
+from curaflow.observability.metrics import initialise_series, render_latest, set_api_up
 from curaflow.observability.supervision import Beat, LoopBody, SupervisionPolicy, Supervisor
 from curaflow.observability.tracing import instrument_app, setup_tracing
 from curaflow.temporal.connection import connect_configured
@@ -253,9 +253,11 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
         # The gauges' own loop never raises ("a metric must never take a process down");
         # supervised, not fatal, so it shows in /ready and a death would be seen.
         supervisor.loop("ledger_gauges", lambda _beat: run_ledger_gauges(background, settings, stop), fatal=False)
+        set_api_up(True)
         try:
             yield
         finally:
+            set_api_up(False)
             await starter.close()
             stop.set()
             await supervisor.close()

@@ -227,6 +227,7 @@ LEDGER_TRANSACTIONS = Counter(
     ["step"],
 )
 _WORKER_UP: list[Gauge] = []
+_API_UP: list[Gauge] = []
 
 
 #: name → (help text, labels) of every gauge family read from the ledger at an interval
@@ -305,11 +306,25 @@ def set_worker_up(up: bool) -> None:
     _WORKER_UP[0].set(1 if up else 0)
 
 
+def set_api_up(up: bool) -> None:
+    """Set ``curaflow_api_up`` (1 while this API process serves requests, from the end of its
+    start to the beginning of its shutdown).
+
+    Registered on first use, so only API processes export it (a worker never shows a
+    ``curaflow_api_up 0``). ``CuraflowNoApi`` pages on its absence: an API that exited and
+    cannot start again (PostgreSQL unreachable at start) serves no metrics at all, and the
+    alerts read from its series go silent (docs/operations.md "No background loop dies silently").
+    """
+    if not _API_UP:
+        _API_UP.append(Gauge("curaflow_api_up", "1 while this API process serves requests."))
+    _API_UP[0].set(1 if up else 0)
+
+
 def exported_metric_names() -> set[str]:
     """Every series name curaflow's processes export (``curaflow_*``), as PromQL sees them.
 
     This module's counters (``…_total``), histograms (``…_bucket`` / ``…_sum`` /
-    ``…_count``) and gauges, ``curaflow_worker_up`` and the ledger gauges
+    ``…_count``) and gauges, ``curaflow_worker_up``, ``curaflow_api_up`` and the ledger gauges
     (:data:`LEDGER_GAUGE_FAMILIES`, exported by :mod:`curaflow.ledger.gauges`). Alert rules
     and dashboards are checked against it.
     """
@@ -321,7 +336,7 @@ def exported_metric_names() -> set[str]:
         for family in metric.describe()
         for suffix in suffixes[family.type]
     }
-    return names | {"curaflow_worker_up"} | set(LEDGER_GAUGE_FAMILIES)
+    return names | {"curaflow_worker_up", "curaflow_api_up"} | set(LEDGER_GAUGE_FAMILIES)
 
 
 def _safe(fn: Any) -> Any:

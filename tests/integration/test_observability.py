@@ -79,6 +79,9 @@ async def test_metrics_move_on_the_api_and_the_worker(
     assert sample(worker, "curaflow_activity_attempts_total", activity="finish", result="ok") == 1
     assert "curaflow_heartbeat_timeouts_total" in worker
     assert sample(worker, "curaflow_worker_up") == 1
+    # each process says its own role is up (CuraflowNoWorker / CuraflowNoApi read their absence)
+    assert sample(api_metrics.text, "curaflow_api_up") == 1
+    assert "curaflow_api_up" not in worker
     # the Temporal SDK runtime's own metrics, on their own port
     assert "temporal_activity_execution_latency" in sdk or "temporal_request" in sdk, sdk[:500]
 

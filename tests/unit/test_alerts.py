@@ -82,6 +82,12 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "labels": {"severity": "page"},
         "silent_at": "4m",
     },
+    "CuraflowNoApi": {
+        "series": [('curaflow_api_up{instance="api"}', "1x5 stale")],
+        "at": "9m",
+        "labels": {"severity": "page"},
+        "silent_at": "6m",
+    },
     "CuraflowLedgerGaugesStale": {
         "series": [
             ('curaflow_ledger_gauges_age_seconds{instance="api"}', "10x4 10+60x12"),
@@ -331,6 +337,12 @@ GAUGE_CASES: list[dict[str, Any]] = [
         "expect": [(f"{t}m", None) for t in (10, 11, 12, 13)],
     },
     {
+        "name": "CuraflowNoApi: one missed scrape of the only API",
+        "alert": "CuraflowNoApi",
+        "series": [('curaflow_api_up{instance="api"}', "1x10 stale 1x10")],
+        "expect": [(f"{t}m", None) for t in (10, 11, 12, 13)],
+    },
+    {
         "name": "CuraflowLedgerUnavailable: a blip of the ledger never pages",
         "alert": "CuraflowLedgerUnavailable",
         "series": [('curaflow_ledger_unavailable_last_seconds{where="api",instance="api"}', "_x3 180x10 stale 180x20")],
@@ -444,6 +456,125 @@ COOLDOWN_CASES: list[dict[str, Any]] = [
         "expect": [("13m", None), ("14m", COOLING), ("19m", COOLING), ("22m", None), ("30m", None)],
     },
 ]
+
+
+#: What curaflow's processes do in an outage (docs/operations.md "No background loop dies
+#: silently"): a loop that cannot reach PostgreSQL or Temporal for ``supervision.fatal_after_ms``
+#: (5 min) makes its process exit 3, and each restart exits 2 while the service is still away,
+#: before it serves any metrics: its target vanishes (a compose replica leaves Docker's DNS, a
+#: failed scrape is marked stale at once: ``stale`` below) until the service is back. Every
+#: alert read from the processes' series then resolves, or never fires; a page must fire at
+#: every minute of ``paged`` (first, last) all the same. ``firing``: each alert that fires
+#: (labels, first minute, last minute); every other alert of the file is silent at every minute.
+API_UP = 'curaflow_api_up{instance="api"}'
+WORKER_UP = 'curaflow_worker_up{instance="w1"}'
+#: a target gone 30 minutes (from minute 8 to 37), then back
+GONE = "stale _x29"
+PAGE = {"severity": "page"}
+
+
+def restarting(per_minute: list[str], every: int = 6, upto: int = 47) -> str:
+    """A process that exits every ``every`` minutes and is back a minute later: its values
+    (one a minute, the last repeated) with a ``stale`` in place of every ``every``-th."""
+    values = [per_minute[min(m, len(per_minute) - 1)] for m in range(upto + 1)]
+    return " ".join("stale" if m % every == every - 1 else v for m, v in enumerate(values))
+
+
+OUTAGES: list[dict[str, Any]] = [
+    {  # the processes exit at 7m; a job had ended failed at 1m, which paged
+        "name": "PostgreSQL down: every process exits and cannot start again for 30 minutes",
+        "series": [
+            (API_UP, f"1x7 {GONE} 1x10"),
+            (WORKER_UP, f"1x7 {GONE} 1x10"),
+            ('curaflow_ledger_gauges_age_seconds{instance="api"}', f"10 10+60x6 {GONE} 10x10"),
+            ('curaflow_ledger_gauges_age_seconds{instance="w1"}', f"10 10+60x6 {GONE} 10x10"),
+            ('curaflow_ledger_unavailable_last_seconds{where="gauges",instance="api"}', f"_ 60+60x6 {GONE}"),
+            ('curaflow_ledger_unavailable_last_seconds{where="activity",instance="w1"}', f"_ 60+60x6 {GONE}"),
+            ('curaflow_jobs_failed_last_seconds{instance="api"}', f"_ 60x6 {GONE} 60x10"),
+            ('curaflow_jobs_failed_last_seconds{instance="w1"}', f"_ 60x6 {GONE} 60x10"),
+        ],
+        "firing": {
+            "CuraflowJobsFailed": (PAGE, 1, 9),  # 6 minutes before its window ends: handed over
+            "CuraflowLedgerGaugesStale": ({"severity": "warning"}, 5, 9),
+            "CuraflowNoWorker": (PAGE, 10, 37),
+            "CuraflowNoApi": (PAGE, 10, 37),
+        },
+        "paged": (1, 37),
+    },
+    {  # too many connections: the API cannot open its own (its LISTEN connection, its pool)
+        # while the workers keep theirs; it answers 503 ledger_unavailable, exits at 7m
+        "name": "the API alone cannot reach the ledger: it exits and cannot start again for 30 minutes",
+        "series": [
+            (API_UP, f"1x7 {GONE} 1x10"),
+            (WORKER_UP, "1x47"),
+            ('curaflow_ledger_gauges_age_seconds{instance="api"}', f"10 10+60x6 {GONE} 10x10"),
+            ('curaflow_ledger_gauges_age_seconds{instance="w1"}', "10x47"),
+            ('curaflow_ledger_unavailable_last_seconds{where="api",instance="api"}', f"_ 60+60x6 {GONE}"),
+            ('curaflow_ledger_unavailable_last_seconds{where="gauges",instance="api"}', f"_ 60+60x6 {GONE}"),
+        ],
+        "firing": {"CuraflowNoApi": (PAGE, 10, 37)},
+        "paged": (10, 37),
+    },
+    {  # the workers' Temporal probe fails for 5 minutes: they exit; the API keeps serving reads
+        "name": "Temporal down: the workers exit and cannot start again for 30 minutes",
+        "series": [
+            (API_UP, "1x47"),
+            (WORKER_UP, f"1x7 {GONE} 1x10"),
+            ('curaflow_ledger_gauges_age_seconds{instance="api"}', "10x47"),
+            ('curaflow_ledger_gauges_age_seconds{instance="w1"}', f"10x7 {GONE} 10x10"),
+        ],
+        "firing": {"CuraflowNoWorker": (PAGE, 10, 37)},
+        "paged": (10, 37),
+    },
+    {  # a standby after a failover: connections and reads work, every write fails; each
+        # process exits on its failing loops and its restart serves again a minute later.
+        # A source answer not recognised at 2m (a counter): one page, through the restarts
+        # that reset the counter to 0 (each restart's start time is recent).
+        "name": "the ledger refuses writes for 40 minutes: every process exits and restarts, again and again",
+        "series": [
+            (API_UP, restarting(["1"])),
+            (WORKER_UP, restarting(["1"])),
+            ('curaflow_ledger_gauges_age_seconds{instance="api"}', restarting(["10"])),
+            ('curaflow_ledger_gauges_age_seconds{instance="w1"}', restarting(["10"])),
+            (
+                'curaflow_ledger_unavailable_last_seconds{where="activity",instance="w1"}',
+                restarting([str(60 * min(m, 40)) for m in range(48)]),
+            ),
+            (
+                'curaflow_source_unrecognised_answers_total{account="default",kind="gone",instance="w1"}',
+                restarting(["0", "0", "1", "1", "1", "1", "0"]),
+            ),
+            (START, restarting([str(60 * 6 * (m // 6) - 60) if m >= 6 else "-86400" for m in range(48)])),
+        ],
+        "firing": {
+            "CuraflowLedgerUnavailable": ({"severity": "page", "where": "activity"}, 10, 44),
+            "CuraflowSourceAnswersUnrecognised": (
+                {"severity": "warning", "account": "default", "kind": "gone"},
+                2,
+                47,
+            ),
+        },
+        "paged": (10, 44),
+    },
+]
+
+
+def outage_cases() -> list[dict[str, Any]]:
+    """Every alert of the file, at every minute of each outage: firing as :data:`OUTAGES` says, else silent."""
+    cases: list[dict[str, Any]] = []
+    for outage in OUTAGES:
+        for rule in rules():
+            alert = rule["alert"]
+            labels, first, last = outage["firing"].get(alert, (None, -1, -2))
+            cases.append(
+                {
+                    "name": f"{alert}: {outage['name']}",
+                    "alert": alert,
+                    "series": outage["series"],
+                    "expect": [(f"{m}m", labels if first <= m <= last else None) for m in range(48)],
+                }
+            )
+    return cases
 
 
 #: The alerts on a fact the ledger holds: (alert, its gauge's series on the API, window in
@@ -827,6 +958,30 @@ def test_the_cooldown_alert_pages_on_a_rate_limit_that_holds_the_account(tmp_pat
     the cooldowns follow one another; one short cooldown does not page, nor one that ended."""
     done = promtool_cases(tmp_path, COOLDOWN_CASES)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_page_stands_while_an_outage_keeps_the_processes_away() -> None:
+    """In each of :data:`OUTAGES` the alerts of the file expected to page cover every minute
+    of it: an alert read from the processes' series that resolves when they exit hands over
+    to one that fires (checked against promtool by the next test)."""
+    severity = {r["alert"]: r["labels"]["severity"] for r in rules()}
+    unpaged = {}
+    for outage in OUTAGES:
+        first, last = outage["paged"]
+        paging = [(start, end) for alert, (_, start, end) in outage["firing"].items() if severity.get(alert) == "page"]
+        silent = [m for m in range(first, last + 1) if not any(start <= m <= end for start, end in paging)]
+        if silent:
+            unpaged[outage["name"]] = f"no page at minutes {silent[0]}..{silent[-1]}"
+    assert not unpaged, unpaged
+    for outage in OUTAGES:
+        assert set(outage["firing"]) <= set(severity), (outage["name"], set(outage["firing"]) - set(severity))
+
+
+@needs_promtool
+def test_the_alerts_through_outages_that_make_the_processes_exit(tmp_path: Path) -> None:
+    """Every alert, every minute of each outage of :data:`OUTAGES`: it fires exactly as expected."""
+    done = promtool_cases(tmp_path, outage_cases())
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr
 
 
 @needs_promtool
