@@ -414,10 +414,10 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         Origin.DELIVERY,
         False,
         "delivery_rejected",
-        "curaflow 没有发送这件作品：一页超过该路由配置的大小上限，之后不再发给该路由；"
+        "curaflow 没有发送这件作品：一页或整个请求超过该路由配置的大小上限，之后不再发给该路由；"
         "若接收方允许，请提高上限后清除这条拒绝。",
-        "curaflow did not send this work: a page is over the route's configured size limit, so it is not "
-        "offered there again; if the receiver allows more, raise the limit and clear the refusal.",
+        "curaflow did not send this work: a page or the request is over the route's configured size limit, "
+        "so it is not offered there again; if the receiver allows more, raise the limit and clear the refusal.",
         owner=Owner.WORK,
     ),
     R.STORAGE_FULL: ReasonInfo(

@@ -5,7 +5,17 @@ artifact files inlined as base64) and the headers ``webhook-id`` (the delivery's
 idempotency key, stable across retries; characters outside printable ASCII, and ``%``,
 are percent-encoded as UTF-8), ``webhook-timestamp`` (Unix seconds) and
 ``webhook-signature`` (``v1,<base64 HMAC-SHA256>`` over ``<id>.<timestamp>.<body>``),
-signed with the ``standardwebhooks`` library. Receivers verify with the same library.
+computed as the ``standardwebhooks`` library signs (:func:`signature`, fed the body part by
+part). Receivers verify with that library.
+
+The body is bounded (:func:`encode_body`): with the files inlined it is about 4/3 of the
+artifact, and a work over the route's ``max_body_bytes`` (64 MiB by default) is refused
+by curaflow before a page is read (``over_route_limit``: the work is refused on this
+route only, the route never paused for it, nothing sent), or as soon as the pages read
+pass it. The body is built once — each page base64-encoded in its turn, off the event
+loop — and streamed with its ``Content-Length``; until 2026-12-06 it had no bound and was
+held four times over (the JSON's strings, the JSON text, the signature's copy, the bytes
+sent: 960 MiB of the worker's memory for a work of 30 pages of 8 MiB).
 
 Receiver contract (the answer decides the cell, :func:`classify`; the work is blamed
 only when the receiver says the work is the problem):
@@ -42,8 +52,13 @@ endless)
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import hashlib
+import hmac
 import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -52,6 +67,7 @@ import httpx
 from pydantic import Field, SecretStr, field_validator
 from standardwebhooks.webhooks import Webhook
 
+from curaflow.domain.models import ArtifactFile
 from curaflow.domain.ratelimit import parse_retry_after
 from curaflow.domain.reasons import TerminalReason
 from curaflow.outbound import ROUTE_ANSWER_KEEP_BYTES, Destinations, Limits, Outbound, as_outbound, configured
@@ -68,6 +84,18 @@ from curaflow.routes.base import (
 )
 from curaflow.routes.registry import RouteContext, register_route
 
+MiB = 1024 * 1024
+#: ``max_body_bytes`` by default: a work of about 48 MiB of pages inlined (a manga chapter
+#: of 50 pages of ~1 MB), as much as Telegram takes in one request.
+DEFAULT_MAX_BODY_BYTES = 64 * MiB
+#: Least ``max_body_bytes``: a body describing a work, with a small page inlined.
+MIN_MAX_BODY_BYTES = 64 * 1024
+#: Most ``max_body_bytes``: a delivery holds about its body in the worker's memory while
+#: it is sent, and every delivery running at once holds its own.
+MAX_MAX_BODY_BYTES = 1024 * MiB
+#: Bytes of the body handed to the connection at a time.
+SEND_CHUNK_BYTES = 1 * MiB
+
 
 class WebhookRouteConfig(RouteSettings):
     """HTTP POST signed per Standard Webhooks (``webhook-id`` = delivery idempotency key).
@@ -79,6 +107,11 @@ class WebhookRouteConfig(RouteSettings):
             (:data:`~curaflow.outbound.ROUTE_ANSWER_KEEP_BYTES`).
         include_files: inline each artifact file in the JSON body, base64-encoded
             (``files[].data_base64``); without it the body only describes the files.
+        max_body_bytes: largest body curaflow sends (64 MiB by default, between 64 KiB
+            and 1 GiB): with the files inlined a body is about 4/3 of the pages, held
+            about once in the worker's memory while it is sent. A work whose body would
+            be larger is refused by curaflow, nothing sent (``over_route_limit``: that
+            work on this route only). Set it to what the receiver accepts.
     """
 
     kind: Literal["webhook"] = "webhook"
@@ -86,6 +119,7 @@ class WebhookRouteConfig(RouteSettings):
     secret: SecretStr
     timeout_ms: int = Field(default=30_000, ge=100)
     include_files: bool = True
+    max_body_bytes: int = Field(default=DEFAULT_MAX_BODY_BYTES, ge=MIN_MAX_BODY_BYTES, le=MAX_MAX_BODY_BYTES)
 
     @field_validator("secret")
     @classmethod
@@ -121,13 +155,9 @@ FAILED_WORDS = {"failed", "error"}
 PENDING_WORDS = {"pending", "queued"}
 
 
-def build_body(request: DeliveryRequest, include_files: bool) -> dict[str, Any]:
-    """The JSON body of a delivery (schema_version 1).
-
-    Raises:
-        RouteError: a page could not be read (:func:`~curaflow.routes.base.read_pages`:
-            nothing sent, retried).
-    """
+def describe_body(request: DeliveryRequest) -> dict[str, Any]:
+    """The JSON body of a delivery (schema_version 1) without the files' bytes: the work,
+    the delivery's identity and each file described (``files[]``, in the artifact's order)."""
     work = request.work
     files = []
     for f in request.artifact.files:
@@ -142,8 +172,6 @@ def build_body(request: DeliveryRequest, include_files: bool) -> dict[str, Any]:
         }
         if f.frame_delays_ms:  # an animation: each frame's delay, ms, in order
             entry["frame_delays_ms"] = f.frame_delays_ms
-        if include_files:
-            entry["data_base64"] = base64.b64encode(read_pages([f])[0]).decode()
         files.append(entry)
     return {
         "type": "curaflow.delivery",
@@ -166,6 +194,101 @@ def build_body(request: DeliveryRequest, include_files: bool) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class EncodedBody:
+    """A delivery's JSON body as the bytes sent, in parts (each page's base64 one part:
+    the body is never joined into one more copy).
+
+    Attributes:
+        parts: the body's bytes, in order.
+        size: their total length, bytes (the request's ``Content-Length``).
+    """
+
+    parts: tuple[bytes, ...]
+    size: int
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The body in pieces of at most :data:`SEND_CHUNK_BYTES` (the request's content)."""
+        for part in self.parts:
+            for start in range(0, len(part), SEND_CHUNK_BYTES):
+                yield part[start : start + SEND_CHUNK_BYTES]
+
+
+def base64_length(size: int) -> int:
+    """Length of the padded base64 of ``size`` bytes (RFC 4648 §4: 4 characters per 3 bytes)."""
+    return 4 * ((size + 2) // 3)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def encode_body(request: DeliveryRequest, include_files: bool, max_body_bytes: int) -> EncodedBody:
+    """The body of a delivery (:func:`describe_body`, each file's ``data_base64`` last in
+    its entry when ``include_files``), as UTF-8 JSON bytes — the same bytes as
+    ``json.dumps(body, ensure_ascii=False)`` — built once, a page at a time.
+
+    Blocking (reads the pages): run it in a thread.
+
+    Raises:
+        RouteError: ``over_route_limit`` (permanent, no answer: curaflow's own limit,
+            nothing sent) when the body would be over ``max_body_bytes`` — checked from
+            the sizes the artifact lists before a page is read, and again on the bytes
+            read, page by page; ``delivery_failed`` when a page cannot be read
+            (:func:`~curaflow.routes.base.read_pages`: nothing sent, retried).
+    """
+    body = describe_body(request)
+    entries = [_dumps(entry) for entry in body.pop("files")]
+    head = _dumps(body)[:-1].encode() + b', "files": ['  # the body's keys, "files" last
+    tail = b"]}"
+    if not include_files:
+        whole = head + ", ".join(entries).encode() + tail
+        return EncodedBody((whole,), len(whole))
+    # Each entry's closing brace gives way to its data: ``, "data_base64": "<base64>"}``.
+    entry_heads = [((", " if i else "") + text[:-1] + ', "data_base64": "').encode() for i, text in enumerate(entries)]
+    files = request.artifact.files
+    listed = len(head) + len(tail) + sum(len(h) + 2 for h in entry_heads)
+    listed += sum(base64_length(f.bytes) for f in files)
+    if listed > max_body_bytes:
+        raise _over_limit(files, listed, max_body_bytes)
+    parts: list[bytes] = [head]
+    size = listed - sum(base64_length(f.bytes) for f in files)  # everything but the data
+    for f, entry_head in zip(files, entry_heads, strict=True):
+        data = base64.b64encode(read_pages([f])[0])
+        size += len(data)
+        if size > max_body_bytes:  # a page larger than the artifact lists it
+            raise _over_limit(files, size, max_body_bytes, at_least=True)
+        parts += (entry_head, data, b'"}')
+    parts.append(tail)
+    return EncodedBody(tuple(parts), size)
+
+
+def _over_limit(files: Sequence[ArtifactFile], size: int, max_body_bytes: int, *, at_least: bool = False) -> RouteError:
+    return RouteError(
+        TerminalReason.OVER_ROUTE_LIMIT,
+        f"webhook: not sent by curaflow: the body of this work is {'at least ' if at_least else ''}{size} bytes "
+        f"({len(files)} files inlined as base64), over the route's max_body_bytes of {max_body_bytes}",
+        permanent=True,
+    )
+
+
+def signing_key(secret: str) -> bytes:
+    """The HMAC key of a Standard Webhooks ``secret``, as the ``standardwebhooks`` library
+    reads it: ``whsec_`` dropped, the rest base64-decoded (padding added, characters
+    outside the alphabet skipped)."""
+    return base64.b64decode(secret.removeprefix("whsec_") + "==")
+
+
+def signature(key: bytes, message_id: str, timestamp: int, parts: Sequence[bytes]) -> str:
+    """``webhook-signature`` (Standard Webhooks 1.0): ``v1,<base64 HMAC-SHA256>`` over
+    ``<id>.<timestamp>.<body>`` — ``timestamp`` in Unix seconds, the body fed part by part
+    (the library's ``Webhook.sign`` copies it whole into the signed string)."""
+    mac = hmac.new(key, f"{message_id}.{timestamp}.".encode(), hashlib.sha256)
+    for part in parts:
+        mac.update(part)
+    return "v1," + base64.b64encode(mac.digest()).decode()
+
+
 class WebhookRoute:
     """Signed webhook delivery (see the module doc).
 
@@ -179,6 +302,7 @@ class WebhookRoute:
             :class:`~curaflow.outbound.Limits`); the answer is read up to
             :data:`~curaflow.outbound.ROUTE_ANSWER_KEEP_BYTES`.
         include_files: inline the artifact bytes.
+        max_body_bytes: largest body sent (:func:`encode_body`).
     """
 
     kind = "webhook"
@@ -193,13 +317,16 @@ class WebhookRoute:
         *,
         timeout_s: float = 30.0,
         include_files: bool = True,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     ) -> None:
         self.name = name
         self.url = url
-        self._signer = Webhook(secret)
+        Webhook(secret)  # refuses a secret the library cannot sign with
+        self._key = signing_key(secret)
         self._out = as_outbound(http, configured(url))
         self.timeout_s = timeout_s
         self.include_files = include_files
+        self.max_body_bytes = max_body_bytes
 
     async def deliver(self, request: DeliveryRequest) -> DeliveryReceipt:
         """POST the signed delivery and classify the answer.
@@ -207,20 +334,21 @@ class WebhookRoute:
         Raises:
             RouteError: see the receiver contract in the module doc.
         """
-        body = json.dumps(build_body(request, self.include_files), ensure_ascii=False)
-        now = datetime.now(UTC)
+        body = await asyncio.to_thread(encode_body, request, self.include_files, self.max_body_bytes)
+        timestamp = int(datetime.now(UTC).timestamp())
         message_id = header_value(request.idempotency_key)
         headers = {
             "content-type": "application/json",
+            "content-length": str(body.size),
             "webhook-id": message_id,
-            "webhook-timestamp": str(int(now.timestamp())),
-            "webhook-signature": self._signer.sign(message_id, now, body),
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": await asyncio.to_thread(signature, self._key, message_id, timestamp, body.parts),
         }
         try:
             response = await self._out.request(
                 "POST",
                 self.url,
-                content=body.encode(),
+                content=body.chunks(),
                 headers=headers,
                 limits=Limits(time_s=self.timeout_s, keep_bytes=ROUTE_ANSWER_KEEP_BYTES),
             )
@@ -315,6 +443,7 @@ def build_webhook_route(name: str, config: WebhookRouteConfig, context: RouteCon
         context.http,
         timeout_s=config.timeout_ms / 1000,
         include_files=config.include_files,
+        max_body_bytes=config.max_body_bytes,
     )
 
 
