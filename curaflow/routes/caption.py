@@ -18,7 +18,14 @@ Discord 2000; a route may configure less):
 4. only if the URL line alone is longer than the limit is it cut too.
 
 Length is measured by the route: Telegram counts UTF-16 code units (:func:`utf16_len`),
-Discord characters.
+Discord code points (``len``). Why (2026-12-06): Discord's API is Python 3 and counts a
+``content``'s code points (a Discord engineer in discord-api-docs #1315; serenity's
+``MESSAGE_CODE_LIMIT`` says the same), which ``len`` counts — an emoji of the astral plane
+is one, each combining mark one; a grapheme count would be lower, never higher. The Bot
+API counts a caption "after entities parsing" (curaflow sends no ``parse_mode``: the text
+as sent); whether its unit is the UTF-16 unit of its entity offsets or the code point
+(a live probe of ``sendMessage`` accepted 4 096 astral emoji, 8 192 units), UTF-16 is
+the larger of the two counts, so a caption within it is within Telegram's either way.
 
 Text from the source (title, author, tags) never steers how the caption is shown:
 bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C: a title

@@ -343,6 +343,22 @@ async def test_discord_content_is_kept_within_2000_characters(tmp_path: Path, di
     assert discord.violations == []
 
 
+async def test_discord_content_counts_code_points_as_discord_does(
+    tmp_path: Path, discord: FakeDiscord, http: Any
+) -> None:
+    """Discord counts a content's code points (its API is Python 3: discord-api-docs #1315):
+    a title of 1 900 astral emoji with combining marks fits its 2 000 whole (3 800 UTF-16
+    units), one of 2 100 is cut within 2 000 code points, and the fake (which counts as
+    Discord does) takes both."""
+    fits = "😀\u0301" * 950  # 1 900 code points
+    await dc_route(discord, http).deliver(make_request(tmp_path, [(100, 100)], title=fits))
+    assert discord.requests[0].payload["content"].split("\n")[0] == fits
+    await dc_route(discord, http).deliver(make_request(tmp_path, [(100, 100)], title="😀" * 2100))
+    content = discord.requests[1].payload["content"]
+    assert len(content) <= 2000 < len(content.encode("utf-16-le")) // 2
+    assert discord.violations == []
+
+
 async def test_discord_file_over_the_cap_is_rejected_before_sending(
     tmp_path: Path, discord: FakeDiscord, http: Any
 ) -> None:
