@@ -18,19 +18,49 @@ activities and the CLI.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, Field, ValidationError
 
+from curaflow.domain.execution import EXECUTION_GRACE, MIN_RUN
 from curaflow.domain.messages import JobInput
 from curaflow.domain.text import json_type_name
 
 #: How late Temporal may still start an occurrence (server down, schedule paused…);
 #: anything later is counted as missed, never back-filled.
 CATCHUP_WINDOW_S = 90 * 60
+
+
+def occurrence_timeout(default_deadline_ms: int) -> timedelta:
+    """The execution timeout of a plan's occurrence (the schedule's action, DESIGN.md
+    "Scheduled occurrences"): what its trampoline waits for, bounded.
+
+    The trampoline waits for a worker, for ``admit_occurrence`` (retried while the ledger is
+    away) and for its job's run. It is given :data:`CATCHUP_WINDOW_S` to get its job admitted
+    and started — as late as Temporal itself still starts a time — then the job's own run
+    bound: the execution timeout every job start uses
+    (:func:`curaflow.domain.execution.execution_timeout`: its deadline, at least
+    :data:`~curaflow.domain.execution.MIN_RUN`, plus
+    :data:`~curaflow.domain.execution.EXECUTION_GRACE`), the job's deadline being the
+    configuration's ``budgets.default_deadline_ms`` counted from its admission. Before
+    (until 2026-12-06) the action had none: an occurrence no worker took, or whose admission
+    never got through, stayed open for ever and overlap ``SKIP`` skipped every later time of
+    the plan behind it.
+
+    Args:
+        default_deadline_ms: ``budgets.default_deadline_ms`` of the configuration the
+            schedule is synced from (the workers' must be the same).
+
+    Returns:
+        The timeout (a :class:`~datetime.timedelta`).
+    """
+    run = max(MIN_RUN, timedelta(milliseconds=default_deadline_ms)) + EXECUTION_GRACE
+    return timedelta(seconds=CATCHUP_WINDOW_S) + run
+
+
 #: Bump when the meaning of :class:`OccurrenceInput` fields changes (``schedules sync``
 #: then updates every schedule).
 SPEC_VERSION = 1

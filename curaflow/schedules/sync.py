@@ -36,7 +36,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.config import ScheduleConfig, Settings
 from curaflow.domain.execution import SCHEDULE_ID, SCHEDULED_WORKFLOW
-from curaflow.domain.occurrence import CATCHUP_WINDOW_S, OccurrenceInput
+from curaflow.domain.occurrence import CATCHUP_WINDOW_S, OccurrenceInput, occurrence_timeout
 from curaflow.observability.logs import get_logger
 
 #: Memo key naming the task queue of the stack that owns a schedule.
@@ -61,7 +61,10 @@ def occurrence_input(settings: Settings, plan: ScheduleConfig) -> OccurrenceInpu
 
 
 def build_schedule(settings: Settings, plan: ScheduleConfig) -> Schedule:
-    """The Temporal :class:`Schedule` of a configured plan (overlap SKIP, 90 min catch-up)."""
+    """The Temporal :class:`Schedule` of a configured plan (overlap SKIP, 90 min catch-up;
+    each occurrence started with the execution timeout
+    :func:`~curaflow.domain.occurrence.occurrence_timeout` of the configured
+    ``budgets.default_deadline_ms``, so none holds the overlap slot for ever)."""
     inp = occurrence_input(settings, plan)
     return Schedule(
         action=ScheduleActionStartWorkflow(
@@ -69,6 +72,7 @@ def build_schedule(settings: Settings, plan: ScheduleConfig) -> Schedule:
             args=[inp],
             id=f"{plan.id}@occurrence",
             task_queue=settings.temporal.task_queue,
+            execution_timeout=occurrence_timeout(settings.budgets.default_deadline_ms),
             typed_search_attributes=TypedSearchAttributes([SearchAttributePair(SCHEDULE_ID, plan.id)]),
             static_summary=f"occurrence of plan {plan.id} ({', '.join(plan.cron)} {plan.timezone})",
         ),
@@ -169,8 +173,10 @@ def diff_schedule(desc: ScheduleDescription, wanted: Schedule) -> dict[str, Any]
 
     The fields Temporal gives back as written: the spec's time zone and jitter, the
     policies (overlap, catch-up window, pause on failure), the action's workflow type,
-    id and task queue; and what stops a schedule without touching those (2026-12-06: an
-    edit with Temporal's tools that emptied the spec or set a count of remaining actions
+    id, task queue and execution timeout (``execution_timeout``: a schedule synced before
+    2026-12-06 has none, and the bound follows the configured deadline); and what stops
+    a schedule without touching those (2026-12-06: an edit with Temporal's tools that
+    emptied the spec or set a count of remaining actions
     read ``= id`` while the plan had stopped): the number of the spec's expressions
     (``spec_expressions``: Temporal rewrites each cron string into exactly one calendar or
     one interval, so a plan of *n* strings has *n*; an emptied spec has 0), its skip
@@ -202,6 +208,7 @@ def diff_schedule(desc: ScheduleDescription, wanted: Schedule) -> dict[str, Any]
         pairs["workflow"] = (action.workflow, wanted_action.workflow)
         pairs["workflow_id"] = (action.id, wanted_action.id)
         pairs["action_task_queue"] = (action.task_queue, wanted_action.task_queue)
+        pairs["execution_timeout"] = (action.execution_timeout, wanted_action.execution_timeout)
     else:
         pairs["action"] = (type(action).__name__, "ScheduleActionStartWorkflow")
     return {key: pair for key, pair in pairs.items() if pair[0] != pair[1]}
