@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from curaflow.domain.reasons import REASONS, TerminalReason
+from curaflow.domain.reasons import REASONS, Owner, TerminalReason
 from curaflow.domain.verdicts import (
     NON_RETRYABLE_TYPES,
     FailureKind,
@@ -37,9 +37,10 @@ def timeout(step: str, timeout_type: str, *, first: bool = False) -> StepFailure
     return StepFailure(step=step, kind=FailureKind.TIMEOUT, timeout_type=timeout_type, first_step=first)  # type: ignore[arg-type]
 
 
-# Every timeout type × step (DESIGN.md decision 8): a delivery that timed out was
-# abandoned; a source step that timed out waiting in its queue — the first, a retry, a
-# later pass — was queued too long (no worker held it: never a stall); a held step that
+# Every timeout type × step (DESIGN.md decision 8): a delivery that timed out while a
+# worker held it was abandoned; any step that timed out waiting in its queue — a source
+# step's first attempt, a retry, a later pass, a send — was queued too long (no worker
+# held it: never a stall, and a send never left: never the route's); a held step that
 # stopped beating stalled.
 TIMEOUT_TABLE = [
     ("search", "SCHEDULE_TO_START", True, R.QUEUED_TOO_LONG),
@@ -52,7 +53,7 @@ TIMEOUT_TABLE = [
     ("fetch", "START_TO_CLOSE", False, R.STALLED_NO_HEARTBEAT),
     ("fetch", "HEARTBEAT", False, R.STALLED_NO_HEARTBEAT),
     ("fetch", "SCHEDULE_TO_CLOSE", False, R.STALLED_NO_HEARTBEAT),
-    ("deliver", "SCHEDULE_TO_START", False, R.DELIVERY_ABANDONED),
+    ("deliver", "SCHEDULE_TO_START", False, R.QUEUED_TOO_LONG),
     ("deliver", "START_TO_CLOSE", False, R.DELIVERY_ABANDONED),
     ("deliver", "HEARTBEAT", False, R.DELIVERY_ABANDONED),
     ("deliver", "SCHEDULE_TO_CLOSE", False, R.DELIVERY_ABANDONED),
@@ -62,6 +63,21 @@ TIMEOUT_TABLE = [
 @pytest.mark.parametrize(("step", "kind", "first", "expected"), TIMEOUT_TABLE)
 def test_every_timeout_type_for_every_step(step: str, kind: str, first: bool, expected: TerminalReason) -> None:
     assert failure_reason(timeout(step, kind, first=first)) == expected
+
+
+@pytest.mark.parametrize("state", ["artifact_ready", "delivery_pending"])
+@pytest.mark.parametrize("cause", ["completed", "deadline"])
+def test_a_send_that_timed_out_in_its_queue_is_no_route_s_failure(state: str, cause: str) -> None:
+    """A ``deliver`` whose attempt waited in its task queue past its ``schedule_to_start``
+    budget (no worker of the route's queue took it; Temporal does not retry that timeout)
+    never reached the route: nothing was sent by it. It ended ``delivery_abandoned``, owner
+    ``route`` ("check the route's receiver"; the client's ``DeliveryAbandonedError`` "no
+    delivery attempt was left") — blame on a route that was never asked, with attempts
+    left. It is ``queued_too_long``, curaflow's (check that workers serve the queue)."""
+    failure = timeout("deliver", "SCHEDULE_TO_START")
+    reason = cell_verdict(state=state, stage="delivering", cause=cause, failure=failure)
+    assert reason == R.QUEUED_TOO_LONG
+    assert failure.owner == Owner.CURAFLOW
 
 
 APPLICATION_TABLE = [
@@ -213,6 +229,7 @@ DEADLINE_TABLE = [
     (app("acquire", "download_timeout", retry_state="MAXIMUM_ATTEMPTS_REACHED"), "deadline", R.DOWNLOAD_TIMEOUT),
     (app("acquire", "auth_failed", non_retryable=True, retry_state="NON_RETRYABLE_FAILURE"), "deadline", R.AUTH_FAILED),
     (timeout("deliver", "HEARTBEAT"), "deadline", R.DELIVERY_ABANDONED),  # a delivery's, not a budget's
+    (timeout("deliver", "SCHEDULE_TO_START"), "deadline", R.QUEUED_TOO_LONG),  # a send's own wait, as it was
     # ... and without the deadline, nothing changes
     (app("acquire", "download_timeout", retry_state="CANCEL_REQUESTED"), "completed", R.DOWNLOAD_TIMEOUT),
     (timeout("acquire", "HEARTBEAT"), "completed", R.STALLED_NO_HEARTBEAT),

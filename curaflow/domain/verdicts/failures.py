@@ -92,12 +92,16 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
       catalogue gives to curaflow (``configuration_mismatch``: every attempt landed on a
       worker that does not know the route) keeps its own name when the retries ran out:
       the route was never asked, so the delivery was not abandoned by it (2026-12-05);
-    * ``timeout``: a ``deliver`` that timed out is ``delivery_abandoned``; a source step
-      (``acquire``, ``search``, ``fetch``) that waited in its queue past its
-      ``schedule_to_start`` budget — the cell's first step, a retry of it after a fault,
-      a later pass — is ``queued_too_long``: no worker held it, so it never stalled
-      (stall budgets count only time a step was held by a worker); a held step that
-      stopped beating (``HEARTBEAT``, ``START_TO_CLOSE`` …) is ``stalled_no_heartbeat``;
+    * ``timeout``: any step that waited in its queue past its ``schedule_to_start``
+      budget — a source step's (``acquire``, ``search``, ``fetch``) first attempt, a
+      retry of it after a fault, a later pass, and a ``deliver`` attempt — is
+      ``queued_too_long`` (owner ``curaflow``): no worker held it, so it never stalled
+      (stall budgets count only time a step was held by a worker), and a send that never
+      left is no route's failure (until 2026-12-06 a ``deliver`` that timed out so was
+      ``delivery_abandoned``, owner ``route``, "no delivery attempt was left", with
+      attempts left and the route never asked by it); a ``deliver`` held by a worker
+      that timed out is ``delivery_abandoned``; a held source step that stopped beating
+      (``HEARTBEAT``, ``START_TO_CLOSE`` …) is ``stalled_no_heartbeat``;
     * ``other``: ``internal_error``.
     """
     if failure.kind == FailureKind.CANCELLED:
@@ -113,10 +117,10 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
             return R.DELIVERY_ABANDONED
         return parse_reason(failure.error_type)
     if failure.kind == FailureKind.TIMEOUT:
-        if failure.step == "deliver":
-            return R.DELIVERY_ABANDONED
         if failure.timeout_type == "SCHEDULE_TO_START":
             return R.QUEUED_TOO_LONG
+        if failure.step == "deliver":
+            return R.DELIVERY_ABANDONED
         return R.STALLED_NO_HEARTBEAT
     return R.INTERNAL_ERROR
 
@@ -133,12 +137,15 @@ def ended_by_deadline(failure: StepFailure) -> bool:
     pending — at the deadline, wherever the attempt was: a download the deadline cut,
     a decode, a ledger write), or when a Temporal timeout of the step's budget
     (:data:`BUDGET_REASONS`) stands beside the deadline: both say time ran out, and the
-    deadline wins. A delivery that timed out keeps ``delivery_abandoned``, and an
-    application failure Temporal reported before any stop keeps its reason.
+    deadline wins. A delivery that timed out keeps its own reason (``delivery_abandoned``,
+    or ``queued_too_long`` for a send that waited in its queue), and an application
+    failure Temporal reported before any stop keeps its reason.
     """
     if failure.retry_state == "CANCEL_REQUESTED":
         return True
-    return failure.kind == FailureKind.TIMEOUT and failure_reason(failure) in BUDGET_REASONS
+    return (
+        failure.kind == FailureKind.TIMEOUT and failure.step != "deliver" and failure_reason(failure) in BUDGET_REASONS
+    )
 
 
 def attempt_budget(step: Step, *, delivery_max_attempts: int, source_max_attempts: int) -> int:
