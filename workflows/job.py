@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.admit import AdmitActivity, refusal
     from activities.finish import UNKNOWN_JOB, FinishActivity
     from curaflow.domain.cells import CellState, is_terminal
-    from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, RUN_END_MARGIN, RunTimeout
+    from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, EXECUTION_GRACE, RunTimeout
     from curaflow.domain.job_failure import JOB_FAILURE_TYPES, job_failure
     from curaflow.domain.messages import (
         AcquireInput,
@@ -184,8 +184,18 @@ RUN_LIMIT = "run-limit"
 #: job id read as a green *Completed* in the UI, ``describe`` and ``result()``. Asked only
 #: where such a run ends, so every other run records no marker.
 CANCELLED_END = "cancelled-end"
-#: The run limits that can come before a job's deadline (:data:`RUN_LIMIT`).
-RUN_LIMIT_FLOOR = timedelta(milliseconds=MAX_DEADLINE_MS) + RUN_END_MARGIN
+#: The run limits that can come before a job's deadline plus the room it needs to end
+#: itself (:data:`RUN_LIMIT`): the longest deadline plus the longest room any configuration
+#: asks for — :data:`~curaflow.domain.execution.EXECUTION_GRACE`, which holds
+#: :func:`~curaflow.domain.execution.run_end_room_ms` for every heartbeat interval the
+#: configuration accepts. Until 2026-12-06 it was the longest deadline plus
+#: ``RUN_END_MARGIN`` (30 s), the room before it took in a step's heartbeat timeout: a
+#: limit between the two (7 days + 60 s with a 7-day ``deadline_ms``) was not passed to
+#: admission and left the job less room than it needs. ``start_job``'s and ``run_job``'s
+#: limit (7 days + 10 min) is not under it: those runs record no marker, as before. A
+#: history recorded before replays: a run in between then recorded no marker, so
+#: ``workflow.patched`` answers False for it and the limit is not passed, as then.
+RUN_LIMIT_FLOOR = timedelta(milliseconds=MAX_DEADLINE_MS) + EXECUTION_GRACE
 #: What a refused cron start says (:data:`NO_CRON`).
 CRON_REFUSED = (
     "a job runs once: a cron schedule would start it again under its id at every occurrence; "

@@ -27,13 +27,14 @@ from curaflow.domain.execution import (
     BUSINESS_STATUS,
     JOB_STATUS,
     JOB_TYPE,
+    RUN_END_MARGIN,
     SCHEDULE_ID,
     TARGET_IDS,
     run_end_room_ms,
 )
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.jobs.submit import JOB_START_OPTIONS, job_id_for, start_job
-from curaflow.protocol.models import Task
+from curaflow.protocol.models import MAX_DEADLINE_MS, Task
 from tests.support import (
     DemoStack,
     closed_status,
@@ -778,6 +779,30 @@ async def test_a_run_timeout_a_starter_set_bounds_the_jobs_deadline_and_the_job_
     assert await executions(env, job_id) == 1
     if timeout == "run_timeout":
         record_history(env, job_id, "job_run_limit_core_v3")
+
+
+async def test_a_run_limit_just_past_the_longest_deadline_still_bounds_it(env: Env) -> None:
+    # The workflow passed a starter's run limit to admission only below RUN_LIMIT_FLOOR, the
+    # longest deadline plus RUN_END_MARGIN (30 s) — the room a job needed before its room
+    # took in a step's heartbeat timeout. An execution timeout of 7 days + 60 s with
+    # deadline_ms at its 7-day maximum (60 s heartbeat timeout by default) left the job
+    # 60 s after its deadline, not the 90 s (heartbeat timeout + 30 s) it needs to end
+    # itself: a worker lost at the deadline left the job to be timed out by Temporal. The
+    # floor is now the longest deadline plus the longest room any configuration asks for
+    # (EXECUTION_GRACE).
+    key = f"limit-floor-{short_id()}"
+    job_id = f"demo@manual-{key}"
+    heartbeat_timeout_ms = env.stack.settings.budgets_model().heartbeat_timeout_ms
+    # past the old floor, short of the room the job needs (half its heartbeat timeout short)
+    limit = timedelta(milliseconds=MAX_DEADLINE_MS) + RUN_END_MARGIN + timedelta(milliseconds=heartbeat_timeout_ms / 2)
+    handle = await env.client.start_workflow(
+        JobWorkflow.run, task(key).model_copy(update={"deadline_ms": MAX_DEADLINE_MS}), id=job_id,
+        task_queue=env.stack.task_queue, execution_timeout=limit, **JOB_START_OPTIONS,
+    )  # fmt: skip
+    job = await ended_job(env, job_id, timeout_s=60)
+    started_ms = int((await handle.describe()).start_time.timestamp() * 1000)
+    room_ms = run_end_room_ms(heartbeat_timeout_ms)
+    assert job["deadline_at"] <= started_ms + int(limit.total_seconds() * 1000) - room_ms, job
 
 
 async def test_a_run_too_short_for_any_deadline_is_refused_and_the_id_stays_usable(env: Env) -> None:
