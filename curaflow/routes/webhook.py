@@ -21,7 +21,8 @@ Receiver contract (the answer decides the cell, :func:`classify`; the work is bl
 only when the receiver says the work is the problem):
 
 =====================  =======================================================
-2xx                     delivered — unless the JSON body reports ``status``
+2xx                     delivered — unless the body, labelled JSON (in any
+                        case), reports ``status``
                         ``rejected`` (the work refused for good), ``failed`` /
                         ``error`` (the receiver's own failure: ``route_refused``,
                         the work held back, never refused) or ``pending`` /
@@ -391,7 +392,10 @@ class WebhookRoute:
 
     @staticmethod
     def _business_status(response: httpx.Response) -> tuple[str | None, str | None]:
-        if "json" not in response.headers.get("content-type", ""):
+        # A media type is case-insensitive (RFC 9110 §8.3.1): `Application/JSON` is JSON.
+        # Until 2026-12-06 only a lowercase label was read, and a 2xx labelled
+        # `Application/JSON` saying "pending", "failed" or "rejected" was a delivery.
+        if "json" not in response.headers.get("content-type", "").lower():
             return None, None
         try:
             data = response.json()

@@ -1,0 +1,529 @@
+"""Every permanent verdict of the delivery side comes only from an answer the table recognises.
+
+Property-based: each HTTP route (Telegram, Discord, webhook) runs against
+``httpx.MockTransport`` answering an arbitrary answer — any status, ``Retry-After`` and
+``Content-Type`` in odd forms, ``X-RateLimit-Scope``, bodies of the platform's shape with
+any values, JSON of other shapes, HTML, empty, huge, truncated — and the job's pushes'
+:func:`~curaflow.jobs.pushes.classify_answer` takes any status. What is asserted is the
+table of DESIGN.md "Safe defaults at the edges: the delivery side" ("Permanent verdicts,
+answer by answer"), restated here from the receivers' documentation, not from the code:
+
+* the work is refused for good (``delivery_rejected``, remembered) only for an answer in
+  the route's recognised list, read where status, shape and words agree;
+* a delivery is ambiguous (``delivery_unknown`` on an at-most-once route: the work blocked
+  there for good) only where the request may have been processed — a 2xx that is not the
+  platform's, a 5xx that is not the platform's own, a gateway error — never a 3xx or 4xx;
+* a delivery is confirmed only by the platform's acceptance;
+* a rate limit (a 429; Telegram's ``retry_after``) is one retried attempt whose wait is
+  bounded (the stated delay at most :data:`~curaflow.domain.ratelimit.MAX_STATED_S`, the
+  backoff at most the ladder's cap), never permanent, never ambiguous;
+* every other answer is the route's (``route_refused``: the work held back for a while,
+  never remembered) or retried — never the work's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from curaflow.domain.ratelimit import LADDER_CAP_MS, MAX_STATED_S, retry_delay_ms
+from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.verdicts import delivery_verdict
+from curaflow.jobs.pushes import Verdict, classify_answer
+from curaflow.outbound import ROUTE_ANSWER_KEEP_BYTES
+from curaflow.routes.base import DeliveryReceipt, RouteError
+from tests.unit.test_route_answers import discord, request_of, telegram, webhook
+
+EXAMPLES = settings(
+    max_examples=int(os.environ.get("VERDICT_EXAMPLES", "250")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
+
+_PAGES = Path(tempfile.mkdtemp(prefix="verdicts-"))
+atexit.register(shutil.rmtree, _PAGES, True)
+_REQUESTS: dict[int, Any] = {}
+for _pages in (1, 3):
+    (_PAGES / str(_pages)).mkdir()
+    _REQUESTS[_pages] = request_of(_PAGES / str(_pages), _pages)
+
+# ---- the recognised table, from the receivers' documentation ------------------------------------
+
+#: Telegram's words for a file the Bot API cannot take (Bot API error strings; reference §3.2).
+TG_WORK_WORDS = (
+    "photo_invalid_dimensions",
+    "image_process_failed",
+    "photo_save_file_invalid",
+    "photo_ext_invalid",
+    "photo_invalid",
+    "wrong type of the web page content",
+    "file is too big",
+)
+#: Discord's JSON error codes about the content (docs "JSON Error Codes").
+DC_WORK_CODES = {20009, 50045, 200000, 200001, 240000}
+DC_FORM_BODY = 50035
+#: The webhook route's published receiver contract: 415 / 422, or a 2xx saying "rejected".
+WH_WORK_STATUSES = {415, 422}
+
+# ---- answers --------------------------------------------------------------------------------------
+
+STATUSES = st.one_of(
+    st.sampled_from([200, 201, 204, 301, 302, 304, 307, 400, 401, 403, 404, 405, 408, 409, 410, 413, 415]),
+    st.sampled_from([418, 422, 425, 429, 451, 499, 500, 501, 502, 503, 504, 520, 521, 524, 599]),
+    st.integers(200, 599),
+    st.integers(600, 999),
+)
+RETRY_AFTERS = st.one_of(
+    st.none(),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "0",
+            "-5",
+            "5",
+            "1.5",
+            "120",
+            "1e308",
+            "inf",
+            "nan",
+            "NaN",
+            "99999999999999999999999999999",
+            "abc",
+            "5, 10",
+            "10,abc",
+            "Wed, 21 Oct 2015 07:28:00 GMT",
+            "Fri, 31 Dec 9999 23:59:59 GMT",
+            "Wed, 21 Oct 2015",
+            "\t7\t",
+        ]
+    ),
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=40),
+)
+CONTENT_TYPES = st.one_of(
+    st.none(),
+    st.sampled_from(
+        [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+            "APPLICATION/JSON; charset=UTF-8",
+            "application/problem+json",
+            "text/html",
+            "text/plain",
+            "application/octet-stream",
+            "multipart/form-data",
+            "",
+        ]
+    ),
+)
+SCOPES = st.one_of(st.none(), st.sampled_from(["user", "global", "shared", "GLOBAL", "Shared", "", "bogus"]))
+
+JSON_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=30),
+)
+ANY_JSON = st.recursive(
+    JSON_LEAVES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=12,
+)
+
+WORDS = st.sampled_from(
+    [
+        *TG_WORK_WORDS,
+        "PHOTO_INVALID_DIMENSIONS",
+        "Bad Request: chat not found",
+        "Bad Request: message thread not found",
+        "Bad Request: TOPIC_CLOSED",
+        "Bad Request: message is too long",
+        "Bad Request: message caption is too long",
+        "Bad Request: wrong file identifier/HTTP URL specified",
+        "Bad Request: failed to get HTTP URL content",
+        "Bad Request: group chat was upgraded to a supergroup chat",
+        "Bad Request: group send failed",
+        'Bad Request: failed to send message #3 with the error message "PHOTO_INVALID_DIMENSIONS"',
+        'Bad Request: failed to send message #0 with the error message "file is too big"',
+        "Too Many Requests: retry after 8",
+        "Too Many Requests: retry after 1e9",
+        "Forbidden: bot was blocked by the user",
+        "Unauthorized",
+        "Request Entity Too Large",
+        "Invalid Form Body",
+        "Unknown Webhook",
+        "Explicit content",
+        "500: Internal Server Error",
+        "You are being rate limited.",
+        "",
+    ]
+)
+TEXT = st.one_of(WORDS, st.text(max_size=60), st.builds(lambda a, b: f"{a} {b}", WORDS, WORDS))
+NUMBERISH = st.one_of(
+    st.none(),
+    st.integers(-(2**64), 2**64),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["8", "1e9", "-1", "abc", "", True, False, [], {}]),
+)
+
+
+def _json_text(value: Any) -> bytes:
+    return json.dumps(value, allow_nan=True).encode()
+
+
+TG_BODIES = st.fixed_dictionaries(
+    {},
+    optional={
+        "ok": st.one_of(st.booleans(), st.sampled_from(["true", "false", 1, 0, None])),
+        "error_code": st.one_of(STATUSES, st.sampled_from([400, 429, 502, "400", None, True])),
+        "description": st.one_of(TEXT, st.sampled_from([None, 7, ["x"]])),
+        "parameters": st.one_of(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "retry_after": NUMBERISH,
+                    "migrate_to_chat_id": st.one_of(
+                        NUMBERISH, st.sampled_from([-1001234567890, -100, "-1001234567890", 12345])
+                    ),
+                },
+            ),
+            ANY_JSON,
+        ),
+        "result": ANY_JSON,
+    },
+)
+FORM_ERRORS = st.recursive(
+    st.fixed_dictionaries({"_errors": st.lists(st.fixed_dictionaries({"code": TEXT, "message": TEXT}), max_size=2)}),
+    lambda inner: st.dictionaries(
+        st.sampled_from(["content", "attachments", "files[0]", "0", "username", "thread_id", "embeds", "payload_json"]),
+        inner,
+        max_size=3,
+    ),
+    max_leaves=5,
+)
+DC_BODIES = st.fixed_dictionaries(
+    {},
+    optional={
+        "code": st.one_of(
+            st.sampled_from([0, 10015, 20009, 40005, 50006, 50035, 50045, 200000, 200001, 240000, 40060]),
+            st.integers(-5, 10**6),
+            st.sampled_from(["50035", None, True]),
+        ),
+        "message": st.one_of(TEXT, st.none()),
+        "errors": st.one_of(FORM_ERRORS, ANY_JSON),
+        "retry_after": NUMBERISH,
+        "global": st.one_of(st.booleans(), st.sampled_from(["true", 1, None])),
+        "id": st.one_of(st.text(max_size=25), st.integers(0, 2**64), st.none()),
+    },
+)
+WH_BODIES = st.fixed_dictionaries(
+    {},
+    optional={
+        "status": st.one_of(
+            st.sampled_from(["rejected", "REJECTED", "failed", "error", "pending", "queued", "accepted", "ok"]),
+            TEXT,
+            st.none(),
+            st.integers(),
+        ),
+        "id": st.one_of(st.text(max_size=30), st.integers(), st.none()),
+    },
+)
+
+
+def bodies(platform: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[bytes]:
+    """A body: the platform's shape with any values, any JSON, HTML, empty, bytes, cut or huge."""
+    shaped = platform.map(_json_text)
+    return st.one_of(
+        shaped,
+        shaped,
+        shaped.flatmap(lambda b: st.integers(0, max(0, len(b) - 1)).map(lambda n: b[:n])),  # truncated
+        ANY_JSON.map(_json_text),
+        st.just(b""),
+        st.just(b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"),
+        st.just(b"error code: 1015"),
+        st.binary(max_size=80),
+        shaped.map(lambda b: b + b" " * (300 * 1024)),  # huge: past what a route reads of an answer
+        st.just(b'{"ok": false, "error_code": 400, "description": "' + b"[" * 100_000 + b'"}'),
+    )
+
+
+@st.composite
+def agreeing(draw: st.DrawFn, status: int) -> dict[str, Any]:
+    """A Bot API refusal whose ``ok`` and ``error_code`` agree with ``status`` (its words
+    and parameters any), so the words are read at all."""
+    body = draw(TG_BODIES)
+    return {**body, "ok": False, "error_code": status}
+
+
+@st.composite
+def answers(
+    draw: st.DrawFn,
+    platform: st.SearchStrategy[dict[str, Any]],
+    *,
+    agree: bool = False,
+    statuses: st.SearchStrategy[int] = STATUSES,
+) -> tuple[int, dict[str, str], bytes]:
+    status = draw(statuses)
+    if agree and draw(st.booleans()):
+        platform = agreeing(status)
+    headers: dict[str, str] = {}
+    if (ctype := draw(CONTENT_TYPES)) is not None:
+        headers["content-type"] = ctype
+    if (retry_after := draw(RETRY_AFTERS)) is not None:
+        headers["retry-after"] = retry_after
+    if (scope := draw(SCOPES)) is not None:
+        headers["x-ratelimit-scope"] = scope
+    return status, headers, draw(bodies(platform))
+
+
+# ---- driving a route --------------------------------------------------------------------------------
+
+
+def run(
+    route_of: Callable[[httpx.AsyncClient], Any], answer: Callable[[httpx.Request], httpx.Response], pages: int
+) -> tuple[DeliveryReceipt | RouteError, list[httpx.Request]]:
+    asked: list[httpx.Request] = []
+
+    def recorded(req: httpx.Request) -> httpx.Response:
+        asked.append(req)
+        return answer(req)
+
+    async def go() -> DeliveryReceipt | RouteError:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(recorded)) as http:
+            try:
+                return await route_of(http).deliver(_REQUESTS[pages])
+            except RouteError as err:
+                return err
+
+    return asyncio.run(go()), asked
+
+
+def parsed(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+
+
+def is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def assert_cheap(err: RouteError, status: int) -> None:
+    """What every answer owes: a rate limit is one bounded attempt; a 3xx / 4xx is never
+    ambiguous; nothing but the work's own reasons is remembered as a refusal."""
+    verdict = delivery_verdict(
+        reason=err.reason,
+        permanent=err.permanent,
+        ambiguous=err.ambiguous,
+        resend_safe=False,
+        attempt=1,
+        max_attempts=5,
+    )
+    if err.rate_limited:
+        assert not err.permanent and not err.ambiguous, err
+        assert not verdict.final
+        assert err.retry_after_s is None or 0 <= err.retry_after_s <= MAX_STATED_S, err.retry_after_s
+        stated = err.retry_after_s * 1000 if err.retry_after_s else None
+        for step in (1, 2, 30, 10_000):
+            wait = retry_delay_ms(step, stated)
+            assert 0 < wait <= max(LADDER_CAP_MS, MAX_STATED_S * 1000) and math.isfinite(wait)
+            if stated is None:
+                assert wait <= LADDER_CAP_MS
+    if status == 429:
+        assert err.rate_limited, err
+    if 300 <= status < 500:
+        assert not err.ambiguous, (status, err)
+    if err.permanent:
+        assert err.reason in (TerminalReason.DELIVERY_REJECTED, TerminalReason.ROUTE_REFUSED), err
+        assert not err.rate_limited
+    if verdict.remember_refusal:
+        assert err.reason == TerminalReason.DELIVERY_REJECTED
+
+
+def answer_of(status: int, headers: dict[str, str], body: bytes) -> Callable[[httpx.Request], httpx.Response]:
+    return lambda _req: httpx.Response(status, headers=headers, content=body)
+
+
+# ---- Telegram ---------------------------------------------------------------------------------------
+
+
+def tg_recognised_work_refusal(status: int, data: Any) -> bool:
+    if status != 400 or not isinstance(data, dict) or data.get("ok") is not False:
+        return False
+    code, words, params = data.get("error_code"), data.get("description"), data.get("parameters")
+    if not is_int(code) or code != 400 or not isinstance(words, str):
+        return False
+    if isinstance(params, dict) and params.get("retry_after") is not None:
+        return False
+    return "too many requests" not in words.lower() and any(w in words.lower() for w in TG_WORK_WORDS)
+
+
+@EXAMPLES
+@given(answer=answers(TG_BODIES, agree=True), pages=st.sampled_from([1, 3]))
+def test_telegram_permanent_verdicts_come_only_from_the_recognised_table(
+    answer: tuple[int, dict[str, str], bytes], pages: int
+) -> None:
+    status, headers, body = answer
+    data = parsed(body[:ROUTE_ANSWER_KEEP_BYTES])
+    outcome, asked = run(telegram, answer_of(status, headers, body), pages)
+    if isinstance(outcome, DeliveryReceipt):
+        assert 200 <= status < 300 and isinstance(data, dict) and data.get("ok") is True, (status, body[:200])
+        return
+    err = outcome
+    assert_cheap(err, status)
+    if err.reason == TerminalReason.DELIVERY_REJECTED:
+        assert tg_recognised_work_refusal(status, data), (status, body[:300], str(err))
+    if err.ambiguous:
+        assert 200 <= status < 300 or status >= 500, (status, err)
+    # A migration is followed only from the Bot API's own 400 naming a supergroup's id.
+    chats = {_chat_of(r) for r in asked}
+    if len(chats) > 1:
+        params = data.get("parameters") if isinstance(data, dict) else None
+        target = params.get("migrate_to_chat_id") if isinstance(params, dict) else None
+        assert status == 400 and isinstance(data, dict) and data.get("error_code") == 400, (status, body[:300])
+        assert is_int(target) and str(target).startswith("-100") and target < -1000, target
+        assert str(target) in chats
+
+
+def _chat_of(req: httpx.Request) -> str:
+    found = re.search(rb'name="chat_id"\r\n\r\n([^\r]*)\r\n', req.content)
+    assert found is not None
+    return found.group(1).decode()
+
+
+# ---- Discord ----------------------------------------------------------------------------------------
+
+
+def dc_recognised_work_refusal(status: int, data: Any) -> bool:
+    if status not in (400, 403, 413) or not isinstance(data, dict) or not is_int(data.get("code")):
+        return False
+    code = data["code"]
+    if code in DC_WORK_CODES:
+        return True
+    if code != DC_FORM_BODY:
+        return False
+
+    def fields(errors: Any, prefix: str = "") -> list[str] | None:
+        if not isinstance(errors, dict):
+            return None
+        names: list[str] = []
+        for key, value in errors.items():
+            if key == "_errors":
+                names.append(prefix or "(body)")
+                continue
+            inner = fields(value, f"{prefix}.{key}" if prefix else key)
+            if inner is None:
+                return None
+            names.extend(inner)
+        return names
+
+    named = fields(data.get("errors"))
+    tops = {name.split(".")[0] for name in named or []}
+    return bool(named) and all(t in {"content", "attachments", "embeds"} or t.startswith("file") for t in tops)
+
+
+@EXAMPLES
+@given(answer=answers(DC_BODIES), pages=st.sampled_from([1, 3]))
+def test_discord_permanent_verdicts_come_only_from_the_recognised_table(
+    answer: tuple[int, dict[str, str], bytes], pages: int
+) -> None:
+    status, headers, body = answer
+    data = parsed(body[:ROUTE_ANSWER_KEEP_BYTES]) if body else None
+    outcome, _asked = run(discord, answer_of(status, headers, body), pages)
+    if isinstance(outcome, DeliveryReceipt):
+        assert 200 <= status < 300 and (status == 204 or (isinstance(data, dict) and "id" in data)), status
+        return
+    err = outcome
+    assert_cheap(err, status)
+    if err.reason == TerminalReason.DELIVERY_REJECTED:
+        assert dc_recognised_work_refusal(status, data), (status, body[:300], str(err))
+    if err.ambiguous:
+        assert 200 <= status < 300 or status >= 500, (status, err)
+    if err.route_wide:
+        assert status == 429
+        scope = headers.get("x-ratelimit-scope", "").lower()
+        assert not isinstance(data, dict) or data.get("global") is True or scope == "global", (headers, body[:200])
+    if status == 429 and isinstance(data, dict) and data.get("global") is True:
+        assert err.route_wide
+
+
+# ---- webhook ----------------------------------------------------------------------------------------
+
+
+def wh_says(headers: dict[str, str], body: bytes) -> str | None:
+    """The ``status`` word of a 2xx labelled JSON (a media type is read in any case, RFC 9110 §8.3.1)."""
+    ctype = headers.get("content-type", "").split(";")[0].strip().lower()
+    if not (ctype == "application/json" or ctype.endswith("+json")):
+        return None
+    data = parsed(body[:ROUTE_ANSWER_KEEP_BYTES])
+    word = data.get("status") if isinstance(data, dict) else None
+    return word.lower() if isinstance(word, str) else None
+
+
+@EXAMPLES
+@given(answer=answers(WH_BODIES, statuses=st.one_of(st.sampled_from([200, 201, 202, 204]), STATUSES)))
+def test_webhook_permanent_verdicts_come_only_from_the_recognised_table(
+    answer: tuple[int, dict[str, str], bytes],
+) -> None:
+    status, headers, body = answer
+    outcome, _asked = run(webhook, answer_of(status, headers, body), 1)
+    word = wh_says(headers, body) if 200 <= status < 300 else None
+    if isinstance(outcome, DeliveryReceipt):
+        assert 200 <= status < 300 or status == 409, status
+        assert word not in {"rejected", "failed", "error", "pending", "queued"}, (headers, body[:200])
+        return
+    err = outcome
+    assert_cheap(err, status)
+    if err.reason == TerminalReason.DELIVERY_REJECTED:
+        assert status in WH_WORK_STATUSES or (200 <= status < 300 and word == "rejected"), (status, body[:200])
+    if err.ambiguous:
+        assert status in (502, 504), status
+    if 500 <= status < 600 or status in (408, 425, 429):
+        assert not err.permanent
+
+
+# ---- the job's pushes -------------------------------------------------------------------------------
+
+
+@EXAMPLES
+@given(status=st.one_of(st.none(), st.integers(0, 1200)))
+def test_a_push_is_dead_lettered_only_for_a_refusal_of_the_request(status: int | None) -> None:
+    verdict = classify_answer(status)
+    if verdict == Verdict.DEAD:
+        assert status is not None and 400 <= status < 500 and status not in (408, 425, 429)
+    if verdict == Verdict.DELIVERED:
+        assert status is not None and (200 <= status < 300 or status == 409)
+
+
+@pytest.mark.parametrize("label", ["Application/JSON", "APPLICATION/JSON; charset=UTF-8", "application/JSON"])
+@pytest.mark.parametrize(
+    ("word", "reason"),
+    [
+        ("pending", TerminalReason.DELIVERY_FAILED),
+        ("rejected", TerminalReason.DELIVERY_REJECTED),
+        ("failed", TerminalReason.ROUTE_REFUSED),
+    ],
+)
+def test_a_webhook_2xx_labelled_json_in_any_case_is_read(label: str, word: str, reason: TerminalReason) -> None:
+    # A media type is case-insensitive (RFC 9110 §8.3.1): a receiver's framework writing
+    # `Application/JSON` says what one writing `application/json` says. Its "pending" was
+    # recorded delivered (the work never sent again, though the receiver asked for it).
+    outcome, _ = run(webhook, answer_of(200, {"content-type": label}, json.dumps({"status": word}).encode()), 1)
+    assert isinstance(outcome, RouteError) and outcome.reason == reason, outcome
