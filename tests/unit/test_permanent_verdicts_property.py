@@ -5,8 +5,8 @@ Property-based: each HTTP route (Telegram, Discord, webhook) runs against
 ``Content-Type`` in odd forms, ``X-RateLimit-Scope``, bodies of the platform's shape with
 any values, JSON of other shapes, HTML, empty, huge, truncated — and the job's pushes'
 :func:`~curaflow.jobs.pushes.classify_answer` takes any status. What is asserted is the
-table of DESIGN.md "Safe defaults at the edges: the delivery side" ("Permanent verdicts,
-answer by answer"), restated here from the receivers' documentation, not from the code:
+table of DESIGN.md "Safe defaults at the edges: the delivery side" ("Permanent verdicts of
+the delivery side, answer by answer"), restated here from the receivers' documentation, not from the code:
 
 * the work is refused for good (``delivery_rejected``, remembered) only for an answer in
   the route's recognised list, read where status, shape and words agree;
