@@ -61,9 +61,9 @@ class UnavailableKind(StrEnum):
       recognised as the work's only once the source's own detail of the work says it is
       gone (:attr:`WorkUnavailable.corroborate`); an image or a detail answering a bare
       403, a detail's 404 that is not the source's own error answer (an HTML page, an
-      empty body), or a detail answering Pixiv's "restricted" words (what a restricted
-      account gets for every request), not recognised as the work's (held briefly:
-      :attr:`WorkUnavailable.recognised`);
+      empty body), or a detail answering Pixiv's "restricted" object (the app-api's own,
+      under a 2xx or a 4xx: what a restricted account gets for every request), not
+      recognised as the work's (held briefly: :attr:`WorkUnavailable.recognised`);
     * ``unusable_url`` — a file URL of the work the source may not request: another host,
       a path not strictly under the image host's prefix, not a URL (none at all: a
       listing without its image field), too long

@@ -383,3 +383,47 @@ async def test_a_recognised_rate_limit_still_climbs_the_ladder(status: int, body
         await pixiv.search_illust("tag")
     assert raised.value.reason == TerminalReason.RATE_LIMITED
     assert raised.value.cooldown_s is not None and gate.penalty == 1
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        *(httpx.Response(status, json=restricted_object()) for status in (500, 502, 503, 504, 599, 301, 302, 307)),
+        httpx.Response(200, json={"error": RESTRICTED}),  # an error that is text, not the app-api's object
+        httpx.Response(200, json={"error": {"message": RESTRICTED}}),  # a gateway's JSON error
+        httpx.Response(401, json={"error": {"message": RESTRICTED}}),
+        httpx.Response(410, json={"error": RESTRICTED}),
+        httpx.Response(400, json={"error": {"user_message": RESTRICTED, "message": ""}}),  # no "reason": not its object
+        httpx.Response(503, text=f"<html><body>{RESTRICTED}</body></html>"),
+    ],
+)
+@pytest.mark.parametrize("call", ["illust_detail", "ugoira_metadata"])
+async def test_the_restricted_words_on_a_works_call_hold_it_only_as_the_app_api_speaks(
+    answer: httpx.Response, call: str
+) -> None:
+    """A work's detail or ugoira metadata answering "Your access is currently restricted."
+    holds the work back for ``unrecognised_hold_ms`` (what a restricted account gets for
+    every request; a work Pixiv restricts is a placeholder in the listing) only as the
+    app-api says it — its own error object under a 2xx or a 4xx
+    (:func:`~curaflow.sources.pixiv.client.answers.says_restricted`), as for the account.
+    The object under a 5xx or a redirect, or the words in another shape, are an answer
+    never seen: one retried attempt, the work neither held nor the account paused (until
+    2026-12-06 the words in any answer held the work for the hour)."""
+    gate = MemoryGate()
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: answer, gate=gate)
+    with pytest.raises(SourceError) as raised:
+        await getattr(pixiv, call)("123")
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
+    assert gate._paused_until == 0.0 and gate.penalty == 0
+
+
+@pytest.mark.parametrize("status", [200, 400, 401, 403, 410])
+@pytest.mark.parametrize("call", ["illust_detail", "ugoira_metadata"])
+async def test_the_app_apis_restricted_object_on_a_works_call_holds_the_work_briefly(status: int, call: str) -> None:
+    gate = MemoryGate()
+    answer = httpx.Response(status, json=restricted_object())
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: answer, gate=gate)
+    with pytest.raises(WorkUnavailable) as raised:
+        await getattr(pixiv, call)("123")
+    assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.GONE, False)
+    assert gate._paused_until == 0.0

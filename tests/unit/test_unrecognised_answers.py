@@ -163,7 +163,7 @@ async def test_what_curaflow_raises_while_asking_passes_unchanged() -> None:
         (404, {"error": {"user_message": "", "message": "", "reason": ""}}, False),
         # The words a restricted account gets for every request: not the work's (a work
         # Pixiv restricts is listed as a placeholder and judged by its listing).
-        (400, {"error": {"user_message": "Your access is currently restricted.", "message": ""}}, False),
+        (400, {"error": {"user_message": "Your access is currently restricted.", "message": "", "reason": ""}}, False),
         (403, {"error": {"user_message": "", "message": "", "reason": ""}}, False),
     ],
 )

@@ -38,7 +38,6 @@ from curaflow.sources.pixiv.client.constants import (
     PIXIV_AUTH_URL,
     REFRESH_MARGIN_S,
     RESTRICTED_HINT,
-    RESTRICTED_MARK,
     app_headers,
     image_destinations,
     refresh_margin_s,
@@ -245,8 +244,10 @@ class PixivClient(ImageRequests):
             WorkUnavailable: a work-level refusal when ``work_id`` is given: recognised as
                 the work's for the app-api's own 404 with words to its user
                 (:func:`says_gone`); not recognised (held back briefly) for a bare 403, a
-                404 of another shape or without such words, or the "restricted" words (a
-                restricted account gets them for every request).
+                404 of another shape or without such words, or the app-api's "restricted"
+                object under a 2xx or a 4xx (:func:`says_restricted`: a restricted account
+                gets it for every request); the words in another shape or under a 5xx or a
+                redirect are retried (``remote_http_error``).
             SourceError ``account_restricted`` (not retryable, the account's gate paused)
                 only for the app-api's own error object saying the account is restricted
                 (:func:`says_restricted`); the words in another shape are retried.
@@ -284,19 +285,24 @@ class PixivClient(ImageRequests):
                 refreshed = True
                 await self.authenticate(refused=token)
                 continue
-            if work_id is not None and (response.status_code in (403, 404) or RESTRICTED_MARK in lowered):
+            restricted = says_restricted(response.status_code, body)
+            if work_id is not None and (response.status_code in (403, 404) or restricted):
                 # Only the app-api's own 404 telling its user so is about the work (deleted,
                 # never existed: says_gone; its object without such words is the server's). The
-                # "restricted" words are what a restricted *account* gets for every request
-                # too (the search's answer pauses the account, below), and a work the source
+                # "restricted" object (says_restricted: the app-api's own, under a 2xx or a
+                # 4xx) is what a restricted *account* gets for every request too (the
+                # search's answer pauses the account, below), and a work the source
                 # restricts is listed as a placeholder — judged by the listing, before any
-                # request of it — so for a work listed whole they do not name the work; a
+                # request of it — so for a work listed whole it does not name the work; a
                 # bare 403, or a 404 not in the app-api's words (an HTML page, an empty body:
                 # a moved endpoint, a proxy — what every work would get), is the API refusing
-                # the request. Those are held back briefly, not the week.
+                # the request. Those are held back briefly, not the week. The words in
+                # another shape, or the object under a 5xx or a redirect, are no answer of
+                # the app-api's about anything: one retried attempt, below (until 2026-12-06
+                # the words in any answer held the work for the hour).
                 recognised = says_gone(response.status_code, body)
                 raise WorkUnavailable(work_id, text or f"HTTP {response.status_code}", recognised=recognised)
-            if says_restricted(response.status_code, body):
+            if restricted:
                 # Not one work: the account. Retrying cannot lift it; pause the account.
                 # Only the app-api's own error object says so: the words in another shape
                 # are the source's, retried below.
