@@ -427,3 +427,28 @@ async def test_the_app_apis_restricted_object_on_a_works_call_holds_the_work_bri
         await getattr(pixiv, call)("123")
     assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.GONE, False)
     assert gate._paused_until == 0.0
+
+
+@pytest.mark.parametrize("call", ["illust_detail", "ugoira_metadata"])
+@pytest.mark.parametrize(
+    "error",
+    [
+        restricted_object(),
+        app_api_error(f"  {RESTRICTED.upper()}  ", ""),
+        app_api_error("", RESTRICTED),  # in its message: the user_message words are anything
+    ],
+)
+async def test_the_restricted_object_under_a_404_is_not_the_work_gone(error: dict[str, object], call: str) -> None:
+    """The app-api's own 404 object with words to its user is the work gone (the week,
+    :func:`says_gone`, words in any language never matched) — but "Your access is currently
+    restricted." are words curaflow does know: the account's, what a restricted account
+    gets for every request. Until 2026-12-06 the object under a 404 cost each work asked the
+    week; held briefly now, as under a 403 or a 200."""
+    if not error["error"]["user_message"]:  # type: ignore[index]
+        error = {"error": {**error["error"], "user_message": "該当作品は削除されたか、存在しない作品IDです。"}}  # type: ignore[dict-item]
+    gate = MemoryGate()
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(404, json=error), gate=gate)
+    with pytest.raises(WorkUnavailable) as raised:
+        await getattr(pixiv, call)("123")
+    assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.GONE, False)
+    assert gate._paused_until == 0.0

@@ -90,9 +90,12 @@ def says_gone(status: int, body: Any) -> bool:
     blank ``user_message``, or one that is not text) beside a ``message`` of the server's
     — its "Not Found" for a path it does not serve, a wording never seen — is what every
     work would get while it lasts: not recognised, held back briefly (until 2026-12-06 the
-    object's shape alone made every work asked gone for the week).
+    object's shape alone made every work asked gone for the week). So is the object
+    carrying Pixiv's restricted words (:func:`says_restricted`) in any of its fields: words
+    curaflow knows, the account's, what a restricted account gets for every request (until
+    2026-12-06 they under a 404 cost each work asked the week).
     """
-    if status != GONE_STATUS or not is_app_api_error(body):
+    if status != GONE_STATUS or not is_app_api_error(body) or says_restricted(status, body):
         return False
     words = body["error"].get("user_message")
     return isinstance(words, str) and bool(words.strip())
