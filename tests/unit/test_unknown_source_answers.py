@@ -452,3 +452,49 @@ async def test_the_restricted_object_under_a_404_is_not_the_work_gone(error: dic
         await getattr(pixiv, call)("123")
     assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.GONE, False)
     assert gate._paused_until == 0.0
+
+
+ILLUST_123 = {
+    "id": 123,
+    "title": "t",
+    "type": "illust",
+    "caption": "",
+    "tags": [{"name": "t", "translated_name": None}],
+    "meta_single_page": {"original_image_url": "https://i.pximg.net/img-original/img/2025/01/01/00/00/00/123_p0.png"},
+}
+UGOIRA_UNUSABLE = {"ugoira_metadata": {"zip_urls": {}, "frames": []}}
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 304, 307, 308, 300, 399])
+@pytest.mark.parametrize(
+    ("call", "body"),
+    [
+        ("illust_detail", {"illust": ILLUST_123}),
+        ("ugoira_metadata", UGOIRA_UNUSABLE),
+        ("search_illust", {"illusts": [], "next_url": None}),
+    ],
+    ids=["detail", "ugoira", "search"],
+)
+async def test_a_redirects_body_is_no_answer_of_the_app_apis(status: int, call: str, body: dict[str, object]) -> None:
+    """Redirects are never followed: a 3xx sends the request elsewhere, and the JSON it
+    carries (a cache's or a gateway's, a stale answer replayed) is no answer to what was
+    asked. Until 2026-12-06 ``_get`` read a 3xx's JSON object as the app-api's answer: a
+    work described by it was taken as the detail, an ugoira's metadata of no animation held
+    the work for the hour, a search page's empty ``illusts`` was the end of results. One
+    retried attempt now."""
+    pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(status, json=body))
+    with pytest.raises(SourceError) as raised:
+        await (pixiv.search_illust("tag") if call == "search_illust" else getattr(pixiv, call)("123"))
+    assert (raised.value.reason, raised.value.retryable, raised.value.status) == (
+        TerminalReason.REMOTE_HTTP_ERROR,
+        True,
+        status,
+    )
+
+
+@pytest.mark.parametrize("status", [301, 302, 304, 307])
+async def test_a_redirects_token_is_no_token(status: int) -> None:
+    pixiv, _ = client(lambda: httpx.Response(status, json=TOKEN))
+    with pytest.raises(SourceError) as raised:
+        await pixiv.authenticate()
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)

@@ -184,7 +184,8 @@ class PixivClient(ImageRequests):
                     retryable=False,
                     status=response.status_code,
                 )
-            if response.status_code >= 400 or not isinstance(body, dict) or "access_token" not in body:
+            if not 200 <= response.status_code < 300 or not isinstance(body, dict) or "access_token" not in body:
+                # A 3xx is never followed: its body (a cache's, a gateway's) is no token.
                 reason = reason_for_status(response.status_code, body)
                 raise SourceError(
                     reason, f"pixiv auth answered HTTP {response.status_code}", status=response.status_code
@@ -316,7 +317,7 @@ class PixivClient(ImageRequests):
                     status=response.status_code,
                     hint=RESTRICTED_HINT,
                 )
-            if response.status_code >= 400 or text is not None or not isinstance(body, dict):
+            if not 200 <= response.status_code < 300 or text is not None or not isinstance(body, dict):
                 status = response.status_code
                 # A 2xx that is not the app-api's JSON object (not JSON, nested too deep
                 # to parse), or that carries an error text none of the marks above
@@ -327,8 +328,11 @@ class PixivClient(ImageRequests):
                 # while it lasts, and the app-api's object under another 4xx (a 403, a 404,
                 # a 410 with words never seen) says nothing of the request: one attempt,
                 # retried with backoff (until 2026-12-05 the former, until 2026-12-06 the
-                # latter ended the job at its first answer).
-                garbled = status < 400 and text is None
+                # latter ended the job at its first answer). A 3xx (redirects are never
+                # followed) sends the request elsewhere: the JSON it carries — a cache's, a
+                # gateway's, a stale answer replayed — answers nothing that was asked, one
+                # attempt too (until 2026-12-06 its object was read as the app-api's answer).
+                garbled = 200 <= status < 300 and text is None
                 raise SourceError(
                     reason_for_status(status, body),
                     f"pixiv answered HTTP {status}"
