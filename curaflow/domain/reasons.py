@@ -485,6 +485,28 @@ def protocol_code_for(code: str | None) -> str:
     return reason_info(code).protocol_code
 
 
+#: The longest terminal reason message of a cell, in characters (reference
+#: ``pixivflow-job-system.md`` §5.2: ``terminal_reason_message`` ≤ 400; the ledger's
+#: ``cells.terminal_reason_message`` is ``varchar(400)``).
+MAX_REASON_MESSAGE = 400
+
+
+def bounded_reason_message(message: str | None) -> str | None:
+    """``message`` as a cell's terminal reason message is stored: at most
+    :data:`MAX_REASON_MESSAGE` characters, a longer one cut and ended with "…".
+
+    The one bound of the kind, applied by its one writer
+    (:func:`curaflow.ledger.cells.finish_cell`): a sentence that names an operator's
+    name (a hold's account, a route: :func:`curaflow.domain.holds.hold_sentence`) grows
+    with it; a 64-character account name made the busy account's sentence 427
+    characters, and the finish's write failed on every attempt (2026-12-06). The outcome
+    record's ``user_message`` keeps the whole sentence.
+    """
+    if message is None or len(message) <= MAX_REASON_MESSAGE:
+        return message
+    return message[: MAX_REASON_MESSAGE - 1].rstrip() + "…"
+
+
 def user_message(code: str | None, lang: str = "en") -> str:
     """Return the user-facing sentence for a reason code in ``lang`` (``"en"`` or ``"zh"``)."""
     info = reason_info(code)

@@ -591,11 +591,14 @@ async def _queue_holder(
     return job_id
 
 
-async def _queued_job(pool: asyncpg.Pool, *, deadline_in_ms: int = -1000) -> tuple[str, str, str]:
-    """A one-cell job on an account of its own whose ``acquire`` never started (no step
-    opened), its deadline ``deadline_in_ms`` from now; returns the job id, the account and
-    its queue (its gate's key, the row present: other jobs asked the account before)."""
-    account = f"acc-{uuid.uuid4().hex[:6]}"
+async def _queued_job(
+    pool: asyncpg.Pool, *, deadline_in_ms: int = -1000, account: str | None = None
+) -> tuple[str, str, str]:
+    """A one-cell job on an account of its own (``account``: a name of the test's; default
+    ``acc-<6 hex>``) whose ``acquire`` never started (no step opened), its deadline
+    ``deadline_in_ms`` from now; returns the job id, the account and its queue (its gate's
+    key, the row present: other jobs asked the account before)."""
+    account = account or f"acc-{uuid.uuid4().hex[:6]}"
     gate = f"holds-source-{account}"
     (route,) = _routes("a")
     target = TargetSpec(target_id="demo", account=account, routes=[route])
@@ -672,3 +675,24 @@ async def test_a_cancel_is_what_stopped_a_cell_queued_behind_another_job(ledger_
     await _queue_holder(ledger_pool, account, gate)
     cell = await _finish(ledger_pool, job_id, FinishCause.CANCELLED, caps=HoldCaps(account_concurrency={account: 1}))
     assert (cell.reason, cell.held_by) == ("cancelled_by_consumer", None)
+
+
+async def test_a_hold_naming_a_long_account_ends_the_cell_with_its_message_bounded(
+    ledger_pool: asyncpg.Pool,
+) -> None:
+    # Found 2026-12-06: a cell held by a busy account whose name is 38 characters or more
+    # (64 is a legal [sources] name; a Pixiv account's name had no bound) got a sentence of
+    # over 400 characters, the width of cells.terminal_reason_message (reference: at most
+    # 400): the finish's UPDATE failed (22001 string_data_right_truncation) on every
+    # attempt, the workflow's and the reconciler's, and the job never ended.
+    account = f"acc-{uuid.uuid4().hex[:6]}-" + "a" * 53
+    assert len(account) == 64
+    job_id, account, gate = await _queued_job(ledger_pool, account=account)
+    await _queue_holder(ledger_pool, account, gate)
+    finished = await _finished(ledger_pool, job_id, caps=HoldCaps(account_concurrency={account: 1}))
+    cell = finished.record.cells[0]
+    assert (cell.state, cell.reason) == (CellState.FAILED, "execution_timeout")
+    assert cell.held_by is not None and (cell.held_by.name, cell.held_by.kind) == (account, "busy")
+    message = cell.reason_message or ""
+    assert account in message and len(message) <= 400, message
+    assert finished.outcome is not None and account in finished.outcome["user_message"]["en"]

@@ -10,7 +10,7 @@ import asyncpg
 from curaflow.domain.cells import TERMINAL_STATES, CellStage, CellState, check_transition
 from curaflow.domain.holds import KINDS_OF_0046, Hold
 from curaflow.domain.models import Artifact, CellSnapshot
-from curaflow.domain.reasons import user_message
+from curaflow.domain.reasons import bounded_reason_message, user_message
 from curaflow.ledger.artifacts import copy_pages_sql
 from curaflow.ledger.cells.barriers import lock_job
 from curaflow.ledger.cells.leases import end_lease
@@ -110,7 +110,8 @@ async def finish_cell(
     downgraded). Reserved intents of a cell that ends without delivery are released so
     another job may deliver that work later. ``message`` defaults to the reason's
     user-facing sentence. The move is one ``UPDATE`` guarded by the states the FSM
-    allows it from (:data:`_FINISH_FROM`), returning the cell.
+    allows it from (:data:`_FINISH_FROM`), returning the cell. The message is stored at
+    most 400 characters long (:func:`~curaflow.domain.reasons.bounded_reason_message`).
 
     Args:
         locked: the caller already holds the job row lock in this transaction
@@ -147,7 +148,7 @@ async def finish_cell(
         target_id,
         str(state),
         reason,
-        (message or (user_message(reason) if reason else None)),
+        bounded_reason_message(message or (user_message(reason) if reason else None)),
         now,
         _FINISH_FROM[state],
         held_by.model_dump() if held_by is not None and held_by.kind in KINDS_OF_0046 else None,
