@@ -21,9 +21,14 @@ stops growing. :func:`guarded` wraps every instance the activities use
   source keeping the limit itself fails first; never past the job's deadline), whether
   or not the source applies them;
 * a scan frontier the scan leaves (:attr:`~curaflow.sources.base.ScanState.frontier`)
-  is stored only when it is a JSON object; another value is the source's bug, dropped
-  with a warning (``source.frontier_dropped``): a frontier is advisory, so losing it
-  costs pages, never a job;
+  is stored only when it is a JSON object the ledger's ``jsonb`` takes
+  (:func:`storable_json`: no NaN, no NUL, no lone surrogate); another value is the
+  source's bug, dropped with a warning (``source.frontier_dropped``): a frontier is
+  advisory, so losing it costs pages, never a job; a frontier *key* that is no text the
+  ledger can store (:func:`storable_key`: a NUL, a lone surrogate, over
+  :data:`MAX_FRONTIER_KEY_BYTES` bytes — it is half of a btree key) is the source's
+  retryable failure, as a key that is no text is (2026-12-06: both reached the ledger
+  and failed its statement — 22021, 22000, 54000 — as curaflow's bug);
 * a download is asked only for a URL a request can be made for
   (:func:`~curaflow.outbound.url_problem`: text, at most
   :data:`~curaflow.outbound.MAX_URL_CHARS` characters, no whitespace or unprintable
@@ -49,6 +54,7 @@ from curaflow.domain.models import Work
 from curaflow.domain.reasons import TerminalReason
 from curaflow.observability.logs import get_logger
 from curaflow.outbound import time_left, url_problem
+from curaflow.protocol.keys import storable
 from curaflow.sources.base import Animation, ScanRequest, ScanState, Source, SourcePolicy
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.gate import GateUnavailable
@@ -57,6 +63,31 @@ log = get_logger("curaflow.source")
 
 #: A source's own time limit fires before the guard's by this much (s).
 GRACE_S = 1.0
+#: The longest frontier key, in bytes of UTF-8: it is half of ``scan_frontiers``' primary
+#: key, whose btree entry PostgreSQL refuses over 2 704 bytes (54000
+#: program_limit_exceeded); Pixiv's is a 64-character hex digest.
+MAX_FRONTIER_KEY_BYTES = 1024
+
+
+def storable_key(key: str) -> bool:
+    """Whether the ledger can store ``key`` as a frontier's key: text without a NUL or a
+    lone surrogate (:func:`curaflow.protocol.keys.storable`), at most
+    :data:`MAX_FRONTIER_KEY_BYTES` bytes of UTF-8."""
+    return storable(key) and len(key.encode("utf-8")) <= MAX_FRONTIER_KEY_BYTES
+
+
+def storable_json(value: Any) -> bool:
+    """Whether PostgreSQL's ``jsonb`` takes ``value``: JSON without NaN or infinities, whose
+    every string and key encodes as UTF-8 (no lone surrogate: asyncpg refuses to send it,
+    22000) and holds no NUL (``\\u0000``: 22P05). False also for a value JSON cannot hold
+    or nests deeper than the encoder recurses."""
+    try:
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
+        text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return False
+    return "\\u0000" not in text
+
 
 #: Exceptions of curaflow's own services a source call may carry: never the source's
 #: failure. The rate gate raises every ledger failure as ``GateUnavailable``
@@ -149,6 +180,12 @@ class GuardedSource:
             raise SourceError(
                 TerminalReason.REMOTE_HTTP_ERROR, f"source {self.name!r} frontier key is a {type(key).__name__}"
             )
+        if key is not None and not storable_key(key):
+            raise SourceError(
+                TerminalReason.REMOTE_HTTP_ERROR,
+                f"source {self.name!r} frontier key cannot be stored (a NUL, a lone surrogate, or over "
+                f"{MAX_FRONTIER_KEY_BYTES} bytes of UTF-8)",
+            )
         return key
 
     async def scan(self, target: TargetSpec, request: ScanRequest, checkpoint: ScanState | None = None) -> ScanState:
@@ -192,11 +229,7 @@ class GuardedSource:
         frontier = state.frontier
         if frontier is None:
             return state
-        try:
-            # What PostgreSQL's jsonb takes: JSON without NaN or infinities, no NUL character.
-            ok = isinstance(frontier, dict) and "\\u0000" not in json.dumps(frontier, allow_nan=False)
-        except (TypeError, ValueError, RecursionError):
-            ok = False
+        ok = isinstance(frontier, dict) and storable_json(frontier)
         if not ok:
             log.warning("source.frontier_dropped", source=self.name, type=type(frontier).__name__)
             state.frontier = None

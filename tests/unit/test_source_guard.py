@@ -332,8 +332,17 @@ class Remembering(Hostile):
 
 @pytest.mark.parametrize(
     "left",
-    [["not", "an", "object"], {"a": float("nan")}, {"a": "\x00"}, {"a": object()}, {(1, 2): "tuple key"}, "text"],
-    ids=["list", "nan", "nul", "object", "tuple-key", "text"],
+    [
+        ["not", "an", "object"],
+        {"a": float("nan")},
+        {"a": "\x00"},
+        {"a": object()},
+        {(1, 2): "tuple key"},
+        "text",
+        {"a": "\ud83d"},
+        {"\udc00": 1},
+    ],
+    ids=["list", "nan", "nul", "object", "tuple-key", "text", "lone-surrogate", "lone-surrogate-key"],
 )
 async def test_a_frontier_the_ledger_cannot_store_is_dropped_never_a_failure(left: Any) -> None:
     # A frontier is advisory: losing it costs pages; it never fails the scan.
@@ -347,7 +356,11 @@ async def test_a_frontier_of_json_is_kept_as_the_source_left_it() -> None:
     assert state.frontier == left
 
 
-@pytest.mark.parametrize("key", [KeyError("query"), 42], ids=["raises", "not-text"])
+@pytest.mark.parametrize(
+    "key",
+    [KeyError("query"), 42, "k\x00", "k\ud800", "".join(chr(0x4E00 + i) for i in range(1000))],
+    ids=["raises", "not-text", "nul", "lone-surrogate", "longer-than-an-index-entry"],
+)
 def test_a_frontier_key_the_source_gets_wrong_is_the_sources_failure(key: Any) -> None:
     with pytest.raises(SourceError) as raised:
         guard(Remembering(key=key)).frontier_key(TARGET)  # type: ignore[arg-type]
