@@ -3,18 +3,22 @@
 The policy (``curaflow prune``, DESIGN "Retention"): for every job that **finished** more
 than N days ago (``jobs.completed_at``; an open job is never touched, whatever its age),
 
-* **pruned**: its lifecycle events (``job_events``) and their push rows
-  (``event_pushes``), its cells' candidate reports, scan candidates and search
+* **pruned**: its lifecycle events (``job_events``) but the terminal one, and their
+  push rows (``event_pushes``, the terminal event's too), its cells' candidate reports, scan candidates and search
   checkpoints, and its artifacts — the cells' ``artifact`` metadata at once, the fetched
   files on every host that holds them (below); named schedule misses older than N days;
 * **kept**: the job row (identity, idempotency key and frozen admission answer, the
-  occurrence it was), its cells (state, bound work, terminal reason), its outcome
+  occurrence it was), its terminal event (``job.succeeded`` … ``job.cancelled``: the
+  stream still ends as the job did, so a consumer's cursor taken before the prune, or
+  none, reads the job's end and its long poll stops; the event is as it was written, its
+  ``payload.job`` naming the assets of that moment), its cells (state, bound work, terminal reason), its outcome
   record, and every delivery intent — the memory of what each route received, which
   the scan's ``known`` hook reads so a work is never delivered twice — as well as route
   refusals and unavailable works (they have their own clear/TTL rules).
 
 A pruned job answers ``GET /jobs/{id}`` with its status, work, deliveries and error; its
-``result`` has no assets and no filtered list, and its event page is empty. A job is
+``result`` has no assets and no filtered list, and its event page holds only its
+terminal event (same id; ``unacked`` counts it until it is acked). A job is
 marked ``pruned_at`` so a later run skips it. Work is done in batches, each one
 transaction holding its jobs' rows (``FOR UPDATE SKIP LOCKED``: a job some process holds
 is taken by a later run).
@@ -40,6 +44,7 @@ from curaflow.artifacts import ArtifactStore
 from curaflow.ledger import holdings
 from curaflow.ledger.db import now_ms
 from curaflow.observability.logs import get_logger
+from curaflow.protocol.models import TERMINAL_EVENT_TYPES
 
 log = get_logger("curaflow.retention")
 
@@ -70,7 +75,8 @@ class PruneReport:
     Attributes:
         cutoff_ms: jobs that finished before this instant (epoch ms, UTC) were pruned.
         jobs: finished jobs whose records were pruned.
-        events / pushes: event rows and push rows deleted.
+        events / pushes: event rows and push rows deleted (a job's terminal event is
+            kept: :data:`KEPT_EVENT_TYPES`).
         candidate_reports: cells whose candidate report was removed.
         artifacts: cells whose artifact metadata was removed.
         misses: named schedule misses deleted.
@@ -93,6 +99,10 @@ class PruneReport:
     files_pending: list[dict[str, object]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
+
+#: The event types a prune keeps: the terminal ones (one per job), so a pruned job's
+#: stream still ends as the job did (a consumer's cursor reads the end, not an empty page).
+KEPT_EVENT_TYPES: tuple[str, ...] = tuple(TERMINAL_EVENT_TYPES.values())
 
 _ELIGIBLE = "completed_at IS NOT NULL AND completed_at < $1 AND pruned_at IS NULL"
 
@@ -123,13 +133,15 @@ async def prune(
         row = await pool.fetchrow(
             f"""WITH j AS (SELECT job_id FROM jobs WHERE {_ELIGIBLE})
                 SELECT (SELECT count(*) FROM j) AS jobs,
-                       (SELECT count(*) FROM job_events e JOIN j USING (job_id)) AS events,
+                       (SELECT count(*) FROM job_events e JOIN j USING (job_id)
+                        WHERE e.type <> ALL($2::text[])) AS events,
                        (SELECT count(*) FROM event_pushes p JOIN j USING (job_id)) AS pushes,
                        (SELECT count(*) FROM cells c JOIN j USING (job_id)
                         WHERE c.candidate_report IS NOT NULL) AS candidate_reports,
                        (SELECT count(*) FROM cells c JOIN j USING (job_id) WHERE c.artifact IS NOT NULL) AS artifacts,
                        (SELECT count(*) FROM schedule_misses WHERE nominal_at < $1) AS misses""",
             cutoff_ms,
+            KEPT_EVENT_TYPES,
         )
         assert row is not None
         for key in ("jobs", "events", "pushes", "candidate_reports", "artifacts", "misses"):
@@ -157,7 +169,11 @@ async def prune(
                 ids,
             )
             pushes = await conn.execute("DELETE FROM event_pushes WHERE job_id = ANY($1::text[])", ids)
-            events = await conn.execute("DELETE FROM job_events WHERE job_id = ANY($1::text[])", ids)
+            events = await conn.execute(
+                "DELETE FROM job_events WHERE job_id = ANY($1::text[]) AND type <> ALL($2::text[])",
+                ids,
+                KEPT_EVENT_TYPES,
+            )
             await conn.execute(
                 """UPDATE cells SET candidate_report = NULL, candidates = NULL, search_checkpoint = NULL,
                                     artifact = NULL

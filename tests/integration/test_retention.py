@@ -1,7 +1,7 @@
 """Retention: ``curaflow prune`` over a real ledger and artifact store, real jobs run by a real worker.
 
-What a finished job no longer needs goes (events, candidate report, artifact files and
-metadata); what deduplication needs stays (delivery intents), and an open job is never
+What a finished job no longer needs goes (events but the terminal one, candidate report,
+artifact files and metadata); what deduplication needs stays (delivery intents), and an open job is never
 touched, however old.
 """
 
@@ -94,7 +94,7 @@ async def test_prune_drops_what_a_finished_job_no_longer_needs_and_keeps_what_ro
     done = await prune_cli(stack, "--older-than-days", "30")
     assert (done["jobs"], done["events"], done["candidate_reports"], done["artifacts"]) == (
         1,
-        before_old["events"],
+        before_old["events"] - 1,  # its terminal event stays
         1,
         1,
     )
@@ -102,7 +102,7 @@ async def test_prune_drops_what_a_finished_job_no_longer_needs_and_keeps_what_ro
     assert (list(done["files_removed"].values()), done["files_pending"]) == ([1], []), done
     after_old = await counts(stack, old)
     # what deduplication needs and the job's own record stay; the bulky parts go
-    assert after_old == {**before_old, "events": 0, "reports": 0, "artifacts": 0}
+    assert after_old == {**before_old, "events": 1, "reports": 0, "artifacts": 0}
     assert after_old["delivered"] == 1 and after_old["outcomes"] == 1
     assert not store.folder(old, "demo").exists()
     assert await counts(stack, recent) == before_recent and any(store.folder(recent, "demo").iterdir())
@@ -113,7 +113,8 @@ async def test_prune_drops_what_a_finished_job_no_longer_needs_and_keeps_what_ro
     http = await stack.start_api()
     got = await http.get(f"/jobs/{old}")
     assert got.status_code == 200 and got.json()["status"] == "succeeded"
-    assert (await http.get(f"/jobs/{old}/events")).json()["events"] == []
+    # its stream ends as the job did: only the terminal event is left
+    assert [e["type"] for e in (await http.get(f"/jobs/{old}/events")).json()["events"]] == ["job.succeeded"]
 
     # a second run finds nothing; a new job never gets the pruned job's work again
     again = await prune_cli(stack, "--older-than-days", "30")
@@ -157,7 +158,7 @@ async def test_a_worker_prunes_on_its_own_when_retention_days_is_set(make_stack:
         return bool(await pool.fetchval("SELECT pruned_at IS NOT NULL FROM jobs WHERE job_id = $1", job))
 
     await eventually(pruned, timeout_s=30, interval_s=0.5, what="the worker's retention pass")
-    assert await counts(stack, job) == {**before, "events": 0, "reports": 0, "artifacts": 0}
+    assert await counts(stack, job) == {**before, "events": 1, "reports": 0, "artifacts": 0}  # the terminal one
     assert stack.settings.artifacts_dir is not None
     assert not ArtifactStore(stack.settings.artifacts_dir).folder(job, "demo").exists()
     # the pass logs once it is over: after the rows and the files the test has just seen go
