@@ -4,7 +4,8 @@ The policy (``curaflow prune``, DESIGN "Retention"): for every job that **finish
 than N days ago (``jobs.completed_at``; an open job is never touched, whatever its age),
 
 * **pruned**: its lifecycle events (``job_events``) but the terminal one, and their
-  push rows (``event_pushes``, the terminal event's too), its cells' candidate reports, scan candidates and search
+  push rows (``event_pushes``, the terminal event's too), its cells' candidate reports
+  (but what the Result reads of them: ``fetched``, ``filtered``), scan candidates and search
   checkpoints, and its artifacts — the cells' ``artifact`` metadata at once, the fetched
   files on every host that holds them (below); named schedule misses older than N days;
 * **kept**: the job row (identity, idempotency key and frozen admission answer, the
@@ -17,7 +18,7 @@ than N days ago (``jobs.completed_at``; an open job is never touched, whatever i
   refusals and unavailable works (they have their own clear/TTL rules).
 
 A pruned job answers ``GET /jobs/{id}`` with its status, work, deliveries and error; its
-``result`` has no assets and no filtered list, and its event page holds only its
+``result`` has no assets (``scanned`` and ``filtered`` are as before), and its event page holds only its
 terminal event (same id; ``unacked`` counts it until it is acked). A job is
 marked ``pruned_at`` so a later run skips it. Work is done in batches, each one
 transaction holding its jobs' rows (``FOR UPDATE SKIP LOCKED``: a job some process holds
@@ -77,7 +78,8 @@ class PruneReport:
         jobs: finished jobs whose records were pruned.
         events / pushes: event rows and push rows deleted (a job's terminal event is
             kept: :data:`KEPT_EVENT_TYPES`).
-        candidate_reports: cells whose candidate report was removed.
+        candidate_reports: cells whose candidate report was cut to what the job's
+            Result reads (``fetched``, ``filtered``).
         artifacts: cells whose artifact metadata was removed.
         misses: named schedule misses deleted.
         files_removed: cells' artifact folders deleted by this run, by store label
@@ -103,6 +105,12 @@ class PruneReport:
 #: The event types a prune keeps: the terminal ones (one per job), so a pruned job's
 #: stream still ends as the job did (a consumer's cursor reads the end, not an empty page).
 KEPT_EVENT_TYPES: tuple[str, ...] = tuple(TERMINAL_EVENT_TYPES.values())
+
+#: What a prune keeps of a cell's candidate report: what the job's ``Result`` reads
+#: (``scanned`` from ``fetched``, ``filtered``: at most ``FILTERED_CAP`` entries), so a
+#: pruned job still says what its search saw; the rest (reasons, days, pages …) goes.
+_REPORT_KEPT = """CASE WHEN candidate_report IS NULL THEN NULL ELSE jsonb_strip_nulls(jsonb_build_object(
+    'fetched', candidate_report->'fetched', 'filtered', candidate_report->'filtered')) END"""
 
 _ELIGIBLE = "completed_at IS NOT NULL AND completed_at < $1 AND pruned_at IS NULL"
 
@@ -175,8 +183,8 @@ async def prune(
                 KEPT_EVENT_TYPES,
             )
             await conn.execute(
-                """UPDATE cells SET candidate_report = NULL, candidates = NULL, search_checkpoint = NULL,
-                                    artifact = NULL
+                f"""UPDATE cells SET candidate_report = {_REPORT_KEPT}, candidates = NULL,
+                                    search_checkpoint = NULL, artifact = NULL
                    WHERE job_id = ANY($1::text[])""",
                 ids,
             )

@@ -80,3 +80,23 @@ async def test_a_cursor_taken_before_the_prune_still_reads_the_jobs_end(stack: S
     assert (await http.get(f"/jobs/{job_id}/events", params={"after": terminal["event_id"]})).json()["events"] == []
     acked = (await http.post(f"/jobs/{job_id}/events/ack", json={"ack_through": terminal["event_id"]})).json()
     assert (acked["acked"], acked["unacked"]) == (1, 0)
+
+
+async def test_a_pruned_jobs_result_still_says_what_its_search_scanned_and_filtered(stack: Stack) -> None:
+    http = stack.http
+    assert http is not None
+    # a first job delivers a work; the second's search passes over it (filtered: duplicate)
+    first = await http.post("/jobs", json=stack.task(query={"tags": ["オリジナル"]}))
+    await stack.wait_terminal(str(first.json()["job"]["job_id"]))
+    job_id, _, before = await finished_and_pruned(stack, stack.task(query={"tags": ["オリジナル"]}))
+    assert before["status"] == "succeeded" and before["result"]["scanned"] > len(before["result"]["candidates"])
+    assert before["result"]["filtered"], before["result"]
+    after = (await http.get(f"/jobs/{job_id}")).json()
+    # what the search saw is the job's history, not its bulk: the same after the prune
+    assert after["result"]["scanned"] == before["result"]["scanned"], after["result"]
+    assert after["result"]["filtered"] == before["result"]["filtered"]
+    # the files are gone: the candidates name no assets, and nothing else changed
+    assert all(c["assets"] == [] for c in after["result"]["candidates"])
+    strip = [{**c, "assets": []} for c in before["result"]["candidates"]]
+    assert after["result"]["candidates"] == strip
+    assert after["result"]["deliveries"] == before["result"]["deliveries"]

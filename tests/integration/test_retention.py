@@ -102,7 +102,7 @@ async def test_prune_drops_what_a_finished_job_no_longer_needs_and_keeps_what_ro
     assert (list(done["files_removed"].values()), done["files_pending"]) == ([1], []), done
     after_old = await counts(stack, old)
     # what deduplication needs and the job's own record stay; the bulky parts go
-    assert after_old == {**before_old, "events": 1, "reports": 0, "artifacts": 0}
+    assert after_old == {**before_old, "events": 1, "reports": 1, "artifacts": 0}
     assert after_old["delivered"] == 1 and after_old["outcomes"] == 1
     assert not store.folder(old, "demo").exists()
     assert await counts(stack, recent) == before_recent and any(store.folder(recent, "demo").iterdir())
@@ -158,7 +158,7 @@ async def test_a_worker_prunes_on_its_own_when_retention_days_is_set(make_stack:
         return bool(await pool.fetchval("SELECT pruned_at IS NOT NULL FROM jobs WHERE job_id = $1", job))
 
     await eventually(pruned, timeout_s=30, interval_s=0.5, what="the worker's retention pass")
-    assert await counts(stack, job) == {**before, "events": 1, "reports": 0, "artifacts": 0}  # the terminal one
+    assert await counts(stack, job) == {**before, "events": 1, "reports": 1, "artifacts": 0}  # the terminal one
     assert stack.settings.artifacts_dir is not None
     assert not ArtifactStore(stack.settings.artifacts_dir).folder(job, "demo").exists()
     # the pass logs once it is over: after the rows and the files the test has just seen go
