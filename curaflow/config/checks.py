@@ -4,6 +4,7 @@ every duration one its parts can honour)."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -47,6 +48,44 @@ OWN_CEILINGS: dict[str, tuple[int, str]] = {
 }
 
 
+#: The longest Pixiv account name, in bytes of UTF-8 (85 CJK characters, 255 ASCII ones). A
+#: name is part of its source task queue (``<task_queue>-source-<name>``), which keys the
+#: ledger's ``source_gates``, ``unavailable_works`` and ``source_tokens`` rows (a btree entry
+#: is refused over 2 704 bytes, with the work's id beside it) and names a Temporal task
+#: queue (:data:`MAX_TASK_QUEUE_BYTES`); a ``[sources]`` name is at most 64 ASCII characters.
+MAX_ACCOUNT_NAME_BYTES = 255
+#: The longest task queue name Temporal takes, in bytes (the server's ``limit.maxIDLength``
+#: default, 1 000): a source task queue longer than this is refused by every poll and start.
+MAX_TASK_QUEUE_BYTES = 1000
+#: Unicode categories no account name holds (besides what :func:`setting_text_problem`
+#: refuses): format characters (a zero-width space: two names that look alike), private-use
+#: and unassigned code points, line and paragraph separators — what is not printable.
+_UNPRINTABLE_CATEGORIES = frozenset({"Cf", "Co", "Cn", "Zl", "Zp"})
+
+
+def account_name_problem(name: str) -> str | None:
+    """What is wrong with ``name`` as a Pixiv account's name (``[pixiv.accounts.<name>]``),
+    or None. It is text an operator can write and read back — not blank, no control
+    character or lone surrogate (:func:`~curaflow.domain.text.setting_text_problem`),
+    nothing unprintable (:data:`_UNPRINTABLE_CATEGORIES`) — of at most
+    :data:`MAX_ACCOUNT_NAME_BYTES` bytes of UTF-8. Any other character works: a dotted
+    name, a Japanese one, a space.
+
+    Returns:
+        e.g. ``"is 3000 bytes of UTF-8 (at most 255)"``, or None when the name is fine.
+    """
+    problem = setting_text_problem(name)
+    if problem is not None:
+        return problem
+    for position, char in enumerate(name):
+        if unicodedata.category(char) in _UNPRINTABLE_CATEGORIES:
+            return f"holds a character that is not printable (U+{ord(char):04X} at position {position})"
+    size = len(name.encode("utf-8"))
+    if size > MAX_ACCOUNT_NAME_BYTES:
+        return f"is {size} bytes of UTF-8 (at most {MAX_ACCOUNT_NAME_BYTES})"
+    return None
+
+
 #: Text settings whose empty value is documented to mean something, by dotted name:
 #: ``temporal.nexus_endpoint = ""`` creates no Nexus endpoint (docs/configuration.md).
 BLANK_ALLOWED: frozenset[str] = frozenset({"temporal.nexus_endpoint"})
@@ -71,6 +110,8 @@ class ConfiguredNames(Protocol):
 
     def source_configs(self) -> Mapping[str, object]: ...
 
+    def source_task_queues(self) -> Mapping[str, str]: ...
+
 
 def refuse_example_secrets(secrets: Iterable[tuple[str, str]]) -> None:
     """Refuse settings that still hold a secret of the env example.
@@ -91,8 +132,10 @@ def refuse_example_secrets(secrets: Iterable[tuple[str, str]]) -> None:
 
 
 def check_references(settings: ConfiguredNames) -> None:
-    """Check the names across sections, in this order: target ids unique; each
-    ``[sources]`` name well-formed and not a Pixiv account's; each target's ``account``
+    """Check the names across sections, in this order: target ids unique; each Pixiv
+    account name one that can work (:func:`account_name_problem`); each
+    ``[sources]`` name well-formed and not a Pixiv account's; each source task queue at
+    most :data:`MAX_TASK_QUEUE_BYTES` bytes; each target's ``account``
     configured, its routes present, distinct and configured; schedule ids unique (one
     Temporal schedule per id: until 2026-12-06 a second plan of one id replaced the
     first's cron at sync while occurrences were admitted with the first's targets); each
@@ -106,11 +149,23 @@ def check_references(settings: ConfiguredNames) -> None:
     if dupes:
         raise ValueError(f"duplicate target ids: {sorted(dupes)}")
     pixiv_accounts = settings.accounts()
+    for name in pixiv_accounts:
+        if problem := account_name_problem(name):
+            # Until 2026-12-06 any name loaded: one of 3 000 characters reached the ledger's
+            # primary keys and a Temporal task queue name, and failed there.
+            raise ValueError(f"pixiv account name {name[:80]!r}{'…' if len(name) > 80 else ''} {problem}")
     for name in settings.sources:
         if not ID_PATTERN.match(name):
             raise ValueError(f"source name {name!r} must match [A-Za-z0-9_-]{{1,64}}")
         if name in pixiv_accounts:
             raise ValueError(f"source {name!r} has the name of a pixiv account: a target could not tell them apart")
+    for queue in settings.source_task_queues().values():
+        size = len(queue.encode("utf-8"))
+        if size > MAX_TASK_QUEUE_BYTES:
+            raise ValueError(
+                f"source task queue {queue[:80]!r}… (temporal.task_queue + '-source-' + the source's name) is "
+                f"{size} bytes: Temporal takes a task queue name of at most {MAX_TASK_QUEUE_BYTES}"
+            )
     accounts = settings.source_configs()
     for target in settings.targets:
         if target.account not in accounts:

@@ -176,3 +176,45 @@ def test_the_edges_of_the_ranges_load(tmp_path: Path) -> None:
     )
     settings = load_settings(path)
     assert (settings.api.port, settings.database.pool_min_size, settings.database.pool_max_size) == (65535, 0, 1)
+
+
+def _account(name: str) -> str:
+    """A configuration with one more Pixiv account, named ``name`` (a TOML basic string)."""
+    return f'[pixiv.accounts."{name}"]\nmin_interval_ms = 1500\n'
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("a" * 3000, "bytes"),  # reached source_gates' primary key (btree entry ~2 700 bytes) and a task queue name
+        ("あ" * 86, "bytes"),  # 258 bytes of UTF-8: the bound is bytes, not characters
+        ("a\\u0000b", "control character"),
+        ("a\\tb", "control character"),
+        ("a\\u0085b", "control character"),
+        ("a\\u200bb", "printable"),  # a zero-width space: two names that look the same
+        ("a\\u2028b", "printable"),
+        ("", "empty"),
+        ("  ", "empty"),
+    ],
+    ids=["3000-chars", "258-bytes", "nul", "tab", "c1", "zero-width", "line-separator", "empty", "blank"],
+)
+def test_a_pixiv_account_name_that_cannot_work_is_refused_naming_it(tmp_path: Path, name: str, why: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, _account(name))
+    assert "pixiv account name" in str(err.value) and why in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "name", ["second", "main.jp", "絵師アカウント", "あ" * 85, "a" * 255, "Ada Lovelace", "o'neil"]
+)
+def test_a_pixiv_account_name_that_works_loads(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(_account(name), encoding="utf-8")
+    settings = load_settings(path)
+    assert name in settings.accounts()
+
+
+def test_a_source_task_queue_temporal_cannot_take_is_refused(tmp_path: Path) -> None:
+    # Temporal takes a task queue name of at most 1 000 bytes: `<task_queue>-source-<account>`.
+    with pytest.raises(ConfigError, match="source task queue"):
+        load(tmp_path, f'[temporal]\ntask_queue = "{"q" * 990}"\n')
