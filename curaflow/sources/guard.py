@@ -29,6 +29,15 @@ stops growing. :func:`guarded` wraps every instance the activities use
   :data:`MAX_FRONTIER_KEY_BYTES` bytes — it is half of a btree key) is the source's
   retryable failure, as a key that is no text is (2026-12-06: both reached the ledger
   and failed its statement — 22021, 22000, 54000 — as curaflow's bug);
+* every work a source answers — a scan's candidates and pending works, as each
+  checkpoint is stored and as the scan ends, :meth:`GuardedSource.work`'s and an
+  animation's — holds only text the ledger can store (:func:`storable_text`): a NUL or
+  another control character is removed from its text and a lone surrogate replaced by
+  U+FFFD (:func:`curaflow.domain.text.clean_text`, what Pixiv's client does to its answers
+  with ``loads_clean``), and a work id holding one has each replaced by U+FFFD, so it
+  stays the source's invalid work (:data:`curaflow.sources.paging.WORK_ID`) and never
+  becomes another, valid id. Until 2026-12-06 another kind's title, tag or author with
+  a NUL or a lone surrogate failed ``bind_work``'s ``jsonb`` write as curaflow's bug;
 * a download is asked only for a URL a request can be made for
   (:func:`~curaflow.outbound.url_problem`: text, at most
   :data:`~curaflow.outbound.MAX_URL_CHARS` characters, no whitespace or unprintable
@@ -43,15 +52,18 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import asyncpg
+from pydantic import BaseModel
 
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import Work
 from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.text import clean_text
 from curaflow.observability.logs import get_logger
 from curaflow.outbound import time_left, url_problem
 from curaflow.protocol.keys import storable
@@ -87,6 +99,60 @@ def storable_json(value: Any) -> bool:
     except (TypeError, ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
         return False
     return "\\u0000" not in text
+
+
+#: What no stored id holds: a control character or a surrogate (each becomes U+FFFD in an id).
+_ID_UNSTORABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+#: Fields (and report keys) holding a work's id, whose text is never cleaned into another id.
+_ID_FIELDS = frozenset({"work_id"})
+#: Fields holding a source's own JSON, kept or dropped whole, never cleaned
+#: (:meth:`GuardedSource._stored`: a frontier changed is another frontier).
+_OWN_JSON_FIELDS = frozenset({"frontier"})
+
+
+def _cleaned(value: Any, *, is_id: bool = False) -> Any:
+    """``value`` with every text :func:`storable_text`: models and lists changed in place,
+    a mapping rebuilt only when one of its keys or values changed."""
+    if isinstance(value, str):
+        if is_id:
+            return _ID_UNSTORABLE.sub("\ufffd", value)
+        return clean_text(value)
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            item = getattr(value, name)
+            if item is None or isinstance(item, bool | int | float) or name in _OWN_JSON_FIELDS:
+                continue
+            clean = _cleaned(item, is_id=name in _ID_FIELDS)
+            if clean is not item:
+                setattr(value, name, clean)
+        return value
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            clean = _cleaned(item)
+            if clean is not item:
+                value[index] = clean
+        return value
+    if isinstance(value, dict):
+        pairs = [
+            (_cleaned(k) if isinstance(k, str) else k, _cleaned(v, is_id=k in _ID_FIELDS)) for k, v in value.items()
+        ]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
+            return value
+        return dict(pairs)
+    return value
+
+
+def storable_text(value: T) -> T:
+    """``value`` — a :class:`~curaflow.domain.models.Work`, a scan's state, an animation, or
+    any model, list or mapping of them — with every text the ledger can store: each text
+    :func:`~curaflow.domain.text.clean_text` (no NUL or other control character but TAB,
+    LF and CR; a lone surrogate replaced by U+FFFD), each work id (``work_id``) with such a
+    character replaced by U+FFFD instead, so it never becomes another, valid id; a scan's
+    ``frontier`` is left whole (the source's own JSON: stored or dropped as it is). Models and
+    lists are changed in place (returned as given); a text that needs no cleaning is kept
+    as it is (one search of each text)."""
+    result: T = _cleaned(value)
+    return result
 
 
 #: Exceptions of curaflow's own services a source call may carry: never the source's
@@ -207,10 +273,15 @@ class GuardedSource:
             except Exception as err:
                 raise _HookFailed(err) from err
 
+        on_page = request.on_page
+
+        async def on_clean_page(state: ScanState) -> None:
+            await on_page(storable_text(state))
+
         inner_request = dataclasses.replace(
             request,
             known=hook(request.known),
-            on_page=hook(request.on_page),
+            on_page=hook(on_clean_page),
             on_skipped_day=on_skipped_day if skipped is not None else None,
         )
         try:
@@ -225,7 +296,9 @@ class GuardedSource:
             raise _attributed(self.name, TerminalReason.REMOTE_HTTP_ERROR, "scan", err) from err
 
     def _stored(self, state: ScanState) -> ScanState:
-        """``state`` with a frontier the ledger can store (a JSON object), or none."""
+        """``state`` with text the ledger can store (:func:`storable_text`) and a frontier it
+        can store (a JSON object), or none."""
+        storable_text(state)
         frontier = state.frontier
         if frontier is None:
             return state
@@ -237,19 +310,21 @@ class GuardedSource:
 
     async def work(self, work_id: str) -> Work:
         try:
-            return await self.inner.work(work_id)
+            work = await self.inner.work(work_id)
         except Exception as err:
             if _passes(err):
                 raise
             raise _attributed(self.name, TerminalReason.METADATA_FAILED, "work details", err) from err
+        return storable_text(work)
 
     async def animation(self, work: Work) -> Animation | None:
         try:
-            return await self.inner.animation(work)
+            animation = await self.inner.animation(work)
         except Exception as err:
             if _passes(err):
                 raise
             raise _attributed(self.name, TerminalReason.DOWNLOAD_FAILED, "animation", err) from err
+        return storable_text(animation)
 
     @contextlib.asynccontextmanager
     async def download(self, url: str) -> AsyncIterator[_Body]:

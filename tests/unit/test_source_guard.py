@@ -20,7 +20,7 @@ from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.reasons import REASONS, Owner, TerminalReason
 from curaflow.sources.base import ScanRequest, ScanState, SourcePolicy
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
-from curaflow.sources.guard import GuardedSource, guarded
+from curaflow.sources.guard import GuardedSource, guarded, storable_json
 from curaflow.sources.paging import SourcePage, scan_pages
 
 TARGET = TargetSpec(target_id="t", account="hostile", routes=[RouteRef(name="out", kind="directory")])
@@ -365,3 +365,61 @@ def test_a_frontier_key_the_source_gets_wrong_is_the_sources_failure(key: Any) -
     with pytest.raises(SourceError) as raised:
         guard(Remembering(key=key)).frontier_key(TARGET)  # type: ignore[arg-type]
     assert owner(raised.value) == Owner.SOURCE and raised.value.retryable
+
+
+#: Text a source kind may answer that the ledger cannot store: a NUL (22P05 in jsonb, 22021
+#: in text), a lone surrogate (asyncpg cannot encode it).
+UNSTORABLE = ["a\x00b", "a\ud83db", "a\udc00"]
+
+
+def _dirty_work(work_id: str, text: str) -> Work:
+    return Work(
+        work_id=work_id,
+        title=text,
+        tags=["ok", text],
+        author=text,
+        url=f"https://img.example.org/{text}",
+        create_date=text,
+        kind=text,
+        pages=[WorkPage(index=0, url=f"https://img.example.org/{text}.png")],
+    )
+
+
+@pytest.mark.parametrize("text", UNSTORABLE, ids=["nul", "lone-high", "lone-low"])
+async def test_every_work_a_source_answers_is_storable(text: str) -> None:
+    # Until 2026-12-06 only Pixiv's client cleaned what it answered (loads_clean): another
+    # kind's title, tag or author holding a NUL or a lone surrogate failed bind_work's jsonb
+    # write (and each checkpoint's) as curaflow's bug.
+    async def page(cursor: str | None) -> SourcePage:
+        if cursor is None:
+            return SourcePage(works=[_dirty_work("w1", text), _dirty_work(f"w{text}2", text)], next_url=f"p2{text}")
+        return SourcePage(works=[_dirty_work("w3", text)])
+
+    saved: list[dict[str, Any]] = []
+
+    async def on_page(state: ScanState) -> None:
+        saved.append(state.model_dump(mode="json"))
+
+    async def work(work_id: str) -> Work:
+        return _dirty_work(work_id, text)
+
+    source = guard(Hostile(page=page, work=work))
+    state = await source.scan(TARGET, request(on_page=on_page, want=3))
+    assert saved and all(storable_json(s) for s in saved)
+    assert storable_json(state.model_dump(mode="json"))
+    # The source's text is kept, less what cannot be stored; a work id that held such a
+    # character never becomes another, valid id: still the source's invalid work.
+    assert [w.work_id for w in state.candidates] == ["w1", "w3"]
+    assert state.report.reasons.get("invalid") == 1
+    assert all("a" in w.title and "ok" in w.tags for w in state.candidates)
+    fetched = await source.work("w1")
+    assert storable_json(fetched.model_dump(mode="json")) and fetched.title.startswith("a")
+
+
+async def test_a_clean_work_is_answered_as_the_source_gave_it() -> None:
+    given = _dirty_work("w1", "絵 🎨\ttab\nline")
+
+    async def work(work_id: str) -> Work:
+        return given
+
+    assert (await guard(Hostile(work=work)).work("w1")) == given
