@@ -304,6 +304,14 @@ def busy_until(*, started: bool, others: int, concurrency: int, seen_at: int) ->
     return seen_at
 
 
+#: The latest end a :class:`Hold` names, epoch ms (9999-12-31 23:59:59.999 UTC: the last
+#: instant a date names, and below 2**53, so every JSON reader holds it exactly). A wait
+#: computed from a third party's number may lie far beyond: a source's work of 2**63 pages
+#: made the account's spacing end past any date, and the finish's sentence raised
+#: ``OverflowError`` on every attempt — the job never ended (2026-12-06).
+LATEST_HOLD_MS = 253_402_300_799_999
+
+
 def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldScope | None = None) -> Hold | None:
     """The hold that still held the cell at ``at`` (the job's deadline, or when it ended if
     sooner), or None.
@@ -318,6 +326,9 @@ def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldSco
         waits: the cell's undelivered intents with their routes' gates, and its account.
         at: epoch ms.
         scope: only holds of this owner (and name) (:func:`hold_scope`); None: any.
+
+    Returns:
+        The hold, its ``until`` at most :data:`LATEST_HOLD_MS`; or None.
     """
     found: list[tuple[int, int, Hold]] = []
     for w in waits:
@@ -341,6 +352,7 @@ def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldSco
             if until and until > at:
                 # A route no worker that took the send knew is curaflow's own hold, not the route's.
                 held: HeldByOwner = "curaflow" if kind == "configuration" else owner
+                until = min(until, LATEST_HOLD_MS)  # a time a date names (a source's page count is its own)
                 found.append((until, rank, Hold(owner=held, name=name, kind=kind, until=until)))  # type: ignore[arg-type]
     if not found:
         return None
@@ -348,7 +360,7 @@ def held_by(waits: Iterable[RouteWait | AccountWait], *, at: int, scope: HoldSco
 
 
 def _when(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return datetime.fromtimestamp(min(max(ms, 0), LATEST_HOLD_MS) / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def hold_sentence(hold: Hold, lang: str = "en") -> str:
