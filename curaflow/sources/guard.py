@@ -37,7 +37,9 @@ stops growing. :func:`guarded` wraps every instance the activities use
   with ``loads_clean``), and a work id holding one has each replaced by U+FFFD, so it
   stays the source's invalid work (:data:`curaflow.sources.paging.WORK_ID`) and never
   becomes another, valid id. Until 2026-12-06 another kind's title, tag or author with
-  a NUL or a lone surrogate failed ``bind_work``'s ``jsonb`` write as curaflow's bug;
+  a NUL or a lone surrogate failed ``bind_work``'s ``jsonb`` write as curaflow's bug. A
+  kind that reads its answers cleaned (:attr:`~curaflow.sources.base.SourcePolicy.clean_text`:
+  Pixiv's) is not walked again;
 * a download is asked only for a URL a request can be made for
   (:func:`~curaflow.outbound.url_problem`: text, at most
   :data:`~curaflow.outbound.MAX_URL_CHARS` characters, no whitespace or unprintable
@@ -231,6 +233,9 @@ class GuardedSource:
         self.name: str = inner.name
         self.kind: str = inner.kind
         self.policy: SourcePolicy = inner.policy
+        #: Whether the guard cleans what the kind answers (:func:`storable_text`): not for
+        #: a kind that reads its answers cleaned (:attr:`SourcePolicy.clean_text`).
+        self._cleans = not inner.policy.clean_text
         self._max_bytes = download_max_bytes
         self._timeout_s = download_timeout_s
 
@@ -281,7 +286,7 @@ class GuardedSource:
         inner_request = dataclasses.replace(
             request,
             known=hook(request.known),
-            on_page=hook(on_clean_page),
+            on_page=hook(on_clean_page if self._cleans else on_page),
             on_skipped_day=on_skipped_day if skipped is not None else None,
         )
         try:
@@ -298,7 +303,8 @@ class GuardedSource:
     def _stored(self, state: ScanState) -> ScanState:
         """``state`` with text the ledger can store (:func:`storable_text`) and a frontier it
         can store (a JSON object), or none."""
-        storable_text(state)
+        if self._cleans:
+            storable_text(state)
         frontier = state.frontier
         if frontier is None:
             return state
@@ -315,7 +321,7 @@ class GuardedSource:
             if _passes(err):
                 raise
             raise _attributed(self.name, TerminalReason.METADATA_FAILED, "work details", err) from err
-        return storable_text(work)
+        return storable_text(work) if self._cleans else work
 
     async def animation(self, work: Work) -> Animation | None:
         try:
@@ -324,7 +330,7 @@ class GuardedSource:
             if _passes(err):
                 raise
             raise _attributed(self.name, TerminalReason.DOWNLOAD_FAILED, "animation", err) from err
-        return storable_text(animation)
+        return storable_text(animation) if self._cleans else animation
 
     @contextlib.asynccontextmanager
     async def download(self, url: str) -> AsyncIterator[_Body]:

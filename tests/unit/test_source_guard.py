@@ -416,6 +416,29 @@ async def test_every_work_a_source_answers_is_storable(text: str) -> None:
     assert storable_json(fetched.model_dump(mode="json")) and fetched.title.startswith("a")
 
 
+async def test_a_kind_that_reads_its_answers_cleaned_is_not_walked_again() -> None:
+    # Pixiv's client reads every app-api answer cleaned (loads_clean: test_untrusted), so
+    # the guard's walk of every work of every search page (~0.5 ms of CPU a page of 30
+    # works) would only repeat it: a kind saying so (SourcePolicy.clean_text) is answered
+    # as it gave, the same objects, on every path — and a kind that does not is cleaned.
+
+    async def page(cursor: str | None) -> SourcePage:
+        return SourcePage(works=[_dirty_work("w1", "a\x00b")])
+
+    given = _dirty_work("w1", "a\x00b")
+
+    async def work(work_id: str) -> Work:
+        return given
+
+    trusting = Hostile(page=page, work=work)
+    trusting.policy = SourcePolicy(clean_text=True)
+    state = await guard(trusting).scan(TARGET, request(want=1))
+    assert (await guard(trusting).work("w1")) is given
+    assert [w.title for w in state.candidates] == ["a\x00b"]
+    assert (await guard(Hostile(work=work)).work("w1")).title == "ab"
+    assert all(s.policy().clean_text for s in load_settings(None).pixiv.sources().values())
+
+
 async def test_a_clean_work_is_answered_as_the_source_gave_it() -> None:
     given = _dirty_work("w1", "絵 🎨\ttab\nline")
 

@@ -170,7 +170,8 @@ class PixivSourceConfig(SourceConfig):
     restriction_pause_ms: int = Field(default=3_600_000, ge=0)
 
     def policy(self) -> SourcePolicy:
-        """The account's policy: frontiers kept; ``replay_max_concurrency`` in replay mode."""
+        """The account's policy: frontiers kept; ``replay_max_concurrency`` in replay mode;
+        answers read cleaned (the client reads every app-api answer with ``loads_clean``)."""
         return SourcePolicy(
             concurrency=self.replay_max_concurrency if self.replay else self.max_concurrency,
             max_examined=self.max_examined,
@@ -179,4 +180,5 @@ class PixivSourceConfig(SourceConfig):
             rate_limit_base_s=self.rate_limit_base_ms / 1000,
             rate_limit_cap_s=self.rate_limit_cap_ms / 1000,
             keeps_frontier=True,
+            clean_text=True,
         )
