@@ -1,7 +1,8 @@
 """Pushing a job's events to its ``callback_url`` from workflows.
 
 * :class:`EventPusher`: ``JobWorkflow``'s pusher — at start, after every step and after
-  ``finish``, one ``push_events`` run at a time;
+  ``finish``, one ``push_events`` run at a time; the job's end waits for it a bounded time
+  (:meth:`EventPusher.settled_within`), then leaves what is pending to the sweeper;
 * ``EventPushWorkflow``: the same ``push_events`` activity for events written while no
   job workflow serves the job (started by the sweeper of :mod:`curaflow.jobs.pushes`,
   workflow id ``push-events:<job_id>``).
@@ -49,8 +50,9 @@ class EventPusher:
     """Pushes one job's new events in the background, one ``push_events`` run at a time.
 
     A request made while a run is in flight is served by one more run after it; a failed
-    run leaves the events pending in the ledger for the sweeper. No-op when the job has
-    no callback.
+    run leaves the events pending in the ledger for the sweeper, and so does a run the
+    job's end stopped waiting for (:meth:`settled_within`). No-op when the job has no
+    callback.
 
     Args:
         job_id: the job.
@@ -62,17 +64,18 @@ class EventPusher:
         self._policy = policy
         self._wanted = self._done = 0
         self._task: asyncio.Task[None] | None = None
+        self._stopped = False  # handed over to the sweeper: no run is scheduled any more
 
     def request(self) -> None:
         """Ask for the job's pending events to be pushed."""
-        if self._policy is None:
+        if self._policy is None or self._stopped:
             return
         self._wanted += 1
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(self._policy))
 
     async def _run(self, policy: CallbackPolicy) -> None:
-        while self._done < self._wanted:
+        while self._done < self._wanted and not self._stopped:
             wanted = self._wanted
             with contextlib.suppress(ActivityError):
                 await workflow.execute_activity_method(
@@ -81,10 +84,45 @@ class EventPusher:
             self._done = wanted
 
     async def settled(self) -> None:
-        """Push once more (the terminal event) and wait until every push settled."""
+        """Push once more (the terminal event) and wait until every push settled, however
+        long the policy's retries last (executions without ``push-bound``,
+        :data:`workflows.job.PUSH_BOUND`)."""
         self.request()
         if self._task is not None:
             await self._task
+
+    async def settled_within(self, wait: timedelta) -> bool:
+        """Push once more (the terminal event) and wait until every push settled, at most
+        ``wait`` (:func:`curaflow.domain.execution.end_push_wait`); then stop: the run in
+        flight is cancelled without waiting for it (``TRY_CANCEL``: a send it has out is cut,
+        its event stays claimed until the claim lapses) and no run follows. The events not
+        yet delivered stay pending in the ledger, where the push sweeper finds them
+        (:func:`curaflow.jobs.pushes.sweep_once`, ``push-events:<job_id>``) and sends them
+        in order, each within what is left of its ``max_attempts``.
+
+        The wait is one timer (``callback pushes``), started only when a run is still in
+        flight and left pending when the pushes settle first (no ``TIMER_CANCELED``).
+
+        Returns:
+            True when every push settled within ``wait`` (or the job has no callback),
+            False when the rest was handed over to the sweeper.
+        """
+        if self._policy is None:
+            return True
+        if wait > timedelta(0):
+            self.request()
+            task = self._task
+            assert task is not None  # a run was just requested
+            timer = asyncio.create_task(workflow.sleep(wait, summary="callback pushes"))
+            await workflow.wait_condition(lambda: task.done() or timer.done())
+            if task.done():
+                return True
+        self._stopped = True
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        return False
 
 
 @workflow.defn(name="EventPushWorkflow")

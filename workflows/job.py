@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.admit import AdmitActivity, refusal
     from activities.finish import UNKNOWN_JOB, FinishActivity
     from curaflow.domain.cells import CellState, is_terminal
-    from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, EXECUTION_GRACE, RunTimeout
+    from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, EXECUTION_GRACE, RunTimeout, end_push_wait
     from curaflow.domain.job_failure import JOB_FAILURE_TYPES, job_failure
     from curaflow.domain.messages import (
         AcquireInput,
@@ -184,6 +184,17 @@ RUN_LIMIT = "run-limit"
 #: job id read as a green *Completed* in the UI, ``describe`` and ``result()``. Asked only
 #: where such a run ends, so every other run records no marker.
 CANCELLED_END = "cancelled-end"
+#: A job with a callback waits for its pushes after ``finish`` at most
+#: :func:`~curaflow.domain.execution.end_push_wait` — one push's whole time plus 5 s, never
+#: past the run's own limit — then hands what is still pending to the push sweeper
+#: (:meth:`workflows.event_push.EventPusher.settled_within`) and closes with the job's
+#: result. Before, the end waited until every push settled, for as long as the callback
+#: policy's retries lasted (up to ``callback_max_attempts`` sends of every pending event,
+#: minutes): a receiver that was down kept the run open after the outcome was recorded —
+#: ``JobStatus`` said the job ended while the execution was Running, and a run its
+#: starter limited was timed out by Temporal. Asked only by a job with a callback, at its
+#: end, so a job without one records no marker.
+PUSH_BOUND = "push-bound"
 #: The run limits that can come before a job's deadline plus the room it needs to end
 #: itself (:data:`RUN_LIMIT`): the longest deadline plus the longest room any configuration
 #: asks for — :data:`~curaflow.domain.execution.EXECUTION_GRACE`, which holds
@@ -712,9 +723,25 @@ class JobWorkflow:
             raise
         self._final, self._phase = final, Phase.DONE
         self._publish()
-        await self._pusher.settled()
+        await self._settle_pushes()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return final
+
+    async def _settle_pushes(self) -> None:
+        """Wait for the job's callback pushes (the terminal event's among them), at most
+        :func:`~curaflow.domain.execution.end_push_wait` (:data:`PUSH_BOUND`); the rest is
+        the push sweeper's."""
+        assert self._inp is not None and self._pusher is not None
+        if not self._inp.callback or not workflow.patched(PUSH_BOUND):
+            await self._pusher.settled()
+            return
+        wait = end_push_wait(self._inp.callback_policy.timeout_ms, _run_left())
+        if not await self._pusher.settled_within(wait):
+            workflow.logger.warning(
+                "callback pushes still pending after %.1f s: left to the push sweeper (push-events:%s)",
+                wait.total_seconds(),
+                self._inp.job_id,
+            )
 
     async def _admit(self, task: dict[str, Any]) -> Admitted:
         """Admit ``task`` as this execution's job, as ``POST /jobs`` does.
@@ -921,6 +948,14 @@ def _run_limit() -> RunLimit | None:
         return None
     ends_at = info.workflow_start_time + limit
     return RunLimit(ends_at_ms=int(ends_at.timestamp() * 1000), timeout=name)
+
+
+def _run_left() -> timedelta | None:
+    """How long until Temporal closes this run by a run or execution timeout its starter
+    set (the earlier; from this run's start, as :func:`_run_limit` reads them), or None."""
+    info = workflow.info()
+    limits = [info.workflow_start_time + t for t in (info.execution_timeout, info.run_timeout) if t]
+    return min(limits) - workflow.now() if limits else None
 
 
 def _bug(tasks: list[asyncio.Task[None]]) -> BaseException | None:

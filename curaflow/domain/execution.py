@@ -168,3 +168,34 @@ def execution_timeout(created_at_ms: int, deadline_at_ms: int) -> timedelta:
 #: (:func:`curaflow.temporal.connection.start_job_workflow`), Temporal clients
 #: (:data:`curaflow.jobs.submit.JOB_START_OPTIONS`), schedules (``workflows/scheduled.py``).
 JOB_TASK_TIMEOUT = timedelta(seconds=5)
+
+
+#: What a job's end gives its callback pushes besides one push's whole time
+#: (``callback_timeout_ms``): scheduling the ``push_events`` activity, the ledger's claim and
+#: record, a refused connection's first quick retries (:func:`end_push_wait`).
+END_PUSH_GRACE = timedelta(seconds=5)
+
+
+def end_push_wait(timeout_ms: int, run_left: timedelta | None) -> timedelta:
+    """How long a job's execution waits for its callback pushes once ``finish`` recorded
+    the outcome (the terminal event is then in the ledger, its push just requested).
+
+    One push's whole time (``timeout_ms``, the policy's ``callback_timeout_ms``) plus
+    :data:`END_PUSH_GRACE` — 35 s under the default policy — and never past
+    :data:`JOB_TASK_TIMEOUT` before Temporal closes the run (``run_left``: a run or
+    execution timeout its starter set), so the run ends with the job's result, never
+    ``TimedOut``. A receiver that answers has the terminal event before the run closes;
+    one that is down or hangs holds the run no longer: what is still pending stays in the
+    ledger and the push sweeper (:mod:`curaflow.jobs.pushes`) sends it, in order.
+
+    Args:
+        timeout_ms: the total time of one push, ms.
+        run_left: how long until Temporal closes the run, or None (no limit).
+
+    Returns:
+        The wait (zero: no time is left; hand everything over at once).
+    """
+    wait = timedelta(milliseconds=timeout_ms) + END_PUSH_GRACE
+    if run_left is not None:
+        wait = min(wait, run_left - JOB_TASK_TIMEOUT)
+    return max(wait, timedelta(0))

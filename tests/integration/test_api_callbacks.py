@@ -8,7 +8,9 @@ common callback settings share one worker process and the API (:func:`shared`); 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +18,13 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from curaflow.domain.execution import end_push_wait
 from curaflow.jobs.pushes import push_workflow_id, sweep_once
 from curaflow.ledger.event_pushes import push_states
 from tests.conftest import StackFactory
 from tests.fakes.hostile import Behaviour, HostileParty
 from tests.fakes.webhook import Reply, WebhookReceiver
-from tests.support import Stack, closed_status, eventually, shared_stack, short_id, whsec
+from tests.support import Stack, closed_status, eventually, shared_stack, short_id, terminal_job, whsec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -148,6 +151,49 @@ async def test_a_push_run_never_takes_the_id_of_another_job(
     pushing = await temporal_client.get_workflow_handle(push_workflow_id(job_id)).describe()
     assert pushing.workflow_type == "EventPushWorkflow"
     await temporal_client.get_workflow_handle(push_workflow_id(job_id)).terminate(reason="test: done")
+
+
+async def test_a_down_receiver_gets_the_rest_from_the_sweeper_in_order_after_the_jobs_end(
+    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver, temporal_client: Client
+) -> None:
+    # The receiver hangs every request (each push cut at callback_timeout_ms, 1 s): the job's
+    # execution closes with its result end_push_wait (1 s + 5 s) after the job ended, not
+    # after every event used its eight attempts; once the receiver is back, the sweeper
+    # pushes what was left, oldest first, within each event's attempts.
+    recovered = asyncio.Event()
+    webhook.script["/down"] = [Reply(200, delay_s=120, released=recovered) for _ in range(100)]
+    conf = callback_config(tmp_path)
+    conf["api"].update(callback_retry_initial_interval_ms=1000, callback_retry_max_interval_ms=2000)
+    stack = make_stack(conf)
+    await stack.start_worker()
+    http = await stack.start_api()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["callback_url"] = webhook.url + "/down"
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+
+    assert (await terminal_job(http, job_id, timeout_s=60))["status"] == "succeeded"
+    bound = end_push_wait(stack.settings.push_policy().timeout_ms, None)
+    status = await closed_status(temporal_client, job_id, timeout_s=bound.total_seconds() + 10)
+    assert status == WorkflowExecutionStatus.COMPLETED  # before: Running while the pushes were retried
+    pool = await stack.ledger()
+    left = await push_states(pool, job_id)
+    assert [s["status"] for s in left] == ["pending"] * len(left) and len(left) >= 3
+    first = left[0]["event_id"]
+    assert {r.headers["idempotency-key"] for r in webhook.at("/down")} == {first}  # in order: nothing passed it
+
+    back_at = time.time()
+    webhook.script["/down"].clear()
+    recovered.set()
+    states = await wait_settled(stack, job_id, timeout_s=90)
+
+    events = await all_events(stack, job_id)
+    assert [s["status"] for s in states] == ["delivered"] * len(events)
+    assert 2 <= states[0]["attempts"] <= stack.settings.api.callback_max_attempts
+    assert all(s["attempts"] == 1 for s in states[1:])  # never sent before the ones before them
+    after = [r.headers["idempotency-key"] for r in webhook.at("/down") if r.at >= back_at]
+    assert after == [e["event_id"] for e in events]  # every event once, in order
+    pushing = await temporal_client.get_workflow_handle(push_workflow_id(job_id)).describe()
+    assert pushing.workflow_type == "EventPushWorkflow"
 
 
 # ---- the outbound layer: signed, bounded, guarded pushes ---------------------------------

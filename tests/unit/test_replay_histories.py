@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from workflows.job import (
     JOB_INPUT_REPORTING_RUN,
     NO_CRON,
     OWN_JOB_ONLY,
+    PUSH_BOUND,
     RUN_LIMIT,
     STARTER_ATTRIBUTES,
     JobWorkflow,
@@ -57,8 +59,10 @@ def test_histories_of_every_job_shape_are_kept() -> None:
         if job_history(path) and shape(path) == "v3":
             # one marker for every change since core v2; the changes asked only where their
             # input came (foreign input, a copy's JobInput, a run added under an ended job,
-            # search attributes its starter set, a cron schedule, a short run timeout) add their own
+            # search attributes its starter set, a cron schedule, a short run timeout, a
+            # callback's end) add their own
             own = {
+                PUSH_BOUND,
                 FOREIGN_INPUT,
                 OWN_JOB_ONLY,
                 JOB_INPUT_REPORTING_RUN,
@@ -454,3 +458,33 @@ def test_a_submission_writes_the_run_limit_only_when_set() -> None:
     [payload] = converter.to_payloads([limited])
     [back] = converter.from_payloads([payload], [SubmitInput])
     assert back == limited
+
+
+def test_histories_of_a_callback_jobs_end_before_and_after_the_push_bound_are_kept() -> None:
+    """Recorded before ``push-bound`` (no marker, no timer): a job whose pushes settled at
+    once, and one whose receiver was down for 8 s after ``finish`` — the end waited for it
+    (a 1 s push, so today's bound is 6 s). After it: a job whose pushes settled within the
+    bound (the ``callback pushes`` timer left pending) and one whose receiver stayed down —
+    the push cancelled at the bound and the execution completed. All replay
+    (:func:`test_recorded_history_replays`)."""
+    by_name = {path.stem: path for path in HISTORIES}
+
+    def kinds(name: str) -> list[str]:
+        return [e["eventType"].removeprefix("EVENT_TYPE_") for e in json.loads(by_name[name].read_text())["events"]]
+
+    for name in ("job_callback_before_push_bound_core_v3", "job_callback_slow_receiver_before_push_bound_core_v3"):
+        assert patches(by_name[name]) == {"core-v3"}, name
+        assert kinds(name).count("TIMER_STARTED") == 1, name  # the job's deadline only
+        assert kinds(name)[-1] == "WORKFLOW_EXECUTION_COMPLETED", name
+    slow = json.loads(by_name["job_callback_slow_receiver_before_push_bound_core_v3"].read_text())["events"]
+    finish = next(
+        e for e in slow if e.get("markerRecordedEventAttributes", {}).get("markerName") == "core_local_activity"
+    )
+    waited = datetime.fromisoformat(slow[-1]["eventTime"]) - datetime.fromisoformat(finish["eventTime"])
+    assert waited > timedelta(seconds=7)
+    for name in ("job_callback_core_v3", "job_callback_handed_over_core_v3"):
+        assert patches(by_name[name]) == {"core-v3", PUSH_BOUND}, name
+        assert kinds(name).count("TIMER_STARTED") == 2, name  # the deadline's and the pushes'
+    handed_over = kinds("job_callback_handed_over_core_v3")
+    assert handed_over[-2:] == ["ACTIVITY_TASK_CANCEL_REQUESTED", "WORKFLOW_EXECUTION_COMPLETED"]
+    assert "ACTIVITY_TASK_CANCEL_REQUESTED" not in kinds("job_callback_core_v3")

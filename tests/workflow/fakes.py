@@ -12,7 +12,8 @@ activity of a Task start and of the ``admission`` update) answers like the ledge
 admission would (:meth:`Fakes.admit_as`): a key's first Task creates the job, the same
 Task again replays it, another Task under the key is refused ``idempotency_conflict``,
 an invalid Task ``invalid_params`` — each refusal built by the real
-:func:`activities.admit.refusal`. ``push_events`` records each run.
+:func:`activities.admit.refusal`. ``push_events`` records each attempt and follows
+:attr:`Fakes.push_acts` (a receiver that answers, is down or hangs).
 
 ``finish`` decides like the ledger would, with the real decider
 (:func:`curaflow.domain.verdicts.cell_verdict`) over the cells the fakes last reported
@@ -127,8 +128,15 @@ class Fakes:
     cancel_acts: list[Act] = field(default_factory=list)
     #: The ``AcquireInput`` / ``SearchInput`` of every search attempt (its fallback pass).
     searches: list[SearchInput] = field(default_factory=list)
-    #: Every ``push_events`` run.
+    #: Every ``push_events`` attempt.
     pushes: list[PushInput] = field(default_factory=list)
+    #: One :class:`Act` per ``push_events`` attempt, the last repeated (none: ``ok``):
+    #: ``fail`` is a receiver that is down (a refused connection, a 503: the attempt fails
+    #: ``callback_failed``, retried), after ``seconds`` of heartbeats when set (a receiver
+    #: that hangs until the push's timeout cuts it); ``hang`` heartbeats until cancelled.
+    push_acts: list[Act] = field(default_factory=list)
+    #: The ``push_events`` attempts a cancel reached (the workflow handed the rest over).
+    push_cancels: int = 0
     #: Every Task ``admit`` was asked to admit, in order.
     admits: list[dict[str, Any]] = field(default_factory=list)
     #: Held while set and not yet released: ``admit`` waits for it (a slow ledger).
@@ -337,6 +345,18 @@ class Fakes:
         @activity.defn(name="push_events")
         async def push_events(inp: PushInput) -> PushReport:
             fakes.pushes.append(inp)
+            acts = fakes.push_acts
+            act = acts.pop(0) if len(acts) > 1 else (acts[0] if acts else Act())
+            try:
+                end = time.monotonic() + (act.seconds if act.kind == "fail" else float("inf"))
+                while act.kind in ("fail", "hang") and time.monotonic() < end:
+                    activity.heartbeat()
+                    await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                fakes.push_cancels += 1
+                raise
+            if act.kind == "fail":
+                raise ApplicationError(f"scripted {act.error_type}", type=act.error_type)
             return PushReport(job_id=inp.job_id)
 
         @activity.defn(name="admit")

@@ -5,7 +5,7 @@ for it; here the answer is made False for new executions too (an unsandboxed wor
 SDK's function replaced for the test), so the old branch of each patch runs live on the
 fake activities — the frozen core v1 orchestration (``core-v2``, :mod:`workflows.job_v1`)
 and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-run``,
-``job-input-reporting-run`` and ``cancelled-end``. The recorded histories
+``job-input-reporting-run``, ``cancelled-end`` and ``push-bound``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -29,6 +29,7 @@ from workflows.job import (
     CORE_V3,
     FAILED_EXECUTION,
     JOB_INPUT_REPORTING_RUN,
+    PUSH_BOUND,
     REPORTING_RUN,
 )
 
@@ -182,3 +183,26 @@ async def test_before_cancelled_end_a_run_reporting_a_cancelled_job_completed(un
         assert JobState.model_validate(await handle.result()) == ended
         assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
         assert env.fakes.cancels == []
+
+
+async def test_before_push_bound_a_jobs_end_waited_for_every_push(unpatched: Unpatched) -> None:
+    """Before ``push-bound`` a job with a callback ended only once every push settled: a
+    receiver down for 8 s after ``finish`` held the run that long, past today's bound of
+    6 s for a 1 s push (``tests/workflow/test_push_bound.py``), and nothing was cancelled."""
+    from curaflow.domain.execution import end_push_wait
+    from curaflow.domain.messages import CallbackPolicy
+
+    policy = CallbackPolicy(timeout_ms=1_000, initial_interval_ms=100, max_interval_ms=200)
+    async with unpatched(PUSH_BOUND) as env:
+        env.fakes.push_acts = [Act("fail", error_type="callback_failed", seconds=1.0)] * 7 + [Act()]
+        handle = await env.start(env.job(callback=True, callback_policy=policy))
+        assert (await handle.result()).status == "succeeded"
+        history = await handle.fetch_history()
+        scheduled = await env.scheduled(handle)
+
+    finish = next(event_id for event_id, name in scheduled if name == "finish")
+    finished = next(e for e in history.events if e.event_id == finish).event_time.ToDatetime()
+    waited = history.events[-1].event_time.ToDatetime() - finished
+    assert waited > end_push_wait(policy.timeout_ms, None)
+    assert [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED] == []
+    assert env.fakes.push_cancels == 0
