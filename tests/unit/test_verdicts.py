@@ -17,6 +17,7 @@ from curaflow.domain.verdicts import (
     cell_verdict,
     delivery_verdict,
     failure_reason,
+    operator_changed_options,
     waits_for_sends,
 )
 
@@ -471,3 +472,26 @@ def test_a_workflows_finish_but_at_the_deadline_waits_for_a_send_out(cause: Fini
     # attempt holds a live lease (it never asks).
     waits = by_workflow and cause in (FinishCause.COMPLETED, FinishCause.CANCELLED)
     assert waits_for_sends(cause, by_workflow=by_workflow) is waits
+
+
+@pytest.mark.parametrize("step", ["search", "fetch", "acquire", "deliver"])
+@pytest.mark.parametrize("timeout_type", ["START_TO_CLOSE", "SCHEDULE_TO_CLOSE"])
+@pytest.mark.parametrize("cause", ["completed", "cancelled"])
+def test_a_step_timed_out_by_an_operators_options_is_neither_a_stall_nor_the_routes(
+    step: str, timeout_type: str, cause: str
+) -> None:
+    """curaflow gives a step a start-to-close timeout of the job's deadline plus
+    ``ATTEMPT_GRACE`` and no schedule-to-close timeout, so either timeout before the
+    deadline stopped the job is an operator's ``temporal activity update-options``
+    (``--start-to-close-timeout 1s --retry-maximum-attempts 1``). It ended the job
+    ``expired / stalled_no_heartbeat`` ("a worker died or hung") with its deadline ahead, or
+    ``delivery_abandoned`` (the route's) — as a step failed by hand, it is ``internal_error``."""
+    state = "artifact_ready" if step == "deliver" else "pending"
+    failure = StepFailure(step=step, kind=FailureKind.TIMEOUT, timeout_type=timeout_type, retry_state="TIMEOUT")  # type: ignore[arg-type]
+    assert cell_verdict(state=state, stage="searching", cause=cause, failure=failure) == R.INTERNAL_ERROR
+    assert operator_changed_options(failure, cause)
+    # At the deadline the same timeout is the deadline's (``ended_by_deadline``), as before.
+    if step != "deliver":
+        assert cell_verdict(state=state, stage="searching", cause="deadline", failure=failure) == R.EXECUTION_TIMEOUT
+    assert not operator_changed_options(failure, "deadline")
+    assert not operator_changed_options(timeout(step, "HEARTBEAT"), cause)

@@ -52,6 +52,7 @@ from curaflow.domain.verdicts.failures import (
     attempt_budget,
     ended_by_deadline,
     failure_reason,
+    operator_changed_options,
     owner_of,
 )
 from curaflow.domain.verdicts.finish import (
@@ -88,6 +89,7 @@ __all__ = [
     "failure_reason",
     "no_candidate_state",
     "no_candidate_verdict",
+    "operator_changed_options",
     "owner_of",
     "step_alive",
     "waits_for_sends",

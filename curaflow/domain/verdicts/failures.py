@@ -101,7 +101,9 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
       ``delivery_abandoned``, owner ``route``, "no delivery attempt was left", with
       attempts left and the route never asked by it); a ``deliver`` held by a worker
       that timed out is ``delivery_abandoned``; a held source step that stopped beating
-      (``HEARTBEAT``, ``START_TO_CLOSE`` …) is ``stalled_no_heartbeat``;
+      (``HEARTBEAT``, ``START_TO_CLOSE`` …) is ``stalled_no_heartbeat`` (under a finish
+      that is not the deadline's, :func:`~curaflow.domain.verdicts.finish.cell_verdict` takes a ``START_TO_CLOSE`` or
+      ``SCHEDULE_TO_CLOSE`` timeout for an operator's change, :func:`operator_changed_options`);
     * ``other``: ``internal_error``.
     """
     if failure.kind == FailureKind.CANCELLED:
@@ -123,6 +125,32 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
             return R.DELIVERY_ABANDONED
         return R.STALLED_NO_HEARTBEAT
     return R.INTERNAL_ERROR
+
+
+#: Temporal timeouts curaflow never lets fire before a job's deadline stopped its steps: a
+#: step's start-to-close timeout is the deadline plus ``ATTEMPT_GRACE``
+#: (:func:`workflows.steps.step_config`; the deadline's barrier cancels the step first) and
+#: no step gets a schedule-to-close timeout.
+OPERATOR_TIMEOUTS: frozenset[str] = frozenset({"START_TO_CLOSE", "SCHEDULE_TO_CLOSE"})
+
+
+def operator_changed_options(failure: StepFailure, cause: str) -> bool:
+    """Whether ``failure`` is an operator's change of the step's options, recognised positively.
+
+    A Temporal timeout of :data:`OPERATOR_TIMEOUTS` reported to a job that finishes for
+    any cause but its deadline cannot come from the options curaflow gave the step: someone
+    shortened them (``temporal activity update-options --start-to-close-timeout 1s
+    --retry-maximum-attempts 1``, the UI's "Update options"). Such a step is ended from
+    outside, as ``temporal activity fail`` ends one: ``internal_error``, never a stall (the
+    job ``expired`` with its deadline ahead, "a worker died or hung") nor the route's
+    ``delivery_abandoned`` (2026-12-06). A shortened heartbeat timeout cannot be told from
+    a worker that stopped beating and stays a stall.
+
+    Args:
+        failure: what the workflow saw of the step.
+        cause: why the job finishes (a :class:`~curaflow.domain.verdicts.finish.FinishCause` value).
+    """
+    return failure.kind == FailureKind.TIMEOUT and failure.timeout_type in OPERATOR_TIMEOUTS and cause != "deadline"
 
 
 #: Reasons of a step's budget running out (a Temporal timeout of a search or fetch).

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from curaflow.domain.cells import CellStage, CellState
 from curaflow.domain.reasons import TerminalReason, parse_reason
-from curaflow.domain.verdicts.failures import StepFailure, ended_by_deadline, failure_reason
+from curaflow.domain.verdicts.failures import StepFailure, ended_by_deadline, failure_reason, operator_changed_options
 
 R = TerminalReason
 
@@ -143,7 +143,9 @@ def cell_verdict(
         cancel_requested: the ledger holds a consumer cancel of the job.
 
     Returns:
-        The reason. Precedence: the failure's own reason (a real failure that ended the
+        The reason. Precedence: a step timed out by an operator's change of its options
+        (:func:`~curaflow.domain.verdicts.failures.operator_changed_options`) is
+        ``internal_error``, as a step failed by hand; then the failure's own reason (a real failure that ended the
         cell before the job stopped stays its reason) — except that **the deadline owns
         every failure that happens after it passed**: when the job finishes for its
         deadline, a failure that ended after the workflow stopped the step, or a
@@ -163,6 +165,8 @@ def cell_verdict(
     reason: TerminalReason | None = None
     if reported_reason is not None:
         reason = parse_reason(reported_reason)
+    elif failure is not None and operator_changed_options(failure, cause):
+        reason = R.INTERNAL_ERROR  # ended from outside, as a step failed by hand
     elif failure is not None and not (
         (cause == FinishCause.DEADLINE and ended_by_deadline(failure))
         or (cause == FinishCause.CANCELLED and failure.retry_state == "CANCEL_REQUESTED")
