@@ -563,6 +563,13 @@ class JobWorkflow:
                 final = await asyncio.shield(job)
                 break
             except asyncio.CancelledError:
+                if job.cancelled():
+                    # The job's own task was cancelled: only the SDK's eviction does that
+                    # (it cancels every task of the execution and waits for them to end,
+                    # then replays). Nothing is left to wait for; waiting again raised at
+                    # once, for ever — until 2026-12-06 an eviction at the job's end (its
+                    # finish, its push wait) spun here and held the worker's slot.
+                    raise
                 # A Temporal cancel request (UI, CLI, HTTP): the job itself is never
                 # interrupted; it takes the cancel path.
                 self._temporal_cancel = True

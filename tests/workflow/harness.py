@@ -132,9 +132,13 @@ class Env:
         return await eventually(probe, timeout_s=timeout_s, interval_s=0.02, what=lambda: f"{what}: {seen}")
 
 
-def workers(env: Env, *, sandboxed: bool, source: bool = True) -> contextlib.AbstractAsyncContextManager[None]:
+def workers(
+    env: Env, *, sandboxed: bool, source: bool = True, max_cached_workflows: int = 1000
+) -> contextlib.AbstractAsyncContextManager[None]:
     """``env``'s workers: the workflow's queue (``JobWorkflow`` and the job-level fakes) and,
-    with ``source``, the account's source queue (``acquire``, ``search``, ``fetch``)."""
+    with ``source``, the account's source queue (``acquire``, ``search``, ``fetch``).
+    ``max_cached_workflows``: the workflow worker's cache (0: every execution is evicted
+    after each activation and replayed at the next — the SDK's default is 1 000)."""
 
     @contextlib.asynccontextmanager
     async def run() -> AsyncIterator[None]:
@@ -151,6 +155,7 @@ def workers(env: Env, *, sandboxed: bool, source: bool = True) -> contextlib.Abs
                     workflows=[JobWorkflow],
                     activities=main,
                     workflow_runner=runner,
+                    max_cached_workflows=max_cached_workflows,
                     max_heartbeat_throttle_interval=beat,
                     default_heartbeat_throttle_interval=beat,
                 )
