@@ -23,7 +23,7 @@ from curaflow.sources.decoding import (
     DecodeMeter,
     OverBudget,
     gif_layout,
-    machine_error,
+    machine_cause,
     opening_layout,
     png_chunks,
     png_without_bad_ancillary,
@@ -363,8 +363,8 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
     except OverBudget as err:
         return Refused(err.why, UnavailableKind.OVER_BUDGET, recognised=True)
     except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
-        if machine_error(err):  # the disk's or the process's answer, not the bytes': curaflow's
-            raise
+        if (machine := machine_cause(err)) is not None:  # the disk's or the process's answer: curaflow's
+            raise machine from None
         # Pillow refused the file as it opened it: its format is its signature's, and its
         # verdict that of any image that does not decode (whole by its framing or not).
         fmt = fmt or signed_format(path)

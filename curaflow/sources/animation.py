@@ -59,7 +59,7 @@ from curaflow.sources.decoding import (
     DecodeBudget,
     DecodeMeter,
     OverBudget,
-    machine_error,
+    machine_cause,
     opening_layout,
     png_without_bad_ancillary,
     signed_format,
@@ -188,21 +188,17 @@ class _MemberReader:
     def read(self, size: int = -1) -> bytes:
         try:
             return self._fh.read(size)
-        except _STREAM_ERRORS as err:
-            raise self._broken(err) from None
-        except OSError as err:  # bzip2's broken stream has no errno; the disk's has one
-            if machine_error(err):
-                raise
+        except (*_STREAM_ERRORS, OSError) as err:  # bzip2's broken stream: an OSError without errno
+            if (machine := machine_cause(err)) is not None:
+                raise machine from None
             raise self._broken(err) from None
 
     def seek(self, offset: int, whence: int = 0) -> int:
         try:  # a seek backwards reads the member again from its start
             return self._fh.seek(offset, whence)
-        except _STREAM_ERRORS as err:
-            raise self._broken(err) from None
-        except OSError as err:
-            if machine_error(err):
-                raise
+        except (*_STREAM_ERRORS, OSError) as err:  # bzip2's broken stream: an OSError without errno
+            if (machine := machine_cause(err)) is not None:
+                raise machine from None
             raise self._broken(err) from None
 
     def tell(self) -> int:
@@ -330,8 +326,8 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
         except (UnusableAnimation, AnimationBroken):
             raise
         except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
-            if machine_error(err):
-                raise
+            if (machine := machine_cause(err)) is not None:
+                raise machine from None
             with _member(archive, info) as fh:
                 repaired = png_without_bad_ancillary(fh.read(MAX_FRAME_BYTES + 1), meter.check)
             if repaired is None:
@@ -343,8 +339,8 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
     except UnidentifiedImageError:
         raise UnusableAnimation(f"frame {info.filename} is not an image") from None
     except (OSError, ValueError, SyntaxError) as err:
-        if machine_error(err):  # the disk's answer reading the zip, not the frame's: curaflow's
-            raise
+        if (machine := machine_cause(err)) is not None:  # the disk's answer reading the zip: curaflow's
+            raise machine from None
         raise UnusableAnimation(f"frame {info.filename} has no readable header: {type(err).__name__}") from None
 
 
@@ -416,8 +412,10 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
     try:
         archive = zipfile.ZipFile(zip_path)
     except (zipfile.BadZipFile, OSError) as err:
-        if machine_error(err):  # the disk's answer, not the zip's (nor the transfer's): curaflow's
-            raise
+        # The disk's answer, not the zip's (nor the transfer's): curaflow's — also when
+        # zipfile raised it as its own "File is not a zip file" (machine_cause).
+        if (machine := machine_cause(err)) is not None:
+            raise machine from None
         if not _is_zip(zip_path):
             raise NotAZip("the frames zip is not a zip") from None
         raise AnimationBroken(f"the frames zip cannot be read (cut short?): {err}") from None
@@ -448,8 +446,8 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
             try:
                 image = _decoded(data, meter)
             except (OSError, ValueError, SyntaxError) as err:
-                if machine_error(err):
-                    raise
+                if (machine := machine_cause(err)) is not None:
+                    raise machine from None
                 raise UnusableAnimation(f"frame {name} cannot be decoded: {type(err).__name__}") from None
             rgb = image.convert("RGB")
             return rgb if size is None or rgb.size == size else rgb.resize(size)

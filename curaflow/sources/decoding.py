@@ -124,6 +124,29 @@ def machine_error(err: BaseException) -> bool:
     return isinstance(err, OSError) and err.errno is not None and err.errno != errno.EINVAL
 
 
+def machine_cause(err: BaseException) -> OSError | None:
+    """The machine's ``OSError`` (:func:`machine_error`) that ``err`` is, or that a library
+    turned into an error of its own while handling it (``err``'s ``__cause__`` /
+    ``__context__`` chain); None when there is none: then ``err`` is the bytes' verdict.
+
+    A caller judging a decode raises what this returns (the machine's answer as it came:
+    the ``fetch`` activity retries it, ``storage_full`` for a full disk) before judging the
+    bytes. zipfile does so: an ``EIO`` reading a frames zip's end record is raised as
+    ``BadZipFile("File is not a zip file")`` (``ZipFile._RealGetContents``), which until
+    2026-12-06 ended the attempt ``download_failed`` — the source's failure, "the frames
+    zip cut short?" — for curaflow's own disk.
+    """
+    seen: set[int] = set()
+    at: BaseException | None = err
+    while at is not None and id(at) not in seen:
+        if machine_error(at):
+            assert isinstance(at, OSError)
+            return at
+        seen.add(id(at))
+        at = at.__cause__ or at.__context__
+    return None
+
+
 class OverBudget(Exception):
     """Decoding the file would cost more than its budget: the work's failure.
 

@@ -32,7 +32,7 @@ from curaflow.artifacts import ArtifactStore
 from curaflow.artifacts.images import check_image
 from curaflow.domain.models import Work, WorkPage
 from curaflow.sources.animation import Animation, AnimationFrame, encode_gif
-from curaflow.sources.decoding import machine_error
+from curaflow.sources.decoding import machine_cause, machine_error
 from tests.unit.test_decode_budget import OneFile
 
 
@@ -173,3 +173,38 @@ def test_a_frames_zip_the_disk_cannot_open_is_raised_not_the_transfer_blamed(
     assert caught.value.errno == errno.EMFILE
     monkeypatch.setattr(zipfile.ZipFile, "__init__", real)
     assert encode_gif(zip_path, meta, tmp_path / "1_ugoira.gif") == (16, 12)
+
+
+def test_an_io_error_zipfile_raises_as_not_a_zip_is_raised_not_the_transfer_blamed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # zipfile reads the end record of the zip as it opens it and turns an OSError of that
+    # read into its own BadZipFile("File is not a zip file"): the disk's EIO was taken for
+    # a zip cut short (AnimationBroken: download_failed, the source's).
+    zip_path, meta = frames(tmp_path / "1_ugoira.zip")
+    real_open = builtins.open
+
+    def eio_reading_the_zip(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if Path(file) == zip_path and mode == "rb":
+            return io.BufferedReader(_FailingReads(file, "r"))
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", eio_reading_the_zip)
+    with pytest.raises(OSError) as caught:
+        encode_gif(zip_path, meta, tmp_path / "1_ugoira.gif")
+    assert caught.value.errno == errno.EIO
+    assert not (tmp_path / "1_ugoira.gif").exists()
+
+
+def test_a_machine_error_a_library_raised_as_its_own_is_found() -> None:
+    try:
+        try:
+            raise OSError(errno.EIO, "Input/output error")
+        except OSError:
+            raise zipfile.BadZipFile("File is not a zip file")  # noqa: B904 - as zipfile does
+    except zipfile.BadZipFile as err:
+        wrapped = err
+    cause = machine_cause(wrapped)
+    assert cause is not None and cause.errno == errno.EIO
+    assert machine_cause(zipfile.BadZipFile("File is not a zip file")) is None
+    assert machine_cause(OSError("broken data stream when reading image file")) is None
