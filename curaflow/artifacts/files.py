@@ -17,7 +17,7 @@ from PIL import Image
 from curaflow.artifacts.images import Refused, Verified, check_image
 from curaflow.artifacts.names import MIME_BY_EXT
 from curaflow.domain.models import ArtifactFile
-from curaflow.sources.decoding import DecodeMeter, pillow_defers
+from curaflow.sources.decoding import DecodeMeter, machine_cause, pillow_defers
 
 #: Bytes collected from the response before one write in a thread (fewer thread hops
 #: than one per 64 KiB chunk; bounded memory per download).
@@ -155,6 +155,13 @@ def describe(
             computed them while writing; else the file is read to compute them.
         pixels: the size :func:`~curaflow.artifacts.images.check_image` read when it
             verified the file; else Pillow opens it again for its size.
+
+    Raises:
+        OSError: the machine refused a read (:func:`~curaflow.sources.decoding.machine_cause`):
+            curaflow's, retried — never a file described without its size. Until 2026-12-06
+            an ``EIO`` or ``EMFILE`` as Pillow opened a page kept from an earlier attempt, or
+            the animation's GIF, recorded it with no width and height for good (Telegram
+            then sent it as a document, the manifest said ``null``).
     """
     if sha256 is None or size is None:
         digest = hashlib.sha256()
@@ -172,8 +179,10 @@ def describe(
         try:
             with Image.open(path) as image:
                 width, height = image.size
-        except (OSError, ValueError):
-            pass  # not an image
+        except (OSError, ValueError) as err:
+            if (machine := machine_cause(err)) is not None:
+                raise machine from None  # the disk's answer, not the file's: curaflow's, retried
+            # not an image
     return ArtifactFile(
         path=str(path),
         bytes=size,

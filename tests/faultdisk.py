@@ -1,0 +1,191 @@
+"""A disk that fails one chosen call: every file-system call curaflow makes on a job's path,
+counted in order, the ``n``-th raising ``OSError(errno)`` as the kernel answers it.
+
+Wrapped (while :meth:`FaultyDisk.armed`): ``os.open`` / ``read`` / ``write`` / ``close`` /
+``fsync`` / ``fstat`` / ``stat`` / ``lstat`` / ``replace`` / ``rename`` / ``mkdir`` /
+``rmdir`` / ``unlink`` / ``scandir`` / ``fchmod``, ``fcntl.flock``, ``mmap.mmap`` and
+``open`` (``builtins`` and ``io``: ``pathlib``, ``os.fdopen``, ``tempfile`` and Pillow come
+through them), and the methods of every file object ``open`` returns (``read``,
+``readinto``, ``write``, ``writelines``, ``flush``, ``close``: a buffered write's ``ENOSPC``
+comes at its flush or its close). Only calls made with a frame of curaflow's own code on
+the stack count, so the test runner and the event loop never meet a failure.
+
+A call that fails as a close does closes first (the kernel frees a descriptor whose
+``close`` reports an error): no descriptor leaks from the injection itself.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import errno
+import fcntl
+import io
+import mmap
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: Every errno the sweeps inject: a full disk, a quota, a read-only disk, an I/O error, no
+#: descriptors left (the process's, the system's), no rights, a name too long, a name in
+#: the way, a file where a folder goes and the reverse, a loop of links, a rename across
+#: devices, a stale network handle, an interrupted call, a call that would block.
+ERRNOS = (
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.EIO,
+    errno.EMFILE,
+    errno.ENFILE,
+    errno.EACCES,
+    errno.EPERM,
+    errno.ENAMETOOLONG,
+    errno.EEXIST,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.ELOOP,
+    errno.EXDEV,
+    errno.ESTALE,
+    errno.EINTR,
+    errno.EAGAIN,
+)
+
+_OS_CALLS = (
+    "open",
+    "read",
+    "write",
+    "close",
+    "fsync",
+    "fstat",
+    "stat",
+    "lstat",
+    "replace",
+    "rename",
+    "mkdir",
+    "rmdir",
+    "unlink",
+    "scandir",
+    "fchmod",
+)
+_FILE_CALLS = ("read", "readinto", "write", "writelines", "flush", "close")
+_ROOTS = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d) + os.sep
+    for d in ("curaflow", "activities")
+)
+
+
+def _ours() -> bool:
+    """Whether a frame of curaflow's own code is on the caller's stack."""
+    frame: Any = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_ROOTS):
+            return True
+        frame = frame.f_back
+    return False
+
+
+@dataclass
+class FaultyDisk:
+    """Counts curaflow's file-system calls; the ``fail_at``-th (0-based) raises ``code``.
+
+    Attributes:
+        calls: the calls counted so far, ``"os.replace"``, ``"file.write"`` …, in order.
+        failed: the call that failed (None: none did — fewer calls than ``fail_at``).
+    """
+
+    fail_at: int | None = None
+    code: int = errno.EIO
+    calls: list[str] = field(default_factory=list)
+    failed: str | None = None
+    _on: bool = False
+
+    def _hit(self, name: str) -> bool:
+        if not self._on or not _ours():
+            return False
+        index = len(self.calls)
+        self.calls.append(name)
+        if index == self.fail_at:
+            self.failed = name
+            return True
+        return False
+
+    def _error(self, name: str) -> OSError:
+        return OSError(self.code, f"{os.strerror(self.code)} (injected at {name})")
+
+    @contextlib.contextmanager
+    def armed(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[FaultyDisk]:
+        """Wrap the calls (module doc) until the block ends."""
+        with monkeypatch.context() as patch:
+            for call in _OS_CALLS:
+                patch.setattr(os, call, self._os_call(f"os.{call}", getattr(os, call)))
+            patch.setattr(fcntl, "flock", self._os_call("fcntl.flock", fcntl.flock))
+            patch.setattr(mmap, "mmap", self._os_call("mmap.mmap", mmap.mmap))
+            opener = self._opener(builtins.open)
+            patch.setattr(builtins, "open", opener)
+            patch.setattr(io, "open", opener)
+            self._on = True
+            try:
+                yield self
+            finally:
+                self._on = False
+
+    def _os_call(self, name: str, real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._hit(name):
+                if name == "os.close":
+                    real(*args, **kwargs)
+                raise self._error(name)
+            return real(*args, **kwargs)
+
+        return call
+
+    def _opener(self, real: Any) -> Any:
+        def opening(*args: Any, **kwargs: Any) -> Any:
+            if self._hit("open"):
+                raise self._error("open")
+            return _File(real(*args, **kwargs), self)
+
+        return opening
+
+
+class _File:
+    """A file object whose calls (module doc) count and may fail."""
+
+    def __init__(self, real: Any, disk: FaultyDisk) -> None:
+        self._real = real
+        self._disk = disk
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._real, name)
+        if name not in _FILE_CALLS:
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._disk._hit(f"file.{name}"):
+                if name == "close":
+                    attr(*args, **kwargs)
+                raise self._disk._error(f"file.{name}")
+            return attr(*args, **kwargs)
+
+        return call
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._real)
+
+    def __enter__(self) -> _File:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def leftovers(root: Path) -> list[str]:
+    """Every temporary name under ``root`` (a part file, a ``.tmp``), relative to it."""
+    return sorted(
+        str(p.relative_to(root)) for p in root.rglob("*") if p.name.endswith((".part", ".tmp")) and p.is_file()
+    )
