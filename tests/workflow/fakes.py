@@ -18,7 +18,9 @@ an invalid Task ``invalid_params`` — each refusal built by the real
 ``finish`` decides like the ledger would, with the real decider
 (:func:`curaflow.domain.verdicts.cell_verdict`) over the cells the fakes last reported
 (or, for executions of the frozen v1 orchestration, the verdicts it sends), and returns
-the resulting :class:`~curaflow.domain.messages.JobState`.
+the resulting :class:`~curaflow.domain.messages.JobState` as the real one reads it from the
+ledger (:func:`curaflow.domain.state.job_state`). ``search`` binds the work
+:attr:`Fakes.works` scripts for the target; ``fetch`` stores one artifact file per page.
 """
 
 from __future__ import annotations
@@ -53,9 +55,16 @@ from curaflow.domain.messages import (
     SubmitInput,
     TargetSpec,
 )
-from curaflow.domain.models import CellSnapshot, DeliveryReport, RouteDelivery, Work
-from curaflow.domain.outcome import business_status, is_alertable, job_deliveries
-from curaflow.domain.projection import job_stage, job_status
+from curaflow.domain.models import (
+    Artifact,
+    ArtifactFile,
+    CellSnapshot,
+    DeliveryReport,
+    JobRecord,
+    RouteDelivery,
+    Work,
+)
+from curaflow.domain.state import job_state
 from curaflow.domain.verdicts import cell_verdict
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.task import validate_task
@@ -151,6 +160,9 @@ class Fakes:
     jobs: dict[str, JobInput] = field(default_factory=dict)
     #: ``held`` steps (and a held ``request_cancel``) wait for these (:meth:`release`).
     gates: dict[str, asyncio.Event] = field(default_factory=dict)
+    #: The work ``search`` binds for a target (target id → work); absent: ``w-<target>``,
+    #: titled ``scripted``, of one page. ``fetch`` stores one artifact file per page.
+    works: dict[str, Work] = field(default_factory=dict)
 
     def release(self, step: str, target_id: str = "t", route: str | None = None) -> None:
         """Let a ``held`` attempt of ``step`` (``request_cancel``: no target) carry on."""
@@ -230,7 +242,7 @@ class Fakes:
                     update={"state": CellState.NO_CANDIDATE, "stage": "done", "reason": "no_candidate"}
                 )
                 return CellUpdate(cell=fakes.cells[tid], ended_in_another_run=act.kind == "ended_in_another_run")
-            work = Work(work_id=f"w-{tid}", title="scripted")
+            work = fakes.works.get(tid) or Work(work_id=f"w-{tid}", title="scripted")
             fakes.cells[tid] = fakes._cell(tid).model_copy(
                 update={"state": CellState.SELECTED, "stage": "fetching", "work_id": work.work_id, "work": work}
             )
@@ -244,8 +256,24 @@ class Fakes:
                 return CellUpdate(cell=fakes._cell(tid), cancel_requested=True)
             if act.kind == "deadline_found":
                 return CellUpdate(cell=fakes._cell(tid), deadline_passed=True)
-            fakes.cells[tid] = fakes._cell(tid).model_copy(
-                update={"state": CellState.ARTIFACT_READY, "stage": "delivering"}
+            cell = fakes._cell(tid)
+            artifact = Artifact(
+                work_id=cell.work_id or "",
+                files=[
+                    ArtifactFile(
+                        page=page.index,
+                        path=f"artifacts/{cell.work_id}/{cell.work_id}_p{page.index}.png",
+                        mime="image/png",
+                        bytes=4_000_000,
+                        sha256=f"{page.index:064x}",
+                        width=page.width,
+                        height=page.height,
+                    )
+                    for page in (cell.work.pages if cell.work is not None else [])
+                ],
+            )
+            fakes.cells[tid] = cell.model_copy(
+                update={"state": CellState.ARTIFACT_READY, "stage": "delivering", "artifact": artifact}
             )
             return CellUpdate(cell=fakes.cells[tid])
 
@@ -317,17 +345,17 @@ class Fakes:
                     )
                     cell = cell.model_copy(update={"state": CellState.FAILED, "reason": str(reason)})
                 cells.append(cell)
-            verdict = business_status(cells)
-            status = job_status(cells)
-            return JobState(
+            now = int(time.time() * 1000)
+            # the ledger's reader (curaflow.domain.state.job_state): what a final state carries
+            record = JobRecord(
                 job_id=activity.info().workflow_id or "",
-                status=status,
-                stage=job_stage(cells, status),
-                business_status=verdict.value,
-                alertable=is_alertable(verdict),
+                plan_id="plan",
+                created_at=now,
+                updated_at=now,
+                completed_at=now,
                 cells=cells,
-                deliveries=job_deliveries(cells),
             )
+            return job_state(record)
 
         @activity.defn(name="request_cancel")
         async def request_cancel(inp: CancelRequest) -> None:

@@ -1,0 +1,53 @@
+"""A job whose values are large still ends: what ``JobWorkflow`` carries in its Temporal
+payloads stays under the server's blob limit (``limit.blobSize.error``, 2 MB a payload).
+
+The real workflow on the session's dev server with the fakes of :mod:`tests.workflow.fakes`;
+``finish`` answers the final state as the ledger's reader builds it
+(:func:`curaflow.domain.state.job_state`).
+"""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from curaflow.domain.models import Work, WorkPage
+from curaflow.domain.state import STATE_MAX_BYTES
+from tests.workflow.harness import Env
+
+pytestmark = pytest.mark.integration
+
+#: Pages of a long manga: Pixiv takes 200 images a work.
+PAGES = 200
+
+
+def manga(work_id: str) -> Work:
+    """A work of :data:`PAGES` pages, as the app-api lists one."""
+    url = "https://i.pximg.net/img-original/img/2026/12/06/10/13/26/{}_p{}.png"
+    pages = [WorkPage(index=p, url=url.format(work_id, p), width=1000, height=1400) for p in range(PAGES)]
+    return Work(work_id=work_id, title="manga", url=f"https://www.pixiv.net/artworks/{work_id}", pages=pages)
+
+
+async def test_a_job_of_many_long_works_ends_with_its_final_state(env: Env) -> None:
+    """40 targets each delivering a 200-page work: the ledger's final state of the job is
+    ~2.8 MB in full (each work's pages, each artifact's files), over the blob limit. Before,
+    the ``finish`` local activity's result could not be recorded: every workflow task
+    failed (``PayloadsTooLarge``), the job stayed ``running`` in Temporal until its
+    execution timed out, and ``result()`` never gave its state."""
+    targets = {f"target-{n:02d}": ["a"] for n in range(40)}
+    for n, tid in enumerate(targets):
+        env.fakes.works[tid] = manga(str(126872000 + n))
+    handle = await env.start(env.job(targets, deadline_ms=120_000))
+
+    assert await env.closed(handle, timeout_s=30) == WorkflowExecutionStatus.COMPLETED
+    final = await handle.result()
+    assert final.status == "succeeded" and final.business_status == "success"
+    assert [(c.target_id, c.state, c.work_id) for c in final.cells] == [
+        (tid, "submitted", str(126872000 + n)) for n, tid in enumerate(targets)
+    ]
+    assert len(final.deliveries) == 40
+    # the cells come in brief form: the work's id, title and URL, not its 200 pages
+    assert len(final.model_dump_json()) <= STATE_MAX_BYTES
+    assert {(c.work.title, len(c.work.pages)) for c in final.cells if c.work is not None} == {("manga", 0)}
+    attributes = await env.search_attributes(handle)
+    assert (attributes["JobStatus"], attributes["BusinessStatus"]) == ("succeeded", "success")
