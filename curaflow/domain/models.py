@@ -13,6 +13,15 @@ from pydantic import AliasChoices, BaseModel, Field, ValidationError, ValidatorF
 
 from curaflow.domain.cells import CellState
 from curaflow.domain.holds import Hold
+from curaflow.domain.text import clipped
+
+#: The characters of a work's title a cell's brief form carries (:meth:`CellSnapshot.brief`);
+#: Pixiv's titles are at most 32.
+BRIEF_TITLE_CHARS = 1000
+#: The characters of a cell's reason message its brief form carries.
+BRIEF_MESSAGE_CHARS = 2000
+#: The longest work URL a cell's brief form carries (a longer one is left out).
+BRIEF_URL_CHARS = 2048
 
 
 class WorkPage(BaseModel):
@@ -271,13 +280,31 @@ class CellSnapshot(BaseModel):
 
     def brief(self) -> CellSnapshot:
         """A copy small enough for workflow history: state, stage, reason and the work's
-        id, title and URL; no candidate report, artifact, page list or delivery rows."""
+        id, title and URL; no candidate report, artifact, page list or delivery rows.
+
+        The source's and a receiver's text is bounded (:func:`~curaflow.domain.text.clipped`):
+        the title to :data:`BRIEF_TITLE_CHARS`, the reason's message to
+        :data:`BRIEF_MESSAGE_CHARS`, both cut with ``…``; a URL over :data:`BRIEF_URL_CHARS`
+        is left out (cut, it would name another page). Until 2026-12-06 they went whole: a
+        work titled 3 MB (a 4 MiB search page holds one) made every ``acquire`` result
+        over Temporal's blob limit (2 MiB), and the cell ended ``internal_error`` in every
+        job that found the work. The ledger keeps them whole.
+        """
         work = None
         if self.work is not None:
-            work = Work(
-                work_id=self.work.work_id, work_type=self.work.work_type, title=self.work.title, url=self.work.url
-            )
-        return self.model_copy(update={"work": work, "candidate_report": None, "artifact": None, "deliveries": []})
+            url = self.work.url if len(self.work.url) <= BRIEF_URL_CHARS else ""
+            title = clipped(self.work.title, BRIEF_TITLE_CHARS)
+            work = Work(work_id=self.work.work_id, work_type=self.work.work_type, title=title, url=url)
+        message = clipped(self.reason_message, BRIEF_MESSAGE_CHARS) if self.reason_message else self.reason_message
+        return self.model_copy(
+            update={
+                "work": work,
+                "reason_message": message,
+                "candidate_report": None,
+                "artifact": None,
+                "deliveries": [],
+            }
+        )
 
 
 class JobRecord(BaseModel):

@@ -87,6 +87,18 @@ def clean_text(value: str) -> str:
     return _CONTROL.sub("", _SURROGATE.sub("\ufffd", value))
 
 
+def clipped(value: str, limit: int) -> str:
+    """``value`` when it is at most ``limit`` characters, else its first ``limit - 1``
+    followed by ``…`` (the marker that it was cut): at most ``limit`` characters.
+
+    Raises:
+        ValueError: ``limit`` below 1.
+    """
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
 def clean_json(value: Any) -> Any:
     """A copy of a parsed JSON value with :func:`clean_text` applied to every string and key.
 

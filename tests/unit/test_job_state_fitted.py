@@ -1,9 +1,21 @@
-"""A job's state read from the ledger fits a Temporal payload (:func:`curaflow.domain.state.fitted`)."""
+"""A job's state read from the ledger, and a cell's brief form, fit a Temporal payload
+(:func:`curaflow.domain.state.fitted`, :meth:`curaflow.domain.models.CellSnapshot.brief`)."""
 
 from __future__ import annotations
 
-from curaflow.domain.models import Artifact, ArtifactFile, CellSnapshot, JobRecord, RouteDelivery, Work, WorkPage
+from curaflow.domain.models import (
+    BRIEF_MESSAGE_CHARS,
+    BRIEF_TITLE_CHARS,
+    Artifact,
+    ArtifactFile,
+    CellSnapshot,
+    JobRecord,
+    RouteDelivery,
+    Work,
+    WorkPage,
+)
 from curaflow.domain.state import STATE_MAX_BYTES, fitted, job_state
+from curaflow.domain.text import clipped
 
 
 def record(cells: int, pages: int) -> JobRecord:
@@ -60,3 +72,19 @@ def test_a_state_whose_brief_cells_are_over_the_bound_drops_their_works() -> Non
         (c.target_id, "submitted", c.work_id, None) for c in rec.cells
     ]
     assert len(state.deliveries) == 40
+
+
+def test_a_brief_cell_bounds_the_sources_text() -> None:
+    work = Work(work_id="1", title="t" * 5000, url="https://example.net/" + "u" * 3000)
+    cell = CellSnapshot(target_id="t", work_id="1", work=work, reason="route_refused", reason_message="m" * 9000)
+    brief = cell.brief()
+    assert brief.work is not None and brief.work.title == "t" * (BRIEF_TITLE_CHARS - 1) + "…"
+    assert brief.work.url == "" and brief.reason_message == "m" * (BRIEF_MESSAGE_CHARS - 1) + "…"
+    short = CellSnapshot(
+        target_id="t", work_id="1", work=Work(work_id="1", title="a", url="https://x"), reason_message="m"
+    )
+    assert short.brief().work == short.work and short.brief().reason_message == "m"
+
+
+def test_clipped_marks_a_cut() -> None:
+    assert (clipped("abc", 3), clipped("abcd", 3)) == ("abc", "ab…")

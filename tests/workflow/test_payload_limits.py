@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from curaflow.domain.models import Work, WorkPage
+from curaflow.domain.models import BRIEF_TITLE_CHARS, Work, WorkPage
 from curaflow.domain.state import STATE_MAX_BYTES
 from tests.workflow.harness import Env
 
@@ -51,3 +51,19 @@ async def test_a_job_of_many_long_works_ends_with_its_final_state(env: Env) -> N
     assert {(c.work.title, len(c.work.pages)) for c in final.cells if c.work is not None} == {("manga", 0)}
     attributes = await env.search_attributes(handle)
     assert (attributes["JobStatus"], attributes["BusinessStatus"]) == ("succeeded", "success")
+
+
+async def test_a_work_whose_title_is_over_the_blob_limit_is_delivered(env: Env) -> None:
+    """A work the source describes with a 3 MB title (4 MiB search pages hold one): the
+    step's result carries the title cut with a marker. Before, ``acquire``'s result could
+    not be uploaded (``PayloadsTooLarge``): every attempt bound, fetched and failed, and the
+    cell ended ``internal_error`` — in every job that found the work again."""
+    env.fakes.works["t"] = Work(work_id="126872003", title="題" * 1_000_000)
+    handle = await env.start(env.job())
+
+    assert await env.closed(handle) == WorkflowExecutionStatus.COMPLETED
+    final = await handle.result()
+    assert (final.status, [(c.state, c.work_id) for c in final.cells]) == ("succeeded", [("submitted", "126872003")])
+    assert [c.step for c in env.fakes.calls] == ["search", "fetch", "deliver"]  # one attempt each
+    title = final.cells[0].work.title if final.cells[0].work is not None else ""
+    assert title == "題" * (BRIEF_TITLE_CHARS - 1) + "…"
