@@ -15,6 +15,7 @@ Pure module: imported by workflows through the sandbox pass-through.
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,19 +41,43 @@ __all__ = [  # the keys are defined in curaflow.domain.execution; re-exported fo
     "job_search_attributes",
     "job_static_details",
     "job_summary",
+    "listed_target_ids",
     "task_static_details",
     "task_summary",
 ]
 
 SUMMARY_LIMIT = 400
+#: The most bytes of ``TargetIds`` (its value as the server measures it: the compact JSON
+#: list): Temporal's limit on one search attribute value (``limit.searchAttributesSizeOfValue``,
+#: 2 KiB by default). Over it the server refuses the start — a child's start terminates the
+#: schedule's trampoline (``BadStartChildExecutionAttributes``).
+TARGET_IDS_MAX_BYTES = 2048
+
+
+def listed_target_ids(target_ids: list[str], limit: int = TARGET_IDS_MAX_BYTES) -> list[str]:
+    """The ``TargetIds`` of a job of ``target_ids``: all of them when their compact JSON list
+    is at most ``limit`` bytes, else the longest first run of them that is (2026-12-06:
+    40 targets of 64-character ids, 2 681 bytes, had every start of the job refused and
+    every occurrence of its plan's trampoline terminated). The static details name every
+    target; the ledger holds them.
+    """
+    size = 2  # the brackets
+    listed: list[str] = []
+    for tid in target_ids:
+        size += len(json.dumps(tid, ensure_ascii=False).encode()) + (1 if listed else 0)
+        if size > limit:
+            break
+        listed.append(tid)
+    return listed
 
 
 def job_search_attributes(inp: JobInput, status: str = "queued") -> TypedSearchAttributes:
-    """The search attributes a job's workflow starts with."""
+    """The search attributes a job's workflow starts with; ``TargetIds`` as many of its
+    targets as Temporal takes (:func:`listed_target_ids`)."""
     pairs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(JOB_STATUS, status),
         SearchAttributePair(JOB_TYPE, inp.job_type),
-        SearchAttributePair(TARGET_IDS, [t.target_id for t in inp.targets]),
+        SearchAttributePair(TARGET_IDS, listed_target_ids([t.target_id for t in inp.targets])),
     ]
     if inp.schedule_id:
         pairs.append(SearchAttributePair(SCHEDULE_ID, inp.schedule_id))

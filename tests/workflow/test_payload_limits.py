@@ -8,12 +8,22 @@ The real workflow on the session's dev server with the fakes of :mod:`tests.work
 
 from __future__ import annotations
 
+import json
+import uuid
+
 import pytest
-from temporalio.client import WorkflowExecutionStatus
+from temporalio import activity
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.worker import Worker
 
 from curaflow.domain.models import BRIEF_TITLE_CHARS, Work, WorkPage
+from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceAdmission, OccurrenceInput
+from curaflow.domain.presentation import TARGET_IDS_MAX_BYTES
 from curaflow.domain.state import STATE_MAX_BYTES
-from tests.workflow.harness import Env
+from curaflow.process.worker import sandbox_runner
+from tests.workflow.harness import SOURCE, Env
+from workflows.job import JobWorkflow
+from workflows.scheduled import ScheduledJobWorkflow
 
 pytestmark = pytest.mark.integration
 
@@ -67,3 +77,55 @@ async def test_a_work_whose_title_is_over_the_blob_limit_is_delivered(env: Env) 
     assert [c.step for c in env.fakes.calls] == ["search", "fetch", "deliver"]  # one attempt each
     title = final.cells[0].work.title if final.cells[0].work is not None else ""
     assert title == "題" * (BRIEF_TITLE_CHARS - 1) + "…"
+
+
+#: Target ids of the longest shape configuration takes (``[A-Za-z0-9_-]{1,64}``).
+LONG_IDS = [f"{n:02d}-" + "t" * 61 for n in range(40)]
+
+
+async def test_a_job_of_many_targets_starts(env: Env) -> None:
+    """A job of 40 targets with 64-character ids: ``TargetIds`` in full is 2 681 bytes, over
+    the server's limit on one search attribute value (2 048). Before, the start was refused
+    (``search attribute TargetIds value size … exceeds size limit``); now it lists the
+    targets that fit, in the job's order."""
+    handle = await env.start(env.job({tid: ["a"] for tid in LONG_IDS}))
+
+    assert await env.closed(handle) == WorkflowExecutionStatus.COMPLETED
+    listed = (await env.search_attributes(handle))["TargetIds"]
+    assert listed == LONG_IDS[: len(listed)] and len(json.dumps(listed, separators=(",", ":"))) <= TARGET_IDS_MAX_BYTES
+    assert len(listed) >= 30
+
+
+async def test_a_scheduled_job_of_many_targets_runs(temporal_client: Client, temporal_address: str) -> None:
+    """A plan of 40 targets with 64-character ids: the trampoline starts its job as a child
+    with the job's search attributes. Before, the server refused the child's ``TargetIds``
+    on every workflow task of the trampoline: the occurrence and its admitted job stayed
+    stuck."""
+    env = Env(temporal_client, temporal_address)
+    inp = env.job({tid: ["a"] for tid in LONG_IDS}, job_id=f"plan@{uuid.uuid4().hex[:8]}")
+    env.fakes.jobs[inp.job_id] = inp
+
+    @activity.defn(name="admit_occurrence")
+    async def admit_occurrence(_: AdmitOccurrenceInput) -> OccurrenceAdmission:
+        return OccurrenceAdmission(job_id=inp.job_id, created=True, job_input=inp)
+
+    acts = [*env.fakes.activities(lambda: env.client), admit_occurrence]
+    async with (
+        Worker(
+            env.client,
+            task_queue=env.queue,
+            workflows=[JobWorkflow, ScheduledJobWorkflow],
+            activities=[a for a in acts if a.__name__ not in SOURCE],
+            workflow_runner=sandbox_runner(),
+        ),
+        Worker(env.client, task_queue=env.source_queue, activities=[a for a in acts if a.__name__ in SOURCE]),
+    ):
+        trampoline = await env.client.start_workflow(
+            ScheduledJobWorkflow.run,
+            OccurrenceInput(schedule_id="plan", cron=["0 3 * * *"], task_queue=env.queue),
+            id=f"occ-{uuid.uuid4().hex[:8]}",
+            task_queue=env.queue,
+        )
+        assert await env.closed(trampoline) == WorkflowExecutionStatus.COMPLETED
+        result = await trampoline.result()
+    assert (result.job_id, result.status) == (inp.job_id, "succeeded")
