@@ -79,6 +79,16 @@ CUSTOM_SEARCH_ATTRIBUTES: tuple[SearchAttributeKey[Any], ...] = (
 #: Set by Temporal on workflows started by a Schedule: the occurrence's nominal time.
 SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
 
+#: The most targets one job runs (a schedule's plan; a protocol job runs one). Measured
+#: 2026-12-06 on the dev server with the sandboxed workflow: 300 ran; 500, 1 000 and 2 100
+#: failed the job's first workflow task — that activation, which starts every cell and
+#: re-renders the UI details at each, took over the SDK's 2 s deadlock limit — and 2 100
+#: had run no step 240 s later.
+MAX_JOB_TARGETS = 200
+#: The most deliveries one job may have pending at once (every route of every target):
+#: Temporal's ``limit.numPendingActivities.error`` (2 000), beyond which the server fails
+#: the job's workflow task, for ever.
+MAX_JOB_SENDS = 2000
 #: Grace after the job deadline before Temporal itself closes the run (a backstop for
 #: jobs no worker ever runs; the reconciler converges their ledger state). It holds the
 #: job's :func:`run_end_room_ms` for every heartbeat interval the configuration accepts

@@ -218,3 +218,32 @@ def test_a_source_task_queue_temporal_cannot_take_is_refused(tmp_path: Path) -> 
     # Temporal takes a task queue name of at most 1 000 bytes: `<task_queue>-source-<account>`.
     with pytest.raises(ConfigError, match="source task queue"):
         load(tmp_path, f'[temporal]\ntask_queue = "{"q" * 990}"\n')
+
+
+def _targets(count: int, routes: int = 1) -> str:
+    hooks = "".join(HOOK.replace("[routes.h]", f"[routes.h{r}]") for r in range(routes))
+    names = ", ".join(f'"h{r}"' for r in range(routes))
+    return hooks + "".join(f'[[targets]]\nid = "t{n}"\nroutes = [{names}]\n' for n in range(count))
+
+
+def test_a_schedule_of_more_targets_than_a_job_runs_is_refused(tmp_path: Path) -> None:
+    # measured 2026-12-06 on the dev server: a job of 500, 1 000 or 2 100 targets failed its
+    # first workflow task (the SDK's deadlock detector: the activation took over 2 s)
+    ids = ", ".join(f'"t{n}"' for n in range(201))
+    plan = f'[[schedules]]\nid = "n"\ncron = "0 3 * * *"\ntarget_ids = [{ids}]\n'
+    with pytest.raises(ConfigError, match=r"schedule 'n' runs 201 targets in one job: at most 200"):
+        load(tmp_path, _targets(300) + plan)
+    everyone = '[[schedules]]\nid = "all"\ncron = "0 3 * * *"\n'  # no target_ids: every target
+    with pytest.raises(ConfigError, match=r"schedule 'all' runs 201 targets in one job: at most 200"):
+        load(tmp_path, _targets(201) + everyone)
+    load(tmp_path, _targets(300) + '[[schedules]]\nid = "n"\ncron = "0 3 * * *"\ntarget_ids = ["t1", "t2"]\n')
+    load(tmp_path, _targets(200) + everyone)
+
+
+def test_a_schedule_whose_job_sends_more_at_once_than_temporal_holds_is_refused(tmp_path: Path) -> None:
+    # each route of each target is a pending delivery at once: Temporal's
+    # limit.numPendingActivities.error (2 000) fails the workflow task beyond it, for ever
+    everyone = '[[schedules]]\nid = "all"\ncron = "0 3 * * *"\n'
+    with pytest.raises(ConfigError, match=r"schedule 'all' sends to 2200 routes at once in one job: at most 2000"):
+        load(tmp_path, _targets(200, routes=11) + everyone)
+    load(tmp_path, _targets(200, routes=10) + everyone)
