@@ -35,7 +35,7 @@ from activities.deps import ActivityDeps
 from curaflow.domain.holds import HoldCaps
 from curaflow.domain.messages import CancelRequest, FinishInput, JobState
 from curaflow.domain.state import job_state
-from curaflow.ledger.finish import SendStillOut, finish_job, hold_caps
+from curaflow.ledger.finish import FinishNotStorable, SendStillOut, finish_job, hold_caps
 from curaflow.ledger.jobs import request_cancel as ledger_request_cancel
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -49,6 +49,11 @@ UNKNOWN_JOB = "unknown_job"
 #: ``ApplicationError`` type (retryable) of a ``finish`` attempt that found a send of the
 #: job still out from a live attempt (:class:`~curaflow.ledger.finish.SendStillOut`).
 SEND_STILL_OUT = "send_still_out"
+
+#: ``ApplicationError`` type (non-retryable) of a ``finish`` whose job's end the ledger
+#: refused even degraded (:class:`~curaflow.ledger.finish.FinishNotStorable`): the same
+#: values would come on every attempt.
+FINISH_NOT_STORABLE = "finish_not_storable"
 
 #: Longest wait before the next ``finish`` attempt while a send of the job is out (ms):
 #: the job ends within this of that send's answer being recorded. Each attempt costs the
@@ -90,6 +95,10 @@ class FinishActivity:
             ApplicationError: ``send_still_out`` (retryable, ``next_retry_delay`` at most
                 :data:`SEND_POLL_MS`) while a send of the job is out from a live attempt
                 (:class:`~curaflow.ledger.finish.SendStillOut`): nothing written.
+            ApplicationError: ``finish_not_storable`` (non-retryable, naming the value) when the
+                ledger refused the job's end even degraded
+                (:class:`~curaflow.ledger.finish.FinishNotStorable`): nothing written. A value
+                refused once ends the job degraded, no error (``finish_job``).
         """
         require_own_job(inp.job_id)
         beat = asyncio.create_task(_heartbeat_every(0.5))
@@ -112,6 +121,8 @@ class FinishActivity:
                 next_retry_delay=timedelta(milliseconds=max(1, min(out.wait_ms, SEND_POLL_MS))),
                 category=ApplicationErrorCategory.BENIGN,  # a wait, not a failure: no warning per attempt
             ) from None
+        except FinishNotStorable as refused:
+            raise ApplicationError(str(refused), type=FINISH_NOT_STORABLE, non_retryable=True) from None
         finally:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):

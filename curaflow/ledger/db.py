@@ -179,6 +179,44 @@ def is_unavailable(err: BaseException) -> bool:
     return False
 
 
+#: SQLSTATE classes of a value the ledger refuses (:func:`refused_value`): 22 data
+#: exception (a string too long for its column 22001, a character the encoding or
+#: ``jsonb`` cannot hold 22021 / 22P05, a number out of range 22003, a date out of range
+#: 22008) and 54 program limit exceeded (an index entry or a value too large, 54000).
+REFUSED_VALUE_SQLSTATE_CLASSES = frozenset({"22", "54"})
+
+
+def refused_value(err: BaseException) -> str | None:
+    """Whether ``err`` is a value the ledger cannot take, raised where a statement's values
+    are built or written, rather than an outage or a bug of the statement: the SQLSTATE
+    PostgreSQL answered (class :data:`REFUSED_VALUE_SQLSTATE_CLASSES`), or the Python
+    class of an error raised while building or encoding a value client side
+    (``UnicodeEncodeError`` — a lone surrogate —, ``OverflowError`` — a date past any
+    calendar —, any other ``ValueError``, asyncpg's client-side ``DataError`` among them).
+
+    An outage (:func:`is_unavailable`) is never one, whatever else it is — but asyncpg's
+    client-side ``DataError`` ("invalid input for query argument", an ``InterfaceError``
+    and a ``ValueError``) is judged first: it is the value's, never the connection's.
+
+    Returns:
+        The SQLSTATE (five characters) or the class name of the Python error (for asyncpg's
+        ``DataError``, of the encoding error under it); None when ``err`` is no refused
+        value.
+    """
+    if isinstance(err, asyncpg.InterfaceError) and isinstance(err, ValueError):
+        return type(err.__cause__ or err).__name__
+    if is_unavailable(err):
+        return None
+    if isinstance(err, asyncpg.PostgresError):
+        code = getattr(err, "sqlstate", None)
+        if isinstance(code, str) and code[:2] in REFUSED_VALUE_SQLSTATE_CLASSES:
+            return code
+        return None
+    if isinstance(err, (ValueError, OverflowError)):
+        return type(err).__name__
+    return None
+
+
 def now_ms() -> int:
     """This process's wall-clock time in epoch milliseconds (UTC).
 

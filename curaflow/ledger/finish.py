@@ -21,6 +21,19 @@ failed it by hand) while its send is out, which nothing cuts, and its answer is 
 truth — ended now, the job said ``delivery_unknown`` and the late 200 then made the intent
 ``delivered``. The caller finishes again once the answer is recorded or the lease lapses
 (the ``finish`` activity retries, :mod:`activities.finish`); the deadline bounds the wait.
+
+**Owner of "a value the ledger refuses never keeps a job from ending"** (2026-12-06): a
+finish whose values the ledger refuses (:func:`curaflow.ledger.db.refused_value`: SQLSTATE
+class 22 or 54, or an ``OverflowError`` / ``ValueError`` — ``UnicodeEncodeError`` among
+them — raised while building or encoding them) is rolled back and done once more,
+degraded: each cell it ends says :data:`NOT_STORABLE_MESSAGE`, as does the outcome's
+``user_message``; no hold is named (``held_by`` null: no derived date); the states,
+reasons, counts and deliveries are the job's as ever. It logs ``finish.degraded`` (error)
+and counts ``curaflow_finish_degraded_total``. A degraded finish refused too raises
+:class:`FinishNotStorable` (nothing written). An outage is never degraded: it is raised as
+it is, for its caller to retry. Until then such a value (a 427-character reason message, a
+hold's date past any calendar) failed the finish on every attempt, the workflow's and the
+reconciler's alike, and the job never ended.
 """
 
 from __future__ import annotations
@@ -58,14 +71,57 @@ from curaflow.domain.verdicts import (
     waits_for_sends,
 )
 from curaflow.ledger.cells import finish_cell
-from curaflow.ledger.db import DB_NOW_MS
+from curaflow.ledger.db import DB_NOW_MS, refused_value
 from curaflow.ledger.events import append_event
 from curaflow.ledger.records import load_job, load_job_with
+from curaflow.observability import metrics
+from curaflow.observability.logs import get_logger
 from curaflow.protocol.models import TERMINAL_EVENT_TYPES
 from curaflow.protocol.projection import project_job
 
 if TYPE_CHECKING:
     from curaflow.config import Settings
+
+
+log = get_logger("curaflow.outcome")
+
+#: The text a degraded finish stores in place of each free text it would have written: the
+#: message of each cell it ends and the outcome's ``user_message`` (every language).
+NOT_STORABLE_MESSAGE = "message not storable"
+
+#: What a finish builds and writes, in order — the ``value`` a refusal names
+#: (:data:`curaflow.observability.metrics.FINISH_VALUES`): the job's read, the holds it names,
+#: a cell's end (its message and hold), the outcome record, the terminal event.
+FINISH_VALUES = metrics.FINISH_VALUES
+
+
+class FinishNotStorable(Exception):
+    """:func:`finish_job` could not store the job's end even degraded: the ledger refused a
+    value of the degraded finish too (nothing written; the job stays open). Not retryable:
+    the same values come again. Logged ``finish.not_stored`` and counted.
+
+    Attributes:
+        job_id: the job.
+        value: what the degraded finish was building or writing (one of :data:`FINISH_VALUES`).
+        sqlstate: PostgreSQL's SQLSTATE, or the Python error's class name
+            (:func:`~curaflow.ledger.db.refused_value`).
+    """
+
+    def __init__(self, job_id: str, value: str, sqlstate: str) -> None:
+        super().__init__(
+            f"job {job_id}: its end cannot be stored, even degraded: the ledger refused the {value} ({sqlstate})"
+        )
+        self.job_id = job_id
+        self.value = value
+        self.sqlstate = sqlstate
+
+
+class _At:
+    """Which of :data:`FINISH_VALUES` a finish is building or writing (set as it goes)."""
+
+    def __init__(self) -> None:
+        self.value = "read"
+        self.target_id: str | None = None
 
 
 class SendStillOut(Exception):
@@ -140,15 +196,76 @@ async def finish_job(
     Returns:
         The finished job, or None when the job is unknown.
 
+    A value the ledger refuses (:func:`~curaflow.ledger.db.refused_value`) makes the finish
+    roll back and run once more, degraded (the module's doc): the job ends, logged
+    ``finish.degraded`` and counted. A normal finish costs nothing more (no statement).
+
     Raises:
         SendStillOut: the workflow's ``cause`` waits for sends
             (:func:`~curaflow.domain.verdicts.waits_for_sends`) and an intent of the open
             job is ``sending`` from a live attempt, before the job's deadline: nothing
             written.
+        FinishNotStorable: the degraded finish was refused too: nothing written, not
+            retryable.
+        asyncpg / OS errors: an outage (or a bug), as raised: nothing written; never degraded.
     """
     cause = FinishCause(cause)
-    failures = failures or {}
-    verdicts = verdicts or {}
+    at = _At()
+    args = (failures or {}, verdicts or {}, caps or HoldCaps(), closed_at_ms, by_workflow)
+    try:
+        return await _finish(conn, job_id, cause, *args, at=at, degraded=False)
+    except Exception as err:
+        sqlstate = refused_value(err)
+        if sqlstate is None:
+            raise
+        refused, target_id, first = at.value, at.target_id, err
+    at = _At()
+    try:
+        finished = await _finish(conn, job_id, cause, *args, at=at, degraded=True)
+    except Exception as again:
+        still = refused_value(again)
+        if still is None:
+            raise  # an outage (or a bug) on the second try: as it is, retried as such
+        metrics.record_finish_degraded(at.value, "not_stored")
+        log.error(
+            "finish.not_stored",
+            job_id=job_id,
+            sqlstate=still,
+            value=at.value,
+            target_id=at.target_id,
+            refused=refused,
+            refused_sqlstate=sqlstate,
+            error=str(again)[:300],
+        )
+        raise FinishNotStorable(job_id, at.value, still) from again
+    metrics.record_finish_degraded(refused, "degraded")
+    log.error(
+        "finish.degraded",
+        job_id=job_id,
+        sqlstate=sqlstate,
+        value=refused,
+        target_id=target_id,
+        error=str(first)[:300],
+        cause=str(cause),
+    )
+    return finished
+
+
+async def _finish(
+    conn: asyncpg.Connection,
+    job_id: str,
+    cause: FinishCause,
+    failures: dict[str, StepFailure],
+    verdicts: dict[str, str],
+    caps: HoldCaps,
+    closed_at_ms: int | None,
+    by_workflow: bool,
+    *,
+    at: _At,
+    degraded: bool,
+) -> FinishedJob | None:
+    """One try of :func:`finish_job` (its own transaction), naming in ``at`` what it builds
+    or writes as it goes; ``degraded``: the free text :data:`NOT_STORABLE_MESSAGE`, no hold."""
     waits = waits_for_sends(cause, by_workflow=by_workflow)  # its sends are read with the job
     async with conn.transaction():
         # The job's end is the database's clock, read with the job (docs/DESIGN.md "Ledger
@@ -181,14 +298,25 @@ async def finish_job(
             if (scope := _scope(cell.state, reasons[cell.target_id], failures.get(cell.target_id))) is not None
         }
         works = {cell.target_id: cell.work for cell in open_cells}
-        holds = await _holds(conn, job_id, record.deadline_at, scopes, caps or HoldCaps(), works) if scopes else {}
+        at.value = "hold"
+        named = scopes and not degraded  # degraded: no hold, no derived date
+        holds = await _holds(conn, job_id, record.deadline_at, scopes, caps, works) if named else {}
         for cell in open_cells:
+            at.value, at.target_id = "cell", cell.target_id
             reason = reasons[cell.target_id]
             held = holds.get(cell.target_id)
             message = cell_message(cell.state, reason, cell.candidate_report, held=held) if held else None
             await finish_cell(
-                conn, job_id, cell.target_id, CellState.FAILED, reason, message, locked=True, held_by=held
+                conn,
+                job_id,
+                cell.target_id,
+                CellState.FAILED,
+                reason,
+                NOT_STORABLE_MESSAGE if degraded else message,
+                locked=True,
+                held_by=held,
             )
+        at.value, at.target_id = "read", None
         if open_cells:
             reloaded = await load_job(conn, job_id)
             assert reloaded is not None
@@ -196,6 +324,7 @@ async def finish_job(
         if record.completed_at is not None:
             return FinishedJob(record=record, outcome=None)
         now = int(row["db_now"])
+        at.value = "outcome"
         status = job_status(record.cells)
         verdict = business_status(record.cells)
         outcome = build_outcome_record(
@@ -208,6 +337,8 @@ async def finish_job(
             completed_at_ms=now,
             cells=record.cells,
         )
+        if degraded:
+            outcome["user_message"] = dict.fromkeys(outcome["user_message"], NOT_STORABLE_MESSAGE)
         # One statement: the job row, the cells' leases, the artifacts' chunks and the outcome record.
         inserted = await conn.fetchval(
             """WITH job AS (UPDATE jobs SET business_status = $2, completed_at = $3, updated_at = $3, last_stage = $4
@@ -224,6 +355,7 @@ async def finish_job(
             is_alertable(verdict),
             outcome,
         )
+        at.value = "event"
         # What the statements above changed, without reading the job a third time.
         record = record.model_copy(
             update={

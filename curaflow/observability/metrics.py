@@ -214,6 +214,21 @@ BACKGROUND_ERRORS = Counter(
     "followed by a restart with backoff); see curaflow.observability.supervision.",
     ["loop"],
 )
+#: What a finish was building or writing when the ledger refused a value
+#: (``curaflow.ledger.finish.FINISH_VALUES``): the job's read, a hold's naming, a cell's
+#: end, the outcome record, the terminal event.
+FINISH_VALUES = ("read", "hold", "cell", "outcome", "event")
+#: What came of it: the job ended degraded, or the degraded finish was refused too.
+FINISH_DEGRADED_RESULTS = ("degraded", "not_stored")
+FINISH_DEGRADED = Counter(
+    "curaflow_finish_degraded_total",
+    "Job finishes (the workflow's or the reconciler's) in which the ledger refused a value (SQLSTATE "
+    "class 22 or 54, or a value that could not be built or encoded): 'degraded' ended the job with "
+    "its free text replaced by 'message not storable' and no hold named; 'not_stored' wrote nothing "
+    "(the job stays open). Each is a value curaflow does not bound yet: read the finish.degraded / "
+    "finish.not_stored log line.",
+    ["value", "result"],
+)
 LEDGER_STATEMENTS = Counter(
     "curaflow_ledger_statements_total",
     "Statements this process sent to the ledger, by the step that sent them (activity type; "
@@ -373,7 +388,7 @@ def initialise_series(
     protocol status a ``failed`` business status can have and every trigger, the alerted
     cell reasons, every delivery result of every configured route, every kind of an
     unrecognised source answer of every configured account, every cause of a missed
-    occurrence of every configured plan.
+    occurrence of every configured plan, every value and result of a degraded finish.
 
     Args:
         routes: ``(route name, route kind)`` of the configured routes.
@@ -395,6 +410,17 @@ def initialise_series(
     for schedule_id in schedules:
         for why in MISS_CAUSES:
             SCHEDULE_MISSED.labels(schedule_id=schedule_id, why=why)
+    for value in FINISH_VALUES:
+        for result in FINISH_DEGRADED_RESULTS:
+            FINISH_DEGRADED.labels(value=value, result=result)
+
+
+@_safe
+def record_finish_degraded(value: str, result: str) -> None:
+    """Count one finish in which the ledger refused a value (``value``: one of
+    :data:`FINISH_VALUES`; ``result``: ``degraded`` — the job ended degraded — or
+    ``not_stored``)."""
+    FINISH_DEGRADED.labels(value=value, result=result).inc()
 
 
 @_safe

@@ -139,6 +139,17 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "labels": {"severity": "warning", "account": "default", "kind": "gone"},
         "silent_at": "2m",
     },
+    # A degraded finish (a counter: initialised at 0, then 1).
+    "CuraflowFinishDegraded": {
+        "series": [
+            ('curaflow_finish_degraded_total{value="cell",result="degraded",instance="w1"}', "_x3 0 1x9"),
+            ('curaflow_finish_degraded_total{value="event",result="not_stored",instance="w1"}', "_x3 0x10"),
+            ('process_start_time_seconds{instance="w1"}', "-86400x13"),
+        ],
+        "at": "6m",
+        "labels": {"severity": "page", "value": "cell", "result": "degraded"},
+        "silent_at": "2m",
+    },
     "CuraflowRoutePaused": {
         "series": [
             ('curaflow_route_paused_until_seconds{route="tg",instance="w1"}', "_x3 3780x10"),
@@ -192,6 +203,15 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 #: at 0 at start is the other shape, in :data:`SCENARIOS`. Values: ``_`` is no sample. Only
 #: the alerts that still read a counter (a fact the ledger does not hold).
 FIRST_FAILURE: dict[str, dict[str, Any]] = {
+    "CuraflowFinishDegraded": {
+        "series": [
+            ('curaflow_finish_degraded_total{value="outcome",result="degraded",instance="w2"}', "_x3 1x10"),
+            ('process_start_time_seconds{instance="w2"}', "_x3 170x10"),
+        ],
+        "at": "6m",
+        "labels": {"severity": "page", "value": "outcome", "result": "degraded"},
+        "silent_at": "2m",
+    },
     "CuraflowScheduleOccurrencesMissed": {
         "series": [
             (
@@ -210,6 +230,13 @@ FIRST_FAILURE: dict[str, dict[str, Any]] = {
 #: The counter alerts (the facts the ledger does not hold): (alert, alerted series, window in
 #: minutes, labels they fire with, the count within the window that fires them).
 COUNTER_ALERTS = (
+    (
+        "CuraflowFinishDegraded",
+        'curaflow_finish_degraded_total{value="cell",result="degraded",instance="w1"}',
+        60,
+        {"severity": "page", "value": "cell", "result": "degraded"},
+        1,
+    ),
     (
         "CuraflowScheduleOccurrencesMissed",
         'curaflow_schedule_occurrences_missed_total{schedule_id="nightly",why="skipped_outage",instance="w1"}',
@@ -934,14 +961,18 @@ def test_the_ledger_fact_alerts_ride_out_missed_scrapes_outages_and_restarts(tmp
 
 def test_every_alert_on_a_ledger_fact_reads_a_ledger_gauge() -> None:
     """The alerts whose fact the ledger holds read the ledger (any process reports it), not a
-    counter a killed process takes with it; only the two counter alerts keep a counter."""
+    counter a killed process takes with it; only the three counter alerts keep a counter."""
     ledger = set(LEDGER_GAUGE_FAMILIES)
     by_alert = {r["alert"]: metric_names(r["expr"]) for r in rules()}
     for alert, *_ in LEDGER_FACT_ALERTS:
         assert by_alert[alert] & ledger, alert
     assert by_alert["CuraflowCallbackDeadLetters"] <= ledger
     with_counter = {alert for alert, names in by_alert.items() if any(n.endswith("_total") for n in names)}
-    assert with_counter == {"CuraflowScheduleOccurrencesMissed", "CuraflowSourceAnswersUnrecognised"}
+    assert with_counter == {
+        "CuraflowScheduleOccurrencesMissed",
+        "CuraflowSourceAnswersUnrecognised",
+        "CuraflowFinishDegraded",  # not_stored wrote nothing; degraded wrote only a marker text
+    }
 
 
 @needs_promtool
@@ -1016,6 +1047,7 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
         metrics.ROUTE_PAUSES,
         metrics.SOURCE_UNRECOGNISED_ANSWERS,
         metrics.SCHEDULE_MISSED,
+        metrics.FINISH_DEGRADED,
     ):
         registry.register(counter)
     before = {
@@ -1048,6 +1080,8 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
         ("curaflow_schedule_occurrences_missed_total", {"schedule_id": "nightly", "why": "skipped_outage"}),
         ("curaflow_schedule_occurrences_missed_total", {"schedule_id": "nightly", "why": "skipped_overlap"}),
         ("curaflow_schedule_occurrences_missed_total", {"schedule_id": "nightly", "why": "missed_catchup_window"}),
+        ("curaflow_finish_degraded_total", {"value": "cell", "result": "degraded"}),
+        ("curaflow_finish_degraded_total", {"value": "event", "result": "not_stored"}),
     ]
     for name, labels in expected:
         key = (name, tuple(sorted(labels.items())))

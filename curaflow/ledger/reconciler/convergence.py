@@ -13,7 +13,7 @@ from curaflow.domain.holds import HoldCaps
 from curaflow.domain.projection import job_status
 from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger.db import DB_NOW_MS, now_ms
-from curaflow.ledger.finish import FinishedJob, finish_job
+from curaflow.ledger.finish import FinishedJob, FinishNotStorable, finish_job
 from curaflow.ledger.reconciler.executions import describe_execution
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -24,6 +24,13 @@ CANCEL_GRACE_MS = 3_000
 
 
 log = get_logger("curaflow.reconciler")
+
+#: Jobs whose end the ledger refused even degraded (:class:`FinishNotStorable`) in this
+#: process: :func:`converge` tries each once per process life, never again each tick (the
+#: same values come again; the job stays open for an operator, ``CuraflowJobsStuck`` and
+#: ``CuraflowFinishDegraded`` page). At most :data:`NOT_STORED_KEPT` ids.
+NOT_STORED: set[str] = set()
+NOT_STORED_KEPT = 10_000
 
 
 async def converge(
@@ -42,15 +49,28 @@ async def converge(
     consumer cancel recorded after it stopped nothing,
     :func:`curaflow.domain.verdicts.cancel_stopped`); None for any other cause.
 
+    The finish is :func:`~curaflow.ledger.finish.finish_job`'s, as the workflow's: a value
+    the ledger refuses ends the job degraded. One it refuses even degraded
+    (:class:`~curaflow.ledger.finish.FinishNotStorable`, logged and counted there) leaves the
+    job open and is remembered (:data:`NOT_STORED`): never tried again by this process, and
+    never a failed tick (the other jobs converge).
+
     Returns:
         The finished job (``outcome`` None when it was already terminal), or None when the
-        job is unknown.
+        job is unknown or its end cannot be stored.
     """
-    if isinstance(pool, asyncpg.Pool):
-        async with pool.acquire() as conn:
-            finished = await finish_job(conn, job_id, cause=cause, caps=caps, closed_at_ms=closed_at_ms)
-    else:
-        finished = await finish_job(pool, job_id, cause=cause, caps=caps, closed_at_ms=closed_at_ms)
+    if job_id in NOT_STORED:
+        return None
+    try:
+        if isinstance(pool, asyncpg.Pool):
+            async with pool.acquire() as conn:
+                finished = await finish_job(conn, job_id, cause=cause, caps=caps, closed_at_ms=closed_at_ms)
+        else:
+            finished = await finish_job(pool, job_id, cause=cause, caps=caps, closed_at_ms=closed_at_ms)
+    except FinishNotStorable:
+        if len(NOT_STORED) < NOT_STORED_KEPT:
+            NOT_STORED.add(job_id)
+        return None
     if finished is not None and finished.outcome is not None:
         rec = finished.record
         log.warning("reconciler.converged", job_id=job_id, cause=str(cause))
