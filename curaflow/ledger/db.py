@@ -124,13 +124,39 @@ UNAVAILABLE_CLIENT_ERRORS: tuple[type[Exception], ...] = (
     asyncpg.InterfaceError,
     asyncpg.exceptions.InternalClientError,
 )
-#: Errors of those classes that are a bug or a configuration, never an outage:
-#: ``InterfaceError``s of the client's configuration or features.
+#: Errors of those classes that are a bug, a configuration or a value, never an outage:
+#: ``InterfaceError``s of the client's configuration or features, and asyncpg's "invalid
+#: query input" (``asyncpg.exceptions._base.DataError``, an ``InterfaceError`` and a
+#: ``ValueError``; asyncpg 0.32 raises its ``PostgresError`` namesake of SQLSTATE 22000
+#: instead, already none: :func:`refused_value`).
 NOT_AN_OUTAGE: tuple[type[Exception], ...] = (
     asyncpg.exceptions.ClientConfigurationError,
     asyncpg.exceptions.UnsupportedClientFeatureError,
     asyncpg.exceptions.UnsupportedServerFeatureError,
+    asyncpg.exceptions._base.DataError,
 )
+#: How asyncpg's plain ``InterfaceError`` begins when it refuses a call's arguments before
+#: anything is sent (its bind message): another number of arguments than the statement's
+#: parameters ("the server expects 1 argument for this query, 2 were passed"), or more than
+#: 32 767. A bug of the call, which fails again for ever: never an outage (until 2026-12-06
+#: one was, a 503 for ever and the ledger-unavailable alert). Any other ``InterfaceError``
+#: stays an outage: the unknown costs one retry.
+REFUSED_ARGUMENTS_MESSAGES: tuple[str, ...] = (
+    "the server expects ",
+    "the number of query arguments cannot exceed ",
+)
+
+
+def refused_arguments(err: BaseException) -> bool:
+    """Whether ``err`` is asyncpg refusing a call's arguments before sending anything: a
+    plain ``InterfaceError`` whose message begins with one of
+    :data:`REFUSED_ARGUMENTS_MESSAGES` (asyncpg has no class of its own for it)."""
+    return (
+        type(err) is asyncpg.InterfaceError
+        and bool(err.args)
+        and isinstance(err.args[0], str)
+        and err.args[0].startswith(REFUSED_ARGUMENTS_MESSAGES)
+    )
 
 
 def unavailable_sqlstate(code: object) -> bool:
@@ -148,7 +174,7 @@ def unavailable_sqlstate(code: object) -> bool:
 
 
 def _unavailable_one(err: BaseException) -> bool:
-    if isinstance(err, NOT_AN_OUTAGE):
+    if isinstance(err, NOT_AN_OUTAGE) or refused_arguments(err):
         return False
     if isinstance(err, asyncpg.PostgresError):
         # Each asyncpg class carries its code; an UnknownPostgresError carries the server's.
@@ -168,7 +194,14 @@ def is_unavailable(err: BaseException) -> bool:
     syntax error, a bug) is a 500. An error raised ``from`` such an error (its
     ``__cause__``) counts as it. A PostgreSQL error is judged by its SQLSTATE
     (:func:`unavailable_sqlstate`), whether asyncpg has a class for it or not; the
-    client's own by :data:`UNAVAILABLE_CLIENT_ERRORS`, less :data:`NOT_AN_OUTAGE`.
+    client's own by :data:`UNAVAILABLE_CLIENT_ERRORS`, less :data:`NOT_AN_OUTAGE` and
+    :func:`refused_arguments`.
+
+    A call refused before anything was sent is never an outage, the same call failing
+    again for ever: a value asyncpg cannot encode for its parameter (asyncpg 0.32's
+    ``asyncpg.exceptions.DataError``, SQLSTATE 22000, "invalid input for query argument
+    $N", the encoding error its ``__cause__``; or its ``InterfaceError`` namesake) and
+    arguments asyncpg refuses to send (:func:`refused_arguments`).
     """
     seen = 0
     current: BaseException | None = err
@@ -192,18 +225,23 @@ def refused_value(err: BaseException) -> str | None:
     PostgreSQL answered (class :data:`REFUSED_VALUE_SQLSTATE_CLASSES`), or the Python
     class of an error raised while building or encoding a value client side
     (``UnicodeEncodeError`` — a lone surrogate —, ``OverflowError`` — a date past any
-    calendar —, any other ``ValueError``, asyncpg's client-side ``DataError`` among them).
+    calendar —, any other ``ValueError``).
 
-    An outage (:func:`is_unavailable`) is never one, whatever else it is — but asyncpg's
-    client-side ``DataError`` ("invalid input for query argument", an ``InterfaceError``
-    and a ``ValueError``) is judged first: it is the value's, never the connection's.
+    A value asyncpg cannot encode for its parameter (a lone surrogate, an ``int`` past
+    ``int4``, a ``str`` for an ``int``, a ``set`` for a ``jsonb``) is raised before anything
+    is sent as ``asyncpg.exceptions.DataError`` — in asyncpg 0.32 the ``PostgresError`` of
+    SQLSTATE 22000, the encoding error its ``__cause__`` —, so it is ``"22000"``; asyncpg's
+    ``InterfaceError`` namesake (``asyncpg.exceptions._base.DataError``, "invalid query
+    input") is judged first, by the class of the encoding error under it. An outage
+    (:func:`is_unavailable`) is never one; nor are arguments asyncpg refuses to send
+    (:func:`refused_arguments`: the statement's bug, no value).
 
     Returns:
         The SQLSTATE (five characters) or the class name of the Python error (for asyncpg's
-        ``DataError``, of the encoding error under it); None when ``err`` is no refused
-        value.
+        ``InterfaceError`` ``DataError``, of the encoding error under it); None when ``err``
+        is no refused value.
     """
-    if isinstance(err, asyncpg.InterfaceError) and isinstance(err, ValueError):
+    if isinstance(err, asyncpg.exceptions._base.DataError):
         return type(err.__cause__ or err).__name__
     if is_unavailable(err):
         return None
