@@ -59,3 +59,18 @@ class LedgerTokenStore:
             raise TokenStoreUnavailable(
                 f"refresh token of {self.key!r}: the ledger failed to write it ({type(err).__name__}: {err})"[:500]
             ) from err
+
+    async def forget(self, configured: str, refresh_token: str) -> None:
+        """Delete the row if it still keeps ``refresh_token`` as rotated from ``configured``
+        (a token another worker wrote since stays)."""
+        try:
+            await self._pool.execute(
+                "DELETE FROM source_tokens WHERE account = $1 AND origin_sha256 = $2 AND refresh_token = $3",
+                self.key,
+                origin_of(configured),
+                refresh_token,
+            )
+        except LEDGER_ERRORS as err:
+            raise TokenStoreUnavailable(
+                f"refresh token of {self.key!r}: the ledger failed to forget it ({type(err).__name__}: {err})"[:500]
+            ) from err

@@ -59,6 +59,16 @@ class TokenStore(Protocol):
         """
         ...
 
+    async def forget(self, configured: str, refresh_token: str) -> None:
+        """Forget ``refresh_token`` (Pixiv refused it; the configured token was accepted)
+        if it is still the token kept as rotated from ``configured`` — a token another
+        worker kept since stays.
+
+        Raises:
+            TokenStoreUnavailable: the store could not be written.
+        """
+        ...
+
 
 class MemoryTokenStore:
     """:class:`TokenStore` in this process only (tests, tools): one account's rotated
@@ -78,3 +88,8 @@ class MemoryTokenStore:
         self.origin = origin_of(configured)
         self.refresh_token = refresh_token
         self.saves += 1
+
+    async def forget(self, configured: str, refresh_token: str) -> None:
+        """Forget ``refresh_token`` if it is the token kept as rotated from ``configured``."""
+        if self.origin == origin_of(configured) and self.refresh_token == refresh_token:
+            self.origin = self.refresh_token = None

@@ -18,6 +18,7 @@ from curaflow.sources.animation import Animation, UnusableAnimation
 from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.gate import Gate
 from curaflow.sources.pixiv.client.answers import (
+    OAUTH_ERROR_STATUS,
     error_text,
     json_body,
     reason_for_status,
@@ -75,9 +76,11 @@ class PixivClient(ImageRequests):
             server (``http://127.0.0.1:<its port>/i``).
         clock: monotonic seconds, for the access token's expiry (tests pass a fake one).
         token_store: where a refresh token Pixiv rotates is kept
-            (:mod:`curaflow.sources.tokens`): read before the first token request (a token
-            rotated from ``refresh_token`` is sent instead of it), written when the token
-            endpoint answers another refresh token than the one sent; None: memory only.
+            (:mod:`curaflow.sources.tokens`): read before each token request (a token
+            rotated from ``refresh_token``, by any worker, is sent first), written when the
+            token endpoint answers another refresh token than the one sent, its token
+            forgotten when Pixiv refuses it and the configured one is accepted; None:
+            memory only.
     """
 
     def __init__(
@@ -101,8 +104,8 @@ class PixivClient(ImageRequests):
         self._clock = clock
         self._configured_token = refresh_token
         self._tokens = token_store
-        self._tokens_read = token_store is None
-        self._unsaved_token: str | None = None
+        #: (token to save, token to forget) not yet written to the token store.
+        self._unsaved: tuple[str | None, str | None] = (None, None)
         self.image_host = image_host.rstrip("/") if image_host else None
         self._refresh_token = refresh_token
         self.api_url = api_url.rstrip("/")
@@ -131,7 +134,8 @@ class PixivClient(ImageRequests):
         Raises:
             SourceError: ``auth_failed`` (non-retryable) only for an HTTP 400 whose
                 ``error`` is ``invalid_grant`` (Pixiv's refusal of the refresh token,
-                :func:`refuses_grant`); ``rate_limited`` for a rate limit;
+                :func:`refuses_grant`) to each of the account's tokens in turn — the token
+                store's, this client's own, the configured one, each sent once; ``rate_limited`` for a rate limit;
                 ``network_error`` / ``remote_http_error`` (retryable) for anything else,
                 any other 400 and the word in any other status included.
             TokenStoreUnavailable: the token store (the ledger) failed to read or write
@@ -143,85 +147,107 @@ class PixivClient(ImageRequests):
             token = self._access_token
             if token and not force and token != refused and self._clock() < self._expires_at - self._margin_s:
                 return token
-            if not self._tokens_read and self._tokens is not None:
-                # A token rotated from the configured one before a restart: the configured
-                # one may be revoked (RFC 6749 §6).
-                stored = usable_token(await self._tokens.load(self._configured_token))
-                if stored is not None:
-                    self._refresh_token = stored
-                self._tokens_read = True
-            await self._pass_gate()
-            try:
-                response = await self._out.request(
-                    "POST",
-                    f"{self.auth_url}/auth/token",
-                    limits=self._api_limits,
-                    data={
-                        "client_id": CLIENT_ID,
-                        "client_secret": CLIENT_SECRET,
-                        "grant_type": "refresh_token",
-                        "refresh_token": self._refresh_token,
-                        "get_secure_url": "1",
-                        "include_policy": "true",
-                    },
-                    headers=app_headers(),
-                )
-            except AnswerTooLarge as err:
-                raise too_large(err) from err
-            except httpx.HTTPError as err:
-                raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv auth: {type(err).__name__}") from err
-            body = json_body(response)
-            await self._check_rate_limit(response, body)
-            if refuses_grant(response.status_code, body):
-                # Only the grant's own error answer (HTTP 400, ``invalid_grant``) blames the
-                # account's refresh token. Any other answer — another OAuth error
-                # (``invalid_request``, ``invalid_client``: the app's), a proxy's page, an
-                # empty body, the word in a 5xx, a 200 or a redirect — is the source's,
-                # retried below.
-                raise SourceError(
-                    TerminalReason.AUTH_FAILED,
-                    "pixiv refresh token rejected (invalid_grant)",
-                    retryable=False,
-                    status=response.status_code,
-                )
-            if not 200 <= response.status_code < 300 or not isinstance(body, dict) or "access_token" not in body:
-                # A 3xx is never followed: its body (a cache's, a gateway's) is no token.
-                reason = reason_for_status(response.status_code, body)
-                raise SourceError(
-                    reason, f"pixiv auth answered HTTP {response.status_code}", status=response.status_code
-                )
-            access = usable_token(body["access_token"])
-            if access is None:
-                # Not the refresh token's fault: sent on, it would be refused twice and
-                # blamed on the account (auth_failed). The source's glitch, retried.
-                raise SourceError(
-                    TerminalReason.REMOTE_HTTP_ERROR,
-                    "pixiv auth answered an access token curaflow cannot use (not text of printable ASCII)",
-                    status=response.status_code,
-                )
+            tried: list[str] = []
+            while True:
+                # The ledger's token first (another worker of the account may have rotated
+                # the one this worker holds away), then this worker's, then the configured
+                # one: each sent once, and the account blamed only when all are refused.
+                stored = usable_token(await self._tokens.load(self._configured_token)) if self._tokens else None
+                candidates = (stored, self._refresh_token, self._configured_token)
+                sending = next((c for c in candidates if c is not None and c not in tried), None)
+                if sending is None:
+                    raise SourceError(
+                        TerminalReason.AUTH_FAILED,
+                        f"pixiv refresh token rejected (invalid_grant): the account's {len(tried)} tokens refused",
+                        retryable=False,
+                        status=OAUTH_ERROR_STATUS,
+                    )
+                tried.append(sending)
+                body = await self._token_answer(sending)
+                if body is not None:
+                    break
             await self._gate_ok()
-            self._access_token = access
+            self._access_token = usable_token(body["access_token"])
             lifetime = token_lifetime_s(body.get("expires_in"))
             self._margin_s = refresh_margin_s(lifetime)
             self._expires_at = self._clock() + lifetime
-            rotated = usable_token(body.get("refresh_token"))
-            if rotated is not None and rotated != self._refresh_token:  # anything else keeps the current one
-                self._refresh_token = rotated
-                self._unsaved_token = rotated
+            # Anything but a usable token keeps the one sent (RFC 6749 §6).
+            kept = usable_token(body.get("refresh_token")) or sending
+            self._refresh_token = kept
+            if kept != stored and kept != self._configured_token:
+                self._unsaved = (kept, None)
+            elif kept == self._configured_token and stored is not None:
+                self._unsaved = (None, stored)  # the ledger's token was refused: forget it
             await self._keep_rotated_token()
-            return self._access_token
+            return self._access_token  # type: ignore[return-value]
+
+    async def _token_answer(self, refresh_token: str) -> dict[str, Any] | None:
+        """Ask the token endpoint for an access token with ``refresh_token``: its answer
+        (holding a usable ``access_token``), or None when it refuses the grant.
+
+        Raises:
+            SourceError: as :meth:`authenticate`, but ``invalid_grant``.
+        """
+        await self._pass_gate()
+        try:
+            response = await self._out.request(
+                "POST",
+                f"{self.auth_url}/auth/token",
+                limits=self._api_limits,
+                data={
+                    "client_id": CLIENT_ID,
+                    "client_secret": CLIENT_SECRET,
+                    "grant_type": "refresh_token",
+                    "refresh_token": refresh_token,
+                    "get_secure_url": "1",
+                    "include_policy": "true",
+                },
+                headers=app_headers(),
+            )
+        except AnswerTooLarge as err:
+            raise too_large(err) from err
+        except httpx.HTTPError as err:
+            raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv auth: {type(err).__name__}") from err
+        body = json_body(response)
+        await self._check_rate_limit(response, body)
+        if refuses_grant(response.status_code, body):
+            # Only the grant's own error answer (HTTP 400, ``invalid_grant``) blames the
+            # refresh token sent. Any other answer — another OAuth error
+            # (``invalid_request``, ``invalid_client``: the app's), a proxy's page, an
+            # empty body, the word in a 5xx, a 200 or a redirect — is the source's,
+            # retried below.
+            return None
+        if not 200 <= response.status_code < 300 or not isinstance(body, dict) or "access_token" not in body:
+            # A 3xx is never followed: its body (a cache's, a gateway's) is no token.
+            reason = reason_for_status(response.status_code, body)
+            raise SourceError(reason, f"pixiv auth answered HTTP {response.status_code}", status=response.status_code)
+        if usable_token(body["access_token"]) is None:
+            # Not the refresh token's fault: sent on, it would be refused twice and
+            # blamed on the account (auth_failed). The source's glitch, retried.
+            raise SourceError(
+                TerminalReason.REMOTE_HTTP_ERROR,
+                "pixiv auth answered an access token curaflow cannot use (not text of printable ASCII)",
+                status=response.status_code,
+            )
+        return body
 
     async def _keep_rotated_token(self) -> None:
-        """Write a rotated refresh token not yet in the token store (a failed write is
-        tried again at the next :meth:`authenticate`: the token stays in memory).
+        """Write to the token store what the last refresh learnt and it does not hold yet:
+        a rotated refresh token to keep, or the store's token Pixiv refused to forget (a
+        failed write is tried again at the next :meth:`authenticate`: the token stays in
+        memory).
 
         Raises:
             TokenStoreUnavailable: the store could not be written (the attempt is retried).
         """
-        if self._unsaved_token is None or self._tokens is None:
+        keep, forget = self._unsaved
+        if self._tokens is None or (keep is None and forget is None):
             return
-        await self._tokens.save(self._configured_token, self._unsaved_token)
-        self._unsaved_token = None
+        if keep is not None:
+            await self._tokens.save(self._configured_token, keep)
+        elif forget is not None:
+            await self._tokens.forget(self._configured_token, forget)
+        self._unsaved = (None, None)
 
     def expire_access_token(self) -> None:
         """Forget the access token's lifetime so the next call refreshes it (tests, ops)."""
