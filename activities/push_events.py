@@ -98,7 +98,9 @@ class PushActivity:
         """Push the job's pending events (see the module doc).
 
         Returns:
-            What this attempt settled (``busy`` when another attempt is sending).
+            What this attempt settled (``busy`` when another attempt is sending, or took
+            over the event this attempt was sending after its lease lapsed:
+            :func:`curaflow.ledger.event_pushes.record_push`).
 
         Raises:
             ApplicationError: ``foreign_caller`` (non-retryable, nothing done) when the calling
@@ -131,17 +133,25 @@ class PushActivity:
             activity.heartbeat({"event_id": push.event_id, "status": status})
             verdict = forced or classify_answer(status)
             fields = {"job_id": push.job_id, "event_id": push.event_id, "attempt": push.attempts, "http_status": status}
-            if verdict == Verdict.DELIVERED:
-                await record_push(self.deps.pool, push, DELIVERED, http_status=status, error=None)
+            settled = DELIVERED if verdict == Verdict.DELIVERED else PENDING
+            if verdict == Verdict.DEAD or (settled == PENDING and push.attempts >= policy.max_attempts):
+                settled = DEAD
+            if settled == DELIVERED:
+                error = None
+            if not await record_push(self.deps.pool, push, settled, http_status=status, error=error):
+                # This attempt outlived its lease and another claimed the event since: that
+                # one settles it (this answer is not recorded); this attempt ends.
+                log.warning("callback.claim_lost", outcome=settled, error=error, **fields)
+                report.busy = True
+                return report
+            if settled == DELIVERED:
                 report.delivered += 1
                 log.info("callback.delivered", **fields)
                 continue
-            if verdict == Verdict.DEAD or push.attempts >= policy.max_attempts:
-                await record_push(self.deps.pool, push, DEAD, http_status=status, error=error)
+            if settled == DEAD:
                 report.dead += 1
                 log.warning("callback.dead", error=error, **fields)
                 continue
-            await record_push(self.deps.pool, push, PENDING, http_status=status, error=error)
             log.info("callback.retry_scheduled", error=error, **fields)
             # A rate limit waits the delay the consumer stated, or — when it stated none —
             # the backoff of curaflow.domain.ratelimit (from 5 s, the event's attempts

@@ -11,7 +11,10 @@ Lifecycle of one row (one event of one job that declared a callback):
   one job are pushed in order: while the oldest pending event is claimed by another live
   attempt, nothing is handed out (the caller stops; that attempt will go on);
 * **settle** — :func:`record_push` marks the row ``delivered`` (2xx or 409), ``dead``
-  (another 4xx at once, or the last allowed attempt failed) or releases it for a retry.
+  (another 4xx at once, or the last allowed attempt failed) or releases it for a retry —
+  only while the row is still the settling attempt's claim: an attempt that outlived its
+  lease (its worker stopped, its send cut at a job's end and answered late) settles
+  nothing once another attempt claimed the event.
 
 Every time of a row is the database's clock (:data:`~curaflow.ledger.db.DB_NOW_MS`, read
 in the statement that writes or judges it): the claim is a lease another worker's pusher
@@ -46,6 +49,7 @@ class ClaimedPush:
         url: the job's callback URL, as admitted.
         body: the frozen Event JSON text (sent byte for byte).
         attempts: attempts of this event including the current one.
+        owner: the claiming attempt (``claimed_by``): only it settles the send.
     """
 
     job_id: str
@@ -54,6 +58,7 @@ class ClaimedPush:
     url: str
     body: str
     attempts: int
+    owner: str
 
 
 @dataclass
@@ -153,6 +158,7 @@ async def claim_next(
             url=row["url"],
             body=row["body"],
             attempts=int(attempts),
+            owner=owner,
         ),
         dead=dead,
     )
@@ -160,26 +166,41 @@ async def claim_next(
 
 async def record_push(
     pool: asyncpg.Pool, push: ClaimedPush, status: str, *, http_status: int | None, error: str | None
-) -> None:
-    """Settle one send of ``push``.
+) -> bool:
+    """Settle one send of ``push``, if the event is still ``push``'s claim.
+
+    An attempt whose lease lapsed while its send was out (its worker stopped or paused,
+    its send cut at a job's end and answered late) may find the event claimed, sent and
+    settled by another attempt since (the job's next attempt, the sweeper's run): what it
+    learnt then settles nothing — it would put a delivered event back to pending (sent
+    again after the events that follow it) or free an event another attempt is sending
+    (a third attempt would send it alongside). Until 2026-12-06 any attempt's record
+    overwrote the row.
 
     Args:
         status: ``delivered``, ``dead`` or ``pending`` (released for a later retry).
         http_status: the answer's status, None when no answer came.
         error: a short description of a failure.
+
+    Returns:
+        True when the send was settled; False when the event was no longer ``push``'s
+        claim (nothing written: the attempt holding it, or that settled it, has the say).
     """
-    await pool.execute(
+    settled = await pool.fetchval(
         f"""WITH clock AS (SELECT {DB_NOW_MS} AS now)
            UPDATE event_pushes SET status = $3, last_status = $4, last_error = $5, claimed_by = NULL,
                   claimed_until = NULL, updated_at = clock.now,
                   completed_at = CASE WHEN $3 = 'pending' THEN NULL ELSE clock.now END
-           FROM clock WHERE job_id = $1 AND seq = $2""",
+           FROM clock WHERE job_id = $1 AND seq = $2 AND status = 'pending' AND claimed_by = $6
+           RETURNING true""",
         push.job_id,
         push.seq,
         status,
         http_status,
         (error or "")[:500] or None,
+        push.owner,
     )
+    return bool(settled)
 
 
 async def stale_jobs(pool: asyncpg.Pool, idle_ms: int, limit: int = 50) -> list[str]:

@@ -196,6 +196,58 @@ async def test_a_down_receiver_gets_the_rest_from_the_sweeper_in_order_after_the
     assert pushing.workflow_type == "EventPushWorkflow"
 
 
+#: What a push attempt logs once it is over (settled, lost its claim, or ended by the SDK).
+ATTEMPT_OVER = (
+    "callback.claim_lost",
+    "callback.retry_scheduled",
+    "callback.delivered",
+    "callback.dead",
+    "Completing activity",
+)
+
+
+async def test_a_worker_stopped_in_the_push_wait_never_undoes_what_the_sweeper_delivered(
+    make_stack: StackFactory, tmp_path: Path, webhook: WebhookReceiver, temporal_client: Client
+) -> None:
+    # The receiver holds every request: the job's first push is out when the job ends, and
+    # its worker is stopped (SIGSTOP) in the push wait. Another worker closes the job's run
+    # at the bound; the receiver comes back, and that worker's sweeper delivers every event
+    # in order. Then the stopped worker resumes and its send, long past its lease, ends
+    # (cut, or answered 200 late): it must settle nothing. Before, its late timeout put the
+    # delivered first event back to pending and the sweeper sent it again after the last.
+    held = asyncio.Event()
+    webhook.script["/stopped"] = [Reply(200, delay_s=300, released=held) for _ in range(100)]
+    stack = make_stack(callback_config(tmp_path))
+    stopped = await stack.start_worker()
+    http = await stack.start_api()
+    body = stack.task(query={"tags": ["オリジナル"]})
+    body["callback_url"] = webhook.url + "/stopped"
+    job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
+    assert (await terminal_job(http, job_id, timeout_s=60))["status"] == "succeeded"
+    stopped.pause()
+    try:
+        await stack.start_worker()
+        assert await closed_status(temporal_client, job_id, timeout_s=60) == WorkflowExecutionStatus.COMPLETED
+        back_at = time.time()
+        webhook.script["/stopped"].clear()  # up again for every new request; the stopped send stays held
+        delivered = await wait_settled(stack, job_id, timeout_s=90)
+        events = [e["event_id"] for e in await all_events(stack, job_id)]
+        assert [s["status"] for s in delivered] == ["delivered"] * len(events)
+        seen = len(stack.worker_log(1))
+    finally:
+        stopped.resume()
+    held.set()  # the stopped worker's send is answered, long after its lease
+
+    def over() -> bool:
+        return any(line in stack.worker_log(1)[seen:] for line in ATTEMPT_OVER)
+
+    await eventually(over, timeout_s=30, what="the stopped worker's push attempt ended")
+    pool = await stack.ledger()
+    assert await push_states(pool, job_id) == delivered  # nothing settled again, nothing pending
+    after = [r.headers["idempotency-key"] for r in webhook.at("/stopped") if r.at >= back_at]
+    assert after == events  # every event once, in order
+
+
 # ---- the outbound layer: signed, bounded, guarded pushes ---------------------------------
 
 
