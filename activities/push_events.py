@@ -113,7 +113,11 @@ class PushActivity:
         """
         require_own_job(inp.job_id, pushes=True)
         info = activity.info()
-        owner = f"{self.deps.identity}:{info.workflow_id}:{info.activity_id}:{info.attempt}"
+        # The attempt's own name for its claims: its run's id too — a run reset or started
+        # again under the job's id numbers its activities as the old run did, so without it
+        # the new run's attempt took the old one's live claim for its own and sent the event
+        # alongside (until 2026-12-06).
+        owner = f"{self.deps.identity}:{info.workflow_id}:{info.workflow_run_id}:{info.activity_id}:{info.attempt}"
         policy = inp.policy
         report = PushReport(job_id=inp.job_id)
         while True:

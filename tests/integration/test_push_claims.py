@@ -10,25 +10,34 @@ be sent again after the events that follow it (out of order), or by two attempts
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
 import asyncpg
 import pytest
 
-from curaflow.domain.messages import RouteRef, TargetSpec
+from activities.deps import ActivityDeps, close_deps, open_deps
+from activities.push_events import PushActivity
+from curaflow.domain.messages import CallbackPolicy, PushInput, PushReport, RouteRef, TargetSpec
 from curaflow.ledger import event_pushes
 from curaflow.ledger.events import append_event
-from tests.support import ledger_job, short_id
+from tests.conftest import StackFactory
+from tests.fakes.webhook import Reply, WebhookReceiver
+from tests.support import eventually, job_env, ledger_job, short_id, whsec
 
 pytestmark = pytest.mark.integration
 
 
-async def _pending_pushes(pool: asyncpg.Pool, count: int) -> str:
-    """A job with ``count`` events pending their push to the consumer's callback."""
+async def _pending_pushes(pool: asyncpg.Pool, count: int, url: str = "http://127.0.0.1:9/hook") -> str:
+    """A job with ``count`` events pending their push to the consumer's callback ``url``."""
     target = TargetSpec(target_id="demo", routes=[RouteRef(name=f"r-{short_id()}", kind="directory")])
     job_id = await ledger_job(pool, target, label="claims")
     async with pool.acquire() as conn, conn.transaction():
         for _ in range(count):
             seq = await append_event(conn, job_id, "job.progress")
-            await event_pushes.enqueue_push(conn, job_id, seq, f"e-{short_id()}", "http://127.0.0.1:9/hook", {})
+            await event_pushes.enqueue_push(conn, job_id, seq, f"e-{short_id()}", url, {})
     return job_id
 
 
@@ -73,3 +82,54 @@ async def test_a_late_attempt_never_frees_an_event_another_attempt_is_sending(
     assert (await event_pushes.claim_next(ledger_pool, job_id, "third", 60_000)).busy
     await event_pushes.record_push(ledger_pool, sending, event_pushes.DELIVERED, http_status=200, error=None)
     assert await _states(ledger_pool, job_id) == [event_pushes.DELIVERED]
+
+
+async def test_a_reset_jobs_new_run_never_sends_an_event_its_old_run_has_out(
+    make_stack: StackFactory, tmp_path: Path, ledger_pool: asyncpg.Pool, webhook: WebhookReceiver
+) -> None:
+    """A Temporal reset (or a terminate and a new run) during a job's push wait: the new
+    run schedules ``push_events`` with the activity id the old run's had (the SDK numbers a
+    run's activities from its history), on the same worker, at attempt 1. While the old
+    run's send is out, the new run's attempt is another attempt: it waits (``busy``), it
+    never sends the same event alongside."""
+    stack = make_stack(callback_config(tmp_path))
+    deps = await open_deps(stack.settings, None)
+    try:
+        job_id = await _pending_pushes(ledger_pool, 1, url=f"{webhook.url}/hook")
+        held = asyncio.Event()
+        webhook.script["/hook"] = [Reply(delay_s=60, released=held)]
+        policy = CallbackPolicy(timeout_ms=30_000)
+        old = asyncio.create_task(run_attempt(deps, job_id, "run-old", policy))
+        try:
+            await eventually(lambda: len(webhook.received) == 1 or None, what="the old run's send")
+
+            report = await run_attempt(deps, job_id, "run-new", policy)
+
+            sent = [r.headers.get("webhook-id") for r in webhook.received]
+            assert report.busy and len(sent) == 1, sent
+            held.set()
+            assert (await old).delivered == 1
+            assert await _states(ledger_pool, job_id) == [event_pushes.DELIVERED]
+        finally:
+            held.set()
+            await asyncio.gather(old, return_exceptions=True)
+    finally:
+        await close_deps(deps)
+
+
+def callback_config(tmp_path: Path) -> dict[str, Any]:
+    """A stack whose pushes reach the receiver on 127.0.0.1, signed with its secret."""
+    out = f"out-{short_id()}"
+    return {
+        "api": {"callback_allowed_hosts": ["127.0.0.1:*"], "callback_secret": whsec()},
+        "outbound": {"private_networks": ["127.0.0.0/8"]},
+        "routes": {out: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+        "targets": [{"id": "demo", "query": {"tags": ["x"]}, "routes": [out]}],
+    }
+
+
+async def run_attempt(deps: ActivityDeps, job_id: str, run_id: str, policy: CallbackPolicy) -> PushReport:
+    """Attempt 1 of the job's ``push_events`` scheduled as activity ``7`` of run ``run_id``."""
+    env = job_env(job_id)
+    env.info = dataclasses.replace(env.info, workflow_run_id=run_id, activity_id="7", attempt=1)
+    return await env.run(PushActivity(deps).push_events, PushInput(job_id=job_id, policy=policy))
