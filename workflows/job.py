@@ -258,6 +258,7 @@ class JobWorkflow:
         self._submission: Submission = read_submission(args)
         self._inp: JobInput | None = None
         self._cells: dict[str, CellSnapshot] = {}
+        self._pending = 0  # how many of the cells are pending (JobStatus): see _set_cell
         self._pusher: EventPusher | None = None
         self._admitted = False  # the job of this execution is known (admitted, or started admitted)
         self._refused: ApplicationError | None = None  # admission refused this execution's Task
@@ -282,6 +283,8 @@ class JobWorkflow:
         self._published = ("queued", "")  # set at start (curaflow.temporal.connection)
         self._details = ""
         self._shown: tuple[Any, ...] = ()
+        self._details_due = False  # the details may be stale: _show_details renders them
+        self._details_task: asyncio.Task[None] | None = None
         self._version: int | None = None
         self._v1: JobV1 | None = None
         self._reporting = False  # a run added under an ended job's id: it only reports the job
@@ -290,6 +293,7 @@ class JobWorkflow:
         """Hold the admitted job (once per execution)."""
         self._inp = inp
         self._cells = {t.target_id: CellSnapshot(target_id=t.target_id) for t in inp.targets}
+        self._pending = len(self._cells)  # cells in state pending: kept by _set_cell
         self._pusher = EventPusher(inp.job_id, inp.callback_policy if inp.callback else None)
 
     def _legacy(self) -> JobV1 | None:
@@ -381,7 +385,7 @@ class JobWorkflow:
             return
         if is_terminal(cell.state) and self._foreign(f"cell_progress signal with a {cell.state} cell", taken=True):
             return
-        self._cells[cell.target_id] = cell
+        self._set_cell(cell)
         self._publish()
 
     def _foreign(self, what: str, *, taken: bool = False) -> bool:
@@ -841,7 +845,7 @@ class JobWorkflow:
             return None
         cell = self._cells[tid]
         if not is_terminal(cell.state):
-            self._cells[tid] = cell.model_copy(update={"stage": STAGE_OF[step]})
+            self._set_cell(cell.model_copy(update={"stage": STAGE_OF[step]}))
             self._publish()  # the details show the step; the search attributes follow the state
         config = step_config(
             step,
@@ -901,28 +905,61 @@ class JobWorkflow:
         cell = update.cell
         current = self._cells.get(cell.target_id)
         if current is None or not is_terminal(current.state) or is_terminal(cell.state):
-            self._cells[cell.target_id] = cell
+            self._set_cell(cell)
         if update.delivery is not None:
             self._deliveries[(update.delivery.target_id, update.delivery.route)] = update.delivery
         self._publish()
         if self._pusher is not None:
             self._pusher.request()
 
+    def _set_cell(self, cell: CellSnapshot) -> None:
+        """Hold ``cell`` as its target's live snapshot, keeping the count of pending cells
+        (what ``JobStatus`` is published from) without reading the other cells."""
+        held = self._cells.get(cell.target_id)
+        self._pending += (cell.state == CellState.PENDING) - (held is not None and held.state == CellState.PENDING)
+        self._cells[cell.target_id] = cell
+
     def _publish(self) -> None:
-        """Keep the ``JobStatus`` / ``BusinessStatus`` search attributes and the UI details current."""
+        """Keep the ``JobStatus`` / ``BusinessStatus`` search attributes and the UI details current.
+
+        The search attributes are upserted at once, where the job's state changed (they are
+        commands: their place in the history is the replay's); deciding costs the same for
+        any number of cells. The details issue no command: they are only marked due, and
+        :meth:`_show_details` renders them once the activation's work is done — once per
+        activation, not once per cell (before, a job of 500 targets rendered them at each of
+        its cells' first steps, in one activation: quadratic, past the SDK's 2 s deadlock
+        detector).
+        """
         if self._inp is None:  # no job yet
             return
         if self._final is not None:
             published = (str(self._final.status), self._final.business_status or "")
         else:
-            published = (published_status(list(self._cells.values())), "")
+            published = (published_status(self._pending, len(self._cells)), "")
         if published != self._published and not self._reporting:  # a reporting run publishes no state
             pairs = [JOB_STATUS.value_set(published[0])]
             if published[1]:
                 pairs.append(BUSINESS_STATUS.value_set(published[1]))
             self._published = published
             workflow.upsert_search_attributes(pairs)
-        # What the details show; rendering (and the status it needs) only when it changed.
+        self._details_due = True
+        if self._details_task is None:
+            self._details_task = asyncio.create_task(self._show_details())
+
+    async def _show_details(self) -> None:
+        """Render the UI details each time they are due, once nothing else of the activation
+        is ready to run: ``wait_condition`` is checked after the ready callbacks ran, within
+        the same activation. Issues no command (``set_current_details``); ends with the
+        execution (cancelled at an eviction)."""
+        while True:
+            await workflow.wait_condition(lambda: self._details_due)
+            self._details_due = False
+            self._render_details()
+
+    def _render_details(self) -> None:
+        """Set the current details from the live state; rendering (and the status it needs)
+        only when what they show changed."""
+        assert self._inp is not None
         shown = (
             self._phase,
             self._cause,

@@ -27,9 +27,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
-    from curaflow.domain.cells import CellState
     from curaflow.domain.messages import Budgets
-    from curaflow.domain.models import CellSnapshot
     from curaflow.domain.verdicts import NON_RETRYABLE_TYPES, FailureKind, Step, StepFailure, attempt_budget
 
 #: How far an activity attempt may run past the job deadline: the deadline cancels running
@@ -145,7 +143,12 @@ def failure_facts(err: ActivityError, step: Step, *, first: bool, route: str | N
     return facts
 
 
-def published_status(cells: list[CellSnapshot]) -> str:
+def published_status(pending: int, cells: int) -> str:
     """``JobStatus`` while the job runs: ``queued`` while every cell is pending, then
-    ``running``. The terminal value comes from ``finish``'s result, never from here."""
-    return "queued" if all(c.state == CellState.PENDING for c in cells) else "running"
+    ``running``. The terminal value comes from ``finish``'s result, never from here.
+
+    Args:
+        pending: how many of the job's cells are in state ``pending``.
+        cells: how many cells the job has (a job of none is ``queued``).
+    """
+    return "queued" if pending == cells else "running"

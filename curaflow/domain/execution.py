@@ -79,12 +79,13 @@ CUSTOM_SEARCH_ATTRIBUTES: tuple[SearchAttributeKey[Any], ...] = (
 #: Set by Temporal on workflows started by a Schedule: the occurrence's nominal time.
 SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
 
-#: The most targets one job runs (a schedule's plan; a protocol job runs one). Measured
-#: 2026-12-06 on the dev server with the sandboxed workflow: 300 ran; 500, 1 000 and 2 100
-#: failed the job's first workflow task — that activation, which starts every cell and
-#: re-renders the UI details at each, took over the SDK's 2 s deadlock limit — and 2 100
-#: had run no step 240 s later.
-MAX_JOB_TARGETS = 200
+#: The most targets one job runs (a schedule's plan; a protocol job runs one): half of
+#: what ``tests/workflow/test_job_size.py`` runs (1 000 targets, no workflow task failing on
+#: the worker; the sandboxed first activation of 1 000 replays in ~0.33 s against the SDK's
+#: 2 s deadlock limit). It was 200 until 2026-12-06, when that activation — which starts
+#: every cell — re-rendered the UI details at each cell's start (quadratic): 500, 1 000 and
+#: 2 100 targets failed it.
+MAX_JOB_TARGETS = 500
 #: The most deliveries one job may have pending at once (every route of every target):
 #: Temporal's ``limit.numPendingActivities.error`` (2 000), beyond which the server fails
 #: the job's workflow task, for ever.

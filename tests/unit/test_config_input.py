@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from curaflow.config import ConfigError, load_settings
+from curaflow.domain.execution import MAX_JOB_TARGETS
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 HOOK = f'[routes.h]\nkind = "webhook"\nurl = "https://hooks.example.org/h"\nsecret = "{SECRET}"\n'
@@ -227,17 +228,18 @@ def _targets(count: int, routes: int = 1) -> str:
 
 
 def test_a_schedule_of_more_targets_than_a_job_runs_is_refused(tmp_path: Path) -> None:
-    # measured 2026-12-06 on the dev server: a job of 500, 1 000 or 2 100 targets failed its
-    # first workflow task (the SDK's deadlock detector: the activation took over 2 s)
-    ids = ", ".join(f'"t{n}"' for n in range(201))
+    # the bound keeps twice its margin under what tests/workflow/test_job_size.py runs (1 000
+    # targets); before 2026-12-06 the job's first activation was quadratic in its cells and
+    # 500 failed by the SDK's deadlock detector
+    ids = ", ".join(f'"t{n}"' for n in range(MAX_JOB_TARGETS + 1))
     plan = f'[[schedules]]\nid = "n"\ncron = "0 3 * * *"\ntarget_ids = [{ids}]\n'
-    with pytest.raises(ConfigError, match=r"schedule 'n' runs 201 targets in one job: at most 200"):
-        load(tmp_path, _targets(300) + plan)
+    with pytest.raises(ConfigError, match=r"schedule 'n' runs 501 targets in one job: at most 500"):
+        load(tmp_path, _targets(600) + plan)
     everyone = '[[schedules]]\nid = "all"\ncron = "0 3 * * *"\n'  # no target_ids: every target
-    with pytest.raises(ConfigError, match=r"schedule 'all' runs 201 targets in one job: at most 200"):
-        load(tmp_path, _targets(201) + everyone)
-    load(tmp_path, _targets(300) + '[[schedules]]\nid = "n"\ncron = "0 3 * * *"\ntarget_ids = ["t1", "t2"]\n')
-    load(tmp_path, _targets(200) + everyone)
+    with pytest.raises(ConfigError, match=r"schedule 'all' runs 501 targets in one job: at most 500"):
+        load(tmp_path, _targets(501) + everyone)
+    load(tmp_path, _targets(600) + '[[schedules]]\nid = "n"\ncron = "0 3 * * *"\ntarget_ids = ["t1", "t2"]\n')
+    load(tmp_path, _targets(500) + everyone)
 
 
 def test_a_schedule_whose_job_sends_more_at_once_than_temporal_holds_is_refused(tmp_path: Path) -> None:
