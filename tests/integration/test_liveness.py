@@ -243,10 +243,12 @@ async def test_exhausted_delivery_budget_ends_delivery_abandoned(
     assert (job["status"], job["error"]["code"], job["error"]["retryable"]) == ("failed", "delivery_abandoned", True)
 
 
-async def test_route_never_served_ends_delivery_abandoned(
+async def test_route_never_served_ends_queued_too_long(
     make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
 ) -> None:
-    # The route delivers from its own task queue, which no worker serves.
+    # The route delivers from its own task queue, which no worker serves: the send waited
+    # in that queue and never reached the route — curaflow's (no worker), not the route's
+    # delivery_abandoned, which it read until 2026-12-06 (curaflow.domain.verdicts.failures).
     routes = {
         f"out-{short_id()}": {"kind": "directory", "path": str(tmp_path / "out"), "task_queue": f"nobody-{short_id()}"}
     }
@@ -255,7 +257,7 @@ async def test_route_never_served_ends_delivery_abandoned(
         job_id = await stack.admit(stack.task(query={"tags": ["オリジナル"]}))
         record = await stack.wait_terminal(job_id, 30)
 
-    assert (record.cells[0].state, record.cells[0].reason) == ("failed", "delivery_abandoned")
+    assert (record.cells[0].state, record.cells[0].reason) == ("failed", "queued_too_long")
 
 
 async def test_reconciler_starts_a_workflow_that_was_never_started(
