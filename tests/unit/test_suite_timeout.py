@@ -1,0 +1,49 @@
+"""A hung test ends the suite's run: it fails, named, within its timeout — the run never hangs.
+
+The suite's ``timeout`` (``pyproject.toml``, pytest-timeout) fired by SIGALRM raises
+``Failed`` in the main thread once: an async test whose teardown then waits for ever (a
+worker's shutdown behind a stuck activity, an event never set) hung the whole run — CI
+printed the ``F`` and nothing more until its own 5 400 s limit (2026-12-06). The suite's
+method is a timer thread that ends the process: under ``pytest -n`` the hung test is
+reported as its worker's crash, named, and xdist goes on with a new worker.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+HUNG = """
+import asyncio
+
+import pytest
+
+
+@pytest.fixture
+async def stuck():
+    yield
+    await asyncio.Event().wait()  # a teardown that never ends
+
+
+async def test_hung_in_call_and_teardown(stuck):
+    await asyncio.sleep(1000)
+"""
+
+
+def test_a_test_hung_in_its_call_and_its_teardown_fails_the_run_instead_of_hanging_it(tmp_path: Path) -> None:
+    (tmp_path / "test_hung.py").write_text(HUNG)
+    config = ["-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path), "-p", "no:cacheprovider"]
+    run = subprocess.run(
+        # the project's configuration (its asyncio mode, its timeout method), a short timeout, as CI: -n
+        [sys.executable, "-m", "pytest", *config, "-n", "1", "--timeout", "2", "-q", str(tmp_path / "test_hung.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,  # the old method: the run never ended (this raises TimeoutExpired)
+        cwd=tmp_path,
+    )
+    assert run.returncode != 0, run.stdout
+    assert "test_hung_in_call_and_teardown" in run.stdout + run.stderr
+    assert "crashed" in run.stdout, run.stdout
