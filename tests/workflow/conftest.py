@@ -15,4 +15,7 @@ async def env(temporal_client: Client, temporal_address: str) -> AsyncIterator[E
     """Fakes and in-process workers (sandboxed, as in production) on queues of their own."""
     env = Env(temporal_client, temporal_address)
     async with workers(env, sandboxed=True):
-        yield env
+        try:
+            yield env
+        finally:
+            await env.terminate_open()  # before the workers stop: nothing left for them to wait on

@@ -20,6 +20,7 @@ from typing import Any
 
 from temporalio.api.enums.v1 import EventType, PendingActivityState
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from curaflow.devstack.temporal import temporal_binary
@@ -82,6 +83,15 @@ class Env:
             )
 
         await eventually(beat, timeout_s=timeout_s, interval_s=0.02, what=f"{activity_type} heartbeating")
+
+    async def terminate_open(self) -> None:
+        """Terminate every job this env started that is still running (a test's teardown,
+        before its workers stop): a test that failed with its job in flight — a job of
+        1 000 cells whose workflow tasks the SDK's deadlock detector kept failing on a busy
+        machine — otherwise left the workers' shutdown waiting on it, and the run hung."""
+        for job_id in list(self.fakes.jobs):
+            with contextlib.suppress(RPCError):  # closed already, or never started
+                await self.client.get_workflow_handle(job_id).terminate(reason="the test ended")
 
     async def closed(self, handle: WorkflowHandle[Any, Any], timeout_s: float = 20) -> WorkflowExecutionStatus:
         status: WorkflowExecutionStatus = await closed_status(self.client, handle.id, timeout_s)
