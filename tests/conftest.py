@@ -54,6 +54,51 @@ def pytest_configure(config: pytest.Config) -> None:
     if "PYTEST_XDIST_WORKER" not in os.environ:
         compile_project(config.rootpath)
         rewrite_tests_once(config)
+    share_default_tls_context()
+
+
+def share_default_tls_context() -> None:
+    """Build httpx's default TLS context once per thread of a test process, not once per client.
+
+    Every ``httpx.AsyncClient()`` a test or fixture makes with the default ``verify=True``
+    builds a fresh ``ssl`` context and loads certifi's CA bundle into it (~25 ms of CPU):
+    the suite's test processes spent ~74 s of CPU there (a profile of a whole ``-n 5`` run,
+    2026-12-06), for clients that nearly all speak plain HTTP to the in-process fakes. The
+    product builds its own once per thread already (:func:`curaflow.outbound.transport.tls_context`,
+    for the same cost); this gives the suite's default clients the same: the same bundle,
+    the same checks, one context per thread (httpcore sets the context's ALPN list before
+    each handshake). Any other ``verify`` (a context, ``False``, a CA file) or a client
+    certificate goes to httpx as before; a context is kept per ``SSL_CERT_FILE`` /
+    ``SSL_CERT_DIR`` of the environment (and the file's version), as httpx reads them.
+    Child processes (workers, ``curaflow`` commands) are untouched.
+    """
+    import threading
+
+    import httpx._transports.default as transports
+
+    build = transports.create_ssl_context
+    if getattr(build, "shared", False):
+        return
+    local = threading.local()
+
+    def shared(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+        if verify is not True or cert is not None:
+            return build(verify=verify, cert=cert, trust_env=trust_env)
+        # The environment's bundle as httpx reads it, and the file's version: a test that
+        # points SSL_CERT_FILE elsewhere, or rewrites the file, gets a context of its own.
+        bundle = os.environ.get("SSL_CERT_FILE") if trust_env else None
+        key = (trust_env, bundle, os.environ.get("SSL_CERT_DIR") if trust_env else None)
+        if bundle:
+            with contextlib.suppress(OSError):
+                stat = os.stat(bundle)
+                key += (stat.st_mtime_ns, stat.st_size)
+        contexts: dict[tuple[Any, ...], Any] = local.__dict__.setdefault("contexts", {})
+        if key not in contexts:
+            contexts[key] = build(verify=True, cert=None, trust_env=trust_env)
+        return contexts[key]
+
+    shared.shared = True  # type: ignore[attr-defined]
+    transports.create_ssl_context = shared
 
 
 #: The project's packages the suite's child processes import (workers, ``curaflow`` commands,

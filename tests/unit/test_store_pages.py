@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import io
 import threading
 from collections.abc import AsyncIterator
@@ -37,6 +38,7 @@ def png(shade: int) -> bytes:
     return buf.getvalue()
 
 
+@functools.cache
 def big_png() -> bytes:
     """A PNG over one write batch: its part file is on disk as soon as it is received."""
     buf = io.BytesIO()
