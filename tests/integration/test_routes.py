@@ -389,9 +389,12 @@ async def test_discord_stall_is_ambiguous(tmp_path: Path, discord: FakeDiscord, 
 # ---- webhook receiver contract ----------------------------------------------------
 
 
-def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str) -> WebhookRoute:
-    # 1 s: a prompt answer arrives well within it on a busy machine; the late one (2.5 s) never does
-    return WebhookRoute("hook", webhook.url + path, whsec(), http, timeout_s=1.0)
+def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str, timeout_s: float = 30.0) -> WebhookRoute:
+    """A webhook route to ``path`` of the fake receiver. The default time limit is one no
+    answer of the fake meets but a held one: with 1 s for every case (until 2026-12-06), a
+    prompt answer on a busy machine ended ``TimeLimitBeforeSending`` (the request not even
+    sent within the second)."""
+    return WebhookRoute("hook", webhook.url + path, whsec(), http, timeout_s=timeout_s)
 
 
 @pytest.mark.parametrize(
@@ -421,14 +424,15 @@ def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str) -> 
         (Reply(429, {"error": "slow down"}), "retry"),
         (Reply(500, None), "retry"),
         (Reply(503, None), "retry"),
-        (Reply(200, {"status": "accepted"}, delay_s=2.5), "ambiguous"),
+        # held until the receiver stops: the route's 3 s end after the request was sent
+        (Reply(200, {"status": "accepted"}, delay_s=600), "ambiguous"),
     ],
 )
 async def test_webhook_receiver_contract(
     tmp_path: Path, webhook: WebhookReceiver, http: Any, reply: Reply, outcome: str
 ) -> None:
     webhook.script["/c"] = [reply]
-    route = hook_route(webhook, http, "/c")
+    route = hook_route(webhook, http, "/c", timeout_s=3.0 if outcome == "ambiguous" else 30.0)
     request = make_request(tmp_path, [(100, 100)])
     if outcome in ("delivered", "duplicate"):
         receipt = await route.deliver(request)
