@@ -224,6 +224,13 @@ async def test_a_worker_stopped_in_the_push_wait_never_undoes_what_the_sweeper_d
     body["callback_url"] = webhook.url + "/stopped"
     job_id = (await http.post("/jobs", json=body)).json()["job"]["job_id"]
     assert (await terminal_job(http, job_id, timeout_s=60))["status"] == "succeeded"
+    # Stopped while a send is out: at the next request to reach the receiver (each is cut
+    # by the 1 s limit, then retried after 100-300 ms). Stopped at the job's end instead, the
+    # stop could fall between two attempts (a -n 6 run, 2026-12-06): the stopped worker then
+    # had no send out, its retry found nothing left to claim on waking and ended without a
+    # line, and the wait for its attempt's end below timed out.
+    sent = len(webhook.at("/stopped"))
+    await eventually(lambda: len(webhook.at("/stopped")) > sent, timeout_s=30, interval_s=0.01, what="a push out")
     stopped.pause()
     try:
         await stack.start_worker()
