@@ -60,11 +60,13 @@ a wording or status never seen before, an     the work is not used up (held back
 error of an unknown shape                     the route for a while)
 connect error, connect/write/pool timeout     retried (the request never reached Telegram)
 read timeout, broken response, a 2xx that is *ambiguous*: the message may exist. Telegram
-not the Bot API's (``ok`` not a boolean),     has no idempotency key, so the route's
-gateway errors 502 / 504 (HTML or JSON),      ``on_ambiguous`` decides: ``fail`` (default,
-any 5xx that is not the Bot API's JSON        at most once) or ``retry`` (at least once)
-(an HTML page from the gateway, ``ok: true``
-under a 5xx)
+not the Bot API's (``ok`` not a boolean,      has no idempotency key, so the route's
+``ok: false``: the Bot API never writes it    ``on_ambiguous`` decides: ``fail`` (default,
+under a 2xx), gateway errors 502 / 504 (HTML  at most once) or ``retry`` (at least once)
+or JSON), any 5xx that is not the Bot API's
+own refusal (an HTML page from the gateway,
+``ok: true`` under a 5xx, ``ok: false`` whose
+``error_code`` is not that 5xx)
 a 3xx / 4xx / 429 that is not the Bot API's   the route's / a rate limit, as above
 JSON (``ok`` not a boolean, ``ok: true``
 under it — never a delivery), or whose body
@@ -72,7 +74,8 @@ broke (cut, undecodable, endless)
 ``ok: false`` whose ``error_code`` is not     its HTTP status decides, its words name
 its HTTP status (another number, text, none:  nothing (never the work, a photo refused,
 a proxy rewriting statuses, a gateway's JSON) a gateway error, a migration or items of
-                                              an album posted)
+                                              an album posted): a 3xx / 4xx the route's
+                                              or a rate limit, a 2xx or a 5xx ambiguous
 ===========================================  ==========================================
 
 Gateway errors are ambiguous because the gateway in front of the Bot API answers them
@@ -504,13 +507,7 @@ class TelegramRoute:
                 # good; until 2026-12-06 `ok: true` under any status was a delivery (a 403,
                 # a 302 or a 500 reported the work delivered).
                 if 200 <= status < 300 or status >= 500:
-                    what = "a gateway error" if status in GATEWAY_ERRORS else "an answer that is not the Bot API's"
-                    raise RouteError(
-                        TerminalReason.TELEGRAM_FAILED,
-                        f"telegram {method}: HTTP {status}, {what}; the request may have reached Telegram, "
-                        "outcome unknown",
-                        ambiguous=True,
-                    )
+                    raise _maybe_posted(method, status)
                 self._raise_for(
                     method, status, "(not the Bot API's answer)", {}, response, photo=False, recognised=False
                 )
@@ -526,6 +523,15 @@ class TelegramRoute:
             # a 403 or a 500 carrying "file is too big" refused the work for good, and a 400
             # whose JSON said 502 was a gateway error (the work `unknown` for good).
             recognised = isinstance(raw_code, int) and not isinstance(raw_code, bool) and raw_code == status
+            # `ok: false` under a 2xx (the Bot API never writes one: its refusals carry
+            # their 4xx / 5xx), or under a 5xx whose `error_code` is not that status (a
+            # proxy's or a gateway's envelope), is no refusal of the Bot API's: the status
+            # decides, and a 2xx or a 5xx may follow a post — ambiguous, as the same answer
+            # in any other shape. Until 2026-12-06 such a 2xx was `route_refused` (the work
+            # held back, then posted again; a rate limit in its words retried it at once)
+            # and such a 5xx retried as not posted (a second post on an at-most-once route).
+            if 200 <= status < 300 or (status >= 500 and not recognised):
+                raise _maybe_posted(method, status)
             migrated = params.get("migrate_to_chat_id")
             # Followed only in the Bot API's own 400 and to a supergroup's id (the one chat
             # a group migrates to, :func:`supergroup_id`); any other is an answer not
@@ -587,6 +593,19 @@ class TelegramRoute:
         if error is None:
             raise _PhotoRefused(description)
         raise error
+
+
+def _maybe_posted(method: str, status: int) -> RouteError:
+    """The failure of an answer under a 2xx or a 5xx that is not the Bot API's own (a
+    gateway's page, an envelope of another shape or whose ``error_code`` is not its
+    status): the request may have reached Telegram and been posted — ambiguous, the
+    route's ``on_ambiguous`` decides (module doc)."""
+    what = "a gateway error" if status in GATEWAY_ERRORS else "an answer that is not the Bot API's"
+    return RouteError(
+        TerminalReason.TELEGRAM_FAILED,
+        f"telegram {method}: HTTP {status}, {what}; the request may have reached Telegram, outcome unknown",
+        ambiguous=True,
+    )
 
 
 def build_telegram_route(name: str, config: TelegramRouteConfig, context: RouteContext) -> TelegramRoute:

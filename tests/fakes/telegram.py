@@ -125,7 +125,9 @@ class TgReply:
     "Too Many Requests: retry after <retry_after>"``), ``too_large`` (``413 Request Entity
     Too Large``), ``odd_result`` (the messages are posted; the answer is ``{"ok": true,
     "result": <result>}``, or, when ``result`` is None, the posted messages with their
-    ``message_id`` set to ``message_id`` — a shape curaflow has never seen).
+    ``message_id`` set to ``message_id`` — a shape curaflow has never seen),
+    ``rewritten`` (the messages are posted, then a proxy in front of the Bot API answers
+    ``body`` — JSON, the envelope's shape or not — under HTTP ``status``).
 
     ``after``: answer only once this event is set (at most 5 s), to order this answer
     after something another fake saw.
@@ -139,6 +141,8 @@ class TgReply:
     posted: int = 1
     result: Any = None
     message_id: Any = None
+    status: int = 200
+    body: Any = None
 
 
 def _chat_id_or_as_is(value: Any) -> Any:
@@ -377,6 +381,8 @@ class FakeTelegram:
             await asyncio.sleep(reply.stall_s)
         if reply.kind in ("gateway_502", "gateway_504"):
             return HTMLResponse(GATEWAY_PAGES[reply.kind], status_code=int(reply.kind[-3:]))
+        if reply.kind == "rewritten":
+            return BotApiJSON(reply.body, status_code=reply.status)
         if reply.kind == "odd_result":
             if reply.result is not None:
                 return BotApiJSON({"ok": True, "result": reply.result})

@@ -70,6 +70,36 @@ async def test_a_telegram_gateway_page_is_ambiguous(
     assert len(telegram.messages) == (0 if kind == "html_500" else 1)
 
 
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (200, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"}),
+        (200, {"ok": False, "error_code": 200, "description": "OK"}),
+        (200, {"ok": False}),
+        (202, {"ok": False, "error_code": 429, "description": "Too Many Requests: retry after 5"}),
+        (500, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"}),
+        (503, {"ok": False, "description": "upstream connect error"}),
+        (520, {"ok": False, "error_code": "520", "description": "Too Many Requests: retry after 3"}),
+    ],
+    ids=["200-400", "200-200", "200-bare", "202-429", "500-400", "503-none", "520-text"],
+)
+async def test_a_telegram_envelope_not_the_bot_apis_own_after_a_post_is_ambiguous(
+    tmp_path: Path, telegram: FakeTelegram, http: Any, status: int, body: dict[str, Any]
+) -> None:
+    # A proxy in front of the Bot API forwarded the request (the photo is posted) and
+    # answered in the envelope's shape with an `error_code` that is not its status, or
+    # `ok: false` under a 2xx, which the Bot API never writes: the status decides, and a
+    # 2xx or a 5xx may follow a post — ambiguous (never a refusal the route holds the work
+    # back for and posts again after, never a plain retry posting it twice).
+    telegram.script["*"] = [TgReply("rewritten", status=status, body=body)]
+    with pytest.raises(RouteError) as caught:
+        await tg_route(telegram, http).deliver(make_request(tmp_path, [(800, 600)]))
+    err = caught.value
+    assert err.ambiguous and not err.permanent and not err.rate_limited, str(err)
+    assert err.answer is None  # no refusal to count toward the route's pause
+    assert len(telegram.messages) == 1
+
+
 async def test_a_telegram_json_server_error_is_still_a_plain_retry(
     tmp_path: Path, telegram: FakeTelegram, http: Any
 ) -> None:
