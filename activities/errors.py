@@ -22,7 +22,7 @@ from temporalio.exceptions import ApplicationError
 
 from curaflow.domain.messages import CellUpdate
 from curaflow.domain.models import CellSnapshot
-from curaflow.domain.ratelimit import cooldown_ms
+from curaflow.domain.ratelimit import cooldown_ms, stated_wait_ms
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger.cells import Barrier
 from curaflow.observability import metrics
@@ -69,12 +69,12 @@ def route_failure(err: RouteError, delay_ms: int | None = None) -> ApplicationEr
     Args:
         delay_ms: the wait before the next attempt for a rate limit
             (:func:`curaflow.ledger.route_gates.rate_limited`); else the delay the
-            receiver stated (a ``Retry-After`` on a 5xx), else Temporal's backoff.
+            receiver stated (a ``Retry-After`` on a 5xx; at least a second,
+            :func:`~curaflow.domain.ratelimit.stated_wait_ms`), else Temporal's backoff.
     """
-    if delay_ms is not None:
-        delay: timedelta | None = timedelta(milliseconds=delay_ms)
-    else:
-        delay = timedelta(seconds=err.retry_after_s) if err.retry_after_s else None
+    if delay_ms is None:  # a 5xx's stated wait, at least a second (stated_wait_ms)
+        delay_ms = stated_wait_ms(err.retry_after_s * 1000 if err.retry_after_s else None)
+    delay = timedelta(milliseconds=delay_ms) if delay_ms is not None else None
     return ApplicationError(str(err), type=str(err.reason), non_retryable=err.permanent, next_retry_delay=delay)
 
 

@@ -19,6 +19,7 @@ from activities.heartbeat import CANCEL_PROBE_S, Heartbeater
 from curaflow.domain.cells import CellState
 from curaflow.domain.messages import DeliverInput
 from curaflow.domain.models import CellSnapshot, DeliveryReport
+from curaflow.domain.ratelimit import stated_wait_ms
 from curaflow.domain.reasons import Owner
 from curaflow.domain.verdicts import DeliveryVerdict, delivery_verdict
 from curaflow.ledger import deliveries as ledger
@@ -380,7 +381,7 @@ class DeliveryRecords:
         # A receiver that is unavailable (a 5xx) and stated when to come back is waited as
         # it asked (route_failure's next_retry_delay), like a rate limit: remembered on
         # the intent in the recording's own statement, so a job ending in the wait names it.
-        unavailable = stated if stated is not None and not err.rate_limited and not verdict.final else None
+        unavailable = stated_wait_ms(stated) if not err.rate_limited and not verdict.final else None
         try:
             await ledger.record_failed(
                 conn,
@@ -393,7 +394,7 @@ class DeliveryRecords:
                 unknown=verdict.unknown,
                 ambiguous=err.ambiguous,
                 send=request.attempt,
-                unavailable_ms=int(unavailable) if unavailable is not None else None,
+                unavailable_ms=unavailable,
             )
         except AlreadyRecorded:
             if rate_limited:

@@ -11,11 +11,12 @@ never the account for a week). Used by the account gates (:mod:`curaflow.sources
 
 **An unknown or absent delay is a backoff, never a constant** (:func:`retry_delay_ms`):
 a receiver's rate limit (a route's 429, a callback's 429) waits exactly the delay the
-receiver stated; one that states none — no ``retry_after``, no ``Retry-After``, a value
-that is not a delay, an HTML page — backs off on the ladder from
-:data:`UNSTATED_BASE_MS` (5 s, 10 s, 20 s … capped at 15 min), the step being how many
-rate limits in a row the receiver answered. A retry never comes back within a second
-because a delay was missing: each early retry prolongs a ban (Discord's, Cloudflare's).
+receiver stated, at least a second (:data:`MIN_STATED_MS`); one that states none — no
+``retry_after``, no ``Retry-After``, a value that is not a delay, an HTML page — backs
+off on the ladder from :data:`UNSTATED_BASE_MS` (5 s, 10 s, 20 s … capped at 15 min), the
+step being how many rate limits in a row the receiver answered. A retry never comes back
+within a second, whether a delay was missing or stated shorter: each early retry prolongs
+a ban (Discord's, Cloudflare's) and spends an attempt.
 Routes, the callback pushes and the source all take their delays from this module;
 Temporal's retry is the only retry (the delay becomes ``next_retry_delay``).
 
@@ -47,6 +48,12 @@ UNSTATED_BASE_MS = 5_000
 #: (``start_job``'s execution timeout), so a longer one changes nothing but what a
 #: ``timedelta`` and the ledger's milliseconds can hold (a receiver stated 10^20 s).
 MAX_STATED_S = 7 * 24 * 3600
+#: The shortest wait of a stated delay (milliseconds): a receiver stating less than a
+#: second (Discord's float ``retry_after`` of 0.001, a ``Retry-After: 0.01``) is waited a
+#: second. Until 2026-12-06 it was waited as stated: the next attempt came a millisecond
+#: later, and a receiver answering so every time spent a delivery's whole attempt budget
+#: in a hot loop within a second. Never shorter than stated; a stated 0 is no delay.
+MIN_STATED_MS = 1_000
 
 
 def ladder_ms(step: int, base_ms: int = LADDER_BASE_MS, cap_ms: int = LADDER_CAP_MS) -> int:
@@ -96,12 +103,21 @@ def retry_delay_ms(
     step: int, stated_ms: float | None = None, *, base_ms: int = UNSTATED_BASE_MS, cap_ms: int = LADDER_CAP_MS
 ) -> int:
     """The wait before retrying after the ``step``-th rate limit in a row of a receiver
-    (1-based; a route, a callback): the delay it stated (``stated_ms`` > 0), exactly;
-    else the ladder from ``base_ms`` (5 s, 10 s, 20 s … at most ``cap_ms``). Milliseconds.
+    (1-based; a route, a callback): the delay it stated (``stated_ms`` > 0), exactly — at
+    least :data:`MIN_STATED_MS` (:func:`stated_wait_ms`); else the ladder from ``base_ms``
+    (5 s, 10 s, 20 s … at most ``cap_ms``). Milliseconds.
     """
-    if stated_ms is not None and math.isfinite(stated_ms) and stated_ms > 0:
-        return math.ceil(min(stated_ms, MAX_STATED_S * 1000))
-    return ladder_ms(step, base_ms, cap_ms)
+    stated = stated_wait_ms(stated_ms)
+    return stated if stated is not None else ladder_ms(step, base_ms, cap_ms)
+
+
+def stated_wait_ms(stated_ms: float | None) -> int | None:
+    """The wait of a delay a receiver stated (a rate limit's, or a 5xx's ``Retry-After``),
+    in ms: as stated, rounded up, at least :data:`MIN_STATED_MS` and at most
+    :data:`MAX_STATED_S`; None when it stated none (None, zero, negative, not finite)."""
+    if stated_ms is None or not math.isfinite(stated_ms) or stated_ms <= 0:
+        return None
+    return max(MIN_STATED_MS, math.ceil(min(stated_ms, MAX_STATED_S * 1000)))
 
 
 def parse_retry_after(value: object, *, now: datetime | None = None) -> float | None:

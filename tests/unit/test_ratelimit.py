@@ -111,8 +111,27 @@ def test_a_stated_delay_is_waited_exactly() -> None:
     from curaflow.domain.ratelimit import retry_delay_ms
 
     assert retry_delay_ms(1, 8_000) == 8_000
-    assert retry_delay_ms(7, 250.4) == 251  # whatever the step
+    assert retry_delay_ms(7, 1_250.4) == 1_251  # whatever the step
     assert retry_delay_ms(3, 2_500) == 2_500
+
+
+@pytest.mark.parametrize("stated_s", [0.001, 1e-9, 0.25, 0.999])
+def test_a_stated_delay_under_a_second_is_waited_a_second(stated_s: float) -> None:
+    """A receiver stating (almost) no wait — Discord's ``retry_after`` of 0.001, a
+    ``Retry-After: 0.001`` on a 429 or a 503 — was waited as stated: the next attempt came
+    1 ms later, and a receiver answering so every time spent the delivery's whole attempt
+    budget (12) in a hot loop within a second (the work abandoned, or ``partial`` — blocked
+    on the route for good — when part of it was posted). A stated delay of 0 was already
+    "none" (the backoff from 5 s): a stated wait is now at least a second, never shorter
+    than stated."""
+    from activities.errors import route_failure
+    from curaflow.domain.reasons import TerminalReason
+    from curaflow.routes.base import RouteError
+
+    for step in (1, 5):
+        assert retry_delay_ms(step, stated_s * 1000) == 1_000
+    unavailable = RouteError(TerminalReason.DELIVERY_FAILED, "503", retry_after_s=stated_s)
+    assert route_failure(unavailable).next_retry_delay == timedelta(seconds=1)
 
 
 @pytest.mark.parametrize("stated", [None, 0, -1.0, float("nan"), float("inf")])
