@@ -43,7 +43,11 @@ recognised positively, :data:`WORK_REFUSALS`):
 a rate limit, wherever Telegram writes it:    retried after that many seconds; without
 429, ``parameters.retry_after``, or "Too      a delay, after the backoff of
 Many Requests: retry after N" in a 400's      :func:`curaflow.domain.ratelimit.retry_delay_ms`
-description (a partly posted album)           (``telegram_failed``, the route's)
+description (a partly posted album)           (``telegram_failed``, the route's); a 429
+                                              not the Bot API's own (a gateway's page, a
+                                              proxy's envelope) holds the whole route
+                                              (``route_wide``: its cooldown, at most
+                                              ``delivery.route_rate_limit_cap_ms``)
 the Bot API's 400 (``error_code`` 400) with   the chat became a supergroup: switch to the
 ``parameters.migrate_to_chat_id`` a           new id and send again (once); in any other
 supergroup's id (``-100…``)                   answer, or to another id, never followed
@@ -243,7 +247,9 @@ def classify(
     * a rate limit wherever Telegram writes it (429, ``parameters.retry_after``, "Too
       Many Requests: retry after N" in any description) → ``telegram_failed``,
       ``rate_limited``, with the delay Telegram stated (``retry_after`` header last), or
-      none (the backoff of :func:`curaflow.domain.ratelimit.retry_delay_ms` then);
+      none (the backoff of :func:`curaflow.domain.ratelimit.retry_delay_ms` then); a 429
+      that is not the Bot API's own (not ``recognised``) is ``route_wide``: the limit of
+      a gateway in front of it, every send of the route waits it (at most the route's cap);
     * a 5xx, or HTTP's own "send it again" (:data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`:
       408, 425) → ``telegram_failed``, retried;
     * the Bot API's own 400 (``recognised``) whose description is in
@@ -267,8 +273,18 @@ def classify(
     said = RATE_LIMIT_TEXT.search(description)
     if code == 429 or params.get("retry_after") is not None or said is not None:
         delay = first_retry_after(params.get("retry_after"), said.group(1) if said is not None else None, retry_after)
+        # A 429 that is not the Bot API's own (a gateway's page, a proxy's envelope) is the
+        # limit of what stands in front of it — the worker's address, not one send: the
+        # route cools down, its stated delay at most the route's cap (DESIGN.md, as
+        # Discord's Cloudflare 1015). Until 2026-12-06 it held this send alone, for as
+        # long as the proxy said (a week), while every other send of the route met it.
+        wide = code == 429 and not recognised
         return RouteError(
-            TerminalReason.TELEGRAM_FAILED, f"{text} (rate limited)", retry_after_s=delay, rate_limited=True
+            TerminalReason.TELEGRAM_FAILED,
+            f"{text} (rate limited{', a limit in front of the Bot API: the whole route' if wide else ''})",
+            retry_after_s=delay,
+            rate_limited=True,
+            route_wide=wide,
         )
     if 500 <= code < 600 or code in SEND_AGAIN_STATUSES:
         return RouteError(TerminalReason.TELEGRAM_FAILED, text)

@@ -62,6 +62,9 @@ GATEWAY_PAGES = {
     "Gateway Time-out</h1></center>\r\n<hr><center>nginx/1.18.0</center>\r\n</body>\r\n</html>\r\n",
     "html_500": "<html>\r\n<head><title>500 Internal Server Error</title></head>\r\n<body>\r\n<center><h1>500 "
     "Internal Server Error</h1></center>\r\n<hr><center>nginx/1.18.0</center>\r\n</body>\r\n</html>\r\n",
+    # nginx's `limit_req` in front of a local Bot API server (`limit_req_status 429`).
+    "html_429": "<html>\r\n<head><title>429 Too Many Requests</title></head>\r\n<body>\r\n<center><h1>429 "
+    "Too Many Requests</h1></center>\r\n<hr><center>nginx/1.18.0</center>\r\n</body>\r\n</html>\r\n",
 }
 
 
@@ -120,7 +123,8 @@ class TgRequest:
 class TgReply:
     """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``chat_not_found``, ``blocked``,
     ``500``, ``migrate``, ``photo_invalid``, ``stall``, ``gateway_502``, ``gateway_504``,
-    ``html_500``, ``partial`` (an album whose first ``posted`` items are posted, then
+    ``html_500``, ``html_429`` (the gateway's own limit, nothing posted, ``Retry-After:
+    <retry_after>``), ``partial`` (an album whose first ``posted`` items are posted, then
     Telegram's ``400 Bad Request: failed to send message #<posted> with the error message
     "Too Many Requests: retry after <retry_after>"``), ``too_large`` (``413 Request Entity
     Too Large``), ``odd_result`` (the messages are posted; the answer is ``{"ok": true,
@@ -334,6 +338,10 @@ class FakeTelegram:
             return _fail(500, "Internal Server Error")
         if reply.kind == "html_500":
             return HTMLResponse(GATEWAY_PAGES["html_500"], status_code=500)
+        if reply.kind == "html_429":  # the gateway's limit, stating `retry_after` in its header
+            return HTMLResponse(
+                GATEWAY_PAGES["html_429"], status_code=429, headers={"Retry-After": str(reply.retry_after)}
+            )
         if reply.kind == "chat_not_found":
             return _fail(400, "Bad Request: chat not found")
         if reply.kind == "blocked":

@@ -100,6 +100,30 @@ async def test_a_telegram_envelope_not_the_bot_apis_own_after_a_post_is_ambiguou
     assert len(telegram.messages) == 1
 
 
+@pytest.mark.parametrize("retry_after", [30, 7 * 24 * 3600])
+async def test_a_telegram_429_that_is_not_the_bot_apis_holds_the_whole_route(
+    tmp_path: Path, telegram: FakeTelegram, http: Any, retry_after: int
+) -> None:
+    # The gateway in front of the Bot API limits the worker's address, not one send (as
+    # Cloudflare's 1015 page in front of Discord): every send of the route waits it, at
+    # most the route's cap (delivery.route_rate_limit_cap_ms) — never a week on its word.
+    telegram.script["*"] = [TgReply("html_429", retry_after=retry_after)]
+    with pytest.raises(RouteError) as caught:
+        await tg_route(telegram, http).deliver(make_request(tmp_path, [(800, 600)]))
+    err = caught.value
+    assert err.rate_limited and err.route_wide, str(err)
+    assert err.retry_after_s == retry_after and not err.ambiguous and not err.permanent
+    assert telegram.messages == []
+
+
+async def test_the_bot_apis_own_429_holds_that_send_only(tmp_path: Path, telegram: FakeTelegram, http: Any) -> None:
+    telegram.script["*"] = [TgReply("429", retry_after=7)]  # a flood wait of the chat: waited as stated
+    with pytest.raises(RouteError) as caught:
+        await tg_route(telegram, http).deliver(make_request(tmp_path, [(800, 600)]))
+    err = caught.value
+    assert err.rate_limited and not err.route_wide and err.retry_after_s == 7
+
+
 async def test_a_telegram_json_server_error_is_still_a_plain_retry(
     tmp_path: Path, telegram: FakeTelegram, http: Any
 ) -> None:

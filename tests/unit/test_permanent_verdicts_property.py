@@ -394,9 +394,15 @@ def test_telegram_permanent_verdicts_come_only_from_the_recognised_table(
         assert 200 <= status < 300 or status >= 500, (status, err)
     # A 2xx that is no delivery, and a 5xx that is not the Bot API's own refusal (its
     # envelope with `ok: false` and the status as `error_code`), may follow a post.
-    own = isinstance(data, dict) and data.get("ok") is False and data.get("error_code") == status
-    if 200 <= status < 300 or (500 <= status < 600 and not (own and is_int(data.get("error_code")))):
+    own = isinstance(data, dict) and data.get("ok") is False and is_int(data.get("error_code"))
+    own = own and data.get("error_code") == status
+    if 200 <= status < 300 or (500 <= status < 600 and not own):
         assert err.ambiguous, (status, body[:300], str(err))
+    # A 429 not the Bot API's own is a gateway's limit: the whole route cools down (capped).
+    if err.route_wide:
+        assert status == 429 and not own, (status, body[:300])
+    if status == 429 and not own:
+        assert err.route_wide, (status, body[:300], str(err))
     # A migration is followed only from the Bot API's own 400 naming a supergroup's id.
     chats = {_chat_of(r) for r in asked}
     if len(chats) > 1:
