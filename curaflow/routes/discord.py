@@ -27,7 +27,8 @@ Classification (:func:`classify`; the reason names the failure's owner,
 :mod:`curaflow.domain.verdicts`): 2xx → confirmed; 429 → retried after the body's
 ``retry_after`` (seconds, float) or ``Retry-After``, and without either after the backoff
 of :func:`curaflow.domain.ratelimit.retry_delay_ms`; a 429 that is ``global`` or not
-Discord's JSON (Cloudflare's IP-level block, "error code: 1015") holds the whole route
+Discord's rate limit (:func:`is_discords_rate_limit`: Cloudflare's IP-level block, "error
+code: 1015", a gateway's JSON) holds the whole route
 (``route_wide``: the route cools down); Discord's own JSON 5xx (``{"code", "message"}``,
 :func:`is_discords_error`) → retried; a gateway error (502, 504) or any 5xx that is not
 Discord's error JSON (Cloudflare's HTML page, a proxy's JSON of another shape) → *ambiguous*
@@ -313,6 +314,16 @@ def is_discords_error(body: Any) -> bool:
     return isinstance(code, int) and not isinstance(code, bool) and isinstance(body.get("message"), str)
 
 
+def is_discords_rate_limit(body: Any) -> bool:
+    """Whether ``body`` (a 429's JSON, None when it is not JSON) is Discord's own rate
+    limit: an object carrying its fields (docs "Rate Limits": ``{"message", "retry_after",
+    "global"}``) — a ``retry_after`` (of any value: one that is no delay is backed off
+    from) or a boolean ``global``. Any other 429 — Cloudflare's HTML page, a gateway's
+    JSON (``{"message": "API rate limit exceeded"}``), ``{}`` — is the limit of what
+    stands in front of Discord: route-wide (:func:`classify`)."""
+    return isinstance(body, dict) and ("retry_after" in body or isinstance(body.get("global"), bool))
+
+
 def is_the_works(body: Any) -> bool:
     """Whether a Discord 4xx answer's body blames the content (:data:`WORK_CODES`, or a
     form error naming only :data:`WORK_FIELDS`); :func:`classify` reads it only under
@@ -346,9 +357,11 @@ def classify(status: int, body: Any, retry_after: str | None, scope: str | None 
     if status == 429:
         stated = body.get("retry_after") if isinstance(body, dict) else None
         delay = first_retry_after(stated, retry_after)
-        # A global limit, or a block in front of Discord (Cloudflare's 1015 page is not
-        # Discord's JSON): every send of the route waits, not only this one.
-        wide = not isinstance(body, dict) or body.get("global") is True or (scope or "").lower() == "global"
+        # A global limit, or a block in front of Discord (Cloudflare's 1015 page, a
+        # gateway's JSON: no rate limit of Discord's shape): every send of the route
+        # waits, not only this one. Until 2026-12-06 any JSON object was Discord's, and a
+        # gateway's JSON 429 held that send alone, its stated wait uncapped (a week).
+        wide = not is_discords_rate_limit(body) or body.get("global") is True or (scope or "").lower() == "global"
         return RouteError(
             TerminalReason.DELIVERY_FAILED,
             f"discord: {answer}" + (" (a global or IP-level limit)" if wide else ""),

@@ -85,7 +85,8 @@ class DcRequest:
 @dataclass
 class DcReply:
     """A scripted answer: ``kind`` ∈ ``ok``, ``429``, ``429_no_delay``, ``429_global``,
-    ``429_global_stated``, ``html_429``, ``404``, ``500``, ``stall``, ``gateway_502``, ``gateway_504``, ``413``,
+    ``429_global_stated``, ``html_429``, ``proxy_429`` (a gateway's JSON 429 in front of
+    Discord), ``404``, ``500``, ``stall``, ``gateway_502``, ``gateway_504``, ``413``,
     ``html_413``, ``odd_id`` (the message is posted; its answer's ``id`` is ``message_id``,
     a shape curaflow has never seen)."""
 
@@ -180,6 +181,12 @@ class FakeDiscord:
         if reply.kind in ("429_no_delay", "429_global"):
             return JSONResponse(
                 {"message": "You are being rate limited.", "global": reply.kind == "429_global"}, status_code=429
+            )
+        if reply.kind == "proxy_429":  # an API gateway's own limit in front of Discord (Kong's words)
+            return JSONResponse(
+                {"message": "API rate limit exceeded"},
+                status_code=429,
+                headers={"Retry-After": str(max(1, round(reply.retry_after)))},
             )
         if reply.kind == "html_429":
             return HTMLResponse(HTML_429, status_code=429)

@@ -133,6 +133,31 @@ async def test_a_telegram_json_server_error_is_still_a_plain_retry(
     assert not caught.value.ambiguous and not caught.value.permanent
 
 
+@pytest.mark.parametrize("retry_after", [30, 7 * 24 * 3600])
+async def test_a_discord_429_in_json_that_is_not_discords_holds_the_whole_route(
+    tmp_path: Path, discord: FakeDiscord, http: Any, retry_after: int
+) -> None:
+    # A gateway in front of Discord limiting the worker's address answers its own JSON
+    # (neither `global` nor `retry_after`): the route's limit, as Cloudflare's 1015 page is —
+    # the route cools down, the stated wait at most the route's cap, never a week.
+    discord.script = [DcReply("proxy_429", retry_after=retry_after)]
+    with pytest.raises(RouteError) as caught:
+        await dc_route(discord, http).deliver(make_request(tmp_path, [(800, 600)]))
+    err = caught.value
+    assert err.rate_limited and err.route_wide and err.retry_after_s == retry_after, str(err)
+    assert discord.messages == []
+
+
+@pytest.mark.parametrize("kind", ["429", "429_no_delay"])
+async def test_discords_own_429_holds_that_send_only(
+    tmp_path: Path, discord: FakeDiscord, http: Any, kind: str
+) -> None:
+    discord.script = [DcReply(kind, retry_after=3)]
+    with pytest.raises(RouteError) as caught:
+        await dc_route(discord, http).deliver(make_request(tmp_path, [(800, 600)]))
+    assert caught.value.rate_limited and not caught.value.route_wide
+
+
 @pytest.mark.parametrize("kind", ["gateway_502", "gateway_504"])
 async def test_a_discord_gateway_page_is_ambiguous(tmp_path: Path, discord: FakeDiscord, http: Any, kind: str) -> None:
     discord.script = [DcReply(kind)]
