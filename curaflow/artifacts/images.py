@@ -18,6 +18,7 @@ from PIL import Image, ImageSequence, UnidentifiedImageError
 
 from curaflow.sources.decoding import (
     FRAME_MAX_PIXELS,
+    PILLOW_REFUSALS,
     PNG_SIGNATURE,
     DecodeBudget,
     DecodeMeter,
@@ -362,7 +363,7 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
                     return Refused(f"whole PNG that libpng refuses: {refused}", UnavailableKind.UNDECODABLE, True)
     except OverBudget as err:
         return Refused(err.why, UnavailableKind.OVER_BUDGET, recognised=True)
-    except (OSError, SyntaxError, ValueError, EOFError, IndexError) as err:
+    except PILLOW_REFUSALS as err:
         if (machine := machine_cause(err)) is not None:  # the disk's or the process's answer: curaflow's
             raise machine from None
         # Pillow refused the file as it opened it: its format is its signature's, and its

@@ -56,6 +56,7 @@ from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel
 
 from curaflow.sources.decoding import (
+    PILLOW_REFUSALS,
     DecodeBudget,
     DecodeMeter,
     OverBudget,
@@ -325,7 +326,7 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
                 return _frame_format_size(info, image)
         except (UnusableAnimation, AnimationBroken):
             raise
-        except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as err:
+        except PILLOW_REFUSALS as err:
             if (machine := machine_cause(err)) is not None:
                 raise machine from None
             with _member(archive, info) as fh:
@@ -338,7 +339,7 @@ def _frame_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, meter: DecodeMe
         raise
     except UnidentifiedImageError:
         raise UnusableAnimation(f"frame {info.filename} is not an image") from None
-    except (OSError, ValueError, SyntaxError) as err:
+    except PILLOW_REFUSALS as err:
         if (machine := machine_cause(err)) is not None:  # the disk's answer reading the zip: curaflow's
             raise machine from None
         raise UnusableAnimation(f"frame {info.filename} has no readable header: {type(err).__name__}") from None
@@ -356,13 +357,14 @@ def _decoded(data: bytes, meter: DecodeMeter) -> Image.Image:
     (:func:`~curaflow.sources.decoding.png_without_bad_ancillary`).
 
     Raises:
-        OSError, ValueError, SyntaxError: as ``Image.open`` / ``load``.
+        PILLOW_REFUSALS: as ``Image.open`` / ``load``
+            (:data:`~curaflow.sources.decoding.PILLOW_REFUSALS`).
     """
     try:
         image = Image.open(io.BytesIO(data))
         image.load()
         return image
-    except (OSError, ValueError, SyntaxError):
+    except PILLOW_REFUSALS:
         repaired = png_without_bad_ancillary(data, meter.check)
         if repaired is None:
             raise
@@ -445,7 +447,7 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
                 data = fh.read(MAX_FRAME_BYTES + 1)
             try:
                 image = _decoded(data, meter)
-            except (OSError, ValueError, SyntaxError) as err:
+            except PILLOW_REFUSALS as err:
                 if (machine := machine_cause(err)) is not None:
                     raise machine from None
                 raise UnusableAnimation(f"frame {name} cannot be decoded: {type(err).__name__}") from None

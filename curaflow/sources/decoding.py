@@ -147,6 +147,19 @@ def machine_cause(err: BaseException) -> OSError | None:
     return None
 
 
+#: What Pillow raises for bytes it cannot read, past ``Image.open`` too: the errors of the
+#: bytes (``OSError`` — ``UnidentifiedImageError``, "image file is truncated" —,
+#: ``SyntaxError``, ``ValueError``, ``EOFError``, ``IndexError``) and ``struct.error``, which
+#: a plugin raises unpacking a field from fewer bytes than it holds. ``Image.open`` turns a
+#: plugin's ``struct.error`` into ``UnidentifiedImageError``; seeking to a later frame and
+#: loading it do not: a GIF cut inside its second frame's descriptor raised it out of the
+#: page's check as curaflow's own error (``internal_error``, every attempt) until
+#: 2026-12-06. A caller judging a decode catches these (after :func:`machine_cause`) and
+#: judges the bytes; ``TypeError``, which ``Image.open`` also reads as unidentified, is left
+#: out: curaflow's own code raises it for a bug, never to be judged as a page's verdict.
+PILLOW_REFUSALS: tuple[type[Exception], ...] = (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error)
+
+
 class OverBudget(Exception):
     """Decoding the file would cost more than its budget: the work's failure.
 

@@ -37,6 +37,7 @@ from tests.fakes.replay import Faults
 from tests.integration.test_source_jobs import protocol_error, source_stack, task
 from tests.jobs_support import ReplayServer, SharedEnv, curaflow, ordered, start_scheduled
 from tests.support import ledger_job, short_id
+from tests.unit.test_cut_gif_pages import halved_at, images, noise_gif
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -160,6 +161,37 @@ async def test_an_image_cut_short_inside_valid_framing_is_not_fetched(
         artifact = await store.fetch(source.client(), work, "job", "t")  # the retry
         assert all(decodes(Path(f.path)) for f in artifact.files)
         assert [r.fault for r in host.of_work(work_id)][:2] == [fault, None]
+    finally:
+        await host.stop()
+
+
+#: Where a transfer may cut a GIF (a close-delimited body, half of it): name → the cut.
+GIF_CUTS = {
+    "inside-a-later-frames-descriptor": lambda gif: images(gif)[1][0] + 5,
+}
+
+
+@pytest.mark.parametrize("where", list(GIF_CUTS))
+async def test_a_gif_cut_short_is_retried_until_it_comes_whole(source: Replay, tmp_path: Path, where: str) -> None:
+    # A GIF page of three frames served close-delimited, half of it: the check judges the
+    # page by its own framing. Cut inside its second frame's descriptor, Pillow's
+    # struct.error came out of the fetch as curaflow's own error (internal_error).
+    work_id = "126839103"  # one page
+    gif = noise_gif()
+    body = halved_at(gif, GIF_CUTS[where](gif))
+    host = await FakeImageHost(source.faults, script=["close_half"], bodies={f"{work_id}_p0": body}).start()
+    source.image_host = host.url
+    store = ArtifactStore(tmp_path)
+    try:
+        work = await listed_work(source, work_id)
+        with pytest.raises(SourceError) as caught:
+            await store.fetch(source.client(), work, "job", "t")
+        assert caught.value.reason == TerminalReason.DOWNLOAD_FAILED and caught.value.retryable
+        assert list(store.folder("job", "t").iterdir()) == []  # nothing recorded complete
+        artifact = await store.fetch(source.client(), work, "job", "t")  # the retry: the whole GIF
+        with Image.open(artifact.files[0].path) as image:
+            assert image.n_frames == 3
+        assert [r.fault for r in host.of_work(work_id)] == ["close_half", None]
     finally:
         await host.stop()
 
