@@ -23,6 +23,7 @@ from curaflow.sources.decoding import (
     DecodeBudget,
     DecodeMeter,
     OverBudget,
+    gif_framed,
     gif_layout,
     machine_cause,
     opening_layout,
@@ -156,8 +157,9 @@ def frame_count(image: Image.Image, path: Path, meter: DecodeMeter) -> int:
     return max(1, int(getattr(image, "n_frames", 1)))
 
 
-#: The last bytes of a whole file of each format (PNG's IEND chunk, JPEG's EOI, GIF's trailer).
-_ENDINGS = {"PNG": b"\x00\x00\x00\x00IEND\xaeB`\x82", "JPEG": b"\xff\xd9", "MPO": b"\xff\xd9", "GIF": b";"}
+#: The last bytes of a whole file of each format (PNG's IEND chunk, JPEG's EOI); a GIF's
+#: trailer is found by walking its blocks (:func:`~curaflow.sources.decoding.gif_framed`).
+_ENDINGS = {"PNG": b"\x00\x00\x00\x00IEND\xaeB`\x82", "JPEG": b"\xff\xd9", "MPO": b"\xff\xd9"}
 
 
 def signed_format(path: Path) -> str | None:
@@ -170,12 +172,19 @@ def signed_format(path: Path) -> str | None:
         return signed_head(fh.read(12))
 
 
-def whole_by_framing(path: Path, fmt: str) -> bool:
+def whole_by_framing(path: Path, fmt: str, meter: DecodeMeter | None = None) -> bool:
     """True when ``path`` ends as a whole file of ``fmt`` ends (PNG: the IEND chunk; JPEG:
-    EOI, trailing zero bytes allowed; GIF: the trailer; WebP: the RIFF length is the
-    file's): a transfer cut short does not, so a page whole by its framing that does not
-    decode is what the image host holds (the work's), and any other is maybe the
-    transfer's (retried)."""
+    EOI, trailing zero bytes allowed; GIF: its blocks reach its trailer,
+    :func:`~curaflow.sources.decoding.gif_framed` — its last byte alone is ``0x3B`` for one
+    cut in 256; WebP: the RIFF length is the file's): a transfer cut short does not, so a
+    page whole by its framing that does not decode is what the image host holds (the
+    work's), and any other is maybe the transfer's (retried).
+
+    Raises:
+        DecodeStopped: ``meter`` was stopped while a GIF's blocks were walked.
+    """
+    if fmt == "GIF":
+        return _mapped(path, lambda view: gif_framed(view, meter), False)
     size = path.stat().st_size
     with open(path, "rb") as fh:
         head = fh.read(12)
@@ -355,6 +364,10 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
                 fh.seek(0)
                 with Image.open(fh) as image:
                     _load_frames(image, meter, held)
+            if fmt == "GIF" and own and not _mapped(fh, lambda view: gif_framed(view, meter), False):
+                # Pillow decodes the frames before a cut and stops: a GIF whose blocks do not
+                # reach its trailer is cut short (maybe the transfer), never delivered short.
+                return "a GIF whose blocks end before its trailer (cut short?)"
             if fmt == "PNG" and own:
                 # Pillow read every CRC (verify): a structure libpng refuses is what the file
                 # holds (a copy without bad ancillary chunks was walked as libpng reads it).
@@ -371,7 +384,12 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
         fmt = fmt or signed_format(path)
         if fmt is None and isinstance(err, UnidentifiedImageError):
             return Refused("not an image", recognised=False)
-        if fmt is not None and whole_by_framing(path, fmt):
+        try:
+            with meter.running():  # a GIF's blocks are walked: stoppable, charged to its CPU time
+                whole = fmt is not None and whole_by_framing(path, fmt, meter)
+        except OverBudget as over:
+            return Refused(over.why, UnavailableKind.OVER_BUDGET, recognised=True)
+        if whole:
             return Refused(
                 f"whole {fmt} that does not decode: {type(err).__name__}: {err}",
                 UnavailableKind.UNDECODABLE,

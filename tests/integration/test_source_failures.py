@@ -168,6 +168,10 @@ async def test_an_image_cut_short_inside_valid_framing_is_not_fetched(
 #: Where a transfer may cut a GIF (a close-delimited body, half of it): name → the cut.
 GIF_CUTS = {
     "inside-a-later-frames-descriptor": lambda gif: images(gif)[1][0] + 5,
+    "at-a-frames-end": lambda gif: images(gif)[1][1],
+    "on-a-byte-that-reads-as-the-trailer": lambda gif: next(
+        at + 1 for at in range(images(gif)[1][0] + 20, len(gif)) if gif[at] == 0x3B
+    ),
 }
 
 
@@ -175,7 +179,9 @@ GIF_CUTS = {
 async def test_a_gif_cut_short_is_retried_until_it_comes_whole(source: Replay, tmp_path: Path, where: str) -> None:
     # A GIF page of three frames served close-delimited, half of it: the check judges the
     # page by its own framing. Cut inside its second frame's descriptor, Pillow's
-    # struct.error came out of the fetch as curaflow's own error (internal_error).
+    # struct.error came out of the fetch as curaflow's own error (internal_error); cut at a
+    # frame's end, the frames before the cut were verified and delivered; cut on a byte of
+    # 0x3B (its last byte was its framing), the work was blamed (undecodable, the week).
     work_id = "126839103"  # one page
     gif = noise_gif()
     body = halved_at(gif, GIF_CUTS[where](gif))

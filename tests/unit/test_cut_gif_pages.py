@@ -109,3 +109,49 @@ def test_the_whole_gif_is_verified(tmp_path: Path) -> None:
     page.write_bytes(noise_gif())
     assert check_image(page) == Verified(40, 40)
     assert not isinstance(check_image(page), Refused)
+
+
+def test_a_gif_cut_at_a_frames_end_is_retried_not_delivered_short(tmp_path: Path) -> None:
+    """Cut after a frame's last sub-block, a GIF is every frame it still holds and no
+    trailer: Pillow decodes those frames and stops, so the check verified it and the work
+    was delivered with frames missing (then never sent again). A GIF is whole only when
+    its blocks, walked by their lengths, reach its trailer."""
+    gif = noise_gif()
+    for _, end in images(gif):
+        page = tmp_path / f"cut{end}_p0.gif"
+        page.write_bytes(gif[:end])
+        assert isinstance(check_image(page), str), end  # maybe the transfer's: retried
+
+
+def test_a_gif_cut_on_a_byte_that_reads_as_its_trailer_is_retried_not_the_works(tmp_path: Path) -> None:
+    """A GIF's framing was its last byte: a cut inside a frame's data on a byte of 0x3B
+    (one cut in 256) read as "whole by its framing" and, not decoding, as the work's
+    (``undecodable``, recognised: the week)."""
+    gif = noise_gif()
+    start, end = images(gif)[1]
+    cuts = [at + 1 for at in range(start + 20, end - 2) if gif[at] == 0x3B]
+    assert cuts  # the noise holds such bytes
+    for cut in cuts:
+        page = tmp_path / f"cut{cut}_p0.gif"
+        page.write_bytes(gif[:cut])
+        assert isinstance(check_image(page), str), cut
+
+
+def test_a_whole_gif_that_does_not_decode_stays_the_works(tmp_path: Path) -> None:
+    """Whole by its blocks (the trailer reached), a frame whose data was replaced is what
+    the host holds: the work's, as before."""
+    gif = bytearray(noise_gif())
+    start = images(gif)[1][0]
+    local = gif[start + 9]
+    data = start + 10 + ((3 << ((local & 7) + 1)) if local & 0x80 else 0)  # the LZW code size
+    gif[data] = 12  # a code size no GIF has
+    page = tmp_path / "broken_p0.gif"
+    page.write_bytes(bytes(gif))
+    checked = check_image(page)
+    assert isinstance(checked, Refused) and checked.recognised and checked.kind == "undecodable", checked
+
+
+def test_a_gif_with_bytes_after_its_trailer_is_verified(tmp_path: Path) -> None:
+    page = tmp_path / "padded_p0.gif"
+    page.write_bytes(noise_gif() + b"\x00" * 7)
+    assert check_image(page) == Verified(40, 40)
