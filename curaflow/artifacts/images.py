@@ -25,9 +25,11 @@ from curaflow.sources.decoding import (
     OverBudget,
     gif_framed,
     gif_layout,
+    jpeg_framed,
     machine_cause,
     opening_layout,
     png_chunks,
+    png_framed,
     png_without_bad_ancillary,
 )
 from curaflow.sources.decoding import signed_format as signed_head
@@ -173,18 +175,27 @@ def signed_format(path: Path) -> str | None:
 
 
 def whole_by_framing(path: Path, fmt: str, meter: DecodeMeter | None = None) -> bool:
-    """True when ``path`` ends as a whole file of ``fmt`` ends (PNG: the IEND chunk; JPEG:
-    EOI, trailing zero bytes allowed; GIF: its blocks reach its trailer,
+    """True when ``path`` ends as a whole file of ``fmt`` ends (PNG: the IEND chunk, reached
+    by walking its chunks, :func:`~curaflow.sources.decoding.png_framed`; JPEG: EOI,
+    trailing zero bytes allowed, its first picture's EOI reached by walking its segments and
+    scans, :func:`~curaflow.sources.decoding.jpeg_framed` — an EXIF thumbnail's EOI or a
+    carried PNG's IEND is no file's end; GIF: its blocks reach its trailer,
     :func:`~curaflow.sources.decoding.gif_framed` — its last byte alone is ``0x3B`` for one
     cut in 256; WebP: the RIFF length is the file's): a transfer cut short does not, so a
     page whole by its framing that does not decode is what the image host holds (the
     work's), and any other is maybe the transfer's (retried).
 
     Raises:
-        DecodeStopped: ``meter`` was stopped while a GIF's blocks were walked.
+        DecodeStopped: ``meter`` was stopped while the file's blocks, chunks or segments
+            were walked.
     """
     if fmt == "GIF":
         return _mapped(path, lambda view: gif_framed(view, meter), False)
+    check = meter.check if meter is not None else None
+    if fmt == "PNG" and not _mapped(path, lambda view: png_framed(view, check), False):
+        return False  # its IEND is a chunk's contents (a PNG it carries), or none
+    if fmt in JPEG_FORMATS and not _mapped(path, lambda view: jpeg_framed(view, check), False):
+        return False  # its EOI is a segment's contents (an EXIF thumbnail's), or none
     size = path.stat().st_size
     with open(path, "rb") as fh:
         head = fh.read(12)

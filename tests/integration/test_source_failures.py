@@ -38,6 +38,8 @@ from tests.integration.test_source_jobs import protocol_error, source_stack, tas
 from tests.jobs_support import ReplayServer, SharedEnv, curaflow, ordered, start_scheduled
 from tests.support import ledger_job, short_id
 from tests.unit.test_cut_gif_pages import halved_at, images, noise_gif
+from tests.unit.test_cut_page_framing import halved_at as carrying_halved_at
+from tests.unit.test_cut_page_framing import jpeg_with_thumbnail, png_carrying_a_png
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -198,6 +200,33 @@ async def test_a_gif_cut_short_is_retried_until_it_comes_whole(source: Replay, t
         with Image.open(artifact.files[0].path) as image:
             assert image.n_frames == 3
         assert [r.fault for r in host.of_work(work_id)] == ["close_half", None]
+    finally:
+        await host.stop()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "work_id"), [("jpeg", "126879163"), ("png", "126839103")], ids=["jpeg-thumbnail", "png-carried"]
+)
+async def test_a_page_cut_right_after_an_image_it_carries_is_retried(
+    source: Replay, tmp_path: Path, fmt: str, work_id: str
+) -> None:
+    # Half of a JPEG holding an EXIF thumbnail, cut right after the thumbnail's EOI (half
+    # of a PNG carrying a PNG, right after the carried IEND): its last bytes are an end of
+    # image, not the file's. It was "whole by its framing" and, not decoding, the work's
+    # (undecodable, the week); it is retried and the whole page delivered.
+    data, cut = jpeg_with_thumbnail() if fmt == "jpeg" else png_carrying_a_png()
+    body = carrying_halved_at(data, cut, fmt)
+    host = await FakeImageHost(source.faults, script=["close_half"], bodies={f"{work_id}_p0": body}).start()
+    source.image_host = host.url
+    store = ArtifactStore(tmp_path)
+    try:
+        work = await listed_work(source, work_id)
+        with pytest.raises(SourceError) as caught:
+            await store.fetch(source.client(), work, "job", "t")
+        assert caught.value.reason == TerminalReason.DOWNLOAD_FAILED and caught.value.retryable
+        artifact = await store.fetch(source.client(), work, "job", "t")  # the retry: the whole page
+        assert Path(artifact.files[0].path).read_bytes() == body
+        assert [r.fault for r in host.of_work(work_id) if f"{work_id}_p0" in r.path] == ["close_half", None]
     finally:
         await host.stop()
 
