@@ -362,3 +362,14 @@ def test_a_frame_signing_a_format_it_does_not_hold_is_the_works(tmp_path: Path, 
     # Its CRC matched (the zip holds these bytes) and they sign a frame format without
     # being one: the host holds a broken frame — the work's, as before.
     assert one_frame_refusal(tmp_path, frame).recognised is True
+
+
+@pytest.mark.parametrize("delay", [-1, -100.0, -(10**30)], ids=["int", "float", "huge"])
+def test_a_negative_delay_is_no_delay_not_the_shortest(delay: float) -> None:
+    """A frame's delay below zero is no duration the app-api sends: as a word (``"-100"``)
+    it was refused already, as a number it was raised to the shortest delay and the work
+    delivered with timings curaflow made up (then never sent again). Now it is metadata
+    that describes no animation — an unusable animation, not recognised as the work's
+    (the client holds the work back briefly)."""
+    with pytest.raises(UnusableAnimation, match="delay"):
+        parse_metadata(answer([{"file": "000000.jpg", "delay": 50}, {"file": "000001.jpg", "delay": delay}]))

@@ -272,6 +272,20 @@ async def test_ugoira_metadata_describing_no_animation_is_not_recognised_as_the_
     assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.UNUSABLE_ANIMATION, False)
 
 
+async def test_ugoira_metadata_with_a_negative_delay_is_not_recognised_as_the_works() -> None:
+    """A delay below zero was raised to the shortest and the work delivered with made-up
+    timings; it describes no animation: skipped, held back briefly."""
+    body = {
+        "ugoira_metadata": {
+            "zip_urls": {"medium": "https://i.pximg.net/img-zip-ugoira/img/1_ugoira600x600.zip"},
+            "frames": [{"file": "000000.jpg", "delay": 80}, {"file": "000001.jpg", "delay": -80}],
+        }
+    }
+    with pytest.raises(WorkUnavailable) as raised:
+        await client(200, json.dumps(body).encode()).ugoira_metadata("123")
+    assert (raised.value.kind, raised.value.recognised) == (UnavailableKind.UNUSABLE_ANIMATION, False)
+
+
 def test_every_kind_an_unrecognised_answer_may_carry_is_counted_from_the_start() -> None:
     from curaflow.observability.metrics import UNRECOGNISED_ANSWER_KINDS
 

@@ -36,7 +36,8 @@ def parse_metadata(body: Any) -> Animation:
             one that is not an ``https`` URL a request can be made for
             (:func:`~curaflow.outbound.url_problem`); no frames; a frame name that is not
             a plain file name; a frame without a delay in ms (an integer, or a number
-            written as a float or as decimal text).
+            written as a float or as decimal text, at least 0: a delay below the shortest
+            viewers honour is raised to it, one below zero is none).
 
     How many frames an animation may have is the decode budget's
     (:class:`~curaflow.sources.decoding.DecodeBudget`), checked before the zip is fetched.
@@ -77,13 +78,16 @@ def _zip_url(urls: dict[str, Any]) -> Any:
 
 def _delay_ms(delay: Any) -> int | None:
     """A frame's delay in ms: an integer, or a number written otherwise — a float
-    (``100.0``), decimal text (``"100"``) — rounded; None for anything else (no delay)."""
+    (``100.0``), decimal text (``"100"``) — rounded; None for anything else (no delay), a
+    number below zero included: no duration the app-api sends, as the text ``"-100"`` was
+    never read as one (until 2026-12-06 the number was raised to the shortest delay and
+    the work delivered with timings curaflow made up, then never sent again)."""
     if isinstance(delay, bool):
         return None
     if isinstance(delay, int):
-        return delay
+        return delay if delay >= 0 else None
     if isinstance(delay, float):
-        return round(delay) if math.isfinite(delay) else None
+        return round(delay) if math.isfinite(delay) and delay >= 0 else None
     if isinstance(delay, str) and delay.strip().isascii() and delay.strip().isdigit():
         return int(delay.strip())
     return None
