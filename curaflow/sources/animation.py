@@ -141,8 +141,9 @@ class FrameNotReadable(UnusableAnimation):
 class UnreadableDirectory(UnusableAnimation):
     """The frames zip's central directory is one curaflow does not read: it lists more
     entries than the animation's frames may (:func:`max_zip_entries`, counted from the
-    bytes before zipfile reads it), or zipfile refuses it as it opens the zip (a zip
-    version it does not implement, a name flagged UTF-8 that is none). What the image host
+    bytes before zipfile reads it), zipfile refuses it as it opens the zip (a zip
+    version it does not implement, a name flagged UTF-8 that is none), or it lists a
+    frame's name for two members (which one is the frame is not said). What the image host
     served disagrees with the metadata, or is its packing: it would come so for every
     animated work while it lasts, so it is not recognised as the work's (as
     :class:`FrameNotInZip`)."""
@@ -390,7 +391,8 @@ def encode_gif(zip_path: Path, meta: Animation, dest: Path, *, meter: DecodeMete
 
     Raises:
         UnusableAnimation: the body is no zip; its directory lists more entries than
-            :func:`max_zip_entries` or cannot be read (:class:`UnreadableDirectory`); a
+            :func:`max_zip_entries`, cannot be read or lists a frame twice
+            (:class:`UnreadableDirectory`); a
             frame is missing from it, not an image, or does not decode.
         OverBudget: a frame over :data:`MAX_FRAME_BYTES`, or the decode over its budget.
         AnimationBroken: the zip is cut short, or a frame fails its CRC.
@@ -424,9 +426,19 @@ def _encode(zip_path: Path, meta: Animation, dest: Path, meter: DecodeMeter) -> 
     except (RuntimeError, UnicodeDecodeError) as err:  # NotImplementedError is a RuntimeError
         raise UnreadableDirectory(f"the zip reader refuses the frames zip's directory: {err}") from None
     with archive:
-        entries = {info.filename: info for info in archive.infolist()}
+        entries: dict[str, zipfile.ZipInfo] = {}
+        twice: set[str] = set()
+        for entry in archive.infolist():
+            seen = entries.get(entry.filename)
+            if seen is not None and seen.header_offset != entry.header_offset:
+                twice.add(entry.filename)  # two members of one name (listing one twice is one)
+            entries[entry.filename] = entry
         sizes: list[tuple[int, int]] = []
         for frame in meta.frames:
+            if frame.file in twice:
+                # Which of the two is the frame is not said (zipfile reads the last, another
+                # reader the first): until 2026-12-06 the last was taken and delivered.
+                raise UnreadableDirectory(f"the frames zip holds frame {frame.file} twice")
             info = entries.get(frame.file)
             if info is None:
                 raise FrameNotInZip(f"frame {frame.file} is not in the zip")

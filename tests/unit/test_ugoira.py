@@ -373,3 +373,22 @@ def test_a_negative_delay_is_no_delay_not_the_shortest(delay: float) -> None:
     (the client holds the work back briefly)."""
     with pytest.raises(UnusableAnimation, match="delay"):
         parse_metadata(answer([{"file": "000000.jpg", "delay": 50}, {"file": "000001.jpg", "delay": delay}]))
+
+
+def test_a_zip_holding_a_frame_twice_is_not_read_as_either(tmp_path: Path) -> None:
+    """Two entries of one frame's name (an archive appended to, a packer's bug): which one
+    is the frame is not said — zipfile reads the last, another reader the first. The frame
+    was taken from the last and the work delivered so, never sent again; now it is a
+    directory curaflow does not read (not recognised as the work's: held back briefly)."""
+    path = tmp_path / "twice.zip"
+    with zipfile.ZipFile(path, "w") as archive, pytest.warns(UserWarning, match="Duplicate name"):
+        for i, shade in ((0, 10), (1, 90), (1, 200)):
+            buf = io.BytesIO()
+            Image.new("RGB", (32, 24), (shade, shade, shade)).save(buf, "JPEG")
+            archive.writestr(f"{i:06d}.jpg", buf.getvalue())
+    meta = parse_metadata(answer([{"file": f"{i:06d}.jpg", "delay": 50} for i in range(2)]))
+    dest = tmp_path / "1_ugoira.gif"
+    with pytest.raises(animation.UnreadableDirectory, match=r"000001\.jpg twice") as caught:
+        encode_gif(path, meta, dest)
+    assert not caught.value.recognised
+    assert not dest.exists()
