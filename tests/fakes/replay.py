@@ -94,9 +94,9 @@ class Faults(ReplayScript):
             ``x_restrict`` …) in every answer.
         image_sizes: per work id, or per page as ``"<id>_p<N>"``, the pixel size its
             images are rendered at (instead of a tenth of the recorded size).
-        ugoira: per work id, the ``/v1/ugoira/metadata`` answer (JSON, HTTP 200) served
-            for it instead of the replay's (with ``mutate`` ``{"type": "ugoira"}`` a
-            recorded work becomes an animation of any metadata).
+        ugoira: per work id, the ``/v1/ugoira/metadata`` answer (JSON, HTTP 200; or
+            ``(status, JSON)``) served for it instead of the replay's (with ``mutate``
+            ``{"type": "ugoira"}`` a recorded work becomes an animation of any metadata).
         deep: a synthetic deep result set (:class:`DeepSet`) for one tag.
         deleted_works: ids no search lists any more (deleted since they were recorded).
         search_delay_s: delay before answering a search or ranking request, seconds.
@@ -181,7 +181,9 @@ class Faults(ReplayScript):
                 await asyncio.sleep(self.search_delay_s)
             return fault
         if kind == "ugoira" and work_id in self.ugoira:
-            return JSONResponse(self.ugoira[work_id])
+            answer = self.ugoira[work_id]
+            status, body = answer if isinstance(answer, tuple) else (200, answer)
+            return JSONResponse(body, status_code=status)
         if kind == "detail":
             if work_id in self.restricted_works:
                 return error(200, "", RESTRICTED)

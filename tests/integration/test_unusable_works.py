@@ -40,7 +40,7 @@ def single_page(url: str) -> dict[str, Any]:
     return {"meta_single_page": {"original_image_url": url}, "image_urls": {"large": url}}
 
 
-def an_ugoira(replay: ReplayServer, work_id: str, metadata: dict[str, Any]) -> None:
+def an_ugoira(replay: ReplayServer, work_id: str, metadata: dict[str, Any] | tuple[int, dict[str, Any]]) -> None:
     replay.faults.mutate[work_id] = {"type": "ugoira"}
     replay.faults.ugoira[work_id] = metadata
 
@@ -132,6 +132,15 @@ UNRECOGNISED: dict[str, tuple[Case, str]] = {
     "listing-without-its-image-field": (
         lambda r, h, w: r.faults.mutate.__setitem__(w, {"meta_single_page": {}, "image_urls": {}, "meta_pages": []}),
         "unusable_url",
+    ),
+    # The app-api's own 400 to one work's call: it refused what was asked of that work, in
+    # words never seen (2026-12-06: the attempt ended unretried, the cell failed
+    # remote_http_error at once and nothing was held back).
+    "ugoira-metadata-answering-the-app-apis-400": (
+        lambda r, h, w: an_ugoira(
+            r, w, (400, {"error": {"user_message": "", "message": "Invalid illust_id", "reason": ""}})
+        ),
+        "gone",
     ),
     "image-url-on-an-internal-host": (
         lambda r, h, w: r.faults.mutate.__setitem__(w, single_page(f"https://169.254.169.254/latest/{w}_p0.png")),

@@ -387,3 +387,29 @@ async def test_a_searchs_4xx_ends_the_attempt_only_when_the_app_api_says_so(
     with pytest.raises(SourceError) as raised:
         await client(status, body).search_illust("風景")
     assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, retryable)
+
+
+@pytest.mark.parametrize("call", ["detail", "ugoira_metadata"])
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"user_message": "", "message": "Invalid illust_id", "reason": ""},
+        {"user_message": "この作品は表示できません", "message": "", "reason": "", "user_message_details": {}},
+    ],
+    ids=["server-words", "words-to-its-user"],
+)
+async def test_the_app_apis_400_on_a_works_own_call_holds_the_work_not_the_job(
+    call: str, error: dict[str, object]
+) -> None:
+    """The app-api's 400 refuses what was asked; asked of one work (its detail, its ugoira
+    metadata) it is an answer about that request never seen, in words never seen. It
+    ended the attempt unretried: the fetch's cell failed remote_http_error at once and
+    nothing was held back — the target's later jobs met the work again and failed the
+    same way for as long as the answer lasted (a target, not an attempt). Now
+    the work is skipped and held back briefly (not recognised as the work's), as a bare
+    403 or a 404 not in the app-api's words is, and the cell moves on."""
+    c = client(400, json.dumps({"error": error}).encode())
+    with pytest.raises(WorkUnavailable) as raised:
+        await (c.illust_detail("123") if call == "detail" else c.ugoira_metadata("123"))
+    assert raised.value.recognised is False
+    assert raised.value.kind == UnavailableKind.GONE

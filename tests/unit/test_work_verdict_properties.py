@@ -16,11 +16,13 @@ classifiers' own predicates:
   are whole and do not decode, or over the decode budget — never what the client alone
   sees of an image (its 404/410 asks the detail first);
 * an hour (``WorkUnavailable`` not recognised): a work call's 403 or 404; the app-api's
+  own 400 (its object under 400: it refused what was asked of one work, 2026-12-06 — it
+  ended the job at its first answer); the app-api's
   object carrying "Your access is currently restricted." under a 2xx or a 4xx; ugoira
   metadata of the app-api's ``ugoira_metadata`` object describing no animation; an
   image's 403, 404/410 (to be corroborated), 414, a body over its limit; a page that
   signs no image format;
-* anything else: a retried ``SourceError`` (final only for the app-api's own 400), the
+* anything else: a retried ``SourceError`` (never final for a work's call), the
   account never paused by a work call, its ladder climbed only by a rate limit.
 """
 
@@ -235,11 +237,10 @@ def _check_work_call(status: int, parsed: Any, outcome: object, gate: MemoryGate
             assert parsed.get("error") in (None, "", {}, 0, False), parsed
         else:  # an hour: a refusal of the request, or the account's words
             assert outcome.kind is UnavailableKind.GONE
-            assert status in (403, 404) or restricted_object, (status, parsed)
+            assert status in (403, 404) or restricted_object or (status == 400 and obj is not None), (status, parsed)
     elif isinstance(outcome, SourceError):
         assert outcome.reason is not TerminalReason.ACCOUNT_RESTRICTED
-        if not outcome.retryable:  # the app-api refusing the request itself ends the job
-            assert status == 400 and obj is not None, (status, parsed)
+        assert outcome.retryable, (status, parsed)  # a work's call never ends the job
         if outcome.reason is TerminalReason.RATE_LIMITED:
             assert status == 429 or ((200 <= status < 300 or 400 <= status < 500) and _carries(parsed, "rate limit"))
     else:

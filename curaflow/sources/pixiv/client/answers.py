@@ -60,7 +60,10 @@ BAD_REQUEST_STATUS = 400
 def refuses_request(status: int, body: Any) -> bool:
     """Whether an app-api answer refuses the request itself, so that asking again gets
     the same answer: HTTP 400 in the app-api's own error object (:func:`is_app_api_error`),
-    whatever its words (``remote_http_error``, not retried: the job ends).
+    whatever its words (``remote_http_error``, not retried: the job ends) — for a
+    request of no work (a search, a ranking); asked of one work (its detail, its ugoira
+    metadata) the work is held back briefly instead (``PixivClient._get``: an answer never
+    seen about it, which ended the job at its first answer until 2026-12-06).
 
     Any other 4xx — a 403, a 404, a 410, a status never seen — says nothing of the request
     even in the app-api's object with words never seen (forbidden now, not there, a

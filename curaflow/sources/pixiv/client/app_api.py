@@ -267,11 +267,13 @@ class PixivClient(ImageRequests):
         Raises:
             SourceError: classified failure; final (``retryable`` False) only for the
                 app-api's own 400 (:func:`refuses_request`: it refused the request
-                itself), retried for any other 4xx, in any shape.
+                itself) to a request of no work (a search, a ranking, a page), retried for
+                any other 4xx, in any shape.
             WorkUnavailable: a work-level refusal when ``work_id`` is given: recognised as
                 the work's for the app-api's own 404 with words to its user
                 (:func:`says_gone`); not recognised (held back briefly) for a bare 403, a
-                404 of another shape or without such words, or the app-api's "restricted"
+                404 of another shape or without such words, the app-api's own 400
+                (:func:`refuses_request`), or the app-api's "restricted"
                 object under a 2xx or a 4xx (:func:`says_restricted`: a restricted account
                 gets it for every request); the words in another shape or under a 5xx or a
                 redirect are retried (``remote_http_error``).
@@ -313,7 +315,8 @@ class PixivClient(ImageRequests):
                 await self.authenticate(refused=token)
                 continue
             restricted = says_restricted(response.status_code, body)
-            if work_id is not None and (response.status_code in (403, 404) or restricted):
+            refused = refuses_request(response.status_code, body)
+            if work_id is not None and (response.status_code in (403, 404) or restricted or refused):
                 # Only the app-api's own 404 telling its user so is about the work (deleted,
                 # never existed: says_gone; its object without such words is the server's). The
                 # "restricted" object (says_restricted: the app-api's own, under a 2xx or a
@@ -326,7 +329,11 @@ class PixivClient(ImageRequests):
                 # the request. Those are held back briefly, not the week. The words in
                 # another shape, or the object under a 5xx or a redirect, are no answer of
                 # the app-api's about anything: one retried attempt, below (until 2026-12-06
-                # the words in any answer held the work for the hour).
+                # the words in any answer held the work for the hour). The app-api's own 400
+                # (refuses_request) refuses what was asked — asked of one work, an answer
+                # never seen about it, in words never seen: held back briefly too, the cell
+                # moving on (until 2026-12-06 it ended the job at its first answer, nothing
+                # held back: the target's later jobs met the work again and ended so).
                 recognised = says_gone(response.status_code, body)
                 raise WorkUnavailable(work_id, text or f"HTTP {response.status_code}", recognised=recognised)
             if restricted:
@@ -363,7 +370,7 @@ class PixivClient(ImageRequests):
                     reason_for_status(status, body),
                     f"pixiv answered HTTP {status}"
                     + (f": {text[:200]}" if text else ", not a JSON object" if garbled else ""),
-                    retryable=not refuses_request(status, body),
+                    retryable=not refused,
                     status=status,
                 )
             await self._gate_ok()
