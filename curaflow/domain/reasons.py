@@ -46,7 +46,16 @@ curaflow additions for delivery routes that are not TelePost:
   rolling change. Retryable: each such attempt costs one attempt of the step, never the
   cell, so a retry that lands on a worker that knows it goes on (the unknown is cheap);
   the cell ends with it only when every attempt of the step met it. Owner ``curaflow``,
-  protocol ``internal_error``.
+  protocol ``internal_error``;
+* ``step_options_changed``: an operator changed a running step's options in Temporal
+  (``temporal activity update-options --start-to-close-timeout 1s
+  --retry-maximum-attempts 1``, the UI's "Update options") and Temporal timed the step out
+  under them — a timeout curaflow never lets fire first
+  (:func:`curaflow.domain.verdicts.failures.operator_changed_options`). Owner ``operator``,
+  protocol ``internal_error`` (the closed enum has no operator's code); retryable: a rerun
+  runs under curaflow's own options. Until 2026-12-06 such a cell ended ``internal_error``,
+  "An internal error occurred; read the worker's log", owner ``curaflow``: a bug that never
+  happened.
 
 Each reason carries its own short, actionable sentence in Chinese and English: what
 happened and what to do. ``retryable`` is the truth about the reason (can a
@@ -88,6 +97,7 @@ class TerminalReason(StrEnum):
     CONFIGURATION_ERROR = "configuration_error"
     CONFIGURATION_MISMATCH = "configuration_mismatch"
     INTERNAL_ERROR = "internal_error"
+    STEP_OPTIONS_CHANGED = "step_options_changed"
     QUEUED_TOO_LONG = "queued_too_long"
     STALLED_NO_HEARTBEAT = "stalled_no_heartbeat"
     DELIVERY_ABANDONED = "delivery_abandoned"
@@ -112,6 +122,9 @@ class Owner(StrEnum):
     * ``source``: the content source failed (HTTP errors, downloads, malformed answers).
     * ``account``: the source account (login, rate limit, restriction).
     * ``curaflow``: curaflow itself (its configuration, its disk, its budgets, a bug).
+    * ``operator``: an operator's action in Temporal that failed a step (its options
+      changed so that Temporal timed it out: ``step_options_changed``); a deliberate stop
+      of the job (a terminate, a delete) is no failure and has no owner.
     """
 
     WORK = "work"
@@ -119,6 +132,7 @@ class Owner(StrEnum):
     SOURCE = "source"
     ACCOUNT = "account"
     CURAFLOW = "curaflow"
+    OPERATOR = "operator"
 
 
 class Origin(StrEnum):
@@ -338,6 +352,16 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "发生内部错误；请查看 worker 日志。",
         "An internal error occurred; read the worker's log.",
         owner=Owner.CURAFLOW,
+    ),
+    R.STEP_OPTIONS_CHANGED: ReasonInfo(
+        Origin.EXECUTION,
+        True,
+        "internal_error",
+        "运维人员在 Temporal 中修改了这一步骤的选项（更短的超时），Temporal 因此让它超时；"
+        "curaflow、来源和路由都没有出错。请重新运行任务。",
+        "An operator changed this step's options in Temporal (a shorter timeout), and Temporal timed it out; "
+        "nothing failed in curaflow, the source or the route. Run the job again.",
+        owner=Owner.OPERATOR,
     ),
     R.QUEUED_TOO_LONG: ReasonInfo(
         Origin.EXECUTION,

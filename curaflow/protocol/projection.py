@@ -21,8 +21,8 @@ Field rules follow reference §1.3 with the curaflow extensions of the protocol 
   — and ``assets``, plus ``scanned`` and ``filtered``;
 * ``error`` (failed / cancelled / expired only): ``{code, message, retryable,
   detail.internal_code, detail.owner}`` from the representative cell's terminal reason
-  (``owner``: who caused the failure — ``work``, ``route``, ``source``, ``account`` or
-  ``curaflow`` —, absent for a cancel or a job with no new work); ``message`` is
+  (``owner``: who caused the failure — ``work``, ``route``, ``source``, ``account``,
+  ``curaflow`` or ``operator`` —, absent for a cancel or a job with no new work); ``message`` is
   the business sentence, never an internal error name;
 * deliveries, whatever the terminal status (DESIGN.md decision 13): every delivery of
   the job's bound works as ``{target_id, route, work_id, status, remote_id}``
@@ -195,7 +195,7 @@ def project_error(record: JobRecord, status: str) -> dict[str, Any] | None:
     message = (cell.reason_message if cell else None) or user_message(reason)
     detail: dict[str, Any] = {"internal_code": reason or "internal_error"}
     owner = reason_info(reason).owner
-    if owner is not None:  # who must act: the work, the route, the source, the account, curaflow
+    if owner is not None:  # who must act: the work, the route, the source, the account, curaflow, an operator
         detail["owner"] = str(owner)
     if cell is not None and cell.held_by is not None:
         # What held the cell when the job ended: the route whose receiver's wait outlasted it.

@@ -41,13 +41,14 @@ def update_options(env: Env, job_id: str, activity_id: str, *options: str) -> No
 
 
 @pytest.mark.parametrize("step", ["search", "fetch", "deliver"])
-async def test_a_step_an_operator_timed_out_ends_the_job_failed_internal_error_not_expired_or_the_routes(
+async def test_a_step_an_operator_timed_out_ends_the_job_failed_step_options_changed_not_expired_or_the_routes(
     env: Env, step: str
 ) -> None:
     # The attempt runs on (heartbeating); the operator gives the step a 1 s start-to-close
     # timeout and one attempt: Temporal times it out, the job's deadline (60 s) far ahead.
     # It ended `expired / stalled_no_heartbeat` ("a worker died or hung") for a source step
-    # and `failed / delivery_abandoned` (the route's) for a delivery.
+    # and `failed / delivery_abandoned` (the route's) for a delivery, then `internal_error`
+    # (curaflow's bug) for both.
     env.fakes.on(step, "t", Act("hang"), route="a" if step == "deliver" else None)
     handle = await env.start(env.job())
     await env.called(step)
@@ -64,4 +65,4 @@ async def test_a_step_an_operator_timed_out_ends_the_job_failed_internal_error_n
     [finish] = env.fakes.finishes
     assert (finish.failures["t"].kind, finish.failures["t"].timeout_type) == (FailureKind.TIMEOUT, "START_TO_CLOSE")
     state = await env.status(handle)
-    assert (state.status, state.cells[0].reason) == ("failed", "internal_error"), state.cells[0]
+    assert (state.status, state.cells[0].reason) == ("failed", "step_options_changed"), state.cells[0]

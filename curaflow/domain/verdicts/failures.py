@@ -141,9 +141,10 @@ def operator_changed_options(failure: StepFailure, cause: str) -> bool:
     any cause but its deadline cannot come from the options curaflow gave the step: someone
     shortened them (``temporal activity update-options --start-to-close-timeout 1s
     --retry-maximum-attempts 1``, the UI's "Update options"). Such a step is ended from
-    outside, as ``temporal activity fail`` ends one: ``internal_error``, never a stall (the
-    job ``expired`` with its deadline ahead, "a worker died or hung") nor the route's
-    ``delivery_abandoned`` (2026-12-06). A shortened heartbeat timeout cannot be told from
+    outside: ``step_options_changed`` (owner ``operator``), never a stall (the job
+    ``expired`` with its deadline ahead, "a worker died or hung") nor the route's
+    ``delivery_abandoned`` (2026-12-06), nor ``internal_error`` ("read the worker's log",
+    owner ``curaflow``: a bug that never happened; until 2026-12-06). A shortened heartbeat timeout cannot be told from
     a worker that stopped beating and stays a stall.
 
     Args:

@@ -145,7 +145,8 @@ def cell_verdict(
     Returns:
         The reason. Precedence: a step timed out by an operator's change of its options
         (:func:`~curaflow.domain.verdicts.failures.operator_changed_options`) is
-        ``internal_error``, as a step failed by hand; then the failure's own reason (a real failure that ended the
+        ``step_options_changed`` (owner ``operator``; ``internal_error``, "read the
+        worker's log", until 2026-12-06); then the failure's own reason (a real failure that ended the
         cell before the job stopped stays its reason) — except that **the deadline owns
         every failure that happens after it passed**: when the job finishes for its
         deadline, a failure that ended after the workflow stopped the step, or a
@@ -166,7 +167,7 @@ def cell_verdict(
     if reported_reason is not None:
         reason = parse_reason(reported_reason)
     elif failure is not None and operator_changed_options(failure, cause):
-        reason = R.INTERNAL_ERROR  # ended from outside, as a step failed by hand
+        reason = R.STEP_OPTIONS_CHANGED  # the operator's timeout, not curaflow's (2026-12-06)
     elif failure is not None and not (
         (cause == FinishCause.DEADLINE and ended_by_deadline(failure))
         or (cause == FinishCause.CANCELLED and failure.retry_state == "CANCEL_REQUESTED")
