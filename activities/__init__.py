@@ -37,6 +37,7 @@ def build_activities(deps: ActivityDeps) -> tuple[list[Callable[..., Any]], list
         DeliverActivity(deps).deliver,
         finish.finish,
         finish.request_cancel,
+        finish.paused_steps,
         ScheduledActivity(deps).admit_occurrence,
         AdmitActivity(deps).admit,
         PushActivity(deps).push_events,

@@ -17,6 +17,11 @@ and its code unchanged), until that send's answer is recorded or its lease lapse
 the cancel in the ledger — from then on no step opens and no delivery is claimed — and
 asks Temporal to cancel the execution, so every way of cancelling ends it ``Canceled``
 (a workflow cannot cancel itself through an external handle).
+
+``paused_steps`` answers which of the calling job's steps Temporal holds paused by an
+operator (``temporal activity pause``, the UI's "Pause"): the workflow asks it when the
+job's deadline stops steps still in flight (``workflows.job.PAUSED_STEPS``), so a step
+the pause held is reported as the operator's, not as a job that ran out of time.
 """
 
 from __future__ import annotations
@@ -27,13 +32,15 @@ import json
 from datetime import timedelta
 
 from temporalio import activity
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.caller import require_own_job
 from activities.deps import ActivityDeps
 from curaflow.domain.holds import HoldCaps
-from curaflow.domain.messages import CancelRequest, FinishInput, JobState
+from curaflow.domain.messages import CancelRequest, FinishInput, JobState, PausedStep
 from curaflow.domain.state import job_state
 from curaflow.ledger.finish import FinishNotStorable, SendStillOut, finish_job, hold_caps
 from curaflow.ledger.jobs import request_cancel as ledger_request_cancel
@@ -173,6 +180,74 @@ class FinishActivity:
                 raise
             # A cancel is already pending (e.g. the consumer's own, racing this one).
             log.info("request_cancel.already_requested", job_id=job_id, status=err.status.name)
+
+    @activity.defn(name="paused_steps")
+    async def paused_steps(self) -> list[PausedStep]:
+        """The calling job's steps Temporal holds paused by an operator
+        (:func:`paused_steps_of`).
+
+        Raises:
+            ApplicationError: ``foreign_caller`` (non-retryable) when the caller is no
+                ``JobWorkflow`` (:func:`activities.caller.require_own_job`).
+            RPCError: Temporal did not answer (the workflow then names no pause).
+        """
+        info = activity.info()
+        require_own_job(info.workflow_id)
+        assert info.workflow_id is not None and self.deps.client is not None
+        found = await paused_steps_of(self.deps.client, info.workflow_id, info.workflow_run_id)
+        if found:
+            log.info("paused_steps.found", job_id=info.workflow_id, steps=[p.activity_id for p in found])
+        return found
+
+
+async def paused_steps_of(client: Client, workflow_id: str, run_id: str | None) -> list[PausedStep]:
+    """The steps of run ``run_id`` of ``workflow_id`` that Temporal holds paused by an
+    operator, each with the cell (and route) it belongs to.
+
+    One describe of the run: a pending activity in state ``PAUSED`` — no attempt running,
+    the next one held by the pause (an attempt still running when paused is
+    ``PAUSE_REQUESTED``: the pause has held nothing yet, and it is not named). Only when
+    one is paused, the run's history is read for the ``ActivityTaskScheduled`` events of
+    those steps, whose input names the target (and the route of a ``deliver``). A paused
+    step whose input names no target is left out (nothing is blamed on a guess).
+
+    Raises:
+        RPCError: Temporal did not answer.
+    """
+    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+    described = await handle.describe()
+    paused = {
+        p.activity_id: p
+        for p in described.raw_description.pending_activities
+        if p.state == PendingActivityState.PENDING_ACTIVITY_STATE_PAUSED
+    }
+    found: list[PausedStep] = []
+    if not paused:
+        return found
+    async for event in handle.fetch_history_events():
+        if not event.HasField("activity_task_scheduled_event_attributes"):
+            continue
+        scheduled = event.activity_task_scheduled_event_attributes
+        pending = paused.get(scheduled.activity_id)
+        if pending is None or not scheduled.input.payloads:
+            continue
+        [arg] = await client.data_converter.decode(scheduled.input.payloads[:1])
+        target = arg.get("target") if isinstance(arg, dict) else None
+        target_id = target.get("target_id") if isinstance(target, dict) else None
+        if not isinstance(target_id, str):
+            continue
+        route = arg.get("route")
+        manual = pending.pause_info.manual
+        found.append(
+            PausedStep(
+                activity_id=scheduled.activity_id,
+                target_id=target_id,
+                route=route.get("name") if isinstance(route, dict) else None,
+                by=manual.identity[:200],
+                note=manual.reason[:200],
+            )
+        )
+    return found
 
 
 def _awaiting(out: SendStillOut) -> None:

@@ -71,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
         FinishInput,
         JobInput,
         JobState,
+        PausedStep,
         RunLimit,
         SubmitInput,
         TargetSpec,
@@ -91,6 +92,7 @@ with workflow.unsafe.imports_passed_through():
         CANCEL_CONFIG,
         CANCELLED_END_CONFIG,
         CRON_CANCEL_CONFIG,
+        PAUSED_STEPS_CONFIG,
         failure_facts,
         finish_config,
         published_status,
@@ -195,6 +197,15 @@ CANCELLED_END = "cancelled-end"
 #: starter limited was timed out by Temporal. Asked only by a job with a callback, at its
 #: end, so a job without one records no marker.
 PUSH_BOUND = "push-bound"
+#: A job whose deadline stops steps still in flight asks Temporal which of them an operator
+#: paused (``temporal activity pause``, the UI's "Pause": the ``paused_steps`` local
+#: activity, one describe) before it cancels them, and reports such a cell ``step_paused``
+#: (owner ``operator``, :attr:`~curaflow.domain.verdicts.StepFailure.paused`). Before, the
+#: cell ended ``execution_timeout`` — "The job ran past its deadline; retry with a longer
+#: deadline_ms or a narrower query", owner ``curaflow`` — while Temporal held the step paused
+#: and no deadline would have helped. Asked only at a deadline with steps in flight, so a job
+#: that ends in time records no marker.
+PAUSED_STEPS = "paused-steps"
 #: The run limits that can come before a job's deadline plus the room it needs to end
 #: itself (:data:`RUN_LIMIT`): the longest deadline plus the longest room any configuration
 #: asks for — :data:`~curaflow.domain.execution.EXECUTION_GRACE`, which holds
@@ -711,11 +722,15 @@ class JobWorkflow:
             await workflow.execute_local_activity_method(
                 FinishActivity.request_cancel, CancelRequest(), **CANCEL_CONFIG
             )
+        paused: dict[str, PausedStep] = {}
+        if self._cause == FinishCause.DEADLINE and not all(t.done() for t in cells) and workflow.patched(PAUSED_STEPS):
+            paused = await self._paused_steps()
         for task in cells:
             task.cancel()
         await workflow.wait_condition(lambda: all(t.done() for t in cells))
         if (bug := _bug(cells)) is not None:
             raise bug
+        self._mark_paused(paused)
         self._phase = Phase.FINISHING
         try:
             final = await workflow.execute_local_activity_method(
@@ -737,6 +752,36 @@ class JobWorkflow:
         await self._settle_pushes()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return final
+
+    async def _paused_steps(self) -> dict[str, PausedStep]:
+        """The job's steps Temporal holds paused by an operator, by target id (the
+        ``paused_steps`` local activity, :data:`PAUSED_STEPS`); empty when Temporal did not
+        answer — no pause is named then, as before."""
+        try:
+            steps = await workflow.execute_local_activity_method(FinishActivity.paused_steps, **PAUSED_STEPS_CONFIG)
+        except ActivityError as err:
+            workflow.logger.warning("paused steps not known at the deadline: %s", str(err.cause or err)[:300])
+            return {}
+        return {step.target_id: step for step in steps}
+
+    def _mark_paused(self, paused: Mapping[str, PausedStep]) -> None:
+        """Record, for each cell whose step Temporal held paused at the deadline, that its
+        step was paused (``StepFailure.paused``), unless a failure of its own (not the
+        deadline's cancel) already ended it."""
+        for tid, step in paused.items():
+            seen = self._failures.get(tid)
+            if seen is not None and seen.kind != FailureKind.CANCELLED:
+                continue
+            who = f" by {step.by}" if step.by else ""
+            self._failures[tid] = StepFailure(
+                step="deliver" if step.route is not None else "acquire",
+                kind=FailureKind.CANCELLED,
+                retry_state=seen.retry_state if seen is not None else None,
+                first_step=seen.first_step if seen is not None else False,
+                route=step.route,
+                message=f"paused{who} at the deadline" + (f": {step.note}" if step.note else ""),
+                paused=True,
+            )
 
     async def _settle_pushes(self) -> None:
         """Wait for the job's callback pushes (the terminal event's among them), at most

@@ -72,6 +72,16 @@ CANCELLED_END_CONFIG = workflow.LocalActivityConfig(
 )
 
 
+#: ``paused_steps`` (at a deadline with steps in flight, ``workflows.job.PAUSED_STEPS``): one
+#: describe of the execution (and its history when a step is paused); not retried — an
+#: answer that does not come names no pause, and the deadline's stop goes on.
+PAUSED_STEPS_CONFIG = workflow.LocalActivityConfig(
+    start_to_close_timeout=timedelta(seconds=10),
+    retry_policy=RetryPolicy(maximum_attempts=1),
+    summary="ask which steps an operator paused",
+)
+
+
 def finish_config(summary: str) -> workflow.LocalActivityConfig:
     """``finish``: one ledger transaction; retried (with backoff) while the ledger is away."""
     return workflow.LocalActivityConfig(

@@ -210,6 +210,26 @@ class PushReport(BaseModel):
     busy: bool = False
 
 
+class PausedStep(BaseModel):
+    """A step of a job that Temporal holds paused by an operator (``temporal activity pause``,
+    the UI's "Pause"): the ``paused_steps`` activity's answer, one per paused step.
+
+    Attributes:
+        activity_id: the step's Temporal activity id.
+        target_id: the cell whose step it is.
+        route: the route of a ``deliver`` step; None for ``acquire``.
+        by: who paused it, as Temporal recorded it (the CLI's or the UI's identity; may be
+            empty); diagnostics only.
+        note: the operator's reason, as given (at most 200 characters); diagnostics only.
+    """
+
+    activity_id: str
+    target_id: str
+    route: str | None = None
+    by: str = ""
+    note: str = ""
+
+
 class CancelRequest(BaseModel):
     """Argument of the ``cancel`` signal and of the ``request_cancel`` activity.
 

@@ -55,7 +55,14 @@ curaflow additions for delivery routes that are not TelePost:
   protocol ``internal_error`` (the closed enum has no operator's code); retryable: a rerun
   runs under curaflow's own options. Until 2026-12-06 such a cell ended ``internal_error``,
   "An internal error occurred; read the worker's log", owner ``curaflow``: a bug that never
-  happened.
+  happened;
+* ``step_paused``: an operator paused the cell's step in Temporal (``temporal activity
+  pause``, the UI's "Pause") and Temporal still held it paused when the job's deadline
+  stopped it — the workflow asked Temporal at the deadline (:data:`workflows.job.PAUSED_STEPS`).
+  Owner ``operator``, protocol ``deadline_exceeded`` (the job ``expired``); retryable.
+  Until 2026-12-06 such a cell ended ``execution_timeout``, "retry with a longer
+  deadline_ms or a narrower query", owner ``curaflow``: a remedy that does not help while
+  the step stays paused.
 
 Each reason carries its own short, actionable sentence in Chinese and English: what
 happened and what to do. ``retryable`` is the truth about the reason (can a
@@ -98,6 +105,7 @@ class TerminalReason(StrEnum):
     CONFIGURATION_MISMATCH = "configuration_mismatch"
     INTERNAL_ERROR = "internal_error"
     STEP_OPTIONS_CHANGED = "step_options_changed"
+    STEP_PAUSED = "step_paused"
     QUEUED_TOO_LONG = "queued_too_long"
     STALLED_NO_HEARTBEAT = "stalled_no_heartbeat"
     DELIVERY_ABANDONED = "delivery_abandoned"
@@ -123,7 +131,8 @@ class Owner(StrEnum):
     * ``account``: the source account (login, rate limit, restriction).
     * ``curaflow``: curaflow itself (its configuration, its disk, its budgets, a bug).
     * ``operator``: an operator's action in Temporal that failed a step (its options
-      changed so that Temporal timed it out: ``step_options_changed``); a deliberate stop
+      changed so that Temporal timed it out: ``step_options_changed``; paused until the
+      job's deadline: ``step_paused``); a deliberate stop
       of the job (a terminate, a delete) is no failure and has no owner.
     """
 
@@ -363,6 +372,16 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "nothing failed in curaflow, the source or the route. Run the job again.",
         owner=Owner.OPERATOR,
     ),
+    R.STEP_PAUSED: ReasonInfo(
+        Origin.EXECUTION,
+        True,
+        "deadline_exceeded",
+        "运维人员在 Temporal 中暂停了这一步骤，到任务的截止时间它仍处于暂停状态，没有再运行；"
+        "请先取消暂停，再重新运行任务。",
+        "An operator paused this step in Temporal and it was still paused at the job's deadline, so it did not "
+        "run again. Unpause paused steps, then run the job again.",
+        owner=Owner.OPERATOR,
+    ),
     R.QUEUED_TOO_LONG: ReasonInfo(
         Origin.EXECUTION,
         True,
@@ -456,7 +475,9 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
 }
 
 #: Reasons that make a terminal job ``expired`` rather than ``failed`` (reference §1.4).
-EXPIRY_REASONS: frozenset[str] = frozenset({R.QUEUED_TOO_LONG, R.STALLED_NO_HEARTBEAT, R.EXECUTION_TIMEOUT})
+EXPIRY_REASONS: frozenset[str] = frozenset(
+    {R.QUEUED_TOO_LONG, R.STALLED_NO_HEARTBEAT, R.EXECUTION_TIMEOUT, R.STEP_PAUSED}
+)
 
 #: Reasons of a cell stopped on purpose (a consumer's cancel, an operator's terminate or
 #: delete of the execution): counted as cancelled, never alertable (reference §7.3, extended).

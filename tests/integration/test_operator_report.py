@@ -9,16 +9,20 @@ receiver, the fake Telegram).
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fakes.webhook import Reply
 from tests.operator_support import OperatorEnv, cli, env, no_faults_left, running_step, submit
-from tests.support import job_in_stage, terminal_job
+from tests.support import job_in_stage, recorded_history, terminal_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 Env = OperatorEnv
+ROOT = Path(__file__).resolve().parents[2]
 __all__ = ["env", "no_faults_left"]  # the module's fixtures (tests.operator_support)
 
 
@@ -67,3 +71,51 @@ async def test_a_download_an_operator_timed_out_by_its_options_reports_the_opera
     [cell] = outcome["cells"]["targets"]
     assert cell["terminal_reason_code"] == "step_options_changed", cell
     assert "operator" in outcome["user_message"]["en"], outcome["user_message"]
+
+
+async def test_a_delivery_an_operator_paused_until_the_deadline_names_the_pause(env: Env) -> None:
+    # The receiver answers 503 (no Retry-After) 3 s after it got the send; the operator
+    # pauses the step meanwhile. The attempt ends by that answer and the pause holds the
+    # next one; nobody unpauses, and the job's deadline (20 s) passes. The report said
+    # `expired / execution_timeout`: "The job ran past its deadline; retry with a longer
+    # deadline_ms or a narrower query", owner `curaflow` — naming no pause, and a remedy
+    # that does not help while the step stays paused.
+    env.hook.script["/slow"] = [Reply(503, {"error": "down"}, delay_s=3)]
+    response = await env.http.post("/jobs", json={**env.stack.task(target_id="hook"), "deadline_ms": 20_000})
+    assert response.status_code == 202, response.text
+    job_id = str(response.json()["job"]["job_id"])
+    await asyncio.wait_for(env.hook.arrived.wait(), 20)
+    env.hook.arrived.clear()
+    step = await running_step(env, job_id, "deliver")
+    paused = await asyncio.to_thread(cli, env, "activity", "pause", "-w", job_id, "-a", step)
+    assert paused.returncode == 0, paused.stderr
+
+    job = await terminal_job(env.http, job_id, timeout_s=60)
+    record_history(env, job_id, HISTORY_NAME)
+    assert job["status"] == "expired", job
+    error = job["error"]
+    assert (error["code"], error["detail"]["internal_code"], error["detail"].get("owner")) == (
+        "deadline_exceeded",
+        "step_paused",
+        "operator",
+    ), job
+    assert "paused" in error["message"] and "deadline_ms" not in error["message"], error["message"]
+    outcome = await outcome_of(env, job_id)
+    [cell] = outcome["cells"]["targets"]
+    assert cell["terminal_reason_code"] == "step_paused", cell
+    assert "paused" in outcome["user_message"]["en"], outcome["user_message"]
+    assert len([r for r in env.hook.received if job_id in r.headers["webhook-id"]]) == 1  # never sent again
+
+
+#: The history :func:`record_history` writes (``CURAFLOW_RECORD_HISTORIES=1``; on the commit
+#: before ``paused-steps``, ``CURAFLOW_HISTORY_NAME`` names the file of the old shape).
+HISTORY_NAME = os.environ.get("CURAFLOW_HISTORY_NAME", "job_paused_at_deadline_core_v3")
+
+
+def record_history(env: Env, job_id: str, name: str) -> None:
+    """Write the job's history to tests/histories (``CURAFLOW_RECORD_HISTORIES=1``)."""
+    if os.environ.get("CURAFLOW_RECORD_HISTORIES") != "1":
+        return
+    done = cli(env, "workflow", "show", "-w", job_id, "-o", "json")
+    assert done.returncode == 0, done.stderr
+    (ROOT / "tests" / "histories" / f"{name}.json").write_text(recorded_history(done.stdout))

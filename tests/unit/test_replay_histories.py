@@ -28,6 +28,7 @@ from workflows.job import (
     JOB_INPUT_REPORTING_RUN,
     NO_CRON,
     OWN_JOB_ONLY,
+    PAUSED_STEPS,
     PUSH_BOUND,
     RUN_LIMIT,
     STARTER_ATTRIBUTES,
@@ -70,6 +71,7 @@ def test_histories_of_every_job_shape_are_kept() -> None:
                 NO_CRON,
                 RUN_LIMIT,
                 CANCELLED_END,
+                PAUSED_STEPS,
             }
             assert patches(path) - own == {"core-v3"}, path.name
 
@@ -223,6 +225,26 @@ def test_histories_of_foreign_input_are_kept() -> None:
         events = json.loads(by_name[name].read_text())["events"]
         assert last in events[-1], name
         assert not any("workflowTaskFailedEventAttributes" in event for event in events), name
+
+
+def test_histories_of_a_step_paused_at_the_deadline_before_and_after_paused_steps_are_kept() -> None:
+    """A job whose ``deliver`` an operator paused (the attempt ended by the receiver's 503,
+    the next one held) until the deadline: recorded on the commit before ``paused-steps``
+    it cancelled the step at once and finished (no marker); from the patch on it records
+    the marker and asks ``paused_steps`` (a local activity) before the cancel. Both replay
+    on today's code (:func:`test_recorded_history_replays`) and end failed."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = by_name["job_paused_at_deadline_before_paused_steps_core_v3"]
+    after = by_name["job_paused_at_deadline_core_v3"]
+    assert patches(before) == {"core-v3"}
+    assert patches(after) == {"core-v3", PAUSED_STEPS}
+    for path, asked in ((before, 0), (after, 1)):
+        events = json.loads(path.read_text())["events"]
+        assert "workflowExecutionFailedEventAttributes" in events[-1], path.name
+        cancel = next(i for i, e in enumerate(events) if "activityTaskCancelRequestedEventAttributes" in e)
+        markers = [e for e in events[:cancel] if "markerRecordedEventAttributes" in e]
+        local = [m for m in markers if m["markerRecordedEventAttributes"]["markerName"] == "core_local_activity"]
+        assert len(local) == asked, path.name
 
 
 def test_histories_from_before_foreign_input_are_kept() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from curaflow.domain.holds import hold_scope
 from curaflow.domain.reasons import REASONS, Owner, TerminalReason
 from curaflow.domain.verdicts import (
     NON_RETRYABLE_TYPES,
@@ -498,3 +499,20 @@ def test_a_step_timed_out_by_an_operators_options_is_neither_a_stall_nor_the_rou
         assert cell_verdict(state=state, stage="searching", cause="deadline", failure=failure) == R.EXECUTION_TIMEOUT
     assert not operator_changed_options(failure, "deadline")
     assert not operator_changed_options(timeout(step, "HEARTBEAT"), cause)
+
+
+@pytest.mark.parametrize("step", ["acquire", "deliver"])
+def test_a_step_paused_at_the_deadline_is_the_operators_not_the_deadlines(step: str) -> None:
+    """A step Temporal held paused by an operator when the deadline stopped it
+    (``StepFailure.paused``) ended ``execution_timeout`` ("retry with a longer
+    deadline_ms", owner curaflow): it is ``step_paused``, the operator's, and names no hold
+    — under the deadline only (a cancel owns what it stopped)."""
+    state = "artifact_ready" if step == "deliver" else "pending"
+    paused = StepFailure(step=step, kind=FailureKind.CANCELLED, retry_state="CANCEL_REQUESTED", paused=True)  # type: ignore[arg-type]
+    assert cell_verdict(state=state, stage="searching", cause="deadline", failure=paused) == R.STEP_PAUSED
+    assert REASONS[R.STEP_PAUSED].owner == Owner.OPERATOR
+    assert hold_scope(state, R.STEP_PAUSED, failure_step=step) is None
+    assert cell_verdict(state=state, stage="searching", cause="cancelled", failure=paused) == R.CANCELLED_BY_CONSUMER
+    unpaused = paused.model_copy(update={"paused": False})
+    assert cell_verdict(state=state, stage="searching", cause="deadline", failure=unpaused) == R.EXECUTION_TIMEOUT
+    assert "paused" not in unpaused.model_dump() and paused.model_dump()["paused"] is True

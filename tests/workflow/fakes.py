@@ -36,6 +36,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.admit import refusal
+from activities.finish import paused_steps_of
 from curaflow.domain.cells import CellState, is_terminal
 from curaflow.domain.messages import (
     AcquireInput,
@@ -48,6 +49,7 @@ from curaflow.domain.messages import (
     FinishInput,
     JobInput,
     JobState,
+    PausedStep,
     PushInput,
     PushReport,
     RouteRef,
@@ -370,6 +372,12 @@ class Fakes:
             assert job_id is not None
             await client_of().get_workflow_handle(job_id).cancel()
 
+        @activity.defn(name="paused_steps")
+        async def paused_steps() -> list[PausedStep]:
+            info = activity.info()
+            assert info.workflow_id is not None
+            return await paused_steps_of(client_of(), info.workflow_id, info.workflow_run_id)
+
         @activity.defn(name="push_events")
         async def push_events(inp: PushInput) -> PushReport:
             fakes.pushes.append(inp)
@@ -394,7 +402,7 @@ class Fakes:
                 await fakes.admit_hold.wait()
             return fakes._admit(inp.task)
 
-        return [acquire, search, fetch, deliver, finish, request_cancel, push_events, admit]
+        return [acquire, search, fetch, deliver, finish, request_cancel, paused_steps, push_events, admit]
 
     def _admit(self, task: dict[str, Any]) -> Admitted:
         """What the ledger's admission answers ``task`` (see the module doc)."""

@@ -88,9 +88,11 @@ async def test_the_deadline_stops_every_step(env: Env, step: str) -> None:
     assert finish.failures["t"].kind == FailureKind.CANCELLED
     assert state.status == "expired"
     assert state.cells[0].reason == "execution_timeout"
-    # The timer fired, then the step was cancelled; nothing was scheduled after it but finish.
+    # The timer fired, then the step was cancelled; nothing was scheduled after it but the
+    # question which steps an operator paused (``paused-steps``, asked before the cancel)
+    # and finish.
     (fired,) = await env.events(handle, EventType.EVENT_TYPE_TIMER_FIRED)
-    assert [name for event_id, name in await env.scheduled(handle) if event_id > fired] == ["finish"]
+    assert [name for event_id, name in await env.scheduled(handle) if event_id > fired] == ["paused_steps", "finish"]
 
 
 # ---- every cancel path is a barrier, recorded before in-flight steps are stopped --------

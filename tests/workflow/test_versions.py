@@ -12,6 +12,7 @@ branches do.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 
@@ -22,6 +23,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.workflow.fakes import Act
 from tests.workflow.harness import Env, workers
+from tests.workflow.test_paused_at_deadline import SLOW_RETRIES, pause, retry_in_backoff
 from workflows.job import (
     CANCELLED_END,
     CELL_PROGRESS,
@@ -29,6 +31,7 @@ from workflows.job import (
     CORE_V3,
     FAILED_EXECUTION,
     JOB_INPUT_REPORTING_RUN,
+    PAUSED_STEPS,
     PUSH_BOUND,
     REPORTING_RUN,
 )
@@ -206,3 +209,18 @@ async def test_before_push_bound_a_jobs_end_waited_for_every_push(unpatched: Unp
     assert waited > end_push_wait(policy.timeout_ms, None)
     assert [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED] == []
     assert env.fakes.push_cancels == 0
+
+
+async def test_before_paused_steps_a_step_paused_at_the_deadline_ended_execution_timeout(
+    unpatched: Unpatched,
+) -> None:
+    async with unpatched(PAUSED_STEPS) as env:
+        env.fakes.on("deliver", "t", Act("fail", error_type="network_error"), route="a")
+        handle = await env.start(env.job(deadline_ms=8_000, budgets=SLOW_RETRIES))
+        activity_id = await retry_in_backoff(env, handle.id, "deliver")
+        await asyncio.to_thread(pause, env, handle.id, activity_id)
+
+        assert await env.closed(handle) == WorkflowExecutionStatus.FAILED
+        [finish] = env.fakes.finishes
+        assert not finish.failures["t"].paused
+        assert (await env.status(handle)).cells[0].reason == "execution_timeout"

@@ -5,9 +5,9 @@ step gets."""
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from curaflow.domain.reasons import REASONS, Owner, TerminalReason, is_reason, parse_reason, reason_info
 
@@ -40,6 +40,9 @@ class StepFailure(BaseModel):
         first_step: the step was the cell's first (nothing of the cell ran before).
         route: the route of a ``deliver`` step.
         message: the failure's message (diagnostics only; never shown to consumers).
+        paused: Temporal held the step paused by an operator (``temporal activity pause``,
+            the UI's "Pause") when the job's deadline stopped it: the workflow asked
+            Temporal at the deadline (:data:`workflows.job.PAUSED_STEPS`, 2026-12-06).
     """
 
     step: Step
@@ -51,6 +54,15 @@ class StepFailure(BaseModel):
     first_step: bool = False
     route: str | None = None
     message: str = ""
+    paused: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_unset_pause(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """``paused`` is written only when set, so the facts every finish sends keep their bytes."""
+        data = handler(self)
+        if isinstance(data, dict) and not self.paused:
+            data.pop("paused", None)
+        return data
 
     @property
     def owner(self) -> Owner:

@@ -146,7 +146,10 @@ def cell_verdict(
         The reason. Precedence: a step timed out by an operator's change of its options
         (:func:`~curaflow.domain.verdicts.failures.operator_changed_options`) is
         ``step_options_changed`` (owner ``operator``; ``internal_error``, "read the
-        worker's log", until 2026-12-06); then the failure's own reason (a real failure that ended the
+        worker's log", until 2026-12-06); a step Temporal held paused by an operator
+        when the deadline stopped it (``StepFailure.paused``) is ``step_paused`` (owner
+        ``operator``; ``execution_timeout``, "retry with a longer deadline_ms", until
+        2026-12-06); then the failure's own reason (a real failure that ended the
         cell before the job stopped stays its reason) — except that **the deadline owns
         every failure that happens after it passed**: when the job finishes for its
         deadline, a failure that ended after the workflow stopped the step, or a
@@ -168,6 +171,8 @@ def cell_verdict(
         reason = parse_reason(reported_reason)
     elif failure is not None and operator_changed_options(failure, cause):
         reason = R.STEP_OPTIONS_CHANGED  # the operator's timeout, not curaflow's (2026-12-06)
+    elif failure is not None and failure.paused and cause == FinishCause.DEADLINE:
+        reason = R.STEP_PAUSED  # Temporal held it paused by an operator when the deadline came (2026-12-06)
     elif failure is not None and not (
         (cause == FinishCause.DEADLINE and ended_by_deadline(failure))
         or (cause == FinishCause.CANCELLED and failure.retry_state == "CANCEL_REQUESTED")
