@@ -923,6 +923,7 @@ class JobWorkflow:
                     first_step=first,
                     route=route,
                     message=f"completed with a result that is no CellUpdate: {str(err)[:400]}",
+                    by_hand=True,  # no worker of curaflow returns one: ended from outside
                 ),
             )
             return None

@@ -29,6 +29,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 with workflow.unsafe.imports_passed_through():
     from curaflow.domain.messages import Budgets
     from curaflow.domain.verdicts import NON_RETRYABLE_TYPES, FailureKind, Step, StepFailure, attempt_budget
+    from curaflow.domain.verdicts.failures import CLI_FAILURE_SOURCE
 
 #: How far an activity attempt may run past the job deadline: the deadline cancels running
 #: attempts and waits for them, so a request already out is finished and reported instead
@@ -145,6 +146,7 @@ def failure_facts(err: ActivityError, step: Step, *, first: bool, route: str | N
         facts.kind = FailureKind.APPLICATION
         facts.error_type = cause.type
         facts.non_retryable = cause.non_retryable
+        facts.by_hand = cause.failure is not None and cause.failure.source == CLI_FAILURE_SOURCE
     elif isinstance(cause, ActivityTimeoutError):
         facts.kind = FailureKind.TIMEOUT
         facts.timeout_type = cause.type.name if cause.type is not None else None

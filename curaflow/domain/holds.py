@@ -108,7 +108,8 @@ def hold_scope(
 
     * a consumer's or an operator's stop (:data:`~curaflow.domain.reasons.CANCEL_REASONS`)
       is what ended the cell, whatever anything waited for: none; so is an operator's
-      pause of its step that Temporal still held at the deadline (``step_paused``);
+      pause of its step that Temporal still held at the deadline (``step_paused``), or
+      its step ended by hand (``step_ended_by_hand``);
     * a cell whose work waits for its routes (:data:`WAITING_STATES`) may be held by a
       route, one still needing its source (:data:`SOURCE_STATES`) by its account; any
       other state by none;
@@ -127,8 +128,8 @@ def hold_scope(
             workflow saw it (:class:`~curaflow.domain.verdicts.StepFailure`: its step,
             its route, the reason it gives); None when no step of the cell failed.
     """
-    if reason in CANCEL_REASONS or reason == TerminalReason.STEP_PAUSED:
-        return None  # a stop on purpose, or the operator's pause: that is what held it
+    if reason in CANCEL_REASONS or reason in (TerminalReason.STEP_PAUSED, TerminalReason.STEP_ENDED_BY_HAND):
+        return None  # a stop on purpose, or the operator's pause or hand: that is what ended it
     owner: HoldOwner
     if state in WAITING_STATES:
         owner = "route"

@@ -62,7 +62,12 @@ curaflow additions for delivery routes that are not TelePost:
   Owner ``operator``, protocol ``deadline_exceeded`` (the job ``expired``); retryable.
   Until 2026-12-06 such a cell ended ``execution_timeout``, "retry with a longer
   deadline_ms or a narrower query", owner ``curaflow``: a remedy that does not help while
-  the step stays paused.
+  the step stays paused;
+* ``step_ended_by_hand``: the cell's step was ended by hand from outside curaflow —
+  ``temporal activity fail`` (the failure's source ``CLI``), or ``temporal activity
+  complete`` with a result that is no step's (:attr:`~curaflow.domain.verdicts.StepFailure.by_hand`).
+  Owner ``operator``, protocol ``internal_error``; retryable. Until 2026-12-06
+  ``internal_error``, "read the worker's log", owner ``curaflow``.
 
 Each reason carries its own short, actionable sentence in Chinese and English: what
 happened and what to do. ``retryable`` is the truth about the reason (can a
@@ -106,6 +111,7 @@ class TerminalReason(StrEnum):
     INTERNAL_ERROR = "internal_error"
     STEP_OPTIONS_CHANGED = "step_options_changed"
     STEP_PAUSED = "step_paused"
+    STEP_ENDED_BY_HAND = "step_ended_by_hand"
     QUEUED_TOO_LONG = "queued_too_long"
     STALLED_NO_HEARTBEAT = "stalled_no_heartbeat"
     DELIVERY_ABANDONED = "delivery_abandoned"
@@ -380,6 +386,16 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         "请先取消暂停，再重新运行任务。",
         "An operator paused this step in Temporal and it was still paused at the job's deadline, so it did not "
         "run again. Unpause paused steps, then run the job again.",
+        owner=Owner.OPERATOR,
+    ),
+    R.STEP_ENDED_BY_HAND: ReasonInfo(
+        Origin.EXECUTION,
+        True,
+        "internal_error",
+        "运维人员在 Temporal 中手动结束了这一步骤（标记为失败，或以不属于该步骤的结果完成）；"
+        "curaflow、来源和路由都没有出错。请重新运行任务。",
+        "An operator ended this step by hand in Temporal (failed it, or completed it with a result not the "
+        "step's); nothing failed in curaflow, the source or the route. Run the job again.",
         owner=Owner.OPERATOR,
     ),
     R.QUEUED_TOO_LONG: ReasonInfo(

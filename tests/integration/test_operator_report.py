@@ -73,6 +73,29 @@ async def test_a_download_an_operator_timed_out_by_its_options_reports_the_opera
     assert "operator" in outcome["user_message"]["en"], outcome["user_message"]
 
 
+async def test_a_download_an_operator_failed_by_hand_reports_the_operators_hand(env: Env) -> None:
+    # `temporal activity fail` on the running download: GET /jobs said `internal_error`,
+    # "An internal error occurred; read the worker's log", owner `curaflow`.
+    env.replay.faults.slow_images_s = 4
+    job_id = await submit(env, "dir")
+    await job_in_stage(env.http, job_id, "fetching")
+    step = await running_step(env, job_id, "acquire")
+
+    failed = await asyncio.to_thread(cli, env, "activity", "fail", "-w", job_id, "-a", step, "--reason", "ops: stop")
+    assert failed.returncode == 0, failed.stderr
+
+    job = await terminal_job(env.http, job_id, timeout_s=60)
+    if job["status"] == "succeeded":  # the step's own attempt bound and stored its work first: delivered
+        return
+    error = job["error"]
+    assert (job["status"], error["detail"]["internal_code"], error["detail"].get("owner")) == (
+        "failed",
+        "step_ended_by_hand",
+        "operator",
+    ), job
+    assert "by hand" in error["message"] and "internal error" not in error["message"], error["message"]
+
+
 async def test_a_delivery_an_operator_paused_until_the_deadline_names_the_pause(env: Env) -> None:
     # The receiver answers 503 (no Retry-After) 3 s after it got the send; the operator
     # pauses the step meanwhile. The attempt ends by that answer and the pause holds the

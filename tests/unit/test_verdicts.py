@@ -516,3 +516,19 @@ def test_a_step_paused_at_the_deadline_is_the_operators_not_the_deadlines(step: 
     unpaused = paused.model_copy(update={"paused": False})
     assert cell_verdict(state=state, stage="searching", cause="deadline", failure=unpaused) == R.EXECUTION_TIMEOUT
     assert "paused" not in unpaused.model_dump() and paused.model_dump()["paused"] is True
+
+
+@pytest.mark.parametrize("kind", [FailureKind.APPLICATION, FailureKind.OTHER])
+@pytest.mark.parametrize("cause", ["completed", "deadline", "cancelled"])
+def test_a_step_ended_by_hand_is_the_operators_not_curaflows(kind: FailureKind, cause: str) -> None:
+    """``temporal activity fail`` (source ``CLI``) or a junk ``complete``: the cell ended
+    ``internal_error`` ("read the worker's log", owner curaflow); it is
+    ``step_ended_by_hand``, the operator's, whatever stopped the job after it."""
+    failure = StepFailure(
+        step="acquire", kind=kind, non_retryable=True, retry_state="NON_RETRYABLE_FAILURE", by_hand=True
+    )
+    assert cell_verdict(state="pending", stage="fetching", cause=cause, failure=failure) == R.STEP_ENDED_BY_HAND
+    assert failure.owner == Owner.OPERATOR
+    plain = failure.model_copy(update={"by_hand": False})
+    assert failure_reason(plain) == R.INTERNAL_ERROR
+    assert "by_hand" not in plain.model_dump()

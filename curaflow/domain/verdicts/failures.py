@@ -43,6 +43,10 @@ class StepFailure(BaseModel):
         paused: Temporal held the step paused by an operator (``temporal activity pause``,
             the UI's "Pause") when the job's deadline stopped it: the workflow asked
             Temporal at the deadline (:data:`workflows.job.PAUSED_STEPS`, 2026-12-06).
+        by_hand: the step was ended from outside curaflow, recognised positively: failed
+            by the Temporal CLI (``temporal activity fail``: the failure's ``source`` is
+            ``CLI``) or completed with a result that is no ``CellUpdate`` (``temporal
+            activity complete`` with junk: no worker of curaflow returns one) (2026-12-06).
     """
 
     step: Step
@@ -55,13 +59,17 @@ class StepFailure(BaseModel):
     route: str | None = None
     message: str = ""
     paused: bool = False
+    by_hand: bool = False
 
     @model_serializer(mode="wrap")
-    def _without_unset_pause(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """``paused`` is written only when set, so the facts every finish sends keep their bytes."""
+    def _without_unset_flags(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """``paused`` and ``by_hand`` are written only when set, so the facts every finish
+        sends keep their bytes."""
         data = handler(self)
-        if isinstance(data, dict) and not self.paused:
-            data.pop("paused", None)
+        if isinstance(data, dict):
+            for flag in ("paused", "by_hand"):
+                if not getattr(self, flag):
+                    data.pop(flag, None)
         return data
 
     @property
@@ -116,8 +124,14 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
       (``HEARTBEAT``, ``START_TO_CLOSE`` …) is ``stalled_no_heartbeat`` (under a finish
       that is not the deadline's, :func:`~curaflow.domain.verdicts.finish.cell_verdict` takes a ``START_TO_CLOSE`` or
       ``SCHEDULE_TO_CLOSE`` timeout for an operator's change, :func:`operator_changed_options`);
-    * ``other``: ``internal_error``.
+    * ``other``: ``internal_error``;
+    * whatever its kind, a step ended by hand from outside curaflow (``by_hand``: failed by
+      the Temporal CLI, completed with a result that is no ``CellUpdate``) is
+      ``step_ended_by_hand`` (owner ``operator``): until 2026-12-06 it was ``internal_error``,
+      "An internal error occurred; read the worker's log", owner ``curaflow``.
     """
+    if failure.by_hand:
+        return R.STEP_ENDED_BY_HAND
     if failure.kind == FailureKind.CANCELLED:
         return None
     if failure.kind == FailureKind.APPLICATION:
@@ -138,6 +152,10 @@ def failure_reason(failure: StepFailure) -> TerminalReason | None:
         return R.STALLED_NO_HEARTBEAT
     return R.INTERNAL_ERROR
 
+
+#: The ``source`` the Temporal CLI gives a failure it reports for an activity
+#: (``temporal activity fail``): curaflow's workers never send it.
+CLI_FAILURE_SOURCE = "CLI"
 
 #: Temporal timeouts curaflow never lets fire before a job's deadline stopped its steps: a
 #: step's start-to-close timeout is the deadline plus ``ATTEMPT_GRACE``
