@@ -21,7 +21,7 @@ Retryability of an activity failure comes from the reason catalogue
 
 **Attribution before judgement**: every failure arrives here as a reason code,
 and the catalogue names the reason's one owner (:class:`~curaflow.domain.reasons.Owner`:
-work, route, source, account, curaflow; :func:`owner_of`). The verdicts are judged from
+work, route, source, account, curaflow, operator; :func:`owner_of`). The verdicts are judged from
 that owner: only a failure owned by the *work* refuses the work for good on a route; a
 *route*-owned failure ends the cell (alertable) and leaves the work free for a later job;
 a final failure after part of the work was posted is *partial*. Routes and the source
