@@ -37,6 +37,28 @@ SOURCE = ("acquire", "search", "fetch")  # the activities of the account's sourc
 ACTIVITY_OF = {"search": "acquire", "fetch": "acquire", "deliver": "deliver"}
 
 
+def temporal_activity(env: Env, verb: str, job_id: str, activity_id: str, *extra: str) -> None:
+    """``temporal activity <verb>`` on step ``activity_id`` of job ``job_id``, as an operator
+    runs it (``pause``, ``update-options``, ``fail``, ``complete``…; ``extra``: its flags);
+    asserts the command succeeded. Blocking: call it through ``asyncio.to_thread``."""
+    done = subprocess.run(
+        [temporal_binary(), "activity", verb, "--address", env.address, "-w", job_id, "-a", activity_id, *extra],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+async def pending_step_id(handle: WorkflowHandle[Any, Any], step: str) -> str:
+    """The activity id of the job's pending ``step`` (``search``, ``fetch``, ``deliver``:
+    :data:`ACTIVITY_OF`); raises StopIteration when none is pending."""
+    described = await handle.describe()
+    return next(
+        p.activity_id for p in described.raw_description.pending_activities if p.activity_type.name == ACTIVITY_OF[step]
+    )
+
+
 class Env:
     """One test's fakes, queues and workers."""
 

@@ -6,38 +6,15 @@ Temporal client or an operator sends a running job")."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus
 
-from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.verdicts import FailureKind
 from tests.workflow.fakes import Act
-from tests.workflow.harness import ACTIVITY_OF, Env
+from tests.workflow.harness import Env, pending_step_id, temporal_activity
 
 pytestmark = pytest.mark.integration
-
-
-def update_options(env: Env, job_id: str, activity_id: str, *options: str) -> None:
-    done = subprocess.run(
-        [
-            temporal_binary(),
-            "activity",
-            "update-options",
-            "--address",
-            env.address,
-            "-w",
-            job_id,
-            "-a",
-            activity_id,
-            *options,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize("step", ["search", "fetch", "deliver"])
@@ -52,13 +29,18 @@ async def test_a_step_an_operator_timed_out_ends_the_job_failed_step_options_cha
     env.fakes.on(step, "t", Act("hang"), route="a" if step == "deliver" else None)
     handle = await env.start(env.job())
     await env.called(step)
-    described = await handle.describe()
-    step_id = next(
-        p.activity_id for p in described.raw_description.pending_activities if p.activity_type.name == ACTIVITY_OF[step]
-    )
+    step_id = await pending_step_id(handle, step)
 
     await asyncio.to_thread(
-        update_options, env, handle.id, step_id, "--start-to-close-timeout", "1s", "--retry-maximum-attempts", "1"
+        temporal_activity,
+        env,
+        "update-options",
+        handle.id,
+        step_id,
+        "--start-to-close-timeout",
+        "1s",
+        "--retry-maximum-attempts",
+        "1",
     )
 
     assert await env.closed(handle) == WorkflowExecutionStatus.FAILED
@@ -66,16 +48,6 @@ async def test_a_step_an_operator_timed_out_ends_the_job_failed_step_options_cha
     assert (finish.failures["t"].kind, finish.failures["t"].timeout_type) == (FailureKind.TIMEOUT, "START_TO_CLOSE")
     state = await env.status(handle)
     assert (state.status, state.cells[0].reason) == ("failed", "step_options_changed"), state.cells[0]
-
-
-def activity_by_hand(env: Env, verb: str, job_id: str, activity_id: str, *extra: str) -> None:
-    done = subprocess.run(
-        [temporal_binary(), "activity", verb, "--address", env.address, "-w", job_id, "-a", activity_id, *extra],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize("step", ["search", "deliver"])
@@ -92,12 +64,9 @@ async def test_a_step_ended_by_hand_ends_the_job_step_ended_by_hand_not_internal
     env.fakes.on(step, "t", Act("hang"), route="a" if step == "deliver" else None)
     handle = await env.start(env.job())
     await env.called(step)
-    described = await handle.describe()
-    step_id = next(
-        p.activity_id for p in described.raw_description.pending_activities if p.activity_type.name == ACTIVITY_OF[step]
-    )
+    step_id = await pending_step_id(handle, step)
 
-    await asyncio.to_thread(activity_by_hand, env, verb, handle.id, step_id, *extra)
+    await asyncio.to_thread(temporal_activity, env, verb, handle.id, step_id, *extra)
 
     assert await env.closed(handle) == WorkflowExecutionStatus.FAILED
     [finish] = env.fakes.finishes

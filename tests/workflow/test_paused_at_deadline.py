@@ -7,17 +7,15 @@ that held nothing yet — the attempt still running at the deadline — is not n
 from __future__ import annotations
 
 import asyncio
-import subprocess
 
 import pytest
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import WorkflowExecutionStatus
 
-from curaflow.devstack.temporal import temporal_binary
 from curaflow.domain.messages import Budgets
 from tests.support import eventually
 from tests.workflow.fakes import Act
-from tests.workflow.harness import Env
+from tests.workflow.harness import Env, temporal_activity
 
 pytestmark = pytest.mark.integration
 
@@ -31,16 +29,6 @@ SLOW_RETRIES = Budgets(
     delivery_max_attempts=3,
     source_max_attempts=3,
 )
-
-
-def pause(env: Env, job_id: str, activity_id: str) -> None:
-    done = subprocess.run(
-        [temporal_binary(), "activity", "pause", "--address", env.address, "-w", job_id, "-a", activity_id],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert done.returncode == 0, done.stderr
 
 
 async def pending(env: Env, job_id: str, activity_type: str) -> tuple[str, int, int] | None:
@@ -76,7 +64,7 @@ async def test_a_step_paused_until_the_deadline_ends_step_paused_the_operators(e
     handle = await env.start(env.job(deadline_ms=8_000, budgets=SLOW_RETRIES))
 
     activity_id = await retry_in_backoff(env, handle.id, step)
-    await asyncio.to_thread(pause, env, handle.id, activity_id)
+    await asyncio.to_thread(temporal_activity, env, "pause", handle.id, activity_id)
 
     assert await env.closed(handle) == WorkflowExecutionStatus.FAILED
     [finish] = env.fakes.finishes
@@ -96,7 +84,7 @@ async def test_a_pause_of_an_attempt_still_running_at_the_deadline_is_not_named(
     await env.called("deliver")
     found = await pending(env, handle.id, "deliver")
     assert found is not None
-    await asyncio.to_thread(pause, env, handle.id, found[0])
+    await asyncio.to_thread(temporal_activity, env, "pause", handle.id, found[0])
     after = await pending(env, handle.id, "deliver")
     assert after is not None and after[1] == PendingActivityState.PENDING_ACTIVITY_STATE_PAUSE_REQUESTED, after
 
