@@ -21,6 +21,7 @@ from PIL import Image
 from curaflow.artifacts import ArtifactStore
 from curaflow.devstack.ports import free_port
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+from curaflow.domain.models import Artifact
 from curaflow.domain.reasons import TerminalReason
 from curaflow.ledger.db import DB_NOW_MS
 from curaflow.ledger.gates import read_gate
@@ -177,6 +178,27 @@ GIF_CUTS = {
 }
 
 
+async def fetched_after_a_cut(source: Replay, tmp_path: Path, work_id: str, body: bytes) -> Artifact:
+    """Fetch the one page of ``work_id`` from an image host that serves ``body``
+    close-delimited and cut in half first, whole after: the cut fetch must fail
+    ``download_failed`` (retryable) with nothing recorded complete; returns the retry's
+    artifact (the whole page)."""
+    host = await FakeImageHost(source.faults, script=["close_half"], bodies={f"{work_id}_p0": body}).start()
+    source.image_host = host.url
+    store = ArtifactStore(tmp_path)
+    try:
+        work = await listed_work(source, work_id)
+        with pytest.raises(SourceError) as caught:
+            await store.fetch(source.client(), work, "job", "t")
+        assert caught.value.reason == TerminalReason.DOWNLOAD_FAILED and caught.value.retryable
+        assert list(store.folder("job", "t").iterdir()) == []  # nothing recorded complete
+        artifact = await store.fetch(source.client(), work, "job", "t")  # the retry: the whole page
+        assert [r.fault for r in host.of_work(work_id) if f"{work_id}_p0" in r.path] == ["close_half", None]
+        return artifact
+    finally:
+        await host.stop()
+
+
 @pytest.mark.parametrize("where", list(GIF_CUTS))
 async def test_a_gif_cut_short_is_retried_until_it_comes_whole(source: Replay, tmp_path: Path, where: str) -> None:
     # A GIF page of three frames served close-delimited, half of it: the check judges the
@@ -187,21 +209,9 @@ async def test_a_gif_cut_short_is_retried_until_it_comes_whole(source: Replay, t
     work_id = "126839103"  # one page
     gif = noise_gif()
     body = halved_at(gif, GIF_CUTS[where](gif))
-    host = await FakeImageHost(source.faults, script=["close_half"], bodies={f"{work_id}_p0": body}).start()
-    source.image_host = host.url
-    store = ArtifactStore(tmp_path)
-    try:
-        work = await listed_work(source, work_id)
-        with pytest.raises(SourceError) as caught:
-            await store.fetch(source.client(), work, "job", "t")
-        assert caught.value.reason == TerminalReason.DOWNLOAD_FAILED and caught.value.retryable
-        assert list(store.folder("job", "t").iterdir()) == []  # nothing recorded complete
-        artifact = await store.fetch(source.client(), work, "job", "t")  # the retry: the whole GIF
-        with Image.open(artifact.files[0].path) as image:
-            assert image.n_frames == 3
-        assert [r.fault for r in host.of_work(work_id)] == ["close_half", None]
-    finally:
-        await host.stop()
+    artifact = await fetched_after_a_cut(source, tmp_path, work_id, body)
+    with Image.open(artifact.files[0].path) as image:
+        assert image.n_frames == 3
 
 
 @pytest.mark.parametrize(
@@ -216,19 +226,8 @@ async def test_a_page_cut_right_after_an_image_it_carries_is_retried(
     # (undecodable, the week); it is retried and the whole page delivered.
     data, cut = jpeg_with_thumbnail() if fmt == "jpeg" else png_carrying_a_png()
     body = carrying_halved_at(data, cut, fmt)
-    host = await FakeImageHost(source.faults, script=["close_half"], bodies={f"{work_id}_p0": body}).start()
-    source.image_host = host.url
-    store = ArtifactStore(tmp_path)
-    try:
-        work = await listed_work(source, work_id)
-        with pytest.raises(SourceError) as caught:
-            await store.fetch(source.client(), work, "job", "t")
-        assert caught.value.reason == TerminalReason.DOWNLOAD_FAILED and caught.value.retryable
-        artifact = await store.fetch(source.client(), work, "job", "t")  # the retry: the whole page
-        assert Path(artifact.files[0].path).read_bytes() == body
-        assert [r.fault for r in host.of_work(work_id) if f"{work_id}_p0" in r.path] == ["close_half", None]
-    finally:
-        await host.stop()
+    artifact = await fetched_after_a_cut(source, tmp_path, work_id, body)
+    assert Path(artifact.files[0].path).read_bytes() == body
 
 
 async def test_a_page_too_large_to_verify_is_never_stored(source: Replay, tmp_path: Path) -> None:

@@ -15,8 +15,10 @@ import io
 import random
 import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from curaflow.artifacts.images import Refused, Verified, check_image
@@ -59,26 +61,24 @@ def png_carrying_a_png() -> tuple[bytes, int]:
     return outer[:ihdr_end] + _png_chunk(b"prVw", inner) + outer[ihdr_end:], ihdr_end + 8 + len(inner)
 
 
-def test_a_jpeg_cut_right_after_its_thumbnail_is_retried_not_the_works(tmp_path: Path) -> None:
-    data, cut = jpeg_with_thumbnail()
-    whole = tmp_path / "whole_p0.jpg"
+@pytest.mark.parametrize(
+    ("made", "suffix", "inner_end"),
+    [(jpeg_with_thumbnail, "jpg", b"\xff\xd9"), (png_carrying_a_png, "png", b"IEND\xaeB`\x82")],
+    ids=["jpeg-thumbnail", "png-carried"],
+)
+def test_a_page_cut_right_after_an_image_it_carries_is_retried_not_the_works(
+    tmp_path: Path, made: Callable[[], tuple[bytes, int]], suffix: str, inner_end: bytes
+) -> None:
+    # A JPEG's EXIF thumbnail ends on its own EOI, a PNG carried in a chunk on its own IEND:
+    # a page cut right there ends as a whole file ends, yet is not the file.
+    data, cut = made()
+    whole = tmp_path / f"whole_p0.{suffix}"
     whole.write_bytes(data)
     assert check_image(whole) == Verified(64, 64)
-    page = tmp_path / "cut_p0.jpg"
+    page = tmp_path / f"cut_p0.{suffix}"
     page.write_bytes(data[:cut])
-    assert page.read_bytes().endswith(b"\xff\xd9")  # the thumbnail's EOI
+    assert page.read_bytes().endswith(inner_end)  # the carried image's end
     assert isinstance(check_image(page), str)  # maybe the transfer's: retried
-
-
-def test_a_png_cut_right_after_a_png_it_carries_is_retried_not_the_works(tmp_path: Path) -> None:
-    data, cut = png_carrying_a_png()
-    whole = tmp_path / "whole_p0.png"
-    whole.write_bytes(data)
-    assert check_image(whole) == Verified(64, 64)
-    page = tmp_path / "cut_p0.png"
-    page.write_bytes(data[:cut])
-    assert page.read_bytes().endswith(b"IEND\xaeB`\x82")  # the carried PNG's IEND
-    assert isinstance(check_image(page), str)
 
 
 def test_a_whole_jpeg_or_png_that_does_not_decode_stays_the_works(tmp_path: Path) -> None:
