@@ -22,8 +22,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from tests.workflow.fakes import Act
-from tests.workflow.harness import Env, workers
-from tests.workflow.test_paused_at_deadline import SLOW_RETRIES, pause, retry_in_backoff
+from tests.workflow.harness import Env, temporal_activity, workers
+from tests.workflow.test_paused_at_deadline import SLOW_RETRIES, retry_in_backoff
 from workflows.job import (
     CANCELLED_END,
     CELL_PROGRESS,
@@ -218,7 +218,7 @@ async def test_before_paused_steps_a_step_paused_at_the_deadline_ended_execution
         env.fakes.on("deliver", "t", Act("fail", error_type="network_error"), route="a")
         handle = await env.start(env.job(deadline_ms=8_000, budgets=SLOW_RETRIES))
         activity_id = await retry_in_backoff(env, handle.id, "deliver")
-        await asyncio.to_thread(pause, env, handle.id, activity_id)
+        await asyncio.to_thread(temporal_activity, env, "pause", handle.id, activity_id)
 
         assert await env.closed(handle) == WorkflowExecutionStatus.FAILED
         [finish] = env.fakes.finishes
