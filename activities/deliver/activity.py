@@ -115,6 +115,10 @@ class DeliverActivity(DeliveryRecords):
                 (``next_retry_delay`` from ``retry_after``), and so is
                 ``configuration_mismatch`` (this worker does not know the route: one
                 attempt, never the cell — :meth:`_unknown_route`).
+            ApplicationError: ``step_ended_by_hand`` (non-retryable, nothing claimed) when the
+                ledger holds the cell with no fetched work: the workflow was told otherwise
+                by a step result an operator gave by hand (``temporal activity complete``;
+                ``internal_error`` until 2026-12-06).
         """
         require_own_job(inp.job_id)
         deps = self.deps
@@ -155,7 +159,14 @@ class DeliverActivity(DeliveryRecords):
             never_sent(claim)
             raise
         if nothing:
-            raise permanent(TerminalReason.INTERNAL_ERROR, "cell has no fetched artifact to deliver")
+            # curaflow's steps return a cell ready to deliver only from the ledger's own move
+            # to it (``ledger.cells.artifact_ready``, with the artifact stored): the workflow
+            # that scheduled this was told so by a result no worker of curaflow returned.
+            raise permanent(
+                TerminalReason.STEP_ENDED_BY_HAND,
+                f"the job was told the cell's work was fetched, but the ledger holds it {cell.state} with no "
+                "fetched work: a step's result came from outside curaflow (temporal activity complete)",
+            )
         transfer: Path | None = None
         artifact = cell.artifact
         try:

@@ -236,6 +236,7 @@ async def test_an_acquire_ended_from_outside_ends_the_job_by_the_ledger(env: Env
     if cell.state == "submitted":
         assert ([d.status for d in cell.deliveries], record.business_status) == (["delivered"], "success"), cell
     else:
-        # the operator's hand, not curaflow's bug (`internal_error` until 2026-12-06)
+        # the operator's hand, not curaflow's bug (`internal_error` until 2026-12-06): a
+        # result shaped like a step's is recognised by the `deliver` that follows it
         assert (cell.state, cell.reason, record.business_status) == ("failed", "step_ended_by_hand", "failed"), cell
         assert [d.status for d in cell.deliveries] in ([], ["released"]), cell
