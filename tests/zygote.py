@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -139,6 +140,9 @@ class Zygote:
         with self._lock:
             if self.process is not None and self.process.poll() is None and self._path is not None:
                 return self._path
+            if self._path is not None:  # the zygote before it died: its directory goes
+                shutil.rmtree(self._path.parent, ignore_errors=True)
+                self._path = None
             directory = Path(tempfile.mkdtemp(prefix="curaflow-zygote-"))
             path = directory / "zygote.sock"
             ready = directory / "ready"
@@ -160,11 +164,15 @@ class Zygote:
             return path
 
     def stop(self) -> None:
-        """SIGTERM the zygote (it wakes and SIGTERMs its children) and wait up to 10 s."""
+        """SIGTERM the zygote (it wakes and SIGTERMs its children), wait up to 10 s, and
+        remove the temporary directory of its socket."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(10)
+        if self._path is not None:
+            shutil.rmtree(self._path.parent, ignore_errors=True)
+            self._path = None
 
     def spawn(self, env: dict[str, str], log: Path | None, cwd: Path | None) -> ForkedProcess:
         """Fork a worker with ``env``, its output appended to ``log``, in ``cwd``."""

@@ -74,8 +74,11 @@ def test_a_zygote_that_stops_ends_its_children_even_a_stopped_one(tmp_path: Path
         stopped = ForkedWorkerProcess(env, tmp_path / "b.log", cwd=tmp_path, zygote=zygote).start()
         try:
             stopped.pause()
+            socket_dir = zygote._path.parent if zygote._path is not None else None
+            assert socket_dir is not None and socket_dir.is_dir()
             zygote.stop()
             assert zygote.process is not None and zygote.process.returncode == 0
+            assert not socket_dir.exists()  # its socket's directory goes with it (229 were left in a day)
             for worker in (running, stopped):
                 pid = worker.pid
                 assert pid is not None
