@@ -97,6 +97,9 @@ class CandidateReport(BaseModel):
         reasons: rejection counts by reason word (``duplicate``, ``excluded``,
             ``invalid`` (an id or fields the source should never have sent),
             ``refused`` (a route of the target refused it for good), ``unavailable``,
+            ``hidden`` (the source hides it from the account searched with: its
+            settings, its relation to the artist — not the work's; a later job meets it
+            again),
             ``unusable`` (what the source sent for it cannot be used: an image URL on
             another host), ``filtered:min_bookmarks`` …).
         known: works earlier scans of the target ruled out for good that this scan

@@ -24,6 +24,11 @@ outcome's message in both languages). Reason words and what they count:
 * ``unavailable``: the work cannot be had (deleted, private, restricted, 404, too large,
   undecodable, over the decode budget …: ``CandidateReport.unavailable`` counts each
   kind, :class:`~curaflow.sources.errors.UnavailableKind`);
+* ``hidden``: the source hides the work from the account the target searches with (Pixiv's
+  placeholder of the account's display settings or of its relation to the artist, or
+  one never seen) — not the
+  work's fault: told as such, a verdict that does not last (a later job meets the work
+  again once the account may see it; until 2026-12-06 it was ``unavailable``);
 * ``released``: a work this cell bound and released as unavailable, met again by a
   later pass of the same cell — counted ``unavailable``, a verdict that does not last
   (what lasts is the account's memory of it, read as ``unavailable`` first). A work the
@@ -84,6 +89,7 @@ _PARTS: tuple[tuple[str, str, str], ...] = (
     ("refused", "{n} refused by a route", "{n} 件被路由拒绝过"),
     ("held", "{n} held back by a route for now", "{n} 件暂时被路由搁置"),
     ("unavailable", "{n} unavailable", "{n} 件无法获取"),
+    ("hidden", "{n} hidden from the source account", "{n} 件对来源账号不可见"),
     ("unusable", "{n} unusable as the source sent them", "{n} 件来源返回的内容无法使用"),
     ("excluded", "{n} excluded by the task", "{n} 件被任务排除"),
     ("other", "{n} ruled out for another reason", "{n} 件因其他原因被排除"),
@@ -97,7 +103,7 @@ class Tally(BaseModel):
         examined: works this scan looked at (``CandidateReport.fetched``).
         known: works earlier scans of the target ruled out for good that this scan did
             not read again (the frontier's known run).
-        delivered / in_flight / refused / held / unavailable / unusable / excluded:
+        delivered / in_flight / refused / held / unavailable / hidden / unusable / excluded:
             works rejected for each reason (examined and known together; see the module
             doc; ``in_flight``: held by another open job, not delivered).
         unrecognised: of ``unusable``, the works met on an answer not recognised as
@@ -121,6 +127,7 @@ class Tally(BaseModel):
     refused: int = 0
     held: int = 0
     unavailable: int = 0
+    hidden: int = 0
     unusable: int = 0
     unrecognised: int = 0
     excluded: int = 0
@@ -142,6 +149,7 @@ class Tally(BaseModel):
             + self.refused
             + self.held
             + self.unavailable
+            + self.hidden
             + self.unusable
             + self.excluded
             + self.other
@@ -193,6 +201,7 @@ def tally_of_words(counts: Mapping[str, int], *, examined: int, known: int = 0) 
         "refused": 0,
         "held": 0,
         "unavailable": 0,
+        "hidden": 0,
         "unusable": 0,
         "excluded": 0,
         "other": 0,
@@ -219,6 +228,7 @@ def tally_of_words(counts: Mapping[str, int], *, examined: int, known: int = 0) 
         refused=named["refused"],
         held=named["held"],
         unavailable=named["unavailable"],
+        hidden=named["hidden"],
         unusable=named["unusable"],
         unrecognised=unrecognised,
         excluded=named["excluded"],

@@ -57,7 +57,8 @@ def reject_reason(
 def protocol_reason(reason: str) -> str:
     """Map a rejection word onto ``duplicate | excluded | invalid | unavailable | other``
     (``unusable``, what the source sent for a work that cannot be used, is ``invalid``;
-    ``released`` and ``unrecognised``, a work that cannot be had for now, ``unavailable``;
+    ``released``, ``unrecognised`` and ``hidden`` — a work that cannot be had for now, or
+    that the source hides from the account it was asked with — ``unavailable``;
     ``in_flight``, a work another open job holds on a route, ``duplicate``)."""
     if reason in ("duplicate", "excluded", "unavailable", "invalid"):
         return reason
@@ -65,6 +66,6 @@ def protocol_reason(reason: str) -> str:
         return "duplicate"
     if reason == "unusable":
         return "invalid"
-    if reason in ("released", "unrecognised"):  # could not be had: this cell released it, or it is held back
+    if reason in ("released", "unrecognised", "hidden"):  # cannot be had now: released, held back, hidden
         return "unavailable"
     return "other"

@@ -90,6 +90,12 @@ class Faults(ReplayScript):
         forbidden_works: ids whose images answer 403 even with the Referer (private).
         restricted_works: ids listed as restricted placeholders; their detail answers
             "Your access is currently restricted." (HTTP 200) and their images 403.
+        hidden_works: per work id, the ``limit_*`` image name it is hidden from the
+            account by (``limit_sanity_level``: the account's display settings;
+            ``limit_mypixiv``: its relation to the artist; ``limit_unknown``: deleted or
+            made private …): listed, and its detail answered, as that placeholder (as the
+            app-api answers both), its images 403. A test removes a work to show it whole
+            again (the account's settings changed).
         mutate: per work id, fields replacing the recorded ones (``illust_ai_type``,
             ``x_restrict`` …) in every answer.
         image_sizes: per work id, or per page as ``"<id>_p<N>"``, the pixel size its
@@ -123,6 +129,7 @@ class Faults(ReplayScript):
     detail_faults: dict[str, str] = field(default_factory=dict)
     forbidden_works: set[str] = field(default_factory=set)
     restricted_works: set[str] = field(default_factory=set)
+    hidden_works: dict[str, str] = field(default_factory=dict)
     mutate: dict[str, dict[str, Any]] = field(default_factory=dict)
     image_sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
     ugoira: dict[str, Any] = field(default_factory=dict)
@@ -156,6 +163,8 @@ class Faults(ReplayScript):
             work = {**work, **self.mutate[wid]}
         if wid in self.restricted_works:
             work = placeholder(work)
+        elif wid in self.hidden_works:
+            work = placeholder(work, self.hidden_works[wid])
         return work
 
     def listing(self, works: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
@@ -201,6 +210,9 @@ class Faults(ReplayScript):
                 return None
             if fault == "huge":
                 return JSONResponse({"illust": {"id": int(work_id or 0)}, "pad": "x" * 40_000_000})
+            hidden = work_for_id(work_id or "", self.deep) if work_id in self.hidden_works else None
+            if hidden is not None:
+                return JSONResponse({"illust": self.present(hidden)})
             if fault is not None and fault.startswith("other:"):
                 other = fault.split(":", 1)[1]
                 placed = self.present(work_for_id(other.lstrip("~"), self.deep) or {})
@@ -209,7 +221,7 @@ class Faults(ReplayScript):
         if kind == "image":
             if work_id in self.missing_works or work_id in self.absent_images:
                 return Response(status_code=404, content=b"Not Found")
-            if work_id in self.forbidden_works or work_id in self.restricted_works:
+            if work_id in self.forbidden_works or work_id in self.restricted_works or work_id in self.hidden_works:
                 return Response(status_code=403, content=b"Forbidden")
             fault = _next(self.images)
             if fault is None and self.truncate_images:

@@ -369,3 +369,79 @@ async def test_a_work_another_job_held_and_released_is_delivered_by_a_later_job(
         await conn.execute("UPDATE delivery_intents SET status = 'released' WHERE job_id = $1", other)
     later, _ = await run_job(stack, replay, query)
     assert (later.cells[0].state, later.cells[0].work_id) == ("submitted", held), later.cells[0]
+
+
+#: ``limit_*`` placeholders that hide a work from the *account* (its display settings, its
+#: relation to the artist), and one never seen: none is the work's fault.
+HIDDEN_FROM_THE_ACCOUNT = ["limit_sanity_level", "limit_unviewable", "limit_mypixiv", "limit_never_seen_before"]
+
+
+@pytest.mark.parametrize("sort", ["date_desc", "popular_desc", "date_asc"])
+@pytest.mark.parametrize("limit", HIDDEN_FROM_THE_ACCOUNT)
+async def test_a_work_hidden_from_the_account_is_read_again_once_it_is_shown(sort: str, limit: str) -> None:
+    """A scan meets a work as a placeholder the account's settings decide
+    (``limit_sanity_level``: its "sensitive content" setting off), every other work
+    delivered; the account's settings change and the app-api lists the work whole: the
+    next scan of the target must find it. Until 2026-12-06 it was ``unavailable``, a
+    lasting verdict: the frontier's known run passed it and no later scan read it again."""
+    faults = Faults(deep=DeepSet(tag=TAG, count=90, per_day=100))
+    assert faults.deep is not None
+    hidden = faults.deep.work_id(40)
+    faults.hidden_works = {hidden: limit}
+    delivered = {faults.deep.work_id(r) for r in range(faults.deep.count)} - {hidden}
+    server = await BackgroundServer(create_replay_app(faults)).start()
+    spec = TargetSpec(target_id="t", query=TargetQuery(tags=[TAG], sort=sort), scan_limit=1)
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {i: "duplicate" for i in ids if i in delivered}
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+            client = PixivClient(http, refresh_token="r", api_url=server.url, auth_url=server.url)
+            first = await scan(client, spec, scan_limit=1, known=known, on_page=on_page, frontier=Frontier(sort=sort))
+            assert first.candidates == [] and first.frontier is not None
+
+            del faults.hidden_works[hidden]  # the account's settings changed: listed whole
+            second = await scan(
+                client,
+                spec,
+                scan_limit=1,
+                known=known,
+                on_page=on_page,
+                frontier=Frontier.model_validate(first.frontier),
+            )
+    finally:
+        await server.stop()
+    assert [w.work_id for w in second.candidates] == [hidden], second.report
+    assert first.report.reasons.get("hidden") == 1, first.report.reasons  # told as such, not `unavailable`
+    assert {"work_id": hidden, "reason": "unavailable"} in first.report.filtered  # the protocol's word
+
+
+async def test_a_work_hidden_by_the_accounts_settings_is_delivered_by_a_job_after_they_change(
+    make_stack: StackFactory, tmp_path: Path, replay: ReplayServer
+) -> None:
+    """Two jobs of one ``date_desc`` target: the first meets a work as
+    ``limit_sanity_level`` (the account's "sensitive content" setting off) and every other
+    work delivered; the operator turns the setting on — the app-api shows the work whole —
+    and the next job delivers it, nothing reset by hand. Until 2026-12-06 the first job's
+    frontier passed the work for good (``unavailable``, lasting) and every later job ended
+    ``duplicate_exhausted``."""
+    stack, deep, query = history_stack(make_stack, tmp_path, replay, sort="date_desc", count=60)
+    hidden = deep.work_id(40)
+    replay.faults.hidden_works = {hidden: "limit_sanity_level"}
+    await seed(stack, deep, [r for r in range(deep.count) if r != 40])
+    await stack.start_worker()
+
+    first, _ = await run_job(stack, replay, query)
+    cell = first.cells[0]
+    assert cell.state == "no_candidate", cell
+
+    replay.faults.hidden_works.clear()  # the account's setting turned on
+    later, _ = await run_job(stack, replay, query)
+    assert (later.cells[0].state, later.cells[0].work_id) == ("submitted", hidden), later.cells[0]
+    assert cell.reason_message is not None and "59 already delivered, 1 hidden from the source account" in (
+        cell.reason_message
+    ), cell.reason_message

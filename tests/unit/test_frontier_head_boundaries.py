@@ -151,13 +151,31 @@ def test_invalid_work_at_a_page_boundary_is_read_again_by_every_job_at_the_cost_
     ]
 
 
-def test_restricted_placeholder_at_a_page_boundary() -> None:
-    verdicts = _dup(NEW, but=(29,))
-    # a restricted placeholder at the boundary (as Faults.restricted_works lists it)
+def test_a_placeholder_hiding_the_work_from_the_account_at_a_page_boundary_is_read_again_by_every_job() -> None:
+    # ``limit_sanity_level`` (the account's "sensitive content" setting off): as a held or an
+    # invalid work, each later job reads the head region down to the work again (30 works),
+    # never more, and examines it each time — once the account's settings show it, the next
+    # job finds it. Before 2026-12-06 it was ``unavailable``, lasting: the head moved over it
+    # and no job read it again.
     from curaflow.sources.pixiv.replay.data import deep_works, placeholder
 
+    verdicts = _dup(NEW, but=(29,))
     ph = placeholder(deep_works(NEW)[29])
     seen = asyncio.run(_scans([(OLD, verdicts, 1000)] + [(NEW, verdicts, 1000)] * 3, mutate={NEW.work_id(29): ph}))
+    assert [(s[1].examined, s[4].reasons.get("hidden")) for s in seen[1:]] == [(40, 1), (30, 1), (30, 1)], [
+        (s[1].examined, dict(s[4].reasons), NEW.rank_of(s[2].head.work_id)) for s in seen[1:]
+    ]
+
+
+def test_a_placeholder_of_a_deleted_or_private_work_at_a_page_boundary_is_passed_for_good() -> None:
+    # ``limit_unknown`` (deleted, or made private by its author): the work's own, a lasting
+    # ``unavailable`` — the head moves over it and later jobs read nothing again.
+    from curaflow.sources.pixiv.replay.data import deep_works, placeholder
+
+    verdicts = _dup(NEW, but=(29,))
+    ph = placeholder(deep_works(NEW)[29], "limit_unknown")
+    seen = asyncio.run(_scans([(OLD, verdicts, 1000)] + [(NEW, verdicts, 1000)] * 3, mutate={NEW.work_id(29): ph}))
+    assert seen[1][4].reasons.get("unavailable") == 1
     assert seen[3][1].examined <= 1, [
         (s[1].examined, dict(s[4].reasons), NEW.rank_of(s[2].head.work_id)) for s in seen[1:]
     ]

@@ -54,6 +54,8 @@ def work(day: str) -> Work:
         ("in_flight", "2025-01-01", False),
         ("refused", "2025-01-10", True),
         ("unavailable", "2025-01-10", True),
+        # hidden from the account (its settings, its relation to the artist): those may change
+        ("hidden", "2025-01-01", False),
         ("filtered:r18", "2025-01-10", True),
         ("filtered:ai", "2025-01-10", True),
         ("filtered:min_bookmarks", "2025-01-01", True),  # settled: older than the settling age
@@ -103,3 +105,80 @@ def test_a_stored_frontier_is_read_as_written_and_an_unreadable_one_is_a_fresh_s
     assert key(spec()) == fingerprint(spec())
     assert key(spec(query=TargetQuery(mode="ranking"))) is None
     assert settled_before(datetime(2025, 3, 10, 1, 0, tzinfo=UTC)) == "2025-03-03"
+
+
+def placeholder_of(*urls: str, visible: bool = False) -> Work:
+    from curaflow.domain.models import WorkPage
+
+    return Work(
+        work_id="9",
+        title="",
+        url="",
+        create_date="2020-01-01T00:00:00+09:00",
+        visible=visible,
+        pages=[WorkPage(index=i, url=u) for i, u in enumerate(urls)],
+    )
+
+
+IMAGES = "https://s.pximg.net/common/images/"
+
+
+@pytest.mark.parametrize(
+    ("urls", "visible", "word"),
+    [
+        # the account's display settings ("sensitive content" off), the account's relation to
+        # the artist (My pixiv only): the same work is shown to another account
+        ([f"{IMAGES}limit_sanity_level_360.png"], False, "hidden"),
+        ([f"{IMAGES}limit_unviewable_360.png"], False, "hidden"),
+        ([f"{IMAGES}limit_mypixiv_360.png"], False, "hidden"),
+        (["http://source.pixiv.net/common/images/limit_mypixiv_s.png?20110520"], False, "hidden"),
+        # a name curaflow has never seen: the cheap side
+        ([f"{IMAGES}limit_region_360.png"], False, "hidden"),
+        ([f"{IMAGES}limit_sanity_level_360.png"], True, "hidden"),  # the image alone says so
+        (["https://i.pximg.net/img-original/img/x/9_p0.png"], False, "hidden"),  # visible:false, no limit image
+        # deleted or made private by its author: the work's
+        ([f"{IMAGES}limit_unknown_360.png"], False, "unavailable"),
+        ([f"{IMAGES}limit_unknown_360.png", f"{IMAGES}limit_mypixiv_360.png"], False, "hidden"),
+        (["https://i.pximg.net/img-original/img/x/9_p0.png"], True, None),  # no placeholder
+    ],
+)
+def test_a_placeholder_is_the_works_only_when_pixiv_says_it_is_gone(
+    urls: list[str], visible: bool, word: str | None
+) -> None:
+    """Which ``limit_*`` placeholders blame the work (decision 2026-12-06): only
+    ``limit_unknown`` (deleted or made private) — a lasting ``unavailable``; every other
+    one, a name never seen included, hides the work from the *account* — ``hidden``, a
+    verdict that does not last, so a later job meets the work again."""
+    from curaflow.sources.pixiv.filters import protocol_reason, reject_reason
+
+    got = reject_reason(placeholder_of(*urls, visible=visible), spec(), set())
+    assert got == word
+    if word is not None:
+        assert protocol_reason(word) == "unavailable"  # the protocol's word either way
+        assert lasting(word, placeholder_of(*urls), "2025-01-05") is (word == "unavailable")
+
+
+@pytest.mark.parametrize(
+    ("runs", "afresh"),
+    [
+        ({"tally": {"duplicate": 40, "unavailable": 1}}, True),  # may have passed a hidden work
+        ({"tally": {"duplicate": 40}, "head_run_tally": {"unavailable": 2}}, True),
+        ({"tally": {"duplicate": 40}, "tail_run": {"unavailable": 1}}, True),
+        ({"tally": {"duplicate": 40, "filtered:r18": 3}}, False),  # passed none: read as stored
+        ({"tally": {"duplicate": 40, "unavailable": 1}, "hidden_apart": True}, False),  # written since
+    ],
+)
+def test_a_frontier_stored_before_hidden_works_stopped_lasting_is_read_afresh_once(
+    runs: dict[str, object], afresh: bool
+) -> None:
+    """A frontier written before 2026-12-06 told a work hidden from the account
+    ``unavailable`` and its known run passed it for good: one whose runs counted an
+    ``unavailable`` is read as a fresh start (pages, never a duplicate), so an account whose
+    settings changed sees those works again with nothing reset by hand."""
+    from curaflow.sources.pixiv.frontier import Frontier, read
+
+    mark = {"work_id": "7", "create_date": "2025-02-04T20:30:05+09:00", "index": 3}
+    stored = {"sort": "date_desc", "head": mark, "known": mark, "sweep": None, "revisit": 0, **runs}
+    got = read(stored, "date_desc")
+    assert (got == Frontier(sort="date_desc")) is afresh
+    assert "hidden_apart" in got.model_dump(mode="json")  # what the next job stores carries it

@@ -220,12 +220,28 @@ def test_a_work_another_job_holds_is_told_as_such_and_counts_like_a_duplicate() 
     assert protocol_reason("in_flight") == "duplicate"
 
 
+def test_a_work_hidden_from_the_source_account_is_told_as_such() -> None:
+    # A placeholder the account's settings decide (``hidden``, 2026-12-06): not "unavailable"
+    # (the work's), told as the account's; the protocol's word stays ``unavailable``.
+    hidden = report(3, {"duplicate": 2, "hidden": 1}, exhausted=True)
+    reason = no_candidate_verdict(hidden, max_examined=1000)
+    assert reason == R.NO_CANDIDATE  # not every work delivered: one may be had later
+    tally = Tally.of(hidden)
+    assert (tally.delivered, tally.hidden, tally.unavailable, tally.other, tally.rejected) == (2, 1, 0, 0, 3)
+    en = cell_message(CellState.NO_CANDIDATE, reason, hidden) or ""
+    assert en.startswith("The search found 3 works: 2 already delivered, 1 hidden from the source account."), en
+    zh = cell_message(CellState.NO_CANDIDATE, reason, hidden, "zh") or ""
+    assert "1 件对来源账号不可见" in zh, zh
+    assert protocol_reason("hidden") == "unavailable"
+
+
 WORDS = [
     "duplicate",
     "in_flight",
     "refused",
     "held",
     "unavailable",
+    "hidden",
     "unusable",
     "invalid",
     "excluded",
@@ -240,6 +256,7 @@ CLAIMS = {
     "held back by a route": "held",
     "for another reason": "other",
     "unavailable": "unavailable",
+    "hidden from the source account": "hidden",
     "unusable": "unusable",
     "excluded by the task": "excluded",
     "filtered out": "filtered",

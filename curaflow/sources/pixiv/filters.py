@@ -1,6 +1,10 @@
 """Pixiv's candidate filters: the generic ones (:mod:`curaflow.sources.filters`) with
 Pixiv's restricted placeholder (``visible: false``, a ``limit_*`` image:
-:func:`~curaflow.sources.pixiv.client.is_placeholder`) as ``unavailable``."""
+:func:`~curaflow.sources.pixiv.client.is_placeholder`) told by whose it is: ``unavailable``
+when it says the work itself cannot be had (``limit_unknown``: deleted or made private),
+else ``hidden`` — hidden from this account (its display settings, its relation to the
+artist, or a placeholder never seen: :func:`~curaflow.sources.pixiv.client.hidden_from_account`),
+a verdict that does not last (:data:`~curaflow.sources.pixiv.frontier.LASTING_REASONS`)."""
 
 from __future__ import annotations
 
@@ -8,13 +12,17 @@ from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import Work
 from curaflow.sources import filters
 from curaflow.sources.filters import protocol_reason
-from curaflow.sources.pixiv.client import is_placeholder
+from curaflow.sources.pixiv.client import hidden_from_account, is_placeholder
 
 
 def reject_reason(work: Work, target: TargetSpec, excluded: set[str]) -> str | None:
     """Why ``work`` cannot be a candidate of ``target`` on Pixiv, or None
-    (:func:`curaflow.sources.filters.reject_reason` with Pixiv's placeholder rule)."""
-    return filters.reject_reason(work, target, excluded, placeholder=is_placeholder)
+    (:func:`curaflow.sources.filters.reject_reason` with Pixiv's placeholder rule; a
+    placeholder not positively the work's is ``hidden``, not ``unavailable``)."""
+    reason = filters.reject_reason(work, target, excluded, placeholder=is_placeholder)
+    if reason == "unavailable" and hidden_from_account(work):
+        return "hidden"
+    return reason
 
 
 __all__ = ["protocol_reason", "reject_reason"]

@@ -79,9 +79,12 @@ from curaflow.sources.pixiv.client.constants import (
 )
 from curaflow.sources.pixiv.client.images import ImageDownload
 from curaflow.sources.pixiv.client.works import (
+    ACCOUNT_LIMITS,
     MAX_WORK_ID,
     WORK_ID,
+    WORK_LIMITS,
     InvalidWork,
+    hidden_from_account,
     is_placeholder,
     is_work_id,
     iso_create_date,
@@ -91,6 +94,7 @@ from curaflow.sources.pixiv.client.works import (
 )
 
 __all__ = [
+    "ACCOUNT_LIMITS",
     "CLIENT_ID",
     "CLIENT_SECRET",
     "DOWNLOAD_MAX_BYTES",
@@ -111,10 +115,12 @@ __all__ = [
     "RESTRICTED_MARK",
     "USER_AGENT",
     "WORK_ID",
+    "WORK_LIMITS",
     "ImageDownload",
     "InvalidWork",
     "MiB",
     "PixivClient",
+    "hidden_from_account",
     "image_destinations",
     "is_placeholder",
     "is_work_id",

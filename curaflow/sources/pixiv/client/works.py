@@ -289,6 +289,50 @@ def is_placeholder(work: Work) -> bool:
     return any(_limit_image(p.url) for p in work.pages)
 
 
+#: The ``limit_*`` images of a placeholder that say the work itself cannot be had:
+#: ``limit_unknown``, what the app-api lists for a work deleted or made private by its
+#: author (Pixiv's apps render it "削除済み もしくは 非公開", deleted or private; bookmark
+#: lists carry it with the artist's id 0). Nothing the account does shows such a work.
+WORK_LIMITS = frozenset({"limit_unknown"})
+
+#: The ``limit_*`` images of a placeholder that hide the work from *this account*, known by
+#: name: ``limit_sanity_level`` and ``limit_unviewable`` (the account's display settings —
+#: its "sensitive content" setting off; the same work is shown to an account that allows it,
+#: and to the web with such a session), ``limit_mypixiv`` (shown to the artist's My pixiv
+#: only: the account's relation to the artist). Listed for reference: any name outside
+#: :data:`WORK_LIMITS`, one never seen included, is taken as these are.
+ACCOUNT_LIMITS = frozenset({"limit_sanity_level", "limit_unviewable", "limit_mypixiv"})
+
+
+def limit_name(url: object) -> str | None:
+    """The name of a ``limit_*`` image (``…/limit_sanity_level_360.png`` →
+    ``limit_sanity_level``, ``…/limit_mypixiv_s.png?20110520`` → ``limit_mypixiv``): a known
+    name (:data:`WORK_LIMITS`, :data:`ACCOUNT_LIMITS`) when the file's name starts with one,
+    else the file's name without its extension; None for any other URL."""
+    if not _limit_image(url):
+        return None
+    stem = str(url).rsplit("/", 1)[-1].split("?", 1)[0].split("#", 1)[0].rsplit(".", 1)[0]
+    for name in WORK_LIMITS | ACCOUNT_LIMITS:
+        if stem == name or stem.startswith(f"{name}_"):
+            return name
+    return stem
+
+
+def hidden_from_account(work: Work) -> bool:
+    """Whether a placeholder (:func:`is_placeholder`) is not positively the work's own
+    fault — the cheap side, owner of that decision (DESIGN.md "The scan frontier of a
+    target", 2026-12-06): True unless every ``limit_*`` image it lists is one of
+    :data:`WORK_LIMITS` (a work deleted or made private). So ``limit_sanity_level``,
+    ``limit_unviewable``, ``limit_mypixiv``, a name never seen, and ``visible: false``
+    with no ``limit_*`` image are the account's: the scan tells such a work ``hidden``, a
+    verdict that does not last, and a later job meets it again once the account may see
+    it. False for a work that is no placeholder."""
+    if not is_placeholder(work):
+        return False
+    names = {limit_name(p.url) for p in work.pages} - {None}
+    return not names or not names <= WORK_LIMITS
+
+
 def offset_of(next_url: object) -> int:
     """The ``offset`` query parameter of a ``next_url`` (0 when absent, or when the
     ``next_url`` is not text of a URL with a decimal ``offset``)."""

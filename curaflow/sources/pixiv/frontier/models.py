@@ -93,6 +93,13 @@ class Frontier(BaseModel):
             (``duplicate``, ``refused``, ``filtered:r18`` …): a scan that does not read
             the run again reports them as known (``CandidateReport.known``), so its
             tally — and its cell's reason — is the one a scan reading them would give.
+        hidden_apart: True in every frontier written since 2026-12-06, when a work hidden
+            from the account (``hidden``: a placeholder of its display settings, of its
+            relation to the artist, or one never seen) stopped being a lasting verdict —
+            its runs pass no such work. A stored frontier without the field was written
+            when such a work was ``unavailable``, lasting: one whose runs counted an
+            ``unavailable`` may have passed a hidden work for good, and is read as a fresh
+            start (:func:`~curaflow.sources.pixiv.frontier.read`).
     """
 
     sort: str
@@ -108,6 +115,7 @@ class Frontier(BaseModel):
     tail_run: dict[str, int] | None = None
     revisit: int = 0
     tally: dict[str, int] = Field(default_factory=dict)
+    hidden_apart: bool = True
 
 
 class FrontierWalk(BaseModel):

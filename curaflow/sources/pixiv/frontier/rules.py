@@ -19,6 +19,12 @@ SETTLE_DAYS = 7
 #: seen; until 2026-12-05 it lasted, and the known run passed the work for good). Not
 #: ``in_flight``: a work another open job holds (reserved, being sent) and may still
 #: release (until 2026-12-05 it was told ``duplicate``, and the known run passed it for good).
+#: Not ``hidden``: a placeholder that hides the work from the *account* (its display settings,
+#: its relation to the artist, a ``limit_*`` name never seen:
+#: :func:`~curaflow.sources.pixiv.client.hidden_from_account`) says nothing lasting of the
+#: work — the account's settings may change. Until 2026-12-06 it was ``unavailable`` and the
+#: known run passed it for good. ``unavailable`` stays: ``limit_unknown`` (deleted or made
+#: private), and works found gone when fetched.
 LASTING_REASONS = frozenset(
     {
         "duplicate",

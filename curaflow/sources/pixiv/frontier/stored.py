@@ -54,17 +54,32 @@ def read(stored: dict[str, Any] | None, sort: str) -> Frontier:
 
     Returns:
         The stored frontier; a fresh one (the walk's start) when nothing is stored, the
-        stored one is of another sort, or it is not a shape this version reads — a
-        frontier is advisory: losing it costs pages, never a duplicate.
+        stored one is of another sort, it is not a shape this version reads — a frontier
+        is advisory: losing it costs pages, never a duplicate —, or it may have passed a
+        work hidden from the account for good (:func:`passed_hidden`).
     """
     if stored:
         try:
             frontier = Frontier.model_validate(stored)
         except ValueError:
             frontier = None
-        if frontier is not None and frontier.sort == sort:
+        if frontier is not None and frontier.sort == sort and not passed_hidden(stored, frontier):
             return frontier
     return Frontier(sort=sort)
+
+
+def passed_hidden(stored: dict[str, Any], frontier: Frontier) -> bool:
+    """Whether a stored frontier may have passed a work hidden from the account for good:
+    written before 2026-12-06 (no ``hidden_apart`` in its JSON), when such a work was told
+    ``unavailable`` — a lasting verdict —, and its runs (the known run, a capped head
+    phase's or a crowded day's far end's run) counted an ``unavailable``. Such a frontier
+    is read as a fresh start once (the next one written carries the field): the work is met
+    again, at the cost of one walk from the start (pages, never a duplicate). One with no
+    ``unavailable`` in its runs passed none and is read as stored."""
+    if "hidden_apart" in stored:
+        return False
+    runs = (frontier.tally, frontier.head_run_tally, frontier.tail_run or {})
+    return any(run.get("unavailable", 0) > 0 for run in runs)
 
 
 def describe(stored: dict[str, Any]) -> str | None:

@@ -192,8 +192,14 @@ def work_for_id(work_id: str, deep: DeepSet | None = None) -> dict[str, Any] | N
     return work
 
 
-def placeholder(work: dict[str, Any]) -> dict[str, Any]:
-    """A restricted work as the app-api lists it: ``visible: false``, no tags, limit_* images."""
+def placeholder(work: dict[str, Any], limit: str = "limit_sanity_level") -> dict[str, Any]:
+    """A restricted work as the app-api lists it: ``visible: false``, no tags, limit_* images.
+
+    ``limit``: the name of the placeholder's image (``limit_sanity_level`` — the account's
+    display settings hide it —, ``limit_mypixiv``, ``limit_unviewable``, ``limit_unknown`` …),
+    served as ``https://s.pximg.net/common/images/<limit>_360.png``.
+    """
+    url = PLACEHOLDER_URL.replace("limit_sanity_level", limit)
     out = copy.deepcopy(work)
     out.update(
         {
@@ -201,7 +207,7 @@ def placeholder(work: dict[str, Any]) -> dict[str, Any]:
             "caption": "",
             "tags": [],
             "visible": False,
-            "image_urls": {"square_medium": PLACEHOLDER_URL, "medium": PLACEHOLDER_URL, "large": PLACEHOLDER_URL},
+            "image_urls": {"square_medium": url, "medium": url, "large": url},
             "meta_single_page": {},
             "meta_pages": [],
         }
