@@ -26,13 +26,15 @@ the rest of that message is posted again, never left out.
 Classification (:func:`classify`; the reason names the failure's owner,
 :mod:`curaflow.domain.verdicts`): 2xx → confirmed; 429 → retried after the body's
 ``retry_after`` (seconds, float) or ``Retry-After``, and without either after the backoff
-of :func:`curaflow.domain.ratelimit.retry_delay_ms`; a 429 that is ``global`` or not
-Discord's rate limit (:func:`is_discords_rate_limit`: Cloudflare's IP-level block, "error
-code: 1015", a gateway's JSON) holds the whole route
-(``route_wide``: the route cools down); Discord's own JSON 5xx (``{"code", "message"}``,
-:func:`is_discords_error`) → retried; a gateway error (502, 504) or any 5xx that is not
-Discord's error JSON (Cloudflare's HTML page, a proxy's JSON of another shape) → *ambiguous*
-(the gateway may have forwarded the request); a 4xx Discord says is about the content
+of :func:`curaflow.domain.ratelimit.retry_delay_ms`; a 429 that is global (the body's
+``global``, ``X-RateLimit-Global``, ``X-RateLimit-Scope: global``, or any of them of a
+value curaflow does not recognise: :func:`is_global_limit`) or not Discord's rate limit
+(:func:`is_discords_rate_limit`: Cloudflare's IP-level block, "error code: 1015", a
+gateway's JSON) holds the whole route (``route_wide``: the route cools down); Discord's
+own JSON 5xx (``{"code", "message"}``, :func:`is_discords_error`) → retried; a gateway
+error (502, 504) or any 5xx that is not Discord's error JSON (Cloudflare's HTML page, a
+proxy's JSON of another shape) → *ambiguous* (the gateway may have forwarded the
+request); a 4xx Discord says is about the content
 (:data:`WORK_CODES`: explicit content, automatic moderation, a file over the server's
 size; ``50035`` Invalid Form Body whose errors name only the content or the files,
 :data:`WORK_FIELDS`), under a status a refusal of the content comes with
@@ -278,7 +280,14 @@ class DiscordRoute:
                     ambiguous=True,
                 )
             return remote_id_of(body["id"])
-        raise classify(status, body, response.headers.get("retry-after"), response.headers.get("x-ratelimit-scope"))
+        headers = response.headers
+        raise classify(
+            status,
+            body,
+            headers.get("retry-after"),
+            headers.get("x-ratelimit-scope"),
+            headers.get("x-ratelimit-global"),
+        )
 
 
 def _work_fields(errors: Any, prefix: str = "") -> list[str] | None:
@@ -314,14 +323,66 @@ def is_discords_error(body: Any) -> bool:
     return isinstance(code, int) and not isinstance(code, bool) and isinstance(body.get("message"), str)
 
 
+#: The ``X-RateLimit-Scope`` values of a limit of one send (docs "Rate Limits", header
+#: format: ``user``, the per-route limit of the webhook's bucket; ``shared``, a limit of
+#: the resource). ``global`` is the global limit; any other value is one curaflow does
+#: not know: the wider scope (:func:`is_global_limit`).
+ONE_SEND_SCOPES = frozenset({"user", "shared"})
+
+
+def discords_flag(value: object) -> bool | None:
+    """A boolean of Discord's rate limit (the body's ``global``, the ``X-RateLimit-Global``
+    header) as Discord writes it or as a proxy or a library in front of it does: the JSON
+    boolean, or the word ``true`` / ``false`` (any case, blanks around). None for any
+    other value — ``"yes"``, ``1``, ``0``, null, an object —: one curaflow does not
+    recognise (never read as ``false``)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return {"true": True, "false": False}.get(value.strip().lower())
+    return None
+
+
 def is_discords_rate_limit(body: Any) -> bool:
     """Whether ``body`` (a 429's JSON, None when it is not JSON) is Discord's own rate
     limit: an object carrying its fields (docs "Rate Limits": ``{"message", "retry_after",
     "global"}``) — a ``retry_after`` (of any value: one that is no delay is backed off
-    from) or a boolean ``global``. Any other 429 — Cloudflare's HTML page, a gateway's
-    JSON (``{"message": "API rate limit exceeded"}``), ``{}`` — is the limit of what
-    stands in front of Discord: route-wide (:func:`classify`)."""
-    return isinstance(body, dict) and ("retry_after" in body or isinstance(body.get("global"), bool))
+    from) or a ``global`` that is a boolean (:func:`discords_flag`: ``"true"`` written
+    as a string too). Any other 429 — Cloudflare's HTML page, a gateway's JSON
+    (``{"message": "API rate limit exceeded"}``), ``{}`` — is the limit of what stands in
+    front of Discord: route-wide (:func:`classify`)."""
+    return isinstance(body, dict) and ("retry_after" in body or discords_flag(body.get("global")) is not None)
+
+
+def is_global_limit(body: Any, global_header: str | None, scope: str | None) -> bool:
+    """Whether a 429 of Discord's own shape (:func:`is_discords_rate_limit`) is the global
+    limit, which holds every send of the route, rather than a limit of one send.
+
+    Discord says it three ways (docs "Rate Limits"): the body's ``global`` (a boolean),
+    the ``X-RateLimit-Global`` header (sent on a global limit only, ``true``) and the
+    ``X-RateLimit-Scope`` header (``user``, ``global``, ``shared``). Any of them saying
+    global is enough; so is any of them present with a value curaflow does not recognise
+    (a ``global`` of ``"yes"`` or ``1``, a scope never documented): the wider scope is
+    the cheap side — the route waits, at most ``delivery.route_rate_limit_cap_ms`` —,
+    where a global limit read as one send's would be met again by every other send of the
+    route. ``true`` / ``false`` written as strings (a proxy, a library) are read as their
+    word (:func:`discords_flag`). Until 2026-12-06 only the JSON ``true`` and the scope
+    ``global`` were read: ``"global": "true"`` held one send, and the header was ignored.
+
+    Args:
+        body: the 429's JSON object.
+        global_header: the ``X-RateLimit-Global`` header, None when absent.
+        scope: the ``X-RateLimit-Scope`` header, None when absent.
+    """
+    words: list[bool | None] = []
+    if isinstance(body, dict) and "global" in body:
+        words.append(discords_flag(body["global"]))
+    if global_header is not None:
+        words.append(discords_flag(global_header))
+    if scope is not None:
+        said = scope.strip().lower()
+        words.append(True if said == "global" else False if said in ONE_SEND_SCOPES else None)
+    return any(word is not False for word in words)
 
 
 def is_the_works(body: Any) -> bool:
@@ -341,7 +402,9 @@ def is_the_works(body: Any) -> bool:
     return bool(fields) and all(WORK_FIELDS.match(name) for name in fields or [])
 
 
-def classify(status: int, body: Any, retry_after: str | None, scope: str | None = None) -> RouteError:
+def classify(
+    status: int, body: Any, retry_after: str | None, scope: str | None = None, global_header: str | None = None
+) -> RouteError:
     """The failure a Discord answer other than 2xx means (module doc).
 
     Args:
@@ -349,6 +412,7 @@ def classify(status: int, body: Any, retry_after: str | None, scope: str | None 
         body: the answer's JSON (None when it is not JSON).
         retry_after: the ``Retry-After`` header, if any.
         scope: the ``X-RateLimit-Scope`` header (``user``, ``global``, ``shared``), if any.
+        global_header: the ``X-RateLimit-Global`` header, if any.
     """
     detail = ""
     if isinstance(body, dict):
@@ -361,7 +425,8 @@ def classify(status: int, body: Any, retry_after: str | None, scope: str | None 
         # gateway's JSON: no rate limit of Discord's shape): every send of the route
         # waits, not only this one. Until 2026-12-06 any JSON object was Discord's, and a
         # gateway's JSON 429 held that send alone, its stated wait uncapped (a week).
-        wide = not is_discords_rate_limit(body) or body.get("global") is True or (scope or "").lower() == "global"
+        # A global limit said in a way curaflow does not recognise is global too.
+        wide = not is_discords_rate_limit(body) or is_global_limit(body, global_header, scope)
         return RouteError(
             TerminalReason.DELIVERY_FAILED,
             f"discord: {answer}" + (" (a global or IP-level limit)" if wide else ""),

@@ -132,6 +132,7 @@ CONTENT_TYPES = st.one_of(
     ),
 )
 SCOPES = st.one_of(st.none(), st.sampled_from(["user", "global", "shared", "GLOBAL", "Shared", "", "bogus"]))
+GLOBAL_HEADERS = st.one_of(st.none(), st.sampled_from(["true", "false", "True", " FALSE ", "1", "0", "", "yes"]))
 
 JSON_LEAVES = st.one_of(
     st.none(),
@@ -228,7 +229,7 @@ DC_BODIES = st.fixed_dictionaries(
         "message": st.one_of(TEXT, st.none()),
         "errors": st.one_of(FORM_ERRORS, ANY_JSON),
         "retry_after": NUMBERISH,
-        "global": st.one_of(st.booleans(), st.sampled_from(["true", 1, None])),
+        "global": st.one_of(st.booleans(), st.sampled_from(["true", "False", " false ", "yes", 1, 0, None])),
         "id": st.one_of(st.text(max_size=25), st.integers(0, 2**64), st.none()),
     },
 )
@@ -289,6 +290,8 @@ def answers(
         headers["retry-after"] = retry_after
     if (scope := draw(SCOPES)) is not None:
         headers["x-ratelimit-scope"] = scope
+    if (said_global := draw(GLOBAL_HEADERS)) is not None:
+        headers["x-ratelimit-global"] = said_global
     return status, headers, draw(bodies(platform))
 
 
@@ -467,15 +470,27 @@ def test_discord_permanent_verdicts_come_only_from_the_recognised_table(
         assert dc_recognised_work_refusal(status, data), (status, body[:300], str(err))
     if err.ambiguous:
         assert 200 <= status < 300 or status >= 500, (status, err)
+
     # Discord's own rate limit (docs "Rate Limits": `message`, `retry_after`, `global`) holds
-    # one send unless global; any other 429 is the limit of what stands in front of it.
-    discords = isinstance(data, dict) and ("retry_after" in data or isinstance(data.get("global"), bool))
-    scope = headers.get("x-ratelimit-scope", "").lower()
+    # one send only when every word of its scope says so — the body's `global` false, the
+    # `X-RateLimit-Global` header false, the scope `user` or `shared` (each absent, or
+    # `true` / `false` written as a string); a word saying global, or one curaflow does
+    # not recognise, holds the route; any other 429 is the limit of what stands in front.
+    def word(value: Any) -> str:
+        return value.strip().lower() if isinstance(value, str) else repr(value)
+
+    said = word(data["global"]) if isinstance(data, dict) and "global" in data else None
+    discords = isinstance(data, dict) and ("retry_after" in data or said in ("true", "false", "True", "False"))
+    one_send = (
+        discords
+        and said in (None, "false", "False")
+        and word(headers.get("x-ratelimit-global", "false")) == "false"
+        and word(headers.get("x-ratelimit-scope", "user")) in ("user", "shared")
+    )
     if err.route_wide:
-        assert status == 429
-        assert not discords or data.get("global") is True or scope == "global", (headers, body[:200])
-    if status == 429 and (not discords or data.get("global") is True):
-        assert err.route_wide, (headers, body[:200])
+        assert status == 429 and not one_send, (headers, body[:200])
+    if status == 429:
+        assert err.route_wide is not one_send, (headers, body[:200])
 
 
 # ---- webhook ----------------------------------------------------------------------------------------

@@ -294,6 +294,65 @@ async def test_a_discord_rate_limit_with_its_delay_keeps_it(tmp_path: Path) -> N
     assert err.retry_after_s == 3
 
 
+LIMITED = {"message": "You are being rate limited.", "retry_after": 2.5}
+
+
+@pytest.mark.parametrize(
+    ("answer", "route_wide"),
+    [
+        (dc_answer(429, {**LIMITED, "global": "true"}), True),
+        (dc_answer(429, {**LIMITED, "global": "True"}), True),
+        (dc_answer(429, {**LIMITED, "global": "false"}), False),
+        (dc_answer(429, {**LIMITED, "global": "yes"}), True),
+        (dc_answer(429, {**LIMITED, "global": 1}), True),
+        (dc_answer(429, {**LIMITED, "global": 0}), True),
+        (dc_answer(429, {**LIMITED, "global": None}), True),
+        (dc_answer(429, {**LIMITED, "global": {}}), True),
+        (dc_answer(429, LIMITED, **{"X-RateLimit-Global": "true"}), True),
+        (dc_answer(429, {**LIMITED, "global": False}, **{"X-RateLimit-Global": "true"}), True),
+        (dc_answer(429, {**LIMITED, "global": False}, **{"X-RateLimit-Global": "1"}), True),
+        (dc_answer(429, {**LIMITED, "global": False}, **{"X-RateLimit-Global": "false"}), False),
+        (dc_answer(429, {**LIMITED, "global": False}, **{"X-RateLimit-Scope": "user"}), False),
+        (dc_answer(429, {**LIMITED, "global": False}, **{"X-RateLimit-Scope": "shared"}), False),
+        (dc_answer(429, {**LIMITED, "global": False}, **{"X-RateLimit-Scope": "Global"}), True),
+        (dc_answer(429, {**LIMITED, "global": False}, **{"X-RateLimit-Scope": "application"}), True),
+        (dc_answer(429, {**LIMITED, "global": False}, **{"X-RateLimit-Scope": ""}), True),
+        (dc_answer(429, {"message": "You are being rate limited.", "global": "false"}), False),
+    ],
+    ids=[
+        "body-string-true",
+        "body-string-True",
+        "body-string-false",
+        "body-yes",
+        "body-1",
+        "body-0",
+        "body-null",
+        "body-object",
+        "header-global",
+        "header-global-over-body-false",
+        "header-global-unknown",
+        "header-global-false",
+        "scope-user",
+        "scope-shared",
+        "scope-Global",
+        "scope-unknown",
+        "scope-empty",
+        "string-false-without-delay",
+    ],
+)
+async def test_a_discord_rate_limits_scope_is_read_as_written_and_the_unknown_holds_the_route(
+    tmp_path: Path, answer: Answer, route_wide: bool
+) -> None:
+    """Discord's ``global`` (the body's boolean, the ``X-RateLimit-Global`` header) and
+    ``X-RateLimit-Scope`` decide whether a 429 holds one send or the whole route: a
+    boolean written as a string (a proxy, a library) is read as its word, and a value
+    curaflow does not recognise is the wider scope — the route waits (capped), it never
+    hammers a global limit send by send."""
+    err = await failure(discord, answer, tmp_path)
+    assert err.rate_limited and not err.permanent
+    assert err.route_wide is route_wide
+
+
 # ---- webhook ------------------------------------------------------------------------------------
 
 
