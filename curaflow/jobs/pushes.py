@@ -47,6 +47,7 @@ import asyncpg
 from standardwebhooks.webhooks import Webhook
 from temporalio.client import Client
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError
 
 import curaflow
@@ -157,6 +158,13 @@ def sweep_idle_ms(policy: CallbackPolicy) -> int:
 async def sweep_once(pool: asyncpg.Pool, client: Client, settings: Settings) -> list[str]:
     """Start an ``EventPushWorkflow`` for every job with stale pending events.
 
+    A job whose push run is still running keeps it: the start is refused
+    (``WorkflowIDConflictPolicy.FAIL``, Temporal's ``WorkflowAlreadyStartedError`` naming
+    the running run) and logged ``push.sweep_found_running``; a run started is logged
+    ``push.sweep_started``, each with the run's id. Until 2026-12-06 the start attached to
+    the running run (``USE_EXISTING``: the same outcome) and the SDK's public handle does
+    not say which happened, so both were logged ``push.sweep_started``.
+
     Returns:
         The job ids a push run was started (or found running) for.
     """
@@ -164,21 +172,25 @@ async def sweep_once(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
     started: list[str] = []
     for job_id in await stale_jobs(pool, sweep_idle_ms(policy)):
         try:
-            await client.start_workflow(
+            handle = await client.start_workflow(
                 PUSH_WORKFLOW,
                 PushInput(job_id=job_id, policy=policy),
                 id=push_workflow_id(job_id),
                 task_queue=settings.temporal.task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 execution_timeout=timedelta(hours=24),
                 static_summary=f"push events of {job_id}",
             )
+        except WorkflowAlreadyStartedError as running:
+            started.append(job_id)
+            log.info("push.sweep_found_running", job_id=job_id, run_id=running.run_id)
+            continue
         except RPCError as err:
             log.warning("push.sweep_start_failed", job_id=job_id, error=err.message)
             continue
         started.append(job_id)
-        log.info("push.sweep_started", job_id=job_id)
+        log.info("push.sweep_started", job_id=job_id, run_id=handle.result_run_id)
     return started
 
 

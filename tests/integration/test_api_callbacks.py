@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from curaflow.domain.execution import end_push_wait
@@ -138,7 +139,14 @@ async def test_a_push_run_never_takes_the_id_of_another_job(
     assert (await http.post(f"/jobs/{job_id}/cancel")).json()["status"] == "cancelled"
     pool = await stack.ledger()
     await pool.execute("UPDATE event_pushes SET updated_at = 0 WHERE job_id = $1", job_id)  # stale now
-    assert job_id in await sweep_once(pool, temporal_client, stack.settings)
+    with capture_logs() as logs:
+        assert job_id in await sweep_once(pool, temporal_client, stack.settings)
+        # The push run is still open (no worker): the next sweep finds it running and says
+        # so — it logged `push.sweep_started` again, a run that was never started.
+        assert job_id in await sweep_once(pool, temporal_client, stack.settings)
+    said = [(e["event"], e.get("run_id")) for e in logs if e["event"].startswith("push.sweep")]
+    run_id = (await temporal_client.get_workflow_handle(push_workflow_id(job_id)).describe()).run_id
+    assert said == [("push.sweep_started", run_id), ("push.sweep_found_running", run_id)], said
 
     other = stack.task(key=f"{key}/push-events", query={"tags": ["オリジナル"]})
     answer = await http.post("/jobs", json=other)
