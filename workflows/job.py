@@ -909,7 +909,10 @@ class JobWorkflow:
             # By name: a definition's return annotation would override ``result_type``.
             raw = await workflow.execute_activity(step, arg, result_type=RawValue, **config)
         except ActivityError as err:
-            self._failures.setdefault(tid, failure_facts(err, step, first=first, route=route))
+            policy = config.get("retry_policy")  # the policy the step was scheduled with
+            scheduled = policy.maximum_attempts if policy is not None else None
+            facts = failure_facts(err, step, first=first, route=route, max_attempts=scheduled)
+            self._failures.setdefault(tid, facts)
             return None
         try:
             update = workflow.payload_converter().from_payload(raw.payload, CellUpdate)

@@ -29,7 +29,7 @@ from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 with workflow.unsafe.imports_passed_through():
     from curaflow.domain.messages import Budgets
     from curaflow.domain.verdicts import NON_RETRYABLE_TYPES, FailureKind, Step, StepFailure, attempt_budget
-    from curaflow.domain.verdicts.failures import CLI_FAILURE_SOURCE
+    from curaflow.domain.verdicts.failures import CLI_FAILURE_SOURCE, attempt_of
 
 #: How far an activity attempt may run past the job deadline: the deadline cancels running
 #: attempts and waits for them, so a request already out is finished and reported instead
@@ -131,8 +131,23 @@ def step_config(
     return config
 
 
-def failure_facts(err: ActivityError, step: Step, *, first: bool, route: str | None = None) -> StepFailure:
-    """The facts of a failed step, from the ``ActivityError`` Temporal raised."""
+def failure_facts(
+    err: ActivityError, step: Step, *, first: bool, route: str | None = None, max_attempts: int | None = None
+) -> StepFailure:
+    """The facts of a failed step, from the ``ActivityError`` Temporal raised.
+
+    Args:
+        err: what Temporal raised for the step.
+        step: the step.
+        first: the step was the cell's first.
+        route: the route of a ``deliver`` step.
+        max_attempts: the ``maximum_attempts`` of the retry policy the step was scheduled
+            with: kept, with the attempt's number the failure carries
+            (:func:`~curaflow.domain.verdicts.failures.attempt_of`), only when it carries
+            one — an operator's cut of the step's retries is told by the two
+            (:func:`~curaflow.domain.verdicts.failures.operator_changed_options`). Reading
+            them issues no command.
+    """
     cause = err.cause
     facts = StepFailure(
         step=step,
@@ -147,6 +162,9 @@ def failure_facts(err: ActivityError, step: Step, *, first: bool, route: str | N
         facts.error_type = cause.type
         facts.non_retryable = cause.non_retryable
         facts.by_hand = cause.failure is not None and cause.failure.source == CLI_FAILURE_SOURCE
+        attempt = attempt_of(cause.details)
+        if attempt is not None and max_attempts is not None:
+            facts.attempt, facts.max_attempts = attempt, max_attempts
     elif isinstance(cause, ActivityTimeoutError):
         facts.kind = FailureKind.TIMEOUT
         facts.timeout_type = cause.type.name if cause.type is not None else None

@@ -50,7 +50,8 @@ curaflow additions for delivery routes that are not TelePost:
 * ``step_options_changed``: an operator changed a running step's options in Temporal
   (``temporal activity update-options --start-to-close-timeout 1s
   --retry-maximum-attempts 1``, the UI's "Update options") and Temporal timed the step out
-  under them — a timeout curaflow never lets fire first
+  under them — a timeout curaflow never lets fire first — or gave up retrying it before the
+  step's attempts under curaflow's own policy were used
   (:func:`curaflow.domain.verdicts.failures.operator_changed_options`). Owner ``operator``,
   protocol ``internal_error`` (the closed enum has no operator's code); retryable: a rerun
   runs under curaflow's own options. Until 2026-12-06 such a cell ended ``internal_error``,
@@ -138,7 +139,7 @@ class Owner(StrEnum):
     * ``account``: the source account (login, rate limit, restriction).
     * ``curaflow``: curaflow itself (its configuration, its disk, its budgets, a bug).
     * ``operator``: an operator's action in Temporal that failed a step (its options
-      changed so that Temporal timed it out: ``step_options_changed``; paused until the
+      changed so that Temporal timed it out or retried it no more: ``step_options_changed``; paused until the
       job's deadline: ``step_paused``); a deliberate stop
       of the job (a terminate, a delete) is no failure and has no owner.
     """
@@ -373,10 +374,10 @@ REASONS: dict[TerminalReason, ReasonInfo] = {
         Origin.EXECUTION,
         True,
         "internal_error",
-        "运维人员在 Temporal 中修改了这一步骤的选项（更短的超时），Temporal 因此让它超时；"
-        "curaflow、来源和路由都没有出错。请重新运行任务。",
-        "An operator changed this step's options in Temporal (a shorter timeout), and Temporal timed it out; "
-        "nothing failed in curaflow, the source or the route. Run the job again.",
+        "运维人员在 Temporal 中修改了这一步骤的选项（更短的超时或更少的尝试），Temporal 按其结束了它，"
+        "而 curaflow 本还会重试。请重新运行任务。",
+        "An operator changed this step's options in Temporal (a shorter timeout or fewer attempts), and Temporal "
+        "ended it under them where curaflow would have tried again. Run the job again.",
         owner=Owner.OPERATOR,
     ),
     R.STEP_PAUSED: ReasonInfo(

@@ -6,6 +6,11 @@
   the queue wait (scheduled → started) and the attempt's result, and counts attempts
   that resume a cell whose previous attempt never released its lease (a heartbeat
   timeout: the worker died or hung).
+* :class:`AttemptOnFailure` (the second activity interceptor) adds the attempt's number
+  to each retryable ``ApplicationError`` of a cell's step
+  (:func:`curaflow.domain.verdicts.failures.attempt_detail`): Temporal's activity failure
+  does not carry it, and the workflow tells an operator's cut of the step's retries by it
+  (:func:`curaflow.domain.verdicts.failures.operator_changed_options`).
 * Tracing (OpenTelemetry) is :mod:`curaflow.observability.tracing`: every Temporal client
   of a process takes its interceptor from there, whatever its layer.
 * :func:`temporal_runtime` gives the SDK runtime a Prometheus endpoint of its own
@@ -32,6 +37,7 @@ from temporalio.worker import (
 )
 
 from curaflow.config import Settings
+from curaflow.domain.verdicts.failures import attempt_detail, attempt_of
 from curaflow.ledger.db import LEDGER_ERRORS, is_unavailable
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -40,6 +46,9 @@ from curaflow.sources.gate import GateUnavailable
 
 log = get_logger("curaflow.process.telemetry")
 CELL_ACTIVITIES = ("search", "fetch", "deliver")
+#: The activities of a cell's steps (``StepFailure.step``): their retryable failures carry
+#: the attempt's number (:class:`AttemptOnFailure`).
+STEP_ACTIVITIES = ("acquire", "search", "fetch", "deliver")
 _state: dict[str, Any] = {"runtime": None}
 
 
@@ -152,6 +161,39 @@ class ObservabilityInterceptor(Interceptor):
         return _Inbound(next, self._pool)
 
 
+class _AttemptInbound(ActivityInboundInterceptor):
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        try:
+            return await self.next.execute_activity(input)
+        except ApplicationError as err:
+            info = activity.info()
+            if err.non_retryable or info.activity_type not in STEP_ACTIVITIES or attempt_of(err.details) is not None:
+                raise
+            carried = ApplicationError(
+                err.message,
+                *err.details,
+                attempt_detail(info.attempt),
+                type=err.type,
+                non_retryable=False,
+                next_retry_delay=err.next_retry_delay,
+                category=err.category,
+            )
+            raise carried.with_traceback(err.__traceback__) from err.__cause__
+
+
+class AttemptOnFailure(Interceptor):
+    """Worker interceptor: a retryable ``ApplicationError`` a cell's step raises
+    (:data:`STEP_ACTIVITIES`) leaves the attempt with the attempt's number added after its
+    own details (:func:`~curaflow.domain.verdicts.failures.attempt_detail`), its message,
+    type, delay, category and cause as raised. A non-retryable one (Temporal retries it no
+    more, whatever the policy), one of another activity, one that carries the number
+    already and an exception that is no ``ApplicationError`` are left as raised."""
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        """Wrap every activity attempt of the worker."""
+        return _AttemptInbound(next)
+
+
 # ---- Temporal SDK runtime metrics -----------------------------------------------------------
 
 
@@ -192,4 +234,4 @@ def temporal_runtime(settings: Settings, host: str | None = None) -> Any:
 
 def interceptors_for_worker(pool: asyncpg.Pool | None) -> Sequence[Interceptor]:
     """The worker interceptors of a curaflow worker."""
-    return [ObservabilityInterceptor(pool)]
+    return [ObservabilityInterceptor(pool), AttemptOnFailure()]

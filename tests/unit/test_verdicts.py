@@ -21,6 +21,7 @@ from curaflow.domain.verdicts import (
     operator_changed_options,
     waits_for_sends,
 )
+from curaflow.domain.verdicts.failures import attempt_detail, attempt_of
 
 R = TerminalReason
 
@@ -499,6 +500,55 @@ def test_a_step_timed_out_by_an_operators_options_is_neither_a_stall_nor_the_rou
         assert cell_verdict(state=state, stage="searching", cause="deadline", failure=failure) == R.EXECUTION_TIMEOUT
     assert not operator_changed_options(failure, "deadline")
     assert not operator_changed_options(timeout(step, "HEARTBEAT"), cause)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "max_attempts", "changed"),
+    [(1, 12, True), (11, 12, True), (12, 12, False), (13, 12, False), (None, None, False)],
+)
+def test_a_step_whose_retries_ran_out_before_curaflows_policy_is_the_operators(
+    attempt: int | None, max_attempts: int | None, changed: bool
+) -> None:
+    """Temporal retried a delivery no more (``MAXIMUM_ATTEMPTS_REACHED``) after a retryable
+    failure of attempt ``attempt`` of the ``max_attempts`` curaflow scheduled: below it,
+    an operator cut the step's retries (``step_options_changed``); at it, the route's
+    failures used every attempt (``delivery_abandoned``); without the attempt's number
+    nothing is recognised and the route keeps it, as before."""
+    failure = StepFailure(
+        step="deliver",
+        kind=FailureKind.APPLICATION,
+        error_type="delivery_failed",
+        retry_state="MAXIMUM_ATTEMPTS_REACHED",
+        attempt=attempt,
+        max_attempts=max_attempts,
+    )
+    assert operator_changed_options(failure, "completed") is changed
+    reason = cell_verdict(state="artifact_ready", stage="delivering", cause="completed", failure=failure)
+    assert reason == (R.STEP_OPTIONS_CHANGED if changed else R.DELIVERY_ABANDONED)
+    # A failure Temporal would not retry under any policy, or one ended by hand, is not a cut.
+    assert not operator_changed_options(failure.model_copy(update={"non_retryable": True}), "completed")
+    assert not operator_changed_options(failure.model_copy(update={"by_hand": True}), "completed")
+    assert not operator_changed_options(failure.model_copy(update={"retry_state": "TIMEOUT"}), "completed")
+    dumped = failure.model_dump()
+    assert ("attempt" in dumped) is (attempt is not None)  # the facts keep their bytes without it
+
+
+@pytest.mark.parametrize(
+    ("details", "attempt"),
+    [
+        ((attempt_detail(3),), 3),
+        (({"kept": 1}, attempt_detail(2)), 2),
+        (({"attempt": True},), None),
+        (({"attempt": 0},), None),
+        (({"attempt": "3"},), None),
+        (("attempt", 3), None),
+        ((), None),
+    ],
+)
+def test_the_attempt_a_failure_carries_is_read_only_in_its_shape(
+    details: tuple[object, ...], attempt: int | None
+) -> None:
+    assert attempt_of(details) == attempt
 
 
 @pytest.mark.parametrize("step", ["acquire", "deliver"])

@@ -68,6 +68,7 @@ from curaflow.domain.models import (
 )
 from curaflow.domain.state import job_state
 from curaflow.domain.verdicts import cell_verdict
+from curaflow.domain.verdicts.failures import attempt_detail
 from curaflow.protocol.errors import ProtocolError
 from curaflow.protocol.task import validate_task
 
@@ -92,7 +93,11 @@ class Act:
             ``no_candidate``), ``ended_in_another_run`` (``search`` only: the job had
             ended ``no_candidate`` before the step opened, and another run of its id
             holds it), ``held`` (heartbeat until the test calls
-            :meth:`Fakes.release` for the step, then ``ok``; a cancel stops it as ``hang``).
+            :meth:`Fakes.release` for the step, then ``ok``; a cancel stops it as ``hang``),
+            ``held_fail`` (as ``held``, then ``fail``).
+
+    A ``fail`` that is retryable carries the attempt's number in its details, as the
+    real worker's failures do (:func:`curaflow.domain.verdicts.failures.attempt_detail`).
     """
 
     kind: Literal[
@@ -100,6 +105,7 @@ class Act:
         "fail",
         "hang",
         "held",
+        "held_fail",
         "silent",
         "slow",
         "cancel_found",
@@ -200,18 +206,21 @@ class Fakes:
         self.calls.append(Call(step, target_id, route, info.attempt, time.monotonic(), info.workflow_id or ""))
         acts = self.script.get(self._key(step, target_id, route), [])
         act = acts.pop(0) if len(acts) > 1 else (acts[0] if acts else Act())
-        if act.kind == "fail":
-            raise ApplicationError(f"scripted {act.error_type}", type=act.error_type, non_retryable=act.non_retryable)
         if act.kind == "hang":
             while True:
                 activity.heartbeat()
                 await asyncio.sleep(0.05)
-        if act.kind == "held":
+        if act.kind in ("held", "held_fail"):
             gate = self._gate(self._key(step, target_id, route))
             while not gate.is_set():
                 activity.heartbeat()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(gate.wait(), 0.05)
+        if act.kind in ("fail", "held_fail"):
+            details = () if act.non_retryable else (attempt_detail(info.attempt),)
+            raise ApplicationError(
+                f"scripted {act.error_type}", *details, type=act.error_type, non_retryable=act.non_retryable
+            )
         if act.kind == "silent":  # a worker that died: its attempt times out, its answer never counts
             await asyncio.sleep(act.seconds)
             raise ApplicationError("a dead worker's attempt", type="internal_error")

@@ -50,6 +50,50 @@ async def test_a_step_an_operator_timed_out_ends_the_job_failed_step_options_cha
     assert (state.status, state.cells[0].reason) == ("failed", "step_options_changed"), state.cells[0]
 
 
+@pytest.mark.parametrize(("step", "error_type"), [("deliver", "delivery_failed"), ("search", "network_error")])
+async def test_a_step_whose_retries_an_operator_cut_ends_step_options_changed_not_the_routes(
+    env: Env, step: str, error_type: str
+) -> None:
+    # The operator leaves the step one attempt (`--retry-maximum-attempts 1`, no timeout
+    # changed); the running attempt then fails as a route or a source may, retryably:
+    # Temporal reports MAXIMUM_ATTEMPTS_REACHED on attempt 1 of curaflow's 3 (the fakes'). A
+    # delivery ended `delivery_abandoned`, owner route, "no delivery attempt was left"; a
+    # source step the source's own reason — each with its retries still ahead.
+    route = "a" if step == "deliver" else None
+    env.fakes.on(step, "t", Act("held_fail", error_type=error_type), route=route)
+    handle = await env.start(env.job())
+    await env.called(step)
+    step_id = await pending_step_id(handle, step)
+
+    await asyncio.to_thread(
+        temporal_activity, env, "update-options", handle.id, step_id, "--retry-maximum-attempts", "1"
+    )
+    env.fakes.release(step, "t", route)
+
+    assert await env.closed(handle) == WorkflowExecutionStatus.FAILED
+    [finish] = env.fakes.finishes
+    seen = finish.failures["t"]
+    assert (seen.kind, seen.retry_state, seen.error_type) == (
+        FailureKind.APPLICATION,
+        "MAXIMUM_ATTEMPTS_REACHED",
+        error_type,
+    )
+    state = await env.status(handle)
+    assert (state.status, state.cells[0].reason) == ("failed", "step_options_changed"), state.cells[0]
+    assert len([c for c in env.fakes.calls if c.step == step]) == 1
+
+
+async def test_a_delivery_that_used_every_attempt_of_curaflows_policy_stays_abandoned(env: Env) -> None:
+    # Guard: the same failure on the last attempt curaflow's own policy gives is the route's.
+    env.fakes.on("deliver", "t", Act("fail", error_type="delivery_failed"), route="a")
+    handle = await env.start(env.job())  # three attempts of a delivery (the fakes' budgets)
+
+    assert await env.closed(handle) == WorkflowExecutionStatus.FAILED
+    state = await env.status(handle)
+    assert (state.status, state.cells[0].reason) == ("failed", "delivery_abandoned"), state.cells[0]
+    assert len([c for c in env.fakes.calls if c.step == "deliver"]) == 3
+
+
 @pytest.mark.parametrize("step", ["search", "deliver"])
 @pytest.mark.parametrize(
     ("verb", "extra"), [("fail", ("--reason", "operator: test")), ("complete", ("--result", '"junk"'))]

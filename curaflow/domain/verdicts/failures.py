@@ -4,6 +4,7 @@ step gets."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -47,6 +48,12 @@ class StepFailure(BaseModel):
             by the Temporal CLI (``temporal activity fail``: the failure's ``source`` is
             ``CLI``) or completed with a result that is no ``CellUpdate`` (``temporal
             activity complete`` with junk: no worker of curaflow returns one) (2026-12-06).
+        attempt: the number (1-based) of the attempt whose failure ended the step, as the
+            worker reported it in the failure (:func:`attempt_detail`); None when the
+            failure carries none (a timeout, an exception curaflow did not raise, a worker
+            of an earlier release).
+        max_attempts: the ``maximum_attempts`` of the retry policy the workflow scheduled
+            the step with; set together with ``attempt``.
     """
 
     step: Step
@@ -60,14 +67,16 @@ class StepFailure(BaseModel):
     message: str = ""
     paused: bool = False
     by_hand: bool = False
+    attempt: int | None = None
+    max_attempts: int | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset_flags(self, handler: SerializerFunctionWrapHandler) -> Any:
-        """``paused`` and ``by_hand`` are written only when set, so the facts every finish
-        sends keep their bytes."""
+        """``paused``, ``by_hand``, ``attempt`` and ``max_attempts`` are written only when
+        set, so the facts every finish sends keep their bytes."""
         data = handler(self)
         if isinstance(data, dict):
-            for flag in ("paused", "by_hand"):
+            for flag in ("paused", "by_hand", "attempt", "max_attempts"):
                 if not getattr(self, flag):
                     data.pop(flag, None)
         return data
@@ -167,21 +176,66 @@ OPERATOR_TIMEOUTS: frozenset[str] = frozenset({"START_TO_CLOSE", "SCHEDULE_TO_CL
 def operator_changed_options(failure: StepFailure, cause: str) -> bool:
     """Whether ``failure`` is an operator's change of the step's options, recognised positively.
 
-    A Temporal timeout of :data:`OPERATOR_TIMEOUTS` reported to a job that finishes for
-    any cause but its deadline cannot come from the options curaflow gave the step: someone
-    shortened them (``temporal activity update-options --start-to-close-timeout 1s
-    --retry-maximum-attempts 1``, the UI's "Update options"). Such a step is ended from
-    outside: ``step_options_changed`` (owner ``operator``), never a stall (the job
-    ``expired`` with its deadline ahead, "a worker died or hung") nor the route's
-    ``delivery_abandoned`` (2026-12-06), nor ``internal_error`` ("read the worker's log",
-    owner ``curaflow``: a bug that never happened; until 2026-12-06). A shortened heartbeat timeout cannot be told from
-    a worker that stopped beating and stays a stall.
+    Either of two facts the options curaflow gave the step cannot produce means someone
+    changed them (``temporal activity update-options``, the UI's "Update options"):
+
+    * a Temporal timeout of :data:`OPERATOR_TIMEOUTS` reported to a job that finishes for
+      any cause but its deadline (``--start-to-close-timeout 1s``);
+    * Temporal retried the step no more (``MAXIMUM_ATTEMPTS_REACHED``) after a retryable
+      failure of an attempt whose number, as its worker reported it (``attempt``), is below
+      the ``maximum_attempts`` the workflow scheduled the step with (``max_attempts``):
+      ``--retry-maximum-attempts 1`` alone. Until 2026-12-06 a delivery so cut ended
+      ``delivery_abandoned`` (owner route, "no delivery attempt was left") and a source
+      step with its last error's reason, attempts still ahead under curaflow's policy.
+      A failure that carries no attempt (a timeout, an exception curaflow did not raise, a
+      worker of an earlier release) is not recognised and keeps its reason.
+
+    Such a step is ended from outside: ``step_options_changed`` (owner ``operator``),
+    never a stall (the job ``expired`` with its deadline ahead, "a worker died or hung")
+    nor the route's ``delivery_abandoned`` (2026-12-06), nor ``internal_error`` ("read the
+    worker's log", owner ``curaflow``: a bug that never happened; until 2026-12-06). A
+    shortened heartbeat timeout cannot be told from a worker that stopped beating and
+    stays a stall.
 
     Args:
         failure: what the workflow saw of the step.
         cause: why the job finishes (a :class:`~curaflow.domain.verdicts.finish.FinishCause` value).
     """
-    return failure.kind == FailureKind.TIMEOUT and failure.timeout_type in OPERATOR_TIMEOUTS and cause != "deadline"
+    if failure.kind == FailureKind.TIMEOUT:
+        return failure.timeout_type in OPERATOR_TIMEOUTS and cause != "deadline"
+    return (
+        failure.kind == FailureKind.APPLICATION
+        and not failure.by_hand
+        and not failure.non_retryable
+        and failure.retry_state == "MAXIMUM_ATTEMPTS_REACHED"
+        and failure.attempt is not None
+        and failure.max_attempts is not None
+        and failure.attempt < failure.max_attempts
+    )
+
+
+#: The key of the detail a step's retryable failure carries its attempt's number under
+#: (:func:`attempt_detail`, :func:`attempt_of`).
+ATTEMPT_DETAIL = "attempt"
+
+
+def attempt_detail(attempt: int) -> dict[str, int]:
+    """The ``ApplicationError`` detail that carries the failed attempt's number (1-based,
+    ``activity.info().attempt``) to the workflow: Temporal's activity failure does not
+    (``ActivityError`` has no attempt), and :func:`operator_changed_options` needs it."""
+    return {ATTEMPT_DETAIL: attempt}
+
+
+def attempt_of(details: Sequence[Any]) -> int | None:
+    """The attempt's number an ``ApplicationError``'s ``details`` carry
+    (:func:`attempt_detail`: a mapping whose ``attempt`` is a positive integer), or None
+    when no detail is of that shape."""
+    for detail in details:
+        if isinstance(detail, dict):
+            value = detail.get(ATTEMPT_DETAIL)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
 
 
 #: Reasons of a step's budget running out (a Temporal timeout of a search or fetch).
