@@ -47,8 +47,11 @@ def from_details(details: dict[str, Any]) -> ProtocolError:
 def refusal_of(error: BaseException | None) -> ProtocolError | None:
     """The protocol refusal carried by ``error`` or one of its causes, else None.
 
-    A refusal is an ``ApplicationError`` whose ``type`` is a protocol code and whose first
-    detail is a dict (a job's own failure, ``job_failed`` / ``job_expired``, is not one).
+    A refusal is a non-retryable ``ApplicationError`` (:func:`as_failure`) whose ``type`` is
+    a protocol code and whose first detail is a dict (a job's own failure, ``job_failed`` /
+    ``job_expired``, is not one; nor is a cell step's retryable failure typed by a reason
+    that is also a protocol code, its detail the attempt's number:
+    :func:`curaflow.domain.verdicts.failures.attempt_detail`).
 
     Args:
         error: what the caller caught (any depth of wrapping: ``cause`` and ``__cause__``).
@@ -59,6 +62,7 @@ def refusal_of(error: BaseException | None) -> ProtocolError | None:
         seen.add(id(current))
         if (
             isinstance(current, ApplicationError)
+            and current.non_retryable
             and current.type in PROTOCOL_CODES
             and current.details
             and isinstance(current.details[0], dict)

@@ -7,6 +7,7 @@ from temporalio.exceptions import ApplicationError, ChildWorkflowError, NexusOpe
 
 from curaflow.domain.job_failure import job_failure, state_of
 from curaflow.domain.messages import JobState
+from curaflow.domain.verdicts.failures import attempt_detail
 from curaflow.protocol.errors import ProtocolError, invalid_params
 from curaflow.protocol.task import identity_conflict, validate_task
 from curaflow.temporal.refusals import as_failure, refusal_of
@@ -71,6 +72,15 @@ def test_a_jobs_own_failure_is_no_refusal_and_its_state_is_read_at_any_depth() -
         assert state_of(error) == state
     assert state_of(ApplicationError("x", type="invalid_params")) is None
     assert refusal_of(ApplicationError("a bug", type="KeyError")) is None
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+def test_a_steps_retryable_failure_carrying_its_attempt_is_no_refusal(depth: int) -> None:
+    # A cell's step fails retryably typed by a reason that is also a protocol code, its
+    # first detail the attempt's number (curaflow.process.telemetry.AttemptOnFailure): a
+    # dict, as a refusal's is. A refusal is never retryable (as_failure).
+    step = ApplicationError("route answered 502", attempt_detail(3), type="delivery_failed")
+    assert refusal_of(wrapped(step, depth)) is None
 
 
 KEY = "Night-1"
