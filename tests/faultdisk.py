@@ -12,6 +12,8 @@ the stack count, so the test runner and the event loop never meet a failure.
 
 A call that fails as a close does closes first (the kernel frees a descriptor whose
 ``close`` reports an error): no descriptor leaks from the injection itself.
+
+A sweep's files go to :func:`scratch`: a folder in memory where the machine has one.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import io
 import mmap
 import os
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +76,10 @@ _OS_CALLS = (
     "fchmod",
 )
 _FILE_CALLS = ("read", "readinto", "write", "writelines", "flush", "close")
+#: A memory file system most Linux machines mount (tmpfs), and the room a sweep wants on it.
+MEMORY_DIR = Path("/dev/shm")
+MEMORY_ROOM = 256 * 1024 * 1024
+
 _ROOTS = tuple(
     os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), d) + os.sep
     for d in ("curaflow", "activities")
@@ -189,3 +196,29 @@ def leftovers(root: Path) -> list[str]:
     return sorted(
         str(p.relative_to(root)) for p in root.rglob("*") if p.name.endswith((".part", ".tmp")) and p.is_file()
     )
+
+
+@contextlib.contextmanager
+def scratch(fallback: Path) -> Iterator[Path]:
+    """A new empty folder for a sweep's stores and routes, removed when the block ends.
+
+    In :data:`MEMORY_DIR` when it is a writable folder with :data:`MEMORY_ROOM` free, else
+    ``fallback`` itself (a test's ``tmp_path``, left to pytest). A sweep makes and removes
+    thousands of small files and folders: on the suite's disk (ext4 mounted with
+    ``discard``) their ``mkdir``, ``open``, ``rename`` and ``unlink`` cost the kernel more
+    than the steps under test cost Python (three cases' sweeps: 7.6 s of system CPU on
+    ext4, 1.3 s in memory, of 14.5 and 7.4 s in all; 2026-12-06). What the sweep asserts
+    does not depend on the disk beneath: every call it fails is failed by
+    :class:`FaultyDisk` before it reaches the disk, and every other call succeeds on
+    either.
+    """
+    try:
+        stat = os.statvfs(MEMORY_DIR)
+        roomy = os.access(MEMORY_DIR, os.W_OK) and stat.f_bavail * stat.f_frsize >= MEMORY_ROOM
+    except OSError:
+        roomy = False
+    if not roomy:
+        yield fallback
+        return
+    with tempfile.TemporaryDirectory(prefix="curaflow-sweep-", dir=MEMORY_DIR) as folder:
+        yield Path(folder)

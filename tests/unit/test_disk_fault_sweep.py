@@ -27,6 +27,7 @@ import errno
 import io
 import json
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from curaflow.routes.directory import DirectoryRoute
 from curaflow.sources.animation import Animation, AnimationFrame
 from curaflow.sources.decoding import machine_error
 from curaflow.sources.errors import SourceError, WorkUnavailable
-from tests.faultdisk import ERRNOS, FaultyDisk, leftovers
+from tests.faultdisk import ERRNOS, FaultyDisk, leftovers, scratch
 from tests.unit.test_decode_budget import OneFile
 from tests.unit.test_unknown_is_cheap_at_routes import dir_request, verdict_of
 
@@ -53,6 +54,13 @@ pytestmark = pytest.mark.slow
 #: Errors that may pass by themselves: never a permanent verdict on the directory.
 PASSING = frozenset({errno.EINTR, errno.EAGAIN, errno.EIO, errno.ESTALE, errno.EMFILE, errno.ENFILE})
 ERRNO_IDS = [errno.errorcode[code] for code in ERRNOS]
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Iterator[Path]:
+    """The sweep's folder: in memory where the machine has one (:func:`tests.faultdisk.scratch`)."""
+    with scratch(tmp_path) as path:
+        yield path
 
 
 def _png(shade: int) -> bytes:
@@ -176,9 +184,9 @@ def _described(page: Path) -> Any:
 @pytest.mark.parametrize("code", ERRNOS, ids=ERRNO_IDS)
 @pytest.mark.parametrize("case", ["pages", "pages-kept", "ugoira", "ugoira-kept"])
 async def test_a_failing_artifact_disk_is_curaflows_and_leaves_nothing_half_written(
-    tmp_path: Path, case: str, code: int, monkeypatch: pytest.MonkeyPatch
+    folder: Path, case: str, code: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await _sweep_fetch(tmp_path, case, code, monkeypatch)
+    await _sweep_fetch(folder, case, code, monkeypatch)
 
 
 # ---- the directory route: the destination's disk is the route's --------------------------------
@@ -214,10 +222,10 @@ def _half_visible(root: Path, request: DeliveryRequest) -> list[str]:
 @pytest.mark.parametrize("code", ERRNOS, ids=ERRNO_IDS)
 @pytest.mark.parametrize("case", ["new-directory", "directory-there", "replay"])
 async def test_a_failing_route_disk_is_the_routes_never_the_works(
-    tmp_path: Path, case: str, code: int, monkeypatch: pytest.MonkeyPatch
+    folder: Path, case: str, code: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def fresh(name: str) -> tuple[DirectoryRoute, DeliveryRequest, Path]:
-        base = tmp_path / name
+        base = folder / name
         base.mkdir()
         root = base / "out"
         if case != "new-directory":
