@@ -18,7 +18,6 @@ import contextlib
 import itertools
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from tests.fakes.replay import ReplayServer, ordered
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.webhook import WebhookReceiver
 from tests.support import Stack, short_id, whsec
+from tests.zygote import curaflow_command
 
 __all__ = ["ReplayServer", "ordered"]
 
@@ -203,10 +203,7 @@ async def curaflow(*args: str, stack: Stack) -> subprocess.CompletedProcess[str]
     """Run the ``curaflow`` command as an operator would, on the stack's configuration."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "DATABASE_"))}
     env["CURAFLOW_CONFIG"] = str(stack.config_path)
-    exe = str(Path(sys.executable).parent / "curaflow")
-    return await asyncio.to_thread(
-        subprocess.run, [exe, *args], env=env, cwd=stack.tmp, capture_output=True, text=True, timeout=60
-    )
+    return await asyncio.to_thread(curaflow_command, args, env=env, cwd=stack.tmp, timeout=60)
 
 
 async def scheduled_jobs(stack: Any, plan_id: str, *, order: str = "created_at") -> list[Any]:

@@ -15,17 +15,28 @@ request's connection. A worker under a wrapper command (``unshare -m``) and the 
 the command line itself (exit statuses, ``curaflow dev``, the README) still spawn a fresh
 interpreter.
 
+A ``curaflow`` command a test runs to its end and reads the output of (``curaflow
+status``, ``schedules list`` …) is forked the same way (:func:`curaflow_command`, the
+:func:`subprocess.run` of ``curaflow <args>`` with its output captured as text): the
+child runs the console entry point (:func:`curaflow.cli.main.main`) with its own
+``argv``, environment, working directory and standard streams (pipes of the test's,
+passed over the connection). A quick command spent ~0.9 s of CPU importing the command
+line in a fresh interpreter (docs/testing.md "Time").
+
 Protocol (one Unix-socket connection per child): the test sends one JSON line
-``{"env": {...}, "cwd": str | null, "log": str | null}``; the zygote answers ``{"pid": n}``
-and, when the child has ended, ``{"returncode": n}`` (``-signal`` when a signal ended
-it, as :attr:`subprocess.Popen.returncode`).
+``{"env": {...}, "cwd": str | null, "log": str | null}`` (a command: also ``"argv"``, and
+its stdin, stdout and stderr as descriptors with the line, ``SCM_RIGHTS``); the zygote
+answers ``{"pid": n}`` and, when the child has ended, ``{"returncode": n}`` (``-signal``
+when a signal ended it, as :attr:`subprocess.Popen.returncode`).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import io
 import json
+import locale
 import os
 import selectors
 import shutil
@@ -35,7 +46,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -174,13 +187,25 @@ class Zygote:
             shutil.rmtree(self._path.parent, ignore_errors=True)
             self._path = None
 
-    def spawn(self, env: dict[str, str], log: Path | None, cwd: Path | None) -> ForkedProcess:
-        """Fork a worker with ``env``, its output appended to ``log``, in ``cwd``."""
+    def spawn(
+        self,
+        env: dict[str, str],
+        log: Path | None,
+        cwd: Path | None,
+        *,
+        argv: Sequence[str] | None = None,
+        stdio: Sequence[int] = (),
+    ) -> ForkedProcess:
+        """Fork a worker with ``env``, its output appended to ``log``, in ``cwd``; with
+        ``argv``, the ``curaflow`` command ``argv`` on the descriptors ``stdio`` (its
+        stdin, stdout and stderr) instead."""
         path = self._ensure()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(str(path))
-        request = {"env": env, "log": str(log) if log else None, "cwd": str(cwd) if cwd else None}
-        conn.sendall(json.dumps(request).encode() + b"\n")
+        request: dict[str, Any] = {"env": env, "log": str(log) if log else None, "cwd": str(cwd) if cwd else None}
+        if argv is not None:
+            request["argv"] = list(argv)
+        socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], list(stdio))
         buffer = b""
         conn.settimeout(30)
         while b"\n" not in buffer:
@@ -197,15 +222,119 @@ class Zygote:
 #: This test process's zygote.
 ZYGOTE = Zygote()
 
+#: The ``curaflow`` console script of this interpreter's environment.
+CURAFLOW = str(Path(sys.executable).parent / "curaflow")
+
+
+def curaflow_command(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | str | None = None,
+    input: str | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run([curaflow, *args], capture_output=True, text=True, ...)``: the
+    command forked by this test process's zygote (module doc), or spawned afresh where
+    workers are (:meth:`Zygote.enabled`).
+
+    Args:
+        env: the command's whole environment (None: this process's).
+        input: written to its stdin, which is then closed (None: an empty stdin).
+        timeout: seconds; past it the command is killed and
+            :class:`subprocess.TimeoutExpired` raised, as :func:`subprocess.run` does.
+    """
+    argv = [CURAFLOW, *args]
+    if not Zygote.enabled():
+        return subprocess.run(
+            argv, env=env, cwd=cwd, input=input, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    deadline = None if timeout is None else time.monotonic() + timeout
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        process = ZYGOTE.spawn(
+            dict(os.environ if env is None else env),
+            None,
+            Path(cwd) if cwd is not None else Path.cwd(),
+            argv=argv,
+            stdio=(in_r, out_w, err_w),
+        )
+    except BaseException:
+        for fd in (in_w, out_r, err_r):
+            os.close(fd)
+        raise
+    finally:
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+    output = {out_r: bytearray(), err_r: bytearray()}
+    try:
+        with selectors.DefaultSelector() as selector:
+            for fd in output:
+                selector.register(fd, selectors.EVENT_READ)
+            stdin = (input or "").encode(locale.getpreferredencoding(False))
+            if stdin:
+                os.set_blocking(in_w, False)
+                selector.register(in_w, selectors.EVENT_WRITE)
+            else:
+                os.close(in_w)
+                in_w = -1
+            while selector.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    process.kill()
+                    process.wait()
+                    raise subprocess.TimeoutExpired(argv, timeout or 0, bytes(output[out_r]), bytes(output[err_r]))
+                for key, _ in selector.select(left):
+                    fd = key.fd
+                    if fd == in_w:
+                        try:
+                            stdin = stdin[os.write(fd, stdin[: 1 << 16]) :]
+                        except BrokenPipeError:
+                            stdin = b""
+                        if not stdin:
+                            selector.unregister(fd)
+                            os.close(fd)
+                            in_w = -1
+                        continue
+                    chunk = os.read(fd, 1 << 16)
+                    if chunk:
+                        output[fd] += chunk
+                    else:
+                        selector.unregister(fd)
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            returncode = process.wait(left)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise subprocess.TimeoutExpired(argv, timeout or 0, bytes(output[out_r]), bytes(output[err_r])) from None
+    finally:
+        for fd in (in_w, out_r, err_r):
+            if fd >= 0:
+                os.close(fd)
+    return subprocess.CompletedProcess(argv, returncode, _text(output[out_r]), _text(output[err_r]))
+
+
+def _text(data: bytes | bytearray) -> str:
+    """Bytes of a captured stream as :func:`subprocess.run` gives them with ``text=True``
+    (the locale's encoding, universal newlines)."""
+    return io.TextIOWrapper(io.BytesIO(bytes(data)), encoding=locale.getpreferredencoding(False)).read()
+
 
 # ---- the zygote itself ----------------------------------------------------------------
 
 
-def _child(request: dict[str, Any], closing: list[socket.socket]) -> None:  # pragma: no cover - in the child
+def _child(
+    request: dict[str, Any], closing: list[socket.socket], stdio: list[int], others: list[int]
+) -> None:  # pragma: no cover - in the child
     code = 1
     try:
         for sock in closing:
             sock.close()
+        for fd in others:
+            os.close(fd)
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
@@ -221,6 +350,17 @@ def _child(request: dict[str, Any], closing: list[socket.socket]) -> None:  # pr
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             os.close(fd)
+        if "argv" in request:
+            _command_streams(stdio)
+            sys.argv = list(request["argv"])
+            # As the console script's: a file run as ``__main__`` (click names the program
+            # from it — ``curaflow``, not ``python -m tests.zygote``).
+            script = type(sys)("__main__")
+            script.__file__ = sys.argv[0]
+            sys.modules["__main__"] = script
+            from curaflow.cli.main import main
+
+            main()  # ends the process itself (os._exit)
         from curaflow.process import worker
 
         worker.main()  # ends the process itself (os._exit)
@@ -243,10 +383,27 @@ def _child(request: dict[str, Any], closing: list[socket.socket]) -> None:  # pr
         os._exit(code)
 
 
-#: What a worker of the suite imports once it runs, imported by the zygote too: the replay
+def _command_streams(stdio: list[int]) -> None:  # pragma: no cover - in the child
+    """Make ``stdio`` (stdin, stdout, stderr) the child's descriptors 0-2 and its
+    ``sys.stdin`` / ``sys.stdout`` / ``sys.stderr`` new streams on them, as a fresh
+    interpreter's: the locale's encoding, stdout buffered unless a terminal, stderr
+    line-buffered with ``backslashreplace``."""
+    for target, fd in enumerate(stdio):
+        os.dup2(fd, target)
+        os.close(fd)
+    encoding = locale.getpreferredencoding(False)
+    binary = [open(fd, mode, closefd=False) for fd, mode in ((0, "rb"), (1, "wb"), (2, "wb"))]  # noqa: SIM115
+    sys.stdin = io.TextIOWrapper(binary[0], encoding=encoding)
+    sys.stdout = io.TextIOWrapper(binary[1], encoding=encoding, line_buffering=os.isatty(1))
+    sys.stderr = io.TextIOWrapper(binary[2], encoding=encoding, errors="backslashreplace", line_buffering=True)
+
+
+#: What a worker of the suite imports once it runs, imported by the zygote too: the
+#: command line (:func:`curaflow_command`'s children), the replay
 #: source of most tests' workers (FastAPI and its app), uvicorn's protocols and anyio's
 #: asyncio backend (the replay's server), the Pixiv source and login, Temporal profiles.
 PRELOADED = (
+    "curaflow.cli.app",
     "curaflow.sources.pixiv.replay.app",
     "curaflow.sources.pixiv.source",
     "curaflow.sources.pixiv.login",
@@ -310,6 +467,7 @@ def _serve(path: str, ready: str) -> None:  # pragma: no cover - the zygote proc
     selector.register(listener, selectors.EVENT_READ, "accept")
     selector.register(wake_r, selectors.EVENT_READ, "wake")
     pending: dict[socket.socket, bytes] = {}
+    passed: dict[socket.socket, list[int]] = {}  # descriptors a command's request carried
     Path(ready).touch()
     while True:
         for key, _ in selector.select():
@@ -319,10 +477,13 @@ def _serve(path: str, ready: str) -> None:  # pragma: no cover - the zygote proc
                 selector.register(conn, selectors.EVENT_READ, "request")
             elif key.data == "request":
                 conn = key.fileobj  # type: ignore[assignment]
-                chunk = conn.recv(1 << 20)
+                chunk, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 3)
+                passed.setdefault(conn, []).extend(fds)
                 if not chunk:
                     selector.unregister(conn)
                     pending.pop(conn, None)
+                    for fd in passed.pop(conn, []):
+                        os.close(fd)
                     conn.close()
                     continue
                 pending[conn] += chunk
@@ -330,13 +491,16 @@ def _serve(path: str, ready: str) -> None:  # pragma: no cover - the zygote proc
                     continue
                 selector.unregister(conn)
                 request = json.loads(pending.pop(conn).partition(b"\n")[0])
+                stdio = passed.pop(conn, [])
                 others = [listener, *pending, *children.values()]
                 pid = os.fork()
                 if pid == 0:
                     selector.close()
                     os.close(wake_r)
                     os.close(wake_w)
-                    _child(request, [*others, conn])
+                    _child(request, [*others, conn], stdio, [fd for fds in passed.values() for fd in fds])
+                for fd in stdio:  # the child's alone: its readers see their end when it ends
+                    os.close(fd)
                 children[pid] = conn
                 with contextlib.suppress(OSError):
                     conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")

@@ -10,7 +10,6 @@ import contextlib
 import os
 import re
 import subprocess
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,10 +21,9 @@ from curaflow.domain.occurrence import occurrence_job_id
 from tests.conftest import StackFactory
 from tests.integration.test_schedules import plan_config
 from tests.support import short_id
+from tests.zygote import curaflow_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-EXE = str(Path(sys.executable).parent / "curaflow")
 
 
 def clean_env(**extra: str) -> dict[str, str]:
@@ -36,7 +34,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def curaflow(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXE, *args], cwd=cwd, env=env or clean_env(), capture_output=True, text=True, timeout=120)
+    return curaflow_command(args, cwd=cwd, env=env or clean_env(), timeout=120)
 
 
 def test_schedules_without_any_temporal_service_is_a_usage_error(tmp_path: Path) -> None:

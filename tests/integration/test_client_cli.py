@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from curaflow.client import (
 )
 from curaflow.protocol import models
 from tests.support import API_TOKEN, Stack, short_id
+from tests.zygote import curaflow_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -123,10 +123,7 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 async def cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    exe = str(Path(sys.executable).parent / "curaflow")
-    return await asyncio.to_thread(
-        subprocess.run, [exe, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+    return await asyncio.to_thread(curaflow_command, args, env=env, cwd=cwd, timeout=120)
 
 
 async def test_cli_verbs(stack: Stack, tmp_path: Path) -> None:

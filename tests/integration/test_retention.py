@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from curaflow.ledger.jobs import NewJob, insert_job
 from curaflow.ledger.retention import DAY_MS
 from tests.conftest import StackFactory
 from tests.support import Stack, eventually, short_id
+from tests.zygote import curaflow_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -30,10 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 async def prune_cli(stack: Stack, *args: str) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_"))}
     env["CURAFLOW_CONFIG"] = str(stack.config_path)
-    exe = str(Path(sys.executable).parent / "curaflow")
-    done = await asyncio.to_thread(
-        subprocess.run, [exe, "prune", *args, "--json"], env=env, capture_output=True, text=True, timeout=120
-    )
+    done = await asyncio.to_thread(curaflow_command, ["prune", *args, "--json"], env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     out: dict[str, Any] = json.loads(done.stdout)
     return out
@@ -133,8 +129,7 @@ async def test_prune_without_an_age_is_a_usage_error(make_stack: StackFactory, t
     stack = make_stack({})
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_"))}
     env["CURAFLOW_CONFIG"] = str(stack.config_path)
-    exe = str(Path(sys.executable).parent / "curaflow")
-    done = await asyncio.to_thread(subprocess.run, [exe, "prune"], env=env, capture_output=True, text=True, timeout=60)
+    done = await asyncio.to_thread(curaflow_command, ["prune"], env=env, timeout=60)
     assert done.returncode == 2 and "--older-than-days" in done.stderr
 
 

@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from tests.conftest import StackFactory
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.jobs_support import scheduled_jobs
 from tests.support import eventually, short_id, whsec
+from tests.zygote import curaflow_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -129,10 +129,7 @@ async def test_two_syncs_at_once_both_end_and_say_what_each_did(
 async def curaflow(*args: str, config: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_"))}
     env["CURAFLOW_CONFIG"] = str(config)
-    exe = str(Path(sys.executable).parent / "curaflow")
-    return await asyncio.to_thread(
-        subprocess.run, [exe, *args], env=env, cwd=config.parent, capture_output=True, text=True, timeout=60
-    )
+    return await asyncio.to_thread(curaflow_command, args, env=env, cwd=config.parent, timeout=60)
 
 
 async def _deleted(client: Client, settings: Any, plan_id: str, *, dry_run: bool = False) -> list[plans.Change]:
