@@ -232,6 +232,63 @@ async def test_invalid_grant_outside_an_oauth_error_answer_is_the_sources_and_re
     assert (gate.penalty, gate._paused_until) == (0, 0.0)  # the account is not held either
 
 
+#: Pixiv's answer to every refresh when it retired the password grant (2021-02: pixivpy
+#: #158, #159, gallery-dl #1304): the grant's error word, its code, words about the request.
+GRANT_TYPE_REFUSED = {
+    "has_error": True,
+    "errors": {"system": {"message": "Invalid grant_type parameter or parameter missing", "code": 1508}},
+    "error": "invalid_grant",
+}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        GRANT_TYPE_REFUSED,  # observed: the same to every account, whatever its token
+        {"has_error": True, "errors": {"system": {"message": "System error", "code": 1508}}, "error": "invalid_grant"},
+        {"error": "invalid_grant"},  # no words at all: never Pixiv's shape
+        {"error": "invalid_grant", "error_description": "client_id is not allowed to use this grant"},
+        {"has_error": True, "errors": {"system": {"message": "", "code": 1508}}, "error": "invalid_grant"},
+    ],
+)
+async def test_invalid_grant_whose_words_do_not_name_the_refresh_token_is_the_sources_and_retried(
+    body: dict[str, object],
+) -> None:
+    """``invalid_grant`` is what Pixiv answers a revoked refresh token ("Invalid refresh
+    token", the reference §2.1) — and also what it answered *every* account when it retired
+    a grant type (2021-02, "Invalid grant_type parameter or parameter missing"): the word
+    alone does not say the account's token is refused. Until 2026-12-06 any words beside it
+    (or none) ended every job of the account ``auth_failed``, not retried, the operator paged
+    and told to log in again — which a retired grant does not cure."""
+    gate = MemoryGate()
+    pixiv, seen = client(lambda: httpx.Response(400, json=body), gate=gate)
+    with pytest.raises(SourceError) as raised:
+        await pixiv.authenticate()
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
+    assert seen == ["/auth/token"]
+    assert (gate.penalty, gate._paused_until) == (0, 0.0)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        INVALID_GRANT,
+        {
+            "has_error": True,
+            "errors": {"system": {"message": "invalid refresh_token", "code": 1508}},
+            "error": "invalid_grant",
+        },
+        {"error": "invalid_grant", "error_description": "The refresh token has been revoked"},
+    ],
+)
+async def test_invalid_grant_naming_the_refresh_token_is_still_the_accounts(body: dict[str, object]) -> None:
+    pixiv, seen = client(lambda: httpx.Response(400, json=body))
+    with pytest.raises(SourceError) as raised:
+        await pixiv.authenticate()
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.AUTH_FAILED, False)
+    assert seen == ["/auth/token"]
+
+
 RESTRICTED = "Your access is currently restricted."
 
 

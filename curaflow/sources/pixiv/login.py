@@ -173,7 +173,8 @@ async def _token_request(http: httpx.AsyncClient, auth_url: str | None, form: di
         body: Any = response.json()
     except (ValueError, RecursionError):  # not JSON; nested deeper than the parser recurses
         body = None
-    if refuses_grant(response.status_code, body):  # the worker's rule: one owner of what refuses a grant
+    # The worker's rule: one owner of what refuses a grant (a refresh: words naming the token).
+    if refuses_grant(response.status_code, body, form["grant_type"]):
         message = _pixiv_message(body)
         raise LoginError("wrong_code" if form["grant_type"] == "authorization_code" else "rejected_token", message)
     if response.status_code != 200 or not isinstance(body, dict) or not body.get("refresh_token"):

@@ -11,7 +11,12 @@ from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import loads_clean
 from curaflow.outbound import AnswerTooLarge
 from curaflow.sources.errors import SourceError
-from curaflow.sources.pixiv.client.constants import INVALID_GRANT, RATE_LIMIT_MARK, RESTRICTED_MARK
+from curaflow.sources.pixiv.client.constants import (
+    INVALID_GRANT,
+    RATE_LIMIT_MARK,
+    REFRESH_TOKEN_WORDS,
+    RESTRICTED_MARK,
+)
 
 
 def error_text(body: Any) -> str | None:
@@ -109,19 +114,52 @@ def says_gone(status: int, body: Any) -> bool:
 OAUTH_ERROR_STATUS = 400
 
 
-def refuses_grant(status: int, body: Any) -> bool:
+def grant_words(body: Any) -> str:
+    """The words a token endpoint's error answer says beside its error code: Pixiv's
+    ``errors.system.message`` and OAuth 2's ``error_description`` (RFC 6749 §5.2), joined;
+    empty when it says none (or ``body`` is no JSON object)."""
+    if not isinstance(body, dict):
+        return ""
+    words: list[str] = []
+    errors = body.get("errors")
+    system = errors.get("system") if isinstance(errors, dict) else None
+    if isinstance(system, dict) and isinstance(system.get("message"), str):
+        words.append(system["message"])
+    if isinstance(body.get("error_description"), str):
+        words.append(body["error_description"])
+    return " ".join(w.strip() for w in words if w.strip())
+
+
+def names_the_refresh_token(words: str) -> bool:
+    """Whether a token endpoint's words name the refresh token ("Invalid refresh token",
+    Pixiv's; "refresh_token" spelled as the form's field too; any case)."""
+    return REFRESH_TOKEN_WORDS in " ".join(words.lower().replace("_", " ").split())
+
+
+def refuses_grant(status: int, body: Any, grant: str = "refresh_token") -> bool:
     """Whether a token endpoint's answer refuses the grant itself — Pixiv's refusal of the
     refresh token (or, at a login, of the code): HTTP 400 with a JSON object whose
     ``error`` is ``invalid_grant`` (RFC 6749 §5.2; reference ``pixiv-and-delivery-apis.md``
-    §2.1, Pixiv's ``{"has_error": true, "errors": …, "error": "invalid_grant"}``).
+    §2.1, Pixiv's ``{"has_error": true, "errors": {"system": {"message": "Invalid refresh
+    token", "code": 1508}}, "error": "invalid_grant"}``) — and, for the refresh-token grant
+    (``grant``, the form's ``grant_type``), words naming the refresh token
+    (:func:`grant_words`, :func:`names_the_refresh_token`).
 
     The one answer that blames the account's credentials (``auth_failed``: not retried, the
-    operator told to log in again), so recognised positively, status and word together:
-    the word in any other answer — a 5xx or a 200 carrying it, a redirect, a firewall's
-    401 / 403 — is an answer never seen, the source's, retried (until 2026-12-05 the word
-    alone, whatever the status, ended every job of the account).
+    operator paged and told to log in again), so recognised positively, status, word and
+    words together. The word in any other answer — a 5xx or a 200 carrying it, a redirect,
+    a firewall's 401 / 403 — is an answer never seen, the source's, retried (until
+    2026-12-05 the word alone, whatever the status, ended every job of the account). So is
+    ``invalid_grant`` to a refresh with words about anything else, or none: Pixiv answered
+    it, code 1508, to *every* account when it retired the password grant (2021-02,
+    "Invalid grant_type parameter or parameter missing"; pixivpy #158, #159) — no new login
+    cures that (until 2026-12-06 it ended every job of every account ``auth_failed``). A
+    login's code (``authorization_code``) is refused by the word alone: the operator reads
+    Pixiv's words at once, and nothing of the account is held.
     """
-    return status == OAUTH_ERROR_STATUS and isinstance(body, dict) and body.get("error") == INVALID_GRANT
+    if status != OAUTH_ERROR_STATUS or not isinstance(body, dict) or body.get("error") != INVALID_GRANT:
+        return False
+    return grant != "refresh_token" or names_the_refresh_token(grant_words(body))
 
 
 def speaks_of_the_request(status: int) -> bool:

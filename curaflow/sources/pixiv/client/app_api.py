@@ -20,6 +20,7 @@ from curaflow.sources.gate import Gate
 from curaflow.sources.pixiv.client.answers import (
     OAUTH_ERROR_STATUS,
     error_text,
+    grant_words,
     json_body,
     reason_for_status,
     refuses_grant,
@@ -133,8 +134,8 @@ class PixivClient(ImageRequests):
 
         Raises:
             SourceError: ``auth_failed`` (non-retryable) only for an HTTP 400 whose
-                ``error`` is ``invalid_grant`` (Pixiv's refusal of the refresh token,
-                :func:`refuses_grant`) to each of the account's tokens in turn — the token
+                ``error`` is ``invalid_grant`` with words naming the refresh token
+                (Pixiv's refusal of it, :func:`refuses_grant`) to each of the account's tokens in turn — the token
                 store's, this client's own, the configured one, each sent once; ``rate_limited`` for a rate limit;
                 ``network_error`` / ``remote_http_error`` (retryable) for anything else,
                 any other 400 and the word in any other status included.
@@ -211,16 +212,22 @@ class PixivClient(ImageRequests):
         body = json_body(response)
         await self._check_rate_limit(response, body)
         if refuses_grant(response.status_code, body):
-            # Only the grant's own error answer (HTTP 400, ``invalid_grant``) blames the
-            # refresh token sent. Any other answer — another OAuth error
-            # (``invalid_request``, ``invalid_client``: the app's), a proxy's page, an
-            # empty body, the word in a 5xx, a 200 or a redirect — is the source's,
-            # retried below.
+            # Only the grant's own error answer (HTTP 400, ``invalid_grant``, words naming
+            # the refresh token) blames the refresh token sent. Any other answer — another
+            # OAuth error (``invalid_request``, ``invalid_client``: the app's), the word
+            # with words about something else (a retired grant type: every account's), a
+            # proxy's page, an empty body, the word in a 5xx, a 200 or a redirect — is the
+            # source's, retried below.
             return None
         if not 200 <= response.status_code < 300 or not isinstance(body, dict) or "access_token" not in body:
             # A 3xx is never followed: its body (a cache's, a gateway's) is no token.
             reason = reason_for_status(response.status_code, body)
-            raise SourceError(reason, f"pixiv auth answered HTTP {response.status_code}", status=response.status_code)
+            said = " ".join(w for w in (error_text(body), grant_words(body)) if w)
+            raise SourceError(
+                reason,
+                f"pixiv auth answered HTTP {response.status_code}" + (f": {said[:200]}" if said else ""),
+                status=response.status_code,
+            )
         if usable_token(body["access_token"]) is None:
             # Not the refresh token's fault: sent on, it would be refused twice and
             # blamed on the account (auth_failed). The source's glitch, retried.

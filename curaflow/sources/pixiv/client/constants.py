@@ -36,6 +36,9 @@ RATE_LIMIT_MARK = "rate limit"
 #: The token endpoint's ``error`` when it refuses the refresh token (RFC 6749 §5.2): the
 #: one auth answer that is the account's (``auth_failed``); every other is the source's.
 INVALID_GRANT = "invalid_grant"
+#: The words that name the refresh token in the token endpoint's refusal (lower case, one
+#: space: Pixiv's "Invalid refresh token"), beside :data:`INVALID_GRANT`.
+REFRESH_TOKEN_WORDS = "refresh token"
 RESTRICTED_MARK = "your access is currently restricted"
 OAUTH_MARKS = ("oauth", "access token", "invalid_grant")
 MiB = 1024 * 1024
