@@ -289,6 +289,46 @@ async def test_invalid_grant_naming_the_refresh_token_is_still_the_accounts(body
     assert seen == ["/auth/token"]
 
 
+@pytest.mark.parametrize(
+    "words",
+    [
+        "アクセストークンが無効です",  # the account's language: none of the English marks
+        "Error Message: invalid_token",  # RFC 6750's word for an expired bearer token
+        "Token expired",
+    ],
+)
+async def test_an_app_api_400_in_words_never_seen_refreshes_the_token_once_before_it_ends_the_job(
+    words: str,
+) -> None:
+    """The app-api answers an access token it no longer takes with HTTP 400 in its own error
+    object (pixivpy #182) — the same status and shape as its refusal of a request, which
+    ends the job unretried. Recognised only by its words ("OAuth", "access token",
+    "invalid_grant"), until 2026-12-06 the same refusal in words never seen ended the
+    job at its first answer with the account's token never refreshed; now the token is
+    refreshed once and the request asked again: a request the app-api refuses is refused
+    again (the job ends as before), an access token it refused passes."""
+    api = iter(
+        [httpx.Response(400, json=_app_api_error(words)), httpx.Response(200, json={"illusts": [], "next_url": None})]
+    )
+    pixiv, seen = client(lambda: httpx.Response(200, json=TOKEN), lambda: next(api))
+    page = await pixiv.search_illust("tag")
+    assert page["illusts"] == []
+    assert seen == ["/auth/token", "/v1/search/illust", "/auth/token", "/v1/search/illust"]
+
+
+async def test_an_app_api_400_refused_again_after_the_refresh_still_ends_the_job() -> None:
+    refused = _app_api_error('{"offset":["offset must be no more than 5000"]}')
+    pixiv, seen = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(400, json=refused))
+    with pytest.raises(SourceError) as raised:
+        await pixiv.search_illust("tag")
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, False)
+    assert seen == ["/auth/token", "/v1/search/illust", "/auth/token", "/v1/search/illust"]
+
+
+def _app_api_error(message: str) -> dict[str, object]:
+    return {"error": {"user_message": "", "message": message, "reason": "", "user_message_details": {}}}
+
+
 RESTRICTED = "Your access is currently restricted."
 
 

@@ -70,6 +70,10 @@ def refuses_request(status: int, body: Any) -> bool:
     metadata) the work is held back briefly instead (``PixivClient._get``: an answer never
     seen about it, which ended the job at its first answer until 2026-12-06).
 
+    Pixiv refuses an access token it no longer takes with the same status and shape
+    (pixivpy #182), told apart only by its words: ``PixivClient._get`` refreshes the token
+    and asks once more before it reads the answer so (2026-12-06).
+
     Any other 4xx — a 403, a 404, a 410, a status never seen — says nothing of the request
     even in the app-api's object with words never seen (forbidden now, not there, a
     maintenance): one attempt, retried with backoff like a 5xx (until 2026-12-06 the

@@ -270,6 +270,9 @@ class PixivClient(ImageRequests):
         An OAuth error (:data:`OAUTH_MARKS`) refreshes the access token once and asks
         again; refused again, the answer is the source's (``remote_http_error``, retried):
         only the token endpoint's ``invalid_grant`` (:meth:`authenticate`) is the account's.
+        So does the app-api's own 400 (:func:`refuses_request`) in words not recognised —
+        Pixiv's refusal of an access token has that status and shape — before it is read
+        as the request's (or the work's) refusal.
 
         Raises:
             SourceError: classified failure; final (``retryable`` False) only for the
@@ -305,7 +308,17 @@ class PixivClient(ImageRequests):
             text = error_text(body)
             lowered = (text or "").lower()
             await self._check_rate_limit(response, body)
-            if text is not None and any(m in lowered for m in OAUTH_MARKS):
+            oauth = text is not None and any(m in lowered for m in OAUTH_MARKS)
+            if not oauth and not refreshed and refuses_request(response.status_code, body):
+                # The app-api's own 400 is also how it refuses an access token it no longer
+                # takes (pixivpy #182), told apart from its refusal of the request only by
+                # words: in words never seen, the token is refreshed once and the request
+                # asked again — a request refused is refused again (final, below), a token
+                # refused passes (until 2026-12-06 the job ended at its first answer).
+                refreshed = True
+                await self.authenticate(refused=token)
+                continue
+            if oauth:
                 if refreshed:
                     # The token endpoint has just accepted the refresh token: the account's
                     # token is good. An app-api still refusing the fresh access token (its
