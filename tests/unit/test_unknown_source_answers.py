@@ -329,6 +329,23 @@ def _app_api_error(message: str) -> dict[str, object]:
     return {"error": {"user_message": "", "message": message, "reason": "", "user_message_details": {}}}
 
 
+@pytest.mark.parametrize("status", [200, 403, 400])
+async def test_a_token_answer_over_the_byte_limit_is_the_sources_and_retried(status: int) -> None:
+    """Every request of the account asks the token endpoint first: an answer of it over
+    ``outbound.page_max_bytes`` (a captive portal's or a WAF's page, a body that never
+    ends) says nothing of any job's request. Until 2026-12-06 it was the search page's
+    rule — the same request gets the same answer, not retried — so every job of the
+    account ended ``remote_http_error`` at its first attempt while it lasted."""
+    big = b"<html>" + b"x" * (1024 * 1024)
+    http = httpx.AsyncClient(transport=httpx.MockTransport(lambda request: httpx.Response(status, content=big)))
+    pixiv = PixivClient(
+        http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test", page_max_bytes=64 * 1024
+    )
+    with pytest.raises(SourceError) as raised:
+        await pixiv.authenticate()
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
+
+
 RESTRICTED = "Your access is currently restricted."
 
 

@@ -226,13 +226,20 @@ def json_body(response: httpx.Response) -> Any:
         return None
 
 
-def too_large(err: AnswerTooLarge) -> SourceError:
-    """An API answer over ``outbound.page_max_bytes``: ``remote_http_error``, not retried."""
-    # The same request gets the same answer: retrying only costs the account's gate.
+def too_large(err: AnswerTooLarge, *, retryable: bool = False) -> SourceError:
+    """An answer over ``outbound.page_max_bytes``: ``remote_http_error``.
+
+    Not retried (the default) for an API answer: the same request gets the same answer,
+    retrying only costs the account's gate. ``retryable`` for the token endpoint's: every
+    request of the account asks it first, so its answer says nothing of any job's request
+    (a captive portal's or a WAF's page, a body that never ends) — one attempt (until
+    2026-12-06 every job of the account ended at its first attempt while it lasted).
+    """
     return SourceError(
         TerminalReason.REMOTE_HTTP_ERROR,
-        f"pixiv answered more than {err.limit} bytes (outbound.page_max_bytes); the answer was dropped",
-        retryable=False,
+        f"pixiv {'auth ' if retryable else ''}answered more than {err.limit} bytes (outbound.page_max_bytes); "
+        "the answer was dropped",
+        retryable=retryable,
     )
 
 
