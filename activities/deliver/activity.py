@@ -116,9 +116,11 @@ class DeliverActivity(DeliveryRecords):
                 ``configuration_mismatch`` (this worker does not know the route: one
                 attempt, never the cell — :meth:`_unknown_route`).
             ApplicationError: ``step_ended_by_hand`` (non-retryable, nothing claimed) when the
-                ledger holds the cell with no fetched work: the workflow was told otherwise
-                by a step result an operator gave by hand (``temporal activity complete``;
-                ``internal_error`` until 2026-12-06).
+                ledger holds the cell of a job still open with no fetched work: the workflow
+                was told otherwise by a step result an operator gave by hand (``temporal
+                activity complete``; ``internal_error`` until 2026-12-06). A job that had
+                already ended (a reset run) is no one's hand: its terminal cell is returned
+                as the ledger holds it, nothing sent, whatever became of its artifact.
         """
         require_own_job(inp.job_id)
         deps = self.deps
@@ -133,7 +135,7 @@ class DeliverActivity(DeliveryRecords):
         claim: SendClaim | None = None
         try:
             async with deps.pool.acquire() as conn, conn.transaction():
-                cell, barrier, deadline_ms, *_ = await ledger_cells.start_step(
+                opened = await ledger_cells.start_step(
                     conn,
                     inp.job_id,
                     target.target_id,
@@ -142,12 +144,19 @@ class DeliverActivity(DeliveryRecords):
                     lease_ms=lease_ms,
                     owner=deps.identity,
                 )
+                cell, barrier, deadline_ms = opened.cell, opened.barrier, opened.deadline_at_ms
                 if cell is None:
                     raise permanent(TerminalReason.INTERNAL_ERROR, f"job {inp.job_id} not in the ledger")
                 if barrier is not None:
                     return barrier_update(cell, barrier)
-                nothing = cell.work is None or cell.artifact is None
-                if cell.work is None or cell.artifact is None:
+                nothing = not opened.ended and (cell.work is None or cell.artifact is None)
+                if opened.ended:
+                    # The job ended before this step (a reset run, a run added under its id):
+                    # its cells are terminal, so the claim only reads the intent (``closed``
+                    # or ``done``) — whatever became of the artifact since (the job's end
+                    # removed the ledger's copy, retention its description): nothing is sent.
+                    claim = await self._claim(conn, inp, route, opened=cell)
+                elif cell.work is None or cell.artifact is None:
                     # Nothing fetched to send (a step ended from outside with a result that is
                     # not the ledger's): no intent is claimed, so none reads as possibly sent.
                     await ledger_cells.end_lease(conn, inp.job_id, target.target_id)
@@ -167,6 +176,9 @@ class DeliverActivity(DeliveryRecords):
                 f"the job was told the cell's work was fetched, but the ledger holds it {cell.state} with no "
                 "fetched work: a step's result came from outside curaflow (temporal activity complete)",
             )
+        if opened.ended:  # the claim owns what follows (a terminal cell's is ``closed`` or ``done``)
+            assert claim is not None
+            return await self._send(inp, route, cell, claim, cell.artifact, lease_ms, deadline_ms)
         transfer: Path | None = None
         artifact = cell.artifact
         try:

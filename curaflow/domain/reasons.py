@@ -67,7 +67,8 @@ curaflow additions for delivery routes that are not TelePost:
 * ``step_ended_by_hand``: the cell's step was ended by hand from outside curaflow —
   ``temporal activity fail`` (the failure's source ``CLI``), or ``temporal activity
   complete`` with a result that is no step's (:attr:`~curaflow.domain.verdicts.StepFailure.by_hand`),
-  or shaped like one but lying (the ``deliver`` after it finds the ledger holds no fetched work).
+  or shaped like one but lying (the ``deliver`` after it finds the ledger holds no fetched work
+  for a job still open; a job that already ended is no one's hand).
   Owner ``operator``, protocol ``internal_error``; retryable. Until 2026-12-06
   ``internal_error``, "read the worker's log", owner ``curaflow``.
 

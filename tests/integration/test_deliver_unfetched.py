@@ -22,7 +22,9 @@ from activities.deliver import DeliverActivity
 from activities.deps import ActivityDeps
 from curaflow.domain.messages import DeliverInput, RouteRef, TargetSpec
 from curaflow.domain.models import CandidateReport, Work
+from curaflow.domain.verdicts import FinishCause
 from curaflow.ledger import cells
+from curaflow.ledger.finish import finish_job
 from tests.deps_support import deps
 from tests.support import Stack, ledger_job, run_as_job, short_id
 
@@ -59,3 +61,41 @@ async def test_a_deliver_of_a_cell_the_ledger_holds_unfetched_is_the_operators_h
     assert await _intents(opened.pool, job_id) == before  # nothing claimed: nothing reads as possibly sent
     lease = await opened.pool.fetchval("SELECT lease_owner FROM cells WHERE job_id = $1", job_id)
     assert lease is None  # the attempt's lease ended with it
+
+
+@pytest.mark.parametrize("ledger", ["pruned", "fetched_elsewhere"])
+async def test_a_deliver_of_a_job_that_already_ended_reports_its_cell_and_blames_no_one(
+    deps: tuple[Stack, ActivityDeps], ledger: str
+) -> None:
+    """A deliver a run schedules after its job ended — a ``temporal workflow reset`` of an
+    ended job to between its acquire's completion and its deliver's, a reset run re-sending
+    its steps — meets the cell terminal. Retention's pass has since removed the artifact's
+    description (``pruned``), or the artifact was fetched on another host and the job's end
+    removed the ledger's copy (``fetched_elsewhere``). No operator completed a step by hand
+    and nothing is to be sent: the step reports the ledger's cell as it is (nothing sent,
+    nothing claimed, no failure)."""
+    stack, opened = deps
+    [route] = stack.settings.route_refs(stack.settings.targets[0])
+    target = TargetSpec(target_id="demo", routes=[RouteRef(name=route.name, kind=route.kind)])
+    job_id = await ledger_job(opened.pool, target, label="ended")
+    work = Work(work_id=f"w{short_id()}")
+    files = (
+        [] if ledger == "pruned" else [{"path": f"/nonexistent-{short_id()}/1.png", "bytes": 3, "mime": "image/png"}]
+    )
+    async with opened.pool.acquire() as conn, conn.transaction():
+        await cells.bind_work(conn, job_id, target, [work], CandidateReport())
+        await cells.artifact_ready(conn, job_id, "demo", work.work_id, {"work_id": work.work_id, "files": files})
+    async with opened.pool.acquire() as conn:
+        await finish_job(conn, job_id, cause=FinishCause.CANCELLED)
+    if ledger == "pruned":  # retention's write to the cells of a job it prunes (curaflow.ledger.retention)
+        await opened.pool.execute("UPDATE cells SET artifact = NULL WHERE job_id = $1", job_id)
+    ended = await opened.pool.fetchrow(
+        "SELECT state, terminal_reason_code AS reason FROM cells WHERE job_id = $1", job_id
+    )
+    before = await _intents(opened.pool, job_id)
+    inp = DeliverInput(job_id=job_id, target=target, route=target.routes[0], heartbeat_interval_ms=1000)
+
+    update = await run_as_job(DeliverActivity(opened).deliver, inp)
+
+    assert (update.cell.state, update.cell.reason) == (ended["state"], ended["reason"]), update
+    assert await _intents(opened.pool, job_id) == before  # nothing claimed, nothing sent
