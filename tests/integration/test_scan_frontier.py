@@ -28,7 +28,7 @@ from curaflow.ledger.jobs import JobRecord
 from curaflow.process.httpserver import BackgroundServer
 from curaflow.protocol.projection import project_job
 from curaflow.sources.pixiv.client import PixivClient
-from curaflow.sources.pixiv.frontier import Frontier, Mark
+from curaflow.sources.pixiv.frontier import Frontier, Mark, read
 from curaflow.sources.pixiv.frontier import lasting as fr_lasting
 from curaflow.sources.pixiv.replay.app import create_replay_app
 from curaflow.sources.pixiv.replay.data import DeepSet
@@ -445,3 +445,142 @@ async def test_a_work_hidden_by_the_accounts_settings_is_delivered_by_a_job_afte
     assert cell.reason_message is not None and "59 already delivered, 1 hidden from the source account" in (
         cell.reason_message
     ), cell.reason_message
+
+
+class _Stopped(Exception):
+    """The attempt of a scan ends after its first page (the worker stopped)."""
+
+
+@pytest.mark.parametrize("sort", ["date_desc", "popular_desc", "date_asc"])
+async def test_a_scan_an_earlier_release_checkpointed_leaves_no_frontier_that_passes_a_hidden_work(sort: str) -> None:
+    """A release before 2026-12-06 told a work hidden from the account ``unavailable``, a
+    lasting verdict, and its frontier's known run passed it. A search attempt of that
+    release read such a frontier, checkpointed its walk after a page and stopped (a rolling
+    upgrade); the next attempt, on this release, resumes the walk from the checkpoint —
+    its plan the old frontier, never read by :func:`~curaflow.sources.pixiv.frontier.read`.
+    The frontier it leaves must not pass the work for good: once the account may see it,
+    a later scan finds it. Until then the resumed walk's frontier carried ``hidden_apart``
+    and was read as stored, and no later scan met the work again."""
+    faults = Faults(deep=DeepSet(tag=TAG, count=150, per_day=100))
+    assert faults.deep is not None
+    hidden = faults.deep.work_id(140 if sort == "date_asc" else 40)  # among the first 90 the scan reads
+    # Listed as limit_sanity_level; the earlier release told it `unavailable` (lasting), as
+    # this one tells limit_unknown: the first scan plays that release's.
+    faults.hidden_works = {hidden: "limit_unknown"}
+    delivered = {faults.deep.work_id(r) for r in range(faults.deep.count)} - {hidden}
+    server = await BackgroundServer(create_replay_app(faults)).start()
+    spec = TargetSpec(target_id="t", query=TargetQuery(tags=[TAG], sort=sort), scan_limit=1)
+    saved: list[dict[str, Any]] = []
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {i: "duplicate" for i in ids if i in delivered}
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    async def stop_after_a_page(cp: ScanCheckpoint) -> None:
+        saved.append(cp.model_dump(mode="json"))
+        raise _Stopped
+
+    def as_stored_before(frontier: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in frontier.items() if k != "hidden_apart"}
+
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+            client = PixivClient(http, refresh_token="r", api_url=server.url, auth_url=server.url)
+            first = await scan(  # capped: the next scan goes on over more than one page
+                client, spec, scan_limit=1, known=known, on_page=on_page, frontier=Frontier(sort=sort), max_examined=90
+            )
+            assert first.candidates == [] and first.frontier is not None
+            assert first.frontier["tally"].get("unavailable") == 1, first.frontier  # its known run passed it
+            old = as_stored_before(first.frontier)  # the earlier release's frontier, read as it read it
+            faults.hidden_works[hidden] = "limit_sanity_level"  # what the listing said all along
+            with pytest.raises(_Stopped):
+                await scan(
+                    client,
+                    spec,
+                    scan_limit=1,
+                    known=known,
+                    on_page=stop_after_a_page,
+                    frontier=Frontier.model_validate(old),
+                )
+            checkpoint = saved[0]
+            assert checkpoint["walk"] is not None
+            checkpoint["walk"]["plan"] = as_stored_before(checkpoint["walk"]["plan"])  # its JSON then
+            resumed = await scan(
+                client,
+                spec,
+                scan_limit=1,
+                known=known,
+                on_page=on_page,
+                checkpoint=ScanCheckpoint.model_validate(checkpoint),  # PixivSource.restore
+                frontier=read(old, sort),
+            )
+            assert resumed.frontier is not None
+
+            del faults.hidden_works[hidden]  # the account may see it now: listed whole
+            later = await scan(
+                client, spec, scan_limit=1, known=known, on_page=on_page, frontier=read(resumed.frontier, sort)
+            )
+    finally:
+        await server.stop()
+    assert [w.work_id for w in later.candidates] == [hidden], later.report
+
+
+@pytest.mark.parametrize("sort", ["date_desc", "popular_desc", "date_asc"])
+async def test_a_fresh_walk_an_earlier_release_checkpointed_after_meeting_a_hidden_work_does_not_pass_it(
+    sort: str,
+) -> None:
+    """An attempt of a release before 2026-12-06 began a fresh walk (no frontier stored),
+    met a work hidden from the account on its first page — told ``unavailable``, lasting,
+    and counted in the walk's run — checkpointed and stopped; this release resumes the walk.
+    The frontier it leaves is built from the walk's own run, not its plan: it must not pass
+    the work for good either, so a scan after the account may see it finds it."""
+    faults = Faults(deep=DeepSet(tag=TAG, count=150, per_day=100))
+    assert faults.deep is not None
+    hidden = faults.deep.work_id(139 if sort == "date_asc" else 10)  # on the walk's first page
+    faults.hidden_works = {hidden: "limit_unknown"}  # the earlier release's verdict: `unavailable`, lasting
+    delivered = {faults.deep.work_id(r) for r in range(faults.deep.count)} - {hidden}
+    server = await BackgroundServer(create_replay_app(faults)).start()
+    spec = TargetSpec(target_id="t", query=TargetQuery(tags=[TAG], sort=sort), scan_limit=1)
+    saved: list[dict[str, Any]] = []
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {i: "duplicate" for i in ids if i in delivered}
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    async def stop_after_a_page(cp: ScanCheckpoint) -> None:
+        saved.append(cp.model_dump(mode="json"))
+        raise _Stopped
+
+    try:
+        async with httpx.AsyncClient(timeout=10) as http:
+            client = PixivClient(http, refresh_token="r", api_url=server.url, auth_url=server.url)
+            with pytest.raises(_Stopped):
+                await scan(
+                    client, spec, scan_limit=1, known=known, on_page=stop_after_a_page, frontier=Frontier(sort=sort)
+                )
+            checkpoint = saved[0]
+            assert checkpoint["walk"] is not None
+            checkpoint["walk"]["plan"].pop("hidden_apart")  # its JSON then
+            faults.hidden_works[hidden] = "limit_sanity_level"  # what the listing said all along
+            resumed = await scan(
+                client,
+                spec,
+                scan_limit=1,
+                known=known,
+                on_page=on_page,
+                checkpoint=ScanCheckpoint.model_validate(checkpoint),  # PixivSource.restore
+                frontier=read(None, sort),
+            )
+            assert resumed.frontier is not None
+
+            del faults.hidden_works[hidden]  # the account may see it now: listed whole
+            later = await scan(
+                client, spec, scan_limit=1, known=known, on_page=on_page, frontier=read(resumed.frontier, sort)
+            )
+    finally:
+        await server.stop()
+    assert [w.work_id for w in later.candidates] == [hidden], later.report

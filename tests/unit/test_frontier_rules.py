@@ -166,6 +166,8 @@ def test_a_placeholder_is_the_works_only_when_pixiv_says_it_is_gone(
         ({"tally": {"duplicate": 40}, "tail_run": {"unavailable": 1}}, True),
         ({"tally": {"duplicate": 40, "filtered:r18": 3}}, False),  # passed none: read as stored
         ({"tally": {"duplicate": 40, "unavailable": 1}, "hidden_apart": True}, False),  # written since
+        # left by a walk an earlier release checkpointed on such a frontier, resumed since
+        ({"tally": {"duplicate": 40, "unavailable": 1}, "hidden_apart": False}, True),
     ],
 )
 def test_a_frontier_stored_before_hidden_works_stopped_lasting_is_read_afresh_once(

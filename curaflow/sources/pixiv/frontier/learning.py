@@ -443,7 +443,8 @@ def advance(walk: FrontierWalk, *, capped: bool, exhausted: bool) -> Frontier:
     plan = walk.plan
     sort = plan.sort
     if walk.segment == "fresh" and walk.phase == "segment":
-        new = Frontier(sort=sort)
+        # Apart unless the walk began on a plan that was not (a checkpoint of an earlier release).
+        new = Frontier(sort=sort, hidden_apart=plan.hidden_apart)
         if sort == "date_desc":
             new.head, new.known = walk.run_top, walk.run_end
             new.seen = walk.first  # the top: read from there down to the run without a gap

@@ -8,9 +8,9 @@ and the walk's order by creation time. See :mod:`curaflow.sources.pixiv.frontier
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from curaflow.domain.models import Work
 
@@ -98,8 +98,12 @@ class Frontier(BaseModel):
             relation to the artist, or one never seen) stopped being a lasting verdict —
             its runs pass no such work. A stored frontier without the field was written
             when such a work was ``unavailable``, lasting: one whose runs counted an
-            ``unavailable`` may have passed a hidden work for good, and is read as a fresh
-            start (:func:`~curaflow.sources.pixiv.frontier.read`).
+            ``unavailable`` (:func:`counted_unavailable`) may have passed a hidden work for
+            good, and is read as a fresh start (:func:`~curaflow.sources.pixiv.frontier.read`).
+            False in a frontier left by a walk that began from such a frontier before it was
+            read so — a walk an attempt of an earlier release checkpointed, resumed by this
+            one (:class:`FrontierWalk`): the frontier it leaves keeps its runs, and is read
+            as a fresh start too.
     """
 
     sort: str
@@ -116,6 +120,27 @@ class Frontier(BaseModel):
     revisit: int = 0
     tally: dict[str, int] = Field(default_factory=dict)
     hidden_apart: bool = True
+
+
+#: A stored frontier's runs: the known run's ``tally``, a capped head phase's
+#: ``head_run_tally``, a crowded day's far end's ``tail_run``.
+FRONTIER_RUNS = ("tally", "head_run_tally", "tail_run")
+#: A walk's runs (:class:`FrontierWalk`): what it counted of the works it met, by reason word.
+WALK_RUNS = ("run_tally", "clean_tally", "head_tally", "revisit_tally", "tail_tally")
+
+
+def counted_unavailable(stored: dict[str, Any]) -> bool:
+    """Whether the JSON of a frontier (:data:`FRONTIER_RUNS`) or of a walk's runs
+    (:data:`WALK_RUNS`) counts an ``unavailable`` in one of them: before 2026-12-06 a work
+    hidden from the account was told so, and such a run may have passed one for good
+    (:attr:`Frontier.hidden_apart`). Anything but a mapping of counts counts nothing."""
+    for name in (*FRONTIER_RUNS, *WALK_RUNS):
+        run = stored.get(name)
+        if isinstance(run, dict):
+            count = run.get("unavailable")
+            if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+                return True
+    return False
 
 
 class FrontierWalk(BaseModel):
@@ -242,6 +267,26 @@ class FrontierWalk(BaseModel):
 
     plan: Frontier
     settled_before: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plan_of_an_earlier_release(cls, data: Any) -> Any:
+        """A walk read from a checkpoint an earlier release saved (its ``plan`` without
+        ``hidden_apart``), which told a work hidden from the account ``unavailable``,
+        lasting: its plan is the frontier as stored then, never read by
+        :func:`~curaflow.sources.pixiv.frontier.read`, and its own runs (:data:`WALK_RUNS`)
+        counted what it met before the checkpoint. When either counted an ``unavailable``
+        (:func:`counted_unavailable`) the plan is kept ``hidden_apart`` false, and so is
+        the frontier the resumed walk leaves (:func:`~curaflow.sources.pixiv.frontier.advance`):
+        it is read as a fresh start."""
+        if isinstance(data, dict):
+            plan = data.get("plan")
+            if isinstance(plan, dict) and "hidden_apart" not in plan:
+                runs = {name: data.get(name) for name in WALK_RUNS}
+                apart = not counted_unavailable(plan) and not counted_unavailable(runs)
+                data = {**data, "plan": {**plan, "hidden_apart": apart}}
+        return data
+
     phase: Literal["head", "revisit", "segment"] = "segment"
     segment: Literal["fresh", "known", "sweep"] = "fresh"
     revisit_at: int | None = None

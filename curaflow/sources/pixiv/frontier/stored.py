@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from curaflow.domain.messages import TargetSpec
-from curaflow.sources.pixiv.frontier.models import DATE_SORTS, Frontier, Mark
+from curaflow.sources.pixiv.frontier.models import DATE_SORTS, Frontier, Mark, counted_unavailable
 
 
 def fingerprint(target: TargetSpec) -> str:
@@ -72,14 +72,16 @@ def passed_hidden(stored: dict[str, Any], frontier: Frontier) -> bool:
     """Whether a stored frontier may have passed a work hidden from the account for good:
     written before 2026-12-06 (no ``hidden_apart`` in its JSON), when such a work was told
     ``unavailable`` — a lasting verdict —, and its runs (the known run, a capped head
-    phase's or a crowded day's far end's run) counted an ``unavailable``. Such a frontier
-    is read as a fresh start once (the next one written carries the field): the work is met
-    again, at the cost of one walk from the start (pages, never a duplicate). One with no
-    ``unavailable`` in its runs passed none and is read as stored."""
+    phase's or a crowded day's far end's run) counted an ``unavailable``
+    (:func:`~curaflow.sources.pixiv.frontier.models.counted_unavailable`); or left by a walk
+    that began from such a frontier, checkpointed by an earlier release and resumed by this
+    one (``hidden_apart`` false: :class:`~curaflow.sources.pixiv.frontier.FrontierWalk`).
+    Such a frontier is read as a fresh start once (the next one written is apart): the work
+    is met again, at the cost of one walk from the start (pages, never a duplicate). One
+    with no ``unavailable`` in its runs passed none and is read as stored."""
     if "hidden_apart" in stored:
-        return False
-    runs = (frontier.tally, frontier.head_run_tally, frontier.tail_run or {})
-    return any(run.get("unavailable", 0) > 0 for run in runs)
+        return not frontier.hidden_apart
+    return counted_unavailable(frontier.model_dump())
 
 
 def describe(stored: dict[str, Any]) -> str | None:
