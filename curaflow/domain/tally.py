@@ -95,6 +95,17 @@ _PARTS: tuple[tuple[str, str, str], ...] = (
     ("other", "{n} ruled out for another reason", "{n} 件因其他原因被排除"),
 )
 
+#: What to do about works hidden from the source account (``hidden``), said beside the
+#: reason's sentence when a search met one (en, zh): the account's settings at the source,
+#: not the query, decide whether they are shown (DESIGN.md "The scan frontier of a target").
+HIDDEN_REMEDY = (
+    "Works hidden from the source account are met again by a later job once the account's settings at the "
+    "source show them (on Pixiv: its sensitive-content display setting; a My pixiv work needs the artist's "
+    "acceptance).",
+    "对来源账号不可见的作品，在来源账号的设置允许显示后（Pixiv：账号的敏感内容显示设置；仅好P友可见的作品需作者接受），"
+    "之后的任务会再次找到它们。",
+)
+
 
 class Tally(BaseModel):
     """What happened to the works a cell's search examined (counts of works).
@@ -284,7 +295,8 @@ def cell_message(
     when, what to do — instead of the reason's sentence, whose remedy (a longer deadline, a
     narrower query, checking the bot) would not help; for a cell that ended for what its search
     found (:data:`~curaflow.domain.reasons.TALLY_REASONS`, not a work found duplicate at
-    delivery), the tally's sentence (:func:`describe`) then the reason's; for any other,
+    delivery), the tally's sentence (:func:`describe`), :data:`HIDDEN_REMEDY` when it met a
+    work hidden from the source account, then the reason's; for any other,
     the reason's sentence alone. None for a cell without a reason.
 
     Args:
@@ -301,4 +313,8 @@ def cell_message(
     sentence = user_message(reason, lang)
     if parse_reason(reason) not in TALLY_REASONS or state == CellState.DUPLICATE:
         return sentence
-    return f"{describe(Tally.of(report), lang)}{'' if lang == 'zh' else ' '}{sentence}"
+    tally = Tally.of(report)
+    found = describe(tally, lang)
+    if tally.hidden:  # their remedy is the account's settings, which a wider query does not reach
+        found += HIDDEN_REMEDY[1] if lang == "zh" else f" {HIDDEN_REMEDY[0]}"
+    return f"{found}{'' if lang == 'zh' else ' '}{sentence}"

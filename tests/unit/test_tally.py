@@ -233,6 +233,12 @@ def test_a_work_hidden_from_the_source_account_is_told_as_such() -> None:
     zh = cell_message(CellState.NO_CANDIDATE, reason, hidden, "zh") or ""
     assert "1 件对来源账号不可见" in zh, zh
     assert protocol_reason("hidden") == "unavailable"
+    # The remedy of a hidden work is the account's settings, not a wider query: said beside
+    # the reason's sentence whenever the search met one.
+    assert "account's settings at the source" in en and en.index("account's settings") < en.index("widen"), en
+    assert "账号" in zh.split("。")[1], zh
+    clean = report(3, {"duplicate": 3}, exhausted=True)
+    assert "account's settings" not in (cell_message(CellState.NO_CANDIDATE, R.NO_CANDIDATE, clean) or "")
 
 
 WORDS = [
