@@ -451,6 +451,39 @@ class _Stopped(Exception):
     """The attempt of a scan ends after its first page (the worker stopped)."""
 
 
+async def _resumed_then_shown(
+    client: PixivClient,
+    spec: TargetSpec,
+    known: Any,
+    checkpoint: dict[str, Any],
+    frontier: Frontier,
+    faults: Faults,
+    hidden: str,
+) -> list[str]:
+    """Resume the walk ``checkpoint`` holds on this release (as ``PixivSource.restore``
+    does, ``frontier`` the one the step read), then let the account see ``hidden`` (listed
+    whole) and scan once more from the frontier the resumed walk left: the ids that scan
+    offers as candidates."""
+
+    async def on_page(cp: ScanCheckpoint) -> None:
+        return None
+
+    sort = spec.query.sort
+    resumed = await scan(
+        client,
+        spec,
+        scan_limit=1,
+        known=known,
+        on_page=on_page,
+        checkpoint=ScanCheckpoint.model_validate(checkpoint),
+        frontier=frontier,
+    )
+    assert resumed.frontier is not None
+    del faults.hidden_works[hidden]  # the account may see it now: listed whole
+    later = await scan(client, spec, scan_limit=1, known=known, on_page=on_page, frontier=read(resumed.frontier, sort))
+    return [w.work_id for w in later.candidates]
+
+
 @pytest.mark.parametrize("sort", ["date_desc", "popular_desc", "date_asc"])
 async def test_a_scan_an_earlier_release_checkpointed_leaves_no_frontier_that_passes_a_hidden_work(sort: str) -> None:
     """A release before 2026-12-06 told a work hidden from the account ``unavailable``, a
@@ -507,24 +540,10 @@ async def test_a_scan_an_earlier_release_checkpointed_leaves_no_frontier_that_pa
             checkpoint = saved[0]
             assert checkpoint["walk"] is not None
             checkpoint["walk"]["plan"] = as_stored_before(checkpoint["walk"]["plan"])  # its JSON then
-            resumed = await scan(
-                client,
-                spec,
-                scan_limit=1,
-                known=known,
-                on_page=on_page,
-                checkpoint=ScanCheckpoint.model_validate(checkpoint),  # PixivSource.restore
-                frontier=read(old, sort),
-            )
-            assert resumed.frontier is not None
-
-            del faults.hidden_works[hidden]  # the account may see it now: listed whole
-            later = await scan(
-                client, spec, scan_limit=1, known=known, on_page=on_page, frontier=read(resumed.frontier, sort)
-            )
+            found = await _resumed_then_shown(client, spec, known, checkpoint, read(old, sort), faults, hidden)
     finally:
         await server.stop()
-    assert [w.work_id for w in later.candidates] == [hidden], later.report
+    assert found == [hidden]
 
 
 @pytest.mark.parametrize("sort", ["date_desc", "popular_desc", "date_asc"])
@@ -548,9 +567,6 @@ async def test_a_fresh_walk_an_earlier_release_checkpointed_after_meeting_a_hidd
     async def known(ids: list[str]) -> dict[str, str]:
         return {i: "duplicate" for i in ids if i in delivered}
 
-    async def on_page(cp: ScanCheckpoint) -> None:
-        return None
-
     async def stop_after_a_page(cp: ScanCheckpoint) -> None:
         saved.append(cp.model_dump(mode="json"))
         raise _Stopped
@@ -566,21 +582,7 @@ async def test_a_fresh_walk_an_earlier_release_checkpointed_after_meeting_a_hidd
             assert checkpoint["walk"] is not None
             checkpoint["walk"]["plan"].pop("hidden_apart")  # its JSON then
             faults.hidden_works[hidden] = "limit_sanity_level"  # what the listing said all along
-            resumed = await scan(
-                client,
-                spec,
-                scan_limit=1,
-                known=known,
-                on_page=on_page,
-                checkpoint=ScanCheckpoint.model_validate(checkpoint),  # PixivSource.restore
-                frontier=read(None, sort),
-            )
-            assert resumed.frontier is not None
-
-            del faults.hidden_works[hidden]  # the account may see it now: listed whole
-            later = await scan(
-                client, spec, scan_limit=1, known=known, on_page=on_page, frontier=read(resumed.frontier, sort)
-            )
+            found = await _resumed_then_shown(client, spec, known, checkpoint, read(None, sort), faults, hidden)
     finally:
         await server.stop()
-    assert [w.work_id for w in later.candidates] == [hidden], later.report
+    assert found == [hidden]
