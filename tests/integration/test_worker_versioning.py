@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.api.enums.v1 import VersioningBehavior
-from temporalio.api.workflowservice.v1 import SetWorkerDeploymentCurrentVersionRequest
+from temporalio.api.enums.v1 import TaskQueueType, VersioningBehavior
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest, SetWorkerDeploymentCurrentVersionRequest
 from temporalio.client import Client
 from temporalio.service import RPCError
 
@@ -38,9 +39,19 @@ def versioned(tmp_path: Path, deployment: str, build_id: str, task_queue: str | 
     }
 
 
-async def make_current(client: Client, deployment: str, build_id: str) -> None:
+# Temporal's default ``matching.numTaskqueueReadPartitions``: the dev server splits each task queue in four.
+PARTITIONS = 4
+
+
+async def make_current(client: Client, deployment: str, build_id: str, task_queue: str) -> None:
     """Set the deployment's current version once its workers have polled (as the CLI's
-    ``temporal worker deployment set-current-version`` does)."""
+    ``temporal worker deployment set-current-version`` does), then wait until every partition
+    of ``task_queue``'s workflow queue routes to it.
+
+    The set returns once the root partition holds the new routing; the other partitions
+    learn it asynchronously, and a job started meanwhile is pinned to the previous version
+    by whichever partition takes its first workflow task (a start "during" the rollout).
+    """
 
     async def done() -> bool:
         try:
@@ -54,6 +65,22 @@ async def make_current(client: Client, deployment: str, build_id: str) -> None:
         return True
 
     await eventually(done, timeout_s=30, what=lambda: f"{deployment}.{build_id} current")
+
+    async def routed() -> bool:
+        for partition in range(PARTITIONS):
+            name = task_queue if partition == 0 else f"/_sys/{task_queue}/{partition}"
+            described = await client.workflow_service.describe_task_queue(
+                DescribeTaskQueueRequest(
+                    namespace=client.namespace,
+                    task_queue=TaskQueue(name=name),
+                    task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+                )
+            )
+            if described.versioning_info.current_deployment_version.build_id != build_id:
+                return False
+        return True
+
+    await eventually(routed, timeout_s=30, what=lambda: f"every partition of {task_queue} on {build_id}")
 
 
 async def pinned_build(client: Client, job_id: str) -> tuple[int, str]:
@@ -71,14 +98,14 @@ async def test_a_job_in_flight_finishes_on_its_build_after_the_next_build_became
     webhook.script["/slow"] = [Reply(200, delay_s=12.0)]  # held while the rollout happens
     old: Stack = make_stack(config)
     await old.start_worker()
-    await make_current(temporal_client, deployment, "1")
+    await make_current(temporal_client, deployment, "1", old.task_queue)
     first = await old.admit(old.task(query={"tags": ["オリジナル"]}))
     await asyncio.wait_for(webhook.arrived.wait(), timeout=60)  # its delivery is in flight
 
     # The rollout: the next build's workers join the same task queue, then become current.
     new: Stack = make_stack(versioned(tmp_path, deployment, "2", task_queue=old.task_queue))
     await new.start_worker()
-    await make_current(temporal_client, deployment, "2")
+    await make_current(temporal_client, deployment, "2", old.task_queue)
     second = await new.admit(new.task(query={"tags": ["オリジナル"]}))
     record = await new.wait_terminal(second)
     assert record.cells[0].state == "submitted", record
