@@ -144,6 +144,31 @@ def next_attempt() -> NextAttempt:
     return NextAttempt(max(1, int(min(delay, ceiling.total_seconds() * 1000))), last)
 
 
+#: The budget of an attempt whose retry policy Temporal holds as unlimited (``maximum_attempts`` 0).
+UNLIMITED_ATTEMPTS = 2**31 - 1
+
+
+def attempts_granted(scheduled: int) -> int:
+    """The attempt budget the running attempt is judged against ("is this the last?").
+
+    The larger of ``scheduled`` (the ``maximum_attempts`` the workflow scheduled the step
+    with, carried in the step's input) and the maximum of the retry policy Temporal holds
+    for this attempt (``activity.info().retry_policy``): an operator's
+    ``temporal activity update-options --retry-maximum-attempts N`` raises it, and the step
+    must then use the attempts granted rather than end its cell on the scheduled last one;
+    0 — unlimited, as Temporal reads it — gives :data:`UNLIMITED_ATTEMPTS` (the job's deadline
+    still bounds the step). A *lowered* maximum is not followed here: Temporal stops retrying
+    after the attempt, and the workflow names that cut ``step_options_changed``, owner the
+    operator (:func:`curaflow.domain.verdicts.failures.operator_changed_options`).
+    """
+    policy = activity.info().retry_policy
+    if policy is None:
+        return scheduled
+    if policy.maximum_attempts == 0:
+        return UNLIMITED_ATTEMPTS
+    return max(scheduled, policy.maximum_attempts)
+
+
 def config_mismatch(kind: Literal["route", "source"], name: str, detail: str) -> ApplicationError:
     """The failure of an attempt whose worker does not know the route or the source account
     ``name`` the job names (``kind``): not configured in this process, or its kind not

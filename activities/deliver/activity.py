@@ -29,7 +29,7 @@ from activities.deliver.sending import (
     _unless_stopped,
 )
 from activities.deps import ActivityDeps
-from activities.errors import barrier_update, config_mismatch, next_attempt, permanent, route_failure
+from activities.errors import attempts_granted, barrier_update, config_mismatch, next_attempt, permanent, route_failure
 from activities.heartbeat import Heartbeater
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.messages import CellUpdate, DeliverInput
@@ -507,7 +507,7 @@ class DeliverActivity(DeliveryRecords):
                         inp,
                         request,
                         err,
-                        max_attempts=inp.max_attempts,
+                        max_attempts=attempts_granted(inp.max_attempts),
                         posted=bool(parts_posted),
                         parts=parts_posted,
                         hb=hb,
