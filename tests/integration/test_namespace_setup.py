@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -26,6 +25,7 @@ from curaflow.temporal.connection import SEARCH_ATTRIBUTES, connect
 from curaflow.temporal.namespace import TemporalSetupError, ensure_namespace, prepare_namespace
 from tests.conftest import StackFactory
 from tests.support import eventually, short_id
+from tests.zygote import curaflow_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -124,12 +124,9 @@ def test_the_setup_command_prepares_a_namespace_and_is_idempotent(temporal_addre
         CURAFLOW_TEMPORAL__NEXUS_ENDPOINT=endpoint,
         CURAFLOW_TEMPORAL__TASK_QUEUE=queue,
     )
-    exe = str(Path(sys.executable).parent / "curaflow")
 
     def setup(**extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [exe, "temporal-setup"], env={**env, **extra}, cwd=tmp_path, capture_output=True, text=True, timeout=120
-        )
+        return curaflow_command(["temporal-setup"], env={**env, **extra}, cwd=tmp_path, timeout=120)
 
     runs = [setup() for _ in range(2)]
     assert [r.returncode for r in runs] == [0, 0], [r.stderr for r in runs]
@@ -166,7 +163,6 @@ async def test_a_retention_other_than_the_namespaces_is_a_warning_never_a_change
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_"))}
     env.update(TEMPORAL_ADDRESS=temporal_address, TEMPORAL_NAMESPACE=namespace)
     env["CURAFLOW_TEMPORAL__NAMESPACE_RETENTION_DAYS"] = "7"
-    exe = str(Path(sys.executable).parent / "curaflow")
-    run = subprocess.run([exe, "temporal-setup"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    run = curaflow_command(["temporal-setup"], env=env, cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr
     assert "warning: namespace" in run.stderr and "not the configured 7 days" in " ".join(run.stderr.split())

@@ -20,6 +20,7 @@ import pytest
 from curaflow.config import load_settings
 from curaflow.sources.pixiv.login import token_path
 from tests.fakes.replay import ReplayServer
+from tests.zygote import curaflow_command
 
 pytestmark = [pytest.mark.integration]
 
@@ -37,17 +38,9 @@ def env_for(state_dir: Path, replay_url: str | None, **extra: str) -> dict[str, 
 
 
 async def run_cli(*args: str, env: dict[str, str], stdin: str = "") -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(
-        EXE,
-        *args,
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+    """``curaflow <args>`` to its end (forked, :func:`tests.zygote.curaflow_command`)."""
+    done = await asyncio.to_thread(curaflow_command, list(args), env=env, input=stdin, timeout=60)
+    return done.returncode, done.stdout, done.stderr
 
 
 async def browser_login(login_url: str) -> str:

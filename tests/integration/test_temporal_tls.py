@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +23,7 @@ from curaflow.temporal.connection import TemporalConnectError, connect_configure
 from tests.conftest import StackFactory
 from tests.support import short_id, terminal_job
 from tests.tls_proxy import CertificateSet, TLSProxy, make_pki
+from tests.zygote import curaflow_command
 
 pytestmark = [pytest.mark.integration]
 
@@ -138,20 +137,17 @@ def test_the_setup_command_prepares_a_namespace_through_tls_from_the_environment
     tls_proxy: TLSProxy, pki: CertificateSet, mtls_proxy: TLSProxy, tmp_path: Path
 ) -> None:
     namespace = f"curaflow-{short_id()}"
-    exe = str(Path(sys.executable).parent / "curaflow")
     env = clean_env(
         TEMPORAL_ADDRESS=tls_proxy.address,
         TEMPORAL_NAMESPACE=namespace,
         TEMPORAL_TLS_SERVER_CA_CERT_PATH=str(pki.ca_cert),
     )
-    run = subprocess.run([exe, "temporal-setup"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    run = curaflow_command(["temporal-setup"], env=env, cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr
     assert f"namespace {namespace}: registered" in run.stdout
 
     # against the mTLS endpoint without a client certificate: exit 1 with the reason
     env["TEMPORAL_ADDRESS"] = mtls_proxy.address
-    run = subprocess.run(
-        [exe, "temporal-setup", "--timeout", "2"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
-    )
+    run = curaflow_command(["temporal-setup", "--timeout", "2"], env=env, cwd=tmp_path, timeout=120)
     assert run.returncode == 1, run.stdout + run.stderr
     assert f"cannot reach Temporal at {mtls_proxy.address} (tls=on mtls=off" in " ".join(run.stderr.split())
