@@ -27,9 +27,11 @@ from curaflow.sources.pixiv.replay import images
 from curaflow.sources.pixiv.replay.app import INVALID_GRANT, JSONResponse, ReplayScript, create_replay_app, error
 from curaflow.sources.pixiv.replay.data import DeepSet, matches, placeholder, recorded_works, work_for_id
 
-__all__ = ["DeepSet", "Faults", "Logged", "ReplayServer", "ordered", "replay_work", "work_ids_with_tag"]
+__all__ = ["ABSENT", "DeepSet", "Faults", "Logged", "ReplayServer", "ordered", "replay_work", "work_ids_with_tag"]
 
 RESTRICTED = "Your access is currently restricted."
+#: A value of :attr:`Faults.mutate` that leaves its field out of the answer.
+ABSENT: Any = object()
 
 
 @dataclass
@@ -97,7 +99,8 @@ class Faults(ReplayScript):
             app-api answers both), its images 403. A test removes a work to show it whole
             again (the account's settings changed).
         mutate: per work id, fields replacing the recorded ones (``illust_ai_type``,
-            ``x_restrict`` …) in every answer.
+            ``x_restrict`` …) in every answer; a field given :data:`ABSENT` is left out
+            of the answer (a field renamed or dropped by the app-api).
         image_sizes: per work id, or per page as ``"<id>_p<N>"``, the pixel size its
             images are rendered at (instead of a tenth of the recorded size).
         ugoira: per work id, the ``/v1/ugoira/metadata`` answer (JSON, HTTP 200; or
@@ -160,7 +163,7 @@ class Faults(ReplayScript):
     def present(self, work: dict[str, Any]) -> dict[str, Any]:
         wid = str(work["id"])
         if wid in self.mutate:
-            work = {**work, **self.mutate[wid]}
+            work = {k: v for k, v in {**work, **self.mutate[wid]}.items() if v is not ABSENT}
         if wid in self.restricted_works:
             work = placeholder(work)
         elif wid in self.hidden_works:

@@ -226,3 +226,36 @@ async def test_a_work_listed_without_its_originals_url_costs_a_brief_hold_and_no
         await ArtifactStore(tmp_path).fetch(source, work, "j", "t")
     assert (caught.value.kind, caught.value.recognised) == (UnavailableKind.UNUSABLE_URL, False)
     assert asked == []
+
+
+@pytest.mark.parametrize("sort", SORTS)
+def test_a_work_listed_without_its_bookmark_count_is_read_again_by_the_next_job(sort: str) -> None:
+    # The app-api lists every work with its ``total_bookmarks``. A listing without it (a
+    # field renamed or dropped, a proxy's copy) says nothing of the work's bookmarks; it
+    # was read as 0, so a target with ``min_bookmarks`` filtered the work — for good once
+    # the work was older than SETTLE_DAYS: the frontier's known run passed it and no later
+    # job of the target read it again, whatever its bookmarks.
+    from tests.fakes.replay import ABSENT
+
+    deep = _deep()
+    faults = Faults(deep=deep)
+    shaped, other = _id(sort, deep, 40), _id(sort, deep, 70)
+    faults.mutate = {shaped: {"total_bookmarks": ABSENT}, other: {"total_bookmarks": 5}}
+    delivered = {p for p in range(deep.count) if p not in (40, 70)}
+    frontier = Frontier(sort=sort)
+    target = _target(sort, min_bookmarks=1)
+    found: list[list[int]] = []
+    for _ in range(3):
+
+        async def known(ids: list[str], delivered: set[int] = delivered) -> dict[str, str]:
+            return {w: "duplicate" for w in ids if _place(sort, deep, w) in delivered}
+
+        cp = asyncio.run(scan_on_replay(faults, target, known, frontier=frontier))  # every count settled
+        places = [_place(sort, deep, w.work_id) for w in cp.candidates]
+        delivered |= set(places)
+        found.append(places)
+        assert cp.frontier is not None
+        frontier = Frontier.model_validate(cp.frontier)
+        faults.mutate = {shaped: {"total_bookmarks": 5}}  # listed whole from now on
+    assert found[0] == [70]
+    assert [40] in found[1:], found

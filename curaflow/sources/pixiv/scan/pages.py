@@ -31,6 +31,7 @@ from curaflow.sources.pixiv.client import (
     offset_of,
     parse_work,
 )
+from curaflow.sources.pixiv.filters import stated_fields
 from curaflow.sources.pixiv.scan.checkpoint import UNREAD_FREE, ScanCheckpoint
 from curaflow.sources.pixiv.scan.days import _count_days, _day, _move_window, _new_pass, _start_tail, _tail_page
 from curaflow.sources.pixiv.scan.retrieval import _request
@@ -158,7 +159,7 @@ def _placed_dates(illusts: list[Any]) -> dict[int, str]:
 
 
 def _parse_page(
-    page: dict[str, Any], skip: int = 0, *, dated: bool = False
+    page: dict[str, Any], skip: int = 0, *, dated: bool = False, stated: tuple[str, ...] = ()
 ) -> tuple[list[Work], int, list[str], list[str]]:
     """The page's works after its first ``skip`` items (listed by the page before:
     :func:`~curaflow.sources.pixiv.frontier.repeated_on`), how many items of it have no id
@@ -183,7 +184,13 @@ def _parse_page(
     (:func:`_placed_dates`); its id is in the fourth list, which the walk is told
     (``FrontierWalk.placed``). Until 2026-12-05 such a work failed the whole page, every
     attempt: one of them failed every date-sorted job of its target for as long as Pixiv
-    listed it so."""
+    listed it so.
+
+    ``stated``: fields the target's filters read
+    (:func:`~curaflow.sources.pixiv.filters.stated_fields`); a work listed without one of
+    them is examined ``invalid`` too, its fields not recognised for this target (until
+    2026-12-06 a missing ``total_bookmarks`` was read as 0: a lasting
+    ``filtered:min_bookmarks``)."""
     works: list[Work] = []
     invalid = 0
     unread: list[str] = []
@@ -201,6 +208,9 @@ def _parse_page(
                 continue
             work = Work(work_id=err.work_id, create_date=iso_create_date(illust.get("create_date")))
             unread.append(err.work_id)
+        else:
+            if any(field not in illust for field in stated):
+                unread.append(work.work_id)
         if at in placed:
             work = work.model_copy(update={"create_date": placed[at]})
             undated.append(work.work_id)
@@ -536,7 +546,7 @@ async def _fetch_page(
     sort = target.query.sort
     listed = _listed(page)
     repeated = fr.repeated_on(cp.walk, listed, tail=cp.tail is not None) if cp.walk is not None else 0
-    works, invalid, cp.unread, cp.placed = _parse_page(page, repeated, dated=dated)
+    works, invalid, cp.unread, cp.placed = _parse_page(page, repeated, dated=dated, stated=stated_fields(target))
     if cp.walk is not None:
         cp.walk.placed = list(cp.placed)
     if cp.tail is not None:
