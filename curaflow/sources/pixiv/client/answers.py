@@ -229,8 +229,11 @@ def json_body(response: httpx.Response) -> Any:
 def too_large(err: AnswerTooLarge, *, retryable: bool = False) -> SourceError:
     """An answer over ``outbound.page_max_bytes``: ``remote_http_error``.
 
-    Not retried (the default) for an API answer: the same request gets the same answer,
-    retrying only costs the account's gate. ``retryable`` for the token endpoint's: every
+    Not retried (the default) for an API answer of no work (a search, a ranking, a page):
+    the same request gets the same answer, retrying only costs the account's gate. Asked of
+    one work (its detail, its ugoira metadata), ``PixivClient._get`` holds the work back
+    briefly instead (2026-12-06: the job ended, and each later job of the target met the
+    work first again). ``retryable`` for the token endpoint's: every
     request of the account asks it first, so its answer says nothing of any job's request
     (a captive portal's or a WAF's page, a body that never ends) — one attempt (until
     2026-12-06 every job of the account ended at its first attempt while it lasted).
