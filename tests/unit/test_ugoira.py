@@ -375,6 +375,23 @@ def test_a_negative_delay_is_no_delay_not_the_shortest(delay: float) -> None:
         parse_metadata(answer([{"file": "000000.jpg", "delay": 50}, {"file": "000001.jpg", "delay": delay}]))
 
 
+@pytest.mark.parametrize("delay", [655_351, 10**9, 1e300, "99999999999"], ids=["int", "billion", "float", "text"])
+def test_a_delay_longer_than_a_gif_holds_is_no_delay_not_the_longest(delay: object) -> None:
+    """A frame's delay longer than a GIF frame can last (655 350 ms: 65 535 centiseconds)
+    is no duration the app-api sends either: it was lowered to the longest delay and the
+    work delivered with timings curaflow made up (then never sent again), as a delay
+    below zero was raised to the shortest until 2026-12-06. Now it is metadata that
+    describes no animation curaflow can deliver as stated — an unusable animation, not
+    recognised as the work's (the client holds the work back briefly)."""
+    with pytest.raises(UnusableAnimation, match="delay"):
+        parse_metadata(answer([{"file": "000000.jpg", "delay": 50}, {"file": "000001.jpg", "delay": delay}]))
+
+
+def test_the_longest_delay_a_gif_holds_is_still_read() -> None:
+    meta = parse_metadata(answer([{"file": "000000.jpg", "delay": 655_350}, {"file": "000001.jpg", "delay": 5}]))
+    assert meta.delays_ms == [655_350, 20]
+
+
 def test_a_zip_holding_a_frame_twice_is_not_read_as_either(tmp_path: Path) -> None:
     """Two entries of one frame's name (an archive appended to, a packer's bug): which one
     is the frame is not said — zipfile reads the last, another reader the first. The frame

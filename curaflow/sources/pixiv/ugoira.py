@@ -19,7 +19,14 @@ import math
 from typing import Any
 
 from curaflow.outbound import url_problem
-from curaflow.sources.animation import FRAME_NAME, Animation, AnimationFrame, UnusableAnimation, clamp_delay
+from curaflow.sources.animation import (
+    FRAME_NAME,
+    MAX_DELAY_MS,
+    Animation,
+    AnimationFrame,
+    UnusableAnimation,
+    clamp_delay,
+)
 
 
 class UnrecognisedMetadata(ValueError):
@@ -37,7 +44,8 @@ def parse_metadata(body: Any) -> Animation:
             (:func:`~curaflow.outbound.url_problem`); no frames; a frame name that is not
             a plain file name; a frame without a delay in ms (an integer, or a number
             written as a float or as decimal text, at least 0: a delay below the shortest
-            viewers honour is raised to it, one below zero is none).
+            viewers honour is raised to it, one below zero is none, and so is one longer
+            than a GIF frame lasts, :data:`~curaflow.sources.animation.MAX_DELAY_MS`).
 
     How many frames an animation may have is the decode budget's
     (:class:`~curaflow.sources.decoding.DecodeBudget`), checked before the zip is fetched.
@@ -81,7 +89,15 @@ def _delay_ms(delay: Any) -> int | None:
     (``100.0``), decimal text (``"100"``) — rounded; None for anything else (no delay), a
     number below zero included: no duration the app-api sends, as the text ``"-100"`` was
     never read as one (until 2026-12-06 the number was raised to the shortest delay and
-    the work delivered with timings curaflow made up, then never sent again)."""
+    the work delivered with timings curaflow made up, then never sent again); so is a
+    delay longer than a GIF frame lasts (:data:`~curaflow.sources.animation.MAX_DELAY_MS`,
+    655 350 ms), which was lowered to it alike until 2026-12-06."""
+    ms = _read_delay_ms(delay)
+    return ms if ms is None or ms <= MAX_DELAY_MS else None
+
+
+def _read_delay_ms(delay: Any) -> int | None:
+    """:func:`_delay_ms` before its upper bound."""
     if isinstance(delay, bool):
         return None
     if isinstance(delay, int):
