@@ -248,6 +248,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
                 lambda: app.state.client,
                 supervisor=supervisor,
                 caps=hold_caps(settings),
+                task_queue=settings.temporal.task_queue,
             )
         )
         # The gauges' own loop never raises ("a metric must never take a process down");

@@ -401,7 +401,14 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
             loops = [
                 asyncio.create_task(
                     run_forever(
-                        deps.pool, start, interval_s, stop, client, supervisor=supervisor, caps=hold_caps(settings)
+                        deps.pool,
+                        start,
+                        interval_s,
+                        stop,
+                        client,
+                        supervisor=supervisor,
+                        caps=hold_caps(settings),
+                        task_queue=settings.temporal.task_queue,
                     )
                 ),
                 asyncio.create_task(

@@ -862,3 +862,42 @@ async def test_an_http_job_attached_to_a_task_run_that_never_held_it_runs_and_en
     assert latest.run_id != handle.result_run_id and latest.status == WorkflowExecutionStatus.COMPLETED
     first = await env.client.get_workflow_handle(job_id, run_id=handle.result_run_id).describe()
     assert first.status == WorkflowExecutionStatus.FAILED
+
+
+async def test_an_http_job_attached_to_a_task_run_on_a_queue_no_worker_serves_runs_on_curaflows_queue(
+    env: Env,
+) -> None:
+    # A Temporal client starts the Task on a task queue no worker polls (a typo of
+    # `--task-queue`); POST /jobs with the same key is admitted (202) and its start attaches
+    # to that run (conflict policy USE_EXISTING). Nothing would ever run the job: it stayed
+    # `queued` until the queued budget ended it `failed / queued_too_long` (probed: still
+    # queued after 2 min, the run waiting on its queue). The reconciler recognises such a run
+    # — it held no job and its first workflow task waited on another queue than curaflow's —,
+    # terminates it with a reason that names both queues, and starts the job's own run.
+    key = f"wrongq-{short_id()}"
+    job_id = f"demo@manual-{key}"
+    wrong_queue = f"nobody-polls-{short_id()}"
+    started = await asyncio.to_thread(
+        cli, env, "start", "--type", "JobWorkflow", "--task-queue", wrong_queue, "--workflow-id", job_id,
+        "--id-reuse-policy", "RejectDuplicate", "--input", task(key).model_dump_json(exclude_none=True),
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    foreign_run = (await env.client.get_workflow_handle(job_id).describe()).run_id
+    answer = await env.http.post("/jobs", json=task(key).model_dump(mode="json"))
+    assert answer.status_code == 202, answer.text
+
+    job = await terminal_job(env.http, job_id, timeout_s=90)
+
+    assert job["status"] == "succeeded", job
+    foreign = await env.client.get_workflow_handle(job_id, run_id=foreign_run).describe()
+    assert foreign.status == WorkflowExecutionStatus.TERMINATED
+    history = await env.client.get_workflow_handle(job_id, run_id=foreign_run).fetch_history()
+    reason = history.events[-1].workflow_execution_terminated_event_attributes.reason
+    assert wrong_queue in reason and env.stack.task_queue in reason, reason
+    own = await env.client.get_workflow_handle(job_id).describe()
+    assert own.run_id != foreign_run and own.status == WorkflowExecutionStatus.COMPLETED
+    assert own.task_queue == env.stack.task_queue
+    assert own.typed_search_attributes.get(JOB_STATUS) == "succeeded"
+    pool = await env.stack.ledger()
+    sends = await pool.fetch("SELECT work_id, status FROM delivery_intents WHERE job_id = $1", job_id)
+    assert sends and all(s["status"] == "delivered" for s in sends), sends

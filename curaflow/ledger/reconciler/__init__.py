@@ -26,7 +26,11 @@ input):
    ``cancelled``; its budgets decide). When the latest run never held the job but an
    earlier run of the id did — the job's own run, terminated by a client's start with
    another Task (``TERMINATE_EXISTING`` / ``TERMINATE_IF_RUNNING``) whose run then
-   refused it — the earlier run's close is the verdict (:func:`describe_execution`);
+   refused it — the earlier run's close is the verdict (:func:`describe_execution`).
+   And a job whose start attached to a Task run still open on another task queue than
+   curaflow's, holding no job, its workflow task taken by no worker for
+   :data:`FOREIGN_QUEUE_WAIT_MS` (a client's mistyped ``--task-queue``): that run is
+   terminated, its reason naming both queues, and the job is started the same way;
 3. **cancel with no worker**: a consumer cancel recorded more than
    :data:`CANCEL_GRACE_MS` ago, no live lease, and Temporal says no workflow can act on
    it (the execution does not exist or is closed, or its workflow task has waited for a
@@ -75,11 +79,13 @@ from curaflow.ledger.reconciler.convergence import (
 from curaflow.ledger.reconciler.executions import (
     CLOSE_CAUSES,
     CLOSED_WINDOW_MS,
+    FOREIGN_QUEUE_WAIT_MS,
     SOURCE_ACTIVITIES,
     SOURCE_QUEUE_MARK,
     WITNESS_SAMPLE,
     WITNESS_SKEW_MS,
     Execution,
+    ForeignQueueRun,
     PendingActivity,
     closed_executions_query,
     describe_execution,
@@ -87,6 +93,8 @@ from curaflow.ledger.reconciler.executions import (
     listed_executions,
     namespace_holds_jobs,
     run_held_a_job,
+    runs_on_other_queues,
+    unserved_foreign_run,
 )
 from curaflow.ledger.reconciler.ticks import (
     DEADLINE_GRACE_MS,
@@ -104,6 +112,7 @@ __all__ = [
     "CLOSED_WINDOW_MS",
     "CLOSE_CAUSES",
     "DEADLINE_GRACE_MS",
+    "FOREIGN_QUEUE_WAIT_MS",
     "LOCK_KEY",
     "NO_LIVE_ATTEMPT",
     "SOURCE_ACTIVITIES",
@@ -112,6 +121,7 @@ __all__ = [
     "WITNESS_SAMPLE",
     "WITNESS_SKEW_MS",
     "Execution",
+    "ForeignQueueRun",
     "PendingActivity",
     "StartHook",
     "TickReport",
@@ -125,6 +135,8 @@ __all__ = [
     "namespace_holds_jobs",
     "run_forever",
     "run_held_a_job",
+    "runs_on_other_queues",
     "served_queues",
     "tick",
+    "unserved_foreign_run",
 ]

@@ -199,6 +199,72 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
     return Execution(exists=True, waiting_for_worker_ms=waiting, steps=_pending_activities(desc.raw_description))
 
 
+#: How long the first workflow task of a run that held no job may wait on a task queue
+#: other than curaflow's before the run is taken for one no worker will ever serve
+#: (:func:`unserved_foreign_run`). A queue another deployment serves hands its task to a
+#: worker within a second; the job attached to the run waits this long at most.
+FOREIGN_QUEUE_WAIT_MS = 20_000
+
+
+@dataclass(frozen=True)
+class ForeignQueueRun:
+    """A run under a job's id that holds no job and waits on another task queue.
+
+    Attributes:
+        run_id: the run.
+        task_queue: the queue its workflow task waits on (not curaflow's).
+        waiting_ms: how long that task has waited for a worker.
+    """
+
+    run_id: str
+    task_queue: str
+    waiting_ms: int
+
+
+async def runs_on_other_queues(client: Client, job_ids: list[str], task_queue: str) -> list[str]:
+    """The ids among ``job_ids`` whose open job execution runs on a task queue other than
+    ``task_queue`` (one ``ListWorkflowExecutions``; ids that cannot be quoted,
+    :func:`_quotable`, are not asked). Visibility may lag: :func:`unserved_foreign_run`
+    describes each before anything is done."""
+    quoted = [f"'{job_id}'" for job_id in job_ids if _quotable(job_id)]
+    if not quoted or not _quotable(task_queue):
+        return []
+    query = (
+        f"({_job_types()}) AND ExecutionStatus = 'Running' AND TaskQueue != '{task_queue}' "
+        f"AND WorkflowId IN ({', '.join(quoted)})"
+    )
+    return sorted({execution.id async for execution in client.list_workflows(query)})
+
+
+async def unserved_foreign_run(client: Client, job_id: str, task_queue: str, now: int) -> ForeignQueueRun | None:
+    """The open run of ``job_id`` when it is recognised as one no worker of curaflow will
+    ever run: it runs on another task queue than ``task_queue``, it held no job
+    (:func:`run_held_a_job`), and its workflow task has waited for a worker at least
+    :data:`FOREIGN_QUEUE_WAIT_MS` — a Temporal client's Task started with a wrong
+    ``--task-queue``, to which a curaflow start of the same job attached (conflict policy
+    ``USE_EXISTING``). Else None (one ``DescribeWorkflowExecution``).
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer the describe.
+    """
+    try:
+        desc = await client.get_workflow_handle(job_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    if desc.status != WorkflowExecutionStatus.RUNNING or desc.task_queue == task_queue or run_held_a_job(desc):
+        return None
+    task = desc.raw_description.pending_workflow_task
+    if not task.HasField("scheduled_time") or task.HasField("started_time"):
+        return None
+    since = task.original_scheduled_time if task.HasField("original_scheduled_time") else task.scheduled_time
+    waiting = max(0, now - int(since.ToMilliseconds()))
+    if waiting < FOREIGN_QUEUE_WAIT_MS:
+        return None
+    return ForeignQueueRun(run_id=desc.run_id, task_queue=desc.task_queue, waiting_ms=waiting)
+
+
 async def _latest_run_that_held_a_job(client: Client, job_id: str, now: int) -> tuple[FinishCause, int] | None:
     """The close cause and close time (epoch ms) of the latest closed run of ``job_id`` that
     held a job (:func:`run_held_a_job`), or None when none did (or the id cannot be quoted

@@ -24,10 +24,13 @@ from curaflow.ledger.reconciler.convergence import (
     converge_unserved_cancel,
 )
 from curaflow.ledger.reconciler.executions import (
+    FOREIGN_QUEUE_WAIT_MS,
     _closed_executions,
     describe_execution,
     listed_executions,
     namespace_holds_jobs,
+    runs_on_other_queues,
+    unserved_foreign_run,
 )
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
@@ -85,6 +88,7 @@ async def tick(
     *,
     limit: int = 100,
     caps: HoldCaps | None = None,
+    task_queue: str | None = None,
 ) -> TickReport:
     """Run one reconciliation pass; returns an empty report if another process holds the lock.
 
@@ -99,6 +103,9 @@ async def tick(
         limit: most jobs per rule.
         caps: the instance's cooldown caps, for the holds a finish names
             (:func:`curaflow.ledger.finish.hold_caps`; None: cooldowns as stored).
+        task_queue: curaflow's main task queue (``temporal.task_queue``), where its jobs'
+            runs belong (None: a job attached to a run on another queue is not looked for,
+            :func:`_foreign_queue_runs`).
 
     Raises:
         asyncpg / Temporal errors: the caller's loop logs them and tries again next tick.
@@ -107,7 +114,7 @@ async def tick(
     async with session_lock(pool, LOCK_KEY, idle_timeout_ms=LEADER_IDLE_MS) as conn:
         if conn is None:
             return report
-        await _tick(conn, pool, start, client, limit, report, caps)
+        await _tick(conn, pool, start, client, limit, report, caps, task_queue)
     return report
 
 
@@ -119,6 +126,7 @@ async def _tick(
     limit: int,
     report: TickReport,
     caps: HoldCaps | None = None,
+    task_queue: str | None = None,
 ) -> None:
     # This process's clock, for Temporal's answers only (a close's time, a task's wait):
     # every ledger time is judged in SQL on the database's clock, the clock it was
@@ -138,6 +146,8 @@ async def _tick(
                 log.warning("reconciler.start_failed", job_id=r["job_id"], error=type(err).__name__)
 
     seen: set[str] = set()
+    if client is not None and start is not None and task_queue is not None:
+        await _foreign_queue_runs(conn, client, start, task_queue, now, limit, report, seen)
     if client is not None:
         closed = await _closed_executions(client, now)
         if closed:
@@ -303,7 +313,62 @@ async def _deleted_executions(
             report.deleted.append(job_id)
 
 
-async def _start_again(start: StartHook, job_id: str) -> bool:
+async def _foreign_queue_runs(
+    conn: asyncpg.Connection,
+    client: Client,
+    start: StartHook,
+    task_queue: str,
+    now: int,
+    limit: int,
+    report: TickReport,
+    seen: set[str],
+) -> None:
+    """A job whose start attached to a run no worker of curaflow will ever run is started
+    on curaflow's own queue.
+
+    A Temporal client's Task started under the job id on another task queue (a mistyped
+    ``--task-queue``) holds the id while its first workflow task waits for a worker that
+    never comes; a curaflow start of the same job — ``POST /jobs`` with the key — attaches
+    to it (conflict policy ``USE_EXISTING``), and the job stayed ``queued`` until its queued
+    budget ended it ``queued_too_long`` (2026-12-06). Recognised positively
+    (:func:`~curaflow.ledger.reconciler.executions.unserved_foreign_run`: another queue, no
+    job held, the workflow task waiting :data:`FOREIGN_QUEUE_WAIT_MS`), that run — and only
+    it, by its run id — is terminated with a reason naming both queues (what its starter
+    reads in ``temporal workflow describe`` / the UI), and the job is started through rule
+    1's start path, which frees the id of a run that held no job.
+
+    Looked for among queued jobs (never started, their workflow start recorded,
+    :data:`FOREIGN_QUEUE_WAIT_MS` old): one ``ListWorkflowExecutions`` per tick when there
+    are any, one describe for each job it lists.
+    """
+    rows = await conn.fetch(
+        f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
+            AND workflow_started_at IS NOT NULL AND created_at <= {DB_NOW_MS} - {FOREIGN_QUEUE_WAIT_MS}
+            ORDER BY created_at LIMIT {limit}"""
+    )
+    if not rows:
+        return
+    for job_id in await runs_on_other_queues(client, [r["job_id"] for r in rows], task_queue):
+        run = await unserved_foreign_run(client, job_id, task_queue, now)
+        if run is None:
+            continue
+        seen.add(job_id)
+        reason = (
+            f"curaflow: this run waited {run.waiting_ms // 1000} s on task queue {run.task_queue!r}, which no "
+            f"curaflow worker serves, and held no job; job {job_id} runs on {task_queue!r} "
+            "(docs/temporal.md, 'Starting jobs from a Temporal client')"
+        )
+        try:
+            await client.get_workflow_handle(job_id, run_id=run.run_id).terminate(reason=reason)
+        except Exception as err:  # noqa: BLE001 - closed meanwhile, or refused: next tick decides
+            log.warning("reconciler.foreign_run_not_terminated", job_id=job_id, error=type(err).__name__)
+            continue
+        log.warning("reconciler.foreign_queue_run", job_id=job_id, task_queue=run.task_queue, run_id=run.run_id)
+        if await _start_again(start, job_id, reason="run_on_another_queue"):
+            report.started.append(job_id)
+
+
+async def _start_again(start: StartHook, job_id: str, reason: str = "run_held_no_job") -> bool:
     """Start ``job_id`` through the start path of rule 1 (its stored ``JobInput``); a
     failure is logged and tried again next tick (the closed run stays listed for
     :data:`~curaflow.ledger.reconciler.executions.CLOSED_WINDOW_MS`)."""
@@ -312,7 +377,7 @@ async def _start_again(start: StartHook, job_id: str) -> bool:
     except Exception as err:  # noqa: BLE001 - keep converging the others
         log.warning("reconciler.start_failed", job_id=job_id, error=type(err).__name__)
         return False
-    log.warning("reconciler.started_again", job_id=job_id, reason="run_held_no_job")
+    log.warning("reconciler.started_again", job_id=job_id, reason=reason)
     metrics.record_reconciler_start()
     return True
 
@@ -331,6 +396,7 @@ async def run_forever(
     *,
     supervisor: Supervisor | None = None,
     caps: HoldCaps | None = None,
+    task_queue: str | None = None,
 ) -> None:
     """Tick every ``interval_s`` seconds until ``stop`` is set, as the supervised loop ``reconciler``.
 
@@ -346,11 +412,12 @@ async def run_forever(
         supervisor: the process's supervisor (None: a private one with the default
             policy, which never fails a process).
         caps: the instance's cooldown caps (:func:`curaflow.ledger.finish.hold_caps`).
+        task_queue: curaflow's main task queue (:func:`tick`).
     """
 
     async def one_tick() -> None:
         current = client() if callable(client) else client
-        await tick(pool, start, current, caps=caps)
+        await tick(pool, start, current, caps=caps, task_queue=task_queue)
 
     sup = supervisor or Supervisor(stop)
     await sup.run_every("reconciler", interval_s, one_tick)
