@@ -22,7 +22,7 @@ import pytest
 from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
 from curaflow.sources.pixiv.frontier import Frontier
 from curaflow.sources.pixiv.scan import ScanCheckpoint
-from tests.fakes.replay import Faults
+from tests.fakes.replay import ABSENT, Faults
 from tests.frontier_support import scan_on_replay
 from tests.unit.test_frontier_seams import SORTS, TAG, _deep, _id, _place
 from tests.unit.test_untrusted import illust as listed
@@ -87,7 +87,8 @@ def test_a_work_listed_in_a_shape_never_seen_is_read_again_by_the_next_job(sort:
 
 def illust(**fields: Any) -> dict[str, Any]:
     """The listing test_untrusted builds, with every field a lasting verdict reads given."""
-    return listed(**{"x_restrict": 0, "total_bookmarks": 5, "visible": True, "meta_pages": [], **fields})
+    base = {"x_restrict": 0, "illust_ai_type": 1, "total_bookmarks": 5, "visible": True, "meta_pages": []}
+    return listed(**{**base, **fields})
 
 
 PAGES = [{"image_urls": {"original": f"https://i.pximg.net/img-original/img/x/126872003_p{i}.png"}} for i in range(3)]
@@ -259,3 +260,73 @@ def test_a_work_listed_without_its_bookmark_count_is_read_again_by_the_next_job(
         faults.mutate = {shaped: {"total_bookmarks": 5}}  # listed whole from now on
     assert found[0] == [70]
     assert [40] in found[1:], found
+
+
+#: Fields that decide what a target is delivered, each left out of a listing (a field
+#: renamed or dropped, a proxy's copy) beside the filters that read it. Each was read so
+#: that the work passed those filters: no ``x_restrict`` as all ages (a target refusing
+#: R-18 — the default — was sent what may be R-18 / R-18G), no ``illust_ai_type`` as "not
+#: stated" (``exclude_ai`` sent what may be AI), no ``page_count`` (and no pages listed) as
+#: one page, no ``create_date`` curaflow reads as inside every date window.
+UNSTATED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "x_restrict, r18 refused": ({"x_restrict": ABSENT}, {}),
+    "illust_ai_type, exclude_ai": ({"illust_ai_type": ABSENT}, {"exclude_ai": True}),
+    "page_count, max_page_count": ({"page_count": ABSENT}, {"max_page_count": 1}),
+    "create_date, start_date": ({"create_date": ABSENT}, {"start_date": "2000-01-01"}),
+    "create_date not read, end_date": ({"create_date": "yesterday"}, {"end_date": "2100-01-01"}),
+}
+
+
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize("case", list(UNSTATED))
+def test_a_work_listed_without_a_field_its_targets_filters_read_is_never_delivered_so(sort: str, case: str) -> None:
+    # The work at place 40 is listed without the field in the first job: it is examined
+    # ``invalid`` there (never a candidate, never a lasting verdict) and, listed whole,
+    # found by a later job. Until 2026-12-06 it was the first job's candidate.
+    deep = _deep()
+    fields, filters = UNSTATED[case]
+    seen = _jobs_over(sort, 40, fields, 3, **filters)
+    first = seen[0]
+    assert [_place(sort, deep, w.work_id) for w in first.candidates] == [70]
+    assert first.report.reasons.get("invalid") == 1
+    found = [_place(sort, deep, w.work_id) for cp in seen[1:] for w in cp.candidates]
+    assert 40 in found, found
+
+
+@pytest.mark.parametrize(
+    ("fields", "filters"),
+    [
+        ({"x_restrict": ABSENT}, {"r18": True}),
+        ({"illust_ai_type": ABSENT}, {}),
+        ({"page_count": ABSENT}, {}),
+        ({"total_bookmarks": ABSENT}, {}),
+    ],
+    ids=["x_restrict", "illust_ai_type", "page_count", "total_bookmarks"],
+)
+def test_a_field_no_filter_of_the_target_reads_may_be_left_out(fields: dict[str, Any], filters: dict[str, Any]) -> None:
+    # Only the target's own filters ask for a field: one that lets every value through
+    # reads the work as before.
+    deep = _deep()
+    first = _jobs_over("popular_desc", 40, fields, 1, **filters)[0]
+    assert [_place("popular_desc", deep, w.work_id) for w in first.candidates] == [40]
+
+
+@pytest.mark.parametrize("case", list(UNSTATED))
+def test_a_ranked_work_listed_without_a_field_its_targets_filters_read_is_never_delivered_so(case: str) -> None:
+    # A ranking is paged as a search is (no frontier): the same rule, each job.
+    from curaflow.sources.pixiv.replay.data import recorded_works
+
+    fields, filters = UNSTATED[case]
+    ranked = [str(w["id"]) for w in recorded_works()]
+    shaped, other = ranked[0], ranked[1]  # both single pages of all ages, not AI, dated 2025-02-03
+    faults = Faults(mutate={shaped: fields})
+    target = TargetSpec(target_id="t", query=TargetQuery(mode="ranking"), filters=TargetFilters(**filters))
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {w: "duplicate" for w in ids if w not in (shaped, other)}
+
+    first = asyncio.run(scan_on_replay(faults, target, known))
+    assert [w.work_id for w in first.candidates] == [other]
+    assert first.report.reasons.get("invalid") == 1
+    faults.mutate = {}
+    assert [w.work_id for w in asyncio.run(scan_on_replay(faults, target, known)).candidates] == [shaped]

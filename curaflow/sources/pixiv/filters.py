@@ -16,19 +16,40 @@ from curaflow.sources.pixiv.client import hidden_from_account, is_placeholder
 
 
 def stated_fields(target: TargetSpec) -> tuple[str, ...]:
-    """The fields of an app-api ``illust`` that a lasting verdict of ``target``'s filters
-    reads, which a listing must therefore state (2026-12-06): ``total_bookmarks`` under
-    ``min_bookmarks``.
+    """The fields of an app-api ``illust`` that ``target``'s filters read where an absent
+    one lets the work through or decides a verdict that lasts, which a listing must
+    therefore state (2026-12-06), one for each filter that reads one
+    (:func:`curaflow.sources.filters.reject_reason`):
 
-    The app-api lists every work with its ``total_bookmarks``. A listing without it (the
-    field renamed or dropped, a proxy's copy) says nothing of the work's bookmarks, and the
-    0 a parse gives decided a ``filtered:min_bookmarks`` that lasts once the work has
-    settled (:func:`~curaflow.sources.pixiv.frontier.lasting`: the target's frontier
-    passed it for good, whatever its bookmarks). Such a work is examined ``invalid`` in
+    * ``total_bookmarks`` under ``min_bookmarks`` (absent: 0 — a ``filtered:min_bookmarks``
+      that lasts once the work has settled, :func:`~curaflow.sources.pixiv.frontier.lasting`:
+      the target's frontier passed it for good, whatever its bookmarks);
+    * ``x_restrict`` unless the target takes R-18 (``r18`` false, the default; absent: 0,
+      all ages — what may be R-18 / R-18G was delivered to a target refusing it);
+    * ``illust_ai_type`` under ``exclude_ai`` (absent: 0, "not stated" — what may be AI was
+      delivered);
+    * ``page_count`` under ``max_page_count`` (absent with no page listed: one page);
+    * ``create_date`` under ``start_date`` / ``end_date``: absent or not read
+      (:func:`~curaflow.sources.pixiv.client.iso_create_date` None), the work was in every
+      window.
+
+    The app-api lists every work with all of them. A listing without one (the field renamed
+    or dropped, a proxy's copy) says nothing of it: such a work is examined ``invalid`` in
     that job instead (:func:`~curaflow.sources.pixiv.scan.pages._parse_page`), a verdict
-    that does not last: the next job reads it again. A target without ``min_bookmarks`` is
-    not concerned (the work is read as before)."""
-    return ("total_bookmarks",) if target.filters.min_bookmarks is not None else ()
+    that does not last — never a candidate, and the next job reads it again. A filter that
+    lets every value through (no ``min_bookmarks`` …, ``r18`` true) asks for no field: the
+    work is read as before. ``filtered:work_type`` reads no field of the listing (a Pixiv
+    work is an illustration), the placeholder rule reads ``visible`` and the listed images,
+    a placeholder's ``limit_*`` image saying so without ``visible``."""
+    f = target.filters
+    fields = (
+        ("total_bookmarks", f.min_bookmarks is not None),
+        ("x_restrict", not f.r18),
+        ("illust_ai_type", f.exclude_ai),
+        ("page_count", f.max_page_count is not None),
+        ("create_date", bool(f.start_date or f.end_date)),
+    )
+    return tuple(name for name, read in fields if read)
 
 
 def reject_reason(work: Work, target: TargetSpec, excluded: set[str]) -> str | None:
