@@ -330,3 +330,15 @@ def test_a_ranked_work_listed_without_a_field_its_targets_filters_read_is_never_
     assert first.report.reasons.get("invalid") == 1
     faults.mutate = {}
     assert [w.work_id for w in asyncio.run(scan_on_replay(faults, target, known)).candidates] == [shaped]
+
+
+def test_a_work_listed_without_its_type_is_not_read_as_an_illustration() -> None:
+    # Read as `illust`: an ugoira (or a novel's cover) listed without its type was delivered
+    # as its first frame, and then was a duplicate of the route for ever.
+    from curaflow.sources.pixiv.client import InvalidWork, parse_work
+
+    body = illust()
+    del body["type"]
+    with pytest.raises(InvalidWork) as raised:
+        parse_work(body)
+    assert raised.value.work_id == "126872003"

@@ -59,7 +59,7 @@ def parse_work(illust: dict[str, Any], *, cleaned: bool = False) -> Work:
     Raises:
         InvalidWork: the id is not of Pixiv's shape (:func:`is_work_id`), a field does not
             have its type, or a field that decides what is delivered or a lasting filter
-            verdict holds a value the app-api never sends (``type`` other than
+            verdict holds a value the app-api never sends (``type`` absent or other than
             :data:`KNOWN_TYPES`; ``x_restrict`` / ``illust_ai_type`` outside
             :data:`KNOWN_X_RESTRICT` / :data:`KNOWN_AI_TYPES`; a ``page_count`` /
             ``total_bookmarks`` that is no count, a ``page_count`` below 1 or disagreeing
@@ -127,7 +127,9 @@ def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str
     # filter verdict that lasts (the target's frontier passes such works for good), is read
     # only when it is one the app-api sends; any other makes the work InvalidWork — skipped
     # in this job, read again by the next (never a lasting verdict: frontier.rules).
-    kind = illust.get("type", "illust")
+    # No type is no kind (2026-12-06): read as `illust`, an ugoira listed without it was
+    # delivered as its first frame and then a duplicate of the route for ever.
+    kind = illust.get("type")
     if kind not in KNOWN_TYPES:
         raise ValueError(f"type {str(kind)[:20]!r} is not one curaflow delivers")
     meta_pages = illust.get("meta_pages")
