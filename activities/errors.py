@@ -18,7 +18,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Literal
 
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 
 from curaflow.domain.messages import CellUpdate
 from curaflow.domain.models import CellSnapshot
@@ -147,26 +149,69 @@ def next_attempt() -> NextAttempt:
 #: The budget of an attempt whose retry policy Temporal holds as unlimited (``maximum_attempts`` 0).
 UNLIMITED_ATTEMPTS = 2**31 - 1
 
+#: How long an attempt asks Temporal for the retry policy it holds now before it keeps the
+#: one it started with (:func:`attempts_granted`), seconds.
+HELD_POLICY_ASK_S = 5.0
 
-def attempts_granted(scheduled: int) -> int:
+
+async def attempts_granted(scheduled: int, client: Client | None) -> int:
     """The attempt budget the running attempt is judged against ("is this the last?").
 
     The larger of ``scheduled`` (the ``maximum_attempts`` the workflow scheduled the step
     with, carried in the step's input) and the maximum of the retry policy Temporal holds
-    for this attempt (``activity.info().retry_policy``): an operator's
-    ``temporal activity update-options --retry-maximum-attempts N`` raises it, and the step
-    must then use the attempts granted rather than end its cell on the scheduled last one;
-    0 — unlimited, as Temporal reads it — gives :data:`UNLIMITED_ATTEMPTS` (the job's deadline
-    still bounds the step). A *lowered* maximum is not followed here: Temporal stops retrying
-    after the attempt, and the workflow names that cut ``step_options_changed``, owner the
-    operator (:func:`curaflow.domain.verdicts.failures.operator_changed_options`).
+    for the step: an operator's ``temporal activity update-options --retry-maximum-attempts
+    N`` raises it, and the step must then use the attempts granted rather than end its cell
+    on the scheduled last one; 0 — unlimited, as Temporal reads it — gives
+    :data:`UNLIMITED_ATTEMPTS` (the job's deadline still bounds the step). A *lowered*
+    maximum is not followed here: Temporal stops retrying after the attempt, and the
+    workflow names that cut ``step_options_changed``, owner the operator
+    (:func:`curaflow.domain.verdicts.failures.operator_changed_options`).
+
+    The policy held *now*, not the one the attempt started with
+    (``activity.info().retry_policy``, a copy taken at its start): a raise while the
+    scheduled last attempt runs — waiting for a slow route's answer — is Temporal's retry
+    (until 2026-12-06 that attempt ended the cell ``delivery_abandoned``). Temporal is
+    asked (:func:`held_maximum_attempts`) only when the answer can matter: from the
+    scheduled last attempt on (below it the budget is at least ``scheduled`` either way);
+    no answer keeps the policy the attempt started with.
     """
-    policy = activity.info().retry_policy
-    if policy is None:
-        return scheduled
-    if policy.maximum_attempts == 0:
+    info = activity.info()
+    held: int | None = None
+    if info.attempt >= scheduled:
+        held = await held_maximum_attempts(client)
+    if held is None:
+        if info.retry_policy is None:
+            return scheduled
+        held = info.retry_policy.maximum_attempts
+    if held == 0:
         return UNLIMITED_ATTEMPTS
-    return max(scheduled, policy.maximum_attempts)
+    return max(scheduled, held)
+
+
+async def held_maximum_attempts(client: Client | None) -> int | None:
+    """The ``maximum_attempts`` of the retry policy Temporal holds now for the running
+    step (0: unlimited), as an operator's ``temporal activity update-options`` left it.
+
+    One describe of the attempt's run (at most :data:`HELD_POLICY_ASK_S`), read from its
+    pending activity of this attempt's id. None — the unknown keeps what the attempt
+    started with — when there is no client, Temporal does not answer in time or at all,
+    or the run holds no such pending activity (a standalone activity, an attempt whose
+    run is gone).
+    """
+    info = activity.info()
+    if client is None or info.workflow_id is None:
+        return None
+    try:
+        described = await client.get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id).describe(
+            rpc_timeout=timedelta(seconds=HELD_POLICY_ASK_S)
+        )
+    except (TimeoutError, RPCError) as err:
+        log.warning("attempt.policy_unknown", job_id=info.workflow_id, attempt=info.attempt, error=type(err).__name__)
+        return None
+    for pending in described.raw_description.pending_activities:
+        if pending.activity_id == info.activity_id:
+            return int(pending.maximum_attempts)
+    return None
 
 
 def config_mismatch(kind: Literal["route", "source"], name: str, detail: str) -> ApplicationError:

@@ -17,7 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.caller import require_own_job
-from activities.deliver.recording import DeliveryRecords, NotRecorded, send_lease_ms, until_recorded
+from activities.deliver.recording import DeliveryRecords, NotRecorded, Recorded, send_lease_ms, until_recorded
 from activities.deliver.sending import (
     SendCut,
     _cut_by_deadline,
@@ -502,17 +502,18 @@ class DeliverActivity(DeliveryRecords):
                         inp, request, err, posted=bool(parts_posted), parts=parts_posted, hb=hb
                     )
                     return barrier_update(cut, Barrier.DEADLINE)
-                recorded, stopped = await _recorded(
-                    self._record_error(
-                        inp,
-                        request,
-                        err,
-                        max_attempts=attempts_granted(inp.max_attempts),
-                        posted=bool(parts_posted),
-                        parts=parts_posted,
-                        hb=hb,
+                failed = err
+
+                async def judged() -> Recorded:
+                    # The budget as Temporal holds it now (an operator's raise while this
+                    # attempt ran), asked inside the recording: a cancel meanwhile does not
+                    # leave the answer unrecorded.
+                    granted = await attempts_granted(inp.max_attempts, deps.client)
+                    return await self._record_error(
+                        inp, request, failed, max_attempts=granted, posted=bool(parts_posted), parts=parts_posted, hb=hb
                     )
-                )
+
+                recorded, stopped = await _recorded(judged())
                 if stopped:
                     raise asyncio.CancelledError() from err
                 verdict = recorded.verdict
