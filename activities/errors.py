@@ -134,7 +134,15 @@ class NextAttempt:
 
 
 def next_attempt() -> NextAttempt:
-    """The running attempt's :class:`NextAttempt`, from ``activity.info()``'s retry policy."""
+    """The running attempt's :class:`NextAttempt`, from ``activity.info()``'s retry policy.
+
+    At any attempt number: past the point where the backoff's power is no float (attempt
+    1 026 at Temporal's coefficient 2 — an operator's unlimited budget, ``temporal activity
+    update-options --retry-maximum-attempts 0``, a large configured one, or a steep
+    ``--retry-backoff-coefficient``) the wait is the ceiling, as Temporal's own; until
+    2026-12-06 the power raised ``OverflowError`` and a worker that did not know the route
+    failed the attempt with it, the mismatch neither counted nor logged.
+    """
     info = activity.info()
     policy = info.retry_policy
     if policy is None:
@@ -142,8 +150,12 @@ def next_attempt() -> NextAttempt:
     last = 0 < policy.maximum_attempts <= info.attempt
     initial_ms = policy.initial_interval.total_seconds() * 1000
     ceiling = policy.maximum_interval or policy.initial_interval * 100  # Temporal's default ceiling
-    delay = initial_ms * policy.backoff_coefficient ** max(0, info.attempt - 1)
-    return NextAttempt(max(1, int(min(delay, ceiling.total_seconds() * 1000))), last)
+    ceiling_ms = ceiling.total_seconds() * 1000
+    try:
+        delay = initial_ms * policy.backoff_coefficient ** max(0, info.attempt - 1)
+    except OverflowError:
+        delay = ceiling_ms
+    return NextAttempt(max(1, int(min(delay, ceiling_ms))), last)
 
 
 #: The budget of an attempt whose retry policy Temporal holds as unlimited (``maximum_attempts`` 0).

@@ -76,8 +76,11 @@ class SupervisionPolicy:
     fatal_after_s: float = 300.0
 
     def backoff(self, failures: int) -> float:
-        """Seconds to wait after the ``failures``-th consecutive failure (1-based)."""
-        return min(self.max_backoff_s, self.initial_backoff_s * 2 ** max(0, failures - 1))
+        """Seconds to wait after the ``failures``-th consecutive failure (1-based): the
+        doubling, at most ``max_backoff_s`` at any count (the power is taken at most to 62:
+        ``2 ** 1024`` is no float, and a loop failing for hours under a long
+        ``fatal_after_ms`` raised ``OverflowError`` in its own restart until 2026-12-06)."""
+        return min(self.max_backoff_s, self.initial_backoff_s * 2 ** min(max(0, failures - 1), 62))
 
     @classmethod
     def from_settings(cls, settings: Any) -> SupervisionPolicy:

@@ -25,6 +25,13 @@ def test_backoff_doubles_up_to_its_cap() -> None:
     assert [policy.backoff(n) for n in range(1, 9)] == [0.5, 1, 2, 4, 8, 16, 30, 30]
 
 
+def test_backoff_is_its_cap_at_any_count_of_failures() -> None:
+    # A loop failing for hours under a long fatal_after_ms: 0.5 * 2**1999 is no float
+    # (OverflowError in the supervisor's own restart).
+    policy = SupervisionPolicy(initial_backoff_s=0.5, max_backoff_s=30.0, fatal_after_s=10 * 24 * 3600)
+    assert [policy.backoff(n) for n in (1_025, 2_000, 2**31)] == [30, 30, 30]
+
+
 async def test_any_exception_is_survived_counted_and_reported_until_the_loop_recovers() -> None:
     kinds: list[BaseException] = [
         asyncpg.InterfaceError("connection is closed"),
