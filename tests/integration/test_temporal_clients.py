@@ -19,9 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import RetryPolicy, SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
 
 from curaflow.domain.execution import (
     BUSINESS_STATUS,
@@ -34,6 +38,8 @@ from curaflow.domain.execution import (
 )
 from curaflow.domain.messages import JobInput, JobState
 from curaflow.jobs.submit import JOB_START_OPTIONS, job_id_for, start_job
+from curaflow.ledger.db import now_ms
+from curaflow.ledger.reconciler import FOREIGN_QUEUE_WAIT_MS, unserved_foreign_run
 from curaflow.protocol.models import MAX_DEADLINE_MS, Task
 from tests.support import (
     DemoStack,
@@ -80,6 +86,18 @@ async def job_row(env: Env, job_id: str) -> Any:
 
 async def executions(env: Env, job_id: str) -> int:
     return len([w async for w in env.client.list_workflows(f"WorkflowId = '{job_id}'")])
+
+
+async def pollers(env: Env, queue: str) -> bool:
+    """Whether Temporal lists a poller of ``queue``'s workflow tasks."""
+    answer = await env.client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=env.client.namespace,
+            task_queue=TaskQueue(name=queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return bool(answer.pollers)
 
 
 def cli(env: Env, *args: str) -> subprocess.CompletedProcess[str]:
@@ -901,3 +919,32 @@ async def test_an_http_job_attached_to_a_task_run_on_a_queue_no_worker_serves_ru
     pool = await env.stack.ledger()
     sends = await pool.fetch("SELECT work_id, status FROM delivery_intents WHERE job_id = $1", job_id)
     assert sends and all(s["status"] == "delivered" for s in sends), sends
+
+
+async def test_a_task_run_on_a_queue_a_worker_polls_is_never_taken_for_one_no_worker_serves(env: Env) -> None:
+    # Terminating a run is destructive: only a run on a queue no worker polls may be taken
+    # for a mistyped `--task-queue`. A queue that another deployment's workers serve — its
+    # workers restarting for a deploy, stopped (SIGSTOP), or behind a backlog longer than
+    # FOREIGN_QUEUE_WAIT_MS, or this deployment's own old queue during a rolling change of
+    # `temporal.task_queue` — has its workflow task untaken just as long, and such a run was
+    # terminated (and its Task's job run here instead). Temporal lists the queue's recent
+    # pollers: a queue that lists one is served, and its run waits.
+    served = f"restarting-{short_id()}"
+    async with Worker(env.client, task_queue=served, workflows=[JobWorkflow]):
+        await eventually(lambda: pollers(env, served), timeout_s=10)
+    runs = {}
+    for queue in (served, f"nobody-polls-{short_id()}"):
+        key = f"polled-{short_id()}"
+        handle = await env.client.start_workflow(
+            JobWorkflow.run, task(key), id=f"demo@manual-{key}", task_queue=queue, **JOB_START_OPTIONS
+        )
+        runs[queue] = handle
+    later = now_ms() + FOREIGN_QUEUE_WAIT_MS + 60_000  # both first workflow tasks waited that long
+    try:
+        assert await unserved_foreign_run(env.client, runs[served].id, env.stack.task_queue, later) is None
+        unpolled = next(queue for queue in runs if queue != served)
+        found = await unserved_foreign_run(env.client, runs[unpolled].id, env.stack.task_queue, later)
+        assert found is not None and found.task_queue == unpolled
+    finally:
+        for handle in runs.values():
+            await handle.terminate(reason="test over")

@@ -29,7 +29,8 @@ input):
    refused it — the earlier run's close is the verdict (:func:`describe_execution`).
    And a job whose start attached to a Task run still open on another task queue than
    curaflow's, holding no job, its workflow task taken by no worker for
-   :data:`FOREIGN_QUEUE_WAIT_MS` (a client's mistyped ``--task-queue``): that run is
+   :data:`FOREIGN_QUEUE_WAIT_MS` on a queue no worker polls (:func:`queue_polled`; a
+   client's mistyped ``--task-queue``): that run is
    terminated, its reason naming both queues, and the job is started the same way;
 3. **cancel with no worker**: a consumer cancel recorded more than
    :data:`CANCEL_GRACE_MS` ago, no live lease, and Temporal says no workflow can act on
@@ -92,6 +93,7 @@ from curaflow.ledger.reconciler.executions import (
     latest_job_executions,
     listed_executions,
     namespace_holds_jobs,
+    queue_polled,
     run_held_a_job,
     runs_on_other_queues,
     unserved_foreign_run,
@@ -133,6 +135,7 @@ __all__ = [
     "latest_job_executions",
     "listed_executions",
     "namespace_holds_jobs",
+    "queue_polled",
     "run_forever",
     "run_held_a_job",
     "runs_on_other_queues",

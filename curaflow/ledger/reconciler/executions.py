@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import asyncpg
-from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.enums.v1 import PendingActivityState, TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -199,10 +201,9 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
     return Execution(exists=True, waiting_for_worker_ms=waiting, steps=_pending_activities(desc.raw_description))
 
 
-#: How long the first workflow task of a run that held no job may wait on a task queue
-#: other than curaflow's before the run is taken for one no worker will ever serve
-#: (:func:`unserved_foreign_run`). A queue another deployment serves hands its task to a
-#: worker within a second; the job attached to the run waits this long at most.
+#: How long the first workflow task of a run that held no job must have waited on a task
+#: queue other than curaflow's, which no worker polls, before the run is taken for one no
+#: worker will ever serve (:func:`unserved_foreign_run`).
 FOREIGN_QUEUE_WAIT_MS = 20_000
 
 
@@ -237,15 +238,22 @@ async def runs_on_other_queues(client: Client, job_ids: list[str], task_queue: s
 
 
 async def unserved_foreign_run(client: Client, job_id: str, task_queue: str, now: int) -> ForeignQueueRun | None:
-    """The open run of ``job_id`` when it is recognised as one no worker of curaflow will
-    ever run: it runs on another task queue than ``task_queue``, it held no job
-    (:func:`run_held_a_job`), and its workflow task has waited for a worker at least
-    :data:`FOREIGN_QUEUE_WAIT_MS` — a Temporal client's Task started with a wrong
+    """The open run of ``job_id`` when it is recognised as one no worker will ever run: it
+    runs on another task queue than ``task_queue``, it held no job
+    (:func:`run_held_a_job`), its workflow task has waited for a worker at least
+    :data:`FOREIGN_QUEUE_WAIT_MS`, and no worker polls that queue
+    (:func:`queue_polled`) — a Temporal client's Task started with a wrong
     ``--task-queue``, to which a curaflow start of the same job attached (conflict policy
-    ``USE_EXISTING``). Else None (one ``DescribeWorkflowExecution``).
+    ``USE_EXISTING``). Else None (one ``DescribeWorkflowExecution``, and one
+    ``DescribeTaskQueue`` for a run that waited that long).
+
+    A queue a worker polls is served, however long its task waits: another deployment's
+    workers restarting, stopped or behind a backlog, or this deployment's own queue before
+    a rolling change of ``temporal.task_queue`` — such a run waits for them (until
+    2026-12-06 it was terminated after the wait alone).
 
     Raises:
-        temporalio.service.RPCError: Temporal refused or did not answer the describe.
+        temporalio.service.RPCError: Temporal refused or did not answer a describe.
     """
     try:
         desc = await client.get_workflow_handle(job_id).describe()
@@ -260,9 +268,29 @@ async def unserved_foreign_run(client: Client, job_id: str, task_queue: str, now
         return None
     since = task.original_scheduled_time if task.HasField("original_scheduled_time") else task.scheduled_time
     waiting = max(0, now - int(since.ToMilliseconds()))
-    if waiting < FOREIGN_QUEUE_WAIT_MS:
+    if waiting < FOREIGN_QUEUE_WAIT_MS or await queue_polled(client, desc.task_queue):
         return None
     return ForeignQueueRun(run_id=desc.run_id, task_queue=desc.task_queue, waiting_ms=waiting)
+
+
+async def queue_polled(client: Client, task_queue: str) -> bool:
+    """Whether Temporal lists a poller of ``task_queue``'s workflow tasks (one
+    ``DescribeTaskQueue``): a worker polled it within the server's poller window (five
+    minutes on Temporal's default configuration), whether it is polling now, restarting,
+    stopped or busy. Only a queue that lists none is taken for one no worker serves.
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer (nothing is
+            inferred: the caller leaves the run as it is).
+    """
+    answer = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+    )
+    return bool(answer.pollers)
 
 
 async def _latest_run_that_held_a_job(client: Client, job_id: str, now: int) -> tuple[FinishCause, int] | None:

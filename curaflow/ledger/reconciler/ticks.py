@@ -332,7 +332,8 @@ async def _foreign_queue_runs(
     to it (conflict policy ``USE_EXISTING``), and the job stayed ``queued`` until its queued
     budget ended it ``queued_too_long`` (2026-12-06). Recognised positively
     (:func:`~curaflow.ledger.reconciler.executions.unserved_foreign_run`: another queue, no
-    job held, the workflow task waiting :data:`FOREIGN_QUEUE_WAIT_MS`), that run — and only
+    job held, the workflow task waiting :data:`FOREIGN_QUEUE_WAIT_MS`, no poller listed for
+    its queue — a queue some worker polls is served, however slowly), that run — and only
     it, by its run id — is terminated with a reason naming both queues (what its starter
     reads in ``temporal workflow describe`` / the UI), and the job is started through rule
     1's start path, which frees the id of a run that held no job.
@@ -355,7 +356,7 @@ async def _foreign_queue_runs(
         seen.add(job_id)
         reason = (
             f"curaflow: this run waited {run.waiting_ms // 1000} s on task queue {run.task_queue!r}, which no "
-            f"curaflow worker serves, and held no job; job {job_id} runs on {task_queue!r} "
+            f"worker polls, and held no job; job {job_id} runs on {task_queue!r} "
             "(docs/temporal.md, 'Starting jobs from a Temporal client')"
         )
         try:
