@@ -195,6 +195,18 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "labels": {"severity": "page", "kind": "route", "name": "hook-new"},
         "silent_at": "2m",
     },
+    # A worker whose loop cannot recover (it exits 3 every 5 minutes or so) and comes back:
+    # its start time changes at 5m, 12m and 19m (one scrape missed at each exit).
+    "CuraflowProcessRestarting": {
+        "series": [
+            ('process_start_time_seconds{instance="w1"}', "-86400x3 stale 230x5 stale 590x5 stale 950x10"),
+            ('curaflow_worker_up{instance="w1"}', "1x3 stale 1x5 stale 1x5 stale 1x10"),
+            ('process_start_time_seconds{instance="temporal"}', "-86400x25"),
+        ],
+        "at": "20m",
+        "labels": {"severity": "warning", "instance": "w1"},
+        "silent_at": "17m",
+    },
 }
 
 
@@ -580,8 +592,76 @@ OUTAGES: list[dict[str, Any]] = [
                 2,
                 47,
             ),
+            # its third restart (18m) that served a scrape; the API's start time is not in the series
+            "CuraflowProcessRestarting": ({"severity": "warning", "instance": "w1"}, 18, 47),
         },
         "paged": (10, 44),
+    },
+]
+
+
+#: A curaflow process's restarts, as Prometheus scrapes its ``process_start_time_seconds``
+#: (``stale``: the scrape that found it gone). ``w1`` is a worker (``curaflow_worker_up``),
+#: ``api`` the API; ``temporal`` another program's process on the same Prometheus.
+RESTART_LABELS = {"severity": "warning", "instance": "w1"}
+W1_UP = ('curaflow_worker_up{instance="w1"}', "1x200")
+RESTART_CASES: list[dict[str, Any]] = [
+    {  # a loop that cannot recover (a bug on a row, a store it cannot write): exit 3 every
+        # 6 minutes, restarted a minute later by Docker / systemd / Kubernetes, for 40 minutes
+        "name": "CuraflowProcessRestarting: a worker that exits again and again",
+        "alert": "CuraflowProcessRestarting",
+        "series": [
+            (
+                START,
+                restarting([str(60 * 6 * (m // 6) - 60) if m >= 6 else "-86400" for m in range(48)], upto=47)
+                + " 2820x100",
+            ),
+            W1_UP,
+        ],
+        "expect": [
+            ("5m", None),
+            ("12m", None),  # two restarts: a deploy and a manual one are no page
+            ("18m", RESTART_LABELS),
+            ("47m", RESTART_LABELS),
+            ("94m", RESTART_LABELS),  # the last restarts: 36m, 42m, 48m (fixed then)
+            ("96m", None),  # the third last an hour ago
+        ],
+    },
+    {  # a rolling deploy, then a missed scrape, then a restart after an OOM kill: two restarts
+        "name": "CuraflowProcessRestarting: a deploy, missed scrapes and one more restart",
+        "alert": "CuraflowProcessRestarting",
+        "series": [(START, "-86400x10 stale 600x5 stale 600x20 _x5 600x10 stale 3000x60"), W1_UP],
+        "expect": [(f"{m}m", None) for m in (11, 17, 40, 52, 60, 100)],
+    },
+    {  # PostgreSQL away 30 minutes: exits 3, every restart exits 2 before serving metrics
+        "name": "CuraflowProcessRestarting: an outage keeps the process away, then it starts once",
+        "alert": "CuraflowProcessRestarting",
+        "series": [
+            (START, "-86400x8 stale _x29 2280x60"),
+            ('curaflow_worker_up{instance="w1"}', "1x8 stale _x29 1x60"),
+        ],
+        "expect": [(f"{m}m", None) for m in (9, 30, 40, 60, 90)],
+    },
+    {  # another program scraped by the same Prometheus restarts every minute: not curaflow's
+        "name": "CuraflowProcessRestarting: another program's restarts",
+        "alert": "CuraflowProcessRestarting",
+        "series": [('process_start_time_seconds{instance="temporal"}', "0+60x60"), W1_UP, (START, "-86400x60")],
+        "expect": [(f"{m}m", None) for m in (5, 30, 60)],
+    },
+    {  # the API restarting too: each process is named
+        "name": "CuraflowProcessRestarting: the API exits again and again",
+        "alert": "CuraflowProcessRestarting",
+        "series": [
+            ('process_start_time_seconds{instance="api"}', "-86400x2 100x5 400x5 700x5 1000x20"),
+            ('curaflow_api_up{instance="api"}', "1x40"),
+            (START, "-86400x40"),
+            W1_UP,
+        ],
+        "expect": [
+            ("11m", None),
+            ("17m", {"severity": "warning", "instance": "api"}),
+            ("30m", {"severity": "warning", "instance": "api"}),
+        ],
     },
 ]
 
@@ -973,6 +1053,17 @@ def test_every_alert_on_a_ledger_fact_reads_a_ledger_gauge() -> None:
         "CuraflowSourceAnswersUnrecognised",
         "CuraflowFinishDegraded",  # not_stored wrote nothing; degraded wrote only a marker text
     }
+
+
+@needs_promtool
+def test_a_process_that_restarts_again_and_again_pages_and_one_restart_does_not(tmp_path: Path) -> None:
+    """A process whose background loop cannot recover exits 3 (``background.loop_unrecoverable``)
+    and is restarted, serving again within seconds: ``CuraflowNoWorker`` / ``CuraflowNoApi``
+    (2 minutes of absence) never see it, and nothing else paged while it went on for hours.
+    Three restarts of one process within an hour warn; a deploy, a restart after an outage,
+    missed scrapes and another program's restarts do not."""
+    done = promtool_cases(tmp_path, RESTART_CASES)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 @needs_promtool
