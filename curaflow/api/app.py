@@ -44,7 +44,7 @@ from curaflow.ledger.gauges import run_ledger_gauges
 from curaflow.ledger.listen import EventNotifier
 from curaflow.ledger.reconciler import run_forever
 from curaflow.observability.logs import get_logger
-from curaflow.observability.metrics import initialise_series, render_latest, set_api_up
+from curaflow.observability.metrics import initialise_series, record_api_answer, render_latest, set_api_up
 from curaflow.observability.supervision import Beat, LoopBody, SupervisionPolicy, Supervisor
 from curaflow.observability.tracing import instrument_app, setup_tracing
 from curaflow.temporal.connection import connect_configured
@@ -119,7 +119,9 @@ def temporal_connector(app: FastAPI, settings: Settings) -> LoopBody:
 
 
 def _request_answered(request: Request, status: int, elapsed_ms: float) -> None:
-    """The request log (:class:`~curaflow.api.errors.ErrorBoundary`'s ``on_answered``)."""
+    """The request log (:class:`~curaflow.api.errors.ErrorBoundary`'s ``on_answered``), and
+    the count of answers 500 (:func:`~curaflow.observability.metrics.record_api_answer`, every path)."""
+    record_api_answer(status)
     if request.url.path not in UNLOGGED_PATHS:
         _log_outcome(request, status, elapsed_ms)
 

@@ -208,6 +208,13 @@ LEDGER_UNAVAILABLE_LAST = Gauge(
 )
 #: The values of ``curaflow_ledger_unavailable_last_seconds``'s ``where`` label.
 LEDGER_UNAVAILABLE_WHERE = ("api", "activity", "gauges")
+API_INTERNAL_ERRORS = Counter(
+    "curaflow_api_internal_errors_total",
+    "Requests the API answered 500 (internal error, on the job surface or the legacy one): an "
+    "exception curaflow does not expect, a bug — the api.internal_error / legacy.refetch_failed "
+    "line has its type (and traceback). A ledger outage answers 503 and is not counted here "
+    '(curaflow_ledger_unavailable_last_seconds{where="api"}). What CuraflowApiInternalErrors reads.',
+)
 BACKGROUND_ERRORS = Counter(
     "curaflow_background_errors_total",
     "Failures of a supervised background loop (each one logged as background.loop_failed and "
@@ -624,6 +631,15 @@ def record_ledger_unavailable(where: str, at_s: float | None = None) -> None:
     standby after a failover) while it answers reads keeps the ledger gauges fresh and
     every other alert silent."""
     LEDGER_UNAVAILABLE_LAST.labels(where=where).set(time.time() if at_s is None else at_s)
+
+
+@_safe
+def record_api_answer(status: int) -> None:
+    """Count an API answer of HTTP ``status`` 500 (curaflow's own failure) in
+    ``curaflow_api_internal_errors_total``; any other status counts nothing (a 503 of a ledger
+    outage has its own gauge, a 4xx is the consumer's)."""
+    if status == 500:
+        API_INTERNAL_ERRORS.inc()
 
 
 @_safe

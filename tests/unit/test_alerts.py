@@ -195,6 +195,16 @@ SCENARIOS: dict[str, dict[str, Any]] = {
         "labels": {"severity": "page", "kind": "route", "name": "hook-new"},
         "silent_at": "2m",
     },
+    # The API answered a request 500 (a bug; the counter exists at 0 from the process's start).
+    "CuraflowApiInternalErrors": {
+        "series": [
+            ('curaflow_api_internal_errors_total{instance="api"}', "0x3 1x10"),
+            ('process_start_time_seconds{instance="api"}', "-86400x13"),
+        ],
+        "at": "6m",
+        "labels": {"severity": "warning"},
+        "silent_at": "2m",
+    },
     # A worker whose loop cannot recover (it exits 3 every 5 minutes or so) and comes back:
     # its start time changes at 5m, 12m and 19m (one scrape missed at each exit).
     "CuraflowProcessRestarting": {
@@ -215,6 +225,15 @@ SCENARIOS: dict[str, dict[str, Any]] = {
 #: at 0 at start is the other shape, in :data:`SCENARIOS`. Values: ``_`` is no sample. Only
 #: the alerts that still read a counter (a fact the ledger does not hold).
 FIRST_FAILURE: dict[str, dict[str, Any]] = {
+    "CuraflowApiInternalErrors": {
+        "series": [
+            ('curaflow_api_internal_errors_total{instance="api2"}', "_x3 1x10"),
+            ('process_start_time_seconds{instance="api2"}', "_x3 170x10"),
+        ],
+        "at": "6m",
+        "labels": {"severity": "warning"},
+        "silent_at": "2m",
+    },
     "CuraflowFinishDegraded": {
         "series": [
             ('curaflow_finish_degraded_total{value="outcome",result="degraded",instance="w2"}', "_x3 1x10"),
@@ -242,6 +261,7 @@ FIRST_FAILURE: dict[str, dict[str, Any]] = {
 #: The counter alerts (the facts the ledger does not hold): (alert, alerted series, window in
 #: minutes, labels they fire with, the count within the window that fires them).
 COUNTER_ALERTS = (
+    ("CuraflowApiInternalErrors", 'curaflow_api_internal_errors_total{instance="w1"}', 60, {"severity": "warning"}, 1),
     (
         "CuraflowFinishDegraded",
         'curaflow_finish_degraded_total{value="cell",result="degraded",instance="w1"}',
@@ -1041,7 +1061,7 @@ def test_the_ledger_fact_alerts_ride_out_missed_scrapes_outages_and_restarts(tmp
 
 def test_every_alert_on_a_ledger_fact_reads_a_ledger_gauge() -> None:
     """The alerts whose fact the ledger holds read the ledger (any process reports it), not a
-    counter a killed process takes with it; only the three counter alerts keep a counter."""
+    counter a killed process takes with it; only the four counter alerts keep a counter."""
     ledger = set(LEDGER_GAUGE_FAMILIES)
     by_alert = {r["alert"]: metric_names(r["expr"]) for r in rules()}
     for alert, *_ in LEDGER_FACT_ALERTS:
@@ -1049,6 +1069,7 @@ def test_every_alert_on_a_ledger_fact_reads_a_ledger_gauge() -> None:
     assert by_alert["CuraflowCallbackDeadLetters"] <= ledger
     with_counter = {alert for alert, names in by_alert.items() if any(n.endswith("_total") for n in names)}
     assert with_counter == {
+        "CuraflowApiInternalErrors",  # a 500 answered: nothing of it is written
         "CuraflowScheduleOccurrencesMissed",
         "CuraflowSourceAnswersUnrecognised",
         "CuraflowFinishDegraded",  # not_stored wrote nothing; degraded wrote only a marker text
@@ -1139,6 +1160,7 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
         metrics.SOURCE_UNRECOGNISED_ANSWERS,
         metrics.SCHEDULE_MISSED,
         metrics.FINISH_DEGRADED,
+        metrics.API_INTERNAL_ERRORS,  # no label: at 0 from the import
     ):
         registry.register(counter)
     before = {
@@ -1173,6 +1195,7 @@ def test_a_process_exposes_the_alerted_counter_series_at_zero_from_its_start() -
         ("curaflow_schedule_occurrences_missed_total", {"schedule_id": "nightly", "why": "missed_catchup_window"}),
         ("curaflow_finish_degraded_total", {"value": "cell", "result": "degraded"}),
         ("curaflow_finish_degraded_total", {"value": "event", "result": "not_stored"}),
+        ("curaflow_api_internal_errors_total", {}),
     ]
     for name, labels in expected:
         key = (name, tuple(sorted(labels.items())))

@@ -189,6 +189,38 @@ async def test_an_unexpected_exception_is_a_protocol_500_logged_once() -> None:
     assert outcome[0]["code"] == "internal_error" and outcome[0]["provider"] == "probe"
 
 
+async def test_an_answer_500_is_counted_for_the_pager_and_a_ledger_outage_is_not() -> None:
+    """A 500 is curaflow's own failure (a bug): counted in ``curaflow_api_internal_errors_total``,
+    which ``CuraflowApiInternalErrors`` reads — until 2026-12-06 the API could answer every
+    request 500 with only an error log line to say so. A ledger outage answers 503 and has
+    its own alert (``CuraflowLedgerUnavailable``); a refusal (4xx) is the consumer's."""
+    import asyncpg
+    import httpx
+    from prometheus_client import REGISTRY
+
+    def counted() -> float:
+        return REGISTRY.get_sample_value("curaflow_api_internal_errors_total") or 0.0
+
+    app = create_app(Settings())
+
+    @app.get("/capabilities-broken")
+    async def broken() -> None:
+        raise RuntimeError("a bug")
+
+    @app.get("/capabilities-ledger-away")
+    async def away() -> None:
+        raise asyncpg.CannotConnectNowError("the database system is starting up")
+
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)  # no lifespan: no database needed
+    async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+        before = counted()
+        assert (await http.get("/capabilities-broken")).status_code == 500
+        assert counted() == before + 1
+        assert (await http.get("/capabilities-ledger-away")).status_code == 503
+        assert (await http.get("/no-such-path")).status_code == 404
+        assert counted() == before + 1
+
+
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [
