@@ -31,7 +31,9 @@ input):
    curaflow's, holding no job, its workflow task taken by no worker for
    :data:`FOREIGN_QUEUE_WAIT_MS` on a queue no worker polls (:func:`queue_polled`; a
    client's mistyped ``--task-queue``): that run is
-   terminated, its reason naming both queues, and the job is started the same way;
+   terminated, its reason naming both queues, and the job is started the same way —
+   found behind any backlog of queued jobs (visibility lists such runs first,
+   :func:`unheld_runs_on_other_queues`, then the ledger is asked which are its queued jobs);
 3. **cancel with no worker**: a consumer cancel recorded more than
    :data:`CANCEL_GRACE_MS` ago, no live lease, and Temporal says no workflow can act on
    it (the execution does not exist or is closed, or its workflow task has waited for a
@@ -81,6 +83,7 @@ from curaflow.ledger.reconciler.executions import (
     CLOSE_CAUSES,
     CLOSED_WINDOW_MS,
     FOREIGN_QUEUE_WAIT_MS,
+    FOREIGN_RUNS_LISTED,
     SOURCE_ACTIVITIES,
     SOURCE_QUEUE_MARK,
     WITNESS_SAMPLE,
@@ -95,7 +98,7 @@ from curaflow.ledger.reconciler.executions import (
     namespace_holds_jobs,
     queue_polled,
     run_held_a_job,
-    runs_on_other_queues,
+    unheld_runs_on_other_queues,
     unserved_foreign_run,
 )
 from curaflow.ledger.reconciler.ticks import (
@@ -115,6 +118,7 @@ __all__ = [
     "CLOSE_CAUSES",
     "DEADLINE_GRACE_MS",
     "FOREIGN_QUEUE_WAIT_MS",
+    "FOREIGN_RUNS_LISTED",
     "LOCK_KEY",
     "NO_LIVE_ATTEMPT",
     "SOURCE_ACTIVITIES",
@@ -138,8 +142,8 @@ __all__ = [
     "queue_polled",
     "run_forever",
     "run_held_a_job",
-    "runs_on_other_queues",
     "served_queues",
     "tick",
+    "unheld_runs_on_other_queues",
     "unserved_foreign_run",
 ]

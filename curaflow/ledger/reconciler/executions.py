@@ -222,19 +222,42 @@ class ForeignQueueRun:
     waiting_ms: int
 
 
-async def runs_on_other_queues(client: Client, job_ids: list[str], task_queue: str) -> list[str]:
-    """The ids among ``job_ids`` whose open job execution runs on a task queue other than
-    ``task_queue`` (one ``ListWorkflowExecutions``; ids that cannot be quoted,
-    :func:`_quotable`, are not asked). Visibility may lag: :func:`unserved_foreign_run`
-    describes each before anything is done."""
-    quoted = [f"'{job_id}'" for job_id in job_ids if _quotable(job_id)]
-    if not quoted or not _quotable(task_queue):
+#: The most runs :func:`unheld_runs_on_other_queues` reads per tick: one page of
+#: ``ListWorkflowExecutions``, whatever the ledger's backlog.
+FOREIGN_RUNS_LISTED = 1_000
+
+
+async def unheld_runs_on_other_queues(client: Client, task_queue: str) -> list[str]:
+    """The workflow ids of open job executions (every workflow type that runs jobs,
+    :func:`curaflow.domain.execution.job_workflow_types`) on a task queue other than
+    ``task_queue`` whose run holds no job — neither ``JobType`` nor ``JobStatus``, what
+    :func:`run_held_a_job` reads —, as visibility lists them, sorted: at most
+    :data:`FOREIGN_RUNS_LISTED` (one ``ListWorkflowExecutions`` page; Temporal's
+    visibility lists open runs newest first). Empty when ``task_queue`` cannot be quoted
+    into the query (:func:`_quotable`).
+
+    Asked once per tick, before the ledger: its cost follows the namespace's runs that
+    wait unheld on other queues (a client's mistyped ``--task-queue``, a Task run not yet
+    admitted on another deployment's queue), not how many jobs the ledger holds queued —
+    behind a backlog larger than a tick's ``limit``, a job attached to such a run is found
+    the same (2026-12-06; before, the ledger's ``limit`` oldest queued jobs were asked
+    about and a newer one was never reached). The ids may name runs that are no job of
+    this ledger (another application's workflow under a job type's name, a run no start
+    of curaflow attached to): the caller keeps only the ids its ledger holds as queued.
+    Visibility may lag: :func:`unserved_foreign_run` describes each before anything is
+    done.
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer the list.
+    """
+    if not _quotable(task_queue):
         return []
     query = (
         f"({_job_types()}) AND ExecutionStatus = 'Running' AND TaskQueue != '{task_queue}' "
-        f"AND WorkflowId IN ({', '.join(quoted)})"
+        f"AND {JOB_TYPE.name} IS NULL AND {JOB_STATUS.name} IS NULL"
     )
-    return sorted({execution.id async for execution in client.list_workflows(query)})
+    listed = client.list_workflows(query, limit=FOREIGN_RUNS_LISTED, page_size=FOREIGN_RUNS_LISTED)
+    return sorted({execution.id async for execution in listed})
 
 
 async def unserved_foreign_run(client: Client, job_id: str, task_queue: str, now: int) -> ForeignQueueRun | None:

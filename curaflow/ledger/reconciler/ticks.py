@@ -29,7 +29,7 @@ from curaflow.ledger.reconciler.executions import (
     describe_execution,
     listed_executions,
     namespace_holds_jobs,
-    runs_on_other_queues,
+    unheld_runs_on_other_queues,
     unserved_foreign_run,
 )
 from curaflow.observability import metrics
@@ -338,18 +338,35 @@ async def _foreign_queue_runs(
     reads in ``temporal workflow describe`` / the UI), and the job is started through rule
     1's start path, which frees the id of a run that held no job.
 
-    Looked for among queued jobs (never started, their workflow start recorded,
-    :data:`FOREIGN_QUEUE_WAIT_MS` old): one ``ListWorkflowExecutions`` per tick when there
-    are any, one describe for each job it lists.
+    Visibility is asked first, the ledger second, so that a backlog of queued jobs on
+    curaflow's own queue hides none (2026-12-06; before, only the ``limit`` oldest queued
+    jobs were asked about, and behind more of them — a burst, workers scaled down — a job
+    attached to such a run stayed ``queued`` until the backlog drained or its queued
+    budget ended it). When the ledger holds a candidate at all — a queued job (never
+    started, its workflow start recorded, :data:`FOREIGN_QUEUE_WAIT_MS` old; one
+    ``EXISTS``) — one ``ListWorkflowExecutions`` page lists the open job executions on
+    other queues that hold no job
+    (:func:`~curaflow.ledger.reconciler.executions.unheld_runs_on_other_queues`); of those,
+    only ids the ledger holds as such queued jobs are kept (one statement, at most
+    ``limit``, oldest first) and described, one describe each (and one
+    ``DescribeTaskQueue`` for a run that waited long enough). A run of another workflow
+    type, or under an id the ledger does not hold queued, is never touched.
     """
-    rows = await conn.fetch(
-        f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
-            AND workflow_started_at IS NOT NULL AND created_at <= {DB_NOW_MS} - {FOREIGN_QUEUE_WAIT_MS}
-            ORDER BY created_at LIMIT {limit}"""
-    )
-    if not rows:
+    if not await conn.fetchval(
+        f"""SELECT EXISTS (SELECT 1 FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
+            AND workflow_started_at IS NOT NULL AND created_at <= {DB_NOW_MS} - {FOREIGN_QUEUE_WAIT_MS})"""
+    ):
         return
-    for job_id in await runs_on_other_queues(client, [r["job_id"] for r in rows], task_queue):
+    listed = await unheld_runs_on_other_queues(client, task_queue)
+    if not listed:
+        return
+    rows = await conn.fetch(
+        f"""SELECT job_id FROM jobs j WHERE job_id = ANY($1::text[]) AND completed_at IS NULL
+            AND started_at IS NULL AND workflow_started_at IS NOT NULL
+            AND created_at <= {DB_NOW_MS} - {FOREIGN_QUEUE_WAIT_MS} ORDER BY created_at LIMIT {limit}""",
+        listed,
+    )
+    for job_id in (r["job_id"] for r in rows):
         run = await unserved_foreign_run(client, job_id, task_queue, now)
         if run is None:
             continue
