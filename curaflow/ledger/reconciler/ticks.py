@@ -161,6 +161,8 @@ async def _tick(
                 list(closed),
             )
             for r in rows:
+                if r["job_id"] in seen:
+                    continue  # acted on this tick already (a run on another queue, terminated)
                 _, closed_at = closed[r["job_id"]]
                 if closed_at < r["created_at"]:
                     continue  # an earlier run under this id (a refused submission), not the job's
