@@ -2,7 +2,8 @@
 
 ``POST <webhook url>?wait=true`` — with ``wait=true`` Discord answers with the created
 message, whose ``id`` is the delivery's remote id (without it the answer is a bare 204
-and there would be nothing to reconcile). The body is ``multipart/form-data``:
+and there would be nothing to reconcile: a 2xx without the created message, a 204
+included, confirms nothing and is *ambiguous*). The body is ``multipart/form-data``:
 ``payload_json`` (``content`` ≤ 2000 characters built by :mod:`curaflow.routes.caption`,
 its source text Markdown-escaped and without bidirectional controls, so a title is shown
 as written; ``allowed_mentions`` empty so a title can never ping anyone, ``attachments``) and the
@@ -24,7 +25,8 @@ entry recorded before that (one id for the whole message) is read as one page: a
 the rest of that message is posted again, never left out.
 
 Classification (:func:`classify`; the reason names the failure's owner,
-:mod:`curaflow.domain.verdicts`): 2xx → confirmed; 429 → retried after the body's
+:mod:`curaflow.domain.verdicts`): a 2xx with the created message (an object with its
+``id``) → confirmed; 429 → retried after the body's
 ``retry_after`` (seconds, float) or ``Retry-After``, and without either after the backoff
 of :func:`curaflow.domain.ratelimit.retry_delay_ms`; a 429 that is global (the body's
 ``global``, ``X-RateLimit-Global``, ``X-RateLimit-Scope: global``, or any of them of a
@@ -271,8 +273,12 @@ class DiscordRoute:
         except (ValueError, RecursionError):  # not JSON; nested deeper than the parser recurses
             body = None
         if 200 <= status < 300:
-            if status == 204:
-                return None
+            # Only the created message confirms: the request asks `wait=true`, so Discord
+            # answers it. A 2xx without it — a bare 204 is Discord's answer when it did
+            # not wait, and then "a message that is not saved does not return an error" —
+            # says nothing about whether the message exists: unknown, as any answer that
+            # does not say. Until 2026-12-06 a 204 was a delivery (the intent `delivered`,
+            # the work never sent again, though nothing confirmed it).
             if not isinstance(body, dict) or "id" not in body:
                 raise RouteError(
                     TerminalReason.DELIVERY_FAILED,

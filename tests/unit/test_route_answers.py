@@ -353,6 +353,26 @@ async def test_a_discord_rate_limits_scope_is_read_as_written_and_the_unknown_ho
     assert err.route_wide is route_wide
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda _r: httpx.Response(204),
+        lambda _r: httpx.Response(200),
+        lambda _r: httpx.Response(202, text=""),
+        lambda _r: httpx.Response(200, json={"ok": True}),
+    ],
+    ids=["204", "200-empty", "202-empty", "200-no-message"],
+)
+async def test_a_discord_2xx_without_the_created_message_is_an_unknown_outcome(tmp_path: Path, answer: Answer) -> None:
+    """The route asks ``wait=true``: Discord then answers the created message. A 2xx
+    without it — a bare 204 (Discord's answer when it did *not* wait: "a message that is
+    not saved does not return an error"), an empty 200 — confirms nothing: the message may
+    or may not exist (ambiguous, the route's ``on_ambiguous`` decides), never a delivery."""
+    err = await failure(discord, answer, tmp_path)
+    assert err.ambiguous and not err.permanent and err.answer is None
+    assert owner_of(err.reason) == Owner.ROUTE
+
+
 # ---- webhook ------------------------------------------------------------------------------------
 
 
