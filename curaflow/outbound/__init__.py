@@ -39,6 +39,7 @@ from curaflow.outbound.destinations import (
 from curaflow.outbound.errors import (
     AnswerTooLarge,
     DestinationRefused,
+    RequestNotWhole,
     TimeLimitAfterSending,
     TimeLimitBeforeSending,
     TimeLimitExceeded,
@@ -56,6 +57,7 @@ __all__ = [
     "Limits",
     "Origin",
     "Outbound",
+    "RequestNotWhole",
     "TimeLimitAfterSending",
     "TimeLimitBeforeSending",
     "TimeLimitExceeded",

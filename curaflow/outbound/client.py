@@ -34,8 +34,15 @@ An :class:`Outbound` wraps an ``httpx.AsyncClient`` built on the guarded transpo
 ``sent`` is learnt from httpcore's trace hook (``http11.send_request_headers.started`` /
 ``http2.send_request_headers.started``): it fires once the connection — TCP and TLS — is
 up and the request's first bytes are written, so a connect or a TLS handshake that never
-completes is never "sent". A caller that may cut a send from outside (a cancel) asks
-:func:`in_flight` whether a request of it was out when it cut.
+completes is never "sent". A request whose connection broke while it was being written
+(``send_request_headers.failed`` / ``send_request_body.failed`` with httpcore's
+``WriteError``: the party reset or closed it) never left whole and nothing more of it can
+leave: the party cannot have acted on it, so it is not sent either — with no answer it is
+:class:`~curaflow.outbound.errors.RequestNotWhole` (an ``httpx.WriteError``; until
+2026-12-06 it was the read's failure, taken for a request that had left: ambiguous). A
+write cut by curaflow itself (the time limit, a cancel) stays sent: what was handed to
+the connection may still leave while it closes. A caller that may cut a send from
+outside (a cancel) asks :func:`in_flight` whether a request of it was out when it cut.
 """
 
 from __future__ import annotations
@@ -49,11 +56,18 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpcore
 import httpx
 
 from curaflow.outbound.decoding import ACCEPT_ENCODING, ask_only_decoded, content_codings, decoded_chunks
 from curaflow.outbound.destinations import Destinations
-from curaflow.outbound.errors import DestinationRefused, TimeLimitExceeded, time_limit_error, too_large_error
+from curaflow.outbound.errors import (
+    DestinationRefused,
+    TimeLimitExceeded,
+    not_whole_error,
+    time_limit_error,
+    too_large_error,
+)
 from curaflow.outbound.transport import GuardedBackend, guarded_transport
 
 #: Bytes of an answer kept when only its status and first words matter (a callback
@@ -95,8 +109,9 @@ _IN_FLIGHT: contextvars.ContextVar[InFlight | None] = contextvars.ContextVar("in
 def in_flight() -> Iterator[InFlight]:
     """Count the requests of the exchanges made inside (also by tasks created inside,
     which copy the context) that are out: a request counts from the moment its headers
-    start to leave until its exchange ended (the answer read, or an error raised), so a
-    request cut while connecting or in the TLS handshake never counts."""
+    start to leave until its exchange ended (the answer read, or an error raised) or its
+    connection broke while it was being written (the party reset it), so a request cut
+    while connecting or in the TLS handshake, or whose end never left, never counts."""
     flight = InFlight()
     token = _IN_FLIGHT.set(flight)
     try:
@@ -158,18 +173,42 @@ class Limits:
 
 
 class _Trace:
-    """httpcore trace hook: remembers whether the request started to leave (and counts it
-    in the caller's :class:`InFlight` until :meth:`ended`)."""
+    """httpcore trace hook: remembers whether the request started to leave and whether
+    writing it failed before its end (and counts it in the caller's :class:`InFlight`
+    from its first byte until :meth:`ended`, or until writing it failed).
+
+    Attributes:
+        sent: the request's headers started to leave.
+        broken: the connection broke while the request's headers or body were written
+            (httpcore's ``WriteError``: the party reset or closed it): its end never left,
+            so the party never had the whole request.
+    """
 
     def __init__(self, flight: InFlight | None) -> None:
         self.sent = False
+        self.broken = False
         self._flight = flight
+
+    @property
+    def left(self) -> bool:
+        """Whether the whole request may have reached the party: it started to leave and
+        writing it did not fail (written to its end, or still being written)."""
+        return self.sent and not self.broken
 
     async def __call__(self, event: str, info: dict[str, Any]) -> None:
         if event.endswith("send_request_headers.started") and not self.sent:
             self.sent = True
             if self._flight is not None:
                 self._flight.out += 1
+        elif event.endswith(("send_request_headers.failed", "send_request_body.failed")) and isinstance(
+            info.get("exception"), httpcore.WriteError
+        ):
+            # The connection broke under the write (the party reset or closed it): the
+            # request's end never left, and nothing more of it can. A cut of our own (the
+            # time limit, a cancel) is not this: what was handed to the connection may
+            # still leave while it closes, so such a request stays out (ambiguous).
+            self.broken = True
+            self.ended()
 
     def ended(self) -> None:
         """The exchange ended (answered or failed): its outcome is no longer in the air."""
@@ -381,20 +420,29 @@ class Outbound:
         by_deadline = budget < limits.time_s
         if budget <= 0:
             raise time_limit_error(limits.time_s, False, request, by_deadline=True)
+        answered = False
         try:
             async with asyncio.timeout(budget):
                 response = await self.http.send(request, stream=True)
+                answered = True
                 try:
                     yield response
                 finally:
                     await response.aclose()
         except TimeoutError:
-            # Cut by the time limit: the caller classifies it (sent → ambiguous) and the
-            # exchange is over.
+            # Cut by the time limit: the caller classifies it (sent → ambiguous; a request
+            # whose connection broke under the write before → not sent) and the exchange is over.
             trace.ended()
-            raise time_limit_error(budget, trace.sent, request, by_deadline=by_deadline) from None
+            raise time_limit_error(budget, trace.left, request, by_deadline=by_deadline) from None
         except asyncio.CancelledError:
             raise  # cut from outside: still counted as out, its outcome unknown
+        except httpx.TransportError as err:
+            trace.ended()
+            if trace.broken and not answered:
+                # Writing the request failed and no answer came (httpcore swallowed the
+                # write's error to look for an early answer, then failed reading).
+                raise not_whole_error(request, err) from err
+            raise
         except BaseException:
             trace.ended()
             raise

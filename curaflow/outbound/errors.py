@@ -2,9 +2,14 @@
 
 * :class:`DestinationRefused` is an ``httpx.ConnectError``: nothing was sent.
 * :class:`TimeLimitBeforeSending` is an ``httpx.ConnectTimeout``: the attempt's total time
-  ran out before the request's headers started to leave (nothing reached the party).
+  ran out before the request's headers started to leave (nothing reached the party), or
+  after its connection broke under the write (:class:`RequestNotWhole`'s case).
 * :class:`TimeLimitAfterSending` is an ``httpx.ReadTimeout``: the request (or part of it)
-  was out when the time ran out — the party may have acted on it (ambiguous).
+  was out when the time ran out — the party may have acted on it (ambiguous): a write the
+  time limit cuts stays out, since what was handed to the connection may still leave
+  while it closes.
+* :class:`RequestNotWhole` is an ``httpx.WriteError``: the connection failed (a reset, a
+  close) while the request was being written and no answer came — nothing was sent.
 * :class:`AnswerTooLarge` is an ``httpx.DecodingError``: the answer was longer than the
   byte limit; what was read is dropped.
 * :class:`UnsupportedContentEncoding` is an ``httpx.DecodingError``: the answer is
@@ -25,12 +30,25 @@ class DestinationRefused(httpx.ConnectError):
     address the host resolves to is loopback / private / link-local (not configured)."""
 
 
+class RequestNotWhole(httpx.WriteError):
+    """The connection failed — the party reset or closed it, a write failed — while the
+    request was still being written, and no answer came: the party never had the whole
+    request (its body's end never left this process), so it cannot have acted on it.
+
+    httpcore swallows the write's error to read an answer the party may have sent early
+    (a ``413`` before the body), then fails reading (``ReadError``,
+    ``RemoteProtocolError``): that failure, taken as it came, was a request that had left
+    (ambiguous) until 2026-12-06, and an at-most-once route's work ended
+    ``delivery_unknown`` though nothing had arrived."""
+
+
 class TimeLimitExceeded(httpx.TimeoutException):
     """The attempt's total time limit (or what the job had left) ran out.
 
     Attributes:
         limit_s: the limit that applied, in seconds.
-        sent: whether the request had started to leave.
+        sent: whether the request had started to leave (and its connection did not
+            break under the write): the party may have acted on it.
         by_deadline: the job's deadline, not the exchange's own limit, set the time
             (:func:`~curaflow.outbound.attempt_deadline`): the job is over.
     """
@@ -78,11 +96,20 @@ def time_limit_error(
     """The :class:`TimeLimitExceeded` for a cut attempt (before / after sending)."""
     cls = TimeLimitAfterSending if sent else TimeLimitBeforeSending
     err = cls(
-        f"total time limit of {limit_s:.3g} s reached {'after the request left' if sent else 'before sending'}",
+        f"total time limit of {limit_s:.3g} s reached " + ("after the request left" if sent else "before sending"),
         request=request,
     )
     err.limit_s, err.sent, err.by_deadline = limit_s, sent, by_deadline
     return err
+
+
+def not_whole_error(request: httpx.Request | None, cause: BaseException) -> RequestNotWhole:
+    """The :class:`RequestNotWhole` for an exchange that failed with ``cause`` after its
+    request could not be written to its end."""
+    return RequestNotWhole(
+        f"the connection failed before the request left whole ({type(cause).__name__}); nothing was sent",
+        request=request,
+    )
 
 
 def too_large_error(limit: int, request: httpx.Request | None) -> AnswerTooLarge:

@@ -47,7 +47,9 @@ code under another status (a 401, a 404: the webhook's), a code or status never 
 before, any 3xx (never followed) → ``route_refused`` (the route: the work is not used up); a
 non-2xx whose body broke after its status came (cut, undecodable, endless) is read as
 that status with a body that is not Discord's (:func:`~curaflow.routes.base.refusal_answered`);
-connect errors → retried; a timeout after sending → *ambiguous*, decided by
+connect errors and a request that never left whole (the receiver reset the connection
+while it was written: :class:`~curaflow.outbound.RequestNotWhole`) → retried; a timeout
+after the whole request left → *ambiguous*, decided by
 ``on_ambiguous`` (``fail`` by default: at most once; ``retry``: at least once). Discord
 has no idempotency key. The webhook URL holds its token and is never logged.
 """

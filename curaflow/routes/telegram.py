@@ -62,7 +62,9 @@ thread not found", ``TOPIC_CLOSED``, a        topic, bot, rights or limits, or a
 blocked bot, no rights, 401, 403, 404, 413,   curaflow does not know), never retried;
 a wording or status never seen before, an     the work is not used up (held back from
 error of an unknown shape                     the route for a while)
-connect error, connect/write/pool timeout     retried (the request never reached Telegram)
+connect error, connect/write/pool timeout,    retried (the request never reached Telegram)
+a request that never left whole (a reset
+while it was written, RequestNotWhole)
 read timeout, broken response, a 2xx that is *ambiguous*: the message may exist. Telegram
 not the Bot API's (``ok`` not a boolean,      has no idempotency key, so the route's
 ``ok: false``: the Bot API never writes it    ``on_ambiguous`` decides: ``fail`` (default,

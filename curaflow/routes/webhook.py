@@ -353,8 +353,10 @@ class WebhookRoute:
                 headers=headers,
                 limits=Limits(time_s=self.timeout_s, keep_bytes=ROUTE_ANSWER_KEEP_BYTES),
             )
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as err:
-            # Nothing left: no connection (or no TLS session) to send it on.
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError) as err:
+            # Nothing left: no connection (or no TLS session) to send it on, or the
+            # request never left whole (the receiver reset the connection while it was
+            # written: :class:`~curaflow.outbound.RequestNotWhole`).
             raise RouteError(TerminalReason.DELIVERY_FAILED, f"webhook: {type(err).__name__}; not sent") from err
         except httpx.HTTPError as err:
             refused = refusal_answered(err)  # a refusal whose body broke: its status is the answer

@@ -18,7 +18,12 @@ Behaviours (``kind``):
   (``Content-Length`` sent when ``length`` is set);
 * ``"cut_body"``: ``status`` (with ``headers``) and a ``Content-Length`` of twice
   ``body``, then ``body`` alone and the connection closed (an answer cut mid-body);
-* ``"hang"``: read the request, never answer.
+* ``"hang"``: read the request, never answer;
+* ``"reset_while_sending"``: read the request's headers and ``chunk`` bytes of its body,
+  then reset the connection (RST) — the request never arrives whole;
+* ``"never_read"``: read the request's headers, never its body, answer nothing for
+  ``interval_s`` and close (a client sending a body larger than the sockets' buffers
+  blocks writing it).
 
 ``connections`` records every connection: when it opened and closed (monotonic s), the
 request line, the bytes written — so a test can tell a connection was closed by the
@@ -29,6 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import struct
 import time
 from dataclasses import dataclass, field
 
@@ -119,10 +126,19 @@ class HostileParty:
                     conn.headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
                 if name.strip().lower() == b"content-length":
                     length = int(value.strip())
-            if length:
-                conn.body = await reader.readexactly(length)
             path = conn.request_line.split(" ")[1] if " " in conn.request_line else "/"
             behaviour = self.script.pop(0) if self.script else self._behaviour(path)
+            if behaviour.kind == "reset_while_sending":
+                conn.body = await reader.readexactly(min(length, behaviour.chunk))
+                sock = writer.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close = RST
+                return
+            if behaviour.kind == "never_read":
+                writer.transport.pause_reading()  # the body stays in the sockets' buffers
+                await asyncio.sleep(behaviour.interval_s)
+                return
+            if length:
+                conn.body = await reader.readexactly(length)
             await self._answer(behaviour, writer, conn, reader)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,10 +18,11 @@ from urllib.parse import parse_qs
 
 import httpx
 import pytest
+from PIL import Image
 from pydantic import SecretStr
 
-from curaflow.artifacts import ArtifactStore
-from curaflow.domain.models import Work, WorkPage
+from curaflow.artifacts import ArtifactStore, describe
+from curaflow.domain.models import Artifact, Work, WorkPage
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.tally import Tally
 from curaflow.routes import DiscordRouteConfig, TelegramRouteConfig
@@ -161,6 +163,33 @@ async def test_a_100_mb_receiver_answer_is_read_only_to_its_bound(
         assert err.ambiguous  # an answer that cannot be read whole is not a confirmation
     await all_closed(party)
     assert party.connections[-1].written < 16 * MiB  # the rest was never read (nor held)
+
+
+def noise_request(tmp_path: Path) -> Any:
+    """A delivery of one page of about 8 MB (noise: PNG keeps it), more than the loopback
+    sockets' buffers take before the party reads."""
+    request = make_request(tmp_path, [(64, 64)])
+    path = tmp_path / "4242_p0.png"
+    Image.frombytes("RGB", (1700, 1650), os.urandom(1700 * 1650 * 3)).save(path, format="PNG", compress_level=0)
+    request.artifact = Artifact(work_id="4242", files=[describe(path, 0)])
+    return request
+
+
+@pytest.mark.parametrize("make_route", [_webhook, _telegram, _discord], ids=["webhook", "telegram", "discord"])
+async def test_a_receiver_resetting_the_connection_before_the_request_wholly_left_was_not_sent(
+    party: HostileParty, http: httpx.AsyncClient, tmp_path: Path, make_route: Any
+) -> None:
+    # The receiver reads the headers and a KiB of the body, then resets the connection: it
+    # never had the whole request, so it cannot have posted it. Until 2026-12-06 that was
+    # an outcome unknown (ambiguous): on Telegram and Discord (on_ambiguous = "fail") the
+    # work ended delivery_unknown, never sent again on the route, though nothing arrived.
+    party.default = Behaviour("reset_while_sending", chunk=1024)
+    request = noise_request(tmp_path)
+    assert request.artifact.files[0].bytes > 6 * MiB
+    with pytest.raises(RouteError) as caught:
+        await asyncio.wait_for(make_route(party, http).deliver(request), 20)
+    assert not caught.value.ambiguous and not caught.value.permanent, str(caught.value)  # retried, never unknown
+    assert caught.value.answer is None  # no answer of the receiver's: nothing counted
 
 
 # ---- the source: search pages bounded in time and size ----------------------------------

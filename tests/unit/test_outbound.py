@@ -28,6 +28,7 @@ from curaflow.outbound import (
     attempt_deadline,
     configured,
     data,
+    in_flight,
     is_truncated,
     parse_networks,
     parse_origin,
@@ -103,6 +104,52 @@ async def test_a_cancel_aborts_an_exchange_at_once(party: HostileParty) -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert await closed_soon(party, 1.0) < 1.5
+    await out.aclose()
+
+
+#: A request body larger than the loopback sockets' buffers hold (a few MiB): writing it
+#: waits for the party to read.
+BODY_OVER_BUFFERS = b"x" * (48 * 1024 * 1024)
+
+
+async def test_a_request_the_party_reset_before_it_wholly_left_was_not_sent(party: HostileParty) -> None:
+    # The party reads the headers and a KiB of the body, then resets the connection: it
+    # never had the whole request, so it cannot have acted on it. httpcore swallows the
+    # write's error to look for an early answer and then fails reading (a ReadError):
+    # until 2026-12-06 that was taken for a request that had left (ambiguous: an
+    # at-most-once route's work `unknown` for good).
+    party.default = Behaviour("reset_while_sending", chunk=1024)
+    out = trusted(party)
+    with in_flight() as flight, pytest.raises(httpx.HTTPError) as caught:
+        await out.request("POST", party.url + "/hook", content=BODY_OVER_BUFFERS, limits=Limits(time_s=10))
+    assert isinstance(caught.value, httpx.WriteError), repr(caught.value)  # nothing the party could act on
+    assert flight.out == 0
+    await out.aclose()
+
+
+async def test_a_write_cut_by_curaflow_itself_stays_sent(party: HostileParty) -> None:
+    # Guard: the party never reads the body and the total time (or a cancel) cuts the
+    # write. That cut is curaflow's own, not the connection breaking: what was handed to
+    # the connection may still leave while it closes, so the request stays out
+    # (ambiguous), as before — only a connection the party broke says its end never left.
+    party.default = Behaviour("never_read", interval_s=4.0)
+    out = trusted(party)
+    with pytest.raises(TimeLimitExceeded) as caught:
+        await out.request("POST", party.url + "/hook", content=BODY_OVER_BUFFERS, limits=Limits(time_s=1.0))
+    assert caught.value.sent and isinstance(caught.value, httpx.ReadTimeout)
+    with in_flight() as flight:
+        task = asyncio.create_task(
+            out.request("POST", party.url + "/hook", content=BODY_OVER_BUFFERS, limits=Limits(time_s=30))
+        )
+        await eventually(
+            lambda: bool(len(party.connections) > 1 and party.connections[-1].request_line),
+            timeout_s=10,
+            what="the request's headers at the party",
+        )
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert flight.out == 1  # still counted out: its outcome is unknown
     await out.aclose()
 
 
