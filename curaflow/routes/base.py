@@ -125,12 +125,13 @@ REMOTE_ID_MAX = 128
 
 def remote_id_of(value: object) -> str | None:
     """The id a receiver's answer gives what it created, as kept on the receipt: an
-    integer (not a boolean) as its digits, text of printable ASCII of 1 to
-    :data:`REMOTE_ID_MAX` characters as is; else None — the delivery is confirmed all the
-    same (the answer said so), its id unknown. An object, a list, huge or unprintable text
-    (a lone surrogate the ledger cannot store) is never recorded as an id."""
+    integer (not a boolean) as its digits, text of printable ASCII, each of 1 to
+    :data:`REMOTE_ID_MAX` characters; else None — the delivery is confirmed all the
+    same (the answer said so), its id unknown. An object, a list, a huge integer or huge
+    or unprintable text (a lone surrogate the ledger cannot store) is never recorded as an
+    id (until 2026-12-06 an integer of any length was: JSON reads up to 4 300 digits)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
+        value = str(value) if -(10**REMOTE_ID_MAX) < value < 10**REMOTE_ID_MAX else None
     if isinstance(value, str) and 0 < len(value) <= REMOTE_ID_MAX and value.isascii() and value.isprintable():
         return value
     return None

@@ -115,6 +115,7 @@ from curaflow.routes.base import (
     RouteSettings,
     read_pages,
     refusal_answered,
+    remote_id_of,
 )
 from curaflow.routes.caption import build_caption, utf16_len
 from curaflow.routes.chunks import balanced_chunks, packed_chunks, resumed_parts
@@ -310,11 +311,12 @@ def classify(
 
 def _message_id(message: object) -> int | None:
     """The ``message_id`` of a posted ``Message`` (Bot API: an Integer), or None when the
-    answer's item has none curaflow can read (not an object, no id, an id of another type)."""
+    answer's item has none curaflow can read (not an object, no id, an id of another type,
+    an integer longer than any id: :func:`~curaflow.routes.base.remote_id_of`)."""
     if not isinstance(message, dict):
         return None
     value = message.get("message_id")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if isinstance(value, int) and remote_id_of(value) is not None else None
 
 
 def album_parts(files: list[ArtifactFile], room: int) -> list[list[ArtifactFile]]:

@@ -373,6 +373,21 @@ async def test_a_discord_2xx_without_the_created_message_is_an_unknown_outcome(t
     assert owner_of(err.reason) == Owner.ROUTE
 
 
+HUGE_ID = 10**400  # 401 digits: JSON reads it (up to 4 300), no id is that long
+
+
+async def test_an_integer_id_longer_than_any_id_is_a_delivery_with_no_id(tmp_path: Path) -> None:
+    """An id of 401 digits in an acceptance is no id (``REMOTE_ID_MAX``, as text of that
+    length already is): the delivery stands, its id unknown, on every route."""
+    receipt = await deliver(webhook, lambda _r: httpx.Response(200, json={"id": HUGE_ID}), tmp_path)
+    assert receipt.remote_status == "200" and receipt.remote_id is None
+    receipt = await deliver(discord, lambda _r: httpx.Response(200, json={"id": HUGE_ID}), tmp_path)
+    assert receipt.remote_ids == [[None]] and receipt.remote_id is None
+    posted = {"ok": True, "result": {"message_id": HUGE_ID, "chat": {"id": -100}}}
+    receipt = await deliver(telegram, lambda _r: httpx.Response(200, json=posted), tmp_path)
+    assert receipt.remote_ids == [[None]] and receipt.remote_id is None
+
+
 # ---- webhook ------------------------------------------------------------------------------------
 
 
