@@ -43,8 +43,8 @@ recognised positively, :data:`WORK_REFUSALS`):
 a rate limit, wherever Telegram writes it:    retried after that many seconds; without
 429, ``parameters.retry_after``, or "Too      a delay, after the backoff of
 Many Requests: retry after N" in a 400's      :func:`curaflow.domain.ratelimit.retry_delay_ms`
-description (a partly posted album)           (``telegram_failed``, the route's); a 429
-                                              not the Bot API's own (a gateway's page, a
+description (a partly posted album) — the     (``telegram_failed``, the route's); a 429
+last two in the Bot API's own refusal only    not the Bot API's own (a gateway's page, a
                                               proxy's envelope) holds the whole route
                                               (``route_wide``: its cooldown, at most
                                               ``delivery.route_rate_limit_cap_ms``)
@@ -248,7 +248,8 @@ def classify(
     be sent again as a document), its reason naming the owner (module doc):
 
     * a rate limit wherever Telegram writes it (429, ``parameters.retry_after``, "Too
-      Many Requests: retry after N" in any description) → ``telegram_failed``,
+      Many Requests: retry after N" in any description of the Bot API's own refusal —
+      in an answer not ``recognised``, only a 429) → ``telegram_failed``,
       ``rate_limited``, with the delay Telegram stated (``retry_after`` header last), or
       none (the backoff of :func:`curaflow.domain.ratelimit.retry_delay_ms` then); a 429
       that is not the Bot API's own (not ``recognised``) is ``route_wide``: the limit of
@@ -274,7 +275,13 @@ def classify(
     text = f"telegram: {code} {description}".strip()
     lowered = description.lower()
     said = RATE_LIMIT_TEXT.search(description)
-    if code == 429 or params.get("retry_after") is not None or said is not None:
+    # Telegram's words for a rate limit are read in the Bot API's own refusal only: in an
+    # answer of another shape (`recognised` False: an `error_code` that is not its status,
+    # or none) the status decides, and only a 429 is a rate limit. Until 2026-12-06 a
+    # 403 (or a 302, a 404) whose envelope carried `parameters.retry_after` or "retry
+    # after N" held that send as long as it said — up to a week, never capped — instead
+    # of being the route's refusal.
+    if code == 429 or (recognised and (params.get("retry_after") is not None or said is not None)):
         delay = first_retry_after(params.get("retry_after"), said.group(1) if said is not None else None, retry_after)
         # A 429 that is not the Bot API's own (a gateway's page, a proxy's envelope) is the
         # limit of what stands in front of it — the worker's address, not one send: the

@@ -149,6 +149,38 @@ async def test_a_telegram_refusal_of_an_unknown_shape_is_the_routes(tmp_path: Pa
     assert is_the_routes(await failure(telegram, answer, tmp_path))
 
 
+WEEK_WAIT = {"retry_after": 604_800}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda _r: httpx.Response(
+            403,
+            json={"ok": False, "error_code": 429, "description": "Too Many Requests", "parameters": WEEK_WAIT},
+        ),
+        lambda _r: httpx.Response(
+            400, json={"ok": False, "description": "Too Many Requests: retry after 604800", "parameters": WEEK_WAIT}
+        ),
+        lambda _r: httpx.Response(
+            404, json={"ok": False, "error_code": 400, "description": "Too Many Requests: retry after 604800"}
+        ),
+        lambda _r: httpx.Response(302, json={"ok": False, "error_code": 429, "parameters": WEEK_WAIT}),
+    ],
+    ids=["403-saying-429", "400-without-error_code", "404-saying-400", "302-saying-429"],
+)
+async def test_a_telegram_rate_limit_in_an_answer_not_the_bot_apis_is_no_rate_limit(
+    tmp_path: Path, answer: Answer
+) -> None:
+    """A 3xx / 4xx other than 429 whose envelope is not the Bot API's own refusal (its
+    ``error_code`` another number or none: a proxy rewriting statuses) is decided by its
+    status: the route's. Its words — ``parameters.retry_after``, "retry after N" — are no
+    rate limit of Telegram's: read as one, they held that send as long as they said (a
+    week here), never capped, instead of the route's refusal."""
+    err = await failure(telegram, answer, tmp_path)
+    assert is_the_routes(err) and not err.rate_limited and err.retry_after_s is None
+
+
 async def test_a_telegram_animation_it_cannot_play_is_the_works(tmp_path: Path) -> None:
     err = await failure(
         telegram, tg_answer(400, "Bad Request: wrong type of the web page content"), tmp_path, animated=True
