@@ -97,6 +97,7 @@ with workflow.unsafe.imports_passed_through():
         finish_config,
         published_status,
         step_config,
+        step_result,
     )
     from workflows.submission import Submission, not_one_value, read_submission
 
@@ -914,10 +915,11 @@ class JobWorkflow:
             facts = failure_facts(err, step, first=first, route=route, max_attempts=scheduled)
             self._failures.setdefault(tid, facts)
             return None
-        try:
-            update = workflow.payload_converter().from_payload(raw.payload, CellUpdate)
-        except Exception as err:  # noqa: BLE001 - any decode failure: the result is not ours
-            self._foreign(f"{step} step completed with a result that is no CellUpdate: {str(err)[:300]}")
+        # Only a result that is no CellUpdate is foreign; a bug while reading one raises
+        # (the workflow task fails, not the job): workflows.steps.step_result.
+        update = step_result(workflow.payload_converter(), raw.payload)
+        if isinstance(update, str):
+            self._foreign(f"{step} step completed with a result that is no CellUpdate: {update[:300]}")
             self._failures.setdefault(
                 tid,
                 StepFailure(
@@ -925,7 +927,7 @@ class JobWorkflow:
                     kind=FailureKind.OTHER,
                     first_step=first,
                     route=route,
-                    message=f"completed with a result that is no CellUpdate: {str(err)[:400]}",
+                    message=f"completed with a result that is no CellUpdate: {update}",
                     by_hand=True,  # no worker of curaflow returns one: ended from outside
                 ),
             )

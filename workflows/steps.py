@@ -10,6 +10,8 @@
 * :func:`failure_facts`: what Temporal reported about a failed step, as a
   :class:`~curaflow.domain.verdicts.StepFailure` — raw facts; the reason is decided by
   :func:`curaflow.domain.verdicts.cell_verdict` when the job finishes;
+* :func:`step_result`: a step's result as a ``CellUpdate``, or what makes it no result of
+  curaflow's (a step completed from outside) — never a bug taken for one;
 * :func:`published_status`: the ``JobStatus`` search attribute value, by a workflow-local
   rule (it feeds ``upsert_search_attributes`` commands, so a change to the API's
   projection never changes what running executions replay).
@@ -22,12 +24,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.common import RetryPolicy
+from temporalio.converter import PayloadConverter
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.exceptions import TimeoutError as ActivityTimeoutError
 
 with workflow.unsafe.imports_passed_through():
-    from curaflow.domain.messages import Budgets
+    from curaflow.domain.messages import Budgets, CellUpdate
     from curaflow.domain.verdicts import NON_RETRYABLE_TYPES, FailureKind, Step, StepFailure, attempt_budget
     from curaflow.domain.verdicts.failures import CLI_FAILURE_SOURCE, attempt_of
 
@@ -171,6 +175,46 @@ def failure_facts(
     elif isinstance(cause, CancelledError):
         facts.kind = FailureKind.CANCELLED
     return facts
+
+
+#: The encoding of every step result a worker of curaflow returns (the pydantic converter's).
+STEP_RESULT_ENCODING = b"json/plain"
+
+
+def step_result(converter: PayloadConverter, payload: Payload) -> CellUpdate | str:
+    """A step's result read from its payload (the workflow decodes it, not the SDK).
+
+    Only a ``json/plain`` payload that validates as a ``CellUpdate`` is a result of
+    curaflow's. Any other — another encoding (a client completing the step with ``None``
+    or bytes sends ``binary/null`` / ``binary/plain``, which the SDK's converter decodes
+    without error into ``None`` / ``bytes`` whatever type is asked), JSON that is no
+    ``CellUpdate`` (``temporal activity complete --result '"junk"'``) — is a step completed
+    from outside curaflow: the problem is returned, and the workflow counts the step as
+    ended by hand (DESIGN.md "Foreign input").
+
+    Args:
+        converter: the workflow's payload converter (``workflow.payload_converter()``).
+        payload: the step's result as Temporal holds it.
+
+    Returns:
+        The ``CellUpdate``, or a one-line problem (at most 400 characters).
+
+    Raises:
+        Exception: anything but pydantic's ``ValidationError`` raised while decoding — a
+            bug of curaflow (a ``TypeError`` in a validator …): it fails the workflow
+            task, never the job (until 2026-12-06 every exception was taken for a foreign
+            result and the cell ended ``step_ended_by_hand``).
+    """
+    encoding = payload.metadata.get("encoding", b"")
+    if encoding != STEP_RESULT_ENCODING:
+        return f"a {encoding.decode('utf-8', 'replace')[:80]!r} payload, not JSON"
+    try:
+        update = converter.from_payload(payload, CellUpdate)
+    except ValueError as err:  # pydantic's ValidationError (JSON that is no CellUpdate, or no JSON)
+        return str(err)[:400]
+    if not isinstance(update, CellUpdate):  # the converter's own fault: a bug, not the step's
+        raise TypeError(f"json/plain payload decoded as {type(update).__name__}, not CellUpdate")
+    return update
 
 
 def published_status(pending: int, cells: int) -> str:
