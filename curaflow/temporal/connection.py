@@ -80,6 +80,13 @@ class InputPayloadConverter(PydanticPayloadConverter):
     arguments"); kept raw, the workflow refuses it as ``invalid_params`` and ends
     (DESIGN.md decision 14). Typed positions (every activity and every other handler)
     decode exactly as :data:`temporalio.contrib.pydantic.pydantic_data_converter` does.
+
+    Kept raw is only what says the payload is not readable: an encoding no converter here
+    reads, the SDK's decode error (``RuntimeError``: a ``binary/null`` with data, a
+    protobuf payload naming no known type) and pydantic's ``ValidationError`` (JSON that
+    does not parse). Any other exception is a bug and is raised — it fails the workflow
+    task instead of refusing the client's input (until 2026-12-06 every exception was
+    kept raw, so a bug refused each Task as "request body must be a JSON object").
     """
 
     def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:
@@ -89,9 +96,12 @@ class InputPayloadConverter(PydanticPayloadConverter):
             return super().from_payloads(payloads, type_hints)
         values: list[Any] = []
         for payload in payloads:
+            if payload.metadata.get("encoding") not in self.converters:
+                values.append(RawValue(payload))
+                continue
             try:
                 [value] = super().from_payloads([payload])
-            except Exception:  # noqa: BLE001 - any decode failure: the receiver refuses the raw payload
+            except (RuntimeError, ValueError):  # the SDK's decode error, pydantic's ValidationError
                 value = RawValue(payload)
             values.append(value)
         return values

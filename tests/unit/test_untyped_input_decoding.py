@@ -1,0 +1,59 @@
+"""Untyped workflow input that does not decode is kept raw; a bug while decoding is raised.
+
+:class:`curaflow.temporal.connection.InputPayloadConverter` decodes the positions of a
+handler without type hints (``JobWorkflow``'s and the schedule trampoline's ``*args``).
+A payload a foreign client sent that no converter of the worker reads stays a
+``RawValue``, which the workflow refuses (``invalid_params``, DESIGN.md decision 14).
+Anything else raised while decoding is a bug of curaflow or the SDK: it must fail the
+workflow task (retried until fixed), not be taken for the client's input and refused
+(docs/temporal.md "Only expected failures become outcomes").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue
+
+from curaflow.temporal.connection import InputPayloadConverter
+
+
+def payload(encoding: bytes, data: bytes) -> Payload:
+    return Payload(metadata={"encoding": encoding}, data=data)
+
+
+@pytest.mark.parametrize(
+    "foreign",
+    [
+        payload(b"text/x-unknown", b"hello"),  # an encoding nobody here reads
+        payload(b"json/plain", b"{not json"),  # JSON that does not parse
+        payload(b"binary/null", b"data"),  # a null that carries data
+        payload(b"json/protobuf", b"{}"),  # a protobuf message no type of which is named
+    ],
+    ids=["unknown-encoding", "bad-json", "null-with-data", "protobuf-unnamed"],
+)
+def test_a_payload_no_converter_reads_stays_raw(foreign: Payload) -> None:
+    [value] = InputPayloadConverter().from_payloads([foreign])
+    assert isinstance(value, RawValue) and value.payload == foreign
+
+
+def test_json_decodes_untyped() -> None:
+    # Guard: what every client sends decodes as before.
+    assert InputPayloadConverter().from_payloads([payload(b"json/plain", b'{"a": [1]}')]) == [{"a": [1]}]
+
+
+@pytest.mark.parametrize("bug", [TypeError, AttributeError, KeyError])
+def test_a_bug_while_decoding_untyped_input_is_raised_not_kept_raw(bug: type[Exception]) -> None:
+    # Before, every exception made the input a RawValue: a bug of the worker's JSON
+    # decoding refused each Task started by a Temporal client as "request body must be a
+    # JSON object" — a business outcome (the execution failed invalid_params) for a bug.
+    converter = InputPayloadConverter()
+
+    def broken(payload: Payload, type_hint: Any = None) -> Any:
+        raise bug("a bug while decoding")
+
+    converter.converters[b"json/plain"].from_payload = broken  # type: ignore[method-assign]
+    with pytest.raises(bug):
+        converter.from_payloads([payload(b"json/plain", b"{}")])
