@@ -3,7 +3,9 @@
 Frozen copy of ``JobWorkflow`` as it ran until core v2: an execution whose history has
 no ``core-v2`` patch marker replays this code, command for command
 (``tests/histories/job_*.json`` recorded before core v2 prove it). Never change what it
-schedules; fix it only through the activities it calls. Remove it with
+schedules; fix it only through the activities it calls (the one exception: a bug —
+any exception a cell's task dies of that is no ``ActivityError`` — is raised and fails the
+workflow task, as in ``JobWorkflow``; no command changes where no bug happened). Remove it with
 ``workflow.deprecate_patch("core-v2")`` once no execution started before core v2 is
 open or queryable (the namespace's retention after the upgrade): ``curaflow
 upgrade-check`` (:mod:`curaflow.temporal.upgrades`) lists the executions that still replay it.
@@ -231,8 +233,14 @@ class JobV1:
             for task in tasks:
                 task.cancel()
             for task in tasks:
-                with contextlib.suppress(BaseException):  # each cell's cancellation is expected
+                with contextlib.suppress(asyncio.CancelledError):  # each cell's cancellation is expected
                     await task
+        # A cell's task ends only by its steps or its cancellation: any exception it died
+        # of is a bug, and fails the workflow task, never the job (2026-12-06; no command
+        # changes where no bug happened).
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
         self._finishing = True
         finish = asyncio.create_task(self._finish(cause))
         try:
@@ -461,8 +469,8 @@ class JobV1:
             )
             for result in results:
                 if isinstance(result, BaseException):
-                    if isinstance(result, asyncio.CancelledError):
-                        raise result
+                    if not isinstance(result, ActivityError):
+                        raise result  # a cancellation, or a bug (fails the workflow task)
                     self._set_verdict(tid, reason_for(result, "deliver"))
         except ActivityError as err:
             self._set_verdict(tid, reason_for(err, step))

@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 import temporalio.workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from tests.support import eventually
 from tests.workflow.fakes import Act
 from tests.workflow.harness import Env, temporal_activity, workers
 from tests.workflow.test_paused_at_deadline import SLOW_RETRIES, retry_in_backoff
@@ -224,3 +226,35 @@ async def test_before_paused_steps_a_step_paused_at_the_deadline_ended_execution
         [finish] = env.fakes.finishes
         assert not finish.failures["t"].paused
         assert (await env.status(handle)).cells[0].reason == "execution_timeout"
+
+
+@pytest.mark.parametrize("after", ["search", "deliver"])
+async def test_a_v1_bug_after_a_step_fails_the_workflow_task_not_the_job(
+    unpatched: Unpatched, monkeypatch: pytest.MonkeyPatch, after: str
+) -> None:
+    # Only an ActivityError is a step's failure. The frozen copy took any exception of a
+    # deliver step (asyncio.gather(return_exceptions=True)) for the verdict internal_error,
+    # and a bug after a search or fetch ended its cell's task unseen — the job finished
+    # with the ledger's reason for the cell. A bug fails the workflow task: the job waits,
+    # open, for a fixed worker. No command changes where no bug happened.
+    from workflows.job_v1 import JobV1
+
+    real = JobV1._apply
+    state = "selected" if after == "search" else "submitted"
+
+    def broken(self: JobV1, cell: Any) -> None:
+        if cell.state == state:
+            raise TypeError(f"a bug after the {after} step")
+        real(self, cell)
+
+    monkeypatch.setattr(JobV1, "_apply", broken)
+    async with unpatched(CORE_V2) as env:
+        handle = await env.start(env.job())
+
+        async def task_failed() -> bool:
+            return bool(await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED))
+
+        await eventually(task_failed, timeout_s=20, interval_s=0.1, what="a failed workflow task")
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        assert env.fakes.finishes == []
+        await env.terminate_open()
