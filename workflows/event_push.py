@@ -67,12 +67,29 @@ class EventPusher:
         self._stopped = False  # handed over to the sweeper: no run is scheduled any more
 
     def request(self) -> None:
-        """Ask for the job's pending events to be pushed."""
+        """Ask for the job's pending events to be pushed.
+
+        Raises:
+            Exception: the bug the previous push run died of (anything but the
+                ``ActivityError`` a failed push raises): it fails the workflow task — a run
+                that died so was replaced in silence, and the job's end took it for
+                "settled" (until 2026-12-06).
+        """
+        self._raise_bug()
         if self._policy is None or self._stopped:
             return
         self._wanted += 1
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(self._policy))
+
+    def _raise_bug(self) -> None:
+        """Raise what the push run died of, if it died of anything: a failed push is an
+        ``ActivityError`` it catches, so anything else is a bug."""
+        task = self._task
+        if task is not None and task.done() and not task.cancelled():
+            bug = task.exception()
+            if bug is not None:
+                raise bug
 
     async def _run(self, policy: CallbackPolicy) -> None:
         while self._done < self._wanted and not self._stopped:
@@ -106,9 +123,13 @@ class EventPusher:
         Returns:
             True when every push settled within ``wait`` (or the job has no callback),
             False when the rest was handed over to the sweeper.
+
+        Raises:
+            Exception: a bug the push run died of (:meth:`request`).
         """
         if self._policy is None:
             return True
+        self._raise_bug()
         if wait > timedelta(0):
             self.request()
             task = self._task
@@ -116,6 +137,7 @@ class EventPusher:
             timer = asyncio.create_task(workflow.sleep(wait, summary="callback pushes"))
             await workflow.wait_condition(lambda: task.done() or timer.done())
             if task.done():
+                self._raise_bug()
                 return True
         self._stopped = True
         if self._task is not None and not self._task.done():

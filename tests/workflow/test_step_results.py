@@ -91,3 +91,38 @@ async def test_a_bug_reading_a_steps_result_fails_the_workflow_task_not_the_job(
     await eventually(task_failed, timeout_s=20, interval_s=0.1, what="a failed workflow task")
     assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
     assert env.fakes.finishes == []
+
+
+@pytest.fixture
+async def broken_pusher(
+    temporal_client: Client, temporal_address: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Env]:
+    """An :class:`Env` whose workflow worker (unsandboxed) hits a bug when it schedules a
+    callback push (``workflows.event_push.push_options`` raises)."""
+    import workflows.event_push
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a bug while scheduling a push")
+
+    monkeypatch.setattr(workflows.event_push, "push_options", broken)
+    env = Env(temporal_client, temporal_address)
+    async with workers(env, sandboxed=False):
+        try:
+            yield env
+        finally:
+            await env.terminate_open()
+
+
+async def test_a_bug_in_the_callback_pusher_fails_the_workflow_task_not_unseen(broken_pusher: Env) -> None:
+    # The pusher runs in a task of its own: a bug there ended that task, the next request
+    # started another one, and the job's end took a dead task for "every push settled" —
+    # the job completed, its pushes left to the sweeper for ever, the bug seen nowhere.
+    env = broken_pusher
+    handle = await env.start(env.job(callback=True))
+
+    async def task_failed() -> bool:
+        return bool(await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED))
+
+    await eventually(task_failed, timeout_s=20, interval_s=0.1, what="a failed workflow task")
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    assert env.fakes.finishes == []
