@@ -752,6 +752,7 @@ class JobWorkflow:
         self._publish()
         await self._settle_pushes()
         await workflow.wait_condition(workflow.all_handlers_finished)
+        self._raise_details_bug()
         return final
 
     async def _paused_steps(self) -> dict[str, PausedStep]:
@@ -993,9 +994,18 @@ class JobWorkflow:
                 pairs.append(BUSINESS_STATUS.value_set(published[1]))
             self._published = published
             workflow.upsert_search_attributes(pairs)
+        self._raise_details_bug()
         self._details_due = True
         if self._details_task is None:
             self._details_task = asyncio.create_task(self._show_details())
+
+    def _raise_details_bug(self) -> None:
+        """Raise what the details' task died of, if anything: it only ends with the
+        execution, so an exception it ended with is a bug, and fails the workflow task —
+        until 2026-12-06 it went unseen and the details stayed stale for the rest of the job."""
+        task = self._details_task
+        if task is not None and task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
 
     async def _show_details(self) -> None:
         """Render the UI details each time they are due, once nothing else of the activation

@@ -126,3 +126,38 @@ async def test_a_bug_in_the_callback_pusher_fails_the_workflow_task_not_unseen(b
     await eventually(task_failed, timeout_s=20, interval_s=0.1, what="a failed workflow task")
     assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
     assert env.fakes.finishes == []
+
+
+@pytest.fixture
+async def broken_details(
+    temporal_client: Client, temporal_address: str, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Env]:
+    """An :class:`Env` whose workflow worker (unsandboxed) hits a bug when it renders the
+    job's current details (``workflows.job.render_details`` raises)."""
+    import workflows.job
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise TypeError("a bug while rendering the details")
+
+    monkeypatch.setattr(workflows.job, "render_details", broken)
+    env = Env(temporal_client, temporal_address)
+    async with workers(env, sandboxed=False):
+        try:
+            yield env
+        finally:
+            await env.terminate_open()
+
+
+async def test_a_bug_rendering_the_details_fails_the_workflow_task_not_unseen(broken_details: Env) -> None:
+    # The details render in a task of their own (once per activation): a bug there ended
+    # that task unseen — the details stayed as they were for the rest of the job, which
+    # ran on as if nothing happened. Rendered inline before, the bug failed the task.
+    env = broken_details
+    handle = await env.start(env.job())
+
+    async def task_failed() -> bool:
+        return bool(await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED))
+
+    await eventually(task_failed, timeout_s=20, interval_s=0.1, what="a failed workflow task")
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    assert env.fakes.finishes == []
