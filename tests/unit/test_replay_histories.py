@@ -510,3 +510,19 @@ def test_histories_of_a_callback_jobs_end_before_and_after_the_push_bound_are_ke
     handed_over = kinds("job_callback_handed_over_core_v3")
     assert handed_over[-2:] == ["ACTIVITY_TASK_CANCEL_REQUESTED", "WORKFLOW_EXECUTION_COMPLETED"]
     assert "ACTIVITY_TASK_CANCEL_REQUESTED" not in kinds("job_callback_core_v3")
+
+
+def test_histories_of_a_mixed_input_before_explicit_submission_are_kept() -> None:
+    """A ``core-v2`` execution started with a ``JobInput`` that also holds a Task's member,
+    before ``explicit-submission``: it ran the input as the admitted job (no ``admit``,
+    no marker). Recorded from the patch's old branch (tests/workflow/test_versions.py)."""
+    from workflows.job import EXPLICIT_SUBMISSION
+
+    path = next(p for p in HISTORIES if p.stem == "job_mixed_input_before_explicit_submission_v2")
+    assert patches(path) == {"core-v2"} and EXPLICIT_SUBMISSION not in patches(path)
+    events = json.loads(path.read_text())["events"]
+    [payload] = events[0]["workflowExecutionStartedEventAttributes"]["input"]["payloads"]
+    body = json.loads(base64.b64decode(payload["data"]))
+    assert "protocol_version" in body and "job_id" in body and "targets" in body
+    kinds = [next(k for k in event if k.endswith("EventAttributes")) for event in events]
+    assert "workflowExecutionCompletedEventAttributes" in kinds

@@ -26,11 +26,13 @@ from tests.support import eventually
 from tests.workflow.fakes import Act
 from tests.workflow.harness import Env, temporal_activity, workers
 from tests.workflow.test_paused_at_deadline import SLOW_RETRIES, retry_in_backoff
+from tests.workflow.test_push_bound import record
 from workflows.job import (
     CANCELLED_END,
     CELL_PROGRESS,
     CORE_V2,
     CORE_V3,
+    EXPLICIT_SUBMISSION,
     FAILED_EXECUTION,
     JOB_INPUT_REPORTING_RUN,
     PAUSED_STEPS,
@@ -258,3 +260,27 @@ async def test_a_v1_bug_after_a_step_fails_the_workflow_task_not_the_job(
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
         assert env.fakes.finishes == []
         await env.terminate_open()
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["before", "after"])
+async def test_before_explicit_submission_a_job_input_with_a_task_member_ran_as_the_job(
+    unpatched: Unpatched, before: bool
+) -> None:
+    """A start input that is a valid ``JobInput`` *and* holds a member only a Task has
+    (here ``protocol_version``): an execution started before ``explicit-submission`` took
+    it for the admitted job and ran it (pydantic's smart union); from the patch on it is a
+    Task to admit. The old branch's history is kept (``job_mixed_input_before_explicit_submission_v2``)."""
+    async with unpatched(EXPLICIT_SUBMISSION if before else "no-such-patch") as env:
+        inp = env.job()
+        env.fakes.jobs[inp.job_id] = inp
+        body = {**inp.model_dump(mode="json"), "protocol_version": "1"}
+        handle = await env.client.start_workflow("JobWorkflow", body, id=inp.job_id, task_queue=env.queue)
+        await env.closed(handle, timeout_s=30)
+        if before:
+            final = await env.status(handle)
+            assert (final.status, env.fakes.admits) == ("succeeded", []), final
+            assert [name for _, name in await env.scheduled(handle)] == ["acquire", "deliver", "finish"]
+            record(env, handle.id, "job_mixed_input_before_explicit_submission_v2")
+        else:
+            assert env.fakes.admits == [body]  # admitted as a Task (and refused: it is no valid one)
+            assert env.fakes.finishes == []
