@@ -526,3 +526,21 @@ def test_histories_of_a_mixed_input_before_explicit_submission_are_kept() -> Non
     assert "protocol_version" in body and "job_id" in body and "targets" in body
     kinds = [next(k for k in event if k.endswith("EventAttributes")) for event in events]
     assert "workflowExecutionCompletedEventAttributes" in kinds
+
+
+def test_histories_of_a_reporting_run_before_and_after_reporting_run_are_kept() -> None:
+    """A ``core-v2`` run a client added under an ended job's id: before ``reporting-run``
+    it published the job's ``JobStatus`` / ``BusinessStatus`` as if it were the job (no
+    marker; recorded from the patch's old branch, tests/workflow/test_versions.py), after
+    it only reports (``job_reporting_run_v4``)."""
+    from workflows.job import REPORTING_RUN
+
+    by_name = {path.stem: path for path in HISTORIES}
+    before, after = by_name["job_reporting_run_before_reporting_v2"], by_name["job_reporting_run_v4"]
+    assert patches(before) == {"core-v2"} and REPORTING_RUN in patches(after)
+    upserts = [
+        event["upsertWorkflowSearchAttributesEventAttributes"]["searchAttributes"]["indexedFields"]
+        for event in json.loads(before.read_text())["events"]
+        if "upsertWorkflowSearchAttributesEventAttributes" in event
+    ]
+    assert any("JobStatus" in fields for fields in upserts), upserts

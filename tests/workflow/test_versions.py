@@ -145,6 +145,7 @@ async def test_before_reporting_run_a_run_reporting_an_ended_job_published_its_s
         handle = await start_job(env.client, task, task_queue=env.queue)
         assert JobState.model_validate(await handle.result()) == ended
         attributes = await env.search_attributes(handle)
+        record(env, handle.id, "job_reporting_run_before_reporting_v2")  # the patch's pre-patch shape
 
     assert (attributes["JobStatus"], attributes["BusinessStatus"]) == ("succeeded", "success")
 
