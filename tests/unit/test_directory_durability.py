@@ -187,9 +187,13 @@ async def test_a_fifo_swapped_in_after_the_check_is_never_read_as_the_manifest(
         err = await dir_failure(tmp_path, request)
     finally:
         monkeypatch.undo()
-        with contextlib.suppress(OSError):  # release a writer still waiting for a reader
-            os.close(os.open(manifest, os.O_RDONLY | os.O_NONBLOCK))
-        writer.join()
+        # Release a writer still waiting for a reader — until it has ended: a writer whose
+        # thread had not yet reached its open() when a single release came and went waited
+        # for ever (the suite's run hung here until its timeout on a busy machine).
+        while writer.is_alive():
+            with contextlib.suppress(OSError):
+                os.close(os.open(manifest, os.O_RDONLY | os.O_NONBLOCK))
+            writer.join(timeout=0.05)
     assert err.reason == TerminalReason.ROUTE_REFUSED and "manifest" in str(err), (err.reason, str(err))
 
 
