@@ -283,22 +283,7 @@ LONGEST_FIRST = (
 )
 
 
-@pytest.hookimpl(optionalhook=True)  # without xdist (``-p no:xdist``) the hook is unknown
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``pytest -n 5`` hands out whole modules (``--dist loadfile``), in collection order.
-
-    A module's tests share its module-scoped worker and services in one process, and the
-    longest modules, collected first (:data:`LONGEST_FIRST`), start first: the last
-    modules handed out are quick ones, so neither process is left running a long one
-    alone at the end. An explicit ``--dist`` other than ``load`` (the default of ``-n``)
-    is kept.
-    """
-    from xdist.scheduler import LoadFileScheduling
-
-    if config.getvalue("dist") != "load":
-        return None
-    config.option.loadscopereorder = False  # keep the order below, not "most tests first"
-    return LoadFileScheduling(config, log)
+from tests.scheduling import pytest_xdist_make_scheduler  # noqa: E402,F401 - the hook, registered here
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

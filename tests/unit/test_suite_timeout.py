@@ -10,6 +10,7 @@ reported as its worker's crash, named, and xdist goes on with a new worker.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,52 @@ def test_a_test_hung_in_its_call_and_its_teardown_fails_the_run_instead_of_hangi
     assert run.returncode != 0, run.stdout
     assert "test_hung_in_call_and_teardown" in run.stdout + run.stderr
     assert "crashed" in run.stdout, run.stdout
+
+
+QUICK = """
+def test_1():
+    pass
+
+
+def test_2():
+    pass
+"""
+
+HANGS_SECOND = """
+import threading
+
+
+def test_1():
+    pass
+
+
+def test_hang():
+    threading.Event().wait()
+
+
+def test_3():
+    pass
+"""
+
+
+def test_a_run_whose_process_a_hung_test_ended_runs_every_other_test_and_ends(tmp_path: Path) -> None:
+    # With the suite's scheduling (whole modules, tests.scheduling), xdist 3.8 handed the
+    # hung test out again to the process that replaced the crashed one, and that process,
+    # given a module of one test left, waited for a second that never came: the run hung.
+    for name in "abdef":
+        (tmp_path / f"test_{name}.py").write_text(QUICK)
+    (tmp_path / "test_c.py").write_text(HANGS_SECOND)
+    (tmp_path / "conftest.py").write_text("from tests.scheduling import pytest_xdist_make_scheduler  # noqa: F401\n")
+    config = ["-c", str(ROOT / "pyproject.toml"), "--rootdir", str(tmp_path), "-p", "no:cacheprovider"]
+    config += [flag for plugin in UNRELATED_PLUGINS for flag in ("-p", f"no:{plugin}")]
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", *config, "-n", "3", "--timeout", "2", "-q", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=90,  # before: the run never ended (this raises TimeoutExpired)
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "1 failed, 12 passed" in run.stdout, run.stdout
+    assert "test_c.py::test_hang" in run.stdout, run.stdout
