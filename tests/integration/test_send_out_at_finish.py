@@ -24,6 +24,7 @@ import subprocess
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 from temporalio.api.enums.v1 import PendingActivityState
 
@@ -87,6 +88,18 @@ STOPS = {
 }
 
 
+async def cancel(env: Env, job_id: str) -> httpx.Response:
+    """``POST /jobs/{id}/cancel`` as a consumer sends it: again after a 503 (the ledger did
+    not answer in time — a retryable answer, protocol §errors; seen once in a loaded CI run,
+    a statement of the cancel waited past the API's statement timeout), at most five times."""
+    for _ in range(4):
+        answer = await env.http.post(f"/jobs/{job_id}/cancel")
+        if answer.status_code != 503:
+            return answer
+        await asyncio.sleep(0.5)
+    return await env.http.post(f"/jobs/{job_id}/cancel")
+
+
 @pytest.mark.parametrize("stop", list(STOPS))
 async def test_a_deliver_the_workflow_stopped_waiting_for_while_its_send_is_out_ends_the_job_with_the_answer(
     env: Env, stop: str
@@ -143,7 +156,7 @@ async def test_a_consumer_cancel_while_the_finish_waits_for_a_send_out_still_end
         changed = await asyncio.to_thread(activity_cli, env, verb, "-w", job_id, "-a", step, *options)
         assert changed.returncode == 0, changed.stderr
         await eventually(lambda: finish_reached(env, job_id), timeout_s=30, what="the job's finish")
-        assert (await env.http.post(f"/jobs/{job_id}/cancel")).status_code in (200, 202)
+        assert (await cancel(env, job_id)).status_code in (200, 202)
         pool = await env.stack.ledger()
         await eventually(
             lambda: pool.fetchval("SELECT cancel_requested_at IS NOT NULL FROM jobs WHERE job_id = $1", job_id),
@@ -220,7 +233,7 @@ async def test_a_cancel_waits_for_a_send_out_the_workflow_stopped_waiting_for_wh
             return [a.activity_id for a in described.raw_description.pending_activities] == [steps[1][1]]
 
         await eventually(one_step_left, timeout_s=30, what="route a's step timed out")
-        assert (await env.http.post(f"/jobs/{job_id}/cancel")).status_code in (200, 202)
+        assert (await cancel(env, job_id)).status_code in (200, 202)
         await eventually(lambda: finish_reached(env, job_id), timeout_s=30, what="the job's finish")
         # Route a's receiver still holds its send: the job has not ended.
         assert await pool.fetchval("SELECT completed_at FROM jobs WHERE job_id = $1", job_id) is None
