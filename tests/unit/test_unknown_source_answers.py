@@ -614,6 +614,21 @@ async def test_a_redirects_token_is_no_token(status: int) -> None:
     assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
 
 
+def oversized_answers() -> PixivClient:
+    """A client whose every app-api answer is a 1 MiB page over its 64 KiB byte limit."""
+    big = b"<html>" + b"x" * (1024 * 1024)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/auth/token"):
+            return httpx.Response(200, json=TOKEN)
+        return httpx.Response(200, content=big)
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    return PixivClient(
+        http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test", page_max_bytes=64 * 1024
+    )
+
+
 @pytest.mark.parametrize("call", ["illust_detail", "ugoira_metadata"])
 async def test_a_works_answer_over_the_byte_limit_holds_the_work_briefly(call: str) -> None:
     """A work's detail or ugoira metadata answered over ``outbound.page_max_bytes`` (a
@@ -624,17 +639,7 @@ async def test_a_works_answer_over_the_byte_limit_holds_the_work_briefly(call: s
     nothing held back, so each later job of the target met the same work first and ended
     so, and an empty search page whose known work's detail was so answered ended the scan
     for good instead of one retried attempt."""
-    big = b"<html>" + b"x" * (1024 * 1024)
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/auth/token"):
-            return httpx.Response(200, json=TOKEN)
-        return httpx.Response(200, content=big)
-
-    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
-    pixiv = PixivClient(
-        http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test", page_max_bytes=64 * 1024
-    )
+    pixiv = oversized_answers()
     with pytest.raises(WorkUnavailable) as raised:
         await getattr(pixiv, call)("123")
     assert raised.value.recognised is False
@@ -642,17 +647,7 @@ async def test_a_works_answer_over_the_byte_limit_holds_the_work_briefly(call: s
 
 
 async def test_a_search_answer_over_the_byte_limit_still_ends_the_job() -> None:
-    big = b"<html>" + b"x" * (1024 * 1024)
-
-    def answer(request: httpx.Request) -> httpx.Response:
-        if request.url.path.endswith("/auth/token"):
-            return httpx.Response(200, json=TOKEN)
-        return httpx.Response(200, content=big)
-
-    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
-    pixiv = PixivClient(
-        http, refresh_token="r", api_url="http://api.test", auth_url="http://api.test", page_max_bytes=64 * 1024
-    )
+    pixiv = oversized_answers()
     with pytest.raises(SourceError) as raised:
         await pixiv.search_illust("tag")
     assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, False)

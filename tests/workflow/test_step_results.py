@@ -27,6 +27,18 @@ from tests.workflow.harness import Env, pending_step_id, workers
 pytestmark = pytest.mark.integration
 
 
+async def fails_its_task_and_stays_open(env: Env, handle: Any) -> None:
+    """The job's workflow task failed (a bug is no outcome) and its execution waits, open,
+    for a fixed worker: nothing finished it."""
+
+    async def task_failed() -> bool:
+        return bool(await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED))
+
+    await eventually(task_failed, timeout_s=20, interval_s=0.1, what="a failed workflow task")
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    assert env.fakes.finishes == []
+
+
 @pytest.mark.parametrize("result", [None, b"junk"], ids=["binary-null", "binary-plain"])
 async def test_a_step_completed_from_outside_in_another_encoding_ends_the_job(env: Env, result: Any) -> None:
     # Another SDK (or this one's async activity handle) completing a step with None or
@@ -84,13 +96,7 @@ async def test_a_bug_reading_a_steps_result_fails_the_workflow_task_not_the_job(
     # Now the workflow task fails and the job waits, open, for a fixed worker.
     env = broken_reader
     handle = await env.start(env.job())
-
-    async def task_failed() -> bool:
-        return bool(await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED))
-
-    await eventually(task_failed, timeout_s=20, interval_s=0.1, what="a failed workflow task")
-    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-    assert env.fakes.finishes == []
+    await fails_its_task_and_stays_open(env, handle)
 
 
 @pytest.fixture
@@ -119,13 +125,7 @@ async def test_a_bug_in_the_callback_pusher_fails_the_workflow_task_not_unseen(b
     # the job completed, its pushes left to the sweeper for ever, the bug seen nowhere.
     env = broken_pusher
     handle = await env.start(env.job(callback=True))
-
-    async def task_failed() -> bool:
-        return bool(await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED))
-
-    await eventually(task_failed, timeout_s=20, interval_s=0.1, what="a failed workflow task")
-    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-    assert env.fakes.finishes == []
+    await fails_its_task_and_stays_open(env, handle)
 
 
 @pytest.fixture
@@ -154,10 +154,4 @@ async def test_a_bug_rendering_the_details_fails_the_workflow_task_not_unseen(br
     # ran on as if nothing happened. Rendered inline before, the bug failed the task.
     env = broken_details
     handle = await env.start(env.job())
-
-    async def task_failed() -> bool:
-        return bool(await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED))
-
-    await eventually(task_failed, timeout_s=20, interval_s=0.1, what="a failed workflow task")
-    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-    assert env.fakes.finishes == []
+    await fails_its_task_and_stays_open(env, handle)
