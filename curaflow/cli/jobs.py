@@ -12,8 +12,9 @@ Output: human-readable by default; ``--json`` prints the protocol JSON on stdout
 or one Event per line for ``events``). Progress displays go to stderr. Exit status: 0
 done (for ``submit --follow``: the job succeeded), 1 the followed job ended otherwise,
 2 the API refused the request, the configuration is invalid or ``submit`` has nothing
-to search for (neither ``--tags`` nor ``--target``), 3 the API could not be reached or
-refused the token.
+to search for (neither ``--tags`` nor ``--target``), 3 the API could not be reached,
+refused the token, or could not serve the request now (a 5xx answer such as ``503`` while
+PostgreSQL is down behind it, or ``429``: :func:`exit_code_of_refusal`) — try again later.
 """
 
 from __future__ import annotations
@@ -86,8 +87,9 @@ def _run(config: Path | None, api_url: str | None, action: Callable[[CuraflowCli
         code = asyncio.run(main())
     except ProtocolRefusal as err:
         detail = f" {json.dumps(err.detail, ensure_ascii=False)}" if err.detail else ""
-        error(f"refused ({err.http_status}): {err.code}: {err.error.message or ''}{detail}")
-        code = 2
+        code = exit_code_of_refusal(err)
+        said = "refused" if code == 2 else "could not serve it now"
+        error(f"{said} ({err.http_status}): {err.code}: {err.error.message or ''}{detail}")
     except UnauthorizedError as err:
         hint = "the API has no token configured" if err.endpoint_disabled else "check CURAFLOW_API_TOKEN"
         error(f"{err.http_status} {err.text} ({hint})")
@@ -102,6 +104,17 @@ def _run(config: Path | None, api_url: str | None, action: Callable[[CuraflowCli
     except KeyboardInterrupt:
         code = 130
     raise typer.Exit(code)
+
+
+def exit_code_of_refusal(err: ProtocolRefusal) -> int:
+    """The exit status of a protocol ``Error`` answer: 3 when the API could not serve the
+    request now — a 5xx (``503`` ``ledger_unavailable``, ``500``) or ``429`` (RFC 9110 §15.6,
+    RFC 6585 §4: the same request may succeed later) —, else 2 (the request itself was refused:
+    sending it again does not help). A script reads 3 as "try again", as for an API it cannot
+    reach.
+    """
+    status = err.http_status or 0
+    return 3 if status >= 500 or status == 429 else 2
 
 
 def _time(ms: int | None) -> str:

@@ -201,3 +201,53 @@ def test_the_progress_table_ends_its_line_when_stderr_is_no_terminal() -> None:
         assert text.endswith("\nnext\n") or text == "next\n", repr(text)
         if not transient:
             assert "running (searching)" in text, text
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "retryable", "exit_code"),
+    [
+        (503, "internal_error", True, 3),  # ledger_unavailable: PostgreSQL down behind the API
+        (500, "internal_error", False, 3),  # the API's own failure: not the request's fault
+        (429, "quota_exceeded", True, 3),  # try again later
+        (404, "invalid_params", False, 2),  # the request itself: no retry helps
+    ],
+)
+def test_an_api_that_cannot_serve_now_exits_3_not_the_refused_request_s_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int, code: str, retryable: bool, exit_code: int
+) -> None:
+    """``curaflow status`` while PostgreSQL was down behind the API exited 2 — "the API refused
+    the request", which a script reads as "do not send it again" — for a 503 ``ledger_unavailable``
+    (``retryable: true``). An answer the API could not serve now (5xx, or ``retryable``) exits 3,
+    as an API that cannot be reached does; a refusal of the request itself stays 2."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    body = json.dumps(
+        {"error": {"code": code, "message": "the ledger is unavailable", "retryable": retryable}}
+    ).encode()
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.delenv("CURAFLOW_API_URL", raising=False)
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        result = CliRunner().invoke(app, ["status", "demo@manual-x", "--api-url", url])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == exit_code, result.output
+    assert code in result.output
