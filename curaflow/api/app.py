@@ -30,7 +30,7 @@ from fastapi import FastAPI, Request, Response
 import curaflow
 from curaflow.api.docs import install_docs
 from curaflow.api.errors import ErrorBoundary, install_error_handlers
-from curaflow.api.events import events_router
+from curaflow.api.events import PageReads, events_router
 from curaflow.api.jobs import jobs_router
 from curaflow.api.legacy import legacy_router
 from curaflow.api.meta import open_router, protected_router
@@ -286,6 +286,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
     app.state.failure = None
     app.state.stopping = asyncio.Event()  # set by begin_shutdown
     app.state.supervisor = None
+    app.state.page_reads = PageReads()  # long polls woken together read their page once
     install_error_handlers(app)
     app.include_router(open_router)
     app.include_router(protected_router)

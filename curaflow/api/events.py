@@ -19,8 +19,12 @@ Reference §4.5–4.6, with the curaflow extensions of the protocol issue:
   process's :class:`~curaflow.ledger.listen.EventNotifier`, never a sleep loop — and
   answers with it, or with an empty page at the timeout. A terminal job answers at once
   (its terminal event is its last). A server that is stopping answers a waiting long
-  poll at once with the page it has
-  (:meth:`~curaflow.ledger.listen.EventNotifier.release_waiters`).
+  poll at once with the page it has, without reading it again
+  (:meth:`~curaflow.ledger.listen.EventNotifier.release_waiters`);
+* identical page reads asked together share one ledger read (:class:`PageReads`): every
+  consumer long-polling a job is woken by the same commit at the same moment, and a herd
+  reading through one pooled connection each queued past ``api.ledger_timeout_ms`` and
+  was answered ``503 ledger_unavailable`` by a ledger that answered all along.
 
 Ack: the body ``{ack_through}`` is validated before the job lookup; the cursor moves
 forward only (an unknown or older id is a no-op that still answers 200); ack never
@@ -44,7 +48,7 @@ from curaflow.api.deps import LedgerPool, NotifierDep, SettingsDep
 from curaflow.api.jobs import literal_suffix, read_job, storable_id, unknown_job
 from curaflow.api.methods import JobAddressOnly
 from curaflow.ledger.db import now_ms
-from curaflow.ledger.events import ack_events, parse_event_id, read_events
+from curaflow.ledger.events import EventPageData, ack_events, parse_event_id, read_events
 from curaflow.protocol.errors import invalid_params
 from curaflow.protocol.models import AckRequest, AckResult, EventPage
 
@@ -56,6 +60,89 @@ DEFAULT_LIMIT = 200
 MAX_LIMIT = 500
 MAX_WAIT_MS = 30_000
 UNACKED_ON = {"1": True, "true": True, "0": False, "false": False, "": False}
+
+
+#: What makes two page reads the same read: the job, ``after`` as a sequence number, ``unacked``, ``limit``.
+PageKey = tuple[str, int | None, bool, int]
+
+
+class PageReads:
+    """Identical reads of a job's event page asked together share one ledger read.
+
+    A read stays open to others asking the same :data:`PageKey` until it holds its pooled
+    connection; its statements run after that, so they see every commit made before any
+    of its askers asked (a long poll clears its wake-up before it asks: none misses an
+    event). A herd of long polls woken by one commit — every consumer of the job, at the
+    same moment — takes one connection instead of one each. The read runs as a task of
+    its own: an asker that goes away (a client disconnected) cancels nothing of the
+    others'. Its failure (the ledger unavailable) is every asker's.
+
+    One per API process (``app.state.page_reads``).
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[PageKey, asyncio.Future[EventPageData]] = {}
+        self._running: set[asyncio.Task[None]] = set()
+
+    @property
+    def open(self) -> int:
+        """Reads still open to more askers (waiting for a connection)."""
+        return len(self._open)
+
+    async def read(self, pool: asyncpg.Pool, key: PageKey) -> EventPageData:
+        """The page of ``key`` (job id, ``after`` sequence, ``unacked``, ``limit``), read by
+        :func:`~curaflow.ledger.events.read_events` once for all who ask together.
+
+        Raises:
+            TimeoutError / asyncpg errors: the ledger did not answer (each asker's 503).
+        """
+        shared = self._open.get(key)
+        if shared is None:
+            shared = asyncio.get_running_loop().create_future()
+            shared.add_done_callback(_retrieved)
+            self._open[key] = shared
+            task = asyncio.create_task(self._run(pool, key, shared))
+            self._running.add(task)  # a task nobody references may be collected mid-read
+            task.add_done_callback(self._running.discard)
+        return await asyncio.shield(shared)
+
+    async def _run(self, pool: asyncpg.Pool, key: PageKey, shared: asyncio.Future[EventPageData]) -> None:
+        job_id, after_seq, from_ack, limit = key
+        try:
+            async with pool.acquire() as conn:
+                self._close(key, shared)  # its statements start now: later askers read anew
+                correlation_id = await conn.fetchval("SELECT correlation_id FROM jobs WHERE job_id = $1", job_id)
+                data = await read_events(
+                    conn, job_id, after_seq=after_seq, from_ack=from_ack, limit=limit, correlation_id=correlation_id
+                )
+        except asyncio.CancelledError:  # the process is stopping: so are its askers
+            self._close(key, shared)
+            shared.cancel()
+            raise
+        except Exception as err:  # noqa: BLE001 - handed to every asker (their 503, or a 500)
+            self._close(key, shared)
+            shared.set_exception(err)
+            return
+        shared.set_result(data)
+
+    def _close(self, key: PageKey, shared: asyncio.Future[EventPageData]) -> None:
+        if self._open.get(key) is shared:
+            del self._open[key]
+
+
+def _retrieved(shared: asyncio.Future[EventPageData]) -> None:
+    """Mark a shared read's failure seen: all its askers may have gone away."""
+    if not shared.cancelled():
+        shared.exception()
+
+
+async def page_reads_of(request: Request) -> PageReads:
+    """The process's :class:`PageReads`."""
+    reads: PageReads = request.app.state.page_reads
+    return reads
+
+
+PageReadsDep = Annotated[PageReads, Depends(page_reads_of)]
 
 
 async def _job_exists(pool: asyncpg.Pool, job_id: str) -> bool:
@@ -76,6 +163,7 @@ async def list_events(
     job_id: str,
     pool: LedgerPool,
     notifier: NotifierDep,
+    reads: PageReadsDep,
     after: Annotated[str | None, Query(min_length=1, description="Exclusive cursor: an event_id of this job.")] = None,
     unacked: Annotated[
         Literal["1", "0", "true", "false", ""] | None,
@@ -103,16 +191,7 @@ async def list_events(
     with notifier.watch(job_id) as woken:
         while True:
             woken.clear()  # before reading: a commit after this read wakes the wait below
-            async with pool.acquire() as conn:
-                correlation_id = await conn.fetchval("SELECT correlation_id FROM jobs WHERE job_id = $1", job_id)
-                page = await read_events(
-                    conn,
-                    job_id,
-                    after_seq=after_seq,
-                    from_ack=from_ack,
-                    limit=limit,
-                    correlation_id=correlation_id,
-                )
+            page = await reads.read(pool, (job_id, after_seq, from_ack, limit))
             remaining = deadline - time.monotonic()
             # A stopping server answers what it has (notifier.release_waiters): the consumer
             # polls again, from another process, instead of holding the shutdown.
@@ -122,6 +201,10 @@ async def list_events(
                 await asyncio.wait_for(woken.wait(), timeout=remaining)
             except TimeoutError:
                 deadline = 0.0  # read once more, then answer (possibly an empty page)
+            if notifier.closing:
+                # Released by the stop with every other poll of every job: the page it has
+                # (empty), not a read each — that herd was answered 503 ledger_unavailable.
+                break
     body: dict[str, Any] = {
         "job_id": job_id,
         "events": page.events,

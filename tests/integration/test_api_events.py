@@ -251,6 +251,74 @@ async def test_long_poll_wakes_on_commit_and_times_out_with_an_empty_page(
     assert time.monotonic() - committed_at < 1.0
 
 
+async def test_many_long_polls_woken_by_one_commit_all_answer_it(make_stack: StackFactory, tmp_path: Path) -> None:
+    """Every consumer long-polling a job is woken by the same commit at the same moment.
+    Each used to read the page through a pooled connection of its own: the herd queued for
+    the API's pool past its bound and most polls were answered ``503 ledger_unavailable``
+    (logged as errors) by a ledger that was answering all along. Identical reads that
+    start together share one read, so every poll answers the event."""
+    polls_count = 120
+    config = directory_config(tmp_path)
+    # a small pool and a short bound, so a herd reading one connection each exceeds it
+    config.update({"database": {"pool_max_size": 1}, "api": {"ledger_timeout_ms": 1000}})
+    stack = make_stack(config)
+    http = await stack.start_api()
+    assert stack.api is not None
+    notifier = stack.api.app.state.notifier
+    job_id = await submit(http, stack)
+    last = (await http.get(f"/jobs/{job_id}/events")).json()["events"][-1]["event_id"]
+    limits = httpx.Limits(max_connections=polls_count, max_keepalive_connections=polls_count)
+    async with httpx.AsyncClient(base_url=http.base_url, headers=http.headers, timeout=60, limits=limits) as many:
+        polls = []
+        for n in range(1, polls_count + 1):  # one by one: only the wake-up is simultaneous
+            polls.append(
+                asyncio.create_task(many.get(f"/jobs/{job_id}/events", params={"after": last, "wait_ms": 25_000}))
+            )
+            await eventually(lambda n=n: notifier.waiting >= n, timeout_s=10, interval_s=0.01, what=f"{n} waiting")
+        pool = await stack.ledger()
+        async with pool.acquire() as conn, conn.transaction():
+            await append_event(conn, job_id, "job.progress", {"progress": {"stage": "searching"}})
+        answers = await asyncio.gather(*polls)
+
+    statuses = sorted({a.status_code for a in answers})
+    assert statuses == [200], [a.text for a in answers if a.status_code != 200][:3]
+    assert all([e["type"] for e in a.json()["events"]] == ["job.progress"] for a in answers)
+    assert notifier.waiting == 0
+
+
+async def test_long_polls_of_many_jobs_released_at_shutdown_answer_their_page(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """When the API begins to stop every waiting long poll is woken at once (of every
+    job): each read its page again through a connection of its own, and the herd was
+    answered ``503 ledger_unavailable`` (logged as errors) at every deploy. A poll released
+    by the stop answers the page it has — empty, as at its timeout — without a read."""
+    from curaflow.api.app import begin_shutdown
+
+    polls_count = 80
+    config = directory_config(tmp_path)
+    config.update({"database": {"pool_max_size": 1}, "api": {"ledger_timeout_ms": 200}})
+    stack = make_stack(config)
+    http = await stack.start_api()
+    assert stack.api is not None
+    notifier = stack.api.app.state.notifier
+    limits = httpx.Limits(max_connections=polls_count, max_keepalive_connections=polls_count)
+    async with httpx.AsyncClient(base_url=http.base_url, headers=http.headers, timeout=60, limits=limits) as many:
+        polls = []
+        for n in range(1, polls_count + 1):  # a job each: no read can be shared
+            job_id = await submit(http, stack)
+            last = (await http.get(f"/jobs/{job_id}/events")).json()["events"][-1]["event_id"]
+            polls.append(
+                asyncio.create_task(many.get(f"/jobs/{job_id}/events", params={"after": last, "wait_ms": 25_000}))
+            )
+            await eventually(lambda n=n: notifier.waiting >= n, timeout_s=10, interval_s=0.01, what=f"{n} waiting")
+        begin_shutdown(stack.api.app)
+        answers = await asyncio.gather(*polls)
+
+    assert sorted({a.status_code for a in answers}) == [200], [a.text for a in answers if a.status_code != 200][:3]
+    assert all(a.json()["events"] == [] and "next_after" not in a.json() for a in answers)
+
+
 async def test_long_poll_on_a_terminal_job_answers_at_once(stack: Stack) -> None:
     http = stack.http
     assert http is not None
