@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from curaflow.devstack.ports import free_port
 from curaflow.ledger.reconciler import TickReport, tick
 from curaflow.temporal.connection import connect
 from curaflow.temporal.namespace import prepare_namespace
+from tests.conftest import StackFactory
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.jobs_support import WebhookEnv, webhook_env
 from tests.support import eventually, short_id, whsec
@@ -94,6 +96,50 @@ async def delete_execution(client: Client, job_id: str) -> None:
         return False
 
     await eventually(gone, timeout_s=30, interval_s=0.2, what=f"Temporal removed {job_id}'s execution")
+
+
+async def test_an_execution_deleted_before_its_first_step_converges_with_its_own_reason(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """An operator deletes a job's execution while the job waits for its first step (its
+    account's source queue busy; here: no worker at all). The job used to stay queued
+    until its queued budget ended it ``expired`` / ``queued_too_long``, alertable, "check
+    that workers are running" — a verdict on curaflow's workers for what an operator did.
+    The job's start was recorded (``workflow_started_at``: the execution existed), so
+    Temporal's "not found" is as positive as after a step: it ends ``execution_deleted``."""
+    stack = make_stack(
+        {
+            "routes": {"out": {"kind": "directory", "path": str(tmp_path / "out")}},
+            "targets": [{"id": "demo", "query": {"tags": ["風景"]}, "routes": ["out"]}],
+        }
+    )
+    http = await stack.start_api()
+    pool = await stack.ledger()
+    client = await connect(stack.settings.temporal.address or "")
+
+    async def started(job_id: str) -> bool:
+        return bool(await pool.fetchval("SELECT workflow_started_at IS NOT NULL FROM jobs WHERE job_id = $1", job_id))
+
+    # a job of this ledger whose execution exists, never started a step either: the witness
+    witness = (await http.post("/jobs", json=stack.task(target_id="demo"))).json()["job"]["job_id"]
+    job_id = (await http.post("/jobs", json=stack.task(target_id="demo"))).json()["job"]["job_id"]
+    for each in (witness, job_id):
+        await eventually(lambda each=each: started(each), timeout_s=30, what=f"{each}'s execution started")
+
+    await delete_execution(client, job_id)
+    # The queued budget (30 min) and the deadline are far off: only the deletion rule ends it.
+    record = await stack.wait_terminal(job_id, 30)
+
+    cell = record.cells[0]
+    assert (cell.state, cell.reason) == ("failed", "execution_deleted"), cell
+    job = (await http.get(f"/jobs/{job_id}")).json()
+    assert job["status"] == "cancelled", job
+    assert job["error"]["code"] == "cancelled_by_consumer", job
+    assert job["error"]["detail"]["internal_code"] == "execution_deleted", job
+    assert await pool.fetchval("SELECT alertable FROM outcomes WHERE job_id = $1", job_id) is False
+    events = (await http.get(f"/jobs/{job_id}/events")).json()["events"]
+    assert [e["type"] for e in events] == ["job.accepted", "job.cancelled"], events
+    assert (await http.get(f"/jobs/{witness}")).json()["status"] == "queued"  # its execution exists
 
 
 async def test_a_deleted_execution_converges_with_its_own_reason_after_the_send_that_was_out(env: Env) -> None:

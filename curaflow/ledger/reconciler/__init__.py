@@ -38,13 +38,14 @@ input):
    :data:`CANCEL_GRACE_MS` ago, no live lease, and Temporal says no workflow can act on
    it (the execution does not exist or is closed, or its workflow task has waited for a
    worker longer than the grace) → finish ``cancelled``;
-4. **deleted execution**: a job that ran a step, whose execution Temporal does not know
-   under its id — an operator deleted it (``temporal workflow delete``, the UI's
-   "Delete"): visibility lists no run and a describe answers ``NOT_FOUND`` — → finish
-   ``execution_deleted`` once no attempt holds a live lease (a send out at the deletion
-   lands and is recorded first), and only when the namespace holds an execution of a job
-   this ledger knows (:func:`namespace_holds_jobs`): a process configured with another
-   namespace sees every job "not found" and ends nothing (``TickReport.unconfirmed``);
+4. **deleted execution**: a job whose start was recorded (``workflow_started_at``; a step
+   run or not), whose execution Temporal does not know under its id — an operator
+   deleted it (``temporal workflow delete``, the UI's "Delete"): visibility lists no
+   run and a describe answers ``NOT_FOUND`` — → finish ``execution_deleted`` once no
+   attempt holds a live lease (a send out at the deletion lands and is recorded first),
+   and only when the namespace holds an execution of a job this ledger knows
+   (:func:`namespace_holds_jobs`): a process configured with another namespace sees
+   every job "not found" and ends nothing (``TickReport.unconfirmed``);
 5. **budgets**, each checked with Temporal first (a closed execution converges with its
    close cause): past ``deadline_at`` (plus :data:`DEADLINE_GRACE_MS`) with no live
    lease → ``execution_timeout``; never started, older than the queued budget →

@@ -272,8 +272,11 @@ async def _deleted_executions(
     """Rule 4: a started job whose execution Temporal does not know — an operator deleted
     it (``temporal workflow delete``, the UI) — ends ``execution_deleted``.
 
-    Only on positive answers: the job ran a step (``started_at``: its execution existed),
-    ``workflow_started_at`` is :data:`START_GRACE_MS` old, no consumer cancel is recorded
+    Only on positive answers: the job's start was recorded (``workflow_started_at``: its
+    execution existed — Temporal started it or it was already there) :data:`START_GRACE_MS`
+    ago, whether or not it ran a step yet (2026-12-07: a job deleted while it waited for its
+    first step — its account's queue busy — was left to its queued budget, which ended it
+    ``queued_too_long``, alertable, blaming curaflow's workers), no consumer cancel is recorded
     (rule 3 owns those), visibility does not list any run under its id and a describe of
     the id answers ``NOT_FOUND`` (any other error fails the tick: nothing is inferred from
     an outage, a timeout or a refusal), and the namespace holds this ledger's jobs at all
@@ -281,18 +284,41 @@ async def _deleted_executions(
     configured with another namespace ends nothing, its jobs go to
     ``report.unconfirmed``). And, as every convergence, once no attempt of the job holds
     a live lease (:data:`NO_LIVE_ATTEMPT`): a send out at the deletion lands and is
-    recorded first. The jobs whose last progress is oldest are looked at first, at most
-    ``limit`` per tick (one ``ListWorkflowExecutions``, one describe per job it leaves
-    out, at most one more list for the namespace's witness).
+    recorded first. Two batches, each of at most ``limit`` jobs a tick (one
+    ``ListWorkflowExecutions`` each, one describe per job it leaves out, at most one more
+    list for the namespace's witness): the jobs that ran a step, whose last progress is
+    oldest first, then the jobs that did not, whose start is oldest first — a backlog of
+    queued jobs never takes the turn of the running ones.
     """
-    rows = await conn.fetch(
+    ran = await conn.fetch(
         f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NOT NULL
             AND workflow_started_at IS NOT NULL AND workflow_started_at <= {DB_NOW_MS} - {START_GRACE_MS}
             AND cancel_requested_at IS NULL AND {_LIVE}
             ORDER BY COALESCE((SELECT max(heartbeat_at) FROM cells c WHERE c.job_id = j.job_id), started_at)
             LIMIT {limit}"""
     )
-    candidates = [r["job_id"] for r in rows if r["job_id"] not in seen]
+    waiting = await conn.fetch(
+        f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
+            AND workflow_started_at IS NOT NULL AND workflow_started_at <= {DB_NOW_MS} - {START_GRACE_MS}
+            AND cancel_requested_at IS NULL AND {_LIVE}
+            ORDER BY workflow_started_at LIMIT {limit}"""
+    )
+    for rows in (ran, waiting):
+        await _deleted_among(
+            conn, client, now, [r["job_id"] for r in rows if r["job_id"] not in seen], report, seen, caps
+        )
+
+
+async def _deleted_among(
+    conn: asyncpg.Connection,
+    client: Client,
+    now: int,
+    candidates: list[str],
+    report: TickReport,
+    seen: set[str],
+    caps: HoldCaps | None,
+) -> None:
+    """Rule 4 over one batch of candidates (:func:`_deleted_executions`)."""
     if not candidates:
         return
     listed = await listed_executions(client, candidates)
