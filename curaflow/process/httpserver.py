@@ -20,9 +20,13 @@ import uvicorn
 MAX_HEAD_BYTES = 65_536
 
 
-def _refusal(status: int, phrase: str, message: str) -> bytes:
-    """A whole HTTP/1.1 answer with a protocol ``Error`` body, closing the connection."""
-    body = json.dumps({"error": {"code": "invalid_params", "message": message, "retryable": False}}).encode()
+def _refusal(status: int, phrase: str, message: str, reason: str | None = None) -> bytes:
+    """A whole HTTP/1.1 answer with a protocol ``Error`` body (``detail.reason`` when
+    given), closing the connection."""
+    error: dict[str, Any] = {"code": "invalid_params", "message": message, "retryable": False}
+    if reason is not None:
+        error["detail"] = {"reason": reason}
+    body = json.dumps({"error": error}).encode()
     return (
         f"HTTP/1.1 {status} {phrase}\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
@@ -41,6 +45,13 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
     for one: a connection that sent nothing is then closed; a head begun is answered ``408``
     (a protocol ``Error``, ``Connection: close``). A head over ``max_head_bytes`` is answered
     ``431``. Bodies are not heads: ``api.body_timeout_ms`` and ``api.max_body_bytes`` bound them.
+
+    A request the parser cannot read — its framing (a ``Content-Length`` that is no
+    number, two of them, one beside ``Transfer-Encoding: chunked``, a chunk size that is no
+    number) or its syntax (a header name with a space, no request line) — is answered
+    ``400`` with the protocol ``Error`` (``detail.reason: malformed_request``,
+    ``Connection: close``), not uvicorn's ``text/plain`` "Invalid HTTP request received."
+    (2026-12-07): every answer of the API is the protocol's.
 
     Args:
         head_timeout_s: longest wait for a whole head (``api.head_timeout_ms``), seconds.
@@ -103,9 +114,20 @@ def bounded_http(head_timeout_s: float, max_head_bytes: int = MAX_HEAD_BYTES) ->
             else:
                 self.transport.close()
 
-        def _refuse(self, status: int, phrase: str, message: str) -> None:
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn's answer to a request its parser refused (``msg`` is its generic
+            text): the protocol ``Error`` instead, then the connection closes as uvicorn
+            closes it (nothing after the unreadable bytes can be told apart)."""
+            self._refuse(
+                400,
+                "Bad Request",
+                "the request could not be read as HTTP/1.1 (its framing or its syntax)",
+                reason="malformed_request",
+            )
+
+        def _refuse(self, status: int, phrase: str, message: str, *, reason: str | None = None) -> None:
             self._head_arrived()
-            self.transport.write(_refusal(status, phrase, message))
+            self.transport.write(_refusal(status, phrase, message, reason))
             self.transport.close()
 
     return BoundedHttpToolsProtocol

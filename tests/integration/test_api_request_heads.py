@@ -130,3 +130,66 @@ async def test_heads_that_never_end_or_never_come_are_cut_and_huge_heads_refused
     finally:
         text = api.stop()
     assert "Traceback" not in text, text[-3000:]
+
+
+#: Requests the HTTP/1.1 parser cannot read — their framing or their syntax — each answered
+#: before any route runs.
+UNREADABLE = {
+    "a negative Content-Length": b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n{}",
+    "Content-Length with a sign": b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: +2\r\n\r\n{}",
+    "two different Content-Lengths": (
+        b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}"
+    ),
+    "Content-Length beside chunked": (
+        b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}"
+    ),
+    "a chunk size that is no number": (
+        b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"zz\r\n{}\r\n0\r\n\r\n"
+    ),
+    "a header name with a space": b"GET /health HTTP/1.1\r\nHost: x\r\nBad Header: y\r\n\r\n",
+    "no request line": b"GARBAGE\r\n\r\n",
+    "a method HTTP has not": b"FOO /jobs HTTP/1.1\r\nHost: x\r\n\r\n",
+    "a raw byte over 0x7f in the target": b"GET /jobs/\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n",
+}
+
+
+async def test_requests_the_parser_cannot_read_are_refused_with_the_protocol_error(
+    tmp_path: Path, temporal_address: str, database_url: str
+) -> None:
+    """uvicorn answers a request it cannot parse itself, before the app: ``400`` with
+    ``text/plain`` "Invalid HTTP request received." — a consumer's client reading the
+    protocol's ``{"error": …}`` found none. Each is the protocol ``Error`` now
+    (``invalid_params``, ``detail.reason: malformed_request``), ``Connection: close``."""
+    api: ApiProcess = await start_api_process(
+        tmp_path, temporal_address=temporal_address, database_url=database_url, token=API_TOKEN, config=config(tmp_path)
+    )
+    try:
+        host, port = api.url.removeprefix("http://").split(":")
+        auth = f"Authorization: Bearer {API_TOKEN}\r\n".encode()
+        answers = {}
+        for what, request in UNREADABLE.items():
+            reader, writer = await asyncio.open_connection(host, int(port))
+            line, _, rest = request.partition(b"\r\n")
+            writer.write(line + b"\r\n" + auth + rest)
+            await writer.drain()
+            answers[what] = await until_closed(reader)
+            writer.close()
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        healthy = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
+        writer.close()
+    finally:
+        text = api.stop()
+
+    for what, answer in answers.items():
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 "), (what, answer[:300])
+        assert b"content-type: application/json" in head.lower(), (what, answer[:300])
+        assert b"connection: close" in head.lower(), (what, answer[:300])
+        error = json.loads(body)["error"]
+        assert error["code"] == "invalid_params" and error["retryable"] is False, (what, error)
+        assert error["detail"] == {"reason": "malformed_request"}, (what, error)
+    assert healthy.startswith(b"HTTP/1.1 200"), healthy
+    assert "Traceback" not in text, text[-3000:]
