@@ -149,19 +149,28 @@ def header_value(value: str) -> str:
 
 _DIGITS = re.compile(r"\d+")
 _SPACE = re.compile(r"\s+")
+#: The status an answer starts with (``"HTTP 404"``, Telegram's ``"400 Bad Request: …"``):
+#: three digits, alone, after an optional ``http``.
+_STATUS = re.compile(r"(?:http )?\d{3}(?!\d)")
 #: Longest :func:`answer_key` (characters).
 ANSWER_KEY_MAX = 200
 
 
 def answer_key(answer: str) -> str:
     """What makes two answers of a receiver "the same answer" (a route's refusal streak,
-    :mod:`curaflow.ledger.route_gates`): the text lowercased, every run of digits one
-    ``#`` (ids, counts, sizes and item numbers differ from work to work), whitespace
-    collapsed, at most :data:`ANSWER_KEY_MAX` characters, cleaned for storage.
-    ``"HTTP 400 Bad Request: message thread not found"`` → ``"http # bad request: message
-    thread not found"``."""
-    text = _SPACE.sub(" ", _DIGITS.sub("#", clean_text(answer).lower())).strip()
-    return text[:ANSWER_KEY_MAX]
+    :mod:`curaflow.ledger.route_gates`): the text lowercased, whitespace collapsed, the
+    status it starts with kept, every other run of digits one ``#`` (ids, counts, sizes
+    and item numbers differ from work to work), at most :data:`ANSWER_KEY_MAX`
+    characters, cleaned for storage. ``"HTTP 400 Bad Request: message thread not found
+    (item 3)"`` → ``"http 400 bad request: message thread not found (item #)"``.
+
+    The status is the answer's own: until 2026-12-07 its digits were folded too, and a
+    webhook receiver refusing one work with 415, another with 422 and a third with 404
+    (``"http #"`` each time) paused the route as broken and lifted the works' refusals."""
+    text = _SPACE.sub(" ", clean_text(answer).lower()).strip()
+    status = _STATUS.match(text)
+    head = status.group(0) if status is not None else ""
+    return (head + _DIGITS.sub("#", text[len(head) :]))[:ANSWER_KEY_MAX]
 
 
 #: Statuses by which HTTP itself says the request was not processed and may be sent again

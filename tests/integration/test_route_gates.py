@@ -75,12 +75,26 @@ async def test_another_answer_starts_a_new_streak(ledger_pool: asyncpg.Pool) -> 
     assert await refuse(ledger_pool, route, "2") is None
     assert await refuse(ledger_pool, route, "3", answer_key("HTTP 403")) is None
     gate = await route_gates.read_gate(ledger_pool, route)
-    assert gate is not None and gate.streak_answer == "http #" and gate.streak_works == [["illustration", "3"]]
+    assert gate is not None and gate.streak_answer == "http 403" and gate.streak_works == [["illustration", "3"]]
     assert gate.paused_ms == 0
     # digits are not the answer: item numbers, sizes and ids differ from work to work
     assert answer_key("400 failed to send message #3: file 1234.png") == answer_key(
         "400 failed to send message #7: file 99.png"
     )
+
+
+async def test_three_works_refused_under_three_statuses_never_pause_the_route(ledger_pool: asyncpg.Pool) -> None:
+    # A webhook receiver refusing one work's type (415), another's content (422) and a
+    # third with 404: three answers, no broken route. Until 2026-12-07 the status's digits
+    # were folded like a work's numbers ("http #" each time): the route paused and paged,
+    # and the first work's refusal was lifted.
+    route = f"hook-{short_id()}"
+    assert await refuse(ledger_pool, route, "1", answer_key("HTTP 415"), hold=False) is None
+    assert await refuse(ledger_pool, route, "2", answer_key("HTTP 422"), hold=False) is None
+    assert await refuse(ledger_pool, route, "3", answer_key("HTTP 404")) is None
+    gate = await route_gates.read_gate(ledger_pool, route)
+    assert gate is not None and gate.paused_ms == 0 and gate.streak_works == [["illustration", "3"]]
+    assert {r.work_id for r in await memory.list_refusals(ledger_pool, route)} == {"1", "2", "3"}
 
 
 async def test_a_hold_doubles_in_a_row_and_never_downgrades_a_refusal(ledger_pool: asyncpg.Pool) -> None:

@@ -1,0 +1,68 @@
+"""Receivers played badly: answers that broke a rule of "the unknown is cheap" until 2026-12-07.
+
+The rule (DESIGN.md "Safe defaults at the edges: the delivery side"): an answer curaflow
+does not recognise costs one attempt, and a failure is blamed on its real owner — the
+route, the work or curaflow. Each case below fell to a default that broke it:
+
+* a route's refusal streak (three *different* works refused in a row with the same
+  answer pause the route and lift their refusals) keyed answers with every digit folded,
+  the status's too: a webhook receiver refusing one work with 415 (its type), another with
+  422 (its content) and a third with 404 was "the same answer" three times — the route
+  paused and paged as broken, the works' own refusals lifted, though each answer was
+  another.
+
+The routes run against ``httpx.MockTransport`` answering the platforms' wire formats
+(:mod:`tests.unit.test_route_answers`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from curaflow.routes.base import answer_key
+from tests.unit.test_route_answers import discord, failure, telegram, webhook
+
+# ---- the refusal streak: the status is part of the answer ---------------------------------------
+
+
+def _answers(route_of: Any, statuses: tuple[int, ...], body: Any, tmp_path: Path) -> Any:
+    async def each() -> list[str | None]:
+        keys = []
+        for status in statuses:
+            err = await failure(route_of, lambda _r, s=status: httpx.Response(s, **body(s)), tmp_path)
+            keys.append(err.answer)
+        return keys
+
+    return each()
+
+
+@pytest.mark.parametrize(
+    ("route_of", "statuses", "body"),
+    [
+        (webhook, (415, 422, 404, 410, 413), lambda _s: {}),
+        (telegram, (400, 403, 404), lambda s: {"json": {"ok": False, "error_code": s}}),
+        (discord, (400, 403, 404), lambda _s: {"text": "<html>nginx</html>"}),
+    ],
+    ids=["webhook", "telegram-without-words", "discord-not-its-json"],
+)
+async def test_refusals_under_different_statuses_are_different_answers(
+    tmp_path: Path, route_of: Any, statuses: tuple[int, ...], body: Any
+) -> None:
+    # Three different works refused with 415, 422 and 404 are three answers: none of them
+    # says the route is broken (the streak needs the same answer three times).
+    keys = await _answers(route_of, statuses, body, tmp_path)
+    assert None not in keys
+    assert len(set(keys)) == len(statuses), keys
+
+
+def test_the_numbers_in_the_words_still_fold_and_the_status_stays() -> None:
+    # Item numbers, sizes and ids differ from work to work: they are not the answer.
+    assert answer_key("400 Bad Request: failed to send message #3: file 1234.png") == answer_key(
+        "400 Bad Request: failed to send message #7: file 99.png"
+    )
+    assert answer_key("HTTP 404") == answer_key("http 404") != answer_key("HTTP 422")
+    assert answer_key("HTTP 400 code 50035 Invalid Form Body") != answer_key("HTTP 403 code 50035 Invalid Form Body")
