@@ -23,9 +23,10 @@ it, and first removes the temporary files an attempt killed mid-write left there
 (:func:`_writing`). A manifest that
 already carries this delivery's idempotency key is an idempotent replay; one written by
 another delivery means the directory already has the work (duplicate). Only a manifest
-read whole as a JSON object decides so: one that is no regular file (judged by what was
-opened, not by a look before), no JSON object, not UTF-8 or over
-:data:`MANIFEST_MAX_BYTES` is ``route_refused`` (it says neither), an OS error looking for it or reading it
+read whole as a JSON object that curaflow wrote for this work (:func:`written_for`) decides
+so: one that is no regular file (judged by what was opened, not by a look before), no JSON
+object, not UTF-8, over :data:`MANIFEST_MAX_BYTES` or an object of another shape is
+``route_refused`` (it says neither), an OS error looking for it or reading it
 as any other — only "no such file" says there is none.
 
 The directory's OS errors have one owner, :func:`os_failure`: those that may pass
@@ -383,6 +384,19 @@ def _writing(folder: Path, names: set[str]) -> Iterator[None]:
         os.close(fd)
 
 
+def written_for(manifest: dict[str, Any], work_id: str) -> bool:
+    """Whether ``manifest`` (a ``manifest.json`` read as a JSON object) is one curaflow
+    wrote for the work ``work_id`` — by any delivery: a delivery's ``idempotency_key``
+    (non-empty text) and ``work.work_id`` that work's id, as every manifest
+    :class:`DirectoryRoute` has written since the first. Only such a manifest says the
+    directory has the work; any other object (``{}``, a consumer's own
+    ``{"status": "processed"}``, another work's manifest copied there) says nothing of it.
+    Until 2026-12-07 any JSON object did: the work recorded delivered (duplicate) for good
+    on the route, nothing written."""
+    key, work = manifest.get("idempotency_key"), manifest.get("work")
+    return isinstance(key, str) and bool(key) and isinstance(work, dict) and work.get("work_id") == work_id
+
+
 def _unreadable_manifest(what: str) -> RouteError:
     return RouteError(
         TerminalReason.ROUTE_REFUSED,
@@ -419,10 +433,15 @@ class DirectoryRoute:
         manifest_path = folder / "manifest.json"
         if self._manifest_present(manifest_path):
             existing = self._manifest(manifest_path)
+            replayed = existing.get("idempotency_key") == request.idempotency_key
+            if not replayed and not written_for(existing, request.work.work_id):
+                raise _unreadable_manifest(
+                    "no manifest curaflow wrote for this work (no delivery's key, or another work's)"
+                )
             # What the directory has is on its disk before it is reported: a manifest
             # renamed by an attempt that died (or met EIO) before syncing it.
             self._sync_names(folder)
-            if existing.get("idempotency_key") == request.idempotency_key:
+            if replayed:
                 return DeliveryReceipt(remote_id=str(manifest_path), remote_status="replayed")
             return DeliveryReceipt(duplicate=True, remote_id=str(manifest_path), remote_status="exists")
         folder.mkdir(parents=True, exist_ok=True)

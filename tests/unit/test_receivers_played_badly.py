@@ -9,7 +9,12 @@ route, the work or curaflow. Each case below fell to a default that broke it:
   the status's too: a webhook receiver refusing one work with 415 (its type), another with
   422 (its content) and a third with 404 was "the same answer" three times — the route
   paused and paged as broken, the works' own refusals lifted, though each answer was
-  another.
+  another;
+* the directory route took any JSON object at the work's ``manifest.json`` for a manifest
+  of another delivery — "the directory already has the work", the intent ``delivered``
+  (duplicate) for good and nothing written — though ``{}``, a consumer's own
+  ``{"status": "processed"}`` or another work's manifest copied there say nothing of
+  whether this work was delivered.
 
 The routes run against ``httpx.MockTransport`` answering the platforms' wire formats
 (:mod:`tests.unit.test_route_answers`).
@@ -17,6 +22,7 @@ The routes run against ``httpx.MockTransport`` answering the platforms' wire for
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +30,9 @@ import httpx
 import pytest
 
 from curaflow.routes.base import answer_key
+from curaflow.routes.directory import DirectoryRoute
 from tests.unit.test_route_answers import discord, failure, telegram, webhook
+from tests.unit.test_unknown_is_cheap_at_routes import dir_failure, dir_request, is_held_not_refused
 
 # ---- the refusal streak: the status is part of the answer ---------------------------------------
 
@@ -66,3 +74,40 @@ def test_the_numbers_in_the_words_still_fold_and_the_status_stays() -> None:
     )
     assert answer_key("HTTP 404") == answer_key("http 404") != answer_key("HTTP 422")
     assert answer_key("HTTP 400 code 50035 Invalid Form Body") != answer_key("HTTP 403 code 50035 Invalid Form Body")
+
+
+# ---- the directory: only a manifest of curaflow's for this work says "delivered" ---------------
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        {},
+        {"status": "processed", "pages": 2},
+        {"idempotency_key": 7, "work": {"work_id": "4242"}},
+        {"idempotency_key": "", "work": {"work_id": "4242"}},
+        {"idempotency_key": "curaflow:out:illustration:4242:j0:t"},
+        {"idempotency_key": "curaflow:out:illustration:9999:j0:t", "work": {"work_id": "9999"}},
+    ],
+    ids=["empty-object", "a-consumers-own", "key-not-text", "key-empty", "no-work", "another-works"],
+)
+async def test_a_manifest_that_is_not_curaflows_for_this_work_is_never_a_delivery(
+    tmp_path: Path, manifest: dict[str, Any]
+) -> None:
+    folder = tmp_path / "out" / "4242"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    err = await dir_failure(tmp_path)
+    assert is_held_not_refused(err), (err.reason, str(err))
+    assert "manifest" in str(err)
+    assert json.loads((folder / "manifest.json").read_text()) == manifest, "nothing written over it"
+
+
+async def test_another_deliverys_manifest_of_this_work_still_says_the_directory_has_it(tmp_path: Path) -> None:
+    # A second route on the same path, an earlier job: the work is there (duplicate).
+    request = dir_request(tmp_path)
+    await DirectoryRoute("other", tmp_path / "out").deliver(request)
+    again = dir_request(tmp_path)
+    again.idempotency_key = "curaflow:out:illustration:4242:j2:t"
+    receipt = await DirectoryRoute("out", tmp_path / "out").deliver(again)
+    assert receipt.duplicate and receipt.remote_status == "exists"
