@@ -31,7 +31,7 @@ as any other — only "no such file" says there is none.
 
 The directory's OS errors have one owner, :func:`os_failure`: those that may pass
 (:data:`PASSING_ERRORS`: ``EIO``, ``EMFILE``, ``EINTR``, ``ENOENT`` of a name removed
-under the write …) are retried
+under the write, a network disk's broken connection …) are retried
 (``delivery_failed``); every other (``EROFS``, ``EACCES``, ``ENOSPC``, ``EDQUOT``, a
 file where the work's folder goes, ``ELOOP``, one never seen) is ``route_refused`` with
 the errno's name as its answer, so several works refused alike pause the route. A page
@@ -273,29 +273,55 @@ def atomic_copy(src: Path, dest: Path, mode: int | None = None, *, mode_asked: b
             raise
 
 
+#: A network disk's connection to its server broken, refused or unreachable (an SMB share
+#: answers ``EHOSTDOWN`` while its session reconnects; NFS, FUSE and network block
+#: devices a reset, an unreachable network, a remote I/O error): the disk comes back by
+#: itself, like the ``EIO``, ``ETIMEDOUT`` and ``ESTALE`` of the same disks. Until
+#: 2026-12-07 they were ``route_refused``: the cell failed unretried, the work held back,
+#: three works in a row paused the route as broken.
+NETWORK_ERRORS = frozenset(
+    {
+        errno.ECONNRESET,
+        errno.ECONNABORTED,
+        errno.ECONNREFUSED,
+        errno.EHOSTDOWN,
+        errno.EHOSTUNREACH,
+        errno.ENETDOWN,
+        errno.ENETUNREACH,
+        errno.ENETRESET,
+        errno.ENOTCONN,
+        errno.ENOLINK,
+        errno.ECOMM,
+        errno.EREMOTEIO,
+    }
+)
 #: OS errors of the destination's disk that may pass by themselves (an interrupted call,
-#: a busy or stale handle, an I/O error of a network disk, this process out of files or
+#: a busy or stale handle, an I/O error or a broken connection of a network disk,
+#: :data:`NETWORK_ERRORS`, this process out of files or
 #: memory, a name removed under the write — ``ENOENT``: a consumer moved the work's folder
 #: away, the next attempt makes it again; route_refused until 2026-12-06): retried,
 #: ``delivery_failed``. Every other error — a read-only or full disk,
 #: no rights, a name in the way, a name too long, one never seen — refuses every work
 #: alike until someone fixes the directory: the route's (``route_refused``).
-PASSING_ERRORS = frozenset(
-    {
-        errno.EINTR,
-        errno.ENOENT,
-        errno.EAGAIN,
-        errno.EBUSY,
-        errno.EIO,
-        errno.ESTALE,
-        errno.ETIMEDOUT,
-        errno.EMFILE,
-        errno.ENFILE,
-        errno.ENOMEM,
-        errno.ENOLCK,
-        errno.EDEADLK,
-        errno.ETXTBSY,
-    }
+PASSING_ERRORS = (
+    frozenset(
+        {
+            errno.EINTR,
+            errno.ENOENT,
+            errno.EAGAIN,
+            errno.EBUSY,
+            errno.EIO,
+            errno.ESTALE,
+            errno.ETIMEDOUT,
+            errno.EMFILE,
+            errno.ENFILE,
+            errno.ENOMEM,
+            errno.ENOLCK,
+            errno.EDEADLK,
+            errno.ETXTBSY,
+        }
+    )
+    | NETWORK_ERRORS
 )
 #: Errors of a disk that is full: the hint says to free space.
 FULL_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT})

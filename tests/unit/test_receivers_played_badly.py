@@ -14,7 +14,12 @@ route, the work or curaflow. Each case below fell to a default that broke it:
   of another delivery — "the directory already has the work", the intent ``delivered``
   (duplicate) for good and nothing written — though ``{}``, a consumer's own
   ``{"status": "processed"}`` or another work's manifest copied there say nothing of
-  whether this work was delivered.
+  whether this work was delivered;
+* the directory route refused for good (``route_refused``: the cell failed unretried, the
+  work held back, three works in a row pausing the route) on a network disk's connection
+  errors — ``EHOSTDOWN`` of an SMB share reconnecting, ``ECONNRESET``, ``ENETUNREACH`` … —,
+  which pass by themselves as the ``EIO``, ``ETIMEDOUT`` and ``ESTALE`` of the same disks
+  already retried do.
 
 The routes run against ``httpx.MockTransport`` answering the platforms' wire formats
 (:mod:`tests.unit.test_route_answers`).
@@ -22,6 +27,7 @@ The routes run against ``httpx.MockTransport`` answering the platforms' wire for
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 from typing import Any
@@ -29,10 +35,11 @@ from typing import Any
 import httpx
 import pytest
 
+from curaflow.domain.reasons import TerminalReason
 from curaflow.routes.base import answer_key
 from curaflow.routes.directory import DirectoryRoute
 from tests.unit.test_route_answers import discord, failure, telegram, webhook
-from tests.unit.test_unknown_is_cheap_at_routes import dir_failure, dir_request, is_held_not_refused
+from tests.unit.test_unknown_is_cheap_at_routes import dir_failure, dir_request, failing_mkstemp, is_held_not_refused
 
 # ---- the refusal streak: the status is part of the answer ---------------------------------------
 
@@ -111,3 +118,33 @@ async def test_another_deliverys_manifest_of_this_work_still_says_the_directory_
     again.idempotency_key = "curaflow:out:illustration:4242:j2:t"
     receipt = await DirectoryRoute("out", tmp_path / "out").deliver(again)
     assert receipt.duplicate and receipt.remote_status == "exists"
+
+
+# ---- the directory: a network disk's connection that broke may come back ------------------------
+
+NETWORK_ERRORS = [
+    errno.ECONNRESET,
+    errno.ECONNABORTED,
+    errno.ECONNREFUSED,
+    errno.EHOSTDOWN,
+    errno.EHOSTUNREACH,
+    errno.ENETDOWN,
+    errno.ENETUNREACH,
+    errno.ENETRESET,
+    errno.ENOTCONN,
+    errno.ENOLINK,
+    errno.ECOMM,
+    errno.EREMOTEIO,
+]
+
+
+@pytest.mark.parametrize("code", NETWORK_ERRORS, ids=[errno.errorcode[c] for c in NETWORK_ERRORS])
+async def test_a_network_disks_connection_error_is_retried_not_the_routes_refusal(tmp_path: Path, code: int) -> None:
+    # An SMB share answers EHOSTDOWN while its session reconnects, an NFS or FUSE disk a
+    # reset or an unreachable server: the disk comes back by itself, the next attempt
+    # writes the work. Refused, the cell failed unretried and three works in a row
+    # paused the route as broken.
+    with failing_mkstemp(code):
+        err = await dir_failure(tmp_path)
+    assert err.reason == TerminalReason.DELIVERY_FAILED and not err.permanent and not err.ambiguous, str(err)
+    assert err.answer is None, "never counted in the route's refusal streak"
