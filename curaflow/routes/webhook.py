@@ -26,7 +26,8 @@ only when the receiver says the work is the problem):
                         ``rejected`` (the work refused for good), ``failed`` /
                         ``error`` (the receiver's own failure: ``route_refused``,
                         the work held back, never refused) or ``pending`` /
-                        ``queued`` (retried with the same key)
+                        ``queued`` (the receiver holds it: retried with the same
+                        key, remembered as possibly delivered)
 409                     the receiver already had it: duplicate
 415, 422                the receiver refuses this work (its type, its content):
                         ``delivery_rejected``, never retried
@@ -388,7 +389,17 @@ class WebhookRoute:
                     answer=f"HTTP 2xx status {word}",
                 )
             if word in PENDING_WORDS:
-                raise RouteError(TerminalReason.DELIVERY_FAILED, f"webhook answered {status} with status {word!r}")
+                # The receiver has the delivery and will act on it: retried with the same
+                # webhook-id, and remembered as possibly delivered (as a 502 or a timeout),
+                # so attempts that run out end the intent `unknown` — never `failed`, the
+                # work sent again by the next job under a webhook-id the receiver cannot
+                # deduplicate (until 2026-12-07).
+                raise RouteError(
+                    TerminalReason.DELIVERY_FAILED,
+                    f"webhook answered {status} with status {word!r}: the receiver holds it; retried with the same "
+                    "webhook-id",
+                    ambiguous=True,
+                )
             return DeliveryReceipt(remote_id=remote_id, remote_status=str(status))
         raise classify(status, response.headers.get("retry-after"))
 

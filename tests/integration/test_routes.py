@@ -410,7 +410,10 @@ def hook_route(webhook: WebhookReceiver, http: httpx.AsyncClient, path: str, tim
         # for good (until 2026-12-05 both were).
         (Reply(200, {"status": "error", "message": "database unavailable"}), "refused"),
         (Reply(200, {"status": "failed"}), "refused"),
-        (Reply(202, {"status": "queued"}), "retry"),
+        # The receiver holds it: retried with the same webhook-id and remembered as
+        # possibly delivered (until 2026-12-07 a plain retry, the work sent again by the
+        # next job under another webhook-id once the attempts ran out).
+        (Reply(202, {"status": "queued"}), "ambiguous"),
         (Reply(422, {"error": "bad content"}), "rejected"),
         (Reply(415, {"error": "unsupported type"}), "rejected"),
         (Reply(400, {"error": "bad"}), "refused"),  # a bare 400 names no work: the route's

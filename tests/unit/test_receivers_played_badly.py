@@ -19,7 +19,13 @@ route, the work or curaflow. Each case below fell to a default that broke it:
   work held back, three works in a row pausing the route) on a network disk's connection
   errors — ``EHOSTDOWN`` of an SMB share reconnecting, ``ECONNRESET``, ``ENETUNREACH`` … —,
   which pass by themselves as the ``EIO``, ``ETIMEDOUT`` and ``ESTALE`` of the same disks
-  already retried do.
+  already retried do;
+* a webhook receiver's 2xx saying ``pending`` / ``queued`` — it has the delivery and will
+  act on it — was retried as a request that never arrived: when the attempts ran out the
+  intent ended ``failed`` and the next job sent the work again under another
+  ``webhook-id``, which the receiver cannot deduplicate (a second copy once its queue
+  drains); a 502 or a timeout, weaker evidence of arrival, was remembered as possibly
+  delivered.
 
 The routes run against ``httpx.MockTransport`` answering the platforms' wire formats
 (:mod:`tests.unit.test_route_answers`).
@@ -36,6 +42,7 @@ import httpx
 import pytest
 
 from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.verdicts import delivery_verdict
 from curaflow.routes.base import answer_key
 from curaflow.routes.directory import DirectoryRoute
 from tests.unit.test_route_answers import discord, failure, telegram, webhook
@@ -148,3 +155,24 @@ async def test_a_network_disks_connection_error_is_retried_not_the_routes_refusa
         err = await dir_failure(tmp_path)
     assert err.reason == TerminalReason.DELIVERY_FAILED and not err.permanent and not err.ambiguous, str(err)
     assert err.answer is None, "never counted in the route's refusal streak"
+
+
+# ---- the webhook: "pending" is the receiver holding the delivery -------------------------------
+
+
+@pytest.mark.parametrize("word", ["pending", "queued", "Queued"])
+async def test_a_webhook_receiver_holding_the_delivery_is_remembered_as_possibly_delivered(
+    tmp_path: Path, word: str
+) -> None:
+    # Retried with the same webhook-id (the receiver dedupes on it) — and, as a 502's or a
+    # timeout's, remembered as possibly delivered: should the attempts run out, the intent
+    # ends `unknown` (the work stays on this route), never `failed` and sent again by the
+    # next job under a webhook-id the receiver has never seen.
+    answer = lambda _r: httpx.Response(202, json={"status": word})  # noqa: E731
+    err = await failure(webhook, answer, tmp_path)
+    assert err.reason == TerminalReason.DELIVERY_FAILED and not err.permanent and err.answer is None
+    assert err.ambiguous, "the receiver has it: possibly delivered"
+    verdict = delivery_verdict(
+        reason=err.reason, permanent=False, ambiguous=err.ambiguous, resend_safe=True, attempt=1, max_attempts=5
+    )
+    assert not verdict.final, "retried with the same webhook-id"
