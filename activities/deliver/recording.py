@@ -433,7 +433,11 @@ class DeliveryRecords:
             # clock, ended a millisecond after it and named the wait "this send".
             if not err.route_wide:
                 await ledger.hold_intent(conn, request.idempotency_key, delay_ms)
-        if verdict.outcome == "rejected" and err.answer:
+        # A refusal for good, and an answer that may follow a post ending the work
+        # `unknown` on an at-most-once route: a receiver answering every request so (a
+        # proxy's page under a 200) blocked one more work with every job until 2026-12-07,
+        # never paused. No answer (a timeout, a cut) is never counted.
+        if verdict.outcome in ("rejected", "unknown") and err.answer:
             pause = await route_gates.count_refusal(
                 conn,
                 route=inp.route.name,

@@ -130,7 +130,10 @@ async def count_refusal(
 ) -> Pause | None:
     """Count a final refusal of ``work_id`` by ``route`` with ``answer`` in the route's
     streak (module doc), in the caller's transaction — after the refusal or hold of the
-    work was recorded, so the pause lifts it too.
+    work was recorded, so the pause lifts it too. An answer that may follow a post and
+    ended the work ``delivery_unknown`` on an at-most-once route is counted alike
+    (:mod:`activities.deliver.recording`): nothing of it is lifted (the work may be at
+    the route), but the pause stops the next works being blocked the same way.
 
     Args:
         answer: the receiver's answer, keyed (:attr:`curaflow.routes.base.RouteError.answer`).

@@ -204,10 +204,13 @@ class RouteError(Exception):
         ambiguous: the request may have reached the destination (read timeout after
             sending, a gateway error, an answer that is not the platform's); the route's
             ambiguity policy decides.
-        answer: the destination's refusal as :func:`answer_key` keys it (status and
-            words); None when the destination did not answer (curaflow's own limit, a
-            transport error). Several different works refused in a row with the same
-            answer make the route paused (:mod:`curaflow.ledger.route_gates`).
+        answer: the destination's answer as :func:`answer_key` keys it (status and
+            words): a refusal's, or one that may follow a post (``ambiguous``: a proxy's
+            page under a 200, a gateway's 502); None when the destination did not answer
+            (curaflow's own limit, a transport error, a timeout). Several different works
+            refused in a row with the same answer — or ending ``delivery_unknown`` with it
+            on an at-most-once route — make the route paused
+            (:mod:`curaflow.ledger.route_gates`).
 
     The message may quote the destination's words (Telegram's ``description``, Discord's
     ``message``): it is cleaned (:func:`~curaflow.domain.text.clean_text`) and cut to

@@ -286,6 +286,7 @@ class DiscordRoute:
                     TerminalReason.DELIVERY_FAILED,
                     f"discord: HTTP {status} without the created message; outcome unknown",
                     ambiguous=True,
+                    answer=f"HTTP {status} without the created message",
                 )
             return remote_id_of(body["id"])
         headers = response.headers
@@ -447,6 +448,7 @@ def classify(
             TerminalReason.DELIVERY_FAILED,
             f"discord: HTTP {status}, a gateway error; the request may have reached Discord, outcome unknown",
             ambiguous=True,
+            answer=answer,
         )
     if 500 <= status < 600 or status in SEND_AGAIN_STATUSES:
         return RouteError(TerminalReason.DELIVERY_FAILED, f"discord: HTTP {status}{detail}")

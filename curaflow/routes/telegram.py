@@ -602,6 +602,7 @@ class TelegramRoute:
                 TerminalReason.TELEGRAM_FAILED,
                 f"{text}: a gateway error; the request may have reached Telegram, outcome unknown",
                 ambiguous=True,
+                answer=f"{code} {description}",
             )
         retry_after = response.headers.get("retry-after")
         error = classify(code, description, params, retry_after, photo=photo, recognised=recognised)
@@ -626,12 +627,16 @@ def _maybe_posted(method: str, status: int) -> RouteError:
     """The failure of an answer under a 2xx or a 5xx that is not the Bot API's own (a
     gateway's page, an envelope of another shape or whose ``error_code`` is not its
     status): the request may have reached Telegram and been posted — ambiguous, the
-    route's ``on_ambiguous`` decides (module doc)."""
+    route's ``on_ambiguous`` decides (module doc). It is an answer all the same: its
+    status is counted in the route's streak when it ends the work ``delivery_unknown``
+    (a proxy answering every request so pauses the route instead of blocking one work a
+    job for ever; :mod:`activities.deliver.recording`, 2026-12-07)."""
     what = "a gateway error" if status in GATEWAY_ERRORS else "an answer that is not the Bot API's"
     return RouteError(
         TerminalReason.TELEGRAM_FAILED,
         f"telegram {method}: HTTP {status}, {what}; the request may have reached Telegram, outcome unknown",
         ambiguous=True,
+        answer=f"{status} ({what})",
     )
 
 

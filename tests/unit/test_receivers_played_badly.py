@@ -25,7 +25,12 @@ route, the work or curaflow. Each case below fell to a default that broke it:
   intent ended ``failed`` and the next job sent the work again under another
   ``webhook-id``, which the receiver cannot deduplicate (a second copy once its queue
   drains); a 502 or a timeout, weaker evidence of arrival, was remembered as possibly
-  delivered.
+  delivered;
+* on an at-most-once route (``on_ambiguous = "fail"``) an answer that may follow a post —
+  a proxy's HTML page under a 200, Discord's bare 204, a gateway's 502 — ends the work
+  ``delivery_unknown``, blocked on the route for good; that answer carried nothing the
+  route's streak could count, so a proxy answering every request so blocked one more work
+  with every job, for ever, and never paused the route nor paged as broken.
 
 The routes run against ``httpx.MockTransport`` answering the platforms' wire formats
 (:mod:`tests.unit.test_route_answers`).
@@ -176,3 +181,43 @@ async def test_a_webhook_receiver_holding_the_delivery_is_remembered_as_possibly
         reason=err.reason, permanent=False, ambiguous=err.ambiguous, resend_safe=True, attempt=1, max_attempts=5
     )
     assert not verdict.final, "retried with the same webhook-id"
+
+
+# ---- at most once: an answer that may follow a post is still an answer the streak counts -----------
+
+
+@pytest.mark.parametrize(
+    ("route_of", "status", "body"),
+    [
+        (telegram, 200, {"text": "<html>captive portal</html>"}),
+        (telegram, 502, {"text": "<html>502 Bad Gateway</html>"}),
+        (telegram, 500, {"json": {"ok": False, "error_code": 502, "description": "Bad Gateway"}}),
+        (discord, 204, {}),
+        (discord, 200, {"json": {"message": "ok"}}),
+        (discord, 503, {"text": "<html>Service Unavailable</html>"}),
+    ],
+    ids=["tg-200-html", "tg-502", "tg-500-not-its-own", "dc-204", "dc-200-no-message", "dc-503-html"],
+)
+async def test_an_answer_that_may_follow_a_post_is_an_answer_of_the_route(
+    tmp_path: Path, route_of: Any, status: int, body: dict[str, Any]
+) -> None:
+    # The same answer to two works is the same key: three works ending unknown so pause
+    # the route (activities.deliver.recording counts an unknown outcome's answer).
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = await failure(route_of, lambda _r: httpx.Response(status, **body), tmp_path / "a")
+    second = await failure(route_of, lambda _r: httpx.Response(status, **body), tmp_path / "b")
+    assert first.ambiguous and not first.permanent, str(first)
+    assert first.answer is not None and first.answer == second.answer, (first.answer, second.answer)
+    assert str(status) in first.answer
+
+
+async def test_no_answer_at_all_is_still_no_answer(tmp_path: Path) -> None:
+    # A timeout or a broken connection after the request left says nothing of the
+    # receiver: nothing is counted (the job's deadline cutting a send is one of them).
+    def broken(_r: httpx.Request) -> httpx.Response:
+        raise httpx.ReadError("connection reset")
+
+    for route_of in (telegram, discord):
+        err = await failure(route_of, broken, tmp_path)
+        assert err.ambiguous and err.answer is None, str(err)
