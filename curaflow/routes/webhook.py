@@ -33,7 +33,9 @@ only when the receiver says the work is the problem):
                         ``delivery_rejected``, never retried
 429, 5xx                retried with backoff (``Retry-After`` honoured; a 429
                         without it waits the backoff of
-                        :func:`curaflow.domain.ratelimit.retry_delay_ms`); a gateway
+                        :func:`curaflow.domain.ratelimit.retry_delay_ms`; a 429
+                        holds the whole route, at most the route's rate-limit
+                        cap); a gateway
                         error (502, 504) may have reached the receiver: retried
                         with the same ``webhook-id`` and remembered as possibly
                         delivered
@@ -423,16 +425,24 @@ class WebhookRoute:
 
 def classify(status: int, retry_after: str | None) -> RouteError:
     """The failure a receiver's answer other than 2xx and 409 means (the module's
-    receiver contract): 429 → rate limited (its stated delay, or none); 5xx and HTTP's
+    receiver contract): 429 → rate limited, route-wide (its stated delay, or none; the
+    route's cooldown at most ``delivery.route_rate_limit_cap_ms``); 5xx and HTTP's
     own "send it again" (:data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`: 408, 425) →
     retried (502 / 504 ambiguous); :data:`WORK_STATUSES` → ``delivery_rejected`` (the work);
     anything else → ``route_refused`` (the route: the work is not used up)."""
     if status == 429 or 500 <= status < 600 or status in SEND_AGAIN_STATUSES:
+        # A receiver's 429 limits curaflow's requests to it — no chat or channel of one
+        # send to limit —: route-wide, every send of the route waits it, at most
+        # `delivery.route_rate_limit_cap_ms` (as the limits in front of Telegram and
+        # Discord). Until 2026-12-07 it held that send alone, for as long as it said (a
+        # week), while every other send of the route met it in turn.
         return RouteError(
             TerminalReason.DELIVERY_FAILED,
-            f"webhook answered HTTP {status}",
+            f"webhook answered HTTP {status}"
+            + (" (the receiver's limit: the whole route waits)" if status == 429 else ""),
             retry_after_s=parse_retry_after(retry_after),
             rate_limited=status == 429,
+            route_wide=status == 429,
             ambiguous=status in (502, 504),
         )
     if status in WORK_STATUSES:

@@ -30,7 +30,12 @@ route, the work or curaflow. Each case below fell to a default that broke it:
   a proxy's HTML page under a 200, Discord's bare 204, a gateway's 502 — ends the work
   ``delivery_unknown``, blocked on the route for good; that answer carried nothing the
   route's streak could count, so a proxy answering every request so blocked one more work
-  with every job, for ever, and never paused the route nor paged as broken.
+  with every job, for ever, and never paused the route nor paged as broken;
+* a webhook receiver's 429 — its limit of curaflow's requests, there is no chat or
+  channel of a send to limit — was taken for a limit of that one send: waited as stated,
+  a week in a proxy's ``Retry-After`` (every job of the route expiring in the wait), while
+  every other send of the route met the limit in turn; the limits of the same kind in
+  front of Telegram and Discord, and a job's pushes, were capped.
 
 The routes run against ``httpx.MockTransport`` answering the platforms' wire formats
 (:mod:`tests.unit.test_route_answers`).
@@ -221,3 +226,17 @@ async def test_no_answer_at_all_is_still_no_answer(tmp_path: Path) -> None:
     for route_of in (telegram, discord):
         err = await failure(route_of, broken, tmp_path)
         assert err.ambiguous and err.answer is None, str(err)
+
+
+# ---- the webhook: a receiver's 429 limits the route, not one send --------------------------------
+
+
+@pytest.mark.parametrize("retry_after", [None, "1", "604800", "Fri, 31 Dec 9999 23:59:59 GMT"])
+async def test_a_webhook_receivers_rate_limit_holds_the_route_capped(tmp_path: Path, retry_after: str | None) -> None:
+    # route_wide: every send of the route waits the cooldown, at most
+    # delivery.route_rate_limit_cap_ms (route_gates.rate_limited), never a week on one
+    # send's word; the stated delay is still what the cooldown starts from.
+    headers = {"retry-after": retry_after} if retry_after is not None else {}
+    err = await failure(webhook, lambda _r: httpx.Response(429, headers=headers), tmp_path)
+    assert err.rate_limited and not err.permanent and not err.ambiguous, str(err)
+    assert err.route_wide, "the receiver limits the route's requests, not one send"
