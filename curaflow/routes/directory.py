@@ -50,6 +50,7 @@ import os
 import re
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -376,6 +377,43 @@ def _remove_leftovers(folder: Path, names: set[str]) -> None:
         pass
 
 
+#: How long a delivery waits for the shared lock of the work's folder, seconds: another
+#: delivery holds it exclusively only while it removes leftovers (:func:`_writing`:
+#: milliseconds, seconds on a slow network disk); a lock held longer is another program's
+#: (:func:`_lock_shared`).
+FOLDER_LOCK_WAIT_S = 10.0
+#: The step of that wait, seconds.
+_LOCK_STEP_S = 0.05
+
+
+def _lock_shared(fd: int) -> None:
+    """Take a shared ``flock`` of the work's folder ``fd`` (blocking, at most
+    :data:`FOLDER_LOCK_WAIT_S`); a folder where this process cannot lock (``ENOLCK`` of
+    some network file systems) is written without one.
+
+    Raises:
+        OSError: ``EAGAIN`` when the folder stays locked exclusively past the wait —
+            another program holds it (a consumer working the folder under ``flock``):
+            the route's, for a while (:data:`PASSING_ERRORS`: retried). Until 2026-12-07
+            the wait had no bound: the delivery hung on a thread no cancel stops, and
+            every retry left one more, until the process's threads for file work were
+            gone.
+    """
+    deadline = time.monotonic() + FOLDER_LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise OSError(
+                    errno.EAGAIN, f"the work's folder stayed locked by another process for {FOLDER_LOCK_WAIT_S:g} s"
+                ) from None
+            time.sleep(_LOCK_STEP_S)
+        except OSError:
+            return  # no locks here
+
+
 @contextlib.contextmanager
 def _writing(folder: Path, names: set[str]) -> Iterator[None]:
     """Hold the work's ``folder`` while a delivery writes it (blocking), after removing the
@@ -389,7 +427,8 @@ def _writing(folder: Path, names: set[str]) -> Iterator[None]:
     temporary file of a writer still alive — an attempt whose send lease lapsed while it
     hung, a second route configured on the same path — is never one. A folder this process
     cannot open or lock (``EACCES``, ``ENOLCK`` of some network file systems) is written
-    as before, nothing removed.
+    as before, nothing removed; one another program holds locked past
+    :data:`FOLDER_LOCK_WAIT_S` is not written (:func:`_lock_shared`: ``EAGAIN``, retried).
     """
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
@@ -403,8 +442,7 @@ def _writing(folder: Path, names: set[str]) -> Iterator[None]:
             pass  # another delivery is writing it (EWOULDBLOCK), or no locks here
         else:
             _remove_leftovers(folder, names)
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_SH)  # another's cleanup waits no more than its own removal
+        _lock_shared(fd)  # another's cleanup waits no more than its own removal
         yield
     finally:
         os.close(fd)

@@ -35,7 +35,11 @@ route, the work or curaflow. Each case below fell to a default that broke it:
   channel of a send to limit — was taken for a limit of that one send: waited as stated,
   a week in a proxy's ``Retry-After`` (every job of the route expiring in the wait), while
   every other send of the route met the limit in turn; the limits of the same kind in
-  front of Telegram and Discord, and a job's pushes, were capped.
+  front of Telegram and Discord, and a job's pushes, were capped;
+* a directory route whose work folder another program holds locked (``flock``, its own
+  exclusive lock while it processes the folder) hung the delivery: the route waited for a
+  shared lock with no bound, on a thread no cancel stops — every retry one more such
+  thread, until the process's threads for file work were gone.
 
 The routes run against ``httpx.MockTransport`` answering the platforms' wire formats
 (:mod:`tests.unit.test_route_answers`).
@@ -43,8 +47,11 @@ The routes run against ``httpx.MockTransport`` answering the platforms' wire for
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import fcntl
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -240,3 +247,47 @@ async def test_a_webhook_receivers_rate_limit_holds_the_route_capped(tmp_path: P
     err = await failure(webhook, lambda _r: httpx.Response(429, headers=headers), tmp_path)
     assert err.rate_limited and not err.permanent and not err.ambiguous, str(err)
     assert err.route_wide, "the receiver limits the route's requests, not one send"
+
+
+# ---- the directory: a work folder another program holds locked ----------------------------------
+
+
+async def test_a_work_folder_another_program_holds_locked_costs_one_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from curaflow.routes import directory
+
+    monkeypatch.setattr(directory, "FOLDER_LOCK_WAIT_S", 0.2, raising=False)
+    request = dir_request(tmp_path)
+    folder = tmp_path / "out" / "4242"
+    folder.mkdir(parents=True)
+    theirs = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(theirs, fcntl.LOCK_EX)  # held as long as the other program works the folder
+        try:
+            async with asyncio.timeout(10):  # a bound of the test's own: it hung for ever
+                err = await dir_failure(tmp_path, request)
+        except TimeoutError:
+            pytest.fail("the delivery waited for the folder's lock with no bound")
+    finally:
+        os.close(theirs)
+    assert err.reason == TerminalReason.DELIVERY_FAILED and not err.permanent and not err.ambiguous, str(err)
+    assert err.answer is None and "lock" in str(err)
+    assert not (folder / "manifest.json").exists()
+
+
+async def test_a_lock_released_within_the_bound_is_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Another delivery's cleanup holds the folder a moment (its exclusive lock while it
+    # removes leftovers): the delivery waits for it and writes the work.
+    real = fcntl.flock
+    refused = {"left": 3}
+
+    def flock(fd: int, op: int) -> None:
+        if op == fcntl.LOCK_SH | fcntl.LOCK_NB and refused["left"] > 0:
+            refused["left"] -= 1
+            raise BlockingIOError(errno.EWOULDBLOCK, os.strerror(errno.EWOULDBLOCK))
+        real(fd, op)
+
+    monkeypatch.setattr(fcntl, "flock", flock)
+    receipt = await DirectoryRoute("out", tmp_path / "out").deliver(dir_request(tmp_path))
+    assert receipt.remote_status == "written" and refused["left"] == 0
