@@ -111,7 +111,7 @@ class _EmptyAfterFirstClient:
     def __init__(self) -> None:
         self.offsets: list[int] = []
         base = {"type": "illust", "page_count": 1, "width": 10, "height": 10, "tags": [], "total_bookmarks": 0}
-        base |= {"x_restrict": 0, "illust_ai_type": 1}  # as the app-api lists every work
+        base |= {"x_restrict": 0, "illust_ai_type": 1, "visible": True}  # as the app-api lists every work
         url = {"meta_single_page": {"original_image_url": "https://i.pximg.net/img-original/img/x_p0.png"}}
         self.a = [{**base, **url, "id": 5000 - i, "create_date": "2025-01-20T00:00:00+09:00"} for i in range(30)]
 

@@ -48,7 +48,7 @@ def _target(mode: str, sort: str = "date_desc") -> TargetSpec:
 
 
 def _work(i: int) -> dict[str, Any]:
-    return {"id": 100 + i, "type": "illust", "create_date": DATE, "x_restrict": 0, "illust_ai_type": 1}
+    return {"id": 100 + i, "type": "illust", "create_date": DATE, "x_restrict": 0, "illust_ai_type": 1, "visible": True}
 
 
 @pytest.fixture

@@ -274,6 +274,9 @@ UNSTATED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "page_count, max_page_count": ({"page_count": ABSENT}, {"max_page_count": 1}),
     "create_date, start_date": ({"create_date": ABSENT}, {"start_date": "2000-01-01"}),
     "create_date not read, end_date": ({"create_date": "yesterday"}, {"end_date": "2100-01-01"}),
+    # The placeholder rule reads ``visible`` for every target: absent, it was read as
+    # visible (2026-12-07) — what the source may hide was a candidate.
+    "visible, every target": ({"visible": ABSENT}, {}),
 }
 
 
@@ -291,6 +294,21 @@ def test_a_work_listed_without_a_field_its_targets_filters_read_is_never_deliver
     assert first.report.reasons.get("invalid") == 1
     found = [_place(sort, deep, w.work_id) for cp in seen[1:] for w in cp.candidates]
     assert 40 in found, found
+
+
+@pytest.mark.parametrize(
+    ("image", "word"),
+    [(LIMIT, "hidden"), ("https://s.pximg.net/common/images/limit_unknown_360.png", "unavailable")],
+    ids=["limit_sanity_level", "limit_unknown"],
+)
+def test_a_placeholder_listed_without_visible_is_told_by_its_limit_image(image: str, word: str) -> None:
+    # A ``limit_*`` image says the work is a placeholder whatever ``visible`` would say: a
+    # listing without ``visible`` states it so (the word by the image's name, as before).
+    first = _jobs_over(
+        "popular_desc", 40, {"visible": ABSENT, "meta_single_page": {}, "image_urls": {"large": image}}, 1
+    )[0]
+    assert first.report.reasons.get(word) == 1, first.report.reasons
+    assert "invalid" not in first.report.reasons
 
 
 @pytest.mark.parametrize(

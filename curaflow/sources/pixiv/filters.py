@@ -8,6 +8,8 @@ a verdict that does not last (:data:`~curaflow.sources.pixiv.frontier.LASTING_RE
 
 from __future__ import annotations
 
+from typing import Any
+
 from curaflow.domain.messages import TargetSpec
 from curaflow.domain.models import Work
 from curaflow.sources import filters
@@ -31,18 +33,24 @@ def stated_fields(target: TargetSpec) -> tuple[str, ...]:
     * ``page_count`` under ``max_page_count`` (absent with no page listed: one page);
     * ``create_date`` under ``start_date`` / ``end_date``: absent or not read
       (:func:`~curaflow.sources.pixiv.client.iso_create_date` None), the work was in every
-      window.
+      window;
+    * ``visible`` for every target: the placeholder rule
+      (:func:`~curaflow.sources.pixiv.client.is_placeholder`) reads it and the listed
+      images; absent, the work was read as visible (2026-12-07) — what the source may hide
+      from the account was a candidate. A ``limit_*`` image states it without ``visible``
+      (:func:`unstated`).
 
     The app-api lists every work with all of them. A listing without one (the field renamed
     or dropped, a proxy's copy) says nothing of it: such a work is examined ``invalid`` in
-    that job instead (:func:`~curaflow.sources.pixiv.scan.pages._parse_page`), a verdict
-    that does not last — never a candidate, and the next job reads it again. A filter that
-    lets every value through (no ``min_bookmarks`` …, ``r18`` true) asks for no field: the
-    work is read as before. ``filtered:work_type`` reads no field of the listing (a Pixiv
-    work is an illustration), the placeholder rule reads ``visible`` and the listed images,
-    a placeholder's ``limit_*`` image saying so without ``visible``."""
+    that job instead (:func:`unstated`, applied by
+    :func:`~curaflow.sources.pixiv.scan.pages._parse_page`), a verdict that does not last —
+    never a candidate, and the next job reads it again. A filter that lets every value
+    through (no ``min_bookmarks`` …, ``r18`` true) asks for no field: the work is read as
+    before. ``filtered:work_type`` reads no field of the listing (a Pixiv work is an
+    illustration)."""
     f = target.filters
     fields = (
+        ("visible", True),
         ("total_bookmarks", f.min_bookmarks is not None),
         ("x_restrict", not f.r18),
         ("illust_ai_type", f.exclude_ai),
@@ -50,6 +58,28 @@ def stated_fields(target: TargetSpec) -> tuple[str, ...]:
         ("create_date", bool(f.start_date or f.end_date)),
     )
     return tuple(name for name, read in fields if read)
+
+
+def unstated(illust: dict[str, Any], work: Work, stated: tuple[str, ...]) -> bool:
+    """Whether the listing ``illust`` (an app-api ``illust`` object, read as ``work`` by
+    :func:`~curaflow.sources.pixiv.client.parse_work`) leaves a field of ``stated``
+    (:func:`stated_fields`) unsaid — owner of what states a field (2026-12-07):
+
+    * ``create_date``: a date curaflow reads (``work.create_date`` not None:
+      :func:`~curaflow.sources.pixiv.client.iso_create_date`), not the key alone;
+    * ``visible``: the key, or a ``limit_*`` image the listing shows (a placeholder
+      whatever ``visible`` would say: :func:`~curaflow.sources.pixiv.client.is_placeholder`
+      of a work read as visible);
+    * any other: the key.
+
+    A membership test per field (the page's own dict) on a listing that states them all."""
+    for field in stated:
+        if field == "create_date":
+            if work.create_date is None:
+                return True
+        elif field not in illust and not (field == "visible" and is_placeholder(work)):
+            return True
+    return False
 
 
 def reject_reason(work: Work, target: TargetSpec, excluded: set[str]) -> str | None:
@@ -62,4 +92,4 @@ def reject_reason(work: Work, target: TargetSpec, excluded: set[str]) -> str | N
     return reason
 
 
-__all__ = ["protocol_reason", "reject_reason", "stated_fields"]
+__all__ = ["protocol_reason", "reject_reason", "stated_fields", "unstated"]

@@ -31,7 +31,7 @@ from curaflow.sources.pixiv.client import (
     offset_of,
     parse_work,
 )
-from curaflow.sources.pixiv.filters import stated_fields
+from curaflow.sources.pixiv.filters import stated_fields, unstated
 from curaflow.sources.pixiv.scan.checkpoint import UNREAD_FREE, ScanCheckpoint
 from curaflow.sources.pixiv.scan.days import _count_days, _day, _move_window, _new_pass, _start_tail, _tail_page
 from curaflow.sources.pixiv.scan.retrieval import _request
@@ -158,14 +158,6 @@ def _placed_dates(illusts: list[Any]) -> dict[int, str]:
     return placed
 
 
-def _unstated(illust: dict[str, Any], work: Work, stated: tuple[str, ...]) -> bool:
-    """Whether ``illust`` lacks a field of ``stated``
-    (:func:`~curaflow.sources.pixiv.filters.stated_fields`): one absent, or a
-    ``create_date`` that :func:`~curaflow.sources.pixiv.client.iso_create_date` does not
-    read (``work``'s is then None). A membership test per field (the page's own dict)."""
-    return any(field not in illust for field in stated) or ("create_date" in stated and work.create_date is None)
-
-
 def _parse_page(
     page: dict[str, Any], skip: int = 0, *, dated: bool = False, stated: tuple[str, ...] = ()
 ) -> tuple[list[Work], int, list[str], list[str]]:
@@ -196,11 +188,12 @@ def _parse_page(
 
     ``stated``: fields the target's filters read
     (:func:`~curaflow.sources.pixiv.filters.stated_fields`); a work listed without one of
-    them (:func:`_unstated`) is examined ``invalid`` too, its fields not recognised for
-    this target (until 2026-12-06 a missing ``total_bookmarks`` was read as 0: a lasting
-    ``filtered:min_bookmarks``; a missing ``x_restrict`` as all ages, ``illust_ai_type`` as
-    not AI, ``page_count`` as one page and ``create_date`` as inside the target's dates:
-    the work was a candidate of a target that refused it)."""
+    them (:func:`~curaflow.sources.pixiv.filters.unstated`) is examined ``invalid`` too,
+    its fields not recognised for this target (until 2026-12-06 a missing
+    ``total_bookmarks`` was read as 0: a lasting ``filtered:min_bookmarks``; a missing
+    ``x_restrict`` as all ages, ``illust_ai_type`` as not AI, ``page_count`` as one page
+    and ``create_date`` as inside the target's dates: the work was a candidate of a target
+    that refused it; until 2026-12-07 a missing ``visible`` as visible)."""
     works: list[Work] = []
     invalid = 0
     unread: list[str] = []
@@ -219,7 +212,7 @@ def _parse_page(
             work = Work(work_id=err.work_id, create_date=iso_create_date(illust.get("create_date")))
             unread.append(err.work_id)
         else:
-            if stated and _unstated(illust, work, stated):
+            if stated and unstated(illust, work, stated):
                 unread.append(work.work_id)
         if at in placed:
             work = work.model_copy(update={"create_date": placed[at]})
