@@ -36,6 +36,13 @@ UNREAD_SHAPES: dict[str, dict[str, Any]] = {
     "x_restrict never seen": {"x_restrict": -1},
     "type never seen": {"type": "novel"},
     "page_count beside fewer pages": {"page_count": 10**6},
+    "page_count disagreeing with meta_pages": {
+        "page_count": 2,
+        "meta_single_page": {},
+        "meta_pages": [
+            {"image_urls": {"original": f"https://i.pximg.net/img-original/img/x_p{i}.png"}} for i in range(3)
+        ],
+    },
     "an id not of pixiv's shape": {"id": -5},
 }
 
@@ -294,6 +301,37 @@ def test_a_work_listed_without_a_field_its_targets_filters_read_is_never_deliver
     assert first.report.reasons.get("invalid") == 1
     found = [_place(sort, deep, w.work_id) for cp in seen[1:] for w in cp.candidates]
     assert 40 in found, found
+
+
+@pytest.mark.parametrize("sort", SORTS)
+@pytest.mark.parametrize(
+    ("max_page_count", "reason"), [(3, None), (2, "filtered:page_count")], ids=["within", "beyond"]
+)
+def test_a_work_whose_meta_pages_list_its_pages_is_judged_by_them_without_page_count(
+    sort: str, max_page_count: int, reason: str | None
+) -> None:
+    # ``meta_pages`` lists every page of a multi-page work: it states the pages as
+    # ``page_count`` does (both stated and disagreeing is not read: parse_work). Until
+    # 2026-12-07 a listing without ``page_count`` was examined ``invalid`` under
+    # ``max_page_count`` whatever its ``meta_pages`` said.
+    deep = _deep()
+    fields = {"page_count": ABSENT, "meta_single_page": {}, "meta_pages": PAGES}
+    first = _jobs_over(sort, 40, fields, 1, max_page_count=max_page_count)[0]
+    assert "invalid" not in first.report.reasons, first.report.reasons
+    places = [_place(sort, deep, w.work_id) for w in first.candidates]
+    if reason is None:
+        assert places == [40] and first.candidates[0].page_count == 3
+    else:
+        assert places == [70] and first.report.reasons.get(reason) == 1
+
+
+@pytest.mark.parametrize("pages", [[], ABSENT, None], ids=["empty", "absent", "null"])
+def test_a_work_listing_no_page_states_no_page_count(pages: Any) -> None:
+    # No page listed (``meta_pages`` empty — Pixiv's for one page, but also what a listing
+    # that dropped the pages shows —, absent or null) says nothing of how many pages the
+    # work has: under ``max_page_count`` it is examined ``invalid`` as before.
+    first = _jobs_over("popular_desc", 40, {"page_count": ABSENT, "meta_pages": pages}, 1, max_page_count=5)[0]
+    assert first.report.reasons.get("invalid") == 1, first.report.reasons
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,8 @@ def stated_fields(target: TargetSpec) -> tuple[str, ...]:
       all ages — what may be R-18 / R-18G was delivered to a target refusing it);
     * ``illust_ai_type`` under ``exclude_ai`` (absent: 0, "not stated" — what may be AI was
       delivered);
-    * ``page_count`` under ``max_page_count`` (absent with no page listed: one page);
+    * ``page_count`` under ``max_page_count`` (absent with no page listed: one page;
+      ``meta_pages`` listing the pages states it);
     * ``create_date`` under ``start_date`` / ``end_date``: absent or not read
       (:func:`~curaflow.sources.pixiv.client.iso_create_date` None), the work was in every
       window;
@@ -70,6 +71,12 @@ def unstated(illust: dict[str, Any], work: Work, stated: tuple[str, ...]) -> boo
     * ``visible``: the key, or a ``limit_*`` image the listing shows (a placeholder
       whatever ``visible`` would say: :func:`~curaflow.sources.pixiv.client.is_placeholder`
       of a work read as visible);
+    * ``page_count``: the key, or ``meta_pages`` listing the pages (at least one: the
+      count ``parse_work`` read, ``work.page_count``, is theirs; both stated and
+      disagreeing never reach here — ``InvalidWork``). Until 2026-12-07 a work whose
+      ``meta_pages`` listed its pages was examined ``invalid`` under ``max_page_count``
+      without ``page_count``. An empty ``meta_pages`` (Pixiv's for one page, and what a
+      listing that dropped the pages shows), absent or null, states no count;
     * any other: the key.
 
     A membership test per field (the page's own dict) on a listing that states them all."""
@@ -77,7 +84,15 @@ def unstated(illust: dict[str, Any], work: Work, stated: tuple[str, ...]) -> boo
         if field == "create_date":
             if work.create_date is None:
                 return True
-        elif field not in illust and not (field == "visible" and is_placeholder(work)):
+        elif field in illust:
+            continue
+        elif field == "visible":
+            if not is_placeholder(work):
+                return True
+        elif field == "page_count":
+            if not illust.get("meta_pages"):
+                return True
+        else:
             return True
     return False
 
