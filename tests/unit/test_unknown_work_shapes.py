@@ -15,6 +15,7 @@ page alone — delivered so, and a duplicate for ever).
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -269,6 +270,9 @@ def test_a_work_listed_without_its_bookmark_count_is_read_again_by_the_next_job(
     assert [40] in found[1:], found
 
 
+#: A creation date a month past the clock (no work has one).
+AHEAD = f"{(datetime.now(UTC) + timedelta(days=30)).date().isoformat()}T00:00:00+09:00"
+
 #: Fields that decide what a target is delivered, each left out of a listing (a field
 #: renamed or dropped, a proxy's copy) beside the filters that read it. Each was read so
 #: that the work passed those filters: no ``x_restrict`` as all ages (a target refusing
@@ -281,6 +285,15 @@ UNSTATED: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "page_count, max_page_count": ({"page_count": ABSENT}, {"max_page_count": 1}),
     "create_date, start_date": ({"create_date": ABSENT}, {"start_date": "2000-01-01"}),
     "create_date not read, end_date": ({"create_date": "yesterday"}, {"end_date": "2100-01-01"}),
+    # A date no work of Pixiv's has — before Pixiv opened, or past the clock — is a lie of
+    # the listing, not the work's date: until 2026-12-07 it was read, a lasting
+    # filtered:date, the work passed for good.
+    "create_date in year 9999, end_date": ({"create_date": "9999-12-31T23:59:59+09:00"}, {"end_date": "2100-01-01"}),
+    "create_date before pixiv, start_date": (
+        {"create_date": "0001-01-01T00:00:00+09:00"},
+        {"start_date": "2000-01-01"},
+    ),
+    "create_date a month ahead, end_date": ({"create_date": AHEAD}, {"end_date": "2100-01-01"}),
     # The placeholder rule reads ``visible`` for every target: absent, it was read as
     # visible (2026-12-07) — what the source may hide was a candidate.
     "visible, every target": ({"visible": ABSENT}, {}),

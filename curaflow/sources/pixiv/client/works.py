@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -44,7 +44,7 @@ class InvalidWork(ValueError):
         super().__init__(f"invalid work {self.raw_id!r}: {why}")
 
 
-def parse_work(illust: dict[str, Any], *, cleaned: bool = False) -> Work:
+def parse_work(illust: dict[str, Any], *, cleaned: bool = False, now: datetime | None = None) -> Work:
     """Convert one app-api ``illust`` object into a :class:`~curaflow.domain.models.Work`.
 
     Multi-page works list every page from ``meta_pages``; single-page works use
@@ -55,6 +55,8 @@ def parse_work(illust: dict[str, Any], *, cleaned: bool = False) -> Work:
         cleaned: every string of ``illust`` is already clean — it was read with
             :func:`~curaflow.domain.text.loads_clean`, as every app-api answer is
             (``PixivClient._get``) — so no text is cleaned again (~0.2 ms a 30-work page).
+        now: the time the listing is read at (None: the clock's), for
+            :func:`iso_create_date` (a ``create_date`` past it is not read).
 
     Raises:
         InvalidWork: the id is not of Pixiv's shape (:func:`is_work_id`), a field does not
@@ -73,7 +75,7 @@ def parse_work(illust: dict[str, Any], *, cleaned: bool = False) -> Work:
     if not is_work_id(work_id):
         raise InvalidWork(raw_id, "the id is not a Pixiv work id")
     try:
-        return _parse_work(illust, work_id, _kept if cleaned else clean_text)
+        return _parse_work(illust, work_id, _kept if cleaned else clean_text, now)
     except (TypeError, ValueError, KeyError, AttributeError, OverflowError) as err:
         # OverflowError: an infinite number (``1e999`` in the JSON) where an integer goes.
         why = str(err)[:120] if type(err) is ValueError else f"{type(err).__name__} in its fields"
@@ -119,7 +121,7 @@ def _count(illust: dict[str, Any], field: str, missing: int) -> int:
     raise ValueError(f"{field} {str(value)[:20]!r} is not a count")
 
 
-def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str]) -> Work:
+def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str], now: datetime | None) -> Work:
     # One validation of the whole work (its pages as plain dicts, built in pydantic-core):
     # a model per page and an attribute set per page cost ~0.4 ms a 30-work search page.
     #
@@ -183,7 +185,7 @@ def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str
             "title": clean(str(illust.get("title") or "")),
             "url": f"https://www.pixiv.net/artworks/{work_id}",
             "tags": [clean(str(t["name"])) for t in illust.get("tags") or [] if t.get("name")],
-            "create_date": iso_create_date(illust.get("create_date"), clean),
+            "create_date": iso_create_date(illust.get("create_date"), clean, now=now),
             "page_count": page_count,
             "width": width,
             "height": height,
@@ -232,19 +234,43 @@ def _kept(text: str) -> str:
     return text
 
 
-def iso_create_date(value: object, clean: Callable[[str], str] = clean_text) -> str | None:
+#: The first day a work of Pixiv's may be created on: Pixiv opened on 2007-09-10 (JST).
+FIRST_DAY = date(2007, 9, 10)
+#: How many days past the clock's day (UTC) a work's creation day may be: a work created
+#: now carries Japan's day (up to a day past UTC's), and a day more of clock skew between
+#: Pixiv's servers and the worker.
+DAYS_AHEAD = 2
+
+
+def iso_create_date(
+    value: object, clean: Callable[[str], str] = clean_text, *, now: datetime | None = None
+) -> str | None:
     """A work's ``create_date`` when it is one curaflow reads — text of an ISO 8601 date
-    or date-time (``2025-02-04T00:00:00+09:00``, as the app-api sends), cleaned — else
-    None (unknown). Date-sorted scans order works and page by its text and its first ten
-    characters (its day); a date of another shape is never taken for one."""
+    or date-time (``2025-02-04T00:00:00+09:00``, as the app-api sends), cleaned, of a day
+    a work may have been created on — else None (unknown). Date-sorted scans order works
+    and page by its text and its first ten characters (its day); a date of another shape
+    is never taken for one.
+
+    A day before :data:`FIRST_DAY` (before Pixiv opened) or more than :data:`DAYS_AHEAD`
+    days past ``now``'s (UTC; None: the clock's) is no work's: a lie of the listing (a
+    sentinel such as ``9999-12-31``, a proxy's copy, a broken backend), read as no date
+    (2026-12-07). Until then it was read: a lasting ``filtered:date``, a settled bookmark
+    count of a work created days ago, and a frontier mark dated there (a ``date_desc``
+    head in the future passed every new work; a ``date_asc`` mark there failed every job
+    of the target). A worker whose clock is days behind reads new works undated —
+    examined ``invalid`` for that job where a date is read (a date-sorted page of such
+    works only is retried), never a lasting verdict.
+    """
     if not isinstance(value, str):
         return None
     text = clean(value).strip()
     if len(text) < 10 or (len(text) > 10 and text[10] not in "T "):
         return None
     try:
-        date.fromisoformat(text[:10])
+        day = date.fromisoformat(text[:10])
     except ValueError:
+        return None
+    if day < FIRST_DAY or day > ((now or datetime.now(UTC)).astimezone(UTC) + timedelta(days=DAYS_AHEAD)).date():
         return None
     return text
 

@@ -143,7 +143,9 @@ keeps no frontier (a ranking holds at most 500 works and changes daily).
 **Stored format.** What the ledger holds is :class:`Frontier`'s JSON
 (``model_dump(mode="json")``), the format rows of ``scan_frontiers`` were written in before
 the frontier moved behind the source seam: :func:`read` reads them unchanged. A row this
-version cannot read, or one of another sort, is a fresh start (pages, never a duplicate).
+version cannot read, or one of another sort, is a fresh start (pages, never a duplicate);
+so is one a mark of which is dated on a day no work has (written before 2026-12-07, when
+a listing's lying date was read: :func:`~curaflow.sources.pixiv.frontier.stored.marked_where_no_work_is`).
 
 Pure package (no I/O): the scan and the tests drive it. One concern per module, every
 name imported from here: :mod:`~curaflow.sources.pixiv.frontier.models` (the stored

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from curaflow.domain.messages import TargetSpec
+from curaflow.sources.pixiv.client.works import iso_create_date
 from curaflow.sources.pixiv.frontier.models import DATE_SORTS, Frontier, Mark, counted_unavailable
 
 
@@ -55,17 +56,43 @@ def read(stored: dict[str, Any] | None, sort: str) -> Frontier:
     Returns:
         The stored frontier; a fresh one (the walk's start) when nothing is stored, the
         stored one is of another sort, it is not a shape this version reads — a frontier
-        is advisory: losing it costs pages, never a duplicate —, or it may have passed a
-        work hidden from the account for good (:func:`passed_hidden`).
+        is advisory: losing it costs pages, never a duplicate —, it may have passed a
+        work hidden from the account for good (:func:`passed_hidden`), or it marks a work
+        at a day no work has (:func:`marked_where_no_work_is`).
     """
     if stored:
         try:
             frontier = Frontier.model_validate(stored)
         except ValueError:
             frontier = None
-        if frontier is not None and frontier.sort == sort and not passed_hidden(stored, frontier):
+        if (
+            frontier is not None
+            and frontier.sort == sort
+            and not passed_hidden(stored, frontier)
+            and not marked_where_no_work_is(frontier)
+        ):
             return frontier
     return Frontier(sort=sort)
+
+
+#: The marks of a stored frontier (:class:`Frontier`'s fields holding a :class:`Mark`).
+MARKS = ("head", "known", "sweep", "head_sweep", "head_run", "head_sweep_top", "seen", "tail_sweep")
+
+
+def marked_where_no_work_is(frontier: Frontier) -> bool:
+    """Whether one of ``frontier``'s marks (:data:`MARKS`) carries a creation date
+    :func:`~curaflow.sources.pixiv.client.iso_create_date` does not read (before Pixiv
+    opened, days past the clock, not a date). Until 2026-12-07 a listing's lying date
+    (``9999-12-31``) was read and a mark could be stored there: a ``date_asc`` job jumped
+    to that day and failed on its empty answer every job, a ``date_desc`` head in the
+    future passed every new work, and a ``duration`` took the mark for out of reach. Such
+    a frontier is read as a fresh start (pages, never a duplicate); no mark written since
+    carries such a date (an undated work is never a mark)."""
+    for name in MARKS:
+        mark = getattr(frontier, name)
+        if isinstance(mark, Mark) and mark.create_date and iso_create_date(mark.create_date) is None:
+            return True
+    return False
 
 
 def passed_hidden(stored: dict[str, Any], frontier: Frontier) -> bool:

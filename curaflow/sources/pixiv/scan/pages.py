@@ -137,15 +137,17 @@ def _unread_places(listed: list[str], skip: int, pending: list[Work]) -> tuple[l
     return before, gap
 
 
-def _placed_dates(illusts: list[Any]) -> dict[int, str]:
+def _placed_dates(illusts: list[Any], now: datetime | None = None) -> dict[int, str]:
     """Where a date-sorted page's items without a ``create_date`` curaflow reads stand:
     for each such object's position on the page, the creation date of the nearest item
     before it that has one (else the nearest after it). The page is sorted by creation
     date, so the item's own date lies between its neighbours'; the date placed is only
     its day's bookkeeping (days counted, a date window moved), never an order the
     frontier compares (:attr:`~curaflow.sources.pixiv.frontier.FrontierWalk.placed`).
-    Empty when no item of the page is dated (:func:`_fetch_page` refuses such a page)."""
-    dates = [iso_create_date(i.get("create_date")) if isinstance(i, dict) else None for i in illusts]
+    Empty when no item of the page is dated (:func:`_fetch_page` refuses such a page).
+    ``now``: when the page is read (None: the clock's), for
+    :func:`~curaflow.sources.pixiv.client.iso_create_date`."""
+    dates = [iso_create_date(i.get("create_date"), now=now) if isinstance(i, dict) else None for i in illusts]
     placed: dict[int, str] = {}
     before: str | None = None
     for i, item in enumerate(illusts):
@@ -159,7 +161,12 @@ def _placed_dates(illusts: list[Any]) -> dict[int, str]:
 
 
 def _parse_page(
-    page: dict[str, Any], skip: int = 0, *, dated: bool = False, stated: tuple[str, ...] = ()
+    page: dict[str, Any],
+    skip: int = 0,
+    *,
+    dated: bool = False,
+    stated: tuple[str, ...] = (),
+    now: datetime | None = None,
 ) -> tuple[list[Work], int, list[str], list[str]]:
     """The page's works after its first ``skip`` items (listed by the page before:
     :func:`~curaflow.sources.pixiv.frontier.repeated_on`), how many items of it have no id
@@ -180,11 +187,12 @@ def _parse_page(
     marks go on past it as past a held work).
 
     ``dated``: a work without a ``create_date`` curaflow reads (another format, a number,
-    none) is examined ``invalid`` as well, its date placed by its neighbours
-    (:func:`_placed_dates`); its id is in the fourth list, which the walk is told
-    (``FrontierWalk.placed``). Until 2026-12-05 such a work failed the whole page, every
-    attempt: one of them failed every date-sorted job of its target for as long as Pixiv
-    listed it so.
+    none, a day no work has: before Pixiv opened or past ``now`` — None: the clock's —,
+    :func:`~curaflow.sources.pixiv.client.iso_create_date`) is examined ``invalid`` as
+    well, its date placed by its neighbours (:func:`_placed_dates`); its id is in the
+    fourth list, which the walk is told (``FrontierWalk.placed``). Until 2026-12-05 such
+    a work failed the whole page, every attempt: one of them failed every date-sorted job
+    of its target for as long as Pixiv listed it so.
 
     ``stated``: fields the target's filters read
     (:func:`~curaflow.sources.pixiv.filters.stated_fields`); a work listed without one of
@@ -199,17 +207,17 @@ def _parse_page(
     unread: list[str] = []
     undated: list[str] = []
     illusts = page.get("illusts") or []
-    placed = _placed_dates(illusts) if dated else {}
+    placed = _placed_dates(illusts, now) if dated else {}
     for at, illust in enumerate(illusts):
         if at < skip:
             continue
         try:
-            work = parse_work(illust, cleaned=True)
+            work = parse_work(illust, cleaned=True, now=now)
         except InvalidWork as err:
             if err.work_id is None:
                 invalid += 1
                 continue
-            work = Work(work_id=err.work_id, create_date=iso_create_date(illust.get("create_date")))
+            work = Work(work_id=err.work_id, create_date=iso_create_date(illust.get("create_date"), now=now))
             unread.append(err.work_id)
         else:
             if stated and unstated(illust, work, stated):
@@ -494,6 +502,7 @@ async def _fetch_page(
             the scan knows of came back empty and nothing says the work went
             (:func:`_corroborate_end`).
     """
+    now = now or datetime.now(UTC)
     promised = cp.started and cp.next_url is not None and cp.next_from_source
     if not cp.started and not cp.window and cp.walk is not None and (cp.walk.plan.head or cp.walk.plan.known):
         # The first page of results the target's frontier has already seen works in.
@@ -510,13 +519,13 @@ async def _fetch_page(
     if expected is not None:
         # An empty answer where a work curaflow knows of stands: the end of results only
         # once corroborated (owner _corroborate_end), else the source's failure.
-        why = await _corroborate_end(client, target, expected, now or datetime.now(UTC))
+        why = await _corroborate_end(client, target, expected, now)
         log.info("pixiv.empty_answer_taken_for_the_end", work_id=expected.work_id, why=why, offset=offset)
         promised = False
     check_page(page, promised=promised)
     dated = target.query.mode == "search" and target.query.sort in fr.DATE_SORTS
     objects = [i for i in page["illusts"] if isinstance(i, dict)]
-    if dated and objects and not any(iso_create_date(i.get("create_date")) is not None for i in objects):
+    if dated and objects and not any(iso_create_date(i.get("create_date"), now=now) is not None for i in objects):
         # A date-sorted walk pages, windows and remembers by the works' days: a page with no
         # date curaflow reads is no page of that walk (the source's failure, retried). A
         # work undated among dated ones is placed by them (_parse_page).
@@ -549,7 +558,9 @@ async def _fetch_page(
     sort = target.query.sort
     listed = _listed(page)
     repeated = fr.repeated_on(cp.walk, listed, tail=cp.tail is not None) if cp.walk is not None else 0
-    works, invalid, cp.unread, cp.placed = _parse_page(page, repeated, dated=dated, stated=stated_fields(target))
+    works, invalid, cp.unread, cp.placed = _parse_page(
+        page, repeated, dated=dated, stated=stated_fields(target), now=now
+    )
     if cp.walk is not None:
         cp.walk.placed = list(cp.placed)
     if cp.tail is not None:
