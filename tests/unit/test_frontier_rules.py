@@ -159,6 +159,45 @@ def test_a_placeholder_is_the_works_only_when_pixiv_says_it_is_gone(
 
 
 @pytest.mark.parametrize(
+    "url",
+    [
+        # the name in the URL's query or fragment, not its file: a work's own image
+        "https://i.pximg.net/img-original/img/2025/02/04/00/00/00/9_p0.png?/limit_unknown.png",
+        "https://i.pximg.net/img-original/img/2025/02/04/00/00/00/9_p0.png#/limit_unknown_360.png",
+        # the name on a host that is not Pixiv's: not Pixiv's placeholder
+        "https://example.net/common/images/limit_unknown_360.png",
+        "https://s.pximg.net.example.net/common/images/limit_unknown_360.png",
+        "https://i.pximg.net/img-original/img/2025/02/04/00/00/00/limit_unknown_p0.png",
+        "data:image/png;base64,/limit_unknown.png",
+    ],
+)
+def test_limit_unknown_blames_the_work_only_as_pixivs_own_placeholder_image(url: str) -> None:
+    # ``limit_unknown`` blames the work for good (a lasting ``unavailable``): only the
+    # image Pixiv lists for a work deleted or made private — its file on Pixiv's static
+    # host — says so. Until 2026-12-07 the name was read anywhere in the URL's last
+    # segment (its query, its fragment) on any host: an answer not recognised, blamed on
+    # the work for good. Now such a placeholder is the cheap side (``hidden``).
+    from curaflow.sources.pixiv.filters import reject_reason
+
+    assert reject_reason(placeholder_of(url), spec(), set()) == "hidden"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"{IMAGES}limit_unknown_360.png",
+        f"{IMAGES}limit_unknown_360.png?20110520",
+        "http://source.pixiv.net/common/images/limit_unknown_s.png?20110520",
+        "https://S.PXIMG.NET/common/images/limit_unknown.png",
+    ],
+)
+def test_pixivs_own_limit_unknown_image_still_blames_the_work(url: str) -> None:
+    from curaflow.sources.pixiv.filters import reject_reason
+
+    assert reject_reason(placeholder_of(url), spec(), set()) == "unavailable"
+
+
+@pytest.mark.parametrize(
     ("runs", "afresh"),
     [
         ({"tally": {"duplicate": 40, "unavailable": 1}}, True),  # may have passed a hidden work

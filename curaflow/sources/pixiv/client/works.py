@@ -332,14 +332,34 @@ WORK_LIMITS = frozenset({"limit_unknown"})
 ACCOUNT_LIMITS = frozenset({"limit_sanity_level", "limit_unviewable", "limit_mypixiv"})
 
 
+#: Pixiv's hosts of its own static images, a placeholder's ``limit_*`` images among them:
+#: ``s.pximg.net`` (``https://s.pximg.net/common/images/limit_unknown_360.png``) and, in
+#: older listings, ``source.pixiv.net``.
+STATIC_HOSTS = frozenset({"s.pximg.net", "source.pixiv.net"})
+
+
 def limit_name(url: object) -> str | None:
     """The name of a ``limit_*`` image (``…/limit_sanity_level_360.png`` →
     ``limit_sanity_level``, ``…/limit_mypixiv_s.png?20110520`` → ``limit_mypixiv``): a known
     name (:data:`WORK_LIMITS`, :data:`ACCOUNT_LIMITS`) when the file's name starts with one,
-    else the file's name without its extension; None for any other URL."""
+    else the file's name without its extension; None for any other URL.
+
+    A known name is read only from Pixiv's own image (2026-12-07): an ``http`` / ``https``
+    URL on :data:`STATIC_HOSTS` whose path's file carries it. The same words in a query or
+    a fragment (``…/9_p0.png?/limit_unknown.png``), or in a file on any other host, are no
+    placeholder image of Pixiv's: such a URL's name is ``""``, a name never seen (the
+    account's side, :func:`hidden_from_account`) — until 2026-12-07 they were read as
+    ``limit_unknown``, and the work was ``unavailable`` for good."""
     if not _limit_image(url):
         return None
-    stem = str(url).rsplit("/", 1)[-1].split("?", 1)[0].split("#", 1)[0].rsplit(".", 1)[0]
+    try:
+        parts = urlsplit(str(url))
+        host = (parts.hostname or "").lower()
+    except ValueError:  # not a URL (an unclosed IPv6 bracket …)
+        return ""
+    if parts.scheme.lower() not in ("http", "https") or host not in STATIC_HOSTS:
+        return ""
+    stem = parts.path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
     for name in WORK_LIMITS | ACCOUNT_LIMITS:
         if stem == name or stem.startswith(f"{name}_"):
             return name
@@ -350,7 +370,8 @@ def hidden_from_account(work: Work) -> bool:
     """Whether a placeholder (:func:`is_placeholder`) is not positively the work's own
     fault — the cheap side, owner of that decision (DESIGN.md "The scan frontier of a
     target", 2026-12-06): True unless every ``limit_*`` image it lists is one of
-    :data:`WORK_LIMITS` (a work deleted or made private). So ``limit_sanity_level``,
+    :data:`WORK_LIMITS` (a work deleted or made private), Pixiv's own image
+    (:func:`limit_name`: its file on :data:`STATIC_HOSTS`). So ``limit_sanity_level``,
     ``limit_unviewable``, ``limit_mypixiv``, a name never seen, and ``visible: false``
     with no ``limit_*`` image are the account's: the scan tells such a work ``hidden``, a
     verdict that does not last, and a later job meets it again once the account may see
