@@ -190,6 +190,42 @@ def test_a_page_listed_without_its_originals_url_is_never_its_sample(fields: dic
     assert all("master1200" not in p.url for p in work.pages)
 
 
+#: Pixiv's samples of a page (its resized copies), each never the page itself.
+SAMPLES = [
+    SAMPLE,
+    "https://i.pximg.net/c/540x540_70/img-master/img/2025/02/04/00/00/00/126872003_p0_master1200.jpg",
+    "https://i.pximg.net/c/360x360_10_webp/img-master/img/2025/02/04/00/00/00/126872003_p0_square1200.jpg",
+    "https://i.pximg.net/img-master/img/2025/02/04/00/00/00/126872003_p0_master1200.jpg",
+    "https://i.pximg.net/c/250x250_80_a2/custom-thumb/img/2025/02/04/00/00/00/126872003_p0_custom1200.jpg",
+]
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+@pytest.mark.parametrize("slot", ["meta_single_page", "meta_pages"])
+def test_a_sample_listed_as_a_pages_original_is_never_that_page(sample: str, slot: str) -> None:
+    # A listing whose original's place holds one of Pixiv's samples (a proxy saving
+    # bandwidth, a renamed field filled from another): until 2026-12-07 the sample was the
+    # page — the work delivered as its resized copy, then a duplicate for ever. Now the page
+    # has no URL curaflow fetches (``unusable_url`` at its fetch, held back briefly).
+    from curaflow.sources.pixiv.client import parse_work
+
+    if slot == "meta_single_page":
+        fields: dict[str, Any] = {"meta_single_page": {"original_image_url": sample}}
+    else:
+        pages = [{"image_urls": {"original": sample}}, *PAGES[1:]]
+        fields = {"page_count": 3, "meta_single_page": {}, "meta_pages": pages}
+    work = parse_work(illust(**fields))
+    assert sample not in [p.url for p in work.pages] and work.pages[0].url == ""
+
+
+def test_an_ugoiras_cover_listed_as_its_original_keeps_its_listing() -> None:
+    # An ugoira is delivered from its frames zip: its listed image, whatever it is, is its cover.
+    from curaflow.sources.pixiv.client import parse_work
+
+    work = parse_work(illust(type="ugoira", meta_single_page={"original_image_url": SAMPLE}))
+    assert [p.url for p in work.pages] == [SAMPLE]
+
+
 @pytest.mark.parametrize(
     "fields",
     [

@@ -210,12 +210,39 @@ def _original(original: Any, sample: Any, kind: str) -> Any:
     The sample stays the page's URL only where it is no page delivered: a restricted
     placeholder's ``limit_*`` image (:func:`is_placeholder` reads it: the work is
     ``unavailable`` before any request) and an ugoira's cover (the frames zip is what is
-    delivered)."""
-    if original:
+    delivered).
+
+    Nor is an ``original`` that is one of Pixiv's samples (:func:`is_sample`: a listing
+    that put a resized copy in the original's place — a proxy saving bandwidth, a field
+    filled from another) the page: until 2026-12-07 it was, the work delivered as its
+    sample and a duplicate for ever; now the page has no URL curaflow fetches, as
+    without an original."""
+    if kind == "ugoira":
+        return original or sample or ""
+    if original and not is_sample(original):
         return original
-    if kind == "ugoira" or _limit_image(sample):
-        return sample or ""
+    if _limit_image(sample):
+        return sample
     return ""
+
+
+#: The path segments of Pixiv's samples of a page (its resized copies on the image host):
+#: ``/img-master/`` (``…_master1200.jpg``, ``…_square1200.jpg``) and ``/custom-thumb/``.
+SAMPLE_SEGMENTS = frozenset({"img-master", "custom-thumb"})
+
+
+def is_sample(url: object) -> bool:
+    """Whether ``url`` is one of Pixiv's samples of a page, never the page itself: a path
+    under a resize prefix (``/c/600x1200_90/…``) or holding a segment of
+    :data:`SAMPLE_SEGMENTS` (``https://i.pximg.net/c/600x1200_90_webp/img-master/img/…_p0_master1200.jpg``).
+    An original is under ``/img-original/``."""
+    if not isinstance(url, str):
+        return False
+    try:
+        segments = urlsplit(url).path.split("/")
+    except ValueError:  # not a URL: no sample either (the fetch refuses it)
+        return False
+    return (len(segments) > 1 and segments[1] == "c") or not SAMPLE_SEGMENTS.isdisjoint(segments)
 
 
 def _limit_image(url: Any) -> bool:
