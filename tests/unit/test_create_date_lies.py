@@ -14,7 +14,7 @@ of the target's frontier dated there.
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -142,3 +142,56 @@ def test_a_job_from_a_frontier_marked_in_year_9999_finds_its_candidate(sort: str
     frontier = read(stored.model_dump(mode="json"), sort)
     cp = asyncio.run(scan_on_replay(Faults(deep=deep), _target(sort), known, frontier=frontier))
     assert [_place(sort, deep, w.work_id) for w in cp.candidates] == [70]
+
+
+def _in_utc(stamp: str) -> str:
+    """``stamp`` (Pixiv's, +09:00) as the same instant written in UTC."""
+    return datetime.fromisoformat(stamp).astimezone(UTC).isoformat()
+
+
+@pytest.mark.parametrize("sort", ["date_desc", "date_asc", "popular_desc"])
+@pytest.mark.parametrize("written", ["utc", "z", "minus-five"])
+def test_a_date_written_in_another_offset_is_judged_on_pixivs_day(sort: str, written: str) -> None:
+    # Pixiv's calendar is Japan's (+09:00): its day filters, windows and orders the walk.
+    # The work of rank 70 was created on 2025-02-04 at 07:11:59 in Japan; a listing that
+    # writes the instant in another offset (a proxy converting to UTC) put it on
+    # 2025-02-03 by its text, and until 2026-12-07 a target starting on 2025-02-04
+    # filtered it for good (filtered:date). The instant is stated: it is read on Japan's day.
+    from curaflow.sources.pixiv.replay.data import deep_works
+
+    deep = _deep()
+    wid = deep.work_id(70)
+    stamp = next(w["create_date"] for w in deep_works(deep) if str(w["id"]) == wid)
+    assert stamp == "2025-02-04T07:11:59+09:00"
+    moment = datetime.fromisoformat(stamp)
+    other = {
+        "utc": _in_utc(stamp),
+        "z": _in_utc(stamp).replace("+00:00", "Z"),
+        "minus-five": moment.astimezone(timezone(timedelta(hours=-5))).isoformat(),
+    }[written]
+    faults = Faults(deep=deep)
+    faults.mutate = {wid: {"create_date": other}}
+    target = TargetSpec(
+        target_id="t",
+        query=TargetQuery(tags=[TAG], sort=sort),  # type: ignore[arg-type]
+        filters=TargetFilters(start_date="2025-02-04"),
+        scan_limit=1,
+    )
+
+    async def known(ids: list[str]) -> dict[str, Any]:
+        return {w: "duplicate" for w in ids if w != wid}
+
+    cp = asyncio.run(scan_on_replay(faults, target, known, frontier=Frontier(sort=sort)))
+    assert [w.work_id for w in cp.candidates] == [wid], cp.report.reasons
+    assert cp.candidates[0].create_date == stamp  # Pixiv's own writing of it
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    ["2025-02-04Tnoon", "2025-02-04T25:00:00+09:00", "2025-02-04T07:11:59+99:00"],
+)
+def test_a_date_whose_time_is_no_time_is_no_date(stamp: str) -> None:
+    # Its day cannot be told in Japan's calendar (the time decides it): not read.
+    from curaflow.sources.pixiv.client import iso_create_date
+
+    assert iso_create_date(stamp) is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -261,12 +261,16 @@ def _kept(text: str) -> str:
     return text
 
 
+#: Pixiv's calendar: Japan's time (``+09:00``), in which the app-api writes every
+#: ``create_date`` and reckons its days (a search's ``start_date`` / ``end_date``).
+JST = timezone(timedelta(hours=9))
 #: The first day a work of Pixiv's may be created on: Pixiv opened on 2007-09-10 (JST).
 FIRST_DAY = date(2007, 9, 10)
 #: How many days past the clock's day (UTC) a work's creation day may be: a work created
 #: now carries Japan's day (up to a day past UTC's), and a day more of clock skew between
 #: Pixiv's servers and the worker.
 DAYS_AHEAD = 2
+_JST_OFFSET = timedelta(hours=9)
 
 
 def iso_create_date(
@@ -277,6 +281,14 @@ def iso_create_date(
     a work may have been created on — else None (unknown). Date-sorted scans order works
     and page by its text and its first ten characters (its day); a date of another shape
     is never taken for one.
+
+    Its day is Pixiv's, Japan's (:data:`JST`): a date-time written in another offset
+    (``2025-02-03T22:11:59Z``, a proxy converting to UTC) is the same instant written as
+    Pixiv does (``2025-02-04T07:11:59+09:00``) — until 2026-12-07 its text's day was read,
+    a day off within hours of midnight, and a target's ``start_date`` filtered it for good.
+    A time that is none (``T25:00``, an offset of ``+99:00``, words) is no date (its day
+    cannot be told in Japan's calendar); a date-time without an offset, or a date alone,
+    is read as Pixiv's.
 
     A day before :data:`FIRST_DAY` (before Pixiv opened) or more than :data:`DAYS_AHEAD`
     days past ``now``'s (UTC; None: the clock's) is no work's: a lie of the listing (a
@@ -295,7 +307,12 @@ def iso_create_date(
         return None
     try:
         day = date.fromisoformat(text[:10])
-    except ValueError:
+        if len(text) > 10:
+            moment = datetime.fromisoformat(text)
+            if moment.tzinfo is not None and moment.utcoffset() != _JST_OFFSET:
+                text = moment.astimezone(JST).isoformat()
+                day = date.fromisoformat(text[:10])
+    except (ValueError, OverflowError):  # OverflowError: an offset past the year's ends
         return None
     if day < FIRST_DAY or day > ((now or datetime.now(UTC)).astimezone(UTC) + timedelta(days=DAYS_AHEAD)).date():
         return None
