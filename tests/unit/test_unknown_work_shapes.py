@@ -239,6 +239,27 @@ def test_a_restricted_placeholder_is_still_recognised(fields: dict[str, Any]) ->
     assert is_placeholder(parse_work(illust(**fields)))
 
 
+@pytest.mark.parametrize(("limit", "word"), [("limit_sanity_level", "hidden"), ("limit_unknown", "unavailable")])
+def test_a_placeholder_of_a_work_of_several_pages_is_told_as_a_placeholder(limit: str, word: str) -> None:
+    # Pixiv lists a placeholder with the work's ``page_count`` and no page (its images the
+    # ``limit_*`` one): until 2026-12-07 a work of several pages so listed was refused as
+    # "a work of N pages that lists none" — ``invalid`` every job (counted as an answer not
+    # recognised, paging), never ``hidden`` or ``unavailable``, what it positively is.
+    from curaflow.sources.pixiv.replay.data import recorded_works
+
+    ranked = [str(w["id"]) for w in recorded_works()[:30]]
+    several = next(str(w["id"]) for w in recorded_works()[:30] if w["page_count"] > 1)
+    faults = Faults(hidden_works={several: limit})
+    target = TargetSpec(target_id="t", query=TargetQuery(mode="ranking"), filters=TargetFilters(r18=True))
+
+    async def known(ids: list[str]) -> dict[str, str]:
+        return {w: "duplicate" for w in ids if w != several}
+
+    cp = asyncio.run(scan_on_replay(faults, target, known))
+    assert several in ranked and cp.candidates == []
+    assert cp.report.reasons.get(word) == 1 and "invalid" not in cp.report.reasons, cp.report.reasons
+
+
 def test_an_ugoiras_cover_is_no_page_delivered_and_keeps_its_listing() -> None:
     # An ugoira is delivered from its frames zip, never its listed image: unchanged.
     from curaflow.sources.pixiv.client import parse_work

@@ -147,10 +147,15 @@ def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str
         # Which one is the work? Neither is known: a lasting filtered:page_count on the
         # one, a partial delivery on the other.
         raise ValueError(f"page_count {page_count} disagrees with the {listed} meta_pages")
-    if page_count > 1 and not listed:
+    visible = illust.get("visible", True)
+    if not isinstance(visible, bool):
+        raise ValueError("visible is not a boolean")
+    if page_count > 1 and not listed and not _placeholder_listed(illust, visible):
         # A work of several pages that lists none of them: its single image (the first
         # page, or a sample of it) is not the work — delivered so, the work was a duplicate
-        # for ever with its other pages never sent.
+        # for ever with its other pages never sent. A placeholder lists none (Pixiv keeps
+        # its page_count): it is told as one, never delivered (2026-12-07: until then it
+        # was refused here, invalid every job, never hidden or unavailable).
         raise ValueError(f"a work of {page_count} pages lists none in meta_pages")
     x_restrict = _count(illust, "x_restrict", 0)
     ai_type = _count(illust, "illust_ai_type", 0)
@@ -158,9 +163,6 @@ def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str
         raise ValueError(f"x_restrict {x_restrict} is not one the app-api sends")
     if ai_type not in KNOWN_AI_TYPES:
         raise ValueError(f"illust_ai_type {ai_type} is not one the app-api sends")
-    visible = illust.get("visible", True)
-    if not isinstance(visible, bool):
-        raise ValueError("visible is not a boolean")
     width, height = illust.get("width"), illust.get("height")
     pages: list[dict[str, Any]]
     if listed:
@@ -197,6 +199,17 @@ def _parse_work(illust: dict[str, Any], work_id: str, clean: Callable[[str], str
             "pages": pages,
         }
     )
+
+
+def _placeholder_listed(illust: dict[str, Any], visible: bool) -> bool:
+    """Whether an ``illust`` listing no page is a restricted placeholder as Pixiv lists one
+    (``visible: false``, or a ``limit_*`` image for its single page or its sample): the
+    work it stands for is never delivered (:func:`is_placeholder`), whatever its
+    ``page_count``."""
+    if not visible:
+        return True
+    single = illust.get("meta_single_page") or {}
+    return _limit_image(single.get("original_image_url")) or _limit_image((illust.get("image_urls") or {}).get("large"))
 
 
 def _original(original: Any, sample: Any, kind: str) -> Any:
