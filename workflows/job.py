@@ -99,7 +99,7 @@ with workflow.unsafe.imports_passed_through():
         step_config,
         step_result,
     )
-    from workflows.submission import Submission, not_one_value, read_submission
+    from workflows.submission import Submission, not_one_task_value, read_submission
 
 CORE_V2 = "core-v2"
 #: The shape of executions started from this version on, under one marker: every patch
@@ -207,6 +207,15 @@ PUSH_BOUND = "push-bound"
 #: and no deadline would have helped. Asked only at a deadline with steps in flight, so a job
 #: that ends in time records no marker.
 PAUSED_STEPS = "paused-steps"
+#: A start input whose JSON text has no one meaning — a member twice (``"limit":0,"limit":2``),
+#: ``NaN`` / ``Infinity``, ``1e400``: the text ``POST /jobs`` refuses (``duplicate_member``,
+#: ``not_json_number``, ``number_out_of_range``) — is refused with that refusal, at once,
+#: nothing written (:class:`~curaflow.protocol.json_text.AmbiguousObject`, read by the
+#: worker's payload converter). Before, the run took the SDK decoder's reading of it — the
+#: last member given twice, ``inf`` for ``1e400`` (a limit then dropped) — and admitted the
+#: Task: one Task, two answers, one per door. Asked only for such an input, so a run
+#: started by curaflow or with well-formed JSON records no marker.
+ONE_MEANING = "one-meaning-input"
 #: The run limits that can come before a job's deadline plus the room it needs to end
 #: itself (:data:`RUN_LIMIT`): the longest deadline plus the longest room any configuration
 #: asks for — :data:`~curaflow.domain.execution.EXECUTION_GRACE`, which holds
@@ -258,7 +267,8 @@ class JobWorkflow:
 
     Started with a Task, it admits it first (the ``admit`` activity, the admission of
     ``POST /jobs``); until then it holds no job (``status`` answers stage ``admitting``).
-    Any other input — none, two arguments, a non-object, an undecodable payload, a
+    Any other input — none, two arguments, a non-object, an undecodable payload, a JSON
+    text with no one meaning (:data:`ONE_MEANING`), a
     ``JobInput`` of a job whose id is not the workflow id (:data:`OWN_JOB_ONLY`) — fails
     the execution at once with ``invalid_params`` (never the workflow task), so no input
     makes a zombie, blocks the id or runs another execution's job. The input is taken untyped (``*args``) and resolved
@@ -279,6 +289,8 @@ class JobWorkflow:
             self._submission = Submission(
                 refusal=invalid_params(CRON_REFUSED, field="cron_schedule", received=workflow.info().cron_schedule)
             )
+        elif self._submission.ambiguous is not None and workflow.patched(ONE_MEANING):
+            self._submission = Submission(refusal=self._submission.ambiguous)
         admitted = self._submission.job_input
         if self._submission.task is None and admitted is not None:
             other = workflow_id_conflict(admitted.job_id, workflow.info().workflow_id)
@@ -475,13 +487,14 @@ class JobWorkflow:
             is the job's; ``refusal`` (``{code, message, detail, http_status}``)
             otherwise — ``invalid_params`` "request body must be a JSON object" for no
             argument, several or an undecodable one (``detail.reason: query_input``), as
-            for one that is no object; neither when this run holds no job (it refused its
-            own Task).
+            for one that is no object; the refusal ``POST /jobs`` gives a text with no one
+            meaning (``duplicate_member``, ``not_json_number``, ``number_out_of_range``:
+            :data:`ONE_MEANING`); neither when this run holds no job (it refused its own Task).
         """
         inp = self._inp
         if inp is None:
             return AdmissionAnswer()
-        refused = not_one_value(args, "query_input")
+        refused = not_one_task_value(args, "query_input")
         if refused is not None:
             return AdmissionAnswer(refusal=refusal_details(refused))
         try:
@@ -528,13 +541,14 @@ class JobWorkflow:
             ApplicationError: the protocol's refusal (``type`` = its code, details
                 ``{code, message, detail}``): ``invalid_params`` "request body must be a
                 JSON object" for no argument, several, an undecodable one
-                (``detail.reason: update_input``) or one that is no object; else
+                (``detail.reason: update_input``) or one that is no object; the refusal
+                ``POST /jobs`` gives a text with no one meaning (:data:`ONE_MEANING`); else
                 :func:`~curaflow.protocol.task.validate_task`'s first broken rule
                 (``invalid_params`` with ``detail.field``, ``unsupported_protocol_version``) —
                 what ``POST /jobs`` answers that body, and what admission would answer first.
         """
         try:
-            refused = not_one_value(args, "update_input")
+            refused = not_one_task_value(args, "update_input")
             if refused is None:
                 validate_task(args[0])
         except ProtocolError as err:

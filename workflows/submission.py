@@ -17,7 +17,13 @@ by pydantic's smart union:
 * anything else — no input, two inputs, a string, a number, an undecodable payload — is
   refused here with ``invalid_params`` "request body must be a JSON object", the code and
   message ``POST /jobs`` gives a body that is not a JSON object (``detail.reason:
-  workflow_input``, with the number of arguments or the payload's encoding).
+  workflow_input``, with the number of arguments or the payload's encoding); a JSON payload
+  that does not decode because ``POST /jobs`` would refuse its text (not UTF-8, not JSON)
+  gets that refusal instead (:func:`curaflow.protocol.json_text.parse_json`);
+* a JSON object whose text has no one meaning (an
+  :class:`~curaflow.protocol.json_text.AmbiguousObject`: a member twice, ``NaN``,
+  ``1e400``) carries the refusal ``POST /jobs`` gives that text
+  (:attr:`Submission.ambiguous`); the workflow refuses it (``workflows.job.ONE_MEANING``).
 
 Deterministic and sandbox-clean: imports only pure modules.
 """
@@ -36,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.messages import JobInput
     from curaflow.domain.text import json_type_name
     from curaflow.protocol.errors import ProtocolError, invalid_params
+    from curaflow.protocol.json_text import ambiguity, json_text_refusal
     from curaflow.protocol.models import Task
 
 #: Members only a protocol Task has: their presence makes an object a Task to admit.
@@ -54,12 +61,16 @@ class Submission:
         refusal: why the input is no job at all (``invalid_params``).
         mixed: a Task that would also validate as ``JobInput`` (executions started
             before the explicit resolution took it for a ``JobInput``).
+        ambiguous: beside ``task`` or ``job_input``: the refusal of an input whose JSON
+            text has no one meaning (executions started before ``one-meaning-input``
+            took the lenient reading of it).
     """
 
     job_input: JobInput | None = None
     task: dict[str, Any] | None = None
     refusal: ProtocolError | None = None
     mixed: bool = False
+    ambiguous: ProtocolError | None = None
 
 
 def not_one_value(args: Sequence[Any], reason: str) -> ProtocolError | None:
@@ -77,15 +88,29 @@ def not_one_value(args: Sequence[Any], reason: str) -> ProtocolError | None:
 
     Returns:
         ``invalid_params`` "request body must be a JSON object" with ``detail.arguments``
-        (their number) or ``detail.encoding`` (the payload's, ≤ 80 characters); None for
-        one decoded value (``args[0]``, any JSON value). Never raises.
+        (their number) or ``detail.encoding`` (the payload's, ≤ 80 characters) — for a
+        ``json/plain`` payload whose text ``POST /jobs`` refuses (not UTF-8, not JSON),
+        that refusal (``detail.reason`` ``not_utf8``, ``invalid_json`` …); None for one
+        decoded value (``args[0]``, any JSON value). Never raises.
     """
     if len(args) != 1:
         return invalid_params(NOT_AN_OBJECT, reason=reason, arguments=len(args))
     if isinstance(args[0], RawValue):
-        encoding = args[0].payload.metadata.get("encoding", b"").decode("utf-8", "replace")[:80]
-        return invalid_params(NOT_AN_OBJECT, reason=reason, encoding=encoding)
+        payload = args[0].payload
+        encoding = payload.metadata.get("encoding", b"")
+        explained = json_text_refusal(payload.data) if encoding == b"json/plain" else None
+        return explained or invalid_params(
+            NOT_AN_OBJECT, reason=reason, encoding=encoding.decode("utf-8", "replace")[:80]
+        )
     return None
+
+
+def not_one_task_value(args: Sequence[Any], reason: str) -> ProtocolError | None:
+    """:func:`not_one_value`, and the refusal of one JSON object whose text has no one
+    meaning (:func:`curaflow.protocol.json_text.ambiguity`): what a handler taking a Task
+    (the ``admission`` update, the ``admission_answer`` query) refuses before reading it.
+    Never raises."""
+    return not_one_value(args, reason) or (ambiguity(args[0]) if len(args) == 1 else None)
 
 
 def read_submission(args: Sequence[Any]) -> Submission:
@@ -105,10 +130,11 @@ def read_submission(args: Sequence[Any]) -> Submission:
         return Submission(
             refusal=invalid_params(NOT_AN_OBJECT, reason="workflow_input", received=json_type_name(value))
         )
+    ambiguous = ambiguity(value)
     try:
         job_input = JobInput.model_validate(value)
     except ValidationError:
-        return Submission(task=value)
+        return Submission(task=value, ambiguous=ambiguous)
     if TASK_ONLY_FIELDS & value.keys():
-        return Submission(task=value, job_input=job_input, mixed=True)
-    return Submission(job_input=job_input)
+        return Submission(task=value, job_input=job_input, mixed=True, ambiguous=ambiguous)
+    return Submission(job_input=job_input, ambiguous=ambiguous)

@@ -17,14 +17,10 @@ reading of it:
   §15.5.16): the body is read as it arrives, so a coded body would be read as other bytes
   than the client meant — a gzip body refused as "not UTF-8", a JSON body labelled gzip
   admitted although it says it is not JSON as it stands;
-* **its bytes**: not UTF-8 → ``400`` ``not_utf8`` (with the offset); a leading UTF-8 byte
-  order mark is ignored (RFC 8259 §8.1 allows it);
-* **its grammar**: not JSON → ``400`` ``invalid_json`` (with line and column); nested too
-  deeply → ``400`` ``too_deep``;
-* **its meaning**: a member name twice in one object → ``400`` ``duplicate_member``
-  (parsers disagree on which one counts, RFC 8259 §4); ``NaN`` / ``Infinity`` (not JSON)
-  → ``400`` ``not_json_number``; a number no double can hold (``1e400``) or an integer of
-  more digits than Python reads (4300) → ``400`` ``number_out_of_range``.
+* **its bytes, grammar and meaning** (:func:`curaflow.protocol.json_text.parse_json`, the
+  one reading of a client's JSON text — a Temporal client's Task gets it too): not UTF-8,
+  not JSON, nested too deeply, a member name twice in one object, ``NaN`` / ``Infinity``,
+  a number out of range → ``400``, each with its ``detail.reason``.
 
 Unknown members are still ignored (reference §1.5) — but only once the body has one
 meaning. A query parameter given more than once is refused the same way
@@ -34,8 +30,6 @@ meaning. A query parameter given more than once is refused the same way
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 import re
 from collections import Counter
 from typing import Any
@@ -43,8 +37,9 @@ from typing import Any
 from fastapi import Request
 
 from curaflow.protocol.errors import ProtocolError, error_body, invalid_params
+from curaflow.protocol.json_text import parse_json
+from curaflow.protocol.json_text import refused as _refused
 
-_BOM = b"\xef\xbb\xbf"
 #: A qvalue (RFC 9110 §12.4.2): 0 to 1, at most three decimals.
 _QVALUE = re.compile(r"0(\.[0-9]{0,3})?|1(\.0{0,3})?")
 _UTF8_NAMES = ("utf-8", "utf8")
@@ -131,18 +126,6 @@ async def _receive_unless_stopping(request: Request, limit: int) -> bytes:
     if read.cancelled():  # cut above, the server stopping
         raise ServerStopping()
     return read.result()
-
-
-class _Unreadable(ValueError):
-    """Raised from inside the JSON decoder's hooks: carries the refusal."""
-
-    def __init__(self, refusal: ProtocolError) -> None:
-        super().__init__(refusal.message)
-        self.refusal = refusal
-
-
-def _refused(message: str, reason: str, *, http_status: int = 400, **detail: Any) -> ProtocolError:
-    return invalid_params(message, http_status=http_status, reason=reason, **detail)
 
 
 def media_type_refusal(content_type: str | None) -> ProtocolError | None:
@@ -254,76 +237,6 @@ def label_refusal(request: Request) -> ProtocolError | None:
         )
     codings = request.headers.getlist("content-encoding")
     return media_type_refusal(types[0] if types else None) or coding_refusal(", ".join(codings) if codings else None)
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        name = next(key for key, count in Counter(key for key, _ in pairs).items() if count > 1)
-        raise _Unreadable(
-            _refused(
-                f"request body has the member {name!r} more than once in one object",
-                "duplicate_member",
-                member=name[:200],
-            )
-        )
-    return result
-
-
-def _constant(token: str) -> Any:
-    raise _Unreadable(_refused(f"request body holds {token}, which is not a JSON number", "not_json_number"))
-
-
-def _float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise _Unreadable(_too_large(text))
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:  # more digits than sys.get_int_max_str_digits()
-        raise _Unreadable(_too_large(text)) from None
-
-
-def _too_large(text: str) -> ProtocolError:
-    shown = text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
-    return _refused(f"request body holds the number {shown}, out of range", "number_out_of_range")
-
-
-def parse_json(raw: bytes) -> Any:
-    """Decode ``raw`` as one JSON text with exactly one meaning (see the module doc).
-
-    Raises:
-        ProtocolError: 400 ``invalid_params`` with ``detail.reason`` ``not_utf8``,
-            ``invalid_json``, ``too_deep``, ``duplicate_member``, ``not_json_number`` or
-            ``number_out_of_range``.
-    """
-    if raw.startswith(_BOM):
-        raw = raw[len(_BOM) :]
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise _refused(
-            f"request body is not UTF-8: byte 0x{raw[err.start]:02x} at offset {err.start}",
-            "not_utf8",
-            offset=err.start,
-        ) from None
-    try:
-        return json.loads(text, object_pairs_hook=_object, parse_constant=_constant, parse_float=_float, parse_int=_int)
-    except _Unreadable as err:
-        raise err.refusal from None
-    except json.JSONDecodeError as err:
-        raise _refused(
-            f"request body is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}",
-            "invalid_json",
-            line=err.lineno,
-            column=err.colno,
-        ) from None
-    except RecursionError:
-        raise _refused("request body is nested too deeply", "too_deep") from None
 
 
 async def read_json(request: Request, limit: int, timeout_ms: int, *, allow_empty: bool = False) -> Any:

@@ -24,6 +24,7 @@ from temporalio.service import RPCError
 from curaflow.domain.execution import CUSTOM_SEARCH_ATTRIBUTES, JOB_TASK_TIMEOUT, execution_timeout, job_workflow
 from curaflow.domain.messages import JobInput
 from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
+from curaflow.protocol.json_text import AmbiguousObject, json_text_refusal
 from curaflow.temporal.job_runs import JOB_ID_CONFLICT_POLICY, JobRunClosed, start_run
 
 if TYPE_CHECKING:
@@ -69,6 +70,10 @@ DEV_SERVER_FLAGS = {
 }
 
 
+#: The encoding of JSON payloads (every SDK's, the CLI's ``--input``).
+JSON_PLAIN = b"json/plain"
+
+
 class InputPayloadConverter(PydanticPayloadConverter):
     """The pydantic payload converter, except that an *untyped* payload it cannot decode
     stays a :class:`~temporalio.common.RawValue` instead of failing.
@@ -87,6 +92,14 @@ class InputPayloadConverter(PydanticPayloadConverter):
     does not parse). Any other exception is a bug and is raised — it fails the workflow
     task instead of refusing the client's input (until 2026-12-06 every exception was
     kept raw, so a bug refused each Task as "request body must be a JSON object").
+
+    An untyped ``json/plain`` object is also read as ``POST /jobs`` reads its body
+    (:func:`curaflow.protocol.json_text.parse_json`): one whose text has no one meaning —
+    a member twice, ``NaN`` / ``Infinity``, ``1e400`` — comes back as an
+    :class:`~curaflow.protocol.json_text.AmbiguousObject` (the pydantic reading, with the
+    refusal), which the workflow's Task inputs refuse (``workflows.job.ONE_MEANING``);
+    before 2026-12-07 it was the pydantic reading alone, and a Task ``POST /jobs``
+    refuses was admitted under its last member or with a limit of ``inf``.
     """
 
     def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:
@@ -103,6 +116,10 @@ class InputPayloadConverter(PydanticPayloadConverter):
                 [value] = super().from_payloads([payload])
             except (RuntimeError, ValueError):  # the SDK's decode error, pydantic's ValidationError
                 value = RawValue(payload)
+            if isinstance(value, dict) and payload.metadata.get("encoding") == JSON_PLAIN:
+                refused = json_text_refusal(payload.data)
+                if refused is not None:
+                    value = AmbiguousObject(value, refused)
             values.append(value)
         return values
 

@@ -327,6 +327,115 @@ async def test_a_task_that_also_carries_job_input_fields_is_admitted(env: Env) -
     assert row is not None and row["trigger"] == "temporal"
 
 
+#: Tasks whose JSON text has no one meaning (``curaflow.protocol.json_text``): ``POST /jobs``
+#: refuses each with its ``detail.reason``; a parser that reads them anyway takes one reading
+#: (the last ``limit``, ``inf``) that the client may not have meant.
+AMBIGUOUS_PARAMS = {
+    "duplicate-member": '{"target_id":"demo","constraints":{"limit":0,"limit":2}}',
+    "out-of-range": '{"target_id":"demo","constraints":{"limit":1e400}}',
+    "not-a-json-number": '{"target_id":"demo","constraints":{"limit":Infinity}}',
+}
+
+
+def ambiguous_task(key: str, case: str) -> bytes:
+    """A Task's JSON text under ``key`` whose params are :data:`AMBIGUOUS_PARAMS` ``case``."""
+    head = f'{{"protocol_version":"1","job_type":"candidate_search","idempotency_key":"{key}","params":'
+    return f"{head}{AMBIGUOUS_PARAMS[case]}}}".encode()
+
+
+async def http_refusal(env: Env, body: bytes) -> dict[str, Any]:
+    """What ``POST /jobs`` answers ``body``: its ``code``, ``message`` and ``detail``."""
+    answer = await env.http.post("/jobs", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    return {name: error[name] for name in ("code", "message", "detail")}
+
+
+def refusal_of(cause: ApplicationError) -> dict[str, Any]:
+    """The protocol refusal a refused execution or update carries (its first detail)."""
+    return {name: cause.details[0][name] for name in ("code", "message", "detail")}
+
+
+@pytest.mark.parametrize(
+    ("case", "client"),
+    [
+        ("duplicate-member", "cli"),  # the CLI sends --input as written (Go's json.Valid takes it)
+        ("out-of-range", "cli"),
+        ("not-a-json-number", "python"),  # the SDK's default JSON converter writes inf as Infinity
+    ],
+)
+async def test_a_task_whose_json_has_no_one_meaning_is_refused_as_post_jobs_refuses_it(
+    env: Env, case: str, client: str
+) -> None:
+    # `temporal workflow start --input` of a Task with "limit":0,"limit":2 was admitted with
+    # the last limit, 1e400 and Infinity as a limit nobody asked for (dropped: the job ran
+    # with the default), while POST /jobs refuses the very same bytes (duplicate_member,
+    # number_out_of_range, not_json_number): two readings of one Task, one per door.
+    key = f"onemeaning-{short_id()}"
+    job_id = f"demo@manual-{key}"
+    body = ambiguous_task(key, case)
+    if client == "cli":
+        started = await asyncio.to_thread(
+            cli, env, "start", "--type", "JobWorkflow", "--task-queue", env.stack.task_queue,
+            "--workflow-id", job_id, "--id-reuse-policy", "RejectDuplicate", "--input", body.decode(),
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr
+    else:
+        from temporalio.client import Client
+
+        plain = await Client.connect(env.address)  # the SDK's default data converter
+        sent = json.loads(body.replace(b"Infinity", b'"inf"'))
+        sent["params"]["constraints"]["limit"] = float("inf")
+        await plain.start_workflow("JobWorkflow", sent, id=job_id, task_queue=env.stack.task_queue)
+    await closed_status(env.client, job_id, timeout_s=30)
+    if case == "duplicate-member":
+        record_history(env, job_id, "job_ambiguous_task_core_v3")
+
+    cause = await refused_start(env, job_id)
+    assert cause.type == "invalid_params"
+    assert refusal_of(cause) == await http_refusal(env, body)
+    assert await job_row(env, job_id) is None
+    await the_id_stays_usable(env, key)
+
+
+async def test_an_update_or_query_carrying_a_task_with_no_one_meaning_is_refused(env: Env) -> None:
+    # The admission update of update-with-start and the admission_answer query read their Task
+    # as the start does: a Task that names its key twice is refused by POST /jobs, and was
+    # admitted by the update and answered "the same job" by the query (the last key won).
+    key = f"onemeaning-uws-{short_id()}"
+    job_id = f"demo@manual-{key}"
+    body = ambiguous_task(key, "duplicate-member")
+    expected = await http_refusal(env, body)
+    done = await asyncio.to_thread(
+        cli, env, "execute-update-with-start", "--update-name", "admission", "--update-input", body.decode(),
+        "--workflow-id", job_id, "--type", "JobWorkflow", "--task-queue", env.stack.task_queue,
+        "--id-conflict-policy", "UseExisting", "--id-reuse-policy", "RejectDuplicate", "--input", body.decode(),
+    )  # fmt: skip
+    assert done.returncode != 0 and expected["message"] in done.stdout + done.stderr, done.stdout + done.stderr
+    assert refusal_of(await refused_start(env, job_id)) == expected
+    assert await job_row(env, job_id) is None
+
+    ended = f"onemeaning-q-{short_id()}"
+    answer = await env.http.post("/jobs", json=task(ended).model_dump(mode="json", exclude_none=True))
+    assert answer.status_code == 202, answer.text
+    ended_id = answer.json()["job"]["job_id"]
+    await env.stack.wait_terminal(ended_id, 60)
+    await closed_status(env.client, ended_id)
+    twice = (
+        '{"protocol_version":"1","job_type":"candidate_search","idempotency_key":"x",'
+        f'"idempotency_key":"{ended}","params":{{"target_id":"demo"}}}}'
+    ).encode()
+    asked = await asyncio.to_thread(
+        cli, env, "query", "-w", ended_id, "--type", "admission_answer", "--input", twice.decode(), "--output", "json"
+    )
+    assert asked.returncode == 0, asked.stderr
+    printed = json.loads(asked.stdout)
+    answered = printed.get("queryResult", printed)
+    answered = answered[0] if isinstance(answered, list) else answered
+    assert answered["state"] is None, answered
+    assert {name: answered["refusal"][name] for name in ("code", "message", "detail")} == await http_refusal(env, twice)
+
+
 async def test_a_stale_job_input_fails_fast_and_does_not_poison_the_id(env: Env) -> None:
     key = f"stale-{short_id()}"
     job_id = f"demo@manual-{key}"

@@ -27,6 +27,7 @@ from workflows.job import (
     FOREIGN_INPUT,
     JOB_INPUT_REPORTING_RUN,
     NO_CRON,
+    ONE_MEANING,
     OWN_JOB_ONLY,
     PAUSED_STEPS,
     PUSH_BOUND,
@@ -61,7 +62,7 @@ def test_histories_of_every_job_shape_are_kept() -> None:
             # one marker for every change since core v2; the changes asked only where their
             # input came (foreign input, a copy's JobInput, a run added under an ended job,
             # search attributes its starter set, a cron schedule, a short run timeout, a
-            # callback's end) add their own
+            # callback's end, a start input with no one meaning) add their own
             own = {
                 PUSH_BOUND,
                 FOREIGN_INPUT,
@@ -72,6 +73,7 @@ def test_histories_of_every_job_shape_are_kept() -> None:
                 RUN_LIMIT,
                 CANCELLED_END,
                 PAUSED_STEPS,
+                ONE_MEANING,
             }
             assert patches(path) - own == {"core-v3"}, path.name
 
@@ -412,6 +414,33 @@ def test_histories_of_a_cron_scheduled_start_are_kept() -> None:
     assert not any("activityTaskScheduledEventAttributes" in e for e in after)
     assert any("workflowExecutionCancelRequestedEventAttributes" in e for e in after)
     assert "workflowExecutionCanceledEventAttributes" in after[-1]
+
+
+def test_histories_of_a_task_whose_json_has_no_one_meaning_are_kept() -> None:
+    """A Task started by the ``temporal`` CLI with a member twice (``"limit":0,"limit":2``):
+    recorded before ``one-meaning-input`` the run admitted it under the last ``limit`` and
+    ran the job to its end — it replays so on today's code (:func:`test_recorded_history_replays`:
+    the payload converter now marks that input, and the unpatched branch takes its lenient
+    reading as before); from the patch on the run records the marker, runs nothing and fails
+    with ``POST /jobs``'s refusal of that text (``duplicate_member``)."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = by_name["job_ambiguous_task_before_refusal_core_v3"]
+    after = by_name["job_ambiguous_task_core_v3"]
+    assert (patches(before), patches(after)) == ({"core-v3"}, {"core-v3", ONE_MEANING})
+    for path in (before, after):
+        started = json.loads(path.read_text())["events"][0]["workflowExecutionStartedEventAttributes"]
+        assert b'"limit":0,"limit":2' in base64.b64decode(started["input"]["payloads"][0]["data"]), path.name
+    events = json.loads(before.read_text())["events"]
+    assert "activityTaskScheduledEventAttributes" in json.dumps(events)
+    assert "workflowExecutionCompletedEventAttributes" in events[-1]
+    events = json.loads(after.read_text())["events"]
+    kinds = [next(k for k in e if k.endswith("EventAttributes")) for e in events]
+    assert "activityTaskScheduledEventAttributes" not in kinds  # nothing ran: no step, no admit, no finish
+    markers = [e["markerRecordedEventAttributes"]["markerName"] for e in events if "markerRecordedEventAttributes" in e]
+    assert set(markers) == {"core_patch"}  # the two patches; no local activity (admit, finish)
+    failure = events[-1]["workflowExecutionFailedEventAttributes"]["failure"]
+    detail = json.loads(base64.b64decode(failure["applicationFailureInfo"]["details"]["payloads"][0]["data"]))
+    assert (detail["code"], detail["detail"]) == ("invalid_params", {"reason": "duplicate_member", "member": "limit"})
 
 
 @pytest.mark.parametrize("name", ["job_reporting_cancelled", "job_input_reporting_cancelled"])

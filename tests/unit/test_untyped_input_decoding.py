@@ -57,3 +57,30 @@ def test_a_bug_while_decoding_untyped_input_is_raised_not_kept_raw(bug: type[Exc
     converter.converters[b"json/plain"].from_payload = broken  # type: ignore[method-assign]
     with pytest.raises(bug):
         converter.from_payloads([payload(b"json/plain", b"{}")])
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (b'{"a": 1, "a": 2}', "duplicate_member"),
+        (b'{"a": {"b": NaN}}', "not_json_number"),
+        (b'{"a": 1e400}', "number_out_of_range"),
+    ],
+)
+def test_an_untyped_object_whose_text_has_no_one_meaning_carries_post_jobs_refusal(text: bytes, reason: str) -> None:
+    # The pydantic reading of these texts is one of several (the last member, nan, inf):
+    # it was handed on as the client's object, and a Task POST /jobs refuses was admitted.
+    from curaflow.protocol.json_text import AmbiguousObject, ambiguity
+
+    [value] = InputPayloadConverter().from_payloads([payload(b"json/plain", text)])
+    assert isinstance(value, AmbiguousObject) and isinstance(value, dict)
+    refused = ambiguity(value)
+    assert refused is not None and refused.code == "invalid_params" and refused.detail["reason"] == reason
+    # A typed position reads as the pydantic converter always did (curaflow's own payloads).
+    [typed] = InputPayloadConverter().from_payloads([payload(b"json/plain", text)], [dict])
+    assert type(typed) is dict
+
+
+def test_an_untyped_object_with_one_meaning_is_a_plain_dict() -> None:
+    [value] = InputPayloadConverter().from_payloads([payload(b"json/plain", b'{"a": [1, 2.5, "\\u00e9"]}')])
+    assert type(value) is dict and value == {"a": [1, 2.5, "é"]}

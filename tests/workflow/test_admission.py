@@ -209,3 +209,119 @@ async def test_a_job_input_under_an_id_that_is_not_its_job_id_is_refused_at_once
     assert env.fakes.steps() == [] and env.fakes.finishes == [] and env.fakes.cancels == []
     assert await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []
     assert "JobStatus" not in await env.search_attributes(handle)
+
+
+def json_payload(text: bytes) -> Any:
+    """``text`` as another client sends it: a ``json/plain`` payload, bytes as written."""
+    from temporalio.api.common.v1 import Payload
+    from temporalio.common import RawValue
+
+    return RawValue(Payload(metadata={"encoding": b"json/plain"}, data=text))
+
+
+def task_text(key: str, params: str) -> bytes:
+    """A Task's JSON text for target ``t`` under ``key`` with ``params`` written as given."""
+    head = f'{{"protocol_version":"1","job_type":"candidate_search","idempotency_key":"{key}","params":'
+    return f"{head}{params}}}".encode()
+
+
+#: Texts ``POST /jobs`` refuses (``curaflow.protocol.json_text``), with the detail it answers.
+NO_ONE_MEANING = {
+    "duplicate-member": (
+        '{"target_id":"t","constraints":{"limit":0,"limit":2}}',
+        {"reason": "duplicate_member", "member": "limit"},
+    ),
+    "nan": ('{"target_id":"t","constraints":{"limit":NaN}}', {"reason": "not_json_number"}),
+    "infinity": ('{"target_id":"t","constraints":{"limit":-Infinity}}', {"reason": "not_json_number"}),
+    "out-of-range": ('{"target_id":"t","constraints":{"limit":1e400}}', {"reason": "number_out_of_range"}),
+    "huge-integer": ('{"target_id":"t","constraints":{"limit":' + "9" * 5000 + "}}", {"reason": "number_out_of_range"}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(NO_ONE_MEANING))
+async def test_a_start_whose_json_text_has_no_one_meaning_fails_at_once_with_the_http_refusal(
+    env: Env, case: str
+) -> None:
+    # A decoder that reads such a text anyway takes one reading of it (the last member, inf,
+    # the integer) — POST /jobs refuses it, so the start must too, before anything is admitted.
+    key = f"k-{short_id()}"
+    admitting(env, key)
+    params, detail = NO_ONE_MEANING[case]
+    handle = await env.client.start_workflow(
+        "JobWorkflow", json_payload(task_text(key, params)), id=f"t@manual-{key}", task_queue=env.queue
+    )
+
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and (cause.type, cause.non_retryable) == ("invalid_params", True)
+    assert cause.details[0]["detail"]["reason"] == detail["reason"] and cause.details[0]["detail"] == (
+        cause.details[0]["detail"] | detail
+    )
+    assert env.fakes.admits == [] and env.fakes.steps() == [] and env.fakes.finishes == []
+    assert await env.events(handle, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) == []  # never the task
+
+
+async def test_a_job_input_whose_json_text_has_no_one_meaning_is_refused_at_once(env: Env) -> None:
+    # Any start input is read as POST /jobs reads a body, a job's own JobInput included: one
+    # written with a member twice was run as its last reading.
+    inp = env.job()
+    env.fakes.jobs[inp.job_id] = inp
+    text = b'{"plan_id":"another",' + inp.model_dump_json().encode()[1:]
+    handle = await env.client.start_workflow("JobWorkflow", json_payload(text), id=inp.job_id, task_queue=env.queue)
+
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "invalid_params"
+    assert cause.details[0]["detail"] == {"reason": "duplicate_member", "member": "plan_id"}
+    assert env.fakes.steps() == [] and env.fakes.finishes == []
+
+
+async def test_a_json_start_that_post_jobs_cannot_read_gets_its_refusal(env: Env) -> None:
+    # Bytes that are no UTF-8 were refused "request body must be a JSON object", which says
+    # nothing of what was wrong; POST /jobs names it.
+    key = f"k-{short_id()}"
+    text = b"\xff" + task_text(key, '{"target_id":"t"}')
+    handle = await env.client.start_workflow(
+        "JobWorkflow", json_payload(text), id=f"t@manual-{key}", task_queue=env.queue
+    )
+
+    with pytest.raises(WorkflowFailureError) as failed:
+        await handle.result()
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "invalid_params"
+    assert cause.details[0]["detail"] == {"reason": "not_utf8", "offset": 0}
+    assert env.fakes.admits == []
+
+
+async def test_an_update_or_query_task_with_no_one_meaning_is_refused_and_changes_nothing(env: Env) -> None:
+    body = admitting(env, f"k-{short_id()}")
+    handle = await start_job(env.client, body, task_queue=env.queue)
+    await handle.result()
+    key = body["idempotency_key"]
+    # The job's own Task, its key written twice: the last reading is the job's.
+    twice = task_text(key, '{"target_id":"t"}').replace(
+        b'"idempotency_key"', b'"idempotency_key":"x","idempotency_key"'
+    )
+    detail = {"reason": "duplicate_member", "member": "idempotency_key"}
+
+    answer = await handle.query("admission_answer", json_payload(twice))
+    assert answer["state"] is None and answer["refusal"]["detail"] == detail, answer
+    # A closed run takes no update; an open one's validator refuses it (no history event).
+    second = admitting(env, f"k-{short_id()}")
+    env.fakes.admit_hold = asyncio.Event()
+    running = await env.client.start_workflow(
+        "JobWorkflow", second, id=manual_job_id("t", second["idempotency_key"]), task_queue=env.queue
+    )
+    again = task_text(second["idempotency_key"], '{"target_id":"t"}').replace(
+        b'"idempotency_key"', b'"idempotency_key":"x","idempotency_key"'
+    )
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await running.execute_update(ADMISSION_UPDATE, json_payload(again))
+    cause = refused.value.cause
+    assert isinstance(cause, ApplicationError) and cause.details[0]["detail"] == detail
+    env.fakes.admit_hold.set()
+    assert JobState.model_validate(await running.result()).status == "succeeded"
+    assert env.fakes.admits == [body, second]
+    assert await env.events(running, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED) == []

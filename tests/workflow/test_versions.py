@@ -5,7 +5,7 @@ for it; here the answer is made False for new executions too (an unsandboxed wor
 SDK's function replaced for the test), so the old branch of each patch runs live on the
 fake activities — the frozen core v1 orchestration (``core-v2``, :mod:`workflows.job_v1`)
 and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-run``,
-``job-input-reporting-run``, ``cancelled-end`` and ``push-bound``. The recorded histories
+``job-input-reporting-run``, ``cancelled-end``, ``push-bound`` and ``one-meaning-input``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -35,6 +35,7 @@ from workflows.job import (
     EXPLICIT_SUBMISSION,
     FAILED_EXECUTION,
     JOB_INPUT_REPORTING_RUN,
+    ONE_MEANING,
     PAUSED_STEPS,
     PUSH_BOUND,
     REPORTING_RUN,
@@ -285,3 +286,28 @@ async def test_before_explicit_submission_a_job_input_with_a_task_member_ran_as_
         else:
             assert env.fakes.admits == [body]  # admitted as a Task (and refused: it is no valid one)
             assert env.fakes.finishes == []
+
+
+async def test_before_one_meaning_input_a_task_with_a_member_twice_ran_under_its_last_reading(
+    unpatched: Unpatched,
+) -> None:
+    """A Task whose JSON text names ``limit`` twice: an execution started before
+    ``one-meaning-input`` admitted the SDK decoder's reading (the last ``limit``) and ran the
+    job; from the patch on it is refused with ``POST /jobs``'s ``duplicate_member``
+    (``tests/workflow/test_admission.py``). The old branch's history is kept
+    (``job_ambiguous_task_before_refusal_core_v3``)."""
+    from curaflow.domain.messages import JobState
+    from curaflow.protocol.task import manual_job_id
+    from tests.support import short_id
+    from tests.workflow.test_admission import json_payload, task_text
+
+    async with unpatched(ONE_MEANING) as env:
+        key = f"k-{short_id()}"
+        job_id = manual_job_id("t", key)
+        env.fakes.admit_as(env.job(job_id=job_id, trigger="temporal"))
+        text = task_text(key, '{"target_id":"t","constraints":{"limit":0,"limit":2}}')
+        handle = await env.client.start_workflow("JobWorkflow", json_payload(text), id=job_id, task_queue=env.queue)
+        final = JobState.model_validate(await handle.result())
+
+    assert final.status == "succeeded"
+    assert [admitted["params"] for admitted in env.fakes.admits] == [{"target_id": "t", "constraints": {"limit": 2}}]
