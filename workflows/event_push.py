@@ -15,14 +15,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.push_events import PushActivity
-    from curaflow.domain.messages import CallbackPolicy, PushInput, PushReport
+    from curaflow.domain.messages import INVALID_PUSH_INPUT, CallbackPolicy, PushInput, PushReport, read_push_input
 
 
 def push_options(policy: CallbackPolicy, *, summary: str = "push events") -> workflow.ActivityConfig:
@@ -152,8 +153,26 @@ class EventPushWorkflow:
     """Push one job's pending events to its callback URL, then end."""
 
     @workflow.run
-    async def run(self, inp: PushInput) -> PushReport:
-        """Run ``push_events`` until it settles (returns its report)."""
+    async def run(self, *args: Any) -> PushReport:
+        """Run ``push_events`` until it settles (returns its report).
+
+        Args:
+            args: one :class:`~curaflow.domain.messages.PushInput` (the push sweeper's). Read
+                by :func:`~curaflow.domain.messages.read_push_input`, not by the SDK's
+                decoder: input that is none (a client starting the workflow by hand) failed
+                the workflow task on every attempt until 2026-12-07 — the run open for ever
+                under ``push-events:<job id>``, where the sweeper found it "running" and
+                pushed none of that job's events again.
+
+        Raises:
+            ApplicationError: ``invalid_push_input`` (non-retryable) for input that is no
+                ``PushInput``; nothing is pushed. Same commands as before for a
+                ``PushInput``, so no patch: a history of other input never completed a
+                workflow task.
+        """
+        inp = read_push_input(args)
+        if isinstance(inp, str):
+            raise ApplicationError(inp, type=INVALID_PUSH_INPUT, non_retryable=True)
         report: PushReport = await workflow.execute_activity_method(
             PushActivity.push_events, inp, **push_options(inp.policy)
         )

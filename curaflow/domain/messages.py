@@ -9,13 +9,22 @@ Pure module: imported by workflows through the sandbox pass-through.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 
 from curaflow.domain.execution import RunTimeout
 from curaflow.domain.models import CellSnapshot, DeliveryReport
 from curaflow.domain.projection import JobStatus
+from curaflow.domain.text import json_type_name
 from curaflow.domain.verdicts import FinishCause, StepFailure
 
 
@@ -194,6 +203,42 @@ class PushInput(BaseModel):
 
     job_id: str
     policy: CallbackPolicy = Field(default_factory=CallbackPolicy)
+
+
+#: The failure type of an ``EventPushWorkflow`` started with input that is no :class:`PushInput`.
+INVALID_PUSH_INPUT = "invalid_push_input"
+
+
+def read_push_input(args: Sequence[Any]) -> PushInput | str:
+    """``EventPushWorkflow``'s start arguments as a :class:`PushInput`, or why they are not one.
+
+    The push sweeper (:func:`curaflow.jobs.pushes.sweep_once`) passes exactly one; a client
+    starting the workflow by hand (the CLI, the UI's "start workflow like this one" with
+    its input edited) can pass anything — no argument, several, a string, an object of
+    other members, a payload of another encoding (``RawValue``). Pure and total: never
+    raises.
+
+    Args:
+        args: the decoded start arguments (JSON values, models or ``RawValue``).
+
+    Returns:
+        The input, or a one-line problem naming what was received; the workflow fails
+        with it (:data:`INVALID_PUSH_INPUT`).
+    """
+    expected = "EventPushWorkflow takes one PushInput {job_id, policy} (curaflow's push sweeper starts it)"
+    if len(args) != 1:
+        return f"{expected}; got {len(args)} arguments"
+    [value] = args
+    if isinstance(value, PushInput):
+        return value
+    if not isinstance(value, dict):
+        kind = "a payload that is not JSON" if hasattr(value, "payload") else f"a JSON {json_type_name(value)}"
+        return f"{expected}; got {kind}"
+    try:
+        return PushInput.model_validate(value)
+    except ValidationError as err:
+        fields = sorted({".".join(str(p) for p in e["loc"]) or "input" for e in err.errors()})[:5]
+        return f"{expected}; got an object that is none (fields: {', '.join(fields)})"
 
 
 class PushReport(BaseModel):

@@ -436,6 +436,45 @@ async def test_an_update_or_query_carrying_a_task_with_no_one_meaning_is_refused
     assert {name: answered["refusal"][name] for name in ("code", "message", "detail")} == await http_refusal(env, twice)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param([], id="no-input"),
+        pytest.param([{}], id="an-empty-object"),
+        pytest.param(["push"], id="a-string"),
+        pytest.param([{"job_id": 5}], id="a-wrong-type"),
+        pytest.param([{"job_id": "x"}, {"job_id": "x"}], id="two-arguments"),
+        pytest.param(["unknown-encoding"], id="unknown-encoding"),
+    ],
+)
+async def test_a_push_run_started_by_hand_with_junk_ends_at_once_and_frees_the_push_id(
+    env: Env, args: list[Any]
+) -> None:
+    # EventPushWorkflow decoded its input with the SDK (typed PushInput): a client starting it
+    # by hand — under the sweeper's id push-events:<job id>, from the UI's "start workflow
+    # like this one" or the CLI — with anything else failed its workflow task for ever. The
+    # run stayed Running, and the push sweeper, finding "push-events:<job id>" running,
+    # started no push of that job's events at any later tick.
+    from temporalio.api.common.v1 import Payload
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.common import RawValue
+
+    from curaflow.jobs.pushes import push_workflow_id
+
+    if args == ["unknown-encoding"]:
+        args = [RawValue(Payload(metadata={"encoding": b"binary/x-custom"}, data=b"\x00"))]
+    push_id = push_workflow_id(f"demo@manual-push-{short_id()}")
+    await env.client.start_workflow("EventPushWorkflow", args=args, id=push_id, task_queue=env.stack.task_queue)
+
+    cause = await refused_start(env, push_id)
+    assert cause.type == "invalid_push_input" and "PushInput" in cause.message, cause.message
+    failed_tasks = [
+        e async for e in env.client.get_workflow_handle(push_id).fetch_history_events()
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    ]  # fmt: skip
+    assert failed_tasks == []
+
+
 async def test_a_stale_job_input_fails_fast_and_does_not_poison_the_id(env: Env) -> None:
     key = f"stale-{short_id()}"
     job_id = f"demo@manual-{key}"
