@@ -92,9 +92,11 @@ with workflow.unsafe.imports_passed_through():
         CANCEL_CONFIG,
         CANCELLED_END_CONFIG,
         CRON_CANCEL_CONFIG,
+        LOCAL_ACTIVITY_FAILURES,
         PAUSED_STEPS_CONFIG,
         failure_facts,
         finish_config,
+        local_activity_failure,
         published_status,
         step_config,
         step_result,
@@ -216,6 +218,14 @@ PAUSED_STEPS = "paused-steps"
 #: Task: one Task, two answers, one per door. Asked only for such an input, so a run
 #: started by curaflow or with well-formed JSON records no marker.
 ONE_MEANING = "one-meaning-input"
+#: ``paused_steps`` failing at the deadline (Temporal's describe refused or unanswered: the
+#: activity's ``RPCError``) names no pause and the deadline's stop goes on, as
+#: :data:`PAUSED_STEPS` meant. Before, that failure reached the workflow as the activity's
+#: own ``ApplicationError`` — a local activity's failure is not wrapped in the
+#: ``ActivityError`` that ``_paused_steps`` caught — and failed the run with it: no finish,
+#: the job left open for the reconciler, the execution's failure a transport error. Asked
+#: only where that failure arrived, so a job that ends in time records no marker.
+PAUSED_STEPS_UNANSWERED = "paused-steps-unanswered"
 #: The run limits that can come before a job's deadline plus the room it needs to end
 #: itself (:data:`RUN_LIMIT`): the longest deadline plus the longest room any configuration
 #: asks for — :data:`~curaflow.domain.execution.EXECUTION_GRACE`, which holds
@@ -753,8 +763,9 @@ class JobWorkflow:
                 FinishInput(job_id=self._inp.job_id, cause=self._cause, failures=self._failures),
                 **finish_config(f"finish ({self._cause})"),
             )
-        except ActivityError as err:
-            if isinstance(err.cause, ApplicationError) and err.cause.type == UNKNOWN_JOB:
+        except LOCAL_ACTIVITY_FAILURES as err:
+            failed = local_activity_failure(err)
+            if isinstance(failed, ApplicationError) and failed.type == UNKNOWN_JOB:
                 raise ApplicationError(
                     f"job {self._inp.job_id} is not in the ledger: start jobs with a protocol Task "
                     "(docs/temporal.md: Starting jobs from a Temporal client)",
@@ -775,8 +786,15 @@ class JobWorkflow:
         answer — no pause is named then, as before."""
         try:
             steps = await workflow.execute_local_activity_method(FinishActivity.paused_steps, **PAUSED_STEPS_CONFIG)
-        except ActivityError as err:
-            workflow.logger.warning("paused steps not known at the deadline: %s", str(err.cause or err)[:300])
+        except LOCAL_ACTIVITY_FAILURES as err:
+            # A timeout arrives as an ActivityError; the activity's own failure (Temporal's
+            # describe refused or unanswered: an RPCError) as its ApplicationError, which
+            # failed the run before PAUSED_STEPS_UNANSWERED.
+            if not isinstance(err, ActivityError) and not workflow.patched(PAUSED_STEPS_UNANSWERED):
+                raise
+            workflow.logger.warning(
+                "paused steps not known at the deadline: %s", str(local_activity_failure(err))[:300]
+            )
             return {}
         return {step.target_id: step for step in steps}
 
@@ -824,8 +842,8 @@ class JobWorkflow:
         submitted = SubmitInput(task=task, workflow_id=workflow.info().workflow_id, run_limit=_run_limit())
         try:
             return await workflow.execute_local_activity_method(AdmitActivity.admit, submitted, **ADMIT_CONFIG)
-        except ActivityError as err:
-            refused = err.cause
+        except LOCAL_ACTIVITY_FAILURES as err:
+            refused = local_activity_failure(err)
             if isinstance(refused, ApplicationError):
                 raise ApplicationError(
                     refused.message, *refused.details, type=refused.type, non_retryable=True

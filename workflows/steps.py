@@ -40,6 +40,21 @@ with workflow.unsafe.imports_passed_through():
 #: of being cut off; less than the execution's own grace (10 min).
 ATTEMPT_GRACE = timedelta(minutes=5)
 
+#: What a local activity that ended without a result raises in workflow code (temporalio
+#: 1.35, checked 2026-12-07): the activity's own ``ApplicationError`` when it raised one —
+#: not wrapped in an ``ActivityError``, as a regular activity's is — and an
+#: ``ActivityError`` whose cause is the ``TimeoutError`` when it timed out. Catch both.
+LOCAL_ACTIVITY_FAILURES: tuple[type[Exception], ...] = (ActivityError, ApplicationError)
+
+
+def local_activity_failure(err: BaseException) -> BaseException:
+    """The failure a local activity ended with (:data:`LOCAL_ACTIVITY_FAILURES`): an
+    ``ActivityError``'s cause, else ``err`` itself (the activity's ``ApplicationError``)."""
+    if isinstance(err, ActivityError) and err.cause is not None:
+        return err.cause
+    return err
+
+
 #: ``admit`` (a Task a Temporal client started the job with): retried while the ledger is
 #: unreachable, but bounded, so a submission never waits for ever.
 ADMIT_CONFIG = workflow.LocalActivityConfig(

@@ -30,6 +30,7 @@ from workflows.job import (
     ONE_MEANING,
     OWN_JOB_ONLY,
     PAUSED_STEPS,
+    PAUSED_STEPS_UNANSWERED,
     PUSH_BOUND,
     RUN_LIMIT,
     STARTER_ATTRIBUTES,
@@ -74,6 +75,7 @@ def test_histories_of_every_job_shape_are_kept() -> None:
                 CANCELLED_END,
                 PAUSED_STEPS,
                 ONE_MEANING,
+                PAUSED_STEPS_UNANSWERED,
             }
             assert patches(path) - own == {"core-v3"}, path.name
 
@@ -247,6 +249,39 @@ def test_histories_of_a_step_paused_at_the_deadline_before_and_after_paused_step
         markers = [e for e in events[:cancel] if "markerRecordedEventAttributes" in e]
         local = [m for m in markers if m["markerRecordedEventAttributes"]["markerName"] == "core_local_activity"]
         assert len(local) == asked, path.name
+
+
+def test_histories_of_a_deadline_whose_paused_steps_went_unanswered_are_kept() -> None:
+    """A job at its deadline with its search in flight whose ``paused_steps`` local activity
+    failed (Temporal's describe unanswered): recorded before ``paused-steps-unanswered`` the
+    failure — the activity's ``ApplicationError``, not the ``ActivityError`` the workflow
+    caught — failed the run with it, nothing cancelled, no finish; it replays so on today's
+    code (:func:`test_recorded_history_replays`). From the patch on the run records the
+    marker, names no pause, stops the step and finishes: ``job_expired``."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before = by_name["job_paused_steps_unanswered_before_caught_core_v3"]
+    after = by_name["job_paused_steps_unanswered_core_v3"]
+    assert (patches(before), patches(after)) == (
+        {"core-v3", PAUSED_STEPS},
+        {"core-v3", PAUSED_STEPS, PAUSED_STEPS_UNANSWERED},
+    )
+    ends = {}
+    for path in (before, after):
+        events = json.loads(path.read_text())["events"]
+        local = [
+            json.loads(base64.b64decode(e["markerRecordedEventAttributes"]["details"]["data"]["payloads"][0]["data"]))[
+                "activity_type"
+            ]
+            for e in events
+            if e.get("markerRecordedEventAttributes", {}).get("markerName") == "core_local_activity"
+        ]
+        cancelled = any("activityTaskCancelRequestedEventAttributes" in e for e in events)
+        failure = events[-1]["workflowExecutionFailedEventAttributes"]["failure"]
+        ends[path.stem] = (local, cancelled, failure["applicationFailureInfo"]["type"])
+    assert ends == {
+        "job_paused_steps_unanswered_before_caught_core_v3": (["paused_steps"], False, "RPCError"),
+        "job_paused_steps_unanswered_core_v3": (["paused_steps", "finish"], True, "job_expired"),
+    }
 
 
 def test_histories_from_before_foreign_input_are_kept() -> None:

@@ -140,6 +140,10 @@ class Fakes:
     cells: dict[str, CellSnapshot] = field(default_factory=dict)
     deliveries: dict[tuple[str, str], RouteDelivery] = field(default_factory=dict)
     finish_error: str | None = None
+    #: Set: ``paused_steps`` fails with it as the real one does when Temporal does not answer
+    #: its describe (an ``RPCError``, which the SDK reports as an ``ApplicationError`` of
+    #: that type).
+    paused_steps_error: str | None = None
     #: One :class:`Act` per ``request_cancel`` attempt (``silent``: a worker that died
     #: with the attempt); then ``ok``.
     cancel_acts: list[Act] = field(default_factory=list)
@@ -383,6 +387,8 @@ class Fakes:
 
         @activity.defn(name="paused_steps")
         async def paused_steps() -> list[PausedStep]:
+            if fakes.paused_steps_error:
+                raise ApplicationError(fakes.paused_steps_error, type="RPCError")
             info = activity.info()
             assert info.workflow_id is not None
             return await paused_steps_of(client_of(), info.workflow_id, info.workflow_run_id)

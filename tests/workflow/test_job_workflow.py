@@ -249,10 +249,15 @@ async def test_a_finish_for_a_job_the_ledger_does_not_know_fails_fast(env: Env) 
     env.fakes.finish_error = "unknown_job"
     handle = await env.start(env.job())
     started = time.monotonic()
-    with pytest.raises(WorkflowFailureError):
+    with pytest.raises(WorkflowFailureError) as failed:
         await handle.result()
     assert time.monotonic() - started < 10
     assert len(env.fakes.finishes) == 1  # non-retryable: one attempt
+    # The workflow's own refusal, saying how to start a job: a local activity's failure is its
+    # ApplicationError, not an ActivityError, and the activity's bare error went out instead.
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "unknown_job"
+    assert "start jobs with a protocol Task" in cause.message, cause.message
 
 
 # ---- the status query agrees with GET /jobs while a step runs ---------------------------

@@ -16,6 +16,7 @@ from curaflow.domain.messages import Budgets
 from tests.support import eventually
 from tests.workflow.fakes import Act
 from tests.workflow.harness import Env, temporal_activity
+from tests.workflow.test_push_bound import record
 
 pytestmark = pytest.mark.integration
 
@@ -94,3 +95,23 @@ async def test_a_pause_of_an_attempt_still_running_at_the_deadline_is_not_named(
     assert not any(f.paused for f in finish.failures.values()), finish.failures
     state = await env.status(handle)
     assert state.cells[0].reason != "step_paused", state.cells[0]
+
+
+async def test_a_deadline_whose_paused_steps_question_goes_unanswered_still_ends_the_job_expired(env: Env) -> None:
+    # Temporal does not answer the `paused_steps` describe at the deadline (a frontend
+    # restarting, overloaded): the local activity's failure reaches the workflow as the
+    # activity's own ApplicationError — not an ActivityError, which is what `_paused_steps`
+    # caught to "name no pause, as before". The run failed with the RPCError itself: no
+    # finish, the job still open in the ledger, the execution's failure a transport error.
+    env.fakes.paused_steps_error = "Temporal did not answer: deadline exceeded"
+    env.fakes.on("search", "t", Act("hang"))
+    handle = await env.start(env.job(deadline_ms=3_000))
+    await env.called("search")
+
+    assert await env.closed(handle) == WorkflowExecutionStatus.FAILED
+    record(env, handle.id, "job_paused_steps_unanswered_core_v3")
+    [finish] = env.fakes.finishes
+    assert finish.cause == "deadline"
+    assert not any(f.paused for f in finish.failures.values()), finish.failures
+    state = await env.status(handle)
+    assert (state.status, state.cells[0].reason) == ("expired", "execution_timeout"), state.cells[0]

@@ -5,7 +5,8 @@ for it; here the answer is made False for new executions too (an unsandboxed wor
 SDK's function replaced for the test), so the old branch of each patch runs live on the
 fake activities — the frozen core v1 orchestration (``core-v2``, :mod:`workflows.job_v1`)
 and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-run``,
-``job-input-reporting-run``, ``cancelled-end``, ``push-bound`` and ``one-meaning-input``. The recorded histories
+``job-input-reporting-run``, ``cancelled-end``, ``push-bound``, ``one-meaning-input`` and
+``paused-steps-unanswered``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -37,6 +38,7 @@ from workflows.job import (
     JOB_INPUT_REPORTING_RUN,
     ONE_MEANING,
     PAUSED_STEPS,
+    PAUSED_STEPS_UNANSWERED,
     PUSH_BOUND,
     REPORTING_RUN,
 )
@@ -311,3 +313,25 @@ async def test_before_one_meaning_input_a_task_with_a_member_twice_ran_under_its
 
     assert final.status == "succeeded"
     assert [admitted["params"] for admitted in env.fakes.admits] == [{"target_id": "t", "constraints": {"limit": 2}}]
+
+
+async def test_before_paused_steps_unanswered_a_failed_paused_steps_failed_the_run(unpatched: Unpatched) -> None:
+    """``paused_steps`` failing at the deadline (Temporal's describe unanswered): an execution
+    started before ``paused-steps-unanswered`` failed with the activity's error — no step
+    stopped, no finish; from the patch on it names no pause and finishes ``expired``
+    (``tests/workflow/test_paused_at_deadline.py``). The old branch's history is kept
+    (``job_paused_steps_unanswered_before_caught_core_v3``)."""
+    from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import ApplicationError
+
+    async with unpatched(PAUSED_STEPS_UNANSWERED) as env:
+        env.fakes.paused_steps_error = "Temporal did not answer"
+        env.fakes.on("search", "t", Act("hang"))
+        handle = await env.start(env.job(deadline_ms=3_000))
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        await env.terminate_open()
+
+    cause = failed.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "RPCError", cause
+    assert env.fakes.finishes == []
