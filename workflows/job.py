@@ -322,6 +322,7 @@ class JobWorkflow:
         self._version: int | None = None
         self._v1: JobV1 | None = None
         self._reporting = False  # a run added under an ended job's id: it only reports the job
+        self._no_job: ApplicationError | None = None  # the ledger does not know this run's job
 
     def _begin(self, inp: JobInput) -> None:
         """Hold the admitted job (once per execution)."""
@@ -350,7 +351,33 @@ class JobWorkflow:
 
     @workflow.query
     def status(self) -> JobState:
-        """The live job state: status and stage from the same projection as ``GET /jobs/{id}``."""
+        """The live job state: status and stage from the same projection as ``GET /jobs/{id}``.
+
+        Raises:
+            ApplicationError: this run holds no job and never will — it refused its input
+                (its Task, or input that is none), or the ledger does not know the job of
+                its ``JobInput`` (``unknown_job``): the query fails with that refusal
+                (``type`` its code, its details), as ``GET /jobs/{id}`` answers 404 for an
+                id no job has. Until 2026-12-07 such a run answered ``queued`` /
+                ``admitting`` (``running`` / ``finishing`` for a stale ``JobInput``) for
+                ever. While its Task is being admitted a run answers stage ``admitting``.
+        """
+        held = self._holds_no_job()
+        if held is not None:
+            raise ApplicationError(
+                f"this run holds no job: {held.type}: {held.message}", *held.details, type=held.type, non_retryable=True
+            )
+        return self._live_state()
+
+    def _holds_no_job(self) -> ApplicationError | None:
+        """Why this run holds no job and never will, once it knows: its input's refusal,
+        its Task's, or the ledger's ``unknown_job``; else None."""
+        if self._submission.refusal is not None:
+            return refusal(self._submission.refusal)
+        return self._refused or self._no_job
+
+    def _live_state(self) -> JobState:
+        """The state the ``status`` query answers (see :meth:`status`)."""
         if self._v1 is not None:
             return self._v1.status()
         if self._final is not None:
@@ -477,7 +504,7 @@ class JobWorkflow:
             )
         if task != self._submission.task:
             await self._admit(task)
-        return self.status()
+        return self._live_state()
 
     @workflow.query(name="admission_answer")
     def admission_answer(self, *args: Any) -> AdmissionAnswer:
@@ -525,7 +552,7 @@ class JobWorkflow:
         )
         if conflict is not None:
             return AdmissionAnswer(refusal=refusal_details(conflict))
-        return AdmissionAnswer(state=self.status())
+        return AdmissionAnswer(state=self._live_state())
 
     def _identity(self) -> tuple[str | None, dict[str, Any] | None]:
         """The job's key and params: carried by its ``JobInput``, else those of the Task this
@@ -766,12 +793,13 @@ class JobWorkflow:
         except LOCAL_ACTIVITY_FAILURES as err:
             failed = local_activity_failure(err)
             if isinstance(failed, ApplicationError) and failed.type == UNKNOWN_JOB:
-                raise ApplicationError(
+                self._no_job = ApplicationError(
                     f"job {self._inp.job_id} is not in the ledger: start jobs with a protocol Task "
                     "(docs/temporal.md: Starting jobs from a Temporal client)",
                     type=UNKNOWN_JOB,
                     non_retryable=True,
-                ) from None
+                )
+                raise self._no_job from None
             raise
         self._final, self._phase = final, Phase.DONE
         self._publish()
@@ -1062,7 +1090,7 @@ class JobWorkflow:
         )
         if shown != self._shown:
             self._shown = shown
-            details = render_details(self._inp, self.status())
+            details = render_details(self._inp, self._live_state())
             if details != self._details:
                 self._details = details
                 workflow.set_current_details(details)

@@ -220,11 +220,19 @@ async def test_an_invalid_task_fails_fast_with_the_field_and_the_id_stays_usable
     assert isinstance(cause, ApplicationError) and cause.type == "invalid_params" and cause.non_retryable
     assert cause.details[0]["detail"]["field"] == "params.constraints.limit"
     assert await job_row(env, job_id) is None
+    # The id names no job, and its run says so: its `status` query answered `queued` /
+    # `admitting` for ever, where GET /jobs/{id} answers 404.
+    asked = await asyncio.to_thread(cli, env, "query", "-w", job_id, "--type", "status")
+    said = asked.stdout + asked.stderr
+    assert asked.returncode != 0 and "holds no job" in said and "params.constraints.limit" in said, said
+    assert (await env.http.get(f"/jobs/{job_id}")).status_code == 404
     # The failed execution does not block the id: the valid Task runs under it.
     good = await env.http.post("/jobs", json={**bad, "params": {"target_id": "demo"}})
     assert good.status_code == 202 and good.json()["job"]["job_id"] == job_id
     record = await env.stack.wait_terminal(job_id, 60)
     assert record.cells[0].state == "submitted", record.cells[0]
+    asked = await asyncio.to_thread(cli, env, "query", "-w", job_id, "--type", "status", "--output", "json")
+    assert asked.returncode == 0 and '"succeeded"' in asked.stdout, asked.stdout + asked.stderr
 
 
 async def test_a_workflow_id_that_is_not_the_job_id_is_refused(env: Env) -> None:

@@ -325,3 +325,35 @@ async def test_an_update_or_query_task_with_no_one_meaning_is_refused_and_change
     assert JobState.model_validate(await running.result()).status == "succeeded"
     assert env.fakes.admits == [body, second]
     assert await env.events(running, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED) == []
+
+
+async def test_a_run_that_holds_no_job_answers_no_job_state_but_its_refusal(env: Env) -> None:
+    # The `status` query of a run that refused its input answered {status: queued, stage:
+    # admitting} for ever (a worker replays the closed run): `temporal workflow query
+    # --type status` of the id said a job was queued where nothing was, and GET /jobs/{id}
+    # answers 404. Likewise a stale JobInput's run, failed unknown_job, said queued/searching.
+    from temporalio.client import WorkflowQueryFailedError
+
+    key = f"k-{short_id()}"
+    bad = {**admitting(env, key), "deadline_ms": 5}
+    refused = await env.client.start_workflow("JobWorkflow", bad, id=f"t@manual-{key}", task_queue=env.queue)
+    junk = await env.client.start_workflow("JobWorkflow", "junk", id=f"junk-{short_id()}", task_queue=env.queue)
+    env.fakes.finish_error = "unknown_job"  # a stale JobInput: the ledger does not know its job
+    unknown = await env.start(env.job())
+    for handle in (refused, junk, unknown):
+        assert await env.closed(handle) == WorkflowExecutionStatus.FAILED
+    env.fakes.finish_error = None
+    for handle, code in ((refused, "invalid_params"), (junk, "invalid_params"), (unknown, "unknown_job")):
+        with pytest.raises(WorkflowQueryFailedError) as failed:
+            await handle.query("status")
+        assert code in str(failed.value) and "holds no job" in str(failed.value), failed.value
+
+    # Guard: while its Task is being admitted, a run says so (it may yet hold the job).
+    body = admitting(env, f"k-{short_id()}")
+    env.fakes.admit_hold = asyncio.Event()
+    waiting = await env.client.start_workflow(
+        "JobWorkflow", body, id=manual_job_id("t", body["idempotency_key"]), task_queue=env.queue
+    )
+    await env.status_until(waiting, lambda s: s.stage == "admitting", "admitting")
+    env.fakes.admit_hold.set()
+    assert JobState.model_validate(await waiting.result()).status == "succeeded"
