@@ -19,6 +19,10 @@ from the run's seed), and the tests of the decode budget craft them
   them one by one in Python as it opens the file, a JPEG's ``APPn`` / ``COM`` kept each
   (~130 bytes a 4-byte marker: a 64 MiB page held ~2 GiB and 16 s of CPU), a PNG's
   unknown chunks ~100 bytes each;
+* :func:`many_scan_jpeg` — a progressive JPEG of a flat picture whose refinement scan is
+  repeated thousands of times: ~30 bytes a scan, and libjpeg visits every block of the
+  picture for each (it only warns of a scan repeated): 20 000 scans of a 4000×4000
+  picture are ~600 KB and ~4 min of CPU, all of it inside one frame's decode;
 * :func:`unusable_metadata` — ``/v1/ugoira/metadata`` answers that are the app-api's
   shape but describe no usable animation (a zip URL that is not one, no frames, frames
   without delays).
@@ -85,6 +89,35 @@ def many_marker_jpeg(markers: int, marker: bytes = b"\xff\xe1") -> bytes:
     Image.new("RGB", (8, 8), (0, 90, 200)).save(buf, "JPEG")
     data = buf.getvalue()
     return data[:2] + (marker + b"\x00\x02") * markers + data[2:]
+
+
+def _jpeg_scans(data: bytes) -> list[tuple[int, int]]:
+    """Where each scan of the JPEG ``data`` lies (its ``SOS`` segment and its entropy-coded
+    data): ``(start, end)`` byte ranges, walked by the segments' lengths."""
+    scans: list[tuple[int, int]] = []
+    at = 2
+    while at + 4 <= len(data) and data[at + 1] != 0xD9:
+        end = at + 2 + int.from_bytes(data[at + 2 : at + 4], "big")
+        if data[at + 1] == 0xDA:
+            while not (data[end] == 0xFF and data[end + 1] not in (0x00, *range(0xD0, 0xD8))):
+                end += 1
+            scans.append((at, end))
+        at = end
+    return scans
+
+
+def many_scan_jpeg(size: tuple[int, int] = (4000, 4000), scans: int = 20_000) -> bytes:
+    """A progressive JPEG of a flat ``size`` picture whose first AC refinement scan is
+    repeated ``scans`` times before its end of image (the module doc)."""
+    buf = io.BytesIO()
+    Image.new("RGB", size, (120, 130, 140)).save(buf, "JPEG", progressive=True, quality=90)
+    data = buf.getvalue()
+    for start, end in _jpeg_scans(data):
+        components = data[start + 4]
+        spectral_end, approximation = data[start + 6 + 2 * components], data[start + 7 + 2 * components]
+        if spectral_end > 0 and approximation >> 4:  # an AC scan refining bits sent before
+            return data[:-2] + data[start:end] * scans + data[-2:]
+    raise AssertionError("Pillow wrote no AC refinement scan")
 
 
 def many_chunk_png(chunks: int, kind: bytes = b"abCd") -> bytes:

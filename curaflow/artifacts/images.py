@@ -27,6 +27,7 @@ from curaflow.sources.decoding import (
     gif_layout,
     jpeg_framed,
     machine_cause,
+    metered_open,
     opening_layout,
     png_chunks,
     png_framed,
@@ -351,7 +352,7 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
                     frames, canvas = layout
                     meter.plan(frames=frames, pixels=frames * canvas[0] * canvas[1], largest=canvas)
                 fh.seek(0)
-            with Image.open(fh) as image:
+            with metered_open(fh, meter) as image:
                 fmt = image.format
                 if fmt not in IMAGE_FORMATS:
                     return Refused(f"not an image Pillow verifies (format {fmt})", recognised=False)
@@ -373,7 +374,7 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
                     image.verify()
             if fmt not in JPEG_FORMATS:
                 fh.seek(0)
-                with Image.open(fh) as image:
+                with metered_open(fh, meter) as image:
                     _load_frames(image, meter, held)
             if fmt == "GIF" and own and not _mapped(fh, lambda view: gif_framed(view, meter), False):
                 # Pillow decodes the frames before a cut and stops: a GIF whose blocks do not

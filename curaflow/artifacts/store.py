@@ -216,9 +216,10 @@ class ArtifactStore:
 
         The decode never outlives its attempt: the meter's deadline is the job's (what
         :func:`~curaflow.outbound.time_left` says the attempt has left), and a cancel of
-        the awaiting task stops it at its next frame (the cancel reaches an activity
-        through its heartbeat). Whoever awaits the thread afterwards (a discard waiting
-        for the file's lock) waits one frame at most.
+        the awaiting task stops it at its next check — the next frame, or the next block
+        of the file a frame is decoded from (:func:`~curaflow.sources.decoding.metered_open`)
+        — (the cancel reaches an activity through its heartbeat). Whoever awaits the thread
+        afterwards (a discard waiting for the file's lock) waits that long at most.
         """
         left = time_left(math.inf)
         meter = self.budget.meter(deadline=None if math.isinf(left) else time.monotonic() + left)

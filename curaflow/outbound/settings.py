@@ -38,7 +38,7 @@ class OutboundSettings(BaseModel):
             them); over it the work is unavailable.
         decode_max_frames: frames one decode may have (an animated page, an ugoira).
         decode_max_cpu_ms: CPU time one decode may take (the decoding thread's, checked
-            between frames).
+            between frames and between the blocks a frame is decoded from).
 
     The four ``image_max_pixels`` / ``decode_*`` fields are the decode budget
     (:meth:`curaflow.sources.decoding.DecodeBudget.of`, DESIGN "Work-owned failures and

@@ -61,6 +61,7 @@ from curaflow.sources.decoding import (
     DecodeMeter,
     OverBudget,
     machine_cause,
+    metered_open,
     opening_layout,
     png_without_bad_ancillary,
     signed_format,
@@ -362,14 +363,14 @@ def _decoded(data: bytes, meter: DecodeMeter) -> Image.Image:
             (:data:`~curaflow.sources.decoding.PILLOW_REFUSALS`).
     """
     try:
-        image = Image.open(io.BytesIO(data))
+        image = metered_open(io.BytesIO(data), meter)
         image.load()
         return image
     except PILLOW_REFUSALS:
         repaired = png_without_bad_ancillary(data, meter.check)
         if repaired is None:
             raise
-    image = Image.open(io.BytesIO(repaired))
+    image = metered_open(io.BytesIO(repaired), meter)
     image.load()
     return image
 

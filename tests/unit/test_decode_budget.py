@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import threading
+import time
 import tracemalloc
 import zipfile
 from collections.abc import AsyncIterator
@@ -115,6 +117,74 @@ def test_a_stopped_decode_ends_at_the_next_frame_and_blames_nobody(
     past = DecodeBudget().meter(deadline=0.0)  # the attempt's deadline (monotonic) has passed
     with pytest.raises(DecodeStopped, match="deadline"):
         verify_image(path, meter=past)
+
+
+#: How long a decode the meter must stop may go on past the stop (wall seconds, on a
+#: loaded machine): the scan bomb below decodes whole in ~100 s of CPU.
+STOPPED_WITHIN_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def scan_bomb() -> bytes:
+    """A progressive JPEG of 4000x4000 repeating its refinement scan 8 000 times (~250 KB):
+    every scan visits every block of the picture, inside the one frame's decode."""
+    return bombs.many_scan_jpeg((4000, 4000), 8_000)
+
+
+def _stopping(how: str) -> tuple[Any, type[Exception], str]:
+    """A meter that stops a decode about a second in (``how``: its CPU budget, the
+    attempt's deadline, the attempt's cancel), and what the stop raises."""
+    if how == "cpu":
+        return DecodeBudget(max_cpu_s=1.0).meter(), OverBudget, "CPU"
+    if how == "deadline":
+        return DecodeBudget().meter(deadline=time.monotonic() + 1.0), DecodeStopped, "deadline"
+    meter = DecodeBudget().meter()
+    threading.Timer(1.0, meter.stop).start()
+    return meter, DecodeStopped, "cancelled"
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("how", ["cpu", "deadline", "cancelled"])
+def test_a_frame_whose_scans_repeat_is_stopped_inside_its_decode(tmp_path: Path, scan_bomb: bytes, how: str) -> None:
+    """A single frame's cost is not bounded by its pixels: a progressive JPEG's scans each
+    visit every block for a few bytes. Until 2026-12-07 the meter was checked only between
+    frames, so the CPU budget, the job's deadline and the attempt's cancel waited for the
+    whole frame (~100 s of CPU here; hours for a 64 MiB page), the account's source slot
+    held meanwhile, and the decoding thread went on after its attempt was cancelled."""
+    path = tmp_path / "scans_p0.jpg"
+    path.write_bytes(scan_bomb)
+    meter, raised, words = _stopping(how)
+    started = time.monotonic()
+    if raised is OverBudget:
+        problem = verify_image(path, meter=meter)
+        assert over_budget(problem) and words in problem.why, problem  # type: ignore[union-attr]
+    else:
+        with pytest.raises(raised, match=words):
+            verify_image(path, meter=meter)
+    assert time.monotonic() - started < STOPPED_WITHIN_S
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("how", ["cpu", "deadline", "cancelled"])
+def test_an_ugoira_frame_whose_scans_repeat_is_stopped_inside_its_decode(
+    tmp_path: Path, scan_bomb: bytes, how: str
+) -> None:
+    zip_path = tmp_path / "z.zip"
+    with zipfile.ZipFile(zip_path, "w") as archive:
+        archive.writestr("000000.jpg", scan_bomb)
+    meter, raised, words = _stopping(how)
+    started = time.monotonic()
+    with pytest.raises(raised, match=words):
+        encode_gif(zip_path, ugoira([{"file": "000000.jpg", "delay": 50}]), tmp_path / "o.gif", meter=meter)
+    assert time.monotonic() - started < STOPPED_WITHIN_S
+
+
+def test_a_progressive_page_still_decodes_whole(tmp_path: Path) -> None:
+    path = tmp_path / "p_p0.jpg"
+    Image.effect_noise((900, 700), 60).convert("RGB").save(path, "JPEG", progressive=True, quality=90)
+    meter = DecodeBudget().meter()
+    assert verify_image(path, meter=meter) is None
+    assert (meter.frames, meter.pixels) == (1, 900 * 700)  # a progressive JPEG at its full size
 
 
 def test_an_ordinary_page_is_whole_and_costs_its_own_pixels(tmp_path: Path) -> None:
