@@ -57,9 +57,11 @@ class Refused:
         why: what was seen.
         kind: ``not_an_image``, ``over_budget`` or ``undecodable``
             (:class:`~curaflow.sources.errors.UnavailableKind`).
-        recognised: what the bytes show is the work's own (an image over the budget, a
-            whole image that does not decode), stated where it is seen; False (the
-            default) for bytes that are no image Pillow
+        recognised: what the bytes show is the work's own (an image over the budget by
+            its pixels or frames, a whole image that does not decode), stated where it is
+            seen; False (the default) for a decode over its CPU time (this machine's
+            measure: :attr:`~curaflow.sources.decoding.OverBudget.recognised`) and for
+            bytes that are no image Pillow
             verifies — an HTML or JSON page, a format not known here — which an image
             host or a proxy may answer for any work while it lasts
             (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`).
@@ -387,7 +389,7 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
                 if isinstance(refused, str):
                     return Refused(f"whole PNG that libpng refuses: {refused}", UnavailableKind.UNDECODABLE, True)
     except OverBudget as err:
-        return Refused(err.why, UnavailableKind.OVER_BUDGET, recognised=True)
+        return Refused(err.why, UnavailableKind.OVER_BUDGET, recognised=err.recognised)
     except PILLOW_REFUSALS as err:
         if (machine := machine_cause(err)) is not None:  # the disk's or the process's answer: curaflow's
             raise machine from None
@@ -400,7 +402,7 @@ def _check(source: Path | io.BytesIO, path: Path, meter: DecodeMeter) -> Verifie
             with meter.running():  # a GIF's blocks are walked: stoppable, charged to its CPU time
                 whole = fmt is not None and whole_by_framing(path, fmt, meter)
         except OverBudget as over:
-            return Refused(over.why, UnavailableKind.OVER_BUDGET, recognised=True)
+            return Refused(over.why, UnavailableKind.OVER_BUDGET, recognised=over.recognised)
         if whole:
             return Refused(
                 f"whole {fmt} that does not decode: {type(err).__name__}: {err}",

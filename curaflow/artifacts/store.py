@@ -445,9 +445,9 @@ class ArtifactStore:
                         UnavailableKind.UNUSABLE_ANIMATION,
                         recognised=err.recognised,
                     ) from None
-                except OverBudget as err:
+                except OverBudget as err:  # its frames' pixels: the work's; its CPU time: held briefly
                     raise WorkUnavailable(
-                        work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET, recognised=True
+                        work.work_id, f"animation: {err.why}", UnavailableKind.OVER_BUDGET, recognised=err.recognised
                     ) from None
                 except AnimationBroken as err:
                     raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"animation of {work.work_id}: {err}") from None

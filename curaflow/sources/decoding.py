@@ -36,9 +36,11 @@ frame, a frame's memory is bounded by the frame bound and its time by the checks
 its blocks; a process would add a hard memory limit for a single frame, which the frame
 bound already gives.
 
-Exceeding the budget is the work's failure (:class:`OverBudget`: the work is
-unavailable, :class:`~curaflow.sources.errors.UnavailableKind` ``over_budget``); a stop is
-nobody's (:class:`DecodeStopped`: the attempt ends as its cancel or deadline says).
+Exceeding the budget makes the work unavailable (:class:`OverBudget`,
+:class:`~curaflow.sources.errors.UnavailableKind` ``over_budget``): the work's failure when
+its bytes say so (pixels, frames, segments: the same on every machine), held back briefly
+when the CPU time says so (a measure of this machine too: :attr:`OverBudget.recognised`);
+a stop is nobody's (:class:`DecodeStopped`: the attempt ends as its cancel or deadline says).
 
 **The only owner of "too large", and of the verdict.** Pillow has a decompression-bomb
 guard of its own (``PIL.Image.MAX_IMAGE_PIXELS``: a ``DecompressionBombWarning`` past
@@ -164,15 +166,25 @@ PILLOW_REFUSALS: tuple[type[Exception], ...] = (OSError, SyntaxError, ValueError
 
 
 class OverBudget(Exception):
-    """Decoding the file would cost more than its budget: the work's failure.
+    """Decoding the file would cost more than its budget.
 
     Attributes:
         why: what is over, naming the setting.
+        recognised: the work's own bytes say so — pixels, frames, bytes, segments or chunks,
+            counted from the file the same on every machine (True, the default: the work
+            is unavailable for the source's ``unavailable_ttl_ms``); False for the CPU time
+            the decode took (:meth:`DecodeMeter.check`), a measure of this machine as
+            much as of the bytes — a slower CPU, another build of libjpeg or zlib — so not
+            recognised as the work's: held back for ``unrecognised_hold_ms`` and counted
+            (:attr:`~curaflow.sources.errors.WorkUnavailable.recognised`; 2026-12-07: the
+            costliest work the pixel budget admits, ~8.6 s here, was over the 30 s default
+            on a machine a few times slower and lost for the week).
     """
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, why: str, *, recognised: bool = True) -> None:
         super().__init__(why)
         self.why = why
+        self.recognised = recognised
 
 
 class DecodeStopped(Exception):
@@ -279,7 +291,8 @@ class DecodeMeter:
         if self.cpu_s > self.budget.max_cpu_s:
             raise OverBudget(
                 f"decoding took over {self.budget.max_cpu_s:g} s of CPU (outbound.decode_max_cpu_ms)"
-                f" after {self.frames} frame(s)"
+                f" after {self.frames} frame(s)",
+                recognised=False,  # this machine's measure, not the bytes' (OverBudget)
             )
 
     def plan(self, *, frames: int, pixels: int, largest: tuple[int, int] = (0, 0)) -> None:

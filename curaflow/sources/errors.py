@@ -80,7 +80,9 @@ class UnavailableKind(StrEnum):
     * ``undecodable`` — a page whole by its own framing (PNG's IEND, JPEG's EOI, …) that
       does not decode: the image host holds these bytes;
     * ``over_budget`` — decoding it would cost more than the decode budget (pixels over
-      every frame, frames, CPU time: :mod:`curaflow.sources.decoding`);
+      every frame, frames, CPU time: :mod:`curaflow.sources.decoding`); over its CPU time
+      not recognised as the work's (a measure of the machine too, held briefly:
+      :attr:`~curaflow.sources.decoding.OverBudget.recognised`);
     * ``unusable_animation`` — an animated work's metadata or frames zip of the source's
       shape that describes no animation (no frames, a frame without a delay, a zip URL
       that is not one, a frame missing from a whole zip, a frame that does not decode);

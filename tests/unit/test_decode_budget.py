@@ -103,6 +103,46 @@ def test_a_decode_is_charged_between_frames_and_stops_at_its_cpu_budget(
     assert len(decoded) == 2  # the second frame's CPU time was counted before the third
 
 
+def test_a_decode_over_its_cpu_time_is_not_recognised_as_the_works(tmp_path: Path) -> None:
+    """The CPU time a decode takes measures the machine as much as the bytes (a slower CPU,
+    another build of libjpeg or zlib): over ``decode_max_cpu_ms`` the work is held back
+    briefly, never remembered for the week (until 2026-12-07 it was, the costliest works the
+    pixel budget admits lost for the week on a machine a few times slower). What the bytes
+    say — pixels, frames — stays the work's."""
+    path = tmp_path / "anim_p0.gif"
+    path.write_bytes(bombs.gif((400, 400), 50))
+    clock = iter(range(0, 10**6, 10))  # each read of the CPU clock 10 s later
+    problem = verify_image(path, meter=DecodeBudget(max_cpu_s=15.0).meter(clock=lambda: float(next(clock))))
+    assert over_budget(problem) and "CPU" in problem.why, problem  # type: ignore[union-attr]
+    assert not problem.recognised  # type: ignore[union-attr]
+
+    problem = verify_image(path, budget=DecodeBudget(max_frames=10))
+    assert over_budget(problem) and "frames" in problem.why and problem.recognised  # type: ignore[union-attr]
+
+
+@pytest.mark.timeout(240)
+async def test_a_page_or_an_animation_over_the_cpu_time_is_held_back_not_the_works(
+    tmp_path: Path, scan_bomb: bytes
+) -> None:
+    store = ArtifactStore(tmp_path, budget=DecodeBudget(max_cpu_s=0.5))
+    with pytest.raises(WorkUnavailable) as caught:
+        await store.fetch(OneFile(scan_bomb), WORK, "job", "t")  # type: ignore[arg-type]
+    assert (caught.value.kind, caught.value.recognised) == (UnavailableKind.OVER_BUDGET, False), caught.value
+
+    zip_path = tmp_path / "z.zip"
+    with zipfile.ZipFile(zip_path, "w") as archive:
+        archive.writestr("000000.jpg", scan_bomb)
+    meta = ugoira([{"file": "000000.jpg", "delay": 50}])
+    with pytest.raises(WorkUnavailable) as caught:
+        await store.fetch(OneFile(zip_path.read_bytes(), meta), WORK, "job", "u")  # type: ignore[arg-type]
+    assert (caught.value.kind, caught.value.recognised) == (UnavailableKind.OVER_BUDGET, False), caught.value
+
+    body, frames = bombs.ugoira_zip(2, (9000, 9000))  # over the pixels: the work's bytes
+    with pytest.raises(WorkUnavailable) as caught:
+        await store.fetch(OneFile(body, ugoira(frames)), WORK, "job", "v")  # type: ignore[arg-type]
+    assert (caught.value.kind, caught.value.recognised) == (UnavailableKind.OVER_BUDGET, True)
+
+
 def test_a_stopped_decode_ends_at_the_next_frame_and_blames_nobody(
     tmp_path: Path, decoded: list[tuple[int, int]]
 ) -> None:
