@@ -325,6 +325,59 @@ async def test_an_app_api_400_refused_again_after_the_refresh_still_ends_the_job
     assert seen == ["/auth/token", "/v1/search/illust", "/auth/token", "/v1/search/illust"]
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda: httpx.Response(401),
+        lambda: httpx.Response(401, headers={"www-authenticate": 'Bearer error="invalid_token"'}),
+        lambda: httpx.Response(401, text="<html><body>401 Authorization Required</body></html>"),
+        lambda: httpx.Response(401, json={"error": {"message": "Unauthorized"}}),
+    ],
+    ids=["bare", "rfc6750", "html", "gateway-json"],
+)
+@pytest.mark.parametrize("call", ["search_illust", "illust_detail"])
+async def test_a_401_refreshes_the_access_token_once_and_is_asked_again(
+    answer: Callable[[], httpx.Response], call: str
+) -> None:
+    """HTTP 401 is how a bearer token no longer taken is refused (RFC 6750 §3.1), by the
+    app-api or a gateway in front of it. Until 2026-12-07 it was retried with the very
+    token refused — every attempt of every job of the account the same 401, until the
+    token's lifetime (up to a day) ran out; now the token is refreshed once and the request
+    asked again: a token refused passes, and a 401 again after the refresh is the source's,
+    one retried attempt (never the account's: the token endpoint has just accepted it)."""
+    api = iter([answer(), httpx.Response(200, json={"illusts": [], "next_url": None, "illust": WORK_123})])
+    pixiv, seen = client(lambda: httpx.Response(200, json=TOKEN), lambda: next(api))
+    await getattr(pixiv, call)("123")
+    assert seen[0] == "/auth/token" and seen.count("/auth/token") == 2 and len(seen) == 4, seen
+
+    pixiv, seen = client(lambda: httpx.Response(200, json=TOKEN), answer)
+    with pytest.raises(SourceError) as raised:
+        await getattr(pixiv, call)("123")
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
+    assert seen.count("/auth/token") == 2 and len(seen) == 4, seen
+
+
+WORK_123 = {
+    "id": 123,
+    "title": "t",
+    "type": "illust",
+    "user": {"id": 1, "name": "u"},
+    "tags": [{"name": "tag", "translated_name": None}],
+    "create_date": "2025-01-01T00:00:00+09:00",
+    "page_count": 1,
+    "x_restrict": 0,
+    "illust_ai_type": 0,
+    "total_bookmarks": 1,
+    "visible": True,
+    "meta_single_page": {"original_image_url": "https://i.pximg.net/img-original/img/2025/01/01/00/00/00/123_p0.png"},
+    "meta_pages": [],
+    "image_urls": {},
+    "width": 10,
+    "height": 10,
+    "caption": "",
+}
+
+
 def _app_api_error(message: str) -> dict[str, object]:
     return {"error": {"user_message": "", "message": message, "reason": "", "user_message_details": {}}}
 

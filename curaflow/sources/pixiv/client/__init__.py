@@ -6,7 +6,8 @@ The same code talks to Pixiv and to the replay server; only the base URLs differ
   client id/secret and the ``X-Client-Time`` / ``X-Client-Hash`` headers. The access
   token is refreshed 5 minutes before its ``expires_in`` (3600 s) runs out (a tenth of
   the lifetime for tokens shorter than 50 min), and once when an API call answers with
-  an OAuth error (calls refused the same token together refresh it once);
+  an OAuth error, a 401 or the app-api's own 400 in words never seen (calls refused the
+  same token together refresh it once);
   ``invalid_grant`` in an HTTP 400 of the token endpoint, its words naming the refresh
   token, is ``auth_failed`` (non-retryable), after exactly one token request; any other answer of it (another 400,
   a page that is not Pixiv's JSON, the word under another status) is the source's

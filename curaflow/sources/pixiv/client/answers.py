@@ -84,6 +84,26 @@ def refuses_request(status: int, body: Any) -> bool:
     return status == BAD_REQUEST_STATUS and is_app_api_error(body)
 
 
+#: The status by which a bearer token is refused (RFC 6750 §3.1: ``invalid_token``).
+UNAUTHORIZED_STATUS = 401
+
+
+def refuses_token(status: int, body: Any) -> bool:
+    """Whether an app-api answer may be the refusal of the access token sent, so that the
+    token is refreshed once and the request asked again (``PixivClient._get``) before the
+    answer is read otherwise: the app-api's own 400 (:func:`refuses_request`: Pixiv refuses
+    a token it no longer takes so, pixivpy #182, in words curaflow may not know), or HTTP
+    401 in any shape (RFC 6750 §3.1, the app-api's or a gateway's in front of it) but the
+    app-api's restricted object (:func:`says_restricted`: the account's words, read as
+    such). Costs one token request; blames nothing — a 401 again after the refresh is
+    the source's, one retried attempt (until 2026-12-07 a 401 was retried with the token
+    it refused, every attempt the same until the token's lifetime ran out).
+    """
+    if status == UNAUTHORIZED_STATUS:
+        return not says_restricted(status, body)
+    return refuses_request(status, body)
+
+
 #: The status of the app-api's answer that a work is not there (deleted, private, never
 #: existed): HTTP 404.
 GONE_STATUS = 404

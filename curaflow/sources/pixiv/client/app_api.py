@@ -25,6 +25,7 @@ from curaflow.sources.pixiv.client.answers import (
     reason_for_status,
     refuses_grant,
     refuses_request,
+    refuses_token,
     says_gone,
     says_restricted,
     too_large,
@@ -272,7 +273,7 @@ class PixivClient(ImageRequests):
         only the token endpoint's ``invalid_grant`` (:meth:`authenticate`) is the account's.
         So does the app-api's own 400 (:func:`refuses_request`) in words not recognised —
         Pixiv's refusal of an access token has that status and shape — before it is read
-        as the request's (or the work's) refusal.
+        as the request's (or the work's) refusal, and a 401 in any shape (:func:`refuses_token`).
 
         Raises:
             SourceError: classified failure; final (``retryable`` False) only for the
@@ -317,12 +318,15 @@ class PixivClient(ImageRequests):
             lowered = (text or "").lower()
             await self._check_rate_limit(response, body)
             oauth = text is not None and any(m in lowered for m in OAUTH_MARKS)
-            if not oauth and not refreshed and refuses_request(response.status_code, body):
+            if not oauth and not refreshed and refuses_token(response.status_code, body):
                 # The app-api's own 400 is also how it refuses an access token it no longer
                 # takes (pixivpy #182), told apart from its refusal of the request only by
                 # words: in words never seen, the token is refreshed once and the request
                 # asked again — a request refused is refused again (final, below), a token
-                # refused passes (until 2026-12-06 the job ended at its first answer).
+                # refused passes (until 2026-12-06 the job ended at its first answer). So is
+                # a 401, a bearer token's refusal (RFC 6750 §3.1) in any shape: until
+                # 2026-12-07 it was retried with the very token refused, every attempt of
+                # the account's jobs the same 401 until the token's lifetime ran out.
                 refreshed = True
                 await self.authenticate(refused=token)
                 continue
