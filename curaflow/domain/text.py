@@ -223,8 +223,12 @@ _LINE_BREAKS = re.compile("[\t\n\x0b\x0c\r\x85\u2028\u2029]+")
 #: rest of the line as shown, around text the line's author wrote.
 _BIDI_CONTROLS = re.compile("[\u202a-\u202e\u2066-\u2069]")
 #: ASCII punctuation markdown reads inline (emphasis, code, links, images, HTML, entities,
-#: tables): CommonMark §2.4 lets a backslash escape any ASCII punctuation.
-_MARKDOWN_INLINE = re.compile(r"([\\`*_~<>&!\[\]()|#])")
+#: tables): CommonMark §2.4 lets a backslash escape any ASCII punctuation. And what the
+#: Temporal UI's renderer (2.54.1) reads beyond CommonMark: ``:`` — it links a URL in the
+#: text (``http://``, ``https://``, ``ftp://``, ``mailto:``, any case), an escaped colon
+#: ends that — and ``$``, a formula's delimiter (``$5 and $6``). It takes these escapes and
+#: shows the character; ``@``, ``/``, ``=`` it does not take (the backslash would show).
+_MARKDOWN_INLINE = re.compile(r"([\\`*_~<>&!\[\]()|#:$])")
 
 
 def _one_line(value: str) -> str:
@@ -237,9 +241,10 @@ def markdown_text(value: str, limit: int | None = None) -> str:
     Its line breaks become a space (it can start no line: no heading, bullet or quote of
     its own), bidi controls are dropped (they reorder what follows on the line), it is
     stripped and cut at ``limit`` characters, then every ASCII punctuation markdown reads
-    inline is backslash-escaped: it shows as written, adds no emphasis, code, link, image,
-    HTML or entity, and cannot escape the markup around it (a trailing backslash no longer
-    escapes a link's ``]``). The result is at most ``2 × limit`` characters.
+    inline is backslash-escaped (:data:`_MARKDOWN_INLINE`): it shows as written, adds no
+    emphasis, code, link, image, HTML, entity, linked URL or formula, and cannot escape the
+    markup around it (a trailing backslash no longer escapes a link's ``]``). The result is
+    at most ``2 × limit`` characters.
     """
     text = _one_line(value).strip()
     if limit is not None:

@@ -16,6 +16,8 @@ from markdown_it import MarkdownIt
 
 from curaflow.domain.messages import JobInput, JobState, TargetSpec
 from curaflow.domain.models import CellSnapshot, RouteDelivery, Work
+from tests.markdown_support import MD as MD_UI
+from tests.markdown_support import shown
 from workflows.details import DETAILS_LIMIT, render_details
 
 INP = JobInput(
@@ -167,3 +169,35 @@ def test_no_backslash_stands_right_before_the_links_bracket(title: str) -> None:
     assert "\\](" not in details
     _, texts = rendered(details)
     assert [text.rstrip() for text in texts] == [f"126839080 {title}"]
+
+
+# --- what the Temporal UI's renderer does beyond CommonMark --------------------------------
+# UI 2.54.1 links a URL in the text (http, https, ftp, mailto: any case) and reads $…$ as a
+# formula (probed with Chromium; tests/markdown_support.py models both): a title naming an
+# address would be a live link the source wrote, a title with two prices a formula.
+
+
+@pytest.mark.parametrize("url", [URL, ""], ids=["linked", "unlinked"])
+@pytest.mark.parametrize(
+    "title",
+    [
+        "see http://evil.test/x",
+        "HTTPS://EVIL.TEST and ftp://evil.test/f",
+        "mail Mailto:a@evil.test",
+        "$5 and $6",
+        "<img src=http://127.0.0.1:1/a.png>",
+    ],
+)
+def test_a_url_or_a_formula_in_a_title_shows_as_text_in_the_ui(title: str, url: str) -> None:
+    """Inside the work's link the UI links nothing more (no link in a link); a work without
+    a URL is plain text, where it would."""
+    done = state()
+    work = Work(work_id="126839080", title=title, url=url)
+    cells = [done.cells[0].model_copy(update={"work": work}), done.cells[1]]
+    details = render_details(INP, done.model_copy(update={"cells": cells}))
+
+    html = shown(details)
+    assert "math" not in html.tags, details  # no formula
+    assert f"126839080 {title}" in html.text  # shown as written
+    assert len(re.findall(r"<a ", MD_UI.render(details))) == (1 if url else 0), MD_UI.render(details)
+    assert not re.search(r"(?i)mailto:", details)  # the UI links mailto: too (not modelled by MD_UI)
