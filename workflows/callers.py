@@ -42,7 +42,9 @@ A refusal (``invalid_params``, ``idempotency_conflict`` …) is raised as a non-
 ``ApplicationError`` whose ``type`` is the protocol code and whose first detail is
 ``{code, message, detail, http_status}`` (:mod:`curaflow.temporal.refusals`), so a caller
 can branch on ``err.type``. Every helper call costs the caller's history a child
-workflow (or an activity when it attaches) — nothing is added to the job's.
+workflow (or an activity when it attaches) — nothing is added to the job's — and, for a
+Task whose values hold markdown, one ``escaped-start-metadata`` marker (the child's summary
+and details show them as text, :mod:`workflows.presentation_frozen`).
 
 Deterministic and sandbox-clean: imports only pure modules.
 """
@@ -66,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.protocol.models import MAX_DEADLINE_MS, Task
     from curaflow.protocol.task import manual_job_id, validate_task
     from curaflow.temporal.refusals import as_failure, refusal_of
+    from workflows import presentation_frozen as frozen
 
 #: The task queue curaflow's workers serve (``temporal.task_queue``) unless told otherwise.
 DEFAULT_TASK_QUEUE = "curaflow"
@@ -116,6 +119,13 @@ async def run_job(
     """
     body = _body(task)
     job_id = job_id_of(body, target_id)
+    # The job's summary and details show the Task's values as text (the UI renders
+    # markdown); a workflow that called this before keeps the text it gave, asked only
+    # where it differs (a Task holding markdown).
+    summary, details = task_summary(body, job_id), task_static_details(body, job_id)
+    before = frozen.task_summary(body, job_id), frozen.task_static_details(body, job_id)
+    if (summary, details) != before and not workflow.patched(frozen.ESCAPED_METADATA):
+        summary, details = before
     try:
         child = await workflow.start_child_workflow(
             job_workflow(str(body["job_type"])),  # validated by job_id_of
@@ -128,8 +138,8 @@ async def run_job(
             cancellation_type=workflow.ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED,
             execution_timeout=MAX_JOB_RUN,
             task_timeout=JOB_TASK_TIMEOUT,
-            static_summary=task_summary(body, job_id),
-            static_details=task_static_details(body, job_id),
+            static_summary=summary,
+            static_details=details,
         )
     except WorkflowAlreadyStartedError:
         return await follow_job(body, task_queue=task_queue)

@@ -17,7 +17,9 @@ so a late or duplicate trigger of the same minute converges on one job. One run:
 3. starts ``JobWorkflow`` as a child under the canonical id with
    ``REJECT_DUPLICATE`` and ``ABANDON`` (cancelling or terminating the trampoline never
    touches the job) and the job task timeout every job start uses (``JOB_TASK_TIMEOUT``,
-   behind the ``scheduled-job-task-timeout`` patch). A duplicate ends here (``duplicate=True``);
+   behind the ``scheduled-job-task-timeout`` patch) and the job's static summary and details
+   (:mod:`curaflow.domain.presentation`: every value as text, behind
+   ``escaped-start-metadata`` where that changes them). A duplicate ends here (``duplicate=True``);
 4. waits for the job, so the schedule's overlap policy ``SKIP`` applies to whole jobs:
    an occurrence firing while the previous job still runs is skipped by Temporal and
    counted (``curaflow schedules list``, the ``schedule.occurrence_missed`` log line and
@@ -61,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         job_static_details,
         job_summary,
     )
+    from workflows import presentation_frozen as frozen
     from workflows.job import JobWorkflow
 
 
@@ -129,6 +132,12 @@ class ScheduledJobWorkflow:
         # Occurrences started before this patch gave the child Temporal's default task
         # timeout (10 s); every job start uses JOB_TASK_TIMEOUT now (histories replay both).
         task_timeout = JOB_TASK_TIMEOUT if workflow.patched(JOB_TASK_TIMEOUT_PATCH) else None
+        # The job's summary and details show their values as text (the UI renders markdown);
+        # occurrences started before keep the text they gave, asked only where it differs.
+        summary, details = job_summary(job), job_static_details(job)
+        before = frozen.job_summary(job), frozen.job_static_details(job)
+        if (summary, details) != before and not workflow.patched(frozen.ESCAPED_METADATA):
+            summary, details = before
         try:
             handle = await workflow.start_child_workflow(
                 JobWorkflow.run,
@@ -140,8 +149,8 @@ class ScheduledJobWorkflow:
                 execution_timeout=execution_timeout(job.created_at_ms, job.deadline_at_ms),  # as for protocol jobs
                 task_timeout=task_timeout,
                 search_attributes=job_search_attributes(job),
-                static_summary=job_summary(job),
-                static_details=job_static_details(job),
+                static_summary=summary,
+                static_details=details,
             )
         except WorkflowAlreadyStartedError:
             workflow.logger.info("occurrence converged on existing job %s", job.job_id)

@@ -10,6 +10,17 @@ schedule trampoline (:mod:`workflows.scheduled`), so every job looks the same in
 * static details — trigger, plan, deadline — shown under it. The *current* details
   (cells, stage, delivered work) are rendered by :func:`workflows.details.render_details`.
 
+The UI renders the summary and the details as markdown (a link there is live, an image is
+fetched by the operator's browser, HTML is rendered), so every value they show — a Task's
+key, tags, target and correlation id (the consumer's), a target's tags and ids, a route's
+name (the configuration's) — goes through :func:`~curaflow.domain.text.markdown_text` or
+:func:`~curaflow.domain.text.markdown_code` and shows as text; only curaflow's own words are
+markup. Until 2026-12-07 they went in as they were: a Task tagged
+``![x](http://internal/…)`` had every operator who opened the job fetch that address.
+A workflow that starts a job (the schedule's trampoline, ``workflows.callers.run_job``)
+asks ``workflow.patched("escaped-start-metadata")`` where this changes its start
+(:mod:`workflows.presentation_frozen` keeps the text before it).
+
 Pure module: imported by workflows through the sandbox pass-through.
 """
 
@@ -25,11 +36,13 @@ from curaflow.domain.execution import (
     BUSINESS_STATUS,
     JOB_STATUS,
     JOB_TYPE,
+    JOB_WORKFLOWS,
     SCHEDULE_ID,
     SCHEDULED_START_TIME,
     TARGET_IDS,
 )
 from curaflow.domain.messages import JobInput
+from curaflow.domain.text import markdown_code, markdown_text
 
 __all__ = [  # the keys are defined in curaflow.domain.execution; re-exported for the workflows
     "BUSINESS_STATUS",
@@ -42,6 +55,7 @@ __all__ = [  # the keys are defined in curaflow.domain.execution; re-exported fo
     "job_static_details",
     "job_summary",
     "listed_target_ids",
+    "push_summary",
     "task_static_details",
     "task_summary",
 ]
@@ -84,22 +98,33 @@ def job_search_attributes(inp: JobInput, status: str = "queued") -> TypedSearchA
     return TypedSearchAttributes(pairs)
 
 
+def _job_type(job_type: str) -> str:
+    """A job type as the summary shows it: a type curaflow runs as is (its ``_`` is inside a
+    word: no emphasis), any other text as text."""
+    return job_type if job_type in JOB_WORKFLOWS else markdown_text(job_type)
+
+
 def _query_words(inp: JobInput) -> str:
     parts = []
     for t in inp.targets:
         q = t.query
         if q.mode == "ranking":
-            parts.append(f"{t.target_id}: ranking {q.ranking_mode}")
+            parts.append(f"{markdown_text(t.target_id)}: ranking {markdown_text(q.ranking_mode)}")
         else:
             joiner = " OR " if q.relation == "or" else " AND "
-            parts.append(f"{t.target_id}: {joiner.join(q.tags) or '(no tags)'}")
+            words = joiner.join(markdown_text(tag) for tag in q.tags)
+            parts.append(f"{markdown_text(t.target_id)}: {words or '(no tags)'}")
     return "; ".join(parts)
 
 
 def job_summary(inp: JobInput) -> str:
-    """One line: what was asked, e.g. ``candidate_search (schedule nightly) — demo: オリジナル``."""
-    origin = f"schedule {inp.schedule_id}" if inp.schedule_id else inp.trigger
-    text = f"{inp.job_type} ({origin}) — {_query_words(inp)}"
+    """One line of markdown: what was asked, e.g. ``candidate_search (schedule nightly) — demo: オリジナル``.
+
+    Every value (schedule id, target ids, tags, ranking mode) shows as text
+    (:func:`~curaflow.domain.text.markdown_text`); at most :data:`SUMMARY_LIMIT` characters.
+    """
+    origin = f"schedule {markdown_text(inp.schedule_id)}" if inp.schedule_id else inp.trigger
+    text = f"{_job_type(inp.job_type)} ({origin}) — {_query_words(inp)}"
     return text[:SUMMARY_LIMIT]
 
 
@@ -108,23 +133,29 @@ def _iso(ms: int) -> str:
 
 
 def job_static_details(inp: JobInput) -> str:
-    """Markdown shown under the summary: trigger, plan, deadline, targets and their routes."""
+    """Markdown shown under the summary: trigger, plan, deadline, targets and their routes.
+
+    Ids are code spans (:func:`~curaflow.domain.text.markdown_code`: whatever they hold),
+    route names and kinds text (:func:`~curaflow.domain.text.markdown_text`).
+    """
     lines = [
-        f"**trigger** {inp.trigger} · **plan** `{inp.plan_id}`"
-        + (f" · **schedule** `{inp.schedule_id}`" if inp.schedule_id else ""),
+        f"**trigger** {inp.trigger} · **plan** {markdown_code(inp.plan_id)}"
+        + (f" · **schedule** {markdown_code(inp.schedule_id)}" if inp.schedule_id else ""),
         f"**created** {_iso(inp.created_at_ms)} · **deadline** {_iso(inp.deadline_at_ms)}"
         + (f" · **fallback passes** {inp.max_fallback_stages}" if inp.max_fallback_stages > 1 else ""),
         "",
     ]
     for t in inp.targets:
-        routes = ", ".join(f"{r.name} ({r.kind})" for r in t.routes) or "-"
-        lines.append(f"- `{t.target_id}` → {routes}; scan ≤ {t.scan_limit} works")
+        routes = ", ".join(f"{markdown_text(r.name)} ({markdown_text(r.kind)})" for r in t.routes) or "-"
+        lines.append(f"- {markdown_code(t.target_id)} → {routes}; scan ≤ {t.scan_limit} works")
     return "\n".join(lines)
 
 
 def task_summary(task: dict[str, Any], job_id: str) -> str:
     """The summary a Temporal client's start sets before admission (it knows the Task, not
-    the configured target), e.g. ``candidate_search (temporal) — demo: オリジナル``.
+    the configured target), e.g. ``candidate_search (temporal) — demo: オリジナル``: one
+    line of markdown whose values — the target and tags the consumer sent — show as text
+    (:func:`~curaflow.domain.text.markdown_text`); at most :data:`SUMMARY_LIMIT` characters.
 
     Args:
         task: the Task as JSON (not validated here: a refused Task never becomes a job).
@@ -132,24 +163,39 @@ def task_summary(task: dict[str, Any], job_id: str) -> str:
             does not.
     """
     params: dict[str, Any] = task["params"] if isinstance(task.get("params"), dict) else {}
-    target = str(params.get("target_id") or job_id.split("@", 1)[0])
+    target = markdown_text(str(params.get("target_id") or job_id.split("@", 1)[0]))
     query: dict[str, Any] = params["query"] if isinstance(params.get("query"), dict) else {}
     tags = [str(t) for t in query.get("tags", [])] if isinstance(query.get("tags"), list) else []
     joiner = " OR " if query.get("expand") and len(tags) > 1 else " AND "
-    words = joiner.join(tags) if tags else "the target's query"
-    return f"{task.get('job_type') or 'candidate_search'} (temporal) — {target}: {words}"[:SUMMARY_LIMIT]
+    words = joiner.join(markdown_text(tag) for tag in tags) if tags else "the target's query"
+    job_type = _job_type(str(task.get("job_type") or "candidate_search"))
+    return f"{job_type} (temporal) — {target}: {words}"[:SUMMARY_LIMIT]
 
 
 def task_static_details(task: dict[str, Any], job_id: str) -> str:
-    """Markdown under the summary of a Temporal client's start: trigger, key, deadline asked."""
-    lines = [f"**trigger** temporal · **job** `{job_id}` · **idempotency key** `{task.get('idempotency_key')}`"]
+    """Markdown under the summary of a Temporal client's start: trigger, key, deadline asked.
+
+    The job id, the idempotency key and the correlation id — the consumer's, any character
+    but controls — are each one code span (:func:`~curaflow.domain.text.markdown_code`: a
+    backtick in them ends nothing); the deadline asked shows as text.
+    """
+    lines = [
+        f"**trigger** temporal · **job** {markdown_code(job_id)}"
+        f" · **idempotency key** {markdown_code(str(task.get('idempotency_key')))}"
+    ]
     extra = []
     if task.get("correlation_id"):
-        extra.append(f"**correlation id** `{task['correlation_id']}`")
+        extra.append(f"**correlation id** {markdown_code(str(task['correlation_id']))}")
     if task.get("deadline_ms"):
-        extra.append(f"**deadline** {task['deadline_ms']} ms after admission")
+        extra.append(f"**deadline** {markdown_text(str(task['deadline_ms']))} ms after admission")
     if task.get("callback_url"):
         extra.append("**callback** set")
     if extra:
         lines.append(" · ".join(extra))
     return "\n".join(lines)
+
+
+def push_summary(job_id: str) -> str:
+    """The static summary of a job's ``EventPushWorkflow`` started by the push sweeper:
+    ``push events of `<job id>``` (markdown; the job id — the consumer's key — one code span)."""
+    return f"push events of {markdown_code(job_id)}"

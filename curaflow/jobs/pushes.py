@@ -54,6 +54,7 @@ import curaflow
 from curaflow.config import Settings
 from curaflow.domain.execution import PUSH_WORKFLOW
 from curaflow.domain.messages import CallbackPolicy, PushInput
+from curaflow.domain.presentation import push_summary
 from curaflow.ledger.event_pushes import stale_jobs
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Supervisor
@@ -180,7 +181,7 @@ async def sweep_once(pool: asyncpg.Pool, client: Client, settings: Settings) -> 
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
                 execution_timeout=timedelta(hours=24),
-                static_summary=f"push events of {job_id}",
+                static_summary=push_summary(job_id),
             )
         except WorkflowAlreadyStartedError as running:
             started.append(job_id)

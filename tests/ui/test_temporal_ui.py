@@ -8,7 +8,10 @@ Starts its own dev server *with the Web UI* (free ports), a real worker and two 
 2. opens that job and finds its status and its current details (cells, business status);
 3. lists a running, a terminated and a failed job, each with its own badge (a failed
    job is *Failed*, not a green *Completed*), and opens the running one: its current
-   details show the stage (``fetching``) and the summary ``start_job`` set.
+   details show the stage (``fetching``) and the summary ``start_job`` set;
+4. opens a job admitted over HTTP and one started by ``start_job`` whose Task's tags and
+   key hold markdown: their summary and details (rendered as markdown) show it as text —
+   no link, no image the browser fetches.
 
 Screenshots land in ``tests/artifacts/`` (kept by CI as artifacts). Skipped with a
 clear message when Chromium is not installed (``apt-get install -y chromium``).
@@ -224,3 +227,73 @@ async def _browse_statuses(stack: Stack, replay: Any, ui: str, address: str) -> 
     await client.get_workflow_handle(running).cancel()
     replay.faults.slow_images_s = 0.0
     await stack.wait_terminal(running, 60)
+
+
+#: A link and an image a Task's tags and key may hold: shown as text, never rendered.
+LINK = "[click](http://evil.test/x)"
+IMAGE = "![x](http://127.0.0.1:1/ui.png)"
+
+
+async def test_ui_shows_markdown_a_task_holds_as_text(
+    ui_server: TemporalDevServer, tmp_path: Path, database_url: str
+) -> None:
+    """The summary and details of a job whose Task's tags and key hold a link and an image:
+    the UI (its markdown frames) shows them as written, with no link to the address and
+    no request for the image. Before, both rendered and the browser fetched the image."""
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install -y chromium); the UI test needs it")
+    assert ui_server.ui_url
+    route = f"out-{short_id()}"
+    config: dict[str, Any] = {
+        "routes": {route: {"kind": "directory", "path": str(tmp_path / "delivered")}},
+        "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [route]}],
+    }
+    stack = Stack(tmp_path, ui_server.address, database_url, config)
+    try:
+        await _browse_markdown(stack, ui_server.ui_url, ui_server.address)
+    finally:
+        await stack.stop()
+
+
+async def _browse_markdown(stack: Stack, ui: str, address: str) -> None:
+    from playwright.async_api import async_playwright
+
+    from curaflow.jobs.submit import start_job
+    from curaflow.temporal.connection import connect
+
+    client = await connect(address)
+    await stack.start_worker()
+    tags = [LINK, IMAGE, "<b>html</b>"]
+    protocol = await stack.admit(stack.task(query={"tags": tags}))  # job_summary / job_static_details
+    body = stack.task(key=f"k-{LINK} {IMAGE} `x` {short_id()}", target_id="demo", query={"tags": tags})
+    temporal = (await start_job(client, body, task_queue=stack.task_queue)).id  # task_summary / task_static_details
+    for job_id in (protocol, temporal):
+        await stack.wait_terminal(job_id)
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        try:
+            page = await browser.new_page(viewport={"width": 1600, "height": 1000})
+            requested: list[str] = []
+            page.on("request", lambda request: requested.append(request.url))
+            for n, job_id in enumerate((protocol, temporal)):
+                await page.goto(f"{ui}/namespaces/default/workflows/{urllib.parse.quote(job_id, safe='')}")
+                await page.get_by_text("User Metadata", exact=True).first.click()
+                try:
+                    await _wait_for_text(page, "business status")
+                    await _wait_for_text(page, LINK)  # the summary's tags, as written
+                finally:
+                    await page.screenshot(path=str(ARTIFACTS / f"ui-markdown-as-text-{n}.png"), full_page=True)
+                text = await _all_text(page)
+                assert IMAGE in text and "<b>html</b>" in text, text
+                if job_id == temporal:
+                    assert body["idempotency_key"] in text  # the details' key, one code span
+                for frame in page.frames:
+                    live = frame.locator(
+                        "a[href^='http://evil.test' i], a[href^='http://127.0.0.1:1/'], img[src^='http://127.0.0.1:1/']"
+                    )
+                    assert await live.count() == 0, frame.url
+        finally:
+            await browser.close()
+    assert [url for url in requested if url.startswith("http://127.0.0.1:1/")] == []

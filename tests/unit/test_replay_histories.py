@@ -21,6 +21,7 @@ from temporalio.worker import Replayer
 
 from curaflow.process.worker import sandbox_runner
 from curaflow.temporal.connection import DATA_CONVERTER
+from examples.child_job import OneNewWork
 from workflows.event_push import EventPushWorkflow
 from workflows.job import (
     CANCELLED_END,
@@ -36,6 +37,7 @@ from workflows.job import (
     STARTER_ATTRIBUTES,
     JobWorkflow,
 )
+from workflows.presentation_frozen import ESCAPED_METADATA
 from workflows.scheduled import ScheduledJobWorkflow
 
 HISTORIES = sorted((Path(__file__).resolve().parents[1] / "histories").glob("*.json"))
@@ -46,7 +48,8 @@ def test_there_are_recorded_histories_of_each_workflow() -> None:
     for path in HISTORIES:
         first = json.loads(path.read_text())["events"][0]
         types.add(first["workflowExecutionStartedEventAttributes"]["workflowType"]["name"])
-    assert types == {"JobWorkflow", "ScheduledJobWorkflow", "EventPushWorkflow"}
+    # OneNewWork (examples/child_job.py): a user's workflow running a job with run_job
+    assert types == {"JobWorkflow", "ScheduledJobWorkflow", "EventPushWorkflow", "OneNewWork"}
 
 
 def test_histories_of_every_job_shape_are_kept() -> None:
@@ -89,6 +92,25 @@ def test_histories_of_both_trampoline_shapes_are_kept() -> None:
     assert shapes == {True, False}
 
 
+@pytest.mark.parametrize("name", ["scheduled_occurrence", "one_new_work"])
+def test_histories_of_a_child_job_started_before_and_after_escaped_metadata_are_kept(name: str) -> None:
+    """A schedule's trampoline and a user's workflow calling ``run_job`` whose job's tags
+    (and the Task's key and correlation id) hold markdown: recorded before
+    ``escaped-start-metadata`` they started the child with the text as it was — replayed on
+    today's code (:func:`test_recorded_history_replays`) that branch runs again; from the
+    patch on they record the marker and start it with the text escaped."""
+    by_name = {path.stem: path for path in HISTORIES}
+    before, after = by_name[f"{name}_before_escaped_metadata"], by_name[f"{name}_escaped_metadata"]
+    assert ESCAPED_METADATA not in patches(before) and ESCAPED_METADATA in patches(after)
+    summaries = {}
+    for path in (before, after):
+        events = json.loads(path.read_text())["events"]
+        started = next(e for e in events if "startChildWorkflowExecutionInitiatedEventAttributes" in e)
+        summaries[path.stem] = json.loads(base64.b64decode(started["userMetadata"]["summary"]["data"]))
+    assert "[click](http://evil.test/x)" in summaries[before.stem]
+    assert "\\[click\\]\\(http\\://evil.test/x\\)" in summaries[after.stem]
+
+
 def test_histories_before_and_after_the_source_heartbeat_are_kept() -> None:
     """Jobs admitted before a source step's heartbeat timeout was the lease (no marker, no
     ``source_heartbeat_timeout_ms``) replay as before; jobs after it carry the marker."""
@@ -124,7 +146,7 @@ def patches(path: Path) -> set[str]:
 async def test_recorded_history_replays(path: Path) -> None:
     history = WorkflowHistory.from_json(path.stem, path.read_text())
     replayer = Replayer(
-        workflows=[JobWorkflow, ScheduledJobWorkflow, EventPushWorkflow],
+        workflows=[JobWorkflow, ScheduledJobWorkflow, EventPushWorkflow, OneNewWork],
         data_converter=DATA_CONVERTER,
         workflow_runner=sandbox_runner(),
     )

@@ -5,8 +5,9 @@ for it; here the answer is made False for new executions too (an unsandboxed wor
 SDK's function replaced for the test), so the old branch of each patch runs live on the
 fake activities — the frozen core v1 orchestration (``core-v2``, :mod:`workflows.job_v1`)
 and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-run``,
-``job-input-reporting-run``, ``cancelled-end``, ``push-bound``, ``one-meaning-input`` and
-``paused-steps-unanswered``. The recorded histories
+``job-input-reporting-run``, ``cancelled-end``, ``push-bound``, ``one-meaning-input``,
+``paused-steps-unanswered`` and ``escaped-start-metadata`` (the schedule's trampoline and
+``run_job``). The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -23,6 +24,7 @@ import temporalio.workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 
+from tests.markdown_support import HOSTILE
 from tests.support import eventually
 from tests.workflow.fakes import Act
 from tests.workflow.harness import Env, temporal_activity, workers
@@ -42,6 +44,7 @@ from workflows.job import (
     PUSH_BOUND,
     REPORTING_RUN,
 )
+from workflows.presentation_frozen import ESCAPED_METADATA
 
 pytestmark = pytest.mark.integration
 
@@ -335,3 +338,44 @@ async def test_before_paused_steps_unanswered_a_failed_paused_steps_failed_the_r
     cause = failed.value.cause
     assert isinstance(cause, ApplicationError) and cause.type == "RPCError", cause
     assert env.fakes.finishes == []
+
+
+async def test_before_escaped_start_metadata_a_scheduled_job_was_started_with_its_tags_as_markdown(
+    unpatched: Unpatched,
+) -> None:
+    """A trampoline started before ``escaped-start-metadata`` gives its job the summary and
+    details it always gave: the tags as they are, markup and all (the UI renders them). Its
+    history is kept (``scheduled_occurrence_before_escaped_metadata``)."""
+    from tests.workflow.test_start_metadata import callers, hostile_job, metadata, run_trampoline
+
+    async with unpatched(ESCAPED_METADATA) as env:
+        job = hostile_job(env)
+        async with callers(env, job, sandboxed=False) as queue:
+            trampoline = await run_trampoline(env, queue)
+        summary, details = await metadata(env, job.job_id)
+        record(env, trampoline, "scheduled_occurrence_before_escaped_metadata")
+
+    assert f"t: {' AND '.join(HOSTILE)}" in summary
+    assert "**plan** `plan`" in details and "- `t` → " in details
+
+
+async def test_before_escaped_start_metadata_run_job_started_its_child_with_the_tasks_text_as_markdown(
+    unpatched: Unpatched,
+) -> None:
+    """A user's workflow that called ``run_job`` before ``escaped-start-metadata`` starts the
+    child job with the summary and details it always did: the Task's tags, key and
+    correlation id as they are. Its history is kept (``one_new_work_before_escaped_metadata``)."""
+    from curaflow.protocol.task import manual_job_id
+    from tests.workflow.test_start_metadata import callers, hostile_task, metadata, run_one_new_work
+
+    async with unpatched(ESCAPED_METADATA) as env:
+        body = hostile_task(env)
+        async with callers(env, sandboxed=False) as queue:
+            parent = await run_one_new_work(env, queue, body)
+        job_id = manual_job_id("t", body["idempotency_key"])
+        summary, details = await metadata(env, job_id)
+        record(env, parent, "one_new_work_before_escaped_metadata")
+
+    assert f"t: {' AND '.join(HOSTILE)}" in summary
+    assert f"**idempotency key** `{body['idempotency_key']}`" in details
+    assert f"**correlation id** `{body['correlation_id']}`" in details
