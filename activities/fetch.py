@@ -20,6 +20,14 @@ unusable) — or, in a scheduled job, goes back to a wider ``search``
 when :func:`~curaflow.domain.fallback.another_pass` allows it (the released works stay
 excluded for this cell).
 
+A failure of the source's that stays retryable for the bound work (its file cut short, a
+5xx or a timeout on every attempt, a frames zip that never arrives whole) is retried as
+any; when no attempt of the cell follows — its attempts are spent, or the next would come
+after the job's deadline — the work is *held back* for the source's
+``unrecognised_hold_ms`` (:func:`holds_back`), counted as an answer not recognised (kind
+``attempts_spent``), so that the target's next job binds its next candidate instead of
+this one first again, for ever. A hold is no verdict: it ends, and the work is asked again.
+
 A full artifact disk (``ENOSPC``, ``EDQUOT``) ends the cell at once with its own reason,
 ``storage_full`` (curaflow's, not retried: no retry within the job frees the disk).
 Any other refusal of the machine while a page or an animation is written or checked (an
@@ -40,29 +48,131 @@ from __future__ import annotations
 import errno
 
 from temporalio import activity
+from temporalio.client import Client
 
 from activities.caller import require_own_job
 from activities.deps import ActivityDeps
-from activities.errors import barrier_update, permanent, source_failure, source_of
+from activities.errors import (
+    UNLIMITED_ATTEMPTS,
+    attempts_granted,
+    barrier_update,
+    next_attempt,
+    permanent,
+    source_failure,
+    source_of,
+)
 from activities.heartbeat import Heartbeater
 from activities.unbound import end_unbound
 from curaflow.domain.cells import CellStage, CellState, is_terminal
 from curaflow.domain.messages import CellUpdate, FetchInput
-from curaflow.domain.models import CellSnapshot
-from curaflow.domain.reasons import TerminalReason
+from curaflow.domain.models import CellSnapshot, Work
+from curaflow.domain.reasons import Owner, TerminalReason, reason_info
 from curaflow.domain.tally import SOURCE_ANSWER_KINDS
 from curaflow.ledger import cells as ledger
 from curaflow.ledger import remembered as memory
 from curaflow.ledger.artifacts import held_pages, store_artifact
+from curaflow.ledger.db import LEDGER_ERRORS
 from curaflow.ledger.holdings import hold
-from curaflow.observability.metrics import record_unrecognised_answer
-from curaflow.outbound import attempt_deadline
+from curaflow.observability.metrics import ATTEMPTS_SPENT_KIND, record_unrecognised_answer
+from curaflow.outbound import attempt_deadline, time_left
 from curaflow.paths import PathEscape
-from curaflow.sources.corroboration import corroborated
+from curaflow.sources.base import SourcePolicy
+from curaflow.sources.corroboration import corroborated, cut_by_deadline
 from curaflow.sources.errors import SourceError, WorkUnavailable
 
 #: ``errno`` values of a full artifact disk (no space, quota exceeded).
 DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def blames_no_one_but_the_source(err: SourceError) -> bool:
+    """Whether a failure of the bound work's fetch may hold the work back once no attempt of
+    its cell follows (:func:`holds_back`): the reason's owner is the source
+    (:data:`~curaflow.domain.reasons.REASONS`: ``download_failed``, ``download_timeout``,
+    ``metadata_failed``, ``remote_http_error``, ``network_error`` — a file cut short, a
+    5xx, a timeout, a zip never whole), and the job's deadline did not cut the call
+    (:func:`~curaflow.sources.corroboration.cut_by_deadline`: curaflow's own bound, no
+    answer of the host's). An account's failure (a rate limit, a refused login, a
+    restriction: owner ``account``) says nothing of the work and is its gate's to handle.
+    """
+    return reason_info(str(err.reason)).owner is Owner.SOURCE and not cut_by_deadline(err)
+
+
+async def no_attempt_follows(err: SourceError, client: Client | None) -> bool:
+    """Whether the running attempt is the last its cell's step gets: the failure is not
+    retried (``err.retryable`` false), the attempts granted are spent
+    (:func:`~activities.errors.attempts_granted`: the step's scheduled ``maximum_attempts``,
+    or more when an operator raised it; Temporal is asked only from the scheduled last
+    attempt on), or the next attempt would come, after Temporal's backoff
+    (:func:`~activities.errors.next_attempt`), only once the job's deadline has passed
+    (:func:`~curaflow.outbound.time_left`). An attempt with no retry policy (run outside a
+    workflow) is never the last."""
+    if not err.retryable:
+        return True
+    info = activity.info()
+    policy = info.retry_policy
+    if policy is None:
+        return False
+    granted = (
+        UNLIMITED_ATTEMPTS if policy.maximum_attempts <= 0 else await attempts_granted(policy.maximum_attempts, client)
+    )
+    if info.attempt >= granted:
+        return True
+    delay_ms = next_attempt().delay_ms
+    return delay_ms is not None and time_left(delay_ms / 1000) < delay_ms / 1000
+
+
+async def holds_back(deps: ActivityDeps, inp: FetchInput, work: Work, err: SourceError, policy: SourcePolicy) -> None:
+    """Hold ``work`` back from its account's later scans when its cell's last fetch attempt
+    failed on ``err``, a failure of the source's (DESIGN.md "Owners of decisions": a work
+    the source never delivers whole does not block its target).
+
+    Rule (owner): when :func:`blames_no_one_but_the_source` and :func:`no_attempt_follows`,
+    the work is remembered ``held`` for :meth:`SourcePolicy.memory_ms(False)
+    <curaflow.sources.base.SourcePolicy.memory_ms>` (``unrecognised_hold_ms``: a hold, not
+    a verdict — later scans are told ``unrecognised``, which no scan frontier keeps), logged
+    ``source.answer_unrecognised`` and counted under :data:`ATTEMPTS_SPENT_KIND` once the
+    hold is written (or holds are off), as every hold on an answer not recognised as the
+    work's. Until 2026-12-07 nothing was remembered: the cell ended ``download_failed``, its
+    intent was released, and the target's next job bound the same work first again — every
+    job of the target failed on it while its other candidates waited. An earlier attempt
+    writes nothing: a blip retried within the cell costs nothing. A ledger that refuses the
+    write costs the hold only (logged): the attempt fails as it would.
+    """
+    target = inp.target
+    if not blames_no_one_but_the_source(err) or not await no_attempt_follows(err, deps.client):
+        return
+    remembered_ms = policy.memory_ms(False)
+    why = f"{err.reason} on every attempt of the cell: {err}"[:500]
+    facts = {
+        "job_id": inp.job_id,
+        "target_id": target.target_id,
+        "account": target.account,
+        "work_id": work.work_id,
+        "why": why,
+        "kind": ATTEMPTS_SPENT_KIND,
+        "remembered_ms": remembered_ms,
+    }
+    try:
+        async with deps.pool.acquire() as conn:
+            written = await memory.remember_unavailable(
+                conn,
+                gate=deps.settings.source_task_queue(target.account),
+                work_type=work.work_type,
+                work_id=work.work_id,
+                why=why,
+                job_id=inp.job_id,
+                ttl_ms=remembered_ms,
+                held=True,
+            )
+    except LEDGER_ERRORS as write:
+        activity.logger.warning("fetch.hold_not_recorded", extra={**facts, "error": type(write).__name__})
+        return
+    activity.logger.warning(
+        "source.answer_unrecognised: the cell's fetch attempts are spent; the work is held back briefly",
+        extra=facts,
+    )
+    if written or remembered_ms <= 0:
+        record_unrecognised_answer(target.account, ATTEMPTS_SPENT_KIND)
 
 
 class FetchActivity:
@@ -220,6 +330,7 @@ class FetchActivity:
                         cell = nxt
                         continue
                     except SourceError as err:
+                        await holds_back(deps, inp, work, err, policy)
                         raise source_failure(err, info.attempt, policy=policy) from err
                     except PathEscape as err:  # ids are validated at the source: a bug, never retried
                         raise permanent(TerminalReason.INTERNAL_ERROR, str(err)) from err

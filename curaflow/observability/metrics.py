@@ -147,7 +147,9 @@ SOURCE_UNRECOGNISED_ANSWERS = Counter(
     "is committed: once per hold, none for a hold a live verdict about the work outlasts. Kind "
     "'invalid': items of a search page in a shape curaflow does not read (a renamed field, an id not "
     "of the source's shape, a value never seen), each examined 'invalid' for its job, counted once "
-    "the scan's checkpoint or result holding it is committed.",
+    "the scan's checkpoint or result holding it is committed. Kind 'attempts_spent': a work whose cell's "
+    "last fetch attempt failed on the source's failure (a file cut short, a 5xx or a timeout on every "
+    "attempt), held back for pixiv.unrecognised_hold_ms so the target's next job binds another.",
     ["account", "kind"],
 )
 #: The kinds an unrecognised answer is counted under: any of
@@ -166,6 +168,11 @@ UNRECOGNISED_ANSWER_KINDS = (
 #: The kind the items of a search page curaflow does not read are counted under
 #: (:func:`record_invalid_listed`): the cell tally's word for them.
 INVALID_LISTED_KIND = "invalid"
+#: The kind a work is counted under when its cell's last fetch attempt failed on a
+#: failure of the source's, not recognised as the work's (a file cut short, a 5xx or a
+#: timeout every attempt): the work held back for ``pixiv.unrecognised_hold_ms`` so the
+#: target's next job binds its next candidate (:func:`activities.fetch.holds_back`).
+ATTEMPTS_SPENT_KIND = "attempts_spent"
 ROUTE_REFUSALS = Counter(
     "curaflow_route_refusals_total",
     "Works a route refused for good; each is remembered and not offered to that route again.",
@@ -412,7 +419,7 @@ def initialise_series(
             DELIVERY_RESULTS.labels(route=route, kind=kind, result=result)
         ROUTE_PAUSES.labels(route=route, kind=kind)
     for account in accounts:
-        for kind in (*UNRECOGNISED_ANSWER_KINDS, INVALID_LISTED_KIND):
+        for kind in (*UNRECOGNISED_ANSWER_KINDS, INVALID_LISTED_KIND, ATTEMPTS_SPENT_KIND):
             SOURCE_UNRECOGNISED_ANSWERS.labels(account=account, kind=kind)
     for schedule_id in schedules:
         for why in MISS_CAUSES:
@@ -573,7 +580,8 @@ def record_account_paused(account: str) -> None:
 @_safe
 def record_unrecognised_answer(account: str, kind: str) -> None:
     """Count a work skipped on a source answer not recognised as the work's (``kind``: the
-    :class:`~curaflow.sources.errors.UnavailableKind` it was raised with). The ``fetch``
+    :class:`~curaflow.sources.errors.UnavailableKind` it was raised with, or
+    :data:`ATTEMPTS_SPENT_KIND` for a work held after its cell's last fetch attempt). The ``fetch``
     activity calls it once the transaction remembering the hold committed and only when
     the hold was written (:func:`curaflow.ledger.remembered.remember_unavailable`), or
     holds are off: a retried attempt does not count the same hold twice."""

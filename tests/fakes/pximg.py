@@ -53,6 +53,8 @@ class FakeImageHost:
             (a hostile or broken image the host serves with a correct framing).
         refused: pages (``"<id>_p<N>"``) answered ``403 Forbidden`` whatever the request
             carries (a host whose hotlink rule changed, a CDN that blocks the caller).
+        cut: pages (``"<id>_p<N>"``) cut short on every request (``"short_length"``, the
+            script left untouched): one file the host never delivers whole.
         requests: every request answered.
     """
 
@@ -60,6 +62,7 @@ class FakeImageHost:
     script: list[str | None] = field(default_factory=list)
     bodies: dict[str, bytes] = field(default_factory=dict)
     refused: set[str] = field(default_factory=set)
+    cut: set[str] = field(default_factory=set)
     requests: list[ImageRequest] = field(default_factory=list)
     _server: asyncio.Server | None = None
     _port: int = 0
@@ -122,7 +125,10 @@ class FakeImageHost:
         body = self.bodies.get(f"{match.group(1)}_p{page}") or await asyncio.to_thread(
             render_image, match.group(1), page, width, height, fmt
         )
-        fault = self.script.pop(0) if self.script else None
+        if f"{match.group(1)}_p{page}" in self.cut:
+            fault: str | None = "short_length"
+        else:
+            fault = self.script.pop(0) if self.script else None
         self._log(path, referer, 200, fault)
         media = f"image/{fmt}".encode()
         half = body[: len(body) // 2]

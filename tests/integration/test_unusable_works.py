@@ -160,6 +160,7 @@ SLOTS = {
             *UNRECOGNISED,
             *(f"outage-{c}" for c in UNRECOGNISED),
             *(f"delivered-then-{c}" for c in UNRECOGNISED),
+            "one-file-never-whole",
         ]
     )
 }
@@ -208,6 +209,7 @@ def env(module_env: Env) -> Env:
     host.script.clear()
     host.bodies.clear()
     host.refused.clear()
+    host.cut.clear()
     host.requests.clear()
     return module_env
 
@@ -322,3 +324,47 @@ async def test_works_delivered_before_and_the_rest_refused_by_the_source_fail_th
         message = cell_message(cell.state, cell.reason, cell.candidate_report) or ""
         assert "1 already delivered" in message and "1 unusable" in message, message
         assert "widen" not in message, message
+
+
+async def test_a_work_whose_file_never_arrives_whole_is_held_back_briefly_and_the_next_job_binds_the_next(
+    env: Env,
+) -> None:
+    """The image host cuts one work's file short on every request (a transient failure each
+    time, retried): the cell's fetch attempts run out and it ends ``download_failed``. Until
+    2026-12-07 the work's intent was then released and nothing else remembered, so the
+    target's next job bound the same work first again — every job of the target failed on
+    it, for ever, the other candidates waiting. Now the cell's last attempt holds the work
+    back for ``pixiv.unrecognised_hold_ms`` (a hold, not a verdict; counted as an answer not
+    recognised), the next job delivers the next candidate, and once the hold is over the
+    work is asked again."""
+    stack, slot = env.stack, SLOTS["one-file-never-whole"]
+    first, second = ordered(TAG)[:2]
+    gate = stack.settings.source_task_queue(slot)
+    env.image_host.cut.add(f"{first}_p0")
+
+    def job() -> dict[str, Any]:
+        return stack.task(target_id=slot, query={"tags": [TAG]}, deadline_ms=120_000)
+
+    failed = await stack.wait_terminal(await stack.admit(job()))
+    cell = failed.cells[0]
+    assert (cell.state, cell.reason, cell.work_id) == ("failed", "download_failed", first), cell
+    asked = len(env.image_host.of_work(first))
+    assert asked == stack.settings.delivery.source_max_attempts, asked  # every attempt of the cell, then held
+    pool = await stack.ledger()
+    [row] = await pool.fetch(
+        "SELECT seen_at, until, held FROM unavailable_works WHERE gate = $1 AND work_id = $2", gate, first
+    )
+    assert row["held"] and row["until"] - row["seen_at"] == HOLD_MS, dict(row)  # a hold, not the week
+
+    delivered = await stack.wait_terminal(await stack.admit(job()))
+    cell = delivered.cells[0]
+    assert (delivered.business_status, cell.work_id) == ("success", second), cell
+    assert len(env.image_host.of_work(first)) == asked  # not asked while held
+    report = cell.candidate_report
+    assert report is not None and report.known.get("unrecognised", 0) + report.reasons.get("unrecognised", 0) == 1
+
+    # The hold is over (as an hour later) and the host delivers the file whole again.
+    await pool.execute("UPDATE unavailable_works SET until = seen_at WHERE gate = $1 AND work_id = $2", gate, first)
+    env.image_host.cut.clear()
+    again = await stack.wait_terminal(await stack.admit(job()))
+    assert (again.business_status, again.cells[0].work_id) == ("success", first), again.cells[0]
