@@ -466,20 +466,18 @@ class ArtifactStore:
         Raises:
             SourceError: ``download_failed`` (short: retryable) / ``download_timeout``.
             WorkUnavailable: the zip answers 403/404, its URL is not one the source may
-                request, or it is over the limit (``too_large``: the work's).
+                request, or its bytes go over the limit (``too_large``, settled by
+                :func:`~curaflow.sources.corroboration.sized`; never its announced length
+                alone: such a body is read, to one chunk past the limit at most).
         """
         tmp = dest.with_name(f".{dest.name}.part")
         received = 0
         try:
             async with source.download(url) as body:
+                # An announced length over the limit is read, not believed: ``too_large``
+                # is a verdict on the work, and only the zip's own bytes may say it
+                # (2026-12-07; a zip ending short of its length is cut short, below).
                 expected = body.expected_bytes
-                if expected is not None and expected > MAX_ZIP_BYTES:
-                    raise WorkUnavailable(
-                        work_id,
-                        f"frames zip is {expected} bytes, over the limit of {MAX_ZIP_BYTES}",
-                        UnavailableKind.TOO_LARGE,
-                        limit_bytes=MAX_ZIP_BYTES,
-                    )
                 out = await asyncio.to_thread(open, tmp, "wb")
                 try:
                     pending: list[bytes] = []

@@ -20,7 +20,8 @@ An :class:`Outbound` wraps an ``httpx.AsyncClient`` built on the guarded transpo
   deadline carries none — the job's stop, not the party's answer).
 * **bytes read**: ``max_bytes`` refuses a longer answer
   (:class:`~curaflow.outbound.errors.AnswerTooLarge`, at its ``Content-Length`` or as soon
-  as the limit is crossed); ``keep_bytes`` keeps only the start of an answer and drops the
+  as the limit is crossed — only then for a caller whose refusal is a verdict on a work,
+  :func:`iter_capped` ``by_length=False``); ``keep_bytes`` keeps only the start of an answer and drops the
   rest unread (a receiver's answer: its status and first KiB are all that matter). Both
   count decoded bytes: a ``Content-Encoding`` is undone by curaflow from the raw body, a
   bounded step at a time (:mod:`curaflow.outbound.decoding`), so an exchange holds no
@@ -255,7 +256,9 @@ def announced_length(response: httpx.Response) -> int | None:
     return int(length)
 
 
-async def iter_capped(response: httpx.Response, max_bytes: int | None) -> AsyncIterator[bytes]:
+async def iter_capped(
+    response: httpx.Response, max_bytes: int | None, *, by_length: bool = True
+) -> AsyncIterator[bytes]:
     """The decoded body of a streamed ``response``, refused past ``max_bytes`` (decoded
     bytes), read raw and decoded by curaflow
     (:func:`~curaflow.outbound.decoding.decoded_chunks`): an answer with no
@@ -268,13 +271,23 @@ async def iter_capped(response: httpx.Response, max_bytes: int | None) -> AsyncI
     with no bound — one 64 KiB chunk of a 1000:1 gzip stream was ~64 MiB before the cap
     could look at it, 130 MiB of peak RSS per exchange.
 
+    Args:
+        by_length: refuse an answer whose ``Content-Length`` is over ``max_bytes`` before
+            reading it (what saves the bytes of an answer whose refusal blames nobody: an
+            API page, a receiver's answer). False: only the bytes counted decide — a
+            caller whose refusal is a verdict on a work (an image page, a frames zip:
+            :func:`curaflow.sources.corroboration.sized`) may not take a header's word for
+            it; such a body is read to the first chunk past the limit at most (within the
+            exchange's time limit), and one that ends short of the length it announced is
+            a body cut short (2026-12-07: a lying header cost the work the week).
+
     Raises:
-        AnswerTooLarge: ``Content-Length`` over the limit (nothing read), or the body
-            crossed it.
+        AnswerTooLarge: ``Content-Length`` over the limit (nothing read; only with
+            ``by_length``), or the body crossed it.
         UnsupportedContentEncoding: a coding curaflow does not decode (nothing read).
         httpx.DecodingError: bytes that are not their coding, as httpx raises it.
     """
-    if max_bytes is not None:
+    if max_bytes is not None and by_length:
         length = response.headers.get("content-length", "")
         if length.isdigit() and int(length) > max_bytes:
             raise too_large_error(max_bytes, response.request)

@@ -49,7 +49,9 @@ def sized(
     *,
     first: tuple[object, object] | None = None,
 ) -> WorkUnavailable:
-    """``err`` (``too_large``: a body over its byte limit) as the work's own size settles it.
+    """``err`` (``too_large``: a body whose own bytes went over its byte limit — never its
+    announced length alone, which its raisers read rather than believe) as the work's own
+    size settles it.
 
     Rule (owner; DESIGN.md "Work-owned failures and the decode budget"): a body over the
     limit is the work's — remembered for ``unavailable_ttl_ms`` — only when ``frames``
@@ -64,7 +66,11 @@ def sized(
     dimensions could be, or a page of no size given (nor its first page's; a size that is
     no positive integer), is what the host sent — a broken mirror or proxy streaming the
     same huge body for every work — held for ``unrecognised_hold_ms`` and counted, never
-    the week (until 2026-12-05 every body over the limit was the work's).
+    the week (until 2026-12-05 every body over the limit was the work's). The raisers feed it
+    only bytes counted (:func:`~curaflow.outbound.iter_capped` ``by_length=False`` for an image
+    page or a frames zip, the source guard's and the artifact store's counts): until
+    2026-12-07 a ``Content-Length`` over the limit was refused unread and judged here as if
+    the bytes had gone over, so a header that lies on a large page cost the work the week.
 
     Args:
         err: what the download raised; returned unchanged unless it is ``too_large`` with

@@ -69,7 +69,8 @@ class UnavailableKind(StrEnum):
       listing without its image field), too long
       (:data:`~curaflow.sources.base.MAX_URL_CHARS`), answered 414 (never recognised as
       the work's, below);
-    * ``too_large`` — a page or a frames zip over its byte limit; the work's only when
+    * ``too_large`` — a page or a frames zip whose bytes went over its byte limit (never
+      its announced ``Content-Length`` alone: such a body is read); the work's only when
       an image of the size the source describes could be that large
       (:func:`~curaflow.sources.corroboration.sized`, asked by the artifact store, which
       knows the page): a body larger than any image of those dimensions could be is what

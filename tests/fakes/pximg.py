@@ -55,6 +55,9 @@ class FakeImageHost:
             carries (a host whose hotlink rule changed, a CDN that blocks the caller).
         cut: pages (``"<id>_p<N>"``) cut short on every request (``"short_length"``, the
             script left untouched): one file the host never delivers whole.
+        announced: pages (``"<id>_p<N>"``) → the ``Content-Length`` announced for them
+            whatever their body: the body is sent whole after it and the connection closed
+            (a header that lies: a proxy's or a cache's length of another file).
         requests: every request answered.
     """
 
@@ -63,6 +66,7 @@ class FakeImageHost:
     bodies: dict[str, bytes] = field(default_factory=dict)
     refused: set[str] = field(default_factory=set)
     cut: set[str] = field(default_factory=set)
+    announced: dict[str, int] = field(default_factory=dict)
     requests: list[ImageRequest] = field(default_factory=list)
     _server: asyncio.Server | None = None
     _port: int = 0
@@ -139,9 +143,11 @@ class FakeImageHost:
             head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(half)}\r\nContent-Type: ".encode()
             writer.write(head + media + b"\r\n\r\n" + half)
             return True
-        head = f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nContent-Type: ".encode()
+        announced = self.announced.get(f"{match.group(1)}_p{page}")
+        length = len(body) if announced is None else announced
+        head = f"HTTP/1.1 200 OK\r\nContent-Length: {length}\r\nContent-Type: ".encode()
         writer.write(head + media + b"\r\n\r\n" + body)
-        return True
+        return announced is None
 
     def of_work(self, work_id: str) -> list[ImageRequest]:
         """Requests for pages of ``work_id``."""

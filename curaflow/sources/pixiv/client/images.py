@@ -101,7 +101,8 @@ class ImageRequests(GatedRequests):
                 recognised as the work's: the host refuses the request); an image URL the
                 client may not request (:meth:`image_url`), an address the guard refuses,
                 or HTTP 414 URI Too Long (``unusable_url``: what the source answered, never
-                recognised as the work's); a body over ``download_max_bytes`` (``too_large``
+                recognised as the work's); a body whose bytes go over ``download_max_bytes``
+                — never its announced length alone — (``too_large``
                 with its ``limit_bytes``: the work's only once the artifact store finds an
                 image of the page's size could be so large,
                 :func:`~curaflow.sources.corroboration.sized`).
@@ -175,8 +176,11 @@ class ImageRequests(GatedRequests):
             raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image request: {type(err).__name__}") from err
 
     def image_chunks(self, response: httpx.Response) -> AsyncIterator[bytes]:
-        """The body of an image opened by :meth:`open_image`, within ``download_max_bytes``."""
-        return iter_capped(response, self._image_limits.max_bytes)
+        """The body of an image opened by :meth:`open_image`, within ``download_max_bytes``
+        counted from its bytes: a ``Content-Length`` over the limit is no refusal by
+        itself (:func:`~curaflow.outbound.iter_capped` ``by_length=False``) — ``too_large``
+        is a verdict on the work, and only the bytes may say it (2026-12-07)."""
+        return iter_capped(response, self._image_limits.max_bytes, by_length=False)
 
     # ---- the Source protocol's download half (curaflow.sources.base) -------------
 
