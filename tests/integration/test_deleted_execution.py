@@ -24,19 +24,28 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import activity
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
+from temporalio.worker import Worker
 
 from curaflow.devstack.ports import free_port
+from curaflow.domain.occurrence import AdmitOccurrenceInput, OccurrenceAdmission, OccurrenceInput
+from curaflow.ledger.db import DB_NOW_MS
 from curaflow.ledger.reconciler import TickReport, tick
+from curaflow.ledger.reconciler.ticks import START_GRACE_MS
+from curaflow.process.worker import sandbox_runner
+from curaflow.schedules import admit_occurrence
 from curaflow.temporal.connection import connect
 from curaflow.temporal.namespace import prepare_namespace
 from tests.conftest import StackFactory
+from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.jobs_support import WebhookEnv, webhook_env
 from tests.support import eventually, short_id, whsec
+from workflows.scheduled import ScheduledJobWorkflow
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -140,6 +149,96 @@ async def test_an_execution_deleted_before_its_first_step_converges_with_its_own
     events = (await http.get(f"/jobs/{job_id}/events")).json()["events"]
     assert [e["type"] for e in events] == ["job.accepted", "job.cancelled"], events
     assert (await http.get(f"/jobs/{witness}")).json()["status"] == "queued"  # its execution exists
+
+
+async def test_a_scheduled_job_whose_trampoline_has_not_started_it_yet_is_never_taken_for_deleted(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """A scheduled occurrence's start is recorded by the trampoline's ``admit_occurrence``
+    (``workflow_started_at``, so that the reconciler's rule 1 starts no second run) *before*
+    the trampoline starts the job's execution as its child. Between the two — the
+    trampoline's worker stopped or killed right after the admit's commit, its next workflow
+    task waiting for a worker — Temporal knows no execution under the job's id, and the
+    deleted-execution rule, once it covered jobs that never ran a step, ended the job
+    ``execution_deleted`` after ``START_GRACE_MS``: the job its trampoline then started
+    found itself ended, the occurrence lost. A job that would have run is never ended so.
+
+    The trampoline here is the real ``ScheduledJobWorkflow`` in the test process whose
+    ``admit_occurrence`` runs the real admission and then waits until the test lets it
+    answer (a worker stopped after the commit). A job admitted through the API whose
+    execution the test deletes is ended ``execution_deleted`` by the same ticks: rule 4
+    looked at never-stepped jobs."""
+    replay = await ReplayServer().start()
+    try:
+        stack = make_stack(
+            {
+                "pixiv": {"api_url": replay.url},
+                "routes": {"out": {"kind": "directory", "path": str(tmp_path / "out")}},
+                "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": ["out"]}],
+            }
+        )
+        pool = await stack.ledger()
+        client = await connect(stack.settings.temporal.address or "")
+        # Jobs admitted as POST /jobs admits them, their executions started (no worker
+        # yet): the namespace's witness, and one whose execution the test deletes.
+        await stack.admit(stack.task(target_id="demo"))
+        deleted = await stack.admit(stack.task(target_id="demo"))
+        await delete_execution(client, deleted)
+
+        released = asyncio.Event()
+
+        @activity.defn(name="admit_occurrence")
+        async def admit_then_stall(inp: AdmitOccurrenceInput) -> OccurrenceAdmission:
+            admission = await admit_occurrence(pool, stack.settings, inp)  # the worker's own admission
+            await released.wait()  # the worker stopped after the commit
+            return admission
+
+        plan_id = f"plan-{short_id()}"
+        trampolines = f"{stack.task_queue}-trampolines"
+        async with Worker(
+            client,
+            task_queue=trampolines,
+            workflows=[ScheduledJobWorkflow],
+            activities=[admit_then_stall],
+            workflow_runner=sandbox_runner(),
+        ):
+            trampoline = await client.start_workflow(
+                ScheduledJobWorkflow.run,
+                OccurrenceInput(
+                    schedule_id=plan_id, cron=["0 3 * * *"], target_ids=["demo"], task_queue=stack.task_queue
+                ),
+                id=f"occ-{short_id()}",
+                task_queue=trampolines,
+            )
+
+            async def admitted() -> str | None:
+                job: str | None = await pool.fetchval(
+                    f"""SELECT job_id FROM jobs WHERE schedule_id = $1
+                        AND workflow_started_at <= {DB_NOW_MS} - {START_GRACE_MS}""",
+                    plan_id,
+                )
+                return job
+
+            job_id = await eventually(
+                admitted, timeout_s=30, what="the occurrence admitted, its start recorded START_GRACE_MS ago"
+            )
+            reports: list[TickReport] = []
+
+            async def ticked() -> bool:
+                reports.append(await tick(pool, None, client))
+                return any(deleted in r.deleted for r in reports)
+
+            await eventually(ticked, timeout_s=30, interval_s=0.3, what="a tick's rule 4 ended the deleted job")
+            assert all(job_id not in r.deleted for r in reports), reports
+            assert (await stack.job(job_id)).completed_at is None, "the occurrence's job was ended before it started"
+
+            released.set()  # the trampoline's worker is back: it starts the job's execution
+            await stack.start_worker()
+            record = await stack.wait_terminal(job_id, 60)
+            assert record.cells[0].state == "submitted", record  # it ran: delivered
+            assert (await trampoline.result()).job_id == job_id
+    finally:
+        await replay.stop()
 
 
 async def test_a_deleted_execution_converges_with_its_own_reason_after_the_send_that_was_out(env: Env) -> None:

@@ -39,7 +39,8 @@ input):
    it (the execution does not exist or is closed, or its workflow task has waited for a
    worker longer than the grace) → finish ``cancelled``;
 4. **deleted execution**: a job whose start was recorded (``workflow_started_at``; a step
-   run or not), whose execution Temporal does not know under its id — an operator
+   run or not — a scheduled occurrence only once it ran one: its trampoline records its
+   start before the execution exists), whose execution Temporal does not know under its id — an operator
    deleted it (``temporal workflow delete``, the UI's "Delete"): visibility lists no
    run and a describe answers ``NOT_FOUND`` — → finish ``execution_deleted`` once no
    attempt holds a live lease (a send out at the deletion lands and is recorded first),

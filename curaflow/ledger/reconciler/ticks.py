@@ -38,6 +38,12 @@ from curaflow.observability.supervision import Supervisor
 
 LOCK_KEY = 0x63757261726563  # "curarec"
 START_GRACE_MS = 5_000
+#: The trigger of the jobs whose ``workflow_started_at`` is recorded before their execution
+#: exists: a scheduled occurrence's, written by the trampoline's ``admit_occurrence``
+#: (:func:`curaflow.schedules.admit_occurrence`) so that rule 1 starts no second run, before
+#: the trampoline starts the job as its child (:mod:`workflows.scheduled`). Until such a
+#: job ran a step, Temporal's "not found" proves no deletion (:func:`_deleted_executions`).
+STARTED_BEFORE_ITS_EXECUTION = "schedule"
 #: After its deadline, a job no live attempt holds is the reconciler's: the workflow's own
 #: timer normally ends it within moments, so this only acts when no worker runs it.
 DEADLINE_GRACE_MS = 10_000
@@ -289,6 +295,14 @@ async def _deleted_executions(
     list for the namespace's witness): the jobs that ran a step, whose last progress is
     oldest first, then the jobs that did not, whose start is oldest first — a backlog of
     queued jobs never takes the turn of the running ones.
+
+    A scheduled occurrence that did not run a step is never a candidate
+    (:data:`STARTED_BEFORE_ITS_EXECUTION`): its start is recorded by the trampoline's
+    ``admit_occurrence`` before the trampoline starts its execution, so "not found" there
+    is no deletion — the trampoline may be about to start it (2026-12-07: a trampoline
+    whose worker stopped after the admit's commit had its job ended ``execution_deleted``
+    :data:`START_GRACE_MS` later, and the job it then started found itself ended). Its
+    queued budget decides, as before.
     """
     ran = await conn.fetch(
         f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NOT NULL
@@ -300,6 +314,7 @@ async def _deleted_executions(
     waiting = await conn.fetch(
         f"""SELECT job_id FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
             AND workflow_started_at IS NOT NULL AND workflow_started_at <= {DB_NOW_MS} - {START_GRACE_MS}
+            AND trigger <> '{STARTED_BEFORE_ITS_EXECUTION}'
             AND cancel_requested_at IS NULL AND {_LIVE}
             ORDER BY workflow_started_at LIMIT {limit}"""
     )
