@@ -23,6 +23,11 @@ from the run's seed), and the tests of the decode budget craft them
   repeated thousands of times: ~30 bytes a scan, and libjpeg visits every block of the
   picture for each (it only warns of a scan repeated): 20 000 scans of a 4000×4000
   picture are ~600 KB and ~4 min of CPU, all of it inside one frame's decode;
+* :func:`many_scan_arithmetic_jpeg` — the same in a *sequential* JPEG: arithmetic-coded
+  (``SOF9``), its components scanned one at a time and the first one's scan repeated
+  without entropy-coded data (libjpeg reads zeros at the next marker: a whole scan of
+  every block): 10 bytes a scan, ~14 ms of CPU a scan of a 4000×4000 picture — 6 000
+  scans are ~60 KB and ~80 s of CPU in one frame, and not progressive;
 * :func:`unusable_metadata` — ``/v1/ugoira/metadata`` answers that are the app-api's
   shape but describe no usable animation (a zip URL that is not one, no frames, frames
   without delays).
@@ -118,6 +123,29 @@ def many_scan_jpeg(size: tuple[int, int] = (4000, 4000), scans: int = 20_000) ->
         if spectral_end > 0 and approximation >> 4:  # an AC scan refining bits sent before
             return data[:-2] + data[start:end] * scans + data[-2:]
     raise AssertionError("Pillow wrote no AC refinement scan")
+
+
+def _segment(marker: int, body: bytes) -> bytes:
+    """A JPEG marker segment: ``FF marker``, its length (two bytes, counting itself), ``body``."""
+    return bytes((0xFF, marker)) + struct.pack(">H", len(body) + 2) + body
+
+
+def many_scan_arithmetic_jpeg(size: tuple[int, int] = (4000, 4000), scans: int = 6_000) -> bytes:
+    """A *sequential* arithmetic-coded JPEG (``SOF9``) of ``size`` whose first component's
+    scan is repeated ``scans`` times (the module doc). Built segment by segment (Pillow
+    writes no arithmetic coding): one quantisation table, three components scanned one
+    at a time — so libjpeg reads it in multi-scan mode and takes a component's scan again —
+    and scans without entropy-coded data: at the next marker libjpeg's arithmetic decoder
+    reads zeros, a whole scan of every block of the component for its 10-byte header."""
+    width, height = size
+    quantisation = _segment(0xDB, b"\x00" + bytes([1] * 64))
+    components = b"".join(bytes((c, 0x11, 0)) for c in (1, 2, 3))
+    frame = _segment(0xC9, b"\x08" + struct.pack(">HH", height, width) + b"\x03" + components)
+
+    def scan(component: int) -> bytes:
+        return _segment(0xDA, bytes((1, component, 0x00, 0, 63, 0)))
+
+    return b"\xff\xd8" + quantisation + frame + scan(1) + scan(2) + scan(3) + scan(1) * scans + b"\xff\xd9"
 
 
 def many_chunk_png(chunks: int, kind: bytes = b"abCd") -> bytes:

@@ -59,6 +59,7 @@ decodes, so ``-W error`` or ``PYTHONWARNINGS`` never changes a verdict.
 from __future__ import annotations
 
 import errno
+import io
 import re
 import struct
 import threading
@@ -346,16 +347,77 @@ class DecodeMeter:
             )
 
 
-#: The most bytes of a progressive JPEG its decoder is handed at once
-#: (:func:`metered_open`). A progressive scan refines every block of the picture for a
-#: few bytes of its own (an end-of-band run: ~30 bytes a scan of a 4000×4000 picture, and
-#: libjpeg only warns of a scan repeated), ~0.4 ms of CPU a byte at 16 M pixels, ~1 ms at
-#: the frame bound: a block of 1 KiB is at most ~1 s between two checks of the meter.
-#: Cost on an ordinary progressive page: 3000×3000 of noise (7.9 MB) 0.284 s of CPU in
-#: Pillow's 64 KiB blocks, 0.306 s in 1 KiB ones.
+#: The most bytes of a JPEG that is not Huffman sequential (:func:`small_fed`) its decoder
+#: is handed at once (:func:`metered_open`). A progressive scan refines every block of the
+#: picture for a few bytes of its own (an end-of-band run: ~30 bytes a scan of a 4000×4000
+#: picture, and libjpeg only warns of a scan repeated), ~0.4 ms of CPU a byte at 16 M
+#: pixels, ~1 ms at the frame bound: a block of 1 KiB is at most ~1 s between two checks of
+#: the meter. An arithmetic-coded scan (sequential too) takes 10 bytes, its header alone
+#: (~14 ms at 16 M pixels: ~1.4 s a block). Cost on an ordinary progressive page: 3000×3000
+#: of noise (7.9 MB) 0.284 s of CPU in Pillow's 64 KiB blocks, 0.306 s in 1 KiB ones.
 PROGRESSIVE_BLOCK_BYTES = 1024
 #: The JPEG formats Pillow decodes with libjpeg (an MPO's first picture is a JPEG).
 _LIBJPEG_FORMATS = frozenset({"JPEG", "MPO"})
+#: Frame markers (the byte after ``FF`` of ``SOFn``, ITU T.81 B.1.1.3) of the frames whose
+#: decode costs about their bytes: Huffman sequential, baseline (``SOF0``) and extended
+#: (``SOF1``) — a scan codes each block of its components in two bits at least.
+HUFFMAN_SEQUENTIAL_FRAMES = frozenset({0xC0, 0xC1})
+#: Every frame marker: ``C0``–``CF`` but DHT (``C4``), JPG (``C8``) and DAC (``CC``).
+_JPEG_FRAMES = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def jpeg_frame_marker(fh: IO[bytes], limit: int | None = None) -> int | None:
+    """The frame marker of the JPEG in ``fh`` (``0xC0`` for ``SOF0`` …), read from its start
+    by its segments' lengths as Pillow walks them (a byte of junk or fill between two
+    segments skipped: :func:`jpeg_head_steps`); ``fh``'s position is kept.
+
+    Args:
+        limit: most steps (None: :data:`JPEG_MAX_HEAD_STEPS`, the most Pillow is let walk).
+
+    Returns:
+        None when no frame comes before the first scan, an EOI, a marker Pillow refuses,
+        the end of the file or ``limit`` steps.
+    """
+    limit = JPEG_MAX_HEAD_STEPS if limit is None else limit
+    at = fh.tell()
+    try:
+        fh.seek(0)
+        if fh.read(2) != b"\xff\xd8":
+            return None
+        byte, steps = fh.read(1), 0
+        while byte and steps <= limit:
+            steps += 1
+            if byte != b"\xff":  # junk between segments
+                byte = fh.read(1)
+                continue
+            byte = fh.read(1)
+            if not byte or byte == b"\xff":  # the end, or fill: the marker is the next byte
+                continue
+            marker = byte[0]
+            if marker in _JPEG_FRAMES:
+                return marker
+            if marker in (0xDA, 0xD9) or 0x02 <= marker < 0xC0:
+                return None
+            if marker != 0x00 and marker not in _JPEG_BARE:
+                length = int.from_bytes(fh.read(2), "big")
+                fh.seek(max(length, 2) - 2, io.SEEK_CUR)
+            byte = fh.read(1)
+        return None
+    finally:
+        fh.seek(at)
+
+
+def small_fed(fh: IO[bytes], image: Image.Image) -> bool:
+    """Whether ``image`` (``Image.open`` of ``fh``) is a JPEG whose frame may cost more than
+    its bytes promise, to be fed :data:`PROGRESSIVE_BLOCK_BYTES` at a time: any frame that
+    is not Huffman sequential (:data:`HUFFMAN_SEQUENTIAL_FRAMES`) — progressive, lossless,
+    arithmetic-coded — or one whose frame marker is not found (:func:`jpeg_frame_marker`).
+    Until 2026-12-07 only a progressive one was: a sequential arithmetic-coded page
+    repeating a component's scan (10 bytes a pass over every block, its data read as
+    zeros) went in Pillow's 64 KiB blocks, ~90 s of CPU between two checks of the meter."""
+    if image.format not in _LIBJPEG_FORMATS:
+        return False
+    return bool(image.info.get("progressive")) or jpeg_frame_marker(fh) not in HUFFMAN_SEQUENTIAL_FRAMES
 
 
 class MeteredReads:
@@ -393,7 +455,8 @@ class MeteredReads:
 
 def metered_open(fh: IO[bytes], meter: DecodeMeter) -> Image.Image:
     """``Image.open`` of ``fh`` for a decode charged to ``meter``: every read of the file
-    checks the meter first (:class:`MeteredReads`), and a progressive JPEG's decoder is fed
+    checks the meter first (:class:`MeteredReads`), and the decoder of a JPEG that is not
+    Huffman sequential (progressive, arithmetic-coded: :func:`small_fed`) is fed
     :data:`PROGRESSIVE_BLOCK_BYTES` at a time — so a frame stops inside its decode at its
     CPU budget, its attempt's deadline or cancel.
 
@@ -408,7 +471,7 @@ def metered_open(fh: IO[bytes], meter: DecodeMeter) -> Image.Image:
         as ``Image.open``, and :class:`OverBudget` / :class:`DecodeStopped` (:meth:`DecodeMeter.check`).
     """
     image = Image.open(MeteredReads(fh, meter))
-    if image.format in _LIBJPEG_FORMATS and image.info.get("progressive"):
+    if small_fed(fh, image):
         image.decodermaxblock = PROGRESSIVE_BLOCK_BYTES  # type: ignore[attr-defined]
     return image
 

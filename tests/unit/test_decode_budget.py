@@ -219,6 +219,77 @@ def test_an_ugoira_frame_whose_scans_repeat_is_stopped_inside_its_decode(
     assert time.monotonic() - started < STOPPED_WITHIN_S
 
 
+@pytest.fixture(scope="module")
+def arithmetic_scan_bomb() -> bytes:
+    """A sequential arithmetic-coded JPEG of 4000x4000 repeating a component's scan 6 000
+    times (~60 KB, ~80 s of CPU here): each scan is a 10-byte header whose data libjpeg
+    reads as zeros, a whole pass over every block of the component — and the file is not
+    progressive."""
+    return bombs.many_scan_arithmetic_jpeg((4000, 4000), 6_000)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("how", ["cpu", "deadline", "cancelled"])
+def test_a_sequential_arithmetic_frame_whose_scans_repeat_is_stopped_inside_its_decode(
+    tmp_path: Path, arithmetic_scan_bomb: bytes, how: str
+) -> None:
+    """A frame's cost is not bounded by its bytes in any JPEG whose scans are not Huffman
+    sequential: an arithmetic-coded scan of every block of the picture takes a few bytes —
+    none at all, libjpeg reading zeros up to the next marker — so a sequential (``SOF9``)
+    file repeating a component's scan is the same bomb as a progressive one. Until
+    2026-12-07 only a progressive JPEG was fed to libjpeg a small block at a time: this
+    one went in Pillow's 64 KiB blocks, the whole page in one, and the CPU budget, the
+    job's deadline and the attempt's cancel waited for the whole frame (~80 s here; a
+    64 MiB page of such scans is a day of CPU with a check every ~90 s)."""
+    path = tmp_path / "arith_p0.jpg"
+    path.write_bytes(arithmetic_scan_bomb)
+    meter, raised, words = _stopping(how)
+    started = time.monotonic()
+    if raised is OverBudget:
+        problem = verify_image(path, meter=meter)
+        assert over_budget(problem) and words in problem.why, problem  # type: ignore[union-attr]
+    else:
+        with pytest.raises(raised, match=words):
+            verify_image(path, meter=meter)
+    assert time.monotonic() - started < STOPPED_WITHIN_S
+
+
+@pytest.mark.timeout(240)
+def test_an_ugoira_frame_of_repeated_arithmetic_scans_is_stopped_inside_its_decode(
+    tmp_path: Path, arithmetic_scan_bomb: bytes
+) -> None:
+    zip_path = tmp_path / "z.zip"
+    with zipfile.ZipFile(zip_path, "w") as archive:
+        archive.writestr("000000.jpg", arithmetic_scan_bomb)
+    meter, raised, words = _stopping("cancelled")
+    started = time.monotonic()
+    with pytest.raises(raised, match=words):
+        encode_gif(zip_path, ugoira([{"file": "000000.jpg", "delay": 50}]), tmp_path / "o.gif", meter=meter)
+    assert time.monotonic() - started < STOPPED_WITHIN_S
+
+
+def test_jpegs_of_every_coding_still_decode_whole(tmp_path: Path) -> None:
+    """Every JPEG fed in small blocks still decodes: an arithmetic-coded one of few scans,
+    a baseline and a progressive one."""
+    pages = {
+        "arith_p0.jpg": bombs.many_scan_arithmetic_jpeg((640, 480), 1),
+        "base_p0.jpg": _jpeg(progressive=False),
+        "prog_p0.jpg": _jpeg(progressive=True),
+    }
+    for name, data in pages.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        meter = DecodeBudget().meter()
+        assert verify_image(path, meter=meter) is None, name
+        assert meter.frames == 1, name
+
+
+def _jpeg(*, progressive: bool) -> bytes:
+    buf = io.BytesIO()
+    Image.effect_noise((640, 480), 60).convert("RGB").save(buf, "JPEG", progressive=progressive, quality=90)
+    return buf.getvalue()
+
+
 def test_a_progressive_page_still_decodes_whole(tmp_path: Path) -> None:
     path = tmp_path / "p_p0.jpg"
     Image.effect_noise((900, 700), 60).convert("RGB").save(path, "JPEG", progressive=True, quality=90)
