@@ -194,11 +194,20 @@ async def rate_limited(
     beyond it (a week in a proxy's ``Retry-After``) would hold every send of the route,
     each job of its targets expiring meanwhile; past the cap a send costs one more
     attempt, answered again. A limit of one send (a Telegram flood wait of hours) is
-    waited as stated: it holds that send only. A cooldown already in the row beyond
+    waited as stated: it holds that send only. A route-wide limit answered while the
+    route cools down is the limit that started the cooldown (no send leaves meanwhile):
+    it keeps the step ("One rate limit, one step"). A cooldown already in the row beyond
     ``cap_ms`` from now is written back at most that far (as
     :func:`curaflow.ledger.deliveries.claim_send` reads it)."""
     gate = await _locked(conn, route)
-    step = gate.rate_limits + 1
+    # One route-wide limit, one step: no send of the route leaves while it cools down
+    # (claim_send), so a route-wide limit answered meanwhile came to a send out before the
+    # cooldown began — the limit that started it, answered to every send out together. Its
+    # step is kept (the cooldown floored by its own delay below); one met after the
+    # cooldown ended climbs. Until 2026-12-07 each answer climbed: eight sends out when a
+    # receiver's 429 came cooled the whole route 640 s instead of 5 s.
+    cooling = route_wide and gate.cooldown_until > gate.now
+    step = max(1, gate.rate_limits) if cooling else gate.rate_limits + 1
     delay = retry_delay_ms(step, stated_ms)
     cap = max(0, cap_ms)
     if route_wide:

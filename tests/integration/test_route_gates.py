@@ -165,3 +165,33 @@ async def test_a_route_wide_limit_stating_a_week_holds_the_route_no_longer_than_
         await route_gates.rate_limited(conn, route=route2, stated_ms=1_000, route_wide=True, cap_ms=3_600_000)
     gate2 = await route_gates.read_gate(ledger_pool, route2)
     assert gate2 is not None and 590_000 < gate2.cooldown_ms <= 600_000
+
+
+async def test_one_route_wide_limit_answered_to_many_sends_is_one_step(ledger_pool: asyncpg.Pool) -> None:
+    """A receiver's 429 holds the whole route (a webhook's since 2026-12-07, Discord's
+    ``global``, a proxy's in front of Telegram). Sends of the route out together when it
+    comes — the jobs of a schedule delivering at once — are each answered the one limit,
+    and each answer climbed the route's ladder: eight 429s without a delay cooled the
+    whole route down 640 s instead of 5 s (nine: the ladder's 15 min), every job of the
+    route waiting it out. No send leaves while the route cools down, so a limit answered
+    meanwhile is the limit that started it: the step is kept; one met after the cooldown
+    ended climbs (DESIGN.md "One rate limit, one step", as for an account's)."""
+    route = f"hook-{short_id()}"
+    async with ledger_pool.acquire() as conn:
+        delays = [
+            await route_gates.rate_limited(conn, route=route, stated_ms=None, route_wide=True, cap_ms=3_600_000)
+            for _ in range(8)
+        ]
+    assert delays == [UNSTATED_BASE_MS] * 8
+    gate = await route_gates.read_gate(ledger_pool, route)
+    assert gate is not None and gate.rate_limits == 1 and 0 < gate.cooldown_ms <= UNSTATED_BASE_MS
+    # A stated delay answered in the burst still holds the route as long as it says.
+    async with ledger_pool.acquire() as conn:
+        stated = await route_gates.rate_limited(conn, route=route, stated_ms=30_000, route_wide=True, cap_ms=3_600_000)
+    gate = await route_gates.read_gate(ledger_pool, route)
+    assert stated == 30_000 and gate is not None and 25_000 < gate.cooldown_ms <= 30_000 and gate.rate_limits == 1
+    # The cooldown over (as when its time has passed), the next limit is the next step.
+    await ledger_pool.execute("UPDATE route_gates SET cooldown_until = 0 WHERE route = $1", route)
+    async with ledger_pool.acquire() as conn:
+        after = await route_gates.rate_limited(conn, route=route, stated_ms=None, route_wide=True, cap_ms=3_600_000)
+    assert after == 2 * UNSTATED_BASE_MS
