@@ -3,9 +3,10 @@
 * a PostgreSQL a test can stop, kill and restart is
   :class:`curaflow.devstack.postgres.RestartablePostgres` (``cleanup_mode="delete"``),
   shared with the chaos suite; the session's shared PostgreSQL is never touched.
-* :class:`ApiProcess` / :func:`start_api_process` — ``curaflow api`` as a child process
-  with its JSON log in a file, for tests that need a real server's sockets, logs and exit
-  status.
+* :class:`ApiProcess` / :func:`start_api_process` — ``curaflow api`` as a process of its
+  own with its JSON log in a file, for tests that need a real server's sockets, logs and
+  exit status (forked by the test process's zygote, as workers are:
+  :func:`tests.zygote.curaflow_process`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,15 +24,16 @@ import tomli_w
 
 from curaflow.devstack.ports import free_port
 from tests.support import eventually, short_id
+from tests.zygote import ForkedProcess, curaflow_process
 
 __all__ = ["free_port"]
 
 
 @dataclass
 class ApiProcess:
-    """A running ``curaflow api`` child process."""
+    """A running ``curaflow api`` process."""
 
-    process: subprocess.Popen[bytes]
+    process: ForkedProcess | subprocess.Popen[bytes]
     url: str
     log: Path
 
@@ -92,12 +93,11 @@ async def start_api_process(
     if token:
         env["CURAFLOW_API_TOKEN"] = token
     port = free_port()
-    cmd = [str(Path(sys.executable).parent / "curaflow"), "api", "--port", str(port)]
+    args = ["api", "--port", str(port)]
     if insecure:
-        cmd.append("--insecure")
+        args.append("--insecure")
     log = tmp_path / f"api-{port}.log"
-    with open(log, "wb") as fh:
-        process = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, cwd=tmp_path)
+    process = curaflow_process(args, env=env, cwd=tmp_path, log=log)
     api = ApiProcess(process, f"http://127.0.0.1:{port}", log)
     if not wait_healthy:
         return api

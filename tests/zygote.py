@@ -317,6 +317,40 @@ def curaflow_command(
     return subprocess.CompletedProcess(argv, returncode, _text(output[out_r]), _text(output[err_r]))
 
 
+def curaflow_process(
+    args: Sequence[str], *, env: Mapping[str, str], cwd: Path, log: Path
+) -> ForkedProcess | subprocess.Popen[bytes]:
+    """``subprocess.Popen([curaflow, *args], stdout=log, stderr=STDOUT, stdin=DEVNULL)``:
+    a ``curaflow`` service (``curaflow api`` …) that runs until the test stops it, forked
+    by this test process's zygote (module doc), or spawned afresh where workers are
+    (:meth:`Zygote.enabled`).
+
+    Args:
+        env: the command's whole environment.
+        cwd: its working directory.
+        log: the file its stdout and stderr are written to (created or truncated).
+
+    Returns:
+        The running process (``pid``, ``poll``, ``wait``, ``send_signal``, ``terminate``,
+        ``kill``; its ``returncode`` as :class:`subprocess.Popen`'s).
+    """
+    argv = [CURAFLOW, *args]
+    if not Zygote.enabled():
+        with open(log, "wb") as out:
+            return subprocess.Popen(
+                argv, env=dict(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+            )
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    try:
+        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            return ZYGOTE.spawn(dict(env), None, Path(cwd), argv=argv, stdio=(stdin, out, out))
+        finally:
+            os.close(out)
+    finally:
+        os.close(stdin)
+
+
 def _text(data: bytes | bytearray) -> str:
     """Bytes of a captured stream as :func:`subprocess.run` gives them with ``text=True``
     (the locale's encoding, universal newlines)."""

@@ -8,8 +8,6 @@ worker and ``curaflow dev``'s workers export on their ``/metrics``.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,6 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from curaflow.config import load_settings
 from curaflow.devstack.ports import free_port
-from curaflow.devstack.processes import die_with_parent
 from curaflow.domain.messages import Budgets, JobInput, TargetSpec
 from curaflow.ledger.db import create_pool, migrate, now_ms
 from curaflow.ledger.events import append_event
@@ -32,6 +29,7 @@ from tests.conftest import StackFactory
 from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.support import eventually, short_id, whsec
+from tests.zygote import curaflow_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -268,13 +266,7 @@ async def test_the_api_exports_the_gauges_and_no_worker_up_and_a_worker_exports_
     # from earlier in-process workers.
     api_port = free_port()
     env = {**stack.worker_env(), "CURAFLOW_API_TOKEN": "t"}
-    api = subprocess.Popen(
-        [str(Path(sys.executable).parent / "curaflow"), "api", "--port", str(api_port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        preexec_fn=die_with_parent,
-    )
+    api = curaflow_process(["api", "--port", str(api_port)], env=env, cwd=tmp_path, log=tmp_path / "api.log")
     try:
         api_text = await scrape(f"http://127.0.0.1:{api_port}/metrics", "curaflow_jobs_open{", timeout_s=60)
     finally:

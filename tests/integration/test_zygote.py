@@ -16,7 +16,7 @@ import pytest
 
 from curaflow.devstack.ports import free_port
 from curaflow.devstack.processes import child_env
-from tests.zygote import ForkedWorkerProcess, Zygote
+from tests.zygote import ForkedWorkerProcess, Zygote, curaflow_process
 
 
 @contextlib.contextmanager
@@ -65,6 +65,26 @@ def test_a_forked_worker_can_be_stopped_killed_and_waited_for(tmp_path: Path) ->
         finally:
             worker.kill()  # never leave a stopped child behind, whatever failed
     assert Zygote.enabled()
+
+
+def test_a_forked_command_runs_until_signalled_and_writes_its_own_log(tmp_path: Path) -> None:
+    # tests.zygote.curaflow_process: ``curaflow <args>`` as a service (the API of
+    # tests.services), its stdout and stderr in a file created afresh, as Popen's "wb".
+    log = tmp_path / "command.log"
+    log.write_text("a line of an earlier process\n")
+    with silent_services() as env:
+        process = curaflow_process(["worker"], env=env, cwd=tmp_path, log=log)
+        try:
+            with pytest.raises(subprocess.TimeoutExpired):
+                process.wait(0.5)  # it waits on its services
+            assert process.pid != os.getpid() and Path(f"/proc/{process.pid}").exists()
+            process.terminate()
+            assert process.wait(30) == 0  # stopped while it starts: status 0, as the command's
+        finally:
+            process.kill()
+    text = log.read_text()
+    assert "earlier process" not in text
+    assert "worker.stopped" in text, text
 
 
 def test_a_zygote_that_stops_ends_its_children_even_a_stopped_one(tmp_path: Path) -> None:
