@@ -2,7 +2,10 @@
 
 The command brings up the embedded stack (Temporal dev server with SQLite state,
 PostgreSQL via pgserver, a worker with the replay source), runs one job to its
-outcome and tears everything down.
+outcome and tears everything down. A command run to its end is forked by the test
+process's zygote (:func:`curaflow`); ``curaflow dev`` read line by line and ``python
+worker.py`` start fresh interpreters (the console script's own start is also run by
+``test_dev_leaves_nothing.py``, ``test_exit_status.py`` and the README's test).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import psutil
 import pytest
 
 from tests.support import eventually
+from tests.zygote import curaflow_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -31,8 +35,11 @@ def clean_env() -> dict[str, str]:
 
 
 def curaflow(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    exe = Path(sys.executable).parent / "curaflow"
-    return subprocess.run([str(exe), *args], cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=180)
+    """``curaflow <args>`` to its end with a new user's environment, forked by the test
+    process's zygote (:func:`tests.zygote.curaflow_command`: the console entry point from
+    its start, the command line's imports done once); what it starts — the dev server,
+    PostgreSQL, the embedded worker — are processes of their own, as for a user."""
+    return curaflow_command(list(args), cwd=cwd, env=clean_env(), timeout=180)
 
 
 def leftovers(root: Path) -> list[str]:

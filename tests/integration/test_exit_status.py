@@ -3,7 +3,12 @@
 ``2``: the process could not start — its configuration is invalid or incomplete, a port it
 is told to listen on is taken, or Temporal / PostgreSQL does not answer at start; ``3`` is
 kept for a background loop that could not recover (``tests/integration/test_supervision.py``).
-Real ``curaflow api`` / ``curaflow worker`` processes.
+Real ``curaflow api`` / ``curaflow worker`` processes, forked by the test process's zygote
+(the console entry point from its start, its imports done once: :func:`tests.zygote.curaflow_command`,
+:func:`tests.zygote.curaflow_process`); the other entry points (``python -m …``,
+``worker.py``), every process stopped while it loads its modules and the worker stopped
+while its replay starts (whose imports are in that window) start a fresh interpreter —
+how those start is what their tests check.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import tomli_w
 from curaflow.cli.common import EXIT_CANNOT_START
 from tests.services import free_port
 from tests.support import short_id
+from tests.zygote import ForkedProcess, curaflow_command, curaflow_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -64,19 +70,43 @@ def left_quietly(proc: subprocess.Popen[str]) -> str:
     return output
 
 
+@contextlib.contextmanager
+def forked(
+    tmp_path: Path, args: list[str], env: dict[str, str]
+) -> Iterator[tuple[ForkedProcess | subprocess.Popen[bytes], Path]]:
+    """``curaflow <args>`` forked by the test process's zygote (:func:`tests.zygote.curaflow_process`),
+    its output (stdout and stderr) in a file; killed at the block's end if it still runs."""
+    log = tmp_path / f"{args[0]}-{short_id()}.log"
+    proc = curaflow_process(args, env=env, cwd=tmp_path, log=log)
+    try:
+        yield proc, log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def left_quietly_from(proc: ForkedProcess | subprocess.Popen[bytes], log: Path) -> str:
+    """:func:`left_quietly` of a :func:`forked` process: status 0 within 60 s, no traceback in its log."""
+    code = proc.wait(60)
+    output = log.read_text(errors="replace")
+    assert code == 0, output
+    assert "Traceback" not in output, output
+    return output
+
+
 def run(tmp_path: Path, *args: str, database_url: str, temporal_address: str, **config: object) -> tuple[int, str]:
-    """Run ``curaflow <args>`` (``python -m …`` when ``args`` start with ``-m``) to its end;
-    returns its exit status and output."""
+    """Run ``curaflow <args>`` to its end, forked by the test process's zygote
+    (:func:`tests.zygote.curaflow_command`: the console entry point from its start, only
+    its imports done before), or ``python -m …`` in a fresh interpreter when ``args``
+    start with ``-m``; returns its exit status and output."""
     env = service_env(tmp_path, database_url=database_url, temporal_address=temporal_address, **config)
-    command = [sys.executable, *args] if args[0] == "-m" else [str(Path(sys.executable).parent / "curaflow"), *args]
-    done = subprocess.run(
-        command,
-        env=env,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    if args[0] == "-m":
+        done = subprocess.run(
+            [sys.executable, *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+    else:
+        done = curaflow_command(args, env=env, cwd=tmp_path, timeout=120)
     return done.returncode, done.stdout + done.stderr
 
 
@@ -147,8 +177,7 @@ def test_a_running_api_stopped_by_sigterm_exits_0_after_its_graceful_shutdown(
     # default one killed the process (-15) after a clean shutdown.
     port = free_port()
     env = service_env(tmp_path, database_url=database_url, temporal_address=temporal_address)
-    exe = str(Path(sys.executable).parent / "curaflow")
-    with running(tmp_path, [exe, "api", "--host", "127.0.0.1", "--port", str(port)], env) as proc:
+    with forked(tmp_path, ["api", "--host", "127.0.0.1", "--port", str(port)], env) as (proc, log):
         deadline, serving = time.monotonic() + 60, False
         while not serving and time.monotonic() < deadline and proc.poll() is None:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
@@ -157,7 +186,7 @@ def test_a_running_api_stopped_by_sigterm_exits_0_after_its_graceful_shutdown(
             time.sleep(0.1)
         assert serving, "the API never answered /health"
         proc.send_signal(signal.SIGTERM)
-        left_quietly(proc)
+        left_quietly_from(proc, log)
 
 
 @pytest.mark.parametrize("option", ["metrics_port", "temporal_metrics_port"])
@@ -227,12 +256,12 @@ def test_a_worker_stopped_while_it_connects_exits_at_once(tmp_path: Path, databa
         silent.listen(8)
         silent.settimeout(60)
         env = service_env(tmp_path, database_url=database_url, temporal_address=f"127.0.0.1:{silent.getsockname()[1]}")
-        with running(tmp_path, [str(Path(sys.executable).parent / "curaflow"), "worker"], env) as worker:
+        with forked(tmp_path, ["worker"], env) as (worker, log):
             held, _ = silent.accept()  # it is connecting now
             with held:
                 worker.terminate()
                 worker.wait(10)  # at once, not after the connect timeout
-                output = left_quietly(worker)
+                output = left_quietly_from(worker, log)
     assert "worker.stopped" in output and "while_starting" in output, output
 
 
@@ -248,6 +277,8 @@ def test_a_worker_stopped_while_its_replay_server_starts_exits_0_without_a_trace
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CURAFLOW_", "TEMPORAL_", "PIXIV_"))}
     env.update(DATABASE_URL=database_url, TEMPORAL_ADDRESS=temporal_address, CURAFLOW_CONFIG=str(path))
     log = tmp_path / "worker.log"
+    # A fresh interpreter: the replay's imports (FastAPI, uvicorn) fall in the window the
+    # signals aim at, as they do in production; a forked worker has them already.
     with log.open("wb") as out:
         worker = subprocess.Popen(
             [str(Path(sys.executable).parent / "curaflow"), "worker"],
