@@ -12,7 +12,9 @@ input):
    for more than a few seconds (a crash between insert and start) → start it;
 2. **closed execution**: Temporal lists the job's execution as terminated, timed out or
    failed without a terminal ``JobStatus`` (closed within the last :data:`CLOSED_WINDOW_MS`:
-   :func:`closed_executions_query`) → finish with that cause
+   :func:`closed_executions_query`; listed only while the ledger holds an open job no
+   attempt holds a live lease on — one ``EXISTS``: the listed runs are only ever matched
+   against those) → finish with that cause
    (``execution_terminated`` / ``execution_timeout`` / ``internal_error``) once no
    attempt of the job holds a live lease (a send already out lands and is recorded
    first, so the outcome record reports it); an operator's terminate converges within
