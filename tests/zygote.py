@@ -49,8 +49,9 @@ import threading
 import time
 import traceback
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from curaflow.devstack.processes import WorkerProcess, die_with_parent
 
@@ -349,6 +350,51 @@ def curaflow_process(
             os.close(out)
     finally:
         os.close(stdin)
+
+
+@dataclass
+class PipedProcess:
+    """A running ``curaflow`` command and the test's ends of its standard streams
+    (binary files: write ``stdin``, read ``stdout`` and ``stderr``)."""
+
+    process: ForkedProcess | subprocess.Popen[bytes]
+    stdin: IO[bytes]
+    stdout: IO[bytes]
+    stderr: IO[bytes]
+
+
+def curaflow_pipes(args: Sequence[str], *, env: Mapping[str, str], cwd: Path | str | None = None) -> PipedProcess:
+    """``subprocess.Popen([curaflow, *args], stdin=PIPE, stdout=PIPE, stderr=PIPE)``: a
+    command a test talks to while it runs (``curaflow pixiv login`` prints a URL and reads
+    the address pasted back), forked by this test process's zygote (module doc), or spawned
+    afresh where workers are (:meth:`Zygote.enabled`).
+
+    Args:
+        env: the command's whole environment.
+        cwd: its working directory (None: this process's).
+    """
+    argv = [CURAFLOW, *args]
+    if not Zygote.enabled():
+        spawned = subprocess.Popen(
+            argv, env=dict(env), cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert spawned.stdin is not None and spawned.stdout is not None and spawned.stderr is not None
+        return PipedProcess(spawned, spawned.stdin, spawned.stdout, spawned.stderr)
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        process = ZYGOTE.spawn(
+            dict(env), None, Path(cwd) if cwd is not None else Path.cwd(), argv=argv, stdio=(in_r, out_w, err_w)
+        )
+    except BaseException:
+        for fd in (in_w, out_r, err_r):
+            os.close(fd)
+        raise
+    finally:
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+    return PipedProcess(process, open(in_w, "wb", buffering=0), open(out_r, "rb"), open(err_r, "rb"))
 
 
 def _text(data: bytes | bytearray) -> str:

@@ -1,7 +1,8 @@
 """``curaflow pixiv login | refresh | validate`` against the replay's auth endpoint.
 
-Real ``curaflow`` subprocesses; the replay (served from the test process) plays Pixiv's
-login page and token endpoint: a code bound to its PKCE challenge, single use, expiring.
+Real ``curaflow`` processes, forked by the test process's zygote (:mod:`tests.zygote`);
+the replay (served from the test process) plays Pixiv's login page and token endpoint: a
+code bound to its PKCE challenge, single use, expiring.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import asyncio
 import os
 import socket
 import stat
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,11 +20,9 @@ import pytest
 from curaflow.config import load_settings
 from curaflow.sources.pixiv.login import token_path
 from tests.fakes.replay import ReplayServer
-from tests.zygote import curaflow_command
+from tests.zygote import curaflow_command, curaflow_pipes
 
 pytestmark = [pytest.mark.integration]
-
-EXE = str(Path(sys.executable).parent / "curaflow")
 
 
 def env_for(state_dir: Path, replay_url: str | None, **extra: str) -> dict[str, str]:
@@ -54,30 +52,31 @@ async def browser_login(login_url: str) -> str:
 async def login(
     env: dict[str, str], paste: Callable[[str], str] | None = None, *, delay_s: float = 0.0
 ) -> tuple[int, str, str]:
-    """Run ``curaflow pixiv login``: read the URL it prints, sign in, paste the address."""
-    proc = await asyncio.create_subprocess_exec(
-        EXE,
-        "pixiv",
-        "login",
-        env=env,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdout is not None and proc.stdin is not None
-    printed = b""
-    while b"/web/v1/login?" not in printed:
-        line = await asyncio.wait_for(proc.stdout.readline(), 60)
-        assert line, "the command printed no login URL"
-        printed += line
-    url = next(w for w in printed.decode().split() if "/web/v1/login?" in w)
-    address = await browser_login(url)
-    await asyncio.sleep(delay_s)
-    proc.stdin.write(((address if paste is None else paste(address)) + "\n").encode())
-    await proc.stdin.drain()
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, printed.decode() + out.decode(), err.decode()
+    """Run ``curaflow pixiv login`` (forked, :func:`tests.zygote.curaflow_pipes`): read the
+    URL it prints, sign in, paste the address."""
+    proc = await asyncio.to_thread(curaflow_pipes, ["pixiv", "login"], env=env)
+    try:
+        printed = b""
+        while b"/web/v1/login?" not in printed:
+            line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)
+            assert line, "the command printed no login URL"
+            printed += line
+        url = next(w for w in printed.decode().split() if "/web/v1/login?" in w)
+        address = await browser_login(url)
+        await asyncio.sleep(delay_s)
+        proc.stdin.write(((address if paste is None else paste(address)) + "\n").encode())
+        proc.stdin.close()
+        out, err = await asyncio.wait_for(
+            asyncio.gather(asyncio.to_thread(proc.stdout.read), asyncio.to_thread(proc.stderr.read)), 60
+        )
+        code = await asyncio.to_thread(proc.process.wait, 60)
+    finally:
+        if proc.process.poll() is None:
+            proc.process.kill()
+            proc.process.wait()
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            stream.close()
+    return code, printed.decode() + out.decode(), err.decode()
 
 
 async def test_login_stores_the_token_where_the_config_reads_it(replay: ReplayServer, tmp_path: Path) -> None:
