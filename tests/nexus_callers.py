@@ -1,7 +1,8 @@
 """Workflows the caller tests run beside the examples' (test-only; sandbox-clean), in the
 callers' namespace: ``CancelJobCaller`` calls the ``cancel_job`` operation of curaflow's
 Nexus service; ``BoundedCaller`` calls ``start_job`` with the Nexus options a caller
-chooses (its schedule-to-close timeout, its cancellation type). And in curaflow's
+chooses (its schedule-to-close timeout, its cancellation type); ``RawCaller`` sends an
+operation's input as the JSON text it is given. And in curaflow's
 namespace: ``FollowingParent`` attaches to a job with ``follow_job`` on the task queue it
 is given (a queue a test serves with an activity worker of its own)."""
 
@@ -11,6 +12,8 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
+from temporalio.common import RawValue
 from temporalio.exceptions import NexusOperationError
 
 with workflow.unsafe.imports_passed_through():
@@ -58,3 +61,19 @@ class FollowingParent:
     @workflow.run
     async def run(self, args: dict[str, Any]) -> JobState:
         return await follow_job(args["task"], task_queue=args["queue"])
+
+
+@workflow.defn(name="RawCaller")
+class RawCaller:
+    """Call ``args["operation"]`` (``start_job`` / ``cancel_job``) with ``args["text"]``
+    as its input's JSON text, sent as written (a ``json/plain`` payload: what another
+    SDK, a hand-built payload or a proxy may send); returns the operation's result as
+    JSON, or ``{"failed": <the cause's class name>}``."""
+
+    @workflow.run
+    async def run(self, args: dict[str, Any]) -> Any:
+        jobs = workflow.create_nexus_client(service=JobService, endpoint=args["endpoint"])
+        raw = RawValue(Payload(metadata={"encoding": b"json/plain"}, data=args["text"].encode()))
+        operation = JobService.start_job if args["operation"] == "start_job" else JobService.cancel_job
+        state = await jobs.execute_operation(operation, raw, schedule_to_close_timeout=timedelta(seconds=60))  # type: ignore[arg-type]
+        return state.model_dump(mode="json")

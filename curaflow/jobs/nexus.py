@@ -4,6 +4,10 @@
 Registered by every worker on its main task queue (:func:`curaflow.process.worker.build_workers`),
 the queue the Nexus endpoint targets.
 
+Every operation's input is its caller's JSON text, read before the handler as ``POST /jobs``
+reads a body: one with no one meaning (a member twice, ``NaN``, ``1e400``) is refused
+there with that refusal (:class:`curaflow.temporal.connection.InputPayloadConverter`).
+
 ``start_job`` (a Temporal workflow-run operation):
 
 1. admits the Task with the one admission (:class:`curaflow.jobs.admission.Admitter`,

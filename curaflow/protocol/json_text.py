@@ -3,7 +3,8 @@
 One reading for every door a Task comes through: the body of ``POST /jobs`` (and of the
 ack and the legacy shim: :mod:`curaflow.api.body`, after the body's label) and the JSON
 payload a Temporal client starts ``JobWorkflow`` with, sends the ``admission`` update or
-asks the ``admission_answer`` query with (the worker's payload converter:
+asks the ``admission_answer`` query with, and the input of a Nexus operation of
+curaflow's service (the worker's payload converter:
 :class:`curaflow.temporal.connection.InputPayloadConverter`). A text a parser could read in
 more than one way, or not as the client wrote it, is refused with what was wrong
 (``detail.reason``) instead of being taken in one of its readings:

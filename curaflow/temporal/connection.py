@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from temporalio import nexus
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
@@ -26,6 +27,7 @@ from curaflow.domain.messages import JobInput
 from curaflow.domain.presentation import job_search_attributes, job_static_details, job_summary
 from curaflow.protocol.json_text import AmbiguousObject, json_text_refusal
 from curaflow.temporal.job_runs import JOB_ID_CONFLICT_POLICY, JobRunClosed, start_run
+from curaflow.temporal.refusals import as_failure
 
 if TYPE_CHECKING:
     from curaflow.temporal.profile import TemporalConnection
@@ -100,12 +102,31 @@ class InputPayloadConverter(PydanticPayloadConverter):
     refusal), which the workflow's Task inputs refuse (``workflows.job.ONE_MEANING``);
     before 2026-12-07 it was the pydantic reading alone, and a Task ``POST /jobs``
     refuses was admitted under its last member or with a limit of ``inf``.
+
+    A Nexus operation's input (typed: the operations of :mod:`curaflow.temporal.nexus_service`)
+    is its caller's JSON text as much as a start's: decoded inside an operation
+    (``temporalio.nexus.in_operation()``, set by the SDK before it decodes the input), a
+    ``json/plain`` payload whose text ``POST /jobs`` refuses — a member twice, ``NaN``,
+    ``1e400``, not UTF-8, not JSON — raises that refusal (:func:`refuse_unreadable_text`),
+    which the SDK answers as a non-retryable ``BAD_REQUEST`` handler error caused by it:
+    the caller reads the protocol code with :func:`curaflow.temporal.refusals.refusal_of`,
+    nothing is admitted or cancelled. Before 2026-12-07 the SDK's decoder took one reading
+    of it: ``start_job`` admitted and ran ``"limit":1,"limit":2`` with limit 2, and a
+    ``cancel_job`` of ``{"job_id":"a","job_id":"b"}`` cancelled job ``b``.
     """
 
     def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:
         """See :meth:`temporalio.converter.PayloadConverter.from_payloads`; untyped
-        payloads that do not decode come back as ``RawValue``."""
+        payloads that do not decode come back as ``RawValue``.
+
+        Raises:
+            temporalio.exceptions.ApplicationError: inside a Nexus operation, the refusal
+                of a ``json/plain`` input whose text has no one meaning
+                (:func:`refuse_unreadable_text`).
+        """
         if type_hints is not None:
+            if nexus.in_operation():
+                refuse_unreadable_text(payloads)
             return super().from_payloads(payloads, type_hints)
         values: list[Any] = []
         for payload in payloads:
@@ -122,6 +143,21 @@ class InputPayloadConverter(PydanticPayloadConverter):
                     value = AmbiguousObject(value, refused)
             values.append(value)
         return values
+
+
+def refuse_unreadable_text(payloads: Sequence[Payload]) -> None:
+    """Refuse a ``json/plain`` payload whose text ``POST /jobs`` would refuse as a body
+    (:func:`curaflow.protocol.json_text.parse_json`: a member twice, ``NaN`` /
+    ``Infinity``, ``1e400``, not UTF-8, not JSON). Other encodings are left to the
+    decoder.
+
+    Raises:
+        temporalio.exceptions.ApplicationError: the refusal, non-retryable, ``type``
+            ``invalid_params`` (:func:`curaflow.temporal.refusals.as_failure`).
+    """
+    for payload in payloads:
+        if payload.metadata.get("encoding") == JSON_PLAIN and (refused := json_text_refusal(payload.data)):
+            raise as_failure(refused)
 
 
 #: The data converter of every curaflow client and worker: pydantic (DESIGN.md decision

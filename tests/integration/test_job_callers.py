@@ -39,7 +39,7 @@ from curaflow.temporal.refusals import refusal_of
 from examples.child_job import OneNewWork, OneNewWorkInput, OneNewWorkResult
 from examples.nexus_caller import TeamStep, TeamStepInput, TeamStepResult
 from tests.conftest import CALLERS_NAMESPACE
-from tests.nexus_callers import BoundedCaller, CancelJobCaller, FollowingParent
+from tests.nexus_callers import BoundedCaller, CancelJobCaller, FollowingParent, RawCaller
 from tests.support import DemoStack, activity_attempts, closed_status, demo_stack, eventually, short_id
 
 pytestmark = pytest.mark.integration
@@ -83,7 +83,7 @@ async def env(
             Worker(
                 callers,
                 task_queue=caller_queue,
-                workflows=[TeamStep, CancelJobCaller, BoundedCaller],
+                workflows=[TeamStep, CancelJobCaller, BoundedCaller, RawCaller],
                 workflow_runner=sandbox_runner(),
             ),
         ):
@@ -601,3 +601,81 @@ async def test_the_nexus_example_runs_a_job_from_another_namespace(env: Env) -> 
         return [w async for w in env.client.list_workflows(f'WorkflowId = "demo@manual-{key}"')] != []
 
     await eventually(listed, timeout_s=10, what="the job in curaflow's namespace")
+
+
+async def raw_call(env: Env, operation: str, text: str) -> Any:
+    """``RawCaller``: ``operation`` with ``text`` as its input's JSON text; its result, or
+    the refusal it failed with (None when it failed without one)."""
+    try:
+        return await env.callers.execute_workflow(
+            RawCaller.run,
+            {"endpoint": env.endpoint, "operation": operation, "text": text},
+            id=f"raw-{short_id()}",
+            task_queue=env.caller_queue,
+            execution_timeout=timedelta(seconds=60),
+        )
+    except WorkflowFailureError as err:
+        return refusal_of(err)
+
+
+@pytest.mark.parametrize(
+    ("written", "reason"),
+    [
+        ('"constraints":{"limit":1,"limit":2}', "duplicate_member"),
+        ('"constraints":{"limit":2},"constraints":{"limit":1}', "duplicate_member"),
+        ('"query":{"tags":["風景"]},"unknown":NaN', "not_json_number"),
+        ('"unknown":1e400', "number_out_of_range"),
+        ('"unknown":-Infinity', "not_json_number"),
+    ],
+)
+async def test_a_nexus_input_whose_json_text_has_no_one_meaning_is_refused_as_post_jobs_refuses_it(
+    env: Env, written: str, reason: str
+) -> None:
+    # A caller's own SDK writes its input, and not every caller writes JSON with one
+    # meaning (a hand-built payload, another SDK's raw JSON, a proxy). POST /jobs and a
+    # Temporal start refuse such a text; through Nexus the SDK's decoder took one reading
+    # of it — the last of a member given twice, NaN and 1e400 of a member nobody reads —
+    # and the job was admitted and ran.
+    key = f"raw-{short_id()}"
+    text = (
+        '{"protocol_version":"1","job_type":"candidate_search","idempotency_key":"' + key + '",'
+        '"params":{"target_id":"demo",' + written + "}}"
+    )
+    over_http = await env.http.post("/jobs", content=text.encode(), headers={"Content-Type": "application/json"})
+    assert over_http.status_code == 400 and over_http.json()["error"]["detail"]["reason"] == reason
+
+    refused = await raw_call(env, "start_job", text)
+    assert refused is not None and not isinstance(refused, dict), refused
+    assert (refused.code, refused.http_status, refused.detail["reason"]) == ("invalid_params", 400, reason)
+    assert refused.message == over_http.json()["error"]["message"]
+    pool = await env.stack.ledger()
+    assert await pool.fetchval("SELECT count(*) FROM jobs WHERE idempotency_key = $1", key) == 0
+    assert await runs_of(env, f"demo@manual-{key}") == []
+
+    # The same Task written once is admitted and runs: the key was left usable.
+    state = await raw_call(env, "start_job", text.replace(written, '"constraints":{"limit":1}'))
+    assert isinstance(state, dict) and state["status"] == "succeeded", state
+
+
+async def test_a_nexus_cancel_whose_json_text_names_two_jobs_cancels_neither(env: Env) -> None:
+    env.replay.faults.slow_images_s = 30.0
+    ids = [(await env.http.post("/jobs", json=task(f"raw-cancel-{short_id()}"))).json()["job"]["job_id"] for _ in "12"]
+    first, second = ids
+    await fetching(env, first)
+    await fetching(env, second)
+
+    refused = await raw_call(env, "cancel_job", f'{{"job_id":"{first}","job_id":"{second}"}}')
+    assert refused is not None and not isinstance(refused, dict), refused
+    assert (refused.code, refused.detail["reason"], refused.detail["member"]) == (
+        "invalid_params",
+        "duplicate_member",
+        "job_id",
+    )
+    for job_id in (first, second):
+        record = await env.stack.job(job_id)
+        assert (record.completed_at, record.cancel_requested_at) == (None, None), record
+
+    state = await raw_call(env, "cancel_job", f'{{"job_id":"{first}"}}')  # written once: that job
+    assert isinstance(state, dict) and state["job_id"] == first and state["cancel_requested"], state
+    await ended_cancelled_by_consumer(env, first)
+    assert (await env.stack.job(second)).cancel_requested_at is None
