@@ -1,6 +1,7 @@
 """Parents of child jobs (test-only; sandbox-clean) for tests/integration/test_child_job_parents.py:
 ``ContinuingParent`` runs the job with ``run_job`` and continues as new while it runs;
-``HandWrittenParent`` starts it as a child with the options a caller chose."""
+``HandWrittenParent`` starts it as a child with the options a caller chose; ``Squatter`` is
+a workflow of another kind that a test starts under a job's id."""
 
 from __future__ import annotations
 
@@ -70,3 +71,20 @@ class HandWrittenParent:
             await workflow.wait_condition(lambda: self.go)
             return None
         return (await child).model_dump(mode="json")
+
+
+@workflow.defn(name="Squatter")
+class Squatter:
+    """A workflow of no job, under whatever id it is given: completes on ``proceed``."""
+
+    def __init__(self) -> None:
+        self.go = False
+
+    @workflow.signal
+    def proceed(self) -> None:
+        self.go = True
+
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.wait_condition(lambda: self.go)
+        return "done"

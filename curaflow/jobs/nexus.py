@@ -25,7 +25,9 @@ there with that refusal (:class:`curaflow.temporal.connection.InputPayloadConver
    the job's execution does, with its result. A job whose run closed while the ledger
    still holds it open (a terminate the reconciler has not closed yet) is a retryable
    error: the caller's Nexus machinery retries, and the next attempt answers from the
-   ledger.
+   ledger. So is a job whose id an open run of another workflow type holds
+   (:class:`~curaflow.temporal.job_runs.JobIdHeld`): nothing attaches to it, and an
+   attempt after it closed starts the job (or finds it started by the reconciler).
 
 Cancelling the operation requests the cancel of the job's execution: the job's one
 cancel path (decision 7), cells ``cancelled_by_consumer``, the execution ends
@@ -43,7 +45,7 @@ import asyncpg
 from nexusrpc import HandlerError, HandlerErrorType, OperationError, OperationErrorState
 from nexusrpc.handler import OperationHandler, StartOperationContext, operation_handler, service_handler, sync_operation
 from temporalio import nexus
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.nexus import (
     CancelWorkflowRunOptions,
     TemporalCancelOperationContext,
@@ -65,7 +67,7 @@ from curaflow.ledger.records import load_job
 from curaflow.observability.logs import get_logger
 from curaflow.protocol.errors import ProtocolError
 from curaflow.temporal.connection import job_start_options
-from curaflow.temporal.job_runs import JobRunClosed, start_run
+from curaflow.temporal.job_runs import JobIdHeld, JobRunClosed, start_run
 from curaflow.temporal.nexus_service import JobService
 from curaflow.temporal.refusals import as_failure
 
@@ -127,9 +129,15 @@ class StartJob(TemporalOperationHandler[dict[str, Any], JobState]):
             return ended(job_state(record))
         options = job_start_options(inp, self.settings.temporal.task_queue)
 
-        async def start(reuse: WorkflowIDReusePolicy) -> TemporalOperationResult[JobState]:
+        async def start(
+            reuse: WorkflowIDReusePolicy, conflict: WorkflowIDConflictPolicy
+        ) -> TemporalOperationResult[JobState]:
             return await client.start_workflow(
-                job_workflow(inp.job_type), inp, result_type=JobState, id_reuse_policy=reuse, **options
+                job_workflow(inp.job_type),
+                inp,
+                result_type=JobState,
+                id_reuse_policy=reuse,
+                **{**options, "id_conflict_policy": conflict},
             )
 
         try:
@@ -140,6 +148,8 @@ class StartJob(TemporalOperationHandler[dict[str, Any], JobState]):
                 "its outcome is being recorded",
                 type=HandlerErrorType.UNAVAILABLE,
             ) from None
+        except JobIdHeld as held:
+            raise HandlerError(str(held), type=HandlerErrorType.UNAVAILABLE) from None
         async with self.pool.acquire() as conn:
             await mark_workflow_started(conn, inp.job_id)
         return result

@@ -43,7 +43,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowHandle, WorkflowUpdateFailedError
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
 from curaflow.domain.execution import JOB_TASK_TIMEOUT, job_workflow
 from curaflow.domain.messages import AdmissionAnswer, JobState
@@ -129,7 +129,9 @@ async def start_job(
         raise ValueError("the task names no target: set params.target_id, or pass target_id")
     job_id = manual_job_id(target, validated.idempotency_key)
 
-    async def start(reuse: WorkflowIDReusePolicy) -> WorkflowHandle[Any, JobState]:
+    async def start(reuse: WorkflowIDReusePolicy, _: WorkflowIDConflictPolicy) -> WorkflowHandle[Any, JobState]:
+        # Always USE_EXISTING: the admission update needs the run it reaches (a run of
+        # another workflow type has no such update: the start fails with its refusal).
         operation: WithStartWorkflowOperation[Any, JobState] = WithStartWorkflowOperation(
             job_workflow(validated.job_type),  # by name: the workflow layer sits above this one (DESIGN.md "Layers")
             body,

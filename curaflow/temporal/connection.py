@@ -17,7 +17,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import RawValue, WorkflowIDReusePolicy
+from temporalio.common import RawValue, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
@@ -313,10 +313,9 @@ async def start_job_workflow(client: Client, inp: JobInput, task_queue: str) -> 
         curaflow.domain.execution.UnknownJobType: a job type curaflow does not run.
     """
 
-    async def start(reuse: WorkflowIDReusePolicy) -> WorkflowHandle[object, object]:
-        return await client.start_workflow(
-            job_workflow(inp.job_type), inp, id_reuse_policy=reuse, **job_start_options(inp, task_queue)
-        )
+    async def start(reuse: WorkflowIDReusePolicy, conflict: WorkflowIDConflictPolicy) -> WorkflowHandle[object, object]:
+        options = {**job_start_options(inp, task_queue), "id_conflict_policy": conflict}
+        return await client.start_workflow(job_workflow(inp.job_type), inp, id_reuse_policy=reuse, **options)
 
     try:
         return await start_run(client, inp.job_id, start)

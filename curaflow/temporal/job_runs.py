@@ -8,15 +8,27 @@ starts; so every start curaflow makes (HTTP and the reconciler, ``start_job``, t
 ``follow_job`` activity, the Nexus service; schedules already did) goes through
 :func:`start_run`:
 
-1. the start asks ``REJECT_DUPLICATE`` with conflict policy ``USE_EXISTING``: an open run
-   is attached to, a closed one is never followed by another;
-2. when Temporal refuses it because the id's run is closed, that run is described: a run
-   that **held no job** (:func:`held_a_job` — it refused its Task, or was stopped before
-   admitting it: it never published the job's search attributes) does not own the id,
-   and the start is made again with ``ALLOW_DUPLICATE_FAILED_ONLY`` (a run that held no
-   job never completes); a run that held the job raises :class:`JobRunClosed`, and the
-   caller answers from it (its result, its ``admission_answer`` query) or from the
-   ledger — nothing is started.
+1. the start asks ``REJECT_DUPLICATE`` with conflict policy ``FAIL``: a new run starts, or
+   Temporal refuses because the id has a run, open or closed;
+2. refused, the id's run is described. An open run of a workflow type that runs jobs
+   (:func:`curaflow.domain.execution.job_workflow_types`) is attached to (the start again,
+   conflict policy ``USE_EXISTING``: a Nexus operation's completion rides on it). An open
+   run of **another workflow type** — a user's workflow whose id is in curaflow's id
+   scheme, a parent named after its job — is no run of the job: :class:`JobIdHeld` is
+   raised and nothing is started or attached (until 2026-12-07 the start attached to it,
+   the job's start was recorded and nothing ever ran the job); the job waits, unstarted,
+   and the next start (the reconciler's, every tick) starts it once that run closed;
+3. a closed run that **held no job** (:func:`held_a_job` — it refused its Task, or was
+   stopped before admitting it: it never published the job's search attributes) does not
+   own the id, and the start is made again with ``ALLOW_DUPLICATE_FAILED_ONLY`` (a run
+   that held no job never completes), or ``ALLOW_DUPLICATE`` for a closed run of another
+   workflow type (which may have completed); a run that held the job raises
+   :class:`JobRunClosed`, and the caller answers from it (its result, its
+   ``admission_answer`` query) or from the ledger — nothing is started.
+
+The update-with-start of :func:`curaflow.jobs.submit.start_job` keeps ``USE_EXISTING``
+from its first start (an update needs a run to reach): a run of another workflow type
+has no ``admission`` update, and the start fails with Temporal's refusal of it.
 
 What no code of curaflow can decide: a start made by another client with Temporal's
 default policy (``ALLOW_DUPLICATE``: the CLI's ``temporal workflow start``, any SDK's
@@ -39,7 +51,7 @@ from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExec
 from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 
-from curaflow.domain.execution import JOB_STATUS, JOB_TYPE
+from curaflow.domain.execution import JOB_STATUS, JOB_TYPE, job_workflow_types
 
 T = TypeVar("T")
 
@@ -47,8 +59,34 @@ T = TypeVar("T")
 JOB_ID_REUSE_POLICY = WorkflowIDReusePolicy.REJECT_DUPLICATE
 #: A start while the job's run is open attaches to it.
 JOB_ID_CONFLICT_POLICY = WorkflowIDConflictPolicy.USE_EXISTING
+#: The conflict policy of :func:`start_run`'s first start: an open run under the id is
+#: described before anything attaches to it.
+FIRST_START_CONFLICT_POLICY = WorkflowIDConflictPolicy.FAIL
 #: The policy of the second start, once the closed run was found to hold no job.
 FREED_ID_REUSE_POLICY = WorkflowIDReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+#: The policy of the second start after a closed run of a workflow type that runs no job.
+FOREIGN_FREED_ID_REUSE_POLICY = WorkflowIDReusePolicy.ALLOW_DUPLICATE
+
+
+class JobIdHeld(Exception):
+    """An open run of a workflow type that runs no job holds the job id: the job's run
+    cannot start under it (nor may anything attach to that run) until it closes.
+
+    Attributes:
+        job_id: the id.
+        run_id: the run holding it.
+        workflow_type: its workflow type.
+    """
+
+    def __init__(self, job_id: str, run_id: str, workflow_type: str) -> None:
+        super().__init__(
+            f"job {job_id}'s id is held by a running {workflow_type} execution (run {run_id}), which runs no "
+            "job: the job starts once that execution closes (a workflow id in curaflow's id scheme, "
+            "<target_id>@manual-<key>, belongs to the job of that key)"
+        )
+        self.job_id = job_id
+        self.run_id = run_id
+        self.workflow_type = workflow_type
 
 
 class JobRunClosed(Exception):
@@ -104,29 +142,38 @@ async def held_by_another_run(client: Client, job_id: str, run_id: str) -> bool:
     return False
 
 
-async def start_run(client: Client, job_id: str, start: Callable[[WorkflowIDReusePolicy], Awaitable[T]]) -> T:
+async def start_run(
+    client: Client,
+    job_id: str,
+    start: Callable[[WorkflowIDReusePolicy, WorkflowIDConflictPolicy], Awaitable[T]],
+) -> T:
     """Start (or attach to) the run of ``job_id`` under the rule of the module doc.
 
     Args:
         client: to describe the id's run when the start is refused.
         job_id: the workflow id.
-        start: makes the start with the reuse policy given (and
-            :data:`JOB_ID_CONFLICT_POLICY`); raises ``WorkflowAlreadyStartedError`` when
-            Temporal refuses it.
+        start: makes the start with the reuse and conflict policies given; raises
+            ``WorkflowAlreadyStartedError`` when Temporal refuses it.
 
     Returns:
         What ``start`` returned.
 
     Raises:
         JobRunClosed: the id's run held the job and is closed.
+        JobIdHeld: an open run of a workflow type that runs no job holds the id.
         temporalio.service.RPCError: Temporal refused a request.
     """
     try:
-        return await start(JOB_ID_REUSE_POLICY)
+        return await start(JOB_ID_REUSE_POLICY, FIRST_START_CONFLICT_POLICY)
     except WorkflowAlreadyStartedError:
         described = await client.get_workflow_handle(job_id).describe()
+    runs_jobs = described.workflow_type in job_workflow_types()
     if described.status == WorkflowExecutionStatus.RUNNING:
-        return await start(JOB_ID_REUSE_POLICY)  # a run started meanwhile: attach to it
+        if not runs_jobs:
+            raise JobIdHeld(job_id, described.run_id, described.workflow_type)
+        return await start(JOB_ID_REUSE_POLICY, JOB_ID_CONFLICT_POLICY)  # the job's open run: attach to it
+    if not runs_jobs:
+        return await start(FOREIGN_FREED_ID_REUSE_POLICY, JOB_ID_CONFLICT_POLICY)
     if held_a_job(described):
         raise JobRunClosed(job_id, described.run_id, described.status)
-    return await start(FREED_ID_REUSE_POLICY)
+    return await start(FREED_ID_REUSE_POLICY, JOB_ID_CONFLICT_POLICY)

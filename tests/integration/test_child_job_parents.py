@@ -24,7 +24,8 @@ from temporalio.worker import Worker
 
 from curaflow.devstack.temporal import temporal_binary
 from curaflow.process.worker import sandbox_runner
-from tests.child_parents import ContinuingParent, HandWrittenParent
+from examples.child_job import OneNewWork, OneNewWorkInput, OneNewWorkResult
+from tests.child_parents import ContinuingParent, HandWrittenParent, Squatter
 from tests.support import DemoStack, closed_status, demo_stack, eventually, short_id
 
 pytestmark = pytest.mark.integration
@@ -48,7 +49,7 @@ async def env(
         async with Worker(
             parents,
             task_queue=parent_queue,
-            workflows=[ContinuingParent, HandWrittenParent],
+            workflows=[ContinuingParent, HandWrittenParent, Squatter, OneNewWork],
             workflow_runner=sandbox_runner(),
         ):
             yield Env(**vars(demo), parents=parents, parent_queue=parent_queue)
@@ -169,3 +170,38 @@ async def test_a_hand_written_child_job_under_each_parent_close_policy(
         await handle.cancel()
     env.replay.faults.slow_images_s = 0.0
     assert await reported(env, job_id) == expected
+
+
+async def test_a_job_whose_id_a_workflow_of_another_kind_holds_runs_once_that_run_closes(env: Env) -> None:
+    # A start with conflict policy USE_EXISTING attaches to whatever runs under the id:
+    # a workflow of another type there (a user's, named in curaflow's id scheme) took the
+    # job — its start recorded, nothing ran it, a run_job parent attached to it, and once
+    # that workflow completed nothing started the job: it waited for its queued budget.
+    body = task(f"held-{short_id()}")
+    job_id = f"demo@manual-{body['idempotency_key']}"
+    squatter = await env.parents.start_workflow(Squatter.run, id=job_id, task_queue=env.parent_queue)
+    assert (await env.http.post("/jobs", json=body)).status_code == 202
+    parent = await env.parents.start_workflow(
+        OneNewWork.run,
+        OneNewWorkInput(task=body, curaflow_queue=env.stack.task_queue),
+        id=f"held-parent-{short_id()}",
+        task_queue=env.parent_queue,
+        result_type=OneNewWorkResult,
+    )
+
+    async def following() -> bool:  # the parent's child start was refused: it follows the job
+        pending = (await parent.describe()).raw_description.pending_activities
+        return any(a.activity_type.name == "follow_job" and a.HasField("last_started_time") for a in pending)
+
+    await eventually(following, timeout_s=30, what="the parent following the job")
+    record = await env.stack.job(job_id)
+    assert (record.completed_at, record.workflow_started_at) == (None, None), record  # held off, not taken
+    assert (await squatter.describe()).status == WorkflowExecutionStatus.RUNNING  # untouched
+
+    await squatter.signal(Squatter.proceed)
+    assert await squatter.result() == "done"
+    result: OneNewWorkResult = await parent.result()
+    assert (result.job_id, result.status, result.business_status) == (job_id, "succeeded", "success")
+    assert await reported(env, job_id) == ("succeeded", None, "success", WorkflowExecutionStatus.COMPLETED)
+    described = await env.client.get_workflow_handle(job_id).describe()
+    assert described.workflow_type == "JobWorkflow"

@@ -38,6 +38,7 @@ from curaflow.temporal.namespace import ensure_nexus_endpoint
 from curaflow.temporal.refusals import refusal_of
 from examples.child_job import OneNewWork, OneNewWorkInput, OneNewWorkResult
 from examples.nexus_caller import TeamStep, TeamStepInput, TeamStepResult
+from tests.child_parents import Squatter
 from tests.conftest import CALLERS_NAMESPACE
 from tests.nexus_callers import BoundedCaller, CancelJobCaller, FollowingParent, RawCaller
 from tests.support import DemoStack, activity_attempts, closed_status, demo_stack, eventually, short_id
@@ -77,7 +78,7 @@ async def env(
             Worker(
                 parents,
                 task_queue=parent_queue,
-                workflows=[OneNewWork, FollowingParent],
+                workflows=[OneNewWork, FollowingParent, Squatter],
                 workflow_runner=sandbox_runner(),
             ),
             Worker(
@@ -469,6 +470,27 @@ async def test_a_task_larger_than_post_jobs_takes_is_refused_by_every_caller(env
     fits = task(f"fits-{short_id()}")
     fits["labels"] = {"note": "x" * (limit // 2)}
     assert (await (await team_step(env, fits)).result()).status == "succeeded"
+
+
+async def test_a_nexus_caller_of_a_job_whose_id_another_workflow_holds_gets_the_job_once_it_runs(env: Env) -> None:
+    # A running workflow of another type under the job's id (a user's, named in curaflow's
+    # id scheme): the operation's start attached its completion to that workflow — the
+    # job never ran, and the caller was handed that workflow's result. Now the start is
+    # retried until the id is free; the reconciler starts the job and the caller gets it.
+    body = task(f"nexus-held-{short_id()}")
+    job_id = f"demo@manual-{body['idempotency_key']}"
+    squatter = await env.client.start_workflow(Squatter.run, id=job_id, task_queue=env.parent_queue)
+    handle = await team_step(env, body)
+
+    async def admitted() -> bool:
+        return (await env.http.get(f"/jobs/{job_id}")).status_code == 200
+
+    await eventually(admitted, timeout_s=30, what="the job admitted")
+    assert (await env.stack.job(job_id)).workflow_started_at is None  # nothing attached to the workflow
+    await squatter.signal(Squatter.proceed)
+    result: TeamStepResult = await handle.result()
+    assert (result.job_id, result.status, result.business_status) == (job_id, "succeeded", "success")
+    assert (await env.client.get_workflow_handle(job_id).describe()).workflow_type == "JobWorkflow"
 
 
 async def test_the_same_key_twice_through_nexus_is_one_job_and_one_outcome(env: Env) -> None:

@@ -35,6 +35,7 @@ from curaflow.ledger.reconciler.executions import (
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.observability.supervision import Supervisor
+from curaflow.temporal.job_runs import JobIdHeld
 
 LOCK_KEY = 0x63757261726563  # "curarec"
 START_GRACE_MS = 5_000
@@ -149,7 +150,7 @@ async def _tick(
                 report.started.append(r["job_id"])
                 metrics.record_reconciler_start()
             except Exception as err:  # noqa: BLE001 - keep converging the others
-                log.warning("reconciler.start_failed", job_id=r["job_id"], error=type(err).__name__)
+                log.warning("reconciler.start_failed", job_id=r["job_id"], **_start_failure(err))
 
     seen: set[str] = set()
     if client is not None and start is not None and task_queue is not None:
@@ -448,11 +449,20 @@ async def _start_again(start: StartHook, job_id: str, reason: str = "run_held_no
     try:
         await start(job_id)
     except Exception as err:  # noqa: BLE001 - keep converging the others
-        log.warning("reconciler.start_failed", job_id=job_id, error=type(err).__name__)
+        log.warning("reconciler.start_failed", job_id=job_id, **_start_failure(err))
         return False
     log.warning("reconciler.started_again", job_id=job_id, reason=reason)
     metrics.record_reconciler_start()
     return True
+
+
+def _start_failure(err: Exception) -> dict[str, str]:
+    """What ``reconciler.start_failed`` says of a start's failure: its type, and for a job
+    id an open run of another workflow type holds (:class:`~curaflow.temporal.job_runs.JobIdHeld`)
+    that run's type and id — the job starts once it closes."""
+    if isinstance(err, JobIdHeld):
+        return {"error": type(err).__name__, "held_by": err.workflow_type, "run_id": err.run_id}
+    return {"error": type(err).__name__}
 
 
 def _budget(value: int | None) -> int:
