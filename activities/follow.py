@@ -10,7 +10,9 @@ HTTP, by a schedule, by another client — so that it cannot start it as its chi
    trigger ``temporal``): the same Task is the same job — its workflow started if no one
    did yet (:func:`curaflow.temporal.connection.start_job_workflow`: never a second
    run) — another Task is ``idempotency_conflict`` (a non-retryable failure carrying
-   the protocol code, :func:`curaflow.temporal.refusals.as_failure`);
+   the protocol code, :func:`curaflow.temporal.refusals.as_failure`); a follower whose
+   own workflow id is the job id is refused ``invalid_params`` before anything is
+   written (:func:`curaflow.protocol.task.follower_conflict`: it would wait for itself);
 2. waits until the ledger holds the job terminal, reading it every
    :data:`POLL_S` and heartbeating meanwhile (a cancel reaches it within a poll);
 3. returns the job's final state — whatever its status (``succeeded``, ``failed``,
@@ -93,7 +95,9 @@ class FollowActivity:
         """
         deps = self.deps
         try:
-            admission = await Admitter(deps.settings, deps.pool, deps.client).admit(inp.task, trigger="temporal")
+            admission = await Admitter(deps.settings, deps.pool, deps.client).admit(
+                inp.task, trigger="temporal", follower_id=activity.info().workflow_id
+            )
         except ProtocolError as err:
             raise as_failure(err) from err
         job_id = admission.job_id

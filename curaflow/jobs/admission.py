@@ -45,6 +45,7 @@ from curaflow.protocol.keys import manual_job_id
 from curaflow.protocol.models import MIN_DEADLINE_MS
 from curaflow.protocol.task import (
     ValidatedTask,
+    follower_conflict,
     identity_conflict,
     oversized_task,
     validate_task,
@@ -290,6 +291,7 @@ class Admitter:
         start: bool = True,
         store_params: bool = True,
         run_limit: RunLimit | None = None,
+        follower_id: str | None = None,
     ) -> Admission:
         """Admit a Task (a ``POST /jobs`` body, or what a Temporal client started with).
 
@@ -316,6 +318,10 @@ class Admitter:
                 the job's creation on the database's clock), so it ends itself instead
                 of being timed out (and, under a workflow retry policy, run again in a
                 new run). A job that already exists keeps its deadline.
+            follower_id: the id of the workflow that will wait for the job (the
+                ``follow_job`` activity's): it must not be the job id
+                (:func:`curaflow.protocol.task.follower_conflict`), checked before
+                anything is written.
 
         Returns:
             The admission; ``job_input`` is the job's workflow argument when this call
@@ -325,7 +331,8 @@ class Admitter:
             ProtocolError: a Task not from ``POST /jobs`` larger than its body may be (413
                 ``invalid_params``, :func:`curaflow.protocol.task.oversized_task`),
                 validation (protocol order), target resolution, a workflow id
-                that is not the job id (``invalid_params``, ``detail.field: workflow_id``),
+                that is not the job id, or a follower's that is (``invalid_params``,
+                ``detail.field: workflow_id``),
                 a workflow type that does not run the job type (``detail.field:
                 job_type``), a ``run_limit`` that leaves a new job less than the
                 shortest deadline (``detail.field``: ``run_timeout`` or
@@ -341,6 +348,8 @@ class Admitter:
         spec = effective_target(self.settings, target, task)
         job_id = manual_job_id(target.id, task.idempotency_key)
         if workflow_id is not None and (conflict := workflow_id_conflict(job_id, workflow_id)) is not None:
+            raise conflict
+        if follower_id is not None and (conflict := follower_conflict(job_id, follower_id)) is not None:
             raise conflict
         if workflow_type is not None and workflow_type != job_workflow(task.job_type):
             raise invalid_params(

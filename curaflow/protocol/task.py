@@ -192,6 +192,26 @@ def workflow_id_conflict(job_id: str, workflow_id: str) -> ProtocolError | None:
     )
 
 
+def follower_conflict(job_id: str, follower_id: str) -> ProtocolError | None:
+    """Whether a workflow under ``follower_id`` may follow job ``job_id`` (the ``follow_job``
+    activity, which ``run_job`` falls back to when its child start is refused): not when
+    it holds the job's own id — the job can run only under that id (DESIGN.md decision 1),
+    so it would wait for itself.
+
+    Returns:
+        None when the ids differ; else ``invalid_params`` (400) with ``detail.field:
+        workflow_id`` and ``job_id``.
+    """
+    if follower_id != job_id:
+        return None
+    return invalid_params(
+        f"this workflow's id is the job id {job_id!r} of its Task: the job can run only under its own id, "
+        "which this workflow holds; start this workflow under another id",
+        field="workflow_id",
+        job_id=job_id,
+    )
+
+
 def identity_conflict(
     job_id: str,
     *,

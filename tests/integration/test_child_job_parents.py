@@ -12,6 +12,7 @@ reports: ``GET /jobs/{id}``, the ledger's cells and the execution's status.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -205,3 +206,27 @@ async def test_a_job_whose_id_a_workflow_of_another_kind_holds_runs_once_that_ru
     assert await reported(env, job_id) == ("succeeded", None, "success", WorkflowExecutionStatus.COMPLETED)
     described = await env.client.get_workflow_handle(job_id).describe()
     assert described.workflow_type == "JobWorkflow"
+
+
+async def test_a_parent_whose_own_id_is_its_jobs_id_is_refused_at_once(env: Env) -> None:
+    # A parent named after the job it runs: its child start is refused (the id is its
+    # own), run_job attaches through follow_job — and waited for a job that could only
+    # run under the id the parent itself holds: until the job's queued budget (30 min),
+    # then the job expired queued_too_long having never run.
+    body = task(f"self-{short_id()}")
+    job_id = f"demo@manual-{body['idempotency_key']}"
+    parent = await env.parents.start_workflow(
+        OneNewWork.run,
+        OneNewWorkInput(task=body, curaflow_queue=env.stack.task_queue),
+        id=job_id,
+        task_queue=env.parent_queue,
+        result_type=OneNewWorkResult,
+    )
+    result = await asyncio.wait_for(parent.result(), 60)
+    assert (result.refused, result.job_id) == ("invalid_params", None), result
+    assert job_id in (result.message or "")
+    assert (await env.http.get(f"/jobs/{job_id}")).status_code == 404  # nothing written
+
+    # The key is usable once the parent is gone: the job runs under its id.
+    assert (await env.http.post("/jobs", json=body)).status_code == 202
+    assert await reported(env, job_id) == ("succeeded", None, "success", WorkflowExecutionStatus.COMPLETED)
