@@ -13,7 +13,8 @@ so a late or duplicate trigger of the same minute converges on one job. One run:
 2. ``admit_occurrence`` (activity): computes the canonical job id in the plan's time
    zone and inserts the job into the ledger if absent (trigger ``schedule``,
    ``schedule_id``, ``occurrence_date``, fallback stages from the config, targets from
-   the worker's live configuration), so ``GET /jobs/{id}`` knows it;
+   the worker's live configuration), so ``GET /jobs/{id}`` knows it; it records no start
+   (a trampoline stopped before step 3 leaves the job to the reconciler, which starts it);
 3. starts ``JobWorkflow`` as a child under the canonical id with
    ``REJECT_DUPLICATE`` and ``ABANDON`` (cancelling or terminating the trampoline never
    touches the job) and the job task timeout every job start uses (``JOB_TASK_TIMEOUT``,

@@ -23,7 +23,7 @@ from curaflow.domain.occurrence import (
     occurrence_minute_ms,
 )
 from curaflow.ledger.db import now_ms
-from curaflow.ledger.jobs import NewJob, insert_job, mark_workflow_started, workflow_input
+from curaflow.ledger.jobs import NewJob, insert_job, workflow_input
 from curaflow.observability import metrics
 from curaflow.observability.logs import get_logger
 from curaflow.schedules.watch import record_misses
@@ -152,9 +152,12 @@ async def admit_occurrence(pool: asyncpg.Pool, settings: Settings, req: AdmitOcc
             assert stored is not None
             metrics.record_occurrence(occ.schedule_id, "duplicate", configured=configured)
             return OccurrenceAdmission(job_id=job_id, created=False, job_input=stored)
-        # The trampoline starts the workflow right after this activity: the reconciler
-        # must not start a second, top-level one meanwhile.
-        await mark_workflow_started(conn, job_id)
+        # No start is recorded here: the trampoline starts the job's run after this
+        # activity, and one it never starts (cancelled or terminated before it could, its
+        # activity done all the same: it hears no cancel) is started by the reconciler's
+        # rule 1 like any admitted job whose start was lost — which attaches to the child
+        # run the trampoline started and records it (until 2026-12-07 the start was
+        # recorded here, and such a job was never run).
     inp = row.job_input
     metrics.record_admitted("schedule", inp.job_type)
     metrics.record_occurrence(occ.schedule_id, "started", lag_s, configured=configured)

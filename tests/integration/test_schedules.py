@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client, ScheduleOverlapPolicy
+from temporalio.client import Client, ScheduleOverlapPolicy, WorkflowExecutionStatus
 
 from curaflow import schedules as plans
 from curaflow.config import load_settings
@@ -22,7 +22,7 @@ from curaflow.ledger.jobs import NewJob, insert_job, workflow_input
 from tests.conftest import StackFactory
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.jobs_support import scheduled_jobs
-from tests.support import eventually, short_id, whsec
+from tests.support import eventually, short_id, waiting_for_a_lock, whsec
 from tests.zygote import curaflow_command
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -197,6 +197,55 @@ async def test_trigger_starts_one_job_with_the_canonical_id_and_a_duplicate_conv
         assert (await stack.wait_terminal(job_id)).business_status in ("success", "no_candidate", "duplicate_only")
     finally:
         await _cleanup(client, plan_id)
+
+
+@pytest.mark.parametrize("stop", ["cancel", "terminate", None])
+async def test_an_occurrence_stopped_while_it_admits_its_job_still_runs_it(
+    make_stack: StackFactory, tmp_path: Path, temporal_client: Client, stop: str | None
+) -> None:
+    """An operator cancels or terminates an occurrence's trampoline while its
+    ``admit_occurrence`` runs (the activity hears no cancel: it never heartbeats, and is
+    short): the activity admitted the job and recorded its start, but the trampoline was
+    gone before it started the child. The job stayed queued, never run, until a rule ended
+    it as deleted or queued too long. Cancelling or terminating the trampoline never
+    touches the job (``ABANDON``): it is admitted, so it runs — the reconciler starts it.
+    An occurrence left alone runs its job as its child, and the reconciler only records
+    that start."""
+    plan_id = f"plan-{short_id()}"
+    stack = make_stack(plan_config(tmp_path, plan_id))
+    await stack.start_worker()
+    client = temporal_client
+    nominal = datetime(2025, 1, 1, 18, 0, tzinfo=UTC)  # 03:00 in Tokyo
+    occ = plans.occurrence_input(stack.settings, stack.settings.schedules[0]).model_copy(
+        update={"scheduled_at_ms": int(nominal.timestamp() * 1000)}
+    )
+    job_id = f"{plan_id}@2025-01-02T0300+0900"
+    pool = await stack.ledger()
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("LOCK TABLE cells IN EXCLUSIVE MODE")  # the admission's insert waits
+        trampoline = await client.start_workflow(
+            "ScheduledJobWorkflow", occ, id=f"{plan_id}@rerun-{stop}", task_queue=stack.task_queue
+        )
+        await waiting_for_a_lock(pool)
+        if stop is not None:
+            await (trampoline.cancel() if stop == "cancel" else trampoline.terminate(reason="test"))
+
+            async def closed() -> bool:
+                return (await trampoline.describe()).status != WorkflowExecutionStatus.RUNNING
+
+            await eventually(closed, timeout_s=20, what="the trampoline closed")
+    # The lock is gone: the admission goes through (after the trampoline closed).
+    await eventually(lambda: _admitted(pool, job_id), timeout_s=30, what="the occurrence's job admitted")
+    record = await stack.wait_terminal(job_id, 60)
+    assert (record.business_status, record.cells[0].reason) == ("success", None), record.cells[0]
+    assert record.workflow_started_at is not None
+    described = await client.get_workflow_handle(job_id).describe()
+    assert described.workflow_type == "JobWorkflow"
+    assert described.parent_id == (trampoline.id if stop is None else None)
+
+
+async def _admitted(pool: Any, job_id: str) -> bool:
+    return bool(await pool.fetchval("SELECT count(*) FROM jobs WHERE job_id = $1", job_id))
 
 
 async def test_overlapping_trigger_is_skipped_and_reported(

@@ -44,9 +44,12 @@ async def start_step(
     """Open an activity attempt on a cell: mark the job started, take the cell's lease.
 
     The first step of a job sets ``started_at``, moves the job to ``running`` and appends
-    ``job.started``. The cell's ``stage`` moves forward only while it is non-terminal. A
-    job that is already terminal is left untouched. A job behind a barrier (a recorded
-    consumer cancel, or its deadline passed) opens no step: the caller does no work.
+    ``job.started``; it records the job's run as started too (``workflow_started_at``, when
+    no start recorded it: a schedule's occurrence, whose trampoline starts the run and
+    records nothing — a step runs only in the job's own run). The cell's ``stage`` moves
+    forward only while it is non-terminal. A job that is already terminal is left
+    untouched. A job behind a barrier (a recorded consumer cancel, or its deadline passed)
+    opens no step: the caller does no work.
 
     Two statements: the job row is locked, judged (:func:`barrier_sql`) and written with
     the cell row in one; ``job.started`` and ``job.progress`` follow in one
@@ -81,7 +84,8 @@ async def start_step(
                        FROM jobs, LATERAL (SELECT {DB_NOW_MS} AS now) clock WHERE job_id = $1 FOR UPDATE OF jobs),
                 go AS (SELECT job_id, started_at, now FROM j WHERE completed_at IS NULL AND barrier IS NULL),
                 job AS (UPDATE jobs t SET attempt = GREATEST(t.attempt, $2),
-                               started_at = COALESCE(t.started_at, go.now), updated_at = go.now
+                               started_at = COALESCE(t.started_at, go.now),
+                               workflow_started_at = COALESCE(t.workflow_started_at, go.now), updated_at = go.now
                         FROM go WHERE t.job_id = go.job_id RETURNING go.started_at AS prev_started),
                 cell AS (UPDATE cells c SET stage = CASE WHEN c.state = ANY($7::text[]) THEN c.stage ELSE $4 END,
                                             lease_until = go.now + $5::bigint, lease_owner = $6,

@@ -9,7 +9,10 @@ held for the whole tick, so one process ticks at a time. It asks Temporal what h
 input):
 
 1. **unstarted workflow**: admitted in the ledger but ``workflow_started_at`` is null
-   for more than a few seconds (a crash between insert and start) → start it;
+   for more than a few seconds (a crash between insert and start; a schedule's occurrence
+   whose trampoline was cancelled or terminated before it started the job) → start it;
+   when a run of the job is open already (the trampoline started it: it records no
+   start, :func:`open_job_run`), record the start instead (``TickReport.recorded``);
 2. **closed execution**: Temporal lists the job's execution as terminated, timed out or
    failed without a terminal ``JobStatus`` (closed within the last :data:`CLOSED_WINDOW_MS`:
    :func:`closed_executions_query`; listed only while the ledger holds an open job no
@@ -100,6 +103,7 @@ from curaflow.ledger.reconciler.executions import (
     latest_job_executions,
     listed_executions,
     namespace_holds_jobs,
+    open_job_run,
     queue_polled,
     run_held_a_job,
     unheld_runs_on_other_queues,
@@ -143,6 +147,7 @@ __all__ = [
     "latest_job_executions",
     "listed_executions",
     "namespace_holds_jobs",
+    "open_job_run",
     "queue_polled",
     "run_forever",
     "run_held_a_job",

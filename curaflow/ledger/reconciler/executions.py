@@ -296,6 +296,25 @@ async def unserved_foreign_run(client: Client, job_id: str, task_queue: str, now
     return ForeignQueueRun(run_id=desc.run_id, task_queue=desc.task_queue, waiting_ms=waiting)
 
 
+async def open_job_run(client: Client, job_id: str) -> bool:
+    """Whether an open run of a workflow type that runs jobs
+    (:func:`curaflow.domain.execution.job_workflow_types`) is under ``job_id`` (one
+    ``DescribeWorkflowExecution``): a job whose start the ledger does not hold but whose
+    run exists — a schedule's occurrence, whose trampoline starts the job's run after its
+    admission and records no start (:func:`curaflow.schedules.admit.admit_occurrence`).
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer (not ``NOT_FOUND``).
+    """
+    try:
+        desc = await client.get_workflow_handle(job_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    return desc.status == WorkflowExecutionStatus.RUNNING and desc.workflow_type in job_workflow_types()
+
+
 async def queue_polled(client: Client, task_queue: str) -> bool:
     """Whether Temporal lists a poller of ``task_queue``'s workflow tasks (one
     ``DescribeTaskQueue``): a worker polled it within the server's poller window (five

@@ -16,6 +16,7 @@ from temporalio.client import Client
 from curaflow.domain.holds import HoldCaps
 from curaflow.domain.verdicts import FinishCause, PendingStep, budget_cause
 from curaflow.ledger.db import DB_NOW_MS, LEADER_IDLE_MS, now_ms, session_lock
+from curaflow.ledger.jobs import mark_workflow_started
 from curaflow.ledger.reconciler.convergence import (
     CANCEL_GRACE_MS,
     NO_LIVE_ATTEMPT,
@@ -29,6 +30,7 @@ from curaflow.ledger.reconciler.executions import (
     describe_execution,
     listed_executions,
     namespace_holds_jobs,
+    open_job_run,
     unheld_runs_on_other_queues,
     unserved_foreign_run,
 )
@@ -59,12 +61,15 @@ StartHook = Callable[[str], Awaitable[None]]
 class TickReport:
     """What one tick did (job ids per rule).
 
+    ``recorded``: jobs whose start the ledger lacked while their run was open (rule 1: a
+    schedule's occurrence), recorded as started, not started again;
     ``deleted``: jobs ended because Temporal knows no execution under their id (rule 4);
     ``unconfirmed``: jobs whose execution was not found in a namespace that holds none of
     this ledger's jobs — not ended (:func:`~curaflow.ledger.reconciler.executions.namespace_holds_jobs`).
     """
 
     started: list[str] = field(default_factory=list)
+    recorded: list[str] = field(default_factory=list)
     closed: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)
@@ -146,6 +151,12 @@ async def _tick(
         )
         for r in rows:
             try:
+                if client is not None and await open_job_run(client, r["job_id"]):
+                    # A schedule's occurrence: its trampoline started the run and records
+                    # no start (its admission is no start, schedules.admit): record it.
+                    await mark_workflow_started(conn, r["job_id"])
+                    report.recorded.append(r["job_id"])
+                    continue
                 await start(r["job_id"])
                 report.started.append(r["job_id"])
                 metrics.record_reconciler_start()
