@@ -14,7 +14,10 @@ HTTP, by a schedule, by another client — so that it cannot start it as its chi
    own workflow id is the job id is refused ``invalid_params`` before anything is
    written (:func:`curaflow.protocol.task.follower_conflict`: it would wait for itself);
 2. waits until the ledger holds the job terminal, reading it every
-   :data:`POLL_S` and heartbeating meanwhile (a cancel reaches it within a poll);
+   :data:`POLL_S` and heartbeating meanwhile with the job's id (a cancel reaches it
+   within a poll); a retried attempt follows the job its heartbeat names without
+   admitting the Task again (:meth:`FollowActivity._followed_before`: the admission
+   answered once, whatever the configuration of the worker the retry runs on);
 3. returns the job's final state — whatever its status (``succeeded``, ``failed``,
    ``expired``, ``cancelled``): the follower reads the outcome, it is not failed by it.
 
@@ -94,13 +97,15 @@ class FollowActivity:
                 untouched).
         """
         deps = self.deps
-        try:
-            admission = await Admitter(deps.settings, deps.pool, deps.client).admit(
-                inp.task, trigger="temporal", follower_id=activity.info().workflow_id
-            )
-        except ProtocolError as err:
-            raise as_failure(err) from err
-        job_id = admission.job_id
+        job_id = await self._followed_before()
+        if job_id is None:
+            try:
+                admission = await Admitter(deps.settings, deps.pool, deps.client).admit(
+                    inp.task, trigger="temporal", follower_id=activity.info().workflow_id
+                )
+            except ProtocolError as err:
+                raise as_failure(err) from err
+            job_id = admission.job_id
         try:
             record = await self._terminal(job_id)
         except asyncio.CancelledError:
@@ -117,15 +122,32 @@ class FollowActivity:
             ) from None
         return job_state(record)
 
+    async def _followed_before(self) -> str | None:
+        """The job an earlier attempt of this activity followed — its heartbeat names it
+        (:meth:`_terminal`) — when the ledger holds it; else None (a first attempt, one
+        whose heartbeats an operator reset, or one stopped before its admission answered).
+
+        A retry follows that job without admitting the Task again: the admission answered
+        once, and a worker configured otherwise (a deploy that set the target's
+        ``accept_jobs = false`` or dropped it restarts the worker under the attempt) would
+        refuse it — the follower told "refused" of a job that runs on (until 2026-12-07).
+        """
+        details = activity.info().heartbeat_details
+        if not details or not isinstance(details[0], str):
+            return None
+        async with self.deps.pool.acquire() as conn:
+            record = await load_job(conn, details[0])
+        return record.job_id if record is not None else None
+
     async def _terminal(self, job_id: str) -> JobRecord:
-        """The job once the ledger holds it terminal, heartbeating until then."""
+        """The job once the ledger holds it terminal, heartbeating (with its id) until then."""
         while True:
             async with self.deps.pool.acquire() as conn:
                 record = await load_job(conn, job_id)
             assert record is not None
             if record.completed_at is not None:
                 return record
-            activity.heartbeat()
+            activity.heartbeat(job_id)
             await asyncio.sleep(POLL_S)
 
     async def _lives_on(self) -> bool:
@@ -154,7 +176,7 @@ class FollowActivity:
                 record = await load_job(conn, job_id)
             if record is None or record.completed_at is not None:
                 return
-            activity.heartbeat("cancelling")
+            activity.heartbeat(job_id, "cancelling")
             await asyncio.sleep(POLL_S)
 
 

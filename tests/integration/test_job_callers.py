@@ -344,6 +344,51 @@ async def test_a_worker_shutting_down_under_the_follower_leaves_the_job_running(
     assert (await activity_attempts(env.client, handle.id))["follow_job"] >= 2
 
 
+async def test_a_follower_retried_on_a_worker_configured_otherwise_still_follows_its_job(env: Env) -> None:
+    # A deploy that changes the configuration restarts the workers: the follower's attempt
+    # is stopped (worker_shutdown) and the next one runs on a worker whose configuration no
+    # longer admits new jobs of the target (accept_jobs = false; or lists it no more). That
+    # attempt admitted the Task again, as a new caller's, and was refused non-retryably —
+    # the parent told "refused" of a job that ran on and succeeded. A retry follows the job
+    # its attempt was attached to (its heartbeat names it).
+    env.replay.faults.slow_images_s = 30.0
+    body = task(f"follow-reconfigured-{short_id()}")
+    job_id = (await env.http.post("/jobs", json=body)).json()["job"]["job_id"]
+    await fetching(env, job_id)
+    pool = await env.stack.ledger()
+    settings = env.stack.settings
+    closed = settings.model_copy(
+        update={"targets": [t.model_copy(update={"accept_jobs": False}) for t in settings.targets]}
+    )
+    queue = f"followers-{short_id()}"
+
+    def follower_worker(configured: Any) -> Worker:
+        deps = SimpleNamespace(settings=configured, pool=pool, client=env.client)
+        return Worker(
+            env.client,
+            task_queue=queue,
+            activities=[FollowActivity(deps).follow_job],  # type: ignore[arg-type]
+            graceful_shutdown_timeout=timedelta(0),
+        )
+
+    async with follower_worker(settings):
+        handle = await env.client.start_workflow(
+            FollowingParent.run,
+            {"task": body, "queue": queue},
+            id=f"following-{short_id()}",
+            task_queue=env.parent_queue,
+        )
+        await eventually(lambda: following(env, handle.id), timeout_s=30, what="the parent follows the job")
+        await asyncio.sleep(2 * POLL_S)  # the attempt is waiting, heartbeating
+    assert (await env.http.post("/jobs", json=task(f"new-{short_id()}"))).status_code == 202  # still open here
+
+    env.replay.faults.slow_images_s = 0.0
+    async with follower_worker(closed):
+        state: JobState = await handle.result()
+    assert (state.job_id, str(state.status)) == (job_id, "succeeded")
+    assert (await activity_attempts(env.client, handle.id))["follow_job"] >= 2
+
+
 async def follower_paused(env: Env, parent_id: str) -> bool:
     described = await env.client.get_workflow_handle(parent_id).describe()
     return any(a.paused for a in described.raw_description.pending_activities)
