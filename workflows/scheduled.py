@@ -20,7 +20,10 @@ so a late or duplicate trigger of the same minute converges on one job. One run:
    touches the job) and the job task timeout every job start uses (``JOB_TASK_TIMEOUT``,
    behind the ``scheduled-job-task-timeout`` patch) and the job's static summary and details
    (:mod:`curaflow.domain.presentation`: every value as text, behind
-   ``escaped-start-metadata`` where that changes them). A duplicate ends here (``duplicate=True``);
+   ``escaped-start-metadata`` where that changes them), with cancellation type ``ABANDON``
+   (behind ``occurrence-abandons-its-job``: a cancel of the trampoline ends it *Canceled*
+   and never reaches the job — before, the SDK forwarded it to the awaited child and the
+   job was cancelled). A duplicate ends here (``duplicate=True``);
 4. waits for the job, so the schedule's overlap policy ``SKIP`` applies to whole jobs:
    an occurrence firing while the previous job still runs is skipped by Temporal and
    counted (``curaflow schedules list``, the ``schedule.occurrence_missed`` log line and
@@ -31,6 +34,7 @@ Deterministic and sandbox-clean: only pure modules are imported.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -70,6 +74,10 @@ with workflow.unsafe.imports_passed_through():
 
 #: ``workflow.patched`` id: the child job gets :data:`JOB_TASK_TIMEOUT` as its task timeout.
 JOB_TASK_TIMEOUT_PATCH = "scheduled-job-task-timeout"
+#: ``workflow.patched`` id: the child job is started with cancellation type ``ABANDON``, so
+#: a cancel of the trampoline never reaches the job (it ends the trampoline *Canceled*);
+#: before, the SDK forwarded it to the awaited child and the job was cancelled.
+ABANDON_JOB_ON_CANCEL = "occurrence-abandons-its-job"
 
 
 def closed_as(err: ChildWorkflowError) -> str:
@@ -139,6 +147,13 @@ class ScheduledJobWorkflow:
         before = frozen.job_summary(job), frozen.job_static_details(job)
         if (summary, details) != before and not workflow.patched(frozen.ESCAPED_METADATA):
             summary, details = before
+        # Occurrences started before this patch forward their own cancel to the job.
+        abandon = workflow.patched(ABANDON_JOB_ON_CANCEL)
+        cancellation = (
+            workflow.ChildWorkflowCancellationType.ABANDON
+            if abandon
+            else workflow.ChildWorkflowCancellationType.WAIT_CANCELLATION_COMPLETED
+        )
         try:
             handle = await workflow.start_child_workflow(
                 JobWorkflow.run,
@@ -147,6 +162,7 @@ class ScheduledJobWorkflow:
                 task_queue=inp.task_queue,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 parent_close_policy=workflow.ParentClosePolicy.ABANDON,
+                cancellation_type=cancellation,
                 execution_timeout=execution_timeout(job.created_at_ms, job.deadline_at_ms),  # as for protocol jobs
                 task_timeout=task_timeout,
                 search_attributes=job_search_attributes(job),
@@ -159,6 +175,11 @@ class ScheduledJobWorkflow:
         try:
             state: JobState = await handle
         except ChildWorkflowError as err:
+            if abandon and workflow.cancellation_reason() is not None:
+                # This occurrence was cancelled, not its job: the job runs on (its end is
+                # the ledger's); the trampoline ends Canceled.
+                workflow.logger.info("occurrence cancelled; job %s runs on", job.job_id)
+                raise asyncio.CancelledError(workflow.cancellation_reason()) from None
             failed = state_of(err)  # a failed / expired job fails its execution
             if failed is not None:
                 return OccurrenceResult(job_id=job.job_id, status=failed.status, business_status=failed.business_status)

@@ -111,6 +111,24 @@ def test_histories_of_a_child_job_started_before_and_after_escaped_metadata_are_
     assert "\\[click\\]\\(http\\://evil.test/x\\)" in summaries[after.stem]
 
 
+def test_histories_of_an_occurrence_cancelled_before_and_after_it_abandons_its_job_are_kept() -> None:
+    """A trampoline cancelled while its job ran: recorded before
+    ``occurrence-abandons-its-job`` it forwarded the cancel to the job (a
+    ``RequestCancelExternal…`` command) and completed — replayed on today's code that branch
+    runs again; from the patch on it records the marker, sends the job nothing and ends
+    Canceled."""
+    from workflows.scheduled import ABANDON_JOB_ON_CANCEL
+
+    by_name = {path.stem: path for path in HISTORIES}
+    before, after = by_name["scheduled_occurrence_cancelled_before_abandon"], by_name["scheduled_occurrence_cancelled"]
+    assert ABANDON_JOB_ON_CANCEL not in patches(before) and ABANDON_JOB_ON_CANCEL in patches(after)
+    types = {path.stem: [e["eventType"] for e in json.loads(path.read_text())["events"]] for path in (before, after)}
+    assert "EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED" in types[before.stem]
+    assert types[before.stem][-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
+    assert "EVENT_TYPE_REQUEST_CANCEL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED" not in types[after.stem]
+    assert types[after.stem][-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED"
+
+
 def test_histories_before_and_after_the_source_heartbeat_are_kept() -> None:
     """Jobs admitted before a source step's heartbeat timeout was the lease (no marker, no
     ``source_heartbeat_timeout_ms``) replay as before; jobs after it carry the marker."""

@@ -6,8 +6,8 @@ SDK's function replaced for the test), so the old branch of each patch runs live
 fake activities — the frozen core v1 orchestration (``core-v2``, :mod:`workflows.job_v1`)
 and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-run``,
 ``job-input-reporting-run``, ``cancelled-end``, ``push-bound``, ``one-meaning-input``,
-``paused-steps-unanswered`` and ``escaped-start-metadata`` (the schedule's trampoline and
-``run_job``). The recorded histories
+``paused-steps-unanswered``, ``escaped-start-metadata`` (the schedule's trampoline and
+``run_job``) and ``occurrence-abandons-its-job``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -379,3 +379,24 @@ async def test_before_escaped_start_metadata_run_job_started_its_child_with_the_
     assert f"t: {' AND '.join(HOSTILE)}" in summary
     assert f"**idempotency key** `{body['idempotency_key']}`" in details
     assert f"**correlation id** `{body['correlation_id']}`" in details
+
+
+async def test_before_occurrence_abandons_its_job_cancelling_an_occurrence_cancelled_its_job(
+    unpatched: Unpatched,
+) -> None:
+    """A trampoline started before ``occurrence-abandons-its-job`` awaits its job with the
+    SDK's default cancellation type: its cancel is forwarded to the job, which ends
+    cancelled, and the trampoline completes reporting it. Its history is kept
+    (``scheduled_occurrence_cancelled_before_abandon``)."""
+    from tests.workflow.test_occurrence_cancel import cancel_mid_job
+    from workflows.scheduled import ABANDON_JOB_ON_CANCEL
+
+    async with unpatched(ABANDON_JOB_ON_CANCEL) as env:
+        trampoline_id, job_id = await cancel_mid_job(env, sandboxed=False)
+        record(env, trampoline_id, "scheduled_occurrence_cancelled_before_abandon")
+        trampoline = await env.client.get_workflow_handle(trampoline_id).describe()
+        job = await env.client.get_workflow_handle(job_id).describe()
+        result = await env.client.get_workflow_handle(trampoline_id).result()
+
+    assert (trampoline.status, job.status) == (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.CANCELED)
+    assert (result["status"], result["execution"]) == ("cancelled", "canceled")
