@@ -154,14 +154,17 @@ async def test_an_execution_deleted_before_its_first_step_converges_with_its_own
 async def test_a_scheduled_job_whose_trampoline_has_not_started_it_yet_is_never_taken_for_deleted(
     make_stack: StackFactory, tmp_path: Path
 ) -> None:
-    """A scheduled occurrence's start is recorded by the trampoline's ``admit_occurrence``
-    (``workflow_started_at``, so that the reconciler's rule 1 starts no second run) *before*
-    the trampoline starts the job's execution as its child. Between the two — the
+    """A scheduled occurrence's job is admitted by the trampoline's ``admit_occurrence``
+    *before* the trampoline starts the job's execution as its child. Between the two — the
     trampoline's worker stopped or killed right after the admit's commit, its next workflow
-    task waiting for a worker — Temporal knows no execution under the job's id, and the
+    task waiting for a worker — Temporal knows no execution under the job's id. The
+    admission once recorded the start there (``workflow_started_at``), and the
     deleted-execution rule, once it covered jobs that never ran a step, ended the job
     ``execution_deleted`` after ``START_GRACE_MS``: the job its trampoline then started
-    found itself ended, the occurrence lost. A job that would have run is never ended so.
+    found itself ended, the occurrence lost. A job that would have run is never ended so:
+    since 2026-12-07 the admission records no start (the reconciler's rule 1 starts an
+    occurrence's job its trampoline has not started within ``START_GRACE_MS``), and rule 4
+    leaves a scheduled job that never ran a step to its queued budget.
 
     The trampoline here is the real ``ScheduledJobWorkflow`` in the test process whose
     ``admit_occurrence`` runs the real admission and then waits until the test lets it
@@ -214,14 +217,12 @@ async def test_a_scheduled_job_whose_trampoline_has_not_started_it_yet_is_never_
             async def admitted() -> str | None:
                 job: str | None = await pool.fetchval(
                     f"""SELECT job_id FROM jobs WHERE schedule_id = $1
-                        AND workflow_started_at <= {DB_NOW_MS} - {START_GRACE_MS}""",
+                        AND created_at <= {DB_NOW_MS} - {START_GRACE_MS}""",
                     plan_id,
                 )
                 return job
 
-            job_id = await eventually(
-                admitted, timeout_s=30, what="the occurrence admitted, its start recorded START_GRACE_MS ago"
-            )
+            job_id = await eventually(admitted, timeout_s=30, what="the occurrence admitted START_GRACE_MS ago")
             reports: list[TickReport] = []
 
             async def ticked() -> bool:
