@@ -1,12 +1,12 @@
-"""The reconciler's closed-execution rule asks Temporal only when it has a job to match.
+"""The reconciler's closed-execution rule asks Temporal only about the jobs it could finish.
 
 Rule 2 (``curaflow.ledger.reconciler.ticks``) lists the runs closed within
 ``CLOSED_WINDOW_MS`` without their job's status and matches them against the ledger's open
-jobs no attempt holds a live lease on. A tick whose ledger holds no such job lists nothing:
-nothing listed could be matched. Before (2026-12-07) every tick listed them all whatever
-the ledger held — with 400 such runs in the namespace, an idle worker ticking every
-500 ms kept the dev server at ~17 % of a core. With such a job the listing is made and the
-job converges with its run's close, as before.
+jobs no attempt holds a live lease on. A tick whose ledger holds no such job lists nothing;
+with up to ``limit`` of them, it lists their ids only — nothing else listed could be
+matched. Before (2026-12-07) every tick listed every such run of the namespace whatever the
+ledger held — with 400 of them, an idle worker ticking every 500 ms kept the dev server at
+~17 % of a core. A job whose run closed converges with its close, as before.
 """
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ async def terminated_run(client: Client, job_id: str) -> None:
     await handle.terminate(reason="an operator, in the test")
 
 
-async def test_a_tick_lists_closed_runs_only_while_the_ledger_holds_a_job_it_could_finish(
+async def test_a_tick_lists_closed_runs_only_of_the_jobs_it_could_finish(
     temporal_client: Client, ledger_pool: asyncpg.Pool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     listings: list[dict[str, Any]] = []
     real = reconciler_ticks._closed_executions
 
-    async def counted(client: Client, now: int) -> Any:
-        found = await real(client, now)
+    async def counted(client: Client, now: int, *job_ids: Any) -> Any:
+        found = await real(client, now, *job_ids)
         listings.append(found)
         return found
 
@@ -68,12 +68,14 @@ async def test_a_tick_lists_closed_runs_only_while_the_ledger_holds_a_job_it_cou
     unheld = await ledger_pool.fetchval(f"SELECT count(*) FROM jobs j WHERE completed_at IS NULL AND {NO_LIVE_ATTEMPT}")
     assert unheld == 0, "the session's ledger holds open jobs of another test"
     # A closed run the ledger holds no job of: listing it could finish nothing.
-    await terminated_run(temporal_client, f"demo@manual-stranger-{short_id()}")
+    stranger = f"demo@manual-stranger-{short_id()}"
+    await terminated_run(temporal_client, stranger)
     for _ in range(3):
         assert await tick(ledger_pool, None, temporal_client) == TickReport()
     assert listings == []
 
-    # An open job whose run was terminated: listed, and the job ends with the close.
+    # An open job whose run is then terminated: only its id is asked about, and the job
+    # ends with the close.
     job_id = f"demo@manual-closed-{short_id()}"
     created = now_ms()
     inp = JobInput(
@@ -92,5 +94,6 @@ async def test_a_tick_lists_closed_runs_only_while_the_ledger_holds_a_job_it_cou
 
     await eventually(converged, timeout_s=20, interval_s=0.3, what=lambda: f"{job_id} closed: {reports}")
     assert listings and job_id in listings[-1]
+    assert all(stranger not in found for found in listings), listings
     row: Any = await ledger_pool.fetchrow("SELECT completed_at FROM jobs WHERE job_id = $1", job_id)
     assert row["completed_at"] is not None

@@ -15,9 +15,10 @@ input):
    start, :func:`open_job_run`), record the start instead (``TickReport.recorded``);
 2. **closed execution**: Temporal lists the job's execution as terminated, timed out or
    failed without a terminal ``JobStatus`` (closed within the last :data:`CLOSED_WINDOW_MS`:
-   :func:`closed_executions_query`; listed only while the ledger holds an open job no
-   attempt holds a live lease on — one ``EXISTS``: the listed runs are only ever matched
-   against those) → finish with that cause
+   :func:`closed_executions_query`; asked only about the open jobs no attempt holds a
+   live lease on, the only jobs a listed run is matched against — none: no list; up to
+   the tick's ``limit``: their ids in the query; more: every run it lists) → finish with
+   that cause
    (``execution_terminated`` / ``execution_timeout`` / ``internal_error``) once no
    attempt of the job holds a live lease (a send already out lands and is recorded
    first, so the outcome record reports it); an operator's terminate converges within

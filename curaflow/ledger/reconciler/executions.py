@@ -478,9 +478,28 @@ async def namespace_holds_jobs(conn: asyncpg.Connection, client: Client, listed:
     return await witnessed(await listed_executions(client, [r["job_id"] for r in own]))
 
 
-async def _closed_executions(client: Client, now: int) -> dict[str, tuple[FinishCause, int]]:
+async def _closed_executions(
+    client: Client, now: int, job_ids: list[str] | None = None
+) -> dict[str, tuple[FinishCause, int]]:
+    """The runs :func:`closed_executions_query` lists (closed within :data:`CLOSED_WINDOW_MS`
+    of ``now``, epoch ms): workflow id → (its close's cause, its close time, epoch ms), the
+    latest close of each id.
+
+    Args:
+        job_ids: only these ids (``WorkflowId IN (…)``: the open jobs a tick may finish),
+            when every one can be quoted into the query (:func:`_quotable`); None, or an id
+            that cannot: every run the query lists.
+
+    Raises:
+        temporalio.service.RPCError: Temporal refused or did not answer the list.
+    """
     since = datetime.fromtimestamp((now - CLOSED_WINDOW_MS) / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     query = closed_executions_query(since)
+    if job_ids is not None and all(_quotable(job_id) for job_id in job_ids):
+        if not job_ids:
+            return {}
+        quoted = ", ".join(f"'{job_id}'" for job_id in job_ids)
+        query = f"({query}) AND WorkflowId IN ({quoted})"
     found: dict[str, tuple[FinishCause, int]] = {}
     async for execution in client.list_workflows(query):
         if execution.status is not None and execution.close_time is not None:

@@ -167,13 +167,15 @@ async def _tick(
     if client is not None and start is not None and task_queue is not None:
         await _foreign_queue_runs(conn, client, start, task_queue, now, limit, report, seen)
     if client is not None:
-        # Visibility is asked only when the ledger holds a job this rule could finish — an
-        # open job no attempt holds a live lease on (one EXISTS) —: the closed runs listed
-        # are only ever matched against those (2026-12-07; before, every tick listed every
-        # run closed within CLOSED_WINDOW_MS without its job's status, whatever the ledger
-        # held: in the test suite, where runs are terminated by the hundred, a tenth of a
-        # core of the dev server for each process ticking every 500 ms).
-        closed = await _closed_executions(client, now) if await _open_without_live_attempt(conn) else {}
+        # Visibility is asked only about jobs this rule could finish — open jobs no attempt
+        # holds a live lease on —: the closed runs listed are only ever matched against
+        # those. None: no list; up to `limit` of them: their ids in the query; more: every
+        # run the query lists (2026-12-07; before, every tick listed every run closed within
+        # CLOSED_WINDOW_MS without its job's status, whatever the ledger held: in the test
+        # suite, where runs are terminated by the hundred, a tenth of a core of the dev
+        # server for each process ticking every 500 ms).
+        unleased = await _open_without_live_attempt(conn, limit + 1)
+        closed = await _closed_executions(client, now, unleased if len(unleased) <= limit else None) if unleased else {}
         if closed:
             # Only once no attempt of the job holds a live lease: an attempt outlives a
             # terminate until its heartbeat hears of it, and a send already out finishes and
@@ -284,10 +286,11 @@ async def _tick(
             buckets.get(ended, report.closed).append(job_id)
 
 
-async def _open_without_live_attempt(conn: asyncpg.Connection) -> bool:
-    """Whether the ledger holds an open job (``completed_at IS NULL``) no attempt holds a
-    live cell lease on (:data:`NO_LIVE_ATTEMPT`): the jobs rule 2 may finish (one statement)."""
-    return bool(await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM jobs j WHERE completed_at IS NULL AND {_LIVE})"))
+async def _open_without_live_attempt(conn: asyncpg.Connection, most: int) -> list[str]:
+    """Up to ``most`` open jobs (``completed_at IS NULL``) no attempt holds a live cell
+    lease on (:data:`NO_LIVE_ATTEMPT`): the jobs rule 2 may finish (one statement)."""
+    rows = await conn.fetch(f"SELECT job_id FROM jobs j WHERE completed_at IS NULL AND {_LIVE} LIMIT {int(most)}")
+    return [r["job_id"] for r in rows]
 
 
 async def _deleted_executions(
