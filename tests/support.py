@@ -355,15 +355,26 @@ class Stack:
             env.pop(name, None)
         return env
 
-    async def start_worker(self, *, wait: bool = True, wrapper: list[str] | None = None) -> WorkerProcess:
+    async def start_worker(
+        self,
+        *,
+        wait: bool = True,
+        wrapper: list[str] | None = None,
+        private_tmpfs: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> WorkerProcess:
         """Start a real worker process and wait until it serves its task queues.
 
         Args:
             wrapper: a command to run the worker under (:class:`WorkerProcess`).
+            private_tmpfs: a directory the worker sees as a tmpfs of its own, in a mount
+                namespace of its own — a host of its own (:func:`tests.zygote.worker_process`).
+            extra_env: variables added to its environment.
         """
         n = len(self.workers) + 1
         log = self.tmp / f"worker-{self.suffix}-{n}.log"
-        worker = worker_process(self.worker_env(), log, wrapper=wrapper)
+        env = {**self.worker_env(), **(extra_env or {})}
+        worker = worker_process(env, log, wrapper=wrapper, private_tmpfs=private_tmpfs)
         self.workers.append(worker)
         if wait:
 

@@ -11,16 +11,20 @@ Temporal workers). Only the imports are shared.
 
 The zygote has no thread when it forks (it serves requests on one thread, ``selectors``)
 and reaps its children; a test's :class:`ForkedProcess` gets the exit status over the
-request's connection. A worker under a wrapper command (``unshare -m``) and the tests of
-the command line itself (exit statuses, ``curaflow dev``, the README) still spawn a fresh
-interpreter.
+request's connection. A worker on a "host" of its own (the scale-out test's mount
+namespace with a private tmpfs) makes its namespace itself before it starts. A worker under
+a wrapper command and the tests whose subject is how a process starts (a stop while it
+loads its modules, ``python -m …``, ``curaflow dev`` as a process group, the README) still
+spawn a fresh interpreter.
 
 A ``curaflow`` command a test runs to its end and reads the output of (``curaflow
 status``, ``schedules list`` …) is forked the same way (:func:`curaflow_command`, the
 :func:`subprocess.run` of ``curaflow <args>`` with its output captured as text): the
 child runs the console entry point (:func:`curaflow.cli.main.main`) with its own
 ``argv``, environment, working directory and standard streams (pipes of the test's,
-passed over the connection). A quick command spent ~0.9 s of CPU importing the command
+passed over the connection). So is a service the test stops itself (``curaflow api``:
+:func:`curaflow_process`, its output in a file) and a command the test talks to while it
+runs (``curaflow pixiv login``: :func:`curaflow_pipes`). A quick command spent ~0.9 s of CPU importing the command
 line in a fresh interpreter (docs/testing.md "Time").
 
 Protocol (one Unix-socket connection per child): the test sends one JSON line
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import io
 import json
 import locale
@@ -115,25 +120,59 @@ class ForkedProcess:
 
 
 class ForkedWorkerProcess(WorkerProcess):
-    """A :class:`WorkerProcess` forked by this test process's zygote (same surface)."""
+    """A :class:`WorkerProcess` forked by this test process's zygote (same surface).
+
+    Args:
+        private_tmpfs: a directory the worker sees as a tmpfs of its own, in a mount
+            namespace of its own (:func:`private_tmpfs_wrapper`'s, made by the child itself).
+    """
 
     def __init__(
-        self, env: dict[str, str], log_file: Path | None = None, cwd: Path | None = None, zygote: Zygote | None = None
+        self,
+        env: dict[str, str],
+        log_file: Path | None = None,
+        cwd: Path | None = None,
+        zygote: Zygote | None = None,
+        private_tmpfs: Path | None = None,
     ) -> None:
         super().__init__(env, log_file, cwd)
         self.zygote = zygote or ZYGOTE
+        self.private_tmpfs = private_tmpfs
 
     def start(self) -> ForkedWorkerProcess:
-        self.process = self.zygote.spawn(self.env, self.log_file, self.cwd)  # type: ignore[assignment]
+        self.process = self.zygote.spawn(  # type: ignore[assignment]
+            self.env, self.log_file, self.cwd, private_tmpfs=self.private_tmpfs
+        )
         return self
 
 
-def worker_process(env: dict[str, str], log: Path | None, wrapper: list[str] | None = None) -> WorkerProcess:
+#: Runs its arguments with the directory ``$0`` a private tmpfs (a mount namespace of its own).
+_MOUNT_PRIVATE = 'mkdir -p "$0" && mount -t tmpfs -o size=256m curaflow-artifacts "$0" && exec "$@"'
+
+
+def private_tmpfs_wrapper(directory: Path) -> list[str]:
+    """The command that runs its arguments in a mount namespace of their own (every mount
+    private) with ``directory`` a tmpfs of 256 MiB no other process sees: a "host" of its
+    own for the worker under it (the scale-out test's)."""
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", _MOUNT_PRIVATE, str(directory)]
+
+
+def worker_process(
+    env: dict[str, str], log: Path | None, wrapper: list[str] | None = None, private_tmpfs: Path | None = None
+) -> WorkerProcess:
     """A started worker process: forked by the zygote, or spawned afresh under ``wrapper``
-    or when ``CURAFLOW_TEST_FORK_WORKERS=0``."""
+    or when ``CURAFLOW_TEST_FORK_WORKERS=0``.
+
+    Args:
+        private_tmpfs: the worker's own tmpfs on this directory, in a mount namespace of its
+            own (:func:`private_tmpfs_wrapper`; forked: made by the child before the worker
+            starts).
+    """
     if wrapper or not Zygote.enabled():
+        if private_tmpfs is not None:
+            wrapper = [*(wrapper or []), *private_tmpfs_wrapper(private_tmpfs)]
         return WorkerProcess(env, log, wrapper=wrapper).start()
-    return ForkedWorkerProcess(env, log).start()
+    return ForkedWorkerProcess(env, log, private_tmpfs=private_tmpfs).start()
 
 
 class Zygote:
@@ -196,16 +235,20 @@ class Zygote:
         *,
         argv: Sequence[str] | None = None,
         stdio: Sequence[int] = (),
+        private_tmpfs: Path | None = None,
     ) -> ForkedProcess:
         """Fork a worker with ``env``, its output appended to ``log``, in ``cwd``; with
         ``argv``, the ``curaflow`` command ``argv`` on the descriptors ``stdio`` (its
-        stdin, stdout and stderr) instead."""
+        stdin, stdout and stderr) instead; with ``private_tmpfs``, in a mount namespace of
+        its own where that directory is a tmpfs of its own (:func:`private_tmpfs_wrapper`)."""
         path = self._ensure()
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         conn.connect(str(path))
         request: dict[str, Any] = {"env": env, "log": str(log) if log else None, "cwd": str(cwd) if cwd else None}
         if argv is not None:
             request["argv"] = list(argv)
+        if private_tmpfs is not None:
+            request["private_tmpfs"] = str(private_tmpfs)
         socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], list(stdio))
         buffer = b""
         conn.settimeout(30)
@@ -430,6 +473,8 @@ def _child(
             os.dup2(fd, 1)
             os.dup2(fd, 2)
             os.close(fd)
+        if request.get("private_tmpfs"):
+            _private_tmpfs(request["private_tmpfs"])
         if "argv" in request:
             _command_streams(stdio)
             sys.argv = list(request["argv"])
@@ -461,6 +506,29 @@ def _child(
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+#: ``unshare(2)`` / ``mount(2)`` flags (linux/sched.h, linux/mount.h).
+_CLONE_NEWNS = 0x00020000
+_MS_REC = 0x4000
+_MS_PRIVATE = 1 << 18
+
+
+def _private_tmpfs(directory: str) -> None:  # pragma: no cover - in the child
+    """In this process, what :func:`private_tmpfs_wrapper` does for the command under it: a
+    mount namespace of its own, every mount in it private, and a tmpfs of 256 MiB on
+    ``directory`` (made if missing)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def check(result: int, call: str) -> None:
+        if result != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"{call}: {os.strerror(code)}")
+
+    check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    check(libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None), "mount(/, MS_REC | MS_PRIVATE)")
+    os.makedirs(directory, exist_ok=True)
+    check(libc.mount(b"curaflow-artifacts", directory.encode(), b"tmpfs", 0, b"size=256m"), f"mount({directory})")
 
 
 def _command_streams(stdio: list[int]) -> None:  # pragma: no cover - in the child

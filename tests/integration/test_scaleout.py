@@ -1,8 +1,9 @@
 """Scale-out with nothing shared but Temporal and PostgreSQL.
 
 Each worker process runs as a host of its own would: in a mount namespace of its own
-(``unshare --mount``), its artifacts directory a private tmpfs that no other process
-sees — the test process included. One Temporal, one PostgreSQL, real worker processes;
+(``unshare --mount``, made by the worker forked from the test process's zygote:
+:func:`tests.zygote.worker_process`), its artifacts directory a private tmpfs that no other
+process sees — the test process included. One Temporal, one PostgreSQL, real worker processes;
 one host is SIGKILLed or SIGSTOPped. The source-queue owner's lease is also tested in
 process (late renewals, a taken lease, the fence).
 """
@@ -36,16 +37,9 @@ from tests.fakes.replay import ReplayServer
 from tests.fakes.webhook import Reply, WebhookReceiver
 from tests.services import free_port
 from tests.support import Stack, closed_status, eventually, short_id, whsec
+from tests.zygote import private_tmpfs_wrapper
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-#: Runs its arguments with the directory ``$0`` a private tmpfs (a mount namespace of its own).
-_MOUNT_PRIVATE = 'mkdir -p "$0" && mount -t tmpfs -o size=256m curaflow-artifacts "$0" && exec "$@"'
-
-
-def private_host(artifacts: Path) -> list[str]:
-    """The wrapper that runs a worker with ``artifacts`` private to it."""
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", _MOUNT_PRIVATE, str(artifacts)]
 
 
 @functools.cache
@@ -53,7 +47,7 @@ def mount_namespaces() -> bool:
     """True when this machine lets the suite make a mount namespace with a tmpfs."""
     try:
         probe = subprocess.run(
-            [*private_host(Path("/tmp/curaflow-mount-probe")), "true"], capture_output=True, timeout=10
+            [*private_tmpfs_wrapper(Path("/tmp/curaflow-mount-probe")), "true"], capture_output=True, timeout=10
         )
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -74,10 +68,10 @@ def source(replay: ReplayServer, routes: dict[str, Any]) -> dict[str, Any]:
 async def start_hosts(stack: Stack, n: int) -> None:
     """``n`` worker processes, each on a "host" of its own; the first owns the source queue."""
     assert stack.settings.artifacts_dir is not None
-    await stack.start_worker(wrapper=private_host(stack.settings.artifacts_dir))
+    await stack.start_worker(private_tmpfs=stack.settings.artifacts_dir)
     await eventually(lambda: "source_queue.owned" in stack.worker_log(1), what="the first worker owns the queue")
     for _ in range(n - 1):
-        await stack.start_worker(wrapper=private_host(stack.settings.artifacts_dir))
+        await stack.start_worker(private_tmpfs=stack.settings.artifacts_dir)
 
 
 def files_under(folder: Path) -> list[Path]:
@@ -127,7 +121,7 @@ async def test_the_host_that_fetched_lost_mid_delivery_another_host_delivers(
         await start_hosts(stack, 1)  # the only host: it fetches and starts the delivery
         job_id = await stack.admit(stack.task(target_id="demo"))
         await asyncio.wait_for(receiver.arrived.wait(), 30)
-        await stack.start_worker(wrapper=private_host(stack.settings.artifacts_dir or tmp_path))
+        await stack.start_worker(private_tmpfs=stack.settings.artifacts_dir or tmp_path)
         fetcher = stack.workers[0]
         fetcher.kill() if fault == "sigkill" else fetcher.pause()
         lost_at = asyncio.get_running_loop().time()
@@ -193,8 +187,9 @@ async def test_a_hung_owner_is_replaced_within_its_lease_and_fenced_when_it_wake
     assert stack.settings.artifacts_dir is not None
     ports = [free_port(), free_port()]
     for port in ports:  # each host its own /ready
-        env = ["env", f"CURAFLOW_OBSERVABILITY__METRICS_PORT={port}"]
-        await stack.start_worker(wrapper=env + private_host(stack.settings.artifacts_dir))
+        await stack.start_worker(
+            private_tmpfs=stack.settings.artifacts_dir, extra_env={"CURAFLOW_OBSERVABILITY__METRICS_PORT": str(port)}
+        )
         if port == ports[0]:
             await eventually(lambda: "source_queue.owned" in stack.worker_log(1), what="the first worker owns")
     owner, standby = stack.workers
