@@ -16,7 +16,6 @@ from pydantic import (
     BaseModel,
     Field,
     SerializerFunctionWrapHandler,
-    ValidationError,
     field_validator,
     model_serializer,
 )
@@ -24,8 +23,8 @@ from pydantic import (
 from curaflow.domain.execution import RunTimeout
 from curaflow.domain.models import CellSnapshot, DeliveryReport
 from curaflow.domain.projection import JobStatus
-from curaflow.domain.text import json_type_name
 from curaflow.domain.verdicts import FinishCause, StepFailure
+from curaflow.domain.workflow_input import InputRefusals, read_one_input
 
 
 class RouteRef(BaseModel):
@@ -209,14 +208,25 @@ class PushInput(BaseModel):
 INVALID_PUSH_INPUT = "invalid_push_input"
 
 
+_PUSH_EXPECTED = "EventPushWorkflow takes one PushInput {job_id, policy} (curaflow's push sweeper starts it)"
+
+#: How ``EventPushWorkflow`` words the refusal of input that is no :class:`PushInput`.
+PUSH_INPUT_REFUSALS = InputRefusals(
+    arguments=lambda count: f"{_PUSH_EXPECTED}; got {count} arguments",
+    not_an_object=lambda kind: f"{_PUSH_EXPECTED}; got {kind}",
+    invalid_object=lambda fields: f"{_PUSH_EXPECTED}; got an object that is none (fields: {fields})",
+)
+
+
 def read_push_input(args: Sequence[Any]) -> PushInput | str:
     """``EventPushWorkflow``'s start arguments as a :class:`PushInput`, or why they are not one.
 
     The push sweeper (:func:`curaflow.jobs.pushes.sweep_once`) passes exactly one; a client
     starting the workflow by hand (the CLI, the UI's "start workflow like this one" with
     its input edited) can pass anything — no argument, several, a string, an object of
-    other members, a payload of another encoding (``RawValue``). Pure and total: never
-    raises.
+    other members, a payload of another encoding (``RawValue``). Read by
+    :func:`curaflow.domain.workflow_input.read_one_input`, worded by
+    :data:`PUSH_INPUT_REFUSALS`. Pure and total: never raises.
 
     Args:
         args: the decoded start arguments (JSON values, models or ``RawValue``).
@@ -225,20 +235,7 @@ def read_push_input(args: Sequence[Any]) -> PushInput | str:
         The input, or a one-line problem naming what was received; the workflow fails
         with it (:data:`INVALID_PUSH_INPUT`).
     """
-    expected = "EventPushWorkflow takes one PushInput {job_id, policy} (curaflow's push sweeper starts it)"
-    if len(args) != 1:
-        return f"{expected}; got {len(args)} arguments"
-    [value] = args
-    if isinstance(value, PushInput):
-        return value
-    if not isinstance(value, dict):
-        kind = "a payload that is not JSON" if hasattr(value, "payload") else f"a JSON {json_type_name(value)}"
-        return f"{expected}; got {kind}"
-    try:
-        return PushInput.model_validate(value)
-    except ValidationError as err:
-        fields = sorted({".".join(str(p) for p in e["loc"]) or "input" for e in err.errors()})[:5]
-        return f"{expected}; got an object that is none (fields: {', '.join(fields)})"
+    return read_one_input(args, PushInput, PUSH_INPUT_REFUSALS)
 
 
 class PushReport(BaseModel):

@@ -23,11 +23,11 @@ from enum import StrEnum
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from curaflow.domain.execution import EXECUTION_GRACE, MIN_RUN
 from curaflow.domain.messages import JobInput
-from curaflow.domain.text import json_type_name
+from curaflow.domain.workflow_input import InputRefusals, read_one_input
 
 #: How late Temporal may still start an occurrence (server down, schedule paused…);
 #: anything later is counted as missed, never back-filled.
@@ -101,13 +101,25 @@ class OccurrenceInput(BaseModel):
 INVALID_OCCURRENCE_INPUT = "invalid_occurrence_input"
 
 
+_FIX = "run `curaflow schedules sync` to restore the plan's action"
+
+#: How ``ScheduledJobWorkflow`` words the refusal of input that is no :class:`OccurrenceInput`.
+OCCURRENCE_INPUT_REFUSALS = InputRefusals(
+    arguments=lambda count: f"the schedule's action passed {count} arguments, not one plan; {_FIX}",
+    not_an_object=lambda kind: f"the schedule's action passed {kind}, not a plan object; {_FIX}",
+    invalid_object=lambda fields: f"the schedule's action passed an object that is no plan (fields: {fields}); {_FIX}",
+)
+
+
 def read_occurrence_input(args: Sequence[Any]) -> OccurrenceInput | str:
     """The trampoline's start arguments as an :class:`OccurrenceInput`, or why they are not one.
 
     A schedule curaflow wrote passes exactly one JSON object of that shape; an operator's
     hand edit of the action (``temporal schedule update --input …``, the UI) can pass
     anything — another object, a string, ``null``, no argument, several, a payload of
-    another encoding (``RawValue``). Pure and total: never raises.
+    another encoding (``RawValue``). Read by
+    :func:`curaflow.domain.workflow_input.read_one_input`, worded by
+    :data:`OCCURRENCE_INPUT_REFUSALS`. Pure and total: never raises.
 
     Args:
         args: the decoded start arguments (JSON values, models or ``RawValue``).
@@ -116,20 +128,7 @@ def read_occurrence_input(args: Sequence[Any]) -> OccurrenceInput | str:
         The plan's input, or a one-line problem naming what was received and how to
         restore the action (``curaflow schedules sync``); the trampoline fails with it.
     """
-    fix = "run `curaflow schedules sync` to restore the plan's action"
-    if len(args) != 1:
-        return f"the schedule's action passed {len(args)} arguments, not one plan; {fix}"
-    [value] = args
-    if isinstance(value, OccurrenceInput):
-        return value
-    if not isinstance(value, dict):
-        kind = "a payload that is not JSON" if hasattr(value, "payload") else f"a JSON {json_type_name(value)}"
-        return f"the schedule's action passed {kind}, not a plan object; {fix}"
-    try:
-        return OccurrenceInput.model_validate(value)
-    except ValidationError as err:
-        fields = sorted({".".join(str(p) for p in e["loc"]) or "input" for e in err.errors()})[:5]
-        return f"the schedule's action passed an object that is no plan (fields: {', '.join(fields)}); {fix}"
+    return read_one_input(args, OccurrenceInput, OCCURRENCE_INPUT_REFUSALS)
 
 
 class AdmitOccurrenceInput(BaseModel):
