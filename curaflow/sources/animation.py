@@ -50,7 +50,7 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from PIL import Image, UnidentifiedImageError
 from pydantic import BaseModel
@@ -59,6 +59,7 @@ from curaflow.sources.decoding import (
     PILLOW_REFUSALS,
     DecodeBudget,
     DecodeMeter,
+    DelegatedReads,
     OverBudget,
     machine_cause,
     metered_open,
@@ -176,13 +177,13 @@ class AnimationBroken(Exception):
 _STREAM_ERRORS = (zipfile.BadZipFile, EOFError, zlib.error, lzma.LZMAError)
 
 
-class _MemberReader:
+class _MemberReader(DelegatedReads):
     """A member of the zip opened for reading, whose decompression errors are
     :class:`AnimationBroken` (a broken stream: maybe the transfer) whoever reads it —
     Pillow opening the frame included (it lets an exception of another type through)."""
 
     def __init__(self, fh: IO[bytes], name: str) -> None:
-        self._fh = fh
+        super().__init__(fh)
         self._name = name
 
     def _broken(self, err: BaseException) -> AnimationBroken:
@@ -190,7 +191,7 @@ class _MemberReader:
 
     def read(self, size: int = -1) -> bytes:
         try:
-            return self._fh.read(size)
+            return super().read(size)
         except (*_STREAM_ERRORS, OSError) as err:  # bzip2's broken stream: an OSError without errno
             if (machine := machine_cause(err)) is not None:
                 raise machine from None
@@ -198,23 +199,11 @@ class _MemberReader:
 
     def seek(self, offset: int, whence: int = 0) -> int:
         try:  # a seek backwards reads the member again from its start
-            return self._fh.seek(offset, whence)
+            return super().seek(offset, whence)
         except (*_STREAM_ERRORS, OSError) as err:  # bzip2's broken stream: an OSError without errno
             if (machine := machine_cause(err)) is not None:
                 raise machine from None
             raise self._broken(err) from None
-
-    def tell(self) -> int:
-        return self._fh.tell()
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._fh, name)
 
 
 @contextlib.contextmanager

@@ -420,7 +420,48 @@ def small_fed(fh: IO[bytes], image: Image.Image) -> bool:
     return bool(image.info.get("progressive")) or jpeg_frame_marker(fh) not in HUFFMAN_SEQUENTIAL_FRAMES
 
 
-class MeteredReads:
+class DelegatedReads:
+    """A file a decoder reads (Pillow's ``Image.open``, ``zipfile``'s members), wrapped:
+    ``read``, ``seek`` and ``tell`` go to ``fh``, the view says it is readable and
+    seekable, and any other attribute is ``fh``'s. A subclass adds what happens around a
+    read: :class:`MeteredReads` checks a decode's meter first,
+    ``curaflow.sources.animation``'s member reader names a zip's broken stream.
+
+    Args:
+        fh: the file read (binary).
+
+    Raises:
+        whatever ``fh`` raises.
+    """
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self._fh = fh
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes of ``fh`` (all the rest for -1)."""
+        return self._fh.read(size)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        """``fh.seek``: the new position (bytes from the start)."""
+        return self._fh.seek(offset, whence)
+
+    def tell(self) -> int:
+        """``fh.tell``: the position (bytes from the start)."""
+        return self._fh.tell()
+
+    def readable(self) -> bool:
+        """True: the view is read."""
+        return True
+
+    def seekable(self) -> bool:
+        """True: decoders seek the view (a zip member seeks by reading again)."""
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._fh, name)
+
+
+class MeteredReads(DelegatedReads):
     """A file a decode reads, ``meter`` checked before each read (:func:`metered_open`):
     the decoder is fed by ``ImageFile.load`` a block at a time, so the budget's CPU time,
     the attempt's deadline and its cancel stop a frame between two blocks.
@@ -430,27 +471,13 @@ class MeteredReads:
     """
 
     def __init__(self, fh: IO[bytes], meter: DecodeMeter) -> None:
-        self._fh = fh
+        super().__init__(fh)
         self._meter = meter
 
     def read(self, size: int = -1) -> bytes:
+        """:meth:`DecodeMeter.check`, then up to ``size`` bytes of the file."""
         self._meter.check()
-        return self._fh.read(size)
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        return self._fh.seek(offset, whence)
-
-    def tell(self) -> int:
-        return self._fh.tell()
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._fh, name)
+        return super().read(size)
 
 
 def metered_open(fh: IO[bytes], meter: DecodeMeter) -> Image.Image:
