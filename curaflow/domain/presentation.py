@@ -55,6 +55,7 @@ __all__ = [  # the keys are defined in curaflow.domain.execution; re-exported fo
     "job_static_details",
     "job_summary",
     "listed_target_ids",
+    "occurrence_summary",
     "push_summary",
     "task_static_details",
     "task_summary",
@@ -193,6 +194,22 @@ def task_static_details(task: dict[str, Any], job_id: str) -> str:
     if extra:
         lines.append(" · ".join(extra))
     return "\n".join(lines)
+
+
+def occurrence_summary(plan_id: str, cron: list[str], timezone: str) -> str:
+    """The static summary a plan's Temporal Schedule gives each occurrence's trampoline, e.g.
+    ``occurrence of plan nightly (0 3 * * * Asia/Tokyo)``: one line of markdown whose values —
+    the plan's id, cron strings and time zone (the configuration's) — show as text
+    (:func:`~curaflow.domain.text.markdown_text`; until 2026-12-07 a plan ``_daily_`` showed
+    as an emphasised *daily*); at most :data:`SUMMARY_LIMIT` characters.
+
+    Args:
+        plan_id: the plan's id (= the schedule's id).
+        cron: its cron strings, in the configuration's order.
+        timezone: its IANA time zone.
+    """
+    crons = ", ".join(markdown_text(expression) for expression in cron)
+    return f"occurrence of plan {markdown_text(plan_id)} ({crons} {markdown_text(timezone)})"[:SUMMARY_LIMIT]
 
 
 def push_summary(job_id: str) -> str:

@@ -37,6 +37,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from curaflow.config import ScheduleConfig, Settings
 from curaflow.domain.execution import SCHEDULE_ID, SCHEDULED_WORKFLOW
 from curaflow.domain.occurrence import CATCHUP_WINDOW_S, OccurrenceInput, occurrence_timeout
+from curaflow.domain.presentation import occurrence_summary
 from curaflow.observability.logs import get_logger
 
 #: Memo key naming the task queue of the stack that owns a schedule.
@@ -74,7 +75,7 @@ def build_schedule(settings: Settings, plan: ScheduleConfig) -> Schedule:
             task_queue=settings.temporal.task_queue,
             execution_timeout=occurrence_timeout(settings.budgets.default_deadline_ms),
             typed_search_attributes=TypedSearchAttributes([SearchAttributePair(SCHEDULE_ID, plan.id)]),
-            static_summary=f"occurrence of plan {plan.id} ({', '.join(plan.cron)} {plan.timezone})",
+            static_summary=occurrence_summary(plan.id, list(plan.cron), plan.timezone),
         ),
         spec=ScheduleSpec(
             cron_expressions=list(plan.cron),

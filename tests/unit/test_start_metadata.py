@@ -141,3 +141,22 @@ def test_a_long_summary_is_cut_at_its_limit() -> None:
     inp = hostile_input(targets=[TargetSpec(target_id="t", query={"tags": tags})])
     assert len(job_summary(inp)) == SUMMARY_LIMIT
     assert shown(job_summary(inp)).tags <= OWN_MARKUP
+
+
+@pytest.mark.parametrize(
+    ("plan_id", "cron"),
+    [("_daily_", ["*/5 * * * *"]), ("__nightly__", ["0 3 * * MON#2", "30 1 1/2 * *"]), ("a_b_c", ["@every 1h"])],
+)
+def test_a_schedules_occurrence_summary_shows_its_plan_as_text(plan_id: str, cron: list[str]) -> None:
+    """The schedule's action gives each occurrence's trampoline its static summary, which
+    the UI renders as markdown: the plan's id and cron strings (the configuration's:
+    ``[A-Za-z0-9_-]``, cron fields of ``*?/,#-``) show as written — ``_daily_`` was
+    emphasis, the id shown as *daily*."""
+    from curaflow.config import ScheduleConfig, Settings
+    from curaflow.schedules import build_schedule
+
+    settings = Settings(schedules=[ScheduleConfig(id=plan_id, cron=cron, timezone="Asia/Tokyo", target_ids=["demo"])])
+    action = build_schedule(settings, settings.schedules[0]).action
+    summary = shown(action.static_summary)  # type: ignore[union-attr]
+    assert summary.tags <= {"p"}, action.static_summary  # type: ignore[union-attr]
+    assert summary.text.strip() == f"occurrence of plan {plan_id} ({', '.join(cron)} Asia/Tokyo)"
