@@ -184,6 +184,46 @@ def answer_key(answer: str) -> str:
 SEND_AGAIN_STATUSES = frozenset({408, 425})
 
 
+def status_undefined(status: int) -> bool:
+    """Whether ``status`` is one HTTP does not define: outside 100–599 (RFC 9110 §15, "Values
+    outside the range 100..599 are invalid"; HTTP/1.1 carries any three digits, and httpx
+    hands 600–999 over as they came — below 200 it refuses the answer itself, a transport
+    error)."""
+    return not 100 <= status <= 599
+
+
+def undefined_status_error(route: str, status: int, reason: TerminalReason) -> RouteError | None:
+    """The one reading every route gives an answer whose status HTTP does not define
+    (:func:`status_undefined`), before its body or headers are read; None for any other status.
+
+    RFC 9110 §15: "A client that receives a response with an invalid status code SHOULD
+    process the response as if it had a 5xx (Server Error) status code." No receiver
+    documents such a status (Telegram's, Discord's, a webhook receiver's contract), so
+    whatever it carries — the receiver's own refusal's shape included — is not the
+    receiver's answer: as a 5xx that is not its own, the request may have been processed
+    (``ambiguous``: retried with backoff, the same key where the route has one, or the
+    route's ``on_ambiguous`` decides) — one attempt, never the work refused nor the route.
+    Its answer is kept (``HTTP <status> (…)``), so on an at-most-once route it counts in the
+    route's streak as any answer that may follow a post. Until 2026-12-07 the webhook route
+    read every such status as ``route_refused`` and Telegram and Discord read one carrying
+    their own error's shape as ``route_refused``; the routes read it here alone.
+
+    Args:
+        route: how the message names the route's request (``webhook``, ``telegram sendPhoto``).
+        status: the answer's HTTP status.
+        reason: the route's reason for a failed attempt (``delivery_failed``, ``telegram_failed``).
+    """
+    if not status_undefined(status):
+        return None
+    return RouteError(
+        reason,
+        f"{route}: HTTP {status}, a status HTTP does not define (read as a 5xx that is not the receiver's own); "
+        "the request may have been processed, outcome unknown",
+        ambiguous=True,
+        answer=f"HTTP {status} (a status HTTP does not define)",
+    )
+
+
 class RouteError(Exception):
     """A delivery attempt that did not confirm.
 

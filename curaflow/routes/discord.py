@@ -36,7 +36,10 @@ gateway's JSON) holds the whole route (``route_wide``: the route cools down); Di
 own JSON 5xx (``{"code", "message"}``, :func:`is_discords_error`) → retried; a gateway
 error (502, 504) or any 5xx that is not Discord's error JSON (Cloudflare's HTML page, a
 proxy's JSON of another shape) → *ambiguous* (the gateway may have forwarded the
-request); a 4xx Discord says is about the content
+request); a status HTTP does not define (600–999), whatever its body — Discord's error
+shape included — → *ambiguous* too, the one reading of every route
+(:func:`~curaflow.routes.base.undefined_status_error`; until 2026-12-07 one in Discord's
+shape was ``route_refused``); a 4xx Discord says is about the content
 (:data:`WORK_CODES`: explicit content, automatic moderation, a file over the server's
 size; ``50035`` Invalid Form Body whose errors name only the content or the files,
 :data:`WORK_FIELDS`), under a status a refusal of the content comes with
@@ -78,6 +81,7 @@ from curaflow.routes.base import (
     read_pages,
     refusal_answered,
     remote_id_of,
+    undefined_status_error,
 )
 from curaflow.routes.caption import build_caption, escape_markdown
 from curaflow.routes.chunks import packed_chunks, resumed_parts
@@ -423,6 +427,9 @@ def classify(
         scope: the ``X-RateLimit-Scope`` header (``user``, ``global``, ``shared``), if any.
         global_header: the ``X-RateLimit-Global`` header, if any.
     """
+    undefined = undefined_status_error("discord", status, TerminalReason.DELIVERY_FAILED)
+    if undefined is not None:
+        return undefined  # a status HTTP does not define: whatever its body, not Discord's answer
     detail = ""
     if isinstance(body, dict):
         detail = f" code {body.get('code')} {body.get('message') or ''}".rstrip()

@@ -52,6 +52,11 @@ the Bot API's 400 (``error_code`` 400) with   the chat became a supergroup: swit
 ``parameters.migrate_to_chat_id`` a           new id and send again (once); in any other
 supergroup's id (``-100…``)                   answer, or to another id, never followed
 JSON 5xx other than 502/504                   retried (Telegram did not post it)
+a status HTTP does not define (600–999),      *ambiguous*, as a 5xx not the Bot API's
+whatever its body (the Bot API's shape too)   (RFC 9110 §15; ``undefined_status_error``
+                                              in :mod:`curaflow.routes.base`, every
+                                              route's one reading; until 2026-12-07 the
+                                              Bot API's shape was ``route_refused``)
 the Bot API's own 400 (``error_code`` 400)    ``delivery_rejected`` (the work), never
 naming the file itself                        retried; a photo Telegram cannot take as a
 (:data:`WORK_REFUSALS`: a page Telegram       photo is first sent again as a document
@@ -116,6 +121,7 @@ from curaflow.routes.base import (
     read_pages,
     refusal_answered,
     remote_id_of,
+    undefined_status_error,
 )
 from curaflow.routes.caption import build_caption, utf16_len
 from curaflow.routes.chunks import balanced_chunks, packed_chunks, resumed_parts
@@ -254,6 +260,9 @@ def classify(
       none (the backoff of :func:`curaflow.domain.ratelimit.retry_delay_ms` then); a 429
       that is not the Bot API's own (not ``recognised``) is ``route_wide``: the limit of
       a gateway in front of it, every send of the route waits it (at most the route's cap);
+    * a status HTTP does not define (600–999), whatever the answer says → ``telegram_failed``,
+      *ambiguous* (:func:`~curaflow.routes.base.undefined_status_error`, the one reading
+      of every route);
     * a 5xx, or HTTP's own "send it again" (:data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`:
       408, 425) → ``telegram_failed``, retried;
     * the Bot API's own 400 (``recognised``) whose description is in
@@ -272,6 +281,9 @@ def classify(
             ``error_code`` that is its HTTP status); False: an answer of another shape,
             whose words never name the work nor a photo refused (2026-12-06).
     """
+    undefined = undefined_status_error("telegram", code, TerminalReason.TELEGRAM_FAILED)
+    if undefined is not None:
+        return undefined
     text = f"telegram: {code} {description}".strip()
     lowered = description.lower()
     said = RATE_LIMIT_TEXT.search(description)
@@ -516,6 +528,9 @@ class TelegramRoute:
                     ) from err
                 response = refused
             status = response.status_code
+            undefined = undefined_status_error(f"telegram {method}", status, TerminalReason.TELEGRAM_FAILED)
+            if undefined is not None:
+                raise undefined  # a status HTTP does not define: whatever its body, not the Bot API's
             try:
                 body = response.json()
             except (ValueError, RecursionError):  # not JSON; nested deeper than the parser recurses

@@ -39,6 +39,11 @@ only when the receiver says the work is the problem):
                         error (502, 504) may have reached the receiver: retried
                         with the same ``webhook-id`` and remembered as possibly
                         delivered
+a status HTTP does      one attempt, *ambiguous* (RFC 9110 §15: read as a 5xx
+not define (600–999,    not the receiver's own; retried with the same
+whatever its body)      ``webhook-id``, remembered as possibly delivered):
+                        :func:`~curaflow.routes.base.undefined_status_error`,
+                        the one reading of every route
 any other answer        the receiver refuses the request itself (401, 403, 404,
 (400, 401, 403, 404,    410, 413 — its credentials, its address, its size limit —,
 410, 413, any other     a status it never documented, a redirect, never followed):
@@ -85,6 +90,7 @@ from curaflow.routes.base import (
     read_pages,
     refusal_answered,
     remote_id_of,
+    undefined_status_error,
 )
 from curaflow.routes.registry import RouteContext, register_route
 
@@ -370,6 +376,9 @@ class WebhookRoute:
                 ) from err
             response = refused
         status = response.status_code
+        undefined = undefined_status_error("webhook", status, TerminalReason.DELIVERY_FAILED)
+        if undefined is not None:
+            raise undefined  # a status HTTP does not define: the one reading of every route
         if status == 409:
             return DeliveryReceipt(duplicate=True, remote_status="409")
         if 200 <= status < 300:
@@ -429,7 +438,12 @@ def classify(status: int, retry_after: str | None) -> RouteError:
     route's cooldown at most ``delivery.route_rate_limit_cap_ms``); 5xx and HTTP's
     own "send it again" (:data:`~curaflow.routes.base.SEND_AGAIN_STATUSES`: 408, 425) →
     retried (502 / 504 ambiguous); :data:`WORK_STATUSES` → ``delivery_rejected`` (the work);
-    anything else → ``route_refused`` (the route: the work is not used up)."""
+    anything else → ``route_refused`` (the route: the work is not used up). A status HTTP
+    does not define (600–999) is none of these: one attempt, ambiguous
+    (:func:`~curaflow.routes.base.undefined_status_error`)."""
+    undefined = undefined_status_error("webhook", status, TerminalReason.DELIVERY_FAILED)
+    if undefined is not None:
+        return undefined
     if status == 429 or 500 <= status < 600 or status in SEND_AGAIN_STATUSES:
         # A receiver's 429 limits curaflow's requests to it — no chat or channel of one
         # send to limit —: route-wide, every send of the route waits it, at most

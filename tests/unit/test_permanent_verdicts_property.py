@@ -12,7 +12,8 @@ the delivery side, answer by answer"), restated here from the receivers' documen
   the route's recognised list, read where status, shape and words agree;
 * a delivery is ambiguous (``delivery_unknown`` on an at-most-once route: the work blocked
   there for good) only where the request may have been processed — a 2xx that is not the
-  platform's, a 5xx that is not the platform's own, a gateway error — never a 3xx or 4xx;
+  platform's, a 5xx that is not the platform's own, a gateway error, a status HTTP does not
+  define (600–999: RFC 9110 §15 reads it as a 5xx, whatever it carries) — never a 3xx or 4xx;
 * a delivery is confirmed only by the platform's acceptance;
 * a rate limit (a 429; Telegram's ``retry_after``) is one retried attempt whose wait is
   bounded (the stated delay at most :data:`~curaflow.domain.ratelimit.MAX_STATED_S`, the
@@ -353,6 +354,8 @@ def assert_cheap(err: RouteError, status: int) -> None:
         assert err.rate_limited, err
     if 300 <= status < 500:
         assert not err.ambiguous, (status, err)
+    if status >= 600:  # no receiver's answer, whatever it carries: one attempt, possibly posted
+        assert err.ambiguous and not err.permanent and not err.rate_limited, (status, err)
     if err.permanent:
         assert err.reason in (TerminalReason.DELIVERY_REJECTED, TerminalReason.ROUTE_REFUSED), err
         assert not err.rate_limited
@@ -522,8 +525,8 @@ def test_webhook_permanent_verdicts_come_only_from_the_recognised_table(
     assert_cheap(err, status)
     if err.reason == TerminalReason.DELIVERY_REJECTED:
         assert status in WH_WORK_STATUSES or (200 <= status < 300 and word == "rejected"), (status, body[:200])
-    if err.ambiguous:  # a gateway error, or the receiver holding it ("pending"): possibly delivered
-        assert status in (502, 504) or word in {"pending", "queued"}, (status, word)
+    if err.ambiguous:  # a gateway error, a status HTTP does not define, the receiver holding it
+        assert status in (502, 504) or status >= 600 or word in {"pending", "queued"}, (status, word)
     if word in {"pending", "queued"}:
         assert err.ambiguous and not err.permanent, (word, str(err))
     if 500 <= status < 600 or status in (408, 425, 429):

@@ -480,6 +480,42 @@ async def test_an_acceptance_with_header_bytes_that_are_not_ascii_is_delivered(
     assert not receipt.duplicate
 
 
+# ---- a status HTTP does not define ----------------------------------------------------------------
+
+#: Bodies a 6xx–9xx may carry: each route's own refusal shape, another JSON, a page, none.
+UNDEFINED_BODIES: dict[str, Callable[[int], httpx.Response]] = {
+    "telegram-shaped": lambda s: httpx.Response(
+        s, json={"ok": False, "error_code": s, "description": "Bad Request: file is too big", "parameters": {}}
+    ),
+    "discord-shaped": lambda s: httpx.Response(
+        s, json={"code": 50045, "message": "File uploaded exceeds the maximum size"}
+    ),
+    "webhook-shaped": lambda s: httpx.Response(s, json={"status": "rejected", "error": "no"}),
+    "html": lambda s: httpx.Response(s, text="<html><body>proxy</body></html>", headers={"content-type": "text/html"}),
+    "empty": lambda s: httpx.Response(s),
+}
+
+
+@pytest.mark.parametrize("status", [600, 700, 799, 999])
+@pytest.mark.parametrize("body", list(UNDEFINED_BODIES))
+@pytest.mark.parametrize("route_of", [webhook, telegram, discord], ids=["webhook", "telegram", "discord"])
+async def test_a_status_http_does_not_define_costs_one_attempt_on_every_route(
+    tmp_path: Path, route_of: Callable[[httpx.AsyncClient], Any], body: str, status: int
+) -> None:
+    """RFC 9110 §15: a status outside 100–599 is invalid, read "as if it had a 5xx" — one
+    no receiver documents, so whatever it carries is not the receiver's own answer: the
+    request may have been processed (ambiguous: the route's ``on_ambiguous`` decides),
+    retried on the route's backoff, never the work's nor the route's refusal. Until
+    2026-12-07 the webhook route read every such status as ``route_refused`` and Telegram
+    and Discord read one carrying their own refusal's shape as ``route_refused``."""
+    answer = UNDEFINED_BODIES[body]
+    err = await failure(route_of, lambda _r: answer(status), tmp_path)
+    assert err.ambiguous and not err.permanent and not err.rate_limited, (err.reason, str(err))
+    # neither the work refused nor the route: the route's failure of one attempt
+    assert err.reason in (TerminalReason.DELIVERY_FAILED, TerminalReason.TELEGRAM_FAILED), err.reason
+    assert err.answer is not None and str(status) in err.answer  # counted in an at-most-once route's streak
+
+
 def test_answers_are_plain_json() -> None:
     # the scripted answers above are the platforms' envelopes (a sanity check of the fixtures)
     assert json.loads(tg_answer(400, "x")(httpx.Request("POST", "https://t")).content)["ok"] is False
