@@ -33,10 +33,14 @@ An album Telegram posted only partly — the Bot API's own ``400`` (``error_code
 ``failed to send message #N with the error message "…"``: items 0..N-1 are in the chat,
 their ids are not in the answer — is recorded as N items posted (``null`` ids) before the
 failure is raised: a retry sends only the rest of that album, and a delivery that ends
-there is reported ``partial``. Those words in any other answer record nothing posted.
+there is reported ``partial``. Those words in any other answer, or inside another
+phrase (:func:`stated_phrase`: the whole description after ``Bad Request:``), record
+nothing posted.
 
 How answers are classified (:func:`classify`; the work is blamed only for an answer
-recognised positively, :data:`WORK_REFUSALS`):
+recognised positively, :data:`WORK_REFUSALS`, each a whole phrase the description states —
+after the Bot API's ``Bad Request:``, or quoted as an album item's error — never words
+found inside another description, :func:`stated_phrase`):
 
 ===========================================  ==========================================
 ``{"ok": true, "result": …}`` in a 2xx        confirmed
@@ -185,29 +189,37 @@ ALBUM_MAX = 10
 REQUEST_RESERVE = 16 * 1024
 #: Multipart framing of one file (boundary, ``Content-Disposition`` with its name, type).
 FILE_RESERVE = 512
-#: 400 descriptions meaning "this photo cannot be a photo": send it as a document.
-PHOTO_REFUSED = (
-    "photo_invalid_dimensions",
-    "image_process_failed",
-    "photo_save_file_invalid",
-    "photo_ext_invalid",
-    "photo_invalid",
-    "wrong file identifier",
+#: 400 phrases meaning "this photo cannot be a photo": send it as a document (whole
+#: phrases, lowercased, as :func:`stated_phrase` reads a description).
+PHOTO_REFUSED = frozenset(
+    {
+        "photo_invalid_dimensions",
+        "image_process_failed",
+        "photo_save_file_invalid",
+        "photo_ext_invalid",
+        "photo_invalid",
+        "wrong file identifier/http url specified",
+    }
 )
-#: 400 descriptions that blame the work's file itself — the only answers that do (any
-#: other refusal is the route's, :func:`classify`): a page Telegram cannot process as an
-#: image (Bot API ``PHOTO_INVALID_DIMENSIONS``, ``IMAGE_PROCESS_FAILED`` …: reference
+#: 400 phrases that blame the work's file itself — the only answers that do (any other
+#: refusal is the route's, :func:`classify`): a page Telegram cannot process as an image
+#: (Bot API ``PHOTO_INVALID_DIMENSIONS``, ``IMAGE_PROCESS_FAILED`` …: reference
 #: ``pixiv-and-delivery-apis.md`` §3.2; a photo gets a second chance as a document
 #: first), an animation it cannot play (``sendAnimation``: "wrong type of the web page
-#: content"), a file over what the chat takes ("file is too big").
-WORK_REFUSALS = (
-    "photo_invalid_dimensions",
-    "image_process_failed",
-    "photo_save_file_invalid",
-    "photo_ext_invalid",
-    "photo_invalid",
-    "wrong type of the web page content",
-    "file is too big",
+#: content"), a file over what the chat takes ("file is too big"). Whole phrases,
+#: lowercased (:func:`stated_phrase`): until 2026-12-07 they were found anywhere in a
+#: description, and ``CHAT_PHOTO_INVALID`` or "… the upload file is too big for the proxy"
+#: refused the work for good.
+WORK_REFUSALS = frozenset(
+    {
+        "photo_invalid_dimensions",
+        "image_process_failed",
+        "photo_save_file_invalid",
+        "photo_ext_invalid",
+        "photo_invalid",
+        "wrong type of the web page content",
+        "file is too big",
+    }
 )
 NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout, httpx.WriteError, httpx.WriteTimeout)
 #: Gateway errors: the gateway forwarded the request and lost the answer (or gave up waiting).
@@ -230,8 +242,38 @@ class _PartlyPosted(Exception):
 #: Telegram's words for a rate limit, in whatever answer carries them (a 429, or a 400
 #: "failed to send message #N with the error message \"Too Many Requests: retry after 8\"").
 RATE_LIMIT_TEXT = re.compile(r"too many requests(?:: retry after (\d+(?:\.\d+)?))?", re.IGNORECASE)
-#: An album posted up to item N (0-based) and failed there: items 0..N-1 are in the chat.
-FAILED_ITEM = re.compile(r"failed to send message #(\d{1,4})\b", re.IGNORECASE)  # an album has 10
+#: The prefix of the Bot API's 400 descriptions (``Bad Request: chat not found``).
+BAD_REQUEST = "bad request:"
+#: An album posted up to item N (0-based) and failed there — items 0..N-1 are in the chat —,
+#: as the Bot API states it, the item's own error quoted: ``failed to send message #2 with
+#: the error message "PHOTO_INVALID_DIMENSIONS"`` (at most 4 digits: an album has 10 items).
+ALBUM_ITEM_FAILED = re.compile(
+    r'failed to send message #(\d{1,4})(?: with the error message "(.*)")?', re.IGNORECASE | re.DOTALL
+)
+
+
+def stated_phrase(description: str) -> tuple[int | None, str]:
+    """What a Bot API description states, read whole: the album's item it failed at (None:
+    no album item named) and the phrase, lowercased and trimmed.
+
+    The phrase is the description without the Bot API's ``Bad Request:`` prefix (present
+    or not); when that is an album's failure at item N (:data:`ALBUM_ITEM_FAILED`, the whole
+    phrase), the phrase is the item's quoted error message, read the same way. Words
+    inside a longer phrase state nothing: ``CHAT_PHOTO_INVALID`` is not ``PHOTO_INVALID``,
+    "… file is too big for the proxy" is not "file is too big".
+    """
+
+    def bare(text: str) -> str:
+        text = text.strip()
+        if text.lower().startswith(BAD_REQUEST):
+            text = text[len(BAD_REQUEST) :].strip()
+        return text
+
+    phrase = bare(description)
+    item = ALBUM_ITEM_FAILED.fullmatch(phrase)
+    if item is None:
+        return None, phrase.lower()
+    return int(item.group(1)), bare(item.group(2) or "").lower()
 
 
 def supergroup_id(value: object) -> bool:
@@ -285,7 +327,7 @@ def classify(
     if undefined is not None:
         return undefined
     text = f"telegram: {code} {description}".strip()
-    lowered = description.lower()
+    _item, phrase = stated_phrase(description)
     said = RATE_LIMIT_TEXT.search(description)
     # Telegram's words for a rate limit are read in the Bot API's own refusal only: in an
     # answer of another shape (`recognised` False: an `error_code` that is not its status,
@@ -310,9 +352,9 @@ def classify(
         )
     if 500 <= code < 600 or code in SEND_AGAIN_STATUSES:
         return RouteError(TerminalReason.TELEGRAM_FAILED, text)
-    if recognised and photo and code == 400 and any(mark in lowered for mark in PHOTO_REFUSED):
+    if recognised and photo and code == 400 and phrase in PHOTO_REFUSED:
         return None
-    if recognised and code == 400 and any(mark in lowered for mark in WORK_REFUSALS):
+    if recognised and code == 400 and phrase in WORK_REFUSALS:
         return RouteError(
             TerminalReason.DELIVERY_REJECTED,
             f"{text}: Telegram cannot take this work's file",
@@ -627,12 +669,12 @@ class TelegramRoute:
         # `error_code`) recorded items as posted that no answer of Telegram's said were:
         # the next attempt sent only the rest (pages never delivered, the work reported
         # delivered) or the failure ended the work `partial` (`unknown` there for good).
-        failed_at = FAILED_ITEM.search(description) if recognised and code == 400 else None
-        if method == "sendMediaGroup" and failed_at is not None and int(failed_at.group(1)) > 0:
+        failed_at = stated_phrase(description)[0] if recognised and code == 400 else None
+        if method == "sendMediaGroup" and failed_at is not None and failed_at > 0:
             # A photo refused inside a partly posted album: the work's page, as a refusal.
             error = error or classify(code, description, params, None, photo=False, recognised=recognised)
             assert error is not None
-            raise _PartlyPosted(int(failed_at.group(1)), error)
+            raise _PartlyPosted(failed_at, error)
         if error is None:
             raise _PhotoRefused(description)
         raise error

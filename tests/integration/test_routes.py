@@ -279,10 +279,10 @@ async def test_an_album_failure_naming_an_item_beyond_any_album_is_the_routes_an
 ) -> None:
     # "failed to send message #<5000 digits>": int() raised ValueError (too many digits),
     # curaflow's permanent internal_error; no album has more than 10 items.
-    from curaflow.routes.telegram import FAILED_ITEM
+    from curaflow.routes.telegram import stated_phrase
 
-    assert FAILED_ITEM.search("Bad Request: failed to send message #" + "9" * 5000) is None
-    assert FAILED_ITEM.search('Bad Request: failed to send message #2 with the error message "x"') is not None
+    assert stated_phrase("Bad Request: failed to send message #" + "9" * 5000)[0] is None
+    assert stated_phrase('Bad Request: failed to send message #2 with the error message "x"') == (2, "x")
 
 
 async def test_ambiguity_policy_decides_resend_safety(telegram: FakeTelegram, http: Any) -> None:

@@ -163,6 +163,9 @@ WORDS = st.sampled_from(
         "Bad Request: group send failed",
         'Bad Request: failed to send message #3 with the error message "PHOTO_INVALID_DIMENSIONS"',
         'Bad Request: failed to send message #0 with the error message "file is too big"',
+        "Bad Request: CHAT_PHOTO_INVALID",
+        "Bad Request: the upload file is too big for the proxy",
+        'Bad Request: failed to send message #1 with the error message "USER_PHOTO_INVALID"',
         "Too Many Requests: retry after 8",
         "Too Many Requests: retry after 1e9",
         "Forbidden: bot was blocked by the user",
@@ -378,7 +381,21 @@ def tg_recognised_work_refusal(status: int, data: Any) -> bool:
         return False
     if isinstance(params, dict) and params.get("retry_after") is not None:
         return False
-    return "too many requests" not in words.lower() and any(w in words.lower() for w in TG_WORK_WORDS)
+    return "too many requests" not in words.lower() and tg_phrase(words) in TG_WORK_WORDS
+
+
+def tg_phrase(words: str) -> str:
+    """The phrase a Bot API description states, whole: after its ``Bad Request:`` prefix (if
+    any), or an album item's quoted error message (``failed to send message #N with the
+    error message "…"``); lowercased. Words inside a longer phrase state nothing."""
+
+    def bare(text: str) -> str:
+        text = text.strip()
+        return text[len("bad request:") :].strip() if text.lower().startswith("bad request:") else text
+
+    text = bare(words)
+    item = re.fullmatch(r'failed to send message #\d{1,4}(?: with the error message "(.*)")?', text, re.I | re.S)
+    return bare(item.group(1) or "" if item else text).lower()
 
 
 @EXAMPLES

@@ -136,6 +136,50 @@ async def test_any_new_telegram_wording_is_the_routes(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    "description",
+    [
+        "Bad Request: CHAT_PHOTO_INVALID",  # a chat's photo, not the page
+        "Bad Request: USER_PHOTO_INVALID",
+        "Bad Request: PHOTO_INVALID_DIMENSIONS_OF_THE_CHAT_AVATAR",
+        "Bad Request: message thread not found (PHOTO_INVALID)",
+        "Bad Request: the proxy says the upload file is too big for its buffer",
+        "Bad Request: not enough rights to send documents: file is too big",
+        "Bad Request: TOPIC_CLOSED; wrong type of the web page content",
+        "Bad Request: IMAGE_PROCESS_FAILED_ON_THE_CHAT",
+        'Bad Request: failed to send message #0 with the error message "CHAT_PHOTO_INVALID"',
+        'Bad Request: failed to send message #0 with the error message "the file is too big for the proxy"',
+    ],
+)
+async def test_a_work_word_inside_another_telegram_description_is_the_routes(tmp_path: Path, description: str) -> None:
+    """The Bot API states a refusal of the file as a whole phrase — its error's name or
+    words after ``Bad Request:`` (``PHOTO_INVALID_DIMENSIONS``, ``file is too big``), or
+    quoted in an album's ``failed to send message #N with the error message "…"``. A
+    description holding such words inside another is no such phrase: the route's, never
+    the work's (until 2026-12-07 the words were found anywhere: ``CHAT_PHOTO_INVALID``
+    refused the work for good)."""
+    for pages in (1, 3):  # a photo (then a document), an album
+        err = await failure(telegram, tg_answer(400, description), tmp_path, pages=pages)
+        assert is_the_routes(err), (pages, err.reason, str(err))
+
+
+@pytest.mark.parametrize(
+    "description",
+    [
+        "Bad Request: PHOTO_INVALID_DIMENSIONS",
+        "Bad Request: photo_invalid_dimensions",
+        "PHOTO_INVALID_DIMENSIONS",
+        "Bad Request: IMAGE_PROCESS_FAILED",
+        "Bad Request: file is too big",
+        "Bad Request: File is too big ",
+        'Bad Request: failed to send message #0 with the error message "PHOTO_INVALID"',
+    ],
+)
+async def test_a_documented_telegram_refusal_of_the_file_is_the_works(tmp_path: Path, description: str) -> None:
+    err = await failure(telegram, tg_answer(400, description), tmp_path)
+    assert err.reason == TerminalReason.DELIVERY_REJECTED and err.permanent, (err.reason, str(err))
+
+
+@pytest.mark.parametrize(
     "answer",
     [
         lambda _r: httpx.Response(400, text="<html>400 Bad Request</html>"),  # not the Bot API's
