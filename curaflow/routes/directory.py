@@ -34,7 +34,11 @@ The directory's OS errors have one owner, :func:`os_failure`: those that may pas
 under the write, a network disk's broken connection …) are retried
 (``delivery_failed``); every other (``EROFS``, ``EACCES``, ``ENOSPC``, ``EDQUOT``, a
 file where the work's folder goes, ``ELOOP``, one never seen) is ``route_refused`` with
-the errno's name as its answer, so several works refused alike pause the route. A page
+the errno's name as its answer, so several works refused alike pause the route. A work
+whose names the disk would refuse as too long (``ENAMETOOLONG`` of its folder, a page or
+its temporary name over the disk's ``NAME_MAX``, a path over ``PATH_MAX`` where ordinary
+names fit: :func:`names_over_limit`) is refused on this route before anything is written
+(``over_route_limit``, the work's on this route only; until 2026-12-07 the route's). A page
 of the artifact curaflow cannot read is none of the directory's: retried, like on every
 route (:func:`~curaflow.routes.base.page_unreadable`).
 """
@@ -359,6 +363,61 @@ def os_failure(err: OSError, doing: str) -> RouteError:
     )
 
 
+#: Bytes a written file's temporary name adds to its own (:func:`atomic_copy`,
+#: :func:`atomic_write_bytes`: ``.<name>.`` + ``mkstemp``'s eight characters + ``.tmp``).
+TEMP_NAME_EXTRA = 14
+#: The shortest names every work's delivery writes (a one-character work id's folder and
+#: page), for telling a path too long for any work (the route's) from one too long for
+#: this work's names (:func:`names_over_limit`).
+_SHORTEST_FOLDER, _SHORTEST_PAGE = "0", "0_p0.jpg"
+
+
+def disk_limits(path: Path) -> tuple[int, int]:
+    """The route's disk's longest name and longest path, bytes (``pathconf``'s ``NAME_MAX``
+    and ``PATH_MAX`` of ``path`` or, before it exists, of its nearest existing parent);
+    Linux's 255 and 4096 when the disk does not say."""
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    limits = []
+    for key, default in (("PC_NAME_MAX", 255), ("PC_PATH_MAX", 4096)):
+        try:
+            value = os.pathconf(probe, key)
+        except (OSError, ValueError):
+            value = -1
+        limits.append(value if value > 0 else default)
+    return limits[0], limits[1]
+
+
+def names_over_limit(root: Path, folder: Path, pages: list[Path]) -> str | None:
+    """Why the names a delivery of one work writes do not fit the route's disk, or None.
+
+    A name longer than the disk's ``NAME_MAX`` — the work's folder, a page, or a page's
+    temporary name (:data:`TEMP_NAME_EXTRA` bytes more) — or a path longer than its
+    ``PATH_MAX`` where the same path of the shortest names fits (:func:`disk_limits`): the
+    disk would answer ``ENAMETOOLONG`` for this work's names alone, never for a work of
+    ordinary names — the work on this route, not the route (a path too long for any work
+    is the route's: left to the write, :func:`os_failure`).
+
+    Args:
+        root: the route's directory.
+        folder: the work's folder in it.
+        pages: where the work's pages go, in the folder.
+    """
+    name_max, path_max = disk_limits(root)
+    for name, extra in [(folder.name, 0)] + [(page.name, TEMP_NAME_EXTRA) for page in pages]:
+        size = len(os.fsencode(name)) + extra
+        if size > name_max:
+            what = "the work's folder name" if extra == 0 else f"page {name!r}'s name, written under a temporary name,"
+            return f"{what} is {size} bytes, over the {name_max} bytes the route's disk takes in a name"
+    shortest = len(os.fsencode(str(root / _SHORTEST_FOLDER / _SHORTEST_PAGE))) + TEMP_NAME_EXTRA
+    for page in pages:
+        size = len(os.fsencode(str(page))) + TEMP_NAME_EXTRA
+        if size >= path_max and shortest < path_max:
+            return f"the path of page {page.name!r} is {size} bytes, over the {path_max} bytes the route's disk takes"
+    return None
+
+
 def _remove_leftovers(folder: Path, names: set[str]) -> None:
     """Remove the temporary files an earlier attempt left in the work's ``folder`` (blocking;
     best effort: an error here is left to the writes that follow). Call it only holding
@@ -495,6 +554,17 @@ class DirectoryRoute:
         folder = inside(self.path, request.work.work_id)
         targets = [(Path(f.path), inside(folder, Path(f.path).name)) for f in request.artifact.files]
         manifest_path = folder / "manifest.json"
+        too_long = names_over_limit(self.path, folder, [dest for _, dest in targets])
+        if too_long is not None:
+            # The disk would answer ENAMETOOLONG for this work's names alone: the work on
+            # this route (nothing written; other routes still take it), never the route's
+            # refusal — until 2026-12-07 it was, held back and counted toward the route's
+            # pause for a name no other work has.
+            raise RouteError(
+                TerminalReason.OVER_ROUTE_LIMIT,
+                f"directory: not written by curaflow: {too_long}",
+                permanent=True,
+            )
         if self._manifest_present(manifest_path):
             existing = self._manifest(manifest_path)
             replayed = existing.get("idempotency_key") == request.idempotency_key

@@ -9,6 +9,7 @@ speaking the platforms' wire formats (:mod:`tests.unit.test_route_answers`).
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import os
 import tempfile
@@ -254,3 +255,42 @@ async def test_a_telegram_4xx_whose_ok_is_no_boolean_is_the_routes(tmp_path: Pat
         with pytest.raises(RouteError) as caught:
             await telegram(http).deliver(request_of(tmp_path))
     assert caught.value.reason == TerminalReason.ROUTE_REFUSED and not caught.value.ambiguous
+
+
+def long_page_request(tmp_path: Path, stem: str) -> DeliveryRequest:
+    """A work whose page file is named ``<stem>_p0.jpg`` (the artifact store names pages
+    ``<work_id>_p<N>.<ext>``)."""
+    request = dir_request(tmp_path, stem)
+    [page] = request.artifact.files
+    renamed = Path(page.path).with_name(f"{stem}_p0.jpg")
+    Path(page.path).rename(renamed)
+    files = [page.model_copy(update={"path": str(renamed)})]
+    return dataclasses.replace(request, artifact=request.artifact.model_copy(update={"files": files}))
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda tmp: dir_request(tmp, "7" * 300),  # the work's folder: 300 bytes
+        lambda tmp: long_page_request(tmp, "7" * 240),  # its page: 247 bytes, 261 written under a temporary name
+    ],
+    ids=["folder", "page"],
+)
+async def test_a_works_name_too_long_for_the_routes_disk_is_that_work_on_that_route(
+    tmp_path: Path, build: Callable[[Path], DeliveryRequest]
+) -> None:
+    """A name is too long (``ENAMETOOLONG``) for the disk's name limit (``NAME_MAX``, 255
+    bytes here) only for works of such names: the work on this route (``over_route_limit``:
+    nothing written, remembered so later jobs pick another work for the route, other routes
+    still take it), never the route's refusal, which held back and paused the route for
+    every work (until 2026-12-07). The next work of an ordinary name is delivered."""
+    route = DirectoryRoute("out", tmp_path / "out")
+    with pytest.raises(RouteError) as caught:
+        await _guarded(route, build(tmp_path))
+    err = caught.value
+    assert err.reason == TerminalReason.OVER_ROUTE_LIMIT and err.permanent, (err.reason, str(err))
+    assert err.answer is None, "no answer of the route's: never counted toward its pause"
+    assert "255" in str(err), str(err)  # the operator reads the disk's limit
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [] if (tmp_path / "out").exists() else True
+    receipt = await _guarded(route, dir_request(tmp_path, "4343"))
+    assert receipt.remote_status == "written"
