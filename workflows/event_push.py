@@ -26,6 +26,15 @@ with workflow.unsafe.imports_passed_through():
     from curaflow.domain.messages import INVALID_PUSH_INPUT, CallbackPolicy, PushInput, PushReport, read_push_input
 
 
+#: ``workflow.patched`` id: a push run's start input whose JSON text has no one meaning — a
+#: member twice (``{"job_id":"a","job_id":"b"}``), ``NaN`` / ``Infinity``, ``1e400`` — is
+#: refused (``invalid_push_input`` naming ``POST /jobs``'s refusal of that text), as the job
+#: workflow refuses it (``workflows.job.ONE_MEANING``). Before, the run took the SDK
+#: decoder's reading of it and pushed the last ``job_id``'s events. Asked only for such an
+#: input: the sweeper's runs record no marker.
+PUSH_ONE_MEANING = "push-one-meaning-input"
+
+
 def push_options(policy: CallbackPolicy, *, summary: str = "push events") -> workflow.ActivityConfig:
     """``execute_activity`` options of ``push_events`` under ``policy`` (with its UI summary).
 
@@ -166,11 +175,13 @@ class EventPushWorkflow:
 
         Raises:
             ApplicationError: ``invalid_push_input`` (non-retryable) for input that is no
-                ``PushInput``; nothing is pushed. Same commands as before for a
-                ``PushInput``, so no patch: a history of other input never completed a
-                workflow task.
+                ``PushInput``, or whose JSON text has no one meaning (behind
+                :data:`PUSH_ONE_MEANING`, asked only for such a text: before, the run pushed
+                the last ``job_id`` of ``{"job_id":"a","job_id":"b"}``); nothing is pushed.
+                Same commands as before for a ``PushInput``; other input never completed a
+                workflow task before the untyped reading, so that refusal has no patch.
         """
-        inp = read_push_input(args)
+        inp = read_push_input(args, one_meaning=lambda: workflow.patched(PUSH_ONE_MEANING))
         if isinstance(inp, str):
             raise ApplicationError(inp, type=INVALID_PUSH_INPUT, non_retryable=True)
         report: PushReport = await workflow.execute_activity_method(

@@ -78,6 +78,13 @@ JOB_TASK_TIMEOUT_PATCH = "scheduled-job-task-timeout"
 #: a cancel of the trampoline never reaches the job (it ends the trampoline *Canceled*);
 #: before, the SDK forwarded it to the awaited child and the job was cancelled.
 ABANDON_JOB_ON_CANCEL = "occurrence-abandons-its-job"
+#: ``workflow.patched`` id: a trampoline's start input whose JSON text has no one meaning — a
+#: member twice (``"schedule_id":"a","schedule_id":"b"``), ``NaN`` / ``Infinity``, ``1e400``
+#: — is refused (``invalid_occurrence_input`` naming ``POST /jobs``'s refusal of that text),
+#: as the job workflow refuses it (``workflows.job.ONE_MEANING``). Before, the trampoline
+#: took the SDK decoder's reading of it and admitted the last plan's job. Asked only for
+#: such an input: a schedule curaflow wrote records no marker.
+OCCURRENCE_ONE_MEANING = "occurrence-one-meaning-input"
 
 
 def closed_as(err: ChildWorkflowError) -> str:
@@ -109,10 +116,14 @@ class ScheduledJobWorkflow:
 
         Raises:
             ApplicationError: ``invalid_occurrence_input`` (non-retryable) for input that is
-                no plan; nothing is admitted. Same commands as before for a plan's input,
-                so no patch: a history of such input never completed a workflow task.
+                no plan, or whose JSON text has no one meaning (behind
+                :data:`OCCURRENCE_ONE_MEANING`, asked only for such a text: before, the
+                trampoline admitted the last plan a text naming ``schedule_id`` twice
+                named); nothing is admitted. Same commands as before for a plan's input;
+                other input never completed a workflow task before the untyped reading, so
+                that refusal has no patch.
         """
-        inp = read_occurrence_input(args)
+        inp = read_occurrence_input(args, one_meaning=lambda: workflow.patched(OCCURRENCE_ONE_MEANING))
         if isinstance(inp, str):
             raise ApplicationError(inp, type=INVALID_OCCURRENCE_INPUT, non_retryable=True)
         info = workflow.info()

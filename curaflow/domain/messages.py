@@ -9,7 +9,7 @@ Pure module: imported by workflows through the sandbox pass-through.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import (
@@ -215,27 +215,32 @@ PUSH_INPUT_REFUSALS = InputRefusals(
     arguments=lambda count: f"{_PUSH_EXPECTED}; got {count} arguments",
     not_an_object=lambda kind: f"{_PUSH_EXPECTED}; got {kind}",
     invalid_object=lambda fields: f"{_PUSH_EXPECTED}; got an object that is none (fields: {fields})",
+    no_one_meaning=lambda why: f"{_PUSH_EXPECTED}; got a JSON text with no one meaning: {why}",
 )
 
 
-def read_push_input(args: Sequence[Any]) -> PushInput | str:
+def read_push_input(args: Sequence[Any], *, one_meaning: Callable[[], bool] = lambda: True) -> PushInput | str:
     """``EventPushWorkflow``'s start arguments as a :class:`PushInput`, or why they are not one.
 
     The push sweeper (:func:`curaflow.jobs.pushes.sweep_once`) passes exactly one; a client
     starting the workflow by hand (the CLI, the UI's "start workflow like this one" with
     its input edited) can pass anything — no argument, several, a string, an object of
-    other members, a payload of another encoding (``RawValue``). Read by
+    other members, a payload of another encoding (``RawValue``), a JSON text with no one
+    meaning (``{"job_id":"a","job_id":"b"}``). Read by
     :func:`curaflow.domain.workflow_input.read_one_input`, worded by
     :data:`PUSH_INPUT_REFUSALS`. Pure and total: never raises.
 
     Args:
         args: the decoded start arguments (JSON values, models or ``RawValue``).
+        one_meaning: whether a JSON text with no one meaning is refused (the workflow's
+            ``workflow.patched("push-one-meaning-input")``, called only for such a text;
+            before it, the run took the last ``job_id`` of it). Default: refused.
 
     Returns:
         The input, or a one-line problem naming what was received; the workflow fails
         with it (:data:`INVALID_PUSH_INPUT`).
     """
-    return read_one_input(args, PushInput, PUSH_INPUT_REFUSALS)
+    return read_one_input(args, PushInput, PUSH_INPUT_REFUSALS, one_meaning=one_meaning)
 
 
 class PushReport(BaseModel):

@@ -17,7 +17,7 @@ activities and the CLI.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -108,27 +108,35 @@ OCCURRENCE_INPUT_REFUSALS = InputRefusals(
     arguments=lambda count: f"the schedule's action passed {count} arguments, not one plan; {_FIX}",
     not_an_object=lambda kind: f"the schedule's action passed {kind}, not a plan object; {_FIX}",
     invalid_object=lambda fields: f"the schedule's action passed an object that is no plan (fields: {fields}); {_FIX}",
+    no_one_meaning=lambda why: f"the schedule's action passed a JSON text with no one meaning ({why}); {_FIX}",
 )
 
 
-def read_occurrence_input(args: Sequence[Any]) -> OccurrenceInput | str:
+def read_occurrence_input(
+    args: Sequence[Any], *, one_meaning: Callable[[], bool] = lambda: True
+) -> OccurrenceInput | str:
     """The trampoline's start arguments as an :class:`OccurrenceInput`, or why they are not one.
 
     A schedule curaflow wrote passes exactly one JSON object of that shape; an operator's
     hand edit of the action (``temporal schedule update --input …``, the UI) can pass
     anything — another object, a string, ``null``, no argument, several, a payload of
-    another encoding (``RawValue``). Read by
+    another encoding (``RawValue``), a JSON text with no one meaning
+    (``"schedule_id":"a","schedule_id":"b"``). Read by
     :func:`curaflow.domain.workflow_input.read_one_input`, worded by
     :data:`OCCURRENCE_INPUT_REFUSALS`. Pure and total: never raises.
 
     Args:
         args: the decoded start arguments (JSON values, models or ``RawValue``).
+        one_meaning: whether a JSON text with no one meaning is refused (the trampoline's
+            ``workflow.patched("occurrence-one-meaning-input")``, called only for such a
+            text; before it, the trampoline admitted the last plan it named). Default:
+            refused.
 
     Returns:
         The plan's input, or a one-line problem naming what was received and how to
         restore the action (``curaflow schedules sync``); the trampoline fails with it.
     """
-    return read_one_input(args, OccurrenceInput, OCCURRENCE_INPUT_REFUSALS)
+    return read_one_input(args, OccurrenceInput, OCCURRENCE_INPUT_REFUSALS, one_meaning=one_meaning)
 
 
 class AdmitOccurrenceInput(BaseModel):

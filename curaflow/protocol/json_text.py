@@ -41,7 +41,9 @@ class AmbiguousObject(dict[str, Any]):
 
     A ``dict``, so code that reads it as the lenient reader's object does what it did
     before the text was checked (a workflow replaying a history recorded then); code that
-    admits a Task refuses it (:func:`ambiguity`).
+    admits a Task refuses it (:func:`ambiguity`), and so does the reading of a push run's or
+    a trampoline's start (:func:`curaflow.domain.workflow_input.read_one_input`, by its
+    :attr:`refusal`).
     """
 
     def __init__(self, members: dict[str, Any], refusal: ProtocolError) -> None:

@@ -36,7 +36,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from curaflow.config import ScheduleConfig, Settings
 from curaflow.domain.execution import SCHEDULE_ID, SCHEDULED_WORKFLOW
-from curaflow.domain.occurrence import CATCHUP_WINDOW_S, OccurrenceInput, occurrence_timeout
+from curaflow.domain.occurrence import CATCHUP_WINDOW_S, OccurrenceInput, occurrence_timeout, read_occurrence_input
 from curaflow.domain.presentation import occurrence_summary
 from curaflow.observability.logs import get_logger
 
@@ -137,7 +137,15 @@ def never_runs(desc: ScheduleDescription) -> bool:
 
 async def current_input(client: Client, desc: ScheduleDescription) -> OccurrenceInput | None:
     """The plan a curaflow schedule runs (its action's argument), or None for a schedule
-    that is not a curaflow plan."""
+    that is not a curaflow plan.
+
+    A described schedule's argument is the payload its trampolines get, decoded as their
+    worker decodes it and read as they read it
+    (:func:`curaflow.domain.occurrence.read_occurrence_input`): an action whose JSON text
+    has no one meaning (``"schedule_id":"x","schedule_id":"nightly"``) is no plan here either
+    — every occurrence refuses it — so the watch says ``action_not_a_plan`` and ``sync``
+    restores it (until 2026-12-07 its last reading was compared with the plan: ``unchanged``).
+    """
     action = desc.schedule.action
     if not isinstance(action, ScheduleActionStartWorkflow) or action.workflow != SCHEDULED_WORKFLOW or not action.args:
         return None
@@ -148,9 +156,10 @@ async def current_input(client: Client, desc: ScheduleDescription) -> Occurrence
         if isinstance(raw, dict):
             return OccurrenceInput.model_validate(raw)
         values = await client.data_converter.decode([raw])  # type: ignore[list-item]
-        return OccurrenceInput.model_validate(values[0])
     except (ValueError, TypeError):
         return None
+    plan = read_occurrence_input(values[:1])
+    return None if isinstance(plan, str) else plan
 
 
 def diff_plan(

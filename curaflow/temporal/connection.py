@@ -99,7 +99,9 @@ class InputPayloadConverter(PydanticPayloadConverter):
     (:func:`curaflow.protocol.json_text.parse_json`): one whose text has no one meaning —
     a member twice, ``NaN`` / ``Infinity``, ``1e400`` — comes back as an
     :class:`~curaflow.protocol.json_text.AmbiguousObject` (the pydantic reading, with the
-    refusal), which the workflow's Task inputs refuse (``workflows.job.ONE_MEANING``);
+    refusal), which the workflow's Task inputs refuse (``workflows.job.ONE_MEANING``), and
+    so do the push run's and the trampoline's start
+    (:func:`curaflow.domain.workflow_input.read_one_input`, since 2026-12-07);
     before 2026-12-07 it was the pydantic reading alone, and a Task ``POST /jobs``
     refuses was admitted under its last member or with a limit of ``inf``.
 

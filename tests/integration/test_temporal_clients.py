@@ -483,6 +483,52 @@ async def test_a_push_run_started_by_hand_with_junk_ends_at_once_and_frees_the_p
     assert failed_tasks == []
 
 
+@pytest.mark.parametrize(
+    ("text", "client", "reason"),
+    [
+        pytest.param('{"job_id":"x","job_id":"%s"}', "cli", "duplicate_member", id="a-member-twice"),
+        pytest.param('{"job_id":"%s","after":NaN}', "python", "not_json_number", id="not-a-json-number"),
+    ],
+)
+async def test_a_push_run_started_by_hand_with_json_of_no_one_meaning_pushes_nothing(
+    env: Env, text: str, client: str, reason: str
+) -> None:
+    # `temporal workflow start --type EventPushWorkflow --input '{"job_id":"a","job_id":"b"}'`
+    # pushed job b's events: the run read the SDK decoder's reading of a text POST /jobs
+    # refuses (the last member given twice; 1e400 or NaN in a member it ignores), where the
+    # job workflow refuses that text (one-meaning-input).
+    from temporalio.api.common.v1 import Payload
+    from temporalio.api.enums.v1 import EventType
+    from temporalio.common import RawValue
+
+    from curaflow.jobs.pushes import push_workflow_id
+    from curaflow.protocol.json_text import json_text_refusal
+
+    job_id = f"demo@manual-push-{short_id()}"
+    body = text.replace("%s", job_id)
+    refusal = json_text_refusal(body.encode())
+    assert refusal is not None and refusal.detail["reason"] == reason
+    push_id = push_workflow_id(job_id)
+    if client == "cli":
+        started = await asyncio.to_thread(
+            cli, env, "start", "--type", "EventPushWorkflow", "--task-queue", env.stack.task_queue,
+            "--workflow-id", push_id, "--input", body,
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr
+    else:
+        raw = RawValue(Payload(metadata={"encoding": b"json/plain"}, data=body.encode()))
+        await env.client.start_workflow("EventPushWorkflow", raw, id=push_id, task_queue=env.stack.task_queue)
+    await closed_status(env.client, push_id, timeout_s=30)
+    if reason == "duplicate_member":
+        record_history(env, push_id, "event_push_ambiguous_input")
+
+    cause = await refused_start(env, push_id)
+    assert cause.type == "invalid_push_input" and refusal.message in cause.message, cause.message
+    kinds = {e.event_type async for e in env.client.get_workflow_handle(push_id).fetch_history_events()}
+    assert EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED not in kinds  # nothing pushed
+    assert EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED not in kinds
+
+
 async def test_a_stale_job_input_fails_fast_and_does_not_poison_the_id(env: Env) -> None:
     key = f"stale-{short_id()}"
     job_id = f"demo@manual-{key}"

@@ -648,3 +648,40 @@ def test_histories_of_a_reporting_run_before_and_after_reporting_run_are_kept() 
         if "upsertWorkflowSearchAttributesEventAttributes" in event
     ]
     assert any("JobStatus" in fields for fields in upserts), upserts
+
+
+@pytest.mark.parametrize(
+    ("name", "patch", "before_ran"),
+    [
+        ("event_push_ambiguous_input", "push-one-meaning-input", "ACTIVITY_TASK_SCHEDULED"),
+        ("scheduled_occurrence_ambiguous_input", "occurrence-one-meaning-input", "START_CHILD_WORKFLOW"),
+    ],
+)
+def test_histories_of_a_push_or_an_occurrence_whose_json_has_no_one_meaning_are_kept(
+    name: str, patch: str, before_ran: str
+) -> None:
+    """A push run started with ``{"job_id":…,"job_id":…}`` and a trampoline whose text names
+    ``schedule_id`` twice: recorded before their workflow's patch the run took the last
+    member and went on (pushed that job's events; admitted and ran that plan's job) — it
+    replays so on today's code (:func:`test_recorded_history_replays`: the unpatched branch
+    reads the payload converter's ``AmbiguousObject`` leniently, as before); from the patch
+    on the run records the marker, runs nothing and fails naming ``POST /jobs``'s refusal."""
+    from workflows.event_push import PUSH_ONE_MEANING
+    from workflows.scheduled import OCCURRENCE_ONE_MEANING
+
+    assert patch in {PUSH_ONE_MEANING, OCCURRENCE_ONE_MEANING}
+    by_name = {path.stem: path for path in HISTORIES}
+    before, after = by_name[f"{name}_before_refusal"], by_name[name]
+    assert patch not in patches(before) and patches(after) == {patch}
+    for path in (before, after):
+        started = json.loads(path.read_text())["events"][0]["workflowExecutionStartedEventAttributes"]
+        text = base64.b64decode(started["input"]["payloads"][0]["data"])
+        assert b'"job_id":' in text or b'"schedule_id":' in text, path.name
+        assert text.count(b'"job_id":') + text.count(b'"schedule_id":') == 2, text
+    kinds = [e["eventType"] for e in json.loads(before.read_text())["events"]]
+    assert any(before_ran in kind for kind in kinds) and kinds[-1] == "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED"
+    events = json.loads(after.read_text())["events"]
+    assert not any("ACTIVITY_TASK" in e["eventType"] or "CHILD_WORKFLOW" in e["eventType"] for e in events)
+    failure = events[-1]["workflowExecutionFailedEventAttributes"]["failure"]
+    assert failure["applicationFailureInfo"]["type"] in {"invalid_push_input", "invalid_occurrence_input"}
+    assert "more than once in one object" in failure["message"]

@@ -17,6 +17,7 @@ from temporalio.common import RawValue
 from curaflow.domain.messages import PushInput, read_push_input
 from curaflow.domain.occurrence import OccurrenceInput, read_occurrence_input
 from curaflow.domain.workflow_input import InputRefusals, read_one_input
+from curaflow.temporal.connection import DATA_CONVERTER
 
 UNDECODABLE = RawValue(Payload(metadata={"encoding": b"binary/plain"}, data=b"x"))
 
@@ -46,6 +47,7 @@ TAGGED = InputRefusals(
     arguments=lambda count: f"arguments:{count}",
     not_an_object=lambda kind: f"not_an_object:{kind}",
     invalid_object=lambda fields: f"invalid_object:{fields}",
+    no_one_meaning=lambda why: f"no_one_meaning:{why}",
 )
 
 
@@ -116,3 +118,105 @@ def test_each_workflow_keeps_its_wording(args: list[Any], push: str, occurrence:
 def test_each_workflow_reads_its_own_model() -> None:
     assert read_push_input([{"job_id": "j"}]) == PushInput(job_id="j")
     assert read_occurrence_input([PLAN]) == OccurrenceInput.model_validate(PLAN)
+
+
+def decoded(text: bytes) -> Any:
+    """``text`` as the worker's payload converter decodes an untyped ``json/plain`` argument."""
+    [value] = DATA_CONVERTER.payload_converter.from_payloads([Payload(metadata={"encoding": b"json/plain"}, data=text)])
+    return value
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        (b'{"name":"a","name":"b"}', "request body has the member 'name' more than once in one object"),
+        (b'{"name":"a","other":NaN}', "request body holds NaN, which is not a JSON number"),
+        (b'{"name":"a","inner":{"n":1e400}}', "request body holds the number 1e400, out of range"),
+    ],
+)
+def test_an_object_whose_text_has_no_one_meaning_is_refused_unless_the_workflow_reads_it_as_before(
+    text: bytes, why: str
+) -> None:
+    """The job workflow's rule (``one-meaning-input``), by the same decode: refused naming
+    ``POST /jobs``'s refusal; a run started before its workflow's patch (``one_meaning``
+    False) reads it as before (the last of a member given twice)."""
+    asked: list[bool] = []
+
+    def before_the_patch() -> bool:
+        asked.append(False)
+        return False
+
+    assert read_one_input([decoded(text)], Sample, TAGGED) == f"no_one_meaning:{why}"
+    lenient = read_one_input([decoded(text)], Sample, TAGGED, one_meaning=before_the_patch)
+    assert asked == [False]
+    if b"1e400" in text:
+        assert lenient == "invalid_object:inner.n"  # inf is no int
+    else:
+        assert lenient == Sample(name="b" if b'"name":"b"' in text else "a")
+
+
+def test_the_patch_is_asked_only_for_a_text_with_no_one_meaning() -> None:
+    asked: list[bool] = []
+
+    def patched() -> bool:
+        asked.append(True)
+        return True
+
+    for args in ([decoded(b'{"name":"a"}')], [decoded(b'[{"a":1,"a":2}]')], [], [UNDECODABLE], [{}]):
+        read_one_input(args, Sample, TAGGED, one_meaning=patched)
+    assert asked == []
+
+
+def test_each_workflow_words_a_text_with_no_one_meaning() -> None:
+    """The texts the runs fail with; a well-formed twin is read."""
+    twice = "request body has the member 'job_id' more than once in one object"
+    assert read_push_input([decoded(b'{"job_id":"a","job_id":"b"}')]) == (
+        f"{PUSH}; got a JSON text with no one meaning: {twice}"
+    )
+    assert read_push_input([decoded(b'{"job_id":"a","job_id":"b"}')], one_meaning=lambda: False) == PushInput(
+        job_id="b"
+    )
+    twice = "request body has the member 'schedule_id' more than once in one object"
+    text = b'{"schedule_id":"a","schedule_id":"nightly","cron":["0 3 * * *"],"task_queue":"q"}'
+    assert read_occurrence_input([decoded(text)]) == (
+        f"the schedule's action passed a JSON text with no one meaning ({twice}); {FIX}"
+    )
+    assert read_occurrence_input([decoded(text)], one_meaning=lambda: False) == OccurrenceInput.model_validate(PLAN)
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        (b'{"schedule_id":"nightly","cron":["0 3 * * *"],"task_queue":"q"}', True),
+        (b'{"schedule_id":"x","schedule_id":"nightly","cron":["0 3 * * *"],"task_queue":"q"}', False),
+        (b'{"schedule_id":"nightly","cron":["0 3 * * *"],"task_queue":"q","jitter":1e400}', False),
+    ],
+)
+async def test_sync_and_the_watch_read_a_schedules_action_as_its_trampoline_does(text: bytes, read: bool) -> None:
+    """An action whose text has no one meaning fails every occurrence; ``sync`` and the watch
+    (``curaflow.schedules.sync.current_input``) read it as no plan — the watch says
+    ``action_not_a_plan``, ``sync`` restores it — instead of its last reading, which equals
+    the configured plan: ``unchanged``, every occurrence failing in silence."""
+    from types import SimpleNamespace
+
+    from temporalio.api.common.v1 import Payloads
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflow.v1 import NewWorkflowExecutionInfo
+    from temporalio.client import ScheduleActionStartWorkflow
+
+    from curaflow.schedules.sync import current_input
+    from curaflow.temporal.connection import DATA_CONVERTER
+
+    action = ScheduleActionStartWorkflow(
+        "ScheduledJobWorkflow",
+        raw_info=NewWorkflowExecutionInfo(
+            workflow_id="nightly@occurrence",
+            workflow_type={"name": "ScheduledJobWorkflow"},
+            task_queue=TaskQueue(name="q"),
+            input=Payloads(payloads=[Payload(metadata={"encoding": b"json/plain"}, data=text)]),
+        ),
+    )
+    desc = SimpleNamespace(schedule=SimpleNamespace(action=action))
+    client = SimpleNamespace(data_converter=DATA_CONVERTER)
+    found = await current_input(client, desc)  # type: ignore[arg-type]
+    assert found == (OccurrenceInput.model_validate(PLAN) if read else None)

@@ -7,7 +7,8 @@ fake activities — the frozen core v1 orchestration (``core-v2``, :mod:`workflo
 and the behaviours before ``failed-execution``, ``cell-progress``, ``reporting-run``,
 ``job-input-reporting-run``, ``cancelled-end``, ``push-bound``, ``one-meaning-input``,
 ``paused-steps-unanswered``, ``escaped-start-metadata`` (the schedule's trampoline and
-``run_job``) and ``occurrence-abandons-its-job``. The recorded histories
+``run_job``), ``occurrence-abandons-its-job``, ``push-one-meaning-input`` and
+``occurrence-one-meaning-input``. The recorded histories
 (``tests/unit/test_replay_histories.py``) prove the replay; these show what the old
 branches do.
 """
@@ -400,3 +401,43 @@ async def test_before_occurrence_abandons_its_job_cancelling_an_occurrence_cance
 
     assert (trampoline.status, job.status) == (WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.CANCELED)
     assert (result["status"], result["execution"]) == ("cancelled", "canceled")
+
+
+async def test_before_one_meaning_input_a_push_run_pushed_the_last_job_id_of_its_text(unpatched: Unpatched) -> None:
+    """A push run started by hand with ``{"job_id":"a","job_id":"b"}``: a run started before
+    ``push-one-meaning-input`` pushed job ``b``'s events (the SDK decoder's reading); from
+    the patch on it is refused (``tests/workflow/test_untyped_start_input.py``). Its history
+    is kept (``event_push_ambiguous_input_before_refusal``)."""
+    from tests.workflow.test_untyped_start_input import push_by_hand, pushers
+    from workflows.event_push import PUSH_ONE_MEANING
+
+    async with unpatched(PUSH_ONE_MEANING) as env, pushers(env, sandboxed=False) as queue:
+        push_id = await push_by_hand(env, queue, b'{"job_id":"a","job_id":"b"}')
+        record(env, push_id, "event_push_ambiguous_input_before_refusal")
+        report = await env.client.get_workflow_handle(push_id).result()
+
+    assert report["job_id"] == "b" and [p.job_id for p in env.fakes.pushes] == ["b"]
+
+
+async def test_before_one_meaning_input_an_occurrence_admitted_the_last_plan_of_its_text(
+    unpatched: Unpatched,
+) -> None:
+    """A trampoline whose JSON text names ``schedule_id`` twice: one started before
+    ``occurrence-one-meaning-input`` admitted the last plan's job and ran it; from the patch
+    on it is refused (``tests/workflow/test_untyped_start_input.py``). Its history is kept
+    (``scheduled_occurrence_ambiguous_input_before_refusal``)."""
+    from tests.support import short_id
+    from tests.workflow.test_start_metadata import callers
+    from tests.workflow.test_untyped_start_input import occurrence_by_hand, occurrence_text
+    from workflows.scheduled import OCCURRENCE_ONE_MEANING
+
+    async with unpatched(OCCURRENCE_ONE_MEANING) as env:
+        job = env.job(job_id=f"other@{short_id()}", schedule_id="other", trigger="schedule")
+        env.fakes.jobs[job.job_id] = job
+        async with callers(env, job, sandboxed=False) as queue:
+            trampoline_id = await occurrence_by_hand(env, queue, occurrence_text(env, ("plan", "other")))
+            record(env, trampoline_id, "scheduled_occurrence_ambiguous_input_before_refusal")
+            result = await env.client.get_workflow_handle(trampoline_id).result()
+
+    assert (result["job_id"], result["status"]) == (job.job_id, "succeeded")
+    assert env.fakes.steps() != []  # the job ran
