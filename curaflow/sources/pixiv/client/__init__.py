@@ -33,7 +33,8 @@ The same code talks to Pixiv and to the replay server; only the base URLs differ
 * **Outbound** (:mod:`curaflow.outbound`): every request has a total time limit
   (``request_timeout_s`` for the API and auth, ``download_timeout_s`` for one image) and
   a byte limit (``page_max_bytes`` for an API answer — a longer one is
-  ``remote_http_error``, not retried, the token endpoint's retried; ``download_max_bytes`` for an image — a longer one
+  ``remote_http_error``, not retried, the token endpoint's retried, one under a status that
+  is no page's judged by its status; ``download_max_bytes`` for an image — a longer one
   makes the work unavailable). The API client talks only to ``api_url`` / ``auth_url``;
   images only to Pixiv's image host (:data:`PIXIV_IMAGE_HOSTS`) or the configured
   ``image_host``: an image URL naming any other host is never requested (the work is

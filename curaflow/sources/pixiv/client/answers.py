@@ -9,7 +9,7 @@ import httpx
 
 from curaflow.domain.reasons import TerminalReason
 from curaflow.domain.text import loads_clean
-from curaflow.outbound import AnswerTooLarge
+from curaflow.outbound import AnswerTooLarge, answer_head
 from curaflow.sources.errors import SourceError
 from curaflow.sources.pixiv.client.constants import (
     INVALID_GRANT,
@@ -246,10 +246,32 @@ def json_body(response: httpx.Response) -> Any:
         return None
 
 
+def oversized_failure(err: AnswerTooLarge) -> httpx.Response | None:
+    """The status and headers of an app-api answer over ``outbound.page_max_bytes`` when its
+    status is no page's (anything but a 2xx: a 5xx, a 3xx, a 429, a 4xx), as a response
+    with no body (:func:`~curaflow.outbound.answer_head`); None for a 2xx, or when no
+    answer's head came — the size is then the answer (:func:`too_large`).
+
+    Owner of how an oversized answer is judged (2026-12-07): by its status, as any answer
+    whose body is not the app-api's — a failing server's or a gateway's error page larger
+    than any page of results, a redirect's body, a ``Content-Length`` announced so, says
+    nothing of the request nor of a work (a 5xx or a 3xx is one retried attempt, a 429 a
+    rate limit, a 403 / 404 asked of a work held briefly as a bare one is). Until then the
+    size alone was judged, whatever the status: a search's 503 page over the limit ended
+    the job at its first answer (``remote_http_error``, not retried), a detail's held the
+    work back.
+    """
+    head = answer_head(err)
+    if head is None or 200 <= head.status_code < 300:
+        return None
+    return head
+
+
 def too_large(err: AnswerTooLarge, *, retryable: bool = False) -> SourceError:
     """An answer over ``outbound.page_max_bytes``: ``remote_http_error``.
 
-    Not retried (the default) for an API answer of no work (a search, a ranking, a page):
+    Only for an answer of a 2xx, or with no head (:func:`oversized_failure`: any other
+    status is judged by it). Not retried (the default) for an API answer of no work (a search, a ranking, a page):
     the same request gets the same answer, retrying only costs the account's gate. Asked of
     one work (its detail, its ugoira metadata), ``PixivClient._get`` holds the work back
     briefly instead (2026-12-06: the job ended, and each later job of the target met the

@@ -22,6 +22,7 @@ from curaflow.sources.pixiv.client.answers import (
     error_text,
     grant_words,
     json_body,
+    oversized_failure,
     reason_for_status,
     refuses_grant,
     refuses_request,
@@ -285,7 +286,8 @@ class PixivClient(ImageRequests):
                 (:func:`says_gone`); not recognised (held back briefly) for a bare 403, a
                 404 of another shape or without such words, the app-api's own 400
                 (:func:`refuses_request`), an answer over ``outbound.page_max_bytes``
-                (:func:`too_large`, final only for a request of no work), or the app-api's "restricted"
+                under a 2xx (:func:`too_large`, final only for a request of no work; under another
+                status judged by it, :func:`oversized_failure`), or the app-api's "restricted"
                 object under a 2xx or a 4xx (:func:`says_restricted`: a restricted account
                 gets it for every request); the words in another shape or under a 5xx or a
                 redirect are retried (``remote_http_error``).
@@ -301,14 +303,21 @@ class PixivClient(ImageRequests):
             try:
                 response = await self._out.request("GET", url, params=params, headers=headers, limits=self._api_limits)
             except AnswerTooLarge as err:
-                if work_id is not None:
-                    # Asked of one work, an answer never seen about it (a proxy's page, a
-                    # body that never ends): held back briefly, the cell moving on — as the
-                    # app-api's own 400 is. Until 2026-12-06 it ended the job at its first
-                    # answer, nothing held back: the target's later jobs met the work first
-                    # again and ended so.
-                    raise WorkUnavailable(work_id, str(too_large(err))) from None
-                raise too_large(err) from err
+                head = oversized_failure(err)
+                if head is None:
+                    if work_id is not None:
+                        # Asked of one work, an answer never seen about it (a proxy's page,
+                        # a body that never ends): held back briefly, the cell moving on —
+                        # as the app-api's own 400 is. Until 2026-12-06 it ended the job at
+                        # its first answer, nothing held back: the target's later jobs met
+                        # the work first again and ended so.
+                        raise WorkUnavailable(work_id, str(too_large(err))) from None
+                    raise too_large(err) from err
+                # A status that is no page's (a 5xx, a 3xx, a 429, a 4xx): judged by its
+                # status as any answer whose body is not the app-api's, below — nothing of
+                # the body read (2026-12-07: a gateway's error page over the limit ended
+                # the job at its first answer, or held the work asked back).
+                response = head
             except httpx.TimeoutException as err:
                 raise SourceError(TerminalReason.NETWORK_ERROR, f"pixiv timeout: {type(err).__name__}") from err
             except httpx.HTTPError as err:
