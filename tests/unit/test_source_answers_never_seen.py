@@ -23,7 +23,9 @@ TOKEN = {"access_token": "a", "refresh_token": "r", "expires_in": 3600}
 BIG = b"<html>" + b"x" * (256 * 1024)
 
 
-def scripted(api: Callable[[httpx.Request], httpx.Response], *, gate: MemoryGate | None = None) -> PixivClient:
+def scripted(
+    api: Callable[[httpx.Request], httpx.Response], *, gate: MemoryGate | None = None, page_max_bytes: int = 64 * 1024
+) -> PixivClient:
     """A client whose token endpoint grants a token and whose app-api answers ``api``."""
 
     def answer(request: httpx.Request) -> httpx.Response:
@@ -37,7 +39,7 @@ def scripted(api: Callable[[httpx.Request], httpx.Response], *, gate: MemoryGate
         refresh_token="r",
         api_url="http://api.test",
         auth_url="http://api.test",
-        page_max_bytes=64 * 1024,
+        page_max_bytes=page_max_bytes,
         gate=gate,
     )
 
@@ -108,3 +110,67 @@ async def test_an_oversized_answer_of_the_pages_own_status_keeps_its_rule(announ
     with pytest.raises(SourceError) as raised:
         await pixiv.search_illust("tag")
     assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, False)
+
+
+#: An answer no decoder of a text codec reads in linear time: Python's ``punycode`` codec
+#: inserts each code point into the text built so far (RFC 3492 §6.2), quadratic in the
+#: length — ~5 s of CPU for 384 KB, hours for the 4 MiB an answer may hold.
+PUNYCODE_BOMB = b"-" + b"a9" * (192 * 1024)
+
+
+async def test_a_declared_charset_that_decodes_in_quadratic_time_costs_no_cpu() -> None:
+    """Every app-api answer was decoded with the charset its ``Content-Type`` declared
+    (httpx's ``response.text``): ``charset=punycode`` is a text codec whose decoder is
+    quadratic, and an answer of 384 KB held the worker's event loop — every job of the
+    process, its heartbeats — for seconds (4 MiB: half an hour). JSON is UTF-8 (RFC 8259
+    §8.1): the declared charset is not read. The answer is no JSON: one retried attempt."""
+    import time
+
+    pixiv = scripted(
+        lambda request: httpx.Response(
+            200, content=PUNYCODE_BOMB, headers={"Content-Type": "application/json; charset=punycode"}
+        ),
+        page_max_bytes=1024 * 1024,
+    )
+    started = time.process_time()
+    with pytest.raises(SourceError) as raised:
+        await pixiv.search_illust("tag")
+    assert time.process_time() - started < 1.0
+    assert (raised.value.reason, raised.value.retryable) == (TerminalReason.REMOTE_HTTP_ERROR, True)
+
+
+@pytest.mark.parametrize("charset", ["iso-8859-1", "windows-1252", "shift_jis", "utf-16", "punycode"])
+async def test_a_json_answer_is_read_as_utf_8_whatever_charset_it_declares(charset: str) -> None:
+    """A proxy that labels Pixiv's UTF-8 JSON with another charset had its text read as
+    that charset: the work's title and tags came out as mojibake (``æ\\x9d±æ\\x96¹``) — and
+    a detail whose tags no longer hold the query's word is a work that "no longer
+    matches", an empty page then taken for the end of the target's results. JSON is UTF-8
+    (RFC 8259 §8.1; UTF-16 and UTF-32 told by its first bytes, as ``json`` does)."""
+    illust = {
+        "id": 123,
+        "type": "illust",
+        "title": "東方",
+        "tags": [{"name": "東方", "translated_name": None}],
+        "caption": "",
+        "create_date": "2026-12-01T00:00:00+09:00",
+        "page_count": 1,
+        "meta_pages": [],
+        "meta_single_page": {"original_image_url": "https://i.pximg.net/img-original/img/123_p0.png"},
+        "x_restrict": 0,
+        "illust_ai_type": 1,
+        "total_bookmarks": 1,
+        "visible": True,
+        "width": 10,
+        "height": 10,
+    }
+    import json
+
+    body = json.dumps({"illust": illust}, ensure_ascii=False).encode()
+    pixiv = scripted(
+        lambda request: httpx.Response(
+            200, content=body, headers={"Content-Type": f"application/json; charset={charset}"}
+        )
+    )
+    work, texts = await pixiv.illust_detail_texts("123")
+    assert work.title == "東方"
+    assert texts is not None and "東方" in texts

@@ -3,6 +3,7 @@ whatever the HTTP status, the reason a failed answer is classified as."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -235,11 +236,21 @@ def says_restricted(status: int, body: Any) -> bool:
 
 
 def json_body(response: httpx.Response) -> Any:
-    """The answer's JSON with every string cleaned (:func:`~curaflow.domain.text.loads_clean`); None if not JSON."""
-    try:
-        text = response.text
-    except Exception:  # noqa: BLE001 - a declared charset that is no text codec (base64, rot13)
-        text = response.content.decode("utf-8", "replace")  # JSON is UTF-8 (RFC 8259 §8.1)
+    """The answer's JSON with every string cleaned (:func:`~curaflow.domain.text.loads_clean`); None if not JSON.
+
+    Owner of how an answer's bytes become text (2026-12-07): JSON is UTF-8 (RFC 8259
+    §8.1; UTF-16 and UTF-32 told by its first bytes, ``json.detect_encoding``, as
+    ``json.loads`` reads bytes), a byte that is none read as U+FFFD — **the charset its
+    ``Content-Type`` declares is not read**. Until 2026-12-07 it was (httpx's
+    ``response.text``): ``charset=punycode`` names a text codec whose decoder is quadratic
+    (~5 s of the worker's CPU, on the event loop every job of the process shares, for
+    384 KB; hours for the 4 MiB an answer may hold), and a proxy labelling Pixiv's UTF-8
+    as ``iso-8859-1`` or ``shift_jis`` turned every title and tag into mojibake — a detail
+    whose tags then held none of the query's words "no longer matched", an empty page
+    taken for the end of results.
+    """
+    content = response.content
+    text = content.decode(json.detect_encoding(content), "replace")  # names only UTF codecs
     try:
         return loads_clean(text)
     except ValueError:
