@@ -174,3 +174,28 @@ async def test_a_json_answer_is_read_as_utf_8_whatever_charset_it_declares(chars
     work, texts = await pixiv.illust_detail_texts("123")
     assert work.title == "東方"
     assert texts is not None and "東方" in texts
+
+
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["東\ufffd", "a title"],  # a byte of the tag that was no UTF-8, read as U+FFFD
+        ["\ufffd\ufffd", "a title"],  # a tag of an emoji whose escape came broken (a lone surrogate)
+        ["風景", "landscape", "a title", "caption \ufffd"],  # the caption damaged: the word may stand there
+    ],
+)
+def test_a_damaged_text_may_still_hold_the_querys_word(texts: list[str]) -> None:
+    """A work "no longer matches" only when none of its texts can hold the query's word,
+    and an empty page where it stood is then the end of the target's results (the scan
+    exhausted, its sweep cleared). A text holding U+FFFD was not read whole — a byte that
+    was no UTF-8, a lone surrogate of a broken emoji, both made U+FFFD when cleaned — and
+    the word may be what was lost: such a work could still match, and the empty page
+    stays the source's failure (retried)."""
+    from curaflow.domain.messages import TargetFilters, TargetQuery, TargetSpec
+    from curaflow.sources.pixiv.scan.pages import no_longer_matches
+
+    for tags in (["東方"], ["🐱"]):
+        target = TargetSpec(target_id="t", query=TargetQuery(tags=tags), filters=TargetFilters())
+        assert no_longer_matches(target, texts) is False
+    target = TargetSpec(target_id="t", query=TargetQuery(tags=["東方"]), filters=TargetFilters())
+    assert no_longer_matches(target, ["風景", "a title"]) is True  # read whole, without the word

@@ -415,6 +415,11 @@ def _query_words(target: TargetSpec) -> list[str] | None:
     return words
 
 
+#: What a character curaflow could not read becomes (U+FFFD REPLACEMENT CHARACTER): a byte
+#: of an answer that was no UTF-8, a lone surrogate (:func:`~curaflow.domain.text.clean_text`).
+DAMAGED = "\ufffd"
+
+
 def no_longer_matches(target: TargetSpec, texts: list[str] | None) -> bool:
     """True when a work whose detail shows ``texts`` (its tags' names and translations,
     title and caption: :func:`~curaflow.sources.pixiv.client.search_texts`) can match no
@@ -427,13 +432,20 @@ def no_longer_matches(target: TargetSpec, texts: list[str] | None) -> bool:
     other marks at a word's ends read off) is part of any of those texts (each compared
     :func:`_folded`, as given and with its HTML character references read — a caption is
     HTML). A word still there, in any text, in any width or case, leaves it unknown (Pixiv
-    may match by it); so does a query with an excluded word (``-word``, in any width: a
+    may match by it); so does a text holding U+FFFD (:data:`DAMAGED`: not read whole — a
+    byte that was no UTF-8, a broken emoji's lone surrogate —, the word may be what was
+    lost; until 2026-12-07 such a tag read as one without the word); so does a query
+    with an excluded word (``-word``, in any width: a
     work that gained it no longer matches, which these texts cannot tell apart from
     Pixiv's own matching), no positive word, texts not read (None), or a ranking. Until
     2026-12-05 the words were split before they were folded: a query in full-width
     brackets (``（東方 OR 艦これ）``) or with a full-width minus took a work still tagged
     ``東方`` for gone, the end of results."""
     if target.query.mode != "search" or texts is None:
+        return False
+    if any(DAMAGED in t for t in texts):
+        # A text not read whole (a byte that was no UTF-8, a broken emoji's lone
+        # surrogate: both U+FFFD once cleaned) may have held the word (2026-12-07).
         return False
     words = _query_words(target)
     if not words:
