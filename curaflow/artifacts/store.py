@@ -61,12 +61,13 @@ from curaflow.sources.animation import (
     Animation,
     AnimationBroken,
     UnusableAnimation,
+    begins_as_zip,
     encode_gif,
 )
 from curaflow.sources.base import FileSource
 from curaflow.sources.corroboration import sized
 from curaflow.sources.decoding import DecodeBudget, DecodeStopped, OverBudget
-from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
+from curaflow.sources.errors import HEAD_BYTES, SourceError, UnavailableKind, WorkUnavailable
 
 T = TypeVar("T")
 
@@ -356,12 +357,15 @@ class ArtifactStore:
         """
         part = _PartFile(dest)
         received = 0
+        head = b""  # the body's first bytes: does a body over its limit begin as an image?
         try:
             async with source.download(url) as body:
                 expected = body.expected_bytes
                 pending: list[bytes] = []
                 batched = 0
                 async for chunk in body.chunks():
+                    if len(head) < HEAD_BYTES:
+                        head += chunk[: HEAD_BYTES - len(head)]
                     pending.append(chunk)
                     batched += len(chunk)
                     received += len(chunk)
@@ -374,7 +378,9 @@ class ArtifactStore:
             if received == 0:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, "image body empty")
             return _Received(part, pending, received, received == batched)
-        except BaseException:
+        except BaseException as err:
+            if isinstance(err, WorkUnavailable) and err.head is None:
+                err.head = head  # what it began as (corroboration.sized)
             if not part.settled:  # also when cancelled while a batch was being written
                 await asyncio.to_thread(part.discard)
             raise
@@ -435,7 +441,7 @@ class ArtifactStore:
                 try:
                     await self._download_zip(source, meta.zip_url, zip_path, work.work_id)
                 except WorkUnavailable as err:  # over its limit: the work's only if its frames may be
-                    raise sized(err, work.width, work.height, len(meta.frames)) from None
+                    raise sized(err, work.width, work.height, len(meta.frames), begins_as=begins_as_zip) from None
                 try:
                     await self._decoding(encode_gif, zip_path, meta, dest)
                 except UnusableAnimation as err:
@@ -472,6 +478,7 @@ class ArtifactStore:
         """
         tmp = dest.with_name(f".{dest.name}.part")
         received = 0
+        head = b""  # the body's first bytes: does a body over its limit begin as a zip?
         try:
             async with source.download(url) as body:
                 # An announced length over the limit is read, not believed: ``too_large``
@@ -484,6 +491,8 @@ class ArtifactStore:
                     batched = 0
                     async for chunk in body.chunks():
                         received += len(chunk)
+                        if len(head) < HEAD_BYTES:
+                            head += chunk[: HEAD_BYTES - len(head)]
                         if received > MAX_ZIP_BYTES:
                             raise WorkUnavailable(
                                 work_id,
@@ -502,6 +511,10 @@ class ArtifactStore:
             if (expected is not None and expected != received) or received == 0:
                 raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"frames zip truncated: {received} bytes")
             await asyncio.to_thread(os.replace, tmp, dest)
+        except WorkUnavailable as err:
+            if err.head is None:
+                err.head = head  # what it began as (corroboration.sized)
+            raise
         finally:
             await asyncio.to_thread(tmp.unlink, True)
 

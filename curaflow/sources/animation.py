@@ -254,6 +254,12 @@ def clamp_delay(delay_ms: int) -> int:
     return min(MAX_DELAY_MS, max(MIN_DELAY_MS, delay_ms))
 
 
+def begins_as_zip(head: bytes) -> bool:
+    """Whether a body's first bytes begin as a zip (:data:`ZIP_SIGNATURES`): what a frames
+    zip's own bytes begin as (:func:`~curaflow.sources.corroboration.sized`)."""
+    return head[:4] in ZIP_SIGNATURES
+
+
 def _is_zip(path: Path) -> bool:
     with open(path, "rb") as fh:
         return fh.read(4) in ZIP_SIGNATURES

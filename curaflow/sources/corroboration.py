@@ -26,11 +26,14 @@ on the way of a page that answers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from curaflow.outbound import past_deadline
 from curaflow.sources.base import Source
+from curaflow.sources.decoding import signed_format
 from curaflow.sources.errors import SourceError, WorkUnavailable
 
-__all__ = ["FRAMING_BYTES", "MAX_BYTES_PER_PIXEL", "corroborated", "cut_by_deadline", "sized"]
+__all__ = ["FRAMING_BYTES", "MAX_BYTES_PER_PIXEL", "corroborated", "cut_by_deadline", "signs_an_image", "sized"]
 
 #: The most bytes one pixel of a page can take in a file of the formats curaflow takes: a
 #: 16-bit RGBA PNG stored without compression (8 bytes, its filter byte a row aside); a
@@ -41,6 +44,12 @@ MAX_BYTES_PER_PIXEL = 8
 FRAMING_BYTES = 4 * 1024 * 1024
 
 
+def signs_an_image(head: bytes) -> bool:
+    """Whether a body's first bytes sign an image format curaflow takes
+    (:func:`~curaflow.sources.decoding.signed_format`): what a page's own bytes begin as."""
+    return signed_format(head) is not None
+
+
 def sized(
     err: WorkUnavailable,
     width: object,
@@ -48,6 +57,7 @@ def sized(
     frames: int = 1,
     *,
     first: tuple[object, object] | None = None,
+    begins_as: Callable[[bytes], bool] = signs_an_image,
 ) -> WorkUnavailable:
     """``err`` (``too_large``: a body whose own bytes went over its byte limit — never its
     announced length alone, which its raisers read rather than believe) as the work's own
@@ -72,6 +82,15 @@ def sized(
     2026-12-07 a ``Content-Length`` over the limit was refused unread and judged here as if
     the bytes had gone over, so a header that lies on a large page cost the work the week.
 
+    Asked first (2026-12-07): whether the body's own first bytes (``err.head``, kept by the
+    artifact store as it received them) begin as the file it must be — ``begins_as``: an
+    image format for a page (:func:`signs_an_image`), a zip's header for a frames zip. A
+    body that does not (an HTML page, zeros, bytes never seen; none received, or not known)
+    is no file of the work's whatever its size: what the host sent, held briefly. Until
+    then the size alone was weighed, and every work listed over ~2 900 px square — every
+    ugoira of ten frames or more, each frame allowed its framing — "could be" that large: a
+    mirror streaming an endless page for every file cost each such work the week.
+
     Args:
         err: what the download raised; returned unchanged unless it is ``too_large`` with
             its ``limit_bytes``.
@@ -80,9 +99,19 @@ def sized(
         frames: the images the body holds (an animation's frames zip: its frames).
         first: the size of the work's first page (width, height, pixels), standing for a
             page whose own size is not given; None: not known.
+        begins_as: whether the body's first bytes begin as the file it must be
+            (:func:`signs_an_image` for a page).
     """
     if str(err.kind) != "too_large" or err.limit_bytes is None:
         return err
+    if err.head is None or not begins_as(err.head):
+        said = "none received" if not err.head else repr(err.head[:12])
+        return WorkUnavailable(
+            err.work_id,
+            f"{err.why}, beginning as no file of the work's ({said}): the host's answer",
+            err.kind,
+            limit_bytes=err.limit_bytes,
+        )
     known = _positive(width, height)
     if not known and first is not None and _positive(*first):
         width, height = first

@@ -104,6 +104,11 @@ class UnavailableKind(StrEnum):
     NO_FILE = "no_file"
 
 
+#: How many of a body's first bytes :attr:`WorkUnavailable.head` keeps (enough for every
+#: signature :func:`~curaflow.sources.decoding.signed_format` reads, and a zip's).
+HEAD_BYTES = 32
+
+
 class WorkUnavailable(Exception):
     """A single work cannot be used (deleted, private, restricted placeholder, 403/404,
     an unusable URL or animation, over the decode budget: :class:`UnavailableKind`).
@@ -146,6 +151,9 @@ class WorkUnavailable(Exception):
         limit_bytes: for ``too_large``, the byte limit the body went over (None: not
             said). The raiser's ``recognised`` is kept only with it; the artifact store
             settles it by the page's size (:func:`~curaflow.sources.corroboration.sized`).
+        head: for ``too_large``, the body's first bytes as the artifact store received
+            them (up to :data:`HEAD_BYTES`; None: not known) — whether they begin as the
+            file it must be, which :func:`~curaflow.sources.corroboration.sized` asks first.
     """
 
     def __init__(
@@ -164,6 +172,7 @@ class WorkUnavailable(Exception):
         self.why = why
         self.kind = UnavailableKind(kind)
         self.limit_bytes = limit_bytes
+        self.head: bytes | None = None
         self.corroborate = corroborate and self.kind.value not in SOURCE_ANSWER_KINDS
         self.recognised = (
             recognised

@@ -99,7 +99,9 @@ async def test_a_page_whose_own_bytes_exceed_the_limit_stays_the_works(tmp_path:
     """The bytes themselves go over the limit (64 KiB here): the size rule judges it, and a
     page of that listed size may be that large — the work's, as before."""
     async with image_host() as host, client_of(host, download_max_bytes=64 * 1024) as client:
-        host.bodies[f"{WORK_ID}_p0"] = bytes(range(256)) * 1024  # 256 KiB, announced truthfully
+        # 256 KiB, announced truthfully, beginning as a PNG (a body that begins as no image
+        # is the host's, whatever its size: test_source_answers_never_seen.py)
+        host.bodies[f"{WORK_ID}_p0"] = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 1024
         with pytest.raises(WorkUnavailable) as caught:
             await ArtifactStore(tmp_path).fetch(client, large_work(), "j", "t")
     assert caught.value.kind == UnavailableKind.TOO_LARGE and caught.value.recognised, caught.value.why

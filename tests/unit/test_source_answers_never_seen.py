@@ -8,13 +8,19 @@ what each test scripts, in Pixiv's wire format where it is Pixiv's.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from curaflow.artifacts import ArtifactStore
+from curaflow.domain.models import Work, WorkPage
 from curaflow.domain.reasons import TerminalReason
-from curaflow.sources.errors import SourceError, WorkUnavailable
+from curaflow.sources.animation import Animation, AnimationFrame
+from curaflow.sources.errors import SourceError, UnavailableKind, WorkUnavailable
 from curaflow.sources.gate import MemoryGate
 from curaflow.sources.pixiv.client import PixivClient
 
@@ -199,3 +205,113 @@ def test_a_damaged_text_may_still_hold_the_querys_word(texts: list[str]) -> None
         assert no_longer_matches(target, texts) is False
     target = TargetSpec(target_id="t", query=TargetQuery(tags=["東方"]), filters=TargetFilters())
     assert no_longer_matches(target, ["風景", "a title"]) is True  # read whole, without the word
+
+
+# ---- a body over its byte limit that is not the file at all ------------------------------
+
+PAGE_URL = "https://i.pximg.net/img-original/img/2026/12/01/00/00/00/123_p0.png"
+#: A broken mirror's or proxy's answer for every file: an endless page that is no image.
+NOT_THE_FILE = b"<!DOCTYPE html><html><body>" + b"<p>upstream is down</p>" * 12_000
+PNG_SIGNED = b"\x89PNG\r\n\x1a\n" + b"\x00" * 280_000
+
+
+def image_client(body: bytes) -> PixivClient:
+    """A client whose image host answers ``body`` (200, its length announced, in 8 KiB
+    chunks as a socket delivers it) to every image, within a 64 KiB ``download_max_bytes``."""
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for at in range(0, len(body), 8192):
+            yield body[at : at + 8192]
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=chunks(), headers={"Content-Length": str(len(body))})
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(answer))
+    return PixivClient(
+        http,
+        refresh_token="r",
+        api_url="http://api.test",
+        auth_url="http://api.test",
+        image_host="http://img.test",
+        download_max_bytes=64 * 1024,
+    )
+
+
+def large_page_work() -> Work:
+    """A work whose page is listed 10 000 px square: an image of it may be ~800 MB."""
+    return Work(
+        work_id="123",
+        title="t",
+        url="https://www.pixiv.net/artworks/123",
+        width=10_000,
+        height=10_000,
+        pages=[WorkPage(index=0, url=PAGE_URL, width=10_000, height=10_000)],
+    )
+
+
+@pytest.mark.parametrize(("body", "recognised"), [(NOT_THE_FILE, False), (PNG_SIGNED, True)], ids=["html", "png"])
+async def test_a_page_over_the_limit_is_weighed_only_when_its_bytes_begin_as_an_image(
+    tmp_path: Path, body: bytes, recognised: bool
+) -> None:
+    """A body over ``download_max_bytes`` is the work's (the week) when an image of its
+    listed size could be that large (``corroboration.sized``) — which every large work's
+    could: a mirror streaming an endless HTML page for every file cost each work listed
+    over ~2 900 px square the week. A body whose first bytes sign no image format is no
+    page's own bytes, whatever its size: what the host sent, held briefly."""
+    with pytest.raises(WorkUnavailable) as raised:
+        await ArtifactStore(tmp_path).fetch(image_client(body), large_page_work(), "j", "t")
+    assert raised.value.kind == UnavailableKind.TOO_LARGE
+    assert raised.value.recognised is recognised, raised.value.why
+
+
+class ZipOf:
+    """A source of one ugoira of ``frames`` frames (listed 600 px square, Pixiv's
+    ``ugoira600x600`` zip) whose frames zip answers ``body`` in 8 KiB chunks."""
+
+    def __init__(self, body: bytes, frames: int) -> None:
+        self.body = body
+        self.meta = Animation(
+            zip_url="https://i.pximg.net/img-zip-ugoira/img/123_ugoira600x600.zip",
+            frames=[AnimationFrame(file=f"{i:06d}.jpg", delay_ms=100) for i in range(frames)],
+        )
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str) -> AsyncIterator[Any]:
+        data = self.body
+
+        class Body:
+            expected_bytes = len(data)
+
+            async def chunks(self) -> AsyncIterator[bytes]:
+                for at in range(0, len(data), 8192):
+                    yield data[at : at + 8192]
+
+        yield Body()
+
+    async def animation(self, work: Work) -> Animation:
+        return self.meta
+
+
+@pytest.mark.parametrize(
+    ("body", "recognised"),
+    [(NOT_THE_FILE, False), (b"PK\x03\x04" + b"\x00" * 280_000, True)],
+    ids=["html", "zip"],
+)
+async def test_a_frames_zip_over_the_limit_is_weighed_only_when_its_bytes_begin_as_a_zip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: bytes, recognised: bool
+) -> None:
+    """The size rule allows each frame of a frames zip its framing (4 MiB): an ugoira of
+    ten frames or more "could be" any size, so a mirror streaming an endless page for
+    every zip URL cost every such ugoira the week. A body that does not begin as a zip
+    (a local file header, ``PK\\x03\\x04``) is not the work's zip: held briefly."""
+    from curaflow import artifacts
+
+    monkeypatch.setattr(artifacts.store, "MAX_ZIP_BYTES", 64 * 1024)
+    work = Work(
+        work_id="123", title="t", url="https://www.pixiv.net/artworks/123", kind="ugoira", width=600, height=600,
+        pages=[WorkPage(index=0, url=PAGE_URL, width=600, height=600)],
+    )  # fmt: skip
+    with pytest.raises(WorkUnavailable) as raised:
+        await ArtifactStore(tmp_path).fetch(ZipOf(body, frames=12), work, "j", "t")  # type: ignore[arg-type]
+    assert raised.value.kind == UnavailableKind.TOO_LARGE
+    assert raised.value.recognised is recognised, raised.value.why
