@@ -315,3 +315,38 @@ async def test_a_frames_zip_over_the_limit_is_weighed_only_when_its_bytes_begin_
         await ArtifactStore(tmp_path).fetch(ZipOf(body, frames=12), work, "j", "t")  # type: ignore[arg-type]
     assert raised.value.kind == UnavailableKind.TOO_LARGE
     assert raised.value.recognised is recognised, raised.value.why
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        "\u200b",  # a zero-width space: a template that rendered nothing
+        "\ufeff",  # a byte order mark
+        "\u2060\u200d",  # a word joiner, a zero-width joiner
+        "-",
+        "...",
+        "「」",
+        "\u200b\u3000.",
+    ],
+)
+@pytest.mark.parametrize("call", ["illust_detail", "ugoira_metadata"])
+async def test_a_404_whose_words_to_its_user_say_nothing_is_not_the_works(call: str, words: str) -> None:
+    """The app-api's 404 is the work's (gone, the week) only with words to its user that say
+    something: an empty or blank ``user_message`` was already none, but one of invisible
+    characters (a zero-width space, a BOM) or of marks alone (``-``, ``...``) passed for
+    words — what a template that rendered nothing gives every work asked. A letter or a
+    digit must be there; else held briefly."""
+    body = {"error": {"user_message": words, "message": "", "reason": "", "user_message_details": {}}}
+    pixiv = scripted(lambda request: httpx.Response(404, json=body))
+    with pytest.raises(WorkUnavailable) as raised:
+        await getattr(pixiv, call)("123")
+    assert raised.value.recognised is False
+
+
+@pytest.mark.parametrize("words", ["該当作品は削除されたか、存在しない作品IDです。", "Page not found", "404", "Ошибка"])
+async def test_a_404_in_words_to_its_user_stays_the_works(words: str) -> None:
+    body = {"error": {"user_message": words, "message": "", "reason": "", "user_message_details": {}}}
+    pixiv = scripted(lambda request: httpx.Response(404, json=body))
+    with pytest.raises(WorkUnavailable) as raised:
+        await pixiv.illust_detail("123")
+    assert raised.value.recognised is True

@@ -4,6 +4,7 @@ whatever the HTTP status, the reason a failed answer is classified as."""
 from __future__ import annotations
 
 import json
+import unicodedata
 from typing import Any
 
 import httpx
@@ -115,12 +116,13 @@ def says_gone(status: int, body: Any) -> bool:
     HTTP 404 in the app-api's own error object (:func:`is_app_api_error`) whose
     ``user_message`` — the app-api's words to its user about what was asked, in the
     account's language ("該当作品は削除されたか、存在しない作品IDです。", "Page not
-    found") — is text that says something.
+    found") — is text that says something (:func:`says_something`: a letter or a digit).
 
     What makes the work unavailable for the week, so recognised positively, status, shape
     and words together — the words in any language (never matched: a wording is the
     app-api's to change), but words there must be. The object with none (an empty or
-    blank ``user_message``, or one that is not text) beside a ``message`` of the server's
+    blank ``user_message``, one of invisible characters or marks alone — 2026-12-07 —, or
+    one that is not text) beside a ``message`` of the server's
     — its "Not Found" for a path it does not serve, a wording never seen — is what every
     work would get while it lasts: not recognised, held back briefly (until 2026-12-06 the
     object's shape alone made every work asked gone for the week). So is the object
@@ -131,7 +133,17 @@ def says_gone(status: int, body: Any) -> bool:
     if status != GONE_STATUS or not is_app_api_error(body) or says_restricted(status, body):
         return False
     words = body["error"].get("user_message")
-    return isinstance(words, str) and bool(words.strip())
+    return isinstance(words, str) and says_something(words)
+
+
+def says_something(words: str) -> bool:
+    """Whether ``words`` hold a letter or a digit (Unicode categories ``L*``, ``N*``): words
+    that say something, in any language. Whitespace, invisible characters (a zero-width
+    space, a byte order mark, a joiner: category ``Cf``) and marks alone (``-``, ``...``,
+    ``「」``) say nothing — what a message template that rendered nothing gives every
+    answer (2026-12-07: a ``user_message`` of them passed for words, and a 404 so worded
+    cost every work asked the week)."""
+    return any(unicodedata.category(c)[0] in "LN" for c in words)
 
 
 #: The HTTP status of an OAuth error answer of the token endpoint (RFC 6749 §5.2: 400;
