@@ -344,3 +344,31 @@ def test_a_details_texts_are_read_only_in_the_app_apis_shape(
     from curaflow.sources.pixiv.client import search_texts
 
     assert search_texts(illust) == texts
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "https://i.pximg.net/img-original/img/2026/12/01/00/00/00/{w}_p0.png?/limit_unknown_360.png",  # in a query
+        "https://i.pximg.net/img-original/img/2026/12/01/00/00/00/{w}_p0.png#/limit_mypixiv_s.png",  # in a fragment
+        "https://cdn.example/common/images/limit_sanity_level_360.png",  # on another host
+        "https://s.pximg.net/common/images/limit_never_seen.png",  # a name never seen
+    ],
+)
+def test_a_detail_whose_image_merely_names_a_limit_is_no_placeholder_ending_the_results(image: str) -> None:
+    # The sweep's work is asked by its detail when the landing answers empty: a placeholder
+    # of Pixiv's (visible false, or its own limit_* image on its static host) ends the
+    # results — no search lists a hidden work. "limit_" in the file part of any other URL
+    # (a query, a fragment, another host, a name Pixiv never lists) is no placeholder of
+    # Pixiv's: until 2026-12-07 it was, the empty answer taken for the end of the target's
+    # results (the scan exhausted, its sweep cleared). Now the source's failure, retried.
+    sort = "date_desc"
+    frontier = _capped_frontier(sort)
+    deep = _deep()
+    faults = Faults(deep=deep)
+    every = {_id(sort, deep, p) for p in range(COUNT)}
+    faults.deleted_works |= every
+    faults.mutate = {w: {"meta_single_page": {"original_image_url": image.format(w=w)}} for w in every}
+    with pytest.raises(SourceError) as err:
+        _scan(sort, frontier, faults)
+    assert err.value.reason.value == "remote_http_error" and err.value.retryable

@@ -92,6 +92,7 @@ from curaflow.sources.pixiv.client.works import (
     iso_create_date,
     offset_of,
     parse_work,
+    pixivs_placeholder,
     search_texts,
 )
 
@@ -129,6 +130,7 @@ __all__ = [
     "iso_create_date",
     "offset_of",
     "parse_work",
+    "pixivs_placeholder",
     "refresh_margin_s",
     "search_texts",
     "token_lifetime_s",

@@ -423,6 +423,25 @@ def limit_name(url: object) -> str | None:
     return stem
 
 
+def pixivs_placeholder(work: Work) -> bool:
+    """Whether ``work`` is a restricted placeholder by Pixiv's own word: ``visible: false``,
+    or a ``limit_*`` image of Pixiv's own (:func:`limit_name`: its file on
+    :data:`STATIC_HOSTS`) of a name Pixiv lists (:data:`WORK_LIMITS`, :data:`ACCOUNT_LIMITS`).
+
+    What an empty search answer may be taken for the end of results by (a hidden work is
+    listed by no search: ``scan.pages._corroborate_end``), so recognised positively
+    (2026-12-07): ``limit_`` in the file part of any other URL — a query, a fragment,
+    another host — or a name never seen is no placeholder of Pixiv's (until then
+    :func:`is_placeholder` decided, and such a detail ended the target's results, the
+    scan exhausted, its sweep cleared). In a listing such a work stays a placeholder the
+    account is told ``hidden`` (:func:`hidden_from_account`), a verdict that does not last.
+    """
+    if not work.visible:
+        return True
+    known = WORK_LIMITS | ACCOUNT_LIMITS
+    return any(limit_name(page.url) in known for page in work.pages)
+
+
 def hidden_from_account(work: Work) -> bool:
     """Whether a placeholder (:func:`is_placeholder`) is not positively the work's own
     fault — the cheap side, owner of that decision (DESIGN.md "The scan frontier of a

@@ -25,11 +25,11 @@ from curaflow.sources.pixiv.client import (
     PAGE_SIZE,
     InvalidWork,
     PixivClient,
-    is_placeholder,
     is_work_id,
     iso_create_date,
     offset_of,
     parse_work,
+    pixivs_placeholder,
 )
 from curaflow.sources.pixiv.filters import stated_fields, unstated
 from curaflow.sources.pixiv.scan.checkpoint import UNREAD_FREE, ScanCheckpoint
@@ -462,7 +462,10 @@ async def _corroborate_end(client: PixivClient, target: TargetSpec, expected: fr
     Only something positive about the work says so: it lies outside the target's
     ``duration`` (:func:`outside_duration`, no request), or its detail is the app-api's own
     404 (:class:`~curaflow.sources.errors.WorkUnavailable` ``recognised``), a placeholder
-    (a hidden work is listed by no search), or a work alive whose tags, title and caption
+    by Pixiv's own word (a hidden work is listed by no search:
+    :func:`~curaflow.sources.pixiv.client.pixivs_placeholder` — until 2026-12-07 any
+    ``limit_`` in an image URL's file part, a query's, another host's, was one), or a
+    work alive whose tags, title and caption
     hold none of the query's words (:func:`no_longer_matches`: its tags edited — until
     2026-12-05 every job of such a target failed until an operator reset its frontier). A
     detail listing the work whole that could still match, or any answer not recognised,
@@ -486,7 +489,7 @@ async def _corroborate_end(client: PixivClient, target: TargetSpec, expected: fr
             f"pixiv answered no works where work {expected.work_id} stood, and its detail said nothing "
             f"curaflow recognises ({clean_text(gone.why)[:120]!r}): taken for the source's failure",
         ) from gone
-    if is_placeholder(work):
+    if pixivs_placeholder(work):
         return "hidden"
     if no_longer_matches(target, texts):
         return "no_longer_matches"
