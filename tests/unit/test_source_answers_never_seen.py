@@ -350,3 +350,54 @@ async def test_a_404_in_words_to_its_user_stays_the_works(words: str) -> None:
     with pytest.raises(WorkUnavailable) as raised:
         await pixiv.illust_detail("123")
     assert raised.value.recognised is True
+
+
+# ---- the network's answer for the image host ---------------------------------------------
+
+
+@pytest.mark.parametrize("address", ["0.0.0.0", "127.0.0.1", "10.0.0.7", "::1"])
+async def test_an_image_host_resolving_to_an_address_never_connected_is_no_answer_about_the_work(
+    monkeypatch: pytest.MonkeyPatch, address: str
+) -> None:
+    """``i.pximg.net`` resolving to an address a data destination may not reach (a DNS
+    sinkhole answering ``0.0.0.0`` for a blocked name, a captive portal, a hijack) was taken
+    for ``unusable_url`` — "what the source answered", held back: the cell moved on through
+    every candidate, holding each, and the job ended ``source_unusable``, blaming Pixiv's
+    answers. The work's URL is Pixiv's own; the network answered: a retried download."""
+    import socket
+
+    import httpcore
+
+    from curaflow.outbound import Outbound
+    from curaflow.outbound.transport import GuardedBackend
+    from curaflow.sources.pixiv.client import image_destinations
+
+    images = Outbound(image_destinations(None))
+    backend = images.http._transport._pool._network_backend  # type: ignore[attr-defined]
+    assert isinstance(backend, GuardedBackend)
+    connects: list[str] = []
+
+    async def lookup(host: str, port: int, *args: Any, **kwargs: Any) -> list[Any]:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        return [(family, socket.SOCK_STREAM, 6, "", (address, port, 0, 0) if ":" in address else (address, port))]
+
+    async def connect_tcp(host: str, port: int, **kwargs: Any) -> httpcore.AsyncNetworkStream:
+        connects.append(host)
+        raise httpcore.ConnectError("stub: no network in this test")
+
+    monkeypatch.setattr(backend.resolver, "lookup", lookup)
+    monkeypatch.setattr(backend._inner, "connect_tcp", connect_tcp)
+    pixiv = PixivClient(
+        httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(200, json=TOKEN))),
+        images=images,
+        refresh_token="r",
+        api_url="http://api.test",
+        auth_url="http://api.test",
+    )
+    with pytest.raises(SourceError) as raised:
+        async with pixiv.download(PAGE_URL):
+            pass  # pragma: no cover
+    assert not isinstance(raised.value, WorkUnavailable)
+    assert raised.value.retryable and raised.value.reason == TerminalReason.DOWNLOAD_FAILED
+    assert connects == []
+    await images.aclose()

@@ -92,15 +92,17 @@ class ImageRequests(GatedRequests):
 
         Raises:
             SourceError: ``download_failed`` / ``download_timeout`` (also when the time
-                runs out inside the block); rate limits as ``rate_limited``. Any other
+                runs out inside the block; ``download_failed`` too when the host's name
+                leads to an address the guard refuses: the network's answer, 2026-12-07);
+                rate limits as ``rate_limited``. Any other
                 answer (another 4xx, a 5xx, a 3xx, a 206 whose ``Content-Range`` is not the
                 whole file: :func:`whole_range`) is the host's, retried.
             WorkUnavailable: HTTP 404/410 for the image (``gone``, ``corroborate``: the
                 work's only once its detail says the work is gone,
                 :func:`~curaflow.sources.corroboration.corroborated`), 403 (``gone``, not
                 recognised as the work's: the host refuses the request); an image URL the
-                client may not request (:meth:`image_url`), an address the guard refuses,
-                or HTTP 414 URI Too Long (``unusable_url``: what the source answered, never
+                client may not request (:meth:`image_url`), or HTTP 414 URI Too Long
+                (``unusable_url``: what the source answered, never
                 recognised as the work's); a body whose bytes go over ``download_max_bytes``
                 — never its announced length alone — (``too_large``
                 with its ``limit_bytes``: the work's only once the artifact store finds an
@@ -161,8 +163,12 @@ class ImageRequests(GatedRequests):
                 yield response
         except DestinationRefused as err:
             # The URL passed image_url: what is refused now is where the host's name led
-            # (an address the guard refuses, say) — the network's answer, not the work's.
-            raise WorkUnavailable(work_id, f"image host refused: {err}", UnavailableKind.UNUSABLE_URL) from None
+            # (an address the guard refuses: a DNS sinkhole's 0.0.0.0, a captive portal, a
+            # hijack) — the network's answer, about no work: a retried download. Until
+            # 2026-12-07 it was ``unusable_url``, "what the source answered": the cell
+            # moved on through every candidate, holding each, and the job ended
+            # ``source_unusable``, blaming Pixiv's answers.
+            raise SourceError(TerminalReason.DOWNLOAD_FAILED, f"image host refused at connect time: {err}") from None
         except AnswerTooLarge as err:
             raise WorkUnavailable(
                 work_id,
