@@ -181,3 +181,49 @@ async def test_a_detail_the_jobs_deadline_cuts_is_no_answer_of_the_host(
     async with opened.pool.acquire() as conn:
         cell = await load_cell(conn, job_id, "demo")
     assert cell is not None and cell.work_id == wid  # still bound: not moved on
+
+
+GONE_WORDS = {
+    "error": {
+        "user_message": "該当作品は削除されたか、存在しない作品IDです。",
+        "message": "",
+        "reason": "",
+        "user_message_details": {},
+    }
+}
+
+
+async def test_an_ugoira_metadata_404_of_a_work_its_detail_says_alive_is_held_briefly(
+    deps: tuple[Stack, Any], replay: ReplayServer
+) -> None:
+    """The ugoira metadata answers the app-api's own 404 for a work the search has just
+    listed and its detail lists alive (a work whose animation is not ready yet, a replica
+    lagging): two answers of the app-api disagreeing. The metadata's 404 alone cost the
+    work the week — and its target's frontier passed it for good (``unavailable`` lasts).
+    Now it is corroborated by the detail as a file's 404 is: alive, held briefly, counted."""
+    _, opened = deps
+    raw = {**a_work(6), "type": "ugoira"}
+    wid = str(raw["id"])
+    replay.faults.mutate[wid] = {"type": "ugoira"}
+    replay.faults.ugoira[wid] = (404, GONE_WORDS)
+    before = unrecognised_count("gone")
+    _, row = await fetched(opened, raw, "metadata-alive")
+    assert row.held, row
+    assert row.until - row.seen_at <= HOUR_MS
+    assert unrecognised_count("gone") == before + 1
+    asked = [(e.kind, e.status) for e in replay.faults.log if e.kind in ("ugoira", "detail")]
+    assert asked == [("ugoira", 404), ("detail", 200)]
+
+
+async def test_an_ugoira_metadata_404_of_a_work_its_detail_says_gone_is_remembered_the_week(
+    deps: tuple[Stack, Any], replay: ReplayServer
+) -> None:
+    _, opened = deps
+    raw = {**a_work(7), "type": "ugoira"}
+    wid = str(raw["id"])
+    replay.faults.mutate[wid] = {"type": "ugoira"}
+    replay.faults.ugoira[wid] = (404, GONE_WORDS)
+    replay.faults.missing_works = {wid}
+    _, row = await fetched(opened, raw, "metadata-gone")
+    assert not row.held, row
+    assert row.until - row.seen_at >= WEEK_MS - 60_000

@@ -127,8 +127,13 @@ async def test_the_app_apis_404_is_still_the_works() -> None:
     body = {"error": {"user_message": "Page not found", "message": "", "reason": "", "user_message_details": {}}}
     pixiv, _ = client(lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(404, json=body))
     with pytest.raises(WorkUnavailable) as raised:
-        await pixiv.ugoira_metadata("123")
+        await pixiv.illust_detail("123")
     assert raised.value.recognised is True
+    # The ugoira metadata's: the work's once its detail says so too (corroboration.corroborated,
+    # tests/integration/test_image_404_corroborated.py, 2026-12-07).
+    with pytest.raises(WorkUnavailable) as raised:
+        await pixiv.ugoira_metadata("123")
+    assert (raised.value.recognised, raised.value.corroborate) == (False, True)
 
 
 @pytest.mark.parametrize("retry_after", ["604800", "99999999999", "Fri, 31 Dec 9999 23:59:59 GMT", "86400.5"])
@@ -472,10 +477,13 @@ async def test_an_app_api_404_with_words_to_its_user_is_the_works_in_any_languag
     pixiv, _ = client(
         lambda: httpx.Response(200, json=TOKEN), lambda: httpx.Response(404, json=app_api_error(words, ""))
     )
-    for call in (pixiv.illust_detail, pixiv.ugoira_metadata):
-        with pytest.raises(WorkUnavailable) as raised:
-            await call("123")
-        assert raised.value.recognised is True
+    with pytest.raises(WorkUnavailable) as raised:
+        await pixiv.illust_detail("123")
+    assert raised.value.recognised is True
+    # The ugoira metadata's is the work's once its detail says so too (2026-12-07).
+    with pytest.raises(WorkUnavailable) as raised:
+        await pixiv.ugoira_metadata("123")
+    assert raised.value.corroborate is True
 
 
 def restricted_object() -> dict[str, object]:

@@ -512,7 +512,12 @@ class PixivClient(ImageRequests):
         """``GET /v1/ugoira/metadata``: an animated work's frames zip and frame delays.
 
         Raises:
-            WorkUnavailable: the work is gone, private or restricted; or the answer is the
+            WorkUnavailable: the work is gone, private or restricted — the app-api's own 404
+                in words to its user only ``corroborate`` (2026-12-07): the work's once its
+                detail says it is gone too
+                (:func:`~curaflow.sources.corroboration.corroborated`), as a file's 404 is —
+                the search has just listed it, and the metadata of an animation not ready
+                yet or a replica lagging answers so for a work alive; or the answer is the
                 app-api's metadata and describes no usable animation
                 (:class:`~curaflow.sources.animation.UnusableAnimation`: ``unusable_animation``,
                 not recognised as the work's: held back briefly).
@@ -520,7 +525,15 @@ class PixivClient(ImageRequests):
                 is not the app-api's metadata object
                 (:class:`~curaflow.sources.pixiv.ugoira.UnrecognisedMetadata`: never the work's).
         """
-        body = await self._get(f"{self.api_url}/v1/ugoira/metadata", {"illust_id": work_id}, work_id=work_id)
+        try:
+            body = await self._get(f"{self.api_url}/v1/ugoira/metadata", {"illust_id": work_id}, work_id=work_id)
+        except WorkUnavailable as gone:
+            if not gone.recognised:
+                raise
+            # Two answers of the app-api about one work (its listing alive, its metadata
+            # gone): the work's detail settles it (until 2026-12-07 the metadata's 404
+            # alone cost the work the week, and its target's frontier passed it for good).
+            raise WorkUnavailable(work_id, f"ugoira metadata: {gone.why}", gone.kind, corroborate=True) from None
         try:
             return parse_metadata(body)
         except UnusableAnimation as err:
