@@ -589,19 +589,26 @@ class DemoStack:
 
 
 @contextlib.asynccontextmanager
-async def demo_stack(tmp: Path, temporal_address: str, database_url: str) -> AsyncIterator[DemoStack]:
-    """Start a :class:`DemoStack` under ``tmp``; stops its processes and the replay on exit."""
+async def demo_stack(
+    tmp: Path, temporal_address: str, database_url: str, config: dict[str, Any] | None = None
+) -> AsyncIterator[DemoStack]:
+    """Start a :class:`DemoStack` under ``tmp``; stops its processes and the replay on exit.
+
+    ``config``: TOML content merged over the demo's (a module's own settings)."""
     replay = await ReplayServer().start()
     route = f"out-{short_id()}"
     stack = Stack(
         tmp,
         temporal_address,
         database_url,
-        {
-            "pixiv": {"api_url": replay.url},
-            "routes": {route: {"kind": "directory", "path": str(tmp / "out")}},
-            "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [route]}],
-        },
+        deep_merge(
+            {
+                "pixiv": {"api_url": replay.url},
+                "routes": {route: {"kind": "directory", "path": str(tmp / "out")}},
+                "targets": [{"id": "demo", "query": {"tags": ["オリジナル"]}, "routes": [route]}],
+            },
+            config or {},
+        ),
     )
     try:
         await stack.start_worker()

@@ -251,6 +251,7 @@ def create_app(settings: Settings, *, on_fatal: Callable[[str], None] | None = N
                 supervisor=supervisor,
                 caps=hold_caps(settings),
                 task_queue=settings.temporal.task_queue,
+                foreign_queue_wait_ms=settings.foreign_queue_wait_ms,
             )
         )
         # The gauges' own loop never raises ("a metric must never take a process down");

@@ -48,7 +48,7 @@ from curaflow.config.loading import ConfigError, load_settings, origin_of, setti
 from curaflow.config.observability import ObservabilitySettings
 from curaflow.config.retention import RetentionSettings
 from curaflow.config.schedules import CRON_DESCRIPTORS, CRON_FIELD, ScheduleConfig
-from curaflow.config.settings import Settings
+from curaflow.config.settings import DEFAULT_FOREIGN_QUEUE_WAIT_MS, FOREIGN_QUEUE_WAIT_FLOOR_MS, Settings
 from curaflow.config.supervision import SupervisionSettings
 from curaflow.config.targets import TargetConfig
 from curaflow.config.temporal import TemporalSettings
@@ -62,10 +62,12 @@ __all__ = [
     "CRON_DESCRIPTORS",
     "CRON_FIELD",
     "DEFAULT_DEADLINE_MS",
+    "DEFAULT_FOREIGN_QUEUE_WAIT_MS",
     "DEFAULT_HEARTBEAT_MS",
     "DEFAULT_QUEUED_MS",
     "DEFAULT_STALL_MS",
     "EXAMPLE_SECRET_PREFIX",
+    "FOREIGN_QUEUE_WAIT_FLOOR_MS",
     "ID_PATTERN",
     "SECRETS_DIR_ENV",
     "SOURCE_HEARTBEAT_FLOOR_MS",

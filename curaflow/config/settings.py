@@ -40,6 +40,15 @@ from curaflow.routes import DirectoryRouteConfig, RouteSettings
 from curaflow.sources.base import SourceConfig
 from curaflow.sources.pixiv.config import PixivAccount, PixivSettings
 
+#: The default of :attr:`Settings.foreign_queue_wait_ms` (20 s): how long the first workflow
+#: task of a run under a job's id that held no job must have waited, on a task queue other
+#: than curaflow's that no worker polls, before the reconciler takes the run for one no
+#: worker will ever serve (:func:`curaflow.ledger.reconciler.executions.unserved_foreign_run`).
+DEFAULT_FOREIGN_QUEUE_WAIT_MS = 20_000
+#: The least :attr:`Settings.foreign_queue_wait_ms`: a run's first workflow task reaches a
+#: polling worker within moments; a shorter wait would only race Temporal's poller list.
+FOREIGN_QUEUE_WAIT_FLOOR_MS = 1_000
+
 
 def _default_routes() -> dict[str, Any]:
     return {"out": DirectoryRouteConfig(path=Path("curaflow-out"))}
@@ -54,6 +63,12 @@ class Settings(BaseSettings):
 
     ``max_fallback_passes``: search passes per cell of a scheduled job (reference §5.5's
     "fallback stages"; the former key ``max_fallback_stages`` is still read).
+
+    ``foreign_queue_wait_ms``: how long (ms, at least :data:`FOREIGN_QUEUE_WAIT_FLOOR_MS`,
+    default :data:`DEFAULT_FOREIGN_QUEUE_WAIT_MS`) a queued job's run on another task
+    queue, which held no job and which no worker polls, waits for a worker before the
+    reconciler terminates it and starts the job on ``temporal.task_queue``
+    (docs/DESIGN.md "A Task run on another task queue").
     """
 
     model_config = SettingsConfigDict(
@@ -77,6 +92,7 @@ class Settings(BaseSettings):
     outbound: OutboundSettings = Field(default_factory=OutboundSettings)
     max_fallback_passes: int = Field(default=3, ge=0, le=10)
     reconcile_interval_ms: int = Field(default=30_000, ge=100)
+    foreign_queue_wait_ms: int = Field(default=DEFAULT_FOREIGN_QUEUE_WAIT_MS, ge=FOREIGN_QUEUE_WAIT_FLOOR_MS)
     route_modules: list[str] = Field(default_factory=list)
     routes: dict[str, SerializeAsAny[RouteSettings]] = Field(default_factory=_default_routes)
     source_modules: list[str] = Field(default_factory=list)

@@ -409,6 +409,7 @@ async def run_worker(settings: Settings, stop: asyncio.Event | None = None) -> N
                         supervisor=supervisor,
                         caps=hold_caps(settings),
                         task_queue=settings.temporal.task_queue,
+                        foreign_queue_wait_ms=settings.foreign_queue_wait_ms,
                     )
                 ),
                 asyncio.create_task(

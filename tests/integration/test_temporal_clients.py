@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -64,8 +65,16 @@ Env = DemoStack
 async def env(
     tmp_path_factory: pytest.TempPathFactory, temporal_address: str, database_url: str, ledger_pool: Any
 ) -> AsyncIterator[Env]:
-    async with demo_stack(tmp_path_factory.mktemp("tclients"), temporal_address, database_url) as env:
+    # A run on a queue no worker polls is taken for a mistyped `--task-queue` after
+    # FOREIGN_WAIT_MS here instead of the default 20 s, which the foreign-queue test waited
+    # for real (no other test of the module leaves a queued job on another queue).
+    config = {"foreign_queue_wait_ms": FOREIGN_WAIT_MS}
+    async with demo_stack(tmp_path_factory.mktemp("tclients"), temporal_address, database_url, config) as env:
         yield env
+
+
+#: This module's ``foreign_queue_wait_ms`` (the default: ``FOREIGN_QUEUE_WAIT_MS``, 20 s).
+FOREIGN_WAIT_MS = 2_000
 
 
 def task(key: str, **params: Any) -> Task:
@@ -1114,6 +1123,9 @@ async def test_an_http_job_attached_to_a_task_run_on_a_queue_no_worker_serves_ru
     history = await env.client.get_workflow_handle(job_id, run_id=foreign_run).fetch_history()
     reason = history.events[-1].workflow_execution_terminated_event_attributes.reason
     assert wrong_queue in reason and env.stack.task_queue in reason, reason
+    # Taken after the stack's own `foreign_queue_wait_ms`, not the default's 20 s.
+    waited_s = int(re.search(r"waited (\d+) s", reason).group(1))  # type: ignore[union-attr]
+    assert FOREIGN_WAIT_MS // 1000 <= waited_s < FOREIGN_QUEUE_WAIT_MS // 1000, reason
     own = await env.client.get_workflow_handle(job_id).describe()
     assert own.run_id != foreign_run and own.status == WorkflowExecutionStatus.COMPLETED
     assert own.task_queue == env.stack.task_queue

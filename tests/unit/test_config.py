@@ -294,3 +294,29 @@ def _with(section: dict[str, object], value: int) -> dict[str, object]:
         k: (_with(v, value) if isinstance(v, dict) else value if v == "{v}" else v)  # type: ignore[arg-type]
         for k, v in section.items()
     }
+
+
+def test_the_foreign_queue_wait_defaults_to_20_s_and_is_read_from_the_file_and_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from curaflow.config import DEFAULT_FOREIGN_QUEUE_WAIT_MS
+    from curaflow.ledger.reconciler import FOREIGN_QUEUE_WAIT_MS
+
+    monkeypatch.delenv("CURAFLOW_CONFIG", raising=False)
+    monkeypatch.delenv("CURAFLOW_FOREIGN_QUEUE_WAIT_MS", raising=False)
+    assert load_settings().foreign_queue_wait_ms == DEFAULT_FOREIGN_QUEUE_WAIT_MS == FOREIGN_QUEUE_WAIT_MS == 20_000
+    path = tmp_path / "c.toml"
+    path.write_text("foreign_queue_wait_ms = 60000\n")
+    assert load_settings(path).foreign_queue_wait_ms == 60_000
+    monkeypatch.setenv("CURAFLOW_FOREIGN_QUEUE_WAIT_MS", "5000")
+    assert load_settings(path).foreign_queue_wait_ms == 5_000
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [(0, "greater than or equal to 1000"), (999, "greater than or equal to 1000"), (366 * 86_400_000, "at most")],
+)
+def test_a_foreign_queue_wait_under_a_second_or_beyond_a_year_is_refused(value: int, message: str) -> None:
+    # Under a second the wait would only race Temporal's list of the queue's pollers.
+    with pytest.raises(ConfigError, match=rf"foreign_queue_wait_ms.*{message}"):
+        load_settings(foreign_queue_wait_ms=value)

@@ -18,6 +18,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionDescription, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
+from curaflow.config import DEFAULT_FOREIGN_QUEUE_WAIT_MS
 from curaflow.domain.execution import JOB_STATUS, JOB_TYPE, job_workflow_types
 from curaflow.domain.projection import TERMINAL_JOB_STATUSES
 from curaflow.domain.verdicts import FinishCause, PendingStep
@@ -201,10 +202,12 @@ async def describe_execution(client: Client, job_id: str, now: int) -> Execution
     return Execution(exists=True, waiting_for_worker_ms=waiting, steps=_pending_activities(desc.raw_description))
 
 
-#: How long the first workflow task of a run that held no job must have waited on a task
-#: queue other than curaflow's, which no worker polls, before the run is taken for one no
-#: worker will ever serve (:func:`unserved_foreign_run`).
-FOREIGN_QUEUE_WAIT_MS = 20_000
+#: How long, by default, the first workflow task of a run that held no job must have waited
+#: on a task queue other than curaflow's, which no worker polls, before the run is taken for
+#: one no worker will ever serve (:func:`unserved_foreign_run`): the setting
+#: ``foreign_queue_wait_ms``'s default (:data:`curaflow.config.DEFAULT_FOREIGN_QUEUE_WAIT_MS`),
+#: which owns the value.
+FOREIGN_QUEUE_WAIT_MS = DEFAULT_FOREIGN_QUEUE_WAIT_MS
 
 
 @dataclass(frozen=True)
@@ -260,11 +263,14 @@ async def unheld_runs_on_other_queues(client: Client, task_queue: str) -> list[s
     return sorted({execution.id async for execution in listed})
 
 
-async def unserved_foreign_run(client: Client, job_id: str, task_queue: str, now: int) -> ForeignQueueRun | None:
+async def unserved_foreign_run(
+    client: Client, job_id: str, task_queue: str, now: int, *, wait_ms: int = FOREIGN_QUEUE_WAIT_MS
+) -> ForeignQueueRun | None:
     """The open run of ``job_id`` when it is recognised as one no worker will ever run: it
     runs on another task queue than ``task_queue``, it held no job
     (:func:`run_held_a_job`), its workflow task has waited for a worker at least
-    :data:`FOREIGN_QUEUE_WAIT_MS`, and no worker polls that queue
+    ``wait_ms`` (the setting ``foreign_queue_wait_ms``; default
+    :data:`FOREIGN_QUEUE_WAIT_MS`), and no worker polls that queue
     (:func:`queue_polled`) — a Temporal client's Task started with a wrong
     ``--task-queue``, to which a curaflow start of the same job attached (conflict policy
     ``USE_EXISTING``). Else None (one ``DescribeWorkflowExecution``, and one
@@ -291,7 +297,7 @@ async def unserved_foreign_run(client: Client, job_id: str, task_queue: str, now
         return None
     since = task.original_scheduled_time if task.HasField("original_scheduled_time") else task.scheduled_time
     waiting = max(0, now - int(since.ToMilliseconds()))
-    if waiting < FOREIGN_QUEUE_WAIT_MS or await queue_polled(client, desc.task_queue):
+    if waiting < wait_ms or await queue_polled(client, desc.task_queue):
         return None
     return ForeignQueueRun(run_id=desc.run_id, task_queue=desc.task_queue, waiting_ms=waiting)
 

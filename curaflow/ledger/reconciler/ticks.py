@@ -101,6 +101,7 @@ async def tick(
     limit: int = 100,
     caps: HoldCaps | None = None,
     task_queue: str | None = None,
+    foreign_queue_wait_ms: int = FOREIGN_QUEUE_WAIT_MS,
 ) -> TickReport:
     """Run one reconciliation pass; returns an empty report if another process holds the lock.
 
@@ -118,6 +119,9 @@ async def tick(
         task_queue: curaflow's main task queue (``temporal.task_queue``), where its jobs'
             runs belong (None: a job attached to a run on another queue is not looked for,
             :func:`_foreign_queue_runs`).
+        foreign_queue_wait_ms: the setting ``foreign_queue_wait_ms``: how long a run on
+            another queue waits unserved before :func:`_foreign_queue_runs` takes it for
+            one no worker will ever serve.
 
     Raises:
         asyncpg / Temporal errors: the caller's loop logs them and tries again next tick.
@@ -126,7 +130,7 @@ async def tick(
     async with session_lock(pool, LOCK_KEY, idle_timeout_ms=LEADER_IDLE_MS) as conn:
         if conn is None:
             return report
-        await _tick(conn, pool, start, client, limit, report, caps, task_queue)
+        await _tick(conn, pool, start, client, limit, report, caps, task_queue, foreign_queue_wait_ms)
     return report
 
 
@@ -139,6 +143,7 @@ async def _tick(
     report: TickReport,
     caps: HoldCaps | None = None,
     task_queue: str | None = None,
+    foreign_queue_wait_ms: int = FOREIGN_QUEUE_WAIT_MS,
 ) -> None:
     # This process's clock, for Temporal's answers only (a close's time, a task's wait):
     # every ledger time is judged in SQL on the database's clock, the clock it was
@@ -165,7 +170,7 @@ async def _tick(
 
     seen: set[str] = set()
     if client is not None and start is not None and task_queue is not None:
-        await _foreign_queue_runs(conn, client, start, task_queue, now, limit, report, seen)
+        await _foreign_queue_runs(conn, client, start, task_queue, now, limit, report, seen, foreign_queue_wait_ms)
     if client is not None:
         # Visibility is asked only about jobs this rule could finish — open jobs no attempt
         # holds a live lease on —: the closed runs listed are only ever matched against
@@ -392,6 +397,7 @@ async def _foreign_queue_runs(
     limit: int,
     report: TickReport,
     seen: set[str],
+    wait_ms: int = FOREIGN_QUEUE_WAIT_MS,
 ) -> None:
     """A job whose start attached to a run no worker of curaflow will ever run is started
     on curaflow's own queue.
@@ -402,7 +408,8 @@ async def _foreign_queue_runs(
     to it (conflict policy ``USE_EXISTING``), and the job stayed ``queued`` until its queued
     budget ended it ``queued_too_long`` (2026-12-06). Recognised positively
     (:func:`~curaflow.ledger.reconciler.executions.unserved_foreign_run`: another queue, no
-    job held, the workflow task waiting :data:`FOREIGN_QUEUE_WAIT_MS`, no poller listed for
+    job held, the workflow task waiting ``wait_ms`` — the setting ``foreign_queue_wait_ms``,
+    default :data:`FOREIGN_QUEUE_WAIT_MS` —, no poller listed for
     its queue — a queue some worker polls is served, however slowly), that run — and only
     it, by its run id — is terminated with a reason naming both queues (what its starter
     reads in ``temporal workflow describe`` / the UI), and the job is started through rule
@@ -413,7 +420,7 @@ async def _foreign_queue_runs(
     jobs were asked about, and behind more of them — a burst, workers scaled down — a job
     attached to such a run stayed ``queued`` until the backlog drained or its queued
     budget ended it). When the ledger holds a candidate at all — a queued job (never
-    started, its workflow start recorded, :data:`FOREIGN_QUEUE_WAIT_MS` old; one
+    started, its workflow start recorded, ``wait_ms`` old; one
     ``EXISTS``) — one ``ListWorkflowExecutions`` page lists the open job executions on
     other queues that hold no job
     (:func:`~curaflow.ledger.reconciler.executions.unheld_runs_on_other_queues`); of those,
@@ -424,7 +431,7 @@ async def _foreign_queue_runs(
     """
     if not await conn.fetchval(
         f"""SELECT EXISTS (SELECT 1 FROM jobs j WHERE completed_at IS NULL AND started_at IS NULL
-            AND workflow_started_at IS NOT NULL AND created_at <= {DB_NOW_MS} - {FOREIGN_QUEUE_WAIT_MS})"""
+            AND workflow_started_at IS NOT NULL AND created_at <= {DB_NOW_MS} - {int(wait_ms)})"""
     ):
         return
     listed = await unheld_runs_on_other_queues(client, task_queue)
@@ -433,11 +440,11 @@ async def _foreign_queue_runs(
     rows = await conn.fetch(
         f"""SELECT job_id FROM jobs j WHERE job_id = ANY($1::text[]) AND completed_at IS NULL
             AND started_at IS NULL AND workflow_started_at IS NOT NULL
-            AND created_at <= {DB_NOW_MS} - {FOREIGN_QUEUE_WAIT_MS} ORDER BY created_at LIMIT {limit}""",
+            AND created_at <= {DB_NOW_MS} - {int(wait_ms)} ORDER BY created_at LIMIT {limit}""",
         listed,
     )
     for job_id in (r["job_id"] for r in rows):
-        run = await unserved_foreign_run(client, job_id, task_queue, now)
+        run = await unserved_foreign_run(client, job_id, task_queue, now, wait_ms=wait_ms)
         if run is None:
             continue
         seen.add(job_id)
@@ -494,6 +501,7 @@ async def run_forever(
     supervisor: Supervisor | None = None,
     caps: HoldCaps | None = None,
     task_queue: str | None = None,
+    foreign_queue_wait_ms: int = FOREIGN_QUEUE_WAIT_MS,
 ) -> None:
     """Tick every ``interval_s`` seconds until ``stop`` is set, as the supervised loop ``reconciler``.
 
@@ -510,11 +518,12 @@ async def run_forever(
             policy, which never fails a process).
         caps: the instance's cooldown caps (:func:`curaflow.ledger.finish.hold_caps`).
         task_queue: curaflow's main task queue (:func:`tick`).
+        foreign_queue_wait_ms: the setting ``foreign_queue_wait_ms`` (:func:`tick`).
     """
 
     async def one_tick() -> None:
         current = client() if callable(client) else client
-        await tick(pool, start, current, caps=caps, task_queue=task_queue)
+        await tick(pool, start, current, caps=caps, task_queue=task_queue, foreign_queue_wait_ms=foreign_queue_wait_ms)
 
     sup = supervisor or Supervisor(stop)
     await sup.run_every("reconciler", interval_s, one_tick)
