@@ -26,7 +26,7 @@ pytestmark = pytest.mark.integration
 def config(tmp_path: Path) -> dict[str, object]:
     out = f"out-{short_id()}"
     return {
-        "reconcile_interval_ms": 500,
+        "reconcile_interval_ms": 1000,
         "routes": {out: {"kind": "directory", "path": str(tmp_path / "out")}},
         "targets": [{"id": "demo", "routes": [out]}],
     }
