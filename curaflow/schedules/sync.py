@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from temporalio.api.common.v1 import Payload
 from temporalio.client import (
     Client,
     Schedule,
@@ -141,24 +142,25 @@ async def current_input(client: Client, desc: ScheduleDescription) -> Occurrence
 
     A described schedule's argument is the payload its trampolines get, decoded as their
     worker decodes it and read as they read it
-    (:func:`curaflow.domain.occurrence.read_occurrence_input`): an action whose JSON text
-    has no one meaning (``"schedule_id":"x","schedule_id":"nightly"``) is no plan here either
-    — every occurrence refuses it — so the watch says ``action_not_a_plan`` and ``sync``
-    restores it (until 2026-12-07 its last reading was compared with the plan: ``unchanged``).
+    (:func:`curaflow.domain.occurrence.read_occurrence_input`, all its arguments): an action
+    whose JSON text has no one meaning (``"schedule_id":"x","schedule_id":"nightly"``), or
+    that passes anything after the plan (the trampoline takes exactly one argument), is no
+    plan here either — every occurrence refuses it — so the watch says
+    ``action_not_a_plan`` and ``sync`` restores it (until 2026-12-07 its last reading, of
+    its first argument alone, was compared with the plan: ``unchanged``).
     """
     action = desc.schedule.action
     if not isinstance(action, ScheduleActionStartWorkflow) or action.workflow != SCHEDULED_WORKFLOW or not action.args:
         return None
-    raw = action.args[0]
-    try:
-        if isinstance(raw, OccurrenceInput):
-            return raw
-        if isinstance(raw, dict):
-            return OccurrenceInput.model_validate(raw)
-        values = await client.data_converter.decode([raw])  # type: ignore[list-item]
-    except (ValueError, TypeError):
-        return None
-    plan = read_occurrence_input(values[:1])
+    args = list(action.args)
+    if all(isinstance(arg, Payload) for arg in args):
+        # Every argument, as the trampoline gets them: a plan followed by anything else is
+        # "2 arguments" there (until 2026-12-07 only the first was read here: `unchanged`).
+        try:
+            args = await client.data_converter.decode(args)
+        except (ValueError, TypeError):
+            return None
+    plan = read_occurrence_input(args)
     return None if isinstance(plan, str) else plan
 
 

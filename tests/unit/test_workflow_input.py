@@ -220,3 +220,40 @@ async def test_sync_and_the_watch_read_a_schedules_action_as_its_trampoline_does
     client = SimpleNamespace(data_converter=DATA_CONVERTER)
     found = await current_input(client, desc)  # type: ignore[arg-type]
     assert found == (OccurrenceInput.model_validate(PLAN) if read else None)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [b'{"schedule_id":"nightly","cron":["0 3 * * *"],"task_queue":"q"}', b'"extra"', b"null"],
+)
+async def test_a_schedules_action_of_more_than_one_argument_is_no_plan_for_sync_and_the_watch(extra: bytes) -> None:
+    """A hand edit that leaves the plan first and adds an argument after it fails every
+    occurrence (the trampoline takes exactly one argument: "passed 2 arguments"); ``sync``
+    and the watch (``current_input``) read the action as the trampoline does — all its
+    arguments —, so it is no plan there either (the watch says ``action_not_a_plan``,
+    ``sync`` restores it), never the first argument's reading, ``unchanged``."""
+    from types import SimpleNamespace
+
+    from temporalio.api.common.v1 import Payloads
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflow.v1 import NewWorkflowExecutionInfo
+    from temporalio.client import ScheduleActionStartWorkflow
+
+    from curaflow.schedules.sync import current_input
+
+    plan = b'{"schedule_id":"nightly","cron":["0 3 * * *"],"task_queue":"q"}'
+    payloads = [Payload(metadata={"encoding": b"json/plain"}, data=data) for data in (plan, extra)]
+    action = ScheduleActionStartWorkflow(
+        "ScheduledJobWorkflow",
+        raw_info=NewWorkflowExecutionInfo(
+            workflow_id="nightly@occurrence",
+            workflow_type={"name": "ScheduledJobWorkflow"},
+            task_queue=TaskQueue(name="q"),
+            input=Payloads(payloads=payloads),
+        ),
+    )
+    trampoline_reads = read_occurrence_input(await DATA_CONVERTER.decode(payloads))
+    assert trampoline_reads == f"the schedule's action passed 2 arguments, not one plan; {FIX}"
+    desc = SimpleNamespace(schedule=SimpleNamespace(action=action))
+    client = SimpleNamespace(data_converter=DATA_CONVERTER)
+    assert await current_input(client, desc) is None  # type: ignore[arg-type]
