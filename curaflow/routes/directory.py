@@ -392,8 +392,11 @@ def disk_limits(path: Path) -> tuple[int, int]:
 def names_over_limit(root: Path, folder: Path, pages: list[Path]) -> str | None:
     """Why the names a delivery of one work writes do not fit the route's disk, or None.
 
-    A name longer than the disk's ``NAME_MAX`` — the work's folder, a page, or a page's
-    temporary name (:data:`TEMP_NAME_EXTRA` bytes more) — or a path longer than its
+    A name longer than the disk's ``NAME_MAX`` — the work's folder and each folder it lies
+    in under ``root`` (a work id of several components, ``a/b``: until 2026-12-07 only
+    the last was weighed, and a longer one before it was the disk's ``ENAMETOOLONG``, the
+    route's), a page, or a page's temporary name (:data:`TEMP_NAME_EXTRA` bytes more) — or
+    a path longer than its
     ``PATH_MAX`` where the same path of the shortest names fits (:func:`disk_limits`): the
     disk would answer ``ENAMETOOLONG`` for this work's names alone, never for a work of
     ordinary names — the work on this route, not the route (a path too long for any work
@@ -405,7 +408,11 @@ def names_over_limit(root: Path, folder: Path, pages: list[Path]) -> str | None:
         pages: where the work's pages go, in the folder.
     """
     name_max, path_max = disk_limits(root)
-    for name, extra in [(folder.name, 0)] + [(page.name, TEMP_NAME_EXTRA) for page in pages]:
+    try:
+        folders = list(folder.relative_to(root).parts)
+    except ValueError:  # not under root (inside() never gives one): its own name alone
+        folders = [folder.name]
+    for name, extra in [(part, 0) for part in folders] + [(page.name, TEMP_NAME_EXTRA) for page in pages]:
         size = len(os.fsencode(name)) + extra
         if size > name_max:
             what = "the work's folder name" if extra == 0 else f"page {name!r}'s name, written under a temporary name,"

@@ -273,8 +273,9 @@ def long_page_request(tmp_path: Path, stem: str) -> DeliveryRequest:
     [
         lambda tmp: dir_request(tmp, "7" * 300),  # the work's folder: 300 bytes
         lambda tmp: long_page_request(tmp, "7" * 240),  # its page: 247 bytes, 261 written under a temporary name
+        lambda tmp: dir_request(tmp, "7" * 300 + "/x"),  # a folder of its folder: 300 bytes
     ],
-    ids=["folder", "page"],
+    ids=["folder", "page", "folder-of-its-folder"],
 )
 async def test_a_works_name_too_long_for_the_routes_disk_is_that_work_on_that_route(
     tmp_path: Path, build: Callable[[Path], DeliveryRequest]
