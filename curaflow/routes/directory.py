@@ -370,6 +370,8 @@ TEMP_NAME_EXTRA = 14
 #: page), for telling a path too long for any work (the route's) from one too long for
 #: this work's names (:func:`names_over_limit`).
 _SHORTEST_FOLDER, _SHORTEST_PAGE = "0", "0_p0.jpg"
+#: The name of the manifest every delivery writes in the work's folder.
+MANIFEST_NAME = "manifest.json"
 
 
 def disk_limits(path: Path) -> tuple[int, int]:
@@ -396,8 +398,10 @@ def names_over_limit(root: Path, folder: Path, pages: list[Path]) -> str | None:
     in under ``root`` (a work id of several components, ``a/b``: until 2026-12-07 only
     the last was weighed, and a longer one before it was the disk's ``ENAMETOOLONG``, the
     route's), a page, or a page's temporary name (:data:`TEMP_NAME_EXTRA` bytes more) — or
-    a path longer than its
-    ``PATH_MAX`` where the same path of the shortest names fits (:func:`disk_limits`): the
+    a path longer than its ``PATH_MAX`` — a page's or the manifest's, under its temporary
+    name — where every path a work of the shortest names writes fits (its page's and its
+    manifest's: until 2026-12-07 the page's alone, so where only every work's manifest was
+    over, a work of long names was refused as its own) (:func:`disk_limits`): the
     disk would answer ``ENAMETOOLONG`` for this work's names alone, never for a work of
     ordinary names — the work on this route, not the route (a path too long for any work
     is the route's: left to the write, :func:`os_failure`).
@@ -417,11 +421,17 @@ def names_over_limit(root: Path, folder: Path, pages: list[Path]) -> str | None:
         if size > name_max:
             what = "the work's folder name" if extra == 0 else f"page {name!r}'s name, written under a temporary name,"
             return f"{what} is {size} bytes, over the {name_max} bytes the route's disk takes in a name"
-    shortest = len(os.fsencode(str(root / _SHORTEST_FOLDER / _SHORTEST_PAGE))) + TEMP_NAME_EXTRA
-    for page in pages:
-        size = len(os.fsencode(str(page))) + TEMP_NAME_EXTRA
+    # The longest path a work of the shortest names writes: its page's or its manifest's,
+    # each under its temporary name (until 2026-12-07 the page's alone: where only the
+    # manifest's path of every work was over, a work of long names was refused as its own).
+    shortest = max(
+        len(os.fsencode(str(root / _SHORTEST_FOLDER / name))) + TEMP_NAME_EXTRA
+        for name in (_SHORTEST_PAGE, MANIFEST_NAME)
+    )
+    for path in [*pages, folder / MANIFEST_NAME]:
+        size = len(os.fsencode(str(path))) + TEMP_NAME_EXTRA
         if size >= path_max and shortest < path_max:
-            return f"the path of page {page.name!r} is {size} bytes, over the {path_max} bytes the route's disk takes"
+            return f"the path of {path.name!r} is {size} bytes, over the {path_max} bytes the route's disk takes"
     return None
 
 
@@ -560,7 +570,7 @@ class DirectoryRoute:
     def _deliver_sync(self, request: DeliveryRequest) -> DeliveryReceipt:
         folder = inside(self.path, request.work.work_id)
         targets = [(Path(f.path), inside(folder, Path(f.path).name)) for f in request.artifact.files]
-        manifest_path = folder / "manifest.json"
+        manifest_path = folder / MANIFEST_NAME
         too_long = names_over_limit(self.path, folder, [dest for _, dest in targets])
         if too_long is not None:
             # The disk would answer ENAMETOOLONG for this work's names alone: the work on

@@ -295,3 +295,25 @@ async def test_a_works_name_too_long_for_the_routes_disk_is_that_work_on_that_ro
     assert [p.name for p in (tmp_path / "out").iterdir()] == [] if (tmp_path / "out").exists() else True
     receipt = await _guarded(route, dir_request(tmp_path, "4343"))
     assert receipt.remote_status == "written"
+
+
+def test_a_path_too_long_for_every_works_manifest_is_the_routes_not_the_works(tmp_path: Path) -> None:
+    """Every delivery writes its manifest under a temporary name
+    (``<folder>/.manifest.json.<8>.tmp``): on a disk whose ``PATH_MAX`` that path of the
+    shortest work id is over, every work fails — the route's (left to the write,
+    ``os_failure``), never the work with long names on this route (``over_route_limit``),
+    which the shortest page's path alone made it."""
+    from curaflow.routes import directory
+
+    root = tmp_path / "out"
+    root.mkdir()
+    shortest_manifest = len(os.fsencode(str(root / "0" / ".manifest.json.abcdefgh.tmp")))
+    long_id = "4" * 40
+    folder = root / long_id
+    pages = [folder / f"{long_id}_p0.jpg"]
+    with mock.patch.object(directory, "disk_limits", return_value=(255, shortest_manifest)):
+        # A path of PATH_MAX bytes or more is refused (its NUL does not fit): every work's manifest.
+        assert directory.names_over_limit(root, folder, pages) is None
+    with mock.patch.object(directory, "disk_limits", return_value=(255, shortest_manifest + 1)):
+        # Every work's manifest fits; this work's page path does not: the work's on this route.
+        assert directory.names_over_limit(root, folder, pages) is not None
