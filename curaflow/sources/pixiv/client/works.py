@@ -244,12 +244,27 @@ def _original(original: Any, sample: Any, kind: str) -> Any:
 SAMPLE_SEGMENTS = frozenset({"img-master", "custom-thumb"})
 
 
+def _may_be_sample(url: str) -> bool:
+    """Whether ``url`` holds what a sample's URL must: a resize prefix's ``/c``, a segment
+    of :data:`SAMPLE_SEGMENTS`, or a character ``urlsplit`` removes before it splits (tab,
+    CR, LF: they could join those words across them). False proves :func:`is_sample` False."""
+    return "/c" in url or "img-master" in url or "custom-thumb" in url or "\t" in url or "\r" in url or "\n" in url
+
+
 def is_sample(url: object) -> bool:
     """Whether ``url`` is one of Pixiv's samples of a page, never the page itself: a path
     under a resize prefix (``/c/600x1200_90/…``) or holding a segment of
     :data:`SAMPLE_SEGMENTS` (``https://i.pximg.net/c/600x1200_90_webp/img-master/img/…_p0_master1200.jpg``).
-    An original is under ``/img-original/``."""
+    An original is under ``/img-original/``.
+
+    A URL holding none of the words a sample's path needs (``/c``, the segments) and none
+    of the characters ``urlsplit`` drops before it splits (tab, CR, LF: ``img-master``
+    with a tab inside is read ``img-master``) is no sample, told without splitting it (2026-12-07): a
+    search page lists ~300 page URLs, more than ``urlsplit``'s cache holds, and splitting
+    each cost ~1.3 ms of the worker's CPU a one-cell job (docs/performance.md)."""
     if not isinstance(url, str):
+        return False
+    if not _may_be_sample(url):
         return False
     try:
         segments = urlsplit(url).path.split("/")
