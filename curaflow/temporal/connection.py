@@ -9,16 +9,18 @@ that held no job (a refused Task, a stale input) never blocks the id.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pydantic import TypeAdapter
 from temporalio import nexus
 from temporalio.api.common.v1 import Payload
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.common import RawValue, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
-from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.contrib.pydantic import PydanticJSONPlainPayloadConverter, PydanticPayloadConverter
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
@@ -76,6 +78,27 @@ DEV_SERVER_FLAGS = {
 JSON_PLAIN = b"json/plain"
 
 
+#: Type adapters shared by every :class:`InputPayloadConverter` of the process, for the
+#: type hints :func:`process_wide` admits (at most this many).
+SHARED_ADAPTERS = 256
+_shared_adapters: Callable[[Any], TypeAdapter[Any]] = functools.lru_cache(maxsize=SHARED_ADAPTERS)(TypeAdapter)
+#: The packages whose types are the same objects for the whole process — never re-imported
+#: by the workflow sandbox (it passes ``curaflow`` through: ``curaflow.process.worker.sandbox_runner``).
+PROCESS_WIDE_PACKAGES = frozenset({"builtins", "typing", "curaflow"})
+
+
+def process_wide(hint: object) -> bool:
+    """Whether a payload's type hint is one object for the whole process, so its
+    ``TypeAdapter`` may be shared by every converter: ``Any`` (an untyped position) or a
+    type of :data:`PROCESS_WIDE_PACKAGES`. A type of a workflow's own module is not: the
+    sandbox re-imports that module for every run, and a process-wide cache would hold each
+    run's copy."""
+    if hint is Any:
+        return True
+    module = getattr(hint, "__module__", None) if isinstance(hint, type) else None
+    return isinstance(module, str) and module.split(".", 1)[0] in PROCESS_WIDE_PACKAGES
+
+
 class InputPayloadConverter(PydanticPayloadConverter):
     """The pydantic payload converter, except that an *untyped* payload it cannot decode
     stays a :class:`~temporalio.common.RawValue` instead of failing.
@@ -117,6 +140,21 @@ class InputPayloadConverter(PydanticPayloadConverter):
     ``cancel_job`` of ``{"job_id":"a","job_id":"b"}`` cancelled job ``b``.
     """
 
+    def __init__(self) -> None:
+        """The SDK's converters; the ``json/plain`` one takes the type adapters of
+        :func:`process_wide` hints from one cache of the process.
+
+        The SDK builds a payload converter for every workflow run and every workflow
+        activation, each with an empty cache of type adapters: a job's untyped input
+        (``JobWorkflow``'s ``*args``, read as ``Any``) built ``TypeAdapter(Any)`` once a
+        job, ~0.19 ms of the worker's CPU (2026-12-07, docs/performance.md). Hints of other
+        modules stay in the converter's own cache, as before."""
+        super().__init__()
+        plain = self.converters.get(JSON_PLAIN)
+        own = getattr(plain, "_type_adapter", None)
+        if isinstance(plain, PydanticJSONPlainPayloadConverter) and callable(own):
+            plain._type_adapter = _shared_first(own)  # type: ignore[assignment]
+
     def from_payloads(self, payloads: Sequence[Payload], type_hints: list[type] | None = None) -> list[Any]:
         """See :meth:`temporalio.converter.PayloadConverter.from_payloads`; untyped
         payloads that do not decode come back as ``RawValue``.
@@ -145,6 +183,17 @@ class InputPayloadConverter(PydanticPayloadConverter):
                     value = AmbiguousObject(value, refused)
             values.append(value)
         return values
+
+
+def _shared_first(own: Callable[[Any], TypeAdapter[Any]]) -> Callable[[Any], TypeAdapter[Any]]:
+    """A converter's type adapter lookup: the process's cache for a :func:`process_wide`
+    hint, ``own`` (the converter's cache) for any other. Raises ``TypeError`` for an
+    unhashable hint, as the SDK's cache does (it then builds an adapter uncached)."""
+
+    def adapter(hint: Any) -> TypeAdapter[Any]:
+        return _shared_adapters(hint) if process_wide(hint) else own(hint)
+
+    return adapter
 
 
 def refuse_unreadable_text(payloads: Sequence[Payload]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import BaseModel, TypeAdapter
 from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue
 
@@ -84,3 +85,41 @@ def test_an_untyped_object_whose_text_has_no_one_meaning_carries_post_jobs_refus
 def test_an_untyped_object_with_one_meaning_is_a_plain_dict() -> None:
     [value] = InputPayloadConverter().from_payloads([payload(b"json/plain", b'{"a": [1, 2.5, "\\u00e9"]}')])
     assert type(value) is dict and value == {"a": [1, 2.5, "é"]}
+
+
+class _OwnModule(BaseModel):
+    """A type of a module outside curaflow (as a workflow's own module is, which the sandbox
+    re-imports for every run)."""
+
+    n: int
+
+
+def _adapters_built(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The type hints of every ``TypeAdapter`` built from now on."""
+    built: list[object] = []
+    init = TypeAdapter.__init__
+
+    def counted(self: TypeAdapter[Any], type_: Any, *args: Any, **kwargs: Any) -> None:
+        built.append(type_)
+        init(self, type_, *args, **kwargs)
+
+    monkeypatch.setattr(TypeAdapter, "__init__", counted)
+    return built
+
+
+def test_a_new_converter_builds_no_adapter_for_an_untyped_input_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SDK builds a payload converter for every workflow run and activation. Each read a
+    # job's untyped input (JobWorkflow's *args) with a TypeAdapter(Any) of its own: ~0.19 ms
+    # of the worker's CPU a job until 2026-12-07. Now hints that are one object for the whole
+    # process share the process's adapters; a hint of another module keeps the converter's own.
+    from curaflow.domain.messages import CellUpdate
+
+    built = _adapters_built(monkeypatch)
+    data = payload(b"json/plain", b'{"job_id": "j1"}')
+    for _ in range(3):
+        converter = InputPayloadConverter()
+        assert converter.from_payloads([data]) == [{"job_id": "j1"}]
+        converter.from_payloads([payload(b"json/plain", b'{"n": 1}')], [_OwnModule])
+        converter.from_payloads([payload(b"json/plain", b"null")], [CellUpdate | None])  # unhashable-safe union
+    assert built.count(Any) <= 1
+    assert built.count(_OwnModule) == 3  # each converter's own, as the SDK does
