@@ -99,6 +99,45 @@ EXIT_LEDGER_UNREACHABLE = 3
 LEDGER_CONFIGURED = "PostgreSQL at DATABASE_URL / database.url"
 
 
+@dataclass(frozen=True)
+class TemporalService:
+    """The Temporal service a command talks to (:func:`temporal_service_or_exit`).
+
+    Attributes:
+        address: ``host:port`` of its frontend.
+        configured: True for the settings' service (``temporal.address``: its TLS, API key
+            and namespace apply), False for the running ``curaflow dev`` (plain, the
+            settings' namespace).
+        database_url: the ledger of the running ``curaflow dev`` when the service is its
+            (None for a configured service: the settings' ``database.url`` applies).
+    """
+
+    address: str
+    configured: bool
+    database_url: str | None = None
+
+
+def temporal_service_or_exit(settings: Settings) -> TemporalService:
+    """The configured Temporal service, or the running ``curaflow dev``'s of the settings'
+    state directory — as the README says, the commands run in a directory find the stack
+    wherever it listens (until 2026-12-07 ``upgrade-check`` asked for ``TEMPORAL_ADDRESS``
+    beside a running ``curaflow dev``; ``schedules`` already found it).
+
+    Raises:
+        typer.Exit: 2 (a usage error), neither is there; one line says what to set.
+    """
+    if settings.temporal.address:
+        return TemporalService(settings.temporal.address, configured=True)
+    info = read_stack_info(settings.state_dir)
+    if info is None:
+        err_console.print(
+            "[red]no Temporal service: set TEMPORAL_ADDRESS (or temporal.address), "
+            f"or run `curaflow dev` for the state directory {settings.state_dir}[/red]"
+        )
+        raise typer.Exit(2)
+    return TemporalService(info.temporal_address, configured=False, database_url=info.database_url)
+
+
 def running_dev_ledger(settings: Settings) -> str:
     """How :func:`open_ledger` names the PostgreSQL of the ``curaflow dev`` running on the
     settings' state directory."""

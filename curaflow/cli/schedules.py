@@ -33,10 +33,10 @@ from curaflow.cli.common import (
     out_console,
     settings_or_exit,
     temporal_errors,
+    temporal_service_or_exit,
 )
 from curaflow.cli.remembered import ledger_pool
 from curaflow.config import Settings
-from curaflow.devstack.stack import read_stack_info
 from curaflow.observability.logs import configure_logging
 from curaflow.temporal.connection import connect
 
@@ -45,19 +45,6 @@ app = typer.Typer(
     help="Recurring plans (Temporal Schedules): sync them with the config, list, trigger, pause.",
 )
 T = TypeVar("T")
-
-
-def _address(settings: Settings) -> str:
-    if settings.temporal.address:
-        return settings.temporal.address
-    info = read_stack_info(settings.state_dir)
-    if info is None:
-        err_console.print(
-            "[red]no Temporal service: set TEMPORAL_ADDRESS (or temporal.address), "
-            f"or run `curaflow dev` for the state directory {settings.state_dir}[/red]"
-        )
-        raise typer.Exit(2)
-    return info.temporal_address
 
 
 async def _served_by_curaflow(client: Client) -> None:
@@ -88,18 +75,19 @@ def _run(settings: Settings, body: Callable[[Client], Awaitable[T]]) -> T:
     # the command prints its own report; log lines only for warnings, as JSON on stderr
     configure_logging("WARNING", settings.observability.log_json)
 
-    address = _address(settings)  # exits 2 when there is none (typer.Exit is a RuntimeError: resolve it first)
+    # exits 2 when there is none (typer.Exit is a RuntimeError: resolve it first)
+    service = temporal_service_or_exit(settings)
 
     async def main() -> T:
         # the configured service with its TLS/API key; a `curaflow dev` stack is plain
-        connection = settings.temporal.connection if settings.temporal.address else None
-        client = await connect(address, settings.temporal.namespace, connection=connection)
+        connection = settings.temporal.connection if service.configured else None
+        client = await connect(service.address, settings.temporal.namespace, connection=connection)
         await check_namespace(client)
         await _served_by_curaflow(client)
         return await body(client)
 
     try:
-        with temporal_errors(f"{address} (namespace {settings.temporal.namespace})"):
+        with temporal_errors(f"{service.address} (namespace {settings.temporal.namespace})"):
             return asyncio.run(main())
     except plans.ScheduleError as err:
         fail(str(err))

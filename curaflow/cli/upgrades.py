@@ -34,23 +34,25 @@ from temporalio.client import Client
 from curaflow.cli.common import (
     LEDGER_CONFIGURED,
     ConfigOption,
-    err_console,
     error,
     fail,
     open_ledger,
     out_console,
+    running_dev_ledger,
     settings_or_exit,
     temporal_errors,
-    temporal_where,
+    temporal_service_or_exit,
 )
 from curaflow.config import Settings
 from curaflow.observability.logs import configure_logging
+from curaflow.temporal.connection import describe_service
 
 
-async def not_the_jobs_namespace(settings: Settings, client: Client) -> str | None:
+async def not_the_jobs_namespace(settings: Settings, client: Client, *, dev_ledger: str | None = None) -> str | None:
     """Why the client's namespace cannot be the one curaflow's jobs run in, or None.
 
-    Two witnesses, the first always, the second when the ledger is configured:
+    Two witnesses, the first always, the second when the ledger is configured — or, for
+    the running ``curaflow dev``'s Temporal, its ledger (``dev_ledger``, a PostgreSQL URL):
 
     * curaflow's search attributes (:func:`curaflow.temporal.upgrades.missing_search_attributes`):
       every worker registers them in its namespace at start;
@@ -74,12 +76,14 @@ async def not_the_jobs_namespace(settings: Settings, client: Client) -> str | No
             "there (a worker registers them at start), so its executions say nothing about job_v1; "
             "set TEMPORAL_NAMESPACE (temporal.namespace) to the jobs' namespace"
         )
-    if not settings.database.url:
+    url, where = (settings.database.url, LEDGER_CONFIGURED) if settings.database.url else (dev_ledger, "")
+    if not url:
         return None
+    where = where or running_dev_ledger(settings)
     described = await client.workflow_service.describe_namespace(DescribeNamespaceRequest(namespace=namespace))
     ttl = described.config.workflow_execution_retention_ttl.ToTimedelta()
     since = now_ms() - int(ttl.total_seconds() * 1000)
-    ledger = open_ledger(settings, settings.database.url, where=LEDGER_CONFIGURED, code=1)
+    ledger = open_ledger(settings, url, where=where, code=1)
     async with ledger as pool, pool.acquire() as conn:
         listed = await conn.fetchval(
             """SELECT EXISTS (SELECT 1 FROM jobs
@@ -90,7 +94,7 @@ async def not_the_jobs_namespace(settings: Settings, client: Client) -> str | No
         if not listed or await namespace_holds_jobs(conn, client, {}):
             return None
     return (
-        f"namespace {namespace!r} holds none of the ledger's jobs ({LEDGER_CONFIGURED}), though the ledger "
+        f"namespace {namespace!r} holds none of the ledger's jobs ({where}), though the ledger "
         "has jobs it would list: it is not the namespace they run in, and its executions say nothing "
         "about job_v1; set TEMPORAL_NAMESPACE (temporal.namespace) to the jobs' namespace"
     )
@@ -113,13 +117,11 @@ def upgrade_check(
     Exit 0 when none is open (nor closed, with `--include-closed`), 1 otherwise.
     """
     from curaflow.temporal import upgrades
-    from curaflow.temporal.connection import connect_configured
+    from curaflow.temporal.connection import connect, connect_configured
     from curaflow.temporal.upgrades import ListingCut, legacy_query
 
     settings = settings_or_exit(config)
-    if not settings.temporal.address:
-        err_console.print("[red]set TEMPORAL_ADDRESS (or temporal.address)[/red]")
-        raise typer.Exit(2)
+    service = temporal_service_or_exit(settings)  # the configured service or the running `curaflow dev`'s; else exit 2
     before = None
     if started_before is not None:
         try:
@@ -132,8 +134,11 @@ def upgrade_check(
     configure_logging("WARNING", settings.observability.log_json)
 
     async def main() -> list[dict[str, str]]:
-        client = await connect_configured(settings.temporal)
-        if (problem := await not_the_jobs_namespace(settings, client)) is not None:
+        if service.configured:
+            client = await connect_configured(settings.temporal)
+        else:  # a `curaflow dev` stack is plain
+            client = await connect(service.address, settings.temporal.namespace)
+        if (problem := await not_the_jobs_namespace(settings, client, dev_ledger=service.database_url)) is not None:
             fail(problem)
         try:
             found = await upgrades.legacy_executions(client, started_before=before, include_closed=include_closed)
@@ -154,7 +159,7 @@ def upgrade_check(
             for e in found
         ]
 
-    with temporal_errors(temporal_where(settings)):
+    with temporal_errors(describe_service(service.address, settings.temporal.namespace)):
         found = asyncio.run(main())
     query = legacy_query(started_before=before, include_closed=include_closed)
     if as_json:

@@ -11,6 +11,8 @@ that does not exist).
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -79,3 +81,26 @@ async def test_a_namespace_that_holds_none_of_the_ledgers_jobs_is_not_retirable(
     assert result.returncode == 1, result.stdout + result.stderr
     assert "can be retired" not in result.stdout
     assert name in result.stderr and "none of the ledger's jobs" in result.stderr
+
+
+async def test_the_check_finds_the_running_curaflow_dev_of_its_directory(
+    temporal_client: Client, temporal_address: str, database_url: str, tmp_path: Path
+) -> None:
+    # A `curaflow dev` running on this directory's state (its stack file, a live pid): the
+    # check asks its Temporal and its ledger, as `schedules` and the ledger commands do —
+    # it said "set TEMPORAL_ADDRESS" (exit 2) beside a running stack until 2026-12-07.
+    state = tmp_path / ".curaflow"
+    state.mkdir()
+    (state / "stack.json").write_text(
+        json.dumps({"pid": os.getpid(), "temporal_address": temporal_address, "database_url": database_url})
+    )
+    env = clean_env(TEMPORAL_NAMESPACE=temporal_client.namespace)
+    before = "2000-01-01T00:00:00"  # no execution started before: the answer depends on no other test's
+    result = await asyncio.to_thread(curaflow, "upgrade-check", "--started-before", before, cwd=tmp_path, env=env)
+    assert "TEMPORAL_ADDRESS" not in result.stderr, result.stderr
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    assert "job_v1" in result.stdout + result.stderr, result.stdout + result.stderr
+    # Asked of a namespace no curaflow worker served, it still tells it apart (the dev stack's Temporal)
+    name = await other_namespace(temporal_client, with_search_attributes=False)
+    other = await asyncio.to_thread(curaflow, "upgrade-check", cwd=tmp_path, env=clean_env(TEMPORAL_NAMESPACE=name))
+    assert other.returncode == 1 and name in other.stderr and "search attributes" in other.stderr, other.stderr

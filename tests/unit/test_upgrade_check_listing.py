@@ -75,7 +75,7 @@ def test_the_command_says_what_it_examined_and_exits_1(tmp_path: Path, monkeypat
     async def connect(settings: Any) -> Any:
         return _Namespace(4)
 
-    async def the_jobs_namespace(settings: Any, client: Any) -> None:
+    async def the_jobs_namespace(settings: Any, client: Any, **kwargs: Any) -> None:
         return None
 
     async def listing(client: Any, **kwargs: Any) -> list[Any]:
