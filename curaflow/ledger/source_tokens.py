@@ -1,5 +1,5 @@
 """An account's rotated refresh token in the ledger (table ``source_tokens``, migration
-0052): the :class:`~curaflow.sources.tokens.TokenStore` the worker hands each Pixiv
+0052; its candidate, 0053): the :class:`~curaflow.sources.tokens.TokenStore` the worker hands each Pixiv
 account, so a token Pixiv rotated survives a restart and serves every worker process
 (:mod:`curaflow.sources.tokens`)."""
 
@@ -44,33 +44,74 @@ class LedgerTokenStore:
 
     async def save(self, configured: str, refresh_token: str) -> None:
         """Keep ``refresh_token`` as rotated from ``configured`` (one row per account,
-        replaced)."""
+        replaced; its candidate kept while the row is of the same configured token)."""
+        await self._upsert(configured, refresh_token, "refresh_token", "save")
+
+    async def propose(self, configured: str, refresh_token: str) -> None:
+        """Keep ``refresh_token`` as ``configured``'s candidate (the rotated token kept
+        while the row is of the same configured token)."""
+        await self._upsert(configured, refresh_token, "candidate_token", "propose")
+
+    async def _upsert(self, configured: str, token: str, column: str, what: str) -> None:
+        other = "candidate_token" if column == "refresh_token" else "refresh_token"
         try:
             await self._pool.execute(
-                f"""INSERT INTO source_tokens (account, origin_sha256, refresh_token, updated_at)
+                f"""INSERT INTO source_tokens (account, origin_sha256, {column}, updated_at)
                     VALUES ($1, $2, $3, {DB_NOW_MS})
                     ON CONFLICT (account) DO UPDATE SET origin_sha256 = EXCLUDED.origin_sha256,
-                        refresh_token = EXCLUDED.refresh_token, updated_at = EXCLUDED.updated_at""",
+                        {column} = EXCLUDED.{column}, updated_at = EXCLUDED.updated_at,
+                        {other} = CASE WHEN source_tokens.origin_sha256 = EXCLUDED.origin_sha256
+                                       THEN source_tokens.{other} END""",
                 self.key,
                 origin_of(configured),
-                refresh_token,
+                token,
             )
         except LEDGER_ERRORS as err:
             raise TokenStoreUnavailable(
-                f"refresh token of {self.key!r}: the ledger failed to write it ({type(err).__name__}: {err})"[:500]
+                f"refresh token of {self.key!r}: the ledger failed to {what} it ({type(err).__name__}: {err})"[:500]
             ) from err
 
-    async def forget(self, configured: str, refresh_token: str) -> None:
-        """Delete the row if it still keeps ``refresh_token`` as rotated from ``configured``
-        (a token another worker wrote since stays)."""
+    async def candidate(self, configured: str) -> str | None:
+        """``configured``'s candidate, else None."""
         try:
-            await self._pool.execute(
-                "DELETE FROM source_tokens WHERE account = $1 AND origin_sha256 = $2 AND refresh_token = $3",
+            token = await self._pool.fetchval(
+                "SELECT candidate_token FROM source_tokens WHERE account = $1 AND origin_sha256 = $2",
                 self.key,
                 origin_of(configured),
-                refresh_token,
             )
         except LEDGER_ERRORS as err:
             raise TokenStoreUnavailable(
-                f"refresh token of {self.key!r}: the ledger failed to forget it ({type(err).__name__}: {err})"[:500]
+                f"candidate token of {self.key!r}: the ledger failed to read it ({type(err).__name__}: {err})"[:500]
+            ) from err
+        return str(token) if token else None
+
+    async def settle(self, configured: str, refresh_token: str) -> None:
+        """Drop the candidate if it is still ``refresh_token`` (a candidate another worker
+        proposed since stays); a row left holding no token goes."""
+        await self._clear(configured, refresh_token, "candidate_token", "settle")
+
+    async def forget(self, configured: str, refresh_token: str) -> None:
+        """Forget the rotated token if it is still ``refresh_token`` as rotated from
+        ``configured`` (a token another worker wrote since stays; so does a candidate); a
+        row left holding no token goes."""
+        await self._clear(configured, refresh_token, "refresh_token", "forget")
+
+    async def _clear(self, configured: str, token: str, column: str, what: str) -> None:
+        try:
+            async with self._pool.acquire() as conn, conn.transaction():
+                await conn.execute(
+                    f"""UPDATE source_tokens SET {column} = NULL, updated_at = {DB_NOW_MS}
+                        WHERE account = $1 AND origin_sha256 = $2 AND {column} = $3""",
+                    self.key,
+                    origin_of(configured),
+                    token,
+                )
+                await conn.execute(
+                    """DELETE FROM source_tokens
+                        WHERE account = $1 AND refresh_token IS NULL AND candidate_token IS NULL""",
+                    self.key,
+                )
+        except LEDGER_ERRORS as err:
+            raise TokenStoreUnavailable(
+                f"refresh token of {self.key!r}: the ledger failed to {what} it ({type(err).__name__}: {err})"[:500]
             ) from err

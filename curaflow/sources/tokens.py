@@ -16,6 +16,15 @@ from the old one. :class:`curaflow.ledger.source_tokens.LedgerTokenStore` keeps 
 PostgreSQL (the worker hands one per account through
 :class:`curaflow.sources.registry.SourceContext`); :class:`MemoryTokenStore` is the same in
 one process (tests, tools).
+
+A refresh token answered beside an access token curaflow cannot use (missing, null, a
+number, empty) is kept as the account's *candidate* (:meth:`TokenStore.propose`), beside
+the rotated token and never in its place: Pixiv may have revoked the token sent, so the
+candidate may be the only one it accepts — or it may be as broken as the access token
+beside it. The next refresh sends the candidate first and the kept tokens after it, and
+then settles it (:meth:`TokenStore.settle`): accepted, it becomes the rotated token;
+refused, it is dropped (2026-12-07: the whole answer was dropped, and a glitch of the
+token endpoint after a rotation cost the account).
 """
 
 from __future__ import annotations
@@ -69,15 +78,47 @@ class TokenStore(Protocol):
         """
         ...
 
+    async def candidate(self, configured: str) -> str | None:
+        """The candidate refresh token proposed from ``configured``'s chain (module doc),
+        or None.
+
+        Raises:
+            TokenStoreUnavailable: the store could not be read.
+        """
+        ...
+
+    async def propose(self, configured: str, refresh_token: str) -> None:
+        """Keep ``refresh_token`` as the candidate of ``configured``'s chain (replacing an
+        older candidate; the rotated token stays).
+
+        Raises:
+            TokenStoreUnavailable: the store could not be written.
+        """
+        ...
+
+    async def settle(self, configured: str, refresh_token: str) -> None:
+        """Drop the candidate ``refresh_token`` (a refresh sent it: refused, or accepted and
+        kept by :meth:`save`) if it is still ``configured``'s candidate.
+
+        Raises:
+            TokenStoreUnavailable: the store could not be written.
+        """
+        ...
+
 
 class MemoryTokenStore:
     """:class:`TokenStore` in this process only (tests, tools): one account's rotated
-    token and its origin (:func:`origin_of`); ``saves`` counts the writes."""
+    token, its candidate and their origin (:func:`origin_of`); ``saves`` counts the writes."""
 
     def __init__(self) -> None:
         self.origin: str | None = None
         self.refresh_token: str | None = None
+        self.candidate_token: str | None = None
         self.saves = 0
+
+    def _chain(self, configured: str) -> None:
+        if self.origin != origin_of(configured):
+            self.origin, self.refresh_token, self.candidate_token = origin_of(configured), None, None
 
     async def load(self, configured: str) -> str | None:
         """The token rotated from ``configured``, else None."""
@@ -85,11 +126,25 @@ class MemoryTokenStore:
 
     async def save(self, configured: str, refresh_token: str) -> None:
         """Keep ``refresh_token`` as rotated from ``configured`` (replacing any other)."""
-        self.origin = origin_of(configured)
+        self._chain(configured)
         self.refresh_token = refresh_token
         self.saves += 1
 
     async def forget(self, configured: str, refresh_token: str) -> None:
         """Forget ``refresh_token`` if it is the token kept as rotated from ``configured``."""
         if self.origin == origin_of(configured) and self.refresh_token == refresh_token:
-            self.origin = self.refresh_token = None
+            self.refresh_token = None
+
+    async def candidate(self, configured: str) -> str | None:
+        """The candidate of ``configured``'s chain, else None."""
+        return self.candidate_token if self.origin == origin_of(configured) else None
+
+    async def propose(self, configured: str, refresh_token: str) -> None:
+        """Keep ``refresh_token`` as ``configured``'s candidate."""
+        self._chain(configured)
+        self.candidate_token = refresh_token
+
+    async def settle(self, configured: str, refresh_token: str) -> None:
+        """Drop the candidate if it is still ``refresh_token``."""
+        if self.origin == origin_of(configured) and self.candidate_token == refresh_token:
+            self.candidate_token = None

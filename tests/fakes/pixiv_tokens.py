@@ -5,13 +5,16 @@ as Pixiv's endpoint does (``access_token``, ``refresh_token``, ``expires_in``; a
 grant as HTTP 400 ``{"has_error": true, "errors": …, "error": "invalid_grant"}``), with
 what RFC 6749 §6 allows: it answers a *new* refresh token to each refresh
 (``rotate``) and revokes the one sent (``revoke``). ``valid`` holds the refresh tokens it
-accepts; ``sent`` every refresh token it was sent, in order.
+accepts; ``sent`` every refresh token it was sent, in order. ``broken`` answers the next
+refreshes with an ``access_token`` no client can use (each item the value, :data:`MISSING`
+for none) beside the rotated refresh token: a glitch of the endpoint after it rotated.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import count
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -24,6 +27,9 @@ INVALID_GRANT_BODY = {
     "error": "invalid_grant",
 }
 
+#: In :attr:`RotatingTokenEndpoint.broken`: the answer holds no ``access_token`` at all.
+MISSING = object()
+
 
 @dataclass
 class RotatingTokenEndpoint:
@@ -34,12 +40,17 @@ class RotatingTokenEndpoint:
         rotate: answer a new refresh token to every refresh (else the one sent).
         revoke: revoke the refresh token sent once a new one is answered.
         sent: every refresh token sent, in order.
+        broken: the ``access_token`` of the next answers (module doc), first first.
+        accept_rotated: a rotated refresh token is accepted later (else it is answered
+            but refused: an endpoint that answers a token it never issued).
     """
 
     valid: set[str] = field(default_factory=set)
     rotate: bool = True
     revoke: bool = True
     sent: list[str] = field(default_factory=list)
+    broken: list[Any] = field(default_factory=list)
+    accept_rotated: bool = True
 
     def __post_init__(self) -> None:
         self._serial = count(1)
@@ -55,7 +66,8 @@ class RotatingTokenEndpoint:
             answered = sent
             if self.rotate:
                 answered = f"rotated-{next(self._serial)}"
-                self.valid.add(answered)
+                if self.accept_rotated:
+                    self.valid.add(answered)
                 if self.revoke:
                     self.valid.discard(sent)
             body = {
@@ -66,6 +78,12 @@ class RotatingTokenEndpoint:
                 "refresh_token": answered,
                 "user": {"id": "1"},
             }
+            if self.broken:
+                access = self.broken.pop(0)
+                if access is MISSING:
+                    del body["access_token"]
+                else:
+                    body["access_token"] = access
             return JSONResponse(body)
 
         self._server = BackgroundServer(app)

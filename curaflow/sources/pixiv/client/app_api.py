@@ -82,8 +82,9 @@ class PixivClient(ImageRequests):
             (:mod:`curaflow.sources.tokens`): read before each token request (a token
             rotated from ``refresh_token``, by any worker, is sent first), written when the
             token endpoint answers another refresh token than the one sent, its token
-            forgotten when Pixiv refuses it and the configured one is accepted; None:
-            memory only.
+            forgotten when Pixiv refuses it and the configured one is accepted, a token
+            answered beside an unusable access token proposed as its candidate (sent
+            first at the next refresh, then settled); None: memory only.
     """
 
     def __init__(
@@ -107,8 +108,11 @@ class PixivClient(ImageRequests):
         self._clock = clock
         self._configured_token = refresh_token
         self._tokens = token_store
-        #: (token to save, token to forget) not yet written to the token store.
-        self._unsaved: tuple[str | None, str | None] = (None, None)
+        #: Writes to the token store not done yet, in order: (what, token), ``what`` one of
+        #: ``save``, ``forget``, ``propose``, ``settle`` (:class:`TokenStore`'s methods).
+        self._unsaved: list[tuple[str, str]] = []
+        #: A refresh token answered beside an unusable access token, not yet settled.
+        self._candidate: str | None = None
         self.image_host = image_host.rstrip("/") if image_host else None
         self._refresh_token = refresh_token
         self.api_url = api_url.rstrip("/")
@@ -155,8 +159,11 @@ class PixivClient(ImageRequests):
                 # The ledger's token first (another worker of the account may have rotated
                 # the one this worker holds away), then this worker's, then the configured
                 # one: each sent once, and the account blamed only when all are refused.
+                # A candidate (a token answered beside an unusable access token) before
+                # them all: Pixiv may have revoked every other on answering it.
                 stored = usable_token(await self._tokens.load(self._configured_token)) if self._tokens else None
-                candidates = (stored, self._refresh_token, self._configured_token)
+                proposed = usable_token(await self._tokens.candidate(self._configured_token)) if self._tokens else None
+                candidates = (proposed, self._candidate, stored, self._refresh_token, self._configured_token)
                 sending = next((c for c in candidates if c is not None and c not in tried), None)
                 if sending is None:
                     raise SourceError(
@@ -178,9 +185,13 @@ class PixivClient(ImageRequests):
             kept = usable_token(body.get("refresh_token")) or sending
             self._refresh_token = kept
             if kept != stored and kept != self._configured_token:
-                self._unsaved = (kept, None)
+                self._unsaved.append(("save", kept))
             elif kept == self._configured_token and stored is not None:
-                self._unsaved = (None, stored)  # the ledger's token was refused: forget it
+                self._unsaved.append(("forget", stored))  # the ledger's token was refused: forget it
+            # A candidate sent is settled: refused, dropped; accepted, kept above.
+            self._unsaved += [("settle", c) for c in dict.fromkeys((proposed, self._candidate)) if c in tried]
+            if self._candidate in tried:
+                self._candidate = None
             await self._keep_rotated_token()
             return self._access_token  # type: ignore[return-value]
 
@@ -221,6 +232,12 @@ class PixivClient(ImageRequests):
             # proxy's page, an empty body, the word in a 5xx, a 200 or a redirect — is the
             # source's, retried below.
             return None
+        if (
+            200 <= response.status_code < 300
+            and isinstance(body, dict)
+            and usable_token(body.get("access_token")) is None
+        ):
+            await self._keep_candidate(refresh_token, body.get("refresh_token"))
         if not 200 <= response.status_code < 300 or not isinstance(body, dict) or "access_token" not in body:
             # A 3xx is never followed: its body (a cache's, a gateway's) is no token.
             reason = reason_for_status(response.status_code, body)
@@ -240,23 +257,39 @@ class PixivClient(ImageRequests):
             )
         return body
 
+    async def _keep_candidate(self, sent: str, answered: object) -> None:
+        """Keep ``answered``, the refresh token of an answer to ``sent`` whose access token
+        is unusable, as the account's candidate (:mod:`curaflow.sources.tokens`): Pixiv may
+        have revoked ``sent`` on answering it. Nothing when it is no usable token or one
+        curaflow holds already.
+
+        Raises:
+            TokenStoreUnavailable: the store could not be written (the attempt is retried;
+                the candidate stays in memory, its write tried again at the next call).
+        """
+        rotated = usable_token(answered)
+        if rotated is None or rotated in (sent, self._refresh_token, self._configured_token):
+            return
+        self._candidate = rotated
+        self._unsaved.append(("propose", rotated))
+        await self._keep_rotated_token()
+
     async def _keep_rotated_token(self) -> None:
-        """Write to the token store what the last refresh learnt and it does not hold yet:
-        a rotated refresh token to keep, or the store's token Pixiv refused to forget (a
-        failed write is tried again at the next :meth:`authenticate`: the token stays in
-        memory).
+        """Write to the token store what the refreshes learnt and it does not hold yet, in
+        order: a rotated refresh token to keep, the store's token Pixiv refused to forget, a
+        candidate to propose or settle (a failed write is tried again at the next
+        :meth:`authenticate`: the token stays in memory).
 
         Raises:
             TokenStoreUnavailable: the store could not be written (the attempt is retried).
         """
-        keep, forget = self._unsaved
-        if self._tokens is None or (keep is None and forget is None):
+        if self._tokens is None:
+            self._unsaved.clear()
             return
-        if keep is not None:
-            await self._tokens.save(self._configured_token, keep)
-        elif forget is not None:
-            await self._tokens.forget(self._configured_token, forget)
-        self._unsaved = (None, None)
+        while self._unsaved:
+            what, token = self._unsaved[0]
+            await getattr(self._tokens, what)(self._configured_token, token)
+            self._unsaved.pop(0)
 
     def expire_access_token(self) -> None:
         """Forget the access token's lifetime so the next call refreshes it (tests, ops)."""
