@@ -45,7 +45,9 @@ INTERNAL_KINDS = {
 }
 #: The protocol's ``Event.type`` enum: the only types a read serves or counts.
 PROTOCOL_EVENT_TYPES: tuple[str, ...] = tuple(INTERNAL_KINDS)
-_EVENT_ID = re.compile(r"^evt-(\d{1,9})-([0-9a-f]{8})$")
+#: An event id as :func:`event_id` spells it: ASCII digits (``\d`` alone also reads ``١``,
+#: ``１``), no leading zero, and nothing after the hash (``$`` alone also allows a ``\n``).
+_EVENT_ID = re.compile(r"evt-([1-9][0-9]{0,8})-([0-9a-f]{8})")
 
 
 def _job_hash(job_id: str) -> str:
@@ -60,11 +62,14 @@ def event_id(job_id: str, seq: int) -> str:
 def parse_event_id(job_id: str, value: str | None) -> int | None:
     """The sequence number ``value`` names in ``job_id``'s stream, or None if it names none.
 
-    Unparsable ids and ids of other jobs give None ("unknown cursor").
+    Unparsable ids, ids of other jobs and any spelling other than the one :func:`event_id`
+    issues (other digits, a leading zero, a trailing line break) give None ("unknown
+    cursor": a page reads from the start, an ack is a no-op) — a forged cursor never
+    skips or acknowledges events the consumer did not name.
     """
     if not value:
         return None
-    match = _EVENT_ID.match(value)
+    match = _EVENT_ID.fullmatch(value)
     if not match or match.group(2) != _job_hash(job_id):
         return None
     return int(match.group(1))

@@ -192,6 +192,29 @@ async def test_paging_cursors_and_parameter_errors(stack: Stack) -> None:
     assert too_big.status_code == 413
 
 
+async def test_a_cursor_is_known_only_as_the_server_spelled_it(stack: Stack) -> None:
+    """``after`` and ``ack_through`` name an event only in the exact spelling the server
+    issued: ``evt-1-<hash>`` with Arabic-Indic digits, a leading zero or a trailing line
+    break is a forged cursor — the page reads from the start and the ack is a no-op —
+    never an id that skips or acknowledges events the consumer did not name."""
+    http = stack.http
+    assert http is not None
+    job_id = await submit(http, stack)
+    first = (await http.get(f"/jobs/{job_id}/events")).json()["events"][0]["event_id"]
+    _, seq, job_hash = first.split("-")
+    assert seq == "1"
+    issued = await http.get(f"/jobs/{job_id}/events", params={"after": first})
+    assert first not in [e["event_id"] for e in issued.json()["events"]]  # the real cursor skips it
+
+    for forged in (f"evt-\u0661-{job_hash}", f"evt-01-{job_hash}", f"{first}\n", f"evt-\uff11-{job_hash}"):
+        page = await http.get(f"/jobs/{job_id}/events", params={"after": forged})
+        assert page.status_code == 200, page.text
+        assert page.json()["events"][0]["event_id"] == first, forged  # from the start
+        ack = await http.post(f"/jobs/{job_id}/events/ack", json={"ack_through": forged})
+        assert ack.status_code == 200, ack.text
+        assert ack.json()["acked"] == 0, forged  # acknowledged nothing
+
+
 async def test_long_poll_wakes_on_commit_and_times_out_with_an_empty_page(
     make_stack: StackFactory, tmp_path: Path
 ) -> None:
