@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from functools import cache
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 from jsonschema import Draft202012Validator
@@ -137,9 +138,11 @@ async def check_response(response: httpx.Response) -> None:
     await response.aread()
     request = response.request
     path = request.url.path  # percent-decoded
-    # Operations are told apart on the raw path: ``/jobs/a%2Fevents`` is the job
-    # ``a/events``, not the events of ``a`` (the server checks the raw path too).
-    route_path = request.url.raw_path.decode("ascii").split("?", 1)[0]
+    # Operations are told apart on the raw path split at its literal ``/``: ``/jobs/a%2Fevents``
+    # is the job ``a/events``, not the events of ``a``, while ``/jobs/a/%65vents`` is the
+    # events of ``a`` (the server reads it so too: curaflow.api.jobs.literal_suffix).
+    raw_segments = request.url.raw_path.decode("ascii").split("?", 1)[0].split("/")
+    route_path = "/".join(unquote(segment).replace("/", "%2F") for segment in raw_segments)
     if path in ("/openapi.json", "/metrics") or path.startswith("/docs") or path.startswith("/redoc"):
         return  # not protocol routes: the OpenAPI document, Prometheus text, the docs UI
     if request.method == "OPTIONS" and response.status_code == 204:

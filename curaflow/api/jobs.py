@@ -14,6 +14,7 @@ the idempotency key), sent percent-encoded (``%2F``).
 from __future__ import annotations
 
 from typing import Annotated, Any
+from urllib.parse import unquote_to_bytes
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
@@ -47,16 +48,21 @@ def storable_id(job_id: str) -> bool:
 
 
 def literal_suffix(request: Request, suffix: str) -> bool:
-    """True when the request's path really ends with ``suffix`` as a path segment.
+    """True when the request's path really ends with ``suffix``'s path segments.
 
     Routing sees the percent-decoded path, so ``/jobs/a%2Fcancel`` (the job ``a/cancel``)
-    looks like ``/jobs/a/cancel``. The raw path tells them apart; a server that does not
-    pass it on is taken at its word.
+    looks like ``/jobs/a/cancel``. The raw path tells them apart: it is split at its
+    literal ``/`` only, then each segment is percent-decoded — an encoded ``/`` stays inside
+    its segment (part of the job id), while any other escape is the character it encodes
+    (RFC 3986 §6.2.2.2: ``/jobs/a/%63ancel`` is ``/jobs/a/cancel``). A server that does not
+    pass the raw path on is taken at its word.
     """
     raw = request.scope.get("raw_path")
     if not raw:
         return True
-    return bytes(raw).split(b"?", 1)[0].endswith(suffix.encode())
+    wanted = [part.encode() for part in suffix.strip("/").split("/")]
+    segments = [unquote_to_bytes(part) for part in bytes(raw).split(b"?", 1)[0].split(b"/")]
+    return segments[-len(wanted) :] == wanted
 
 
 async def read_job(pool: LedgerPool, job_id: str) -> dict[str, Any]:

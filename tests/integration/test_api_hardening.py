@@ -103,6 +103,27 @@ async def test_job_ids_ending_like_a_sub_route_address_their_own_job(make_stack:
     assert events.status_code == 200 and events.json()["job_id"] == other["job_id"]
 
 
+async def test_a_sub_route_spelled_with_percent_escapes_is_that_sub_route(
+    make_stack: StackFactory, tmp_path: Path
+) -> None:
+    """``%65vents`` is ``events`` (RFC 3986 §6.2.2.2: a percent-encoded unreserved character
+    is the character): only an encoded ``/`` makes a sub-route's name part of the job id."""
+    stack = make_stack(config(tmp_path))
+    http = await stack.start_api()
+    job = (await http.post("/jobs", json=stack.task(key=f"pct-{short_id()}", target_id="demo"))).json()["job"]
+    first = (await http.get(f"/jobs/{job['job_id']}/events")).json()["events"][0]["event_id"]
+
+    events = await http.get(httpx.URL(f"/jobs/{job['job_id']}/%65vents"))
+    assert events.status_code == 200, events.text
+    assert events.json()["events"][0]["event_id"] == first
+    acked = await http.post(httpx.URL(f"/jobs/{job['job_id']}/events/%61ck"), json={"ack_through": first})
+    assert acked.status_code == 200, acked.text
+    assert acked.json()["acked"] == 1
+    cancelled = await http.post(httpx.URL(f"/jobs/{job['job_id']}/%63%61ncel"))
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["job_id"] == job["job_id"]
+
+
 async def test_an_unreachable_ledger_is_a_retryable_error() -> None:
     app = FastAPI()
     install_error_handlers(app)
