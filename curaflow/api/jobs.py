@@ -14,7 +14,6 @@ the idempotency key), sent percent-encoded (``%2F``).
 from __future__ import annotations
 
 from typing import Annotated, Any
-from urllib.parse import unquote_to_bytes
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
@@ -22,7 +21,7 @@ from fastapi.responses import JSONResponse
 from curaflow.api.auth import require_token
 from curaflow.api.body import accepts_json, single_query_values
 from curaflow.api.deps import AdmitterDep, LedgerPool, NotifierDep, SettingsDep, TaskBody, TemporalClient
-from curaflow.api.methods import JobAddressOnly
+from curaflow.api.methods import JobAddressOnly, raw_path_ends_with
 from curaflow.jobs.cancellation import cancel_job
 from curaflow.ledger.db import now_ms
 from curaflow.ledger.records import load_job
@@ -48,21 +47,9 @@ def storable_id(job_id: str) -> bool:
 
 
 def literal_suffix(request: Request, suffix: str) -> bool:
-    """True when the request's path really ends with ``suffix``'s path segments.
-
-    Routing sees the percent-decoded path, so ``/jobs/a%2Fcancel`` (the job ``a/cancel``)
-    looks like ``/jobs/a/cancel``. The raw path tells them apart: it is split at its
-    literal ``/`` only, then each segment is percent-decoded — an encoded ``/`` stays inside
-    its segment (part of the job id), while any other escape is the character it encodes
-    (RFC 3986 §6.2.2.2: ``/jobs/a/%63ancel`` is ``/jobs/a/cancel``). A server that does not
-    pass the raw path on is taken at its word.
-    """
-    raw = request.scope.get("raw_path")
-    if not raw:
-        return True
-    wanted = [part.encode() for part in suffix.strip("/").split("/")]
-    segments = [unquote_to_bytes(part) for part in bytes(raw).split(b"?", 1)[0].split(b"/")]
-    return segments[-len(wanted) :] == wanted
+    """True when the request's path really ends with ``suffix`` as path segments
+    (:func:`curaflow.api.methods.raw_path_ends_with`, the one reading of it)."""
+    return raw_path_ends_with(request.scope, suffix)
 
 
 async def read_job(pool: LedgerPool, job_id: str) -> dict[str, Any]:

@@ -280,9 +280,18 @@ async def test_every_path_answers_head_and_options_and_names_its_methods(
         # RFC 9110 §15.5.6: a 405 names the methods the resource has
         assert (refused.status_code, refused.headers["allow"]) == (405, methods), path
         assert refused.json()["error"]["code"] == "invalid_params"
-    # POST /jobs/<a job id ending in %2Fcancel> is no cancel: the job answers GET only
-    encoded = await http.post(httpx.URL(f"{job_path}%2Fcancel"))
-    assert (encoded.status_code, encoded.headers["allow"]) == (405, "GET, HEAD, OPTIONS")
+    # POST /jobs/<a job id ending in %2Fcancel> is no cancel: the job answers GET only, and
+    # OPTIONS and every 405 there say so too (they once offered the POST they refuse)
+    for suffix in ("%2Fcancel", "%2Fevents%2Fack", "%2Fevents/ack"):
+        encoded = await http.post(httpx.URL(f"{job_path}{suffix}"))
+        assert (encoded.status_code, encoded.headers["allow"]) == (405, "GET, HEAD, OPTIONS"), suffix
+        options = await http.options(httpx.URL(f"{job_path}{suffix}"))
+        assert options.headers["allow"] == "GET, HEAD, OPTIONS", suffix
+        refused = await http.request("PATCH", httpx.URL(f"{job_path}{suffix}"))
+        assert (refused.status_code, refused.headers["allow"]) == (405, "GET, HEAD, OPTIONS"), suffix
+    # a sub-route's name spelled with escapes of unreserved characters is that sub-route
+    options = await http.options(httpx.URL(f"{job_path}/%63ancel"))
+    assert options.headers["allow"] == "GET, HEAD, OPTIONS, POST"
     # without a token, HEAD is refused as GET is; OPTIONS names methods only
     async with httpx.AsyncClient(base_url=stack.api.url if stack.api else "") as anonymous:
         assert (await anonymous.head(job_path)).status_code == 401
